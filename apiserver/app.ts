@@ -1,0 +1,68 @@
+import Koa from 'koa';
+import { HttpMethodEnum, koaBody } from 'koa-body';
+import type { HubServices } from './services.js';
+import type { RouteDecl } from './route.js';
+import { accessLog } from './middleware/access-log.js';
+import { errorMapper } from './middleware/errors.js';
+import { requestContext } from './middleware/request-context.js';
+import { openApiDocument } from './openapi.js';
+import { mountRoutes } from './router.js';
+import { bffRoutes } from './routes/bff.js';
+import { consoleRoutes } from './routes/console.js';
+import { operationRoutes } from './routes/operations.js';
+import { platformRoutes } from './routes/platform.js';
+
+/** Every route of the API; an area adds its file's declarations here. */
+export function allRoutes(): RouteDecl[] {
+  return [...operationRoutes, ...platformRoutes, ...bffRoutes];
+}
+
+export interface ApiOptions {
+  version: string;
+  /** Extra declarations (tests mount probes through the real pipeline). */
+  extraRoutes?: RouteDecl[];
+}
+
+/**
+ * The Koa application. Middleware, top to bottom: request id + trace span, access log, the error
+ * mapper, body parsing, the routes (each with its gate and validation).
+ */
+export function createApi(services: HubServices, options: ApiOptions): Koa {
+  const routes = [...allRoutes(), ...(options.extraRoutes ?? [])];
+  let document: Record<string, unknown> | undefined;
+  const documentOnce = () => {
+    document ??= openApiDocument(routes, { version: options.version, devBypass: services.config.bool('svc.security.dev-bypass') });
+    return document;
+  };
+  const app = new Koa({ proxy: false });
+  app.silent = true; // the error mapper logs; Koa's default handler would print stacks to stderr
+  const limit = services.config.string('svc.http.body-limit');
+  app.use(requestContext);
+  app.use(accessLog);
+  app.use(errorMapper);
+  app.use(
+    koaBody({
+      json: true,
+      text: true,
+      urlencoded: false,
+      multipart: false,
+      jsonLimit: limit,
+      textLimit: limit,
+      textTypes: ['text/*', 'application/yaml', 'application/x-yaml'],
+      parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+      onError: (err, ctx) => {
+        ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? 'body too large' : `body is not valid: ${err.message}`);
+      },
+    }),
+  );
+  const router = mountRoutes([...routes, ...consoleRoutes(documentOnce)], services);
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+  app.use(async (ctx) => {
+    if (ctx.body === undefined && ctx.status === 404) {
+      ctx.status = 404;
+      ctx.body = { error: 'not found' };
+    }
+  });
+  return app;
+}

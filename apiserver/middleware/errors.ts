@@ -1,0 +1,40 @@
+import type { Context, Next } from 'koa';
+import { HubError } from '../../src/errors.js';
+import { logger } from '../../src/observability/logger.js';
+
+/**
+ * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
+ * render themselves; Koa's own HTTP errors (malformed JSON, body too large) keep their status with
+ * a JSON message; anything else is a 500 with no detail (the stack goes to the log, never the client).
+ */
+export async function errorMapper(ctx: Context, next: Next): Promise<void> {
+  try {
+    await next();
+  } catch (err) {
+    if (err instanceof HubError) {
+      const rendered = err.render();
+      ctx.status = rendered.status;
+      for (const [name, value] of Object.entries(rendered.headers ?? {})) ctx.set(name, value);
+      if (!rendered.body) {
+        ctx.body = null;
+        ctx.remove('Content-Type');
+        ctx.length = 0;
+      } else if ('text' in rendered.body) {
+        ctx.type = 'text/plain; charset=utf-8';
+        ctx.body = rendered.body.text;
+      } else {
+        ctx.body = rendered.body.json;
+      }
+      return;
+    }
+    const status = (err as { status?: number; expose?: boolean }).status;
+    if (typeof status === 'number' && status >= 400 && status < 500 && (err as { expose?: boolean }).expose) {
+      ctx.status = status;
+      ctx.body = { error: (err as Error).message };
+      return;
+    }
+    logger().error({ err }, 'request failed');
+    ctx.status = 500;
+    ctx.body = { error: 'internal error', requestId: ctx.state.requestId };
+  }
+}

@@ -1,0 +1,34 @@
+import { randomUUID } from 'node:crypto';
+import type { Context, Next } from 'koa';
+import { runWithContext } from '../../src/observability/context.js';
+import { context, extractContext, inSpan, SpanKind } from '../../src/observability/tracing.js';
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/**
+ * Gives every request an id (`X-Request-Id`, taken from the caller when it is sane), a logging
+ * context that later middleware fills with the tenant, and a server span continuing the caller's
+ * `traceparent`.
+ */
+export async function requestContext(ctx: Context, next: Next): Promise<void> {
+  const given = ctx.get('X-Request-Id');
+  const requestId = REQUEST_ID.test(given) ? given : randomUUID();
+  ctx.state.requestId = requestId;
+  ctx.set('X-Request-Id', requestId);
+  await runWithContext({ requestId }, () =>
+    context.with(extractContext(ctx.headers), () =>
+      inSpan(
+        `${ctx.method} ${ctx.path}`,
+        { 'http.request.method': ctx.method, 'url.path': ctx.path },
+        async (span) => {
+          await next();
+          const routePath = ctx.state.routePath as string | undefined;
+          if (routePath) span.updateName(`${ctx.method} ${routePath}`);
+          span.setAttribute('http.response.status_code', ctx.status);
+          if (routePath) span.setAttribute('http.route', routePath);
+        },
+        SpanKind.SERVER,
+      ),
+    ),
+  );
+}

@@ -1,0 +1,78 @@
+import { describeGate } from '../src/auth/principal.js';
+import type { JsonSchema, RouteDecl } from './route.js';
+
+export interface OpenApiInfo {
+  version: string;
+  devBypass: boolean;
+}
+
+/**
+ * The OpenAPI 3.1 document of the running build, generated from the route declarations (the same
+ * objects the router enforces), never written by hand beside them.
+ */
+export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const decl of routes) {
+    if (decl.hidden) continue;
+    const operation: Record<string, unknown> = {
+      operationId: decl.operationId,
+      summary: decl.summary,
+      tags: decl.tags,
+      parameters: [...parameters(decl.params, 'path'), ...parameters(decl.query, 'query')],
+      responses: Object.fromEntries(
+        Object.entries(decl.responses).map(([status, response]) => [
+          status,
+          response.schema
+            ? { description: response.description, content: { [response.contentType ?? 'application/json']: { schema: response.schema } } }
+            : { description: response.description },
+        ]),
+      ),
+    };
+    const notes: string[] = [];
+    if (decl.description) notes.push(decl.description);
+    if (decl.auth === 'public') {
+      operation.security = [];
+    } else {
+      operation.security = [{ bearer: [] }];
+      operation['x-svc-roles'] = decl.auth;
+      notes.push(`Roles: ${describeGate(decl.auth) || 'any authenticated caller'}.`);
+    }
+    if (notes.length) operation.description = notes.join('\n\n');
+    if (decl.body) {
+      operation.requestBody = {
+        required: true,
+        content: Object.fromEntries((decl.bodyTypes ?? ['application/json']).map((type) => [type, { schema: decl.body }])),
+      };
+    }
+    paths[decl.path] ??= {};
+    paths[decl.path]![decl.method.toLowerCase()] = operation;
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'svc-hub API',
+      version: info.version,
+      description:
+        'Multi-tenant integration hub. Every call carries `Authorization: Bearer <token>`; roles come from the token\'s `realm_access.roles` and the tenant from its `tenant_id` claim.' +
+        (info.devBypass ? ' This instance runs with the development bypass: no token, tenant from `X-Tenant-ID`.' : ''),
+    },
+    servers: [{ url: '/' }],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } },
+    },
+    paths,
+  };
+}
+
+function parameters(schema: JsonSchema | undefined, where: 'path' | 'query'): unknown[] {
+  if (!schema) return [];
+  const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;
+  const required = new Set((schema.required ?? []) as string[]);
+  return Object.entries(properties).map(([name, property]) => ({
+    name,
+    in: where,
+    required: where === 'path' || required.has(name),
+    ...(property.description ? { description: property.description } : {}),
+    schema: property,
+  }));
+}

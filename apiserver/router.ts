@@ -1,0 +1,67 @@
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { parse as parseYaml } from 'yaml';
+import { satisfies } from '../src/auth/principal.js';
+import { AuthenticationRequired, Forbidden, MissingIntegratorRole, ValidationError } from '../src/errors.js';
+import { annotateContext } from '../src/observability/context.js';
+import type { RouteDecl } from './route.js';
+import type { HubServices } from './services.js';
+import { validate } from './validation.js';
+
+const PLATFORM = '/api/platform/';
+
+/** `{tid}` -> `:tid` */
+export function koaPath(path: string): string {
+  return path.replace(/\{(\w+)\}/g, ':$1');
+}
+
+/**
+ * Mounts route declarations: authentication and the role gate in the order spec 1 fixes, the tenant
+ * path check, validation of params, query and body, then the handler.
+ */
+export function mountRoutes(routes: RouteDecl[], services: HubServices): Router {
+  const router = new Router();
+  for (const decl of routes) {
+    router.register(koaPath(decl.path), [decl.method], async (ctx: Context) => {
+      ctx.state.routePath = decl.path;
+      const principal = await gate(ctx, decl, services);
+      const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
+      const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : { ...ctx.query };
+      const body = decl.body ? validate(decl.body, parseBody(ctx, decl), 'body') : undefined;
+      const result = await decl.handler({ params, query, body, principal, services, ctx });
+      if (result !== undefined) {
+        ctx.body = result;
+      }
+    });
+  }
+  return router;
+}
+
+async function gate(ctx: Context, decl: RouteDecl, services: HubServices) {
+  if (decl.auth === 'public') return undefined;
+  const platform = ctx.path.startsWith(PLATFORM);
+  const principal = await services.authenticator.authenticate(ctx.headers, platform);
+  if (!principal) throw new AuthenticationRequired(platform);
+  annotateContext({ tenantId: principal.tenantId === undefined ? undefined : String(principal.tenantId), userId: principal.userId });
+  if (platform && !principal.roles.has('svc_integrator')) throw new MissingIntegratorRole();
+  if (!satisfies(principal, decl.auth)) throw new Forbidden('role gate');
+  if (ctx.params.tid !== undefined && ctx.params.tid !== String(principal.tenantId)) throw new Forbidden('tenant mismatch');
+  ctx.state.principal = principal;
+  return principal;
+}
+
+function parseBody(ctx: Context, decl: RouteDecl): unknown {
+  const raw = (ctx.request as { body?: unknown }).body;
+  const types = decl.bodyTypes ?? ['application/json'];
+  if (ctx.is('application/yaml', 'application/x-yaml', 'text/yaml') && types.some((t) => t.includes('yaml'))) {
+    try {
+      return parseYaml(String(raw ?? ''));
+    } catch (err) {
+      throw new ValidationError(`body is not valid YAML: ${(err as Error).message}`);
+    }
+  }
+  if (ctx.request.length && !ctx.is(...types)) {
+    throw new ValidationError(`body must be ${types.join(' or ')}`, undefined, `send Content-Type: ${types[0]}`);
+  }
+  return raw ?? {};
+}

@@ -1,0 +1,1 @@
+export type { HubServices } from '../src/runtime/services.js';

@@ -1,0 +1,132 @@
+import type { JWTPayload } from 'jose';
+import { AuthenticationRequired, ForbiddenWithReason, ValidationError } from '../errors.js';
+import { logger } from '../observability/logger.js';
+import type { Directory } from './directory.js';
+import { ROLES, type Principal } from './principal.js';
+import { TokenRejected, type TokenVerifier } from './verifier.js';
+
+export interface AuthenticatorOptions {
+  devBypass: boolean;
+  tenantClaim: string;
+  verifier?: TokenVerifier;
+  directory: Directory;
+}
+
+type Headers = Record<string, string | string[] | undefined>;
+
+/** Failures that are the caller's, thrown as AuthenticationRequired so the gate can render them per path. */
+export class Authenticator {
+  constructor(private readonly options: AuthenticatorOptions) {}
+
+  /**
+   * The principal of a request, or undefined when it carries no credentials. Invalid credentials
+   * throw AuthenticationRequired (rendered plain text or JSON by the route's gate).
+   */
+  async authenticate(headers: Headers, platformPath: boolean): Promise<Principal | undefined> {
+    if (this.options.devBypass) return this.devPrincipal(headers);
+    const header = single(headers.authorization);
+    if (!header) return undefined;
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!match) throw new AuthenticationRequired(platformPath, 'not a bearer token');
+    let claims: JWTPayload;
+    try {
+      claims = await this.options.verifier!.verify(match[1]!);
+    } catch (err) {
+      if (err instanceof TokenRejected) {
+        logger().info({ reason: err.message }, 'bearer token refused');
+        throw new AuthenticationRequired(platformPath, err.message);
+      }
+      throw err;
+    }
+    return this.tokenPrincipal(claims, platformPath);
+  }
+
+  private async tokenPrincipal(claims: JWTPayload, platformPath: boolean): Promise<Principal> {
+    const roles = new Set(realmRoles(claims));
+    const homeTenantId = claimedTenant(claims[this.options.tenantClaim]);
+    if (homeTenantId === null) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);
+    const acting = claims.acting_as_tenant;
+    let tenantId = homeTenantId;
+    let impersonating = false;
+    if (acting !== undefined && acting !== null) {
+      if (!roles.has('svc_superadmin')) throw new ForbiddenWithReason('svc_superadmin required to impersonate a tenant');
+      const target = claimedTenant(acting);
+      if (target === null || target === undefined) throw new ForbiddenWithReason('acting_as_tenant is not a tenant id');
+      await this.options.directory.requireActiveTenant(target);
+      tenantId = target;
+      impersonating = true;
+    }
+    if (homeTenantId !== undefined) await this.options.directory.requireActiveTenant(homeTenantId);
+    const subject = String(claims.sub ?? '');
+    if (!subject) throw new AuthenticationRequired(platformPath, 'token has no subject');
+    const userIdClaim = claims.user_id;
+    const user = await this.options.directory.userFor({
+      tenantId: homeTenantId ?? 0,
+      issuer: String(claims.iss),
+      subject,
+      userId: userIdClaim === undefined || userIdClaim === null ? undefined : Number(userIdClaim),
+      login: stringClaim(claims.preferred_username),
+      name: stringClaim(claims.name),
+      email: stringClaim(claims.email),
+    });
+    return {
+      via: 'token',
+      issuer: String(claims.iss),
+      subject,
+      roles,
+      homeTenantId,
+      tenantId,
+      impersonating,
+      userId: String(user.id),
+      login: user.login,
+    };
+  }
+
+  private async devPrincipal(headers: Headers): Promise<Principal> {
+    const home = headerTenant(headers, 'x-tenant-id');
+    const acting = headerTenant(headers, 'x-impersonate-tenant');
+    if (home !== undefined) await this.options.directory.requireActiveTenant(home);
+    if (acting !== undefined) await this.options.directory.requireActiveTenant(acting);
+    const userId = single(headers['x-user-id'])?.trim() || undefined;
+    return {
+      via: 'dev-bypass',
+      subject: userId ?? 'dev',
+      roles: new Set(ROLES),
+      homeTenantId: home,
+      tenantId: acting ?? home,
+      impersonating: acting !== undefined,
+      userId,
+      login: userId ?? 'dev',
+    };
+  }
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function realmRoles(claims: JWTPayload): string[] {
+  const realm = claims.realm_access as { roles?: unknown } | undefined;
+  return Array.isArray(realm?.roles) ? realm.roles.filter((r): r is string => typeof r === 'string') : [];
+}
+
+/** undefined: no claim; null: a claim that is not a tenant id. */
+function claimedTenant(value: unknown): number | undefined | null {
+  if (value === undefined || value === null || value === '') return undefined;
+  const text = String(value);
+  if (!/^\d+$/.test(text)) return null;
+  const id = Number(text);
+  return Number.isSafeInteger(id) ? id : null;
+}
+
+function headerTenant(headers: Headers, name: string): number | undefined {
+  const raw = single(headers[name]);
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const id = claimedTenant(raw.trim());
+  if (id === null || id === undefined) throw new ValidationError(`${name} must be a numeric tenant id`, name);
+  return id;
+}
+
+function stringClaim(value: unknown): string | undefined {
+  return typeof value === 'string' && value ? value : undefined;
+}

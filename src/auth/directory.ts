@@ -1,0 +1,109 @@
+import type { Database } from '../db/database.js';
+import { ForbiddenWithReason } from '../errors.js';
+
+/**
+ * What authentication reads on every call: whether a tenant exists and is active, and the hub user
+ * behind an (issuer, subject) pair, created on first sight (just-in-time provisioning). Both are
+ * cached briefly so a busy caller costs no query per request; a lock or a deactivation takes
+ * effect within `ttlMs`.
+ */
+
+interface TenantEntry {
+  id: number;
+  code: string;
+  active: boolean;
+}
+
+export interface HubUser {
+  id: number;
+  tenantId: number;
+  login: string;
+  locked: boolean;
+  active: boolean;
+}
+
+export interface TokenIdentity {
+  tenantId: number;
+  issuer: string;
+  subject: string;
+  /** A claim `user_id` names the hub user directly. */
+  userId?: number;
+  login?: string;
+  name?: string;
+  email?: string;
+}
+
+export class Directory {
+  private readonly tenants = new Map<number, { entry: TenantEntry | null; at: number }>();
+  private readonly users = new Map<string, { user: HubUser; at: number }>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly ttlMs = 10_000,
+  ) {}
+
+  async tenant(id: number): Promise<TenantEntry | null> {
+    const cached = this.tenants.get(id);
+    if (cached && Date.now() - cached.at < this.ttlMs) return cached.entry;
+    const { rows } = await this.db.withoutTenant((tx) => tx.query<TenantEntry>('select id, code, active from core.tenants where id = $1', [id]));
+    const entry = rows[0] ?? null;
+    this.tenants.set(id, { entry, at: Date.now() });
+    return entry;
+  }
+
+  /** The tenant must exist and be active, or the call is refused. */
+  async requireActiveTenant(id: number): Promise<TenantEntry> {
+    const tenant = await this.tenant(id);
+    if (!tenant) throw new ForbiddenWithReason(`unknown tenant ${id}`);
+    if (!tenant.active) throw new ForbiddenWithReason('tenant inactive');
+    return tenant;
+  }
+
+  /** The hub user of a token, provisioned on first sight; refuses locked and inactive accounts. */
+  async userFor(identity: TokenIdentity): Promise<HubUser> {
+    const key = `${identity.tenantId}\u0000${identity.issuer}\u0000${identity.subject}\u0000${identity.userId ?? ''}`;
+    const cached = this.users.get(key);
+    let user = cached && Date.now() - cached.at < this.ttlMs ? cached.user : undefined;
+    if (!user) {
+      user = await this.db.withTenant(identity.tenantId, (tx) => (identity.userId !== undefined ? byId(tx, identity.userId) : provision(tx, identity)));
+      this.users.set(key, { user, at: Date.now() });
+    }
+    if (!user.active) throw new ForbiddenWithReason('account inactive');
+    if (user.locked) throw new ForbiddenWithReason('account locked');
+    return user;
+  }
+
+  /** Forget cached state (after an administrator changes a tenant or a user). */
+  invalidate(): void {
+    this.tenants.clear();
+    this.users.clear();
+  }
+}
+
+type Tx = Parameters<Parameters<Database['withTenant']>[1]>[0];
+
+const USER_COLUMNS = 'id, tenant_id as "tenantId", login, locked, active';
+
+async function byId(tx: Tx, id: number): Promise<HubUser> {
+  const { rows } = await tx.query<HubUser>(`select ${USER_COLUMNS} from core.users where id = $1`, [id]);
+  if (!rows[0]) throw new ForbiddenWithReason('unknown user');
+  return rows[0];
+}
+
+async function provision(tx: Tx, identity: TokenIdentity): Promise<HubUser> {
+  const found = await tx.query<HubUser>(
+    `update core.users set last_login_at = now() where issuer = $1 and subject = $2 returning ${USER_COLUMNS}`,
+    [identity.issuer, identity.subject],
+  );
+  if (found.rows[0]) return found.rows[0];
+  const base = identity.login || identity.email || identity.subject;
+  // A login already taken by someone else gets the subject appended, so provisioning never fails.
+  const created = await tx.query<HubUser>(
+    `insert into core.users (tenant_id, login, name, email, issuer, subject, last_login_at)
+     values ($1, case when exists (select 1 from core.users where login = $2) then $2 || '#' || $5 else $2 end, $3, $4, $6, $5, now())
+     on conflict (tenant_id, issuer, subject) do update set last_login_at = now()
+     returning ${USER_COLUMNS}`,
+    [identity.tenantId, base, identity.name ?? null, identity.email ?? null, identity.subject, identity.issuer],
+  );
+  return created.rows[0]!;
+}

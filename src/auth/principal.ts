@@ -1,0 +1,38 @@
+/** The four roles of spec 1, matched literally: no role implies another. */
+export const ROLES = ['svc_user', 'svc_admin', 'svc_integrator', 'svc_superadmin'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Who is calling, after authentication; the tenant is the one every statement runs as. */
+export interface Principal {
+  readonly via: 'token' | 'dev-bypass';
+  readonly issuer?: string;
+  readonly subject?: string;
+  readonly roles: ReadonlySet<string>;
+  /** The tenant the caller belongs to (token claim or X-Tenant-ID). */
+  readonly homeTenantId?: number;
+  /** The tenant the call acts as: the home tenant, or the impersonated one. */
+  readonly tenantId?: number;
+  readonly impersonating: boolean;
+  /** The hub user (provisioned just in time for tokens; X-User-ID in the dev bypass). */
+  readonly userId?: string;
+  readonly login?: string;
+}
+
+export function hasRole(principal: Principal, role: string): boolean {
+  return principal.roles.has(role);
+}
+
+/**
+ * A role gate: every entry must hold; an entry that is a list holds when any of its roles does.
+ * `['svc_integrator', ['svc_admin', 'svc_superadmin']]` reads "svc_integrator and (svc_admin or svc_superadmin)".
+ */
+export type RoleGate = ReadonlyArray<Role | ReadonlyArray<Role>>;
+
+export function satisfies(principal: Principal, gate: RoleGate): boolean {
+  return gate.every((entry) => (typeof entry === 'string' ? principal.roles.has(entry) : entry.some((r) => principal.roles.has(r))));
+}
+
+/** "svc_integrator and (svc_admin or svc_superadmin)", for the OpenAPI document. */
+export function describeGate(gate: RoleGate): string {
+  return gate.map((entry) => (typeof entry === 'string' ? entry : `(${entry.join(' or ')})`)).join(' and ');
+}

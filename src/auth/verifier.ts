@@ -1,0 +1,64 @@
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { logger } from '../observability/logger.js';
+
+export interface VerifierOptions {
+  issuer: string;
+  jwksUri?: string;
+  audience?: string;
+}
+
+/** Why a token was refused; logged, never sent to the caller (who gets a plain 401). */
+export class TokenRejected extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'TokenRejected';
+  }
+}
+
+/**
+ * Verifies bearer JWTs against the issuer's JWKS (RS256 and ES256), checking issuer, expiry and,
+ * when configured, audience. The key set is fetched lazily and cached by jose, which refetches
+ * when a token names an unknown key id.
+ */
+export class TokenVerifier {
+  private keys: Promise<JWTVerifyGetKey> | undefined;
+
+  constructor(private readonly options: VerifierOptions) {}
+
+  async verify(token: string): Promise<JWTPayload> {
+    const keys = await this.keySet();
+    try {
+      const { payload } = await jwtVerify(token, keys, {
+        issuer: this.options.issuer,
+        audience: this.options.audience,
+        algorithms: ['RS256', 'ES256'],
+        clockTolerance: 5,
+      });
+      return payload;
+    } catch (err) {
+      if (err instanceof joseErrors.JOSEError) throw new TokenRejected(`${err.code}: ${err.message}`);
+      throw err;
+    }
+  }
+
+  private keySet(): Promise<JWTVerifyGetKey> {
+    if (!this.keys) {
+      this.keys = this.resolveJwksUri().then((uri) => createRemoteJWKSet(new URL(uri), { cooldownDuration: 30_000, timeoutDuration: 5_000 }));
+      this.keys.catch(() => {
+        this.keys = undefined; // try discovery again on the next request
+      });
+    }
+    return this.keys;
+  }
+
+  private async resolveJwksUri(): Promise<string> {
+    if (this.options.jwksUri) return this.options.jwksUri;
+    const discovery = `${this.options.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+    const response = await fetch(discovery, { signal: AbortSignal.timeout(5_000) });
+    if (!response.ok) throw new TokenRejected(`OIDC discovery ${discovery} answered ${response.status}`);
+    const document = (await response.json()) as { jwks_uri?: string };
+    if (!document.jwks_uri) throw new TokenRejected(`OIDC discovery ${discovery} names no jwks_uri`);
+    logger().info({ jwksUri: document.jwks_uri }, 'signing keys located through OIDC discovery');
+    return document.jwks_uri;
+  }
+}

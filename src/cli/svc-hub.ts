@@ -1,0 +1,108 @@
+import { Config, ConfigError } from '../config/config.js';
+import { DataDirInUse } from '../db/embedded.js';
+import { createLogger, logger, registerSecret, setLogger } from '../observability/logger.js';
+import { startTracing, stopTracing } from '../observability/tracing.js';
+import { packageVersion } from '../package-root.js';
+import { setupDatabase } from '../runtime/database-setup.js';
+import { announce, startHub, type Hub } from '../runtime/hub.js';
+
+const USAGE = `usage: svc-hub <role>
+
+roles:
+  all        the API, the outbox dispatchers and the schedulers in one process (what npm start runs)
+  serve      the HTTP API only
+  migrate    apply pending database migrations and exit
+
+Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
+`;
+
+const ROLES = ['all', 'serve', 'migrate'] as const;
+type RoleName = (typeof ROLES)[number];
+
+export async function main(argv: string[]): Promise<number> {
+  const [role, ...rest] = argv;
+  if (role === '--help' || role === '-h' || role === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (role === '--version') {
+    process.stdout.write(`${packageVersion()}\n`);
+    return 0;
+  }
+  if (!role || !(ROLES as readonly string[]).includes(role)) {
+    process.stderr.write(`${role ? `svc-hub: unknown role '${role}'` : 'svc-hub: no role given'}\n\n${USAGE}`);
+    return 2;
+  }
+  if (rest.length) {
+    process.stderr.write(`svc-hub ${role}: unexpected arguments: ${rest.join(' ')}\n\n${USAGE}`);
+    return 2;
+  }
+
+  let config: Config;
+  try {
+    config = Config.load();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svc-hub: configuration error: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  setLogger(createLogger({ level: config.string('svc.log.level'), json: config.string('svc.profile') === 'prod' }));
+  registerSecret(config.optional('svc.secret.master-key'));
+  for (const warning of config.warnings) logger().warn(warning);
+  if (config.bool('svc.tracing.enabled')) {
+    startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
+    logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
+  }
+
+  try {
+    return await run(role as RoleName, config);
+  } catch (err) {
+    if (err instanceof DataDirInUse) logger().fatal(err.message);
+    else logger().fatal({ err }, `svc-hub ${role} failed: ${(err as Error).message}`);
+    return 1;
+  } finally {
+    await stopTracing();
+  }
+}
+
+async function run(role: RoleName, config: Config): Promise<number> {
+  if (role === 'migrate') {
+    const setup = await setupDatabase(config, { migrate: true });
+    await setup.close();
+    logger().info('migrations are up to date');
+    return 0;
+  }
+  const hub: Hub = await startHub(config, { api: true, background: role === 'all' });
+  announce(config, hub.url!);
+  await untilSignal(hub);
+  return 0;
+}
+
+/** Resolves once a SIGINT or SIGTERM has stopped the hub; a second signal exits at once. */
+function untilSignal(hub: Hub): Promise<void> {
+  return new Promise((resolve) => {
+    let received = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (received) {
+        logger().warn(`${signal} again: exiting now`);
+        process.exit(130);
+      }
+      received = true;
+      logger().info(`${signal}: stopping (in-flight requests finish first)`);
+      hub.stop().then(
+        () => {
+          logger().info('stopped');
+          resolve();
+        },
+        (err: unknown) => {
+          logger().error({ err }, 'stop failed');
+          resolve();
+        },
+      );
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}

@@ -1,0 +1,220 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { parseDuration } from './duration.js';
+import { envName, PROPERTIES, type PropertyDef, type PropertyValue } from './properties.js';
+
+/** A configuration value that cannot be used; the message names the property and where it came from. */
+export class ConfigError extends Error {
+  constructor(
+    readonly property: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export interface LoadOptions {
+  /** The environment to read (default: process.env). */
+  env?: NodeJS.ProcessEnv;
+  /** Values that win over everything, for tests and embedding. */
+  overrides?: Record<string, string | number | boolean>;
+}
+
+type Source = { value: string | number | boolean; origin: string };
+
+/**
+ * Properties resolved from defaults < application.yaml < environment (< overrides), validated once.
+ * Typed getters throw for names that are not in the property table, so a typo fails in tests.
+ */
+export class Config {
+  private constructor(
+    private readonly values: Map<string, PropertyValue>,
+    readonly warnings: readonly string[],
+    private readonly options: LoadOptions,
+  ) {}
+
+  static load(options: LoadOptions = {}): Config {
+    const env = options.env ?? process.env;
+    const warnings: string[] = [];
+    const raw = new Map<string, Source>();
+
+    const configPath = env.SVC_CONFIG ?? './application.yaml';
+    if (existsSync(configPath)) {
+      for (const [key, value] of Object.entries(readYamlFile(configPath))) {
+        if (!PROPERTIES.some((d) => d.name === key)) warnings.push(`${configPath}: unknown property ${key} (ignored)`);
+        else raw.set(key, { value, origin: configPath });
+      }
+    } else if (env.SVC_CONFIG) {
+      throw new ConfigError('svc.config', `svc.config: configuration file ${configPath} does not exist`);
+    }
+
+    for (const def of PROPERTIES) {
+      for (const name of [envName(def.name), ...(def.aliases ?? [])]) {
+        const value = env[name];
+        if (value !== undefined && value !== '') {
+          raw.set(def.name, { value, origin: `environment ${name}` });
+          break;
+        }
+      }
+    }
+    const known = new Set(PROPERTIES.flatMap((d) => [envName(d.name), ...(d.aliases ?? [])]));
+    for (const name of Object.keys(env)) {
+      if (name.startsWith('SVC_') && !known.has(name)) warnings.push(`environment ${name} names no property (ignored)`);
+    }
+    for (const [key, value] of Object.entries(options.overrides ?? {})) {
+      if (!PROPERTIES.some((d) => d.name === key)) throw new ConfigError(key, `${key}: unknown property`);
+      raw.set(key, { value, origin: 'override' });
+    }
+
+    const values = new Map<string, PropertyValue>();
+    const resolving = new Set<string>();
+    const resolve = (name: string): PropertyValue => {
+      if (values.has(name)) return values.get(name);
+      const def = PROPERTIES.find((d) => d.name === name);
+      if (!def) throw new ConfigError(name, `${name}: unknown property`);
+      if (resolving.has(name)) throw new Error(`configuration defaults form a cycle at ${name}`);
+      resolving.add(name);
+      const given = raw.get(name);
+      let value: PropertyValue;
+      if (given) value = coerce(def, given.value, given.origin);
+      else if (typeof def.default === 'function') value = def.default(resolve);
+      else if (def.default !== undefined) value = coerce(def, def.default, 'default');
+      resolving.delete(name);
+      values.set(name, value);
+      return value;
+    };
+    for (const def of PROPERTIES) resolve(def.name);
+
+    const config = new Config(values, warnings, options);
+    config.checkCombinations();
+    return config;
+  }
+
+  private checkCombinations(): void {
+    const prod = this.string('svc.profile') === 'prod';
+    const bypass = this.bool('svc.security.dev-bypass');
+    if (prod && bypass) {
+      throw new ConfigError('svc.security.dev-bypass', 'svc.security.dev-bypass: the dev bypass must never be on in the prod profile');
+    }
+    if (!bypass && !this.optional('svc.oidc.issuer')) {
+      throw new ConfigError('svc.oidc.issuer', 'svc.oidc.issuer (SVC_OIDC_ISSUER) is required when the dev bypass is off');
+    }
+    if (bypass && !isLoopback(this.string('svc.http.host'))) {
+      throw new ConfigError('svc.http.host', `svc.http.host: with the dev bypass on the hub listens on a loopback address only, not ${this.string('svc.http.host')}`);
+    }
+    if (prod && !this.optional('svc.secret.master-key')) {
+      throw new ConfigError('svc.secret.master-key', 'svc.secret.master-key (SVC_SECRET_MASTER_KEY) is required in the prod profile');
+    }
+  }
+
+  has(name: string): boolean {
+    return this.values.get(this.known(name)) !== undefined;
+  }
+
+  optional(name: string): string | undefined {
+    const value = this.values.get(this.known(name));
+    return value === undefined ? undefined : String(value);
+  }
+
+  string(name: string): string {
+    const value = this.optional(name);
+    if (value === undefined) throw new ConfigError(name, `${name}: no value`);
+    return value;
+  }
+
+  int(name: string): number {
+    return this.typed(name, 'number') as number;
+  }
+
+  /** Durations are held in milliseconds. */
+  duration(name: string): number {
+    return this.typed(name, 'number') as number;
+  }
+
+  bool(name: string): boolean {
+    return this.typed(name, 'boolean') as boolean;
+  }
+
+  /** The same sources with some properties replaced, validated again (tests, sub-commands). */
+  with(overrides: Record<string, string | number | boolean>): Config {
+    return Config.load({ ...this.options, overrides: { ...this.options.overrides, ...overrides } });
+  }
+
+  private known(name: string): string {
+    if (!PROPERTIES.some((d) => d.name === name)) throw new ConfigError(name, `${name}: unknown property`);
+    return name;
+  }
+
+  private typed(name: string, type: 'number' | 'boolean'): number | boolean {
+    const value = this.values.get(this.known(name));
+    if (typeof value !== type) throw new ConfigError(name, `${name}: no value`);
+    return value as number | boolean;
+  }
+}
+
+function coerce(def: PropertyDef, value: string | number | boolean, origin: string): PropertyValue {
+  const text = String(value).trim();
+  const fail = (expected: string): never => {
+    const where = origin === 'default' ? 'default' : origin;
+    throw new ConfigError(def.name, `${def.name} (${envName(def.name)}): '${text}' from ${where} is not ${expected}`);
+  };
+  switch (def.kind) {
+    case 'int': {
+      if (!/^-?\d+$/.test(text)) return fail('a whole number');
+      const n = Number(text);
+      if (def.min !== undefined && n < def.min) return fail(`a whole number of at least ${def.min}`);
+      return n;
+    }
+    case 'bool': {
+      if (/^(true|yes|on|1)$/i.test(text)) return true;
+      if (/^(false|no|off|0)$/i.test(text)) return false;
+      return fail('true or false');
+    }
+    case 'duration': {
+      const ms = parseDuration(text);
+      if (ms === undefined) return fail('a duration such as 500ms, 5s, 15m, 1h or PT5S');
+      if (ms <= 0) return fail('a positive duration');
+      return ms;
+    }
+    case 'url': {
+      try {
+        new URL(text);
+      } catch {
+        return fail('a URL');
+      }
+      return text;
+    }
+    case 'enum':
+      if (!def.values!.includes(text)) return fail(`one of ${def.values!.join(', ')}`);
+      return text;
+    default:
+      return text;
+  }
+}
+
+function readYamlFile(path: string): Record<string, string | number | boolean> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ConfigError('svc.config', `svc.config: ${path} is not valid YAML: ${(err as Error).message}`);
+  }
+  const flat: Record<string, string | number | boolean> = {};
+  const walk = (node: unknown, prefix: string): void => {
+    if (node === null || node === undefined) return;
+    if (typeof node === 'object' && !Array.isArray(node)) {
+      for (const [key, child] of Object.entries(node)) walk(child, prefix ? `${prefix}.${key}` : key);
+    } else if (typeof node === 'string' || typeof node === 'number' || typeof node === 'boolean') {
+      flat[prefix] = node;
+    } else {
+      throw new ConfigError(prefix, `${prefix}: ${path} gives a list where a single value is expected`);
+    }
+  };
+  walk(doc, '');
+  return flat;
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}

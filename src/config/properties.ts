@@ -1,0 +1,143 @@
+/**
+ * Every configuration property of the hub, in one table. The loader validates against it,
+ * docs/configuration.md is generated from it (`npm run docs:config`), and a test keeps the two equal.
+ * Later areas add their properties here, beside the clocks they configure.
+ */
+
+export type PropertyKind = 'string' | 'int' | 'bool' | 'duration' | 'url' | 'enum' | 'secret';
+export type PropertyValue = string | number | boolean | undefined;
+
+/** Reads another property while a default is being computed. */
+export type Lookup = (name: string) => PropertyValue;
+
+export interface PropertyDef {
+  readonly name: string;
+  readonly kind: PropertyKind;
+  readonly description: string;
+  /** A value, or a function of other properties (profile-dependent defaults). */
+  readonly default?: PropertyValue | ((get: Lookup) => PropertyValue);
+  /** Shown in the docs instead of the computed default. */
+  readonly defaultText?: string;
+  /** Environment variables read besides the canonical `SVC_A_B_C` form, in order of precedence after it. */
+  readonly aliases?: readonly string[];
+  readonly values?: readonly string[];
+  readonly min?: number;
+  readonly group: string;
+}
+
+const p = (def: PropertyDef): PropertyDef => def;
+
+export const PROPERTIES: readonly PropertyDef[] = [
+  // Runtime
+  p({ group: 'Runtime', name: 'svc.profile', kind: 'enum', values: ['dev', 'prod'], default: 'dev',
+    description: '`dev` (readable logs, the dev bypass by default when no issuer is set) or `prod` (JSON logs, the bypass refused, master key required).' }),
+  p({ group: 'Runtime', name: 'svc.config', kind: 'string', default: './application.yaml',
+    description: 'Path of the optional YAML configuration file (read from the environment only).' }),
+  p({ group: 'Runtime', name: 'svc.data-dir', kind: 'string', default: './.svc',
+    description: 'Where the embedded PostgreSQL keeps its data and the hub its local state.' }),
+  p({ group: 'Runtime', name: 'svc.log.level', kind: 'enum', values: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], default: 'info',
+    description: 'Minimum log level.' }),
+
+  // HTTP
+  p({ group: 'HTTP', name: 'svc.http.port', kind: 'int', min: 0, default: 8080, aliases: ['PORT'],
+    description: 'Port of the HTTP API (0 picks a free port).' }),
+  p({ group: 'HTTP', name: 'svc.http.host', kind: 'string',
+    default: (get) => (get('svc.security.dev-bypass') ? '127.0.0.1' : '0.0.0.0'),
+    defaultText: '`127.0.0.1` with the dev bypass on, else `0.0.0.0`',
+    description: 'Interface the HTTP API listens on. With the dev bypass on only a loopback address is accepted.' }),
+  p({ group: 'HTTP', name: 'svc.http.shutdown-grace', kind: 'duration', default: '10s',
+    description: 'How long a stopping process waits for in-flight requests before closing them.' }),
+  p({ group: 'HTTP', name: 'svc.http.body-limit', kind: 'string', default: '10mb',
+    description: 'Largest accepted request body (JSON, YAML, text).' }),
+
+  // Database
+  p({ group: 'Database', name: 'svc.datasource.url', kind: 'url', aliases: ['DATABASE_URL'],
+    description: 'External PostgreSQL (`postgres://owner:password@host:5432/db`), connected as the owner that runs migrations. Unset: an embedded PostgreSQL under `svc.data-dir`.' }),
+  p({ group: 'Database', name: 'svc.datasource.app-url', kind: 'url',
+    description: 'Connection for the application role (subject to row-level security). Unset: the hub creates role `svc.datasource.app-role` with a password derived from the owner credentials.' }),
+  p({ group: 'Database', name: 'svc.datasource.worker-url', kind: 'url',
+    description: 'Connection for the cross-tenant worker role. Unset: derived like `svc.datasource.app-url`.' }),
+  p({ group: 'Database', name: 'svc.datasource.app-role', kind: 'string', default: 'svc_app',
+    description: 'Name of the application database role (no BYPASSRLS, not an owner).' }),
+  p({ group: 'Database', name: 'svc.datasource.worker-role', kind: 'string', default: 'svc_worker',
+    description: 'Name of the cross-tenant worker role (BYPASSRLS, used only by background work that must see every tenant).' }),
+  p({ group: 'Database', name: 'svc.datasource.pool-size', kind: 'int', min: 1, default: 10,
+    description: 'Connections per pool (application and worker pools each).' }),
+  p({ group: 'Database', name: 'svc.migrate.on-start', kind: 'bool', default: true,
+    description: 'Apply pending migrations when a hub process starts (under an advisory lock).' }),
+
+  // Security
+  p({ group: 'Security', name: 'svc.oidc.issuer', kind: 'url',
+    description: 'Issuer (`iss`) that tokens must carry. Required unless the dev bypass is on.' }),
+  p({ group: 'Security', name: 'svc.oidc.jwks-uri', kind: 'url',
+    defaultText: "the `jwks_uri` of the issuer's `/.well-known/openid-configuration`",
+    description: 'Where the signing keys are fetched (RS256 and ES256 are accepted).' }),
+  p({ group: 'Security', name: 'svc.oidc.audience', kind: 'string',
+    description: 'When set, tokens must name it in `aud`.' }),
+  p({ group: 'Security', name: 'svc.oidc.tenant-claim', kind: 'string', default: 'tenant_id',
+    description: 'Claim that carries the numeric tenant id.' }),
+  p({ group: 'Security', name: 'svc.security.dev-bypass', kind: 'bool',
+    default: (get) => get('svc.profile') === 'dev' && !get('svc.oidc.issuer'),
+    defaultText: 'true in the `dev` profile when `svc.oidc.issuer` is unset, else false',
+    description: 'Development only: no token; tenant, user and impersonation come from the headers `X-Tenant-ID`, `X-User-ID`, `X-Impersonate-Tenant`, and every role is active. Refused in the `prod` profile.' }),
+  p({ group: 'Security', name: 'svc.secret.master-key', kind: 'secret',
+    description: 'Key that encrypts stored secrets (32 bytes as base64 or 64 hex characters). Required in the `prod` profile; in `dev` one is generated once into the data directory.' }),
+
+  // Observability
+  p({ group: 'Observability', name: 'svc.tracing.enabled', kind: 'bool',
+    default: (get) => get('otel.sdk.disabled') === false,
+    defaultText: 'false (true when `OTEL_SDK_DISABLED=false`)',
+    description: 'Export OpenTelemetry traces of requests and database calls over OTLP/gRPC.' }),
+  p({ group: 'Observability', name: 'otel.sdk.disabled', kind: 'bool', default: true,
+    description: 'The OpenTelemetry SDK switch; `false` turns tracing on.' }),
+  p({ group: 'Observability', name: 'svc.tracing.endpoint', kind: 'url', default: 'http://localhost:4317', aliases: ['OTEL_EXPORTER_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT'],
+    description: 'OTLP/gRPC collector that receives the traces.' }),
+  p({ group: 'Observability', name: 'svc.tracing.service-name', kind: 'string', default: 'svc-hub', aliases: ['OTEL_SERVICE_NAME'],
+    description: 'The `service.name` resource attribute of exported spans.' }),
+
+  // Clocks and limits (spec 1 Limits and Clocks; used by the areas that own them)
+  p({ group: 'Clocks', name: 'svc.scheduler.enabled', kind: 'bool', default: true,
+    description: 'Run the in-process schedulers (off in Kubernetes, where CronJobs fire runs).' }),
+  p({ group: 'Clocks', name: 'svc.scheduler.tick', kind: 'duration', default: '1m', description: 'Connector and export scheduler tick.' }),
+  p({ group: 'Clocks', name: 'svc.webhook.sweep-every', kind: 'duration', default: '5s', description: 'Webhook consumer sweep of the outbox (NOTIFY wakes it sooner).' }),
+  p({ group: 'Clocks', name: 'svc.webhook.retry-every', kind: 'duration', default: '30s', description: 'Webhook retry sweep.' }),
+  p({ group: 'Clocks', name: 'svc.webhook.lease', kind: 'duration', default: '60s', description: 'Lease on a claimed delivery row.' }),
+  p({ group: 'Clocks', name: 'svc.webhook.max-attempts', kind: 'int', min: 1, default: 3, description: 'Attempts per delivery, the first included.' }),
+  p({ group: 'Clocks', name: 'svc.webhook.connect-timeout', kind: 'duration', default: '5s', description: 'Connect timeout of one delivery attempt.' }),
+  p({ group: 'Clocks', name: 'svc.webhook.timeout', kind: 'duration', default: '10s', description: 'Exchange timeout of one delivery attempt.' }),
+  p({ group: 'Clocks', name: 'svc.email.sweep-every', kind: 'duration', default: '5s', description: 'E-mail consumer sweep.' }),
+  p({ group: 'Clocks', name: 'svc.process.sweep-every', kind: 'duration', default: '5s', description: 'Process-reaction consumer sweep.' }),
+  p({ group: 'Clocks', name: 'svc.audit.dispatch-every', kind: 'duration', default: '2s', description: 'Audit buffer flush.' }),
+  p({ group: 'Clocks', name: 'svc.audit.retention-days', kind: 'int', min: 0, default: 365, description: 'Audit retention (daily purge at 04:45 UTC); 0 disables the purge.' }),
+  p({ group: 'Clocks', name: 'svc.events.retention-days', kind: 'int', min: 1, default: 30, description: 'Outbox retention (daily purge at 04:30 UTC), never past the slowest consumer.' }),
+  p({ group: 'Clocks', name: 'svc.events.stream.poll-every', kind: 'duration', default: '1s', description: 'Live event stream poll.' }),
+  p({ group: 'Clocks', name: 'svc.events.stream.batch', kind: 'int', min: 1, default: 500, description: 'Rows read per live-stream poll.' }),
+  p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep.' }),
+  p({ group: 'Clocks', name: 'svc.hooks.cache-ttl', kind: 'duration', default: '60s', description: 'Time to live of the per-tenant hook override cache.' }),
+
+  // Inbound rate limits (spec 1 Inbound rate limits)
+  p({ group: 'Rate limits', name: 'svc.ratelimit.default.rpm', kind: 'int', min: 0,
+    default: (get) => (get('svc.profile') === 'dev' ? 0 : 60), defaultText: '60 (0 in `dev`)',
+    description: 'Requests per minute per tenant for the chat and search buckets that set none; 0 disables.' }),
+  p({ group: 'Rate limits', name: 'svc.ratelimit.view-generate.rpm', kind: 'int', min: 0,
+    default: (get) => (get('svc.profile') === 'dev' ? 0 : 10), defaultText: '10 (0 in `dev`)',
+    description: 'POST /api/views/generate per tenant per minute; 0 disables.' }),
+  p({ group: 'Rate limits', name: 'svc.ratelimit.platform-chat.rpm', kind: 'int', min: 0,
+    default: (get) => get('svc.ratelimit.default.rpm'), defaultText: '`svc.ratelimit.default.rpm`',
+    description: 'POST /api/platform/rag/chat per tenant per minute; 0 disables.' }),
+  p({ group: 'Rate limits', name: 'svc.ratelimit.user-chat.rpm', kind: 'int', min: 0,
+    default: (get) => get('svc.ratelimit.default.rpm'), defaultText: '`svc.ratelimit.default.rpm`',
+    description: 'POST /api/rag/chat per tenant per minute; 0 disables.' }),
+  p({ group: 'Rate limits', name: 'svc.ratelimit.platform-search.rpm', kind: 'int', min: 0,
+    default: (get) => get('svc.ratelimit.default.rpm'), defaultText: '`svc.ratelimit.default.rpm`',
+    description: 'POST /api/platform/rag/search per tenant per minute; 0 disables.' }),
+];
+
+/** `svc.a.b-c` -> `SVC_A_B_C`. */
+export function envName(property: string): string {
+  return property.toUpperCase().replace(/[^A-Z0-9]/g, '_');
+}
+
+export function findProperty(name: string): PropertyDef | undefined {
+  return PROPERTIES.find((def) => def.name === name);
+}

@@ -1,0 +1,109 @@
+import pg from 'pg';
+import { NoTenantError } from '../errors.js';
+import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
+import { logger } from '../observability/logger.js';
+import { inSpan, SpanKind } from '../observability/tracing.js';
+
+// Identifiers and counters are bigint columns far below 2^53: hand them out as numbers.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
+
+/** What a unit of work may do with its transaction. */
+export interface Tx {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+  /** The tenant the transaction is bound to (undefined for cross-tenant work). */
+  readonly tenantId: number | undefined;
+}
+
+export type TenantId = number | string | bigint;
+
+export interface DatabaseOptions {
+  appUrl: string;
+  workerUrl: string;
+  poolSize: number;
+}
+
+/**
+ * The application's connections. `withTenant` is how request handlers reach tenant data: one
+ * transaction, as the application role, with the tenant set locally, so row-level security
+ * filters every statement even when it forgets its WHERE clause. `crossTenant` is for background
+ * work that must see every tenant and says so in its name.
+ */
+export class Database {
+  readonly app: pg.Pool;
+  readonly worker: pg.Pool;
+
+  constructor(options: DatabaseOptions) {
+    this.app = new pg.Pool({ connectionString: options.appUrl, max: options.poolSize, application_name: 'svc-hub' });
+    this.worker = new pg.Pool({ connectionString: options.workerUrl, max: options.poolSize, application_name: 'svc-hub worker' });
+    for (const pool of [this.app, this.worker]) {
+      pool.on('error', (err) => logger().warn({ err: err.message }, 'idle database connection failed'));
+    }
+  }
+
+  /** One transaction as the application role with `svc.tenant_id` set for its duration. */
+  async withTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    if (tenantId === undefined || tenantId === null || tenantId === '') throw new NoTenantError();
+    const id = Number(tenantId);
+    if (!Number.isSafeInteger(id) || id < 0) throw new NoTenantError();
+    const work = () =>
+      this.transaction(this.app, id, async (tx) => {
+        await tx.query("select set_config('svc.tenant_id', $1, true)", [String(id)]);
+        return fn(tx);
+      });
+    const ctx = currentContext();
+    if (ctx) {
+      if (ctx.tenantId === undefined) annotateContext({ tenantId: String(id) });
+      return work();
+    }
+    return runWithContext({ tenantId: String(id) }, work);
+  }
+
+  /** One transaction as the application role with no tenant: tenant tables show no rows. */
+  async withoutTenant<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.transaction(this.app, undefined, fn);
+  }
+
+  /** One transaction as the worker role, which sees every tenant. For background work only. */
+  async crossTenant<T>(job: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return runWithContext({ job }, () => this.transaction(this.worker, undefined, fn));
+  }
+
+  async ping(): Promise<void> {
+    await this.app.query('select 1');
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([this.app.end(), this.worker.end()]);
+  }
+
+  private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const client = await pool.connect();
+    const tx: Tx = { tenantId, query: (text, values) => traced(client, text, values) };
+    let broken = false;
+    try {
+      await client.query('begin');
+      const result = await fn(tx);
+      await client.query('commit');
+      return result;
+    } catch (err) {
+      try {
+        await client.query('rollback');
+      } catch {
+        broken = true;
+      }
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+}
+
+function traced<R extends pg.QueryResultRow>(client: pg.PoolClient, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+  const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
+  return inSpan(
+    `db ${operation}`,
+    { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
+    () => client.query<R>(text, values as unknown[]),
+    SpanKind.CLIENT,
+  );
+}

@@ -1,0 +1,150 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { logger } from '../observability/logger.js';
+import { packageRoot } from '../package-root.js';
+import { ensureRoles, grantSchema, type RoleNames } from './roles.js';
+
+/**
+ * Versioned SQL migrations, one folder per schema, applied in the order of MIGRATION_SETS under a
+ * PostgreSQL advisory lock so replicas that start together apply each file exactly once. Files are
+ * named `V<version>__<description>.sql`; an applied file whose content changed stops the start.
+ */
+
+export interface MigrationSet {
+  schema: string;
+  /** Folder relative to the package root. */
+  dir: string;
+}
+
+/** Every schema the hub owns, in dependency order. Areas add theirs here. */
+export const MIGRATION_SETS: MigrationSet[] = [{ schema: 'core', dir: 'src/db/migrations/core' }];
+
+export interface MigrationFile {
+  schema: string;
+  version: number;
+  description: string;
+  file: string;
+  sql: string;
+  checksum: string;
+}
+
+export interface SchemaStatus {
+  schema: string;
+  currentVersion: string;
+  pending: number;
+  lastApplied: string | null;
+}
+
+const LOCK_KEY = 'svc-hub:migrations';
+const FILE = /^V(\d+)__([\w-]+)\.sql$/;
+
+export function readMigrations(sets: MigrationSet[] = MIGRATION_SETS): MigrationFile[] {
+  const out: MigrationFile[] = [];
+  for (const set of sets) {
+    const dir = join(packageRoot(), set.dir);
+    if (!existsSync(dir)) throw new Error(`migration folder ${set.dir} of schema ${set.schema} is missing`);
+    const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+    const seen = new Set<number>();
+    for (const file of files) {
+      const match = FILE.exec(file);
+      if (!match) throw new Error(`migration ${set.dir}/${file} is not named V<version>__<description>.sql`);
+      const version = Number(match[1]);
+      if (seen.has(version)) throw new Error(`schema ${set.schema} has two migrations with version ${version}`);
+      seen.add(version);
+      const sql = readFileSync(join(dir, file), 'utf8');
+      out.push({ schema: set.schema, version, description: match[2]!, file, sql, checksum: createHash('sha256').update(sql).digest('hex') });
+    }
+  }
+  return out.sort((a, b) => sets.findIndex((s) => s.schema === a.schema) - sets.findIndex((s) => s.schema === b.schema) || a.version - b.version);
+}
+
+const HISTORY_DDL = `
+create table if not exists public.svc_schema_history (
+  schema      text not null,
+  version     integer not null,
+  description text not null,
+  checksum    text not null,
+  applied_at  timestamptz not null default now(),
+  duration_ms integer not null,
+  primary key (schema, version)
+)`;
+
+/**
+ * Applies what is pending. `roles` null means the roles are managed outside the hub (explicit
+ * role URLs): grants are then the operator's business too.
+ */
+export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: MigrationSet[] = MIGRATION_SETS): Promise<number> {
+  const files = readMigrations(sets);
+  const client = new pg.Client({ connectionString: ownerUrl });
+  await client.connect();
+  let applied = 0;
+  try {
+    await client.query('select pg_advisory_lock(hashtext($1))', [LOCK_KEY]);
+    await client.query(HISTORY_DDL);
+    if (roles) await ensureRoles(client, ownerUrl, roles);
+    const done = await client.query<{ schema: string; version: number; checksum: string }>('select schema, version, checksum from public.svc_schema_history');
+    const key = (s: string, v: number) => `${s}:${v}`;
+    const history = new Map(done.rows.map((r) => [key(r.schema, r.version), r.checksum]));
+    for (const file of files) {
+      const recorded = history.get(key(file.schema, file.version));
+      if (recorded !== undefined) {
+        if (recorded !== file.checksum) {
+          throw new Error(`migration ${file.schema} V${file.version} (${file.file}) was changed after it was applied; restore it and add a new version instead`);
+        }
+        continue;
+      }
+      const started = Date.now();
+      await client.query('begin');
+      try {
+        await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
+        await client.query(file.sql);
+        await client.query('insert into public.svc_schema_history (schema, version, description, checksum, duration_ms) values ($1, $2, $3, $4, $5)', [
+          file.schema,
+          file.version,
+          file.description,
+          file.checksum,
+          Date.now() - started,
+        ]);
+        await client.query('commit');
+      } catch (err) {
+        await client.query('rollback');
+        throw new Error(`migration ${file.schema} V${file.version} (${file.file}) failed: ${(err as Error).message}`);
+      }
+      applied++;
+      logger().info({ schema: file.schema, version: file.version, ms: Date.now() - started }, `applied migration ${file.file}`);
+    }
+    if (roles) {
+      for (const set of sets) await grantSchema(client, set.schema, roles);
+      await client.query(`grant select on public.svc_schema_history to ${pg.escapeIdentifier(roles.app)}, ${pg.escapeIdentifier(roles.worker)}`);
+    }
+  } finally {
+    await client.query('select pg_advisory_unlock(hashtext($1))', [LOCK_KEY]).catch(() => undefined);
+    await client.end();
+  }
+  return applied;
+}
+
+/** `[{schema, currentVersion, pending, lastApplied}]`, read with any role that may see the history. */
+export async function migrationStatus(query: (sql: string) => Promise<pg.QueryResult>, sets: MigrationSet[] = MIGRATION_SETS): Promise<SchemaStatus[]> {
+  const files = readMigrations(sets);
+  const result = await query(
+    'select schema, version, applied_at from public.svc_schema_history order by schema, version',
+  ).catch((err: { code?: string }) => {
+    if (err.code === '42P01') return { rows: [] as Array<{ schema: string; version: number; applied_at: Date }> };
+    throw err;
+  });
+  const rows = result.rows as Array<{ schema: string; version: number; applied_at: Date }>;
+  return sets.map((set) => {
+    const mine = rows.filter((r) => r.schema === set.schema);
+    const appliedVersions = new Set(mine.map((r) => r.version));
+    const last = mine.reduce<{ version: number; applied_at: Date } | undefined>((acc, r) => (!acc || r.version > acc.version ? r : acc), undefined);
+    return {
+      schema: set.schema,
+      currentVersion: last ? String(last.version) : '0',
+      pending: files.filter((f) => f.schema === set.schema && !appliedVersions.has(f.version)).length,
+      lastApplied: last ? new Date(last.applied_at).toISOString() : null,
+    };
+  });
+}

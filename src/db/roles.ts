@@ -1,0 +1,59 @@
+import { createHmac } from 'node:crypto';
+import pg from 'pg';
+
+/**
+ * The three database roles: the owner (whoever the datasource URL names; runs migrations and owns
+ * every table), the application role (subject to row-level security, cannot bypass it, owns
+ * nothing), and the cross-tenant worker role (BYPASSRLS, for background work that must see every
+ * tenant). When no explicit URLs are configured the hub creates the two login roles itself, with
+ * passwords derived from the owner's credentials so every replica and every database on the same
+ * server agrees on them without storing anything.
+ */
+
+export interface RoleNames {
+  app: string;
+  worker: string;
+}
+
+export function derivePassword(ownerUrl: string, role: string): string {
+  return createHmac('sha256', `svc-hub/role-password/${ownerUrl}`).update(role).digest('base64url');
+}
+
+/** A connection string for `role` on the same server and database as `ownerUrl`. */
+export function roleUrl(ownerUrl: string, role: string): string {
+  const url = new URL(ownerUrl);
+  url.username = encodeURIComponent(role);
+  url.password = encodeURIComponent(derivePassword(ownerUrl, role));
+  return url.toString();
+}
+
+export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles: RoleNames): Promise<void> {
+  const spec: Array<[string, string]> = [
+    [roles.app, 'NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN'],
+    [roles.worker, 'NOSUPERUSER BYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN'],
+  ];
+  for (const [role, attributes] of spec) {
+    const ident = pg.escapeIdentifier(role);
+    const password = pg.escapeLiteral(derivePassword(ownerUrl, role));
+    const exists = await owner.query('select 1 from pg_roles where rolname = $1', [role]);
+    if (exists.rowCount === 0) {
+      try {
+        await owner.query(`create role ${ident} ${attributes} password ${password}`);
+      } catch (err) {
+        // Another replica or database created it in the meantime.
+        if ((err as { code?: string }).code !== '42710' && (err as { code?: string }).code !== '23505') throw err;
+      }
+    }
+    await owner.query(`alter role ${ident} ${attributes} password ${password}`);
+  }
+}
+
+/** Table, sequence and function rights of the two roles on one migrated schema. */
+export async function grantSchema(owner: pg.ClientBase, schema: string, roles: RoleNames): Promise<void> {
+  const s = pg.escapeIdentifier(schema);
+  const both = `${pg.escapeIdentifier(roles.app)}, ${pg.escapeIdentifier(roles.worker)}`;
+  await owner.query(`grant usage on schema ${s} to ${both}`);
+  await owner.query(`grant select, insert, update, delete on all tables in schema ${s} to ${both}`);
+  await owner.query(`grant usage, select on all sequences in schema ${s} to ${both}`);
+  await owner.query(`grant execute on all functions in schema ${s} to ${both}`);
+}

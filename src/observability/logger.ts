@@ -1,0 +1,87 @@
+import pino, { type DestinationStream, type Logger } from 'pino';
+import pretty from 'pino-pretty';
+import { currentContext } from './context.js';
+
+export type { Logger } from 'pino';
+
+/**
+ * Values that must never reach a log line (master key, database passwords, tokens the hub holds).
+ * Registered as they become known; every serialized line is scrubbed of them before it is written.
+ */
+const secretValues = new Set<string>();
+
+export function registerSecret(value: string | undefined): void {
+  if (value && value.length >= 6) secretValues.add(value);
+}
+
+function scrub(line: string): string {
+  let out = line;
+  for (const secret of secretValues) {
+    if (out.includes(secret)) out = out.split(secret).join('[REDACTED]');
+    const escaped = JSON.stringify(secret).slice(1, -1);
+    if (escaped !== secret && out.includes(escaped)) out = out.split(escaped).join('[REDACTED]');
+  }
+  // Bearer tokens and basic credentials, wherever they appear in text.
+  return out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, '$1 [REDACTED]');
+}
+
+/** Keys whose values are removed wherever they appear in a logged object. */
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-api-key"]',
+  'res.headers["set-cookie"]',
+  'headers.authorization',
+  '*.password',
+  '*.secret',
+  '*.token',
+  '*.value',
+  '*.masterKey',
+  'password',
+  'secret',
+  'token',
+  'authorization',
+];
+
+export interface LoggerOptions {
+  level: string;
+  /** JSON lines (prod) or readable lines (dev). */
+  json: boolean;
+  destination?: DestinationStream;
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  const destination = options.destination ?? (options.json ? pino.destination(1) : pretty({ colorize: process.stdout.isTTY, destination: 1 }));
+  return pino(
+    {
+      level: options.level,
+      base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
+      formatters: { level: (label) => ({ level: label }) },
+      mixin() {
+        const ctx = currentContext();
+        if (!ctx) return {};
+        const out: Record<string, string> = {};
+        if (ctx.tenantId !== undefined) out.tenant = ctx.tenantId;
+        if (ctx.requestId) out.reqId = ctx.requestId;
+        if (ctx.userId) out.user = ctx.userId;
+        if (ctx.job) out.job = ctx.job;
+        return out;
+      },
+      hooks: { streamWrite: scrub },
+    },
+    destination,
+  );
+}
+
+let root: Logger = createLogger({ level: process.env.SVC_LOG_LEVEL ?? 'info', json: true });
+
+/** The process logger; main() replaces it once configuration is known. */
+export function logger(): Logger {
+  return root;
+}
+
+export function setLogger(next: Logger): void {
+  root = next;
+}

@@ -1,0 +1,73 @@
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BatchSpanProcessor, NodeTracerProvider, type SpanProcessor } from '@opentelemetry/sdk-trace-node';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+
+/**
+ * Traces only (spec 1 Observability): request spans from the apiserver and one span per database
+ * statement, exported over OTLP/gRPC. Off unless enabled; with no provider registered, the API's
+ * no-op tracer makes every span call free.
+ */
+
+const TRACER = 'svc-hub';
+
+let provider: NodeTracerProvider | undefined;
+
+export interface TracingOptions {
+  endpoint: string;
+  serviceName: string;
+  /** Replaces the OTLP exporter (tests use an in-memory one). */
+  processor?: SpanProcessor;
+}
+
+export function startTracing(options: TracingOptions): void {
+  if (provider) return;
+  const processor = options.processor ?? new BatchSpanProcessor(new OTLPTraceExporter({ url: options.endpoint }));
+  provider = new NodeTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': options.serviceName }),
+    spanProcessors: [processor],
+  });
+  provider.register({ propagator: new W3CTraceContextPropagator() });
+}
+
+export async function stopTracing(): Promise<void> {
+  const current = provider;
+  provider = undefined;
+  if (!current) return;
+  await current.shutdown();
+  trace.disable();
+  propagation.disable();
+  context.disable();
+}
+
+export function tracer() {
+  return trace.getTracer(TRACER);
+}
+
+/** Runs fn inside a span that ends with fn, marked as an error when fn throws. */
+export async function inSpan<T>(
+  name: string,
+  attributes: Record<string, string | number | boolean>,
+  fn: (span: Span) => Promise<T>,
+  kind: SpanKind = SpanKind.INTERNAL,
+): Promise<T> {
+  return tracer().startActiveSpan(name, { kind, attributes }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (err) {
+      span.recordException(err as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** The parent context carried by a request's `traceparent` header. */
+export function extractContext(headers: Record<string, string | string[] | undefined>) {
+  return propagation.extract(context.active(), headers);
+}
+
+export { context, SpanKind };

@@ -1,0 +1,76 @@
+import type { Config } from '../config/config.js';
+import { Database } from '../db/database.js';
+import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
+import { migrate } from '../db/migrations.js';
+import { roleUrl, type RoleNames } from '../db/roles.js';
+import { logger, registerSecret } from '../observability/logger.js';
+
+export interface DatabaseSetup {
+  ownerUrl: string;
+  db: Database;
+  embedded?: EmbeddedDatabase;
+  /** Closes the pools, then stops the embedded server if there is one. */
+  close(): Promise<void>;
+}
+
+/**
+ * Reaches PostgreSQL (the external one of `svc.datasource.url`, else the embedded one under the data
+ * directory), applies pending migrations when asked, and opens the application and worker pools.
+ */
+export async function setupDatabase(config: Config, options: { migrate: boolean }): Promise<DatabaseSetup> {
+  const external = config.optional('svc.datasource.url');
+  let embedded: EmbeddedDatabase | undefined;
+  let ownerUrl: string;
+  if (external) {
+    ownerUrl = external;
+  } else {
+    embedded = await startEmbedded({ dataDir: config.string('svc.data-dir') });
+    ownerUrl = embedded.url;
+  }
+  registerSecret(new URL(ownerUrl).password ? decodeURIComponent(new URL(ownerUrl).password) : undefined);
+  try {
+    const explicitApp = config.optional('svc.datasource.app-url');
+    const explicitWorker = config.optional('svc.datasource.worker-url');
+    const roles: RoleNames = { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') };
+    const managed = !explicitApp || !explicitWorker;
+    if (options.migrate) {
+      const applied = await migrate(ownerUrl, managed ? roles : null);
+      if (applied > 0) logger().info({ applied }, 'migrations applied');
+      await bootstrap(ownerUrl);
+    }
+    const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
+    const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
+    for (const url of [appUrl, workerUrl]) registerSecret(decodeURIComponent(new URL(url).password) || undefined);
+    const db = new Database({ appUrl, workerUrl, poolSize: config.int('svc.datasource.pool-size') });
+    return {
+      ownerUrl,
+      db,
+      embedded,
+      async close() {
+        await db.close();
+        await embedded?.stop();
+      },
+    };
+  } catch (err) {
+    await embedded?.stop();
+    throw err;
+  }
+}
+
+/** An empty database gets tenant 1, code `default`, so a first `npm start` has a tenant to use. */
+async function bootstrap(ownerUrl: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: ownerUrl });
+  await client.connect();
+  try {
+    const created = await client.query(
+      `insert into core.tenants (code, name, description)
+       select 'default', 'Default tenant', 'Created at first start'
+       where not exists (select 1 from core.tenants where id <> 0)
+       returning id`,
+    );
+    if (created.rowCount) logger().info({ tenantId: created.rows[0].id }, 'created tenant default');
+  } finally {
+    await client.end();
+  }
+}

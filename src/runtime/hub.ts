@@ -1,0 +1,91 @@
+import Koa from 'koa';
+import { createApi } from '../../apiserver/app.js';
+import type { RouteDecl } from '../../apiserver/route.js';
+import { listen, type RunningServer } from '../../apiserver/server.js';
+import { Authenticator } from '../auth/authenticate.js';
+import { Directory } from '../auth/directory.js';
+import { TokenVerifier } from '../auth/verifier.js';
+import type { Config } from '../config/config.js';
+import { migrationStatus } from '../db/migrations.js';
+import { logger } from '../observability/logger.js';
+import { collectProcessMetrics } from '../observability/metrics.js';
+import { packageVersion } from '../package-root.js';
+import { setupDatabase, type DatabaseSetup } from './database-setup.js';
+import type { HubServices } from './services.js';
+
+/** Installed modules and their versions, as `/api/platform/health` reports them. */
+export const MODULES: Record<string, string> = { core: '0.1' };
+
+export interface Hub {
+  readonly services: HubServices;
+  readonly server?: RunningServer;
+  readonly url?: string;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Serve the HTTP API (`all`, `serve`). */
+  api: boolean;
+  /** Run background consumers and clocks (`all`, `dispatch`); later areas register theirs. */
+  background: boolean;
+  extraRoutes?: RouteDecl[];
+}
+
+/** The composition root: database, services, API, and their orderly stop. */
+export async function startHub(config: Config, options: StartOptions): Promise<Hub> {
+  const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
+  const { db } = database;
+  const directory = new Directory(db);
+  const devBypass = config.bool('svc.security.dev-bypass');
+  const verifier = devBypass
+    ? undefined
+    : new TokenVerifier({ issuer: config.string('svc.oidc.issuer'), jwksUri: config.optional('svc.oidc.jwks-uri'), audience: config.optional('svc.oidc.audience') });
+  const services: HubServices = {
+    config,
+    db,
+    directory,
+    authenticator: new Authenticator({ devBypass, tenantClaim: config.string('svc.oidc.tenant-claim'), verifier, directory }),
+    modules: MODULES,
+    migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
+  };
+
+  let server: RunningServer | undefined;
+  if (options.api) {
+    collectProcessMetrics();
+    const api: Koa = createApi(services, { version: packageVersion(), extraRoutes: options.extraRoutes });
+    try {
+      server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));
+    } catch (err) {
+      await database.close();
+      throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
+    }
+  }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    services,
+    server,
+    url: server?.url,
+    stop() {
+      stopping ??= (async () => {
+        await server?.close(config.duration('svc.http.shutdown-grace'));
+        await database.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** What a person needs to call the hub that just started. */
+export function announce(config: Config, url: string): void {
+  if (config.bool('svc.security.dev-bypass')) {
+    logger().warn(
+      `DEV BYPASS ON: no token is checked; every caller has every role. Listening on ${url} (loopback only). Never run this in production.`,
+    );
+    logger().info(`svc-hub ready at ${url} — try: curl -H 'X-Tenant-ID: 1' ${url}/api/bff/v1/me   (API console: ${url}/q/swagger-ui/)`);
+  } else {
+    logger().info(
+      `svc-hub ready at ${url} — call it with 'Authorization: Bearer <token>' issued by ${config.string('svc.oidc.issuer')} (API console: ${url}/q/swagger-ui/)`,
+    );
+  }
+}

@@ -1,0 +1,16 @@
+import type { Authenticator } from '../auth/authenticate.js';
+import type { Directory } from '../auth/directory.js';
+import type { Config } from '../config/config.js';
+import type { Database } from '../db/database.js';
+import type { SchemaStatus } from '../db/migrations.js';
+
+/** What the apiserver's handlers are given: the composition root builds it once (src/runtime/hub.ts). */
+export interface HubServices {
+  config: Config;
+  db: Database;
+  directory: Directory;
+  authenticator: Authenticator;
+  /** Installed modules and their versions (`/api/platform/health`). */
+  modules: Record<string, string>;
+  migrationStatus(): Promise<SchemaStatus[]>;
+}
