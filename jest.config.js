@@ -1,7 +1,7 @@
 /** Jest runs the TypeScript sources as ESM through @swc/jest (see docs/development.md). */
 export default {
   testEnvironment: 'node',
-  roots: ['<rootDir>/src', '<rootDir>/apiserver', '<rootDir>/operator', '<rootDir>/test'],
+  roots: ['<rootDir>/src', '<rootDir>/apiserver', '<rootDir>/operator', '<rootDir>/cmd', '<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
@@ -11,8 +11,9 @@ export default {
       { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'es6' } },
     ],
   },
-  globalSetup: '<rootDir>/test/harness/global-setup.ts',
-  globalTeardown: '<rootDir>/test/harness/global-teardown.ts',
+  setupFiles: ['<rootDir>/test/harness/quiet-logs.ts'],
+  globalSetup: '<rootDir>/test/harness/global-setup.js',
+  globalTeardown: '<rootDir>/test/harness/global-teardown.js',
   testTimeout: 30000,
   maxWorkers: 2,
 };

@@ -6,14 +6,14 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const source = join(root, 'src', 'cli', 'svc-hub.ts');
+const source = join(root, 'cmd', 'svc-hub.ts');
 let entry;
 if (existsSync(source)) {
   const { register } = await import('tsx/esm/api');
   register();
   entry = pathToFileURL(source).href;
 } else {
-  entry = pathToFileURL(join(root, 'dist', 'src', 'cli', 'svc-hub.js')).href;
+  entry = pathToFileURL(join(root, 'dist', 'cmd', 'svc-hub.js')).href;
 }
 const { main } = await import(entry);
 process.exit(await main(process.argv.slice(2)));

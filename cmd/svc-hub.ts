@@ -1,10 +1,10 @@
-import { Config, ConfigError } from '../config/config.js';
-import { DataDirInUse } from '../db/embedded.js';
-import { createLogger, logger, registerSecret, setLogger } from '../observability/logger.js';
-import { startTracing, stopTracing } from '../observability/tracing.js';
-import { packageVersion } from '../package-root.js';
-import { setupDatabase } from '../runtime/database-setup.js';
-import { announce, startHub, type Hub } from '../runtime/hub.js';
+import { Config, ConfigError } from '../src/config/config.js';
+import { DataDirInUse } from '../src/db/embedded.js';
+import { createLogger, logger, registerSecret, setLogger } from '../src/observability/logger.js';
+import { startTracing, stopTracing } from '../src/observability/tracing.js';
+import { packageVersion } from '../src/package-root.js';
+import { setupDatabase } from '../src/runtime/database-setup.js';
+import { announce, startHub, type Hub } from './hub.js';
 
 const USAGE = `usage: svc-hub <role>
 

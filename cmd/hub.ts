@@ -1,17 +1,17 @@
-import Koa from 'koa';
-import { createApi } from '../../apiserver/app.js';
-import type { RouteDecl } from '../../apiserver/route.js';
-import { listen, type RunningServer } from '../../apiserver/server.js';
-import { Authenticator } from '../auth/authenticate.js';
-import { Directory } from '../auth/directory.js';
-import { TokenVerifier } from '../auth/verifier.js';
-import type { Config } from '../config/config.js';
-import { migrationStatus } from '../db/migrations.js';
-import { logger } from '../observability/logger.js';
-import { collectProcessMetrics } from '../observability/metrics.js';
-import { packageVersion } from '../package-root.js';
-import { setupDatabase, type DatabaseSetup } from './database-setup.js';
-import type { HubServices } from './services.js';
+import type Koa from 'koa';
+import { createApi } from '../apiserver/app.js';
+import type { RouteDecl } from '../apiserver/route.js';
+import { listen, type RunningServer } from '../apiserver/server.js';
+import { Authenticator } from '../src/auth/authenticate.js';
+import { Directory } from '../src/auth/directory.js';
+import { TokenVerifier } from '../src/auth/verifier.js';
+import type { Config } from '../src/config/config.js';
+import { migrationStatus } from '../src/db/migrations.js';
+import { logger } from '../src/observability/logger.js';
+import { collectProcessMetrics } from '../src/observability/metrics.js';
+import { packageVersion } from '../src/package-root.js';
+import { setupDatabase, type DatabaseSetup } from '../src/runtime/database-setup.js';
+import type { HubServices } from '../src/runtime/services.js';
 
 /** Installed modules and their versions, as `/api/platform/health` reports them. */
 export const MODULES: Record<string, string> = { core: '0.1' };

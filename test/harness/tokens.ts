@@ -1,0 +1,82 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload, type CryptoKey } from 'jose';
+
+/**
+ * A real OIDC issuer on loopback for tests: it serves a discovery document and a JWKS with one RS256
+ * and one ES256 key, and mints tokens signed by them (or by a key it does not publish).
+ */
+export interface TestIssuer {
+  issuer: string;
+  jwksUri: string;
+  /** How many times the JWKS was fetched. */
+  jwksFetches(): number;
+  mint(claims: JWTPayload, options?: MintOptions): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface MintOptions {
+  alg?: 'RS256' | 'ES256';
+  /** Seconds from now; negative for an expired token. Default 300. */
+  expiresIn?: number;
+  issuer?: string;
+  audience?: string | string[];
+  subject?: string;
+  /** Sign with a key the JWKS does not contain (a forged token). */
+  rogue?: boolean;
+}
+
+type KeyPair = { privateKey: CryptoKey; publicKey: CryptoKey; kid: string };
+
+export async function startIssuer(): Promise<TestIssuer> {
+  const rs = await pair('RS256', 'rs-1');
+  const es = await pair('ES256', 'es-1');
+  const rogueRs = await pair('RS256', 'rs-1');
+  const rogueEs = await pair('ES256', 'es-1');
+  const jwks = { keys: [await publicJwk(rs, 'RS256'), await publicJwk(es, 'ES256')] };
+  let fetches = 0;
+  let base = '';
+  const server: Server = createServer((req, res) => {
+    if (req.url === '/.well-known/openid-configuration') {
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ issuer: base, jwks_uri: `${base}/jwks` }));
+    } else if (req.url === '/jwks') {
+      fetches++;
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify(jwks));
+    } else {
+      res.statusCode = 404;
+      res.end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    issuer: base,
+    jwksUri: `${base}/jwks`,
+    jwksFetches: () => fetches,
+    async mint(claims, options = {}) {
+      const alg = options.alg ?? 'RS256';
+      const key = alg === 'RS256' ? (options.rogue ? rogueRs : rs) : options.rogue ? rogueEs : es;
+      const now = Math.floor(Date.now() / 1000);
+      let jwt = new SignJWT({ ...claims })
+        .setProtectedHeader({ alg, kid: key.kid, typ: 'JWT' })
+        .setIssuer(options.issuer ?? base)
+        .setSubject(options.subject ?? (claims.sub as string | undefined) ?? 'user-1')
+        .setIssuedAt(now - 10)
+        .setExpirationTime(now + (options.expiresIn ?? 300));
+      if (options.audience) jwt = jwt.setAudience(options.audience);
+      return jwt.sign(key.privateKey);
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+async function pair(alg: 'RS256' | 'ES256', kid: string): Promise<KeyPair> {
+  const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
+  return { privateKey, publicKey, kid };
+}
+
+async function publicJwk(key: KeyPair, alg: string): Promise<JWK> {
+  return { ...(await exportJWK(key.publicKey)), kid: key.kid, alg, use: 'sig' };
+}
