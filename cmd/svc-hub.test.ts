@@ -1,0 +1,122 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { freePort } from '../src/db/embedded.js';
+import { packageRoot } from '../src/package-root.js';
+import { createTestDatabase } from '../test/harness/database.js';
+
+/** The svc-hub executable, run as users run it: a child process, its exit code and its output. */
+
+const BIN = join(packageRoot(), 'bin', 'svc-hub.js');
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+
+afterAll(() => {
+  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH, HOME: process.env.HOME, SVC_LOG_LEVEL: 'info', SVC_CONFIG: '/dev/null', ...extra };
+}
+
+function start(args: string[], env: Record<string, string>) {
+  const child = spawn(process.execPath, [BIN, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : -1))));
+  return { child, exited, output: () => output };
+}
+
+async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${url}/q/health/ready`);
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${url} not ready within ${timeoutMs} ms`);
+}
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-hub-cli-'));
+  chmodSync(dir, 0o755);
+  dirs.push(dir);
+  return dir;
+}
+
+describe('svc-hub executable', () => {
+  it('prints usage and exits 2 for an unknown role', async () => {
+    const run = start(['fly'], {});
+    expect(await run.exited).toBe(2);
+    expect(run.output()).toContain("unknown role 'fly'");
+    expect(run.output()).toContain('usage: svc-hub <role>');
+    expect(run.output()).toMatch(/all\s+the API/);
+  });
+
+  it('prints usage and exits 2 with no role', async () => {
+    const run = start([], {});
+    expect(await run.exited).toBe(2);
+    expect(run.output()).toContain('no role given');
+  });
+
+  it('stops at start with a message naming a bad property', async () => {
+    const run = start(['serve'], { SVC_WEBHOOK_SWEEP_EVERY: 'often' });
+    expect(await run.exited).toBe(1);
+    expect(run.output()).toContain('configuration error: svc.webhook.sweep-every (SVC_WEBHOOK_SWEEP_EVERY)');
+  });
+
+  it('migrate applies the migrations to an external database and exits 0', async () => {
+    const url = await createTestDatabase();
+    const run = start(['migrate'], { DATABASE_URL: url });
+    expect(await run.exited).toBe(0);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    const { rows } = await client.query('select schema, version from public.svc_schema_history');
+    const tenants = await client.query('select code from core.tenants order by id');
+    await client.end();
+    expect(rows).toEqual([{ schema: 'core', version: 1 }]);
+    expect(tenants.rows.map((r) => r.code)).toEqual(['system', 'default']);
+    expect(run.output()).not.toContain(new URL(url).password);
+  });
+
+  it('all on an embedded database: ready, refuses a second hub on the same data, stops cleanly on SIGTERM, restarts on existing data', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const first = start(['all'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    await waitReady(url);
+    expect(first.output()).toContain(`svc-hub ready at ${url}`);
+    expect(first.output()).toContain('DEV BYPASS ON');
+    const me = await fetch(`${url}/api/bff/v1/me`, { headers: { 'X-Tenant-ID': '1' } });
+    expect(me.status).toBe(200);
+    expect(((await me.json()) as { tenant: { id: number } }).tenant.id).toBe(1);
+
+    const second = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(await freePort()) });
+    expect(await second.exited).toBe(1);
+    expect(second.output()).toContain(`data directory ${dataDir} is already used by another svc-hub process (pid ${first.child.pid})`);
+
+    const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    expect(first.output()).toContain('embedded PostgreSQL stopped');
+    expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+    expect(() => process.kill(pgPid, 0)).toThrow();
+
+    const again = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    await waitReady(url);
+    expect(again.output()).not.toContain('initialising embedded PostgreSQL');
+    expect(again.output()).not.toContain('created tenant default');
+    again.child.kill('SIGINT');
+    expect(await again.exited).toBe(0);
+  }, 120_000);
+});

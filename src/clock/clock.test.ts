@@ -1,0 +1,105 @@
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { ClockRunner, msUntilDaily } from './clock.js';
+
+const runners: ClockRunner[] = [];
+afterEach(async () => {
+  await Promise.all(runners.splice(0).map((r) => r.stop()));
+});
+
+function runner(): ClockRunner {
+  const r = new ClockRunner();
+  runners.push(r);
+  return r;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('clock runner', () => {
+  it('ticks at the configured cadence', async () => {
+    const clock = runner();
+    let count = 0;
+    clock.schedule('fast', { every: 20 }, async () => {
+      count++;
+    });
+    clock.start();
+    await sleep(230);
+    expect(count).toBeGreaterThanOrEqual(3);
+    expect(count).toBeLessThanOrEqual(12);
+  });
+
+  it('skips a tick that finds its predecessor still running', async () => {
+    const clock = runner();
+    let concurrent = 0;
+    let maxConcurrent = 0;
+    clock.schedule('slow', { every: 10 }, async () => {
+      concurrent++;
+      maxConcurrent = Math.max(maxConcurrent, concurrent);
+      await sleep(60);
+      concurrent--;
+    });
+    clock.start();
+    await sleep(250);
+    await clock.stop();
+    const stats = clock.stats('slow');
+    expect(maxConcurrent).toBe(1);
+    expect(stats.skipped).toBeGreaterThan(0);
+    expect(stats.runs).toBeGreaterThanOrEqual(2);
+    expect(stats.runs).toBeLessThanOrEqual(5);
+  });
+
+  it('a manual trigger obeys the same rule', async () => {
+    const clock = runner();
+    let release!: () => void;
+    clock.schedule('job', { every: 60_000 }, () => new Promise<void>((resolve) => (release = resolve)));
+    const first = clock.trigger('job');
+    expect(await clock.trigger('job')).toBe(false);
+    release();
+    expect(await first).toBe(true);
+    expect(clock.stats('job')).toMatchObject({ runs: 1, skipped: 1, running: false });
+  });
+
+  it('a failing run is counted and does not stop the clock', async () => {
+    const clock = runner();
+    let calls = 0;
+    clock.schedule('flaky', { every: 15 }, async () => {
+      calls++;
+      if (calls === 1) throw new Error('boom');
+    });
+    clock.start();
+    await sleep(120);
+    expect(clock.stats('flaky').failures).toBe(1);
+    expect(calls).toBeGreaterThan(2);
+  });
+
+  it('stop waits for the run in progress and ends the ticking', async () => {
+    const clock = runner();
+    let finished = 0;
+    clock.schedule('job', { every: 10 }, async () => {
+      await sleep(40);
+      finished++;
+    });
+    clock.start();
+    await sleep(25);
+    await clock.stop();
+    const after = finished;
+    expect(after).toBe(clock.stats('job').runs);
+    await sleep(60);
+    expect(finished).toBe(after);
+  });
+
+  it('daily times are UTC and always in the future', () => {
+    const now = Date.parse('2026-11-22T03:00:00Z');
+    expect(msUntilDaily('04:30', now)).toBe(90 * 60_000);
+    expect(msUntilDaily('03:00', now)).toBe(24 * 3_600_000);
+    expect(msUntilDaily('00:15', now)).toBe((21 * 60 + 15) * 60_000);
+    expect(() => msUntilDaily('4:30', now)).toThrow(/HH:MM/);
+    expect(() => msUntilDaily('24:00', now)).toThrow(/HH:MM/);
+  });
+
+  it('refuses a duplicate name or a non-positive cadence', () => {
+    const clock = runner();
+    clock.schedule('a', { every: 10 }, async () => {});
+    expect(() => clock.schedule('a', { every: 10 }, async () => {})).toThrow(/already scheduled/);
+    expect(() => clock.schedule('b', { every: 0 }, async () => {})).toThrow(/positive/);
+  });
+});

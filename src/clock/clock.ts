@@ -1,0 +1,119 @@
+import { runWithContext } from '../observability/context.js';
+import { logger } from '../observability/logger.js';
+
+/**
+ * The one clock runner every periodic job uses (spec 1 Clocks): a cadence from configuration, UTC
+ * for daily times, and a tick that finds its predecessor still running is skipped, not queued.
+ */
+
+export type Cadence = { every: number } | { dailyAt: string };
+
+export interface JobStats {
+  runs: number;
+  skipped: number;
+  failures: number;
+  running: boolean;
+  lastStartedAt?: Date;
+}
+
+interface Job {
+  name: string;
+  cadence: Cadence;
+  task: () => Promise<void>;
+  stats: JobStats;
+  current?: Promise<void>;
+  timer?: NodeJS.Timeout;
+}
+
+export class ClockRunner {
+  private readonly jobs = new Map<string, Job>();
+  private started = false;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Registers a job; started jobs begin ticking at once. */
+  schedule(name: string, cadence: Cadence, task: () => Promise<void>): void {
+    if (this.jobs.has(name)) throw new Error(`clock job ${name} is already scheduled`);
+    if ('every' in cadence && !(cadence.every > 0)) throw new Error(`clock job ${name}: cadence must be positive`);
+    if ('dailyAt' in cadence) msUntilDaily(cadence.dailyAt, this.now()); // validates the time
+    const job: Job = { name, cadence, task, stats: { runs: 0, skipped: 0, failures: 0, running: false } };
+    this.jobs.set(name, job);
+    if (this.started) this.arm(job);
+  }
+
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    for (const job of this.jobs.values()) this.arm(job);
+  }
+
+  /**
+   * Runs a job now (a NOTIFY wake-up, a test). Follows the same rule as a tick: if the previous run
+   * is still going, this one is skipped. Resolves when the run it started (or skipped) is over.
+   */
+  trigger(name: string): Promise<boolean> {
+    const job = this.jobs.get(name);
+    if (!job) throw new Error(`no clock job ${name}`);
+    return this.tick(job);
+  }
+
+  stats(name: string): JobStats {
+    const job = this.jobs.get(name);
+    if (!job) throw new Error(`no clock job ${name}`);
+    return { ...job.stats };
+  }
+
+  /** Stops ticking and waits for the runs in progress. */
+  async stop(): Promise<void> {
+    this.started = false;
+    for (const job of this.jobs.values()) {
+      if (job.timer) clearTimeout(job.timer);
+      job.timer = undefined;
+    }
+    await Promise.allSettled([...this.jobs.values()].map((j) => j.current));
+  }
+
+  private arm(job: Job): void {
+    const delay = 'every' in job.cadence ? job.cadence.every : msUntilDaily(job.cadence.dailyAt, this.now());
+    job.timer = setTimeout(() => {
+      if (!this.started) return;
+      void this.tick(job);
+      this.arm(job);
+    }, delay);
+    job.timer.unref();
+  }
+
+  private async tick(job: Job): Promise<boolean> {
+    if (job.current) {
+      job.stats.skipped++;
+      logger().debug({ job: job.name }, 'clock tick skipped: the previous run is still going');
+      return false;
+    }
+    job.stats.runs++;
+    job.stats.running = true;
+    job.stats.lastStartedAt = new Date(this.now());
+    job.current = runWithContext({ job: job.name }, async () => {
+      try {
+        await job.task();
+      } catch (err) {
+        job.stats.failures++;
+        logger().error({ err, job: job.name }, `clock job ${job.name} failed`);
+      }
+    }).finally(() => {
+      job.current = undefined;
+      job.stats.running = false;
+    });
+    await job.current;
+    return true;
+  }
+}
+
+/** Milliseconds from `now` to the next `HH:MM` (UTC), strictly in the future. */
+export function msUntilDaily(time: string, now: number): number {
+  const match = /^([01]\d|2[0-3]):([0-5]\d)$/.exec(time);
+  if (!match) throw new Error(`daily time must be HH:MM (UTC), not ${time}`);
+  const at = new Date(now);
+  at.setUTCHours(Number(match[1]), Number(match[2]), 0, 0);
+  if (at.getTime() <= now) at.setUTCDate(at.getUTCDate() + 1);
+  return at.getTime() - now;
+}

@@ -1,0 +1,212 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import { packageRoot } from '../package-root.js';
+import { Config, ConfigError } from './config.js';
+import { renderConfigurationDoc } from './docs.js';
+import { formatDuration, parseDuration } from './duration.js';
+import { envName, PROPERTIES } from './properties.js';
+
+const ISSUER = { SVC_OIDC_ISSUER: 'https://idp.example.com/realms/svc' };
+
+function yamlFile(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-config-'));
+  const file = join(dir, 'application.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
+function loadError(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    Config.load({ env });
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a configuration error');
+}
+
+describe('durations', () => {
+  it.each([
+    ['500ms', 500],
+    ['5s', 5000],
+    ['30s', 30000],
+    ['15m', 900000],
+    ['1h', 3600000],
+    ['2d', 172800000],
+    ['1.5s', 1500],
+    ['PT5S', 5000],
+    ['PT1H30M', 5400000],
+    ['P1D', 86400000],
+    ['pt0.5s', 500],
+  ])('%s is %d ms', (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each(['5', 'five seconds', '5 s', 'PT', 'P', '-5s', '5w', ''])('%j is not a duration', (text) => {
+    expect(parseDuration(text)).toBeUndefined();
+  });
+
+  it('formats back to the shortest unit', () => {
+    expect(formatDuration(5000)).toBe('5s');
+    expect(formatDuration(90_000)).toBe('90s');
+    expect(formatDuration(3_600_000)).toBe('1h');
+    expect(formatDuration(1500)).toBe('1500ms');
+  });
+});
+
+describe('configuration sources', () => {
+  it('has the spec defaults', () => {
+    const config = Config.load({ env: {} });
+    expect(config.duration('svc.webhook.sweep-every')).toBe(5000);
+    expect(config.duration('svc.webhook.retry-every')).toBe(30000);
+    expect(config.duration('svc.webhook.lease')).toBe(60000);
+    expect(config.int('svc.webhook.max-attempts')).toBe(3);
+    expect(config.duration('svc.webhook.connect-timeout')).toBe(5000);
+    expect(config.duration('svc.webhook.timeout')).toBe(10000);
+    expect(config.duration('svc.email.sweep-every')).toBe(5000);
+    expect(config.duration('svc.process.sweep-every')).toBe(5000);
+    expect(config.duration('svc.audit.dispatch-every')).toBe(2000);
+    expect(config.duration('svc.events.stream.poll-every')).toBe(1000);
+    expect(config.int('svc.events.stream.batch')).toBe(500);
+    expect(config.duration('svc.scheduler.tick')).toBe(60000);
+    expect(config.duration('svc.workflow.sweep.every')).toBe(900000);
+    expect(config.duration('svc.hooks.cache-ttl')).toBe(60000);
+    expect(config.int('svc.events.retention-days')).toBe(30);
+    expect(config.int('svc.audit.retention-days')).toBe(365);
+    expect(config.int('svc.http.port')).toBe(8080);
+    expect(config.string('svc.data-dir')).toBe('./.svc');
+    expect(config.string('svc.profile')).toBe('dev');
+  });
+
+  it('reads the environment as SVC_A_B_C, with the documented aliases', () => {
+    expect(envName('svc.webhook.sweep-every')).toBe('SVC_WEBHOOK_SWEEP_EVERY');
+    expect(envName('svc.ratelimit.user-chat.rpm')).toBe('SVC_RATELIMIT_USER_CHAT_RPM');
+    const config = Config.load({
+      env: { SVC_WEBHOOK_SWEEP_EVERY: '250ms', PORT: '9090', DATABASE_URL: 'postgres://u:p@db:5432/hub', SVC_EVENTS_RETENTION_DAYS: '7', SVC_WORKFLOW_SWEEP_EVERY: 'PT1M' },
+    });
+    expect(config.duration('svc.webhook.sweep-every')).toBe(250);
+    expect(config.int('svc.http.port')).toBe(9090);
+    expect(config.string('svc.datasource.url')).toBe('postgres://u:p@db:5432/hub');
+    expect(config.int('svc.events.retention-days')).toBe(7);
+    expect(config.duration('svc.workflow.sweep.every')).toBe(60000);
+  });
+
+  it('the canonical variable wins over an alias', () => {
+    const config = Config.load({ env: { PORT: '9090', SVC_HTTP_PORT: '9191' } });
+    expect(config.int('svc.http.port')).toBe(9191);
+  });
+
+  it('defaults < application.yaml < environment', () => {
+    const file = yamlFile('svc:\n  webhook:\n    sweep-every: 2s\n    retry-every: 10s\nsvc.http.port: 7070\n');
+    const config = Config.load({ env: { SVC_CONFIG: file, SVC_WEBHOOK_RETRY_EVERY: '3s' } });
+    expect(config.duration('svc.webhook.sweep-every')).toBe(2000);
+    expect(config.duration('svc.webhook.retry-every')).toBe(3000);
+    expect(config.int('svc.http.port')).toBe(7070);
+    expect(config.duration('svc.webhook.lease')).toBe(60000);
+  });
+
+  it('warns about unknown keys and variables instead of ignoring them silently', () => {
+    const file = yamlFile('svc:\n  webhook:\n    sweep-evry: 2s\n');
+    const config = Config.load({ env: { SVC_CONFIG: file, SVC_WEBHOK_LEASE: '1s' } });
+    expect(config.warnings).toEqual(expect.arrayContaining([expect.stringContaining('svc.webhook.sweep-evry'), expect.stringContaining('SVC_WEBHOK_LEASE')]));
+  });
+
+  it('a named configuration file that does not exist is an error', () => {
+    expect(loadError({ SVC_CONFIG: '/nonexistent/application.yaml' }).property).toBe('svc.config');
+  });
+
+  it('invalid YAML names the file', () => {
+    const file = yamlFile('svc: [unclosed\n');
+    const err = loadError({ SVC_CONFIG: file });
+    expect(err.message).toContain(file);
+  });
+});
+
+describe('validation at start', () => {
+  it.each([
+    [{ SVC_WEBHOOK_SWEEP_EVERY: 'soon' }, 'svc.webhook.sweep-every', /not a duration/],
+    [{ SVC_WEBHOOK_SWEEP_EVERY: '0s' }, 'svc.webhook.sweep-every', /positive/],
+    [{ PORT: 'eighty' }, 'svc.http.port', /whole number/],
+    [{ SVC_WEBHOOK_MAX_ATTEMPTS: '0' }, 'svc.webhook.max-attempts', /at least 1/],
+    [{ SVC_PROFILE: 'staging' }, 'svc.profile', /one of dev, prod/],
+    [{ SVC_SCHEDULER_ENABLED: 'maybe' }, 'svc.scheduler.enabled', /true or false/],
+    [{ DATABASE_URL: 'not a url' }, 'svc.datasource.url', /not a URL/],
+    [{ SVC_LOG_LEVEL: 'loud' }, 'svc.log.level', /one of/],
+  ])('%j is refused naming %s', (env, property, message) => {
+    const err = loadError(env);
+    expect(err.property).toBe(property);
+    expect(err.message).toMatch(message);
+    expect(err.message.startsWith(property)).toBe(true);
+  });
+
+  it('the dev bypass is on by default in dev without an issuer, and then listens on loopback only', () => {
+    const config = Config.load({ env: {} });
+    expect(config.bool('svc.security.dev-bypass')).toBe(true);
+    expect(config.string('svc.http.host')).toBe('127.0.0.1');
+    expect(loadError({ SVC_HTTP_HOST: '0.0.0.0' }).property).toBe('svc.http.host');
+  });
+
+  it('an issuer turns the bypass off by default and listens on all interfaces', () => {
+    const config = Config.load({ env: { ...ISSUER } });
+    expect(config.bool('svc.security.dev-bypass')).toBe(false);
+    expect(config.string('svc.http.host')).toBe('0.0.0.0');
+  });
+
+  it('the prod profile refuses the bypass, requires an issuer and a master key', () => {
+    expect(loadError({ SVC_PROFILE: 'prod', SVC_SECURITY_DEV_BYPASS: 'true', SVC_SECRET_MASTER_KEY: 'k'.repeat(44) }).property).toBe('svc.security.dev-bypass');
+    expect(loadError({ SVC_PROFILE: 'prod', SVC_SECRET_MASTER_KEY: 'k'.repeat(44) }).property).toBe('svc.oidc.issuer');
+    expect(loadError({ SVC_PROFILE: 'prod', ...ISSUER }).property).toBe('svc.secret.master-key');
+    const config = Config.load({ env: { SVC_PROFILE: 'prod', ...ISSUER, SVC_SECRET_MASTER_KEY: 'k'.repeat(44) } });
+    expect(config.bool('svc.security.dev-bypass')).toBe(false);
+  });
+
+  it('bypass off without an issuer is refused', () => {
+    expect(loadError({ SVC_SECURITY_DEV_BYPASS: 'false' }).property).toBe('svc.oidc.issuer');
+  });
+
+  it('rate limits: 0 in dev, the spec values in prod, per-bucket fallback to the default', () => {
+    const dev = Config.load({ env: {} });
+    expect(dev.int('svc.ratelimit.user-chat.rpm')).toBe(0);
+    const prod = Config.load({ env: { SVC_PROFILE: 'prod', ...ISSUER, SVC_SECRET_MASTER_KEY: 'k'.repeat(44), SVC_RATELIMIT_DEFAULT_RPM: '30' } });
+    expect(prod.int('svc.ratelimit.user-chat.rpm')).toBe(30);
+    expect(prod.int('svc.ratelimit.view-generate.rpm')).toBe(10);
+  });
+
+  it('OTEL_SDK_DISABLED=false turns tracing on, with the default endpoint', () => {
+    expect(Config.load({ env: {} }).bool('svc.tracing.enabled')).toBe(false);
+    const on = Config.load({ env: { OTEL_SDK_DISABLED: 'false' } });
+    expect(on.bool('svc.tracing.enabled')).toBe(true);
+    expect(on.string('svc.tracing.endpoint')).toBe('http://localhost:4317');
+    expect(Config.load({ env: { OTEL_EXPORTER_ENDPOINT: 'http://collector:4317' } }).string('svc.tracing.endpoint')).toBe('http://collector:4317');
+  });
+
+  it('unknown property names are programming errors', () => {
+    expect(() => Config.load({ env: {} }).string('svc.nope')).toThrow(/unknown property/);
+    expect(() => Config.load({ env: {}, overrides: { 'svc.nope': 1 } })).toThrow(/unknown property/);
+  });
+
+  it('with() re-validates and keeps the other sources', () => {
+    const base = Config.load({ env: { SVC_WEBHOOK_LEASE: '2s' } });
+    const next = base.with({ 'svc.webhook.retry-every': '1s' });
+    expect(next.duration('svc.webhook.lease')).toBe(2000);
+    expect(next.duration('svc.webhook.retry-every')).toBe(1000);
+    expect(() => base.with({ 'svc.webhook.retry-every': 'later' })).toThrow(ConfigError);
+  });
+});
+
+describe('docs/configuration.md', () => {
+  it('is generated from the property table and up to date (npm run docs:config)', () => {
+    const onDisk = readFileSync(join(packageRoot(), 'docs', 'configuration.md'), 'utf8');
+    expect(onDisk).toBe(renderConfigurationDoc());
+  });
+
+  it('documents every property with its environment form', () => {
+    const doc = renderConfigurationDoc();
+    for (const p of PROPERTIES) {
+      expect(doc).toContain(`\`${p.name}\``);
+      expect(doc).toContain(`\`${envName(p.name)}\``);
+    }
+  });
+});

@@ -1,0 +1,42 @@
+import { envName, PROPERTIES } from './properties.js';
+
+/** docs/configuration.md, generated from the property table (`npm run docs:config`). */
+export function renderConfigurationDoc(): string {
+  const lines: string[] = [
+    '# Configuration',
+    '',
+    '<!-- Generated from src/config/properties.ts by `npm run docs:config`; a test fails when this file is stale. -->',
+    '',
+    'Every property `svc.a.b-c` is read, lowest precedence first, from its default, from the YAML file',
+    'named by `SVC_CONFIG` (default `./application.yaml`; nested maps or dotted keys both work), and from',
+    'the environment as `SVC_A_B_C` (upper case, every non-alphanumeric character an underscore) or one',
+    'of the aliases listed. Durations are written `500ms`, `5s`, `30s`, `15m`, `1h`, `2d` or ISO-8601',
+    '(`PT5S`). Values are checked at start: a bad one stops the process with a message naming the',
+    'property. Unknown `SVC_*` variables and unknown keys in the file are reported as warnings.',
+    '',
+    'Example `application.yaml`:',
+    '',
+    '```yaml',
+    'svc:',
+    '  profile: prod',
+    '  oidc:',
+    '    issuer: https://login.example.com/realms/svc',
+    '    audience: svc-hub',
+    '  webhook:',
+    '    sweep-every: 2s',
+    '```',
+    '',
+  ];
+  const groups = [...new Set(PROPERTIES.map((p) => p.group))];
+  for (const group of groups) {
+    lines.push(`## ${group}`, '', '| property | environment | default | meaning |', '|---|---|---|---|');
+    for (const p of PROPERTIES.filter((d) => d.group === group)) {
+      const env = [envName(p.name), ...(p.aliases ?? [])].map((e) => `\`${e}\``).join(', ');
+      const def = p.defaultText ?? (p.default === undefined ? '(none)' : `\`${String(p.default)}\``);
+      const values = p.values ? ` One of ${p.values.map((v) => `\`${v}\``).join(', ')}.` : '';
+      lines.push(`| \`${p.name}\` | ${env} | ${def} | ${p.description.replace(/\|/g, '\\|')}${values} |`);
+    }
+    lines.push('');
+  }
+  return `${lines.join('\n')}`;
+}
