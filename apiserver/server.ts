@@ -34,8 +34,11 @@ export async function listen(app: Koa, host: string, port: number): Promise<Runn
           for (const socket of sockets) socket.destroy();
         }, graceMs);
         timer.unref();
+        // Connections kept alive after their last response would hold close() open until they time out.
+        const sweep = setInterval(() => server.closeIdleConnections(), 50);
         server.close(() => {
           clearTimeout(timer);
+          clearInterval(sweep);
           resolve();
         });
         server.closeIdleConnections();

@@ -9,6 +9,7 @@ import type { Config } from '../src/config/config.js';
 import { migrationStatus } from '../src/db/migrations.js';
 import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
+import { startTracing, stopTracing } from '../src/observability/tracing.js';
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase, type DatabaseSetup } from '../src/runtime/database-setup.js';
 import type { HubServices } from '../src/runtime/services.js';
@@ -33,6 +34,10 @@ export interface StartOptions {
 
 /** The composition root: database, services, API, and their orderly stop. */
 export async function startHub(config: Config, options: StartOptions): Promise<Hub> {
+  if (config.bool('svc.tracing.enabled')) {
+    startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
+    logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
+  }
   const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
   const { db } = database;
   const directory = new Directory(db);
@@ -70,6 +75,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       stopping ??= (async () => {
         await server?.close(config.duration('svc.http.shutdown-grace'));
         await database.close();
+        await stopTracing();
       })();
       return stopping;
     },

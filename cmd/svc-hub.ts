@@ -1,7 +1,6 @@
 import { Config, ConfigError } from '../src/config/config.js';
 import { DataDirInUse } from '../src/db/embedded.js';
 import { createLogger, logger, registerSecret, setLogger } from '../src/observability/logger.js';
-import { startTracing, stopTracing } from '../src/observability/tracing.js';
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
 import { announce, startHub, type Hub } from './hub.js';
@@ -51,10 +50,6 @@ export async function main(argv: string[]): Promise<number> {
   setLogger(createLogger({ level: config.string('svc.log.level'), json: config.string('svc.profile') === 'prod' }));
   registerSecret(config.optional('svc.secret.master-key'));
   for (const warning of config.warnings) logger().warn(warning);
-  if (config.bool('svc.tracing.enabled')) {
-    startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
-    logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
-  }
 
   try {
     return await run(role as RoleName, config);
@@ -62,8 +57,6 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof DataDirInUse) logger().fatal(err.message);
     else logger().fatal({ err }, `svc-hub ${role} failed: ${(err as Error).message}`);
     return 1;
-  } finally {
-    await stopTracing();
   }
 }
 

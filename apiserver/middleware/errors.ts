@@ -16,8 +16,11 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       ctx.status = rendered.status;
       for (const [name, value] of Object.entries(rendered.headers ?? {})) ctx.set(name, value);
       if (!rendered.body) {
-        ctx.body = null;
+        // Koa turns a null body into a 204 when set after a status (and into "null" under a JSON
+        // type): clear the type, then the body, then set the status again.
         ctx.remove('Content-Type');
+        ctx.body = null;
+        ctx.status = rendered.status;
         ctx.length = 0;
       } else if ('text' in rendered.body) {
         ctx.type = 'text/plain; charset=utf-8';
@@ -31,6 +34,12 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     if (typeof status === 'number' && status >= 400 && status < 500 && (err as { expose?: boolean }).expose) {
       ctx.status = status;
       ctx.body = { error: (err as Error).message };
+      return;
+    }
+    if ((err as { code?: string }).code === '42P01') {
+      // A table that does not exist yet: the hub runs on a database whose migrations are pending.
+      ctx.status = 503;
+      ctx.body = { error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' };
       return;
     }
     logger().error({ err }, 'request failed');

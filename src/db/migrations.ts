@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
@@ -14,7 +14,7 @@ import { ensureRoles, grantSchema, type RoleNames } from './roles.js';
 
 export interface MigrationSet {
   schema: string;
-  /** Folder relative to the package root. */
+  /** Folder relative to the package root (or absolute). */
   dir: string;
 }
 
@@ -43,7 +43,7 @@ const FILE = /^V(\d+)__([\w-]+)\.sql$/;
 export function readMigrations(sets: MigrationSet[] = MIGRATION_SETS): MigrationFile[] {
   const out: MigrationFile[] = [];
   for (const set of sets) {
-    const dir = join(packageRoot(), set.dir);
+    const dir = resolve(packageRoot(), set.dir);
     if (!existsSync(dir)) throw new Error(`migration folder ${set.dir} of schema ${set.schema} is missing`);
     const files = readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
     const seen = new Set<number>();

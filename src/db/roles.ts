@@ -15,8 +15,11 @@ export interface RoleNames {
   worker: string;
 }
 
+/** Roles are server-wide, so the password depends on the server and the owner, not the database. */
 export function derivePassword(ownerUrl: string, role: string): string {
-  return createHmac('sha256', `svc-hub/role-password/${ownerUrl}`).update(role).digest('base64url');
+  const url = new URL(ownerUrl);
+  const server = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}@${url.hostname}:${url.port || '5432'}`;
+  return createHmac('sha256', `svc-hub/role-password/${server}`).update(role).digest('base64url');
 }
 
 /** A connection string for `role` on the same server and database as `ownerUrl`. */

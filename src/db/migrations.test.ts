@@ -1,0 +1,97 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { createTestDatabase } from '../../test/harness/database.js';
+import { migrate, migrationStatus, readMigrations, type MigrationSet } from './migrations.js';
+
+const roles = { app: 'svc_app', worker: 'svc_worker' };
+
+function folder(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-migrations-'));
+  for (const [name, sql] of Object.entries(files)) writeFileSync(join(dir, name), sql);
+  return dir;
+}
+
+async function query(url: string, sql: string) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+describe('migrations', () => {
+  it('several replicas starting at once apply each file exactly once', async () => {
+    const url = await createTestDatabase();
+    const counter = folder({
+      'V1__counter.sql': 'create table demo.applied (n int); insert into demo.applied values (1);',
+      'V2__slow.sql': 'select pg_sleep(0.2); insert into demo.applied values (2);',
+    });
+    const sets: MigrationSet[] = [{ schema: 'core', dir: 'src/db/migrations/core' }, { schema: 'demo', dir: counter }];
+    const applied = await Promise.all([1, 2, 3, 4].map(() => migrate(url, roles, sets)));
+    expect(applied.reduce((a, b) => a + b, 0)).toBe(3);
+    const rows = await query(url, 'select n from demo.applied order by n');
+    expect(rows.rows).toEqual([{ n: 1 }, { n: 2 }]);
+    const history = await query(url, 'select schema, version from public.svc_schema_history order by schema, version');
+    expect(history.rows).toEqual([
+      { schema: 'core', version: 1 },
+      { schema: 'demo', version: 1 },
+      { schema: 'demo', version: 2 },
+    ]);
+    const status = await migrationStatus((sql) => query(url, sql), sets);
+    expect(status.map((s) => [s.schema, s.currentVersion, s.pending])).toEqual([
+      ['core', '1', 0],
+      ['demo', '2', 0],
+    ]);
+  });
+
+  it('reports pending files before they are applied', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__a.sql': 'create table demo.a (x int);' });
+    const sets: MigrationSet[] = [{ schema: 'demo', dir }];
+    await migrate(url, roles, sets);
+    writeFileSync(join(dir, 'V2__b.sql'), 'create table demo.b (x int);');
+    writeFileSync(join(dir, 'V3__c.sql'), 'create table demo.c (x int);');
+    const status = await migrationStatus((sql) => query(url, sql), sets);
+    expect(status).toEqual([{ schema: 'demo', currentVersion: '1', pending: 2, lastApplied: expect.any(String) }]);
+    expect(await migrate(url, roles, sets)).toBe(2);
+  });
+
+  it('refuses to start when an applied file was changed', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__a.sql': 'create table demo.a (x int);' });
+    await migrate(url, roles, [{ schema: 'demo', dir }]);
+    writeFileSync(join(dir, 'V1__a.sql'), 'create table demo.a (x int, y int);');
+    await expect(migrate(url, roles, [{ schema: 'demo', dir }])).rejects.toThrow(/demo V1 \(V1__a.sql\) was changed after it was applied/);
+  });
+
+  it('a failing file leaves nothing half-applied and names itself', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__ok.sql': 'create table demo.ok (x int);', 'V2__bad.sql': 'create table demo.half (x int); select * from demo.missing;' });
+    await expect(migrate(url, roles, [{ schema: 'demo', dir }])).rejects.toThrow(/demo V2 \(V2__bad.sql\) failed: relation "demo.missing" does not exist/);
+    const tables = await query(url, "select table_name from information_schema.tables where table_schema = 'demo' order by 1");
+    expect(tables.rows.map((r) => r.table_name)).toEqual(['ok']);
+  });
+
+  it('grants the application and worker roles what they need on migrated schemas', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__t.sql': 'create table demo.t (id bigint generated always as identity, x int);' });
+    await migrate(url, roles, [{ schema: 'demo', dir }]);
+    const rights = await query(
+      url,
+      `select has_table_privilege('svc_app', 'demo.t', 'insert') as app_insert,
+              has_table_privilege('svc_worker', 'demo.t', 'delete') as worker_delete,
+              pg_has_role('svc_app', (select tableowner from pg_tables where schemaname = 'demo' and tablename = 't'), 'member') as app_owns`,
+    );
+    expect(rights.rows[0]).toEqual({ app_insert: true, worker_delete: true, app_owns: false });
+  });
+
+  it('refuses badly named files and duplicate versions', () => {
+    expect(() => readMigrations([{ schema: 'demo', dir: folder({ '001_init.sql': 'select 1' }) }])).toThrow(/V<version>__<description>\.sql/);
+    expect(() => readMigrations([{ schema: 'demo', dir: folder({ 'V1__a.sql': 'select 1', 'V01__b.sql': 'select 1' }) }])).toThrow(/two migrations with version 1/);
+  });
+});
