@@ -18,7 +18,7 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
       operationId: decl.operationId,
       summary: decl.summary,
       tags: decl.tags,
-      parameters: [...parameters(decl.params, 'path'), ...parameters(decl.query, 'query')],
+      parameters: [...pathParameters(decl.path, decl.params), ...queryParameters(decl.query)],
       responses: Object.fromEntries(
         Object.entries(decl.responses).map(([status, response]) => [
           status,
@@ -30,11 +30,12 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
     };
     const notes: string[] = [];
     if (decl.description) notes.push(decl.description);
+    // The gate as declared (`'public'` or the role list), for tools that read the document.
+    operation['x-svc-roles'] = decl.auth;
     if (decl.auth === 'public') {
       operation.security = [];
     } else {
       operation.security = [{ bearer: [] }];
-      operation['x-svc-roles'] = decl.auth;
       notes.push(`Roles: ${describeGate(decl.auth) || 'any authenticated caller'}.`);
     }
     if (notes.length) operation.description = notes.join('\n\n');
@@ -64,14 +65,26 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
   };
 }
 
-function parameters(schema: JsonSchema | undefined, where: 'path' | 'query'): unknown[] {
+/**
+ * One parameter per `{name}` segment of the path (OpenAPI requires each to be declared), described
+ * by the matching property of the params schema when there is one, else as a string.
+ */
+function pathParameters(path: string, schema: JsonSchema | undefined): unknown[] {
+  const properties = (schema?.properties ?? {}) as Record<string, JsonSchema>;
+  return [...path.matchAll(/\{(\w+)\}/g)].map(([, name]) => {
+    const property = properties[name!] ?? { type: 'string' };
+    return { name, in: 'path', required: true, ...(property.description ? { description: property.description } : {}), schema: property };
+  });
+}
+
+function queryParameters(schema: JsonSchema | undefined): unknown[] {
   if (!schema) return [];
   const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;
   const required = new Set((schema.required ?? []) as string[]);
   return Object.entries(properties).map(([name, property]) => ({
     name,
-    in: where,
-    required: where === 'path' || required.has(name),
+    in: 'query',
+    required: required.has(name),
     ...(property.description ? { description: property.description } : {}),
     schema: property,
   }));

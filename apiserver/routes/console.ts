@@ -22,6 +22,8 @@ const INITIALIZER = `window.onload = function () {
     url: '/q/openapi',
     dom_id: '#swagger-ui',
     deepLinking: true,
+    // The default (validator.swagger.io) would make the page fetch a badge from the internet.
+    validatorUrl: null,
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
     plugins: [SwaggerUIBundle.plugins.DownloadUrl],
     layout: 'StandaloneLayout',
@@ -39,7 +41,8 @@ export function consoleRoutes(document: () => Record<string, unknown>): RouteDec
         if (ctx.query.format === 'yaml' || ctx.accepts('application/json', 'application/yaml') === 'application/yaml') {
           const { stringify } = await import('yaml');
           ctx.type = 'application/yaml';
-          ctx.body = stringify(document());
+          // The declarations share schema objects; without this they would come out as YAML anchors and aliases.
+          ctx.body = stringify(document(), { aliasDuplicateObjects: false });
           return undefined;
         }
         return document();
@@ -48,11 +51,7 @@ export function consoleRoutes(document: () => Record<string, unknown>): RouteDec
     route({
       method: 'GET', path: '/q/swagger-ui', operationId: 'swaggerUiRedirect', summary: 'Interactive console', tags: ['Operations'], auth: 'public',
       responses: { 301: { description: 'To /q/swagger-ui/' } }, hidden: true,
-      handler: ({ ctx }) => {
-        ctx.status = 301;
-        ctx.redirect('/q/swagger-ui/');
-        return undefined;
-      },
+      handler: ({ ctx }) => index(ctx),
     }),
     route({
       method: 'GET', path: '/q/swagger-ui/{file}', operationId: 'swaggerUi', summary: 'Interactive console', tags: ['Operations'], auth: 'public',
@@ -62,12 +61,25 @@ export function consoleRoutes(document: () => Record<string, unknown>): RouteDec
     route({
       method: 'GET', path: '/q/swagger-ui/', operationId: 'swaggerUiIndex', summary: 'Interactive console', tags: ['Operations'], auth: 'public',
       responses: { 200: { description: 'Console page' } }, hidden: true,
-      handler: ({ ctx }) => serve(ctx, 'index.html'),
+      handler: ({ ctx }) => index(ctx),
     }),
   ];
 }
 
-function serve(ctx: Parameters<RouteDecl['handler']>[0]['ctx'], file: string): undefined {
+type Ctx = Parameters<RouteDecl['handler']>[0]['ctx'];
+
+/**
+ * The router matches without regard to a trailing slash, so `/q/swagger-ui` and `/q/swagger-ui/`
+ * reach both routes: decide on the path itself. The page's asset URLs are relative, hence the redirect.
+ */
+function index(ctx: Ctx): undefined {
+  if (ctx.path.endsWith('/')) return serve(ctx, 'index.html');
+  ctx.status = 301;
+  ctx.redirect('/q/swagger-ui/');
+  return undefined;
+}
+
+function serve(ctx: Ctx, file: string): undefined {
   if (file === 'index.html' || file === '') {
     ctx.type = TYPES['.html']!;
     ctx.body = readFileSync(join(distDir, 'index.html'), 'utf8');

@@ -1,0 +1,232 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { parse as parseYaml } from 'yaml';
+import { packageVersion } from '../src/package-root.js';
+import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { allRoutes } from './app.js';
+import { openApiDocument } from './openapi.js';
+import { route, type JsonSchema, type RouteDecl } from './route.js';
+
+// ajv-formats is CommonJS; its default export arrives wrapped under ESM.
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (
+  ajv: Ajv2020,
+) => void;
+
+type Operation = {
+  operationId: string;
+  summary: string;
+  tags: string[];
+  description?: string;
+  parameters: { name: string; in: string; required: boolean; schema: JsonSchema }[];
+  responses: Record<string, { description: string; content?: Record<string, { schema: JsonSchema }> }>;
+  requestBody?: { required: boolean; content: Record<string, { schema: JsonSchema }> };
+  security: Record<string, string[]>[];
+  'x-svc-roles': unknown;
+};
+type Doc = {
+  openapi: string;
+  info: { title: string; version: string; description: string };
+  components: { securitySchemes: Record<string, Record<string, string>> };
+  paths: Record<string, Record<string, Operation>>;
+};
+
+/**
+ * Probes mounted through the real pipeline: path parameters (with and without a params schema),
+ * a query, a body, a role gate with an alternative, and a hidden route that must stay out.
+ */
+const probes: RouteDecl[] = [
+  route({
+    method: 'GET', path: '/api/tenants/{tid}/probes/{id}', operationId: 'openapiProbeGet', summary: 'Probe with path parameters', tags: ['Probe'],
+    auth: ['svc_user', ['svc_admin', 'svc_superadmin']],
+    params: {
+      type: 'object', required: ['tid', 'id'],
+      properties: { tid: { type: 'integer', description: 'Tenant id' }, id: { type: 'string', format: 'uuid' } },
+    },
+    query: { type: 'object', required: ['limit'], properties: { limit: { type: 'integer', minimum: 1 }, cursor: { type: 'string' } } },
+    responses: { 200: { description: 'The probe', schema: { type: 'object', properties: { id: { type: 'string' } } } }, 404: { description: 'No such probe' } },
+    handler: ({ params }) => ({ id: params.id }),
+  }),
+  route({
+    method: 'PUT', path: '/api/probes/{name}', operationId: 'openapiProbePut', summary: 'Probe whose path parameter has no schema', tags: ['Probe'],
+    auth: [],
+    body: { type: 'object', required: ['value'], properties: { value: { type: 'string' } } },
+    bodyTypes: ['application/json', 'application/yaml'],
+    responses: { 200: { description: 'Stored', schema: { type: 'object' } } },
+    handler: () => ({}),
+  }),
+  route({
+    method: 'GET', path: '/api/probes/hidden', operationId: 'openapiProbeHidden', summary: 'Hidden probe', tags: ['Probe'], auth: 'public',
+    responses: { 200: { description: 'Nothing' } }, hidden: true,
+    handler: () => ({}),
+  }),
+];
+
+/** What the document must list: every declared route of the build, plus the probes, less the hidden ones. */
+const declared = (): RouteDecl[] => [...allRoutes(), ...probes].filter((decl) => !decl.hidden);
+
+const key = (method: string, path: string) => `${method.toUpperCase()} ${path}`;
+
+describe('GET /q/openapi', () => {
+  let hub: TestHub;
+  let doc: Doc;
+
+  beforeAll(async () => {
+    hub = await startTestHub({}, probes);
+    const res = await fetch(`${hub.url}/q/openapi`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    doc = (await res.json()) as Doc;
+  });
+
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  it('is an OpenAPI 3.1.0 document of this build with a bearer scheme', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.info.title).toBe('svc-hub API');
+    expect(doc.info.version).toBe(packageVersion());
+    expect(doc.info.description).toContain('development bypass');
+    expect(doc.components.securitySchemes.bearer).toEqual({ type: 'http', scheme: 'bearer', bearerFormat: 'JWT' });
+  });
+
+  it('the declarations themselves have unique operations and operation ids', () => {
+    const routes = [...allRoutes(), ...probes];
+    expect(new Set(routes.map((d) => key(d.method, d.path))).size).toBe(routes.length);
+    expect(new Set(routes.map((d) => d.operationId)).size).toBe(routes.length);
+    expect(allRoutes().length).toBeGreaterThan(0);
+  });
+
+  it('lists exactly the non-hidden declared routes', () => {
+    const listed = Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((method) => key(method, path)));
+    expect(listed.sort()).toEqual(declared().map((d) => key(d.method, d.path)).sort());
+    expect(listed).not.toContain('GET /api/probes/hidden');
+    expect(Object.keys(doc.paths).filter((p) => p.startsWith('/q/openapi') || p.startsWith('/q/swagger-ui'))).toEqual([]);
+  });
+
+  it.each(declared().map((d) => [key(d.method, d.path), d] as const))('%s: operation id, summary and tags', (_, decl) => {
+    const op = doc.paths[decl.path]![decl.method.toLowerCase()]!;
+    expect(op.operationId).toBe(decl.operationId);
+    expect(op.summary).toBe(decl.summary);
+    expect(op.tags).toEqual(decl.tags);
+  });
+
+  it.each(declared().map((d) => [key(d.method, d.path), d] as const))('%s: security and x-svc-roles follow the declared gate', (_, decl) => {
+    const op = doc.paths[decl.path]![decl.method.toLowerCase()]!;
+    expect(op['x-svc-roles']).toEqual(decl.auth);
+    if (decl.auth === 'public') {
+      expect(op.security).toEqual([]);
+    } else {
+      expect(op.security).toEqual([{ bearer: [] }]);
+      expect(op.description).toMatch(/Roles: .+\./);
+      for (const role of decl.auth.flat()) expect(op.description).toContain(role);
+    }
+  });
+
+  it.each(declared().map((d) => [key(d.method, d.path), d] as const))('%s: one path parameter per {x} segment, and the query', (_, decl) => {
+    const op = doc.paths[decl.path]![decl.method.toLowerCase()]!;
+    const segments = [...decl.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
+    const pathParams = op.parameters.filter((p) => p.in === 'path');
+    expect(pathParams.map((p) => p.name)).toEqual(segments);
+    for (const p of pathParams) {
+      expect(p.required).toBe(true);
+      const declaredSchema = (decl.params?.properties as Record<string, JsonSchema> | undefined)?.[p.name];
+      expect(p.schema).toEqual(declaredSchema ?? { type: 'string' });
+    }
+    const queryProps = (decl.query?.properties ?? {}) as Record<string, JsonSchema>;
+    const required = new Set((decl.query?.required ?? []) as string[]);
+    const queryParams = op.parameters.filter((p) => p.in === 'query');
+    expect(queryParams.map((p) => p.name)).toEqual(Object.keys(queryProps));
+    for (const p of queryParams) {
+      expect(p.schema).toEqual(queryProps[p.name]);
+      expect(p.required).toBe(required.has(p.name));
+    }
+    expect(op.parameters.length).toBe(pathParams.length + queryParams.length);
+  });
+
+  it.each(declared().map((d) => [key(d.method, d.path), d] as const))('%s: responses and request body as declared', (_, decl) => {
+    const op = doc.paths[decl.path]![decl.method.toLowerCase()]!;
+    expect(Object.keys(op.responses).sort()).toEqual(Object.keys(decl.responses).sort());
+    for (const [status, response] of Object.entries(decl.responses)) {
+      const documented = op.responses[status]!;
+      expect(documented.description).toBe(response.description);
+      if (response.schema) {
+        expect(documented.content).toEqual({ [response.contentType ?? 'application/json']: { schema: response.schema } });
+      } else {
+        expect(documented.content).toBeUndefined();
+      }
+    }
+    if (decl.body) {
+      expect(op.requestBody?.required).toBe(true);
+      expect(Object.keys(op.requestBody!.content)).toEqual(decl.bodyTypes ?? ['application/json']);
+      for (const media of Object.values(op.requestBody!.content)) expect(media.schema).toEqual(decl.body);
+    } else {
+      expect(op.requestBody).toBeUndefined();
+    }
+  });
+
+  it('documents every operation with at least one success response', () => {
+    for (const decl of declared()) {
+      const statuses = Object.keys(doc.paths[decl.path]![decl.method.toLowerCase()]!.responses);
+      expect(statuses.some((s) => /^2\d\d$/.test(s))).toBe(true);
+    }
+  });
+
+  it('every schema in the document compiles with ajv (JSON Schema 2020-12)', () => {
+    const ajv = new Ajv2020({ strict: true, allowUnionTypes: true });
+    addFormats(ajv);
+    const schemas: [string, JsonSchema][] = [];
+    for (const [path, item] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(item)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          for (const [media, { schema }] of Object.entries(response.content ?? {})) schemas.push([`${method} ${path} ${status} ${media}`, schema]);
+        }
+        for (const p of op.parameters) schemas.push([`${method} ${path} ${p.in} ${p.name}`, p.schema]);
+        for (const [media, { schema }] of Object.entries(op.requestBody?.content ?? {})) schemas.push([`${method} ${path} body ${media}`, schema]);
+      }
+    }
+    expect(schemas.filter(([where]) => / \d{3} /.test(where)).length).toBeGreaterThanOrEqual(declared().length);
+    const failures: string[] = [];
+    for (const [where, schema] of schemas) {
+      try {
+        ajv.compile(schema);
+      } catch (err) {
+        failures.push(`${where}: ${(err as Error).message}`);
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('is public: no token or tenant needed', async () => {
+    const res = await fetch(`${hub.url}/q/openapi`, { headers: { authorization: 'Bearer not-a-token' } });
+    expect(res.status).toBe(200);
+  });
+
+  it('?format=yaml returns the same document as YAML, without anchors', async () => {
+    const res = await fetch(`${hub.url}/q/openapi?format=yaml`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/yaml/);
+    const text = await res.text();
+    expect(text).toMatch(/^openapi: 3\.1\.0$/m);
+    expect(text).not.toMatch(/^\s*[\w"'-]+:\s*[&*]\w+/m);
+    expect(parseYaml(text)).toEqual(doc);
+  });
+
+  it('Accept: application/yaml also selects YAML', async () => {
+    const res = await fetch(`${hub.url}/q/openapi`, { headers: { accept: 'application/yaml' } });
+    expect(res.headers.get('content-type')).toMatch(/^application\/yaml/);
+    expect(parseYaml(await res.text())).toEqual(doc);
+  });
+});
+
+describe('openApiDocument', () => {
+  it('describes the dev bypass only when it is on', () => {
+    const on = openApiDocument(allRoutes(), { version: '1.2.3', devBypass: true }) as Doc;
+    const off = openApiDocument(allRoutes(), { version: '1.2.3', devBypass: false }) as Doc;
+    expect(on.info.version).toBe('1.2.3');
+    expect(on.info.description).toContain('development bypass');
+    expect(off.info.description).not.toContain('development bypass');
+    expect(off.paths).toEqual(on.paths);
+  });
+});
