@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { MIGRATION_SETS, readMigrations } from '../src/db/migrations.js';
 import { lazyCounter } from '../src/observability/metrics.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
@@ -62,11 +63,14 @@ describe('health', () => {
       expect(res.status).toBe(503);
       const body = (await res.json()) as { status: string; checks: Array<{ name: string; status: string; data?: { pending?: number } }> };
       expect(body.status).toBe('DOWN');
-      expect(body.checks.find((c) => c.name === 'migrations')).toMatchObject({ status: 'DOWN', data: { pending: 1 } });
+      const files = readMigrations().length;
+      expect(body.checks.find((c) => c.name === 'migrations')).toMatchObject({ status: 'DOWN', data: { pending: files } });
       const live = await fetch(`${pending.url}/q/health/live`);
       expect(live.status).toBe(200);
       const status = await (await fetch(`${pending.url}/api/platform/migrations`)).json();
-      expect(status).toEqual([{ schema: 'core', currentVersion: '0', pending: 1, lastApplied: null }]);
+      expect(status).toEqual(
+        MIGRATION_SETS.map((set) => ({ schema: set.schema, currentVersion: '0', pending: readMigrations([set]).length, lastApplied: null })),
+      );
       const tenantCall = await fetch(`${pending.url}/api/bff/v1/me`, { headers: dev });
       expect(tenantCall.status).toBe(503);
       expect(((await tenantCall.json()) as { error: string }).error).toBe('database not migrated: run svc-hub migrate');
@@ -84,8 +88,9 @@ describe('health', () => {
   it('/api/platform/migrations lists each schema with its version', async () => {
     const res = await fetch(`${hub.url}/api/platform/migrations`, { headers: dev });
     const body = (await res.json()) as Array<Record<string, unknown>>;
-    expect(body).toHaveLength(1);
+    expect(body.map((s) => s.schema)).toEqual(MIGRATION_SETS.map((set) => set.schema));
     expect(body[0]).toMatchObject({ schema: 'core', currentVersion: '1', pending: 0 });
+    for (const entry of body) expect(entry.pending).toBe(0);
     expect(new Date(body[0]!.lastApplied as string).getTime()).toBeGreaterThan(Date.now() - 600_000);
   });
 });

@@ -7,15 +7,14 @@ import { Directory } from '../src/auth/directory.js';
 import { TokenVerifier } from '../src/auth/verifier.js';
 import type { Config } from '../src/config/config.js';
 import { migrationStatus } from '../src/db/migrations.js';
+import { loadCatalog } from '../src/events/catalog.js';
+import { EventWriter } from '../src/events/outbox.js';
 import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase, type DatabaseSetup } from '../src/runtime/database-setup.js';
 import type { HubServices } from '../src/runtime/services.js';
-
-/** Installed modules and their versions, as `/api/platform/health` reports them. */
-export const MODULES: Record<string, string> = { core: '0.1' };
 
 export interface Hub {
   readonly services: HubServices;
@@ -40,6 +39,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   }
   const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
   const { db } = database;
+  const catalog = loadCatalog();
   const directory = new Directory(db);
   const devBypass = config.bool('svc.security.dev-bypass');
   const verifier = devBypass
@@ -50,7 +50,9 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     db,
     directory,
     authenticator: new Authenticator({ devBypass, tenantClaim: config.string('svc.oidc.tenant-claim'), verifier, directory }),
-    modules: MODULES,
+    modules: catalog.versions(),
+    catalog,
+    events: new EventWriter(catalog),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
   };
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { freePort } from '../src/db/embedded.js';
+import { readMigrations } from '../src/db/migrations.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 
@@ -81,10 +82,10 @@ describe('svc-hub executable', () => {
     expect(await run.exited).toBe(0);
     const client = new pg.Client({ connectionString: url });
     await client.connect();
-    const { rows } = await client.query('select schema, version from public.svc_schema_history');
+    const { rows } = await client.query('select schema, version from public.svc_schema_history order by schema, version');
     const tenants = await client.query('select code from core.tenants order by id');
     await client.end();
-    expect(rows).toEqual([{ schema: 'core', version: 1 }]);
+    expect(rows).toEqual(readMigrations().map((m) => ({ schema: m.schema, version: m.version })));
     expect(tenants.rows.map((r) => r.code)).toEqual(['system', 'default']);
     expect(run.output()).not.toContain(new URL(url).password);
   });

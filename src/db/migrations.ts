@@ -19,7 +19,10 @@ export interface MigrationSet {
 }
 
 /** Every schema the hub owns, in dependency order. Areas add theirs here. */
-export const MIGRATION_SETS: MigrationSet[] = [{ schema: 'core', dir: 'src/db/migrations/core' }];
+export const MIGRATION_SETS: MigrationSet[] = [
+  { schema: 'core', dir: 'src/db/migrations/core' },
+  { schema: 'events', dir: 'src/events/migrations/events' },
+];
 
 export interface MigrationFile {
   schema: string;

@@ -3,6 +3,8 @@ import type { Directory } from '../auth/directory.js';
 import type { Config } from '../config/config.js';
 import type { Database } from '../db/database.js';
 import type { SchemaStatus } from '../db/migrations.js';
+import type { Catalog } from '../events/catalog.js';
+import type { EventWriter } from '../events/outbox.js';
 
 /** What the apiserver's handlers are given: the composition root builds it once (src/runtime/hub.ts). */
 export interface HubServices {
@@ -12,5 +14,9 @@ export interface HubServices {
   authenticator: Authenticator;
   /** Installed modules and their versions (`/api/platform/health`). */
   modules: Record<string, string>;
+  /** The event catalog and hooks loaded from the module declarations. */
+  catalog: Catalog;
+  /** Writes events into the outbox inside a caller's transaction. */
+  events: EventWriter;
   migrationStatus(): Promise<SchemaStatus[]>;
 }

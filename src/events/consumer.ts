@@ -1,0 +1,71 @@
+import type { Database } from '../db/database.js';
+import { type OutboxEvent, type Position, readAfter, START } from './outbox.js';
+
+/**
+ * A named outbox consumer with its own cursor in events.consumer_cursors. Reading and advancing are
+ * separate short transactions, so a consumer never holds a transaction open while it works (an HTTP
+ * call, a send); a consumer that dies between the two sees the same events again (at least once).
+ * One instance per name should run at a time (leader election or an advisory lock).
+ */
+export class OutboxConsumer {
+  constructor(
+    private readonly db: Database,
+    readonly name: string,
+  ) {}
+
+  async position(): Promise<Position> {
+    return this.db.crossTenant(`outbox:${this.name}`, async (tx) => {
+      const { rows } = await tx.query<{ txid: string; last_id: number }>(
+        `insert into events.consumer_cursors (consumer) values ($1)
+         on conflict (consumer) do update set consumer = excluded.consumer
+         returning txid::text as txid, last_id`,
+        [this.name],
+      );
+      return rows[0] ? { txid: rows[0].txid, id: rows[0].last_id } : START;
+    });
+  }
+
+  /** Up to `limit` events after the cursor, every tenant. */
+  async next(limit: number): Promise<OutboxEvent[]> {
+    const from = await this.position();
+    return this.db.crossTenant(`outbox:${this.name}`, (tx) => readAfter((text, values) => tx.query(text, values), from, limit));
+  }
+
+  async advance(to: Position): Promise<void> {
+    await this.db.crossTenant(`outbox:${this.name}`, (tx) =>
+      tx.query(
+        `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
+          where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`,
+        [this.name, to.txid, to.id],
+      ),
+    );
+  }
+
+  /** Starts the cursor at the current head: a new consumer is not retroactive. */
+  async startAtHead(): Promise<void> {
+    await this.db.crossTenant(`outbox:${this.name}`, (tx) =>
+      tx.query(
+        `insert into events.consumer_cursors (consumer, txid, last_id)
+         select $1, coalesce(max(txid), '0'), coalesce(max(id), 0) from events.outbox
+         on conflict (consumer) do nothing`,
+        [this.name],
+      ),
+    );
+  }
+}
+
+/**
+ * The daily outbox purge: rows older than the retention, but never one that a consumer has not seen
+ * yet. Returns how many rows went.
+ */
+export async function purgeOutbox(db: Database, retentionDays: number): Promise<number> {
+  return db.crossTenant('outbox-retention', async (tx) => {
+    const { rowCount } = await tx.query(
+      `delete from events.outbox o
+        where o.created_at < now() - make_interval(days => $1)
+          and not exists (select 1 from events.consumer_cursors c where (c.txid, c.last_id) < (o.txid, o.id))`,
+      [retentionDays],
+    );
+    return rowCount ?? 0;
+  });
+}

@@ -1,0 +1,65 @@
+import pg from 'pg';
+import { logger } from '../observability/logger.js';
+
+/**
+ * One LISTEN connection per process on channel `svc_outbox`: an outbox insert wakes every
+ * registered consumer at commit. It reconnects after a failure; the consumers' sweeps cover the gap.
+ */
+export class OutboxListener {
+  private client: pg.Client | undefined;
+  private readonly wakers = new Set<() => void>();
+  private stopped = false;
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(private readonly url: string) {}
+
+  onEvent(wake: () => void): () => void {
+    this.wakers.add(wake);
+    return () => this.wakers.delete(wake);
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    await this.connect();
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url, application_name: 'svc-hub outbox listener' });
+    client.on('notification', () => {
+      for (const wake of this.wakers) wake();
+    });
+    client.on('error', (err) => {
+      logger().warn({ err: err.message }, 'outbox listener lost its connection; reconnecting');
+      this.reconnectLater();
+    });
+    try {
+      await client.connect();
+      await client.query('listen svc_outbox');
+      this.client = client;
+    } catch (err) {
+      logger().warn({ err: (err as Error).message }, 'outbox listener could not connect; retrying');
+      await client.end().catch(() => undefined);
+      this.reconnectLater();
+    }
+  }
+
+  private reconnectLater(): void {
+    const old = this.client;
+    this.client = undefined;
+    old?.end().catch(() => undefined);
+    if (this.stopped || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      if (!this.stopped) void this.connect();
+    }, 1000);
+    this.retry.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+}

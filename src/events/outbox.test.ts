@@ -1,0 +1,173 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { createTestDatabase } from '../../test/harness/database.js';
+import { Database } from '../db/database.js';
+import { migrate } from '../db/migrations.js';
+import { roleUrl } from '../db/roles.js';
+import { loadCatalog, parseModule } from './catalog.js';
+import { OutboxConsumer, purgeOutbox } from './consumer.js';
+import { OutboxListener } from './listener.js';
+import { EventRejected, EventWriter } from './outbox.js';
+
+const roles = { app: 'svc_app', worker: 'svc_worker' };
+let ownerUrl: string;
+let db: Database;
+let owner: pg.Client;
+const catalog = loadCatalog();
+const events = new EventWriter(catalog);
+
+beforeAll(async () => {
+  ownerUrl = await createTestDatabase();
+  await migrate(ownerUrl, roles);
+  db = new Database({ appUrl: roleUrl(ownerUrl, roles.app), workerUrl: roleUrl(ownerUrl, roles.worker), poolSize: 4 });
+  owner = new pg.Client({ connectionString: ownerUrl });
+  await owner.connect();
+  await owner.query(`insert into core.tenants (id, code, name) values (201, 'a', 'A'), (202, 'b', 'B')`);
+});
+
+afterAll(async () => {
+  await owner.end();
+  await db.close();
+});
+
+const orgCreated = (orgId: number) => ({ orgId, tenantId: 201, name: `org ${orgId}` });
+
+describe('the catalog', () => {
+  it('module core 0.1 declares exactly the spec table', () => {
+    expect(catalog.versions()).toEqual({ core: '0.1' });
+    const table = Object.fromEntries(catalog.entries().map((e) => [e.type, e.payload]));
+    expect(table).toEqual({
+      'org.created': { orgId: 'long', tenantId: 'long', name: 'string' },
+      'org.updated': { orgId: 'long', tenantId: 'long' },
+      'org.moved': { orgId: 'long', tenantId: 'long', newParentId: 'long' },
+      'org.archived': { id: 'long', code: 'string' },
+      'connector.run.started': { run_id: 'string', connector_id: 'string', endpoint_id: 'string', sync_mode: 'string', trigger: 'string' },
+      'connector.run.completed': { run_id: 'string', endpoint_id: 'string', records_in: 'long', records_out: 'long', duration_ms: 'long', tables: 'map' },
+      'connector.run.partial': {
+        run_id: 'string', endpoint_id: 'string', records_in: 'long', records_out: 'long', duration_ms: 'long', tables: 'map', error_message: 'string',
+      },
+      'connector.run.cancelled': { run_id: 'string' },
+      'connector.run.failed': { run_id: 'string', error_message: 'string', retryable: 'boolean' },
+      'platform.secret.created': { name: 'string', by: 'string', at: 'string' },
+      'platform.secret.updated': { name: 'string', by: 'string', at: 'string', previousRotatedAt: 'string' },
+      'platform.secret.deleted': { name: 'string', by: 'string', at: 'string' },
+      'platform.secret.read': { name: 'string', by: 'string', at: 'string' },
+      'data.row.changed': { entity: 'string', entity_key: 'string', op: 'string', run_id: 'string' },
+      'annotation.decision.acked': { decision_id: 'long', by: 'string' },
+    });
+    expect(catalog.entries().every((e) => e.module === 'core' && e.description.length > 0)).toBe(true);
+  });
+
+  it('refuses malformed declarations with the file and field', () => {
+    expect(() => parseModule('x.yaml', 'module: x\nversion: "1"\nevents:\n  - type: a.b\n    payload: { n: int }\n')).toThrow(/x.yaml: events\[0\].payload.n: int is not one of/);
+    expect(() => parseModule('x.yaml', 'version: "1"\nevents: []\n')).toThrow(/module \(a name\) is required/);
+    expect(() => parseModule('x.yaml', 'module: x\nversion: "1"\nevents:\n  - type: decision.x\n')).toThrow(/decision/);
+  });
+});
+
+describe('emitting', () => {
+  it('writes the event in the transaction of the change, with its tenant', async () => {
+    const id = await db.withTenant(201, (tx) => events.emit(tx, 'org.created', orgCreated(1)));
+    const { rows } = await owner.query('select tenant_id, type, payload from events.outbox where id = $1', [id]);
+    expect(rows[0]).toEqual({ tenant_id: 201, type: 'org.created', payload: orgCreated(1) });
+  });
+
+  it('a rolled-back change leaves no event', async () => {
+    const before = (await owner.query('select count(*)::int as n from events.outbox')).rows[0].n;
+    await expect(
+      db.withTenant(201, async (tx) => {
+        await events.emit(tx, 'org.created', orgCreated(2));
+        throw new Error('the change failed');
+      }),
+    ).rejects.toThrow('the change failed');
+    expect((await owner.query('select count(*)::int as n from events.outbox')).rows[0].n).toBe(before);
+  });
+
+  it('a payload that does not match its declaration fails loudly', async () => {
+    await expect(db.withTenant(201, (tx) => events.emit(tx, 'org.created', { orgId: 1, tenantId: 201 }))).rejects.toThrow(
+      new EventRejected('event org.created does not match its declaration: missing field name (string)'),
+    );
+    await expect(db.withTenant(201, (tx) => events.emit(tx, 'org.created', { orgId: '1', tenantId: 201, name: 'x' }))).rejects.toThrow(/orgId must be long/);
+    await expect(db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 1, tenantId: 201, extra: true }))).rejects.toThrow(/undeclared field/);
+    await expect(db.withTenant(201, (tx) => events.emit(tx, 'org.exploded', {}))).rejects.toThrow(/not in the catalog/);
+  });
+
+  it('decision.* types pass without being catalogued', async () => {
+    const id = await db.withTenant(201, (tx) => events.emit(tx, 'decision.dormant.onboarding', { anything: ['goes'] }));
+    expect(id).toBeGreaterThan(0);
+  });
+
+  it('a tenant cannot write an event for another tenant', async () => {
+    await expect(db.withTenant(201, (tx) => events.emit(tx, 'org.created', orgCreated(3), 202))).rejects.toThrow(/row-level security/);
+  });
+});
+
+describe('consumers', () => {
+  it('keep independent cursors and see every event once, in commit order, across tenants', async () => {
+    const a = new OutboxConsumer(db, 'test-a');
+    const b = new OutboxConsumer(db, 'test-b');
+    await a.startAtHead();
+    await b.startAtHead();
+    await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 10, tenantId: 201 }));
+    await db.withTenant(202, (tx) => events.emit(tx, 'org.updated', { orgId: 11, tenantId: 202 }));
+    const seenA = await a.next(100);
+    expect(seenA.map((e) => [e.tenantId, e.payload.orgId])).toEqual([
+      [201, 10],
+      [202, 11],
+    ]);
+    await a.advance(seenA.at(-1)!.position);
+    expect(await a.next(100)).toEqual([]);
+    expect((await b.next(100)).length).toBe(2);
+  });
+
+  it('never skip an event whose transaction commits after a later one (smaller id, later commit)', async () => {
+    const consumer = new OutboxConsumer(db, 'test-order');
+    await consumer.startAtHead();
+    // Transaction 1 takes an id first but commits last.
+    const slow = await db.app.connect();
+    await slow.query('begin');
+    await slow.query("select set_config('svc.tenant_id', '201', true)");
+    await slow.query(`insert into events.outbox (tenant_id, type, payload) values (201, 'org.updated', '{"orgId": 20, "tenantId": 201}')`);
+    await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 21, tenantId: 201 }));
+    // While the first is open, nothing after it may be handed out (it could still appear before).
+    const early = await consumer.next(100);
+    expect(early).toEqual([]);
+    await slow.query('commit');
+    slow.release();
+    const later = await consumer.next(100);
+    expect(later.map((e) => e.payload.orgId)).toEqual([20, 21]);
+  });
+
+  it('an insert wakes a listener at commit', async () => {
+    const listener = new OutboxListener(roleUrl(ownerUrl, roles.worker));
+    await listener.start();
+    try {
+      const woken = new Promise<number>((resolve) => {
+        const started = Date.now();
+        listener.onEvent(() => resolve(Date.now() - started));
+      });
+      await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 30, tenantId: 201 }));
+      expect(await woken).toBeLessThan(1000);
+    } finally {
+      await listener.stop();
+    }
+  });
+
+  it('the retention purge never deletes past what the slowest consumer has seen', async () => {
+    const slowest = new OutboxConsumer(db, 'test-slowest');
+    await owner.query('delete from events.consumer_cursors');
+    await owner.query('delete from events.outbox');
+    await slowest.startAtHead();
+    const ids: number[] = [];
+    for (let i = 0; i < 4; i++) ids.push(await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 40 + i, tenantId: 201 })));
+    await owner.query(`update events.outbox set created_at = now() - interval '40 days'`);
+    const seen = await slowest.next(2);
+    await slowest.advance(seen.at(-1)!.position);
+    expect(await purgeOutbox(db, 30)).toBe(2);
+    const left = await owner.query('select id from events.outbox order by id');
+    expect(left.rows.map((r) => r.id)).toEqual(ids.slice(2));
+    await owner.query(`update events.outbox set created_at = now() - interval '10 days'`);
+    await slowest.advance((await slowest.next(10)).at(-1)!.position);
+    expect(await purgeOutbox(db, 30)).toBe(0);
+  });
+});

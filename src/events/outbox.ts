@@ -1,0 +1,113 @@
+import type pg from 'pg';
+import type { Tx } from '../db/database.js';
+import { type Catalog, isDecision, payloadMismatch } from './catalog.js';
+
+/** One event as consumers see it. `position` orders events; ids alone do not (see the migration). */
+export interface OutboxEvent {
+  id: number;
+  tenantId: number;
+  type: string;
+  payload: Record<string, unknown>;
+  createdAt: Date;
+  position: Position;
+}
+
+/** (transaction id, event id): the order in which events become visible for good. */
+export interface Position {
+  txid: string;
+  id: number;
+}
+
+export const START: Position = { txid: '0', id: 0 };
+
+export class EventRejected extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EventRejected';
+  }
+}
+
+/**
+ * Writes events into the outbox inside the caller's transaction, so a rolled-back change leaves no
+ * event. A catalogued type must match its declared payload and an uncatalogued one is refused
+ * (`decision.*` excepted): a mismatch is a programming error and fails loudly.
+ */
+export class EventWriter {
+  constructor(private readonly catalog: Catalog) {}
+
+  async emit(tx: Tx, type: string, payload: Record<string, unknown>, tenantId: number | undefined = tx.tenantId): Promise<number> {
+    if (tenantId === undefined) throw new EventRejected(`event ${type} has no tenant`);
+    if (!isDecision(type)) {
+      const entry = this.catalog.get(type);
+      if (!entry) throw new EventRejected(`event type ${type} is not in the catalog`);
+      const problem = payloadMismatch(entry, payload);
+      if (problem) throw new EventRejected(`event ${type} does not match its declaration: ${problem}`);
+    }
+    const { rows } = await tx.query<{ id: number }>('insert into events.outbox (tenant_id, type, payload) values ($1, $2, $3) returning id', [
+      tenantId,
+      type,
+      JSON.stringify(payload),
+    ]);
+    return rows[0]!.id;
+  }
+}
+
+type Row = { id: number; tenant_id: number; type: string; payload: Record<string, unknown>; created_at: Date; txid: string };
+
+function toEvent(row: Row): OutboxEvent {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    type: row.type,
+    payload: row.payload,
+    createdAt: row.created_at,
+    position: { txid: row.txid, id: row.id },
+  };
+}
+
+/**
+ * Events after `after`, in position order, only from transactions older than every transaction
+ * still running (so nothing earlier can still appear). Optionally for one tenant.
+ */
+export async function readAfter(
+  query: (text: string, values?: unknown[]) => Promise<pg.QueryResult<Row>>,
+  after: Position,
+  limit: number,
+  tenantId?: number,
+): Promise<OutboxEvent[]> {
+  const tenantClause = tenantId === undefined ? '' : 'and tenant_id = $4';
+  const values: unknown[] = [after.txid, after.id, limit];
+  if (tenantId !== undefined) values.push(tenantId);
+  const { rows } = await query(
+    `select id, tenant_id, type, payload, created_at, txid::text as txid
+       from events.outbox
+      where (txid, id) > ($1::xid8, $2::bigint) ${tenantClause}
+        and txid < pg_snapshot_xmin(pg_current_snapshot())
+      order by txid, id
+      limit $3`,
+    values,
+  );
+  return rows.map(toEvent);
+}
+
+/** The position of an event id (for resuming after it), or undefined when it is gone. */
+export async function positionOf(query: (text: string, values?: unknown[]) => Promise<pg.QueryResult<{ txid: string; id: number }>>, id: number): Promise<Position | undefined> {
+  const { rows } = await query('select txid::text as txid, id from events.outbox where id = $1', [id]);
+  return rows[0] ? { txid: rows[0].txid, id: rows[0].id } : undefined;
+}
+
+/** The newest position every reader may start after (nothing older can still appear). */
+export async function headPosition(query: (text: string) => Promise<pg.QueryResult<{ txid: string | null; id: number | null }>>): Promise<Position> {
+  const { rows } = await query(
+    `select txid::text as txid, id from events.outbox
+      where txid < pg_snapshot_xmin(pg_current_snapshot())
+      order by txid desc, id desc limit 1`,
+  );
+  return rows[0]?.txid ? { txid: rows[0].txid, id: rows[0].id! } : START;
+}
+
+export function after(a: Position, b: Position): boolean {
+  const ta = BigInt(a.txid);
+  const tb = BigInt(b.txid);
+  return ta > tb || (ta === tb && a.id > b.id);
+}
