@@ -39,7 +39,8 @@ export function mountRoutes(routes: RouteDecl[], services: HubServices): Router 
 
 async function gate(ctx: Context, decl: RouteDecl, services: HubServices) {
   if (decl.auth === 'public') return undefined;
-  const platform = ctx.path.startsWith(PLATFORM);
+  // The declared path, not ctx.path: the router also matches /API/Platform/... and the floor must hold there.
+  const platform = decl.path.startsWith(PLATFORM);
   const principal = await services.authenticator.authenticate(ctx.headers, platform);
   if (!principal) throw new AuthenticationRequired(platform);
   annotateContext({ tenantId: principal.tenantId === undefined ? undefined : String(principal.tenantId), userId: principal.userId });

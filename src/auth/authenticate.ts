@@ -43,14 +43,14 @@ export class Authenticator {
 
   private async tokenPrincipal(claims: JWTPayload, platformPath: boolean): Promise<Principal> {
     const roles = new Set(realmRoles(claims));
-    const homeTenantId = claimedTenant(claims[this.options.tenantClaim]);
+    const homeTenantId = claimedId(claims[this.options.tenantClaim]);
     if (homeTenantId === null) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);
     const acting = claims.acting_as_tenant;
     let tenantId = homeTenantId;
     let impersonating = false;
     if (acting !== undefined && acting !== null) {
       if (!roles.has('svc_superadmin')) throw new ForbiddenWithReason('svc_superadmin required to impersonate a tenant');
-      const target = claimedTenant(acting);
+      const target = claimedId(acting);
       if (target === null || target === undefined) throw new ForbiddenWithReason('acting_as_tenant is not a tenant id');
       await this.options.directory.requireActiveTenant(target);
       tenantId = target;
@@ -59,12 +59,13 @@ export class Authenticator {
     if (homeTenantId !== undefined) await this.options.directory.requireActiveTenant(homeTenantId);
     const subject = String(claims.sub ?? '');
     if (!subject) throw new AuthenticationRequired(platformPath, 'token has no subject');
-    const userIdClaim = claims.user_id;
+    const userIdClaim = claimedId(claims.user_id);
+    if (userIdClaim === null) throw new AuthenticationRequired(platformPath, 'claim user_id is not a user id');
     const user = await this.options.directory.userFor({
       tenantId: homeTenantId ?? 0,
       issuer: String(claims.iss),
       subject,
-      userId: userIdClaim === undefined || userIdClaim === null ? undefined : Number(userIdClaim),
+      userId: userIdClaim,
       login: stringClaim(claims.preferred_username),
       name: stringClaim(claims.name),
       email: stringClaim(claims.email),
@@ -110,9 +111,10 @@ function realmRoles(claims: JWTPayload): string[] {
   return Array.isArray(realm?.roles) ? realm.roles.filter((r): r is string => typeof r === 'string') : [];
 }
 
-/** undefined: no claim; null: a claim that is not a tenant id. */
-function claimedTenant(value: unknown): number | undefined | null {
+/** A numeric id claim (tenant, user). undefined: no claim; null: a claim that is not an id. */
+function claimedId(value: unknown): number | undefined | null {
   if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'number' && typeof value !== 'string') return null; // [3] would stringify to '3'
   const text = String(value);
   if (!/^\d+$/.test(text)) return null;
   const id = Number(text);
@@ -122,7 +124,7 @@ function claimedTenant(value: unknown): number | undefined | null {
 function headerTenant(headers: Headers, name: string): number | undefined {
   const raw = single(headers[name]);
   if (raw === undefined || raw.trim() === '') return undefined;
-  const id = claimedTenant(raw.trim());
+  const id = claimedId(raw.trim());
   if (id === null || id === undefined) throw new ValidationError(`${name} must be a numeric tenant id`, name);
   return id;
 }

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
+import { TokenRejected, TokenVerifier } from './verifier.js';
+
+/** The token verifier against a real loopback issuer: discovery vs an explicit jwks-uri, algorithms, claims. */
+
+let issuer: TestIssuer;
+
+beforeAll(async () => {
+  issuer = await startIssuer();
+});
+
+afterAll(async () => {
+  await issuer?.close();
+});
+
+describe('key discovery', () => {
+  it('finds the JWKS through <issuer>/.well-known/openid-configuration and fetches it once', async () => {
+    const verifier = new TokenVerifier({ issuer: issuer.issuer });
+    const before = issuer.jwksFetches();
+    const rs = await verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'RS256', subject: 'disc-rs' }));
+    const es = await verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'ES256', subject: 'disc-es' }));
+    expect(rs).toMatchObject({ iss: issuer.issuer, sub: 'disc-rs', tenant_id: 1 });
+    expect(es).toMatchObject({ iss: issuer.issuer, sub: 'disc-es' });
+    expect(issuer.jwksFetches() - before).toBe(1);
+  });
+
+  it('tolerates a trailing slash on the configured issuer when discovering (but then requires it in iss)', async () => {
+    const verifier = new TokenVerifier({ issuer: `${issuer.issuer}/` });
+    await expect(verifier.verify(await issuer.mint({}, { issuer: `${issuer.issuer}/` }))).resolves.toMatchObject({ iss: `${issuer.issuer}/` });
+    await expect(verifier.verify(await issuer.mint({}))).rejects.toThrow(TokenRejected);
+  });
+
+  it('an issuer with no discovery document: discovery fails, an explicit jwks-uri works', async () => {
+    const realm = `${issuer.issuer}/realm`;
+    const t = await issuer.mint({}, { issuer: realm, alg: 'ES256' });
+    const discovering = new TokenVerifier({ issuer: realm });
+    await expect(discovering.verify(t)).rejects.toThrow(/OIDC discovery .* answered 404/);
+    await expect(discovering.verify(t)).rejects.toThrow(TokenRejected);
+    const explicit = new TokenVerifier({ issuer: realm, jwksUri: issuer.jwksUri });
+    await expect(explicit.verify(t)).resolves.toMatchObject({ iss: realm });
+  });
+
+  it('an explicit jwks-uri is used instead of discovery', async () => {
+    // The discovery document of this issuer exists, but the keys are taken from the (wrong) explicit URI.
+    const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: `${issuer.issuer}/no-such-jwks` });
+    await expect(verifier.verify(await issuer.mint({}))).rejects.toThrow(TokenRejected);
+  });
+});
+
+describe('refusals', () => {
+  const verifier = () => new TokenVerifier({ issuer: issuer.issuer, audience: 'hub' });
+
+  it('accepts the right audience', async () => {
+    await expect(verifier().verify(await issuer.mint({}, { audience: 'hub' }))).resolves.toMatchObject({ aud: 'hub' });
+    await expect(verifier().verify(await issuer.mint({}, { audience: ['other', 'hub'] }))).resolves.toMatchObject({ aud: ['other', 'hub'] });
+  });
+
+  it.each([
+    ['expired', { audience: 'hub', expiresIn: -120 }, /ERR_JWT_EXPIRED/],
+    ['wrong issuer', { audience: 'hub', issuer: 'https://evil.example.com' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*iss/],
+    ['wrong audience', { audience: 'other' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],
+    ['no audience', {}, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],
+    ['rogue RS256 key', { audience: 'hub', rogue: true, alg: 'RS256' }, /ERR_JWS_SIGNATURE_VERIFICATION_FAILED/],
+    ['rogue ES256 key', { audience: 'hub', rogue: true, alg: 'ES256' }, /ERR_JWS_SIGNATURE_VERIFICATION_FAILED/],
+  ] as const)('%s: TokenRejected', async (_name, options, reason) => {
+    const err = await verifier()
+      .verify(await issuer.mint({}, options))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(TokenRejected);
+    expect((err as Error).message).toMatch(reason);
+  });
+
+  it('garbage: TokenRejected', async () => {
+    await expect(verifier().verify('not-a-jwt')).rejects.toThrow(TokenRejected);
+    await expect(verifier().verify('a.b.c')).rejects.toThrow(TokenRejected);
+  });
+});
