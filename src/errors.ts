@@ -83,7 +83,7 @@ export class NoTenantError extends HubError {
     this.name = 'NoTenantError';
   }
   render(): Rendered {
-    return { status: 401, body: { json: { error: this.message } } };
+    return { status: 401, headers: { 'WWW-Authenticate': 'Bearer' }, body: { json: { error: this.message } } };
   }
 }
 

@@ -190,6 +190,7 @@ describe('Authenticator with the dev bypass', () => {
     const err = (await rejection(f.auth.authenticate({ 'x-tenant-id': 'acme' }, false))) as ValidationError;
     expect(err).toBeInstanceOf(ValidationError);
     expect(err.render().status).toBe(400);
-    expect(err.field).toBe('x-tenant-id');
+    expect(err.field).toBe('X-Tenant-ID');
+    expect(err.message).toBe('X-Tenant-ID must be a numeric tenant id');
   });
 });

@@ -84,8 +84,8 @@ export class Authenticator {
   }
 
   private async devPrincipal(headers: Headers): Promise<Principal> {
-    const home = headerTenant(headers, 'x-tenant-id');
-    const acting = headerTenant(headers, 'x-impersonate-tenant');
+    const home = headerTenant(headers, 'X-Tenant-ID');
+    const acting = headerTenant(headers, 'X-Impersonate-Tenant');
     if (home !== undefined) await this.options.directory.requireActiveTenant(home);
     if (acting !== undefined) await this.options.directory.requireActiveTenant(acting);
     const userId = single(headers['x-user-id'])?.trim() || undefined;
@@ -122,7 +122,7 @@ function claimedId(value: unknown): number | undefined | null {
 }
 
 function headerTenant(headers: Headers, name: string): number | undefined {
-  const raw = single(headers[name]);
+  const raw = single(headers[name.toLowerCase()]);
   if (raw === undefined || raw.trim() === '') return undefined;
   const id = claimedId(raw.trim());
   if (id === null || id === undefined) throw new ValidationError(`${name} must be a numeric tenant id`, name);

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
+import { Unavailable } from '../errors.js';
+import { freePort } from '../db/embedded.js';
 import { TokenRejected, TokenVerifier } from './verifier.js';
 
 /** The token verifier against a real loopback issuer: discovery vs an explicit jwks-uri, algorithms, claims. */
@@ -15,6 +17,16 @@ afterAll(async () => {
 });
 
 describe('key discovery', () => {
+  it('an identity provider that cannot be reached is a 503, not a refused token', async () => {
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const token = await issuer.mint({ tenant_id: 1 });
+    for (const verifier of [new TokenVerifier({ issuer: closed }), new TokenVerifier({ issuer: issuer.issuer, jwksUri: `${closed}/jwks` })]) {
+      const err = await verifier.verify(token).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Unavailable);
+      expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
+    }
+  });
+
   it('finds the JWKS through <issuer>/.well-known/openid-configuration and fetches it once', async () => {
     const verifier = new TokenVerifier({ issuer: issuer.issuer });
     const before = issuer.jwksFetches();

@@ -1,4 +1,5 @@
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { Unavailable } from '../errors.js';
 import { logger } from '../observability/logger.js';
 
 export interface VerifierOptions {
@@ -26,7 +27,13 @@ export class TokenVerifier {
   constructor(private readonly options: VerifierOptions) {}
 
   async verify(token: string): Promise<JWTPayload> {
-    const keys = await this.keySet();
+    let keys: JWTVerifyGetKey;
+    try {
+      keys = await this.keySet();
+    } catch (err) {
+      if (err instanceof TokenRejected) throw err;
+      throw this.unreachable(err);
+    }
     try {
       const { payload } = await jwtVerify(token, keys, {
         issuer: this.options.issuer,
@@ -36,9 +43,18 @@ export class TokenVerifier {
       });
       return payload;
     } catch (err) {
+      if (err instanceof joseErrors.JWKSTimeout) throw this.unreachable(err);
       if (err instanceof joseErrors.JOSEError) throw new TokenRejected(`${err.code}: ${err.message}`);
+      // fetch could not reach the key set (checked by name: the error may come from another realm)
+      if ((err as Error | undefined)?.name === 'TypeError') throw this.unreachable(err);
       throw err;
     }
+  }
+
+  /** The identity provider cannot be reached: a 503, not the caller's fault. */
+  private unreachable(err: unknown): Unavailable {
+    logger().warn({ err: (err as Error).message, issuer: this.options.issuer }, 'identity provider unreachable');
+    return new Unavailable('identity provider unreachable');
   }
 
   private keySet(): Promise<JWTVerifyGetKey> {

@@ -13,12 +13,12 @@ const globCache = new Map<string, RegExp>();
 export function matchesGlob(glob: string, type: string): boolean {
   let re = globCache.get(glob);
   if (!re) {
-    re = new RegExp(`^${glob.split('*').map(escape).join('.*')}$`);
+    re = new RegExp(`^${glob.split('*').map(escapeRegExp).join('.*')}$`);
     globCache.set(glob, re);
   }
   return re.test(type);
 }
 
-function escape(text: string): string {
+function escapeRegExp(text: string): string {
   return text.replace(/[.+?^${}()|[\]\\]/g, '\\$&');
 }
