@@ -10,12 +10,13 @@ import { mountRoutes } from './router.js';
 import { bffRoutes } from './routes/bff.js';
 import { consoleRoutes } from './routes/console.js';
 import { operationRoutes } from './routes/operations.js';
+import { eventStreamRoutes } from './routes/event-stream.js';
 import { eventRoutes } from './routes/events.js';
 import { platformRoutes } from './routes/platform.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...bffRoutes, ...eventRoutes];
+  return [...operationRoutes, ...platformRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes];
 }
 
 export interface ApiOptions {

@@ -8,7 +8,9 @@ import { TokenVerifier } from '../src/auth/verifier.js';
 import type { Config } from '../src/config/config.js';
 import { migrationStatus } from '../src/db/migrations.js';
 import { loadCatalog } from '../src/events/catalog.js';
+import { OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
+import { LiveStream } from '../src/events/stream.js';
 import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
@@ -53,16 +55,24 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     modules: catalog.versions(),
     catalog,
     events: new EventWriter(catalog),
+    stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
   };
+
+  const listener = new OutboxListener(database.workerUrl);
+  await listener.start();
+  listener.onEvent(() => services.stream.wake());
 
   let server: RunningServer | undefined;
   if (options.api) {
     collectProcessMetrics();
+    services.stream.start();
     const api: Koa = createApi(services, { version: packageVersion(), extraRoutes: options.extraRoutes });
     try {
       server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));
     } catch (err) {
+      await services.stream.stop();
+      await listener.stop();
       await database.close();
       throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
     }
@@ -75,7 +85,10 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     url: server?.url,
     stop() {
       stopping ??= (async () => {
+        // Event streams never end by themselves: end them first so the listener can close.
+        await services.stream.stop();
         await server?.close(config.duration('svc.http.shutdown-grace'));
+        await listener.stop();
         await database.close();
         await stopTracing();
       })();

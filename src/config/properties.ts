@@ -112,6 +112,9 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.events.retention-days', kind: 'int', min: 1, default: 30, description: 'Outbox retention (daily purge at 04:30 UTC), never past the slowest consumer.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.poll-every', kind: 'duration', default: '1s', description: 'Live event stream poll.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.batch', kind: 'int', min: 1, default: 500, description: 'Rows read per live-stream poll.' }),
+  p({ group: 'Clocks', name: 'svc.events.stream.heartbeat', kind: 'duration', default: '15s', description: 'Interval of the comment lines that keep an idle event stream open through proxies.' }),
+  p({ group: 'Clocks', name: 'svc.events.stream.max-buffer', kind: 'int', min: 1024, default: 1048576,
+    description: 'Bytes an event-stream client may fall behind before the hub closes its stream (it reconnects with Last-Event-ID and loses nothing).' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep.' }),
   p({ group: 'Clocks', name: 'svc.hooks.cache-ttl', kind: 'duration', default: '60s', description: 'Time to live of the per-tenant hook override cache.' }),
 

@@ -7,6 +7,8 @@ import { logger, registerSecret } from '../observability/logger.js';
 
 export interface DatabaseSetup {
   ownerUrl: string;
+  /** The worker role's connection (cross-tenant listeners). */
+  workerUrl: string;
   db: Database;
   embedded?: EmbeddedDatabase;
   /** Closes the pools, then stops the embedded server if there is one. */
@@ -44,6 +46,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean 
     const db = new Database({ appUrl, workerUrl, poolSize: config.int('svc.datasource.pool-size') });
     return {
       ownerUrl,
+      workerUrl,
       db,
       embedded,
       async close() {

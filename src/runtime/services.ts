@@ -5,6 +5,7 @@ import type { Database } from '../db/database.js';
 import type { SchemaStatus } from '../db/migrations.js';
 import type { Catalog } from '../events/catalog.js';
 import type { EventWriter } from '../events/outbox.js';
+import type { LiveStream } from '../events/stream.js';
 
 /** What the apiserver's handlers are given: the composition root builds it once (src/runtime/hub.ts). */
 export interface HubServices {
@@ -18,5 +19,7 @@ export interface HubServices {
   catalog: Catalog;
   /** Writes events into the outbox inside a caller's transaction. */
   events: EventWriter;
+  /** The live event stream's shared poller. */
+  stream: LiveStream;
   migrationStatus(): Promise<SchemaStatus[]>;
 }

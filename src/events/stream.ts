@@ -1,0 +1,180 @@
+import { ClockRunner } from '../clock/clock.js';
+import type { Database } from '../db/database.js';
+import { logger } from '../observability/logger.js';
+import { after, headPosition, type OutboxEvent, type Position, positionOf, readAfter, START } from './outbox.js';
+import { matchesGlob } from './topics.js';
+
+/**
+ * The live event stream's source: one poller for every subscriber of the process. It reads the
+ * outbox across tenants (every `pollEvery`, at once when NOTIFY says something was written, at most
+ * `batch` rows a read) and fans each event out to the subscribers of that event's tenant whose
+ * topics match. A subscriber resuming after an event id first catches up from the table, then joins
+ * the live flow; nothing is delivered twice or skipped.
+ */
+
+export interface StreamOptions {
+  pollEvery: number;
+  batch: number;
+}
+
+export interface SubscribeOptions {
+  tenantId: number;
+  /** `*` globs against the full type; empty = everything. */
+  topics: string[];
+  /** Resume after this outbox id (SSE Last-Event-ID). */
+  afterId?: number;
+  /** Receives each event; returns false when the consumer cannot take more (it is then closed). */
+  deliver: (event: OutboxEvent) => boolean;
+  /** Called once when the subscription ends for any reason other than close() by its owner. */
+  onEnd?: (reason: string) => void;
+}
+
+export class Subscription {
+  position: Position = START;
+  live = false;
+  closed = false;
+  private pending: OutboxEvent[] = [];
+
+  constructor(
+    readonly options: SubscribeOptions,
+    private readonly stream: LiveStream,
+  ) {}
+
+  wants(event: OutboxEvent): boolean {
+    if (event.tenantId !== this.options.tenantId) return false;
+    const topics = this.options.topics;
+    return topics.length === 0 || topics.some((t) => matchesGlob(t, event.type));
+  }
+
+  /** From the poller: in order, for this subscriber's tenant. */
+  offer(event: OutboxEvent): void {
+    if (this.closed) return;
+    if (!this.live) {
+      this.pending.push(event);
+      if (this.pending.length > 10_000) this.end('too many events while catching up');
+      return;
+    }
+    this.push(event);
+  }
+
+  push(event: OutboxEvent): void {
+    if (this.closed || !after(event.position, this.position)) return;
+    this.position = event.position;
+    if (!this.wants(event)) return;
+    if (!this.options.deliver(event)) this.end('client too slow');
+  }
+
+  goLive(): void {
+    this.live = true;
+    const queued = this.pending;
+    this.pending = [];
+    for (const event of queued) this.push(event);
+  }
+
+  end(reason: string): void {
+    if (this.closed) return;
+    this.close();
+    this.options.onEnd?.(reason);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.pending = [];
+    this.stream.remove(this);
+  }
+}
+
+export class LiveStream {
+  private readonly subscribers = new Set<Subscription>();
+  private readonly clock = new ClockRunner();
+  private position: Position | undefined;
+  private running = false;
+
+  constructor(
+    private readonly db: Database,
+    private readonly options: StreamOptions,
+  ) {
+    this.clock.schedule('event-stream', { every: options.pollEvery }, () => this.poll());
+  }
+
+  start(): void {
+    this.running = true;
+    this.clock.start();
+  }
+
+  /** Ends every subscription and stops polling. */
+  async stop(): Promise<void> {
+    this.running = false;
+    for (const sub of [...this.subscribers]) sub.end('server stopping');
+    await this.clock.stop();
+  }
+
+  /** A wake-up (NOTIFY): poll now unless a poll is already running. */
+  wake(): void {
+    if (this.running && this.subscribers.size > 0) void this.clock.trigger('event-stream');
+  }
+
+  count(): number {
+    return this.subscribers.size;
+  }
+
+  async subscribe(options: SubscribeOptions): Promise<Subscription> {
+    const sub = new Subscription(options, this);
+    this.subscribers.add(sub);
+    try {
+      const head = await this.currentPosition();
+      if (options.afterId === undefined) {
+        sub.position = head;
+        sub.goLive();
+        return sub;
+      }
+      const from = await this.db.crossTenant('event-stream', (tx) => positionOf((t, v) => tx.query(t, v), options.afterId!));
+      // An id that is gone (purged, or never ours) resumes from where its neighbours would be.
+      sub.position = from ?? { txid: '0', id: options.afterId };
+      await this.catchUp(sub);
+      sub.goLive();
+      return sub;
+    } catch (err) {
+      sub.close();
+      throw err;
+    }
+  }
+
+  remove(sub: Subscription): void {
+    this.subscribers.delete(sub);
+  }
+
+  private async catchUp(sub: Subscription): Promise<void> {
+    const tenantId = sub.options.tenantId;
+    for (;;) {
+      if (sub.closed) return;
+      const events = await this.db.withTenant(tenantId, (tx) => readAfter((t, v) => tx.query(t, v), sub.position, this.options.batch, tenantId));
+      for (const event of events) sub.push(event);
+      if (events.length < this.options.batch) return;
+    }
+  }
+
+  private async currentPosition(): Promise<Position> {
+    if (!this.position) {
+      const head = await this.db.crossTenant('event-stream', (tx) => headPosition((t) => tx.query(t)));
+      this.position ??= head;
+    }
+    return this.position;
+  }
+
+  private async poll(): Promise<void> {
+    if (this.subscribers.size === 0) {
+      this.position = undefined; // nobody listens: the next subscriber starts at the head
+      return;
+    }
+    const from = await this.currentPosition();
+    const events = await this.db.crossTenant('event-stream', (tx) => readAfter((t, v) => tx.query(t, v), from, this.options.batch));
+    if (events.length === 0) return;
+    this.position = events.at(-1)!.position;
+    for (const event of events) {
+      for (const sub of this.subscribers) if (sub.options.tenantId === event.tenantId) sub.offer(event);
+    }
+    if (events.length === this.options.batch) setImmediate(() => this.wake());
+    logger().trace({ events: events.length }, 'event stream poll');
+  }
+}
