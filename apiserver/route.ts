@@ -47,6 +47,11 @@ export interface RouteDecl {
   handler: (input: RouteInput) => Promise<unknown> | unknown;
   /** Excluded from /q/openapi (the document and the console themselves). */
   hidden?: boolean;
+  /**
+   * Audit: mutating methods (POST, PUT, PATCH, DELETE) are recorded unless `false`; a read that
+   * lets data leave the hub says `'egress'` and is recorded too.
+   */
+  audit?: false | 'egress';
 }
 
 export function route(decl: RouteDecl): RouteDecl {

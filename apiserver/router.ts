@@ -2,7 +2,8 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { parse as parseYaml } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
-import { AuthenticationRequired, Forbidden, MissingIntegratorRole, ValidationError } from '../src/errors.js';
+import { AuthenticationRequired, Forbidden, HubError, MissingIntegratorRole, ValidationError } from '../src/errors.js';
+import { audited, recordCall } from './middleware/audit.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { HubServices } from './services.js';
@@ -22,15 +23,22 @@ export function koaPath(path: string): string {
 export function mountRoutes(routes: RouteDecl[], services: HubServices): Router {
   const router = new Router();
   for (const decl of routes) {
+    const audit = audited(decl);
     router.register(koaPath(decl.path), [decl.method], async (ctx: Context) => {
       ctx.state.routePath = decl.path;
-      const principal = await gate(ctx, decl, services);
-      const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
-      const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : { ...ctx.query };
-      const body = decl.body ? validate(decl.body, parseBody(ctx, decl), 'body') : undefined;
-      const result = await decl.handler({ params, query, body, principal, services, ctx });
-      if (result !== undefined) {
-        ctx.body = result;
+      try {
+        const principal = await gate(ctx, decl, services);
+        const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
+        const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : { ...ctx.query };
+        const body = decl.body ? validate(decl.body, parseBody(ctx, decl), 'body') : undefined;
+        const result = await decl.handler({ params, query, body, principal, services, ctx });
+        if (result !== undefined) {
+          ctx.body = result;
+        }
+        if (audit) recordCall(services.audit, decl, ctx, ctx.status);
+      } catch (err) {
+        if (audit) recordCall(services.audit, decl, ctx, err instanceof HubError ? err.render().status : 500);
+        throw err;
       }
     });
   }

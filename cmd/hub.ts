@@ -8,6 +8,9 @@ import { TokenVerifier } from '../src/auth/verifier.js';
 import type { Config } from '../src/config/config.js';
 import { migrationStatus } from '../src/db/migrations.js';
 import { loadCatalog } from '../src/events/catalog.js';
+import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
+import { ClockRunner } from '../src/clock/clock.js';
+import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
 import { LiveStream } from '../src/events/stream.js';
@@ -55,9 +58,28 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     modules: catalog.versions(),
     catalog,
     events: new EventWriter(catalog),
+    audit: new AuditRecorder(db),
     stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
   };
+
+  // Per-process clocks: the audit flush wherever calls are served; the daily purges in the
+  // background roles (spec 1 Clocks, UTC).
+  const clocks = new ClockRunner();
+  clocks.schedule('audit-flush', { every: config.duration('svc.audit.dispatch-every') }, async () => {
+    await services.audit.flush();
+  });
+  if (options.background) {
+    clocks.schedule('outbox-retention', { dailyAt: '04:30' }, async () => {
+      const purged = await purgeOutbox(db, config.int('svc.events.retention-days'));
+      logger().info({ purged }, 'outbox retention purge');
+    });
+    clocks.schedule('audit-retention', { dailyAt: '04:45' }, async () => {
+      const purged = await purgeAudit(db, config.int('svc.audit.retention-days'));
+      logger().info({ purged }, 'audit retention purge');
+    });
+  }
+  clocks.start();
 
   const listener = new OutboxListener(database.workerUrl);
   await listener.start();
@@ -72,6 +94,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));
     } catch (err) {
       await services.stream.stop();
+      await clocks.stop();
       await listener.stop();
       await database.close();
       throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
@@ -88,6 +111,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         // Event streams never end by themselves: end them first so the listener can close.
         await services.stream.stop();
         await server?.close(config.duration('svc.http.shutdown-grace'));
+        await clocks.stop();
+        await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
         await listener.stop();
         await database.close();
         await stopTracing();

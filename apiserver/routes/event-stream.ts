@@ -14,6 +14,7 @@ export const eventStreamRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/events/stream', operationId: 'streamEvents', summary: 'Live event stream (Server-Sent Events) of the caller\'s tenant', tags: ['Events'],
     auth: ['svc_integrator'],
+    audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
       'Comment lines (`: ping`) are heartbeats. A client that falls too far behind is disconnected and should reconnect with `Last-Event-ID`.',

@@ -1,3 +1,4 @@
+import type { AuditRecorder } from '../audit/recorder.js';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { Directory } from '../auth/directory.js';
 import type { Config } from '../config/config.js';
@@ -21,5 +22,7 @@ export interface HubServices {
   events: EventWriter;
   /** The live event stream's shared poller. */
   stream: LiveStream;
+  /** Buffers audit entries of mutating calls and data egress. */
+  audit: AuditRecorder;
   migrationStatus(): Promise<SchemaStatus[]>;
 }
