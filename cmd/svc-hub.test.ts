@@ -85,7 +85,10 @@ describe('svc-hub executable', () => {
     const { rows } = await client.query('select schema, version from public.svc_schema_history order by schema, version');
     const tenants = await client.query('select code from core.tenants order by id');
     await client.end();
-    expect(rows).toEqual(readMigrations().map((m) => ({ schema: m.schema, version: m.version })));
+    const expected = readMigrations()
+      .map((m) => ({ schema: m.schema, version: m.version }))
+      .sort((a, b) => a.schema.localeCompare(b.schema) || a.version - b.version);
+    expect(rows).toEqual(expected);
     expect(tenants.rows.map((r) => r.code)).toEqual(['system', 'default']);
     expect(run.output()).not.toContain(new URL(url).password);
   });

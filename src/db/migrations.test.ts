@@ -33,18 +33,16 @@ describe('migrations', () => {
     });
     const sets: MigrationSet[] = [{ schema: 'core', dir: 'src/db/migrations/core' }, { schema: 'demo', dir: counter }];
     const applied = await Promise.all([1, 2, 3, 4].map(() => migrate(url, roles, sets)));
-    expect(applied.reduce((a, b) => a + b, 0)).toBe(3);
+    const files = readMigrations(sets);
+    expect(applied.reduce((a, b) => a + b, 0)).toBe(files.length);
     const rows = await query(url, 'select n from demo.applied order by n');
     expect(rows.rows).toEqual([{ n: 1 }, { n: 2 }]);
     const history = await query(url, 'select schema, version from public.svc_schema_history order by schema, version');
-    expect(history.rows).toEqual([
-      { schema: 'core', version: 1 },
-      { schema: 'demo', version: 1 },
-      { schema: 'demo', version: 2 },
-    ]);
+    expect(history.rows).toEqual(files.map((f) => ({ schema: f.schema, version: f.version })));
     const status = await migrationStatus((sql) => query(url, sql), sets);
+    const coreVersion = String(Math.max(...files.filter((f) => f.schema === 'core').map((f) => f.version)));
     expect(status.map((s) => [s.schema, s.currentVersion, s.pending])).toEqual([
-      ['core', '1', 0],
+      ['core', coreVersion, 0],
       ['demo', '2', 0],
     ]);
   });
