@@ -13,10 +13,13 @@ import { operationRoutes } from './routes/operations.js';
 import { eventStreamRoutes } from './routes/event-stream.js';
 import { eventRoutes } from './routes/events.js';
 import { platformRoutes } from './routes/platform.js';
+import { adminRoutes } from './routes/admin.js';
+import { hookRoutes } from './routes/hooks.js';
+import { secretRoutes } from './routes/secrets.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes];
+  return [...operationRoutes, ...platformRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes];
 }
 
 export interface ApiOptions {

@@ -14,6 +14,9 @@ import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
 import { LiveStream } from '../src/events/stream.js';
+import { HookRunner } from '../src/platform/hooks/runner.js';
+import { loadMasterKey } from '../src/platform/secrets/master-key.js';
+import { SecretStore } from '../src/platform/secrets/store.js';
 import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
@@ -42,9 +45,12 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
     logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
   }
+  // Before the database: a malformed svc.secret.master-key stops the start naming the property.
+  const masterKey = loadMasterKey(config);
   const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
   const { db } = database;
   const catalog = loadCatalog();
+  const events = new EventWriter(catalog);
   const directory = new Directory(db);
   const devBypass = config.bool('svc.security.dev-bypass');
   const verifier = devBypass
@@ -57,7 +63,9 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     authenticator: new Authenticator({ devBypass, tenantClaim: config.string('svc.oidc.tenant-claim'), verifier, directory }),
     modules: catalog.versions(),
     catalog,
-    events: new EventWriter(catalog),
+    events,
+    secrets: new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') }),
+    hooks: new HookRunner(catalog, db, { ttlMs: config.duration('svc.hooks.cache-ttl') }),
     audit: new AuditRecorder(db),
     stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),

@@ -22,6 +22,7 @@ export interface MigrationSet {
 export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'core', dir: 'src/db/migrations/core' },
   { schema: 'events', dir: 'src/events/migrations/events' },
+  { schema: 'platform', dir: 'src/platform/migrations/platform' },
   { schema: 'audit', dir: 'src/audit/migrations/audit' },
 ];
 

@@ -47,7 +47,17 @@ export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles:
         if ((err as { code?: string }).code !== '42710' && (err as { code?: string }).code !== '23505') throw err;
       }
     }
-    await owner.query(`alter role ${ident} ${attributes} password ${password}`);
+    // Several hubs (or test databases) on one server may do this at once; PostgreSQL then answers
+    // "tuple concurrently updated" to all but one. The value is the same for all: try again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await owner.query(`alter role ${ident} ${attributes} password ${password}`);
+        break;
+      } catch (err) {
+        if (attempt >= 5 || !/concurrently updated/.test((err as Error).message)) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+      }
+    }
   }
 }
 

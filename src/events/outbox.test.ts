@@ -30,6 +30,19 @@ afterAll(async () => {
   await db.close();
 });
 
+/**
+ * Reads until `count` events are visible. Visibility waits for the oldest transaction running on the
+ * whole server (other test files share it), so an event may take a moment to appear.
+ */
+async function nextUntil(consumer: OutboxConsumer, count: number) {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const events = await consumer.next(100);
+    if (events.length >= count || Date.now() > deadline) return events;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 const orgCreated = (orgId: number) => ({ orgId, tenantId: 201, name: `org ${orgId}` });
 
 describe('the catalog', () => {
@@ -110,14 +123,14 @@ describe('consumers', () => {
     await b.startAtHead();
     await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 10, tenantId: 201 }));
     await db.withTenant(202, (tx) => events.emit(tx, 'org.updated', { orgId: 11, tenantId: 202 }));
-    const seenA = await a.next(100);
+    const seenA = await nextUntil(a, 2);
     expect(seenA.map((e) => [e.tenantId, e.payload.orgId])).toEqual([
       [201, 10],
       [202, 11],
     ]);
     await a.advance(seenA.at(-1)!.position);
     expect(await a.next(100)).toEqual([]);
-    expect((await b.next(100)).length).toBe(2);
+    expect((await nextUntil(b, 2)).length).toBe(2);
   });
 
   it('never skip an event whose transaction commits after a later one (smaller id, later commit)', async () => {
@@ -134,7 +147,7 @@ describe('consumers', () => {
     expect(early).toEqual([]);
     await slow.query('commit');
     slow.release();
-    const later = await consumer.next(100);
+    const later = await nextUntil(consumer, 2);
     expect(later.map((e) => e.payload.orgId)).toEqual([20, 21]);
   });
 
@@ -161,13 +174,14 @@ describe('consumers', () => {
     const ids: number[] = [];
     for (let i = 0; i < 4; i++) ids.push(await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 40 + i, tenantId: 201 })));
     await owner.query(`update events.outbox set created_at = now() - interval '40 days'`);
+    await nextUntil(slowest, 4);
     const seen = await slowest.next(2);
     await slowest.advance(seen.at(-1)!.position);
     expect(await purgeOutbox(db, 30)).toBe(2);
     const left = await owner.query('select id from events.outbox order by id');
     expect(left.rows.map((r) => r.id)).toEqual(ids.slice(2));
     await owner.query(`update events.outbox set created_at = now() - interval '10 days'`);
-    await slowest.advance((await slowest.next(10)).at(-1)!.position);
+    await slowest.advance((await nextUntil(slowest, 2)).at(-1)!.position);
     expect(await purgeOutbox(db, 30)).toBe(0);
   });
 });

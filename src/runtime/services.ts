@@ -6,6 +6,8 @@ import type { Database } from '../db/database.js';
 import type { SchemaStatus } from '../db/migrations.js';
 import type { Catalog } from '../events/catalog.js';
 import type { EventWriter } from '../events/outbox.js';
+import type { HookRunner } from '../platform/hooks/runner.js';
+import type { SecretStore } from '../platform/secrets/store.js';
 import type { LiveStream } from '../events/stream.js';
 
 /** What the apiserver's handlers are given: the composition root builds it once (src/runtime/hub.ts). */
@@ -25,4 +27,8 @@ export interface HubServices {
   /** Buffers audit entries of mutating calls and data egress. */
   audit: AuditRecorder;
   migrationStatus(): Promise<SchemaStatus[]>;
+  /** The connector credential store; `resolveSecret(tenantId, 'secret:NAME')` for connectors. */
+  secrets: SecretStore;
+  /** Declared hooks, the tenants' overrides, and the runner of their handlers. */
+  hooks: HookRunner;
 }

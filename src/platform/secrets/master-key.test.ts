@@ -1,0 +1,100 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Config, ConfigError } from '../../config/config.js';
+import { createLogger, logger, setLogger } from '../../observability/logger.js';
+import { DEV_KEY_FILE, devKey, loadMasterKey } from './master-key.js';
+
+let raw = '';
+const capture = new Writable({
+  write(chunk, _encoding, done) {
+    raw += chunk.toString();
+    done();
+  },
+});
+const dirs: string[] = [];
+
+beforeAll(() => setLogger(createLogger({ level: 'debug', json: true, destination: capture })));
+afterAll(() => {
+  setLogger(createLogger({ level: 'silent', json: true }));
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-master-key-'));
+  dirs.push(dir);
+  return dir;
+}
+
+const load = (overrides: Record<string, string>) => Config.load({ env: {}, overrides });
+
+describe('loadMasterKey', () => {
+  it('uses svc.secret.master-key, hex or base64, and registers it with the logger', () => {
+    const hex = `${'c0ffee'.repeat(10)}c0ff`;
+    expect(loadMasterKey(load({ 'svc.secret.master-key': hex }))).toEqual(Buffer.from(hex, 'hex'));
+    const b64 = Buffer.alloc(32, 7).toString('base64');
+    expect(loadMasterKey(load({ 'svc.secret.master-key': b64 }))).toEqual(Buffer.alloc(32, 7));
+    logger().info(`careless: ${hex} ${b64} ${Buffer.alloc(32, 7).toString('hex')}`);
+    expect(raw).not.toContain(hex);
+    expect(raw).not.toContain(b64);
+    expect(raw).not.toContain(Buffer.alloc(32, 7).toString('hex'));
+  });
+
+  it('refuses a malformed key with a message that names the property and not the value', () => {
+    for (const bad of ['too-short-a-key', Buffer.from('master-key-that-must-never-be-logged').toString('base64'), 'z'.repeat(64)]) {
+      let error: unknown;
+      try {
+        loadMasterKey(load({ 'svc.secret.master-key': bad }));
+      } catch (err) {
+        error = err;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).property).toBe('svc.secret.master-key');
+      expect((error as Error).message).toMatch(/^svc\.secret\.master-key \(SVC_SECRET_MASTER_KEY\): not a valid key; expected 32 bytes/);
+      expect((error as Error).message).not.toContain(bad);
+    }
+  });
+
+  it('in dev with no key: generates one into <data-dir>/master.key (0600) with a warning, then reuses it', () => {
+    const dataDir = join(tempDir(), 'nested', 'data');
+    const before = raw.length;
+    const first = loadMasterKey(load({ 'svc.data-dir': dataDir }));
+    const path = join(dataDir, DEV_KEY_FILE);
+    expect(first).toHaveLength(32);
+    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(Buffer.from(readFileSync(path, 'utf8').trim(), 'base64')).toEqual(first);
+    const lines = raw.slice(before).trim().split('\n').map((l) => JSON.parse(l) as { level: string; msg: string });
+    expect(lines.find((l) => l.level === 'warn')?.msg).toContain(`svc.secret.master-key is not set: generated a development master key into ${path}`);
+    expect(raw).not.toContain(first.toString('base64'));
+
+    const second = loadMasterKey(load({ 'svc.data-dir': dataDir }));
+    expect(second).toEqual(first);
+    expect(raw.match(/generated a development master key/g)).toHaveLength(1);
+  });
+
+  it('every later start reads the same key', () => {
+    const dataDir = tempDir();
+    const keys = Array.from({ length: 5 }, () => devKey(dataDir));
+    for (const key of keys) expect(key).toEqual(keys[0]);
+  });
+
+  it('refuses a damaged key file, naming the file and the property', () => {
+    const dataDir = tempDir();
+    writeFileSync(join(dataDir, DEV_KEY_FILE), 'not a key\n', { mode: 0o600 });
+    expect(() => loadMasterKey(load({ 'svc.data-dir': dataDir }))).toThrow(`svc.secret.master-key: the development key file ${join(dataDir, DEV_KEY_FILE)} does not hold`);
+  });
+
+  it('warns when the key file is readable by others', () => {
+    const dataDir = tempDir();
+    devKey(dataDir);
+    chmodSync(join(dataDir, DEV_KEY_FILE), 0o644);
+    devKey(dataDir);
+    expect(raw).toContain('is readable by other users; chmod 600 it');
+  });
+
+  it('the prod profile never generates one (configuration already requires the key)', () => {
+    expect(() => load({ 'svc.profile': 'prod', 'svc.oidc.issuer': 'https://idp.example.com' })).toThrow(ConfigError);
+  });
+});
