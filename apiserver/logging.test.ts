@@ -1,20 +1,12 @@
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createLogger, logger, registerSecret, setLogger } from '../src/observability/logger.js';
+import { logger, registerSecret } from '../src/observability/logger.js';
 import { derivePassword } from '../src/db/roles.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
 
 /** Everything the hub logs while serving, captured as JSON lines. */
-const lines: Array<Record<string, unknown>> = [];
-let raw = '';
-const capture = new Writable({
-  write(chunk, _encoding, done) {
-    raw += chunk.toString();
-    for (const line of chunk.toString().split('\n')) if (line.trim()) lines.push(JSON.parse(line));
-    done();
-  },
-});
+let logs: LogCapture;
 
 let issuer: TestIssuer;
 let hub: TestHub;
@@ -22,7 +14,7 @@ let hub: TestHub;
 const MASTER_KEY = 'bWFzdGVyLWtleS10aGF0LWlzLW5ldmVyLWxvZ2dlZCE=';
 
 beforeAll(async () => {
-  setLogger(createLogger({ level: 'debug', json: true, destination: capture }));
+  logs = captureLogs('debug');
   issuer = await startIssuer();
   hub = await startTestHub({
     'svc.oidc.issuer': issuer.issuer,
@@ -36,7 +28,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await hub.stop();
   await issuer.close();
-  setLogger(createLogger({ level: 'silent', json: true }));
+  logs.restore();
 });
 
 describe('logging', () => {
@@ -50,27 +42,27 @@ describe('logging', () => {
     logger().info({ req: { headers: { authorization: `Bearer ${token}` } }, password: 'hunter2-hunter2', secret: 'shh-very-secret' }, 'careless line');
     logger().info(`careless text with the key ${MASTER_KEY} and a token Bearer ${token}`);
 
-    expect(lines.length).toBeGreaterThan(3);
-    expect(raw).not.toContain(token);
-    expect(raw).not.toContain(forged);
-    expect(raw).not.toContain(token.split('.')[2]);
-    expect(raw).not.toContain('ZGVtbzpkZW1vLXBhc3N3b3Jk');
-    expect(raw).not.toContain(MASTER_KEY);
-    expect(raw).not.toContain('hunter2-hunter2');
-    expect(raw).not.toContain('shh-very-secret');
+    expect(logs.lines().length).toBeGreaterThan(3);
+    expect(logs.raw()).not.toContain(token);
+    expect(logs.raw()).not.toContain(forged);
+    expect(logs.raw()).not.toContain(token.split('.')[2]);
+    expect(logs.raw()).not.toContain('ZGVtbzpkZW1vLXBhc3N3b3Jk');
+    expect(logs.raw()).not.toContain(MASTER_KEY);
+    expect(logs.raw()).not.toContain('hunter2-hunter2');
+    expect(logs.raw()).not.toContain('shh-very-secret');
     const owner = hub.ownerUrl;
-    expect(raw).not.toContain(derivePassword(owner, 'svc_app'));
-    expect(raw).not.toContain(derivePassword(owner, 'svc_worker'));
-    expect(raw).toContain('[REDACTED]');
+    expect(logs.raw()).not.toContain(derivePassword(owner, 'svc_app'));
+    expect(logs.raw()).not.toContain(derivePassword(owner, 'svc_worker'));
+    expect(logs.raw()).toContain('[REDACTED]');
   });
 
   it('puts the tenant and the request id on every line written while serving a request', async () => {
     const token = await issuer.mint({ realm_access: { roles: ['svc_user'] }, tenant_id: 1, sub: 'tenant-line-user' });
-    const before = lines.length;
+    const before = logs.lines().length;
     const res = await fetch(`${hub.url}/api/bff/v1/me`, { headers: { Authorization: `Bearer ${token}` } });
     expect(res.status).toBe(200);
     const requestId = res.headers.get('x-request-id');
-    const mine = lines.slice(before).filter((l) => l.reqId === requestId);
+    const mine = logs.lines().slice(before).filter((l) => l.reqId === requestId);
     expect(mine.length).toBeGreaterThan(0);
     const access = mine.find((l) => l.msg === 'request' && l.path === '/api/bff/v1/me');
     expect(access).toMatchObject({ tenant: '1', status: 200, method: 'GET' });
@@ -78,7 +70,7 @@ describe('logging', () => {
   });
 
   it('writes JSON lines in the prod profile format with an ISO time and a level name', () => {
-    const line = lines.find((l) => l.msg === 'request')!;
+    const line = logs.lines().find((l) => l.msg === 'request')!;
     expect(typeof line.time).toBe('string');
     expect(new Date(line.time as string).toISOString()).toBe(line.time);
     expect(line.level).toBe('info');

@@ -1,10 +1,9 @@
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { createLogger, setLogger } from '../src/observability/logger.js';
 import { parseMasterKey, UnsealError, unseal } from '../src/platform/secrets/crypto.js';
 import { SecretStore } from '../src/platform/secrets/store.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
 
 /**
@@ -13,13 +12,7 @@ import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
  * every outbox payload of the file is kept, and the last test proves no secret value is in any.
  */
 
-const lines: string[] = [];
-const capture = new Writable({
-  write(chunk, _encoding, done) {
-    lines.push(chunk.toString());
-    done();
-  },
-});
+let logs: LogCapture;
 
 const MASTER_KEY = Buffer.alloc(32, 0x5a).toString('base64');
 /** Every value this file stores. The short ones are below the logger's scrub length: nothing masks them. */
@@ -41,7 +34,7 @@ let otherTenant: number;
 const responses: Array<{ what: string; status: number; text: string; headers: string }> = [];
 
 beforeAll(async () => {
-  setLogger(createLogger({ level: 'debug', json: true, destination: capture }));
+  logs = captureLogs('debug');
   issuer = await startIssuer();
   hub = await startTestHub({
     'svc.oidc.issuer': issuer.issuer,
@@ -58,7 +51,7 @@ afterAll(async () => {
   await owner?.end();
   await hub?.stop();
   await issuer?.close();
-  setLogger(createLogger({ level: 'silent', json: true }));
+  logs.restore();
 });
 
 type Roles = string[];
@@ -364,8 +357,8 @@ describe('no secret value ever leaves', () => {
     await new Promise((r) => setTimeout(r, 50));
     await hub.services.audit.flush();
     expect(responses.length).toBeGreaterThan(40);
-    const logs = lines.join('');
-    expect(logs).toContain('secret created');
+    const logText = logs.raw();
+    expect(logText).toContain('secret created');
     const { rows: events } = await owner.query(`select type, payload::text as payload from events.outbox`);
     expect(events.length).toBeGreaterThan(10);
     const { rows: audit } = await owner.query(`select to_jsonb(a)::text as row from audit.entries a`);
@@ -373,10 +366,10 @@ describe('no secret value ever leaves', () => {
       for (const r of responses) {
         expect(`${r.what} ${r.text} ${r.headers}`).not.toContain(value);
       }
-      expect(logs).not.toContain(value);
+      expect(logText).not.toContain(value);
       for (const e of events) expect(e.payload).not.toContain(value);
       for (const a of audit) expect(a.row).not.toContain(value);
     }
-    expect(logs).not.toContain(MASTER_KEY);
+    expect(logText).not.toContain(MASTER_KEY);
   });
 });

@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
-import { createTestDatabase } from '../../test/harness/database.js';
-import { Database } from '../db/database.js';
-import { migrate } from '../db/migrations.js';
-import { roleUrl } from '../db/roles.js';
+import type pg from 'pg';
+import { migratedDatabase, } from '../../test/harness/database.js';
+import type { Database } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter } from '../events/outbox.js';
@@ -14,21 +12,14 @@ import { createUser } from './users.js';
 
 /** The admin services straight over the database: isolation of the new tables, scopes, concurrent moves. */
 
-const roles = { app: 'svc_app', worker: 'svc_worker' };
 const A = 201;
 const B = 202;
-let ownerUrl: string;
 let owner: pg.Client;
 let db: Database;
 const events = new EventWriter(loadCatalog());
 
 beforeAll(async () => {
-  ownerUrl = await createTestDatabase();
-  await migrate(ownerUrl, roles);
-  db = new Database({ appUrl: roleUrl(ownerUrl, roles.app), workerUrl: roleUrl(ownerUrl, roles.worker), poolSize: 4 });
-  owner = new pg.Client({ connectionString: ownerUrl });
-  await owner.connect();
-  await owner.query(`insert into core.tenants (id, code, name) values (${A}, 'a', 'A'), (${B}, 'b', 'B')`);
+  ({ db, owner } = await migratedDatabase({ [A]: 'a', [B]: 'b' }, 4));
 });
 
 afterAll(async () => {

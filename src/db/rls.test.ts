@@ -1,27 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { createTestDatabase } from '../../test/harness/database.js';
-import { Database } from './database.js';
-import { migrate } from './migrations.js';
-import { roleUrl } from './roles.js';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import type { Database } from './database.js';
 
-const roles = { app: 'svc_app', worker: 'svc_worker' };
+let testDb: MigratedDatabase;
 let ownerUrl: string;
 let db: Database;
 
 beforeAll(async () => {
-  ownerUrl = await createTestDatabase();
-  await migrate(ownerUrl, roles);
-  db = new Database({ appUrl: roleUrl(ownerUrl, roles.app), workerUrl: roleUrl(ownerUrl, roles.worker), poolSize: 2 });
-  const owner = new pg.Client({ connectionString: ownerUrl });
-  await owner.connect();
-  await owner.query(`insert into core.tenants (id, code, name) values (101, 'acme', 'Acme'), (102, 'globex', 'Globex')`);
+  testDb = await migratedDatabase({ 101: 'acme', 102: 'globex' }, 2);
+  ({ ownerUrl, db } = testDb);
+  const owner = testDb.owner;
   await owner.query(`insert into core.users (tenant_id, login) values (101, 'ann'), (101, 'bob'), (102, 'carl')`);
-  await owner.end();
 });
 
 afterAll(async () => {
-  await db.close();
+  await testDb.close();
 });
 
 describe('row-level security through the application role', () => {

@@ -1,15 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
-import { createTestDatabase } from '../../test/harness/database.js';
-import { Database } from '../db/database.js';
-import { migrate } from '../db/migrations.js';
+import type pg from 'pg';
+import { migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import type { Database } from '../db/database.js';
 import { roleUrl } from '../db/roles.js';
 import { loadCatalog, parseModule } from './catalog.js';
 import { OutboxConsumer, purgeOutbox } from './consumer.js';
 import { OutboxListener } from './listener.js';
 import { EventRejected, EventWriter } from './outbox.js';
 
-const roles = { app: 'svc_app', worker: 'svc_worker' };
 let ownerUrl: string;
 let db: Database;
 let owner: pg.Client;
@@ -17,12 +15,7 @@ const catalog = loadCatalog();
 const events = new EventWriter(catalog);
 
 beforeAll(async () => {
-  ownerUrl = await createTestDatabase();
-  await migrate(ownerUrl, roles);
-  db = new Database({ appUrl: roleUrl(ownerUrl, roles.app), workerUrl: roleUrl(ownerUrl, roles.worker), poolSize: 4 });
-  owner = new pg.Client({ connectionString: ownerUrl });
-  await owner.connect();
-  await owner.query(`insert into core.tenants (id, code, name) values (201, 'a', 'A'), (202, 'b', 'B')`);
+  ({ ownerUrl, db, owner } = await migratedDatabase({ 201: 'a', 202: 'b' }, 4));
 });
 
 afterAll(async () => {
@@ -152,7 +145,7 @@ describe('consumers', () => {
   });
 
   it('an insert wakes a listener at commit', async () => {
-    const listener = new OutboxListener(roleUrl(ownerUrl, roles.worker));
+    const listener = new OutboxListener(roleUrl(ownerUrl, TEST_ROLES.worker));
     await listener.start();
     try {
       const woken = new Promise<number>((resolve) => {

@@ -1,33 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
-import { createTestDatabase } from '../../test/harness/database.js';
-import { Database } from '../db/database.js';
-import { migrate } from '../db/migrations.js';
-import { roleUrl } from '../db/roles.js';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import type { Database } from '../db/database.js';
 import { loadCatalog } from './catalog.js';
 import { EventWriter } from './outbox.js';
 import { LiveStream } from './stream.js';
 
-const roles = { app: 'svc_app', worker: 'svc_worker' };
+let testDb: MigratedDatabase;
 let db: Database;
 let stream: LiveStream;
 const events = new EventWriter(loadCatalog());
 
 beforeAll(async () => {
-  const ownerUrl = await createTestDatabase();
-  await migrate(ownerUrl, roles);
-  db = new Database({ appUrl: roleUrl(ownerUrl, roles.app), workerUrl: roleUrl(ownerUrl, roles.worker), poolSize: 4 });
-  const owner = new pg.Client({ connectionString: ownerUrl });
-  await owner.connect();
-  await owner.query(`insert into core.tenants (id, code, name) values (301, 'x', 'X')`);
-  await owner.end();
+  testDb = await migratedDatabase({ 301: 'x' });
+  db = testDb.db;
   stream = new LiveStream(db, { pollEvery: 30, batch: 500 });
   stream.start();
 });
 
 afterAll(async () => {
   await stream.stop();
-  await db.close();
+  await testDb.close();
 });
 
 const emit = (orgId: number) => db.withTenant(301, (tx) => events.emit(tx, 'org.updated', { orgId, tenantId: 301 }));

@@ -1,5 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { Database } from '../../src/db/database.js';
 import { ensureDatabase } from '../../src/db/embedded.js';
+import { migrate } from '../../src/db/migrations.js';
+import { roleUrl } from '../../src/db/roles.js';
+
+/** The role names every test database uses (the hub's defaults). */
+export const TEST_ROLES = { app: 'svc_app', worker: 'svc_worker' };
 
 /** The owner URL of the run's PostgreSQL server (set by global-setup.ts). */
 export function serverUrl(): string {
@@ -15,4 +22,38 @@ export async function createTestDatabase(prefix = 't'): Promise<string> {
   const url = new URL(serverUrl());
   url.pathname = `/${name}`;
   return url.toString();
+}
+
+export interface MigratedDatabase {
+  ownerUrl: string;
+  /** The application and worker pools, as the hub opens them. */
+  db: Database;
+  /** A connected owner client (bypasses RLS): fixtures and assertions on raw rows. */
+  owner: pg.Client;
+  /** Closes the owner client and the pools. */
+  close(): Promise<void>;
+}
+
+/**
+ * A fresh database with every migration applied, the hub's pools over it, and optional fixture
+ * tenants (`{id: code}`), for suites that test services below the HTTP layer.
+ */
+export async function migratedDatabase(tenants: Record<number, string> = {}, poolSize = 4): Promise<MigratedDatabase> {
+  const ownerUrl = await createTestDatabase();
+  await migrate(ownerUrl, TEST_ROLES);
+  const db = new Database({ appUrl: roleUrl(ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(ownerUrl, TEST_ROLES.worker), poolSize });
+  const owner = new pg.Client({ connectionString: ownerUrl });
+  await owner.connect();
+  for (const [id, code] of Object.entries(tenants)) {
+    await owner.query('insert into core.tenants (id, code, name) values ($1, $2, $3)', [Number(id), code, code]);
+  }
+  return {
+    ownerUrl,
+    db,
+    owner,
+    async close() {
+      await owner.end();
+      await db.close();
+    },
+  };
 }

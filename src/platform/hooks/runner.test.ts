@@ -1,27 +1,18 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
-import { createTestDatabase } from '../../../test/harness/database.js';
-import { Database } from '../../db/database.js';
-import { migrate } from '../../db/migrations.js';
-import { roleUrl } from '../../db/roles.js';
+import type pg from 'pg';
+import { migratedDatabase, } from '../../../test/harness/database.js';
+import type { Database } from '../../db/database.js';
 import { Catalog, type HookDecl, loadCatalog, parseModule } from '../../events/catalog.js';
 import { packageRoot } from '../../package-root.js';
 import { type HookEvent, HookRunner } from './runner.js';
 
 const FIXTURES = join(packageRoot(), 'src/platform/hooks/__fixtures__/modules');
-const roles = { app: 'svc_app', worker: 'svc_worker' };
-let ownerUrl: string;
 let owner: pg.Client;
 let db: Database;
 
 beforeAll(async () => {
-  ownerUrl = await createTestDatabase();
-  await migrate(ownerUrl, roles);
-  db = new Database({ appUrl: roleUrl(ownerUrl, roles.app), workerUrl: roleUrl(ownerUrl, roles.worker), poolSize: 2 });
-  owner = new pg.Client({ connectionString: ownerUrl });
-  await owner.connect();
-  await owner.query(`insert into core.tenants (id, code, name) values (201, 'acme', 'Acme'), (202, 'globex', 'Globex')`);
+  ({ db, owner } = await migratedDatabase({ 201: 'acme', 202: 'globex' }, 2));
 });
 
 afterAll(async () => {
