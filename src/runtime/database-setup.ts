@@ -1,3 +1,4 @@
+import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { Database } from '../db/database.js';
 import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
@@ -62,7 +63,6 @@ export async function setupDatabase(config: Config, options: { migrate: boolean 
 
 /** An empty database gets tenant 1, code `default`, so a first `npm start` has a tenant to use. */
 async function bootstrap(ownerUrl: string): Promise<void> {
-  const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: ownerUrl });
   await client.connect();
   try {
