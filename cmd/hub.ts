@@ -11,6 +11,7 @@ import { loadCatalog } from '../src/events/catalog.js';
 import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
 import { ClockRunner } from '../src/clock/clock.js';
 import { purgeOutbox } from '../src/events/consumer.js';
+import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
 import { OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
 import { LiveStream } from '../src/events/stream.js';
@@ -92,6 +93,19 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const listener = new OutboxListener(database.workerUrl);
   await listener.start();
   listener.onEvent(() => services.stream.wake());
+  if (options.background) {
+    // Declared hooks run for every event, in priority order (services.hooks is read per event, so
+    // a replaced runner takes effect).
+    const hookLoop = new OutboxLoop(db, {
+      name: 'hooks',
+      every: config.duration('svc.hooks.sweep-every'),
+      batch: 500,
+      handle: async (event) => {
+        await services.hooks.run({ tenantId: event.tenantId, type: event.type, payload: event.payload, id: event.id });
+      },
+    });
+    await hookLoop.start(clocks, listener);
+  }
 
   let server: RunningServer | undefined;
   if (options.api) {

@@ -21,8 +21,8 @@ export async function testConfig(overrides: Overrides = {}): Promise<Config> {
 }
 
 /** A hub on a free loopback port over a fresh database (dev bypass unless an issuer is given). */
-export async function startTestHub(overrides: Overrides = {}, extraRoutes?: RouteDecl[]): Promise<TestHub> {
+export async function startTestHub(overrides: Overrides = {}, extraRoutes?: RouteDecl[], options: { background?: boolean } = {}): Promise<TestHub> {
   const config = await testConfig(overrides);
-  const hub = await startHub(config, { api: true, background: false, extraRoutes });
+  const hub = await startHub(config, { api: true, background: options.background ?? false, extraRoutes });
   return Object.assign(hub, { url: hub.url!, ownerUrl: config.string('svc.datasource.url'), config });
 }
