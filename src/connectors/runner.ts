@@ -1,0 +1,221 @@
+import type { Database, Tx } from '../db/database.js';
+import { NotFoundError, ValidationError } from '../errors.js';
+import type { EventWriter } from '../events/outbox.js';
+import { logger } from '../observability/logger.js';
+import type { RowIndexer } from './indexer.js';
+import { deadLettersTotal, runsTotal } from './metrics.js';
+import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
+import { addChunk, createRun, finishRun, type RunRecord, type RunStatus } from './runs/ledger.js';
+import type { ExtSchema } from './target/ddl.js';
+import { readPath } from './target/path.js';
+import { type PreparedRow, prepareRow } from './target/rows.js';
+import { upsertChunk } from './target/writer.js';
+import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
+
+/** What the runner needs from the HTTP engine: the pages of one endpoint. */
+export interface PageReader {
+  read(connector: ConnectorSpec, endpoint: EndpointSpec, options: { signal: AbortSignal; watermark?: string }): AsyncIterable<Page>;
+}
+
+export interface RunnerOptions {
+  db: Database;
+  events: EventWriter;
+  ext: ExtSchema;
+  reader: PageReader;
+  indexer: RowIndexer;
+  /** Rows per transactional chunk. */
+  chunkSize: number;
+}
+
+export interface TriggerOptions {
+  /** Kebab-case endpoint id; all enabled endpoints when absent. */
+  endpoint?: string;
+  triggeredBy: string;
+  /** The schedule slot of a scheduled run. */
+  slot?: Date;
+}
+
+export interface Triggered {
+  runs: Array<{ id: string; endpointId: string; endpoint: string }>;
+  /** Settles when every run has reached a terminal status. */
+  done: Promise<RunRecord[]>;
+}
+
+class CancelledByRequest extends Error {
+  readonly runStatus = 'Cancelled' as const;
+  constructor() {
+    super('cancelled on request');
+  }
+}
+
+type EngineFailure = Error & { runStatus?: RunStatus; retryable?: boolean };
+
+/**
+ * Runs connector endpoints: one run per endpoint, one after the other (they share the connector's
+ * rate limit). Each run streams pages from the engine, writes rows in transactional chunks (counters
+ * in the same transaction as the rows), dead-letters rows that cannot be stored, and ends in exactly
+ * one terminal status with its event. A failed run is not rolled back: chunks already written stay.
+ */
+export class ConnectorRunner {
+  constructor(private readonly o: RunnerOptions) {}
+
+  async trigger(tenantId: number, connector: ConnectorSpec, options: TriggerOptions): Promise<Triggered> {
+    let endpoints = connector.endpoints.filter((e) => e.enabled);
+    if (options.endpoint !== undefined) {
+      const chosen = connector.endpoints.find((e) => e.id === options.endpoint);
+      if (!chosen) throw new NotFoundError(`connector ${connector.name} has no endpoint ${options.endpoint}`);
+      if (!chosen.enabled) throw new ValidationError(`endpoint ${options.endpoint} is disabled`, 'endpoint');
+      endpoints = [chosen];
+    }
+    const runs = await this.o.db.withTenant(tenantId, async (tx) => {
+      const created: Array<{ run: RunRecord; endpoint: EndpointSpec }> = [];
+      for (const endpoint of endpoints) {
+        const run = await createRun(tx, {
+          connectorId: connector.id,
+          connectorName: connector.name,
+          endpointUuid: endpoint.uuid,
+          endpointId: endpoint.id,
+          triggeredBy: options.triggeredBy,
+          syncMode: endpoint.incremental.mode,
+          slot: options.slot,
+        });
+        await this.o.events.emit(tx, 'connector.run.started', {
+          run_id: run.id,
+          connector_id: connector.id,
+          endpoint_id: endpoint.uuid,
+          sync_mode: endpoint.incremental.mode,
+          trigger: options.triggeredBy,
+        });
+        created.push({ run, endpoint });
+      }
+      return created;
+    });
+    const done = (async () => {
+      const results: RunRecord[] = [];
+      for (const { run, endpoint } of runs) results.push(await this.execute(tenantId, connector, endpoint, run));
+      return results;
+    })();
+    return { runs: runs.map(({ run, endpoint }) => ({ id: run.id, endpointId: endpoint.uuid, endpoint: endpoint.id })), done };
+  }
+
+  private async execute(tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord): Promise<RunRecord> {
+    const started = Date.now();
+    const controller = new AbortController();
+    const watermarking = endpoint.incremental.mode === 'watermark' ? endpoint.incremental : undefined;
+    let candidate: string | number | undefined;
+    let written = 0;
+    let buffer: unknown[] = [];
+
+    const flush = async (items: unknown[]) => {
+      if (items.length === 0) return;
+      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items));
+      written += items.length;
+      if (cancelRequested) controller.abort();
+    };
+
+    let outcome: { status: Exclude<RunStatus, 'Running'>; error?: EngineFailure };
+    try {
+      await this.o.ext.ensureTable(endpoint.target.table, endpoint.target.promote);
+      const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => storedWatermark(tx, endpoint.uuid)) : undefined;
+      for await (const page of this.o.reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
+        for (const item of page.items) {
+          buffer.push(item);
+          if (watermarking) candidate = maxOf(candidate, readPath(item, watermarking.watermark_path));
+        }
+        while (buffer.length >= this.o.chunkSize) await flush(buffer.splice(0, this.o.chunkSize));
+        if (controller.signal.aborted) throw new CancelledByRequest();
+      }
+      const rest = buffer;
+      buffer = [];
+      await flush(rest);
+      outcome = controller.signal.aborted ? { status: 'Cancelled', error: new CancelledByRequest() } : { status: 'Completed' };
+    } catch (err) {
+      const failure = err as EngineFailure;
+      // Whatever was read before the failure is written: a failed run is not rolled back.
+      try {
+        const rest = buffer;
+        buffer = [];
+        await flush(rest);
+      } catch (flushErr) {
+        logger().error({ err: flushErr, runId: run.id }, 'could not write the rows read before a run failure');
+      }
+      const status = failure.runStatus && failure.runStatus !== 'Running' ? failure.runStatus : 'Failed';
+      outcome = { status, error: failure };
+      if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: failure.message }, 'connector run failed');
+    }
+
+    const finished = await this.o.db.withTenant(tenantId, async (tx) => {
+      if (outcome.status === 'Completed' && watermarking && candidate !== undefined) await promoteWatermark(tx, endpoint.uuid, String(candidate));
+      const record = await finishRun(tx, run.id, outcome.status, outcome.error?.message);
+      await this.emitEnd(tx, record, endpoint, Date.now() - started, written, outcome);
+      return record;
+    });
+    runsTotal().inc({ status: finished.status });
+    return finished;
+  }
+
+  private async writeChunk(tx: Tx, tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, items: unknown[]) {
+    const prepared: PreparedRow[] = items.map((item) => prepareRow(item, endpoint.target));
+    const ids = { tenantId, connectorId: connector.id, endpointUuid: endpoint.uuid };
+    await tx.query(
+      `insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values (core.current_tenant(), $1, $2, $3) on conflict do nothing`,
+      [connector.id, endpoint.uuid, endpoint.target.table],
+    );
+    const out = await upsertChunk(tx, endpoint.target, prepared, ids);
+    const losses: DeadLetterInput[] = prepared
+      .filter((r) => r.externalId === undefined)
+      .map((r) => ({
+        skipReason: 'missing_key',
+        errorMessage: `unique_key ${endpoint.target.unique_key} resolves to nothing; the row cannot be stored`,
+        payload: r.data,
+        skipDetail: { unique_key: endpoint.target.unique_key, table: endpoint.target.table },
+      }));
+    await insertDeadLetters(tx, { runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
+    if (losses.length) deadLettersTotal().inc({ reason: 'missing_key' }, losses.length);
+    await this.o.indexer.rowsWritten(tx, { ...ids, table: endpoint.target.table, scopes: connector.scopes, rows: prepared.filter((r) => r.externalId !== undefined) });
+    return addChunk(tx, run.id, { in: items.length, out, skipped: losses.length, deadLetters: losses.length });
+  }
+
+  private async emitEnd(tx: Tx, run: RunRecord, endpoint: EndpointSpec, durationMs: number, written: number, outcome: { status: RunStatus; error?: EngineFailure }) {
+    const counters = {
+      run_id: run.id,
+      endpoint_id: endpoint.uuid,
+      records_in: run.recordsIn,
+      records_out: run.recordsOut,
+      duration_ms: durationMs,
+      tables: { [endpoint.target.table]: run.recordsOut },
+    };
+    void written;
+    switch (outcome.status) {
+      case 'Completed':
+        await this.o.events.emit(tx, 'connector.run.completed', counters);
+        break;
+      case 'Partial':
+        await this.o.events.emit(tx, 'connector.run.partial', { ...counters, error_message: outcome.error?.message ?? '' });
+        break;
+      case 'Cancelled':
+        await this.o.events.emit(tx, 'connector.run.cancelled', { run_id: run.id });
+        break;
+      default:
+        await this.o.events.emit(tx, 'connector.run.failed', { run_id: run.id, error_message: outcome.error?.message ?? 'failed', retryable: outcome.error?.retryable ?? false });
+    }
+  }
+}
+
+async function storedWatermark(tx: Tx, endpointUuid: string): Promise<string | undefined> {
+  const { rows } = await tx.query<{ watermark: string | null }>('select watermark from connectors.endpoints where uuid = $1', [endpointUuid]);
+  return rows[0]?.watermark ?? undefined;
+}
+
+async function promoteWatermark(tx: Tx, endpointUuid: string, value: string): Promise<void> {
+  await tx.query('update connectors.endpoints set watermark = $2, watermark_updated_at = now() where uuid = $1', [endpointUuid, value]);
+}
+
+/** The running maximum of watermark values: numbers numerically, anything else as text. */
+export function maxOf(current: string | number | undefined, value: unknown): string | number | undefined {
+  if (value === undefined || value === null || value === '') return current;
+  if (typeof value === 'number') return current === undefined || (typeof current === 'number' && value > current) ? value : current;
+  const text = String(value);
+  if (current === undefined) return text;
+  return String(current) < text ? text : current;
+}

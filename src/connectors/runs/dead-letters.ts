@@ -1,0 +1,93 @@
+import type { Tx } from '../../db/database.js';
+import { NotFoundError } from '../../errors.js';
+
+export interface DeadLetterInput {
+  skipReason: string;
+  errorMessage: string;
+  payload: unknown;
+  skipDetail?: Record<string, unknown>;
+}
+
+export interface DeadLetter {
+  id: number;
+  runId: string;
+  connectorId: string;
+  endpointId: string | null;
+  skipReason: string;
+  errorMessage: string;
+  attempts: number;
+  resolution: string | null;
+  capturedAt: string;
+  payload?: unknown;
+  skipDetail?: unknown;
+}
+
+const SUMMARY = `id, run_id as "runId", connector_id as "connectorId", endpoint_uuid as "endpointId", skip_reason as "skipReason",
+  error_message as "errorMessage", attempts, resolution, captured_at as "capturedAt"`;
+
+type Row = Omit<DeadLetter, 'capturedAt'> & { capturedAt: Date };
+const toEntry = (row: Row): DeadLetter => ({ ...row, capturedAt: row.capturedAt.toISOString() });
+
+export async function insertDeadLetters(tx: Tx, ids: { runId: string; connectorId: string; endpointUuid: string }, entries: DeadLetterInput[]): Promise<void> {
+  if (entries.length === 0) return;
+  await tx.query(
+    `insert into connectors.dead_letters (tenant_id, run_id, connector_id, endpoint_uuid, skip_reason, error_message, payload, skip_detail)
+     select core.current_tenant(), $1, $2, $3, x.skip_reason, x.error_message, x.payload, x.skip_detail
+       from jsonb_to_recordset($4::jsonb) as x(skip_reason text, error_message text, payload jsonb, skip_detail jsonb)`,
+    [
+      ids.runId,
+      ids.connectorId,
+      ids.endpointUuid,
+      JSON.stringify(entries.map((e) => ({ skip_reason: e.skipReason, error_message: e.errorMessage, payload: e.payload, skip_detail: e.skipDetail ?? null }))),
+    ],
+  );
+}
+
+/**
+ * Spec 1 list semantics: with `run`, that run's whole history (every reason and resolution) and it
+ * wins over `connector`; with `connector`, only its unresolved entries; with neither, every active
+ * (unresolved) entry. Erased entries never appear.
+ */
+export async function listDeadLetters(tx: Tx, query: { limit: number; runId?: string; connectorId?: string }): Promise<DeadLetter[]> {
+  if (query.runId) {
+    if (!/^[0-9a-f-]{36}$/i.test(query.runId)) return [];
+    const { rows } = await tx.query<Row>(
+      `select ${SUMMARY} from connectors.dead_letters where erased_at is null and run_id = $1 order by id desc limit $2`,
+      [query.runId, query.limit],
+    );
+    return rows.map(toEntry);
+  }
+  const { rows } = await tx.query<Row>(
+    `select ${SUMMARY} from connectors.dead_letters
+      where erased_at is null and resolution is null and ($2::uuid is null or connector_id = $2)
+      order by id desc limit $1`,
+    [query.limit, query.connectorId ?? null],
+  );
+  return rows.map(toEntry);
+}
+
+export async function getDeadLetter(tx: Tx, id: string): Promise<DeadLetter> {
+  if (!/^\d{1,18}$/.test(id)) throw new NotFoundError('dead-letter entry not found');
+  const { rows } = await tx.query<Row>(
+    `select ${SUMMARY}, payload, skip_detail as "skipDetail" from connectors.dead_letters where id = $1 and erased_at is null`,
+    [id],
+  );
+  if (!rows[0]) throw new NotFoundError('dead-letter entry not found');
+  return toEntry(rows[0]);
+}
+
+export async function markReplayed(tx: Tx, id: string, newRunId?: string): Promise<void> {
+  await getDeadLetter(tx, id);
+  await tx.query(`update connectors.dead_letters set resolution = 'replayed', resolved_run_id = $2, resolved_at = now() where id = $1`, [id, newRunId ?? null]);
+}
+
+export async function discard(tx: Tx, id: string): Promise<void> {
+  await getDeadLetter(tx, id);
+  await tx.query(`update connectors.dead_letters set resolution = 'discarded', resolved_at = now() where id = $1`, [id]);
+}
+
+/** Data-protection erase: the entry is soft-deleted, its payload scrubbed, and excluded everywhere. */
+export async function erase(tx: Tx, id: string): Promise<void> {
+  await getDeadLetter(tx, id);
+  await tx.query(`update connectors.dead_letters set erased_at = now(), payload = null, skip_detail = null, error_message = '[erased]' where id = $1`, [id]);
+}

@@ -1,0 +1,105 @@
+import type { Tx } from '../../db/database.js';
+import { ConflictError, NotFoundError } from '../../errors.js';
+
+export type RunStatus = 'Running' | 'Completed' | 'Partial' | 'Failed' | 'Cancelled';
+export const TERMINAL: readonly RunStatus[] = ['Completed', 'Partial', 'Failed', 'Cancelled'];
+
+/** The run record of spec 1, plus the endpoint (UUID and id) of CONTRACTS.md section 5. */
+export interface RunRecord {
+  id: string;
+  connectorId: string;
+  connector: string;
+  endpointId: string | null;
+  endpoint: string | null;
+  status: RunStatus;
+  startedAt: string;
+  endedAt: string | null;
+  recordsIn: number;
+  recordsOut: number;
+  recordsSkipped: number;
+  deadLetterCount: number;
+  triggeredBy: string;
+  syncMode: string;
+  chunkCount: number;
+  errorMessage: string | null;
+}
+
+const COLUMNS = `id, connector_id as "connectorId", connector_name as "connector", endpoint_uuid as "endpointId", endpoint_id as "endpoint",
+  status, started_at as "startedAt", ended_at as "endedAt", records_in as "recordsIn", records_out as "recordsOut",
+  records_skipped as "recordsSkipped", dead_letter_count as "deadLetterCount", triggered_by as "triggeredBy", sync_mode as "syncMode",
+  chunk_count as "chunkCount", error_message as "errorMessage"`;
+
+type Row = Omit<RunRecord, 'startedAt' | 'endedAt'> & { startedAt: Date; endedAt: Date | null };
+
+function toRecord(row: Row): RunRecord {
+  return { ...row, startedAt: row.startedAt.toISOString(), endedAt: row.endedAt ? row.endedAt.toISOString() : null };
+}
+
+export async function createRun(
+  tx: Tx,
+  run: { connectorId: string; connectorName: string; endpointUuid: string; endpointId: string; triggeredBy: string; syncMode: string; slot?: Date },
+): Promise<RunRecord> {
+  const { rows } = await tx.query<Row>(
+    `insert into connectors.runs (tenant_id, connector_id, connector_name, endpoint_uuid, endpoint_id, status, triggered_by, sync_mode, slot)
+     values (core.current_tenant(), $1, $2, $3, $4, 'Running', $5, $6, $7) returning ${COLUMNS}`,
+    [run.connectorId, run.connectorName, run.endpointUuid, run.endpointId, run.triggeredBy, run.syncMode, run.slot ?? null],
+  );
+  return toRecord(rows[0]!);
+}
+
+/** Adds one chunk's counters; answers whether a cancel was requested meanwhile. */
+export async function addChunk(tx: Tx, runId: string, counts: { in: number; out: number; skipped: number; deadLetters: number }): Promise<{ cancelRequested: boolean }> {
+  const { rows } = await tx.query<{ cancel_requested: boolean }>(
+    `update connectors.runs set records_in = records_in + $2, records_out = records_out + $3, records_skipped = records_skipped + $4,
+            dead_letter_count = dead_letter_count + $5, chunk_count = chunk_count + 1
+      where id = $1 returning cancel_requested`,
+    [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
+  );
+  return { cancelRequested: rows[0]?.cancel_requested ?? false };
+}
+
+export async function cancelRequested(tx: Tx, runId: string): Promise<boolean> {
+  const { rows } = await tx.query<{ cancel_requested: boolean }>('select cancel_requested from connectors.runs where id = $1', [runId]);
+  return rows[0]?.cancel_requested ?? false;
+}
+
+export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus, 'Running'>, errorMessage?: string): Promise<RunRecord> {
+  const { rows } = await tx.query<Row>(
+    `update connectors.runs set status = $2, ended_at = now(), error_message = $3 where id = $1 returning ${COLUMNS}`,
+    [runId, status, errorMessage ?? null],
+  );
+  return toRecord(rows[0]!);
+}
+
+export async function getRun(tx: Tx, id: string): Promise<RunRecord> {
+  if (!/^[0-9a-f-]{36}$/i.test(id)) throw new NotFoundError('run not found');
+  const { rows } = await tx.query<Row>(`select ${COLUMNS} from connectors.runs where id = $1`, [id]);
+  if (!rows[0]) throw new NotFoundError('run not found');
+  return toRecord(rows[0]);
+}
+
+export async function listRuns(tx: Tx, limit: number, connectorId?: string): Promise<RunRecord[]> {
+  const { rows } = await tx.query<Row>(
+    `select ${COLUMNS} from connectors.runs where ($2::uuid is null or connector_id = $2) order by started_at desc, id limit $1`,
+    [limit, connectorId ?? null],
+  );
+  return rows.map(toRecord);
+}
+
+/** Cancel: 202 semantics for a running run (it stops at its next page boundary), 409 when already over. */
+export async function requestCancel(tx: Tx, id: string): Promise<RunRecord> {
+  const run = await getRun(tx, id);
+  if (run.status !== 'Running') throw new ConflictError(`run ${id} is already ${run.status}`);
+  await tx.query('update connectors.runs set cancel_requested = true where id = $1', [id]);
+  return run;
+}
+
+/** Runs left Running by a process that died: closed as Failed so nothing stays Running for ever. */
+export async function failInterrupted(tx: Tx, olderThanMs: number): Promise<number> {
+  const { rowCount } = await tx.query(
+    `update connectors.runs set status = 'Failed', ended_at = now(), error_message = 'interrupted: the hub stopped during the run'
+      where status = 'Running' and started_at < now() - make_interval(secs => $1)`,
+    [olderThanMs / 1000],
+  );
+  return rowCount ?? 0;
+}

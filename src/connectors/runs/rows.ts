@@ -1,0 +1,38 @@
+import pg from 'pg';
+import type { Tx } from '../../db/database.js';
+import { NotFoundError } from '../../errors.js';
+import { extTableName } from '../target/ddl.js';
+
+/**
+ * Follows a citation's row hash to its raw source row in the current tenant: every ext.* table the
+ * tenant's connectors write is searched (row-level security keeps other tenants out).
+ */
+export async function rowByHash(tx: Tx, hash: string): Promise<Record<string, string>> {
+  if (!/^[0-9a-f]{64}$/.test(hash)) throw new NotFoundError('row not found');
+  const { rows: tables } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables order by table_name');
+  for (const { table_name } of tables) {
+    const name = extTableName(table_name);
+    if (!name) continue;
+    const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [`ext.${name}`]);
+    if (!exists.rows[0]?.t) continue;
+    const found = await tx.query<{ data: unknown }>(`select data from ext.${pg.escapeIdentifier(name)} where tenant_id = core.current_tenant() and row_hash = $1 limit 1`, [hash]);
+    if (found.rows[0]) return flatten(found.rows[0].data);
+  }
+  throw new NotFoundError('row not found');
+}
+
+/**
+ * A flat object of strings: nested objects become dotted keys (`address.city`), arrays keep their
+ * JSON text, null becomes the empty string, everything else its text form.
+ */
+export function flatten(value: unknown, prefix = '', out: Record<string, string> = {}): Record<string, string> {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    for (const [key, child] of Object.entries(value as Record<string, unknown>)) flatten(child, prefix ? `${prefix}.${key}` : key, out);
+    return out;
+  }
+  const key = prefix || 'value';
+  if (value === null || value === undefined) out[key] = '';
+  else if (Array.isArray(value)) out[key] = JSON.stringify(value);
+  else out[key] = String(value);
+  return out;
+}

@@ -1,0 +1,78 @@
+import { describe, expect, it } from '@jest/globals';
+import { flatten } from '../runs/rows.js';
+import { maxOf } from '../runner.js';
+import type { Target } from '../types.js';
+import { canonicalJson, prepareRow, rowHash } from './rows.js';
+
+const target: Target = {
+  kind: 'hybrid',
+  table: 'ext.partners',
+  unique_key: '$.id',
+  promote: [
+    { name: 'name', path: '$.name', type: 'text' },
+    { name: 'credit_limit', path: '$.credit_limit', type: 'bigint' },
+    { name: 'ratio', path: '$.ratio', type: 'numeric' },
+    { name: 'vip', path: '$.vip', type: 'boolean' },
+    { name: 'updated_at', path: '$.updated_at', type: 'timestamptz', transform: 'parse_iso8601' },
+    { name: 'city', path: '$.address.city', type: 'text', transform: 'uppercase' },
+  ],
+};
+
+describe('preparing rows for ext.* tables', () => {
+  it('reads the unique key and promotes typed values', () => {
+    const row = prepareRow(
+      { id: 7, name: 'Acme', credit_limit: 5000, ratio: '0.25', vip: 'yes', updated_at: '2026-03-01T10:00:00+02:00', address: { city: 'Lyon' } },
+      target,
+    );
+    expect(row.externalId).toBe('7');
+    expect(row.promoted).toEqual({ name: 'Acme', credit_limit: '5000', ratio: '0.25', vip: 'true', updated_at: '2026-03-01T08:00:00.000Z', city: 'LYON' });
+    expect(row.rejects).toEqual([]);
+  });
+
+  it('a row whose unique key resolves to nothing has no external id (it is dead-lettered)', () => {
+    expect(prepareRow({ name: 'no id' }, target).externalId).toBeUndefined();
+    expect(prepareRow({ id: null }, target).externalId).toBeUndefined();
+    expect(prepareRow({ id: '' }, target).externalId).toBeUndefined();
+    expect(prepareRow({ id: { nested: 1 } }, target).externalId).toBeUndefined();
+  });
+
+  it('a promoted value failing its type or transform becomes NULL and the payload stays intact', () => {
+    const item = { id: 1, credit_limit: '12.5', ratio: 'lots', vip: 'maybe', updated_at: 'yesterday' };
+    const row = prepareRow(item, target);
+    expect(row.promoted).toMatchObject({ credit_limit: null, ratio: null, vip: null, updated_at: null, name: null });
+    expect(row.rejects.map((r) => r.column)).toEqual(['credit_limit', 'ratio', 'vip', 'updated_at']);
+    expect(row.data).toBe(item);
+    expect(prepareRow({ id: 1, credit_limit: '99999999999999999999' }, target).promoted.credit_limit).toBeNull();
+  });
+
+  it('row_hash is over the canonical payload: key order does not matter, values do', () => {
+    expect(rowHash({ a: 1, b: { c: 2, d: [1, 2] } })).toBe(rowHash({ b: { d: [1, 2], c: 2 }, a: 1 }));
+    expect(rowHash({ a: 1 })).not.toBe(rowHash({ a: '1' }));
+    expect(canonicalJson({ b: 1, a: [{ y: 1, x: 2 }] })).toBe('{"a":[{"x":2,"y":1}],"b":1}');
+    expect(rowHash({ a: 1 })).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+describe('watermark running maximum', () => {
+  it('keeps the largest value, numbers numerically and timestamps as text', () => {
+    let mark: string | number | undefined;
+    for (const v of ['2026-01-05T00:00:00Z', '2026-03-01T00:00:00Z', '2026-02-01T00:00:00Z', null, undefined]) mark = maxOf(mark, v);
+    expect(mark).toBe('2026-03-01T00:00:00Z');
+    let n: string | number | undefined;
+    for (const v of [9, 100, 20]) n = maxOf(n, v);
+    expect(n).toBe(100);
+  });
+});
+
+describe('flat rows for /api/platform/data/row/{hash}', () => {
+  it('makes every value a string and nested objects dotted keys', () => {
+    expect(flatten({ id: 7, vip: true, limit: null, address: { city: 'Lyon', geo: { lat: 45.7 } }, tags: ['a', 'b'] })).toEqual({
+      id: '7',
+      vip: 'true',
+      limit: '',
+      'address.city': 'Lyon',
+      'address.geo.lat': '45.7',
+      tags: '["a","b"]',
+    });
+  });
+});

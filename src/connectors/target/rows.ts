@@ -1,0 +1,103 @@
+import { createHash } from 'node:crypto';
+import { readPath } from './path.js';
+import type { Promote, PromoteType, Target } from '../types.js';
+
+/** One source item made ready for its ext.* table. */
+export interface PreparedRow {
+  /** undefined when unique_key resolves to nothing: the row cannot be stored. */
+  externalId: string | undefined;
+  data: unknown;
+  rowHash: string;
+  /** Promoted column -> text form of the typed value, or null (absent, or failed its type/transform). */
+  promoted: Record<string, string | null>;
+  /** Promoted values that failed their type or transform (kept as NULL; the payload stays intact). */
+  rejects: Array<{ column: string; value: unknown; reason: string }>;
+}
+
+/** JSON with object keys sorted at every level: the same payload always hashes the same. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const keys = Object.keys(value as Record<string, unknown>).sort();
+  return `{${keys
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+    .join(',')}}`;
+}
+
+export function rowHash(item: unknown): string {
+  return createHash('sha256').update(canonicalJson(item)).digest('hex');
+}
+
+export function prepareRow(item: unknown, target: Target): PreparedRow {
+  const key = readPath(item, target.unique_key);
+  const externalId = key === undefined || key === null || key === '' || typeof key === 'object' ? undefined : String(key);
+  const promoted: Record<string, string | null> = {};
+  const rejects: PreparedRow['rejects'] = [];
+  for (const p of target.promote) {
+    const raw = readPath(item, p.path);
+    const result = coerce(p, raw);
+    promoted[p.name] = result.value;
+    if (result.reason) rejects.push({ column: p.name, value: raw, reason: result.reason });
+  }
+  return { externalId, data: item, rowHash: rowHash(item), promoted, rejects };
+}
+
+function coerce(p: Promote, raw: unknown): { value: string | null; reason?: string } {
+  if (raw === undefined || raw === null) return { value: null };
+  let value: unknown = raw;
+  switch (p.transform) {
+    case 'parse_iso8601': {
+      const ms = typeof raw === 'string' && /^\d{4}-\d{2}-\d{2}/.test(raw) ? Date.parse(raw) : Number.NaN;
+      if (Number.isNaN(ms)) return { value: null, reason: 'parse_iso8601: not an ISO-8601 timestamp' };
+      value = new Date(ms).toISOString();
+      break;
+    }
+    case 'trim':
+      value = typeof raw === 'string' ? raw.trim() : raw;
+      break;
+    case 'lowercase':
+      value = typeof raw === 'string' ? raw.toLowerCase() : raw;
+      break;
+    case 'uppercase':
+      value = typeof raw === 'string' ? raw.toUpperCase() : raw;
+      break;
+    case 'to_string':
+      value = typeof raw === 'object' ? JSON.stringify(raw) : String(raw);
+      break;
+    default:
+      break;
+  }
+  return typed(p.type, value);
+}
+
+function typed(type: PromoteType, value: unknown): { value: string | null; reason?: string } {
+  switch (type) {
+    case 'text':
+      return { value: typeof value === 'object' ? JSON.stringify(value) : String(value) };
+    case 'bigint': {
+      const text = typeof value === 'number' ? (Number.isInteger(value) ? String(value) : '') : String(value).trim();
+      if (!/^-?\d{1,19}$/.test(text)) return { value: null, reason: 'bigint: not a whole number' };
+      const n = BigInt(text);
+      if (n > 9223372036854775807n || n < -9223372036854775808n) return { value: null, reason: 'bigint: out of range' };
+      return { value: text };
+    }
+    case 'numeric': {
+      const text = typeof value === 'number' ? String(value) : String(value).trim();
+      if (!/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text) || !Number.isFinite(Number(text))) return { value: null, reason: 'numeric: not a number' };
+      return { value: text };
+    }
+    case 'boolean': {
+      if (typeof value === 'boolean') return { value: String(value) };
+      const text = String(value).trim().toLowerCase();
+      if (['true', 't', '1', 'yes'].includes(text)) return { value: 'true' };
+      if (['false', 'f', '0', 'no'].includes(text)) return { value: 'false' };
+      return { value: null, reason: 'boolean: not true or false' };
+    }
+    case 'timestamptz': {
+      const ms = typeof value === 'string' ? Date.parse(value) : typeof value === 'number' ? value : Number.NaN;
+      if (Number.isNaN(ms)) return { value: null, reason: 'timestamptz: not a timestamp' };
+      return { value: new Date(ms).toISOString() };
+    }
+  }
+}

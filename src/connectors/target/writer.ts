@@ -1,0 +1,45 @@
+import pg from 'pg';
+import type { Tx } from '../../db/database.js';
+import type { Target } from '../types.js';
+import { extTableName, sqlType } from './ddl.js';
+import type { PreparedRow } from './rows.js';
+
+/**
+ * Upserts one chunk of prepared rows into its ext.* table in one statement: the rows travel as one
+ * JSON array and jsonb_to_recordset spreads them, so a chunk of a thousand rows is one round trip.
+ * Rows sharing an external id within the chunk collapse to the last one (it is what the source said
+ * last). Returns how many rows were written (every row given: a duplicate overwrote its twin).
+ */
+export async function upsertChunk(
+  tx: Tx,
+  target: Target,
+  rows: PreparedRow[],
+  ids: { tenantId: number; connectorId: string; endpointUuid: string },
+): Promise<number> {
+  const writable = rows.filter((r) => r.externalId !== undefined);
+  if (writable.length === 0) return 0;
+  const byKey = new Map<string, PreparedRow>();
+  for (const row of writable) byKey.set(row.externalId!, row);
+  const name = extTableName(target.table)!;
+  const promote = target.promote;
+  const recordColumns = ['external_id text', 'row_hash text', 'data jsonb', ...promote.map((p, i) => `p${i} text`)];
+  const insertColumns = ['tenant_id', 'connector_id', 'endpoint_id', 'external_id', 'row_hash', 'data', ...promote.map((p) => pg.escapeIdentifier(p.name))];
+  const selects = ['$1::bigint', '$2::uuid', '$3::uuid', 'x.external_id', 'x.row_hash', 'x.data', ...promote.map((p, i) => `x.p${i}::${sqlType(p.type)}`)];
+  const updates = ['row_hash', 'data', 'connector_id', 'endpoint_id', ...promote.map((p) => pg.escapeIdentifier(p.name))]
+    .map((c) => `${c} = excluded.${c}`)
+    .concat('indexed_at = now()');
+  const payload = [...byKey.values()].map((r) => {
+    const record: Record<string, unknown> = { external_id: r.externalId, row_hash: r.rowHash, data: r.data };
+    promote.forEach((p, i) => {
+      record[`p${i}`] = r.promoted[p.name] ?? null;
+    });
+    return record;
+  });
+  await tx.query(
+    `insert into ext.${pg.escapeIdentifier(name)} (${insertColumns.join(', ')})
+     select ${selects.join(', ')} from jsonb_to_recordset($4::jsonb) as x(${recordColumns.join(', ')})
+     on conflict (tenant_id, external_id) do update set ${updates.join(', ')}`,
+    [ids.tenantId, ids.connectorId, ids.endpointUuid, JSON.stringify(payload)],
+  );
+  return writable.length;
+}
