@@ -66,3 +66,17 @@ create table connectors.ext_tables (
 alter table connectors.ext_tables enable row level security;
 create policy tenant_isolation on connectors.ext_tables
   using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant());
+
+-- Schedule slots claimed by a scheduler (or a `svc-hub run … --scheduled` job): the primary key makes
+-- a slot run once however many processes or CronJobs see it due.
+create table connectors.schedule_slots (
+  tenant_id    bigint not null,
+  connector_id uuid not null,
+  slot         timestamptz not null,
+  outcome      text not null check (outcome in ('claimed', 'skipped-window')),
+  claimed_at   timestamptz not null default now(),
+  primary key (connector_id, slot)
+);
+alter table connectors.schedule_slots enable row level security;
+create policy tenant_isolation on connectors.schedule_slots
+  using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant());

@@ -1,0 +1,71 @@
+import type { Database, Tx } from '../db/database.js';
+import { logger } from '../observability/logger.js';
+import type { ConnectorRunner, Triggered } from './runner.js';
+import { inWindow, latestSlot } from './schedule.js';
+import type { ConnectorSpec } from './types.js';
+
+export type ConnectorLookup = (tx: Tx, connectorId: string) => Promise<ConnectorSpec | undefined>;
+
+export type SlotOutcome =
+  | { kind: 'started'; slot: Date; triggered: Triggered }
+  | { kind: 'already-claimed'; slot: Date }
+  | { kind: 'outside-window'; slot: Date }
+  | { kind: 'not-due' };
+
+/**
+ * Fires scheduled connectors: on each tick, the latest due slot of every connector's cron (UTC) is
+ * claimed once in connectors.schedule_slots (so two hub processes, or a CronJob and a hub, run it
+ * once) and run unless the window fence excludes it (skipped, never queued). No back-fill: only the
+ * latest slot counts, and never one from before the connector was last applied.
+ */
+export class ConnectorScheduler {
+  constructor(
+    private readonly db: Database,
+    private readonly runner: ConnectorRunner,
+    private readonly lookup: ConnectorLookup,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  /** One scheduler tick across tenants; returns the slots it started. */
+  async tick(): Promise<number> {
+    const scheduled = await this.db.crossTenant('connector-scheduler', (tx) =>
+      tx.query<{ id: string; tenant_id: number }>('select id, tenant_id from connectors.connectors where schedule is not null order by id'),
+    );
+    let started = 0;
+    for (const row of scheduled.rows) {
+      try {
+        const outcome = await this.fire(row.tenant_id, row.id);
+        if (outcome.kind === 'started') started++;
+      } catch (err) {
+        logger().error({ err, connectorId: row.id, tenant: row.tenant_id }, 'scheduled connector run could not start');
+      }
+    }
+    return started;
+  }
+
+  /** Claims and starts the latest due slot of one connector (used by the tick and by `svc-hub run --scheduled`). */
+  async fire(tenantId: number, connectorId: string, endpoint?: string): Promise<SlotOutcome> {
+    const now = this.now();
+    const claim = await this.db.withTenant(tenantId, async (tx) => {
+      const connector = await this.lookup(tx, connectorId);
+      if (!connector?.schedule) return { outcome: { kind: 'not-due' } as SlotOutcome };
+      const slot = latestSlot(connector.schedule, now);
+      const applied = await tx.query<{ updated_at: Date }>('select updated_at from connectors.connectors where id = $1', [connectorId]);
+      const since = applied.rows[0]?.updated_at;
+      if (since && slot.getTime() < since.getTime() - 60_000) return { outcome: { kind: 'not-due' } as SlotOutcome };
+      const fenced = !inWindow(slot, connector.window);
+      const inserted = await tx.query(
+        `insert into connectors.schedule_slots (tenant_id, connector_id, slot, outcome) values (core.current_tenant(), $1, $2, $3)
+         on conflict (connector_id, slot) do nothing`,
+        [connectorId, slot, fenced ? 'skipped-window' : 'claimed'],
+      );
+      if (inserted.rowCount === 0) return { outcome: { kind: 'already-claimed', slot } as SlotOutcome };
+      if (fenced) return { outcome: { kind: 'outside-window', slot } as SlotOutcome };
+      return { outcome: undefined, connector, slot };
+    });
+    if (claim.outcome) return claim.outcome;
+    const triggered = await this.runner.trigger(tenantId, claim.connector!, { triggeredBy: 'schedule', slot: claim.slot, endpoint });
+    logger().info({ connector: claim.connector!.name, slot: claim.slot!.toISOString(), runs: triggered.runs.length }, 'scheduled connector runs started');
+    return { kind: 'started', slot: claim.slot!, triggered };
+  }
+}
