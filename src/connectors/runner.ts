@@ -1,6 +1,7 @@
 import type { Database, Tx } from '../db/database.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
+import type { Subscribers } from '../events/subscribers.js';
 import { logger } from '../observability/logger.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
@@ -9,7 +10,7 @@ import { addChunk, createRun, finishRun, type RunRecord, type RunStatus } from '
 import type { ExtSchema } from './target/ddl.js';
 import { readPath } from './target/path.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
-import { upsertChunk } from './target/writer.js';
+import { upsertChanged, upsertChunk } from './target/writer.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** What the runner needs from the HTTP engine: the pages of one endpoint. */
@@ -25,6 +26,8 @@ export interface RunnerOptions {
   indexer: RowIndexer;
   /** Rows per transactional chunk. */
   chunkSize: number;
+  /** Who listens to `data.row.changed` (only asked for sources that emit it). */
+  subscribers: Subscribers;
 }
 
 export interface TriggerOptions {
@@ -33,6 +36,13 @@ export interface TriggerOptions {
   triggeredBy: string;
   /** The schedule slot of a scheduled run. */
   slot?: Date;
+  /**
+   * A source whose new or changed rows emit `data.row.changed` when something subscribes (CSV,
+   * relational, message streams; never REST, GraphQL or SOAP: spec 1 Events rule 2).
+   */
+  emitsRowChanges?: boolean;
+  /** Where the pages come from, when not the HTTP engine (the CSV ingest path). */
+  reader?: PageReader;
 }
 
 export interface Triggered {
@@ -92,13 +102,13 @@ export class ConnectorRunner {
     });
     const done = (async () => {
       const results: RunRecord[] = [];
-      for (const { run, endpoint } of runs) results.push(await this.execute(tenantId, connector, endpoint, run));
+      for (const { run, endpoint } of runs) results.push(await this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, options.reader ?? this.o.reader));
       return results;
     })();
     return { runs: runs.map(({ run, endpoint }) => ({ id: run.id, endpointId: endpoint.uuid, endpoint: endpoint.id })), done };
   }
 
-  private async execute(tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord): Promise<RunRecord> {
+  private async execute(tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, emitsRowChanges: boolean, reader: PageReader): Promise<RunRecord> {
     const started = Date.now();
     const controller = new AbortController();
     const watermarking = endpoint.incremental.mode === 'watermark' ? endpoint.incremental : undefined;
@@ -108,7 +118,7 @@ export class ConnectorRunner {
 
     const flush = async (items: unknown[]) => {
       if (items.length === 0) return;
-      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items));
+      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges));
       written += items.length;
       if (cancelRequested) controller.abort();
     };
@@ -117,7 +127,7 @@ export class ConnectorRunner {
     try {
       await this.o.ext.ensureTable(endpoint.target.table, endpoint.target.promote);
       const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => storedWatermark(tx, endpoint.uuid)) : undefined;
-      for await (const page of this.o.reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
+      for await (const page of reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
         for (const item of page.items) {
           buffer.push(item);
           if (watermarking) candidate = maxOf(candidate, readPath(item, watermarking.watermark_path));
@@ -154,14 +164,24 @@ export class ConnectorRunner {
     return finished;
   }
 
-  private async writeChunk(tx: Tx, tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, items: unknown[]) {
+  private async writeChunk(tx: Tx, tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, items: unknown[], emitsRowChanges: boolean) {
     const prepared: PreparedRow[] = items.map((item) => prepareRow(item, endpoint.target));
     const ids = { tenantId, connectorId: connector.id, endpointUuid: endpoint.uuid };
     await tx.query(
       `insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values (core.current_tenant(), $1, $2, $3) on conflict do nothing`,
       [connector.id, endpoint.uuid, endpoint.target.table],
     );
-    const out = await upsertChunk(tx, endpoint.target, prepared, ids);
+    let out: number;
+    if (emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'))) {
+      // Inside the ingestion transaction: the events exist exactly when the rows do.
+      const result = await upsertChanged(tx, endpoint.target, prepared, ids);
+      out = result.written;
+      for (const change of result.changed) {
+        await this.o.events.emit(tx, 'data.row.changed', { entity: endpoint.target.table, entity_key: change.externalId, op: change.op, run_id: run.id });
+      }
+    } else {
+      out = await upsertChunk(tx, endpoint.target, prepared, ids);
+    }
     const losses: DeadLetterInput[] = prepared
       .filter((r) => r.externalId === undefined)
       .map((r) => ({

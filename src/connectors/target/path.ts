@@ -1,6 +1,10 @@
 import { JSONPath } from 'jsonpath-plus';
 
 const cache = new Map<string, string[] | null>();
+// `$.a`, `$[0]`, `$["a b"]`, `$['a b']` chains: read without a JSONPath engine.
+const SEG = String.raw`\.([A-Za-z_$][\w$]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]|\['((?:[^'\\]|\\.)*)'\]`;
+const SIMPLE = new RegExp(`^\\$(?:${SEG})*$`);
+const SEGMENT = new RegExp(SEG, 'g');
 
 /**
  * The first value a JSONPath selects in `item`, or undefined. Simple paths (`$.a.b`, `$.a[0]`) are
@@ -9,7 +13,7 @@ const cache = new Map<string, string[] | null>();
 export function readPath(item: unknown, path: string): unknown {
   let simple = cache.get(path);
   if (simple === undefined) {
-    simple = /^\$(\.[A-Za-z_$][\w$]*|\[\d+\])*$/.test(path) ? [...path.matchAll(/\.([A-Za-z_$][\w$]*)|\[(\d+)\]/g)].map((m) => m[1] ?? m[2]!) : null;
+    simple = SIMPLE.test(path) ? [...path.matchAll(SEGMENT)].map((m) => m[1] ?? m[2] ?? (m[3] !== undefined ? JSON.parse(m[3]) : m[4]!.replace(/\\'/g, "'"))) : null;
     cache.set(path, simple);
   }
   if (simple) {

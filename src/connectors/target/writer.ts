@@ -16,8 +16,31 @@ export async function upsertChunk(
   rows: PreparedRow[],
   ids: { tenantId: number; connectorId: string; endpointUuid: string },
 ): Promise<number> {
+  return (await writeRows(tx, target, rows, ids, false)).written;
+}
+
+/**
+ * The same upsert, leaving rows whose content did not change untouched and reporting which rows
+ * were new or changed (for `data.row.changed`).
+ */
+export async function upsertChanged(
+  tx: Tx,
+  target: Target,
+  rows: PreparedRow[],
+  ids: { tenantId: number; connectorId: string; endpointUuid: string },
+): Promise<{ written: number; changed: Array<{ externalId: string; op: 'insert' | 'update' }> }> {
+  return writeRows(tx, target, rows, ids, true);
+}
+
+async function writeRows(
+  tx: Tx,
+  target: Target,
+  rows: PreparedRow[],
+  ids: { tenantId: number; connectorId: string; endpointUuid: string },
+  onlyChanged: boolean,
+): Promise<{ written: number; changed: Array<{ externalId: string; op: 'insert' | 'update' }> }> {
   const writable = rows.filter((r) => r.externalId !== undefined);
-  if (writable.length === 0) return 0;
+  if (writable.length === 0) return { written: 0, changed: [] };
   const byKey = new Map<string, PreparedRow>();
   for (const row of writable) byKey.set(row.externalId!, row);
   const name = extTableName(target.table)!;
@@ -35,11 +58,14 @@ export async function upsertChunk(
     });
     return record;
   });
-  await tx.query(
-    `insert into ext.${pg.escapeIdentifier(name)} (${insertColumns.join(', ')})
+  const table = `ext.${pg.escapeIdentifier(name)}`;
+  const changedOnly = onlyChanged ? ` where ${table}.row_hash is distinct from excluded.row_hash returning external_id, (xmax = 0) as inserted` : '';
+  const result = await tx.query<{ external_id: string; inserted: boolean }>(
+    `insert into ${table} (${insertColumns.join(', ')})
      select ${selects.join(', ')} from jsonb_to_recordset($4::jsonb) as x(${recordColumns.join(', ')})
-     on conflict (tenant_id, external_id) do update set ${updates.join(', ')}`,
+     on conflict (tenant_id, external_id) do update set ${updates.join(', ')}${changedOnly}`,
     [ids.tenantId, ids.connectorId, ids.endpointUuid, JSON.stringify(payload)],
   );
-  return writable.length;
+  const changed = onlyChanged ? result.rows.map((r) => ({ externalId: r.external_id, op: r.inserted ? ('insert' as const) : ('update' as const) })) : [];
+  return { written: writable.length, changed };
 }

@@ -1,0 +1,93 @@
+import { createHash } from 'node:crypto';
+import { parse } from 'csv-parse/sync';
+import type { Tx } from '../db/database.js';
+import { ValidationError } from '../errors.js';
+import type { ConnectorRunner, PageReader } from './runner.js';
+import type { RunRecord } from './runs/ledger.js';
+import { extTableName, promoteColumnName } from './target/ddl.js';
+import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
+
+/** A UUID derived from a text (stable ids for sources that have no manifest). */
+export function stableUuid(text: string): string {
+  const h = createHash('sha256').update(text).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((Number.parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+export interface CsvIngestRequest {
+  connector: string;
+  table: string;
+  key: string;
+  csv: string;
+  triggeredBy: string;
+}
+
+/**
+ * POST /api/platform/sources/csv/ingest: one run that upserts the CSV's rows into `ext.<table>`,
+ * keyed by the `key` column, every column also promoted as a text column. It goes through the same
+ * runner as REST connectors (ledger, chunks, dead letters, events); unlike them it emits
+ * `data.row.changed` for new or changed rows when something subscribes.
+ */
+export async function ingestCsv(
+  runner: ConnectorRunner,
+  tenantId: number,
+  findConnectorId: (tx: Tx, name: string) => Promise<string | undefined>,
+  withTenant: <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>,
+  request: CsvIngestRequest,
+): Promise<RunRecord> {
+  const table = request.table.startsWith('ext.') ? request.table : `ext.${request.table}`;
+  if (!extTableName(table)) throw new ValidationError('table must be a lower-case identifier (letters, digits, underscores), optionally prefixed ext.', 'table');
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(request.connector)) throw new ValidationError('connector must be a lower-case name (letters, digits, dashes)', 'connector');
+  let records: Array<Record<string, string>>;
+  try {
+    records = parse(request.csv, { columns: true, skip_empty_lines: true, bom: true, relax_column_count: false }) as Array<Record<string, string>>;
+  } catch (err) {
+    throw new ValidationError(`body is not valid CSV: ${(err as Error).message}`, 'body');
+  }
+  const header = records.length ? Object.keys(records[0]!) : firstLine(request.csv);
+  if (!header.includes(request.key)) throw new ValidationError(`key column ${request.key} is not in the CSV header`, 'key');
+
+  const connectorId = (await withTenant((tx) => findConnectorId(tx, request.connector))) ?? stableUuid(`csv:${tenantId}:${request.connector}`);
+  const endpoint: EndpointSpec = {
+    id: `csv-${extTableName(table)!.replace(/_/g, '-')}`,
+    uuid: stableUuid(`csv:${tenantId}:${request.connector}:${table}`),
+    enabled: true,
+    method: 'POST',
+    path: '/api/platform/sources/csv/ingest',
+    graphql: false,
+    pagination: { kind: 'none', response_path: '$' },
+    incremental: { mode: 'full' },
+    target: {
+      kind: 'hybrid',
+      table,
+      unique_key: `$[${JSON.stringify(request.key)}]`,
+      promote: header.filter((c) => promoteColumnName(c)).map((c) => ({ name: c, path: `$[${JSON.stringify(c)}]`, type: 'text' as const })),
+    },
+  };
+  const connector: ConnectorSpec = {
+    id: connectorId,
+    name: request.connector,
+    tenantId,
+    connectorType: 'rest-generic',
+    scopes: [],
+    baseUrl: 'csv:',
+    auth: { kind: 'none' },
+    rateLimit: { count: 1, windowMs: 1000 },
+    graphqlPath: '/graphql',
+    headers: [],
+    endpoints: [endpoint],
+  };
+  const reader: PageReader = {
+    async *read(): AsyncIterable<Page> {
+      const size = 1000;
+      for (let i = 0; i < records.length; i += size) yield { number: i / size + 1, items: records.slice(i, i + size) };
+    },
+  };
+  const triggered = await runner.trigger(tenantId, connector, { triggeredBy: request.triggeredBy, emitsRowChanges: true, reader });
+  const [run] = await triggered.done;
+  return run!;
+}
+
+function firstLine(csv: string): string[] {
+  const line = csv.replace(/^\uFEFF/, '').split(/\r?\n/, 1)[0] ?? '';
+  return line ? (parse(line) as string[][])[0] ?? [] : [];
+}
