@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import type { AuditRecorder } from '../../src/audit/recorder.js';
-import type { Principal } from '../../src/auth/principal.js';
+import { actor, type Principal } from '../../src/auth/principal.js';
 import type { RouteDecl } from '../route.js';
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -15,7 +15,7 @@ export function recordCall(recorder: AuditRecorder, decl: RouteDecl, ctx: Contex
   const principal = ctx.state.principal as Principal | undefined;
   recorder.record({
     tenantId: principal?.tenantId ?? 0,
-    actor: principal ? (principal.login ?? principal.userId ?? principal.subject ?? 'unknown') : 'anonymous',
+    actor: principal ? actor(principal) : 'anonymous',
     action: `${decl.method} ${decl.path}`,
     target: ctx.path,
     outcome: status < 400 ? 'success' : 'failure',

@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
-import { NoTenantError, ValidationError } from '../../src/errors.js';
+import { callerTenant } from '../../src/auth/principal.js';
+import { ValidationError } from '../../src/errors.js';
 import type { OutboxEvent } from '../../src/events/outbox.js';
 import { route, type RouteDecl } from '../route.js';
 import { refusals } from './schemas.js';
@@ -33,8 +34,7 @@ export const eventStreamRoutes: RouteDecl[] = [
       ...refusals(true),
     },
     handler: async ({ principal, services, query, ctx }) => {
-      const tenantId = principal?.tenantId;
-      if (tenantId === undefined) throw new NoTenantError();
+      const tenantId = callerTenant(principal);
       const topics = ([] as string[]).concat((query.topic as string | string[] | undefined) ?? []).filter((t) => t.trim() !== '');
       const resume = ctx.get('Last-Event-ID') || (query.lastEventId as string | undefined) || '';
       if (resume && !/^\d+$/.test(resume)) throw new ValidationError('Last-Event-ID must be an event id', 'Last-Event-ID');

@@ -1,8 +1,7 @@
-import { NoTenantError } from '../../src/errors.js';
 import { discard, erase, getDeadLetter, listDeadLetters, markReplayed } from '../../src/connectors/runs/dead-letters.js';
 import { getRun, listRuns, requestCancel } from '../../src/connectors/runs/ledger.js';
 import { rowByHash } from '../../src/connectors/runs/rows.js';
-import type { Principal } from '../../src/auth/principal.js';
+import { callerTenant } from '../../src/auth/principal.js';
 import { route, type RouteDecl } from '../route.js';
 import { errorBody, refusals } from './schemas.js';
 
@@ -48,10 +47,6 @@ const deadLetterSchema = {
 };
 
 const idParam = { type: 'object', required: ['id'], properties: { id: { type: 'string' } } };
-const tenantOf = (principal: Principal | undefined) => {
-  if (principal?.tenantId === undefined) throw new NoTenantError();
-  return principal.tenantId;
-};
 const capped = (value: unknown, fallback: number) => Math.min(Number(value ?? fallback), 200);
 
 export const runRoutes: RouteDecl[] = [
@@ -59,13 +54,13 @@ export const runRoutes: RouteDecl[] = [
     method: 'GET', path: '/api/platform/runs', operationId: 'listRuns', summary: 'Connector runs, newest first', tags: ['Runs'], auth: ['svc_integrator'],
     query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, default: 50, description: 'default 50, capped at 200' } } },
     responses: { 200: { description: 'Run records', schema: { type: 'array', items: runSchema } }, ...refusals(true) },
-    handler: ({ services, principal, query }) => services.db.withTenant(tenantOf(principal), (tx) => listRuns(tx, capped(query.limit, 50))),
+    handler: ({ services, principal, query }) => services.db.withTenant(callerTenant(principal), (tx) => listRuns(tx, capped(query.limit, 50))),
   }),
   route({
     method: 'GET', path: '/api/platform/runs/{id}', operationId: 'getRun', summary: 'One run record', tags: ['Runs'], auth: ['svc_integrator'],
     params: idParam,
     responses: { 200: { description: 'Run record', schema: runSchema }, 404: { description: 'Unknown run', schema: errorBody }, ...refusals(true) },
-    handler: ({ services, principal, params }) => services.db.withTenant(tenantOf(principal), (tx) => getRun(tx, params.id!)),
+    handler: ({ services, principal, params }) => services.db.withTenant(callerTenant(principal), (tx) => getRun(tx, params.id!)),
   }),
   route({
     method: 'POST', path: '/api/platform/runs/{id}/cancel', operationId: 'cancelRun', summary: 'Cancel a running run at its next page boundary', tags: ['Runs'],
@@ -77,7 +72,7 @@ export const runRoutes: RouteDecl[] = [
       ...refusals(true),
     },
     handler: async ({ services, principal, params, ctx }) => {
-      const run = await services.db.withTenant(tenantOf(principal), (tx) => requestCancel(tx, params.id!));
+      const run = await services.db.withTenant(callerTenant(principal), (tx) => requestCancel(tx, params.id!));
       ctx.status = 202;
       return run;
     },
@@ -95,7 +90,7 @@ export const runRoutes: RouteDecl[] = [
     },
     responses: { 200: { description: 'Entries (without payloads)', schema: { type: 'array', items: deadLetterSchema } }, ...refusals(true) },
     handler: ({ services, principal, query }) =>
-      services.db.withTenant(tenantOf(principal), async (tx) => {
+      services.db.withTenant(callerTenant(principal), async (tx) => {
         let connectorId: string | undefined;
         if (query.connector && !query.run) {
           const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 or id::text = $1 limit 1', [query.connector]);
@@ -109,14 +104,14 @@ export const runRoutes: RouteDecl[] = [
     method: 'GET', path: '/api/platform/dlq/{id}', operationId: 'getDeadLetter', summary: 'One entry with payload and skipDetail', tags: ['Dead letters'], auth: ['svc_integrator'],
     params: idParam,
     responses: { 200: { description: 'Entry', schema: deadLetterSchema }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
-    handler: ({ services, principal, params }) => services.db.withTenant(tenantOf(principal), (tx) => getDeadLetter(tx, params.id!)),
+    handler: ({ services, principal, params }) => services.db.withTenant(callerTenant(principal), (tx) => getDeadLetter(tx, params.id!)),
   }),
   route({
     method: 'POST', path: '/api/platform/dlq/{id}/replayed', operationId: 'markDeadLetterReplayed', summary: 'Mark an entry replayed', tags: ['Dead letters'], auth: ['svc_integrator'],
     params: idParam, query: { type: 'object', properties: { newRunId: { type: 'string', format: 'uuid' } } },
     responses: { 204: { description: 'Marked' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
     handler: async ({ services, principal, params, query, ctx }) => {
-      await services.db.withTenant(tenantOf(principal), (tx) => markReplayed(tx, params.id!, query.newRunId as string | undefined));
+      await services.db.withTenant(callerTenant(principal), (tx) => markReplayed(tx, params.id!, query.newRunId as string | undefined));
       ctx.status = 204;
       return undefined;
     },
@@ -126,7 +121,7 @@ export const runRoutes: RouteDecl[] = [
     auth: ['svc_integrator'], params: idParam,
     responses: { 204: { description: 'Discarded' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.db.withTenant(tenantOf(principal), (tx) => discard(tx, params.id!));
+      await services.db.withTenant(callerTenant(principal), (tx) => discard(tx, params.id!));
       ctx.status = 204;
       return undefined;
     },
@@ -137,7 +132,7 @@ export const runRoutes: RouteDecl[] = [
     description: 'Soft-deletes the entry and scrubs its payload; it is excluded everywhere afterwards (404).',
     responses: { 204: { description: 'Erased' }, 404: { description: 'Unknown or already erased', schema: errorBody }, ...refusals(true) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.db.withTenant(tenantOf(principal), (tx) => erase(tx, params.id!));
+      await services.db.withTenant(callerTenant(principal), (tx) => erase(tx, params.id!));
       ctx.status = 204;
       return undefined;
     },
@@ -152,6 +147,6 @@ export const runRoutes: RouteDecl[] = [
       404: { description: 'Nothing resolves', schema: errorBody },
       ...refusals(true),
     },
-    handler: ({ services, principal, params }) => services.db.withTenant(tenantOf(principal), (tx) => rowByHash(tx, params.hash!)),
+    handler: ({ services, principal, params }) => services.db.withTenant(callerTenant(principal), (tx) => rowByHash(tx, params.hash!)),
   }),
 ];

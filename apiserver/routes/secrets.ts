@@ -1,19 +1,7 @@
-import type { Principal } from '../../src/auth/principal.js';
-import { NoTenantError } from '../../src/errors.js';
+import { actor, callerTenant } from '../../src/auth/principal.js';
 import { SECRET_NAME_PATTERN } from '../../src/platform/secrets/store.js';
 import { type JsonSchema, route, type RouteDecl } from '../route.js';
 import { errorBody, refusals } from './schemas.js';
-
-/** The tenant a platform call acts as (the token's, or the impersonated one). */
-export function callerTenant(principal: Principal | undefined): number {
-  if (principal?.tenantId === undefined) throw new NoTenantError();
-  return principal.tenantId;
-}
-
-/** Who did it, as events record it: the hub user's login, else its id. */
-export function actor(principal: Principal | undefined): string {
-  return principal?.login ?? principal?.userId ?? principal?.subject ?? 'unknown';
-}
 
 const VALUE_MAX = 65_536;
 const DESCRIPTION_MAX = 1_000;

@@ -1,3 +1,5 @@
+import { NoTenantError } from '../errors.js';
+
 /** The four roles of spec 1, matched literally: no role implies another. */
 export const ROLES = ['svc_user', 'svc_admin', 'svc_integrator', 'svc_superadmin'] as const;
 export type Role = (typeof ROLES)[number];
@@ -35,4 +37,15 @@ export function satisfies(principal: Principal, gate: RoleGate): boolean {
 /** "svc_integrator and (svc_admin or svc_superadmin)", for the OpenAPI document. */
 export function describeGate(gate: RoleGate): string {
   return gate.map((entry) => (typeof entry === 'string' ? entry : `(${entry.join(' or ')})`)).join(' and ');
+}
+
+/** The tenant a call acts as (the token's, or the impersonated one); 401 `no tenant in security context` without one. */
+export function callerTenant(principal: Principal | undefined): number {
+  if (principal?.tenantId === undefined) throw new NoTenantError();
+  return principal.tenantId;
+}
+
+/** Who did it, as events and the audit record it: the hub user's login, else its id or subject. */
+export function actor(principal: Principal | undefined): string {
+  return principal?.login ?? principal?.userId ?? principal?.subject ?? 'unknown';
 }
