@@ -113,6 +113,14 @@ describe('configuration sources', () => {
     expect(config.warnings).toEqual(expect.arrayContaining([expect.stringContaining('svc.webhook.sweep-evry'), expect.stringContaining('SVC_WEBHOK_LEASE')]));
   });
 
+  it('keys of the file that are not hub properties stay readable for connector credentials', () => {
+    const file = yamlFile('svc:\n  http:\n    port: 7070\nCRM_TOKEN: from-file\n');
+    const config = Config.load({ env: { SVC_CONFIG: file } });
+    expect(config.extra('CRM_TOKEN')).toBe('from-file');
+    expect(config.extra('svc.http.port')).toBeUndefined();
+    expect(config.warnings).toEqual([]);
+  });
+
   it('a named configuration file that does not exist is an error', () => {
     expect(loadError({ SVC_CONFIG: '/nonexistent/application.yaml' }).property).toBe('svc.config');
   });

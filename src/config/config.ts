@@ -32,18 +32,30 @@ export class Config {
     private readonly values: Map<string, PropertyValue>,
     readonly warnings: readonly string[],
     private readonly options: LoadOptions,
+    private readonly extras: ReadonlyMap<string, string> = new Map(),
   ) {}
+
+  /**
+   * A key of application.yaml that is not a hub property: connectors resolve `*_env` credential
+   * names here last (stored secret, then environment, then this), as the JVM hub read system properties.
+   */
+  extra(name: string): string | undefined {
+    return this.extras.get(name);
+  }
 
   static load(options: LoadOptions = {}): Config {
     const env = options.env ?? process.env;
     const warnings: string[] = [];
     const raw = new Map<string, Source>();
+    const extras = new Map<string, string>();
 
     const configPath = env.SVC_CONFIG ?? './application.yaml';
     if (existsSync(configPath)) {
       for (const [key, value] of Object.entries(readYamlFile(configPath))) {
-        if (!PROPERTIES.some((d) => d.name === key)) warnings.push(`${configPath}: unknown property ${key} (ignored)`);
-        else raw.set(key, { value, origin: configPath });
+        if (!PROPERTIES.some((d) => d.name === key)) {
+          extras.set(key, String(value));
+          if (key.startsWith('svc.')) warnings.push(`${configPath}: unknown property ${key} (ignored)`);
+        } else raw.set(key, { value, origin: configPath });
       }
     } else if (env.SVC_CONFIG) {
       throw new ConfigError('svc.config', `svc.config: configuration file ${configPath} does not exist`);
@@ -86,7 +98,7 @@ export class Config {
     };
     for (const def of PROPERTIES) resolve(def.name);
 
-    const config = new Config(values, warnings, options);
+    const config = new Config(values, warnings, options, extras);
     config.checkCombinations();
     return config;
   }
