@@ -1,0 +1,267 @@
+{{/* Names. */}}
+{{- define "svc-hub.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "svc-hub.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "<fullname>-<component>", within the 63 characters of a label value. */}}
+{{- define "svc-hub.componentName" -}}
+{{- printf "%s-%s" (include "svc-hub.fullname" .root | trunc (int (sub 62 (len .component))) | trimSuffix "-") .component }}
+{{- end }}
+
+{{- define "svc-hub.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "svc-hub.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: svc-hub
+{{- end }}
+
+{{/* Labels of one component; its selector labels are a subset. */}}
+{{- define "svc-hub.componentLabels" -}}
+{{ include "svc-hub.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "svc-hub.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "svc-hub.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "svc-hub.image" -}}
+{{- $image := .Values.image }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Environment shared by every role. Credentials only as secretKeyRef: the values never hold them.
+*/}}
+{{- define "svc-hub.env" -}}
+{{- $v := .Values -}}
+- name: SVC_PROFILE
+  value: {{ $v.profile | quote }}
+- name: SVC_LOG_LEVEL
+  value: {{ $v.logLevel | quote }}
+- name: SVC_HTTP_HOST
+  value: "0.0.0.0"
+- name: SVC_HTTP_PORT
+  value: {{ $v.httpPort | quote }}
+# The root filesystem is read-only; /tmp is an emptyDir.
+- name: SVC_DATA_DIR
+  value: /tmp/svc
+# CronJobs made by the operator fire scheduled runs in Kubernetes.
+- name: SVC_SCHEDULER_ENABLED
+  value: "false"
+- name: SVC_MIGRATE_ON_START
+  value: {{ not $v.migrations.job.enabled | quote }}
+- name: SVC_OIDC_ISSUER
+  value: {{ required "oidc.issuer is required: the URL of the identity provider whose tokens the hub accepts (--set oidc.issuer=https://…)" $v.oidc.issuer | quote }}
+{{- with $v.oidc.audience }}
+- name: SVC_OIDC_AUDIENCE
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.oidc.jwksUri }}
+- name: SVC_OIDC_JWKS_URI
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.oidc.tenantClaim }}
+- name: SVC_OIDC_TENANT_CLAIM
+  value: {{ . | quote }}
+{{- end }}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.database.existingSecret }}
+      key: {{ $v.database.urlKey }}
+{{- with $v.database.appUrlKey }}
+- name: SVC_DATASOURCE_APP_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.database.existingSecret }}
+      key: {{ . }}
+{{- end }}
+{{- with $v.database.workerUrlKey }}
+- name: SVC_DATASOURCE_WORKER_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.database.existingSecret }}
+      key: {{ . }}
+{{- end }}
+- name: SVC_SECRET_MASTER_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.masterKey.existingSecret }}
+      key: {{ $v.masterKey.key }}
+# Identity and namespace of the pod: the Lease holder and the Lease namespace of the leader election.
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- range $property, $value := $v.config }}
+- name: {{ regexReplaceAll "[^A-Z0-9]" (upper $property) "_" }}
+  value: {{ if kindIs "string" $value }}{{ $value | quote }}{{ else }}{{ $value | toJson | quote }}{{ end }}
+{{- end }}
+{{- with $v.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "svc-hub.probes" -}}
+{{- $p := .Values.probes -}}
+startupProbe:
+  httpGet:
+    path: /q/health/live
+    port: http
+  periodSeconds: {{ $p.startup.periodSeconds }}
+  timeoutSeconds: {{ $p.startup.timeoutSeconds }}
+  failureThreshold: {{ $p.startup.failureThreshold }}
+livenessProbe:
+  httpGet:
+    path: /q/health/live
+    port: http
+  periodSeconds: {{ $p.liveness.periodSeconds }}
+  timeoutSeconds: {{ $p.liveness.timeoutSeconds }}
+  failureThreshold: {{ $p.liveness.failureThreshold }}
+readinessProbe:
+  httpGet:
+    path: /q/health/ready
+    port: http
+  periodSeconds: {{ $p.readiness.periodSeconds }}
+  timeoutSeconds: {{ $p.readiness.timeoutSeconds }}
+  failureThreshold: {{ $p.readiness.failureThreshold }}
+{{- end }}
+
+{{/*
+A role's Deployment. Arguments: root (the chart context), component (apiserver, dispatcher,
+operator), role (the svc-hub role), values (the component's values), automountToken; optionally
+extraMounts, extraVolumes and extraAnnotations (of the pod).
+*/}}
+{{- define "svc-hub.deployment" -}}
+{{- $root := .root }}
+{{- $c := .values }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "svc-hub.componentName" . }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "svc-hub.componentLabels" . | nindent 4 }}
+spec:
+  replicas: {{ $c.replicas }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "svc-hub.selectorLabels" . | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "svc-hub.componentLabels" . | nindent 8 }}
+        {{- with $c.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with (merge (dict) (.extraAnnotations | default dict) $c.podAnnotations) }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      serviceAccountName: {{ include "svc-hub.componentName" . }}
+      automountServiceAccountToken: {{ .automountToken }}
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "svc-hub.image" $root | quote }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args: [{{ .role | quote }}]
+          ports:
+            - name: http
+              containerPort: {{ $root.Values.httpPort }}
+              protocol: TCP
+          env:
+            {{- include "svc-hub.env" $root | nindent 12 }}
+            {{- with $c.env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- include "svc-hub.probes" $root | nindent 10 }}
+          resources:
+            {{- toYaml $c.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.containerSecurityContext | nindent 12 }}
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+            {{- with .extraMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+      volumes:
+        - name: tmp
+          emptyDir:
+            sizeLimit: {{ $root.Values.tmp.sizeLimit }}
+        {{- with .extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with $c.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+
+{{/* A ServiceAccount of one component. */}}
+{{- define "svc-hub.serviceAccount" -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "svc-hub.componentName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "svc-hub.componentLabels" . | nindent 4 }}
+  {{- with .values.serviceAccount.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+automountServiceAccountToken: {{ .automountToken }}
+{{- end }}
+
+{{/*
+The custom resources the operator reconciles, by API group (CONTRACTS.md section 5). test/chart.test.ts
+fails when a CRD in files/crds/ names a group or plural missing here.
+*/}}
+{{- define "svc-hub.customResources" -}}
+connectors.svc.io: [connectors]
+apps.svc.io: [exports, entities, workflows, processes]
+{{- end }}

