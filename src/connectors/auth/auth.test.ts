@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { CredentialError, TemplateError } from '../engine/errors.js';
+import { firstPage } from '../engine/read.js';
+import { type FakeSource, startFakeSource } from '../engine/testing/fake-source.js';
+import { connectorSpec, endpointSpec, engineContext, readAll } from '../engine/testing/specs.js';
+import type { Auth, ConnectorSpec, HeaderSpec } from '../types.js';
+import { composeHeaders } from './headers.js';
+import { resolveAuth } from './index.js';
+import { resolveTemplates } from './template.js';
+
+let source: FakeSource;
+beforeAll(async () => {
+  source = await startFakeSource({ rows: 5 });
+});
+afterAll(() => source.close());
+
+interface Echo {
+  method: string;
+  url: string;
+  query: Record<string, string>;
+  headers: Record<string, string>;
+  body: string;
+}
+
+const echoEndpoint = (overrides = {}) => endpointSpec('/echo', { kind: 'none', response_path: '$.data' }, overrides);
+
+async function echo(connector: Partial<ConnectorSpec>, values: Record<string, string> = {}, endpoint = echoEndpoint()): Promise<Echo> {
+  const result = await readAll(connectorSpec(source.url, connector), endpoint, engineContext(values));
+  if (result.error) throw result.error;
+  return result.items[0] as Echo;
+}
+
+describe('headers and auth on the wire', () => {
+  it('declared headers apply first, auth wins a clash; an unresolved value_env drops its header; templates resolve from env', async () => {
+    const headers: HeaderSpec[] = [
+      { name: 'authorization', value: 'declared-loses' },
+      { name: 'X-Api-Version', value: '2' },
+      { name: 'X-Tenant', value_env: 'TENANT_HEADER' },
+      { name: 'X-Missing', value_env: 'NOT_SET_ANYWHERE' },
+      { name: 'X-Templated', value: 'v={{env:TEMPLATE_VALUE}}' },
+      { name: 'Accept', value: 'application/hal+json' },
+    ];
+    const seen = await echo({ headers, auth: { kind: 'bearer', token_env: 'SRC_TOKEN' } }, { SRC_TOKEN: 'tok-123456', TENANT_HEADER: 'acme', TEMPLATE_VALUE: '42' });
+    expect(seen.headers.authorization).toBe('Bearer tok-123456');
+    expect(seen.headers['x-api-version']).toBe('2');
+    expect(seen.headers['x-tenant']).toBe('acme');
+    expect(seen.headers['x-missing']).toBeUndefined();
+    expect(seen.headers['x-templated']).toBe('v=42');
+    expect(seen.headers.accept).toBe('application/hal+json');
+    expect(seen.method).toBe('GET');
+  });
+
+  it('an auth header clashing with a declared api-key header wins', async () => {
+    const seen = await echo({ headers: [{ name: 'X-API-Key', value: 'declared' }], auth: { kind: 'api-key', in: 'header', name: 'X-API-Key', value_env: 'KEY' } }, { KEY: 'the-real-key' });
+    expect(seen.headers['x-api-key']).toBe('the-real-key');
+  });
+
+  it('bearer: token_env wins over token_value; token_value alone is used', async () => {
+    expect((await echo({ auth: { kind: 'bearer', token_env: 'TOK', token_value: 'inline-dev' } }, { TOK: 'from-secret' })).headers.authorization).toBe('Bearer from-secret');
+    expect((await echo({ auth: { kind: 'bearer', token_value: 'inline-dev' } })).headers.authorization).toBe('Bearer inline-dev');
+  });
+
+  it('bearer: an unresolved token_env fails naming it, even with a token_value', async () => {
+    const result = await readAll(connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'MISSING_TOKEN', token_value: 'inline-dev' } }), echoEndpoint(), engineContext());
+    expect(result.error).toBeInstanceOf(CredentialError);
+    expect(result.error?.message).toMatch(/^credential MISSING_TOKEN did not resolve \(auth\.token_env\)/);
+    expect(result.error?.message).not.toContain('inline-dev');
+    expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: false });
+  });
+
+  it('basic: username plus the password from password_env', async () => {
+    const seen = await echo({ auth: { kind: 'basic', username: 'demo', password_env: 'DEMO_PW' } }, { DEMO_PW: 'demo-password' });
+    expect(seen.headers.authorization).toBe(`Basic ${Buffer.from('demo:demo-password').toString('base64')}`);
+  });
+
+  it('basic: an unresolved password_env fails naming it, never a value', async () => {
+    const before = source.requests.length;
+    const result = await readAll(connectorSpec(source.url, { auth: { kind: 'basic', username: 'demo', password_env: 'DEMO_PW' } }), echoEndpoint(), engineContext({ DEMO_PW: '' }));
+    expect(result.error?.message).toMatch(/^credential DEMO_PW did not resolve \(auth\.password_env\)/);
+    // The auth probe runs before any request.
+    expect(source.requests.length).toBe(before);
+  });
+
+  it('api-key in query rides on every request URL, pagination links included', async () => {
+    const start = source.requests.length;
+    const result = await readAll(
+      connectorSpec(source.url, { auth: { kind: 'api-key', in: 'query', name: 'api_key', value_env: 'KEY' } }),
+      endpointSpec('/link/partners?per_page=2&relative=1', { kind: 'link-header', response_path: '$' }),
+      engineContext({ KEY: 'k-secret-1' }),
+    );
+    expect(result.error).toBeUndefined();
+    expect(result.items).toHaveLength(5);
+    const seen = source.requests.slice(start);
+    expect(seen).toHaveLength(3);
+    for (const r of seen) expect(r.url.searchParams.getAll('api_key')).toEqual(['k-secret-1']);
+    expect(seen.every((r) => r.headers['x-api-key'] === undefined)).toBe(true);
+  });
+
+  it('resolution: auth *_env through resolveCredential, headers and templates through env', async () => {
+    const asked: string[] = [];
+    const ctx = engineContext({}, {
+      resolveCredential: async (name) => {
+        asked.push(`credential:${name}`);
+        return 'cred';
+      },
+      env: (name) => {
+        asked.push(`env:${name}`);
+        return 'env';
+      },
+    });
+    await readAll(connectorSpec(source.url, { headers: [{ name: 'X-A', value_env: 'A' }], auth: { kind: 'api-key', in: 'header', name: 'X-K', value_env: 'K' } }), echoEndpoint(), ctx);
+    expect(asked).toEqual(['credential:K', 'env:A']);
+  });
+
+  it('a POST body template resolves {{env:NAME}} and goes as JSON', async () => {
+    const seen = await echo({}, { SINCE: '2024-01-01' }, echoEndpoint({ method: 'POST', body: { filter: { since: '{{env:SINCE}}', all: true } } }));
+    expect(seen.method).toBe('POST');
+    expect(seen.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(seen.body)).toEqual({ filter: { since: '2024-01-01', all: true } });
+  });
+
+  it('an unresolved template fails the read naming the variable and where', async () => {
+    const result = await readAll(connectorSpec(source.url), echoEndpoint({ method: 'POST', body: 'since={{env:NOT_SET_ANYWHERE}}' }), engineContext());
+    expect(result.error).toBeInstanceOf(TemplateError);
+    expect(result.error?.message).toBe("template {{env:NOT_SET_ANYWHERE}} in endpoint partners body did not resolve: the hub's environment has no variable NOT_SET_ANYWHERE");
+  });
+});
+
+describe('credentials stay out of messages', () => {
+  it('an upstream body echoing the credential is masked in the failure text', async () => {
+    const result = await readAll(
+      connectorSpec(source.url, { auth: { kind: 'basic', username: 'demo', password_env: 'DEMO_PW' } }),
+      endpointSpec('/bad-request/partners', { kind: 'none', response_path: '$' }),
+      engineContext({ DEMO_PW: 'demo-password' }),
+    );
+    expect(result.error?.message).toBe('upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: {"error":"missing header X-Api-Version","echo":"Basic [REDACTED]"}');
+  });
+});
+
+describe('composeHeaders', () => {
+  it('compares names case-insensitively and lets auth win', () => {
+    const headers = composeHeaders([{ name: 'X-One', value: '1' }, { name: 'x-one', value: '2' }, { name: 'Authorization', value: 'mine' }], () => undefined, { headers: [['AUTHORIZATION', 'Bearer t']], query: [], secrets: [] });
+    expect(headers).toEqual({ Accept: 'application/json', 'User-Agent': 'svc-hub-connector/1', 'x-one': '2', AUTHORIZATION: 'Bearer t' });
+  });
+
+  it('a value_env that resolves to nothing keeps the default it would have replaced', () => {
+    expect(composeHeaders([{ name: 'accept', value_env: 'NOPE' }], () => undefined, { headers: [], query: [], secrets: [] }).Accept).toBe('application/json');
+  });
+});
+
+describe('resolveAuth', () => {
+  it('none gives nothing', async () => {
+    expect(await resolveAuth({ kind: 'none' }, async () => 'x')).toEqual({ headers: [], query: [], secrets: [] });
+    expect(await resolveAuth(undefined as unknown as Auth, async () => 'x')).toEqual({ headers: [], query: [], secrets: [] });
+  });
+
+  it('keeps resolved values as secrets to mask', async () => {
+    const parts = await resolveAuth({ kind: 'api-key', in: 'query', name: 'key', value_env: 'K' }, async () => 'abcdef');
+    expect(parts).toEqual({ headers: [], query: [['key', 'abcdef']], secrets: ['abcdef'] });
+  });
+});
+
+describe('resolveTemplates', () => {
+  it('walks strings in arrays and objects, keys included, and leaves other values', () => {
+    const env = (n: string) => ({ A: 'a', B: 'b' })[n];
+    expect(resolveTemplates({ '{{env:A}}': ['x{{ env:B }}y', 1, null, true] }, env, 'here')).toEqual({ a: ['xby', 1, null, true] });
+  });
+});
+
+describe('firstPage masks credentials in the composed URL', () => {
+  it('api key in query is reported as ***', async () => {
+    const report = await firstPage(
+      connectorSpec(source.url, { auth: { kind: 'api-key', in: 'query', name: 'api_key', value_env: 'KEY' } }),
+      endpointSpec('/offset/partners', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 2, response_path: '$.data' }),
+      engineContext({ KEY: 'k-secret-1' }),
+    );
+    expect(report.url).toBe(`${source.url}/offset/partners?offset=0&limit=2&api_key=***`);
+    expect(report.verdict).toBe('ok');
+  });
+});

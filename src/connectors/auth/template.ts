@@ -1,0 +1,39 @@
+import { TemplateError } from '../engine/errors.js';
+
+/** `{{env:NAME}}`, spaces allowed inside the braces. */
+const TEMPLATE = /\{\{\s*env:([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}/g;
+
+export type EnvLookup = (name: string) => string | undefined;
+
+/**
+ * Replaces every `{{env:NAME}}` in `text` with the hub's process environment (through `env`, never
+ * the secret store). A variable that is not set fails the read naming it and where it was used:
+ * sending a request with a hole in it would read the wrong data quietly.
+ */
+export function resolveTemplate(text: string, env: EnvLookup, where: string): string {
+  return text.replace(TEMPLATE, (_match, name: string) => {
+    const value = env(name);
+    if (value === undefined) throw new TemplateError(name, where);
+    return value;
+  });
+}
+
+/** Resolves templates in every string (keys included) of a JSON value; other values are kept. */
+export function resolveTemplates(value: unknown, env: EnvLookup, where: string): unknown {
+  if (typeof value === 'string') return resolveTemplate(value, env, where);
+  if (Array.isArray(value)) return value.map((v) => resolveTemplates(v, env, where));
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[resolveTemplate(k, env, where)] = resolveTemplates(v, env, where);
+    return out;
+  }
+  return value;
+}
+
+/** Whether a text carries a template at all. */
+export function hasTemplate(text: string): boolean {
+  TEMPLATE.lastIndex = 0;
+  const found = TEMPLATE.test(text);
+  TEMPLATE.lastIndex = 0;
+  return found;
+}

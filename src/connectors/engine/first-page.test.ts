@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { firstPage } from './read.js';
+import { type FakeSource, startFakeSource } from './testing/fake-source.js';
+import { connectorSpec, endpointSpec, engineContext } from './testing/specs.js';
+
+let source: FakeSource;
+beforeAll(async () => {
+  source = await startFakeSource({ rows: 30 });
+});
+afterAll(() => source.close());
+
+const spring = endpointSpec('/spring/partners', { kind: 'page', page_param: 'page', size_param: 'size', start_page: 0, size: 10, total_pages_path: '$.totalPages', response_path: '$.content' });
+
+describe('firstPage (pre-flight probe)', () => {
+  it('composes the first request a run would send and reports its records', async () => {
+    const report = await firstPage(connectorSpec(source.url), spring, engineContext());
+    expect(report).toMatchObject({ url: `${source.url}/spring/partners?page=0&size=10`, method: 'GET', status: 200, verdict: 'ok' });
+    expect(report.items).toHaveLength(10);
+    expect(report.sample).toEqual({ id: 1, name: 'Partner 1', updated_at: expect.any(String) });
+  });
+
+  it('a 200 whose response_path matches nothing: ok with 0 items', async () => {
+    const report = await firstPage(connectorSpec(source.url), endpointSpec('/spring/partners', { kind: 'none', response_path: '$.nothing' }), engineContext());
+    expect(report).toMatchObject({ status: 200, items: [], verdict: 'ok' });
+    expect(report.sample).toBeUndefined();
+  });
+
+  it('does not retry: one request to a source that is down, verdict HTTP 500', async () => {
+    const before = source.count('/down/');
+    const report = await firstPage(connectorSpec(source.url), endpointSpec('/down/partners', { kind: 'none', response_path: '$' }), engineContext());
+    expect(source.count('/down/') - before).toBe(1);
+    expect(report).toMatchObject({ status: 500, verdict: 'HTTP 500', items: [] });
+  });
+
+  it('a refused credential is HTTP 401; an unresolved one is named before any request', async () => {
+    const secure = endpointSpec('/secure/partners', { kind: 'none', response_path: '$.data' });
+    const bearer = connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'SRC_TOKEN' } });
+    expect(await firstPage(bearer, secure, engineContext({ SRC_TOKEN: 'wrong' }))).toMatchObject({ status: 401, verdict: 'HTTP 401' });
+    expect(await firstPage(bearer, secure, engineContext({ SRC_TOKEN: 'good-token' }))).toMatchObject({ status: 200, verdict: 'ok', items: [expect.anything(), expect.anything(), expect.anything()] });
+    const before = source.requests.length;
+    const unresolved = await firstPage(bearer, secure, engineContext());
+    expect(source.requests.length).toBe(before);
+    expect(unresolved).toMatchObject({ url: `${source.url}/secure/partners`, method: 'GET', status: 0, items: [] });
+    expect(unresolved.verdict).toMatch(/^credential SRC_TOKEN did not resolve/);
+  });
+
+  it('GraphQL faults are named in the verdict', async () => {
+    const relay = (query: string) =>
+      endpointSpec('/graphql', { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.partners.pageInfo.endCursor', has_more_path: '$.data.partners.pageInfo.hasNextPage', response_path: '$.data.partners.edges[*].node' }, { graphql: true, method: 'POST', query });
+    const boom = await firstPage(connectorSpec(source.url), relay('{ boom }'), engineContext());
+    expect(boom).toMatchObject({ method: 'POST', status: 200, items: [], verdict: 'GraphQL response carried 2 error(s); first: boom requested' });
+    const good = await firstPage(connectorSpec(source.url), relay('{ partners(first: 7) { edges { node { id } } } }'), engineContext());
+    expect(good).toMatchObject({ url: `${source.url}/graphql`, method: 'POST', status: 200, verdict: 'ok' });
+    expect(good.items).toHaveLength(7);
+  });
+
+  it('a network fault is named', async () => {
+    const report = await firstPage(connectorSpec('http://127.0.0.1:1'), spring, engineContext());
+    expect(report.status).toBe(0);
+    expect(report.verdict).toMatch(/^upstream could not be reached after 1 attempt\(s\): .*ECONNREFUSED/);
+  });
+
+  it('sends the stored watermark like the first request of a run', async () => {
+    const report = await firstPage(
+      connectorSpec(source.url),
+      endpointSpec('/offset/partners', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 5, response_path: '$.data' }, { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }),
+      engineContext({}, { watermark: '2024-06-01' }),
+    );
+    expect(report.url).toBe(`${source.url}/offset/partners?offset=0&limit=5&updated_since=2024-06-01`);
+  });
+});

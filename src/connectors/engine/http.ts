@@ -1,0 +1,152 @@
+import { type Dispatcher, request } from 'undici';
+import { logger } from '../../observability/logger.js';
+import { delay, type TokenBucket } from '../rate-limit.js';
+import { CancelledError, isNetworkError, quote, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
+import type { ComposedRequest } from './request.js';
+import { backoffDelay, type RetryPolicy } from './retry.js';
+
+export type ResponseHeaders = Record<string, string | string[] | undefined>;
+
+/** The final answer to one request, after retries. */
+export type Exchange =
+  | { ok: true; status: number; headers: ResponseHeaders; body: unknown; attempts: number }
+  | { ok: false; status: number; headers: ResponseHeaders; text: string; attempts: number };
+
+/** What a retried attempt looked like (for logs, metrics and tests). */
+export interface RetryEvent {
+  /** The attempt that failed (1-based). */
+  attempt: number;
+  status?: number;
+  error?: string;
+  /** The wait before the next attempt. */
+  delayMs: number;
+  position: string;
+}
+
+export interface ExchangeOptions {
+  limiter: TokenBucket;
+  policy: RetryPolicy;
+  signal?: AbortSignal;
+  dispatcher?: Dispatcher;
+  /** Largest page body read (default 64 MiB). */
+  maxPageBytes?: number;
+  onRetry?: (event: RetryEvent) => void;
+}
+
+export const MAX_PAGE_BYTES = 64 * 1024 * 1024;
+/** Largest error body read before it is quoted (the message keeps 500 characters of it). */
+const ERROR_BODY_BYTES = 64 * 1024;
+
+/**
+ * Sends one request under the retry policy: takes a token from the connector's bucket before every
+ * attempt, retries 408/429/500/502/503/504 and network errors (a failure while reading a 2xx body
+ * included), and answers the final response: a 2xx with its JSON body parsed (one page in memory,
+ * bounded by maxPageBytes), anything else with the start of its body as text. Cancellation (the
+ * signal) interrupts waits and the request in flight with a CancelledError.
+ */
+export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promise<Exchange> {
+  const attempts = Math.max(1, Math.floor(o.policy.attempts));
+  const cancelled = () => o.signal?.aborted === true;
+  const guard = async <T>(work: Promise<T>): Promise<T> => {
+    try {
+      return await work;
+    } catch (err) {
+      if (cancelled()) throw new CancelledError();
+      throw err;
+    }
+  };
+  const retryAfter = async (event: Omit<RetryEvent, 'position'>) => {
+    const full = { ...event, position: req.position };
+    o.onRetry?.(full);
+    logger().info({ attempt: event.attempt, status: event.status, error: event.error, delayMs: event.delayMs, position: req.position }, 'upstream request failed; retrying');
+    await guard(delay(event.delayMs, o.signal));
+  };
+
+  for (let attempt = 1; ; attempt++) {
+    if (cancelled()) throw new CancelledError();
+    await guard(o.limiter.take(o.signal));
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await guard(
+        request(req.url, {
+          method: req.method,
+          headers: req.headers,
+          body: req.body,
+          dispatcher: o.dispatcher,
+          signal: o.signal,
+        }),
+      );
+    } catch (err) {
+      if (!isNetworkError(err)) throw err;
+      if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
+      await retryAfter({ attempt, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
+      continue;
+    }
+
+    const status = res.statusCode;
+    const headers = res.headers as ResponseHeaders;
+    if (status >= 200 && status < 300) {
+      try {
+        const body = await guard(readJson(res.body, status, headers, o.maxPageBytes ?? MAX_PAGE_BYTES));
+        return { ok: true, status, headers, body, attempts: attempt };
+      } catch (err) {
+        if (!isNetworkError(err)) throw err;
+        if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
+        await retryAfter({ attempt, status, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
+        continue;
+      }
+    }
+    if (TRANSIENT_STATUSES.has(status) && attempt < attempts) {
+      await res.body.dump().catch(() => undefined);
+      await retryAfter({ attempt, status, delayMs: backoffDelay(o.policy, attempt, headers['retry-after']) });
+      continue;
+    }
+    const text = await guard(readText(res.body, ERROR_BODY_BYTES)).catch((err) => {
+      if (err instanceof CancelledError) throw err;
+      return '';
+    });
+    return { ok: false, status, headers, text, attempts: attempt };
+  }
+}
+
+async function readJson(body: Dispatcher.ResponseData['body'], status: number, headers: ResponseHeaders, maxBytes: number): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > maxBytes) {
+      body.destroy();
+      throw new UnreadableResponseError(`upstream answered HTTP ${status} with a page larger than ${maxBytes} bytes; refusing to hold it in memory`);
+    }
+    chunks.push(buf);
+  }
+  let text = Buffer.concat(chunks, size).toString('utf8');
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  if (text.trim() === '') return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    const type = headers['content-type'];
+    throw new UnreadableResponseError(
+      `upstream answered HTTP ${status} with a body that is not JSON (content-type ${Array.isArray(type) ? type.join(', ') : (type ?? 'none')}): ${quote(text, 200)}`,
+    );
+  }
+}
+
+async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buf = chunk as Buffer;
+    chunks.push(buf);
+    size += buf.length;
+    if (size >= maxBytes) break;
+  }
+  return Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8');
+}
+
+function errorCode(err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown };
+  return typeof e?.code === 'string' ? e.code : String(e?.message ?? err);
+}

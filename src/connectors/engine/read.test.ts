@@ -1,0 +1,333 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { TokenBucket } from '../rate-limit.js';
+import type { Pagination } from '../types.js';
+import {
+  CancelledError,
+  DeclaredTotalMismatchError,
+  GraphQLErrorsError,
+  GraphQLMalformedError,
+  PageCapError,
+  StalePositionError,
+  UnreadableResponseError,
+  UpstreamHttpError,
+  UpstreamNetworkError,
+} from './errors.js';
+import type { RetryEvent } from './http.js';
+import { readEndpoint } from './read.js';
+import { type FakeSource, startFakeSource } from './testing/fake-source.js';
+import { connectorSpec, endpointSpec, engineContext, ids, range, readAll } from './testing/specs.js';
+
+let source: FakeSource;
+beforeAll(async () => {
+  source = await startFakeSource({ rows: 95 });
+});
+afterAll(() => source.close());
+
+const offset = (limit = 20, total = true): Pagination => ({ kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit, response_path: '$.data', ...(total ? { total_path: '$.total' } : {}) });
+const relay = (query: string) =>
+  endpointSpec('/graphql', { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.partners.pageInfo.endCursor', has_more_path: '$.data.partners.pageInfo.hasNextPage', response_path: '$.data.partners.edges[*].node' }, { graphql: true, method: 'POST', query });
+
+describe('retry policy', () => {
+  it('500 forever: 5 attempts, then Failed with the transient text', async () => {
+    const before = source.count('/down/');
+    const retries: RetryEvent[] = [];
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/down/partners', offset()), engineContext({}, { onRetry: (e) => retries.push(e) }));
+    expect(source.count('/down/') - before).toBe(5);
+    expect(result.pages).toHaveLength(0);
+    expect(result.error).toBeInstanceOf(UpstreamHttpError);
+    expect(result.error?.message).toBe('upstream returned HTTP 500 (transient) — refusing to ingest its body as data: {"error":"down"}');
+    expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: true, status: 500 });
+    // Exponential from the (shortened) base: 5, 10, 20 (cap), 20 (cap), each ±10 %.
+    expect(retries.map((r) => r.attempt)).toEqual([1, 2, 3, 4]);
+    retries.forEach((r, i) => {
+      const expected = [5, 10, 20, 20][i]!;
+      expect(r.delayMs).toBeGreaterThanOrEqual(Math.floor(expected * 0.9));
+      expect(r.delayMs).toBeLessThanOrEqual(Math.ceil(expected * 1.1));
+    });
+  });
+
+  it('a permanent status is not retried and is Failed, not retryable', async () => {
+    const before = source.count('/bad-request/');
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/bad-request/partners', offset()), engineContext());
+    expect(source.count('/bad-request/') - before).toBe(1);
+    expect(result.error?.message).toBe('upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: {"error":"missing header X-Api-Version","echo":null}');
+    expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: false });
+  });
+
+  it('429 then 503 then 200 on every page: every row once, 3 requests per page, Retry-After honoured', async () => {
+    source.flakyRetryAfter = '0';
+    const before = source.count('/flaky/');
+    const retries: RetryEvent[] = [];
+    const limiter = new CountingBucket();
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/flaky/partners', offset(50)), engineContext({}, { limiter, onRetry: (e) => retries.push(e) }));
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(95));
+    expect(source.count('/flaky/') - before).toBe(6);
+    // A token before every request, retries included.
+    expect(limiter.taken).toBe(6);
+    expect(retries.map((r) => [r.attempt, r.status])).toEqual([
+      [1, 429],
+      [2, 503],
+      [1, 429],
+      [2, 503],
+    ]);
+    expect(retries[0]!.delayMs).toBe(0); // Retry-After: 0 wins over the computed 5 ms
+    expect(retries[1]!.delayMs).toBeGreaterThanOrEqual(9);
+    expect(retries[1]!.delayMs).toBeLessThanOrEqual(11);
+  });
+
+  it('a numeric Retry-After overrides the computed delay in both directions', async () => {
+    source.flakyRetryAfter = '0.3';
+    const retries: RetryEvent[] = [];
+    let started = Date.now();
+    let result = await readAll(connectorSpec(source.url), endpointSpec('/flaky/partners?tag=longer', offset(100)), engineContext({}, { onRetry: (e) => retries.push(e) }));
+    expect(result.error).toBeUndefined();
+    expect(retries[0]).toMatchObject({ status: 429, delayMs: 300 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+
+    // With a 5 s base delay, a Retry-After of 0 still retries at once (the 503 after it would wait 10 s: one attempt budget of 2 stops there).
+    source.flakyRetryAfter = '0';
+    retries.length = 0;
+    started = Date.now();
+    result = await readAll(connectorSpec(source.url), endpointSpec('/flaky/partners?tag=shorter', offset(100)), engineContext({}, { retry: { attempts: 2, baseDelayMs: 5000, maxDelayMs: 60_000 }, onRetry: (e) => retries.push(e) }));
+    expect(retries).toEqual([expect.objectContaining({ status: 429, delayMs: 0 })]);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(result.error?.message).toMatch(/^upstream returned HTTP 503 \(transient\)/);
+    source.flakyRetryAfter = '0';
+  });
+
+  it('network errors are retried, then Failed and retryable', async () => {
+    const before = source.count('/reset/');
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/reset/partners', offset()), engineContext());
+    expect(source.count('/reset/') - before).toBe(5);
+    expect(result.error).toBeInstanceOf(UpstreamNetworkError);
+    expect(result.error?.message).toMatch(/^upstream could not be reached after 5 attempt\(s\): /);
+    expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: true });
+  });
+
+  it('a connection refused is a network error too', async () => {
+    const result = await readAll(connectorSpec('http://127.0.0.1:1'), endpointSpec('/x', offset()), engineContext({}, { retry: { attempts: 2, baseDelayMs: 1, maxDelayMs: 1 } }));
+    expect(result.error).toBeInstanceOf(UpstreamNetworkError);
+    expect(result.error?.message).toMatch(/ECONNREFUSED/);
+  });
+
+  it('a 2xx body that is not JSON fails the run, quoting it', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/html/partners', offset()), engineContext());
+    expect(result.error).toBeInstanceOf(UnreadableResponseError);
+    expect(result.error?.message).toBe('upstream answered HTTP 200 with a body that is not JSON (content-type text/html): <html><body>maintenance</body></html>');
+  });
+});
+
+describe('page cap', () => {
+  it('reaching maxPages while the source has more ends Partial, after yielding those pages', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(10)), engineContext({}, { maxPages: 3 }));
+    expect(result.pages.map((p) => p.number)).toEqual([1, 2, 3]);
+    expect(ids(result.items)).toEqual(range(30));
+    expect(result.error).toBeInstanceOf(PageCapError);
+    expect(result.error).toMatchObject({ runStatus: 'Partial' });
+    expect(result.error?.message).toMatch(/the 3-page budget of one run was reached/);
+  });
+
+  it('a read that ends exactly on the cap completes', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(19)), engineContext({}, { maxPages: 5 }));
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(95));
+  });
+
+  it('the default budget is 10,000 pages and says so', () => {
+    expect(new PageCapError(10_000).message).toMatch(/^the 10,000-page budget of one run was reached/);
+  });
+});
+
+describe('declared total (total_path)', () => {
+  it('more declared than returned: Failed naming both figures, after every page was yielded', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/liar/partners', offset(20)), engineContext());
+    expect(result.items).toHaveLength(90);
+    expect(result.error).toBeInstanceOf(DeclaredTotalMismatchError);
+    expect(result.error?.message).toBe('the source declared 95 rows but this run returned 90 — refusing to report a partial extract as a complete one');
+    expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: false });
+  });
+
+  it('fewer declared than returned: Failed too', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/drf/partners?page_size=20&declare=80', { kind: 'body-link', link_path: '$.next', response_path: '$.results', total_path: '$.count' }), engineContext());
+    expect(result.items).toHaveLength(95);
+    expect(result.error?.message).toBe('the source declared 80 rows but this run returned 95 — refusing to report a partial extract as a complete one');
+  });
+
+  it('fewer declared (offset stops at the declared total) is caught as well', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/liar-low/partners', offset(20)), engineContext());
+    expect(result.items).toHaveLength(95);
+    expect(result.error?.message).toBe('the source declared 90 rows but this run returned 95 — refusing to report a partial extract as a complete one');
+  });
+
+  it('the declared total is handed over on each page', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(50)), engineContext());
+    expect(result.pages.map((p) => p.declaredTotal)).toEqual([95, 95]);
+  });
+
+  it('exemption: no total_path', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/liar/partners', offset(20, false)), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(result.items).toHaveLength(90);
+  });
+
+  it('exemption: watermark endpoints', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/liar/partners', offset(20), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(result.items).toHaveLength(90);
+  });
+
+  it('exemption: the declared total changes between pages', async () => {
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/drift/partners', offset(20)), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(result.items).toHaveLength(90);
+    expect(new Set(result.pages.map((p) => p.declaredTotal)).size).toBeGreaterThan(1);
+  });
+});
+
+describe('stale positions (404/410 for a cursor carried from an earlier page)', () => {
+  const cursor = (path: string) => endpointSpec(path, { kind: 'cursor', cursor_param: 'starting_after', cursor_path: '$.data[-1:].id', has_more_path: '$.has_more', response_path: '$.data' });
+
+  it('404 on the second page: Partial, saying which position', async () => {
+    const result = await readAll(connectorSpec(source.url), cursor('/stale/partners?limit=10'), engineContext());
+    expect(result.pages).toHaveLength(1);
+    expect(result.error).toBeInstanceOf(StalePositionError);
+    expect(result.error).toMatchObject({ runStatus: 'Partial' });
+    expect(result.error?.message).toBe('the source answered HTTP 404 for cursor "10": it no longer has the records past that position; the run stopped after 1 page(s) read');
+  });
+
+  it('410 likewise', async () => {
+    const result = await readAll(connectorSpec(source.url), cursor('/gone/partners?limit=10'), engineContext());
+    expect(result.error).toMatchObject({ runStatus: 'Partial', status: 410 });
+  });
+
+  it('404 on the first request is an ordinary permanent failure', async () => {
+    const result = await readAll(connectorSpec(source.url), cursor('/no-such/partners'), engineContext());
+    expect(result.error).toBeInstanceOf(UpstreamHttpError);
+    expect(result.error?.message).toBe('upstream returned HTTP 404 (permanent) — refusing to ingest its body as data: {"error":"not found"}');
+  });
+});
+
+describe('GraphQL envelopes', () => {
+  it('an errors array fails the read with the count and the first message', async () => {
+    const result = await readAll(connectorSpec(source.url), relay('{ partners(first: 10) { boom } }'), engineContext());
+    expect(result.pages).toHaveLength(0);
+    expect(result.error).toBeInstanceOf(GraphQLErrorsError);
+    expect(result.error?.message).toBe('GraphQL response carried 2 error(s); first: boom requested');
+  });
+
+  it('null data without errors is a malformed envelope', async () => {
+    const result = await readAll(connectorSpec(source.url), relay('{ partners(first: 10) { nullData } }'), engineContext());
+    expect(result.error).toBeInstanceOf(GraphQLMalformedError);
+    expect(result.error?.message).toBe('GraphQL response has no errors and null/absent data (malformed envelope): {"data":null}');
+  });
+});
+
+describe('watermark', () => {
+  it('is sent as incremental.param on every request of the read, so every page is filtered alike', async () => {
+    const start = source.requests.length;
+    const endpoint = endpointSpec('/offset/partners', offset(20, false), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } });
+    await readAll(connectorSpec(source.url), endpoint, engineContext({}, { watermark: '2024-03-01T00:00:00.000Z' }));
+    const queries = source.requests.slice(start).map((r) => Object.fromEntries(r.url.searchParams));
+    expect(queries[0]).toEqual({ offset: '0', limit: '20', updated_since: '2024-03-01T00:00:00.000Z' });
+    expect(queries.length).toBeGreaterThan(1);
+    for (const q of queries.slice(1)) expect(q.updated_since).toBe('2024-03-01T00:00:00.000Z');
+  });
+
+  it('is not sent by a full endpoint, nor without a stored mark', async () => {
+    const start = source.requests.length;
+    await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(50)), engineContext({}, { watermark: '2024-12-01' }));
+    await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(50), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }), engineContext());
+    expect(source.requests.slice(start).every((r) => !r.url.searchParams.has('updated_since'))).toBe(true);
+  });
+});
+
+describe('cancellation', () => {
+  it('stops at the next page boundary with a CancelledError', async () => {
+    const controller = new AbortController();
+    const before = source.count('/offset/');
+    const pages: number[] = [];
+    let error: unknown;
+    try {
+      for await (const page of readEndpoint(connectorSpec(source.url), endpointSpec('/offset/partners', offset(10)), engineContext({}, { signal: controller.signal }))) {
+        pages.push(page.number);
+        if (page.number === 2) controller.abort();
+      }
+    } catch (err) {
+      error = err;
+    }
+    expect(pages).toEqual([1, 2]);
+    expect(source.count('/offset/') - before).toBe(2);
+    expect(error).toBeInstanceOf(CancelledError);
+    expect(error).toMatchObject({ runStatus: 'Cancelled' });
+  });
+
+  it('interrupts a retry wait', async () => {
+    const controller = new AbortController();
+    const started = Date.now();
+    setTimeout(() => controller.abort(), 50);
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/down/partners', offset()), engineContext({}, { signal: controller.signal, retry: { attempts: 5, baseDelayMs: 10_000, maxDelayMs: 60_000 } }));
+    expect(result.error).toBeInstanceOf(CancelledError);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('an already aborted signal sends nothing', async () => {
+    const before = source.requests.length;
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset()), engineContext({}, { signal: AbortSignal.abort() }));
+    expect(result.error).toBeInstanceOf(CancelledError);
+    expect(source.requests.length).toBe(before);
+  });
+});
+
+describe('streaming, page by page', () => {
+  it('a 2,000-page read never runs ahead of its consumer', async () => {
+    const big = await startFakeSource({ rows: 2000 });
+    try {
+      let checked = 0;
+      const heapBefore = process.memoryUsage().heapUsed;
+      const warnings: Error[] = [];
+      const onWarning = (w: Error) => warnings.push(w);
+      process.on('warning', onWarning);
+      const controller = new AbortController();
+      for await (const page of readEndpoint(connectorSpec(big.url), endpointSpec('/offset/partners', offset(1)), engineContext({}, { signal: controller.signal }))) {
+        // Page N is handed over before page N+1 is requested (let alone N+2).
+        expect(big.count('/offset/')).toBe(page.number);
+        checked += 1;
+      }
+      expect(checked).toBe(2000);
+      process.off('warning', onWarning);
+      // No abort listener piles up on the run's signal.
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+      // Loose: nothing accumulates per page (2,000 pages held would be far above this).
+      expect(process.memoryUsage().heapUsed - heapBefore).toBeLessThan(32 * 1024 * 1024);
+    } finally {
+      await big.close();
+    }
+  });
+});
+
+describe('rate limit through the engine', () => {
+  it('a 20/s bucket bounds the request rate', async () => {
+    const limiter = new TokenBucket({ count: 10, windowMs: 500 });
+    const before = source.requests.length;
+    const started = Date.now();
+    // 95 rows by 3 = 32 requests: 10 from the full bucket, 22 more at 20/s ≥ 1.1 s.
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(3)), engineContext({}, { limiter }));
+    const elapsed = Date.now() - started;
+    expect(result.error).toBeUndefined();
+    expect(source.requests.length - before).toBe(32);
+    expect(elapsed).toBeGreaterThanOrEqual(1050);
+    expect(elapsed).toBeLessThan(6000);
+  });
+});
+
+class CountingBucket extends TokenBucket {
+  taken = 0;
+  constructor() {
+    super({ count: 1000, windowMs: 1000 });
+  }
+  override take(signal?: AbortSignal): Promise<void> {
+    this.taken += 1;
+    return super.take(signal);
+  }
+}

@@ -1,0 +1,204 @@
+import type { Dispatcher } from 'undici';
+import { resolveAuth } from '../auth/index.js';
+import { type AuthParts, NO_AUTH } from '../auth/types.js';
+import { createStrategy } from '../pagination/index.js';
+import type { PaginationStrategy, Position } from '../pagination/types.js';
+import type { TokenBucket } from '../rate-limit.js';
+import type { ConnectorSpec, EndpointSpec, Page } from '../types.js';
+import {
+  CancelledError,
+  DeclaredTotalMismatchError,
+  EngineError,
+  GraphQLErrorsError,
+  GraphQLMalformedError,
+  PageCapError,
+  StalePositionError,
+  UpstreamHttpError,
+} from './errors.js';
+import { type Exchange, exchange, type RetryEvent } from './http.js';
+import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactText, redactUrl } from './request.js';
+import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
+
+export const DEFAULT_MAX_PAGES = 10_000;
+
+export interface EngineContext {
+  /** `*_env` credentials: stored secret of that name, then environment variable, then configuration property (the caller implements the order). */
+  resolveCredential(name: string): Promise<string | undefined>;
+  /** `value_env` headers and `{{env:NAME}}` templates: process environment (value_env also falls back to a configuration property; the caller passes a function). */
+  env(name: string): string | undefined;
+  /** From src/connectors/rate-limit.ts, one per connector, shared by its endpoints. */
+  limiter: TokenBucket;
+  /** Cancellation: stop at the next page boundary with a CancelledError. */
+  signal?: AbortSignal;
+  /** Stored mark: sent as query param `incremental.param` on the first request only. */
+  watermark?: string;
+  /** Default 5, 1000, 60000 (tests shorten). */
+  retry?: { attempts: number; baseDelayMs: number; maxDelayMs: number };
+  /** Default 10000. */
+  maxPages?: number;
+  /** Optional, for tests/benchmarks. */
+  dispatcher?: Dispatcher;
+  /** Called before each retry wait (logs, metrics, tests). */
+  onRetry?: (event: RetryEvent) => void;
+}
+
+/** One read's fixed parts: auth, request plan, strategy. */
+interface Session {
+  plan: RequestPlan;
+  strategy: PaginationStrategy;
+  policy: RetryPolicy;
+}
+
+async function openSession(connector: ConnectorSpec, endpoint: EndpointSpec, ctx: EngineContext): Promise<Session> {
+  const auth = await resolveAuth(connector.auth, (name) => ctx.resolveCredential(name));
+  return {
+    plan: planRequests(connector, endpoint, (name) => ctx.env(name), auth),
+    strategy: createStrategy(endpoint.pagination),
+    policy: { ...DEFAULT_RETRY, ...ctx.retry },
+  };
+}
+
+/**
+ * Reads every page of one endpoint, yielding each as soon as it is parsed (the next request is sent
+ * only when the consumer asks for the next page, so at most one page is held).
+ *
+ * Ends with:
+ * - UpstreamHttpError (Failed) on a final non-2xx answer, after retries;
+ * - StalePositionError (Partial) when the source answers 404/410 for a position carried from an earlier page;
+ * - GraphQLErrorsError / GraphQLMalformedError (Failed) on a GraphQL envelope with errors or without data;
+ * - PageCapError (Partial) when maxPages pages were read and the source has more;
+ * - DeclaredTotalMismatchError (Failed), after the last page, when total_path disagrees with the rows
+ *   read (skipped without total_path, on watermark endpoints, and when the declared total changed);
+ * - CredentialError, TemplateError, PaginationError, UnreadableResponseError, UpstreamNetworkError (Failed);
+ * - CancelledError (Cancelled) when ctx.signal aborts, at the next page boundary.
+ */
+export async function* readEndpoint(connector: ConnectorSpec, endpoint: EndpointSpec, ctx: EngineContext): AsyncGenerator<Page> {
+  if (ctx.signal?.aborted) throw new CancelledError();
+  const { plan, strategy, policy } = await openSession(connector, endpoint, ctx);
+  const maxPages = ctx.maxPages ?? DEFAULT_MAX_PAGES;
+  const checkTotal = strategy.hasTotalPath && endpoint.incremental.mode !== 'watermark';
+
+  let position: Position | undefined = strategy.first();
+  let previous: URL | undefined;
+  let number = 0;
+  let returned = 0;
+  let declared: number | undefined;
+  let totalChanged = false;
+
+  while (position) {
+    if (ctx.signal?.aborted) throw new CancelledError();
+    const req = composeRequest(plan, endpoint, position, previous, ctx.watermark);
+    const answer = await exchange(req, { limiter: ctx.limiter, policy, signal: ctx.signal, dispatcher: ctx.dispatcher, onRetry: ctx.onRetry });
+    if (!answer.ok) throw failure(answer, req, plan.auth, number);
+    if (endpoint.graphql) checkGraphQLEnvelope(answer.body, plan.auth);
+
+    const items = strategy.items(answer.body);
+    number += 1;
+    returned += items.length;
+    const total = strategy.hasTotalPath ? strategy.declaredTotal(answer.body) : undefined;
+    if (number === 1) declared = total;
+    else if (total !== declared) totalChanged = true;
+
+    // The next position is worked out before the page is handed over (so the body can be released),
+    // but a failure to paginate (custom's second page) surfaces only after this page was yielded.
+    let next: Position | undefined;
+    let deferred: unknown;
+    try {
+      next = strategy.next({ url: req.url, headers: answer.headers, body: answer.body, items });
+    } catch (err) {
+      deferred = err;
+    }
+    const page: Page = { number, items };
+    if (total !== undefined) page.declaredTotal = total;
+    yield page;
+
+    if (deferred !== undefined) throw deferred;
+    if (next && number >= maxPages) throw new PageCapError(maxPages);
+    previous = req.url;
+    position = next;
+  }
+
+  if (checkTotal && !totalChanged && declared !== undefined && declared !== returned) throw new DeclaredTotalMismatchError(declared, returned);
+}
+
+/** What the pre-flight reports for one endpoint. */
+export interface FirstPageReport {
+  /** The composed URL, credentials masked. */
+  url: string;
+  method: string;
+  /** The HTTP status, 0 when no answer was received. */
+  status: number;
+  /** The records the pagination strategy read from the answer. */
+  items: unknown[];
+  /** The first record (bounded: a longer one is given as truncated JSON text). */
+  sample?: unknown;
+  /** `ok`, `HTTP <status>`, or the fault (unresolved credential, GraphQL error, unreadable body, network). */
+  verdict: string;
+}
+
+const SAMPLE_CHARS = 2000;
+
+/**
+ * The pre-flight's probe: composes the first request a run would send (method, path, declared
+ * headers, auth, pagination parameters, watermark), sends it once (no retry; a token is taken from
+ * the connector's bucket), writes nothing and never throws for an upstream or configuration fault:
+ * the verdict names it. Only cancellation throws.
+ */
+export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec, ctx: EngineContext): Promise<FirstPageReport> {
+  const strategy = createStrategy(endpoint.pagination);
+  let auth: AuthParts = NO_AUTH;
+  let plan: RequestPlan | undefined;
+  let req: ComposedRequest | undefined;
+  try {
+    plan = planRequests(connector, endpoint, (name) => ctx.env(name), NO_AUTH);
+    req = composeRequest(plan, endpoint, strategy.first(), undefined, ctx.watermark);
+    auth = await resolveAuth(connector.auth, (name) => ctx.resolveCredential(name));
+    plan = planRequests(connector, endpoint, (name) => ctx.env(name), auth);
+    req = composeRequest(plan, endpoint, strategy.first(), undefined, ctx.watermark);
+  } catch (err) {
+    if (!(err instanceof EngineError)) throw err;
+    return { url: req ? redactUrl(req.url, auth) : '', method: plan?.method ?? endpoint.method, status: 0, items: [], verdict: err.message };
+  }
+
+  const report = { url: redactUrl(req.url, auth), method: req.method };
+  let answer: Exchange;
+  try {
+    answer = await exchange(req, { limiter: ctx.limiter, policy: { ...DEFAULT_RETRY, attempts: 1 }, signal: ctx.signal, dispatcher: ctx.dispatcher });
+  } catch (err) {
+    if (err instanceof CancelledError || !(err instanceof EngineError)) throw err;
+    return { ...report, status: 0, items: [], verdict: err.message };
+  }
+  if (!answer.ok) return { ...report, status: answer.status, items: [], verdict: `HTTP ${answer.status}` };
+  try {
+    if (endpoint.graphql) checkGraphQLEnvelope(answer.body, auth);
+  } catch (err) {
+    return { ...report, status: answer.status, items: [], verdict: (err as Error).message };
+  }
+  const items = strategy.items(answer.body);
+  const out: FirstPageReport = { ...report, status: answer.status, items, verdict: 'ok' };
+  if (items.length > 0) out.sample = boundedSample(items[0]);
+  return out;
+}
+
+function failure(answer: Extract<Exchange, { ok: false }>, req: ComposedRequest, auth: AuthParts, pagesRead: number): EngineError {
+  if ((answer.status === 404 || answer.status === 410) && req.carriesPosition) return new StalePositionError(answer.status, req.position, pagesRead);
+  return new UpstreamHttpError(answer.status, redactText(answer.text, auth));
+}
+
+/** A GraphQL 200 must carry data and no errors (spec 3 Errors). */
+function checkGraphQLEnvelope(body: unknown, auth: AuthParts): void {
+  const envelope = body && typeof body === 'object' && !Array.isArray(body) ? (body as { errors?: unknown; data?: unknown }) : undefined;
+  const errors = envelope?.errors;
+  if (Array.isArray(errors) && errors.length > 0) {
+    const first = errors[0] as { message?: unknown } | undefined;
+    const message = typeof first?.message === 'string' ? first.message : JSON.stringify(first);
+    throw new GraphQLErrorsError(errors.length, redactText(message, auth));
+  }
+  if (envelope?.data === null || envelope?.data === undefined) throw new GraphQLMalformedError(redactText(JSON.stringify(body) ?? String(body), auth));
+}
+
+function boundedSample(item: unknown): unknown {
+  const text = JSON.stringify(item);
+  if (text === undefined || text.length <= SAMPLE_CHARS) return item;
+  return `${text.slice(0, SAMPLE_CHARS)}…`;
+}

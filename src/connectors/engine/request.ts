@@ -1,0 +1,129 @@
+import { composeHeaders } from '../auth/headers.js';
+import { resolveTemplate, resolveTemplates } from '../auth/template.js';
+import type { AuthParts } from '../auth/types.js';
+import type { Position } from '../pagination/types.js';
+import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
+import { PaginationError } from './errors.js';
+
+/** One composed HTTP request. */
+export interface ComposedRequest {
+  url: URL;
+  method: HttpMethod;
+  headers: Record<string, string>;
+  body?: string;
+  /** How messages name the position this request reads (`page 3`, `cursor "x"`, `the next link <url>`). */
+  position: string;
+  /** Whether the request carries a position taken from an earlier page (a 404/410 then means Partial). */
+  carriesPosition: boolean;
+}
+
+/** What stays the same for every request of one read. */
+export interface RequestPlan {
+  endpointUrl: URL;
+  method: HttpMethod;
+  headers: Record<string, string>;
+  /** The resolved body of a non-GraphQL POST/PUT/PATCH. */
+  body?: string;
+  /** The resolved static GraphQL variables. */
+  variables?: Record<string, unknown>;
+  auth: AuthParts;
+}
+
+/** `base_url` + the endpoint path (GraphQL: `graphql_path`), keeping a base path prefix. */
+export function endpointUrl(connector: ConnectorSpec, endpoint: EndpointSpec): URL {
+  const path = endpoint.graphql ? connector.graphqlPath || '/graphql' : endpoint.path;
+  const base = connector.baseUrl.replace(/\/+$/, '');
+  const rest = path === '' || path.startsWith('/') || path.startsWith('?') ? path : `/${path}`;
+  return new URL(base + rest);
+}
+
+/**
+ * Resolves everything fixed for a read: URL, method, headers (declared, then auth), body template
+ * and static variables (`{{env:NAME}}` resolved from the process environment).
+ */
+export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, env: (name: string) => string | undefined, auth: AuthParts): RequestPlan {
+  const headers = composeHeaders(connector.headers ?? [], env, auth);
+  const plan: RequestPlan = { endpointUrl: endpointUrl(connector, endpoint), method: endpoint.graphql ? 'POST' : endpoint.method, headers, auth };
+  if (endpoint.graphql) {
+    plan.variables = (resolveTemplates(endpoint.variables ?? {}, env, `endpoint ${endpoint.id} variables`) ?? {}) as Record<string, unknown>;
+    setDefault(headers, 'Content-Type', 'application/json');
+  } else if (endpoint.body !== undefined && (endpoint.method === 'POST' || endpoint.method === 'PUT' || endpoint.method === 'PATCH')) {
+    const where = `endpoint ${endpoint.id} body`;
+    if (typeof endpoint.body === 'string') {
+      plan.body = resolveTemplate(endpoint.body, env, where);
+      setDefault(headers, 'Content-Type', isJson(plan.body) ? 'application/json' : 'text/plain; charset=utf-8');
+    } else {
+      plan.body = JSON.stringify(resolveTemplates(endpoint.body, env, where));
+      setDefault(headers, 'Content-Type', 'application/json');
+    }
+  }
+  return plan;
+}
+
+/**
+ * The request for one position. Every request of a watermark run carries the stored mark as
+ * `param`, so the source filters every page alike (an offset into a filtered set only means something
+ * with the same filter; a next link that already carries it keeps the same value); a whole next URL (link strategies) must stay on the endpoint's origin, so that
+ * credentials never travel to a host the manifest did not name. Auth query parameters go on every
+ * request.
+ */
+export function composeRequest(
+  plan: RequestPlan,
+  endpoint: EndpointSpec,
+  position: Position,
+  previous: URL | undefined,
+  watermark: string | undefined,
+): ComposedRequest {
+  let url: URL;
+  let describe = position.describe;
+  if (position.url !== undefined) {
+    url = new URL(position.url, previous ?? plan.endpointUrl);
+    if (url.origin !== plan.endpointUrl.origin) {
+      throw new PaginationError(`the next link leaves the source (${url.origin}, not ${plan.endpointUrl.origin}); refusing to send the connector's credentials there`);
+    }
+  } else {
+    url = new URL(plan.endpointUrl);
+    for (const [name, value] of Object.entries(position.params ?? {})) url.searchParams.set(name, value);
+  }
+  if (watermark !== undefined && endpoint.incremental.mode === 'watermark') {
+    url.searchParams.set(endpoint.incremental.param, watermark);
+  }
+  for (const [name, value] of plan.auth.query) url.searchParams.set(name, value);
+
+  let body = plan.body;
+  if (endpoint.graphql) body = JSON.stringify({ query: endpoint.query ?? '', variables: { ...plan.variables, ...position.variables } });
+  if (position.url !== undefined) describe = `${describe} ${redactUrl(url, plan.auth)}`;
+  return { url, method: plan.method, headers: plan.headers, body, position: describe, carriesPosition: previous !== undefined };
+}
+
+/** The URL with auth query values and every resolved secret masked: for reports and messages. */
+export function redactUrl(url: URL, auth: AuthParts): string {
+  const copy = new URL(url);
+  for (const [name] of auth.query) if (copy.searchParams.has(name)) copy.searchParams.set(name, '***');
+  return redactText(copy.href, auth);
+}
+
+/** Masks every resolved credential value in a text (an upstream body may echo one back). */
+export function redactText(text: string, auth: AuthParts): string {
+  let out = text;
+  for (const secret of auth.secrets) {
+    if (secret.length >= 4 && out.includes(secret)) out = out.split(secret).join('[REDACTED]');
+    const encoded = encodeURIComponent(secret);
+    if (encoded !== secret && encoded.length >= 4 && out.includes(encoded)) out = out.split(encoded).join('[REDACTED]');
+  }
+  return out;
+}
+
+function setDefault(headers: Record<string, string>, name: string, value: string): void {
+  const lower = name.toLowerCase();
+  if (!Object.keys(headers).some((k) => k.toLowerCase() === lower)) headers[name] = value;
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,41 @@
+import { describe, expect, it } from '@jest/globals';
+import { quote, TRANSIENT_STATUSES, UpstreamHttpError } from './errors.js';
+import { backoffDelay, DEFAULT_RETRY, parseRetryAfter } from './retry.js';
+
+describe('backoff', () => {
+  it('is 1 s, 2 s, 4 s … capped at 60 s with the default policy (no jitter at the midpoint)', () => {
+    const mid = () => 0.5;
+    expect([1, 2, 3, 4, 5, 6, 7, 8].map((n) => backoffDelay(DEFAULT_RETRY, n, undefined, mid))).toEqual([1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000]);
+  });
+
+  it('jitters by 10 % either way', () => {
+    expect(backoffDelay(DEFAULT_RETRY, 1, undefined, () => 0)).toBe(900);
+    expect(backoffDelay(DEFAULT_RETRY, 1, undefined, () => 0.999999)).toBe(1100);
+    expect(backoffDelay(DEFAULT_RETRY, 10, undefined, () => 0)).toBe(54000);
+  });
+
+  it('a numeric Retry-After wins, as given; an HTTP-date or junk does not', () => {
+    expect(backoffDelay(DEFAULT_RETRY, 1, '7')).toBe(7000);
+    expect(backoffDelay(DEFAULT_RETRY, 3, ['0'])).toBe(0);
+    expect(backoffDelay(DEFAULT_RETRY, 1, '120')).toBe(120_000);
+    expect(parseRetryAfter('1.5')).toBe(1500);
+    expect(parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT')).toBeUndefined();
+    expect(parseRetryAfter('-1')).toBeUndefined();
+    expect(parseRetryAfter(undefined)).toBeUndefined();
+  });
+
+  it('the default policy is 5 attempts on 408, 429, 500, 502, 503, 504', () => {
+    expect(DEFAULT_RETRY).toEqual({ attempts: 5, baseDelayMs: 1000, maxDelayMs: 60000 });
+    expect([...TRANSIENT_STATUSES].sort()).toEqual([408, 429, 500, 502, 503, 504]);
+  });
+});
+
+describe('upstream error text', () => {
+  it('names transient or permanent and quotes at most 500 characters of the body', () => {
+    const long = 'x'.repeat(2000);
+    const err = new UpstreamHttpError(502, long);
+    expect(err.message).toBe(`upstream returned HTTP 502 (transient) — refusing to ingest its body as data: ${'x'.repeat(500)}…`);
+    expect(new UpstreamHttpError(403, 'no').message).toBe('upstream returned HTTP 403 (permanent) — refusing to ingest its body as data: no');
+    expect(quote('a\n  b\r\nc')).toBe('a b c');
+  });
+});

@@ -1,0 +1,35 @@
+/**
+ * The fixed retry policy of spec 3 (Limits): up to 5 attempts per request on HTTP 429, 500, 502,
+ * 503, 504, 408 and on network errors; exponential backoff 1 s, 2 s, 4 s … capped at 60 s, with
+ * 10 % jitter; a numeric `Retry-After` overrides the computed delay.
+ */
+export interface RetryPolicy {
+  /** Attempts per request, the first included. */
+  attempts: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+}
+
+export const DEFAULT_RETRY: Readonly<RetryPolicy> = Object.freeze({ attempts: 5, baseDelayMs: 1000, maxDelayMs: 60_000 });
+
+export const JITTER = 0.1;
+
+/**
+ * The wait before attempt `failed + 1`, after `failed` failed attempts (1-based): base·2^(failed−1)
+ * capped at maxDelayMs, then ±10 % jitter. A numeric Retry-After (seconds) wins as given.
+ */
+export function backoffDelay(policy: RetryPolicy, failed: number, retryAfter?: string | string[], random: () => number = Math.random): number {
+  const override = parseRetryAfter(retryAfter);
+  if (override !== undefined) return override;
+  const exponential = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, failed - 1));
+  return Math.max(0, Math.round(exponential * (1 + (random() * 2 - 1) * JITTER)));
+}
+
+/** A numeric `Retry-After` (delay-seconds, decimals tolerated) in milliseconds; an HTTP-date or junk gives undefined. */
+export function parseRetryAfter(value: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (text === undefined) return undefined;
+  const trimmed = text.trim();
+  if (!/^\d+(\.\d+)?$/.test(trimmed)) return undefined;
+  return Math.round(Number(trimmed) * 1000);
+}

@@ -1,0 +1,58 @@
+import { JSONPath } from 'jsonpath-plus';
+
+/**
+ * A thin wrapper over jsonpath-plus for the paths a connector declares (response_path, cursor_path,
+ * total_path, link_path, has_more_path, ...), read against one parsed response body.
+ *
+ * jsonpath-plus runs filter expressions (`?(@.x > 1)`) in its "safe" evaluator, never `eval`.
+ */
+
+/** Every value the path selects, in document order; `[]` when nothing matches or the body is not JSON-shaped. */
+export function queryAll(json: unknown, path: string): unknown[] {
+  if (json === null || json === undefined) return [];
+  if (typeof json !== 'object') return path === '$' ? [json] : [];
+  const found = JSONPath({ path, json: json as object, wrap: true, eval: 'safe' }) as unknown[] | undefined;
+  return Array.isArray(found) ? found : [];
+}
+
+/** The first value the path selects, or undefined. */
+export function queryFirst(json: unknown, path: string): unknown {
+  return queryAll(json, path)[0];
+}
+
+/**
+ * The records a response carries at `path` (a response_path):
+ * - the path selects one array (`$.content`, `$.data`, `$` on a bare array): its elements;
+ * - it selects several values (`$.data.partners.edges[*].node`): those values;
+ * - it selects one object: that object as a single record;
+ * - it selects nothing, null or undefined: no records.
+ */
+export function queryItems(json: unknown, path: string): unknown[] {
+  const found = queryAll(json, path);
+  if (found.length === 1) {
+    const only = found[0];
+    if (Array.isArray(only)) return only;
+    if (only === null || only === undefined) return [];
+    return [only];
+  }
+  return found.filter((v) => v !== undefined);
+}
+
+/** A count the source publishes (total_path, total_pages_path): a finite non-negative number or a numeric string. */
+export function queryCount(json: unknown, path: string): number | undefined {
+  const value = queryFirst(json, path);
+  if (typeof value === 'number' && Number.isFinite(value) && value >= 0) return value;
+  if (typeof value === 'string' && /^\d+$/.test(value.trim())) return Number(value.trim());
+  return undefined;
+}
+
+/** A flag the source publishes (has_more_path): `false`, `"false"`, `0` and null read as false. Undefined when absent. */
+export function queryFlag(json: unknown, path: string): boolean | undefined {
+  const found = queryAll(json, path);
+  if (found.length === 0) return undefined;
+  const value = found[0];
+  if (value === undefined) return undefined;
+  if (value === null || value === false || value === 0) return false;
+  if (typeof value === 'string') return !['false', '0', '', 'no'].includes(value.trim().toLowerCase());
+  return Boolean(value);
+}

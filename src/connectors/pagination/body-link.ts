@@ -1,0 +1,30 @@
+import { PaginationError } from '../engine/errors.js';
+import { queryCount, queryFirst, queryItems } from '../jsonpath.js';
+import type { Pagination } from '../types.js';
+import type { PaginationStrategy } from './types.js';
+
+/**
+ * A whole next URL in the body (DRF `$.next`): followed (absolute or relative to the request URL)
+ * until link_path reads null, absent or empty. Sends no page size.
+ */
+export function bodyLinkPagination(p: Extract<Pagination, { kind: 'body-link' }>): PaginationStrategy {
+  return {
+    kind: 'body-link',
+    hasTotalPath: p.total_path !== undefined,
+    first: () => ({ describe: 'the first page' }),
+    items: (body) => queryItems(body, p.response_path),
+    declaredTotal: (body) => (p.total_path ? queryCount(body, p.total_path) : undefined),
+    next({ url, body }) {
+      const next = queryFirst(body, p.link_path);
+      if (typeof next !== 'string' || next.trim() === '') return undefined;
+      let resolved: URL;
+      try {
+        resolved = new URL(next.trim(), url);
+      } catch {
+        throw new PaginationError(`the next link at ${p.link_path} is not a URL`);
+      }
+      if (resolved.href === url.href) throw new PaginationError(`pagination did not advance: ${p.link_path} points at the page just read`);
+      return { url: resolved.href, describe: 'the next link' };
+    },
+  };
+}

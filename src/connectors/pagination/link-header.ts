@@ -1,0 +1,42 @@
+import { PaginationError } from '../engine/errors.js';
+import { queryItems } from '../jsonpath.js';
+import type { Pagination } from '../types.js';
+import type { PaginationStrategy } from './types.js';
+
+/**
+ * RFC 5988 / 8288 `Link` header: follows the link whose rel includes `next` (absolute or relative
+ * to the request URL) until there is none. Sends no page size.
+ */
+export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header' }>): PaginationStrategy {
+  return {
+    kind: 'link-header',
+    hasTotalPath: false,
+    first: () => ({ describe: 'the first page' }),
+    items: (body) => queryItems(body, p.response_path),
+    declaredTotal: () => undefined,
+    next({ url, headers }) {
+      const next = parseLinkHeader(headers.link).get('next');
+      if (!next) return undefined;
+      const resolved = new URL(next, url);
+      if (resolved.href === url.href) throw new PaginationError('pagination did not advance: the Link header points rel="next" at the page just read');
+      return { url: resolved.href, describe: 'the next link' };
+    },
+  };
+}
+
+/** The links of a `Link` header (one value or several) by rel; the first link of each rel wins. */
+export function parseLinkHeader(value: string | string[] | undefined): Map<string, string> {
+  const links = new Map<string, string>();
+  if (value === undefined) return links;
+  const text = Array.isArray(value) ? value.join(', ') : value;
+  for (const match of text.matchAll(/<([^>]*)>([^<]*)/g)) {
+    const target = match[1]!.trim();
+    const params = match[2] ?? '';
+    const rel = /;\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))/i.exec(params);
+    if (!rel) continue;
+    for (const name of (rel[1] ?? rel[2] ?? '').toLowerCase().split(/\s+/)) {
+      if (name && !links.has(name)) links.set(name, target);
+    }
+  }
+  return links;
+}

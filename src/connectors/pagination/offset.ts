@@ -1,0 +1,32 @@
+import { queryCount, queryItems } from '../jsonpath.js';
+import type { Pagination } from '../types.js';
+import type { PaginationStrategy } from './types.js';
+
+/**
+ * Offset and limit: `offset_param` from `start_offset` (default 0), `limit_param` = `limit`. The
+ * offset advances by the records actually received (a source that caps the limit loses nothing).
+ * Stops on an empty page; when the source declares a total (total_path), once the offset reaches
+ * it; otherwise on a short page (fewer records than `limit`).
+ */
+export function offsetPagination(p: Extract<Pagination, { kind: 'offset' }>): PaginationStrategy {
+  let offset = p.start_offset ?? 0;
+  const position = (n: number) => ({ params: { [p.offset_param]: String(n), [p.limit_param]: String(p.limit) }, describe: `offset ${n}` });
+  return {
+    kind: 'offset',
+    hasTotalPath: p.total_path !== undefined,
+    first: () => position(offset),
+    items: (body) => queryItems(body, p.response_path),
+    declaredTotal: (body) => (p.total_path ? queryCount(body, p.total_path) : undefined),
+    next({ body, items }) {
+      if (items.length === 0) return undefined;
+      offset += items.length;
+      const total = p.total_path ? queryCount(body, p.total_path) : undefined;
+      if (total !== undefined) {
+        if (offset >= total) return undefined;
+      } else if (items.length < p.limit) {
+        return undefined;
+      }
+      return position(offset);
+    },
+  };
+}

@@ -1,0 +1,45 @@
+import { describe, expect, it } from '@jest/globals';
+import { TokenBucket } from './rate-limit.js';
+
+describe('TokenBucket', () => {
+  it('starts full, then refills at count per window', () => {
+    let now = 0;
+    const bucket = new TokenBucket({ count: 20, windowMs: 1000 }, () => now);
+    for (let i = 0; i < 20; i++) expect(bucket.tryTake()).toBe(true);
+    expect(bucket.tryTake()).toBe(false);
+    now += 49;
+    expect(bucket.tryTake()).toBe(false);
+    now += 1;
+    expect(bucket.tryTake()).toBe(true);
+    now += 10_000;
+    for (let i = 0; i < 20; i++) expect(bucket.tryTake()).toBe(true);
+    expect(bucket.tryTake()).toBe(false);
+  });
+
+  it('bounds a burst of waiters to the rate (20/s)', async () => {
+    const bucket = new TokenBucket({ count: 4, windowMs: 200 });
+    const started = performance.now();
+    const times: number[] = [];
+    await Promise.all(Array.from({ length: 12 }, () => bucket.take().then(() => times.push(performance.now() - started))));
+    // 4 at once, then 8 more at one per 50 ms.
+    expect(times.filter((t) => t < 40)).toHaveLength(4);
+    expect(Math.max(...times)).toBeGreaterThanOrEqual(390);
+    expect(Math.max(...times)).toBeLessThan(2000);
+  });
+
+  it('a waiter leaves when its signal aborts, without blocking the others', async () => {
+    const bucket = new TokenBucket({ count: 1, windowMs: 100 });
+    await bucket.take();
+    const controller = new AbortController();
+    const aborted = bucket.take(controller.signal);
+    const next = bucket.take();
+    controller.abort(new Error('stop'));
+    await expect(aborted).rejects.toThrow('stop');
+    await expect(next).resolves.toBeUndefined();
+  });
+
+  it('refuses a nonsense limit', () => {
+    expect(() => new TokenBucket({ count: 0, windowMs: 1000 })).toThrow(RangeError);
+    expect(() => new TokenBucket({ count: 1, windowMs: 0 })).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,84 @@
+import type { RateLimit } from './types.js';
+
+/**
+ * The token bucket of one connector (spec 3 `default_rate_limit`, `count/window`, default `100/s`),
+ * shared by all its endpoints. The bucket holds at most `count` tokens, starts full and refills
+ * continuously at `count` per `windowMs`; the engine takes one token before every request it sends,
+ * retries included. Waiters are served first come, first served.
+ */
+export class TokenBucket {
+  readonly capacity: number;
+  readonly windowMs: number;
+  private tokens: number;
+  private last: number;
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(limit: RateLimit, private readonly now: () => number = () => performance.now()) {
+    if (!Number.isFinite(limit.count) || limit.count < 1) throw new RangeError(`rate limit count must be at least 1, got ${limit.count}`);
+    if (!Number.isFinite(limit.windowMs) || limit.windowMs <= 0) throw new RangeError(`rate limit window must be positive, got ${limit.windowMs} ms`);
+    this.capacity = limit.count;
+    this.windowMs = limit.windowMs;
+    this.tokens = limit.count;
+    this.last = now();
+  }
+
+  /** Tokens per millisecond. */
+  get rate(): number {
+    return this.capacity / this.windowMs;
+  }
+
+  /** Waits for one token (in arrival order). Rejects with the signal's reason when it aborts while waiting. */
+  take(signal?: AbortSignal): Promise<void> {
+    const turn = this.queue.then(() => this.acquire(signal));
+    this.queue = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    return turn;
+  }
+
+  /** Takes a token if one is available now; never waits. */
+  tryTake(): boolean {
+    this.refill();
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+
+  private refill(): void {
+    const now = this.now();
+    this.tokens = Math.min(this.capacity, this.tokens + (now - this.last) * this.rate);
+    this.last = now;
+  }
+
+  private async acquire(signal?: AbortSignal): Promise<void> {
+    for (;;) {
+      signal?.throwIfAborted();
+      this.refill();
+      if (this.tokens >= 1) {
+        this.tokens -= 1;
+        return;
+      }
+      await delay(Math.max(1, Math.ceil((1 - this.tokens) / this.rate)), signal);
+    }
+  }
+}
+
+/** Resolves after `ms`; rejects with the signal's reason if it aborts first. */
+export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,85 @@
+import { describe, expect, it } from '@jest/globals';
+import { countUpTo, DEFAULT_ROWS, generatePartners, mulberry32, Partners, YEAR_START } from './data.js';
+
+describe('demo source data', () => {
+  it('is identical on every generation, ids 1…N with every field filled', () => {
+    const a = generatePartners(DEFAULT_ROWS);
+    const b = generatePartners(DEFAULT_ROWS);
+    expect(b).toEqual(a);
+    expect(a.map((p) => p.id)).toEqual(Array.from({ length: DEFAULT_ROWS }, (_, i) => i + 1));
+    for (const p of a) {
+      expect(Object.keys(p)).toEqual(['id', 'name', 'city', 'country', 'credit_limit', 'updated_at']);
+      expect(p.name.length).toBeGreaterThan(3);
+      expect(p.city.length).toBeGreaterThan(1);
+      expect(p.country).toMatch(/^[A-Z]{2}$/);
+      expect(Number.isInteger(p.credit_limit) && p.credit_limit >= 1000 && p.credit_limit <= 500000).toBe(true);
+    }
+    // Pinned: docs/demo-source.md shows this record, and fixtures elsewhere may rely on the data.
+    expect(a[0]).toEqual({ id: 1, name: 'Aurora Metals KG', city: 'Leipzig', country: 'DE', credit_limit: 76000, updated_at: '2025-12-12T10:56:40Z' });
+    expect(a[2399]).toEqual({ id: 2400, name: 'Aurora Chemicals S.A.', city: 'Lisbon', country: 'PT', credit_limit: 152500, updated_at: '2025-08-09T15:42:10Z' });
+    expect(new Set(a.map((p) => p.country)).size).toBeGreaterThan(10);
+  });
+
+  it('a larger row count keeps the same first rows', () => {
+    expect(generatePartners(5000).slice(0, DEFAULT_ROWS)).toEqual(generatePartners(DEFAULT_ROWS));
+  });
+
+  it('spreads updated_at over one year, in UTC ISO-8601, not in id order', () => {
+    const rows = generatePartners(DEFAULT_ROWS);
+    const times = rows.map((p) => Date.parse(p.updated_at));
+    for (const p of rows) expect(p.updated_at).toMatch(/^2025-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const year = 365 * 86400 * 1000;
+    expect(Math.min(...times)).toBeGreaterThanOrEqual(YEAR_START);
+    expect(Math.max(...times)).toBeLessThan(YEAR_START + year);
+    // Spread: every month of the year is present.
+    expect(new Set(rows.map((p) => p.updated_at.slice(5, 7))).size).toBe(12);
+    // Not in id order: about half of the neighbours are out of order.
+    let descents = 0;
+    for (let i = 1; i < times.length; i++) if (times[i]! < times[i - 1]!) descents++;
+    expect(descents).toBeGreaterThan(DEFAULT_ROWS / 3);
+    // The newest row is not the last id, so a watermark cannot be read from the id.
+    expect(times.indexOf(Math.max(...times))).not.toBe(DEFAULT_ROWS - 1);
+  });
+
+  it('generates 200,000 rows without anything quadratic', () => {
+    // ~0.2 s alone, but the whole suite shares 2 cores: the bound only catches an accidental O(n²).
+    // Speed itself is measured in bench/, not here.
+    let best = Number.POSITIVE_INFINITY;
+    for (let attempt = 0; attempt < 3 && best >= 10_000; attempt++) {
+      const started = performance.now();
+      const data = new Partners(200_000);
+      best = Math.min(best, performance.now() - started);
+      expect(data.size).toBe(200_000);
+      expect(data.rows[199_999]!.id).toBe(200_000);
+    }
+    expect(best).toBeLessThan(10_000);
+  });
+
+  it('filters updated_since inclusively, in id order, cached per value', () => {
+    const data = new Partners(DEFAULT_ROWS);
+    const pivot = data.rows[17]!.updated_at;
+    const view = data.updatedSince(Date.parse(pivot));
+    const expected = data.rows.filter((p) => p.updated_at >= pivot);
+    expect(view.rows).toEqual(expected);
+    expect(view.length).toBe(expected.length);
+    expect(view.rows.some((p) => p.updated_at === pivot)).toBe(true);
+    expect(data.updatedSince(Date.parse(pivot)).rows).toBe(view.rows);
+  });
+
+  it('counts the rows of a view up to an id', () => {
+    const data = new Partners(100);
+    expect(countUpTo(data.all(), 0)).toBe(0);
+    expect(countUpTo(data.all(), 40)).toBe(40);
+    expect(countUpTo(data.all(), 1000)).toBe(100);
+  });
+
+  it('mulberry32 is deterministic and in [0, 1)', () => {
+    const a = mulberry32(42);
+    const b = mulberry32(42);
+    for (let i = 0; i < 1000; i++) {
+      const x = a();
+      expect(x).toBe(b());
+      expect(x >= 0 && x < 1).toBe(true);
+    }
+  });
+});
