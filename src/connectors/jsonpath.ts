@@ -15,8 +15,35 @@ export function queryAll(json: unknown, path: string): unknown[] {
   return Array.isArray(found) ? found : [];
 }
 
+// `$.a`, `$[0]`, `$["a b"]`, `$['a b']` chains are read without the JSONPath engine: promoted columns
+// and unique keys are read once per row, and these are nearly all of them.
+const SEG = String.raw`\.([A-Za-z_$][\w$]*)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]|\['((?:[^'\\]|\\.)*)'\]`;
+const SIMPLE = new RegExp(`^\\$(?:${SEG})*$`);
+const SEGMENT = new RegExp(SEG, 'g');
+const simplePaths = new Map<string, string[] | null>();
+
+function simpleSegments(path: string): string[] | null {
+  let segments = simplePaths.get(path);
+  if (segments === undefined) {
+    segments = SIMPLE.test(path)
+      ? [...path.matchAll(SEGMENT)].map((m) => m[1] ?? m[2] ?? (m[3] !== undefined ? (JSON.parse(m[3]) as string) : m[4]!.replace(/\\'/g, "'")))
+      : null;
+    simplePaths.set(path, segments);
+  }
+  return segments;
+}
+
 /** The first value the path selects, or undefined. */
 export function queryFirst(json: unknown, path: string): unknown {
+  const segments = simpleSegments(path);
+  if (segments) {
+    let node: unknown = json;
+    for (const segment of segments) {
+      if (node === null || typeof node !== 'object') return undefined;
+      node = (node as Record<string, unknown>)[segment];
+    }
+    return node;
+  }
   return queryAll(json, path)[0];
 }
 

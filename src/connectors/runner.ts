@@ -8,7 +8,7 @@ import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
 import { addChunk, createRun, finishRun, type RunRecord, type RunStatus } from './runs/ledger.js';
 import type { ExtSchema } from './target/ddl.js';
-import { readPath } from './target/path.js';
+import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
 import { upsertChanged, upsertChunk } from './target/writer.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';

@@ -79,7 +79,7 @@ describe('flat rows for /api/platform/data/row/{hash}', () => {
 
 describe('reading paths', () => {
   it('reads dotted, indexed and quoted-bracket paths, and falls back to JSONPath for the rest', async () => {
-    const { readPath } = await import('./path.js');
+    const { queryFirst: readPath } = await import('../jsonpath.js');
     const item = { a: { b: [10, { c: 'x' }] }, 'first name': 'Ann', "it's": 1, list: [{ id: 1 }, { id: 2 }] };
     expect(readPath(item, '$.a.b[0]')).toBe(10);
     expect(readPath(item, '$.a.b[1].c')).toBe('x');

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readPath } from './path.js';
+import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
 
 /** One source item made ready for its ext.* table. */

@@ -45,7 +45,7 @@ async function writeRows(
   for (const row of writable) byKey.set(row.externalId!, row);
   const name = extTableName(target.table)!;
   const promote = target.promote;
-  const recordColumns = ['external_id text', 'row_hash text', 'data jsonb', ...promote.map((p, i) => `p${i} text`)];
+  const recordColumns = ['external_id text', 'row_hash text', 'data jsonb', ...promote.map((_p, i) => `p${i} text`)];
   const insertColumns = ['tenant_id', 'connector_id', 'endpoint_id', 'external_id', 'row_hash', 'data', ...promote.map((p) => pg.escapeIdentifier(p.name))];
   const selects = ['$1::bigint', '$2::uuid', '$3::uuid', 'x.external_id', 'x.row_hash', 'x.data', ...promote.map((p, i) => `x.p${i}::${sqlType(p.type)}`)];
   const updates = ['row_hash', 'data', 'connector_id', 'endpoint_id', ...promote.map((p) => pg.escapeIdentifier(p.name))]

@@ -1,0 +1,244 @@
+import { PROMOTE_TYPES, TRANSFORMS } from '../types.js';
+import { PRESET_NAMES } from './presets.js';
+
+/**
+ * THE JSON Schema (draft 2020-12) of a `connectors.svc.io/v1` Connector manifest: the one place its
+ * shape is written. The apply and validate paths check manifests against it with ajv (validate.ts);
+ * the CRD generator and the OpenAPI document reuse the same object. It is plain JSON: no `$id`, no
+ * `$ref`, no formats, nothing beyond the keywords a Kubernetes structural schema understands
+ * (type, properties, required, additionalProperties, items, enum, pattern, minimum, maximum,
+ * minLength, maxLength, description), and it compiles under ajv's strict mode.
+ *
+ * What a schema cannot say lives in validate.ts: the rules that span fields (exactly one of value
+ * and value_env, GraphQL and relay, fields per pagination kind and auth kind, unique endpoint ids),
+ * cron and window parsing, preset expansion, and the warnings. The `spec` object is deliberately
+ * open here: spec 3 makes an unknown spec key a warning, never an error.
+ *
+ * `messages` pairs some sub-schemas with the error text a failed `pattern` gets (ajv hands back the
+ * failing sub-schema object itself), so the exported schema stays free of non-standard keywords.
+ */
+
+export const API_VERSION = 'connectors.svc.io/v1';
+export const KIND = 'Connector';
+export const CONNECTOR_TYPES = ['rest-generic'] as const;
+
+/** Strategies of spec 3 ("none": one request, no paging). */
+export const STRATEGIES = ['none', 'page', 'offset', 'cursor', 'link-header', 'body-link', 'relay', 'custom'] as const;
+export const PAGINATION_KINDS: readonly string[] = [...STRATEGIES, ...PRESET_NAMES];
+
+export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+export const AUTH_KINDS = ['none', 'bearer', 'basic', 'api-key'] as const;
+export const INCREMENTAL_MODES = ['full', 'watermark', 'api_cursor'] as const;
+
+/** Keys the runtime reads at the spec level; any other is a warning (spec 3). */
+export const SPEC_KEYS = ['base_url', 'auth', 'default_rate_limit', 'schedule', 'window', 'graphql_path', 'headers', 'endpoints', 'defaults'] as const;
+
+export const NAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
+export const ENDPOINT_ID_PATTERN = '^[a-z0-9]+(-[a-z0-9]+)*$';
+export const EXT_TABLE_PATTERN = '^ext\\.[a-z_][a-z0-9_]{0,62}$';
+export const COLUMN_PATTERN = '^[a-z_][a-z0-9_]{0,62}$';
+export const RATE_LIMIT_PATTERN = '^([1-9][0-9]{0,8})/([1-9][0-9]{0,5})?([smh])$';
+export const WINDOW_PATTERN = '^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$';
+
+type Schema = Record<string, unknown>;
+
+/** Error texts for failed patterns, keyed by the sub-schema object ajv reports as the failing one. */
+export const messages = new WeakMap<object, string>();
+
+function said<T extends Schema>(schema: T, message: string): T {
+  messages.set(schema, message);
+  return schema;
+}
+
+const jsonPath = (description: string): Schema =>
+  said({ type: 'string', minLength: 1, pattern: '^\\$', description: `JSONPath (\`$\` is the root). ${description}` }, 'must be a JSONPath starting with $');
+
+const credentialName = (description: string): Schema =>
+  said(
+    { type: 'string', pattern: '^(secret:)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$', description: `${description} Resolved as a stored secret of that name, then an environment variable, then a configuration property. Never the value itself.` },
+    'must be a name (letters, digits, _, ., -; optionally secret:NAME), never the credential itself',
+  );
+
+const paramName = (description: string): Schema => ({ type: 'string', minLength: 1, maxLength: 200, description });
+
+const requestPath = said(
+  { type: 'string', pattern: '^/', maxLength: 2000, description: 'Request path appended to base_url; may carry a query string (a page size goes here for strategies that send none).' },
+  'must start with /',
+);
+
+const pagination: Schema = {
+  type: 'object',
+  description: 'How the endpoint pages: a strategy, or a preset that expands to one at apply time (fields given beside a preset override it).',
+  required: ['kind'],
+  additionalProperties: false,
+  properties: {
+    kind: { type: 'string', enum: PAGINATION_KINDS, description: 'A strategy or a preset.' },
+    page_param: paramName('page: query parameter carrying the page number.'),
+    size_param: paramName('page: query parameter carrying the page size.'),
+    start_page: { type: 'integer', minimum: 0, maximum: 1000000, description: 'page: the first page number (default 1).' },
+    size: { type: 'integer', minimum: 1, maximum: 100000, description: 'page: page size sent in size_param (default 50).' },
+    total_pages_path: jsonPath('page: the page count the source publishes.'),
+    offset_param: paramName('offset: query parameter carrying the offset.'),
+    limit_param: paramName('offset: query parameter carrying the limit.'),
+    limit: { type: 'integer', minimum: 1, maximum: 100000, description: 'offset: limit sent in limit_param (default 50).' },
+    start_offset: { type: 'integer', minimum: 0, description: 'offset: the first offset (default 0).' },
+    cursor_param: paramName('cursor: query parameter carrying the cursor.'),
+    cursor_path: jsonPath('cursor, relay: where the next cursor is read (relay: must resolve to a scalar directly).'),
+    has_more_path: jsonPath('cursor, relay: the flag saying another page exists.'),
+    link_path: jsonPath('body-link: the whole next URL in the body, until null.'),
+    cursor_binding: { type: 'string', enum: ['variable'], description: 'relay: how the cursor is sent (a GraphQL variable); valid on GraphQL endpoints only.' },
+    cursor_var: said(
+      { type: 'string', pattern: '^[_A-Za-z][_0-9A-Za-z]*$', description: 'relay: the cursor variable name, without its $ sigil.' },
+      'must be a GraphQL variable name without its $ sigil',
+    ),
+    response_path: jsonPath('Where the rows of a response are (default `$`).'),
+    total_path: jsonPath('page, offset, body-link: the row count the source publishes; a run whose row count differs fails.'),
+  },
+};
+
+const incremental: Schema = {
+  type: 'object',
+  description: '`{mode: full}` (default) or `{mode: watermark, param, watermark_path}`; `api_cursor` is unimplemented and runs as full.',
+  required: ['mode'],
+  additionalProperties: false,
+  properties: {
+    mode: { type: 'string', enum: [...INCREMENTAL_MODES] },
+    param: paramName('watermark: query parameter carrying the stored mark on the first request.'),
+    watermark_path: jsonPath('watermark: read from every item; the running maximum becomes the next mark.'),
+  },
+};
+
+const promote: Schema = {
+  type: 'object',
+  required: ['name', 'path', 'type'],
+  additionalProperties: false,
+  properties: {
+    name: said({ type: 'string', pattern: COLUMN_PATTERN, description: 'Column name.' }, 'must be a lower-case column name (letters, digits, underscores; not starting with a digit; at most 63)'),
+    path: jsonPath('Read against the item.'),
+    type: { type: 'string', enum: [...PROMOTE_TYPES] },
+    transform: { type: 'string', enum: [...TRANSFORMS] },
+  },
+};
+
+const target: Schema = {
+  type: 'object',
+  required: ['table', 'unique_key'],
+  additionalProperties: false,
+  properties: {
+    kind: { type: 'string', enum: ['hybrid'], description: 'Typed promoted columns plus the whole payload in `data` (default).' },
+    table: said(
+      { type: 'string', pattern: EXT_TABLE_PATTERN, description: '`ext.<name>`, created on the first run.' },
+      'must be ext.<name>, <name> a lower-case identifier (letters, digits, underscores; not starting with a digit; at most 63)',
+    ),
+    unique_key: jsonPath('The row identity (column external_id, unique per tenant; every write is an upsert).'),
+    promote: { type: 'array', items: promote, description: 'Typed columns projected from each item (a projection, not a filter).' },
+  },
+};
+
+const endpoint: Schema = {
+  type: 'object',
+  required: ['id', 'target'],
+  additionalProperties: false,
+  properties: {
+    id: said(
+      { type: 'string', pattern: ENDPOINT_ID_PATTERN, maxLength: 63, description: 'Kebab-case, unique in the connector; keeps its UUID across applies.' },
+      'must be kebab-case: lower-case letters and digits, words joined by single dashes',
+    ),
+    enabled: { type: 'boolean', description: 'Default true; a disabled endpoint is skipped by runs and counted by the pre-flight.' },
+    method: { type: 'string', enum: [...HTTP_METHODS], description: 'Default GET; implicit (POST) for GraphQL.' },
+    path: requestPath,
+    kind: { type: 'string', enum: ['graphql'], description: 'An endpoint carrying `query` is GraphQL regardless.' },
+    query: { type: 'string', minLength: 1, description: 'GraphQL only: the query document; declares the cursor variable with its sigil.' },
+    variables: { type: 'object', description: 'GraphQL only: static variables merged into every request; the cursor is injected on top.' },
+    body: { description: 'POST, PUT, PATCH only: a body template (JSON value or string) where `{{env:NAME}}` resolves from the environment.' },
+    pagination,
+    incremental,
+    target,
+  },
+};
+
+const header: Schema = {
+  type: 'object',
+  required: ['name'],
+  additionalProperties: false,
+  properties: {
+    name: said({ type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", maxLength: 200 }, 'must be an HTTP header name'),
+    value: { type: 'string' },
+    value_env: said(
+      { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$', description: 'Resolved from the process environment, then a configuration property; never the secret store. Unresolved: the header is dropped.' },
+      'must be an environment variable name',
+    ),
+  },
+};
+
+const auth: Schema = {
+  type: 'object',
+  required: ['kind'],
+  additionalProperties: false,
+  description: 'bearer: token_env (or token_value, development only); basic: username, password_env; api-key: in, name, value_env; none (default).',
+  properties: {
+    kind: { type: 'string', enum: [...AUTH_KINDS] },
+    token_env: credentialName('bearer: the token.'),
+    token_value: { type: 'string', minLength: 1, description: 'bearer, development only: ignored whenever token_env is set.' },
+    username: { type: 'string', minLength: 1, description: 'basic.' },
+    password_env: credentialName('basic: the password.'),
+    in: { type: 'string', enum: ['header', 'query'], description: 'api-key.' },
+    name: { type: 'string', minLength: 1, description: 'api-key: header or query parameter name.' },
+    value_env: credentialName('api-key: the key.'),
+  },
+};
+
+const spec: Schema = {
+  type: 'object',
+  required: ['base_url'],
+  description: 'A closed list of keys: an unknown one is a warning (ignored by the runtime), not an error.',
+  properties: {
+    base_url: said({ type: 'string', pattern: '^https?://[^\\s/?#]+[^\\s]*$', description: 'Base address of the source.' }, 'must be an absolute http or https URL'),
+    auth,
+    default_rate_limit: said(
+      { type: 'string', pattern: RATE_LIMIT_PATTERN, description: '`count/window`, window an optional integer and `s`, `m` or `h` (`100/s`, `100/5m`, `1000/h`); default `100/s`; one bucket per connector.' },
+      'must be count/window: a count, a slash, an optional integer and a unit s, m or h (100/s, 100/5m, 1000/h)',
+    ),
+    schedule: { type: 'string', minLength: 1, description: '5-field cron, UTC; omitted: on-demand runs only.' },
+    window: said(
+      { type: 'string', pattern: WINDOW_PATTERN, description: '`HH:MM-HH:MM` UTC, end exclusive, may cross midnight; scheduled slots outside it are skipped.' },
+      'must be HH:MM-HH:MM (UTC, 24-hour)',
+    ),
+    graphql_path: said({ type: 'string', pattern: '^/', description: 'GraphQL endpoints POST to base_url plus this (default `/graphql`).' }, 'must start with /'),
+    headers: { type: 'array', items: header, description: 'Sent with every request, before auth (an auth header wins a name clash).' },
+    endpoints: { type: 'array', items: endpoint },
+    defaults: { description: 'Copied verbatim into the stored config, unvalidated.' },
+  },
+};
+
+export const connectorManifestSchema: Schema = {
+  $schema: 'https://json-schema.org/draft/2020-12/schema',
+  title: 'Connector (connectors.svc.io/v1)',
+  description: 'A connector manifest (spec 3): the same bytes go to POST /api/connectors/apply or to kubectl apply.',
+  type: 'object',
+  required: ['apiVersion', 'kind', 'metadata', 'connector_type', 'spec'],
+  additionalProperties: false,
+  properties: {
+    apiVersion: { type: 'string', enum: [API_VERSION] },
+    kind: { type: 'string', enum: [KIND] },
+    metadata: {
+      type: 'object',
+      required: ['name'],
+      description: 'Other keys (labels, annotations, namespace, …) are accepted and ignored.',
+      properties: {
+        name: said(
+          { type: 'string', pattern: NAME_PATTERN, description: 'A DNS label: 1 to 63 lower-case letters, digits or dashes, starting and ending with a letter or digit; one per tenant.' },
+          'must be a DNS label: 1 to 63 lower-case letters, digits or dashes, starting and ending with a letter or digit',
+        ),
+      },
+    },
+    connector_type: { type: 'string', enum: [...CONNECTOR_TYPES] },
+    scopes: {
+      type: 'array',
+      description: 'Business scope tags of the data this connector ingests (duplicates collapse).',
+      items: said({ type: 'string', pattern: '^\\S{1,100}$' }, 'must be a non-blank scope tag without whitespace (at most 100 characters)'),
+    },
+    spec,
+    status: { type: 'object', description: 'Written by Kubernetes; ignored.' },
+  },
+};

@@ -1,0 +1,437 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { CronExpressionParser } from 'cron-parser';
+import { parseWindow } from '../schedule.js';
+import { promoteColumnName } from '../target/ddl.js';
+import type { Auth, ConnectorSpec, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
+import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
+import { connectorManifestSchema, messages, PAGINATION_KINDS, SPEC_KEYS, STRATEGIES } from './schema.js';
+
+/**
+ * Checks a Connector manifest and normalises it to the model the runtime uses (types.ts): the JSON
+ * Schema first (every structural error at once), then the rules that span fields, preset expansion
+ * and the warnings. Every issue names its field as a path (`spec.endpoints[2].pagination.kind`).
+ * Pure: no database; endpoint UUIDs, the connector id and the tenant are the store's business.
+ */
+
+export interface Issue {
+  field: string;
+  message: string;
+}
+
+/** The exact refusal texts of spec 3 (and ours where it asks for "a clear text"). */
+export const REFUSALS = {
+  endpointHeaders: 'per-endpoint headers are not supported in this release; declare headers at spec.headers',
+  graphqlNeedsRelay: 'graphql endpoints require pagination.kind=relay with cursor_binding=variable',
+  variableBindingNotGraphql: 'cursor_binding=variable is valid only on GraphQL endpoints (kind graphql, or an endpoint carrying query)',
+  unknownSpecKey: 'unknown key — ignored by the runtime',
+  headerValue: 'exactly one of value and value_env',
+  basicPassword: 'basic auth takes no inline password; set password_env to the name of a stored secret or environment variable',
+} as const;
+
+export type EndpointDraft = Omit<EndpointSpec, 'uuid'>;
+
+/** A checked manifest: everything of ConnectorSpec but the ids the store assigns. */
+export interface ConnectorDraft extends Omit<ConnectorSpec, 'id' | 'tenantId' | 'endpoints'> {
+  endpoints: EndpointDraft[];
+}
+
+export interface ManifestCheck {
+  errors: Issue[];
+  warnings: Issue[];
+  /** Present when there is no error. */
+  connector?: ConnectorDraft;
+}
+
+const DEFAULT_RATE_LIMIT = '100/s';
+const DEFAULT_GRAPHQL_PATH = '/graphql';
+const DEFAULT_SIZE = 50;
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000 } as const;
+
+const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, verbose: true });
+let compiled: ValidateFunction | undefined;
+const schemaCheck = () => {
+  compiled ??= ajv.compile(connectorManifestSchema);
+  return compiled;
+};
+
+/** Errors keyed by field: the first issue on a field wins, later ones on it are dropped. */
+class Issues {
+  readonly list: Issue[] = [];
+  private readonly fields = new Set<string>();
+  add(field: string, message: string): void {
+    if (this.fields.has(field)) return;
+    this.fields.add(field);
+    this.list.push({ field, message });
+  }
+  get count(): number {
+    return this.list.length;
+  }
+}
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export function checkManifest(input: unknown): ManifestCheck {
+  const errors = new Issues();
+  const warnings: Issue[] = [];
+  if (!isObject(input)) {
+    errors.add('', 'a manifest must be an object (apiVersion, kind, metadata, connector_type, scopes, spec)');
+    return { errors: errors.list, warnings };
+  }
+
+  refusalsBeforeSchema(input, errors);
+  const check = schemaCheck();
+  if (!check(input)) for (const e of check.errors ?? []) errors.add(...translate(e));
+
+  const spec = input.spec;
+  if (isObject(spec)) {
+    for (const key of Object.keys(spec)) if (!(SPEC_KEYS as readonly string[]).includes(key)) warnings.push({ field: `spec.${key}`, message: REFUSALS.unknownSpecKey });
+  }
+  if (errors.count) return { errors: errors.list, warnings };
+
+  const connector = normalise(input, errors, warnings);
+  return errors.count ? { errors: errors.list, warnings } : { errors: [], warnings, connector };
+}
+
+/** Refusals whose text spec 3 fixes, reported before the schema's generic "not a known field". */
+function refusalsBeforeSchema(input: Json, errors: Issues): void {
+  const spec = input.spec;
+  if (!isObject(spec)) return;
+  if (Array.isArray(spec.endpoints)) {
+    spec.endpoints.forEach((e, i) => {
+      if (!isObject(e)) return;
+      if (Object.hasOwn(e, 'headers')) errors.add(`spec.endpoints[${i}].headers`, REFUSALS.endpointHeaders);
+      if (Object.hasOwn(e, 'total_path')) errors.add(`spec.endpoints[${i}].total_path`, `spec.endpoints[${i}].total_path belongs inside pagination (spec.endpoints[${i}].pagination.total_path)`);
+    });
+  }
+  if (isObject(spec.auth) && Object.hasOwn(spec.auth, 'password')) errors.add('spec.auth.password', REFUSALS.basicPassword);
+}
+
+function fieldOf(instancePath: string): string {
+  return instancePath
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
+}
+
+const join = (parent: string, key: string) => (parent ? `${parent}.${key}` : key);
+const quoted = (v: unknown) => JSON.stringify(v);
+
+function translate(e: ErrorObject): [string, string] {
+  const at = fieldOf(e.instancePath);
+  const params = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'required': {
+      const field = join(at, String(params.missingProperty));
+      return [field, `${field} is required`];
+    }
+    case 'additionalProperties': {
+      const field = join(at, String(params.additionalProperty));
+      return [field, `${field} is not a known field`];
+    }
+    case 'type': {
+      const type = String(params.type);
+      return [at, `${at} must be ${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`];
+    }
+    case 'enum': {
+      const allowed = (params.allowedValues as unknown[]).map(String);
+      if (at.endsWith('.transform')) return [at, `unknown transform ${quoted(e.data)} at ${at}; one of ${allowed.join(', ')}`];
+      if (/pagination\.kind$/.test(at)) {
+        return [at, `${at} must be a strategy (${STRATEGIES.join(', ')}) or a preset (${PRESET_NAMES.join(', ')}); got ${quoted(e.data)}`];
+      }
+      return [at, allowed.length === 1 ? `${at} must be ${allowed[0]}` : `${at} must be one of ${allowed.join(', ')}; got ${quoted(e.data)}`];
+    }
+    case 'pattern':
+      return [at, `${at} ${messages.get(e.parentSchema as object) ?? 'does not have the expected form'}`];
+    case 'minLength':
+      return [at, Number(params.limit) === 1 ? `${at} must not be empty` : `${at} must be at least ${params.limit} characters`];
+    case 'maxLength':
+      return [at, `${at} must be at most ${params.limit} characters`];
+    case 'minimum':
+      return [at, `${at} must be at least ${params.limit}`];
+    case 'maximum':
+      return [at, `${at} must be at most ${params.limit}`];
+    default:
+      return [at, `${at || 'manifest'} ${e.message ?? 'is invalid'}`];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalisation: the manifest has passed the schema, so every present field has its type.
+
+interface RawEndpoint {
+  id: string;
+  enabled?: boolean;
+  method?: HttpMethod;
+  path?: string;
+  kind?: 'graphql';
+  query?: string;
+  variables?: Record<string, unknown>;
+  body?: unknown;
+  pagination?: Json & { kind: string };
+  incremental?: { mode: Incremental['mode']; param?: string; watermark_path?: string };
+  target: { kind?: 'hybrid'; table: string; unique_key: string; promote?: Promote[] };
+}
+
+function normalise(input: Json, errors: Issues, warnings: Issue[]): ConnectorDraft | undefined {
+  const metadata = input.metadata as { name: string };
+  const spec = input.spec as Json;
+  const scopes = [...new Set((input.scopes as string[] | undefined) ?? [])];
+
+  const rateLimitText = (spec.default_rate_limit as string | undefined) ?? DEFAULT_RATE_LIMIT;
+  const rateLimit = parseRateLimit(rateLimitText);
+
+  const schedule = spec.schedule as string | undefined;
+  if (schedule !== undefined) {
+    const problem = cronProblem(schedule);
+    if (problem) errors.add('spec.schedule', `spec.schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, UTC): ${problem}`);
+  }
+
+  let window: ConnectorSpec['window'];
+  if (spec.window !== undefined) {
+    window = parseWindow(spec.window as string);
+    if (window && window.start === window.end) errors.add('spec.window', 'spec.window must end at another time than it starts');
+    if (schedule === undefined) warnings.push({ field: 'spec.window', message: 'the window fences scheduled runs only, and this connector has no schedule' });
+  }
+
+  const graphqlPath = (spec.graphql_path as string | undefined) ?? DEFAULT_GRAPHQL_PATH;
+  const headers = ((spec.headers as HeaderSpec[] | undefined) ?? []).map((h, i) => {
+    if ((h.value === undefined) === (h.value_env === undefined)) errors.add(`spec.headers[${i}]`, REFUSALS.headerValue);
+    return h.value !== undefined ? { name: h.name, value: h.value } : { name: h.name, value_env: h.value_env };
+  });
+  const auth = normaliseAuth(spec.auth as Json | undefined, errors, warnings);
+
+  const raw = (spec.endpoints as RawEndpoint[] | undefined) ?? [];
+  const seen = new Map<string, number>();
+  const endpoints: EndpointDraft[] = [];
+  raw.forEach((e, i) => {
+    const first = seen.get(e.id);
+    if (first !== undefined) errors.add(`spec.endpoints[${i}].id`, `duplicate endpoint id ${quoted(e.id)}: spec.endpoints[${first}] has it too`);
+    else seen.set(e.id, i);
+    const endpoint = normaliseEndpoint(e, `spec.endpoints[${i}]`, graphqlPath, errors, warnings);
+    if (endpoint) endpoints.push(endpoint);
+  });
+
+  if (errors.count) return undefined;
+  const connector: ConnectorDraft = {
+    name: metadata.name,
+    connectorType: 'rest-generic',
+    scopes,
+    baseUrl: spec.base_url as string,
+    auth,
+    rateLimit,
+    graphqlPath,
+    headers,
+    endpoints,
+  };
+  if (schedule !== undefined) connector.schedule = schedule;
+  if (window) connector.window = window;
+  if (Object.hasOwn(spec, 'defaults')) connector.defaults = spec.defaults;
+  return connector;
+}
+
+/** `count/window` (already matched by the schema's pattern) -> RateLimit. */
+export function parseRateLimit(text: string): RateLimit {
+  const match = /^(\d+)\/(\d*)([smh])$/.exec(text);
+  if (!match) throw new Error(`not a rate limit: ${text}`);
+  const multiplier = match[2] ? Number(match[2]) : 1;
+  return { count: Number(match[1]), windowMs: multiplier * UNIT_MS[match[3] as keyof typeof UNIT_MS] };
+}
+
+/** Why a text is not a 5-field UTC cron, or undefined when it is one. */
+export function cronProblem(text: string): string | undefined {
+  const fields = text.trim().split(/\s+/);
+  if (fields.length !== 5) return `got ${fields.length} field${fields.length === 1 ? '' : 's'}`;
+  if (fields.some((f) => /(^|[^A-Za-z])H($|[^A-Za-z])/.test(f))) return 'hashed fields (H) are not supported';
+  try {
+    CronExpressionParser.parse(text, { tz: 'UTC' });
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+const AUTH_FIELDS: Record<Auth['kind'], { allowed: string[]; required: string[] }> = {
+  none: { allowed: [], required: [] },
+  bearer: { allowed: ['token_env', 'token_value'], required: [] },
+  basic: { allowed: ['username', 'password_env'], required: ['username', 'password_env'] },
+  'api-key': { allowed: ['in', 'name', 'value_env'], required: ['in', 'name', 'value_env'] },
+};
+
+function normaliseAuth(auth: Json | undefined, errors: Issues, warnings: Issue[]): Auth {
+  if (!auth) return { kind: 'none' };
+  const kind = auth.kind as Auth['kind'];
+  const rule = AUTH_FIELDS[kind];
+  for (const key of Object.keys(auth)) {
+    if (key !== 'kind' && !rule.allowed.includes(key)) errors.add(`spec.auth.${key}`, `spec.auth.${key} is not a field of auth kind ${kind}`);
+  }
+  for (const key of rule.required) if (auth[key] === undefined) errors.add(`spec.auth.${key}`, `spec.auth.${key} is required for auth kind ${kind}`);
+  switch (kind) {
+    case 'bearer': {
+      const tokenEnv = auth.token_env as string | undefined;
+      const tokenValue = auth.token_value as string | undefined;
+      if (tokenEnv === undefined && tokenValue === undefined) errors.add('spec.auth.token_env', 'spec.auth.token_env is required for auth kind bearer (or token_value, for development only)');
+      if (tokenEnv !== undefined && tokenValue !== undefined) warnings.push({ field: 'spec.auth.token_value', message: 'ignored: token_env is set' });
+      else if (tokenValue !== undefined) warnings.push({ field: 'spec.auth.token_value', message: 'token_value is for development only; name a secret in token_env instead' });
+      const out: Auth = { kind: 'bearer' };
+      if (tokenEnv !== undefined) out.token_env = tokenEnv;
+      if (tokenValue !== undefined) out.token_value = tokenValue;
+      return out;
+    }
+    case 'basic':
+      return { kind: 'basic', username: auth.username as string, password_env: auth.password_env as string };
+    case 'api-key':
+      return { kind: 'api-key', in: auth.in as 'header' | 'query', name: auth.name as string, value_env: auth.value_env as string };
+    default:
+      return { kind: 'none' };
+  }
+}
+
+type Strategy = (typeof STRATEGIES)[number];
+
+/** The fields each strategy reads, and those it cannot do without (after preset expansion and defaults). */
+const STRATEGY_FIELDS: Record<Strategy, { allowed: string[]; required: string[] }> = {
+  none: { allowed: ['response_path'], required: [] },
+  page: { allowed: ['page_param', 'size_param', 'start_page', 'size', 'total_pages_path', 'response_path', 'total_path'], required: ['page_param', 'size_param'] },
+  offset: { allowed: ['offset_param', 'limit_param', 'limit', 'start_offset', 'response_path', 'total_path'], required: ['offset_param', 'limit_param'] },
+  cursor: { allowed: ['cursor_param', 'cursor_path', 'has_more_path', 'response_path'], required: ['cursor_param', 'cursor_path'] },
+  'link-header': { allowed: ['response_path'], required: [] },
+  'body-link': { allowed: ['link_path', 'response_path', 'total_path'], required: ['link_path'] },
+  relay: { allowed: ['cursor_binding', 'cursor_var', 'cursor_path', 'has_more_path', 'response_path'], required: ['cursor_binding', 'cursor_var', 'cursor_path', 'has_more_path', 'response_path'] },
+  custom: { allowed: [], required: [] },
+};
+
+const STRATEGY_DEFAULTS: Partial<Record<Strategy, Json>> = {
+  page: { start_page: 1, size: DEFAULT_SIZE },
+  offset: { limit: DEFAULT_SIZE, start_offset: 0 },
+};
+
+const PAGE_SIZE_FIELDS = new Set(['size', 'size_param', 'limit', 'limit_param']);
+
+/** A preset or strategy with the given fields over it, or undefined after reporting what is wrong. */
+function expandPagination(given: Json & { kind: string }, at: string, errors: Issues, warnings: Issue[]): Pagination | undefined {
+  const preset = isPreset(given.kind) ? PRESETS[given.kind] : undefined;
+  const strategy = (preset?.kind ?? given.kind) as Strategy;
+  if (!PAGINATION_KINDS.includes(given.kind)) return undefined;
+  const { kind: _kind, ...fields } = given;
+  if (strategy === 'custom') {
+    warnings.push({ field: `${at}.kind`, message: 'custom pagination applies but fails on the second page; do not use' });
+    return { kind: 'custom', response_path: (fields.response_path as string | undefined) ?? '$' };
+  }
+  const rule = STRATEGY_FIELDS[strategy];
+  const named = preset ? `${given.kind} (a ${strategy} preset)` : strategy;
+  let ok = true;
+  for (const key of Object.keys(fields)) {
+    if (rule.allowed.includes(key)) continue;
+    ok = false;
+    if (PAGE_SIZE_FIELDS.has(key) && strategy === 'relay') errors.add(`${at}.${key}`, `relay pagination sends no page-size parameter; the page size lives in the query text`);
+    else if (PAGE_SIZE_FIELDS.has(key) && (strategy === 'cursor' || strategy === 'link-header' || strategy === 'body-link')) {
+      errors.add(`${at}.${key}`, `${strategy} pagination sends no page-size parameter; put the page size in the endpoint path's query string (?limit=100)`);
+    } else errors.add(`${at}.${key}`, `${at}.${key} is not a field of pagination kind ${named}`);
+  }
+  const expanded: Json = { kind: strategy, ...STRATEGY_DEFAULTS[strategy], ...(preset ?? {}), ...fields };
+  expanded.response_path ??= '$';
+  for (const key of rule.required) {
+    if (expanded[key] === undefined) {
+      ok = false;
+      errors.add(`${at}.${key}`, `${at}.${key} is required for pagination kind ${strategy}`);
+    }
+  }
+  return ok ? (expanded as unknown as Pagination) : undefined;
+}
+
+function normaliseEndpoint(e: RawEndpoint, at: string, graphqlPath: string, errors: Issues, warnings: Issue[]): EndpointDraft | undefined {
+  const graphql = e.kind === 'graphql' || e.query !== undefined;
+  // What the manifest asks for: the GraphQL rules are checked on it before the expansion, so
+  // their texts win over a generic "not a field of pagination kind …".
+  const preset = e.pagination && isPreset(e.pagination.kind) ? PRESETS[e.pagination.kind] : undefined;
+  const strategy = preset?.kind ?? e.pagination?.kind ?? 'none';
+  const binding = (e.pagination?.cursor_binding as string | undefined) ?? (preset && 'cursor_binding' in preset ? preset.cursor_binding : undefined);
+  const bindingField = e.pagination && Object.hasOwn(e.pagination, 'cursor_binding') ? `${at}.pagination.cursor_binding` : `${at}.pagination.kind`;
+
+  let method: HttpMethod = e.method ?? 'GET';
+  let path = e.path;
+  if (graphql) {
+    if (e.query === undefined) errors.add(`${at}.query`, `${at}.query is required for a GraphQL endpoint (the query document)`);
+    if (!e.pagination) errors.add(`${at}.pagination`, REFUSALS.graphqlNeedsRelay);
+    else if (strategy !== 'relay' || binding !== 'variable') errors.add(`${at}.pagination.kind`, REFUSALS.graphqlNeedsRelay);
+    if (e.body !== undefined) errors.add(`${at}.body`, `${at}.body is not used by GraphQL endpoints: the request body is the query and its variables`);
+    if (e.method !== undefined && e.method !== 'POST') warnings.push({ field: `${at}.method`, message: 'ignored: GraphQL endpoints always POST' });
+    if (e.path !== undefined) warnings.push({ field: `${at}.path`, message: 'ignored: GraphQL endpoints POST to base_url plus spec.graphql_path' });
+    if (e.incremental?.mode === 'watermark') {
+      warnings.push({
+        field: `${at}.incremental.mode`,
+        message: 'a watermark on a GraphQL endpoint sends a query parameter the server ignores, so every run re-reads everything; use a static variable or a literal argument and keep mode full',
+      });
+    }
+    method = 'POST';
+    path = graphqlPath;
+  } else {
+    if (binding === 'variable') errors.add(bindingField, REFUSALS.variableBindingNotGraphql);
+    else if (strategy === 'relay') errors.add(`${at}.pagination.kind`, 'relay pagination is valid only on GraphQL endpoints (kind graphql, or an endpoint carrying query)');
+    if (e.variables !== undefined) errors.add(`${at}.variables`, `${at}.variables is for GraphQL endpoints only (kind graphql, or an endpoint carrying query)`);
+    if (path === undefined) errors.add(`${at}.path`, `${at}.path is required`);
+    if (e.body !== undefined && !['POST', 'PUT', 'PATCH'].includes(method)) errors.add(`${at}.body`, `${at}.body is sent only with POST, PUT or PATCH (method is ${method})`);
+  }
+
+  const pagination = e.pagination ? expandPagination(e.pagination, `${at}.pagination`, errors, warnings) : ({ kind: 'none', response_path: '$' } as const);
+  if (graphql && pagination?.kind === 'relay' && e.query !== undefined && !new RegExp(`\\$${pagination.cursor_var}\\b`).test(e.query)) {
+    errors.add(`${at}.query`, `${at}.query must declare the cursor variable $${pagination.cursor_var} (cursor_var)`);
+  }
+  const incremental = normaliseIncremental(e.incremental, `${at}.incremental`, errors, warnings);
+  const target = normaliseTarget(e.target, `${at}.target`, errors);
+  if (!pagination || !target || !incremental || path === undefined) return undefined;
+
+  const out: EndpointDraft = { id: e.id, enabled: e.enabled ?? true, method, path, graphql, pagination, incremental, target };
+  if (graphql) {
+    out.query = e.query;
+    if (e.variables !== undefined) out.variables = e.variables;
+  } else if (e.body !== undefined) out.body = e.body;
+  return out;
+}
+
+function normaliseIncremental(given: RawEndpoint['incremental'], at: string, errors: Issues, warnings: Issue[]): Incremental | undefined {
+  if (!given) return { mode: 'full' };
+  if (given.mode === 'watermark') {
+    let ok = true;
+    for (const key of ['param', 'watermark_path'] as const) {
+      if (given[key] === undefined) {
+        ok = false;
+        errors.add(`${at}.${key}`, `${at}.${key} is required for mode watermark`);
+      }
+    }
+    return ok ? { mode: 'watermark', param: given.param!, watermark_path: given.watermark_path! } : undefined;
+  }
+  for (const key of ['param', 'watermark_path'] as const) {
+    if (given[key] !== undefined) errors.add(`${at}.${key}`, `${at}.${key} is only for mode watermark`);
+  }
+  if (given.mode === 'api_cursor') {
+    warnings.push({ field: `${at}.mode`, message: 'api_cursor is not implemented; the endpoint runs as mode full' });
+    return { mode: 'api_cursor' };
+  }
+  return { mode: 'full' };
+}
+
+function normaliseTarget(given: RawEndpoint['target'], at: string, errors: Issues): Target | undefined {
+  const promote: Promote[] = [];
+  const names = new Map<string, number>();
+  let ok = true;
+  (given.promote ?? []).forEach((p, j) => {
+    const field = `${at}.promote[${j}].name`;
+    const first = names.get(p.name);
+    if (first !== undefined) {
+      ok = false;
+      errors.add(field, `duplicate promote name ${quoted(p.name)}: ${at}.promote[${first}] has it too`);
+      return;
+    }
+    names.set(p.name, j);
+    if (!promoteColumnName(p.name)) {
+      ok = false;
+      errors.add(field, `${field} ${quoted(p.name)} is a column every ext table has (id, tenant_id, external_id, row_hash, data, indexed_at, connector_id, endpoint_id)`);
+      return;
+    }
+    promote.push(p.transform === undefined ? { name: p.name, path: p.path, type: p.type } : { name: p.name, path: p.path, type: p.type, transform: p.transform });
+  });
+  return ok ? { kind: 'hybrid', table: given.table, unique_key: given.unique_key, promote } : undefined;
+}

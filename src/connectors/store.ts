@@ -1,0 +1,238 @@
+import type { Tx } from '../db/database.js';
+import { NotFoundError, ValidationError } from '../errors.js';
+import { checkManifest, type Issue } from './manifest/validate.js';
+import { dropConnectorData, purgeEndpointData } from './target/drop.js';
+import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
+
+/**
+ * Connectors as stored (schema `connectors`, migrations/connectors/V1__connectors.sql). Every
+ * function runs inside the caller's tenant transaction (`Database.withTenant`): row-level security
+ * keeps tenants apart, and a connector name is unique within its tenant only.
+ */
+
+export interface ApplyOptions {
+  /** Who applies (recorded as created_by / updated_by). */
+  actor?: string;
+}
+
+export interface ApplyResult {
+  connector: ConnectorSpec;
+  /** true for a new name, false when an existing connector was updated. */
+  created: boolean;
+  warnings: Issue[];
+}
+
+/** One endpoint as the list and read paths show it. */
+export interface EndpointSummary {
+  id: string;
+  uuid: string;
+  enabled: boolean;
+  kind: 'rest' | 'graphql';
+  method: string;
+  path: string;
+  /** The strategy after preset expansion. */
+  pagination: PaginationKind;
+  table: string;
+  syncMode: string;
+  watermark: string | null;
+  watermarkUpdatedAt: Date | null;
+}
+
+export interface ConnectorRecord {
+  id: string;
+  name: string;
+  connectorType: string;
+  scopes: string[];
+  schedule: string | null;
+  endpoints: EndpointSummary[];
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ConnectorDetail extends ConnectorRecord {
+  /** The manifest as applied. */
+  manifest: unknown;
+  /** The normalised model the runtime reads. */
+  spec: ConnectorSpec;
+}
+
+function tenantOf(tx: Tx): number {
+  if (tx.tenantId === undefined) throw new Error('connectors are stored per tenant: use Database.withTenant');
+  return tx.tenantId;
+}
+
+/**
+ * Validates, normalises and stores a manifest in the caller's transaction: a 400 (ValidationError
+ * naming the field) on the first error, otherwise an insert or an update of the same name. Endpoint
+ * UUIDs are kept for every id still in the manifest; ids no longer there lose their row and their
+ * watermark (their ingested rows stay until the connector is deleted); new ids get new UUIDs.
+ */
+export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptions = {}): Promise<ApplyResult> {
+  const tenantId = tenantOf(tx);
+  const check = checkManifest(manifest);
+  const first = check.errors[0];
+  if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
+  const draft = check.connector;
+
+  const upserted = await tx.query<{ id: string; created: boolean }>(
+    `insert into connectors.connectors (tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_by, updated_by)
+     values (core.current_tenant(), $1, $2, $3, $4, $5, '{}'::jsonb, $6, $6)
+     on conflict (tenant_id, name) do update
+       set connector_type = excluded.connector_type, scopes = excluded.scopes, schedule = excluded.schedule,
+           manifest = excluded.manifest, updated_by = excluded.updated_by, updated_at = now()
+     returning id, (xmax = 0) as created`,
+    [draft.name, draft.connectorType, draft.scopes, draft.schedule ?? null, JSON.stringify(manifest), opts.actor ?? null],
+  );
+  const { id, created } = upserted.rows[0]!;
+
+  const ids = draft.endpoints.map((e) => e.id);
+  await tx.query('delete from connectors.endpoints where connector_id = $1 and not (endpoint_id = any($2::text[]))', [id, ids]);
+  const endpoints: EndpointSpec[] = [];
+  for (const [position, endpoint] of draft.endpoints.entries()) {
+    const { rows } = await tx.query<{ uuid: string }>(
+      `insert into connectors.endpoints (tenant_id, connector_id, endpoint_id, enabled, position)
+       values (core.current_tenant(), $1, $2, $3, $4)
+       on conflict (connector_id, endpoint_id) do update set enabled = excluded.enabled, position = excluded.position, updated_at = now()
+       returning uuid`,
+      [id, endpoint.id, endpoint.enabled, position],
+    );
+    endpoints.push({ ...endpoint, uuid: rows[0]!.uuid });
+  }
+
+  const connector: ConnectorSpec = { ...draft, id, tenantId, endpoints };
+  await tx.query('update connectors.connectors set spec = $2 where id = $1', [id, JSON.stringify(connector)]);
+  return { connector, created, warnings: check.warnings };
+}
+
+interface ConnectorRow {
+  id: string;
+  tenant_id: number;
+  name: string;
+  connector_type: string;
+  scopes: string[];
+  schedule: string | null;
+  manifest: unknown;
+  spec: ConnectorSpec;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = 'id, tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_at, updated_at';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const specOf = (row: ConnectorRow): ConnectorSpec => ({ ...row.spec, id: row.id, tenantId: Number(row.tenant_id) });
+
+/** The connector of that name in the caller's tenant. */
+export async function loadConnector(tx: Tx, name: string): Promise<ConnectorSpec | undefined> {
+  const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [name]);
+  return rows[0] ? specOf(rows[0]) : undefined;
+}
+
+/** The connector with that id in the caller's tenant (undefined for a malformed id too). */
+export async function loadConnectorById(tx: Tx, id: string): Promise<ConnectorSpec | undefined> {
+  if (!UUID.test(id)) return undefined;
+  const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where id = $1`, [id]);
+  return rows[0] ? specOf(rows[0]) : undefined;
+}
+
+async function records(tx: Tx, rows: ConnectorRow[]): Promise<Array<ConnectorRecord & { manifest: unknown; spec: ConnectorSpec }>> {
+  const marks = await tx.query<{ uuid: string; watermark: string | null; watermark_updated_at: Date | null }>(
+    'select uuid, watermark, watermark_updated_at from connectors.endpoints where connector_id = any($1::uuid[])',
+    [rows.map((r) => r.id)],
+  );
+  const byUuid = new Map(marks.rows.map((m) => [m.uuid, m]));
+  return rows.map((row) => {
+    const spec = specOf(row);
+    return {
+      id: row.id,
+      name: row.name,
+      connectorType: row.connector_type,
+      scopes: row.scopes,
+      schedule: row.schedule,
+      endpoints: spec.endpoints.map((e) => ({
+        id: e.id,
+        uuid: e.uuid,
+        enabled: e.enabled,
+        kind: e.graphql ? 'graphql' : 'rest',
+        method: e.method,
+        path: e.path,
+        pagination: e.pagination.kind,
+        table: e.target.table,
+        syncMode: e.incremental.mode,
+        watermark: byUuid.get(e.uuid)?.watermark ?? null,
+        watermarkUpdatedAt: byUuid.get(e.uuid)?.watermark_updated_at ?? null,
+      })),
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+      manifest: row.manifest,
+      spec,
+    };
+  });
+}
+
+/** Every connector of the caller's tenant, by name. */
+export async function listConnectors(tx: Tx): Promise<ConnectorRecord[]> {
+  const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors order by name`);
+  return (await records(tx, rows)).map(({ manifest: _m, spec: _s, ...record }) => record);
+}
+
+/** One connector with its stored manifest and normalised spec. */
+export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetail | undefined> {
+  const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [name]);
+  return (await records(tx, rows))[0];
+}
+
+/**
+ * Deletes a connector: its ingested data first (dropConnectorData: its rows in the ext.* tables and
+ * its retrieval chunks), then the connector and its endpoints. false when there is no such name.
+ */
+export async function deleteConnector(tx: Tx, name: string): Promise<boolean> {
+  const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 for update', [name]);
+  const id = rows[0]?.id;
+  if (!id) return false;
+  await dropConnectorData(tx, id);
+  await tx.query('delete from connectors.connectors where id = $1', [id]);
+  return true;
+}
+
+/** The stored watermark of an endpoint (undefined: none, the next run is a full read). */
+export async function getWatermark(tx: Tx, endpointUuid: string): Promise<string | undefined> {
+  if (!UUID.test(endpointUuid)) return undefined;
+  const { rows } = await tx.query<{ watermark: string | null }>('select watermark from connectors.endpoints where uuid = $1', [endpointUuid]);
+  return rows[0]?.watermark ?? undefined;
+}
+
+/** Stores (or, with null, clears) an endpoint's watermark. */
+export async function setWatermark(tx: Tx, endpointUuid: string, value: string | null): Promise<void> {
+  await tx.query('update connectors.endpoints set watermark = $2, watermark_updated_at = now() where uuid = $1', [endpointUuid, value]);
+}
+
+/** The connector id and endpoint UUID behind a name and an endpoint id; 404 naming what is missing. */
+export async function findEndpoint(tx: Tx, connectorName: string, endpointId: string): Promise<{ connectorId: string; uuid: string }> {
+  const { rows } = await tx.query<{ id: string; uuid: string | null }>(
+    `select c.id, e.uuid from connectors.connectors c
+       left join connectors.endpoints e on e.connector_id = c.id and e.endpoint_id = $2
+      where c.name = $1`,
+    [connectorName, endpointId],
+  );
+  const row = rows[0];
+  if (!row) throw new NotFoundError(`connector ${connectorName} not found`);
+  if (!row.uuid) throw new NotFoundError(`connector ${connectorName} has no endpoint ${endpointId}`);
+  return { connectorId: row.id, uuid: row.uuid };
+}
+
+/** Clears an endpoint's watermark: its next run is a full read. 404 for an unknown connector or endpoint. */
+export async function resetCursor(tx: Tx, connectorName: string, endpointId: string): Promise<void> {
+  const { uuid } = await findEndpoint(tx, connectorName, endpointId);
+  await setWatermark(tx, uuid, null);
+}
+
+/**
+ * Empties one endpoint's rows and retrieval chunks (purgeEndpointData) and clears its watermark, so
+ * the next run reads everything again rather than only what changed since. 404 as resetCursor.
+ */
+export async function purgeEndpoint(tx: Tx, connectorName: string, endpointId: string): Promise<void> {
+  const { connectorId, uuid } = await findEndpoint(tx, connectorName, endpointId);
+  await purgeEndpointData(tx, connectorId, uuid);
+  await setWatermark(tx, uuid, null);
+}
