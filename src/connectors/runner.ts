@@ -7,6 +7,7 @@ import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
 import { addChunk, createRun, finishRun, type RunRecord, type RunStatus } from './runs/ledger.js';
+import { getWatermark, setWatermark } from './store.js';
 import type { ExtSchema } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
@@ -126,7 +127,7 @@ export class ConnectorRunner {
     let outcome: { status: Exclude<RunStatus, 'Running'>; error?: EngineFailure };
     try {
       await this.o.ext.ensureTable(endpoint.target.table, endpoint.target.promote);
-      const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => storedWatermark(tx, endpoint.uuid)) : undefined;
+      const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
       for await (const page of reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
         for (const item of page.items) {
           buffer.push(item);
@@ -155,7 +156,7 @@ export class ConnectorRunner {
     }
 
     const finished = await this.o.db.withTenant(tenantId, async (tx) => {
-      if (outcome.status === 'Completed' && watermarking && candidate !== undefined) await promoteWatermark(tx, endpoint.uuid, String(candidate));
+      if (outcome.status === 'Completed' && watermarking && candidate !== undefined) await setWatermark(tx, endpoint.uuid, String(candidate));
       const record = await finishRun(tx, run.id, outcome.status, outcome.error?.message);
       await this.emitEnd(tx, record, endpoint, Date.now() - started, written, outcome);
       return record;
@@ -220,15 +221,6 @@ export class ConnectorRunner {
         await this.o.events.emit(tx, 'connector.run.failed', { run_id: run.id, error_message: outcome.error?.message ?? 'failed', retryable: outcome.error?.retryable ?? false });
     }
   }
-}
-
-async function storedWatermark(tx: Tx, endpointUuid: string): Promise<string | undefined> {
-  const { rows } = await tx.query<{ watermark: string | null }>('select watermark from connectors.endpoints where uuid = $1', [endpointUuid]);
-  return rows[0]?.watermark ?? undefined;
-}
-
-async function promoteWatermark(tx: Tx, endpointUuid: string, value: string): Promise<void> {
-  await tx.query('update connectors.endpoints set watermark = $2, watermark_updated_at = now() where uuid = $1', [endpointUuid, value]);
 }
 
 /** The running maximum of watermark values: numbers numerically, anything else as text. */
