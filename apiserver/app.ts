@@ -8,6 +8,9 @@ import { requestContext } from './middleware/request-context.js';
 import { openApiDocument } from './openapi.js';
 import { mountRoutes } from './router.js';
 import { bffRoutes } from './routes/bff.js';
+import { connectorRunRoutes } from './routes/connector-runs.js';
+import { connectorToolRoutes } from './routes/connector-tools.js';
+import { runRoutes } from './routes/runs.js';
 import { consoleRoutes } from './routes/console.js';
 import { operationRoutes } from './routes/operations.js';
 import { eventStreamRoutes } from './routes/event-stream.js';
@@ -16,16 +19,22 @@ import { platformRoutes } from './routes/platform.js';
 import { adminRoutes } from './routes/admin.js';
 import { hookRoutes } from './routes/hooks.js';
 import { secretRoutes } from './routes/secrets.js';
+import { connectorRoutes } from './routes/connectors.js';
+import { emailRuleRoutes } from './routes/email-rules.js';
+import { integrationRoutes } from './routes/integrations.js';
+import { deliveryRoutes } from './routes/deliveries.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes];
+  return [...operationRoutes, ...platformRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes];
 }
 
 export interface ApiOptions {
   version: string;
   /** Extra declarations (tests mount probes through the real pipeline). */
   extraRoutes?: RouteDecl[];
+  /** Serve these instead of allRoutes() (`svc-hub dispatch` serves only the operations routes). */
+  routes?: RouteDecl[];
 }
 
 /**
@@ -33,7 +42,7 @@ export interface ApiOptions {
  * mapper, body parsing, the routes (each with its gate and validation).
  */
 export function createApi(services: HubServices, options: ApiOptions): Koa {
-  const routes = [...allRoutes(), ...(options.extraRoutes ?? [])];
+  const routes = [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? [])];
   let document: Record<string, unknown> | undefined;
   const documentOnce = () => {
     document ??= openApiDocument(routes, { version: options.version, devBypass: services.config.bool('svc.security.dev-bypass') });

@@ -12,12 +12,20 @@ import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
 import { ClockRunner } from '../src/clock/clock.js';
 import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
+import { AdvisoryLockElector, Leadership } from '../src/dispatch/leader.js';
+import { createWebhooks, integrationSubscriber } from '../src/hub/index.js';
+import { operationRoutes } from '../apiserver/routes/operations.js';
+import { EmailDispatcher } from '../src/email/dispatcher.js';
+import { createMailer } from '../src/email/mailer.js';
+import { emailRuleSubscriber } from '../src/email/rules.js';
+import { Subscribers } from '../src/events/subscribers.js';
 import { OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
 import { LiveStream } from '../src/events/stream.js';
 import { HookRunner } from '../src/platform/hooks/runner.js';
 import { loadMasterKey } from '../src/platform/secrets/master-key.js';
 import { SecretStore } from '../src/platform/secrets/store.js';
+import { createConnectorServices } from '../src/connectors/services.js';
 import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
@@ -37,6 +45,8 @@ export interface StartOptions {
   api: boolean;
   /** Run background consumers and clocks (`all`, `dispatch`); later areas register theirs. */
   background: boolean;
+  /** With `api`: serve only the operations routes (/q/health*, /q/metrics), for the probes of `dispatch`. */
+  operationsOnly?: boolean;
   extraRoutes?: RouteDecl[];
 }
 
@@ -48,6 +58,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   }
   // Before the database: a malformed svc.secret.master-key stops the start naming the property.
   const masterKey = loadMasterKey(config);
+  // Likewise an unusable svc.mail.from or svc.mail.tls-ca.
+  const mailer = createMailer(config);
   const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
   const { db } = database;
   const catalog = loadCatalog();
@@ -57,6 +69,20 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const verifier = devBypass
     ? undefined
     : new TokenVerifier({ issuer: config.string('svc.oidc.issuer'), jwksUri: config.optional('svc.oidc.jwks-uri'), audience: config.optional('svc.oidc.audience') });
+  // Integrations and deliveries: the API facade everywhere (replays and tests are sent from the
+  // process serving the call), the consumer and the retry sweep in the background roles.
+  const webhooks = createWebhooks(config, { db, catalog, key: masterKey, version: packageVersion() });
+  const secrets = new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') });
+  const subscribers = new Subscribers();
+  const connectors = createConnectorServices({
+    config,
+    db,
+    events,
+    subscribers,
+    secrets,
+    ownerUrl: database.ownerUrl,
+    roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
+  });
   const services: HubServices = {
     config,
     db,
@@ -65,12 +91,18 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     modules: catalog.versions(),
     catalog,
     events,
-    secrets: new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') }),
+    secrets,
     hooks: new HookRunner(catalog, db, { ttlMs: config.duration('svc.hooks.cache-ttl') }),
     audit: new AuditRecorder(db),
     stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
+    subscribers,
+    connectors,
+    mailer,
+    integrations: webhooks.hub,
   };
+  services.subscribers.register(emailRuleSubscriber);
+  services.subscribers.register(integrationSubscriber);
 
   // Per-process clocks: the audit flush wherever calls are served; the daily purges in the
   // background roles (spec 1 Clocks, UTC).
@@ -87,13 +119,26 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       const purged = await purgeAudit(db, config.int('svc.audit.retention-days'));
       logger().info({ purged }, 'audit retention purge');
     });
+    if (config.bool('svc.scheduler.enabled')) {
+      // Slots are claimed in the database, so several processes may tick: each slot still runs once.
+      clocks.schedule('connector-scheduler', { every: config.duration('svc.scheduler.tick') }, async () => {
+        await connectors.scheduler.tick();
+        // Tables left behind by deleted connectors (shared tables go only when nobody uses them).
+        await connectors.ext.dropUnused();
+      });
+    }
   }
   clocks.start();
 
   const listener = new OutboxListener(database.workerUrl);
   await listener.start();
   listener.onEvent(() => services.stream.wake());
+  // The cursor consumers and sweeps run in one process at a time: jobs on `leaderClocks` tick only
+  // while this process holds the leadership (a PostgreSQL advisory lock; src/dispatch/leader.ts).
+  let leadership: Leadership | undefined;
   if (options.background) {
+    leadership = new Leadership(new AdvisoryLockElector(database.workerUrl), { checkEvery: config.duration('svc.leader.check-every') });
+    const leaderClocks = leadership.gate(clocks);
     // Declared hooks run for every event, in priority order (services.hooks is read per event, so
     // a replaced runner takes effect).
     const hookLoop = new OutboxLoop(db, {
@@ -104,20 +149,43 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         await services.hooks.run({ tenantId: event.tenantId, type: event.type, payload: event.payload, id: event.id });
       },
     });
-    await hookLoop.start(clocks, listener);
+    await hookLoop.start(leaderClocks, listener);
+    // E-mail rules: one message per matching event and rule, best effort (services.mailer is read
+    // per event, so a replaced mailer takes effect).
+    const email = new EmailDispatcher(db, () => services.mailer);
+    const emailLoop = new OutboxLoop(db, {
+      name: 'email',
+      every: config.duration('svc.email.sweep-every'),
+      batch: 100,
+      handle: async (event) => {
+        await email.handle(event);
+      },
+    });
+    await emailLoop.start(leaderClocks, listener);
+    if (mailer.mode === 'mocked') logger().info('e-mail rules: svc.mail.host is not set, messages are logged as mocked and not sent');
+    // Webhooks: the outbox consumer (first attempts) and the retry sweep.
+    await webhooks.start(leaderClocks, listener);
+    await leadership.start();
   }
 
   let server: RunningServer | undefined;
   if (options.api) {
     collectProcessMetrics();
-    services.stream.start();
-    const api: Koa = createApi(services, { version: packageVersion(), extraRoutes: options.extraRoutes });
+    if (!options.operationsOnly) services.stream.start();
+    const api: Koa = createApi(services, {
+      version: packageVersion(),
+      extraRoutes: options.extraRoutes,
+      routes: options.operationsOnly ? operationRoutes : undefined,
+    });
     try {
       server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));
     } catch (err) {
       await services.stream.stop();
       await clocks.stop();
+      await webhooks.stop();
+      await leadership?.stop();
       await listener.stop();
+      await connectors.close();
       await database.close();
       throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
     }
@@ -134,8 +202,14 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         await services.stream.stop();
         await server?.close(config.duration('svc.http.shutdown-grace'));
         await clocks.stop();
+        // In-flight deliveries are aborted (their leases bring them back), then another
+        // dispatcher may take the leadership at once.
+        await webhooks.stop();
+        await leadership?.stop();
+        services.mailer.close();
         await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
         await listener.stop();
+        await connectors.close();
         await database.close();
         await stopTracing();
       })();

@@ -4,18 +4,22 @@ import { createLogger, logger, registerSecret, setLogger } from '../src/observab
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
 import { announce, startHub, type Hub } from './hub.js';
+import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
 
 const USAGE = `usage: svc-hub <role>
 
 roles:
   all        the API, the outbox dispatchers and the schedulers in one process (what npm start runs)
   serve      the HTTP API only
+  dispatch   the outbox consumers (webhooks, e-mail rules, hooks) and the sweeps, leader-elected:
+             several may run, one works at a time; serves only /q/health* and /q/metrics
   migrate    apply pending database migrations and exit
+  run        one run in this process: run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
 
 Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
 `;
 
-const ROLES = ['all', 'serve', 'migrate'] as const;
+const ROLES = ['all', 'serve', 'dispatch', 'migrate', 'run'] as const;
 type RoleName = (typeof ROLES)[number];
 
 export async function main(argv: string[]): Promise<number> {
@@ -32,7 +36,13 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${role ? `svc-hub: unknown role '${role}'` : 'svc-hub: no role given'}\n\n${USAGE}`);
     return 2;
   }
-  if (rest.length) {
+  if (role === 'run') {
+    const problem = parseRunArgs(rest);
+    if (typeof problem === 'string') {
+      process.stderr.write(`svc-hub run: ${problem}\n\n${RUN_USAGE}`);
+      return 2;
+    }
+  } else if (rest.length) {
     process.stderr.write(`svc-hub ${role}: unexpected arguments: ${rest.join(' ')}\n\n${USAGE}`);
     return 2;
   }
@@ -52,6 +62,7 @@ export async function main(argv: string[]): Promise<number> {
   for (const warning of config.warnings) logger().warn(warning);
 
   try {
+    if (role === 'run') return await runCommand(config, rest);
     return await run(role as RoleName, config);
   } catch (err) {
     if (err instanceof DataDirInUse) logger().fatal(err.message);
@@ -65,6 +76,13 @@ async function run(role: RoleName, config: Config): Promise<number> {
     const setup = await setupDatabase(config, { migrate: true });
     await setup.close();
     logger().info('migrations are up to date');
+    return 0;
+  }
+  if (role === 'dispatch') {
+    // No API: only the operations routes, on svc.http.port, for liveness and readiness probes.
+    const hub: Hub = await startHub(config, { api: true, operationsOnly: true, background: true });
+    logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`);
+    await untilSignal(hub);
     return 0;
   }
   const hub: Hub = await startHub(config, { api: true, background: role === 'all' });

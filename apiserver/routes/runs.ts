@@ -5,7 +5,7 @@ import { callerTenant } from '../../src/auth/principal.js';
 import { route, type RouteDecl } from '../route.js';
 import { errorBody, refusals } from './schemas.js';
 
-const runSchema = {
+export const runSchema = {
   type: 'object',
   required: ['id', 'connectorId', 'status', 'startedAt', 'recordsIn', 'recordsOut', 'recordsSkipped', 'deadLetterCount', 'triggeredBy', 'chunkCount'],
   properties: {
@@ -93,7 +93,13 @@ export const runRoutes: RouteDecl[] = [
       services.db.withTenant(callerTenant(principal), async (tx) => {
         let connectorId: string | undefined;
         if (query.connector && !query.run) {
-          const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 or id::text = $1 limit 1', [query.connector]);
+          // A manifest connector by name or id, or a source known only from its runs (CSV ingest).
+          const { rows } = await tx.query<{ id: string }>(
+            `select id from connectors.connectors where name = $1 or id::text = $1
+             union all select connector_id from connectors.runs where connector_name = $1
+             limit 1`,
+            [query.connector],
+          );
           if (!rows[0]) return [];
           connectorId = rows[0].id;
         }

@@ -6,7 +6,7 @@ import { logger } from '../observability/logger.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, createRun, finishRun, type RunRecord, type RunStatus } from './runs/ledger.js';
+import { addChunk, cancelRequested, createRun, finishRun, type RunRecord, type RunStatus } from './runs/ledger.js';
 import { getWatermark, setWatermark } from './store.js';
 import type { ExtSchema } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
@@ -116,6 +116,7 @@ export class ConnectorRunner {
     let candidate: string | number | undefined;
     let written = 0;
     let buffer: unknown[] = [];
+    let cancelCheckedAt = Date.now();
 
     const flush = async (items: unknown[]) => {
       if (items.length === 0) return;
@@ -126,6 +127,13 @@ export class ConnectorRunner {
 
     let outcome: { status: Exclude<RunStatus, 'Running'>; error?: EngineFailure };
     try {
+      // Registered before it exists, so the clean-up of unused tables never drops it under the run.
+      await this.o.db.withTenant(tenantId, (tx) =>
+        tx.query(
+          `insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values (core.current_tenant(), $1, $2, $3) on conflict do nothing`,
+          [connector.id, endpoint.uuid, endpoint.target.table],
+        ),
+      );
       await this.o.ext.ensureTable(endpoint.target.table, endpoint.target.promote);
       const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
       for await (const page of reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
@@ -134,6 +142,11 @@ export class ConnectorRunner {
           if (watermarking) candidate = maxOf(candidate, readPath(item, watermarking.watermark_path));
         }
         while (buffer.length >= this.o.chunkSize) await flush(buffer.splice(0, this.o.chunkSize));
+        // A cancel is honoured at the next page boundary (looked up at most twice a second).
+        if (!controller.signal.aborted && Date.now() - cancelCheckedAt > 500) {
+          cancelCheckedAt = Date.now();
+          if (await this.o.db.withTenant(tenantId, (tx) => cancelRequested(tx, run.id))) controller.abort();
+        }
         if (controller.signal.aborted) throw new CancelledByRequest();
       }
       const rest = buffer;
@@ -168,10 +181,6 @@ export class ConnectorRunner {
   private async writeChunk(tx: Tx, tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, items: unknown[], emitsRowChanges: boolean) {
     const prepared: PreparedRow[] = items.map((item) => prepareRow(item, endpoint.target));
     const ids = { tenantId, connectorId: connector.id, endpointUuid: endpoint.uuid };
-    await tx.query(
-      `insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values (core.current_tenant(), $1, $2, $3) on conflict do nothing`,
-      [connector.id, endpoint.uuid, endpoint.target.table],
-    );
     let out: number;
     if (emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'))) {
       // Inside the ingestion transaction: the events exist exactly when the rows do.

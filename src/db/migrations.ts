@@ -23,7 +23,10 @@ export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'core', dir: 'src/db/migrations/core' },
   { schema: 'events', dir: 'src/events/migrations/events' },
   { schema: 'platform', dir: 'src/platform/migrations/platform' },
+  { schema: 'connectors', dir: 'src/connectors/migrations/connectors' },
   { schema: 'audit', dir: 'src/audit/migrations/audit' },
+  { schema: 'email', dir: 'src/email/migrations/email' },
+  { schema: 'hub', dir: 'src/hub/migrations/hub' },
 ];
 
 export interface MigrationFile {

@@ -12,22 +12,45 @@ export interface OutboxLoopOptions {
   every: number;
   batch: number;
   /** Handles one event. A throw stops the batch there; the event is read again on the next pass. */
-  handle: (event: OutboxEvent) => Promise<void>;
+  handle?: (event: OutboxEvent) => Promise<void>;
+  /**
+   * Instead of `handle`: handles a whole batch at once (the cursor then advances past the batch). A
+   * throw leaves the cursor before the batch, which is read again on the next pass, so the handler
+   * must be idempotent per event.
+   */
+  handleBatch?: (events: OutboxEvent[]) => Promise<void>;
 }
+
+/** What the loop needs of a clock: the process's ClockRunner, or one gated by leadership. */
+export type LoopClock = Pick<ClockRunner, 'schedule' | 'trigger'>;
+
+/** First delay of the re-poll for events committed but not yet readable in order; doubles up to VISIBILITY_POLL_MAX_MS (or `every`). */
+const VISIBILITY_POLL_MS = 10;
+const VISIBILITY_POLL_MAX_MS = 1_000;
 
 /**
  * An outbox consumer on the clock: reads a batch after its cursor, hands each event over in order,
- * and advances the cursor after each handled event, so a crash re-reads at most one event. Woken at
- * once by NOTIFY, swept every `every` regardless. Starts at the head: a new consumer is not
- * retroactive.
+ * and advances the cursor after each handled event (or after each batch with `handleBatch`), so a
+ * crash re-reads at most one event (one batch). Woken at once by NOTIFY, swept every `every`
+ * regardless. A wake-up that arrives while a pass runs makes the pass go round once more, and
+ * events already committed but held back by an older transaction still running (the outbox is
+ * read in commit order, docs/operations.md) are polled for with a short back-off instead of waiting
+ * for the sweep. Starts at the head: a new consumer is not retroactive.
  */
 export class OutboxLoop {
   private readonly consumer: OutboxConsumer;
+  private clock: LoopClock | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private again = false;
+  private stopped = false;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private pollDelay = 0;
 
   constructor(
-    db: Database,
+    private readonly db: Database,
     private readonly options: OutboxLoopOptions,
   ) {
+    if (!options.handle === !options.handleBatch) throw new Error(`outbox loop ${options.name}: give exactly one of handle and handleBatch`);
     this.consumer = new OutboxConsumer(db, options.name);
   }
 
@@ -35,12 +58,62 @@ export class OutboxLoop {
     return `outbox:${this.options.name}`;
   }
 
-  async start(clock: ClockRunner, listener?: OutboxListener): Promise<void> {
+  async start(clock: LoopClock, listener?: OutboxListener): Promise<void> {
     await this.consumer.startAtHead();
-    clock.schedule(this.job, { every: this.options.every }, async () => {
+    this.clock = clock;
+    this.stopped = false;
+    clock.schedule(this.job, { every: this.options.every }, () => this.pass());
+    this.unsubscribe = listener?.onEvent(() => this.wake());
+  }
+
+  /** Runs a pass now, or once more after the one running. */
+  wake(): void {
+    if (this.stopped || !this.clock) return;
+    this.again = true;
+    void this.clock.trigger(this.job);
+  }
+
+  /** No more wake-ups (the clock's own stop ends the ticks). */
+  stop(): void {
+    this.stopped = true;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = undefined;
+  }
+
+  private async pass(): Promise<void> {
+    if (this.stopped) return;
+    do {
+      this.again = false;
       await this.drain();
-    });
-    listener?.onEvent(() => void clock.trigger(this.job));
+    } while (this.again && !this.stopped);
+    await this.pollForHeldBack();
+  }
+
+  /** Events past the cursor that exist but were not readable yet: look again soon. */
+  private async pollForHeldBack(): Promise<void> {
+    if (this.stopped || this.pollTimer) return;
+    const { rows } = await this.db.crossTenant(this.job, (tx) =>
+      tx.query<{ pending: boolean }>(
+        `select exists (
+           select 1 from events.consumer_cursors c
+             cross join lateral (select 1 from events.outbox o where (o.txid, o.id) > (c.txid, c.last_id) order by o.txid, o.id limit 1) next
+            where c.consumer = $1
+         ) as pending`,
+        [this.options.name],
+      ),
+    );
+    if (!rows[0]?.pending) {
+      this.pollDelay = 0;
+      return;
+    }
+    this.pollDelay = Math.min(this.pollDelay ? this.pollDelay * 2 : VISIBILITY_POLL_MS, VISIBILITY_POLL_MAX_MS, this.options.every);
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = undefined;
+      this.wake();
+    }, this.pollDelay);
+    this.pollTimer.unref();
   }
 
   /** Handles everything visible now (several batches when the outbox is busy). Returns the count. */
@@ -48,15 +121,28 @@ export class OutboxLoop {
     let handled = 0;
     for (;;) {
       const events = await this.consumer.next(this.options.batch);
-      for (const event of events) {
-        try {
-          await this.options.handle(event);
-        } catch (err) {
-          logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
-          return handled;
+      if (this.options.handleBatch) {
+        if (events.length > 0) {
+          try {
+            await this.options.handleBatch(events);
+          } catch (err) {
+            logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
+            return handled;
+          }
+          await this.consumer.advance(events.at(-1)!.position);
+          handled += events.length;
         }
-        await this.consumer.advance(event.position);
-        handled++;
+      } else {
+        for (const event of events) {
+          try {
+            await this.options.handle!(event);
+          } catch (err) {
+            logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
+            return handled;
+          }
+          await this.consumer.advance(event.position);
+          handled++;
+        }
       }
       if (events.length < this.options.batch) return handled;
     }

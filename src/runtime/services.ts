@@ -1,5 +1,6 @@
 import type { AuditRecorder } from '../audit/recorder.js';
 import type { Authenticator } from '../auth/authenticate.js';
+import type { ConnectorServices } from '../connectors/services.js';
 import type { Directory } from '../auth/directory.js';
 import type { Config } from '../config/config.js';
 import type { Database } from '../db/database.js';
@@ -9,6 +10,9 @@ import type { EventWriter } from '../events/outbox.js';
 import type { HookRunner } from '../platform/hooks/runner.js';
 import type { SecretStore } from '../platform/secrets/store.js';
 import type { LiveStream } from '../events/stream.js';
+import type { Subscribers } from '../events/subscribers.js';
+import type { Mailer } from '../email/mailer.js';
+import type { IntegrationHub } from '../hub/service.js';
 
 /** What the apiserver's handlers are given: the composition root builds it once (src/runtime/hub.ts). */
 export interface HubServices {
@@ -24,6 +28,8 @@ export interface HubServices {
   events: EventWriter;
   /** The live event stream's shared poller. */
   stream: LiveStream;
+  /** Connector runs, schedules, pre-flight (src/connectors). */
+  connectors: ConnectorServices;
   /** Buffers audit entries of mutating calls and data egress. */
   audit: AuditRecorder;
   migrationStatus(): Promise<SchemaStatus[]>;
@@ -31,4 +37,10 @@ export interface HubServices {
   secrets: SecretStore;
   /** Declared hooks, the tenants' overrides, and the runner of their handlers. */
   hooks: HookRunner;
+  /** Who listens to an event type (integrations, e-mail rules, processes register checks). */
+  subscribers: Subscribers;
+  /** Where e-mail rule messages go: SMTP when `svc.mail.host` is set, else mocked (read per message, so a test may replace it). */
+  mailer: Mailer;
+  /** The integration hub: integrations, the delivery journal, replays and tests (src/hub). */
+  integrations: IntegrationHub;
 }

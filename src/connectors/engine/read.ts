@@ -134,6 +134,10 @@ export interface FirstPageReport {
   sample?: unknown;
   /** `ok`, `HTTP <status>`, or the fault (unresolved credential, GraphQL error, unreadable body, network). */
   verdict: string;
+  /** The parsed body of a 2xx answer (for drafting an endpoint from it; never sent to clients whole). */
+  body?: unknown;
+  /** The `Link` header of the answer, if any. */
+  link?: string;
 }
 
 const SAMPLE_CHARS = 2000;
@@ -175,7 +179,8 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
     return { ...report, status: answer.status, items: [], verdict: (err as Error).message };
   }
   const items = strategy.items(answer.body);
-  const out: FirstPageReport = { ...report, status: answer.status, items, verdict: 'ok' };
+  const link = answer.headers.link;
+  const out: FirstPageReport = { ...report, status: answer.status, items, verdict: 'ok', body: answer.body, link: Array.isArray(link) ? link.join(', ') : link };
   if (items.length > 0) out.sample = boundedSample(items[0]);
   return out;
 }

@@ -17,8 +17,8 @@ export const PRESETS = {
   drf: { kind: 'body-link', link_path: '$.next', response_path: '$.results' },
   /** DRF `LimitOffsetPagination`: `?limit=50&offset=0`, rows in `results`, `count`. */
   'drf-limit-offset': { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, start_offset: 0, response_path: '$.results', total_path: '$.count' },
-  /** DRF `PageNumberPagination` with `page_size_query_param = 'page_size'`: 1-based pages, rows in `results`, `count`. */
-  'drf-page': { kind: 'page', page_param: 'page', size_param: 'page_size', start_page: 1, size: 50, response_path: '$.results', total_path: '$.count' },
+  /** Django Ninja `LimitOffsetPagination`: `?limit=50&offset=0`, rows in `items`, `count`. */
+  ninja: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, start_offset: 0, response_path: '$.items', total_path: '$.count' },
   /** Laravel `paginate()`: `?page=1&per_page=50`, rows in `data`, `last_page`, `total`. */
   laravel: { kind: 'page', page_param: 'page', size_param: 'per_page', start_page: 1, size: 50, total_pages_path: '$.last_page', response_path: '$.data', total_path: '$.total' },
   /** GitHub REST: RFC 5988 `Link` header, rel `next`; the body is the row array. */

@@ -457,7 +457,7 @@ describe('pagination strategies', () => {
   it('an unknown kind names the strategies and presets; path fields are JSONPaths', () => {
     expect(errorsOf(paged({ kind: 'unknown' }))).toEqual({
       'spec.endpoints[0].pagination.kind':
-        'spec.endpoints[0].pagination.kind must be a strategy (none, page, offset, cursor, link-header, body-link, relay, custom) or a preset (spring, stripe, drf, drf-limit-offset, drf-page, laravel, github, jsonapi, hal, odata, graphql-relay); got "unknown"',
+        'spec.endpoints[0].pagination.kind must be a strategy (none, page, offset, cursor, link-header, body-link, relay, custom) or a preset (spring, stripe, drf, drf-limit-offset, ninja, laravel, github, jsonapi, hal, odata, graphql-relay); got "unknown"',
     });
     expect(errorsOf(paged({ response_path: '$.x' }))).toEqual({ 'spec.endpoints[0].pagination.kind': 'spec.endpoints[0].pagination.kind is required' });
     expect(errorsOf(paged({ kind: 'body-link', link_path: 'next' }))).toEqual({ 'spec.endpoints[0].pagination.link_path': 'spec.endpoints[0].pagination.link_path must be a JSONPath starting with $' });
@@ -475,9 +475,9 @@ describe('presets', () => {
 
   it('two presets publish total_path $.count, one of them limit-offset', () => {
     expect(expand({ kind: 'drf-limit-offset' })).toEqual({ kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, start_offset: 0, response_path: '$.results', total_path: '$.count' });
-    expect(expand({ kind: 'drf-page' })).toEqual({ kind: 'page', page_param: 'page', size_param: 'page_size', start_page: 1, size: 50, response_path: '$.results', total_path: '$.count' });
+    expect(expand({ kind: 'ninja' })).toEqual({ kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, start_offset: 0, response_path: '$.items', total_path: '$.count' });
     const counted = PRESET_NAMES.filter((name) => name !== 'graphql-relay').filter((name) => (expand({ kind: name }) as { total_path?: string }).total_path === '$.count');
-    expect(counted).toEqual(['drf-limit-offset', 'drf-page']);
+    expect(counted).toEqual(['drf-limit-offset', 'ninja']);
   });
 
   it('the remaining REST presets', () => {

@@ -118,6 +118,18 @@ export class ExtSchema {
     }
   }
 
+  /** Drops every ext.* table that no connector registers and that holds no row. Returns their names. */
+  async dropUnused(): Promise<string[]> {
+    const { rows } = await this.pool.query<{ name: string }>(
+      `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'ext' and c.relkind = 'r'
+          and not exists (select 1 from connectors.ext_tables t where t.table_name = 'ext.' || c.relname)`,
+    );
+    const dropped: string[] = [];
+    for (const { name } of rows) if (await this.dropIfUnused(`ext.${name}`)) dropped.push(`ext.${name}`);
+    return dropped;
+  }
+
   async close(): Promise<void> {
     await this.pool.end();
   }

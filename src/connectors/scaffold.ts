@@ -1,0 +1,152 @@
+import { request } from 'undici';
+import { parse as parseYaml, stringify } from 'yaml';
+import { ValidationError } from '../errors.js';
+
+type Schema = { type?: string; properties?: Record<string, Schema>; items?: Schema; $ref?: string; format?: string };
+type OpenApi = {
+  openapi?: string;
+  swagger?: string;
+  info?: { title?: string };
+  servers?: Array<{ url: string }>;
+  host?: string;
+  basePath?: string;
+  schemes?: string[];
+  paths?: Record<string, Record<string, { responses?: Record<string, { content?: Record<string, { schema?: Schema }>; schema?: Schema }> }>>;
+  components?: { schemas?: Record<string, Schema>; securitySchemes?: Record<string, { type: string; scheme?: string; in?: string; name?: string }> };
+  definitions?: Record<string, Schema>;
+  securityDefinitions?: Record<string, { type: string; scheme?: string; in?: string; name?: string }>;
+};
+
+const MAX_BYTES = 5 * 1024 * 1024;
+
+/**
+ * Drafts a Connector manifest (YAML) from an OpenAPI 3 (or Swagger 2) document: the first server as
+ * base_url, one endpoint per GET operation without path parameters that answers JSON records, a
+ * pagination preset guessed from the response schema, promotes from the record's scalar properties,
+ * and auth from the security schemes (credentials as `*_env` names to fill in). A URL that holds no
+ * readable document is refused.
+ */
+export async function scaffoldManifest(openapiUrl: string, name: string): Promise<string> {
+  let url: URL;
+  try {
+    url = new URL(openapiUrl);
+  } catch {
+    throw new ValidationError('openapiUrl is not a URL', 'openapiUrl');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ValidationError('openapiUrl must be http or https', 'openapiUrl');
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)) throw new ValidationError('name must be a lower-case name (letters, digits, dashes)', 'name');
+  const doc = await fetchDocument(url);
+  const unreadable = () => new ValidationError(`no readable OpenAPI document at ${url.href}`, 'openapiUrl');
+  if (!doc || typeof doc !== 'object' || (!doc.openapi && !doc.swagger) || !doc.paths) throw unreadable();
+
+  const baseUrl = doc.servers?.[0]?.url
+    ? new URL(doc.servers[0].url, url).href.replace(/\/$/, '')
+    : doc.host
+      ? `${doc.schemes?.[0] ?? url.protocol.replace(':', '')}://${doc.host}${doc.basePath ?? ''}`.replace(/\/$/, '')
+      : url.origin;
+  const resolve = (schema: Schema | undefined): Schema | undefined => {
+    let current = schema;
+    for (let i = 0; i < 10 && current?.$ref; i++) {
+      const ref = current.$ref.split('/').pop()!;
+      current = doc.components?.schemas?.[ref] ?? doc.definitions?.[ref];
+    }
+    return current;
+  };
+  const endpoints: unknown[] = [];
+  for (const [path, operations] of Object.entries(doc.paths)) {
+    const get = operations.get;
+    if (!get || path.includes('{')) continue;
+    const ok = get.responses?.['200'] ?? get.responses?.['2XX'] ?? get.responses?.default;
+    const schema = resolve(ok?.content?.['application/json']?.schema ?? ok?.schema);
+    const shape = recordsOf(schema, resolve);
+    if (!shape) continue;
+    const id = path.split('/').filter(Boolean).join('-').toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '') || 'root';
+    const table = `ext.${id.replace(/-/g, '_').replace(/^(\d)/, 't_$1')}`.slice(0, 67);
+    const record = resolve(shape.record);
+    const props = record?.properties ?? {};
+    const promote = Object.entries(props)
+      .map(([key, prop]) => [key, resolve(prop)] as const)
+      .filter(([key, prop]) => /^[a-z_][a-z0-9_]{0,62}$/.test(key) && key !== 'id' && prop && ['string', 'integer', 'number', 'boolean'].includes(prop.type ?? ''))
+      .map(([key, prop]) => ({
+        name: key,
+        path: `$.${key}`,
+        type: prop!.type === 'integer' ? 'bigint' : prop!.type === 'number' ? 'numeric' : prop!.type === 'boolean' ? 'boolean' : prop!.format === 'date-time' ? 'timestamptz' : 'text',
+        ...(prop!.format === 'date-time' ? { transform: 'parse_iso8601' } : {}),
+      }));
+    endpoints.push({
+      id,
+      method: 'GET',
+      path,
+      pagination: shape.pagination,
+      target: { kind: 'hybrid', table, unique_key: 'id' in props ? '$.id' : '$.REPLACE_ME', promote },
+    });
+  }
+  if (endpoints.length === 0) throw new ValidationError(`the OpenAPI document at ${url.href} has no GET operation answering JSON records`, 'openapiUrl');
+
+  const manifest = {
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name },
+    connector_type: 'rest-generic',
+    scopes: [name],
+    spec: { base_url: baseUrl, auth: authOf(doc, name), endpoints },
+  };
+  return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${stringify(manifest)}`;
+}
+
+async function fetchDocument(url: URL): Promise<OpenApi | undefined> {
+  let text: string;
+  try {
+    const res = await request(url, { method: 'GET', headers: { accept: 'application/json, application/yaml;q=0.9, */*;q=0.5' }, headersTimeout: 10_000, bodyTimeout: 10_000 });
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      await res.body.dump();
+      throw new ValidationError(`no readable OpenAPI document at ${url.href}: HTTP ${res.statusCode}`, 'openapiUrl');
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_BYTES) throw new ValidationError(`the document at ${url.href} is larger than 5 MiB`, 'openapiUrl');
+      chunks.push(chunk as Buffer);
+    }
+    text = Buffer.concat(chunks).toString('utf8');
+  } catch (err) {
+    if (err instanceof ValidationError) throw err;
+    throw new ValidationError(`no readable OpenAPI document at ${url.href}: ${(err as Error).message}`, 'openapiUrl');
+  }
+  try {
+    return JSON.parse(text) as OpenApi;
+  } catch {
+    try {
+      return parseYaml(text) as OpenApi;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+function recordsOf(schema: Schema | undefined, resolve: (s: Schema | undefined) => Schema | undefined): { record: Schema | undefined; pagination: Record<string, unknown> } | undefined {
+  if (!schema) return undefined;
+  if (schema.type === 'array') return { record: schema.items, pagination: { kind: 'none', response_path: '$' } };
+  const props = schema.properties ?? {};
+  const arrayProp = (key: string) => resolve(props[key])?.type === 'array' ? resolve(props[key])!.items : undefined;
+  if (arrayProp('content') && props.totalPages) return { record: arrayProp('content'), pagination: { kind: 'spring' } };
+  if (arrayProp('data') && props.has_more) return { record: arrayProp('data'), pagination: { kind: 'stripe' } };
+  if (arrayProp('results') && props.next) return { record: arrayProp('results'), pagination: { kind: 'drf' } };
+  if (arrayProp('data') && props.total) {
+    return { record: arrayProp('data'), pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, response_path: '$.data', total_path: '$.total' } };
+  }
+  const list = Object.keys(props).find((k) => arrayProp(k));
+  return list ? { record: arrayProp(list), pagination: { kind: 'none', response_path: `$.${list}` } } : undefined;
+}
+
+function authOf(doc: OpenApi, name: string): Record<string, unknown> {
+  const schemes = Object.values(doc.components?.securitySchemes ?? doc.securityDefinitions ?? {});
+  const env = name.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
+  for (const s of schemes) {
+    if (s.type === 'http' && s.scheme?.toLowerCase() === 'bearer') return { kind: 'bearer', token_env: `${env}_TOKEN` };
+    if ((s.type === 'http' && s.scheme?.toLowerCase() === 'basic') || s.type === 'basic') return { kind: 'basic', username: 'REPLACE_ME', password_env: `${env}_PASSWORD` };
+    if (s.type === 'apiKey' && (s.in === 'header' || s.in === 'query') && s.name) return { kind: 'api-key', in: s.in, name: s.name, value_env: `${env}_API_KEY` };
+  }
+  return { kind: 'none' };
+}

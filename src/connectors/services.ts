@@ -1,0 +1,79 @@
+import type { Config } from '../config/config.js';
+import type { Database, Tx } from '../db/database.js';
+import type { RoleNames } from '../db/roles.js';
+import type { EventWriter } from '../events/outbox.js';
+import type { Subscribers } from '../events/subscribers.js';
+import type { SecretStore } from '../platform/secrets/store.js';
+import type { EngineContext } from './engine/read.js';
+import { EnginePageReader, type ReadContext } from './engine/page-reader.js';
+import { noIndexer, type RowIndexer } from './indexer.js';
+import { ConnectorRunner } from './runner.js';
+import { ConnectorScheduler } from './scheduler.js';
+import { loadConnector, loadConnectorById } from './store.js';
+import { ExtSchema } from './target/ddl.js';
+import type { ConnectorSpec } from './types.js';
+
+/** Everything the connector area offers the rest of the hub (HTTP routes, scheduler, CLI). */
+export interface ConnectorServices {
+  runner: ConnectorRunner;
+  scheduler: ConnectorScheduler;
+  reader: EnginePageReader;
+  ext: ExtSchema;
+  load(tx: Tx, name: string): Promise<ConnectorSpec | undefined>;
+  /** The engine context of one connector (credentials of its tenant, its rate-limit bucket). */
+  context(connector: ConnectorSpec): EngineContext;
+  close(): Promise<void>;
+}
+
+export interface ConnectorDeps {
+  config: Config;
+  db: Database;
+  events: EventWriter;
+  subscribers: Subscribers;
+  secrets: SecretStore;
+  ownerUrl: string;
+  roles: RoleNames;
+  indexer?: RowIndexer;
+}
+
+/**
+ * Wires the connector area. `*_env` credentials resolve a stored secret of that name in the
+ * connector's tenant, then an environment variable, then a non-property key of application.yaml;
+ * `value_env` headers and `{{env:NAME}}` templates read the environment (then that file).
+ */
+export function createConnectorServices(deps: ConnectorDeps): ConnectorServices {
+  const { config } = deps;
+  const retry = {
+    attempts: 5,
+    baseDelayMs: config.duration('svc.connectors.retry.base-delay'),
+    maxDelayMs: config.duration('svc.connectors.retry.max-delay'),
+  };
+  const env = (name: string) => process.env[name] ?? config.extra(name);
+  const readContext = (connector: ConnectorSpec): ReadContext => ({
+    resolveCredential: async (name) => (await deps.secrets.resolveSecret(connector.tenantId, name, `connector:${connector.name}`)) ?? env(name),
+    env,
+    retry,
+    maxPages: config.int('svc.connectors.max-pages'),
+  });
+  const reader = new EnginePageReader(readContext);
+  const ext = new ExtSchema(deps.ownerUrl, deps.roles);
+  const runner = new ConnectorRunner({
+    db: deps.db,
+    events: deps.events,
+    ext,
+    reader,
+    indexer: deps.indexer ?? noIndexer,
+    chunkSize: config.int('svc.connectors.chunk-size'),
+    subscribers: deps.subscribers,
+  });
+  const scheduler = new ConnectorScheduler(deps.db, runner, loadConnectorById);
+  return {
+    runner,
+    scheduler,
+    reader,
+    ext,
+    load: loadConnector,
+    context: (connector) => ({ ...readContext(connector), limiter: reader.limiterFor(connector) }),
+    close: () => ext.close(),
+  };
+}

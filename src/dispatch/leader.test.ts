@@ -1,0 +1,133 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { ClockRunner } from '../clock/clock.js';
+import { roleUrl } from '../db/roles.js';
+import { AdvisoryLockElector, Leadership } from './leader.js';
+
+/** The PostgreSQL advisory-lock elector and the leadership gate, against a real server. */
+
+let t: MigratedDatabase;
+let url: string;
+
+beforeAll(async () => {
+  t = await migratedDatabase();
+  url = roleUrl(t.ownerUrl, 'svc_worker');
+});
+
+afterAll(async () => {
+  await t.close();
+});
+
+async function until(what: string, predicate: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The backend of the connection that holds the lock (followers keep a connection of the same name open). */
+async function backendPid(key: string): Promise<number> {
+  const { rows } = await t.owner.query(
+    `select l.pid from pg_locks l join pg_stat_activity a on a.pid = l.pid
+      where l.locktype = 'advisory' and l.granted and a.application_name = $1 and a.datname = current_database()`,
+    [`svc-hub leader (${key})`],
+  );
+  expect(rows.length).toBe(1);
+  return rows[0].pid;
+}
+
+describe('advisory-lock elector', () => {
+  it('one of two leads; release hands over; a killed connection loses it (onLost) and the other takes over', async () => {
+    const key = 'test:elector';
+    const a = new AdvisoryLockElector(url, key);
+    const b = new AdvisoryLockElector(url, key);
+    try {
+      expect(await a.acquire()).toBe(true);
+      expect(await b.acquire()).toBe(false);
+      expect(await a.acquire()).toBe(true); // idempotent
+      expect(await a.renew()).toBe(true);
+      expect([a.isLeader(), b.isLeader()]).toEqual([true, false]);
+
+      await a.release();
+      expect(a.isLeader()).toBe(false);
+      expect(await b.acquire()).toBe(true);
+
+      let lost = 0;
+      b.onLost(() => lost++);
+      await t.owner.query('select pg_terminate_backend($1)', [await backendPid(key)]);
+      await until('onLost', () => lost === 1);
+      expect(b.isLeader()).toBe(false);
+      expect(await b.renew()).toBe(false);
+      expect(await a.acquire()).toBe(true);
+      // b reconnects and finds the lock taken.
+      expect(await b.acquire()).toBe(false);
+    } finally {
+      await a.release();
+      await b.release();
+    }
+  });
+
+  it('keys are independent, and advisory locks are per database', async () => {
+    const x = new AdvisoryLockElector(url, 'test:x');
+    const y = new AdvisoryLockElector(url, 'test:y');
+    // A key whose hashtext is negative: renew still finds the lock in pg_locks.
+    const negative = new AdvisoryLockElector(url, 'b');
+    try {
+      expect(await x.acquire()).toBe(true);
+      expect(await y.acquire()).toBe(true);
+      expect(await negative.acquire()).toBe(true);
+      expect(await negative.renew()).toBe(true);
+      expect(await x.renew()).toBe(true);
+    } finally {
+      await Promise.all([x.release(), y.release(), negative.release()]);
+    }
+  });
+});
+
+describe('leadership', () => {
+  it('gated jobs run only in the leading process; the follower takes over when the leader goes', async () => {
+    const key = 'test:leadership';
+    const runs = { a: 0, b: 0 };
+    const start = async (name: 'a' | 'b') => {
+      const leadership = new Leadership(new AdvisoryLockElector(url, key), { checkEvery: 100 });
+      const clock = new ClockRunner();
+      const gated = leadership.gate(clock);
+      gated.schedule('job', { every: 50 }, async () => {
+        runs[name]++;
+      });
+      clock.start();
+      await leadership.start();
+      return { leadership, clock, gated };
+    };
+    const a = await start('a');
+    const b = await start('b');
+    try {
+      expect([a.leadership.isLeader(), b.leadership.isLeader()]).toEqual([true, false]);
+      await until('a few runs', () => runs.a >= 3);
+      expect(runs.b).toBe(0);
+      expect(await b.gated.trigger('job')).toBe(false);
+      expect(runs.b).toBe(0);
+
+      // The leader's lock connection dies: it stops at once, the follower leads within a check or two.
+      await t.owner.query('select pg_terminate_backend($1)', [await backendPid(key)]);
+      await until('a to notice', () => !a.leadership.isLeader());
+      await new Promise((r) => setTimeout(r, 60)); // a pass already running may finish
+      const aRuns = runs.a;
+      await until('b to lead', () => b.leadership.isLeader());
+      await until('b to run', () => runs.b >= 2);
+      expect(a.leadership.isLeader()).toBe(false);
+      expect(runs.a).toBe(aRuns);
+
+      // An orderly stop releases at once.
+      await b.clock.stop();
+      await b.leadership.stop();
+      await until('a to lead again', () => a.leadership.isLeader(), 3_000);
+    } finally {
+      for (const x of [a, b]) {
+        await x.clock.stop();
+        await x.leadership.stop();
+      }
+    }
+  });
+});

@@ -1,0 +1,251 @@
+import pg from 'pg';
+import type { Cadence, ClockRunner } from '../clock/clock.js';
+import { logger } from '../observability/logger.js';
+
+/**
+ * Leader election for the cursor consumers and sweeps (CONTRACTS.md section 6): they run in one
+ * process at a time. The port is what any elector offers; outside Kubernetes a PostgreSQL advisory
+ * lock plays the part (AdvisoryLockElector), in Kubernetes a `coordination.k8s.io/v1` Lease will.
+ * `Leadership` drives an elector on a cadence and gates clock jobs so they tick only while this
+ * process leads.
+ */
+
+/** The leader-election port. */
+export interface LeaderElector {
+  /** A name for logs (`postgres advisory lock svc-hub:dispatch`). */
+  readonly description: string;
+  /** Tries once to become the leader; true when this process leads now (also when it already did). */
+  acquire(): Promise<boolean>;
+  /** Confirms the leadership this process holds; false (and `onLost` listeners called) when it is gone. */
+  renew(): Promise<boolean>;
+  /** Gives the leadership up (on stop), so another process takes over at once. */
+  release(): Promise<void>;
+  isLeader(): boolean;
+  /** Called when leadership is lost other than by `release` (connection or lease gone). Returns an unsubscribe. */
+  onLost(listener: () => void): () => void;
+}
+
+/**
+ * A session-level advisory lock held on a dedicated connection: the lock lives exactly as long as
+ * that session, so a process that dies (or whose connection dies) gives it up as soon as the server
+ * notices; the others try again on their next check. A connection that stops answering within
+ * `timeoutMs` counts as lost.
+ */
+export class AdvisoryLockElector implements LeaderElector {
+  private client: pg.Client | undefined;
+  private leader = false;
+  private readonly listeners = new Set<() => void>();
+  readonly description: string;
+
+  constructor(
+    private readonly url: string,
+    private readonly key = 'svc-hub:dispatch',
+    private readonly timeoutMs = 5_000,
+  ) {
+    this.description = `postgres advisory lock ${key}`;
+  }
+
+  isLeader(): boolean {
+    return this.leader;
+  }
+
+  onLost(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async acquire(): Promise<boolean> {
+    if (this.leader) return this.renew();
+    const client = await this.connection();
+    const { rows } = await client.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [this.key]);
+    this.leader = rows[0]?.ok === true;
+    return this.leader;
+  }
+
+  async renew(): Promise<boolean> {
+    if (!this.leader) return false;
+    try {
+      const { rows } = await this.client!.query<{ held: boolean }>(
+        `select exists (
+           select 1 from pg_locks
+            where locktype = 'advisory' and pid = pg_backend_pid() and granted and objsubid = 1
+              and ((classid::bigint << 32) | objid::bigint) = hashtext($1)::bigint
+         ) as held`,
+        [this.key],
+      );
+      if (rows[0]?.held) return true;
+      this.lost('the advisory lock is no longer held');
+    } catch (err) {
+      this.lost((err as Error).message);
+    }
+    return false;
+  }
+
+  async release(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    const wasLeader = this.leader;
+    this.leader = false;
+    if (!client) return;
+    if (wasLeader) await client.query('select pg_advisory_unlock(hashtext($1))', [this.key]).catch(() => undefined);
+    await client.end().catch(() => undefined);
+  }
+
+  private async connection(): Promise<pg.Client> {
+    if (this.client) return this.client;
+    const client = new pg.Client({ connectionString: this.url, application_name: `svc-hub leader (${this.key})`, query_timeout: this.timeoutMs, keepAlive: true });
+    const onGone = (err?: Error) => {
+      if (this.client !== client) return;
+      this.client = undefined;
+      client.end().catch(() => undefined);
+      if (this.leader) this.lost(err?.message ?? 'connection closed');
+    };
+    client.on('error', onGone);
+    client.on('end', () => onGone());
+    try {
+      await client.connect();
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      throw err;
+    }
+    this.client = client;
+    return client;
+  }
+
+  private lost(reason: string): void {
+    if (!this.leader) return;
+    this.leader = false;
+    const client = this.client;
+    this.client = undefined;
+    client?.end().catch(() => undefined);
+    logger().warn({ reason }, `leadership lost (${this.description})`);
+    for (const listener of this.listeners) listener();
+  }
+}
+
+/** An elector for a process that is alone by construction (tests, embedded tools): always the leader. */
+export class SoleLeader implements LeaderElector {
+  readonly description = 'sole process';
+  private leader = false;
+  async acquire(): Promise<boolean> {
+    this.leader = true;
+    return true;
+  }
+  async renew(): Promise<boolean> {
+    return this.leader;
+  }
+  async release(): Promise<void> {
+    this.leader = false;
+  }
+  isLeader(): boolean {
+    return this.leader;
+  }
+  onLost(): () => void {
+    return () => undefined;
+  }
+}
+
+/** Clock jobs that tick only while this process leads (what OutboxLoop and the sweeps are given). */
+export interface LeaderClock {
+  schedule(name: string, cadence: Cadence, task: () => Promise<void>): void;
+  trigger(name: string): Promise<boolean>;
+}
+
+export interface LeadershipOptions {
+  /** How often a follower tries to take over and the leader confirms it still leads. */
+  checkEvery: number;
+}
+
+/**
+ * Keeps trying to lead (at once, then every `checkEvery`), confirms leadership on the same cadence,
+ * and runs the gated jobs only meanwhile: when this process becomes the leader every gated job runs
+ * at once (catching up what the outbox holds); when it stops leading, gated ticks and wake-ups do
+ * nothing (a pass already running finishes; the cursors and leases keep the work consistent).
+ */
+export class Leadership {
+  private timer: NodeJS.Timeout | undefined;
+  private readonly gated: Array<{ clock: ClockRunner; name: string }> = [];
+  private stopped = false;
+  private checking: Promise<void> | undefined;
+  private readonly electedListeners = new Set<() => void>();
+
+  constructor(
+    readonly elector: LeaderElector,
+    private readonly options: LeadershipOptions,
+  ) {
+    elector.onLost(() => {
+      // Try again soon: a dropped connection (not a rival) should not cost a whole check period.
+      if (!this.stopped) this.schedule(Math.min(1_000, this.options.checkEvery));
+    });
+  }
+
+  isLeader(): boolean {
+    return this.elector.isLeader();
+  }
+
+  /** Called each time this process becomes the leader. */
+  onElected(listener: () => void): () => void {
+    this.electedListeners.add(listener);
+    return () => this.electedListeners.delete(listener);
+  }
+
+  /** A view of `clock` whose jobs run only while this process leads. */
+  gate(clock: ClockRunner): LeaderClock {
+    return {
+      schedule: (name, cadence, task) => {
+        this.gated.push({ clock, name });
+        clock.schedule(name, cadence, async () => {
+          if (this.elector.isLeader()) await task();
+        });
+      },
+      trigger: (name) => (this.elector.isLeader() ? clock.trigger(name) : Promise.resolve(false)),
+    };
+  }
+
+  /** First attempt now (so a lone process leads before it returns), then on the cadence. */
+  async start(): Promise<void> {
+    this.stopped = false;
+    await this.check();
+    this.schedule(this.options.checkEvery);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.checking;
+    await this.elector.release();
+  }
+
+  private schedule(delay: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.check().finally(() => {
+        if (!this.stopped && !this.timer) this.schedule(this.options.checkEvery);
+      });
+    }, delay);
+    this.timer.unref();
+  }
+
+  private check(): Promise<void> {
+    this.checking ??= (async () => {
+      try {
+        if (this.elector.isLeader()) {
+          await this.elector.renew();
+          return;
+        }
+        if (await this.elector.acquire()) {
+          logger().info(`leadership acquired (${this.elector.description}): running the outbox consumers and sweeps`);
+          for (const listener of this.electedListeners) listener();
+          for (const { clock, name } of this.gated) void clock.trigger(name);
+        }
+      } catch (err) {
+        logger().warn({ err: (err as Error).message }, `leader election failed (${this.elector.description}); trying again`);
+      }
+    })().finally(() => {
+      this.checking = undefined;
+    });
+    return this.checking;
+  }
+}

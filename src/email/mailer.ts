@@ -1,0 +1,147 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import nodemailer, { type Transporter } from 'nodemailer';
+import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
+import { type Config, ConfigError } from '../config/config.js';
+import { logger, registerSecret } from '../observability/logger.js';
+import { isAddress } from './rules.js';
+
+/** One message of an e-mail rule: plain text, one or more recipients. */
+export interface OutgoingMail {
+  to: string[];
+  subject: string;
+  text: string;
+  /** Extra headers (`X-Svc-Event`, …). */
+  headers?: Record<string, string>;
+}
+
+export interface SendResult {
+  /** `sent`: the server accepted it; `mocked`: no mail host is configured, it was only logged. */
+  outcome: 'sent' | 'mocked';
+  messageId?: string;
+  /** The server's reply to the message. */
+  response?: string;
+}
+
+/** The port e-mail rules send through. A failure is thrown; the caller decides what it means. */
+export interface Mailer {
+  readonly mode: 'smtp' | 'mocked';
+  send(mail: OutgoingMail): Promise<SendResult>;
+  close(): void;
+}
+
+/** Without `svc.mail.host`: nothing leaves the process, each message is logged as mocked. */
+export class MockedMailer implements Mailer {
+  readonly mode = 'mocked' as const;
+
+  async send(mail: OutgoingMail): Promise<SendResult> {
+    logger().info(
+      { mail: 'mocked', to: mail.to, subject: mail.subject, headers: mail.headers, bodyLength: mail.text.length },
+      `e-mail mocked (svc.mail.host is not set): to ${mail.to.join(', ')}: ${mail.subject}`,
+    );
+    logger().debug({ mail: 'mocked', body: mail.text }, 'mocked e-mail body');
+    return { outcome: 'mocked' };
+  }
+
+  close(): void {}
+}
+
+export interface SmtpSettings {
+  host: string;
+  port: number;
+  /** TLS from the first byte (SMTPS). */
+  secure: boolean;
+  /** Refuse to send unless the connection is upgraded with STARTTLS. */
+  requireStartTls: boolean;
+  username?: string;
+  password?: string;
+  from: string;
+  /** PEM certificate authorities trusted beside the system ones. */
+  ca?: string;
+  timeoutMs: number;
+}
+
+/** Sends over SMTP with nodemailer: one connection per message (rule mail is low volume). */
+export class SmtpMailer implements Mailer {
+  readonly mode = 'smtp' as const;
+  private readonly transport: Transporter<SMTPTransport.SentMessageInfo>;
+
+  constructor(private readonly settings: SmtpSettings) {
+    registerSecret(settings.password);
+    const options: SMTPTransport.Options = {
+      host: settings.host,
+      port: settings.port,
+      secure: settings.secure,
+      requireTLS: settings.requireStartTls,
+      auth: settings.username ? { user: settings.username, pass: settings.password ?? '' } : undefined,
+      // Node's `ca` replaces the built-in authorities: keep them, and add the configured ones.
+      tls: settings.ca ? { ca: [...rootCertificates, settings.ca] } : undefined,
+      connectionTimeout: settings.timeoutMs,
+      greetingTimeout: settings.timeoutMs,
+      socketTimeout: settings.timeoutMs,
+      disableFileAccess: true,
+      disableUrlAccess: true,
+    };
+    this.transport = nodemailer.createTransport(options);
+  }
+
+  async send(mail: OutgoingMail): Promise<SendResult> {
+    const info = await this.transport.sendMail({
+      from: this.settings.from,
+      to: mail.to,
+      subject: mail.subject,
+      text: mail.text,
+      headers: mail.headers,
+    });
+    return { outcome: 'sent', messageId: info.messageId, response: info.response };
+  }
+
+  close(): void {
+    this.transport.close();
+  }
+}
+
+/**
+ * What a failed send may log: never the error object itself (nodemailer errors can carry the
+ * command that was sent), only its message and codes. The password is also registered with the
+ * logger's scrubber.
+ */
+export function sendFailure(err: unknown): { message: string; code?: string; responseCode?: number; command?: string } {
+  const e = err as { message?: string; code?: string; responseCode?: number; command?: string };
+  const out: { message: string; code?: string; responseCode?: number; command?: string } = { message: String(e?.message ?? err) };
+  if (typeof e?.code === 'string') out.code = e.code;
+  if (typeof e?.responseCode === 'number') out.responseCode = e.responseCode;
+  // `AUTH PLAIN`, `RCPT TO`…: the verb only, never an argument.
+  if (typeof e?.command === 'string') out.command = e.command.split(' ').slice(0, 2).filter((w) => /^[A-Z-]+$/.test(w)).join(' ');
+  return out;
+}
+
+/** The mailer the configuration asks for: SMTP when `svc.mail.host` is set, else mocked. */
+export function createMailer(config: Config): Mailer {
+  const host = config.optional('svc.mail.host')?.trim();
+  if (!host) return new MockedMailer();
+  const from = config.string('svc.mail.from');
+  const address = /<([^<>]*)>\s*$/.exec(from)?.[1] ?? from;
+  if (!isAddress(address.trim())) throw new ConfigError('svc.mail.from', `svc.mail.from (SVC_MAIL_FROM): '${from}' is not an e-mail address`);
+  const caPath = config.optional('svc.mail.tls-ca');
+  let ca: string | undefined;
+  if (caPath) {
+    try {
+      ca = readFileSync(caPath, 'utf8');
+    } catch (err) {
+      throw new ConfigError('svc.mail.tls-ca', `svc.mail.tls-ca (SVC_MAIL_TLS_CA): cannot read ${caPath}: ${(err as Error).message}`);
+    }
+    if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError('svc.mail.tls-ca', `svc.mail.tls-ca (SVC_MAIL_TLS_CA): ${caPath} holds no PEM certificate`);
+  }
+  return new SmtpMailer({
+    host,
+    port: config.int('svc.mail.port'),
+    secure: config.bool('svc.mail.secure'),
+    requireStartTls: config.bool('svc.mail.starttls'),
+    username: config.optional('svc.mail.username'),
+    password: config.optional('svc.mail.password'),
+    from,
+    ca,
+    timeoutMs: config.duration('svc.mail.timeout'),
+  });
+}

@@ -1,0 +1,201 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
+import type { Database, Tx } from '../db/database.js';
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import type { OutboxEvent } from '../events/outbox.js';
+import { Subscribers } from '../events/subscribers.js';
+import { EmailDispatcher } from './dispatcher.js';
+import { type Mailer, MockedMailer, type OutgoingMail } from './mailer.js';
+import {
+  createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
+} from './rules.js';
+
+let testDb: MigratedDatabase;
+let db: Database;
+
+beforeAll(async () => {
+  testDb = await migratedDatabase({ 1: 'acme', 2: 'globex', 3: 'initech' }, 2);
+  db = testDb.db;
+});
+
+afterAll(async () => {
+  await testDb.close();
+});
+
+const t1 = <T>(fn: (tx: Tx) => Promise<T>) => db.withTenant(1, fn);
+const t2 = <T>(fn: (tx: Tx) => Promise<T>) => db.withTenant(2, fn);
+const t3 = <T>(fn: (tx: Tx) => Promise<T>) => db.withTenant(3, fn);
+
+function fieldOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ValidationError) return err.field;
+    throw err;
+  }
+  return 'no error';
+}
+
+describe('validation', () => {
+  it('eventTypes: exact types or prefix.* patterns, never a bare * or an empty list', () => {
+    expect(normalizeEventTypes(['org.created', 'connector.run.*', 'org.created', 'decision.dormant.x'])).toEqual(['org.created', 'connector.run.*', 'decision.dormant.x']);
+    expect(fieldOf(() => normalizeEventTypes([]))).toBe('eventTypes');
+    expect(fieldOf(() => normalizeEventTypes(['org.created', '*']))).toBe('eventTypes[1]');
+    for (const bad of ['.*', 'org.*.created', 'org*', 'org.', '.org', 'org created', 'org.**', '']) expect(fieldOf(() => normalizeEventTypes([bad]))).toBe('eventTypes[0]');
+  });
+
+  it('recipient: one address or a comma list, normalised', () => {
+    expect(normalizeRecipient(' ops@example.com ')).toBe('ops@example.com');
+    expect(normalizeRecipient('ops@example.com,dev@mail.example.org , OPS@example.com')).toBe('ops@example.com, dev@mail.example.org');
+    expect(normalizeRecipient('first.last+tag@localhost')).toBe('first.last+tag@localhost');
+    for (const bad of ['', ' ', 'ops', 'ops@', '@example.com', 'Ops <ops@example.com>', 'a b@example.com', 'ops@exa_mple.com', 'ops@example.com,', 'a@b.c\r\nBcc: x@y.z', 'ops@-example.com']) {
+      expect(fieldOf(() => normalizeRecipient(bad))).toBe('recipient');
+    }
+    expect(fieldOf(() => normalizeRecipient(Array.from({ length: 11 }, (_, i) => `u${i}@example.com`).join(',')))).toBe('recipient');
+  });
+});
+
+describe('rules in the database', () => {
+  it('create with defaults, get, list, update present fields only', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: ' ops ', eventTypes: ['org.*'], recipient: 'ops@example.com' }, 'ann'));
+    expect(rule).toEqual({ id: rule.id, name: 'ops', eventTypes: ['org.*'], recipient: 'ops@example.com', subject: DEFAULT_SUBJECT, body: DEFAULT_BODY, enabled: true });
+    expect(await t1((tx) => getRule(tx, rule.id))).toEqual(rule);
+    const updated = await t1((tx) => updateRule(tx, rule.id, { subject: 'Org {{payload.orgId}}', enabled: false }, 'bob'));
+    expect(updated).toEqual({ ...rule, subject: 'Org {{payload.orgId}}', enabled: false });
+    expect(await t1((tx) => updateRule(tx, rule.id, {}))).toEqual(updated);
+    expect((await t1(listRules)).map((r) => r.name)).toContain('ops');
+  });
+
+  it('names are unique per tenant; another tenant may use the same name', async () => {
+    await t1((tx) => createRule(tx, { name: 'dup', eventTypes: ['org.created'], recipient: 'a@example.com' }));
+    await expect(t1((tx) => createRule(tx, { name: 'dup', eventTypes: ['org.created'], recipient: 'a@example.com' }))).rejects.toBeInstanceOf(ConflictError);
+    const other = await t1((tx) => createRule(tx, { name: 'other', eventTypes: ['org.created'], recipient: 'a@example.com' }));
+    await expect(t1((tx) => updateRule(tx, other.id, { name: 'dup' }))).rejects.toBeInstanceOf(ConflictError);
+    await expect(t2((tx) => createRule(tx, { name: 'dup', eventTypes: ['org.created'], recipient: 'b@example.com' }))).resolves.toMatchObject({ name: 'dup' });
+  });
+
+  it('refuses bad templates on create and update', async () => {
+    await expect(t1((tx) => createRule(tx, { name: 'bad', eventTypes: ['org.created'], recipient: 'a@example.com', body: 'Hi {{user}}' }))).rejects.toMatchObject({ field: 'body' });
+    const rule = await t1((tx) => createRule(tx, { name: 'good', eventTypes: ['org.created'], recipient: 'a@example.com' }));
+    await expect(t1((tx) => updateRule(tx, rule.id, { subject: '{{type' }))).rejects.toMatchObject({ field: 'subject' });
+  });
+
+  it('another tenant\'s rule is not found; a deleted rule is gone from every view and frees its name', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'temp', eventTypes: ['org.created'], recipient: 'a@example.com' }));
+    await expect(t2((tx) => getRule(tx, rule.id))).rejects.toBeInstanceOf(NotFoundError);
+    await expect(t2((tx) => updateRule(tx, rule.id, { enabled: false }))).rejects.toBeInstanceOf(NotFoundError);
+    await expect(t2((tx) => deleteRule(tx, rule.id))).rejects.toBeInstanceOf(NotFoundError);
+    expect((await t2(listRules)).map((r) => r.id)).not.toContain(rule.id);
+
+    await t1((tx) => deleteRule(tx, rule.id));
+    await expect(t1((tx) => getRule(tx, rule.id))).rejects.toBeInstanceOf(NotFoundError);
+    await expect(t1((tx) => deleteRule(tx, rule.id))).rejects.toBeInstanceOf(NotFoundError);
+    await expect(t1((tx) => updateRule(tx, rule.id, { enabled: true }))).rejects.toBeInstanceOf(NotFoundError);
+    expect((await t1(listRules)).map((r) => r.id)).not.toContain(rule.id);
+    await t1((tx) => createRule(tx, { name: 'temp', eventTypes: ['org.created'], recipient: 'a@example.com' }));
+    const { rows } = await testDb.owner.query('select count(*)::int as n from email.rules where tenant_id = 1 and name = $1', ['temp']);
+    expect(rows[0].n).toBe(2);
+  });
+
+  it('matching: exact or prefix, enabled and not deleted, own tenant only; the subscriber check follows', async () => {
+    const subscribers = new Subscribers();
+    subscribers.register(emailRuleSubscriber);
+    expect(await t1((tx) => subscribers.any(tx, 'data.row.changed'))).toBe(false);
+    const rule = await t1((tx) => createRule(tx, { name: 'rows', eventTypes: ['data.*', 'platform.secret.created'], recipient: 'a@example.com' }));
+    expect(await t1((tx) => subscribers.any(tx, 'data.row.changed'))).toBe(true);
+    expect(await t2((tx) => subscribers.any(tx, 'data.row.changed'))).toBe(false);
+    expect((await t1((tx) => matchingRules(tx, 'data.row.changed'))).map((r) => r.id)).toEqual([rule.id]);
+    expect((await t1((tx) => matchingRules(tx, 'datax.row'))).map((r) => r.id)).toEqual([]);
+    await t1((tx) => updateRule(tx, rule.id, { enabled: false }));
+    expect(await t1((tx) => subscribers.any(tx, 'data.row.changed'))).toBe(false);
+    await t1((tx) => updateRule(tx, rule.id, { enabled: true }));
+    await t1((tx) => deleteRule(tx, rule.id));
+    expect(await t1((tx) => subscribers.any(tx, 'data.row.changed'))).toBe(false);
+  });
+});
+
+class RecordingMailer implements Mailer {
+  readonly mode = 'smtp' as const;
+  readonly sent: OutgoingMail[] = [];
+  failFor = new Set<string>();
+  async send(mail: OutgoingMail) {
+    if (mail.to.some((a) => this.failFor.has(a))) throw Object.assign(new Error('Invalid login: 535 Authentication failed'), { code: 'EAUTH', responseCode: 535, command: 'AUTH PLAIN AGh1YgBzZWNyZXQ=' });
+    this.sent.push(mail);
+    return { outcome: 'sent' as const };
+  }
+  close() {}
+}
+
+let nextId = 1_000_000;
+function event(tenantId: number, type: string, payload: Record<string, unknown>, createdAt = new Date(Date.now() + 1000)): OutboxEvent {
+  const id = nextId++;
+  return { id, tenantId, type, payload, createdAt, position: { txid: '1', id } };
+}
+
+describe('the dispatcher', () => {
+  let mailer: RecordingMailer;
+  let dispatcher: EmailDispatcher;
+
+  beforeAll(async () => {
+    mailer = new RecordingMailer();
+    dispatcher = new EmailDispatcher(db, () => mailer);
+    await t3((tx) =>
+      createRule(tx, { name: 'org-watch', eventTypes: ['org.created', 'org.*'], recipient: 'a@initech.example, b@initech.example', subject: '{{ type }} #{{payload.orgId}}', body: 'Org {{payload.name}} ({{tenantId}}/{{id}}) by {{rule}}' }),
+    );
+    await t3((tx) => createRule(tx, { name: 'broken', eventTypes: ['org.created'], recipient: 'fails@initech.example' }));
+  });
+
+  it('sends one message per matching rule, rendered from the event, even when a pattern matches twice', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set();
+    const e = event(3, 'org.created', { orgId: 5, tenantId: 3, name: 'Acme' });
+    const outcomes = await dispatcher.handle(e);
+    expect(outcomes.map((o) => o.outcome)).toEqual(['sent', 'sent']);
+    const watch = mailer.sent.find((m) => m.to.length === 2)!;
+    expect(watch).toEqual({
+      to: ['a@initech.example', 'b@initech.example'],
+      subject: 'org.created #5',
+      text: `Org Acme (3/${e.id}) by org-watch`,
+      headers: { 'X-Svc-Event': 'org.created', 'X-Svc-Event-Id': String(e.id), 'X-Svc-Email-Rule': expect.any(String) },
+    });
+    expect(mailer.sent).toHaveLength(2);
+  });
+
+  it('a failed send is logged without secrets and skipped; the other rules still get theirs', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set(['fails@initech.example']);
+    const logs = captureLogs('info');
+    try {
+      const outcomes = await dispatcher.handle(event(3, 'org.created', { orgId: 6, tenantId: 3, name: 'B' }));
+      expect(outcomes.map((o) => o.outcome).sort()).toEqual(['failed', 'sent']);
+      expect(mailer.sent).toHaveLength(1);
+      const warn = logs.lines().find((l) => l.level === 'warn');
+      expect(warn).toMatchObject({ rule: 'broken', error: { code: 'EAUTH', responseCode: 535, command: 'AUTH PLAIN' } });
+      expect(logs.raw()).not.toContain('AGh1YgBzZWNyZXQ=');
+    } finally {
+      logs.restore();
+    }
+  });
+
+  it('nothing for a non-matching type, for another tenant, or for an event older than the rule', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set();
+    expect(await dispatcher.handle(event(3, 'platform.secret.created', { name: 'x', by: 'y', at: 'z' }))).toEqual([]);
+    expect(await dispatcher.handle(event(1, 'org.moved', { orgId: 1, tenantId: 1, newParentId: 0 }))).toEqual([]);
+    expect(await dispatcher.handle(event(3, 'org.created', { orgId: 1, tenantId: 3, name: 'old' }, new Date(Date.now() - 3_600_000)))).toEqual([]);
+    expect(mailer.sent).toEqual([]);
+  });
+
+  it('with the mocked mailer every message is logged as mocked', async () => {
+    const mocked = new EmailDispatcher(db, () => new MockedMailer());
+    const logs = captureLogs('info');
+    try {
+      const outcomes = await mocked.handle(event(3, 'org.updated', { orgId: 7, tenantId: 3 }));
+      expect(outcomes).toEqual([{ ruleId: expect.any(Number), outcome: 'mocked' }]);
+      expect(logs.lines().filter((l) => l.mail === 'mocked')).toEqual([expect.objectContaining({ to: ['a@initech.example', 'b@initech.example'], subject: 'org.updated #7' })]);
+    } finally {
+      logs.restore();
+    }
+  });
+});

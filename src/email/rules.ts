@@ -1,0 +1,216 @@
+import type { Tx } from '../db/database.js';
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { patternsMatch, type SubscriberCheck } from '../events/subscribers.js';
+import { checkTemplate } from './templates.js';
+
+/**
+ * E-mail rules (spec 1 Events rule 5; CONTRACTS.md section 4): events of a tenant whose type
+ * matches one of a rule's patterns are sent to its recipients through its subject and body
+ * templates. Run in `Database.withTenant`: row-level security keeps each tenant to its own rules,
+ * so another tenant's id is a 404 like an unknown one. A delete is soft: the row stays with
+ * `deleted_at` set, leaves every view (list, get, update and delete answer 404) and frees its name.
+ */
+
+export interface EmailRule {
+  id: number;
+  name: string;
+  eventTypes: string[];
+  recipient: string;
+  subject: string;
+  body: string;
+  enabled: boolean;
+}
+
+export interface EmailRuleInput {
+  name: string;
+  eventTypes: string[];
+  recipient: string;
+  subject?: string;
+  body?: string;
+  enabled?: boolean;
+}
+
+export type EmailRulePatch = Partial<EmailRuleInput>;
+
+/** An active rule as the consumer needs it, with when it came to exist (rules are not retroactive). */
+export interface ActiveRule extends EmailRule {
+  createdAt: Date;
+}
+
+export const DEFAULT_SUBJECT = '[svc-hub] {{type}}';
+export const DEFAULT_BODY = 'Event {{type}} (id {{id}}) in tenant {{tenantId}} at {{createdAt}}.\n\n{{payload}}\n\n-- sent by e-mail rule "{{rule}}"';
+
+/** At most this many addresses in one rule's `recipient`. */
+export const MAX_RECIPIENTS = 10;
+
+const PATTERN = /^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*(?:\.\*)?$/;
+// A plain address: dot-atom local part, a host name of letters, digits and dashes (no display names,
+// quotes, comments or IP literals).
+const LOCAL = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
+const LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+
+/**
+ * `eventTypes`: a non-empty list of exact types or `prefix.*` patterns. A bare `*`, another wildcard
+ * or whitespace is refused; duplicates collapse (first occurrence kept).
+ */
+export function normalizeEventTypes(value: readonly string[]): string[] {
+  if (!value.length) throw new ValidationError('eventTypes must name at least one event type or prefix.* pattern', 'eventTypes');
+  const out: string[] = [];
+  value.forEach((entry, i) => {
+    const field = `eventTypes[${i}]`;
+    if (entry === '*' || entry === '.*') throw new ValidationError(`${field}: a bare * is not allowed; name a type or a prefix.* pattern`, field, 'e.g. org.created or connector.run.*');
+    if (!PATTERN.test(entry)) throw new ValidationError(`${field}: '${entry}' is neither an event type nor a prefix.* pattern`, field, 'e.g. org.created or connector.run.*');
+    if (!out.includes(entry)) out.push(entry);
+  });
+  return out;
+}
+
+/** `recipient`: one address or a comma-separated list of up to MAX_RECIPIENTS, normalised to `a@x, b@y`. */
+export function normalizeRecipient(value: string): string {
+  const parts = value.split(',').map((s) => s.trim());
+  if (parts.length === 1 && !parts[0]) throw new ValidationError('recipient must not be blank', 'recipient');
+  if (parts.length > MAX_RECIPIENTS) throw new ValidationError(`recipient: at most ${MAX_RECIPIENTS} addresses`, 'recipient');
+  const seen = new Set<string>();
+  const out: string[] = [];
+  for (const address of parts) {
+    if (!isAddress(address)) {
+      throw new ValidationError(`recipient: '${address}' is not an e-mail address`, 'recipient', 'plain addresses such as ops@example.com, separated by commas');
+    }
+    const key = address.toLowerCase();
+    if (!seen.has(key)) {
+      seen.add(key);
+      out.push(address);
+    }
+  }
+  return out.join(', ');
+}
+
+export function isAddress(address: string): boolean {
+  if (address.length > 254) return false;
+  const at = address.lastIndexOf('@');
+  if (at < 1) return false;
+  const local = address.slice(0, at);
+  const domain = address.slice(at + 1);
+  return local.length <= 64 && LOCAL.test(local) && domain.length > 0 && domain.split('.').every((label) => LABEL.test(label));
+}
+
+/** The recipients of a stored rule, as a list. */
+export function recipients(rule: Pick<EmailRule, 'recipient'>): string[] {
+  return rule.recipient.split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+function requireName(name: string): string {
+  const trimmed = name.trim();
+  if (!trimmed) throw new ValidationError('name must not be blank', 'name');
+  return trimmed;
+}
+
+function tenantOf(tx: Tx): number {
+  if (tx.tenantId === undefined) throw new Error('e-mail rules need a tenant transaction (Database.withTenant)');
+  return tx.tenantId;
+}
+
+const COLUMNS = 'id, name, event_types as "eventTypes", recipient, subject, body, enabled';
+const NAME_INDEX = 'rules_live_name';
+
+function isNameTaken(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string } | undefined;
+  return e?.code === '23505' && e.constraint === NAME_INDEX;
+}
+
+/** Rules of the tenant that are not deleted, by id. */
+export async function listRules(tx: Tx): Promise<EmailRule[]> {
+  const { rows } = await tx.query<EmailRule>(`select ${COLUMNS} from email.rules where deleted_at is null order by id`);
+  return rows;
+}
+
+/** One rule; 404 when unknown, deleted or of another tenant. */
+export async function getRule(tx: Tx, id: number): Promise<EmailRule> {
+  const { rows } = await tx.query<EmailRule>(`select ${COLUMNS} from email.rules where id = $1 and deleted_at is null`, [id]);
+  if (!rows[0]) throw new NotFoundError(`e-mail rule ${id} not found`);
+  return rows[0];
+}
+
+/** 400 naming the field for an invalid pattern, address or template; 409 when the name is taken in the tenant. */
+export async function createRule(tx: Tx, input: EmailRuleInput, by?: string): Promise<EmailRule> {
+  const name = requireName(input.name);
+  const eventTypes = normalizeEventTypes(input.eventTypes);
+  const recipient = normalizeRecipient(input.recipient);
+  const subject = input.subject ?? DEFAULT_SUBJECT;
+  const body = input.body ?? DEFAULT_BODY;
+  checkTemplate(subject, 'subject');
+  checkTemplate(body, 'body');
+  try {
+    const { rows } = await tx.query<EmailRule>(
+      `insert into email.rules (tenant_id, name, event_types, recipient, subject, body, enabled, created_by, updated_by)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $8) returning ${COLUMNS}`,
+      [tenantOf(tx), name, eventTypes, recipient, subject, body, input.enabled ?? true, by ?? null],
+    );
+    return rows[0]!;
+  } catch (err) {
+    if (isNameTaken(err)) throw new ConflictError(`an e-mail rule named ${name} already exists`, 'name');
+    throw err;
+  }
+}
+
+/** Applies the fields present; the rest stay. 404 as getRule, 400 and 409 as createRule. */
+export async function updateRule(tx: Tx, id: number, patch: EmailRulePatch, by?: string): Promise<EmailRule> {
+  const sets: string[] = [];
+  const values: unknown[] = [id];
+  const set = (column: string, value: unknown) => {
+    values.push(value);
+    sets.push(`${column} = $${values.length}`);
+  };
+  if (patch.name !== undefined) set('name', requireName(patch.name));
+  if (patch.eventTypes !== undefined) set('event_types', normalizeEventTypes(patch.eventTypes));
+  if (patch.recipient !== undefined) set('recipient', normalizeRecipient(patch.recipient));
+  if (patch.subject !== undefined) {
+    checkTemplate(patch.subject, 'subject');
+    set('subject', patch.subject);
+  }
+  if (patch.body !== undefined) {
+    checkTemplate(patch.body, 'body');
+    set('body', patch.body);
+  }
+  if (patch.enabled !== undefined) set('enabled', patch.enabled);
+  if (!sets.length) return getRule(tx, id);
+  set('updated_by', by ?? null);
+  try {
+    const { rows } = await tx.query<EmailRule>(
+      `update email.rules set ${sets.join(', ')}, updated_at = now() where id = $1 and deleted_at is null returning ${COLUMNS}`,
+      values,
+    );
+    if (!rows[0]) throw new NotFoundError(`e-mail rule ${id} not found`);
+    return rows[0];
+  } catch (err) {
+    if (isNameTaken(err)) throw new ConflictError(`an e-mail rule named ${patch.name?.trim()} already exists`, 'name');
+    throw err;
+  }
+}
+
+/** Soft delete: no message goes out for it from now on; 404 when unknown or already deleted. */
+export async function deleteRule(tx: Tx, id: number, by?: string): Promise<void> {
+  const { rowCount } = await tx.query('update email.rules set deleted_at = now(), updated_by = $2, updated_at = now() where id = $1 and deleted_at is null', [
+    id,
+    by ?? null,
+  ]);
+  if (!rowCount) throw new NotFoundError(`e-mail rule ${id} not found`);
+}
+
+/** Enabled, not deleted rules of the transaction's tenant whose patterns match `type`. */
+export async function matchingRules(tx: Tx, type: string): Promise<ActiveRule[]> {
+  const { rows } = await tx.query<ActiveRule>(
+    `select ${COLUMNS}, created_at as "createdAt" from email.rules where tenant_id = $1 and enabled and deleted_at is null order by id`,
+    [tenantOf(tx)],
+  );
+  return rows.filter((rule) => patternsMatch(rule.eventTypes, type));
+}
+
+/**
+ * For the subscriber registry (src/events/subscribers.ts): an enabled rule matching the type counts
+ * as a subscriber, so `data.row.changed` is written when only an e-mail rule listens to it.
+ */
+export const emailRuleSubscriber: SubscriberCheck = async (tx, type) => {
+  if (tx.tenantId === undefined) return false;
+  return (await matchingRules(tx, type)).length > 0;
+};

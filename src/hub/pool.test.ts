@@ -1,0 +1,94 @@
+import { describe, expect, it } from '@jest/globals';
+import { AttemptPool } from './pool.js';
+
+const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
+
+/** A job that runs until released, recording concurrency per key. */
+function gate() {
+  const running = new Map<string, number>();
+  let peak = 0;
+  const peaks = new Map<string, number>();
+  const releases: Array<() => void> = [];
+  const order: string[] = [];
+  const job = (key: string) => () =>
+    new Promise<void>((resolve) => {
+      order.push(key);
+      running.set(key, (running.get(key) ?? 0) + 1);
+      peaks.set(key, Math.max(peaks.get(key) ?? 0, running.get(key)!));
+      peak = Math.max(peak, [...running.values()].reduce((a, b) => a + b, 0));
+      releases.push(() => {
+        running.set(key, running.get(key)! - 1);
+        resolve();
+      });
+    });
+  return { job, releases, order, peak: () => peak, peaks };
+}
+
+describe('attempt pool', () => {
+  it('bounds the total and each key; keys take turns', async () => {
+    const pool = new AttemptPool(4, 2, 100);
+    const g = gate();
+    for (let i = 0; i < 6; i++) pool.offer('slow', g.job('slow'));
+    for (let i = 0; i < 3; i++) pool.offer('a', g.job('a'));
+    for (let i = 0; i < 3; i++) pool.offer('b', g.job('b'));
+    await tick();
+    expect(g.peaks.get('slow')).toBe(2);
+    expect(g.order.slice(0, 4).sort()).toEqual(['a', 'a', 'slow', 'slow']);
+    // Release every job but the slow key's, as they start; slow never finishes.
+    const released = new Set<number>();
+    for (let round = 0; round < 20; round++) {
+      g.order.forEach((k, i) => {
+        if (k !== 'slow' && !released.has(i)) {
+          released.add(i);
+          g.releases[i]!();
+        }
+      });
+      await tick();
+    }
+    expect(g.order.filter((k) => k === 'b').length).toBe(3); // b ran although slow never finished
+    expect(g.peak()).toBeLessThanOrEqual(4);
+    expect(pool.size()).toBe(6); // 2 slow running + 4 queued
+  });
+
+  it('refuses a job when the key\'s queue is full; offerWait marks a key that never frees a slot as stalled', async () => {
+    const pool = new AttemptPool(10, 1, 2);
+    const g = gate();
+    expect(pool.offer('k', g.job('k'))).toBe(true); // runs
+    expect(pool.offer('k', g.job('k'))).toBe(true); // queued
+    expect(pool.offer('k', g.job('k'))).toBe(true); // queued
+    expect(pool.offer('k', g.job('k'))).toBe(false);
+    const started = Date.now();
+    expect(await pool.offerWait('k', g.job('k'), 100)).toBe(false);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+    const again = Date.now();
+    expect(await pool.offerWait('k', g.job('k'), 1000)).toBe(false); // stalled: refused at once
+    expect(Date.now() - again).toBeLessThan(50);
+    expect(pool.offer('other', g.job('other'))).toBe(true);
+  });
+
+  it('offerWait takes the job as soon as a slot frees', async () => {
+    const pool = new AttemptPool(10, 1, 1);
+    const g = gate();
+    pool.offer('k', g.job('k'));
+    pool.offer('k', g.job('k'));
+    const waiting = pool.offerWait('k', g.job('k'), 5_000);
+    await tick();
+    g.releases[0]!();
+    expect(await waiting).toBe(true);
+  });
+
+  it('idle() resolves when everything ran; clear() drops what is queued', async () => {
+    const pool = new AttemptPool(1, 1, 10);
+    let ran = 0;
+    for (let i = 0; i < 3; i++) pool.offer('k', async () => void ran++);
+    await pool.idle();
+    expect(ran).toBe(3);
+    const g = gate();
+    pool.offer('k', g.job('k'));
+    pool.offer('k', g.job('k'));
+    pool.clear();
+    g.releases[0]!();
+    await pool.idle();
+    expect(g.order.length).toBe(1);
+  });
+});

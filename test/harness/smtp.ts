@@ -1,0 +1,157 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import mailparser, { type ParsedMail } from 'mailparser';
+import { SMTPServer } from 'smtp-server';
+
+/**
+ * A real SMTP server on 127.0.0.1 for tests (the `smtp-server` package): it keeps every message it
+ * accepts, parsed with mailparser. With `username`, AUTH is required and the password may be changed
+ * while it runs (a wrong password is answered 535). With `tls`, STARTTLS is offered with that
+ * certificate; without it STARTTLS is not offered at all (the built-in certificate would fail
+ * verification), so the session stays plain and AUTH is allowed over it.
+ */
+
+export interface ReceivedMail {
+  /** SMTP envelope recipients (RCPT TO). */
+  rcptTo: string[];
+  mailFrom: string | undefined;
+  /** The authenticated user, if any. */
+  user: string | undefined;
+  /** Whether the session had been upgraded with STARTTLS when the message arrived. */
+  secure: boolean;
+  parsed: ParsedMail;
+}
+
+export interface TestSmtpServer {
+  port: number;
+  readonly messages: ReceivedMail[];
+  /** Refused AUTH attempts so far. */
+  readonly authFailures: number;
+  /** The password AUTH accepts from now on. */
+  setPassword(password: string): void;
+  /** Resolves once `count` messages in all have arrived. */
+  waitFor(count: number, ms?: number): Promise<ReceivedMail[]>;
+  close(): Promise<void>;
+}
+
+export interface SmtpServerOptions {
+  username?: string;
+  password?: string;
+  tls?: { key: string; cert: string };
+}
+
+export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<TestSmtpServer> {
+  const messages: ReceivedMail[] = [];
+  let password = options.password ?? '';
+  let authFailures = 0;
+  const waiters: Array<() => void> = [];
+  const server = new SMTPServer({
+    logger: false,
+    secure: false,
+    authOptional: !options.username,
+    allowInsecureAuth: true,
+    disabledCommands: options.tls ? [] : ['STARTTLS'],
+    ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
+    onAuth(auth, _session, callback) {
+      if (auth.username === options.username && auth.password === password) return callback(null, { user: auth.username });
+      authFailures++;
+      return callback(new Error('Invalid username or password'));
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('error', callback);
+      stream.on('end', () => {
+        mailparser
+          .simpleParser(Buffer.concat(chunks))
+          .then((parsed) => {
+            messages.push({
+              rcptTo: session.envelope.rcptTo.map((r) => r.address),
+              mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined,
+              user: typeof session.user === 'string' ? session.user : undefined,
+              secure: Boolean(session.secure),
+              parsed,
+            });
+            for (const wake of waiters.splice(0)) wake();
+            callback();
+          })
+          .catch(callback);
+      });
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.server.address() as AddressInfo).port;
+  return {
+    port,
+    messages,
+    get authFailures() {
+      return authFailures;
+    },
+    setPassword(next) {
+      password = next;
+    },
+    async waitFor(count, ms = 5000) {
+      const deadline = Date.now() + ms;
+      while (messages.length < count) {
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`expected ${count} messages, ${messages.length} arrived: ${JSON.stringify(messages.map((m) => m.parsed.subject))}`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left);
+          waiters.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
+      return messages.slice(0, count);
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+export interface SelfSigned {
+  key: string;
+  cert: string;
+  /** The certificate as a PEM file (what `svc.mail.tls-ca` names). */
+  certFile: string;
+  remove(): void;
+}
+
+/**
+ * A self-signed certificate for 127.0.0.1 and localhost, made with the `openssl` command (Node
+ * cannot make X.509 certificates by itself). Undefined when openssl is not installed.
+ */
+export function selfSignedCertificate(): SelfSigned | undefined {
+  const openssl = ['/usr/bin/openssl', '/usr/local/bin/openssl', '/bin/openssl'].find((p) => existsSync(p));
+  if (!openssl) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'svc-smtp-'));
+  const keyFile = join(dir, 'key.pem');
+  const certFile = join(dir, 'cert.pem');
+  execFileSync(
+    openssl,
+    [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+      '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      '-keyout', keyFile, '-out', certFile,
+    ],
+    { stdio: 'pipe' },
+  );
+  return {
+    key: readFileSync(keyFile, 'utf8'),
+    cert: readFileSync(certFile, 'utf8'),
+    certFile,
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** The addresses of a parsed message's To header. */
+export function toAddresses(mail: ParsedMail): string[] {
+  const to = mail.to === undefined ? [] : Array.isArray(mail.to) ? mail.to : [mail.to];
+  return to.flatMap((t) => t.value.map((v) => v.address ?? ''));
+}
