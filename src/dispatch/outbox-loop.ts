@@ -84,11 +84,15 @@ export class OutboxLoop {
 
   private async pass(): Promise<void> {
     if (this.stopped) return;
+    // A NOTIFY that arrives while this pass runs (draining or probing for held-back events) sets
+    // `again`; its trigger was skipped because the job was running, so the pass goes round again.
     do {
-      this.again = false;
-      await this.drain();
+      do {
+        this.again = false;
+        await this.drain();
+      } while (this.again && !this.stopped);
+      await this.pollForHeldBack();
     } while (this.again && !this.stopped);
-    await this.pollForHeldBack();
   }
 
   /** Events past the cursor that exist but were not readable yet: look again soon. */
