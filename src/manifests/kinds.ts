@@ -1,0 +1,77 @@
+import { connectorManifestSchema } from '../connectors/manifest/schema.js';
+
+/**
+ * The registry of manifest kinds: every kind the hub accepts as a Kubernetes-shaped manifest
+ * (CONTRACTS.md section 5) and therefore serves as a custom resource. The CRD generator
+ * (src/manifests/crd.ts, scripts/generate-crds.ts) and, later, the operator read this list and
+ * nothing else: a new kind (Export, Entity, Workflow, Process) joins by adding one entry with the
+ * JSON Schema its apply path validates with, with no generator or operator code of its own.
+ */
+
+export interface PrinterColumn {
+  name: string;
+  type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
+  jsonPath: string;
+  description?: string;
+  priority?: number;
+}
+
+export interface ManifestKind {
+  kind: string;
+  /** API group, also the CRD group (`connectors.svc.io`). */
+  group: string;
+  version: string;
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  categories?: string[];
+  /**
+   * The JSON Schema of the whole manifest (envelope: apiVersion, kind, metadata, spec and any
+   * top-level extras), the one the apply path validates with.
+   */
+  schema: Record<string, unknown>;
+  /** Whether the status carries `lastRun {id, status, endedAt}` (connectors and exports). */
+  lastRun: boolean;
+  /** `kubectl get` columns, in order. */
+  printerColumns: PrinterColumn[];
+}
+
+export const READY_COLUMN: PrinterColumn = {
+  name: 'Ready',
+  type: 'string',
+  jsonPath: '.status.conditions[?(@.type=="Ready")].status',
+  description: 'The Ready condition: True once the hub holds the resource as applied.',
+};
+export const LAST_RUN_COLUMN: PrinterColumn = {
+  name: 'Last run',
+  type: 'string',
+  jsonPath: '.status.lastRun.status',
+  description: 'Status of the latest run.',
+};
+export const AGE_COLUMN: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
+
+export const MANIFEST_KINDS: readonly ManifestKind[] = [
+  {
+    kind: 'Connector',
+    group: 'connectors.svc.io',
+    version: 'v1',
+    plural: 'connectors',
+    singular: 'connector',
+    shortNames: ['conn'],
+    categories: ['svc'],
+    schema: connectorManifestSchema,
+    lastRun: true,
+    printerColumns: [
+      READY_COLUMN,
+      { name: 'Schedule', type: 'string', jsonPath: '.spec.schedule', description: '5-field cron, UTC.', priority: 1 },
+      LAST_RUN_COLUMN,
+      AGE_COLUMN,
+    ],
+  },
+];
+
+/** `apiVersion` of a kind's manifests (`connectors.svc.io/v1`). */
+export const apiVersionOf = (k: ManifestKind): string => `${k.group}/${k.version}`;
+
+/** The CRD name, also the file name under crds/ without `.yaml` (`connectors.connectors.svc.io`). */
+export const crdNameOf = (k: ManifestKind): string => `${k.plural}.${k.group}`;

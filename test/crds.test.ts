@@ -1,0 +1,308 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import { Ajv, type ValidateFunction } from 'ajv';
+import { parse } from 'yaml';
+import { checkManifest } from '../src/connectors/manifest/validate.js';
+import { crdOf, renderCrds } from '../src/manifests/crd.js';
+import { AGE_COLUMN, crdNameOf, type ManifestKind, MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { packageRoot } from '../src/package-root.js';
+
+/**
+ * The CRDs of crds/, generated from the registered manifest kinds (src/manifests/kinds.ts,
+ * scripts/generate-crds.ts): not stale, structural as apiextensions.k8s.io/v1 requires, and
+ * agreeing with the apply-time validator on the examples/ manifests (which must work with both
+ * `kubectl apply -f` and `POST /api/connectors/apply`). No Kubernetes API server runs here: the
+ * structural rules and the pruning are re-checked by the walkers below.
+ */
+
+const ROOT = packageRoot();
+const CRDS = join(ROOT, 'crds');
+const EXAMPLES = join(ROOT, 'examples');
+
+type Schema = Record<string, unknown>;
+interface Crd {
+  metadata: { name: string };
+  spec: {
+    group: string;
+    scope: string;
+    names: { kind: string; plural: string };
+    versions: {
+      name: string;
+      served: boolean;
+      storage: boolean;
+      subresources: { status: Schema };
+      additionalPrinterColumns: { name: string; type: string; jsonPath: string }[];
+      schema: { openAPIV3Schema: Schema };
+    }[];
+  };
+}
+
+/** The fields of apiextensions.k8s.io/v1 JSONSchemaProps; anything else is refused by the apiserver. */
+const JSON_SCHEMA_PROPS = new Set([
+  'id', '$schema', '$ref', 'description', 'type', 'format', 'title', 'default', 'maximum', 'exclusiveMaximum', 'minimum',
+  'exclusiveMinimum', 'maxLength', 'minLength', 'pattern', 'maxItems', 'minItems', 'uniqueItems', 'multipleOf', 'enum',
+  'maxProperties', 'minProperties', 'required', 'items', 'allOf', 'oneOf', 'anyOf', 'not', 'properties',
+  'additionalProperties', 'patternProperties', 'dependencies', 'additionalItems', 'definitions', 'externalDocs', 'example',
+  'nullable',
+]);
+const X_KEYWORDS = [
+  'x-kubernetes-preserve-unknown-fields', 'x-kubernetes-int-or-string', 'x-kubernetes-embedded-resource', 'x-kubernetes-list-type',
+  'x-kubernetes-list-map-keys', 'x-kubernetes-map-type', 'x-kubernetes-validations',
+];
+const TYPES = new Set(['object', 'array', 'string', 'integer', 'number', 'boolean']);
+const isObject = (v: unknown): v is Schema => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Violations of the structural-schema rules (Kubernetes docs, "Specifying a structural schema"), one line each. */
+function structuralProblems(node: Schema, path = '', inJunctor = false): string[] {
+  const problems: string[] = [];
+  const at = path || '<root>';
+  for (const key of Object.keys(node)) {
+    if (!JSON_SCHEMA_PROPS.has(key) && !key.startsWith('x-kubernetes-')) problems.push(`${at}: unknown keyword ${key}`);
+  }
+  for (const key of ['$ref', '$schema', 'id', 'definitions', 'patternProperties', 'dependencies', 'additionalItems']) {
+    if (key in node) problems.push(`${at}: ${key} is not allowed`);
+  }
+  if (inJunctor) {
+    for (const key of ['type', 'additionalProperties', 'default', 'nullable', 'description', 'title']) {
+      if (key in node) problems.push(`${at}: ${key} inside allOf/anyOf/oneOf/not`);
+    }
+  } else {
+    const escaped = node['x-kubernetes-int-or-string'] === true || node['x-kubernetes-preserve-unknown-fields'] === true;
+    if (typeof node.type !== 'string' && !escaped) problems.push(`${at}: no type and no x-kubernetes-* escape`);
+    if (node.type !== undefined && !TYPES.has(node.type as string)) problems.push(`${at}: type ${JSON.stringify(node.type)}`);
+  }
+  if (node.additionalProperties === false) problems.push(`${at}: additionalProperties: false`);
+  if (node.additionalProperties !== undefined && node.properties !== undefined) problems.push(`${at}: additionalProperties beside properties`);
+  if (node.type === 'array' && !isObject(node.items)) problems.push(`${at}: array without an items schema`);
+  if (node['x-kubernetes-int-or-string'] === true && node.type !== undefined) problems.push(`${at}: int-or-string with a type`);
+  if (isObject(node.properties)) {
+    for (const [name, sub] of Object.entries(node.properties)) problems.push(...structuralProblems(sub as Schema, `${path}.${name}`, inJunctor));
+  }
+  if (isObject(node.items)) problems.push(...structuralProblems(node.items, `${path}[]`, inJunctor));
+  if (isObject(node.additionalProperties)) problems.push(...structuralProblems(node.additionalProperties, `${path}{}`, inJunctor));
+  for (const junctor of ['allOf', 'anyOf', 'oneOf']) {
+    for (const [i, branch] of ((node[junctor] as Schema[] | undefined) ?? []).entries()) problems.push(...structuralProblems(branch, `${path}.${junctor}[${i}]`, true));
+  }
+  if (isObject(node.not)) problems.push(...structuralProblems(node.not, `${path}.not`, true));
+  return problems;
+}
+
+/** The root rules: metadata may restrict name and generateName only; apiVersion and kind are strings. */
+function rootProblems(root: Schema): string[] {
+  const problems: string[] = [];
+  const props = (root.properties ?? {}) as Record<string, Schema>;
+  if (root.type !== 'object') problems.push('root: not type object');
+  const metadata = props.metadata;
+  if (metadata) {
+    if (metadata.type !== 'object') problems.push('metadata: not type object');
+    for (const key of Object.keys(metadata)) if (!['type', 'properties', 'description'].includes(key)) problems.push(`metadata: ${key}`);
+    for (const key of Object.keys((metadata.properties ?? {}) as Schema)) if (!['name', 'generateName'].includes(key)) problems.push(`metadata.${key}`);
+  }
+  for (const key of ['apiVersion', 'kind']) {
+    if (props[key] && (props[key].type !== 'string' || Object.keys(props[key]).some((k) => !['type', 'description'].includes(k)))) problems.push(`${key}: only a string`);
+  }
+  return problems;
+}
+
+/**
+ * The fields of `value` the schema does not declare (outside x-kubernetes-preserve-unknown-fields):
+ * what the apiserver would prune, and what `kubectl apply` (strict field validation) refuses.
+ */
+function undeclared(value: unknown, schema: Schema, path = ''): string[] {
+  if (schema['x-kubernetes-preserve-unknown-fields'] === true && !schema.properties) return [];
+  if (Array.isArray(value)) return isObject(schema.items) ? value.flatMap((v, i) => undeclared(v, schema.items as Schema, `${path}[${i}]`)) : [];
+  if (!isObject(value)) return [];
+  const props = (schema.properties ?? {}) as Record<string, Schema>;
+  const found: string[] = [];
+  for (const [key, v] of Object.entries(value)) {
+    const field = path ? `${path}.${key}` : key;
+    if (props[key]) found.push(...undeclared(v, props[key], field));
+    else if (isObject(schema.additionalProperties)) found.push(...undeclared(v, schema.additionalProperties, field));
+    else if (schema['x-kubernetes-preserve-unknown-fields'] !== true && !(path === 'metadata')) found.push(field);
+  }
+  return found;
+}
+
+function crdValidator(schema: Schema): ValidateFunction {
+  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+  for (const keyword of X_KEYWORDS) ajv.addKeyword(keyword);
+  return ajv.compile(schema);
+}
+
+const yamlFiles = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort();
+const readCrd = (file: string) => parse(readFileSync(join(CRDS, file), 'utf8'), { version: '1.1' }) as Crd;
+const schemaOf = (crd: Crd) => crd.spec.versions[0]!.schema.openAPIV3Schema;
+const connectorCrd = () => readCrd(`${crdNameOf(MANIFEST_KINDS.find((k) => k.kind === 'Connector')!)}.yaml`);
+
+describe('crds/', () => {
+  it('is what npm run crds generates from the registered kinds (not stale, nothing extra)', () => {
+    const generated = renderCrds();
+    expect(yamlFiles(CRDS)).toEqual([...generated.keys()].sort());
+    for (const [file, text] of generated) {
+      // A failure here means crds/ is stale: run npm run crds, then npm run chart:crds.
+      expect({ file, text: readFileSync(join(CRDS, file), 'utf8') }).toEqual({ file, text });
+    }
+  });
+
+  it.each(MANIFEST_KINDS.map((k) => [k.kind, k] as const))('%s: an apiextensions.k8s.io/v1 CRD, namespaced, v1 served and stored, status subresource, printer columns', (_, kind) => {
+    const crd = readCrd(`${crdNameOf(kind)}.yaml`);
+    expect(crd).toEqual(expect.objectContaining({ apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition' }));
+    expect(crd.metadata.name).toBe(`${kind.plural}.${kind.group}`);
+    expect(crd.spec.group).toBe(kind.group);
+    expect(crd.spec.scope).toBe('Namespaced');
+    expect(crd.spec.names).toEqual(expect.objectContaining({ kind: kind.kind, plural: kind.plural, singular: kind.singular, listKind: `${kind.kind}List` }));
+    expect(crd.spec.versions).toHaveLength(1);
+    const version = crd.spec.versions[0]!;
+    expect(version).toEqual(expect.objectContaining({ name: kind.version, served: true, storage: true, subresources: { status: {} } }));
+    const columns = Object.fromEntries(version.additionalPrinterColumns.map((c) => [c.name, c]));
+    expect(columns.Ready).toEqual(expect.objectContaining({ type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' }));
+    expect(columns.Age).toEqual(expect.objectContaining({ type: 'date', jsonPath: '.metadata.creationTimestamp' }));
+    if (kind.lastRun) expect(columns['Last run']).toEqual(expect.objectContaining({ type: 'string', jsonPath: '.status.lastRun.status' }));
+    expect(version.additionalPrinterColumns.at(-1)).toEqual(AGE_COLUMN);
+
+    const status = (schemaOf(crd).properties as Record<string, Schema>).status!;
+    const props = status.properties as Record<string, Schema>;
+    expect(props.observedGeneration!.type).toBe('integer');
+    const condition = (props.conditions!.items as Schema).properties as Record<string, Schema>;
+    expect(Object.keys(condition).sort()).toEqual(['lastTransitionTime', 'message', 'observedGeneration', 'reason', 'status', 'type']);
+    if (kind.lastRun) expect(Object.keys(props.lastRun!.properties as Schema).sort()).toEqual(['endedAt', 'id', 'status']);
+  });
+
+  it.each(yamlFiles(CRDS))('%s has a structural schema', (file) => {
+    const schema = schemaOf(readCrd(file));
+    expect([...structuralProblems(schema), ...rootProblems(schema)]).toEqual([]);
+  });
+
+  it('quotes what YAML 1.1 would read as booleans (the status enum True/False)', () => {
+    const text = readFileSync(join(CRDS, 'connectors.connectors.svc.io.yaml'), 'utf8');
+    expect(text).toContain('- "True"');
+    const conditions = ((schemaOf(connectorCrd()).properties as Record<string, Schema>).status!.properties as Record<string, Schema>).conditions!;
+    expect(((conditions.items as Schema).properties as Record<string, Schema>).status!.enum).toEqual(['True', 'False', 'Unknown']);
+  });
+
+  it('declares the Connector envelope extras at the root and keeps unknown spec keys (a warning in the apply path)', () => {
+    const schema = schemaOf(connectorCrd());
+    const props = schema.properties as Record<string, Schema>;
+    expect(Object.keys(props).sort()).toEqual(['apiVersion', 'connector_type', 'kind', 'metadata', 'scopes', 'spec', 'status']);
+    expect(schema.required).toEqual(['connector_type', 'spec']);
+    expect(props.spec!['x-kubernetes-preserve-unknown-fields']).toBe(true);
+    const endpoint = (props.spec!.properties as Record<string, Schema>).endpoints!.items as Schema;
+    expect(endpoint['x-kubernetes-preserve-unknown-fields']).toBeUndefined();
+    const endpointProps = endpoint.properties as Record<string, Schema>;
+    expect(endpointProps.body).toEqual(expect.objectContaining({ 'x-kubernetes-preserve-unknown-fields': true }));
+    expect(endpointProps.variables).toEqual(expect.objectContaining({ type: 'object', 'x-kubernetes-preserve-unknown-fields': true }));
+  });
+});
+
+describe('the translation of JSON Schema constructs a structural schema forbids', () => {
+  const kind = (schema: Schema): ManifestKind => ({
+    kind: 'Thing', group: 'apps.svc.io', version: 'v1', plural: 'things', singular: 'thing', shortNames: [], schema, lastRun: false, printerColumns: [AGE_COLUMN],
+  });
+  const schema: Schema = {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    type: 'object',
+    additionalProperties: false,
+    required: ['apiVersion', 'kind', 'metadata', 'spec'],
+    $defs: { column: { type: 'object', additionalProperties: false, required: ['name'], properties: { name: { type: 'string' }, examples: { type: 'array' } } } },
+    properties: {
+      apiVersion: { const: 'apps.svc.io/v1' },
+      kind: { const: 'Thing' },
+      metadata: { type: 'object', required: ['name'], properties: { name: { type: 'string' }, labels: { type: 'object' } } },
+      spec: {
+        type: 'object',
+        properties: {
+          scope: { oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }] },
+          port: { type: ['integer', 'string'] },
+          note: { type: ['string', 'null'] },
+          columns: { type: 'array', items: { $ref: '#/$defs/column' } },
+          mode: { const: 'on' },
+          weight: { type: 'number', exclusiveMinimum: 0 },
+          tags: { type: 'object', additionalProperties: { type: 'string' } },
+          anything: {},
+        },
+      },
+    },
+  };
+
+  it('inlines $ref, drops additionalProperties: false, and escapes unions', () => {
+    const crd = crdOf(kind(schema)) as unknown as Crd;
+    const root = schemaOf(crd);
+    expect([...structuralProblems(root), ...rootProblems(root)]).toEqual([]);
+    const spec = (root.properties as Record<string, Schema>).spec!.properties as Record<string, Schema>;
+    expect(spec.scope).toEqual({ 'x-kubernetes-preserve-unknown-fields': true });
+    expect(spec.port).toEqual({ 'x-kubernetes-int-or-string': true });
+    expect(spec.note).toEqual({ type: 'string', nullable: true });
+    expect(spec.columns!.items).toEqual({ type: 'object', required: ['name'], properties: { name: { type: 'string' }, examples: { type: 'array', items: { 'x-kubernetes-preserve-unknown-fields': true } } } });
+    expect(spec.mode).toEqual({ type: 'string', enum: ['on'] });
+    expect(spec.weight).toEqual({ type: 'number', minimum: 0, exclusiveMinimum: true });
+    expect(spec.tags).toEqual({ type: 'object', additionalProperties: { type: 'string' } });
+    expect(spec.anything).toEqual({ 'x-kubernetes-preserve-unknown-fields': true });
+    expect((root.properties as Record<string, Schema>).metadata).toEqual({ type: 'object', properties: { name: { type: 'string' } } });
+    expect(root.required).toEqual(['spec']);
+    // `on` is quoted in the YAML 1.1 text, so Kubernetes reads the string.
+    expect(renderCrds([kind(schema)]).get('things.apps.svc.io.yaml')).toContain('- "on"');
+  });
+});
+
+describe('examples/', () => {
+  const files = yamlFiles(EXAMPLES);
+  const crdSchema = schemaOf(connectorCrd());
+  const validate = crdValidator(crdSchema);
+  const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { name: string; labels: Record<string, string> }; spec: Schema & { endpoints: Schema[] } };
+
+  it('holds one Connector per demo dialect', () => {
+    expect(files).toEqual(['down', 'drf', 'flaky', 'graphql', 'hdr', 'liar', 'link', 'offset', 'open', 'spring', 'v1'].map((d) => `${d}.yaml`));
+  });
+
+  it.each(files)('%s reads the same as YAML 1.1 (kubectl) and 1.2 (the HTTP apply path)', (file) => {
+    const text = readFileSync(join(EXAMPLES, file), 'utf8');
+    expect(parse(text, { version: '1.1' })).toEqual(parse(text));
+  });
+
+  it.each(files)('%s passes the apply-time validator with no error and no warning', (file) => {
+    const manifest = load(file);
+    const check = checkManifest(manifest);
+    expect(check.errors).toEqual([]);
+    expect(check.warnings).toEqual([]);
+    expect(manifest.metadata.labels).toEqual({ 'svc.io/tenant': 'default' });
+    expect(manifest.spec.base_url).toBe('http://demo-source:8099');
+    expect(manifest.metadata.name).toBe(`demo-${file.replace(/\.yaml$/, '')}`);
+  });
+
+  it.each(files)('%s passes the CRD schema, with no field the apiserver would prune or kubectl refuse', (file) => {
+    const manifest = load(file);
+    expect(validate(manifest) ? [] : validate.errors).toEqual([]);
+    expect(undeclared(manifest, crdSchema)).toEqual([]);
+  });
+
+  it('keeps credentials out of the manifests: *_env names only', () => {
+    const names = new Set<string>();
+    for (const file of files) {
+      const auth = (load(file).spec.auth ?? {}) as Record<string, string>;
+      for (const [key, value] of Object.entries(auth)) if (key.endsWith('_env')) names.add(value);
+      expect(auth.token_value).toBeUndefined();
+    }
+    expect([...names].sort()).toEqual(['DEMO_API_KEY', 'DEMO_BEARER_TOKEN', 'DEMO_PASSWORD']);
+  });
+
+  it('are refused by both the CRD schema and the apply path when broken the same way', () => {
+    const base = load('offset.yaml');
+    const broken: [string, (m: typeof base) => void][] = [
+      ['connector_type', (m) => { m.connector_type = 'soap'; }],
+      ['spec.base_url', (m) => { m.spec.base_url = 'demo-source:8099'; }],
+      ['spec.endpoints[0].id', (m) => { m.spec.endpoints[0]!.id = 'Offset_Partners'; }],
+      ['spec.endpoints[0].pagination.kind', (m) => { (m.spec.endpoints[0]!.pagination as Schema).kind = 'pages'; }],
+      ['spec.endpoints[0].target.table', (m) => { (m.spec.endpoints[0]!.target as Schema).table = 'partners'; }],
+      ['spec.endpoints[0].pagination.limit', (m) => { (m.spec.endpoints[0]!.pagination as Schema).limit = '100'; }],
+      ['spec.default_rate_limit', (m) => { m.spec.default_rate_limit = 'fast'; }],
+      ['metadata.name', (m) => { m.metadata.name = 'Demo_Offset'; }],
+    ];
+    for (const [field, breakIt] of broken) {
+      const manifest = structuredClone(base);
+      breakIt(manifest);
+      expect({ field, crd: validate(manifest) }).toEqual({ field, crd: false });
+      expect(checkManifest(manifest).errors.map((e) => e.field)).toContain(field);
+    }
+  });
+});
