@@ -1,0 +1,509 @@
+/**
+ * The ingest benchmark (issue 4 item 10, CONTRACTS.md section 8): the demo source with DEMO_ROWS rows
+ * (default 200000) read through the offset and cursor dialects by the real connector engine and
+ * runner of an in-process hub, beside two ceilings measured in the same run:
+ *
+ * - fetch: a plain undici `request()` loop that only fetches and JSON-parses the same pages;
+ * - copy: a plain `COPY … FROM STDIN` of the same rows into a table of the same shape (same columns,
+ *   same indexes) as the ext.* table the hub writes.
+ *
+ * A breakdown measures the hub's write path alone (prepareRow, then the writer's upsert chunks) so
+ * the gap to the ceilings can be read. Prints a table and writes bench/results/ingest.json.
+ * docs/performance.md explains every figure.
+ *
+ *   npm run bench:ingest                       # 200000 rows
+ *   DEMO_ROWS=20000 npm run bench:ingest       # a quick look
+ *
+ * Each figure is measured in BENCH_ROUNDS rounds (default 3; a round = both hub runs, both fetch
+ * loops, one COPY, each into fresh tables) and reported as the median, ratios as the median of the
+ * per-round ratios: a 2-core machine shared with other work gives noisy single figures.
+ *
+ * Other knobs: BENCH_CHUNK_SIZE (svc.connectors.chunk-size, default the hub's 1000),
+ * BENCH_RATE_LIMIT (the manifests' default_rate_limit, default unset: the hub's 100/s),
+ * BENCH_CPU_PROFILE=<file> (a V8 .cpuprofile of this process during the first round's hub runs).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { request } from 'undici';
+import { type Hub, startHub } from '../cmd/hub.js';
+import { Config } from '../src/config/config.js';
+import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
+import { upsertChunk } from '../src/connectors/target/writer.js';
+import type { Target } from '../src/connectors/types.js';
+import { startEmbedded } from '../src/db/embedded.js';
+import { generatePartners, type Partner } from '../src/demo-source/data.js';
+import { createLogger, setLogger } from '../src/observability/logger.js';
+import { type CopyFigures, copyCeilingInProcess } from './support/copy-ceiling.js';
+import { CpuMeter, type CpuSplit, type DemoSourceProcess, mib, perSecond, postmasterPid, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+
+const ROWS = positiveInt('DEMO_ROWS', 200_000);
+const CHUNK = positiveInt('BENCH_CHUNK_SIZE', 1000);
+const ROUNDS = positiveInt('BENCH_ROUNDS', 3);
+const RATE_LIMIT = process.env.BENCH_RATE_LIMIT || undefined;
+const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
+/** The demo source's largest page; the hub and the fetch ceiling both ask for it. */
+const PAGE = 500;
+const TENANT = 1;
+const BASIC = `Basic ${Buffer.from('demo:demo-password').toString('base64')}`;
+const BEARER = 'Bearer demo-bearer-token';
+const PROMOTE: Target['promote'] = [
+  { name: 'name', path: '$.name', type: 'text' },
+  { name: 'credit_limit', path: '$.credit_limit', type: 'bigint' },
+  { name: 'updated_at', path: '$.updated_at', type: 'timestamptz', transform: 'parse_iso8601' },
+];
+const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
+
+type Dialect = 'offset' | 'cursor';
+
+interface HubFigures {
+  status: string;
+  recordsOut: number;
+  chunkCount: number;
+  /** endedAt − startedAt of the run record. */
+  seconds: number;
+  /** Trigger to terminal status as the client saw it (includes polling granularity). */
+  wallSeconds: number;
+  rowsPerSec: number;
+  peakRssMb: number;
+  /** CPU seconds per process during the run. */
+  cpu: CpuSplit;
+}
+
+interface FetchFigures {
+  rows: number;
+  pages: number;
+  seconds: number;
+  rowsPerSec: number;
+  cpu?: CpuSplit;
+}
+
+function positiveInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  if (!/^\d+$/.test(raw.trim()) || Number(raw) < 1) throw new Error(`${name} must be a positive integer, got '${raw}'`);
+  return Number(raw);
+}
+
+const log = (line: string) => process.stdout.write(`${line}\n`);
+const seconds = (ms: number) => round(ms / 1000, 2);
+
+// ---------------------------------------------------------------------------------------------
+// The hub: manifests applied over HTTP, one run per dialect, polled to its terminal status.
+
+function manifests(sourceUrl: string, round: number): Record<Dialect, unknown> {
+  const target = (table: string) => ({ kind: 'hybrid', table, unique_key: '$.id', promote: PROMOTE });
+  const spec = (auth: unknown, endpoint: unknown) => ({
+    base_url: sourceUrl,
+    auth,
+    ...(RATE_LIMIT ? { default_rate_limit: RATE_LIMIT } : {}),
+    endpoints: [endpoint],
+  });
+  const connector = (name: string, body: unknown) => ({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', scopes: ['partners'], spec: body });
+  return {
+    offset: connector(
+      `bench-offset-${round}`,
+      spec(
+        { kind: 'basic', username: 'demo', password_env: 'BENCH_DEMO_PASSWORD' },
+        {
+          id: 'partners',
+          path: '/offset/partners',
+          pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: PAGE, response_path: '$.data', total_path: '$.total' },
+          target: target(`ext.bench_offset_${round}`),
+        },
+      ),
+    ),
+    cursor: connector(
+      `bench-cursor-${round}`,
+      spec(
+        { kind: 'bearer', token_env: 'BENCH_DEMO_TOKEN' },
+        { id: 'partners', path: `/v1/partners?limit=${PAGE}`, pagination: { kind: 'stripe' }, target: target(`ext.bench_cursor_${round}`) },
+      ),
+    ),
+  };
+}
+
+async function api<T>(hub: Hub, method: string, path: string, body?: unknown): Promise<{ status: number; json: T }> {
+  const res = await request(`${hub.url}${path}`, {
+    method: method as 'GET' | 'POST',
+    headers: { 'X-Tenant-ID': String(TENANT), 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, json: (text ? JSON.parse(text) : undefined) as T };
+}
+
+async function hubRun(hub: Hub, owner: pg.Client, name: string, meter: CpuMeter): Promise<HubFigures> {
+  await owner.query('checkpoint');
+  const sampler = new RssSampler();
+  sampler.start(50);
+  meter.start();
+  const t0 = performance.now();
+  const started = await api<{ runs: Array<{ id: string }> }>(hub, 'POST', `/api/connectors/${name}/runs`, {});
+  if (started.status !== 202) throw new Error(`POST /api/connectors/${name}/runs answered ${started.status}: ${JSON.stringify(started.json)}`);
+  const id = started.json.runs[0]!.id;
+  type Run = { status: string; startedAt: string; endedAt: string; recordsOut: number; chunkCount: number; errorMessage: string | null };
+  let run: Run;
+  for (;;) {
+    run = (await api<Run>(hub, 'GET', `/api/platform/runs/${id}`)).json;
+    if (run.status !== 'Running') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const wall = performance.now() - t0;
+  const cpu = meter.stop();
+  const peakRssMb = sampler.stop();
+  if (run.status !== 'Completed') throw new Error(`run ${name} ended ${run.status}: ${run.errorMessage}`);
+  const ms = Date.parse(run.endedAt) - Date.parse(run.startedAt);
+  return {
+    status: run.status,
+    recordsOut: run.recordsOut,
+    chunkCount: run.chunkCount,
+    seconds: seconds(ms),
+    wallSeconds: seconds(wall),
+    rowsPerSec: perSecond(run.recordsOut, ms),
+    peakRssMb,
+    cpu,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ceiling A: fetch and JSON-parse the same pages, nothing else.
+
+async function getJson<T>(url: string, authorization: string): Promise<T> {
+  const res = await request(url, { headers: { authorization } });
+  if (res.statusCode !== 200) throw new Error(`GET ${url} answered ${res.statusCode}: ${await res.body.text()}`);
+  return (await res.body.json()) as T;
+}
+
+async function fetchOffset(sourceUrl: string, maxPages = Number.POSITIVE_INFINITY): Promise<FetchFigures> {
+  const t0 = performance.now();
+  let offset = 0;
+  let pages = 0;
+  let rows = 0;
+  while (pages < maxPages) {
+    const body = await getJson<{ data: Partner[]; total: number }>(`${sourceUrl}/offset/partners?offset=${offset}&limit=${PAGE}`, BASIC);
+    pages += 1;
+    rows += body.data.length;
+    offset += body.data.length;
+    if (body.data.length === 0 || offset >= body.total) break;
+  }
+  const ms = performance.now() - t0;
+  return { rows, pages, seconds: seconds(ms), rowsPerSec: perSecond(rows, ms) };
+}
+
+async function fetchCursor(sourceUrl: string, maxPages = Number.POSITIVE_INFINITY): Promise<FetchFigures> {
+  const t0 = performance.now();
+  let after: number | undefined;
+  let pages = 0;
+  let rows = 0;
+  while (pages < maxPages) {
+    const query = after === undefined ? '' : `&starting_after=${after}`;
+    const body = await getJson<{ data: Partner[]; has_more: boolean }>(`${sourceUrl}/v1/partners?limit=${PAGE}${query}`, BEARER);
+    pages += 1;
+    rows += body.data.length;
+    if (!body.has_more || body.data.length === 0) break;
+    after = body.data[body.data.length - 1]!.id;
+  }
+  const ms = performance.now() - t0;
+  return { rows, pages, seconds: seconds(ms), rowsPerSec: perSecond(rows, ms) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ceiling B: COPY the same rows into a same-shape table, in a child process (bench/support/copy-ceiling.ts).
+
+async function copyRound(ownerUrl: string, name: string, gin: boolean, meter: CpuMeter): Promise<CopyRound> {
+  meter.start();
+  const figures = await copyCeilingInProcess({ ownerUrl, rows: ROWS, table: name, gin });
+  const around = meter.stop();
+  // The client is the COPY process, not this one (which only waited).
+  return { ...figures, cpu: { ...around, benchProcess: figures.clientCpuSeconds } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Breakdown: the hub's write path alone, on rows already fetched (same functions the runner calls).
+
+async function writePath(hub: Hub, owner: pg.Client, rows: readonly Partner[], meter: CpuMeter) {
+  const target: Target = { kind: 'hybrid', table: 'ext.bench_write_path', unique_key: '$.id', promote: PROMOTE };
+  const t0 = performance.now();
+  const prepared: PreparedRow[] = rows.map((item) => prepareRow(item, target));
+  const prepareMs = performance.now() - t0;
+
+  await hub.services.connectors.ext.ensureTable(target.table, target.promote);
+  await owner.query('checkpoint');
+  const ids = { tenantId: TENANT, connectorId: randomUUID(), endpointUuid: randomUUID() };
+  meter.start();
+  const t1 = performance.now();
+  for (let i = 0; i < prepared.length; i += CHUNK) {
+    const chunk = prepared.slice(i, i + CHUNK);
+    await hub.services.db.withTenant(TENANT, (tx) => upsertChunk(tx, target, chunk, ids));
+  }
+  const upsertMs = performance.now() - t1;
+  const upsertCpu = meter.stop();
+  return {
+    prepareRowsPerSec: perSecond(rows.length, prepareMs),
+    prepareSeconds: seconds(prepareMs),
+    upsertRowsPerSec: perSecond(rows.length, upsertMs),
+    upsertSeconds: seconds(upsertMs),
+    upsertCpu,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Rows/s of stages run one after the other (no overlap): 1 / Σ (1 / rate). */
+const serial = (...rates: number[]) => Math.round(1 / rates.reduce((sum, r) => sum + 1 / r, 0));
+
+const DIALECTS = ['offset', 'cursor'] as const;
+
+interface Round {
+  hub: Record<Dialect, HubFigures>;
+  fetch: Record<Dialect, FetchFigures>;
+  copy: CopyRound;
+  /** RSS of this process before the round's hub runs. */
+  baselineRssMb: number;
+}
+
+type CopyRound = CopyFigures & { cpu: CpuSplit };
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function meanCpu(splits: CpuSplit[]): CpuSplit {
+  const mean = (pick: (c: CpuSplit) => number | null) => {
+    const values = splits.map(pick);
+    return values.some((v) => v === null) ? null : round(values.reduce<number>((sum, v) => sum + v!, 0) / values.length, 2);
+  };
+  return { benchProcess: mean((c) => c.benchProcess)!, demoSource: mean((c) => c.demoSource), postgres: mean((c) => c.postgres) };
+}
+
+async function main(): Promise<void> {
+  const benchStart = performance.now();
+  setLogger(createLogger({ level: 'warn', json: true }));
+  process.env.BENCH_DEMO_PASSWORD = 'demo-password';
+  process.env.BENCH_DEMO_TOKEN = 'demo-bearer-token';
+  log(`ingest benchmark: ${ROWS.toLocaleString('en-US')} rows, page size ${PAGE}, chunk size ${CHUNK}, ${process.version}, ${cpus().length} CPUs`);
+  const loadAtStart = loadavg().map((l) => round(l, 2));
+  if (loadAtStart[0]! > 1) log(`note: load average ${loadAtStart.join(' ')} before the start: something else is busy here, absolute figures will be low (ratios suffer less)`);
+
+  const dir = mkdtempSync(join(tmpdir(), 'svc-bench-ingest-'));
+  chmodSync(dir, 0o755);
+  let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
+  let source: DemoSourceProcess | undefined;
+  let hub: Hub | undefined;
+  let owner: pg.Client | undefined;
+  try {
+    database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
+    source = await startDemoSourceProcess(ROWS);
+    const config = Config.load({
+      env: {},
+      overrides: {
+        'svc.datasource.url': database.url,
+        'svc.data-dir': join(dir, 'hub'),
+        'svc.secret.master-key': randomBytes(32).toString('hex'),
+        'svc.http.port': 0,
+        'svc.log.level': 'warn',
+        'svc.connectors.chunk-size': CHUNK,
+      },
+    });
+    hub = await startHub(config, { api: true, background: false });
+    owner = new pg.Client({ connectionString: database.url });
+    await owner.connect();
+    const ready = performance.now();
+    log(`set up in ${seconds(ready - benchStart)} s (embedded PostgreSQL, demo source pid ${source.pid} at ${source.url}, hub at ${hub.url})`);
+
+    // A short warm-up of the HTTP path, so neither side pays for the first connections and JIT alone.
+    await fetchOffset(source.url, 10);
+    await fetchCursor(source.url, 10);
+
+    const meter = new CpuMeter({ demoSource: source.pid, postmaster: postmasterPid(join(dir, 'pg-data', 'pg')) });
+    const rounds: Round[] = [];
+    for (let r = 1; r <= ROUNDS; r++) {
+      const baselineRssMb = mib(process.memoryUsage().rss);
+      const defs = manifests(source.url, r);
+      for (const dialect of DIALECTS) {
+        const applied = await api(hub, 'POST', '/api/connectors/apply', defs[dialect]);
+        if (applied.status !== 200 && applied.status !== 201) throw new Error(`apply ${dialect} answered ${applied.status}: ${JSON.stringify(applied.json)}`);
+      }
+      const profiler = CPU_PROFILE && r === 1 ? new Session() : undefined;
+      if (profiler) {
+        profiler.connect();
+        await profiler.post('Profiler.enable');
+        await profiler.post('Profiler.start');
+      }
+      const hubFigures = {} as Record<Dialect, HubFigures>;
+      for (const dialect of DIALECTS) {
+        log(`round ${r}/${ROUNDS}: hub run (${dialect}) …`);
+        hubFigures[dialect] = await hubRun(hub, owner, `bench-${dialect}-${r}`, meter);
+        if (hubFigures[dialect].recordsOut !== ROWS) throw new Error(`the ${dialect} run wrote ${hubFigures[dialect].recordsOut} rows, expected ${ROWS}`);
+        // Every round writes into fresh tables: drop this one so the database does not grow round after round.
+        await owner.query(`drop table ext.bench_${dialect}_${r}`);
+      }
+      if (profiler) {
+        const { profile } = await profiler.post('Profiler.stop');
+        writeFileSync(CPU_PROFILE!, JSON.stringify(profile));
+        profiler.disconnect();
+        log(`wrote the CPU profile of the round's hub runs to ${CPU_PROFILE}`);
+      }
+
+      log(`round ${r}/${ROUNDS}: fetch ceiling …`);
+      const fetchFigures = {} as Record<Dialect, FetchFigures>;
+      meter.start();
+      fetchFigures.offset = { ...(await fetchOffset(source.url)), cpu: meter.stop() };
+      meter.start();
+      fetchFigures.cursor = { ...(await fetchCursor(source.url)), cpu: meter.stop() };
+      for (const dialect of DIALECTS) {
+        if (fetchFigures[dialect].rows !== ROWS) throw new Error(`the ${dialect} fetch ceiling read ${fetchFigures[dialect].rows} rows, expected ${ROWS}`);
+      }
+
+      log(`round ${r}/${ROUNDS}: copy ceiling …`);
+      const copy = await copyRound(database.url, 'copy_partners', true, meter);
+      rounds.push({ hub: hubFigures, fetch: fetchFigures, copy, baselineRssMb });
+    }
+    const maxRssMb = mib(process.resourceUsage().maxRSS * 1024);
+
+    log('write path alone …');
+    const copyNoGin = await copyRound(database.url, 'copy_partners_no_gin', false, meter);
+    // The rows the source serves (same generator, same seed), held here only now that the runs are measured.
+    const write = await writePath(hub, owner, generatePartners(ROWS), meter);
+
+    const copyRowsPerSec = Math.round(median(rounds.map((r) => r.copy.rowsPerSec)));
+    const figures = (d: Dialect) => {
+      const rowsPerSec = Math.round(median(rounds.map((r) => r.hub[d].rowsPerSec)));
+      const fetchRowsPerSec = Math.round(median(rounds.map((r) => r.fetch[d].rowsPerSec)));
+      return {
+        /** Median over the rounds of recordsOut / (endedAt − startedAt). */
+        rowsPerSec,
+        rowsPerSecRange: [Math.min(...rounds.map((r) => r.hub[d].rowsPerSec)), Math.max(...rounds.map((r) => r.hub[d].rowsPerSec))],
+        seconds: round(median(rounds.map((r) => r.hub[d].seconds)), 2),
+        pages: rounds[0]!.fetch[d].pages,
+        chunks: rounds[0]!.hub[d].chunkCount,
+        peakRssMb: Math.max(...rounds.map((r) => r.hub[d].peakRssMb)),
+        ceilingFetchRowsPerSec: fetchRowsPerSec,
+        /** Medians of the per-round ratios (each round's figure against the ceiling of the same round). */
+        ratioToFetch: round(median(rounds.map((r) => r.hub[d].rowsPerSec / r.fetch[d].rowsPerSec)), 3),
+        ratioToCopy: round(median(rounds.map((r) => r.hub[d].rowsPerSec / r.copy.rowsPerSec)), 3),
+        /** Fetch then COPY, one after the other: what a loop that does not overlap them could reach. */
+        serialCeilingRowsPerSec: serial(fetchRowsPerSec, copyRowsPerSec),
+        ratioToSerialCeiling: round(median(rounds.map((r) => r.hub[d].rowsPerSec / serial(r.fetch[d].rowsPerSec, r.copy.rowsPerSec))), 3),
+        /** Fetch, prepareRow and the writer's upsert measured apart, added up: where the hub's time goes. */
+        stagesAddedUpRowsPerSec: serial(fetchRowsPerSec, write.prepareRowsPerSec, write.upsertRowsPerSec),
+        /** Mean CPU seconds per process during one run. */
+        cpuSeconds: meanCpu(rounds.map((r) => r.hub[d].cpu)),
+      };
+    };
+    const dialects = { offset: figures('offset'), cursor: figures('cursor') };
+
+    const peakRssMb = Math.max(dialects.offset.peakRssMb, dialects.cursor.peakRssMb);
+    const result = {
+      rows: ROWS,
+      rounds: ROUNDS,
+      pageSize: PAGE,
+      chunkSize: CHUNK,
+      rateLimit: RATE_LIMIT ?? '100/s (hub default)',
+      dialects,
+      ceilingCopyRowsPerSec: copyRowsPerSec,
+      breakdown: {
+        prepareRowRowsPerSec: write.prepareRowsPerSec,
+        upsertChunksRowsPerSec: write.upsertRowsPerSec,
+        upsertChunksCpuSeconds: write.upsertCpu,
+        copyCpuSeconds: meanCpu(rounds.map((r) => r.copy.cpu)),
+        copyWithoutGinIndexRowsPerSec: copyNoGin.rowsPerSec,
+      },
+      peakRssMb,
+      rss: {
+        note: 'the hub runs in-process: RSS is the benchmark process (hub + harness); the demo source runs in a child process and PostgreSQL in its own',
+        baselineMb: round(median(rounds.map((r) => r.baselineRssMb)), 1),
+        peakDuringRunsMb: peakRssMb,
+        maxRssBeforeBreakdownMb: maxRssMb,
+      },
+      perRound: rounds.map((r) => ({
+        hubRowsPerSec: { offset: r.hub.offset.rowsPerSec, cursor: r.hub.cursor.rowsPerSec },
+        baselineRssMb: r.baselineRssMb,
+        peakRssMb: { offset: r.hub.offset.peakRssMb, cursor: r.hub.cursor.peakRssMb },
+        fetchRowsPerSec: { offset: r.fetch.offset.rowsPerSec, cursor: r.fetch.cursor.rowsPerSec },
+        copyRowsPerSec: r.copy.rowsPerSec,
+      })),
+      node: process.version,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      memoryGb: round(totalmem() / 1024 ** 3, 1),
+      date: new Date().toISOString(),
+      /** 1, 5 and 15 minute load averages: a busy machine explains low figures. */
+      loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l, 2)) },
+      benchSeconds: seconds(performance.now() - benchStart),
+    };
+
+    log('');
+    log(`medians of ${ROUNDS} round${ROUNDS > 1 ? 's' : ''}; ratios are medians of each round's ratio`);
+    log(
+      table(
+        ['dialect', 'hub rows/s', 'min–max', 'fetch ceiling', 'hub/fetch', 'copy ceiling', 'hub/copy', 'fetch→copy serial', 'hub/serial', 'run s', 'peak RSS MB'],
+        DIALECTS.map((d) => {
+          const x = dialects[d];
+          return [
+            d,
+            x.rowsPerSec,
+            x.rowsPerSecRange.map((n) => n.toLocaleString('en-US')).join('–'),
+            x.ceilingFetchRowsPerSec,
+            x.ratioToFetch.toFixed(3),
+            copyRowsPerSec,
+            x.ratioToCopy.toFixed(3),
+            x.serialCeilingRowsPerSec,
+            x.ratioToSerialCeiling.toFixed(3),
+            x.seconds,
+            x.peakRssMb,
+          ];
+        }),
+      ),
+    );
+    log('');
+    log(
+      table(
+        ['write path alone (same rows, once)', 'rows/s', 's'],
+        [
+          ['prepareRow (canonical JSON, sha256, promote)', write.prepareRowsPerSec, write.prepareSeconds],
+          [`upsert chunks of ${CHUNK} (jsonb_to_recordset)`, write.upsertRowsPerSec, write.upsertSeconds],
+          ['COPY, same shape (median of the rounds)', copyRowsPerSec, round(median(rounds.map((r) => r.copy.seconds)), 2)],
+          ['COPY, same shape without the GIN index on data', copyNoGin.rowsPerSec, copyNoGin.seconds],
+        ],
+      ),
+    );
+    log('');
+    const cpuRow = (stage: string, wall: number, c: CpuSplit | undefined) => [stage, wall.toFixed(2), c?.benchProcess.toFixed(2) ?? '-', c?.demoSource?.toFixed(2) ?? '-', c?.postgres?.toFixed(2) ?? '-'];
+    const meanWall = (pick: (r: Round) => number) => rounds.reduce((sum, r) => sum + pick(r), 0) / rounds.length;
+    log(
+      table(
+        ['where the CPU went (s, mean of the rounds)', 'wall', 'this process', 'demo source', 'PostgreSQL'],
+        [
+          cpuRow('hub run, offset', meanWall((r) => r.hub.offset.seconds), dialects.offset.cpuSeconds),
+          cpuRow('hub run, cursor', meanWall((r) => r.hub.cursor.seconds), dialects.cursor.cpuSeconds),
+          cpuRow('fetch ceiling, offset', meanWall((r) => r.fetch.offset.seconds), meanCpu(rounds.map((r) => r.fetch.offset.cpu!))),
+          cpuRow('fetch ceiling, cursor', meanWall((r) => r.fetch.cursor.seconds), meanCpu(rounds.map((r) => r.fetch.cursor.cpu!))),
+          cpuRow('COPY ceiling', meanWall((r) => r.copy.seconds), result.breakdown.copyCpuSeconds),
+          cpuRow('upsert chunks alone (once)', write.upsertSeconds, write.upsertCpu),
+        ],
+      ),
+    );
+    log('');
+    log(`peak RSS of this process (hub in-process, demo source in a child): ${peakRssMb} MB during the runs (baseline before a round's runs: ${result.rss.baselineMb} MB, median)`);
+
+    mkdirSync(RESULTS, { recursive: true });
+    writeFileSync(join(RESULTS, 'ingest.json'), `${JSON.stringify(result, null, 2)}\n`);
+    log(`wrote bench/results/ingest.json (${result.benchSeconds} s in all)`);
+  } finally {
+    await owner?.end().catch(() => undefined);
+    await hub?.stop().catch(() => undefined);
+    await source?.close().catch(() => undefined);
+    await database?.stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,31 @@
+/**
+ * `npm run bench`: every benchmark of bench/, one after the other, each in a fresh process (so one
+ * bench's memory and JIT state never colour the next). `npm run bench -- ingest` runs the named ones.
+ * Benchmarks are never part of `npm test` (jest's roots leave bench/ out).
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BENCHES = ['ingest', 'deliver'] as const;
+
+const asked = process.argv.slice(2);
+const unknown = asked.filter((name) => !(BENCHES as readonly string[]).includes(name));
+if (unknown.length) {
+  process.stderr.write(`unknown benchmark ${unknown.join(', ')}; known: ${BENCHES.join(', ')}\n`);
+  process.exit(2);
+}
+
+let failed = 0;
+for (const name of asked.length ? asked : BENCHES) {
+  const file = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
+  process.stdout.write(`\n=== bench ${name} ===\n`);
+  const code = await new Promise<number>((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', file], { stdio: 'inherit' });
+    child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)));
+  });
+  if (code !== 0) {
+    failed += 1;
+    process.stderr.write(`bench ${name} failed (exit ${code})\n`);
+  }
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,147 @@
+import { fork } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Peak resident set size of this process, sampled every `everyMs` while started. */
+export class RssSampler {
+  private timer: NodeJS.Timeout | undefined;
+  private peak = 0;
+
+  start(everyMs = 50): void {
+    this.peak = process.memoryUsage().rss;
+    this.timer = setInterval(() => {
+      const rss = process.memoryUsage().rss;
+      if (rss > this.peak) this.peak = rss;
+    }, everyMs);
+  }
+
+  /** Stops sampling; answers the peak in MiB. */
+  stop(): number {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    const rss = process.memoryUsage().rss;
+    if (rss > this.peak) this.peak = rss;
+    return mib(this.peak);
+  }
+}
+
+export const mib = (bytes: number) => round(bytes / 1024 / 1024, 1);
+
+export function round(value: number, digits = 0): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+/** Rows per second over a duration in milliseconds. */
+export const perSecond = (rows: number, ms: number) => (ms > 0 ? Math.round((rows * 1000) / ms) : 0);
+
+/** A fixed-width text table (first column left-aligned, the rest right-aligned). */
+export function table(header: string[], rows: Array<Array<string | number>>): string {
+  const cells = [header, ...rows.map((r) => r.map((c) => (typeof c === 'number' ? c.toLocaleString('en-US') : c)))];
+  const widths = header.map((_h, i) => Math.max(...cells.map((r) => String(r[i] ?? '').length)));
+  const line = (r: Array<string | number>) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]!) : String(c).padStart(widths[i]!))).join('  ');
+  return [line(cells[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join('\n');
+}
+
+export interface DemoSourceProcess {
+  url: string;
+  pid: number;
+  close(): Promise<void>;
+}
+
+/** Starts the demo source in a child process (bench/support/demo-source-process.ts) with `rows` records. */
+export function startDemoSourceProcess(rows: number): Promise<DemoSourceProcess> {
+  const file = fileURLToPath(new URL('./demo-source-process.ts', import.meta.url));
+  const child = fork(file, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, DEMO_ROWS: String(rows) }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`the demo source process exited (code ${code}) before listening`)));
+    child.once('message', (message) => {
+      child.removeAllListeners('exit');
+      const { url } = message as { url: string };
+      resolve({
+        url,
+        pid: child.pid!,
+        close: () =>
+          new Promise<void>((done) => {
+            if (child.exitCode !== null) return done();
+            child.once('exit', () => done());
+            child.kill('SIGTERM');
+          }),
+      });
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU time per process (Linux /proc), to tell which process a stage spent its time in.
+
+const TICKS_PER_SECOND = 100; // USER_HZ on Linux (getconf CLK_TCK)
+
+/** utime, stime, cutime, cstime and the parent pid of a process, or undefined when it is gone or /proc is absent. */
+function procStat(pid: number): { ppid: number; self: number; children: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
+}
+
+/** CPU seconds of a process and everything it started (live children, and reaped ones through cutime). */
+function treeCpuSeconds(root: number): number | undefined {
+  const top = procStat(root);
+  if (!top) return undefined;
+  let ticks = top.self + top.children;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = procStat(Number(entry));
+    if (stat && stat.ppid === root) ticks += stat.self;
+  }
+  return ticks / TICKS_PER_SECOND;
+}
+
+export interface CpuSplit {
+  /** This process (the hub and the harness). */
+  benchProcess: number;
+  /** The demo source's process. */
+  demoSource: number | null;
+  /** PostgreSQL: the postmaster and its backends. */
+  postgres: number | null;
+}
+
+/** Measures CPU seconds spent by this process, the demo source and PostgreSQL between start() and stop(). */
+export class CpuMeter {
+  private start0: { self: NodeJS.CpuUsage; demo: number | undefined; pg: number | undefined } | undefined;
+
+  constructor(private readonly pids: { demoSource: number; postmaster: number | undefined }) {}
+
+  start(): void {
+    this.start0 = { self: process.cpuUsage(), demo: treeCpuSeconds(this.pids.demoSource), pg: this.pids.postmaster ? treeCpuSeconds(this.pids.postmaster) : undefined };
+  }
+
+  stop(): CpuSplit {
+    const s = this.start0!;
+    const self = process.cpuUsage(s.self);
+    const demo = treeCpuSeconds(this.pids.demoSource);
+    const pg = this.pids.postmaster ? treeCpuSeconds(this.pids.postmaster) : undefined;
+    return {
+      benchProcess: round((self.user + self.system) / 1e6, 2),
+      demoSource: demo !== undefined && s.demo !== undefined ? round(demo - s.demo, 2) : null,
+      postgres: pg !== undefined && s.pg !== undefined ? round(pg - s.pg, 2) : null,
+    };
+  }
+}
+
+/** The postmaster's pid from `<cluster>/postmaster.pid`, or undefined. */
+export function postmasterPid(clusterDir: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    return pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
