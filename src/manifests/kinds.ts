@@ -1,4 +1,6 @@
+import { connectorHandler } from '../connectors/manifest-handler.js';
 import { connectorManifestSchema } from '../connectors/manifest/schema.js';
+import type { Tx } from '../db/database.js';
 
 /**
  * The registry of manifest kinds: every kind the hub accepts as a Kubernetes-shaped manifest
@@ -14,6 +16,24 @@ export interface PrinterColumn {
   jsonPath: string;
   description?: string;
   priority?: number;
+}
+
+/**
+ * What the hub does with a manifest of a kind, in the caller's tenant transaction: the same
+ * functions as the kind's HTTP paths, so a custom resource behaves exactly like the same bytes sent
+ * to `POST /api/<plural>/apply`. The operator calls these and nothing kind-specific.
+ */
+export interface ManifestHandler {
+  /** The manifest as last applied, or undefined when the hub holds no such name. */
+  stored(tx: Tx, name: string): Promise<{ manifest: unknown } | undefined>;
+  /** Validates and stores (create or update by name); throws ValidationError naming the field. */
+  apply(tx: Tx, manifest: unknown, actor: string): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
+  /** Deletes by name (with what it owns in the hub); false when there was none. */
+  remove(tx: Tx, name: string): Promise<boolean>;
+  /** The latest run (kinds with `lastRun`). */
+  lastRun?(tx: Tx, name: string): Promise<{ id: string; status: string; endedAt: string | null } | undefined>;
+  /** The words after `svc-hub run` that run it once (kinds with schedules): `['connector', name]`. */
+  runArgs?(name: string): string[];
 }
 
 export interface ManifestKind {
@@ -34,6 +54,8 @@ export interface ManifestKind {
   lastRun: boolean;
   /** `kubectl get` columns, in order. */
   printerColumns: PrinterColumn[];
+  /** What applying and deleting a manifest of this kind does in the hub. */
+  hub: ManifestHandler;
 }
 
 export const READY_COLUMN: PrinterColumn = {
@@ -67,6 +89,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
       LAST_RUN_COLUMN,
       AGE_COLUMN,
     ],
+    hub: connectorHandler,
   },
 ];
 

@@ -1,0 +1,257 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { V1PodTemplateSpec } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { createRun, finishRun } from '../src/connectors/runs/ledger.js';
+import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
+import { kubeConfig } from './kube-config.js';
+import { FINALIZER, manifestOf, Operator, type Resource } from './reconciler.js';
+
+/**
+ * The reconciler against a SCRIPTED KUBERNETES API STAND-IN (test/harness/kube-api.ts: no API
+ * server can run here) through the real @kubernetes/client-node informers and clients, and a real
+ * hub (HTTP API and PostgreSQL): what a Connector resource does must equal what the same bytes do
+ * through `POST /api/connectors/apply`.
+ */
+
+const CONNECTOR = MANIFEST_KINDS.find((k) => k.kind === 'Connector')!;
+const API_VERSION = apiVersionOf(CONNECTOR);
+const NS = 'team-a';
+
+const template: V1PodTemplateSpec = {
+  metadata: { labels: { 'app.kubernetes.io/name': 'svc-hub', 'app.kubernetes.io/component': 'run-job' } },
+  spec: {
+    restartPolicy: 'Never',
+    automountServiceAccountToken: false,
+    containers: [{ name: 'run', image: 'registry.example.com/svc-hub:0.1.0', env: [{ name: 'SVC_PROFILE', value: 'prod' }] }],
+  },
+};
+
+let hub: TestHub;
+let api: KubeApiStandIn;
+let operator: Operator;
+let otherTenant: number;
+
+const example = (file: string): KubeObject => parse(readFileSync(new URL(`../examples/${file}`, import.meta.url), 'utf8')) as KubeObject;
+const connector = (name: string) => api.get(API_VERSION, 'connectors', NS, name) as Resource | undefined;
+const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', NS, name);
+const ready = (name: string) => connector(name)?.status?.conditions?.find((c) => c.type === 'Ready');
+const writes = () => api.requests.filter((r) => r.method !== 'GET').length;
+
+async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Waits until nothing has been written to the stand-in for `quietMs`. */
+async function settled(quietMs = 400): Promise<void> {
+  let count = writes();
+  let since = Date.now();
+  await until('the operator to settle', () => {
+    if (writes() !== count) {
+      count = writes();
+      since = Date.now();
+    }
+    return Date.now() - since >= quietMs;
+  });
+}
+
+async function hubGet(path: string, tenant: number | string = 1) {
+  const res = await fetch(`${hub.url}${path}`, { headers: { 'X-Tenant-ID': String(tenant) } });
+  return { status: res.status, body: res.status === 200 ? ((await res.json()) as Record<string, unknown>) : undefined };
+}
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  const created = await hub.services.db.crossTenant('test', (tx) => tx.query<{ id: number }>(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`));
+  otherTenant = Number(created.rows[0]!.id);
+  api = await new KubeApiStandIn([{ group: CONNECTOR.group, version: CONNECTOR.version, plural: CONNECTOR.plural, kind: CONNECTOR.kind, namespaced: true, statusSubresource: true }]).start();
+  api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  operator = new Operator({
+    kinds: MANIFEST_KINDS,
+    db: hub.services.db,
+    kc: kubeConfig({ server: api.url, token: 'stand-in' }),
+    resyncEvery: 3_600_000,
+    backoffBase: 50,
+    backoffMax: 400,
+    runJobTemplate: template,
+  });
+  await operator.start();
+});
+
+afterAll(async () => {
+  await operator?.stop();
+  await api?.close();
+  await hub?.stop();
+});
+
+describe('a Connector resource', () => {
+  it('is applied through the same service as POST /api/connectors/apply, with the finalizer, status and CronJob', async () => {
+    const resource = { ...example('offset.yaml'), metadata: { ...example('offset.yaml').metadata, namespace: NS } };
+    api.apply('connectors', resource);
+    const condition = await until('Ready', () => ready('demo-offset'));
+    expect(condition).toMatchObject({ type: 'Ready', status: 'True', reason: 'Applied', message: 'applied to tenant default', observedGeneration: 1 });
+    expect(condition.lastTransitionTime).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const stored = connector('demo-offset')!;
+    expect(stored.metadata.finalizers).toEqual([FINALIZER]);
+    expect(stored.status).toMatchObject({ observedGeneration: 1, tenant: 'default' });
+    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready', 'Scheduled']);
+
+    // The same bytes through the HTTP path, into another tenant: the same connector.
+    const res = await fetch(`${hub.url}/api/connectors/apply`, {
+      method: 'POST',
+      headers: { 'X-Tenant-ID': String(otherTenant), 'Content-Type': 'application/yaml' },
+      body: readFileSync(new URL('../examples/offset.yaml', import.meta.url), 'utf8'),
+    });
+    expect(res.status).toBe(201);
+    const viaOperator = (await hubGet('/api/connectors/demo-offset')).body!;
+    const viaHttp = (await hubGet('/api/connectors/demo-offset', otherTenant)).body!;
+    const comparable = (c: Record<string, unknown>) => JSON.parse(JSON.stringify(c), (k, v) => (['id', 'uuid', 'tenantId', 'createdAt', 'updatedAt', 'watermarkUpdatedAt'].includes(k) ? undefined : v));
+    expect(comparable(viaOperator)).toEqual(comparable(viaHttp));
+    expect(viaOperator.manifest).toEqual(manifestOf(stored));
+    expect(viaOperator.schedule).toBe('*/15 * * * *');
+  });
+
+  it('owns a CronJob <kind>-<name> that runs `svc-hub run connector … --scheduled`', async () => {
+    const job = await until('the CronJob', () => cronJob('connector-demo-offset'));
+    const owner = connector('demo-offset')!;
+    expect(job.metadata.ownerReferences).toEqual([{ apiVersion: API_VERSION, kind: 'Connector', name: 'demo-offset', uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true }]);
+    expect(job.metadata.labels).toMatchObject({ 'svc.io/tenant': 'default', 'svc.io/kind': 'connector', 'svc.io/name': 'demo-offset' });
+    // biome-ignore lint/suspicious/noExplicitAny: a deep read of the CronJob as the stand-in stored it
+    const spec = job.spec as Record<string, any>;
+    expect(spec).toMatchObject({ schedule: '*/15 * * * *', timeZone: 'Etc/UTC', concurrencyPolicy: 'Forbid', successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 3 });
+    const pod = spec.jobTemplate.spec.template;
+    expect(spec.jobTemplate.spec.backoffLimit).toBe(0);
+    expect(pod.spec.restartPolicy).toBe('Never');
+    expect(pod.spec.automountServiceAccountToken).toBe(false);
+    expect(pod.spec.containers[0]).toMatchObject({ name: 'run', image: 'registry.example.com/svc-hub:0.1.0', args: ['run', 'connector', 'demo-offset', '--tenant', 'default', '--scheduled'] });
+    expect(pod.spec.containers[0].env).toEqual([{ name: 'SVC_PROFILE', value: 'prod' }]);
+    expect(connector('demo-offset')!.status!.conditions!.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'True', reason: 'CronJobReady', message: 'CronJob connector-demo-offset runs "*/15 * * * *" (Etc/UTC)' });
+  });
+
+  it('is idempotent: a resync of settled resources writes nothing', async () => {
+    await settled();
+    const before = writes();
+    const updatedAt = (await hubGet('/api/connectors/demo-offset')).body!.updatedAt;
+    const reads = api.requests.length;
+    operator.resyncAll();
+    await until('the resync to read', () => api.requests.length > reads);
+    await settled();
+    expect(writes()).toBe(before);
+    // Nor is the hub's copy applied again when it already matches.
+    expect((await hubGet('/api/connectors/demo-offset')).body!.updatedAt).toBe(updatedAt);
+  });
+
+  it('reports the latest run as status.lastRun', async () => {
+    const { rows } = await hub.services.db.withTenant(1, (tx) => tx.query<{ id: string; uuid: string }>(`select c.id, e.uuid from connectors.connectors c join connectors.endpoints e on e.connector_id = c.id where c.name = 'demo-offset' limit 1`));
+    const run = await hub.services.db.withTenant(1, async (tx) => {
+      const created = await createRun(tx, { connectorId: rows[0]!.id, connectorName: 'demo-offset', endpointUuid: rows[0]!.uuid, endpointId: 'offset-partners', triggeredBy: 'schedule', syncMode: 'full' });
+      return finishRun(tx, created.id, 'Completed');
+    });
+    operator.resyncAll();
+    const lastRun = await until('lastRun', () => connector('demo-offset')!.status?.lastRun);
+    expect(lastRun).toEqual({ id: run.id, status: 'Completed', endedAt: run.endedAt });
+  });
+
+  it('follows a spec change; removing the schedule removes the CronJob and the Scheduled condition', async () => {
+    const current = example('offset.yaml');
+    const spec = { ...(current.spec as Record<string, unknown>) };
+    delete spec.schedule;
+    api.apply('connectors', { ...current, metadata: { ...current.metadata, namespace: NS }, spec });
+    await until('the CronJob to go', () => !cronJob('connector-demo-offset'));
+    const status = await until('observedGeneration 2', () => connector('demo-offset')!.status?.observedGeneration === 2 && connector('demo-offset')!.status);
+    expect(status.conditions!.map((c) => c.type)).toEqual(['Ready']);
+    expect((await hubGet('/api/connectors/demo-offset')).body!.schedule).toBeNull();
+  });
+
+  it('puts a validation error on the Ready condition naming the field, keeps the applied version, and does not retry it', async () => {
+    const bad = example('open.yaml');
+    api.apply('connectors', { ...bad, metadata: { ...bad.metadata, namespace: NS } });
+    await until('demo-open Ready', () => ready('demo-open')?.status === 'True');
+    const endpoints = (bad.spec as { endpoints: Array<Record<string, unknown>> }).endpoints;
+    const broken = { ...bad, metadata: { ...bad.metadata, namespace: NS }, spec: { ...(bad.spec as object), endpoints: [{ ...endpoints[0], pagination: { kind: 'sideways' } }] } };
+    api.apply('connectors', broken);
+    const condition = await until('Ready=False', () => ready('demo-open')?.status === 'False' && ready('demo-open'));
+    expect(condition.reason).toBe('Invalid');
+    expect(condition.message).toMatch(/spec\.endpoints\[0\]\.pagination/);
+    expect(connector('demo-open')!.status!.observedGeneration).toBe(2);
+    // The hub still holds the last valid version.
+    const held = (await hubGet('/api/connectors/demo-open')).body!;
+    expect(((held.manifest as KubeObject).spec as { endpoints: Array<{ pagination: { kind: string } }> }).endpoints[0]!.pagination.kind).toBe('offset');
+    // A permanent error is not retried: no request names the resource for a while.
+    await settled();
+    const count = api.requests.filter((r) => r.path.endsWith('/connectors/demo-open')).length;
+    await new Promise((r) => setTimeout(r, 1_000)); // backoffBase is 50 ms: a retry loop would show within this
+    expect(api.requests.filter((r) => r.path.endsWith('/connectors/demo-open')).length).toBe(count);
+    // Fixing the resource makes it Ready again.
+    api.apply('connectors', { ...bad, metadata: { ...bad.metadata, namespace: NS } });
+    await until('Ready again', () => ready('demo-open')?.status === 'True');
+  });
+
+  it('takes the tenant from its Namespace when it has no label, and says so when neither has one', async () => {
+    const open = example('open.yaml');
+    const unlabelled = (name: string, namespace: string) => ({ ...open, metadata: { name, namespace } });
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'globex-ns', labels: { 'svc.io/tenant': 'globex' } } });
+    api.apply('connectors', unlabelled('from-namespace', 'globex-ns'));
+    await until('Ready via namespace', () => api.get(API_VERSION, 'connectors', 'globex-ns', 'from-namespace')?.status?.tenant === 'globex');
+    expect((await hubGet('/api/connectors/from-namespace', otherTenant)).status).toBe(200);
+    expect((await hubGet('/api/connectors/from-namespace', 1)).status).toBe(404);
+
+    api.apply('connectors', unlabelled('nobody', NS));
+    const condition = await until('TenantUnresolved', () => ready('nobody'));
+    expect(condition).toMatchObject({ status: 'False', reason: 'TenantUnresolved', message: `no tenant: label svc.io/tenant is set neither on the resource nor on its namespace ${NS}` });
+    api.apply('connectors', { ...open, metadata: { name: 'nobody', namespace: NS, labels: { 'svc.io/tenant': 'initech' } } });
+    await until('unknown tenant', () => ready('nobody')?.message === 'no tenant: tenant initech (label svc.io/tenant on the resource) does not exist');
+    // Once the namespace is labelled, the next resync applies it.
+    api.apply('connectors', unlabelled('nobody', NS));
+    await until('TenantUnresolved again', () => ready('nobody')?.reason === 'TenantUnresolved');
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: { 'svc.io/tenant': 'default' } } });
+    operator.resyncAll();
+    await until('Ready after the namespace label', () => ready('nobody')?.status === 'True');
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  });
+
+  it('retries with backoff on resourceVersion conflicts and server errors', async () => {
+    const open = example('open.yaml');
+    api.failNext('PUT', /\/connectors\/retried\/status$/, 409, 2);
+    api.failNext('GET', /\/connectors\/retried$/, 500, 1);
+    api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'retried', namespace: NS } });
+    await until('Ready despite the failures', () => ready('retried')?.status === 'True');
+    const statusPuts = api.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/connectors/retried/status')).map((r) => r.status);
+    expect(statusPuts).toEqual([409, 409, 200]);
+    expect(api.requests.some((r) => r.method === 'GET' && r.path.endsWith('/connectors/retried') && r.status === 500)).toBe(true);
+  });
+
+  it('resumes after the watch is closed or its resourceVersion expires (410)', async () => {
+    const open = example('open.yaml');
+    api.closeWatches();
+    api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'after-close', namespace: NS } });
+    await until('Ready after a closed watch', () => ready('after-close')?.status === 'True');
+    api.compact();
+    api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'after-410', namespace: NS } });
+    await until('Ready after a 410', () => ready('after-410')?.status === 'True', 15_000);
+  });
+
+  it('deletes the connector in the hub through its finalizer; the CronJob goes with its owner', async () => {
+    const offset = example('offset.yaml');
+    api.apply('connectors', { ...offset, metadata: { ...offset.metadata, namespace: NS } });
+    await until('the CronJob back', () => cronJob('connector-demo-offset'));
+    api.remove(API_VERSION, 'connectors', NS, 'demo-offset');
+    await until('the resource gone', () => !connector('demo-offset'));
+    expect((await hubGet('/api/connectors/demo-offset')).status).toBe(404);
+    expect(cronJob('connector-demo-offset')).toBeUndefined();
+    // The other tenant's copy is untouched.
+    expect((await hubGet('/api/connectors/demo-offset', otherTenant)).status).toBe(200);
+  });
+
+  it('serves every registered kind from its CRD name', () => {
+    expect(MANIFEST_KINDS.map(crdNameOf)).toContain('connectors.connectors.svc.io');
+  });
+});

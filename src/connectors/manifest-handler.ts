@@ -1,0 +1,28 @@
+import type { Tx } from '../db/database.js';
+import type { ManifestHandler } from '../manifests/kinds.js';
+import { listRuns } from './runs/ledger.js';
+import { applyConnector, deleteConnector, getConnector } from './store.js';
+
+/**
+ * What the operator (or any other manifest source) does with a Connector: the very functions the
+ * HTTP paths call (`POST /api/connectors/apply`, `DELETE /api/connectors/{name}`), in the caller's
+ * tenant transaction.
+ */
+export const connectorHandler: ManifestHandler = {
+  async stored(tx: Tx, name: string) {
+    const found = await getConnector(tx, name);
+    return found ? { manifest: found.manifest } : undefined;
+  },
+  async apply(tx: Tx, manifest: unknown, actor: string) {
+    const result = await applyConnector(tx, manifest, { actor });
+    return { created: result.created, warnings: result.warnings.map((w) => (w.field ? `${w.field}: ${w.message}` : w.message)), schedule: result.connector.schedule ?? null };
+  },
+  remove: (tx: Tx, name: string) => deleteConnector(tx, name),
+  async lastRun(tx: Tx, name: string) {
+    const found = await getConnector(tx, name);
+    if (!found) return undefined;
+    const [run] = await listRuns(tx, 1, found.id);
+    return run ? { id: run.id, status: run.status, endedAt: run.endedAt } : undefined;
+  },
+  runArgs: (name: string) => ['connector', name],
+};
