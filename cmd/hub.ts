@@ -12,7 +12,8 @@ import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
 import { ClockRunner } from '../src/clock/clock.js';
 import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
-import { AdvisoryLockElector, Leadership } from '../src/dispatch/leader.js';
+import { Leadership } from '../src/dispatch/leader.js';
+import { leaderElector } from './leader.js';
 import { createWebhooks, integrationSubscriber } from '../src/hub/index.js';
 import { operationRoutes } from '../apiserver/routes/operations.js';
 import { EmailDispatcher } from '../src/email/dispatcher.js';
@@ -37,6 +38,8 @@ export interface Hub {
   readonly services: HubServices;
   readonly server?: RunningServer;
   readonly url?: string;
+  /** The worker role's connection URL (leader election's advisory lock, listeners). */
+  readonly workerUrl: string;
   stop(): Promise<void>;
 }
 
@@ -134,10 +137,11 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   await listener.start();
   listener.onEvent(() => services.stream.wake());
   // The cursor consumers and sweeps run in one process at a time: jobs on `leaderClocks` tick only
-  // while this process holds the leadership (a PostgreSQL advisory lock; src/dispatch/leader.ts).
+  // while this process holds the leadership (a Kubernetes Lease or a PostgreSQL advisory lock,
+  // `svc.leader.backend`; cmd/leader.ts).
   let leadership: Leadership | undefined;
   if (options.background) {
-    leadership = new Leadership(new AdvisoryLockElector(database.workerUrl), { checkEvery: config.duration('svc.leader.check-every') });
+    leadership = new Leadership(leaderElector(config, database.workerUrl), { checkEvery: config.duration('svc.leader.check-every') });
     const leaderClocks = leadership.gate(clocks);
     // Declared hooks run for every event, in priority order (services.hooks is read per event, so
     // a replaced runner takes effect).
@@ -196,6 +200,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     services,
     server,
     url: server?.url,
+    workerUrl: database.workerUrl,
     stop() {
       stopping ??= (async () => {
         // Event streams never end by themselves: end them first so the listener can close.

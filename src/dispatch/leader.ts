@@ -5,7 +5,8 @@ import { logger } from '../observability/logger.js';
 /**
  * Leader election for the cursor consumers and sweeps (CONTRACTS.md section 6): they run in one
  * process at a time. The port is what any elector offers; outside Kubernetes a PostgreSQL advisory
- * lock plays the part (AdvisoryLockElector), in Kubernetes a `coordination.k8s.io/v1` Lease will.
+ * lock plays the part (AdvisoryLockElector), in Kubernetes a `coordination.k8s.io/v1` Lease
+ * (operator/lease.ts; cmd/leader.ts picks one).
  * `Leadership` drives an elector on a cadence and gates clock jobs so they tick only while this
  * process leads.
  */

@@ -59,6 +59,8 @@ export interface RecordedRequest {
   query: Record<string, string>;
   body: unknown;
   status: number;
+  /** The bearer token the client sent (tells two clients apart). */
+  token: string;
 }
 
 interface Failure {
@@ -98,6 +100,8 @@ function expectObject(o: KubeObject | Status): KubeObject {
   if (isStatus(o)) throw new Error(`the stand-in refused: ${o.message}`);
   return o;
 }
+
+const tokenOf = (req: IncomingMessage): string => String(req.headers.authorization ?? '').replace(/^Bearer /, '');
 
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return clone(patch);
@@ -449,7 +453,7 @@ export class KubeApiStandIn {
       this.send(req, res, url, query, undefined, 410, status(410, 'Expired', `too old resource version: ${from} (${this.compactedTo})`));
       return;
     }
-    this.requests.push({ method: 'GET', path: url.pathname, query, body: undefined, status: 200 });
+    this.requests.push({ method: 'GET', path: url.pathname, query, body: undefined, status: 200, token: tokenOf(req) });
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders();
     const w = { typeKey: typeKey(t), namespace, res };
@@ -463,7 +467,7 @@ export class KubeApiStandIn {
   }
 
   private send(req: IncomingMessage, res: ServerResponse, url: URL, query: Record<string, string>, body: unknown, code: number, out: unknown): void {
-    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query, body, status: code });
+    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query, body, status: code, token: tokenOf(req) });
     res.writeHead(code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(out));
   }

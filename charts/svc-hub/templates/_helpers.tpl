@@ -119,6 +119,11 @@ Environment shared by every role. Credentials only as secretKeyRef: the values n
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+{{- if not (hasKey ($v.config | default dict) "svc.leader.lease-name") }}
+# The dispatchers' Lease, per release: two releases in one namespace never share a leader.
+- name: SVC_LEADER_LEASE_NAME
+  value: {{ printf "%s-dispatch" (include "svc-hub.fullname" .) | quote }}
+{{- end }}
 {{- range $property, $value := $v.config }}
 - name: {{ regexReplaceAll "[^A-Z0-9]" (upper $property) "_" }}
   value: {{ if kindIs "string" $value }}{{ $value | quote }}{{ else }}{{ $value | toJson | quote }}{{ end }}

@@ -1,0 +1,76 @@
+import { defaultIdentity, LeaseElector } from '../operator/lease.js';
+import type { KubeTarget } from '../operator/kube-config.js';
+import { type Config, ConfigError } from '../src/config/config.js';
+import { AdvisoryLockElector, type LeaderElector } from '../src/dispatch/leader.js';
+
+/**
+ * The leader elector a role runs on (`svc.leader.backend`): a `coordination.k8s.io/v1` Lease in
+ * Kubernetes, a PostgreSQL advisory lock elsewhere. Both implement the port of src/dispatch/leader.ts
+ * and are driven by `Leadership` every `svc.leader.check-every`.
+ */
+
+export interface LeaderElectorOptions {
+  /**
+   * The Lease name, instead of `svc.leader.lease-name` (the operator passes its own). With the
+   * PostgreSQL backend the advisory lock key becomes `svc-hub:<leaseName>`; without it the key stays
+   * `svc-hub:dispatch`, the one every dispatcher has always used.
+   */
+  leaseName?: string;
+  /** The environment (tests): KUBERNETES_SERVICE_HOST, POD_NAMESPACE, POD_NAME. Default process.env. */
+  env?: NodeJS.ProcessEnv;
+  /** The Kubernetes API to use (tests: the stand-in). Default in-cluster, else KUBECONFIG. */
+  kube?: KubeTarget;
+}
+
+export type LeaderBackend = 'postgres' | 'kubernetes';
+
+/** `auto` resolved: Kubernetes when the process runs in a pod that knows its namespace. */
+export function leaderBackend(config: Config, env: NodeJS.ProcessEnv = process.env): LeaderBackend {
+  const chosen = config.string('svc.leader.backend');
+  if (chosen === 'postgres' || chosen === 'kubernetes') return chosen;
+  return env.KUBERNETES_SERVICE_HOST && env.POD_NAMESPACE ? 'kubernetes' : 'postgres';
+}
+
+/** The timing of the election, checked: the renew period must be well under the lease duration. */
+export function leaderTiming(config: Config): { checkEvery: number; leaseDurationSeconds: number; renewDeadlineMs: number } {
+  const checkEvery = config.duration('svc.leader.check-every');
+  const leaseDuration = config.duration('svc.leader.lease-duration');
+  if (checkEvery >= leaseDuration) {
+    throw new ConfigError(
+      'svc.leader.check-every',
+      `svc.leader.check-every (SVC_LEADER_CHECK_EVERY, ${checkEvery} ms) must be well under svc.leader.lease-duration (SVC_LEADER_LEASE_DURATION, ${leaseDuration} ms): the leader renews its lease every check, so a period not below the duration lets the lease expire between two renewals`,
+    );
+  }
+  const leaseDurationSeconds = Math.ceil(leaseDuration / 1000);
+  // The leader steps down once a whole renew period could pass before a follower sees the Lease expire.
+  return { checkEvery, leaseDurationSeconds, renewDeadlineMs: leaseDurationSeconds * 1000 - checkEvery };
+}
+
+const LEASE_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+export function leaderElector(config: Config, workerUrl: string, opts: LeaderElectorOptions = {}): LeaderElector {
+  const env = opts.env ?? process.env;
+  const timing = leaderTiming(config);
+  const name = opts.leaseName ?? config.string('svc.leader.lease-name');
+  if (leaderBackend(config, env) === 'postgres') {
+    return new AdvisoryLockElector(workerUrl, opts.leaseName ? `svc-hub:${opts.leaseName}` : 'svc-hub:dispatch');
+  }
+  if (name.length > 253 || !LEASE_NAME.test(name)) {
+    throw new ConfigError('svc.leader.lease-name', `svc.leader.lease-name: '${name}' is not a valid Lease name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
+  }
+  const namespace = env.POD_NAMESPACE;
+  if (!namespace) {
+    throw new ConfigError(
+      'svc.leader.backend',
+      'svc.leader.backend: leader election through a Kubernetes Lease needs POD_NAMESPACE (the downward API `metadata.namespace`, as the Helm chart sets it)',
+    );
+  }
+  return new LeaseElector({
+    name,
+    namespace,
+    identity: defaultIdentity(env),
+    leaseDurationSeconds: timing.leaseDurationSeconds,
+    renewDeadlineMs: timing.renewDeadlineMs,
+    kube: opts.kube,
+  });
+}

@@ -1,0 +1,96 @@
+import { existsSync, readFileSync } from 'node:fs';
+import type { V1PodTemplateSpec } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { type KubeTarget, kubeConfig } from '../operator/kube-config.js';
+import { Operator } from '../operator/reconciler.js';
+import type { Config } from '../src/config/config.js';
+import { ConfigError } from '../src/config/config.js';
+import { Leadership } from '../src/dispatch/leader.js';
+import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { logger } from '../src/observability/logger.js';
+import { type Hub, startHub } from './hub.js';
+import { leaderElector } from './leader.js';
+
+/**
+ * `svc-hub operator`: the reconciler of the custom resources (operator/reconciler.ts) on the hub's
+ * database, serving only /q/health* and /q/metrics for the probes, and working only while it holds
+ * the leadership (a Lease `<svc.leader.lease-name without -dispatch>-operator` in Kubernetes, an
+ * advisory lock elsewhere), so several replicas may run and one reconciles.
+ */
+
+export interface OperatorProcess {
+  hub: Hub;
+  operator: Operator;
+  leadership: Leadership;
+  stop(): Promise<void>;
+}
+
+/** The operator's Lease: `svc-hub-dispatch` -> `svc-hub-operator`, `<release>-svc-hub-dispatch` -> `<release>-svc-hub-operator`. */
+export const operatorLeaseName = (dispatchLease: string): string => `${dispatchLease.replace(/-dispatch$/, '')}-operator`;
+
+/** The pod template of scheduled runs, or undefined when the file is absent. */
+export function loadRunJobTemplate(path: string): V1PodTemplateSpec | undefined {
+  if (!existsSync(path)) return undefined;
+  let template: V1PodTemplateSpec;
+  try {
+    template = parse(readFileSync(path, 'utf8')) as V1PodTemplateSpec;
+  } catch (err) {
+    throw new ConfigError('svc.operator.run-job-template', `svc.operator.run-job-template: ${path} is not YAML: ${(err as Error).message}`);
+  }
+  if (!template?.spec?.containers?.[0]?.image) {
+    throw new ConfigError('svc.operator.run-job-template', `svc.operator.run-job-template: ${path} is not a pod template with a container and its image (spec.containers[0].image)`);
+  }
+  return template;
+}
+
+export async function startOperator(config: Config, opts: { kube?: KubeTarget; env?: NodeJS.ProcessEnv } = {}): Promise<OperatorProcess> {
+  const templatePath = config.string('svc.operator.run-job-template');
+  const runJobTemplate = loadRunJobTemplate(templatePath);
+  if (!runJobTemplate) logger().warn(`no run pod template at ${templatePath} (svc.operator.run-job-template): resources with a schedule get no CronJob`);
+  const kc = kubeConfig(opts.kube);
+  const hub = await startHub(config, { api: true, operationsOnly: true, background: false });
+  const operator = new Operator({
+    kinds: MANIFEST_KINDS,
+    db: hub.services.db,
+    kc,
+    namespace: config.optional('svc.operator.namespace') || undefined,
+    resyncEvery: config.duration('svc.operator.resync-every'),
+    backoffBase: config.duration('svc.operator.backoff-base'),
+    backoffMax: config.duration('svc.operator.backoff-max'),
+    runJobTemplate,
+    runJobTemplatePath: templatePath,
+  });
+  let elector: ReturnType<typeof leaderElector>;
+  try {
+    elector = leaderElector(config, hub.workerUrl, { leaseName: operatorLeaseName(config.string('svc.leader.lease-name')), env: opts.env, kube: opts.kube });
+  } catch (err) {
+    await hub.stop();
+    throw err;
+  }
+  const leadership = new Leadership(elector, { checkEvery: config.duration('svc.leader.check-every') });
+  // Only the leader watches and reconciles; a follower waits, and takes over when the leader goes.
+  let transition: Promise<void> = Promise.resolve();
+  leadership.onElected(() => {
+    transition = transition.then(() => operator.start()).catch((err: unknown) => logger().error({ err }, 'the operator failed to start'));
+  });
+  elector.onLost(() => {
+    logger().warn('operator leadership lost: reconciling stops until it is regained');
+    transition = transition.then(() => operator.stop()).catch((err: unknown) => logger().error({ err }, 'the operator failed to stop'));
+  });
+  await leadership.start();
+  let stopping: Promise<void> | undefined;
+  return {
+    hub,
+    operator,
+    leadership,
+    stop() {
+      stopping ??= (async () => {
+        await transition;
+        await operator.stop();
+        await leadership.stop();
+        await hub.stop();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,305 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { CoordinationV1Api, type V1MicroTime } from '@kubernetes/client-node';
+import { leaderElector } from '../cmd/leader.js';
+import { ClockRunner } from '../src/clock/clock.js';
+import { Config, ConfigError } from '../src/config/config.js';
+import { AdvisoryLockElector, Leadership } from '../src/dispatch/leader.js';
+import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
+import { kubeConfig } from './kube-config.js';
+import { LeaseElector, type LeaseElectorOptions } from './lease.js';
+
+/**
+ * The Lease elector against the SCRIPTED Kubernetes API STAND-IN (test/harness/kube-api.ts; no API
+ * server can run here), through the real @kubernetes/client-node. The stand-in honours
+ * resourceVersion conflicts and decodes a Lease's MicroTime fields as strictly as the real server.
+ * Lease durations are shortened to 1 s.
+ */
+
+const NS = 'svc';
+const MICRO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+let api: KubeApiStandIn;
+let target: { server: string; token: string };
+let seq = 0;
+
+beforeAll(async () => {
+  api = await new KubeApiStandIn().start();
+  target = { server: api.url, token: 'stand-in-token' };
+});
+
+afterAll(async () => {
+  await api.close();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const leaseName = () => `lease-${++seq}`;
+const lease = (name: string) => api.get('coordination.k8s.io/v1', 'leases', NS, name) as (KubeObject & { spec: Record<string, unknown> }) | undefined;
+const leaseWrites = (name: string) => api.requests.filter((r) => (r.method === 'POST' || r.method === 'PUT') && r.status < 300 && ((r.body as KubeObject).metadata?.name === name));
+
+function elector(name: string, identity: string, options: Partial<LeaseElectorOptions> = {}) {
+  const e = new LeaseElector({ name, namespace: NS, identity, leaseDurationSeconds: 1, kube: target, ...options });
+  const losses: number[] = [];
+  e.onLost(() => losses.push(Date.now()));
+  return Object.assign(e, { losses });
+}
+
+async function until(what: string, predicate: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+describe('Lease elector (against the Kubernetes API stand-in)', () => {
+  it('of two electors one leads; the Lease names it, with MicroTime stamps the API server parses', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a');
+    const b = elector(name, 'pod-b');
+    expect(await a.acquire()).toBe(true);
+    expect(await b.acquire()).toBe(false);
+    expect([a.isLeader(), b.isLeader()]).toEqual([true, false]);
+    expect(a.description).toBe(`Kubernetes Lease ${NS}/${name} as pod-a`);
+
+    const stored = lease(name)!;
+    expect(stored.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-a', leaseDurationSeconds: 1, leaseTransitions: 0 }));
+    expect(stored.spec.renewTime).toMatch(MICRO);
+    expect(stored.spec.acquireTime).toMatch(MICRO);
+    // What went over the wire, not only what was stored.
+    const [created] = leaseWrites(name);
+    expect(created!.method).toBe('POST');
+    expect((created!.body as KubeObject).spec).toEqual(expect.objectContaining({ renewTime: expect.stringMatching(MICRO), acquireTime: expect.stringMatching(MICRO) }));
+
+    // Acquiring again while leading is a renewal.
+    expect(await a.acquire()).toBe(true);
+    expect(lease(name)!.spec.holderIdentity).toBe('pod-a');
+  });
+
+  it('the stand-in refuses millisecond timestamps as the real API server does (so the MicroTime check above means something)', async () => {
+    const client = kubeConfig(target).makeApiClient(CoordinationV1Api);
+    const err = await client
+      .createNamespacedLease({ namespace: NS, body: { metadata: { name: leaseName() }, spec: { holderIdentity: 'x', renewTime: new Date() as V1MicroTime } } })
+      .catch((e: unknown) => e);
+    expect((err as { code?: number }).code).toBe(400);
+    expect(JSON.stringify((err as { body?: unknown }).body)).toContain('2006-01-02T15:04:05.000000Z07:00');
+  });
+
+  it('the leader renews: a new renewTime written with the resourceVersion just read', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a');
+    expect(await a.acquire()).toBe(true);
+    const before = lease(name)!;
+    await sleep(5);
+    expect(await a.renew()).toBe(true);
+    const after = lease(name)!;
+    const put = leaseWrites(name).at(-1)!;
+    expect(put.method).toBe('PUT');
+    expect((put.body as KubeObject).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    expect((put.body as KubeObject).spec!.renewTime).toMatch(MICRO);
+    expect(Date.parse(after.spec.renewTime as string)).toBeGreaterThan(Date.parse(before.spec.renewTime as string));
+    expect(after.spec.acquireTime).toBe(before.spec.acquireTime);
+    expect(after.spec.leaseTransitions).toBe(0);
+    expect(Number(after.metadata.resourceVersion)).toBeGreaterThan(Number(before.metadata.resourceVersion));
+    expect(a.losses).toEqual([]);
+  });
+
+  it('the follower takes over only once the leader has not renewed for leaseDurationSeconds', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a');
+    const b = elector(name, 'pod-b');
+    expect(await a.acquire()).toBe(true);
+    // While the leader renews, the follower never gets it, however long that lasts (> the 1 s duration).
+    const renewUntil = Date.now() + 1_500;
+    while (Date.now() < renewUntil) {
+      expect(await a.renew()).toBe(true);
+      expect(await b.acquire()).toBe(false);
+      await sleep(100);
+    }
+    const lastRenewal = Date.now();
+    expect(await a.renew()).toBe(true);
+    const before = lease(name)!;
+    // Renewals stop (the leader hangs or died): the follower keeps trying.
+    await until('the follower to take over', () => b.acquire(), 3_000);
+    const waited = Date.now() - lastRenewal;
+    expect(waited).toBeGreaterThanOrEqual(1_000);
+    expect(waited).toBeLessThan(1_800);
+
+    const after = lease(name)!;
+    expect(after.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-b', leaseTransitions: 1 }));
+    expect(after.spec.acquireTime).not.toBe(before.spec.acquireTime);
+    expect(after.spec.acquireTime).toMatch(MICRO);
+    // The old leader finds out at its next renewal.
+    expect(a.isLeader()).toBe(true);
+    expect(await a.renew()).toBe(false);
+    expect(a.isLeader()).toBe(false);
+    expect(a.losses).toHaveLength(1);
+    expect(await a.acquire()).toBe(false);
+  });
+
+  it('release clears the holder, and the other takes over at once', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 15 });
+    const b = elector(name, 'pod-b', { leaseDurationSeconds: 15 });
+    expect(await a.acquire()).toBe(true);
+    expect(await b.acquire()).toBe(false);
+    await a.release();
+    expect(a.isLeader()).toBe(false);
+    expect(a.losses).toEqual([]); // a release is not a loss
+    expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: '', leaseDurationSeconds: 1, leaseTransitions: 0 }));
+    expect(await b.acquire()).toBe(true);
+    expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-b', leaseDurationSeconds: 15, leaseTransitions: 1 }));
+    // Releasing what one does not hold writes nothing.
+    const writes = leaseWrites(name).length;
+    await a.release();
+    expect(leaseWrites(name)).toHaveLength(writes);
+  });
+
+  it('two candidates racing for a new Lease: one create wins, the other gets 409 AlreadyExists and follows', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a');
+    const b = elector(name, 'pod-b');
+    const results = await Promise.all([a.acquire(), b.acquire()]);
+    expect(results.filter(Boolean)).toHaveLength(1);
+    expect(lease(name)!.spec.holderIdentity).toBe(results[0] ? 'pod-a' : 'pod-b');
+  });
+
+  it('a 409 Conflict on renewal: the leadership is lost and onLost listeners are called', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a');
+    expect(await a.acquire()).toBe(true);
+    api.failNext('PUT', new RegExp(`/leases/${name}$`), 409);
+    expect(await a.renew()).toBe(false);
+    expect(a.isLeader()).toBe(false);
+    expect(a.losses).toHaveLength(1);
+  });
+
+  it('a lost race for an expired Lease (409 on the takeover write) leaves the candidate a follower', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a');
+    const b = elector(name, 'pod-b');
+    expect(await a.acquire()).toBe(true);
+    expect(await b.acquire()).toBe(false);
+    await sleep(1_050);
+    api.failNext('PUT', new RegExp(`/leases/${name}$`), 409);
+    expect(await b.acquire()).toBe(false);
+    expect(b.isLeader()).toBe(false);
+    expect(lease(name)!.spec.holderIdentity).toBe('pod-a');
+  });
+
+  it('API failures on renewal keep the leadership within the lease duration, and lose it beyond', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a');
+    expect(await a.acquire()).toBe(true);
+    const acquired = Date.now();
+    api.failNext('PUT', new RegExp(`/leases/${name}$`), 500, 1_000);
+    expect(await a.renew()).toBe(true);
+    expect(a.isLeader()).toBe(true);
+    await sleep(400);
+    expect(await a.renew()).toBe(true);
+    expect(a.losses).toEqual([]);
+    await until('the renew deadline', () => Date.now() - acquired > 1_000);
+    expect(await a.renew()).toBe(false);
+    expect(a.isLeader()).toBe(false);
+    expect(a.losses).toHaveLength(1);
+  });
+
+  it('a renewal deadline shorter than the duration (what cmd/leader.ts sets) steps down earlier', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 2, renewDeadlineMs: 300 });
+    expect(await a.acquire()).toBe(true);
+    api.failNext('GET', new RegExp(`/leases/${name}$`), 503, 1_000);
+    expect(await a.renew()).toBe(true);
+    await sleep(320);
+    expect(await a.renew()).toBe(false);
+    expect(a.losses).toHaveLength(1);
+  });
+
+  it('Leadership driving two Lease electors gates a job: only the leader runs it, the follower takes over on release', async () => {
+    const name = leaseName();
+    const runs = { a: 0, b: 0 };
+    const start = async (who: 'a' | 'b') => {
+      const leadership = new Leadership(elector(name, `pod-${who}`), { checkEvery: 100 });
+      const clock = new ClockRunner();
+      const gated = leadership.gate(clock);
+      gated.schedule('job', { every: 50 }, async () => {
+        runs[who]++;
+      });
+      clock.start();
+      await leadership.start();
+      return { leadership, clock, gated };
+    };
+    const a = await start('a');
+    const b = await start('b');
+    try {
+      expect([a.leadership.isLeader(), b.leadership.isLeader()]).toEqual([true, false]);
+      await until('a few runs', () => runs.a >= 5);
+      expect(runs.b).toBe(0);
+      expect(await b.gated.trigger('job')).toBe(false);
+      // Longer than the lease duration: the leader's renewals keep it.
+      await sleep(1_200);
+      expect([a.leadership.isLeader(), b.leadership.isLeader()]).toEqual([true, false]);
+      expect(runs.b).toBe(0);
+
+      // An orderly stop releases the Lease: the follower leads within a check or two, not a lease duration.
+      const stopped = Date.now();
+      await a.clock.stop();
+      await a.leadership.stop();
+      const aRuns = runs.a;
+      await until('b to lead', () => b.leadership.isLeader(), 2_000);
+      expect(Date.now() - stopped).toBeLessThan(800);
+      await until('b to run', () => runs.b >= 2);
+      expect(runs.a).toBe(aRuns);
+      expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-b', leaseTransitions: 1 }));
+    } finally {
+      for (const x of [a, b]) {
+        await x.clock.stop();
+        await x.leadership.stop();
+      }
+    }
+  });
+});
+
+describe('the leader elector factory (cmd/leader.ts)', () => {
+  const load = (overrides: Record<string, string> = {}) => Config.load({ env: {}, overrides });
+  const inPod = { KUBERNETES_SERVICE_HOST: '10.0.0.1', POD_NAMESPACE: NS, POD_NAME: 'hub-dispatcher-0' };
+
+  it('auto: a PostgreSQL advisory lock outside Kubernetes, a Lease inside', () => {
+    expect(leaderElector(load(), 'postgres://w@localhost/db', { env: {} })).toBeInstanceOf(AdvisoryLockElector);
+    expect(leaderElector(load(), 'postgres://w@localhost/db', { env: { KUBERNETES_SERVICE_HOST: '10.0.0.1' } })).toBeInstanceOf(AdvisoryLockElector);
+    const lease = leaderElector(load(), 'postgres://w@localhost/db', { env: inPod, kube: target });
+    expect(lease).toBeInstanceOf(LeaseElector);
+    expect(lease.description).toBe(`Kubernetes Lease ${NS}/svc-hub-dispatch as hub-dispatcher-0`);
+    expect(leaderElector(load({ 'svc.leader.backend': 'postgres' }), 'postgres://w@localhost/db', { env: inPod })).toBeInstanceOf(AdvisoryLockElector);
+  });
+
+  it('names the Lease from svc.leader.lease-name, or as the caller says (the operator)', () => {
+    const config = load({ 'svc.leader.lease-name': 'hub-svc-hub-dispatch' });
+    expect(leaderElector(config, 'u', { env: inPod, kube: target }).description).toContain(`${NS}/hub-svc-hub-dispatch as`);
+    expect(leaderElector(config, 'u', { env: inPod, kube: target, leaseName: 'hub-svc-hub-operator' }).description).toContain(`${NS}/hub-svc-hub-operator as`);
+    expect(leaderElector(config, 'u', { env: {}, leaseName: 'hub-svc-hub-operator' }).description).toBe('postgres advisory lock svc-hub:hub-svc-hub-operator');
+    expect(leaderElector(config, 'u', { env: {} }).description).toBe('postgres advisory lock svc-hub:dispatch');
+  });
+
+  it('refuses a renew period not well under the lease duration, a bad Lease name, and a Lease without a namespace', () => {
+    const err = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return e as ConfigError;
+      }
+      throw new Error('expected a configuration error');
+    };
+    const timing = err(() => leaderElector(load({ 'svc.leader.check-every': '15s' }), 'u', { env: {} }));
+    expect(timing).toBeInstanceOf(ConfigError);
+    expect(timing.property).toBe('svc.leader.check-every');
+    expect(timing.message).toMatch(/svc\.leader\.check-every .* must be well under svc\.leader\.lease-duration/);
+    expect(err(() => leaderElector(load({ 'svc.leader.lease-name': 'Not_A_Name' }), 'u', { env: inPod })).property).toBe('svc.leader.lease-name');
+    expect(err(() => leaderElector(load({ 'svc.leader.backend': 'kubernetes' }), 'u', { env: {} })).message).toContain('POD_NAMESPACE');
+  });
+
+  it('a factory-made Lease elector leads through the stand-in, with the configured duration', async () => {
+    const e = leaderElector(load({ 'svc.leader.lease-name': 'factory-made', 'svc.leader.lease-duration': '2500ms', 'svc.leader.check-every': '500ms' }), 'u', { env: inPod, kube: target });
+    expect(await e.acquire()).toBe(true);
+    expect(lease('factory-made')!.spec).toEqual(expect.objectContaining({ holderIdentity: 'hub-dispatcher-0', leaseDurationSeconds: 3 }));
+    await e.release();
+  });
+});
