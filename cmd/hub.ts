@@ -169,6 +169,10 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     if (mailer.mode === 'mocked') logger().info('e-mail rules: svc.mail.host is not set, messages are logged as mocked and not sent');
     // Webhooks: the outbox consumer (first attempts) and the retry sweep.
     await webhooks.start(leaderClocks, listener);
+    // Connector runs whose process died (no heartbeat): failed within a minute, by the leader only.
+    leaderClocks.schedule('connector-interrupted-runs', { every: config.duration('svc.connectors.interrupted-sweep-every') }, async () => {
+      await connectors.sweepInterrupted();
+    });
     await leadership.start();
   }
 

@@ -55,6 +55,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     kc,
     namespace: config.optional('svc.operator.namespace') || undefined,
     resyncEvery: config.duration('svc.operator.resync-every'),
+    runPollEvery: config.duration('svc.operator.run-poll-every'),
     backoffBase: config.duration('svc.operator.backoff-base'),
     backoffMax: config.duration('svc.operator.backoff-max'),
     runJobTemplate,

@@ -72,6 +72,8 @@ export interface OperatorOptions {
   namespace?: string;
   /** Every resource is reconciled again this often (refreshes `lastRun`, repairs drift). */
   resyncEvery: number;
+  /** How often runs that started or ended are looked for, to refresh their resources' `lastRun` at once; 0: only on resync. */
+  runPollEvery?: number;
   backoffBase: number;
   backoffMax: number;
   /** The pod template of scheduled runs (the chart's run-job ConfigMap); undefined: no CronJobs. */
@@ -123,6 +125,9 @@ export class Operator {
   private readonly tenants = new Map<string, string>();
   private readonly restarts = new Map<ManifestKind, NodeJS.Timeout>();
   private resync: NodeJS.Timeout | undefined;
+  private runPoll: NodeJS.Timeout | undefined;
+  /** Database time of the last look for runs. */
+  private runsSeenAt: Date | undefined;
   private workers: Promise<void>[] = [];
   private running = false;
   private readonly now: () => Date;
@@ -156,6 +161,17 @@ export class Operator {
     }
     this.resync = setInterval(() => this.resyncAll(), this.options.resyncEvery);
     this.resync.unref();
+    if (this.options.runPollEvery) {
+      let polling = false;
+      this.runPoll = setInterval(() => {
+        if (polling) return;
+        polling = true;
+        void this.pollRuns().finally(() => {
+          polling = false;
+        });
+      }, this.options.runPollEvery);
+      this.runPoll.unref();
+    }
     for (let i = 0; i < (this.options.workers ?? 2); i++) this.workers.push(this.work());
     logger().info(`operator reconciling ${this.options.kinds.map((k) => `${k.plural}.${k.group}`).join(', ')} in ${this.options.namespace ? `namespace ${this.options.namespace}` : 'all namespaces'}`);
   }
@@ -165,6 +181,7 @@ export class Operator {
     if (!this.running) return;
     this.running = false;
     if (this.resync) clearInterval(this.resync);
+    if (this.runPoll) clearInterval(this.runPoll);
     for (const timer of this.restarts.values()) clearTimeout(timer);
     for (const { informer } of this.informers.splice(0)) await informer.stop();
     this.queue.close();
@@ -175,6 +192,33 @@ export class Operator {
   resyncAll(): void {
     for (const { kind, informer } of this.informers) {
       for (const o of informer.list()) this.queue.add(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
+    }
+  }
+
+  /** Enqueues the resources whose runs started or ended since the last look. */
+  async pollRuns(): Promise<void> {
+    try {
+      const seen = await this.options.db.crossTenant('operator-runs', async (tx) => {
+        const now = (await tx.query<{ now: Date }>('select now() as now')).rows[0]!.now;
+        // The first look goes back one resync period; later ones overlap the previous by a second.
+        const since = this.runsSeenAt ? new Date(this.runsSeenAt.getTime() - 1_000) : new Date(now.getTime() - this.options.resyncEvery);
+        const changed: Array<{ kind: ManifestKind; tenant: string; name: string }> = [];
+        for (const kind of this.options.kinds) {
+          if (!kind.hub.runsSince) continue;
+          for (const run of await kind.hub.runsSince(tx, since)) changed.push({ kind, ...run });
+        }
+        return { now, changed };
+      });
+      this.runsSeenAt = seen.now;
+      for (const { kind, informer } of this.informers) {
+        const wanted = seen.changed.filter((c) => c.kind === kind);
+        if (!wanted.length) continue;
+        for (const o of informer.list()) {
+          if (wanted.some((c) => c.name === o.metadata.name && c.tenant === o.status?.tenant)) this.queue.add(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
+        }
+      }
+    } catch (err) {
+      logger().warn({ err: (err as Error).message }, 'cannot look for new runs; trying again');
     }
   }
 

@@ -161,6 +161,12 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Connectors', name: 'svc.connectors.max-pages', kind: 'int', min: 1, default: 10000, description: 'Page budget of one endpoint run; reaching it ends the run Partial.' }),
   p({ group: 'Connectors', name: 'svc.connectors.retry.base-delay', kind: 'duration', default: '1s', description: 'First retry delay of a source request (doubling, 10 % jitter, 5 attempts; a numeric Retry-After wins).' }),
   p({ group: 'Connectors', name: 'svc.connectors.retry.max-delay', kind: 'duration', default: '60s', description: 'Cap of the retry delay of a source request.' }),
+  p({ group: 'Connectors', name: 'svc.connectors.heartbeat-every', kind: 'duration', default: '10s',
+    description: 'How often a process marks the connector runs it is running as alive (also while a run waits for a page or for an earlier endpoint).' }),
+  p({ group: 'Connectors', name: 'svc.connectors.run-stale-after', kind: 'duration', default: '45s',
+    description: 'A Running run without a heartbeat for this long belongs to a process that died: the interrupted-run sweep fails it (`interrupted: the hub stopped during the run`, event `connector.run.failed`, retryable). Must exceed `svc.connectors.heartbeat-every`.' }),
+  p({ group: 'Connectors', name: 'svc.connectors.interrupted-sweep-every', kind: 'duration', default: '15s',
+    description: 'Cadence of the interrupted-run sweep (in `all` and `dispatch`, leader only): with the defaults a dead run is failed within a minute.' }),
 
   // Inbound rate limits (spec 1 Inbound rate limits)
   p({ group: 'Rate limits', name: 'svc.ratelimit.default.rpm', kind: 'int', min: 0,
@@ -183,6 +189,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Watch custom resources in this namespace only; unset watches every namespace (the chart\'s ClusterRole allows it).' }),
   p({ group: 'Operator', name: 'svc.operator.resync-every', kind: 'duration', default: '1m',
     description: 'Every resource is reconciled again this often (refreshes `status.lastRun`, repairs drift such as a connector deleted over HTTP).' }),
+  p({ group: 'Operator', name: 'svc.operator.run-poll-every', kind: 'duration', default: '5s',
+    description: 'How often the operator looks for runs that started or ended, to refresh their resources\' `status.lastRun` without waiting for the resync.' }),
   p({ group: 'Operator', name: 'svc.operator.backoff-base', kind: 'duration', default: '1s',
     description: 'First retry delay of a reconcile that failed for a passing reason (API or database unavailable, a resourceVersion conflict); doubles per failure.' }),
   p({ group: 'Operator', name: 'svc.operator.backoff-max', kind: 'duration', default: '5m', description: 'Longest retry delay of a failing reconcile.' }),

@@ -24,5 +24,14 @@ export const connectorHandler: ManifestHandler = {
     const [run] = await listRuns(tx, 1, found.id);
     return run ? { id: run.id, status: run.status, endedAt: run.endedAt } : undefined;
   },
+  async runsSince(tx: Tx, since: Date) {
+    const { rows } = await tx.query<{ tenant: string; name: string }>(
+      `select distinct t.code as tenant, r.connector_name as name
+         from connectors.runs r join core.tenants t on t.id = r.tenant_id
+        where r.started_at > $1 or r.ended_at > $1`,
+      [since],
+    );
+    return rows;
+  },
   runArgs: (name: string) => ['connector', name],
 };

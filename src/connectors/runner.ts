@@ -6,7 +6,7 @@ import { logger } from '../observability/logger.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, cancelRequested, createRun, finishRun, type RunRecord, type RunStatus } from './runs/ledger.js';
+import { addChunk, cancelRequested, createRun, finishRun, heartbeat, type RunRecord, type RunStatus } from './runs/ledger.js';
 import { getWatermark, setWatermark } from './store.js';
 import type { ExtSchema } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
@@ -29,6 +29,8 @@ export interface RunnerOptions {
   chunkSize: number;
   /** Who listens to `data.row.changed` (only asked for sources that emit it). */
   subscribers: Subscribers;
+  /** How often the runs of this process are marked alive (runs/ledger.ts heartbeat); 0: never (tests). */
+  heartbeatEvery?: number;
 }
 
 export interface TriggerOptions {
@@ -68,7 +70,44 @@ type EngineFailure = Error & { runStatus?: RunStatus; retryable?: boolean };
  * one terminal status with its event. A failed run is not rolled back: chunks already written stay.
  */
 export class ConnectorRunner {
+  /** Runs of this process not yet ended, kept alive by the heartbeat. */
+  private readonly active = new Set<string>();
+  private beat: NodeJS.Timeout | undefined;
+
   constructor(private readonly o: RunnerOptions) {}
+
+  /** Run ids this process has started and not yet ended. */
+  get running(): readonly string[] {
+    return [...this.active];
+  }
+
+  /** Stops the heartbeat (its runs then look interrupted once stale, as they are). */
+  close(): void {
+    if (this.beat) clearInterval(this.beat);
+    this.beat = undefined;
+  }
+
+  private track(ids: string[]): void {
+    for (const id of ids) this.active.add(id);
+    if (!this.beat && this.o.heartbeatEvery && this.active.size > 0) {
+      this.beat = setInterval(() => void this.pulse(), this.o.heartbeatEvery);
+      this.beat.unref();
+    }
+  }
+
+  private untrack(ids: string[]): void {
+    for (const id of ids) this.active.delete(id);
+    if (this.active.size === 0) this.close();
+  }
+
+  private async pulse(): Promise<void> {
+    const ids = [...this.active];
+    try {
+      await this.o.db.crossTenant('run-heartbeat', (tx) => heartbeat(tx, ids));
+    } catch (err) {
+      logger().warn({ err: (err as Error).message, runs: ids.length }, 'run heartbeat failed; trying again');
+    }
+  }
 
   async trigger(tenantId: number, connector: ConnectorSpec, options: TriggerOptions): Promise<Triggered> {
     let endpoints = connector.endpoints.filter((e) => e.enabled);
@@ -101,9 +140,19 @@ export class ConnectorRunner {
       }
       return created;
     });
+    const ids = runs.map(({ run }) => run.id);
+    this.track(ids);
     const done = (async () => {
       const results: RunRecord[] = [];
-      for (const { run, endpoint } of runs) results.push(await this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, options.reader ?? this.o.reader));
+      try {
+        for (const { run, endpoint } of runs) {
+          results.push(await this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, options.reader ?? this.o.reader));
+          this.untrack([run.id]);
+        }
+      } finally {
+        // A run this process could not end stops being kept alive: the interrupted-run sweep closes it.
+        this.untrack(ids);
+      }
       return results;
     })();
     return { runs: runs.map(({ run, endpoint }) => ({ id: run.id, endpointId: endpoint.uuid, endpoint: endpoint.id })), done };
@@ -170,8 +219,9 @@ export class ConnectorRunner {
 
     const finished = await this.o.db.withTenant(tenantId, async (tx) => {
       if (outcome.status === 'Completed' && watermarking && candidate !== undefined) await setWatermark(tx, endpoint.uuid, String(candidate));
-      const record = await finishRun(tx, run.id, outcome.status, outcome.error?.message);
-      await this.emitEnd(tx, record, endpoint, Date.now() - started, written, outcome);
+      const { ended, ...record } = await finishRun(tx, run.id, outcome.status, outcome.error?.message);
+      if (ended) await this.emitEnd(tx, record, endpoint, Date.now() - started, written, outcome);
+      else logger().warn({ runId: run.id, status: record.status }, `run ${run.id} ended ${outcome.status} after it had been closed as ${record.status}; the first end stands`);
       return record;
     });
     runsTotal().inc({ status: finished.status });

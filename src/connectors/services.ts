@@ -1,4 +1,4 @@
-import type { Config } from '../config/config.js';
+import { type Config, ConfigError } from '../config/config.js';
 import type { Database, Tx } from '../db/database.js';
 import type { RoleNames } from '../db/roles.js';
 import type { EventWriter } from '../events/outbox.js';
@@ -7,7 +7,9 @@ import type { SecretStore } from '../platform/secrets/store.js';
 import type { EngineContext } from './engine/read.js';
 import { EnginePageReader, type ReadContext } from './engine/page-reader.js';
 import { noIndexer, type RowIndexer } from './indexer.js';
+import { logger } from '../observability/logger.js';
 import { ConnectorRunner } from './runner.js';
+import { failInterrupted, INTERRUPTED_MESSAGE } from './runs/ledger.js';
 import { ConnectorScheduler } from './scheduler.js';
 import { loadConnector, loadConnectorById } from './store.js';
 import { ExtSchema } from './target/ddl.js';
@@ -22,6 +24,8 @@ export interface ConnectorServices {
   load(tx: Tx, name: string): Promise<ConnectorSpec | undefined>;
   /** The engine context of one connector (credentials of its tenant, its rate-limit bucket). */
   context(connector: ConnectorSpec): EngineContext;
+  /** Fails the runs of processes that died (no heartbeat for `svc.connectors.run-stale-after`); returns how many. */
+  sweepInterrupted(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -65,7 +69,12 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     indexer: deps.indexer ?? noIndexer,
     chunkSize: config.int('svc.connectors.chunk-size'),
     subscribers: deps.subscribers,
+    heartbeatEvery: config.duration('svc.connectors.heartbeat-every'),
   });
+  const staleAfter = config.duration('svc.connectors.run-stale-after');
+  if (staleAfter <= config.duration('svc.connectors.heartbeat-every')) {
+    throw new ConfigError('svc.connectors.run-stale-after', 'svc.connectors.run-stale-after must be longer than svc.connectors.heartbeat-every, or live runs would be failed as interrupted');
+  }
   const scheduler = new ConnectorScheduler(deps.db, runner, loadConnectorById);
   return {
     runner,
@@ -74,6 +83,18 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     ext,
     load: loadConnector,
     context: (connector) => ({ ...readContext(connector), limiter: reader.limiterFor(connector) }),
-    close: () => ext.close(),
+    async sweepInterrupted() {
+      const closed = await deps.db.crossTenant('interrupted-runs', (tx) =>
+        failInterrupted(tx, staleAfter, async (tenantId, runId) => {
+          await deps.events.emit(tx, 'connector.run.failed', { run_id: runId, error_message: INTERRUPTED_MESSAGE, retryable: true }, tenantId);
+        }),
+      );
+      for (const run of closed) logger().warn({ runId: run.id, tenantId: run.tenantId, connector: run.connector }, `run ${run.id} of connector ${run.connector} failed as interrupted: no heartbeat for ${staleAfter} ms`);
+      return closed.length;
+    },
+    close: async () => {
+      runner.close();
+      await ext.close();
+    },
   };
 }

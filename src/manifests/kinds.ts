@@ -32,6 +32,11 @@ export interface ManifestHandler {
   remove(tx: Tx, name: string): Promise<boolean>;
   /** The latest run (kinds with `lastRun`). */
   lastRun?(tx: Tx, name: string): Promise<{ id: string; status: string; endedAt: string | null } | undefined>;
+  /**
+   * The (tenant code, name) of resources whose runs started or ended after `since`, read in a
+   * transaction that sees every tenant: the operator refreshes their `lastRun` at once.
+   */
+  runsSince?(tx: Tx, since: Date): Promise<Array<{ tenant: string; name: string }>>;
   /** The words after `svc-hub run` that run it once (kinds with schedules): `['connector', name]`. */
   runArgs?(name: string): string[];
 }

@@ -51,7 +51,7 @@ export async function createRun(
 export async function addChunk(tx: Tx, runId: string, counts: { in: number; out: number; skipped: number; deadLetters: number }): Promise<{ cancelRequested: boolean }> {
   const { rows } = await tx.query<{ cancel_requested: boolean }>(
     `update connectors.runs set records_in = records_in + $2, records_out = records_out + $3, records_skipped = records_skipped + $4,
-            dead_letter_count = dead_letter_count + $5, chunk_count = chunk_count + 1
+            dead_letter_count = dead_letter_count + $5, chunk_count = chunk_count + 1, heartbeat_at = now()
       where id = $1 returning cancel_requested`,
     [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
   );
@@ -63,12 +63,17 @@ export async function cancelRequested(tx: Tx, runId: string): Promise<boolean> {
   return rows[0]?.cancel_requested ?? false;
 }
 
-export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus, 'Running'>, errorMessage?: string): Promise<RunRecord> {
+/**
+ * Ends a run, once: a run no longer Running (the interrupted-run sweep got there first, its process
+ * having gone silent) keeps the end it has; `ended` then says false and the record is the stored one.
+ */
+export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus, 'Running'>, errorMessage?: string): Promise<RunRecord & { ended: boolean }> {
   const { rows } = await tx.query<Row>(
-    `update connectors.runs set status = $2, ended_at = now(), error_message = $3 where id = $1 returning ${COLUMNS}`,
+    `update connectors.runs set status = $2, ended_at = now(), error_message = $3 where id = $1 and status = 'Running' returning ${COLUMNS}`,
     [runId, status, errorMessage ?? null],
   );
-  return toRecord(rows[0]!);
+  if (rows[0]) return { ...toRecord(rows[0]), ended: true };
+  return { ...(await getRun(tx, runId)), ended: false };
 }
 
 export async function getRun(tx: Tx, id: string): Promise<RunRecord> {
@@ -94,12 +99,27 @@ export async function requestCancel(tx: Tx, id: string): Promise<RunRecord> {
   return run;
 }
 
-/** Runs left Running by a process that died: closed as Failed so nothing stays Running for ever. */
-export async function failInterrupted(tx: Tx, olderThanMs: number): Promise<number> {
-  const { rowCount } = await tx.query(
-    `update connectors.runs set status = 'Failed', ended_at = now(), error_message = 'interrupted: the hub stopped during the run'
-      where status = 'Running' and started_at < now() - make_interval(secs => $1)`,
-    [olderThanMs / 1000],
+/** Marks runs this process is running (or about to) as alive. */
+export async function heartbeat(tx: Tx, runIds: readonly string[]): Promise<void> {
+  if (runIds.length === 0) return;
+  await tx.query(`update connectors.runs set heartbeat_at = now() where id = any($1::uuid[]) and status = 'Running'`, [runIds]);
+}
+
+export const INTERRUPTED_MESSAGE = 'interrupted: the hub stopped during the run';
+
+/**
+ * Runs left Running by a process that died (no heartbeat for `staleMs`): closed as Failed, each
+ * with its `connector.run.failed` event (retryable), in the transaction given, which must see every
+ * tenant (`Database.crossTenant`). Returns the runs closed.
+ */
+export async function failInterrupted(tx: Tx, staleMs: number, emit: (tenantId: number, runId: string) => Promise<void>): Promise<Array<{ id: string; tenantId: number; connector: string }>> {
+  const { rows } = await tx.query<{ id: string; tenant_id: string; connector_name: string }>(
+    `update connectors.runs set status = 'Failed', ended_at = now(), error_message = $2
+      where id in (select id from connectors.runs where status = 'Running' and heartbeat_at < now() - make_interval(secs => $1) for update skip locked)
+      returning id, tenant_id, connector_name`,
+    [staleMs / 1000, INTERRUPTED_MESSAGE],
   );
-  return rowCount ?? 0;
+  const closed = rows.map((r) => ({ id: r.id, tenantId: Number(r.tenant_id), connector: r.connector_name }));
+  for (const run of closed) await emit(run.tenantId, run.id);
+  return closed;
 }
