@@ -167,11 +167,29 @@ export class ConnectorRunner {
     let buffer: unknown[] = [];
     let cancelCheckedAt = Date.now();
 
-    const flush = async (items: unknown[]) => {
-      if (items.length === 0) return;
+    // Writing overlaps reading: while one chunk is written the reader fetches the next pages. At most
+    // one chunk is in flight, so chunks land in order and memory holds two chunks at most; a write
+    // error surfaces at the next flush (or at the end) and fails the run as before.
+    let inFlight: Promise<void> | undefined;
+    let cancelled = false;
+    const write = async (items: unknown[]) => {
       const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges));
       written += items.length;
-      if (cancelRequested) controller.abort();
+      if (cancelRequested) {
+        cancelled = true;
+        controller.abort();
+      }
+    };
+    const settle = async () => {
+      const pending = inFlight;
+      inFlight = undefined;
+      await pending;
+    };
+    const flush = async (items: unknown[]) => {
+      if (items.length === 0) return;
+      await settle();
+      inFlight = write(items);
+      inFlight.catch(() => undefined); // awaited by the next settle; no unhandled rejection meanwhile
     };
 
     let outcome: { status: Exclude<RunStatus, 'Running'>; error?: EngineFailure };
@@ -194,21 +212,28 @@ export class ConnectorRunner {
         // A cancel is honoured at the next page boundary (looked up at most twice a second).
         if (!controller.signal.aborted && Date.now() - cancelCheckedAt > 500) {
           cancelCheckedAt = Date.now();
-          if (await this.o.db.withTenant(tenantId, (tx) => cancelRequested(tx, run.id))) controller.abort();
+          if (await this.o.db.withTenant(tenantId, (tx) => cancelRequested(tx, run.id))) {
+            cancelled = true;
+            controller.abort();
+          }
         }
         if (controller.signal.aborted) throw new CancelledByRequest();
       }
       const rest = buffer;
       buffer = [];
       await flush(rest);
+      await settle();
       outcome = controller.signal.aborted ? { status: 'Cancelled', error: new CancelledByRequest() } : { status: 'Completed' };
     } catch (err) {
-      const failure = err as EngineFailure;
+      // A cancel seen by a chunk write aborts the reader wherever it is: still a cancel.
+      const failure = (cancelled ? new CancelledByRequest() : err) as EngineFailure;
       // Whatever was read before the failure is written: a failed run is not rolled back.
       try {
+        await settle().catch((writeErr: unknown) => logger().error({ err: writeErr, runId: run.id }, 'a chunk write failed'));
         const rest = buffer;
         buffer = [];
         await flush(rest);
+        await settle();
       } catch (flushErr) {
         logger().error({ err: flushErr, runId: run.id }, 'could not write the rows read before a run failure');
       }

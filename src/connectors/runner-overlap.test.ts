@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import type { RowIndexer } from './indexer.js';
+import { ConnectorRunner, type PageReader } from './runner.js';
+import { applyConnector } from './store.js';
+import type { ConnectorSpec } from './types.js';
+
+/**
+ * The runner overlaps reading with writing (one chunk in flight): the reader is asked for the next
+ * page while the previous chunk's transaction is still open; chunks still land in order; a write
+ * that fails surfaces and fails the run with what was written before it kept. Slow writes are made
+ * with an indexer that waits inside the chunk transaction (the hook the retrieval indexer uses).
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let connector: ConnectorSpec;
+const CHUNK = 10;
+
+const pages = (count: number, log: string[], onPage?: (n: number) => Promise<void>): PageReader => ({
+  async *read() {
+    for (let n = 1; n <= count; n++) {
+      log.push(`read ${n}`);
+      await onPage?.(n);
+      yield { number: n, items: Array.from({ length: CHUNK }, (_, i) => ({ id: (n - 1) * CHUNK + i + 1, page: n })) };
+    }
+  },
+});
+
+const runner = (indexer: RowIndexer) =>
+  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer, chunkSize: CHUNK, subscribers: hub.services.subscribers });
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+  const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'overlap' }, connector_type: 'rest-generic', spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'p', path: '/p', target: { table: 'ext.overlap_rows', unique_key: '$.id' } }] } };
+  connector = (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+});
+
+describe('the runner', () => {
+  it('reads the next page while a chunk is being written, and writes the chunks in order', async () => {
+    const log: string[] = [];
+    const slow: RowIndexer = {
+      async rowsWritten(_tx, batch) {
+        const page = (batch.rows[0]!.data as { page: number }).page;
+        log.push(`write ${page} begins`);
+        await new Promise((r) => setTimeout(r, 200));
+        log.push(`write ${page} ends`);
+      },
+    };
+    const triggered = await runner(slow).trigger(1, connector, { triggeredBy: 'manual', reader: pages(3, log) });
+    const [run] = await triggered.done;
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 30, recordsOut: 30, chunkCount: 3 });
+    // Page 2 was asked for before chunk 1 was committed; chunk 2 began only after chunk 1 ended.
+    expect(log.indexOf('read 2')).toBeLessThan(log.indexOf('write 1 ends'));
+    expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 2 begins'));
+    expect(log.indexOf('write 2 ends')).toBeLessThan(log.indexOf('write 3 begins'));
+    const { rows } = await owner.query(`select count(*)::int as n from ext.overlap_rows where tenant_id = 1`);
+    expect(rows[0].n).toBe(30);
+  });
+
+  it('fails the run when a chunk write fails, keeping the chunks written before it', async () => {
+    await owner.query('truncate ext.overlap_rows');
+    const failing: RowIndexer = {
+      async rowsWritten(_tx, batch) {
+        if ((batch.rows[0]!.data as { page: number }).page === 2) throw new Error('the index is unavailable');
+      },
+    };
+    const log: string[] = [];
+    const triggered = await runner(failing).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, log) });
+    const [run] = await triggered.done;
+    expect(run).toMatchObject({ status: 'Failed', errorMessage: 'the index is unavailable' });
+    const { rows } = await owner.query(`select distinct (data->>'page')::int as page from ext.overlap_rows where tenant_id = 1 order by 1`);
+    // Chunk 1 stays; chunk 2 rolled back; what was read after it is written on the way out.
+    expect(rows.map((r: { page: number }) => r.page)).not.toContain(2);
+    expect(rows.map((r: { page: number }) => r.page)).toContain(1);
+    expect(run!.recordsOut).toBe(rows.length * CHUNK);
+  });
+});
