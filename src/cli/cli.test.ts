@@ -1,0 +1,355 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parse, stringify } from 'yaml';
+import { startDemoSource } from '../demo-source/server.js';
+import { packageRoot } from '../package-root.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { main } from './main.js';
+
+/**
+ * The `svc` client against a real hub on loopback (dev bypass) and the real demo source: main()
+ * in-process with captured output, a temporary config file, and once the executable itself.
+ */
+
+let hub: TestHub;
+let demo: Awaited<ReturnType<typeof startDemoSource>>;
+let dir: string;
+let config: string;
+
+interface Result {
+  code: number;
+  out: string;
+  err: string;
+}
+
+async function svc(args: string[], options: { stdin?: string; env?: Record<string, string>; signal?: AbortSignal; onOut?: (text: string) => void } = {}): Promise<Result> {
+  let out = '';
+  let err = '';
+  const code = await main(args, {
+    stdout: {
+      write: (text: string) => {
+        out += text;
+        options.onOut?.(out);
+      },
+    },
+    stderr: { write: (text: string) => (err += text) },
+    stdin: Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin)]),
+    env: options.env ?? { SVC_CLI_CONFIG: config },
+    signal: options.signal,
+  });
+  return { code, out, err };
+}
+
+const EXAMPLE = join(packageRoot(), 'examples', 'open.yaml');
+
+beforeAll(async () => {
+  demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 120, log: () => undefined });
+  hub = await startTestHub({ 'svc.secret.master-key': Buffer.alloc(32, 7).toString('base64'), 'svc.events.stream.poll-every': '100ms' });
+  dir = mkdtempSync(join(tmpdir(), 'svc-cli-'));
+  config = join(dir, 'config.json');
+  const login = await svc(['login', '--url', hub.url, '--dev-tenant', '1']);
+  expect(login).toMatchObject({ code: 0, err: '' });
+});
+
+afterAll(async () => {
+  await hub?.stop();
+  await demo?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('login, whoami, logout', () => {
+  it('stores the URL and the dev tenant in a 0600 file and names the tenant', async () => {
+    const file = join(dir, 'nested', 'dev.json');
+    const result = await svc(['login', '--url', `${hub.url}/`, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+    expect(result.code).toBe(0);
+    expect(result.out).toContain(`Logged in to ${hub.url} as dev, tenant default (1)`);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, devTenant: '1' });
+
+    const who = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
+    expect(who.code).toBe(0);
+    expect(parse(who.out)).toMatchObject({ url: hub.url, tenant: 'default (1)', via: 'dev-bypass' });
+    expect(parse(who.out).roles).toContain('svc_integrator');
+  });
+
+  it('stores a token with mode 0600 and never prints it, from --token or stdin', async () => {
+    const token = 'tok-3f9a1c7e55b2-not-for-your-eyes';
+    const file = join(dir, 'token.json');
+    writeFileSync(file, '{"url":"http://old"}', { mode: 0o644 }); // a looser file left behind is tightened
+    for (const args of [['--token', token], ['--token-stdin']]) {
+      const result = await svc(['login', '--url', hub.url, ...args], { env: { SVC_CLI_CONFIG: file }, stdin: `${token}\n` });
+      expect(result.code).toBe(0);
+      expect(result.out + result.err).not.toContain(token);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token });
+    }
+    const json = await svc(['login', '--url', hub.url, '--token', token, '--json'], { env: { SVC_CLI_CONFIG: file } });
+    expect(json.out).not.toContain(token);
+    expect(JSON.parse(json.out)).toMatchObject({ via: 'dev-bypass' });
+  });
+
+  it('keeps nothing when the hub cannot be reached, and refuses a bad command line with 2', async () => {
+    const file = join(dir, 'unreachable.json');
+    const down = await svc(['login', '--url', 'http://127.0.0.1:1', '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+    expect(down.code).toBe(1);
+    expect(down.err).toContain('cannot reach http://127.0.0.1:1');
+    expect(existsSync(file)).toBe(false);
+
+    for (const args of [['--url', 'ftp://x', '--dev-tenant', '1'], ['--url', hub.url], ['--url', hub.url, '--dev-tenant', 'one'], ['--dev-tenant', '1']]) {
+      const bad = await svc(['login', ...args], { env: { SVC_CLI_CONFIG: file } });
+      expect(bad.code).toBe(2);
+      expect(bad.err).toContain('Usage: svc login --url URL');
+    }
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it('logout removes the file; commands then say how to log in', async () => {
+    const file = join(dir, 'gone.json');
+    await svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+    expect((await svc(['logout'], { env: { SVC_CLI_CONFIG: file } })).out).toContain('Logged out');
+    expect(existsSync(file)).toBe(false);
+    const after = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: file } });
+    expect(after.code).toBe(1);
+    expect(after.err).toContain('not logged in: run `svc login');
+  });
+
+  it('takes SVC_URL and SVC_DEV_TENANT from the environment, and sends the stored credential only to its own URL', async () => {
+    const viaEnv = await svc(['whoami', '--json'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' } });
+    expect(JSON.parse(viaEnv.out).tenant).toMatchObject({ id: 1, code: 'default' });
+    const elsewhere = await svc(['whoami', '--json'], { env: { SVC_CLI_CONFIG: config, SVC_URL: hub.url.replace('127.0.0.1', 'localhost') } });
+    expect(JSON.parse(elsewhere.out).tenant).toBeNull(); // no X-Tenant-ID went to the other URL
+  });
+});
+
+describe('apply and connectors', () => {
+  it('applies examples/open.yaml, then lists it as a table and as the hub\'s JSON', async () => {
+    expect(await svc(['apply', '-f', EXAMPLE])).toEqual({ code: 0, out: 'connector/demo-open created\n', err: '' });
+    expect((await svc(['apply', '-f', EXAMPLE])).out).toBe('connector/demo-open configured\n');
+
+    const ls = await svc(['connectors', 'ls']);
+    expect(ls.code).toBe(0);
+    const [header, ...rows] = ls.out.trimEnd().split('\n');
+    expect(header).toMatch(/^NAME\s+TYPE\s+SCOPES\s+SCHEDULE\s+ENDPOINTS\s+UPDATED$/);
+    const row = rows.find((r) => r.startsWith('demo-open '))!;
+    expect(row.split(/\s{2,}/).slice(0, 5)).toEqual(['demo-open', 'rest-generic', 'partners', '-', '1']);
+    expect(row.indexOf('rest-generic')).toBe(header!.indexOf('TYPE')); // aligned
+
+    const json = await svc(['connectors', 'ls', '--json']);
+    const list = JSON.parse(json.out) as Array<{ name: string; endpoints: Array<{ id: string }> }>;
+    expect(list.find((c) => c.name === 'demo-open')?.endpoints.map((e) => e.id)).toEqual(['open-partners']);
+
+    const get = await svc(['connectors', 'get', 'demo-open']);
+    expect(get.out).toContain('name: demo-open');
+    expect(get.out).toMatch(/open-partners\s+true\s+GET\s+\/open\/partners\s+offset\s+ext\.open_partners/);
+  });
+
+  it('get of a missing connector exits 1 with the hub\'s message and status', async () => {
+    expect(await svc(['connectors', 'get', 'nope'])).toEqual({ code: 1, out: '', err: 'error: connector nope not found (HTTP 404)\n' });
+    expect((await svc(['connectors', 'rm', 'nope'])).err).toBe('error: connector nope not found (HTTP 404)\n');
+  });
+
+  it('reports a manifest error with its field; an unknown kind is refused before anything is sent', async () => {
+    const broken = stringify({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'broken' }, connector_type: 'rest-generic', scopes: ['x'], spec: { endpoints: [] } });
+    const bad = await svc(['apply', '-f', '-'], { stdin: broken });
+    expect(bad.code).toBe(1);
+    expect(bad.err).toMatch(/^error: stdin: .*spec\..*\(HTTP 400\)\n$/);
+
+    const mixed = `${readFileSync(EXAMPLE, 'utf8').replace('demo-open', 'never-applied')}\n---\nkind: Widget\nmetadata: {name: w}\n`;
+    const refused = await svc(['apply', '-f', '-'], { stdin: mixed });
+    expect(refused).toEqual({ code: 1, out: '', err: 'error: stdin#2: unknown kind Widget (this hub applies Connector)\n' });
+    const exportKind = await svc(['apply', '-f', '-'], { stdin: 'kind: Export\nmetadata: {name: e}\n' });
+    expect(exportKind.err).toContain('kind Export cannot be applied');
+    expect((await svc(['connectors', 'get', 'never-applied'])).code).toBe(1);
+  });
+
+  it('runs a connector against the demo source and waits for the run; runs ls filters by connector', async () => {
+    const manifest = readFileSync(EXAMPLE, 'utf8').replace('demo-open', 'local-open').replace('http://demo-source:8099', demo.url);
+    expect((await svc(['apply', '-f', '-'], { stdin: manifest })).out).toBe('connector/local-open created\n');
+
+    const pre = await svc(['connectors', 'preflight', 'local-open']);
+    expect(pre.code).toBe(0);
+    expect(pre.out).toMatch(/^connector\/local-open: ok\n/);
+    expect(pre.out).toMatch(/open-partners\s+GET\s+200\s+100\s/);
+
+    const file = join(dir, 'local-open.yaml');
+    writeFileSync(file, manifest);
+    expect(await svc(['connectors', 'validate', '-f', file])).toEqual({ code: 0, out: `${file}: connector/local-open is valid\n`, err: '' });
+    const fromFile = await svc(['connectors', 'preflight', '-f', file]);
+    expect(fromFile).toMatchObject({ code: 0, err: '' });
+    expect(fromFile.out).toMatch(/^connector\/local-open: ok\n/);
+    writeFileSync(file, manifest.replace('limit: 100', 'limit: 50'));
+    expect((await svc(['connectors', 'preflight', '-f', file])).err).toContain('the applied connector local-open differs from this file');
+    writeFileSync(file, manifest.replace('unique_key: $.id', 'unique_key: 7'));
+    const invalid = await svc(['connectors', 'validate', '-f', file]);
+    expect(invalid.code).toBe(1);
+    expect(invalid.out).toMatch(/is not valid\nFIELD\s+MESSAGE\nspec\.endpoints\[0\]\.target\.unique_key\s/);
+    expect((await svc(['connectors', 'preflight', 'local-open', '-f', file])).code).toBe(2);
+
+    const run = await svc(['connectors', 'run', 'local-open', '--wait']);
+    expect(run.err).toBe('waiting for 1 run of local-open…\n');
+    expect(run.code).toBe(0);
+    expect(run.out).toMatch(/local-open\s+open-partners\s+Completed\s+120\s+120\s+0\s+0\s/);
+
+    const runs = JSON.parse((await svc(['runs', 'ls', '--connector', 'local-open', '--json'])).out) as Array<{ id: string; connector: string }>;
+    expect(runs.map((r) => r.connector)).toEqual(['local-open']);
+    expect(JSON.parse((await svc(['runs', 'get', runs[0]!.id, '--json'])).out)).toMatchObject({ status: 'Completed', recordsOut: 120 });
+    const cancel = await svc(['runs', 'cancel', runs[0]!.id]);
+    expect(cancel.code).toBe(1);
+    expect(cancel.err).toMatch(/\(HTTP 409\)\n$/);
+  });
+});
+
+describe('usage errors', () => {
+  it.each([
+    [['connectors', 'get'], 'svc connectors get: missing NAME', 'Usage: svc connectors get NAME'],
+    [['connectors', 'ls', '--bogus'], "svc connectors ls: Unknown option '--bogus'", 'Usage: svc connectors ls'],
+    [['connectors', 'ls', 'extra'], "svc connectors ls: unexpected argument 'extra'", 'Usage: svc connectors ls'],
+    [['connectors', 'fly'], "svc connectors: unknown command 'fly'", 'svc connectors preflight'],
+    [['apply'], 'svc apply: -f is required', 'Usage: svc apply -f FILE'],
+    [['runs', 'ls', '--limit', '0'], 'svc runs ls: --limit must be a positive integer', 'Usage: svc runs ls'],
+    [[], 'no command given', 'Commands:'],
+  ])('svc %j exits 2 with the usage', async (args, message, usage) => {
+    const result = await svc(args);
+    expect(result.code).toBe(2);
+    expect(result.out).toBe('');
+    expect(result.err).toContain(message);
+    expect(result.err).toContain(usage);
+  });
+
+  it('commands without a server side say so and exit 2', async () => {
+    for (const args of [['exports', 'ls'], ['chat', 'why?'], ['search', 'x'], ['tui']]) {
+      const result = await svc(args);
+      expect(result.code).toBe(2);
+      expect(result.err).toMatch(new RegExp(`^svc ${args[0]}: not available yet: `));
+    }
+  });
+});
+
+describe('secrets', () => {
+  const VALUE = 'sk_test_8c1d2e3f-cli-value';
+
+  it('creates from stdin; ls shows the name, never the value; rotate and rm', async () => {
+    const created = await svc(['secrets', 'create', 'crm-key', '--value-stdin', '--description', 'CRM API key'], { stdin: `${VALUE}\n` });
+    expect(created).toEqual({ code: 0, out: 'secret/crm-key created\n', err: '' });
+
+    const ls = await svc(['secrets', 'ls']);
+    expect(ls.out).toMatch(/^NAME\s+DESCRIPTION\s+CREATED\s+ROTATED\ncrm-key\s+CRM API key\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\s+-\n$/);
+    const json = await svc(['secrets', 'ls', '--json']);
+    expect(JSON.parse(json.out)).toEqual([expect.objectContaining({ name: 'crm-key', rotatedAt: null })]);
+    expect(ls.out + json.out + created.out).not.toContain(VALUE);
+
+    expect((await svc(['secrets', 'rotate', 'crm-key', '--value-stdin'], { stdin: 'second-value' })).out).toBe('secret/crm-key rotated\n');
+    expect(JSON.parse((await svc(['secrets', 'get', 'crm-key', '--json'])).out).rotatedAt).not.toBeNull();
+    expect((await svc(['secrets', 'create', 'crm-key', '--value-stdin'], { stdin: 'x' })).err).toMatch(/\(HTTP 409\)\n$/);
+    expect((await svc(['secrets', 'rm', 'crm-key'])).out).toBe('secret/crm-key deleted\n');
+    expect((await svc(['secrets', 'ls'])).out).toBe('No secrets.\n');
+  });
+
+  it('refuses a value it cannot read without echo: no terminal and no --value-stdin, or an empty value', async () => {
+    const noTty = await svc(['secrets', 'create', 'other'], { stdin: VALUE });
+    expect(noTty.code).toBe(2);
+    expect(noTty.err).toContain('no terminal to prompt on: pipe the value in with --value-stdin');
+    expect((await svc(['secrets', 'create', 'other', '--value-stdin'], { stdin: '\n' })).err).toContain('the value is empty');
+  });
+});
+
+describe('deliveries, dead letters and events', () => {
+  it('deliveries ls on an empty journal', async () => {
+    expect(await svc(['deliveries', 'ls'])).toEqual({ code: 0, out: 'No deliveries.\n', err: '' });
+    expect(await svc(['deliveries', 'ls', '--failed', '--json'])).toEqual({ code: 0, out: '[]\n', err: '' });
+    expect((await svc(['deliveries', 'replay', '999'])).err).toMatch(/^error: .* \(HTTP 404\)\n$/);
+  });
+
+  it('dlq ls and get', async () => {
+    expect((await svc(['dlq', 'ls', '--connector', 'local-open'])).out).toBe('No dead letters.\n');
+    expect((await svc(['dlq', 'get', '424242'])).code).toBe(1);
+  });
+
+  it('events ls prints the catalog', async () => {
+    const table = await svc(['events', 'ls']);
+    expect(table.code).toBe(0);
+    const catalog = JSON.parse((await svc(['events', 'ls', '--json'])).out) as Array<{ type: string }>;
+    expect(catalog.map((e) => e.type)).toContain('connector.run.completed');
+    const lines = table.out.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^TYPE\s+MODULE\s+PAYLOAD\s+DESCRIPTION$/);
+    expect(lines).toHaveLength(catalog.length + 1);
+    expect(lines.some((l) => l.startsWith('connector.run.completed '))).toBe(true);
+  });
+
+  it('events tail prints matching live events and stops cleanly when interrupted', async () => {
+    const stop = new AbortController();
+    let seen: () => void = () => undefined;
+    const arrived = new Promise<void>((resolve) => (seen = resolve));
+    const tailing = svc(['events', 'tail', '--topic', '*.created', '--json'], {
+      signal: stop.signal,
+      onOut: (out) => {
+        if (out.includes('"org.created"')) seen();
+      },
+    });
+    // The stream starts at the newest event when the client connects: emit until one arrives.
+    let waiting = true;
+    void arrived.then(() => (waiting = false));
+    while (waiting) {
+      await hub.services.db.withTenant(1, async (tx) => {
+        await hub.services.events.emit(tx, 'org.updated', { orgId: 5, tenantId: 1 });
+        await hub.services.events.emit(tx, 'org.created', { orgId: 5, tenantId: 1, name: 'Ops' });
+      });
+      await Promise.race([arrived, new Promise((resolve) => setTimeout(resolve, 200))]);
+    }
+    stop.abort();
+    const result = await tailing;
+    expect(result.code).toBe(0);
+    const events = result.out.trimEnd().split('\n').map((l) => JSON.parse(l) as { id: string; topic: string; payload: string });
+    expect(events.length).toBeGreaterThan(0);
+    for (const event of events) {
+      expect(event.topic).toBe('org.created');
+      expect(JSON.parse(event.payload)).toEqual({ orgId: 5, tenantId: 1, name: 'Ops' });
+      expect(event.id).toMatch(/^\d+$/);
+    }
+  });
+});
+
+describe('the executable', () => {
+  it('node bin/svc.js --help prints the commands and exits 0', async () => {
+    const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), '--help'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(0);
+    expect(out).toContain('Usage: svc COMMAND');
+    expect(out).toContain('svc connectors run NAME [--endpoint ID] [--wait]');
+  });
+
+  it('events tail prints live events and stops on SIGINT with exit 0', async () => {
+    const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' };
+    const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), 'events', 'tail'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (err += d));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      // The stream starts at the newest event once connected: emit until the child prints one.
+      const deadline = Date.now() + 15_000;
+      while (!out.includes('org.created') && Date.now() < deadline) {
+        await hub.services.db.withTenant(1, (tx) => hub.services.events.emit(tx, 'org.created', { orgId: 9, tenantId: 1, name: 'Tail' }));
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const [first] = out.split('\n');
+      expect(first).toMatch(/^\S+Z {2}\d+ {2}org\.created {2}\{.*\}$/);
+      expect(JSON.parse(first!.split('  ')[3]!)).toEqual({ orgId: 9, tenantId: 1, name: 'Tail' });
+      child.kill('SIGINT');
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('still running'), 5_000)))]);
+      clearTimeout(timer);
+      expect({ code, err }).toEqual({ code: 0, err: '' });
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});

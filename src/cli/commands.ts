@@ -1,0 +1,646 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Env, normaliseUrl, removeConfig, type Target, writeConfig } from './config.js';
+import { CliError, HttpError, UsageError } from './errors.js';
+import { tailEvents } from './event-tail.js';
+import { type Hub, path, type Query } from './http.js';
+import { readSource, readStdin, type Stdin, secretValue } from './input.js';
+import { applyPath, type Manifest, parseManifests } from './manifests.js';
+import { type Column, cell, detail, field, json, type Row, table } from './output.js';
+
+/**
+ * The command table of `svc` (CONTRACTS section 7): every command, its arguments, flags and what it
+ * calls. main.ts parses the command line against it; docs/cli.md describes it for people.
+ */
+
+export interface Io {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  stdin: Stdin;
+  env: Env;
+  /** Stops long commands (events tail, run --wait); the executable wires Ctrl-C to it. */
+  signal?: AbortSignal;
+}
+
+export interface Flag {
+  type: 'string' | 'boolean';
+  short?: string;
+  multiple?: boolean;
+  required?: boolean;
+  /** Placeholder of a string flag's value in help: `--endpoint ID`. */
+  arg?: string;
+  help: string;
+}
+
+export interface Ctx {
+  args: string[];
+  opts: Record<string, string | boolean | string[] | undefined>;
+  json: boolean;
+  io: Io;
+  signal: AbortSignal;
+  configFile: string;
+  /** A client of the logged-in hub, or of `target` (login). */
+  hub(target?: Target): Hub;
+  out(text: string): void;
+  err(text: string): void;
+}
+
+export interface Command {
+  /** One word, or group and verb: `connectors run`. */
+  name: string;
+  /** Positional arguments; `[X]` is optional. */
+  args?: string[];
+  flags?: Record<string, Flag>;
+  /** Replaces the synopsis generated from the flags when they are alternatives. */
+  synopsis?: string;
+  summary: string;
+  /** Set for commands without a server side yet: they say this and exit 2. */
+  unavailable?: string;
+  /** Returns the exit code (default 0). */
+  run?: (c: Ctx) => Promise<number | undefined> | number | undefined;
+}
+
+// ---- reading the parsed command line ----
+
+const str = (c: Ctx, name: string) => c.opts[name] as string | undefined;
+const bool = (c: Ctx, name: string) => c.opts[name] === true;
+const list = (c: Ctx, name: string) => (c.opts[name] as string[] | undefined) ?? [];
+
+function positiveInt(c: Ctx, name: string): number | undefined {
+  const value = str(c, name);
+  if (value === undefined) return undefined;
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new UsageError(`--${name} must be a positive integer, not '${value}'`);
+  return Number(value);
+}
+
+const LIMIT: Flag = { type: 'string', arg: 'N', help: 'at most N entries (the hub caps it at 200)' };
+
+// ---- shared shapes of a command ----
+
+/** Prints the hub's JSON for --json, else what `human` makes of it. */
+function show(c: Ctx, body: unknown, human: () => string): void {
+  c.out(c.json ? json(body) : human());
+}
+
+async function listing(c: Ctx, route: string, columns: Column[], empty: string, query?: Query, keep?: (row: Row) => boolean): Promise<void> {
+  let { body } = await c.hub().call<Row[]>('GET', route, { query });
+  if (keep) body = body.filter(keep);
+  show(c, body, () => (body.length ? table(body, columns) : `${empty}\n`));
+}
+
+async function record(c: Ctx, route: string): Promise<void> {
+  const { body } = await c.hub().call('GET', route);
+  show(c, body, () => detail(body));
+}
+
+/** A call answered with 204 (or a record nobody reads as a person): says `done` to people. */
+async function act(c: Ctx, method: 'POST' | 'PUT' | 'DELETE', route: string, done: string, options: { json?: unknown; query?: Query } = {}): Promise<void> {
+  const { body } = await c.hub().call(method, route, options);
+  if (c.json) {
+    if (body !== undefined) c.out(json(body));
+  } else c.out(`${done}\n`);
+}
+
+// ---- columns ----
+
+const when = (key: string): Column['value'] => (row) => {
+  const value = row[key];
+  return typeof value === 'string' ? value.replace(/\.\d+Z$/, 'Z').replace('T', ' ') : value;
+};
+
+const RUN_COLUMNS: Column[] = [
+  field('ID', 'id'),
+  field('CONNECTOR', 'connector'),
+  field('ENDPOINT', 'endpoint'),
+  field('STATUS', 'status'),
+  field('IN', 'recordsIn'),
+  field('OUT', 'recordsOut'),
+  field('SKIPPED', 'recordsSkipped'),
+  field('DLQ', 'deadLetterCount'),
+  { header: 'STARTED', value: when('startedAt') },
+  field('ERROR', 'errorMessage', 40),
+];
+
+const ISSUE_COLUMNS: Column[] = [field('FIELD', 'field'), field('MESSAGE', 'message')];
+
+// ---- commands with more than one call ----
+
+interface Me {
+  tenant: { id: number; code: string; impersonating?: boolean } | null;
+  roles: string[];
+  user?: { id?: string; login?: string };
+  via?: string;
+}
+
+function whoText(target: Target, me: Me): Row {
+  return {
+    url: target.url,
+    tenant: me.tenant ? `${me.tenant.code} (${me.tenant.id})${me.tenant.impersonating ? ', impersonated' : ''}` : null,
+    user: me.user?.login ?? null,
+    roles: me.roles,
+    via: me.via ?? null,
+  };
+}
+
+async function login(c: Ctx): Promise<number> {
+  const url = normaliseUrl(str(c, 'url') ?? '');
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // refused below
+  }
+  if (!parsed || !['http:', 'https:'].includes(parsed.protocol)) throw new UsageError(`--url must be an http or https URL, not '${url}'`);
+  const given = ['token', 'token-stdin', 'dev-tenant'].filter((name) => c.opts[name] !== undefined);
+  if (given.length !== 1) throw new UsageError('give exactly one of --token, --token-stdin, --dev-tenant');
+  const target: Target = { url };
+  if (given[0] === 'dev-tenant') {
+    const tenant = str(c, 'dev-tenant')!;
+    if (!/^\d+$/.test(tenant)) throw new UsageError(`--dev-tenant must be a numeric tenant id, not '${tenant}'`);
+    target.devTenant = tenant;
+  } else {
+    target.token = (given[0] === 'token' ? str(c, 'token')! : await readStdin(c.io.stdin)).trim();
+    if (!target.token) throw new UsageError('the token is empty');
+  }
+  // The credential is checked before it is stored: a refused one (401) or an unreachable URL is not kept.
+  let me: Me | undefined;
+  try {
+    me = (await c.hub(target).call<Me>('GET', '/api/bff/v1/me')).body;
+  } catch (err) {
+    if (!(err instanceof HttpError && err.status === 403)) throw err;
+    c.err(`warning: the hub refused /api/bff/v1/me (${err.message}, HTTP 403); storing the credential anyway\n`);
+  }
+  writeConfig(c.configFile, target);
+  if (c.json) c.out(json(me ?? null));
+  else {
+    const who = me ? whoText(target, me) : undefined;
+    const as = who?.user ? ` as ${who.user}${who.tenant ? `, tenant ${who.tenant}` : ''}` : '';
+    c.out(`Logged in to ${url}${as}. Stored in ${c.configFile}.\n`);
+  }
+  return 0;
+}
+
+interface Applied {
+  name: string;
+  id: string;
+  warnings?: Array<{ field: string; message: string }>;
+}
+
+async function readManifests(c: Ctx): Promise<Manifest[]> {
+  const file = str(c, 'file')!;
+  return parseManifests(await readSource(file, c.io.stdin), file === '-' ? 'stdin' : file);
+}
+
+/** Re-throws an HTTP error naming the document it was about. */
+async function about<T>(manifest: Manifest, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (err instanceof HttpError) throw new HttpError(err.status, `${manifest.source}: ${err.message}`, err.body);
+    throw err;
+  }
+}
+
+async function apply(c: Ctx): Promise<number> {
+  const manifests = await readManifests(c);
+  const routes = manifests.map(applyPath); // every kind checked before anything is sent
+  const results: Applied[] = [];
+  for (const [i, manifest] of manifests.entries()) {
+    const { status, body } = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
+    results.push(body);
+    if (!c.json) c.out(`${manifest.kind.toLowerCase()}/${body.name ?? manifest.name} ${status === 201 ? 'created' : 'configured'}\n`);
+    for (const w of body.warnings ?? []) c.err(`warning: ${manifest.source}: ${w.field}: ${w.message}\n`);
+  }
+  if (c.json) c.out(json(results.length === 1 ? results[0] : results));
+  return 0;
+}
+
+function connectorManifests(manifests: Manifest[]): Manifest[] {
+  const connectors = manifests.filter((m) => m.kind === 'Connector');
+  if (!connectors.length) throw new CliError(`${manifests[0]?.source ?? 'the file'}: no Connector manifest in it`);
+  return connectors;
+}
+
+interface Verdict {
+  valid: boolean;
+  errors: Array<{ field: string; message: string }>;
+  warnings: Array<{ field: string; message: string }>;
+}
+
+/** Validates each Connector document of -f FILE on the hub (nothing written); false when one is invalid. */
+async function validateAll(c: Ctx, manifests: Manifest[], printValid: boolean): Promise<{ ok: boolean; verdicts: Verdict[] }> {
+  const verdicts: Verdict[] = [];
+  for (const manifest of manifests) {
+    const { body } = await about(manifest, () => c.hub().call<Verdict>('POST', '/api/connectors/validate', { json: manifest.body }));
+    verdicts.push(body);
+    if (c.json) continue;
+    if (body.valid && printValid) c.out(`${manifest.source}: connector/${manifest.name} is valid\n`);
+    if (!body.valid) c.out(`${manifest.source}: connector/${manifest.name} is not valid\n${table(body.errors, ISSUE_COLUMNS)}`);
+    for (const w of body.warnings) c.err(`warning: ${manifest.source}: ${w.field}: ${w.message}\n`);
+  }
+  return { ok: verdicts.every((v) => v.valid), verdicts };
+}
+
+async function validate(c: Ctx): Promise<number> {
+  const { ok, verdicts } = await validateAll(c, connectorManifests(await readManifests(c)), true);
+  if (c.json) c.out(json(verdicts.length === 1 ? verdicts[0] : verdicts));
+  return ok ? 0 : 1;
+}
+
+interface Preflight {
+  ok: boolean;
+  skipped: number;
+  endpoints: Row[];
+}
+
+async function preflight(c: Ctx): Promise<number> {
+  const byName = c.args[0];
+  const file = str(c, 'file');
+  if (Boolean(byName) === Boolean(file)) throw new UsageError('give a connector NAME or -f FILE');
+  let names: string[];
+  if (file) {
+    // The hub pre-flights applied connectors: the file is validated, then its connector is
+    // pre-flighted as applied, with a warning when the applied manifest is not the file's.
+    const manifests = connectorManifests(await readManifests(c));
+    const { ok, verdicts } = await validateAll(c, manifests, false);
+    if (!ok) {
+      if (c.json) c.out(json(verdicts.length === 1 ? verdicts[0] : verdicts));
+      return 1;
+    }
+    names = [];
+    for (const manifest of manifests) {
+      let applied: { manifest?: unknown };
+      try {
+        applied = (await c.hub().call<{ manifest?: unknown }>('GET', path`/api/connectors/${manifest.name}`)).body;
+      } catch (err) {
+        if (err instanceof HttpError && err.status === 404)
+          throw new CliError(`${manifest.source}: connector ${manifest.name} is not applied; the hub pre-flights applied connectors: run svc apply -f ${file} first`);
+        throw err;
+      }
+      if (canonical(applied.manifest) !== canonical(manifest.body))
+        c.err(`warning: ${manifest.source}: the applied connector ${manifest.name} differs from this file; the pre-flight uses the applied one (svc apply -f ${file} to change it)\n`);
+      names.push(manifest.name);
+    }
+  } else names = [byName!];
+  const reports: Preflight[] = [];
+  for (const name of names) {
+    const { body } = await c.hub().call<Preflight>('POST', path`/api/connectors/${name}/preflight`);
+    reports.push(body);
+    if (c.json) continue;
+    c.out(
+      `connector/${name}: ${body.ok ? 'ok' : 'NOT OK'}${body.skipped ? ` (${body.skipped} disabled endpoint${body.skipped > 1 ? 's' : ''} skipped)` : ''}\n` +
+        table(body.endpoints, [field('ENDPOINT', 'id'), field('METHOD', 'method'), field('STATUS', 'status'), field('ITEMS', 'items'), field('VERDICT', 'verdict', 60), field('URL', 'url')]),
+    );
+  }
+  if (c.json) c.out(json(reports.length === 1 ? reports[0] : reports));
+  return reports.every((r) => r.ok) ? 0 : 1;
+}
+
+/** JSON with sorted keys, to compare two manifests whatever their key order. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Row).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
+  );
+}
+
+interface Run extends Row {
+  id: string;
+  status: string;
+}
+
+const POLL_MS = 500;
+
+async function runConnector(c: Ctx): Promise<number> {
+  const name = c.args[0]!;
+  const endpoint = str(c, 'endpoint');
+  const { body } = await c.hub().call<{ runs: Row[] }>('POST', path`/api/connectors/${name}/runs`, { json: endpoint ? { endpoint } : {} });
+  if (!bool(c, 'wait')) {
+    show(c, body, () => table(body.runs, [field('RUN', 'id'), field('ENDPOINT', 'endpoint'), field('ENDPOINT UUID', 'endpointId')]));
+    return 0;
+  }
+  const ids = body.runs.map((r) => String(r.id));
+  if (!c.json) c.err(`waiting for ${ids.length} run${ids.length === 1 ? '' : 's'} of ${name}…\n`);
+  let runs: Run[];
+  for (;;) {
+    runs = await Promise.all(ids.map(async (id) => (await c.hub().call<Run>('GET', path`/api/platform/runs/${id}`)).body));
+    if (runs.every((r) => r.status !== 'Running')) break;
+    await sleep(POLL_MS, undefined, { signal: c.signal });
+  }
+  show(c, runs, () => table(runs, RUN_COLUMNS));
+  return runs.every((r) => r.status === 'Completed') ? 0 : 1;
+}
+
+async function getConnector(c: Ctx): Promise<void> {
+  const { body } = await c.hub().call<Row & { endpoints: Row[]; manifest: unknown }>('GET', path`/api/connectors/${c.args[0]!}`);
+  show(c, body, () => {
+    const { id, name, connectorType, scopes, schedule, createdAt, updatedAt } = body;
+    const endpoints = table(body.endpoints, [
+      field('ENDPOINT', 'id'),
+      field('ENABLED', 'enabled'),
+      field('METHOD', 'method'),
+      field('PATH', 'path', 50),
+      field('PAGINATION', 'pagination'),
+      field('TABLE', 'table'),
+      field('SYNC', 'syncMode'),
+      field('WATERMARK', 'watermark', 30),
+    ]);
+    return `${detail({ name, id, connectorType, scopes, schedule, createdAt, updatedAt })}\nEndpoints:\n${indent(endpoints)}\nManifest:\n${indent(detail(manifestOrder(body.manifest)))}`;
+  });
+}
+
+/** The stored manifest comes back with its keys in the database's order: put the usual ones first. */
+function manifestOrder(manifest: unknown): unknown {
+  if (!manifest || typeof manifest !== 'object') return manifest;
+  const first = ['apiVersion', 'kind', 'metadata', 'connector_type', 'scopes', 'spec'].filter((k) => k in manifest);
+  return Object.fromEntries([...first, ...Object.keys(manifest).filter((k) => !first.includes(k))].map((k) => [k, (manifest as Row)[k]]));
+}
+
+function indent(text: string): string {
+  return text.replace(/^(?=.)/gm, '  ');
+}
+
+async function tail(c: Ctx): Promise<number> {
+  const since = str(c, 'since');
+  if (since !== undefined && !/^\d+$/.test(since)) throw new UsageError(`--since must be an event id, not '${since}'`);
+  await tailEvents(c.hub(), {
+    topics: list(c, 'topic'),
+    since,
+    signal: c.signal,
+    onEvent: (event) => {
+      if (c.json) c.out(`${JSON.stringify(event)}\n`);
+      else c.out(`${event.capturedAt}  ${event.id}  ${event.topic}  ${event.payload}\n`);
+    },
+    onNotice: (text) => c.err(`${text}\n`),
+  });
+  return 0;
+}
+
+async function secretBody(c: Ctx, name: string): Promise<Row> {
+  const body: Row = { value: await secretValue(bool(c, 'value-stdin'), c.io.stdin, (t) => c.err(t), name) };
+  const description = str(c, 'description');
+  if (description !== undefined) body.description = description;
+  return body;
+}
+
+// ---- the table ----
+
+const VALUE_STDIN: Flag = { type: 'boolean', help: 'read the value from stdin (without it: a prompt that does not echo)' };
+const DESCRIPTION: Flag = { type: 'string', arg: 'TEXT', help: 'a description shown by secrets ls' };
+const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YAML or JSON, several documents allowed; - reads stdin' };
+
+export const COMMANDS: Command[] = [
+  {
+    name: 'login',
+    synopsis: '--url URL (--token T | --token-stdin | --dev-tenant ID)',
+    summary: 'Check a credential against the hub and store it with the URL in the config file',
+    flags: {
+      url: { type: 'string', arg: 'URL', required: true, help: 'base URL of the hub, e.g. http://127.0.0.1:8080' },
+      token: { type: 'string', arg: 'T', help: 'an access token of the hub\'s identity provider (visible in the process list: prefer --token-stdin)' },
+      'token-stdin': { type: 'boolean', help: 'read the token from stdin' },
+      'dev-tenant': { type: 'string', arg: 'ID', help: 'development hubs without an identity provider: act as this tenant id (X-Tenant-ID)' },
+    },
+    run: login,
+  },
+  {
+    name: 'logout',
+    summary: 'Remove the config file and the credential in it',
+    run: (c) => {
+      c.out(removeConfig(c.configFile) ? `Logged out: removed ${c.configFile}.\n` : `Not logged in: no ${c.configFile}.\n`);
+      return 0;
+    },
+  },
+  {
+    name: 'whoami',
+    summary: 'The hub, tenant, user and roles the credential stands for',
+    run: async (c) => {
+      const hub = c.hub();
+      const { body } = await hub.call<Me>('GET', '/api/bff/v1/me');
+      show(c, body, () => detail(whoText(hub.target, body)));
+      return 0;
+    },
+  },
+  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector)', run: apply },
+
+  {
+    name: 'connectors ls',
+    summary: 'Connectors of the tenant',
+    run: async (c) => {
+      await listing(
+        c,
+        '/api/connectors',
+        [
+          field('NAME', 'name'),
+          field('TYPE', 'connectorType'),
+          field('SCOPES', 'scopes'),
+          field('SCHEDULE', 'schedule'),
+          { header: 'ENDPOINTS', value: (r) => (r.endpoints as Row[]).length },
+          { header: 'UPDATED', value: when('updatedAt') },
+        ],
+        'No connectors.',
+      );
+      return 0;
+    },
+  },
+  { name: 'connectors get', args: ['NAME'], summary: 'One connector: its endpoints and the applied manifest', run: async (c) => void (await getConnector(c)) },
+  {
+    name: 'connectors rm',
+    args: ['NAME'],
+    summary: 'Delete a connector with its ext.* tables and retrieval chunks (its runs stay)',
+    run: async (c) => void (await act(c, 'DELETE', path`/api/connectors/${c.args[0]!}`, `connector/${c.args[0]} deleted`)),
+  },
+  {
+    name: 'connectors run',
+    args: ['NAME'],
+    flags: {
+      endpoint: { type: 'string', arg: 'ID', help: 'only this endpoint (its id in the manifest)' },
+      wait: { type: 'boolean', help: 'wait for the runs to end; exit 1 unless all are Completed' },
+    },
+    summary: 'Start a run per enabled endpoint',
+    run: runConnector,
+  },
+  {
+    name: 'connectors preflight',
+    args: ['[NAME]'],
+    synopsis: 'NAME | -f FILE',
+    flags: { file: MANIFEST_FILE },
+    summary: 'Send each endpoint\'s first request once, write nothing; exit 1 unless ok',
+    run: preflight,
+  },
+  {
+    name: 'connectors validate',
+    flags: { file: { ...MANIFEST_FILE, required: true } },
+    summary: 'Check Connector manifests on the hub without applying them; exit 1 when one is invalid',
+    run: validate,
+  },
+
+  {
+    name: 'runs ls',
+    flags: { connector: { type: 'string', arg: 'NAME', help: 'only this connector\'s runs, among the newest --limit (default 200 then)' }, limit: LIMIT },
+    summary: 'Connector runs, newest first',
+    run: async (c) => {
+      const connector = str(c, 'connector');
+      const limit = positiveInt(c, 'limit') ?? (connector ? 200 : undefined);
+      const keep = connector ? (r: Row) => r.connector === connector || r.connectorId === connector : undefined;
+      await listing(c, '/api/platform/runs', RUN_COLUMNS, 'No runs.', { limit }, keep);
+      return 0;
+    },
+  },
+  { name: 'runs get', args: ['ID'], summary: 'One run record', run: async (c) => void (await record(c, path`/api/platform/runs/${c.args[0]!}`)) },
+  {
+    name: 'runs cancel',
+    args: ['ID'],
+    summary: 'Stop a running run at its next page boundary (it ends Cancelled)',
+    run: async (c) => void (await act(c, 'POST', path`/api/platform/runs/${c.args[0]!}/cancel`, `run ${c.args[0]}: cancellation requested`)),
+  },
+
+  {
+    name: 'dlq ls',
+    flags: {
+      connector: { type: 'string', arg: 'NAME', help: 'a connector\'s unresolved entries (name or id)' },
+      run: { type: 'string', arg: 'ID', help: 'a run\'s entries, resolved ones included' },
+      limit: LIMIT,
+    },
+    summary: 'Dead-letter entries (without payloads)',
+    run: async (c) => {
+      const query = { connector: str(c, 'connector'), run: str(c, 'run'), limit: positiveInt(c, 'limit') };
+      const columns = [
+        field('ID', 'id'),
+        field('RUN', 'runId'),
+        field('REASON', 'skipReason'),
+        field('ATTEMPTS', 'attempts'),
+        field('RESOLUTION', 'resolution'),
+        { header: 'CAPTURED', value: when('capturedAt') },
+        field('ERROR', 'errorMessage', 50),
+      ];
+      await listing(c, '/api/platform/dlq', columns, 'No dead letters.', query);
+      return 0;
+    },
+  },
+  { name: 'dlq get', args: ['ID'], summary: 'One entry with its payload and skip detail', run: async (c) => void (await record(c, path`/api/platform/dlq/${c.args[0]!}`)) },
+  {
+    name: 'dlq replayed',
+    args: ['ID'],
+    flags: { 'new-run': { type: 'string', arg: 'RUN', help: 'the run that replayed it' } },
+    summary: 'Mark an entry replayed',
+    run: async (c) =>
+      void (await act(c, 'POST', path`/api/platform/dlq/${c.args[0]!}/replayed`, `dead letter ${c.args[0]} marked replayed`, { query: { newRunId: str(c, 'new-run') } })),
+  },
+  {
+    name: 'dlq discard',
+    args: ['ID'],
+    summary: 'Discard an entry (the resolution is recorded, the entry kept)',
+    run: async (c) => void (await act(c, 'POST', path`/api/platform/dlq/${c.args[0]!}/discard`, `dead letter ${c.args[0]} discarded`)),
+  },
+  {
+    name: 'dlq erase',
+    args: ['ID'],
+    summary: 'Erase an entry for data-protection reasons (payload scrubbed; needs svc_admin)',
+    run: async (c) => void (await act(c, 'DELETE', path`/api/platform/dlq/${c.args[0]!}`, `dead letter ${c.args[0]} erased`)),
+  },
+
+  {
+    name: 'deliveries ls',
+    flags: {
+      failed: { type: 'boolean', help: 'only deliveries not (yet) successful' },
+      integration: { type: 'string', arg: 'ID', help: 'only this integration\'s deliveries' },
+      limit: LIMIT,
+    },
+    summary: 'Webhook deliveries of the tenant, failures first',
+    run: async (c) => {
+      const integration = str(c, 'integration');
+      if (integration !== undefined && !/^\d+$/.test(integration)) throw new UsageError(`--integration must be an integration id, not '${integration}'`);
+      const query = { status: bool(c, 'failed') ? 'failed' : undefined, integrationId: integration, limit: positiveInt(c, 'limit') };
+      const columns: Column[] = [
+        field('ID', 'id'),
+        field('INTEGRATION', 'integrationId'),
+        field('EVENT', 'eventType'),
+        field('KIND', 'kind'),
+        field('ATTEMPTS', 'attempts'),
+        field('OK', 'succeeded'),
+        field('HTTP', 'http_status'),
+        { header: 'ERROR', value: (r) => r.error ?? r.closedReason, max: 40 },
+        { header: 'CREATED', value: when('createdAt') },
+      ];
+      await listing(c, '/api/platform/deliveries', columns, bool(c, 'failed') ? 'No failed deliveries.' : 'No deliveries.', query);
+      return 0;
+    },
+  },
+  {
+    name: 'deliveries replay',
+    args: ['ID'],
+    summary: 'Send a delivery again (a new delivery with the original body)',
+    run: async (c) => {
+      const { body } = await c.hub().call<Row>('POST', path`/api/platform/deliveries/${c.args[0]!}/replay`);
+      show(c, body, () => `delivery ${c.args[0]} replayed as delivery ${cell(body.id)}\n${detail(body)}`);
+      return 0;
+    },
+  },
+
+  {
+    name: 'events ls',
+    summary: 'The event types the hub emits (its catalog)',
+    run: async (c) => {
+      const columns: Column[] = [
+        field('TYPE', 'type'),
+        field('MODULE', 'module'),
+        { header: 'PAYLOAD', value: (r) => Object.keys((r.payload as Row | undefined) ?? {}), max: 50 },
+        field('DESCRIPTION', 'description', 60),
+      ];
+      await listing(c, '/api/platform/events', columns, 'No event types.');
+      return 0;
+    },
+  },
+  {
+    name: 'events tail',
+    flags: {
+      topic: { type: 'string', multiple: true, arg: 'GLOB', help: 'only these event types (repeatable; * matches any run of characters)' },
+      since: { type: 'string', arg: 'ID', help: 'start after this event id instead of now' },
+    },
+    summary: 'Print live events as they happen until Ctrl-C (--json: one JSON object per line)',
+    run: tail,
+  },
+
+  {
+    name: 'secrets ls',
+    summary: 'Secrets of the tenant (names and dates, never values)',
+    run: async (c) => {
+      const columns: Column[] = [
+        field('NAME', 'name'),
+        field('DESCRIPTION', 'description', 50),
+        { header: 'CREATED', value: when('createdAt') },
+        { header: 'ROTATED', value: when('rotatedAt') },
+      ];
+      await listing(c, '/api/platform/secrets', columns, 'No secrets.');
+      return 0;
+    },
+  },
+  { name: 'secrets get', args: ['NAME'], summary: 'One secret\'s metadata (never its value)', run: async (c) => void (await record(c, path`/api/platform/secrets/${c.args[0]!}`)) },
+  {
+    name: 'secrets create',
+    args: ['NAME'],
+    flags: { 'value-stdin': VALUE_STDIN, description: DESCRIPTION },
+    summary: 'Store a secret; the value comes from stdin or a prompt, never the command line',
+    run: async (c) => {
+      const name = c.args[0]!;
+      const body = { name, ...(await secretBody(c, name)) };
+      await act(c, 'POST', '/api/platform/secrets', `secret/${name} created`, { json: body });
+      return 0;
+    },
+  },
+  {
+    name: 'secrets rotate',
+    args: ['NAME'],
+    flags: { 'value-stdin': VALUE_STDIN, description: DESCRIPTION },
+    summary: 'Replace a secret\'s value',
+    run: async (c) => {
+      const name = c.args[0]!;
+      await act(c, 'PUT', path`/api/platform/secrets/${name}`, `secret/${name} rotated`, { json: await secretBody(c, name) });
+      return 0;
+    },
+  },
+  { name: 'secrets rm', args: ['NAME'], summary: 'Delete a secret', run: async (c) => void (await act(c, 'DELETE', path`/api/platform/secrets/${c.args[0]!}`, `secret/${c.args[0]} deleted`)) },
+
+  { name: 'exports', summary: 'Export manifests and runs (ls, run, runs, retry)', unavailable: 'the hub has no export API yet' },
+  { name: 'chat', summary: 'Ask a question over the ingested data', unavailable: 'the hub has no chat API yet' },
+  { name: 'search', summary: 'Search the ingested data', unavailable: 'the hub has no search API yet' },
+  { name: 'tui', summary: 'Full-screen terminal UI: runs, dead letters, deliveries, live events', unavailable: 'the terminal UI is not built yet' },
+];

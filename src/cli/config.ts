@@ -1,0 +1,85 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { CliError } from './errors.js';
+
+/**
+ * Where `svc` finds the hub and how it authenticates: the config file written by `svc login`,
+ * overridden by the environment (SVC_URL, SVC_TOKEN, SVC_DEV_TENANT) for scripts.
+ *
+ * The file is `$SVC_CLI_CONFIG`, else `$XDG_CONFIG_HOME/svc/config.json`, else
+ * `~/.config/svc/config.json`. Not `$SVC_CONFIG`: that names the hub's own application.yaml.
+ */
+
+export type Env = Record<string, string | undefined>;
+
+/** A bearer token, or the dev bypass's tenant id (sent as X-Tenant-ID), or neither. */
+export interface Credentials {
+  token?: string;
+  devTenant?: string;
+}
+
+export interface Target extends Credentials {
+  /** Base URL without a trailing slash. */
+  url: string;
+}
+
+export function configPath(env: Env): string {
+  if (env.SVC_CLI_CONFIG) return env.SVC_CLI_CONFIG;
+  const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config');
+  return join(base, 'svc', 'config.json');
+}
+
+export function readConfig(path: string): Target | undefined {
+  if (!existsSync(path)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new CliError(`${path} is not a svc config file: ${(err as Error).message}`);
+  }
+  const config = parsed as Partial<Target> | null;
+  if (!config || typeof config.url !== 'string') throw new CliError(`${path} is not a svc config file: no "url"; run svc login again`);
+  return { url: config.url, token: str(config.token), devTenant: str(config.devTenant) };
+}
+
+/** Written to a temporary file with mode 0600 and renamed over the old one, so no reader sees half. */
+export function writeConfig(path: string, target: Target): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const temporary = `${path}.${process.pid}.tmp`;
+  const stored: Target = { url: target.url };
+  if (target.token) stored.token = target.token;
+  if (target.devTenant) stored.devTenant = target.devTenant;
+  writeFileSync(temporary, `${JSON.stringify(stored, null, 2)}\n`, { mode: 0o600 });
+  chmodSync(temporary, 0o600);
+  renameSync(temporary, path);
+}
+
+/** False when there was nothing to remove. */
+export function removeConfig(path: string): boolean {
+  if (!existsSync(path)) return false;
+  rmSync(path);
+  return true;
+}
+
+/**
+ * The hub to call. The stored credential is only sent to the stored URL: a SVC_URL naming another
+ * hub gets the environment's credential or none.
+ */
+export function resolveTarget(env: Env, path: string): Target {
+  const stored = readConfig(path);
+  const url = normaliseUrl(env.SVC_URL || stored?.url || '');
+  if (!url) throw new CliError('not logged in: run `svc login --url URL --token T` (or `--dev-tenant ID`), or set SVC_URL');
+  if (env.SVC_TOKEN) return { url, token: env.SVC_TOKEN };
+  if (env.SVC_DEV_TENANT) return { url, devTenant: env.SVC_DEV_TENANT };
+  if (stored && normaliseUrl(stored.url) === url) return { url, token: stored.token, devTenant: stored.devTenant };
+  return { url };
+}
+
+export function normaliseUrl(url: string): string {
+  return url.trim().replace(/\/+$/, '');
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}

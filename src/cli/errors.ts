@@ -1,0 +1,26 @@
+/**
+ * How a command fails, and so which exit code `svc` ends with: 2 for a command line that is wrong
+ * (main prints the command's usage after the message), 1 for everything else.
+ */
+
+/** Exit 2: the command line itself is wrong. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** Exit 1: not logged in, a file that does not parse, a run that failed. */
+export class CliError extends Error {
+  override name = 'CliError';
+}
+
+/** Exit 1: the hub answered an error status; `message` is its `error` text (or plain-text body). */
+export class HttpError extends CliError {
+  override name = 'HttpError';
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly body: unknown,
+  ) {
+    super(message);
+  }
+}

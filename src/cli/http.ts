@@ -1,0 +1,118 @@
+import { STATUS_CODES } from 'node:http';
+import { Agent, type Dispatcher, request } from 'undici';
+import type { Target } from './config.js';
+import { CliError, HttpError } from './errors.js';
+
+/** The one HTTP helper of `svc`: every call goes through `call` (JSON) or `open` (a stream). */
+
+export type Query = Record<string, string | number | boolean | string[] | undefined>;
+
+export interface CallOptions {
+  query?: Query;
+  /** Sent as application/json. */
+  json?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface Reply<T> {
+  status: number;
+  body: T;
+}
+
+/** A path with every interpolated value percent-encoded: path`/api/connectors/${name}`. */
+export function path(strings: TemplateStringsArray, ...values: Array<string | number>): string {
+  return strings.reduce((out, part, i) => out + part + (i < values.length ? encodeURIComponent(String(values[i])) : ''), '');
+}
+
+export class Hub {
+  private readonly agent = new Agent({ keepAliveTimeout: 2_000 });
+
+  constructor(
+    readonly target: Target,
+    private readonly signal?: AbortSignal,
+  ) {}
+
+  /** A JSON call; any status of 400 or more throws an HttpError carrying the hub's message. */
+  async call<T = unknown>(method: Dispatcher.HttpMethod, route: string, options: CallOptions = {}): Promise<Reply<T>> {
+    const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
+    let body: string | undefined;
+    if (options.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(options.json);
+    }
+    const res = await this.send(method, route, { query: options.query, headers, body });
+    const text = await res.body.text();
+    const parsed = parse(text, String(res.headers['content-type'] ?? ''));
+    if (res.statusCode >= 400) throw new HttpError(res.statusCode, errorText(res.statusCode, parsed, text), parsed);
+    return { status: res.statusCode, body: parsed as T };
+  }
+
+  /** A streaming GET (Server-Sent Events): no body timeout; the caller reads or dumps the body. */
+  open(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
+    return this.send('GET', route, { query, headers, bodyTimeout: 0 });
+  }
+
+  close(): Promise<void> {
+    return this.agent.destroy();
+  }
+
+  url(route: string, query: Query = {}): string {
+    const search = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) {
+      if (value === undefined) continue;
+      for (const one of Array.isArray(value) ? value : [value]) search.append(key, String(one));
+    }
+    const qs = search.toString();
+    return `${this.target.url}${route}${qs ? `?${qs}` : ''}`;
+  }
+
+  private async send(
+    method: Dispatcher.HttpMethod,
+    route: string,
+    options: { query?: Query; headers: Record<string, string>; body?: string; bodyTimeout?: number },
+  ): Promise<Dispatcher.ResponseData> {
+    const url = this.url(route, options.query);
+    try {
+      return await request(url, {
+        method,
+        headers: { ...this.authHeaders(), ...options.headers },
+        body: options.body,
+        dispatcher: this.agent,
+        signal: this.signal,
+        bodyTimeout: options.bodyTimeout,
+      });
+    } catch (err) {
+      if (this.signal?.aborted) throw err;
+      const cause = (err as { cause?: Error }).cause;
+      throw new CliError(`cannot reach ${this.target.url}: ${(err as Error).message}${cause?.message ? ` (${cause.message})` : ''}`);
+    }
+  }
+
+  private authHeaders(): Record<string, string> {
+    if (this.target.token) return { authorization: `Bearer ${this.target.token}` };
+    if (this.target.devTenant) return { 'x-tenant-id': this.target.devTenant };
+    return {};
+  }
+}
+
+function parse(text: string, contentType: string): unknown {
+  if (!text) return undefined;
+  if (contentType.includes('json')) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+/** `{error, field?, hint?}`, a plain-text body (the /api/platform 401/403), or the status's name. */
+function errorText(status: number, body: unknown, text: string): string {
+  if (body && typeof body === 'object' && typeof (body as { error?: unknown }).error === 'string') {
+    const { error, field, hint } = body as { error: string; field?: string; hint?: string };
+    return `${error}${field && !error.includes(field) ? ` (field ${field})` : ''}${hint ? `; hint: ${hint}` : ''}`;
+  }
+  if (text.trim()) return text.trim().slice(0, 500);
+  return (STATUS_CODES[status] ?? 'error').toLowerCase();
+}

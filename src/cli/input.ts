@@ -1,0 +1,70 @@
+import { readFile } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { CliError, UsageError } from './errors.js';
+
+/** What `svc` reads besides its arguments: files, stdin, and secret values typed at a prompt. */
+
+export type Stdin = Readable & { isTTY?: boolean; setRawMode?: (mode: boolean) => unknown };
+
+export async function readStdin(stdin: Readable): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** A file's text, or stdin's for `-`. */
+export async function readSource(file: string, stdin: Readable): Promise<string> {
+  if (file === '-') return readStdin(stdin);
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+/**
+ * A secret value: all of stdin with one trailing newline removed (`--value-stdin`), or typed at a
+ * prompt without echo when stdin is a terminal. Never from the command line, where other users
+ * and the shell history would see it.
+ */
+export async function secretValue(fromStdin: boolean, stdin: Stdin, prompt: (text: string) => void, what: string): Promise<string> {
+  let value: string;
+  if (fromStdin) value = (await readStdin(stdin)).replace(/\r?\n$/, '');
+  else if (stdin.isTTY && stdin.setRawMode) value = await promptHidden(stdin, prompt, `Value of ${what}: `);
+  else throw new UsageError('no terminal to prompt on: pipe the value in with --value-stdin');
+  if (!value) throw new UsageError('the value is empty');
+  return value;
+}
+
+function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: string): Promise<string> {
+  prompt(question);
+  stdin.setRawMode!(true);
+  stdin.setEncoding('utf8');
+  stdin.resume();
+  return new Promise((resolve, reject) => {
+    let value = '';
+    const finish = () => {
+      stdin.off('data', onData);
+      stdin.setRawMode!(false);
+      stdin.pause();
+      prompt('\n');
+    };
+    const onData = (chunk: string) => {
+      for (const ch of chunk) {
+        if (ch === '\r' || ch === '\n' || ch === '\u0004') {
+          finish();
+          resolve(value);
+          return;
+        }
+        if (ch === '\u0003') {
+          finish();
+          reject(new CliError('interrupted'));
+          return;
+        }
+        if (ch === '\u007f' || ch === '\b') value = value.slice(0, -1);
+        else value += ch;
+      }
+    };
+    stdin.on('data', onData);
+  });
+}

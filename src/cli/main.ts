@@ -1,0 +1,227 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { packageVersion } from '../package-root.js';
+import { COMMANDS, type Command, type Ctx, type Flag, type Io } from './commands.js';
+import { configPath, resolveTarget, type Target } from './config.js';
+import { CliError, HttpError, UsageError } from './errors.js';
+import { Hub } from './http.js';
+
+/**
+ * `svc`, the command-line client of the hub: finds the command in the table (commands.ts), parses
+ * its flags, runs it and turns what it throws into an exit code: 0 success, 1 any failure (an HTTP
+ * error prints the hub's message and status), 2 a wrong command line (with the usage), 130 Ctrl-C.
+ */
+
+const GLOBAL: Record<string, Flag> = {
+  json: { type: 'boolean', help: 'print the hub\'s JSON as it answered (for scripts)' },
+  help: { type: 'boolean', short: 'h', help: 'show help' },
+};
+
+export async function main(argv: string[], io: Io = processIo()): Promise<number> {
+  const out = (text: string) => void io.stdout.write(text);
+  const err = (text: string) => void io.stderr.write(text);
+
+  const words: string[] = [];
+  const rest = [...argv];
+  while (rest.length && words.length < 2) {
+    const token = rest[0]!;
+    if (token.startsWith('-')) break;
+    if (words.length === 1 && !isGroup(words[0]!)) break;
+    words.push(rest.shift()!);
+  }
+  const wantsHelp = rest.includes('--help') || rest.includes('-h');
+
+  if (words[0] === 'help') {
+    const topic = [...words.slice(1), ...rest].filter((w) => !w.startsWith('-')).join(' ');
+    const found = topic ? COMMANDS.find((c) => c.name === topic) : undefined;
+    if (found) out(commandHelp(found));
+    else if (topic && isGroup(topic)) out(groupHelp(topic));
+    else if (topic) return usageError(err, `unknown command '${topic}'`, overview());
+    else out(overview());
+    return 0;
+  }
+  if (!words.length) {
+    if (rest[0] === '--version') {
+      out(`${packageVersion()}\n`);
+      return 0;
+    }
+    if (wantsHelp) {
+      out(overview());
+      return 0;
+    }
+    return usageError(err, rest.length ? `unknown option '${rest[0]}'` : 'no command given', overview());
+  }
+
+  const [group, verb] = words;
+  const unavailable = COMMANDS.find((c) => c.name === group && c.unavailable);
+  if (unavailable) {
+    err(`svc ${group}: not available yet: ${unavailable.unavailable}.\n`);
+    return 2;
+  }
+  let command: Command | undefined;
+  if (isGroup(group!)) {
+    if (!verb) {
+      if (wantsHelp) {
+        out(groupHelp(group!));
+        return 0;
+      }
+      return usageError(err, `svc ${group}: which one?`, groupHelp(group!));
+    }
+    command = COMMANDS.find((c) => c.name === `${group} ${verb}`);
+    if (!command) return usageError(err, `svc ${group}: unknown command '${verb}'`, groupHelp(group!));
+  } else {
+    command = COMMANDS.find((c) => c.name === group);
+    if (!command) return usageError(err, `unknown command '${group}'`, overview());
+  }
+
+  let parsed: { values: Ctx['opts']; positionals: string[] };
+  try {
+    const result = parseArgs({ args: rest, options: parseOptions({ ...command.flags, ...GLOBAL }), allowPositionals: true, strict: true });
+    parsed = { values: result.values as Ctx['opts'], positionals: result.positionals };
+  } catch (e) {
+    return usageError(err, `svc ${command.name}: ${(e as Error).message.replace(/\. To specify a positional argument.*$/s, '')}`, commandHelp(command));
+  }
+  if (parsed.values.help) {
+    out(commandHelp(command));
+    return 0;
+  }
+  const problem = argumentProblem(command, parsed.positionals, parsed.values);
+  if (problem) return usageError(err, `svc ${command.name}: ${problem}`, commandHelp(command));
+
+  const controller = new AbortController();
+  const onSigint = () => controller.abort();
+  if (io.signal) io.signal.addEventListener('abort', onSigint, { once: true });
+  else process.once('SIGINT', onSigint);
+  const hubs: Hub[] = [];
+  let loggedIn: Hub | undefined;
+  const configFile = configPath(io.env);
+  const ctx: Ctx = {
+    args: parsed.positionals,
+    opts: parsed.values,
+    json: parsed.values.json === true,
+    io,
+    signal: controller.signal,
+    configFile,
+    hub: (target?: Target) => {
+      if (!target && loggedIn) return loggedIn;
+      const hub = new Hub(target ?? resolveTarget(io.env, configFile), controller.signal);
+      hubs.push(hub);
+      if (!target) loggedIn = hub;
+      return hub;
+    },
+    out,
+    err,
+  };
+  try {
+    return (await command.run!(ctx)) ?? 0;
+  } catch (e) {
+    if (controller.signal.aborted) return 130;
+    if (e instanceof UsageError) return usageError(err, `svc ${command.name}: ${e.message}`, commandHelp(command));
+    if (e instanceof HttpError) err(`error: ${e.message} (HTTP ${e.status})\n`);
+    else if (e instanceof CliError) err(`error: ${e.message}\n`);
+    else err(`error: ${(e as Error).message ?? String(e)}\n`);
+    return 1;
+  } finally {
+    if (io.signal) io.signal.removeEventListener('abort', onSigint);
+    else process.off('SIGINT', onSigint);
+    await Promise.all(hubs.map((h) => h.close()));
+  }
+}
+
+function processIo(): Io {
+  // `svc runs ls | head`: a closed pipe ends the output, not with a stack trace.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(0);
+  });
+  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
+}
+
+function usageError(err: (text: string) => void, message: string, usage: string): number {
+  err(`${message}\n\n${usage}`);
+  return 2;
+}
+
+function isGroup(word: string): boolean {
+  return COMMANDS.some((c) => c.name.startsWith(`${word} `));
+}
+
+function parseOptions(flags: Record<string, Flag>): NonNullable<ParseArgsConfig['options']> {
+  return Object.fromEntries(
+    Object.entries(flags).map(([name, f]) => [name, { type: f.type, ...(f.short ? { short: f.short } : {}), ...(f.multiple ? { multiple: true } : {}) }]),
+  );
+}
+
+function argumentProblem(command: Command, positionals: string[], values: Ctx['opts']): string | undefined {
+  const names = command.args ?? [];
+  const required = names.filter((a) => !a.startsWith('[')).length;
+  if (positionals.length < required) return `missing ${names.slice(positionals.length, required).join(' ')}`;
+  if (positionals.length > names.length) return `unexpected argument '${positionals[names.length]}'`;
+  for (const [name, flag] of Object.entries(command.flags ?? {})) {
+    if (flag.required && values[name] === undefined) return `${flagName(name, flag)} is required`;
+    if (flag.type === 'string' && !flag.multiple && values[name] === '') return `${flagName(name, flag)} needs a value`;
+  }
+  return undefined;
+}
+
+// ---- help ----
+
+function flagName(name: string, flag: Flag): string {
+  return flag.short ? `-${flag.short}` : `--${name}`;
+}
+
+function synopsis(command: Command): string {
+  if (command.synopsis) return `svc ${command.name} ${command.synopsis}`;
+  const parts = [...(command.args ?? [])];
+  for (const [name, flag] of Object.entries(command.flags ?? {})) {
+    const text = `${flagName(name, flag)}${flag.type === 'string' ? ` ${flag.arg ?? 'VALUE'}` : ''}`;
+    parts.push(flag.required ? text : `[${text}]${flag.multiple ? '...' : ''}`);
+  }
+  return `svc ${[command.name, ...parts].join(' ')}`;
+}
+
+function commandList(commands: Command[]): string {
+  const rows = commands.map((c) => [c.unavailable ? `svc ${c.name}` : synopsis(c), c.unavailable ? `${c.summary} (not available yet)` : c.summary] as const);
+  const width = Math.min(48, Math.max(...rows.map(([s]) => s.length)));
+  return rows.map(([s, summary]) => (s.length > width ? `  ${s}\n  ${' '.repeat(width)}  ${summary}` : `  ${s.padEnd(width)}  ${summary}`)).join('\n');
+}
+
+const FOOTER = `Global options:
+  --json       print the hub's JSON as it answered (for scripts)
+  -h, --help   help for any command: svc connectors run --help
+
+Configuration: svc login writes $SVC_CLI_CONFIG (default ~/.config/svc/config.json, mode 0600);
+SVC_URL, SVC_TOKEN and SVC_DEV_TENANT override it. Exit codes: 0 ok, 1 failed (an HTTP error
+prints the hub's message and status), 2 wrong command line, 130 interrupted. See docs/cli.md.
+`;
+
+function overview(): string {
+  return `svc: the command-line client of svc-hub
+
+Usage: svc COMMAND [ARGS] [OPTIONS]
+
+Commands:
+${commandList(COMMANDS)}
+
+${FOOTER}`;
+}
+
+function groupHelp(group: string): string {
+  return `Usage: svc ${group} COMMAND
+
+${commandList(COMMANDS.filter((c) => c.name.startsWith(`${group} `)))}
+`;
+}
+
+function commandHelp(command: Command): string {
+  const flags = Object.entries({ ...command.flags, ...GLOBAL }).map(([name, f]) => {
+    const left = `${f.short ? `-${f.short}, ` : ''}--${name}${f.type === 'string' ? ` ${f.arg ?? 'VALUE'}` : ''}`;
+    return [left, f.help] as const;
+  });
+  const width = Math.max(...flags.map(([l]) => l.length));
+  return `Usage: ${synopsis(command)}
+
+${command.summary}.
+
+Options:
+${flags.map(([l, h]) => `  ${l.padEnd(width)}  ${h}`).join('\n')}
+`;
+}

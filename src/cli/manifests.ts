@@ -1,0 +1,63 @@
+import { parseAllDocuments } from 'yaml';
+import { CliError } from './errors.js';
+
+/**
+ * Manifests for `svc apply`: every document of a YAML or JSON file (a list, or `kind: List` with
+ * `items`, counts as its documents), each routed by its `kind` to the hub's apply path.
+ */
+
+export interface Manifest {
+  kind: string;
+  name: string;
+  body: Record<string, unknown>;
+  /** `file`, or `file#2` for the second document. */
+  source: string;
+}
+
+/** The kinds this hub applies, and where. */
+export const APPLY_PATHS: Readonly<Record<string, string>> = {
+  Connector: '/api/connectors/apply',
+};
+
+/** Kinds of the manifest contract (CONTRACTS section 5) whose apply path the hub does not have yet. */
+const NOT_YET = ['Export', 'Entity', 'Workflow', 'Process'];
+
+export function parseManifests(text: string, file: string): Manifest[] {
+  const objects: unknown[] = [];
+  for (const [i, doc] of parseAllDocuments(text).entries()) {
+    const where = `${file} document ${i + 1}`;
+    const problem = doc.errors[0];
+    if (problem) throw new CliError(`${where}: ${problem.message}`);
+    const value = doc.toJS() as unknown;
+    if (value === null || value === undefined) continue;
+    objects.push(...flatten(value));
+  }
+  if (!objects.length) throw new CliError(`${file}: no manifest in it`);
+  const many = objects.length > 1;
+  return objects.map((value, i) => {
+    const source = many ? `${file}#${i + 1}` : file;
+    if (!value || typeof value !== 'object' || Array.isArray(value)) throw new CliError(`${source}: a manifest must be an object`);
+    const body = value as Record<string, unknown>;
+    const kind = body.kind;
+    if (typeof kind !== 'string' || !kind) throw new CliError(`${source}: no kind (expected one of ${Object.keys(APPLY_PATHS).join(', ')})`);
+    const name = (body.metadata as { name?: unknown } | undefined)?.name;
+    return { kind, name: typeof name === 'string' ? name : '', body, source };
+  });
+}
+
+/** Refuses the whole file before anything is sent when one kind cannot be applied. */
+export function applyPath(manifest: Manifest): string {
+  const found = APPLY_PATHS[manifest.kind];
+  if (found) return found;
+  const known = Object.keys(APPLY_PATHS).join(', ');
+  if (NOT_YET.includes(manifest.kind))
+    throw new CliError(`${manifest.source}: kind ${manifest.kind} cannot be applied: this hub has no apply path for it yet (it applies ${known})`);
+  throw new CliError(`${manifest.source}: unknown kind ${manifest.kind} (this hub applies ${known})`);
+}
+
+function flatten(value: unknown): unknown[] {
+  if (Array.isArray(value)) return value.flatMap(flatten);
+  const list = value as { kind?: unknown; items?: unknown };
+  if (list && typeof list === 'object' && list.kind === 'List' && Array.isArray(list.items)) return list.items.flatMap(flatten);
+  return [value];
+}
