@@ -68,6 +68,14 @@ export class Database {
     return runWithContext({ job }, () => this.transaction(this.worker, undefined, fn));
   }
 
+  /**
+   * One statement as the worker role in autocommit: `crossTenant` without the transaction around
+   * it (two round trips fewer), for background work whose unit is a single statement.
+   */
+  async crossTenantQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(job: string, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    return runWithContext({ job }, () => traced<R>(this.worker, text, values));
+  }
+
   async ping(): Promise<void> {
     await this.app.query('select 1');
   }
@@ -98,7 +106,7 @@ export class Database {
   }
 }
 
-function traced<R extends pg.QueryResultRow>(client: pg.PoolClient, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+function traced<R extends pg.QueryResultRow>(client: pg.PoolClient | pg.Pool, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
   const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
   return inSpan(
     `db ${operation}`,

@@ -98,15 +98,14 @@ export class OutboxLoop {
   /** Events past the cursor that exist but were not readable yet: look again soon. */
   private async pollForHeldBack(): Promise<void> {
     if (this.stopped || this.pollTimer) return;
-    const { rows } = await this.db.crossTenant(this.job, (tx) =>
-      tx.query<{ pending: boolean }>(
-        `select exists (
-           select 1 from events.consumer_cursors c
-             cross join lateral (select 1 from events.outbox o where (o.txid, o.id) > (c.txid, c.last_id) order by o.txid, o.id limit 1) next
-            where c.consumer = $1
-         ) as pending`,
-        [this.options.name],
-      ),
+    const { rows } = await this.db.crossTenantQuery<{ pending: boolean }>(
+      this.job,
+      `select exists (
+         select 1 from events.consumer_cursors c
+           cross join lateral (select 1 from events.outbox o where (o.txid, o.id) > (c.txid, c.last_id) order by o.txid, o.id limit 1) next
+          where c.consumer = $1
+       ) as pending`,
+      [this.options.name],
     );
     if (!rows[0]?.pending) {
       this.pollDelay = 0;

@@ -1,5 +1,5 @@
 import type { Database } from '../db/database.js';
-import { type OutboxEvent, type Position, readAfter, START } from './outbox.js';
+import { type OutboxEvent, type OutboxRow, type Position, readAfter, START, toEvent } from './outbox.js';
 
 /**
  * A named outbox consumer with its own cursor in events.consumer_cursors. Reading and advancing are
@@ -25,19 +25,40 @@ export class OutboxConsumer {
     });
   }
 
-  /** Up to `limit` events after the cursor, every tenant. */
+  /**
+   * Up to `limit` events after the cursor, every tenant: the cursor and the events in one statement
+   * (readAfter's order and visibility rule); the first read of a consumer without a cursor row
+   * creates it.
+   */
   async next(limit: number): Promise<OutboxEvent[]> {
-    const from = await this.position();
-    return this.db.crossTenant(`outbox:${this.name}`, (tx) => readAfter((text, values) => tx.query(text, values), from, limit));
+    const { rows } = await this.db.crossTenantQuery<OutboxRow | { [K in keyof OutboxRow]: null }>(
+      `outbox:${this.name}`,
+      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid
+         from events.consumer_cursors c
+         left join lateral (
+           select id, tenant_id, type, payload, created_at, txid
+             from events.outbox
+            where (txid, id) > (c.txid, c.last_id)
+              and txid < pg_snapshot_xmin(pg_current_snapshot())
+            order by txid, id
+            limit $2
+         ) o on true
+        where c.consumer = $1`,
+      [this.name, limit],
+    );
+    if (rows.length === 0) {
+      const from = await this.position();
+      return this.db.crossTenant(`outbox:${this.name}`, (tx) => readAfter((text, values) => tx.query(text, values), from, limit));
+    }
+    return rows.filter((row): row is OutboxRow => row.id !== null).map(toEvent);
   }
 
   async advance(to: Position): Promise<void> {
-    await this.db.crossTenant(`outbox:${this.name}`, (tx) =>
-      tx.query(
-        `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
-          where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`,
-        [this.name, to.txid, to.id],
-      ),
+    await this.db.crossTenantQuery(
+      `outbox:${this.name}`,
+      `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
+        where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`,
+      [this.name, to.txid, to.id],
     );
   }
 

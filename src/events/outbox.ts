@@ -52,9 +52,11 @@ export class EventWriter {
   }
 }
 
-type Row = { id: number; tenant_id: number; type: string; payload: Record<string, unknown>; created_at: Date; txid: string };
+/** An outbox row as read (`txid` as text). */
+export type OutboxRow = { id: number; tenant_id: number; type: string; payload: Record<string, unknown>; created_at: Date; txid: string };
+type Row = OutboxRow;
 
-function toEvent(row: Row): OutboxEvent {
+export function toEvent(row: OutboxRow): OutboxEvent {
   return {
     id: row.id,
     tenantId: row.tenant_id,

@@ -32,6 +32,7 @@ const recording = {
     submitted.push({ integrationId, deliveryId, token });
     return true;
   },
+  stamp: () => ({ at: performance.now(), changes: 0 }),
 } as unknown as DeliveryWorker;
 
 const dispatcher = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
@@ -202,6 +203,99 @@ describe('the worker', () => {
     expect(row).toMatchObject({ attempts: 1, lease_token: null, lease_until: null });
     expect(await w.attempt(id, token)).toEqual({ kind: 'lost' }); // done: succeeded
     await w.stop();
+  });
+
+  describe('first attempts queued by the consumer (claims)', () => {
+    const sender = () => new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, denyPrivate: false, userAgent: 'test' });
+    /** A worker on a one-slot pool held by another job until `release()`. */
+    function heldWorker(freshMs?: number) {
+      const pool = new AttemptPool(1, 1, 10);
+      let release: () => void = () => undefined;
+      pool.offer('blocker', () => new Promise<void>((resolve) => (release = resolve)));
+      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool, leaseMs: 5_000, ...(freshMs === undefined ? {} : { freshMs }) });
+      return { w, release: () => release() };
+    }
+    // Only the integration of each test matches its event.
+    beforeEach(async () => {
+      await t.owner.query('update hub.integrations set enabled = false where tenant_id = 1');
+    });
+    const renewals = (statements: string[]) => statements.filter((q) => /^\s*update hub\.deliveries d set lease_until/.test(q)).length;
+
+    it('send on the statement that recorded and leased them, without renewing the lease; the outcome is written', async () => {
+      const i = await integration(1, 'claimed');
+      const statements: string[] = [];
+      const original = t.db.worker.query.bind(t.db.worker);
+      const spy = ((text: string, values?: unknown[]) => {
+        statements.push(text);
+        return original(text, values);
+      }) as typeof t.db.worker.query;
+      t.db.worker.query = spy;
+      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool: new AttemptPool(4, 2, 10), leaseMs: 5_000 });
+      try {
+        const e = await emit(1, 20);
+        expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
+        await receiver.waitFor(1, '/claimed');
+        await w.stop();
+      } finally {
+        t.db.worker.query = original;
+      }
+      expect(renewals(statements)).toBe(0);
+      expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 1, lease_token: null });
+    });
+
+    it('an integration disabled through this process meanwhile: read again, the row closes, nothing is sent', async () => {
+      const i = await integration(1, 'claimed-disabled');
+      const { w, release } = heldWorker();
+      const e = await emit(1, 21);
+      expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
+      await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
+      w.integrationChanged(); // what IntegrationHub.update does once the change committed
+      release();
+      const deadline = Date.now() + 5_000;
+      while (!(await rowsOf(i.id))[0]?.closed_reason && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 0, closed_reason: CLOSED_REASON, lease_token: null });
+      expect(receiver.on('/claimed-disabled').length).toBe(0);
+      await w.stop();
+    });
+
+    it('a backlog of claims older than freshMs: their integration is read again once, the leases are not renewed one by one', async () => {
+      const i = await integration(1, 'claimed-backlog');
+      const statements: string[] = [];
+      const original = t.db.worker.query.bind(t.db.worker);
+      t.db.worker.query = ((text: string, values?: unknown[]) => {
+        statements.push(text);
+        return original(text, values);
+      }) as typeof t.db.worker.query;
+      const { w, release } = heldWorker(300);
+      try {
+        const ids: number[] = [];
+        for (let n = 0; n < 5; n++) ids.push(await emit(1, 30 + n));
+        expect(await dispatcher(w).handleBatch(await events(ids))).toBe(5);
+        await new Promise((r) => setTimeout(r, 400)); // the claims' read is stale now
+        release();
+        await receiver.waitFor(5, '/claimed-backlog');
+        await w.stop();
+      } finally {
+        t.db.worker.query = original;
+      }
+      expect(renewals(statements)).toBe(0);
+      expect(statements.filter((q) => q.includes('from hub.integrations i where i.id = $1')).length).toBe(1);
+      expect((await rowsOf(i.id)).map((r) => r.attempts)).toEqual([1, 1, 1, 1, 1]);
+    });
+
+    it('a claim that waited longer than freshMs: read again (an integration disabled by another process closes the row)', async () => {
+      const i = await integration(1, 'claimed-stale');
+      const { w, release } = heldWorker(0);
+      const e = await emit(1, 22);
+      expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
+      await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules)); // not through this worker
+      release();
+      const deadline = Date.now() + 5_000;
+      while (!(await rowsOf(i.id))[0]?.closed_reason && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 0, closed_reason: CLOSED_REASON });
+      expect(receiver.on('/claimed-stale').length).toBe(0);
+      await w.stop();
+    });
   });
 
   it('a deleted, disabled or no longer matching integration closes the row with the spec\'s reason, sending nothing', async () => {

@@ -3,6 +3,7 @@ import type { Database } from '../db/database.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
+import type { ClaimedRow } from './journal.js';
 import type { DeliveryWorker } from './worker.js';
 
 /**
@@ -37,37 +38,49 @@ export class WebhookDispatcher {
    * event's tenant) recorded under a lease, then the first attempts queued. Matching is against the
    * real event type, at fire time: an integration matches only events written after it became
    * active (not retroactive). Reading an event again (a crash before the cursor moved) records
-   * nothing twice.
+   * nothing twice. The one statement records the rows of the whole batch, leases them, and reads
+   * what their first attempts need (the row and its integration): the worker sends them without
+   * reading again if they start soon (worker.ts, `Claim`).
    */
   async handleBatch(events: OutboxEvent[]): Promise<number> {
     if (events.length === 0) return 0;
     const token = randomUUID();
-    const batch = JSON.stringify(events.map((e) => ({ id: e.id, body: JSON.stringify(e.payload) })));
-    const rows = await this.o.db.crossTenant('outbox:webhooks', async (tx) => {
-      const { rows } = await tx.query<Inserted>(
-        `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
-         select o.tenant_id, i.id, 'event', o.id, o.type, e.body, now() + make_interval(secs => $2::double precision / 1000), $3
-           from jsonb_to_recordset($1::jsonb) as e (id bigint, body text)
-           join events.outbox o on o.id = e.id
-           join hub.integrations i on i.tenant_id = o.tenant_id and i.enabled and i.deleted_at is null and i.active_since <= o.created_at
-          where ${matchesSql('o.type')}
-          order by o.txid, o.id, i.id
+    const stamp = this.o.worker.stamp();
+    // The batch's outbox rows are looked up by primary key first (a materialised CTE): joined
+    // directly, the planner may start from the integration and scan the tenant's whole outbox.
+    const { rows } = await this.o.db.crossTenantQuery<ClaimedRow>(
+      'outbox:webhooks',
+      `with batch as materialized (
+         select o.id, o.tenant_id, o.type, o.created_at, o.txid, e.body
+           from events.outbox o
+           join unnest($1::bigint[], $2::text[]) as e (id, body) on e.id = o.id
+          where o.id = any($1::bigint[])
+       ), inserted as (
+         insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
+         select b.tenant_id, i.id, 'event', b.id, b.type, b.body, now() + make_interval(secs => $3::double precision / 1000), $4
+           from batch b
+           join hub.integrations i on i.tenant_id = b.tenant_id and i.enabled and i.deleted_at is null and i.active_since <= b.created_at
+          where ${matchesSql('b.type')}
+          order by b.txid, b.id, i.id
          on conflict (integration_id, event_id) where kind = 'event' do nothing
-         returning id, integration_id`,
-        [batch, this.o.leaseMs, token],
-      );
-      return rows;
-    });
+         returning id, tenant_id, kind, event_id, event_type, body, attempts, integration_id
+       )
+       select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.body, d.attempts, i.id as integration_id, i.target_url, i.auth_mode,
+              i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks
+         from inserted d join hub.integrations i on i.id = d.integration_id`,
+      [events.map((e) => e.id), events.map((e) => JSON.stringify(e.payload)), this.o.leaseMs, token],
+    );
     rows.sort((a, b) => a.id - b.id);
     const deferred: number[] = [];
     for (const row of rows) {
-      if (!(await this.o.worker.submitWait(row.integration_id, row.id, token, QUEUE_WAIT_MS))) deferred.push(row.id);
+      if (!(await this.o.worker.submitWait(row.integration_id, row.id, token, QUEUE_WAIT_MS, { row, stamp }))) deferred.push(row.id);
     }
     if (deferred.length > 0) {
       // Their integrations do not keep up: free the rows for the next retry sweep at once.
-      await this.o.db.crossTenant('outbox:webhooks', (tx) =>
-        tx.query('update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2', [deferred, token]),
-      );
+      await this.o.db.crossTenantQuery('outbox:webhooks', 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2', [
+        deferred,
+        token,
+      ]);
       logger().warn({ deferred: deferred.length }, `${deferred.length} first attempt(s) left to the retry sweep: their integrations' queues are full`);
     }
     return rows.length;

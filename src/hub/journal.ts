@@ -131,6 +131,38 @@ export type ClaimedRow = {
   standard_webhooks: boolean;
 };
 
+/** What an attempt needs of its integration (part of ClaimedRow). */
+export type IntegrationColumns = Pick<
+  ClaimedRow,
+  'integration_id' | 'target_url' | 'auth_mode' | 'secret_iv' | 'secret_tag' | 'secret_ciphertext' | 'event_types' | 'enabled' | 'deleted' | 'standard_webhooks'
+>;
+
+export function integrationColumns(row: IntegrationColumns): IntegrationColumns {
+  return {
+    integration_id: row.integration_id,
+    target_url: row.target_url,
+    auth_mode: row.auth_mode,
+    secret_iv: row.secret_iv,
+    secret_tag: row.secret_tag,
+    secret_ciphertext: row.secret_ciphertext,
+    event_types: row.event_types,
+    enabled: row.enabled,
+    deleted: row.deleted,
+    standard_webhooks: row.standard_webhooks,
+  };
+}
+
+/** An integration as an attempt needs it (any tenant: the worker role), or undefined when it never existed. */
+export async function readIntegration(tx: Tx, id: number): Promise<IntegrationColumns | undefined> {
+  const { rows } = await tx.query<IntegrationColumns>(
+    `select i.id as integration_id, i.target_url, i.auth_mode, i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled,
+            i.deleted_at is not null as deleted, i.standard_webhooks
+       from hub.integrations i where i.id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
 /**
  * Renews the lease of a row this worker holds (its token) and reads what the attempt needs.
  * Undefined when the row is no longer this worker's (the lease ran out and someone else claimed
@@ -176,7 +208,56 @@ export async function writeBack(tx: Tx, id: number, token: string, outcome: Atte
      insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
      select id, attempts, tenant_id, $4, $5, $6, $7, $8 from row
      returning attempt`,
-    [id, token, outcome.ok, outcome.httpStatus, outcome.responseBody, outcome.error, outcome.durationMs, outcome.attemptedAt],
+    [id, token, outcome.ok, outcome.httpStatus, storable(outcome.responseBody), storable(outcome.error), outcome.durationMs, outcome.attemptedAt],
   );
   return rows[0]?.attempt;
+}
+
+/** One outcome to write back (`writeBackMany`). */
+export interface Outcome {
+  id: number;
+  token: string;
+  outcome: AttemptOutcome;
+}
+
+/**
+ * `writeBack` for many rows in one statement (each row at most once): every row's latest outcome
+ * and attempt count, and each attempt in the journal, with the same lease rule. Returns the
+ * attempt number of each row written (rows that are gone are absent).
+ */
+export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<number, number>> {
+  if (outcomes.length === 0) return new Map();
+  const { rows } = await tx.query<{ delivery_id: number; attempt: number }>(
+    `with v as (
+       select * from unnest($1::bigint[], $2::uuid[], $3::boolean[], $4::integer[], $5::text[], $6::text[], $7::integer[], $8::timestamptz[])
+         as v (id, token, ok, http_status, response_body, error, duration_ms, attempted_at)
+     ), row as (
+       update hub.deliveries d set attempts = d.attempts + 1, succeeded = d.succeeded or v.ok, http_status = v.http_status,
+              response_body = v.response_body, error = v.error, duration_ms = v.duration_ms, attempted_at = v.attempted_at,
+              lease_until = case when d.lease_token = v.token then null else d.lease_until end,
+              lease_token = case when d.lease_token = v.token then null else d.lease_token end
+         from v
+        where d.id = v.id
+        returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at
+     )
+     insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
+     select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at from row
+     returning delivery_id, attempt`,
+    [
+      outcomes.map((o) => o.id),
+      outcomes.map((o) => o.token),
+      outcomes.map((o) => o.outcome.ok),
+      outcomes.map((o) => o.outcome.httpStatus),
+      outcomes.map((o) => storable(o.outcome.responseBody)),
+      outcomes.map((o) => storable(o.outcome.error)),
+      outcomes.map((o) => o.outcome.durationMs),
+      outcomes.map((o) => o.outcome.attemptedAt.toISOString()),
+    ],
+  );
+  return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
+}
+
+/** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead. */
+function storable(text: string | null): string | null {
+  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\ufffd') : text;
 }

@@ -65,12 +65,23 @@ export class IntegrationHub {
     return this.o.db.withTenant(tenantId, (tx) => createIntegration(tx, input, this.o.rules, by));
   }
 
-  update(tenantId: number, id: string, patch: IntegrationPatch, by?: string): Promise<Integration> {
-    return this.o.db.withTenant(tenantId, (tx) => updateIntegration(tx, id, patch, this.o.rules, by));
+  // After a change commits, first attempts queued in this process read the integration again
+  // before sending (worker.ts, `Claim`), so a disabled or deleted integration sends nothing more.
+
+  async update(tenantId: number, id: string, patch: IntegrationPatch, by?: string): Promise<Integration> {
+    try {
+      return await this.o.db.withTenant(tenantId, (tx) => updateIntegration(tx, id, patch, this.o.rules, by));
+    } finally {
+      this.o.worker.integrationChanged();
+    }
   }
 
-  remove(tenantId: number, id: string, by?: string): Promise<void> {
-    return this.o.db.withTenant(tenantId, (tx) => deleteIntegration(tx, id, by));
+  async remove(tenantId: number, id: string, by?: string): Promise<void> {
+    try {
+      await this.o.db.withTenant(tenantId, (tx) => deleteIntegration(tx, id, by));
+    } finally {
+      this.o.worker.integrationChanged();
+    }
   }
 
   /** One integration's deliveries (deleted integrations keep theirs), newest first. */
