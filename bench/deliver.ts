@@ -3,14 +3,23 @@
  * 20000) written to the outbox of an in-process hub (`api` and `background`, as `svc-hub all`) in
  * transactions of BENCH_BATCH (default 100), delivered by the webhook consumer to one integration
  * (authMode NONE) whose receiver on 127.0.0.1 answers 200 and records when each X-Svc-Event-Id
- * arrives. Reports deliveries/s and the event-commit-to-receiver latency p50/p99 beside a ceiling
+ * arrives. Reports deliveries/s and the event-commit-to-receiver latency p50/p99 beside ceilings
  * measured in the same run: the same number of plain undici POSTs of a same-sized body to the same
- * receiver, `svc.webhook.concurrency` (64) in flight. Prints a table and writes
+ * receiver, `svc.webhook.concurrency` (64) in flight, and `svc.webhook.concurrency-per-integration`
+ * (the hub's own bound towards one endpoint) in flight. Prints a table and writes
  * bench/results/deliver.json. docs/performance.md explains the figures.
  *
- *   npm run bench:deliver                      # 20000 events
- *   BENCH_EVENTS=2000 npm run bench:deliver    # a quick look
+ * The events are written in this process, through the hub's `events.emit`, one transaction after the
+ * other (BENCH_EMITTER=inline, the default), or by a child process (BENCH_EMITTER=child,
+ * bench/support/deliver-emitter.ts) as fast as it can or at BENCH_RATE events/s. Other knobs:
+ * BENCH_PER_INTEGRATION (`svc.webhook.concurrency-per-integration`), BENCH_WARMUP (events written and
+ * delivered the same way before the measured run, default 2000; 0 for none).
+ *
+ *   npm run bench:deliver                                        # 20000 events
+ *   BENCH_EVENTS=2000 npm run bench:deliver                      # a quick look
+ *   BENCH_EMITTER=child BENCH_RATE=1000 npm run bench:deliver    # a separate writer, 1000 events/s
  */
+import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -23,13 +32,21 @@ import { type Hub, startHub } from '../cmd/hub.js';
 import { Config } from '../src/config/config.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
+import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import { perSecond, round, table } from './support/measure.js';
 
 const EVENTS = positiveInt('BENCH_EVENTS', 20_000);
 const BATCH = positiveInt('BENCH_BATCH', 100);
+/** Where the events are written from: this process, on the hub's event loop (default), or a child process. */
+const EMITTER = emitterMode();
+/** With the child writer: events per second at most (an open loop: transactions start on a schedule); unset for as fast as it goes. */
+const RATE = process.env.BENCH_RATE ? positiveInt('BENCH_RATE', 1) : 0;
+if (RATE > 0 && EMITTER !== 'child') throw new Error('BENCH_RATE needs BENCH_EMITTER=child');
 const TENANT = 1;
 /** Events sent one at a time (each waits for its delivery) for the idle latency. */
 const IDLE_EVENTS = 100;
+/** Events written and delivered the same way before the measured run, not measured (JIT, connection pools, caches). */
+const WARMUP = nonNegativeInt('BENCH_WARMUP', 2_000);
 /** Give up when no delivery arrives for this long. */
 const STALL_MS = 60_000;
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
@@ -39,6 +56,19 @@ function positiveInt(name: string, fallback: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;
   if (!/^\d+$/.test(raw.trim()) || Number(raw) < 1) throw new Error(`${name} must be a positive integer, got '${raw}'`);
   return Number(raw);
+}
+
+function nonNegativeInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new Error(`${name} must be a non-negative integer, got '${raw}'`);
+  return Number(raw);
+}
+
+function emitterMode(): 'child' | 'inline' {
+  const raw = (process.env.BENCH_EMITTER ?? 'inline').trim();
+  if (raw !== 'child' && raw !== 'inline') throw new Error(`BENCH_EMITTER must be child or inline, got '${raw}'`);
+  return raw;
 }
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -104,11 +134,11 @@ async function api<T>(hub: Hub, method: 'GET' | 'POST', path: string, body?: unk
 // ---------------------------------------------------------------------------------------------
 // Ours: emit in batches, wait for every event id to arrive.
 
-async function ours(hub: Hub, receiver: Receiver) {
-  const commits = new Map<string, number>();
+/** Writes the events in this process (on the hub's event loop); the commit time of each event is taken when its transaction returns. */
+async function emitInline(hub: Hub, commits: Map<string, number>, events: number): Promise<number> {
   const t0 = performance.now();
-  for (let start = 0; start < EVENTS; start += BATCH) {
-    const count = Math.min(BATCH, EVENTS - start);
+  for (let start = 0; start < events; start += BATCH) {
+    const count = Math.min(BATCH, events - start);
     const ids = await hub.services.db.withTenant(TENANT, async (tx) => {
       const out: string[] = [];
       for (let i = start; i < start + count; i++) out.push(String(await hub.services.events.emit(tx, 'org.updated', { orgId: i + 1, tenantId: TENANT })));
@@ -117,8 +147,84 @@ async function ours(hub: Hub, receiver: Receiver) {
     const committed = performance.now();
     for (const id of ids) commits.set(id, committed);
   }
-  const emitMs = performance.now() - t0;
-  log(`  ${EVENTS.toLocaleString('en-US')} events committed in ${round(emitMs / 1000, 2)} s; waiting for the deliveries …`);
+  return performance.now() - t0;
+}
+
+/** A child process running bench/support/deliver-emitter.ts, ready to write. */
+interface Emitter {
+  request(message: EmitterRequest): void;
+  next(): Promise<EmitterMessage>;
+  close(): void;
+}
+
+async function startEmitter(databaseUrl: string): Promise<Emitter> {
+  const file = fileURLToPath(new URL('./support/deliver-emitter.ts', import.meta.url));
+  const child: ChildProcess = fork(file, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, BENCH_DATABASE_URL: databaseUrl }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const inbox: EmitterMessage[] = [];
+  const waiting: Array<(m: EmitterMessage) => void> = [];
+  let exited: Error | undefined;
+  const deliver = (m: EmitterMessage) => {
+    const w = waiting.shift();
+    if (w) w(m);
+    else inbox.push(m);
+  };
+  child.on('message', (m) => deliver(m as EmitterMessage));
+  child.once('exit', (code) => {
+    exited = new Error(`the emitter process exited (${code})`);
+    for (const w of waiting.splice(0)) w({ kind: 'failed', error: exited.message });
+  });
+  const emitter: Emitter = {
+    request: (message) => child.send(message),
+    next: () => {
+      const m = inbox.shift();
+      if (m) return Promise.resolve(m);
+      if (exited) return Promise.resolve({ kind: 'failed', error: exited.message });
+      return new Promise((resolve) => waiting.push(resolve));
+    },
+    close: () => {
+      if (child.connected) child.disconnect();
+    },
+  };
+  const ready = await emitter.next();
+  if (ready.kind !== 'ready') throw new Error(`the emitter process did not start: ${JSON.stringify(ready)}`);
+  return emitter;
+}
+
+/**
+ * The child's clock (epoch milliseconds, sub-millisecond) against this process's, from the
+ * exchange with the shortest round trip of a few: child time − this process's time.
+ */
+async function clockOffset(emitter: Emitter): Promise<{ offsetMs: number; roundTripMs: number }> {
+  let best = { offsetMs: 0, roundTripMs: Number.POSITIVE_INFINITY };
+  for (let i = 0; i < 20; i++) {
+    const sent = performance.timeOrigin + performance.now();
+    emitter.request({ kind: 'clock' });
+    const answer = await emitter.next();
+    const back = performance.timeOrigin + performance.now();
+    if (answer.kind !== 'clock') throw new Error(`the emitter answered ${JSON.stringify(answer)}`);
+    if (back - sent < best.roundTripMs) best = { offsetMs: answer.now - (sent + back) / 2, roundTripMs: back - sent };
+  }
+  return { offsetMs: round(best.offsetMs, 3), roundTripMs: round(best.roundTripMs, 3) };
+}
+
+/** Writes the events from the child; the commit time of each event is taken there when its transaction returns, on this process's clock. */
+async function emitFromChild(emitter: Emitter, commits: Map<string, number>, offsetMs: number, events: number): Promise<number> {
+  emitter.request({ kind: 'emit', events, batch: BATCH, tenant: TENANT, rate: RATE });
+  for (;;) {
+    const m = await emitter.next();
+    if (m.kind === 'committed') {
+      const committed = m.at - offsetMs - performance.timeOrigin;
+      for (const id of m.ids) commits.set(id, committed);
+    } else if (m.kind === 'done') return m.ms;
+    else throw new Error(`the emitter failed: ${JSON.stringify(m)}`);
+  }
+}
+
+async function ours(hub: Hub, receiver: Receiver, emitter: Emitter | undefined, offsetMs: number, events = EVENTS) {
+  const commits = new Map<string, number>();
+  const t0 = performance.now();
+  const emitMs = emitter ? await emitFromChild(emitter, commits, offsetMs, events) : await emitInline(hub, commits, events);
+  log(`  ${events.toLocaleString('en-US')} events committed in ${round(emitMs / 1000, 2)} s; waiting for the deliveries …`);
 
   const delivered = () => {
     let n = 0;
@@ -129,12 +235,12 @@ async function ours(hub: Hub, receiver: Receiver) {
   let lastCount = -1;
   for (;;) {
     const n = delivered();
-    if (n === EVENTS) break;
+    if (n === events) break;
     if (n !== lastCount) {
       lastCount = n;
       lastProgress = performance.now();
     } else if (performance.now() - lastProgress > STALL_MS) {
-      throw new Error(`only ${n} of ${EVENTS} events reached the receiver (no progress for ${STALL_MS / 1000} s)`);
+      throw new Error(`only ${n} of ${events} events reached the receiver (no progress for ${STALL_MS / 1000} s)`);
     }
     await new Promise((r) => setTimeout(r, 20));
   }
@@ -148,12 +254,12 @@ async function ours(hub: Hub, receiver: Receiver) {
   latencies.sort((a, b) => a - b);
   const totalMs = last - t0;
   return {
-    events: EVENTS,
+    events,
     emitSeconds: round(emitMs / 1000, 2),
-    emitEventsPerSec: perSecond(EVENTS, emitMs),
+    emitEventsPerSec: perSecond(events, emitMs),
     /** First emit to the last arrival. */
     seconds: round(totalMs / 1000, 2),
-    deliveriesPerSec: perSecond(EVENTS, totalMs),
+    deliveriesPerSec: perSecond(events, totalMs),
     latencyMs: { p50: round(percentile(latencies, 50), 1), p99: round(percentile(latencies, 99), 1), max: round(latencies[latencies.length - 1]!, 1) },
   };
 }
@@ -185,7 +291,7 @@ async function idle(hub: Hub, receiver: Receiver, count: number) {
 // ---------------------------------------------------------------------------------------------
 // Ceiling: the same number of plain POSTs to the same receiver, `concurrency` in flight.
 
-async function ceiling(receiver: Receiver, concurrency: number, sampleBody: string) {
+async function ceiling(receiver: Receiver, concurrency: number, sampleBody: string, prefix: string) {
   let next = 0;
   const sent = new Map<string, number>();
   const t0 = performance.now();
@@ -193,7 +299,7 @@ async function ceiling(receiver: Receiver, concurrency: number, sampleBody: stri
     for (;;) {
       const i = next++;
       if (i >= EVENTS) return;
-      const id = `c${i}`;
+      const id = `${prefix}${i}`;
       sent.set(id, performance.now());
       const res = await request(`${receiver.url}/ceiling`, {
         method: 'POST',
@@ -219,7 +325,9 @@ async function ceiling(receiver: Receiver, concurrency: number, sampleBody: stri
 async function main(): Promise<void> {
   const benchStart = performance.now();
   setLogger(createLogger({ level: 'warn', json: true }));
-  log(`deliver benchmark: ${EVENTS.toLocaleString('en-US')} events in transactions of ${BATCH}, ${process.version}, ${cpus().length} CPUs`);
+  log(
+    `deliver benchmark: ${EVENTS.toLocaleString('en-US')} events in transactions of ${BATCH} written ${EMITTER === 'child' ? `by a child process${RATE ? ` at ${RATE}/s` : ''}` : 'in-process'}, ${process.version}, ${cpus().length} CPUs`,
+  );
   const loadAtStart = loadavg().map((l) => round(l, 2));
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-deliver-'));
@@ -227,6 +335,7 @@ async function main(): Promise<void> {
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   let hub: Hub | undefined;
   let receiver: Receiver | undefined;
+  let emitter: Emitter | undefined;
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
     const config = Config.load({
@@ -237,12 +346,15 @@ async function main(): Promise<void> {
         'svc.secret.master-key': randomBytes(32).toString('hex'),
         'svc.http.port': 0,
         'svc.log.level': 'warn',
+        ...(process.env.BENCH_PER_INTEGRATION ? { 'svc.webhook.concurrency-per-integration': positiveInt('BENCH_PER_INTEGRATION', 8) } : {}),
       },
     });
     const concurrency = config.int('svc.webhook.concurrency');
     const perIntegration = config.int('svc.webhook.concurrency-per-integration');
     hub = await startHub(config, { api: true, background: true });
     receiver = await startReceiver();
+    emitter = EMITTER === 'child' ? await startEmitter(database.url) : undefined;
+    const clock = emitter ? await clockOffset(emitter) : undefined;
     log(`set up in ${round((performance.now() - benchStart) / 1000, 2)} s (hub at ${hub.url}, receiver at ${receiver.url})`);
 
     const created = await api<{ id: number }>(hub, 'POST', `/api/tenants/${TENANT}/integrations`, {
@@ -265,23 +377,40 @@ async function main(): Promise<void> {
 
     log('idle latency (one event at a time) …');
     const idleFigures = await idle(hub, receiver, IDLE_EVENTS);
+    let warmupFigures: Awaited<ReturnType<typeof ours>> | undefined;
+    if (WARMUP > 0) {
+      log(`warm-up (${WARMUP.toLocaleString('en-US')} events, not measured) …`);
+      warmupFigures = await ours(hub, receiver, emitter, clock?.offsetMs ?? 0, WARMUP);
+    }
     log('hub delivery …');
-    const hubFigures = await ours(hub, receiver);
+    const hubFigures = await ours(hub, receiver, emitter, clock?.offsetMs ?? 0);
     // The body the hub sends is the event payload (src/hub/dispatcher.ts): the ceiling moves as many bytes.
     const sampleBody = JSON.stringify({ orgId: 12345, tenantId: TENANT });
     log(`ceiling (${EVENTS.toLocaleString('en-US')} plain POSTs, ${concurrency} in flight) …`);
-    const ceil = await ceiling(receiver, concurrency, sampleBody);
+    const ceil = await ceiling(receiver, concurrency, sampleBody, 'c');
     const ratio = round(hubFigures.deliveriesPerSec / ceil.requestsPerSec, 3);
+    // The hub sends to one integration with at most `concurrency-per-integration` attempts in flight: the same bound for plain POSTs.
+    log(`ceiling (${EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);
+    const ceilSame = await ceiling(receiver, perIntegration, sampleBody, 'p');
+    const ratioSame = round(hubFigures.deliveriesPerSec / ceilSame.requestsPerSec, 3);
 
     const result = {
       events: EVENTS,
       batch: BATCH,
       concurrency,
       concurrencyPerIntegration: perIntegration,
+      warmup: WARMUP,
+      // The cold start, for the record (not the figures).
+      ...(warmupFigures ? { warmupRun: { deliveriesPerSec: warmupFigures.deliveriesPerSec, latencyMs: warmupFigures.latencyMs } } : {}),
+      emitter: EMITTER,
+      ...(RATE > 0 && EMITTER === 'child' ? { rate: RATE } : {}),
+      ...(clock ? { emitterClock: clock } : {}),
       hub: hubFigures,
       idle: idleFigures,
       ceiling: ceil,
       ratio,
+      ceilingPerIntegration: ceilSame,
+      ratioPerIntegration: ratioSame,
       duplicates: receiver.requests - receiver.ceiling.size - receiver.arrivals.size,
       node: process.version,
       cpus: cpus().length,
@@ -299,6 +428,7 @@ async function main(): Promise<void> {
           ['hub: outbox → webhook (commit → receiver)', hubFigures.deliveriesPerSec, ceil.requestsPerSec, ratio.toFixed(3), hubFigures.latencyMs.p50, hubFigures.latencyMs.p99, hubFigures.seconds],
           [`hub, one event at a time (${IDLE_EVENTS} events)`, '-', '-', '-', idleFigures.latencyMs.p50, idleFigures.latencyMs.p99, '-'],
           [`ceiling: plain POSTs, ${concurrency} in flight (send → receiver)`, ceil.requestsPerSec, ceil.requestsPerSec, '1.000', ceil.latencyMs.p50, ceil.latencyMs.p99, ceil.seconds],
+          [`plain POSTs, ${perIntegration} in flight (the hub's bound per integration)`, ceilSame.requestsPerSec, ceil.requestsPerSec, round(ceilSame.requestsPerSec / ceil.requestsPerSec, 3).toFixed(3), ceilSame.latencyMs.p50, ceilSame.latencyMs.p99, ceilSame.seconds],
         ],
       ),
     );
@@ -310,6 +440,7 @@ async function main(): Promise<void> {
     writeFileSync(join(RESULTS, 'deliver.json'), `${JSON.stringify(result, null, 2)}\n`);
     log(`wrote bench/results/deliver.json (${result.benchSeconds} s in all)`);
   } finally {
+    emitter?.close();
     await hub?.stop().catch(() => undefined);
     await receiver?.close().catch(() => undefined);
     await database?.stop().catch(() => undefined);

@@ -1,0 +1,67 @@
+/**
+ * The event writer of bench/deliver in a process of its own (the default, `BENCH_EMITTER=child`):
+ * the load generator's database round trips and CPU stay off the hub's event loop, as the writers
+ * of a real deployment (API requests, connector runs) are other work than the dispatcher's. It
+ * writes through the hub's own `EventWriter` and `Database.withTenant` (the application role, row-
+ * level security) exactly as the in-process writer does.
+ *
+ * Started with `fork()`; messages (IPC):
+ *   parent → {kind: 'clock'}                         child → {kind: 'clock', now}   (clock offset)
+ *   parent → {kind: 'emit', events, batch, tenant, rate}  child → {kind: 'committed', ids, at} per transaction,
+ *                                                    then {kind: 'done', ms}
+ * `now`/`at` are `performance.timeOrigin + performance.now()` (epoch milliseconds, sub-millisecond).
+ */
+import { loadCatalog } from '../../src/events/catalog.js';
+import { EventWriter } from '../../src/events/outbox.js';
+import { Database } from '../../src/db/database.js';
+import { roleUrl } from '../../src/db/roles.js';
+
+/** `rate`: events per second at most (transactions started on a schedule, an open loop); 0 for as fast as the database takes them. */
+export type EmitterRequest = { kind: 'clock' } | { kind: 'emit'; events: number; batch: number; tenant: number; rate: number };
+export type EmitterMessage =
+  | { kind: 'ready' }
+  | { kind: 'clock'; now: number }
+  | { kind: 'committed'; ids: string[]; at: number }
+  | { kind: 'done'; ms: number }
+  | { kind: 'failed'; error: string };
+
+const epochNow = () => performance.timeOrigin + performance.now();
+const send = (message: EmitterMessage) => process.send?.(message);
+
+const ownerUrl = process.env.BENCH_DATABASE_URL;
+if (!ownerUrl) throw new Error('BENCH_DATABASE_URL is not set');
+const db = new Database({ appUrl: roleUrl(ownerUrl, 'svc_app'), workerUrl: roleUrl(ownerUrl, 'svc_worker'), poolSize: 2 });
+const writer = new EventWriter(loadCatalog());
+
+async function emit(events: number, batch: number, tenant: number, rate: number): Promise<void> {
+  const t0 = performance.now();
+  for (let start = 0; start < events; start += batch) {
+    const count = Math.min(batch, events - start);
+    if (rate > 0) {
+      // Transaction k starts at t0 + k·batch/rate; one that is late starts at once (no catching up by skipping).
+      const due = t0 + (start / rate) * 1000;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+    const ids = await db.withTenant(tenant, async (tx) => {
+      const out: string[] = [];
+      for (let i = start; i < start + count; i++) out.push(String(await writer.emit(tx, 'org.updated', { orgId: i + 1, tenantId: tenant })));
+      return out;
+    });
+    send({ kind: 'committed', ids, at: epochNow() });
+  }
+  send({ kind: 'done', ms: performance.now() - t0 });
+}
+
+process.on('message', (message: EmitterRequest) => {
+  if (message.kind === 'clock') send({ kind: 'clock', now: epochNow() });
+  else
+    emit(message.events, message.batch, message.tenant, message.rate).catch((err: unknown) => {
+      send({ kind: 'failed', error: err instanceof Error ? err.message : String(err) });
+    });
+});
+process.on('disconnect', () => {
+  void db.close().finally(() => process.exit(0));
+});
+await db.ping();
+send({ kind: 'ready' });
