@@ -2,7 +2,7 @@ import type { Database } from '../db/database.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { type Mailer, sendFailure } from './mailer.js';
-import { type ActiveRule, matchingRules, recipients } from './rules.js';
+import { type ActiveRule, activeRules, recipients, rulesMatch } from './rules.js';
 import { renderTemplate, subjectLine, type TemplateContext } from './templates.js';
 
 /** What one event came to: per matching rule, sent, mocked or failed. */
@@ -19,13 +19,32 @@ export interface EmailOutcome {
  * loop then reads the event again later.
  */
 export class EmailDispatcher {
+  /** A tenant's enabled rules as read at `readAt` (database time), for at most `maxAgeMs`. */
+  private readonly cache = new Map<number, { rules: ActiveRule[]; readAt: Date; fetched: number }>();
+
   constructor(
     private readonly db: Database,
     private readonly mailer: () => Mailer,
+    private readonly maxAgeMs = 1_000,
   ) {}
 
+  /**
+   * The tenant's rules, read once for a run of events: a read serves every event written before it
+   * (every rule that can receive such an event, being created before it, is in the read), for at
+   * most `maxAgeMs`; an event written after the read reads again. Under load that is one read per
+   * batch instead of one transaction per event.
+   */
+  private async rulesFor(event: OutboxEvent): Promise<ActiveRule[]> {
+    const cached = this.cache.get(event.tenantId);
+    if (cached && event.createdAt.getTime() <= cached.readAt.getTime() && performance.now() - cached.fetched < this.maxAgeMs) return cached.rules;
+    const fetched = performance.now();
+    const { rules, readAt } = await this.db.withTenant(event.tenantId, (tx) => activeRules(tx));
+    this.cache.set(event.tenantId, { rules, readAt, fetched });
+    return rules;
+  }
+
   async handle(event: OutboxEvent): Promise<EmailOutcome[]> {
-    const rules = await this.db.withTenant(event.tenantId, (tx) => matchingRules(tx, event.type));
+    const rules = (await this.rulesFor(event)).filter((rule) => rulesMatch(rule, event.type));
     // Not retroactive: a rule created after the event was written does not receive it.
     const due = rules.filter((rule) => rule.createdAt.getTime() <= event.createdAt.getTime());
     if (!due.length) return [];

@@ -187,6 +187,27 @@ describe('the dispatcher', () => {
     expect(mailer.sent).toEqual([]);
   });
 
+  it('reads a tenant\'s rules once for the events written before the read; a rule added later still gets the events after it', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set(['fails@initech.example']);
+    let reads = 0;
+    const counting = { withTenant: (id: number, fn: (tx: Tx) => Promise<unknown>) => { reads += 1; return db.withTenant(id, fn); } } as unknown as Database;
+    const cached = new EmailDispatcher(counting, () => mailer, 60_000);
+    const before = new Date(Date.now() - 50);
+    await cached.handle(event(3, 'org.updated', { orgId: 8, tenantId: 3 }, before));
+    await cached.handle(event(3, 'org.updated', { orgId: 9, tenantId: 3 }, before));
+    expect(reads).toBe(1);
+    const late = await t3((tx) => createRule(tx, { name: 'late', eventTypes: ['org.updated'], recipient: 'late@initech.example' }));
+    const outcomes = await cached.handle(event(3, 'org.updated', { orgId: 10, tenantId: 3 }, new Date(Date.now() + 10)));
+    expect(reads).toBe(2);
+    expect(outcomes.map((o) => o.ruleId)).toContain(late.id);
+    // An event written before that read is served by it, and does not reach the later rule.
+    const older = await cached.handle(event(3, 'org.updated', { orgId: 11, tenantId: 3 }, before));
+    expect(reads).toBe(2);
+    expect(older.map((o) => o.ruleId)).not.toContain(late.id);
+    await t3((tx) => deleteRule(tx, late.id));
+  });
+
   it('with the mocked mailer every message is logged as mocked', async () => {
     const mocked = new EmailDispatcher(db, () => new MockedMailer());
     const logs = captureLogs('info');

@@ -199,12 +199,20 @@ export async function deleteRule(tx: Tx, id: number, by?: string): Promise<void>
 
 /** Enabled, not deleted rules of the transaction's tenant whose patterns match `type`. */
 export async function matchingRules(tx: Tx, type: string): Promise<ActiveRule[]> {
-  const { rows } = await tx.query<ActiveRule>(
-    `select ${COLUMNS}, created_at as "createdAt" from email.rules where tenant_id = $1 and enabled and deleted_at is null order by id`,
+  return (await activeRules(tx)).rules.filter((rule) => rulesMatch(rule, type));
+}
+
+/** Every enabled rule of the caller's tenant, and the database time they were read at. */
+export async function activeRules(tx: Tx): Promise<{ rules: ActiveRule[]; readAt: Date }> {
+  const { rows } = await tx.query<ActiveRule & { readAt: Date }>(
+    `select ${COLUMNS}, created_at as "createdAt", statement_timestamp() as "readAt" from email.rules where tenant_id = $1 and enabled and deleted_at is null order by id`,
     [tenantOf(tx)],
   );
-  return rows.filter((rule) => patternsMatch(rule.eventTypes, type));
+  if (rows.length === 0) return { rules: [], readAt: (await tx.query<{ now: Date }>('select statement_timestamp() as now')).rows[0]!.now };
+  return { rules: rows.map(({ readAt: _r, ...rule }) => rule), readAt: rows[0]!.readAt };
 }
+
+export const rulesMatch = (rule: ActiveRule, type: string): boolean => patternsMatch(rule.eventTypes, type);
 
 /**
  * For the subscriber registry (src/events/subscribers.ts): an enabled rule matching the type counts
