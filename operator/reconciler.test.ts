@@ -241,6 +241,20 @@ describe('a Connector resource', () => {
     await until('Ready after a 410', () => ready('after-410')?.status === 'True', 15_000);
   });
 
+  it('restarts its watch when the list after a 410 fails', async () => {
+    const open = example('open.yaml');
+    const lists = () => api.requests.filter((r) => r.path === '/apis/connectors.svc.io/v1/connectors' && r.query.watch === undefined);
+    const before = lists().length;
+    api.failNext('GET', /^\/apis\/connectors\.svc\.io\/v1\/connectors$/, 500, 1, 'list');
+    // Another kind's change moves the store's resourceVersion past the connectors watch's, so after
+    // compaction the watch answers 410 and the informer must list again.
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'elsewhere' } });
+    api.compact();
+    api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'after-500', namespace: NS } });
+    await until('Ready after a failed list', () => ready('after-500')?.status === 'True', 15_000);
+    expect(lists().slice(before).map((r) => r.status)).toEqual([500, 200]);
+  });
+
   it('deletes the connector in the hub through its finalizer; the CronJob goes with its owner', async () => {
     const offset = example('offset.yaml');
     api.apply('connectors', { ...offset, metadata: { ...offset.metadata, namespace: NS } });

@@ -68,6 +68,8 @@ interface Failure {
   path: RegExp;
   status: number;
   times: number;
+  /** For a GET of a collection: only its list, only its watch, or either. */
+  on: 'list' | 'watch' | 'any';
 }
 
 interface WatchEvent {
@@ -178,8 +180,8 @@ export class KubeApiStandIn {
   // ---- scripting -------------------------------------------------------------------------------
 
   /** The next `times` requests of `method` whose path matches answer `status` (a Status body). */
-  failNext(method: string, path: RegExp, code: number, times = 1): void {
-    this.failures.push({ method: method.toUpperCase(), path, status: code, times });
+  failNext(method: string, path: RegExp, code: number, times = 1, on: Failure['on'] = 'any'): void {
+    this.failures.push({ method: method.toUpperCase(), path, status: code, times, on });
   }
 
   /** Ends every open watch (the clients reconnect from their last resourceVersion). */
@@ -373,7 +375,10 @@ export class KubeApiStandIn {
     if (!String(req.headers.authorization ?? '').startsWith('Bearer ')) {
       return this.send(req, res, url, query, body, 401, status(401, 'Unauthorized', 'Unauthorized'));
     }
-    const failure = this.failures.find((f) => f.method === method && f.path.test(url.pathname) && f.times > 0);
+    const watching = query.watch === 'true' || query.watch === '1';
+    const failure = this.failures.find(
+      (f) => f.method === method && f.path.test(url.pathname) && f.times > 0 && (f.on === 'any' || (f.on === 'watch') === watching),
+    );
     if (failure) {
       failure.times -= 1;
       const reason = failure.status === 409 ? 'Conflict' : failure.status === 404 ? 'NotFound' : 'InternalError';
