@@ -221,11 +221,17 @@ describe('usage errors', () => {
   });
 
   it('commands without a server side say so and exit 2', async () => {
-    for (const args of [['exports', 'ls'], ['chat', 'why?'], ['search', 'x'], ['tui']]) {
+    for (const args of [['exports', 'ls'], ['chat', 'why?'], ['search', 'x']]) {
       const result = await svc(args);
       expect(result.code).toBe(2);
       expect(result.err).toMatch(new RegExp(`^svc ${args[0]}: not available yet: `));
     }
+  });
+
+  it('svc tui refuses to start without a terminal, with exit 2', async () => {
+    const result = await svc(['tui']);
+    expect(result).toMatchObject({ code: 2, out: '' });
+    expect(result.err).toMatch(/^svc tui: needs an interactive terminal/);
   });
 });
 

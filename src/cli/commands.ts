@@ -6,6 +6,7 @@ import { type Hub, path, type Query } from './http.js';
 import { readSource, readStdin, type Stdin, secretValue } from './input.js';
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, type Row, table } from './output.js';
+import { runTui } from './tui.js';
 
 /**
  * The command table of `svc` (CONTRACTS section 7): every command, its arguments, flags and what it
@@ -642,5 +643,13 @@ export const COMMANDS: Command[] = [
   { name: 'exports', summary: 'Export manifests and runs (ls, run, runs, retry)', unavailable: 'the hub has no export API yet' },
   { name: 'chat', summary: 'Ask a question over the ingested data', unavailable: 'the hub has no chat API yet' },
   { name: 'search', summary: 'Search the ingested data', unavailable: 'the hub has no search API yet' },
-  { name: 'tui', summary: 'Full-screen terminal UI: runs, dead letters, deliveries, live events', unavailable: 'the terminal UI is not built yet' },
+  {
+    name: 'tui',
+    flags: {
+      every: { type: 'string', arg: 'DURATION', help: 'refresh runs, dead letters and deliveries this often (default 3s; 500ms, 1m, …)' },
+      topic: { type: 'string', multiple: true, arg: 'GLOB', help: 'the events view shows only these event types (repeatable)' },
+    },
+    summary: 'Full-screen terminal UI: runs, dead letters, deliveries, live events (needs a terminal)',
+    run: runTui,
+  },
 ];

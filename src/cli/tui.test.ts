@@ -1,0 +1,223 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { startDemoSource } from '../demo-source/server.js';
+import { packageRoot } from '../package-root.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { HttpError } from './errors.js';
+import type { StreamEvent } from './event-tail.js';
+import { Hub } from './http.js';
+import { main } from './main.js';
+import type { Row } from './output.js';
+import { addEvents, decodeKeys, duration, clipTo, initialState, loaded, parseEvery, reduce, refreshLists, render, type State, withStatus } from './tui.js';
+
+/** `svc tui`: render and reduce as pure functions, and the runs view loaded from a real hub. */
+
+const SIZE = { columns: 100, rows: 12 };
+const NOW = Date.parse('2025-03-01T10:00:30Z');
+
+function run(i: number, extra: Row = {}): Row {
+  return {
+    id: `${String(i).padStart(8, '0')}-aaaa-bbbb-cccc-dddddddddddd`,
+    connector: 'crm',
+    endpoint: `ep${i}`,
+    status: 'Completed',
+    recordsIn: 10 * i,
+    recordsOut: 10 * i,
+    recordsSkipped: 0,
+    startedAt: '2025-03-01T10:00:00.123Z',
+    endedAt: '2025-03-01T10:00:12.623Z',
+    ...extra,
+  };
+}
+
+function withRuns(n: number): State {
+  return loaded(initialState('http://hub', NOW), 'runs', Array.from({ length: n }, (_, i) => run(i + 1)));
+}
+
+const keys = (state: State, ...pressed: string[]) => pressed.reduce(reduce, state);
+const plain = (state: State, size = SIZE) => render(state, size, { color: false });
+
+describe('reduce', () => {
+  it('switches views with 1-4, Tab and Shift-Tab', () => {
+    const s = initialState();
+    expect(s.view).toBe('runs');
+    expect(keys(s, '2').view).toBe('dlq');
+    expect(keys(s, '4').view).toBe('events');
+    expect(keys(s, 'tab', 'tab').view).toBe('deliveries');
+    expect(keys(s, 'tab', 'tab', 'tab', 'tab').view).toBe('runs');
+    expect(keys(s, 'shift-tab').view).toBe('events');
+  });
+
+  it('keeps the selection within the list, per view', () => {
+    const s = withRuns(3);
+    expect(keys(s, 'up', 'k').selected.runs).toBe(0);
+    expect(keys(s, 'down', 'j', 'down', 'down', 'down').selected.runs).toBe(2);
+    expect(keys(s, 'end').selected.runs).toBe(2);
+    expect(keys(s, 'end', 'home').selected.runs).toBe(0);
+    expect(keys(s, 'pagedown').selected.runs).toBe(2);
+    expect(keys(s, 'down', '2', 'down').selected).toMatchObject({ runs: 1, dlq: 0 }); // an empty list stays at 0
+    expect(loaded(keys(s, 'end'), 'runs', [run(1)]).selected.runs).toBe(0); // a shorter reload clamps it
+  });
+
+  it('Enter opens the selected item as JSON, Esc closes it; q and Ctrl-C quit, r asks for a refresh', () => {
+    const s = keys(withRuns(3), 'down', 'enter');
+    expect(s.detail).toMatchObject({ title: 'Runs: 00000002-aaaa-bbbb-cccc-dddddddddddd', value: { endpoint: 'ep2' } });
+    expect(keys(s, 'escape').detail).toBeUndefined();
+    expect(keys(s, 'escape').selected.runs).toBe(1);
+    expect(keys(initialState(), 'enter').detail).toBeUndefined(); // nothing to show
+    expect(keys(s, 'q').quit).toBe(true);
+    expect(keys(initialState(), 'ctrl-c').quit).toBe(true);
+    expect(keys(initialState(), 'r').refresh).toBe(true);
+  });
+
+  it('decodes raw terminal input into keys', () => {
+    expect(decodeKeys('\x1b[A\x1b[Bjk\r\t\x1b[Z\x1b\x03q1')).toEqual(['up', 'down', 'j', 'k', 'enter', 'tab', 'shift-tab', 'escape', 'ctrl-c', 'q', '1']);
+  });
+});
+
+describe('render', () => {
+  it('draws exactly the terminal size: header, table, status line, keys', () => {
+    const lines = plain(withRuns(3));
+    expect(lines).toHaveLength(SIZE.rows);
+    for (const line of lines) expect(Array.from(line)).toHaveLength(SIZE.columns);
+    expect(lines[0]).toMatch(/^\[1 Runs\] {2}2 Dead letters {3}3 Deliveries {3}4 Events {3}http:\/\/hub/);
+    expect(lines[1]).toMatch(/^ID\s+CONNECTOR\/ENDPOINT\s+STATUS\s+IN\/OUT\/SKIPPED\s+STARTED\s+DURATION/);
+    expect(lines[2]).toMatch(/^00000001\s+crm\/ep1\s+Completed\s+10\/10\/0\s+2025-03-01 10:00:00Z\s+12\.5s/);
+    expect(lines[SIZE.rows - 2]).toMatch(/^loading…/);
+    expect(lines[SIZE.rows - 1]).toMatch(/^1-4\/Tab view/);
+  });
+
+  it('a running run counts its duration up to now', () => {
+    const s = loaded(initialState('', NOW), 'runs', [run(1, { status: 'Running', endedAt: null })]);
+    expect(plain(s)[2]).toMatch(/Running\s+10\/10\/0\s+\S+ \S+\s+29\.9s/);
+  });
+
+  it('cuts every line to the width with an ellipsis, and colours only with SGR codes', () => {
+    const s = loaded(withRuns(2), 'runs', [run(1, { errorMessage: 'x'.repeat(300) })]);
+    const narrow = plain(s, { columns: 40, rows: 8 });
+    for (const line of narrow) expect(Array.from(line).length).toBeLessThanOrEqual(40);
+    expect(narrow[2]).toMatch(/^00000001\s+crm\/ep1\s+Completed…$/);
+    expect(clipTo('abcdef', 4)).toBe('abc…');
+
+    const coloured = render(s, { columns: 40, rows: 8 });
+    expect(coloured[2]).toContain('\x1b[7m'); // the selection in reverse video
+    const stripped = coloured.map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;]*m/, ''))).join(''));
+    expect(stripped).toEqual(narrow);
+  });
+
+  it('scrolls so the selection stays visible', () => {
+    const s = keys(withRuns(50), 'end');
+    const lines = plain(s);
+    expect(lines.some((l) => l.startsWith('00000050'))).toBe(true);
+    expect(lines.some((l) => l.startsWith('00000001'))).toBe(false);
+  });
+
+  it('shows the detail pane with the JSON and scrolls it', () => {
+    const s = keys(withRuns(2), 'enter');
+    const lines = plain(s);
+    expect(lines[1]).toMatch(/^Runs: 00000001-aaaa/);
+    expect(lines[2]).toMatch(/^\{ +$/);
+    expect(lines[3]).toMatch(/^ {2}"id": "00000001-aaaa-bbbb-cccc-dddddddddddd", +$/);
+    expect(lines[SIZE.rows - 1]).toMatch(/^↑↓\/jk scroll {2}Esc back/);
+    expect(plain(keys(s, 'down'))[2]).toMatch(/^ {2}"id"/);
+  });
+
+  it('shows an HTTP error in the status line, and the lists that did load', async () => {
+    const failing = {
+      call: async (_method: string, route: string) => {
+        if (route === '/api/platform/dlq') throw new HttpError(503, 'database unavailable', { error: 'database unavailable' });
+        return { status: 200, body: route === '/api/platform/runs' ? [run(1)] : [] };
+      },
+    } as unknown as Hub;
+    const s = await refreshLists(failing, initialState(), NOW);
+    expect(s.status).toEqual({ text: 'dead letters: database unavailable (HTTP 503)', error: true });
+    const lines = plain(s);
+    expect(lines[2]).toMatch(/^00000001/);
+    expect(lines[SIZE.rows - 2]).toMatch(/^dead letters: database unavailable \(HTTP 503\) +$/);
+    expect(render(s, SIZE)[SIZE.rows - 2]!.startsWith('\x1b[31m')).toBe(true);
+    expect((await refreshLists({ call: async () => ({ status: 200, body: [] }) } as unknown as Hub, s, NOW)).status).toEqual({ text: 'updated 10:00:30 UTC', error: false });
+    // The same failure of every list is said once, naming the lists.
+    const down = { call: async () => { throw new Error('cannot reach http://127.0.0.1:9 (ECONNREFUSED)'); } } as unknown as Hub;
+    expect((await refreshLists(down, s, NOW)).status).toEqual({ text: 'runs, dead letters, deliveries: cannot reach http://127.0.0.1:9 (ECONNREFUSED)', error: true });
+  });
+
+  it('events: newest at the bottom, a bounded buffer, the selection follows new ones', () => {
+    const event = (i: number): StreamEvent => ({ id: String(i), topic: 'connector.run.completed', payload: `{"n":${i}}`, capturedAt: '2025-03-01T10:00:00Z' });
+    let s = keys(initialState(), '4');
+    expect(plain(s)[2]).toMatch(/^Waiting for events…/);
+    for (let i = 1; i <= 30; i++) s = addEvents(s, [event(i)], 20);
+    expect(s.events.map((e) => e.id)).toEqual(Array.from({ length: 20 }, (_, i) => String(i + 11)));
+    expect(s.selected.events).toBe(19);
+    const lines = plain(s);
+    expect(lines[SIZE.rows - 3]).toMatch(/^2025-03-01 10:00:00Z\s+30\s+connector\.run\.completed\s+\{"n":30\}/);
+    s = keys(s, 'up');
+    s = addEvents(s, [event(31)], 20);
+    expect(s.events[s.selected.events]!.id).toBe('29'); // a selection moved away stays on its event
+    expect(keys(s, 'enter').detail?.value).toMatchObject({ id: '29', payload: { n: 29 } });
+  });
+
+  it('formats durations and parses --every', () => {
+    expect([duration(850), duration(12_500), duration(245_000), duration(3_725_000)]).toEqual(['850ms', '12.5s', '4m05s', '1h02m']);
+    expect([parseEvery('3s'), parseEvery('500ms'), parseEvery('1m'), parseEvery('2')]).toEqual([3000, 500, 60_000, 2000]);
+    expect(() => parseEvery('fast')).toThrow('--every must be a duration');
+    expect(() => parseEvery('10ms')).toThrow('at least 500ms');
+    expect(withStatus(initialState(), 'x', true).status).toEqual({ text: 'x', error: true });
+  });
+});
+
+describe('against a real hub', () => {
+  let hub: TestHub | undefined;
+  let demo: Awaited<ReturnType<typeof startDemoSource>> | undefined;
+
+  afterAll(async () => {
+    await hub?.stop();
+    await demo?.close();
+  });
+
+  it('loads the runs of a connector applied with svc apply and renders them', async () => {
+    demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 30, log: () => undefined });
+    hub = await startTestHub();
+    const env = { SVC_URL: hub.url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: '/nonexistent/svc-tui-test.json' };
+    const svc = async (args: string[], stdin = '') => {
+      let out = '';
+      let err = '';
+      const code = await main(args, {
+        stdout: { write: (t: string) => (out += t) },
+        stderr: { write: (t: string) => (err += t) },
+        stdin: Readable.from([Buffer.from(stdin)]),
+        env,
+        signal: new AbortController().signal,
+      });
+      return { code, out, err };
+    };
+    const manifest = readFileSync(join(packageRoot(), 'examples', 'open.yaml'), 'utf8').replace('http://demo-source:8099', demo.url);
+    expect(await svc(['apply', '-f', '-'], manifest)).toEqual({ code: 0, out: 'connector/demo-open created\n', err: '' });
+    expect((await svc(['connectors', 'run', 'demo-open', '--wait'])).code).toBe(0);
+
+    const client = new Hub({ url: hub.url, devTenant: '1' });
+    try {
+      const state = await refreshLists(client, initialState(hub.url));
+      expect(state.status.error).toBe(false);
+      expect(state.lists.runs).toHaveLength(1);
+      const lines = render(state, { columns: 120, rows: 10 }, { color: false });
+      expect(lines[0]).toContain(hub.url);
+      expect(lines[2]).toMatch(/^[0-9a-f]{8}\s+demo-open\/open-partners\s+Completed\s+30\/30\/0\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\s+\d/);
+      expect(plain(keys(state, '2'))[2]).toMatch(/^No dead letters\./);
+
+      // without the dev tenant the hub refuses: the status line says so, nothing throws
+      const anonymous = new Hub({ url: hub.url });
+      try {
+        const refused = await refreshLists(anonymous, state);
+        expect(refused.status.error).toBe(true);
+        expect(refused.status.text).toMatch(/\(HTTP 40[13]\)/);
+        expect(refused.lists.runs).toHaveLength(1); // what was loaded stays
+      } finally {
+        await anonymous.close();
+      }
+    } finally {
+      await client.close();
+    }
+  });
+});

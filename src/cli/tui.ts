@@ -1,0 +1,507 @@
+import type { Ctx } from './commands.js';
+import { HttpError, UsageError } from './errors.js';
+import { type StreamEvent, tailEvents } from './event-tail.js';
+import type { Hub } from './http.js';
+import { cell, type Row } from './output.js';
+
+/**
+ * `svc tui`: a full-screen terminal UI over the same HTTP API as the other commands. The screen is
+ * a pure function of the state (`render`), key presses change the state through a pure `reduce`,
+ * and `runTui` is the thin terminal driver around them (alternate screen, raw mode, timers, the
+ * event stream). No dependency: plain ANSI escape sequences.
+ */
+
+export type View = 'runs' | 'dlq' | 'deliveries' | 'events';
+export type ListView = Exclude<View, 'events'>;
+
+export const VIEWS: View[] = ['runs', 'dlq', 'deliveries', 'events'];
+const LIST_VIEWS: ListView[] = ['runs', 'dlq', 'deliveries'];
+const TITLES: Record<View, string> = { runs: 'Runs', dlq: 'Dead letters', deliveries: 'Deliveries', events: 'Events' };
+const ROUTES: Record<ListView, string> = { runs: '/api/platform/runs', dlq: '/api/platform/dlq', deliveries: '/api/platform/deliveries' };
+
+/** The events view keeps the newest this many. */
+export const EVENT_BUFFER = 500;
+
+export interface State {
+  view: View;
+  lists: Record<ListView, Row[]>;
+  events: StreamEvent[];
+  selected: Record<View, number>;
+  /** The selected item shown as JSON instead of the list (Enter; Esc closes it). */
+  detail?: { title: string; value: unknown; scroll: number };
+  /** The status line: the last error (an HTTP error, a lost stream) or what was loaded when. */
+  status: { text: string; error: boolean };
+  /** Milliseconds since the epoch, set by the driver: the clock for durations of running runs. */
+  now: number;
+  /** Set by reduce, acted on (and cleared) by the driver. */
+  quit: boolean;
+  refresh: boolean;
+  /** Shown in the header: the hub's URL. */
+  title: string;
+}
+
+export function initialState(title = '', now = Date.now()): State {
+  return {
+    view: 'runs',
+    lists: { runs: [], dlq: [], deliveries: [] },
+    events: [],
+    selected: { runs: 0, dlq: 0, deliveries: 0, events: 0 },
+    status: { text: 'loading…', error: false },
+    now,
+    quit: false,
+    refresh: false,
+    title,
+  };
+}
+
+// ---- keys ----
+
+const SEQUENCES: Record<string, string> = {
+  '\x1b[A': 'up',
+  '\x1bOA': 'up',
+  '\x1b[B': 'down',
+  '\x1bOB': 'down',
+  '\x1b[C': 'right',
+  '\x1b[D': 'left',
+  '\x1b[5~': 'pageup',
+  '\x1b[6~': 'pagedown',
+  '\x1b[H': 'home',
+  '\x1bOH': 'home',
+  '\x1b[1~': 'home',
+  '\x1b[F': 'end',
+  '\x1bOF': 'end',
+  '\x1b[4~': 'end',
+  '\x1b[Z': 'shift-tab',
+};
+
+/** What the terminal sent in raw mode, as key names: `up`, `enter`, `escape`, `ctrl-c`, `q`, … */
+export function decodeKeys(data: string): string[] {
+  const keys: string[] = [];
+  let i = 0;
+  while (i < data.length) {
+    const ch = data[i]!;
+    if (ch === '\x1b') {
+      const seq = Object.keys(SEQUENCES).find((s) => data.startsWith(s, i));
+      if (seq) {
+        keys.push(SEQUENCES[seq]!);
+        i += seq.length;
+        continue;
+      }
+      keys.push('escape');
+      i++;
+      // an unknown CSI sequence is skipped whole
+      if (data[i] === '[') {
+        i++;
+        while (i < data.length && !/[A-Za-z~]/.test(data[i]!)) i++;
+        i++;
+      }
+      continue;
+    }
+    if (ch === '\r' || ch === '\n') keys.push('enter');
+    else if (ch === '\t') keys.push('tab');
+    else if (ch === '\x03') keys.push('ctrl-c');
+    else keys.push(ch);
+    i++;
+  }
+  return keys;
+}
+
+/** Rows of the body visible for `pageup`/`pagedown`; render keeps the selection in view anyway. */
+const PAGE = 10;
+
+export function itemsOf(state: State, view: View = state.view): unknown[] {
+  return view === 'events' ? state.events : state.lists[view];
+}
+
+function clamp(n: number, length: number): number {
+  return Math.max(0, Math.min(n, length - 1));
+}
+
+/** The state after one key. Pure. */
+export function reduce(state: State, key: string): State {
+  if (key === 'q' || key === 'ctrl-c') return { ...state, quit: true };
+  if (key === 'r') return { ...state, refresh: true };
+  const index = ['1', '2', '3', '4'].indexOf(key);
+  if (index >= 0) return { ...state, view: VIEWS[index]!, detail: undefined };
+  if (key === 'tab' || key === 'shift-tab') {
+    const step = key === 'tab' ? 1 : VIEWS.length - 1;
+    return { ...state, view: VIEWS[(VIEWS.indexOf(state.view) + step) % VIEWS.length]!, detail: undefined };
+  }
+  const move: Record<string, number> = { up: -1, k: -1, down: 1, j: 1, pageup: -PAGE, pagedown: PAGE, home: -Infinity, g: -Infinity, end: Infinity, G: Infinity };
+  if (state.detail) {
+    if (key === 'escape' || key === 'enter') return { ...state, detail: undefined };
+    if (key in move) {
+      const scroll = Math.max(0, Math.min(state.detail.scroll + move[key]!, detailLines(state.detail.value).length - 1));
+      return { ...state, detail: { ...state.detail, scroll: Number.isFinite(scroll) ? scroll : 0 } };
+    }
+    return state;
+  }
+  const items = itemsOf(state);
+  if (key in move) {
+    if (!items.length) return state;
+    return { ...state, selected: { ...state.selected, [state.view]: clamp(state.selected[state.view] + move[key]!, items.length) } };
+  }
+  if (key === 'enter') {
+    const item = items[clamp(state.selected[state.view], items.length)];
+    if (item === undefined) return state;
+    return { ...state, detail: { title: `${TITLES[state.view]}: ${itemName(state.view, item)}`, value: detailValue(state.view, item), scroll: 0 } };
+  }
+  return state;
+}
+
+function itemName(view: View, item: unknown): string {
+  const row = item as Row;
+  if (view === 'events') return `${cell(row.topic)} ${cell(row.id)}`;
+  return cell(row.id);
+}
+
+/** An event's payload arrives as a JSON string: shown parsed. */
+function detailValue(view: View, item: unknown): unknown {
+  if (view !== 'events') return item;
+  const event = item as StreamEvent;
+  try {
+    return { ...event, payload: JSON.parse(event.payload) };
+  } catch {
+    return event;
+  }
+}
+
+function detailLines(value: unknown): string[] {
+  return (JSON.stringify(value, null, 2) ?? 'null').split('\n');
+}
+
+// ---- state changes from the driver ----
+
+/** A list loaded: the selection stays on the same index, within the new length. */
+export function loaded(state: State, view: ListView, rows: Row[]): State {
+  return {
+    ...state,
+    lists: { ...state.lists, [view]: rows },
+    selected: { ...state.selected, [view]: rows.length ? clamp(state.selected[view], rows.length) : 0 },
+  };
+}
+
+/** New events at the bottom; the oldest fall out beyond `max`. A selection on the last event follows new ones. */
+export function addEvents(state: State, events: StreamEvent[], max = EVENT_BUFFER): State {
+  const following = state.selected.events >= state.events.length - 1;
+  const all = [...state.events, ...events];
+  const dropped = Math.max(0, all.length - max);
+  const kept = all.slice(dropped);
+  const selected = following ? kept.length - 1 : Math.max(0, state.selected.events - dropped);
+  return { ...state, events: kept, selected: { ...state.selected, events: Math.max(0, selected) } };
+}
+
+export function withStatus(state: State, text: string, error = false): State {
+  return { ...state, status: { text, error } };
+}
+
+/** The status line's text for what a call threw: the hub's message and status, or why it was unreachable. */
+export function errorStatus(what: string, err: unknown): string {
+  if (err instanceof HttpError) return `${what}: ${err.message} (HTTP ${err.status})`;
+  return `${what}: ${(err as Error)?.message ?? String(err)}`;
+}
+
+/** Loads the runs, dead-letter and delivery lists; a failing call leaves its list as it was and shows the error. Never throws. */
+export async function refreshLists(hub: Hub, state: State, now = Date.now()): Promise<State> {
+  const results = await Promise.all(
+    LIST_VIEWS.map(async (view) => {
+      try {
+        return { view, rows: (await hub.call<Row[]>('GET', ROUTES[view])).body };
+      } catch (err) {
+        return { view, error: errorStatus('', err).slice(2) };
+      }
+    }),
+  );
+  let next: State = { ...state, now };
+  // One entry per distinct error, naming the lists it hit (an unreachable hub is said once).
+  const errors = new Map<string, string[]>();
+  for (const r of results) {
+    if (r.rows) next = loaded(next, r.view, Array.isArray(r.rows) ? r.rows : []);
+    else errors.set(r.error!, [...(errors.get(r.error!) ?? []), TITLES[r.view].toLowerCase()]);
+  }
+  const time = new Date(now).toISOString().slice(11, 19);
+  const text = [...errors].map(([message, views]) => `${views.join(', ')}: ${message}`).join('; ');
+  return errors.size ? withStatus(next, text, true) : withStatus(next, `updated ${time} UTC`);
+}
+
+// ---- rendering ----
+
+export interface Size {
+  columns: number;
+  rows: number;
+}
+
+interface TuiColumn {
+  header: string;
+  value: (row: Row, now: number) => string;
+  max?: number;
+}
+
+const short = (value: unknown) => cell(value).slice(0, 8);
+const time = (value: unknown) => (typeof value === 'string' ? value.replace(/\.\d+Z$/, 'Z').replace('T', ' ') : cell(value));
+
+export function duration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '-';
+  if (ms < 1_000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)}s`;
+  const s = Math.floor(ms / 1_000);
+  if (s < 3_600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(s / 3_600)}h${String(Math.floor(s / 60) % 60).padStart(2, '0')}m`;
+}
+
+function runDuration(row: Row, now: number): string {
+  const start = Date.parse(String(row.startedAt));
+  if (Number.isNaN(start)) return '-';
+  const end = typeof row.endedAt === 'string' ? Date.parse(row.endedAt) : now;
+  return duration(end - start);
+}
+
+const COLUMNS: Record<View, TuiColumn[]> = {
+  runs: [
+    { header: 'ID', value: (r) => short(r.id) },
+    { header: 'CONNECTOR/ENDPOINT', value: (r) => `${cell(r.connector)}/${cell(r.endpoint)}` },
+    { header: 'STATUS', value: (r) => cell(r.status) },
+    { header: 'IN/OUT/SKIPPED', value: (r) => `${cell(r.recordsIn)}/${cell(r.recordsOut)}/${cell(r.recordsSkipped)}` },
+    { header: 'STARTED', value: (r) => time(r.startedAt) },
+    { header: 'DURATION', value: runDuration },
+    { header: 'ERROR', value: (r) => cell(r.errorMessage) },
+  ],
+  dlq: [
+    { header: 'ID', value: (r) => cell(r.id) },
+    { header: 'RUN', value: (r) => short(r.runId) },
+    { header: 'REASON', value: (r) => cell(r.skipReason) },
+    { header: 'ATTEMPTS', value: (r) => cell(r.attempts) },
+    { header: 'RESOLUTION', value: (r) => cell(r.resolution) },
+    { header: 'CAPTURED', value: (r) => time(r.capturedAt) },
+    { header: 'ERROR', value: (r) => cell(r.errorMessage) },
+  ],
+  deliveries: [
+    { header: 'ID', value: (r) => cell(r.id) },
+    { header: 'INTEGRATION', value: (r) => cell(r.integrationId) },
+    { header: 'EVENT', value: (r) => cell(r.eventType), max: 32 },
+    { header: 'KIND', value: (r) => cell(r.kind) },
+    { header: 'ATTEMPTS', value: (r) => cell(r.attempts) },
+    { header: 'OK', value: (r) => cell(r.succeeded) },
+    { header: 'HTTP', value: (r) => cell(r.http_status) },
+    { header: 'CREATED', value: (r) => time(r.createdAt) },
+    { header: 'ERROR', value: (r) => cell(r.error ?? r.closedReason) },
+  ],
+  events: [
+    { header: 'CAPTURED', value: (r) => time(r.capturedAt) },
+    { header: 'ID', value: (r) => cell(r.id) },
+    { header: 'TOPIC', value: (r) => cell(r.topic), max: 40 },
+    { header: 'PAYLOAD', value: (r) => cell(r.payload) },
+  ],
+};
+
+const EMPTY: Record<View, string> = { runs: 'No runs.', dlq: 'No dead letters.', deliveries: 'No deliveries.', events: 'Waiting for events…' };
+
+/** Cuts a line to `width` characters (code points), with an ellipsis when something was cut. */
+export function clipTo(text: string, width: number): string {
+  const chars = Array.from(text);
+  if (chars.length <= width) return text;
+  return width <= 0 ? '' : `${chars.slice(0, width - 1).join('')}…`;
+}
+
+const pad = (text: string, width: number) => text + ' '.repeat(Math.max(0, width - Array.from(text).length));
+
+const ESC = '\x1b[';
+const paint = (on: boolean, code: string, text: string) => (on ? `${ESC}${code}m${text}${ESC}0m` : text);
+
+/**
+ * The whole screen: exactly `size.rows` lines, none longer than `size.columns` characters. Without
+ * `color` the lines are plain text; with it they carry SGR colour codes only (no cursor movement).
+ */
+export function render(state: State, size: Size, options: { color?: boolean } = {}): string[] {
+  const color = options.color ?? true;
+  const width = Math.max(1, size.columns);
+  const height = Math.max(1, size.rows);
+  const line = (text: string, code?: string) => {
+    const fitted = pad(clipTo(text, width), width);
+    return code ? paint(color, code, fitted) : fitted;
+  };
+
+  const tabs = VIEWS.map((v, i) => (v === state.view ? `[${i + 1} ${TITLES[v]}]` : ` ${i + 1} ${TITLES[v]} `)).join(' ');
+  const header = line(`${tabs}${state.title ? `  ${state.title}` : ''}`, '1');
+  const status = line(state.status.text, state.status.error ? '31' : '2');
+  const help = line(state.detail ? '↑↓/jk scroll  Esc back  q quit' : '1-4/Tab view  ↑↓/jk move  Enter detail  r refresh  q quit', '2');
+
+  const bodyHeight = Math.max(0, height - 3);
+  const body = state.detail ? detailBody(state.detail, bodyHeight, line) : listBody(state, bodyHeight, width, line);
+  const screen = [header, ...body];
+  while (screen.length < height - 2) screen.push(line(''));
+  screen.push(status, help);
+  return screen.slice(-height);
+}
+
+function detailBody(detail: NonNullable<State['detail']>, height: number, line: (text: string, code?: string) => string): string[] {
+  if (height <= 0) return [];
+  const lines = detailLines(detail.value);
+  return [line(detail.title, '1'), ...lines.slice(detail.scroll, detail.scroll + height - 1).map((l) => line(l))];
+}
+
+function listBody(state: State, height: number, width: number, line: (text: string, code?: string) => string): string[] {
+  if (height <= 0) return [];
+  const view = state.view;
+  const items = itemsOf(state) as Row[];
+  const columns = COLUMNS[view];
+  if (!items.length) return [line(columns.map((c) => c.header).join('  '), '1'), line(EMPTY[view])];
+  const cells = items.map((row) => columns.map((c) => clipTo(c.value(row, state.now), c.max ?? width)));
+  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => Array.from(r[i]!).length)));
+  const join = (values: string[]) => values.map((v, i) => (i === values.length - 1 ? v : pad(v, widths[i]!))).join('  ');
+  const visible = height - 1;
+  const selected = clamp(state.selected[view], items.length);
+  // The window scrolls to keep the selection in the middle; on the last item (new events) it shows the bottom.
+  const top = Math.max(0, Math.min(selected - Math.floor(visible / 2), items.length - visible));
+  const shown = cells.slice(top, top + visible).map((r, i) => line(join(r), top + i === selected ? '7' : undefined));
+  return [line(join(columns.map((c) => c.header)), '1'), ...shown];
+}
+
+// ---- the terminal driver ----
+
+/** `3s`, `500ms`, `1m`, or seconds as a bare number; at least 0.5 s. */
+export function parseEvery(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
+  if (!m) throw new UsageError(`--every must be a duration like 3s, 500ms or 1m, not '${text}'`);
+  const ms = Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60_000 : 1_000);
+  if (ms < 500) throw new UsageError(`--every must be at least 500ms, not '${text}'`);
+  return ms;
+}
+
+interface Terminal {
+  isTTY?: boolean;
+  columns?: number;
+  rows?: number;
+  write(text: string): unknown;
+  on(event: 'resize', listener: () => void): unknown;
+  off(event: 'resize', listener: () => void): unknown;
+}
+
+export async function runTui(c: Ctx): Promise<number> {
+  const stdin = c.io.stdin;
+  const stdout = c.io.stdout as Partial<Terminal>;
+  if (!stdin.isTTY || !stdout.isTTY || typeof stdin.setRawMode !== 'function' || typeof stdout.on !== 'function') {
+    c.err('svc tui: needs an interactive terminal (stdin and stdout must be a TTY); in scripts use svc runs ls, svc dlq ls, svc deliveries ls, svc events tail\n');
+    return 2;
+  }
+  const every = parseEvery((c.opts.every as string | undefined) ?? '3s');
+  const topics = (c.opts.topic as string[] | undefined) ?? [];
+  const term = stdout as Terminal;
+  const hub = c.hub();
+  let state = initialState(hub.target.url);
+
+  const stream = new AbortController();
+  const stopStream = () => stream.abort();
+  c.signal.addEventListener('abort', stopStream, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  let restored = false;
+  const restore = () => {
+    if (restored) return;
+    restored = true;
+    try {
+      stdin.setRawMode!(false);
+    } catch {
+      // the terminal is gone
+    }
+    term.write(`${ESC}0m${ESC}?25h${ESC}?1049l`);
+  };
+  process.once('exit', restore);
+
+  let finish: () => void = () => undefined;
+  let fail: (err: unknown) => void = () => undefined;
+  const done = new Promise<void>((resolve, reject) => {
+    finish = resolve;
+    fail = reject;
+  });
+
+  const draw = () => {
+    if (restored) return;
+    const lines = render({ ...state, now: Date.now() }, { columns: term.columns ?? 80, rows: term.rows ?? 24 });
+    term.write(`${ESC}H${lines.join(`${ESC}K\r\n`)}${ESC}K`);
+  };
+  const guard =
+    <A extends unknown[]>(fn: (...args: A) => void) =>
+    (...args: A) => {
+      try {
+        fn(...args);
+      } catch (err) {
+        fail(err);
+      }
+    };
+
+  let loading = false;
+  const refresh = async () => {
+    if (loading) return;
+    loading = true;
+    try {
+      const next = await refreshLists(hub, state);
+      // keys pressed while loading are kept: only the lists, clock and status come from the load
+      state = { ...state, lists: next.lists, selected: { ...state.selected, ...pick(next.selected) }, status: next.status, now: next.now };
+      draw();
+    } catch (err) {
+      fail(err);
+    } finally {
+      loading = false;
+    }
+  };
+  const pick = (s: State['selected']) => ({ runs: s.runs, dlq: s.dlq, deliveries: s.deliveries });
+
+  const onData = guard((data: Buffer | string) => {
+    for (const key of decodeKeys(typeof data === 'string' ? data : data.toString('utf8'))) {
+      state = reduce(state, key);
+      if (state.quit) return finish();
+      if (state.refresh) {
+        state = { ...state, refresh: false };
+        void refresh();
+      }
+    }
+    draw();
+  });
+  const onResize = guard(draw);
+  const onSignal = () => finish();
+
+  try {
+    term.write(`${ESC}?1049h${ESC}?25l${ESC}2J`);
+    stdin.setRawMode(true);
+    stdin.setEncoding('utf8');
+    stdin.on('data', onData);
+    stdin.resume();
+    term.on('resize', onResize);
+    process.once('SIGTERM', onSignal);
+    c.signal.addEventListener('abort', onSignal, { once: true });
+    draw();
+    void refresh();
+    timer = setInterval(() => void refresh(), every);
+    tailEvents(hub, {
+      topics,
+      signal: stream.signal,
+      onEvent: guard((event: StreamEvent) => {
+        state = addEvents(state, [event]);
+        draw();
+      }),
+      onNotice: guard((text: string) => {
+        state = withStatus(state, `events: ${text}`, true);
+        draw();
+      }),
+    }).catch(
+      guard((err: unknown) => {
+        if (stream.signal.aborted) return;
+        state = withStatus(state, `${errorStatus('events', err)} (the events view stays empty; restart svc tui to retry)`, true);
+        draw();
+      }),
+    );
+    await done;
+    return 0;
+  } finally {
+    clearInterval(timer);
+    stream.abort();
+    stdin.off('data', onData);
+    stdin.pause();
+    term.off('resize', onResize);
+    process.off('SIGTERM', onSignal);
+    process.off('exit', restore);
+    c.signal.removeEventListener('abort', onSignal);
+    c.signal.removeEventListener('abort', stopStream);
+    restore();
+  }
+}
