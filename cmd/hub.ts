@@ -149,9 +149,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       name: 'hooks',
       every: config.duration('svc.hooks.sweep-every'),
       batch: 500,
-      handle: async (event) => {
-        await services.hooks.run({ tenantId: event.tenantId, type: event.type, payload: event.payload, id: event.id });
-      },
+      handle: async (event) => (await services.hooks.run({ tenantId: event.tenantId, type: event.type, payload: event.payload, id: event.id })).length > 0,
     });
     await hookLoop.start(leaderClocks, listener);
     // E-mail rules: one message per matching event and rule, best effort (services.mailer is read
@@ -161,9 +159,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       name: 'email',
       every: config.duration('svc.email.sweep-every'),
       batch: 100,
-      handle: async (event) => {
-        await email.handle(event);
-      },
+      handle: async (event) => (await email.handle(event)).length > 0,
     });
     await emailLoop.start(leaderClocks, listener);
     if (mailer.mode === 'mocked') logger().info('e-mail rules: svc.mail.host is not set, messages are logged as mocked and not sent');

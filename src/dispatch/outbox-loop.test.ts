@@ -54,4 +54,48 @@ describe('outbox loop', () => {
     expect(await loop.drain()).toBe(0);
     await clock.stop();
   });
+
+  it('moves the cursor past events that needed nothing once per run of them, and never hands them over twice', async () => {
+    let cursorWrites = 0;
+    const counting = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop === 'crossTenantQuery') {
+          return (job: string, text: string, values?: unknown[]) => {
+            if (/update events\.consumer_cursors/.test(text)) cursorWrites++;
+            return target.crossTenantQuery(job, text, values);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const seen: number[] = [];
+    let failOn: number | undefined = 17;
+    const loop = new OutboxLoop(counting, {
+      name: 'loop-skip-test',
+      every: 60_000,
+      batch: 100,
+      handle: async (event) => {
+        const orgId = event.payload.orgId as number;
+        if (orgId === failOn) {
+          failOn = undefined;
+          throw new Error('mail server down');
+        }
+        seen.push(orgId);
+        return orgId % 10 === 0; // only every tenth event needs anything
+      },
+    });
+    const clock = new ClockRunner();
+    await loop.start(clock);
+    for (let i = 11; i <= 30; i++) await emit(i);
+    // 11..16 need nothing, 17 fails: the cursor moves past 16 in one write, 17 comes again.
+    expect(await drainUntil(loop, 6)).toBe(6);
+    expect(cursorWrites).toBe(1);
+    expect(await drainUntil(loop, 14)).toBe(14);
+    expect(seen).toEqual([11, 12, 13, 14, 15, 16, ...Array.from({ length: 14 }, (_, i) => 17 + i)]);
+    // 17..19 nothing, 20 acted (one write), 21..29 nothing, 30 acted (one write).
+    expect(cursorWrites).toBe(3);
+    expect(await loop.drain()).toBe(0);
+    await clock.stop();
+  });
 });

@@ -11,8 +11,14 @@ export interface OutboxLoopOptions {
   /** Sweep cadence (the safety net; NOTIFY wakes the loop sooner). */
   every: number;
   batch: number;
-  /** Handles one event. A throw stops the batch there; the event is read again on the next pass. */
-  handle?: (event: OutboxEvent) => Promise<void>;
+  /**
+   * Handles one event. A throw stops the batch there; the event is read again on the next pass.
+   * Returning `false` says the event needed nothing (no rule, no hook matched): the cursor then
+   * moves past it with the next event that did need something, or at the end of the batch, so a
+   * run of such events costs one cursor write instead of one each (a crash re-reads them, harmlessly).
+   */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing counts as having acted
+  handle?: (event: OutboxEvent) => Promise<boolean | void>;
   /**
    * Instead of `handle`: handles a whole batch at once (the cursor then advances past the batch). A
    * throw leaves the cursor before the batch, which is read again on the next pass, so the handler
@@ -31,7 +37,8 @@ const VISIBILITY_POLL_MAX_MS = 1_000;
 /**
  * An outbox consumer on the clock: reads a batch after its cursor, hands each event over in order,
  * and advances the cursor after each handled event (or after each batch with `handleBatch`), so a
- * crash re-reads at most one event (one batch). Woken at once by NOTIFY, swept every `every`
+ * crash re-reads at most one event that did something (one batch); events the handler says needed
+ * nothing are passed with the next cursor write instead of one write each. Woken at once by NOTIFY, swept every `every`
  * regardless. A wake-up that arrives while a pass runs makes the pass go round once more, and
  * events already committed but held back by an older transaction still running (the outbox is
  * read in commit order, docs/operations.md) are polled for with a short back-off instead of waiting
@@ -136,16 +143,27 @@ export class OutboxLoop {
           handled += events.length;
         }
       } else {
+        // The position of handled events that needed nothing, not yet written to the cursor.
+        let skipped: OutboxEvent['position'] | undefined;
         for (const event of events) {
+          // biome-ignore lint/suspicious/noConfusingVoidType: what `handle` returns
+          let acted: boolean | void;
           try {
-            await this.options.handle!(event);
+            acted = await this.options.handle!(event);
           } catch (err) {
+            if (skipped) await this.consumer.advance(skipped);
             logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
             return handled;
           }
-          await this.consumer.advance(event.position);
           handled++;
+          if (acted === false) {
+            skipped = event.position;
+            continue;
+          }
+          await this.consumer.advance(event.position);
+          skipped = undefined;
         }
+        if (skipped) await this.consumer.advance(skipped);
       }
       if (events.length < this.options.batch) return handled;
     }
