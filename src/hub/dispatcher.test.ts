@@ -10,6 +10,7 @@ import { CLOSED_REASON, type IntegrationPatch } from './model.js';
 import { AttemptPool } from './pool.js';
 import { WebhookSender } from './sender.js';
 import { DeliveryWorker } from './worker.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * The consumer's matching and the retry sweep's claims, below HTTP: a real database, a recording
@@ -235,6 +236,8 @@ describe('the worker', () => {
         const e = await emit(1, 20);
         expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
         await receiver.waitFor(1, '/claimed');
+        // The answer arrives after the receiver saw the request; stopping before would abort the attempt.
+        await until('the outcome written', async () => (await rowsOf(i.id))[0]?.attempts === 1);
         await w.stop();
       } finally {
         t.db.worker.query = original;
@@ -274,6 +277,7 @@ describe('the worker', () => {
         await new Promise((r) => setTimeout(r, 400)); // the claims' read is stale now
         release();
         await receiver.waitFor(5, '/claimed-backlog');
+        await until('the outcomes written', async () => (await rowsOf(i.id)).every((r) => r.attempts === 1));
         await w.stop();
       } finally {
         t.db.worker.query = original;
