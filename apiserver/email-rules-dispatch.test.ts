@@ -4,6 +4,7 @@ import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
 import { type ReceivedMail, startSmtpServer, type TestSmtpServer, toAddresses } from '../test/harness/smtp.js';
 import { type Client, devClient, ownerClient } from './admin-test-client.js';
+import { until as untilProbe } from '../test/harness/until.js';
 
 /**
  * E-mail rules for real events: `svc-hub all` (background on) consumes the outbox and sends one
@@ -66,13 +67,7 @@ async function eventIdOf(type: string, field: string, value: unknown): Promise<n
   return Number(rows[0]!.id);
 }
 
-async function until(predicate: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const until = (predicate: () => boolean, what: string, ms = 5000) => untilProbe(what, predicate, ms);
 
 /** Lets the consumer run a few more sweeps, so that a message that should not come has had its chance. */
 const settle = () => new Promise((r) => setTimeout(r, 600));

@@ -4,6 +4,7 @@ import { Catalog, loadCatalog } from '../src/events/catalog.js';
 import { packageRoot } from '../src/package-root.js';
 import { HookRunner } from '../src/platform/hooks/runner.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { until as untilProbe } from '../test/harness/until.js';
 
 /**
  * Hooks run for real events: `svc-hub all` (background on) consumes the outbox and hands each event
@@ -30,13 +31,7 @@ afterAll(async () => {
   await hub.stop();
 });
 
-async function until(predicate: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out; ran ${JSON.stringify(ran)}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const until = (predicate: () => boolean, ms = 5000) => untilProbe('the hooks', predicate, { timeoutMs: ms, detail: () => `ran ${JSON.stringify(ran)}` });
 
 const headers = { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' };
 

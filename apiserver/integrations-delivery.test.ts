@@ -5,6 +5,7 @@ import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../s
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type Received, type Receiver, startReceiver, verifySvcSignature } from '../test/harness/receiver.js';
 import { client, type Client } from './admin-test-client.js';
+import { until } from '../test/harness/until.js';
 
 /**
  * Webhooks end to end (`svc-hub all`: API and dispatcher in one process, clocks shortened): real
@@ -77,16 +78,6 @@ async function deliveries(id: number, query = '', c: Client = t1, tenant = 1): P
   const res = await c.get(`/api/tenants/${tenant}/integrations/${id}/deliveries${query}`);
   expect(res.status).toBe(200);
   return res.body as Delivery[];
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await fn();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -7,6 +7,7 @@ import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type Receiver, startReceiver, verifySvcSignature } from '../test/harness/receiver.js';
+import { until as untilProbe } from '../test/harness/until.js';
 
 /**
  * `svc-hub dispatch` as it runs: two dispatcher processes on one database (an API-only hub in this
@@ -69,15 +70,9 @@ function spawnDispatcher(): Dispatcher {
   return d;
 }
 
-async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await fn();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; outputs:\n${dispatchers.map((d) => d.output()).join('\n----\n')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Polls; on a timeout the error carries what the dispatchers printed. */
+const until = <T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, ms = 20_000) =>
+  untilProbe(what, fn, { timeoutMs: ms, everyMs: 50, detail: () => `outputs:\n${dispatchers.map((d) => d.output()).join('\n----\n')}` });
 
 const leads = (d: Dispatcher) => /leadership acquired/.test(d.output());
 

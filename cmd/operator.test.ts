@@ -8,6 +8,7 @@ import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { KubeApiStandIn } from '../test/harness/kube-api.js';
 import { loadRunJobTemplate, type OperatorProcess, operatorLeaseName, startOperator } from './operator.js';
+import { until } from '../test/harness/until.js';
 
 /**
  * `svc-hub operator` as a process would run it (startOperator), against a SCRIPTED KUBERNETES API
@@ -21,16 +22,6 @@ let api: KubeApiStandIn;
 let dir: string;
 let ownerUrl: string;
 const operators: OperatorProcess[] = [];
-
-async function until<T>(what: string, probe: () => T | undefined | false, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const config = (overrides: Record<string, string | number | boolean> = {}) =>
   Config.load({

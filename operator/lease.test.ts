@@ -7,6 +7,7 @@ import { AdvisoryLockElector, Leadership } from '../src/dispatch/leader.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from './kube-config.js';
 import { LeaseElector, type LeaseElectorOptions } from './lease.js';
+import { until } from '../test/harness/until.js';
 
 /**
  * The Lease elector against the SCRIPTED Kubernetes API STAND-IN (test/harness/kube-api.ts; no API
@@ -40,14 +41,6 @@ function elector(name: string, identity: string, options: Partial<LeaseElectorOp
   const losses: number[] = [];
   e.onLost(() => losses.push(Date.now()));
   return Object.assign(e, { losses });
-}
-
-async function until(what: string, predicate: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 describe('Lease elector (against the Kubernetes API stand-in)', () => {

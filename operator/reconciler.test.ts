@@ -8,6 +8,7 @@ import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from './kube-config.js';
 import { FINALIZER, manifestOf, Operator, type Resource } from './reconciler.js';
+import { until } from '../test/harness/until.js';
 
 /**
  * The reconciler against a SCRIPTED KUBERNETES API STAND-IN (test/harness/kube-api.ts: no API
@@ -39,16 +40,6 @@ const connector = (name: string) => api.get(API_VERSION, 'connectors', NS, name)
 const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', NS, name);
 const ready = (name: string) => connector(name)?.status?.conditions?.find((c) => c.type === 'Ready');
 const writes = () => api.requests.filter((r) => r.method !== 'GET').length;
-
-async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 /** Waits until nothing has been written to the stand-in for `quietMs`. */
 async function settled(quietMs = 400): Promise<void> {

@@ -5,6 +5,7 @@ import type { PageReader } from './runner.js';
 import { createRun, getRun, INTERRUPTED_MESSAGE } from './runs/ledger.js';
 import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * Runs left Running by a process that died are failed by the interrupted-run sweep (leader-gated,
@@ -16,16 +17,6 @@ import type { ConnectorSpec } from './types.js';
 let hub: TestHub;
 let owner: pg.Client;
 let connector: ConnectorSpec;
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** Pages that take their time: one row, a pause longer than the stale limit, another row. */
 const slowReader = (pauseMs: number): PageReader => ({

@@ -3,6 +3,7 @@ import { type MigratedDatabase, migratedDatabase } from '../../test/harness/data
 import { ClockRunner } from '../clock/clock.js';
 import { roleUrl } from '../db/roles.js';
 import { AdvisoryLockElector, Leadership } from './leader.js';
+import { until } from '../../test/harness/until.js';
 
 /** The PostgreSQL advisory-lock elector and the leadership gate, against a real server. */
 
@@ -17,14 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await t.close();
 });
-
-async function until(what: string, predicate: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** The backend of the connection that holds the lock (followers keep a connection of the same name open). */
 async function backendPid(key: string): Promise<number> {

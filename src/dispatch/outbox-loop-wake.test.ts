@@ -6,6 +6,7 @@ import { loadCatalog } from '../events/catalog.js';
 import { OutboxListener } from '../events/listener.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { OutboxLoop } from './outbox-loop.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * The loop's wake-ups with a sweep far away (60 s): NOTIFY during a pass makes the pass go round
@@ -28,14 +29,6 @@ afterAll(async () => {
   await listener.stop();
   await t.close();
 });
-
-async function until(what: string, predicate: () => boolean, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 describe('outbox loop wake-ups', () => {
   it('an event written during a pass is handled right after it, not at the next sweep', async () => {
