@@ -488,9 +488,8 @@ describe('the Dockerfile', () => {
 
   it('runs the compiled dist/ from bin/svc-hub.js when the cmd/ sources are absent, as in the image', () => {
     const image = tempDir();
-    mkdirSync(join(image, 'bin'));
     mkdirSync(join(image, 'dist', 'cmd'), { recursive: true });
-    cpSync(join(ROOT, 'bin', 'svc-hub.js'), join(image, 'bin', 'svc-hub.js'));
+    cpSync(join(ROOT, 'bin'), join(image, 'bin'), { recursive: true }); // as the Dockerfile: COPY bin ./bin
     writeFileSync(join(image, 'package.json'), '{"type":"module"}');
     writeFileSync(join(image, 'dist', 'cmd', 'svc-hub.js'), 'export async function main(argv) { process.stdout.write("dist " + argv.join(" ")); return 0; }\n');
     const result = spawnSync(process.execPath, [join(image, 'bin', 'svc-hub.js'), 'serve'], { encoding: 'utf8' });
