@@ -20,7 +20,6 @@
  *   BENCH_EMITTER=child BENCH_RATE=1000 npm run bench:deliver    # a separate writer, 1000 events/s
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -29,11 +28,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/hub.js';
-import { Config } from '../src/config/config.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import { perSecond, round, table } from './support/measure.js';
+import { benchConfig } from './support/hub-config.js';
 
 const EVENTS = positiveInt('BENCH_EVENTS', 20_000);
 const BATCH = positiveInt('BENCH_BATCH', 100);
@@ -338,17 +337,7 @@ async function main(): Promise<void> {
   let emitter: Emitter | undefined;
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
-    const config = Config.load({
-      env: {},
-      overrides: {
-        'svc.datasource.url': database.url,
-        'svc.data-dir': join(dir, 'hub'),
-        'svc.secret.master-key': randomBytes(32).toString('hex'),
-        'svc.http.port': 0,
-        'svc.log.level': 'warn',
-        ...(process.env.BENCH_PER_INTEGRATION ? { 'svc.webhook.concurrency-per-integration': positiveInt('BENCH_PER_INTEGRATION', 8) } : {}),
-      },
-    });
+    const config = benchConfig(database.url, dir, process.env.BENCH_PER_INTEGRATION ? { 'svc.webhook.concurrency-per-integration': positiveInt('BENCH_PER_INTEGRATION', 8) } : {});
     const concurrency = config.int('svc.webhook.concurrency');
     const perIntegration = config.int('svc.webhook.concurrency-per-integration');
     hub = await startHub(config, { api: true, background: true });

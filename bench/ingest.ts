@@ -22,7 +22,7 @@
  * BENCH_RATE_LIMIT (the manifests' default_rate_limit, default unset: the hub's 100/s),
  * BENCH_CPU_PROFILE=<file> (a V8 .cpuprofile of this process during the first round's hub runs).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
@@ -31,7 +31,6 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/hub.js';
-import { Config } from '../src/config/config.js';
 import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
 import { upsertChunk } from '../src/connectors/target/writer.js';
 import type { Target } from '../src/connectors/types.js';
@@ -40,6 +39,7 @@ import { generatePartners, type Partner } from '../src/demo-source/data.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { type CopyFigures, copyCeilingInProcess } from './support/copy-ceiling.js';
 import { CpuMeter, type CpuSplit, type DemoSourceProcess, mib, perSecond, postmasterPid, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { benchConfig } from './support/hub-config.js';
 
 const ROWS = positiveInt('DEMO_ROWS', 200_000);
 const CHUNK = positiveInt('BENCH_CHUNK_SIZE', 1000);
@@ -301,17 +301,7 @@ async function main(): Promise<void> {
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
     source = await startDemoSourceProcess(ROWS);
-    const config = Config.load({
-      env: {},
-      overrides: {
-        'svc.datasource.url': database.url,
-        'svc.data-dir': join(dir, 'hub'),
-        'svc.secret.master-key': randomBytes(32).toString('hex'),
-        'svc.http.port': 0,
-        'svc.log.level': 'warn',
-        'svc.connectors.chunk-size': CHUNK,
-      },
-    });
+    const config = benchConfig(database.url, dir, { 'svc.connectors.chunk-size': CHUNK });
     hub = await startHub(config, { api: true, background: false });
     owner = new pg.Client({ connectionString: database.url });
     await owner.connect();
