@@ -344,11 +344,16 @@ export class Operator {
       }
     }
     if (!code) return { problem: `no tenant: label ${TENANT_LABEL} is set neither on the resource nor on its namespace ${resource.metadata.namespace}` };
-    const { rows } = await this.options.db.withoutTenant((tx) => tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1', [code]));
-    const row = rows[0];
+    const row = await this.tenant(code);
     if (!row) return { problem: `no tenant: tenant ${code} (label ${TENANT_LABEL} on ${where}) does not exist` };
     if (!row.active) return { problem: `no tenant: tenant ${code} (label ${TENANT_LABEL} on ${where}) is inactive` };
-    return { code, id: Number(row.id) };
+    return { code, id: row.id };
+  }
+
+  /** The tenant of that code, active or not. */
+  private async tenant(code: string): Promise<{ id: number; active: boolean } | undefined> {
+    const { rows } = await this.options.db.withoutTenant((tx) => tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1', [code]));
+    return rows[0] ? { id: Number(rows[0].id), active: rows[0].active } : undefined;
   }
 
   private async apply(kind: ManifestKind, resource: Resource, tenant: { code: string; id: number }): Promise<({ ok: true; schedule: string | null; warnings: string[] }) | (Outcome & { ok: false })> {
@@ -356,10 +361,7 @@ export class Operator {
     try {
       return await this.options.db.withTenant(tenant.id, async (tx) => {
         const stored = await kind.hub.stored(tx, resource.metadata.name);
-        if (stored && canonical(stored.manifest) === canonical(manifest)) {
-          const schedule = typeof resource.spec?.schedule === 'string' && resource.spec.schedule.trim() ? resource.spec.schedule : null;
-          return { ok: true as const, schedule, warnings: [] };
-        }
+        if (stored && canonical(stored.manifest) === canonical(manifest)) return { ok: true as const, schedule: stored.schedule, warnings: [] };
         const result = await kind.hub.apply(tx, manifest, this.options.actor ?? 'operator');
         logger().info({ kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code }, `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
         return { ok: true as const, schedule: result.schedule, warnings: result.warnings };
@@ -471,10 +473,9 @@ export class Operator {
   }
 
   private async removeFromHub(kind: ManifestKind, tenantCode: string, name: string): Promise<void> {
-    const { rows } = await this.options.db.withoutTenant((tx) => tx.query<{ id: number }>('select id from core.tenants where code = $1', [tenantCode]));
-    const id = rows[0]?.id;
-    if (id === undefined) return;
-    const removed = await this.options.db.withTenant(Number(id), (tx) => kind.hub.remove(tx, name));
+    const tenant = await this.tenant(tenantCode);
+    if (!tenant) return;
+    const removed = await this.options.db.withTenant(tenant.id, (tx) => kind.hub.remove(tx, name));
     if (removed) logger().info({ kind: kind.kind, name, tenant: tenantCode }, `${kind.kind} ${name} deleted from tenant ${tenantCode}`);
   }
 

@@ -1,7 +1,7 @@
 import type { Tx } from '../db/database.js';
 import type { ManifestHandler } from '../manifests/kinds.js';
 import { listRuns } from './runs/ledger.js';
-import { applyConnector, deleteConnector, getConnector } from './store.js';
+import { applyConnector, deleteConnector, storedManifest } from './store.js';
 
 /**
  * What the operator (or any other manifest source) does with a Connector: the very functions the
@@ -9,17 +9,14 @@ import { applyConnector, deleteConnector, getConnector } from './store.js';
  * tenant transaction.
  */
 export const connectorHandler: ManifestHandler = {
-  async stored(tx: Tx, name: string) {
-    const found = await getConnector(tx, name);
-    return found ? { manifest: found.manifest } : undefined;
-  },
+  stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string) {
     const result = await applyConnector(tx, manifest, { actor });
     return { created: result.created, warnings: result.warnings.map((w) => (w.field ? `${w.field}: ${w.message}` : w.message)), schedule: result.connector.schedule ?? null };
   },
   remove: (tx: Tx, name: string) => deleteConnector(tx, name),
   async lastRun(tx: Tx, name: string) {
-    const found = await getConnector(tx, name);
+    const found = await storedManifest(tx, name);
     if (!found) return undefined;
     const [run] = await listRuns(tx, 1, found.id);
     return run ? { id: run.id, status: run.status, endedAt: run.endedAt } : undefined;

@@ -176,6 +176,12 @@ export async function listConnectors(tx: Tx): Promise<ConnectorRecord[]> {
   return (await records(tx, rows)).map(({ manifest: _m, spec: _s, ...record }) => record);
 }
 
+/** The id, the manifest as applied and the schedule of the connector of that name (one row, nothing derived). */
+export async function storedManifest(tx: Tx, name: string): Promise<{ id: string; manifest: unknown; schedule: string | null } | undefined> {
+  const { rows } = await tx.query<{ id: string; manifest: unknown; schedule: string | null }>('select id, manifest, schedule from connectors.connectors where name = $1', [name]);
+  return rows[0];
+}
+
 /** One connector with its stored manifest and normalised spec. */
 export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetail | undefined> {
   const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [name]);

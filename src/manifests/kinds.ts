@@ -24,8 +24,8 @@ export interface PrinterColumn {
  * to `POST /api/<plural>/apply`. The operator calls these and nothing kind-specific.
  */
 export interface ManifestHandler {
-  /** The manifest as last applied, or undefined when the hub holds no such name. */
-  stored(tx: Tx, name: string): Promise<{ manifest: unknown } | undefined>;
+  /** The manifest as last applied and its schedule, or undefined when the hub holds no such name. */
+  stored(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null } | undefined>;
   /** Validates and stores (create or update by name); throws ValidationError naming the field. */
   apply(tx: Tx, manifest: unknown, actor: string): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
   /** Deletes by name (with what it owns in the hub); false when there was none. */
