@@ -263,7 +263,7 @@ automountServiceAccountToken: {{ .automountToken }}
 {{- end }}
 
 {{/*
-The custom resources the operator reconciles, by API group (CONTRACTS.md section 5). test/chart.test.ts
+The custom resources the operator reconciles, by API group. test/chart.test.ts
 fails when a CRD in files/crds/ names a group or plural missing here.
 */}}
 {{- define "svc-hub.customResources" -}}

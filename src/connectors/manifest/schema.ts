@@ -214,7 +214,7 @@ const spec: Schema = {
 export const connectorManifestSchema: Schema = {
   $schema: 'https://json-schema.org/draft/2020-12/schema',
   title: 'Connector (connectors.svc.io/v1)',
-  description: 'A connector manifest (spec 3): the same bytes go to POST /api/connectors/apply or to kubectl apply.',
+  description: 'A connector manifest: the same bytes go to POST /api/connectors/apply or to kubectl apply.',
   type: 'object',
   required: ['apiVersion', 'kind', 'metadata', 'connector_type', 'spec'],
   additionalProperties: false,
