@@ -1,13 +1,12 @@
-import pg from 'pg';
 import type { Tx } from '../../db/database.js';
-import { extTableName } from './ddl.js';
+import { tenantTableSql, tenantTableText } from './ddl.js';
 
 /**
  * What deleting a connector or purging an endpoint does to the data it ingested, inside the
- * caller's tenant transaction. The `ext.*` tables are shared by every tenant that names them
- * (row-level security keeps tenants apart): a delete removes this connector's rows and its
- * registrations; the table itself is dropped by the owner once nothing is registered on it and it
- * is empty (ExtSchema.dropUnused, on the scheduler's tick). Retrieval chunks join here when the
+ * caller's tenant transaction (as the application role). Every tenant has its own ext tables
+ * (schema `ext_t<id>`, src/connectors/target/ddl.ts): a delete removes this connector's rows and its
+ * registrations; the tables themselves are dropped by the owner once the delete has committed and
+ * nothing of the tenant registers them (ExtSchema.dropUnused). Retrieval chunks join here when the
  * retrieval area exists.
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
@@ -27,9 +26,13 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
 }
 
 async function deleteRows(tx: Tx, table: string, where: string, values: unknown[]): Promise<void> {
-  const name = extTableName(table);
-  if (!name) return;
-  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [`ext.${name}`]);
+  let sql: string;
+  try {
+    sql = tenantTableSql(tx.tenantId, table);
+  } catch {
+    return; // a registration that names no usable table (never written by the runner)
+  }
+  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
   if (!exists.rows[0]?.t) return;
-  await tx.query(`delete from ext.${pg.escapeIdentifier(name)} where ${where}`, values);
+  await tx.query(`delete from ${sql} where ${where}`, values);
 }
