@@ -4,6 +4,7 @@ import { stringify } from 'yaml';
 import { startDemoSource } from '../src/demo-source/server.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { until } from '../test/harness/until.js';
+import { deleteConnector } from '../src/connectors/store.js';
 import { ownerClient } from './admin-test-client.js';
 
 /**
@@ -185,4 +186,31 @@ describe('connector delete and endpoint purge against real rows', () => {
     expect(await applyAndRun(B, 'ledger', 'accounts', 'ext.accounts')).toMatchObject({ status: 'Completed', recordsOut: ROWS });
     expect(await count('ext_t3.accounts')).toBe(ROWS);
   }, 90_000);
+
+  it('a delete outside HTTP (as the operator\'s finalizer does) drops the tables in its own transaction', async () => {
+    expect(await applyAndRun(A, 'operated', 'accounts', 'ext.operated')).toMatchObject({ status: 'Completed', recordsOut: ROWS });
+    expect(await hub.services.db.withTenant(Number(A), (tx) => deleteConnector(tx, 'operated'))).toBe(true);
+    expect(await exists('ext_t2.operated')).toBe(false);
+    // A delete that fails after the drop rolls the drop back with everything else.
+    expect(await applyAndRun(A, 'operated', 'accounts', 'ext.operated')).toMatchObject({ status: 'Completed' });
+    await expect(
+      hub.services.db.withTenant(Number(A), async (tx) => {
+        await deleteConnector(tx, 'operated');
+        throw new Error('after the drop');
+      }),
+    ).rejects.toThrow('after the drop');
+    expect(await count('ext_t2.operated')).toBe(ROWS);
+  }, 30_000);
+
+  it('the drop function acts on the current tenant\'s schema only', async () => {
+    await owner.query('create table ext_t3.orphan (tenant_id bigint)');
+    const dropped = await hub.services.db.withTenant(Number(A), (tx) => tx.query<{ name: string }>('select connectors.drop_unused_ext_tables() as name'));
+    expect(dropped.rows.map((r) => r.name)).not.toContain('ext.orphan');
+    expect(await exists('ext_t3.orphan')).toBe(true);
+    const none = await hub.services.db.withoutTenant((tx) => tx.query('select connectors.drop_unused_ext_tables()'));
+    expect(none.rowCount).toBe(0);
+    const theirs = await hub.services.db.withTenant(Number(B), (tx) => tx.query<{ name: string }>('select connectors.drop_unused_ext_tables() as name'));
+    expect(theirs.rows.map((r) => r.name)).toEqual(['ext.orphan']);
+    expect(await exists('ext_t3.orphan')).toBe(false);
+  });
 });

@@ -140,11 +140,8 @@ export const connectorRoutes: RouteDecl[] = [
     description: 'Its run records stay. The name can be applied again (a new connector with new UUIDs).',
     responses: { 204: { description: 'Deleted' }, ...notFound('Unknown connector'), ...refusals(false) },
     handler: async ({ services, principal, params, ctx }) => {
-      const tenantId = callerTenant(principal);
-      const deleted = await services.db.withTenant(tenantId, (tx) => deleteConnector(tx, params.name!));
+      const deleted = await services.db.withTenant(callerTenant(principal), (tx) => deleteConnector(tx, params.name!));
       if (!deleted) throw new NotFoundError(`connector ${params.name} not found`);
-      // The tenant's tables nothing registers any more go once the delete has committed (owner DDL).
-      await services.connectors.ext.dropUnused(tenantId);
       ctx.status = 204;
       return undefined;
     },

@@ -18,9 +18,6 @@ export function tenantSchema(tenantId: number | undefined): string {
   return `ext_t${tenantId}`;
 }
 
-/** Schemas of this form hold tenants' ext tables (the migration grants and the tenancy matrix read it). */
-export const TENANT_SCHEMA_PATTERN = /^ext_t(\d+)$/;
-
 /** The quoted SQL name of a tenant's `ext.<name>` table, e.g. `"ext_t7"."partners"`; throws on an unsafe name. */
 export function tenantTableSql(tenantId: number | undefined, table: string): string {
   const name = extTableName(table);
@@ -56,7 +53,8 @@ export function sqlType(type: PromoteType): string {
  * table is created on the first run that names it, and a promote added later becomes a new empty
  * column on the next run. Row-level security stays on every table as a second wall, and a check
  * constraint pins `tenant_id` to the schema's tenant as a third. DDL of one tenant is serialised
- * by an advisory lock on its schema; other tenants are never touched.
+ * by an advisory lock on its schema (taken too by connectors.drop_unused_ext_tables(), which a
+ * connector delete calls: src/connectors/target/drop.ts); other tenants are never touched.
  */
 export class ExtSchema {
   private readonly pool: pg.Pool;
@@ -116,36 +114,6 @@ export class ExtSchema {
       this.satisfied(table, have, columns.filter((c) => have.has(c.column)));
       for (const c of columns) if (!have.has(c.column)) await client.query(`alter table ${ident} add column ${pg.escapeIdentifier(c.column)} ${sqlType(c.type)}`);
       await client.query(`grant select, insert, update, delete on ${ident} to ${both}`);
-    });
-  }
-
-  /**
-   * Drops the tenant's tables that no connector of the tenant registers any more and that hold no
-   * row, and the tenant's schema once it is empty. Called after a connector delete has committed
-   * (its rows and registrations are gone by then); a table left behind by a crash in between is
-   * collected by the tenant's next delete. Returns the `ext.<name>` names dropped.
-   */
-  async dropUnused(tenantId: number): Promise<string[]> {
-    const schema = tenantSchema(tenantId);
-    return this.inTenantLock(schema, async (client) => {
-      const { rows } = await client.query<{ name: string }>(
-        `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-          where n.nspname = $1 and c.relkind = 'r'
-            and not exists (select 1 from connectors.ext_tables t where t.tenant_id = $2 and t.table_name = 'ext.' || c.relname)
-          order by 1`,
-        [schema, tenantId],
-      );
-      const dropped: string[] = [];
-      for (const { name } of rows) {
-        const ident = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
-        const any = await client.query(`select 1 from ${ident} limit 1`);
-        if (any.rowCount !== 0) continue;
-        await client.query(`drop table ${ident}`);
-        dropped.push(`ext.${name}`);
-      }
-      const left = await client.query(`select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = $1 limit 1`, [schema]);
-      if (left.rowCount === 0) await client.query(`drop schema if exists ${pg.escapeIdentifier(schema)}`);
-      return dropped;
     });
   }
 

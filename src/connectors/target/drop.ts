@@ -5,15 +5,17 @@ import { tenantTableSql, tenantTableText } from './ddl.js';
  * What deleting a connector or purging an endpoint does to the data it ingested, inside the
  * caller's tenant transaction (as the application role). Every tenant has its own ext tables
  * (schema `ext_t<id>`, src/connectors/target/ddl.ts): a delete removes this connector's rows and its
- * registrations; the tables themselves are dropped by the owner once the delete has committed and
- * nothing of the tenant registers them (ExtSchema.dropUnused). Retrieval chunks join here when the
- * retrieval area exists.
+ * registrations, then drops the tenant's tables that nothing of the tenant registers any more and
+ * that are empty, and the tenant's schema with its last table (connectors.drop_unused_ext_tables(),
+ * an owner function acting on the current tenant's schema only). All of it commits or none of it.
+ * Retrieval chunks join here when the retrieval area exists. Returns the `ext.<name>` tables dropped.
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1', [connectorId]);
   for (const { table_name } of rows) await deleteRows(tx, table_name, 'connector_id = $1', [connectorId]);
   await tx.query('delete from connectors.ext_tables where connector_id = $1', [connectorId]);
-  return rows.map((r) => r.table_name);
+  const dropped = await tx.query<{ name: string }>('select connectors.drop_unused_ext_tables() as name');
+  return dropped.rows.map((r) => r.name);
 }
 
 /** Empties one endpoint's rows (its registration stays: the next run writes the same table). */
