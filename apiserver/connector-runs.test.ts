@@ -94,16 +94,16 @@ describe('connector runs against the demo source', () => {
     const [first] = await run('partners');
     expect(first).toMatchObject({ status: 'Completed', recordsIn: 2400, recordsOut: 2400, recordsSkipped: 0, deadLetterCount: 0, errorMessage: null, endpoint: 'offset' });
     expect(first!.chunkCount).toBeGreaterThanOrEqual(3);
-    const { rows } = await owner.query('select count(*)::int as n, count(distinct external_id)::int as ids, min(credit_limit) > 0 as typed from ext.partners where tenant_id = 1');
+    const { rows } = await owner.query('select count(*)::int as n, count(distinct external_id)::int as ids, min(credit_limit) > 0 as typed from ext_t1.partners where tenant_id = 1');
     expect(rows[0]).toEqual({ n: 2400, ids: 2400, typed: true });
-    const sample = await owner.query(`select name, updated_at, data->>'name' as payload_name, row_hash from ext.partners where external_id = '7'`);
+    const sample = await owner.query(`select name, updated_at, data->>'name' as payload_name, row_hash from ext_t1.partners where external_id = '7'`);
     expect(sample.rows[0].name).toBe(sample.rows[0].payload_name);
     expect(sample.rows[0].updated_at).toBeInstanceOf(Date);
 
     // A re-run rewrites every row it reads and duplicates none.
     const [second] = await run('partners');
     expect(second).toMatchObject({ status: 'Completed', recordsIn: 2400, recordsOut: 2400 });
-    const again = await owner.query('select count(*)::int as n from ext.partners where tenant_id = 1');
+    const again = await owner.query('select count(*)::int as n from ext_t1.partners where tenant_id = 1');
     expect(again.rows[0].n).toBe(2400);
 
     // The row hash leads back to the source row, as strings, in the current tenant only.
@@ -126,7 +126,7 @@ describe('connector runs against the demo source', () => {
     const [result] = await run('liar');
     expect(result!.status).toBe('Failed');
     expect(result!.errorMessage).toBe('the source declared 2400 rows but this run returned 2300 — refusing to report a partial extract as a complete one');
-    const { rows } = await owner.query('select count(*)::int as n from ext.liar_partners');
+    const { rows } = await owner.query('select count(*)::int as n from ext_t1.liar_partners');
     expect(rows[0].n).toBe(2300);
     const failed = await owner.query(`select payload from events.outbox where type = 'connector.run.failed' and payload->>'run_id' = $1`, [result!.id]);
     expect(failed.rows[0].payload.error_message).toBe(result!.errorMessage);
@@ -155,7 +155,7 @@ describe('connector runs against the demo source', () => {
     const [first] = await run('incremental');
     expect(first).toMatchObject({ status: 'Completed', recordsIn: 2400 });
     const mark = await owner.query(`select watermark from connectors.endpoints where endpoint_id = 'changes'`);
-    const max = await owner.query(`select max(data->>'updated_at') as m from ext.partner_changes`);
+    const max = await owner.query(`select max(data->>'updated_at') as m from ext_t1.partner_changes`);
     expect(mark.rows[0].watermark).toBe(max.rows[0].m);
     const [second] = await run('incremental');
     // updated_since is inclusive: the newest row comes back, nothing else.
@@ -219,7 +219,7 @@ describe('CSV ingest and dead letters', () => {
     expect(res.status).toBe(200);
     const result = (await res.json()) as Run;
     expect(result).toMatchObject({ status: 'Completed', recordsIn: 4, recordsOut: 3, recordsSkipped: 1, deadLetterCount: 1 });
-    const { rows } = await owner.query(`select external_id, name, city from ext.contacts order by external_id`);
+    const { rows } = await owner.query(`select external_id, name, city from ext_t1.contacts order by external_id`);
     expect(rows).toEqual([
       { external_id: '1', name: 'Ann', city: 'Lyon' },
       { external_id: '2', name: 'Bob', city: 'Paris' },

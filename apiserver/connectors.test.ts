@@ -7,8 +7,8 @@ import type { Tx } from '../src/db/database.js';
  * Connector manifests through HTTP on a dev-bypass hub: apply (YAML and JSON), validate, list,
  * read, delete, reset-cursor, purge; stable endpoint UUIDs; tenant isolation (tenants 1, 2 and a
  * clean tenant 3 for exact lists). The data side of delete and purge (src/connectors/target/drop.ts)
- * is replaced by a recorder: its own suite covers what it does, this one that it is called, in the
- * request's tenant transaction, with the right ids.
+ * is replaced by a recorder: apiserver/tenant-tables.test.ts covers what it does against real rows
+ * of two tenants, this one that it is called, in the request's tenant transaction, with the right ids.
  */
 
 const dataCalls: Array<{ fn: string; tenant: number | undefined; args: string[] }> = [];

@@ -32,6 +32,7 @@ import pg from 'pg';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/hub.js';
 import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
+import { tenantTableSql } from '../src/connectors/target/ddl.js';
 import { upsertChunk } from '../src/connectors/target/writer.js';
 import type { Target } from '../src/connectors/types.js';
 import { startEmbedded } from '../src/db/embedded.js';
@@ -232,7 +233,7 @@ async function writePath(hub: Hub, owner: pg.Client, rows: readonly Partner[], m
   const prepared: PreparedRow[] = rows.map((item) => prepareRow(item, target));
   const prepareMs = performance.now() - t0;
 
-  await hub.services.connectors.ext.ensureTable(target.table, target.promote);
+  await hub.services.connectors.ext.ensureTable(TENANT, target.table, target.promote);
   await owner.query('checkpoint');
   const ids = { tenantId: TENANT, connectorId: randomUUID(), endpointUuid: randomUUID() };
   meter.start();
@@ -333,7 +334,7 @@ async function main(): Promise<void> {
         hubFigures[dialect] = await hubRun(hub, owner, `bench-${dialect}-${r}`, meter);
         if (hubFigures[dialect].recordsOut !== ROWS) throw new Error(`the ${dialect} run wrote ${hubFigures[dialect].recordsOut} rows, expected ${ROWS}`);
         // Every round writes into fresh tables: drop this one so the database does not grow round after round.
-        await owner.query(`drop table ext.bench_${dialect}_${r}`);
+        await owner.query(`drop table ${tenantTableSql(TENANT, `ext.bench_${dialect}_${r}`)}`);
       }
       if (profiler) {
         const { profile } = await profiler.post('Profiler.stop');

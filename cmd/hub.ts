@@ -126,8 +126,6 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       // Slots are claimed in the database, so several processes may tick: each slot still runs once.
       clocks.schedule('connector-scheduler', { every: config.duration('svc.scheduler.tick') }, async () => {
         await connectors.scheduler.tick();
-        // Tables left behind by deleted connectors (shared tables go only when nobody uses them).
-        await connectors.ext.dropUnused();
       });
     }
   }

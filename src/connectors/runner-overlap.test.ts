@@ -62,12 +62,12 @@ describe('the runner', () => {
     expect(log.indexOf('read 2')).toBeLessThan(log.indexOf('write 1 ends'));
     expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 2 begins'));
     expect(log.indexOf('write 2 ends')).toBeLessThan(log.indexOf('write 3 begins'));
-    const { rows } = await owner.query(`select count(*)::int as n from ext.overlap_rows where tenant_id = 1`);
+    const { rows } = await owner.query(`select count(*)::int as n from ext_t1.overlap_rows where tenant_id = 1`);
     expect(rows[0].n).toBe(30);
   });
 
   it('fails the run when a chunk write fails, keeping the chunks written before it', async () => {
-    await owner.query('truncate ext.overlap_rows');
+    await owner.query('truncate ext_t1.overlap_rows');
     const failing: RowIndexer = {
       async rowsWritten(_tx, batch) {
         if ((batch.rows[0]!.data as { page: number }).page === 2) throw new Error('the index is unavailable');
@@ -77,7 +77,7 @@ describe('the runner', () => {
     const triggered = await runner(failing).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, log) });
     const [run] = await triggered.done;
     expect(run).toMatchObject({ status: 'Failed', errorMessage: 'the index is unavailable' });
-    const { rows } = await owner.query(`select distinct (data->>'page')::int as page from ext.overlap_rows where tenant_id = 1 order by 1`);
+    const { rows } = await owner.query(`select distinct (data->>'page')::int as page from ext_t1.overlap_rows where tenant_id = 1 order by 1`);
     // Chunk 1 stays; chunk 2 rolled back; what was read after it is written on the way out.
     expect(rows.map((r: { page: number }) => r.page)).not.toContain(2);
     expect(rows.map((r: { page: number }) => r.page)).toContain(1);

@@ -201,7 +201,7 @@ export class ConnectorRunner {
           [connector.id, endpoint.uuid, endpoint.target.table],
         ),
       );
-      await this.o.ext.ensureTable(endpoint.target.table, endpoint.target.promote);
+      await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote);
       const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
       for await (const page of reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
         for (const item of page.items) {

@@ -125,6 +125,11 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
     }
     if (roles) {
       for (const set of sets) await grantSchema(client, set.schema, roles);
+      // The tenants' ext schemas (ext_t<id>, src/connectors/target/ddl.ts) are created at run time
+      // with their grants; granting them here again covers schemas a migration split or an older
+      // hub created.
+      const tenantSchemas = await client.query<{ nspname: string }>(`select nspname from pg_namespace where nspname ~ '^ext_t[0-9]+$' order by 1`);
+      for (const { nspname } of tenantSchemas.rows) await grantSchema(client, nspname, roles);
       await client.query(`grant select on public.svc_schema_history to ${pg.escapeIdentifier(roles.app)}, ${pg.escapeIdentifier(roles.worker)}`);
     }
   } finally {

@@ -1,11 +1,11 @@
-import pg from 'pg';
 import type { Tx } from '../../db/database.js';
 import { NotFoundError } from '../../errors.js';
-import { extTableName } from '../target/ddl.js';
+import { extTableName, tenantTableSql, tenantTableText } from '../target/ddl.js';
 
 /**
  * Follows a citation's row hash to its raw source row in the current tenant: every ext.* table the
- * tenant's connectors write is searched (row-level security keeps other tenants out).
+ * tenant's connectors write is searched, in the tenant's own schema (row-level security and the
+ * tenant_id filter are the second and third walls).
  */
 export async function rowByHash(tx: Tx, hash: string): Promise<Record<string, string>> {
   if (!/^[0-9a-f]{64}$/.test(hash)) throw new NotFoundError('row not found');
@@ -13,9 +13,9 @@ export async function rowByHash(tx: Tx, hash: string): Promise<Record<string, st
   for (const { table_name } of tables) {
     const name = extTableName(table_name);
     if (!name) continue;
-    const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [`ext.${name}`]);
+    const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table_name)]);
     if (!exists.rows[0]?.t) continue;
-    const found = await tx.query<{ data: unknown }>(`select data from ext.${pg.escapeIdentifier(name)} where tenant_id = core.current_tenant() and row_hash = $1 limit 1`, [hash]);
+    const found = await tx.query<{ data: unknown }>(`select data from ${tenantTableSql(tx.tenantId, table_name)} where tenant_id = core.current_tenant() and row_hash = $1 limit 1`, [hash]);
     if (found.rows[0]) return flatten(found.rows[0].data);
   }
   throw new NotFoundError('row not found');

@@ -8,6 +8,30 @@ export function extTableName(table: string): string | undefined {
   return match?.[1];
 }
 
+/**
+ * The schema that holds one tenant's `ext.*` tables: `ext_t<tenantId>`. Manifests, events, API
+ * answers and the connector registry keep naming a table `ext.<name>`; only SQL reaches it here, so
+ * no tenant can add columns to, or fix the column types of, another tenant's table.
+ */
+export function tenantSchema(tenantId: number | undefined): string {
+  if (tenantId === undefined || !Number.isSafeInteger(tenantId) || tenantId < 0) throw new Error(`no tenant schema for tenant ${String(tenantId)}`);
+  return `ext_t${tenantId}`;
+}
+
+/** The quoted SQL name of a tenant's `ext.<name>` table, e.g. `"ext_t7"."partners"`; throws on an unsafe name. */
+export function tenantTableSql(tenantId: number | undefined, table: string): string {
+  const name = extTableName(table);
+  if (!name) throw new Error(`target table ${table} is not ext.<name> with a lower-case identifier`);
+  return `${pg.escapeIdentifier(tenantSchema(tenantId))}.${pg.escapeIdentifier(name)}`;
+}
+
+/** The same name unquoted (`ext_t7.partners`), for to_regclass and messages. */
+export function tenantTableText(tenantId: number | undefined, table: string): string {
+  const name = extTableName(table);
+  if (!name) throw new Error(`target table ${table} is not ext.<name> with a lower-case identifier`);
+  return `${tenantSchema(tenantId)}.${name}`;
+}
+
 const RESERVED = new Set(['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id']);
 
 export function promoteColumnName(name: string): string | undefined {
@@ -15,19 +39,25 @@ export function promoteColumnName(name: string): string | undefined {
 }
 
 const SQL_TYPES: Record<PromoteType, string> = { text: 'text', bigint: 'bigint', timestamptz: 'timestamptz', numeric: 'numeric', boolean: 'boolean' };
+/** How PostgreSQL's format_type names each promote type. */
+const CATALOG_TYPES: Record<PromoteType, string> = { text: 'text', bigint: 'bigint', timestamptz: 'timestamp with time zone', numeric: 'numeric', boolean: 'boolean' };
 
 export function sqlType(type: PromoteType): string {
   return SQL_TYPES[type];
 }
 
 /**
- * DDL for ext.* tables through the owner connection: the application role may write rows but never
- * create or alter tables (and so can never turn their row-level security off). A table is created
- * on the first run that names it; a promote added later becomes a new empty column on the next run.
+ * DDL for the tenants' ext tables through the owner connection: the application role may write
+ * rows but never create or alter tables (and so can never turn their row-level security off).
+ * Each tenant has its own schema `ext_t<id>` (created with its first table, grants included); a
+ * table is created on the first run that names it, and a promote added later becomes a new empty
+ * column on the next run. Row-level security stays on every table as a second wall, and a check
+ * constraint pins `tenant_id` to the schema's tenant as a third. DDL of one tenant is serialised
+ * by an advisory lock on its schema (taken too by connectors.drop_unused_ext_tables(), which a
+ * connector delete calls: src/connectors/target/drop.ts); other tenants are never touched.
  */
 export class ExtSchema {
   private readonly pool: pg.Pool;
-  private readonly known = new Map<string, Set<string>>();
 
   constructor(
     ownerUrl: string,
@@ -37,100 +67,98 @@ export class ExtSchema {
     this.pool.on('error', () => undefined);
   }
 
-  async ensureTable(table: string, promote: Promote[]): Promise<void> {
+  /**
+   * Makes sure the tenant's table exists with every promoted column. A column the table already
+   * has with another type is an error naming both (the tenant's own manifests disagree).
+   */
+  async ensureTable(tenantId: number, table: string, promote: Promote[]): Promise<void> {
+    const schema = tenantSchema(tenantId);
     const name = extTableName(table);
     if (!name) throw new Error(`target table ${table} is not ext.<name> with a lower-case identifier`);
     const columns = promote.map((p) => {
       const column = promoteColumnName(p.name);
       if (!column) throw new Error(`promote name ${p.name} is not a usable column name`);
-      return { column, type: sqlType(p.type) };
+      return { column, type: p.type };
     });
-    const cached = this.known.get(name);
-    if (cached && columns.every((c) => cached.has(c.column))) return;
+    // The catalog first: a run of an existing table takes no lock and sends no DDL.
+    const existing = await this.columns(this.pool, schema, name);
+    if (existing && this.satisfied(table, existing, columns)) return;
 
-    const ident = `ext.${pg.escapeIdentifier(name)}`;
-    const client = await this.pool.connect();
-    try {
-      await client.query('begin');
-      await client.query('select pg_advisory_xact_lock(hashtext($1))', [`svc-hub:ext:${name}`]);
-      await client.query(`
-        create table if not exists ${ident} (
-          id           bigint generated always as identity primary key,
-          tenant_id    bigint not null,
-          external_id  text not null,
-          row_hash     text not null,
-          data         jsonb not null,
-          indexed_at   timestamptz not null default now(),
-          connector_id uuid not null,
-          endpoint_id  uuid not null,
-          unique (tenant_id, external_id)
-        )`);
-      await client.query(`create index if not exists ${pg.escapeIdentifier(`${name}_data`)} on ${ident} using gin (data jsonb_path_ops)`);
-      await client.query(`create index if not exists ${pg.escapeIdentifier(`${name}_row_hash`)} on ${ident} (tenant_id, row_hash)`);
-      await client.query(`create index if not exists ${pg.escapeIdentifier(`${name}_endpoint`)} on ${ident} (endpoint_id)`);
-      await client.query(`alter table ${ident} enable row level security`);
-      const policy = await client.query('select 1 from pg_policies where schemaname = $1 and tablename = $2 and policyname = $3', ['ext', name, 'tenant_isolation']);
-      if (policy.rowCount === 0) {
-        await client.query(
-          `create policy tenant_isolation on ${ident} using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant())`,
-        );
+    const ident = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
+    const both = `${pg.escapeIdentifier(this.roles.app)}, ${pg.escapeIdentifier(this.roles.worker)}`;
+    await this.inTenantLock(schema, async (client) => {
+      await client.query(`create schema if not exists ${pg.escapeIdentifier(schema)}`);
+      await client.query(`grant usage on schema ${pg.escapeIdentifier(schema)} to ${both}`);
+      await client.query(`alter default privileges in schema ${pg.escapeIdentifier(schema)} grant select, insert, update, delete on tables to ${both}`);
+      const now = await this.columns(client, schema, name);
+      if (!now) {
+        await client.query(`
+          create table ${ident} (
+            id           bigint generated always as identity primary key,
+            tenant_id    bigint not null check (tenant_id = ${tenantId}),
+            external_id  text not null,
+            row_hash     text not null,
+            data         jsonb not null,
+            indexed_at   timestamptz not null default now(),
+            connector_id uuid not null,
+            endpoint_id  uuid not null,
+            unique (tenant_id, external_id)
+          )`);
+        await client.query(`create index ${pg.escapeIdentifier(`${name}_data`)} on ${ident} using gin (data jsonb_path_ops)`);
+        await client.query(`create index ${pg.escapeIdentifier(`${name}_row_hash`)} on ${ident} (tenant_id, row_hash)`);
+        await client.query(`create index ${pg.escapeIdentifier(`${name}_endpoint`)} on ${ident} (endpoint_id)`);
+        await client.query(`alter table ${ident} enable row level security`);
+        await client.query(`create policy tenant_isolation on ${ident} using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant())`);
       }
-      for (const c of columns) await client.query(`alter table ${ident} add column if not exists ${pg.escapeIdentifier(c.column)} ${c.type}`);
-      const both = `${pg.escapeIdentifier(this.roles.app)}, ${pg.escapeIdentifier(this.roles.worker)}`;
-      await client.query(`grant usage on schema ext to ${both}`);
+      const have = now ?? new Map<string, string>();
+      this.satisfied(table, have, columns.filter((c) => have.has(c.column)));
+      for (const c of columns) if (!have.has(c.column)) await client.query(`alter table ${ident} add column ${pg.escapeIdentifier(c.column)} ${sqlType(c.type)}`);
       await client.query(`grant select, insert, update, delete on ${ident} to ${both}`);
-      await client.query('commit');
-    } catch (err) {
-      await client.query('rollback').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
-    this.known.set(name, new Set(columns.map((c) => c.column)));
-  }
-
-  /** Drops a table nobody writes any more (owner only). */
-  async dropIfUnused(table: string): Promise<boolean> {
-    const name = extTableName(table);
-    if (!name) return false;
-    const client = await this.pool.connect();
-    try {
-      await client.query('begin');
-      await client.query('select pg_advisory_xact_lock(hashtext($1))', [`svc-hub:ext:${name}`]);
-      const used = await client.query('select 1 from connectors.ext_tables where table_name = $1 limit 1', [table]);
-      const exists = await client.query('select to_regclass($1) as t', [`ext.${name}`]);
-      let dropped = false;
-      if (used.rowCount === 0 && exists.rows[0].t) {
-        const rows = await client.query(`select 1 from ext.${pg.escapeIdentifier(name)} limit 1`);
-        if (rows.rowCount === 0) {
-          await client.query(`drop table ext.${pg.escapeIdentifier(name)}`);
-          dropped = true;
-        }
-      }
-      await client.query('commit');
-      this.known.delete(name);
-      return dropped;
-    } catch (err) {
-      await client.query('rollback').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
-  }
-
-  /** Drops every ext.* table that no connector registers and that holds no row. Returns their names. */
-  async dropUnused(): Promise<string[]> {
-    const { rows } = await this.pool.query<{ name: string }>(
-      `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-        where n.nspname = 'ext' and c.relkind = 'r'
-          and not exists (select 1 from connectors.ext_tables t where t.table_name = 'ext.' || c.relname)`,
-    );
-    const dropped: string[] = [];
-    for (const { name } of rows) if (await this.dropIfUnused(`ext.${name}`)) dropped.push(`ext.${name}`);
-    return dropped;
+    });
   }
 
   async close(): Promise<void> {
     await this.pool.end();
+  }
+
+  /** Column name -> type of a table, or undefined when it does not exist. */
+  private async columns(q: pg.Pool | pg.PoolClient, schema: string, name: string): Promise<Map<string, string> | undefined> {
+    const { rows } = await q.query<{ exists: boolean; column: string | null; type: string | null }>(
+      `select t.oid is not null as exists, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
+         from (select to_regclass($1) as oid) t
+         left join pg_attribute a on a.attrelid = t.oid and a.attnum > 0 and not a.attisdropped`,
+      [`${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`],
+    );
+    if (!rows[0]?.exists) return undefined;
+    return new Map(rows.filter((r) => r.column).map((r) => [r.column!, r.type!]));
+  }
+
+  /** true when every column is there with its type; throws on a type that differs. */
+  private satisfied(table: string, existing: Map<string, string>, columns: Array<{ column: string; type: PromoteType }>): boolean {
+    let all = true;
+    for (const c of columns) {
+      const type = existing.get(c.column);
+      if (type === undefined) all = false;
+      else if (type !== CATALOG_TYPES[c.type]) {
+        throw new Error(`column ${c.column} of ${table} is ${type}, but this endpoint promotes it as ${c.type}: rename the promote or keep its type`);
+      }
+    }
+    return all;
+  }
+
+  private async inTenantLock<T>(schema: string, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('begin');
+      await client.query('select pg_advisory_xact_lock(hashtext($1))', [`svc-hub:ext:${schema}`]);
+      const result = await fn(client);
+      await client.query('commit');
+      return result;
+    } catch (err) {
+      await client.query('rollback').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 }

@@ -1,11 +1,11 @@
 import pg from 'pg';
 import type { Tx } from '../../db/database.js';
 import type { Target } from '../types.js';
-import { extTableName, sqlType } from './ddl.js';
+import { sqlType, tenantTableSql } from './ddl.js';
 import type { PreparedRow } from './rows.js';
 
 /**
- * Upserts one chunk of prepared rows into its ext.* table in one statement: the rows travel as one
+ * Upserts one chunk of prepared rows into the tenant's ext.* table in one statement: the rows travel as one
  * JSON array and jsonb_to_recordset spreads them, so a chunk of a thousand rows is one round trip.
  * Rows sharing an external id within the chunk collapse to the last one (it is what the source said
  * last). Returns how many rows were written (every row given: a duplicate overwrote its twin).
@@ -43,7 +43,6 @@ async function writeRows(
   if (writable.length === 0) return { written: 0, changed: [] };
   const byKey = new Map<string, PreparedRow>();
   for (const row of writable) byKey.set(row.externalId!, row);
-  const name = extTableName(target.table)!;
   const promote = target.promote;
   const recordColumns = ['external_id text', 'row_hash text', 'data jsonb', ...promote.map((_p, i) => `p${i} text`)];
   const insertColumns = ['tenant_id', 'connector_id', 'endpoint_id', 'external_id', 'row_hash', 'data', ...promote.map((p) => pg.escapeIdentifier(p.name))];
@@ -58,7 +57,8 @@ async function writeRows(
     });
     return record;
   });
-  const table = `ext.${pg.escapeIdentifier(name)}`;
+  // The tenant's own table (ext.<name> lives in the tenant's schema ext_t<id>: src/connectors/target/ddl.ts).
+  const table = tenantTableSql(ids.tenantId, target.table);
   const changedOnly = onlyChanged ? ` where ${table}.row_hash is distinct from excluded.row_hash returning external_id, (xmax = 0) as inserted` : '';
   const result = await tx.query<{ external_id: string; inserted: boolean }>(
     `insert into ${table} (${insertColumns.join(', ')})

@@ -1,0 +1,264 @@
+/**
+ * The tenancy matrix: what one tenant ("mine") gets when it reaches for another tenant's ("theirs")
+ * rows and resources. test/tenancy/matrix.test.ts runs every row against a real hub with two
+ * tenants, and fails when a table with a `tenant_id` column, or a route of the route table, is not
+ * here. A new tenant table or route joins by adding its row (docs/development.md, "The tenancy
+ * matrix").
+ *
+ * Tables: the SQL each operation runs as the application role with `svc.tenant_id` set to mine,
+ * aimed at their rows (`where tenant_id = <theirs>`), and the outcome: `none` (no row seen or
+ * changed) or `denied` (a permission error). Their tenant must have at least one row in every table
+ * before the checks run: the scenario in matrix.test.ts makes most of them; `seed` (SQL run as the
+ * owner, `$1` = their tenant id) makes the rest.
+ *
+ * Endpoints: a call as mine (a token of my tenant with svc_user, svc_admin and svc_integrator, not
+ * svc_superadmin) with a path naming their tenant or their resources, and the status it must get.
+ * Placeholders: `{mine}`, `{theirs}` (tenant ids) and `{their.<fixture>}` (their resource ids,
+ * matrix.test.ts). `excludes: true` also checks that the answer names none of their resources.
+ * Whatever the status, none of their rows may change (every tenant table is fingerprinted before
+ * and after). Routes that touch no tenant's data are listed in NOT_TENANT_SCOPED with the reason.
+ */
+
+export type SqlOutcome = 'none' | 'denied';
+
+export interface TableCase {
+  /** `schema.table`; `ext_t*.*` stands for every table of every tenant's ext schema. */
+  table: string;
+  select: SqlOutcome;
+  update: SqlOutcome;
+  delete: SqlOutcome;
+  /** Owner SQL that gives their tenant (`$1`) a row, when the scenario does not. */
+  seed?: string;
+}
+
+export interface EndpointCase {
+  /** The route as declared: `METHOD /path/{param}`. */
+  route: string;
+  /** The path called, with placeholders. */
+  path: string;
+  expect: number;
+  body?: unknown;
+  /** Content type of a string body (default application/json). */
+  type?: string;
+  /** The answer must name none of their resources. */
+  excludes?: true;
+}
+
+const NONE = { select: 'none', update: 'none', delete: 'none' } as const;
+
+export const TABLES: TableCase[] = [
+  { table: 'core.users', ...NONE },
+  { table: 'core.orgs', ...NONE },
+  { table: 'core.roles', ...NONE },
+  { table: 'core.user_roles', ...NONE },
+  { table: 'core.role_orgs', ...NONE },
+  { table: 'core.user_scopes', ...NONE },
+  { table: 'events.outbox', ...NONE },
+  { table: 'platform.secrets', ...NONE },
+  { table: 'platform.hook_overrides', ...NONE, seed: `insert into platform.hook_overrides (tenant_id, hook_id, enabled) values ($1, 'matrix-hook', false)` },
+  { table: 'connectors.connectors', ...NONE },
+  { table: 'connectors.endpoints', ...NONE },
+  { table: 'connectors.runs', ...NONE },
+  { table: 'connectors.dead_letters', ...NONE },
+  { table: 'connectors.ext_tables', ...NONE },
+  {
+    table: 'connectors.schedule_slots',
+    ...NONE,
+    seed: `insert into connectors.schedule_slots (tenant_id, connector_id, slot, outcome)
+           select $1, id, now(), 'claimed' from connectors.connectors where tenant_id = $1 limit 1`,
+  },
+  { table: 'ext_t*.*', ...NONE },
+  { table: 'audit.entries', ...NONE },
+  { table: 'email.rules', ...NONE },
+  { table: 'hub.integrations', ...NONE },
+  {
+    table: 'hub.deliveries',
+    ...NONE,
+    seed: `insert into hub.deliveries (tenant_id, integration_id, kind, event_type, body)
+           select $1, id, 'test', 'matrix.test', '{}' from hub.integrations where tenant_id = $1 limit 1`,
+  },
+  {
+    table: 'hub.delivery_attempts',
+    ...NONE,
+    seed: `insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, duration_ms, attempted_at)
+           select id, 1, $1, 500, 1, now() from hub.deliveries where tenant_id = $1 limit 1`,
+  },
+];
+
+/** Which fixture of theirs a path parameter names, by the collection before it. */
+const THEIR_RESOURCE: Record<string, string> = { orgs: 'org', users: 'user', roles: 'role', 'email-rules': 'rule', integrations: 'integration', deliveries: 'delivery' };
+
+/** Every `{tid}` route, called with their tenant id and their resources: refused before anything is read. */
+const theirTenant = (route: string): EndpointCase => ({
+  route,
+  path: route
+    .split(' ')[1]!
+    .replace('{tid}', '{theirs}')
+    .replace(/([a-z-]+)\/\{(?!theirs\})[a-zA-Z]+\}/g, (_m, collection: string) => `${collection}/{their.${THEIR_RESOURCE[collection] ?? collection}}`),
+  expect: 403,
+});
+
+export const ENDPOINTS: EndpointCase[] = [
+  // Identity and lists of my tenant: nothing of theirs in the answer.
+  { route: 'GET /api/bff/v1/me', path: '/api/bff/v1/me', expect: 200, excludes: true },
+  { route: 'GET /api/platform/events', path: '/api/platform/events', expect: 200, excludes: true },
+
+  // Secrets (by name).
+  { route: 'GET /api/platform/secrets', path: '/api/platform/secrets', expect: 200, excludes: true },
+  { route: 'GET /api/platform/secrets/{name}', path: '/api/platform/secrets/{their.secret}', expect: 404 },
+  { route: 'PUT /api/platform/secrets/{name}', path: '/api/platform/secrets/{their.secret}', expect: 404, body: { value: 'overwritten' } },
+  { route: 'DELETE /api/platform/secrets/{name}', path: '/api/platform/secrets/{their.secret}', expect: 404 },
+  // Creating a secret of their name makes mine; theirs is untouched (the fingerprint).
+  { route: 'POST /api/platform/secrets', path: '/api/platform/secrets', expect: 201, body: { name: '{their.secret}', value: 'mine' } },
+
+  // Hooks: declared by the hub, the override is per tenant; another tenant's needs svc_superadmin.
+  { route: 'GET /api/platform/hooks', path: '/api/platform/hooks', expect: 200 },
+  { route: 'POST /api/platform/hooks/{hookId}/toggle', path: '/api/platform/hooks/{their.hook}/toggle?tenantId={theirs}', expect: 403 },
+
+  // Organisations, users, roles, scopes.
+  theirTenant('GET /api/tenants/{tid}/orgs'),
+  theirTenant('GET /api/tenants/{tid}/orgs/tree'),
+  theirTenant('GET /api/tenants/{tid}/orgs/{id}'),
+  theirTenant('POST /api/tenants/{tid}/orgs'),
+  theirTenant('PUT /api/tenants/{tid}/orgs/{id}'),
+  theirTenant('DELETE /api/tenants/{tid}/orgs/{id}'),
+  { route: 'GET /api/tenants/{tid}/orgs', path: '/api/tenants/{mine}/orgs', expect: 200, excludes: true },
+  { route: 'GET /api/tenants/{tid}/orgs/tree', path: '/api/tenants/{mine}/orgs/tree', expect: 200, excludes: true },
+  { route: 'GET /api/tenants/{tid}/orgs/{id}', path: '/api/tenants/{mine}/orgs/{their.org}', expect: 404 },
+  { route: 'PUT /api/tenants/{tid}/orgs/{id}', path: '/api/tenants/{mine}/orgs/{their.org}', expect: 404, body: { name: 'taken over' } },
+  { route: 'DELETE /api/tenants/{tid}/orgs/{id}', path: '/api/tenants/{mine}/orgs/{their.org}', expect: 404 },
+  { route: 'POST /api/tenants/{tid}/orgs', path: '/api/tenants/{mine}/orgs', expect: 400, body: { code: 'mine-child', name: 'Child', parentId: '{their.org}' } },
+
+  theirTenant('GET /api/tenants/{tid}/users'),
+  theirTenant('GET /api/tenants/{tid}/users/{id}'),
+  theirTenant('POST /api/tenants/{tid}/users'),
+  theirTenant('PUT /api/tenants/{tid}/users/{id}'),
+  theirTenant('POST /api/tenants/{tid}/users/{id}/unlock'),
+  theirTenant('DELETE /api/tenants/{tid}/users/{id}'),
+  theirTenant('GET /api/tenants/{tid}/users/{uid}/scopes'),
+  theirTenant('PUT /api/tenants/{tid}/users/{uid}/scopes'),
+  theirTenant('GET /api/tenants/{tid}/users/{uid}/roles'),
+  theirTenant('PUT /api/tenants/{tid}/users/{uid}/roles/{roleId}'),
+  theirTenant('DELETE /api/tenants/{tid}/users/{uid}/roles/{roleId}'),
+  { route: 'GET /api/tenants/{tid}/users', path: '/api/tenants/{mine}/users', expect: 200, excludes: true },
+  { route: 'GET /api/tenants/{tid}/users/{id}', path: '/api/tenants/{mine}/users/{their.user}', expect: 404 },
+  { route: 'PUT /api/tenants/{tid}/users/{id}', path: '/api/tenants/{mine}/users/{their.user}', expect: 404, body: { name: 'taken over' } },
+  { route: 'POST /api/tenants/{tid}/users/{id}/unlock', path: '/api/tenants/{mine}/users/{their.user}/unlock', expect: 404 },
+  { route: 'DELETE /api/tenants/{tid}/users/{id}', path: '/api/tenants/{mine}/users/{their.user}', expect: 404 },
+  { route: 'GET /api/tenants/{tid}/users/{uid}/scopes', path: '/api/tenants/{mine}/users/{their.user}/scopes', expect: 404 },
+  { route: 'PUT /api/tenants/{tid}/users/{uid}/scopes', path: '/api/tenants/{mine}/users/{their.user}/scopes', expect: 404, body: { scopes: ['crm'] } },
+  { route: 'GET /api/tenants/{tid}/users/{uid}/roles', path: '/api/tenants/{mine}/users/{their.user}/roles', expect: 404 },
+  { route: 'PUT /api/tenants/{tid}/users/{uid}/roles/{roleId}', path: '/api/tenants/{mine}/users/{their.user}/roles/{their.role}', expect: 404 },
+  { route: 'DELETE /api/tenants/{tid}/users/{uid}/roles/{roleId}', path: '/api/tenants/{mine}/users/{their.user}/roles/{their.role}', expect: 404 },
+
+  theirTenant('GET /api/tenants/{tid}/roles'),
+  theirTenant('POST /api/tenants/{tid}/roles'),
+  theirTenant('GET /api/tenants/{tid}/roles/{roleId}'),
+  theirTenant('GET /api/tenants/{tid}/roles/{roleId}/orgs'),
+  theirTenant('PUT /api/tenants/{tid}/roles/{roleId}/orgs/{orgId}'),
+  theirTenant('DELETE /api/tenants/{tid}/roles/{roleId}/orgs/{orgId}'),
+  { route: 'GET /api/tenants/{tid}/roles', path: '/api/tenants/{mine}/roles', expect: 200, excludes: true },
+  { route: 'GET /api/tenants/{tid}/roles/{roleId}', path: '/api/tenants/{mine}/roles/{their.role}', expect: 404 },
+  { route: 'GET /api/tenants/{tid}/roles/{roleId}/orgs', path: '/api/tenants/{mine}/roles/{their.role}/orgs', expect: 404 },
+  { route: 'PUT /api/tenants/{tid}/roles/{roleId}/orgs/{orgId}', path: '/api/tenants/{mine}/roles/{their.role}/orgs/{their.org}', expect: 404 },
+  { route: 'DELETE /api/tenants/{tid}/roles/{roleId}/orgs/{orgId}', path: '/api/tenants/{mine}/roles/{their.role}/orgs/{their.org}', expect: 404 },
+
+  // E-mail rules.
+  theirTenant('GET /api/tenants/{tid}/email-rules'),
+  theirTenant('POST /api/tenants/{tid}/email-rules'),
+  theirTenant('GET /api/tenants/{tid}/email-rules/{id}'),
+  theirTenant('PUT /api/tenants/{tid}/email-rules/{id}'),
+  theirTenant('DELETE /api/tenants/{tid}/email-rules/{id}'),
+  { route: 'GET /api/tenants/{tid}/email-rules', path: '/api/tenants/{mine}/email-rules', expect: 200, excludes: true },
+  { route: 'GET /api/tenants/{tid}/email-rules/{id}', path: '/api/tenants/{mine}/email-rules/{their.rule}', expect: 404 },
+  { route: 'PUT /api/tenants/{tid}/email-rules/{id}', path: '/api/tenants/{mine}/email-rules/{their.rule}', expect: 404, body: { enabled: false } },
+  { route: 'DELETE /api/tenants/{tid}/email-rules/{id}', path: '/api/tenants/{mine}/email-rules/{their.rule}', expect: 404 },
+
+  // Integrations and their deliveries.
+  theirTenant('GET /api/tenants/{tid}/integrations'),
+  theirTenant('POST /api/tenants/{tid}/integrations'),
+  theirTenant('GET /api/tenants/{tid}/integrations/{id}'),
+  theirTenant('PUT /api/tenants/{tid}/integrations/{id}'),
+  theirTenant('DELETE /api/tenants/{tid}/integrations/{id}'),
+  theirTenant('POST /api/tenants/{tid}/integrations/{id}/test'),
+  theirTenant('GET /api/tenants/{tid}/integrations/{id}/deliveries'),
+  theirTenant('GET /api/tenants/{tid}/integrations/{id}/deliveries/{did}'),
+  theirTenant('POST /api/tenants/{tid}/integrations/{id}/deliveries/{did}/replay'),
+  { route: 'GET /api/tenants/{tid}/integrations', path: '/api/tenants/{mine}/integrations', expect: 200, excludes: true },
+  { route: 'GET /api/tenants/{tid}/integrations/{id}', path: '/api/tenants/{mine}/integrations/{their.integration}', expect: 404 },
+  { route: 'PUT /api/tenants/{tid}/integrations/{id}', path: '/api/tenants/{mine}/integrations/{their.integration}', expect: 404, body: { enabled: false } },
+  { route: 'DELETE /api/tenants/{tid}/integrations/{id}', path: '/api/tenants/{mine}/integrations/{their.integration}', expect: 404 },
+  { route: 'POST /api/tenants/{tid}/integrations/{id}/test', path: '/api/tenants/{mine}/integrations/{their.integration}/test', expect: 404, body: { eventType: 'matrix.test' } },
+  { route: 'GET /api/tenants/{tid}/integrations/{id}/deliveries', path: '/api/tenants/{mine}/integrations/{their.integration}/deliveries', expect: 404 },
+  {
+    route: 'GET /api/tenants/{tid}/integrations/{id}/deliveries/{did}',
+    path: '/api/tenants/{mine}/integrations/{their.integration}/deliveries/{their.delivery}',
+    expect: 404,
+  },
+  {
+    route: 'POST /api/tenants/{tid}/integrations/{id}/deliveries/{did}/replay',
+    path: '/api/tenants/{mine}/integrations/{their.integration}/deliveries/{their.delivery}/replay',
+    expect: 404,
+  },
+  { route: 'GET /api/platform/deliveries', path: '/api/platform/deliveries', expect: 200, excludes: true },
+  { route: 'POST /api/platform/deliveries/{id}/replay', path: '/api/platform/deliveries/{their.delivery}/replay', expect: 404 },
+
+  // Connectors (by name), their endpoints and runs.
+  { route: 'GET /api/connectors', path: '/api/connectors', expect: 200, excludes: true },
+  { route: 'GET /api/connectors/{name}', path: '/api/connectors/{their.connector}', expect: 404 },
+  { route: 'DELETE /api/connectors/{name}', path: '/api/connectors/{their.connector}', expect: 404 },
+  { route: 'POST /api/connectors/{name}/endpoints/{id}/reset-cursor', path: '/api/connectors/{their.connector}/endpoints/{their.endpoint}/reset-cursor', expect: 404 },
+  { route: 'POST /api/connectors/{name}/endpoints/{id}/purge', path: '/api/connectors/{their.connector}/endpoints/{their.endpoint}/purge', expect: 404 },
+  { route: 'POST /api/connectors/{name}/runs', path: '/api/connectors/{their.connector}/runs', expect: 404, body: {} },
+  { route: 'POST /api/connectors/{name}/preflight', path: '/api/connectors/{their.connector}/preflight', expect: 404 },
+  { route: 'POST /api/connectors/{name}/draft', path: '/api/connectors/{their.connector}/draft', expect: 404, body: { path: '/partners' } },
+  // Applying a manifest makes a connector of mine; ingesting CSV into their table's name fills my table.
+  {
+    route: 'POST /api/connectors/apply',
+    path: '/api/connectors/apply',
+    expect: 201,
+    type: 'application/json',
+    body: {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'mine-crm' },
+      connector_type: 'rest-generic',
+      spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'accounts', path: '/accounts', target: { table: 'ext.{their.table}', unique_key: '$.id' } }] },
+    },
+  },
+  {
+    route: 'POST /api/platform/sources/csv/ingest',
+    path: '/api/platform/sources/csv/ingest?connector=mine-import&table={their.table}&key=id',
+    expect: 200,
+    type: 'text/csv',
+    body: 'id,city\n1,Overwritten\n',
+  },
+  { route: 'GET /api/platform/runs', path: '/api/platform/runs', expect: 200, excludes: true },
+  { route: 'GET /api/platform/runs/{id}', path: '/api/platform/runs/{their.run}', expect: 404 },
+  { route: 'POST /api/platform/runs/{id}/cancel', path: '/api/platform/runs/{their.run}/cancel', expect: 404 },
+  { route: 'GET /api/platform/dlq', path: '/api/platform/dlq', expect: 200, excludes: true },
+  { route: 'GET /api/platform/dlq/{id}', path: '/api/platform/dlq/{their.dlq}', expect: 404 },
+  { route: 'POST /api/platform/dlq/{id}/replayed', path: '/api/platform/dlq/{their.dlq}/replayed', expect: 404 },
+  { route: 'POST /api/platform/dlq/{id}/discard', path: '/api/platform/dlq/{their.dlq}/discard', expect: 404 },
+  { route: 'DELETE /api/platform/dlq/{id}', path: '/api/platform/dlq/{their.dlq}', expect: 404 },
+  { route: 'GET /api/platform/data/row/{hash}', path: '/api/platform/data/row/{their.hash}', expect: 404 },
+];
+
+/** Routes that read or write no tenant's data, or act on every tenant by design, and why. */
+export const NOT_TENANT_SCOPED: Record<string, string> = {
+  'GET /q/health': 'public health probe',
+  'GET /q/health/live': 'public health probe',
+  'GET /q/health/ready': 'public health probe',
+  'GET /q/metrics': 'public metrics, no tenant data',
+  'GET /api/platform/health': 'the hub\'s health, no tenant data',
+  'GET /api/platform/migrations': 'schema versions, no tenant data',
+  'GET /api/tenants': 'platform administration: svc_superadmin only (apiserver/admin-tenants.test.ts)',
+  'GET /api/tenants/{id}': 'platform administration: svc_superadmin only (apiserver/admin-tenants.test.ts)',
+  'POST /api/tenants': 'platform administration: svc_superadmin only (apiserver/admin-tenants.test.ts)',
+  'PUT /api/tenants/{id}': 'platform administration: svc_superadmin only (apiserver/admin-tenants.test.ts)',
+  'DELETE /api/tenants/{id}': 'platform administration: svc_superadmin only (apiserver/admin-tenants.test.ts)',
+  'GET /api/platform/admin/tenants': 'platform administration: svc_superadmin only (apiserver/admin-tenants.test.ts)',
+  'GET /api/platform/events/stream': 'a live stream; its tenant filter is tested in apiserver/event-stream.test.ts',
+  'POST /api/connectors/validate': 'checks a manifest; reads and stores nothing',
+  'POST /api/connectors/scaffold': 'drafts a manifest from a document; reads and stores no tenant data',
+};
