@@ -46,9 +46,9 @@ describe('documentation', () => {
     const text = readFileSync(join(ROOT, file), 'utf8').replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
     const broken: string[] = [];
     for (const match of text.matchAll(/\]\(([^)\s]+)\)/g)) {
-      const target = match[1];
+      const target = match[1] ?? '';
       if (/^[a-z]+:/i.test(target) || target.startsWith('#')) continue;
-      const path = join(dirname(join(ROOT, file)), target.split('#')[0]);
+      const path = join(dirname(join(ROOT, file)), target.split('#')[0] ?? '');
       if (!existsSync(path)) broken.push(`${file} -> ${relative(ROOT, path)}`);
     }
     expect(broken).toEqual([]);
