@@ -1,7 +1,7 @@
 import type { Config } from '../src/config/config.js';
 import type { RunRecord } from '../src/connectors/runs/ledger.js';
 import { logger } from '../src/observability/logger.js';
-import { startHub } from './hub.js';
+import { startHub } from './compose.js';
 
 export const RUN_USAGE = `usage: svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
 

@@ -5,7 +5,7 @@ import type { Database, Tx } from '../db/database.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { Subscribers } from '../events/subscribers.js';
-import { EmailDispatcher } from './dispatcher.js';
+import { EmailDispatcher } from './consumer.js';
 import { type Mailer, MockedMailer, type OutgoingMail } from './mailer.js';
 import {
   createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,

@@ -12,7 +12,7 @@ import type { SecretStore } from '../platform/secrets/store.js';
 import type { LiveStream } from '../events/stream.js';
 import type { Subscribers } from '../events/subscribers.js';
 import type { Mailer } from '../email/mailer.js';
-import type { IntegrationHub } from '../hub/service.js';
+import type { IntegrationHub } from '../webhooks/service.js';
 
 /** What the apiserver's handlers are given: the composition root builds it once (src/runtime/hub.ts). */
 export interface HubServices {

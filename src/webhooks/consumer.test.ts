@@ -4,7 +4,7 @@ import { type MigratedDatabase, migratedDatabase } from '../../test/harness/data
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
-import { WebhookDispatcher } from './dispatcher.js';
+import { WebhookDispatcher } from './consumer.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch } from './model.js';
 import { AttemptPool } from './pool.js';

@@ -3,7 +3,7 @@ import type { Database } from '../db/database.js';
 import { type LoopClock, OutboxLoop } from '../dispatch/outbox-loop.js';
 import type { Catalog } from '../events/catalog.js';
 import type { OutboxListener } from '../events/listener.js';
-import { WebhookDispatcher } from './dispatcher.js';
+import { WebhookDispatcher } from './consumer.js';
 import { AttemptPool } from './pool.js';
 import { WebhookSender } from './sender.js';
 import { IntegrationHub } from './service.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Tx } from '../db/database.js';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
-import { WebhookDispatcher } from './dispatcher.js';
+import { WebhookDispatcher } from './consumer.js';
 import { createIntegration } from './integrations.js';
 import type { AttemptOutcome } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';

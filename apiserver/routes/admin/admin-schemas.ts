@@ -1,9 +1,9 @@
 import type { Context } from 'koa';
-import type { Tx } from '../../src/admin/common.js';
-import type { Principal } from '../../src/auth/principal.js';
-import type { JsonSchema, ResponseDecl } from '../route.js';
-import type { HubServices } from '../services.js';
-import { errorBody, refusals } from './schemas.js';
+import type { Tx } from '../../../src/admin/common.js';
+import type { Principal } from '../../../src/auth/principal.js';
+import type { JsonSchema, ResponseDecl } from '../../route.js';
+import type { HubServices } from '../../services.js';
+import { errorBody, refusals } from '../schemas.js';
 
 /** Schemas and helpers shared by the tenancy administration routes (tenants, orgs, users, roles). */
 

@@ -1,4 +1,4 @@
-import type { RouteDecl } from '../route.js';
+import type { RouteDecl } from '../../route.js';
 import { orgRoutes } from './orgs.js';
 import { roleRoutes } from './roles.js';
 import { tenantRoutes } from './tenants.js';

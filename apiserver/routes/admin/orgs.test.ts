@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { type Client, devClient, EMPTY_403, eventsSince, ISO, outboxMark, ownerClient, shape } from './admin-test-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { type Client, devClient, EMPTY_403, eventsSince, ISO, outboxMark, ownerClient, shape } from '../../../test/harness/api-client.js';
 
 /**
  * Organisations through HTTP on a dev-bypass hub: tenant 1 (default) is the caller, tenant 2 the

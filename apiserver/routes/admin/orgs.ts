@@ -1,7 +1,7 @@
 import {
   archiveOrg, createOrg, DEFAULT_TREE_DEPTH, getOrg, listOrgs, MAX_TREE_DEPTH, type OrgInput, type OrgPatch, orgTree, updateOrg,
-} from '../../src/admin/orgs.js';
-import { route, type RouteDecl } from '../route.js';
+} from '../../../src/admin/orgs.js';
+import { route, type RouteDecl } from '../../route.js';
 import { created, errors, idParam, inTenant, noContent, orgRecord, orgTreeNode, tenantParams, tenantRefusals } from './admin-schemas.js';
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { type Client, devClient, EMPTY_403, ownerClient, shape } from './admin-test-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { type Client, devClient, EMPTY_403, ownerClient, shape } from '../../../test/harness/api-client.js';
 
 /** Roles, assignments and organisation grants through HTTP (dev bypass: tenant 1 calls, tenant 2 is the other). */
 

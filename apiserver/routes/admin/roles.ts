@@ -1,5 +1,5 @@
-import { assignRole, createRole, getRole, grantOrg, listRoles, orgsOfRole, removeRole, revokeOrg, type RoleInput, rolesOfUser } from '../../src/admin/roles.js';
-import { route, type RouteDecl } from '../route.js';
+import { assignRole, createRole, getRole, grantOrg, listRoles, orgsOfRole, removeRole, revokeOrg, type RoleInput, rolesOfUser } from '../../../src/admin/roles.js';
+import { route, type RouteDecl } from '../../route.js';
 import { created, errors, inTenant, noContent, orgRecord, roleRecord, tenantParams, tenantRefusals } from './admin-schemas.js';
 
 /**

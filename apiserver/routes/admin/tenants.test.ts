@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
-import { type Client, devClient, EMPTY_403, ISO, ownerClient, shape, tokenClient } from './admin-test-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
+import { type Client, devClient, EMPTY_403, ISO, ownerClient, shape, tokenClient } from '../../../test/harness/api-client.js';
 
 /**
  * Tenant administration through HTTP: a dev-bypass hub for the behaviour, and an OIDC hub on the

@@ -1,7 +1,7 @@
-import { createTenant, deactivateTenant, getTenant, listTenants, type TenantInput, type TenantPatch, updateTenant } from '../../src/admin/tenants.js';
-import { route, type RouteDecl } from '../route.js';
+import { createTenant, deactivateTenant, getTenant, listTenants, type TenantInput, type TenantPatch, updateTenant } from '../../../src/admin/tenants.js';
+import { route, type RouteDecl } from '../../route.js';
 import { created, errors, idParam, noContent, tenantRecord, tenantRefusals } from './admin-schemas.js';
-import { refusals } from './schemas.js';
+import { refusals } from '../schemas.js';
 
 /**
  * Tenant administration (svc_superadmin). The tenant registry has no row-level security; these run

@@ -1,6 +1,6 @@
-import { scopesOf, setScopes } from '../../src/admin/scopes.js';
-import { createUser, deactivateUser, getUser, listUsers, unlockUser, updateUser, type UserInput, type UserPatch } from '../../src/admin/users.js';
-import { route, type RouteDecl } from '../route.js';
+import { scopesOf, setScopes } from '../../../src/admin/scopes.js';
+import { createUser, deactivateUser, getUser, listUsers, unlockUser, updateUser, type UserInput, type UserPatch } from '../../../src/admin/users.js';
+import { route, type RouteDecl } from '../../route.js';
 import { created, errors, inTenant, noContent, scopesBody, scopesRecord, tenantParams, tenantRefusals, userRecord } from './admin-schemas.js';
 
 /**

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
-import { startDemoSource } from '../src/demo-source/server.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { ownerClient } from './admin-test-client.js';
+import { startDemoSource } from '../../../src/demo-source/server.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { ownerClient } from '../../../test/harness/api-client.js';
 
 /**
  * Connector runs end to end: manifests applied over HTTP, runs against the real demo source through

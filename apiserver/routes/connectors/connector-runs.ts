@@ -1,9 +1,9 @@
-import { actor, callerTenant } from '../../src/auth/principal.js';
-import { ingestCsv } from '../../src/connectors/csv-ingest.js';
-import { NotFoundError, ValidationError } from '../../src/errors.js';
-import { route, type RouteDecl } from '../route.js';
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { ingestCsv } from '../../../src/connectors/csv-ingest.js';
+import { NotFoundError, ValidationError } from '../../../src/errors.js';
+import { route, type RouteDecl } from '../../route.js';
 import { runSchema } from './runs.js';
-import { errorBody, refusals } from './schemas.js';
+import { errorBody, refusals } from '../schemas.js';
 
 export const connectorRunRoutes: RouteDecl[] = [
   route({

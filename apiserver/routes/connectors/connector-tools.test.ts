@@ -2,8 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
-import { startDemoSource } from '../src/demo-source/server.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { startDemoSource } from '../../../src/demo-source/server.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /** Pre-flight, draft and scaffold against the real demo source and a local OpenAPI document server. */
 

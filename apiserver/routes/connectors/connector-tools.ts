@@ -1,11 +1,11 @@
-import { callerTenant } from '../../src/auth/principal.js';
-import { draftEndpoint } from '../../src/connectors/draft.js';
-import { preflight } from '../../src/connectors/preflight.js';
-import { scaffoldManifest } from '../../src/connectors/scaffold.js';
-import { NotFoundError } from '../../src/errors.js';
-import type { HubServices } from '../services.js';
-import { route, type RouteDecl } from '../route.js';
-import { errorBody, refusals } from './schemas.js';
+import { callerTenant } from '../../../src/auth/principal.js';
+import { draftEndpoint } from '../../../src/connectors/draft.js';
+import { preflight } from '../../../src/connectors/preflight.js';
+import { scaffoldManifest } from '../../../src/connectors/scaffold.js';
+import { NotFoundError } from '../../../src/errors.js';
+import type { HubServices } from '../../services.js';
+import { route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
 
 const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string' } } };
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
 
 /**
  * The role gates of the connector paths with real tokens (CONTRACTS.md section 4): these paths are

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
-import type { Tx } from '../src/db/database.js';
+import type { Tx } from '../../../src/db/database.js';
 
 /**
  * Connector manifests through HTTP on a dev-bypass hub: apply (YAML and JSON), validate, list,
@@ -12,7 +12,7 @@ import type { Tx } from '../src/db/database.js';
  */
 
 const dataCalls: Array<{ fn: string; tenant: number | undefined; args: string[] }> = [];
-jest.unstable_mockModule('../src/connectors/target/drop.js', () => ({
+jest.unstable_mockModule('../../../src/connectors/target/drop.js', () => ({
   dropConnectorData: async (tx: Tx, connectorId: string) => {
     dataCalls.push({ fn: 'dropConnectorData', tenant: tx.tenantId, args: [connectorId] });
   },
@@ -20,9 +20,9 @@ jest.unstable_mockModule('../src/connectors/target/drop.js', () => ({
     dataCalls.push({ fn: 'purgeEndpointData', tenant: tx.tenantId, args: [connectorId, endpointUuid] });
   },
 }));
-const { startTestHub } = await import('../test/harness/hub.js');
-const { ownerClient, ISO } = await import('./admin-test-client.js');
-const store = await import('../src/connectors/store.js');
+const { startTestHub } = await import('../../../test/harness/hub.js');
+const { ownerClient, ISO } = await import('../../../test/harness/api-client.js');
+const store = await import('../../../src/connectors/store.js');
 
 let hub: Awaited<ReturnType<typeof startTestHub>>;
 let owner: pg.Client;

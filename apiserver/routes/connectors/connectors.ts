@@ -1,9 +1,9 @@
-import { actor, callerTenant } from '../../src/auth/principal.js';
-import { checkManifest } from '../../src/connectors/manifest/validate.js';
-import { applyConnector, deleteConnector, getConnector, listConnectors, purgeEndpoint, resetCursor } from '../../src/connectors/store.js';
-import { NotFoundError } from '../../src/errors.js';
-import { type JsonSchema, route, type RouteDecl } from '../route.js';
-import { errorBody, refusals } from './schemas.js';
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { checkManifest } from '../../../src/connectors/manifest/validate.js';
+import { applyConnector, deleteConnector, getConnector, listConnectors, purgeEndpoint, resetCursor } from '../../../src/connectors/store.js';
+import { NotFoundError } from '../../../src/errors.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
 
 /**
  * Connector manifests (CONTRACTS.md section 4): apply, validate, list, read, delete, reset a cursor,

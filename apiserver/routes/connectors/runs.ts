@@ -1,9 +1,9 @@
-import { discard, erase, getDeadLetter, listDeadLetters, markReplayed } from '../../src/connectors/runs/dead-letters.js';
-import { getRun, listRuns, requestCancel } from '../../src/connectors/runs/ledger.js';
-import { rowByHash } from '../../src/connectors/runs/rows.js';
-import { callerTenant } from '../../src/auth/principal.js';
-import { route, type RouteDecl } from '../route.js';
-import { errorBody, refusals } from './schemas.js';
+import { discard, erase, getDeadLetter, listDeadLetters, markReplayed } from '../../../src/connectors/runs/dead-letters.js';
+import { getRun, listRuns, requestCancel } from '../../../src/connectors/runs/ledger.js';
+import { rowByHash } from '../../../src/connectors/runs/rows.js';
+import { callerTenant } from '../../../src/auth/principal.js';
+import { route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
 
 export const runSchema = {
   type: 'object',

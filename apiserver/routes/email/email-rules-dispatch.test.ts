@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
-import { type ReceivedMail, startSmtpServer, type TestSmtpServer, toAddresses } from '../test/harness/smtp.js';
-import { type Client, devClient, ownerClient } from './admin-test-client.js';
-import { until as untilProbe } from '../test/harness/until.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
+import { type ReceivedMail, startSmtpServer, type TestSmtpServer, toAddresses } from '../../../test/harness/smtp.js';
+import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { until as untilProbe } from '../../../test/harness/until.js';
 
 /**
  * E-mail rules for real events: `svc-hub all` (background on) consumes the outbox and sends one

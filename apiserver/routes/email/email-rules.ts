@@ -1,8 +1,8 @@
-import { actor } from '../../src/auth/principal.js';
-import { createRule, DEFAULT_SUBJECT, deleteRule, type EmailRuleInput, type EmailRulePatch, getRule, listRules, MAX_RECIPIENTS, updateRule } from '../../src/email/rules.js';
-import { PLACEHOLDERS } from '../../src/email/templates.js';
-import { type JsonSchema, route, type RouteDecl } from '../route.js';
-import { created, errors, inTenant, noContent, tenantParams, tenantRefusals } from './admin-schemas.js';
+import { actor } from '../../../src/auth/principal.js';
+import { createRule, DEFAULT_SUBJECT, deleteRule, type EmailRuleInput, type EmailRulePatch, getRule, listRules, MAX_RECIPIENTS, updateRule } from '../../../src/email/rules.js';
+import { PLACEHOLDERS } from '../../../src/email/templates.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { created, errors, inTenant, noContent, tenantParams, tenantRefusals } from '../admin/admin-schemas.js';
 
 /**
  * E-mail rules of the caller's tenant (svc_admin; CONTRACTS.md section 4): events matching a rule's

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /** The live stream over real HTTP: a client that parses Server-Sent Events as EventSource does. */
 

@@ -1,9 +1,9 @@
 import { PassThrough } from 'node:stream';
-import { callerTenant } from '../../src/auth/principal.js';
-import { ValidationError } from '../../src/errors.js';
-import type { OutboxEvent } from '../../src/events/outbox.js';
-import { route, type RouteDecl } from '../route.js';
-import { refusals } from './schemas.js';
+import { callerTenant } from '../../../src/auth/principal.js';
+import { ValidationError } from '../../../src/errors.js';
+import type { OutboxEvent } from '../../../src/events/outbox.js';
+import { route, type RouteDecl } from '../../route.js';
+import { refusals } from '../schemas.js';
 
 /** One SSE frame: `id` is the outbox id (send it back as Last-Event-ID), `data` the spec's envelope. */
 export function frame(event: OutboxEvent): string {

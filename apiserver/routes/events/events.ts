@@ -1,5 +1,5 @@
-import { route, type RouteDecl } from '../route.js';
-import { refusals } from './schemas.js';
+import { route, type RouteDecl } from '../../route.js';
+import { refusals } from '../schemas.js';
 
 export const catalogEntrySchema = {
   type: 'object',

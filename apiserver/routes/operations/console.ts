@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { createRequire } from 'node:module';
-import { route, type RouteDecl } from '../route.js';
+import { route, type RouteDecl } from '../../route.js';
 
 // swagger-ui-dist is served from the installed package: no CDN, nothing fetched at run time.
 const require = createRequire(import.meta.url);

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { MIGRATION_SETS, readMigrations } from '../src/db/migrations.js';
-import { lazyCounter } from '../src/observability/metrics.js';
-import { createTestDatabase } from '../test/harness/database.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { route, type RouteDecl } from './route.js';
+import { MIGRATION_SETS, readMigrations } from '../../../src/db/migrations.js';
+import { lazyCounter } from '../../../src/observability/metrics.js';
+import { createTestDatabase } from '../../../test/harness/database.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { route, type RouteDecl } from '../../route.js';
 
 /** Probe routes mounted through the real pipeline (gate, validation, error mapper). */
 const probes: RouteDecl[] = [

@@ -1,5 +1,5 @@
-import { registry } from '../../src/observability/metrics.js';
-import { route, type RouteDecl } from '../route.js';
+import { registry } from '../../../src/observability/metrics.js';
+import { route, type RouteDecl } from '../../route.js';
 
 type Check = { name: string; status: 'UP' | 'DOWN'; data?: Record<string, unknown> };
 

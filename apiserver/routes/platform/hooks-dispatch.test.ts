@@ -1,10 +1,10 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Catalog, loadCatalog } from '../src/events/catalog.js';
-import { packageRoot } from '../src/package-root.js';
-import { HookRunner } from '../src/platform/hooks/runner.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { until as untilProbe } from '../test/harness/until.js';
+import { Catalog, loadCatalog } from '../../../src/events/catalog.js';
+import { packageRoot } from '../../../src/package-root.js';
+import { HookRunner } from '../../../src/platform/hooks/runner.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until as untilProbe } from '../../../test/harness/until.js';
 
 /**
  * Hooks run for real events: `svc-hub all` (background on) consumes the outbox and hands each event

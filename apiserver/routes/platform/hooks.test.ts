@@ -1,11 +1,11 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { Catalog, loadCatalog } from '../src/events/catalog.js';
-import { packageRoot } from '../src/package-root.js';
-import { HookRunner } from '../src/platform/hooks/runner.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
+import { Catalog, loadCatalog } from '../../../src/events/catalog.js';
+import { packageRoot } from '../../../src/package-root.js';
+import { HookRunner } from '../../../src/platform/hooks/runner.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
 
 /**
  * Hooks through HTTP with real tokens. The core module declares no hooks, so after the first test

@@ -1,7 +1,7 @@
-import { Forbidden, NoTenantError, NotFoundError } from '../../src/errors.js';
-import { type JsonSchema, route, type RouteDecl } from '../route.js';
-import { errorBody, refusals } from './schemas.js';
-import { actor, callerTenant } from '../../src/auth/principal.js';
+import { Forbidden, NoTenantError, NotFoundError } from '../../../src/errors.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+import { actor, callerTenant } from '../../../src/auth/principal.js';
 
 const hookProperties = {
   id: { type: 'string' },

@@ -2,10 +2,10 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { ConfigError } from '../src/config/config.js';
-import { UnsealError } from '../src/platform/secrets/crypto.js';
-import { createTestDatabase } from '../test/harness/database.js';
-import { startTestHub } from '../test/harness/hub.js';
+import { ConfigError } from '../../../src/config/config.js';
+import { UnsealError } from '../../../src/platform/secrets/crypto.js';
+import { createTestDatabase } from '../../../test/harness/database.js';
+import { startTestHub } from '../../../test/harness/hub.js';
 
 /** The master key at start: a malformed one stops the hub; without one, dev generates and reuses a key file. */
 

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { parseMasterKey, UnsealError, unseal } from '../src/platform/secrets/crypto.js';
-import { SecretStore } from '../src/platform/secrets/store.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
-import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
+import { parseMasterKey, UnsealError, unseal } from '../../../src/platform/secrets/crypto.js';
+import { SecretStore } from '../../../src/platform/secrets/store.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
+import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
 
 /**
  * The secret store through HTTP with real tokens: every path, status and body, the role refusals,

@@ -1,7 +1,7 @@
-import { actor, callerTenant } from '../../src/auth/principal.js';
-import { SECRET_NAME_PATTERN } from '../../src/platform/secrets/store.js';
-import { type JsonSchema, route, type RouteDecl } from '../route.js';
-import { errorBody, refusals } from './schemas.js';
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { SECRET_NAME_PATTERN } from '../../../src/platform/secrets/store.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
 
 const VALUE_MAX = 65_536;
 const DESCRIPTION_MAX = 1_000;

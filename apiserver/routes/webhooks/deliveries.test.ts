@@ -1,11 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../src/hub/model.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { type Received, type Receiver, startReceiver, verifySvcSignature } from '../test/harness/receiver.js';
-import { client, type Client } from './admin-test-client.js';
-import { until } from '../test/harness/until.js';
+import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../../../src/webhooks/model.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { type Received, type Receiver, startReceiver, verifySvcSignature } from '../../../test/harness/receiver.js';
+import { client, type Client } from '../../../test/harness/api-client.js';
+import { until } from '../../../test/harness/until.js';
 
 /**
  * Webhooks end to end (`svc-hub all`: API and dispatcher in one process, clocks shortened): real

@@ -1,7 +1,7 @@
-import { callerTenant } from '../../src/auth/principal.js';
-import { route, type RouteDecl } from '../route.js';
+import { callerTenant } from '../../../src/auth/principal.js';
+import { route, type RouteDecl } from '../../route.js';
 import { deliverySchema } from './integrations.js';
-import { errorBody, refusals } from './schemas.js';
+import { errorBody, refusals } from '../schemas.js';
 
 /** The tenant's delivery journal across integrations (spec 1 Platform surface; CONTRACTS.md section 4). */
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { CLOSED_REASON } from '../src/hub/model.js';
-import { openIntegrationSecret } from '../src/hub/secret.js';
-import { parseMasterKey } from '../src/platform/secrets/crypto.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
-import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
+import { CLOSED_REASON } from '../../../src/webhooks/model.js';
+import { openIntegrationSecret } from '../../../src/webhooks/secret.js';
+import { parseMasterKey } from '../../../src/platform/secrets/crypto.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
+import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
 
 /**
  * Integrations through HTTP with real tokens (no dispatcher running): the record, defaults and

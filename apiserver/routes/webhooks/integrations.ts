@@ -1,9 +1,9 @@
-import { actor, callerTenant } from '../../src/auth/principal.js';
-import { EVENT_TYPES_MAX, NAME_MAX, SECRET_MAX, URL_MAX } from '../../src/hub/validation.js';
-import { AUTH_MODES, type IntegrationInput, type IntegrationPatch, PLATFORMS } from '../../src/hub/model.js';
-import { type JsonSchema, route, type RouteDecl } from '../route.js';
-import { errorBody, refusals } from './schemas.js';
-import { tenantIdParam } from './admin-schemas.js';
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { EVENT_TYPES_MAX, NAME_MAX, SECRET_MAX, URL_MAX } from '../../../src/webhooks/validation.js';
+import { AUTH_MODES, type IntegrationInput, type IntegrationPatch, PLATFORMS } from '../../../src/webhooks/model.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+import { tenantIdParam } from '../admin/admin-schemas.js';
 
 /** The integration hub (spec 1 "Integration hub"): svc_admin, `{tid}` equal to the caller's tenant. */
 
