@@ -1,6 +1,6 @@
 import Koa from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
-import type { HubServices } from './services.js';
+import type { AreaServices } from '../src/runtime/services.js';
 import type { RouteDecl } from './route.js';
 import { accessLog } from './middleware/access-log.js';
 import { errorMapper } from './middleware/errors.js';
@@ -41,7 +41,7 @@ export interface ApiOptions {
  * The Koa application. Middleware, top to bottom: request id + trace span, access log, the error
  * mapper, body parsing, the routes (each with its gate and validation).
  */
-export function createApi(services: HubServices, options: ApiOptions): Koa {
+export function createApi(services: AreaServices, options: ApiOptions): Koa {
   const routes = [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? [])];
   let document: Record<string, unknown> | undefined;
   const documentOnce = () => {

@@ -2,6 +2,7 @@ import type Koa from 'koa';
 import { createApi } from '../apiserver/app.js';
 import type { RouteDecl } from '../apiserver/route.js';
 import { listen, type RunningServer } from '../apiserver/server.js';
+import { createAdminServices } from '../src/admin/services.js';
 import { Authenticator } from '../src/auth/authenticate.js';
 import { Directory } from '../src/auth/directory.js';
 import { TokenVerifier } from '../src/auth/verifier.js';
@@ -14,10 +15,11 @@ import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
 import { Leadership } from '../src/dispatch/leader.js';
 import { leaderElector } from './leader.js';
-import { createWebhooks, integrationSubscriber } from '../src/webhooks/index.js';
+import { createWebhookServices, integrationSubscriber } from '../src/webhooks/index.js';
 import { operationRoutes } from '../apiserver/routes/operations/operations.js';
-import { EmailDispatcher } from '../src/email/consumer.js';
+import { EmailConsumer } from '../src/email/consumer.js';
 import { createMailer } from '../src/email/mailer.js';
+import { createEmailServices } from '../src/email/services.js';
 import { emailRuleSubscriber } from '../src/email/rules.js';
 import { Subscribers } from '../src/events/subscribers.js';
 import { OutboxListener } from '../src/events/listener.js';
@@ -32,10 +34,10 @@ import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase, type DatabaseSetup } from '../src/runtime/database-setup.js';
-import type { HubServices } from '../src/runtime/services.js';
+import type { AreaServices } from '../src/runtime/services.js';
 
 export interface Hub {
-  readonly services: HubServices;
+  readonly services: AreaServices;
   readonly server?: RunningServer;
   readonly url?: string;
   /** The worker role's connection URL (leader election's advisory lock, listeners). */
@@ -74,7 +76,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     : new TokenVerifier({ issuer: config.string('svc.oidc.issuer'), jwksUri: config.optional('svc.oidc.jwks-uri'), audience: config.optional('svc.oidc.audience') });
   // Integrations and deliveries: the API facade everywhere (replays and tests are sent from the
   // process serving the call), the consumer and the retry sweep in the background roles.
-  const webhooks = createWebhooks(config, { db, catalog, key: masterKey, version: packageVersion() });
+  const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion() });
   const secrets = new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') });
   const subscribers = new Subscribers();
   const connectors = createConnectorServices({
@@ -86,7 +88,9 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     ownerUrl: database.ownerUrl,
     roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
   });
-  const services: HubServices = {
+  const services: AreaServices = {
+    admin: createAdminServices({ db, events, directory }),
+    email: createEmailServices({ db }),
     config,
     db,
     directory,
@@ -98,11 +102,12 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     hooks: new HookRunner(catalog, db, { ttlMs: config.duration('svc.hooks.cache-ttl') }),
     audit: new AuditRecorder(db),
     stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
+    ping: () => db.ping(),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
     subscribers,
     connectors,
     mailer,
-    integrations: webhooks.hub,
+    integrations: webhooks.integrations,
   };
   services.subscribers.register(emailRuleSubscriber);
   services.subscribers.register(integrationSubscriber);
@@ -154,7 +159,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     await hookLoop.start(leaderClocks, listener);
     // E-mail rules: one message per matching event and rule, best effort (services.mailer is read
     // per event, so a replaced mailer takes effect).
-    const email = new EmailDispatcher(db, () => services.mailer);
+    const email = new EmailConsumer(db, () => services.mailer);
     const emailLoop = new OutboxLoop(db, {
       name: 'email',
       every: config.duration('svc.email.sweep-every'),

@@ -45,6 +45,12 @@ export async function getTenant(tx: Tx, id: number, lock = false): Promise<Tenan
   return rows[0];
 }
 
+/** The tenant of that code, active or not (`svc-hub run --tenant`, the operator's tenant label). */
+export async function tenantByCode(tx: Tx, code: string): Promise<{ id: number; active: boolean } | undefined> {
+  const { rows } = await tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1', [code]);
+  return rows[0] ? { id: Number(rows[0].id), active: rows[0].active } : undefined;
+}
+
 export function checkTenantCode(code: string): string {
   if (!TENANT_CODE.test(code)) {
     throw new ValidationError(

@@ -18,7 +18,7 @@ export interface EmailOutcome {
  * cursor moves on. Reading the rules is the only thing that can throw (the database is away); the
  * loop then reads the event again later.
  */
-export class EmailDispatcher {
+export class EmailConsumer {
   /** A tenant's enabled rules as read at `readAt` (database time), for at most `maxAgeMs`. */
   private readonly cache = new Map<number, { rules: ActiveRule[]; readAt: Date; fetched: number }>();
 

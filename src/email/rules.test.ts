@@ -5,7 +5,7 @@ import type { Database, Tx } from '../db/database.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { Subscribers } from '../events/subscribers.js';
-import { EmailDispatcher } from './consumer.js';
+import { EmailConsumer } from './consumer.js';
 import { type Mailer, MockedMailer, type OutgoingMail } from './mailer.js';
 import {
   createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
@@ -135,11 +135,11 @@ function event(tenantId: number, type: string, payload: Record<string, unknown>,
 
 describe('the dispatcher', () => {
   let mailer: RecordingMailer;
-  let dispatcher: EmailDispatcher;
+  let dispatcher: EmailConsumer;
 
   beforeAll(async () => {
     mailer = new RecordingMailer();
-    dispatcher = new EmailDispatcher(db, () => mailer);
+    dispatcher = new EmailConsumer(db, () => mailer);
     await t3((tx) =>
       createRule(tx, { name: 'org-watch', eventTypes: ['org.created', 'org.*'], recipient: 'a@initech.example, b@initech.example', subject: '{{ type }} #{{payload.orgId}}', body: 'Org {{payload.name}} ({{tenantId}}/{{id}}) by {{rule}}' }),
     );
@@ -192,7 +192,7 @@ describe('the dispatcher', () => {
     mailer.failFor = new Set(['fails@initech.example']);
     let reads = 0;
     const counting = { withTenant: (id: number, fn: (tx: Tx) => Promise<unknown>) => { reads += 1; return db.withTenant(id, fn); } } as unknown as Database;
-    const cached = new EmailDispatcher(counting, () => mailer, 60_000);
+    const cached = new EmailConsumer(counting, () => mailer, 60_000);
     const before = new Date(Date.now() - 50);
     await cached.handle(event(3, 'org.updated', { orgId: 8, tenantId: 3 }, before));
     await cached.handle(event(3, 'org.updated', { orgId: 9, tenantId: 3 }, before));
@@ -209,7 +209,7 @@ describe('the dispatcher', () => {
   });
 
   it('with the mocked mailer every message is logged as mocked', async () => {
-    const mocked = new EmailDispatcher(db, () => new MockedMailer());
+    const mocked = new EmailConsumer(db, () => new MockedMailer());
     const logs = captureLogs('info');
     try {
       const outcomes = await mocked.handle(event(3, 'org.updated', { orgId: 7, tenantId: 3 }));

@@ -4,7 +4,7 @@ import { type MigratedDatabase, migratedDatabase } from '../../test/harness/data
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
-import { WebhookDispatcher } from './consumer.js';
+import { WebhookConsumer } from './consumer.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch } from './model.js';
 import { AttemptPool } from './pool.js';
@@ -37,7 +37,7 @@ const recording = {
 } as unknown as DeliveryWorker;
 
 const dispatcher = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
-  new WebhookDispatcher({ db: t.db, worker, leaseMs: 60_000, maxAttempts, perIntegrationClaim: 2, sweepBatch: 100 });
+  new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts, perIntegrationClaim: 2, sweepBatch: 100 });
 
 beforeAll(async () => {
   t = await migratedDatabase({ 1: 'acme', 2: 'globex' });
@@ -162,7 +162,7 @@ describe('the retry sweep', () => {
        select 1, $1, 'event', 5000 + g, 'org.updated', '{}', 1 from generate_series(1, 40) g`,
       [k.id],
     );
-    const wide = () => new WebhookDispatcher({ db: t.db, worker: recording, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 100, sweepBatch: 15 });
+    const wide = () => new WebhookConsumer({ db: t.db, worker: recording, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 100, sweepBatch: 15 });
     submitted.length = 0;
     const counts = await Promise.all([wide().sweep(), wide().sweep(), wide().sweep(), wide().sweep()]);
     expect(counts.reduce((a, b) => a + b, 0)).toBe(40);
@@ -252,7 +252,7 @@ describe('the worker', () => {
       const e = await emit(1, 21);
       expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
       await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
-      w.integrationChanged(); // what IntegrationHub.update does once the change committed
+      w.integrationChanged(); // what IntegrationService.update does once the change committed
       release();
       const deadline = Date.now() + 5_000;
       while (!(await rowsOf(i.id))[0]?.closed_reason && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));

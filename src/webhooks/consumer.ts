@@ -13,7 +13,7 @@ import type { DeliveryWorker } from './worker.js';
  * endpoints do.
  */
 
-export interface DispatcherOptions {
+export interface WebhookConsumerOptions {
   db: Database;
   worker: DeliveryWorker;
   leaseMs: number;
@@ -30,8 +30,8 @@ type Inserted = { id: number; integration_id: number };
 /** How long the consumer waits for room in a full, not stalled, integration queue before leaving a first attempt to the sweep. */
 const QUEUE_WAIT_MS = 1_000;
 
-export class WebhookDispatcher {
-  constructor(private readonly o: DispatcherOptions) {}
+export class WebhookConsumer {
+  constructor(private readonly o: WebhookConsumerOptions) {}
 
   /**
    * A batch of outbox events: one delivery row per (event, active matching integration of the

@@ -3,24 +3,24 @@ import type { Database } from '../db/database.js';
 import { type LoopClock, OutboxLoop } from '../dispatch/outbox-loop.js';
 import type { Catalog } from '../events/catalog.js';
 import type { OutboxListener } from '../events/listener.js';
-import { WebhookDispatcher } from './consumer.js';
+import { WebhookConsumer } from './consumer.js';
 import { AttemptPool } from './pool.js';
 import { WebhookSender } from './sender.js';
-import { IntegrationHub } from './service.js';
+import { IntegrationService } from './service.js';
 import { DeliveryWorker } from './worker.js';
 
 export { integrationSubscriber } from './integrations.js';
-export { IntegrationHub } from './service.js';
+export { IntegrationService } from './service.js';
 
 /**
- * The integration hub of one process, built from configuration: the API facade (every role that
- * serves the API: replays and tests are sent from there), and the webhook consumer and retry sweep
- * that the background roles start on a leader-gated clock.
+ * The webhook area of one process, built from configuration: the integration service (every role
+ * that serves the API: replays and tests are sent from there), and the webhook consumer and retry
+ * sweep that the background roles start on a leader-gated clock.
  */
-export interface Webhooks {
-  hub: IntegrationHub;
+export interface WebhookServices {
+  integrations: IntegrationService;
   worker: DeliveryWorker;
-  dispatcher: WebhookDispatcher;
+  consumer: WebhookConsumer;
   /** Registers the outbox consumer (`webhooks` cursor) and the retry sweep on `clock`. */
   start(clock: LoopClock, listener?: OutboxListener): Promise<void>;
   /** Stops wake-ups, drops queued attempts, aborts running ones (their leases bring them back). */
@@ -32,7 +32,7 @@ const QUEUE_PER_INTEGRATION = 1_000;
 const CONSUMER_BATCH = 500;
 const SWEEP_BATCH = 500;
 
-export function createWebhooks(config: Config, deps: { db: Database; catalog: Catalog; key: Buffer; version: string }): Webhooks {
+export function createWebhookServices(config: Config, deps: { db: Database; catalog: Catalog; key: Buffer; version: string }): WebhookServices {
   const leaseMs = config.duration('svc.webhook.lease');
   const perIntegration = config.int('svc.webhook.concurrency-per-integration');
   const sender = new WebhookSender({
@@ -43,7 +43,7 @@ export function createWebhooks(config: Config, deps: { db: Database; catalog: Ca
   });
   const pool = new AttemptPool(config.int('svc.webhook.concurrency'), perIntegration, QUEUE_PER_INTEGRATION);
   const worker = new DeliveryWorker({ db: deps.db, key: deps.key, sender, pool, leaseMs });
-  const dispatcher = new WebhookDispatcher({
+  const consumer = new WebhookConsumer({
     db: deps.db,
     worker,
     leaseMs,
@@ -51,7 +51,7 @@ export function createWebhooks(config: Config, deps: { db: Database; catalog: Ca
     perIntegrationClaim: perIntegration * 2,
     sweepBatch: SWEEP_BATCH,
   });
-  const hub = new IntegrationHub({
+  const integrations = new IntegrationService({
     db: deps.db,
     catalog: deps.catalog,
     worker,
@@ -63,18 +63,18 @@ export function createWebhooks(config: Config, deps: { db: Database; catalog: Ca
     every: config.duration('svc.webhook.sweep-every'),
     batch: CONSUMER_BATCH,
     handleBatch: async (events) => {
-      await dispatcher.handleBatch(events);
+      await consumer.handleBatch(events);
     },
   });
   let started = false;
   return {
-    hub,
+    integrations,
     worker,
-    dispatcher,
+    consumer,
     async start(clock, listener) {
       await loop.start(clock, listener);
       clock.schedule('webhook-retry', { every: config.duration('svc.webhook.retry-every') }, async () => {
-        await dispatcher.sweep();
+        await consumer.sweep();
       });
       started = true;
     },

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Tx } from '../db/database.js';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
-import { WebhookDispatcher } from './consumer.js';
+import { WebhookConsumer } from './consumer.js';
 import { createIntegration } from './integrations.js';
 import type { AttemptOutcome } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
@@ -203,7 +203,7 @@ describe('the outcome writer', () => {
       pool: new AttemptPool(4, 2, 10),
       leaseMs: 5_000,
     });
-    const sweeper = new WebhookDispatcher({ db: t.db, worker, leaseMs: 5_000, maxAttempts: 3, perIntegrationClaim: 10, sweepBatch: 10 });
+    const sweeper = new WebhookConsumer({ db: t.db, worker, leaseMs: 5_000, maxAttempts: 3, perIntegrationClaim: 10, sweepBatch: 10 });
     const before = receiver.on('/swept').length;
     expect(await sweeper.sweep()).toBe(0);
     await new Promise((r) => setTimeout(r, 400));

@@ -22,7 +22,7 @@ import type { DeliveryWorker } from './worker.js';
  * and tests from the process that serves the call.
  */
 
-export interface IntegrationHubOptions {
+export interface IntegrationServiceOptions {
   db: Database;
   catalog: Catalog;
   worker: DeliveryWorker;
@@ -50,8 +50,8 @@ export function samplePayload(entry: CatalogEntry): Record<string, unknown> {
   return sample;
 }
 
-export class IntegrationHub {
-  constructor(private readonly o: IntegrationHubOptions) {}
+export class IntegrationService {
+  constructor(private readonly o: IntegrationServiceOptions) {}
 
   list(tenantId: number): Promise<Integration[]> {
     return this.o.db.withTenant(tenantId, (tx) => listIntegrations(tx));

@@ -1,28 +1,27 @@
 import type { Context } from 'koa';
-import type { Tx } from '../../../src/admin/common.js';
-import type { Principal } from '../../../src/auth/principal.js';
 import type { JsonSchema, ResponseDecl } from '../../route.js';
-import type { HubServices } from '../../services.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /** Schemas and helpers shared by the tenancy administration routes (tenants, orgs, users, roles). */
 
 export const MAX_ID = Number.MAX_SAFE_INTEGER;
 
-export const tenantIdParam: JsonSchema = { type: 'integer', minimum: 0, maximum: MAX_ID, description: 'Tenant id: must be the caller\'s tenant (or the impersonated one)' };
+export const tenantIdParam = { type: 'integer', minimum: 0, maximum: MAX_ID, description: 'Tenant id: must be the caller\'s tenant (or the impersonated one)' } as const;
 
-export function idParam(description: string): JsonSchema {
-  return { type: 'integer', minimum: 1, maximum: MAX_ID, description };
+export function idParam(description: string) {
+  return { type: 'integer', minimum: 1, maximum: MAX_ID, description } as const;
 }
 
-/** Path parameters: `{tid}` plus the named ids. */
-export function tenantParams(ids: Record<string, string> = {}): JsonSchema {
-  const names = ['tid', ...Object.keys(ids)];
+type IdSchema = ReturnType<typeof idParam>;
+
+/** Path parameters: `{tid}` plus the named ids (integers, as the handlers receive them). */
+export function tenantParams<const N extends string = never>(ids: Record<N, string> = {} as Record<N, string>) {
+  const names = ['tid', ...Object.keys(ids)] as Array<'tid' | N>;
   return {
     type: 'object',
     required: names,
-    properties: { tid: tenantIdParam, ...Object.fromEntries(Object.entries(ids).map(([name, text]) => [name, idParam(text)])) },
-  };
+    properties: { tid: tenantIdParam, ...(Object.fromEntries(Object.entries(ids).map(([name, text]) => [name, idParam(text as string)])) as Record<N, IdSchema>) },
+  } as const;
 }
 
 const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
@@ -74,7 +73,7 @@ export const roleRecord: JsonSchema = {
   properties: { id: { type: 'integer' }, name: { type: 'string' }, description: optionalText },
 };
 
-export const scopesBody: JsonSchema = {
+export const scopesBody = {
   type: 'object',
   required: ['scopes'],
   additionalProperties: false,
@@ -85,7 +84,7 @@ export const scopesBody: JsonSchema = {
       items: { type: 'string', minLength: 1, maxLength: 200 },
     },
   },
-};
+} as const;
 
 export const scopesRecord: JsonSchema = {
   type: 'object',
@@ -99,11 +98,6 @@ export function errors(statuses: Record<number, string>): Record<number, Respons
 }
 
 export const tenantRefusals = refusals(false);
-
-/** Runs `fn` in one transaction bound to the caller's tenant (checked equal to `{tid}` by the gate). */
-export function inTenant<T>(services: HubServices, principal: Principal | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  return services.db.withTenant(principal?.tenantId, fn);
-}
 
 /** 201 with a body. */
 export function created<T>(ctx: Context, body: T): T {

@@ -1,8 +1,7 @@
-import {
-  archiveOrg, createOrg, DEFAULT_TREE_DEPTH, getOrg, listOrgs, MAX_TREE_DEPTH, type OrgInput, type OrgPatch, orgTree, updateOrg,
+import {DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH, 
 } from '../../../src/admin/orgs.js';
 import { route, type RouteDecl } from '../../route.js';
-import { created, errors, idParam, inTenant, noContent, orgRecord, orgTreeNode, tenantParams, tenantRefusals } from './admin-schemas.js';
+import { created, errors, idParam, noContent, orgRecord, orgTreeNode, tenantParams, tenantRefusals } from './admin-schemas.js';
 
 /**
  * Organisations of the caller's tenant (svc_admin), under row-level security: an id of another
@@ -11,7 +10,7 @@ import { created, errors, idParam, inTenant, noContent, orgRecord, orgTreeNode, 
 
 const ORG = { id: 'Organisation id' };
 const codeRule = '1 to 100 letters, digits, dots, underscores or dashes, starting with a letter or digit';
-const parentId = { type: ['integer', 'null'], minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'An active organisation of the tenant; null or absent: top level' };
+const parentId = { type: ['integer', 'null'], minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'An active organisation of the tenant; null or absent: top level' } as const;
 
 export const orgRoutes: RouteDecl[] = [
   route({
@@ -19,7 +18,7 @@ export const orgRoutes: RouteDecl[] = [
     auth: ['svc_admin'],
     params: tenantParams(),
     responses: { 200: { description: 'Active organisations, by id', schema: { type: 'array', items: orgRecord } }, ...tenantRefusals },
-    handler: ({ services, principal }) => inTenant(services, principal, listOrgs),
+    handler: ({ services, principal }) => services.admin.orgs.list(principal?.tenantId),
   }),
   // Declared before /orgs/{id} so that `tree` is never read as an id.
   route({
@@ -42,7 +41,7 @@ export const orgRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: ({ services, principal, query }) =>
-      inTenant(services, principal, (tx) => orgTree(tx, { root: query.root as number | undefined, depth: query.depth as number })),
+      services.admin.orgs.tree(principal?.tenantId, { root: query.root, depth: query.depth }),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/orgs/{id}', operationId: 'getOrg', summary: 'One organisation', tags: ['Organisations'],
@@ -50,7 +49,7 @@ export const orgRoutes: RouteDecl[] = [
     description: 'An archived organisation still answers, with `active: false`.',
     params: tenantParams(ORG),
     responses: { 200: { description: 'The organisation', schema: orgRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
-    handler: ({ services, principal, params }) => inTenant(services, principal, (tx) => getOrg(tx, Number(params.id))),
+    handler: ({ services, principal, params }) => services.admin.orgs.get(principal?.tenantId, params.id),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/orgs', operationId: 'createOrg', summary: 'Create an organisation', tags: ['Organisations'],
@@ -71,7 +70,7 @@ export const orgRoutes: RouteDecl[] = [
       ...errors({ 400: 'Invalid body, or `parentId` is not an active organisation of the tenant (`field` names it)', 409: 'The code is taken in the tenant' }),
       ...tenantRefusals,
     },
-    handler: async ({ services, principal, body, ctx }) => created(ctx, await inTenant(services, principal, (tx) => createOrg(tx, services.events, body as OrgInput))),
+    handler: async ({ services, principal, body, ctx }) => created(ctx, await services.admin.orgs.create(principal?.tenantId, body)),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/orgs/{id}', operationId: 'updateOrg', summary: 'Update or move an organisation', tags: ['Organisations'],
@@ -94,7 +93,7 @@ export const orgRoutes: RouteDecl[] = [
       }),
       ...tenantRefusals,
     },
-    handler: ({ services, principal, params, body }) => inTenant(services, principal, (tx) => updateOrg(tx, services.events, Number(params.id), body as OrgPatch)),
+    handler: ({ services, principal, params, body }) => services.admin.orgs.update(principal?.tenantId, params.id, body),
   }),
   route({
     method: 'DELETE', path: '/api/tenants/{tid}/orgs/{id}', operationId: 'archiveOrg', summary: 'Archive an organisation (soft delete)', tags: ['Organisations'],
@@ -107,7 +106,7 @@ export const orgRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: async ({ services, principal, params, ctx }) => {
-      await inTenant(services, principal, (tx) => archiveOrg(tx, services.events, Number(params.id)));
+      await services.admin.orgs.archive(principal?.tenantId, params.id);
       return noContent(ctx);
     },
   }),

@@ -1,6 +1,6 @@
-import { assignRole, createRole, getRole, grantOrg, listRoles, orgsOfRole, removeRole, revokeOrg, type RoleInput, rolesOfUser } from '../../../src/admin/roles.js';
+
 import { route, type RouteDecl } from '../../route.js';
-import { created, errors, inTenant, noContent, orgRecord, roleRecord, tenantParams, tenantRefusals } from './admin-schemas.js';
+import { created, errors, noContent, orgRecord, roleRecord, tenantParams, tenantRefusals } from './admin-schemas.js';
 
 /**
  * Tenant roles (svc_admin): the roles, who holds them, and the organisations they give access to.
@@ -17,7 +17,7 @@ export const roleRoutes: RouteDecl[] = [
     auth: ['svc_admin'],
     params: tenantParams(),
     responses: { 200: { description: 'Roles, by id', schema: { type: 'array', items: roleRecord } }, ...tenantRefusals },
-    handler: ({ services, principal }) => inTenant(services, principal, listRoles),
+    handler: ({ services, principal }) => services.admin.roles.list(principal?.tenantId),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/roles', operationId: 'createRole', summary: 'Create a role', tags: ['Roles'],
@@ -32,21 +32,21 @@ export const roleRoutes: RouteDecl[] = [
       ...errors({ 400: 'Invalid body (`field` names it)', 409: 'A role of that name exists in the tenant' }),
       ...tenantRefusals,
     },
-    handler: async ({ services, principal, body, ctx }) => created(ctx, await inTenant(services, principal, (tx) => createRole(tx, body as RoleInput))),
+    handler: async ({ services, principal, body, ctx }) => created(ctx, await services.admin.roles.create(principal?.tenantId, body)),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/roles/{roleId}', operationId: 'getRole', summary: 'One role', tags: ['Roles'],
     auth: ['svc_admin'],
     params: tenantParams({ roleId: 'Role id' }),
     responses: { 200: { description: 'The role', schema: roleRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
-    handler: ({ services, principal, params }) => inTenant(services, principal, (tx) => getRole(tx, Number(params.roleId))),
+    handler: ({ services, principal, params }) => services.admin.roles.get(principal?.tenantId, params.roleId),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/users/{uid}/roles', operationId: 'listUserRoles', summary: 'Roles a user holds', tags: ['Roles'],
     auth: ['svc_admin'],
     params: tenantParams({ uid: 'User id' }),
     responses: { 200: { description: 'Roles, by id', schema: { type: 'array', items: roleRecord } }, ...errors({ 400: 'Invalid id', 404: 'Unknown user' }), ...tenantRefusals },
-    handler: ({ services, principal, params }) => inTenant(services, principal, (tx) => rolesOfUser(tx, Number(params.uid))),
+    handler: ({ services, principal, params }) => services.admin.roles.ofUser(principal?.tenantId, params.uid),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/users/{uid}/roles/{roleId}', operationId: 'assignRole', summary: 'Give a role to a user', tags: ['Roles'],
@@ -59,7 +59,7 @@ export const roleRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: async ({ services, principal, params, ctx }) => {
-      await inTenant(services, principal, (tx) => assignRole(tx, Number(params.uid), Number(params.roleId)));
+      await services.admin.roles.assign(principal?.tenantId, params.uid, params.roleId);
       return noContent(ctx);
     },
   }),
@@ -70,7 +70,7 @@ export const roleRoutes: RouteDecl[] = [
     params: tenantParams(USER_ROLE),
     responses: { 204: { description: 'The user no longer holds the role' }, ...errors({ 400: 'Invalid id', 404: 'User or role unknown in the tenant' }), ...tenantRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      await inTenant(services, principal, (tx) => removeRole(tx, Number(params.uid), Number(params.roleId)));
+      await services.admin.roles.remove(principal?.tenantId, params.uid, params.roleId);
       return noContent(ctx);
     },
   }),
@@ -80,7 +80,7 @@ export const roleRoutes: RouteDecl[] = [
     description: 'Granted organisations, by id; an organisation archived since the grant shows `active: false`.',
     params: tenantParams({ roleId: 'Role id' }),
     responses: { 200: { description: 'Organisations', schema: { type: 'array', items: orgRecord } }, ...errors({ 400: 'Invalid id', 404: 'Unknown role' }), ...tenantRefusals },
-    handler: ({ services, principal, params }) => inTenant(services, principal, (tx) => orgsOfRole(tx, Number(params.roleId))),
+    handler: ({ services, principal, params }) => services.admin.roles.orgs(principal?.tenantId, params.roleId),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/roles/{roleId}/orgs/{orgId}', operationId: 'grantRoleOrg', summary: 'Grant a role access to an organisation', tags: ['Roles'],
@@ -93,7 +93,7 @@ export const roleRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: async ({ services, principal, params, ctx }) => {
-      await inTenant(services, principal, (tx) => grantOrg(tx, Number(params.roleId), Number(params.orgId)));
+      await services.admin.roles.grantOrg(principal?.tenantId, params.roleId, params.orgId);
       return noContent(ctx);
     },
   }),
@@ -104,7 +104,7 @@ export const roleRoutes: RouteDecl[] = [
     params: tenantParams(ROLE_ORG),
     responses: { 204: { description: 'Revoked' }, ...errors({ 400: 'Invalid id', 404: 'Role or organisation unknown in the tenant' }), ...tenantRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      await inTenant(services, principal, (tx) => revokeOrg(tx, Number(params.roleId), Number(params.orgId)));
+      await services.admin.roles.revokeOrg(principal?.tenantId, params.roleId, params.orgId);
       return noContent(ctx);
     },
   }),

@@ -1,4 +1,3 @@
-import { createTenant, deactivateTenant, getTenant, listTenants, type TenantInput, type TenantPatch, updateTenant } from '../../../src/admin/tenants.js';
 import { route, type RouteDecl } from '../../route.js';
 import { created, errors, idParam, noContent, tenantRecord, tenantRefusals } from './admin-schemas.js';
 import { refusals } from '../schemas.js';
@@ -8,7 +7,7 @@ import { refusals } from '../schemas.js';
  * as the application role with no tenant bound. Tenant 0 (system) is outside this surface.
  */
 
-const tenantParams = { type: 'object', required: ['id'], properties: { id: { ...idParam('Tenant id (the system tenant 0 is a 404)'), minimum: 0 } } };
+const tenantParams = { type: 'object', required: ['id'], properties: { id: { ...idParam('Tenant id (the system tenant 0 is a 404)'), minimum: 0 } } } as const;
 
 const codeRule = '1 to 63 lower-case letters, digits or dashes, starting and ending with a letter or digit (usable as a Kubernetes label value)';
 
@@ -18,7 +17,7 @@ export const tenantRoutes: RouteDecl[] = [
     auth: ['svc_superadmin'],
     description: 'Deactivated tenants and the system tenant 0 are omitted.',
     responses: { 200: { description: 'Active tenants, by id', schema: { type: 'array', items: tenantRecord } }, ...tenantRefusals },
-    handler: ({ services }) => services.db.withoutTenant(listTenants),
+    handler: ({ services }) => services.admin.tenants.list(),
   }),
   route({
     method: 'GET', path: '/api/tenants/{id}', operationId: 'getTenant', summary: 'One tenant', tags: ['Tenants'],
@@ -26,7 +25,7 @@ export const tenantRoutes: RouteDecl[] = [
     description: 'A deactivated tenant still answers, with `active: false`.',
     params: tenantParams,
     responses: { 200: { description: 'The tenant', schema: tenantRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown tenant' }), ...tenantRefusals },
-    handler: ({ services, params }) => services.db.withoutTenant((tx) => getTenant(tx, Number(params.id))),
+    handler: ({ services, params }) => services.admin.tenants.get(params.id),
   }),
   route({
     method: 'POST', path: '/api/tenants', operationId: 'createTenant', summary: 'Create a tenant', tags: ['Tenants'],
@@ -45,7 +44,7 @@ export const tenantRoutes: RouteDecl[] = [
       ...errors({ 400: 'Invalid body (`field` names it)', 409: 'The code is taken (`field`: `code`)' }),
       ...tenantRefusals,
     },
-    handler: async ({ services, body, ctx }) => created(ctx, await services.db.withoutTenant((tx) => createTenant(tx, body as TenantInput))),
+    handler: async ({ services, body, ctx }) => created(ctx, await services.admin.tenants.create(body)),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{id}', operationId: 'updateTenant', summary: 'Update a tenant\'s name or description', tags: ['Tenants'],
@@ -61,7 +60,7 @@ export const tenantRoutes: RouteDecl[] = [
       ...errors({ 400: 'Invalid body (`field` names it)', 404: 'Unknown tenant', 409: 'The tenant is deactivated' }),
       ...tenantRefusals,
     },
-    handler: ({ services, params, body }) => services.db.withoutTenant((tx) => updateTenant(tx, Number(params.id), body as TenantPatch)),
+    handler: ({ services, params, body }) => services.admin.tenants.update(params.id, body),
   }),
   route({
     method: 'DELETE', path: '/api/tenants/{id}', operationId: 'deactivateTenant', summary: 'Deactivate a tenant (soft delete)', tags: ['Tenants'],
@@ -70,8 +69,7 @@ export const tenantRoutes: RouteDecl[] = [
     params: tenantParams,
     responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown tenant' }), ...tenantRefusals },
     handler: async ({ services, params, ctx }) => {
-      const changed = await services.db.withoutTenant((tx) => deactivateTenant(tx, Number(params.id)));
-      if (changed) services.directory.invalidate();
+      await services.admin.tenants.deactivate(params.id);
       return noContent(ctx);
     },
   }),
@@ -80,6 +78,6 @@ export const tenantRoutes: RouteDecl[] = [
     auth: ['svc_integrator', 'svc_superadmin'],
     description: 'The same active tenants as GET /api/tenants.',
     responses: { 200: { description: 'Active tenants, by id', schema: { type: 'array', items: tenantRecord } }, ...refusals(true) },
-    handler: ({ services }) => services.db.withoutTenant(listTenants),
+    handler: ({ services }) => services.admin.tenants.list(),
   }),
 ];

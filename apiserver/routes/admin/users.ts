@@ -1,7 +1,6 @@
-import { scopesOf, setScopes } from '../../../src/admin/scopes.js';
-import { createUser, deactivateUser, getUser, listUsers, unlockUser, updateUser, type UserInput, type UserPatch } from '../../../src/admin/users.js';
+
 import { route, type RouteDecl } from '../../route.js';
-import { created, errors, inTenant, noContent, scopesBody, scopesRecord, tenantParams, tenantRefusals, userRecord } from './admin-schemas.js';
+import { created, errors, noContent, scopesBody, scopesRecord, tenantParams, tenantRefusals, userRecord } from './admin-schemas.js';
 
 /**
  * Hub users of the caller's tenant (svc_admin), under row-level security. The hub stores no
@@ -11,8 +10,8 @@ import { created, errors, inTenant, noContent, scopesBody, scopesRecord, tenantP
 
 const USER = { id: 'User id' };
 const UID = { uid: 'User id' };
-const optional = { type: ['string', 'null'], maxLength: 2000 };
-const email = { type: ['string', 'null'], format: 'email', maxLength: 320 };
+const optional = { type: ['string', 'null'], maxLength: 2000 } as const;
+const email = { type: ['string', 'null'], format: 'email', maxLength: 320 } as const;
 
 export const userRoutes: RouteDecl[] = [
   route({
@@ -20,7 +19,7 @@ export const userRoutes: RouteDecl[] = [
     auth: ['svc_admin'],
     params: tenantParams(),
     responses: { 200: { description: 'Active users, by id', schema: { type: 'array', items: userRecord } }, ...tenantRefusals },
-    handler: ({ services, principal }) => inTenant(services, principal, listUsers),
+    handler: ({ services, principal }) => services.admin.users.list(principal?.tenantId),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/users/{id}', operationId: 'getUser', summary: 'One user', tags: ['Users'],
@@ -28,7 +27,7 @@ export const userRoutes: RouteDecl[] = [
     description: 'A deactivated user still answers, with `active: false`. Scopes: GET …/users/{id}/scopes.',
     params: tenantParams(USER),
     responses: { 200: { description: 'The user', schema: userRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
-    handler: ({ services, principal, params }) => inTenant(services, principal, (tx) => getUser(tx, Number(params.id))),
+    handler: ({ services, principal, params }) => services.admin.users.get(principal?.tenantId, params.id),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/users', operationId: 'createUser', summary: 'Create a user', tags: ['Users'],
@@ -46,7 +45,7 @@ export const userRoutes: RouteDecl[] = [
       ...errors({ 400: 'Invalid body (`field` names it)', 409: 'The login is taken in the tenant' }),
       ...tenantRefusals,
     },
-    handler: async ({ services, principal, body, ctx }) => created(ctx, await inTenant(services, principal, (tx) => createUser(tx, body as UserInput))),
+    handler: async ({ services, principal, body, ctx }) => created(ctx, await services.admin.users.create(principal?.tenantId, body)),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/users/{id}', operationId: 'updateUser', summary: 'Update a user\'s profile, or lock the account', tags: ['Users'],
@@ -65,8 +64,7 @@ export const userRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: async ({ services, principal, params, body }) => {
-      const { user, lockChanged } = await inTenant(services, principal, (tx) => updateUser(tx, Number(params.id), body as UserPatch));
-      if (lockChanged) services.directory.invalidate();
+      const user = await services.admin.users.update(principal?.tenantId, params.id, body);
       return user;
     },
   }),
@@ -81,8 +79,7 @@ export const userRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: async ({ services, principal, params }) => {
-      const { user, changed } = await inTenant(services, principal, (tx) => unlockUser(tx, Number(params.id)));
-      if (changed) services.directory.invalidate();
+      const user = await services.admin.users.unlock(principal?.tenantId, params.id);
       return user;
     },
   }),
@@ -93,8 +90,7 @@ export const userRoutes: RouteDecl[] = [
     params: tenantParams(USER),
     responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      const changed = await inTenant(services, principal, (tx) => deactivateUser(tx, Number(params.id)));
-      if (changed) services.directory.invalidate();
+      await services.admin.users.deactivate(principal?.tenantId, params.id);
       return noContent(ctx);
     },
   }),
@@ -104,10 +100,7 @@ export const userRoutes: RouteDecl[] = [
     params: tenantParams(UID),
     responses: { 200: { description: 'The stored scopes', schema: scopesRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
     handler: ({ services, principal, params }) =>
-      inTenant(services, principal, async (tx) => {
-        await getUser(tx, Number(params.uid));
-        return { scopes: await scopesOf(tx, Number(params.uid)) };
-      }),
+      services.admin.users.scopes(principal?.tenantId, params.uid).then((scopes) => ({ scopes })),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/users/{uid}/scopes', operationId: 'setUserScopes', summary: 'Replace the scopes a user is bound to', tags: ['Users'],
@@ -123,6 +116,6 @@ export const userRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: ({ services, principal, params, body }) =>
-      inTenant(services, principal, async (tx) => ({ scopes: await setScopes(tx, Number(params.uid), (body as { scopes: string[] }).scopes) })),
+      services.admin.users.setScopes(principal?.tenantId, params.uid, body.scopes).then((scopes) => ({ scopes })),
   }),
 ];

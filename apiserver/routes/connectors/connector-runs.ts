@@ -1,5 +1,4 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
-import { ingestCsv } from '../../../src/connectors/csv-ingest.js';
 import { NotFoundError, ValidationError } from '../../../src/errors.js';
 import { route, type RouteDecl } from '../../route.js';
 import { runSchema } from './runs.js';
@@ -25,9 +24,9 @@ export const connectorRunRoutes: RouteDecl[] = [
     },
     handler: async ({ services, principal, params, body, ctx }) => {
       const tenantId = callerTenant(principal);
-      const connector = await services.db.withTenant(tenantId, (tx) => services.connectors.load(tx, params.name!));
+      const connector = await services.connectors.byName(tenantId, params.name);
       if (!connector) throw new NotFoundError(`connector ${params.name} not found`);
-      const { endpoint } = (body ?? {}) as { endpoint?: string };
+      const endpoint = body?.endpoint;
       const triggered = await services.connectors.runner.trigger(tenantId, connector, { endpoint, triggeredBy: `manual:${actor(principal)}` });
       triggered.done.catch(() => undefined); // every outcome is recorded on the run itself
       ctx.status = 202;
@@ -50,13 +49,13 @@ export const connectorRunRoutes: RouteDecl[] = [
     handler: ({ services, principal, query, body }) => {
       const tenantId = callerTenant(principal);
       if (typeof body !== 'string' || !body.trim()) throw new ValidationError('body must be CSV text with a header line', 'body');
-      return ingestCsv(
-        services.connectors.runner,
-        tenantId,
-        async (tx, name) => (await services.connectors.load(tx, name))?.id,
-        (fn) => services.db.withTenant(tenantId, fn),
-        { connector: String(query.connector), table: String(query.table), key: String(query.key), csv: body, triggeredBy: `csv:${actor(principal)}` },
-      );
+      return services.connectors.runs.ingestCsv(tenantId, {
+        connector: query.connector,
+        table: query.table,
+        key: query.key,
+        csv: body,
+        triggeredBy: `csv:${actor(principal)}`,
+      });
     },
   }),
 ];

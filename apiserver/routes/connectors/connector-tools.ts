@@ -3,14 +3,14 @@ import { draftEndpoint } from '../../../src/connectors/draft.js';
 import { preflight } from '../../../src/connectors/preflight.js';
 import { scaffoldManifest } from '../../../src/connectors/scaffold.js';
 import { NotFoundError } from '../../../src/errors.js';
-import type { HubServices } from '../../services.js';
+import type { AreaServices } from '../../../src/runtime/services.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
-const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string' } } };
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string' } } } as const;
 
-async function connectorOf(services: HubServices, tenantId: number, name: string) {
-  const connector = await services.db.withTenant(tenantId, (tx) => services.connectors.load(tx, name));
+async function connectorOf(services: AreaServices, tenantId: number, name: string) {
+  const connector = await services.connectors.byName(tenantId, name);
   if (!connector) throw new NotFoundError(`connector ${name} not found`);
   return connector;
 }
@@ -42,7 +42,7 @@ export const connectorToolRoutes: RouteDecl[] = [
       ...refusals(false),
     },
     handler: async ({ services, principal, params }) => {
-      const connector = await connectorOf(services, callerTenant(principal), params.name!);
+      const connector = await connectorOf(services, callerTenant(principal), params.name);
       return preflight(connector, (c) => services.connectors.context(c));
     },
   }),
@@ -58,8 +58,8 @@ export const connectorToolRoutes: RouteDecl[] = [
       ...refusals(false),
     },
     handler: async ({ services, principal, params, body }) => {
-      const connector = await connectorOf(services, callerTenant(principal), params.name!);
-      return draftEndpoint(connector, body as { path: string; method?: 'GET' }, services.connectors.context(connector));
+      const connector = await connectorOf(services, callerTenant(principal), params.name);
+      return draftEndpoint(connector, body, services.connectors.context(connector));
     },
   }),
   route({
@@ -72,7 +72,7 @@ export const connectorToolRoutes: RouteDecl[] = [
       ...refusals(false),
     },
     handler: async ({ body, ctx }) => {
-      const { openapiUrl, name } = body as { openapiUrl: string; name: string };
+      const { openapiUrl, name } = body;
       ctx.type = 'application/yaml';
       ctx.body = await scaffoldManifest(openapiUrl, name);
       return undefined;

@@ -1,7 +1,6 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { connectorManifestSchema } from '../../../src/connectors/manifest/schema.js';
 import { checkManifest } from '../../../src/connectors/manifest/validate.js';
-import { applyConnector, deleteConnector, getConnector, listConnectors, purgeEndpoint, resetCursor } from '../../../src/connectors/store.js';
-import { NotFoundError } from '../../../src/errors.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -19,6 +18,13 @@ const manifestBody: JsonSchema = {
   description:
     'A Connector manifest (`apiVersion: connectors.svc.io/v1`, `kind: Connector`, `metadata.name`, `connector_type: rest-generic`, `scopes`, `spec`) as YAML or JSON; see docs/connectors.md.',
 };
+
+/**
+ * What /q/openapi shows for a manifest body: the manifest's own JSON Schema (the one the apply and
+ * validate paths check it against), so the document and the console show what a manifest may hold.
+ */
+const { $schema: _dialect, ...manifestSchema } = connectorManifestSchema;
+const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
 
 const issue: JsonSchema = { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } };
 const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
@@ -70,12 +76,12 @@ const applied: JsonSchema = {
   properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } },
 };
 
-const nameParam: JsonSchema = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the connector' } } };
-const endpointParams: JsonSchema = {
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the connector' } } } as const;
+const endpointParams = {
   type: 'object',
   required: ['name', 'id'],
   properties: { name: { type: 'string', description: 'metadata.name of the connector' }, id: { type: 'string', description: 'endpoint id from the manifest' } },
-};
+} as const;
 
 const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
 
@@ -84,7 +90,7 @@ export const connectorRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/connectors/apply', operationId: 'applyConnector', summary: 'Apply a Connector manifest (create or update by name)', tags: ['Connectors'],
     auth: ['svc_integrator', 'svc_admin'],
     description: 'YAML or JSON. 201 for a new name, 200 for an update; endpoint UUIDs stay stable while their ids stay in the manifest. Unknown spec keys are warnings.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody,
+    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
     responses: {
       200: { description: 'Updated', schema: applied },
       201: { description: 'Created', schema: applied },
@@ -92,7 +98,7 @@ export const connectorRoutes: RouteDecl[] = [
       ...refusals(false),
     },
     handler: async ({ services, principal, body, ctx }) => {
-      const result = await services.db.withTenant(callerTenant(principal), (tx) => applyConnector(tx, body, { actor: actor(principal) }));
+      const result = await services.connectors.manifests.apply(callerTenant(principal), body, actor(principal));
       ctx.status = result.created ? 201 : 200;
       return { name: result.connector.name, id: result.connector.id, warnings: result.warnings };
     },
@@ -101,7 +107,7 @@ export const connectorRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/connectors/validate', operationId: 'validateConnector', summary: 'Check a Connector manifest without applying it', tags: ['Connectors'],
     auth: ['svc_integrator'], audit: false,
     description: 'Writes nothing. Answers 200 with every error and warning, each naming its field.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody,
+    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
     responses: {
       200: {
         description: 'The verdict',
@@ -122,17 +128,13 @@ export const connectorRoutes: RouteDecl[] = [
     method: 'GET', path: '/api/connectors', operationId: 'listConnectors', summary: 'Connectors of the caller\'s tenant, by name', tags: ['Connectors'],
     auth: ['svc_integrator'],
     responses: { 200: { description: 'Connectors', schema: { type: 'array', items: connectorRecord } }, ...refusals(false) },
-    handler: ({ services, principal }) => services.db.withTenant(callerTenant(principal), (tx) => listConnectors(tx)),
+    handler: ({ services, principal }) => services.connectors.manifests.list(callerTenant(principal)),
   }),
   route({
     method: 'GET', path: '/api/connectors/{name}', operationId: 'getConnector', summary: 'One connector with its stored manifest', tags: ['Connectors'],
     auth: ['svc_integrator'], params: nameParam,
     responses: { 200: { description: 'The connector', schema: connectorDetail }, ...notFound('Unknown connector'), ...refusals(false) },
-    handler: async ({ services, principal, params }) => {
-      const found = await services.db.withTenant(callerTenant(principal), (tx) => getConnector(tx, params.name!));
-      if (!found) throw new NotFoundError(`connector ${params.name} not found`);
-      return found;
-    },
+    handler: ({ services, principal, params }) => services.connectors.manifests.get(callerTenant(principal), params.name),
   }),
   route({
     method: 'DELETE', path: '/api/connectors/{name}', operationId: 'deleteConnector', summary: 'Delete a connector, its ext.* rows and its retrieval chunks', tags: ['Connectors'],
@@ -140,8 +142,7 @@ export const connectorRoutes: RouteDecl[] = [
     description: 'Its run records stay. The name can be applied again (a new connector with new UUIDs).',
     responses: { 204: { description: 'Deleted' }, ...notFound('Unknown connector'), ...refusals(false) },
     handler: async ({ services, principal, params, ctx }) => {
-      const deleted = await services.db.withTenant(callerTenant(principal), (tx) => deleteConnector(tx, params.name!));
-      if (!deleted) throw new NotFoundError(`connector ${params.name} not found`);
+      await services.connectors.manifests.remove(callerTenant(principal), params.name);
       ctx.status = 204;
       return undefined;
     },
@@ -152,7 +153,7 @@ export const connectorRoutes: RouteDecl[] = [
     description: 'The next run of the endpoint is a full read.',
     responses: { 204: { description: 'Cleared' }, ...notFound('Unknown connector or endpoint'), ...refusals(false) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.db.withTenant(callerTenant(principal), (tx) => resetCursor(tx, params.name!, params.id!));
+      await services.connectors.manifests.resetCursor(callerTenant(principal), params.name, params.id);
       ctx.status = 204;
       return undefined;
     },
@@ -163,7 +164,7 @@ export const connectorRoutes: RouteDecl[] = [
     description: 'The connector stays; the endpoint\'s watermark is cleared too, so its next run reads everything again.',
     responses: { 204: { description: 'Purged' }, ...notFound('Unknown connector or endpoint'), ...refusals(false) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.db.withTenant(callerTenant(principal), (tx) => purgeEndpoint(tx, params.name!, params.id!));
+      await services.connectors.manifests.purgeEndpoint(callerTenant(principal), params.name, params.id);
       ctx.status = 204;
       return undefined;
     },

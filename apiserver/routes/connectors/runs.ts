@@ -1,6 +1,4 @@
-import { discard, erase, getDeadLetter, listDeadLetters, markReplayed } from '../../../src/connectors/runs/dead-letters.js';
-import { getRun, listRuns, requestCancel } from '../../../src/connectors/runs/ledger.js';
-import { rowByHash } from '../../../src/connectors/runs/rows.js';
+
 import { callerTenant } from '../../../src/auth/principal.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
@@ -46,7 +44,7 @@ const deadLetterSchema = {
   },
 };
 
-const idParam = { type: 'object', required: ['id'], properties: { id: { type: 'string' } } };
+const idParam = { type: 'object', required: ['id'], properties: { id: { type: 'string' } } } as const;
 const capped = (value: unknown, fallback: number) => Math.min(Number(value ?? fallback), 200);
 
 export const runRoutes: RouteDecl[] = [
@@ -54,13 +52,13 @@ export const runRoutes: RouteDecl[] = [
     method: 'GET', path: '/api/platform/runs', operationId: 'listRuns', summary: 'Connector runs, newest first', tags: ['Runs'], auth: ['svc_integrator'],
     query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, default: 50, description: 'default 50, capped at 200' } } },
     responses: { 200: { description: 'Run records', schema: { type: 'array', items: runSchema } }, ...refusals(true) },
-    handler: ({ services, principal, query }) => services.db.withTenant(callerTenant(principal), (tx) => listRuns(tx, capped(query.limit, 50))),
+    handler: ({ services, principal, query }) => services.connectors.runs.list(callerTenant(principal), capped(query.limit, 50)),
   }),
   route({
     method: 'GET', path: '/api/platform/runs/{id}', operationId: 'getRun', summary: 'One run record', tags: ['Runs'], auth: ['svc_integrator'],
     params: idParam,
     responses: { 200: { description: 'Run record', schema: runSchema }, 404: { description: 'Unknown run', schema: errorBody }, ...refusals(true) },
-    handler: ({ services, principal, params }) => services.db.withTenant(callerTenant(principal), (tx) => getRun(tx, params.id!)),
+    handler: ({ services, principal, params }) => services.connectors.runs.get(callerTenant(principal), params.id),
   }),
   route({
     method: 'POST', path: '/api/platform/runs/{id}/cancel', operationId: 'cancelRun', summary: 'Cancel a running run at its next page boundary', tags: ['Runs'],
@@ -72,7 +70,7 @@ export const runRoutes: RouteDecl[] = [
       ...refusals(true),
     },
     handler: async ({ services, principal, params, ctx }) => {
-      const run = await services.db.withTenant(callerTenant(principal), (tx) => requestCancel(tx, params.id!));
+      const run = await services.connectors.runs.cancel(callerTenant(principal), params.id);
       ctx.status = 202;
       return run;
     },
@@ -90,34 +88,20 @@ export const runRoutes: RouteDecl[] = [
     },
     responses: { 200: { description: 'Entries (without payloads)', schema: { type: 'array', items: deadLetterSchema } }, ...refusals(true) },
     handler: ({ services, principal, query }) =>
-      services.db.withTenant(callerTenant(principal), async (tx) => {
-        let connectorId: string | undefined;
-        if (query.connector && !query.run) {
-          // A manifest connector by name or id, or a source known only from its runs (CSV ingest).
-          const { rows } = await tx.query<{ id: string }>(
-            `select id from connectors.connectors where name = $1 or id::text = $1
-             union all select connector_id from connectors.runs where connector_name = $1
-             limit 1`,
-            [query.connector],
-          );
-          if (!rows[0]) return [];
-          connectorId = rows[0].id;
-        }
-        return listDeadLetters(tx, { limit: capped(query.limit, 100), runId: query.run as string | undefined, connectorId });
-      }),
+      services.connectors.deadLetters.list(callerTenant(principal), { limit: capped(query.limit, 100), run: query.run, connector: query.connector }),
   }),
   route({
     method: 'GET', path: '/api/platform/dlq/{id}', operationId: 'getDeadLetter', summary: 'One entry with payload and skipDetail', tags: ['Dead letters'], auth: ['svc_integrator'],
     params: idParam,
     responses: { 200: { description: 'Entry', schema: deadLetterSchema }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
-    handler: ({ services, principal, params }) => services.db.withTenant(callerTenant(principal), (tx) => getDeadLetter(tx, params.id!)),
+    handler: ({ services, principal, params }) => services.connectors.deadLetters.get(callerTenant(principal), params.id),
   }),
   route({
     method: 'POST', path: '/api/platform/dlq/{id}/replayed', operationId: 'markDeadLetterReplayed', summary: 'Mark an entry replayed', tags: ['Dead letters'], auth: ['svc_integrator'],
     params: idParam, query: { type: 'object', properties: { newRunId: { type: 'string', format: 'uuid' } } },
     responses: { 204: { description: 'Marked' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
     handler: async ({ services, principal, params, query, ctx }) => {
-      await services.db.withTenant(callerTenant(principal), (tx) => markReplayed(tx, params.id!, query.newRunId as string | undefined));
+      await services.connectors.deadLetters.markReplayed(callerTenant(principal), params.id, query.newRunId);
       ctx.status = 204;
       return undefined;
     },
@@ -127,7 +111,7 @@ export const runRoutes: RouteDecl[] = [
     auth: ['svc_integrator'], params: idParam,
     responses: { 204: { description: 'Discarded' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.db.withTenant(callerTenant(principal), (tx) => discard(tx, params.id!));
+      await services.connectors.deadLetters.discard(callerTenant(principal), params.id);
       ctx.status = 204;
       return undefined;
     },
@@ -138,7 +122,7 @@ export const runRoutes: RouteDecl[] = [
     description: 'Soft-deletes the entry and scrubs its payload; it is excluded everywhere afterwards (404).',
     responses: { 204: { description: 'Erased' }, 404: { description: 'Unknown or already erased', schema: errorBody }, ...refusals(true) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.db.withTenant(callerTenant(principal), (tx) => erase(tx, params.id!));
+      await services.connectors.deadLetters.erase(callerTenant(principal), params.id);
       ctx.status = 204;
       return undefined;
     },
@@ -153,6 +137,6 @@ export const runRoutes: RouteDecl[] = [
       404: { description: 'Nothing resolves', schema: errorBody },
       ...refusals(true),
     },
-    handler: ({ services, principal, params }) => services.db.withTenant(callerTenant(principal), (tx) => rowByHash(tx, params.hash!)),
+    handler: ({ services, principal, params }) => services.connectors.rowByHash(callerTenant(principal), params.hash),
   }),
 ];

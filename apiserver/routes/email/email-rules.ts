@@ -1,8 +1,8 @@
 import { actor } from '../../../src/auth/principal.js';
-import { createRule, DEFAULT_SUBJECT, deleteRule, type EmailRuleInput, type EmailRulePatch, getRule, listRules, MAX_RECIPIENTS, updateRule } from '../../../src/email/rules.js';
+import { DEFAULT_SUBJECT, MAX_RECIPIENTS, } from '../../../src/email/rules.js';
 import { PLACEHOLDERS } from '../../../src/email/templates.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
-import { created, errors, inTenant, noContent, tenantParams, tenantRefusals } from '../admin/admin-schemas.js';
+import { created, errors, noContent, tenantParams, tenantRefusals } from '../admin/admin-schemas.js';
 
 /**
  * E-mail rules of the caller's tenant (svc_admin; CONTRACTS.md section 4): events matching a rule's
@@ -13,7 +13,7 @@ import { created, errors, inTenant, noContent, tenantParams, tenantRefusals } fr
 const RULE = { id: 'E-mail rule id' };
 const placeholders = PLACEHOLDERS.map((p) => `\`{{${p}}}\``).join(', ');
 
-const fields: Record<string, JsonSchema> = {
+const fields = {
   name: { type: 'string', minLength: 1, maxLength: 200, description: 'Unique among the tenant\'s rules that are not deleted' },
   eventTypes: {
     type: 'array', minItems: 1, maxItems: 100,
@@ -27,7 +27,7 @@ const fields: Record<string, JsonSchema> = {
   subject: { type: 'string', minLength: 1, maxLength: 998, description: `Template of the subject line; placeholders ${placeholders}` },
   body: { type: 'string', minLength: 1, maxLength: 20000, description: `Template of the plain-text body; placeholders as for \`subject\`` },
   enabled: { type: 'boolean' },
-};
+} as const;
 
 export const emailRuleRecord: JsonSchema = {
   type: 'object',
@@ -49,7 +49,7 @@ export const emailRuleRoutes: RouteDecl[] = [
     description: 'By id; deleted rules are left out.',
     params: tenantParams(),
     responses: { 200: { description: 'Rules', schema: { type: 'array', items: emailRuleRecord } }, ...tenantRefusals },
-    handler: ({ services, principal }) => inTenant(services, principal, listRules),
+    handler: ({ services, principal }) => services.email.rules.list(principal?.tenantId),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/email-rules', operationId: 'createEmailRule', summary: 'Create an e-mail rule', tags: ['E-mail rules'],
@@ -67,14 +67,14 @@ export const emailRuleRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: async ({ services, principal, body, ctx }) =>
-      created(ctx, await inTenant(services, principal, (tx) => createRule(tx, body as EmailRuleInput, actor(principal)))),
+      created(ctx, await services.email.rules.create(principal?.tenantId, body, actor(principal))),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/email-rules/{id}', operationId: 'getEmailRule', summary: 'One e-mail rule', tags: ['E-mail rules'],
     auth: ['svc_admin'],
     params: tenantParams(RULE),
     responses: { 200: { description: 'The rule', schema: emailRuleRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, deleted, or of another tenant' }), ...tenantRefusals },
-    handler: ({ services, principal, params }) => inTenant(services, principal, (tx) => getRule(tx, Number(params.id))),
+    handler: ({ services, principal, params }) => services.email.rules.get(principal?.tenantId, params.id),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/email-rules/{id}', operationId: 'updateEmailRule', summary: 'Update an e-mail rule', tags: ['E-mail rules'],
@@ -88,7 +88,7 @@ export const emailRuleRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: ({ services, principal, params, body }) =>
-      inTenant(services, principal, (tx) => updateRule(tx, Number(params.id), body as EmailRulePatch, actor(principal))),
+      services.email.rules.update(principal?.tenantId, params.id, body, actor(principal)),
   }),
   route({
     method: 'DELETE', path: '/api/tenants/{tid}/email-rules/{id}', operationId: 'deleteEmailRule', summary: 'Delete an e-mail rule (soft delete)', tags: ['E-mail rules'],
@@ -97,7 +97,7 @@ export const emailRuleRoutes: RouteDecl[] = [
     params: tenantParams(RULE),
     responses: { 204: { description: 'Deleted' }, ...errors({ 400: 'Invalid id', 404: 'Unknown, already deleted, or of another tenant' }), ...tenantRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      await inTenant(services, principal, (tx) => deleteRule(tx, Number(params.id), actor(principal)));
+      await services.email.rules.remove(principal?.tenantId, params.id, actor(principal));
       return noContent(ctx);
     },
   }),

@@ -35,8 +35,8 @@ export const eventStreamRoutes: RouteDecl[] = [
     },
     handler: async ({ principal, services, query, ctx }) => {
       const tenantId = callerTenant(principal);
-      const topics = ([] as string[]).concat((query.topic as string | string[] | undefined) ?? []).filter((t) => t.trim() !== '');
-      const resume = ctx.get('Last-Event-ID') || (query.lastEventId as string | undefined) || '';
+      const topics = ([] as string[]).concat(query.topic ?? []).filter((t) => t.trim() !== '');
+      const resume = ctx.get('Last-Event-ID') || query.lastEventId || '';
       if (resume && !/^\d+$/.test(resume)) throw new ValidationError('Last-Event-ID must be an event id', 'Last-Event-ID');
       const maxBuffer = services.config.int('svc.events.stream.max-buffer');
       const out = new PassThrough();

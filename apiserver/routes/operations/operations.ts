@@ -28,7 +28,7 @@ function answer(ctx: { status: number }, checks: Check[]) {
 
 async function readinessChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
   try {
-    await services.db.ping();
+    await services.ping();
   } catch (err) {
     return [
       { name: 'database', status: 'DOWN', data: { error: (err as Error).message } },

@@ -57,13 +57,13 @@ export const hookRoutes: RouteDecl[] = [
     },
     handler: async ({ services, principal, params, query }) => {
       const own = principal?.tenantId;
-      const tenantId = (query.tenantId as number | undefined) ?? own;
+      const tenantId = query.tenantId ?? own;
       if (tenantId === undefined) throw new NoTenantError();
       if (tenantId !== own && !principal!.roles.has('svc_superadmin')) throw new Forbidden('hook toggle for another tenant');
-      const hookId = params.hookId!;
+      const hookId = params.hookId;
       if (!services.hooks.find(hookId)) throw new NotFoundError(`hook ${hookId} not found`);
       if (tenantId !== own && !(await services.directory.tenant(tenantId))) throw new NotFoundError(`tenant ${tenantId} not found`);
-      const hook = await services.hooks.toggle(tenantId, hookId, query.enabled as boolean | undefined, actor(principal));
+      const hook = await services.hooks.toggle(tenantId, hookId, query.enabled, actor(principal));
       return { ...hook, tenantId };
     },
   }),

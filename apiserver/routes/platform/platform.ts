@@ -16,7 +16,7 @@ export const platformRoutes: RouteDecl[] = [
       ...refusals(true),
     },
     handler: async ({ services }) => {
-      await services.db.ping();
+      await services.ping();
       return { platform: 'ok', modules: services.modules };
     },
   }),

@@ -19,14 +19,14 @@ export const secretMetadataSchema: JsonSchema = {
   },
 };
 
-const nameParam: JsonSchema = {
+const nameParam = {
   type: 'object',
   required: ['name'],
   properties: { name: { type: 'string', minLength: 1, maxLength: 200, description: 'Secret name (connector configs reference it as `secret:NAME`)' } },
-};
+} as const;
 
-const valueSchema: JsonSchema = { type: 'string', minLength: 1, maxLength: VALUE_MAX, description: 'The secret value: write-only, stored encrypted, never returned' };
-const descriptionSchema: JsonSchema = { type: ['string', 'null'], maxLength: DESCRIPTION_MAX };
+const valueSchema = { type: 'string', minLength: 1, maxLength: VALUE_MAX, description: 'The secret value: write-only, stored encrypted, never returned' } as const;
+const descriptionSchema = { type: ['string', 'null'], maxLength: DESCRIPTION_MAX } as const;
 
 const notFound = { 404: { description: 'No secret of that name (or it was deleted)', schema: errorBody } };
 const invalid = { 400: { description: 'Invalid body `{error, field}`', schema: errorBody } };
@@ -43,7 +43,7 @@ export const secretRoutes: RouteDecl[] = [
     auth: ['svc_integrator'],
     params: nameParam,
     responses: { 200: { description: 'Secret metadata', schema: secretMetadataSchema }, ...notFound, ...refusals(true) },
-    handler: ({ services, principal, params }) => services.secrets.get(callerTenant(principal), params.name!),
+    handler: ({ services, principal, params }) => services.secrets.get(callerTenant(principal), params.name),
   }),
   route({
     method: 'POST', path: '/api/platform/secrets', operationId: 'createSecret', summary: 'Store a secret (value encrypted at rest)', tags: ['Secrets'],
@@ -65,8 +65,7 @@ export const secretRoutes: RouteDecl[] = [
       ...refusals(true),
     },
     handler: async ({ services, principal, body, ctx }) => {
-      const input = body as { name: string; value: string; description?: string | null };
-      const created = await services.secrets.create(callerTenant(principal), input, actor(principal));
+      const created = await services.secrets.create(callerTenant(principal), body, actor(principal));
       ctx.status = 201;
       ctx.set('Location', `/api/platform/secrets/${encodeURIComponent(created.name)}`);
       return created;
@@ -80,7 +79,7 @@ export const secretRoutes: RouteDecl[] = [
     body: { type: 'object', required: ['value'], additionalProperties: false, properties: { value: valueSchema, description: descriptionSchema } },
     responses: { 204: { description: 'Rotated' }, ...invalid, ...notFound, ...refusals(true) },
     handler: async ({ services, principal, params, body, ctx }) => {
-      await services.secrets.rotate(callerTenant(principal), params.name!, body as { value: string; description?: string | null }, actor(principal));
+      await services.secrets.rotate(callerTenant(principal), params.name, body, actor(principal));
       ctx.status = 204;
       return undefined;
     },
@@ -92,7 +91,7 @@ export const secretRoutes: RouteDecl[] = [
     params: nameParam,
     responses: { 204: { description: 'Deleted' }, ...notFound, ...refusals(true) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.secrets.remove(callerTenant(principal), params.name!, actor(principal));
+      await services.secrets.remove(callerTenant(principal), params.name, actor(principal));
       ctx.status = 204;
       return undefined;
     },

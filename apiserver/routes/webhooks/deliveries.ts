@@ -26,8 +26,8 @@ export const deliveryRoutes: RouteDecl[] = [
     handler: ({ services, principal, query }) =>
       services.integrations.platformDeliveries(callerTenant(principal), {
         failedOnly: query.status === 'failed',
-        integrationId: query.integrationId as number | undefined,
-        limit: query.limit as number | undefined,
+        integrationId: query.integrationId,
+        limit: query.limit,
       }),
   }),
   route({
@@ -43,7 +43,7 @@ export const deliveryRoutes: RouteDecl[] = [
       ...refusals(true),
     },
     handler: async ({ services, principal, params, ctx }) => {
-      const record = await services.integrations.replay(callerTenant(principal), params.id!);
+      const record = await services.integrations.replay(callerTenant(principal), params.id);
       ctx.status = 202;
       return record;
     },

@@ -7,13 +7,15 @@ import { tenantIdParam } from '../admin/admin-schemas.js';
 
 /** The integration hub (spec 1 "Integration hub"): svc_admin, `{tid}` equal to the caller's tenant. */
 
-const idText = (what: string): JsonSchema => ({ type: 'string', maxLength: 40, description: `${what} (an integer; any other value is unknown: 404)` });
+const idText = (what: string) => ({ type: 'string', maxLength: 40, description: `${what} (an integer; any other value is unknown: 404)` }) as const;
 
-const tenantPath = (ids: Record<string, string> = {}): JsonSchema => ({
-  type: 'object',
-  required: ['tid', ...Object.keys(ids)],
-  properties: { tid: tenantIdParam, ...Object.fromEntries(Object.entries(ids).map(([name, what]) => [name, idText(what)])) },
-});
+/** `{tid}` plus ids kept as text (any other value than an integer is unknown: 404). */
+const tenantPath = <const N extends string = never>(ids: Record<N, string> = {} as Record<N, string>) =>
+  ({
+    type: 'object',
+    required: ['tid', ...Object.keys(ids)] as Array<'tid' | N>,
+    properties: { tid: tenantIdParam, ...(Object.fromEntries(Object.entries(ids).map(([name, what]) => [name, idText(what as string)])) as Record<N, ReturnType<typeof idText>>) },
+  }) as const;
 
 export const integrationSchema: JsonSchema = {
   type: 'object',
@@ -114,8 +116,9 @@ const fields = {
 
 const READ_ONLY = ['id', 'hasSecret', 'createdAt', 'updatedAt', 'deletedAt'];
 
-function writable<T>(body: unknown): T {
-  const copy = { ...(body as Record<string, unknown>) };
+/** The body without the read-only fields of a record sent back. */
+function writable<T>(body: object): T {
+  const copy: Record<string, unknown> = { ...body };
   for (const key of READ_ONLY) delete copy[key];
   return copy as T;
 }
@@ -124,14 +127,15 @@ const notFound = (what: string) => ({ 404: { description: what, schema: errorBod
 const invalid = { 400: { description: 'Invalid body `{error, field}`', schema: errorBody } };
 const tenantRefusals = refusals(false);
 
-const listQuery = (extra: Record<string, JsonSchema> = {}): JsonSchema => ({
-  type: 'object',
-  properties: {
-    status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
-    ...extra,
-    limit: { type: 'integer', minimum: 1, default: 50, description: 'At most this many (default 50, capped at 200)' },
-  },
-});
+const listQuery = <const E extends Record<string, JsonSchema> = Record<never, JsonSchema>>(extra: E = {} as E) =>
+  ({
+    type: 'object',
+    properties: {
+      status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
+      ...extra,
+      limit: { type: 'integer', minimum: 1, default: 50, description: 'At most this many (default 50, capped at 200)' },
+    },
+  }) as const;
 
 export const integrationRoutes: RouteDecl[] = [
   route({
@@ -170,7 +174,7 @@ export const integrationRoutes: RouteDecl[] = [
     description: 'A deleted integration still answers 200, with `deletedAt` set; 404 only for an id that never existed in the tenant.',
     params: tenantPath({ id: 'Integration id' }),
     responses: { 200: { description: 'The integration', schema: integrationSchema }, ...notFound('Never existed (or of another tenant)'), ...tenantRefusals },
-    handler: ({ services, principal, params }) => services.integrations.get(callerTenant(principal), params.id!),
+    handler: ({ services, principal, params }) => services.integrations.get(callerTenant(principal), params.id),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/integrations/{id}', operationId: 'updateIntegration', summary: 'Update an integration (present fields only)', tags: ['Integrations'],
@@ -189,7 +193,7 @@ export const integrationRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: ({ services, principal, params, body }) =>
-      services.integrations.update(callerTenant(principal), params.id!, writable<IntegrationPatch>(body), actor(principal)),
+      services.integrations.update(callerTenant(principal), params.id, writable<IntegrationPatch>(body), actor(principal)),
   }),
   route({
     method: 'DELETE', path: '/api/tenants/{tid}/integrations/{id}', operationId: 'deleteIntegration', summary: 'Delete an integration (soft)', tags: ['Integrations'],
@@ -200,7 +204,7 @@ export const integrationRoutes: RouteDecl[] = [
     params: tenantPath({ id: 'Integration id' }),
     responses: { 204: { description: 'Deleted' }, ...notFound('Unknown or already deleted'), ...tenantRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.integrations.remove(callerTenant(principal), params.id!, actor(principal));
+      await services.integrations.remove(callerTenant(principal), params.id, actor(principal));
       ctx.status = 204;
       return undefined;
     },
@@ -224,7 +228,7 @@ export const integrationRoutes: RouteDecl[] = [
       ...tenantRefusals,
     },
     handler: ({ services, principal, params, body }) =>
-      services.integrations.test(callerTenant(principal), params.id!, (body as { eventType: string }).eventType),
+      services.integrations.test(callerTenant(principal), params.id, body.eventType),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/integrations/{id}/deliveries', operationId: 'listIntegrationDeliveries', summary: 'Delivery history of an integration', tags: ['Integrations'],
@@ -234,7 +238,7 @@ export const integrationRoutes: RouteDecl[] = [
     query: listQuery(),
     responses: { 200: { description: 'Delivery records', schema: { type: 'array', items: deliverySchema } }, ...notFound('Never existed'), ...tenantRefusals },
     handler: ({ services, principal, params, query }) =>
-      services.integrations.deliveries(callerTenant(principal), params.id!, { failedOnly: query.status === 'failed', limit: query.limit as number | undefined }),
+      services.integrations.deliveries(callerTenant(principal), params.id, { failedOnly: query.status === 'failed', limit: query.limit }),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/integrations/{id}/deliveries/{did}', operationId: 'getIntegrationDelivery', summary: 'One delivery with every attempt', tags: ['Integrations'],
@@ -245,7 +249,7 @@ export const integrationRoutes: RouteDecl[] = [
       ...notFound('Unknown, or not of this integration'),
       ...tenantRefusals,
     },
-    handler: ({ services, principal, params }) => services.integrations.delivery(callerTenant(principal), params.id!, params.did!),
+    handler: ({ services, principal, params }) => services.integrations.delivery(callerTenant(principal), params.id, params.did),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/integrations/{id}/deliveries/{did}/replay', operationId: 'replayIntegrationDelivery', summary: 'Replay a delivery', tags: ['Integrations'],
@@ -256,7 +260,7 @@ export const integrationRoutes: RouteDecl[] = [
     params: tenantPath({ id: 'Integration id', did: 'Delivery id' }),
     responses: { 202: { description: 'The new delivery record', schema: deliverySchema }, ...notFound('Unknown delivery, not of this integration, or the integration is deleted'), ...tenantRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      const record = await services.integrations.replay(callerTenant(principal), params.did!, params.id!);
+      const record = await services.integrations.replay(callerTenant(principal), params.did, params.id);
       ctx.status = 202;
       return record;
     },
