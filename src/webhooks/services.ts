@@ -9,9 +9,6 @@ import { WebhookSender } from './sender.js';
 import { IntegrationService } from './service.js';
 import { DeliveryWorker } from './worker.js';
 
-export { integrationSubscriber } from './integrations.js';
-export { IntegrationService } from './service.js';
-
 /**
  * The webhook area of one process, built from configuration: the integration service (every role
  * that serves the API: replays and tests are sent from there), and the webhook consumer and retry
