@@ -1,7 +1,7 @@
 import { describeGate } from '../src/auth/principal.js';
 import type { JsonSchema, RouteDecl } from './route.js';
 
-export interface OpenApiInfo {
+interface OpenApiInfo {
   version: string;
   devBypass: boolean;
 }

@@ -46,7 +46,7 @@ export interface Hub {
   stop(): Promise<void>;
 }
 
-export interface StartOptions {
+interface StartOptions {
   /** Serve the HTTP API (`all`, `serve`). */
   api: boolean;
   /** Run background consumers and clocks (`all`, `dispatch`); later areas register theirs. */

@@ -28,7 +28,7 @@ export interface TenantPatch {
   description?: string | null;
 }
 
-export const SYSTEM_TENANT = 0;
+const SYSTEM_TENANT = 0;
 
 const COLUMNS = 'id, code, name, description, active, created_at as "createdAt", updated_at as "updatedAt"';
 
@@ -51,7 +51,7 @@ export async function tenantByCode(tx: Tx, code: string): Promise<{ id: number; 
   return rows[0] ? { id: Number(rows[0].id), active: rows[0].active } : undefined;
 }
 
-export function checkTenantCode(code: string): string {
+function checkTenantCode(code: string): string {
   if (!TENANT_CODE.test(code)) {
     throw new ValidationError(
       'code must be 1 to 63 lower-case letters, digits or dashes, starting and ending with a letter or digit',

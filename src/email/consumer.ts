@@ -6,7 +6,7 @@ import { type ActiveRule, activeRules, recipients, rulesMatch } from './rules.js
 import { renderTemplate, subjectLine, type TemplateContext } from './templates.js';
 
 /** What one event came to: per matching rule, sent, mocked or failed. */
-export interface EmailOutcome {
+interface EmailOutcome {
   ruleId: number;
   outcome: 'sent' | 'mocked' | 'failed';
 }

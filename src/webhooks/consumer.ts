@@ -13,7 +13,7 @@ import type { DeliveryWorker } from './worker.js';
  * endpoints do.
  */
 
-export interface WebhookConsumerOptions {
+interface WebhookConsumerOptions {
   db: Database;
   worker: DeliveryWorker;
   leaseMs: number;

@@ -8,10 +8,10 @@ import { parseId } from './integrations.js';
  * tenant (`Database.withTenant`), and the lease-guarded writes of the workers (any transaction).
  */
 
-export const RECORD_COLUMNS = `d.id, d.integration_id, d.event_type, d.event_id, d.kind, d.replay_of, d.attempts, d.succeeded, d.closed_reason,
+const RECORD_COLUMNS = `d.id, d.integration_id, d.event_type, d.event_id, d.kind, d.replay_of, d.attempts, d.succeeded, d.closed_reason,
   d.http_status, d.response_body, d.error, d.duration_ms, d.attempted_at, d.created_at`;
 
-export type RecordRow = {
+type RecordRow = {
   id: number;
   integration_id: number;
   event_type: string;
@@ -52,7 +52,7 @@ export function toRecord(row: RecordRow): DeliveryRecord {
 /** `status=failed`: not succeeded, and attempted at least once or closed (those waiting for a retry included). */
 const FAILED = '(not d.succeeded and (d.attempts > 0 or d.closed_reason is not null))';
 
-export interface ListOptions {
+interface ListOptions {
   failedOnly: boolean;
   limit: number;
   integrationId?: number;

@@ -17,7 +17,7 @@ import type { AttemptOutcome } from './model.js';
  * mid-attempt. A batch the database refuses is written again row by row, so one bad row fails alone.
  */
 
-export interface OutcomeWriterOptions {
+interface OutcomeWriterOptions {
   /** Where the statements go (autocommit as the worker role). */
   tx: Tx;
   /** Longest wait of an outcome for others before its batch is written; 0: the next turn of the event loop. */

@@ -7,7 +7,7 @@ import { type Sealed, seal, unseal } from '../platform/secrets/crypto.js';
  * other integration shares that AAD: a ciphertext copied elsewhere does not open.
  */
 
-export interface SealedColumns {
+interface SealedColumns {
   secret_iv: Buffer | null;
   secret_tag: Buffer | null;
   secret_ciphertext: Buffer | null;

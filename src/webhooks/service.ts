@@ -22,7 +22,7 @@ import type { DeliveryWorker } from './worker.js';
  * and tests from the process that serves the call.
  */
 
-export interface IntegrationServiceOptions {
+interface IntegrationServiceOptions {
   db: Database;
   catalog: Catalog;
   worker: DeliveryWorker;
@@ -30,10 +30,10 @@ export interface IntegrationServiceOptions {
   leaseMs: number;
 }
 
-export const LIST_DEFAULT = 50;
-export const LIST_CAP = 200;
+const LIST_DEFAULT = 50;
+const LIST_CAP = 200;
 
-export interface ListQuery {
+interface ListQuery {
   failedOnly?: boolean;
   limit?: number;
   integrationId?: number;
@@ -42,7 +42,7 @@ export interface ListQuery {
 const capped = (limit: number | undefined) => Math.min(Math.max(1, limit ?? LIST_DEFAULT), LIST_CAP);
 
 /** A sample payload from a catalog declaration: every declared field with a value of its type. */
-export function samplePayload(entry: CatalogEntry): Record<string, unknown> {
+function samplePayload(entry: CatalogEntry): Record<string, unknown> {
   const sample: Record<string, unknown> = {};
   for (const [field, type] of Object.entries(entry.payload)) {
     sample[field] = type === 'long' ? 1 : type === 'boolean' ? true : type === 'map' ? {} : `sample-${field}`;

@@ -7,7 +7,7 @@ import { type AuthMode, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from './mo
  * instead of sending (rule 6).
  */
 
-export interface DeliveryRequestInput {
+interface DeliveryRequestInput {
   eventType: string;
   /** The outbox event id; null on test deliveries (no `X-Svc-Event-Id`). */
   eventId: number | null;
@@ -21,7 +21,7 @@ export interface DeliveryRequestInput {
   now?: () => number;
 }
 
-export type DeliveryRequest = { headers: Record<string, string> } | { fault: string };
+type DeliveryRequest = { headers: Record<string, string> } | { fault: string };
 
 /** `sha256=<lower-case hex HMAC-SHA256 of the raw body keyed with the secret>` */
 export function svcSignature(secret: string, body: string): string {
@@ -32,7 +32,7 @@ export function svcSignature(secret: string, body: string): string {
  * The Standard Webhooks key: a `whsec_<base64>` secret is the base64 key the libraries expect;
  * any other secret is used as its UTF-8 bytes (the libraries' raw-key form).
  */
-export function standardWebhooksKey(secret: string): Buffer {
+function standardWebhooksKey(secret: string): Buffer {
   if (secret.startsWith('whsec_')) {
     const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
     if (key.length > 0) return key;

@@ -30,7 +30,7 @@ import { deliveryRequest } from './signing.js';
  * within `freshMs`, and a backlog costs one read per integration and `freshMs`, not one per attempt.
  */
 
-export interface WorkerOptions {
+interface WorkerOptions {
   db: Database;
   /** The master key integration secrets are sealed with. */
   key: Buffer;
@@ -54,7 +54,7 @@ export interface Claim {
   stamp: ClaimStamp;
 }
 
-export interface ClaimStamp {
+interface ClaimStamp {
   /** performance.now() */
   at: number;
   /** Integration changes this process had seen. */
@@ -76,7 +76,7 @@ interface Snapshot {
   changes: number;
 }
 
-export type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
+type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
 
 export class DeliveryWorker {
   private stopping = false;

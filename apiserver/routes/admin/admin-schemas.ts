@@ -4,7 +4,7 @@ import { errorBody, refusals } from '../schemas.js';
 
 /** Schemas and helpers shared by the tenancy administration routes (tenants, orgs, users, roles). */
 
-export const MAX_ID = Number.MAX_SAFE_INTEGER;
+const MAX_ID = Number.MAX_SAFE_INTEGER;
 
 export const tenantIdParam = { type: 'integer', minimum: 0, maximum: MAX_ID, description: 'Tenant id: must be the caller\'s tenant (or the impersonated one)' } as const;
 

@@ -29,7 +29,7 @@ const fields = {
   enabled: { type: 'boolean' },
 } as const;
 
-export const emailRuleRecord: JsonSchema = {
+const emailRuleRecord: JsonSchema = {
   type: 'object',
   required: ['id', 'name', 'eventTypes', 'recipient', 'subject', 'body', 'enabled'],
   properties: {

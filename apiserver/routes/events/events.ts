@@ -1,7 +1,7 @@
 import { route, type RouteDecl } from '../../route.js';
 import { refusals } from '../schemas.js';
 
-export const catalogEntrySchema = {
+const catalogEntrySchema = {
   type: 'object',
   required: ['module', 'type', 'description', 'payload'],
   properties: {

@@ -12,7 +12,7 @@ const hookProperties = {
   enabled: { type: 'boolean', description: 'The tenant\'s effective flag: its override, else the declared default' },
 };
 
-export const hookSchema: JsonSchema = {
+const hookSchema: JsonSchema = {
   type: 'object',
   required: ['id', 'module', 'target', 'events', 'priority', 'enabled'],
   additionalProperties: false,

@@ -6,7 +6,7 @@ import { errorBody, refusals } from '../schemas.js';
 const VALUE_MAX = 65_536;
 const DESCRIPTION_MAX = 1_000;
 
-export const secretMetadataSchema: JsonSchema = {
+const secretMetadataSchema: JsonSchema = {
   type: 'object',
   required: ['name', 'description', 'createdAt', 'updatedAt', 'rotatedAt'],
   additionalProperties: false,

@@ -17,7 +17,7 @@ const tenantPath = <const N extends string = never>(ids: Record<N, string> = {} 
     properties: { tid: tenantIdParam, ...(Object.fromEntries(Object.entries(ids).map(([name, what]) => [name, idText(what as string)])) as Record<N, ReturnType<typeof idText>>) },
   }) as const;
 
-export const integrationSchema: JsonSchema = {
+const integrationSchema: JsonSchema = {
   type: 'object',
   required: ['id', 'name', 'targetUrl', 'platform', 'authMode', 'hasSecret', 'eventTypes', 'enabled', 'standardWebhooks', 'createdAt', 'updatedAt', 'deletedAt'],
   additionalProperties: false,
