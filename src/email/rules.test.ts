@@ -133,13 +133,13 @@ function event(tenantId: number, type: string, payload: Record<string, unknown>,
   return { id, tenantId, type, payload, createdAt, position: { txid: '1', id } };
 }
 
-describe('the dispatcher', () => {
+describe('the e-mail consumer', () => {
   let mailer: RecordingMailer;
-  let dispatcher: EmailConsumer;
+  let consumer: EmailConsumer;
 
   beforeAll(async () => {
     mailer = new RecordingMailer();
-    dispatcher = new EmailConsumer(db, () => mailer);
+    consumer = new EmailConsumer(db, () => mailer);
     await t3((tx) =>
       createRule(tx, { name: 'org-watch', eventTypes: ['org.created', 'org.*'], recipient: 'a@initech.example, b@initech.example', subject: '{{ type }} #{{payload.orgId}}', body: 'Org {{payload.name}} ({{tenantId}}/{{id}}) by {{rule}}' }),
     );
@@ -150,7 +150,7 @@ describe('the dispatcher', () => {
     mailer.sent.length = 0;
     mailer.failFor = new Set();
     const e = event(3, 'org.created', { orgId: 5, tenantId: 3, name: 'Acme' });
-    const outcomes = await dispatcher.handle(e);
+    const outcomes = await consumer.handle(e);
     expect(outcomes.map((o) => o.outcome)).toEqual(['sent', 'sent']);
     const watch = mailer.sent.find((m) => m.to.length === 2)!;
     expect(watch).toEqual({
@@ -167,7 +167,7 @@ describe('the dispatcher', () => {
     mailer.failFor = new Set(['fails@initech.example']);
     const logs = captureLogs('info');
     try {
-      const outcomes = await dispatcher.handle(event(3, 'org.created', { orgId: 6, tenantId: 3, name: 'B' }));
+      const outcomes = await consumer.handle(event(3, 'org.created', { orgId: 6, tenantId: 3, name: 'B' }));
       expect(outcomes.map((o) => o.outcome).sort()).toEqual(['failed', 'sent']);
       expect(mailer.sent).toHaveLength(1);
       const warn = logs.lines().find((l) => l.level === 'warn');
@@ -181,9 +181,9 @@ describe('the dispatcher', () => {
   it('nothing for a non-matching type, for another tenant, or for an event older than the rule', async () => {
     mailer.sent.length = 0;
     mailer.failFor = new Set();
-    expect(await dispatcher.handle(event(3, 'platform.secret.created', { name: 'x', by: 'y', at: 'z' }))).toEqual([]);
-    expect(await dispatcher.handle(event(1, 'org.moved', { orgId: 1, tenantId: 1, newParentId: 0 }))).toEqual([]);
-    expect(await dispatcher.handle(event(3, 'org.created', { orgId: 1, tenantId: 3, name: 'old' }, new Date(Date.now() - 3_600_000)))).toEqual([]);
+    expect(await consumer.handle(event(3, 'platform.secret.created', { name: 'x', by: 'y', at: 'z' }))).toEqual([]);
+    expect(await consumer.handle(event(1, 'org.moved', { orgId: 1, tenantId: 1, newParentId: 0 }))).toEqual([]);
+    expect(await consumer.handle(event(3, 'org.created', { orgId: 1, tenantId: 3, name: 'old' }, new Date(Date.now() - 3_600_000)))).toEqual([]);
     expect(mailer.sent).toEqual([]);
   });
 

@@ -36,7 +36,7 @@ const recording = {
   stamp: () => ({ at: performance.now(), changes: 0 }),
 } as unknown as DeliveryWorker;
 
-const dispatcher = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
+const consumer = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
   new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts, perIntegrationClaim: 2, sweepBatch: 100 });
 
 beforeAll(async () => {
@@ -73,12 +73,12 @@ describe('the consumer', () => {
     const before = await emit(1, 1);
     const i = await integration(1, 'late-reader');
     const afterCreate = await emit(1, 2);
-    expect(await dispatcher().handleBatch(await events([before, afterCreate]))).toBe(1);
+    expect(await consumer().handleBatch(await events([before, afterCreate]))).toBe(1);
     await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
     const whileDisabled = await emit(1, 3);
     await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: true }, rules));
     const afterEnable = await emit(1, 4);
-    expect(await dispatcher().handleBatch(await events([whileDisabled, afterEnable]))).toBe(1);
+    expect(await consumer().handleBatch(await events([whileDisabled, afterEnable]))).toBe(1);
     expect((await rowsOf(i.id)).map((r) => r.event_id)).toEqual([afterCreate, afterEnable]);
     expect(submitted.map((s) => s.integrationId)).toEqual([i.id, i.id]);
     await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
@@ -87,8 +87,8 @@ describe('the consumer', () => {
   it('records each (event, integration) once, however often the batch is read again', async () => {
     const i = await integration(1, 'idempotent');
     const e = await emit(1, 5);
-    expect(await dispatcher().handleBatch(await events([e]))).toBe(1);
-    expect(await dispatcher().handleBatch(await events([e]))).toBe(0);
+    expect(await consumer().handleBatch(await events([e]))).toBe(1);
+    expect(await consumer().handleBatch(await events([e]))).toBe(0);
     expect((await rowsOf(i.id)).length).toBe(1);
   });
 
@@ -97,7 +97,7 @@ describe('the consumer', () => {
     const theirs = await integration(2, 'theirs', { eventTypes: ['org.*'] });
     const exact = await integration(1, 'exact-created', { eventTypes: ['org.created'] });
     const e = await emit(1, 6);
-    await dispatcher().handleBatch(await events([e]));
+    await consumer().handleBatch(await events([e]));
     expect((await rowsOf(mine.id)).length).toBe(1);
     expect((await rowsOf(theirs.id)).length).toBe(0);
     expect((await rowsOf(exact.id)).length).toBe(0);
@@ -143,14 +143,14 @@ describe('the retry sweep', () => {
   });
 
   it('claims unsuccessful open rows with attempts left whose lease is free or ran out, at most a few per integration, under a lease', async () => {
-    const first = await dispatcher().sweep();
+    const first = await consumer().sweep();
     // i: 1001, 1002 (its lease ran out), 1003 qualify, but at most 2 per integration per sweep; j: 2001.
     expect(first).toBe(3);
     const claimed = (await rowsOf(i.id)).filter((r) => r.lease_token && r.lease_until! > new Date());
     expect(claimed.map((r) => r.event_id)).toEqual([1001, 1002]);
-    const second = await dispatcher().sweep();
+    const second = await consumer().sweep();
     expect(second).toBe(1); // 1003
-    expect(await dispatcher().sweep()).toBe(0);
+    expect(await consumer().sweep()).toBe(0);
     expect(new Set(submitted.map((s) => s.deliveryId)).size).toBe(4);
     expect(submitted.every((s) => s.token)).toBe(true);
   });
@@ -234,7 +234,7 @@ describe('the worker', () => {
       const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool: new AttemptPool(4, 2, 10), leaseMs: 5_000 });
       try {
         const e = await emit(1, 20);
-        expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
+        expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
         await receiver.waitFor(1, '/claimed');
         // The answer arrives after the receiver saw the request; stopping before would abort the attempt.
         await until('the outcome written', async () => (await rowsOf(i.id))[0]?.attempts === 1);
@@ -250,7 +250,7 @@ describe('the worker', () => {
       const i = await integration(1, 'claimed-disabled');
       const { w, release } = heldWorker();
       const e = await emit(1, 21);
-      expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
+      expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
       await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
       w.integrationChanged(); // what IntegrationService.update does once the change committed
       release();
@@ -273,7 +273,7 @@ describe('the worker', () => {
       try {
         const ids: number[] = [];
         for (let n = 0; n < 5; n++) ids.push(await emit(1, 30 + n));
-        expect(await dispatcher(w).handleBatch(await events(ids))).toBe(5);
+        expect(await consumer(w).handleBatch(await events(ids))).toBe(5);
         await new Promise((r) => setTimeout(r, 400)); // the claims' read is stale now
         release();
         await receiver.waitFor(5, '/claimed-backlog');
@@ -291,7 +291,7 @@ describe('the worker', () => {
       const i = await integration(1, 'claimed-stale');
       const { w, release } = heldWorker(0);
       const e = await emit(1, 22);
-      expect(await dispatcher(w).handleBatch(await events([e]))).toBe(1);
+      expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
       await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules)); // not through this worker
       release();
       const deadline = Date.now() + 5_000;
