@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { logger, registerSecret } from '../src/observability/logger.js';
-import { derivePassword } from '../src/db/roles.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
-import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
+import { logger, registerSecret } from '../../src/observability/logger.js';
+import { derivePassword } from '../../src/db/roles.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { captureLogs, type LogCapture } from '../../test/harness/log-capture.js';
+import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 
 /** Everything the hub logs while serving, captured as JSON lines. */
 let logs: LogCapture;

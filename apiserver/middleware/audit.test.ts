@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { purgeAudit } from '../src/audit/recorder.js';
-import { ValidationError } from '../src/errors.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { route, type RouteDecl } from './route.js';
+import { purgeAudit } from '../../src/audit/recorder.js';
+import { ValidationError } from '../../src/errors.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { route, type RouteDecl } from '../route.js';
 
 const probes: RouteDecl[] = [
   route({
