@@ -1,4 +1,3 @@
-
 import { route, type RouteDecl } from '../../route.js';
 import { created, errors, noContent, orgRecord, roleRecord, tenantParams, tenantRefusals } from './admin-schemas.js';
 

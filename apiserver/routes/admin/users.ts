@@ -1,4 +1,3 @@
-
 import { route, type RouteDecl } from '../../route.js';
 import { created, errors, noContent, scopesBody, scopesRecord, tenantParams, tenantRefusals, userRecord } from './admin-schemas.js';
 
@@ -63,10 +62,7 @@ export const userRoutes: RouteDecl[] = [
       ...errors({ 400: 'Invalid body (`field` names it)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated' }),
       ...tenantRefusals,
     },
-    handler: async ({ services, principal, params, body }) => {
-      const user = await services.admin.users.update(principal?.tenantId, params.id, body);
-      return user;
-    },
+    handler: ({ services, principal, params, body }) => services.admin.users.update(principal?.tenantId, params.id, body),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/users/{id}/unlock', operationId: 'unlockUser', summary: 'Unlock a locked account', tags: ['Users'],
@@ -78,10 +74,7 @@ export const userRoutes: RouteDecl[] = [
       ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated' }),
       ...tenantRefusals,
     },
-    handler: async ({ services, principal, params }) => {
-      const user = await services.admin.users.unlock(principal?.tenantId, params.id);
-      return user;
-    },
+    handler: ({ services, principal, params }) => services.admin.users.unlock(principal?.tenantId, params.id),
   }),
   route({
     method: 'DELETE', path: '/api/tenants/{tid}/users/{id}', operationId: 'deactivateUser', summary: 'Deactivate a user (soft delete)', tags: ['Users'],

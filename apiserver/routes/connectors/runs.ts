@@ -1,4 +1,3 @@
-
 import { callerTenant } from '../../../src/auth/principal.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
