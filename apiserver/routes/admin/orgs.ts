@@ -1,5 +1,4 @@
-import {DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH, 
-} from '../../../src/admin/orgs.js';
+import { DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH } from '../../../src/admin/orgs.js';
 import { route, type RouteDecl } from '../../route.js';
 import { created, errors, idParam, noContent, orgRecord, orgTreeNode, tenantParams, tenantRefusals } from './admin-schemas.js';
 
