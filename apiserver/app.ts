@@ -1,28 +1,28 @@
 import Koa from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
-import type { HubServices } from './services.js';
+import type { AreaServices } from '../src/runtime/services.js';
 import type { RouteDecl } from './route.js';
 import { accessLog } from './middleware/access-log.js';
 import { errorMapper } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
 import { openApiDocument } from './openapi.js';
 import { mountRoutes } from './router.js';
-import { bffRoutes } from './routes/bff.js';
-import { connectorRunRoutes } from './routes/connector-runs.js';
-import { connectorToolRoutes } from './routes/connector-tools.js';
-import { runRoutes } from './routes/runs.js';
-import { consoleRoutes } from './routes/console.js';
-import { operationRoutes } from './routes/operations.js';
-import { eventStreamRoutes } from './routes/event-stream.js';
-import { eventRoutes } from './routes/events.js';
-import { platformRoutes } from './routes/platform.js';
-import { adminRoutes } from './routes/admin.js';
-import { hookRoutes } from './routes/hooks.js';
-import { secretRoutes } from './routes/secrets.js';
-import { connectorRoutes } from './routes/connectors.js';
-import { emailRuleRoutes } from './routes/email-rules.js';
-import { integrationRoutes } from './routes/integrations.js';
-import { deliveryRoutes } from './routes/deliveries.js';
+import { bffRoutes } from './routes/bff/bff.js';
+import { connectorRunRoutes } from './routes/connectors/connector-runs.js';
+import { connectorToolRoutes } from './routes/connectors/connector-tools.js';
+import { runRoutes } from './routes/connectors/runs.js';
+import { consoleRoutes } from './routes/operations/console.js';
+import { operationRoutes } from './routes/operations/operations.js';
+import { eventStreamRoutes } from './routes/events/event-stream.js';
+import { eventRoutes } from './routes/events/events.js';
+import { platformRoutes } from './routes/platform/platform.js';
+import { adminRoutes } from './routes/admin/admin.js';
+import { hookRoutes } from './routes/platform/hooks.js';
+import { secretRoutes } from './routes/platform/secrets.js';
+import { connectorRoutes } from './routes/connectors/connectors.js';
+import { emailRuleRoutes } from './routes/email/email-rules.js';
+import { integrationRoutes } from './routes/webhooks/integrations.js';
+import { deliveryRoutes } from './routes/webhooks/deliveries.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
@@ -41,7 +41,7 @@ export interface ApiOptions {
  * The Koa application. Middleware, top to bottom: request id + trace span, access log, the error
  * mapper, body parsing, the routes (each with its gate and validation).
  */
-export function createApi(services: HubServices, options: ApiOptions): Koa {
+export function createApi(services: AreaServices, options: ApiOptions): Koa {
   const routes = [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? [])];
   let document: Record<string, unknown> | undefined;
   const documentOnce = () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { parse as parseYaml } from 'yaml';
+import { connectorManifestSchema } from '../src/connectors/manifest/schema.js';
 import { packageVersion } from '../src/package-root.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { allRoutes } from './app.js';
@@ -160,7 +161,7 @@ describe('GET /q/openapi', () => {
     if (decl.body) {
       expect(op.requestBody?.required).toBe(true);
       expect(Object.keys(op.requestBody!.content)).toEqual(decl.bodyTypes ?? ['application/json']);
-      for (const media of Object.values(op.requestBody!.content)) expect(media.schema).toEqual(decl.body);
+      for (const media of Object.values(op.requestBody!.content)) expect(media.schema).toEqual(decl.documentedBody ?? decl.body);
     } else {
       expect(op.requestBody).toBeUndefined();
     }
@@ -196,6 +197,17 @@ describe('GET /q/openapi', () => {
       }
     }
     expect(failures).toEqual([]);
+  });
+
+  it('the manifest paths carry the Connector manifest schema as their request body, in every media type', () => {
+    for (const path of ['/api/connectors/apply', '/api/connectors/validate']) {
+      const content = doc.paths[path]!.post!.requestBody!.content;
+      expect(Object.keys(content).sort()).toEqual(['application/json', 'application/yaml', 'text/yaml']);
+      for (const { schema } of Object.values(content)) {
+        expect(schema).toMatchObject({ type: 'object', required: connectorManifestSchema.required, properties: { spec: { type: 'object' } } });
+        expect(Object.keys(schema.properties as object).sort()).toEqual(Object.keys(connectorManifestSchema.properties as object).sort());
+      }
+    }
   });
 
   it('is public: no token or tenant needed', async () => {

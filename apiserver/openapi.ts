@@ -1,7 +1,7 @@
 import { describeGate } from '../src/auth/principal.js';
 import type { JsonSchema, RouteDecl } from './route.js';
 
-export interface OpenApiInfo {
+interface OpenApiInfo {
   version: string;
   devBypass: boolean;
 }
@@ -39,10 +39,11 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
       notes.push(`Roles: ${describeGate(decl.auth) || 'any authenticated caller'}.`);
     }
     if (notes.length) operation.description = notes.join('\n\n');
-    if (decl.body) {
+    const body = decl.documentedBody ?? decl.body;
+    if (body) {
       operation.requestBody = {
         required: true,
-        content: Object.fromEntries((decl.bodyTypes ?? ['application/json']).map((type) => [type, { schema: decl.body }])),
+        content: Object.fromEntries((decl.bodyTypes ?? ['application/json']).map((type) => [type, { schema: body }])),
       };
     }
     paths[decl.path] ??= {};

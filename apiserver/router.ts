@@ -6,7 +6,7 @@ import { AuthenticationRequired, Forbidden, HubError, MissingIntegratorRole, Val
 import { audited, recordCall } from './middleware/audit.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
-import type { HubServices } from './services.js';
+import type { AreaServices } from '../src/runtime/services.js';
 import { validate } from './validation.js';
 
 const PLATFORM = '/api/platform/';
@@ -20,7 +20,7 @@ export function koaPath(path: string): string {
  * Mounts route declarations: authentication and the role gate in the order spec 1 fixes, the tenant
  * path check, validation of params, query and body, then the handler.
  */
-export function mountRoutes(routes: RouteDecl[], services: HubServices): Router {
+export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router {
   const router = new Router();
   for (const decl of routes) {
     const audit = audited(decl);
@@ -45,7 +45,7 @@ export function mountRoutes(routes: RouteDecl[], services: HubServices): Router 
   return router;
 }
 
-async function gate(ctx: Context, decl: RouteDecl, services: HubServices) {
+async function gate(ctx: Context, decl: RouteDecl, services: AreaServices) {
   if (decl.auth === 'public') return undefined;
   // The declared path, not ctx.path: the router also matches /API/Platform/... and the floor must hold there.
   const platform = decl.path.startsWith(PLATFORM);

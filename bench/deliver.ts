@@ -27,7 +27,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { type Hub, startHub } from '../cmd/hub.js';
+import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
@@ -373,7 +373,7 @@ async function main(): Promise<void> {
     }
     log('hub delivery …');
     const hubFigures = await ours(hub, receiver, emitter, clock?.offsetMs ?? 0);
-    // The body the hub sends is the event payload (src/hub/dispatcher.ts): the ceiling moves as many bytes.
+    // The body the hub sends is the event payload (src/webhooks/consumer.ts): the ceiling moves as many bytes.
     const sampleBody = JSON.stringify({ orgId: 12345, tenantId: TENANT });
     log(`ceiling (${EVENTS.toLocaleString('en-US')} plain POSTs, ${concurrency} in flight) …`);
     const ceil = await ceiling(receiver, concurrency, sampleBody, 'c');

@@ -30,7 +30,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { request } from 'undici';
-import { type Hub, startHub } from '../cmd/hub.js';
+import { type Hub, startHub } from '../cmd/compose.js';
 import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
 import { tenantTableSql } from '../src/connectors/target/ddl.js';
 import { upsertChunk } from '../src/connectors/target/writer.js';

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { client, type Client } from '../apiserver/admin-test-client.js';
+import { client, type Client } from '../test/harness/api-client.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';

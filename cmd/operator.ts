@@ -8,7 +8,7 @@ import { ConfigError } from '../src/config/config.js';
 import { Leadership } from '../src/dispatch/leader.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { logger } from '../src/observability/logger.js';
-import { type Hub, startHub } from './hub.js';
+import { type Hub, startHub } from './compose.js';
 import { leaderElector } from './leader.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { Config } from '../src/config/config.js';
 import type { RunRecord } from '../src/connectors/runs/ledger.js';
 import { logger } from '../src/observability/logger.js';
-import { startHub } from './hub.js';
+import { startHub } from './compose.js';
 
 export const RUN_USAGE = `usage: svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
 
@@ -47,13 +47,13 @@ export async function runCommand(config: Config, argv: string[], out: (line: str
   const hub = await startHub(config, { api: false, background: false });
   try {
     const { services } = hub;
-    const tenant = await services.db.withoutTenant((tx) => tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1', [args.tenant]));
-    const tenantId = tenant.rows[0]?.id;
-    if (tenantId === undefined || !tenant.rows[0]!.active) {
+    const tenant = await services.admin.tenants.byCode(args.tenant);
+    if (!tenant?.active) {
       out(`tenant ${args.tenant} not found`);
       return 1;
     }
-    const connector = await services.db.withTenant(tenantId, (tx) => services.connectors.load(tx, args.name));
+    const tenantId = tenant.id;
+    const connector = await services.connectors.byName(tenantId, args.name);
     if (!connector) {
       out(`connector ${args.name} not found in tenant ${args.tenant}`);
       return 1;

@@ -3,7 +3,7 @@ import { DataDirInUse } from '../src/db/embedded.js';
 import { createLogger, logger, registerSecret, setLogger } from '../src/observability/logger.js';
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
-import { announce, startHub, type Hub } from './hub.js';
+import { announce, startHub, type Hub } from './compose.js';
 import { startOperator } from './operator.js';
 import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
 

@@ -47,7 +47,7 @@ export interface OrgPatch {
 }
 
 /** The newParentId of `org.moved` for a move to the top level. */
-export const ROOT_PARENT_ID = 0;
+const ROOT_PARENT_ID = 0;
 
 export const DEFAULT_TREE_DEPTH = 3;
 export const MAX_TREE_DEPTH = 10;

@@ -28,7 +28,7 @@ export interface TenantPatch {
   description?: string | null;
 }
 
-export const SYSTEM_TENANT = 0;
+const SYSTEM_TENANT = 0;
 
 const COLUMNS = 'id, code, name, description, active, created_at as "createdAt", updated_at as "updatedAt"';
 
@@ -45,7 +45,13 @@ export async function getTenant(tx: Tx, id: number, lock = false): Promise<Tenan
   return rows[0];
 }
 
-export function checkTenantCode(code: string): string {
+/** The tenant of that code, active or not (`svc-hub run --tenant`, the operator's tenant label). */
+export async function tenantByCode(tx: Tx, code: string): Promise<{ id: number; active: boolean } | undefined> {
+  const { rows } = await tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1', [code]);
+  return rows[0] ? { id: Number(rows[0].id), active: rows[0].active } : undefined;
+}
+
+function checkTenantCode(code: string): string {
   if (!TENANT_CODE.test(code)) {
     throw new ValidationError(
       'code must be 1 to 63 lower-case letters, digits or dashes, starting and ending with a letter or digit',

@@ -14,7 +14,7 @@ import { CliError } from './errors.js';
 export type Env = Record<string, string | undefined>;
 
 /** A bearer token, or the dev bypass's tenant id (sent as X-Tenant-ID), or neither. */
-export interface Credentials {
+interface Credentials {
   token?: string;
   devTenant?: string;
 }
@@ -30,7 +30,7 @@ export function configPath(env: Env): string {
   return join(base, 'svc', 'config.json');
 }
 
-export function readConfig(path: string): Target | undefined {
+function readConfig(path: string): Target | undefined {
   if (!existsSync(path)) return undefined;
   let parsed: unknown;
   try {

@@ -17,7 +17,7 @@ export interface StreamEvent {
   capturedAt: string;
 }
 
-export interface TailOptions {
+interface TailOptions {
   topics: string[];
   since?: string;
   signal: AbortSignal;

@@ -7,7 +7,7 @@ import { CliError, HttpError } from './errors.js';
 
 export type Query = Record<string, string | number | boolean | string[] | undefined>;
 
-export interface CallOptions {
+interface CallOptions {
   query?: Query;
   /** Sent as application/json. */
   json?: unknown;

@@ -15,7 +15,7 @@ export interface Manifest {
 }
 
 /** The kinds this hub applies, and where. */
-export const APPLY_PATHS: Readonly<Record<string, string>> = {
+const APPLY_PATHS: Readonly<Record<string, string>> = {
   Connector: '/api/connectors/apply',
 };
 

@@ -12,15 +12,15 @@ import { cell, type Row } from './output.js';
  */
 
 export type View = 'runs' | 'dlq' | 'deliveries' | 'events';
-export type ListView = Exclude<View, 'events'>;
+type ListView = Exclude<View, 'events'>;
 
-export const VIEWS: View[] = ['runs', 'dlq', 'deliveries', 'events'];
+const VIEWS: View[] = ['runs', 'dlq', 'deliveries', 'events'];
 const LIST_VIEWS: ListView[] = ['runs', 'dlq', 'deliveries'];
 const TITLES: Record<View, string> = { runs: 'Runs', dlq: 'Dead letters', deliveries: 'Deliveries', events: 'Events' };
 const ROUTES: Record<ListView, string> = { runs: '/api/platform/runs', dlq: '/api/platform/dlq', deliveries: '/api/platform/deliveries' };
 
 /** The events view keeps the newest this many. */
-export const EVENT_BUFFER = 500;
+const EVENT_BUFFER = 500;
 
 export interface State {
   view: View;
@@ -196,7 +196,7 @@ export function withStatus(state: State, text: string, error = false): State {
 }
 
 /** The status line's text for what a call threw: the hub's message and status, or why it was unreachable. */
-export function errorStatus(what: string, err: unknown): string {
+function errorStatus(what: string, err: unknown): string {
   if (err instanceof HttpError) return `${what}: ${err.message} (HTTP ${err.status})`;
   return `${what}: ${(err as Error)?.message ?? String(err)}`;
 }
@@ -226,7 +226,7 @@ export async function refreshLists(hub: Hub, state: State, now = Date.now()): Pr
 
 // ---- rendering ----
 
-export interface Size {
+interface Size {
   columns: number;
   rows: number;
 }

@@ -8,7 +8,7 @@ import { logger } from '../observability/logger.js';
 
 export type Cadence = { every: number } | { dailyAt: string };
 
-export interface JobStats {
+interface JobStats {
   runs: number;
   skipped: number;
   failures: number;

@@ -14,7 +14,7 @@ export class ConfigError extends Error {
   }
 }
 
-export interface LoadOptions {
+interface LoadOptions {
   /** The environment to read (default: process.env). */
   env?: NodeJS.ProcessEnv;
   /** Values that win over everything, for tests and embedding. */

@@ -8,7 +8,7 @@ import { extTableName, promoteColumnName } from './target/ddl.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** A UUID derived from a text (stable ids for sources that have no manifest). */
-export function stableUuid(text: string): string {
+function stableUuid(text: string): string {
   const h = createHash('sha256').update(text).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((Number.parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }

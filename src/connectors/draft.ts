@@ -3,7 +3,7 @@ import { type EngineContext, firstPage } from './engine/read.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod, PromoteType } from './types.js';
 
 /** The source refused the drafting request: 502 naming the upstream status. */
-export class UpstreamRefused extends HubError {
+class UpstreamRefused extends HubError {
   constructor(message: string) {
     super(message);
     this.name = 'UpstreamRefused';
@@ -13,7 +13,7 @@ export class UpstreamRefused extends HubError {
   }
 }
 
-export interface DraftedEndpoint {
+interface DraftedEndpoint {
   id: string;
   method: HttpMethod;
   path: string;

@@ -8,7 +8,7 @@ import { JSONPath } from 'jsonpath-plus';
  */
 
 /** Every value the path selects, in document order; `[]` when nothing matches or the body is not JSON-shaped. */
-export function queryAll(json: unknown, path: string): unknown[] {
+function queryAll(json: unknown, path: string): unknown[] {
   if (json === null || json === undefined) return [];
   if (typeof json !== 'object') return path === '$' ? [json] : [];
   const found = JSONPath({ path, json: json as object, wrap: true, eval: 'safe' }) as unknown[] | undefined;

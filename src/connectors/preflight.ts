@@ -2,7 +2,7 @@ import { firstPage } from './engine/read.js';
 import type { EngineContext } from './engine/read.js';
 import type { ConnectorSpec } from './types.js';
 
-export interface PreflightEndpoint {
+interface PreflightEndpoint {
   id: string;
   method: string;
   status: number;
@@ -12,7 +12,7 @@ export interface PreflightEndpoint {
   sample?: unknown;
 }
 
-export interface PreflightReport {
+interface PreflightReport {
   ok: boolean;
   endpoints: PreflightEndpoint[];
   /** Disabled endpoints, not tried. */

@@ -4,9 +4,9 @@ import type { ConnectorRunner, Triggered } from './runner.js';
 import { inWindow, latestSlot } from './schedule.js';
 import type { ConnectorSpec } from './types.js';
 
-export type ConnectorLookup = (tx: Tx, connectorId: string) => Promise<ConnectorSpec | undefined>;
+type ConnectorLookup = (tx: Tx, connectorId: string) => Promise<ConnectorSpec | undefined>;
 
-export type SlotOutcome =
+type SlotOutcome =
   | { kind: 'started'; slot: Date; triggered: Triggered }
   | { kind: 'already-claimed'; slot: Date }
   | { kind: 'outside-window'; slot: Date }

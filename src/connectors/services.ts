@@ -13,10 +13,11 @@ import { failInterrupted, INTERRUPTED_MESSAGE } from './runs/ledger.js';
 import { ConnectorScheduler } from './scheduler.js';
 import { loadConnector, loadConnectorById } from './store.js';
 import { ExtSchema } from './target/ddl.js';
+import { type ConnectorTenantServices, connectorTenantServices } from './tenant-services.js';
 import type { ConnectorSpec } from './types.js';
 
 /** Everything the connector area offers the rest of the hub (HTTP routes, scheduler, CLI). */
-export interface ConnectorServices {
+export interface ConnectorServices extends ConnectorTenantServices {
   runner: ConnectorRunner;
   scheduler: ConnectorScheduler;
   reader: EnginePageReader;
@@ -77,6 +78,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
   }
   const scheduler = new ConnectorScheduler(deps.db, runner, loadConnectorById);
   return {
+    ...connectorTenantServices(deps.db, runner),
     runner,
     scheduler,
     reader,

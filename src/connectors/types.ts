@@ -35,7 +35,7 @@ export const PROMOTE_TYPES = ['text', 'bigint', 'timestamptz', 'numeric', 'boole
 export type PromoteType = (typeof PROMOTE_TYPES)[number];
 
 export const TRANSFORMS = ['parse_iso8601', 'trim', 'lowercase', 'uppercase', 'to_string'] as const;
-export type Transform = (typeof TRANSFORMS)[number];
+type Transform = (typeof TRANSFORMS)[number];
 
 export interface Promote {
   name: string;

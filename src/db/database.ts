@@ -16,7 +16,7 @@ export interface Tx {
 
 export type TenantId = number | string | bigint;
 
-export interface DatabaseOptions {
+interface DatabaseOptions {
   appUrl: string;
   workerUrl: string;
   poolSize: number;

@@ -26,7 +26,7 @@ export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'connectors', dir: 'src/connectors/migrations/connectors' },
   { schema: 'audit', dir: 'src/audit/migrations/audit' },
   { schema: 'email', dir: 'src/email/migrations/email' },
-  { schema: 'hub', dir: 'src/hub/migrations/hub' },
+  { schema: 'hub', dir: 'src/webhooks/migrations/hub' },
 ];
 
 export interface MigrationFile {

@@ -9,7 +9,7 @@ export interface DemoCredentials {
   apiKey: string;
 }
 
-export const DEFAULT_CREDENTIALS: Readonly<DemoCredentials> = {
+const DEFAULT_CREDENTIALS: Readonly<DemoCredentials> = {
   username: 'demo',
   password: 'demo-password',
   bearerToken: 'demo-bearer-token',

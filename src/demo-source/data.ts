@@ -14,7 +14,7 @@ export interface Partner {
 }
 
 export const DEFAULT_ROWS = 2400;
-export const SEED = 0x5eed2400;
+const SEED = 0x5eed2400;
 /** updated_at values fall in [YEAR_START, YEAR_START + one year). */
 export const YEAR_START = Date.UTC(2025, 0, 1);
 const YEAR_SECONDS = 365 * 86400;

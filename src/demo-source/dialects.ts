@@ -16,7 +16,7 @@ export interface Dialect {
 }
 
 /** The liar serves this many rows fewer than it declares. */
-export const LIAR_SHORTFALL = 100;
+const LIAR_SHORTFALL = 100;
 
 function page(view: View, offset: number, limit: number, end = view.length) {
   return view.rows.slice(Math.min(offset, end), Math.min(offset + limit, end));

@@ -12,9 +12,9 @@ import { handleGraphQL } from './graphql.js';
 import { HttpError, type RequestContext, readBody, sendJson, sendText } from './http.js';
 import { handleSoap, SOAP_SERVICES, soapFault } from './soap.js';
 
-export const DEFAULT_PORT = 8099;
+const DEFAULT_PORT = 8099;
 
-export interface DemoSourceOptions {
+interface DemoSourceOptions {
   /** Default DEMO_PORT, else 8099; 0 picks a free port. */
   port?: number;
   /** Default DEMO_HOST, else every interface. */

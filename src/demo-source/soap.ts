@@ -5,10 +5,10 @@
 import type { Partner } from './data.js';
 import { MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE, type RequestContext, sendText } from './http.js';
 
-export const SOAP_ENV = 'http://schemas.xmlsoap.org/soap/envelope/';
-export const OPERATION = 'QueryPartners';
+const SOAP_ENV = 'http://schemas.xmlsoap.org/soap/envelope/';
+const OPERATION = 'QueryPartners';
 /** The tail service serves this many rows (fewer when DEMO_ROWS is smaller). */
-export const TAIL_ROWS = 201;
+const TAIL_ROWS = 201;
 const XML = 'text/xml; charset=utf-8';
 
 type StopSignal = 'LastPage' | 'MoreRecords' | 'none';
@@ -39,7 +39,7 @@ export const SOAP_SERVICES: Readonly<Record<string, SoapService>> = {
   session: { prefix: 'ns', namespace: 'urn:demo:session:partners', stop: 'LastPage', session: true },
 };
 
-export function escapeXml(text: string): string {
+function escapeXml(text: string): string {
   return text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 

@@ -147,12 +147,12 @@ export class SoleLeader implements LeaderElector {
 }
 
 /** Clock jobs that tick only while this process leads (what OutboxLoop and the sweeps are given). */
-export interface LeaderClock {
+interface LeaderClock {
   schedule(name: string, cadence: Cadence, task: () => Promise<void>): void;
   trigger(name: string): Promise<boolean>;
 }
 
-export interface LeadershipOptions {
+interface LeadershipOptions {
   /** How often a follower tries to take over and the leader confirms it still leads. */
   checkEvery: number;
 }

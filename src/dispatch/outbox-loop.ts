@@ -5,7 +5,7 @@ import type { OutboxListener } from '../events/listener.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 
-export interface OutboxLoopOptions {
+interface OutboxLoopOptions {
   /** The consumer's name: its cursor row and its clock job (`outbox:<name>`). */
   name: string;
   /** Sweep cadence (the safety net; NOTIFY wakes the loop sooner). */

@@ -15,7 +15,7 @@ export interface OutgoingMail {
   headers?: Record<string, string>;
 }
 
-export interface SendResult {
+interface SendResult {
   /** `sent`: the server accepted it; `mocked`: no mail host is configured, it was only logged. */
   outcome: 'sent' | 'mocked';
   messageId?: string;
@@ -46,7 +46,7 @@ export class MockedMailer implements Mailer {
   close(): void {}
 }
 
-export interface SmtpSettings {
+interface SmtpSettings {
   host: string;
   port: number;
   /** TLS from the first byte (SMTPS). */

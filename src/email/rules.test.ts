@@ -5,7 +5,7 @@ import type { Database, Tx } from '../db/database.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { Subscribers } from '../events/subscribers.js';
-import { EmailDispatcher } from './dispatcher.js';
+import { EmailConsumer } from './consumer.js';
 import { type Mailer, MockedMailer, type OutgoingMail } from './mailer.js';
 import {
   createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
@@ -133,13 +133,13 @@ function event(tenantId: number, type: string, payload: Record<string, unknown>,
   return { id, tenantId, type, payload, createdAt, position: { txid: '1', id } };
 }
 
-describe('the dispatcher', () => {
+describe('the e-mail consumer', () => {
   let mailer: RecordingMailer;
-  let dispatcher: EmailDispatcher;
+  let consumer: EmailConsumer;
 
   beforeAll(async () => {
     mailer = new RecordingMailer();
-    dispatcher = new EmailDispatcher(db, () => mailer);
+    consumer = new EmailConsumer(db, () => mailer);
     await t3((tx) =>
       createRule(tx, { name: 'org-watch', eventTypes: ['org.created', 'org.*'], recipient: 'a@initech.example, b@initech.example', subject: '{{ type }} #{{payload.orgId}}', body: 'Org {{payload.name}} ({{tenantId}}/{{id}}) by {{rule}}' }),
     );
@@ -150,7 +150,7 @@ describe('the dispatcher', () => {
     mailer.sent.length = 0;
     mailer.failFor = new Set();
     const e = event(3, 'org.created', { orgId: 5, tenantId: 3, name: 'Acme' });
-    const outcomes = await dispatcher.handle(e);
+    const outcomes = await consumer.handle(e);
     expect(outcomes.map((o) => o.outcome)).toEqual(['sent', 'sent']);
     const watch = mailer.sent.find((m) => m.to.length === 2)!;
     expect(watch).toEqual({
@@ -167,7 +167,7 @@ describe('the dispatcher', () => {
     mailer.failFor = new Set(['fails@initech.example']);
     const logs = captureLogs('info');
     try {
-      const outcomes = await dispatcher.handle(event(3, 'org.created', { orgId: 6, tenantId: 3, name: 'B' }));
+      const outcomes = await consumer.handle(event(3, 'org.created', { orgId: 6, tenantId: 3, name: 'B' }));
       expect(outcomes.map((o) => o.outcome).sort()).toEqual(['failed', 'sent']);
       expect(mailer.sent).toHaveLength(1);
       const warn = logs.lines().find((l) => l.level === 'warn');
@@ -181,9 +181,9 @@ describe('the dispatcher', () => {
   it('nothing for a non-matching type, for another tenant, or for an event older than the rule', async () => {
     mailer.sent.length = 0;
     mailer.failFor = new Set();
-    expect(await dispatcher.handle(event(3, 'platform.secret.created', { name: 'x', by: 'y', at: 'z' }))).toEqual([]);
-    expect(await dispatcher.handle(event(1, 'org.moved', { orgId: 1, tenantId: 1, newParentId: 0 }))).toEqual([]);
-    expect(await dispatcher.handle(event(3, 'org.created', { orgId: 1, tenantId: 3, name: 'old' }, new Date(Date.now() - 3_600_000)))).toEqual([]);
+    expect(await consumer.handle(event(3, 'platform.secret.created', { name: 'x', by: 'y', at: 'z' }))).toEqual([]);
+    expect(await consumer.handle(event(1, 'org.moved', { orgId: 1, tenantId: 1, newParentId: 0 }))).toEqual([]);
+    expect(await consumer.handle(event(3, 'org.created', { orgId: 1, tenantId: 3, name: 'old' }, new Date(Date.now() - 3_600_000)))).toEqual([]);
     expect(mailer.sent).toEqual([]);
   });
 
@@ -192,7 +192,7 @@ describe('the dispatcher', () => {
     mailer.failFor = new Set(['fails@initech.example']);
     let reads = 0;
     const counting = { withTenant: (id: number, fn: (tx: Tx) => Promise<unknown>) => { reads += 1; return db.withTenant(id, fn); } } as unknown as Database;
-    const cached = new EmailDispatcher(counting, () => mailer, 60_000);
+    const cached = new EmailConsumer(counting, () => mailer, 60_000);
     const before = new Date(Date.now() - 50);
     await cached.handle(event(3, 'org.updated', { orgId: 8, tenantId: 3 }, before));
     await cached.handle(event(3, 'org.updated', { orgId: 9, tenantId: 3 }, before));
@@ -209,7 +209,7 @@ describe('the dispatcher', () => {
   });
 
   it('with the mocked mailer every message is logged as mocked', async () => {
-    const mocked = new EmailDispatcher(db, () => new MockedMailer());
+    const mocked = new EmailConsumer(db, () => new MockedMailer());
     const logs = captureLogs('info');
     try {
       const outcomes = await mocked.handle(event(3, 'org.updated', { orgId: 7, tenantId: 3 }));

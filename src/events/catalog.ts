@@ -9,8 +9,8 @@ import { packageRoot } from '../package-root.js';
  * loaded; adding an event type is a redeploy, not a migration (spec 1 Events rule 4).
  */
 
-export const PAYLOAD_TYPES = ['long', 'string', 'boolean', 'map'] as const;
-export type PayloadType = (typeof PAYLOAD_TYPES)[number];
+const PAYLOAD_TYPES = ['long', 'string', 'boolean', 'map'] as const;
+type PayloadType = (typeof PAYLOAD_TYPES)[number];
 
 export interface CatalogEntry {
   module: string;
@@ -28,7 +28,7 @@ export interface HookDecl {
   enabled: boolean;
 }
 
-export interface ModuleDecl {
+interface ModuleDecl {
   name: string;
   version: string;
   events: CatalogEntry[];

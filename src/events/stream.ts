@@ -12,12 +12,12 @@ import { matchesGlob } from './topics.js';
  * the live flow; nothing is delivered twice or skipped.
  */
 
-export interface StreamOptions {
+interface StreamOptions {
   pollEvery: number;
   batch: number;
 }
 
-export interface SubscribeOptions {
+interface SubscribeOptions {
   tenantId: number;
   /** `*` globs against the full type; empty = everything. */
   topics: string[];
@@ -29,7 +29,7 @@ export interface SubscribeOptions {
   onEnd?: (reason: string) => void;
 }
 
-export class Subscription {
+class Subscription {
   position: Position = START;
   live = false;
   closed = false;

@@ -95,7 +95,7 @@ const SCALAR_KEYWORDS: Record<string, string[]> = {
 };
 
 /** One JSON Schema node as a structural schema node. */
-export function toStructural(input: unknown, root: Schema): Schema {
+function toStructural(input: unknown, root: Schema): Schema {
   if (input === true || (isObject(input) && Object.keys(input).length === 0)) return { [PRESERVE]: true };
   if (!isObject(input)) throw new Error(`not a schema: ${JSON.stringify(input)}`);
   const node = dereference(input, root);
@@ -158,7 +158,7 @@ export function toStructural(input: unknown, root: Schema): Schema {
 }
 
 /** The status of every registered kind (CONTRACTS.md section 6); `lastRun` for connectors and exports. */
-export function statusSchema(kind: ManifestKind): Schema {
+function statusSchema(kind: ManifestKind): Schema {
   const properties: Schema = {
     observedGeneration: { type: 'integer', format: 'int64', description: 'The metadata.generation the conditions describe.' },
     conditions: {
@@ -195,7 +195,7 @@ export function statusSchema(kind: ManifestKind): Schema {
 }
 
 /** The openAPIV3Schema of a kind: its manifest schema made structural, with the envelope Kubernetes owns. */
-export function openApiSchemaOf(kind: ManifestKind): Schema {
+function openApiSchemaOf(kind: ManifestKind): Schema {
   const root = kind.schema;
   const converted = toStructural(root, root);
   const properties = (converted.properties ?? {}) as Record<string, Schema>;

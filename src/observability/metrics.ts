@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Histogram, Registry, type CounterConfiguration, type HistogramConfiguration } from 'prom-client';
+import { collectDefaultMetrics, Counter, Registry, type CounterConfiguration } from 'prom-client';
 
 /** The one registry every module shares; /q/metrics serves it. */
 export const registry = new Registry();
@@ -21,16 +21,6 @@ export function lazyCounter<L extends string>(config: Omit<CounterConfiguration<
   return () => {
     if (!metric) {
       metric = (registry.getSingleMetric(config.name) as Counter<L> | undefined) ?? new Counter<L>({ ...config, registers: [registry] });
-    }
-    return metric;
-  };
-}
-
-export function lazyHistogram<L extends string>(config: Omit<HistogramConfiguration<L>, 'registers'>): () => Histogram<L> {
-  let metric: Histogram<L> | undefined;
-  return () => {
-    if (!metric) {
-      metric = (registry.getSingleMetric(config.name) as Histogram<L> | undefined) ?? new Histogram<L>({ ...config, registers: [registry] });
     }
     return metric;
   };

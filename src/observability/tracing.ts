@@ -14,7 +14,7 @@ const TRACER = 'svc-hub';
 
 let provider: NodeTracerProvider | undefined;
 
-export interface TracingOptions {
+interface TracingOptions {
   endpoint: string;
   serviceName: string;
   /** Replaces the OTLP exporter (tests use an in-memory one). */
@@ -41,7 +41,7 @@ export async function stopTracing(): Promise<void> {
   context.disable();
 }
 
-export function tracer() {
+function tracer() {
   return trace.getTracer(TRACER);
 }
 

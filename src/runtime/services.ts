@@ -1,3 +1,4 @@
+import type { AdminServices } from '../admin/services.js';
 import type { AuditRecorder } from '../audit/recorder.js';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { ConnectorServices } from '../connectors/services.js';
@@ -12,35 +13,53 @@ import type { SecretStore } from '../platform/secrets/store.js';
 import type { LiveStream } from '../events/stream.js';
 import type { Subscribers } from '../events/subscribers.js';
 import type { Mailer } from '../email/mailer.js';
-import type { IntegrationHub } from '../hub/service.js';
+import type { EmailServices } from '../email/services.js';
+import type { IntegrationService } from '../webhooks/service.js';
 
-/** What the apiserver's handlers are given: the composition root builds it once (src/runtime/hub.ts). */
-export interface HubServices {
+/**
+ * The set of area services the composition root (cmd/compose.ts) builds once and hands to the API,
+ * `svc-hub run` and the operator. An area's service methods take the tenant and open their own
+ * transaction; callers never open one for them and never write SQL (docs/architecture.md).
+ */
+export interface AreaServices {
+  // The areas.
+  /** Tenancy administration: tenants, organisations, users, roles, scopes (src/admin). */
+  admin: AdminServices;
+  /** Connectors: manifests, runs, dead letters, schedules, pre-flight (src/connectors). */
+  connectors: ConnectorServices;
+  /** E-mail rules (src/email). */
+  email: EmailServices;
+  /** Webhooks: integrations, the delivery journal, replays and tests (src/webhooks). */
+  integrations: IntegrationService;
+  /** The connector credential store; `resolveSecret(tenantId, 'secret:NAME')` for connectors. */
+  secrets: SecretStore;
+  /** Declared hooks, the tenants' overrides, and the runner of their handlers. */
+  hooks: HookRunner;
+  /** The event catalog and hooks loaded from the module declarations. */
+  catalog: Catalog;
+  /** The live event stream's shared poller. */
+  stream: LiveStream;
+  /** Buffers audit entries of mutating calls and data egress. */
+  audit: AuditRecorder;
+  /** Where e-mail rule messages go: SMTP when `svc.mail.host` is set, else mocked (read per message, so a test may replace it). */
+  mailer: Mailer;
+
+  // What the areas are built from.
   config: Config;
+  /**
+   * The connections, for the composition root, background jobs and tests. Routes, the operator and
+   * `svc-hub run` go through an area's service instead (a test in apiserver/ checks the routes).
+   */
   db: Database;
   directory: Directory;
   authenticator: Authenticator;
   /** Installed modules and their versions (`/api/platform/health`). */
   modules: Record<string, string>;
-  /** The event catalog and hooks loaded from the module declarations. */
-  catalog: Catalog;
   /** Writes events into the outbox inside a caller's transaction. */
   events: EventWriter;
-  /** The live event stream's shared poller. */
-  stream: LiveStream;
-  /** Connector runs, schedules, pre-flight (src/connectors). */
-  connectors: ConnectorServices;
-  /** Buffers audit entries of mutating calls and data egress. */
-  audit: AuditRecorder;
-  migrationStatus(): Promise<SchemaStatus[]>;
-  /** The connector credential store; `resolveSecret(tenantId, 'secret:NAME')` for connectors. */
-  secrets: SecretStore;
-  /** Declared hooks, the tenants' overrides, and the runner of their handlers. */
-  hooks: HookRunner;
   /** Who listens to an event type (integrations, e-mail rules, processes register checks). */
   subscribers: Subscribers;
-  /** Where e-mail rule messages go: SMTP when `svc.mail.host` is set, else mocked (read per message, so a test may replace it). */
-  mailer: Mailer;
-  /** The integration hub: integrations, the delivery journal, replays and tests (src/hub). */
-  integrations: IntegrationHub;
+  /** Answers when the database does (health checks). */
+  ping(): Promise<void>;
+  migrationStatus(): Promise<SchemaStatus[]>;
 }

@@ -1,6 +1,6 @@
 import type { RouteDecl } from '../../apiserver/route.js';
 import { Config } from '../../src/config/config.js';
-import { startHub, type Hub } from '../../cmd/hub.js';
+import { startHub, type Hub } from '../../cmd/compose.js';
 import { createTestDatabase } from './database.js';
 
 export interface TestHub extends Hub {

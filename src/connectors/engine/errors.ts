@@ -10,172 +10,160 @@ export type EngineRunStatus = 'Failed' | 'Partial' | 'Cancelled';
 /** Longest upstream body quoted in a message. */
 export const BODY_QUOTE_LIMIT = 500;
 
-export abstract class EngineError extends Error {
-  abstract readonly runStatus: EngineRunStatus;
-  abstract readonly retryable: boolean;
-  /** A short name for pre-flight verdicts and logs. */
-  abstract readonly code: string;
-}
-
 /** The statuses the retry policy retries (spec 3 Limits). */
 export const TRANSIENT_STATUSES: ReadonlySet<number> = new Set([408, 429, 500, 502, 503, 504]);
 
-/** A final non-2xx answer, after retries: the run fails and the body is never ingested. */
-export class UpstreamHttpError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly code = 'upstream_http';
-  /** A status the retry policy retries: running again later may help. */
-  readonly transient: boolean;
+// biome-ignore lint/suspicious/noExplicitAny: the table's message builders each take their own arguments
+type Args = any[];
+
+interface Kind {
+  /** The class name callers see (`err.name`, stack traces). */
+  name: string;
+  runStatus: EngineRunStatus;
+  retryable: boolean;
+  /** The run ledger's error text, from the constructor's arguments. */
+  message: (...args: Args) => string;
+  /** Fields the error carries besides the message. */
+  details?: (...args: Args) => object;
+  cause?: (...args: Args) => unknown;
+}
+
+/**
+ * Every way a read can end other than success, by `code` (the short name pre-flight verdicts and
+ * logs use): the run status the runner records, whether running again may help, the message.
+ */
+const KINDS = {
+  /** A final non-2xx answer, after retries: the run fails and the body is never ingested. Retryable when the status is transient. */
+  upstream_http: {
+    name: 'UpstreamHttpError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (status: number, body: string) =>
+      `upstream returned HTTP ${status} (${TRANSIENT_STATUSES.has(status) ? 'transient' : 'permanent'}) — refusing to ingest its body as data: ${quote(body)}`,
+    details: (status: number) => ({ status, transient: TRANSIENT_STATUSES.has(status), retryable: TRANSIENT_STATUSES.has(status) }),
+  },
+  /** The request never got an answer (connection refused or reset, timeout), after retries. */
+  upstream_network: {
+    name: 'UpstreamNetworkError',
+    runStatus: 'Failed',
+    retryable: true,
+    message: (attempts: number, cause: unknown) => `upstream could not be reached after ${attempts} attempt(s): ${describeNetworkError(cause)}`,
+    cause: (_attempts: number, cause: unknown) => cause,
+  },
+  /** A 2xx answer whose body is not JSON (or exceeds the page size bound). */
+  unreadable_response: { name: 'UnreadableResponseError', runStatus: 'Failed', retryable: false, message: (detail: string) => detail },
+  /** total_path disagreed with the rows read, in either direction. */
+  declared_total_mismatch: {
+    name: 'DeclaredTotalMismatchError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (declared: number, returned: number) =>
+      `the source declared ${declared} rows but this run returned ${returned} — refusing to report a partial extract as a complete one`,
+    details: (declared: number, returned: number) => ({ declared, returned }),
+  },
+  /** A GraphQL 200 carrying an errors array. */
+  graphql_errors: {
+    name: 'GraphQLErrorsError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (count: number, first: string) => `GraphQL response carried ${count} error(s); first: ${quote(first)}`,
+  },
+  /** A GraphQL 200 with no errors and null or absent data. */
+  graphql_malformed: {
+    name: 'GraphQLMalformedError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (body: string) => `GraphQL response has no errors and null/absent data (malformed envelope): ${quote(body)}`,
+  },
+  /** The run's page budget is spent while the source still had pages: Partial. */
+  page_cap: {
+    name: 'PageCapError',
+    runStatus: 'Partial',
+    retryable: false,
+    message: (maxPages: number) =>
+      `the ${maxPages.toLocaleString('en-US')}-page budget of one run was reached while the source still had pages; the rows of those pages were read, the rest were not`,
+    details: (maxPages: number) => ({ maxPages }),
+  },
+  /** The source answered 404/410 for a position carried from an earlier page or the stored mark: Partial. */
+  stale_position: {
+    name: 'StalePositionError',
+    runStatus: 'Partial',
+    retryable: false,
+    message: (status: number, position: string, pagesRead: number) =>
+      `the source answered HTTP ${status} for ${position}: it no longer has the records past that position; the run stopped after ${pagesRead} page(s) read`,
+    details: (status: number) => ({ status }),
+  },
+  /** An auth `*_env` credential resolved to nothing (no secret, environment variable or property). */
+  credential_unresolved: {
+    name: 'CredentialError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (credential: string, field: string) =>
+      `credential ${credential} did not resolve (${field}): no stored secret, environment variable or configuration property of that name`,
+    details: (credential: string, field: string) => ({ credential, field }),
+  },
+  /** A `{{env:NAME}}` template naming an environment variable that is not set. */
+  template_unresolved: {
+    name: 'TemplateError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (variable: string, where: string) => `template {{env:${variable}}} in ${where} did not resolve: the hub's environment has no variable ${variable}`,
+    details: (variable: string) => ({ variable }),
+  },
+  /** The pagination cannot go on: `custom` on its second page, a position that does not advance, a link off the source. */
+  pagination: { name: 'PaginationError', runStatus: 'Failed', retryable: false, message: (message: string) => message },
+  /** Cancellation requested: the read stopped at a page boundary. */
+  cancelled: { name: 'CancelledError', runStatus: 'Cancelled', retryable: false, message: (message = 'cancelled on request') => message },
+} as const satisfies Record<string, Kind>;
+
+export type EngineErrorCode = keyof typeof KINDS;
+
+/** What a read ended with: one class, its behaviour looked up by `code` in the table above. */
+export class EngineError extends Error {
+  readonly runStatus: EngineRunStatus;
   readonly retryable: boolean;
   constructor(
-    readonly status: number,
-    body: string,
+    /** A short name for pre-flight verdicts and logs. */
+    readonly code: EngineErrorCode,
+    message: string,
+    options?: ErrorOptions,
   ) {
-    const transient = TRANSIENT_STATUSES.has(status);
-    super(`upstream returned HTTP ${status} (${transient ? 'transient' : 'permanent'}) — refusing to ingest its body as data: ${quote(body)}`);
-    this.name = 'UpstreamHttpError';
-    this.transient = transient;
-    this.retryable = transient;
+    super(message, options);
+    const kind: Kind = KINDS[code];
+    this.name = kind.name;
+    this.runStatus = kind.runStatus;
+    this.retryable = kind.retryable;
   }
 }
 
-/** The request never got an answer (connection refused or reset, timeout), after retries. */
-export class UpstreamNetworkError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = true;
-  readonly code = 'upstream_network';
-  constructor(attempts: number, cause: unknown) {
-    super(`upstream could not be reached after ${attempts} attempt(s): ${describeNetworkError(cause)}`, { cause });
-    this.name = 'UpstreamNetworkError';
-  }
+type Details<K> = K extends { details: (...args: Args) => infer D } ? Readonly<D> : unknown;
+
+/** The constructor of one code: `new PageCapError(10)`, `err instanceof PageCapError`. */
+function kindOf<C extends EngineErrorCode>(code: C): new (...args: Parameters<(typeof KINDS)[C]['message']>) => EngineError & Details<(typeof KINDS)[C]> {
+  const kind: Kind = KINDS[code];
+  const Of = class extends EngineError {
+    constructor(...args: Args) {
+      super(code, kind.message(...args), kind.cause ? { cause: kind.cause(...args) } : undefined);
+      if (kind.details) Object.assign(this, kind.details(...args));
+    }
+  };
+  Object.defineProperty(Of, 'name', { value: kind.name });
+  return Of as never;
 }
 
-/** A 2xx answer whose body is not JSON (or exceeds the page size bound). */
-export class UnreadableResponseError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = false;
-  readonly code = 'unreadable_response';
-  constructor(detail: string) {
-    super(detail);
-    this.name = 'UnreadableResponseError';
-  }
-}
-
-/** total_path disagreed with the rows read, in either direction. */
-export class DeclaredTotalMismatchError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = false;
-  readonly code = 'declared_total_mismatch';
-  constructor(
-    readonly declared: number,
-    readonly returned: number,
-  ) {
-    super(`the source declared ${declared} rows but this run returned ${returned} — refusing to report a partial extract as a complete one`);
-    this.name = 'DeclaredTotalMismatchError';
-  }
-}
-
-/** A GraphQL 200 carrying an errors array. */
-export class GraphQLErrorsError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = false;
-  readonly code = 'graphql_errors';
-  constructor(count: number, first: string) {
-    super(`GraphQL response carried ${count} error(s); first: ${quote(first)}`);
-    this.name = 'GraphQLErrorsError';
-  }
-}
-
-/** A GraphQL 200 with no errors and null or absent data. */
-export class GraphQLMalformedError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = false;
-  readonly code = 'graphql_malformed';
-  constructor(body: string) {
-    super(`GraphQL response has no errors and null/absent data (malformed envelope): ${quote(body)}`);
-    this.name = 'GraphQLMalformedError';
-  }
-}
-
-/** The run's page budget is spent while the source still had pages: Partial. */
-export class PageCapError extends EngineError {
-  readonly runStatus = 'Partial' as const;
-  readonly retryable = false;
-  readonly code = 'page_cap';
-  constructor(readonly maxPages: number) {
-    super(
-      `the ${maxPages.toLocaleString('en-US')}-page budget of one run was reached while the source still had pages; the rows of those pages were read, the rest were not`,
-    );
-    this.name = 'PageCapError';
-  }
-}
-
-/** The source answered 404/410 for a position carried from an earlier page or the stored mark: Partial. */
-export class StalePositionError extends EngineError {
-  readonly runStatus = 'Partial' as const;
-  readonly retryable = false;
-  readonly code = 'stale_position';
-  constructor(
-    readonly status: number,
-    position: string,
-    pagesRead: number,
-  ) {
-    super(
-      `the source answered HTTP ${status} for ${position}: it no longer has the records past that position; the run stopped after ${pagesRead} page(s) read`,
-    );
-    this.name = 'StalePositionError';
-  }
-}
-
-/** An auth `*_env` credential resolved to nothing (no secret, environment variable or property). */
-export class CredentialError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = false;
-  readonly code = 'credential_unresolved';
-  constructor(
-    readonly credential: string,
-    readonly field: string,
-  ) {
-    super(`credential ${credential} did not resolve (${field}): no stored secret, environment variable or configuration property of that name`);
-    this.name = 'CredentialError';
-  }
-}
-
-/** A `{{env:NAME}}` template naming an environment variable that is not set. */
-export class TemplateError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = false;
-  readonly code = 'template_unresolved';
-  constructor(
-    readonly variable: string,
-    where: string,
-  ) {
-    super(`template {{env:${variable}}} in ${where} did not resolve: the hub's environment has no variable ${variable}`);
-    this.name = 'TemplateError';
-  }
-}
-
-/** The pagination cannot go on: `custom` on its second page, a position that does not advance, a link off the source. */
-export class PaginationError extends EngineError {
-  readonly runStatus = 'Failed' as const;
-  readonly retryable = false;
-  readonly code = 'pagination';
-  constructor(message: string) {
-    super(message);
-    this.name = 'PaginationError';
-  }
-}
-
-/** Cancellation requested: the read stopped at a page boundary. */
-export class CancelledError extends EngineError {
-  readonly runStatus = 'Cancelled' as const;
-  readonly retryable = false;
-  readonly code = 'cancelled';
-  constructor(message = 'cancelled on request') {
-    super(message);
-    this.name = 'CancelledError';
-  }
-}
+export const UpstreamHttpError = kindOf('upstream_http');
+export const UpstreamNetworkError = kindOf('upstream_network');
+export const UnreadableResponseError = kindOf('unreadable_response');
+export const DeclaredTotalMismatchError = kindOf('declared_total_mismatch');
+export const GraphQLErrorsError = kindOf('graphql_errors');
+export const GraphQLMalformedError = kindOf('graphql_malformed');
+export const PageCapError = kindOf('page_cap');
+export const StalePositionError = kindOf('stale_position');
+export const CredentialError = kindOf('credential_unresolved');
+export const TemplateError = kindOf('template_unresolved');
+export const PaginationError = kindOf('pagination');
+export const CancelledError = kindOf('cancelled');
+export type PaginationError = InstanceType<typeof PaginationError>;
 
 /** Shortens an upstream text for a message: at most BODY_QUOTE_LIMIT characters, an ellipsis when cut. */
 export function quote(text: string, limit = BODY_QUOTE_LIMIT): string {

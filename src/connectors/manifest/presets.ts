@@ -40,7 +40,7 @@ export const PRESETS = {
   },
 } as const satisfies Record<string, Pagination>;
 
-export type PresetName = keyof typeof PRESETS;
+type PresetName = keyof typeof PRESETS;
 
 export const PRESET_NAMES = Object.keys(PRESETS) as PresetName[];
 

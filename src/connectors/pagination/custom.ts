@@ -3,7 +3,7 @@ import { queryItems } from '../jsonpath.js';
 import type { Pagination } from '../types.js';
 import type { PaginationStrategy } from './types.js';
 
-export const CUSTOM_PAGINATION_MESSAGE =
+const CUSTOM_PAGINATION_MESSAGE =
   'pagination kind custom cannot fetch a second page (it is accepted at apply but not implemented); declare one of page, offset, cursor, link-header, body-link or relay';
 
 /**

@@ -43,6 +43,17 @@ export async function insertDeadLetters(tx: Tx, ids: { runId: string; connectorI
   );
 }
 
+/** A manifest connector by name or id, or a source known only from its runs (CSV ingest). */
+export async function connectorIdOf(tx: Tx, ref: string): Promise<string | undefined> {
+  const { rows } = await tx.query<{ id: string }>(
+    `select id from connectors.connectors where name = $1 or id::text = $1
+     union all select connector_id from connectors.runs where connector_name = $1
+     limit 1`,
+    [ref],
+  );
+  return rows[0]?.id;
+}
+
 /**
  * Spec 1 list semantics: with `run`, that run's whole history (every reason and resolution) and it
  * wins over `connector`; with `connector`, only its unresolved entries; with neither, every active

@@ -2,7 +2,6 @@ import type { Tx } from '../../db/database.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 
 export type RunStatus = 'Running' | 'Completed' | 'Partial' | 'Failed' | 'Cancelled';
-export const TERMINAL: readonly RunStatus[] = ['Completed', 'Partial', 'Failed', 'Cancelled'];
 
 /** The run record of spec 1, plus the endpoint (UUID and id) of CONTRACTS.md section 5. */
 export interface RunRecord {

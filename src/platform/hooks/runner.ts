@@ -20,12 +20,12 @@ export interface HookEvent {
   id?: number;
 }
 
-export type HookHandler = (event: HookEvent, hook: HookDecl) => Promise<void> | void;
+type HookHandler = (event: HookEvent, hook: HookDecl) => Promise<void> | void;
 
 /** A hook as a tenant sees it: the declaration with the tenant's effective enabled flag. */
-export type HookView = HookDecl;
+type HookView = HookDecl;
 
-export interface HookOutcome {
+interface HookOutcome {
   id: string;
   target: string;
   /** `ran`, `failed` (the handler threw), `disabled` (skipped), `no-handler` (target not registered). */
@@ -33,11 +33,11 @@ export interface HookOutcome {
   error?: string;
 }
 
-export interface HookDeclarations {
+interface HookDeclarations {
   hooks(): HookDecl[];
 }
 
-export interface HookRunnerOptions {
+interface HookRunnerOptions {
   /** Time to live of a tenant's cached overrides, in milliseconds. */
   ttlMs: number;
   now?: () => number;

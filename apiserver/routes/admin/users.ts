@@ -1,0 +1,114 @@
+import { route, type RouteDecl } from '../../route.js';
+import { created, errors, noContent, scopesBody, scopesRecord, tenantParams, tenantRefusals, userRecord } from './admin-schemas.js';
+
+/**
+ * Hub users of the caller's tenant (svc_admin), under row-level security. The hub stores no
+ * passwords (a `password` field is refused as unknown). Locking, unlocking and deactivating drop
+ * the authentication cache, so the user's very next call is refused or let through.
+ */
+
+const USER = { id: 'User id' };
+const UID = { uid: 'User id' };
+const optional = { type: ['string', 'null'], maxLength: 2000 } as const;
+const email = { type: ['string', 'null'], format: 'email', maxLength: 320 } as const;
+
+export const userRoutes: RouteDecl[] = [
+  route({
+    method: 'GET', path: '/api/tenants/{tid}/users', operationId: 'listUsers', summary: 'Active users', tags: ['Users'],
+    auth: ['svc_admin'],
+    params: tenantParams(),
+    responses: { 200: { description: 'Active users, by id', schema: { type: 'array', items: userRecord } }, ...tenantRefusals },
+    handler: ({ services, principal }) => services.admin.users.list(principal?.tenantId),
+  }),
+  route({
+    method: 'GET', path: '/api/tenants/{tid}/users/{id}', operationId: 'getUser', summary: 'One user', tags: ['Users'],
+    auth: ['svc_admin'],
+    description: 'A deactivated user still answers, with `active: false`. Scopes: GET …/users/{id}/scopes.',
+    params: tenantParams(USER),
+    responses: { 200: { description: 'The user', schema: userRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
+    handler: ({ services, principal, params }) => services.admin.users.get(principal?.tenantId, params.id),
+  }),
+  route({
+    method: 'POST', path: '/api/tenants/{tid}/users', operationId: 'createUser', summary: 'Create a user', tags: ['Users'],
+    auth: ['svc_admin'],
+    description:
+      '`login` is unique in the tenant (deactivated users keep theirs). No password: the user signs in at the identity provider, and a token ' +
+      'reaches this user through its `user_id` claim.',
+    params: tenantParams(),
+    body: {
+      type: 'object', required: ['login', 'name'], additionalProperties: false,
+      properties: { login: { type: 'string', minLength: 1, maxLength: 200 }, name: { type: 'string', minLength: 1, maxLength: 200 }, email, description: optional },
+    },
+    responses: {
+      201: { description: 'The new user', schema: userRecord },
+      ...errors({ 400: 'Invalid body (`field` names it)', 409: 'The login is taken in the tenant' }),
+      ...tenantRefusals,
+    },
+    handler: async ({ services, principal, body, ctx }) => created(ctx, await services.admin.users.create(principal?.tenantId, body)),
+  }),
+  route({
+    method: 'PUT', path: '/api/tenants/{tid}/users/{id}', operationId: 'updateUser', summary: 'Update a user\'s profile, or lock the account', tags: ['Users'],
+    auth: ['svc_admin'],
+    description:
+      'Only the fields present are applied; null clears `email` or `description`. `locked: true` locks the account: the user\'s next call ' +
+      'is refused with 403 `account locked`. `locked: false` is refused: unlock with POST …/unlock.',
+    params: tenantParams(USER),
+    body: {
+      type: 'object', additionalProperties: false, minProperties: 1,
+      properties: { name: { type: 'string', minLength: 1, maxLength: 200 }, email, description: optional, locked: { type: 'boolean' } },
+    },
+    responses: {
+      200: { description: 'The updated user', schema: userRecord },
+      ...errors({ 400: 'Invalid body (`field` names it)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated' }),
+      ...tenantRefusals,
+    },
+    handler: ({ services, principal, params, body }) => services.admin.users.update(principal?.tenantId, params.id, body),
+  }),
+  route({
+    method: 'POST', path: '/api/tenants/{tid}/users/{id}/unlock', operationId: 'unlockUser', summary: 'Unlock a locked account', tags: ['Users'],
+    auth: ['svc_admin'],
+    description: 'The user\'s next call is let through again. Unlocking an unlocked account changes nothing.',
+    params: tenantParams(USER),
+    responses: {
+      200: { description: 'The user', schema: userRecord },
+      ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated' }),
+      ...tenantRefusals,
+    },
+    handler: ({ services, principal, params }) => services.admin.users.unlock(principal?.tenantId, params.id),
+  }),
+  route({
+    method: 'DELETE', path: '/api/tenants/{tid}/users/{id}', operationId: 'deactivateUser', summary: 'Deactivate a user (soft delete)', tags: ['Users'],
+    auth: ['svc_admin'],
+    description: 'Sets `active: false`; the row stays. The user\'s next call is refused with 403 `account inactive`. Repeating it changes nothing.',
+    params: tenantParams(USER),
+    responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.admin.users.deactivate(principal?.tenantId, params.id);
+      return noContent(ctx);
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/tenants/{tid}/users/{uid}/scopes', operationId: 'getUserScopes', summary: 'The scopes a user is bound to', tags: ['Users'],
+    auth: ['svc_admin'],
+    params: tenantParams(UID),
+    responses: { 200: { description: 'The stored scopes', schema: scopesRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
+    handler: ({ services, principal, params }) =>
+      services.admin.users.scopes(principal?.tenantId, params.uid).then((scopes) => ({ scopes })),
+  }),
+  route({
+    method: 'PUT', path: '/api/tenants/{tid}/users/{uid}/scopes', operationId: 'setUserScopes', summary: 'Replace the scopes a user is bound to', tags: ['Users'],
+    auth: ['svc_admin'],
+    description:
+      'A user with a non-empty list is scope-bound: outside those scopes the retrieval API answers 403 `scope not granted`. An empty list ' +
+      'unbinds the user. Answers the stored list (deduplicated, sorted).',
+    params: tenantParams(UID),
+    body: scopesBody,
+    responses: {
+      200: { description: 'The stored scopes', schema: scopesRecord },
+      ...errors({ 400: 'Invalid body (`field` names the scope)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated' }),
+      ...tenantRefusals,
+    },
+    handler: ({ services, principal, params, body }) =>
+      services.admin.users.setScopes(principal?.tenantId, params.uid, body.scopes).then((scopes) => ({ scopes })),
+  }),
+];

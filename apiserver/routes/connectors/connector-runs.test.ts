@@ -1,0 +1,275 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { stringify } from 'yaml';
+import { startDemoSource } from '../../../src/demo-source/server.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { ownerClient } from '../../../test/harness/api-client.js';
+
+/**
+ * Connector runs end to end: manifests applied over HTTP, runs against the real demo source through
+ * the real engine, rows in ext.* tables, the run ledger, dead letters, row hashes and the events.
+ */
+
+let hub: TestHub;
+let demo: Awaited<ReturnType<typeof startDemoSource>>;
+let owner: pg.Client;
+
+const H = { 'X-Tenant-ID': '1' };
+
+beforeAll(async () => {
+  demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 2400, log: () => undefined });
+  hub = await startTestHub({ 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms' });
+  owner = await ownerClient(hub.ownerUrl);
+  await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other')`);
+  process.env.DEMO_SVC_PASSWORD = 'demo-password';
+  process.env.DEMO_SVC_TOKEN = 'demo-bearer-token';
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+  await demo?.close();
+});
+
+type Run = { id: string; status: string; recordsIn: number; recordsOut: number; recordsSkipped: number; deadLetterCount: number; errorMessage: string | null; chunkCount: number; endpoint: string };
+
+function manifest(name: string, endpoints: unknown[], spec: Record<string, unknown> = {}) {
+  return stringify({
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name },
+    connector_type: 'rest-generic',
+    scopes: ['partners'],
+    spec: { base_url: demo.url, auth: { kind: 'basic', username: 'demo', password_env: 'DEMO_SVC_PASSWORD' }, ...spec, endpoints },
+  });
+}
+
+const offsetEndpoint = (id: string, path: string, table: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  path,
+  pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 200, response_path: '$.data', total_path: '$.total' },
+  target: {
+    kind: 'hybrid',
+    table,
+    unique_key: '$.id',
+    promote: [
+      { name: 'name', path: '$.name', type: 'text' },
+      { name: 'credit_limit', path: '$.credit_limit', type: 'bigint' },
+      { name: 'updated_at', path: '$.updated_at', type: 'timestamptz', transform: 'parse_iso8601' },
+    ],
+  },
+  ...extra,
+});
+
+async function apply(yaml: string, tenant = '1') {
+  const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': tenant, 'Content-Type': 'application/yaml' }, body: yaml });
+  expect([200, 201]).toContain(res.status);
+}
+
+async function run(name: string, body?: unknown, tenant = '1'): Promise<Run[]> {
+  const res = await fetch(`${hub.url}/api/connectors/${name}/runs`, {
+    method: 'POST',
+    headers: { 'X-Tenant-ID': tenant, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body ?? {}),
+  });
+  expect(res.status).toBe(202);
+  const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
+  return Promise.all(runs.map((r) => finished(r.id, tenant)));
+}
+
+async function finished(id: string, tenant = '1'): Promise<Run> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const res = await fetch(`${hub.url}/api/platform/runs/${id}`, { headers: { 'X-Tenant-ID': tenant } });
+    const record = (await res.json()) as Run;
+    if (record.status !== 'Running') return record;
+    if (Date.now() > deadline) throw new Error(`run ${id} still running`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('connector runs against the demo source', () => {
+  it('reads every page into ext.<table>: 2400 rows, counters that balance, typed promoted columns', async () => {
+    await apply(manifest('partners', [offsetEndpoint('offset', '/offset/partners', 'ext.partners')]));
+    const [first] = await run('partners');
+    expect(first).toMatchObject({ status: 'Completed', recordsIn: 2400, recordsOut: 2400, recordsSkipped: 0, deadLetterCount: 0, errorMessage: null, endpoint: 'offset' });
+    expect(first!.chunkCount).toBeGreaterThanOrEqual(3);
+    const { rows } = await owner.query('select count(*)::int as n, count(distinct external_id)::int as ids, min(credit_limit) > 0 as typed from ext_t1.partners where tenant_id = 1');
+    expect(rows[0]).toEqual({ n: 2400, ids: 2400, typed: true });
+    const sample = await owner.query(`select name, updated_at, data->>'name' as payload_name, row_hash from ext_t1.partners where external_id = '7'`);
+    expect(sample.rows[0].name).toBe(sample.rows[0].payload_name);
+    expect(sample.rows[0].updated_at).toBeInstanceOf(Date);
+
+    // A re-run rewrites every row it reads and duplicates none.
+    const [second] = await run('partners');
+    expect(second).toMatchObject({ status: 'Completed', recordsIn: 2400, recordsOut: 2400 });
+    const again = await owner.query('select count(*)::int as n from ext_t1.partners where tenant_id = 1');
+    expect(again.rows[0].n).toBe(2400);
+
+    // The row hash leads back to the source row, as strings, in the current tenant only.
+    const row = await fetch(`${hub.url}/api/platform/data/row/${sample.rows[0].row_hash}`, { headers: H });
+    expect(row.status).toBe(200);
+    const flat = (await row.json()) as Record<string, string>;
+    expect(flat.id).toBe('7');
+    expect(Object.values(flat).every((v) => typeof v === 'string')).toBe(true);
+    const other = await fetch(`${hub.url}/api/platform/data/row/${sample.rows[0].row_hash}`, { headers: { 'X-Tenant-ID': '2' } });
+    expect(other.status).toBe(404);
+
+    // The lifecycle events, in the outbox with their catalog payloads.
+    const events = await owner.query(`select type, payload from events.outbox where payload->>'run_id' = $1 order by id`, [first!.id]);
+    expect(events.rows.map((e) => e.type)).toEqual(['connector.run.started', 'connector.run.completed']);
+    expect(events.rows[1].payload).toMatchObject({ records_in: 2400, records_out: 2400, tables: { 'ext.partners': 2400 } });
+  });
+
+  it('never reports a short extract as complete: the liar fails naming both figures, rows stay', async () => {
+    await apply(manifest('liar', [offsetEndpoint('liar', '/liar/partners', 'ext.liar_partners')]));
+    const [result] = await run('liar');
+    expect(result!.status).toBe('Failed');
+    expect(result!.errorMessage).toBe('the source declared 2400 rows but this run returned 2300 — refusing to report a partial extract as a complete one');
+    const { rows } = await owner.query('select count(*)::int as n from ext_t1.liar_partners');
+    expect(rows[0].n).toBe(2300);
+    const failed = await owner.query(`select payload from events.outbox where type = 'connector.run.failed' and payload->>'run_id' = $1`, [result!.id]);
+    expect(failed.rows[0].payload.error_message).toBe(result!.errorMessage);
+  });
+
+  it('an outage fails the run with the upstream status and body; flaky sources are retried to completion', async () => {
+    await apply(
+      manifest('faults', [
+        offsetEndpoint('down', '/down/partners', 'ext.down_partners'),
+        offsetEndpoint('flaky', '/flaky/partners', 'ext.flaky_partners'),
+      ]),
+    );
+    const [down, flaky] = await run('faults');
+    expect(down!.status).toBe('Failed');
+    expect(down!.errorMessage).toMatch(/^upstream returned HTTP 500 \(transient\) — refusing to ingest its body as data: /);
+    expect(down!.recordsIn).toBe(0);
+    expect(flaky).toMatchObject({ status: 'Completed', recordsIn: 2400, recordsOut: 2400 });
+  });
+
+  it('watermark: the first run reads everything, the next sends the stored mark and reads only what changed since', async () => {
+    await apply(
+      manifest('incremental', [
+        offsetEndpoint('changes', '/offset/partners', 'ext.partner_changes', { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }),
+      ]),
+    );
+    const [first] = await run('incremental');
+    expect(first).toMatchObject({ status: 'Completed', recordsIn: 2400 });
+    const mark = await owner.query(`select watermark from connectors.endpoints where endpoint_id = 'changes'`);
+    const max = await owner.query(`select max(data->>'updated_at') as m from ext_t1.partner_changes`);
+    expect(mark.rows[0].watermark).toBe(max.rows[0].m);
+    const [second] = await run('incremental');
+    // updated_since is inclusive: the newest row comes back, nothing else.
+    expect(second).toMatchObject({ status: 'Completed', recordsIn: 1, recordsOut: 1 });
+    const reset = await fetch(`${hub.url}/api/connectors/incremental/endpoints/changes/reset-cursor`, { method: 'POST', headers: H });
+    expect(reset.status).toBe(204);
+    const [third] = await run('incremental');
+    expect(third).toMatchObject({ recordsIn: 2400 });
+  });
+
+  it('reaching the page budget ends the run Partial with everything it read written', async () => {
+    const small = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.connectors.max-pages': 3, 'svc.migrate.on-start': false });
+    try {
+      await apply(manifest('budget', [offsetEndpoint('offset', '/offset/partners', 'ext.budget_partners')]));
+      const res = await fetch(`${small.url}/api/connectors/budget/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+      const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
+      const result = await finished(runs[0]!.id);
+      expect(result.status).toBe('Partial');
+      expect(result.recordsIn).toBe(600);
+      expect(result.recordsOut).toBe(600);
+      expect(result.errorMessage).toMatch(/budget|page/i);
+    } finally {
+      await small.stop();
+    }
+  });
+
+  it('cancel: 202 while running, the run ends Cancelled; 409 once terminal; 404 unknown', async () => {
+    await apply(manifest('slow', [offsetEndpoint('offset', '/offset/partners?limit=10', 'ext.slow_partners', { pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 5, response_path: '$.data', total_path: '$.total' } })], { default_rate_limit: '20/s' }));
+    const res = await fetch(`${hub.url}/api/connectors/slow/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+    const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
+    await new Promise((r) => setTimeout(r, 300));
+    const cancel = await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}/cancel`, { method: 'POST', headers: H });
+    expect(cancel.status).toBe(202);
+    const result = await finished(runs[0]!.id);
+    expect(result.status).toBe('Cancelled');
+    expect(result.recordsIn).toBeLessThan(2400);
+    const again = await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}/cancel`, { method: 'POST', headers: H });
+    expect(again.status).toBe(409);
+    const unknown = await fetch(`${hub.url}/api/platform/runs/00000000-0000-0000-0000-000000000000/cancel`, { method: 'POST', headers: H });
+    expect(unknown.status).toBe(404);
+  });
+
+  it('lists runs newest first with the limit capped at 200, and 404 for an unknown run', async () => {
+    const list = (await (await fetch(`${hub.url}/api/platform/runs?limit=2`, { headers: H })).json()) as Run[];
+    expect(list).toHaveLength(2);
+    const capped = (await (await fetch(`${hub.url}/api/platform/runs?limit=500`, { headers: H })).json()) as Run[];
+    expect(capped.length).toBeLessThanOrEqual(200);
+    expect((await fetch(`${hub.url}/api/platform/runs/nope`, { headers: H })).status).toBe(404);
+    const otherTenant = (await (await fetch(`${hub.url}/api/platform/runs`, { headers: { 'X-Tenant-ID': '2' } })).json()) as Run[];
+    expect(otherTenant).toEqual([]);
+  });
+});
+
+describe('CSV ingest and dead letters', () => {
+  const csv = (rows: string[]) => ['id,name,city', ...rows].join('\r\n');
+  const ingest = (body: string, query = 'connector=crm-import&table=contacts&key=id') =>
+    fetch(`${hub.url}/api/platform/sources/csv/ingest?${query}`, { method: 'POST', headers: { ...H, 'Content-Type': 'text/csv' }, body });
+
+  it('upserts rows, dead-letters a row without a key, and counts in = out + skipped', async () => {
+    const res = await ingest(csv(['1,Ann,Lyon', '2,Bob,Paris', ',Nobody,Nowhere', '3,"Carl, Jr.",Nice']));
+    expect(res.status).toBe(200);
+    const result = (await res.json()) as Run;
+    expect(result).toMatchObject({ status: 'Completed', recordsIn: 4, recordsOut: 3, recordsSkipped: 1, deadLetterCount: 1 });
+    const { rows } = await owner.query(`select external_id, name, city from ext_t1.contacts order by external_id`);
+    expect(rows).toEqual([
+      { external_id: '1', name: 'Ann', city: 'Lyon' },
+      { external_id: '2', name: 'Bob', city: 'Paris' },
+      { external_id: '3', name: 'Carl, Jr.', city: 'Nice' },
+    ]);
+
+    // The dead letter: listed by run (history) and by connector (unresolved), replayed, discarded, erased.
+    const byRun = (await (await fetch(`${hub.url}/api/platform/dlq?run=${result.id}`, { headers: H })).json()) as Array<{ id: number; skipReason: string }>;
+    expect(byRun).toHaveLength(1);
+    expect(byRun[0]!.skipReason).toBe('missing_key');
+    const entry = (await (await fetch(`${hub.url}/api/platform/dlq/${byRun[0]!.id}`, { headers: H })).json()) as { payload: Record<string, string> };
+    expect(entry.payload).toEqual({ id: '', name: 'Nobody', city: 'Nowhere' });
+    const byConnector = (await (await fetch(`${hub.url}/api/platform/dlq?connector=crm-import`, { headers: H })).json()) as unknown[];
+    expect(byConnector).toHaveLength(1);
+    expect((await fetch(`${hub.url}/api/platform/dlq/${byRun[0]!.id}/discard`, { method: 'POST', headers: H })).status).toBe(204);
+    expect((await (await fetch(`${hub.url}/api/platform/dlq?connector=crm-import`, { headers: H })).json()) as unknown[]).toHaveLength(0);
+    const history = (await (await fetch(`${hub.url}/api/platform/dlq?run=${result.id}&connector=other`, { headers: H })).json()) as Array<{ resolution: string }>;
+    expect(history.map((h) => h.resolution)).toEqual(['discarded']);
+    expect((await fetch(`${hub.url}/api/platform/dlq/${byRun[0]!.id}`, { method: 'DELETE', headers: H })).status).toBe(204);
+    expect((await fetch(`${hub.url}/api/platform/dlq/${byRun[0]!.id}`, { headers: H })).status).toBe(404);
+    expect((await (await fetch(`${hub.url}/api/platform/dlq?run=${result.id}`, { headers: H })).json()) as unknown[]).toHaveLength(0);
+    const scrubbed = await owner.query('select payload from connectors.dead_letters where id = $1', [byRun[0]!.id]);
+    expect(scrubbed.rows[0].payload).toBeNull();
+    const metrics = await (await fetch(`${hub.url}/q/metrics`)).text();
+    expect(metrics).toMatch(/svc_dead_letters_total\{reason="missing_key"\} [1-9]/);
+    expect(metrics).toMatch(/svc_runs_total\{status="Completed"\} [1-9]/);
+    expect(metrics).toMatch(/svc_runs_total\{status="Failed"\} [1-9]/);
+  });
+
+  it('refuses a key that is not a column and a table name that is not an identifier', async () => {
+    const noKey = await ingest(csv(['1,Ann,Lyon']), 'connector=crm-import&table=contacts&key=email');
+    expect(noKey.status).toBe(400);
+    expect(await noKey.json()).toEqual({ error: 'key column email is not in the CSV header', field: 'key' });
+    const badTable = await ingest(csv(['1,Ann,Lyon']), 'connector=crm-import&table=Contacts%3Bdrop&key=id');
+    expect(badTable.status).toBe(400);
+  });
+
+  it('REST runs never emit data.row.changed; CSV ingest does for new or changed rows only when something subscribes', async () => {
+    const before = await owner.query(`select count(*)::int as n from events.outbox where type = 'data.row.changed'`);
+    await ingest(csv(['1,Ann,Lyon']));
+    const none = await owner.query(`select count(*)::int as n from events.outbox where type = 'data.row.changed'`);
+    expect(none.rows[0].n).toBe(before.rows[0].n);
+    hub.services.subscribers.register(async (_tx, type) => type === 'data.row.changed');
+    const res = await ingest(csv(['1,Ann,Lyon', '2,Bob,Marseille', '9,Zoe,Brest']));
+    const result = (await res.json()) as Run;
+    const events = await owner.query(`select payload from events.outbox where type = 'data.row.changed' and payload->>'run_id' = $1 order by id`, [result.id]);
+    expect(events.rows.map((e) => [e.payload.entity_key, e.payload.op])).toEqual([
+      ['2', 'update'],
+      ['9', 'insert'],
+    ]);
+    expect(events.rows[0].payload.entity).toBe('ext.contacts');
+  });
+});

@@ -1,0 +1,61 @@
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { NotFoundError, ValidationError } from '../../../src/errors.js';
+import { route, type RouteDecl } from '../../route.js';
+import { runSchema } from './runs.js';
+import { errorBody, refusals } from '../schemas.js';
+
+export const connectorRunRoutes: RouteDecl[] = [
+  route({
+    method: 'POST', path: '/api/connectors/{name}/runs', operationId: 'runConnector', summary: 'Start one run per enabled endpoint (or the one named)', tags: ['Connectors'],
+    auth: ['svc_integrator'],
+    description: 'Manual runs ignore the window fence. Answers once the runs are recorded; follow them on /api/platform/runs/{id} or the live stream (`connector.run.*`).',
+    params: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
+    body: { type: 'object', additionalProperties: false, properties: { endpoint: { type: 'string', description: 'endpoint id from the manifest' } } },
+    responses: {
+      202: {
+        description: 'Runs started',
+        schema: {
+          type: 'object', required: ['runs'],
+          properties: { runs: { type: 'array', items: { type: 'object', required: ['id', 'endpointId'], properties: { id: { type: 'string' }, endpointId: { type: 'string' }, endpoint: { type: 'string' } } } } },
+        },
+      },
+      404: { description: 'Unknown connector or endpoint', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: async ({ services, principal, params, body, ctx }) => {
+      const tenantId = callerTenant(principal);
+      const connector = await services.connectors.byName(tenantId, params.name);
+      if (!connector) throw new NotFoundError(`connector ${params.name} not found`);
+      const endpoint = body?.endpoint;
+      const triggered = await services.connectors.runner.trigger(tenantId, connector, { endpoint, triggeredBy: `manual:${actor(principal)}` });
+      triggered.done.catch(() => undefined); // every outcome is recorded on the run itself
+      ctx.status = 202;
+      return { runs: triggered.runs };
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/platform/sources/csv/ingest', operationId: 'ingestCsv', summary: 'Upsert a CSV body into ext.<table> as one run', tags: ['Connectors'],
+    auth: ['svc_integrator'],
+    description:
+      'Body `text/csv` with a header line. Every row is upserted into `ext.<table>` keyed by the `key` column; each column is also a text column of the table. ' +
+      'Answers the finished run record. New or changed rows emit `data.row.changed` inside the ingestion transaction when an integration, rule or process subscribes to it.',
+    query: {
+      type: 'object', required: ['connector', 'table', 'key'],
+      properties: { connector: { type: 'string' }, table: { type: 'string', description: '`ext.<name>` or `<name>`' }, key: { type: 'string', description: 'the identity column' } },
+    },
+    bodyTypes: ['text/csv'],
+    body: { type: 'string' },
+    responses: { 200: { description: 'The run', schema: runSchema }, 400: { description: 'Bad CSV, table or key', schema: errorBody }, ...refusals(true) },
+    handler: ({ services, principal, query, body }) => {
+      const tenantId = callerTenant(principal);
+      if (typeof body !== 'string' || !body.trim()) throw new ValidationError('body must be CSV text with a header line', 'body');
+      return services.connectors.runs.ingestCsv(tenantId, {
+        connector: query.connector,
+        table: query.table,
+        key: query.key,
+        csv: body,
+        triggeredBy: `csv:${actor(principal)}`,
+      });
+    },
+  }),
+];

@@ -1,0 +1,181 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parse, stringify } from 'yaml';
+import { startDemoSource } from '../../../src/demo-source/server.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+
+/** Pre-flight, draft and scaffold against the real demo source and a local OpenAPI document server. */
+
+let hub: TestHub;
+let demo: Awaited<ReturnType<typeof startDemoSource>>;
+let docs: Server;
+let docsUrl: string;
+const H = { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' };
+
+const openapi = {
+  openapi: '3.0.3',
+  info: { title: 'Partners API' },
+  servers: [{ url: '/api' }],
+  components: {
+    securitySchemes: { token: { type: 'http', scheme: 'bearer' } },
+    schemas: {
+      Partner: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, credit_limit: { type: 'integer' }, updated_at: { type: 'string', format: 'date-time' } } },
+    },
+  },
+  paths: {
+    '/partners': {
+      get: {
+        responses: {
+          200: {
+            content: {
+              'application/json': {
+                schema: { type: 'object', properties: { data: { type: 'array', items: { $ref: '#/components/schemas/Partner' } }, has_more: { type: 'boolean' } } },
+              },
+            },
+          },
+        },
+      },
+    },
+    '/partners/{id}': { get: { responses: { 200: { content: { 'application/json': { schema: { $ref: '#/components/schemas/Partner' } } } } } } },
+  },
+};
+
+beforeAll(async () => {
+  demo = await startDemoSource({ port: 0, host: '127.0.0.1', log: () => undefined });
+  hub = await startTestHub();
+  docs = createServer((req, res) => {
+    if (req.url === '/openapi.json') {
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify(openapi));
+    } else if (req.url === '/openapi.yaml') {
+      res.setHeader('Content-Type', 'application/yaml');
+      res.end(stringify(openapi));
+    } else if (req.url === '/not-a-spec') {
+      res.end('<html>hello</html>');
+    } else {
+      res.statusCode = 404;
+      res.end();
+    }
+  });
+  await new Promise<void>((resolve) => docs.listen(0, '127.0.0.1', resolve));
+  docsUrl = `http://127.0.0.1:${(docs.address() as AddressInfo).port}`;
+  process.env.TOOLS_DEMO_PASSWORD = 'demo-password';
+  const manifest = {
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name: 'probe' },
+    connector_type: 'rest-generic',
+    scopes: ['partners'],
+    spec: {
+      base_url: demo.url,
+      auth: { kind: 'basic', username: 'demo', password_env: 'TOOLS_DEMO_PASSWORD' },
+      endpoints: [
+        { id: 'offset', path: '/offset/partners', pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 20, response_path: '$.data', total_path: '$.total' }, target: { kind: 'hybrid', table: 'ext.probe_offset', unique_key: '$.id' } },
+        { id: 'down', path: '/down/partners', target: { kind: 'hybrid', table: 'ext.probe_down', unique_key: '$.id' } },
+        { id: 'hdr', path: '/hdr/partners', pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 20, response_path: '$.data' }, target: { kind: 'hybrid', table: 'ext.probe_hdr', unique_key: '$.id' } },
+        { id: 'off', enabled: false, path: '/open/partners', target: { kind: 'hybrid', table: 'ext.probe_off', unique_key: '$.id' } },
+      ],
+    },
+  };
+  const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: H, body: JSON.stringify(manifest) });
+  expect(res.status).toBe(201);
+});
+
+afterAll(async () => {
+  await hub?.stop();
+  await demo?.close();
+  await new Promise<void>((resolve) => docs.close(() => resolve()));
+});
+
+describe('pre-flight', () => {
+  it('sends each enabled endpoint\'s first request once, writes nothing, names every fault', async () => {
+    const before = demo.requests();
+    const res = await fetch(`${hub.url}/api/connectors/probe/preflight`, { method: 'POST', headers: H });
+    expect(res.status).toBe(200);
+    const report = (await res.json()) as { ok: boolean; skipped: number; endpoints: Array<{ id: string; status: number; items: number; verdict: string; url?: string; sample?: unknown }> };
+    expect(report.ok).toBe(false);
+    expect(report.skipped).toBe(1);
+    const byId = Object.fromEntries(report.endpoints.map((e) => [e.id, e]));
+    expect(byId.offset).toMatchObject({ status: 200, items: 20, verdict: 'ok' });
+    expect(byId.offset!.url).toContain('/offset/partners');
+    expect(byId.offset!.sample).toMatchObject({ id: 1 });
+    expect(byId.down).toMatchObject({ status: 500, items: 0, verdict: 'HTTP 500' });
+    expect(byId.hdr).toMatchObject({ status: 400, verdict: 'HTTP 400' });
+    expect(demo.requests() - before).toBe(3); // no retry, nothing for the disabled endpoint
+    const runs = (await (await fetch(`${hub.url}/api/platform/runs`, { headers: H })).json()) as unknown[];
+    expect(runs).toEqual([]);
+  });
+
+  it('an unresolved credential is named before any run', async () => {
+    const saved = process.env.TOOLS_DEMO_PASSWORD;
+    delete process.env.TOOLS_DEMO_PASSWORD;
+    try {
+      const report = (await (await fetch(`${hub.url}/api/connectors/probe/preflight`, { method: 'POST', headers: H })).json()) as { endpoints: Array<{ verdict: string; status: number }> };
+      expect(report.endpoints[0]!.status).toBe(0);
+      expect(report.endpoints[0]!.verdict).toContain('TOOLS_DEMO_PASSWORD');
+    } finally {
+      process.env.TOOLS_DEMO_PASSWORD = saved;
+    }
+  });
+
+  it('404 for an unknown connector', async () => {
+    expect((await fetch(`${hub.url}/api/connectors/nope/preflight`, { method: 'POST', headers: H })).status).toBe(404);
+  });
+});
+
+describe('draft', () => {
+  it('guesses the pagination preset and promotes the first record\'s scalars', async () => {
+    const res = await fetch(`${hub.url}/api/connectors/probe/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/spring/partners' }) });
+    expect(res.status).toBe(200);
+    const fragment = (await res.json()) as { id: string; pagination: { kind: string }; target: { table: string; unique_key: string; promote: Array<{ name: string; type: string; transform?: string }> } };
+    expect(fragment.pagination.kind).toBe('spring');
+    expect(fragment.target.unique_key).toBe('$.id');
+    expect(fragment.target.table).toBe('ext.partners');
+    const types = Object.fromEntries(fragment.target.promote.map((p) => [p.name, p.type]));
+    expect(types).toMatchObject({ name: 'text', city: 'text', credit_limit: 'bigint', updated_at: 'timestamptz' });
+    expect(types.id).toBeUndefined();
+  });
+
+  it('recognises the offset envelope and answers unknown for an unrecognised one', async () => {
+    const offset = (await (await fetch(`${hub.url}/api/connectors/probe/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/offset/partners' }) })).json()) as { pagination: { kind: string; total_path?: string } };
+    expect(offset.pagination).toMatchObject({ kind: 'offset', total_path: '$.total' });
+    const health = (await (await fetch(`${hub.url}/api/connectors/probe/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/health' }) })).json()) as { pagination: { kind: string } };
+    expect(health.pagination.kind).toBe('unknown');
+  });
+
+  it('refuses an upstream error naming its status', async () => {
+    const res = await fetch(`${hub.url}/api/connectors/probe/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/down/partners' }) });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: string }).error).toBe('upstream answered HTTP 500 for GET /down/partners');
+  });
+});
+
+describe('scaffold', () => {
+  it('drafts a manifest from an OpenAPI document (JSON or YAML) that validates', async () => {
+    for (const file of ['openapi.json', 'openapi.yaml']) {
+      const res = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}/${file}`, name: 'partners-api' }) });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toContain('application/yaml');
+      const text = await res.text();
+      const manifest = parse(text) as { spec: { base_url: string; auth: unknown; endpoints: Array<{ id: string; pagination: { kind: string }; target: { promote: Array<{ name: string; type: string }> } }> } };
+      expect(manifest.spec.base_url).toBe(`${docsUrl}/api`);
+      expect(manifest.spec.auth).toEqual({ kind: 'bearer', token_env: 'PARTNERS_API_TOKEN' });
+      expect(manifest.spec.endpoints.map((e) => e.id)).toEqual(['partners']);
+      expect(manifest.spec.endpoints[0]!.pagination.kind).toBe('stripe');
+      expect(manifest.spec.endpoints[0]!.target.promote.map((p) => `${p.name}:${p.type}`)).toEqual(['name:text', 'credit_limit:bigint', 'updated_at:timestamptz']);
+      const check = (await (await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: text })).json()) as { valid: boolean; errors: unknown[] };
+      expect(check).toMatchObject({ valid: true, errors: [] });
+    }
+  });
+
+  it('refuses a URL that holds no readable OpenAPI document', async () => {
+    for (const path of ['/not-a-spec', '/missing']) {
+      const res = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}${path}`, name: 'x' }) });
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { error: string; field: string };
+      expect(body.field).toBe('openapiUrl');
+      expect(body.error).toContain('no readable OpenAPI document');
+    }
+  });
+});

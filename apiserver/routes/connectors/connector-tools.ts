@@ -1,0 +1,81 @@
+import { callerTenant } from '../../../src/auth/principal.js';
+import { draftEndpoint } from '../../../src/connectors/draft.js';
+import { preflight } from '../../../src/connectors/preflight.js';
+import { scaffoldManifest } from '../../../src/connectors/scaffold.js';
+import { NotFoundError } from '../../../src/errors.js';
+import type { AreaServices } from '../../../src/runtime/services.js';
+import { route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string' } } } as const;
+
+async function connectorOf(services: AreaServices, tenantId: number, name: string) {
+  const connector = await services.connectors.byName(tenantId, name);
+  if (!connector) throw new NotFoundError(`connector ${name} not found`);
+  return connector;
+}
+
+export const connectorToolRoutes: RouteDecl[] = [
+  route({
+    method: 'POST', path: '/api/connectors/{name}/preflight', operationId: 'preflightConnector', summary: 'Send the first request of every enabled endpoint once; write nothing', tags: ['Connectors'],
+    auth: ['svc_integrator'], params: nameParam,
+    description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data; a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`.',
+    responses: {
+      200: {
+        description: 'The pre-flight report',
+        schema: {
+          type: 'object', required: ['ok', 'endpoints', 'skipped'],
+          properties: {
+            ok: { type: 'boolean' },
+            skipped: { type: 'integer' },
+            endpoints: {
+              type: 'array',
+              items: {
+                type: 'object', required: ['id', 'method', 'status', 'items', 'verdict'],
+                properties: { id: { type: 'string' }, method: { type: 'string' }, status: { type: 'integer' }, items: { type: 'integer' }, verdict: { type: 'string' }, url: { type: 'string' }, sample: {} },
+              },
+            },
+          },
+        },
+      },
+      404: { description: 'Unknown connector', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: async ({ services, principal, params }) => {
+      const connector = await connectorOf(services, callerTenant(principal), params.name);
+      return preflight(connector, (c) => services.connectors.context(c));
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/connectors/{name}/draft', operationId: 'draftEndpoint', summary: 'Draft an endpoint fragment from a live path of the connector\'s source', tags: ['Connectors'],
+    auth: ['svc_integrator'], params: nameParam,
+    description: 'Guesses the pagination preset from the first answer (`unknown` when unrecognised) and promotes the first record\'s scalar fields. Upstream errors answer 502 naming the status.',
+    body: { type: 'object', required: ['path'], additionalProperties: false, properties: { path: { type: 'string', minLength: 1 }, method: { enum: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] } } },
+    responses: {
+      200: { description: 'An endpoint fragment to paste into spec.endpoints', schema: { type: 'object' } },
+      404: { description: 'Unknown connector', schema: errorBody },
+      502: { description: 'The source answered an error', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: async ({ services, principal, params, body }) => {
+      const connector = await connectorOf(services, callerTenant(principal), params.name);
+      return draftEndpoint(connector, body, services.connectors.context(connector));
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/connectors/scaffold', operationId: 'scaffoldConnector', summary: 'Draft a Connector manifest (YAML) from an OpenAPI document', tags: ['Connectors'],
+    auth: ['svc_integrator'],
+    body: { type: 'object', required: ['openapiUrl', 'name'], additionalProperties: false, properties: { openapiUrl: { type: 'string' }, name: { type: 'string' } } },
+    responses: {
+      200: { description: 'The drafted manifest', contentType: 'application/yaml', schema: { type: 'string' } },
+      400: { description: 'No readable OpenAPI document at the URL', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: async ({ body, ctx }) => {
+      const { openapiUrl, name } = body;
+      ctx.type = 'application/yaml';
+      ctx.body = await scaffoldManifest(openapiUrl, name);
+      return undefined;
+    },
+  }),
+];

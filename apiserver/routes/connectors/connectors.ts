@@ -1,0 +1,172 @@
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { connectorManifestSchema } from '../../../src/connectors/manifest/schema.js';
+import { checkManifest } from '../../../src/connectors/manifest/validate.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+
+/**
+ * Connector manifests (CONTRACTS.md section 4): apply, validate, list, read, delete, reset a cursor,
+ * purge an endpoint. The manifest is checked by src/connectors/manifest (one JSON Schema plus the
+ * rules spanning fields), not by the router: a manifest error answers `{error, field}` with the
+ * field as a path (`spec.endpoints[2].pagination.kind`), and validate answers every issue at once.
+ */
+
+const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
+
+const manifestBody: JsonSchema = {
+  type: 'object',
+  description:
+    'A Connector manifest (`apiVersion: connectors.svc.io/v1`, `kind: Connector`, `metadata.name`, `connector_type: rest-generic`, `scopes`, `spec`) as YAML or JSON; see docs/connectors.md.',
+};
+
+/**
+ * What /q/openapi shows for a manifest body: the manifest's own JSON Schema (the one the apply and
+ * validate paths check it against), so the document and the console show what a manifest may hold.
+ */
+const { $schema: _dialect, ...manifestSchema } = connectorManifestSchema;
+const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
+
+const issue: JsonSchema = { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } };
+const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
+
+const endpointSummary: JsonSchema = {
+  type: 'object',
+  required: ['id', 'uuid', 'enabled', 'kind', 'method', 'path', 'pagination', 'table', 'syncMode', 'watermark', 'watermarkUpdatedAt'],
+  properties: {
+    id: { type: 'string', description: 'endpoint id from the manifest (what paths accept)' },
+    uuid: { type: 'string', format: 'uuid', description: 'stable while the id stays in the manifest; what tables and events carry' },
+    enabled: { type: 'boolean' },
+    kind: { type: 'string', enum: ['rest', 'graphql'] },
+    method: { type: 'string' },
+    path: { type: 'string', description: 'for GraphQL: spec.graphql_path' },
+    pagination: { type: 'string', description: 'the strategy, after preset expansion' },
+    table: { type: 'string' },
+    syncMode: { type: 'string', enum: ['full', 'watermark', 'api_cursor'] },
+    watermark: { type: ['string', 'null'] },
+    watermarkUpdatedAt: { type: ['string', 'null'], format: 'date-time' },
+  },
+};
+
+const recordProperties: Record<string, JsonSchema> = {
+  id: { type: 'string', format: 'uuid' },
+  name: { type: 'string' },
+  connectorType: { type: 'string' },
+  scopes: { type: 'array', items: { type: 'string' } },
+  schedule: { type: ['string', 'null'] },
+  endpoints: { type: 'array', items: endpointSummary },
+  createdAt: timestamp,
+  updatedAt: timestamp,
+};
+const recordRequired = ['id', 'name', 'connectorType', 'scopes', 'schedule', 'endpoints', 'createdAt', 'updatedAt'];
+
+const connectorRecord: JsonSchema = { type: 'object', required: recordRequired, properties: recordProperties };
+const connectorDetail: JsonSchema = {
+  type: 'object',
+  required: [...recordRequired, 'manifest', 'spec'],
+  properties: {
+    ...recordProperties,
+    manifest: { type: 'object', description: 'the manifest as applied' },
+    spec: { type: 'object', description: 'the normalised connector the runtime reads: presets expanded, defaults filled, endpoint UUIDs assigned' },
+  },
+};
+
+const applied: JsonSchema = {
+  type: 'object',
+  required: ['name', 'id', 'warnings'],
+  properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } },
+};
+
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the connector' } } } as const;
+const endpointParams = {
+  type: 'object',
+  required: ['name', 'id'],
+  properties: { name: { type: 'string', description: 'metadata.name of the connector' }, id: { type: 'string', description: 'endpoint id from the manifest' } },
+} as const;
+
+const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
+
+export const connectorRoutes: RouteDecl[] = [
+  route({
+    method: 'POST', path: '/api/connectors/apply', operationId: 'applyConnector', summary: 'Apply a Connector manifest (create or update by name)', tags: ['Connectors'],
+    auth: ['svc_integrator', 'svc_admin'],
+    description: 'YAML or JSON. 201 for a new name, 200 for an update; endpoint UUIDs stay stable while their ids stay in the manifest. Unknown spec keys are warnings.',
+    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
+    responses: {
+      200: { description: 'Updated', schema: applied },
+      201: { description: 'Created', schema: applied },
+      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: async ({ services, principal, body, ctx }) => {
+      const result = await services.connectors.manifests.apply(callerTenant(principal), body, actor(principal));
+      ctx.status = result.created ? 201 : 200;
+      return { name: result.connector.name, id: result.connector.id, warnings: result.warnings };
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/connectors/validate', operationId: 'validateConnector', summary: 'Check a Connector manifest without applying it', tags: ['Connectors'],
+    auth: ['svc_integrator'], audit: false,
+    description: 'Writes nothing. Answers 200 with every error and warning, each naming its field.',
+    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
+    responses: {
+      200: {
+        description: 'The verdict',
+        schema: {
+          type: 'object', required: ['valid', 'errors', 'warnings'],
+          properties: { valid: { type: 'boolean' }, errors: { type: 'array', items: issue }, warnings: { type: 'array', items: issue } },
+        },
+      },
+      400: { description: 'The body is not a YAML or JSON object', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: ({ body }) => {
+      const { errors, warnings } = checkManifest(body);
+      return { valid: errors.length === 0, errors, warnings };
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/connectors', operationId: 'listConnectors', summary: 'Connectors of the caller\'s tenant, by name', tags: ['Connectors'],
+    auth: ['svc_integrator'],
+    responses: { 200: { description: 'Connectors', schema: { type: 'array', items: connectorRecord } }, ...refusals(false) },
+    handler: ({ services, principal }) => services.connectors.manifests.list(callerTenant(principal)),
+  }),
+  route({
+    method: 'GET', path: '/api/connectors/{name}', operationId: 'getConnector', summary: 'One connector with its stored manifest', tags: ['Connectors'],
+    auth: ['svc_integrator'], params: nameParam,
+    responses: { 200: { description: 'The connector', schema: connectorDetail }, ...notFound('Unknown connector'), ...refusals(false) },
+    handler: ({ services, principal, params }) => services.connectors.manifests.get(callerTenant(principal), params.name),
+  }),
+  route({
+    method: 'DELETE', path: '/api/connectors/{name}', operationId: 'deleteConnector', summary: 'Delete a connector, its ext.* rows and its retrieval chunks', tags: ['Connectors'],
+    auth: ['svc_integrator', 'svc_admin'], params: nameParam,
+    description: 'Its run records stay. The name can be applied again (a new connector with new UUIDs).',
+    responses: { 204: { description: 'Deleted' }, ...notFound('Unknown connector'), ...refusals(false) },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.connectors.manifests.remove(callerTenant(principal), params.name);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/connectors/{name}/endpoints/{id}/reset-cursor', operationId: 'resetConnectorCursor', summary: 'Clear an endpoint\'s watermark', tags: ['Connectors'],
+    auth: ['svc_integrator'], params: endpointParams,
+    description: 'The next run of the endpoint is a full read.',
+    responses: { 204: { description: 'Cleared' }, ...notFound('Unknown connector or endpoint'), ...refusals(false) },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.connectors.manifests.resetCursor(callerTenant(principal), params.name, params.id);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/connectors/{name}/endpoints/{id}/purge', operationId: 'purgeConnectorEndpoint', summary: 'Empty one endpoint\'s rows and retrieval chunks', tags: ['Connectors'],
+    auth: ['svc_integrator', 'svc_admin'], params: endpointParams,
+    description: 'The connector stays; the endpoint\'s watermark is cleared too, so its next run reads everything again.',
+    responses: { 204: { description: 'Purged' }, ...notFound('Unknown connector or endpoint'), ...refusals(false) },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.connectors.manifests.purgeEndpoint(callerTenant(principal), params.name, params.id);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+];

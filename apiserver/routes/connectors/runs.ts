@@ -1,0 +1,141 @@
+import { callerTenant } from '../../../src/auth/principal.js';
+import { route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+
+export const runSchema = {
+  type: 'object',
+  required: ['id', 'connectorId', 'status', 'startedAt', 'recordsIn', 'recordsOut', 'recordsSkipped', 'deadLetterCount', 'triggeredBy', 'chunkCount'],
+  properties: {
+    id: { type: 'string', format: 'uuid' },
+    connectorId: { type: 'string', format: 'uuid' },
+    connector: { type: 'string' },
+    endpointId: { type: ['string', 'null'], description: 'endpoint UUID' },
+    endpoint: { type: ['string', 'null'], description: 'endpoint id from the manifest' },
+    status: { enum: ['Running', 'Completed', 'Partial', 'Failed', 'Cancelled'] },
+    startedAt: { type: 'string', format: 'date-time' },
+    endedAt: { type: ['string', 'null'], format: 'date-time' },
+    recordsIn: { type: 'integer' },
+    recordsOut: { type: 'integer' },
+    recordsSkipped: { type: 'integer' },
+    deadLetterCount: { type: 'integer' },
+    triggeredBy: { type: 'string' },
+    syncMode: { type: 'string' },
+    chunkCount: { type: 'integer' },
+    errorMessage: { type: ['string', 'null'] },
+  },
+};
+
+const deadLetterSchema = {
+  type: 'object',
+  required: ['id', 'skipReason', 'errorMessage', 'attempts', 'resolution', 'capturedAt'],
+  properties: {
+    id: { type: 'integer' },
+    runId: { type: 'string' },
+    connectorId: { type: 'string' },
+    endpointId: { type: ['string', 'null'] },
+    skipReason: { type: 'string' },
+    errorMessage: { type: 'string' },
+    attempts: { type: 'integer' },
+    resolution: { type: ['string', 'null'], enum: ['replayed', 'discarded', null] },
+    capturedAt: { type: 'string', format: 'date-time' },
+    payload: {},
+    skipDetail: {},
+  },
+};
+
+const idParam = { type: 'object', required: ['id'], properties: { id: { type: 'string' } } } as const;
+const capped = (value: unknown, fallback: number) => Math.min(Number(value ?? fallback), 200);
+
+export const runRoutes: RouteDecl[] = [
+  route({
+    method: 'GET', path: '/api/platform/runs', operationId: 'listRuns', summary: 'Connector runs, newest first', tags: ['Runs'], auth: ['svc_integrator'],
+    query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, default: 50, description: 'default 50, capped at 200' } } },
+    responses: { 200: { description: 'Run records', schema: { type: 'array', items: runSchema } }, ...refusals(true) },
+    handler: ({ services, principal, query }) => services.connectors.runs.list(callerTenant(principal), capped(query.limit, 50)),
+  }),
+  route({
+    method: 'GET', path: '/api/platform/runs/{id}', operationId: 'getRun', summary: 'One run record', tags: ['Runs'], auth: ['svc_integrator'],
+    params: idParam,
+    responses: { 200: { description: 'Run record', schema: runSchema }, 404: { description: 'Unknown run', schema: errorBody }, ...refusals(true) },
+    handler: ({ services, principal, params }) => services.connectors.runs.get(callerTenant(principal), params.id),
+  }),
+  route({
+    method: 'POST', path: '/api/platform/runs/{id}/cancel', operationId: 'cancelRun', summary: 'Cancel a running run at its next page boundary', tags: ['Runs'],
+    auth: ['svc_integrator'], params: idParam,
+    responses: {
+      202: { description: 'Cancellation requested; the run ends Cancelled', schema: runSchema },
+      404: { description: 'Unknown run', schema: errorBody },
+      409: { description: 'The run is already terminal', schema: errorBody },
+      ...refusals(true),
+    },
+    handler: async ({ services, principal, params, ctx }) => {
+      const run = await services.connectors.runs.cancel(callerTenant(principal), params.id);
+      ctx.status = 202;
+      return run;
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/platform/dlq', operationId: 'listDeadLetters', summary: 'Dead-letter entries', tags: ['Dead letters'], auth: ['svc_integrator'],
+    description: 'With `run`: that run\'s whole history (it wins over `connector`). With `connector` (name or id): its unresolved entries. With neither: every active entry.',
+    query: {
+      type: 'object',
+      properties: {
+        limit: { type: 'integer', minimum: 1, default: 100, description: 'default 100, capped at 200' },
+        connector: { type: 'string', description: 'connector name or id' },
+        run: { type: 'string', description: 'run id' },
+      },
+    },
+    responses: { 200: { description: 'Entries (without payloads)', schema: { type: 'array', items: deadLetterSchema } }, ...refusals(true) },
+    handler: ({ services, principal, query }) =>
+      services.connectors.deadLetters.list(callerTenant(principal), { limit: capped(query.limit, 100), run: query.run, connector: query.connector }),
+  }),
+  route({
+    method: 'GET', path: '/api/platform/dlq/{id}', operationId: 'getDeadLetter', summary: 'One entry with payload and skipDetail', tags: ['Dead letters'], auth: ['svc_integrator'],
+    params: idParam,
+    responses: { 200: { description: 'Entry', schema: deadLetterSchema }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
+    handler: ({ services, principal, params }) => services.connectors.deadLetters.get(callerTenant(principal), params.id),
+  }),
+  route({
+    method: 'POST', path: '/api/platform/dlq/{id}/replayed', operationId: 'markDeadLetterReplayed', summary: 'Mark an entry replayed', tags: ['Dead letters'], auth: ['svc_integrator'],
+    params: idParam, query: { type: 'object', properties: { newRunId: { type: 'string', format: 'uuid' } } },
+    responses: { 204: { description: 'Marked' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
+    handler: async ({ services, principal, params, query, ctx }) => {
+      await services.connectors.deadLetters.markReplayed(callerTenant(principal), params.id, query.newRunId);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/platform/dlq/{id}/discard', operationId: 'discardDeadLetter', summary: 'Discard an entry (resolution recorded, row kept)', tags: ['Dead letters'],
+    auth: ['svc_integrator'], params: idParam,
+    responses: { 204: { description: 'Discarded' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.connectors.deadLetters.discard(callerTenant(principal), params.id);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+  route({
+    method: 'DELETE', path: '/api/platform/dlq/{id}', operationId: 'eraseDeadLetter', summary: 'Erase an entry for data-protection reasons', tags: ['Dead letters'],
+    auth: ['svc_integrator', 'svc_admin'], params: idParam,
+    description: 'Soft-deletes the entry and scrubs its payload; it is excluded everywhere afterwards (404).',
+    responses: { 204: { description: 'Erased' }, 404: { description: 'Unknown or already erased', schema: errorBody }, ...refusals(true) },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.connectors.deadLetters.erase(callerTenant(principal), params.id);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/platform/data/row/{hash}', operationId: 'rowByHash', summary: 'The source row behind a citation row hash', tags: ['Data'],
+    auth: ['svc_integrator'], audit: 'egress',
+    description: 'A flat JSON object with every value a string: nested objects become dotted keys, arrays keep their JSON text, null is the empty string. Current tenant only.',
+    params: { type: 'object', required: ['hash'], properties: { hash: { type: 'string' } } },
+    responses: {
+      200: { description: 'The row', schema: { type: 'object', additionalProperties: { type: 'string' } } },
+      404: { description: 'Nothing resolves', schema: errorBody },
+      ...refusals(true),
+    },
+    handler: ({ services, principal, params }) => services.connectors.rowByHash(callerTenant(principal), params.hash),
+  }),
+];

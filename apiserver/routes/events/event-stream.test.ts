@@ -1,0 +1,190 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+
+/** The live stream over real HTTP: a client that parses Server-Sent Events as EventSource does. */
+
+interface Frame {
+  id?: string;
+  data?: string;
+  comment?: string;
+}
+
+class SseClient {
+  frames: Frame[] = [];
+  private controller = new AbortController();
+  private waiters: Array<() => void> = [];
+  status = 0;
+  contentType = '';
+
+  static async open(url: string, headers: Record<string, string>): Promise<SseClient> {
+    const client = new SseClient();
+    const res = await fetch(url, { headers, signal: client.controller.signal });
+    client.status = res.status;
+    client.contentType = res.headers.get('content-type') ?? '';
+    if (res.ok && res.body) void client.read(res.body);
+    return client;
+  }
+
+  private async read(body: ReadableStream<Uint8Array>): Promise<void> {
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(chunk, { stream: true });
+        let end = buffer.indexOf('\n\n');
+        while (end >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const frame: Frame = {};
+          for (const line of block.split('\n')) {
+            if (line.startsWith(':')) frame.comment = line.slice(1).trim();
+            else if (line.startsWith('id: ')) frame.id = line.slice(4);
+            else if (line.startsWith('data: ')) frame.data = line.slice(6);
+          }
+          this.frames.push(frame);
+          end = buffer.indexOf('\n\n');
+        }
+        for (const w of this.waiters.splice(0)) w();
+      }
+    } catch {
+      // aborted
+    }
+  }
+
+  events(): Array<{ id: string; topic: string; payload: Record<string, unknown>; capturedAt: string }> {
+    return this.frames
+      .filter((f) => f.data)
+      .map((f) => {
+        const envelope = JSON.parse(f.data!) as { topic: string; payload: string; capturedAt: string };
+        expect(typeof envelope.payload).toBe('string');
+        return { id: f.id!, topic: envelope.topic, payload: JSON.parse(envelope.payload), capturedAt: envelope.capturedAt };
+      });
+  }
+
+  async waitFor(predicate: () => boolean, timeoutMs = 5000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate()) {
+      if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(this.frames)}`);
+      await new Promise<void>((resolve) => {
+        this.waiters.push(resolve);
+        setTimeout(resolve, 50);
+      });
+    }
+  }
+
+  close(): void {
+    this.controller.abort();
+  }
+}
+
+let hub: TestHub;
+const clients: SseClient[] = [];
+
+async function open(query = '', headers: Record<string, string> = { 'X-Tenant-ID': '1' }): Promise<SseClient> {
+  const client = await SseClient.open(`${hub.url}/api/platform/events/stream${query}`, headers);
+  clients.push(client);
+  await client.waitFor(() => client.frames.some((f) => f.comment === 'connected'));
+  return client;
+}
+
+async function emit(tenantId: number, type: string, payload: Record<string, unknown>): Promise<number> {
+  return hub.services.db.withTenant(tenantId, (tx) => hub.services.events.emit(tx, type, payload));
+}
+
+const updated = (tenantId: number, orgId: number) => emit(tenantId, 'org.updated', { orgId, tenantId });
+
+beforeAll(async () => {
+  hub = await startTestHub({ 'svc.events.stream.poll-every': '200ms', 'svc.events.stream.heartbeat': '150ms', 'svc.events.stream.batch': 3 });
+  const owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+  await owner.query(`insert into core.tenants (id, code, name) values (2, 'second', 'Second')`);
+  await owner.end();
+});
+
+afterAll(async () => {
+  for (const c of clients) c.close();
+  await hub.stop();
+});
+
+describe('GET /api/platform/events/stream', () => {
+  it('streams the envelope {topic, payload (a JSON string), capturedAt} with an id per event', async () => {
+    const client = await open();
+    expect(client.status).toBe(200);
+    expect(client.contentType).toContain('text/event-stream');
+    const id = await emit(1, 'org.created', { orgId: 7, tenantId: 1, name: 'Sales' });
+    await client.waitFor(() => client.events().length === 1);
+    const [event] = client.events();
+    expect(event).toEqual({ id: String(id), topic: 'org.created', payload: { orgId: 7, tenantId: 1, name: 'Sales' }, capturedAt: expect.any(String) });
+    expect(Math.abs(Date.parse(event!.capturedAt) - Date.now())).toBeLessThan(10_000);
+    client.close();
+  });
+
+  it('a subscriber only ever sees its own tenant', async () => {
+    const one = await open();
+    const two = await open('', { 'X-Tenant-ID': '2' });
+    for (let i = 0; i < 4; i++) {
+      await updated(1, 100 + i);
+      await updated(2, 200 + i);
+    }
+    await one.waitFor(() => one.events().length === 4);
+    await two.waitFor(() => two.events().length === 4);
+    expect(one.events().map((e) => e.payload.orgId)).toEqual([100, 101, 102, 103]);
+    expect(two.events().map((e) => e.payload.orgId)).toEqual([200, 201, 202, 203]);
+    one.close();
+    two.close();
+  });
+
+  it('filters by repeatable topic globs against the full type', async () => {
+    const client = await open('?topic=org.arch*&topic=*.moved');
+    await updated(1, 1);
+    await emit(1, 'org.moved', { orgId: 1, tenantId: 1, newParentId: 2 });
+    await emit(1, 'decision.dormant.onboarding', { entity: 'x' });
+    await emit(1, 'org.archived', { id: 1, code: 'sales' });
+    await client.waitFor(() => client.events().length === 2);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(client.events().map((e) => e.topic)).toEqual(['org.moved', 'org.archived']);
+    client.close();
+  });
+
+  it('a client reconnecting with Last-Event-ID misses nothing and gets nothing twice', async () => {
+    const first = await open();
+    await updated(1, 300);
+    await first.waitFor(() => first.events().length === 1);
+    const last = first.events()[0]!.id;
+    first.close();
+    for (let i = 1; i <= 7; i++) await updated(1, 300 + i); // more than one poll batch (3)
+    await updated(2, 999);
+    const again = await open('', { 'X-Tenant-ID': '1', 'Last-Event-ID': last });
+    await updated(1, 308);
+    await again.waitFor(() => again.events().length === 8);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(again.events().map((e) => e.payload.orgId)).toEqual([301, 302, 303, 304, 305, 306, 307, 308]);
+    again.close();
+  });
+
+  it('sends heartbeat comments while idle', async () => {
+    const client = await open('?topic=nothing.matches');
+    await client.waitFor(() => client.frames.filter((f) => f.comment === 'ping').length >= 2, 3000);
+    client.close();
+  });
+
+  it('needs a tenant and svc_integrator like the rest of /api/platform', async () => {
+    const res = await fetch(`${hub.url}/api/platform/events/stream`);
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ error: 'no tenant in security context' });
+    const bad = await fetch(`${hub.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': 'yesterday' } });
+    expect(bad.status).toBe(400);
+  });
+
+  it('one poller serves every subscriber, and closing a client releases its subscription', async () => {
+    const a = await open();
+    const b = await open();
+    expect(hub.services.stream.count()).toBeGreaterThanOrEqual(2);
+    a.close();
+    b.close();
+    const deadline = Date.now() + 3000;
+    while (hub.services.stream.count() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(hub.services.stream.count()).toBe(0);
+  });
+});

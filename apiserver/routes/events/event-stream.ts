@@ -1,0 +1,73 @@
+import { PassThrough } from 'node:stream';
+import { callerTenant } from '../../../src/auth/principal.js';
+import { ValidationError } from '../../../src/errors.js';
+import type { OutboxEvent } from '../../../src/events/outbox.js';
+import { route, type RouteDecl } from '../../route.js';
+import { refusals } from '../schemas.js';
+
+/** One SSE frame: `id` is the outbox id (send it back as Last-Event-ID), `data` the spec's envelope. */
+export function frame(event: OutboxEvent): string {
+  const envelope = { topic: event.type, payload: JSON.stringify(event.payload), capturedAt: new Date(event.createdAt).toISOString() };
+  return `id: ${event.id}\ndata: ${JSON.stringify(envelope)}\n\n`;
+}
+
+export const eventStreamRoutes: RouteDecl[] = [
+  route({
+    method: 'GET', path: '/api/platform/events/stream', operationId: 'streamEvents', summary: 'Live event stream (Server-Sent Events) of the caller\'s tenant', tags: ['Events'],
+    auth: ['svc_integrator'],
+    audit: 'egress',
+    description:
+      'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
+      'Comment lines (`: ping`) are heartbeats. A client that falls too far behind is disconnected and should reconnect with `Last-Event-ID`.',
+    query: {
+      type: 'object',
+      properties: {
+        topic: {
+          description: 'Repeatable; `*` is a glob against the full event type (`connector.run.*`, `*.created`). None: every event.',
+          anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
+        },
+        lastEventId: { type: 'string', description: 'Same as the Last-Event-ID header, for clients that cannot set headers.' },
+      },
+    },
+    responses: {
+      200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: { type: 'string' } },
+      ...refusals(true),
+    },
+    handler: async ({ principal, services, query, ctx }) => {
+      const tenantId = callerTenant(principal);
+      const topics = ([] as string[]).concat(query.topic ?? []).filter((t) => t.trim() !== '');
+      const resume = ctx.get('Last-Event-ID') || query.lastEventId || '';
+      if (resume && !/^\d+$/.test(resume)) throw new ValidationError('Last-Event-ID must be an event id', 'Last-Event-ID');
+      const maxBuffer = services.config.int('svc.events.stream.max-buffer');
+      const out = new PassThrough();
+      let heartbeat: NodeJS.Timeout | undefined;
+      const finish = (note?: string) => {
+        if (heartbeat) clearInterval(heartbeat);
+        if (!out.writableEnded) out.end(note ? `: ${note}\n\n` : undefined);
+      };
+      const subscription = await services.stream.subscribe({
+        tenantId,
+        topics,
+        afterId: resume ? Number(resume) : undefined,
+        deliver: (event) => {
+          out.write(frame(event));
+          return out.writableLength <= maxBuffer;
+        },
+        onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`),
+      });
+      heartbeat = setInterval(() => out.write(': ping\n\n'), services.config.duration('svc.events.stream.heartbeat'));
+      heartbeat.unref();
+      ctx.req.on('close', () => {
+        subscription.close();
+        finish();
+      });
+      ctx.status = 200;
+      ctx.set('Content-Type', 'text/event-stream; charset=utf-8');
+      ctx.set('Cache-Control', 'no-cache, no-transform');
+      ctx.set('X-Accel-Buffering', 'no');
+      ctx.body = out;
+      out.write('retry: 3000\n: connected\n\n');
+      return undefined;
+    },
+  }),
+];

@@ -1,0 +1,192 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { MIGRATION_SETS, readMigrations } from '../../../src/db/migrations.js';
+import { lazyCounter } from '../../../src/observability/metrics.js';
+import { createTestDatabase } from '../../../test/harness/database.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { route, type RouteDecl } from '../../route.js';
+
+/** Probe routes mounted through the real pipeline (gate, validation, error mapper). */
+const probes: RouteDecl[] = [
+  route({
+    method: 'POST', path: '/api/probe/echo', operationId: 'probeEcho', summary: 'echo', tags: ['Probe'], auth: ['svc_user'],
+    body: { type: 'object', required: ['name'], additionalProperties: false, properties: { name: { type: 'string', minLength: 1 }, items: { type: 'array', items: { type: 'object', properties: { n: { type: 'integer' } } } } } },
+    query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 200, default: 50 } } },
+    responses: { 200: { description: 'echo' } },
+    handler: ({ body, query }) => ({ body, query }),
+  }),
+  route({
+    method: 'GET', path: '/api/probe/boom', operationId: 'probeBoom', summary: 'throws', tags: ['Probe'], auth: ['svc_user'],
+    responses: { 500: { description: 'internal' } },
+    handler: () => {
+      throw new Error('secret internals at /srv/app/db.ts:42');
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/probe/slow', operationId: 'probeSlow', summary: 'slow', tags: ['Probe'], auth: 'public',
+    responses: { 200: { description: 'done' } },
+    handler: async () => {
+      await new Promise((r) => setTimeout(r, 400));
+      return { done: true };
+    },
+  }),
+];
+
+let hub: TestHub;
+
+beforeAll(async () => {
+  hub = await startTestHub({}, probes);
+});
+
+afterAll(async () => {
+  await hub.stop();
+});
+
+const dev = { 'X-Tenant-ID': '1' };
+
+describe('health', () => {
+  it('/q/health/live, /q/health/ready and /q/health answer UP without a token', async () => {
+    for (const path of ['/q/health/live', '/q/health/ready', '/q/health']) {
+      const res = await fetch(`${hub.url}${path}`);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { status: string; checks: Array<{ name: string; status: string }> };
+      expect(body.status).toBe('UP');
+      expect(body.checks.every((c) => c.status === 'UP')).toBe(true);
+    }
+    const ready = (await (await fetch(`${hub.url}/q/health/ready`)).json()) as { checks: Array<{ name: string }> };
+    expect(ready.checks.map((c) => c.name)).toEqual(['database', 'migrations']);
+  });
+
+  it('is not ready while migrations are pending, and says how many', async () => {
+    const pending = await startTestHub({ 'svc.datasource.url': await createTestDatabase(), 'svc.migrate.on-start': false });
+    try {
+      const res = await fetch(`${pending.url}/q/health/ready`);
+      expect(res.status).toBe(503);
+      const body = (await res.json()) as { status: string; checks: Array<{ name: string; status: string; data?: { pending?: number } }> };
+      expect(body.status).toBe('DOWN');
+      const files = readMigrations().length;
+      expect(body.checks.find((c) => c.name === 'migrations')).toMatchObject({ status: 'DOWN', data: { pending: files } });
+      const live = await fetch(`${pending.url}/q/health/live`);
+      expect(live.status).toBe(200);
+      const status = await (await fetch(`${pending.url}/api/platform/migrations`)).json();
+      expect(status).toEqual(
+        MIGRATION_SETS.map((set) => ({ schema: set.schema, currentVersion: '0', pending: readMigrations([set]).length, lastApplied: null })),
+      );
+      const tenantCall = await fetch(`${pending.url}/api/bff/v1/me`, { headers: dev });
+      expect(tenantCall.status).toBe(503);
+      expect(((await tenantCall.json()) as { error: string }).error).toBe('database not migrated: run svc-hub migrate');
+    } finally {
+      await pending.stop();
+    }
+  });
+
+  it('/api/platform/health reports the platform and its modules', async () => {
+    const res = await fetch(`${hub.url}/api/platform/health`, { headers: dev });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ platform: 'ok', modules: { core: '0.1' } });
+  });
+
+  it('/api/platform/migrations lists each schema with its version', async () => {
+    const res = await fetch(`${hub.url}/api/platform/migrations`, { headers: dev });
+    const body = (await res.json()) as Array<Record<string, unknown>>;
+    expect(body.map((s) => s.schema)).toEqual(MIGRATION_SETS.map((set) => set.schema));
+    const coreVersion = Math.max(...readMigrations(MIGRATION_SETS.filter((s) => s.schema === 'core')).map((m) => m.version));
+    expect(body[0]).toMatchObject({ schema: 'core', currentVersion: String(coreVersion), pending: 0 });
+    for (const entry of body) expect(entry.pending).toBe(0);
+    expect(new Date(body[0]!.lastApplied as string).getTime()).toBeGreaterThan(Date.now() - 600_000);
+  });
+});
+
+describe('metrics', () => {
+  it('serves the text exposition format with process metrics', async () => {
+    const res = await fetch(`${hub.url}/q/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    const text = await res.text();
+    expect(text).toContain('# TYPE process_cpu_user_seconds_total counter');
+    expect(text).toContain('nodejs_eventloop_lag_seconds');
+  });
+
+  it('registers a metric lazily: absent until first used', async () => {
+    const probe = lazyCounter({ name: 'svc_probe_total', help: 'probe', labelNames: ['status'] });
+    expect(await (await fetch(`${hub.url}/q/metrics`)).text()).not.toContain('svc_probe_total');
+    probe().inc({ status: 'Completed' });
+    expect(await (await fetch(`${hub.url}/q/metrics`)).text()).toContain('svc_probe_total{status="Completed"} 1');
+  });
+});
+
+describe('errors', () => {
+  it('an unknown path is a JSON 404', async () => {
+    const res = await fetch(`${hub.url}/api/nothing/here`, { headers: dev });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: 'not found' });
+  });
+
+  it('a body that is not JSON is a 400 naming the problem', async () => {
+    const res = await fetch(`${hub.url}/api/probe/echo`, { method: 'POST', headers: { ...dev, 'Content-Type': 'application/json' }, body: '{"name": ' });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toMatch(/body is not valid/);
+  });
+
+  it('schema violations name the field', async () => {
+    const post = (body: unknown, query = '') =>
+      fetch(`${hub.url}/api/probe/echo${query}`, { method: 'POST', headers: { ...dev, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    let res = await post({});
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: 'name is required', field: 'name' });
+    res = await post({ name: 'x', items: [{ n: 1 }, { n: 'two' }] });
+    expect(await res.json()).toEqual({ error: 'items[1].n must be integer', field: 'items[1].n' });
+    res = await post({ name: 'x', colour: 'red' });
+    expect(await res.json()).toEqual({ error: 'colour is not a known field', field: 'colour' });
+    res = await post({ name: 'x' }, '?limit=500');
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { field: string }).field).toBe('limit');
+    res = await post({ name: 'x' }, '?limit=20');
+    expect(await res.json()).toEqual({ body: { name: 'x' }, query: { limit: 20 } });
+    res = await post({ name: 'x' });
+    expect(await res.json()).toEqual({ body: { name: 'x' }, query: { limit: 50 } });
+  });
+
+  it('an unexpected failure is a 500 with no stack or message, and a request id to quote', async () => {
+    const res = await fetch(`${hub.url}/api/probe/boom`, { headers: dev });
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expect(text).not.toContain('secret internals');
+    expect(text).not.toContain('.ts');
+    expect(JSON.parse(text)).toEqual({ error: 'internal error', requestId: res.headers.get('x-request-id') });
+  });
+
+  it('keeps a sane caller request id and replaces an unsafe one', async () => {
+    const kept = await fetch(`${hub.url}/q/health/live`, { headers: { 'X-Request-Id': 'abc-123' } });
+    expect(kept.headers.get('x-request-id')).toBe('abc-123');
+    const replaced = await fetch(`${hub.url}/q/health/live`, { headers: { 'X-Request-Id': 'a b<script>' } });
+    expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('graceful shutdown', () => {
+  it('finishes in-flight requests, refuses new connections, closes the pools', async () => {
+    const own = await startTestHub({}, probes);
+    const inFlight = fetch(`${own.url}/api/probe/slow`);
+    await new Promise((r) => setTimeout(r, 100));
+    const stopped = own.stop();
+    const res = await inFlight;
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ done: true });
+    await stopped;
+    await expect(fetch(`${own.url}/q/health/live`)).rejects.toThrow();
+    await expect(own.services.db.ping()).rejects.toThrow();
+  });
+
+  it('cuts requests that outlive the grace period', async () => {
+    const own = await startTestHub({ 'svc.http.shutdown-grace': '100ms' }, probes);
+    const inFlight = fetch(`${own.url}/api/probe/slow`).then(
+      () => 'answered',
+      () => 'cut',
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    const started = Date.now();
+    await own.stop();
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(await inFlight).toBe('cut');
+  });
+});

@@ -1,0 +1,78 @@
+import { registry } from '../../../src/observability/metrics.js';
+import { route, type RouteDecl } from '../../route.js';
+
+type Check = { name: string; status: 'UP' | 'DOWN'; data?: Record<string, unknown> };
+
+const healthSchema = {
+  type: 'object',
+  required: ['status', 'checks'],
+  properties: {
+    status: { enum: ['UP', 'DOWN'] },
+    checks: {
+      type: 'array',
+      items: { type: 'object', required: ['name', 'status'], properties: { name: { type: 'string' }, status: { enum: ['UP', 'DOWN'] }, data: { type: 'object' } } },
+    },
+  },
+};
+
+const healthResponses = {
+  200: { description: 'UP', schema: healthSchema },
+  503: { description: 'DOWN, with the failing checks', schema: healthSchema },
+};
+
+function answer(ctx: { status: number }, checks: Check[]) {
+  const up = checks.every((c) => c.status === 'UP');
+  ctx.status = up ? 200 : 503;
+  return { status: up ? 'UP' : 'DOWN', checks };
+}
+
+async function readinessChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
+  try {
+    await services.ping();
+  } catch (err) {
+    return [
+      { name: 'database', status: 'DOWN', data: { error: (err as Error).message } },
+      { name: 'migrations', status: 'DOWN', data: { error: 'database unreachable' } },
+    ];
+  }
+  try {
+    const status = await services.migrationStatus();
+    const pending = status.reduce((n, s) => n + s.pending, 0);
+    return [
+      { name: 'database', status: 'UP' },
+      { name: 'migrations', status: pending === 0 ? 'UP' : 'DOWN', data: { pending } },
+    ];
+  } catch (err) {
+    return [
+      { name: 'database', status: 'UP' },
+      { name: 'migrations', status: 'DOWN', data: { error: (err as Error).message } },
+    ];
+  }
+}
+
+export const operationRoutes: RouteDecl[] = [
+  route({
+    method: 'GET', path: '/q/health', operationId: 'health', summary: 'Overall health with all checks', tags: ['Operations'], auth: 'public',
+    responses: healthResponses,
+    handler: async ({ services, ctx }) => answer(ctx, [{ name: 'liveness', status: 'UP' }, ...(await readinessChecks(services))]),
+  }),
+  route({
+    method: 'GET', path: '/q/health/live', operationId: 'healthLive', summary: 'Liveness: the process answers', tags: ['Operations'], auth: 'public',
+    responses: healthResponses,
+    handler: ({ ctx }) => answer(ctx, [{ name: 'liveness', status: 'UP' }]),
+  }),
+  route({
+    method: 'GET', path: '/q/health/ready', operationId: 'healthReady', summary: 'Readiness: database reachable and migrations done', tags: ['Operations'], auth: 'public',
+    responses: healthResponses,
+    handler: async ({ services, ctx }) => answer(ctx, await readinessChecks(services)),
+  }),
+  route({
+    method: 'GET', path: '/q/metrics', operationId: 'metrics', summary: 'Metrics in the Prometheus text exposition format', tags: ['Operations'], auth: 'public',
+    responses: { 200: { description: 'Text exposition format', contentType: 'text/plain', schema: { type: 'string' } } },
+    handler: async ({ ctx }) => {
+      ctx.type = registry.contentType;
+      ctx.body = await registry.metrics();
+      return undefined;
+    },
+  }),
+];

@@ -1,0 +1,402 @@
+import { createHmac } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../../../src/webhooks/model.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { type Received, type Receiver, startReceiver, verifySvcSignature } from '../../../test/harness/receiver.js';
+import { client, type Client } from '../../../test/harness/api-client.js';
+import { until } from '../../../test/harness/until.js';
+
+/**
+ * Webhooks end to end (`svc-hub all`: API and dispatcher in one process, clocks shortened): real
+ * receivers on loopback verify headers and signatures; the outbox consumer, the retry sweep, the
+ * journal, replays, tests, soft delete and two tenants.
+ */
+
+const SECRET = 'receiver-shared-secret-1';
+let hub: TestHub;
+let receiver: Receiver;
+let owner: pg.Client;
+let t1: Client;
+let t2: Client;
+let tenant2: number;
+let orgSeq = 0;
+
+const LONG_BODY = 'x'.repeat(4500);
+
+beforeAll(async () => {
+  receiver = await startReceiver((path) => {
+    if (path.startsWith('/fail')) return { status: 500, body: LONG_BODY };
+    if (path.startsWith('/hang')) return 'hang';
+    if (path.startsWith('/slow-fail')) return { status: 503, body: 'busy', delayMs: 600 };
+    return { status: 200, body: 'thanks' };
+  });
+  hub = await startTestHub(
+    {
+      'svc.secret.master-key': Buffer.alloc(32, 7).toString('base64'),
+      'svc.webhook.sweep-every': '1s',
+      'svc.webhook.retry-every': '250ms',
+      'svc.webhook.lease': '5s',
+      'svc.webhook.timeout': '1500ms',
+      'svc.webhook.connect-timeout': '1s',
+      'svc.leader.check-every': '500ms',
+    },
+    undefined,
+    { background: true },
+  );
+  owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+  tenant2 = (await owner.query(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`)).rows[0].id;
+  t1 = client(hub.url, { 'X-Tenant-ID': '1' });
+  t2 = client(hub.url, { 'X-Tenant-ID': String(tenant2) });
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+  await receiver?.close();
+});
+
+async function integration(c: Client, tenant: number, body: Record<string, unknown>): Promise<number> {
+  const res = await c.post(`/api/tenants/${tenant}/integrations`, { eventTypes: ['org.created'], ...body });
+  expect(res.status).toBe(201);
+  return (res.body as { id: number }).id;
+}
+
+/** Fires org.created (and returns its outbox id). */
+async function fireOrg(c: Client = t1, tenant = 1): Promise<number> {
+  orgSeq++;
+  const res = await c.post(`/api/tenants/${tenant}/orgs`, { code: `unit-${orgSeq}`, name: `Unit ${orgSeq}` });
+  expect(res.status).toBe(201);
+  const { rows } = await owner.query(`select id from events.outbox where tenant_id = $1 and type = 'org.created' order by id desc limit 1`, [tenant]);
+  return Number(rows[0].id);
+}
+
+type Delivery = Record<string, unknown> & { id: number; attempts: number; succeeded: boolean; eventId: number | null; kind: string };
+
+async function deliveries(id: number, query = '', c: Client = t1, tenant = 1): Promise<Delivery[]> {
+  const res = await c.get(`/api/tenants/${tenant}/integrations/${id}/deliveries${query}`);
+  expect(res.status).toBe(200);
+  return res.body as Delivery[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('the webhook consumer', () => {
+  let hmacId: number;
+  let firstEvent: number;
+  let got: Received;
+
+  it('is not retroactive: an event fired before the integration existed is never delivered', async () => {
+    const before = await fireOrg();
+    hmacId = await integration(t1, 1, { name: 'hmac', targetUrl: `${receiver.url}/hmac`, secret: SECRET });
+    firstEvent = await fireOrg();
+    got = (await receiver.waitFor(1, '/hmac'))[0]!;
+    await sleep(300);
+    expect(receiver.on('/hmac').length).toBe(1);
+    expect(got!.headers['x-svc-event-id']).toBe(String(firstEvent));
+    expect((await deliveries(hmacId)).map((d) => d.eventId)).toEqual([firstEvent]);
+    expect(before).toBeLessThan(firstEvent);
+  });
+
+  it('HMAC: the spec\'s headers, a signature over the raw body, the event payload as body', async () => {
+    expect(got.headers['content-type']).toBe('application/json');
+    expect(got.headers['x-svc-event']).toBe('org.created');
+    expect(got.headers['x-svc-signature']).toMatch(/^sha256=[0-9a-f]{64}$/);
+    expect(verifySvcSignature(SECRET, got)).toBe(true);
+    expect(verifySvcSignature('another-secret', got)).toBe(false);
+    expect(got.headers.authorization).toBeUndefined();
+    expect(got.headers['webhook-id']).toBeUndefined();
+    const { rows } = await owner.query('select payload from events.outbox where id = $1', [firstEvent]);
+    expect(JSON.parse(got.body)).toEqual(rows[0].payload);
+  });
+
+  it('records the delivery: spec 1 fields plus the contract\'s', async () => {
+    const [d] = await deliveries(hmacId);
+    expect(d).toEqual({
+      id: expect.any(Number),
+      integrationId: hmacId,
+      eventType: 'org.created',
+      eventId: firstEvent,
+      kind: 'event',
+      replayOf: null,
+      attempts: 1,
+      succeeded: true,
+      closedReason: null,
+      http_status: 200,
+      response_body: 'thanks',
+      error: null,
+      duration_ms: expect.any(Number),
+      attempted_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
+      createdAt: expect.any(String),
+    });
+  });
+
+  it('BEARER sends Authorization; NONE sends no authentication; Standard Webhooks headers on request', async () => {
+    const bearer = await integration(t1, 1, { name: 'bearer', targetUrl: `${receiver.url}/bearer`, authMode: 'BEARER', secret: 'tok-123456789', eventTypes: ['org.updated'] });
+    const none = await integration(t1, 1, { name: 'none', targetUrl: `${receiver.url}/none`, authMode: 'NONE', eventTypes: ['org.updated'] });
+    const std = await integration(t1, 1, { name: 'std', targetUrl: `${receiver.url}/std`, secret: 'whsec_c2VjcmV0LWtleS1ieXRlcw==', standardWebhooks: true, eventTypes: ['org.updated'] });
+    const org = await t1.post('/api/tenants/1/orgs', { code: 'renamed', name: 'Before' });
+    await t1.put(`/api/tenants/1/orgs/${(org.body as { id: number }).id}`, { name: 'After' });
+    const [b] = await receiver.waitFor(1, '/bearer');
+    const [n] = await receiver.waitFor(1, '/none');
+    const [s] = await receiver.waitFor(1, '/std');
+    expect(b!.headers.authorization).toBe('Bearer tok-123456789');
+    expect(b!.headers['x-svc-signature']).toBeUndefined();
+    expect(n!.headers.authorization).toBeUndefined();
+    expect(n!.headers['x-svc-signature']).toBeUndefined();
+    expect(n!.headers['x-svc-event']).toBe('org.updated');
+    expect(n!.headers['x-svc-event-id']).toEqual(expect.stringMatching(/^\d+$/));
+    // Standard Webhooks: id = event id, signature over "id.timestamp.body" with the base64-decoded whsec_ key.
+    expect(s!.headers['webhook-id']).toBe(s!.headers['x-svc-event-id']);
+    const ts = Number(s!.headers['webhook-timestamp']);
+    expect(Math.abs(ts - Date.now() / 1000)).toBeLessThan(60);
+    const expected = createHmac('sha256', Buffer.from('c2VjcmV0LWtleS1ieXRlcw==', 'base64')).update(`${s!.headers['webhook-id']}.${ts}.${s!.body}`).digest('base64');
+    expect(s!.headers['webhook-signature']).toBe(`v1,${expected}`);
+    expect(verifySvcSignature('whsec_c2VjcmV0LWtleS1ieXRlcw==', s!)).toBe(true);
+    // The outcome is written back after the answer reached the hub: moments after the receiver saw the request.
+    for (const id of [bearer, none, std]) {
+      const [d] = await until('the outcome', async () => {
+        const list = await deliveries(id);
+        return list[0]?.attempts ? list : undefined;
+      });
+      expect(d).toMatchObject({ succeeded: true, attempts: 1 });
+    }
+  });
+
+  it('prefix patterns match every type under the prefix; exact types only themselves', async () => {
+    const prefix = await integration(t1, 1, { name: 'prefix', targetUrl: `${receiver.url}/prefix`, authMode: 'NONE', eventTypes: ['org.*'] });
+    const org = await t1.post('/api/tenants/1/orgs', { code: 'prefixed', name: 'P' });
+    const id = (org.body as { id: number }).id;
+    await t1.put(`/api/tenants/1/orgs/${id}`, { name: 'P2' });
+    await t1.del(`/api/tenants/1/orgs/${id}`);
+    const got = await receiver.waitFor(3, '/prefix');
+    expect(got.map((r) => r.headers['x-svc-event']).sort()).toEqual(['org.archived', 'org.created', 'org.updated']);
+    expect((await deliveries(prefix)).length).toBe(3);
+    await sleep(200);
+    expect(receiver.on('/hmac').length).toBe(3); // org.created only: the two fired since firstEvent
+  });
+
+  it('HMAC or BEARER without a secret: the fault text recorded on each attempt, nothing sent', async () => {
+    const hmac = await integration(t1, 1, { name: 'unsigned', targetUrl: `${receiver.url}/unsigned` });
+    const bearer = await integration(t1, 1, { name: 'tokenless', targetUrl: `${receiver.url}/tokenless`, authMode: 'BEARER' });
+    await fireOrg();
+    const [h] = await until('the fault attempts', async () => {
+      const list = await deliveries(hmac);
+      return list[0]?.attempts === 3 && list;
+    });
+    expect(h).toMatchObject({ succeeded: false, attempts: 3, error: FAULT_NO_HMAC_SECRET, http_status: null });
+    const b = await until('the bearer fault', async () => (await deliveries(bearer)).find((d) => d.attempts >= 1));
+    expect(b).toMatchObject({ succeeded: false, error: FAULT_NO_BEARER_TOKEN, http_status: null });
+    expect(receiver.on('/unsigned').length + receiver.on('/tokenless').length).toBe(0);
+  });
+});
+
+describe('retries', () => {
+  it('exactly 3 attempts against a receiver answering 500, bodies stored truncated at 2000 characters', async () => {
+    const id = await integration(t1, 1, { name: 'failing', targetUrl: `${receiver.url}/fail`, authMode: 'NONE' });
+    const eventId = await fireOrg();
+    await receiver.waitFor(3, '/fail');
+    await sleep(1200); // several more sweeps: no fourth attempt
+    expect(receiver.on('/fail').length).toBe(3);
+    expect(new Set(receiver.on('/fail').map((r) => r.headers['x-svc-event-id']))).toEqual(new Set([String(eventId)]));
+    expect(new Set(receiver.on('/fail').map((r) => r.body)).size).toBe(1);
+    const [d] = await deliveries(id);
+    expect(d).toMatchObject({ attempts: 3, succeeded: false, http_status: 500, error: null, closedReason: null });
+    expect((d!.response_body as string).length).toBe(2000);
+    const one = await t1.get(`/api/tenants/1/integrations/${id}/deliveries/${d!.id}`);
+    expect((one.body as { attemptLog: Array<{ attempt: number; http_status: number }> }).attemptLog.map((a) => [a.attempt, a.http_status])).toEqual([
+      [1, 500],
+      [2, 500],
+      [3, 500],
+    ]);
+    expect((await deliveries(id, '?status=failed')).map((x) => x.id)).toEqual([d!.id]);
+  });
+
+  it('an integration disabled between attempts: the row closes with the spec\'s reason, no further attempt', async () => {
+    const id = await integration(t1, 1, { name: 'flaky', targetUrl: `${receiver.url}/slow-fail`, authMode: 'NONE' });
+    await fireOrg();
+    await receiver.waitFor(1, '/slow-fail'); // the answer (503) comes 600 ms later
+    expect((await t1.put(`/api/tenants/1/integrations/${id}`, { enabled: false })).status).toBe(200);
+    const [d] = await until('the closing', async () => {
+      const list = await deliveries(id);
+      return list[0]?.closedReason ? list : undefined;
+    });
+    expect(d).toMatchObject({ attempts: 1, succeeded: false, http_status: 503, closedReason: CLOSED_REASON });
+    await sleep(500);
+    expect(receiver.on('/slow-fail').length).toBe(1);
+  });
+
+  it('eventTypes changed so they no longer match: the open row closes too', async () => {
+    const id = await integration(t1, 1, { name: 'flaky-2', targetUrl: `${receiver.url}/slow-fail-2`, authMode: 'NONE' });
+    await fireOrg();
+    await receiver.waitFor(1, '/slow-fail-2');
+    await t1.put(`/api/tenants/1/integrations/${id}`, { eventTypes: ['org.updated'] });
+    const [d] = await until('the closing', async () => {
+      const list = await deliveries(id);
+      return list[0]?.closedReason ? list : undefined;
+    });
+    expect(d).toMatchObject({ attempts: 1, closedReason: CLOSED_REASON });
+  });
+});
+
+describe('a slow endpoint never blocks the others', () => {
+  it('one receiver hangs, the other gets every event promptly', async () => {
+    const hanging = await integration(t1, 1, { name: 'hanging', targetUrl: `${receiver.url}/hang`, authMode: 'NONE' });
+    await integration(t1, 1, { name: 'healthy', targetUrl: `${receiver.url}/healthy`, authMode: 'NONE' });
+    const started = Date.now();
+    const fired: number[] = [];
+    for (let i = 0; i < 12; i++) fired.push(await fireOrg());
+    const got = await receiver.waitFor(12, '/healthy', 8_000);
+    const elapsed = Date.now() - started;
+    expect(new Set(got.map((r) => Number(r.headers['x-svc-event-id'])))).toEqual(new Set(fired));
+    // Well inside one exchange timeout (1.5 s) per event had they been serialised behind the hung endpoint.
+    expect(elapsed).toBeLessThan(6_000);
+    const d = await until('the hung attempt to time out', async () => (await deliveries(hanging)).find((x) => x.attempts >= 1 && x.error));
+    expect(d!.error).toMatch(/timeout/);
+  });
+});
+
+describe('replay and the journal', () => {
+  let id: number;
+  let original: Delivery;
+
+  beforeAll(async () => {
+    id = await integration(t1, 1, { name: 'replayable', targetUrl: `${receiver.url}/replay`, secret: SECRET });
+    await fireOrg();
+    await receiver.waitFor(1, '/replay');
+    original = await until('the first delivery', async () => (await deliveries(id)).find((d) => d.succeeded));
+  });
+
+  it('by integration path: 202 with a new record; same body, same event id; the original stays', async () => {
+    const res = await t1.post(`/api/tenants/1/integrations/${id}/deliveries/${original.id}/replay`);
+    expect(res.status).toBe(202);
+    const record = res.body as Delivery;
+    expect(record).toMatchObject({ kind: 'replay', replayOf: original.id, eventId: original.eventId, eventType: 'org.created', integrationId: id });
+    expect(record.id).not.toBe(original.id);
+    const [first, second] = await receiver.waitFor(2, '/replay');
+    expect(second!.body).toBe(first!.body);
+    expect(second!.headers['x-svc-event-id']).toBe(String(original.eventId));
+    expect(verifySvcSignature(SECRET, second!)).toBe(true);
+    const list = await until('the replay outcome', async () => {
+      const l = await deliveries(id);
+      return l.length === 2 && l.every((d) => d.succeeded) && l;
+    });
+    expect(list.map((d) => d.id)).toEqual([record.id, original.id]);
+  });
+
+  it('by delivery id on the platform path: the same', async () => {
+    const res = await t1.post(`/api/platform/deliveries/${original.id}/replay`);
+    expect(res.status).toBe(202);
+    const got = await receiver.waitFor(3, '/replay');
+    expect(got[2]!.headers['x-svc-event-id']).toBe(String(original.eventId));
+    expect(got[2]!.body).toBe(got[0]!.body);
+  });
+
+  it('404 for an unknown delivery, another integration\'s, and another tenant\'s (existence not confirmed)', async () => {
+    expect((await t1.post(`/api/platform/deliveries/987654/replay`)).status).toBe(404);
+    expect((await t1.post(`/api/platform/deliveries/nope/replay`)).status).toBe(404);
+    const otherIntegration = await integration(t1, 1, { name: 'bystander', targetUrl: `${receiver.url}/bystander`, authMode: 'NONE', enabled: false });
+    expect((await t1.post(`/api/tenants/1/integrations/${otherIntegration}/deliveries/${original.id}/replay`)).status).toBe(404);
+    const foreign = await t2.post(`/api/platform/deliveries/${original.id}/replay`);
+    expect(foreign.status).toBe(404);
+    expect(await t2.post(`/api/platform/deliveries/987654/replay`)).toMatchObject({ status: 404, text: foreign.text });
+  });
+
+  it('/api/platform/deliveries: failures first, filters, limit', async () => {
+    const all = (await t1.get('/api/platform/deliveries?limit=200')).body as Delivery[];
+    const firstSuccess = all.findIndex((d) => d.succeeded);
+    expect(firstSuccess).toBeGreaterThan(0);
+    expect(all.slice(firstSuccess).every((d) => d.succeeded)).toBe(true);
+    const failed = (await t1.get('/api/platform/deliveries?status=failed')).body as Delivery[];
+    expect(failed.length).toBeGreaterThan(0);
+    expect(failed.every((d) => !d.succeeded)).toBe(true);
+    const mine = (await t1.get(`/api/platform/deliveries?integrationId=${id}`)).body as Delivery[];
+    expect(mine.length).toBe(3);
+    expect(mine.every((d) => d.integrationId === id)).toBe(true);
+    expect(((await t1.get('/api/platform/deliveries?limit=2')).body as Delivery[]).length).toBe(2);
+    expect(((await t1.get('/api/platform/deliveries')).body as Delivery[]).length).toBeLessThanOrEqual(50);
+    expect((await t1.get('/api/platform/deliveries?limit=5000')).status).toBe(200);
+    expect((await t1.get('/api/platform/deliveries?status=lost')).status).toBe(400);
+  });
+});
+
+describe('the test operation', () => {
+  let id: number;
+
+  beforeAll(async () => {
+    id = await integration(t1, 1, { name: 'tested', targetUrl: `${receiver.url}/tested`, secret: SECRET, enabled: false });
+  });
+
+  it('sends a synthesised sample, signed, without X-Svc-Event-Id; answers the test result; recorded in history', async () => {
+    const res = await t1.post(`/api/tenants/1/integrations/${id}/test`, { eventType: 'connector.run.failed' });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ ok: true, httpStatus: 200, responseBody: 'thanks', error: null, durationMs: expect.any(Number) });
+    const [got] = receiver.on('/tested');
+    expect(got!.headers['x-svc-event']).toBe('connector.run.failed');
+    expect(got!.headers['x-svc-event-id']).toBeUndefined();
+    expect(verifySvcSignature(SECRET, got!)).toBe(true);
+    expect(JSON.parse(got!.body)).toEqual({ run_id: 'sample-run_id', error_message: 'sample-error_message', retryable: true });
+    const [d] = await deliveries(id);
+    expect(d).toMatchObject({ kind: 'test', eventId: null, eventType: 'connector.run.failed', attempts: 1, succeeded: true });
+  });
+
+  it('a failing endpoint: ok false with the status', async () => {
+    const failing = await integration(t1, 1, { name: 'tested-fail', targetUrl: `${receiver.url}/fail-test`, authMode: 'NONE' });
+    const res = await t1.post(`/api/tenants/1/integrations/${failing}/test`, { eventType: 'org.created' });
+    expect(res.body).toMatchObject({ ok: false, httpStatus: 500, error: null });
+    expect(((res.body as { responseBody: string }).responseBody).length).toBe(2000);
+    const unreachable = await integration(t1, 1, { name: 'tested-down', targetUrl: 'http://127.0.0.1:9/x', authMode: 'NONE' });
+    const down = await t1.post(`/api/tenants/1/integrations/${unreachable}/test`, { eventType: 'org.created' });
+    expect(down.body).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: expect.stringMatching(/ECONNREFUSED/) });
+    await sleep(600); // tests are never retried
+    expect(receiver.on('/fail-test').length).toBe(1);
+  });
+
+  it('400 `Unknown event type: <type>` for an uncatalogued or decision.* type', async () => {
+    for (const type of ['nope.nothing', 'decision.dormant.onboarding']) {
+      const res = await t1.post(`/api/tenants/1/integrations/${id}/test`, { eventType: type });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: `Unknown event type: ${type}` });
+    }
+    expect((await t1.post(`/api/tenants/1/integrations/${id}/test`, {})).status).toBe(400);
+  });
+});
+
+describe('soft delete stops every send', () => {
+  it('pending retries give up, new events are not delivered, history stays', async () => {
+    const id = await integration(t1, 1, { name: 'deleted-later', targetUrl: `${receiver.url}/fail-deleted`, authMode: 'NONE' });
+    await fireOrg();
+    await receiver.waitFor(1, '/fail-deleted');
+    expect((await t1.del(`/api/tenants/1/integrations/${id}`)).status).toBe(204);
+    const sent = receiver.on('/fail-deleted').length;
+    await fireOrg();
+    await sleep(1000);
+    expect(receiver.on('/fail-deleted').length).toBeLessThanOrEqual(Math.max(sent, 1) + 1); // at most one attempt already in flight
+    const list = await deliveries(id);
+    expect(list.length).toBe(1);
+    expect(list[0]).toMatchObject({ closedReason: CLOSED_REASON, succeeded: false });
+    const settled = receiver.on('/fail-deleted').length;
+    await sleep(600);
+    expect(receiver.on('/fail-deleted').length).toBe(settled);
+  });
+});
+
+describe('two tenants', () => {
+  it('an integration receives its own tenant\'s events only; journals are separate', async () => {
+    const theirs = await integration(t2, tenant2, { name: 'globex', targetUrl: `${receiver.url}/globex`, authMode: 'NONE', eventTypes: ['org.*'] });
+    const mark = receiver.received.length;
+    await fireOrg(); // tenant 1
+    const own = await fireOrg(t2, tenant2);
+    const [got] = await receiver.waitFor(1, '/globex');
+    await sleep(300);
+    expect(receiver.on('/globex').length).toBe(1);
+    expect(got!.headers['x-svc-event-id']).toBe(String(own));
+    expect(JSON.parse(got!.body)).toMatchObject({ tenantId: tenant2 });
+    expect(receiver.received.slice(mark).filter((r) => r.path === '/globex').length).toBe(1);
+    const list = (await t2.get('/api/platform/deliveries')).body as Delivery[];
+    expect(list.map((d) => d.integrationId)).toEqual([theirs]);
+    expect((await t2.get(`/api/tenants/${tenant2}/integrations/${theirs}/deliveries`)).status).toBe(200);
+    expect((await t1.get(`/api/tenants/1/integrations/${theirs}/deliveries`)).status).toBe(404);
+  });
+});

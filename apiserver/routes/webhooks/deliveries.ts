@@ -1,0 +1,51 @@
+import { callerTenant } from '../../../src/auth/principal.js';
+import { route, type RouteDecl } from '../../route.js';
+import { deliverySchema } from './integrations.js';
+import { errorBody, refusals } from '../schemas.js';
+
+/** The tenant's delivery journal across integrations (spec 1 Platform surface; CONTRACTS.md section 4). */
+
+export const deliveryRoutes: RouteDecl[] = [
+  route({
+    method: 'GET', path: '/api/platform/deliveries', operationId: 'listDeliveries', summary: 'Deliveries across the tenant\'s integrations, failures first', tags: ['Deliveries'],
+    auth: ['svc_integrator', ['svc_admin', 'svc_superadmin']],
+    description: 'Unsuccessful deliveries first, then the rest, newest first within each. Deleted integrations keep their history here.',
+    query: {
+      type: 'object',
+      properties: {
+        status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
+        integrationId: { type: 'integer', minimum: 1, description: 'Only this integration\'s deliveries' },
+        limit: { type: 'integer', minimum: 1, default: 50, description: 'At most this many (default 50, capped at 200)' },
+      },
+    },
+    responses: {
+      200: { description: 'Delivery records', schema: { type: 'array', items: deliverySchema } },
+      400: { description: 'Invalid query `{error, field}`', schema: errorBody },
+      ...refusals(true),
+    },
+    handler: ({ services, principal, query }) =>
+      services.integrations.platformDeliveries(callerTenant(principal), {
+        failedOnly: query.status === 'failed',
+        integrationId: query.integrationId,
+        limit: query.limit,
+      }),
+  }),
+  route({
+    method: 'POST', path: '/api/platform/deliveries/{id}/replay', operationId: 'replayDelivery', summary: 'Replay a delivery by its id', tags: ['Deliveries'],
+    auth: ['svc_integrator', ['svc_admin', 'svc_superadmin']],
+    description:
+      'As the replay under the integration path: a new delivery with the original body and `X-Svc-Event-Id`, sent at once; 202 with the new ' +
+      'record. 404 when the delivery is unknown, belongs to another tenant (its existence is not confirmed), or its integration is deleted.',
+    params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 40, description: 'Delivery id (an integer; any other value is unknown: 404)' } } },
+    responses: {
+      202: { description: 'The new delivery record', schema: deliverySchema },
+      404: { description: 'Unknown, of another tenant, or its integration is deleted', schema: errorBody },
+      ...refusals(true),
+    },
+    handler: async ({ services, principal, params, ctx }) => {
+      const record = await services.integrations.replay(callerTenant(principal), params.id);
+      ctx.status = 202;
+      return record;
+    },
+  }),
+];

@@ -1,1 +1,0 @@
-export type { HubServices } from '../src/runtime/services.js';

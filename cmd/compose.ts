@@ -1,0 +1,242 @@
+import type Koa from 'koa';
+import { createApi } from '../apiserver/app.js';
+import type { RouteDecl } from '../apiserver/route.js';
+import { listen, type RunningServer } from '../apiserver/server.js';
+import { createAdminServices } from '../src/admin/services.js';
+import { Authenticator } from '../src/auth/authenticate.js';
+import { Directory } from '../src/auth/directory.js';
+import { TokenVerifier } from '../src/auth/verifier.js';
+import type { Config } from '../src/config/config.js';
+import { migrationStatus } from '../src/db/migrations.js';
+import { loadCatalog } from '../src/events/catalog.js';
+import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
+import { ClockRunner } from '../src/clock/clock.js';
+import { purgeOutbox } from '../src/events/consumer.js';
+import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
+import { Leadership } from '../src/dispatch/leader.js';
+import { leaderElector } from './leader.js';
+import { integrationSubscriber } from '../src/webhooks/integrations.js';
+import { createWebhookServices } from '../src/webhooks/services.js';
+import { operationRoutes } from '../apiserver/routes/operations/operations.js';
+import { EmailConsumer } from '../src/email/consumer.js';
+import { createMailer } from '../src/email/mailer.js';
+import { createEmailServices } from '../src/email/services.js';
+import { emailRuleSubscriber } from '../src/email/rules.js';
+import { Subscribers } from '../src/events/subscribers.js';
+import { OutboxListener } from '../src/events/listener.js';
+import { EventWriter } from '../src/events/outbox.js';
+import { LiveStream } from '../src/events/stream.js';
+import { HookRunner } from '../src/platform/hooks/runner.js';
+import { loadMasterKey } from '../src/platform/secrets/master-key.js';
+import { SecretStore } from '../src/platform/secrets/store.js';
+import { createConnectorServices } from '../src/connectors/services.js';
+import { logger } from '../src/observability/logger.js';
+import { collectProcessMetrics } from '../src/observability/metrics.js';
+import { startTracing, stopTracing } from '../src/observability/tracing.js';
+import { packageVersion } from '../src/package-root.js';
+import { setupDatabase, type DatabaseSetup } from '../src/runtime/database-setup.js';
+import type { AreaServices } from '../src/runtime/services.js';
+
+export interface Hub {
+  readonly services: AreaServices;
+  readonly server?: RunningServer;
+  readonly url?: string;
+  /** The worker role's connection URL (leader election's advisory lock, listeners). */
+  readonly workerUrl: string;
+  stop(): Promise<void>;
+}
+
+interface StartOptions {
+  /** Serve the HTTP API (`all`, `serve`). */
+  api: boolean;
+  /** Run background consumers and clocks (`all`, `dispatch`); later areas register theirs. */
+  background: boolean;
+  /** With `api`: serve only the operations routes (/q/health*, /q/metrics), for the probes of `dispatch`. */
+  operationsOnly?: boolean;
+  extraRoutes?: RouteDecl[];
+}
+
+/** The composition root: database, services, API, and their orderly stop. */
+export async function startHub(config: Config, options: StartOptions): Promise<Hub> {
+  if (config.bool('svc.tracing.enabled')) {
+    startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
+    logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
+  }
+  // Before the database: a malformed svc.secret.master-key stops the start naming the property.
+  const masterKey = loadMasterKey(config);
+  // Likewise an unusable svc.mail.from or svc.mail.tls-ca.
+  const mailer = createMailer(config);
+  const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
+  const { db } = database;
+  const catalog = loadCatalog();
+  const events = new EventWriter(catalog);
+  const directory = new Directory(db);
+  const devBypass = config.bool('svc.security.dev-bypass');
+  const verifier = devBypass
+    ? undefined
+    : new TokenVerifier({ issuer: config.string('svc.oidc.issuer'), jwksUri: config.optional('svc.oidc.jwks-uri'), audience: config.optional('svc.oidc.audience') });
+  // Integrations and deliveries: the API facade everywhere (replays and tests are sent from the
+  // process serving the call), the consumer and the retry sweep in the background roles.
+  const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion() });
+  const secrets = new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') });
+  const subscribers = new Subscribers();
+  const connectors = createConnectorServices({
+    config,
+    db,
+    events,
+    subscribers,
+    secrets,
+    ownerUrl: database.ownerUrl,
+    roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
+  });
+  const services: AreaServices = {
+    admin: createAdminServices({ db, events, directory }),
+    email: createEmailServices({ db }),
+    config,
+    db,
+    directory,
+    authenticator: new Authenticator({ devBypass, tenantClaim: config.string('svc.oidc.tenant-claim'), verifier, directory }),
+    modules: catalog.versions(),
+    catalog,
+    events,
+    secrets,
+    hooks: new HookRunner(catalog, db, { ttlMs: config.duration('svc.hooks.cache-ttl') }),
+    audit: new AuditRecorder(db),
+    stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
+    ping: () => db.ping(),
+    migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
+    subscribers,
+    connectors,
+    mailer,
+    integrations: webhooks.integrations,
+  };
+  services.subscribers.register(emailRuleSubscriber);
+  services.subscribers.register(integrationSubscriber);
+
+  // Per-process clocks: the audit flush wherever calls are served; the daily purges in the
+  // background roles (spec 1 Clocks, UTC).
+  const clocks = new ClockRunner();
+  clocks.schedule('audit-flush', { every: config.duration('svc.audit.dispatch-every') }, async () => {
+    await services.audit.flush();
+  });
+  if (options.background) {
+    clocks.schedule('outbox-retention', { dailyAt: '04:30' }, async () => {
+      const purged = await purgeOutbox(db, config.int('svc.events.retention-days'));
+      logger().info({ purged }, 'outbox retention purge');
+    });
+    clocks.schedule('audit-retention', { dailyAt: '04:45' }, async () => {
+      const purged = await purgeAudit(db, config.int('svc.audit.retention-days'));
+      logger().info({ purged }, 'audit retention purge');
+    });
+    if (config.bool('svc.scheduler.enabled')) {
+      // Slots are claimed in the database, so several processes may tick: each slot still runs once.
+      clocks.schedule('connector-scheduler', { every: config.duration('svc.scheduler.tick') }, async () => {
+        await connectors.scheduler.tick();
+      });
+    }
+  }
+  clocks.start();
+
+  const listener = new OutboxListener(database.workerUrl);
+  await listener.start();
+  listener.onEvent(() => services.stream.wake());
+  // The cursor consumers and sweeps run in one process at a time: jobs on `leaderClocks` tick only
+  // while this process holds the leadership (a Kubernetes Lease or a PostgreSQL advisory lock,
+  // `svc.leader.backend`; cmd/leader.ts).
+  let leadership: Leadership | undefined;
+  if (options.background) {
+    leadership = new Leadership(leaderElector(config, database.workerUrl), { checkEvery: config.duration('svc.leader.check-every') });
+    const leaderClocks = leadership.gate(clocks);
+    // Declared hooks run for every event, in priority order (services.hooks is read per event, so
+    // a replaced runner takes effect).
+    const hookLoop = new OutboxLoop(db, {
+      name: 'hooks',
+      every: config.duration('svc.hooks.sweep-every'),
+      batch: 500,
+      handle: async (event) => (await services.hooks.run({ tenantId: event.tenantId, type: event.type, payload: event.payload, id: event.id })).length > 0,
+    });
+    await hookLoop.start(leaderClocks, listener);
+    // E-mail rules: one message per matching event and rule, best effort (services.mailer is read
+    // per event, so a replaced mailer takes effect).
+    const email = new EmailConsumer(db, () => services.mailer);
+    const emailLoop = new OutboxLoop(db, {
+      name: 'email',
+      every: config.duration('svc.email.sweep-every'),
+      batch: 100,
+      handle: async (event) => (await email.handle(event)).length > 0,
+    });
+    await emailLoop.start(leaderClocks, listener);
+    if (mailer.mode === 'mocked') logger().info('e-mail rules: svc.mail.host is not set, messages are logged as mocked and not sent');
+    // Webhooks: the outbox consumer (first attempts) and the retry sweep.
+    await webhooks.start(leaderClocks, listener);
+    // Connector runs whose process died (no heartbeat): failed within a minute, by the leader only.
+    leaderClocks.schedule('connector-interrupted-runs', { every: config.duration('svc.connectors.interrupted-sweep-every') }, async () => {
+      await connectors.sweepInterrupted();
+    });
+    await leadership.start();
+  }
+
+  let server: RunningServer | undefined;
+  if (options.api) {
+    collectProcessMetrics();
+    if (!options.operationsOnly) services.stream.start();
+    const api: Koa = createApi(services, {
+      version: packageVersion(),
+      extraRoutes: options.extraRoutes,
+      routes: options.operationsOnly ? operationRoutes : undefined,
+    });
+    try {
+      server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));
+    } catch (err) {
+      await services.stream.stop();
+      await clocks.stop();
+      await webhooks.stop();
+      await leadership?.stop();
+      await listener.stop();
+      await connectors.close();
+      await database.close();
+      throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
+    }
+  }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    services,
+    server,
+    url: server?.url,
+    workerUrl: database.workerUrl,
+    stop() {
+      stopping ??= (async () => {
+        // Event streams never end by themselves: end them first so the listener can close.
+        await services.stream.stop();
+        await server?.close(config.duration('svc.http.shutdown-grace'));
+        await clocks.stop();
+        // In-flight deliveries are aborted (their leases bring them back), then another
+        // dispatcher may take the leadership at once.
+        await webhooks.stop();
+        await leadership?.stop();
+        services.mailer.close();
+        await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
+        await listener.stop();
+        await connectors.close();
+        await database.close();
+        await stopTracing();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/** What a person needs to call the hub that just started. */
+export function announce(config: Config, url: string): void {
+  if (config.bool('svc.security.dev-bypass')) {
+    logger().warn(
+      `DEV BYPASS ON: no token is checked; every caller has every role. Listening on ${url} (loopback only). Never run this in production.`,
+    );
+    logger().info(`svc-hub ready at ${url} — try: curl -H 'X-Tenant-ID: 1' ${url}/api/bff/v1/me   (API console: ${url}/q/swagger-ui/)`);
+  } else {
+    logger().info(
+      `svc-hub ready at ${url} — call it with 'Authorization: Bearer <token>' issued by ${config.string('svc.oidc.issuer')} (API console: ${url}/q/swagger-ui/)`,
+    );
+  }
+}

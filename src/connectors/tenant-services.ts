@@ -1,0 +1,89 @@
+import type { Database, TenantId } from '../db/database.js';
+import { NotFoundError } from '../errors.js';
+import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
+import type { ConnectorRunner } from './runner.js';
+import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
+import { getRun, listRuns, requestCancel, type RunRecord } from './runs/ledger.js';
+import { rowByHash } from './runs/rows.js';
+import { type ApplyResult, type ConnectorDetail, type ConnectorRecord, applyConnector, deleteConnector, getConnector, listConnectors, loadConnector, purgeEndpoint, resetCursor } from './store.js';
+import type { ConnectorSpec } from './types.js';
+
+/**
+ * What the connector area does for one tenant's callers (the HTTP API, `svc-hub run`): each method
+ * takes the tenant and opens its own transaction in it (row-level security).
+ */
+export interface ConnectorTenantServices {
+  /** The stored connector of that name, undefined when there is none. */
+  byName(tenantId: TenantId, name: string): Promise<ConnectorSpec | undefined>;
+  manifests: {
+    apply(tenantId: TenantId, manifest: unknown, actor: string): Promise<ApplyResult>;
+    list(tenantId: TenantId): Promise<ConnectorRecord[]>;
+    /** 404 when unknown. */
+    get(tenantId: TenantId, name: string): Promise<ConnectorDetail>;
+    /** 404 when unknown. */
+    remove(tenantId: TenantId, name: string): Promise<void>;
+    resetCursor(tenantId: TenantId, name: string, endpointId: string): Promise<void>;
+    purgeEndpoint(tenantId: TenantId, name: string, endpointId: string): Promise<void>;
+  };
+  runs: {
+    list(tenantId: TenantId, limit: number): Promise<RunRecord[]>;
+    get(tenantId: TenantId, id: string): Promise<RunRecord>;
+    cancel(tenantId: TenantId, id: string): Promise<RunRecord>;
+    /** One run upserting a CSV body into `ext.<table>` (csv-ingest.ts). */
+    ingestCsv(tenantId: number, request: CsvIngestRequest): Promise<RunRecord>;
+  };
+  deadLetters: {
+    /** `run` wins over `connector` (a name or id); an unknown connector has none. */
+    list(tenantId: TenantId, query: { limit: number; run?: string; connector?: string }): Promise<DeadLetter[]>;
+    get(tenantId: TenantId, id: string): Promise<DeadLetter>;
+    markReplayed(tenantId: TenantId, id: string, newRunId?: string): Promise<void>;
+    discard(tenantId: TenantId, id: string): Promise<void>;
+    erase(tenantId: TenantId, id: string): Promise<void>;
+  };
+  /** The source row behind a citation row hash, flattened to strings. */
+  rowByHash(tenantId: TenantId, hash: string): Promise<Record<string, string>>;
+}
+
+export function connectorTenantServices(db: Database, runner: ConnectorRunner): ConnectorTenantServices {
+  return {
+    byName: (t, name) => db.withTenant(t, (tx) => loadConnector(tx, name)),
+    manifests: {
+      apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor })),
+      list: (t) => db.withTenant(t, (tx) => listConnectors(tx)),
+      get: async (t, name) => {
+        const found = await db.withTenant(t, (tx) => getConnector(tx, name));
+        if (!found) throw new NotFoundError(`connector ${name} not found`);
+        return found;
+      },
+      remove: async (t, name) => {
+        const deleted = await db.withTenant(t, (tx) => deleteConnector(tx, name));
+        if (!deleted) throw new NotFoundError(`connector ${name} not found`);
+      },
+      resetCursor: (t, name, endpointId) => db.withTenant(t, (tx) => resetCursor(tx, name, endpointId)),
+      purgeEndpoint: (t, name, endpointId) => db.withTenant(t, (tx) => purgeEndpoint(tx, name, endpointId)),
+    },
+    runs: {
+      list: (t, limit) => db.withTenant(t, (tx) => listRuns(tx, limit)),
+      get: (t, id) => db.withTenant(t, (tx) => getRun(tx, id)),
+      cancel: (t, id) => db.withTenant(t, (tx) => requestCancel(tx, id)),
+      ingestCsv: (t, request) =>
+        ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request),
+    },
+    deadLetters: {
+      list: (t, query) =>
+        db.withTenant(t, async (tx) => {
+          let connectorId: string | undefined;
+          if (query.connector && !query.run) {
+            connectorId = await connectorIdOf(tx, query.connector);
+            if (!connectorId) return [];
+          }
+          return listDeadLetters(tx, { limit: query.limit, runId: query.run, connectorId });
+        }),
+      get: (t, id) => db.withTenant(t, (tx) => getDeadLetter(tx, id)),
+      markReplayed: (t, id, newRunId) => db.withTenant(t, (tx) => markReplayed(tx, id, newRunId)),
+      discard: (t, id) => db.withTenant(t, (tx) => discard(tx, id)),
+      erase: (t, id) => db.withTenant(t, (tx) => erase(tx, id)),
+    },
+    rowByHash: (t, hash) => db.withTenant(t, (tx) => rowByHash(tx, hash)),
+  };
+}

@@ -1,0 +1,73 @@
+import type { Database } from '../db/database.js';
+import type { OutboxEvent } from '../events/outbox.js';
+import { logger } from '../observability/logger.js';
+import { type Mailer, sendFailure } from './mailer.js';
+import { type ActiveRule, activeRules, recipients, rulesMatch } from './rules.js';
+import { renderTemplate, subjectLine, type TemplateContext } from './templates.js';
+
+/** What one event came to: per matching rule, sent, mocked or failed. */
+interface EmailOutcome {
+  ruleId: number;
+  outcome: 'sent' | 'mocked' | 'failed';
+}
+
+/**
+ * The e-mail consumer's handler (run by an OutboxLoop named `email`): for one event, every enabled
+ * rule of the event's tenant that matches its type and existed when it was written gets one message.
+ * Best effort (spec 1 Events rule 5): a failed send is logged and skipped, never retried, and the
+ * cursor moves on. Reading the rules is the only thing that can throw (the database is away); the
+ * loop then reads the event again later.
+ */
+export class EmailConsumer {
+  /** A tenant's enabled rules as read at `readAt` (database time), for at most `maxAgeMs`. */
+  private readonly cache = new Map<number, { rules: ActiveRule[]; readAt: Date; fetched: number }>();
+
+  constructor(
+    private readonly db: Database,
+    private readonly mailer: () => Mailer,
+    private readonly maxAgeMs = 1_000,
+  ) {}
+
+  /**
+   * The tenant's rules, read once for a run of events: a read serves every event written before it
+   * (every rule that can receive such an event, being created before it, is in the read), for at
+   * most `maxAgeMs`; an event written after the read reads again. Under load that is one read per
+   * batch instead of one transaction per event.
+   */
+  private async rulesFor(event: OutboxEvent): Promise<ActiveRule[]> {
+    const cached = this.cache.get(event.tenantId);
+    if (cached && event.createdAt.getTime() <= cached.readAt.getTime() && performance.now() - cached.fetched < this.maxAgeMs) return cached.rules;
+    const fetched = performance.now();
+    const { rules, readAt } = await this.db.withTenant(event.tenantId, (tx) => activeRules(tx));
+    this.cache.set(event.tenantId, { rules, readAt, fetched });
+    return rules;
+  }
+
+  async handle(event: OutboxEvent): Promise<EmailOutcome[]> {
+    const rules = (await this.rulesFor(event)).filter((rule) => rulesMatch(rule, event.type));
+    // Not retroactive: a rule created after the event was written does not receive it.
+    const due = rules.filter((rule) => rule.createdAt.getTime() <= event.createdAt.getTime());
+    if (!due.length) return [];
+    const mailer = this.mailer();
+    return Promise.all(due.map((rule) => this.sendOne(mailer, rule, event)));
+  }
+
+  private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent): Promise<EmailOutcome> {
+    const ctx: TemplateContext = { type: event.type, id: event.id, tenantId: event.tenantId, createdAt: event.createdAt, rule: rule.name, payload: event.payload };
+    const to = recipients(rule);
+    const where = { ruleId: rule.id, rule: rule.name, eventId: event.id, eventType: event.type, to };
+    try {
+      const result = await mailer.send({
+        to,
+        subject: subjectLine(renderTemplate(rule.subject, ctx)),
+        text: renderTemplate(rule.body, ctx),
+        headers: { 'X-Svc-Event': event.type, 'X-Svc-Event-Id': String(event.id), 'X-Svc-Email-Rule': String(rule.id) },
+      });
+      if (result.outcome === 'sent') logger().info({ ...where, messageId: result.messageId }, `e-mail rule ${rule.name}: sent event ${event.id} to ${to.join(', ')}`);
+      return { ruleId: rule.id, outcome: result.outcome };
+    } catch (err) {
+      logger().warn({ ...where, error: sendFailure(err) }, `e-mail rule ${rule.name}: sending event ${event.id} failed; skipped (best effort)`);
+      return { ruleId: rule.id, outcome: 'failed' };
+    }
+  }
+}

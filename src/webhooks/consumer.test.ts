@@ -1,0 +1,322 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
+import { loadCatalog } from '../events/catalog.js';
+import { EventWriter, type OutboxEvent } from '../events/outbox.js';
+import { WebhookConsumer } from './consumer.js';
+import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
+import { CLOSED_REASON, type IntegrationPatch } from './model.js';
+import { AttemptPool } from './pool.js';
+import { WebhookSender } from './sender.js';
+import { DeliveryWorker } from './worker.js';
+import { until } from '../../test/harness/until.js';
+
+/**
+ * The consumer's matching and the retry sweep's claims, below HTTP: a real database, a recording
+ * worker (or a real one against a loopback receiver).
+ */
+
+const KEY = Buffer.alloc(32, 9);
+const rules = { key: KEY, denyPrivateTargets: false };
+const writer = new EventWriter(loadCatalog());
+let t: MigratedDatabase;
+let receiver: Receiver;
+
+const submitted: Array<{ integrationId: number; deliveryId: number; token: string }> = [];
+const recording = {
+  submit: (integrationId: number, deliveryId: number, token: string) => {
+    submitted.push({ integrationId, deliveryId, token });
+    return true;
+  },
+  submitWait: async (integrationId: number, deliveryId: number, token: string) => {
+    submitted.push({ integrationId, deliveryId, token });
+    return true;
+  },
+  stamp: () => ({ at: performance.now(), changes: 0 }),
+} as unknown as DeliveryWorker;
+
+const consumer = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
+  new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts, perIntegrationClaim: 2, sweepBatch: 100 });
+
+beforeAll(async () => {
+  t = await migratedDatabase({ 1: 'acme', 2: 'globex' });
+  receiver = await startReceiver((path) => (path === '/fail' ? { status: 500 } : { status: 200, body: 'ok' }));
+});
+
+afterAll(async () => {
+  await receiver.close();
+  await t.close();
+});
+
+beforeEach(() => {
+  submitted.length = 0;
+});
+
+const emit = (tenant: number, orgId: number, type = 'org.updated') => t.db.withTenant(tenant, (tx) => writer.emit(tx, type, { orgId, tenantId: tenant }));
+const integration = (tenant: number, name: string, extra: Record<string, unknown> = {}) =>
+  t.db.withTenant(tenant, (tx) => createIntegration(tx, { name, targetUrl: `${receiver.url}/${name}`, eventTypes: ['org.updated'], authMode: 'NONE', ...extra }, rules));
+
+/** The events as the consumer would hand them over (read directly: other suites' open transactions on the server must not hide them). */
+async function events(ids: number[]): Promise<OutboxEvent[]> {
+  const { rows } = await t.owner.query('select id, tenant_id, type, payload, created_at, txid::text as txid from events.outbox where id = any($1::bigint[]) order by id', [ids]);
+  return rows.map((r) => ({ id: Number(r.id), tenantId: Number(r.tenant_id), type: r.type, payload: r.payload, createdAt: r.created_at, position: { txid: r.txid, id: Number(r.id) } }));
+}
+
+async function rowsOf(integrationId: number) {
+  const { rows } = await t.owner.query('select id, event_id, kind, attempts, lease_token, lease_until, closed_reason from hub.deliveries where integration_id = $1 order by id', [integrationId]);
+  return rows as Array<{ id: number; event_id: number; kind: string; attempts: number; lease_token: string | null; lease_until: Date | null; closed_reason: string | null }>;
+}
+
+describe('the consumer', () => {
+  it('matches only integrations active when the event was written, even when it reads late', async () => {
+    const before = await emit(1, 1);
+    const i = await integration(1, 'late-reader');
+    const afterCreate = await emit(1, 2);
+    expect(await consumer().handleBatch(await events([before, afterCreate]))).toBe(1);
+    await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
+    const whileDisabled = await emit(1, 3);
+    await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: true }, rules));
+    const afterEnable = await emit(1, 4);
+    expect(await consumer().handleBatch(await events([whileDisabled, afterEnable]))).toBe(1);
+    expect((await rowsOf(i.id)).map((r) => r.event_id)).toEqual([afterCreate, afterEnable]);
+    expect(submitted.map((s) => s.integrationId)).toEqual([i.id, i.id]);
+    await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
+  });
+
+  it('records each (event, integration) once, however often the batch is read again', async () => {
+    const i = await integration(1, 'idempotent');
+    const e = await emit(1, 5);
+    expect(await consumer().handleBatch(await events([e]))).toBe(1);
+    expect(await consumer().handleBatch(await events([e]))).toBe(0);
+    expect((await rowsOf(i.id)).length).toBe(1);
+  });
+
+  it('matches against the event\'s own tenant only, exact types and prefixes', async () => {
+    const mine = await integration(1, 'mine-prefix', { eventTypes: ['org.*'] });
+    const theirs = await integration(2, 'theirs', { eventTypes: ['org.*'] });
+    const exact = await integration(1, 'exact-created', { eventTypes: ['org.created'] });
+    const e = await emit(1, 6);
+    await consumer().handleBatch(await events([e]));
+    expect((await rowsOf(mine.id)).length).toBe(1);
+    expect((await rowsOf(theirs.id)).length).toBe(0);
+    expect((await rowsOf(exact.id)).length).toBe(0);
+  });
+
+  it('the subscriber check: an active matching integration of the tenant counts', async () => {
+    const check = (tenant: number, type: string) => t.db.withTenant(tenant, (tx) => integrationSubscriber(tx, type));
+    expect(await check(2, 'data.row.changed')).toBe(false);
+    const i = await integration(2, 'rows', { eventTypes: ['data.*'] });
+    expect(await check(2, 'data.row.changed')).toBe(true);
+    expect(await check(1, 'data.row.changed')).toBe(false);
+    await t.db.withTenant(2, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
+    expect(await check(2, 'data.row.changed')).toBe(false);
+  });
+});
+
+describe('the retry sweep', () => {
+  let i: { id: number };
+  let j: { id: number };
+
+  beforeAll(async () => {
+    i = await integration(1, 'sweep-i');
+    j = await integration(1, 'sweep-j');
+    const insert = (integrationId: number, values: string) =>
+      t.owner.query(
+        `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded, lease_until, closed_reason)
+         select 1, $1, v.kind, v.event_id, 'org.updated', '{}', v.attempts, v.succeeded, v.lease_until, v.closed_reason
+           from (values ${values}) as v (kind, event_id, attempts, succeeded, lease_until, closed_reason)`,
+        [integrationId],
+      );
+    await insert(
+      i.id,
+      `('event', 1001, 1, false, null::timestamptz, null::text),
+       ('event', 1002, 0, false, now() - interval '1 second', null),
+       ('event', 1003, 2, false, null, null),
+       ('event', 1004, 3, false, null, null),
+       ('event', 1005, 1, true, null, null),
+       ('event', 1006, 1, false, now() + interval '1 minute', null),
+       ('event', 1007, 1, false, null, 'closed'),
+       ('test', null, 1, false, null, null)`,
+    );
+    await insert(j.id, `('event', 2001, 1, false, null::timestamptz, null::text)`);
+  });
+
+  it('claims unsuccessful open rows with attempts left whose lease is free or ran out, at most a few per integration, under a lease', async () => {
+    const first = await consumer().sweep();
+    // i: 1001, 1002 (its lease ran out), 1003 qualify, but at most 2 per integration per sweep; j: 2001.
+    expect(first).toBe(3);
+    const claimed = (await rowsOf(i.id)).filter((r) => r.lease_token && r.lease_until! > new Date());
+    expect(claimed.map((r) => r.event_id)).toEqual([1001, 1002]);
+    const second = await consumer().sweep();
+    expect(second).toBe(1); // 1003
+    expect(await consumer().sweep()).toBe(0);
+    expect(new Set(submitted.map((s) => s.deliveryId)).size).toBe(4);
+    expect(submitted.every((s) => s.token)).toBe(true);
+  });
+
+  it('two sweepers at once never claim the same row (FOR UPDATE SKIP LOCKED)', async () => {
+    const k = await integration(1, 'contended');
+    await t.owner.query(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts)
+       select 1, $1, 'event', 5000 + g, 'org.updated', '{}', 1 from generate_series(1, 40) g`,
+      [k.id],
+    );
+    const wide = () => new WebhookConsumer({ db: t.db, worker: recording, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 100, sweepBatch: 15 });
+    submitted.length = 0;
+    const counts = await Promise.all([wide().sweep(), wide().sweep(), wide().sweep(), wide().sweep()]);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(40);
+    const ids = submitted.map((s) => s.deliveryId);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+});
+
+describe('the worker', () => {
+  const worker = () =>
+    new DeliveryWorker({
+      db: t.db,
+      key: KEY,
+      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, denyPrivate: false, userAgent: 'test' }),
+      pool: new AttemptPool(4, 2, 10),
+      leaseMs: 5_000,
+    });
+
+  async function leased(integrationId: number, token: string, eventId: number): Promise<number> {
+    const { rows } = await t.owner.query(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
+       values (1, $1, 'event', $3, 'org.updated', '{"orgId":1}', now() + interval '1 minute', $2) returning id`,
+      [integrationId, token, eventId],
+    );
+    return rows[0].id;
+  }
+
+  it('sends under its lease and writes back; a row whose lease another worker took is left alone', async () => {
+    const i = await integration(1, 'worked');
+    const token = randomUUID();
+    const id = await leased(i.id, token, 9001);
+    const w = worker();
+    expect(await w.attempt(id, randomUUID())).toEqual({ kind: 'lost' });
+    expect(receiver.on('/worked').length).toBe(0);
+    const result = await w.attempt(id, token);
+    expect(result).toMatchObject({ kind: 'attempted', attempts: 1, outcome: { ok: true, httpStatus: 200 } });
+    expect(receiver.on('/worked').length).toBe(1);
+    const [row] = await rowsOf(i.id);
+    expect(row).toMatchObject({ attempts: 1, lease_token: null, lease_until: null });
+    expect(await w.attempt(id, token)).toEqual({ kind: 'lost' }); // done: succeeded
+    await w.stop();
+  });
+
+  describe('first attempts queued by the consumer (claims)', () => {
+    const sender = () => new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, denyPrivate: false, userAgent: 'test' });
+    /** A worker on a one-slot pool held by another job until `release()`. */
+    function heldWorker(freshMs?: number) {
+      const pool = new AttemptPool(1, 1, 10);
+      let release: () => void = () => undefined;
+      pool.offer('blocker', () => new Promise<void>((resolve) => (release = resolve)));
+      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool, leaseMs: 5_000, ...(freshMs === undefined ? {} : { freshMs }) });
+      return { w, release: () => release() };
+    }
+    // Only the integration of each test matches its event.
+    beforeEach(async () => {
+      await t.owner.query('update hub.integrations set enabled = false where tenant_id = 1');
+    });
+    const renewals = (statements: string[]) => statements.filter((q) => /^\s*update hub\.deliveries d set lease_until/.test(q)).length;
+
+    it('send on the statement that recorded and leased them, without renewing the lease; the outcome is written', async () => {
+      const i = await integration(1, 'claimed');
+      const statements: string[] = [];
+      const original = t.db.worker.query.bind(t.db.worker);
+      const spy = ((text: string, values?: unknown[]) => {
+        statements.push(text);
+        return original(text, values);
+      }) as typeof t.db.worker.query;
+      t.db.worker.query = spy;
+      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool: new AttemptPool(4, 2, 10), leaseMs: 5_000 });
+      try {
+        const e = await emit(1, 20);
+        expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
+        await receiver.waitFor(1, '/claimed');
+        // The answer arrives after the receiver saw the request; stopping before would abort the attempt.
+        await until('the outcome written', async () => (await rowsOf(i.id))[0]?.attempts === 1);
+        await w.stop();
+      } finally {
+        t.db.worker.query = original;
+      }
+      expect(renewals(statements)).toBe(0);
+      expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 1, lease_token: null });
+    });
+
+    it('an integration disabled through this process meanwhile: read again, the row closes, nothing is sent', async () => {
+      const i = await integration(1, 'claimed-disabled');
+      const { w, release } = heldWorker();
+      const e = await emit(1, 21);
+      expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
+      await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
+      w.integrationChanged(); // what IntegrationService.update does once the change committed
+      release();
+      const deadline = Date.now() + 5_000;
+      while (!(await rowsOf(i.id))[0]?.closed_reason && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 0, closed_reason: CLOSED_REASON, lease_token: null });
+      expect(receiver.on('/claimed-disabled').length).toBe(0);
+      await w.stop();
+    });
+
+    it('a backlog of claims older than freshMs: their integration is read again once, the leases are not renewed one by one', async () => {
+      const i = await integration(1, 'claimed-backlog');
+      const statements: string[] = [];
+      const original = t.db.worker.query.bind(t.db.worker);
+      t.db.worker.query = ((text: string, values?: unknown[]) => {
+        statements.push(text);
+        return original(text, values);
+      }) as typeof t.db.worker.query;
+      const { w, release } = heldWorker(300);
+      try {
+        const ids: number[] = [];
+        for (let n = 0; n < 5; n++) ids.push(await emit(1, 30 + n));
+        expect(await consumer(w).handleBatch(await events(ids))).toBe(5);
+        await new Promise((r) => setTimeout(r, 400)); // the claims' read is stale now
+        release();
+        await receiver.waitFor(5, '/claimed-backlog');
+        await until('the outcomes written', async () => (await rowsOf(i.id)).every((r) => r.attempts === 1));
+        await w.stop();
+      } finally {
+        t.db.worker.query = original;
+      }
+      expect(renewals(statements)).toBe(0);
+      expect(statements.filter((q) => q.includes('from hub.integrations i where i.id = $1')).length).toBe(1);
+      expect((await rowsOf(i.id)).map((r) => r.attempts)).toEqual([1, 1, 1, 1, 1]);
+    });
+
+    it('a claim that waited longer than freshMs: read again (an integration disabled by another process closes the row)', async () => {
+      const i = await integration(1, 'claimed-stale');
+      const { w, release } = heldWorker(0);
+      const e = await emit(1, 22);
+      expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
+      await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules)); // not through this worker
+      release();
+      const deadline = Date.now() + 5_000;
+      while (!(await rowsOf(i.id))[0]?.closed_reason && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 0, closed_reason: CLOSED_REASON });
+      expect(receiver.on('/claimed-stale').length).toBe(0);
+      await w.stop();
+    });
+  });
+
+  it('a deleted, disabled or no longer matching integration closes the row with the spec\'s reason, sending nothing', async () => {
+    const w = worker();
+    const cases: Array<[string, IntegrationPatch]> = [
+      ['closing-disabled', { enabled: false }],
+      ['closing-types', { eventTypes: ['org.created'] }],
+    ];
+    for (const [name, patch] of cases) {
+      const i = await integration(1, name);
+      const token = randomUUID();
+      const id = await leased(i.id, token, 9100);
+      await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, patch, rules));
+      expect(await w.attempt(id, token)).toEqual({ kind: 'closed' });
+      expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 0, closed_reason: CLOSED_REASON, lease_token: null });
+      expect(receiver.on(`/${name}`).length).toBe(0);
+    }
+    await w.stop();
+  });
+});

@@ -1,0 +1,124 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '../db/database.js';
+import type { OutboxEvent } from '../events/outbox.js';
+import { logger } from '../observability/logger.js';
+import { matchesSql } from './integrations.js';
+import type { ClaimedRow } from './journal.js';
+import type { DeliveryWorker } from './worker.js';
+
+/**
+ * The webhook consumer and the retry sweep (spec 1 Events "Outbox and delivery", the Delivery state
+ * table). Both only record and claim rows in short transactions and hand the attempts to the
+ * worker's bounded pool; neither waits for an HTTP call, so the outbox cursor moves on whatever the
+ * endpoints do.
+ */
+
+interface WebhookConsumerOptions {
+  db: Database;
+  worker: DeliveryWorker;
+  leaseMs: number;
+  /** Attempts per delivery, the first included (`svc.webhook.max-attempts`). */
+  maxAttempts: number;
+  /** Rows of one integration claimed per sweep at most (its queue never outgrows what a lease covers). */
+  perIntegrationClaim: number;
+  /** Rows claimed per sweep at most. */
+  sweepBatch: number;
+}
+
+type Inserted = { id: number; integration_id: number };
+
+/** How long the consumer waits for room in a full, not stalled, integration queue before leaving a first attempt to the sweep. */
+const QUEUE_WAIT_MS = 1_000;
+
+export class WebhookConsumer {
+  constructor(private readonly o: WebhookConsumerOptions) {}
+
+  /**
+   * A batch of outbox events: one delivery row per (event, active matching integration of the
+   * event's tenant) recorded under a lease, then the first attempts queued. Matching is against the
+   * real event type, at fire time: an integration matches only events written after it became
+   * active (not retroactive). Reading an event again (a crash before the cursor moved) records
+   * nothing twice. The one statement records the rows of the whole batch, leases them, and reads
+   * what their first attempts need (the row and its integration): the worker sends them without
+   * reading again if they start soon (worker.ts, `Claim`).
+   */
+  async handleBatch(events: OutboxEvent[]): Promise<number> {
+    if (events.length === 0) return 0;
+    const token = randomUUID();
+    const stamp = this.o.worker.stamp();
+    // The batch's outbox rows are looked up by primary key first (a materialised CTE): joined
+    // directly, the planner may start from the integration and scan the tenant's whole outbox.
+    const { rows } = await this.o.db.crossTenantQuery<ClaimedRow>(
+      'outbox:webhooks',
+      `with batch as materialized (
+         select o.id, o.tenant_id, o.type, o.created_at, o.txid, e.body
+           from events.outbox o
+           join unnest($1::bigint[], $2::text[]) as e (id, body) on e.id = o.id
+          where o.id = any($1::bigint[])
+       ), inserted as (
+         insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
+         select b.tenant_id, i.id, 'event', b.id, b.type, b.body, now() + make_interval(secs => $3::double precision / 1000), $4
+           from batch b
+           join hub.integrations i on i.tenant_id = b.tenant_id and i.enabled and i.deleted_at is null and i.active_since <= b.created_at
+          where ${matchesSql('b.type')}
+          order by b.txid, b.id, i.id
+         on conflict (integration_id, event_id) where kind = 'event' do nothing
+         returning id, tenant_id, kind, event_id, event_type, body, attempts, integration_id
+       )
+       select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.body, d.attempts, i.id as integration_id, i.target_url, i.auth_mode,
+              i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks
+         from inserted d join hub.integrations i on i.id = d.integration_id`,
+      [events.map((e) => e.id), events.map((e) => JSON.stringify(e.payload)), this.o.leaseMs, token],
+    );
+    rows.sort((a, b) => a.id - b.id);
+    const deferred: number[] = [];
+    for (const row of rows) {
+      if (!(await this.o.worker.submitWait(row.integration_id, row.id, token, QUEUE_WAIT_MS, { row, stamp }))) deferred.push(row.id);
+    }
+    if (deferred.length > 0) {
+      // Their integrations do not keep up: free the rows for the next retry sweep at once.
+      await this.o.db.crossTenantQuery('outbox:webhooks', 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2', [
+        deferred,
+        token,
+      ]);
+      logger().warn({ deferred: deferred.length }, `${deferred.length} first attempt(s) left to the retry sweep: their integrations' queues are full`);
+    }
+    return rows.length;
+  }
+
+  /**
+   * The retry sweep: claims unsuccessful open rows with attempts left whose lease is free or ran out
+   * (`FOR UPDATE SKIP LOCKED`, so concurrent sweepers never take the same row), leases them, and
+   * queues their attempts. Returns how many rows it claimed.
+   */
+  async sweep(): Promise<number> {
+    const token = randomUUID();
+    const rows = await this.o.db.crossTenant('webhook-retry', async (tx) => {
+      const { rows } = await tx.query<Inserted>(
+        `with candidates as (
+           select id, row_number() over (partition by integration_id order by id) as rn
+             from hub.deliveries
+            where not succeeded and closed_reason is null and kind <> 'test' and attempts < $1
+              and (lease_until is null or lease_until < now())
+         ), picked as (
+           select d.id from hub.deliveries d join candidates c on c.id = d.id
+            where c.rn <= $2
+              and not d.succeeded and d.closed_reason is null and d.attempts < $1
+              and (d.lease_until is null or d.lease_until < now())
+            order by d.id
+            limit $3
+            for update of d skip locked
+         )
+         update hub.deliveries d set lease_until = now() + make_interval(secs => $4::double precision / 1000), lease_token = $5
+           from picked where d.id = picked.id
+         returning d.id, d.integration_id`,
+        [this.o.maxAttempts, this.o.perIntegrationClaim, this.o.sweepBatch, this.o.leaseMs, token],
+      );
+      return rows;
+    });
+    rows.sort((a, b) => a.id - b.id);
+    for (const row of rows) this.o.worker.submit(row.integration_id, row.id, token);
+    if (rows.length > 0) logger().debug({ claimed: rows.length }, 'webhook retry sweep');
+    return rows.length;
+  }
+}

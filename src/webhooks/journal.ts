@@ -1,0 +1,263 @@
+import type { Tx } from '../db/database.js';
+import { NotFoundError } from '../errors.js';
+import type { AttemptOutcome, AttemptRecord, DeliveryKind, DeliveryRecord } from './model.js';
+import { parseId } from './integrations.js';
+
+/**
+ * The delivery journal (spec 1 "Delivery record"; CONTRACTS.md section 4): reads in the caller's
+ * tenant (`Database.withTenant`), and the lease-guarded writes of the workers (any transaction).
+ */
+
+const RECORD_COLUMNS = `d.id, d.integration_id, d.event_type, d.event_id, d.kind, d.replay_of, d.attempts, d.succeeded, d.closed_reason,
+  d.http_status, d.response_body, d.error, d.duration_ms, d.attempted_at, d.created_at`;
+
+type RecordRow = {
+  id: number;
+  integration_id: number;
+  event_type: string;
+  event_id: number | null;
+  kind: DeliveryKind;
+  replay_of: number | null;
+  attempts: number;
+  succeeded: boolean;
+  closed_reason: string | null;
+  http_status: number | null;
+  response_body: string | null;
+  error: string | null;
+  duration_ms: number | null;
+  attempted_at: Date | null;
+  created_at: Date;
+};
+
+export function toRecord(row: RecordRow): DeliveryRecord {
+  return {
+    id: row.id,
+    integrationId: row.integration_id,
+    eventType: row.event_type,
+    eventId: row.event_id,
+    kind: row.kind,
+    replayOf: row.replay_of,
+    attempts: row.attempts,
+    succeeded: row.succeeded,
+    closedReason: row.closed_reason,
+    http_status: row.http_status,
+    response_body: row.response_body,
+    error: row.error,
+    duration_ms: row.duration_ms,
+    attempted_at: row.attempted_at ? row.attempted_at.toISOString() : null,
+    createdAt: row.created_at.toISOString(),
+  };
+}
+
+/** `status=failed`: not succeeded, and attempted at least once or closed (those waiting for a retry included). */
+const FAILED = '(not d.succeeded and (d.attempts > 0 or d.closed_reason is not null))';
+
+interface ListOptions {
+  failedOnly: boolean;
+  limit: number;
+  integrationId?: number;
+}
+
+/** One integration's deliveries, newest first. */
+export async function listForIntegration(tx: Tx, integrationId: number, options: ListOptions): Promise<DeliveryRecord[]> {
+  const { rows } = await tx.query<RecordRow>(
+    `select ${RECORD_COLUMNS} from hub.deliveries d
+      where d.integration_id = $1 ${options.failedOnly ? `and ${FAILED}` : ''}
+      order by d.id desc limit $2`,
+    [integrationId, options.limit],
+  );
+  return rows.map(toRecord);
+}
+
+/** The tenant's deliveries across integrations: failures first, then newest first. */
+export async function listForTenant(tx: Tx, options: ListOptions): Promise<DeliveryRecord[]> {
+  const values: unknown[] = [options.limit];
+  let where = 'true';
+  if (options.failedOnly) where += ` and ${FAILED}`;
+  if (options.integrationId !== undefined) {
+    values.push(options.integrationId);
+    where += ` and d.integration_id = $${values.length}`;
+  }
+  const { rows } = await tx.query<RecordRow>(
+    `select ${RECORD_COLUMNS} from hub.deliveries d
+      where ${where}
+      order by d.succeeded, d.id desc limit $1`,
+    values,
+  );
+  return rows.map(toRecord);
+}
+
+/** One delivery of the tenant (optionally of one integration) with every attempt; 404 otherwise. */
+export async function getDelivery(tx: Tx, deliveryId: string | number, integrationId?: number): Promise<DeliveryRecord & { attemptLog: AttemptRecord[] }> {
+  const id = parseId(deliveryId);
+  if (id === undefined) throw new NotFoundError(`delivery ${deliveryId} not found`);
+  const { rows } = await tx.query<RecordRow>(`select ${RECORD_COLUMNS} from hub.deliveries d where d.id = $1`, [id]);
+  const row = rows[0];
+  if (!row || (integrationId !== undefined && row.integration_id !== integrationId)) throw new NotFoundError(`delivery ${deliveryId} not found`);
+  const attempts = await tx.query<{ attempt: number; http_status: number | null; response_body: string | null; error: string | null; duration_ms: number; attempted_at: Date }>(
+    'select attempt, http_status, response_body, error, duration_ms, attempted_at from hub.delivery_attempts where delivery_id = $1 order by attempt',
+    [id],
+  );
+  return {
+    ...toRecord(row),
+    attemptLog: attempts.rows.map((a) => ({ ...a, attempted_at: a.attempted_at.toISOString() })),
+  };
+}
+
+export async function recordById(tx: Tx, id: number): Promise<DeliveryRecord> {
+  const { rows } = await tx.query<RecordRow>(`select ${RECORD_COLUMNS} from hub.deliveries d where d.id = $1`, [id]);
+  if (!rows[0]) throw new NotFoundError(`delivery ${id} not found`);
+  return toRecord(rows[0]);
+}
+
+/** What a worker needs to make one attempt: the row and its integration, read when the lease was taken. */
+export type ClaimedRow = {
+  id: number;
+  tenant_id: number;
+  kind: DeliveryKind;
+  event_id: number | null;
+  event_type: string;
+  body: string;
+  attempts: number;
+  integration_id: number;
+  target_url: string;
+  auth_mode: 'HMAC' | 'BEARER' | 'NONE';
+  secret_iv: Buffer | null;
+  secret_tag: Buffer | null;
+  secret_ciphertext: Buffer | null;
+  event_types: string[];
+  enabled: boolean;
+  deleted: boolean;
+  standard_webhooks: boolean;
+};
+
+/** What an attempt needs of its integration (part of ClaimedRow). */
+export type IntegrationColumns = Pick<
+  ClaimedRow,
+  'integration_id' | 'target_url' | 'auth_mode' | 'secret_iv' | 'secret_tag' | 'secret_ciphertext' | 'event_types' | 'enabled' | 'deleted' | 'standard_webhooks'
+>;
+
+export function integrationColumns(row: IntegrationColumns): IntegrationColumns {
+  return {
+    integration_id: row.integration_id,
+    target_url: row.target_url,
+    auth_mode: row.auth_mode,
+    secret_iv: row.secret_iv,
+    secret_tag: row.secret_tag,
+    secret_ciphertext: row.secret_ciphertext,
+    event_types: row.event_types,
+    enabled: row.enabled,
+    deleted: row.deleted,
+    standard_webhooks: row.standard_webhooks,
+  };
+}
+
+/** An integration as an attempt needs it (any tenant: the worker role), or undefined when it never existed. */
+export async function readIntegration(tx: Tx, id: number): Promise<IntegrationColumns | undefined> {
+  const { rows } = await tx.query<IntegrationColumns>(
+    `select i.id as integration_id, i.target_url, i.auth_mode, i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled,
+            i.deleted_at is not null as deleted, i.standard_webhooks
+       from hub.integrations i where i.id = $1`,
+    [id],
+  );
+  return rows[0];
+}
+
+/**
+ * Renews the lease of a row this worker holds (its token) and reads what the attempt needs.
+ * Undefined when the row is no longer this worker's (the lease ran out and someone else claimed
+ * it), or is done (succeeded or closed).
+ */
+export async function takeLease(tx: Tx, id: number, token: string, leaseMs: number): Promise<ClaimedRow | undefined> {
+  const { rows } = await tx.query<ClaimedRow>(
+    `update hub.deliveries d set lease_until = now() + make_interval(secs => $3::double precision / 1000)
+       from hub.integrations i
+      where d.id = $1 and d.lease_token = $2 and i.id = d.integration_id and not d.succeeded and d.closed_reason is null
+      returning d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.body, d.attempts, i.id as integration_id, i.target_url, i.auth_mode,
+                i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks`,
+    [id, token, leaseMs],
+  );
+  return rows[0];
+}
+
+/** Closes a row this worker holds with a reason (no attempt made); its lease goes. */
+export async function closeRow(tx: Tx, id: number, token: string, reason: string): Promise<void> {
+  await tx.query(
+    `update hub.deliveries set closed_reason = $3, lease_until = null, lease_token = null
+      where id = $1 and lease_token = $2 and closed_reason is null`,
+    [id, token, reason],
+  );
+}
+
+/**
+ * Writes an attempt's outcome back: the row's latest outcome and attempt count, and the attempt in
+ * the journal. The lease is released only if this worker still holds it. An outcome is recorded
+ * even if the lease ran out meanwhile (the attempt did happen).
+ */
+export async function writeBack(tx: Tx, id: number, token: string, outcome: AttemptOutcome): Promise<number | undefined> {
+  // One statement: the row and its journal entry together, with no transaction to open around them.
+  const { rows } = await tx.query<{ attempt: number }>(
+    `with row as (
+       update hub.deliveries set attempts = attempts + 1, succeeded = succeeded or $3, http_status = $4, response_body = $5, error = $6,
+              duration_ms = $7, attempted_at = $8,
+              lease_until = case when lease_token = $2 then null else lease_until end,
+              lease_token = case when lease_token = $2 then null else lease_token end
+        where id = $1
+        returning id, attempts, tenant_id
+     )
+     insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
+     select id, attempts, tenant_id, $4, $5, $6, $7, $8 from row
+     returning attempt`,
+    [id, token, outcome.ok, outcome.httpStatus, storable(outcome.responseBody), storable(outcome.error), outcome.durationMs, outcome.attemptedAt],
+  );
+  return rows[0]?.attempt;
+}
+
+/** One outcome to write back (`writeBackMany`). */
+export interface Outcome {
+  id: number;
+  token: string;
+  outcome: AttemptOutcome;
+}
+
+/**
+ * `writeBack` for many rows in one statement (each row at most once): every row's latest outcome
+ * and attempt count, and each attempt in the journal, with the same lease rule. Returns the
+ * attempt number of each row written (rows that are gone are absent).
+ */
+export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<number, number>> {
+  if (outcomes.length === 0) return new Map();
+  const { rows } = await tx.query<{ delivery_id: number; attempt: number }>(
+    `with v as (
+       select * from unnest($1::bigint[], $2::uuid[], $3::boolean[], $4::integer[], $5::text[], $6::text[], $7::integer[], $8::timestamptz[])
+         as v (id, token, ok, http_status, response_body, error, duration_ms, attempted_at)
+     ), row as (
+       update hub.deliveries d set attempts = d.attempts + 1, succeeded = d.succeeded or v.ok, http_status = v.http_status,
+              response_body = v.response_body, error = v.error, duration_ms = v.duration_ms, attempted_at = v.attempted_at,
+              lease_until = case when d.lease_token = v.token then null else d.lease_until end,
+              lease_token = case when d.lease_token = v.token then null else d.lease_token end
+         from v
+        where d.id = v.id
+        returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at
+     )
+     insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
+     select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at from row
+     returning delivery_id, attempt`,
+    [
+      outcomes.map((o) => o.id),
+      outcomes.map((o) => o.token),
+      outcomes.map((o) => o.outcome.ok),
+      outcomes.map((o) => o.outcome.httpStatus),
+      outcomes.map((o) => storable(o.outcome.responseBody)),
+      outcomes.map((o) => storable(o.outcome.error)),
+      outcomes.map((o) => o.outcome.durationMs),
+      outcomes.map((o) => o.outcome.attemptedAt.toISOString()),
+    ],
+  );
+  return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
+}
+
+/** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead. */
+function storable(text: string | null): string | null {
+  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\ufffd') : text;
+}

@@ -1,0 +1,220 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Tx } from '../db/database.js';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
+import { WebhookConsumer } from './consumer.js';
+import { createIntegration } from './integrations.js';
+import type { AttemptOutcome } from './model.js';
+import { OutcomeWriter } from './outcome-writer.js';
+import { AttemptPool } from './pool.js';
+import { WebhookSender } from './sender.js';
+import { DeliveryWorker } from './worker.js';
+
+/**
+ * The outcome writer against a real database: outcomes go in batches (one statement), a batch the
+ * database refuses is written row by row, the writer pushes back when full, and outcomes lost
+ * before a flush (a process that died) leave their rows leased for the retry sweep.
+ */
+
+const KEY = Buffer.alloc(32, 7);
+let t: MigratedDatabase;
+let receiver: Receiver;
+let integrationId: number;
+let eventId = 70_000;
+
+beforeAll(async () => {
+  t = await migratedDatabase({ 1: 'acme' });
+  receiver = await startReceiver();
+  const i = await t.db.withTenant(1, (tx) =>
+    createIntegration(tx, { name: 'outcomes', targetUrl: `${receiver.url}/outcomes`, eventTypes: ['org.updated'], authMode: 'NONE' }, { key: KEY, denyPrivateTargets: false }),
+  );
+  integrationId = i.id;
+});
+
+afterAll(async () => {
+  await receiver.close();
+  await t.close();
+});
+
+/** Statements in autocommit as the worker role, counted. */
+function countingTx(fail?: (text: string, values: unknown[] | undefined) => boolean): Tx & { statements: string[] } {
+  const statements: string[] = [];
+  return {
+    tenantId: undefined,
+    statements,
+    query: (text, values) => {
+      statements.push(text);
+      if (fail?.(text, values)) return Promise.reject(new Error('refused by the test'));
+      return t.db.worker.query(text, values as unknown[]);
+    },
+  } as Tx & { statements: string[] };
+}
+
+/** Delivery rows leased under `token` (lease `leaseSql` from now). */
+async function leasedRows(count: number, token: string, leaseSql = "interval '1 minute'", integration = integrationId): Promise<number[]> {
+  const { rows } = await t.owner.query(
+    `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
+     select 1, $1, 'event', $2 + g, 'org.updated', '{"orgId":1}', now() + ${leaseSql}, $3 from generate_series(1, $4) g
+     returning id`,
+    [integration, eventId, token, count],
+  );
+  eventId += count;
+  return rows.map((r) => Number(r.id));
+}
+
+async function rowsById(ids: number[]) {
+  const { rows } = await t.owner.query(
+    `select d.id, d.attempts, d.succeeded, d.http_status, d.response_body, d.error, d.lease_token, d.lease_until,
+            (select array_agg(a.attempt order by a.attempt) from hub.delivery_attempts a where a.delivery_id = d.id) as journal
+       from hub.deliveries d where d.id = any($1::bigint[]) order by d.id`,
+    [ids],
+  );
+  return rows as Array<{ id: number; attempts: number; succeeded: boolean; http_status: number | null; response_body: string | null; error: string | null; lease_token: string | null; journal: number[] | null }>;
+}
+
+const ok = (status = 200): AttemptOutcome => ({ ok: true, httpStatus: status, responseBody: 'ok', error: null, durationMs: 3, attemptedAt: new Date() });
+const failed = (status: number): AttemptOutcome => ({ ok: false, httpStatus: status, responseBody: 'nope', error: null, durationMs: 4, attemptedAt: new Date() });
+
+describe('the outcome writer', () => {
+  it('writes outcomes that arrive together in one statement: outcome, attempt count, journal, lease released', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(5, token);
+    const tx = countingTx();
+    const writer = new OutcomeWriter({ tx, delayMs: 20, maxBatch: 100, maxPending: 1000 });
+    const attempts = await Promise.all(ids.map((id, n) => writer.write(id, token, n % 2 === 0 ? ok() : failed(503))));
+    expect(attempts).toEqual([1, 1, 1, 1, 1]);
+    expect(tx.statements.length).toBe(1);
+    const rows = await rowsById(ids);
+    expect(rows.map((r) => [r.attempts, r.succeeded, r.http_status, r.lease_token, r.journal])).toEqual([
+      [1, true, 200, null, [1]],
+      [1, false, 503, null, [1]],
+      [1, true, 200, null, [1]],
+      [1, false, 503, null, [1]],
+      [1, true, 200, null, [1]],
+    ]);
+  });
+
+  it('with no delay, what arrives in one turn of the event loop (or during a flush) goes together', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(6, token);
+    const tx = countingTx();
+    const writer = new OutcomeWriter({ tx, delayMs: 0, maxBatch: 100, maxPending: 1000 });
+    const first = ids.slice(0, 3).map((id) => writer.write(id, token, ok()));
+    await new Promise((r) => setImmediate(r)); // the first batch is being written
+    const second = ids.slice(3).map((id) => writer.write(id, token, ok()));
+    expect(await Promise.all([...first, ...second])).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(tx.statements.length).toBe(2);
+  });
+
+  it('a full batch goes at once, without waiting for the delay', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(4, token);
+    const tx = countingTx();
+    const writer = new OutcomeWriter({ tx, delayMs: 60_000, maxBatch: 2, maxPending: 1000 });
+    const started = Date.now();
+    expect(await Promise.all(ids.map((id) => writer.write(id, token, ok())))).toEqual([1, 1, 1, 1]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(tx.statements.length).toBe(2);
+  });
+
+  it('keeps the lease of a row another worker holds now, and records the attempt all the same', async () => {
+    const token = randomUUID();
+    const [id] = await leasedRows(1, token);
+    const writer = new OutcomeWriter({ tx: countingTx(), delayMs: 1, maxBatch: 100, maxPending: 1000 });
+    expect(await writer.write(id!, randomUUID(), failed(500))).toBe(1);
+    const [row] = await rowsById([id!]);
+    expect(row).toMatchObject({ attempts: 1, lease_token: token });
+  });
+
+  it('two outcomes of one row waiting together are both written, one statement each', async () => {
+    const token = randomUUID();
+    const [id] = await leasedRows(1, token);
+    const tx = countingTx();
+    const writer = new OutcomeWriter({ tx, delayMs: 10, maxBatch: 100, maxPending: 1000 });
+    expect(await Promise.all([writer.write(id!, token, failed(500)), writer.write(id!, token, ok())])).toEqual([1, 2]);
+    expect(tx.statements.length).toBe(2);
+    expect((await rowsById([id!]))[0]).toMatchObject({ attempts: 2, succeeded: true, journal: [1, 2] });
+  });
+
+  it('a batch the database refuses is written row by row: only the bad row fails', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(3, token);
+    // Refuse every batch of more than one row, and the single write of the middle row.
+    const tx = countingTx((text, values) => (text.includes('unnest') ? true : values?.[0] === ids[1]));
+    const writer = new OutcomeWriter({ tx, delayMs: 10, maxBatch: 100, maxPending: 1000 });
+    const results = await Promise.allSettled(ids.map((id) => writer.write(id, token, ok())));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const rows = await rowsById(ids);
+    expect(rows.map((r) => [r.attempts, r.lease_token])).toEqual([
+      [1, null],
+      [0, token],
+      [1, null],
+    ]);
+  });
+
+  it('stores a response body with a NUL character (PostgreSQL text has none) instead of failing', async () => {
+    const token = randomUUID();
+    const [id] = await leasedRows(1, token);
+    const writer = new OutcomeWriter({ tx: countingTx(), delayMs: 1, maxBatch: 100, maxPending: 1000 });
+    expect(await writer.write(id!, token, { ...ok(), responseBody: 'a\u0000b' })).toBe(1);
+    expect((await rowsById([id!]))[0]!.response_body).toBe('a\ufffdb');
+  });
+
+  it('pushes back when full: room() waits for a flush', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(3, token);
+    const writer = new OutcomeWriter({ tx: countingTx(), delayMs: 200, maxBatch: 100, maxPending: 2 });
+    const written = ids.map((id) => writer.write(id, token, ok()));
+    expect(writer.size()).toBe(3);
+    let roomAt: number | undefined;
+    const started = Date.now();
+    await writer.room().then(() => {
+      roomAt = Date.now();
+    });
+    expect(roomAt! - started).toBeGreaterThanOrEqual(150);
+    await Promise.all(written);
+    expect(writer.size()).toBe(0);
+    await writer.room(); // room at once
+  });
+
+  it('a process that dies with outcomes not yet written leaves the rows leased; the retry sweep sends them again', async () => {
+    // An integration of its own: the failed rows of the other tests are the sweep's too.
+    const swept = await t.db.withTenant(1, (tx) =>
+      createIntegration(tx, { name: 'swept', targetUrl: `${receiver.url}/swept`, eventTypes: ['org.updated'], authMode: 'NONE' }, { key: KEY, denyPrivateTargets: false }),
+    );
+    await t.owner.query('update hub.deliveries set closed_reason = $1 where integration_id = $2 and not succeeded', ['closed by the test', integrationId]);
+    const token = randomUUID();
+    const ids = await leasedRows(2, token, "interval '300 milliseconds'", swept.id);
+    // The attempts happened; the process dies while their outcomes wait (a flush that never ends).
+    const dying: Tx = { tenantId: undefined, query: () => new Promise(() => undefined) };
+    const doomed = new OutcomeWriter({ tx: dying, delayMs: 1, maxBatch: 100, maxPending: 1000 });
+    for (const id of ids) void doomed.write(id, token, ok());
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await rowsById(ids)).map((r) => [r.attempts, r.lease_token])).toEqual([
+      [0, token],
+      [0, token],
+    ]);
+    // Another process: its sweep claims nothing while the lease holds, everything once it ran out.
+    const worker = new DeliveryWorker({
+      db: t.db,
+      key: KEY,
+      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, denyPrivate: false, userAgent: 'test' }),
+      pool: new AttemptPool(4, 2, 10),
+      leaseMs: 5_000,
+    });
+    const sweeper = new WebhookConsumer({ db: t.db, worker, leaseMs: 5_000, maxAttempts: 3, perIntegrationClaim: 10, sweepBatch: 10 });
+    const before = receiver.on('/swept').length;
+    expect(await sweeper.sweep()).toBe(0);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await sweeper.sweep()).toBe(2);
+    await receiver.waitFor(before + 2, '/swept');
+    const deadline = Date.now() + 5_000;
+    while ((await rowsById(ids)).some((r) => r.attempts === 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await worker.stop();
+    expect((await rowsById(ids)).map((r) => [r.attempts, r.succeeded, r.lease_token, r.journal])).toEqual([
+      [1, true, null, [1]],
+      [1, true, null, [1]],
+    ]);
+  });
+});

@@ -1,0 +1,135 @@
+import type { Tx } from '../db/database.js';
+import { logger } from '../observability/logger.js';
+import { type Outcome, writeBack, writeBackMany } from './journal.js';
+import type { AttemptOutcome } from './model.js';
+
+/**
+ * Writes attempt outcomes back in batches (group commit): one flush runs at a time, and the
+ * outcomes that arrive while it runs go together in the next statement (journal.ts
+ * `writeBackMany`), so a busy worker costs one round trip per batch instead of one per attempt,
+ * and an idle one writes an outcome at once. `delayMs` > 0 makes an outcome wait that long for
+ * company first; a full batch (`maxBatch`) goes at once.
+ *
+ * What it changes for the guarantees: nothing. An outcome is only ever written after its attempt
+ * was made, and until it is written the row keeps the lease it was sent under, so a process that
+ * dies with outcomes still waiting here loses only the record of those attempts: their leases run
+ * out and the retry sweep sends them again (at least once), exactly as for a process that dies
+ * mid-attempt. A batch the database refuses is written again row by row, so one bad row fails alone.
+ */
+
+interface OutcomeWriterOptions {
+  /** Where the statements go (autocommit as the worker role). */
+  tx: Tx;
+  /** Longest wait of an outcome for others before its batch is written; 0: the next turn of the event loop. */
+  delayMs: number;
+  /** Outcomes per statement at most; a full batch is written at once. */
+  maxBatch: number;
+  /** Outcomes waiting at most before `room()` makes callers wait for a flush (backpressure). */
+  maxPending: number;
+}
+
+interface Pending extends Outcome {
+  resolve(attempt: number | undefined): void;
+  reject(err: unknown): void;
+}
+
+export class OutcomeWriter {
+  private pending: Pending[] = [];
+  /** Cancels the scheduled flush, when one is. */
+  private scheduled: (() => void) | undefined;
+  private flushing: Promise<void> | undefined;
+  private roomWaiters: Array<() => void> = [];
+
+  constructor(private readonly o: OutcomeWriterOptions) {}
+
+  /** Queues an outcome; resolves with the attempt's number once written (undefined: the row is gone). */
+  write(id: number, token: string, outcome: AttemptOutcome): Promise<number | undefined> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ id, token, outcome, resolve, reject });
+      if (this.pending.length >= this.o.maxBatch) this.kick();
+      else if (!this.scheduled) this.schedule();
+    });
+  }
+
+  /** Outcomes not written yet. */
+  size(): number {
+    return this.pending.length;
+  }
+
+  /** Resolves when fewer than `maxPending` outcomes wait (at once when there is room). */
+  room(): Promise<void> {
+    if (this.pending.length < this.o.maxPending) return Promise.resolve();
+    return new Promise((resolve) => this.roomWaiters.push(resolve));
+  }
+
+  /** Writes everything queued now (and what arrives meanwhile). */
+  async flush(): Promise<void> {
+    while (this.pending.length > 0 || this.flushing) {
+      this.kick();
+      await this.flushing;
+    }
+  }
+
+  private schedule(): void {
+    if (this.o.delayMs > 0) {
+      const timer = setTimeout(() => this.kick(), this.o.delayMs);
+      this.scheduled = () => clearTimeout(timer);
+    } else {
+      const immediate = setImmediate(() => this.kick());
+      this.scheduled = () => clearImmediate(immediate);
+    }
+  }
+
+  private kick(): void {
+    this.scheduled?.();
+    this.scheduled = undefined;
+    if (this.flushing || this.pending.length === 0) return;
+    this.flushing = this.writeBatch().finally(() => {
+      this.flushing = undefined;
+      // Outcomes that came in while the batch was written: the next batch, without waiting again.
+      if (this.pending.length > 0) this.kick();
+    });
+  }
+
+  private async writeBatch(): Promise<void> {
+    // A row appears once per statement (an UPDATE … FROM updates a row once); a second outcome of
+    // the same row, should one ever wait here, goes with the next batch.
+    const batch: Pending[] = [];
+    const rest: Pending[] = [];
+    const ids = new Set<number>();
+    for (const p of this.pending) {
+      if (batch.length < this.o.maxBatch && !ids.has(p.id)) {
+        ids.add(p.id);
+        batch.push(p);
+      } else rest.push(p);
+    }
+    this.pending = rest;
+    this.wakeRoom();
+    try {
+      const attempts = await writeBackMany(this.o.tx, batch);
+      for (const p of batch) p.resolve(attempts.get(p.id));
+    } catch (err) {
+      if (batch.length === 1) {
+        batch[0]!.reject(err);
+        return;
+      }
+      logger().warn({ err, outcomes: batch.length }, 'writing a batch of delivery outcomes failed; writing them one by one');
+      await Promise.all(
+        batch.map(async (p) => {
+          try {
+            p.resolve(await writeBack(this.o.tx, p.id, p.token, p.outcome));
+          } catch (e) {
+            p.reject(e);
+          }
+        }),
+      );
+    }
+  }
+
+  private wakeRoom(): void {
+    if (this.pending.length >= this.o.maxPending || this.roomWaiters.length === 0) return;
+    const waiters = this.roomWaiters;
+    this.roomWaiters = [];
+    for (const wake of waiters) wake();
+  }
+}

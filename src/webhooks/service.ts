@@ -1,0 +1,167 @@
+import { randomUUID } from 'node:crypto';
+import type { Database } from '../db/database.js';
+import { NotFoundError, ValidationError } from '../errors.js';
+import { type Catalog, type CatalogEntry, isDecision } from '../events/catalog.js';
+import {
+  createIntegration,
+  deleteIntegration,
+  getIntegration,
+  type IntegrationRules,
+  listIntegrations,
+  liveIntegration,
+  parseId,
+  updateIntegration,
+} from './integrations.js';
+import { getDelivery, listForIntegration, listForTenant, recordById } from './journal.js';
+import type { AttemptRecord, DeliveryRecord, Integration, IntegrationInput, IntegrationPatch, TestResult } from './model.js';
+import type { DeliveryWorker } from './worker.js';
+
+/**
+ * The integration hub as the API sees it: integrations, their journal, replays and the test
+ * operation, each in the caller's tenant (row-level security), plus the worker that sends replays
+ * and tests from the process that serves the call.
+ */
+
+interface IntegrationServiceOptions {
+  db: Database;
+  catalog: Catalog;
+  worker: DeliveryWorker;
+  rules: IntegrationRules;
+  leaseMs: number;
+}
+
+const LIST_DEFAULT = 50;
+const LIST_CAP = 200;
+
+interface ListQuery {
+  failedOnly?: boolean;
+  limit?: number;
+  integrationId?: number;
+}
+
+const capped = (limit: number | undefined) => Math.min(Math.max(1, limit ?? LIST_DEFAULT), LIST_CAP);
+
+/** A sample payload from a catalog declaration: every declared field with a value of its type. */
+function samplePayload(entry: CatalogEntry): Record<string, unknown> {
+  const sample: Record<string, unknown> = {};
+  for (const [field, type] of Object.entries(entry.payload)) {
+    sample[field] = type === 'long' ? 1 : type === 'boolean' ? true : type === 'map' ? {} : `sample-${field}`;
+  }
+  return sample;
+}
+
+export class IntegrationService {
+  constructor(private readonly o: IntegrationServiceOptions) {}
+
+  list(tenantId: number): Promise<Integration[]> {
+    return this.o.db.withTenant(tenantId, (tx) => listIntegrations(tx));
+  }
+
+  get(tenantId: number, id: string): Promise<Integration> {
+    return this.o.db.withTenant(tenantId, (tx) => getIntegration(tx, id));
+  }
+
+  create(tenantId: number, input: IntegrationInput, by?: string): Promise<Integration> {
+    return this.o.db.withTenant(tenantId, (tx) => createIntegration(tx, input, this.o.rules, by));
+  }
+
+  // After a change commits, first attempts queued in this process read the integration again
+  // before sending (worker.ts, `Claim`), so a disabled or deleted integration sends nothing more.
+
+  async update(tenantId: number, id: string, patch: IntegrationPatch, by?: string): Promise<Integration> {
+    try {
+      return await this.o.db.withTenant(tenantId, (tx) => updateIntegration(tx, id, patch, this.o.rules, by));
+    } finally {
+      this.o.worker.integrationChanged();
+    }
+  }
+
+  async remove(tenantId: number, id: string, by?: string): Promise<void> {
+    try {
+      await this.o.db.withTenant(tenantId, (tx) => deleteIntegration(tx, id, by));
+    } finally {
+      this.o.worker.integrationChanged();
+    }
+  }
+
+  /** One integration's deliveries (deleted integrations keep theirs), newest first. */
+  deliveries(tenantId: number, integrationId: string, query: ListQuery): Promise<DeliveryRecord[]> {
+    return this.o.db.withTenant(tenantId, async (tx) => {
+      const integration = await getIntegration(tx, integrationId);
+      return listForIntegration(tx, integration.id, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit) });
+    });
+  }
+
+  delivery(tenantId: number, integrationId: string, deliveryId: string): Promise<DeliveryRecord & { attemptLog: AttemptRecord[] }> {
+    return this.o.db.withTenant(tenantId, async (tx) => {
+      const integration = await getIntegration(tx, integrationId);
+      return getDelivery(tx, deliveryId, integration.id);
+    });
+  }
+
+  /** The tenant's deliveries across integrations: failures first. */
+  platformDeliveries(tenantId: number, query: ListQuery): Promise<DeliveryRecord[]> {
+    return this.o.db.withTenant(tenantId, (tx) =>
+      listForTenant(tx, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit), integrationId: query.integrationId }),
+    );
+  }
+
+  /**
+   * Replays a delivery: a new entry with the original body, event type and event id, sent at once
+   * (the answer does not wait for it; its outcome shows in the journal). 404 when the delivery is
+   * unknown, of another tenant, not of the integration named, or its integration is deleted.
+   */
+  async replay(tenantId: number, deliveryId: string, integrationId?: string): Promise<DeliveryRecord> {
+    const token = randomUUID();
+    const created = await this.o.db.withTenant(tenantId, async (tx) => {
+      const id = parseId(deliveryId);
+      const through = integrationId === undefined ? undefined : parseId(integrationId);
+      // One answer for unknown, another tenant's and another integration's: existence is not confirmed.
+      if (id === undefined || (integrationId !== undefined && through === undefined)) throw new NotFoundError('delivery not found');
+      const { rows } = await tx.query<{ integration_id: number; deleted: boolean }>(
+        `select d.integration_id, i.deleted_at is not null as deleted
+           from hub.deliveries d join hub.integrations i on i.id = d.integration_id
+          where d.id = $1`,
+        [id],
+      );
+      const original = rows[0];
+      if (!original || (through !== undefined && original.integration_id !== through)) throw new NotFoundError('delivery not found');
+      if (original.deleted) throw new NotFoundError('the delivery\'s integration was deleted');
+      const inserted = await tx.query<{ id: number }>(
+        `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, replay_of, lease_until, lease_token)
+         select tenant_id, integration_id, 'replay', event_id, event_type, body, id, now() + make_interval(secs => $2::double precision / 1000), $3
+           from hub.deliveries where id = $1
+         returning id`,
+        [id, this.o.leaseMs, token],
+      );
+      const newId = inserted.rows[0]!.id;
+      return { record: await recordById(tx, newId), integrationId: original.integration_id };
+    });
+    this.o.worker.submit(created.integrationId, created.record.id, token);
+    return created.record;
+  }
+
+  /**
+   * The test operation: a real POST of a sample payload synthesised from the catalog declaration
+   * of `eventType`, without `X-Svc-Event-Id`, recorded in the history; answers its outcome.
+   */
+  async test(tenantId: number, integrationId: string, eventType: string): Promise<TestResult> {
+    const token = randomUUID();
+    const deliveryId = await this.o.db.withTenant(tenantId, async (tx) => {
+      const integration = await liveIntegration(tx, integrationId);
+      const entry = isDecision(eventType) ? undefined : this.o.catalog.get(eventType);
+      if (!entry) throw new ValidationError(`Unknown event type: ${eventType}`, 'eventType');
+      const { rows } = await tx.query<{ id: number }>(
+        `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
+         values ($1, $2, 'test', null, $3, $4, now() + make_interval(secs => $5::double precision / 1000), $6)
+         returning id`,
+        [tenantId, integration.id, eventType, JSON.stringify(samplePayload(entry)), this.o.leaseMs, token],
+      );
+      return rows[0]!.id;
+    });
+    const result = await this.o.worker.attempt(deliveryId, token);
+    if (result.kind !== 'attempted') throw new NotFoundError(`integration ${integrationId} not found`);
+    const { outcome } = result;
+    return { ok: outcome.ok, httpStatus: outcome.httpStatus, responseBody: outcome.responseBody, error: outcome.error, durationMs: outcome.durationMs };
+  }
+}

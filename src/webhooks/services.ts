@@ -1,0 +1,83 @@
+import type { Config } from '../config/config.js';
+import type { Database } from '../db/database.js';
+import { type LoopClock, OutboxLoop } from '../dispatch/outbox-loop.js';
+import type { Catalog } from '../events/catalog.js';
+import type { OutboxListener } from '../events/listener.js';
+import { WebhookConsumer } from './consumer.js';
+import { AttemptPool } from './pool.js';
+import { WebhookSender } from './sender.js';
+import { IntegrationService } from './service.js';
+import { DeliveryWorker } from './worker.js';
+
+/**
+ * The webhook area of one process, built from configuration: the integration service (every role
+ * that serves the API: replays and tests are sent from there), and the webhook consumer and retry
+ * sweep that the background roles start on a leader-gated clock.
+ */
+export interface WebhookServices {
+  integrations: IntegrationService;
+  worker: DeliveryWorker;
+  consumer: WebhookConsumer;
+  /** Registers the outbox consumer (`webhooks` cursor) and the retry sweep on `clock`. */
+  start(clock: LoopClock, listener?: OutboxListener): Promise<void>;
+  /** Stops wake-ups, drops queued attempts, aborts running ones (their leases bring them back). */
+  stop(): Promise<void>;
+}
+
+/** Queued attempts per integration at most (beyond: left to the retry sweep). */
+const QUEUE_PER_INTEGRATION = 1_000;
+const CONSUMER_BATCH = 500;
+const SWEEP_BATCH = 500;
+
+export function createWebhookServices(config: Config, deps: { db: Database; catalog: Catalog; key: Buffer; version: string }): WebhookServices {
+  const leaseMs = config.duration('svc.webhook.lease');
+  const perIntegration = config.int('svc.webhook.concurrency-per-integration');
+  const sender = new WebhookSender({
+    connectTimeoutMs: config.duration('svc.webhook.connect-timeout'),
+    timeoutMs: config.duration('svc.webhook.timeout'),
+    denyPrivate: config.bool('svc.webhook.deny-private-targets'),
+    userAgent: `svc-hub-webhooks/${deps.version}`,
+  });
+  const pool = new AttemptPool(config.int('svc.webhook.concurrency'), perIntegration, QUEUE_PER_INTEGRATION);
+  const worker = new DeliveryWorker({ db: deps.db, key: deps.key, sender, pool, leaseMs });
+  const consumer = new WebhookConsumer({
+    db: deps.db,
+    worker,
+    leaseMs,
+    maxAttempts: config.int('svc.webhook.max-attempts'),
+    perIntegrationClaim: perIntegration * 2,
+    sweepBatch: SWEEP_BATCH,
+  });
+  const integrations = new IntegrationService({
+    db: deps.db,
+    catalog: deps.catalog,
+    worker,
+    leaseMs,
+    rules: { key: deps.key, denyPrivateTargets: config.bool('svc.webhook.deny-private-targets') },
+  });
+  const loop = new OutboxLoop(deps.db, {
+    name: 'webhooks',
+    every: config.duration('svc.webhook.sweep-every'),
+    batch: CONSUMER_BATCH,
+    handleBatch: async (events) => {
+      await consumer.handleBatch(events);
+    },
+  });
+  let started = false;
+  return {
+    integrations,
+    worker,
+    consumer,
+    async start(clock, listener) {
+      await loop.start(clock, listener);
+      clock.schedule('webhook-retry', { every: config.duration('svc.webhook.retry-every') }, async () => {
+        await consumer.sweep();
+      });
+      started = true;
+    },
+    async stop() {
+      if (started) loop.stop();
+      await worker.stop();
+    },
+  };
+}

@@ -1,0 +1,271 @@
+import { setMaxListeners } from 'node:events';
+import type { Database, Tx } from '../db/database.js';
+import { patternsMatch } from '../events/subscribers.js';
+import { logger } from '../observability/logger.js';
+import { UnsealError } from '../platform/secrets/crypto.js';
+import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, takeLease } from './journal.js';
+import { type AttemptOutcome, CLOSED_REASON } from './model.js';
+import { OutcomeWriter } from './outcome-writer.js';
+import type { AttemptPool } from './pool.js';
+import { openIntegrationSecret } from './secret.js';
+import type { WebhookSender } from './sender.js';
+import { deliveryRequest } from './signing.js';
+
+/**
+ * Makes delivery attempts. Every attempt works on a row this worker holds under a lease (a token
+ * written when the row was inserted or claimed): it renews the lease and reads the row with its
+ * integration in one short statement, sends with no transaction open, and writes the outcome back
+ * (through the OutcomeWriter, in batches). A deleted integration, or for event deliveries a
+ * disabled or no longer matching one, closes the row instead (spec 1 Errors: the closing reason).
+ * A worker that dies mid-attempt, or before the outcome was written, writes nothing back: its lease
+ * runs out and the retry sweep claims the row again.
+ *
+ * A first attempt queued by the webhook consumer comes with a `Claim`: the statement that recorded
+ * its row also leased it and read its integration. It does not renew the lease while the Claim is
+ * younger than a quarter of the lease (the attempt, connect and exchange timeouts included, ends well
+ * inside the lease), and it takes its integration from the newest read this worker has of it: the
+ * Claim's, or a read again (one statement per integration, shared by the attempts starting
+ * meanwhile) once that is `freshMs` old or an integration was changed through this process since.
+ * So a change made through this process stops queued first attempts at once, one made elsewhere
+ * within `freshMs`, and a backlog costs one read per integration and `freshMs`, not one per attempt.
+ */
+
+interface WorkerOptions {
+  db: Database;
+  /** The master key integration secrets are sealed with. */
+  key: Buffer;
+  sender: WebhookSender;
+  pool: AttemptPool;
+  leaseMs: number;
+  /** How long a read of an integration stands for the first attempts of Claims; default the lesser of 1 s and a quarter of the lease. */
+  freshMs?: number;
+  /** Outcome batching (OutcomeWriter); defaults below. */
+  outcomes?: { delayMs?: number; maxBatch?: number; maxPending?: number };
+}
+
+/**
+ * A row the consumer has just recorded under a lease, with its integration read in the same
+ * statement: the first attempt may use it instead of renewing the lease and reading (see
+ * DeliveryWorker).
+ */
+export interface Claim {
+  row: ClaimedRow;
+  /** `DeliveryWorker.stamp()` taken before that statement started. */
+  stamp: ClaimStamp;
+}
+
+interface ClaimStamp {
+  /** performance.now() */
+  at: number;
+  /** Integration changes this process had seen. */
+  changes: number;
+}
+
+const FRESH_MS = 1_000;
+/** Integrations whose reads are kept at most (beyond, the reads are dropped and made again). */
+const SNAPSHOTS_MAX = 10_000;
+/** Outcomes: the longest wait for a batch, rows per statement, and waiting at most before attempts wait for room. */
+const OUTCOME_DELAY_MS = 0;
+const OUTCOME_BATCH = 500;
+const OUTCOME_PENDING = 2_000;
+
+/** A read of an integration: when it started (performance.now()) and the integration changes seen then. */
+interface Snapshot {
+  columns: IntegrationColumns;
+  at: number;
+  changes: number;
+}
+
+type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
+
+export class DeliveryWorker {
+  private stopping = false;
+  private readonly abort = new AbortController();
+  private readonly running = new Set<Promise<unknown>>();
+
+  /**
+   * Single statements in autocommit as the worker role: each step of an attempt is one statement
+   * (renew the lease and read, close, write back), so no transaction needs opening around it.
+   */
+  private readonly direct: Tx;
+  private readonly outcomes: OutcomeWriter;
+  private readonly freshMs: number;
+  /** Integration changes made through this process (`integrationChanged`): older reads no longer stand. */
+  private changes = 0;
+  /** The newest read of each integration (for Claims), and the reads under way. */
+  private readonly snapshots = new Map<number, Snapshot>();
+  private readonly reading = new Map<number, { changes: number; read: Promise<Snapshot | undefined> }>();
+
+  constructor(private readonly o: WorkerOptions) {
+    this.direct = { tenantId: undefined, query: (text, values) => o.db.worker.query(text, values as unknown[]) };
+    // Every attempt in flight listens on it (up to svc.webhook.concurrency): not a leak.
+    setMaxListeners(0, this.abort.signal);
+    this.freshMs = o.freshMs ?? Math.min(FRESH_MS, o.leaseMs / 4);
+    this.outcomes = new OutcomeWriter({
+      tx: this.direct,
+      delayMs: o.outcomes?.delayMs ?? OUTCOME_DELAY_MS,
+      maxBatch: o.outcomes?.maxBatch ?? OUTCOME_BATCH,
+      maxPending: o.outcomes?.maxPending ?? OUTCOME_PENDING,
+    });
+  }
+
+  /** Take before the statement that records and leases rows whose Claims go to `submit`. */
+  stamp(): ClaimStamp {
+    return { at: performance.now(), changes: this.changes };
+  }
+
+  /** An integration was changed or deleted through this process: Claims read before no longer stand. */
+  integrationChanged(): void {
+    this.changes++;
+  }
+
+  /** Queues an attempt; false when the integration's queue is full (the row waits for its lease to run out and the retry sweep). */
+  submit(integrationId: number, deliveryId: number, token: string, claim?: Claim): boolean {
+    if (this.stopping) return false;
+    return this.o.pool.offer(integrationId, this.job(deliveryId, token, claim));
+  }
+
+  /** Like `submit`, waiting a moment for room when the integration's queue is full and not stalled. */
+  async submitWait(integrationId: number, deliveryId: number, token: string, waitMs: number, claim?: Claim): Promise<boolean> {
+    if (this.stopping) return false;
+    return this.o.pool.offerWait(integrationId, this.job(deliveryId, token, claim), waitMs);
+  }
+
+  /**
+   * A job of the pool: the attempt, then the outcome handed to the writer. The job (and its slot of
+   * the integration) ends when the answer came back, not when the outcome is written, unless the
+   * writer is full.
+   */
+  private job(deliveryId: number, token: string, claim?: Claim): () => Promise<void> {
+    return async () => {
+      try {
+        const { written } = await this.track(this.run(deliveryId, token, claim));
+        if (written) {
+          written.catch((err) => {
+            // The row keeps its lease and comes back to the retry sweep (the attempt is made again).
+            if (!this.stopping) logger().error({ err, deliveryId }, 'writing a delivery outcome failed; the retry sweep takes the row up after its lease');
+          });
+          await this.outcomes.room();
+        }
+      } catch (err) {
+        // A database failure: the row keeps its lease and comes back to the retry sweep.
+        if (!this.stopping) logger().error({ err, deliveryId }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
+      }
+    };
+  }
+
+  /** One attempt now, outside the pool, its outcome written (the test operation waits for it). */
+  async attempt(deliveryId: number, token: string): Promise<AttemptResult> {
+    const { result, written } = await this.track(this.run(deliveryId, token));
+    if (result.kind !== 'attempted' || !written) return result;
+    const attempts = await written;
+    return { ...result, attempts: attempts ?? result.attempts };
+  }
+
+  private track<T>(run: Promise<T>): Promise<T> {
+    this.running.add(run);
+    void run.finally(() => this.running.delete(run)).catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * The row of a Claim with its integration as fresh as `freshMs` (see the class comment);
+   * undefined when the Claim is too old for its lease (renew and read instead).
+   */
+  private async fromClaim(claim: Claim | undefined, id: number): Promise<ClaimedRow | undefined> {
+    if (!claim || claim.row.id !== id) return undefined;
+    if (performance.now() - claim.stamp.at >= this.o.leaseMs / 4) return undefined;
+    const integrationId = claim.row.integration_id;
+    let snapshot = this.snapshots.get(integrationId);
+    if (claim.stamp.changes === this.changes && (!snapshot || claim.stamp.at > snapshot.at)) {
+      snapshot = { columns: integrationColumns(claim.row), at: claim.stamp.at, changes: claim.stamp.changes };
+      this.remember(integrationId, snapshot);
+    }
+    if (!snapshot || snapshot.changes !== this.changes || performance.now() - snapshot.at >= this.freshMs) snapshot = await this.readAgain(integrationId);
+    return snapshot ? { ...claim.row, ...snapshot.columns } : undefined;
+  }
+
+  /** Reads an integration again; the attempts that need it meanwhile share the read (one started after the last change). */
+  private readAgain(integrationId: number): Promise<Snapshot | undefined> {
+    const underWay = this.reading.get(integrationId);
+    if (underWay && underWay.changes === this.changes) return underWay.read;
+    const at = performance.now();
+    const changes = this.changes;
+    const read = readIntegration(this.direct, integrationId)
+      .then((columns) => {
+        if (!columns) return undefined;
+        const snapshot = { columns, at, changes };
+        this.remember(integrationId, snapshot);
+        return snapshot;
+      })
+      .finally(() => {
+        if (this.reading.get(integrationId)?.read === read) this.reading.delete(integrationId);
+      });
+    this.reading.set(integrationId, { changes, read });
+    return read;
+  }
+
+  private remember(integrationId: number, snapshot: Snapshot): void {
+    const current = this.snapshots.get(integrationId);
+    if (current && current.at >= snapshot.at) return;
+    if (!current && this.snapshots.size >= SNAPSHOTS_MAX) this.snapshots.clear();
+    this.snapshots.set(integrationId, snapshot);
+  }
+
+  private async run(id: number, token: string, claim?: Claim): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
+    const row = (await this.fromClaim(claim, id)) ?? (await takeLease(this.direct, id, token, this.o.leaseMs));
+    if (!row) return { result: { kind: 'lost' } };
+    const log = () => logger().child({ tenant: String(row.tenant_id), integrationId: row.integration_id, deliveryId: id, eventType: row.event_type });
+    const gone = row.deleted || (row.kind === 'event' && (!row.enabled || !patternsMatch(row.event_types, row.event_type)));
+    if (gone) {
+      await closeRow(this.direct, id, token, CLOSED_REASON);
+      log().info('delivery closed: the integration was deleted, disabled or no longer matches');
+      return { result: { kind: 'closed' } };
+    }
+    let outcome: AttemptOutcome;
+    let secret: string | undefined;
+    let unsealFailure: string | undefined;
+    try {
+      secret = openIntegrationSecret(this.o.key, row.tenant_id, row.integration_id, row);
+    } catch (err) {
+      if (!(err instanceof UnsealError)) throw err;
+      unsealFailure = 'the integration secret cannot be decrypted (was svc.secret.master-key changed?)';
+    }
+    const request = unsealFailure
+      ? { fault: unsealFailure }
+      : deliveryRequest({
+          eventType: row.event_type,
+          eventId: row.event_id,
+          deliveryId: id,
+          body: row.body,
+          authMode: row.auth_mode,
+          secret,
+          standardWebhooks: row.standard_webhooks,
+        });
+    if ('fault' in request) {
+      outcome = { ok: false, httpStatus: null, responseBody: null, error: request.fault, durationMs: 0, attemptedAt: new Date() };
+    } else {
+      outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal);
+      // Stopping: the lease brings the row back to a live process; record nothing.
+      if (this.stopping && !outcome.ok && outcome.httpStatus === null) return { result: { kind: 'lost' } };
+    }
+    const written = this.outcomes.write(id, token, outcome);
+    if (outcome.ok) {
+      if (logger().isLevelEnabled('debug')) log().debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
+    } else log().info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
+    return { result: { kind: 'attempted', outcome, attempts: row.attempts + 1 }, written };
+  }
+
+  /**
+   * Queued attempts are dropped, running ones aborted; their rows come back when their leases run
+   * out. Outcomes of attempts made are written first.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.o.pool.clear();
+    this.abort.abort(new Error('stopping'));
+    await Promise.allSettled([...this.running]);
+    await this.outcomes.flush().catch(() => undefined);
+    await this.o.sender.close();
+  }
+}
