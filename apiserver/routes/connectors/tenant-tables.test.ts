@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
-import { startDemoSource } from '../src/demo-source/server.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { until } from '../test/harness/until.js';
-import { deleteConnector } from '../src/connectors/store.js';
-import { ownerClient } from './admin-test-client.js';
+import { startDemoSource } from '../../../src/demo-source/server.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
+import { deleteConnector } from '../../../src/connectors/store.js';
+import { ownerClient } from '../../../test/harness/api-client.js';
 
 /**
  * Every tenant's ext tables are its own (schema ext_t<id>), on a real hub with real runs against
