@@ -56,13 +56,14 @@ export function createApi(services: HubServices, options: ApiOptions): Koa {
   app.use(errorMapper);
   app.use(
     koaBody({
-      json: true,
+      // JSON arrives as text and is parsed by the router, which caps its nesting as it reads it.
+      json: false,
       text: true,
       urlencoded: false,
       multipart: false,
       jsonLimit: limit,
       textLimit: limit,
-      textTypes: ['text/*', 'application/yaml', 'application/x-yaml'],
+      textTypes: ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'],
       parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
       onError: (err, ctx) => {
         ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? 'body too large' : `body is not valid: ${err.message}`);

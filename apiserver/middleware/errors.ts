@@ -5,7 +5,8 @@ import { logger } from '../../src/observability/logger.js';
 /**
  * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
  * render themselves; Koa's own HTTP errors (malformed JSON, body too large) keep their status with
- * a JSON message; anything else is a 500 with no detail (the stack goes to the log, never the client).
+ * a JSON message; PostgreSQL's refusals of a value (classes 22 and 54) are a 400; anything else is
+ * a 500 with no detail (the stack goes to the log, never the client).
  */
 export async function errorMapper(ctx: Context, next: Next): Promise<void> {
   try {
@@ -36,6 +37,13 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       ctx.body = { error: (err as Error).message };
       return;
     }
+    const refused = refusedByDatabase(err);
+    if (refused) {
+      logger().info({ code: (err as { code?: string }).code, err: (err as Error).message }, 'database refused a value of the request');
+      ctx.status = 400;
+      ctx.body = refused;
+      return;
+    }
     if ((err as { code?: string }).code === '42P01') {
       // A table that does not exist yet: the hub runs on a database whose migrations are pending.
       ctx.status = 503;
@@ -46,4 +54,28 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     ctx.status = 500;
     ctx.body = { error: 'internal error', requestId: ctx.state.requestId };
   }
+}
+
+/**
+ * PostgreSQL errors that say a value of the request cannot be stored or compared, not that the hub
+ * failed: class 22 (data exception: invalid text 22P02, untranslatable character 22P05, character
+ * not in repertoire 22021, numeric out of range 22003, datetime 22007/22008, string too long 22001)
+ * and class 54 (program limit exceeded: an index row too large 54000, too complex 54001). They are
+ * the caller's 400 `{error, hint}`; the database's own text is not repeated (it may quote stored data).
+ */
+export function refusedByDatabase(err: unknown): { error: string; hint: string } | undefined {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code !== 'string' || !/^(22|54)[0-9A-Z]{3}$/.test(code) || !(err instanceof Error) || !('severity' in err)) return undefined;
+  const what: Record<string, string> = {
+    '22P02': 'a value is not valid for its type',
+    '22P05': 'a value holds a character the database cannot store',
+    '22021': 'a value holds a character the database cannot store',
+    '22003': 'a number is out of range',
+    '22007': 'a date or time is not valid',
+    '22008': 'a date or time is out of range',
+    '22001': 'a value is too long',
+    '54000': 'a value is too large to be stored or indexed',
+    '54001': 'a value is too complex',
+  };
+  return { error: `${what[code] ?? 'a value cannot be stored'} (database error ${code})`, hint: 'check the values sent: their types, ranges and characters' };
 }
