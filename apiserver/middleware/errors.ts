@@ -1,6 +1,7 @@
 import type { Context, Next } from 'koa';
 import { HubError } from '../../src/errors.js';
 import { logger } from '../../src/observability/logger.js';
+import { describeRefusal, refusedValueCode } from '../../src/validation/database-refusals.js';
 
 /**
  * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
@@ -56,26 +57,8 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
   }
 }
 
-/**
- * PostgreSQL errors that say a value of the request cannot be stored or compared, not that the hub
- * failed: class 22 (data exception: invalid text 22P02, untranslatable character 22P05, character
- * not in repertoire 22021, numeric out of range 22003, datetime 22007/22008, string too long 22001)
- * and class 54 (program limit exceeded: an index row too large 54000, too complex 54001). They are
- * the caller's 400 `{error, hint}`; the database's own text is not repeated (it may quote stored data).
- */
-export function refusedByDatabase(err: unknown): { error: string; hint: string } | undefined {
-  const code = (err as { code?: unknown }).code;
-  if (typeof code !== 'string' || !/^(22|54)[0-9A-Z]{3}$/.test(code) || !(err instanceof Error) || !('severity' in err)) return undefined;
-  const what: Record<string, string> = {
-    '22P02': 'a value is not valid for its type',
-    '22P05': 'a value holds a character the database cannot store',
-    '22021': 'a value holds a character the database cannot store',
-    '22003': 'a number is out of range',
-    '22007': 'a date or time is not valid',
-    '22008': 'a date or time is out of range',
-    '22001': 'a value is too long',
-    '54000': 'a value is too large to be stored or indexed',
-    '54001': 'a value is too complex',
-  };
-  return { error: `${what[code] ?? 'a value cannot be stored'} (database error ${code})`, hint: 'check the values sent: their types, ranges and characters' };
+/** A PostgreSQL refusal of a value (src/validation/database-refusals.ts) as the caller's 400 `{error, hint}`. */
+function refusedByDatabase(err: unknown): { error: string; hint: string } | undefined {
+  const code = refusedValueCode(err);
+  return code ? { error: describeRefusal(code), hint: 'check the values sent: their types, ranges and characters' } : undefined;
 }

@@ -11,6 +11,7 @@ import { joinField } from './schema-errors.js';
 export const MAX_JSON_DEPTH = 64;
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
 /** Why a text cannot be stored as PostgreSQL text or jsonb, or undefined when it can. */
 export function unstorableText(text: string): string | undefined {
@@ -92,4 +93,17 @@ export function depthOf(value: unknown, max = MAX_JSON_DEPTH): number {
     }
   }
   return deepest;
+}
+
+/**
+ * A copy of a document PostgreSQL can store: NUL characters and unpaired surrogates in keys and
+ * string values become U+FFFD. For keeping what could not be stored (dead letters), never for data.
+ */
+export function toStorable(value: unknown): unknown {
+  if (typeof value === 'string') return unstorableText(value) ? value.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATES, '\ufffd') : value;
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map(toStorable);
+  const out: Record<string, unknown> = {};
+  for (const [key, child] of Object.entries(value as Record<string, unknown>)) out[toStorable(key) as string] = toStorable(child);
+  return out;
 }
