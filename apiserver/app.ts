@@ -38,6 +38,14 @@ export interface ApiOptions {
 }
 
 /**
+ * The route table the router mounts: the API's declarations (or `options.routes`), the extras, and
+ * the console's own (/q/openapi, /q/swagger-ui). The route fuzzer (test/fuzz) drives this same list.
+ */
+export function routeTable(options: Pick<ApiOptions, 'routes' | 'extraRoutes'>, document: () => Record<string, unknown>): RouteDecl[] {
+  return [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? []), ...consoleRoutes(document)];
+}
+
+/**
  * The Koa application. Middleware, top to bottom: request id + trace span, access log, the error
  * mapper, body parsing, the routes (each with its gate and validation).
  */
@@ -70,7 +78,7 @@ export function createApi(services: HubServices, options: ApiOptions): Koa {
       },
     }),
   );
-  const router = mountRoutes([...routes, ...consoleRoutes(documentOnce)], services);
+  const router = mountRoutes(routeTable(options, documentOnce), services);
   app.use(router.routes());
   app.use(router.allowedMethods());
   app.use(async (ctx) => {
