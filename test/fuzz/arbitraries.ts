@@ -313,3 +313,36 @@ export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
     return out;
   });
 }
+
+/** What a fuzzed bearer token says (minted by the test issuer): roles, tenant, identity, and how it is signed. */
+export interface TokenSpec {
+  claims: Record<string, unknown>;
+  subject: string;
+  expiresIn: number;
+  rogue: boolean;
+}
+
+const ROLE_NAMES = ['svc_user', 'svc_admin', 'svc_integrator', 'svc_superadmin'];
+
+export const tokenArbitrary: fc.Arbitrary<TokenSpec> = fc
+  .record({
+    roles: fc.oneof({ weight: 6, arbitrary: fc.subarray(ROLE_NAMES) }, { weight: 1, arbitrary: junkJson }),
+    tenant: fc.oneof({ weight: 6, arbitrary: fc.constantFrom(1, '1', 2) }, { weight: 1, arbitrary: fc.constantFrom(0, -1, 1.5, '99999999999999999999', 2 ** 63, null, [1], {}, 'abc', '') }, { weight: 1, arbitrary: nastyString }),
+    acting: rarely(fc.oneof(fc.constantFrom(1, 2, 0, 9999999999, '1', [2]), nastyString), 8),
+    userId: rarely(fc.oneof(fc.constantFrom(1, 2, 0, -1, '7', 2 ** 60, 'x'), nastyString), 6),
+    name: rarely(nastyString, 4),
+    email: rarely(fc.oneof(fc.emailAddress(), nastyString), 4),
+    login: rarely(nastyString, 4),
+    subject: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('fuzz-1', 'fuzz-2') }, { weight: 1, arbitrary: nastyString.filter((s) => s !== '') }),
+    expired: rarely(fc.constant(true), 8).map((e) => e === true),
+    rogue: rarely(fc.constant(true), 10),
+  })
+  .map((t) => {
+    const claims: Record<string, unknown> = { realm_access: { roles: t.roles }, tenant_id: t.tenant };
+    if (t.acting !== undefined) claims.acting_as_tenant = t.acting;
+    if (t.userId !== undefined) claims.user_id = t.userId;
+    if (t.name !== undefined) claims.name = t.name;
+    if (t.email !== undefined) claims.email = t.email;
+    if (t.login !== undefined) claims.preferred_username = t.login;
+    return { claims, subject: t.subject, expiresIn: t.expired ? -60 : 300, rogue: t.rogue === true };
+  });

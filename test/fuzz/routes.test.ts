@@ -6,7 +6,8 @@ import type pg from 'pg';
 import { routeTable } from '../../apiserver/app.js';
 import { ownerClient } from '../../apiserver/admin-test-client.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
-import { type FuzzRequest, requestArbitrary } from './arbitraries.js';
+import { startIssuer, type TestIssuer } from '../harness/tokens.js';
+import { type FuzzRequest, requestArbitrary, tokenArbitrary } from './arbitraries.js';
 import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
 
 /**
@@ -26,9 +27,13 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const routes = routeTable({}, () => ({}));
 
 let hub: TestHub;
+/** The same database behind an OIDC issuer: tokens with generated claims instead of the dev bypass. */
+let oidcHub: TestHub;
+let issuer: TestIssuer;
 let owner: pg.Client;
 let guard: LoopbackGuard;
 let port: number;
+let oidcPort: number;
 const agent = new Agent({ keepAlive: true, maxSockets: 4 });
 const crashes: unknown[] = [];
 const statuses = new Map<string, number>();
@@ -40,6 +45,9 @@ beforeAll(async () => {
   process.on('unhandledRejection', onCrash);
   hub = await startTestHub({ 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms' });
   port = Number(new URL(hub.url).port);
+  issuer = await startIssuer();
+  oidcHub = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.datasource.url': hub.ownerUrl });
+  oidcPort = Number(new URL(oidcHub.url).port);
   owner = await ownerClient(hub.ownerUrl);
   await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other') on conflict do nothing`);
   await owner.query(`select setval(pg_get_serial_sequence('core.tenants', 'id'), (select max(id) from core.tenants))`);
@@ -57,13 +65,21 @@ beforeAll(async () => {
 afterAll(async () => {
   agent.destroy();
   await owner?.end();
+  await oidcHub?.stop();
   await hub?.stop();
+  await issuer?.close();
   process.off('uncaughtException', onCrash);
   process.off('unhandledRejection', onCrash);
   guard?.restore();
   // SVC_FUZZ_TRACE=<file>: how often each route answered each status (is the fuzzer getting past validation?).
   if (process.env.SVC_FUZZ_TRACE) writeFileSync(process.env.SVC_FUZZ_TRACE, [...statuses].map(([k, n]) => `${k}: ${n}`).join('\n'));
 });
+
+function trace(route: string, answer: Answer): void {
+  if (!process.env.SVC_FUZZ_TRACE) return;
+  const key = `${route} ${answer.status} ${answer.body.slice(0, 50)}`;
+  statuses.set(key, (statuses.get(key) ?? 0) + 1);
+}
 
 async function seed(method: string, path: string, type: string, body: unknown): Promise<number> {
   return (await send({ method, path, headers: { 'X-Tenant-ID': '1', 'Content-Type': type }, body: Buffer.from(JSON.stringify(body)) })).status;
@@ -75,11 +91,11 @@ interface Answer {
 }
 
 /** One request; an event stream is read only until its headers arrive, then dropped. */
-function send(req: FuzzRequest): Promise<Answer> {
+function send(req: FuzzRequest, to = port): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { ...req.headers };
     if (req.body) headers['Content-Length'] = req.body.length;
-    const r = request({ host: '127.0.0.1', port, method: req.method, path: req.path, headers, agent, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }, (res) => {
+    const r = request({ host: '127.0.0.1', port: to, method: req.method, path: req.path, headers, agent, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }, (res) => {
       const status = res.statusCode ?? 0;
       if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
         res.destroy();
@@ -112,10 +128,7 @@ describe('every declared route, fuzzed', () => {
         // A fuzzed request may have deactivated a tenant the others act as: each starts with both active.
         if ((await owner.query(`update core.tenants set active = true where id in (1, 2) and not active`)).rowCount) hub.services.directory.invalidate();
         const answer = await send(req);
-        if (process.env.SVC_FUZZ_TRACE) {
-          const key = `${decl.method} ${decl.path} ${answer.status} ${answer.body.replace(/"[^"]*"$/, '').slice(0, 50)}`;
-          statuses.set(key, (statuses.get(key) ?? 0) + 1);
-        }
+        trace(`${decl.method} ${decl.path}`, answer);
         if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
           throw new Error(`${answer.status} ${answer.body} for ${describeRequest(req)}`);
         }
@@ -124,9 +137,28 @@ describe('every declared route, fuzzed', () => {
     );
   }, 120_000);
 
-  it('leaves the hub alive, with no crash and no connection off loopback', async () => {
-    const live = await send({ method: 'GET', path: '/q/health/live', headers: {} });
-    expect(live.status).toBe(200);
+  it.each(routes.map((r) => [`${r.method} ${r.path}`, r] as const))('%s with a bearer token of generated claims: never a 500', async (_name, decl) => {
+    await fc.assert(
+      fc.asyncProperty(requestArbitrary(decl), tokenArbitrary, async (req, token) => {
+        if ((await owner.query(`update core.tenants set active = true where id in (1, 2) and not active`)).rowCount) {
+          hub.services.directory.invalidate();
+          oidcHub.services.directory.invalidate();
+        }
+        const jwt = await issuer.mint(token.claims, { subject: token.subject, expiresIn: token.expiresIn, rogue: token.rogue });
+        const headers = { ...req.headers, Authorization: `Bearer ${jwt}` };
+        const answer = await send({ ...req, headers }, oidcPort);
+        trace(`oidc ${decl.method} ${decl.path}`, answer);
+        if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
+          throw new Error(`${answer.status} ${answer.body} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
+        }
+      }),
+      { numRuns: Math.max(2, Math.ceil(RUNS / 3)), seed: SEED, endOnFailure: true },
+    );
+  }, 120_000);
+
+  it('leaves the hubs alive, with no crash', async () => {
+    expect((await send({ method: 'GET', path: '/q/health/live', headers: {} })).status).toBe(200);
+    expect((await send({ method: 'GET', path: '/q/health/live', headers: {} }, oidcPort)).status).toBe(200);
     expect(crashes).toEqual([]);
   });
 });
