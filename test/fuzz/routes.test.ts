@@ -16,11 +16,12 @@ import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
  * No request may get a 500 (or hang, or crash the process), and the hub must still answer
  * /q/health/live at the end. A route joins by being declared: the table is the router's own.
  *
- * SVC_FUZZ_RUNS sets the requests per route (default 12, about half a minute for the whole table);
+ * SVC_FUZZ_RUNS sets the requests per route (default 30, a third of that again with tokens: about
+ * 20 s for the whole table);
  * SVC_FUZZ_SEED replays a run. Outbound connections are kept on loopback (loopback-only.ts).
  */
 
-const RUNS = Number(process.env.SVC_FUZZ_RUNS ?? 12);
+const RUNS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
 const SEED = process.env.SVC_FUZZ_SEED === undefined ? undefined : Number(process.env.SVC_FUZZ_SEED);
 const REQUEST_TIMEOUT_MS = 10_000;
 
