@@ -79,7 +79,7 @@ function refuseUnstorableHeaders(ctx: Context): void {
 /** A NUL (or half a surrogate pair) anywhere in a request part: 400 naming the field (`body.spec.name`). */
 function refuseUnstorable(value: unknown, root: string): void {
   const found = findUnstorableText(value, root);
-  if (found) throw new ValidationError(`${found.field} ${found.reason}`, found.field, 'PostgreSQL stores no NUL character; remove it or encode it');
+  if (found) throw new ValidationError(`${found.field} ${found.reason}`, found.field, 'text may hold neither NUL characters nor unpaired UTF-16 surrogates (the database cannot store them)');
 }
 
 const JSON_TYPES = ['application/json', 'application/*+json'];
