@@ -38,6 +38,14 @@ export interface ApiOptions {
 }
 
 /**
+ * The route table the router mounts: the API's declarations (or `options.routes`), the extras, and
+ * the console's own (/q/openapi, /q/swagger-ui). The route fuzzer (test/fuzz) drives this same list.
+ */
+export function routeTable(options: Pick<ApiOptions, 'routes' | 'extraRoutes'>, document: () => Record<string, unknown>): RouteDecl[] {
+  return [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? []), ...consoleRoutes(document)];
+}
+
+/**
  * The Koa application. Middleware, top to bottom: request id + trace span, access log, the error
  * mapper, body parsing, the routes (each with its gate and validation).
  */
@@ -56,20 +64,21 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   app.use(errorMapper);
   app.use(
     koaBody({
-      json: true,
+      // JSON arrives as text and is parsed by the router, which caps its nesting as it reads it.
+      json: false,
       text: true,
       urlencoded: false,
       multipart: false,
       jsonLimit: limit,
       textLimit: limit,
-      textTypes: ['text/*', 'application/yaml', 'application/x-yaml'],
+      textTypes: ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'],
       parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
       onError: (err, ctx) => {
         ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? 'body too large' : `body is not valid: ${err.message}`);
       },
     }),
   );
-  const router = mountRoutes([...routes, ...consoleRoutes(documentOnce)], services);
+  const router = mountRoutes(routeTable(options, documentOnce), services);
   app.use(router.routes());
   app.use(router.allowedMethods());
   app.use(async (ctx) => {

@@ -7,6 +7,7 @@ import { audited, recordCall } from './middleware/audit.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
+import { depthOf, findUnstorableText, jsonTextTooDeep, MAX_JSON_DEPTH, unstorableText } from '../src/validation/input-limits.js';
 import { validate } from './validation.js';
 
 const PLATFORM = '/api/platform/';
@@ -27,7 +28,10 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
     router.register(koaPath(decl.path), [decl.method], async (ctx: Context) => {
       ctx.state.routePath = decl.path;
       try {
+        refuseUnstorableHeaders(ctx);
         const principal = await gate(ctx, decl, services);
+        refuseUnstorable({ ...ctx.params }, 'path');
+        refuseUnstorable({ ...ctx.query }, 'query');
         const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
         const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : { ...ctx.query };
         const body = decl.body ? validate(decl.body, parseBody(ctx, decl), 'body') : undefined;
@@ -59,18 +63,60 @@ async function gate(ctx: Context, decl: RouteDecl, services: AreaServices) {
   return principal;
 }
 
+/** The request headers the hub reads; none may carry text PostgreSQL cannot store. */
+const READ_HEADERS = ['authorization', 'x-tenant-id', 'x-impersonate-tenant', 'x-user-id', 'last-event-id', 'x-request-id'];
+
+function refuseUnstorableHeaders(ctx: Context): void {
+  for (const name of READ_HEADERS) {
+    const value = ctx.headers[name];
+    for (const text of ([] as string[]).concat(value ?? [])) {
+      const reason = unstorableText(text);
+      if (reason) throw new ValidationError(`header ${name} ${reason}`, name);
+    }
+  }
+}
+
+/** A NUL (or half a surrogate pair) anywhere in a request part: 400 naming the field (`body.spec.name`). */
+function refuseUnstorable(value: unknown, root: string): void {
+  const found = findUnstorableText(value, root);
+  if (found) throw new ValidationError(`${found.field} ${found.reason}`, found.field, 'text may hold neither NUL characters nor unpaired UTF-16 surrogates (the database cannot store them)');
+}
+
+const JSON_TYPES = ['application/json', 'application/*+json'];
+const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml'];
+const tooDeep = () => new ValidationError(`body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, 'body', `at most ${MAX_JSON_DEPTH} levels of nesting are accepted`);
+
+/**
+ * The body in the declared media types: JSON and YAML parsed here (the body parser hands over text),
+ * with the nesting cap checked as they are read and unstorable text refused, naming its field.
+ */
 function parseBody(ctx: Context, decl: RouteDecl): unknown {
   const raw = (ctx.request as { body?: unknown }).body;
   const types = decl.bodyTypes ?? ['application/json'];
-  if (ctx.is('application/yaml', 'application/x-yaml', 'text/yaml') && types.some((t) => t.includes('yaml'))) {
+  let value: unknown;
+  if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     try {
-      return parseYaml(String(raw ?? ''));
+      value = parseYaml(String(raw ?? ''));
     } catch (err) {
+      if (err instanceof RangeError) throw tooDeep();
       throw new ValidationError(`body is not valid YAML: ${(err as Error).message}`);
     }
-  }
-  if (ctx.request.length && !ctx.is(...types)) {
+    if (depthOf(value) > MAX_JSON_DEPTH) throw tooDeep();
+  } else if (ctx.request.length && !ctx.is(...types)) {
     throw new ValidationError(`body must be ${types.join(' or ')}`, undefined, `send Content-Type: ${types[0]}`);
+  } else if (ctx.is(...JSON_TYPES) && typeof raw === 'string') {
+    if (raw.trim() === '') value = {};
+    else {
+      if (jsonTextTooDeep(raw)) throw tooDeep();
+      try {
+        value = JSON.parse(raw);
+      } catch (err) {
+        throw new ValidationError(`body is not valid JSON: ${(err as Error).message}`, 'body');
+      }
+    }
+  } else {
+    value = raw ?? {};
   }
-  return raw ?? {};
+  refuseUnstorable(value, 'body');
+  return value;
 }

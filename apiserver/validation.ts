@@ -1,13 +1,15 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { ValidationError } from '../src/errors.js';
+import { schemaIssue } from '../src/validation/schema-errors.js';
 import type { JsonSchema } from './route.js';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under ESM.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv2020) => void;
 
-const strict = new Ajv2020({ allErrors: false, strict: false });
-const coercing = new Ajv2020({ allErrors: false, strict: false, coerceTypes: true, useDefaults: true });
+// verbose: the error carries the value (`got "x"` in enum messages) and its sub-schema.
+const strict = new Ajv2020({ allErrors: false, strict: false, verbose: true });
+const coercing = new Ajv2020({ allErrors: false, strict: false, verbose: true, coerceTypes: true, useDefaults: true });
 addFormats(strict);
 addFormats(coercing);
 
@@ -24,23 +26,8 @@ export function validate(schema: JsonSchema, value: unknown, part: 'params' | 'q
     cache.set(schema, check);
   }
   if (check(value)) return value;
-  throw toValidationError(check.errors?.[0], part);
-}
-
-function toValidationError(error: ErrorObject | undefined, part: string): ValidationError {
-  if (!error) return new ValidationError(`invalid ${part}`);
-  const path = error.instancePath
-    .split('/')
-    .slice(1)
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-  if (error.keyword === 'required') path.push(String((error.params as { missingProperty: string }).missingProperty));
-  if (error.keyword === 'additionalProperties') path.push(String((error.params as { additionalProperty: string }).additionalProperty));
-  const field = path.reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
-  const message =
-    error.keyword === 'required'
-      ? `${field} is required`
-      : error.keyword === 'additionalProperties'
-        ? `${field} is not a known field`
-        : `${field || part} ${error.message ?? 'is invalid'}`;
-  return new ValidationError(message, field || undefined);
+  const error = check.errors?.[0];
+  if (!error) throw new ValidationError(`invalid ${part}`);
+  const issue = schemaIssue(error, { root: part });
+  throw new ValidationError(issue.message, issue.field || undefined);
 }

@@ -1,11 +1,13 @@
 import type { Context, Next } from 'koa';
 import { HubError } from '../../src/errors.js';
 import { logger } from '../../src/observability/logger.js';
+import { describeRefusal, refusedValueCode } from '../../src/validation/database-refusals.js';
 
 /**
  * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
  * render themselves; Koa's own HTTP errors (malformed JSON, body too large) keep their status with
- * a JSON message; anything else is a 500 with no detail (the stack goes to the log, never the client).
+ * a JSON message; PostgreSQL's refusals of a value (classes 22 and 54) are a 400; anything else is
+ * a 500 with no detail (the stack goes to the log, never the client).
  */
 export async function errorMapper(ctx: Context, next: Next): Promise<void> {
   try {
@@ -36,6 +38,13 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       ctx.body = { error: (err as Error).message };
       return;
     }
+    const refused = refusedByDatabase(err);
+    if (refused) {
+      logger().info({ code: (err as { code?: string }).code, err: (err as Error).message }, 'database refused a value of the request');
+      ctx.status = 400;
+      ctx.body = refused;
+      return;
+    }
     if ((err as { code?: string }).code === '42P01') {
       // A table that does not exist yet: the hub runs on a database whose migrations are pending.
       ctx.status = 503;
@@ -46,4 +55,10 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     ctx.status = 500;
     ctx.body = { error: 'internal error', requestId: ctx.state.requestId };
   }
+}
+
+/** A PostgreSQL refusal of a value (src/validation/database-refusals.ts) as the caller's 400 `{error, hint}`. */
+function refusedByDatabase(err: unknown): { error: string; hint: string } | undefined {
+  const code = refusedValueCode(err);
+  return code ? { error: describeRefusal(code), hint: 'check the values sent: their types, ranges and characters' } : undefined;
 }

@@ -1,6 +1,7 @@
 import type { JWTPayload } from 'jose';
 import { AuthenticationRequired, ForbiddenWithReason, ValidationError } from '../errors.js';
 import { logger } from '../observability/logger.js';
+import { findUnstorableText } from '../validation/input-limits.js';
 import type { Directory } from './directory.js';
 import { ROLES, type Principal } from './principal.js';
 import { TokenRejected, type TokenVerifier } from './verifier.js';
@@ -42,6 +43,9 @@ export class Authenticator {
   }
 
   private async tokenPrincipal(claims: JWTPayload, platformPath: boolean): Promise<Principal> {
+    // A signed token is still input: a claim PostgreSQL cannot store is the caller's 400, naming it.
+    const unstorable = findUnstorableText(claims, 'token');
+    if (unstorable) throw new ValidationError(`token claim ${unstorable.field.slice('token.'.length)} ${unstorable.reason}`, unstorable.field);
     const roles = new Set(realmRoles(claims));
     const homeTenantId = claimedId(claims[this.options.tenantClaim]);
     if (homeTenantId === null) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);

@@ -12,6 +12,8 @@ import type { ExtSchema } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
 import { upsertChanged, upsertChunk } from './target/writer.js';
+import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
+import { findUnstorableText, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** What the runner needs from the HTTP engine: the pages of one endpoint. */
@@ -256,29 +258,55 @@ export class ConnectorRunner {
   private async writeChunk(tx: Tx, tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, items: unknown[], emitsRowChanges: boolean) {
     const prepared: PreparedRow[] = items.map((item) => prepareRow(item, endpoint.target));
     const ids = { tenantId, connectorId: connector.id, endpointUuid: endpoint.uuid };
-    let out: number;
-    if (emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'))) {
-      // Inside the ingestion transaction: the events exist exactly when the rows do.
-      const result = await upsertChanged(tx, endpoint.target, prepared, ids);
-      out = result.written;
-      for (const change of result.changed) {
-        await this.o.events.emit(tx, 'data.row.changed', { entity: endpoint.target.table, entity_key: change.externalId, op: change.op, run_id: run.id });
+    const losses: DeadLetterInput[] = [];
+    const storable: PreparedRow[] = [];
+    for (const row of prepared) {
+      if (row.externalId === undefined) {
+        losses.push({
+          skipReason: 'missing_key',
+          errorMessage: `unique_key ${endpoint.target.unique_key} resolves to nothing; the row cannot be stored`,
+          payload: row.data,
+          skipDetail: { unique_key: endpoint.target.unique_key, table: endpoint.target.table },
+        });
+        continue;
       }
-    } else {
-      out = await upsertChunk(tx, endpoint.target, prepared, ids);
+      const why = unstorableRow(row);
+      if (why) losses.push(unstorable(endpoint, row, why));
+      else storable.push(row);
     }
-    const losses: DeadLetterInput[] = prepared
-      .filter((r) => r.externalId === undefined)
-      .map((r) => ({
-        skipReason: 'missing_key',
-        errorMessage: `unique_key ${endpoint.target.unique_key} resolves to nothing; the row cannot be stored`,
-        payload: r.data,
-        skipDetail: { unique_key: endpoint.target.unique_key, table: endpoint.target.table },
-      }));
+    const changes = emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'));
+    const stored = await this.store(tx, endpoint, storable, ids, changes);
+    for (const { row, message } of stored.refused) losses.push(unstorable(endpoint, row, message));
+    // Inside the ingestion transaction: the events exist exactly when the rows do.
+    for (const change of stored.changed) {
+      await this.o.events.emit(tx, 'data.row.changed', { entity: endpoint.target.table, entity_key: change.externalId, op: change.op, run_id: run.id });
+    }
     await insertDeadLetters(tx, { runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
-    if (losses.length) deadLettersTotal().inc({ reason: 'missing_key' }, losses.length);
-    await this.o.indexer.rowsWritten(tx, { ...ids, table: endpoint.target.table, scopes: connector.scopes, rows: prepared.filter((r) => r.externalId !== undefined) });
-    return addChunk(tx, run.id, { in: items.length, out, skipped: losses.length, deadLetters: losses.length });
+    for (const reason of new Set(losses.map((l) => l.skipReason))) deadLettersTotal().inc({ reason }, losses.filter((l) => l.skipReason === reason).length);
+    await this.o.indexer.rowsWritten(tx, { ...ids, table: endpoint.target.table, scopes: connector.scopes, rows: stored.rows });
+    return addChunk(tx, run.id, { in: items.length, out: stored.written, skipped: losses.length, deadLetters: losses.length });
+  }
+
+  /**
+   * Upserts the rows as one statement; when PostgreSQL refuses a value in it (a datetime or number
+   * out of range for its column, a key too long to index), the chunk is written again row by row,
+   * each under a savepoint, and the rows it refuses come back to be dead-lettered.
+   */
+  private async store(tx: Tx, endpoint: EndpointSpec, rows: PreparedRow[], ids: { tenantId: number; connectorId: string; endpointUuid: string }, changes: boolean) {
+    const write = async (batch: PreparedRow[]) =>
+      changes ? upsertChanged(tx, endpoint.target, batch, ids) : { written: await upsertChunk(tx, endpoint.target, batch, ids), changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }> };
+    const whole = await underSavepoint(tx, () => write(rows));
+    if (whole.ok) return { ...whole.value, rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
+    const result = { written: 0, changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }>, rows: [] as PreparedRow[], refused: [] as Array<{ row: PreparedRow; message: string }> };
+    for (const row of rows) {
+      const one = await underSavepoint(tx, () => write([row]));
+      if (one.ok) {
+        result.written += one.value.written;
+        result.changed.push(...one.value.changed);
+        result.rows.push(row);
+      } else result.refused.push({ row, message: describeRefusal(one.code) });
+    }
+    return result;
   }
 
   private async emitEnd(tx: Tx, run: RunRecord, endpoint: EndpointSpec, durationMs: number, written: number, outcome: { status: RunStatus; error?: EngineFailure }) {
@@ -305,6 +333,46 @@ export class ConnectorRunner {
         await this.o.events.emit(tx, 'connector.run.failed', { run_id: run.id, error_message: outcome.error?.message ?? 'failed', retryable: outcome.error?.retryable ?? false });
     }
   }
+}
+
+/**
+ * Runs `fn` under a savepoint: its result, or the code of a PostgreSQL refusal of a value (the
+ * transaction goes on as it was before `fn`). Any other error is thrown.
+ */
+async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false; code: string }> {
+  await tx.query('savepoint row_write');
+  try {
+    const value = await fn();
+    await tx.query('release savepoint row_write');
+    return { ok: true, value };
+  } catch (err) {
+    const code = refusedValueCode(err);
+    if (!code) throw err;
+    await tx.query('rollback to savepoint row_write');
+    return { ok: false, code };
+  }
+}
+
+/** Why a prepared row cannot be stored as it is (text PostgreSQL refuses), or undefined. */
+function unstorableRow(row: PreparedRow): string | undefined {
+  const key = unstorableText(row.externalId ?? '');
+  if (key) return `its key ${key}`;
+  const found = findUnstorableText(row.data, '$', Number.POSITIVE_INFINITY);
+  if (found) return `${found.field} ${found.reason}`;
+  for (const [column, value] of Object.entries(row.promoted)) {
+    const why = value === null ? undefined : unstorableText(value);
+    if (why) return `promoted column ${column} ${why}`;
+  }
+  return undefined;
+}
+
+function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): DeadLetterInput {
+  return {
+    skipReason: 'unstorable',
+    errorMessage: `the row cannot be stored: ${why}`,
+    payload: row.data,
+    skipDetail: { table: endpoint.target.table, external_id: row.externalId ?? null },
+  };
 }
 
 /** The running maximum of watermark values: numbers numerically, anything else as text. */

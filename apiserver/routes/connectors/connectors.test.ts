@@ -273,7 +273,7 @@ describe('POST /api/connectors/apply', () => {
     expect(bad.body).toEqual({ error: expect.stringMatching(/^body is not valid YAML: /) });
     const scalar = await call('POST', '/api/connectors/apply', { body: 'just text' });
     expect(scalar.status).toBe(400);
-    expect(scalar.body).toEqual({ error: 'body must be object' });
+    expect(scalar.body).toEqual({ error: 'body must be an object' });
     const form = await call('POST', '/api/connectors/apply', { body: 'a=b', type: 'application/x-www-form-urlencoded' });
     expect(form.status).toBe(400);
   });

@@ -37,7 +37,10 @@ export const eventStreamRoutes: RouteDecl[] = [
       const tenantId = callerTenant(principal);
       const topics = ([] as string[]).concat(query.topic ?? []).filter((t) => t.trim() !== '');
       const resume = ctx.get('Last-Event-ID') || query.lastEventId || '';
-      if (resume && !/^\d+$/.test(resume)) throw new ValidationError('Last-Event-ID must be an event id', 'Last-Event-ID');
+      // An event id is a positive bigint the hub hands out as a safe integer: anything else is a 400.
+      if (resume && (!/^\d{1,16}$/.test(resume) || !Number.isSafeInteger(Number(resume)))) {
+        throw new ValidationError('Last-Event-ID must be an event id (a whole number from 0 to 9007199254740991)', ctx.get('Last-Event-ID') ? 'Last-Event-ID' : 'lastEventId');
+      }
       const maxBuffer = services.config.int('svc.events.stream.max-buffer');
       const out = new PassThrough();
       let heartbeat: NodeJS.Timeout | undefined;

@@ -134,7 +134,7 @@ describe('errors', () => {
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ error: 'name is required', field: 'name' });
     res = await post({ name: 'x', items: [{ n: 1 }, { n: 'two' }] });
-    expect(await res.json()).toEqual({ error: 'items[1].n must be integer', field: 'items[1].n' });
+    expect(await res.json()).toEqual({ error: 'items[1].n must be an integer', field: 'items[1].n' });
     res = await post({ name: 'x', colour: 'red' });
     expect(await res.json()).toEqual({ error: 'colour is not a known field', field: 'colour' });
     res = await post({ name: 'x' }, '?limit=500');

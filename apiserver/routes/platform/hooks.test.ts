@@ -162,7 +162,7 @@ describe('with declared hooks', () => {
   it('bad queries are 400s naming the field; an unknown hook is a 404', async () => {
     const bad = await call('POST', '/api/platform/hooks/welcome/toggle?enabled=maybe');
     expect(bad.status).toBe(400);
-    expect(bad.json()).toEqual({ error: 'enabled must be boolean', field: 'enabled' });
+    expect(bad.json()).toEqual({ error: 'enabled must be a boolean', field: 'enabled' });
     const tenant = await call('POST', '/api/platform/hooks/welcome/toggle?tenantId=abc');
     expect(tenant.status).toBe(400);
     expect((tenant.json() as { field: string }).field).toBe('tenantId');

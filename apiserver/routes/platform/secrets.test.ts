@@ -174,9 +174,9 @@ describe('create, read, rotate, delete', () => {
   it.each([
     [{ value: 'v' }, { error: 'name is required', field: 'name' }],
     [{ name: 'n' }, { error: 'value is required', field: 'value' }],
-    [{ name: 'n', value: '' }, { error: 'value must NOT have fewer than 1 characters', field: 'value' }],
-    [{ name: 'n', value: 42 }, { error: 'value must be string', field: 'value' }],
-    [{ name: 'secret:n', value: 'v' }, { error: 'name must match pattern "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"', field: 'name' }],
+    [{ name: 'n', value: '' }, { error: 'value must not be empty', field: 'value' }],
+    [{ name: 'n', value: 42 }, { error: 'value must be a string', field: 'value' }],
+    [{ name: 'secret:n', value: 'v' }, { error: 'name must match the pattern ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$', field: 'name' }],
     [{ name: 'n', value: 'v', values: 'typo' }, { error: 'values is not a known field', field: 'values' }],
   ])('POST %j: 400 %j', async (body, expected) => {
     const res = await call('POST', '/api/platform/secrets', { body });

@@ -3,6 +3,8 @@ import { CronExpressionParser } from 'cron-parser';
 import { parseWindow } from '../schedule.js';
 import { promoteColumnName } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
+import { type Issue, schemaIssue } from '../../validation/schema-errors.js';
+import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../../validation/input-limits.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
 import { connectorManifestSchema, messages, PAGINATION_KINDS, SPEC_KEYS, STRATEGIES } from './schema.js';
 
@@ -13,10 +15,7 @@ import { connectorManifestSchema, messages, PAGINATION_KINDS, SPEC_KEYS, STRATEG
  * Pure: no database; endpoint UUIDs, the connector id and the tenant are the store's business.
  */
 
-export interface Issue {
-  field: string;
-  message: string;
-}
+export type { Issue };
 
 /** The exact refusal texts of spec 3 (and ours where it asks for "a clear text"). */
 export const REFUSALS = {
@@ -79,6 +78,14 @@ export function checkManifest(input: unknown): ManifestCheck {
     return { errors: errors.list, warnings };
   }
 
+  // The same limits as every HTTP body: what the validator accepts, apply accepts.
+  if (depthOf(input) > MAX_JSON_DEPTH) {
+    errors.add('', `a manifest may nest objects and arrays at most ${MAX_JSON_DEPTH} levels deep`);
+    return { errors: errors.list, warnings };
+  }
+  const unstorable = findUnstorableText(input, '');
+  if (unstorable) errors.add(unstorable.field, `${unstorable.field || 'manifest'} ${unstorable.reason}`);
+
   refusalsBeforeSchema(input, errors);
   const check = schemaCheck();
   if (!check(input)) for (const e of check.errors ?? []) errors.add(...translate(e));
@@ -107,54 +114,20 @@ function refusalsBeforeSchema(input: Json, errors: Issues): void {
   if (isObject(spec.auth) && Object.hasOwn(spec.auth, 'password')) errors.add('spec.auth.password', REFUSALS.basicPassword);
 }
 
-function fieldOf(instancePath: string): string {
-  return instancePath
-    .split('/')
-    .slice(1)
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
-    .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
-}
-
-const join = (parent: string, key: string) => (parent ? `${parent}.${key}` : key);
 const quoted = (v: unknown) => JSON.stringify(v);
 
+/** The manifest's own wording for some schema errors; the rest is the shared translator's. */
+function refine(e: ErrorObject, at: string): string | undefined {
+  if (e.keyword !== 'enum') return undefined;
+  const allowed = ((e.params as { allowedValues: unknown[] }).allowedValues ?? []).map(String);
+  if (at.endsWith('.transform')) return `unknown transform ${quoted(e.data)} at ${at}; one of ${allowed.join(', ')}`;
+  if (/pagination\.kind$/.test(at)) return `${at} must be a strategy (${STRATEGIES.join(', ')}) or a preset (${PRESET_NAMES.join(', ')}); got ${quoted(e.data)}`;
+  return undefined;
+}
+
 function translate(e: ErrorObject): [string, string] {
-  const at = fieldOf(e.instancePath);
-  const params = e.params as Record<string, unknown>;
-  switch (e.keyword) {
-    case 'required': {
-      const field = join(at, String(params.missingProperty));
-      return [field, `${field} is required`];
-    }
-    case 'additionalProperties': {
-      const field = join(at, String(params.additionalProperty));
-      return [field, `${field} is not a known field`];
-    }
-    case 'type': {
-      const type = String(params.type);
-      return [at, `${at} must be ${/^[aeiou]/.test(type) ? 'an' : 'a'} ${type}`];
-    }
-    case 'enum': {
-      const allowed = (params.allowedValues as unknown[]).map(String);
-      if (at.endsWith('.transform')) return [at, `unknown transform ${quoted(e.data)} at ${at}; one of ${allowed.join(', ')}`];
-      if (/pagination\.kind$/.test(at)) {
-        return [at, `${at} must be a strategy (${STRATEGIES.join(', ')}) or a preset (${PRESET_NAMES.join(', ')}); got ${quoted(e.data)}`];
-      }
-      return [at, allowed.length === 1 ? `${at} must be ${allowed[0]}` : `${at} must be one of ${allowed.join(', ')}; got ${quoted(e.data)}`];
-    }
-    case 'pattern':
-      return [at, `${at} ${messages.get(e.parentSchema as object) ?? 'does not have the expected form'}`];
-    case 'minLength':
-      return [at, Number(params.limit) === 1 ? `${at} must not be empty` : `${at} must be at least ${params.limit} characters`];
-    case 'maxLength':
-      return [at, `${at} must be at most ${params.limit} characters`];
-    case 'minimum':
-      return [at, `${at} must be at least ${params.limit}`];
-    case 'maximum':
-      return [at, `${at} must be at most ${params.limit}`];
-    default:
-      return [at, `${at || 'manifest'} ${e.message ?? 'is invalid'}`];
-  }
+  const issue = schemaIssue(e, { root: 'manifest', patternMessages: messages, refine });
+  return [issue.field, issue.message];
 }
 
 // ---------------------------------------------------------------------------------------------

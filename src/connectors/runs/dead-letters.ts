@@ -1,5 +1,6 @@
 import type { Tx } from '../../db/database.js';
 import { NotFoundError } from '../../errors.js';
+import { toStorable } from '../../validation/input-limits.js';
 
 export interface DeadLetterInput {
   skipReason: string;
@@ -38,7 +39,8 @@ export async function insertDeadLetters(tx: Tx, ids: { runId: string; connectorI
       ids.runId,
       ids.connectorId,
       ids.endpointUuid,
-      JSON.stringify(entries.map((e) => ({ skip_reason: e.skipReason, error_message: e.errorMessage, payload: e.payload, skip_detail: e.skipDetail ?? null }))),
+      // What could not be stored is kept with its unstorable characters replaced (U+FFFD).
+      JSON.stringify(entries.map((e) => toStorable({ skip_reason: e.skipReason, error_message: e.errorMessage, payload: e.payload, skip_detail: e.skipDetail ?? null }))),
     ],
   );
 }

@@ -1,0 +1,163 @@
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { stringify } from 'yaml';
+import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
+import { route } from './route.js';
+
+/**
+ * No input gives a 500: a NUL (or half a surrogate pair) anywhere in a body, path, query, header or
+ * token claim is a 400 naming the field; bodies nest at most 64 levels (JSON and YAML, and the
+ * manifest validator agrees); PostgreSQL's refusals of a value are a 400; Last-Event-ID is a 400
+ * beyond the ids the hub hands out.
+ */
+
+let hub: TestHub;
+let oidcHub: TestHub;
+let issuer: TestIssuer;
+const H = { 'X-Tenant-ID': '1' };
+
+// A probe that hands a query value to PostgreSQL as it is: its refusals must be a 400.
+const probes = [
+  route({
+    method: 'GET', path: '/api/probe/cast', operationId: 'probeCast', summary: 'probe', tags: ['Probe'], auth: 'public', hidden: true,
+    responses: { 200: { description: 'ok' } },
+    handler: async ({ services, query }) => {
+      const casts: Record<string, string> = { int: 'int', timestamptz: 'timestamptz', uuid: 'uuid', numeric: 'numeric(3,0)' };
+      const cast = casts[String(query.type)] ?? 'int';
+      await services.db.withTenant(1, (tx) => tx.query(`select $1::${cast}`, [String(query.value)]));
+      return { ok: true };
+    },
+  }),
+];
+
+beforeAll(async () => {
+  issuer = await startIssuer();
+  hub = await startTestHub({}, probes);
+  oidcHub = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.datasource.url': hub.ownerUrl });
+});
+
+afterAll(async () => {
+  await oidcHub?.stop();
+  await hub?.stop();
+  await issuer?.close();
+});
+
+async function call(method: string, path: string, options: { body?: string; type?: string; headers?: Record<string, string>; base?: string } = {}) {
+  const headers: Record<string, string> = { ...H, ...(options.headers ?? {}) };
+  if (options.body !== undefined) headers['Content-Type'] = options.type ?? 'application/json';
+  const res = await fetch(`${options.base ?? hub.url}${path}`, { method, headers, body: options.body });
+  const text = await res.text();
+  return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+const nested = (depth: number) => `${'{"a":'.repeat(depth - 1)}{}${'}'.repeat(depth - 1)}`;
+const manifestOf = (name: string, extra: Record<string, unknown> = {}) => ({
+  apiVersion: 'connectors.svc.io/v1',
+  kind: 'Connector',
+  metadata: { name },
+  connector_type: 'rest-generic',
+  scopes: ['x'],
+  spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'items', path: '/items', target: { kind: 'hybrid', table: 'ext.items', unique_key: '$.id' } }], ...extra },
+});
+
+describe('a NUL character is a 400 naming the field', () => {
+  it('in JSON string values and keys at any depth', async () => {
+    let r = await call('POST', '/api/platform/secrets', { body: '{"name": "n", "value": "a\\u0000b"}' });
+    expect(r).toEqual({ status: 400, body: { error: 'body.value contains a NUL character (\\u0000)', field: 'body.value', hint: expect.any(String) } });
+    r = await call('POST', '/api/connectors/validate', { body: JSON.stringify(manifestOf('ok', { defaults: { deep: [{ 'k\u0000': 1 }] } })) });
+    expect(r.status).toBe(400);
+    expect(r.body.field).toBe('body.spec.defaults.deep[0].k\\u0000');
+    r = await call('POST', '/api/connectors/apply', { body: JSON.stringify(manifestOf('a\u0000b')) });
+    expect(r.status).toBe(400);
+    expect(r.body.field).toBe('body.metadata.name');
+    r = await call('POST', '/api/platform/secrets', { body: '{"name": "n", "value": "half \\ud800"}' });
+    expect(r.body).toMatchObject({ field: 'body.value', error: 'body.value contains an unpaired UTF-16 surrogate' });
+  });
+
+  it('in YAML and CSV bodies', async () => {
+    let r = await call('POST', '/api/connectors/apply', { body: 'apiVersion: connectors.svc.io/v1\nmetadata: {name: "a\\0b"}\n', type: 'application/yaml' });
+    expect(r.status).toBe(400);
+    expect(r.body.field).toBe('body.metadata.name');
+    r = await call('POST', '/api/platform/sources/csv/ingest?connector=c&table=t&key=id', { body: 'id,name\r\n1,a\u0000b\r\n', type: 'text/csv' });
+    expect(r.status).toBe(400);
+    expect(r.body.field).toBe('body');
+  });
+
+  it('in path and query parameters', async () => {
+    let r = await call('GET', '/api/connectors/a%00b');
+    expect(r).toMatchObject({ status: 400, body: { field: 'path.name' } });
+    r = await call('GET', '/api/platform/runs?connector=%00');
+    expect(r).toMatchObject({ status: 400, body: { field: 'query.connector' } });
+    r = await call('GET', '/api/platform/runs?x%00=1');
+    expect(r).toMatchObject({ status: 400, body: { field: 'query.x\\u0000' } });
+  });
+
+  it('in a header: refused by the HTTP parser with a 400, the hub still up', async () => {
+    const port = Number(new URL(hub.url).port);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.end('GET /api/bff/v1/me HTTP/1.1\r\nHost: x\r\nX-Tenant-ID: 1\u0000\r\n\r\n'));
+      let text = '';
+      socket.on('data', (c) => (text += c.toString()));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    expect((await call('GET', '/q/health/live')).status).toBe(200);
+  });
+
+  it('in a token claim', async () => {
+    const token = await issuer.mint({ realm_access: { roles: ['svc_user'] }, tenant_id: 1, name: 'Ann\u0000' }, { subject: 'nul-claim' });
+    const r = await call('GET', '/api/bff/v1/me', { base: oidcHub.url, headers: { Authorization: `Bearer ${token}` } });
+    expect(r).toEqual({ status: 400, body: { error: 'token claim name contains a NUL character (\\u0000)', field: 'token.name' } });
+  });
+});
+
+describe('nesting is capped at 64 levels', () => {
+  it('for JSON bodies, read before parsing (a million brackets cost one pass)', async () => {
+    const ok = await call('POST', '/api/platform/secrets', { body: `{"name": "n", "value": "v", "x": ${nested(63)}}` });
+    expect(ok.body.field).not.toBe('body'); // past the cap check: the schema refuses x
+    const deep = await call('POST', '/api/platform/secrets', { body: `{"name": "n", "value": "v", "x": ${nested(64)}}` });
+    expect(deep).toEqual({ status: 400, body: { error: 'body nests objects and arrays deeper than 64 levels', field: 'body', hint: 'at most 64 levels of nesting are accepted' } });
+    const huge = await call('POST', '/api/platform/secrets', { body: '['.repeat(1_000_000) });
+    expect(huge.status).toBe(400);
+    expect(huge.body.field).toBe('body');
+  });
+
+  it('for YAML bodies, and the manifest validator agrees with apply', async () => {
+    const at = (depth: number) => stringify(manifestOf(`deep-${depth}`, { defaults: JSON.parse(nested(depth)) }));
+    // The manifest itself is level 1 and spec level 2: defaults may nest 62 levels.
+    const fits = await call('POST', '/api/connectors/validate', { body: at(62), type: 'application/yaml' });
+    expect(fits).toMatchObject({ status: 200, body: { valid: true } });
+    expect((await call('POST', '/api/connectors/apply', { body: at(62), type: 'application/yaml' })).status).toBe(201);
+    for (const path of ['/api/connectors/validate', '/api/connectors/apply']) {
+      const deeper = await call('POST', path, { body: at(63), type: 'application/yaml' });
+      expect(deeper).toMatchObject({ status: 400, body: { field: 'body', error: 'body nests objects and arrays deeper than 64 levels' } });
+    }
+    const flow = await call('POST', '/api/connectors/apply', { body: `${'['.repeat(100_000)}${']'.repeat(100_000)}`, type: 'application/yaml' });
+    expect(flow.status).toBe(400);
+  });
+});
+
+describe('PostgreSQL refusing a value', () => {
+  it.each([
+    ['int', 'abc', '22P02'],
+    ['int', '99999999999', '22003'],
+    ['timestamptz', '2024-13-45', '22008'],
+    ['uuid', 'not-a-uuid', '22P02'],
+    ['numeric', '12345', '22003'],
+  ])('%s from %s is a 400 (%s), never a 500', async (type, value, code) => {
+    const r = await call('GET', `/api/probe/cast?type=${type}&value=${encodeURIComponent(value)}`);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toContain(`database error ${code}`);
+  });
+});
+
+describe('Last-Event-ID', () => {
+  it.each(['9007199254740992', '9223372036854775807', '18446744073709551616', '-1', 'abc', '1e3'])('%s is a 400 (header and query)', async (id) => {
+    const header = await call('GET', '/api/platform/events/stream', { headers: { 'Last-Event-ID': id } });
+    expect(header).toMatchObject({ status: 400, body: { field: 'Last-Event-ID' } });
+    const query = await call('GET', `/api/platform/events/stream?lastEventId=${encodeURIComponent(id)}`);
+    expect(query).toMatchObject({ status: 400, body: { field: 'lastEventId' } });
+  });
+});

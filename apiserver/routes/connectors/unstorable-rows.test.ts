@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { stringify } from 'yaml';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { ownerClient } from '../../../test/harness/api-client.js';
+
+/**
+ * A source serving rows PostgreSQL refuses (a NUL in a value or a key, half a surrogate pair, a
+ * timestamp out of range for its promoted column, a key too long to index): each is dead-lettered
+ * with its reason, the others are stored, and the run completes with in = out + skipped.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let source: Server;
+let sourceUrl: string;
+const H = { 'X-Tenant-ID': '1' };
+const longKey = randomBytes(8000).toString('hex');
+
+// The body is written by hand: JSON.stringify would escape what the test wants on the wire as is.
+const BODY = `[
+  {"id": 1, "name": "Ann", "seen": "2024-01-01T00:00:00Z"},
+  {"id": 2, "name": "A\\u0000B", "seen": "2024-01-01T00:00:00Z"},
+  {"id": 3, "name": "Carl", "nested": {"we\\u0000ird": 1}},
+  {"id": 4, "name": "Dora", "seen": "-200000-01-01T00:00:00Z"},
+  {"id": "${longKey}", "name": "Long"},
+  {"id": 6, "name": "Fay", "seen": "2024-02-01T00:00:00Z"},
+  {"id": 7, "name": "half \\ud800 pair"}
+]`;
+
+beforeAll(async () => {
+  source = createServer((_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(BODY);
+  });
+  await new Promise<void>((resolve) => source.listen(0, '127.0.0.1', resolve));
+  sourceUrl = `http://127.0.0.1:${(source.address() as AddressInfo).port}`;
+  hub = await startTestHub();
+  owner = await ownerClient(hub.ownerUrl);
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+  source?.closeAllConnections();
+  await new Promise((resolve) => source?.close(resolve));
+});
+
+type Run = { id: string; status: string; recordsIn: number; recordsOut: number; recordsSkipped: number; deadLetterCount: number; errorMessage: string | null };
+
+async function finished(id: string): Promise<Run> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const record = (await (await fetch(`${hub.url}/api/platform/runs/${id}`, { headers: H })).json()) as Run;
+    if (record.status !== 'Running') return record;
+    if (Date.now() > deadline) throw new Error(`run ${id} still running`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('rows PostgreSQL cannot store', () => {
+  it('are dead-lettered one by one with a reason; the run completes with honest counts', async () => {
+    const manifest = stringify({
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'unstorable' },
+      connector_type: 'rest-generic',
+      scopes: ['partners'],
+      spec: {
+        base_url: sourceUrl,
+        endpoints: [
+          {
+            id: 'items',
+            path: '/items',
+            target: { kind: 'hybrid', table: 'ext.unstorable_items', unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'seen', path: '$.seen', type: 'timestamptz' }] },
+          },
+        ],
+      },
+    });
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: manifest });
+    expect([200, 201]).toContain(applied.status);
+    const started = await fetch(`${hub.url}/api/connectors/unstorable/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+    expect(started.status).toBe(202);
+    const { runs } = (await started.json()) as { runs: Array<{ id: string }> };
+    const run = await finished(runs[0]!.id);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 7, recordsOut: 2, recordsSkipped: 5, deadLetterCount: 5, errorMessage: null });
+    expect(run.recordsIn).toBe(run.recordsOut + run.recordsSkipped);
+
+    const { rows } = await owner.query(`select external_id, name, seen from ext.unstorable_items order by external_id`);
+    expect(rows.map((r) => r.external_id)).toEqual(['1', '6']);
+
+    const letters = (await (await fetch(`${hub.url}/api/platform/dlq?run=${run.id}`, { headers: H })).json()) as Array<{ id: number; skipReason: string; errorMessage: string }>;
+    expect(letters).toHaveLength(5);
+    expect(new Set(letters.map((l) => l.skipReason))).toEqual(new Set(['unstorable']));
+    const messages = letters.map((l) => l.errorMessage).sort();
+    expect(messages).toEqual(
+      [
+        'the row cannot be stored: $.name contains a NUL character (\\u0000)',
+        'the row cannot be stored: $.nested.we\\u0000ird has a key that contains a NUL character (\\u0000)',
+        'the row cannot be stored: $.name contains an unpaired UTF-16 surrogate',
+        'the row cannot be stored: a date or time is out of range (database error 22009)',
+        'the row cannot be stored: a value is too large to be stored or indexed (database error 54000)',
+      ].sort(),
+    );
+    // The payload is kept, its unstorable characters replaced.
+    const withNul = letters.find((l) => l.errorMessage.includes('$.name contains a NUL'))!;
+    const entry = (await (await fetch(`${hub.url}/api/platform/dlq/${withNul.id}`, { headers: H })).json()) as { payload: { id: number; name: string } };
+    expect(entry.payload).toMatchObject({ id: 2, name: 'A\ufffdB' });
+
+    const metrics = await (await fetch(`${hub.url}/q/metrics`)).text();
+    expect(metrics).toMatch(/svc_dead_letters_total\{reason="unstorable"\} 5/);
+  });
+});

@@ -1,0 +1,109 @@
+import { joinField } from './schema-errors.js';
+
+/**
+ * Limits every input of the hub shares: how deep a JSON or YAML document may nest, and text that
+ * PostgreSQL cannot store (a NUL character, or half of a UTF-16 surrogate pair). The HTTP body
+ * parser, the manifest validators and the connector runner all use these, so a document one of
+ * them accepts the others accept too.
+ */
+
+/** Deepest nesting of objects and arrays in any body or manifest (the document itself is level 1). */
+export const MAX_JSON_DEPTH = 64;
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+
+/** Why a text cannot be stored as PostgreSQL text or jsonb, or undefined when it can. */
+export function unstorableText(text: string): string | undefined {
+  if (text.includes('\u0000')) return 'contains a NUL character (\\u0000)';
+  if (LONE_SURROGATE.test(text)) return 'contains an unpaired UTF-16 surrogate';
+  return undefined;
+}
+
+/**
+ * The first place in a parsed document holding text PostgreSQL cannot store, in a key or a string
+ * value at any depth: `{field, reason}` with the field as a path under `root`
+ * (`body.spec.name`, `body.items[2]`), or undefined. Walks at most `maxDepth` levels.
+ */
+export function findUnstorableText(value: unknown, root: string, maxDepth = MAX_JSON_DEPTH): { field: string; reason: string } | undefined {
+  const stack: Array<{ value: unknown; field: string; depth: number }> = [{ value, field: root, depth: 0 }];
+  const seen = new Set<object>();
+  while (stack.length) {
+    const { value: v, field, depth } = stack.pop()!;
+    if (typeof v === 'string') {
+      const reason = unstorableText(v);
+      if (reason) return { field, reason };
+      continue;
+    }
+    if (typeof v !== 'object' || v === null || depth > maxDepth || seen.has(v)) continue;
+    seen.add(v);
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], field: `${field}[${i}]`, depth: depth + 1 });
+      continue;
+    }
+    const entries = Object.entries(v as Record<string, unknown>);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, child] = entries[i]!;
+      const reason = unstorableText(key);
+      if (reason) return { field: joinField(field, key.replaceAll('\u0000', '\\u0000')), reason: `has a key that ${reason}` };
+      stack.push({ value: child, field: joinField(field, key), depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Whether JSON text nests objects and arrays deeper than `max`, read without parsing it (so a
+ * document of a million brackets costs one pass and no stack).
+ */
+export function jsonTextTooDeep(text: string, max = MAX_JSON_DEPTH): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
+
+/**
+ * The nesting depth of a parsed value, up to `max + 1` (it stops looking there): scalars are 0, `{}`
+ * and `[]` are 1. Shared references (YAML aliases) are measured at their deepest use, each at most
+ * `max` times.
+ */
+export function depthOf(value: unknown, max = MAX_JSON_DEPTH): number {
+  let deepest = 0;
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  const reached = new Map<object, number>();
+  while (stack.length) {
+    const { value: v, depth } = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > max) return max + 1;
+    if ((reached.get(v) ?? 0) >= depth) continue;
+    reached.set(v, depth);
+    if (depth > deepest) deepest = depth;
+    for (const child of Array.isArray(v) ? v : Object.values(v as Record<string, unknown>)) {
+      if (typeof child === 'object' && child !== null) stack.push({ value: child, depth: depth + 1 });
+    }
+  }
+  return deepest;
+}
+
+/**
+ * A copy of a document PostgreSQL can store: NUL characters and unpaired surrogates in keys and
+ * string values become U+FFFD. For keeping what could not be stored (dead letters), never for data.
+ */
+export function toStorable(value: unknown): unknown {
+  if (typeof value === 'string') return unstorableText(value) ? value.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATES, '\ufffd') : value;
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map(toStorable);
+  const out: Record<string, unknown> = {};
+  for (const [key, child] of Object.entries(value as Record<string, unknown>)) out[toStorable(key) as string] = toStorable(child);
+  return out;
+}

@@ -1,0 +1,94 @@
+import type { ErrorObject } from 'ajv/dist/2020.js';
+
+/**
+ * The one translator from Ajv's errors to `{field, message}`: the HTTP validation of every route
+ * (apiserver/validation.ts) and the manifest validators use it, so a wrong field reads the same
+ * whichever door it came through. A field is a path (`spec.endpoints[2].pagination.kind`); the
+ * message starts with it.
+ */
+
+export interface Issue {
+  field: string;
+  message: string;
+}
+
+export interface TranslateOptions {
+  /** What to call the value itself when the error is at its root (`body`, `query`, `manifest`). */
+  root?: string;
+  /** Messages for failed `pattern`s, keyed by the sub-schema carrying the pattern. */
+  patternMessages?: WeakMap<object, string>;
+  /** A domain's own wording for an error at `field`; undefined falls back to the generic text. */
+  refine?: (error: ErrorObject, field: string) => string | undefined;
+}
+
+/** `/spec/endpoints/2/id` -> `spec.endpoints[2].id` (JSON Pointer escapes undone). */
+export function fieldOf(instancePath: string): string {
+  return instancePath
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : joinField(acc, seg)), '');
+}
+
+/** `parent.key`, or `key` at the root. */
+export function joinField(parent: string, key: string): string {
+  return parent ? `${parent}.${key}` : key;
+}
+
+const article = (word: string) => (/^[aeiou]/.test(word) ? 'an' : 'a');
+const quoted = (v: unknown) => JSON.stringify(v);
+
+export function schemaIssue(e: ErrorObject, options: TranslateOptions = {}): Issue {
+  const at = fieldOf(e.instancePath);
+  const params = e.params as Record<string, unknown>;
+  if (e.keyword === 'required') {
+    const field = joinField(at, String(params.missingProperty));
+    return { field, message: `${field} is required` };
+  }
+  if (e.keyword === 'additionalProperties') {
+    const field = joinField(at, String(params.additionalProperty));
+    return { field, message: `${field} is not a known field` };
+  }
+  const name = at || options.root || 'value';
+  const refined = options.refine?.(e, at);
+  if (refined !== undefined) return { field: at, message: refined };
+  return { field: at, message: `${name} ${describe(e, params, options)}` };
+}
+
+function describe(e: ErrorObject, params: Record<string, unknown>, options: TranslateOptions): string {
+  switch (e.keyword) {
+    case 'type': {
+      const types = (Array.isArray(params.type) ? params.type : String(params.type).split(',')).map(String);
+      return `must be ${types.map((t) => `${article(t)} ${t}`).join(' or ')}`;
+    }
+    case 'enum': {
+      const allowed = ((params.allowedValues as unknown[] | undefined) ?? []).map(String);
+      if (allowed.length === 1) return `must be ${allowed[0]}`;
+      return `must be one of ${allowed.join(', ')}${e.data === undefined ? '' : `; got ${quoted(e.data)}`}`;
+    }
+    case 'const':
+      return `must be ${quoted(params.allowedValue)}`;
+    case 'pattern':
+      return (e.parentSchema && options.patternMessages?.get(e.parentSchema as object)) ?? `must match the pattern ${String(params.pattern)}`;
+    case 'format':
+      return `must be ${article(String(params.format))} ${String(params.format)}`;
+    case 'minLength':
+      return Number(params.limit) === 1 ? 'must not be empty' : `must be at least ${params.limit} characters`;
+    case 'maxLength':
+      return `must be at most ${params.limit} characters`;
+    case 'minimum':
+      return `must be at least ${params.limit}`;
+    case 'maximum':
+      return `must be at most ${params.limit}`;
+    case 'exclusiveMinimum':
+      return `must be more than ${params.limit}`;
+    case 'exclusiveMaximum':
+      return `must be less than ${params.limit}`;
+    case 'minItems':
+      return `must have at least ${params.limit} item${Number(params.limit) === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `must have at most ${params.limit} items`;
+    default:
+      return e.message ?? 'is invalid';
+  }
+}

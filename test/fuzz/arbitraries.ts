@@ -1,0 +1,348 @@
+import fc from 'fast-check';
+import { stringify as toYaml } from 'yaml';
+import type { JsonSchema, RouteDecl } from '../../apiserver/route.js';
+
+/**
+ * Generators of requests for one route declaration: values derived from its JSON Schemas (so many
+ * requests get past validation into the handler and the database), mixed with junk that must never
+ * make the hub answer 500: NUL characters, unpaired surrogates, deep nesting, huge numbers, wrong
+ * types and media types, YAML where manifests are taken, and hostile headers.
+ */
+
+export interface FuzzRequest {
+  method: string;
+  /** Path and query string, percent-encoded. */
+  path: string;
+  headers: Record<string, string>;
+  body?: Buffer;
+}
+
+type Schema = JsonSchema & Record<string, unknown>;
+
+/** `arbitrary` one time in `odds`, undefined otherwise. */
+function rarely<T>(arbitrary: fc.Arbitrary<T>, odds: number): fc.Arbitrary<T | undefined> {
+  return fc.oneof({ weight: odds - 1, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary });
+}
+
+/** Strings that have broken parsers, casts and SQL before. */
+const NASTY_STRINGS = [
+  '',
+  ' ',
+  '\u0000',
+  'a\u0000b',
+  '\ud800',
+  'x\udc00y',
+  '\ufffd',
+  '%00',
+  '..',
+  '../../etc/passwd',
+  '-1',
+  '0',
+  '1',
+  '2',
+  '9223372036854775807',
+  '9223372036854775808',
+  '99999999999999999999999999999',
+  '-99999999999999999999',
+  '1e309',
+  '1.5',
+  'NaN',
+  'Infinity',
+  'true',
+  'null',
+  '00000000-0000-0000-0000-000000000000',
+  'ffffffff-ffff-ffff-ffff-ffffffffffff',
+  "'; drop table core.tenants; --",
+  '{{env:SVC_SECRET_MASTER_KEY}}',
+  '$.id',
+  'ext.x',
+  '*',
+  '\u202e\u0301',
+  '😀',
+];
+
+export const nastyString = fc.oneof(
+  { weight: 3, arbitrary: fc.constantFrom(...NASTY_STRINGS) },
+  { weight: 2, arbitrary: fc.string({ maxLength: 40 }) },
+  { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
+  { weight: 1, arbitrary: fc.integer({ min: 1, max: 3000 }).map((n) => 'x'.repeat(n)) },
+);
+
+const HUGE_NUMBERS = [1e308, -1e308, 2 ** 53 + 2, -(2 ** 63), 2 ** 64, 1.5, -0, 0.1, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER];
+
+/** Any JSON value, with NULs, surrogates and huge numbers among its leaves. */
+export const junkJson: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    nastyString,
+    fc.constantFrom(...HUGE_NUMBERS),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(tie('value'), { maxLength: 4 }),
+    fc.dictionary(nastyString, tie('value'), { maxKeys: 4 }),
+  ),
+})).value;
+
+/** A value of the schema's shape (often valid), sometimes with junk in one place. */
+export function fromSchema(schema: Schema | undefined, depth = 0): fc.Arbitrary<unknown> {
+  if (!schema || depth > 6) return junkJson;
+  const valid = shaped(schema, depth);
+  return fc.oneof({ weight: 19, arbitrary: valid }, { weight: 1, arbitrary: junkJson });
+}
+
+function shaped(schema: Schema, depth: number): fc.Arbitrary<unknown> {
+  if (Array.isArray(schema.enum) && schema.enum.length) return fc.constantFrom(...(schema.enum as unknown[]));
+  if ('const' in schema) return fc.constant(schema.const);
+  const alternatives = (schema.anyOf ?? schema.oneOf) as Schema[] | undefined;
+  if (alternatives?.length) return fc.oneof(...alternatives.map((s) => fromSchema(s, depth + 1)));
+  const type = Array.isArray(schema.type) ? (schema.type as string[]) : schema.type ? [schema.type as string] : ['object'];
+  return fc.oneof(...type.map((t) => typed(t, schema, depth)));
+}
+
+function typed(type: string, schema: Schema, depth: number): fc.Arbitrary<unknown> {
+  const min = typeof schema.minimum === 'number' ? schema.minimum : undefined;
+  const max = typeof schema.maximum === 'number' ? schema.maximum : undefined;
+  switch (type) {
+    case 'string': {
+      if (schema.format === 'uuid') return fc.uuid();
+      if (schema.format === 'email') return fc.emailAddress();
+      if (schema.format === 'uri') return loopbackUrl;
+      if (typeof schema.pattern === 'string') {
+        try {
+          return fc.stringMatching(new RegExp(schema.pattern)).filter((s) => s.length <= ((schema.maxLength as number | undefined) ?? 1000));
+        } catch {
+          return nastyString;
+        }
+      }
+      const minLength = (schema.minLength as number | undefined) ?? 0;
+      const maxLength = Math.min((schema.maxLength as number | undefined) ?? 40, 200);
+      return fc.oneof(fc.string({ minLength, maxLength: Math.max(minLength, maxLength) }), nastyString, loopbackUrl);
+    }
+    case 'integer':
+      return fc.oneof(fc.integer({ min: Math.max(min ?? -1000, Number.MIN_SAFE_INTEGER), max: Math.min(max ?? 100_000, Number.MAX_SAFE_INTEGER) }), fc.constantFrom(...HUGE_NUMBERS));
+    case 'number':
+      return fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constantFrom(...HUGE_NUMBERS));
+    case 'boolean':
+      return fc.boolean();
+    case 'null':
+      return fc.constant(null);
+    case 'array':
+      return fc.array(fromSchema(schema.items as Schema | undefined, depth + 1), { maxLength: Math.min((schema.maxItems as number | undefined) ?? 4, 4) });
+    default: {
+      const properties = (schema.properties ?? {}) as Record<string, Schema>;
+      const required = new Set((schema.required as string[] | undefined) ?? []);
+      const record: Record<string, fc.Arbitrary<unknown>> = {};
+      for (const [key, sub] of Object.entries(properties)) record[key] = fromSchema(sub, depth + 1);
+      const keys = Object.keys(record);
+      const base = fc.record(record, { requiredKeys: keys.filter((k) => required.has(k)) });
+      return schema.additionalProperties === false ? base : fc.tuple(base, fc.dictionary(nastyString, junkJson, { maxKeys: 2 })).map(([a, b]) => ({ ...b, ...a }));
+    }
+  }
+}
+
+/** URLs that stay on this machine (the hub's outbound calls are refused off loopback by the harness anyway). */
+export const loopbackUrl = fc.constantFrom('http://127.0.0.1:9/', 'http://127.0.0.1:1/hook', 'https://127.0.0.1:9/x', 'http://[::1]:9/', 'http://localhost:9/', 'ftp://127.0.0.1/', 'http://example.invalid/');
+
+/** `valid` nine times in ten, a nasty string otherwise. */
+const mostly = <T>(valid: fc.Arbitrary<T>) => fc.oneof({ weight: 9, arbitrary: valid as fc.Arbitrary<T | string> }, { weight: 1, arbitrary: nastyString });
+
+/** A connector manifest that is close to valid, with generated names and values in it. */
+const manifest = fc
+  .record({
+    name: mostly(fc.stringMatching(/^[a-z][a-z0-9-]{0,20}[a-z0-9]$/)),
+    table: mostly(fc.stringMatching(/^[a-z][a-z0-9_]{0,20}$/).map((t) => `ext.fuzz_${t}`)),
+    endpoint: mostly(fc.stringMatching(/^[a-z][a-z0-9]{0,10}$/)),
+    path: mostly(fc.constantFrom('/items', '/x?y=1')),
+    promoteType: fc.constantFrom('text', 'bigint', 'numeric', 'boolean', 'timestamptz', 'text', 'nope'),
+    promoteName: mostly(fc.stringMatching(/^[a-z][a-z0-9_]{0,10}$/).map((n) => `c_${n}`)),
+    extra: rarely(junkJson, 4),
+    schedule: rarely(mostly(fc.constant('*/5 * * * *')), 2),
+  })
+  .map((m) => ({
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name: m.name },
+    connector_type: 'rest-generic',
+    scopes: ['fuzz'],
+    spec: {
+      base_url: 'http://127.0.0.1:9',
+      ...(m.schedule === undefined ? {} : { schedule: m.schedule }),
+      ...(m.extra === undefined ? {} : { defaults: m.extra }),
+      endpoints: [{ id: m.endpoint, path: m.path, target: { kind: 'hybrid', table: m.table, unique_key: '$.id', promote: [{ name: m.promoteName, path: '$.v', type: m.promoteType }] } }],
+    },
+  }));
+
+const nested = (depth: number, leaf: string) => `${'{"a":'.repeat(depth)}${leaf}${'}'.repeat(depth)}`;
+
+/** Bodies as text with a media type: JSON from the schema, junk JSON, deep nesting, YAML, wrong types. */
+export function bodyArbitrary(decl: RouteDecl): fc.Arbitrary<{ type: string; text: string }> {
+  const yamlRoute = (decl.bodyTypes ?? []).some((t) => t.includes('yaml'));
+  const csvRoute = (decl.bodyTypes ?? []).includes('text/csv');
+  const shapedValue = yamlRoute ? fc.oneof({ weight: 4, arbitrary: manifest }, { weight: 1, arbitrary: fromSchema(decl.body as Schema | undefined) }) : fromSchema(decl.body as Schema | undefined);
+  const options: Array<fc.WeightedArbitrary<{ type: string; text: string }>> = [
+    { weight: 6, arbitrary: shapedValue.map((v) => ({ type: 'application/json', text: JSON.stringify(v) ?? 'null' })) },
+    { weight: 2, arbitrary: junkJson.map((v) => ({ type: 'application/json', text: JSON.stringify(v) ?? 'null' })) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(63, 64, 65, 200, 100_000).map((d) => ({ type: 'application/json', text: nested(d, '"\\u0000"') })),
+    },
+    { weight: 1, arbitrary: fc.constantFrom(65, 5000).map((d) => ({ type: 'application/json', text: '['.repeat(d) + ']'.repeat(d) })) },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom('{"a": 1e999999}', '{"n": 123456789012345678901234567890}', '{"a":', '\u0000', '"\\ud800"', '[]', 'null', '{"__proto__": {"x": 1}}', '{"a":"\\u0000"}').map((text) => ({ type: 'application/json', text })),
+    },
+    { weight: 1, arbitrary: fc.tuple(fc.constantFrom('text/plain', 'application/xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', ''), nastyString).map(([type, text]) => ({ type, text })) },
+  ];
+  if (yamlRoute) {
+    options.push(
+      { weight: 4, arbitrary: shapedValue.map((v) => ({ type: 'application/yaml', text: safeYaml(v) })) },
+      {
+        weight: 2,
+        arbitrary: fc
+          .constantFrom(
+            'a: "\\0"',
+            'metadata: {name: "a\\0b"}',
+            `${'['.repeat(70)}${']'.repeat(70)}`,
+            `${'- '.repeat(70)}x`,
+            'a: &a [*a]',
+            'a: &a x\nb: [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]',
+            'x: !!binary AAAA',
+            '? [a, b]\n: c',
+            '!!js/function "x"',
+            'a: 1e999999',
+            'spec:\n  endpoints: [{id: "\\ud800"}]',
+            '---\na: 1\n---\nb: 2',
+          )
+          .map((text) => ({ type: 'application/yaml', text })),
+      },
+    );
+  }
+  if (csvRoute) {
+    options.push({
+      weight: 6,
+      arbitrary: fc
+        .array(fc.array(fc.oneof(fc.string({ maxLength: 8 }), nastyString), { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 5 })
+        .map((rows) => ({ type: 'text/csv', text: ['id,name', ...rows.map((r) => r.join(','))].join('\r\n') })),
+    });
+  }
+  return fc.oneof(...options);
+}
+
+function safeYaml(value: unknown): string {
+  try {
+    return toYaml(value);
+  } catch {
+    return 'x: 1';
+  }
+}
+
+/** Header values Node's HTTP client can send (no control characters but tab). */
+const headerSafe = (s: string) => s.replace(/[^\t\x20-\x7e\x80-\xff]/g, '?');
+
+export const headersArbitrary = fc
+  .record({
+    tenant: fc.oneof({ weight: 30, arbitrary: fc.constant('1') }, { weight: 1, arbitrary: fc.constantFrom('0', '2', '-1', 'abc', '99999999999999999999', ' 1', '1.0', '') }, { weight: 1, arbitrary: nastyString }),
+    impersonate: rarely(fc.oneof(fc.constantFrom('1', '2', '0', '9999999999'), nastyString), 20),
+    user: rarely(fc.oneof(fc.constantFrom('1', '42', 'alice', '-1', '99999999999999999999'), nastyString), 6),
+    authorization: rarely(fc.oneof(fc.constantFrom('Bearer ', 'Bearer a.b.c', 'Basic YTpi', 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.'), nastyString), 6),
+    lastEventId: rarely(fc.oneof(fc.constantFrom('0', '1', '-1', '18446744073709551616', '9223372036854775807', '1e3', 'abc'), nastyString), 3),
+    requestId: rarely(nastyString, 10),
+  })
+  .map((h) => {
+    const out: Record<string, string> = {};
+    if (h.tenant !== '') out['X-Tenant-ID'] = headerSafe(h.tenant);
+    if (h.impersonate !== undefined) out['X-Impersonate-Tenant'] = headerSafe(h.impersonate);
+    if (h.user !== undefined) out['X-User-ID'] = headerSafe(h.user);
+    if (h.authorization !== undefined) out.Authorization = headerSafe(h.authorization);
+    if (h.lastEventId !== undefined) out['Last-Event-ID'] = headerSafe(h.lastEventId);
+    if (h.requestId !== undefined) out['X-Request-Id'] = headerSafe(h.requestId);
+    return out;
+  });
+
+/** Percent-encoding that also carries half a surrogate pair (as its bytes, which decode to U+FFFD). */
+function enc(text: string): string {
+  try {
+    return encodeURIComponent(text);
+  } catch {
+    return `${encodeURIComponent(text.replace(/[\ud800-\udfff]/g, '\ufffd'))}%ED%A0%80`;
+  }
+}
+
+/** A path parameter as it appears in the URL (percent-encoded). */
+function paramArbitrary(name: string, schema: Schema | undefined): fc.Arbitrary<string> {
+  const fromDecl = schema ? shaped(schema, 0).map((v) => (typeof v === 'string' ? v : JSON.stringify(v) ?? '')) : fc.constant('');
+  // Names and ids that exist (the test seeds a connector `fuzz` with endpoint `items`; POSTs create ids 1, 2, …).
+  const usual = name === 'tid' ? fc.constant('1') : fc.oneof(fc.integer({ min: 1, max: 5 }).map(String), fc.uuid(), fc.constantFrom('fuzz', 'items', 'fuzz-secret'), fc.stringMatching(/^[a-z][a-z0-9-]{0,12}$/));
+  return fc.oneof({ weight: name === 'tid' ? 10 : 4, arbitrary: usual }, { weight: 2, arbitrary: fromDecl }, { weight: 2, arbitrary: nastyString }).map((v) => (v === '' ? 'x' : enc(v)));
+}
+
+const RAW_PATH_JUNK = ['%', '%zz', '%E0%A4%A', '%C0%AF', '%ED%A0%80', '%00'];
+
+/** Query strings: the declared parameters (often valid), repeated keys and junk keys and values. */
+function queryArbitrary(schema: Schema | undefined): fc.Arbitrary<string> {
+  const properties = (schema?.properties ?? {}) as Record<string, Schema>;
+  const declared = Object.entries(properties).map(([key, sub]) =>
+    rarely(fc.array(fromSchema(sub).map((v) => (typeof v === 'string' ? v : JSON.stringify(v) ?? '')), { minLength: 1, maxLength: 2 }), 2).map((values) => (values ?? []).map((v) => `${enc(key)}=${enc(v)}`)),
+  );
+  const junk = rarely(fc.array(fc.tuple(nastyString, nastyString).map(([k, v]) => `${enc(k)}=${enc(v)}`), { minLength: 1, maxLength: 2 }), 8).map((j) => j ?? []);
+  const raw = rarely(fc.constantFrom(...RAW_PATH_JUNK).map((j) => `x=${j}`), 12);
+  return fc.tuple(fc.tuple(...declared, fc.constant([] as string[])), junk, raw).map(([parts, extra, r]) => {
+    const all = [...parts.flat(), ...extra, ...(r ? [r] : [])];
+    return all.length ? `?${all.join('&')}` : '';
+  });
+}
+
+/** Every request this route may receive, valid or not. */
+export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
+  const names = [...decl.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
+  const paramSchemas = ((decl.params as Schema | undefined)?.properties ?? {}) as Record<string, Schema>;
+  const params = fc.tuple(...names.map((n) => paramArbitrary(n, paramSchemas[n])), fc.constant(''));
+  const rawJunk = rarely(fc.constantFrom(...RAW_PATH_JUNK), 15);
+  const wantsBody = decl.body !== undefined || ['POST', 'PUT', 'PATCH'].includes(decl.method);
+  const body = wantsBody ? fc.oneof({ weight: 9, arbitrary: bodyArbitrary(decl) }, { weight: 1, arbitrary: fc.constant(undefined) }) : fc.constant(undefined);
+  return fc.record({ params, rawJunk, query: queryArbitrary(decl.query as Schema | undefined), headers: headersArbitrary, body }).map(({ params: values, rawJunk: junk, query, headers, body: b }) => {
+    let i = 0;
+    let path = decl.path.replace(/\{(\w+)\}/g, () => values[i++]!);
+    if (junk && names.length) path = path.replace(/\/[^/]*$/, `/${junk}`);
+    const out: FuzzRequest = { method: decl.method, path: `${path}${query}`, headers: { ...headers } };
+    if (b) {
+      out.body = Buffer.from(b.text, 'utf8');
+      if (b.type) out.headers['Content-Type'] = b.type;
+    }
+    return out;
+  });
+}
+
+/** What a fuzzed bearer token says (minted by the test issuer): roles, tenant, identity, and how it is signed. */
+export interface TokenSpec {
+  claims: Record<string, unknown>;
+  subject: string;
+  expiresIn: number;
+  rogue: boolean;
+}
+
+const ROLE_NAMES = ['svc_user', 'svc_admin', 'svc_integrator', 'svc_superadmin'];
+
+export const tokenArbitrary: fc.Arbitrary<TokenSpec> = fc
+  .record({
+    roles: fc.oneof({ weight: 6, arbitrary: fc.subarray(ROLE_NAMES) }, { weight: 1, arbitrary: junkJson }),
+    tenant: fc.oneof({ weight: 6, arbitrary: fc.constantFrom(1, '1', 2) }, { weight: 1, arbitrary: fc.constantFrom(0, -1, 1.5, '99999999999999999999', 2 ** 63, null, [1], {}, 'abc', '') }, { weight: 1, arbitrary: nastyString }),
+    acting: rarely(fc.oneof(fc.constantFrom(1, 2, 0, 9999999999, '1', [2]), nastyString), 8),
+    userId: rarely(fc.oneof(fc.constantFrom(1, 2, 0, -1, '7', 2 ** 60, 'x'), nastyString), 6),
+    name: rarely(nastyString, 4),
+    email: rarely(fc.oneof(fc.emailAddress(), nastyString), 4),
+    login: rarely(nastyString, 4),
+    subject: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('fuzz-1', 'fuzz-2') }, { weight: 1, arbitrary: nastyString.filter((s) => s !== '') }),
+    expired: rarely(fc.constant(true), 8).map((e) => e === true),
+    rogue: rarely(fc.constant(true), 10),
+  })
+  .map((t) => {
+    const claims: Record<string, unknown> = { realm_access: { roles: t.roles }, tenant_id: t.tenant };
+    if (t.acting !== undefined) claims.acting_as_tenant = t.acting;
+    if (t.userId !== undefined) claims.user_id = t.userId;
+    if (t.name !== undefined) claims.name = t.name;
+    if (t.email !== undefined) claims.email = t.email;
+    if (t.login !== undefined) claims.preferred_username = t.login;
+    return { claims, subject: t.subject, expiresIn: t.expired ? -60 : 300, rogue: t.rogue === true };
+  });
