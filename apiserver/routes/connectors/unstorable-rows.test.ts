@@ -89,7 +89,7 @@ describe('rows PostgreSQL cannot store', () => {
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 7, recordsOut: 2, recordsSkipped: 5, deadLetterCount: 5, errorMessage: null });
     expect(run.recordsIn).toBe(run.recordsOut + run.recordsSkipped);
 
-    const { rows } = await owner.query(`select external_id, name, seen from ext.unstorable_items order by external_id`);
+    const { rows } = await owner.query(`select external_id, name, seen from ext_t1.unstorable_items order by external_id`);
     expect(rows.map((r) => r.external_id)).toEqual(['1', '6']);
 
     const letters = (await (await fetch(`${hub.url}/api/platform/dlq?run=${run.id}`, { headers: H })).json()) as Array<{ id: number; skipReason: string; errorMessage: string }>;
