@@ -1,8 +1,9 @@
 /**
  * The delivery benchmark (issue 11 item 8, CONTRACTS.md section 8): an in-process hub (`api` and
  * `background`, as `svc-hub all`) delivering `org.updated` events to one HMAC-signed integration whose
- * receiver on 127.0.0.1 answers 200 and records every X-Svc-Event-Id it gets. Three figures, each
- * checked against what the receiver got (every event once, no duplicates, signatures present):
+ * receiver, a node:http server on 127.0.0.1 in a child process (bench/support/deliver-receiver.ts),
+ * answers 200 and records every X-Svc-Event-Id it gets. Three figures, each checked against what the
+ * receiver got (every event once, no duplicates, every signature right):
  *
  * - drain capacity: BENCH_DRAIN_EVENTS (default 100000) events pre-filled into the outbox in one
  *   transaction; deliveries/s from its commit to the last arrival, beside the ceiling: the same
@@ -14,17 +15,17 @@
  * - one event at a time: 100 events, each committed alone and waited for (the wake-up path).
  *
  * Before the figures, BENCH_WARMUP events (default 2000) go through the whole path unmeasured (JIT,
- * pools). Other knobs: BENCH_PER_INTEGRATION (`svc.webhook.concurrency-per-integration`). Prints a
+ * pools). Other knobs: BENCH_PER_INTEGRATION (`svc.webhook.concurrency-per-integration`),
+ * BENCH_CPU_PROFILE=<file> (a V8 .cpuprofile of this process, hub included, during the drain). Prints a
  * table and writes bench/results/deliver.json. docs/performance.md explains the figures.
  *
  *   npm run bench:deliver                                              # the defaults
  *   BENCH_DRAIN_EVENTS=10000 BENCH_RATE_SECONDS=5 npm run bench:deliver  # a quick look
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { createHmac, randomBytes } from 'node:crypto';
+import { Session } from 'node:inspector/promises';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +34,7 @@ import { type Hub, startHub } from '../cmd/hub.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
+import type { ReceiverMessage } from './support/deliver-receiver.js';
 import { perSecond, round, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
@@ -48,10 +50,9 @@ const IDLE_EVENTS = 100;
 const WARMUP = nonNegativeInt('BENCH_WARMUP', 2_000);
 /** Give up when no delivery arrives for this long. */
 const STALL_MS = 60_000;
-/** Signatures checked in full per phase (every request is checked for the header). */
-const VERIFY_SIGNATURES = 500;
 /** The figures the hub is held to. */
 const TARGETS = { drainRatio: 0.5, fixedRateP50Ms: 10 };
+const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 
 function positiveInt(name: string, fallback: number): number {
@@ -83,13 +84,14 @@ function latency(values: number[]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The receiver: answers 200 and records the first arrival time (performance.now(), the same clock as
-// the commit times: the hub runs in this process) and the number of requests per X-Svc-Event-Id, or
-// per X-Bench-Id for the ceiling. Every hub request must carry an X-Svc-Signature; the first
-// VERIFY_SIGNATURES of each phase are checked against the body.
+// The receiver, in a child process (bench/support/deliver-receiver.ts): answers 200 and reports the
+// arrival of every request (its clock, turned into this process's performance.now() with the offset
+// measured over IPC) per X-Svc-Event-Id, or per X-Bench-Id for the ceiling, and whether the hub's
+// signature was right.
 
 interface Receiver {
   url: string;
+  /** First arrival per event id (this process's performance.now() scale). */
   arrivals: Map<string, number>;
   /** Requests per event id (more than one: a duplicate delivery). */
   counts: Map<string, number>;
@@ -97,12 +99,14 @@ interface Receiver {
   unsigned: number;
   badSignatures: number;
   verified: number;
-  /** Starts checking signatures in full again (a new phase). */
-  resetVerification(): void;
-  close(): Promise<void>;
+  clock: { offsetMs: number; roundTripMs: number };
+  pid: number;
+  close(): void;
 }
 
 async function startReceiver(secret: string): Promise<Receiver> {
+  const file = fileURLToPath(new URL('./support/deliver-receiver.ts', import.meta.url));
+  const child = fork(file, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, BENCH_RECEIVER_SECRET: secret }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const state = {
     arrivals: new Map<string, number>(),
     counts: new Map<string, number>(),
@@ -110,46 +114,53 @@ async function startReceiver(secret: string): Promise<Receiver> {
     unsigned: 0,
     badSignatures: 0,
     verified: 0,
-    budget: VERIFY_SIGNATURES,
   };
-  const server: Server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const at = performance.now();
-      const eventId = req.headers['x-svc-event-id'];
-      const benchId = req.headers['x-bench-id'];
-      if (typeof eventId === 'string') {
-        if (!state.arrivals.has(eventId)) state.arrivals.set(eventId, at);
-        state.counts.set(eventId, (state.counts.get(eventId) ?? 0) + 1);
-        const signature = req.headers['x-svc-signature'];
-        if (typeof signature !== 'string') state.unsigned += 1;
-        else if (state.budget > 0) {
-          state.budget -= 1;
-          const expected = `sha256=${createHmac('sha256', secret).update(Buffer.concat(chunks)).digest('hex')}`;
-          if (signature === expected) state.verified += 1;
-          else state.badSignatures += 1;
-        }
-      }
-      if (typeof benchId === 'string') state.ceiling.set(benchId, at);
-      res.writeHead(200, { 'Content-Type': 'text/plain' });
-      res.end('ok');
-    });
+  let offsetMs = 0;
+  let clockAnswer: ((now: number) => void) | undefined;
+  let ready: (url: string) => void = () => undefined;
+  const url = new Promise<string>((resolve, reject) => {
+    ready = resolve;
+    child.once('exit', (code) => reject(new Error(`the receiver process exited (${code})`)));
   });
-  server.keepAliveTimeout = 60_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  child.on('message', (m: ReceiverMessage) => {
+    if (m.kind === 'ready') ready(m.url);
+    else if (m.kind === 'clock') clockAnswer?.(m.now);
+    else {
+      for (const [kind, id, epoch, signature] of m.items) {
+        const at = epoch - offsetMs - performance.timeOrigin;
+        if (kind === 'c') {
+          state.ceiling.set(id, at);
+          continue;
+        }
+        if (!state.arrivals.has(id)) state.arrivals.set(id, at);
+        state.counts.set(id, (state.counts.get(id) ?? 0) + 1);
+        if (signature === 1) state.verified += 1;
+        else if (signature === 0) state.unsigned += 1;
+        else state.badSignatures += 1;
+      }
+    }
+  });
+  const base = await url;
+  // The child's clock against this one, from the exchange with the shortest round trip of a few.
+  let best = { offsetMs: 0, roundTripMs: Number.POSITIVE_INFINITY };
+  for (let i = 0; i < 20; i++) {
+    const sent = performance.timeOrigin + performance.now();
+    const now = await new Promise<number>((resolve) => {
+      clockAnswer = resolve;
+      child.send({ kind: 'clock' });
+    });
+    const back = performance.timeOrigin + performance.now();
+    if (back - sent < best.roundTripMs) best = { offsetMs: now - (sent + back) / 2, roundTripMs: back - sent };
+  }
+  offsetMs = best.offsetMs;
   return Object.assign(state, {
-    url: `http://127.0.0.1:${port}`,
-    resetVerification: () => {
-      state.budget = VERIFY_SIGNATURES;
+    url: base,
+    pid: child.pid!,
+    clock: { offsetMs: round(best.offsetMs, 3), roundTripMs: round(best.roundTripMs, 3) },
+    close: () => {
+      if (child.connected) child.disconnect();
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  }) as Receiver;
+  });
 }
 
 async function api<T>(hub: Hub, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: T }> {
@@ -248,7 +259,6 @@ async function idle(hub: Hub, receiver: Receiver, count: number) {
 // Drain capacity: the outbox pre-filled in one transaction, delivered from its commit on.
 
 async function drain(hub: Hub, receiver: Receiver, events: number) {
-  receiver.resetVerification();
   const t0 = performance.now();
   // The same rows events.emit writes (src/events/outbox.ts), as the application role under the
   // tenant, in one statement: the fill is not what is measured, and it must not take minutes.
@@ -302,7 +312,10 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const ms = performance.now() - t0;
-  const received = [...sent.keys()].filter((id) => receiver.ceiling.has(id)).length;
+  // Every request was answered; the receiver's reports of the last ones may still be on their way.
+  const countReceived = () => [...sent.keys()].filter((id) => receiver.ceiling.has(id)).length;
+  let received = countReceived();
+  for (const deadline = performance.now() + 10_000; received !== requests && performance.now() < deadline; received = countReceived()) await sleep(20);
   if (received !== requests) throw new Error(`ceiling: the receiver got ${received} of ${requests} requests`);
   return {
     requests,
@@ -374,7 +387,6 @@ async function clockOffset(emitter: Emitter): Promise<{ offsetMs: number; roundT
 }
 
 async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number) {
-  receiver.resetVerification();
   const events = RATE * RATE_SECONDS;
   const commits = new Map<string, number>();
   emitter.request({ kind: 'emit', events, batch: RATE_BATCH, tenant: TENANT, rate: RATE });
@@ -450,7 +462,19 @@ async function main(): Promise<void> {
     verify(receiver, idleFigures.ids, 'one event at a time');
 
     log(`drain (${DRAIN_EVENTS.toLocaleString('en-US')} events pre-filled) …`);
+    const profiler = CPU_PROFILE ? new Session() : undefined;
+    if (profiler) {
+      profiler.connect();
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.start');
+    }
     const drainFigures = await drain(hub, receiver, DRAIN_EVENTS);
+    if (profiler) {
+      const { profile } = await profiler.post('Profiler.stop');
+      writeFileSync(CPU_PROFILE!, JSON.stringify(profile));
+      profiler.disconnect();
+      log(`wrote the CPU profile of this process during the drain to ${CPU_PROFILE}`);
+    }
     // The body the hub sends is the event payload (src/hub/dispatcher.ts): the ceiling moves as many bytes.
     const sampleBody = JSON.stringify({ orgId: 12345, tenantId: TENANT });
     log(`ceiling (${DRAIN_EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);
@@ -465,7 +489,7 @@ async function main(): Promise<void> {
       authMode: 'HMAC',
       warmup: WARMUP,
       drain: { ...drainFigures, ceiling: ceil, ratio: drainRatio },
-      fixedRate: { ...rateFigures, emitterClock: clock },
+      fixedRate: { ...rateFigures, emitterClock: clock, receiverClock: receiver.clock },
       idle: { events: idleFigures.events, latencyMs: idleFigures.latencyMs, over100ms: idleFigures.over100ms },
       targets: {
         drainRatio: TARGETS.drainRatio,
@@ -504,7 +528,7 @@ async function main(): Promise<void> {
   } finally {
     emitter?.close();
     await hub?.stop().catch(() => undefined);
-    await receiver?.close().catch(() => undefined);
+    receiver?.close();
     await database?.stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
