@@ -14,8 +14,12 @@
  *
  *   npm run bench:api                        # 60 s at 500 requests/s (and 60 s for the ceiling)
  *   API_SECONDS=5 npm run bench:api          # a quick look
+ *
+ * Other knobs: API_CONNECTORS, API_EVENTS, API_CONNECTIONS (per route, default 4), BENCH_CPU_PROFILE=<file>
+ * (a V8 .cpuprofile of the hub's process during the measured load).
  */
 import { fork } from 'node:child_process';
+import { Session } from 'node:inspector/promises';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -42,6 +46,7 @@ const SOURCE_ROWS = 1000;
 const TENANT = 1;
 /** The figure the hub is held to: p99 over all routes at API_RATE. */
 const TARGET_P99_MS = 20;
+const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 
 function positiveInt(name: string, fallback: number): number {
@@ -245,7 +250,19 @@ async function main(): Promise<void> {
     const rssBeforeMb = mib(process.memoryUsage().rss);
     const sampler = new RssSampler();
     sampler.start(250);
+    const profiler = CPU_PROFILE ? new Session() : undefined;
+    if (profiler) {
+      profiler.connect();
+      await profiler.post('Profiler.enable');
+      await profiler.post('Profiler.start');
+    }
     const hubFigures = await run(hub.url!, SECONDS);
+    if (profiler) {
+      const { profile } = await profiler.post('Profiler.stop');
+      writeFileSync(CPU_PROFILE!, JSON.stringify(profile));
+      profiler.disconnect();
+      log(`wrote the CPU profile of the hub's process during the measured load to ${CPU_PROFILE}`);
+    }
     const rssPeakMb = sampler.stop();
     const rssAfterMb = mib(process.memoryUsage().rss);
 
