@@ -80,7 +80,7 @@ function deliver(r: Json): string {
   lines.push(`${machine(r)} Integration with \`authMode: HMAC\`, \`svc.webhook.concurrency-per-integration\` ${r.concurrencyPerIntegration}.`);
   lines.push('');
   lines.push(header(['', 'per s', 'ceiling per s', '**ratio**', 'p50 ms', 'p99 ms', 'what the receiver got'], ['---', '---:', '---:', '---:', '---:', '---:', '---']));
-  const got = (v: Json) => `${n(v.received)} of ${n(v.events)}, ${n(v.duplicates)} duplicates, ${n(v.signaturesVerified)} signatures checked in all, ${n(v.badSignatures + v.unsigned)} wrong or missing`;
+  const got = (v: Json) => `${n(v.received)} of ${n(v.events)}, ${n(v.duplicates)} duplicates, ${n(v.signaturesVerified)} signatures right, ${n(v.badSignatures + v.unsigned)} wrong or missing`;
   const d = r.drain;
   lines.push(row([`drain of ${n(d.events)} pre-filled events (commit → last arrival)`, n(d.deliveriesPerSec), n(d.ceiling.requestsPerSec), `**${f(d.ratio, 3)}**`, '-', '-', got(d.verified)]));
   lines.push(row([`ceiling: plain POSTs, ${d.ceiling.concurrency} in flight (send → arrival)`, n(d.ceiling.requestsPerSec), n(d.ceiling.requestsPerSec), '1.000', f(d.ceiling.latencyMs.p50), f(d.ceiling.latencyMs.p99), `${n(d.ceiling.requests)} of ${n(d.ceiling.requests)}`]));
