@@ -73,6 +73,15 @@ interface HubFigures {
   peakRssMb: number;
   /** CPU seconds per process during the run. */
   cpu: CpuSplit;
+  /** What the target table holds after the run, counted by the bench (checked against the rows the source served). */
+  stored?: StoredRows;
+}
+
+interface StoredRows {
+  rows: number;
+  distinctKeys: number;
+  /** Stored keys that are not an id the source served (1 … DEMO_ROWS). */
+  foreignKeys: number;
 }
 
 interface FetchFigures {
@@ -169,6 +178,29 @@ async function hubRun(hub: Hub, owner: pg.Client, name: string, meter: CpuMeter)
     peakRssMb,
     cpu,
   };
+}
+
+/**
+ * Counts the rows the run left in its table, read as the tenant reads its ext.* tables (the
+ * application role, row-level security on), and fails loudly unless they are exactly the rows the
+ * source served: `count(*)` and the distinct keys both equal DEMO_ROWS, every key one of its ids.
+ */
+async function storedRows(hub: Hub, table: string): Promise<StoredRows> {
+  const { rows } = await hub.services.db.withTenant(TENANT, (tx) =>
+    tx.query<{ n: number; k: number; foreign: number }>(
+      `select count(*)::int as n, count(distinct external_id)::int as k,
+              count(*) filter (where external_id !~ '^[1-9][0-9]*$' or external_id::numeric > $1)::int as foreign
+         from ${table}`,
+      [ROWS],
+    ),
+  );
+  const stored = { rows: rows[0]!.n, distinctKeys: rows[0]!.k, foreignKeys: rows[0]!.foreign };
+  if (stored.rows !== ROWS || stored.distinctKeys !== ROWS || stored.foreignKeys !== 0) {
+    throw new Error(
+      `${table} holds ${stored.rows} rows with ${stored.distinctKeys} distinct keys (${stored.foreignKeys} not served by the source); the source served ${ROWS} rows with ${ROWS} distinct keys`,
+    );
+  }
+  return stored;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,6 +365,8 @@ async function main(): Promise<void> {
         log(`round ${r}/${ROUNDS}: hub run (${dialect}) …`);
         hubFigures[dialect] = await hubRun(hub, owner, `bench-${dialect}-${r}`, meter);
         if (hubFigures[dialect].recordsOut !== ROWS) throw new Error(`the ${dialect} run wrote ${hubFigures[dialect].recordsOut} rows, expected ${ROWS}`);
+        // The run record's counter is the hub's own word: count what the table really holds before reporting.
+        hubFigures[dialect].stored = await storedRows(hub, `ext.bench_${dialect}_${r}`);
         // Every round writes into fresh tables: drop this one so the database does not grow round after round.
         await owner.query(`drop table ${tenantTableSql(TENANT, `ext.bench_${dialect}_${r}`)}`);
       }
@@ -399,6 +433,8 @@ async function main(): Promise<void> {
       chunkSize: CHUNK,
       rateLimit: RATE_LIMIT ?? '100/s (hub default)',
       dialects,
+      /** Every hub run's table was counted before this report: count(*) = count(distinct external_id) = rows, all of them the source's ids. */
+      verified: { storedRowsMatchSource: true, runsChecked: rounds.length * DIALECTS.length },
       ceilingCopyRowsPerSec: copyRowsPerSec,
       breakdown: {
         prepareRowRowsPerSec: write.prepareRowsPerSec,
@@ -416,6 +452,7 @@ async function main(): Promise<void> {
       },
       perRound: rounds.map((r) => ({
         hubRowsPerSec: { offset: r.hub.offset.rowsPerSec, cursor: r.hub.cursor.rowsPerSec },
+        storedRows: { offset: r.hub.offset.stored, cursor: r.hub.cursor.stored },
         baselineRssMb: r.baselineRssMb,
         peakRssMb: { offset: r.hub.offset.peakRssMb, cursor: r.hub.cursor.peakRssMb },
         fetchRowsPerSec: { offset: r.fetch.offset.rowsPerSec, cursor: r.fetch.cursor.rowsPerSec },

@@ -1,12 +1,14 @@
 /**
  * `npm run bench`: every benchmark of bench/, one after the other, each in a fresh process (so one
  * bench's memory and JIT state never colour the next). `npm run bench -- ingest` runs the named ones.
+ * When every bench asked for succeeded, the tables of docs/performance.md are rendered again from
+ * bench/results (bench/report.ts).
  * Benchmarks are never part of `npm test` (jest's roots leave bench/ out).
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const BENCHES = ['ingest', 'deliver'] as const;
+const BENCHES = ['ingest', 'deliver', 'api'] as const;
 
 const asked = process.argv.slice(2);
 const unknown = asked.filter((name) => !(BENCHES as readonly string[]).includes(name));
@@ -27,5 +29,10 @@ for (const name of asked.length ? asked : BENCHES) {
     failed += 1;
     process.stderr.write(`bench ${name} failed (exit ${code})\n`);
   }
+}
+if (!failed) {
+  // docs/performance.md's tables come from bench/results (bench/report.ts); each table names its run's date.
+  const report = fileURLToPath(new URL('./report.ts', import.meta.url));
+  await new Promise<void>((resolve) => spawn(process.execPath, ['--import', 'tsx', report], { stdio: 'inherit' }).on('exit', () => resolve()));
 }
 process.exit(failed ? 1 : 0);

@@ -7,8 +7,10 @@ import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
- * The runner overlaps reading with writing (one chunk in flight): the reader is asked for the next
- * page while the previous chunk's transaction is still open; chunks still land in order; a write
+ * The runner overlaps reading with writing (two chunks in flight, each in its own transaction): the
+ * reader is asked for the next page while the previous chunk's transaction is still open; a third
+ * chunk waits for the first; a chunk sharing a key with one in flight waits for it, so the key's
+ * last version lands last; a write
  * that fails surfaces and fails the run with what was written before it kept. Slow writes are made
  * with an indexer that waits inside the chunk transaction (the hook the retrieval indexer uses).
  */
@@ -45,7 +47,7 @@ afterAll(async () => {
 });
 
 describe('the runner', () => {
-  it('reads the next page while a chunk is being written, and writes the chunks in order', async () => {
+  it('reads the next page while a chunk is being written, and writes at most two chunks at once', async () => {
     const log: string[] = [];
     const slow: RowIndexer = {
       async rowsWritten(_tx, batch) {
@@ -58,12 +60,38 @@ describe('the runner', () => {
     const triggered = await runner(slow).trigger(1, connector, { triggeredBy: 'manual', reader: pages(3, log) });
     const [run] = await triggered.done;
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 30, recordsOut: 30, chunkCount: 3 });
-    // Page 2 was asked for before chunk 1 was committed; chunk 2 began only after chunk 1 ended.
+    // Page 2 was asked for before chunk 1 was committed; chunk 2 was written beside chunk 1; chunk 3 waited for chunk 1.
     expect(log.indexOf('read 2')).toBeLessThan(log.indexOf('write 1 ends'));
-    expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 2 begins'));
-    expect(log.indexOf('write 2 ends')).toBeLessThan(log.indexOf('write 3 begins'));
+    expect(log.indexOf('write 2 begins')).toBeLessThan(log.indexOf('write 1 ends'));
+    expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 3 begins'));
     const { rows } = await owner.query(`select count(*)::int as n from ext_t1.overlap_rows where tenant_id = 1`);
     expect(rows[0].n).toBe(30);
+  });
+
+  it('a chunk sharing a key with a chunk in flight waits for it: the last version of a row wins', async () => {
+    await owner.query('truncate ext_t1.overlap_rows');
+    const log: string[] = [];
+    const slow: RowIndexer = {
+      async rowsWritten(_tx, batch) {
+        const page = (batch.rows[0]!.data as { page: number }).page;
+        log.push(`write ${page} begins`);
+        // The first chunk is the slow one: without the wait, the second would commit first and lose.
+        await new Promise((r) => setTimeout(r, page === 1 ? 200 : 0));
+        log.push(`write ${page} ends`);
+      },
+    };
+    // Both pages carry ids 1..10: the second page is the newer version of the same rows.
+    const samePages: PageReader = {
+      async *read() {
+        for (let n = 1; n <= 2; n++) yield { number: n, items: Array.from({ length: CHUNK }, (_, i) => ({ id: i + 1, page: n })) };
+      },
+    };
+    const triggered = await runner(slow).trigger(1, connector, { triggeredBy: 'manual', reader: samePages });
+    const [run] = await triggered.done;
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 20, chunkCount: 2 });
+    expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 2 begins'));
+    const { rows } = await owner.query(`select count(*)::int as n, min((data->>'page')::int) as page from ext_t1.overlap_rows where tenant_id = 1`);
+    expect(rows[0]).toEqual({ n: 10, page: 2 });
   });
 
   it('fails the run when a chunk write fails, keeping the chunks written before it', async () => {

@@ -65,6 +65,9 @@ class CancelledByRequest extends Error {
 
 type EngineFailure = Error & { runStatus?: RunStatus; retryable?: boolean };
 
+/** Chunks of one run written at once, each in its own transaction (see execute). */
+const WRITES_IN_FLIGHT = 2;
+
 /**
  * Runs connector endpoints: one run per endpoint, one after the other (they share the connector's
  * rate limit). Each run streams pages from the engine, writes rows in transactional chunks (counters
@@ -169,29 +172,45 @@ export class ConnectorRunner {
     let buffer: unknown[] = [];
     let cancelCheckedAt = Date.now();
 
-    // Writing overlaps reading: while one chunk is written the reader fetches the next pages. At most
-    // one chunk is in flight, so chunks land in order and memory holds two chunks at most; a write
-    // error surfaces at the next flush (or at the end) and fails the run as before.
-    let inFlight: Promise<void> | undefined;
+    // Writing overlaps reading: while chunks are written the reader fetches and prepares the next
+    // pages. Up to WRITES_IN_FLIGHT chunks are written at once, each in its own transaction (so
+    // PostgreSQL works on more than one core); a chunk sharing a key with one in flight waits for it,
+    // so a key's last version always lands last. Memory holds WRITES_IN_FLIGHT + 1 chunks at most;
+    // a write error surfaces at the next flush (or at the end) and fails the run as before.
+    const inFlight: Array<{ done: Promise<void>; keys: Set<string> }> = [];
     let cancelled = false;
-    const write = async (items: unknown[]) => {
-      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges));
+    const write = async (items: unknown[], prepared: PreparedRow[]) => {
+      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared));
       written += items.length;
       if (cancelRequested) {
         cancelled = true;
         controller.abort();
       }
     };
+    /** Waits for the oldest chunk in flight; throws its error. */
+    const settleOne = async () => {
+      const oldest = inFlight.shift();
+      await oldest?.done;
+    };
+    /** Waits for every chunk in flight; throws the first error once all have settled. */
     const settle = async () => {
-      const pending = inFlight;
-      inFlight = undefined;
-      await pending;
+      const pending = inFlight.splice(0).map((w) => w.done);
+      const results = await Promise.allSettled(pending);
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) throw (failed as PromiseRejectedResult).reason;
     };
     const flush = async (items: unknown[]) => {
       if (items.length === 0) return;
-      await settle();
-      inFlight = write(items);
-      inFlight.catch(() => undefined); // awaited by the next settle; no unhandled rejection meanwhile
+      // Prepared (canonical JSON, row_hash, promoted values) while earlier chunks are still being
+      // written: this CPU work overlaps PostgreSQL's instead of holding the next transaction open.
+      const prepared = items.map((item) => prepareRow(item, endpoint.target));
+      const keys = new Set<string>();
+      for (const row of prepared) if (row.externalId !== undefined) keys.add(row.externalId);
+      const overlaps = () => inFlight.some((w) => [...keys].some((k) => w.keys.has(k)));
+      while (inFlight.length >= WRITES_IN_FLIGHT || (inFlight.length > 0 && overlaps())) await settleOne();
+      const done = write(items, prepared);
+      done.catch(() => undefined); // awaited by a later settle; no unhandled rejection meanwhile
+      inFlight.push({ done, keys });
     };
 
     let outcome: { status: Exclude<RunStatus, 'Running'>; error?: EngineFailure };
@@ -255,8 +274,16 @@ export class ConnectorRunner {
     return finished;
   }
 
-  private async writeChunk(tx: Tx, tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, items: unknown[], emitsRowChanges: boolean) {
-    const prepared: PreparedRow[] = items.map((item) => prepareRow(item, endpoint.target));
+  private async writeChunk(
+    tx: Tx,
+    tenantId: number,
+    connector: ConnectorSpec,
+    endpoint: EndpointSpec,
+    run: RunRecord,
+    items: unknown[],
+    emitsRowChanges: boolean,
+    prepared: PreparedRow[] = items.map((item) => prepareRow(item, endpoint.target)),
+  ) {
     const ids = { tenantId, connectorId: connector.id, endpointUuid: endpoint.uuid };
     const losses: DeadLetterInput[] = [];
     const storable: PreparedRow[] = [];

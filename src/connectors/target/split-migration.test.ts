@@ -96,7 +96,7 @@ describe('connectors V4: shared ext.* tables split per tenant', () => {
     expect(other.rowCount).toBe(0);
     const ids = { tenantId: 1, connectorId: '00000000-0000-4000-8000-000000000001', endpointUuid: '00000000-0000-4000-8000-000000000002' };
     const target = { kind: 'hybrid' as const, table: 'ext.partners', unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' as const }] };
-    const written = await db.withTenant(1, (tx) => upsertChunk(tx, target, [{ externalId: 'new', data: { id: 'new' }, rowHash: 'h-new', promoted: { name: 'fresh' }, rejects: [] }], ids));
+    const written = await db.withTenant(1, (tx) => upsertChunk(tx, target, [{ externalId: 'new', data: { id: 'new' }, json: '{"id":"new"}', rowHash: 'h-new', promoted: { name: 'fresh' }, rejects: [] }], ids));
     expect(written).toBe(1);
     const { rows } = await owner.query<{ fresh: number; max: number }>(`select (select id from ext_t1.partners where external_id = 'new')::int as fresh, (select max(id) from ext_t1.partners where external_id <> 'new')::int as max`);
     expect(rows[0]!.fresh).toBeGreaterThan(rows[0]!.max);

@@ -50,13 +50,15 @@ async function writeRows(
   const updates = ['row_hash', 'data', 'connector_id', 'endpoint_id', ...promote.map((p) => pg.escapeIdentifier(p.name))]
     .map((c) => `${c} = excluded.${c}`)
     .concat('indexed_at = now()');
-  const payload = [...byKey.values()].map((r) => {
-    const record: Record<string, unknown> = { external_id: r.externalId, row_hash: r.rowHash, data: r.data };
-    promote.forEach((p, i) => {
-      record[`p${i}`] = r.promoted[p.name] ?? null;
-    });
-    return record;
-  });
+  // The JSON array is assembled from each row's canonical JSON text (prepareRow made it for the
+  // hash): serialising every payload a second time was a sixth of the hub's CPU per row.
+  let payload = '[';
+  for (const r of byKey.values()) {
+    payload += `${payload.length > 1 ? ',' : ''}{"external_id":${JSON.stringify(r.externalId)},"row_hash":"${r.rowHash}","data":${r.json}`;
+    for (let i = 0; i < promote.length; i++) payload += `,"p${i}":${JSON.stringify(r.promoted[promote[i]!.name] ?? null)}`;
+    payload += '}';
+  }
+  payload += ']';
   // The tenant's own table (ext.<name> lives in the tenant's schema ext_t<id>: src/connectors/target/ddl.ts).
   const table = tenantTableSql(ids.tenantId, target.table);
   const changedOnly = onlyChanged ? ` where ${table}.row_hash is distinct from excluded.row_hash returning external_id, (xmax = 0) as inserted` : '';
@@ -64,7 +66,7 @@ async function writeRows(
     `insert into ${table} (${insertColumns.join(', ')})
      select ${selects.join(', ')} from jsonb_to_recordset($4::jsonb) as x(${recordColumns.join(', ')})
      on conflict (tenant_id, external_id) do update set ${updates.join(', ')}${changedOnly}`,
-    [ids.tenantId, ids.connectorId, ids.endpointUuid, JSON.stringify(payload)],
+    [ids.tenantId, ids.connectorId, ids.endpointUuid, payload],
   );
   const changed = onlyChanged ? result.rows.map((r) => ({ externalId: r.external_id, op: r.inserted ? ('insert' as const) : ('update' as const) })) : [];
   return { written: writable.length, changed };

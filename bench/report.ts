@@ -1,0 +1,146 @@
+/**
+ * Renders the figures of bench/results/<name>.json as the Markdown tables of docs/performance.md and
+ * writes them there, between the markers `<!-- bench:<name> -->` and `<!-- /bench:<name> -->` (the
+ * prose around them is kept). `npm run bench` ends with it after a full run; run it alone with
+ * `npm run bench:report` (`-- --print` to print the tables instead of writing them).
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
+const DOC = fileURLToPath(new URL('../docs/performance.md', import.meta.url));
+
+// biome-ignore lint/suspicious/noExplicitAny: the results are JSON written by the benches themselves
+type Json = any;
+
+const n = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '-');
+const f = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : '-');
+const met = (ok: boolean) => (ok ? 'met' : '**not met**');
+
+function row(cells: Array<string | number>): string {
+  return `| ${cells.join(' | ')} |`;
+}
+
+function header(cells: string[], align: string[]): string {
+  return `${row(cells)}\n${row(align)}`;
+}
+
+function machine(r: Json): string {
+  const load = r.loadAverage ? `load average ${r.loadAverage.atStart.join(' / ')} at the start, ${r.loadAverage.atEnd.join(' / ')} at the end (1 / 5 / 15 min)` : '';
+  return `Run of ${r.date} (${r.cpus} × ${r.cpuModel}, Node ${r.node}; ${load}; ${f(r.benchSeconds, 0)} s).`;
+}
+
+function ingest(r: Json): string {
+  const lines: string[] = [];
+  lines.push(`${machine(r)} ${n(r.rows)} rows, ${r.rounds} rounds, chunks of ${n(r.chunkSize)}; medians of the rounds, ratios the medians of each round's own ratio.`);
+  lines.push('');
+  lines.push(
+    header(
+      ['dialect', 'hub rows/s (min–max)', 'COPY ceiling', '**hub/COPY**', 'fetch ceiling', 'hub/fetch', 'run s', 'peak RSS MB', 'stored rows checked'],
+      ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---'],
+    ),
+  );
+  for (const d of ['offset', 'cursor']) {
+    const x = r.dialects[d];
+    lines.push(
+      row([
+        d,
+        `${n(x.rowsPerSec)} (${n(x.rowsPerSecRange[0])}–${n(x.rowsPerSecRange[1])})`,
+        n(r.ceilingCopyRowsPerSec),
+        `**${f(x.ratioToCopy, 3)}**`,
+        n(x.ceilingFetchRowsPerSec),
+        f(x.ratioToFetch, 3),
+        f(x.seconds, 2),
+        f(x.peakRssMb, 0),
+        r.verified?.storedRowsMatchSource ? `${n(r.rows)} rows, ${n(r.rows)} distinct keys, each run` : 'no',
+      ]),
+    );
+  }
+  lines.push('');
+  const worst = Math.min(r.dialects.offset.ratioToCopy, r.dialects.cursor.ratioToCopy);
+  lines.push(`Target hub/COPY ≥ 0.8: ${met(worst >= 0.8)} (${f(worst, 3)} for the slower dialect).`);
+  lines.push('');
+  lines.push(header(['write path alone (same rows, once)', 'rows/s'], ['---', '---:']));
+  lines.push(row(['`prepareRow` (canonical JSON, sha256, promoted values)', n(r.breakdown.prepareRowRowsPerSec)]));
+  lines.push(row([`\`upsertChunk\`, chunks of ${n(r.chunkSize)}, one after the other`, n(r.breakdown.upsertChunksRowsPerSec)]));
+  lines.push(row(['COPY, same shape (median of the rounds)', n(r.ceilingCopyRowsPerSec)]));
+  lines.push(row(['COPY, same shape without the GIN index on `data`', n(r.breakdown.copyWithoutGinIndexRowsPerSec)]));
+  lines.push('');
+  const cpu = (c: Json) => `${f(c.benchProcess, 2)} / ${c.postgres === null ? '-' : f(c.postgres, 2)}`;
+  lines.push(header(['CPU seconds (mean of the rounds)', 'client process / PostgreSQL'], ['---', '---:']));
+  lines.push(row(['hub run, offset', cpu(r.dialects.offset.cpuSeconds)]));
+  lines.push(row(['hub run, cursor', cpu(r.dialects.cursor.cpuSeconds)]));
+  lines.push(row(['COPY ceiling', cpu(r.breakdown.copyCpuSeconds)]));
+  lines.push(row(['`upsertChunk` alone', cpu(r.breakdown.upsertChunksCpuSeconds)]));
+  return lines.join('\n');
+}
+
+function deliver(r: Json): string {
+  const lines: string[] = [];
+  lines.push(`${machine(r)} Integration with \`authMode: HMAC\`, \`svc.webhook.concurrency-per-integration\` ${r.concurrencyPerIntegration}.`);
+  lines.push('');
+  lines.push(header(['', 'per s', 'ceiling per s', '**ratio**', 'p50 ms', 'p99 ms', 'what the receiver got'], ['---', '---:', '---:', '---:', '---:', '---:', '---']));
+  const got = (v: Json) => `${n(v.received)} of ${n(v.events)}, ${n(v.duplicates)} duplicates, ${n(v.signaturesVerified)} signatures right, ${n(v.badSignatures + v.unsigned)} wrong or missing`;
+  const d = r.drain;
+  lines.push(row([`drain of ${n(d.events)} pre-filled events (commit → last arrival)`, n(d.deliveriesPerSec), n(d.ceiling.requestsPerSec), `**${f(d.ratio, 3)}**`, '-', '-', got(d.verified)]));
+  lines.push(row([`ceiling: plain POSTs, ${d.ceiling.concurrency} in flight (send → arrival)`, n(d.ceiling.requestsPerSec), n(d.ceiling.requestsPerSec), '1.000', f(d.ceiling.latencyMs.p50), f(d.ceiling.latencyMs.p99), `${n(d.ceiling.requests)} of ${n(d.ceiling.requests)}`]));
+  const x = r.fixedRate;
+  lines.push(
+    row([
+      `${n(x.rate)} events/s asked, ${n(x.emitEventsPerSec)}/s written by a separate process (commit → arrival)`,
+      n(x.emitEventsPerSec),
+      '-',
+      '-',
+      `**${f(x.latencyMs.p50)}**`,
+      f(x.latencyMs.p99),
+      got(x.verified),
+    ]),
+  );
+  lines.push(row([`one event at a time (${n(r.idle.events)} events)`, '-', '-', '-', f(r.idle.latencyMs.p50), f(r.idle.latencyMs.p99), `${n(r.idle.events)} of ${n(r.idle.events)}`]));
+  lines.push('');
+  lines.push(
+    `Targets: drain ≥ ${r.targets.drainRatio} × the ceiling ${met(r.targets.drainRatioMet)}; p50 < ${r.targets.fixedRateP50Ms} ms at ${n(x.rate)} events/s ${met(r.targets.fixedRateP50Met)}${x.emitEventsPerSec < x.rate * 0.95 ? ` (the writer reached only ${n(x.emitEventsPerSec)}/s)` : ''}.`,
+  );
+  return lines.join('\n');
+}
+
+function api(r: Json): string {
+  const lines: string[] = [];
+  lines.push(`${machine(r)} ${n(r.rate)} requests/s in all for ${r.seconds} s (after ${r.warmupSeconds} s unmeasured), ${r.connectionsPerRoute} connections per route; seeded with ${r.seed.connectors} connectors and runs, ${n(r.seed.deliveries)} deliveries.`);
+  lines.push('');
+  lines.push(header(['route', 'per s', 'p50 ms', '**p99 ms**', 'max ms', 'errors', 'non-2xx', 'ceiling p50', 'ceiling p99'], ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
+  const line = (name: string, h: Json, c: Json) => row([name, n(h.perSec), f(h.p50, 2), `**${f(h.p99, 2)}**`, f(h.max), n(h.errors), n(h.non2xx), c ? f(c.p50, 2) : '-', c ? f(c.p99, 2) : '-']);
+  lines.push(line('all routes', r.hub.overall, r.ceiling.overall));
+  for (const name of Object.keys(r.hub.routes)) lines.push(line(`\`${name}\``, r.hub.routes[name], r.ceiling.routes[name]));
+  lines.push('');
+  lines.push(`RSS of the hub's process: ${f(r.rss.beforeMb, 0)} MB before, ${f(r.rss.peakMb, 0)} MB peak, ${f(r.rss.afterMb, 0)} MB after the measured load.`);
+  lines.push(`Target p99 < ${r.target.p99Ms} ms at ${n(r.rate)} requests/s with no errors: ${met(r.target.met)}.`);
+  return lines.join('\n');
+}
+
+const RENDER: Record<string, (r: Json) => string> = { ingest, deliver, api };
+
+const print = process.argv.includes('--print');
+let doc = readFileSync(DOC, 'utf8');
+for (const [name, render] of Object.entries(RENDER)) {
+  const file = `${RESULTS}${name}.json`;
+  if (!existsSync(file)) {
+    process.stderr.write(`no bench/results/${name}.json: run npm run bench:${name} first\n`);
+    continue;
+  }
+  const text = render(JSON.parse(readFileSync(file, 'utf8')));
+  if (print) {
+    process.stdout.write(`\n## ${name}\n\n${text}\n`);
+    continue;
+  }
+  const open = `<!-- bench:${name} -->`;
+  const close = `<!-- /bench:${name} -->`;
+  const start = doc.indexOf(open);
+  const end = doc.indexOf(close);
+  if (start < 0 || end < start) throw new Error(`docs/performance.md has no ${open} … ${close} block`);
+  doc = `${doc.slice(0, start + open.length)}\n${text}\n${doc.slice(end)}`;
+}
+if (!print) {
+  writeFileSync(DOC, doc);
+  process.stdout.write('wrote the tables of docs/performance.md from bench/results/\n');
+}
