@@ -10,6 +10,8 @@ import type { HubServices } from './services.js';
 import { validate } from './validation.js';
 
 const PLATFORM = '/api/platform/';
+/** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
+const PLATFORM_PATHS = /^\/api\/platform(?:\/.*)?$/i;
 
 /** `{tid}` -> `:tid` */
 export function koaPath(path: string): string {
@@ -42,6 +44,19 @@ export function mountRoutes(routes: RouteDecl[], services: HubServices): Router 
       }
     });
   }
+  // The platform floor holds before routing: a /api/platform/* path no declaration serves (or a
+  // method it does not serve) gets the same 401, then 403, as a declared one, so an unauthenticated
+  // caller cannot map the route table. Declared routes answer before this; with credentials and
+  // svc_integrator the request falls through to the usual 404 or 405.
+  router.all(PLATFORM_PATHS, async (ctx: Context, next) => {
+    const principal = await services.authenticator.authenticate(ctx.headers, true);
+    if (!principal) throw new AuthenticationRequired(true);
+    if (!principal.roles.has('svc_integrator')) throw new MissingIntegratorRole();
+    // Not a route of its own: the 405's Allow list names only what declarations serve.
+    const state = ctx as Context & { matched?: Array<{ path: unknown }> };
+    state.matched = state.matched?.filter((layer) => layer.path !== PLATFORM_PATHS);
+    await next();
+  });
   return router;
 }
 
