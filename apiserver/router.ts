@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import { parse as parseYaml } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, HubError, MissingIntegratorRole, ValidationError } from '../src/errors.js';
-import { audited, recordCall } from './middleware/audit.js';
+import { auditCall, audited, recordCall } from './middleware/audit.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { HubServices } from './services.js';
@@ -26,6 +26,7 @@ export function mountRoutes(routes: RouteDecl[], services: HubServices): Router 
   const router = new Router();
   for (const decl of routes) {
     const audit = audited(decl);
+    if (audit) router.register(koaPath(decl.path), [decl.method], auditCall(services, decl));
     router.register(koaPath(decl.path), [decl.method], async (ctx: Context) => {
       ctx.state.routePath = decl.path;
       try {
