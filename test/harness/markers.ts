@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import { until } from './until.js';
 
 /**
@@ -7,11 +6,15 @@ import { until } from './until.js';
  * it would have happened (a later event consumed, a later delivery made), then asserts.
  */
 
-type Queryable = Pick<pg.Client, 'query'>;
+/** The owner's client, or a pool that sees every tenant (the hub's worker pool). */
+export interface Queryable {
+  // biome-ignore lint/suspicious/noExplicitAny: pg's overloads; rows are read as plain records
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
 
 /** The id of the newest outbox event (any tenant), read as the owner. */
 export async function lastEventId(owner: Queryable): Promise<number> {
-  const { rows } = await owner.query<{ id: string | null }>('select max(id) as id from events.outbox');
+  const { rows } = await owner.query('select max(id) as id from events.outbox');
   return Number(rows[0]?.id ?? 0);
 }
 
@@ -24,7 +27,7 @@ export async function consumerPassed(owner: Queryable, consumer: string, eventId
   await until(
     `outbox consumer ${consumer} past event ${eventId}`,
     async () => {
-      const { rows } = await owner.query<{ last_id: string }>('select last_id from events.consumer_cursors where consumer = $1', [consumer]);
+      const { rows } = await owner.query('select last_id from events.consumer_cursors where consumer = $1', [consumer]);
       return rows[0] !== undefined && Number(rows[0].last_id) >= eventId;
     },
     { timeoutMs },
