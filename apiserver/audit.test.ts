@@ -179,5 +179,9 @@ describe('audit', () => {
     expect(hub.services.audit.pending()).toBe(1);
     expect(await hub.services.audit.flush()).toBe(1);
     expect((await owner.query(`select status from audit.entries where actor = 'retry'`)).rows).toEqual([{ status: 200 }]);
+    // Text PostgreSQL cannot store (NUL, from a token claim say) does not poison the buffer.
+    hub.services.audit.record({ tenantId: 1, actor: 'nul\u0000actor', action: 'POST /x', target: '/x\u0000', outcome: 'failure', status: 400, at: new Date() });
+    expect(await hub.services.audit.flush()).toBe(1);
+    expect((await owner.query(`select target from audit.entries where actor = 'nul\uFFFDactor'`)).rows).toEqual([{ target: '/x\uFFFD' }]);
   });
 });

@@ -18,6 +18,17 @@ export type AuditSubject = Pick<AuditEntry, 'tenantId' | 'actor' | 'action' | 't
 
 const INSERT = 'insert into audit.entries (tenant_id, actor, action, target, outcome, status, request_id, at)';
 
+/** PostgreSQL text cannot hold NUL: a path or claim carrying one is recorded with U+FFFD instead of failing the write. */
+function storable(text: string): string;
+function storable(text: string | undefined): string | undefined;
+function storable(text: string | undefined): string | undefined {
+  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+}
+
+function storableSubject(subject: AuditSubject): AuditSubject {
+  return { ...subject, actor: storable(subject.actor), action: storable(subject.action), target: storable(subject.target), requestId: storable(subject.requestId) };
+}
+
 /**
  * The audit entry of one call, written so that no crash loses it:
  *
@@ -44,8 +55,9 @@ export class RequestAudit implements CommitHook {
 
   async beforeCommit(tx: Tx, role: 'app' | 'worker'): Promise<CommitFollowUp | undefined> {
     if (this.state !== 'open') return undefined;
-    const subject = this.subject(false);
-    if (!subject) return undefined; // authentication's own transactions
+    const given = this.subject(false);
+    if (!given) return undefined; // authentication's own transactions
+    const subject = storableSubject(given);
     if (role === 'app' && tx.tenantId !== subject.tenantId) return undefined;
     this.state = 'writing';
     try {
@@ -76,7 +88,7 @@ export class RequestAudit implements CommitHook {
   /** The call ended with `status`: completes the entry before the response is sent. */
   async finish(db: Database, recorder: AuditRecorder, status: number): Promise<void> {
     this.state = 'closed';
-    const subject = this.subject(true)!;
+    const subject = storableSubject(this.subject(true)!);
     const outcome = status < 400 ? 'success' : 'failure';
     try {
       if (this.rowId !== undefined) {
@@ -108,7 +120,7 @@ export class AuditRecorder {
   constructor(private readonly db: Database) {}
 
   record(entry: AuditEntry): void {
-    this.buffer.push(entry);
+    this.buffer.push({ ...entry, ...storableSubject(entry) });
     if (this.buffer.length > MAX_BUFFER) {
       const dropped = this.buffer.length - MAX_BUFFER;
       this.buffer.splice(0, dropped);
