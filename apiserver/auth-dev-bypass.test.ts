@@ -133,6 +133,27 @@ describe('dev bypass', () => {
     expect(r.json()).toEqual({ error: 'no tenant in security context' });
   });
 
+  it.each(['0', '00', ' 0 '])('X-Tenant-ID %p (the system tenant) is refused: 403', async (value) => {
+    for (const path of ['/api/bff/v1/me', '/api/bff/v1/tenant-probe', '/api/platform/health']) {
+      const r = await call(path, { 'X-Tenant-ID': value });
+      expect({ path, status: r.status }).toEqual({ path, status: 403 });
+      expect(r.json()).toEqual({ error: 'X-Tenant-ID names the system tenant' });
+    }
+  });
+
+  it.each(['0', '00'])('X-Impersonate-Tenant %p (the system tenant) is refused: 403', async (value) => {
+    for (const path of ['/api/bff/v1/me', '/api/bff/v1/tenant-probe', '/api/platform/health']) {
+      const r = await call(path, { 'X-Tenant-ID': '1', 'X-Impersonate-Tenant': value });
+      expect({ path, status: r.status }).toEqual({ path, status: 403 });
+      expect(r.json()).toEqual({ error: 'X-Impersonate-Tenant names the system tenant' });
+    }
+    expect((await call('/api/bff/v1/me', { 'X-Impersonate-Tenant': value })).status).toBe(403);
+  });
+
+  it('an unknown /api/platform/* path is a 404 under the bypass (every role is held)', async () => {
+    expect((await call('/api/platform/no-such-route')).status).toBe(404);
+  });
+
   it('an unknown or inactive header tenant is refused', async () => {
     const unknown = await call('/api/bff/v1/me', { 'X-Tenant-ID': '77' });
     expect(unknown.status).toBe(403);

@@ -239,6 +239,16 @@ describe('bearer token verification (on /api/platform/health: 401 plain text)', 
     expectPlatform401(await call('/api/platform/health', { token: await token(['svc_integrator'], {}, { alg, expiresIn: -120 }) }));
   });
 
+  it.each(['RS256', 'ES256'] as const)('refuses a %s token without exp (properly signed, otherwise valid)', async (alg) => {
+    const noExp = await token(['svc_integrator', 'svc_user'], { tenant_id: 2 }, { alg, expiresIn: null });
+    const claims = JSON.parse(Buffer.from(noExp.split('.')[1]!, 'base64url').toString('utf8')) as JWTPayload;
+    expect(claims.exp).toBeUndefined();
+    expectPlatform401(await call('/api/platform/health', { token: noExp }));
+    expectJson401(await call('/api/bff/v1/me', { token: noExp }));
+    // The same claims with an expiry pass: the refusal is the missing exp.
+    expect((await call('/api/platform/health', { token: await token(['svc_integrator', 'svc_user'], { tenant_id: 2 }, { alg }) })).status).toBe(200);
+  });
+
   it('refuses a token that is not yet valid (nbf in the future)', async () => {
     const nbf = Math.floor(Date.now() / 1000) + 600;
     expectPlatform401(await call('/api/platform/health', { token: await token(['svc_integrator'], { nbf }) }));
@@ -360,6 +370,36 @@ describe('the platform floor: svc_integrator on every /api/platform/* path', () 
       }),
     );
     expectMissingIntegrator(await call('/api/platform/health', { token: await token(undefined, { tenant_id: 2, realm_access: { roles: 'svc_integrator' } }) }));
+  });
+});
+
+describe('the platform floor holds before routing: an unknown /api/platform/* path is not told apart', () => {
+  it.each(['/api/platform/no-such-route', '/api/platform/health/deeper', '/API/Platform/nothing-here', '/api/platform'])(
+    'without credentials %s is a 401 like a declared path',
+    async (path) => {
+      expectPlatform401(await call(path));
+      expectPlatform401(await call(path, { method: 'POST', body: {} }));
+      expectPlatform401(await call(path, { authorization: 'Bearer not-a-jwt' }));
+    },
+  );
+
+  it('a declared platform path with a method it does not serve is a 401 too (no 405 naming the methods)', async () => {
+    const r = await call('/api/platform/health', { method: 'DELETE' });
+    expectPlatform401(r);
+    expect(r.headers.get('allow')).toBeNull();
+  });
+
+  it('with credentials: 403 without svc_integrator, then 404 as usual', async () => {
+    expectMissingIntegrator(await call('/api/platform/no-such-route', { token: await token(['svc_user'], { tenant_id: 2 }) }));
+    const found = await call('/api/platform/no-such-route', { token: await token(['svc_integrator'], { tenant_id: 2 }) });
+    expect(found.status).toBe(404);
+    const wrongMethod = await call('/api/platform/health', { method: 'DELETE', token: await token(['svc_integrator'], { tenant_id: 2 }) });
+    expect(wrongMethod.status).toBe(405);
+  });
+
+  it('outside /api/platform an unknown path stays a plain 404', async () => {
+    expect((await call('/api/nothing-here')).status).toBe(404);
+    expect((await call('/api/platformish/x')).status).toBe(404);
   });
 });
 
@@ -485,6 +525,11 @@ describe('tenant from the token', () => {
     expectEmpty403(await call('/api/tenants/1/probe', { token: await token(['svc_admin']) }));
   });
 
+  it.each([0, '0', '000'])('a token whose tenant claim %p names the system tenant is refused: 401', async (tenantId) => {
+    expectJson401(await call('/api/bff/v1/me', { token: await token(['svc_user', 'svc_superadmin'], { tenant_id: tenantId }) }));
+    expectPlatform401(await call('/api/platform/health', { token: await token(['svc_integrator'], { tenant_id: tenantId }) }));
+  });
+
   it('an unknown tenant is refused', async () => {
     expectJson403(await call('/api/bff/v1/me', { token: await token(['svc_user'], { tenant_id: 999 }) }), 'unknown tenant 999');
   });
@@ -537,6 +582,14 @@ describe('impersonation (acting_as_tenant)', () => {
       await call(path, { token: await token(roles, { tenant_id: 2, acting_as_tenant: 3 }) }),
       'svc_superadmin required to impersonate a tenant',
     );
+  });
+
+  it.each([0, '0', '00'])('a token naming the system tenant (acting_as_tenant %p) is refused: 401', async (acting) => {
+    const t = await token(['svc_superadmin', 'svc_user', 'svc_integrator'], { tenant_id: 2, acting_as_tenant: acting });
+    expectJson401(await call('/api/bff/v1/me', { token: t }));
+    expectPlatform401(await call('/api/platform/health', { token: t }));
+    const homeless = await token(['svc_superadmin', 'svc_user'], { acting_as_tenant: acting });
+    expectJson401(await call('/api/bff/v1/me', { token: homeless }));
   });
 
   it('impersonating an unknown tenant is refused', async () => {

@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import { parse as parseYaml } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, HubError, MissingIntegratorRole, ValidationError } from '../src/errors.js';
-import { audited, recordCall } from './middleware/audit.js';
+import { auditCall, audited, recordCall } from './middleware/audit.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
@@ -11,6 +11,8 @@ import { depthOf, findUnstorableText, jsonTextTooDeep, MAX_JSON_DEPTH, unstorabl
 import { validate } from './validation.js';
 
 const PLATFORM = '/api/platform/';
+/** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
+const PLATFORM_PATHS = /^\/api\/platform(?:\/.*)?$/i;
 
 /** `{tid}` -> `:tid` */
 export function koaPath(path: string): string {
@@ -25,6 +27,7 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
   const router = new Router();
   for (const decl of routes) {
     const audit = audited(decl);
+    if (audit) router.register(koaPath(decl.path), [decl.method], auditCall(services, decl));
     router.register(koaPath(decl.path), [decl.method], async (ctx: Context) => {
       ctx.state.routePath = decl.path;
       try {
@@ -46,6 +49,19 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
       }
     });
   }
+  // The platform floor holds before routing: a /api/platform/* path no declaration serves (or a
+  // method it does not serve) gets the same 401, then 403, as a declared one, so an unauthenticated
+  // caller cannot map the route table. Declared routes answer before this; with credentials and
+  // svc_integrator the request falls through to the usual 404 or 405.
+  router.all(PLATFORM_PATHS, async (ctx: Context, next) => {
+    const principal = await services.authenticator.authenticate(ctx.headers, true);
+    if (!principal) throw new AuthenticationRequired(true);
+    if (!principal.roles.has('svc_integrator')) throw new MissingIntegratorRole();
+    // Not a route of its own: the 405's Allow list names only what declarations serve.
+    const state = ctx as Context & { matched?: Array<{ path: unknown }> };
+    state.matched = state.matched?.filter((layer) => layer.path !== PLATFORM_PATHS);
+    await next();
+  });
   return router;
 }
 

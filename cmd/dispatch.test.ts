@@ -7,6 +7,7 @@ import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type Receiver, startReceiver, verifySvcSignature } from '../test/harness/receiver.js';
+import { consumerPassed } from '../test/harness/markers.js';
 import { until as untilProbe } from '../test/harness/until.js';
 
 /**
@@ -129,7 +130,13 @@ describe('svc-hub dispatch', () => {
     expect(res.status).toBe(201);
     const fired = await fire(15);
     const got = await receiver.waitFor(15, '/once', 15_000);
-    await new Promise((r) => setTimeout(r, 1000));
+    // Marker: the shared consumer cursor is past the last event and every row has its outcome; a
+    // second send of any of them would have had to claim a row first (attempts > 1).
+    await consumerPassed(owner, 'webhooks', fired.at(-1)!, 15_000);
+    await untilProbe('every outcome written', async () => {
+      const { rows } = await owner.query(`select bool_and(succeeded) as done, count(*)::int as n from hub.deliveries d join hub.integrations i on i.id = d.integration_id where i.name = 'once'`);
+      return rows[0].n === 15 && rows[0].done === true;
+    });
     expect(receiver.on('/once').length).toBe(15);
     expect(got.map((r) => Number(r.headers['x-svc-event-id'])).sort((a, b) => a - b)).toEqual(fired);
     expect(got.every((r) => verifySvcSignature(SECRET, r))).toBe(true);

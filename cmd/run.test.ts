@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { startDemoSource } from '../src/demo-source/server.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { parseRunArgs, runCommand } from './run.js';
@@ -50,16 +51,29 @@ describe('svc-hub run connector', () => {
   });
 
   it('--scheduled takes the latest due slot once, however many jobs fire', async () => {
-    const first = await cli(['connector', 'every-minute', '--tenant', 'default', '--scheduled']);
-    const second = await cli(['connector', 'every-minute', '--tenant', 'default', '--scheduled']);
-    const outcomes = [first, second].map((r) => r.lines[0]!);
-    // Both ran within the same minute in practice; if the minute turned, each took its own slot.
+    // Three jobs fire at once (a CronJob overlapping a hub's own tick, say).
+    const jobs = await Promise.all([1, 2, 3].map(() => cli(['connector', 'every-minute', '--tenant', 'default', '--scheduled'])));
+    for (const job of jobs) expect(job.code).toBe(0);
+    const outcomes = jobs.map((r) => r.lines[0]!);
     const ran = outcomes.filter((l) => l.includes(' Completed '));
-    const skipped = outcomes.filter((l) => /already ran: skipped$/.test(l));
-    expect(ran.length + skipped.length).toBe(2);
+    const skippedSlots = outcomes.map((l) => /^slot (\S+) already ran: skipped$/.exec(l)?.[1]).filter((slot): slot is string => slot !== undefined);
+    expect(ran.length + skippedSlots.length).toBe(3);
     expect(ran.length).toBeGreaterThanOrEqual(1);
-    expect(first.code).toBe(0);
-    expect(second.code).toBe(0);
+    // The ledger: every scheduled run names its slot, and no slot ran twice. The jobs normally share
+    // one minute (one run, two skips); if the minute turned between them, each new slot runs once.
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      const { rows } = await owner.query<{ slot: Date; runs: number }>(
+        `select slot, count(*)::int as runs from connectors.runs where connector_name = 'every-minute' and triggered_by = 'schedule' group by slot order by slot`,
+      );
+      expect(rows.every((r) => r.slot !== null && r.runs === 1)).toBe(true);
+      expect(rows).toHaveLength(ran.length);
+      const claimed = rows.map((r) => r.slot.toISOString());
+      for (const slot of skippedSlots) expect(claimed).toContain(slot);
+    } finally {
+      await owner.end();
+    }
   });
 
   it('--scheduled honours the window fence: the slot is skipped, never queued', async () => {

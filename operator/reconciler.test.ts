@@ -181,7 +181,13 @@ describe('a Connector resource', () => {
     // A permanent error is not retried: no request names the resource for a while.
     await settled();
     const count = api.requests.filter((r) => r.path.endsWith('/connectors/demo-open')).length;
-    await new Promise((r) => setTimeout(r, 1_000)); // backoffBase is 50 ms: a retry loop would show within this
+    // Marker: another resource whose status write fails three times goes through three backoff
+    // retries (50, 100, 200 ms) before it is Ready; a retry loop on demo-open would have shown by then.
+    const open = example('open.yaml');
+    api.failNext('PUT', /\/connectors\/backoff-marker\/status$/, 409, 3);
+    api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'backoff-marker', namespace: NS } });
+    await until('the marker Ready after its retries', () => ready('backoff-marker')?.status === 'True');
+    expect(api.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/connectors/backoff-marker/status')).map((r) => r.status)).toEqual([409, 409, 409, 200]);
     expect(api.requests.filter((r) => r.path.endsWith('/connectors/demo-open')).length).toBe(count);
     // Fixing the resource makes it Ready again.
     api.apply('connectors', { ...bad, metadata: { ...bad.metadata, namespace: NS } });

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { runWithContext } from '../../src/observability/context.js';
 import { logger, registerSecret } from '../../src/observability/logger.js';
 import { derivePassword } from '../../src/db/roles.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
@@ -23,6 +25,10 @@ beforeAll(async () => {
     'svc.log.level': 'debug',
   });
   registerSecret(hub.config.string('svc.secret.master-key'));
+  const owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+  await owner.query(`insert into core.tenants (id, code, name) values (2, 'tenant-b', 'Tenant B')`);
+  await owner.end();
 });
 
 afterAll(async () => {
@@ -67,6 +73,43 @@ describe('logging', () => {
     const access = mine.find((l) => l.msg === 'request' && l.path === '/api/bff/v1/me');
     expect(access).toMatchObject({ tenant: '1', status: 200, method: 'GET' });
     for (const line of mine) expect(line.tenant).toBe('1');
+  });
+
+  it("a tenant's secret value is scrubbed from its own work only, never from another tenant's lines; the hub's own credentials everywhere", async () => {
+    // Tenant A (1) stores values that are ordinary text in everyone's log lines.
+    const admin = await issuer.mint({ realm_access: { roles: ['svc_integrator', 'svc_admin'] }, tenant_id: 1, sub: 'tenant-a-admin' });
+    for (const [name, value] of [['verb', 'GET'], ['path', '/api/bff/v1/me'], ['word', 'request']]) {
+      const created = await fetch(`${hub.url}/api/platform/secrets`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${admin}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ name, value }),
+      });
+      expect(created.status).toBe(201);
+    }
+    // A job of tenant A decrypts them: its own lines are scrubbed of those long enough to scrub.
+    const jobLine = await runWithContext({ job: 'tenant-a-run', tenantId: '1' }, async () => {
+      for (const name of ['verb', 'path', 'word']) await hub.services.secrets.resolveSecret(1, `secret:${name}`, 'test');
+      logger().info({ mark: 'tenant-a-job' }, 'calling /api/bff/v1/me upstream with request GET');
+      return logs.lines().find((l) => l.mark === 'tenant-a-job');
+    });
+    expect(jobLine?.msg).toBe('calling [REDACTED] upstream with request GET');
+
+    // Tenant B (2) is served afterwards: its lines keep every word.
+    const before = logs.lines().length;
+    const tokenB = await issuer.mint({ realm_access: { roles: ['svc_user'] }, tenant_id: 2, sub: 'tenant-b-user' });
+    const res = await fetch(`${hub.url}/api/bff/v1/me`, { headers: { Authorization: `Bearer ${tokenB}` } });
+    expect(res.status).toBe(200);
+    const requestId = res.headers.get('x-request-id');
+    await runWithContext({ job: 'tenant-b-run', tenantId: '2' }, async () => {
+      logger().info({ mark: 'tenant-b-job' }, `a request GET /api/bff/v1/me with key ${MASTER_KEY} and Bearer ${tokenB}`);
+    });
+    const lines = logs.lines().slice(before);
+    const access = lines.find((l) => l.msg === 'request' && l.reqId === requestId);
+    expect(access).toMatchObject({ tenant: '2', method: 'GET', path: '/api/bff/v1/me', status: 200 });
+    const careless = lines.find((l) => l.mark === 'tenant-b-job');
+    // Tenant A's values stay; the hub's master key and the bearer token are still redacted.
+    expect(careless?.msg).toBe('a request GET /api/bff/v1/me with key [REDACTED] and Bearer [REDACTED]');
+    expect(logs.raw()).not.toContain(MASTER_KEY);
   });
 
   it('writes JSON lines in the prod profile format with an ISO time and a level name', () => {

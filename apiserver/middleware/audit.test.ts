@@ -5,7 +5,33 @@ import { ValidationError } from '../../src/errors.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { route, type RouteDecl } from '../route.js';
 
+/** Calls of the `users` probe wait here after their transaction committed, until the test lets them go. */
+const held = new Map<string, { reached: () => void; release: Promise<void> }>();
+
 const probes: RouteDecl[] = [
+  // Writes a user in the caller's tenant; `hold` parks the call after its commit, `fail` throws after
+  // the insert (inside the transaction), `failAfter` throws after the commit.
+  route({
+    method: 'POST', path: '/api/probe/users', operationId: 'probeUser', summary: 'user', tags: ['Probe'], auth: ['svc_admin'],
+    body: { type: 'object', required: ['login'], properties: { login: { type: 'string' }, mode: { type: 'string' } } },
+    responses: { 201: { description: 'created' } },
+    handler: async ({ body, principal, services, ctx }) => {
+      const { login, mode } = body as { login: string; mode?: string };
+      await services.db.withTenant(principal!.tenantId, async (tx) => {
+        await tx.query('select 1'); // a read first: the entry waits for the write
+        await tx.query('insert into core.users (tenant_id, login) values ($1, $2)', [principal!.tenantId, login]);
+        if (mode === 'fail') throw new ValidationError('refused inside the transaction', 'mode');
+      });
+      if (mode === 'failAfter') throw new Error('boom after the commit');
+      const parked = held.get(login);
+      if (parked) {
+        parked.reached();
+        await parked.release;
+      }
+      ctx.status = 201;
+      return { login };
+    },
+  }),
   route({
     method: 'POST', path: '/api/probe/things', operationId: 'probeCreate', summary: 'create', tags: ['Probe'], auth: ['svc_admin'],
     body: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
@@ -42,16 +68,17 @@ afterAll(async () => {
   await hub.stop();
 });
 
-async function entries() {
-  const deadline = Date.now() + 3000;
-  while (hub.services.audit.pending() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  await new Promise((r) => setTimeout(r, 150));
-  const { rows } = await owner.query('select tenant_id, actor, action, target, outcome, status, request_id from audit.entries order by id');
+/** What the database holds right now: no waiting, the entries must be there when the response is. */
+async function entries(action?: string) {
+  const { rows } = await owner.query(
+    `select tenant_id, actor, action, target, outcome, status, request_id from audit.entries where $1::text is null or action = $1 order by id`,
+    [action ?? null],
+  );
   return rows;
 }
 
 describe('audit', () => {
-  it('records every mutating call and every data egress, buffered and flushed on the clock', async () => {
+  it('records every mutating call and every data egress, in the database when the response arrives', async () => {
     const headers = { 'X-Tenant-ID': '1', 'X-User-ID': 'alice', 'Content-Type': 'application/json' };
     const ok = await fetch(`${hub.url}/api/probe/things`, { method: 'POST', headers, body: JSON.stringify({ name: 'a' }) });
     expect(ok.status).toBe(201);
@@ -84,15 +111,77 @@ describe('audit', () => {
     expect(rows).toEqual([{ actor: 'recent' }]);
   });
 
-  it('a stopping hub flushes what is still buffered', async () => {
+  it('nothing is buffered: the entry is written before the response, whatever the flush clock', async () => {
     const own = await startTestHub({ 'svc.audit.dispatch-every': '1h' }, probes);
-    await fetch(`${own.url}/api/probe/things`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: '{"name":"b"}' });
-    expect(own.services.audit.pending()).toBe(1);
-    await own.stop();
     const client = new pg.Client({ connectionString: own.ownerUrl });
     await client.connect();
-    const { rows } = await client.query('select action from audit.entries');
-    await client.end();
-    expect(rows).toEqual([{ action: 'POST /api/probe/things' }]);
+    try {
+      const res = await fetch(`${own.url}/api/probe/things`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: '{"name":"b"}' });
+      expect(res.status).toBe(201);
+      expect(own.services.audit.pending()).toBe(0);
+      const { rows } = await client.query('select action, status from audit.entries');
+      expect(rows).toEqual([{ action: 'POST /api/probe/things', status: 201 }]);
+    } finally {
+      await client.end();
+      await own.stop();
+    }
+  });
+
+  it("commits with the call's own write: present (status not yet known) as soon as that transaction committed", async () => {
+    let reached!: () => void;
+    const atHold = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let release!: () => void;
+    held.set('held-hana', { reached, release: new Promise<void>((resolve) => (release = resolve)) });
+    const headers = { 'X-Tenant-ID': '1', 'X-User-ID': 'alice', 'Content-Type': 'application/json' };
+    const pending = fetch(`${hub.url}/api/probe/users`, { method: 'POST', headers, body: JSON.stringify({ login: 'held-hana' }) });
+    await atHold;
+    // The call is still running (a process killed now would never answer): its write and its entry are both there.
+    expect((await owner.query(`select count(*)::int as n from core.users where login = 'held-hana'`)).rows[0].n).toBe(1);
+    const during = await owner.query(`select tenant_id, actor, target, outcome, status, request_id, xmin::text as xmin from audit.entries where action = 'POST /api/probe/users'`);
+    const user = await owner.query(`select xmin::text as xmin from core.users where login = 'held-hana'`);
+    expect(during.rows).toEqual([{ tenant_id: 1, actor: 'alice', target: '/api/probe/users', outcome: 'success', status: null, request_id: expect.any(String), xmin: user.rows[0].xmin }]);
+    release();
+    const res = await pending;
+    expect(res.status).toBe(201);
+    expect(await entries('POST /api/probe/users')).toEqual([
+      { tenant_id: 1, actor: 'alice', action: 'POST /api/probe/users', target: '/api/probe/users', outcome: 'success', status: 201, request_id: res.headers.get('x-request-id') },
+    ]);
+    held.delete('held-hana');
+  });
+
+  it('a call whose transaction rolls back leaves one failure entry and no write; one that fails after its commit leaves one entry marked failed', async () => {
+    await owner.query(`delete from audit.entries where action = 'POST /api/probe/users'`);
+    const headers = { 'X-Tenant-ID': '1', 'X-User-ID': 'bob', 'Content-Type': 'application/json' };
+    const refused = await fetch(`${hub.url}/api/probe/users`, { method: 'POST', headers, body: JSON.stringify({ login: 'rolled-back-rob', mode: 'fail' }) });
+    expect(refused.status).toBe(400);
+    const broken = await fetch(`${hub.url}/api/probe/users`, { method: 'POST', headers, body: JSON.stringify({ login: 'committed-cora', mode: 'failAfter' }) });
+    expect(broken.status).toBe(500);
+    const users = await owner.query(`select login from core.users where login in ('rolled-back-rob', 'committed-cora')`);
+    expect(users.rows).toEqual([{ login: 'committed-cora' }]);
+    expect(await entries('POST /api/probe/users')).toEqual([
+      { tenant_id: 1, actor: 'bob', action: 'POST /api/probe/users', target: '/api/probe/users', outcome: 'failure', status: 400, request_id: refused.headers.get('x-request-id') },
+      { tenant_id: 1, actor: 'bob', action: 'POST /api/probe/users', target: '/api/probe/users', outcome: 'failure', status: 500, request_id: broken.headers.get('x-request-id') },
+    ]);
+  });
+
+  it('a refused call is recorded as the platform (tenant 0, anonymous)', async () => {
+    // The dev bypass refuses a non-numeric tenant header before the handler.
+    const res = await fetch(`${hub.url}/api/probe/things`, { method: 'POST', headers: { 'X-Tenant-ID': 'acme', 'Content-Type': 'application/json' }, body: '{"name":"c"}' });
+    expect(res.status).toBe(400);
+    const rows = (await entries('POST /api/probe/things')).filter((r) => r.request_id === res.headers.get('x-request-id'));
+    expect(rows).toEqual([{ tenant_id: 0, actor: 'anonymous', action: 'POST /api/probe/things', target: '/api/probe/things', outcome: 'failure', status: 400, request_id: res.headers.get('x-request-id') }]);
+  });
+
+  it('an entry a call could not write is buffered and written by the next flush', async () => {
+    hub.services.audit.record({ tenantId: 1, actor: 'retry', action: 'POST /x', target: '/x', outcome: 'success', status: 200, at: new Date() });
+    expect(hub.services.audit.pending()).toBe(1);
+    expect(await hub.services.audit.flush()).toBe(1);
+    expect((await owner.query(`select status from audit.entries where actor = 'retry'`)).rows).toEqual([{ status: 200 }]);
+    // Text PostgreSQL cannot store (NUL, from a token claim say) does not poison the buffer.
+    hub.services.audit.record({ tenantId: 1, actor: 'nul\u0000actor', action: 'POST /x', target: '/x\u0000', outcome: 'failure', status: 400, at: new Date() });
+    expect(await hub.services.audit.flush()).toBe(1);
+    expect((await owner.query(`select target from audit.entries where actor = 'nul\uFFFDactor'`)).rows).toEqual([{ target: '/x\uFFFD' }]);
   });
 });

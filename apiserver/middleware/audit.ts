@@ -1,7 +1,10 @@
-import type { Context } from 'koa';
-import type { AuditRecorder } from '../../src/audit/recorder.js';
+import type { Context, Next } from 'koa';
+import { type AuditRecorder, type AuditSubject, RequestAudit } from '../../src/audit/recorder.js';
 import { actor, type Principal } from '../../src/auth/principal.js';
+import { runWithCommitHook } from '../../src/db/database.js';
+import { HubError } from '../../src/errors.js';
 import type { RouteDecl } from '../route.js';
+import type { HubServices } from '../services.js';
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -10,8 +13,51 @@ export function audited(decl: RouteDecl): boolean {
   return decl.audit === 'egress' || MUTATING.has(decl.method);
 }
 
-/** Records one audited call after it ended (who, tenant, action, target, outcome, at). */
+/**
+ * Mounted in front of an audited route: the call runs with its RequestAudit as the commit hook of
+ * every transaction it opens (the entry commits with the call's first write), and the entry is
+ * completed (outcome, status) before the response is sent, so it is in the database when the
+ * caller sees the answer.
+ */
+export function auditCall(services: HubServices, decl: RouteDecl) {
+  return async (ctx: Context, next: Next): Promise<void> => {
+    const call = new RequestAudit((final) => subject(decl, ctx, final));
+    ctx.state.audit = call;
+    let status: number;
+    try {
+      await runWithCommitHook(call, next);
+      status = (ctx.state.auditStatus as number | undefined) ?? ctx.status;
+    } catch (err) {
+      status = (ctx.state.auditStatus as number | undefined) ?? (err instanceof HubError ? err.render().status : 500);
+      await call.finish(services.db, services.audit, status);
+      throw err;
+    }
+    await call.finish(services.db, services.audit, status);
+  };
+}
+
+/** Who called what; before the end of the call, undefined until authentication has run. */
+function subject(decl: RouteDecl, ctx: Context, final: boolean): AuditSubject | undefined {
+  const principal = ctx.state.principal as Principal | undefined;
+  if (!principal && !final) return undefined;
+  return {
+    tenantId: principal?.tenantId ?? 0,
+    actor: principal ? actor(principal) : 'anonymous',
+    action: `${decl.method} ${decl.path}`,
+    target: ctx.path,
+    requestId: ctx.state.requestId as string | undefined,
+  };
+}
+
+/**
+ * How an audited call ended (who, tenant, action, target, outcome, at). Behind auditCall the
+ * status is handed to it, which writes the entry before the response; alone, the entry is buffered.
+ */
 export function recordCall(recorder: AuditRecorder, decl: RouteDecl, ctx: Context, status: number): void {
+  if (ctx.state.audit instanceof RequestAudit) {
+    ctx.state.auditStatus = status;
+    return;
+  }
   const principal = ctx.state.principal as Principal | undefined;
   recorder.record({
     tenantId: principal?.tenantId ?? 0,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
+import { until } from '../../test/harness/until.js';
 import { migratedDatabase, } from '../../test/harness/database.js';
 import type { Database } from '../db/database.js';
 import { ValidationError } from '../errors.js';
@@ -119,7 +120,11 @@ describe('concurrent moves', () => {
     });
     await moved;
     const second = db.withTenant(A, (tx) => updateOrg(tx, events, o.y.id, { parentId: o.x1.id }));
-    await new Promise((r) => setTimeout(r, 200));
+    // Marker: the second move is waiting on the first one's lock (not merely not started yet).
+    await until('the second move to wait on a lock', async () => {
+      const { rows } = await owner.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+      return rows[0].n > 0;
+    });
     release();
     const [one, two] = await Promise.allSettled([first, second]);
     expect(one.status).toBe('fulfilled');

@@ -1,4 +1,4 @@
-import type { Database } from '../db/database.js';
+import type { CommitFollowUp, CommitHook, Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 
 /** One audited act. `tenantId` 0 is the platform itself (calls that resolved no tenant). */
@@ -13,13 +13,106 @@ export interface AuditEntry {
   at: Date;
 }
 
+/** Who did what, known once authentication has run (`undefined` before). */
+export type AuditSubject = Pick<AuditEntry, 'tenantId' | 'actor' | 'action' | 'target' | 'requestId'>;
+
+const INSERT = 'insert into audit.entries (tenant_id, actor, action, target, outcome, status, request_id, at)';
+
+/** PostgreSQL text cannot hold NUL: a path or claim carrying one is recorded with U+FFFD instead of failing the write. */
+function storable(text: string): string;
+function storable(text: string | undefined): string | undefined;
+function storable(text: string | undefined): string | undefined {
+  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+}
+
+function storableSubject(subject: AuditSubject): AuditSubject {
+  return { ...subject, actor: storable(subject.actor), action: storable(subject.action), target: storable(subject.target), requestId: storable(subject.requestId) };
+}
+
+/**
+ * The audit entry of one call, written so that no crash loses it:
+ *
+ * - in the first transaction of the call that writes anything (a commit hook, see
+ *   `runWithCommitHook`), so the entry commits atomically with the call's own changes: the row is
+ *   inserted just before that COMMIT, only when the transaction holds a write
+ *   (`pg_current_xact_id_if_assigned()`), with outcome `success` and no status yet. A tenant
+ *   transaction carries it only when it is the caller's tenant (row-level security), a worker
+ *   transaction always;
+ * - then, before the response leaves, `finish` sets the final outcome and status on that row, or
+ *   inserts the whole entry when no transaction of the call wrote (reads that are audited as egress,
+ *   refusals, validation failures).
+ *
+ * A process killed after a call's writes committed leaves its entry with a null status; one killed
+ * after the response leaves the complete entry. Only when `finish` cannot reach the database is the
+ * entry handed to the AuditRecorder, which retries it on the `svc.audit.dispatch-every` clock.
+ */
+export class RequestAudit implements CommitHook {
+  private state: 'open' | 'writing' | 'written' | 'closed' = 'open';
+  private rowId: number | undefined;
+
+  /** `subject(false)` is undefined until authentication has run; `subject(true)` always answers. */
+  constructor(private readonly subject: (final: boolean) => AuditSubject | undefined) {}
+
+  async beforeCommit(tx: Tx, role: 'app' | 'worker'): Promise<CommitFollowUp | undefined> {
+    if (this.state !== 'open') return undefined;
+    const given = this.subject(false);
+    if (!given) return undefined; // authentication's own transactions
+    const subject = storableSubject(given);
+    if (role === 'app' && tx.tenantId !== subject.tenantId) return undefined;
+    this.state = 'writing';
+    try {
+      const { rows } = await tx.query<{ id: number }>(
+        `${INSERT} select $1, $2, $3, $4, 'success', null, $5, $6 where pg_current_xact_id_if_assigned() is not null returning id`,
+        [subject.tenantId, subject.actor, subject.action, subject.target, subject.requestId ?? null, new Date()],
+      );
+      const id = rows[0]?.id;
+      if (id === undefined) {
+        this.state = 'open';
+        return undefined;
+      }
+      return {
+        committed: () => {
+          this.rowId = id;
+          this.state = 'written';
+        },
+        abandoned: () => {
+          if (this.state === 'writing') this.state = 'open';
+        },
+      };
+    } catch (err) {
+      this.state = 'open';
+      throw err;
+    }
+  }
+
+  /** The call ended with `status`: completes the entry before the response is sent. */
+  async finish(db: Database, recorder: AuditRecorder, status: number): Promise<void> {
+    this.state = 'closed';
+    const subject = storableSubject(this.subject(true)!);
+    const outcome = status < 400 ? 'success' : 'failure';
+    try {
+      if (this.rowId !== undefined) {
+        await db.crossTenantQuery('audit', 'update audit.entries set outcome = $2, status = $3 where id = $1', [this.rowId, outcome, status]);
+      } else {
+        await db.crossTenantQuery('audit', `${INSERT} values ($1, $2, $3, $4, $5, $6, $7, $8)`, [
+          subject.tenantId, subject.actor, subject.action, subject.target, outcome, status, subject.requestId ?? null, new Date(),
+        ]);
+      }
+    } catch (err) {
+      logger().error({ err: (err as Error).message, status }, 'audit entry not written with its call: retried later');
+      if (this.rowId === undefined) recorder.record({ ...subject, outcome, status, at: new Date() });
+    }
+  }
+}
+
 const MAX_BUFFER = 10_000;
 const ROWS_PER_INSERT = 500;
 
 /**
- * Buffers audit entries in memory and writes them in batches (every `svc.audit.dispatch-every`, and
- * on stop), so auditing never adds a database round trip to the request it records. A failed flush
- * keeps the entries for the next one; past MAX_BUFFER the oldest are dropped with an error log.
+ * The fallback for entries a call could not write itself (the database unreachable when the call
+ * ended, see RequestAudit): buffered in memory and retried in batches every
+ * `svc.audit.dispatch-every` and on stop. A failed flush keeps the entries for the next one; past
+ * MAX_BUFFER the oldest are dropped with an error log.
  */
 export class AuditRecorder {
   private buffer: AuditEntry[] = [];
@@ -27,7 +120,7 @@ export class AuditRecorder {
   constructor(private readonly db: Database) {}
 
   record(entry: AuditEntry): void {
-    this.buffer.push(entry);
+    this.buffer.push({ ...entry, ...storableSubject(entry) });
     if (this.buffer.length > MAX_BUFFER) {
       const dropped = this.buffer.length - MAX_BUFFER;
       this.buffer.splice(0, dropped);

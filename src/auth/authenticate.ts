@@ -15,6 +15,9 @@ export interface AuthenticatorOptions {
 
 type Headers = Record<string, string | string[] | undefined>;
 
+/** Tenant 0, the platform itself: never reachable through a header or a claim. */
+const SYSTEM_TENANT = 0;
+
 /** Failures that are the caller's, thrown as AuthenticationRequired so the gate can render them per path. */
 export class Authenticator {
   constructor(private readonly options: AuthenticatorOptions) {}
@@ -49,6 +52,9 @@ export class Authenticator {
     const roles = new Set(realmRoles(claims));
     const homeTenantId = claimedId(claims[this.options.tenantClaim]);
     if (homeTenantId === null) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);
+    // The system tenant is the platform's own: no token may name it (a token without a tenant claim
+    // still provisions its user there, but acts as no tenant).
+    if (homeTenantId === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} names the system tenant`);
     const acting = claims.acting_as_tenant;
     let tenantId = homeTenantId;
     let impersonating = false;
@@ -56,6 +62,7 @@ export class Authenticator {
       if (!roles.has('svc_superadmin')) throw new ForbiddenWithReason('svc_superadmin required to impersonate a tenant');
       const target = claimedId(acting);
       if (target === null || target === undefined) throw new ForbiddenWithReason('acting_as_tenant is not a tenant id');
+      if (target === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, 'claim acting_as_tenant names the system tenant');
       await this.options.directory.requireActiveTenant(target);
       tenantId = target;
       impersonating = true;
@@ -130,6 +137,7 @@ function headerTenant(headers: Headers, name: string): number | undefined {
   if (raw === undefined || raw.trim() === '') return undefined;
   const id = claimedId(raw.trim());
   if (id === null || id === undefined) throw new ValidationError(`${name} must be a numeric tenant id`, name);
+  if (id === SYSTEM_TENANT) throw new ForbiddenWithReason(`${name} names the system tenant`);
   return id;
 }
 

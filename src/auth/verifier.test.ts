@@ -70,6 +70,7 @@ describe('refusals', () => {
 
   it.each([
     ['expired', { audience: 'hub', expiresIn: -120 }, /ERR_JWT_EXPIRED/],
+    ['no exp claim', { audience: 'hub', expiresIn: null }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*exp/],
     ['wrong issuer', { audience: 'hub', issuer: 'https://evil.example.com' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*iss/],
     ['wrong audience', { audience: 'other' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],
     ['no audience', {}, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],

@@ -17,8 +17,8 @@ export class TokenRejected extends Error {
 }
 
 /**
- * Verifies bearer JWTs against the issuer's JWKS (RS256 and ES256), checking issuer, expiry and,
- * when configured, audience. The key set is fetched lazily and cached by jose, which refetches
+ * Verifies bearer JWTs against the issuer's JWKS (RS256 and ES256), checking issuer, expiry (a token
+ * must carry `exp`) and, when configured, audience. The key set is fetched lazily and cached by jose, which refetches
  * when a token names an unknown key id.
  */
 export class TokenVerifier {
@@ -40,6 +40,8 @@ export class TokenVerifier {
         audience: this.options.audience,
         algorithms: ['RS256', 'ES256'],
         clockTolerance: 5,
+        // A token without an expiry would be valid forever: refused like an expired one.
+        requiredClaims: ['exp'],
       });
       return payload;
     } catch (err) {

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
@@ -15,6 +16,27 @@ export interface Tx {
 }
 
 export type TenantId = number | string | bigint;
+
+/**
+ * Work that must commit with whatever a unit of work writes (the request's audit entry): called
+ * just before COMMIT of every transaction started inside `runWithCommitHook`, it may write in that
+ * transaction. It answers what to do once that transaction committed, or was abandoned.
+ */
+export interface CommitHook {
+  beforeCommit(tx: Tx, role: 'app' | 'worker'): Promise<CommitFollowUp | undefined>;
+}
+
+export interface CommitFollowUp {
+  committed(): void;
+  abandoned(): void;
+}
+
+const commitHooks = new AsyncLocalStorage<CommitHook>();
+
+/** Runs fn with `hook` called before the commit of every transaction it (and work it starts) opens. */
+export function runWithCommitHook<T>(hook: CommitHook, fn: () => T): T {
+  return commitHooks.run(hook, fn);
+}
 
 interface DatabaseOptions {
   appUrl: string;
@@ -87,13 +109,18 @@ export class Database {
   private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
     const client = await pool.connect();
     const tx: Tx = { tenantId, query: (text, values) => traced(client, text, values) };
+    const hook = commitHooks.getStore();
+    let followUp: CommitFollowUp | undefined;
     let broken = false;
     try {
       await client.query('begin');
       const result = await fn(tx);
+      if (hook) followUp = await hook.beforeCommit(tx, pool === this.app ? 'app' : 'worker');
       await client.query('commit');
+      followUp?.committed();
       return result;
     } catch (err) {
+      followUp?.abandoned();
       try {
         await client.query('rollback');
       } catch {

@@ -42,17 +42,23 @@ describe('demo source data', () => {
   });
 
   it('generates 200,000 rows without anything quadratic', () => {
-    // ~0.2 s alone, but the whole suite shares 2 cores: the bound only catches an accidental O(n²).
-    // Speed itself is measured in bench/, not here.
-    let best = Number.POSITIVE_INFINITY;
-    for (let attempt = 0; attempt < 3 && best >= 10_000; attempt++) {
-      const started = performance.now();
-      const data = new Partners(200_000);
-      best = Math.min(best, performance.now() - started);
-      expect(data.size).toBe(200_000);
-      expect(data.rows[199_999]!.id).toBe(200_000);
-    }
-    expect(best).toBeLessThan(10_000);
+    // Relative, not absolute: ten times the rows may take about ten times as long (a quadratic
+    // generator would take a hundred times), measured on this machine under this load. The best of
+    // three of each, so that one descheduling does not decide. Speed itself is measured in bench/.
+    const best = (rows: number) => {
+      let fastest = Number.POSITIVE_INFINITY;
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const started = performance.now();
+        const data = new Partners(rows);
+        fastest = Math.min(fastest, performance.now() - started);
+        expect(data.size).toBe(rows);
+        expect(data.rows[rows - 1]!.id).toBe(rows);
+      }
+      return fastest;
+    };
+    const small = best(20_000);
+    const large = best(200_000);
+    expect(large).toBeLessThan(Math.max(small, 1) * 35);
   });
 
   it('filters updated_since inclusively, in id order, cached per value', () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { generatePartners, type Partner } from './data.js';
 import { type DemoSource, startDemoSource } from './server.js';
+import { until } from '../../test/harness/until.js';
 
 const N = 2400;
 const ALL_IDS = Array.from({ length: N }, (_, i) => i + 1);
@@ -324,7 +325,7 @@ describe('behaviours', () => {
     await getJson('/open/partners?offset=0&limit=2');
     await getJson('/offset/partners');
     expect(source.requests()).toBe(before + 2);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await until('the two request lines', () => lines.length >= 2); // logged when each response has finished
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(/^GET \/open\/partners\?offset=0&limit=2 200 \d+\.\dms$/);
     expect(lines[1]).toMatch(/^GET \/offset\/partners 401 \d+\.\dms$/);

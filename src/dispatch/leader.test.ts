@@ -105,7 +105,8 @@ describe('leadership', () => {
       // The leader's lock connection dies: it stops at once, the follower leads within a check or two.
       await t.owner.query('select pg_terminate_backend($1)', [await backendPid(key)]);
       await until('a to notice', () => !a.leadership.isLeader());
-      await new Promise((r) => setTimeout(r, 60)); // a pass already running may finish
+      // A gated job counts as its first statement, after a synchronous leadership check: from here
+      // on, a run of a's is a run that started without the lead (no grace period to sleep through).
       const aRuns = runs.a;
       await until('b to lead', () => b.leadership.isLeader());
       await until('b to run', () => runs.b >= 2);

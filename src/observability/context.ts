@@ -6,6 +6,12 @@ export interface WorkContext {
   tenantId?: string;
   userId?: string;
   job?: string;
+  /**
+   * Credentials the hub holds for this unit of work on a tenant's behalf (logger.ts,
+   * registerOperationSecret): scrubbed from the lines this work writes, and from no other. Shared
+   * with the contexts it starts.
+   */
+  secrets?: Set<string>;
 }
 
 const storage = new AsyncLocalStorage<WorkContext>();
@@ -16,7 +22,8 @@ export function currentContext(): WorkContext | undefined {
 
 /** Runs fn with ctx merged over the surrounding context. */
 export function runWithContext<T>(ctx: WorkContext, fn: () => T): T {
-  return storage.run({ ...storage.getStore(), ...ctx }, fn);
+  const parent = storage.getStore();
+  return storage.run({ ...parent, ...ctx, secrets: ctx.secrets ?? parent?.secrets ?? new Set() }, fn);
 }
 
 /** Sets fields on the current context (for example the tenant, once authentication has resolved it). */

@@ -5,22 +5,48 @@ import { currentContext } from './context.js';
 export type { Logger } from 'pino';
 
 /**
- * Values that must never reach a log line (master key, database passwords, tokens the hub holds).
- * Registered as they become known; every serialized line is scrubbed of them before it is written.
+ * The hub's own credentials (master key, database passwords, the SMTP password, tokens of its own
+ * configuration): never in any log line. Registered as they become known; every serialized line is
+ * scrubbed of them before it is written.
  */
-const secretValues = new Set<string>();
+const hubSecrets = new Set<string>();
 
+/** Shorter values would blank out ordinary words. */
+const MIN_SECRET_LENGTH = 6;
+
+/** A credential of the hub itself (its configuration, its database): scrubbed from every line. */
 export function registerSecret(value: string | undefined): void {
-  if (value && value.length >= 6) secretValues.add(value);
+  if (value && value.length >= MIN_SECRET_LENGTH) hubSecrets.add(value);
+}
+
+/**
+ * A value the hub holds on a tenant's behalf for the current unit of work (a tenant secret it has
+ * just decrypted, a connector credential): scrubbed from the lines this request or job writes, and
+ * from no other. Tenant secret text is never a global pattern: a tenant could otherwise choose a
+ * common word as a secret value and blank it out of every other tenant's log lines. Outside any
+ * unit of work there is nothing to scope it to, and it is not registered.
+ */
+export function registerOperationSecret(value: string | undefined): void {
+  if (!value || value.length < MIN_SECRET_LENGTH) return;
+  const ctx = currentContext();
+  if (!ctx) return;
+  ctx.secrets ??= new Set();
+  ctx.secrets.add(value);
+}
+
+function redactValue(line: string, secret: string): string {
+  let out = line;
+  if (out.includes(secret)) out = out.split(secret).join('[REDACTED]');
+  const escaped = JSON.stringify(secret).slice(1, -1);
+  if (escaped !== secret && out.includes(escaped)) out = out.split(escaped).join('[REDACTED]');
+  return out;
 }
 
 function scrub(line: string): string {
   let out = line;
-  for (const secret of secretValues) {
-    if (out.includes(secret)) out = out.split(secret).join('[REDACTED]');
-    const escaped = JSON.stringify(secret).slice(1, -1);
-    if (escaped !== secret && out.includes(escaped)) out = out.split(escaped).join('[REDACTED]');
-  }
+  for (const secret of hubSecrets) out = redactValue(out, secret);
+  const operation = currentContext()?.secrets;
+  if (operation) for (const secret of operation) out = redactValue(out, secret);
   // Bearer tokens and basic credentials, wherever they appear in text.
   return out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, '$1 [REDACTED]');
 }

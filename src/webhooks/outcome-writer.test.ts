@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Tx } from '../db/database.js';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
+import { until } from '../../test/harness/until.js';
 import { WebhookConsumer } from './consumer.js';
 import { createIntegration } from './integrations.js';
 import type { AttemptOutcome } from './model.js';
@@ -111,10 +112,11 @@ describe('the outcome writer', () => {
     const token = randomUUID();
     const ids = await leasedRows(4, token);
     const tx = countingTx();
-    const writer = new OutcomeWriter({ tx, delayMs: 60_000, maxBatch: 2, maxPending: 1000 });
+    const delayMs = 60_000;
+    const writer = new OutcomeWriter({ tx, delayMs, maxBatch: 2, maxPending: 1000 });
     const started = Date.now();
     expect(await Promise.all(ids.map((id) => writer.write(id, token, ok())))).toEqual([1, 1, 1, 1]);
-    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(Date.now() - started).toBeLessThan(delayMs / 10); // relative to the delay it must not wait for
     expect(tx.statements.length).toBe(2);
   });
 
@@ -187,10 +189,18 @@ describe('the outcome writer', () => {
     const token = randomUUID();
     const ids = await leasedRows(2, token, "interval '300 milliseconds'", swept.id);
     // The attempts happened; the process dies while their outcomes wait (a flush that never ends).
-    const dying: Tx = { tenantId: undefined, query: () => new Promise(() => undefined) };
+    let flushing!: () => void;
+    const flushStarted = new Promise<void>((resolve) => (flushing = resolve));
+    const dying: Tx = {
+      tenantId: undefined,
+      query: () => {
+        flushing();
+        return new Promise(() => undefined);
+      },
+    };
     const doomed = new OutcomeWriter({ tx: dying, delayMs: 1, maxBatch: 100, maxPending: 1000 });
     for (const id of ids) void doomed.write(id, token, ok());
-    await new Promise((r) => setTimeout(r, 20));
+    await flushStarted; // marker: the flush is under way (and never ends)
     expect((await rowsById(ids)).map((r) => [r.attempts, r.lease_token])).toEqual([
       [0, token],
       [0, token],
@@ -206,7 +216,11 @@ describe('the outcome writer', () => {
     const sweeper = new WebhookConsumer({ db: t.db, worker, leaseMs: 5_000, maxAttempts: 3, perIntegrationClaim: 10, sweepBatch: 10 });
     const before = receiver.on('/swept').length;
     expect(await sweeper.sweep()).toBe(0);
-    await new Promise((r) => setTimeout(r, 400));
+    // Marker: the database's clock says the leases ran out (instead of sleeping past them).
+    await until('the leases to run out', async () => {
+      const { rows } = await t.owner.query('select bool_and(lease_until < now()) as out from hub.deliveries where id = any($1)', [ids]);
+      return rows[0].out === true;
+    });
     expect(await sweeper.sweep()).toBe(2);
     await receiver.waitFor(before + 2, '/swept');
     const deadline = Date.now() + 5_000;

@@ -17,8 +17,8 @@ export interface TestIssuer {
 
 export interface MintOptions {
   alg?: 'RS256' | 'ES256';
-  /** Seconds from now; negative for an expired token. Default 300. */
-  expiresIn?: number;
+  /** Seconds from now; negative for an expired token; null for a token without `exp`. Default 300. */
+  expiresIn?: number | null;
   issuer?: string;
   audience?: string | string[];
   subject?: string;
@@ -63,8 +63,8 @@ export async function startIssuer(): Promise<TestIssuer> {
         .setProtectedHeader({ alg, kid: key.kid, typ: 'JWT' })
         .setIssuer(options.issuer ?? base)
         .setSubject(options.subject ?? (claims.sub as string | undefined) ?? 'user-1')
-        .setIssuedAt(now - 10)
-        .setExpirationTime(now + (options.expiresIn ?? 300));
+        .setIssuedAt(now - 10);
+      if (options.expiresIn !== null) jwt = jwt.setExpirationTime(now + (options.expiresIn ?? 300));
       if (options.audience) jwt = jwt.setAudience(options.audience);
       return jwt.sign(key.privateKey);
     },

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
 
 /**
@@ -186,7 +187,11 @@ describe('connector runs against the demo source', () => {
     await apply(manifest('slow', [offsetEndpoint('offset', '/offset/partners?limit=10', 'ext.slow_partners', { pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 5, response_path: '$.data', total_path: '$.total' } })], { default_rate_limit: '20/s' }));
     const res = await fetch(`${hub.url}/api/connectors/slow/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
     const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
-    await new Promise((r) => setTimeout(r, 300));
+    // Marker: the run has stored its first page (it is running, not merely queued).
+    await until('the slow run to store a page', async () => {
+      const record = (await (await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}`, { headers: H })).json()) as Run;
+      return record.recordsIn > 0;
+    });
     const cancel = await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}/cancel`, { method: 'POST', headers: H });
     expect(cancel.status).toBe(202);
     const result = await finished(runs[0]!.id);

@@ -4,6 +4,7 @@ import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
 import { type ReceivedMail, startSmtpServer, type TestSmtpServer, toAddresses } from '../../../test/harness/smtp.js';
 import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { consumerPassed, lastEventId } from '../../../test/harness/markers.js';
 import { until as untilProbe } from '../../../test/harness/until.js';
 
 /**
@@ -69,8 +70,8 @@ async function eventIdOf(type: string, field: string, value: unknown): Promise<n
 
 const until = (predicate: () => boolean, what: string, ms = 5000) => untilProbe(what, predicate, ms);
 
-/** Lets the consumer run a few more sweeps, so that a message that should not come has had its chance. */
-const settle = () => new Promise((r) => setTimeout(r, 600));
+/** Marker: the e-mail consumer has handled every event written so far, so a message that should not come would have. */
+const settle = async () => consumerPassed(owner, 'email', await lastEventId(owner));
 
 const to = (m: ReceivedMail) => toAddresses(m.parsed).join(', ');
 

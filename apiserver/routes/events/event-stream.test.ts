@@ -141,9 +141,10 @@ describe('GET /api/platform/events/stream', () => {
     await emit(1, 'org.moved', { orgId: 1, tenantId: 1, newParentId: 2 });
     await emit(1, 'decision.dormant.onboarding', { entity: 'x' });
     await emit(1, 'org.archived', { id: 1, code: 'sales' });
-    await client.waitFor(() => client.events().length === 2);
-    await new Promise((r) => setTimeout(r, 400));
-    expect(client.events().map((e) => e.topic)).toEqual(['org.moved', 'org.archived']);
+    // Marker: a later matching event; events arrive in order, so once it is here nothing earlier is still coming.
+    await emit(1, 'org.archived', { id: 99, code: 'marker' });
+    await client.waitFor(() => client.events().some((e) => e.payload.code === 'marker'));
+    expect(client.events().map((e) => e.topic)).toEqual(['org.moved', 'org.archived', 'org.archived']);
     client.close();
   });
 
@@ -157,9 +158,9 @@ describe('GET /api/platform/events/stream', () => {
     await updated(2, 999);
     const again = await open('', { 'X-Tenant-ID': '1', 'Last-Event-ID': last });
     await updated(1, 308);
-    await again.waitFor(() => again.events().length === 8);
-    await new Promise((r) => setTimeout(r, 400));
-    expect(again.events().map((e) => e.payload.orgId)).toEqual([301, 302, 303, 304, 305, 306, 307, 308]);
+    await updated(1, 309); // the marker: once it is here, nothing earlier is still coming
+    await again.waitFor(() => again.events().some((e) => e.payload.orgId === 309));
+    expect(again.events().map((e) => e.payload.orgId)).toEqual([301, 302, 303, 304, 305, 306, 307, 308, 309]);
     again.close();
   });
 

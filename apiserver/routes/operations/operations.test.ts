@@ -25,11 +25,22 @@ const probes: RouteDecl[] = [
     method: 'GET', path: '/api/probe/slow', operationId: 'probeSlow', summary: 'slow', tags: ['Probe'], auth: 'public',
     responses: { 200: { description: 'done' } },
     handler: async () => {
-      await new Promise((r) => setTimeout(r, 400));
+      slow.enter();
+      await slow.released;
       return { done: true };
     },
   }),
 ];
+
+/** The slow probe signals that it is running (`entered`) and answers once the test releases it. */
+let slow = holdSlow();
+function holdSlow() {
+  let enter!: () => void;
+  let release!: () => void;
+  const entered = new Promise<void>((resolve) => (enter = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  return { enter, entered, release, released };
+}
 
 let hub: TestHub;
 
@@ -166,9 +177,11 @@ describe('errors', () => {
 describe('graceful shutdown', () => {
   it('finishes in-flight requests, refuses new connections, closes the pools', async () => {
     const own = await startTestHub({}, probes);
+    slow = holdSlow();
     const inFlight = fetch(`${own.url}/api/probe/slow`);
-    await new Promise((r) => setTimeout(r, 100));
+    await slow.entered;
     const stopped = own.stop();
+    slow.release();
     const res = await inFlight;
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ done: true });
@@ -179,14 +192,15 @@ describe('graceful shutdown', () => {
 
   it('cuts requests that outlive the grace period', async () => {
     const own = await startTestHub({ 'svc.http.shutdown-grace': '100ms' }, probes);
+    slow = holdSlow();
     const inFlight = fetch(`${own.url}/api/probe/slow`).then(
       () => 'answered',
       () => 'cut',
     );
-    await new Promise((r) => setTimeout(r, 50));
-    const started = Date.now();
+    await slow.entered;
+    // The request is never released before the hub has stopped: a stop that waited for it would never end.
     await own.stop();
-    expect(Date.now() - started).toBeLessThan(1000);
     expect(await inFlight).toBe('cut');
+    slow.release();
   });
 });

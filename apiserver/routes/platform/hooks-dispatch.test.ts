@@ -4,6 +4,7 @@ import { Catalog, loadCatalog } from '../../../src/events/catalog.js';
 import { packageRoot } from '../../../src/package-root.js';
 import { HookRunner } from '../../../src/platform/hooks/runner.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { consumerPassed, lastEventId } from '../../../test/harness/markers.js';
 import { until as untilProbe } from '../../../test/harness/until.js';
 
 /**
@@ -35,13 +36,16 @@ const until = (predicate: () => boolean, ms = 5000) => untilProbe('the hooks', p
 
 const headers = { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' };
 
+/** Marker: the hook consumer has handled every event written so far; no further hook can run for them. */
+const passedAll = async () => consumerPassed(hub.services.db.worker, 'hooks', await lastEventId(hub.services.db.worker));
+
 describe('the hook consumer', () => {
   it('runs the matching enabled hooks of an event written through the API, in priority order', async () => {
     ran.length = 0;
     const res = await fetch(`${hub.url}/api/platform/secrets`, { method: 'POST', headers, body: JSON.stringify({ name: 'crm-token', value: 'v-123456' }) });
     expect(res.status).toBe(201);
     await until(() => ran.length >= 2);
-    await new Promise((r) => setTimeout(r, 300));
+    await passedAll();
     // early-bird (5) is disabled by declaration; shaky (15) fails without stopping the others; orphan has no handler.
     expect(ran.map((r) => r.hook)).toEqual(['audit-trail', 'welcome']);
     expect(ran.every((r) => r.type === 'platform.secret.created' && typeof r.eventId === 'number')).toBe(true);
@@ -55,7 +59,7 @@ describe('the hook consumer', () => {
     const res = await fetch(`${hub.url}/api/platform/secrets`, { method: 'POST', headers, body: JSON.stringify({ name: 'erp-token', value: 'v-654321' }) });
     expect(res.status).toBe(201);
     await until(() => ran.length >= 1);
-    await new Promise((r) => setTimeout(r, 300));
+    await passedAll();
     expect(ran.map((r) => r.hook)).toEqual(['audit-trail']);
   });
 
@@ -65,7 +69,7 @@ describe('the hook consumer', () => {
       await fetch(`${hub.url}/api/tenants/1/orgs`, { method: 'POST', headers, body: JSON.stringify({ code: `unit-${i}`, name: `Unit ${i}` }) });
     }
     await until(() => ran.length >= 5);
-    await new Promise((r) => setTimeout(r, 500));
+    await passedAll();
     const ids = ran.map((r) => r.eventId);
     expect(ran.map((r) => r.hook)).toEqual(Array(5).fill('org-watch'));
     expect(new Set(ids).size).toBe(5);

@@ -354,8 +354,7 @@ describe('resolveSecret', () => {
 
 describe('no secret value ever leaves', () => {
   it('in a response body or header, a log line, an event payload or the audit trail', async () => {
-    await new Promise((r) => setTimeout(r, 50));
-    await hub.services.audit.flush();
+    // Audit entries are written before each response: nothing to wait for.
     expect(responses.length).toBeGreaterThan(40);
     const logText = logs.raw();
     expect(logText).toContain('secret created');

@@ -1,10 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../../../src/webhooks/model.js';
+import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../../../src/hub/model.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Received, type Receiver, startReceiver, verifySvcSignature } from '../../../test/harness/receiver.js';
 import { client, type Client } from '../../../test/harness/api-client.js';
+import { consumerPassed, lastEventId } from '../../../test/harness/markers.js';
 import { until } from '../../../test/harness/until.js';
 
 /**
@@ -23,6 +24,7 @@ let tenant2: number;
 let orgSeq = 0;
 
 const LONG_BODY = 'x'.repeat(4500);
+const EXCHANGE_TIMEOUT_MS = 1500;
 
 beforeAll(async () => {
   receiver = await startReceiver((path) => {
@@ -37,7 +39,7 @@ beforeAll(async () => {
       'svc.webhook.sweep-every': '1s',
       'svc.webhook.retry-every': '250ms',
       'svc.webhook.lease': '5s',
-      'svc.webhook.timeout': '1500ms',
+      'svc.webhook.timeout': `${EXCHANGE_TIMEOUT_MS}ms`,
       'svc.webhook.connect-timeout': '1s',
       'svc.leader.check-every': '500ms',
     },
@@ -49,6 +51,9 @@ beforeAll(async () => {
   tenant2 = (await owner.query(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`)).rows[0].id;
   t1 = client(hub.url, { 'X-Tenant-ID': '1' });
   t2 = client(hub.url, { 'X-Tenant-ID': String(tenant2) });
+  // The organisation whose renames (org.updated, an event no integration here asks for but the
+  // markers) serve as marker events; created before any integration exists.
+  markerOrg = ((await t1.post('/api/tenants/1/orgs', { code: 'marker', name: 'Marker' })).body as { id: number }).id;
 });
 
 afterAll(async () => {
@@ -80,7 +85,30 @@ async function deliveries(id: number, query = '', c: Client = t1, tenant = 1): P
   return res.body as Delivery[];
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Every row of the integration sent (or given up): what the receiver has then is all it gets for them. */
+async function settled(id: number, c: Client = t1, tenant = 1): Promise<Delivery[]> {
+  return until(`the deliveries of integration ${id} to settle`, async () => {
+    const list = await deliveries(id, '', c, tenant);
+    return list.every((d) => d.succeeded || d.closedReason || d.attempts >= 3) && list;
+  });
+}
+
+/**
+ * The marker for "no further attempt": a fresh failing integration gets a later event (a rename of
+ * the marker organisation, org.updated) and the test waits for that event's third attempt, which
+ * takes at least two retry sweeps after its first; an attempt still due on an earlier row would have
+ * been made by then.
+ */
+async function twoSweepsLater(): Promise<void> {
+  const path = `/fail-marker-${++markers}`;
+  const marker = await integration(t1, 1, { name: `marker-${markers}`, targetUrl: `${receiver.url}${path}`, authMode: 'NONE', eventTypes: ['org.updated'] });
+  expect((await t1.put(`/api/tenants/1/orgs/${markerOrg}`, { name: `Marker ${markers}` })).status).toBe(200);
+  await receiver.waitFor(3, path);
+  await until('the marker row to record its third attempt', async () => (await deliveries(marker))[0]?.attempts === 3);
+  expect((await t1.del(`/api/tenants/1/integrations/${marker}`)).status).toBe(204);
+}
+let markers = 0;
+let markerOrg: number;
 
 describe('the webhook consumer', () => {
   let hmacId: number;
@@ -92,7 +120,9 @@ describe('the webhook consumer', () => {
     hmacId = await integration(t1, 1, { name: 'hmac', targetUrl: `${receiver.url}/hmac`, secret: SECRET });
     firstEvent = await fireOrg();
     got = (await receiver.waitFor(1, '/hmac'))[0]!;
-    await sleep(300);
+    // Marker: the consumer has gone past the event; had the earlier one matched, its row would be there.
+    await consumerPassed(owner, 'webhooks', firstEvent);
+    expect(await settled(hmacId)).toHaveLength(1);
     expect(receiver.on('/hmac').length).toBe(1);
     expect(got!.headers['x-svc-event-id']).toBe(String(firstEvent));
     expect((await deliveries(hmacId)).map((d) => d.eventId)).toEqual([firstEvent]);
@@ -173,7 +203,8 @@ describe('the webhook consumer', () => {
     const got = await receiver.waitFor(3, '/prefix');
     expect(got.map((r) => r.headers['x-svc-event']).sort()).toEqual(['org.archived', 'org.created', 'org.updated']);
     expect((await deliveries(prefix)).length).toBe(3);
-    await sleep(200);
+    await consumerPassed(owner, 'webhooks', await lastEventId(owner));
+    expect(await settled(hmacId)).toHaveLength(3);
     expect(receiver.on('/hmac').length).toBe(3); // org.created only: the two fired since firstEvent
   });
 
@@ -197,7 +228,7 @@ describe('retries', () => {
     const id = await integration(t1, 1, { name: 'failing', targetUrl: `${receiver.url}/fail`, authMode: 'NONE' });
     const eventId = await fireOrg();
     await receiver.waitFor(3, '/fail');
-    await sleep(1200); // several more sweeps: no fourth attempt
+    await twoSweepsLater(); // no fourth attempt
     expect(receiver.on('/fail').length).toBe(3);
     expect(new Set(receiver.on('/fail').map((r) => r.headers['x-svc-event-id']))).toEqual(new Set([String(eventId)]));
     expect(new Set(receiver.on('/fail').map((r) => r.body)).size).toBe(1);
@@ -223,7 +254,7 @@ describe('retries', () => {
       return list[0]?.closedReason ? list : undefined;
     });
     expect(d).toMatchObject({ attempts: 1, succeeded: false, http_status: 503, closedReason: CLOSED_REASON });
-    await sleep(500);
+    await twoSweepsLater();
     expect(receiver.on('/slow-fail').length).toBe(1);
   });
 
@@ -250,8 +281,8 @@ describe('a slow endpoint never blocks the others', () => {
     const got = await receiver.waitFor(12, '/healthy', 8_000);
     const elapsed = Date.now() - started;
     expect(new Set(got.map((r) => Number(r.headers['x-svc-event-id'])))).toEqual(new Set(fired));
-    // Well inside one exchange timeout (1.5 s) per event had they been serialised behind the hung endpoint.
-    expect(elapsed).toBeLessThan(6_000);
+    // Well inside one exchange timeout per event had they been serialised behind the hung endpoint.
+    expect(elapsed).toBeLessThan((fired.length * EXCHANGE_TIMEOUT_MS) / 3);
     const d = await until('the hung attempt to time out', async () => (await deliveries(hanging)).find((x) => x.attempts >= 1 && x.error));
     expect(d!.error).toMatch(/timeout/);
   });
@@ -349,7 +380,7 @@ describe('the test operation', () => {
     const unreachable = await integration(t1, 1, { name: 'tested-down', targetUrl: 'http://127.0.0.1:9/x', authMode: 'NONE' });
     const down = await t1.post(`/api/tenants/1/integrations/${unreachable}/test`, { eventType: 'org.created' });
     expect(down.body).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: expect.stringMatching(/ECONNREFUSED/) });
-    await sleep(600); // tests are never retried
+    await twoSweepsLater(); // tests are never retried
     expect(receiver.on('/fail-test').length).toBe(1);
   });
 
@@ -370,15 +401,18 @@ describe('soft delete stops every send', () => {
     await receiver.waitFor(1, '/fail-deleted');
     expect((await t1.del(`/api/tenants/1/integrations/${id}`)).status).toBe(204);
     const sent = receiver.on('/fail-deleted').length;
-    await fireOrg();
-    await sleep(1000);
-    expect(receiver.on('/fail-deleted').length).toBeLessThanOrEqual(Math.max(sent, 1) + 1); // at most one attempt already in flight
-    const list = await deliveries(id);
-    expect(list.length).toBe(1);
+    const later = await fireOrg();
+    await consumerPassed(owner, 'webhooks', later);
+    const list = await until('the open row to close', async () => {
+      const rows = await deliveries(id);
+      return rows[0]?.closedReason ? rows : undefined;
+    });
+    expect(list.length).toBe(1); // the later event made no row
     expect(list[0]).toMatchObject({ closedReason: CLOSED_REASON, succeeded: false });
-    const settled = receiver.on('/fail-deleted').length;
-    await sleep(600);
-    expect(receiver.on('/fail-deleted').length).toBe(settled);
+    const closedAt = receiver.on('/fail-deleted').length;
+    expect(closedAt).toBeLessThanOrEqual(Math.max(sent, 1) + 1); // at most one attempt already in flight
+    await twoSweepsLater();
+    expect(receiver.on('/fail-deleted').length).toBe(closedAt);
   });
 });
 
@@ -389,7 +423,8 @@ describe('two tenants', () => {
     await fireOrg(); // tenant 1
     const own = await fireOrg(t2, tenant2);
     const [got] = await receiver.waitFor(1, '/globex');
-    await sleep(300);
+    await consumerPassed(owner, 'webhooks', own);
+    expect(await settled(theirs, t2, tenant2)).toHaveLength(1);
     expect(receiver.on('/globex').length).toBe(1);
     expect(got!.headers['x-svc-event-id']).toBe(String(own));
     expect(JSON.parse(got!.body)).toMatchObject({ tenantId: tenant2 });

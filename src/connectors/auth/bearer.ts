@@ -1,4 +1,4 @@
-import { registerSecret } from '../../observability/logger.js';
+import { registerOperationSecret } from '../../observability/logger.js';
 import { CredentialError } from '../engine/errors.js';
 import type { Auth } from '../types.js';
 import { requireCredential } from './credential.js';
@@ -15,7 +15,7 @@ export async function bearerAuth(auth: Extract<Auth, { kind: 'bearer' }>, resolv
     token = await requireCredential(resolve, auth.token_env, 'auth.token_env');
   } else if (auth.token_value) {
     token = auth.token_value;
-    registerSecret(token);
+    registerOperationSecret(token);
   } else {
     throw new CredentialError('(none)', 'auth.token_env: bearer auth declares neither token_env nor token_value');
   }

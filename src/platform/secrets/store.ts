@@ -1,7 +1,7 @@
 import type { Database, Tx } from '../../db/database.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { EventWriter } from '../../events/outbox.js';
-import { logger, registerSecret } from '../../observability/logger.js';
+import { logger, registerOperationSecret } from '../../observability/logger.js';
 import { type Sealed, seal, unseal } from './crypto.js';
 
 /**
@@ -37,9 +37,9 @@ export const SECRET_NAME_PATTERN = '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$';
 export const SECRET_REF_PREFIX = 'secret:';
 
 /**
- * Values at least this long are also registered with the logger's scrubber (defence in depth for
- * code that logs a URL or an upstream error carrying a credential); shorter ones would blank out
- * ordinary words in every log line.
+ * Values at least this long are also registered with the logger's scrubber for the request or job
+ * that holds them (defence in depth for code that logs a URL or an upstream error carrying a
+ * credential), never for other tenants' lines; shorter ones would blank out ordinary words.
  */
 const SCRUB_MIN_LENGTH = 12;
 
@@ -227,5 +227,5 @@ function notFound(name: string): NotFoundError {
 }
 
 function scrub(value: string): void {
-  if (value.length >= SCRUB_MIN_LENGTH) registerSecret(value);
+  if (value.length >= SCRUB_MIN_LENGTH) registerOperationSecret(value);
 }
