@@ -1,3 +1,4 @@
+import { describeNetworkError } from '../../egress/network-error.js';
 /**
  * What a connector read can end with, other than success. Each error carries the run status the
  * runner records (`runStatus`) and whether running again may help (`retryable`, reported on
@@ -47,6 +48,17 @@ export class UpstreamNetworkError extends EngineError {
   constructor(attempts: number, cause: unknown) {
     super(`upstream could not be reached after ${attempts} attempt(s): ${describeNetworkError(cause)}`, { cause });
     this.name = 'UpstreamNetworkError';
+  }
+}
+
+/** The outbound address policy refused the source's address: nothing was sent; not retried. */
+export class DestinationRefusedError extends EngineError {
+  readonly runStatus = 'Failed' as const;
+  readonly retryable = false;
+  readonly code = 'destination_refused';
+  constructor(cause: unknown) {
+    super(`upstream not contacted: ${describeNetworkError(cause)}`, { cause });
+    this.name = 'DestinationRefusedError';
   }
 }
 
@@ -127,7 +139,7 @@ export class StalePositionError extends EngineError {
   }
 }
 
-/** An auth `*_env` credential resolved to nothing (no secret, environment variable or property). */
+/** An auth `*_env` credential resolved to nothing (no stored secret, no allowed environment variable). */
 export class CredentialError extends EngineError {
   readonly runStatus = 'Failed' as const;
   readonly retryable = false;
@@ -136,12 +148,12 @@ export class CredentialError extends EngineError {
     readonly credential: string,
     readonly field: string,
   ) {
-    super(`credential ${credential} did not resolve (${field}): no stored secret, environment variable or configuration property of that name`);
+    super(`credential ${credential} did not resolve (${field}): the tenant has no stored secret of that name (the hub's environment is read only for names allowed by svc.credentials.env-allow)`);
     this.name = 'CredentialError';
   }
 }
 
-/** A `{{env:NAME}}` template naming an environment variable that is not set. */
+/** A `{{env:NAME}}` template naming a value that did not resolve. */
 export class TemplateError extends EngineError {
   readonly runStatus = 'Failed' as const;
   readonly retryable = false;
@@ -150,7 +162,7 @@ export class TemplateError extends EngineError {
     readonly variable: string,
     where: string,
   ) {
-    super(`template {{env:${variable}}} in ${where} did not resolve: the hub's environment has no variable ${variable}`);
+    super(`template {{env:${variable}}} in ${where} did not resolve: the tenant has no stored secret ${variable} (the hub's environment is read only for names allowed by svc.credentials.env-allow)`);
     this.name = 'TemplateError';
   }
 }
@@ -213,12 +225,4 @@ export function isNetworkError(err: unknown): boolean {
     current = (current as { cause?: unknown }).cause;
   }
   return false;
-}
-
-function describeNetworkError(err: unknown): string {
-  if (!err || typeof err !== 'object') return String(err);
-  const e = err as { code?: unknown; message?: unknown; cause?: unknown };
-  const code = typeof e.code === 'string' ? e.code : undefined;
-  const message = typeof e.message === 'string' ? e.message : String(err);
-  return code && !message.includes(code) ? `${code} ${message}` : message;
 }
