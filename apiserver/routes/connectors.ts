@@ -2,6 +2,7 @@ import { actor, callerTenant } from '../../src/auth/principal.js';
 import { checkManifest } from '../../src/connectors/manifest/validate.js';
 import { applyConnector, deleteConnector, getConnector, listConnectors, purgeEndpoint, resetCursor } from '../../src/connectors/store.js';
 import { NotFoundError } from '../../src/errors.js';
+import type { HubServices } from '../services.js';
 import { type JsonSchema, route, type RouteDecl } from '../route.js';
 import { errorBody, refusals } from './schemas.js';
 
@@ -59,7 +60,7 @@ const connectorDetail: JsonSchema = {
   required: [...recordRequired, 'manifest', 'spec'],
   properties: {
     ...recordProperties,
-    manifest: { type: 'object', description: 'the manifest as applied' },
+    manifest: { type: 'object', description: 'the manifest as applied, inline credential values (a dev-profile `token_value`, a literal credential header) replaced by `[REDACTED]`' },
     spec: { type: 'object', description: 'the normalised connector the runtime reads: presets expanded, defaults filled, endpoint UUIDs assigned' },
   },
 };
@@ -77,6 +78,9 @@ const endpointParams: JsonSchema = {
   properties: { name: { type: 'string', description: 'metadata.name of the connector' }, id: { type: 'string', description: 'endpoint id from the manifest' } },
 };
 
+/** Inline credential values (`token_value`, a literal Authorization header) are accepted in the dev profile only. */
+const devProfile = (services: HubServices) => services.config.string('svc.profile') === 'dev';
+
 const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
 
 export const connectorRoutes: RouteDecl[] = [
@@ -92,7 +96,7 @@ export const connectorRoutes: RouteDecl[] = [
       ...refusals(false),
     },
     handler: async ({ services, principal, body, ctx }) => {
-      const result = await services.db.withTenant(callerTenant(principal), (tx) => applyConnector(tx, body, { actor: actor(principal) }));
+      const result = await services.db.withTenant(callerTenant(principal), (tx) => applyConnector(tx, body, { actor: actor(principal), inlineCredentials: devProfile(services) }));
       ctx.status = result.created ? 201 : 200;
       return { name: result.connector.name, id: result.connector.id, warnings: result.warnings };
     },
@@ -113,8 +117,8 @@ export const connectorRoutes: RouteDecl[] = [
       400: { description: 'The body is not a YAML or JSON object', schema: errorBody },
       ...refusals(false),
     },
-    handler: ({ body }) => {
-      const { errors, warnings } = checkManifest(body);
+    handler: ({ services, body }) => {
+      const { errors, warnings } = checkManifest(body, { inlineCredentials: devProfile(services) });
       return { valid: errors.length === 0, errors, warnings };
     },
   }),
