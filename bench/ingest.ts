@@ -334,7 +334,7 @@ async function main(): Promise<void> {
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
     source = await startDemoSourceProcess(ROWS);
-    const config = benchConfig(database.url, dir, { 'svc.connectors.chunk-size': CHUNK });
+    const config = benchConfig(database.url, dir, { 'svc.connectors.chunk-size': CHUNK, 'svc.credentials.env-allow': 'BENCH_DEMO_*' });
     hub = await startHub(config, { api: true, background: false });
     owner = new pg.Client({ connectionString: database.url });
     await owner.connect();

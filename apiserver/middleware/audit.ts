@@ -4,7 +4,7 @@ import { actor, type Principal } from '../../src/auth/principal.js';
 import { runWithCommitHook } from '../../src/db/database.js';
 import { HubError } from '../../src/errors.js';
 import type { RouteDecl } from '../route.js';
-import type { HubServices } from '../services.js';
+import type { AreaServices } from '../../src/runtime/services.js';
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -19,7 +19,7 @@ export function audited(decl: RouteDecl): boolean {
  * completed (outcome, status) before the response is sent, so it is in the database when the
  * caller sees the answer.
  */
-export function auditCall(services: HubServices, decl: RouteDecl) {
+export function auditCall(services: AreaServices, decl: RouteDecl) {
   return async (ctx: Context, next: Next): Promise<void> => {
     const call = new RequestAudit((final) => subject(decl, ctx, final));
     ctx.state.audit = call;

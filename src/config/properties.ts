@@ -85,6 +85,17 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Security', name: 'svc.secret.cache-ttl', kind: 'duration', default: '30s',
     description: 'How long a resolved secret value stays in memory; a rotation or delete clears it at once in the process that made it, other processes follow within this time.' }),
 
+  p({ group: 'Security', name: 'svc.egress.deny-private', kind: 'bool',
+    default: (get) => get('svc.webhook.deny-private-targets') ?? get('svc.profile') === 'prod',
+    defaultText: 'true in the `prod` profile, false in `dev` (or the value of the deprecated `svc.webhook.deny-private-targets`)',
+    description: 'The outbound address policy (docs/security.md): every request the hub makes for a tenant (webhook deliveries and tests, connector runs, pre-flight, draft, scaffold) is refused, before any packet is sent, when it would connect to a loopback, private, shared (CGNAT), link-local, unique-local, unspecified, multicast or reserved address, an IPv4-mapped or translated IPv6 address, a cloud metadata address, or the names `localhost`, `*.localhost` and `metadata.google.internal`. Checked when connecting, after name resolution.' }),
+  p({ group: 'Security', name: 'svc.egress.allow', kind: 'string',
+    description: 'Comma-separated destinations the outbound address policy lets through although they are not public: CIDRs (`10.20.0.0/16`, `fd12:3456::/32`), single addresses (`127.0.0.2`) and host names (`hooks.internal`, `*.corp.example` for a domain; a listed name is connected to whatever it resolves to).' }),
+  p({ group: 'Security', name: 'svc.webhook.deny-private-targets', kind: 'bool',
+    description: 'Deprecated: use `svc.egress.deny-private`. When set, it gives `svc.egress.deny-private` its default.' }),
+  p({ group: 'Security', name: 'svc.credentials.env-allow', kind: 'string',
+    description: "Comma-separated globs (`*` any run of characters, `?` one) of names that a connector's `*_env` credential, header `value_env` or `{{env:NAME}}` may read from the hub's environment, then from a non-property key of the configuration file, when the tenant has no stored secret of that name. Default: none (stored secrets only). `SVC_*`, `DATABASE_URL` and every name the hub itself reads are never readable, listed or not." }),
+
   // Observability
   p({ group: 'Observability', name: 'svc.tracing.enabled', kind: 'bool',
     default: (get) => get('otel.sdk.disabled') === false,
@@ -111,8 +122,6 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Delivery attempts in flight at once in one process (docs/integrations.md).' }),
   p({ group: 'Clocks', name: 'svc.webhook.concurrency-per-integration', kind: 'int', min: 1, default: 8,
     description: 'Delivery attempts in flight at once for one integration, so an endpoint that is slow or down never holds the whole pool.' }),
-  p({ group: 'Clocks', name: 'svc.webhook.deny-private-targets', kind: 'bool', default: false,
-    description: 'Refuse integration target URLs, and deliveries to names resolving to, loopback, private, link-local and other non-public addresses (recommended where tenants must not reach the internal network).' }),
   p({ group: 'Clocks', name: 'svc.leader.check-every', kind: 'duration', default: '5s',
     description: 'Leader election of the dispatchers and the operator: how often a follower tries to take over and the leader confirms it still leads; with the Kubernetes backend also the Lease renew period. Must be well under `svc.leader.lease-duration` (a value not below it is refused); the leader gives up when it has not renewed for the lease duration minus this period.' }),
   p({ group: 'Clocks', name: 'svc.leader.backend', kind: 'enum', values: ['auto', 'postgres', 'kubernetes'], default: 'auto',

@@ -1,4 +1,5 @@
-import { request } from 'undici';
+import { type Dispatcher, request } from 'undici';
+import { describeNetworkError } from '../egress/network-error.js';
 import { parse as parseYaml, stringify } from 'yaml';
 import { ValidationError } from '../errors.js';
 
@@ -24,9 +25,9 @@ const MAX_BYTES = 5 * 1024 * 1024;
  * base_url, one endpoint per GET operation without path parameters that answers JSON records, a
  * pagination preset guessed from the response schema, promotes from the record's scalar properties,
  * and auth from the security schemes (credentials as `*_env` names to fill in). A URL that holds no
- * readable document is refused.
+ * readable document is refused, as is one the outbound address policy refuses (`dispatcher`).
  */
-export async function scaffoldManifest(openapiUrl: string, name: string): Promise<string> {
+export async function scaffoldManifest(openapiUrl: string, name: string, dispatcher?: Dispatcher): Promise<string> {
   let url: URL;
   try {
     url = new URL(openapiUrl);
@@ -35,7 +36,7 @@ export async function scaffoldManifest(openapiUrl: string, name: string): Promis
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ValidationError('openapiUrl must be http or https', 'openapiUrl');
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)) throw new ValidationError('name must be a lower-case name (letters, digits, dashes)', 'name');
-  const doc = await fetchDocument(url);
+  const doc = await fetchDocument(url, dispatcher);
   const unreadable = () => new ValidationError(`no readable OpenAPI document at ${url.href}`, 'openapiUrl');
   if (!doc || typeof doc !== 'object' || (!doc.openapi && !doc.swagger) || !doc.paths) throw unreadable();
 
@@ -94,10 +95,10 @@ export async function scaffoldManifest(openapiUrl: string, name: string): Promis
   return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${stringify(manifest)}`;
 }
 
-async function fetchDocument(url: URL): Promise<OpenApi | undefined> {
+async function fetchDocument(url: URL, dispatcher: Dispatcher | undefined): Promise<OpenApi | undefined> {
   let text: string;
   try {
-    const res = await request(url, { method: 'GET', headers: { accept: 'application/json, application/yaml;q=0.9, */*;q=0.5' }, headersTimeout: 10_000, bodyTimeout: 10_000 });
+    const res = await request(url, { method: 'GET', headers: { accept: 'application/json, application/yaml;q=0.9, */*;q=0.5' }, headersTimeout: 10_000, bodyTimeout: 10_000, dispatcher });
     if (res.statusCode < 200 || res.statusCode >= 300) {
       await res.body.dump();
       throw new ValidationError(`no readable OpenAPI document at ${url.href}: HTTP ${res.statusCode}`, 'openapiUrl');
@@ -112,7 +113,7 @@ async function fetchDocument(url: URL): Promise<OpenApi | undefined> {
     text = Buffer.concat(chunks).toString('utf8');
   } catch (err) {
     if (err instanceof ValidationError) throw err;
-    throw new ValidationError(`no readable OpenAPI document at ${url.href}: ${(err as Error).message}`, 'openapiUrl');
+    throw new ValidationError(`no readable OpenAPI document at ${url.href}: ${describeNetworkError(err)}`, 'openapiUrl');
   }
   try {
     return JSON.parse(text) as OpenApi;

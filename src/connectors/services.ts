@@ -1,4 +1,9 @@
+import type { Dispatcher } from 'undici';
 import { type Config, ConfigError } from '../config/config.js';
+import { egressPolicy } from '../egress/config.js';
+import { egressAgent } from '../egress/dispatcher.js';
+import type { EgressPolicy } from '../egress/policy.js';
+import { type CredentialSources, createCredentialResolver, parseEnvAllow } from './auth/resolver.js';
 import type { Database, Tx } from '../db/database.js';
 import type { RoleNames } from '../db/roles.js';
 import type { EventWriter } from '../events/outbox.js';
@@ -23,8 +28,10 @@ export interface ConnectorServices extends ConnectorTenantServices {
   reader: EnginePageReader;
   ext: ExtSchema;
   load(tx: Tx, name: string): Promise<ConnectorSpec | undefined>;
-  /** The engine context of one connector (credentials of its tenant, its rate-limit bucket). */
+  /** The engine context of one connector (credentials of its tenant, its rate-limit bucket, the egress agent). */
   context(connector: ConnectorSpec): EngineContext;
+  /** The agent every request made for a tenant outside a connector's context goes through (scaffold). */
+  dispatcher: Dispatcher;
   /** Fails the runs of processes that died (no heartbeat for `svc.connectors.run-stale-after`); returns how many. */
   sweepInterrupted(): Promise<number>;
   close(): Promise<void>;
@@ -38,14 +45,21 @@ export interface ConnectorDeps {
   secrets: SecretStore;
   ownerUrl: string;
   roles: RoleNames;
+  /** The outbound address policy (default: from the configuration). */
+  egress?: EgressPolicy;
   indexer?: RowIndexer;
 }
 
 /**
- * Wires the connector area. `*_env` credentials resolve a stored secret of that name in the
- * connector's tenant, then an environment variable, then a non-property key of application.yaml;
- * `value_env` headers and `{{env:NAME}}` templates read the environment (then that file).
+ * Wires the connector area. Every named value of a connector (`*_env` credentials, header
+ * `value_env`, `{{env:NAME}}`) resolves through one resolver (auth/resolver.ts): the connector
+ * tenant's stored secret of that name, then, only for names allowed by `svc.credentials.env-allow`
+ * and never for the hub's own settings, an environment variable, then a non-property key of the
+ * configuration file. Every request goes through the outbound address policy's agent.
  */
+/** Connect timeout of a source request (the exchange is bounded by the retry policy and undici's own timeouts). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 export function createConnectorServices(deps: ConnectorDeps): ConnectorServices {
   const { config } = deps;
   const retry = {
@@ -53,10 +67,16 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     baseDelayMs: config.duration('svc.connectors.retry.base-delay'),
     maxDelayMs: config.duration('svc.connectors.retry.max-delay'),
   };
-  const env = (name: string) => process.env[name] ?? config.extra(name);
+  const sources: CredentialSources = {
+    secrets: deps.secrets,
+    envAllow: parseEnvAllow(config.optional('svc.credentials.env-allow')),
+    extra: (name) => config.extra(name),
+  };
+  const egress = deps.egress ?? egressPolicy(config);
+  const dispatcher = egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
   const readContext = (connector: ConnectorSpec): ReadContext => ({
-    resolveCredential: async (name) => (await deps.secrets.resolveSecret(connector.tenantId, name, `connector:${connector.name}`)) ?? env(name),
-    env,
+    resolveCredential: createCredentialResolver(sources, connector.tenantId, `connector:${connector.name}`),
+    dispatcher,
     retry,
     maxPages: config.int('svc.connectors.max-pages'),
   });
@@ -78,7 +98,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
   }
   const scheduler = new ConnectorScheduler(deps.db, runner, loadConnectorById);
   return {
-    ...connectorTenantServices(deps.db, runner),
+    ...connectorTenantServices(deps.db, runner, config.string('svc.profile') === 'dev'),
     runner,
     scheduler,
     reader,
@@ -94,9 +114,11 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
       for (const run of closed) logger().warn({ runId: run.id, tenantId: run.tenantId, connector: run.connector }, `run ${run.id} of connector ${run.connector} failed as interrupted: no heartbeat for ${staleAfter} ms`);
       return closed.length;
     },
+    dispatcher,
     close: async () => {
       runner.close();
       await ext.close();
+      await dispatcher.close().catch(() => undefined);
     },
   };
 }

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import { checkManifest, type Issue } from './manifest/validate.js';
+import { hasTemplate } from './auth/template.js';
+import { checkManifest, type Issue, isCredentialHeader } from './manifest/validate.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 
@@ -13,6 +14,8 @@ import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 export interface ApplyOptions {
   /** Who applies (recorded as created_by / updated_by). */
   actor?: string;
+  /** Accept inline credential values (`token_value`, a literal Authorization header): the dev profile only. */
+  inlineCredentials?: boolean;
 }
 
 export interface ApplyResult {
@@ -69,7 +72,7 @@ function tenantOf(tx: Tx): number {
  */
 export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const tenantId = tenantOf(tx);
-  const check = checkManifest(manifest);
+  const check = checkManifest(manifest, { inlineCredentials: opts.inlineCredentials === true });
   const first = check.errors[0];
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;
@@ -182,10 +185,38 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ id: string
   return rows[0];
 }
 
-/** One connector with its stored manifest and normalised spec. */
+/**
+ * One connector with its stored manifest and normalised spec, inline credential values (a dev
+ * profile `token_value`, a literal credential header) replaced by REDACTED in both.
+ */
 export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetail | undefined> {
   const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [name]);
-  return (await records(tx, rows))[0];
+  const found = (await records(tx, rows))[0];
+  if (!found) return undefined;
+  return { ...found, manifest: redactManifest(found.manifest), spec: redactSpec(found.spec) };
+}
+
+/** What an inline credential reads as in a returned manifest. */
+export const REDACTED = '[REDACTED]';
+
+type Headers = Array<{ name?: unknown; value?: unknown }> | undefined;
+
+function redactHeaders(headers: Headers): Headers {
+  return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && isCredentialHeader(h.name) && !hasTemplate(h.value) ? { ...h, value: REDACTED } : h));
+}
+
+function redactManifest(manifest: unknown): unknown {
+  const m = manifest as { spec?: { auth?: Record<string, unknown>; headers?: Headers } } | null;
+  if (!m || typeof m !== 'object' || !m.spec || typeof m.spec !== 'object') return manifest;
+  const spec = { ...m.spec };
+  if (spec.auth && typeof spec.auth === 'object' && spec.auth.token_value !== undefined) spec.auth = { ...spec.auth, token_value: REDACTED };
+  if (Array.isArray(spec.headers)) spec.headers = redactHeaders(spec.headers);
+  return { ...m, spec };
+}
+
+function redactSpec(spec: ConnectorSpec): ConnectorSpec {
+  const auth = spec.auth.kind === 'bearer' && spec.auth.token_value !== undefined ? { ...spec.auth, token_value: REDACTED } : spec.auth;
+  return { ...spec, auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'] };
 }
 
 /**

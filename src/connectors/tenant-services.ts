@@ -5,6 +5,7 @@ import type { ConnectorRunner } from './runner.js';
 import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
 import { getRun, listRuns, requestCancel, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
+import { checkManifest, type ManifestCheck } from './manifest/validate.js';
 import { type ApplyResult, type ConnectorDetail, type ConnectorRecord, applyConnector, deleteConnector, getConnector, listConnectors, loadConnector, purgeEndpoint, resetCursor } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
@@ -17,6 +18,8 @@ export interface ConnectorTenantServices {
   byName(tenantId: TenantId, name: string): Promise<ConnectorSpec | undefined>;
   manifests: {
     apply(tenantId: TenantId, manifest: unknown, actor: string): Promise<ApplyResult>;
+    /** Every error and warning of a manifest; writes nothing. */
+    check(manifest: unknown): ManifestCheck;
     list(tenantId: TenantId): Promise<ConnectorRecord[]>;
     /** 404 when unknown. */
     get(tenantId: TenantId, name: string): Promise<ConnectorDetail>;
@@ -44,11 +47,16 @@ export interface ConnectorTenantServices {
   rowByHash(tenantId: TenantId, hash: string): Promise<Record<string, string>>;
 }
 
-export function connectorTenantServices(db: Database, runner: ConnectorRunner): ConnectorTenantServices {
+/**
+ * `inlineCredentials`: whether a manifest may carry a credential value itself (a `token_value`, a
+ * literal Authorization header): the dev profile only.
+ */
+export function connectorTenantServices(db: Database, runner: ConnectorRunner, inlineCredentials: boolean): ConnectorTenantServices {
   return {
     byName: (t, name) => db.withTenant(t, (tx) => loadConnector(tx, name)),
     manifests: {
-      apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor })),
+      apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor, inlineCredentials })),
+      check: (manifest) => checkManifest(manifest, { inlineCredentials }),
       list: (t) => db.withTenant(t, (tx) => listConnectors(tx)),
       get: async (t, name) => {
         const found = await db.withTenant(t, (tx) => getConnector(tx, name));

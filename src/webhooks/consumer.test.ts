@@ -18,7 +18,7 @@ import { until } from '../../test/harness/until.js';
  */
 
 const KEY = Buffer.alloc(32, 9);
-const rules = { key: KEY, denyPrivateTargets: false };
+const rules = { key: KEY };
 const writer = new EventWriter(loadCatalog());
 let t: MigratedDatabase;
 let receiver: Receiver;
@@ -176,7 +176,7 @@ describe('the worker', () => {
     new DeliveryWorker({
       db: t.db,
       key: KEY,
-      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, denyPrivate: false, userAgent: 'test' }),
+      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }),
       pool: new AttemptPool(4, 2, 10),
       leaseMs: 5_000,
     });
@@ -207,7 +207,7 @@ describe('the worker', () => {
   });
 
   describe('first attempts queued by the consumer (claims)', () => {
-    const sender = () => new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, denyPrivate: false, userAgent: 'test' });
+    const sender = () => new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' });
     /** A worker on a one-slot pool held by another job until `release()`. */
     function heldWorker(freshMs?: number) {
       const pool = new AttemptPool(1, 1, 10);

@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import { ConflictError, NotFoundError } from '../errors.js';
 import type { SubscriberCheck } from '../events/subscribers.js';
 import { CLOSED_REASON, type Integration, type IntegrationInput, type IntegrationPatch } from './model.js';
@@ -15,7 +16,8 @@ import { normalizeEventTypes, normalizeName, normalizeTargetUrl } from './valida
 export interface IntegrationRules {
   /** The master key that seals secrets. */
   key: Buffer;
-  denyPrivateTargets: boolean;
+  /** The outbound address policy: target URLs it refuses without resolving a name are refused at once (default: none). */
+  egress?: EgressPolicy;
 }
 
 type Row = {
@@ -103,7 +105,7 @@ export async function liveIntegration(tx: Tx, id: string | number, lock = false)
 export async function createIntegration(tx: Tx, input: IntegrationInput, rules: IntegrationRules, by?: string): Promise<Integration> {
   const tenantId = tenantOf(tx);
   const name = normalizeName(input.name);
-  const targetUrl = normalizeTargetUrl(input.targetUrl, { denyPrivate: rules.denyPrivateTargets });
+  const targetUrl = normalizeTargetUrl(input.targetUrl, rules.egress);
   const eventTypes = normalizeEventTypes(input.eventTypes);
   let id: number;
   try {
@@ -139,7 +141,7 @@ export async function updateIntegration(tx: Tx, id: string | number, patch: Inte
     name = normalizeName(patch.name);
     set('name', name);
   }
-  if (patch.targetUrl !== undefined) set('target_url', normalizeTargetUrl(patch.targetUrl, { denyPrivate: rules.denyPrivateTargets }));
+  if (patch.targetUrl !== undefined) set('target_url', normalizeTargetUrl(patch.targetUrl, rules.egress));
   if (patch.eventTypes !== undefined) set('event_types', normalizeEventTypes(patch.eventTypes));
   if (patch.platform !== undefined) set('platform', patch.platform);
   if (patch.authMode !== undefined) set('auth_mode', patch.authMode);

@@ -28,7 +28,7 @@ beforeAll(async () => {
   t = await migratedDatabase({ 1: 'acme' });
   receiver = await startReceiver();
   const i = await t.db.withTenant(1, (tx) =>
-    createIntegration(tx, { name: 'outcomes', targetUrl: `${receiver.url}/outcomes`, eventTypes: ['org.updated'], authMode: 'NONE' }, { key: KEY, denyPrivateTargets: false }),
+    createIntegration(tx, { name: 'outcomes', targetUrl: `${receiver.url}/outcomes`, eventTypes: ['org.updated'], authMode: 'NONE' }, { key: KEY }),
   );
   integrationId = i.id;
 });
@@ -183,7 +183,7 @@ describe('the outcome writer', () => {
   it('a process that dies with outcomes not yet written leaves the rows leased; the retry sweep sends them again', async () => {
     // An integration of its own: the failed rows of the other tests are the sweep's too.
     const swept = await t.db.withTenant(1, (tx) =>
-      createIntegration(tx, { name: 'swept', targetUrl: `${receiver.url}/swept`, eventTypes: ['org.updated'], authMode: 'NONE' }, { key: KEY, denyPrivateTargets: false }),
+      createIntegration(tx, { name: 'swept', targetUrl: `${receiver.url}/swept`, eventTypes: ['org.updated'], authMode: 'NONE' }, { key: KEY }),
     );
     await t.owner.query('update hub.deliveries set closed_reason = $1 where integration_id = $2 and not succeeded', ['closed by the test', integrationId]);
     const token = randomUUID();
@@ -209,7 +209,7 @@ describe('the outcome writer', () => {
     const worker = new DeliveryWorker({
       db: t.db,
       key: KEY,
-      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, denyPrivate: false, userAgent: 'test' }),
+      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }),
       pool: new AttemptPool(4, 2, 10),
       leaseMs: 5_000,
     });

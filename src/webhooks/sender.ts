@@ -1,8 +1,8 @@
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
-import type { LookupFunction } from 'node:net';
-import { Agent, request } from 'undici';
+import { type Agent, request } from 'undici';
+import { egressAgent } from '../egress/dispatcher.js';
+import { describeNetworkError } from '../egress/network-error.js';
+import { EgressPolicy } from '../egress/policy.js';
 import { type AttemptOutcome, RESPONSE_BODY_MAX } from './model.js';
-import { isPrivateAddress, isPrivateHost } from './validation.js';
 
 /**
  * One HTTP POST of a delivery attempt, with undici: `connectTimeoutMs` to connect, `timeoutMs` for
@@ -15,8 +15,8 @@ import { isPrivateAddress, isPrivateHost } from './validation.js';
 export interface SenderOptions {
   connectTimeoutMs: number;
   timeoutMs: number;
-  /** Refuse loopback, private and link-local destinations, also after name resolution. */
-  denyPrivate: boolean;
+  /** The outbound address policy every connection passes (default: none, for tests of other parts). */
+  egress?: EgressPolicy;
   userAgent: string;
 }
 
@@ -27,8 +27,8 @@ export class WebhookSender {
   private readonly agent: Agent;
 
   constructor(private readonly options: SenderOptions) {
-    this.agent = new Agent({
-      connect: { timeout: options.connectTimeoutMs, ...(options.denyPrivate ? { lookup: publicOnlyLookup } : {}) },
+    this.agent = egressAgent(options.egress ?? EgressPolicy.open(), {
+      connectTimeoutMs: options.connectTimeoutMs,
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
       keepAliveTimeout: 4_000,
@@ -47,10 +47,6 @@ export class WebhookSender {
       durationMs: elapsed(),
       attemptedAt,
     });
-    if (this.options.denyPrivate) {
-      const host = new URL(url).hostname;
-      if (isPrivateHost(host)) return fail(`${host} is not a public address (svc.webhook.deny-private-targets)`);
-    }
     const limit = this.options.connectTimeoutMs + this.options.timeoutMs;
     const overall = new AbortController();
     const timer = setTimeout(() => overall.abort(new ExchangeTimeout(limit)), limit);
@@ -115,36 +111,5 @@ export function truncate(text: string): string {
 
 function describe(err: unknown, options: SenderOptions, abortReason: unknown): string {
   if (abortReason instanceof ExchangeTimeout) return `timeout: ${abortReason.message}`;
-  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
-  switch (e.code) {
-    case 'UND_ERR_CONNECT_TIMEOUT':
-      return `connect timeout: no connection within ${options.connectTimeoutMs} ms`;
-    case 'UND_ERR_HEADERS_TIMEOUT':
-      return `timeout: no response within ${options.timeoutMs} ms`;
-    case 'UND_ERR_BODY_TIMEOUT':
-      return `timeout: the response body stalled for ${options.timeoutMs} ms`;
-    case 'UND_ERR_SOCKET':
-      return `connection closed by the receiver${e.cause?.message ? ` (${e.cause.message})` : ''}`;
-    case 'UND_ERR_ABORTED':
-    case 'ABORT_ERR':
-      return 'aborted: the process is stopping';
-    default:
-      if (e.message) return e.code && !e.message.includes(e.code) ? `${e.code}: ${e.message}` : e.message;
-      return String(err);
-  }
+  return describeNetworkError(err, { connectTimeoutMs: options.connectTimeoutMs, timeoutMs: options.timeoutMs });
 }
-
-/** DNS resolution that refuses names resolving to non-public addresses (DNS rebinding included). */
-const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return (callback as (e: Error | null, a: string, f?: number) => void)(err, '', 0);
-    const list = addresses as LookupAddress[];
-    const refused = list.find((a) => isPrivateAddress(a.address));
-    if (refused) {
-      const error = Object.assign(new Error(`${hostname} resolves to ${refused.address}, not a public address (svc.webhook.deny-private-targets)`), { code: 'EPRIVATE' });
-      return (callback as (e: Error | null, a: string, f?: number) => void)(error, '', 0);
-    }
-    if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
-    return (callback as (e: null, a: string, f: number) => void)(null, list[0]!.address, list[0]!.family);
-  });
-};

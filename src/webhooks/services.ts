@@ -1,5 +1,7 @@
 import type { Config } from '../config/config.js';
 import type { Database } from '../db/database.js';
+import { egressPolicy } from '../egress/config.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import { type LoopClock, OutboxLoop } from '../dispatch/outbox-loop.js';
 import type { Catalog } from '../events/catalog.js';
 import type { OutboxListener } from '../events/listener.js';
@@ -29,13 +31,14 @@ const QUEUE_PER_INTEGRATION = 1_000;
 const CONSUMER_BATCH = 500;
 const SWEEP_BATCH = 500;
 
-export function createWebhookServices(config: Config, deps: { db: Database; catalog: Catalog; key: Buffer; version: string }): WebhookServices {
+export function createWebhookServices(config: Config, deps: { db: Database; catalog: Catalog; key: Buffer; version: string; egress?: EgressPolicy }): WebhookServices {
   const leaseMs = config.duration('svc.webhook.lease');
+  const egress = deps.egress ?? egressPolicy(config);
   const perIntegration = config.int('svc.webhook.concurrency-per-integration');
   const sender = new WebhookSender({
     connectTimeoutMs: config.duration('svc.webhook.connect-timeout'),
     timeoutMs: config.duration('svc.webhook.timeout'),
-    denyPrivate: config.bool('svc.webhook.deny-private-targets'),
+    egress,
     userAgent: `svc-hub-webhooks/${deps.version}`,
   });
   const pool = new AttemptPool(config.int('svc.webhook.concurrency'), perIntegration, QUEUE_PER_INTEGRATION);
@@ -53,7 +56,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     catalog: deps.catalog,
     worker,
     leaseMs,
-    rules: { key: deps.key, denyPrivateTargets: config.bool('svc.webhook.deny-private-targets') },
+    rules: { key: deps.key, egress },
   });
   const loop = new OutboxLoop(deps.db, {
     name: 'webhooks',

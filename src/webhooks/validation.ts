@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
 
 /**
@@ -46,10 +46,11 @@ export function normalizeName(value: string): string {
 /**
  * `targetUrl`: an absolute `http:` or `https:` URL with a host. Refused: other schemes (`ftp:`,
  * `file:`, `javascript:`, …), relative or unparsable text, credentials in the URL (`user:pass@`: use
- * the integration's secret), a `#fragment` (never sent), more than URL_MAX characters, and, when
- * `denyPrivate`, hosts that are loopback, private, link-local or otherwise not public addresses.
+ * the integration's secret), a `#fragment` (never sent), more than URL_MAX characters, and hosts
+ * the outbound address policy refuses without resolving a name (IP literals in any spelling,
+ * `localhost`, metadata names); a name is checked again, resolved, at every delivery.
  */
-export function normalizeTargetUrl(value: string, options: { denyPrivate: boolean }): string {
+export function normalizeTargetUrl(value: string, egress?: EgressPolicy): string {
   const text = value.trim();
   const field = 'targetUrl';
   if (!text) throw new ValidationError('targetUrl must not be blank', field);
@@ -68,45 +69,7 @@ export function normalizeTargetUrl(value: string, options: { denyPrivate: boolea
     throw new ValidationError('targetUrl must not carry credentials; set authMode and secret instead', field);
   }
   if (url.hash || text.includes('#')) throw new ValidationError('targetUrl must not carry a #fragment (it is never sent)', field);
-  if (options.denyPrivate && isPrivateHost(url.hostname)) {
-    throw new ValidationError(`targetUrl: ${url.hostname} is not a public address (svc.webhook.deny-private-targets is on)`, field);
-  }
+  const refused = egress?.refusal(url.hostname);
+  if (refused) throw new ValidationError(`targetUrl: ${refused.message}`, field);
   return text;
-}
-
-/** A host name that is, or names, a non-public address (literal IPs and `localhost` only: names are checked again when resolved). */
-export function isPrivateHost(hostname: string): boolean {
-  const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
-  if (host === 'localhost' || host.endsWith('.localhost')) return true;
-  return isIP(host) !== 0 && isPrivateAddress(host);
-}
-
-/** Loopback, private, link-local, unique-local, CGNAT, unspecified, multicast and reserved addresses. */
-export function isPrivateAddress(address: string): boolean {
-  const kind = isIP(address);
-  if (kind === 4) return privateV4(address);
-  if (kind === 6) {
-    const a = address.toLowerCase();
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(a);
-    if (mapped) return privateV4(mapped[1]!);
-    if (a === '::' || a === '::1') return true;
-    const first = Number.parseInt(a.split(':')[0] || '0', 16);
-    return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80 || (first & 0xff00) === 0xff00;
-  }
-  return false;
-}
-
-function privateV4(address: string): boolean {
-  const [a, b] = address.split('.').map(Number) as [number, number];
-  return (
-    a === 0 ||
-    a === 10 ||
-    a === 127 ||
-    (a === 100 && b >= 64 && b <= 127) ||
-    (a === 169 && b === 254) ||
-    (a === 172 && b >= 16 && b <= 31) ||
-    (a === 192 && b === 168) ||
-    (a === 198 && (b === 18 || b === 19)) ||
-    a >= 224
-  );
 }

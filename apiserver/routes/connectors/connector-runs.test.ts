@@ -19,7 +19,7 @@ const H = { 'X-Tenant-ID': '1' };
 
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 2400, log: () => undefined });
-  hub = await startTestHub({ 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms' });
+  hub = await startTestHub({ 'svc.credentials.env-allow': 'DEMO_SVC_*', 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms' });
   owner = await ownerClient(hub.ownerUrl);
   await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other')`);
   process.env.DEMO_SVC_PASSWORD = 'demo-password';
@@ -168,7 +168,7 @@ describe('connector runs against the demo source', () => {
   });
 
   it('reaching the page budget ends the run Partial with everything it read written', async () => {
-    const small = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.connectors.max-pages': 3, 'svc.migrate.on-start': false });
+    const small = await startTestHub({ 'svc.credentials.env-allow': 'DEMO_SVC_*', 'svc.datasource.url': hub.ownerUrl, 'svc.connectors.max-pages': 3, 'svc.migrate.on-start': false });
     try {
       await apply(manifest('budget', [offsetEndpoint('offset', '/offset/partners', 'ext.budget_partners')]));
       const res = await fetch(`${small.url}/api/connectors/budget/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });

@@ -43,7 +43,7 @@ const openapi = {
 
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', log: () => undefined });
-  hub = await startTestHub();
+  hub = await startTestHub({ 'svc.credentials.env-allow': 'TOOLS_DEMO_*' });
   docs = createServer((req, res) => {
     if (req.url === '/openapi.json') {
       res.setHeader('Content-Type', 'application/json');

@@ -71,10 +71,10 @@ export const connectorToolRoutes: RouteDecl[] = [
       400: { description: 'No readable OpenAPI document at the URL', schema: errorBody },
       ...refusals(false),
     },
-    handler: async ({ body, ctx }) => {
+    handler: async ({ services, body, ctx }) => {
       const { openapiUrl, name } = body;
       ctx.type = 'application/yaml';
-      ctx.body = await scaffoldManifest(openapiUrl, name);
+      ctx.body = await scaffoldManifest(openapiUrl, name, services.connectors.dispatcher);
       return undefined;
     },
   }),

@@ -1,6 +1,5 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { connectorManifestSchema } from '../../../src/connectors/manifest/schema.js';
-import { checkManifest } from '../../../src/connectors/manifest/validate.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -65,7 +64,7 @@ const connectorDetail: JsonSchema = {
   required: [...recordRequired, 'manifest', 'spec'],
   properties: {
     ...recordProperties,
-    manifest: { type: 'object', description: 'the manifest as applied' },
+    manifest: { type: 'object', description: 'the manifest as applied, inline credential values (a dev-profile `token_value`, a literal credential header) replaced by `[REDACTED]`' },
     spec: { type: 'object', description: 'the normalised connector the runtime reads: presets expanded, defaults filled, endpoint UUIDs assigned' },
   },
 };
@@ -82,6 +81,7 @@ const endpointParams = {
   required: ['name', 'id'],
   properties: { name: { type: 'string', description: 'metadata.name of the connector' }, id: { type: 'string', description: 'endpoint id from the manifest' } },
 } as const;
+
 
 const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
 
@@ -119,8 +119,8 @@ export const connectorRoutes: RouteDecl[] = [
       400: { description: 'The body is not a YAML or JSON object', schema: errorBody },
       ...refusals(false),
     },
-    handler: ({ body }) => {
-      const { errors, warnings } = checkManifest(body);
+    handler: ({ services, body }) => {
+      const { errors, warnings } = services.connectors.manifests.check(body);
       return { valid: errors.length === 0, errors, warnings };
     },
   }),

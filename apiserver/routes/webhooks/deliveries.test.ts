@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../../../src/hub/model.js';
+import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../../../src/webhooks/model.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Received, type Receiver, startReceiver, verifySvcSignature } from '../../../test/harness/receiver.js';
 import { client, type Client } from '../../../test/harness/api-client.js';

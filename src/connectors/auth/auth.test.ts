@@ -96,20 +96,20 @@ describe('headers and auth on the wire', () => {
     expect(seen.every((r) => r.headers['x-api-key'] === undefined)).toBe(true);
   });
 
-  it('resolution: auth *_env through resolveCredential, headers and templates through env', async () => {
+  it('resolution: auth *_env, header value_env and templates all through the one resolver, before any request', async () => {
     const asked: string[] = [];
     const ctx = engineContext({}, {
       resolveCredential: async (name) => {
-        asked.push(`credential:${name}`);
+        asked.push(name);
         return 'cred';
       },
-      env: (name) => {
-        asked.push(`env:${name}`);
-        return 'env';
-      },
     });
-    await readAll(connectorSpec(source.url, { headers: [{ name: 'X-A', value_env: 'A' }], auth: { kind: 'api-key', in: 'header', name: 'X-K', value_env: 'K' } }), echoEndpoint(), ctx);
-    expect(asked).toEqual(['credential:K', 'env:A']);
+    await readAll(
+      connectorSpec(source.url, { headers: [{ name: 'X-A', value_env: 'A' }, { name: 'X-T', value: 'v={{env:T}}' }], auth: { kind: 'api-key', in: 'header', name: 'X-K', value_env: 'K' } }),
+      echoEndpoint({ method: 'POST', body: { x: '{{env:B}}' } }),
+      ctx,
+    );
+    expect(asked.sort()).toEqual(['A', 'B', 'K', 'T']);
   });
 
   it('a POST body template resolves {{env:NAME}} and goes as JSON', async () => {
@@ -122,7 +122,7 @@ describe('headers and auth on the wire', () => {
   it('an unresolved template fails the read naming the variable and where', async () => {
     const result = await readAll(connectorSpec(source.url), echoEndpoint({ method: 'POST', body: 'since={{env:NOT_SET_ANYWHERE}}' }), engineContext());
     expect(result.error).toBeInstanceOf(TemplateError);
-    expect(result.error?.message).toBe("template {{env:NOT_SET_ANYWHERE}} in endpoint partners body did not resolve: the hub's environment has no variable NOT_SET_ANYWHERE");
+    expect(result.error?.message).toBe("template {{env:NOT_SET_ANYWHERE}} in endpoint partners body did not resolve: the tenant has no stored secret NOT_SET_ANYWHERE (the hub's environment is read only for names allowed by svc.credentials.env-allow)");
   });
 });
 

@@ -5,9 +5,9 @@ import type { AuthParts } from './types.js';
 /**
  * The headers of every request of a connector, in precedence order:
  * 1. the engine's defaults (`Accept: application/json`, a User-Agent), which anything declared replaces;
- * 2. `spec.headers`: `value` (its `{{env:NAME}}` templates resolved) or `value_env` (process
- *    environment, then configuration property, through `env`); a value_env that resolves to nothing
- *    silently drops the header;
+ * 2. `spec.headers`: `value` (its `{{env:NAME}}` templates resolved) or `value_env` (resolved
+ *    beforehand like every named value: the tenant's stored secret, then an allowed environment
+ *    variable; `env` answers them); a value_env that resolves to nothing silently drops the header;
  * 3. the auth kind's headers, which win a name clash.
  * Names compare case-insensitively; the last writer's spelling is kept.
  */

@@ -6,9 +6,10 @@ const TEMPLATE = /\{\{\s*env:([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}/g;
 export type EnvLookup = (name: string) => string | undefined;
 
 /**
- * Replaces every `{{env:NAME}}` in `text` with the hub's process environment (through `env`, never
- * the secret store). A variable that is not set fails the read naming it and where it was used:
- * sending a request with a hole in it would read the wrong data quietly.
+ * Replaces every `{{env:NAME}}` in `text` with the value `env` gives for NAME (values resolved
+ * beforehand by the connector's credential resolver: the tenant's stored secret, then an allowed
+ * environment variable). A name that did not resolve fails the read naming it and where it was
+ * used: sending a request with a hole in it would read the wrong data quietly.
  */
 export function resolveTemplate(text: string, env: EnvLookup, where: string): string {
   return text.replace(TEMPLATE, (_match, name: string) => {
@@ -36,4 +37,19 @@ export function hasTemplate(text: string): boolean {
   const found = TEMPLATE.test(text);
   TEMPLATE.lastIndex = 0;
   return found;
+}
+
+/** The names every `{{env:NAME}}` of a JSON value (strings and keys) refers to. */
+export function templateNames(value: unknown, into: Set<string> = new Set()): Set<string> {
+  if (typeof value === 'string') {
+    for (const match of value.matchAll(TEMPLATE)) into.add(match[1]!);
+  } else if (Array.isArray(value)) {
+    for (const v of value) templateNames(v, into);
+  } else if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      templateNames(k, into);
+      templateNames(v, into);
+    }
+  }
+  return into;
 }

@@ -60,14 +60,14 @@ const cases: Array<[Error, Record<string, unknown>]> = [
     new CredentialError('TOKEN', 'auth.token_env'),
     {
       name: 'CredentialError', code: 'credential_unresolved', runStatus: 'Failed', retryable: false, credential: 'TOKEN', field: 'auth.token_env',
-      message: 'credential TOKEN did not resolve (auth.token_env): no stored secret, environment variable or configuration property of that name',
+      message: "credential TOKEN did not resolve (auth.token_env): the tenant has no stored secret of that name (the hub's environment is read only for names allowed by svc.credentials.env-allow)",
     },
   ],
   [
     new TemplateError('HOST', 'spec.base_url'),
     {
       name: 'TemplateError', code: 'template_unresolved', runStatus: 'Failed', retryable: false, variable: 'HOST',
-      message: "template {{env:HOST}} in spec.base_url did not resolve: the hub's environment has no variable HOST",
+      message: "template {{env:HOST}} in spec.base_url did not resolve: the tenant has no stored secret HOST (the hub's environment is read only for names allowed by svc.credentials.env-allow)",
     },
   ],
   [new PaginationError('stuck'), { name: 'PaginationError', code: 'pagination', runStatus: 'Failed', retryable: false, message: 'stuck' }],

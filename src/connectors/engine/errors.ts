@@ -1,3 +1,4 @@
+import { describeNetworkError } from '../../egress/network-error.js';
 /**
  * What a connector read can end with, other than success. Each error carries the run status the
  * runner records (`runStatus`) and whether running again may help (`retryable`, reported on
@@ -50,6 +51,14 @@ const KINDS = {
     message: (attempts: number, cause: unknown) => `upstream could not be reached after ${attempts} attempt(s): ${describeNetworkError(cause)}`,
     cause: (_attempts: number, cause: unknown) => cause,
   },
+  /** The outbound address policy refused the source's address: nothing was sent; not retried. */
+  destination_refused: {
+    name: 'DestinationRefusedError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (cause: unknown) => `upstream not contacted: ${describeNetworkError(cause)}`,
+    cause: (cause: unknown) => cause,
+  },
   /** A 2xx answer whose body is not JSON (or exceeds the page size bound). */
   unreadable_response: { name: 'UnreadableResponseError', runStatus: 'Failed', retryable: false, message: (detail: string) => detail },
   /** total_path disagreed with the rows read, in either direction. */
@@ -93,21 +102,21 @@ const KINDS = {
       `the source answered HTTP ${status} for ${position}: it no longer has the records past that position; the run stopped after ${pagesRead} page(s) read`,
     details: (status: number) => ({ status }),
   },
-  /** An auth `*_env` credential resolved to nothing (no secret, environment variable or property). */
+  /** An auth `*_env` credential resolved to nothing (no stored secret, no allowed environment variable). */
   credential_unresolved: {
     name: 'CredentialError',
     runStatus: 'Failed',
     retryable: false,
     message: (credential: string, field: string) =>
-      `credential ${credential} did not resolve (${field}): no stored secret, environment variable or configuration property of that name`,
+      `credential ${credential} did not resolve (${field}): the tenant has no stored secret of that name (the hub's environment is read only for names allowed by svc.credentials.env-allow)`,
     details: (credential: string, field: string) => ({ credential, field }),
   },
-  /** A `{{env:NAME}}` template naming an environment variable that is not set. */
+  /** A `{{env:NAME}}` template naming a value that did not resolve. */
   template_unresolved: {
     name: 'TemplateError',
     runStatus: 'Failed',
     retryable: false,
-    message: (variable: string, where: string) => `template {{env:${variable}}} in ${where} did not resolve: the hub's environment has no variable ${variable}`,
+    message: (variable: string, where: string) => `template {{env:${variable}}} in ${where} did not resolve: the tenant has no stored secret ${variable} (the hub's environment is read only for names allowed by svc.credentials.env-allow)`,
     details: (variable: string) => ({ variable }),
   },
   /** The pagination cannot go on: `custom` on its second page, a position that does not advance, a link off the source. */
@@ -153,6 +162,7 @@ function kindOf<C extends EngineErrorCode>(code: C): new (...args: Parameters<(t
 
 export const UpstreamHttpError = kindOf('upstream_http');
 export const UpstreamNetworkError = kindOf('upstream_network');
+export const DestinationRefusedError = kindOf('destination_refused');
 export const UnreadableResponseError = kindOf('unreadable_response');
 export const DeclaredTotalMismatchError = kindOf('declared_total_mismatch');
 export const GraphQLErrorsError = kindOf('graphql_errors');
@@ -201,12 +211,4 @@ export function isNetworkError(err: unknown): boolean {
     current = (current as { cause?: unknown }).cause;
   }
   return false;
-}
-
-function describeNetworkError(err: unknown): string {
-  if (!err || typeof err !== 'object') return String(err);
-  const e = err as { code?: unknown; message?: unknown; cause?: unknown };
-  const code = typeof e.code === 'string' ? e.code : undefined;
-  const message = typeof e.message === 'string' ? e.message : String(err);
-  return code && !message.includes(code) ? `${code} ${message}` : message;
 }

@@ -1,7 +1,8 @@
 import { type Dispatcher, request } from 'undici';
 import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
-import { CancelledError, isNetworkError, quote, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
+import { isEgressDenied } from '../../egress/policy.js';
+import { CancelledError, DestinationRefusedError, isNetworkError, quote, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 
@@ -77,6 +78,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
         }),
       );
     } catch (err) {
+      if (isEgressDenied(err)) throw new DestinationRefusedError(err);
       if (!isNetworkError(err)) throw err;
       if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
       await retryAfter({ attempt, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });

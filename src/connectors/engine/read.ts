@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { resolveAuth } from '../auth/index.js';
+import { resolveNamedValues } from '../auth/named.js';
 import { type AuthParts, NO_AUTH } from '../auth/types.js';
 import { createStrategy } from '../pagination/index.js';
 import type { PaginationStrategy, Position } from '../pagination/types.js';
@@ -22,10 +23,11 @@ import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 export const DEFAULT_MAX_PAGES = 10_000;
 
 export interface EngineContext {
-  /** `*_env` credentials: stored secret of that name, then environment variable, then configuration property (the caller implements the order). */
+  /**
+   * Every named value: auth `*_env` credentials, header `value_env` and `{{env:NAME}}` templates
+   * (src/connectors/auth/resolver.ts: the tenant's stored secret, then an allowed environment variable).
+   */
   resolveCredential(name: string): Promise<string | undefined>;
-  /** `value_env` headers and `{{env:NAME}}` templates: process environment (value_env also falls back to a configuration property; the caller passes a function). */
-  env(name: string): string | undefined;
   /** From src/connectors/rate-limit.ts, one per connector, shared by its endpoints. */
   limiter: TokenBucket;
   /** Cancellation: stop at the next page boundary with a CancelledError. */
@@ -36,7 +38,7 @@ export interface EngineContext {
   retry?: { attempts: number; baseDelayMs: number; maxDelayMs: number };
   /** Default 10000. */
   maxPages?: number;
-  /** Optional, for tests/benchmarks. */
+  /** What requests go through: the outbound address policy's agent (src/egress); tests may omit it. */
   dispatcher?: Dispatcher;
   /** Called before each retry wait (logs, metrics, tests). */
   onRetry?: (event: RetryEvent) => void;
@@ -51,8 +53,9 @@ interface Session {
 
 async function openSession(connector: ConnectorSpec, endpoint: EndpointSpec, ctx: EngineContext): Promise<Session> {
   const auth = await resolveAuth(connector.auth, (name) => ctx.resolveCredential(name));
+  const named = await resolveNamedValues(connector, endpoint, (name) => ctx.resolveCredential(name));
   return {
-    plan: planRequests(connector, endpoint, (name) => ctx.env(name), auth),
+    plan: planRequests(connector, endpoint, named, auth),
     strategy: createStrategy(endpoint.pagination),
     policy: { ...DEFAULT_RETRY, ...ctx.retry },
   };
@@ -154,10 +157,11 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   let plan: RequestPlan | undefined;
   let req: ComposedRequest | undefined;
   try {
-    plan = planRequests(connector, endpoint, (name) => ctx.env(name), NO_AUTH);
+    const named = await resolveNamedValues(connector, endpoint, (name) => ctx.resolveCredential(name));
+    plan = planRequests(connector, endpoint, named, NO_AUTH);
     req = composeRequest(plan, endpoint, strategy.first(), undefined, ctx.watermark);
     auth = await resolveAuth(connector.auth, (name) => ctx.resolveCredential(name));
-    plan = planRequests(connector, endpoint, (name) => ctx.env(name), auth);
+    plan = planRequests(connector, endpoint, named, auth);
     req = composeRequest(plan, endpoint, strategy.first(), undefined, ctx.watermark);
   } catch (err) {
     if (!(err instanceof EngineError)) throw err;

@@ -39,7 +39,7 @@ export function endpointUrl(connector: ConnectorSpec, endpoint: EndpointSpec): U
 
 /**
  * Resolves everything fixed for a read: URL, method, headers (declared, then auth), body template
- * and static variables (`{{env:NAME}}` resolved from the process environment).
+ * and static variables (`{{env:NAME}}` answered by `env`, values resolved beforehand).
  */
 export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, env: (name: string) => string | undefined, auth: AuthParts): RequestPlan {
   const headers = composeHeaders(connector.headers ?? [], env, auth);

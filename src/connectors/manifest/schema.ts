@@ -53,9 +53,13 @@ function said<T extends Schema>(schema: T, message: string): T {
 const jsonPath = (description: string): Schema =>
   said({ type: 'string', minLength: 1, pattern: '^\\$', description: `JSONPath (\`$\` is the root). ${description}` }, 'must be a JSONPath starting with $');
 
+/** How every named value of a connector resolves (src/connectors/auth/resolver.ts). */
+const NAMED_VALUE =
+  "Resolved as the tenant's stored secret of that name; the hub's environment (then a configuration-file key) only for names allowed by `svc.credentials.env-allow`, never for the hub's own settings.";
+
 const credentialName = (description: string): Schema =>
   said(
-    { type: 'string', pattern: '^(secret:)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$', description: `${description} Resolved as a stored secret of that name, then an environment variable, then a configuration property. Never the value itself.` },
+    { type: 'string', pattern: '^(secret:)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$', description: `${description} ${NAMED_VALUE} Never the value itself.` },
     'must be a name (letters, digits, _, ., -; optionally secret:NAME), never the credential itself',
   );
 
@@ -150,7 +154,7 @@ const endpoint: Schema = {
     kind: { type: 'string', enum: ['graphql'], description: 'An endpoint carrying `query` is GraphQL regardless.' },
     query: { type: 'string', minLength: 1, description: 'GraphQL only: the query document; declares the cursor variable with its sigil.' },
     variables: { type: 'object', description: 'GraphQL only: static variables merged into every request; the cursor is injected on top.' },
-    body: { description: 'POST, PUT, PATCH only: a body template (JSON value or string) where `{{env:NAME}}` resolves from the environment.' },
+    body: { description: "POST, PUT, PATCH only: a body template (JSON value or string) where `{{env:NAME}}` resolves like a `*_env` credential (the tenant's stored secret first)." },
     pagination,
     incremental,
     target,
@@ -163,9 +167,9 @@ const header: Schema = {
   additionalProperties: false,
   properties: {
     name: said({ type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", maxLength: 200 }, 'must be an HTTP header name'),
-    value: { type: 'string' },
+    value: { type: 'string', description: 'Sent as given, `{{env:NAME}}` resolved. Outside the dev profile a credential-looking header (Authorization, Cookie, names with key, token, secret, password) must take its value from value_env or a template.' },
     value_env: said(
-      { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$', description: 'Resolved from the process environment, then a configuration property; never the secret store. Unresolved: the header is dropped.' },
+      { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$', description: `${NAMED_VALUE} Unresolved: the header is dropped.` },
       'must be an environment variable name',
     ),
   },
@@ -175,11 +179,11 @@ const auth: Schema = {
   type: 'object',
   required: ['kind'],
   additionalProperties: false,
-  description: 'bearer: token_env (or token_value, development only); basic: username, password_env; api-key: in, name, value_env; none (default).',
+  description: 'bearer: token_env (or token_value, dev profile only); basic: username, password_env; api-key: in, name, value_env; none (default).',
   properties: {
     kind: { type: 'string', enum: [...AUTH_KINDS] },
     token_env: credentialName('bearer: the token.'),
-    token_value: { type: 'string', minLength: 1, description: 'bearer, development only: ignored whenever token_env is set.' },
+    token_value: { type: 'string', minLength: 1, description: 'bearer, dev profile only (refused elsewhere): the token inline; ignored whenever token_env is set; never returned by GET /api/connectors/{name}.' },
     username: { type: 'string', minLength: 1, description: 'basic.' },
     password_env: credentialName('basic: the password.'),
     in: { type: 'string', enum: ['header', 'query'], description: 'api-key.' },

@@ -3,7 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { PROMOTE_TYPES, TRANSFORMS } from '../types.js';
 import { PRESET_NAMES } from './presets.js';
 import { connectorManifestSchema } from './schema.js';
-import { checkManifest, cronProblem, parseRateLimit, REFUSALS } from './validate.js';
+import { type CheckOptions, checkManifest, cronProblem, parseRateLimit, REFUSALS } from './validate.js';
 
 type Json = Record<string, unknown>;
 
@@ -25,17 +25,32 @@ const withEndpoint = (over: Json) => manifest({ endpoints: [endpoint(over)] });
 const gqlQuery = 'query Partners($after: String) { partners(first: 100, after: $after) { edges { node { id } } pageInfo { endCursor hasNextPage } } }';
 
 /** The errors of a manifest, as `{field: message}`. */
-function errorsOf(m: unknown): Record<string, string> {
-  return Object.fromEntries(checkManifest(m).errors.map((e) => [e.field, e.message]));
+function errorsOf(m: unknown, options: CheckOptions = {}): Record<string, string> {
+  return Object.fromEntries(checkManifest(m, options).errors.map((e) => [e.field, e.message]));
 }
 
-function valid(m: unknown) {
-  const result = checkManifest(m);
+function valid(m: unknown, options: CheckOptions = {}) {
+  const result = checkManifest(m, options);
   expect(result.errors).toEqual([]);
   return { connector: result.connector!, warnings: result.warnings };
 }
 
 const firstEndpoint = (m: unknown) => valid(m).connector.endpoints[0]!;
+
+describe('inline credentials', () => {
+  const auth = (a: Json) => manifest({ auth: a });
+  it('token_value is refused outside the dev profile, naming the field, with or without token_env', () => {
+    expect(errorsOf(auth({ kind: 'bearer', token_value: 'tok-inline' }))).toEqual({ 'spec.auth.token_value': REFUSALS.inlineToken });
+    expect(errorsOf(auth({ kind: 'bearer', token_env: 'TOK', token_value: 'tok-inline' }))).toEqual({ 'spec.auth.token_value': REFUSALS.inlineToken });
+  });
+  it('a literal credential header is refused outside the dev profile; value_env, templates and other headers pass', () => {
+    const headers = (h: Json[]) => manifest({ headers: h });
+    expect(errorsOf(headers([{ name: 'X-Api-Version', value: '2' }, { name: 'Authorization', value: 'Bearer abc' }]))).toEqual({ 'spec.headers[1].value': REFUSALS.inlineHeaderCredential });
+    expect(errorsOf(headers([{ name: 'X-API-Key', value: 'k-1' }]))).toEqual({ 'spec.headers[0].value': REFUSALS.inlineHeaderCredential });
+    expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer {{env:TOKEN}}' }, { name: 'X-Auth-Token', value_env: 'TOKEN' }]))).toEqual({});
+    expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer abc' }]), { inlineCredentials: true })).toEqual({});
+  });
+});
 
 describe('the JSON Schema', () => {
   it('is plain JSON that compiles under ajv strict mode (2020-12), with no $id or $ref', () => {
@@ -251,16 +266,17 @@ describe('authentication', () => {
     expect(errorsOf(auth({ kind: 'oauth2' }))).toEqual({ 'spec.auth.kind': 'spec.auth.kind must be one of none, bearer, basic, api-key; got "oauth2"' });
   });
 
-  it('bearer: token_env, or token_value for development (ignored beside token_env)', () => {
+  it('bearer: token_env, or token_value in the dev profile (ignored beside token_env)', () => {
+    const dev = { inlineCredentials: true };
     expect(valid(auth({ kind: 'bearer', token_env: 'DEMO_BEARER_TOKEN' }))).toEqual({
       connector: expect.objectContaining({ auth: { kind: 'bearer', token_env: 'DEMO_BEARER_TOKEN' } }),
       warnings: [],
     });
-    expect(valid(auth({ kind: 'bearer', token_env: 'secret:demo-token', token_value: 'x' }))).toEqual({
+    expect(valid(auth({ kind: 'bearer', token_env: 'secret:demo-token', token_value: 'x' }), dev)).toEqual({
       connector: expect.objectContaining({ auth: { kind: 'bearer', token_env: 'secret:demo-token', token_value: 'x' } }),
       warnings: [{ field: 'spec.auth.token_value', message: 'ignored: token_env is set' }],
     });
-    expect(valid(auth({ kind: 'bearer', token_value: 'dev' })).warnings).toEqual([
+    expect(valid(auth({ kind: 'bearer', token_value: 'dev' }), dev).warnings).toEqual([
       { field: 'spec.auth.token_value', message: 'token_value is for development only; name a secret in token_env instead' },
     ]);
     expect(errorsOf(auth({ kind: 'bearer' }))).toEqual({ 'spec.auth.token_env': 'spec.auth.token_env is required for auth kind bearer (or token_value, for development only)' });

@@ -1,5 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import { CronExpressionParser } from 'cron-parser';
+import { hasTemplate } from '../auth/template.js';
 import { parseWindow } from '../schedule.js';
 import { promoteColumnName } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
@@ -25,7 +26,19 @@ export const REFUSALS = {
   unknownSpecKey: 'unknown key — ignored by the runtime',
   headerValue: 'exactly one of value and value_env',
   basicPassword: 'basic auth takes no inline password; set password_env to the name of a stored secret or environment variable',
+  inlineToken: 'an inline token_value is accepted in the dev profile only; store the token as a secret and name it in token_env',
+  inlineHeaderCredential: 'an inline credential in a header is accepted in the dev profile only; store it as a secret and name it in value_env (or a {{env:NAME}} template)',
 } as const;
+
+export interface CheckOptions {
+  /** Accept inline credential values (`token_value`, a literal Authorization header): the dev profile only. Default false. */
+  inlineCredentials?: boolean;
+}
+
+/** A header whose value is a credential (so it must not be written into a manifest outside dev). */
+export function isCredentialHeader(name: string): boolean {
+  return /^(authorization|proxy-authorization|cookie)$/i.test(name) || /(api[-_]?key|token|secret|password|passwd|credential|session)/i.test(name);
+}
 
 export type EndpointDraft = Omit<EndpointSpec, 'uuid'>;
 
@@ -70,7 +83,7 @@ class Issues {
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export function checkManifest(input: unknown): ManifestCheck {
+export function checkManifest(input: unknown, options: CheckOptions = {}): ManifestCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
   if (!isObject(input)) {
@@ -96,7 +109,7 @@ export function checkManifest(input: unknown): ManifestCheck {
   }
   if (errors.count) return { errors: errors.list, warnings };
 
-  const connector = normalise(input, errors, warnings);
+  const connector = normalise(input, errors, warnings, options.inlineCredentials === true);
   return errors.count ? { errors: errors.list, warnings } : { errors: [], warnings, connector };
 }
 
@@ -147,7 +160,7 @@ interface RawEndpoint {
   target: { kind?: 'hybrid'; table: string; unique_key: string; promote?: Promote[] };
 }
 
-function normalise(input: Json, errors: Issues, warnings: Issue[]): ConnectorDraft | undefined {
+function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredentials: boolean): ConnectorDraft | undefined {
   const metadata = input.metadata as { name: string };
   const spec = input.spec as Json;
   const scopes = [...new Set((input.scopes as string[] | undefined) ?? [])];
@@ -171,9 +184,10 @@ function normalise(input: Json, errors: Issues, warnings: Issue[]): ConnectorDra
   const graphqlPath = (spec.graphql_path as string | undefined) ?? DEFAULT_GRAPHQL_PATH;
   const headers = ((spec.headers as HeaderSpec[] | undefined) ?? []).map((h, i) => {
     if ((h.value === undefined) === (h.value_env === undefined)) errors.add(`spec.headers[${i}]`, REFUSALS.headerValue);
+    else if (!inlineCredentials && h.value !== undefined && isCredentialHeader(h.name) && !hasTemplate(h.value)) errors.add(`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential);
     return h.value !== undefined ? { name: h.name, value: h.value } : { name: h.name, value_env: h.value_env };
   });
-  const auth = normaliseAuth(spec.auth as Json | undefined, errors, warnings);
+  const auth = normaliseAuth(spec.auth as Json | undefined, errors, warnings, inlineCredentials);
 
   const raw = (spec.endpoints as RawEndpoint[] | undefined) ?? [];
   const seen = new Map<string, number>();
@@ -232,7 +246,7 @@ const AUTH_FIELDS: Record<Auth['kind'], { allowed: string[]; required: string[] 
   'api-key': { allowed: ['in', 'name', 'value_env'], required: ['in', 'name', 'value_env'] },
 };
 
-function normaliseAuth(auth: Json | undefined, errors: Issues, warnings: Issue[]): Auth {
+function normaliseAuth(auth: Json | undefined, errors: Issues, warnings: Issue[], inlineCredentials: boolean): Auth {
   if (!auth) return { kind: 'none' };
   const kind = auth.kind as Auth['kind'];
   const rule = AUTH_FIELDS[kind];
@@ -244,6 +258,7 @@ function normaliseAuth(auth: Json | undefined, errors: Issues, warnings: Issue[]
     case 'bearer': {
       const tokenEnv = auth.token_env as string | undefined;
       const tokenValue = auth.token_value as string | undefined;
+      if (tokenValue !== undefined && !inlineCredentials) errors.add('spec.auth.token_value', REFUSALS.inlineToken);
       if (tokenEnv === undefined && tokenValue === undefined) errors.add('spec.auth.token_env', 'spec.auth.token_env is required for auth kind bearer (or token_value, for development only)');
       if (tokenEnv !== undefined && tokenValue !== undefined) warnings.push({ field: 'spec.auth.token_value', message: 'ignored: token_env is set' });
       else if (tokenValue !== undefined) warnings.push({ field: 'spec.auth.token_value', message: 'token_value is for development only; name a secret in token_env instead' });

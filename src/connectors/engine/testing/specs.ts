@@ -39,7 +39,6 @@ export function endpointSpec(path: string, pagination: Pagination, overrides: Pa
 export function engineContext(values: Record<string, string> = {}, overrides: Partial<EngineContext> = {}): EngineContext {
   return {
     resolveCredential: async (name) => values[name],
-    env: (name) => values[name],
     limiter: new TokenBucket({ count: 1000, windowMs: 1000 }),
     retry: { attempts: 5, baseDelayMs: 5, maxDelayMs: 20 },
     ...overrides,

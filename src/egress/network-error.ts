@@ -1,0 +1,38 @@
+/**
+ * One wording for a request that got no answer (connection refused or reset, a timeout, a refused
+ * destination), used by the webhook sender and the connector engine alike.
+ */
+
+export interface NetworkErrorContext {
+  /** The connect timeout in force, named by a connect-timeout message. */
+  connectTimeoutMs?: number;
+  /** The exchange timeout in force, named by the headers and body timeout messages. */
+  timeoutMs?: number;
+}
+
+export function describeNetworkError(err: unknown, context: NetworkErrorContext = {}): string {
+  if (!err || typeof err !== 'object') return String(err);
+  const e = err as { code?: unknown; message?: unknown; cause?: { message?: unknown }; errors?: unknown };
+  const code = typeof e.code === 'string' ? e.code : undefined;
+  const within = (ms: number | undefined) => (ms === undefined ? '' : ` within ${ms} ms`);
+  switch (code) {
+    case 'EGRESS_DENIED':
+      return String(e.message);
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return `connect timeout: no connection${within(context.connectTimeoutMs)}`;
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return `timeout: no response${within(context.timeoutMs)}`;
+    case 'UND_ERR_BODY_TIMEOUT':
+      return `timeout: the response body stalled${context.timeoutMs === undefined ? '' : ` for ${context.timeoutMs} ms`}`;
+    case 'UND_ERR_SOCKET':
+      return `connection closed by the other side${typeof e.cause?.message === 'string' && e.cause.message ? ` (${e.cause.message})` : ''}`;
+    case 'UND_ERR_ABORTED':
+    case 'ABORT_ERR':
+      return 'aborted: the process is stopping';
+  }
+  let message = typeof e.message === 'string' ? e.message : '';
+  // Node 20's happy-eyeballs connect reports an AggregateError (empty message) of per-address failures.
+  if (!message && Array.isArray(e.errors) && e.errors.length > 0) return describeNetworkError(e.errors[0], context);
+  if (!message) message = String(err);
+  return code && !message.includes(code) ? `${code}: ${message}` : message;
+}

@@ -1,0 +1,251 @@
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { BlockList, isIP } from 'node:net';
+
+/**
+ * The outbound address policy: which destinations a request the hub makes on a tenant's behalf
+ * (webhook deliveries and tests, connector runs, pre-flight, draft, scaffold) may connect to.
+ *
+ * With `denyPrivate` on, every connection is checked when it is opened, after the name is resolved,
+ * against the address that is actually connected to (so a name that resolves to a public address
+ * at validation time and to 127.0.0.1 at delivery time, DNS rebinding, is refused too). Refused:
+ * loopback, private (RFC 1918), shared (CGNAT 100.64/10), link-local (metadata 169.254.169.254
+ * included), unique-local (fd00:ec2::254 included), unspecified, multicast, reserved, IPv4-mapped
+ * and IPv4-compatible IPv6, NAT64 (64:ff9b::/96, 64:ff9b:1::/48), Teredo, 6to4 embedding a
+ * refused IPv4, and the names `localhost`, `*.localhost` and metadata.google.internal (trailing dot
+ * or not). Numeric IPv4 spellings (`2130706433`, `0x7f.1`, `0177.0.0.1`) are read as the address
+ * they spell. `allow` (CIDRs, addresses and host names, `*.suffix` for a domain) lets chosen
+ * destinations through.
+ */
+
+export interface EgressOptions {
+  denyPrivate: boolean;
+  /** CIDRs (`10.20.0.0/16`, `fd12::/16`), single addresses and host names (`hooks.internal`, `*.corp.example`). */
+  allow?: readonly string[];
+  /** Name resolution (default: the system resolver); tests pass a fixed table. */
+  resolve?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+}
+
+export const EGRESS_DENIED = 'EGRESS_DENIED';
+
+/** A destination the policy refuses; carries no request data, only the host and the address. */
+export class EgressDeniedError extends Error {
+  readonly code = EGRESS_DENIED;
+  constructor(
+    readonly host: string,
+    readonly address: string | undefined,
+    readonly reason: string,
+  ) {
+    super(
+      address && address !== host
+        ? `${host} resolves to ${address}, ${reason}: refused by the outbound address policy (svc.egress.deny-private)`
+        : `${host} is ${reason}: refused by the outbound address policy (svc.egress.deny-private)`,
+    );
+    this.name = 'EgressDeniedError';
+  }
+}
+
+export function isEgressDenied(err: unknown): err is EgressDeniedError {
+  let current: unknown = err;
+  for (let depth = 0; depth < 4 && current && typeof current === 'object'; depth++) {
+    if ((current as { code?: unknown }).code === EGRESS_DENIED) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** What each refused range is called in messages. */
+const DENIED: ReadonlyArray<readonly [label: string, ranges: ReadonlyArray<readonly [string, number]>]> = [
+  ['a loopback address', [['127.0.0.0', 8], ['::1', 128]]],
+  ['an unspecified address', [['0.0.0.0', 8], ['::', 128]]],
+  ['a private address', [['10.0.0.0', 8], ['172.16.0.0', 12], ['192.168.0.0', 16], ['100.64.0.0', 10], ['192.0.0.0', 24], ['198.18.0.0', 15]]],
+  ['a link-local address', [['169.254.0.0', 16], ['fe80::', 10], ['fec0::', 10]]],
+  ['a unique-local address', [['fc00::', 7]]],
+  ['a multicast or reserved address', [['224.0.0.0', 4], ['240.0.0.0', 4], ['ff00::', 8], ['100::', 64]]],
+  ['a translated IPv6 address (NAT64, IPv4-compatible or Teredo)', [['64:ff9b::', 96], ['64:ff9b:1::', 48], ['::', 96], ['2001::', 32]]],
+];
+
+const DENIED_NAMES = new Set(['localhost', 'metadata.google.internal', 'metadata.goog']);
+
+function family(address: string): 'ipv4' | 'ipv6' {
+  return isIP(address) === 6 ? 'ipv6' : 'ipv4';
+}
+
+export class EgressPolicy {
+  readonly denyPrivate: boolean;
+  private readonly denied: Array<{ label: string; list: BlockList }>;
+  private readonly allowedAddresses = new BlockList();
+  private readonly allowedNames: string[] = [];
+  private readonly allowedSuffixes: string[] = [];
+  private readonly resolveName: NonNullable<EgressOptions['resolve']>;
+
+  constructor(options: EgressOptions) {
+    this.denyPrivate = options.denyPrivate;
+    this.resolveName = options.resolve ?? ((hostname) => dnsLookup(hostname, { all: true, verbatim: true }));
+    this.denied = DENIED.map(([label, ranges]) => {
+      const list = new BlockList();
+      for (const [net, prefix] of ranges) list.addSubnet(net, prefix, family(net));
+      return { label, list };
+    });
+    for (const raw of options.allow ?? []) {
+      const entry = raw.trim().toLowerCase();
+      if (!entry) continue;
+      const slash = entry.indexOf('/');
+      const address = slash < 0 ? entry : entry.slice(0, slash);
+      const literal = parseAddress(address);
+      if (literal) {
+        const prefix = slash < 0 ? (isIP(literal) === 6 ? 128 : 32) : Number(entry.slice(slash + 1));
+        const max = isIP(literal) === 6 ? 128 : 32;
+        if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) throw new Error(`svc.egress.allow: ${raw} is not a CIDR`);
+        this.allowedAddresses.addSubnet(literal, prefix, family(literal));
+      } else if (slash >= 0) {
+        throw new Error(`svc.egress.allow: ${raw} is not a CIDR`);
+      } else if (entry.startsWith('*.')) {
+        this.allowedSuffixes.push(normaliseHost(entry.slice(1)));
+      } else {
+        this.allowedNames.push(normaliseHost(entry));
+      }
+    }
+  }
+
+  /** No checks at all (development, tests of other areas). */
+  static open(): EgressPolicy {
+    return new EgressPolicy({ denyPrivate: false });
+  }
+
+  /**
+   * The address to connect to for `hostname` (a name or an IP literal, brackets allowed), or an
+   * EgressDeniedError. A name is resolved here, every address it resolves to is checked, and the
+   * first one is what the connection uses, so nothing resolves it a second time. Allow-listed names
+   * are connected to as they are. With the policy off the host is answered unchanged.
+   */
+  async admit(hostname: string): Promise<string> {
+    if (!this.denyPrivate) return stripBrackets(hostname);
+    const host = normaliseHost(hostname);
+    if (this.nameAllowed(host)) return host;
+    const literal = parseAddress(host);
+    if (literal) {
+      this.checkAddress(hostname, literal);
+      return literal;
+    }
+    this.checkName(hostname, host);
+    const addresses = await this.resolveName(host);
+    if (addresses.length === 0) throw Object.assign(new Error(`${host} resolves to no address`), { code: 'ENOTFOUND' });
+    for (const { address } of addresses) this.checkAddress(hostname, address);
+    return addresses[0]!.address;
+  }
+
+  /**
+   * The checks that need no name resolution, for refusing a URL when it is stored (an integration's
+   * target): IP literals in every spelling and the refused names. Names are checked again when
+   * connecting. Answers the refusal, or undefined.
+   */
+  refusal(hostname: string): EgressDeniedError | undefined {
+    if (!this.denyPrivate) return undefined;
+    const host = normaliseHost(hostname);
+    if (this.nameAllowed(host)) return undefined;
+    try {
+      const literal = parseAddress(host);
+      if (literal) this.checkAddress(hostname, literal);
+      else this.checkName(hostname, host);
+    } catch (err) {
+      if (err instanceof EgressDeniedError) return err;
+      throw err;
+    }
+    return undefined;
+  }
+
+  /** Why an address is refused, or undefined when it may be connected to (allow-list applied). */
+  reasonFor(address: string): string | undefined {
+    const plain = address.replace(/%.*$/, '');
+    if (isIP(plain) === 0) return undefined;
+    if (this.allowedAddresses.check(plain, family(plain))) return undefined;
+    for (const { label, list } of this.denied) if (list.check(plain, family(plain))) return label;
+    const sixToFour = embeddedSixToFour(plain);
+    if (sixToFour) {
+      const inner = this.reasonFor(sixToFour);
+      if (inner) return `a 6to4 address embedding ${sixToFour}, ${inner}`;
+    }
+    return undefined;
+  }
+
+  private checkAddress(host: string, address: string): void {
+    const reason = this.reasonFor(address);
+    if (reason) throw new EgressDeniedError(stripBrackets(host), address, reason);
+  }
+
+  private checkName(original: string, host: string): void {
+    if (DENIED_NAMES.has(host) || host.endsWith('.localhost')) {
+      throw new EgressDeniedError(original, undefined, host.includes('metadata') ? 'a cloud metadata service' : 'a loopback name');
+    }
+  }
+
+  private nameAllowed(host: string): boolean {
+    return this.allowedNames.includes(host) || this.allowedSuffixes.some((suffix) => host.endsWith(suffix));
+  }
+}
+
+function stripBrackets(host: string): string {
+  return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+}
+
+/** Lower case, no brackets, no trailing dots (`LOCALHOST.` is `localhost`). */
+export function normaliseHost(hostname: string): string {
+  return stripBrackets(hostname.trim()).toLowerCase().replace(/\.+$/, '');
+}
+
+/**
+ * An IP literal in any spelling the system resolver would accept, as a plain address: IPv6,
+ * dotted IPv4, and the legacy IPv4 forms (one to four parts, each decimal, `0x` hex or `0` octal,
+ * the last part filling the remaining bytes: `2130706433`, `0x7f.1`, `0177.0.0.1`).
+ */
+export function parseAddress(host: string): string | undefined {
+  const plain = host.replace(/%.*$/, '');
+  if (isIP(plain) !== 0) return plain;
+  return legacyIPv4(plain);
+}
+
+function legacyIPv4(host: string): string | undefined {
+  const parts = host.split('.');
+  if (parts.length < 1 || parts.length > 4) return undefined;
+  const numbers: number[] = [];
+  for (const part of parts) {
+    let value: number;
+    if (/^0x[0-9a-f]*$/i.test(part)) value = part.length === 2 ? 0 : Number.parseInt(part.slice(2), 16);
+    else if (/^0[0-7]+$/.test(part)) value = Number.parseInt(part.slice(1), 8);
+    else if (/^(0|[1-9][0-9]*)$/.test(part)) value = Number(part);
+    else return undefined;
+    numbers.push(value);
+  }
+  const last = numbers.pop()!;
+  if (numbers.some((n) => n > 255) || last >= 256 ** (4 - numbers.length)) return undefined;
+  let value = last;
+  numbers.forEach((n, i) => {
+    value += n * 256 ** (3 - i);
+  });
+  return [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255].join('.');
+}
+
+/** The IPv4 address a 6to4 address (2002:AABB:CCDD::/48) embeds. */
+function embeddedSixToFour(address: string): string | undefined {
+  if (isIP(address) !== 6) return undefined;
+  const groups = expandV6(address);
+  if (!groups) return undefined;
+  if (groups[0] !== 0x2002) return undefined;
+  const [hi, lo] = [groups[1]!, groups[2]!];
+  return [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.');
+}
+
+function expandV6(address: string): number[] | undefined {
+  let text = address.toLowerCase();
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (v4) {
+    const [a, b, c, d] = v4[1]!.split('.').map(Number) as [number, number, number, number];
+    text = `${text.slice(0, -v4[1]!.length)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split('::') as [string, string | undefined];
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  const fill = tail === undefined ? 0 : 8 - h.length - t.length;
+  const groups = [...h, ...Array<string>(fill).fill('0'), ...t].map((g) => Number.parseInt(g, 16));
+  return groups.length === 8 ? groups : undefined;
+}
