@@ -27,7 +27,7 @@ const cases: Array<[Error, Record<string, unknown>]> = [
   ],
   [
     new UpstreamNetworkError(3, Object.assign(new Error('connect failed'), { code: 'ECONNREFUSED' })),
-    { name: 'UpstreamNetworkError', code: 'upstream_network', runStatus: 'Failed', retryable: true, message: 'upstream could not be reached after 3 attempt(s): ECONNREFUSED connect failed' },
+    { name: 'UpstreamNetworkError', code: 'upstream_network', runStatus: 'Failed', retryable: true, message: 'upstream could not be reached after 3 attempt(s): ECONNREFUSED: connect failed' },
   ],
   [new UnreadableResponseError('not JSON'), { name: 'UnreadableResponseError', code: 'unreadable_response', runStatus: 'Failed', retryable: false, message: 'not JSON' }],
   [
