@@ -8,6 +8,7 @@ import { freePort } from '../src/db/embedded.js';
 import { readMigrations } from '../src/db/migrations.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
+import { until } from '../test/harness/until.js';
 
 /** The svc-hub executable, run as users run it: a child process, its exit code and its output. */
 
@@ -120,6 +121,42 @@ describe('svc-hub executable', () => {
     await waitReady(url);
     expect(again.output()).not.toContain('initialising embedded PostgreSQL');
     expect(again.output()).not.toContain('created tenant default');
+    again.child.kill('SIGINT');
+    expect(await again.exited).toBe(0);
+  }, 120_000);
+
+  it('after a kill -9 of the hub, the next start stops the orphaned PostgreSQL and serves the same data', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const first = start(['all'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    await waitReady(url);
+    const created = await fetch(`${url}/api/platform/secrets`, {
+      method: 'POST',
+      headers: { 'X-Tenant-ID': '1', 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'SURVIVES_KILL', value: 'kept-across-the-crash' }),
+    });
+    expect(created.status).toBe(201);
+    const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // The hub had no chance to stop its database: the postgres server is left running, an orphan.
+    expect(() => process.kill(pgPid, 0)).not.toThrow();
+
+    const again = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    await waitReady(url);
+    expect(again.output()).toContain('stopping the embedded PostgreSQL a previous hub left running');
+    await until('the orphan to be gone', () => {
+      try {
+        process.kill(pgPid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    const secrets = (await (await fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } })).json()) as Array<{ name: string }>;
+    expect(secrets.map((s) => s.name)).toContain('SURVIVES_KILL');
     again.child.kill('SIGINT');
     expect(await again.exited).toBe(0);
   }, 120_000);

