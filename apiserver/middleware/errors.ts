@@ -1,12 +1,14 @@
 import type { Context, Next } from 'koa';
 import { HubError } from '../../src/errors.js';
 import { logger } from '../../src/observability/logger.js';
+import { isDatabaseUnavailable } from '../../src/db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../../src/validation/database-refusals.js';
 
 /**
  * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
  * render themselves; Koa's own HTTP errors (malformed JSON, body too large) keep their status with
  * a JSON message; PostgreSQL's refusals of a value (classes 22 and 54) are a 400; anything else is
+ * a 503 when the database cannot be reached (src/db/unavailable.ts); anything else is
  * a 500 with no detail (the stack goes to the log, never the client).
  */
 export async function errorMapper(ctx: Context, next: Next): Promise<void> {
@@ -43,6 +45,15 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       logger().info({ code: (err as { code?: string }).code, err: (err as Error).message }, 'database refused a value of the request');
       ctx.status = 400;
       ctx.body = refused;
+      return;
+    }
+    if (isDatabaseUnavailable(err)) {
+      // Stopped, restarting or out of connections: the request can be retried once it is back
+      // (readiness says when); not a defect of the hub, so no stack in the log.
+      logger().warn({ err: (err as Error).message }, 'database unavailable');
+      ctx.status = 503;
+      ctx.set('Retry-After', '1');
+      ctx.body = { error: 'database unavailable', hint: 'retry shortly; GET /q/health/ready says when it is back' };
       return;
     }
     if ((err as { code?: string }).code === '42P01') {

@@ -2,13 +2,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { client, type Client } from '../test/harness/api-client.js';
-import { packageRoot } from '../src/package-root.js';
-import { createTestDatabase } from '../test/harness/database.js';
-import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { type Receiver, startReceiver, verifySvcSignature } from '../test/harness/receiver.js';
-import { consumerPassed } from '../test/harness/markers.js';
-import { until as untilProbe } from '../test/harness/until.js';
+import { client, type Client } from '../../test/harness/api-client.js';
+import { packageRoot } from '../../src/package-root.js';
+import { createTestDatabase } from '../../test/harness/database.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { type Receiver, startReceiver, verifySvcSignature } from '../../test/harness/receiver.js';
+import { consumerPassed } from '../../test/harness/markers.js';
+import { until as untilProbe } from '../../test/harness/until.js';
 
 /**
  * `svc-hub dispatch` as it runs: two dispatcher processes on one database (an API-only hub in this

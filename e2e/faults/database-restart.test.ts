@@ -1,0 +1,92 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { type EmbeddedDatabase, freePort, startEmbedded } from '../../src/db/embedded.js';
+import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
+import { until } from '../../test/harness/until.js';
+import { killAll, startHubProcess } from './processes.js';
+
+/**
+ * The hub's PostgreSQL stopped and started again under load: readiness goes down and comes back, the
+ * hub recovers by itself (no restart), requests during the outage fail as unavailable (503, never a
+ * 500 and never a hang), a write made after the restart is kept, and
+ * the background consumers deliver events written after it.
+ */
+
+const dirs: string[] = [];
+let server: EmbeddedDatabase | undefined;
+let receiver: Receiver | undefined;
+
+afterAll(async () => {
+  await killAll();
+  await server?.stop();
+  await receiver?.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+const H = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+
+describe('PostgreSQL stopped and restarted under load', () => {
+  it('readiness goes down and up, the hub recovers without a restart, and no request gets a 500', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-fault-pg-'));
+    chmodSync(dir, 0o755);
+    dirs.push(dir);
+    const port = await freePort();
+    server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port });
+    const hub = await startHubProcess('all', server.url, { SVC_LEADER_CHECK_EVERY: '300ms', SVC_WEBHOOK_SWEEP_EVERY: '500ms' });
+    receiver = await startReceiver();
+    const integration = await fetch(`${hub.url}/api/tenants/1/integrations`, { method: 'POST', headers: H, body: JSON.stringify({ name: 'after-outage', targetUrl: `${receiver.url}/hook`, eventTypes: ['org.updated'], authMode: 'NONE' }) });
+    expect(integration.status).toBe(201);
+
+    // Load: reads and writes in a loop for the whole test, every answer recorded.
+    const statuses: Array<{ at: number; status: number | string }> = [];
+    let loading = true;
+    let n = 0;
+    const load = (async () => {
+      while (loading) {
+        const i = n++;
+        const request = i % 3 === 0
+          ? fetch(`${hub.url}/api/tenants/1/orgs`, { method: 'POST', headers: H, body: JSON.stringify({ code: `load-${i}`, name: `Load ${i}` }), signal: AbortSignal.timeout(15_000) })
+          : fetch(`${hub.url}/api/platform/secrets`, { headers: H, signal: AbortSignal.timeout(15_000) });
+        const status = await request.then(async (res) => {
+          await res.arrayBuffer();
+          return res.status;
+        }, (err: Error) => err.name);
+        statuses.push({ at: Date.now(), status });
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    await until('load to run', () => statuses.filter((s) => s.status === 200 || s.status === 201).length >= 20, { timeoutMs: 20_000 });
+
+    const down = Date.now();
+    await server.stop();
+    await until('readiness to go down', async () => (await fetch(`${hub.url}/q/health/ready`)).status === 503, { timeoutMs: 20_000, everyMs: 100 });
+    await until('requests during the outage', () => statuses.some((s) => s.at > down && s.status === 503), { timeoutMs: 20_000, detail: () => JSON.stringify(statuses.filter((s) => s.at > down).map((s) => s.status)) });
+
+    const up = Date.now();
+    server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port });
+    await until('readiness to come back', async () => (await fetch(`${hub.url}/q/health/ready`)).status === 200, { timeoutMs: 30_000, everyMs: 100 });
+    await until('requests to succeed again', () => statuses.filter((s) => s.at > up && s.status === 200).length >= 20, { timeoutMs: 30_000 });
+    loading = false;
+    await load;
+
+    expect(hub.child.exitCode).toBeNull(); // the same process throughout
+    const written = await fetch(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: H, body: JSON.stringify({ name: 'AFTER_RESTART', value: 'kept' }) });
+    expect(written.status).toBe(201);
+    const names = ((await (await fetch(`${hub.url}/api/platform/secrets`, { headers: H })).json()) as Array<{ name: string }>).map((s) => s.name);
+    expect(names).toContain('AFTER_RESTART');
+    // The background work recovered too: an event written after the restart is delivered.
+    const org = (await (await fetch(`${hub.url}/api/tenants/1/orgs`, { method: 'POST', headers: H, body: JSON.stringify({ code: 'after', name: 'After' }) })).json()) as { id: number };
+    expect((await fetch(`${hub.url}/api/tenants/1/orgs/${org.id}`, { method: 'PUT', headers: H, body: JSON.stringify({ name: 'After the outage' }) })).status).toBe(200);
+    await receiver.waitFor(1, '/hook', 20_000);
+
+    // Every answer was a success, or "unavailable" while the database was away: no 500, no hang.
+    const kinds = new Set(statuses.map((s) => s.status));
+    expect([...kinds].filter((k) => ![200, 201, 503].includes(k as number))).toEqual([]);
+    // Once readiness was back, nothing failed any more.
+    const lastFailure = Math.max(...statuses.filter((s) => s.status === 503).map((s) => s.at));
+    expect(statuses.filter((s) => s.at > lastFailure).every((s) => s.status === 200 || s.status === 201)).toBe(true);
+    expect(await hub.stop()).toBe(0);
+  }, 120_000);
+});
