@@ -30,6 +30,7 @@ import { HookRunner } from '../src/platform/hooks/runner.js';
 import { loadMasterKey } from '../src/platform/secrets/master-key.js';
 import { SecretStore } from '../src/platform/secrets/store.js';
 import { createConnectorServices } from '../src/connectors/services.js';
+import { egressPolicy } from '../src/egress/config.js';
 import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
@@ -66,6 +67,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const masterKey = loadMasterKey(config);
   // Likewise an unusable svc.mail.from or svc.mail.tls-ca.
   const mailer = createMailer(config);
+  // And an unusable svc.egress.allow. One outbound address policy for every request made for a tenant.
+  const egress = egressPolicy(config);
   const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
   const { db } = database;
   const catalog = loadCatalog();
@@ -77,7 +80,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     : new TokenVerifier({ issuer: config.string('svc.oidc.issuer'), jwksUri: config.optional('svc.oidc.jwks-uri'), audience: config.optional('svc.oidc.audience') });
   // Integrations and deliveries: the API facade everywhere (replays and tests are sent from the
   // process serving the call), the consumer and the retry sweep in the background roles.
-  const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion() });
+  const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion(), egress });
   const secrets = new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') });
   const subscribers = new Subscribers();
   const connectors = createConnectorServices({
@@ -88,6 +91,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     secrets,
     ownerUrl: database.ownerUrl,
     roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
+    egress,
   });
   const services: AreaServices = {
     admin: createAdminServices({ db, events, directory }),

@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ownerClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
+import { until } from '../../../test/harness/until.js';
+
+/**
+ * Where a connector's named values come from, over HTTP with real runs against a loopback source:
+ * the tenant's stored secret first; the hub's environment only for names `svc.credentials.env-allow`
+ * matches, and never a name the hub itself reads (SVC_*, DATABASE_URL, PATH …) even when listed.
+ * Whatever the hub's own environment holds never reaches a URL the tenant chose.
+ */
+
+const HUB_SECRET = 'hub-own-master-key-value-0123456789';
+const HUB_DB = 'postgres://owner:hub-db-password@db.internal/svc';
+let hub: TestHub;
+let receiver: Receiver;
+const saved: Record<string, string | undefined> = {};
+
+function setEnv(name: string, value: string): void {
+  saved[name] = process.env[name];
+  process.env[name] = value;
+}
+
+beforeAll(async () => {
+  receiver = await startReceiver(() => ({ status: 200, body: JSON.stringify([{ id: 1 }]) }));
+  // Listing the hub's own names does not make them readable.
+  hub = await startTestHub({ 'svc.credentials.env-allow': 'ALLOWED_*,SVC_*,DATABASE_URL,PATH' });
+  const owner = await ownerClient(hub.ownerUrl);
+  await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other')`);
+  await owner.end();
+  // Set after the hub read its configuration: values a tenant must never obtain.
+  setEnv('SVC_SECRET_MASTER_KEY', HUB_SECRET);
+  setEnv('DATABASE_URL', HUB_DB);
+  setEnv('ALLOWED_TOKEN', 'allowed-from-environment');
+  setEnv('NOT_LISTED', 'not-listed-value');
+  for (const [tenant, name, value] of [[1, 'STORED_TOKEN', 'stored-for-tenant-1'], [2, 'OTHER_TENANT_ONLY', 'belongs-to-tenant-2'], [1, 'ALLOWED_SHADOWED', 'stored-wins']] as const) {
+    const res = await fetch(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(tenant), 'content-type': 'application/json' }, body: JSON.stringify({ name, value }) });
+    expect(res.status).toBe(201);
+  }
+  setEnv('ALLOWED_SHADOWED', 'environment-loses');
+});
+
+afterAll(async () => {
+  for (const [name, value] of Object.entries(saved)) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
+  await hub?.stop();
+  await receiver?.close();
+});
+
+async function run(name: string, spec: Record<string, unknown>, endpoint: Record<string, unknown> = {}): Promise<{ status: string; errorMessage: string | null }> {
+  const manifest = {
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name },
+    connector_type: 'rest-generic',
+    spec: { base_url: receiver.url, ...spec, endpoints: [{ id: 'items', path: `/${name}`, target: { kind: 'hybrid', table: `ext.cred_${name.replace(/-/g, '_')}`, unique_key: '$.id' }, ...endpoint }] },
+  };
+  const headers = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+  const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers, body: JSON.stringify(manifest) });
+  expect({ status: applied.status, body: applied.status === 201 ? '' : await applied.text() }).toEqual({ status: 201, body: '' });
+  const started = (await (await fetch(`${hub.url}/api/connectors/${name}/runs`, { method: 'POST', headers })).json()) as { runs: Array<{ id: string }> };
+  return until(`run ${name}`, async () => {
+    const r = (await (await fetch(`${hub.url}/api/platform/runs/${started.runs[0]!.id}`, { headers })).json()) as { status: string; errorMessage: string | null };
+    return r.status !== 'Running' && r.status !== 'Pending' && r;
+  });
+}
+
+/** Everything the source was sent, as one text: no hub value may appear in it. */
+const sentText = () => JSON.stringify(receiver.received.map((r) => ({ path: r.path, headers: r.headers, body: r.body })));
+
+describe('connector credentials', () => {
+  it('header value_env: the stored secret and an allow-listed variable are sent; the hub own names, unlisted names and another tenant secret are not', async () => {
+    const result = await run('headers', {
+      headers: [
+        { name: 'X-Leak-Key', value_env: 'SVC_SECRET_MASTER_KEY' },
+        { name: 'X-Leak-Db', value_env: 'DATABASE_URL' },
+        { name: 'X-Leak-Path', value_env: 'PATH' },
+        { name: 'X-Not-Listed', value_env: 'NOT_LISTED' },
+        { name: 'X-Other-Tenant', value_env: 'OTHER_TENANT_ONLY' },
+        { name: 'X-Stored', value_env: 'STORED_TOKEN' },
+        { name: 'X-Allowed', value_env: 'ALLOWED_TOKEN' },
+        { name: 'X-Shadowed', value_env: 'ALLOWED_SHADOWED' },
+      ],
+    });
+    expect(result.status).toBe('Completed');
+    const [request] = receiver.on('/headers');
+    expect(request!.headers).toMatchObject({ 'x-stored': 'stored-for-tenant-1', 'x-allowed': 'allowed-from-environment', 'x-shadowed': 'stored-wins' });
+    for (const dropped of ['x-leak-key', 'x-leak-db', 'x-leak-path', 'x-not-listed', 'x-other-tenant']) expect(request!.headers[dropped]).toBeUndefined();
+  });
+
+  it.each([
+    ['token_env naming the master key', 'token-key', { auth: { kind: 'bearer', token_env: 'SVC_SECRET_MASTER_KEY' } }, {}],
+    ['password_env naming DATABASE_URL', 'basic-db', { auth: { kind: 'basic', username: 'u', password_env: 'DATABASE_URL' } }, {}],
+    ['{{env:SVC_SECRET_MASTER_KEY}} in a header', 'template-key', { headers: [{ name: 'X-Template', value: 'k={{env:SVC_SECRET_MASTER_KEY}}' }] }, {}],
+    ['{{env:OTHER_TENANT_ONLY}} in a request body', 'template-other', {}, { method: 'POST', body: { k: '{{env:OTHER_TENANT_ONLY}}' } }],
+  ])('%s: the run fails before sending anything', async (_what, name, spec, endpoint) => {
+    const before = receiver.received.length;
+    const result = await run(name, spec, endpoint);
+    expect(result.status).toBe('Failed');
+    expect(result.errorMessage).toMatch(/did not resolve/);
+    expect(result.errorMessage).not.toContain(HUB_SECRET);
+    expect(receiver.received.length).toBe(before);
+  });
+
+  it('no request the hub sent carries a value of its own environment', () => {
+    expect(receiver.received.length).toBeGreaterThan(0);
+    const sent = sentText();
+    for (const value of [HUB_SECRET, HUB_DB, 'hub-db-password', process.env.PATH!, 'belongs-to-tenant-2', 'not-listed-value']) expect(sent).not.toContain(value);
+  });
+});
