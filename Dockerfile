@@ -25,6 +25,7 @@ COPY bin ./bin
 COPY src ./src
 COPY apiserver ./apiserver
 COPY operator ./operator
+COPY kube ./kube
 COPY cmd ./cmd
 RUN npm run build
 # What the hub reads from src/ at run time: the migrations (src/**/migrations/**/*.sql) and the event

@@ -1,7 +1,7 @@
 /** Jest runs the TypeScript sources as ESM through @swc/jest (see docs/development.md). */
 export default {
   testEnvironment: 'node',
-  roots: ['<rootDir>/src', '<rootDir>/apiserver', '<rootDir>/operator', '<rootDir>/cmd', '<rootDir>/test', '<rootDir>/e2e'],
+  roots: ['<rootDir>/src', '<rootDir>/apiserver', '<rootDir>/operator', '<rootDir>/kube', '<rootDir>/cmd', '<rootDir>/test', '<rootDir>/e2e'],
   testMatch: ['**/*.test.ts'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },

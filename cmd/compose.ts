@@ -3,6 +3,7 @@ import { createApi } from '../apiserver/app.js';
 import type { RouteDecl } from '../apiserver/route.js';
 import { listen, type RunningServer } from '../apiserver/server.js';
 import { createAdminServices } from '../src/admin/services.js';
+import { createManifestServices } from '../src/manifests/services.js';
 import { Authenticator } from '../src/auth/authenticate.js';
 import { Directory } from '../src/auth/directory.js';
 import { TokenVerifier } from '../src/auth/verifier.js';
@@ -93,8 +94,10 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
     egress,
   });
+  const admin = createAdminServices({ db, events, directory });
   const services: AreaServices = {
-    admin: createAdminServices({ db, events, directory }),
+    admin,
+    manifests: createManifestServices({ db, admin }),
     email: createEmailServices({ db }),
     config,
     db,

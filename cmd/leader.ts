@@ -1,5 +1,5 @@
-import { defaultIdentity, LeaseElector } from '../operator/lease.js';
-import type { KubeTarget } from '../operator/kube-config.js';
+import { defaultIdentity, LeaseElector } from '../kube/lease.js';
+import type { KubeTarget } from '../kube/kube-config.js';
 import { type Config, ConfigError } from '../src/config/config.js';
 import { AdvisoryLockElector, type LeaderElector } from '../src/dispatch/leader.js';
 

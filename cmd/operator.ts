@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { parse } from 'yaml';
-import { type KubeTarget, kubeConfig } from '../operator/kube-config.js';
+import { type KubeTarget, kubeConfig } from '../kube/kube-config.js';
 import { Operator } from '../operator/reconciler.js';
 import type { Config } from '../src/config/config.js';
 import { ConfigError } from '../src/config/config.js';
@@ -51,7 +51,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
   const hub = await startHub(config, { api: true, operationsOnly: true, background: false });
   const operator = new Operator({
     kinds: MANIFEST_KINDS,
-    db: hub.services.db,
+    manifests: hub.services.manifests,
     kc,
     namespace: config.optional('svc.operator.namespace') || undefined,
     resyncEvery: config.duration('svc.operator.resync-every'),

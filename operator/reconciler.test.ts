@@ -6,7 +6,7 @@ import { createRun, finishRun } from '../src/connectors/runs/ledger.js';
 import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
-import { kubeConfig } from './kube-config.js';
+import { kubeConfig } from '../kube/kube-config.js';
 import { FINALIZER, manifestOf, Operator, type Resource } from './reconciler.js';
 import { until } from '../test/harness/until.js';
 
@@ -67,7 +67,7 @@ beforeAll(async () => {
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   operator = new Operator({
     kinds: MANIFEST_KINDS,
-    db: hub.services.db,
+    manifests: hub.services.manifests,
     kc: kubeConfig({ server: api.url, token: 'stand-in' }),
     resyncEvery: 3_600_000,
     runPollEvery: 100,

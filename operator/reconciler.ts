@@ -9,11 +9,12 @@ import {
   type V1CronJob,
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
-import type { Database } from '../src/db/database.js';
+import { canonical } from '../src/manifests/canonical.js';
+import type { ManifestServices } from '../src/manifests/services.js';
 import { ValidationError } from '../src/errors.js';
 import { apiVersionOf, type ManifestKind } from '../src/manifests/kinds.js';
 import { logger } from '../src/observability/logger.js';
-import { apiStatus } from './kube-config.js';
+import { apiStatus } from '../kube/kube-config.js';
 import { ReconcileQueue } from './queue.js';
 
 /**
@@ -66,7 +67,8 @@ export interface Resource extends KubernetesObject {
 
 export interface OperatorOptions {
   kinds: readonly ManifestKind[];
-  db: Database;
+  /** What the operator does in the hub: the manifest area's services (no database handle here). */
+  manifests: ManifestServices;
   kc: KubeConfig;
   /** Watch one namespace only; undefined watches all. */
   namespace?: string;
@@ -90,12 +92,6 @@ type Outcome = { ok: true } | { ok: false; permanent: boolean; message: string }
 
 class Conflict extends Error {}
 
-const canonical = (v: unknown): string =>
-  JSON.stringify(v, (_k, value) =>
-    value && typeof value === 'object' && !Array.isArray(value)
-      ? Object.fromEntries(Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : value,
-  );
 
 /** The manifest the HTTP path would have received: the resource without status and server-set metadata. */
 export function manifestOf(resource: Resource): Record<string, unknown> {
@@ -198,17 +194,11 @@ export class Operator {
   /** Enqueues the resources whose runs started or ended since the last look. */
   async pollRuns(): Promise<void> {
     try {
-      const seen = await this.options.db.crossTenant('operator-runs', async (tx) => {
-        const now = (await tx.query<{ now: Date }>('select now() as now')).rows[0]!.now;
-        // The first look goes back one resync period; later ones overlap the previous by a second.
-        const since = this.runsSeenAt ? new Date(this.runsSeenAt.getTime() - 1_000) : new Date(now.getTime() - this.options.resyncEvery);
-        const changed: Array<{ kind: ManifestKind; tenant: string; name: string }> = [];
-        for (const kind of this.options.kinds) {
-          if (!kind.hub.runsSince) continue;
-          for (const run of await kind.hub.runsSince(tx, since)) changed.push({ kind, ...run });
-        }
-        return { now, changed };
-      });
+      // The first look goes back one resync period; later ones overlap the previous by a second.
+      const seenAt = this.runsSeenAt;
+      const seen = await this.options.manifests.runsChanged(this.options.kinds, (now) =>
+        seenAt ? new Date(seenAt.getTime() - 1_000) : new Date(now.getTime() - this.options.resyncEvery),
+      );
       this.runsSeenAt = seen.now;
       for (const { kind, informer } of this.informers) {
         const wanted = seen.changed.filter((c) => c.kind === kind);
@@ -297,7 +287,7 @@ export class Operator {
       } else {
         tenantCode = tenant.code;
         conditions.push(this.condition('Ready', 'True', 'Applied', `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`, generation));
-        if (kind.hub.runArgs) {
+        if (kind.handler.runArgs) {
           try {
             const scheduled = await this.schedule(kind, current, tenant.code, applied.schedule);
             if (scheduled) conditions.push({ ...scheduled, observedGeneration: generation });
@@ -306,9 +296,7 @@ export class Operator {
             conditions.push(this.condition('Scheduled', 'Unknown', 'CronJobFailed', `cannot write the CronJob: ${(err as Error).message.split('\n')[0]}`, generation));
           }
         }
-        if (kind.lastRun && kind.hub.lastRun) {
-          lastRun = await this.options.db.withTenant(tenant.id, (tx) => kind.hub.lastRun!(tx, current.metadata.name));
-        }
+        if (kind.lastRun) lastRun = await this.options.manifests.lastRun(kind, tenant.id, current.metadata.name);
       }
     }
 
@@ -352,20 +340,17 @@ export class Operator {
 
   /** The tenant of that code, active or not. */
   private async tenant(code: string): Promise<{ id: number; active: boolean } | undefined> {
-    const { rows } = await this.options.db.withoutTenant((tx) => tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1', [code]));
-    return rows[0] ? { id: Number(rows[0].id), active: rows[0].active } : undefined;
+    return this.options.manifests.tenantByCode(code);
   }
 
   private async apply(kind: ManifestKind, resource: Resource, tenant: { code: string; id: number }): Promise<({ ok: true; schedule: string | null; warnings: string[] }) | (Outcome & { ok: false })> {
     const manifest = manifestOf(resource);
     try {
-      return await this.options.db.withTenant(tenant.id, async (tx) => {
-        const stored = await kind.hub.stored(tx, resource.metadata.name);
-        if (stored && canonical(stored.manifest) === canonical(manifest)) return { ok: true as const, schedule: stored.schedule, warnings: [] };
-        const result = await kind.hub.apply(tx, manifest, this.options.actor ?? 'operator');
+      const result = await this.options.manifests.applyIfChanged(kind, tenant.id, resource.metadata.name, manifest, this.options.actor ?? 'operator');
+      if (result.changed) {
         logger().info({ kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code }, `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
-        return { ok: true as const, schedule: result.schedule, warnings: result.warnings };
-      });
+      }
+      return { ok: true as const, schedule: result.schedule, warnings: result.warnings };
     } catch (err) {
       if (err instanceof ValidationError) {
         const field = err.field && !err.message.includes(err.field) ? `${err.field}: ` : '';
@@ -424,7 +409,7 @@ export class Operator {
     const pod = structuredClone(template);
     const containers = pod.spec?.containers ?? [];
     if (!containers[0]) throw new Error('the run pod template has no container');
-    containers[0].args = ['run', ...kind.hub.runArgs!(resource.metadata.name), '--tenant', tenantCode, '--scheduled'];
+    containers[0].args = ['run', ...kind.handler.runArgs!(resource.metadata.name), '--tenant', tenantCode, '--scheduled'];
     pod.metadata = { ...pod.metadata, labels: { ...pod.metadata?.labels, ...labels } };
     const spec = {
       schedule,
@@ -475,7 +460,7 @@ export class Operator {
   private async removeFromHub(kind: ManifestKind, tenantCode: string, name: string): Promise<void> {
     const tenant = await this.tenant(tenantCode);
     if (!tenant) return;
-    const removed = await this.options.db.withTenant(tenant.id, (tx) => kind.hub.remove(tx, name));
+    const removed = await this.options.manifests.remove(kind, tenant.id, name);
     if (removed) logger().info({ kind: kind.kind, name, tenant: tenantCode }, `${kind.kind} ${name} deleted from tenant ${tenantCode}`);
   }
 

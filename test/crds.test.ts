@@ -197,7 +197,7 @@ describe('crds/', () => {
 
 describe('the translation of JSON Schema constructs a structural schema forbids', () => {
   const kind = (schema: Schema): ManifestKind => ({
-    kind: 'Thing', group: 'apps.svc.io', version: 'v1', plural: 'things', singular: 'thing', shortNames: [], schema, lastRun: false, printerColumns: [AGE_COLUMN], hub: MANIFEST_KINDS[0]!.hub,
+    kind: 'Thing', group: 'apps.svc.io', version: 'v1', plural: 'things', singular: 'thing', shortNames: [], schema, lastRun: false, printerColumns: [AGE_COLUMN], handler: MANIFEST_KINDS[0]!.handler,
   });
   const schema: Schema = {
     $schema: 'https://json-schema.org/draft/2020-12/schema',

@@ -1,26 +1,21 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Env, normaliseUrl, removeConfig, type Target, writeConfig } from './config.js';
+import { normaliseUrl, removeConfig, type Target, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
-import { type Hub, path, type Query } from './http.js';
-import { readSource, readStdin, type Stdin, secretValue } from './input.js';
+import { path, type Query } from './http.js';
+import { readSource, readStdin, secretValue } from './input.js';
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, type Row, table } from './output.js';
 import { runTui } from './tui.js';
+import type { Ctx, Io } from './context.js';
+
+export type { Ctx, Io };
 
 /**
  * The command table of `svc` (CONTRACTS section 7): every command, its arguments, flags and what it
  * calls. main.ts parses the command line against it; docs/cli.md describes it for people.
  */
 
-export interface Io {
-  stdout: { write(text: string): unknown };
-  stderr: { write(text: string): unknown };
-  stdin: Stdin;
-  env: Env;
-  /** Stops long commands (events tail, run --wait); the executable wires Ctrl-C to it. */
-  signal?: AbortSignal;
-}
 
 export interface Flag {
   type: 'string' | 'boolean';
@@ -32,18 +27,6 @@ export interface Flag {
   help: string;
 }
 
-export interface Ctx {
-  args: string[];
-  opts: Record<string, string | boolean | string[] | undefined>;
-  json: boolean;
-  io: Io;
-  signal: AbortSignal;
-  configFile: string;
-  /** A client of the logged-in hub, or of `target` (login). */
-  hub(target?: Target): Hub;
-  out(text: string): void;
-  err(text: string): void;
-}
 
 export interface Command {
   /** One word, or group and verb: `connectors run`. */

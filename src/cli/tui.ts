@@ -1,4 +1,4 @@
-import type { Ctx } from './commands.js';
+import type { Ctx } from './context.js';
 import { HttpError, UsageError } from './errors.js';
 import { type StreamEvent, tailEvents } from './event-tail.js';
 import type { Hub } from './http.js';

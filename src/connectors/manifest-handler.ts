@@ -1,5 +1,5 @@
 import type { Tx } from '../db/database.js';
-import type { ManifestHandler } from '../manifests/kinds.js';
+import type { ManifestHandler } from '../manifests/handler.js';
 import { listRuns } from './runs/ledger.js';
 import { applyConnector, deleteConnector, storedManifest } from './store.js';
 

@@ -15,6 +15,7 @@ import type { Subscribers } from '../events/subscribers.js';
 import type { Mailer } from '../email/mailer.js';
 import type { EmailServices } from '../email/services.js';
 import type { IntegrationService } from '../webhooks/service.js';
+import type { ManifestServices } from '../manifests/services.js';
 
 /**
  * The set of area services the composition root (cmd/compose.ts) builds once and hands to the API,
@@ -27,6 +28,8 @@ export interface AreaServices {
   admin: AdminServices;
   /** Connectors: manifests, runs, dead letters, schedules, pre-flight (src/connectors). */
   connectors: ConnectorServices;
+  /** Manifests applied by the operator through each kind's handler (src/manifests). */
+  manifests: ManifestServices;
   /** E-mail rules (src/email). */
   email: EmailServices;
   /** Webhooks: integrations, the delivery journal, replays and tests (src/webhooks). */

@@ -4,7 +4,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The transaction rule (docs/architecture.md): routes and `svc-hub run` call an area's service,
+ * The transaction rule (docs/architecture.md): routes, the operator and `svc-hub run` call an area's service,
  * whose methods open their own transaction; they never reach the database or write SQL themselves.
  * Handler inputs are typed from their schemas (apiserver/route.ts), so no non-null casts either.
  */
@@ -17,7 +17,7 @@ function sources(dir: string): string[] {
     .map((e) => relative(root, join(e.parentPath, e.name)));
 }
 
-const callers = [...sources('apiserver/routes'), 'cmd/run.ts'];
+const callers = [...sources('apiserver/routes'), ...sources('operator'), 'cmd/run.ts', 'cmd/operator.ts'];
 
 describe('layering', () => {
   it('finds the route files', () => {
@@ -27,6 +27,7 @@ describe('layering', () => {
   it.each(callers)('%s opens no transaction and writes no SQL', (file) => {
     const text = readFileSync(join(root, file), 'utf8');
     expect(text).not.toMatch(/services\.db\b/);
+    expect(text).not.toMatch(/\bdb\.(app|worker|owner)\b|options\.db\b/);
     expect(text).not.toMatch(/\.(withTenant|withoutTenant|crossTenant|query)\(/);
     expect(text).not.toMatch(/\b(select|insert into|update|delete from)\b[^'`]*\b(from|set|values|where)\b.*[a-z_]+\.[a-z_]+/i);
   });

@@ -1,0 +1,27 @@
+import type { Env, Target } from './config.js';
+import type { Hub } from './http.js';
+import type { Stdin } from './input.js';
+
+/** What a command runs with: its arguments, the terminal, and a client of the hub (its own file, so the commands and the TUI share it without importing each other). */
+
+export interface Io {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  stdin: Stdin;
+  env: Env;
+  /** Stops long commands (events tail, run --wait); the executable wires Ctrl-C to it. */
+  signal?: AbortSignal;
+}
+
+export interface Ctx {
+  args: string[];
+  opts: Record<string, string | boolean | string[] | undefined>;
+  json: boolean;
+  io: Io;
+  signal: AbortSignal;
+  configFile: string;
+  /** A client of the logged-in hub, or of `target` (login). */
+  hub(target?: Target): Hub;
+  out(text: string): void;
+  err(text: string): void;
+}

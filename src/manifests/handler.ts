@@ -1,0 +1,24 @@
+import type { Tx } from '../db/database.js';
+
+/**
+ * What the hub does with a manifest of a kind, in the caller's tenant transaction: the same
+ * functions as the kind's HTTP paths, so a custom resource behaves exactly like the same bytes sent
+ * to `POST /api/<plural>/apply`. The operator calls these and nothing kind-specific.
+ */
+export interface ManifestHandler {
+  /** The manifest as last applied and its schedule, or undefined when the hub holds no such name. */
+  stored(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null } | undefined>;
+  /** Validates and stores (create or update by name); throws ValidationError naming the field. */
+  apply(tx: Tx, manifest: unknown, actor: string): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
+  /** Deletes by name (with what it owns in the hub); false when there was none. */
+  remove(tx: Tx, name: string): Promise<boolean>;
+  /** The latest run (kinds with `lastRun`). */
+  lastRun?(tx: Tx, name: string): Promise<{ id: string; status: string; endedAt: string | null } | undefined>;
+  /**
+   * The (tenant code, name) of resources whose runs started or ended after `since`, read in a
+   * transaction that sees every tenant: the operator refreshes their `lastRun` at once.
+   */
+  runsSince?(tx: Tx, since: Date): Promise<Array<{ tenant: string; name: string }>>;
+  /** The words after `svc-hub run` that run it once (kinds with schedules): `['connector', name]`. */
+  runArgs?(name: string): string[];
+}
