@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { from as copyFromStdin } from 'pg-copy-streams';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
@@ -10,6 +11,11 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value))
 /** What a unit of work may do with its transaction. */
 export interface Tx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+  /**
+   * `COPY … FROM STDIN` on the transaction's own connection: `rows` is the text-format data (lines
+   * already escaped). Returns how many rows were copied. Absent on test doubles.
+   */
+  copyFrom?(sql: string, rows: string): Promise<number>;
   /** The tenant the transaction is bound to (undefined for cross-tenant work). */
   readonly tenantId: number | undefined;
 }
@@ -86,7 +92,7 @@ export class Database {
 
   private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
     const client = await pool.connect();
-    const tx: Tx = { tenantId, query: (text, values) => traced(client, text, values) };
+    const tx: Tx = { tenantId, query: (text, values) => traced(client, text, values), copyFrom: (sql, rows) => copyInto(client, sql, rows) };
     let broken = false;
     try {
       await client.query('begin');
@@ -112,6 +118,22 @@ function traced<R extends pg.QueryResultRow>(client: pg.PoolClient | pg.Pool, te
     `db ${operation}`,
     { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
     () => client.query<R>(text, values as unknown[]),
+    SpanKind.CLIENT,
+  );
+}
+
+/** Streams `rows` (COPY text format) through `sql` (a `COPY … FROM STDIN`) on `client`. */
+function copyInto(client: pg.PoolClient, sql: string, rows: string): Promise<number> {
+  return inSpan(
+    'db COPY',
+    { 'db.system.name': 'postgresql', 'db.query.text': sql, 'db.operation.name': 'COPY' },
+    () =>
+      new Promise<number>((resolve, reject) => {
+        const stream = client.query(copyFromStdin(sql));
+        stream.on('error', reject);
+        stream.on('finish', () => resolve(stream.rowCount));
+        stream.end(rows);
+      }),
     SpanKind.CLIENT,
   );
 }
