@@ -26,6 +26,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
@@ -255,7 +256,12 @@ async function main(): Promise<void> {
       await profiler.post('Profiler.enable');
       await profiler.post('Profiler.start');
     }
+    // The hub's event-loop delay during the measured load (and the bare handler's below): when the
+    // loop itself stalls as long as the p99, the process (or the machine under it) is the cause.
+    const hubLoop = monitorEventLoopDelay({ resolution: 10 });
+    hubLoop.enable();
     const hubFigures = await run(hub.url!, SECONDS);
+    hubLoop.disable();
     if (profiler) {
       const { profile } = await profiler.post('Profiler.stop');
       writeFileSync(CPU_PROFILE!, JSON.stringify(profile));
@@ -271,7 +277,11 @@ async function main(): Promise<void> {
       await run(bare.url, WARMUP_SECONDS);
     }
     log(`ceiling (bare node:http handler): ${SECONDS} s at ${RATE} requests/s …`);
+    const bareLoop = monitorEventLoopDelay({ resolution: 10 });
+    bareLoop.enable();
     const ceilingFigures = await run(bare.url, SECONDS);
+    bareLoop.disable();
+    const loopDelay = (h: IntervalHistogram) => ({ p50Ms: round(h.percentile(50) / 1e6, 2), p99Ms: round(h.percentile(99) / 1e6, 2), maxMs: round(h.max / 1e6, 2) });
 
     const result = {
       rate: RATE,
@@ -283,6 +293,8 @@ async function main(): Promise<void> {
       ceiling: ceilingFigures,
       /** The hub's p99 over all routes against the target. */
       target: { p99Ms: TARGET_P99_MS, met: hubFigures.overall.p99 < TARGET_P99_MS && hubFigures.overall.errors === 0 && hubFigures.overall.non2xx === 0 },
+      /** perf_hooks.monitorEventLoopDelay of this process (resolution 10 ms) during each measured load. */
+      eventLoopDelay: { hub: loopDelay(hubLoop), ceiling: loopDelay(bareLoop) },
       rss: {
         note: 'the hub runs in-process (API and background roles, as svc-hub all): RSS is that process; the load generator runs in a child process',
         beforeMb: rssBeforeMb,
@@ -320,6 +332,7 @@ async function main(): Promise<void> {
       ),
     );
     log('');
+    log(`event-loop delay of this process: hub load p50/p99/max ${Object.values(result.eventLoopDelay.hub).join(' / ')} ms, ceiling load ${Object.values(result.eventLoopDelay.ceiling).join(' / ')} ms`);
     log(`RSS of the hub's process: ${rssBeforeMb} MB before, ${rssPeakMb} MB peak, ${rssAfterMb} MB after the measured load`);
     log(`target p99 < ${TARGET_P99_MS} ms at ${RATE}/s with no errors: ${result.target.met ? 'met' : 'NOT met'}`);
 

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
+import { from as copyFromStdin } from 'pg-copy-streams';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
@@ -11,6 +12,11 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value))
 /** What a unit of work may do with its transaction. */
 export interface Tx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+  /**
+   * `COPY … FROM STDIN` on the transaction's own connection: `rows` is the text-format data (lines
+   * already escaped). Returns how many rows were copied. Absent on test doubles.
+   */
+  copyFrom?(sql: string, rows: string): Promise<number>;
   /** The tenant the transaction is bound to (undefined for cross-tenant work). */
   readonly tenantId: number | undefined;
 }
@@ -67,11 +73,9 @@ export class Database {
     if (tenantId === undefined || tenantId === null || tenantId === '') throw new NoTenantError();
     const id = Number(tenantId);
     if (!Number.isSafeInteger(id) || id < 0) throw new NoTenantError();
-    const work = () =>
-      this.transaction(this.app, id, async (tx) => {
-        await tx.query("select set_config('svc.tenant_id', $1, true)", [String(id)]);
-        return fn(tx);
-      });
+    // `begin` and the tenant setting travel as one simple-protocol message (one round trip fewer
+    // per transaction): `id` is a checked non-negative safe integer, so inlining it is safe.
+    const work = () => this.transaction(this.app, id, fn, `begin; select set_config('svc.tenant_id', '${id}', true)`);
     const ctx = currentContext();
     if (ctx) {
       if (ctx.tenantId === undefined) annotateContext({ tenantId: String(id) });
@@ -106,14 +110,14 @@ export class Database {
     await Promise.allSettled([this.app.end(), this.worker.end()]);
   }
 
-  private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>, opening = 'begin'): Promise<T> {
     const client = await pool.connect();
-    const tx: Tx = { tenantId, query: (text, values) => traced(client, text, values) };
+    const tx: Tx = { tenantId, query: (text, values) => traced(client, text, values), copyFrom: (sql, rows) => copyInto(client, sql, rows) };
     const hook = commitHooks.getStore();
     let followUp: CommitFollowUp | undefined;
     let broken = false;
     try {
-      await client.query('begin');
+      await client.query(opening);
       const result = await fn(tx);
       if (hook) followUp = await hook.beforeCommit(tx, pool === this.app ? 'app' : 'worker');
       await client.query('commit');
@@ -139,6 +143,22 @@ function traced<R extends pg.QueryResultRow>(client: pg.PoolClient | pg.Pool, te
     `db ${operation}`,
     { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
     () => client.query<R>(text, values as unknown[]),
+    SpanKind.CLIENT,
+  );
+}
+
+/** Streams `rows` (COPY text format) through `sql` (a `COPY … FROM STDIN`) on `client`. */
+function copyInto(client: pg.PoolClient, sql: string, rows: string): Promise<number> {
+  return inSpan(
+    'db COPY',
+    { 'db.system.name': 'postgresql', 'db.query.text': sql, 'db.operation.name': 'COPY' },
+    () =>
+      new Promise<number>((resolve, reject) => {
+        const stream = client.query(copyFromStdin(sql));
+        stream.on('error', reject);
+        stream.on('finish', () => resolve(stream.rowCount));
+        stream.end(rows);
+      }),
     SpanKind.CLIENT,
   );
 }
