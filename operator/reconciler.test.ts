@@ -7,7 +7,9 @@ import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
-import { FINALIZER, manifestOf, Operator, type Resource } from './reconciler.js';
+import { Operator } from './reconciler.js';
+import { FINALIZER } from './finalizer.js';
+import { manifestOf, type Resource } from './resource.js';
 import { until } from '../test/harness/until.js';
 
 /**

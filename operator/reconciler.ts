@@ -1,24 +1,26 @@
-import { createHash } from 'node:crypto';
 import {
   BatchV1Api,
   CoreV1Api,
   CustomObjectsApi,
   type KubeConfig,
-  type KubernetesObject,
   makeInformer,
-  type V1CronJob,
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
-import { canonical } from '../src/manifests/canonical.js';
-import type { ManifestServices } from '../src/manifests/services.js';
-import { ValidationError } from '../src/errors.js';
-import { apiVersionOf, type ManifestKind } from '../src/manifests/kinds.js';
-import { logger } from '../src/observability/logger.js';
 import { apiStatus } from '../kube/kube-config.js';
+import { ValidationError } from '../src/errors.js';
+import { canonical } from '../src/manifests/canonical.js';
+import type { ManifestKind } from '../src/manifests/kinds.js';
+import type { ManifestServices } from '../src/manifests/services.js';
+import { logger } from '../src/observability/logger.js';
+import { syncCronJob } from './cronjob.js';
+import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { ReconcileQueue } from './queue.js';
+import { type Condition, Conflict, manifestOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
+import { announce, condition, keepTransitions } from './status.js';
+import { resolveTenant } from './tenant.js';
 
 /**
- * The operator's reconciler (CONTRACTS.md section 6): custom resources of every registered manifest
+ * The operator's reconciler: custom resources of every registered manifest
  * kind (src/manifests/kinds.ts) become hub state through the kind's own apply service, the same one
  * its HTTP path calls; their `spec.schedule` becomes a CronJob; what happened is written back on the
  * resource's status. Nothing here is kind-specific: a kind joins by registering its schema and its
@@ -32,38 +34,6 @@ import { ReconcileQueue } from './queue.js';
  * Namespace or the periodic resync says otherwise; anything else (API or database unavailable,
  * resourceVersion conflict) is retried with exponential backoff.
  */
-
-export const FINALIZER = 'svc.io/cleanup';
-export const TENANT_LABEL = 'svc.io/tenant';
-/** The annotation on a CronJob holding the hash of the spec the operator last wrote. */
-export const SPEC_HASH = 'svc.io/spec-hash';
-const MANAGED_BY = 'svc-hub-operator';
-/** CronJob names are at most 52 characters (the Job controller appends an 11-character suffix). */
-const CRONJOB_NAME_MAX = 52;
-
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number;
-}
-
-export interface ResourceStatus {
-  observedGeneration?: number;
-  /** The tenant code the hub holds the resource in (where a delete cleans up). */
-  tenant?: string;
-  conditions?: Condition[];
-  lastRun?: { id: string; status: string; endedAt: string | null };
-}
-
-export interface Resource extends KubernetesObject {
-  metadata: NonNullable<KubernetesObject['metadata']> & { name: string; namespace: string };
-  spec?: Record<string, unknown>;
-  status?: ResourceStatus;
-  [key: string]: unknown;
-}
 
 export interface OperatorOptions {
   kinds: readonly ManifestKind[];
@@ -89,27 +59,6 @@ export interface OperatorOptions {
 }
 
 type Outcome = { ok: true } | { ok: false; permanent: boolean; message: string };
-
-class Conflict extends Error {}
-
-
-/** The manifest the HTTP path would have received: the resource without status and server-set metadata. */
-export function manifestOf(resource: Resource): Record<string, unknown> {
-  const { status: _status, metadata, ...rest } = resource;
-  const meta: Record<string, unknown> = { name: metadata.name };
-  if (metadata.labels && Object.keys(metadata.labels).length) meta.labels = metadata.labels;
-  const annotations = Object.fromEntries(Object.entries(metadata.annotations ?? {}).filter(([k]) => k !== 'kubectl.kubernetes.io/last-applied-configuration'));
-  if (Object.keys(annotations).length) meta.annotations = annotations;
-  return { ...rest, metadata: meta };
-}
-
-/** `<kind>-<name>` in lower case; a name too long for a CronJob is cut and suffixed with a hash. */
-export function cronJobName(kind: ManifestKind, name: string): string {
-  const full = `${kind.kind.toLowerCase()}-${name}`;
-  if (full.length <= CRONJOB_NAME_MAX) return full;
-  const hash = createHash('sha256').update(full).digest('hex').slice(0, 8);
-  return `${full.slice(0, CRONJOB_NAME_MAX - 9).replace(/-+$/, '')}-${hash}`;
-}
 
 export class Operator {
   private readonly queue: ReconcileQueue;
@@ -249,7 +198,7 @@ export class Operator {
     const [kindId, namespace, name] = key.split('/') as [string, string, string];
     const kind = this.options.kinds.find((k) => `${k.plural}.${k.group}` === kindId);
     if (!kind) return;
-    const resource = await this.read(kind, namespace, name);
+    const resource = await readResource(this.custom, kind, namespace, name);
     if (!resource) {
       await this.gone(kind, key, name);
       return;
@@ -260,8 +209,8 @@ export class Operator {
       return;
     }
     let current = resource;
-    if (!(current.metadata.finalizers ?? []).includes(FINALIZER)) {
-      current = await this.replace(kind, { ...current, metadata: { ...current.metadata, finalizers: [...(current.metadata.finalizers ?? []), FINALIZER] } });
+    if (!hasFinalizer(current)) {
+      current = await replaceResource(this.custom, kind, withFinalizer(current));
     }
 
     const previous = current.status ?? {};
@@ -271,29 +220,29 @@ export class Operator {
     let lastRun = previous.lastRun;
     let retry: Error | undefined;
 
-    const tenant = await this.resolveTenant(current);
+    const tenant = await resolveTenant(this.core, this.options.manifests, current);
     if ('problem' in tenant) {
-      conditions.push(this.condition('Ready', 'False', 'TenantUnresolved', tenant.problem, generation));
+      conditions.push(condition(this.now(), 'Ready', 'False', 'TenantUnresolved', tenant.problem, generation));
       const scheduled = previous.conditions?.find((c) => c.type === 'Scheduled');
       if (scheduled) conditions.push(scheduled);
     } else {
       if (previous.tenant && previous.tenant !== tenant.code) await this.removeFromHub(kind, previous.tenant, name);
       const applied = await this.apply(kind, current, tenant);
       if (!applied.ok) {
-        conditions.push(this.condition('Ready', 'False', 'Invalid', applied.message, generation));
+        conditions.push(condition(this.now(), 'Ready', 'False', 'Invalid', applied.message, generation));
         const scheduled = previous.conditions?.find((c) => c.type === 'Scheduled');
         if (scheduled) conditions.push(scheduled);
         if (previous.tenant !== tenant.code) tenantCode = undefined;
       } else {
         tenantCode = tenant.code;
-        conditions.push(this.condition('Ready', 'True', 'Applied', `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`, generation));
+        conditions.push(condition(this.now(), 'Ready', 'True', 'Applied', `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`, generation));
         if (kind.handler.runArgs) {
           try {
-            const scheduled = await this.schedule(kind, current, tenant.code, applied.schedule);
+            const scheduled = await syncCronJob(this.batch, this.now(), { template: this.options.runJobTemplate, path: this.options.runJobTemplatePath }, kind, current, tenant.code, applied.schedule);
             if (scheduled) conditions.push({ ...scheduled, observedGeneration: generation });
           } catch (err) {
             retry = err as Error;
-            conditions.push(this.condition('Scheduled', 'Unknown', 'CronJobFailed', `cannot write the CronJob: ${(err as Error).message.split('\n')[0]}`, generation));
+            conditions.push(condition(this.now(), 'Scheduled', 'Unknown', 'CronJobFailed', `cannot write the CronJob: ${(err as Error).message.split('\n')[0]}`, generation));
           }
         }
         if (kind.lastRun) lastRun = await this.options.manifests.lastRun(kind, tenant.id, current.metadata.name);
@@ -302,40 +251,14 @@ export class Operator {
 
     const status: ResourceStatus = { observedGeneration: generation };
     if (tenantCode) status.tenant = tenantCode;
-    status.conditions = conditions.map((c) => {
-      const before = previous.conditions?.find((p) => p.type === c.type);
-      return before && before.status === c.status ? { ...c, lastTransitionTime: before.lastTransitionTime } : c;
-    });
+    status.conditions = keepTransitions(previous, conditions);
     if (lastRun) status.lastRun = lastRun;
     if (canonical(status) !== canonical(previous)) {
-      await this.writeStatus(kind, current, status);
-      this.announce(kind, current, previous, status);
+      await writeStatus(this.custom, kind, current, status);
+      announce(this.core, this.now(), kind, current, previous, status);
     }
     if (tenantCode) this.tenants.set(key, tenantCode);
     if (retry) throw retry;
-  }
-
-  private condition(type: string, status: Condition['status'], reason: string, message: string, observedGeneration?: number): Condition {
-    return { type, status, reason, message, lastTransitionTime: this.now().toISOString().replace(/\.\d+Z$/, 'Z'), ...(observedGeneration !== undefined ? { observedGeneration } : {}) };
-  }
-
-  private async resolveTenant(resource: Resource): Promise<{ code: string; id: number } | { problem: string }> {
-    let code = resource.metadata.labels?.[TENANT_LABEL];
-    let where = 'the resource';
-    if (!code) {
-      try {
-        const ns = await this.core.readNamespace({ name: resource.metadata.namespace });
-        code = ns.metadata?.labels?.[TENANT_LABEL];
-        where = `namespace ${resource.metadata.namespace}`;
-      } catch (err) {
-        if (apiStatus(err) !== 404) throw err;
-      }
-    }
-    if (!code) return { problem: `no tenant: label ${TENANT_LABEL} is set neither on the resource nor on its namespace ${resource.metadata.namespace}` };
-    const row = await this.tenant(code);
-    if (!row) return { problem: `no tenant: tenant ${code} (label ${TENANT_LABEL} on ${where}) does not exist` };
-    if (!row.active) return { problem: `no tenant: tenant ${code} (label ${TENANT_LABEL} on ${where}) is inactive` };
-    return { code, id: row.id };
   }
 
   /** The tenant of that code, active or not. */
@@ -360,92 +283,11 @@ export class Operator {
     }
   }
 
-  /** The Scheduled condition after making the CronJob match `schedule` (undefined: no schedule, no condition). */
-  private async schedule(kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string | null): Promise<Condition | undefined> {
-    const name = cronJobName(kind, resource.metadata.name);
-    const namespace = resource.metadata.namespace;
-    const existing = await this.batch.readNamespacedCronJob({ name, namespace }).catch((err: unknown) => {
-      if (apiStatus(err) === 404) return undefined;
-      throw err;
-    });
-    const owned = existing?.metadata?.ownerReferences?.some((r) => r.uid === resource.metadata.uid) ?? false;
-    if (!schedule) {
-      if (existing && owned) {
-        await this.batch.deleteNamespacedCronJob({ name, namespace, propagationPolicy: 'Background' }).catch((err: unknown) => {
-          if (apiStatus(err) !== 404) throw err;
-        });
-        logger().info(`CronJob ${namespace}/${name} deleted: ${kind.kind} ${resource.metadata.name} has no schedule`);
-      }
-      return undefined;
-    }
-    if (existing && !owned) {
-      return this.condition('Scheduled', 'False', 'CronJobConflict', `CronJob ${name} exists and is not owned by this ${kind.kind}; delete or rename it`);
-    }
-    const template = this.options.runJobTemplate;
-    if (!template) {
-      return this.condition('Scheduled', 'False', 'NoRunTemplate', `no pod template for scheduled runs${this.options.runJobTemplatePath ? ` at ${this.options.runJobTemplatePath}` : ''} (the Helm chart mounts one): no CronJob`);
-    }
-    const desired = this.cronJob(kind, resource, tenantCode, schedule, name, template);
-    const hash = desired.metadata!.annotations![SPEC_HASH]!;
-    if (!existing) {
-      await this.batch.createNamespacedCronJob({ namespace, body: desired });
-      logger().info(`CronJob ${namespace}/${name} created: "${schedule}" (Etc/UTC)`);
-    } else if (existing.metadata?.annotations?.[SPEC_HASH] !== hash) {
-      desired.metadata!.resourceVersion = existing.metadata?.resourceVersion;
-      await this.batch.replaceNamespacedCronJob({ name, namespace, body: desired });
-      logger().info(`CronJob ${namespace}/${name} updated: "${schedule}" (Etc/UTC)`);
-    }
-    return this.condition('Scheduled', 'True', 'CronJobReady', `CronJob ${name} runs "${schedule}" (Etc/UTC)`);
-  }
-
-  private cronJob(kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string, name: string, template: V1PodTemplateSpec): V1CronJob {
-    const labels = {
-      'app.kubernetes.io/managed-by': MANAGED_BY,
-      'app.kubernetes.io/component': 'scheduled-run',
-      'svc.io/kind': kind.kind.toLowerCase(),
-      'svc.io/name': resource.metadata.name,
-      [TENANT_LABEL]: tenantCode,
-    };
-    const pod = structuredClone(template);
-    const containers = pod.spec?.containers ?? [];
-    if (!containers[0]) throw new Error('the run pod template has no container');
-    containers[0].args = ['run', ...kind.handler.runArgs!(resource.metadata.name), '--tenant', tenantCode, '--scheduled'];
-    pod.metadata = { ...pod.metadata, labels: { ...pod.metadata?.labels, ...labels } };
-    const spec = {
-      schedule,
-      timeZone: 'Etc/UTC',
-      concurrencyPolicy: 'Forbid',
-      successfulJobsHistoryLimit: 3,
-      failedJobsHistoryLimit: 3,
-      // A slot missed by more than this is left to the next one (the run's slot logic catches up).
-      startingDeadlineSeconds: 300,
-      jobTemplate: {
-        metadata: { labels },
-        // A failed run is not retried by the Job: the next slot reads from the same watermark.
-        spec: { backoffLimit: 0, template: pod },
-      },
-    };
-    const hash = createHash('sha256').update(canonical(spec)).digest('hex').slice(0, 16);
-    return {
-      apiVersion: 'batch/v1',
-      kind: 'CronJob',
-      metadata: {
-        name,
-        namespace: resource.metadata.namespace,
-        labels,
-        annotations: { [SPEC_HASH]: hash },
-        ownerReferences: [{ apiVersion: resource.apiVersion ?? apiVersionOf(kind), kind: kind.kind, name: resource.metadata.name, uid: resource.metadata.uid!, controller: true, blockOwnerDeletion: true }],
-      },
-      spec,
-    } as V1CronJob;
-  }
-
   private async finalize(kind: ManifestKind, key: string, resource: Resource): Promise<void> {
-    const finalizers = resource.metadata.finalizers ?? [];
-    if (!finalizers.includes(FINALIZER)) return;
+    if (!hasFinalizer(resource)) return;
     const tenant = resource.status?.tenant ?? this.tenants.get(key);
     if (tenant) await this.removeFromHub(kind, tenant, resource.metadata.name);
-    await this.replace(kind, { ...resource, metadata: { ...resource.metadata, finalizers: finalizers.filter((f) => f !== FINALIZER) } });
+    await replaceResource(this.custom, kind, withoutFinalizer(resource));
     this.tenants.delete(key);
   }
 
@@ -462,53 +304,5 @@ export class Operator {
     if (!tenant) return;
     const removed = await this.options.manifests.remove(kind, tenant.id, name);
     if (removed) logger().info({ kind: kind.kind, name, tenant: tenantCode }, `${kind.kind} ${name} deleted from tenant ${tenantCode}`);
-  }
-
-  private async read(kind: ManifestKind, namespace: string, name: string): Promise<Resource | undefined> {
-    try {
-      return (await this.custom.getNamespacedCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, namespace, name })) as Resource;
-    } catch (err) {
-      if (apiStatus(err) === 404) return undefined;
-      throw err;
-    }
-  }
-
-  private async replace(kind: ManifestKind, resource: Resource): Promise<Resource> {
-    try {
-      return (await this.custom.replaceNamespacedCustomObject({ group: kind.group, version: kind.version, plural: kind.plural, namespace: resource.metadata.namespace, name: resource.metadata.name, body: resource })) as Resource;
-    } catch (err) {
-      if (apiStatus(err) === 409) throw new Conflict(`${kind.kind} ${resource.metadata.name} changed meanwhile`);
-      throw err;
-    }
-  }
-
-  private async writeStatus(kind: ManifestKind, resource: Resource, status: ResourceStatus): Promise<void> {
-    const body = { apiVersion: resource.apiVersion, kind: resource.kind, metadata: { name: resource.metadata.name, namespace: resource.metadata.namespace, resourceVersion: resource.metadata.resourceVersion }, status };
-    try {
-      await this.custom.replaceNamespacedCustomObjectStatus({ group: kind.group, version: kind.version, plural: kind.plural, namespace: resource.metadata.namespace, name: resource.metadata.name, body });
-    } catch (err) {
-      if (apiStatus(err) === 409) throw new Conflict(`${kind.kind} ${resource.metadata.name} changed meanwhile`);
-      throw err;
-    }
-  }
-
-  /** A Kubernetes Event when the Ready condition changes (best effort: `kubectl describe` shows it). */
-  private announce(kind: ManifestKind, resource: Resource, previous: ResourceStatus, next: ResourceStatus): void {
-    const before = previous.conditions?.find((c) => c.type === 'Ready');
-    const after = next.conditions?.find((c) => c.type === 'Ready');
-    if (!after || (before && before.status === after.status && before.reason === after.reason && before.message === after.message)) return;
-    const at = this.now();
-    const body = {
-      metadata: { generateName: `${resource.metadata.name}.`, namespace: resource.metadata.namespace },
-      involvedObject: { apiVersion: resource.apiVersion, kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, uid: resource.metadata.uid, resourceVersion: resource.metadata.resourceVersion },
-      reason: after.reason,
-      message: after.message,
-      type: after.status === 'True' ? 'Normal' : 'Warning',
-      source: { component: MANAGED_BY },
-      firstTimestamp: at,
-      lastTimestamp: at,
-      count: 1,
-    };
-    void this.core.createNamespacedEvent({ namespace: resource.metadata.namespace, body }).catch((err: unknown) => logger().debug({ err: (err as Error).message }, 'cannot record a Kubernetes Event'));
   }
 }

@@ -1,0 +1,40 @@
+import type { CoreV1Api } from '@kubernetes/client-node';
+import type { ManifestKind } from '../src/manifests/kinds.js';
+import { logger } from '../src/observability/logger.js';
+import type { Condition, Resource, ResourceStatus } from './resource.js';
+
+/** Conditions on a resource's status, and the Kubernetes Event recorded when Ready changes. */
+
+export const MANAGED_BY = 'svc-hub-operator';
+
+/** A condition stamped `now` (seconds, as Kubernetes writes them). */
+export function condition(now: Date, type: string, status: Condition['status'], reason: string, message: string, observedGeneration?: number): Condition {
+  return { type, status, reason, message, lastTransitionTime: now.toISOString().replace(/\.\d+Z$/, 'Z'), ...(observedGeneration !== undefined ? { observedGeneration } : {}) };
+}
+
+/** `conditions` keeping the previous `lastTransitionTime` of each condition whose status did not change. */
+export function keepTransitions(previous: ResourceStatus, conditions: Condition[]): Condition[] {
+  return conditions.map((c) => {
+    const before = previous.conditions?.find((p) => p.type === c.type);
+    return before && before.status === c.status ? { ...c, lastTransitionTime: before.lastTransitionTime } : c;
+  });
+}
+
+/** A Kubernetes Event when the Ready condition changes (best effort: `kubectl describe` shows it). */
+export function announce(core: CoreV1Api, now: Date, kind: ManifestKind, resource: Resource, previous: ResourceStatus, next: ResourceStatus): void {
+  const before = previous.conditions?.find((c) => c.type === 'Ready');
+  const after = next.conditions?.find((c) => c.type === 'Ready');
+  if (!after || (before && before.status === after.status && before.reason === after.reason && before.message === after.message)) return;
+  const body = {
+    metadata: { generateName: `${resource.metadata.name}.`, namespace: resource.metadata.namespace },
+    involvedObject: { apiVersion: resource.apiVersion, kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, uid: resource.metadata.uid, resourceVersion: resource.metadata.resourceVersion },
+    reason: after.reason,
+    message: after.message,
+    type: after.status === 'True' ? 'Normal' : 'Warning',
+    source: { component: MANAGED_BY },
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: 1,
+  };
+  void core.createNamespacedEvent({ namespace: resource.metadata.namespace, body }).catch((err: unknown) => logger().debug({ err: (err as Error).message }, 'cannot record a Kubernetes Event'));
+}
