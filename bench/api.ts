@@ -210,7 +210,7 @@ async function main(): Promise<void> {
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
     source = await startDemoSourceProcess(SOURCE_ROWS);
-    hub = await startHub(benchConfig(database.url, dir), { api: true, background: true });
+    hub = await startHub(benchConfig(database.url, dir, { 'svc.credentials.env-allow': 'BENCH_DEMO_*' }), { api: true, background: true });
     receiver = await startReceiver();
     log(`seeding: ${CONNECTORS} connectors with one run each (${SOURCE_ROWS} rows), one HMAC integration with ${EVENTS} deliveries …`);
     const integrationId = await seed(hub, source, receiver);
