@@ -27,9 +27,6 @@ export function kubeConfig(target?: KubeTarget): KubeConfig {
   return kc;
 }
 
-/** True inside a Kubernetes pod (the API server's address is in the environment). */
-export const inKubernetes = (): boolean => Boolean(process.env.KUBERNETES_SERVICE_HOST);
-
 /** The HTTP status of an error thrown by @kubernetes/client-node (ApiException.code), if any. */
 export function apiStatus(err: unknown): number | undefined {
   const code = (err as { code?: unknown } | undefined)?.code;

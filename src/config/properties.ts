@@ -212,6 +212,3 @@ export function envName(property: string): string {
   return property.toUpperCase().replace(/[^A-Z0-9]/g, '_');
 }
 
-export function findProperty(name: string): PropertyDef | undefined {
-  return PROPERTIES.find((def) => def.name === name);
-}

@@ -124,28 +124,6 @@ export class AdvisoryLockElector implements LeaderElector {
   }
 }
 
-/** An elector for a process that is alone by construction (tests, embedded tools): always the leader. */
-export class SoleLeader implements LeaderElector {
-  readonly description = 'sole process';
-  private leader = false;
-  async acquire(): Promise<boolean> {
-    this.leader = true;
-    return true;
-  }
-  async renew(): Promise<boolean> {
-    return this.leader;
-  }
-  async release(): Promise<void> {
-    this.leader = false;
-  }
-  isLeader(): boolean {
-    return this.leader;
-  }
-  onLost(): () => void {
-    return () => undefined;
-  }
-}
-
 /** Clock jobs that tick only while this process leads (what OutboxLoop and the sweeps are given). */
 interface LeaderClock {
   schedule(name: string, cadence: Cadence, task: () => Promise<void>): void;
