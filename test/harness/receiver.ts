@@ -4,8 +4,11 @@ import type { AddressInfo } from 'node:net';
 import type { Socket } from 'node:net';
 
 /**
- * A webhook receiver on loopback for tests: records every request (path, headers, raw body, time)
- * and answers as its `behave` function says: a status and body, after a delay, or never (hang).
+ * The tests' one scriptable HTTP peer on loopback: a webhook receiver, or a small source a connector
+ * reads (an OpenAPI document, rows the database refuses). It records every request (path, headers,
+ * raw body, time) and answers as its `behave` function says: a status, headers and body, after a
+ * delay, or never (hang). The demo source (src/demo-source) is the realistic source; the engine's
+ * failure modes have their own fixture (src/connectors/engine/testing/fake-source.ts).
  */
 
 export interface Received {
@@ -15,7 +18,7 @@ export interface Received {
   at: number;
 }
 
-export type Behaviour = { status?: number; body?: string; delayMs?: number } | 'hang';
+export type Behaviour = { status?: number; headers?: Record<string, string>; body?: string; delayMs?: number } | 'hang';
 
 export interface Receiver {
   url: string;
@@ -66,6 +69,7 @@ export async function startReceiver(behave: (path: string, received: Received) =
       }
       const answer = () => {
         res.statusCode = behaviour.status ?? 200;
+        for (const [name, value] of Object.entries(behaviour.headers ?? {})) res.setHeader(name, value);
         res.end(behaviour.body ?? '');
       };
       if (behaviour.delayMs) setTimeout(answer, behaviour.delayMs);

@@ -1,15 +1,14 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 
 /** Pre-flight, draft and scaffold against the real demo source and a local OpenAPI document server. */
 
 let hub: TestHub;
 let demo: Awaited<ReturnType<typeof startDemoSource>>;
-let docs: Server;
+let docs: Receiver;
 let docsUrl: string;
 const H = { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' };
 
@@ -44,22 +43,13 @@ const openapi = {
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', log: () => undefined });
   hub = await startTestHub({ 'svc.credentials.env-allow': 'TOOLS_DEMO_*' });
-  docs = createServer((req, res) => {
-    if (req.url === '/openapi.json') {
-      res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify(openapi));
-    } else if (req.url === '/openapi.yaml') {
-      res.setHeader('Content-Type', 'application/yaml');
-      res.end(stringify(openapi));
-    } else if (req.url === '/not-a-spec') {
-      res.end('<html>hello</html>');
-    } else {
-      res.statusCode = 404;
-      res.end();
-    }
+  docs = await startReceiver((path) => {
+    if (path === '/openapi.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(openapi) };
+    if (path === '/openapi.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: stringify(openapi) };
+    if (path === '/not-a-spec') return { body: '<html>hello</html>' };
+    return { status: 404 };
   });
-  await new Promise<void>((resolve) => docs.listen(0, '127.0.0.1', resolve));
-  docsUrl = `http://127.0.0.1:${(docs.address() as AddressInfo).port}`;
+  docsUrl = docs.url;
   process.env.TOOLS_DEMO_PASSWORD = 'demo-password';
   const manifest = {
     apiVersion: 'connectors.svc.io/v1',
@@ -85,7 +75,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await hub?.stop();
   await demo?.close();
-  await new Promise<void>((resolve) => docs.close(() => resolve()));
+  await docs?.close();
 });
 
 describe('pre-flight', () => {

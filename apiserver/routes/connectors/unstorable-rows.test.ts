@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
+import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 
 /**
  * A source serving rows PostgreSQL refuses (a NUL in a value or a key, half a surrogate pair, a
@@ -15,7 +14,7 @@ import { ownerClient } from '../../../test/harness/api-client.js';
 
 let hub: TestHub;
 let owner: pg.Client;
-let source: Server;
+let source: Receiver;
 let sourceUrl: string;
 const H = { 'X-Tenant-ID': '1' };
 const longKey = randomBytes(8000).toString('hex');
@@ -32,12 +31,8 @@ const BODY = `[
 ]`;
 
 beforeAll(async () => {
-  source = createServer((_req, res) => {
-    res.writeHead(200, { 'Content-Type': 'application/json' });
-    res.end(BODY);
-  });
-  await new Promise<void>((resolve) => source.listen(0, '127.0.0.1', resolve));
-  sourceUrl = `http://127.0.0.1:${(source.address() as AddressInfo).port}`;
+  source = await startReceiver(() => ({ headers: { 'Content-Type': 'application/json' }, body: BODY }));
+  sourceUrl = source.url;
   hub = await startTestHub();
   owner = await ownerClient(hub.ownerUrl);
 });
@@ -45,8 +40,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await owner?.end();
   await hub?.stop();
-  source?.closeAllConnections();
-  await new Promise((resolve) => source?.close(resolve));
+  await source?.close();
 });
 
 type Run = { id: string; status: string; recordsIn: number; recordsOut: number; recordsSkipped: number; deadLetterCount: number; errorMessage: string | null };
