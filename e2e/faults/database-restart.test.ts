@@ -61,12 +61,14 @@ describe('PostgreSQL stopped and restarted under load', () => {
 
     const down = Date.now();
     await server.stop();
-    await until('readiness to go down', async () => (await fetch(`${hub.url}/q/health/ready`)).status === 503, { timeoutMs: 20_000, everyMs: 100 });
+    const ready = async () => (await fetch(`${hub.url}/q/health/ready`).catch(() => undefined))?.status;
+    const hubLog = () => `exit ${hub.child.exitCode}; ${hub.output().slice(-4000)}`;
+    await until('readiness to go down', async () => (await ready()) === 503, { timeoutMs: 20_000, everyMs: 100, detail: hubLog });
     await until('requests during the outage', () => statuses.some((s) => s.at > down && s.status === 503), { timeoutMs: 20_000, detail: () => JSON.stringify(statuses.filter((s) => s.at > down).map((s) => s.status)) });
 
     const up = Date.now();
     server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port });
-    await until('readiness to come back', async () => (await fetch(`${hub.url}/q/health/ready`)).status === 200, { timeoutMs: 30_000, everyMs: 100 });
+    await until('readiness to come back', async () => (await ready()) === 200, { timeoutMs: 30_000, everyMs: 100, detail: hubLog });
     await until('requests to succeed again', () => statuses.filter((s) => s.at > up && s.status === 200).length >= 20, { timeoutMs: 30_000 });
     loading = false;
     await load;

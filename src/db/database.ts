@@ -3,8 +3,8 @@ import pg from 'pg';
 import { from as copyFromStdin } from 'pg-copy-streams';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
-import { logger } from '../observability/logger.js';
 import { inSpan, SpanKind } from '../observability/tracing.js';
+import { resilientPool } from './pool.js';
 
 // Identifiers and counters are bigint columns far below 2^53: hand them out as numbers.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
@@ -61,11 +61,8 @@ export class Database {
   readonly worker: pg.Pool;
 
   constructor(options: DatabaseOptions) {
-    this.app = new pg.Pool({ connectionString: options.appUrl, max: options.poolSize, application_name: 'svc-hub' });
-    this.worker = new pg.Pool({ connectionString: options.workerUrl, max: options.poolSize, application_name: 'svc-hub worker' });
-    for (const pool of [this.app, this.worker]) {
-      pool.on('error', (err) => logger().warn({ err: err.message }, 'idle database connection failed'));
-    }
+    this.app = resilientPool({ connectionString: options.appUrl, max: options.poolSize, application_name: 'svc-hub' });
+    this.worker = resilientPool({ connectionString: options.workerUrl, max: options.poolSize, application_name: 'svc-hub worker' });
   }
 
   /** One transaction as the application role with `svc.tenant_id` set for its duration. */

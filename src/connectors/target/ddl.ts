@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { resilientPool } from '../../db/pool.js';
 import type { RoleNames } from '../../db/roles.js';
 import type { Promote, PromoteType } from '../types.js';
 
@@ -63,8 +64,7 @@ export class ExtSchema {
     ownerUrl: string,
     private readonly roles: RoleNames,
   ) {
-    this.pool = new pg.Pool({ connectionString: ownerUrl, max: 2, application_name: 'svc-hub ddl' });
-    this.pool.on('error', () => undefined);
+    this.pool = resilientPool({ connectionString: ownerUrl, max: 2, application_name: 'svc-hub ddl' });
   }
 
   /**
