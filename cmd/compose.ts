@@ -15,6 +15,10 @@ import { ClockRunner } from '../src/clock/clock.js';
 import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
 import { Leadership } from '../src/dispatch/leader.js';
+import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
+import { pendingIndexer } from '../src/retrieval/indexer.js';
+import { createRetrievalServices } from '../src/retrieval/services.js';
+import { platformDocuments } from './platform-corpus.js';
 import { leaderElector } from './leader.js';
 import { integrationSubscriber } from '../src/webhooks/integrations.js';
 import { createWebhookServices } from '../src/webhooks/services.js';
@@ -93,8 +97,16 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     ownerUrl: database.ownerUrl,
     roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
     egress,
+    indexer: pendingIndexer,
   });
   const admin = createAdminServices({ db, events, directory });
+  const retrieval = createRetrievalServices({
+    db,
+    embedding: embeddingFromConfig(config),
+    platformDocuments: () => platformDocuments(catalog),
+    memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,
+    embedBatch: config.int('svc.embedding.batch'),
+  });
   const services: AreaServices = {
     admin,
     manifests: createManifestServices({ db, admin }),
@@ -116,6 +128,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     connectors,
     mailer,
     integrations: webhooks.integrations,
+    retrieval,
   };
   services.subscribers.register(emailRuleSubscriber);
   services.subscribers.register(integrationSubscriber);
@@ -135,6 +148,13 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       const purged = await purgeAudit(db, config.int('svc.audit.retention-days'));
       logger().info({ purged }, 'audit retention purge');
     });
+    // Written rows become chunks and vectors after their run commits; the platform corpus is built
+    // once per start. Pending work is claimed row by row, so several processes may index at once.
+    clocks.schedule('retrieval-index', { every: config.duration('svc.retrieval.index-every') }, async () => {
+      const done = await retrieval.indexPass();
+      if (done.expanded || done.embedded) logger().debug(done, 'retrieval indexed');
+    });
+    retrieval.reindex();
     if (config.bool('svc.scheduler.enabled')) {
       // Slots are claimed in the database, so several processes may tick: each slot still runs once.
       clocks.schedule('connector-scheduler', { every: config.duration('svc.scheduler.tick') }, async () => {

@@ -141,3 +141,17 @@ export class Unavailable extends HubError {
     return { status: 503, body: { json: { error: this.message } } };
   }
 }
+
+/** 503 `{error, hint}`: a port retrieval needs (embedding, chat) is not configured, or its backend does not answer or answers nonsense. */
+export class PortUnavailable extends HubError {
+  constructor(
+    message: string,
+    readonly hint: string,
+  ) {
+    super(message);
+    this.name = 'PortUnavailable';
+  }
+  render(): Rendered {
+    return { status: 503, body: { json: { error: this.message, hint: this.hint } } };
+  }
+}

@@ -310,7 +310,7 @@ export class ConnectorRunner {
     }
     await insertDeadLetters(tx, { runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
     for (const reason of new Set(losses.map((l) => l.skipReason))) deadLettersTotal().inc({ reason }, losses.filter((l) => l.skipReason === reason).length);
-    await this.o.indexer.rowsWritten(tx, { ...ids, table: endpoint.target.table, scopes: connector.scopes, rows: stored.rows });
+    await this.o.indexer.rowsWritten(tx, { ...ids, connectorName: connector.name, table: endpoint.target.table, scopes: connector.scopes, rows: stored.rows });
     return addChunk(tx, run.id, { in: items.length, out: stored.written, skipped: losses.length, deadLetters: losses.length });
   }
 

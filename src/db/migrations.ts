@@ -27,6 +27,7 @@ export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'audit', dir: 'src/audit/migrations/audit' },
   { schema: 'email', dir: 'src/email/migrations/email' },
   { schema: 'hub', dir: 'src/webhooks/migrations/hub' },
+  { schema: 'retrieval', dir: 'src/retrieval/migrations/retrieval' },
 ];
 
 export interface MigrationFile {

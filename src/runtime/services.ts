@@ -16,6 +16,7 @@ import type { Mailer } from '../email/mailer.js';
 import type { EmailServices } from '../email/services.js';
 import type { IntegrationService } from '../webhooks/service.js';
 import type { ManifestServices } from '../manifests/services.js';
+import type { RetrievalServices } from '../retrieval/services.js';
 
 /**
  * The set of area services the composition root (cmd/compose.ts) builds once and hands to the API,
@@ -34,6 +35,8 @@ export interface AreaServices {
   email: EmailServices;
   /** Webhooks: integrations, the delivery journal, replays and tests (src/webhooks). */
   integrations: IntegrationService;
+  /** Retrieval: chunks, vectors, search, scopes and corpora, the platform corpus (src/retrieval). */
+  retrieval: RetrievalServices;
   /** The connector credential store; `resolveSecret(tenantId, 'secret:NAME')` for connectors. */
   secrets: SecretStore;
   /** Declared hooks, the tenants' overrides, and the runner of their handlers. */

@@ -82,6 +82,21 @@ export const TABLES: TableCase[] = [
     ...NONE,
     seed: `insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, duration_ms, attempted_at)
            select id, 1, $1, 500, 1, now() from hub.deliveries where tenant_id = $1 limit 1`,
+  },  {
+    table: 'retrieval.chunks',
+    ...NONE,
+    seed: `insert into retrieval.chunks (tenant_id, corpus, key, content) values ($1, 'matrix', 'matrix-chunk', 'their chunk')`,
+  },
+  {
+    table: 'retrieval.pending',
+    ...NONE,
+    seed: `insert into retrieval.pending (tenant_id, connector_id, corpus, endpoint_uuid, table_name, row_hashes)
+           values ($1, gen_random_uuid(), 'matrix', gen_random_uuid(), 'ext.matrix', '{}')`,
+  },
+  {
+    table: 'retrieval.generations',
+    ...NONE,
+    seed: `insert into retrieval.generations (tenant_id, generation) values ($1, 1) on conflict do nothing`,
   },
 ];
 

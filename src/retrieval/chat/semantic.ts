@@ -1,0 +1,39 @@
+import { PortUnavailable } from '../../errors.js';
+import type { SearchHit, SearchRequest } from '../services.js';
+import type { ChatPort } from './port.js';
+
+export interface SemanticAnswer {
+  answer: string;
+  citations: string[];
+}
+
+export const NO_CHAT = new PortUnavailable('no chat model is configured', 'set svc.llm.base-url (and svc.llm.model, svc.llm.api-key) to an OpenAI-compatible endpoint');
+
+const SYSTEM = [
+  'You answer questions about the data of one organisation.',
+  'Answer ONLY from the context below; do not use anything else you know.',
+  'After every statement, cite the context entries it comes from with their tags exactly as written, e.g. [row:abc123].',
+  'If the context does not contain the answer, say that the indexed data cannot answer the question.',
+].join(' ');
+
+/**
+ * Semantic chat: the question's nearest chunks (tenant, scope and corpus filters applied by the
+ * search), and a model told to answer from them only, citing `[row:<hash>]`. `citations` holds the
+ * row hash of every retrieved row chunk (lifecycle and platform chunks have none).
+ */
+export async function semanticChat(
+  search: (request: SearchRequest) => Promise<SearchHit[]>,
+  chat: ChatPort | undefined,
+  question: string,
+  request: Omit<SearchRequest, 'query'>,
+): Promise<SemanticAnswer> {
+  if (!chat) throw NO_CHAT;
+  const hits = await search({ ...request, query: question });
+  const context = hits.map((h) => `${h.rowHash ? `[row:${h.rowHash}]` : `[doc:${h.metadata.key ?? h.metadata.corpus}]`} ${h.content}`).join('\n');
+  const answer = await chat.complete([
+    { role: 'system', content: SYSTEM },
+    { role: 'user', content: `Context:\n${context || '(nothing indexed matches)'}\n\nQuestion: ${question}` },
+  ]);
+  const citations = [...new Set(hits.map((h) => h.rowHash).filter((h) => h !== ''))];
+  return { answer, citations };
+}

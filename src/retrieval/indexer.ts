@@ -1,0 +1,140 @@
+import type { RowIndexer } from '../connectors/indexer.js';
+import { tenantTableSql } from '../connectors/target/ddl.js';
+import type { Database, Tx } from '../db/database.js';
+import { logger } from '../observability/logger.js';
+import { rowChunkText } from './content.js';
+import type { EmbeddingPort } from './embedding/port.js';
+import { encodeVector } from './vectors-codec.js';
+
+/**
+ * Ingestion's hand-off: inside the ingestion transaction, one `retrieval.pending` entry per written
+ * batch (the row hashes only). An entry exists exactly when its rows do, and ingestion never waits on
+ * text building or a model: the indexer turns entries into chunks and vectors after commit.
+ */
+export const pendingIndexer: RowIndexer = {
+  async rowsWritten(tx, batch) {
+    if (batch.rows.length === 0) return;
+    await tx.query(
+      'insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes) values ($1, $2, $3, $4, $5, $6, $7)',
+      [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, batch.rows.map((r) => r.rowHash)],
+    );
+  },
+};
+
+interface PendingEntry {
+  id: number;
+  tenant_id: number;
+  connector_id: string;
+  corpus: string;
+  scopes: string[];
+  endpoint_uuid: string;
+  table_name: string;
+  row_hashes: string[];
+}
+
+/**
+ * Turns up to `limit` pending entries into chunks (text, scopes, corpus), each entry in the same
+ * transaction that removes it: a crash leaves the entry for the next pass, never half a batch.
+ * Returns how many entries were done.
+ */
+export async function expandPending(db: Database, limit = 20): Promise<number> {
+  return db.crossTenant('retrieval-index', async (tx) => {
+    const { rows: entries } = await tx.query<PendingEntry>(
+      `delete from retrieval.pending where id in (select id from retrieval.pending order by id limit $1 for update skip locked)
+       returning id, tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes`,
+      [limit],
+    );
+    for (const entry of entries.sort((a, b) => a.id - b.id)) await expandEntry(tx, entry);
+    return entries.length;
+  });
+}
+
+async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
+  // The connector's current tags (re-applied since the run?); a CSV import keeps the entry's.
+  const { rows: owners } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where id = $1', [entry.connector_id]);
+  const scopes = owners[0]?.scopes ?? entry.scopes;
+  let table: string;
+  try {
+    table = tenantTableSql(entry.tenant_id, entry.table_name);
+  } catch {
+    return;
+  }
+  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [table]);
+  if (!exists.rows[0]?.t) return;
+  // Rows rewritten since have another hash now: their own later entry indexes them.
+  const { rows } = await tx.query<{ external_id: string; row_hash: string; data: unknown }>(
+    `select external_id, row_hash, data from ${table} where tenant_id = $1 and row_hash = any($2)`,
+    [entry.tenant_id, entry.row_hashes],
+  );
+  if (rows.length === 0) return;
+  const externalIds = rows.map((r) => r.external_id);
+  const hashes = rows.map((r) => r.row_hash);
+  // The earlier version of a rewritten row: its chunk describes data that is gone.
+  await tx.query(
+    `delete from retrieval.chunks c using unnest($3::text[], $4::text[]) as r(external_id, row_hash)
+      where c.connector_id = $1 and c.table_name = $2 and c.external_id = r.external_id and c.row_hash <> r.row_hash`,
+    [entry.connector_id, entry.table_name, externalIds, hashes],
+  );
+  await tx.query(
+    `insert into retrieval.chunks (tenant_id, corpus, connector_id, endpoint_uuid, table_name, scopes, row_hash, external_id, content)
+     select $1, $2, $3, $4, $5, $6, r.row_hash, r.external_id, r.content
+       from unnest($7::text[], $8::text[], $9::text[]) as r(row_hash, external_id, content)
+     on conflict (tenant_id, corpus, row_hash) where row_hash is not null do update
+       set scopes = excluded.scopes, table_name = excluded.table_name, external_id = excluded.external_id,
+           endpoint_uuid = excluded.endpoint_uuid, connector_id = excluded.connector_id, updated_at = now()
+       where (chunks.scopes, chunks.table_name, chunks.external_id, chunks.endpoint_uuid)
+             is distinct from (excluded.scopes, excluded.table_name, excluded.external_id, excluded.endpoint_uuid)`,
+    [entry.tenant_id, entry.corpus, entry.connector_id, entry.endpoint_uuid, entry.table_name, scopes, hashes, externalIds, rows.map((r) => rowChunkText(entry.table_name, r.external_id, r.data))],
+  );
+}
+
+/**
+ * Embeds up to `batch` chunks that have no vector yet (oldest first), outside any transaction while
+ * the model works, then stores the vectors under one advisory lock so that `embedded_seq` values
+ * become visible in their order (in-memory indexes load what is newer than the last they saw).
+ * Returns how many chunks got a vector.
+ */
+export async function embedPending(db: Database, port: EmbeddingPort, batch: number): Promise<number> {
+  const { rows } = await db.crossTenantQuery<{ id: number; content: string }>(
+    'retrieval-embed',
+    'select id, content from retrieval.chunks where embedding is null order by id limit $1',
+    [batch],
+  );
+  if (rows.length === 0) return 0;
+  const vectors = await port.embed(rows.map((r) => r.content));
+  return db.crossTenant('retrieval-embed', async (tx) => {
+    await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
+    const result = await tx.query(
+      `update retrieval.chunks c set embedding = v.embedding, model = $3, embedded_seq = nextval('retrieval.embedded_seq'), embedded_at = now()
+         from unnest($1::bigint[], $2::bytea[]) as v(id, embedding)
+        where c.id = v.id and c.embedding is null`,
+      [rows.map((r) => r.id), vectors.map(encodeVector), `${port.provider}:${port.model}`],
+    );
+    return result.rowCount ?? 0;
+  });
+}
+
+/**
+ * Vectors made by another model cannot be compared with this one's: they are cleared (and embedded
+ * again by the next passes), and the tenants concerned reload their in-memory indexes.
+ */
+export async function forgetOtherModels(db: Database, port: EmbeddingPort): Promise<number> {
+  return db.crossTenant('retrieval-model', async (tx) => {
+    await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
+    const { rows } = await tx.query<{ tenant_id: number }>(
+      `update retrieval.chunks set embedding = null, model = null, embedded_seq = null, embedded_at = null
+        where embedding is not null and model is distinct from $1 returning tenant_id`,
+      [`${port.provider}:${port.model}`],
+    );
+    const tenants = [...new Set(rows.map((r) => r.tenant_id))];
+    if (tenants.length) {
+      await tx.query(
+        `insert into retrieval.generations (tenant_id, generation) select t, 1 from unnest($1::bigint[]) t
+         on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1`,
+        [tenants],
+      );
+      logger().info({ chunks: rows.length, model: `${port.provider}:${port.model}` }, 'embedding model changed: chunks will be embedded again');
+    }
+    return rows.length;
+  });
+}

@@ -1,0 +1,198 @@
+import type { Database } from '../db/database.js';
+import { PortUnavailable } from '../errors.js';
+import { logger } from '../observability/logger.js';
+import type { EmbeddingPort } from './embedding/port.js';
+import { embedPending, expandPending, forgetOtherModels } from './indexer.js';
+import { PLATFORM_CORPUS, PLATFORM_TENANT, type PlatformDocument, rebuildPlatformCorpus } from './platform-corpus.js';
+import { ExactIndex, type TenantIndex, VectorStore } from './store.js';
+
+/** A search hit as spec 2 shows it. */
+export interface SearchHit {
+  rowHash: string;
+  content: string;
+  similarity: number;
+  metadata: { row_hash: string | null; table: string | null; corpus: string; scopes: string[]; key?: string };
+}
+
+export interface SearchRequest {
+  query: string;
+  topK: number;
+  corpus?: string;
+  /** Chunks carrying one of these tags; undefined: no tag filter (the platform corpus included). */
+  scopes?: string[];
+}
+
+export interface RetrievalDeps {
+  db: Database;
+  /** The embedding port, or undefined when none is configured (search answers 503). */
+  embedding: EmbeddingPort | undefined;
+  /** The documents of the platform corpus (the composition root knows the OpenAPI document). */
+  platformDocuments: () => PlatformDocument[];
+  memoryBudgetBytes: number;
+  embedBatch: number;
+  /** The in-memory index of one tenant (default: exact search). */
+  newIndex?: () => TenantIndex;
+}
+
+export interface ScopeEntry {
+  scope: string;
+  connectors: number;
+  chunks: number;
+  lastIndexed: string;
+}
+
+export interface CorpusEntry {
+  name: string;
+  chunkCount: number;
+}
+
+export interface RetrievalStatus {
+  indexed: boolean;
+  chunks: number;
+  indexedAt: string | null;
+  provider: string;
+  embeddingModel: string;
+}
+
+const NO_EMBEDDING = new PortUnavailable('no embedding port is configured', 'set svc.embedding.provider to local or openai');
+
+export interface RetrievalServices {
+  search(tenantId: number, request: SearchRequest): Promise<SearchHit[]>;
+  /** Chunks of the caller's tenant (plus the platform corpus), for a granted set or everything. */
+  scopes(tenantId: number, granted: string[] | undefined): Promise<ScopeEntry[]>;
+  corpora(tenantId: number, granted: string[] | undefined): Promise<CorpusEntry[]>;
+  status(tenantId: number): Promise<RetrievalStatus>;
+  /** Starts rebuilding the platform corpus in the background; resolves at once. */
+  reindex(): void;
+  /** One indexer pass: pending rows into chunks, then chunks into vectors. What the background clock runs. */
+  indexPass(): Promise<{ expanded: number; embedded: number }>;
+  /** The embedding port (chat embeds its question with it). */
+  readonly embedding: EmbeddingPort | undefined;
+  /** Waits for a running reindex (tests, orderly stop). */
+  idle(): Promise<void>;
+}
+
+export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices {
+  const { db, embedding } = deps;
+  const store = new VectorStore(db, deps.newIndex ?? (() => new ExactIndex()), deps.memoryBudgetBytes);
+  let reindexing: Promise<void> | undefined;
+  let modelChecked = false;
+
+  async function search(tenantId: number, request: SearchRequest): Promise<SearchHit[]> {
+    if (!embedding) throw NO_EMBEDDING;
+    const [query] = await embedding.embed([request.query]);
+    const filter = { corpus: request.corpus, scopes: request.scopes };
+    const own = await store.search(tenantId, query!, request.topK, filter);
+    // The platform corpus carries no tag: a tag filter leaves it out.
+    const platform = tenantId !== PLATFORM_TENANT && request.scopes === undefined && (request.corpus === undefined || request.corpus === PLATFORM_CORPUS)
+      ? await store.search(PLATFORM_TENANT, query!, request.topK, filter)
+      : [];
+    const hits = [...own, ...platform].sort((a, b) => b.similarity - a.similarity).slice(0, request.topK);
+    if (hits.length === 0) return [];
+    const { rows } = await db.withTenant(tenantId, (tx) =>
+      tx.query<{ id: number; row_hash: string | null; key: string | null; table_name: string | null; corpus: string; scopes: string[]; content: string }>(
+        'select id, row_hash, key, table_name, corpus, scopes, content from retrieval.chunks where id = any($1)',
+        [hits.map((h) => h.id)],
+      ),
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    return hits.flatMap((h) => {
+      const r = byId.get(h.id);
+      if (!r) return []; // deleted since the index last looked
+      const metadata: SearchHit['metadata'] = { row_hash: r.row_hash, table: r.table_name, corpus: r.corpus, scopes: r.scopes };
+      if (r.key) metadata.key = r.key;
+      return [{ rowHash: r.row_hash ?? '', content: r.content, similarity: Math.round(h.similarity * 1e6) / 1e6, metadata }];
+    });
+  }
+
+  async function scopes(tenantId: number, granted: string[] | undefined): Promise<ScopeEntry[]> {
+    const { rows } = await db.withTenant(tenantId, (tx) =>
+      tx.query<{ scope: string; connectors: number; chunks: number; last_indexed: Date | null }>(
+        `with tags as (select distinct unnest(scopes) as scope from connectors.connectors where tenant_id = $1
+                       union select distinct unnest(scopes) from retrieval.chunks where tenant_id = $1)
+         select t.scope,
+                (select count(*) from connectors.connectors c where c.tenant_id = $1 and t.scope = any(c.scopes))::int as connectors,
+                (select count(*) from retrieval.chunks k where k.tenant_id = $1 and t.scope = any(k.scopes))::int as chunks,
+                (select max(embedded_at) from retrieval.chunks k where k.tenant_id = $1 and t.scope = any(k.scopes)) as last_indexed
+           from tags t order by t.scope`,
+        [tenantId],
+      ),
+    );
+    return rows
+      .filter((r) => granted === undefined || granted.includes(r.scope))
+      .map((r) => ({ scope: r.scope, connectors: r.connectors, chunks: r.chunks, lastIndexed: r.last_indexed ? r.last_indexed.toISOString() : '' }));
+  }
+
+  async function corpora(tenantId: number, granted: string[] | undefined): Promise<CorpusEntry[]> {
+    const { rows } = await db.withTenant(tenantId, (tx) =>
+      tx.query<{ name: string; chunks: number; tags: string[] }>(
+        `select corpus as name, count(*)::int as chunks, coalesce(array_agg(distinct s) filter (where s is not null), '{}') as tags
+           from retrieval.chunks left join lateral unnest(scopes) as s on true
+          where tenant_id = $1 or (tenant_id = $2 and corpus = $3)
+          group by corpus order by corpus`,
+        [tenantId, PLATFORM_TENANT, PLATFORM_CORPUS],
+      ),
+    );
+    return rows
+      .filter((r) => granted === undefined || r.tags.some((t) => granted.includes(t)))
+      .map((r) => ({ name: r.name, chunkCount: r.chunks }));
+  }
+
+  async function status(tenantId: number): Promise<RetrievalStatus> {
+    const { rows } = await db.withTenant(tenantId, (tx) =>
+      tx.query<{ chunks: number; embedded: number; at: Date | null }>(
+        `select count(*)::int as chunks, count(embedding)::int as embedded, max(embedded_at) as at
+           from retrieval.chunks where tenant_id = $1`,
+        [tenantId],
+      ),
+    );
+    const r = rows[0]!;
+    return {
+      indexed: r.embedded > 0,
+      chunks: r.chunks,
+      indexedAt: r.at ? r.at.toISOString() : null,
+      provider: embedding?.provider ?? 'none',
+      embeddingModel: embedding?.model ?? 'none',
+    };
+  }
+
+  function reindex(): void {
+    if (reindexing) return;
+    reindexing = (async () => {
+      try {
+        const result = await rebuildPlatformCorpus(db, deps.platformDocuments());
+        logger().info(result, 'platform corpus rebuilt');
+      } catch (err) {
+        logger().warn({ err: (err as Error).message }, 'platform corpus rebuild failed');
+      } finally {
+        reindexing = undefined;
+      }
+    })();
+  }
+
+  async function indexPass(): Promise<{ expanded: number; embedded: number }> {
+    let expanded = 0;
+    for (let n = await expandPending(db); n > 0; n = await expandPending(db)) expanded += n;
+    if (!embedding) return { expanded, embedded: 0 };
+    if (!modelChecked) {
+      await forgetOtherModels(db, embedding);
+      modelChecked = true;
+    }
+    let embedded = 0;
+    for (let n = await embedPending(db, embedding, deps.embedBatch); n > 0; n = await embedPending(db, embedding, deps.embedBatch)) embedded += n;
+    return { expanded, embedded };
+  }
+
+  return {
+    search,
+    scopes,
+    corpora,
+    status,
+    reindex,
+    indexPass,
+    embedding,
+    async idle() {
+      await reindexing;
+    },
+  };
+}
