@@ -16,6 +16,7 @@ import type { Mailer } from '../email/mailer.js';
 import type { EmailServices } from '../email/services.js';
 import type { IntegrationService } from '../webhooks/service.js';
 import type { ManifestServices } from '../manifests/services.js';
+import type { RateLimiter } from '../ratelimit/limiter.js';
 
 /**
  * The set of area services the composition root (cmd/compose.ts) builds once and hands to the API,
@@ -56,6 +57,8 @@ export interface AreaServices {
   db: Database;
   directory: Directory;
   authenticator: Authenticator;
+  /** Inbound rate limits of the routes that declare a bucket (counts in memory, per process; read per request, so a test may replace it). */
+  rateLimiter: RateLimiter;
   /** Installed modules and their versions (`/api/platform/health`). */
   modules: Record<string, string>;
   /** Writes events into the outbox inside a caller's transaction. */
