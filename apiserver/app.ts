@@ -16,6 +16,7 @@ import { operationRoutes } from './routes/operations/operations.js';
 import { eventStreamRoutes } from './routes/events/event-stream.js';
 import { eventRoutes } from './routes/events/events.js';
 import { platformRoutes } from './routes/platform/platform.js';
+import { defaultScopeRoutes } from './routes/platform/default-scope.js';
 import { adminRoutes } from './routes/admin/admin.js';
 import { hookRoutes } from './routes/platform/hooks.js';
 import { secretRoutes } from './routes/platform/secrets.js';
@@ -26,7 +27,7 @@ import { deliveryRoutes } from './routes/webhooks/deliveries.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes];
+  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes];
 }
 
 export interface ApiOptions {

@@ -1,5 +1,6 @@
 import { describeGate } from '../src/auth/principal.js';
 import type { JsonSchema, RouteDecl } from './route.js';
+import { errorBody } from './routes/schemas.js';
 
 interface OpenApiInfo {
   version: string;
@@ -28,6 +29,14 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
         ]),
       ),
     };
+    if (decl.rateLimit) {
+      (operation.responses as Record<string, unknown>)['429'] = {
+        description: `Rate limit \`${decl.rateLimit}\` exhausted for the caller's tenant: \`{"error": "rate limit exceeded"}\``,
+        headers: { 'Retry-After': { description: 'Whole seconds until the window resets', schema: { type: 'integer', minimum: 1 } } },
+        content: { 'application/json': { schema: errorBody } },
+      };
+      operation['x-svc-rate-limit'] = decl.rateLimit;
+    }
     const notes: string[] = [];
     if (decl.description) notes.push(decl.description);
     // The gate as declared (`'public'` or the role list), for tools that read the document.
@@ -37,6 +46,9 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
     } else {
       operation.security = [{ bearer: [] }];
       notes.push(`Roles: ${describeGate(decl.auth) || 'any authenticated caller'}.`);
+    }
+    if (decl.rateLimit) {
+      notes.push(`Rate limit: bucket \`${decl.rateLimit}\`, \`svc.ratelimit.${decl.rateLimit}.rpm\` requests per minute per tenant in a fixed 60-second window (0: off); past it, 429 with \`Retry-After\`.`);
     }
     if (notes.length) operation.description = notes.join('\n\n');
     const body = decl.documentedBody ?? decl.body;

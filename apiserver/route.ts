@@ -1,5 +1,6 @@
 import type { Context } from 'koa';
 import type { Principal, RoleGate } from '../src/auth/principal.js';
+import type { RateLimitBucket } from '../src/ratelimit/limiter.js';
 import type { AreaServices } from '../src/runtime/services.js';
 
 /** A JSON Schema (draft 2020-12, as OpenAPI 3.1 uses). */
@@ -107,6 +108,12 @@ export interface RouteDecl<P extends JsonSchema | undefined = JsonSchema | undef
    * lets data leave the hub says `'egress'` and is recorded too.
    */
   audit?: false | 'egress';
+  /**
+   * The inbound rate-limit bucket the operation counts against (per tenant, 60-second fixed window,
+   * `svc.ratelimit.<bucket>.rpm`). The router refuses with 429 after authentication and the role
+   * gate, before the body is read and the handler runs; /q/openapi documents the 429.
+   */
+  rateLimit?: RateLimitBucket;
 }
 
 /**

@@ -21,7 +21,7 @@ export function koaPath(path: string): string {
 
 /**
  * Mounts route declarations: authentication and the role gate in the order spec 1 fixes, the tenant
- * path check, validation of params, query and body, then the handler.
+ * path check, the route's rate limit, validation of params, query and body, then the handler.
  */
 export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router {
   const router = new Router();
@@ -33,6 +33,8 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
       try {
         refuseUnstorableHeaders(ctx);
         const principal = await gate(ctx, decl, services);
+        // Refused before anything of the request is read further or the resource runs.
+        if (decl.rateLimit) services.rateLimiter.admit(decl.rateLimit, principal?.tenantId);
         refuseUnstorable({ ...ctx.params }, 'path');
         refuseUnstorable({ ...ctx.query }, 'query');
         const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };

@@ -11,7 +11,7 @@ import type { Config } from '../src/config/config.js';
 import { migrationStatus } from '../src/db/migrations.js';
 import { loadCatalog } from '../src/events/catalog.js';
 import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
-import { ClockRunner } from '../src/clock/clock.js';
+import { ClockRunner, type Now } from '../src/clock/clock.js';
 import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
 import { Leadership } from '../src/dispatch/leader.js';
@@ -40,6 +40,7 @@ import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
 import { packageVersion } from '../src/package-root.js';
+import { RateLimiter, rateLimitsFrom } from '../src/ratelimit/limiter.js';
 import { setupDatabase, type DatabaseSetup } from '../src/runtime/database-setup.js';
 import type { AreaServices } from '../src/runtime/services.js';
 
@@ -60,6 +61,8 @@ interface StartOptions {
   /** With `api`: serve only the operations routes (/q/health*, /q/metrics), for the probes of `dispatch`. */
   operationsOnly?: boolean;
   extraRoutes?: RouteDecl[];
+  /** The time the inbound rate limits count windows by (default `Date.now`; tests move it forward). */
+  now?: Now;
 }
 
 /** The composition root: database, services, API, and their orderly stop. */
@@ -115,6 +118,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     db,
     directory,
     authenticator: new Authenticator({ devBypass, tenantClaim: config.string('svc.oidc.tenant-claim'), verifier, directory }),
+    rateLimiter: new RateLimiter(rateLimitsFrom(config), options.now),
     modules: catalog.versions(),
     catalog,
     events,

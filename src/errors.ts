@@ -120,6 +120,14 @@ export class ForbiddenWithReason extends HubError {
   }
 }
 
+/** 403 `{"error": "scope not granted"}`: a scope-bound user asked outside the granted scopes (the whole read surface). */
+export class ScopeNotGranted extends ForbiddenWithReason {
+  constructor() {
+    super('scope not granted');
+    this.name = 'ScopeNotGranted';
+  }
+}
+
 /** 429 `{"error": "rate limit exceeded"}` with `Retry-After`. */
 export class RateLimited extends HubError {
   constructor(readonly retryAfterSeconds: number) {

@@ -8,6 +8,12 @@ import { logger } from '../observability/logger.js';
 
 export type Cadence = { every: number } | { dailyAt: string };
 
+/**
+ * The time in milliseconds since the epoch. Whatever measures time takes one (default `Date.now`),
+ * so a test moves time forward by handing in its own instead of sleeping.
+ */
+export type Now = () => number;
+
 interface JobStats {
   runs: number;
   skipped: number;
@@ -29,7 +35,7 @@ export class ClockRunner {
   private readonly jobs = new Map<string, Job>();
   private started = false;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: Now = Date.now) {}
 
   /** Registers a job; started jobs begin ticking at once. */
   schedule(name: string, cadence: Cadence, task: () => Promise<void>): void {

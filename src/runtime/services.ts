@@ -16,6 +16,7 @@ import type { Mailer } from '../email/mailer.js';
 import type { EmailServices } from '../email/services.js';
 import type { IntegrationService } from '../webhooks/service.js';
 import type { ManifestServices } from '../manifests/services.js';
+import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { RetrievalServices } from '../retrieval/services.js';
 
 /**
@@ -59,6 +60,8 @@ export interface AreaServices {
   db: Database;
   directory: Directory;
   authenticator: Authenticator;
+  /** Inbound rate limits of the routes that declare a bucket (counts in memory, per process; read per request, so a test may replace it). */
+  rateLimiter: RateLimiter;
   /** Installed modules and their versions (`/api/platform/health`). */
   modules: Record<string, string>;
   /** Writes events into the outbox inside a caller's transaction. */

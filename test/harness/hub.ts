@@ -1,4 +1,5 @@
 import type { RouteDecl } from '../../apiserver/route.js';
+import type { Now } from '../../src/clock/clock.js';
 import { Config } from '../../src/config/config.js';
 import { startHub, type Hub } from '../../cmd/compose.js';
 import { createTestDatabase } from './database.js';
@@ -21,8 +22,8 @@ export async function testConfig(overrides: Overrides = {}): Promise<Config> {
 }
 
 /** A hub on a free loopback port over a fresh database (dev bypass unless an issuer is given). */
-export async function startTestHub(overrides: Overrides = {}, extraRoutes?: RouteDecl[], options: { background?: boolean } = {}): Promise<TestHub> {
+export async function startTestHub(overrides: Overrides = {}, extraRoutes?: RouteDecl[], options: { background?: boolean; now?: Now } = {}): Promise<TestHub> {
   const config = await testConfig(overrides);
-  const hub = await startHub(config, { api: true, background: options.background ?? false, extraRoutes });
+  const hub = await startHub(config, { api: true, background: options.background ?? false, extraRoutes, now: options.now });
   return Object.assign(hub, { url: hub.url!, ownerUrl: config.string('svc.datasource.url'), config });
 }

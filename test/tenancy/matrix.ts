@@ -130,6 +130,10 @@ export const ENDPOINTS: EndpointCase[] = [
   { route: 'GET /api/platform/hooks', path: '/api/platform/hooks', expect: 200 },
   { route: 'POST /api/platform/hooks/{hookId}/toggle', path: '/api/platform/hooks/{their.hook}/toggle?tenantId={theirs}', expect: 403 },
 
+  // The caller's own default scope: their user only; naming their scope stores mine, theirs is untouched.
+  { route: 'GET /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, excludes: true },
+  { route: 'PUT /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, body: { defaultScope: 'globex-scope' } },
+
   // Organisations, users, roles, scopes.
   theirTenant('GET /api/tenants/{tid}/orgs'),
   theirTenant('GET /api/tenants/{tid}/orgs/tree'),
