@@ -23,7 +23,7 @@ export interface ScopeAccess {
 }
 
 /** The longest default scope stored. */
-export const MAX_SCOPE_LENGTH = 200;
+const MAX_SCOPE_LENGTH = 200;
 
 /** The word that asks for no specific scope. */
 export const ALL_SCOPES = 'all';

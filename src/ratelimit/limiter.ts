@@ -21,12 +21,12 @@ export type RateLimitBucket = (typeof RATE_LIMIT_BUCKETS)[number];
 export const WINDOW_MS = 60_000;
 
 /** The key of every request with no resolved tenant. */
-export const SYSTEM_KEY = 'system';
+const SYSTEM_KEY = 'system';
 
 /** Counter `svc_rate_limited_total{bucket}`: a request refused with 429. */
-export const rateLimitedTotal = lazyCounter({ name: 'svc_rate_limited_total', help: 'Requests refused with 429 by an inbound rate limit', labelNames: ['bucket'] });
+const rateLimitedTotal = lazyCounter({ name: 'svc_rate_limited_total', help: 'Requests refused with 429 by an inbound rate limit', labelNames: ['bucket'] });
 
-export type Decision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
+type Decision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
 interface Window {
   startedAt: number;
