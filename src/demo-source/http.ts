@@ -40,7 +40,7 @@ export function sendText(res: ServerResponse, status: number, contentType: strin
 
 const MAX_BODY = 1024 * 1024;
 
-export async function readBody(req: IncomingMessage): Promise<string> {
+async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
