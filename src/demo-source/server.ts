@@ -1,6 +1,7 @@
 /**
  * The demo source of spec 3: a fixture HTTP server serving the same partner records under ten REST
  * dialects, one GraphQL endpoint and eight SOAP services. docs/demo-source.md describes every shape.
+ * For tests only, `faults` adds the fault routes of faults.ts and `record` keeps every request.
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
