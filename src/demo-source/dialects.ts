@@ -18,7 +18,8 @@ export interface Dialect {
 /** The liar serves this many rows fewer than it declares. */
 const LIAR_SHORTFALL = 100;
 
-function page(view: View, offset: number, limit: number, end = view.length) {
+/** Rows `offset`… of a view, at most `limit`, none at or past `end`. */
+export function page(view: View, offset: number, limit: number, end = view.length) {
   return view.rows.slice(Math.min(offset, end), Math.min(offset + limit, end));
 }
 

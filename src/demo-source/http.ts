@@ -13,6 +13,8 @@ export interface RequestContext {
   credentials: DemoCredentials;
   /** Per-key request counts of the flaky dialect and the flaky SOAP service; /admin/reset clears it. */
   flaky: Map<string, number>;
+  /** The request body, once read (requestBody): the recorder reads it before routing. */
+  body?: Promise<string>;
 }
 
 /** A refusal with a JSON body `{error, message}`; thrown by handlers, rendered by the server. */
@@ -38,7 +40,7 @@ export function sendText(res: ServerResponse, status: number, contentType: strin
 
 const MAX_BODY = 1024 * 1024;
 
-export async function readBody(req: IncomingMessage): Promise<string> {
+async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -47,6 +49,12 @@ export async function readBody(req: IncomingMessage): Promise<string> {
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The request body, read once per request however many times it is asked for. */
+export function requestBody(ctx: RequestContext): Promise<string> {
+  ctx.body ??= readBody(ctx.req);
+  return ctx.body;
 }
 
 export const DEFAULT_PAGE_SIZE = 50;

@@ -1,15 +1,17 @@
 /**
  * The demo source of spec 3: a fixture HTTP server serving the same partner records under ten REST
  * dialects, one GraphQL endpoint and eight SOAP services. docs/demo-source.md describes every shape.
+ * For tests only, `faults` adds the fault routes of faults.ts and `record` keeps every request.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { type AuthKind, authorized, challenge, credentialsFromEnv, type DemoCredentials, refusal } from './credentials.js';
 import { DEFAULT_ROWS, Partners } from './data.js';
 import { DIALECTS } from './dialects.js';
 import { handleGraphQL } from './graphql.js';
-import { HttpError, type RequestContext, readBody, sendJson, sendText } from './http.js';
+import { FAULTS } from './faults.js';
+import { HttpError, type RequestContext, requestBody, sendJson, sendText } from './http.js';
 import { handleSoap, SOAP_SERVICES, soapFault } from './soap.js';
 
 const DEFAULT_PORT = 8099;
@@ -25,6 +27,19 @@ interface DemoSourceOptions {
   credentials?: Partial<DemoCredentials>;
   /** One line per request; default stdout. */
   log?: (line: string) => void;
+  /** Test-only: also serve the fault routes of faults.ts (never set by `npm run demo-source`). */
+  faults?: boolean;
+  /** Test-only: keep every request (`seen()`, `count()`); bodies are read before routing. */
+  record?: boolean;
+}
+
+/** A request as the recorder kept it. */
+export interface SeenRequest {
+  method: string;
+  path: string;
+  url: URL;
+  headers: IncomingHttpHeaders;
+  body: string;
 }
 
 export interface DemoSource {
@@ -34,6 +49,10 @@ export interface DemoSource {
   close(): Promise<void>;
   /** Requests received since start. */
   requests(): number;
+  /** With `record`: every request received, in arrival order. */
+  seen(): SeenRequest[];
+  /** With `record`: the number of requests whose path starts with `prefix`. */
+  count(prefix: string): number;
 }
 
 function envInt(name: string, value: string | undefined, fallback: number, max: number): number {
@@ -51,7 +70,7 @@ function methodNotAllowed(method: string, allow: string, path: string): HttpErro
   return new HttpError(405, 'method_not_allowed', `${method} is not allowed on ${path}; use ${allow}`, { Allow: allow });
 }
 
-async function route(ctx: RequestContext): Promise<void> {
+async function route(ctx: RequestContext, faults: boolean): Promise<void> {
   const { req, url } = ctx;
   const method = req.method ?? 'GET';
   const path = url.pathname;
@@ -72,7 +91,7 @@ async function route(ctx: RequestContext): Promise<void> {
     if (!authorized('api-key', req, url.searchParams, ctx.credentials)) {
       return sendJson(ctx.res, 401, { errors: [{ message: refusal('api-key') }], data: null });
     }
-    return handleGraphQL(ctx, await readBody(req));
+    return handleGraphQL(ctx, await requestBody(ctx));
   }
 
   const segments = path.split('/');
@@ -80,7 +99,7 @@ async function route(ctx: RequestContext): Promise<void> {
   const service = soap ? SOAP_SERVICES[soap[1]!] : undefined;
   if (soap && service) {
     if (method !== 'POST') throw methodNotAllowed(method, 'POST', path);
-    const xml = await readBody(req);
+    const xml = await requestBody(ctx);
     if (!authorized('basic', req, url.searchParams, ctx.credentials)) return unauthorized(ctx, 'basic', true);
     return handleSoap(ctx, soap[1]!, service, xml);
   }
@@ -91,6 +110,11 @@ async function route(ctx: RequestContext): Promise<void> {
     dialect.precheck?.(ctx);
     if (!authorized(dialect.auth, req, url.searchParams, ctx.credentials)) return unauthorized(ctx, dialect.auth, false);
     return dialect.handle(ctx);
+  }
+  const fault = faults ? FAULTS.get(path.replace(/(.)\/$/, '$1')) : undefined;
+  if (fault) {
+    if (!readMethod && !fault.anyMethod) throw methodNotAllowed(method, 'GET', path);
+    return fault.handle(ctx);
   }
   throw new HttpError(404, 'not_found', `no route for ${method} ${path}; see docs/demo-source.md`);
 }
@@ -110,6 +134,11 @@ export async function startDemoSource(options: DemoSourceOptions = {}): Promise<
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const data = new Partners(rows);
   const flaky = new Map<string, number>();
+  const recorded: SeenRequest[] | undefined = options.record ? [] : undefined;
+  const seen = () => {
+    if (!recorded) throw new Error('startDemoSource({ record: true }) keeps the requests; this source was started without it');
+    return recorded;
+  };
   let count = 0;
   let boundPort = port;
 
@@ -133,7 +162,15 @@ export async function startDemoSource(options: DemoSourceOptions = {}): Promise<
       url = new URL('/', 'http://invalid');
     }
     const ctx: RequestContext = { req, res, url, origin, data, credentials, flaky };
-    route(ctx).catch((error: unknown) => {
+    const handle = async () => {
+      if (recorded) {
+        const entry: SeenRequest = { method: req.method ?? 'GET', path: url.pathname, url, headers: req.headers, body: '' };
+        recorded.push(entry);
+        entry.body = await requestBody(ctx);
+      }
+      await route(ctx, options.faults === true);
+    };
+    handle().catch((error: unknown) => {
       if (res.headersSent) return res.destroy();
       if (error instanceof HttpError) return sendJson(res, error.status, { error: error.code, message: error.message }, error.headers);
       sendJson(res, 500, { error: 'internal_error', message: `demo source bug: ${(error as Error)?.message ?? String(error)}` });
@@ -153,6 +190,8 @@ export async function startDemoSource(options: DemoSourceOptions = {}): Promise<
     url: `http://${urlHost(host)}:${boundPort}`,
     port: boundPort,
     requests: () => count,
+    seen,
+    count: (prefix) => seen().filter((r) => r.path.startsWith(prefix)).length,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

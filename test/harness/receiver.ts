@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
  * reads (an OpenAPI document, rows the database refuses). It records every request (path, headers,
  * raw body, time) and answers as its `behave` function says: a status, headers and body, after a
  * delay, or never (hang). The demo source (src/demo-source) is the realistic source; the engine's
- * failure modes have their own fixture (src/connectors/engine/testing/fake-source.ts).
+ * failure modes are its test-only fault routes (src/demo-source/faults.ts, `startDemoSource({ faults: true })`).
  */
 
 export interface Received {

@@ -1,16 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { CredentialError, TemplateError } from '../engine/errors.js';
 import { firstPage } from '../engine/read.js';
-import { type FakeSource, startFakeSource } from '../engine/testing/fake-source.js';
-import { connectorSpec, endpointSpec, engineContext, readAll } from '../engine/testing/specs.js';
+import type { DemoSource } from '../../demo-source/server.js';
+import { connectorSpec, endpointSpec, engineContext, readAll, startFixtureSource } from '../engine/testing/specs.js';
 import type { Auth, ConnectorSpec, HeaderSpec } from '../types.js';
 import { composeHeaders } from './headers.js';
 import { resolveAuth } from './index.js';
 import { resolveTemplates } from './template.js';
 
-let source: FakeSource;
+let source: DemoSource;
 beforeAll(async () => {
-  source = await startFakeSource({ rows: 5 });
+  source = await startFixtureSource(95);
 });
 afterAll(() => source.close());
 
@@ -22,7 +22,7 @@ interface Echo {
   body: string;
 }
 
-const echoEndpoint = (overrides = {}) => endpointSpec('/echo', { kind: 'none', response_path: '$.data' }, overrides);
+const echoEndpoint = (overrides = {}) => endpointSpec('/echo/partners', { kind: 'none', response_path: '$.data' }, overrides);
 
 async function echo(connector: Partial<ConnectorSpec>, values: Record<string, string> = {}, endpoint = echoEndpoint()): Promise<Echo> {
   const result = await readAll(connectorSpec(source.url, connector), endpoint, engineContext(values));
@@ -74,25 +74,26 @@ describe('headers and auth on the wire', () => {
   });
 
   it('basic: an unresolved password_env fails naming it, never a value', async () => {
-    const before = source.requests.length;
+    const before = source.seen().length;
     const result = await readAll(connectorSpec(source.url, { auth: { kind: 'basic', username: 'demo', password_env: 'DEMO_PW' } }), echoEndpoint(), engineContext({ DEMO_PW: '' }));
     expect(result.error?.message).toMatch(/^credential DEMO_PW did not resolve \(auth\.password_env\)/);
     // The auth probe runs before any request.
-    expect(source.requests.length).toBe(before);
+    expect(source.seen().length).toBe(before);
   });
 
   it('api-key in query rides on every request URL, pagination links included', async () => {
-    const start = source.requests.length;
+    // The demo source's /link dialect takes the key as ?api_key= too, and refuses a page without it.
+    const start = source.seen().length;
     const result = await readAll(
       connectorSpec(source.url, { auth: { kind: 'api-key', in: 'query', name: 'api_key', value_env: 'KEY' } }),
-      endpointSpec('/link/partners?per_page=2&relative=1', { kind: 'link-header', response_path: '$' }),
-      engineContext({ KEY: 'k-secret-1' }),
+      endpointSpec('/link/partners?limit=40', { kind: 'link-header', response_path: '$' }),
+      engineContext({ KEY: 'demo-api-key' }),
     );
     expect(result.error).toBeUndefined();
-    expect(result.items).toHaveLength(5);
-    const seen = source.requests.slice(start);
+    expect(result.items).toHaveLength(95);
+    const seen = source.seen().slice(start);
     expect(seen).toHaveLength(3);
-    for (const r of seen) expect(r.url.searchParams.getAll('api_key')).toEqual(['k-secret-1']);
+    for (const r of seen) expect(r.url.searchParams.getAll('api_key')).toEqual(['demo-api-key']);
     expect(seen.every((r) => r.headers['x-api-key'] === undefined)).toBe(true);
   });
 
@@ -133,7 +134,7 @@ describe('credentials stay out of messages', () => {
       endpointSpec('/bad-request/partners', { kind: 'none', response_path: '$' }),
       engineContext({ DEMO_PW: 'demo-password' }),
     );
-    expect(result.error?.message).toBe('upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: {"error":"missing header X-Api-Version","echo":"Basic [REDACTED]"}');
+    expect(result.error?.message).toBe('upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: {"error":"bad_request","message":"header X-Api-Version is required","authorization":"Basic [REDACTED]"}');
   });
 });
 
@@ -171,10 +172,10 @@ describe('firstPage masks credentials in the composed URL', () => {
   it('api key in query is reported as ***', async () => {
     const report = await firstPage(
       connectorSpec(source.url, { auth: { kind: 'api-key', in: 'query', name: 'api_key', value_env: 'KEY' } }),
-      endpointSpec('/offset/partners', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 2, response_path: '$.data' }),
-      engineContext({ KEY: 'k-secret-1' }),
+      endpointSpec('/link/partners?limit=2', { kind: 'link-header', response_path: '$' }),
+      engineContext({ KEY: 'demo-api-key' }),
     );
-    expect(report.url).toBe(`${source.url}/offset/partners?offset=0&limit=2&api_key=***`);
+    expect(report.url).toBe(`${source.url}/link/partners?limit=2&api_key=***`);
     expect(report.verdict).toBe('ok');
   });
 });

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { generatePartners } from '../../demo-source/data.js';
+import type { DemoSource } from '../../demo-source/server.js';
 import { firstPage } from './read.js';
-import { type FakeSource, startFakeSource } from './testing/fake-source.js';
-import { connectorSpec, endpointSpec, engineContext } from './testing/specs.js';
+import { connectorSpec, DEMO_AUTH, endpointSpec, engineContext, startFixtureSource } from './testing/specs.js';
 
-let source: FakeSource;
+let source: DemoSource;
 beforeAll(async () => {
-  source = await startFakeSource({ rows: 30 });
+  source = await startFixtureSource(95);
 });
 afterAll(() => source.close());
 
@@ -13,14 +14,14 @@ const spring = endpointSpec('/spring/partners', { kind: 'page', page_param: 'pag
 
 describe('firstPage (pre-flight probe)', () => {
   it('composes the first request a run would send and reports its records', async () => {
-    const report = await firstPage(connectorSpec(source.url), spring, engineContext());
+    const report = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.basic }), spring, engineContext());
     expect(report).toMatchObject({ url: `${source.url}/spring/partners?page=0&size=10`, method: 'GET', status: 200, verdict: 'ok' });
     expect(report.items).toHaveLength(10);
-    expect(report.sample).toEqual({ id: 1, name: 'Partner 1', updated_at: expect.any(String) });
+    expect(report.sample).toEqual(generatePartners(1)[0]);
   });
 
   it('a 200 whose response_path matches nothing: ok with 0 items', async () => {
-    const report = await firstPage(connectorSpec(source.url), endpointSpec('/spring/partners', { kind: 'none', response_path: '$.nothing' }), engineContext());
+    const report = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.basic }), endpointSpec('/spring/partners', { kind: 'none', response_path: '$.nothing' }), engineContext());
     expect(report).toMatchObject({ status: 200, items: [], verdict: 'ok' });
     expect(report.sample).toBeUndefined();
   });
@@ -33,23 +34,25 @@ describe('firstPage (pre-flight probe)', () => {
   });
 
   it('a refused credential is HTTP 401; an unresolved one is named before any request', async () => {
-    const secure = endpointSpec('/secure/partners', { kind: 'none', response_path: '$.data' });
+    const secure = endpointSpec('/v1/partners?limit=3', { kind: 'none', response_path: '$.data' });
     const bearer = connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'SRC_TOKEN' } });
     expect(await firstPage(bearer, secure, engineContext({ SRC_TOKEN: 'wrong' }))).toMatchObject({ status: 401, verdict: 'HTTP 401' });
-    expect(await firstPage(bearer, secure, engineContext({ SRC_TOKEN: 'good-token' }))).toMatchObject({ status: 200, verdict: 'ok', items: [expect.anything(), expect.anything(), expect.anything()] });
-    const before = source.requests.length;
+    expect(await firstPage(bearer, secure, engineContext({ SRC_TOKEN: 'demo-bearer-token' }))).toMatchObject({ status: 200, verdict: 'ok', items: [expect.anything(), expect.anything(), expect.anything()] });
+    const before = source.seen().length;
     const unresolved = await firstPage(bearer, secure, engineContext());
-    expect(source.requests.length).toBe(before);
-    expect(unresolved).toMatchObject({ url: `${source.url}/secure/partners`, method: 'GET', status: 0, items: [] });
+    expect(source.seen().length).toBe(before);
+    expect(unresolved).toMatchObject({ url: `${source.url}/v1/partners?limit=3`, method: 'GET', status: 0, items: [] });
     expect(unresolved.verdict).toMatch(/^credential SRC_TOKEN did not resolve/);
   });
 
   it('GraphQL faults are named in the verdict', async () => {
     const relay = (query: string) =>
       endpointSpec('/graphql', { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.partners.pageInfo.endCursor', has_more_path: '$.data.partners.pageInfo.hasNextPage', response_path: '$.data.partners.edges[*].node' }, { graphql: true, method: 'POST', query });
-    const boom = await firstPage(connectorSpec(source.url), relay('{ boom }'), engineContext());
-    expect(boom).toMatchObject({ method: 'POST', status: 200, items: [], verdict: 'GraphQL response carried 2 error(s); first: boom requested' });
-    const good = await firstPage(connectorSpec(source.url), relay('{ partners(first: 7) { edges { node { id } } } }'), engineContext());
+    const boom = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.apiKey }), relay('{ boom }'), engineContext());
+    expect(boom).toMatchObject({ method: 'POST', status: 200, items: [], verdict: 'GraphQL response carried 1 error(s); first: boom: the demo source fails any query mentioning boom' });
+    const twice = await firstPage(connectorSpec(source.url, { graphqlPath: '/errors/graphql' }), relay('{ partners { edges { node { id } } } }'), engineContext());
+    expect(twice).toMatchObject({ url: `${source.url}/errors/graphql`, status: 200, items: [], verdict: 'GraphQL response carried 2 error(s); first: boom: the first of two errors' });
+    const good = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.apiKey }), relay('{ partners(first: 7) { edges { node { id } } } }'), engineContext());
     expect(good).toMatchObject({ url: `${source.url}/graphql`, method: 'POST', status: 200, verdict: 'ok' });
     expect(good.items).toHaveLength(7);
   });
@@ -62,10 +65,12 @@ describe('firstPage (pre-flight probe)', () => {
 
   it('sends the stored watermark like the first request of a run', async () => {
     const report = await firstPage(
-      connectorSpec(source.url),
+      connectorSpec(source.url, { auth: DEMO_AUTH.basic }),
       endpointSpec('/offset/partners', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 5, response_path: '$.data' }, { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }),
-      engineContext({}, { watermark: '2024-06-01' }),
+      engineContext({}, { watermark: '2025-06-01' }),
     );
-    expect(report.url).toBe(`${source.url}/offset/partners?offset=0&limit=5&updated_since=2024-06-01`);
+    expect(report.url).toBe(`${source.url}/offset/partners?offset=0&limit=5&updated_since=2025-06-01`);
+    expect(report.verdict).toBe('ok');
+    expect(report.items.every((p) => (p as { updated_at: string }).updated_at >= '2025-06-01')).toBe(true);
   });
 });

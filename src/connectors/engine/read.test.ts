@@ -16,14 +16,23 @@ import {
 } from './errors.js';
 import type { RetryEvent } from './http.js';
 import { readEndpoint } from './read.js';
-import { type FakeSource, startFakeSource } from './testing/fake-source.js';
-import { connectorSpec, endpointSpec, engineContext, ids, range, readAll } from './testing/specs.js';
+import type { DemoSource } from '../../demo-source/server.js';
+import { connectorSpec, DEMO_AUTH, endpointSpec, engineContext, ids, range, readAll, startFixtureSource } from './testing/specs.js';
 
-let source: FakeSource;
+let source: DemoSource;
+/** 150 rows: the demo source's /liar serves ids up to 150 − 100 = 50 and declares 150. */
+let liar: DemoSource;
 beforeAll(async () => {
-  source = await startFakeSource({ rows: 95 });
+  source = await startFixtureSource(95);
+  liar = await startFixtureSource(150);
 });
-afterAll(() => source.close());
+afterAll(async () => {
+  await source.close();
+  await liar.close();
+});
+
+/** The demo source's offset dialects (/offset, /hdr) ask for basic auth. */
+const basic = { auth: DEMO_AUTH.basic };
 
 const offset = (limit = 20, total = true): Pagination => ({ kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit, response_path: '$.data', ...(total ? { total_path: '$.total' } : {}) });
 const relay = (query: string) =>
@@ -37,7 +46,7 @@ describe('retry policy', () => {
     expect(source.count('/down/') - before).toBe(5);
     expect(result.pages).toHaveLength(0);
     expect(result.error).toBeInstanceOf(UpstreamHttpError);
-    expect(result.error?.message).toBe('upstream returned HTTP 500 (transient) — refusing to ingest its body as data: {"error":"down"}');
+    expect(result.error?.message).toBe('upstream returned HTTP 500 (transient) — refusing to ingest its body as data: {"error":"internal_error","message":"the demo source is down (this dialect always fails)"}');
     expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: true, status: 500 });
     // Exponential from the (shortened) base: 5, 10, 20 (cap), 20 (cap), each ±10 %.
     expect(retries.map((r) => r.attempt)).toEqual([1, 2, 3, 4]);
@@ -49,15 +58,14 @@ describe('retry policy', () => {
   });
 
   it('a permanent status is not retried and is Failed, not retryable', async () => {
-    const before = source.count('/bad-request/');
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/bad-request/partners', offset()), engineContext());
-    expect(source.count('/bad-request/') - before).toBe(1);
-    expect(result.error?.message).toBe('upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: {"error":"missing header X-Api-Version","echo":null}');
+    const before = source.count('/hdr/');
+    const result = await readAll(connectorSpec(source.url, basic), endpointSpec('/hdr/partners', offset()), engineContext());
+    expect(source.count('/hdr/') - before).toBe(1);
+    expect(result.error?.message).toBe('upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: {"error":"bad_request","message":"header X-Api-Version is required"}');
     expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: false });
   });
 
   it('429 then 503 then 200 on every page: every row once, 3 requests per page, Retry-After honoured', async () => {
-    source.flakyRetryAfter = '0';
     const before = source.count('/flaky/');
     const retries: RetryEvent[] = [];
     const limiter = new CountingBucket();
@@ -73,30 +81,32 @@ describe('retry policy', () => {
       [1, 429],
       [2, 503],
     ]);
-    expect(retries[0]!.delayMs).toBe(0); // Retry-After: 0 wins over the computed 5 ms
-    expect(retries[1]!.delayMs).toBeGreaterThanOrEqual(9);
-    expect(retries[1]!.delayMs).toBeLessThanOrEqual(11);
+    // The demo source's /flaky sends Retry-After: 0 with the 429 and the 503: it wins over the computed 5 and 10 ms.
+    expect(retries.map((r) => r.delayMs)).toEqual([0, 0, 0, 0]);
   });
 
   it('a numeric Retry-After overrides the computed delay in both directions', async () => {
-    source.flakyRetryAfter = '0.3';
+    // /retry-after: per query string a 429 with `Retry-After: <retry_after>`, a 503 without one, then the page.
     const retries: RetryEvent[] = [];
     let started = Date.now();
-    let result = await readAll(connectorSpec(source.url), endpointSpec('/flaky/partners?tag=longer', offset(100)), engineContext({}, { onRetry: (e) => retries.push(e) }));
+    let result = await readAll(connectorSpec(source.url), endpointSpec('/retry-after/partners?tag=longer&retry_after=0.3', offset(100)), engineContext({}, { onRetry: (e) => retries.push(e) }));
     expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(95));
     expect(retries[0]).toMatchObject({ status: 429, delayMs: 300 });
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    // The 503 without Retry-After waits the computed delay of a second attempt (10 ms ± 10 %).
+    expect(retries[1]).toMatchObject({ attempt: 2, status: 503 });
+    expect(retries[1]!.delayMs).toBeGreaterThanOrEqual(9);
+    expect(retries[1]!.delayMs).toBeLessThanOrEqual(11);
 
     // With a 5 s base delay, a Retry-After of 0 still retries at once (the 503 after it would wait 10 s: one attempt budget of 2 stops there).
-    source.flakyRetryAfter = '0';
     retries.length = 0;
     started = Date.now();
     const baseDelayMs = 5000;
-    result = await readAll(connectorSpec(source.url), endpointSpec('/flaky/partners?tag=shorter', offset(100)), engineContext({}, { retry: { attempts: 2, baseDelayMs, maxDelayMs: 60_000 }, onRetry: (e) => retries.push(e) }));
+    result = await readAll(connectorSpec(source.url), endpointSpec('/retry-after/partners?tag=shorter&retry_after=0', offset(100)), engineContext({}, { retry: { attempts: 2, baseDelayMs, maxDelayMs: 60_000 }, onRetry: (e) => retries.push(e) }));
     expect(retries).toEqual([expect.objectContaining({ status: 429, delayMs: 0 })]);
     expect(Date.now() - started).toBeLessThan(baseDelayMs / 5); // relative to the delay it did not wait
     expect(result.error?.message).toMatch(/^upstream returned HTTP 503 \(transient\)/);
-    source.flakyRetryAfter = '0';
   });
 
   it('network errors are retried, then Failed and retryable', async () => {
@@ -123,7 +133,7 @@ describe('retry policy', () => {
 
 describe('page cap', () => {
   it('reaching maxPages while the source has more ends Partial, after yielding those pages', async () => {
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(10)), engineContext({}, { maxPages: 3 }));
+    const result = await readAll(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset(10)), engineContext({}, { maxPages: 3 }));
     expect(result.pages.map((p) => p.number)).toEqual([1, 2, 3]);
     expect(ids(result.items)).toEqual(range(30));
     expect(result.error).toBeInstanceOf(PageCapError);
@@ -132,7 +142,7 @@ describe('page cap', () => {
   });
 
   it('a read that ends exactly on the cap completes', async () => {
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(19)), engineContext({}, { maxPages: 5 }));
+    const result = await readAll(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset(19)), engineContext({}, { maxPages: 5 }));
     expect(result.error).toBeUndefined();
     expect(ids(result.items)).toEqual(range(95));
   });
@@ -144,17 +154,17 @@ describe('page cap', () => {
 
 describe('declared total (total_path)', () => {
   it('more declared than returned: Failed naming both figures, after every page was yielded', async () => {
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/liar/partners', offset(20)), engineContext());
-    expect(result.items).toHaveLength(90);
+    const result = await readAll(connectorSpec(liar.url), endpointSpec('/liar/partners', offset(20)), engineContext());
+    expect(ids(result.items)).toEqual(range(50));
     expect(result.error).toBeInstanceOf(DeclaredTotalMismatchError);
-    expect(result.error?.message).toBe('the source declared 95 rows but this run returned 90 — refusing to report a partial extract as a complete one');
+    expect(result.error?.message).toBe('the source declared 150 rows but this run returned 50 — refusing to report a partial extract as a complete one');
     expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: false });
   });
 
   it('fewer declared than returned: Failed too', async () => {
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/drf/partners?page_size=20&declare=80', { kind: 'body-link', link_path: '$.next', response_path: '$.results', total_path: '$.count' }), engineContext());
+    const result = await readAll(connectorSpec(source.url), endpointSpec('/drf-low/partners?limit=20', { kind: 'body-link', link_path: '$.next', response_path: '$.results', total_path: '$.count' }), engineContext());
     expect(result.items).toHaveLength(95);
-    expect(result.error?.message).toBe('the source declared 80 rows but this run returned 95 — refusing to report a partial extract as a complete one');
+    expect(result.error?.message).toBe('the source declared 90 rows but this run returned 95 — refusing to report a partial extract as a complete one');
   });
 
   it('fewer declared (offset stops at the declared total) is caught as well', async () => {
@@ -164,20 +174,20 @@ describe('declared total (total_path)', () => {
   });
 
   it('the declared total is handed over on each page', async () => {
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(50)), engineContext());
+    const result = await readAll(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset(50)), engineContext());
     expect(result.pages.map((p) => p.declaredTotal)).toEqual([95, 95]);
   });
 
   it('exemption: no total_path', async () => {
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/liar/partners', offset(20, false)), engineContext());
+    const result = await readAll(connectorSpec(liar.url), endpointSpec('/liar/partners', offset(20, false)), engineContext());
     expect(result.error).toBeUndefined();
-    expect(result.items).toHaveLength(90);
+    expect(result.items).toHaveLength(50);
   });
 
   it('exemption: watermark endpoints', async () => {
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/liar/partners', offset(20), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }), engineContext());
+    const result = await readAll(connectorSpec(liar.url), endpointSpec('/liar/partners', offset(20), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }), engineContext());
     expect(result.error).toBeUndefined();
-    expect(result.items).toHaveLength(90);
+    expect(result.items).toHaveLength(50);
   });
 
   it('exemption: the declared total changes between pages', async () => {
@@ -207,20 +217,21 @@ describe('stale positions (404/410 for a cursor carried from an earlier page)', 
   it('404 on the first request is an ordinary permanent failure', async () => {
     const result = await readAll(connectorSpec(source.url), cursor('/no-such/partners'), engineContext());
     expect(result.error).toBeInstanceOf(UpstreamHttpError);
-    expect(result.error?.message).toBe('upstream returned HTTP 404 (permanent) — refusing to ingest its body as data: {"error":"not found"}');
+    expect(result.error?.message).toBe('upstream returned HTTP 404 (permanent) — refusing to ingest its body as data: {"error":"not_found","message":"no route for GET /no-such/partners; see docs/demo-source.md"}');
   });
 });
 
 describe('GraphQL envelopes', () => {
   it('an errors array fails the read with the count and the first message', async () => {
-    const result = await readAll(connectorSpec(source.url), relay('{ partners(first: 10) { boom } }'), engineContext());
+    // A fault route answering two errors; the demo source's own `boom` carries one.
+    const result = await readAll(connectorSpec(source.url, { graphqlPath: '/errors/graphql' }), relay('{ partners(first: 10) { edges { node { id } } } }'), engineContext());
     expect(result.pages).toHaveLength(0);
     expect(result.error).toBeInstanceOf(GraphQLErrorsError);
-    expect(result.error?.message).toBe('GraphQL response carried 2 error(s); first: boom requested');
+    expect(result.error?.message).toBe('GraphQL response carried 2 error(s); first: boom: the first of two errors');
   });
 
   it('null data without errors is a malformed envelope', async () => {
-    const result = await readAll(connectorSpec(source.url), relay('{ partners(first: 10) { nullData } }'), engineContext());
+    const result = await readAll(connectorSpec(source.url, { auth: DEMO_AUTH.apiKey }), relay('{ partners(first: 10) { nullData } }'), engineContext());
     expect(result.error).toBeInstanceOf(GraphQLMalformedError);
     expect(result.error?.message).toBe('GraphQL response has no errors and null/absent data (malformed envelope): {"data":null}');
   });
@@ -228,20 +239,24 @@ describe('GraphQL envelopes', () => {
 
 describe('watermark', () => {
   it('is sent as incremental.param on every request of the read, so every page is filtered alike', async () => {
-    const start = source.requests.length;
+    const start = source.seen().length;
     const endpoint = endpointSpec('/offset/partners', offset(20, false), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } });
-    await readAll(connectorSpec(source.url), endpoint, engineContext({}, { watermark: '2024-03-01T00:00:00.000Z' }));
-    const queries = source.requests.slice(start).map((r) => Object.fromEntries(r.url.searchParams));
-    expect(queries[0]).toEqual({ offset: '0', limit: '20', updated_since: '2024-03-01T00:00:00.000Z' });
+    const result = await readAll(connectorSpec(source.url, basic), endpoint, engineContext({}, { watermark: '2025-03-01T00:00:00.000Z' }));
+    const queries = source.seen().slice(start).map((r) => Object.fromEntries(r.url.searchParams));
+    expect(queries[0]).toEqual({ offset: '0', limit: '20', updated_since: '2025-03-01T00:00:00.000Z' });
     expect(queries.length).toBeGreaterThan(1);
-    for (const q of queries.slice(1)) expect(q.updated_since).toBe('2024-03-01T00:00:00.000Z');
+    for (const q of queries.slice(1)) expect(q.updated_since).toBe('2025-03-01T00:00:00.000Z');
+    // The source filtered every page alike: only rows updated since the mark, none twice.
+    expect(result.items.length).toBeLessThan(95);
+    expect(result.items.every((p) => (p as { updated_at: string }).updated_at >= '2025-03-01')).toBe(true);
+    expect(new Set(ids(result.items)).size).toBe(result.items.length);
   });
 
   it('is not sent by a full endpoint, nor without a stored mark', async () => {
-    const start = source.requests.length;
-    await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(50)), engineContext({}, { watermark: '2024-12-01' }));
-    await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(50), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }), engineContext());
-    expect(source.requests.slice(start).every((r) => !r.url.searchParams.has('updated_since'))).toBe(true);
+    const start = source.seen().length;
+    await readAll(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset(50)), engineContext({}, { watermark: '2025-12-01' }));
+    await readAll(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset(50), { incremental: { mode: 'watermark', param: 'updated_since', watermark_path: '$.updated_at' } }), engineContext());
+    expect(source.seen().slice(start).every((r) => !r.url.searchParams.has('updated_since'))).toBe(true);
   });
 });
 
@@ -252,7 +267,7 @@ describe('cancellation', () => {
     const pages: number[] = [];
     let error: unknown;
     try {
-      for await (const page of readEndpoint(connectorSpec(source.url), endpointSpec('/offset/partners', offset(10)), engineContext({}, { signal: controller.signal }))) {
+      for await (const page of readEndpoint(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset(10)), engineContext({}, { signal: controller.signal }))) {
         pages.push(page.number);
         if (page.number === 2) controller.abort();
       }
@@ -276,10 +291,10 @@ describe('cancellation', () => {
   });
 
   it('an already aborted signal sends nothing', async () => {
-    const before = source.requests.length;
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset()), engineContext({}, { signal: AbortSignal.abort() }));
+    const before = source.seen().length;
+    const result = await readAll(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset()), engineContext({}, { signal: AbortSignal.abort() }));
     expect(result.error).toBeInstanceOf(CancelledError);
-    expect(source.requests.length).toBe(before);
+    expect(source.seen().length).toBe(before);
   });
 });
 
@@ -291,7 +306,7 @@ function collectGarbage(): void {
 
 describe('streaming, page by page', () => {
   it('a 2,000-page read never runs ahead of its consumer', async () => {
-    const big = await startFakeSource({ rows: 2000 });
+    const big = await startFixtureSource(2000);
     try {
       let checked = 0;
       // Garbage is collected before both readings, so the difference is what the read retained, not
@@ -302,7 +317,7 @@ describe('streaming, page by page', () => {
       const onWarning = (w: Error) => warnings.push(w);
       process.on('warning', onWarning);
       const controller = new AbortController();
-      for await (const page of readEndpoint(connectorSpec(big.url), endpointSpec('/offset/partners', offset(1)), engineContext({}, { signal: controller.signal }))) {
+      for await (const page of readEndpoint(connectorSpec(big.url, basic), endpointSpec('/offset/partners', offset(1)), engineContext({}, { signal: controller.signal }))) {
         // Page N is handed over before page N+1 is requested (let alone N+2).
         expect(big.count('/offset/')).toBe(page.number);
         checked += 1;
@@ -323,13 +338,13 @@ describe('streaming, page by page', () => {
 describe('rate limit through the engine', () => {
   it('a 20/s bucket bounds the request rate', async () => {
     const limiter = new TokenBucket({ count: 10, windowMs: 500 });
-    const before = source.requests.length;
+    const before = source.seen().length;
     const started = Date.now();
     // 95 rows by 3 = 32 requests: 10 from the full bucket, 22 more at 20/s ≥ 1.1 s.
-    const result = await readAll(connectorSpec(source.url), endpointSpec('/offset/partners', offset(3)), engineContext({}, { limiter }));
+    const result = await readAll(connectorSpec(source.url, basic), endpointSpec('/offset/partners', offset(3)), engineContext({}, { limiter }));
     const elapsed = Date.now() - started;
     expect(result.error).toBeUndefined();
-    expect(source.requests.length - before).toBe(32);
+    expect(source.seen().length - before).toBe(32);
     const paced = (22 / 20) * 1000; // 22 requests past the full bucket at 20/s
     expect(elapsed).toBeGreaterThanOrEqual(paced - 50);
     expect(elapsed).toBeLessThan(paced * 5); // relative to the pace: the limiter does not hold back much more
