@@ -15,6 +15,8 @@ import { ClockRunner, type Now } from '../src/clock/clock.js';
 import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
 import { Leadership } from '../src/dispatch/leader.js';
+import { egressAgent } from '../src/egress/dispatcher.js';
+import { chatFromConfig } from '../src/retrieval/chat/from-config.js';
 import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
 import { pendingIndexer } from '../src/retrieval/indexer.js';
 import { createRetrievalServices } from '../src/retrieval/services.js';
@@ -106,6 +108,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const retrieval = createRetrievalServices({
     db,
     embedding: embeddingFromConfig(config),
+    chat: chatFromConfig(config, egressAgent(egress)),
+    statementTimeoutMs: config.duration('svc.analytic.statement-timeout'),
     platformDocuments: () => platformDocuments(catalog),
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,
     embedBatch: config.int('svc.embedding.batch'),

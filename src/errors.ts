@@ -48,6 +48,7 @@ export class ConflictError extends HubError {
   constructor(
     message: string,
     readonly field?: string,
+    readonly hint?: string,
   ) {
     super(message);
     this.name = 'ConflictError';
@@ -55,6 +56,7 @@ export class ConflictError extends HubError {
   render(): Rendered {
     const json: Record<string, unknown> = { error: this.message };
     if (this.field) json.field = this.field;
+    if (this.hint) json.hint = this.hint;
     return { status: 409, body: { json } };
   }
 }

@@ -220,8 +220,17 @@ describe('usage errors', () => {
     expect(result.err).toContain(usage);
   });
 
+  it('search prints the nearest rows (none in an empty tenant); chat without a model prints the hub\'s 503', async () => {
+    const found = await svc(['search', 'anything at all', '--top', '3']);
+    expect(found).toMatchObject({ code: 0, out: 'Nothing found.\n' });
+    expect((await svc(['search', 'x', '--top', 'many'])).err).toContain('--top must be a positive integer');
+    const chat = await svc(['chat', 'why?']);
+    expect(chat.code).not.toBe(0);
+    expect(chat.err).toContain('no chat model is configured');
+  });
+
   it('commands without a server side say so and exit 2', async () => {
-    for (const args of [['exports', 'ls'], ['chat', 'why?'], ['search', 'x']]) {
+    for (const args of [['exports', 'ls']]) {
       const result = await svc(args);
       expect(result.code).toBe(2);
       expect(result.err).toMatch(new RegExp(`^svc ${args[0]}: not available yet: `));

@@ -56,6 +56,54 @@ function positiveInt(c: Ctx, name: string): number | undefined {
   return Number(value);
 }
 
+const SCOPE: Flag = { type: 'string', arg: 'S', help: 'only this scope (default: your default scope; all: every scope you may read)' };
+const TOP: Flag = { type: 'string', arg: 'K', help: 'number of rows retrieved (default 10)' };
+
+/** The body of a search or chat call from QUERY and the flags. */
+function searchBody(c: Ctx, field: 'query' | 'question'): Record<string, unknown> {
+  const body: Record<string, unknown> = { [field]: c.args[0]! };
+  const scope = str(c, 'scope');
+  if (scope !== undefined) body.scope = scope;
+  const top = positiveInt(c, 'top');
+  if (top !== undefined) body.topK = top;
+  const corpus = str(c, 'corpus');
+  if (corpus !== undefined) body.corpus = corpus;
+  return body;
+}
+
+/**
+ * `svc chat`: the answer, then either the cited rows (table and key, from a search with the same
+ * question and filters: the hub retrieves the same rows for the same question) or, analytic, the SQL
+ * that ran and its rows.
+ */
+async function chat(c: Ctx): Promise<number> {
+  const body = searchBody(c, 'question');
+  if (bool(c, 'analytic')) body.mode = 'analytic';
+  const { body: answer } = await c.hub().call<Row>('POST', '/api/platform/rag/chat', { json: body });
+  if (c.json) {
+    c.out(json(answer));
+    return 0;
+  }
+  let text = `${String(answer.answer)}\n`;
+  if (body.mode === 'analytic') {
+    if (answer.sql) text += `\nSQL: ${String(answer.sql)}\n`;
+    const rows = (answer.rows as Row[] | undefined) ?? [];
+    if (rows.length) text += `\n${table(rows, Object.keys(rows[0]!).map((k) => field(k.toUpperCase(), k, 40)))}`;
+    if (answer.dataAsOf) text += `\nData as of ${String(answer.dataAsOf)}\n`;
+  } else {
+    const citations = (answer.citations as string[] | undefined) ?? [];
+    if (citations.length) {
+      const query = { query: body.question, ...(body.scope !== undefined && { scope: body.scope }), ...(body.topK !== undefined && { topK: body.topK }) };
+      const { body: found } = await c.hub().call<{ results: Row[] }>('POST', '/api/platform/rag/search', { json: query });
+      const byHash = new Map(found.results.map((r) => [r.rowHash as string, r.metadata as Row]));
+      const rows = citations.map((hash) => ({ hash, table: byHash.get(hash)?.table ?? '', key: byHash.get(hash)?.key ?? '' }));
+      text += `\nCitations:\n${table(rows, [field('TABLE', 'table'), field('KEY', 'key'), field('ROW', 'hash')])}`;
+    }
+  }
+  c.out(text);
+  return 0;
+}
+
 const LIMIT: Flag = { type: 'string', arg: 'N', help: 'at most N entries (the hub caps it at 200)' };
 
 // ---- shared shapes of a command ----
@@ -624,8 +672,30 @@ export const COMMANDS: Command[] = [
   { name: 'secrets rm', args: ['NAME'], summary: 'Delete a secret', run: async (c) => void (await act(c, 'DELETE', path`/api/platform/secrets/${c.args[0]!}`, `secret/${c.args[0]} deleted`)) },
 
   { name: 'exports', summary: 'Export manifests and runs (ls, run, runs, retry)', unavailable: 'the hub has no export API yet' },
-  { name: 'chat', summary: 'Ask a question over the ingested data', unavailable: 'the hub has no chat API yet' },
-  { name: 'search', summary: 'Search the ingested data', unavailable: 'the hub has no search API yet' },
+  {
+    name: 'search',
+    args: ['QUERY'],
+    flags: { scope: SCOPE, top: TOP, corpus: { type: 'string', arg: 'NAME', help: 'only this corpus (a connector\'s name, or system)' } },
+    summary: 'Semantic search over the ingested data: the nearest rows, best first',
+    run: async (c) => {
+      const { body } = await c.hub().call<{ results: Row[] }>('POST', '/api/platform/rag/search', { json: searchBody(c, 'query') });
+      const columns: Column[] = [
+        { header: 'SIMILARITY', value: (r) => (r.similarity as number).toFixed(3) },
+        { header: 'TABLE', value: (r) => (r.metadata as Row).table ?? (r.metadata as Row).corpus },
+        { header: 'KEY', value: (r) => (r.metadata as Row).key ?? '' },
+        { header: 'CONTENT', value: (r) => r.content, max: 70 },
+      ];
+      show(c, body, () => (body.results.length ? table(body.results, columns) : 'Nothing found.\n'));
+      return 0;
+    },
+  },
+  {
+    name: 'chat',
+    args: ['QUESTION'],
+    flags: { analytic: { type: 'boolean', help: 'answer with one read-only SQL query over the scope\'s schema card' }, scope: SCOPE, top: TOP },
+    summary: 'Ask a question over the ingested data: the answer and its cited rows, or the SQL that ran',
+    run: chat,
+  },
   {
     name: 'tui',
     flags: {

@@ -1,6 +1,11 @@
 import type { Database } from '../db/database.js';
 import { PortUnavailable } from '../errors.js';
 import { logger } from '../observability/logger.js';
+import type { ResolvedScope } from '../admin/scope-access.js';
+import { type AnalyticAnswer, analyticChat } from './analytic-chat.js';
+import type { ChatPort } from './chat/port.js';
+import { discoverCard, loadCard, type StoredCard } from './discovery.js';
+import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
 import type { EmbeddingPort } from './embedding/port.js';
 import { embedPending, expandPending, forgetOtherModels } from './indexer.js';
 import { PLATFORM_CORPUS, PLATFORM_TENANT, type PlatformDocument, rebuildPlatformCorpus } from './platform-corpus.js';
@@ -11,6 +16,7 @@ export interface SearchHit {
   rowHash: string;
   content: string;
   similarity: number;
+  /** `key`: the row's key at its source (external id), or what a platform chunk describes. */
   metadata: { row_hash: string | null; table: string | null; corpus: string; scopes: string[]; key?: string };
 }
 
@@ -26,6 +32,10 @@ export interface RetrievalDeps {
   db: Database;
   /** The embedding port, or undefined when none is configured (search answers 503). */
   embedding: EmbeddingPort | undefined;
+  /** The language model, or undefined when none is configured (chat answers 503). */
+  chat: ChatPort | undefined;
+  /** Statement timeout of an analytic query. */
+  statementTimeoutMs: number;
   /** The documents of the platform corpus (the composition root knows the OpenAPI document). */
   platformDocuments: () => PlatformDocument[];
   memoryBudgetBytes: number;
@@ -58,6 +68,14 @@ const NO_EMBEDDING = new PortUnavailable('no embedding port is configured', 'set
 
 export interface RetrievalServices {
   search(tenantId: number, request: SearchRequest): Promise<SearchHit[]>;
+  /** Semantic chat: the nearest chunks as context, the model's answer, the retrieved rows' hashes. */
+  chat(tenantId: number, question: string, request: Omit<SearchRequest, 'query'>): Promise<SemanticAnswer>;
+  /** Analytic chat over the scope's schema card (src/retrieval/analytic-chat.ts). */
+  analytic(tenantId: number, question: string, scope: ResolvedScope): Promise<AnalyticAnswer>;
+  /** The stored schema card of a scope. */
+  schemaCard(tenantId: number, scope: string): Promise<StoredCard | undefined>;
+  /** Discovers and stores a scope's schema card from its ext tables. */
+  rediscover(tenantId: number, scope: string): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }>;
   /** Chunks of the caller's tenant (plus the platform corpus), for a granted set or everything. */
   scopes(tenantId: number, granted: string[] | undefined): Promise<ScopeEntry[]>;
   corpora(tenantId: number, granted: string[] | undefined): Promise<CorpusEntry[]>;
@@ -91,7 +109,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     if (hits.length === 0) return [];
     const { rows } = await db.withTenant(tenantId, (tx) =>
       tx.query<{ id: number; row_hash: string | null; key: string | null; table_name: string | null; corpus: string; scopes: string[]; content: string }>(
-        'select id, row_hash, key, table_name, corpus, scopes, content from retrieval.chunks where id = any($1)',
+        'select id, row_hash, coalesce(key, external_id) as key, table_name, corpus, scopes, content from retrieval.chunks where id = any($1)',
         [hits.map((h) => h.id)],
       ),
     );
@@ -185,6 +203,10 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
 
   return {
     search,
+    chat: (tenantId, question, request) => semanticChat((r) => search(tenantId, r), deps.chat, question, request),
+    analytic: (tenantId, question, scope) => analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs }, tenantId, question, scope),
+    schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
+    rediscover: (tenantId, scope) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope)),
     scopes,
     corpora,
     status,

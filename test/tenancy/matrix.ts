@@ -98,6 +98,11 @@ export const TABLES: TableCase[] = [
     ...NONE,
     seed: `insert into retrieval.generations (tenant_id, generation) values ($1, 1) on conflict do nothing`,
   },
+  {
+    table: 'retrieval.schema_cards',
+    ...NONE,
+    seed: `insert into retrieval.schema_cards (tenant_id, scope, source_type, card) values ($1, 'matrix', 'discovered', '{}') on conflict do nothing`,
+  },
 ];
 
 /** Which fixture of theirs a path parameter names, by the collection before it. */

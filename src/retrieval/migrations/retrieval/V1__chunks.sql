@@ -85,3 +85,19 @@ create table retrieval.pending (
 alter table retrieval.pending enable row level security;
 create policy tenant_isolation on retrieval.pending
   using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant());
+
+-- The schema card of a scope: the relations and columns analytic chat may query, with labels,
+-- descriptions, examples and declared value domains. Built from entities, or discovered from the
+-- scope's ext tables (`POST /api/platform/rag/rediscover`); served by `GET /api/platform/rag/schema`.
+create table retrieval.schema_cards (
+  tenant_id   bigint not null references core.tenants (id),
+  scope       text not null,
+  source_type text not null,
+  enriched    boolean not null default false,
+  card        jsonb not null,
+  updated_at  timestamptz not null default now(),
+  primary key (tenant_id, scope)
+);
+alter table retrieval.schema_cards enable row level security;
+create policy tenant_isolation on retrieval.schema_cards
+  using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant());

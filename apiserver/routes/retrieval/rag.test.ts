@@ -1,0 +1,282 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { stringify } from 'yaml';
+import { startDemoSource } from '../../../src/demo-source/server.js';
+import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
+
+/**
+ * Retrieval through the public API: connectors ingest the real demo source under two scopes, the
+ * indexer turns rows into chunks embedded by the real offline model, and search, chat (against a
+ * scripted OpenAI-compatible stand-in: no language model can run here), the lists, status,
+ * reindex and the analytic guards answer as spec 2 says, with scope-bound users held to their grants.
+ */
+
+let hub: TestHub;
+let bare: TestHub;
+let demo: Awaited<ReturnType<typeof startDemoSource>>;
+let owner: pg.Client;
+let llm: Receiver;
+let admin: Client;
+/** What the stand-in model answers next (chat completions). */
+let nextAnswer = '';
+
+const T = 1;
+const ROWS = 60;
+
+beforeAll(async () => {
+  demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: ROWS, log: () => undefined });
+  llm = await startReceiver((path) =>
+    path === '/v1/chat/completions'
+      ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: 'c1', object: 'chat.completion', created: 0, model: 'stand-in', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: nextAnswer } }] }) }
+      : { status: 404, body: 'no' },
+  );
+  hub = await startTestHub({ 'svc.llm.base-url': `${llm.url}/v1`, 'svc.llm.model': 'stand-in' });
+  bare = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'none' });
+  owner = await ownerClient(hub.ownerUrl);
+  admin = devClient(hub.url, T);
+  for (const [name, scopes, table] of [['crm', ['partners'], 'ext.partners'], ['ledger', ['finance'], 'ext.accounts']] as const) {
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', scopes,
+      spec: {
+        base_url: demo.url,
+        endpoints: [{
+          id: 'all', path: '/open/partners',
+          pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, response_path: '$.data', total_path: '$.total' },
+          target: { kind: 'hybrid', table, unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'country', path: '$.country', type: 'text' }, { name: 'city', path: '$.city', type: 'text' }] },
+        }],
+      },
+    };
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/yaml' }, body: stringify(manifest) });
+    expect(applied.status).toBe(201);
+    await runToEnd(name);
+  }
+  await hub.services.retrieval.indexPass();
+}, 120_000);
+
+afterAll(async () => {
+  await owner?.end();
+  await bare?.stop();
+  await hub?.stop();
+  await demo?.close();
+  await llm?.close();
+});
+
+async function runToEnd(name: string): Promise<void> {
+  const started = await admin.post(`/api/connectors/${name}/runs`, {});
+  expect(started.status).toBe(202);
+  const [{ id }] = (started.body as { runs: Array<{ id: string }> }).runs as [{ id: string }];
+  for (let i = 0; i < 600; i++) {
+    const run = (await admin.get(`/api/platform/runs/${id}`)).body as { status: string };
+    if (run.status !== 'Running') return expect(run.status).toBe('Completed');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`run ${id} did not end`);
+}
+
+async function scopedUser(scopes: string[]): Promise<Client> {
+  const created = await admin.post(`/api/tenants/${T}/users`, { login: `rag-${scopes.join('-')}-${Math.random().toString(36).slice(2, 8)}`, name: 'Scoped' });
+  const id = (created.body as { id: number }).id;
+  expect((await admin.put(`/api/tenants/${T}/users/${id}/scopes`, { scopes })).status).toBe(200);
+  return client(hub.url, { 'X-Tenant-ID': String(T), 'X-User-ID': String(id) });
+}
+
+async function rowHash(table: string, externalId: string): Promise<string> {
+  return (await owner.query<{ row_hash: string }>(`select row_hash from ext_t${T}.${table} where external_id = $1`, [externalId])).rows[0]!.row_hash;
+}
+
+type Hit = { rowHash: string; content: string; similarity: number; metadata: { row_hash: string | null; table: string | null; corpus: string } };
+
+describe('chunks', () => {
+  it('one chunk per row and corpus, embedded, no duplicates after a second run', async () => {
+    await runToEnd('crm');
+    await hub.services.retrieval.indexPass();
+    const { rows } = await owner.query(
+      `select corpus, count(*)::int as n, count(distinct row_hash)::int as hashes, count(embedding)::int as embedded, min(octet_length(embedding))::int as bytes
+         from retrieval.chunks where tenant_id = $1 group by corpus order by corpus`,
+      [T],
+    );
+    expect(rows).toEqual([
+      { corpus: 'crm', n: ROWS, hashes: ROWS, embedded: ROWS, bytes: 2048 },
+      { corpus: 'ledger', n: ROWS, hashes: ROWS, embedded: ROWS, bytes: 2048 },
+    ]);
+    const pending = await owner.query('select count(*)::int as n from retrieval.pending');
+    expect(pending.rows[0].n).toBe(0);
+  });
+
+  it('status reads the embedding port live, and none without one', async () => {
+    const status = (await admin.get('/api/platform/rag/status')).body as Record<string, unknown>;
+    expect(status).toMatchObject({ indexed: true, chunks: ROWS * 2, provider: 'local', embeddingModel: 'universal-sentence-encoder-lite' });
+    expect(typeof status.indexedAt).toBe('string');
+    expect((await devClient(bare.url, T).get('/api/platform/rag/status')).body).toMatchObject({ provider: 'none', embeddingModel: 'none', chunks: ROWS * 2 });
+  });
+});
+
+describe('POST /api/platform/rag/search', () => {
+  it('finds the row a question names, with its hash, table and a cosine similarity', async () => {
+    const partner = (await owner.query<{ name: string; city: string }>(`select name, city from ext_t${T}.partners where external_id = '7'`)).rows[0]!;
+    const res = await admin.post('/api/platform/rag/search', { query: `${partner.name} in ${partner.city}`, topK: 3, scope: 'partners' });
+    expect(res.status).toBe(200);
+    const results = (res.body as { results: Hit[] }).results;
+    expect(results).toHaveLength(3);
+    expect(results.map((r) => r.rowHash)).toContain(await rowHash('partners', '7'));
+    for (const r of results) {
+      expect(r.metadata).toMatchObject({ table: 'ext.partners', corpus: 'crm', row_hash: r.rowHash });
+      expect(r.similarity).toBeLessThanOrEqual(1);
+    }
+    expect(results[0]!.similarity).toBeGreaterThanOrEqual(results[2]!.similarity);
+  });
+
+  it('filters by scope and corpus before ranking', async () => {
+    const finance = ((await admin.post('/api/platform/rag/search', { query: 'partner', topK: 20, scope: 'finance' })).body as { results: Hit[] }).results;
+    expect(finance).toHaveLength(20);
+    expect(new Set(finance.map((r) => r.metadata.corpus))).toEqual(new Set(['ledger']));
+    const crm = ((await admin.post('/api/platform/rag/search', { query: 'partner', topK: 5, corpus: 'crm' })).body as { results: Hit[] }).results;
+    expect(new Set(crm.map((r) => r.metadata.corpus))).toEqual(new Set(['crm']));
+  });
+
+  it('refuses a blank query, a bad topK, and answers 503 without an embedding port', async () => {
+    expect(await admin.post('/api/platform/rag/search', { query: '  ' })).toMatchObject({ status: 400, body: { error: 'query is required' } });
+    expect(await admin.post('/api/platform/rag/search', {})).toMatchObject({ status: 400, body: { error: 'query is required' } });
+    for (const topK of [0, -1, 10_000]) expect((await admin.post('/api/platform/rag/search', { query: 'x', topK })).status).toBe(400);
+    expect((await admin.post('/api/platform/rag/search', { query: 'x'.repeat(100_000) })).status).toBe(400);
+    const none = await devClient(bare.url, T).post('/api/platform/rag/search', { query: 'partner' });
+    expect(none.status).toBe(503);
+    expect(none.body).toMatchObject({ error: 'no embedding port is configured', hint: expect.any(String) });
+  });
+
+  it('holds a scope-bound user to the grants: blank and all read the granted tags only, another tag is refused', async () => {
+    const finance = await scopedUser(['finance']);
+    for (const scope of [undefined, '', 'all']) {
+      const res = await finance.post('/api/platform/rag/search', { query: 'partner', topK: 30, scope });
+      expect(res.status).toBe(200);
+      expect(new Set((res.body as { results: Hit[] }).results.map((r) => r.metadata.corpus))).toEqual(new Set(['ledger']));
+    }
+    expect(await finance.post('/api/platform/rag/search', { query: 'partner', scope: 'partners' })).toMatchObject({ status: 403, body: { error: 'scope not granted' } });
+    expect((await finance.get('/api/platform/rag/scopes')).body).toEqual([{ scope: 'finance', connectors: 1, chunks: ROWS, lastIndexed: expect.any(String) }]);
+    expect((await finance.get('/api/platform/rag/corpora')).body).toEqual([{ name: 'ledger', chunkCount: ROWS }]);
+  });
+});
+
+describe('scopes and corpora', () => {
+  it('lists every scope and corpus of the tenant for an unbound caller', async () => {
+    const scopes = (await admin.get('/api/platform/rag/scopes')).body as Array<{ scope: string; connectors: number; chunks: number }>;
+    expect(scopes.map((s) => [s.scope, s.connectors, s.chunks])).toEqual([['finance', 1, ROWS], ['partners', 1, ROWS]]);
+    const corpora = (await admin.get('/api/platform/rag/corpora')).body as Array<{ name: string; chunkCount: number }>;
+    expect(corpora.filter((c) => c.name !== 'system')).toEqual([{ name: 'crm', chunkCount: ROWS }, { name: 'ledger', chunkCount: ROWS }]);
+  });
+
+  it('another tenant sees none of it', async () => {
+    await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other') on conflict do nothing`);
+    const other = devClient(hub.url, 2);
+    expect((await other.get('/api/platform/rag/scopes')).body).toEqual([]);
+    const hits = ((await other.post('/api/platform/rag/search', { query: 'partner', topK: 50 })).body as { results: Hit[] }).results;
+    expect(hits.filter((h) => h.metadata.corpus !== 'system')).toEqual([]);
+  });
+});
+
+describe('semantic chat', () => {
+  it('gives the model the retrieved rows with their tags, and cites every retrieved row', async () => {
+    const hash = await rowHash('partners', '3');
+    nextAnswer = `It is in the data [row:${hash}].`;
+    const before = llm.on('/v1/chat/completions').length;
+    const res = await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 4 });
+    expect(res.status).toBe(200);
+    const body = res.body as { answer: string; citations: string[] };
+    expect(body.answer).toBe(nextAnswer);
+    expect(body.citations).toHaveLength(4);
+    const sent = JSON.parse(llm.on('/v1/chat/completions')[before]!.body) as { model: string; messages: Array<{ role: string; content: string }> };
+    expect(sent.model).toBe('stand-in');
+    for (const c of body.citations) expect(sent.messages[1]!.content).toContain(`[row:${c}]`);
+    // The user door behaves the same.
+    expect((await admin.post('/api/rag/chat', { question: 'Which partners?', scope: 'partners', topK: 2 })).body).toMatchObject({ answer: nextAnswer, citations: expect.any(Array) });
+  });
+
+  it('400 without a question; 503 with a hint without a model; 403 outside the grants', async () => {
+    expect(await admin.post('/api/platform/rag/chat', { question: ' ' })).toMatchObject({ status: 400, body: { error: 'question is required' } });
+    const none = await devClient(bare.url, T).post('/api/platform/rag/chat', { question: 'hello' });
+    expect(none.status).toBe(503);
+    expect(none.body).toMatchObject({ error: expect.any(String), hint: expect.any(String) });
+    const finance = await scopedUser(['finance']);
+    expect(await finance.post('/api/rag/chat', { question: 'hello', scope: 'partners' })).toMatchObject({ status: 403, body: { error: 'scope not granted' } });
+  });
+
+  it('503 when the model endpoint does not answer', async () => {
+    const down = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': 'http://127.0.0.1:9/v1' });
+    try {
+      const res = await devClient(down.url, T).post('/api/platform/rag/chat', { question: 'hello', scope: 'partners' });
+      expect(res.status).toBe(503);
+      expect((res.body as { error: string }).error).toMatch(/the language model did not answer/);
+    } finally {
+      await down.stop();
+    }
+  });
+});
+
+describe('analytic chat', () => {
+  it('409 with a hint before the scope has a card; rediscover builds it; GET schema serves it', async () => {
+    const missing = await admin.post('/api/platform/rag/chat', { question: 'how many?', mode: 'ANALYTIC', scope: 'partners' });
+    expect(missing).toMatchObject({ status: 409, body: { error: "no schema discovered for scope 'partners' — apply an entity or run discovery first", hint: expect.any(String) } });
+    expect(await admin.get('/api/platform/rag/schema?scope=partners')).toMatchObject({ status: 404, body: { error: 'No schema card found for scope: partners' } });
+    expect(await admin.get('/api/platform/rag/schema')).toMatchObject({ status: 400, body: { error: 'scope is required' } });
+    const summary = await admin.post('/api/platform/rag/rediscover?scope=partners');
+    expect(summary).toMatchObject({ status: 200, body: { scope: 'partners', tableCount: 1, enriched: false, sourceType: 'discovered' } });
+    const card = (await admin.get('/api/platform/rag/schema?scope=partners')).body as { relations: Array<{ name: string; columns: Array<{ name: string; values?: string[] }> }> };
+    expect(card.relations.map((r) => r.name)).toEqual(['ext.partners']);
+    const columns = card.relations[0]!.columns.map((c) => c.name);
+    expect(columns).toEqual(expect.arrayContaining(['external_id', 'name', 'country', 'city']));
+    expect(columns).not.toContain('data');
+    expect(card.relations[0]!.columns.find((c) => c.name === 'country')!.values).toContain('FR');
+  });
+
+  it('runs the one SELECT the guards approve, as the tenant, with dataAsOf', async () => {
+    nextAnswer = "```sql\nselect count(*) as partners from ext.partners where country = 'FR'\n```";
+    const res = await admin.post('/api/platform/rag/chat', { question: 'How many French partners?', mode: 'analytic', scope: 'partners' });
+    expect(res.status).toBe(200);
+    const expected = (await owner.query<{ n: number }>(`select count(*)::int as n from ext_t${T}.partners where country = 'FR'`)).rows[0]!.n;
+    const body = res.body as { answer: string; sql: string; rowCount: number; rows: Array<{ partners: number }>; dataAsOf?: string; otherDoors: string[] };
+    expect(body).toMatchObject({ rowCount: 1, rows: [{ partners: expected }], otherDoors: [], answer: `partners: ${expected}` });
+    expect(body.sql).toContain('ext.partners');
+    expect(Date.parse(body.dataAsOf!)).toBeGreaterThan(0);
+  });
+
+  it('refuses hostile SQL as a 200 answer naming the guard, with the refused SQL and no rows', async () => {
+    const before = (await owner.query(`select count(*)::int as n from ext_t${T}.partners`)).rows[0].n;
+    for (const [sql, guard] of [
+      ['delete from ext.partners', 1],
+      ['select * from core.tenants', 2],
+      ["select count(*) from ext.partners where country = 'XX'", 3],
+      ['select pg_sleep(10)', 2],
+    ] as const) {
+      nextAnswer = sql;
+      const res = await admin.post('/api/platform/rag/chat', { question: 'do it', mode: 'analytic', scope: 'partners' });
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ sql, rowCount: 0, rows: [], otherDoors: [] });
+      expect((res.body as { answer: string }).answer).toMatch(new RegExp(`^Refused \\(guard ${guard}\\)`));
+      expect(res.body).not.toHaveProperty('dataAsOf');
+    }
+    expect((await owner.query(`select count(*)::int as n from ext_t${T}.partners`)).rows[0].n).toBe(before);
+    nextAnswer = 'ABSTAIN: nothing about weather here';
+    expect((await admin.post('/api/platform/rag/chat', { question: 'weather?', mode: 'analytic', scope: 'partners' })).body).toMatchObject({ sql: '', rowCount: 0, rows: [] });
+  });
+});
+
+describe('the platform corpus and deletes', () => {
+  it('reindex answers 202 at once and builds the system corpus every tenant can search', async () => {
+    const res = await admin.post('/api/platform/rag/reindex');
+    expect(res).toMatchObject({ status: 202, body: { status: 'reindex_started' } });
+    await hub.services.retrieval.idle();
+    await hub.services.retrieval.indexPass();
+    const hits = ((await admin.post('/api/platform/rag/search', { query: 'store a secret value encrypted at rest', topK: 3, corpus: 'system' })).body as { results: Hit[] }).results;
+    expect(hits[0]!.rowHash).toBe('');
+    expect(hits[0]!.content).toMatch(/secrets/);
+  });
+
+  it('a connector delete removes its chunks from the table and from search', async () => {
+    expect((await admin.del('/api/connectors/ledger')).status).toBe(204);
+    expect((await owner.query(`select count(*)::int as n from retrieval.chunks where corpus = 'ledger'`)).rows[0].n).toBe(0);
+    const hits = ((await admin.post('/api/platform/rag/search', { query: 'partner', topK: 50 })).body as { results: Hit[] }).results;
+    expect(hits.some((h) => h.metadata.corpus === 'ledger')).toBe(false);
+  });
+});

@@ -1,0 +1,245 @@
+import { resolveScope } from '../../../src/admin/scope-access.js';
+import { callerTenant, type Principal } from '../../../src/auth/principal.js';
+import { NotFoundError, ScopeNotGranted, ValidationError } from '../../../src/errors.js';
+import type { AreaServices } from '../../../src/runtime/services.js';
+import { type JsonSchema, type ResponseDecl, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+
+/**
+ * Retrieval (docs/retrieval.md): search, chat on both doors, the scope and corpus lists, status and
+ * the platform corpus rebuild. Every read applies the caller's scope grants: a scope-bound user
+ * reads only granted tags (403 `scope not granted` when asking for another).
+ */
+
+const MAX_TEXT = 8000;
+const MAX_TOP_K = 100;
+
+const unavailable: ResponseDecl = { description: '`{error, hint}`: the embedding or chat port is not configured, or its backend did not answer', schema: errorBody };
+const scopeRefused = '; or JSON `{"error": "scope not granted"}`: a scope-bound user asked outside the grants';
+
+function platformRefusals(scoped: boolean): Record<number, ResponseDecl> {
+  const floor = refusals(true);
+  return scoped ? { ...floor, 403: { ...floor[403]!, description: `${floor[403]!.description}${scopeRefused}` } } : floor;
+}
+
+const topK = { type: 'integer', minimum: 1, maximum: MAX_TOP_K, description: `Number of chunks (default 10, at most ${MAX_TOP_K})` } as const;
+
+const searchBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    query: { type: 'string', maxLength: MAX_TEXT, description: 'What to look for; required, not blank' },
+    topK,
+    corpus: { type: 'string', maxLength: 200, description: 'Only this corpus (a connector\'s name, `system`, `workflow:<name>`)' },
+    scope: { type: 'string', maxLength: 200, description: 'Only chunks of this tag; `all` or blank: no tag filter (a scope-bound user: the granted tags)' },
+    filters: { type: 'object', description: 'Accepted and reserved: not applied' },
+  },
+} as const;
+
+const chatBody = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    question: { type: 'string', maxLength: MAX_TEXT, description: 'Required, not blank' },
+    mode: { type: 'string', maxLength: 50, description: '`analytic` (any case) for text-to-SQL; anything else, or absent: semantic' },
+    scope: { type: 'string', maxLength: 200, description: '`all`: no specific scope; blank or absent: the caller\'s default scope' },
+    corpus: { type: 'string', maxLength: 200, description: 'Semantic only: restrict to one corpus' },
+    topK,
+  },
+} as const;
+
+const hitSchema: JsonSchema = {
+  type: 'object',
+  required: ['rowHash', 'content', 'similarity', 'metadata'],
+  properties: {
+    rowHash: { type: 'string', description: 'The row\'s hash (`GET /api/platform/data/row/{hash}`); empty for a chunk that is not a row' },
+    content: { type: 'string' },
+    similarity: { type: 'number', description: 'Cosine similarity, 1 = the same direction' },
+    metadata: { type: 'object', required: ['row_hash', 'table'], properties: { row_hash: { type: ['string', 'null'] }, table: { type: ['string', 'null'] }, corpus: { type: 'string' } } },
+  },
+};
+
+const semanticAnswer: JsonSchema = {
+  type: 'object',
+  required: ['answer', 'citations'],
+  properties: { answer: { type: 'string', description: 'Inline `[row:<hash>]` tags for the rows the model used' }, citations: { type: 'array', items: { type: 'string' } } },
+};
+
+/** The tags a read may see: `undefined` for no tag filter. */
+async function readableScopes(services: AreaServices, principal: Principal | undefined, requested: string | undefined, useDefault: boolean): Promise<string[] | undefined> {
+  const access = await services.admin.users.scopeAccess(callerTenant(principal), principal);
+  const resolved = resolveScope(requested, access, { useDefault });
+  return resolved.scope !== undefined ? [resolved.scope] : resolved.allowed;
+}
+
+/** The granted set of a scope-bound caller, `undefined` for everyone else. */
+async function grantedScopes(services: AreaServices, principal: Principal | undefined): Promise<string[] | undefined> {
+  const access = await services.admin.users.scopeAccess(callerTenant(principal), principal);
+  return access.bound ? access.granted : undefined;
+}
+
+const scopeQuery = { type: 'object', properties: { scope: { type: 'string', maxLength: 200, description: 'The scope (required)' } } } as const;
+
+/** A required scope the caller may read (403 `scope not granted` outside a scope-bound caller's grants). */
+async function askedScope(services: AreaServices, principal: Principal | undefined, scope: string | undefined): Promise<string> {
+  const name = required(scope, 'scope').trim();
+  const access = await services.admin.users.scopeAccess(callerTenant(principal), principal);
+  if (access.bound && !access.granted.includes(name)) throw new ScopeNotGranted();
+  return name;
+}
+
+function required(value: string | undefined, field: string): string {
+  if (value === undefined || value.trim() === '') throw new ValidationError(`${field} is required`, field);
+  return value;
+}
+
+async function chat(services: AreaServices, principal: Principal | undefined, body: { question?: string; mode?: string; scope?: string; corpus?: string; topK?: number }) {
+  const question = required(body.question, 'question');
+  const tenantId = callerTenant(principal);
+  if (body.mode?.trim().toLowerCase() === 'analytic') {
+    const access = await services.admin.users.scopeAccess(tenantId, principal);
+    return services.retrieval.analytic(tenantId, question, resolveScope(body.scope, access));
+  }
+  const scopes = await readableScopes(services, principal, body.scope, true);
+  return services.retrieval.chat(tenantId, question, { topK: body.topK ?? 10, corpus: body.corpus || undefined, scopes });
+}
+
+const chatDescription =
+  'Semantic mode: the nearest chunks of the caller\'s tenant (scope and corpus filters first) answer through the language model, which cites ' +
+  '`[row:<hash>]`; `citations` lists every retrieved row. Analytic mode: one read-only SELECT over the scope\'s schema card, written by the ' +
+  'model and checked by five deterministic guards; a refusal is a 200 whose `answer` is the refusal (docs/retrieval.md).';
+
+export const ragRoutes: RouteDecl[] = [
+  route({
+    method: 'POST', path: '/api/platform/rag/search', operationId: 'ragSearch', summary: 'Semantic search over the tenant\'s chunks', tags: ['Retrieval'],
+    auth: ['svc_integrator'],
+    rateLimit: 'platform-search',
+    audit: 'egress',
+    body: searchBody,
+    responses: {
+      200: { description: 'The nearest chunks, best first', schema: { type: 'object', required: ['results'], properties: { results: { type: 'array', items: hitSchema } } } },
+      400: { description: '`query is required`, or an invalid field', schema: errorBody },
+      ...platformRefusals(true),
+      503: unavailable,
+    },
+    handler: async ({ services, principal, body }) => {
+      const query = required(body.query, 'query');
+      const scopes = await readableScopes(services, principal, body.scope, false);
+      return { results: await services.retrieval.search(callerTenant(principal), { query, topK: body.topK ?? 10, corpus: body.corpus || undefined, scopes }) };
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/platform/rag/chat', operationId: 'ragChatPlatform', summary: 'Ask a question (semantic or analytic), platform door', tags: ['Retrieval'],
+    auth: ['svc_integrator'],
+    rateLimit: 'platform-chat',
+    audit: 'egress',
+    description: chatDescription,
+    body: chatBody,
+    responses: {
+      200: { description: 'The semantic answer `{answer, citations}`, or the analytic answer `{answer, sql, rowCount, rows, dataAsOf?, otherDoors}`', schema: { type: 'object' } },
+      400: { description: '`question is required`, or an invalid field', schema: errorBody },
+      ...platformRefusals(true),
+      409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
+      503: unavailable,
+    },
+    handler: ({ services, principal, body }) => chat(services, principal, body),
+  }),
+  route({
+    method: 'POST', path: '/api/rag/chat', operationId: 'ragChatUser', summary: 'Ask a question (semantic or analytic), user door', tags: ['Retrieval'],
+    auth: ['svc_user'],
+    rateLimit: 'user-chat',
+    audit: 'egress',
+    description: chatDescription,
+    body: chatBody,
+    responses: {
+      200: { description: 'As the platform door', schema: semanticAnswer },
+      400: { description: '`question is required`, or an invalid field', schema: errorBody },
+      ...refusals(false),
+      409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
+      503: unavailable,
+    },
+    handler: ({ services, principal, body }) => chat(services, principal, body),
+  }),
+  route({
+    method: 'GET', path: '/api/platform/rag/scopes', operationId: 'ragScopes', summary: 'The tenant\'s scopes with their connectors and chunks', tags: ['Retrieval'],
+    auth: ['svc_integrator'],
+    responses: {
+      200: {
+        description: 'One entry per scope (a scope-bound user: granted scopes only)',
+        schema: { type: 'array', items: { type: 'object', required: ['scope', 'connectors', 'chunks', 'lastIndexed'], properties: { scope: { type: 'string' }, connectors: { type: 'integer' }, chunks: { type: 'integer' }, lastIndexed: { type: 'string', description: 'ISO 8601, or empty when unknown' } } } },
+      },
+      ...platformRefusals(false),
+    },
+    handler: async ({ services, principal }) => services.retrieval.scopes(callerTenant(principal), await grantedScopes(services, principal)),
+  }),
+  route({
+    method: 'GET', path: '/api/platform/rag/corpora', operationId: 'ragCorpora', summary: 'The corpora the caller can search', tags: ['Retrieval'],
+    auth: ['svc_integrator'],
+    responses: {
+      200: {
+        description: 'One entry per corpus (a scope-bound user: corpora with a granted tag only; untagged corpora are invisible to them)',
+        schema: { type: 'array', items: { type: 'object', required: ['name', 'chunkCount'], properties: { name: { type: 'string' }, chunkCount: { type: 'integer' } } } },
+      },
+      ...platformRefusals(false),
+    },
+    handler: async ({ services, principal }) => services.retrieval.corpora(callerTenant(principal), await grantedScopes(services, principal)),
+  }),
+  route({
+    method: 'GET', path: '/api/platform/rag/schema', operationId: 'ragSchema', summary: 'The schema card of a scope', tags: ['Retrieval'],
+    auth: ['svc_integrator', 'svc_admin'],
+    description: 'The relations and columns analytic chat may query, with labels, descriptions, examples and declared value domains.',
+    query: scopeQuery,
+    responses: {
+      200: { description: 'The card `{scope, sourceType, enriched, updatedAt, relations[{name, columns[{name, type, label?, description?, examples?, values?}]}]}`', schema: { type: 'object' } },
+      400: { description: '`scope is required`', schema: errorBody },
+      ...platformRefusals(true),
+      404: { description: '`No schema card found for scope: <scope>`', schema: errorBody },
+    },
+    handler: async ({ services, principal, query }) => {
+      const scope = await askedScope(services, principal, query.scope);
+      const stored = await services.retrieval.schemaCard(callerTenant(principal), scope);
+      if (!stored) throw new NotFoundError(`No schema card found for scope: ${scope}`);
+      return { scope, sourceType: stored.sourceType, enriched: stored.enriched, updatedAt: stored.updatedAt.toISOString(), relations: stored.card.relations };
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/platform/rag/rediscover', operationId: 'ragRediscover', summary: 'Discover a scope\'s schema card from its ingested tables', tags: ['Retrieval'],
+    auth: ['svc_integrator', 'svc_admin'],
+    description:
+      'Reads the ext tables the scope\'s connectors write: their columns (not the raw payload), up to three examples each, and, for a text ' +
+      'column with at most 12 distinct values, those values as its declared domain. Replaces the scope\'s card.',
+    query: scopeQuery,
+    responses: {
+      200: {
+        description: 'The rediscover summary',
+        schema: { type: 'object', required: ['scope', 'tableCount', 'columnCount', 'enriched', 'sourceType'], properties: { scope: { type: 'string' }, tableCount: { type: 'integer' }, columnCount: { type: 'integer' }, enriched: { type: 'boolean' }, sourceType: { type: 'string' } } },
+      },
+      400: { description: '`scope is required`', schema: errorBody },
+      ...platformRefusals(true),
+    },
+    handler: async ({ services, principal, query }) => services.retrieval.rediscover(callerTenant(principal), await askedScope(services, principal, query.scope)),
+  }),
+  route({
+    method: 'GET', path: '/api/platform/rag/status', operationId: 'ragStatus', summary: 'Index status and the embedding port', tags: ['Retrieval'],
+    auth: ['svc_integrator', 'svc_admin'],
+    responses: {
+      200: {
+        description: 'Provider and model read live from the embedding port (`none` without one)',
+        schema: { type: 'object', required: ['indexed', 'chunks', 'indexedAt', 'provider', 'embeddingModel'], properties: { indexed: { type: 'boolean' }, chunks: { type: 'integer' }, indexedAt: { type: ['string', 'null'] }, provider: { type: 'string' }, embeddingModel: { type: 'string' } } },
+      },
+      ...platformRefusals(false),
+    },
+    handler: ({ services, principal }) => services.retrieval.status(callerTenant(principal)),
+  }),
+  route({
+    method: 'POST', path: '/api/platform/rag/reindex', operationId: 'ragReindex', summary: 'Rebuild the platform corpus in the background', tags: ['Retrieval'],
+    auth: ['svc_integrator', 'svc_admin'],
+    description: 'Answers at once; the platform corpus (the API\'s operations, the manifest kinds, the hooks: tenant 0, corpus `system`) is rebuilt and embedded in the background. Chunks of ingested rows are not touched.',
+    responses: { 202: { description: '`{status: "reindex_started"}`', schema: { type: 'object', required: ['status'], properties: { status: { const: 'reindex_started' } } } }, ...platformRefusals(false) },
+    handler: ({ services, ctx }) => {
+      services.retrieval.reindex();
+      ctx.status = 202;
+      return { status: 'reindex_started' };
+    },
+  }),
+];

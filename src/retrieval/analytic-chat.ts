@@ -1,0 +1,106 @@
+import type { ResolvedScope } from '../admin/scope-access.js';
+import { tenantTableSql } from '../connectors/target/ddl.js';
+import type { Database } from '../db/database.js';
+import { ConflictError, ScopeNotGranted } from '../errors.js';
+import { guardQuery, MAX_ROWS } from './analytic/guards.js';
+import { runReadOnly } from './analytic/run.js';
+import type { SchemaCard } from './analytic/schema-card.js';
+import type { ChatPort } from './chat/port.js';
+import { NO_CHAT } from './chat/semantic.js';
+import { dataAsOf, loadCard } from './discovery.js';
+
+/** The analytic answer of spec 2. */
+export interface AnalyticAnswer {
+  answer: string;
+  sql: string;
+  rowCount: number;
+  rows: Record<string, unknown>[];
+  dataAsOf?: string;
+  otherDoors: string[];
+}
+
+const SYSTEM = [
+  'You translate a question into ONE PostgreSQL SELECT statement over the relations listed below, and nothing else.',
+  'Use only the listed relations (schema-qualified exactly as written) and columns; compare a column that lists its values only with one of those values.',
+  'Answer with the SQL alone (no explanation). If the listed relations cannot answer the question, answer ABSTAIN: followed by the reason.',
+].join(' ');
+
+/** The card as the model reads it. */
+export function renderCard(card: SchemaCard): string {
+  return card.relations
+    .map((r) => {
+      const columns = r.columns.map((c) => {
+        const notes = [c.label && `label "${c.label}"`, c.description, c.values && `values: ${c.values.join(', ')}`, !c.values && c.examples?.length && `e.g. ${c.examples.join(', ')}`]
+          .filter(Boolean)
+          .join('; ');
+        return `  ${c.name} ${c.type}${notes ? ` (${notes})` : ''}`;
+      });
+      return `${r.name}\n${columns.join('\n')}`;
+    })
+    .join('\n');
+}
+
+/** The statement in a model's answer: the first fenced block if any, else the whole text; undefined when the model abstains. */
+export function extractSql(answer: string): { sql?: string; abstained?: string } {
+  const text = answer.trim();
+  const abstain = /^ABSTAIN:?\s*(.*)$/is.exec(text);
+  if (abstain) return { abstained: abstain[1]!.trim() || 'the schema card cannot answer this question' };
+  const fenced = /```(?:sql)?\s*([\s\S]*?)```/i.exec(text);
+  return { sql: (fenced ? fenced[1]! : text).trim() };
+}
+
+/** Deterministic wording of a result: the value of a one-cell answer, else the row count (the rows are in `rows`). */
+function phrase(rows: Record<string, unknown>[], limit: number): string {
+  if (rows.length === 1 && Object.keys(rows[0]!).length === 1) {
+    const [[column, value]] = Object.entries(rows[0]!) as [[string, unknown]];
+    return `${column}: ${value === null ? 'null' : String(value)}`;
+  }
+  if (rows.length === 0) return 'The query ran and returned no rows.';
+  return `${rows.length} row${rows.length === 1 ? '' : 's'}${rows.length >= limit ? ` (the first ${limit})` : ''}.`;
+}
+
+export interface AnalyticDeps {
+  db: Database;
+  chat: ChatPort | undefined;
+  statementTimeoutMs: number;
+}
+
+/**
+ * Analytic chat: the scope's schema card, one SELECT written by the model, the four guards on its
+ * parse tree, then the read-only run under the tenant's row-level security (the fifth guard). A
+ * refusal is an answer (rowCount 0, the refused SQL), not an HTTP error; only a missing card (409),
+ * an ungranted scope (403) and a missing or failing model (503) are.
+ */
+export async function analyticChat(deps: AnalyticDeps, tenantId: number, question: string, resolved: ResolvedScope): Promise<AnalyticAnswer> {
+  const scope = resolved.scope ?? (resolved.allowed?.length === 1 ? resolved.allowed[0] : undefined);
+  if (scope === undefined && resolved.allowed) throw new ScopeNotGranted();
+  const name = scope ?? '';
+  const { stored, asOf } = await deps.db.withTenant(tenantId, async (tx) => ({ stored: await loadCard(tx, name), asOf: await dataAsOf(tx, name) }));
+  if (!stored) {
+    throw new ConflictError(
+      `no schema discovered for scope '${name}' — apply an entity or run discovery first`,
+      undefined,
+      `POST /api/platform/rag/rediscover?scope=${encodeURIComponent(name)} builds the card from the scope's ingested tables`,
+    );
+  }
+  const otherDoors: string[] = [];
+  if (!deps.chat) throw NO_CHAT;
+  const written = await deps.chat.complete([
+    { role: 'system', content: `${SYSTEM}\n\nRelations:\n${renderCard(stored.card)}` },
+    { role: 'user', content: question },
+  ]);
+  const refusal = (answer: string, sql: string): AnalyticAnswer => ({ answer, sql, rowCount: 0, rows: [], otherDoors });
+  const { sql, abstained } = extractSql(written);
+  if (abstained !== undefined || !sql) return refusal(`The model could not write a query: ${abstained ?? 'it answered nothing'}`, '');
+  const verdict = await guardQuery(sql, stored.card, { maxRows: MAX_ROWS, resolveRelation: (relation) => tenantTableSql(tenantId, relation) });
+  if (!verdict.ok) return refusal(`Refused (guard ${verdict.guard}): ${verdict.reason}`, sql);
+  let result: { rows: Record<string, unknown>[]; rowCount: number };
+  try {
+    result = await runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit });
+  } catch (err) {
+    return refusal(`Refused (guard 5): ${(err as Error).message}`, sql);
+  }
+  const answer: AnalyticAnswer = { answer: phrase(result.rows, verdict.limit), sql, rowCount: result.rowCount, rows: result.rows, otherDoors };
+  if (asOf) answer.dataAsOf = asOf;
+  return answer;
+}

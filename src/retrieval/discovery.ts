@@ -1,0 +1,86 @@
+import pg from 'pg';
+import { tenantTableSql } from '../connectors/target/ddl.js';
+import type { Tx } from '../db/database.js';
+import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-card.js';
+
+/** Columns every ext table has that say nothing about the data (or hold it as a whole). */
+const HIDDEN = new Set(['id', 'tenant_id', 'row_hash', 'data', 'connector_id', 'endpoint_id']);
+/** A text column with at most this many distinct values declares them as its value domain. */
+const MAX_DOMAIN = 12;
+const TEXT_TYPES = new Set(['text', 'character varying']);
+
+export interface StoredCard {
+  card: SchemaCard;
+  sourceType: string;
+  enriched: boolean;
+  updatedAt: Date;
+}
+
+/** The stored schema card of a scope, or undefined. */
+export async function loadCard(tx: Tx, scope: string): Promise<StoredCard | undefined> {
+  const { rows } = await tx.query<{ card: SchemaCard; source_type: string; enriched: boolean; updated_at: Date }>(
+    'select card, source_type, enriched, updated_at from retrieval.schema_cards where tenant_id = core.current_tenant() and scope = $1',
+    [scope],
+  );
+  const r = rows[0];
+  return r && { card: r.card, sourceType: r.source_type, enriched: r.enriched, updatedAt: r.updated_at };
+}
+
+/**
+ * Discovers the schema card of a scope from the ext tables its connectors write: every column
+ * but the bookkeeping ones and the raw payload, with up to three example values, and, for a text
+ * column of at most 12 distinct values, those values as its declared domain (what analytic chat's
+ * value guard holds literals to). Stored as the scope's card (source type `discovered`).
+ */
+export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
+  const tenantId = tx.tenantId!;
+  const { rows: tables } = await tx.query<{ table_name: string }>(
+    `select distinct e.table_name from connectors.ext_tables e join connectors.connectors c on c.id = e.connector_id
+      where $1 = any(c.scopes) order by 1`,
+    [scope],
+  );
+  const relations: CardRelation[] = [];
+  for (const { table_name } of tables) {
+    let sql: string;
+    try {
+      sql = tenantTableSql(tenantId, table_name);
+    } catch {
+      continue;
+    }
+    const { rows: columns } = await tx.query<{ name: string; type: string }>(
+      `select a.attname as name, format_type(a.atttypid, a.atttypmod) as type from pg_attribute a
+        where a.attrelid = to_regclass($1) and a.attnum > 0 and not a.attisdropped order by a.attnum`,
+      [sql],
+    );
+    if (columns.length === 0) continue;
+    const card: CardColumn[] = [];
+    for (const c of columns.filter((c) => !HIDDEN.has(c.name))) {
+      const col = pg.escapeIdentifier(c.name);
+      const { rows: values } = await tx.query<{ v: string }>(
+        `select ${col}::text as v from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
+      );
+      const column: CardColumn = { name: c.name, type: c.type, examples: values.slice(0, 3).map((r) => r.v) };
+      if (c.name === 'external_id') column.description = 'the row\'s key at the source';
+      if (TEXT_TYPES.has(c.type) && c.name !== 'external_id' && values.length > 0 && values.length <= MAX_DOMAIN) column.values = values.map((r) => r.v).sort();
+      card.push(column);
+    }
+    relations.push({ name: table_name, columns: card });
+  }
+  const stored: SchemaCard = { scope, relations };
+  await tx.query(
+    `insert into retrieval.schema_cards (tenant_id, scope, source_type, enriched, card) values (core.current_tenant(), $1, 'discovered', false, $2)
+     on conflict (tenant_id, scope) do update set source_type = excluded.source_type, enriched = excluded.enriched, card = excluded.card, updated_at = now()`,
+    [scope, JSON.stringify(stored)],
+  );
+  return { scope, tableCount: relations.length, columnCount: relations.reduce((n, r) => n + r.columns.length, 0), enriched: false, sourceType: 'discovered' };
+}
+
+/** End of the scope's last completed run (analytic `dataAsOf`), or undefined when it has none. */
+export async function dataAsOf(tx: Tx, scope: string): Promise<string | undefined> {
+  const { rows } = await tx.query<{ at: Date | null }>(
+    `select max(r.ended_at) as at from connectors.runs r join connectors.connectors c on c.id = r.connector_id
+      where r.status = 'Completed' and $1 = any(c.scopes)`,
+    [scope],
+  );
+  return rows[0]?.at?.toISOString();
+}
