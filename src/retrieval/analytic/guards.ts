@@ -50,6 +50,7 @@ export async function guardQuery(sql: string, card: SchemaCard, options: GuardOp
   await loaded;
   const maxRows = options.maxRows ?? MAX_ROWS;
   let tree: { stmts?: unknown[] };
+  if (sql.trim() === '') return { ok: false, guard: 1, reason: 'The query is empty.' };
   try {
     tree = await parse(sql);
   } catch (err) {

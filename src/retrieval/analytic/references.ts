@@ -70,16 +70,16 @@ function keys(...groups: string[]): ReadonlySet<string> {
 
 /** Constructs refused by name, with the words a user reads. */
 const REFUSED_CONSTRUCTS: Record<string, string> = {
-  RowExpr: 'row constructors',
-  A_Indirection: 'subscripts and field selection',
-  ParamRef: 'query parameters ($1)',
-  CollateClause: 'COLLATE',
-  RangeFunction: 'functions in FROM',
-  RangeTableSample: 'TABLESAMPLE',
-  RangeTableFunc: 'XMLTABLE',
-  JsonTable: 'JSON_TABLE',
-  XmlExpr: 'XML functions',
-  XmlSerialize: 'XMLSERIALIZE',
+  RowExpr: 'Row constructors are not allowed.',
+  A_Indirection: 'Subscripts and field selection are not allowed.',
+  ParamRef: 'Query parameters ($1) are not allowed.',
+  CollateClause: 'COLLATE is not allowed.',
+  RangeFunction: 'Functions in FROM are not allowed.',
+  RangeTableSample: 'TABLESAMPLE is not allowed.',
+  RangeTableFunc: 'XMLTABLE is not allowed.',
+  JsonTable: 'JSON_TABLE is not allowed.',
+  XmlExpr: 'XML functions are not allowed.',
+  XmlSerialize: 'XMLSERIALIZE is not allowed.',
 };
 
 const ALLOWED_EXPR_KINDS = new Set([
@@ -203,7 +203,8 @@ export class ReferenceWalker {
   private from(node: unknown, before: Item[], outer: Level | undefined, ctes: Ctes): Item[] {
     const n = nodeOf(node);
     if (!n) throw new GuardRefusal(2, 'A FROM item cannot be read.');
-    if (REFUSED_CONSTRUCTS[n.type]) throw new GuardRefusal(2, `${REFUSED_CONSTRUCTS[n.type]} are not allowed.`);
+    const refused = REFUSED_CONSTRUCTS[n.type];
+    if (refused) throw new GuardRefusal(2, refused);
     switch (n.type) {
       case 'RangeVar':
         return [this.rangeVar(n.body, ctes)];
@@ -237,12 +238,12 @@ export class ReferenceWalker {
   }
 
   private rangeVar(r: Body, ctes: Ctes): Item {
+    if ('catalogname' in r) throw new GuardRefusal(2, `Relation "${String(r.relname)}" may not name a database.`);
     this.known('RangeVar', r);
     const schema = typeof r.schemaname === 'string' ? r.schemaname : undefined;
     const rel = String(r.relname);
     const alias = isBody(r.alias) ? r.alias : undefined;
     const aliasName = typeof alias?.aliasname === 'string' ? alias.aliasname : undefined;
-    if ('catalogname' in r) throw new GuardRefusal(2, `Relation "${rel}" may not name a database.`);
     if (schema === undefined) {
       const cte = ctes.get(rel);
       if (cte) return derivedItem(aliasName ?? rel, renamed(cte, names(alias?.colnames) ?? []));
@@ -361,7 +362,8 @@ export class ReferenceWalker {
     const n = nodeOf(node);
     if (!n) throw new GuardRefusal(2, 'An expression cannot be read.');
     const b = n.body;
-    if (REFUSED_CONSTRUCTS[n.type]) throw new GuardRefusal(2, `${REFUSED_CONSTRUCTS[n.type]} are not allowed.`);
+    const refused = REFUSED_CONSTRUCTS[n.type];
+    if (refused) throw new GuardRefusal(2, refused);
     if (!KNOWN_KEYS[n.type]) throw new GuardRefusal(2, `The construct ${n.type} is not allowed.`);
     this.known(n.type, b);
     switch (n.type) {
