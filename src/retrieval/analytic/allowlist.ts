@@ -23,7 +23,7 @@ export const WINDOW_FUNCTIONS: ReadonlySet<string> = new Set([
 export const SCALAR_FUNCTIONS: ReadonlySet<string> = new Set([
   // text
   'lower', 'upper', 'initcap', 'length', 'char_length', 'character_length', 'btrim', 'ltrim', 'rtrim', 'substring', 'substr',
-  'left', 'right', 'replace', 'concat', 'concat_ws', 'position', 'strpos', 'split_part', 'starts_with', 'similar_to_escape',
+  'left', 'right', 'replace', 'concat', 'concat_ws', 'position', 'strpos', 'split_part', 'starts_with', 'similar_to_escape', 'like_escape',
   // numbers
   'abs', 'round', 'ceil', 'ceiling', 'floor', 'trunc', 'sign', 'mod', 'power', 'sqrt', 'div',
   // dates and times

@@ -89,3 +89,56 @@ describe('statements the guards accept', () => {
     expect(result.sql).not.toMatch(/\bext\./);
   });
 });
+
+describe('guardQuery', () => {
+  it('asks resolveRelation for card names only, and bounds by the given maxRows', async () => {
+    const asked: string[] = [];
+    const resolve = (name: string) => {
+      asked.push(name);
+      return resolveRelation(name);
+    };
+    const result = await guardQuery('select o.total from ext.orders o join ext.partners p on p.id = o.partner_id limit 80', card, {
+      resolveRelation: resolve,
+      maxRows: 50,
+    });
+    expect(result).toEqual({
+      ok: true,
+      sql: 'SELECT o.total FROM ext_t7.orders AS o JOIN ext_t7.partners AS p ON p.id = o.partner_id LIMIT 50',
+      limit: 50,
+    });
+    expect(asked.sort()).toEqual(['ext.orders', 'ext.partners']);
+    expect(await guardQuery('select name from ext.partners limit 10', card, { resolveRelation, maxRows: 50 })).toMatchObject({ ok: true, limit: 10 });
+  });
+
+  it('reports the lowest guard a statement fails: 1 before 2 before 3 before 4', async () => {
+    const guardOf = async (sql: string) => {
+      const r = await guardQuery(sql, card, { resolveRelation });
+      return r.ok ? 'ok' : r.guard;
+    };
+    expect(await guardOf("select data from ext.partners where country = 'XX' for update")).toBe(1);
+    expect(await guardOf("select name from ext.partners where country = 'XX' and data is null")).toBe(2);
+    expect(await guardOf("select name from ext.partners where country = 'XX' limit (select 1)")).toBe(3);
+    expect(await guardOf('select name from ext.partners limit (select 1)')).toBe(4);
+  });
+
+  it('fails loudly when resolveRelation does not answer one schema-qualified table', async () => {
+    for (const bad of ['partners', 'ext_t7.partners) x', '"ext_t7"."partners"; drop table x', 'ext_t7.partners p', 'db.ext_t7.partners']) {
+      await expect(guardQuery('select name from ext.partners', card, { resolveRelation: () => bad })).rejects.toThrow('resolveRelation');
+    }
+  });
+
+  it('accepts LIKE … ESCAPE and leaves its pattern unchecked', async () => {
+    const result = await guardQuery("select name from ext.partners where name like 'a!%%' escape '!'", card, { resolveRelation });
+    expect(result).toEqual({ ok: true, sql: "SELECT name FROM ext_t7.partners AS partners WHERE name LIKE pg_catalog.like_escape('a!%%', '!') LIMIT 500", limit: 500 });
+  });
+
+  it('never lets an unqualified name reach a hidden column through an outer or sibling relation', async () => {
+    const refused = [
+      // `data` exists in the derived table s, but PostgreSQL resolves it in the inner card relation first.
+      'select (select data from ext.orders o limit 1) as x from (select 1 as data) s',
+      // JOIN … ON only sees the joined relations: `name` of a sibling is not what PostgreSQL would read.
+      'select 1 from ext.partners p2, ext.orders o join ext.orders o2 on name = o2.currency',
+    ];
+    for (const sql of refused) expect(await guardQuery(sql, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2 });
+  });
+});

@@ -268,8 +268,13 @@ export class ReferenceWalker {
   /** The tenant's real table for a card relation, as schema and name. */
   private resolved(name: string): { schemaname: string; relname: string } {
     const sql = this.resolveRelation(name);
-    const parsed = parseSync(`select from ${sql}`);
-    const from = list(bodyOf(parsed.stmts?.[0]?.stmt, 'SelectStmt')?.fromClause);
+    let stmts: unknown[] = [];
+    try {
+      stmts = parseSync(`select from ${sql}`).stmts ?? [];
+    } catch {
+      // reported below
+    }
+    const from = stmts.length === 1 ? list(bodyOf((stmts[0] as { stmt?: unknown }).stmt, 'SelectStmt')?.fromClause) : [];
     const r = from.length === 1 ? bodyOf(from[0], 'RangeVar') : undefined;
     if (!r || typeof r.schemaname !== 'string' || typeof r.relname !== 'string' || r.alias !== undefined || 'catalogname' in r) {
       throw new Error(`resolveRelation(${name}) did not answer a schema-qualified table name: ${sql}`);
