@@ -1,0 +1,144 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from '@jest/globals';
+import { parse as parseYaml } from 'yaml';
+import { guardQuery } from './guards.js';
+import type { SchemaCard } from './schema-card.js';
+
+interface HostileStatement {
+  sql: string;
+  guard: 1 | 2 | 3 | 4;
+  why: string;
+}
+
+const corpus = parseYaml(readFileSync(new URL('./hostile-corpus.yaml', import.meta.url), 'utf8')) as { card: SchemaCard; statements: HostileStatement[] };
+const card = corpus.card;
+/** As the hub resolves `ext.<name>` for tenant 7. */
+const resolveRelation = (name: string) => `"ext_t7"."${name.slice('ext.'.length)}"`;
+
+describe('the hostile corpus', () => {
+  it('holds at least 250 statements of every guard, none twice', () => {
+    expect(corpus.statements.length).toBeGreaterThanOrEqual(250);
+    expect(new Set(corpus.statements.map((s) => s.sql)).size).toBe(corpus.statements.length);
+    for (const guard of [1, 2, 3, 4]) expect(corpus.statements.filter((s) => s.guard === guard).length).toBeGreaterThanOrEqual(25);
+  });
+
+  it.each(corpus.statements.map((s) => [s.guard, s.why, s] as const))('guard %i refuses: %s', async (_guard, _why, statement) => {
+    const result = await guardQuery(statement.sql, card, { resolveRelation });
+    expect(result).toMatchObject({ ok: false, guard: statement.guard });
+    if (!result.ok) expect(result.reason.length).toBeGreaterThan(10);
+  });
+});
+
+/** Statements that must pass, with the exact statement that runs. */
+const ACCEPTED: [question: string, sql: string, runs: string][] = [
+  ["count with a declared value", "select count(*) from ext.partners where country = 'FR'", "SELECT count(*) FROM ext_t7.partners AS partners WHERE country = 'FR' LIMIT 500"],
+  ["count per country", "select country, count(*) from ext.partners group by country order by 2 desc", "SELECT country, count(*) FROM ext_t7.partners AS partners GROUP BY country ORDER BY 2 DESC LIMIT 500"],
+  ["join with aliases", "select p.name, sum(o.total) as revenue from ext.partners p join ext.orders o on o.partner_id = p.id group by p.name order by revenue desc limit 10", "SELECT p.name, sum(o.total) AS revenue FROM ext_t7.partners AS p JOIN ext_t7.orders AS o ON o.partner_id = p.id GROUP BY p.name ORDER BY revenue DESC LIMIT 10"],
+  ["left join with a declared value on the joined side", "select p.name, count(o.id) from ext.partners p left join ext.orders o on o.partner_id = p.id and o.status = 'paid' group by p.name", "SELECT p.name, count(o.id) FROM ext_t7.partners AS p LEFT JOIN ext_t7.orders AS o ON o.partner_id = p.id AND o.status = 'paid' GROUP BY p.name LIMIT 500"],
+  ["select star is expanded to the card's columns", "select * from ext.partners", "SELECT partners.id, partners.name, partners.country, partners.status, partners.created_at FROM ext_t7.partners AS partners LIMIT 500"],
+  ["qualified star over a join", "select p.*, o.total from ext.partners p join ext.orders o on o.partner_id = p.id", "SELECT p.id, p.name, p.country, p.status, p.created_at, o.total FROM ext_t7.partners AS p JOIN ext_t7.orders AS o ON o.partner_id = p.id LIMIT 500"],
+  ["TABLE shorthand", "table ext.orders", "SELECT orders.id, orders.partner_id, orders.total, orders.currency, orders.status, orders.ordered_at FROM ext_t7.orders AS orders LIMIT 500"],
+  ["schema-qualified column reference", "select ext.partners.name from ext.partners where ext.partners.status = 'active'", "SELECT partners.name FROM ext_t7.partners AS partners WHERE partners.status = 'active' LIMIT 500"],
+  ["CTE over an allowed relation", "with paid as (select partner_id, sum(total) as total from ext.orders where status = 'paid' group by partner_id) select p.name, paid.total from ext.partners p join paid on paid.partner_id = p.id order by paid.total desc", "WITH paid AS (SELECT partner_id, sum(total) AS total FROM ext_t7.orders AS orders WHERE status = 'paid' GROUP BY partner_id) SELECT p.name, paid.total FROM ext_t7.partners AS p JOIN paid ON paid.partner_id = p.id ORDER BY paid.total DESC LIMIT 500"],
+  ["two CTEs, the second reading the first", "with a as (select id, country from ext.partners), b as (select country, count(*) as n from a group by country) select * from b", "WITH a AS (SELECT id, country FROM ext_t7.partners AS partners), b AS (SELECT country, count(*) AS n FROM a GROUP BY country) SELECT b.country, b.n FROM b LIMIT 500"],
+  ["subquery in WHERE", "select name from ext.partners where id in (select partner_id from ext.orders where total > 1000)", "SELECT name FROM ext_t7.partners AS partners WHERE id IN (SELECT partner_id FROM ext_t7.orders AS orders WHERE total > 1000) LIMIT 500"],
+  ["correlated EXISTS", "select name from ext.partners p where exists (select 1 from ext.orders o where o.partner_id = p.id and o.currency = 'EUR')", "SELECT name FROM ext_t7.partners AS p WHERE EXISTS (SELECT 1 FROM ext_t7.orders AS o WHERE o.partner_id = p.id AND o.currency = 'EUR') LIMIT 500"],
+  ["scalar subquery in the select list", "select name, (select count(*) from ext.orders o where o.partner_id = p.id) as orders from ext.partners p", "SELECT name, (SELECT count(*) FROM ext_t7.orders AS o WHERE o.partner_id = p.id) AS orders FROM ext_t7.partners AS p LIMIT 500"],
+  ["FROM subquery", "select s.country, s.n from (select country, count(*) as n from ext.partners group by country) s where s.n > 1", "SELECT s.country, s.n FROM ( SELECT country, count(*) AS n FROM ext_t7.partners AS partners GROUP BY country ) AS s WHERE s.n > 1 LIMIT 500"],
+  ["LATERAL subquery", "select p.name, last.ordered_at from ext.partners p, lateral (select o.ordered_at from ext.orders o where o.partner_id = p.id order by o.ordered_at desc limit 1) last", "SELECT p.name, last.ordered_at FROM ext_t7.partners AS p, LATERAL ( SELECT o.ordered_at FROM ext_t7.orders AS o WHERE o.partner_id = p.id ORDER BY o.ordered_at DESC LIMIT 1 ) AS last LIMIT 500"],
+  ["JOIN USING a card column", "select count(*) from ext.orders join (select id as partner_id from ext.partners where country = 'DE') d using (partner_id)", "SELECT count(*) FROM ext_t7.orders AS orders JOIN ( SELECT id AS partner_id FROM ext_t7.partners AS partners WHERE country = 'DE' ) AS d USING (partner_id) LIMIT 500"],
+  ["GROUP BY an output name", "select date_trunc('month', ordered_at) as month, sum(total) from ext.orders group by month order by month", "SELECT date_trunc('month', ordered_at) AS month, sum(total) FROM ext_t7.orders AS orders GROUP BY 1 ORDER BY month LIMIT 500"],
+  ["window function", "select name, rank() over (partition by country order by created_at) from ext.partners", "SELECT name, rank() OVER (PARTITION BY country ORDER BY created_at) FROM ext_t7.partners AS partners LIMIT 500"],
+  ["named window with a frame", "select ordered_at, sum(total) over w from ext.orders window w as (order by ordered_at rows between 6 preceding and current row)", "SELECT ordered_at, sum(total) OVER w FROM ext_t7.orders AS orders WINDOW w AS (ORDER BY ordered_at ROWS BETWEEN 6 PRECEDING AND CURRENT ROW) LIMIT 500"],
+  ["IN with declared values", "select count(*) from ext.partners where status in ('active', 'dormant')", "SELECT count(*) FROM ext_t7.partners AS partners WHERE status IN ('active', 'dormant') LIMIT 500"],
+  ["= ANY with declared values", "select count(*) from ext.partners where country = any(array['FR', 'DE'])", "SELECT count(*) FROM ext_t7.partners AS partners WHERE country = ANY (ARRAY['FR', 'DE']) LIMIT 500"],
+  ["LIKE matching a declared value", "select count(*) from ext.partners where country like 'F%'", "SELECT count(*) FROM ext_t7.partners AS partners WHERE country LIKE 'F%' LIMIT 500"],
+  ["ILIKE is case-insensitive", "select count(*) from ext.partners where country ilike 'fr'", "SELECT count(*) FROM ext_t7.partners AS partners WHERE country ILIKE 'fr' LIMIT 500"],
+  ["EXTRACT and intervals", "select extract(year from ordered_at) as year, count(*) from ext.orders where ordered_at > now() - interval '90 days' group by 1", "SELECT EXTRACT(YEAR FROM ordered_at) AS year, count(*) FROM ext_t7.orders AS orders WHERE ordered_at > (now() - '90 days'::interval) GROUP BY 1 LIMIT 500"],
+  ["CASE, COALESCE, NULLIF, GREATEST", "select case when total > 100 then 'big' else 'small' end as size, coalesce(currency, 'EUR'), nullif(total, 0), greatest(total, 0) from ext.orders", "SELECT CASE WHEN total > 100 THEN 'big' ELSE 'small' END AS size, COALESCE(currency, 'EUR'), NULLIF (total, 0), GREATEST(total, 0) FROM ext_t7.orders AS orders LIMIT 500"],
+  ["aggregates with DISTINCT, FILTER and WITHIN GROUP", "select count(distinct partner_id), count(*) filter (where status = 'open'), percentile_cont(0.5) within group (order by total) from ext.orders", "SELECT count(DISTINCT partner_id), count(*) FILTER (WHERE status = 'open'), percentile_cont(0.5) WITHIN GROUP (ORDER BY total) FROM ext_t7.orders AS orders LIMIT 500"],
+  ["BETWEEN and IS NULL", "select id from ext.orders where total between 10 and 20 and ordered_at is not null", "SELECT id FROM ext_t7.orders AS orders WHERE total BETWEEN 10 AND 20 AND ordered_at IS NOT NULL LIMIT 500"],
+  ["string functions and concatenation", "select upper(name) || ' (' || country || ')' as label, length(name) from ext.partners where lower(name) like '%acme%'", "SELECT ((upper(name) || ' (') || country) || ')' AS label, length(name) FROM ext_t7.partners AS partners WHERE lower(name) LIKE '%acme%' LIMIT 500"],
+  ["HAVING", "select partner_id from ext.orders group by partner_id having sum(total) > 1000", "SELECT partner_id FROM ext_t7.orders AS orders GROUP BY partner_id HAVING sum(total) > 1000 LIMIT 500"],
+  ["ROLLUP", "select country, status, count(*) from ext.partners group by rollup (country, status)", "SELECT country, status, count(*) FROM ext_t7.partners AS partners GROUP BY ROLLUP (country, status) LIMIT 500"],
+  ["DISTINCT ON with ORDER BY", "select distinct on (partner_id) partner_id, ordered_at, total from ext.orders order by partner_id, ordered_at desc", "SELECT DISTINCT ON (partner_id) partner_id, ordered_at, total FROM ext_t7.orders AS orders ORDER BY partner_id, ordered_at DESC LIMIT 500"],
+  ["UNION with ORDER BY an output name", "select name from ext.partners where country = 'FR' union select name from ext.partners where country = 'US' order by name", "SELECT name FROM ext_t7.partners AS partners WHERE country = 'FR' UNION SELECT name FROM ext_t7.partners AS partners WHERE country = 'US' ORDER BY name LIMIT 500"],
+  ["LIMIT larger than 500 is lowered", "select name from ext.partners limit 100000", "SELECT name FROM ext_t7.partners AS partners LIMIT 500"],
+  ["LIMIT ALL means no limit: it becomes 500", "select name from ext.partners limit all", "SELECT name FROM ext_t7.partners AS partners LIMIT 500"],
+  ["LIMIT 1e9 is lowered", "select name from ext.partners limit 1e9", "SELECT name FROM ext_t7.partners AS partners LIMIT 500"],
+  ["LIMIT with OFFSET", "select name from ext.partners order by name limit 20 offset 40", "SELECT name FROM ext_t7.partners AS partners ORDER BY name LIMIT 20 OFFSET 40"],
+  ["FETCH FIRST n ROWS ONLY", "select name from ext.partners order by created_at fetch first 5 rows only", "SELECT name FROM ext_t7.partners AS partners ORDER BY created_at LIMIT 5"],
+  ["casts to allowed types", "select id::text, total::int, ordered_at::date from ext.orders", "SELECT id::text, total::int, ordered_at::date FROM ext_t7.orders AS orders LIMIT 500"],
+  ["current_date", "select count(*) from ext.orders where ordered_at::date = current_date", "SELECT count(*) FROM ext_t7.orders AS orders WHERE ordered_at::date = CURRENT_DATE LIMIT 500"],
+  ["no FROM clause", "select 1 as one", "SELECT 1 AS one LIMIT 500"],
+  ["VALUES", "values (1, 'a'), (2, 'b')", "VALUES (1, 'a'), (2, 'b') LIMIT 500"],
+  ["ORDER BY NULLS LAST", "select name from ext.partners order by created_at desc nulls last", "SELECT name FROM ext_t7.partners AS partners ORDER BY created_at DESC NULLS LAST LIMIT 500"],
+  ["comparison of a domain column with another column is not a literal", "select count(*) from ext.partners p join ext.orders o on o.partner_id = p.id where p.status = o.status", "SELECT count(*) FROM ext_t7.partners AS p JOIN ext_t7.orders AS o ON o.partner_id = p.id WHERE p.status = o.status LIMIT 500"],
+  ["function of a domain column is not checked", "select count(*) from ext.partners where lower(country) = 'fr'", "SELECT count(*) FROM ext_t7.partners AS partners WHERE lower(country) = 'fr' LIMIT 500"],
+];
+
+describe('statements the guards accept', () => {
+  it('hold at least 30 cases', () => expect(ACCEPTED.length).toBeGreaterThanOrEqual(30));
+
+  it.each(ACCEPTED)('%s', async (_question, sql, runs) => {
+    const result = await guardQuery(sql, card, { resolveRelation });
+    expect(result).toEqual({ ok: true, sql: runs, limit: expect.any(Number) });
+    if (!result.ok) return;
+    expect(result.limit).toBeLessThanOrEqual(500);
+    expect(result.sql).toMatch(new RegExp(` LIMIT ${result.limit}( OFFSET \\d+)?$`));
+    expect(result.sql).not.toMatch(/\bext\./);
+  });
+});
+
+describe('guardQuery', () => {
+  it('asks resolveRelation for card names only, and bounds by the given maxRows', async () => {
+    const asked: string[] = [];
+    const resolve = (name: string) => {
+      asked.push(name);
+      return resolveRelation(name);
+    };
+    const result = await guardQuery('select o.total from ext.orders o join ext.partners p on p.id = o.partner_id limit 80', card, {
+      resolveRelation: resolve,
+      maxRows: 50,
+    });
+    expect(result).toEqual({
+      ok: true,
+      sql: 'SELECT o.total FROM ext_t7.orders AS o JOIN ext_t7.partners AS p ON p.id = o.partner_id LIMIT 50',
+      limit: 50,
+    });
+    expect(asked.sort()).toEqual(['ext.orders', 'ext.partners']);
+    expect(await guardQuery('select name from ext.partners limit 10', card, { resolveRelation, maxRows: 50 })).toMatchObject({ ok: true, limit: 10 });
+  });
+
+  it('reports the lowest guard a statement fails: 1 before 2 before 3 before 4', async () => {
+    const guardOf = async (sql: string) => {
+      const r = await guardQuery(sql, card, { resolveRelation });
+      return r.ok ? 'ok' : r.guard;
+    };
+    expect(await guardOf("select data from ext.partners where country = 'XX' for update")).toBe(1);
+    expect(await guardOf("select name from ext.partners where country = 'XX' and data is null")).toBe(2);
+    expect(await guardOf("select name from ext.partners where country = 'XX' limit (select 1)")).toBe(3);
+    expect(await guardOf('select name from ext.partners limit (select 1)')).toBe(4);
+  });
+
+  it('fails loudly when resolveRelation does not answer one schema-qualified table', async () => {
+    for (const bad of ['partners', 'ext_t7.partners) x', '"ext_t7"."partners"; drop table x', 'ext_t7.partners p', 'db.ext_t7.partners']) {
+      await expect(guardQuery('select name from ext.partners', card, { resolveRelation: () => bad })).rejects.toThrow('resolveRelation');
+    }
+  });
+
+  it('accepts LIKE … ESCAPE and leaves its pattern unchecked', async () => {
+    const result = await guardQuery("select name from ext.partners where name like 'a!%%' escape '!'", card, { resolveRelation });
+    expect(result).toEqual({ ok: true, sql: "SELECT name FROM ext_t7.partners AS partners WHERE name LIKE pg_catalog.like_escape('a!%%', '!') LIMIT 500", limit: 500 });
+  });
+
+  it('never lets an unqualified name reach a hidden column through an outer or sibling relation', async () => {
+    const refused = [
+      // `data` exists in the derived table s, but PostgreSQL resolves it in the inner card relation first.
+      'select (select data from ext.orders o limit 1) as x from (select 1 as data) s',
+      // JOIN … ON only sees the joined relations: `name` of a sibling is not what PostgreSQL would read.
+      'select 1 from ext.partners p2, ext.orders o join ext.orders o2 on name = o2.currency',
+    ];
+    for (const sql of refused) expect(await guardQuery(sql, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2 });
+  });
+});

@@ -1,0 +1,593 @@
+import { parseSync } from 'libpg-query';
+import { ALLOWED_CAST_TYPES, ALLOWED_FUNCTIONS, ALLOWED_OPERATORS, ALLOWED_SQL_VALUE_FUNCTIONS } from './allowlist.js';
+import { type Body, bodyOf, GuardRefusal, integerConst, isBody, list, literalText, names, nodeOf, stringOf } from './ast.js';
+import type { CardColumn, CardRelation, SchemaCard } from './schema-card.js';
+import { checkSelectBody } from './statement-shape.js';
+import { domainViolation, type Origin } from './value-domains.js';
+
+/** A relation in a FROM clause, as column references see it. */
+interface Item {
+  /** The name that qualifies its columns: its alias, else its relation or CTE name; undefined for an unaliased subquery. */
+  alias: string | undefined;
+  /** Set for a relation of the card: the real table may hold columns the card does not show. */
+  card?: { relation: CardRelation; schema: string; rel: string; explicitAlias: boolean };
+  /** The columns known by name, in order, with the card column each one reads when that is known. */
+  columns: Map<string, Origin | undefined>;
+  /** True when some of its columns have names the guard cannot predict (a subquery's unnamed expression). */
+  opaque: boolean;
+}
+
+/** The FROM items one query level sees, and the levels around it. */
+interface Level {
+  items: Item[];
+  parent: Level | undefined;
+}
+
+/** One output column of a query: its name when predictable, and the card column it passes through unchanged. */
+interface Output {
+  name: string | undefined;
+  origin: Origin | undefined;
+}
+
+type Ctes = ReadonlyMap<string, Output[]>;
+
+/** The keys each node type may carry; any other key (a construct this guard does not know) is refused. */
+const KNOWN_KEYS: Record<string, ReadonlySet<string>> = {
+  SelectStmt: keys(
+    'distinctClause targetList fromClause whereClause groupClause groupDistinct havingClause windowClause valuesLists sortClause',
+    'limitOffset limitCount limitOption withClause op all larg rarg',
+  ),
+  ResTarget: keys('name val location'),
+  ColumnRef: keys('fields location'),
+  A_Const: keys('ival fval sval boolval isnull location'),
+  A_Expr: keys('kind name lexpr rexpr location rexpr_list_start rexpr_list_end'),
+  BoolExpr: keys('boolop args location'),
+  NullTest: keys('arg nulltesttype argisrow location'),
+  BooleanTest: keys('arg booltesttype location'),
+  FuncCall: keys('funcname args agg_order agg_filter over agg_within_group agg_star agg_distinct func_variadic funcformat location'),
+  WindowDef: keys('name refname partitionClause orderClause frameOptions startOffset endOffset location'),
+  SortBy: keys('node sortby_dir sortby_nulls useOp location'),
+  TypeCast: keys('arg typeName location'),
+  CaseExpr: keys('arg args defresult location'),
+  CaseWhen: keys('expr result location'),
+  CoalesceExpr: keys('args location'),
+  MinMaxExpr: keys('op args location'),
+  SubLink: keys('subLinkType testexpr operName subselect location'),
+  A_ArrayExpr: keys('elements location list_start list_end'),
+  SQLValueFunction: keys('op typmod location'),
+  List: keys('items'),
+  GroupingFunc: keys('args location'),
+  GroupingSet: keys('kind content location'),
+  RangeVar: keys('schemaname relname inh relpersistence alias location'),
+  RangeSubselect: keys('lateral subquery alias'),
+  JoinExpr: keys('jointype isNatural larg rarg usingClause join_using_alias quals alias rtindex'),
+  CommonTableExpr: keys('ctename aliascolnames ctematerialized ctequery location'),
+};
+
+function keys(...groups: string[]): ReadonlySet<string> {
+  return new Set(groups.flatMap((g) => g.split(' ')));
+}
+
+/** Constructs refused by name, with the words a user reads. */
+const REFUSED_CONSTRUCTS: Record<string, string> = {
+  RowExpr: 'Row constructors are not allowed.',
+  A_Indirection: 'Subscripts and field selection are not allowed.',
+  ParamRef: 'Query parameters ($1) are not allowed.',
+  CollateClause: 'COLLATE is not allowed.',
+  RangeFunction: 'Functions in FROM are not allowed.',
+  RangeTableSample: 'TABLESAMPLE is not allowed.',
+  RangeTableFunc: 'XMLTABLE is not allowed.',
+  JsonTable: 'JSON_TABLE is not allowed.',
+  XmlExpr: 'XML functions are not allowed.',
+  XmlSerialize: 'XMLSERIALIZE is not allowed.',
+};
+
+const ALLOWED_EXPR_KINDS = new Set([
+  'AEXPR_OP', 'AEXPR_OP_ANY', 'AEXPR_OP_ALL', 'AEXPR_DISTINCT', 'AEXPR_NOT_DISTINCT', 'AEXPR_NULLIF', 'AEXPR_IN', 'AEXPR_LIKE',
+  'AEXPR_ILIKE', 'AEXPR_SIMILAR', 'AEXPR_BETWEEN', 'AEXPR_NOT_BETWEEN', 'AEXPR_BETWEEN_SYM', 'AEXPR_NOT_BETWEEN_SYM',
+]);
+const ALLOWED_SUBLINKS = new Set(['EXISTS_SUBLINK', 'ALL_SUBLINK', 'ANY_SUBLINK', 'EXPR_SUBLINK', 'ARRAY_SUBLINK']);
+
+function isSystemSchema(schema: string): boolean {
+  return schema === 'information_schema' || schema.startsWith('pg_');
+}
+
+/**
+ * Guards 2 and 3 over one SELECT, rewriting it on the way: every relation of the card becomes the
+ * tenant's real table (with its card name as alias, so references keep working), `*` becomes the
+ * card's columns, and a GROUP BY on an output name becomes its position. Guard 2 refusals are
+ * thrown; the first guard 3 refusal is kept in `valueRefusal` (guard 2 outranks it).
+ */
+export class ReferenceWalker {
+  private readonly relations = new Map<string, CardRelation>();
+  valueRefusal: string | undefined;
+
+  constructor(
+    private readonly card: SchemaCard,
+    private readonly resolveRelation: (name: string) => string,
+  ) {
+    for (const relation of card.relations) this.relations.set(relation.name, relation);
+  }
+
+  /** Walks a whole query level; returns its output columns. */
+  select(s: Body, outer: Level | undefined, ctes: Ctes): Output[] {
+    this.known('SelectStmt', s);
+    checkSelectBody(s);
+    let visible = ctes;
+    const withClause = isBody(s.withClause) ? s.withClause : undefined;
+    for (const entry of list(withClause?.ctes)) {
+      const cte = this.expect(entry, 'CommonTableExpr');
+      const query = bodyOf(cte.ctequery, 'SelectStmt');
+      if (!query) throw new GuardRefusal(1, 'Only a SELECT may run inside WITH.');
+      const outputs = renamed(this.select(query, outer, visible), names(cte.aliascolnames) ?? []);
+      const next = new Map(visible);
+      next.set(String(cte.ctename), outputs);
+      visible = next;
+    }
+
+    if (s.op !== undefined && s.op !== 'SETOP_NONE') {
+      if (!isBody(s.larg) || !isBody(s.rarg)) throw new GuardRefusal(2, 'A set operation without both of its queries cannot be checked.');
+      const left = this.select(s.larg, outer, visible);
+      this.select(s.rarg, outer, visible);
+      for (const sort of list(s.sortClause)) this.setOperationSort(sort, left);
+      this.nonTopLimit(s, { items: [], parent: outer }, visible);
+      return left.map((o) => ({ name: o.name, origin: undefined }));
+    }
+
+    if (list(s.valuesLists).length > 0) {
+      const level: Level = { items: [], parent: outer };
+      let width = 0;
+      for (const row of list(s.valuesLists)) {
+        const items = list(this.expect(row, 'List').items);
+        width = Math.max(width, items.length);
+        for (const item of items) this.expr(item, level, visible);
+      }
+      this.nonTopLimit(s, level, visible);
+      return Array.from({ length: width }, (_, i) => ({ name: `column${i + 1}`, origin: undefined }));
+    }
+
+    const level: Level = { items: [], parent: outer };
+    for (const from of list(s.fromClause)) level.items.push(...this.from(from, level.items, outer, visible));
+
+    const targets = this.expandStars(list(s.targetList), level);
+    if (s.targetList !== undefined) s.targetList = targets;
+    const outputs: Output[] = [];
+    for (const target of targets) {
+      const t = this.expect(target, 'ResTarget');
+      const origin = this.expr(t.val, level, visible);
+      const name = typeof t.name === 'string' ? t.name : figureName(t.val);
+      outputs.push({ name, origin: isBody(bodyOf(t.val, 'ColumnRef')) ? origin : undefined });
+    }
+    const outputNames = new Set(outputs.map((o) => o.name).filter((n): n is string => n !== undefined));
+
+    if (s.whereClause !== undefined) this.expr(s.whereClause, level, visible);
+    if (s.havingClause !== undefined) this.expr(s.havingClause, level, visible);
+    if (s.groupClause !== undefined) s.groupClause = list(s.groupClause).map((g) => this.groupItem(g, level, visible, outputs));
+    for (const d of list(s.distinctClause)) {
+      if (isBody(d) && Object.keys(d).length === 0) continue;
+      this.sortExpr(d, level, visible, outputNames);
+    }
+    for (const sort of list(s.sortClause)) {
+      const by = this.expect(sort, 'SortBy');
+      if (by.useOp !== undefined) throw new GuardRefusal(2, 'ORDER BY … USING an operator is not allowed.');
+      this.sortExpr(by.node, level, visible, outputNames);
+    }
+    for (const w of list(s.windowClause)) this.windowDef(this.expect(w, 'WindowDef'), level, visible);
+    this.nonTopLimit(s, level, visible);
+    return outputs;
+  }
+
+  /** LIMIT and OFFSET below the top level are expressions like any other; guard 4 owns the top level's. */
+  private nonTopLimit(s: Body, level: Level, ctes: Ctes): void {
+    if (s.limitCount !== undefined) this.expr(s.limitCount, level, ctes);
+    if (s.limitOffset !== undefined) this.expr(s.limitOffset, level, ctes);
+  }
+
+  /** The top level's LIMIT and OFFSET are checked by guard 4, not walked here. */
+  topLevel(s: Body): void {
+    const count = s.limitCount;
+    const offset = s.limitOffset;
+    delete s.limitCount;
+    delete s.limitOffset;
+    try {
+      this.select(s, undefined, new Map());
+    } finally {
+      if (count !== undefined) s.limitCount = count;
+      if (offset !== undefined) s.limitOffset = offset;
+    }
+  }
+
+  // ---------------------------------------------------------------- FROM
+
+  /** One FROM item: the items it brings into scope. `before` are the items to its left (LATERAL sees them). */
+  private from(node: unknown, before: Item[], outer: Level | undefined, ctes: Ctes): Item[] {
+    const n = nodeOf(node);
+    if (!n) throw new GuardRefusal(2, 'A FROM item cannot be read.');
+    const refused = REFUSED_CONSTRUCTS[n.type];
+    if (refused) throw new GuardRefusal(2, refused);
+    switch (n.type) {
+      case 'RangeVar':
+        return [this.rangeVar(n.body, ctes)];
+      case 'RangeSubselect': {
+        this.known('RangeSubselect', n.body);
+        const query = bodyOf(n.body.subquery, 'SelectStmt');
+        if (!query) throw new GuardRefusal(2, 'A subquery in FROM must be a SELECT.');
+        const scope = n.body.lateral === true ? { items: [...before], parent: outer } : outer;
+        const alias = isBody(n.body.alias) ? n.body.alias : undefined;
+        const outputs = renamed(this.select(query, scope, ctes), names(alias?.colnames) ?? []);
+        return [derivedItem(typeof alias?.aliasname === 'string' ? alias.aliasname : undefined, outputs)];
+      }
+      case 'JoinExpr': {
+        this.known('JoinExpr', n.body);
+        const j = n.body;
+        if (j.isNatural === true) throw new GuardRefusal(2, 'NATURAL JOIN is not allowed: name the join columns (ON or USING).');
+        if (j.alias !== undefined || j.join_using_alias !== undefined) throw new GuardRefusal(2, 'An alias on a JOIN is not allowed.');
+        const left = this.from(j.larg, before, outer, ctes);
+        const right = this.from(j.rarg, [...before, ...left], outer, ctes);
+        for (const name of names(j.usingClause) ?? []) {
+          for (const side of [left, right]) {
+            if (lookUp(side, name) !== 'found') throw new GuardRefusal(2, `Column "${name}" of JOIN … USING is not on the schema card of every joined relation.`);
+          }
+        }
+        if (j.quals !== undefined) this.expr(j.quals, { items: [...left, ...right], parent: outer }, ctes);
+        return [...left, ...right];
+      }
+      default:
+        throw new GuardRefusal(2, `${n.type} in FROM is not allowed.`);
+    }
+  }
+
+  private rangeVar(r: Body, ctes: Ctes): Item {
+    if ('catalogname' in r) throw new GuardRefusal(2, `Relation "${String(r.relname)}" may not name a database.`);
+    this.known('RangeVar', r);
+    const schema = typeof r.schemaname === 'string' ? r.schemaname : undefined;
+    const rel = String(r.relname);
+    const alias = isBody(r.alias) ? r.alias : undefined;
+    const aliasName = typeof alias?.aliasname === 'string' ? alias.aliasname : undefined;
+    if (schema === undefined) {
+      const cte = ctes.get(rel);
+      if (cte) return derivedItem(aliasName ?? rel, renamed(cte, names(alias?.colnames) ?? []));
+      if (rel.startsWith('pg_')) throw new GuardRefusal(2, `System catalog "${rel}" cannot be queried.`);
+      throw new GuardRefusal(2, `Relation "${rel}" must be named with its schema, exactly as on the schema card of scope "${this.card.scope}".`);
+    }
+    const full = `${schema}.${rel}`;
+    if (isSystemSchema(schema)) throw new GuardRefusal(2, `System catalog "${full}" cannot be queried.`);
+    const relation = this.relations.get(full);
+    if (!relation) throw new GuardRefusal(2, `Relation "${full}" is not on the schema card of scope "${this.card.scope}".`);
+    if (alias?.colnames !== undefined) throw new GuardRefusal(2, `Column aliases on "${full}" are not allowed; alias the columns in the select list.`);
+    const real = this.resolved(full);
+    r.schemaname = real.schemaname;
+    r.relname = real.relname;
+    const name = aliasName ?? rel;
+    r.alias = { aliasname: name };
+    const columns = new Map<string, Origin | undefined>();
+    for (const column of relation.columns) columns.set(column.name, { relation: full, column });
+    return { alias: name, card: { relation, schema, rel, explicitAlias: aliasName !== undefined }, columns, opaque: false };
+  }
+
+  /** The tenant's real table for a card relation, as schema and name. */
+  private resolved(name: string): { schemaname: string; relname: string } {
+    const sql = this.resolveRelation(name);
+    let stmts: unknown[] = [];
+    try {
+      stmts = parseSync(`select from ${sql}`).stmts ?? [];
+    } catch {
+      // reported below
+    }
+    const from = stmts.length === 1 ? list(bodyOf((stmts[0] as { stmt?: unknown }).stmt, 'SelectStmt')?.fromClause) : [];
+    const r = from.length === 1 ? bodyOf(from[0], 'RangeVar') : undefined;
+    if (!r || typeof r.schemaname !== 'string' || typeof r.relname !== 'string' || r.alias !== undefined || 'catalogname' in r) {
+      throw new Error(`resolveRelation(${name}) did not answer a schema-qualified table name: ${sql}`);
+    }
+    return { schemaname: r.schemaname, relname: r.relname };
+  }
+
+  // ---------------------------------------------------------------- select list
+
+  /** `*`, `q.*` and `schema.rel.*` in a select list become the columns they stand for (a card relation's: its card columns). */
+  private expandStars(targets: unknown[], level: Level): unknown[] {
+    const out: unknown[] = [];
+    for (const target of targets) {
+      const t = this.expect(target, 'ResTarget');
+      const ref = bodyOf(t.val, 'ColumnRef');
+      const fields = list(ref?.fields);
+      if (!ref || !bodyOf(fields[fields.length - 1], 'A_Star')) {
+        out.push(target);
+        continue;
+      }
+      const qualifier = names(fields.slice(0, -1));
+      if (!qualifier) throw new GuardRefusal(2, 'A * reference cannot be read.');
+      let items: Item[];
+      if (qualifier.length === 0) items = level.items;
+      else items = [this.qualified(qualifier, level).item];
+      if (items.length === 0) throw new GuardRefusal(2, 'SELECT * needs a FROM clause.');
+      for (const item of items) {
+        if (item.opaque) throw new GuardRefusal(2, 'SELECT * over a subquery with unnamed columns is not allowed; name its columns.');
+        for (const column of item.columns.keys()) {
+          const fieldsOut = item.alias !== undefined ? [item.alias, column] : [column];
+          out.push({ ResTarget: { val: { ColumnRef: { fields: fieldsOut.map((sval) => ({ String: { sval } })) } } } });
+        }
+      }
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- GROUP BY, ORDER BY
+
+  /** A GROUP BY item; a bare name that is no readable column but an output name becomes the output's position. */
+  private groupItem(node: unknown, level: Level, ctes: Ctes, outputs: Output[]): unknown {
+    const set = bodyOf(node, 'GroupingSet');
+    if (set) {
+      this.known('GroupingSet', set);
+      set.content = list(set.content).map((c) => this.groupItem(c, level, ctes, outputs));
+      return node;
+    }
+    const bare = bareName(node);
+    if (bare !== undefined && resolveBare(bare, level) !== 'found') {
+      const position = outputs.findIndex((o) => o.name === bare);
+      if (position >= 0) return integerConst(position + 1);
+    }
+    this.expr(node, level, ctes);
+    return node;
+  }
+
+  /** ORDER BY and DISTINCT ON: a bare name may be an output column (PostgreSQL prefers the output then). */
+  private sortExpr(node: unknown, level: Level, ctes: Ctes, outputNames: ReadonlySet<string>): void {
+    const bare = bareName(node);
+    if (bare !== undefined && outputNames.has(bare)) return;
+    this.expr(node, level, ctes);
+  }
+
+  private setOperationSort(sort: unknown, outputs: Output[]): void {
+    const by = this.expect(sort, 'SortBy');
+    if (by.useOp !== undefined) throw new GuardRefusal(2, 'ORDER BY … USING an operator is not allowed.');
+    const bare = bareName(by.node);
+    if (bare !== undefined && outputs.some((o) => o.name === bare)) return;
+    const c = bodyOf(by.node, 'A_Const');
+    if (c && isBody(c.ival)) return;
+    throw new GuardRefusal(2, 'ORDER BY of UNION, INTERSECT or EXCEPT may only name output columns or positions.');
+  }
+
+  private windowDef(w: Body, level: Level, ctes: Ctes): void {
+    this.known('WindowDef', w);
+    for (const p of list(w.partitionClause)) this.expr(p, level, ctes);
+    for (const o of list(w.orderClause)) {
+      const by = this.expect(o, 'SortBy');
+      if (by.useOp !== undefined) throw new GuardRefusal(2, 'ORDER BY … USING an operator is not allowed.');
+      this.expr(by.node, level, ctes);
+    }
+    if (w.startOffset !== undefined) this.expr(w.startOffset, level, ctes);
+    if (w.endOffset !== undefined) this.expr(w.endOffset, level, ctes);
+  }
+
+  // ---------------------------------------------------------------- expressions
+
+  /** Checks one expression; answers the card column it is (a bare column reference, possibly cast), if any. */
+  private expr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
+    const n = nodeOf(node);
+    if (!n) throw new GuardRefusal(2, 'An expression cannot be read.');
+    const b = n.body;
+    const refused = REFUSED_CONSTRUCTS[n.type];
+    if (refused) throw new GuardRefusal(2, refused);
+    if (!KNOWN_KEYS[n.type]) throw new GuardRefusal(2, `The construct ${n.type} is not allowed.`);
+    this.known(n.type, b);
+    switch (n.type) {
+      case 'ColumnRef':
+        return this.columnRef(b, level);
+      case 'A_Const':
+        return undefined;
+      case 'A_Expr': {
+        const kind = String(b.kind);
+        if (!ALLOWED_EXPR_KINDS.has(kind)) throw new GuardRefusal(2, `The operator form ${kind} is not allowed.`);
+        const op = names(b.name);
+        if (op?.length !== 1) throw new GuardRefusal(2, 'Schema-qualified operators (OPERATOR(…)) are not allowed.');
+        const name = op[0]!;
+        if (!name.startsWith('BETWEEN') && !name.startsWith('NOT BETWEEN') && !ALLOWED_OPERATORS.has(name)) {
+          throw new GuardRefusal(2, `The operator ${name} is not allowed.`);
+        }
+        const left = b.lexpr === undefined ? undefined : this.expr(b.lexpr, level, ctes);
+        const right = b.rexpr === undefined ? undefined : this.expr(b.rexpr, level, ctes);
+        this.noteValue(domainViolation(kind, name, b.lexpr, left, b.rexpr, right));
+        return undefined;
+      }
+      case 'List':
+        for (const item of list(b.items)) this.expr(item, level, ctes);
+        return undefined;
+      case 'BoolExpr':
+      case 'CoalesceExpr':
+      case 'MinMaxExpr':
+      case 'GroupingFunc':
+        for (const arg of list(b.args)) this.expr(arg, level, ctes);
+        return undefined;
+      case 'NullTest':
+      case 'BooleanTest':
+        this.expr(b.arg, level, ctes);
+        return undefined;
+      case 'A_ArrayExpr':
+        for (const e of list(b.elements)) this.expr(e, level, ctes);
+        return undefined;
+      case 'TypeCast': {
+        const typeName = isBody(b.typeName) ? b.typeName : {};
+        const type = names(typeName.names);
+        const last = type?.[type.length - 1];
+        if (!type || !last || type.length > 2 || (type.length === 2 && type[0] !== 'pg_catalog') || !ALLOWED_CAST_TYPES.has(last)) {
+          throw new GuardRefusal(2, `A cast to ${type ? type.join('.') : 'this type'} is not allowed.`);
+        }
+        if (typeName.setof !== undefined || typeName.pct_type !== undefined) throw new GuardRefusal(2, 'This cast is not allowed.');
+        for (const mod of list(typeName.typmods)) this.expr(mod, level, ctes);
+        return this.expr(b.arg, level, ctes);
+      }
+      case 'CaseExpr': {
+        const subject = b.arg === undefined ? undefined : this.expr(b.arg, level, ctes);
+        for (const w of list(b.args)) {
+          const when = this.expect(w, 'CaseWhen');
+          const value = this.expr(when.expr, level, ctes);
+          if (b.arg !== undefined) this.noteValue(domainViolation('AEXPR_OP', '=', b.arg, subject, when.expr, value));
+          this.expr(when.result, level, ctes);
+        }
+        if (b.defresult !== undefined) this.expr(b.defresult, level, ctes);
+        return undefined;
+      }
+      case 'FuncCall':
+        this.funcCall(b, level, ctes);
+        return undefined;
+      case 'SubLink': {
+        if (!ALLOWED_SUBLINKS.has(String(b.subLinkType))) throw new GuardRefusal(2, `The subquery form ${String(b.subLinkType)} is not allowed.`);
+        const op = b.operName === undefined ? ['='] : names(b.operName);
+        if (op?.length !== 1 || !ALLOWED_OPERATORS.has(op[0]!)) throw new GuardRefusal(2, 'This subquery operator is not allowed.');
+        if (b.testexpr !== undefined) this.expr(b.testexpr, level, ctes);
+        const query = bodyOf(b.subselect, 'SelectStmt');
+        if (!query) throw new GuardRefusal(2, 'A subquery must be a SELECT.');
+        this.select(query, level, ctes);
+        return undefined;
+      }
+      case 'SQLValueFunction':
+        if (!ALLOWED_SQL_VALUE_FUNCTIONS.has(String(b.op))) {
+          throw new GuardRefusal(2, `${String(b.op).replace(/^SVFOP_/, '').replace(/_N$/, '')} is not allowed.`);
+        }
+        return undefined;
+      default:
+        throw new GuardRefusal(2, `The construct ${n.type} is not allowed here.`);
+    }
+  }
+
+  private funcCall(f: Body, level: Level, ctes: Ctes): void {
+    const name = names(f.funcname);
+    const last = name?.[name.length - 1];
+    const qualifiedOk = name !== undefined && (name.length === 1 || (name.length === 2 && name[0] === 'pg_catalog'));
+    if (!last || !qualifiedOk || !ALLOWED_FUNCTIONS.has(last)) {
+      throw new GuardRefusal(2, `The function ${name ? name.join('.') : '(unreadable)'} is not allowed.`);
+    }
+    for (const arg of list(f.args)) this.expr(arg, level, ctes);
+    for (const o of list(f.agg_order)) this.expr(this.expect(o, 'SortBy').node, level, ctes);
+    if (f.agg_filter !== undefined) this.expr(f.agg_filter, level, ctes);
+    if (isBody(f.over)) this.windowDef(f.over, level, ctes);
+  }
+
+  // ---------------------------------------------------------------- column references
+
+  private columnRef(ref: Body, level: Level): Origin | undefined {
+    const fields = names(ref.fields);
+    if (!fields) throw new GuardRefusal(2, '* may only stand alone in the select list (use count(*) to count rows).');
+    if (fields.length === 1) {
+      const name = fields[0]!;
+      for (let l: Level | undefined = level; l; l = l.parent) {
+        const found = l.items.find((i) => i.columns.has(name));
+        if (found) return found.columns.get(name);
+        const cards = l.items.filter((i) => i.card);
+        if (cards.length > 0) {
+          throw new GuardRefusal(2, `Column "${name}" is not on the schema card for ${cards.map((i) => i.card!.relation.name).join(', ')}.`);
+        }
+      }
+      throw new GuardRefusal(2, `Column "${name}" is not a column of any relation in the query.`);
+    }
+    if (fields.length > 3) throw new GuardRefusal(2, `The reference ${fields.join('.')} is not allowed.`);
+    const column = fields[fields.length - 1]!;
+    const { item } = this.qualified(fields.slice(0, -1), level);
+    if (!item.columns.has(column)) {
+      if (item.card) throw new GuardRefusal(2, `Column "${column}" is not on the schema card for ${item.card.relation.name}.`);
+      throw new GuardRefusal(2, `Column "${column}" is not a column of "${item.alias ?? 'the subquery'}".`);
+    }
+    // schema.relation.column: the relation now carries its card name as alias.
+    if (fields.length === 3) ref.fields = [item.alias!, column].map((sval) => ({ String: { sval } }));
+    return item.columns.get(column);
+  }
+
+  /** The item a qualifier (`p`, `partners` or `ext.partners`) names, innermost level first, as PostgreSQL looks it up. */
+  private qualified(qualifier: string[], level: Level): { item: Item } {
+    for (let l: Level | undefined = level; l; l = l.parent) {
+      const item =
+        qualifier.length === 1
+          ? l.items.find((i) => i.alias === qualifier[0])
+          : l.items.find((i) => i.card && !i.card.explicitAlias && i.card.schema === qualifier[0] && i.card.rel === qualifier[1]);
+      if (item) return { item };
+    }
+    const text = qualifier.join('.');
+    if (qualifier.length === 2 && isSystemSchema(qualifier[0]!)) throw new GuardRefusal(2, `System catalog "${text}" cannot be queried.`);
+    throw new GuardRefusal(2, `"${text}" is not a relation of the query's FROM clause.`);
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private noteValue(refusal: string | undefined): void {
+    if (refusal !== undefined && this.valueRefusal === undefined) this.valueRefusal = refusal;
+  }
+
+  private expect(node: unknown, type: string): Body {
+    const b = bodyOf(node, type);
+    if (!b) throw new GuardRefusal(2, `Expected ${type} here; the construct ${nodeOf(node)?.type ?? 'found'} is not allowed.`);
+    this.known(type, b);
+    return b;
+  }
+
+  /** Refuses a node carrying a key this guard does not know (a construct it would otherwise not look at). */
+  private known(type: string, b: Body): void {
+    const allowed = KNOWN_KEYS[type];
+    if (!allowed) return;
+    for (const key of Object.keys(b)) if (!allowed.has(key)) throw new GuardRefusal(2, `The construct ${type}.${key} is not allowed.`);
+  }
+}
+
+/** A derived relation (subquery or CTE) as an item. */
+function derivedItem(alias: string | undefined, outputs: Output[]): Item {
+  const columns = new Map<string, Origin | undefined>();
+  let opaque = false;
+  for (const o of outputs) {
+    if (o.name === undefined) opaque = true;
+    else if (!columns.has(o.name)) columns.set(o.name, o.origin);
+  }
+  return { alias, columns, opaque };
+}
+
+/** Column aliases (`x(a, b)`) rename the first outputs. */
+function renamed(outputs: Output[], aliases: string[]): Output[] {
+  if (aliases.length > outputs.length) throw new GuardRefusal(2, 'More column aliases than columns.');
+  return outputs.map((o, i) => (i < aliases.length ? { name: aliases[i], origin: o.origin } : o));
+}
+
+/** A lone one-name column reference (`ORDER BY total`). */
+function bareName(node: unknown): string | undefined {
+  const fields = names(bodyOf(node, 'ColumnRef')?.fields);
+  return fields?.length === 1 ? fields[0] : undefined;
+}
+
+/** Whether a bare name resolves to a known column at this level or one around it. */
+function resolveBare(name: string, level: Level): 'found' | 'not found' {
+  for (let l: Level | undefined = level; l; l = l.parent) {
+    const r = lookUp(l.items, name);
+    if (r === 'found') return 'found';
+    if (r === 'maybe hidden') return 'not found';
+  }
+  return 'not found';
+}
+
+/**
+ * A name among items: found, or possibly a column of a card relation's real table that the card
+ * does not show (so PostgreSQL would read it), or absent.
+ */
+function lookUp(items: Item[], name: string): 'found' | 'maybe hidden' | 'absent' {
+  if (items.some((i) => i.columns.has(name))) return 'found';
+  return items.some((i) => i.card) ? 'maybe hidden' : 'absent';
+}
+
+/**
+ * The name PostgreSQL gives an unnamed select-list expression, when it is certain: a column's
+ * name, a function's name, or a cast's argument's. Anything else is left unknown.
+ */
+function figureName(node: unknown): string | undefined {
+  const n = nodeOf(node);
+  if (!n) return undefined;
+  if (n.type === 'ColumnRef') {
+    const fields = list(n.body.fields);
+    return stringOf(fields[fields.length - 1]);
+  }
+  if (n.type === 'FuncCall') {
+    const f = names(n.body.funcname);
+    return f?.[f.length - 1];
+  }
+  if (n.type === 'TypeCast') return figureName(n.body.arg);
+  return undefined;
+}
+
+export type { CardColumn, Output };
+export { literalText };

@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../../test/harness/database.js';
+import { runWithCommitHook } from '../../db/database.js';
+import { guardQuery } from './guards.js';
+import { AnalyticRefusal } from './refusal.js';
+import { runReadOnly } from './run.js';
+import type { SchemaCard } from './schema-card.js';
+
+const card: SchemaCard = {
+  scope: 'sales',
+  relations: [{ name: 'ext.partners', columns: [{ name: 'name', type: 'text' }, { name: 'country', type: 'text', values: ['FR', 'DE'] }] }],
+};
+
+/**
+ * Guard 5 against a real PostgreSQL: the tenant's table is made the way the hub makes ext tables
+ * (owner DDL, row-level security, the application role granted select and writes), so what stops
+ * a write below is the read-only transaction, not a missing grant.
+ */
+describe('runReadOnly', () => {
+  let t: MigratedDatabase;
+  const options = { timeoutMs: 2000, maxRows: 500 };
+
+  beforeAll(async () => {
+    // One connection: every transaction below reuses it, so leaked session state would show.
+    t = await migratedDatabase({ 7: 'seven', 8: 'eight' }, 1);
+    const app = TEST_ROLES.app;
+    await t.owner.query(`
+      create schema ext_t7;
+      grant usage on schema ext_t7 to ${app};
+      create table ext_t7.partners (id bigint primary key, tenant_id bigint not null, name text not null, country text, data jsonb);
+      alter table ext_t7.partners enable row level security;
+      create policy tenant_isolation on ext_t7.partners using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant());
+      grant select, insert, update, delete on ext_t7.partners to ${app};
+      insert into ext_t7.partners values (1, 7, 'Acme', 'FR', '{}'), (2, 7, 'Bolt', 'DE', '{}'), (3, 7, 'Cogs', 'FR', '{}'), (4, 8, 'Other tenant', 'FR', '{}');
+      create sequence ext_t7.seq;
+      grant usage on sequence ext_t7.seq to ${app};
+      create function ext_t7.wipe() returns bigint language sql as $$ delete from ext_t7.partners returning id $$;
+      create table ext_t7.secrets (x text);
+      insert into ext_t7.secrets values ('s');
+    `);
+  });
+  afterAll(async () => t.close());
+
+  async function partnerRows(): Promise<number> {
+    const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from ext_t7.partners');
+    return rows[0]!.n;
+  }
+
+  async function refusal(sql: string, timeoutMs = options.timeoutMs): Promise<AnalyticRefusal> {
+    const err = await runReadOnly(t.db, 7, sql, { ...options, timeoutMs }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(AnalyticRefusal);
+    return err as AnalyticRefusal;
+  }
+
+  it('runs a guarded query as the tenant: its rows only, at most maxRows', async () => {
+    const guarded = await guardQuery("select name from ext.partners where country = 'FR' order by name", card, {
+      resolveRelation: () => '"ext_t7"."partners"',
+    });
+    expect(guarded.ok).toBe(true);
+    if (!guarded.ok) return;
+    expect(await runReadOnly(t.db, 7, guarded.sql, options)).toEqual({ rows: [{ name: 'Acme' }, { name: 'Cogs' }], rowCount: 2 });
+    expect(await runReadOnly(t.db, 7, 'select name from ext_t7.partners order by name', { ...options, maxRows: 1 })).toEqual({
+      rows: [{ name: 'Acme' }],
+      rowCount: 1,
+    });
+    expect((await runReadOnly(t.db, 8, 'select name from ext_t7.partners', options)).rows).toEqual([{ name: 'Other tenant' }]);
+  });
+
+  it('is refused by PostgreSQL when a SELECT writes (a guard bypassed): the transaction is read-only', async () => {
+    for (const sql of ['select ext_t7.wipe()', "select nextval('ext_t7.seq')", 'select lo_create(0)']) {
+      const err = await refusal(sql);
+      expect(err.guard).toBe(5);
+      expect(err.message).toBe('The query tried to change data; analytic queries only read.');
+      expect(err.sql).toBe(sql);
+    }
+    expect(await partnerRows()).toBe(4);
+    // The same function does write outside a read-only transaction: the refusal above is the transaction's.
+    const wrote = t.db.withTenant(7, async (tx) => {
+      const { rowCount } = await tx.query('select ext_t7.wipe() as id');
+      throw new Error(`wrote, ${rowCount} row back; rolled back`);
+    });
+    await expect(wrote).rejects.toThrow('wrote, 1 row back');
+    expect(await partnerRows()).toBe(4);
+  });
+
+  it('refuses DML and several statements before they reach the database', async () => {
+    const del = await refusal('delete from ext_t7.partners');
+    expect(del.guard).toBe(1);
+    const smuggled = await refusal('select 1; commit; delete from ext_t7.partners');
+    expect(smuggled.guard).toBe(1);
+    expect(smuggled.message).toContain('one statement');
+    expect(await partnerRows()).toBe(4);
+  });
+
+  it('cuts a slow query at the statement timeout', async () => {
+    const started = Date.now();
+    const err = await refusal('select pg_sleep(10)', 300);
+    expect(err.guard).toBe(5);
+    expect(err.message).toBe('The query ran longer than 300 ms and was stopped.');
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('answers a missing privilege as a refusal', async () => {
+    const err = await refusal('select x from ext_t7.secrets');
+    expect(err.guard).toBe(5);
+    expect(err.message).toBe('The query reached data it is not allowed to read.');
+  });
+
+  it('leaves no session state behind: timeout, search_path and settings a function changed are gone', async () => {
+    await runReadOnly(t.db, 7, "select pg_catalog.set_config('svc.probe', 'changed', false)", options);
+    const { rows } = await t.db.withTenant(7, (tx) =>
+      tx.query<{ probe: string | null; timeout: string; path: string; ro: string }>(
+        "select current_setting('svc.probe', true) as probe, current_setting('statement_timeout') as timeout, " +
+          "current_setting('search_path') as path, current_setting('transaction_read_only') as ro",
+      ),
+    );
+    expect(rows[0]!.probe ?? '').toBe('');
+    expect(rows[0]!.timeout).toBe('0');
+    expect(rows[0]!.path).not.toBe('pg_catalog');
+    expect(rows[0]!.ro).toBe('off');
+  });
+
+  it("runs under a request's audit hook without calling it (a read-only transaction cannot take the audit insert)", async () => {
+    let called = 0;
+    const hook = {
+      beforeCommit: async () => {
+        called++;
+        return undefined;
+      },
+    };
+    const result = await runWithCommitHook(hook, () => runReadOnly(t.db, 7, 'select count(*)::int as n from ext_t7.partners', options));
+    expect(result.rows).toEqual([{ n: 3 }]);
+    expect(called).toBe(0);
+  });
+
+  it('throws other database errors as they are', async () => {
+    await expect(runReadOnly(t.db, 7, 'select 1 / 0', options)).rejects.toMatchObject({ code: '22012' });
+  });
+});

@@ -1,0 +1,99 @@
+import { loadModule, parse } from 'libpg-query';
+import { type CommitHook, type Database, runWithCommitHook } from '../../db/database.js';
+import { GuardRefusal } from './ast.js';
+import { AnalyticRefusal } from './refusal.js';
+import { checkStatementShape } from './statement-shape.js';
+
+export interface RunOptions {
+  /** The statement timeout of the query, in milliseconds. */
+  timeoutMs: number;
+  /** Rows beyond this many are dropped (guard 4 already bounds the LIMIT; this is the second wall). */
+  maxRows: number;
+}
+
+export interface RunResult {
+  rows: Record<string, unknown>[];
+  rowCount: number;
+}
+
+/** PostgreSQL's refusals that guard 5 answers as a refusal rather than a failure. */
+const REFUSALS: Record<string, (timeoutMs: number) => string> = {
+  '57014': (ms) => `The query ran longer than ${ms} ms and was stopped.`,
+  '25006': () => 'The query tried to change data; analytic queries only read.',
+  '42501': () => 'The query reached data it is not allowed to read.',
+};
+
+/**
+ * The read-only transaction has nothing to audit atomically with (it cannot write), and the
+ * request's audit hook would try an INSERT in it, which a read-only transaction refuses: it runs
+ * with this hook instead, and the call's audit entry is written when the call finishes.
+ */
+const NO_COMMIT_WORK: CommitHook = { beforeCommit: async () => undefined };
+
+/** Carries the result out of withTenant, which then rolls the transaction back. */
+class Done {
+  constructor(readonly result: RunResult) {}
+}
+
+let loaded: Promise<void> | undefined;
+
+/**
+ * Guard 5: runs an already guarded SELECT in the tenant's transaction (the application role under
+ * row-level security, as every request does) made read-only, with a statement timeout and a
+ * search_path of pg_catalog alone (relations arrive resolved and schema-qualified; unqualified
+ * functions and operators can only be the built-in ones). The transaction is always rolled back,
+ * which also undoes any session setting a function might have changed. So even a statement that
+ * slipped past guards 1-4 cannot write, cannot run for long, and cannot see another tenant's rows.
+ *
+ * The text is parsed again first and must be one SELECT (guard 1): several statements would let
+ * a COMMIT end the read-only transaction. A timeout, a write or a missing privilege becomes an
+ * AnalyticRefusal of guard 5; any other database error is thrown as it is.
+ */
+export async function runReadOnly(db: Database, tenantId: number, sql: string, options: RunOptions): Promise<RunResult> {
+  const { timeoutMs, maxRows } = options;
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) throw new Error(`timeoutMs must be a positive integer, not ${timeoutMs}`);
+  if (!Number.isSafeInteger(maxRows) || maxRows < 0) throw new Error(`maxRows must be a non-negative integer, not ${maxRows}`);
+  await oneSelect(sql);
+  try {
+    await runWithCommitHook(NO_COMMIT_WORK, () =>
+      db.withTenant(tenantId, async (tx) => {
+        // One round trip; timeoutMs is a checked integer, so inlining it is safe.
+        await tx.query(
+          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local search_path = pg_catalog; set local standard_conforming_strings = on`,
+        );
+        let rows: Record<string, unknown>[];
+        try {
+          rows = (await tx.query<Record<string, unknown>>(sql)).rows;
+        } catch (err) {
+          const code = (err as { code?: unknown }).code;
+          const refusal = typeof code === 'string' ? REFUSALS[code] : undefined;
+          if (refusal) throw new AnalyticRefusal(5, refusal(timeoutMs), sql);
+          throw err;
+        }
+        const kept = rows.slice(0, maxRows);
+        throw new Done({ rows: kept, rowCount: kept.length });
+      }),
+    );
+  } catch (err) {
+    if (err instanceof Done) return err.result;
+    throw err;
+  }
+  throw new Error('unreachable: the read-only transaction ended without a result');
+}
+
+async function oneSelect(sql: string): Promise<void> {
+  loaded ??= loadModule();
+  await loaded;
+  let stmts: unknown[];
+  try {
+    stmts = (await parse(sql)).stmts ?? [];
+  } catch (err) {
+    throw new AnalyticRefusal(1, `The query is not valid SQL: ${err instanceof Error ? err.message : String(err)}.`, sql);
+  }
+  try {
+    checkStatementShape(stmts);
+  } catch (err) {
+    if (err instanceof GuardRefusal) throw new AnalyticRefusal(err.guard, err.message, sql);
+    throw err;
+  }
+}

@@ -1,0 +1,128 @@
+import { bodyOf, isBody, list, literalText } from './ast.js';
+import type { CardColumn } from './schema-card.js';
+
+/** The card column a column reference reads, with its relation's card name. */
+export interface Origin {
+  relation: string;
+  column: CardColumn;
+}
+
+/**
+ * Guard 3: a literal compared with a column that declares `values` must be one of them, exactly
+ * (case-sensitive, as stored): a model that filters `status = 'deleted'` when the domain is
+ * active/dormant gets a refusal naming the value instead of a silent empty answer.
+ *
+ * Checked: `=`, `<>`, IS [NOT] DISTINCT FROM (either side), [NOT] IN lists, `= ANY`/`<> ALL` over
+ * an ARRAY[…] or a '{…}' literal, CASE column WHEN literal, and LIKE/ILIKE, whose pattern must
+ * match at least one declared value. Not checked: ordering comparisons, BETWEEN, SIMILAR TO,
+ * regular expressions, and a column wrapped in a function (`lower(country) = 'fr'`).
+ * Answers the refusal message, or undefined.
+ */
+export function domainViolation(
+  kind: string,
+  operator: string,
+  leftNode: unknown,
+  left: Origin | undefined,
+  rightNode: unknown,
+  right: Origin | undefined,
+): string | undefined {
+  const equality = operator === '=' || operator === '<>';
+  if ((kind === 'AEXPR_OP' || kind === 'AEXPR_DISTINCT' || kind === 'AEXPR_NOT_DISTINCT') && equality) {
+    if (left && !right) return checkValue(left, literalText(rightNode));
+    if (right && !left) return checkValue(right, literalText(leftNode));
+    return undefined;
+  }
+  if (!left) return undefined;
+  if (kind === 'AEXPR_IN') {
+    for (const item of list(bodyOf(rightNode, 'List')?.items)) {
+      const refusal = checkValue(left, literalText(item));
+      if (refusal) return refusal;
+    }
+    return undefined;
+  }
+  if ((kind === 'AEXPR_OP_ANY' || kind === 'AEXPR_OP_ALL') && equality) {
+    for (const value of arrayLiterals(rightNode)) {
+      const refusal = checkValue(left, value);
+      if (refusal) return refusal;
+    }
+    return undefined;
+  }
+  if (kind === 'AEXPR_LIKE' || kind === 'AEXPR_ILIKE') {
+    const pattern = literalText(rightNode);
+    const values = left.column.values;
+    if (pattern === undefined || !values) return undefined;
+    const regex = likeToRegExp(pattern, kind === 'AEXPR_ILIKE');
+    if (values.some((v) => regex.test(v))) return undefined;
+    return `The pattern '${pattern}' matches no declared value of column ${left.column.name} (${left.relation}); declared values: ${values.join(', ')}.`;
+  }
+  return undefined;
+}
+
+function checkValue(origin: Origin, value: string | undefined): string | undefined {
+  const values = origin.column.values;
+  if (value === undefined || !values || values.includes(value)) return undefined;
+  return `'${value}' is not a declared value of column ${origin.column.name} (${origin.relation}); declared values: ${values.join(', ')}.`;
+}
+
+/** The elements of `ARRAY['a','b']` or of the array literal `'{a,b}'` (possibly cast). */
+function arrayLiterals(node: unknown): (string | undefined)[] {
+  const array = bodyOf(node, 'A_ArrayExpr');
+  if (array) return list(array.elements).map(literalText);
+  const cast = bodyOf(node, 'TypeCast');
+  const text = literalText(cast ? cast.arg : node);
+  if (text === undefined || !isBody(bodyOf(cast ? cast.arg : node, 'A_Const')?.sval)) return [];
+  return parseArrayLiteral(text);
+}
+
+/** PostgreSQL's one-dimensional array literal: `{a,"b c",NULL}`. Unreadable text gives one undeclared value (itself). */
+export function parseArrayLiteral(text: string): (string | undefined)[] {
+  const t = text.trim();
+  if (!t.startsWith('{') || !t.endsWith('}')) return [text];
+  const inner = t.slice(1, -1);
+  const out: (string | undefined)[] = [];
+  let i = 0;
+  while (i <= inner.length) {
+    while (inner[i] === ' ') i++;
+    let value = '';
+    let quoted = false;
+    if (inner[i] === '"') {
+      quoted = true;
+      i++;
+      while (i < inner.length && inner[i] !== '"') {
+        if (inner[i] === '\\') i++;
+        value += inner[i] ?? '';
+        i++;
+      }
+      i++;
+    } else {
+      while (i < inner.length && inner[i] !== ',') {
+        if (inner[i] === '\\') i++;
+        value += inner[i] ?? '';
+        i++;
+      }
+      value = value.trim();
+    }
+    while (inner[i] === ' ') i++;
+    if (inner.length > 0 || quoted) out.push(!quoted && value.toUpperCase() === 'NULL' ? undefined : value);
+    if (inner[i] !== ',') break;
+    i++;
+  }
+  return out;
+}
+
+/** LIKE's pattern language (`%`, `_`, backslash escape) as an anchored regular expression. */
+export function likeToRegExp(pattern: string, caseInsensitive: boolean): RegExp {
+  let source = '';
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (c === '\\' && i + 1 < pattern.length) source += escapeRegExp(pattern[++i]!);
+    else if (c === '%') source += '[\\s\\S]*';
+    else if (c === '_') source += '[\\s\\S]';
+    else source += escapeRegExp(c);
+  }
+  return new RegExp(`^${source}$`, caseInsensitive ? 'iu' : 'u');
+}
+
+function escapeRegExp(c: string): string {
+  return c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+}
