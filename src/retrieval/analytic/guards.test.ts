@@ -131,6 +131,11 @@ describe('guardQuery', () => {
     }
   });
 
+  it('refuses a statement nested deeper than any question needs, without throwing', async () => {
+    const deep = `select name from ext.partners where id in ${'(select '.repeat(1000)}1${')'.repeat(1000)}`;
+    expect(await guardQuery(deep, card, { resolveRelation })).toMatchObject({ ok: false, guard: 1 });
+  });
+
   it('accepts LIKE … ESCAPE and leaves its pattern unchecked', async () => {
     const result = await guardQuery("select name from ext.partners where name like 'a!%%' escape '!'", card, { resolveRelation });
     expect(result).toEqual({ ok: true, sql: "SELECT name FROM ext_t7.partners AS partners WHERE name LIKE pg_catalog.like_escape('a!%%', '!') LIMIT 500", limit: 500 });
