@@ -75,6 +75,10 @@ const ACCEPTED: [question: string, sql: string, runs: string][] = [
   ["ORDER BY NULLS LAST", "select name from ext.partners order by created_at desc nulls last", "SELECT name FROM ext_t7.partners AS partners ORDER BY created_at DESC NULLS LAST LIMIT 500"],
   ["comparison of a domain column with another column is not a literal", "select count(*) from ext.partners p join ext.orders o on o.partner_id = p.id where p.status = o.status", "SELECT count(*) FROM ext_t7.partners AS p JOIN ext_t7.orders AS o ON o.partner_id = p.id WHERE p.status = o.status LIMIT 500"],
   ["function of a domain column is not checked", "select count(*) from ext.partners where lower(country) = 'fr'", "SELECT count(*) FROM ext_t7.partners AS partners WHERE lower(country) = 'fr' LIMIT 500"],
+  ["VALUES ordered by an output column", "values (2, 'b'), (1, 'a') order by column1", "VALUES (2, 'b'), (1, 'a') ORDER BY column1 LIMIT 500"],
+  ["UNION of limited arms", "(select name from ext.partners order by name limit 3) union all (select name from ext.partners where country = 'DE' limit 2)", "(SELECT name FROM ext_t7.partners AS partners ORDER BY name LIMIT 3) UNION ALL (SELECT name FROM ext_t7.partners AS partners WHERE country = 'DE' LIMIT 2) LIMIT 500"],
+  ["a subquery column named after its function", "select s.lower from (select lower(name) from ext.partners) s", "SELECT s.lower FROM ( SELECT lower(name) FROM ext_t7.partners AS partners ) AS s LIMIT 500"],
+  ["HAVING and ORDER BY an output alias", "select country, count(*) as n from ext.partners group by country having count(*) > 1 order by n desc", "SELECT country, count(*) AS n FROM ext_t7.partners AS partners GROUP BY country HAVING count(*) > 1 ORDER BY n DESC LIMIT 500"],
 ];
 
 describe('statements the guards accept', () => {
@@ -125,6 +129,11 @@ describe('guardQuery', () => {
     for (const bad of ['partners', 'ext_t7.partners) x', '"ext_t7"."partners"; drop table x', 'ext_t7.partners p', 'db.ext_t7.partners']) {
       await expect(guardQuery('select name from ext.partners', card, { resolveRelation: () => bad })).rejects.toThrow('resolveRelation');
     }
+  });
+
+  it('refuses a statement nested deeper than any question needs, without throwing', async () => {
+    const deep = `select name from ext.partners where id in ${'(select '.repeat(1000)}1${')'.repeat(1000)}`;
+    expect(await guardQuery(deep, card, { resolveRelation })).toMatchObject({ ok: false, guard: 1 });
   });
 
   it('accepts LIKE … ESCAPE and leaves its pattern unchecked', async () => {

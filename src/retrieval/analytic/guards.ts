@@ -64,14 +64,25 @@ export async function guardQuery(sql: string, card: SchemaCard, options: GuardOp
     if (walker.valueRefusal !== undefined) return { ok: false, guard: 3, reason: walker.valueRefusal };
     const limit = boundLimit(select, maxRows);
     const rewritten = { SelectStmt: select };
-    const text = deparseSync({ version: 0, stmts: [{ stmt: rewritten }] } as Parameters<typeof deparseSync>[0], { pretty: false });
-    if (!sameTree(text, rewritten)) {
+    const text = render(rewritten);
+    if (text === undefined || !sameTree(text, rewritten)) {
       return { ok: false, guard: 1, reason: 'The query could not be rewritten faithfully, so it does not run.' };
     }
     return { ok: true, sql: text, limit };
   } catch (err) {
     if (err instanceof GuardRefusal) return { ok: false, guard: err.guard, reason: err.message };
+    // A tree nested deeper than the walk's stack: no question over a schema card needs one.
+    if (err instanceof RangeError) return { ok: false, guard: 1, reason: 'The query is nested too deeply.' };
     throw err;
+  }
+}
+
+/** The SQL text of a rewritten SELECT, or undefined when the deparser cannot render it. */
+function render(select: unknown): string | undefined {
+  try {
+    return deparseSync({ version: 0, stmts: [{ stmt: select }] } as Parameters<typeof deparseSync>[0], { pretty: false });
+  } catch {
+    return undefined;
   }
 }
 

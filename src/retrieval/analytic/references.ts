@@ -125,7 +125,14 @@ export class ReferenceWalker {
       visible = next;
     }
 
-    if (s.op !== undefined && s.op !== 'SETOP_NONE') {
+    const setOperation = s.op !== undefined && s.op !== 'SETOP_NONE';
+    if (setOperation || list(s.valuesLists).length > 0) {
+      // UNION/INTERSECT/EXCEPT and VALUES carry their rows elsewhere: no other clause may hide here.
+      for (const key of ['targetList', 'fromClause', 'whereClause', 'groupClause', 'havingClause', 'windowClause', 'distinctClause']) {
+        if (s[key] !== undefined) throw new GuardRefusal(2, 'This form of set operation or VALUES is not allowed.');
+      }
+    }
+    if (setOperation) {
       if (!isBody(s.larg) || !isBody(s.rarg)) throw new GuardRefusal(2, 'A set operation without both of its queries cannot be checked.');
       const left = this.select(s.larg, outer, visible);
       this.select(s.rarg, outer, visible);
@@ -142,8 +149,10 @@ export class ReferenceWalker {
         width = Math.max(width, items.length);
         for (const item of items) this.expr(item, level, visible);
       }
+      const outputs = Array.from({ length: width }, (_, i) => ({ name: `column${i + 1}`, origin: undefined }));
+      for (const sort of list(s.sortClause)) this.setOperationSort(sort, outputs);
       this.nonTopLimit(s, level, visible);
-      return Array.from({ length: width }, (_, i) => ({ name: `column${i + 1}`, origin: undefined }));
+      return outputs;
     }
 
     const level: Level = { items: [], parent: outer };
@@ -345,7 +354,7 @@ export class ReferenceWalker {
     if (bare !== undefined && outputs.some((o) => o.name === bare)) return;
     const c = bodyOf(by.node, 'A_Const');
     if (c && isBody(c.ival)) return;
-    throw new GuardRefusal(2, 'ORDER BY of UNION, INTERSECT or EXCEPT may only name output columns or positions.');
+    throw new GuardRefusal(2, 'ORDER BY of UNION, INTERSECT, EXCEPT or VALUES may only name output columns or positions.');
   }
 
   private windowDef(w: Body, level: Level, ctes: Ctes): void {
