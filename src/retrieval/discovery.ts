@@ -5,8 +5,11 @@ import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-car
 
 /** Columns every ext table has that say nothing about the data (or hold it as a whole). */
 const HIDDEN = new Set(['id', 'tenant_id', 'row_hash', 'data', 'connector_id', 'endpoint_id']);
-/** A text column with at most this many distinct values declares them as its value domain. */
-const MAX_DOMAIN = 12;
+/**
+ * A text column with at most this many distinct values, each seen twice on average, declares them
+ * as its value domain (a categorical column: country, status), not a column of free text or keys.
+ */
+const MAX_DOMAIN = 20;
 const TEXT_TYPES = new Set(['text', 'character varying']);
 
 export interface StoredCard {
@@ -29,7 +32,7 @@ export async function loadCard(tx: Tx, scope: string): Promise<StoredCard | unde
 /**
  * Discovers the schema card of a scope from the ext tables its connectors write: every column
  * but the bookkeeping ones and the raw payload, with up to three example values, and, for a text
- * column of at most 12 distinct values, those values as its declared domain (what analytic chat's
+ * column of at most 20 distinct values each seen twice on average, those values as its declared domain (what analytic chat's
  * value guard holds literals to). Stored as the scope's card (source type `discovered`).
  */
 export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
@@ -56,12 +59,14 @@ export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: stri
     const card: CardColumn[] = [];
     for (const c of columns.filter((c) => !HIDDEN.has(c.name))) {
       const col = pg.escapeIdentifier(c.name);
-      const { rows: values } = await tx.query<{ v: string }>(
-        `select ${col}::text as v from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
+      const { rows: values } = await tx.query<{ v: string; n: number }>(
+        `select ${col}::text as v, count(*)::int as n from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
       );
+      const seen = values.reduce((sum, r) => sum + r.n, 0);
       const column: CardColumn = { name: c.name, type: c.type, examples: values.slice(0, 3).map((r) => r.v) };
       if (c.name === 'external_id') column.description = 'the row\'s key at the source';
-      if (TEXT_TYPES.has(c.type) && c.name !== 'external_id' && values.length > 0 && values.length <= MAX_DOMAIN) column.values = values.map((r) => r.v).sort();
+      const categorical = values.length > 0 && values.length <= MAX_DOMAIN && seen >= 2 * values.length;
+      if (TEXT_TYPES.has(c.type) && c.name !== 'external_id' && categorical) column.values = values.map((r) => r.v).sort();
       card.push(column);
     }
     relations.push({ name: table_name, columns: card });

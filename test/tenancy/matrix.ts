@@ -85,7 +85,10 @@ export const TABLES: TableCase[] = [
   },  {
     table: 'retrieval.chunks',
     ...NONE,
-    seed: `insert into retrieval.chunks (tenant_id, corpus, key, content) values ($1, 'matrix', 'matrix-chunk', 'their chunk')`,
+    // Embedded (a zero vector ranks last but is ranked), so a search that crossed tenants would show it.
+    seed: `insert into retrieval.chunks (tenant_id, corpus, key, scopes, content, embedding, model, embedded_seq, embedded_at)
+           values ($1, 'globex-corpus', 'globex-chunk', '{globex-scope}', 'globex chunk', decode(repeat('00', 2048), 'hex'), 'local:universal-sentence-encoder-lite',
+                   nextval('retrieval.embedded_seq'), now())`,
   },
   {
     table: 'retrieval.pending',
@@ -101,7 +104,8 @@ export const TABLES: TableCase[] = [
   {
     table: 'retrieval.schema_cards',
     ...NONE,
-    seed: `insert into retrieval.schema_cards (tenant_id, scope, source_type, card) values ($1, 'matrix', 'discovered', '{}') on conflict do nothing`,
+    seed: `insert into retrieval.schema_cards (tenant_id, scope, source_type, card)
+           values ($1, 'globex-scope', 'discovered', '{"scope": "globex-scope", "relations": [{"name": "ext.contacts", "columns": []}]}') on conflict do nothing`,
   },
 ];
 
@@ -138,6 +142,16 @@ export const ENDPOINTS: EndpointCase[] = [
   // The caller's own default scope: their user only; naming their scope stores mine, theirs is untouched.
   { route: 'GET /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, excludes: true },
   { route: 'PUT /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, body: { defaultScope: 'globex-scope' } },
+  { route: 'POST /api/platform/rag/search', path: '/api/platform/rag/search', expect: 200, body: { query: 'globex chunk', topK: 100 }, excludes: true },
+  { route: 'POST /api/platform/rag/chat', path: '/api/platform/rag/chat', expect: 409, body: { question: 'how many?', mode: 'analytic', scope: 'globex-scope' } },
+  { route: 'POST /api/rag/chat', path: '/api/rag/chat', expect: 409, body: { question: 'how many?', mode: 'analytic', scope: 'globex-scope' } },
+  { route: 'GET /api/platform/rag/scopes', path: '/api/platform/rag/scopes', expect: 200, excludes: true },
+  { route: 'GET /api/platform/rag/corpora', path: '/api/platform/rag/corpora', expect: 200, excludes: true },
+  { route: 'GET /api/platform/rag/status', path: '/api/platform/rag/status', expect: 200, excludes: true },
+  { route: 'GET /api/platform/rag/schema', path: '/api/platform/rag/schema?scope=globex-scope', expect: 404 },
+  // The summary names the scope asked for (theirs), so no `excludes`; GET schema above shows their card stays theirs.
+  { route: 'POST /api/platform/rag/rediscover', path: '/api/platform/rag/rediscover?scope=globex-scope', expect: 200 },
+  { route: 'POST /api/platform/rag/reindex', path: '/api/platform/rag/reindex', expect: 202 },
 
   // Organisations, users, roles, scopes.
   theirTenant('GET /api/tenants/{tid}/orgs'),

@@ -207,7 +207,7 @@ export const ragRoutes: RouteDecl[] = [
     auth: ['svc_integrator', 'svc_admin'],
     description:
       'Reads the ext tables the scope\'s connectors write: their columns (not the raw payload), up to three examples each, and, for a text ' +
-      'column with at most 12 distinct values, those values as its declared domain. Replaces the scope\'s card.',
+      'column with at most 20 distinct values each seen twice on average, those values as its declared domain. Replaces the scope\'s card.',
     query: scopeQuery,
     responses: {
       200: {

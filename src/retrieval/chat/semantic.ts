@@ -1,5 +1,5 @@
 import { PortUnavailable } from '../../errors.js';
-import type { SearchHit, SearchRequest } from '../services.js';
+import type { SearchHit, SearchRequest } from '../types.js';
 import type { ChatPort } from './port.js';
 
 export interface SemanticAnswer {
