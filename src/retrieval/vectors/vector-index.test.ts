@@ -11,9 +11,9 @@ function tenantRows(tenantId: number, count: number): VectorRow[] {
   return randomUnitVectors(count, DIMS, random).map((vector, i) => ({ id: tenantId * 100_000 + i, vector, meta: { corpus: 'c', scopes: ['s'] } }));
 }
 
-/** What one tenant of `rows` rows takes, measured on a TenantVectors of the same shape. */
+/** What one tenant of `rows` rows takes, measured on a TenantVectors of the same shape (sized exactly, as an array loader does). */
 function bytesOf(rows: number): number {
-  const t = new TenantVectors({ dimensions: DIMS });
+  const t = new TenantVectors({ dimensions: DIMS, initialCapacity: rows });
   for (const row of tenantRows(99, rows)) t.add(row.id, row.vector, row.meta);
   return t.bytes;
 }
@@ -76,6 +76,7 @@ describe('VectorIndex', () => {
     expect(usage.tenants.map((t) => t.tenantId)).toEqual([1, 3]);
     expect(usage.evictions).toBe(1);
     expect(usage.bytes).toBeLessThanOrEqual(usage.budgetBytes);
+    expect(usage.tenants[0]!.bytes).toBe(one);
   });
 
   it('fails a tenant that alone exceeds the budget with a 503 and keeps nothing of it', async () => {

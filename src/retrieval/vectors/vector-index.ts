@@ -8,7 +8,11 @@ export interface VectorRow {
   meta: VectorMeta;
 }
 
-/** Reads every chunk of a tenant (from the database); called the first time the tenant is searched. */
+/**
+ * Reads every chunk of a tenant (from the database); called the first time the tenant is searched.
+ * An array lets the index size the tenant's memory exactly; an async iterable streams (the memory
+ * then grows by half each time it fills, so up to a third of it may be spare).
+ */
 export type VectorLoader = (tenantId: number) => Promise<Iterable<VectorRow> | AsyncIterable<VectorRow>> | AsyncIterable<VectorRow>;
 
 export interface VectorIndexOptions extends Omit<TenantVectorsOptions, 'beforeGrow'> {
@@ -103,9 +107,12 @@ export class VectorIndex {
     // Registered before the first row so that the budget counts it while it loads; dropped on failure.
     let tenant: TenantVectors | undefined;
     try {
-      tenant = new TenantVectors({ ...tenantOptions, beforeGrow: (bytes) => this.makeRoom(tenantId, tenant, bytes) });
+      const rows = await load(tenantId);
+      // A loader that answers an array says how many rows there are: the slab is sized once, exactly.
+      const initialCapacity = Array.isArray(rows) ? Math.max(rows.length, tenantOptions.initialCapacity ?? 0) : tenantOptions.initialCapacity;
+      tenant = new TenantVectors({ ...tenantOptions, initialCapacity, beforeGrow: (bytes) => this.makeRoom(tenantId, tenant, bytes) });
       this.tenants.set(tenantId, tenant);
-      for await (const row of await load(tenantId)) tenant.add(row.id, row.vector, row.meta);
+      for await (const row of rows) tenant.add(row.id, row.vector, row.meta);
       return tenant;
     } catch (err) {
       if (tenant && this.tenants.get(tenantId) === tenant) this.tenants.delete(tenantId);
