@@ -107,7 +107,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const admin = createAdminServices({ db, events, directory });
   const retrieval = createRetrievalServices({
     db,
-    embedding: embeddingFromConfig(config),
+    embedding: embeddingFromConfig(config, egress),
     chat: chatFromConfig(config, egressAgent(egress)),
     statementTimeoutMs: config.duration('svc.analytic.statement-timeout'),
     platformDocuments: () => platformDocuments(catalog),
@@ -228,6 +228,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       await webhooks.stop();
       await leadership?.stop();
       await listener.stop();
+      await retrieval.close();
       await connectors.close();
       await database.close();
       throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
@@ -253,6 +254,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         services.mailer.close();
         await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
         await listener.stop();
+        await retrieval.close();
         await connectors.close();
         await database.close();
         await stopTracing();

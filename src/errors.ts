@@ -157,8 +157,9 @@ export class PortUnavailable extends HubError {
   constructor(
     message: string,
     readonly hint: string,
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
     this.name = 'PortUnavailable';
   }
   render(): Rendered {

@@ -3,7 +3,7 @@ import { tenantTableSql } from '../connectors/target/ddl.js';
 import type { Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
-import type { EmbeddingPort } from './embedding/port.js';
+import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { encodeVector } from './vectors-codec.js';
 
 /**
@@ -108,7 +108,7 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
       `update retrieval.chunks c set embedding = v.embedding, model = $3, embedded_seq = nextval('retrieval.embedded_seq'), embedded_at = now()
          from unnest($1::bigint[], $2::bytea[]) as v(id, embedding)
         where c.id = v.id and c.embedding is null`,
-      [rows.map((r) => r.id), vectors.map(encodeVector), `${port.provider}:${port.model}`],
+      [rows.map((r) => r.id), vectors.map(encodeVector), modelName(port)],
     );
     return result.rowCount ?? 0;
   });
@@ -124,7 +124,7 @@ export async function forgetOtherModels(db: Database, port: EmbeddingPort): Prom
     const { rows } = await tx.query<{ tenant_id: number }>(
       `update retrieval.chunks set embedding = null, model = null, embedded_seq = null, embedded_at = null
         where embedding is not null and model is distinct from $1 returning tenant_id`,
-      [`${port.provider}:${port.model}`],
+      [modelName(port)],
     );
     const tenants = [...new Set(rows.map((r) => r.tenant_id))];
     if (tenants.length) {
@@ -133,7 +133,7 @@ export async function forgetOtherModels(db: Database, port: EmbeddingPort): Prom
          on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1`,
         [tenants],
       );
-      logger().info({ chunks: rows.length, model: `${port.provider}:${port.model}` }, 'embedding model changed: chunks will be embedded again');
+      logger().info({ chunks: rows.length, model: modelName(port) }, 'embedding model changed: chunks will be embedded again');
     }
     return rows.length;
   });

@@ -6,10 +6,10 @@ import { type AnalyticAnswer, analyticChat } from './analytic-chat.js';
 import type { ChatPort } from './chat/port.js';
 import { discoverCard, loadCard, type StoredCard } from './discovery.js';
 import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
-import type { EmbeddingPort } from './embedding/port.js';
+import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { embedPending, expandPending, forgetOtherModels } from './indexer.js';
 import { PLATFORM_CORPUS, PLATFORM_TENANT, type PlatformDocument, rebuildPlatformCorpus } from './platform-corpus.js';
-import { ExactIndex, type TenantIndex, VectorStore } from './store.js';
+import { VectorStore } from './store.js';
 import type { SearchHit, SearchRequest } from './types.js';
 
 export interface RetrievalDeps {
@@ -24,8 +24,6 @@ export interface RetrievalDeps {
   platformDocuments: () => PlatformDocument[];
   memoryBudgetBytes: number;
   embedBatch: number;
-  /** The in-memory index of one tenant (default: exact search). */
-  newIndex?: () => TenantIndex;
 }
 
 export interface ScopeEntry {
@@ -72,16 +70,19 @@ export interface RetrievalServices {
   readonly embedding: EmbeddingPort | undefined;
   /** Waits for a running reindex (tests, orderly stop). */
   idle(): Promise<void>;
+  /** Stops the embedding port's worker, after a running reindex. */
+  close(): Promise<void>;
 }
+
 
 export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices {
   const { db, embedding } = deps;
-  const store = new VectorStore(db, deps.newIndex ?? (() => new ExactIndex()), deps.memoryBudgetBytes);
+  const store = embedding && new VectorStore(db, modelName(embedding), embedding.dimensions, deps.memoryBudgetBytes);
   let reindexing: Promise<void> | undefined;
   let modelChecked = false;
 
   async function search(tenantId: number, request: SearchRequest): Promise<SearchHit[]> {
-    if (!embedding) throw NO_EMBEDDING;
+    if (!embedding || !store) throw NO_EMBEDDING;
     const [query] = await embedding.embed([request.query]);
     const filter = { corpus: request.corpus, scopes: request.scopes };
     const own = await store.search(tenantId, query!, request.topK, filter);
@@ -199,6 +200,10 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     embedding,
     async idle() {
       await reindexing;
+    },
+    async close() {
+      await reindexing;
+      await (embedding as { close?: () => Promise<void> } | undefined)?.close?.();
     },
   };
 }

@@ -1,12 +1,26 @@
 import type { Config } from '../../config/config.js';
-import { localEmbedding } from './local.js';
+import { ConfigError } from '../../config/config.js';
+import type { EgressPolicy } from '../../egress/policy.js';
+import { LocalEmbedding } from './local.js';
+import { OpenAiEmbedding } from './openai.js';
 import type { EmbeddingPort } from './port.js';
 
 /** The embedding port `svc.embedding.provider` names, or undefined for `none`. */
-export function embeddingFromConfig(config: Config): EmbeddingPort | undefined {
+export function embeddingFromConfig(config: Config, egress: EgressPolicy): EmbeddingPort | undefined {
   switch (config.string('svc.embedding.provider')) {
     case 'local':
-      return localEmbedding();
+      return new LocalEmbedding({ batchSize: config.int('svc.embedding.batch') });
+    case 'openai': {
+      const baseUrl = config.optional('svc.embedding.base-url');
+      if (!baseUrl) throw new ConfigError('svc.embedding.base-url', 'svc.embedding.base-url is required when svc.embedding.provider is openai');
+      return new OpenAiEmbedding({
+        baseUrl,
+        model: config.string('svc.embedding.model'),
+        apiKey: config.optional('svc.embedding.api-key') ?? '',
+        dimensions: config.int('svc.embedding.dimensions'),
+        egress,
+      });
+    }
     default:
       return undefined;
   }

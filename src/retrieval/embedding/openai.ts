@@ -1,0 +1,173 @@
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import { type Agent, fetch as undiciFetch } from 'undici';
+import { egressAgent } from '../../egress/dispatcher.js';
+import { describeNetworkError } from '../../egress/network-error.js';
+import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
+import { EmbeddingUnavailable } from './errors.js';
+import { type EmbeddingPort, unitVector } from './port.js';
+
+export interface OpenAiEmbeddingOptions {
+  /** The API root, e.g. `https://api.openai.com/v1` or `http://ollama.internal:11434/v1`; `/embeddings` is appended. */
+  baseUrl: string;
+  model: string;
+  apiKey: string;
+  /**
+   * The vector length to ask for and to insist on. Sent as `dimensions` (models that can shorten
+   * their output, such as text-embedding-3-*, do); required for models this file does not know.
+   */
+  dimensions?: number;
+  /** Every connection passes it (the hub's outbound address policy). */
+  egress: EgressPolicy;
+  /** Connect timeout (default 10 s). */
+  connectTimeoutMs?: number;
+  /** Per request: waiting for the answer and reading it (default 30 s). */
+  timeoutMs?: number;
+  /** Retries of a request that got no answer, a 429 or a 5xx, with the client's backoff (default 2). */
+  maxRetries?: number;
+  /** Texts per request (default 128; OpenAI takes up to 2048). */
+  batchSize?: number;
+}
+
+/** Output lengths of well-known models, for when `dimensions` is not configured. */
+const KNOWN_DIMENSIONS: Record<string, number> = {
+  'text-embedding-3-small': 1536,
+  'text-embedding-3-large': 3072,
+  'text-embedding-ada-002': 1536,
+};
+
+/**
+ * Embeddings from any OpenAI-compatible endpoint, through the `openai` client with a `fetch` of
+ * our own: undici with the egress dispatcher, so the endpoint's address passes the outbound
+ * policy like every other request the hub makes (a self-hosted model on a private address must be
+ * allow-listed). Floats are asked for explicitly (`encoding_format: "float"`): compatible servers
+ * do not all speak the client's default base64. Every answer is checked (count, order by `index`,
+ * length, numbers) and normalised; anything else is an EmbeddingUnavailable (503).
+ */
+export class OpenAiEmbedding implements EmbeddingPort {
+  readonly provider = 'openai';
+  readonly model: string;
+  readonly dimensions: number;
+  private readonly requestDimensions: number | undefined;
+  private readonly batchSize: number;
+  private readonly agent: Agent;
+  private readonly client: OpenAI;
+  private readonly timeouts: { connectTimeoutMs: number; timeoutMs: number };
+
+  constructor(options: OpenAiEmbeddingOptions) {
+    const dimensions = options.dimensions ?? KNOWN_DIMENSIONS[options.model];
+    if (!dimensions || !Number.isInteger(dimensions) || dimensions <= 0) {
+      throw new RangeError(`the embedding model ${options.model} needs its dimensions configured (a positive integer)`);
+    }
+    this.model = options.model;
+    this.dimensions = dimensions;
+    this.requestDimensions = options.dimensions;
+    this.batchSize = Math.max(1, options.batchSize ?? 128);
+    this.timeouts = { connectTimeoutMs: options.connectTimeoutMs ?? 10_000, timeoutMs: options.timeoutMs ?? 30_000 };
+    this.agent = egressAgent(options.egress, {
+      connectTimeoutMs: this.timeouts.connectTimeoutMs,
+      headersTimeout: this.timeouts.timeoutMs,
+      bodyTimeout: this.timeouts.timeoutMs,
+    });
+    const agent = this.agent;
+    this.client = new OpenAI({
+      baseURL: options.baseUrl,
+      apiKey: options.apiKey,
+      timeout: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs,
+      maxRetries: options.maxRetries ?? 2,
+      // undici's fetch with the egress dispatcher; its Request and Response are the ones Node's own fetch uses.
+      fetch: (input, init) => undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher: agent }) as unknown as Promise<Response>,
+    });
+  }
+
+  async embed(texts: string[]): Promise<Float32Array[]> {
+    const out: Float32Array[] = [];
+    for (let start = 0; start < texts.length; start += this.batchSize) {
+      out.push(...(await this.embedBatch(texts.slice(start, start + this.batchSize))));
+    }
+    return out;
+  }
+
+  /** Closes the connections this client keeps open. */
+  async close(): Promise<void> {
+    await this.agent.close().catch(() => undefined);
+  }
+
+  private async embedBatch(texts: string[]): Promise<Float32Array[]> {
+    let answer: unknown;
+    try {
+      answer = await this.client.embeddings.create({
+        model: this.model,
+        input: texts,
+        encoding_format: 'float',
+        ...(this.requestDimensions === undefined ? {} : { dimensions: this.requestDimensions }),
+      });
+    } catch (err) {
+      throw this.failure(err);
+    }
+    return this.vectors(answer, texts.length);
+  }
+
+  /** The answer's vectors in input order, checked and normalised. */
+  private vectors(answer: unknown, count: number): Float32Array[] {
+    const data = typeof answer === 'object' && answer !== null ? (answer as { data?: unknown }).data : undefined;
+    if (!Array.isArray(data)) throw new EmbeddingUnavailable('answer', `the embedding endpoint answered no data array (${describe(answer)})`);
+    if (data.length !== count) throw new EmbeddingUnavailable('answer', `the embedding endpoint answered ${data.length} vectors for ${count} texts`);
+    const out = new Array<Float32Array | undefined>(count);
+    data.forEach((item: unknown, position) => {
+      const { embedding, index } = (typeof item === 'object' && item !== null ? item : {}) as { embedding?: unknown; index?: unknown };
+      const slot = typeof index === 'number' ? index : position;
+      if (!Number.isInteger(slot) || slot < 0 || slot >= count || out[slot]) {
+        throw new EmbeddingUnavailable('answer', `the embedding endpoint answered a vector with index ${String(index)} for ${count} texts`);
+      }
+      if (!Array.isArray(embedding)) throw new EmbeddingUnavailable('answer', `the embedding endpoint answered no embedding array at index ${slot}`);
+      if (embedding.length !== this.dimensions) {
+        throw new EmbeddingUnavailable('dimensions', `the embedding model ${this.model} answered ${embedding.length} dimensions, ${this.dimensions} are configured`);
+      }
+      const unit = unitVector(embedding as number[]);
+      if (!unit) throw new EmbeddingUnavailable('answer', `the embedding endpoint answered a vector at index ${slot} that is not numbers with a direction`);
+      out[slot] = unit;
+    });
+    return out as Float32Array[];
+  }
+
+  private failure(err: unknown): EmbeddingUnavailable {
+    if (isEgressDenied(err)) return new EmbeddingUnavailable('refused', `embedding endpoint: ${egressMessage(err)}`, { cause: err });
+    if (err instanceof APIConnectionTimeoutError) {
+      return new EmbeddingUnavailable('unreachable', `the embedding endpoint did not answer within ${this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs} ms`, { cause: err });
+    }
+    if (err instanceof APIConnectionError) {
+      return new EmbeddingUnavailable('unreachable', `the embedding endpoint is unreachable: ${describeNetworkError(rootCause(err), this.timeouts)}`, { cause: err });
+    }
+    if (err instanceof APIError && typeof err.status === 'number') {
+      return new EmbeddingUnavailable('status', `the embedding endpoint answered HTTP ${err.status}${err.message ? `: ${err.message}` : ''}`, { cause: err });
+    }
+    // The client parses a JSON content type itself; a body that is not JSON ends here as a SyntaxError.
+    return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+}
+
+/** The innermost `cause` (the client wraps undici's error, which wraps the socket's). */
+function rootCause(err: unknown): unknown {
+  let current = err;
+  for (let depth = 0; depth < 4; depth++) {
+    const cause = typeof current === 'object' && current !== null ? (current as { cause?: unknown }).cause : undefined;
+    if (cause === undefined || cause === null) break;
+    current = cause;
+  }
+  return current;
+}
+
+/** The EgressDeniedError's own message, wherever in the cause chain it is. */
+function egressMessage(err: unknown): string {
+  let current = err;
+  for (let depth = 0; depth < 5 && typeof current === 'object' && current !== null; depth++) {
+    if ((current as { code?: unknown }).code === 'EGRESS_DENIED') return String((current as { message?: unknown }).message);
+    current = (current as { cause?: unknown }).cause;
+  }
+  return 'refused by the outbound address policy';
+}
+
+function describe(value: unknown): string {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  return text === undefined ? String(value) : text.length > 80 ? `${text.slice(0, 80)}…` : text;
+}
