@@ -1,6 +1,11 @@
 /** Jest runs the TypeScript sources as ESM through @swc/jest (see docs/development.md). */
 export default {
   testEnvironment: 'node',
+  // Jest 30 "soft-deletes" what a test file left on the global object and warns on later access;
+  // with the WebAssembly modules of retrieval (libpg-query, the vector kernels) loaded in a worker,
+  // that proxy once recursed without end and failed an unrelated suite. Each file still gets a
+  // fresh global object; only the after-the-fact sweep of the old one is off.
+  testEnvironmentOptions: { globalsCleanup: 'off' },
   roots: ['<rootDir>/src', '<rootDir>/apiserver', '<rootDir>/operator', '<rootDir>/kube', '<rootDir>/cmd', '<rootDir>/test', '<rootDir>/e2e'],
   testMatch: ['**/*.test.ts'],
   extensionsToTreatAsEsm: ['.ts'],

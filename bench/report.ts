@@ -118,7 +118,24 @@ function api(r: Json): string {
   return lines.join('\n');
 }
 
-const RENDER: Record<string, (r: Json) => string> = { ingest, deliver, api };
+function search(r: Json): string {
+  const lines: string[] = [];
+  lines.push(`${machine(r)} ${n(r.queries)} queries of top ${r.topK} per dataset, ${r.dimensions} dimensions; recall@${r.topK} against the exact answer.`);
+  lines.push('');
+  lines.push(header(['dataset', 'path', '**p50 ms**', 'p99 ms', 'recall@10 (mean / worst)'], ['---', '---', '---:', '---:', '---:']));
+  for (const d of r.datasets) {
+    for (const [path, p] of Object.entries(d.paths as Record<string, Json>)) {
+      lines.push(row([d.name, path, `**${f(p.p50, 2)}**`, f(p.p99, 2), `${f(p.recallMean, 3)} / ${f(p.recallMin, 2)}`]));
+    }
+  }
+  const at = r.datasets.filter((d: Json) => d.rows === r.target.atRows && d.paths.index);
+  const ok = at.length > 0 && at.every((d: Json) => d.paths.index.p50 <= r.target.p50Ms && d.paths.index.recallMean >= r.target.recallAt10);
+  lines.push('');
+  lines.push(`Target: \`index\` p50 ≤ ${r.target.p50Ms} ms with recall@10 ≥ ${r.target.recallAt10} at ${n(r.target.atRows)} chunks: ${met(ok)}.`);
+  return lines.join('\n');
+}
+
+const RENDER: Record<string, (r: Json) => string> = { ingest, deliver, api, search };
 
 const print = process.argv.includes('--print');
 let doc = readFileSync(DOC, 'utf8');

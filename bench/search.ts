@@ -16,22 +16,22 @@
  * p50 / p99 latency per query (ms) and recall@10 (mean and worst query). Prints tables and writes
  * bench/results/search.json.
  *
- *   npx tsx bench/search/search.ts
- *   SEARCH_SIZES=10000 SEARCH_QUERIES=50 npx tsx bench/search/search.ts   # a quick look
+ *   npx tsx bench/search.ts
+ *   SEARCH_SIZES=10000 SEARCH_QUERIES=50 npx tsx bench/search.ts   # a quick look
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TenantVectors, type VectorFilter } from '../../src/retrieval/vectors/tenant-vectors.js';
-import { gaussian, normalise, randomUnitVectors, seeded } from '../../src/retrieval/vectors/testing.js';
-import { TopK } from '../../src/retrieval/vectors/top-k.js';
+import { TenantVectors, type VectorFilter } from '../src/retrieval/vectors/tenant-vectors.js';
+import { gaussian, normalise, randomUnitVectors, seeded } from '../src/retrieval/vectors/testing.js';
+import { TopK } from '../src/retrieval/vectors/top-k.js';
 
 const DIMS = 512;
 const SIZES = (process.env.SEARCH_SIZES ?? '10000,100000').split(',').map(Number);
 const QUERIES = Number(process.env.SEARCH_QUERIES ?? 200);
 const K = 10;
-const RESULTS = fileURLToPath(new URL('../results/', import.meta.url));
+const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 const CORPORA = ['tickets', 'wiki', 'mail'];
 
 interface Chunk {
