@@ -185,6 +185,14 @@ async function hubRun(hub: Hub, owner: pg.Client, name: string, meter: CpuMeter)
  * application role, row-level security on), and fails loudly unless they are exactly the rows the
  * source served: `count(*)` and the distinct keys both equal DEMO_ROWS, every key one of its ids.
  */
+/** Rows handed to the retrieval indexer by the indexed runs and by the run without the hand-off. */
+async function pendingRows(owner: pg.Client): Promise<{ indexed: number; unindexed: number }> {
+  const { rows } = await owner.query<{ unindexed: boolean; n: number }>(
+    `select corpus like 'bench-offset-unindexed-%' as unindexed, coalesce(sum(cardinality(row_hashes)), 0)::int as n from retrieval.pending group by 1`,
+  );
+  return { indexed: rows.find((r) => !r.unindexed)?.n ?? 0, unindexed: rows.find((r) => r.unindexed)?.n ?? 0 };
+}
+
 async function storedRows(hub: Hub, table: string): Promise<StoredRows> {
   const { rows } = await hub.services.db.withTenant(TENANT, (tx) =>
     tx.query<{ n: number; k: number; foreign: number }>(
@@ -294,6 +302,8 @@ const DIALECTS = ['offset', 'cursor'] as const;
 
 interface Round {
   hub: Record<Dialect, HubFigures>;
+  /** The offset run on the hub without the retrieval hand-off. */
+  unindexed: HubFigures;
   fetch: Record<Dialect, FetchFigures>;
   copy: CopyRound;
   /** RSS of this process before the round's hub runs. */
@@ -330,12 +340,18 @@ async function main(): Promise<void> {
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   let source: DemoSourceProcess | undefined;
   let hub: Hub | undefined;
+  /** The same hub without the retrieval hand-off (`svc.retrieval.index-rows: false`), for the indexing cost. */
+  let bare: Hub | undefined;
   let owner: pg.Client | undefined;
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
     source = await startDemoSourceProcess(ROWS);
     const config = benchConfig(database.url, dir, { 'svc.connectors.chunk-size': CHUNK, 'svc.credentials.env-allow': 'BENCH_DEMO_*' });
     hub = await startHub(config, { api: true, background: false });
+    bare = await startHub(benchConfig(database.url, dir, { 'svc.connectors.chunk-size': CHUNK, 'svc.credentials.env-allow': 'BENCH_DEMO_*', 'svc.retrieval.index-rows': false, 'svc.migrate.on-start': false }), {
+      api: true,
+      background: false,
+    });
     owner = new pg.Client({ connectionString: database.url });
     await owner.connect();
     const ready = performance.now();
@@ -377,6 +393,24 @@ async function main(): Promise<void> {
         log(`wrote the CPU profile of the round's hub runs to ${CPU_PROFILE}`);
       }
 
+      // The offset run again on the hub without the retrieval hand-off: what indexing costs ingestion.
+      log(`round ${r}/${ROUNDS}: hub run (offset) without the retrieval hand-off …`);
+      const unindexedName = `bench-offset-unindexed-${r}`;
+      const unindexedManifest = structuredClone(defs.offset) as { metadata: { name: string }; spec: { endpoints: Array<{ target: { table: string } }> } };
+      unindexedManifest.metadata.name = unindexedName;
+      unindexedManifest.spec.endpoints[0]!.target.table = `ext.bench_unindexed_${r}`;
+      const appliedBare = await api(bare, 'POST', '/api/connectors/apply', unindexedManifest);
+      if (appliedBare.status !== 201) throw new Error(`apply ${unindexedName} answered ${appliedBare.status}: ${JSON.stringify(appliedBare.json)}`);
+      const unindexed = await hubRun(bare, owner, unindexedName, meter);
+      if (unindexed.recordsOut !== ROWS) throw new Error(`the unindexed run wrote ${unindexed.recordsOut} rows, expected ${ROWS}`);
+      unindexed.stored = await storedRows(bare, `ext.bench_unindexed_${r}`);
+      await owner.query(`drop table ${tenantTableSql(TENANT, `ext.bench_unindexed_${r}`)}`);
+      // The hand-off is checked, not assumed: the indexed run left pending entries for all its rows, the other none.
+      const handedOff = await pendingRows(owner);
+      if (handedOff.indexed !== ROWS * DIALECTS.length) throw new Error(`the indexed runs handed ${handedOff.indexed} rows to the indexer, expected ${ROWS * DIALECTS.length}`);
+      if (handedOff.unindexed !== 0) throw new Error(`the run without the hand-off handed ${handedOff.unindexed} rows to the indexer`);
+      await owner.query('truncate retrieval.pending');
+
       log(`round ${r}/${ROUNDS}: fetch ceiling …`);
       const fetchFigures = {} as Record<Dialect, FetchFigures>;
       meter.start();
@@ -389,7 +423,7 @@ async function main(): Promise<void> {
 
       log(`round ${r}/${ROUNDS}: copy ceiling …`);
       const copy = await copyRound(database.url, 'copy_partners', true, meter);
-      rounds.push({ hub: hubFigures, fetch: fetchFigures, copy, baselineRssMb });
+      rounds.push({ hub: hubFigures, unindexed, fetch: fetchFigures, copy, baselineRssMb });
     }
     const maxRssMb = mib(process.resourceUsage().maxRSS * 1024);
 
@@ -426,6 +460,14 @@ async function main(): Promise<void> {
     const dialects = { offset: figures('offset'), cursor: figures('cursor') };
 
     const peakRssMb = Math.max(dialects.offset.peakRssMb, dialects.cursor.peakRssMb);
+    const indexing = {
+      note: 'the offset run with the retrieval hand-off (one retrieval.pending entry per written chunk, in the ingestion transaction) against the same run on a hub without it; chunks and vectors are made after commit by the indexer, which does not run here',
+      withRowsPerSec: dialects.offset.rowsPerSec,
+      withoutRowsPerSec: Math.round(median(rounds.map((r) => r.unindexed.rowsPerSec))),
+      /** Median of the per-round ratios (with / without). */
+      ratio: round(median(rounds.map((r) => r.hub.offset.rowsPerSec / r.unindexed.rowsPerSec)), 3),
+      target: 0.9,
+    };
     const result = {
       rows: ROWS,
       rounds: ROUNDS,
@@ -433,6 +475,7 @@ async function main(): Promise<void> {
       chunkSize: CHUNK,
       rateLimit: RATE_LIMIT ?? '100/s (hub default)',
       dialects,
+      indexing,
       /** Every hub run's table was counted before this report: count(*) = count(distinct external_id) = rows, all of them the source's ids. */
       verified: { storedRowsMatchSource: true, runsChecked: rounds.length * DIALECTS.length },
       ceilingCopyRowsPerSec: copyRowsPerSec,
@@ -526,6 +569,7 @@ async function main(): Promise<void> {
     writeFileSync(join(RESULTS, 'ingest.json'), `${JSON.stringify(result, null, 2)}\n`);
     log(`wrote bench/results/ingest.json (${result.benchSeconds} s in all)`);
   } finally {
+    await bare?.stop();
     await owner?.end().catch(() => undefined);
     await hub?.stop().catch(() => undefined);
     await source?.close().catch(() => undefined);

@@ -59,6 +59,13 @@ function ingest(r: Json): string {
   lines.push('');
   const worst = Math.min(r.dialects.offset.ratioToCopy, r.dialects.cursor.ratioToCopy);
   lines.push(`Target hub/COPY ≥ 0.8: ${met(worst >= 0.8)} (${f(worst, 3)} for the slower dialect).`);
+  if (r.indexing) {
+    const x = r.indexing;
+    lines.push('');
+    lines.push(
+      `Retrieval hand-off (offset): ${n(x.withRowsPerSec)} rows/s with it, ${n(x.withoutRowsPerSec)} rows/s on a hub without it (\`svc.retrieval.index-rows: false\`), ratio **${f(x.ratio, 3)}**; target ≥ ${x.target}: ${met(x.ratio >= x.target)}. The pending entries were counted after each round: every row of the indexed runs, none of the other.`,
+    );
+  }
   lines.push('');
   lines.push(header(['write path alone (same rows, once)', 'rows/s'], ['---', '---:']));
   lines.push(row(['`prepareRow` (canonical JSON, sha256, promoted values)', n(r.breakdown.prepareRowRowsPerSec)]));

@@ -18,6 +18,7 @@ import { Leadership } from '../src/dispatch/leader.js';
 import { egressAgent } from '../src/egress/dispatcher.js';
 import { chatFromConfig } from '../src/retrieval/chat/from-config.js';
 import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
+import { noIndexer } from '../src/connectors/indexer.js';
 import { pendingIndexer } from '../src/retrieval/indexer.js';
 import { createRetrievalServices } from '../src/retrieval/services.js';
 import { platformDocuments } from './platform-corpus.js';
@@ -102,7 +103,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     ownerUrl: database.ownerUrl,
     roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
     egress,
-    indexer: pendingIndexer,
+    indexer: config.bool('svc.retrieval.index-rows') ? pendingIndexer : noIndexer,
   });
   const admin = createAdminServices({ db, events, directory });
   const retrieval = createRetrievalServices({

@@ -34,6 +34,9 @@ export async function startHubProcess(role: 'all' | 'serve' | 'dispatch', databa
       DATABASE_URL: databaseUrl,
       PORT: String(port),
       SVC_SECRET_MASTER_KEY: MASTER_KEY,
+      // The faults are about runs, deliveries and consumers: no sentence-encoder worker embedding the
+      // platform corpus in every process start, competing for the CPU with what is measured.
+      SVC_EMBEDDING_PROVIDER: 'none',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

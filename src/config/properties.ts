@@ -218,6 +218,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Key of the OpenAI-compatible embeddings endpoint (sent as a bearer token; never logged).' }),
   p({ group: 'Retrieval', name: 'svc.embedding.batch', kind: 'int', min: 1, default: 64,
     description: 'Chunks embedded per model call.' }),
+  p({ group: 'Retrieval', name: 'svc.retrieval.index-rows', kind: 'bool', default: true,
+    description: 'Hand the rows ingestion writes to the retrieval indexer (one pending entry per written batch, in the ingestion transaction). `false`: nothing ingested becomes searchable (measurements, hubs without retrieval).' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.index-every', kind: 'duration', default: '1s',
     description: 'Cadence of the indexer (in `all` and `dispatch`): turns written rows into chunks and embeds the chunks that have no vector yet.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.memory-budget-mb', kind: 'int', min: 1, default: 512,

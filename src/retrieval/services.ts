@@ -46,6 +46,9 @@ export interface RetrievalStatus {
   embeddingModel: string;
 }
 
+/** How long one indexer pass may embed before it yields to the next tick. */
+const PASS_BUDGET_MS = 2000;
+
 const NO_EMBEDDING = new PortUnavailable('no embedding port is configured', 'set svc.embedding.provider to local or openai');
 
 export interface RetrievalServices {
@@ -80,6 +83,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   const store = embedding && new VectorStore(db, modelName(embedding), embedding.dimensions, deps.memoryBudgetBytes);
   let reindexing: Promise<void> | undefined;
   let modelChecked = false;
+  let stopping = false;
 
   async function search(tenantId: number, request: SearchRequest): Promise<SearchHit[]> {
     if (!embedding || !store) throw NO_EMBEDDING;
@@ -173,16 +177,25 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     })();
   }
 
+  /**
+   * Bounded work per pass (a clock tick): whatever is pending becomes chunks, then batches are embedded
+   * for at most PASS_BUDGET_MS, so that a stop waits for one batch at most and the next tick goes on.
+   */
   async function indexPass(): Promise<{ expanded: number; embedded: number }> {
+    const started = Date.now();
     let expanded = 0;
-    for (let n = await expandPending(db); n > 0; n = await expandPending(db)) expanded += n;
+    for (let n = await expandPending(db); n > 0 && !stopping; n = await expandPending(db)) expanded += n;
     if (!embedding) return { expanded, embedded: 0 };
     if (!modelChecked) {
       await forgetOtherModels(db, embedding);
       modelChecked = true;
     }
     let embedded = 0;
-    for (let n = await embedPending(db, embedding, deps.embedBatch); n > 0; n = await embedPending(db, embedding, deps.embedBatch)) embedded += n;
+    while (!stopping && Date.now() - started < PASS_BUDGET_MS) {
+      const n = await embedPending(db, embedding, deps.embedBatch);
+      if (n === 0) break;
+      embedded += n;
+    }
     return { expanded, embedded };
   }
 
@@ -202,6 +215,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       await reindexing;
     },
     async close() {
+      stopping = true;
       await reindexing;
       await (embedding as { close?: () => Promise<void> } | undefined)?.close?.();
     },

@@ -44,10 +44,12 @@ beforeAll(async () => {
   guard = loopbackOnly();
   process.on('uncaughtException', onCrash);
   process.on('unhandledRejection', onCrash);
-  hub = await startTestHub({ 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms' });
+  // No embedding port: search and chat answer 503 at once instead of running the local model for
+  // every generated query (apiserver/routes/retrieval/rag.test.ts drives them with the model).
+  hub = await startTestHub({ 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms', 'svc.embedding.provider': 'none' });
   port = Number(new URL(hub.url).port);
   issuer = await startIssuer();
-  oidcHub = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.datasource.url': hub.ownerUrl });
+  oidcHub = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'none' });
   oidcPort = Number(new URL(oidcHub.url).port);
   owner = await ownerClient(hub.ownerUrl);
   await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other') on conflict do nothing`);
