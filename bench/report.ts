@@ -138,6 +138,10 @@ function search(r: Json): string {
   const at = r.datasets.filter((d: Json) => d.rows === r.target.atRows && d.paths.index);
   const ok = at.length > 0 && at.every((d: Json) => d.paths.index.p50 <= r.target.p50Ms && d.paths.index.recallMean >= r.target.recallAt10);
   lines.push('');
+  if (r.embedding) {
+    lines.push(`The local embedding model (worker thread): ${n(r.embedding.textsPerSec)} partner-row chunks per second (${n(r.embedding.texts)} in ${f(r.embedding.seconds, 2)} s; loaded in ${f(r.embedding.loadSeconds, 2)} s): how fast ingested rows become searchable.`);
+    lines.push('');
+  }
   lines.push(`Target: \`index\` p50 ≤ ${r.target.p50Ms} ms with recall@10 ≥ ${r.target.recallAt10} at ${n(r.target.atRows)} chunks: ${met(ok)}.`);
   return lines.join('\n');
 }

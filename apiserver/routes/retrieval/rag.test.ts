@@ -136,6 +136,31 @@ describe('POST /api/platform/rag/search', () => {
     expect(results[0]!.similarity).toBeGreaterThanOrEqual(results[2]!.similarity);
   });
 
+  it('search quality with the real model: the right row in the top 3 for at least 8 of 10 labelled questions', async () => {
+    const { rows } = await owner.query<{ id: string; name: string; city: string; country: string }>(
+      `select external_id as id, name, city, country from ext_t${T}.partners where external_id::int % 6 = 1 order by external_id::int limit 10`,
+    );
+    const templates = [
+      (r: (typeof rows)[0]) => `Where is ${r.name} located?`,
+      (r: (typeof rows)[0]) => `What do we know about the company ${r.name}?`,
+      (r: (typeof rows)[0]) => `${r.name} in ${r.city}`,
+      (r: (typeof rows)[0]) => `Show me the partner called ${r.name}`,
+      (r: (typeof rows)[0]) => `Is ${r.name} one of our partners in ${r.country}?`,
+    ];
+    expect(rows).toHaveLength(10);
+    let found = 0;
+    const misses: string[] = [];
+    for (const [i, row] of rows.entries()) {
+      const question = templates[i % templates.length]!(row);
+      const res = await admin.post('/api/platform/rag/search', { query: question, topK: 3, corpus: 'crm' });
+      const top = (res.body as { results: Hit[] }).results.map((h) => h.rowHash);
+      if (top.includes(await rowHash('partners', row.id))) found++;
+      else misses.push(question);
+    }
+    // On failure the questions that missed are shown.
+    expect({ atLeastEight: found >= 8, found, misses }).toEqual({ atLeastEight: true, found, misses });
+  });
+
   it('filters by scope and corpus before ranking', async () => {
     const finance = ((await admin.post('/api/platform/rag/search', { query: 'partner', topK: 20, scope: 'finance' })).body as { results: Hit[] }).results;
     expect(finance).toHaveLength(20);
