@@ -80,6 +80,9 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const mailer = createMailer(config);
   // And an unusable svc.egress.allow. One outbound address policy for every request made for a tenant.
   const egress = egressPolicy(config);
+  // And the model ports (an openai provider without its base URL).
+  const embedding = embeddingFromConfig(config, egress);
+  const chat = chatFromConfig(config, egressAgent(egress));
   const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
   const { db } = database;
   const catalog = loadCatalog();
@@ -108,8 +111,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const admin = createAdminServices({ db, events, directory });
   const retrieval = createRetrievalServices({
     db,
-    embedding: embeddingFromConfig(config, egress),
-    chat: chatFromConfig(config, egressAgent(egress)),
+    embedding,
+    chat,
     statementTimeoutMs: config.duration('svc.analytic.statement-timeout'),
     platformDocuments: () => platformDocuments(catalog),
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,

@@ -247,6 +247,41 @@ describe('semantic chat', () => {
   });
 });
 
+describe('backends that misbehave', () => {
+  it('a model that does not answer within svc.llm.timeout: 503 with a hint, nothing half-written', async () => {
+    const silent = await startReceiver(() => 'hang');
+    const slow = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': `${silent.url}/v1`, 'svc.llm.timeout': '300ms' });
+    try {
+      const started = Date.now();
+      const res = await devClient(slow.url, T).post('/api/platform/rag/chat', { question: 'hello', scope: 'partners' });
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ error: expect.stringMatching(/the language model did not answer/), hint: expect.any(String) });
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      await slow.stop();
+      await silent.close();
+    }
+  });
+
+  it('an embeddings endpoint that answers vectors of the wrong size: search is a 503 naming it', async () => {
+    const wrong = await startReceiver((path) =>
+      path === '/v1/embeddings'
+        ? { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ object: 'list', model: 'm', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }] }) }
+        : { status: 404, body: 'no' },
+    );
+    const odd = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'openai', 'svc.embedding.base-url': `${wrong.url}/v1`, 'svc.embedding.model': 'm', 'svc.embedding.dimensions': 512 });
+    try {
+      const res = await devClient(odd.url, T).post('/api/platform/rag/search', { query: 'partner' });
+      expect(res.status).toBe(503);
+      expect(res.body).toMatchObject({ error: expect.stringMatching(/dimension|512/), hint: expect.any(String) });
+      expect((await devClient(odd.url, T).get('/api/platform/rag/status')).body).toMatchObject({ provider: 'openai', embeddingModel: 'm' });
+    } finally {
+      await odd.stop();
+      await wrong.close();
+    }
+  });
+});
+
 describe('analytic chat', () => {
   it('409 with a hint before the scope has a card; rediscover builds it; GET schema serves it', async () => {
     const missing = await admin.post('/api/platform/rag/chat', { question: 'how many?', mode: 'ANALYTIC', scope: 'partners' });

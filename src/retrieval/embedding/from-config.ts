@@ -16,7 +16,8 @@ export function embeddingFromConfig(config: Config, egress: EgressPolicy): Embed
       return new OpenAiEmbedding({
         baseUrl,
         model: config.string('svc.embedding.model'),
-        apiKey: config.optional('svc.embedding.api-key') ?? '',
+        // An endpoint without keys (a local server) still needs a non-empty one for the client.
+        apiKey: config.optional('svc.embedding.api-key') || 'unused',
         dimensions: config.int('svc.embedding.dimensions'),
         egress,
       });
