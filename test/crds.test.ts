@@ -252,7 +252,8 @@ describe('examples/', () => {
   const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { name: string; labels: Record<string, string> }; spec: Schema & { endpoints: Schema[] } };
 
   it('holds one Connector per demo dialect', () => {
-    expect(files).toEqual(['down', 'drf', 'flaky', 'graphql', 'hdr', 'liar', 'link', 'offset', 'open', 'spring', 'v1'].map((d) => `${d}.yaml`));
+    const soap = ['fault', 'fault200', 'flaky', 'mute', 'sap', 'session', 'siebel', 'tail'].map((s) => `soap-${s}`);
+    expect(files).toEqual(['down', 'drf', 'flaky', 'graphql', 'hdr', 'liar', 'link', 'offset', 'open', ...soap, 'spring', 'v1'].map((d) => `${d}.yaml`));
   });
 
   it.each(files)('%s reads the same as YAML 1.1 (kubectl) and 1.2 (the HTTP apply path)', (file) => {

@@ -1,4 +1,4 @@
-import { HubError, type Rendered } from '../errors.js';
+import { HubError, type Rendered, ValidationError } from '../errors.js';
 import { type EngineContext, firstPage } from './engine/read.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod, PromoteType } from './types.js';
 
@@ -27,6 +27,12 @@ interface DraftedEndpoint {
  * promote entries. Upstream errors are refused naming the status.
  */
 export async function draftEndpoint(connector: ConnectorSpec, request: { path: string; method?: HttpMethod }, context: EngineContext): Promise<DraftedEndpoint> {
+  if (connector.connectorType !== 'rest-generic') {
+    throw new ValidationError(
+      `drafting reads a JSON answer and works for rest-generic connectors only; ${connector.name} is ${connector.connectorType} (write the endpoint's soap block by hand, then check it with the pre-flight)`,
+      'connector_type',
+    );
+  }
   const method = request.method ?? 'GET';
   const probe: EndpointSpec = {
     id: 'draft',

@@ -25,7 +25,9 @@ export type Pagination =
   | { kind: 'body-link'; link_path: string; response_path: string; total_path?: string }
   | { kind: 'relay'; cursor_binding: 'variable'; cursor_var: string; cursor_path: string; has_more_path: string; response_path: string }
   /** Applies cleanly, fails on the second page (spec 3). */
-  | { kind: 'custom'; response_path: string };
+  | { kind: 'custom'; response_path: string }
+  /** SOAP endpoints only: `{{page_size}}` and `{{start_row}}` fill the operation body; start_row grows by page_size. */
+  | { kind: 'soap'; page_size: number; start_row: number };
 
 export type PaginationKind = Pagination['kind'];
 
@@ -71,6 +73,28 @@ export interface RateLimit {
   windowMs: number;
 }
 
+export const CONNECTOR_TYPES = ['rest-generic', 'soap-generic'] as const;
+export type ConnectorType = (typeof CONNECTOR_TYPES)[number];
+
+/**
+ * How a `soap-generic` endpoint talks to its service: one envelope per page, POSTed to the path.
+ * Record fields are the record element's children by local name; the target's paths are turned into
+ * JSONPath over that projection at apply (`a/b` -> `$.a.b`, `@x` -> `$['@x']`).
+ */
+export interface SoapCall {
+  /** 1.1: text/xml and a SOAPAction header; 1.2: application/soap+xml with an action parameter. */
+  version: '1.1' | '1.2';
+  action?: string;
+  /** The operation element; `{{page_size}}` and `{{start_row}}` are filled per page (XML-escaped). */
+  body: string;
+  /** Local name of the record elements, at any depth under the Body. */
+  records: string;
+  /** Absent: the read stops on a short or empty page. */
+  stop?: { flag: string; when: string };
+  /** A token (resolved like every `*_env` credential) sent in the SOAP Header of every request. */
+  session?: { token_env: string; header: string };
+}
+
 export interface EndpointSpec {
   /** Kebab-case id from the manifest (what paths accept). */
   id: string;
@@ -85,6 +109,8 @@ export interface EndpointSpec {
   variables?: Record<string, unknown>;
   /** POST/PUT/PATCH body template (JSON value or string); `{{env:NAME}}` resolves from the environment. */
   body?: unknown;
+  /** `soap-generic` connectors: the SOAP call (method is POST, pagination kind `soap`). */
+  soap?: SoapCall;
   pagination: Pagination;
   incremental: Incremental;
   target: Target;
@@ -95,7 +121,7 @@ export interface ConnectorSpec {
   id: string;
   name: string;
   tenantId: number;
-  connectorType: 'rest-generic';
+  connectorType: ConnectorType;
   scopes: string[];
   baseUrl: string;
   auth: Auth;

@@ -15,7 +15,7 @@ const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
 const manifestBody: JsonSchema = {
   type: 'object',
   description:
-    'A Connector manifest (`apiVersion: connectors.svc.io/v1`, `kind: Connector`, `metadata.name`, `connector_type: rest-generic`, `scopes`, `spec`) as YAML or JSON; see docs/connectors.md.',
+    'A Connector manifest (`apiVersion: connectors.svc.io/v1`, `kind: Connector`, `metadata.name`, `connector_type: rest-generic` or `soap-generic`, `scopes`, `spec`) as YAML or JSON; see docs/connectors.md.',
 };
 
 /**

@@ -4,7 +4,7 @@ import type { CredentialResolver } from './types.js';
 
 /**
  * Resolves, once per read and before any request, every name the connector's headers and the
- * endpoint's body or variables refer to (`value_env`, `{{env:NAME}}`) through the same resolver as
+ * endpoint's body or variables refer to (`value_env`, `{{env:NAME}}`, a SOAP session's `token_env`) through the same resolver as
  * the auth `*_env` credentials, and answers a lookup of the results.
  */
 export async function resolveNamedValues(connector: ConnectorSpec, endpoint: EndpointSpec, resolve: CredentialResolver): Promise<EnvLookup> {
@@ -13,6 +13,7 @@ export async function resolveNamedValues(connector: ConnectorSpec, endpoint: End
     if (header.value_env !== undefined) names.add(header.value_env);
     else if (header.value !== undefined) templateNames(header.value, names);
   }
+  if (endpoint.soap?.session) names.add(endpoint.soap.session.token_env);
   if (endpoint.graphql) templateNames(endpoint.variables ?? {}, names);
   else if (endpoint.body !== undefined && ['POST', 'PUT', 'PATCH'].includes(endpoint.method)) templateNames(endpoint.body, names);
   const values = new Map<string, string>();

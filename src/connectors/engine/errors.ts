@@ -84,6 +84,23 @@ const KINDS = {
     retryable: false,
     message: (body: string) => `GraphQL response has no errors and null/absent data (malformed envelope): ${quote(body)}`,
   },
+  /** A SOAP Fault, on HTTP 500 or 200: an answer, not a transient error, so never retried. */
+  soap_fault: {
+    name: 'SoapFaultError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (status: number, fault: string) => `the SOAP service answered a Fault (HTTP ${status}): ${quote(fault)}`,
+    details: (status: number) => ({ status }),
+  },
+  /** A SOAP service refused the request with 401: names the fault string and the session setting to look at. */
+  soap_unauthorized: {
+    name: 'SoapUnauthorizedError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (fault: string | undefined, session: string) =>
+      `upstream returned HTTP 401 (permanent)${fault ? ` with the Fault ${JSON.stringify(quote(fault))}` : ''}: the service refused the credentials or the session; ${session}`,
+    details: () => ({ status: 401 }),
+  },
   /** The run's page budget is spent while the source still had pages: Partial. */
   page_cap: {
     name: 'PageCapError',
@@ -173,6 +190,8 @@ export const CredentialError = kindOf('credential_unresolved');
 export const TemplateError = kindOf('template_unresolved');
 export const PaginationError = kindOf('pagination');
 export const CancelledError = kindOf('cancelled');
+export const SoapFaultError = kindOf('soap_fault');
+export const SoapUnauthorizedError = kindOf('soap_unauthorized');
 export type PaginationError = InstanceType<typeof PaginationError>;
 
 /** Shortens an upstream text for a message: at most BODY_QUOTE_LIMIT characters, an ellipsis when cut. */

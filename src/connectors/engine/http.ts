@@ -32,6 +32,16 @@ export interface ExchangeOptions {
   /** Largest page body read (default 64 MiB). */
   maxPageBytes?: number;
   onRetry?: (event: RetryEvent) => void;
+  /**
+   * How a 2xx body's text becomes the page (default JSON). Throws UnreadableResponseError for a body
+   * it cannot read. SOAP reads XML here.
+   */
+  parse?: (text: string, status: number, headers: ResponseHeaders) => unknown;
+  /**
+   * Whether an answer with a retried status is final all the same, from its body's start: a SOAP
+   * Fault on HTTP 500 is an answer, not a transient error. Without it, retried statuses are retried.
+   */
+  isFinal?: (status: number, text: string) => boolean;
 }
 
 export const MAX_PAGE_BYTES = 64 * 1024 * 1024;
@@ -89,7 +99,8 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
     const headers = res.headers as ResponseHeaders;
     if (status >= 200 && status < 300) {
       try {
-        const body = await guard(readJson(res.body, status, headers, o.maxPageBytes ?? MAX_PAGE_BYTES));
+        const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES));
+        const body = (o.parse ?? parseJson)(text, status, headers);
         return { ok: true, status, headers, body, attempts: attempt };
       } catch (err) {
         if (!isNetworkError(err)) throw err;
@@ -97,6 +108,15 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
         await retryAfter({ attempt, status, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
         continue;
       }
+    }
+    if (TRANSIENT_STATUSES.has(status) && attempt < attempts && o.isFinal) {
+      const text = await guard(readText(res.body, ERROR_BODY_BYTES)).catch((err) => {
+        if (err instanceof CancelledError) throw err;
+        return '';
+      });
+      if (o.isFinal(status, text)) return { ok: false, status, headers, text, attempts: attempt };
+      await retryAfter({ attempt, status, delayMs: backoffDelay(o.policy, attempt, headers['retry-after']) });
+      continue;
     }
     if (TRANSIENT_STATUSES.has(status) && attempt < attempts) {
       await res.body.dump().catch(() => undefined);
@@ -111,7 +131,8 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
   }
 }
 
-async function readJson(body: Dispatcher.ResponseData['body'], status: number, headers: ResponseHeaders, maxBytes: number): Promise<unknown> {
+/** A 2xx body as text, refused past maxBytes (one page in memory, never more). */
+async function readPage(body: Dispatcher.ResponseData['body'], status: number, maxBytes: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
@@ -123,8 +144,11 @@ async function readJson(body: Dispatcher.ResponseData['body'], status: number, h
     }
     chunks.push(buf);
   }
-  let text = Buffer.concat(chunks, size).toString('utf8');
-  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const text = Buffer.concat(chunks, size).toString('utf8');
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+function parseJson(text: string, status: number, headers: ResponseHeaders): unknown {
   if (text.trim() === '') return null;
   try {
     return JSON.parse(text);

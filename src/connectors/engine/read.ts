@@ -19,6 +19,7 @@ import {
 import { type Exchange, exchange, type RetryEvent } from './http.js';
 import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactText, redactUrl } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
+import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
 
 export const DEFAULT_MAX_PAGES = 10_000;
 
@@ -56,7 +57,7 @@ async function openSession(connector: ConnectorSpec, endpoint: EndpointSpec, ctx
   const named = await resolveNamedValues(connector, endpoint, (name) => ctx.resolveCredential(name));
   return {
     plan: planRequests(connector, endpoint, named, auth),
-    strategy: createStrategy(endpoint.pagination),
+    strategy: createStrategy(endpoint.pagination, endpoint.soap),
     policy: { ...DEFAULT_RETRY, ...ctx.retry },
   };
 }
@@ -91,9 +92,17 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
   while (position) {
     if (ctx.signal?.aborted) throw new CancelledError();
     const req = composeRequest(plan, endpoint, position, previous, ctx.watermark);
-    const answer = await exchange(req, { limiter: ctx.limiter, policy, signal: ctx.signal, dispatcher: ctx.dispatcher, onRetry: ctx.onRetry });
-    if (!answer.ok) throw failure(answer, req, plan.auth, number);
+    const answer = await exchange(req, {
+      limiter: ctx.limiter,
+      policy,
+      signal: ctx.signal,
+      dispatcher: ctx.dispatcher,
+      onRetry: ctx.onRetry,
+      ...(endpoint.soap ? soapExchange(endpoint.soap) : {}),
+    });
+    if (!answer.ok) throw endpoint.soap ? soapFailure(answer, endpoint, plan.auth) : failure(answer, req, plan.auth, number);
     if (endpoint.graphql) checkGraphQLEnvelope(answer.body, plan.auth);
+    if (endpoint.soap) checkSoapAnswer(answer.status, answer.body, plan.auth);
 
     const items = strategy.items(answer.body);
     number += 1;
@@ -152,7 +161,7 @@ const SAMPLE_CHARS = 2000;
  * the verdict names it. Only cancellation throws.
  */
 export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec, ctx: EngineContext): Promise<FirstPageReport> {
-  const strategy = createStrategy(endpoint.pagination);
+  const strategy = createStrategy(endpoint.pagination, endpoint.soap);
   let auth: AuthParts = NO_AUTH;
   let plan: RequestPlan | undefined;
   let req: ComposedRequest | undefined;
@@ -171,14 +180,21 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   const report = { url: redactUrl(req.url, auth), method: req.method };
   let answer: Exchange;
   try {
-    answer = await exchange(req, { limiter: ctx.limiter, policy: { ...DEFAULT_RETRY, attempts: 1 }, signal: ctx.signal, dispatcher: ctx.dispatcher });
+    answer = await exchange(req, {
+      limiter: ctx.limiter,
+      policy: { ...DEFAULT_RETRY, attempts: 1 },
+      signal: ctx.signal,
+      dispatcher: ctx.dispatcher,
+      ...(endpoint.soap ? soapExchange(endpoint.soap) : {}),
+    });
   } catch (err) {
     if (err instanceof CancelledError || !(err instanceof EngineError)) throw err;
     return { ...report, status: 0, items: [], verdict: err.message };
   }
-  if (!answer.ok) return { ...report, status: answer.status, items: [], verdict: `HTTP ${answer.status}` };
+  if (!answer.ok) return { ...report, status: answer.status, items: [], verdict: endpoint.soap ? `HTTP ${answer.status}: ${soapFailure(answer, endpoint, plan.auth).message}` : `HTTP ${answer.status}` };
   try {
     if (endpoint.graphql) checkGraphQLEnvelope(answer.body, auth);
+    if (endpoint.soap) checkSoapAnswer(answer.status, answer.body, plan.auth);
   } catch (err) {
     return { ...report, status: answer.status, items: [], verdict: (err as Error).message };
   }

@@ -3,7 +3,8 @@ import { resolveTemplate, resolveTemplates } from '../auth/template.js';
 import type { AuthParts } from '../auth/types.js';
 import type { Position } from '../pagination/types.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
-import { PaginationError } from './errors.js';
+import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
+import { CredentialError, PaginationError } from './errors.js';
 
 /** One composed HTTP request. */
 export interface ComposedRequest {
@@ -26,6 +27,8 @@ export interface RequestPlan {
   body?: string;
   /** The resolved static GraphQL variables. */
   variables?: Record<string, unknown>;
+  /** The resolved SOAP session token (soap.session.token_env), also among auth.secrets. */
+  soapToken?: string;
   auth: AuthParts;
 }
 
@@ -44,7 +47,19 @@ export function endpointUrl(connector: ConnectorSpec, endpoint: EndpointSpec): U
 export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, env: (name: string) => string | undefined, auth: AuthParts): RequestPlan {
   const headers = composeHeaders(connector.headers ?? [], env, auth);
   const plan: RequestPlan = { endpointUrl: endpointUrl(connector, endpoint), method: endpoint.graphql ? 'POST' : endpoint.method, headers, auth };
-  if (endpoint.graphql) {
+  if (endpoint.soap) {
+    for (const [name, value] of Object.entries(soapHeaders(endpoint.soap))) {
+      for (const known of Object.keys(headers)) if (known.toLowerCase() === name.toLowerCase()) delete headers[known];
+      headers[name] = value;
+    }
+    const session = endpoint.soap.session;
+    if (session) {
+      const token = env(session.token_env);
+      if (token === undefined) throw new CredentialError(session.token_env, `endpoint ${endpoint.id} soap.session.token_env`);
+      plan.soapToken = token;
+      plan.auth = { ...auth, secrets: [...auth.secrets, token] };
+    }
+  } else if (endpoint.graphql) {
     plan.variables = (resolveTemplates(endpoint.variables ?? {}, env, `endpoint ${endpoint.id} variables`) ?? {}) as Record<string, unknown>;
     setDefault(headers, 'Content-Type', 'application/json');
   } else if (endpoint.body !== undefined && (endpoint.method === 'POST' || endpoint.method === 'PUT' || endpoint.method === 'PATCH')) {
@@ -91,7 +106,8 @@ export function composeRequest(
   for (const [name, value] of plan.auth.query) url.searchParams.set(name, value);
 
   let body = plan.body;
-  if (endpoint.graphql) body = JSON.stringify({ query: endpoint.query ?? '', variables: { ...plan.variables, ...position.variables } });
+  if (endpoint.soap) body = soapEnvelope(endpoint.soap, position.soap ?? { pageSize: 0, startRow: 0 }, plan.soapToken);
+  else if (endpoint.graphql) body = JSON.stringify({ query: endpoint.query ?? '', variables: { ...plan.variables, ...position.variables } });
   if (position.url !== undefined) describe = `${describe} ${redactUrl(url, plan.auth)}`;
   return { url, method: plan.method, headers: plan.headers, body, position: describe, carriesPosition: previous !== undefined };
 }

@@ -1,4 +1,4 @@
-import { PROMOTE_TYPES, TRANSFORMS } from '../types.js';
+import { CONNECTOR_TYPES, PROMOTE_TYPES, TRANSFORMS } from '../types.js';
 import { PRESET_NAMES } from './presets.js';
 
 /**
@@ -20,10 +20,10 @@ import { PRESET_NAMES } from './presets.js';
 
 export const API_VERSION = 'connectors.svc.io/v1';
 export const KIND = 'Connector';
-export const CONNECTOR_TYPES = ['rest-generic'] as const;
+export { CONNECTOR_TYPES };
 
 /** Strategies of spec 3 ("none": one request, no paging). */
-export const STRATEGIES = ['none', 'page', 'offset', 'cursor', 'link-header', 'body-link', 'relay', 'custom'] as const;
+export const STRATEGIES = ['none', 'page', 'offset', 'cursor', 'link-header', 'body-link', 'relay', 'custom', 'soap'] as const;
 export const PAGINATION_KINDS: readonly string[] = [...STRATEGIES, ...PRESET_NAMES];
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -97,8 +97,56 @@ const pagination: Schema = {
     ),
     response_path: jsonPath('Where the rows of a response are (default `$`).'),
     total_path: jsonPath('page, offset, body-link: the row count the source publishes; a run whose row count differs fails.'),
+    page_size: { type: 'integer', minimum: 1, maximum: 100000, description: 'soap: the rows asked for per page, filling {{page_size}} (default 50).' },
+    start_row: { type: 'integer', minimum: 0, description: 'soap: the 0-based row offset of the first page, filling {{start_row}}; grows by page_size (default 0).' },
   },
 };
+
+/** Local name of an XML element (an NCName without its prefix). */
+const LOCAL_NAME = '^[A-Za-z_][A-Za-z0-9_.-]*$';
+const localName = (description: string): Schema =>
+  said({ type: 'string', pattern: LOCAL_NAME, maxLength: 200, description }, 'must be the local name of an XML element (no prefix)');
+
+const soap: Schema = {
+  type: 'object',
+  required: ['body', 'records'],
+  additionalProperties: false,
+  description: 'soap-generic endpoints only: one SOAP envelope per page, POSTed to path.',
+  properties: {
+    version: { type: 'string', enum: ['1.1', '1.2'], description: '1.1 (text/xml, SOAPAction header; default) or 1.2 (application/soap+xml, action parameter). Quote it in YAML.' },
+    action: { type: 'string', maxLength: 2000, description: 'The SOAPAction (1.1) or the action parameter of the content type (1.2).' },
+    body: { type: 'string', minLength: 1, maxLength: 100000, description: 'The operation element, placed in the SOAP Body; {{page_size}} and {{start_row}} are filled per page (XML-escaped).' },
+    records: localName('Local name of the record elements, at any depth under the Body.'),
+    stop: {
+      type: 'object',
+      required: ['flag', 'when'],
+      additionalProperties: false,
+      description: 'The flag that ends the read when its trimmed text equals `when` (case-insensitive). Absent: the read stops on a short or empty page.',
+      properties: {
+        flag: localName('Local name of the flag element, at any depth under the Body.'),
+        when: { type: 'string', maxLength: 200, description: 'The value that means "no more pages" (`true` for LastPage, `false` for MoreRecords).' },
+      },
+    },
+    session: {
+      type: 'object',
+      required: ['token_env', 'header'],
+      additionalProperties: false,
+      description: 'A session token sent in the SOAP Header of every request.',
+      properties: {
+        token_env: credentialName('The session token.'),
+        header: { type: 'string', minLength: 1, maxLength: 100000, description: 'The header element; {{token}} is replaced by the token, XML-escaped.' },
+      },
+    },
+  },
+};
+
+/** unique_key and promote paths: JSONPath for rest-generic, a field path for soap-generic (checked in validate.ts). */
+const fieldPath = (description: string): Schema => ({
+  type: 'string',
+  minLength: 1,
+  maxLength: 2000,
+  description: `${description} rest-generic: a JSONPath (\`$\` is the root). soap-generic: the record element's children by local name, \`a/b\` a nested child, \`@x\` an attribute.`,
+});
 
 const incremental: Schema = {
   type: 'object',
@@ -118,7 +166,7 @@ const promote: Schema = {
   additionalProperties: false,
   properties: {
     name: said({ type: 'string', pattern: COLUMN_PATTERN, description: 'Column name.' }, 'must be a lower-case column name (letters, digits, underscores; not starting with a digit; at most 63)'),
-    path: jsonPath('Read against the item.'),
+    path: fieldPath('Read against the item.'),
     type: { type: 'string', enum: [...PROMOTE_TYPES] },
     transform: { type: 'string', enum: [...TRANSFORMS] },
   },
@@ -134,7 +182,7 @@ const target: Schema = {
       { type: 'string', pattern: EXT_TABLE_PATTERN, description: '`ext.<name>`, created on the first run.' },
       'must be ext.<name>, <name> a lower-case identifier (letters, digits, underscores; not starting with a digit; at most 63)',
     ),
-    unique_key: jsonPath('The row identity (column external_id, unique per tenant; every write is an upsert).'),
+    unique_key: fieldPath('The row identity (column external_id, unique per tenant; every write is an upsert).'),
     promote: { type: 'array', items: promote, description: 'Typed columns projected from each item (a projection, not a filter).' },
   },
 };
@@ -154,6 +202,7 @@ const endpoint: Schema = {
     kind: { type: 'string', enum: ['graphql'], description: 'An endpoint carrying `query` is GraphQL regardless.' },
     query: { type: 'string', minLength: 1, description: 'GraphQL only: the query document; declares the cursor variable with its sigil.' },
     variables: { type: 'object', description: 'GraphQL only: static variables merged into every request; the cursor is injected on top.' },
+    soap,
     body: { description: "POST, PUT, PATCH only: a body template (JSON value or string) where `{{env:NAME}}` resolves like a `*_env` credential (the tenant's stored secret first)." },
     pagination,
     incremental,

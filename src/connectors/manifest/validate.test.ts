@@ -67,7 +67,7 @@ describe('the JSON Schema', () => {
     const promote = (props.target!.properties.promote as { items: { properties: Record<string, { enum: string[] }> } }).items.properties;
     expect(promote.type!.enum).toEqual([...PROMOTE_TYPES]);
     expect(promote.transform!.enum).toEqual([...TRANSFORMS]);
-    expect((props.pagination!.properties.kind as { enum: string[] }).enum).toEqual(['none', 'page', 'offset', 'cursor', 'link-header', 'body-link', 'relay', 'custom', ...PRESET_NAMES]);
+    expect((props.pagination!.properties.kind as { enum: string[] }).enum).toEqual(['none', 'page', 'offset', 'cursor', 'link-header', 'body-link', 'relay', 'custom', 'soap', ...PRESET_NAMES]);
   });
 });
 
@@ -117,7 +117,7 @@ describe('the envelope', () => {
   it('checks apiVersion, kind, connector_type and the required keys', () => {
     expect(errorsOf(manifest({}, { apiVersion: 'connectors.svc.io/v2' }))).toEqual({ apiVersion: 'apiVersion must be connectors.svc.io/v1' });
     expect(errorsOf(manifest({}, { kind: 'Export' }))).toEqual({ kind: 'kind must be Connector' });
-    expect(errorsOf(manifest({}, { connector_type: 'soap' }))).toEqual({ connector_type: 'connector_type must be rest-generic' });
+    expect(errorsOf(manifest({}, { connector_type: 'soap' }))).toEqual({ connector_type: 'connector_type must be one of rest-generic, soap-generic; got "soap"' });
     const bare = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector' };
     expect(errorsOf(bare)).toEqual({
       metadata: 'metadata is required',
@@ -473,7 +473,7 @@ describe('pagination strategies', () => {
   it('an unknown kind names the strategies and presets; path fields are JSONPaths', () => {
     expect(errorsOf(paged({ kind: 'unknown' }))).toEqual({
       'spec.endpoints[0].pagination.kind':
-        'spec.endpoints[0].pagination.kind must be a strategy (none, page, offset, cursor, link-header, body-link, relay, custom) or a preset (spring, stripe, drf, drf-limit-offset, ninja, laravel, github, jsonapi, hal, odata, graphql-relay); got "unknown"',
+        'spec.endpoints[0].pagination.kind must be a strategy (none, page, offset, cursor, link-header, body-link, relay, custom, soap) or a preset (spring, stripe, drf, drf-limit-offset, ninja, laravel, github, jsonapi, hal, odata, graphql-relay); got "unknown"',
     });
     expect(errorsOf(paged({ response_path: '$.x' }))).toEqual({ 'spec.endpoints[0].pagination.kind': 'spec.endpoints[0].pagination.kind is required' });
     expect(errorsOf(paged({ kind: 'body-link', link_path: 'next' }))).toEqual({ 'spec.endpoints[0].pagination.link_path': 'spec.endpoints[0].pagination.link_path must be a JSONPath starting with $' });

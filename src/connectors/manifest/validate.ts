@@ -3,7 +3,7 @@ import { CronExpressionParser } from 'cron-parser';
 import { hasTemplate } from '../auth/template.js';
 import { parseWindow } from '../schedule.js';
 import { promoteColumnName } from '../target/ddl.js';
-import type { Auth, ConnectorSpec, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
+import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
 import { type Issue, schemaIssue } from '../../validation/schema-errors.js';
 import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../../validation/input-limits.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
@@ -102,6 +102,7 @@ export function checkManifest(input: unknown, options: CheckOptions = {}): Manif
   refusalsBeforeSchema(input, errors);
   const check = schemaCheck();
   if (!check(input)) for (const e of check.errors ?? []) errors.add(...translate(e));
+  checkFieldPaths(input, errors);
 
   const spec = input.spec;
   if (isObject(spec)) {
@@ -129,6 +130,53 @@ function refusalsBeforeSchema(input: Json, errors: Issues): void {
 
 const quoted = (v: unknown) => JSON.stringify(v);
 
+/**
+ * unique_key and promote paths: a JSONPath on rest-generic; on soap-generic a field path over the
+ * record's children (`id`, `a/b`, `@x` — or a JSONPath over the same projection). The schema cannot
+ * tell them apart, since the rule hangs on connector_type.
+ */
+function checkFieldPaths(input: Json, errors: Issues): void {
+  const spec = input.spec;
+  if (!isObject(spec) || !Array.isArray(spec.endpoints)) return;
+  const soap = input.connector_type === 'soap-generic';
+  const check = (value: unknown, field: string) => {
+    if (typeof value !== 'string' || value === '') return;
+    if (value.startsWith('$')) return;
+    if (!soap) errors.add(field, `${field} must be a JSONPath starting with $`);
+    else if (soapFieldPath(value) === undefined) errors.add(field, `${field} must name the record's children by local name (id, a/b for a nested child, @x for an attribute, a/@x) or be a JSONPath starting with $`);
+  };
+  spec.endpoints.forEach((e, i) => {
+    if (!isObject(e) || !isObject(e.target)) return;
+    const at = `spec.endpoints[${i}].target`;
+    check(e.target.unique_key, `${at}.unique_key`);
+    if (!Array.isArray(e.target.promote)) return;
+    e.target.promote.forEach((p, j) => {
+      if (isObject(p)) check(p.path, `${at}.promote[${j}].path`);
+    });
+  });
+}
+
+const XML_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+const JSON_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * A SOAP field path as the JSONPath the runtime reads records with (records are projected to JSON
+ * with children by local name and attributes as `@name` keys): `a/b` -> `$.a.b`, `a/@x` -> `$.a['@x']`.
+ * A JSONPath is kept as it is; undefined when the text is neither.
+ */
+export function soapFieldPath(path: string): string | undefined {
+  if (path.startsWith('$')) return path;
+  const segments = path.split('/');
+  let out = '$';
+  for (const [i, segment] of segments.entries()) {
+    const attribute = segment.startsWith('@');
+    const name = attribute ? segment.slice(1) : segment;
+    if (!XML_NAME.test(name) || (attribute && i !== segments.length - 1)) return undefined;
+    out += !attribute && JSON_NAME.test(name) ? `.${name}` : `['${segment}']`;
+  }
+  return out;
+}
+
 /** The manifest's own wording for some schema errors; the rest is the shared translator's. */
 function refine(e: ErrorObject, at: string): string | undefined {
   if (e.keyword !== 'enum') return undefined;
@@ -155,6 +203,7 @@ interface RawEndpoint {
   query?: string;
   variables?: Record<string, unknown>;
   body?: unknown;
+  soap?: Json;
   pagination?: Json & { kind: string };
   incremental?: { mode: Incremental['mode']; param?: string; watermark_path?: string };
   target: { kind?: 'hybrid'; table: string; unique_key: string; promote?: Promote[] };
@@ -189,6 +238,7 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   });
   const auth = normaliseAuth(spec.auth as Json | undefined, errors, warnings, inlineCredentials);
 
+  const connectorType = input.connector_type as ConnectorType;
   const raw = (spec.endpoints as RawEndpoint[] | undefined) ?? [];
   const seen = new Map<string, number>();
   const endpoints: EndpointDraft[] = [];
@@ -196,14 +246,17 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
     const first = seen.get(e.id);
     if (first !== undefined) errors.add(`spec.endpoints[${i}].id`, `duplicate endpoint id ${quoted(e.id)}: spec.endpoints[${first}] has it too`);
     else seen.set(e.id, i);
-    const endpoint = normaliseEndpoint(e, `spec.endpoints[${i}]`, graphqlPath, errors, warnings);
+    const endpoint =
+      connectorType === 'soap-generic'
+        ? normaliseSoapEndpoint(e, `spec.endpoints[${i}]`, errors, warnings)
+        : normaliseEndpoint(e, `spec.endpoints[${i}]`, graphqlPath, errors, warnings);
     if (endpoint) endpoints.push(endpoint);
   });
 
   if (errors.count) return undefined;
   const connector: ConnectorDraft = {
     name: metadata.name,
-    connectorType: 'rest-generic',
+    connectorType,
     scopes,
     baseUrl: spec.base_url as string,
     auth,
@@ -288,11 +341,13 @@ const STRATEGY_FIELDS: Record<Strategy, { allowed: string[]; required: string[] 
   'body-link': { allowed: ['link_path', 'response_path', 'total_path'], required: ['link_path'] },
   relay: { allowed: ['cursor_binding', 'cursor_var', 'cursor_path', 'has_more_path', 'response_path'], required: ['cursor_binding', 'cursor_var', 'cursor_path', 'has_more_path', 'response_path'] },
   custom: { allowed: [], required: [] },
+  soap: { allowed: ['page_size', 'start_row'], required: [] },
 };
 
 const STRATEGY_DEFAULTS: Partial<Record<Strategy, Json>> = {
   page: { start_page: 1, size: DEFAULT_SIZE },
   offset: { limit: DEFAULT_SIZE, start_offset: 0 },
+  soap: { page_size: DEFAULT_SIZE, start_row: 0 },
 };
 
 const PAGE_SIZE_FIELDS = new Set(['size', 'size_param', 'limit', 'limit_param']);
@@ -319,7 +374,7 @@ function expandPagination(given: Json & { kind: string }, at: string, errors: Is
     } else errors.add(`${at}.${key}`, `${at}.${key} is not a field of pagination kind ${named}`);
   }
   const expanded: Json = { kind: strategy, ...STRATEGY_DEFAULTS[strategy], ...(preset ?? {}), ...fields };
-  expanded.response_path ??= '$';
+  if (strategy !== 'soap') expanded.response_path ??= '$';
   for (const key of rule.required) {
     if (expanded[key] === undefined) {
       ok = false;
@@ -340,6 +395,8 @@ function normaliseEndpoint(e: RawEndpoint, at: string, graphqlPath: string, erro
 
   let method: HttpMethod = e.method ?? 'GET';
   let path = e.path;
+  if (e.soap !== undefined) errors.add(`${at}.soap`, `${at}.soap is for connector_type soap-generic only`);
+  if (strategy === 'soap') errors.add(`${at}.pagination.kind`, 'pagination kind soap is for connector_type soap-generic only');
   if (graphql) {
     if (e.query === undefined) errors.add(`${at}.query`, `${at}.query is required for a GraphQL endpoint (the query document)`);
     if (!e.pagination) errors.add(`${at}.pagination`, REFUSALS.graphqlNeedsRelay);
@@ -379,6 +436,41 @@ function normaliseEndpoint(e: RawEndpoint, at: string, graphqlPath: string, erro
   return out;
 }
 
+/** Fields a SOAP endpoint has no use for: the envelope is the request. */
+const NOT_SOAP = ['method', 'kind', 'query', 'variables', 'body'] as const;
+
+/**
+ * A `soap-generic` endpoint: always a POST of one envelope per page to path, pagination kind `soap`
+ * (the default when absent), full reads only, target paths turned into JSONPath over the record's
+ * projection (soapFieldPath).
+ */
+function normaliseSoapEndpoint(e: RawEndpoint, at: string, errors: Issues, warnings: Issue[]): EndpointDraft | undefined {
+  for (const key of NOT_SOAP) {
+    if (e[key] !== undefined) errors.add(`${at}.${key}`, `${at}.${key} is not used by soap-generic endpoints: each request POSTs the envelope built from ${at}.soap`);
+  }
+  if (e.path === undefined) errors.add(`${at}.path`, `${at}.path is required`);
+  const raw = e.soap;
+  if (raw === undefined) errors.add(`${at}.soap`, `${at}.soap is required for connector_type soap-generic (version, action, body, records, stop, session)`);
+  let pagination: Pagination | undefined = { kind: 'soap', page_size: DEFAULT_SIZE, start_row: 0 };
+  if (e.pagination) {
+    if (e.pagination.kind !== 'soap') {
+      errors.add(`${at}.pagination.kind`, `${at}.pagination.kind must be soap on a soap-generic endpoint ({kind: soap, page_size, start_row}); got ${quoted(e.pagination.kind)}`);
+      pagination = undefined;
+    } else pagination = expandPagination(e.pagination, `${at}.pagination`, errors, warnings);
+  }
+  if (e.incremental && e.incremental.mode !== 'full') errors.add(`${at}.incremental.mode`, `${at}.incremental.mode must be full on a soap-generic endpoint: a watermark has no request parameter to travel in`);
+  const session = raw?.session as SoapCall['session'] | undefined;
+  if (session && !session.header.includes('{{token}}')) errors.add(`${at}.soap.session.header`, `${at}.soap.session.header must carry {{token}} where the session token goes`);
+  const target = normaliseTarget(e.target, `${at}.target`, errors, soapFieldPath);
+  if (!raw || !pagination || !target || e.path === undefined || errors.count) return undefined;
+
+  const soap: SoapCall = { version: (raw.version as SoapCall['version'] | undefined) ?? '1.1', body: raw.body as string, records: raw.records as string };
+  if (raw.action !== undefined) soap.action = raw.action as string;
+  if (raw.stop !== undefined) soap.stop = raw.stop as SoapCall['stop'];
+  if (session) soap.session = { token_env: session.token_env, header: session.header };
+  return { id: e.id, enabled: e.enabled ?? true, method: 'POST', path: e.path, graphql: false, soap, pagination, incremental: { mode: 'full' }, target };
+}
+
 function normaliseIncremental(given: RawEndpoint['incremental'], at: string, errors: Issues, warnings: Issue[]): Incremental | undefined {
   if (!given) return { mode: 'full' };
   if (given.mode === 'watermark') {
@@ -401,7 +493,8 @@ function normaliseIncremental(given: RawEndpoint['incremental'], at: string, err
   return { mode: 'full' };
 }
 
-function normaliseTarget(given: RawEndpoint['target'], at: string, errors: Issues): Target | undefined {
+/** `paths` turns a declared unique_key or promote path into the JSONPath the runtime reads (SOAP field paths). */
+function normaliseTarget(given: RawEndpoint['target'], at: string, errors: Issues, paths: (path: string) => string | undefined = (p) => p): Target | undefined {
   const promote: Promote[] = [];
   const names = new Map<string, number>();
   let ok = true;
@@ -419,7 +512,8 @@ function normaliseTarget(given: RawEndpoint['target'], at: string, errors: Issue
       errors.add(field, `${field} ${quoted(p.name)} is a column every ext table has (id, tenant_id, external_id, row_hash, data, indexed_at, connector_id, endpoint_id)`);
       return;
     }
-    promote.push(p.transform === undefined ? { name: p.name, path: p.path, type: p.type } : { name: p.name, path: p.path, type: p.type, transform: p.transform });
+    const path = paths(p.path) ?? p.path;
+    promote.push(p.transform === undefined ? { name: p.name, path, type: p.type } : { name: p.name, path, type: p.type, transform: p.transform });
   });
-  return ok ? { kind: 'hybrid', table: given.table, unique_key: given.unique_key, promote } : undefined;
+  return ok ? { kind: 'hybrid', table: given.table, unique_key: paths(given.unique_key) ?? given.unique_key, promote } : undefined;
 }

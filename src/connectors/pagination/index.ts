@@ -1,4 +1,4 @@
-import type { Pagination } from '../types.js';
+import type { EndpointSpec, Pagination } from '../types.js';
 import { bodyLinkPagination } from './body-link.js';
 import { cursorPagination } from './cursor.js';
 import { customPagination } from './custom.js';
@@ -7,13 +7,14 @@ import { nonePagination } from './none.js';
 import { offsetPagination } from './offset.js';
 import { pagePagination } from './page.js';
 import { relayPagination } from './relay.js';
+import { soapPagination } from './soap.js';
 import type { PaginationStrategy } from './types.js';
 
 export type { PageResponse, PaginationStrategy, Position } from './types.js';
 export { parseLinkHeader } from './link-header.js';
 
 /** A fresh strategy for one read of an endpoint. */
-export function createStrategy(p: Pagination): PaginationStrategy {
+export function createStrategy(p: Pagination, soap?: EndpointSpec['soap']): PaginationStrategy {
   switch (p.kind) {
     case 'none':
       return nonePagination(p);
@@ -31,6 +32,8 @@ export function createStrategy(p: Pagination): PaginationStrategy {
       return relayPagination(p);
     case 'custom':
       return customPagination(p);
+    case 'soap':
+      return soapPagination(p, soap?.stop);
     default: {
       const never: never = p;
       throw new Error(`unknown pagination kind ${(never as { kind: string }).kind}`);

@@ -8,6 +8,8 @@ export interface Position {
   url?: string;
   /** GraphQL variables set on top of the endpoint's static variables (relay). */
   variables?: Record<string, unknown>;
+  /** SOAP paging values filled into the operation body (soap). */
+  soap?: { pageSize: number; startRow: number };
   /** How messages name this position: `page 3`, `offset 150`, `cursor "abc"`, `next link <url>`. */
   describe: string;
 }

@@ -1,0 +1,199 @@
+import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { parse, stringify } from 'yaml';
+import { startDemoSource } from '../../../src/demo-source/server.js';
+import { ownerClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+
+/**
+ * soap-generic end to end: the examples/soap-*.yaml manifests applied over HTTP, run against the
+ * real demo source's eight SOAP services, rows in ext.* tables, the run ledger, dead letters and
+ * events; then hostile answers from a stub service.
+ */
+
+let hub: TestHub;
+let demo: Awaited<ReturnType<typeof startDemoSource>>;
+let owner: pg.Client;
+let stub: Server;
+let stubUrl: string;
+const stubAnswers = new Map<string, string>();
+
+const H = { 'X-Tenant-ID': '1' };
+
+beforeAll(async () => {
+  demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 2400, log: () => undefined });
+  stub = createServer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/xml; charset=utf-8' });
+    res.end(stubAnswers.get(req.url ?? '') ?? '');
+  });
+  await new Promise<void>((resolve) => stub.listen(0, '127.0.0.1', resolve));
+  stubUrl = `http://127.0.0.1:${(stub.address() as AddressInfo).port}`;
+  hub = await startTestHub({ 'svc.credentials.env-allow': 'DEMO_SOAP_*', 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms' });
+  owner = await ownerClient(hub.ownerUrl);
+  process.env.DEMO_SOAP_PASSWORD = 'demo-password';
+  process.env.DEMO_SOAP_SESSION = 'any-session-token';
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+  await demo?.close();
+  await new Promise((resolve) => stub?.close(resolve));
+});
+
+type Run = { id: string; status: string; recordsIn: number; recordsOut: number; recordsSkipped: number; deadLetterCount: number; errorMessage: string | null; chunkCount: number };
+
+/** An examples/ manifest, pointed at this demo source and at this hub's allowed credential names. */
+function example(service: string): string {
+  const text = readFileSync(new URL(`../../../examples/soap-${service}.yaml`, import.meta.url), 'utf8')
+    .replace('http://demo-source:8099', demo.url)
+    .replace('password_env: DEMO_PASSWORD', 'password_env: DEMO_SOAP_PASSWORD')
+    .replace('token_env: DEMO_SESSION_TOKEN', 'token_env: DEMO_SOAP_SESSION');
+  return text;
+}
+
+async function apply(yaml: string) {
+  const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: yaml });
+  expect([200, 201]).toContain(res.status);
+}
+
+async function run(name: string): Promise<Run> {
+  const res = await fetch(`${hub.url}/api/connectors/${name}/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+  expect(res.status).toBe(202);
+  const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const record = (await (await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}`, { headers: H })).json()) as Run;
+    if (record.status !== 'Running') return record;
+    if (Date.now() > deadline) throw new Error(`run ${record.id} still running`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const count = async (table: string) => (await owner.query(`select count(*)::int as n, count(distinct external_id)::int as ids from ext_t1.${table}`)).rows[0];
+
+describe('the eight demo SOAP services, from examples/', () => {
+  it.each([
+    ['siebel', 2400],
+    ['sap', 2400],
+    ['mute', 2400],
+    ['tail', 201],
+    ['flaky', 2400],
+    ['session', 2400],
+  ])('%s completes with %i rows, promoted columns typed, no data.row.changed', async (service, rows) => {
+    await apply(example(service));
+    const result = await run(`demo-soap-${service}`);
+    expect(result).toMatchObject({ status: 'Completed', recordsIn: rows, recordsOut: rows, recordsSkipped: 0, deadLetterCount: 0, errorMessage: null });
+    expect(await count(`soap_${service}_partners`)).toEqual({ n: rows, ids: rows });
+    const sample = await owner.query(`select name, city, credit_limit, updated_at, data->>'name' as payload_name from ext_t1.soap_${service}_partners where external_id = '7'`);
+    expect(sample.rows[0].name).toBe(sample.rows[0].payload_name);
+    expect(sample.rows[0].updated_at).toBeInstanceOf(Date);
+    expect(Number(sample.rows[0].credit_limit)).toBeGreaterThan(0);
+    const events = await owner.query(`select type from events.outbox where payload->>'run_id' = $1 order by id`, [result.id]);
+    expect(events.rows.map((e) => e.type)).toEqual(['connector.run.started', 'connector.run.completed']);
+  });
+
+  it('tail reads its last page of one element', async () => {
+    const before = demo.requests();
+    await run('demo-soap-tail');
+    expect(demo.requests() - before).toBe(3);
+  });
+
+  it.each([
+    ['fault', 500],
+    ['fault200', 200],
+  ])('%s fails at once with the fault string (HTTP %i), nothing written', async (service, status) => {
+    await apply(example(service));
+    const before = demo.requests();
+    const result = await run(`demo-soap-${service}`);
+    expect(result).toMatchObject({ status: 'Failed', recordsIn: 0, errorMessage: `the SOAP service answered a Fault (HTTP ${status}): the ${service} service failed on purpose (demo fault)` });
+    expect(demo.requests() - before).toBe(1);
+    const failed = await owner.query(`select payload from events.outbox where type = 'connector.run.failed' and payload->>'run_id' = $1`, [result.id]);
+    expect(failed.rows[0].payload.error_message).toBe(result.errorMessage);
+  });
+
+  it('session without its token setting: 401 naming the status, the fault and the session setting', async () => {
+    const manifest = parse(example('session')) as { metadata: { name: string }; spec: { endpoints: Array<{ soap: Record<string, unknown> }> } };
+    manifest.metadata.name = 'soap-no-session';
+    delete manifest.spec.endpoints[0]!.soap.session;
+    await apply(stringify(manifest));
+    const result = await run('soap-no-session');
+    expect(result.status).toBe('Failed');
+    expect(result.errorMessage).toBe(
+      'upstream returned HTTP 401 (permanent) with the Fault "no SessionToken in the SOAP Header": the service refused the credentials or the session; this endpoint sends no session token: set soap.session (token_env, header) if the service needs one, and check spec.auth',
+    );
+  });
+
+  it('validate and pre-flight work for soap-generic; a wrong field is a 400 naming it', async () => {
+    const valid = await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: example('siebel') });
+    expect(valid.status).toBe(200);
+    for (const [broken, field] of [
+      [example('siebel').replace('records: Partner', 'records: ns:Partner'), 'spec.endpoints[0].soap.records'],
+      [example('siebel').replace('action: QueryPartners', 'action: QueryPartners\n        envelope: x'), 'spec.endpoints[0].soap.envelope'],
+    ]) {
+      const refused = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: broken });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { field: string }).field).toBe(field);
+    }
+    await apply(example('siebel'));
+    const preflight = await fetch(`${hub.url}/api/connectors/demo-soap-siebel/preflight`, { method: 'POST', headers: H });
+    expect(preflight.status).toBe(200);
+    expect(JSON.stringify(await preflight.json())).toContain('"verdict":"ok"');
+    const draft = await fetch(`${hub.url}/api/connectors/demo-soap-siebel/draft`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{"path":"/siebel/start.swe"}' });
+    expect(draft.status).toBe(400);
+  });
+});
+
+describe('broken answers through a run', () => {
+  const envelope = (inner: string) => `<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><r:Out xmlns:r="urn:r">${inner}</r:Out></s:Body></s:Envelope>`;
+  const partner = (id: string, name: string) => `<r:Partner>${id ? `<r:id>${id}</r:id>` : ''}<r:name>${name}</r:name></r:Partner>`;
+
+  async function runStub(name: string, answer: string): Promise<Run> {
+    stubAnswers.set(`/${name}`, answer);
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name },
+      connector_type: 'soap-generic',
+      scopes: ['partners'],
+      spec: {
+        base_url: stubUrl,
+        endpoints: [
+          {
+            id: 'partners',
+            path: `/${name}`,
+            soap: { body: '<r:Q xmlns:r="urn:r"/>', records: 'Partner' },
+            pagination: { kind: 'soap', page_size: 10 },
+            target: { table: `ext.${name.replace(/-/g, '_')}`, unique_key: 'id', promote: [{ name: 'name', path: 'name', type: 'text' }] },
+          },
+        ],
+      },
+    };
+    await apply(stringify(manifest));
+    return run(name);
+  }
+
+  it('a record without its key element is dead-lettered, the others stored', async () => {
+    const result = await runStub('soap-nokey', envelope(partner('1', 'Ann') + partner('', 'Nobody') + partner('3', 'Carl')));
+    expect(result).toMatchObject({ status: 'Completed', recordsIn: 3, recordsOut: 2, recordsSkipped: 1, deadLetterCount: 1 });
+    const letters = (await (await fetch(`${hub.url}/api/platform/dlq?run=${result.id}`, { headers: H })).json()) as Array<{ id: number; skipReason: string }>;
+    expect(letters.map((l) => l.skipReason)).toEqual(['missing_key']);
+  });
+
+  it.each([
+    ['soap-lol', `<!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>${envelope(partner('1', '&b;'))}`, 'a DOCTYPE is not accepted'],
+    ['soap-xxe', `<!DOCTYPE l [<!ENTITY f SYSTEM "file:///etc/passwd">]>${envelope(partner('1', '&f;'))}`, 'a DOCTYPE is not accepted'],
+    ['soap-json', '{"rows": []}', 'the body is not well-formed XML'],
+    ['soap-cut', envelope(partner('1', 'Ann')).slice(0, -25), 'the body is not well-formed XML'],
+  ])('%s fails the run with a clear message and writes nothing', async (name, answer, reason) => {
+    const result = await runStub(name, answer);
+    expect(result.status).toBe('Failed');
+    expect(result.recordsIn).toBe(0);
+    expect(result.errorMessage).toMatch(/^upstream answered HTTP 200 with a body that is not a SOAP envelope: /);
+    expect(result.errorMessage).toContain(reason);
+    expect(result.errorMessage).not.toContain('root:x:0');
+  });
+});

@@ -1,0 +1,172 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { DemoSource } from '../../demo-source/server.js';
+import type { EndpointSpec, SoapCall } from '../types.js';
+import { firstPage } from './read.js';
+import { connectorSpec, DEMO_AUTH, endpointSpec, engineContext, readAll, startFixtureSource } from './testing/specs.js';
+
+/** The SOAP reader against the demo source's eight services, and against hostile answers. */
+
+let demo: DemoSource;
+let hostile: Server;
+let hostileUrl: string;
+const answers = new Map<string, { status: number; body: string }>();
+
+beforeAll(async () => {
+  demo = await startFixtureSource(250);
+  hostile = createServer((req, res) => {
+    const answer = answers.get(req.url ?? '') ?? { status: 404, body: '' };
+    res.writeHead(answer.status, { 'Content-Type': 'text/xml; charset=utf-8' });
+    res.end(answer.body);
+  });
+  await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+  hostileUrl = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await demo?.close();
+  await new Promise((resolve) => hostile?.close(resolve));
+});
+
+const body = (service: string) =>
+  `<ns:QueryPartners xmlns:ns="urn:demo:${service}:partners"><ns:PageSize>{{page_size}}</ns:PageSize><ns:StartRowNum>{{start_row}}</ns:StartRowNum></ns:QueryPartners>`;
+
+function soapEndpoint(service: string, soap: Partial<SoapCall> = {}, pageSize = 100): EndpointSpec {
+  return endpointSpec(`/${service}/start.swe`, { kind: 'soap', page_size: pageSize, start_row: 0 }, {
+    method: 'POST',
+    soap: { version: '1.1', action: 'QueryPartners', body: body(service), records: 'Partner', stop: { flag: 'LastPage', when: 'true' }, ...soap },
+  });
+}
+
+const read = (service: string, soap: Partial<SoapCall> = {}, pageSize = 100, values: Record<string, string> = {}) =>
+  readAll(connectorSpec(demo.url, { connectorType: 'soap-generic', auth: DEMO_AUTH.basic }), soapEndpoint(service, soap, pageSize), engineContext(values));
+
+describe('SOAP reads against the demo source', () => {
+  it('siebel: LastPage ends the read; records are children by local name; the SOAPAction is sent', async () => {
+    const { pages, items, error } = await read('siebel');
+    expect(error).toBeUndefined();
+    expect(pages.map((p) => p.items.length)).toEqual([100, 100, 50]);
+    expect(items[0]).toEqual(expect.objectContaining({ id: '1', name: expect.any(String), city: expect.any(String), country: expect.any(String) }));
+    const request = demo.seen().find((r) => r.path === '/siebel/start.swe')!;
+    expect(request.headers['content-type']).toBe('text/xml; charset=utf-8');
+    expect(request.headers.soapaction).toBe('"QueryPartners"');
+    expect(request.body).toContain('<ns:PageSize>100</ns:PageSize><ns:StartRowNum>0</ns:StartRowNum>');
+  });
+
+  it('sap: MoreRecords=false ends the read (case-insensitive, trimmed)', async () => {
+    const { items, error } = await read('sap', { stop: { flag: 'MoreRecords', when: ' FALSE ' } });
+    expect(error).toBeUndefined();
+    expect(items).toHaveLength(250);
+  });
+
+  it('mute: no stop signal, the read ends on the empty page', async () => {
+    const { pages, error } = await read('mute', { stop: undefined });
+    expect(error).toBeUndefined();
+    expect(pages.map((p) => p.items.length)).toEqual([100, 100, 50]);
+  });
+
+  it('tail: 201 rows, the last page holding one', async () => {
+    const { pages, items, error } = await read('tail');
+    expect(error).toBeUndefined();
+    expect(pages.map((p) => p.items.length)).toEqual([100, 100, 1]);
+    expect(items).toHaveLength(201);
+  });
+
+  it('fault and fault200: the Fault fails the read at once with its string, never retried', async () => {
+    for (const service of ['fault', 'fault200']) {
+      const before = demo.count(`/${service}/`);
+      const { items, error } = await read(service);
+      expect(items).toEqual([]);
+      expect(error?.name).toBe('SoapFaultError');
+      expect(error?.message).toBe(`the SOAP service answered a Fault (HTTP ${service === 'fault' ? 500 : 200}): the ${service} service failed on purpose (demo fault)`);
+      expect(demo.count(`/${service}/`) - before).toBe(1);
+    }
+  });
+
+  it('flaky: 500s without a Fault are retried by the retry policy', async () => {
+    const { items, error } = await read('flaky');
+    expect(error).toBeUndefined();
+    expect(items).toHaveLength(250);
+  });
+
+  it('session: 401 names the status, the fault string and the session setting; the token in the header reads everything', async () => {
+    const refused = await read('session');
+    expect(refused.error?.message).toBe(
+      'upstream returned HTTP 401 (permanent) with the Fault "no SessionToken in the SOAP Header": the service refused the credentials or the session; this endpoint sends no session token: set soap.session (token_env, header) if the service needs one, and check spec.auth',
+    );
+    const session = { token_env: 'CRM_SESSION_TOKEN', header: '<ns:SessionToken xmlns:ns="urn:demo:session:partners">{{token}}</ns:SessionToken>' };
+    const ok = await read('session', { session }, 100, { CRM_SESSION_TOKEN: 'tok<&>en' });
+    expect(ok.error).toBeUndefined();
+    expect(ok.items).toHaveLength(250);
+    const sent = demo.seen().filter((r) => r.path === '/session/start.swe').at(-1)!;
+    expect(sent.body).toContain('<soap:Header><ns:SessionToken xmlns:ns="urn:demo:session:partners">tok&lt;&amp;&gt;en</ns:SessionToken></soap:Header>');
+    const missing = await read('session', { session });
+    expect(missing.error?.name).toBe('CredentialError');
+  });
+
+  it('SOAP 1.2: application/soap+xml with the action parameter, the 1.2 envelope namespace', async () => {
+    await read('mute', { version: '1.2', stop: undefined });
+    const sent = demo.seen().filter((r) => r.path === '/mute/start.swe').at(-1)!;
+    expect(sent.headers['content-type']).toBe('application/soap+xml; charset=utf-8; action="QueryPartners"');
+    expect(sent.headers.soapaction).toBeUndefined();
+    expect(sent.body).toContain('xmlns:soap="http://www.w3.org/2003/05/soap-envelope"');
+  });
+
+  it('the pre-flight reads the first page and names a Fault', async () => {
+    const connector = connectorSpec(demo.url, { connectorType: 'soap-generic', auth: DEMO_AUTH.basic });
+    const ok = await firstPage(connector, soapEndpoint('siebel'), engineContext());
+    expect(ok).toMatchObject({ status: 200, verdict: 'ok', method: 'POST' });
+    expect(ok.items).toHaveLength(100);
+    const fault = await firstPage(connector, soapEndpoint('fault'), engineContext());
+    expect(fault.verdict).toBe('HTTP 500: the SOAP service answered a Fault (HTTP 500): the fault service failed on purpose (demo fault)');
+  });
+});
+
+describe('hostile and broken answers', () => {
+  const readHostile = (path: string, status: number, text: string) => {
+    answers.set(path, { status, body: text });
+    return readAll(connectorSpec(hostileUrl, { connectorType: 'soap-generic' }), { ...soapEndpoint('x'), path }, engineContext());
+  };
+  const envelope = (inner: string) => `<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>${inner}</s:Body></s:Envelope>`;
+
+  it('a billion-laughs document is refused before any expansion', async () => {
+    const lol = `<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">${Array.from({ length: 9 }, (_, i) => `<!ENTITY lol${i + 1} "${`&lol${i === 0 ? '' : i};`.repeat(10)}">`).join('')}]>${envelope('<Partner><id>&lol9;</id></Partner>')}`;
+    const { items, error } = await readHostile('/lol', 200, lol);
+    expect(items).toEqual([]);
+    expect(error?.name).toBe('UnreadableResponseError');
+    expect(error?.message).toMatch(/^upstream answered HTTP 200 with a body that is not a SOAP envelope: the body is not well-formed XML \(1:\d+: a DOCTYPE is not accepted \(no DTDs, no entity declarations\)\)/);
+  });
+
+  it('an external entity pointing at a local file is never read', async () => {
+    const xxe = `<?xml version="1.0"?><!DOCTYPE x [<!ENTITY file SYSTEM "file:///etc/passwd">]>${envelope('<Partner><id>&file;</id></Partner>')}`;
+    const { items, error } = await readHostile('/xxe', 200, xxe);
+    expect(items).toEqual([]);
+    expect(error?.message).toContain('a DOCTYPE is not accepted');
+    expect(error?.message).not.toContain('root:');
+  });
+
+  it('a body that is not XML, an unterminated envelope, XML that is no envelope: clear messages', async () => {
+    const notXml = await readHostile('/json', 200, '{"data": []}');
+    expect(notXml.error?.message).toMatch(/^upstream answered HTTP 200 with a body that is not a SOAP envelope: the body is not well-formed XML \(.+\) \(content-type text\/xml; charset=utf-8\): \{"data": \[\]\}$/);
+    const cut = await readHostile('/cut', 200, envelope('<Partner><id>1</id></Partner>').slice(0, -20));
+    expect(cut.error?.message).toMatch(/the body is not well-formed XML \(.*unclosed tag/);
+    const other = await readHostile('/other', 200, '<html><body>hi</body></html>');
+    expect(other.error?.message).toContain('the body is XML but not a SOAP envelope (root element html)');
+  });
+
+  it('nesting deeper than the bound is refused', async () => {
+    const deep = envelope(`${'<a>'.repeat(100)}${'</a>'.repeat(100)}`);
+    const { error } = await readHostile('/deep', 200, deep);
+    expect(error?.message).toContain('elements nest deeper than 64 levels');
+  });
+
+  it('attributes and nested children become @name and nested keys; a 1.2 Fault names its Reason', async () => {
+    const page = envelope('<r:Result xmlns:r="urn:r"><r:Partner code="A"><r:id>1</r:id><r:address kind="home"><r:city>Lyon</r:city></r:address></r:Partner></r:Result>');
+    const { items } = await readHostile('/attrs', 200, page);
+    expect(JSON.parse(JSON.stringify(items))).toEqual([{ '@code': 'A', id: '1', address: { '@kind': 'home', city: 'Lyon' } }]);
+    const fault12 = `<e:Envelope xmlns:e="http://www.w3.org/2003/05/soap-envelope"><e:Body><e:Fault><e:Code><e:Value>e:Receiver</e:Value></e:Code><e:Reason><e:Text xml:lang="en">backend down</e:Text></e:Reason></e:Fault></e:Body></e:Envelope>`;
+    const { error } = await readHostile('/fault12', 500, fault12);
+    expect(error?.message).toBe('the SOAP service answered a Fault (HTTP 500): backend down');
+  });
+});

@@ -1,0 +1,102 @@
+import type { SoapCall } from '../types.js';
+import { descendants, firstDescendant, parseXml, toJson, XmlError, type XmlElement } from './xml.js';
+
+/**
+ * SOAP 1.1 and 1.2 on the wire: the envelope a page request sends, and what an answer says (its
+ * records, its stop flag, or its Fault). Only the envelope namespaces differ between versions.
+ */
+
+const ENVELOPE_NS = { '1.1': 'http://schemas.xmlsoap.org/soap/envelope/', '1.2': 'http://www.w3.org/2003/05/soap-envelope' } as const;
+
+const ESCAPES: Record<string, string> = { '<': '&lt;', '>': '&gt;', '&': '&amp;', "'": '&apos;', '"': '&quot;' };
+
+/** Escapes a value for XML text or a quoted attribute. */
+export function escapeXml(text: string): string {
+  let out = '';
+  for (const c of text) out += ESCAPES[c] ?? c;
+  return out;
+}
+
+/** Fills each `{{name}}` placeholder with its XML-escaped value (other text is left as written). */
+export function fillTemplate(template: string, values: Record<string, string>): string {
+  let out = template;
+  for (const [name, value] of Object.entries(values)) out = out.split(`{{${name}}}`).join(escapeXml(value));
+  return out;
+}
+
+/** The headers a SOAP request carries: the content type of its version, the action where it belongs. */
+export function soapHeaders(call: SoapCall): Record<string, string> {
+  if (call.version === '1.2') {
+    const action = call.action === undefined ? '' : `; action="${call.action.replace(/["\\]/g, '\\$&')}"`;
+    return { 'Content-Type': `application/soap+xml; charset=utf-8${action}` };
+  }
+  return { 'Content-Type': 'text/xml; charset=utf-8', SOAPAction: `"${(call.action ?? '').replace(/"/g, '')}"` };
+}
+
+/** The envelope of one page: the session header (token filled) and the operation body (paging filled). */
+export function soapEnvelope(call: SoapCall, paging: { pageSize: number; startRow: number }, token?: string): string {
+  const ns = ENVELOPE_NS[call.version];
+  const header = call.session && token !== undefined ? `<soap:Header>${fillTemplate(call.session.header, { token })}</soap:Header>` : '';
+  const body = fillTemplate(call.body, { page_size: String(paging.pageSize), start_row: String(paging.startRow) });
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<soap:Envelope xmlns:soap="${ns}">${header}<soap:Body>${body}</soap:Body></soap:Envelope>`;
+}
+
+/** A parsed answer: its records (as JSON), the stop flag's text if present, or its Fault. */
+export interface SoapAnswer {
+  records: unknown[];
+  /** The stop flag's trimmed text, when the call declares a flag and the answer carries it. */
+  flag?: string;
+  /** The fault string (1.1 faultstring, 1.2 Reason/Text) when the Body holds a Fault. */
+  fault?: string;
+}
+
+/** Why an answer is not a usable SOAP envelope (not XML, no Envelope, no Body). */
+export class SoapEnvelopeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SoapEnvelopeError';
+  }
+}
+
+/** Reads an answer; throws SoapEnvelopeError when it is not well-formed XML or not a SOAP envelope. */
+export function readAnswer(text: string, call: Pick<SoapCall, 'records' | 'stop'>): SoapAnswer {
+  let root: XmlElement;
+  try {
+    root = parseXml(text);
+  } catch (err) {
+    if (err instanceof XmlError) throw new SoapEnvelopeError(`the body is not well-formed XML (${err.message})`);
+    throw err;
+  }
+  if (root.local !== 'Envelope') throw new SoapEnvelopeError(`the body is XML but not a SOAP envelope (root element ${root.local})`);
+  const body = root.children.find((c) => c.local === 'Body');
+  if (!body) throw new SoapEnvelopeError('the SOAP envelope has no Body');
+  const fault = body.children.find((c) => c.local === 'Fault');
+  if (fault) return { records: [], fault: faultString(fault) };
+  const answer: SoapAnswer = { records: descendants(body, call.records).map((r) => toJson(r, true)) };
+  const flag = call.stop ? firstDescendant(body, call.stop.flag) : undefined;
+  if (flag) answer.flag = flag.text.trim();
+  return answer;
+}
+
+/** The fault string of a text that may be a SOAP Fault envelope (an error answer), or undefined. */
+export function faultOf(text: string): string | undefined {
+  try {
+    return readAnswer(text, { records: '\u0000' }).fault;
+  } catch {
+    return undefined;
+  }
+}
+
+function faultString(fault: XmlElement): string {
+  const v11 = fault.children.find((c) => c.local === 'faultstring');
+  if (v11) return v11.text.trim();
+  const reason = fault.children.find((c) => c.local === 'Reason');
+  const text = reason ? firstDescendant(reason, 'Text') : undefined;
+  if (text) return text.text.trim();
+  const code = fault.children.find((c) => c.local === 'faultcode' || c.local === 'Code');
+  return code ? `fault without a reason (code ${collectText(code).trim()})` : 'fault without a reason';
+}
+
+function collectText(element: XmlElement): string {
+  return element.text + element.children.map(collectText).join('');
+}

@@ -1,0 +1,125 @@
+import { SaxesParser } from 'saxes';
+
+/**
+ * A small, bounded XML tree built with saxes (a streaming, non-validating parser): namespaces are
+ * resolved (elements are matched by local name, whatever their prefix), and nothing beyond the
+ * document is ever read. A DOCTYPE is refused outright, so no DTD is processed and no entity other
+ * than the five predefined ones and character references exists: a billion-laughs document and an
+ * external entity pointing at a local file both end as a clear parse error, before any expansion.
+ */
+
+export interface XmlElement {
+  /** The name without its prefix. */
+  local: string;
+  /** The namespace URI ('' when none). */
+  uri: string;
+  /** Attributes by local name (namespace declarations left out). */
+  attributes: Record<string, string>;
+  children: XmlElement[];
+  /** The element's own character data (text and CDATA directly inside it), concatenated. */
+  text: string;
+}
+
+/** Deepest element nesting accepted; a deeper document is refused rather than walked. */
+export const MAX_XML_DEPTH = 64;
+
+export class XmlError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'XmlError';
+  }
+}
+
+/** Parses a whole document into its root element; throws XmlError for anything not well-formed. */
+export function parseXml(text: string, maxDepth = MAX_XML_DEPTH): XmlElement {
+  const parser = new SaxesParser({ xmlns: true, position: true });
+  const stack: XmlElement[] = [];
+  let root: XmlElement | undefined;
+  let failure: XmlError | undefined;
+  const fail = (message: string) => {
+    failure ??= new XmlError(message);
+  };
+
+  parser.on('error', (err) => fail(err.message));
+  parser.on('doctype', () => fail(`${parser.line}:${parser.column}: a DOCTYPE is not accepted (no DTDs, no entity declarations)`));
+  parser.on('opentag', (tag) => {
+    if (failure) return;
+    if (stack.length >= maxDepth) return fail(`${parser.line}:${parser.column}: elements nest deeper than ${maxDepth} levels`);
+    const attributes: Record<string, string> = {};
+    for (const attribute of Object.values(tag.attributes)) {
+      if (attribute.prefix === 'xmlns' || attribute.name === 'xmlns') continue;
+      attributes[attribute.local] = attribute.value;
+    }
+    const element: XmlElement = { local: tag.local, uri: tag.uri, attributes, children: [], text: '' };
+    const parent = stack.at(-1);
+    if (parent) parent.children.push(element);
+    else root = element;
+    stack.push(element);
+  });
+  parser.on('closetag', () => {
+    stack.pop();
+  });
+  const addText = (text: string) => {
+    const current = stack.at(-1);
+    if (current) current.text += text;
+  };
+  parser.on('text', addText);
+  parser.on('cdata', addText);
+
+  try {
+    parser.write(text);
+    if (!failure) parser.close();
+  } catch (err) {
+    fail((err as Error).message);
+  }
+  if (failure) throw failure;
+  if (!root) throw new XmlError('the document has no root element');
+  return root;
+}
+
+/** Every element with this local name under `from` (not `from` itself), in document order. */
+export function descendants(from: XmlElement, local: string): XmlElement[] {
+  const found: XmlElement[] = [];
+  const walk = (element: XmlElement) => {
+    for (const child of element.children) {
+      if (child.local === local) found.push(child);
+      else walk(child);
+    }
+  };
+  walk(from);
+  return found;
+}
+
+/** The first element with this local name under `from`, depth first, or undefined. */
+export function firstDescendant(from: XmlElement, local: string): XmlElement | undefined {
+  for (const child of from.children) {
+    if (child.local === local) return child;
+    const inner = firstDescendant(child, local);
+    if (inner) return inner;
+  }
+  return undefined;
+}
+
+export type XmlJson = string | { [name: string]: XmlJson | XmlJson[] };
+
+/**
+ * An element as JSON: its children by local name (a repeated name becomes an array), its attributes
+ * as `@name`, its text as `#text` beside them; an element with neither children nor attributes is
+ * its text. `asObject` keeps even a text-only element an object (records are always objects).
+ */
+export function toJson(element: XmlElement, asObject = false): XmlJson {
+  const attributes = Object.entries(element.attributes);
+  if (element.children.length === 0 && attributes.length === 0 && !asObject) return element.text;
+  // No prototype: an element named __proto__ is a plain key like any other.
+  const out: { [name: string]: XmlJson | XmlJson[] } = Object.create(null);
+  for (const [name, value] of attributes) out[`@${name}`] = value;
+  for (const child of element.children) {
+    const value = toJson(child);
+    const known = out[child.local];
+    if (known === undefined) out[child.local] = value;
+    else if (Array.isArray(known)) known.push(value);
+    else out[child.local] = [known, value];
+  }
+  if (element.children.length === 0 ? element.text !== '' : element.text.trim() !== '') out['#text'] = element.text;
+  return out;
+}
