@@ -201,6 +201,50 @@ async function unindexedRun(bare: Hub, owner: pg.Client, offset: unknown, r: num
   return figures;
 }
 
+/**
+ * The same rows through `soap-generic` from the demo source's SOAP 1.1 service (siebel: 500-row
+ * pages, a LastPage flag), the same promoted columns, into its own table: SOAP against REST.
+ */
+async function soapRun(hub: Hub, owner: pg.Client, sourceUrl: string, r: number, meter: CpuMeter): Promise<HubFigures> {
+  log(`round ${r}/${ROUNDS}: hub run (soap) …`);
+  const name = `bench-soap-${r}`;
+  const table = `ext.bench_soap_${r}`;
+  const manifest = {
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name },
+    connector_type: 'soap-generic',
+    scopes: ['partners'],
+    spec: {
+      base_url: sourceUrl,
+      auth: { kind: 'basic', username: 'demo', password_env: 'BENCH_DEMO_PASSWORD' },
+      ...(RATE_LIMIT ? { default_rate_limit: RATE_LIMIT } : {}),
+      endpoints: [
+        {
+          id: 'partners',
+          path: '/siebel/start.swe',
+          soap: {
+            version: '1.1',
+            action: 'QueryPartners',
+            body: '<ns:QueryPartners xmlns:ns="urn:demo:siebel:partners"><ns:PageSize>{{page_size}}</ns:PageSize><ns:StartRowNum>{{start_row}}</ns:StartRowNum></ns:QueryPartners>',
+            records: 'Partner',
+            stop: { flag: 'LastPage', when: 'true' },
+          },
+          pagination: { kind: 'soap', page_size: PAGE, start_row: 0 },
+          target: { kind: 'hybrid', table, unique_key: 'id', promote: PROMOTE.map((p) => ({ ...p, path: p.path.replace(/^\$\./, '') })) },
+        },
+      ],
+    },
+  };
+  const applied = await api(hub, 'POST', '/api/connectors/apply', manifest);
+  if (applied.status !== 201) throw new Error(`apply ${name} answered ${applied.status}: ${JSON.stringify(applied.json)}`);
+  const figures = await hubRun(hub, owner, name, meter);
+  if (figures.recordsOut !== ROWS) throw new Error(`the soap run wrote ${figures.recordsOut} rows, expected ${ROWS}`);
+  figures.stored = await storedRows(hub, table);
+  await owner.query(`drop table ${tenantTableSql(TENANT, table)}`);
+  return figures;
+}
+
 /** Rows handed to the retrieval indexer by the indexed runs and by the run without the hand-off. */
 async function pendingRows(owner: pg.Client): Promise<{ indexed: number; unindexed: number }> {
   const { rows } = await owner.query<{ unindexed: boolean; n: number }>(
@@ -320,6 +364,8 @@ interface Round {
   hub: Record<Dialect, HubFigures>;
   /** The offset run on the hub without the retrieval hand-off. */
   unindexed: HubFigures;
+  /** The same rows read from the demo source's SOAP 1.1 service (`soap-generic`). */
+  soap: HubFigures;
   fetch: Record<Dialect, FetchFigures>;
   copy: CopyRound;
   /** RSS of this process before the round's hub runs. */
@@ -419,6 +465,9 @@ async function main(): Promise<void> {
       if (handedOff.unindexed !== 0) throw new Error(`the run without the hand-off handed ${handedOff.unindexed} rows to the indexer`);
       await owner.query('truncate retrieval.pending');
 
+      const soap = await soapRun(hub, owner, source.url, r, meter);
+      await owner.query('truncate retrieval.pending');
+
       log(`round ${r}/${ROUNDS}: fetch ceiling …`);
       const fetchFigures = {} as Record<Dialect, FetchFigures>;
       meter.start();
@@ -431,7 +480,7 @@ async function main(): Promise<void> {
 
       log(`round ${r}/${ROUNDS}: copy ceiling …`);
       const copy = await copyRound(database.url, 'copy_partners', true, meter);
-      rounds.push({ hub: hubFigures, unindexed, fetch: fetchFigures, copy, baselineRssMb });
+      rounds.push({ hub: hubFigures, unindexed, soap, fetch: fetchFigures, copy, baselineRssMb });
     }
     const maxRssMb = mib(process.resourceUsage().maxRSS * 1024);
 
@@ -468,6 +517,14 @@ async function main(): Promise<void> {
     const dialects = { offset: figures('offset'), cursor: figures('cursor') };
 
     const peakRssMb = Math.max(dialects.offset.peakRssMb, dialects.cursor.peakRssMb);
+    const soap = {
+      note: 'soap-generic from the demo source\'s SOAP 1.1 service (siebel), same rows, page size and promoted columns as the REST runs',
+      rowsPerSec: Math.round(median(rounds.map((r) => r.soap.rowsPerSec))),
+      /** Median of the per-round ratios against the REST offset run of the same round. */
+      ratioToRestOffset: round(median(rounds.map((r) => r.soap.rowsPerSec / r.hub.offset.rowsPerSec)), 3),
+      ratioToCopy: round(median(rounds.map((r) => r.soap.rowsPerSec / r.copy.rowsPerSec)), 3),
+      target: 0.8,
+    };
     const indexing = {
       note: 'the offset run with the retrieval hand-off (one retrieval.pending entry per written chunk, in the ingestion transaction) against the same run on a hub without it; chunks and vectors are made after commit by the indexer, which does not run here',
       withRowsPerSec: dialects.offset.rowsPerSec,
@@ -483,6 +540,7 @@ async function main(): Promise<void> {
       chunkSize: CHUNK,
       rateLimit: RATE_LIMIT ?? '100/s (hub default)',
       dialects,
+      soap,
       indexing,
       /** Every hub run's table was counted before this report: count(*) = count(distinct external_id) = rows, all of them the source's ids. */
       verified: { storedRowsMatchSource: true, runsChecked: rounds.length * DIALECTS.length },

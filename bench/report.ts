@@ -59,6 +59,13 @@ function ingest(r: Json): string {
   lines.push('');
   const worst = Math.min(r.dialects.offset.ratioToCopy, r.dialects.cursor.ratioToCopy);
   lines.push(`Target hub/COPY ≥ 0.8: ${met(worst >= 0.8)} (${f(worst, 3)} for the slower dialect).`);
+  if (r.soap) {
+    const x = r.soap;
+    lines.push('');
+    lines.push(
+      `SOAP (\`soap-generic\`, the demo source's SOAP 1.1 service, same rows, pages and promoted columns, stored rows counted): ${n(x.rowsPerSec)} rows/s, **${f(x.ratioToRestOffset, 3)}** × the REST offset run of the same round (target ≥ ${x.target}: ${met(x.ratioToRestOffset >= x.target)}), ${f(x.ratioToCopy, 3)} × COPY.`,
+    );
+  }
   if (r.indexing) {
     const x = r.indexing;
     lines.push('');
