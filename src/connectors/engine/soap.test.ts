@@ -16,6 +16,7 @@ const answers = new Map<string, { status: number; body: string }>();
 beforeAll(async () => {
   demo = await startFixtureSource(250);
   hostile = createServer((req, res) => {
+    if (req.url === '/huge') return streamHuge(res);
     const answer = answers.get(req.url ?? '') ?? { status: 404, body: '' };
     res.writeHead(answer.status, { 'Content-Type': 'text/xml; charset=utf-8' });
     res.end(answer.body);
@@ -23,6 +24,24 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
   hostileUrl = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
 });
+
+/** A 1 GiB envelope of records, written as the client reads it, until the client hangs up. */
+function streamHuge(res: import('node:http').ServerResponse): void {
+  res.writeHead(200, { 'Content-Type': 'text/xml; charset=utf-8' });
+  const record = '<Partner><id>1</id><name>x</name></Partner>';
+  const chunk = record.repeat(Math.ceil((1024 * 1024) / record.length));
+  let sent = 0;
+  res.write('<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>');
+  const more = () => {
+    while (sent < 1024 * 1024 * 1024 && !res.destroyed) {
+      sent += chunk.length;
+      if (!res.write(chunk)) return void res.once('drain', more);
+    }
+    res.end('</s:Body></s:Envelope>');
+  };
+  res.on('error', () => undefined);
+  more();
+}
 
 afterAll(async () => {
   await demo?.close();
@@ -153,6 +172,21 @@ describe('hostile and broken answers', () => {
     expect(cut.error?.message).toMatch(/the body is not well-formed XML \(.*unclosed tag/);
     const other = await readHostile('/other', 200, '<html><body>hi</body></html>');
     expect(other.error?.message).toContain('the body is XML but not a SOAP envelope (root element html)');
+  });
+
+  it('a 1 GiB answer is refused at the page bound without holding it: the process stays within its memory', async () => {
+    const before = process.memoryUsage().rss;
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
+    try {
+      const { items, error } = await readAll(connectorSpec(hostileUrl, { connectorType: 'soap-generic' }), { ...soapEndpoint('x'), path: '/huge' }, engineContext());
+      expect(items).toEqual([]);
+      expect(error?.message).toMatch(/with a page larger than 67108864 bytes; refusing to hold it in memory/);
+    } finally {
+      clearInterval(sampler);
+    }
+    // One page bound (64 MiB) and the text it became, not the gigabyte.
+    expect(peak - before).toBeLessThan(400 * 1024 * 1024);
   });
 
   it('nesting deeper than the bound is refused', async () => {
