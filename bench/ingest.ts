@@ -524,6 +524,8 @@ async function main(): Promise<void> {
       ratioToRestOffset: round(median(rounds.map((r) => r.soap.rowsPerSec / r.hub.offset.rowsPerSec)), 3),
       ratioToCopy: round(median(rounds.map((r) => r.soap.rowsPerSec / r.copy.rowsPerSec)), 3),
       target: 0.8,
+      /** Mean CPU seconds per process during one run. */
+      cpuSeconds: meanCpu(rounds.map((r) => r.soap.cpu)),
     };
     const indexing = {
       note: 'the offset run with the retrieval hand-off (one retrieval.pending entry per written chunk, in the ingestion transaction) against the same run on a hub without it; chunks and vectors are made after commit by the indexer, which does not run here',
@@ -621,6 +623,7 @@ async function main(): Promise<void> {
         [
           cpuRow('hub run, offset', meanWall((r) => r.hub.offset.seconds), dialects.offset.cpuSeconds),
           cpuRow('hub run, cursor', meanWall((r) => r.hub.cursor.seconds), dialects.cursor.cpuSeconds),
+          cpuRow('hub run, soap', meanWall((r) => r.soap.seconds), soap.cpuSeconds),
           cpuRow('fetch ceiling, offset', meanWall((r) => r.fetch.offset.seconds), meanCpu(rounds.map((r) => r.fetch.offset.cpu!))),
           cpuRow('fetch ceiling, cursor', meanWall((r) => r.fetch.cursor.seconds), meanCpu(rounds.map((r) => r.fetch.cursor.cpu!))),
           cpuRow('COPY ceiling', meanWall((r) => r.copy.seconds), result.breakdown.copyCpuSeconds),
