@@ -276,14 +276,9 @@ export async function purgeEndpoint(tx: Tx, connectorName: string, endpointId: s
 }
 
 /**
- * A re-applied connector whose scopes changed re-tags its retrieval chunks in the same transaction,
- * and moves the tenant's index generation so that in-memory indexes reload the new tags.
+ * A re-applied connector whose scopes changed re-tags its retrieval chunks in the same transaction
+ * (a trigger moves the tenant's index generation, so that in-memory indexes reload the new tags).
  */
 async function retagChunks(tx: Tx, connectorId: string, scopes: string[]): Promise<void> {
-  const retagged = await tx.query('update retrieval.chunks set scopes = $2, updated_at = now() where connector_id = $1 and scopes is distinct from $2', [connectorId, scopes]);
-  if ((retagged.rowCount ?? 0) === 0) return;
-  await tx.query(
-    `insert into retrieval.generations (tenant_id, generation) values (core.current_tenant(), 1)
-     on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1`,
-  );
+  await tx.query('update retrieval.chunks set scopes = $2, updated_at = now() where connector_id = $1 and scopes is distinct from $2', [connectorId, scopes]);
 }

@@ -116,7 +116,8 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
 
 /**
  * Vectors made by another model cannot be compared with this one's: they are cleared (and embedded
- * again by the next passes), and the tenants concerned reload their in-memory indexes.
+ * again by the next passes); the tenants concerned reload their in-memory indexes (a trigger moves
+ * their generation).
  */
 export async function forgetOtherModels(db: Database, port: EmbeddingPort): Promise<number> {
   return db.crossTenant('retrieval-model', async (tx) => {
@@ -126,13 +127,7 @@ export async function forgetOtherModels(db: Database, port: EmbeddingPort): Prom
         where embedding is not null and model is distinct from $1 returning tenant_id`,
       [modelName(port)],
     );
-    const tenants = [...new Set(rows.map((r) => r.tenant_id))];
-    if (tenants.length) {
-      await tx.query(
-        `insert into retrieval.generations (tenant_id, generation) select t, 1 from unnest($1::bigint[]) t
-         on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1`,
-        [tenants],
-      );
+    if (rows.length) {
       logger().info({ chunks: rows.length, model: modelName(port) }, 'embedding model changed: chunks will be embedded again');
     }
     return rows.length;

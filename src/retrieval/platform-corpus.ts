@@ -20,6 +20,7 @@ export async function rebuildPlatformCorpus(db: Database, documents: PlatformDoc
   const contents = [...unique.values()];
   return db.crossTenant('retrieval-reindex', async (tx) => {
     const removed = await tx.query('delete from retrieval.chunks where tenant_id = $1 and corpus = $2 and key is not null and not (key = any($3))', [PLATFORM_TENANT, PLATFORM_CORPUS, keys]);
+    // A changed document loses its vector: a trigger moves tenant 0's generation, indexes reload it.
     const changed = await tx.query(
       `insert into retrieval.chunks (tenant_id, corpus, key, content)
        select $1, $2, d.key, d.content from unnest($3::text[], $4::text[]) as d(key, content)
@@ -28,14 +29,6 @@ export async function rebuildPlatformCorpus(db: Database, documents: PlatformDoc
          where chunks.content is distinct from excluded.content`,
       [PLATFORM_TENANT, PLATFORM_CORPUS, keys, contents],
     );
-    if ((changed.rowCount ?? 0) > 0) {
-      // A changed document's old vector is gone from the table: the in-memory indexes reload tenant 0.
-      await tx.query(
-        `insert into retrieval.generations (tenant_id, generation) values ($1, 1)
-         on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1`,
-        [PLATFORM_TENANT],
-      );
-    }
     return { chunks: keys.length, changed: changed.rowCount ?? 0, removed: removed.rowCount ?? 0 };
   });
 }

@@ -1,4 +1,4 @@
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { VectorIndex, type VectorRow } from './vectors/vector-index.js';
 import { decodeVector } from './vectors-codec.js';
 
@@ -40,40 +40,38 @@ export class VectorStore {
   }
 
   private async sync(tenantId: number): Promise<void> {
-    const generation = await this.generation(tenantId);
     const seen = this.seen.get(tenantId);
-    if (!this.index.isLoaded(tenantId) || !seen || seen.generation !== generation) {
+    const loaded = this.index.isLoaded(tenantId) && seen !== undefined;
+    // One transaction: the deletion generation, and (for a loaded tenant) what was embedded since.
+    const { generation, rows } = await this.db.withTenant(tenantId, async (tx) => ({
+      generation: (
+        await tx.query<{ generation: number }>('select coalesce((select generation from retrieval.generations where tenant_id = $1), 0) as generation', [tenantId])
+      ).rows[0]!.generation,
+      rows: loaded ? await this.rows(tx, tenantId, seen.seq) : [],
+    }));
+    if (!loaded || seen.generation !== generation) {
       this.index.evict(tenantId);
       this.seen.set(tenantId, { seq: 0, generation });
       return; // the search loads it whole
     }
-    for (const row of await this.rows(tenantId, seen.seq)) {
+    for (const row of rows) {
       await this.index.add(tenantId, row.id, row.vector, row.meta);
       seen.seq = Math.max(seen.seq, row.seq);
     }
   }
 
   private async load(tenantId: number): Promise<VectorRow[]> {
-    const rows = await this.rows(tenantId, 0);
+    const rows = await this.db.withTenant(tenantId, (tx) => this.rows(tx, tenantId, 0));
     const seen = this.seen.get(tenantId);
     if (seen) seen.seq = rows.reduce((max, r) => Math.max(max, r.seq), 0);
     return rows;
   }
 
-  private async generation(tenantId: number): Promise<number> {
-    const { rows } = await this.db.withTenant(tenantId, (tx) =>
-      tx.query<{ generation: number }>('select coalesce((select generation from retrieval.generations where tenant_id = $1), 0) as generation', [tenantId]),
-    );
-    return rows[0]!.generation;
-  }
-
-  private async rows(tenantId: number, after: number): Promise<Array<VectorRow & { seq: number }>> {
-    const { rows } = await this.db.withTenant(tenantId, (tx) =>
-      tx.query<{ id: number; embedding: Buffer; corpus: string; scopes: string[]; embedded_seq: number }>(
-        `select id, embedding, corpus, scopes, embedded_seq from retrieval.chunks
-          where tenant_id = $1 and embedded_seq > $2 and embedding is not null and model = $3 order by embedded_seq`,
-        [tenantId, after, this.model],
-      ),
+  private async rows(tx: Tx, tenantId: number, after: number): Promise<Array<VectorRow & { seq: number }>> {
+    const { rows } = await tx.query<{ id: number; embedding: Buffer; corpus: string; scopes: string[]; embedded_seq: number }>(
+      `select id, embedding, corpus, scopes, embedded_seq from retrieval.chunks
+        where tenant_id = $1 and embedded_seq > $2 and embedding is not null and model = $3 order by embedded_seq`,
+      [tenantId, after, this.model],
     );
     return rows.map((r) => ({ id: r.id, vector: decodeVector(r.embedding), meta: { corpus: r.corpus, scopes: r.scopes }, seq: r.embedded_seq }));
   }

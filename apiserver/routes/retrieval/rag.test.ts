@@ -37,19 +37,7 @@ beforeAll(async () => {
   owner = await ownerClient(hub.ownerUrl);
   admin = devClient(hub.url, T);
   for (const [name, scopes, table] of [['crm', ['partners'], 'ext.partners'], ['ledger', ['finance'], 'ext.accounts']] as const) {
-    const manifest = {
-      apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', scopes,
-      spec: {
-        base_url: demo.url,
-        endpoints: [{
-          id: 'all', path: '/open/partners',
-          pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, response_path: '$.data', total_path: '$.total' },
-          target: { kind: 'hybrid', table, unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'country', path: '$.country', type: 'text' }, { name: 'city', path: '$.city', type: 'text' }] },
-        }],
-      },
-    };
-    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/yaml' }, body: stringify(manifest) });
-    expect(applied.status).toBe(201);
+    expect(await apply(name, [...scopes], table)).toBe(201);
     await runToEnd(name);
   }
   await indexAll();
@@ -62,6 +50,22 @@ afterAll(async () => {
   await demo?.close();
   await llm?.close();
 });
+
+async function apply(name: string, scopes: string[], table: string): Promise<number> {
+  const manifest = {
+    apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', scopes,
+    spec: {
+      base_url: demo.url,
+      endpoints: [{
+        id: 'all', path: '/open/partners',
+        pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, response_path: '$.data', total_path: '$.total' },
+        target: { kind: 'hybrid', table, unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'country', path: '$.country', type: 'text' }, { name: 'city', path: '$.city', type: 'text' }] },
+      }],
+    },
+  };
+  const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/yaml' }, body: stringify(manifest) });
+  return applied.status;
+}
 
 /** Indexer passes (each bounded in time) until nothing is left to index. */
 async function indexAll(): Promise<void> {
@@ -339,6 +343,15 @@ describe('the platform corpus and deletes', () => {
     const hits = ((await admin.post('/api/platform/rag/search', { query: 'store a secret value encrypted at rest', topK: 3, corpus: 'system' })).body as { results: Hit[] }).results;
     expect(hits[0]!.rowHash).toBe('');
     expect(hits[0]!.content).toMatch(/secrets/);
+  });
+
+  it('a connector re-applied with other scopes re-tags its chunks, and search follows without a new run', async () => {
+    const before = ((await admin.post('/api/platform/rag/search', { query: 'partner', topK: 5, scope: 'sales' })).body as { results: Hit[] }).results;
+    expect(before).toEqual([]);
+    expect(await apply('crm', ['partners', 'sales'], 'ext.partners')).toBe(200);
+    const after = ((await admin.post('/api/platform/rag/search', { query: 'partner', topK: 5, scope: 'sales' })).body as { results: Hit[] }).results;
+    expect(after).toHaveLength(5);
+    expect(new Set(after.map((h) => h.metadata.corpus))).toEqual(new Set(['crm']));
   });
 
   it('a connector delete removes its chunks from the table and from search', async () => {

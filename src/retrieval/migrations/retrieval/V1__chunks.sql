@@ -10,8 +10,9 @@
 -- `embedding` is null until the embedder has run (after the ingest transaction commits, from the
 -- partial index below: the chunks waiting for a vector ARE the queue). It holds float32
 -- little-endian values; `embedded_seq` orders embeddings so a process's in-memory index can load
--- only what changed since it last looked. `retrieval.generations` counts deletions per tenant: a
--- process whose index saw an older generation reloads that tenant.
+-- only what changed since it last looked. `retrieval.generations` counts, per tenant, the changes
+-- that sequence cannot show (deletes, re-tags, cleared vectors; kept by triggers below): a process
+-- whose index saw an older generation reloads that tenant.
 
 create table retrieval.chunks (
   id            bigint generated always as identity primary key,
@@ -56,16 +57,27 @@ alter table retrieval.generations enable row level security;
 create policy tenant_isolation on retrieval.generations
   using (tenant_id = core.current_tenant() or tenant_id = 0) with check (tenant_id = core.current_tenant());
 
--- Any delete of chunks moves its tenants' generation: in-memory indexes reload them.
-create function retrieval.chunks_deleted() returns trigger language plpgsql security definer set search_path = pg_catalog as $$
+-- What an in-memory index cannot follow by embedding sequence alone moves its tenants' generation
+-- (the index then reloads them): a chunk deleted, re-tagged, or its vector cleared (its text
+-- changed, or the embedding model did).
+create function retrieval.bump_generations() returns trigger language plpgsql security definer set search_path = pg_catalog as $$
 begin
-  insert into retrieval.generations (tenant_id, generation)
-    select distinct tenant_id, 1 from gone
-  on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1;
+  if tg_op = 'DELETE' then
+    insert into retrieval.generations (tenant_id, generation)
+      select distinct tenant_id, 1 from gone
+    on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1;
+  else
+    insert into retrieval.generations (tenant_id, generation)
+      select distinct o.tenant_id, 1 from gone o join now n on n.id = o.id
+       where o.scopes is distinct from n.scopes or (o.embedding is not null and n.embedding is null)
+    on conflict (tenant_id) do update set generation = retrieval.generations.generation + 1;
+  end if;
   return null;
 end $$;
 create trigger chunks_deleted after delete on retrieval.chunks referencing old table as gone
-  for each statement execute function retrieval.chunks_deleted();
+  for each statement execute function retrieval.bump_generations();
+create trigger chunks_changed after update on retrieval.chunks referencing old table as gone new table as now
+  for each statement execute function retrieval.bump_generations();
 
 
 -- Rows written by ingestion and not yet turned into chunks: one entry per written batch, inserted in
