@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
-import { type Dispatcher, fetch as undiciFetch } from 'undici';
+import type { Dispatcher } from 'undici';
 import { PortUnavailable } from '../../errors.js';
+import { openAiClient } from '../openai-client.js';
 import type { ChatMessage, ChatPort } from './port.js';
 
 export interface OpenAiChatOptions {
@@ -16,13 +17,7 @@ const HINT = 'check svc.llm.base-url, svc.llm.model and svc.llm.api-key, and tha
 
 /** Chat through the `openai` package against any OpenAI-compatible endpoint, deterministic (temperature 0), no retries. */
 export function openAiChat(options: OpenAiChatOptions): ChatPort {
-  const client = new OpenAI({
-    baseURL: options.baseUrl,
-    apiKey: options.apiKey ?? 'unused',
-    timeout: options.timeoutMs,
-    maxRetries: 0,
-    fetch: ((url: string, init: RequestInit) => undiciFetch(url, { ...(init as object), dispatcher: options.dispatcher })) as unknown as typeof fetch,
-  });
+  const client = openAiClient({ baseUrl: options.baseUrl, apiKey: options.apiKey ?? 'unused', timeoutMs: options.timeoutMs, maxRetries: 0, dispatcher: options.dispatcher });
   return {
     model: options.model,
     async complete(messages: ChatMessage[]): Promise<string> {

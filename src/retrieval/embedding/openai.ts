@@ -1,8 +1,10 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
-import { type Agent, fetch as undiciFetch } from 'undici';
+import type OpenAI from 'openai';
+import { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import type { Agent } from 'undici';
 import { egressAgent } from '../../egress/dispatcher.js';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
+import { openAiClient } from '../openai-client.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { type EmbeddingPort, unitVector } from './port.js';
 
@@ -68,14 +70,12 @@ export class OpenAiEmbedding implements EmbeddingPort {
       headersTimeout: this.timeouts.timeoutMs,
       bodyTimeout: this.timeouts.timeoutMs,
     });
-    const agent = this.agent;
-    this.client = new OpenAI({
-      baseURL: options.baseUrl,
+    this.client = openAiClient({
+      baseUrl: options.baseUrl,
       apiKey: options.apiKey,
-      timeout: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs,
+      timeoutMs: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs,
       maxRetries: options.maxRetries ?? 2,
-      // undici's fetch with the egress dispatcher; its Request and Response are the ones Node's own fetch uses.
-      fetch: (input, init) => undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher: agent }) as unknown as Promise<Response>,
+      dispatcher: this.agent,
     });
   }
 
