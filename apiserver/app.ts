@@ -21,6 +21,7 @@ import { adminRoutes } from './routes/admin/admin.js';
 import { hookRoutes } from './routes/platform/hooks.js';
 import { secretRoutes } from './routes/platform/secrets.js';
 import { ragRoutes } from './routes/retrieval/rag.js';
+import { exportRoutes } from './routes/exports/exports.js';
 import { connectorRoutes } from './routes/connectors/connectors.js';
 import { emailRuleRoutes } from './routes/email/email-rules.js';
 import { integrationRoutes } from './routes/webhooks/integrations.js';
@@ -28,7 +29,7 @@ import { deliveryRoutes } from './routes/webhooks/deliveries.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes];
+  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes, ...exportRoutes];
 }
 
 export interface ApiOptions {

@@ -38,6 +38,7 @@ import { HookRunner } from '../src/platform/hooks/runner.js';
 import { loadMasterKey } from '../src/platform/secrets/master-key.js';
 import { SecretStore } from '../src/platform/secrets/store.js';
 import { createConnectorServices } from '../src/connectors/services.js';
+import { createExportServices } from '../src/exports/services.js';
 import { egressPolicy } from '../src/egress/config.js';
 import { logger } from '../src/observability/logger.js';
 import { collectProcessMetrics } from '../src/observability/metrics.js';
@@ -109,6 +110,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     indexer: config.bool('svc.retrieval.index-rows') ? pendingIndexer : noIndexer,
   });
   const admin = createAdminServices({ db, events, directory });
+  const exports = createExportServices({ config, db, secrets, egress });
   const retrieval = createRetrievalServices({
     db,
     embedding,
@@ -138,6 +140,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
     subscribers,
     connectors,
+    exports,
     mailer,
     integrations: webhooks.integrations,
     retrieval,
@@ -171,6 +174,9 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       // Slots are claimed in the database, so several processes may tick: each slot still runs once.
       clocks.schedule('connector-scheduler', { every: config.duration('svc.scheduler.tick') }, async () => {
         await connectors.scheduler.tick();
+      });
+      clocks.schedule('export-scheduler', { every: config.duration('svc.scheduler.tick') }, async () => {
+        await exports.scheduler.tick();
       });
     }
   }
@@ -209,6 +215,10 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     // Webhooks: the outbox consumer (first attempts) and the retry sweep.
     await webhooks.start(leaderClocks, listener);
     // Connector runs whose process died (no heartbeat): failed within a minute, by the leader only.
+    // Export runs likewise (spec 3: detected within a minute, at start and on every tick).
+    leaderClocks.schedule('export-interrupted-runs', { every: config.duration('svc.export.interrupted-sweep-every') }, async () => {
+      await exports.sweepInterrupted();
+    });
     leaderClocks.schedule('connector-interrupted-runs', { every: config.duration('svc.connectors.interrupted-sweep-every') }, async () => {
       await connectors.sweepInterrupted();
     });
@@ -233,6 +243,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       await leadership?.stop();
       await listener.stop();
       await retrieval.close();
+      await exports.close();
       await connectors.close();
       await database.close();
       throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
@@ -259,6 +270,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
         await listener.stop();
         await retrieval.close();
+        // Runs of this process end Failed `interrupted` (their temporary files removed) before the pools close.
+        await exports.close();
         await connectors.close();
         await database.close();
         await stopTracing();

@@ -1,17 +1,24 @@
 import type { Config } from '../src/config/config.js';
 import type { RunRecord } from '../src/connectors/runs/ledger.js';
+import type { ExportRun } from '../src/exports/runs/ledger.js';
+import type { AreaServices } from '../src/runtime/services.js';
 import { logger } from '../src/observability/logger.js';
 import { startHub } from './compose.js';
 
 export const RUN_USAGE = `usage: svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
+       svc-hub run export NAME --tenant CODE [--scheduled]
 
-  Runs the connector's enabled endpoints (or the one named) once, in this process, prints one line
-  per run and exits non-zero when a run failed. --scheduled takes the latest due slot of the stored
-  schedule: it honours the window fence and is skipped when that slot already ran (what a CronJob runs).
+  connector: runs the connector's enabled endpoints (or the one named) once, in this process, prints
+  one line per run and exits non-zero when a run failed.
+  export: runs the export once, in this process (its artifact time is now), prints the run's line
+  (receipt or failure code and reason) and exits non-zero when it failed.
+  --scheduled takes the latest due slot of the stored schedule: a connector honours the window
+  fence, an export uses the slot as its artifact time, and a slot that already ran (or was delivered)
+  is skipped (what a CronJob runs).
 `;
 
 interface RunArgs {
-  kind: 'connector';
+  kind: 'connector' | 'export';
   name: string;
   tenant: string;
   endpoint?: string;
@@ -20,13 +27,13 @@ interface RunArgs {
 
 export function parseRunArgs(argv: string[]): RunArgs | string {
   const [kind, name, ...rest] = argv;
-  if (kind !== 'connector') return kind === 'export' ? 'svc-hub run export is not available yet' : `unknown run target '${kind ?? ''}'`;
-  if (!name || name.startsWith('--')) return 'a connector NAME is required';
+  if (kind !== 'connector' && kind !== 'export') return `unknown run target '${kind ?? ''}'`;
+  if (!name || name.startsWith('--')) return `a${kind === 'export' ? 'n' : ''} ${kind} NAME is required`;
   const args: RunArgs = { kind, name, tenant: '', scheduled: false };
   for (let i = 0; i < rest.length; i++) {
     const flag = rest[i];
     if (flag === '--scheduled') args.scheduled = true;
-    else if (flag === '--tenant' || flag === '--endpoint') {
+    else if (flag === '--tenant' || (flag === '--endpoint' && kind === 'connector')) {
       const value = rest[++i];
       if (!value || value.startsWith('--')) return `${flag} needs a value`;
       if (flag === '--tenant') args.tenant = value;
@@ -37,7 +44,7 @@ export function parseRunArgs(argv: string[]): RunArgs | string {
   return args;
 }
 
-/** `svc-hub run connector …`: one run per endpoint, in process; exit 1 when one Failed. */
+/** `svc-hub run connector|export …`: in process; exit 1 when a run Failed. */
 export async function runCommand(config: Config, argv: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
   const args = parseRunArgs(argv);
   if (typeof args === 'string') {
@@ -52,6 +59,7 @@ export async function runCommand(config: Config, argv: string[], out: (line: str
       out(`tenant ${args.tenant} not found`);
       return 1;
     }
+    if (args.kind === 'export') return await runExport(services, tenant.id, args, out);
     const tenantId = tenant.id;
     const connector = await services.connectors.byName(tenantId, args.name);
     if (!connector) {
@@ -83,6 +91,29 @@ export async function runCommand(config: Config, argv: string[], out: (line: str
   } finally {
     await hub.stop();
   }
+}
+
+async function runExport(services: AreaServices, tenantId: number, args: RunArgs, out: (line: string) => void): Promise<number> {
+  let run: ExportRun;
+  if (args.scheduled) {
+    const outcome = await services.exports.scheduler.fire(tenantId, args.name);
+    if (outcome.kind === 'not-due') {
+      out(`export ${args.name} has no schedule slot due`);
+      return 0;
+    }
+    if (outcome.kind !== 'started') {
+      out(`slot ${outcome.slot.toISOString()} ${outcome.kind === 'already-run' ? 'already ran' : 'waits: a run is in flight'}: skipped`);
+      return 0;
+    }
+    run = await outcome.done;
+  } else {
+    run = await services.exports.runNow(tenantId, args.name);
+  }
+  const base = `export ${run.exportName} ${run.status} run=${run.id} attempt=${run.attempt}`;
+  out(run.status === 'Completed'
+    ? `${base} rows=${run.rowCount} bytes=${run.byteCount} sha256=${run.sha256} location=${run.location}`
+    : `${base} failureCode=${run.failureCode} reason=${JSON.stringify(run.failureReason)}`);
+  return run.status === 'Completed' ? 0 : 1;
 }
 
 function summary(run: RunRecord): string {

@@ -36,6 +36,11 @@ export function auditCall(services: AreaServices, decl: RouteDecl) {
   };
 }
 
+/** The path, or what a handler set in `ctx.state.auditTarget` (a download adds its rows, bytes and SHA-256). */
+function auditTarget(ctx: Context): string {
+  return typeof ctx.state.auditTarget === 'string' ? ctx.state.auditTarget : ctx.path;
+}
+
 /** Who called what; before the end of the call, undefined until authentication has run. */
 function subject(decl: RouteDecl, ctx: Context, final: boolean): AuditSubject | undefined {
   const principal = ctx.state.principal as Principal | undefined;
@@ -44,7 +49,7 @@ function subject(decl: RouteDecl, ctx: Context, final: boolean): AuditSubject | 
     tenantId: principal?.tenantId ?? 0,
     actor: principal ? actor(principal) : 'anonymous',
     action: `${decl.method} ${decl.path}`,
-    target: ctx.path,
+    target: auditTarget(ctx),
     requestId: ctx.state.requestId as string | undefined,
   };
 }
@@ -63,7 +68,7 @@ export function recordCall(recorder: AuditRecorder, decl: RouteDecl, ctx: Contex
     tenantId: principal?.tenantId ?? 0,
     actor: principal ? actor(principal) : 'anonymous',
     action: `${decl.method} ${decl.path}`,
-    target: ctx.path,
+    target: auditTarget(ctx),
     outcome: status < 400 ? 'success' : 'failure',
     status,
     requestId: ctx.state.requestId as string | undefined,

@@ -177,6 +177,16 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Connectors', name: 'svc.connectors.interrupted-sweep-every', kind: 'duration', default: '15s',
     description: 'Cadence of the interrupted-run sweep (in `all` and `dispatch`, leader only): with the defaults a dead run is failed within a minute.' }),
 
+  // Exports
+  p({ group: 'Exports', name: 'svc.export.snapshot.timeout-seconds', kind: 'int', min: 1, default: 1800,
+    description: 'Time limit of one export run\'s snapshot generation and upload: a run still producing its file after this many seconds fails with `generation` and publishes nothing.' }),
+  p({ group: 'Exports', name: 'svc.export.heartbeat-every', kind: 'duration', default: '5s',
+    description: 'How often a running export records its rows and bytes so far (what `svc exports runs` shows while it runs) and proves its process alive.' }),
+  p({ group: 'Exports', name: 'svc.export.run-stale-after', kind: 'duration', default: '30s',
+    description: 'A Running export run without a heartbeat for this long belongs to a process that died: the interrupted-run sweep fails it with `interrupted`. Must exceed `svc.export.heartbeat-every`.' }),
+  p({ group: 'Exports', name: 'svc.export.interrupted-sweep-every', kind: 'duration', default: '15s',
+    description: 'Cadence of the interrupted export-run sweep (in `all` and `dispatch`, leader only; also once at start): with the defaults a dead run is failed within a minute.' }),
+
   // Inbound rate limits (spec 1 Inbound rate limits)
   p({ group: 'Rate limits', name: 'svc.ratelimit.default.rpm', kind: 'int', min: 0,
     default: (get) => (get('svc.profile') === 'dev' ? 0 : 60), defaultText: '60 (0 in `dev`)',

@@ -3,7 +3,7 @@ import { type Config, ConfigError } from '../config/config.js';
 import { egressPolicy } from '../egress/config.js';
 import { egressAgent } from '../egress/dispatcher.js';
 import type { EgressPolicy } from '../egress/policy.js';
-import { type CredentialSources, createCredentialResolver, parseEnvAllow } from './auth/resolver.js';
+import { type CredentialSources, createCredentialResolver, credentialSources } from './auth/resolver.js';
 import type { Database, Tx } from '../db/database.js';
 import type { RoleNames } from '../db/roles.js';
 import type { EventWriter } from '../events/outbox.js';
@@ -67,11 +67,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     baseDelayMs: config.duration('svc.connectors.retry.base-delay'),
     maxDelayMs: config.duration('svc.connectors.retry.max-delay'),
   };
-  const sources: CredentialSources = {
-    secrets: deps.secrets,
-    envAllow: parseEnvAllow(config.optional('svc.credentials.env-allow')),
-    extra: (name) => config.extra(name),
-  };
+  const sources: CredentialSources = credentialSources(config, deps.secrets);
   const egress = deps.egress ?? egressPolicy(config);
   const dispatcher = egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
   const readContext = (connector: ConnectorSpec): ReadContext => ({

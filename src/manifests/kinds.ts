@@ -1,5 +1,7 @@
 import { connectorHandler } from '../connectors/manifest-handler.js';
 import { connectorManifestSchema } from '../connectors/manifest/schema.js';
+import { exportHandler } from '../exports/manifest-handler.js';
+import { exportManifestSchema } from '../exports/manifest/schema.js';
 import type { ManifestHandler } from './handler.js';
 
 /**
@@ -72,6 +74,26 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
       AGE_COLUMN,
     ],
     handler: connectorHandler,
+  },
+  {
+    kind: 'Export',
+    group: 'apps.svc.io',
+    version: 'v1',
+    plural: 'exports',
+    singular: 'export',
+    shortNames: ['svcexp'],
+    categories: ['svc'],
+    schema: exportManifestSchema,
+    lastRun: true,
+    printerColumns: [
+      READY_COLUMN,
+      { name: 'Entity', type: 'string', jsonPath: '.spec.source.entity', description: 'The entity exported.' },
+      { name: 'Destination', type: 'string', jsonPath: '.spec.destination.kind', description: 'sftp or s3.' },
+      { name: 'Schedule', type: 'string', jsonPath: '.spec.schedule', description: '5-field cron, UTC.', priority: 1 },
+      LAST_RUN_COLUMN,
+      AGE_COLUMN,
+    ],
+    handler: exportHandler,
   },
 ];
 

@@ -18,6 +18,7 @@ import type { IntegrationService } from '../webhooks/service.js';
 import type { ManifestServices } from '../manifests/services.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { RetrievalServices } from '../retrieval/services.js';
+import type { ExportServices } from '../exports/services.js';
 
 /**
  * The set of area services the composition root (cmd/compose.ts) builds once and hands to the API,
@@ -30,6 +31,8 @@ export interface AreaServices {
   admin: AdminServices;
   /** Connectors: manifests, runs, dead letters, schedules, pre-flight (src/connectors). */
   connectors: ConnectorServices;
+  /** Exports: manifests, runs, the scheduler, the one-shot download (src/exports). */
+  exports: ExportServices;
   /** Manifests applied by the operator through each kind's handler (src/manifests). */
   manifests: ManifestServices;
   /** E-mail rules (src/email). */

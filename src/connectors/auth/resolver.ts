@@ -65,3 +65,8 @@ export function createCredentialResolver(sources: CredentialSources, tenantId: n
     return env[name] ?? sources.extra?.(name);
   };
 }
+
+/** The sources of the hub's configuration: the secret store, `svc.credentials.env-allow`, the configuration file's extra keys. */
+export function credentialSources(config: { optional(name: string): string | undefined; extra(name: string): string | undefined }, secrets: CredentialSources['secrets']): CredentialSources {
+  return { secrets, envAllow: parseEnvAllow(config.optional('svc.credentials.env-allow')), extra: (name) => config.extra(name) };
+}

@@ -200,7 +200,11 @@ describe('the spec level', () => {
       ['61 * * * *', 'Constraint error, got value 61 expected range 0-59'],
       ['H * * * *', 'hashed fields (H) are not supported'],
       ['a b c d e', 'Invalid characters, got value: a'],
+      ['0 2 L * *', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
+      ['0 2 * * 5L', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
+      ['0 2 * * 1#2', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
     ];
+    expect(cronProblem('0 2 1 JUL *')).toBeUndefined();
     for (const [cron, problem] of refused) {
       expect(cronProblem(cron)).toBe(problem);
       expect(errorsOf(manifest({ schedule: cron }))).toEqual({

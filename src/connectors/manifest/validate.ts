@@ -284,6 +284,8 @@ export function cronProblem(text: string): string | undefined {
   const fields = text.trim().split(/\s+/);
   if (fields.length !== 5) return `got ${fields.length} field${fields.length === 1 ? '' : 's'}`;
   if (fields.some((f) => /(^|[^A-Za-z])H($|[^A-Za-z])/.test(f))) return 'hashed fields (H) are not supported';
+  // A Kubernetes CronJob (where a schedule becomes one) cannot express these.
+  if (fields.some((f) => f.includes('#') || /(^|[^A-Za-z])L/.test(f))) return 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them';
   try {
     CronExpressionParser.parse(text, { tz: 'UTC' });
     return undefined;

@@ -1,0 +1,201 @@
+import { createReadStream } from 'node:fs';
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { exportManifestSchema } from '../../../src/exports/manifest/schema.js';
+import { FAILURE_CODES } from '../../../src/exports/types.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+
+/**
+ * Export manifests and runs (spec 3 "Endpoints"; list, read and delete for the CLI). Every path is
+ * svc_integrator, reads included; listing, reading or running an export needs the export's scope
+ * (403 `scope not granted`). The manifest is checked by src/exports/manifest (one JSON Schema plus
+ * the rules spanning fields, and the entity's columns and scopes): `{error, field}` on the first
+ * error.
+ */
+
+const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
+const manifestBody: JsonSchema = {
+  type: 'object',
+  description: 'An Export manifest (`apiVersion: apps.svc.io/v1`, `kind: Export`, `metadata.name`, `spec`) as YAML or JSON; see docs/exports.md.',
+};
+const { $schema: _dialect, ...manifestSchema } = exportManifestSchema;
+const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
+
+const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
+const issue: JsonSchema = { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } };
+
+const recordProperties: Record<string, JsonSchema> = {
+  id: { type: 'string', format: 'uuid' },
+  name: { type: 'string' },
+  entity: { type: 'string' },
+  scope: { type: 'string' },
+  destination: { type: 'string', enum: ['sftp', 's3'] },
+  schedule: { type: ['string', 'null'] },
+  columns: { type: 'array', items: { type: 'string' } },
+  createdAt: timestamp,
+  updatedAt: timestamp,
+};
+const recordRequired = Object.keys(recordProperties);
+const exportRecord: JsonSchema = { type: 'object', required: recordRequired, properties: recordProperties };
+const exportDetail: JsonSchema = {
+  type: 'object',
+  required: [...recordRequired, 'manifest', 'spec'],
+  properties: {
+    ...recordProperties,
+    manifest: { type: 'object', description: 'the manifest as applied (it never holds a credential)' },
+    spec: { type: 'object', description: 'the normalised export: defaults filled, names lower-cased' },
+  },
+};
+
+export const exportRunSchema: JsonSchema = {
+  type: 'object',
+  required: ['id', 'exportName', 'entity', 'scope', 'destination', 'status', 'trigger', 'attempt', 'retryOf', 'artifactTime', 'startedAt', 'endedAt', 'rowCount', 'byteCount', 'sha256', 'location', 'failureCode', 'failureReason'],
+  properties: {
+    id: { type: 'string', format: 'uuid' },
+    exportName: { type: 'string' },
+    entity: { type: 'string' },
+    scope: { type: 'string' },
+    destination: { type: 'string', enum: ['sftp', 's3'] },
+    status: { type: 'string', enum: ['Running', 'Completed', 'Failed'] },
+    trigger: { type: 'string', enum: ['manual', 'scheduled'] },
+    attempt: { type: 'integer', minimum: 1 },
+    retryOf: { type: ['string', 'null'], description: 'the run this one retries' },
+    artifactTime: { ...timestamp, description: 'what `${date}` and `${timestamp}` resolve against: the request moment, or the cron slot' },
+    slot: { type: ['string', 'null'], format: 'date-time', description: 'the cron slot of a scheduled run' },
+    startedAt: timestamp,
+    endedAt: { type: ['string', 'null'], format: 'date-time' },
+    rowCount: { type: ['integer', 'null'], description: 'rows written so far while Running; the receipt once Completed' },
+    byteCount: { type: ['integer', 'null'], description: 'bytes written so far while Running; the receipt once Completed' },
+    sha256: { type: ['string', 'null'], description: 'hex SHA-256 of the file' },
+    location: { type: ['string', 'null'], description: '`sftp://user@host:port/path` or `s3://bucket/key`' },
+    failureCode: { type: ['string', 'null'], enum: [...FAILURE_CODES, null] },
+    failureReason: { type: ['string', 'null'] },
+    etag: { type: 'string', description: 'S3 only; not a checksum' },
+    versionId: { type: 'string', description: 'S3 versioned buckets only' },
+  },
+};
+
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the export (case-insensitive)' } } } as const;
+const runParams = {
+  type: 'object',
+  required: ['name', 'id'],
+  properties: { name: { type: 'string', description: 'metadata.name of the export' }, id: { type: 'string', description: 'run id' } },
+} as const;
+const runId: JsonSchema = { type: 'object', required: ['runId'], properties: { runId: { type: 'string', format: 'uuid' } } };
+const scopeRefusal = { description: 'Empty body when a role is missing; `{"error": "scope not granted"}` when the caller does not hold the export\'s scope', schema: errorBody };
+const refused = { ...refusals(false), 403: scopeRefusal };
+const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
+
+export const exportRoutes: RouteDecl[] = [
+  route({
+    method: 'POST', path: '/api/exports/apply', operationId: 'applyExport', summary: 'Apply an Export manifest (create or update by name)', tags: ['Exports'],
+    auth: ['svc_integrator'],
+    description: 'YAML or JSON. 201 for a new name, 200 for an update. Everything is checked here: unknown keys, types, the entity and its columns, the scope, the cron, file-name tokens, inline credentials; the first error answers 400 naming the field.',
+    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
+    responses: {
+      200: { description: 'Updated', schema: { type: 'object', required: ['name', 'id', 'warnings'], properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } } } },
+      201: { description: 'Created', schema: { type: 'object', required: ['name', 'id', 'warnings'], properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } } } },
+      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
+      ...refused,
+    },
+    handler: async ({ services, principal, body, ctx }) => {
+      const result = await services.exports.manifests.apply(callerTenant(principal), principal, body, actor(principal));
+      ctx.status = result.created ? 201 : 200;
+      return { name: result.name, id: result.id, warnings: result.warnings };
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/exports', operationId: 'listExports', summary: 'Exports of the caller\'s tenant whose scope the caller holds, by name', tags: ['Exports'],
+    auth: ['svc_integrator'],
+    responses: { 200: { description: 'Exports', schema: { type: 'array', items: exportRecord } }, ...refusals(false) },
+    handler: ({ services, principal }) => services.exports.manifests.list(callerTenant(principal), principal),
+  }),
+  route({
+    method: 'GET', path: '/api/exports/{name}', operationId: 'getExport', summary: 'One export with its stored manifest', tags: ['Exports'],
+    auth: ['svc_integrator'], params: nameParam,
+    responses: { 200: { description: 'The export', schema: exportDetail }, ...notFound('Unknown export'), ...refused },
+    handler: ({ services, principal, params }) => services.exports.manifests.get(callerTenant(principal), principal, params.name),
+  }),
+  route({
+    method: 'DELETE', path: '/api/exports/{name}', operationId: 'deleteExport', summary: 'Delete an export (its runs stay as history)', tags: ['Exports'],
+    auth: ['svc_integrator'], params: nameParam,
+    description: 'Files already published stay where they are. A run in flight finishes; the name can be applied again.',
+    responses: { 204: { description: 'Deleted' }, ...notFound('Unknown export'), ...refused },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.exports.manifests.remove(callerTenant(principal), principal, params.name);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/exports/{name}/runs', operationId: 'runExport', summary: 'Start a run (202 once claimed)', tags: ['Exports'],
+    auth: ['svc_integrator'], params: nameParam,
+    description: 'The run is claimed (one in flight per export) and proceeds in the background: follow it at GET /api/exports/{name}/runs/{id}. Its artifact time, what the file-name tokens resolve against, is the moment of this request.',
+    responses: {
+      202: { description: 'Claimed', schema: runId },
+      409: { description: '`already has a run in flight`', schema: errorBody },
+      ...notFound('Unknown export'),
+      ...refused,
+    },
+    handler: async ({ services, principal, params, ctx }) => {
+      const run = await services.exports.runs.start(callerTenant(principal), principal, params.name, actor(principal));
+      ctx.status = 202;
+      return { runId: run.id };
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/exports/{name}/runs', operationId: 'listExportRuns', summary: 'Runs of an export, newest first', tags: ['Exports'],
+    auth: ['svc_integrator'], params: nameParam,
+    query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 200, default: 50, description: '1 to 200, default 50' } } },
+    responses: { 200: { description: 'Run records', schema: { type: 'array', items: exportRunSchema } }, ...notFound('Unknown export'), ...refused },
+    handler: ({ services, principal, params, query }) => services.exports.runs.list(callerTenant(principal), principal, params.name, query.limit ?? 50),
+  }),
+  route({
+    method: 'GET', path: '/api/exports/{name}/runs/{id}', operationId: 'getExportRun', summary: 'One run', tags: ['Exports'],
+    auth: ['svc_integrator'], params: runParams,
+    responses: { 200: { description: 'The run record', schema: exportRunSchema }, ...notFound('Unknown export or run'), ...refused },
+    handler: ({ services, principal, params }) => services.exports.runs.get(callerTenant(principal), principal, params.name, params.id),
+  }),
+  route({
+    method: 'POST', path: '/api/exports/{name}/runs/{id}/retry', operationId: 'retryExportRun', summary: 'Retry a Failed run (202)', tags: ['Exports'],
+    auth: ['svc_integrator'], params: runParams,
+    description:
+      'A new run with `retryOf` set and `attempt` plus 1, regenerated from byte 0 with the original artifact time, so it aims at the same file name: a collision then means the earlier attempt did publish. 409 for a run that is Completed or Running, for a scheduled slot another attempt delivered (`already delivered`), or when a run is in flight.',
+    responses: {
+      202: { description: 'Claimed', schema: runId },
+      409: { description: 'The run is not Failed, its slot was `already delivered`, or the export `already has a run in flight`', schema: errorBody },
+      ...notFound('Unknown export or run'),
+      ...refused,
+    },
+    handler: async ({ services, principal, params, ctx }) => {
+      const run = await services.exports.runs.retry(callerTenant(principal), principal, params.name, params.id, actor(principal));
+      ctx.status = 202;
+      return { runId: run.id };
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/exports/entities/{entity}/download', operationId: 'downloadEntity', summary: 'One-shot CSV of an entity', tags: ['Exports'],
+    auth: ['svc_integrator'], audit: 'egress',
+    params: { type: 'object', required: ['entity'], properties: { entity: { type: 'string', description: 'entity name (case-insensitive)' } } } as const,
+    description:
+      'Every canonical column in declared order, the default format (comma, header, the CSV byte rules of exports), rows sorted by the entity key then the other columns. Audited as data egress with its rows, bytes and SHA-256 (also sent as headers `X-Row-Count` and `X-Content-SHA256`). Needs one of the entity\'s scopes.',
+    responses: {
+      200: { description: 'The CSV', schema: { type: 'string' }, contentType: 'text/csv' },
+      ...notFound('Unknown entity'),
+      ...refused,
+    },
+    handler: async ({ services, principal, params, ctx }) => {
+      const file = await services.exports.download(callerTenant(principal), principal, params.entity);
+      ctx.state.auditTarget = `${ctx.path} rows=${file.rows} bytes=${file.bytes} sha256=${file.sha256}`;
+      ctx.set('Content-Type', 'text/csv; charset=utf-8');
+      ctx.set('Content-Disposition', `attachment; filename="${file.filename}"`);
+      ctx.set('X-Row-Count', String(file.rows));
+      ctx.set('X-Content-SHA256', file.sha256);
+      ctx.length = file.bytes;
+      const body = createReadStream(file.path);
+      body.once('close', () => void file.dispose());
+      ctx.body = body;
+      return undefined;
+    },
+  }),
+];

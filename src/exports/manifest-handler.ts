@@ -1,0 +1,33 @@
+import type { Tx } from '../db/database.js';
+import type { ManifestHandler } from '../manifests/handler.js';
+import { entityShape } from './entity-shape.js';
+import { latestRun } from './runs/ledger.js';
+import { applyExport, deleteExport, storedManifest } from './store.js';
+
+/**
+ * What the operator (or any other manifest source) does with an Export: the very functions of
+ * `POST /api/exports/apply` and `DELETE /api/exports/{name}`, in the caller's tenant transaction.
+ * A custom resource has no calling user, so no scope grant applies (the entity's scopes still do).
+ */
+export const exportHandler: ManifestHandler = {
+  stored: (tx: Tx, name: string) => storedManifest(tx, name),
+  async apply(tx: Tx, manifest: unknown, actor: string) {
+    const result = await applyExport(tx, manifest, { actor, entity: entityShape });
+    return { created: result.created, warnings: result.warnings.map((w) => `${w.field}: ${w.message}`), schedule: result.spec.schedule ?? null };
+  },
+  remove: (tx: Tx, name: string) => deleteExport(tx, name),
+  async lastRun(tx: Tx, name: string) {
+    const run = await latestRun(tx, name.toLowerCase());
+    return run ? { id: run.id, status: run.status, endedAt: run.endedAt } : undefined;
+  },
+  async runsSince(tx: Tx, since: Date) {
+    const { rows } = await tx.query<{ tenant: string; name: string }>(
+      `select distinct t.code as tenant, r.export_name as name
+         from exports.runs r join core.tenants t on t.id = r.tenant_id
+        where r.started_at > $1 or r.ended_at > $1`,
+      [since],
+    );
+    return rows;
+  },
+  runArgs: (name: string) => ['export', name],
+};

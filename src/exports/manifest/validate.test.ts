@@ -1,0 +1,186 @@
+import { describe, expect, it } from '@jest/globals';
+import { parse } from 'yaml';
+import { resolveTokens, unknownToken } from '../tokens.js';
+import { checkAgainstEntity, checkExportManifest } from './validate.js';
+
+const SFTP = {
+  kind: 'sftp',
+  host: 'sftp.example.com',
+  user: 'drop',
+  path: '/upload/partners-${date}.csv',
+  password_env: 'SFTP_PASSWORD',
+  host_key_fingerprint: 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8',
+};
+
+function manifest(spec: Record<string, unknown> = {}, destination: Record<string, unknown> = SFTP, top: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Export',
+    metadata: { name: 'Partners-Daily' },
+    spec: { scope: 'crm', source: { entity: 'Partner' }, columns: ['partner_id', 'name', 'country'], order: ['partner_id'], format: { kind: 'csv' }, destination, mode: 'snapshot', ...spec },
+    ...top,
+  };
+}
+
+function errorsOf(input: unknown): Record<string, string> {
+  return Object.fromEntries(checkExportManifest(input).errors.map((e) => [e.field, e.message]));
+}
+
+describe('export manifest', () => {
+  it('normalises a valid SFTP manifest: name and entity lower-cased, defaults filled', () => {
+    const { errors, spec } = checkExportManifest(manifest());
+    expect(errors).toEqual([]);
+    expect(spec).toEqual({
+      name: 'partners-daily',
+      scope: 'crm',
+      entity: 'partner',
+      columns: ['partner_id', 'name', 'country'],
+      order: ['partner_id'],
+      format: { kind: 'csv', delimiter: ',', encoding: 'UTF-8', header: true },
+      destination: { ...SFTP, port: 22 },
+      mode: 'snapshot',
+    });
+  });
+
+  it('fills the S3 defaults (region, credential names, empty prefix)', () => {
+    const { spec } = checkExportManifest(manifest({}, { kind: 's3', bucket: 'drops', filename: 'p-${timestamp}.csv' }));
+    expect(spec?.destination).toEqual({ kind: 's3', bucket: 'drops', prefix: '', filename: 'p-${timestamp}.csv', region: 'eu-west-3', access_key_env: 'AWS_ACCESS_KEY_ID', secret_key_env: 'AWS_SECRET_ACCESS_KEY' });
+  });
+
+  it('checks the envelope strictly', () => {
+    expect(errorsOf(manifest({}, SFTP, { apiVersion: 'apps.svc.io/v2' }))).toEqual({ apiVersion: 'apiVersion must be apps.svc.io/v1' });
+    expect(Object.keys(errorsOf(manifest({}, SFTP, { kind: 'Connector' })))).toEqual(['kind']);
+    expect(errorsOf(manifest({}, SFTP, { extra: 1 }))).toEqual({ extra: 'extra is not a known field' });
+    expect(Object.keys(errorsOf(manifest({}, SFTP, { metadata: { name: 'bad name' } })))).toEqual(['metadata.name']);
+  });
+
+  it('refuses unknown keys, wrong types and every format but csv/UTF-8/snapshot, naming the field', () => {
+    expect(errorsOf(manifest({ colour: 'red' }))).toEqual({ 'spec.colour': 'spec.colour is not a known field' });
+    expect(Object.keys(errorsOf(manifest({ format: { kind: 'parquet' } })))).toEqual(['spec.format.kind']);
+    expect(Object.keys(errorsOf(manifest({ format: { kind: 'csv', encoding: 'latin1' } })))).toEqual(['spec.format.encoding']);
+    expect(Object.keys(errorsOf(manifest({ format: { kind: 'csv', header: 'yes' } })))).toEqual(['spec.format.header']);
+    expect(Object.keys(errorsOf(manifest({ mode: 'delta' })))).toEqual(['spec.mode']);
+    expect(Object.keys(errorsOf(manifest({ columns: 'partner_id' })))).toEqual(['spec.columns']);
+    expect(errorsOf(manifest({}, { ...SFTP, kind: 'ftp' }))).toHaveProperty(['spec.destination.kind']);
+    expect(errorsOf(manifest({}, { ...SFTP, port: 0 }))).toHaveProperty(['spec.destination.port']);
+    const missing = manifest();
+    delete (missing.spec as Record<string, unknown>).order;
+    expect(errorsOf(missing)).toEqual({ 'spec.order': 'spec.order is required' });
+  });
+
+  it('takes a delimiter of exactly one character, never a quote, a line break or NUL', () => {
+    expect(checkExportManifest(manifest({ format: { kind: 'csv', delimiter: ';' } })).spec?.format.delimiter).toBe(';');
+    expect(checkExportManifest(manifest({ format: { kind: 'csv', delimiter: '\t' } })).spec?.format.delimiter).toBe('\t');
+    expect(checkExportManifest(manifest({ format: { kind: 'csv', delimiter: '§' } })).spec?.format.delimiter).toBe('§');
+    expect(checkExportManifest(manifest({ format: { kind: 'csv', delimiter: '😀' } })).spec?.format.delimiter).toBe('😀');
+    expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: ';;' } }))).toEqual({ 'spec.format.delimiter': 'spec.format.delimiter must be exactly one character, got 2: ";;"' });
+    expect(Object.keys(errorsOf(manifest({ format: { kind: 'csv', delimiter: '' } })))).toEqual(['spec.format.delimiter']);
+    for (const bad of ['"', '\n', '\r', '\u0000']) {
+      expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: bad } }))).toEqual({ 'spec.format.delimiter': 'spec.format.delimiter may not be a double quote, a line break or NUL' });
+    }
+  });
+
+  it('refuses duplicate and bookkeeping columns, and sort columns that are not exported', () => {
+    expect(errorsOf(manifest({ columns: ['partner_id', 'name', 'partner_id'] }))).toEqual({ 'spec.columns[2]': 'spec.columns[2] partner_id is listed twice: each column appears once in the file' });
+    for (const reserved of ['_entity_id', '_conflicts', '_resolution']) {
+      expect(Object.keys(errorsOf(manifest({ columns: ['partner_id', reserved] })))).toEqual(['spec.columns[1]']);
+    }
+    expect(errorsOf(manifest({ order: ['partner_id', 'city'] }))).toEqual({ 'spec.order[1]': 'spec.order[1] city is not one of spec.columns: sort columns are taken from the exported columns' });
+  });
+
+  it('refuses inline credentials with a message naming the *_env field', () => {
+    const cases: Array<[string, Record<string, unknown>, string]> = [
+      ['password', { ...SFTP, password: 'hunter2' }, 'password_env'],
+      ['private_key', { ...SFTP, password_env: undefined, private_key: '-----BEGIN' }, 'key_env'],
+      ['access_key', { kind: 's3', bucket: 'drops', filename: 'f.csv', access_key: 'AKIA' }, 'access_key_env'],
+      ['secret_key', { kind: 's3', bucket: 'drops', filename: 'f.csv', secret_key: 'x' }, 'secret_key_env'],
+    ];
+    for (const [field, destination, instead] of cases) {
+      const errors = errorsOf(manifest({}, JSON.parse(JSON.stringify(destination))));
+      expect(errors[`spec.destination.${field}`]).toContain(`spec.destination.${instead}`);
+      expect(errors[`spec.destination.${field}`]).not.toContain('hunter2');
+    }
+  });
+
+  it('takes exactly one SFTP credential and requires the host key fingerprint', () => {
+    expect(errorsOf(manifest({}, { ...SFTP, key_env: 'SFTP_KEY' }))).toEqual({ 'spec.destination.password_env': 'exactly one of spec.destination.key_env and spec.destination.password_env is required (both are set)' });
+    const none = { ...SFTP } as Record<string, unknown>;
+    delete none.password_env;
+    expect(errorsOf(manifest({}, none))).toEqual({ 'spec.destination.key_env': 'exactly one of spec.destination.key_env and spec.destination.password_env is required (neither is set)' });
+    const blind = { ...SFTP } as Record<string, unknown>;
+    delete blind.host_key_fingerprint;
+    expect(errorsOf(manifest({}, blind))).toEqual({ 'spec.destination.host_key_fingerprint': 'spec.destination.host_key_fingerprint is required for sftp destinations' });
+    expect(errorsOf(manifest({}, { ...SFTP, host_key_fingerprint: 'MD5:aa:bb' }))['spec.destination.host_key_fingerprint']).toContain('SHA256:');
+    expect(Object.keys(errorsOf(manifest({}, { ...SFTP, password_env: 'not a name' })))).toEqual(['spec.destination.password_env']);
+  });
+
+  it('keeps the fields of one destination kind apart', () => {
+    expect(errorsOf(manifest({}, { ...SFTP, bucket: 'drops' }))['spec.destination.bucket']).toMatch(/not a field of sftp destinations/);
+    expect(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', host: 'h' }))['spec.destination.host']).toMatch(/not a field of s3 destinations/);
+    expect(errorsOf(manifest({}, { kind: 's3', bucket: 'drops' }))).toEqual({ 'spec.destination.filename': 'spec.destination.filename is required for s3 destinations' });
+  });
+
+  it('refuses an object key with a leading slash and a bad endpoint', () => {
+    expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', prefix: '/in/', filename: 'f.csv' })))).toEqual(['spec.destination.prefix']);
+    expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: '/f.csv' })))).toEqual(['spec.destination.filename']);
+    expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', endpoint: 'ftp://x' })))).toEqual(['spec.destination.endpoint']);
+    expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', endpoint: 'https://k:s@x' })))).toEqual(['spec.destination.endpoint']);
+  });
+
+  it('refuses unknown tokens and bad crons, naming the field', () => {
+    expect(errorsOf(manifest({}, { ...SFTP, path: '/upload/${day}.csv' }))).toEqual({ 'spec.destination.path': 'spec.destination.path holds the unknown token ${day}: the tokens are ${date} and ${timestamp}' });
+    expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', prefix: '${env}/', filename: 'f.csv' })))).toEqual(['spec.destination.prefix']);
+    expect(errorsOf(manifest({ schedule: '0 2 * *' }))).toEqual({ 'spec.schedule': 'spec.schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, UTC): got 4 fields' });
+    expect(Object.keys(errorsOf(manifest({ schedule: '0 2 L * *' })))).toEqual(['spec.schedule']);
+    expect(checkExportManifest(manifest({ schedule: '30 2 * * *' })).spec?.schedule).toBe('30 2 * * *');
+  });
+
+  it('reads the same from YAML as kubectl would send it', () => {
+    const text = `apiVersion: apps.svc.io/v1
+kind: Export
+metadata: {name: partners}
+spec:
+  scope: crm
+  source: {entity: partner}
+  columns: [partner_id, name]
+  order: [partner_id]
+  format: {kind: csv, delimiter: ";", header: false}
+  destination: {kind: s3, bucket: drops, prefix: "daily/\${date}/", filename: partners.csv, endpoint: "http://127.0.0.1:9000"}
+  mode: snapshot
+  schedule: "0 3 * * *"
+`;
+    const { errors, spec, warnings } = checkExportManifest(parse(text));
+    expect(errors).toEqual([]);
+    expect(spec?.format).toEqual({ kind: 'csv', delimiter: ';', encoding: 'UTF-8', header: false });
+    expect(warnings.map((w) => w.field)).toEqual(['spec.destination.endpoint']);
+  });
+});
+
+describe('export against its entity', () => {
+  const entity = { name: 'partner', scopes: ['crm', 'sales'], columns: ['partner_id', 'name', 'country'] };
+  const spec = checkExportManifest(manifest()).spec!;
+
+  it('accepts declared scopes and canonical columns', () => {
+    expect(checkAgainstEntity(spec, entity)).toEqual([]);
+  });
+
+  it('names the missing entity, the undeclared scope and the unknown column', () => {
+    expect(checkAgainstEntity(spec, undefined)).toEqual([{ field: 'spec.source.entity', message: 'spec.source.entity partner is not an entity of this tenant' }]);
+    expect(checkAgainstEntity({ ...spec, scope: 'hr' }, entity)[0]).toEqual({ field: 'spec.scope', message: 'spec.scope hr is not a scope entity partner declares (crm, sales)' });
+    expect(checkAgainstEntity({ ...spec, columns: ['partner_id', 'city'] }, entity)[0]?.field).toBe('spec.columns[1]');
+  });
+});
+
+describe('file-name tokens', () => {
+  it('resolve in UTC whatever the local time zone', () => {
+    const at = new Date('2026-03-01T23:30:05.123Z');
+    expect(resolveTokens('p-${date}.csv', at)).toBe('p-2026-03-01.csv');
+    expect(resolveTokens('${timestamp}/${date}', at)).toBe('20260301T233005Z/2026-03-01');
+    expect(resolveTokens('plain.csv', at)).toBe('plain.csv');
+  });
+
+  it('name the first unknown token', () => {
+    expect(unknownToken('${date}-${time}')).toBe('${time}');
+    expect(unknownToken('${date}$x{y}')).toBeUndefined();
+  });
+});

@@ -1,0 +1,251 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { cronProblem } from '../../connectors/manifest/validate.js';
+import { type Issue, schemaIssue } from '../../validation/schema-errors.js';
+import { unknownToken } from '../tokens.js';
+import {
+  DEFAULT_ACCESS_KEY_ENV,
+  DEFAULT_S3_REGION,
+  DEFAULT_SECRET_KEY_ENV,
+  DEFAULT_SFTP_PORT,
+  type ExportSpec,
+  type ExportTarget,
+  RESERVED_COLUMNS,
+} from '../types.js';
+import { exportManifestSchema, messages } from './schema.js';
+
+/**
+ * Checks an Export manifest (spec 3 "Export manifest"): the JSON Schema first (schema.ts), then
+ * the rules spanning fields: the fields of each destination kind, exactly one SFTP credential, the
+ * refused inline credentials (each message names the `*_env` field to use), the delimiter, column
+ * duplicates and reserved names, the order taken from the columns, the cron and the file-name
+ * tokens. What needs the entity (its columns and scopes) is checked by `checkAgainstEntity` once the
+ * entity is loaded. Every error names its field.
+ */
+
+export type { Issue };
+
+export interface ExportCheck {
+  errors: Issue[];
+  warnings: Issue[];
+  /** The normalised export, when there is no error. */
+  spec?: ExportSpec;
+}
+
+const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, verbose: true });
+let compiled: ValidateFunction | undefined;
+const schemaCheck = () => {
+  compiled ??= ajv.compile(exportManifestSchema);
+  return compiled;
+};
+
+/** Errors keyed by field: the first issue on a field wins. */
+class Issues {
+  readonly list: Issue[] = [];
+  private readonly fields = new Set<string>();
+  add(field: string, message: string): void {
+    if (this.fields.has(field)) return;
+    this.fields.add(field);
+    this.list.push({ field, message });
+  }
+}
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Inline credentials spec 3 refuses, and the `*_env` field each belongs in. */
+const INLINE_CREDENTIALS: Record<string, string> = {
+  password: 'password_env',
+  private_key: 'key_env',
+  access_key: 'access_key_env',
+  secret_key: 'secret_key_env',
+};
+
+const SFTP_FIELDS = ['kind', 'host', 'port', 'user', 'path', 'key_env', 'password_env', 'host_key_fingerprint'];
+const S3_FIELDS = ['kind', 'bucket', 'prefix', 'filename', 'region', 'endpoint', 'access_key_env', 'secret_key_env'];
+
+const DESTINATION = 'spec.destination';
+
+export function checkExportManifest(input: unknown): ExportCheck {
+  const errors = new Issues();
+  const warnings: Issue[] = [];
+  if (!isObject(input)) {
+    errors.add('', 'a manifest must be an object (apiVersion, kind, metadata, spec)');
+    return { errors: errors.list, warnings };
+  }
+  // Refusals whose wording spec 3 fixes come before the schema's generic "not a known field".
+  const destination = isObject(input.spec) ? input.spec.destination : undefined;
+  if (isObject(destination)) {
+    for (const [field, instead] of Object.entries(INLINE_CREDENTIALS)) {
+      if (Object.hasOwn(destination, field)) {
+        errors.add(
+          `${DESTINATION}.${field}`,
+          `${DESTINATION}.${field} is refused: a manifest never holds a credential; store it as a secret (PUT /api/platform/secrets/{name}) and name that secret in ${DESTINATION}.${instead}`,
+        );
+      }
+    }
+  }
+  const check = schemaCheck();
+  if (!check(input)) for (const e of check.errors ?? []) errors.add(...translate(e));
+  if (errors.list.length) return { errors: errors.list, warnings };
+
+  const spec = normalise(input, errors, warnings);
+  return errors.list.length ? { errors: errors.list, warnings } : { errors: [], warnings, spec };
+}
+
+function translate(e: ErrorObject): [string, string] {
+  const issue = schemaIssue(e, { root: 'manifest', patternMessages: messages });
+  return [issue.field, issue.message];
+}
+
+/** The characters of a string (code points, so an astral character counts once). */
+const characters = (text: string) => [...text];
+
+function normalise(input: Json, errors: Issues, warnings: Issue[]): ExportSpec | undefined {
+  const metadata = input.metadata as { name: string };
+  const spec = input.spec as Json;
+  const columns = spec.columns as string[];
+  const order = spec.order as string[];
+  const format = spec.format as { kind: 'csv'; delimiter?: string; encoding?: 'UTF-8'; header?: boolean };
+
+  const seen = new Set<string>();
+  columns.forEach((column, i) => {
+    const field = `spec.columns[${i}]`;
+    if ((RESERVED_COLUMNS as readonly string[]).includes(column.toLowerCase())) {
+      errors.add(field, `${field} ${column} is a bookkeeping column of the entity and is never exported (refused: ${RESERVED_COLUMNS.join(', ')})`);
+    } else if (seen.has(column)) {
+      errors.add(field, `${field} ${column} is listed twice: each column appears once in the file`);
+    }
+    seen.add(column);
+  });
+  const ordered = new Set<string>();
+  order.forEach((column, i) => {
+    const field = `spec.order[${i}]`;
+    if (!seen.has(column)) errors.add(field, `${field} ${column} is not one of spec.columns: sort columns are taken from the exported columns`);
+    else if (ordered.has(column)) errors.add(field, `${field} ${column} is listed twice`);
+    ordered.add(column);
+  });
+
+  const delimiter = format.delimiter ?? ',';
+  if (characters(delimiter).length !== 1) {
+    errors.add('spec.format.delimiter', `spec.format.delimiter must be exactly one character, got ${characters(delimiter).length}: ${JSON.stringify(delimiter)}`);
+  } else if (['"', '\n', '\r', '\u0000'].includes(delimiter)) {
+    errors.add('spec.format.delimiter', 'spec.format.delimiter may not be a double quote, a line break or NUL');
+  }
+
+  const schedule = spec.schedule as string | undefined;
+  if (schedule !== undefined) {
+    const problem = cronProblem(schedule);
+    if (problem) errors.add('spec.schedule', `spec.schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, UTC): ${problem}`);
+  }
+
+  const target = normaliseDestination(spec.destination as Json, errors, warnings);
+  if (errors.list.length || !target) return undefined;
+  return {
+    name: metadata.name.toLowerCase(),
+    scope: spec.scope as string,
+    entity: (spec.source as { entity: string }).entity.toLowerCase(),
+    columns,
+    order,
+    format: { kind: 'csv', delimiter, encoding: 'UTF-8', header: format.header ?? true },
+    destination: target,
+    mode: 'snapshot',
+    ...(schedule !== undefined ? { schedule } : {}),
+  };
+}
+
+function tokensIn(field: string, value: string, errors: Issues): void {
+  const bad = unknownToken(value);
+  if (bad) errors.add(field, `${field} holds the unknown token ${bad}: the tokens are \${date} and \${timestamp}`);
+}
+
+function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): ExportTarget | undefined {
+  const kind = d.kind as 'sftp' | 's3';
+  const allowed = kind === 'sftp' ? SFTP_FIELDS : S3_FIELDS;
+  for (const key of Object.keys(d)) {
+    if (!allowed.includes(key)) errors.add(`${DESTINATION}.${key}`, `${DESTINATION}.${key} is not a field of ${kind} destinations (they take ${allowed.join(', ')})`);
+  }
+  const required = kind === 'sftp' ? ['host', 'user', 'path', 'host_key_fingerprint'] : ['bucket', 'filename'];
+  for (const key of required) if (d[key] === undefined) errors.add(`${DESTINATION}.${key}`, `${DESTINATION}.${key} is required for ${kind} destinations`);
+
+  if (kind === 'sftp') {
+    const credentials = ['key_env', 'password_env'].filter((k) => d[k] !== undefined);
+    if (credentials.length !== 1) {
+      errors.add(
+        credentials.length ? `${DESTINATION}.password_env` : `${DESTINATION}.key_env`,
+        `exactly one of ${DESTINATION}.key_env and ${DESTINATION}.password_env is required (${credentials.length ? 'both are set' : 'neither is set'})`,
+      );
+    }
+    const path = d.path as string | undefined;
+    if (path !== undefined) {
+      tokensIn(`${DESTINATION}.path`, path, errors);
+      if (path.endsWith('/')) errors.add(`${DESTINATION}.path`, `${DESTINATION}.path must name a file, not a directory (it ends with /)`);
+    }
+    if (errors.list.length) return undefined;
+    return {
+      kind,
+      host: d.host as string,
+      port: (d.port as number | undefined) ?? DEFAULT_SFTP_PORT,
+      user: d.user as string,
+      path: path!,
+      ...(d.key_env !== undefined ? { key_env: d.key_env as string } : { password_env: d.password_env as string }),
+      host_key_fingerprint: d.host_key_fingerprint as string,
+    };
+  }
+
+  const prefix = (d.prefix as string | undefined) ?? '';
+  const filename = d.filename as string | undefined;
+  tokensIn(`${DESTINATION}.prefix`, prefix, errors);
+  if (filename !== undefined) tokensIn(`${DESTINATION}.filename`, filename, errors);
+  if (prefix.startsWith('/') || (!prefix && filename?.startsWith('/'))) {
+    errors.add(prefix ? `${DESTINATION}.prefix` : `${DESTINATION}.filename`, 'the object key (prefix plus filename) may not start with /');
+  }
+  if (filename?.endsWith('/')) errors.add(`${DESTINATION}.filename`, `${DESTINATION}.filename must name an object, not end with /`);
+  const endpoint = d.endpoint as string | undefined;
+  if (endpoint !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      url = undefined;
+    }
+    if (!url || !['http:', 'https:'].includes(url.protocol)) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint must be an http or https URL`);
+    else if (url.username || url.password) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint may not carry credentials: name stored secrets in access_key_env and secret_key_env`);
+    else if (url.protocol === 'http:') warnings.push({ field: `${DESTINATION}.endpoint`, message: 'a plain http endpoint sends the file unencrypted' });
+  }
+  if (errors.list.length) return undefined;
+  return {
+    kind,
+    bucket: d.bucket as string,
+    prefix,
+    filename: filename!,
+    region: (d.region as string | undefined) ?? DEFAULT_S3_REGION,
+    ...(endpoint !== undefined ? { endpoint } : {}),
+    access_key_env: (d.access_key_env as string | undefined) ?? DEFAULT_ACCESS_KEY_ENV,
+    secret_key_env: (d.secret_key_env as string | undefined) ?? DEFAULT_SECRET_KEY_ENV,
+  };
+}
+
+/** What an export needs of its entity. */
+export interface EntityShape {
+  name: string;
+  scopes: string[];
+  columns: string[];
+}
+
+/**
+ * The rules that need the entity: its scopes must include spec.scope, and every column must be one
+ * of its canonical columns (case-insensitive names are not matched: a column is named as declared).
+ * Returns the issues (field-named), empty when the export fits the entity.
+ */
+export function checkAgainstEntity(spec: ExportSpec, entity: EntityShape | undefined): Issue[] {
+  if (!entity) return [{ field: 'spec.source.entity', message: `spec.source.entity ${spec.entity} is not an entity of this tenant` }];
+  const issues: Issue[] = [];
+  if (!entity.scopes.includes(spec.scope)) {
+    issues.push({ field: 'spec.scope', message: `spec.scope ${spec.scope} is not a scope entity ${entity.name} declares (${entity.scopes.join(', ') || 'none'})` });
+  }
+  const known = new Set(entity.columns);
+  spec.columns.forEach((column, i) => {
+    if (!known.has(column)) issues.push({ field: `spec.columns[${i}]`, message: `spec.columns[${i}] ${column} is not a canonical column of entity ${entity.name} (${entity.columns.join(', ')})` });
+  });
+  return issues;
+}

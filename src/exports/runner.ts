@@ -1,0 +1,228 @@
+import { Tally } from './tally.js';
+import { type CredentialSources, createCredentialResolver } from '../connectors/auth/resolver.js';
+import type { Database, TenantId } from '../db/database.js';
+import type { EgressPolicy } from '../egress/policy.js';
+import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
+import { loadEntity } from '../entities/store.js';
+import { ConflictError } from '../errors.js';
+import { logger } from '../observability/logger.js';
+import { csvSnapshot } from './csv/writer.js';
+import type { Destination } from './destinations/destination.js';
+import { PublishError } from './destinations/destination.js';
+import { S3Destination } from './destinations/s3.js';
+import { SftpDestination } from './destinations/sftp.js';
+import { shapeOf } from './entity-shape.js';
+import { checkAgainstEntity } from './manifest/validate.js';
+import {
+  ALREADY_DELIVERED,
+  type Claim,
+  claimRun,
+  completeRun,
+  type ExportRun,
+  failRun,
+  getRun,
+  heartbeat,
+  runById,
+  slotDelivered,
+} from './runs/ledger.js';
+import { getExport, type ExportDetail } from './store.js';
+import { resolveTokens } from './tokens.js';
+import type { ExportSpec, FailureCode } from './types.js';
+
+/**
+ * Executes export runs (spec 3 "Export run"): a run is claimed (one in flight per export), then,
+ * in the background, its definition is checked again before any byte moves (the entity, its
+ * scope, its columns, its source tables), the credentials are resolved from the tenant's secret
+ * store, and the snapshot is streamed from PostgreSQL through the CSV writer and a digest straight
+ * to the destination, which publishes it atomically without overwriting. Exactly one of Completed
+ * (with the receipt) or Failed (with a failure code and a reason a person can act on, never a
+ * credential or a raw third-party message) ends each run. While it runs, a heartbeat records the
+ * rows and bytes so far and proves the process alive; a run whose process dies is failed as
+ * `interrupted` by the sweep (services.ts).
+ */
+
+export interface ExportRunnerOptions {
+  db: Database;
+  sources: CredentialSources;
+  egress: EgressPolicy;
+  heartbeatEveryMs: number;
+  /** Snapshot generation time limit (spec 3: 30 minutes). */
+  timeoutMs: number;
+  /** Test hook: the S3 part size (default 8 MiB). */
+  s3PartSize?: number;
+}
+
+/** A refusal found before any byte moved. */
+class RunFailure extends Error {
+  constructor(
+    readonly code: FailureCode,
+    readonly reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+export interface Started {
+  run: ExportRun;
+  /** Resolves with the run as it ended. */
+  done: Promise<ExportRun>;
+}
+
+export class ExportRunner {
+  private readonly running = new Map<string, { controller: AbortController; done: Promise<ExportRun> }>();
+  private closed = false;
+
+  constructor(private readonly options: ExportRunnerOptions) {}
+
+  /** Claims a run of `exp` and starts it; 409 when one is in flight. undefined: a scheduled slot already claimed. */
+  async start(tenantId: number, exp: ExportDetail, claim: Claim): Promise<Started | undefined> {
+    const run = await this.options.db.withTenant(tenantId, (tx) =>
+      claimRun(tx, { exportId: exp.id, exportName: exp.name, entity: exp.entity, scope: exp.scope, destination: exp.destination }, claim),
+    );
+    if (!run) return undefined;
+    return { run, done: this.launch(tenantId, run) };
+  }
+
+  /**
+   * A new attempt of a Failed run: retryOf set, attempt plus 1, the same artifact time (so the same
+   * file name: a collision then means the earlier attempt did publish). 409 for a run that is not
+   * Failed, or whose scheduled slot another attempt delivered.
+   */
+  async retry(tenantId: number, exp: ExportDetail, runId: string, requestedBy?: string): Promise<Started> {
+    const run = await this.options.db.withTenant(tenantId, async (tx) => {
+      const previous = await getRun(tx, exp.name, runId);
+      if (previous.status !== 'Failed') throw new ConflictError(`run ${runId} is ${previous.status}: only a Failed run can be retried`);
+      if (previous.slot && (await slotDelivered(tx, exp.id, new Date(previous.slot)))) {
+        throw new ConflictError(ALREADY_DELIVERED, undefined, `the slot ${previous.slot} of export ${exp.name} was delivered by another attempt`);
+      }
+      return claimRun(tx, { exportId: exp.id, exportName: exp.name, entity: exp.entity, scope: exp.scope, destination: exp.destination }, {
+        trigger: previous.trigger,
+        artifactTime: new Date(previous.artifactTime),
+        ...(previous.slot ? { slot: new Date(previous.slot) } : {}),
+        retryOf: previous.id,
+        attempt: previous.attempt + 1,
+        requestedBy,
+      });
+    });
+    return { run: run!, done: this.launch(tenantId, run!) };
+  }
+
+  /** Aborts the runs of this process (they end Failed `interrupted`) and waits for them. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const { controller } of this.running.values()) controller.abort(new RunFailure('interrupted', 'the hub stopped during the run; nothing was published (temporary file removed, multipart upload aborted). Retry it'));
+    await Promise.allSettled([...this.running.values()].map((r) => r.done));
+  }
+
+  private launch(tenantId: number, run: ExportRun): Promise<ExportRun> {
+    const controller = new AbortController();
+    if (this.closed) controller.abort(new RunFailure('interrupted', 'the hub was stopping when the run was claimed. Retry it'));
+    const done = this.execute(tenantId, run, controller.signal).finally(() => this.running.delete(run.id));
+    this.running.set(run.id, { controller, done });
+    return done;
+  }
+
+  private async execute(tenantId: number, run: ExportRun, signal: AbortSignal): Promise<ExportRun> {
+    const { db } = this.options;
+    const tally = new Tally();
+    const beat = setInterval(() => {
+      db.withTenant(tenantId, (tx) => heartbeat(tx, run.id, { rows: tally.rows, bytes: tally.bytes })).catch((err: unknown) =>
+        logger().warn({ err, runId: run.id }, 'export run heartbeat failed'),
+      );
+    }, this.options.heartbeatEveryMs);
+    beat.unref();
+    const timeout = new AbortController();
+    const timer = setTimeout(
+      () => timeout.abort(new RunFailure('generation', `snapshot generation exceeded the time limit of ${Math.round(this.options.timeoutMs / 1000)} s (svc.export.snapshot.timeout-seconds); nothing was published`)),
+      this.options.timeoutMs,
+    );
+    timer.unref();
+    const both = AbortSignal.any([signal, timeout.signal]);
+    let outcome: { code: FailureCode; reason: string } | { receipt: Parameters<typeof completeRun>[2] };
+    try {
+      outcome = { receipt: await this.generateAndPublish(tenantId, run, tally, both) };
+    } catch (err) {
+      outcome = this.classify(err, both, run);
+    } finally {
+      clearInterval(beat);
+      clearTimeout(timer);
+    }
+    return db.withTenant(tenantId, async (tx) => {
+      if ('receipt' in outcome) await completeRun(tx, run.id, outcome.receipt);
+      else await failRun(tx, run.id, outcome.code, outcome.reason);
+      const ended = (await runById(tx, run.id))!;
+      logger().info({ runId: run.id, export: run.exportName, status: ended.status, failureCode: ended.failureCode, rows: ended.rowCount, bytes: ended.byteCount }, `export run ${ended.status}`);
+      return ended;
+    });
+  }
+
+  private classify(err: unknown, signal: AbortSignal, run: ExportRun): { code: FailureCode; reason: string } {
+    const cause = signal.aborted && signal.reason instanceof RunFailure ? signal.reason : err;
+    if (cause instanceof RunFailure) return { code: cause.code, reason: cause.reason };
+    if (cause instanceof PublishError) return { code: cause.code, reason: cause.reason };
+    if (cause instanceof EntityDefinitionError) return { code: 'definition', reason: cause.message };
+    if (cause instanceof GenerationError) return { code: 'generation', reason: cause.message };
+    logger().error({ err, runId: run.id, export: run.exportName }, 'export run failed unexpectedly');
+    return { code: 'generation', reason: `the snapshot could not be produced: ${(err as Error).message ?? String(err)}; nothing was published` };
+  }
+
+  /** Inside one tenant transaction: the definition checked again, then the bytes streamed out. */
+  private async generateAndPublish(tenantId: number, run: ExportRun, tally: Tally, signal: AbortSignal): Promise<Parameters<typeof completeRun>[2]> {
+    return this.options.db.withTenant(tenantId, async (tx) => {
+      signal.throwIfAborted();
+      const exp = await getExport(tx, run.exportName);
+      if (!exp) throw new RunFailure('definition', `export ${run.exportName} was deleted before the run started`);
+      const spec = exp.spec;
+      const entity = await loadEntity(tx, spec.entity);
+      const problem = checkAgainstEntity(spec, entity && shapeOf(entity))[0];
+      if (problem || !entity) throw new RunFailure('definition', `${problem?.message ?? `entity ${spec.entity} does not exist`}: fix the entity or the export, then retry`);
+      const relation = await entityRelation(tx, entity);
+      const destination = await this.destination(tenantId, spec, new Date(run.artifactTime));
+      signal.throwIfAborted();
+      const csv = csvSnapshot(tx, { relation, columns: spec.columns, order: spec.order, delimiter: spec.format.delimiter, header: spec.format.header });
+      // A failure of the snapshot stream (the query, the encoding) is a generation failure; the
+      // destination rethrows that very error object after cleaning up.
+      csv.on('error', (err) => tally.destroy(err instanceof GenerationError ? err : new GenerationError(`reading or encoding the snapshot failed: ${err.message}; nothing was published`)));
+      const onAbort = () => csv.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        const receipt = await destination.publish(csv.pipe(tally), { digest: () => tally.sha256(), signal });
+        return { rowCount: Math.max(0, tally.rows - (spec.format.header ? 1 : 0)), byteCount: tally.bytes, sha256: tally.sha256(), ...receipt };
+      } finally {
+        signal.removeEventListener('abort', onAbort);
+      }
+    });
+  }
+
+  /** The destination, its credentials resolved from the tenant's secret store (a publication failure when one is missing). */
+  private async destination(tenantId: number, spec: ExportSpec, artifactTime: Date): Promise<Destination> {
+    const resolve = createCredentialResolver(this.options.sources, tenantId, `export:${spec.name}`);
+    const need = async (field: string, name: string): Promise<string> => {
+      const value = await resolve(name);
+      if (value === undefined) throw new RunFailure('publication', `no secret named ${name} is stored in this tenant (spec.destination.${field}): store it with PUT /api/platform/secrets/${name}, then retry`);
+      return value;
+    };
+    const d = spec.destination;
+    if (d.kind === 'sftp') {
+      const credential = d.password_env ? { password: await need('password_env', d.password_env) } : { privateKey: await need('key_env', d.key_env!) };
+      return new SftpDestination({ host: d.host, port: d.port, user: d.user, path: resolveTokens(d.path, artifactTime), hostKeyFingerprint: d.host_key_fingerprint, egress: this.options.egress, ...credential });
+    }
+    const key = resolveTokens(d.prefix + d.filename, artifactTime);
+    if (key.startsWith('/')) throw new RunFailure('definition', `the object key ${key} starts with /: fix spec.destination.prefix`);
+    return new S3Destination({
+      bucket: d.bucket,
+      key,
+      region: d.region,
+      ...(d.endpoint ? { endpoint: d.endpoint } : {}),
+      accessKeyId: await need('access_key_env', d.access_key_env),
+      secretAccessKey: await need('secret_key_env', d.secret_key_env),
+      egress: this.options.egress,
+      ...(this.options.s3PartSize ? { partSize: this.options.s3PartSize } : {}),
+    });
+  }
+}
+
+/** The snapshot stream failed (read or encoding): failure code `generation`. */
+export class GenerationError extends Error {}
+
+export type { TenantId };

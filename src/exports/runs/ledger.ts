@@ -1,0 +1,236 @@
+import type { Tx } from '../../db/database.js';
+import { ConflictError, NotFoundError } from '../../errors.js';
+import type { FailureCode } from '../types.js';
+
+/**
+ * The export run ledger (spec 3 "Export run record" and "Export run"): one row per run, from claim
+ * to receipt, in the caller's tenant transaction unless the function says otherwise. A claim is an
+ * insert: the partial unique index `runs_one_in_flight` lets one Running run per export exist, in
+ * any number of replicas, and `runs_one_per_slot` lets a cron slot be claimed once.
+ */
+
+export interface ExportRun {
+  id: string;
+  exportName: string;
+  entity: string;
+  scope: string;
+  destination: 'sftp' | 's3';
+  status: 'Running' | 'Completed' | 'Failed';
+  trigger: 'manual' | 'scheduled';
+  attempt: number;
+  retryOf: string | null;
+  /** The time file-name tokens resolve against (request moment, or cron slot). */
+  artifactTime: string;
+  slot: string | null;
+  startedAt: string;
+  endedAt: string | null;
+  /** Rows and bytes written so far while Running; the receipt's figures once Completed. */
+  rowCount: number | null;
+  byteCount: number | null;
+  sha256: string | null;
+  location: string | null;
+  failureCode: FailureCode | null;
+  failureReason: string | null;
+  /** S3 only. */
+  etag?: string;
+  /** S3 versioned buckets only. */
+  versionId?: string;
+}
+
+interface RunRow {
+  id: string;
+  export_id: string;
+  export_name: string;
+  entity: string;
+  scope: string;
+  destination: 'sftp' | 's3';
+  status: ExportRun['status'];
+  trigger: ExportRun['trigger'];
+  attempt: number;
+  retry_of: string | null;
+  artifact_time: Date;
+  slot: Date | null;
+  started_at: Date;
+  ended_at: Date | null;
+  row_count: number | null;
+  byte_count: number | null;
+  sha256: string | null;
+  location: string | null;
+  etag: string | null;
+  version_id: string | null;
+  failure_code: FailureCode | null;
+  failure_reason: string | null;
+}
+
+const COLUMNS =
+  'id, export_id, export_name, entity, scope, destination, status, trigger, attempt, retry_of, artifact_time, slot, started_at, ended_at, row_count, byte_count, sha256, location, etag, version_id, failure_code, failure_reason';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function runRecord(row: RunRow): ExportRun {
+  const run: ExportRun = {
+    id: row.id,
+    exportName: row.export_name,
+    entity: row.entity,
+    scope: row.scope,
+    destination: row.destination,
+    status: row.status,
+    trigger: row.trigger,
+    attempt: row.attempt,
+    retryOf: row.retry_of,
+    artifactTime: row.artifact_time.toISOString(),
+    slot: row.slot?.toISOString() ?? null,
+    startedAt: row.started_at.toISOString(),
+    endedAt: row.ended_at?.toISOString() ?? null,
+    rowCount: row.row_count,
+    byteCount: row.byte_count,
+    sha256: row.sha256,
+    location: row.location,
+    failureCode: row.failure_code,
+    failureReason: row.failure_reason,
+  };
+  if (row.etag) run.etag = row.etag;
+  if (row.version_id) run.versionId = row.version_id;
+  return run;
+}
+
+/** The run's export and its target, as the claim records them. */
+export interface ClaimTarget {
+  exportId: string;
+  exportName: string;
+  entity: string;
+  scope: string;
+  destination: 'sftp' | 's3';
+}
+
+export interface Claim {
+  trigger: 'manual' | 'scheduled';
+  artifactTime: Date;
+  slot?: Date;
+  retryOf?: string;
+  attempt?: number;
+  requestedBy?: string;
+}
+
+/** The error texts of spec 3. */
+export const IN_FLIGHT = 'already has a run in flight';
+export const ALREADY_DELIVERED = 'already delivered';
+
+/**
+ * Claims a run: inserts it Running. 409 `already has a run in flight` when the export has one;
+ * for a scheduled slot already claimed, answers undefined (the slot runs once).
+ */
+export async function claimRun(tx: Tx, target: ClaimTarget, claim: Claim): Promise<ExportRun | undefined> {
+  await tx.query('savepoint claim');
+  try {
+    const { rows } = await tx.query<RunRow>(
+      `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, attempt, retry_of, slot, artifact_time, requested_by)
+       values (core.current_tenant(), $1, $2, $3, $4, $5, 'Running', $6, $7, $8, $9, $10, $11)
+       returning ${COLUMNS}`,
+      [
+        target.exportId,
+        target.exportName,
+        target.entity,
+        target.scope,
+        target.destination,
+        claim.trigger,
+        claim.attempt ?? 1,
+        claim.retryOf ?? null,
+        claim.slot ?? null,
+        claim.artifactTime,
+        claim.requestedBy ?? null,
+      ],
+    );
+    await tx.query('release savepoint claim');
+    return runRecord(rows[0]!);
+  } catch (err) {
+    await tx.query('rollback to savepoint claim');
+    const constraint = (err as { code?: string; constraint?: string }).code === '23505' ? (err as { constraint?: string }).constraint : undefined;
+    if (constraint === 'runs_one_per_slot') return undefined;
+    if (constraint === 'runs_one_in_flight') {
+      const running = await tx.query<{ id: string }>("select id from exports.runs where export_id = $1 and status = 'Running'", [target.exportId]);
+      throw new ConflictError(IN_FLIGHT, undefined, `export ${target.exportName} is running run ${running.rows[0]?.id ?? '(just ended)'}; wait for it to end`);
+    }
+    throw err;
+  }
+}
+
+/** One run of an export; 404 when the id is not a run of that export. */
+export async function getRun(tx: Tx, exportName: string, id: string): Promise<ExportRun> {
+  if (!UUID.test(id)) throw new NotFoundError(`export ${exportName} has no run ${id}`);
+  const { rows } = await tx.query<RunRow>(`select ${COLUMNS} from exports.runs where id = $1 and export_name = $2`, [id, exportName]);
+  if (!rows[0]) throw new NotFoundError(`export ${exportName} has no run ${id}`);
+  return runRecord(rows[0]);
+}
+
+/** A run by id alone (the runner's own lookups). */
+export async function runById(tx: Tx, id: string): Promise<ExportRun | undefined> {
+  const { rows } = await tx.query<RunRow>(`select ${COLUMNS} from exports.runs where id = $1`, [id]);
+  return rows[0] && runRecord(rows[0]);
+}
+
+/** Runs of an export, newest first. */
+export async function listRuns(tx: Tx, exportName: string, limit: number): Promise<ExportRun[]> {
+  const { rows } = await tx.query<RunRow>(`select ${COLUMNS} from exports.runs where export_name = $1 order by started_at desc, id desc limit $2`, [exportName, limit]);
+  return rows.map(runRecord);
+}
+
+/** The latest run of an export (the operator's `lastRun`). */
+export async function latestRun(tx: Tx, exportName: string): Promise<ExportRun | undefined> {
+  return (await listRuns(tx, exportName, 1))[0];
+}
+
+/** Whether another run of the same slot (the slot's first run or a retry of it) delivered. */
+export async function slotDelivered(tx: Tx, exportId: string, slot: Date): Promise<boolean> {
+  const { rows } = await tx.query("select 1 from exports.runs where export_id = $1 and slot = $2 and status = 'Completed' limit 1", [exportId, slot]);
+  return rows.length > 0;
+}
+
+/** Progress of a Running run, and proof its process lives. */
+export async function heartbeat(tx: Tx, id: string, progress: { rows: number; bytes: number }): Promise<void> {
+  await tx.query("update exports.runs set heartbeat_at = now(), row_count = $2, byte_count = $3 where id = $1 and status = 'Running'", [id, progress.rows, progress.bytes]);
+}
+
+export interface Receipt {
+  rowCount: number;
+  byteCount: number;
+  sha256: string;
+  location: string;
+  etag?: string;
+  versionId?: string;
+}
+
+/** Running -> Completed with the receipt; false when the run was no longer Running (failed as interrupted meanwhile). */
+export async function completeRun(tx: Tx, id: string, receipt: Receipt): Promise<boolean> {
+  const { rowCount } = await tx.query(
+    `update exports.runs set status = 'Completed', ended_at = now(), row_count = $2, byte_count = $3, sha256 = $4, location = $5, etag = $6, version_id = $7
+      where id = $1 and status = 'Running'`,
+    [id, receipt.rowCount, receipt.byteCount, receipt.sha256, receipt.location, receipt.etag ?? null, receipt.versionId ?? null],
+  );
+  return rowCount === 1;
+}
+
+/** Running -> Failed with its code and reason. */
+export async function failRun(tx: Tx, id: string, code: FailureCode, reason: string): Promise<boolean> {
+  const { rowCount } = await tx.query(
+    "update exports.runs set status = 'Failed', ended_at = now(), failure_code = $2, failure_reason = $3 where id = $1 and status = 'Running'",
+    [id, code, reason],
+  );
+  return rowCount === 1;
+}
+
+export const INTERRUPTED_REASON = 'the hub stopped during the run; a partial file (SFTP .part, S3 incomplete multipart upload) may be left behind. Retry it: a collision on retry means this run did publish';
+
+/**
+ * Across tenants (a crossTenant transaction): Running runs whose process stopped beating for
+ * `staleMs` become Failed `interrupted`. Returns them.
+ */
+export async function failInterrupted(tx: Tx, staleMs: number): Promise<Array<{ id: string; tenantId: number; exportName: string }>> {
+  const { rows } = await tx.query<{ id: string; tenant_id: number; export_name: string }>(
+    `update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = $2
+      where id in (select id from exports.runs where status = 'Running' and heartbeat_at < now() - make_interval(secs => $1) for update skip locked)
+      returning id, tenant_id, export_name`,
+    [staleMs / 1000, INTERRUPTED_REASON],
+  );
+  return rows.map((r) => ({ id: r.id, tenantId: Number(r.tenant_id), exportName: r.export_name }));
+}

@@ -1,0 +1,235 @@
+import { createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { scopeAccess } from '../admin/scope-access.js';
+import type { Principal } from '../auth/principal.js';
+import { type Config, ConfigError } from '../config/config.js';
+import { entityShape } from './entity-shape.js';
+import { credentialSources } from '../connectors/auth/resolver.js';
+import { latestSlot } from '../connectors/schedule.js';
+import type { Database, Tx } from '../db/database.js';
+import type { EgressPolicy } from '../egress/policy.js';
+import { entityRelation } from '../entities/relation.js';
+import { loadEntity } from '../entities/store.js';
+import { ConflictError, NotFoundError, ScopeNotGranted } from '../errors.js';
+import { logger } from '../observability/logger.js';
+import type { SecretStore } from '../platform/secrets/store.js';
+import { csvSnapshot } from './csv/writer.js';
+import type { Issue } from './manifest/validate.js';
+import { ExportRunner } from './runner.js';
+import { Tally } from './tally.js';
+import { type ExportRun, failInterrupted, getRun, latestRun, listRuns } from './runs/ledger.js';
+import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
+
+/** Who calls: the scope rules read the caller's hub user (scope grants). */
+export type Caller = Pick<Principal, 'userId'> | undefined;
+
+export type SlotOutcome =
+  | { kind: 'not-due' }
+  | { kind: 'already-run'; slot: Date }
+  | { kind: 'busy'; slot: Date }
+  | { kind: 'started'; slot: Date; run: ExportRun; done: Promise<ExportRun> };
+
+export interface Download {
+  /** A temporary file holding the CSV; `dispose()` removes it. */
+  path: string;
+  filename: string;
+  rows: number;
+  bytes: number;
+  sha256: string;
+  dispose(): Promise<void>;
+}
+
+/** What the export area offers the HTTP API, `svc-hub run` and the operator. Methods take the tenant and open their own transactions. */
+export interface ExportServices {
+  manifests: {
+    /** 201/200 by `created`; 400 naming the field; 403 `scope not granted` when the caller does not hold spec.scope. */
+    apply(tenantId: number, caller: Caller, manifest: unknown, actor: string): Promise<{ name: string; id: string; created: boolean; warnings: Issue[] }>;
+    /** The exports whose scope the caller holds. */
+    list(tenantId: number, caller: Caller): Promise<ExportRecord[]>;
+    get(tenantId: number, caller: Caller, name: string): Promise<ExportDetail>;
+    remove(tenantId: number, caller: Caller, name: string): Promise<void>;
+  };
+  runs: {
+    /** 202 `{runId}` once claimed; 409 `already has a run in flight`. */
+    start(tenantId: number, caller: Caller, name: string, actor: string): Promise<ExportRun>;
+    list(tenantId: number, caller: Caller, name: string, limit: number): Promise<ExportRun[]>;
+    get(tenantId: number, caller: Caller, name: string, id: string): Promise<ExportRun>;
+    retry(tenantId: number, caller: Caller, name: string, id: string, actor: string): Promise<ExportRun>;
+  };
+  /** The one-shot CSV of an entity (every canonical column in declared order, comma, header), in a temporary file. */
+  download(tenantId: number, caller: Caller, entity: string): Promise<Download>;
+  /** A run in this process, waited for (`svc-hub run export`). */
+  runNow(tenantId: number, name: string): Promise<ExportRun>;
+  scheduler: {
+    /** One tick across tenants: the latest due slot of every scheduled export, once. */
+    tick(): Promise<number>;
+    /** The latest due slot of one export (`svc-hub run export --scheduled`). */
+    fire(tenantId: number, name: string): Promise<SlotOutcome>;
+  };
+  /** Fails Running runs whose process died; returns how many. */
+  sweepInterrupted(): Promise<number>;
+  /** The latest run of an export (operator status). */
+  lastRun(tenantId: number, name: string): Promise<ExportRun | undefined>;
+  /** Aborts this process's runs (they end Failed `interrupted`). */
+  close(): Promise<void>;
+}
+
+export interface ExportDeps {
+  config: Config;
+  db: Database;
+  secrets: SecretStore;
+  egress: EgressPolicy;
+  /** Test hook: the clock of the scheduler. */
+  now?: () => Date;
+}
+
+async function requireScope(tx: Tx, caller: Caller, scope: string): Promise<void> {
+  const access = await scopeAccess(tx, caller);
+  if (access.bound && !access.granted.includes(scope)) throw new ScopeNotGranted();
+}
+
+async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail> {
+  const exp = await getExport(tx, name);
+  if (!exp) throw new NotFoundError(`export ${name.toLowerCase()} not found`);
+  await requireScope(tx, caller, exp.scope);
+  return exp;
+}
+
+const record = ({ manifest: _m, spec: _s, ...rest }: ExportDetail): ExportRecord => rest;
+
+export function createExportServices(deps: ExportDeps): ExportServices {
+  const { config, db } = deps;
+  const now = deps.now ?? (() => new Date());
+  const heartbeatEveryMs = config.duration('svc.export.heartbeat-every');
+  const staleAfterMs = config.duration('svc.export.run-stale-after');
+  if (staleAfterMs <= heartbeatEveryMs) {
+    throw new ConfigError('svc.export.run-stale-after', 'svc.export.run-stale-after must be longer than svc.export.heartbeat-every, or live runs would be failed as interrupted');
+  }
+  const runner = new ExportRunner({
+    db,
+    sources: credentialSources(config, deps.secrets),
+    egress: deps.egress,
+    heartbeatEveryMs,
+    timeoutMs: config.int('svc.export.snapshot.timeout-seconds') * 1000,
+  });
+  const fire = async (tenantId: number, exp: ExportDetail): Promise<SlotOutcome> => {
+    if (!exp.schedule) return { kind: 'not-due' };
+    const slot = latestSlot(exp.schedule, now());
+    // No back-fill: a slot from before the export was (re)applied is not due.
+    if (slot.getTime() < exp.updatedAt.getTime() - 60_000) return { kind: 'not-due' };
+    try {
+      const started = await runner.start(tenantId, exp, { trigger: 'scheduled', slot, artifactTime: slot });
+      if (!started) return { kind: 'already-run', slot };
+      logger().info({ export: exp.name, slot: slot.toISOString(), runId: started.run.id }, 'scheduled export run started');
+      return { kind: 'started', slot, run: started.run, done: started.done };
+    } catch (err) {
+      if (err instanceof ConflictError) return { kind: 'busy', slot };
+      throw err;
+    }
+  };
+
+  return {
+    manifests: {
+      apply: (t, caller, manifest, actor) =>
+        db.withTenant(t, async (tx) => {
+          const result = await applyExport(tx, manifest, { actor, entity: entityShape });
+          await requireScope(tx, caller, result.spec.scope);
+          return { name: result.spec.name, id: result.id, created: result.created, warnings: result.warnings };
+        }),
+      list: (t, caller) =>
+        db.withTenant(t, async (tx) => {
+          const access = await scopeAccess(tx, caller);
+          return (await listExports(tx)).filter((e) => !access.bound || access.granted.includes(e.scope)).map(record);
+        }),
+      get: (t, caller, name) => db.withTenant(t, (tx) => found(tx, caller, name)),
+      remove: (t, caller, name) =>
+        db.withTenant(t, async (tx) => {
+          await found(tx, caller, name);
+          await deleteExport(tx, name);
+        }),
+    },
+    runs: {
+      async start(t, caller, name, actor) {
+        const exp = await db.withTenant(t, (tx) => found(tx, caller, name));
+        const started = await runner.start(t, exp, { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
+        return started!.run;
+      },
+      list: (t, caller, name, limit) =>
+        db.withTenant(t, async (tx) => {
+          const exp = await found(tx, caller, name);
+          return listRuns(tx, exp.name, limit);
+        }),
+      get: (t, caller, name, id) =>
+        db.withTenant(t, async (tx) => {
+          const exp = await found(tx, caller, name);
+          return getRun(tx, exp.name, id);
+        }),
+      async retry(t, caller, name, id, actor) {
+        const exp = await db.withTenant(t, (tx) => found(tx, caller, name));
+        return (await runner.retry(t, exp, id, actor)).run;
+      },
+    },
+    async download(t, caller, entityName) {
+      const path = join(tmpdir(), `svc-hub-download-${randomUUID()}.csv`);
+      const dispose = () => rm(path, { force: true });
+      try {
+        return await db.withTenant(t, async (tx) => {
+          const entity = await loadEntity(tx, entityName);
+          if (!entity) throw new NotFoundError(`entity ${entityName.toLowerCase()} not found`);
+          const access = await scopeAccess(tx, caller);
+          if (access.bound && !entity.scopes.some((s) => access.granted.includes(s))) throw new ScopeNotGranted();
+          const relation = await entityRelation(tx, entity);
+          const columns = entity.columns.map((c) => c.name);
+          const tally = new Tally();
+          await pipeline(csvSnapshot(tx, { relation, columns, order: [entity.key], delimiter: ',', header: true }), tally, createWriteStream(path, { mode: 0o600 }));
+          return { path, filename: `${entity.name}.csv`, rows: Math.max(0, tally.rows - 1), bytes: tally.bytes, sha256: tally.sha256(), dispose };
+        });
+      } catch (err) {
+        await dispose();
+        throw err;
+      }
+    },
+    async runNow(t, name) {
+      const exp = await db.withTenant(t, async (tx) => {
+        const e = await getExport(tx, name);
+        if (!e) throw new NotFoundError(`export ${name.toLowerCase()} not found`);
+        return e;
+      });
+      const started = await runner.start(t, exp, { trigger: 'manual', artifactTime: new Date() });
+      return started!.done;
+    },
+    scheduler: {
+      async tick() {
+        const scheduled = await db.crossTenant('export-scheduler', (tx) =>
+          tx.query<{ id: string; tenant_id: number }>('select id, tenant_id from exports.exports where schedule is not null order by id'),
+        );
+        let started = 0;
+        for (const row of scheduled.rows) {
+          try {
+            const exp = await db.withTenant(row.tenant_id, (tx) => getExportById(tx, row.id));
+            if (exp && (await fire(row.tenant_id, exp)).kind === 'started') started++;
+          } catch (err) {
+            logger().error({ err, exportId: row.id, tenant: row.tenant_id }, 'scheduled export run could not start');
+          }
+        }
+        return started;
+      },
+      async fire(t, name) {
+        const exp = await db.withTenant(t, (tx) => getExport(tx, name));
+        if (!exp) throw new NotFoundError(`export ${name.toLowerCase()} not found`);
+        return fire(t, exp);
+      },
+    },
+    async sweepInterrupted() {
+      const closed = await db.crossTenant('export-interrupted-runs', (tx) => failInterrupted(tx, staleAfterMs));
+      for (const run of closed) logger().warn({ runId: run.id, tenantId: run.tenantId, export: run.exportName }, `export run ${run.id} of ${run.exportName} failed as interrupted: no heartbeat for ${staleAfterMs} ms`);
+      return closed.length;
+    },
+    lastRun: (t, name) => db.withTenant(t, (tx) => latestRun(tx, name.toLowerCase())),
+    close: () => runner.close(),
+  };
+}

@@ -1,0 +1,124 @@
+import type { Tx } from '../db/database.js';
+import { ValidationError } from '../errors.js';
+import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
+import type { ExportSpec } from './types.js';
+
+/**
+ * Exports as stored (schema `exports`, migrations/exports/V1__exports.sql), in the caller's tenant
+ * transaction: row-level security keeps tenants apart, and a name is unique within its tenant.
+ */
+
+export interface ExportRecord {
+  id: string;
+  name: string;
+  entity: string;
+  scope: string;
+  destination: 'sftp' | 's3';
+  schedule: string | null;
+  columns: string[];
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ExportDetail extends ExportRecord {
+  /** The manifest as applied (it never holds a credential: apply refuses them). */
+  manifest: unknown;
+  /** The normalised export the runner reads: defaults filled, names lower-cased. */
+  spec: ExportSpec;
+}
+
+export interface StoredExport {
+  id: string;
+  spec: ExportSpec;
+  updatedAt: Date;
+}
+
+/** How the apply path learns about the entity an export names. */
+export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undefined>;
+
+/**
+ * Validates and stores a manifest: a ValidationError (400 naming the field) on the first error,
+ * else an insert or an update of the same (lower-cased) name.
+ */
+export async function applyExport(
+  tx: Tx,
+  manifest: unknown,
+  opts: { actor?: string; entity: EntityLookup },
+): Promise<{ id: string; spec: ExportSpec; created: boolean; warnings: Issue[] }> {
+  const check = checkExportManifest(manifest);
+  const first = check.errors[0];
+  if (first || !check.spec) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
+  const spec = check.spec;
+  const problem = checkAgainstEntity(spec, await opts.entity(tx, spec.entity))[0];
+  if (problem) throw new ValidationError(problem.message, problem.field);
+  const { rows } = await tx.query<{ id: string; created: boolean }>(
+    `insert into exports.exports (tenant_id, name, entity, scope, schedule, manifest, spec, created_by, updated_by)
+     values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)
+     on conflict (tenant_id, name) do update
+       set entity = excluded.entity, scope = excluded.scope, schedule = excluded.schedule, manifest = excluded.manifest,
+           spec = excluded.spec, updated_by = excluded.updated_by, updated_at = now()
+     returning id, (xmax = 0) as created`,
+    [spec.name, spec.entity, spec.scope, spec.schedule ?? null, JSON.stringify(manifest), JSON.stringify(spec), opts.actor ?? null],
+  );
+  return { id: rows[0]!.id, spec, created: rows[0]!.created, warnings: check.warnings };
+}
+
+interface ExportRow {
+  id: string;
+  name: string;
+  entity: string;
+  scope: string;
+  schedule: string | null;
+  manifest: unknown;
+  spec: ExportSpec;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = 'id, name, entity, scope, schedule, manifest, spec, created_at, updated_at';
+
+function detail(row: ExportRow): ExportDetail {
+  return {
+    id: row.id,
+    name: row.name,
+    entity: row.entity,
+    scope: row.scope,
+    destination: row.spec.destination.kind,
+    schedule: row.schedule,
+    columns: row.spec.columns,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    manifest: row.manifest,
+    spec: row.spec,
+  };
+}
+
+/** The export of that name (case-insensitive) in the caller's tenant. */
+export async function getExport(tx: Tx, name: string): Promise<ExportDetail | undefined> {
+  const { rows } = await tx.query<ExportRow>(`select ${COLUMNS} from exports.exports where name = lower($1)`, [name]);
+  return rows[0] && detail(rows[0]);
+}
+
+/** By id (the scheduler's lookups). */
+export async function getExportById(tx: Tx, id: string): Promise<ExportDetail | undefined> {
+  const { rows } = await tx.query<ExportRow>(`select ${COLUMNS} from exports.exports where id = $1`, [id]);
+  return rows[0] && detail(rows[0]);
+}
+
+/** Every export of the caller's tenant, by name. */
+export async function listExports(tx: Tx): Promise<ExportDetail[]> {
+  const { rows } = await tx.query<ExportRow>(`select ${COLUMNS} from exports.exports order by name`);
+  return rows.map(detail);
+}
+
+/** The manifest as applied and its schedule (the operator compares it with the resource's). */
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown; schedule: string | null }>('select manifest, schedule from exports.exports where name = lower($1)', [name]);
+  return rows[0];
+}
+
+/** Deletes by name; its runs stay as history. false when there was none. */
+export async function deleteExport(tx: Tx, name: string): Promise<boolean> {
+  const { rowCount } = await tx.query('delete from exports.exports where name = lower($1)', [name]);
+  return rowCount === 1;
+}
