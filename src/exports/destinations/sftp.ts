@@ -1,0 +1,284 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { isIP } from 'node:net';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
+import SftpClient from 'ssh2-sftp-client';
+import { describeNetworkError } from '../../egress/network-error.js';
+import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
+import { abortion, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
+
+/**
+ * Publication to SFTP (docs/exports-destinations.md): the host passes the outbound address policy,
+ * its key is checked against the configured fingerprint before anything is authenticated, the
+ * directory must exist, the final name must not; the body is streamed to `<name>.<uuid>.part` in
+ * the same directory (created exclusively), then renamed with a plain SFTP `rename`, which the
+ * server refuses when the final name exists (never `posix-rename@openssh.com`, which replaces it).
+ */
+
+export interface SftpDestinationOptions {
+  host: string;
+  port: number;
+  user: string;
+  /** The full remote file path, tokens already resolved; a relative path is relative to the login directory. */
+  path: string;
+  /** The expected host key, `SHA256:<base64 without padding>` as `ssh-keygen -lf` prints it. */
+  hostKeyFingerprint: string;
+  password?: string;
+  /** A private key (OpenSSH or PEM text). */
+  privateKey?: string;
+  egress: EgressPolicy;
+  /** Connection, handshake and login must be done within this (default 20 s). */
+  connectTimeoutMs?: number;
+}
+
+/** SFTP status codes (draft-ietf-secsh-filexfer-02), named in reasons. */
+const STATUS: Record<number, string> = {
+  1: 'end of file',
+  2: 'no such file',
+  3: 'permission denied',
+  4: 'failure',
+  5: 'bad message',
+  6: 'no connection',
+  7: 'connection lost',
+  8: 'operation unsupported',
+};
+
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EADDRNOTAVAIL']);
+
+/** The fingerprint `ssh-keygen -lf` prints for a host key blob: `SHA256:` and the unpadded base64 SHA-256. */
+export function sshFingerprint(key: Buffer): string {
+  return `SHA256:${createHash('sha256').update(key).digest('base64').replace(/=+$/, '')}`;
+}
+
+/** The same fingerprint however it was pasted: `SHA256:` prefix in any case, padding or not. */
+function normaliseFingerprint(value: string): string {
+  const trimmed = value.trim();
+  const body = trimmed.replace(/^sha256:/i, '').replace(/=+$/, '');
+  return `SHA256:${body}`;
+}
+
+export class SftpDestination implements Destination {
+  readonly location: string;
+  private readonly dir: string;
+  private readonly name: string;
+  private readonly endpoint: string;
+
+  constructor(private readonly options: SftpDestinationOptions) {
+    const host = isIP(options.host) === 6 ? `[${options.host}]` : options.host;
+    this.endpoint = `${host}:${options.port}`;
+    const path = options.path.startsWith('/') ? options.path : `/~/${options.path}`;
+    this.location = `sftp://${options.user}@${this.endpoint}${path}`;
+    this.dir = posix.dirname(options.path);
+    this.name = posix.basename(options.path);
+  }
+
+  async publish(body: Readable, opts: PublishOptions): Promise<PublishReceipt> {
+    const watch = new BodyWatch(body);
+    const abort = abortion(opts.signal);
+    const client = new SftpClient('svc-export', { error: () => {}, end: () => {}, close: () => {} });
+    let part: string | undefined;
+    try {
+      await Promise.race([this.connect(client), abort.promise]);
+      await Promise.race([this.checkTarget(client), abort.promise]);
+      part = posix.join(this.dir, `${this.name}.${randomUUID()}.part`);
+      await this.upload(client, body, part, opts.signal);
+      await Promise.race([this.commit(client, part), abort.promise]);
+      part = undefined;
+      return { location: this.location };
+    } catch (err) {
+      const failure = this.classify(err);
+      const leftover = part ? await this.removePart(client, part) : undefined;
+      if (leftover && failure instanceof PublishError) throw new PublishError(failure.code, `${failure.reason}; ${leftover}`);
+      throw outcome(watch, opts.signal, failure);
+    } finally {
+      abort.dispose();
+      watch.release();
+      await client.end().catch(() => {});
+      // A connection still being made (an abort during the handshake) is not known to client.end().
+      rawClient(client)?.end();
+    }
+  }
+
+  private async connect(client: SftpClient): Promise<void> {
+    const o = this.options;
+    let address: string;
+    try {
+      address = await o.egress.admit(o.host);
+    } catch (err) {
+      if (isEgressDenied(err)) throw new PublishError('publication', `SFTP host ${o.host} not contacted: ${(err as Error).message}`);
+      throw new PublishError('publication', `could not connect to ${this.endpoint}: ${describeNetworkError(err)}`);
+    }
+    const expected = normaliseFingerprint(o.hostKeyFingerprint);
+    let presented: string | undefined;
+    let raw: (Error & { level?: string; code?: unknown }) | undefined;
+    const onError = (err: Error) => {
+      raw ??= err;
+    };
+    client.on('error', onError);
+    const timeout = o.connectTimeoutMs ?? 20_000;
+    try {
+      await client.connect({
+        host: address,
+        port: o.port,
+        username: o.user,
+        ...(o.password !== undefined ? { password: o.password } : {}),
+        ...(o.privateKey !== undefined ? { privateKey: o.privateKey } : {}),
+        readyTimeout: timeout,
+        tryKeyboard: false,
+        hostVerifier: (key: Buffer) => {
+          presented = sshFingerprint(key);
+          return presented === expected;
+        },
+      });
+      // Each SFTP write waits for its acknowledgement: without TCP_NODELAY, Nagle's algorithm and
+      // delayed ACKs hold every small packet back for tens of milliseconds.
+      rawClient(client)?.setNoDelay(true);
+    } catch (err) {
+      if (presented !== undefined && presented !== expected) {
+        throw new PublishError(
+          'publication',
+          `the host key of ${this.endpoint} does not match host_key_fingerprint: expected ${expected}, the server presented ${presented}`,
+        );
+      }
+      const cause = raw ?? (err as Error & { level?: string; code?: unknown });
+      if (cause.level === 'client-authentication' || /authentication methods failed/i.test(String(cause.message))) {
+        const secret = o.privateKey !== undefined ? 'the key named in key_env' : 'the password named in password_env';
+        throw new PublishError('publication', `${this.endpoint} refused the login of user ${o.user} with ${secret}`);
+      }
+      if (cause.level === 'client-timeout') {
+        throw new PublishError('publication', `no SSH session with ${this.endpoint} within ${timeout} ms (connect, handshake and login)`);
+      }
+      if (typeof cause.code === 'string' && NETWORK_CODES.has(cause.code)) {
+        throw new PublishError('publication', `could not connect to ${this.endpoint}: ${describeNetworkError(cause)}`);
+      }
+      const detail = typeof cause.code === 'string' ? cause.code : cause.level ? `${cause.level} error` : 'connection failed';
+      throw new PublishError('publication', `the SSH connection to ${this.endpoint} failed (${detail})`);
+    } finally {
+      client.removeListener('error', onError);
+    }
+  }
+
+  private async checkTarget(client: SftpClient): Promise<void> {
+    let dirStat: Awaited<ReturnType<SftpClient['stat']>>;
+    try {
+      dirStat = await client.stat(this.dir);
+    } catch (err) {
+      if (sftpCode(err) === 'ENOENT') throw new PublishError('publication', `directory ${this.dir} does not exist on ${this.endpoint}`);
+      throw this.refusal(err, `reading directory ${this.dir}`);
+    }
+    if (!dirStat.isDirectory) throw new PublishError('publication', `${this.dir} on ${this.endpoint} is not a directory`);
+    let existing: false | string;
+    try {
+      existing = await client.exists(this.options.path);
+    } catch (err) {
+      throw this.refusal(err, `checking ${this.options.path}`);
+    }
+    if (existing) throw new PublishError('collision', `${this.options.path} already exists on ${this.endpoint}; it was left untouched`);
+  }
+
+  /** Streams the body into the .part file (created exclusively) and waits until the server has closed it. */
+  private upload(client: SftpClient, body: Readable, part: string, signal: AbortSignal | undefined): Promise<void> {
+    let writer: ReturnType<SftpClient['createWriteStream']>;
+    try {
+      writer = client.createWriteStream(part, { flags: 'wx', mode: 0o640, highWaterMark: 1024 * 1024 });
+    } catch (err) {
+      return Promise.reject(this.refusal(err, `writing ${part}`));
+    }
+    // ssh2's write stream closes the remote handle once every write is acknowledged, then emits
+    // 'close' (it emits no 'finish': it destroys itself in _final); a refused write or close emits 'error'.
+    return new Promise<void>((resolve, reject) => {
+      let received = 0;
+      const stop = (err: unknown) => {
+        cleanup();
+        body.unpipe(writer);
+        if (!writer.destroyed) writer.destroy();
+        reject(err);
+      };
+      const onData = (chunk: Buffer | string) => {
+        received += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+      };
+      const onBodyError = (err: unknown) => stop(err);
+      const onWriterError = (err: unknown) => stop(this.refusal(err, `writing ${part}`));
+      const onClose = () => {
+        cleanup();
+        if (body.readableEnded && writer.writableEnded && (writer as unknown as { bytesWritten: number }).bytesWritten === received) resolve();
+        else reject(new PublishError('publication', `the upload of ${part} to ${this.endpoint} ended before every byte was written`));
+      };
+      const onAbort = () => stop(signal!.reason);
+      const cleanup = () => {
+        body.off('data', onData);
+        body.off('error', onBodyError);
+        writer.off('error', onWriterError);
+        writer.off('close', onClose);
+        signal?.removeEventListener('abort', onAbort);
+        writer.on('error', () => {});
+      };
+      body.once('error', onBodyError);
+      writer.once('error', onWriterError);
+      writer.once('close', onClose);
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (body.errored) return onBodyError(body.errored);
+      body.on('data', onData);
+      body.pipe(writer);
+    });
+  }
+
+  /** A plain SFTP rename: refused by the server when the final name exists (it is never replaced). */
+  private async commit(client: SftpClient, part: string): Promise<void> {
+    try {
+      await client.rename(part, this.options.path);
+    } catch (err) {
+      let exists: false | string = false;
+      try {
+        exists = await client.exists(this.options.path);
+      } catch {
+        // Reported below as the rename's failure.
+      }
+      if (exists) throw new PublishError('collision', `${this.options.path} appeared on ${this.endpoint} while the file was uploaded; it was left untouched`);
+      throw this.refusal(err, `renaming ${part} to ${this.name}`);
+    }
+  }
+
+  /** Removes the .part file; answers what to add to the reason when it could not. */
+  private async removePart(client: SftpClient, part: string): Promise<string | undefined> {
+    try {
+      await client.delete(part, true);
+      return undefined;
+    } catch {
+      return `the partial file ${part} could not be removed`;
+    }
+  }
+
+  /** A PublishError for a refused SFTP operation: the status code and its name, never the server's text. */
+  private refusal(err: unknown, what: string): PublishError {
+    if (err instanceof PublishError) return err;
+    const code = (err as { code?: unknown })?.code;
+    if (typeof code === 'number') {
+      return new PublishError('publication', `${this.endpoint} refused ${what} (SFTP status ${code}${STATUS[code] ? `, ${STATUS[code]}` : ''})`);
+    }
+    if (code === 'EACCES') return new PublishError('publication', `${this.endpoint} refused ${what} (SFTP status 3, permission denied)`);
+    if (code === 'ENOENT') return new PublishError('publication', `${this.endpoint} refused ${what} (SFTP status 2, no such file)`);
+    if (typeof code === 'string' && NETWORK_CODES.has(code)) {
+      return new PublishError('publication', `the connection to ${this.endpoint} failed while ${what}: ${describeNetworkError(err)}`);
+    }
+    return new PublishError('publication', `the connection to ${this.endpoint} failed while ${what}`);
+  }
+
+  /** Any failure as a PublishError (what is thrown unless the body failed or the signal aborted). */
+  private classify(err: unknown): PublishError {
+    if (err instanceof PublishError) return err;
+    if (isEgressDenied(err)) return new PublishError('publication', (err as Error).message);
+    return this.refusal(err, `publishing ${this.options.path}`);
+  }
+}
+
+/** The ssh2 connection under ssh2-sftp-client (not in its type declarations). */
+function rawClient(client: SftpClient): { end(): void; setNoDelay(noDelay: boolean): void } | undefined {
+  return (client as unknown as { client?: { end(): void; setNoDelay(noDelay: boolean): void } }).client;
+}
+
+/** ssh2-sftp-client's code for a failed stat: ENOENT (status 2 or 4), EACCES, or the numeric SFTP status. */
+function sftpCode(err: unknown): unknown {
+  return (err as { code?: unknown })?.code;
+}
