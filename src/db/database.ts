@@ -198,9 +198,10 @@ function copyOut(client: pg.PoolClient, sql: string): Readable {
     ended = true;
   });
   stream.once('close', () => {
-    if (ended || stream.errored) return;
-    // Abandoned mid-COPY: the server is still sending and the connection cannot run anything else
-    // until it has read it all. Cut it instead: its queries fail, and the pool discards it.
+    if (ended) return;
+    // Closed before its end (abandoned, or failed): the server may still be sending, and the
+    // connection can run nothing else until it has read it all. Cut it instead: its queries fail,
+    // and the pool discards it. (After an error the transaction is lost anyway.)
     stream.on('error', () => undefined);
     client.connection.stream.destroy();
   });
