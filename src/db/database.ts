@@ -1,10 +1,18 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import pg from 'pg';
-import { from as copyFromStdin } from 'pg-copy-streams';
+import { finished, type Readable } from 'node:stream';
+import pg, { type Submittable } from 'pg';
+import { from as copyFromStdin, to as copyToStdout } from 'pg-copy-streams';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
 import { inSpan, SpanKind } from '../observability/tracing.js';
 import { resilientPool } from './pool.js';
+
+// The `COPY … TO STDOUT` half of pg-copy-streams, beside the `from` that types/pg-copy-streams.d.ts declares.
+declare module 'pg-copy-streams' {
+  /** A `COPY … TO STDOUT` statement as a readable stream, for `client.query()`. */
+  export interface CopyToStreamQuery extends Readable, Submittable {}
+  export function to(text: string): CopyToStreamQuery;
+}
 
 // Identifiers and counters are bigint columns far below 2^53: hand them out as numbers.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
@@ -17,6 +25,13 @@ export interface Tx {
    * already escaped). Returns how many rows were copied. Absent on test doubles.
    */
   copyFrom?(sql: string, rows: string): Promise<number>;
+  /**
+   * `COPY … TO STDOUT` on the transaction's own connection: the bytes, read from the server only as
+   * fast as they are consumed. Consume it to its end before the next statement. Destroying it
+   * earlier closes the connection (a half-read COPY cannot be left behind), so the transaction
+   * fails and the connection is discarded. Absent on test doubles.
+   */
+  copyTo?(sql: string): Readable;
   /** The tenant the transaction is bound to (undefined for cross-tenant work). */
   readonly tenantId: number | undefined;
 }
@@ -109,7 +124,12 @@ export class Database {
 
   private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>, opening = 'begin'): Promise<T> {
     const client = await pool.connect();
-    const tx: Tx = { tenantId, query: (text, values) => traced(client, text, values), copyFrom: (sql, rows) => copyInto(client, sql, rows) };
+    const tx: Tx = {
+      tenantId,
+      query: (text, values) => traced(client, text, values),
+      copyFrom: (sql, rows) => copyInto(client, sql, rows),
+      copyTo: (sql) => copyOut(client, sql),
+    };
     const hook = commitHooks.getStore();
     let followUp: CommitFollowUp | undefined;
     let broken = false;
@@ -158,4 +178,32 @@ function copyInto(client: pg.PoolClient, sql: string, rows: string): Promise<num
       }),
     SpanKind.CLIENT,
   );
+}
+
+/** `sql` (a `COPY … TO STDOUT`) on `client` as a stream; its span lasts until the stream is done. */
+function copyOut(client: pg.PoolClient, sql: string): Readable {
+  let stream!: Readable;
+  // startActiveSpan runs its callback at once: `stream` is set before inSpan returns.
+  void inSpan(
+    'db COPY',
+    { 'db.system.name': 'postgresql', 'db.query.text': sql, 'db.operation.name': 'COPY' },
+    () => {
+      stream = client.query(copyToStdout(sql));
+      return new Promise<void>((resolve, reject) => finished(stream, (err) => (err ? reject(err) : resolve())));
+    },
+    SpanKind.CLIENT,
+  ).catch(() => undefined);
+  let ended = false;
+  stream.once('end', () => {
+    ended = true;
+  });
+  stream.once('close', () => {
+    if (ended) return;
+    // Closed before its end (abandoned, or failed): the server may still be sending, and the
+    // connection can run nothing else until it has read it all. Cut it instead: its queries fail,
+    // and the pool discards it. (After an error the transaction is lost anyway.)
+    stream.on('error', () => undefined);
+    client.connection.stream.destroy();
+  });
+  return stream;
 }

@@ -1,0 +1,161 @@
+import { Readable } from 'node:stream';
+import pg from 'pg';
+import type { Tx } from '../../db/database.js';
+import { snapshotSettingsSql, snapshotSql } from './query.js';
+
+/** What to write: `columns` of `relation` (a subquery of text columns), in the file's order. */
+export interface CsvSnapshotSpec {
+  relation: string;
+  columns: string[];
+  /** Sort columns, taken from `columns`; the others follow them as tie-breaks. */
+  order: string[];
+  /** One character (any Unicode character), never `"`, CR, LF or NUL. */
+  delimiter: string;
+  header: boolean;
+}
+
+/** The bytes of an export file; `rows` counts the data records produced so far (all of them after `end`). */
+export interface CsvSnapshot extends Readable {
+  readonly rows: number;
+}
+
+/** Rows per FETCH of the cursor path: about as many bytes in flight as a COPY chunk or two. */
+export const FETCH_ROWS = 5000;
+
+const CR = 0x0d;
+const LF = 0x0a;
+const QUOTE = 0x22;
+
+/**
+ * The export file of `spec`, byte for byte (docs/exports-csv.md): UTF-8 without BOM, CRLF after
+ * every record, every non-null value and every header name quoted with inner quotes doubled, NULL
+ * an empty unquoted field, rows sorted as snapshotSql sorts them. Read from the database only as
+ * fast as the stream is consumed. `tx` must be a transaction (the settings are local to it, the
+ * cursor lives in it), and run nothing else until the stream has ended.
+ *
+ * A one-byte (ASCII) delimiter goes through `COPY … TO STDOUT (FORMAT csv, FORCE_QUOTE *)`, whose
+ * `\n` record ends become `\r\n` on the way; any other delimiter, or a `tx` without copyTo, goes
+ * through a cursor and an encoder here. Both give the same bytes.
+ */
+export function csvSnapshot(tx: Tx, spec: CsvSnapshotSpec): CsvSnapshot {
+  checkDelimiter(spec.delimiter);
+  const sql = snapshotSql(spec.relation, spec.columns, spec.order);
+  const progress = { rows: 0 };
+  const header = spec.header ? Buffer.from(encodeRecord(spec.columns, spec.delimiter), 'utf8') : undefined;
+  const source = tx.copyTo && spec.delimiter.charCodeAt(0) < 0x80 ? viaCopy(tx, sql, spec.delimiter, header, progress) : viaCursor(tx, sql, spec, header, progress);
+  const stream = Readable.from(source, { objectMode: false });
+  Object.defineProperty(stream, 'rows', { get: () => progress.rows, enumerable: true });
+  return stream as CsvSnapshot;
+}
+
+/** Throws unless `delimiter` is one character an export may use. */
+export function checkDelimiter(delimiter: string): void {
+  // One code point, and not a lone half of a surrogate pair (which has no UTF-8 form).
+  const code = delimiter.codePointAt(0) ?? 0;
+  const surrogate = code >= 0xd800 && code <= 0xdfff;
+  if ([...delimiter].length !== 1 || surrogate || ['"', '\r', '\n', '\0'].includes(delimiter)) {
+    throw new Error(`the delimiter must be one character other than a double quote, CR, LF or NUL, not ${JSON.stringify(delimiter)}`);
+  }
+}
+
+async function applySettings(tx: Tx): Promise<void> {
+  const { rows } = await tx.query<{ server_encoding: string }>(snapshotSettingsSql());
+  const encoding = rows[0]?.server_encoding;
+  if (encoding !== 'UTF8') throw new Error(`exports need a UTF8 database (byte-wise order is on UTF-8 bytes), not ${encoding}`);
+}
+
+async function* viaCopy(tx: Tx, sql: string, delimiter: string, header: Buffer | undefined, progress: { rows: number }): AsyncGenerator<Buffer> {
+  await applySettings(tx);
+  if (header) yield header;
+  const records = new CrlfRecords();
+  const copy = tx.copyTo!(`copy (${sql}) to stdout (format csv, force_quote *, delimiter ${pg.escapeLiteral(delimiter)}, null '')`);
+  for await (const chunk of copy) {
+    const out = records.convert(chunk as Buffer);
+    progress.rows = records.records;
+    if (out.length > 0) yield out;
+  }
+  records.end();
+}
+
+async function* viaCursor(tx: Tx, sql: string, spec: CsvSnapshotSpec, header: Buffer | undefined, progress: { rows: number }): AsyncGenerator<Buffer> {
+  await applySettings(tx);
+  if (header) yield header;
+  const cursor = `svc_csv_${++cursors}`;
+  const keys = spec.columns.map((_c, i) => `c${i + 1}`);
+  await tx.query(`declare ${cursor} no scroll cursor for ${sql}`);
+  for (;;) {
+    const { rows } = await tx.query<Record<string, string | null>>(`fetch forward ${FETCH_ROWS} from ${cursor}`);
+    if (rows.length === 0) break;
+    let text = '';
+    for (const row of rows) text += encodeRecord(keys.map((k) => row[k] ?? null), spec.delimiter);
+    progress.rows += rows.length;
+    yield Buffer.from(text, 'utf8');
+    if (rows.length < FETCH_ROWS) break;
+  }
+  await tx.query(`close ${cursor}`);
+}
+
+let cursors = 0;
+
+/** One record: each non-null value quoted with inner quotes doubled, NULL empty, CRLF at the end. */
+export function encodeRecord(values: ReadonlyArray<string | null>, delimiter: string): string {
+  let out = '';
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (i > 0) out += delimiter;
+    if (v !== null && v !== undefined) out += `"${v.includes('"') ? v.replaceAll('"', '""') : v}"`;
+  }
+  return `${out}\r\n`;
+}
+
+/**
+ * Turns the `\n` that ends each record of PostgreSQL's CSV into `\r\n`, chunk by chunk. A record
+ * ends at a `\n` outside quotes; a `\n` or `\r` inside a quoted value is data and stays. With every
+ * non-null value quoted and quotes inside doubled, quote state is a parity that carries from one
+ * chunk to the next (a `""` flips it twice). Byte-wise is safe in UTF-8: no byte of a multi-byte
+ * character is `"` or `\n`.
+ */
+export class CrlfRecords {
+  /** Records ended so far. */
+  records = 0;
+  private quoted = false;
+  private last = LF;
+
+  convert(chunk: Buffer): Buffer {
+    let quoted = this.quoted;
+    let ends = 0;
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i];
+      if (b === QUOTE) quoted = !quoted;
+      else if (b === LF && !quoted) ends++;
+    }
+    if (chunk.length > 0) this.last = chunk[chunk.length - 1]!;
+    if (ends === 0) {
+      this.quoted = quoted;
+      return chunk;
+    }
+    const out = Buffer.allocUnsafe(chunk.length + ends);
+    let at = 0;
+    let from = 0;
+    quoted = this.quoted;
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i];
+      if (b === QUOTE) quoted = !quoted;
+      else if (b === LF && !quoted) {
+        at += chunk.copy(out, at, from, i);
+        out[at++] = CR;
+        out[at++] = LF;
+        from = i + 1;
+      }
+    }
+    chunk.copy(out, at, from);
+    this.quoted = quoted;
+    this.records += ends;
+    return out;
+  }
+
+  /** Throws unless everything converted ended at the end of a record. */
+  end(): void {
+    if (this.quoted || this.last !== LF) throw new Error('the CSV from PostgreSQL ended inside a record');
+  }
+}
