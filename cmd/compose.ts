@@ -29,6 +29,7 @@ import { operationRoutes } from '../apiserver/routes/operations/operations.js';
 import { EmailConsumer } from '../src/email/consumer.js';
 import { createMailer } from '../src/email/mailer.js';
 import { createEmailServices } from '../src/email/services.js';
+import { createEntityServices } from '../src/entities/services.js';
 import { emailRuleSubscriber } from '../src/email/rules.js';
 import { Subscribers } from '../src/events/subscribers.js';
 import { OutboxListener } from '../src/events/listener.js';
@@ -124,6 +125,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     admin,
     manifests: createManifestServices({ db, admin }),
     email: createEmailServices({ db }),
+    entities: createEntityServices({ db }),
     config,
     db,
     directory,

@@ -28,6 +28,7 @@ export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'email', dir: 'src/email/migrations/email' },
   { schema: 'hub', dir: 'src/webhooks/migrations/hub' },
   { schema: 'retrieval', dir: 'src/retrieval/migrations/retrieval' },
+  { schema: 'entities', dir: 'src/entities/migrations/entities' },
   { schema: 'exports', dir: 'src/exports/migrations/exports' },
 ];
 

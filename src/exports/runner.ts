@@ -1,4 +1,4 @@
-import { Tally } from './tally.js';
+import { DigestStream } from './csv/digest.js';
 import { type CredentialSources, createCredentialResolver } from '../connectors/auth/resolver.js';
 import type { Database, TenantId } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
@@ -6,7 +6,7 @@ import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import { ConflictError } from '../errors.js';
 import { logger } from '../observability/logger.js';
-import { csvSnapshot } from './csv/writer.js';
+import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
 import { PublishError } from './destinations/destination.js';
 import { S3Destination } from './destinations/s3.js';
@@ -60,6 +60,12 @@ class RunFailure extends Error {
   ) {
     super(reason);
   }
+}
+
+/** The streams of a run in progress, read by its heartbeat. */
+interface Progress {
+  csv?: CsvSnapshot;
+  digest?: DigestStream;
 }
 
 export interface Started {
@@ -124,9 +130,9 @@ export class ExportRunner {
 
   private async execute(tenantId: number, run: ExportRun, signal: AbortSignal): Promise<ExportRun> {
     const { db } = this.options;
-    const tally = new Tally();
+    const progress: Progress = {};
     const beat = setInterval(() => {
-      db.withTenant(tenantId, (tx) => heartbeat(tx, run.id, { rows: tally.rows, bytes: tally.bytes })).catch((err: unknown) =>
+      db.withTenant(tenantId, (tx) => heartbeat(tx, run.id, { rows: progress.csv?.rows ?? 0, bytes: progress.digest?.bytes ?? 0 })).catch((err: unknown) =>
         logger().warn({ err, runId: run.id }, 'export run heartbeat failed'),
       );
     }, this.options.heartbeatEveryMs);
@@ -140,7 +146,7 @@ export class ExportRunner {
     const both = AbortSignal.any([signal, timeout.signal]);
     let outcome: { code: FailureCode; reason: string } | { receipt: Parameters<typeof completeRun>[2] };
     try {
-      outcome = { receipt: await this.generateAndPublish(tenantId, run, tally, both) };
+      outcome = { receipt: await this.generateAndPublish(tenantId, run, progress, both) };
     } catch (err) {
       outcome = this.classify(err, both, run);
     } finally {
@@ -167,7 +173,7 @@ export class ExportRunner {
   }
 
   /** Inside one tenant transaction: the definition checked again, then the bytes streamed out. */
-  private async generateAndPublish(tenantId: number, run: ExportRun, tally: Tally, signal: AbortSignal): Promise<Parameters<typeof completeRun>[2]> {
+  private async generateAndPublish(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal): Promise<Parameters<typeof completeRun>[2]> {
     return this.options.db.withTenant(tenantId, async (tx) => {
       signal.throwIfAborted();
       const exp = await getExport(tx, run.exportName);
@@ -180,14 +186,17 @@ export class ExportRunner {
       const destination = await this.destination(tenantId, spec, new Date(run.artifactTime));
       signal.throwIfAborted();
       const csv = csvSnapshot(tx, { relation, columns: spec.columns, order: spec.order, delimiter: spec.format.delimiter, header: spec.format.header });
+      const digest = new DigestStream();
+      progress.csv = csv;
+      progress.digest = digest;
       // A failure of the snapshot stream (the query, the encoding) is a generation failure; the
       // destination rethrows that very error object after cleaning up.
-      csv.on('error', (err) => tally.destroy(err instanceof GenerationError ? err : new GenerationError(`reading or encoding the snapshot failed: ${err.message}; nothing was published`)));
+      csv.on('error', (err) => digest.destroy(new GenerationError(`reading or encoding the snapshot failed: ${err.message}; nothing was published`)));
       const onAbort = () => csv.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
       signal.addEventListener('abort', onAbort, { once: true });
       try {
-        const receipt = await destination.publish(csv.pipe(tally), { digest: () => tally.sha256(), signal });
-        return { rowCount: Math.max(0, tally.rows - (spec.format.header ? 1 : 0)), byteCount: tally.bytes, sha256: tally.sha256(), ...receipt };
+        const receipt = await destination.publish(csv.pipe(digest), { digest: () => digest.sha256(), signal });
+        return { rowCount: csv.rows, byteCount: digest.bytes, sha256: digest.sha256(), ...receipt };
       } finally {
         signal.removeEventListener('abort', onAbort);
       }

@@ -20,7 +20,7 @@ import type { SecretStore } from '../platform/secrets/store.js';
 import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
 import { ExportRunner } from './runner.js';
-import { Tally } from './tally.js';
+import { DigestStream } from './csv/digest.js';
 import { type ExportRun, failInterrupted, getRun, latestRun, listRuns } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
 
@@ -184,9 +184,10 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           if (access.bound && !entity.scopes.some((s) => access.granted.includes(s))) throw new ScopeNotGranted();
           const relation = await entityRelation(tx, entity);
           const columns = entity.columns.map((c) => c.name);
-          const tally = new Tally();
-          await pipeline(csvSnapshot(tx, { relation, columns, order: [entity.key], delimiter: ',', header: true }), tally, createWriteStream(path, { mode: 0o600 }));
-          return { path, filename: `${entity.name}.csv`, rows: Math.max(0, tally.rows - 1), bytes: tally.bytes, sha256: tally.sha256(), dispose };
+          const csv = csvSnapshot(tx, { relation, columns, order: [entity.key], delimiter: ',', header: true });
+          const digest = new DigestStream();
+          await pipeline(csv, digest, createWriteStream(path, { mode: 0o600 }));
+          return { path, filename: `${entity.name}.csv`, rows: csv.rows, bytes: digest.bytes, sha256: digest.sha256(), dispose };
         });
       } catch (err) {
         await dispose();

@@ -1,5 +1,7 @@
 import { connectorHandler } from '../connectors/manifest-handler.js';
 import { connectorManifestSchema } from '../connectors/manifest/schema.js';
+import { entityHandler } from '../entities/manifest-handler.js';
+import { entityManifestSchema } from '../entities/manifest/schema.js';
 import { exportHandler } from '../exports/manifest-handler.js';
 import { exportManifestSchema } from '../exports/manifest/schema.js';
 import type { ManifestHandler } from './handler.js';
@@ -74,6 +76,23 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
       AGE_COLUMN,
     ],
     handler: connectorHandler,
+  },
+  {
+    kind: 'Entity',
+    group: 'apps.svc.io',
+    version: 'v1',
+    plural: 'entities',
+    singular: 'entity',
+    shortNames: ['ent'],
+    categories: ['svc'],
+    schema: entityManifestSchema,
+    lastRun: false,
+    printerColumns: [
+      READY_COLUMN,
+      { name: 'Key', type: 'string', jsonPath: '.spec.key', description: 'The canonical key column.', priority: 1 },
+      AGE_COLUMN,
+    ],
+    handler: entityHandler,
   },
   {
     kind: 'Export',

@@ -14,6 +14,7 @@ import type { LiveStream } from '../events/stream.js';
 import type { Subscribers } from '../events/subscribers.js';
 import type { Mailer } from '../email/mailer.js';
 import type { EmailServices } from '../email/services.js';
+import type { EntityServices } from '../entities/services.js';
 import type { IntegrationService } from '../webhooks/service.js';
 import type { ManifestServices } from '../manifests/services.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
@@ -31,6 +32,8 @@ export interface AreaServices {
   admin: AdminServices;
   /** Connectors: manifests, runs, dead letters, schedules, pre-flight (src/connectors). */
   connectors: ConnectorServices;
+  /** Entities: canonical columns over ext tables, several sources fused on one key (src/entities). */
+  entities: EntityServices;
   /** Exports: manifests, runs, the scheduler, the one-shot download (src/exports). */
   exports: ExportServices;
   /** Manifests applied by the operator through each kind's handler (src/manifests). */

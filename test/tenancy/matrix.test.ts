@@ -84,6 +84,14 @@ async function theirScenario() {
   const dlq = (await asThem('GET', `/api/platform/dlq?run=${fixtures.run}`)) as unknown as Array<{ id: number }>;
   fixtures.dlq = String(dlq[0]!.id);
   fixtures.hash = (await owner.query<{ row_hash: string }>(`select row_hash from ext_t${THEIRS}.contacts limit 1`)).rows[0]!.row_hash;
+  // An entity over their ext table (it exists now: the CSV run made it).
+  fixtures.entity = `${MARK}-partner`;
+  await asThem('POST', '/api/entities/apply', {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Entity',
+    metadata: { name: fixtures.entity },
+    spec: { scope: `${MARK}-scope`, key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'city', type: 'text' }], sources: [{ table: 'ext.contacts', key: 'external_id', columns: { city: 'city' } }] },
+  });
   const hooks = (await asThem('GET', '/api/platform/hooks')) as unknown as Array<{ id: string }>;
   fixtures.hook = hooks[0]?.id ?? 'matrix-hook';
   await dev.services.audit.flush();

@@ -68,6 +68,7 @@ export const TABLES: TableCase[] = [
            select $1, id, now(), 'claimed' from connectors.connectors where tenant_id = $1 limit 1`,
   },
   { table: 'ext_t*.*', ...NONE },
+  { table: 'entities.entities', ...NONE },
   { table: 'audit.entries', ...NONE },
   { table: 'email.rules', ...NONE },
   { table: 'hub.integrations', ...NONE },
@@ -270,6 +271,28 @@ export const ENDPOINTS: EndpointCase[] = [
     expect: 200,
     type: 'text/csv',
     body: 'id,city\n1,Overwritten\n',
+  },
+
+  // Entities (by name, case-insensitive). Applying their entity's name over their table's name makes mine.
+  { route: 'GET /api/entities', path: '/api/entities', expect: 200, excludes: true },
+  { route: 'GET /api/entities/{name}', path: '/api/entities/{their.entity}', expect: 404 },
+  { route: 'DELETE /api/entities/{name}', path: '/api/entities/{their.entity}', expect: 404 },
+  {
+    route: 'POST /api/entities/apply',
+    path: '/api/entities/apply',
+    expect: 201,
+    type: 'application/json',
+    body: {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: '{their.entity}' },
+      spec: {
+        scope: 'globex-scope',
+        key: 'id',
+        columns: [{ name: 'id', type: 'text' }, { name: 'city', type: 'text' }],
+        sources: [{ table: 'ext.{their.table}', key: 'external_id', columns: { city: '$.city' } }],
+      },
+    },
   },
   { route: 'GET /api/platform/runs', path: '/api/platform/runs', expect: 200, excludes: true },
   { route: 'GET /api/platform/runs/{id}', path: '/api/platform/runs/{their.run}', expect: 404 },

@@ -1,0 +1,175 @@
+import type { Tx } from '../db/database.js';
+import { ValidationError } from '../errors.js';
+import { type EntityDraft, checkEntityManifest, type Issue, mappingField } from './manifest/validate.js';
+import { BOOKKEEPING_COLUMNS, parseMapping } from './mapping.js';
+import { sourceColumns } from './relation.js';
+import type { EntityColumn, EntityDef, EntitySource } from './types.js';
+
+export type { EntityColumn, EntityDef, EntitySource };
+
+/**
+ * Entities as stored (schema `entities`, migrations/entities/V1__entities.sql). Every function runs
+ * inside the caller's tenant transaction (`Database.withTenant`): row-level security keeps tenants
+ * apart, and a name (stored lower-case, looked up case-insensitively) is unique within its tenant.
+ */
+
+export interface ApplyResult {
+  entity: EntityDef;
+  /** true for a new name, false when an existing entity was updated. */
+  created: boolean;
+  warnings: Issue[];
+}
+
+/** One entity as the list shows it. */
+export interface EntityRecord {
+  id: string;
+  name: string;
+  scopes: string[];
+  key: string;
+  columns: Array<Required<Pick<EntityColumn, 'name' | 'type'>> & { label: string | null; description: string | null; examples: string[]; values: string[] | null }>;
+  sources: Array<{ table: string; key: string }>;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface EntityDetail extends EntityRecord {
+  /** The manifest as applied. */
+  manifest: unknown;
+  /** The sources with their column mappings. */
+  spec: Omit<EntityDef, 'id'>;
+}
+
+function tenantOf(tx: Tx): number {
+  if (tx.tenantId === undefined) throw new Error('entities are stored per tenant: use Database.withTenant');
+  return tx.tenantId;
+}
+
+/**
+ * Validates, normalises and stores a manifest in the caller's transaction: a 400 (ValidationError
+ * naming the field) on the first error, otherwise an insert or an update of the same name. Source
+ * tables are checked against the tenant's catalog: a mapped column an existing table lacks is a
+ * 400; a table that does not exist yet (its connector has not run) is a warning.
+ */
+export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
+  tenantOf(tx);
+  const check = checkEntityManifest(manifest);
+  const first = check.errors[0];
+  if (first || !check.entity) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
+  const draft = check.entity;
+  const warnings = [...check.warnings, ...(await checkSources(tx, draft))];
+
+  const { rows } = await tx.query<{ id: string; created: boolean }>(
+    `insert into entities.entities (tenant_id, name, scopes, key, manifest, spec, created_by, updated_by)
+     values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $6)
+     on conflict (tenant_id, name) do update
+       set scopes = excluded.scopes, key = excluded.key, manifest = excluded.manifest, spec = excluded.spec,
+           updated_by = excluded.updated_by, updated_at = now()
+     returning id, (xmax = 0) as created`,
+    [draft.name, draft.scopes, draft.key, JSON.stringify(manifest), JSON.stringify(draft), opts.actor ?? null],
+  );
+  const { id, created } = rows[0]!;
+  return { entity: { id, ...draft }, created, warnings };
+}
+
+/**
+ * The sources against the tenant's catalog: every JSONPath through PostgreSQL's own jsonpath
+ * parser, and every mapped column name of a table that exists among its columns (400 naming the
+ * field otherwise). A table that does not exist yet is a warning: its mappings are checked again
+ * each time the entity is read (relation.ts).
+ */
+async function checkSources(tx: Tx, draft: EntityDraft): Promise<Issue[]> {
+  const warnings: Issue[] = [];
+  const catalog = await sourceColumns(tx, draft.sources.map((s) => s.table));
+  const paths: Array<{ field: string; path: string; text: string }> = [];
+  for (const [i, source] of draft.sources.entries()) {
+    const columns = catalog.get(source.table);
+    if (!columns) {
+      warnings.push({
+        field: `spec.sources[${i}].table`,
+        message: `${source.table} does not exist yet (no connector has written it): its mapped columns are checked when the entity is read`,
+      });
+    }
+    const mappings: Array<[string, string]> = [[`spec.sources[${i}].key`, source.key], ...Object.entries(source.columns).map(([c, m]): [string, string] => [mappingField(i, c), m])];
+    for (const [field, mapping] of mappings) {
+      const parsed = parseMapping(mapping);
+      if ('problem' in parsed) throw new ValidationError(`${field} ${parsed.problem}`, field);
+      if (parsed.kind === 'path') paths.push({ field, path: parsed.pgPath, text: mapping });
+      else if (columns && !columns.has(parsed.column)) {
+        const have = [...columns].filter((c) => !BOOKKEEPING_COLUMNS.has(c));
+        throw new ValidationError(`${field}: column ${parsed.column} of ${source.table} does not exist (its columns: ${have.join(', ')}; or use a JSONPath into data, $.${parsed.column})`, field);
+      }
+    }
+  }
+  if (paths.length) {
+    const { rows } = await tx.query<{ ok: boolean }>(`select pg_input_is_valid(p, 'jsonpath') as ok from unnest($1::text[]) with ordinality as x(p, n) order by n`, [paths.map((p) => p.path)]);
+    rows.forEach((r, k) => {
+      if (!r.ok) throw new ValidationError(`${paths[k]!.field} ${JSON.stringify(paths[k]!.text)} is not a JSONPath PostgreSQL reads`, paths[k]!.field);
+    });
+  }
+  return warnings;
+}
+
+interface EntityRow {
+  id: string;
+  name: string;
+  scopes: string[];
+  key: string;
+  manifest: unknown;
+  spec: Omit<EntityDef, 'id'>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = 'id, name, scopes, key, manifest, spec, created_at, updated_at';
+
+const defOf = (row: EntityRow): EntityDef => ({ id: row.id, name: row.name, scopes: row.scopes, key: row.spec.key, columns: row.spec.columns, sources: row.spec.sources });
+
+function recordOf(row: EntityRow): EntityRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    scopes: row.scopes,
+    key: row.key,
+    columns: row.spec.columns.map((c) => ({ name: c.name, type: c.type, label: c.label ?? null, description: c.description ?? null, examples: c.examples ?? [], values: c.values ?? null })),
+    sources: row.spec.sources.map((s) => ({ table: s.table, key: s.key })),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** The entity of that name (case-insensitive) in the caller's tenant transaction. */
+export async function loadEntity(tx: Tx, name: string): Promise<EntityDef | undefined> {
+  const { rows } = await tx.query<EntityRow>(`select ${COLUMNS} from entities.entities where name = lower($1)`, [name]);
+  return rows[0] ? defOf(rows[0]) : undefined;
+}
+
+/** Every entity of the caller's tenant declaring that scope, by name. */
+export async function entitiesOfScope(tx: Tx, scope: string): Promise<EntityDef[]> {
+  const { rows } = await tx.query<EntityRow>(`select ${COLUMNS} from entities.entities where scopes @> array[$1]::text[] order by name`, [scope]);
+  return rows.map(defOf);
+}
+
+/** Every entity of the caller's tenant, by name. */
+export async function listEntities(tx: Tx): Promise<EntityRecord[]> {
+  const { rows } = await tx.query<EntityRow>(`select ${COLUMNS} from entities.entities order by name`);
+  return rows.map(recordOf);
+}
+
+/** One entity (case-insensitive name) with its manifest as applied and its normalised definition. */
+export async function getEntity(tx: Tx, name: string): Promise<EntityDetail | undefined> {
+  const { rows } = await tx.query<EntityRow>(`select ${COLUMNS} from entities.entities where name = lower($1)`, [name]);
+  const row = rows[0];
+  return row && { ...recordOf(row), manifest: row.manifest, spec: row.spec };
+}
+
+/** The manifest as last applied (the operator compares it with the resource's); entities have no schedule. */
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown }>('select manifest from entities.entities where name = lower($1)', [name]);
+  return rows[0] && { manifest: rows[0].manifest, schedule: null };
+}
+
+/** Deletes an entity (nothing else depends on it in the database); false when there is no such name. */
+export async function deleteEntity(tx: Tx, name: string): Promise<boolean> {
+  const { rowCount } = await tx.query('delete from entities.entities where name = lower($1)', [name]);
+  return (rowCount ?? 0) > 0;
+}
