@@ -208,7 +208,7 @@ export class ExportRunner {
     const resolve = createCredentialResolver(this.options.sources, tenantId, `export:${spec.name}`);
     const need = async (field: string, name: string): Promise<string> => {
       const value = await resolve(name);
-      if (value === undefined) throw new RunFailure('publication', `no secret named ${name} is stored in this tenant (spec.destination.${field}): store it with PUT /api/platform/secrets/${name}, then retry`);
+      if (value === undefined) throw new RunFailure('publication', `no secret named ${name} is stored in this tenant (spec.destination.${field}): store it (POST /api/platform/secrets), then retry`);
       return value;
     };
     const d = spec.destination;

@@ -33,7 +33,7 @@ function said<T extends Schema>(schema: T, message: string): T {
 
 const secretName = (description: string): Schema =>
   said(
-    { type: 'string', pattern: SECRET_NAME_PATTERN, description: `${description} The name of a secret stored in the tenant (PUT /api/platform/secrets/{name}), never the value.` },
+    { type: 'string', pattern: SECRET_NAME_PATTERN, description: `${description} The name of a secret stored in the tenant (POST /api/platform/secrets), never the value.` },
     'must be the name of a stored secret (letters, digits, `_`, `.` and `-`, at most 128 characters), never the value itself',
   );
 

@@ -79,7 +79,7 @@ export function checkExportManifest(input: unknown): ExportCheck {
       if (Object.hasOwn(destination, field)) {
         errors.add(
           `${DESTINATION}.${field}`,
-          `${DESTINATION}.${field} is refused: a manifest never holds a credential; store it as a secret (PUT /api/platform/secrets/{name}) and name that secret in ${DESTINATION}.${instead}`,
+          `${DESTINATION}.${field} is refused: a manifest never holds a credential; store it as a secret (POST /api/platform/secrets) and name that secret in ${DESTINATION}.${instead}`,
         );
       }
     }
