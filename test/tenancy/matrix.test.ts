@@ -92,6 +92,28 @@ async function theirScenario() {
     metadata: { name: fixtures.entity },
     spec: { scope: `${MARK}-scope`, key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'city', type: 'text' }], sources: [{ table: 'ext.contacts', key: 'external_id', columns: { city: 'city' } }] },
   });
+  // An export of their entity, and a run of it.
+  fixtures.export = `${MARK}-daily`;
+  await asThem('POST', '/api/exports/apply', {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Export',
+    metadata: { name: fixtures.export },
+    spec: {
+      scope: `${MARK}-scope`,
+      source: { entity: fixtures.entity },
+      columns: ['id', 'city'],
+      order: ['id'],
+      format: { kind: 'csv' },
+      destination: { kind: 's3', bucket: 'their-bucket', filename: 'f.csv' },
+      mode: 'snapshot',
+    },
+  });
+  const exportRun = await owner.query<{ id: string }>(
+    `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time, ended_at, failure_code, failure_reason)
+     select tenant_id, id, name, entity, scope, 's3', 'Failed', 'manual', now(), now(), 'publication', 'matrix' from exports.exports where tenant_id = $1 returning id`,
+    [THEIRS],
+  );
+  fixtures.exportRun = exportRun.rows[0]!.id;
   const hooks = (await asThem('GET', '/api/platform/hooks')) as unknown as Array<{ id: string }>;
   fixtures.hook = hooks[0]?.id ?? 'matrix-hook';
   await dev.services.audit.flush();

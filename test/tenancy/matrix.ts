@@ -69,6 +69,13 @@ export const TABLES: TableCase[] = [
   },
   { table: 'ext_t*.*', ...NONE },
   { table: 'entities.entities', ...NONE },
+  { table: 'exports.exports', ...NONE },
+  {
+    table: 'exports.runs',
+    ...NONE,
+    seed: `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time, ended_at, failure_code, failure_reason)
+           select $1, id, name, entity, scope, 'sftp', 'Failed', 'manual', now(), now(), 'publication', 'matrix' from exports.exports where tenant_id = $1 limit 1`,
+  },
   { table: 'audit.entries', ...NONE },
   { table: 'email.rules', ...NONE },
   { table: 'hub.integrations', ...NONE },
@@ -291,6 +298,37 @@ export const ENDPOINTS: EndpointCase[] = [
         key: 'id',
         columns: [{ name: 'id', type: 'text' }, { name: 'city', type: 'text' }],
         sources: [{ table: 'ext.{their.table}', key: 'external_id', columns: { city: '$.city' } }],
+      },
+    },
+  },
+  // Exports (by name) and their runs; the download of their entity. Applying their export's name
+  // over my entity of their entity's name (the entity case above made it) makes mine.
+  { route: 'GET /api/exports', path: '/api/exports', expect: 200, excludes: true },
+  { route: 'GET /api/exports/{name}', path: '/api/exports/{their.export}', expect: 404 },
+  { route: 'DELETE /api/exports/{name}', path: '/api/exports/{their.export}', expect: 404 },
+  { route: 'POST /api/exports/{name}/runs', path: '/api/exports/{their.export}/runs', expect: 404 },
+  { route: 'GET /api/exports/{name}/runs', path: '/api/exports/{their.export}/runs', expect: 404 },
+  { route: 'GET /api/exports/{name}/runs/{id}', path: '/api/exports/{their.export}/runs/{their.exportRun}', expect: 404 },
+  { route: 'POST /api/exports/{name}/runs/{id}/retry', path: '/api/exports/{their.export}/runs/{their.exportRun}/retry', expect: 404 },
+  // My entity of their entity's name (made above) reads my rows only.
+  { route: 'GET /api/exports/entities/{entity}/download', path: '/api/exports/entities/{their.entity}/download', expect: 200, excludes: true },
+  {
+    route: 'POST /api/exports/apply',
+    path: '/api/exports/apply',
+    expect: 201,
+    type: 'application/json',
+    body: {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Export',
+      metadata: { name: '{their.export}' },
+      spec: {
+        scope: 'globex-scope',
+        source: { entity: '{their.entity}' },
+        columns: ['id', 'city'],
+        order: ['id'],
+        format: { kind: 'csv' },
+        destination: { kind: 's3', bucket: 'their-bucket', filename: 'f.csv' },
+        mode: 'snapshot',
       },
     },
   },
