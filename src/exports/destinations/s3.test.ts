@@ -351,6 +351,10 @@ describe('S3Destination against fauxqs', () => {
     expect(err.reason).toContain('region us-west-2');
   });
 
+  it('refuses a part size S3 would refuse', () => {
+    expect(() => destination('a.csv', { partSize: 1024 })).toThrow(RangeError);
+  });
+
   it('refuses a key with a leading slash', () => {
     let thrown: unknown;
     try {

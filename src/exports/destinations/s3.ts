@@ -37,7 +37,7 @@ export interface S3DestinationOptions {
   accessKeyId: string;
   secretAccessKey: string;
   egress: EgressPolicy;
-  /** The single-PUT limit and the multipart part size (default 8 MiB; S3 requires at least 5 MiB). */
+  /** The single-PUT limit and the multipart part size: 5 MiB to 5 GiB, as S3 requires (default 8 MiB). */
   partSize?: number;
   /** Connecting must succeed within this (default 10 s). */
   connectTimeoutMs?: number;
@@ -48,6 +48,8 @@ export interface S3DestinationOptions {
 }
 
 export const DEFAULT_PART_SIZE = 8 * 1024 * 1024;
+const MIN_PART_SIZE = 5 * 1024 * 1024;
+const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
 const MAX_PARTS = 10_000;
 const NETWORK_CODES = new Set([
   'ECONNREFUSED',
@@ -116,7 +118,9 @@ export class S3Destination implements Destination {
     }
     if (!options.key) throw new PublishError('publication', 'the S3 key is empty');
     this.partSize = options.partSize ?? DEFAULT_PART_SIZE;
-    if (!Number.isInteger(this.partSize) || this.partSize < 1) throw new RangeError(`partSize must be a positive integer, not ${options.partSize}`);
+    if (!Number.isInteger(this.partSize) || this.partSize < MIN_PART_SIZE || this.partSize > MAX_PART_SIZE) {
+      throw new RangeError(`partSize must be an integer from 5 MiB to 5 GiB (S3's part size limits), not ${options.partSize}`);
+    }
     this.endpointName = options.endpoint ?? `the S3 endpoint of region ${options.region}`;
   }
 
@@ -306,7 +310,10 @@ export class S3Destination implements Destination {
     if (code === 'PermanentRedirect' || code === 'AuthorizationHeaderMalformed' || status === 301) {
       return new PublishError('publication', `bucket ${this.options.bucket} is not in region ${this.options.region} (${code ?? `HTTP ${status}`})`);
     }
-    if (status === undefined) return new PublishError('publication', `could not reach ${this.endpointName}: ${this.networkDetail(err)}`);
+    if (status === undefined && (e.$metadata !== undefined || this.networkDetail(err) !== 'no answer')) {
+      return new PublishError('publication', `could not reach ${this.endpointName}: ${this.networkDetail(err)}`);
+    }
+    if (status === undefined) return new PublishError('publication', `publishing ${where} failed (${code ?? 'unexpected error'})`);
     return new PublishError('publication', `S3 answered HTTP ${status}${code && !GENERIC_NAMES.has(code) ? ` ${code}` : ''} while publishing ${where}`);
   }
 

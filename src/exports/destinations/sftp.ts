@@ -78,6 +78,7 @@ export class SftpDestination implements Destination {
     const client = new SftpClient('svc-export', { error: () => {}, end: () => {}, close: () => {} });
     let part: string | undefined;
     try {
+      if (watch.error) throw watch.error.error; // generation failed before publication began
       await Promise.race([this.connect(client), abort.promise]);
       await Promise.race([this.checkTarget(client), abort.promise]);
       part = posix.join(this.dir, `${this.name}.${randomUUID()}.part`);
