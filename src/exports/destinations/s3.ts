@@ -128,26 +128,29 @@ export class S3Destination implements Destination {
     const watch = new BodyWatch(body);
     const abort = abortion(opts.signal);
     const signal = opts.signal;
-    const agentOptions = { keepAlive: true, lookup: egressLookup(this.options.egress) };
-    const handler = new NodeHttpHandler({
-      httpAgent: new HttpAgent(agentOptions),
-      httpsAgent: new HttpsAgent(agentOptions),
-      connectionTimeout: this.options.connectTimeoutMs ?? 10_000,
-      requestTimeout: this.options.requestTimeoutMs ?? 120_000,
-    });
+    const handler = (keepAlive: boolean) => {
+      const agentOptions = { keepAlive, lookup: egressLookup(this.options.egress) };
+      return new NodeHttpHandler({
+        httpAgent: new HttpAgent(agentOptions),
+        httpsAgent: new HttpsAgent(agentOptions),
+        connectionTimeout: this.options.connectTimeoutMs ?? 10_000,
+        requestTimeout: this.options.requestTimeoutMs ?? 120_000,
+      });
+    };
     const config = {
       region: this.options.region,
       ...(this.options.endpoint ? { endpoint: this.options.endpoint, forcePathStyle: true } : {}),
       credentials: { accessKeyId: this.options.accessKeyId, secretAccessKey: this.options.secretAccessKey },
-      requestHandler: handler,
       requestChecksumCalculation: 'WHEN_REQUIRED' as const,
       responseChecksumValidation: 'WHEN_REQUIRED' as const,
     };
-    const client = new S3Client(config);
+    const client = new S3Client({ ...config, requestHandler: handler(true) });
     // The committing request is sent once: were a lost answer retried, the retry would meet our own
     // object and report a collision. A failed commit is a publication failure; a retried run then
     // reports collision if the first attempt did land, which is what collision means on a retry.
-    const commitClient = new S3Client({ ...config, maxAttempts: 1 });
+    // It goes on a fresh connection, so that a kept-alive one the server has meanwhile closed
+    // cannot fail it.
+    const commitClient = new S3Client({ ...config, requestHandler: handler(false), maxAttempts: 1 });
     let uploadId: string | undefined;
     try {
       await this.admitEndpoint();
