@@ -81,6 +81,7 @@ export class BodyWatch {
   };
 
   constructor(private readonly body: Readable) {
+    if (body.errored) this.failure = { error: body.errored };
     body.on('error', this.onError);
   }
 

@@ -87,6 +87,17 @@ async function getWithSftpCli(remote: string): Promise<Buffer> {
   return readFileSync(target);
 }
 
+/**
+ * Shows that sshd saw no connection since `before`: a marker publication, which does connect, must
+ * show in sshd's log as the one connection since then (sshd logs connections in order).
+ */
+async function expectNoConnectionSince(before: number): Promise<void> {
+  const dir = freshDir();
+  await destination(join(dir, 'marker.csv')).publish(bodyOf(Buffer.from('m')), { digest: () => '' });
+  await until('sshd to log the marker connection', () => sshd.connections() >= before + 1, { detail: () => sshd.log() });
+  expect(sshd.connections()).toBe(before + 1);
+}
+
 function partFiles(dir: string): string[] {
   return readdirSync(dir).filter((name) => name.endsWith('.part'));
 }
@@ -259,6 +270,20 @@ describe('SftpDestination against OpenSSH', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it('rethrows the error of a body that failed before publication began, without connecting', async () => {
+    const failure = new Error('the entity was dropped');
+    const body = new Readable({ read() {} });
+    body.on('error', () => {});
+    body.destroy(failure);
+    await until('the body to report its error', () => body.errored);
+    const before = sshd.connections();
+    const err = await destination(join(sshd.root, 'never-started.csv'))
+      .publish(body, { digest: () => '' })
+      .catch((e: unknown) => e);
+    expect(err).toBe(failure);
+    await expectNoConnectionSince(before);
+  });
+
   it('stops on abort: throws the signal’s reason and removes the .part', async () => {
     const dir = freshDir();
     const controller = new AbortController();
@@ -291,11 +316,7 @@ describe('SftpDestination against OpenSSH', () => {
     expect(err.reason).toContain('127.0.0.1');
     expect(err.reason).toContain('a loopback address');
     expect(err.reason).toContain('outbound address policy');
-    // Marker: a connection that is made must show in sshd's log; then the count shows the refused one never was.
-    const dir = freshDir();
-    await destination(join(dir, 'marker.csv')).publish(bodyOf(Buffer.from('m')), { digest: () => '' });
-    await until('sshd to log the marker connection', () => sshd.connections() >= before + 1, { detail: () => sshd.log() });
-    expect(sshd.connections()).toBe(before + 1);
+    await expectNoConnectionSince(before);
     expect(existsSync(join(sshd.root, 'never.csv'))).toBe(false);
   });
 

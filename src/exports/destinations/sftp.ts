@@ -78,6 +78,7 @@ export class SftpDestination implements Destination {
     const client = new SftpClient('svc-export', { error: () => {}, end: () => {}, close: () => {} });
     let part: string | undefined;
     try {
+      if (watch.error) throw watch.error.error; // generation failed before publication began
       await Promise.race([this.connect(client), abort.promise]);
       await Promise.race([this.checkTarget(client), abort.promise]);
       part = posix.join(this.dir, `${this.name}.${randomUUID()}.part`);
@@ -86,9 +87,9 @@ export class SftpDestination implements Destination {
       part = undefined;
       return { location: this.location };
     } catch (err) {
-      const failure = this.classify(err);
+      let failure = this.classify(err);
       const leftover = part ? await this.removePart(client, part) : undefined;
-      if (leftover && failure instanceof PublishError) throw new PublishError(failure.code, `${failure.reason}; ${leftover}`);
+      if (leftover) failure = new PublishError(failure.code, `${failure.reason}; ${leftover}`);
       throw outcome(watch, opts.signal, failure);
     } finally {
       abort.dispose();
@@ -124,6 +125,10 @@ export class SftpDestination implements Destination {
         ...(o.password !== undefined ? { password: o.password } : {}),
         ...(o.privateKey !== undefined ? { privateKey: o.privateKey } : {}),
         readyTimeout: timeout,
+        // A server that stops answering mid-transfer is given up after about a minute, so that no
+        // operation (the upload, removing the .part) waits forever.
+        keepaliveInterval: 15_000,
+        keepaliveCountMax: 4,
         tryKeyboard: false,
         hostVerifier: (key: Buffer) => {
           presented = sshFingerprint(key);

@@ -1,0 +1,417 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startS3, type TestS3 } from '../../../test/harness/s3.js';
+import { until } from '../../../test/harness/until.js';
+import { EgressPolicy } from '../../egress/policy.js';
+import { PublishError } from './destination.js';
+import { S3Destination, type S3DestinationOptions } from './s3.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+const MiB = 1024 * 1024;
+const BUCKET = 'exports';
+
+let s3: TestS3;
+let counter = 0;
+
+beforeAll(async () => {
+  s3 = await startS3({ region: 'eu-west-3' });
+  s3.createBucket(BUCKET);
+});
+
+afterAll(async () => {
+  await s3?.stop();
+});
+
+function freshKey(name = 'partners.csv'): string {
+  return `daily/${++counter}/${name}`;
+}
+
+function destination(key: string, over: Partial<S3DestinationOptions> = {}): S3Destination {
+  return new S3Destination({
+    bucket: BUCKET,
+    key,
+    region: s3.region,
+    endpoint: s3.endpoint,
+    accessKeyId: s3.accessKeyId,
+    secretAccessKey: s3.secretAccessKey,
+    egress: EgressPolicy.open(),
+    ...over,
+  });
+}
+
+function sha256(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+function bodyOf(bytes: Buffer, chunk = 64 * 1024): Readable {
+  return Readable.from(
+    (function* () {
+      for (let at = 0; at < bytes.length; at += chunk) yield bytes.subarray(at, at + chunk);
+    })(),
+    { objectMode: false },
+  );
+}
+
+function requestsSince(from: number): string[] {
+  return s3.requests.slice(from).map((r) => `${r.method} ${r.url.replace(/\?.*$/, '')}${r.url.includes('uploadId') ? ' (multipart)' : ''}`);
+}
+
+async function failure(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    (value) => {
+      throw new Error(`expected a failure, got ${JSON.stringify(value)}`);
+    },
+    (err: unknown) => err,
+  );
+}
+
+describe('S3Destination against fauxqs', () => {
+  it('publishes a body up to partSize as one conditional PUT carrying the SHA-256 as x-amz-meta-svc-sha256', async () => {
+    const key = freshKey();
+    const bytes = Buffer.from('"id","name"\r\n"1","Zoë"\r\n'.repeat(5000), 'utf8');
+    const from = s3.requests.length;
+    const receipt = await destination(key).publish(bodyOf(bytes, 1000), { digest: () => sha256(bytes) });
+    const stored = s3.getObject(BUCKET, key)!;
+    expect(stored.body.equals(bytes)).toBe(true);
+    expect(stored.metadata['svc-sha256']).toBe(sha256(bytes));
+    expect(receipt).toEqual({ location: `s3://${BUCKET}/${key}`, etag: createHash('md5').update(bytes).digest('hex') });
+    expect(requestsSince(from)).toEqual([`HEAD /${BUCKET}/${key}`, `PUT /${BUCKET}/${key}`]);
+  });
+
+  it('publishes a body of exactly partSize as one PUT, and one byte more as a multipart upload', async () => {
+    const partSize = 5 * MiB;
+    const exact = randomBytes(partSize);
+    const k1 = freshKey();
+    await destination(k1, { partSize }).publish(bodyOf(exact), { digest: () => sha256(exact) });
+    expect(s3.getObject(BUCKET, k1)!.metadata['svc-sha256']).toBe(sha256(exact));
+
+    const over = randomBytes(partSize + 1);
+    const k2 = freshKey();
+    const from = s3.requests.length;
+    const receipt = await destination(k2, { partSize }).publish(bodyOf(over), { digest: () => sha256(over) });
+    const stored = s3.getObject(BUCKET, k2)!;
+    expect(sha256(stored.body)).toBe(sha256(over));
+    expect(receipt.etag).toMatch(/^[0-9a-f]{32}-2$/);
+    expect(requestsSince(from)).toEqual([
+      `HEAD /${BUCKET}/${k2}`,
+      `POST /${BUCKET}/${k2}`,
+      `PUT /${BUCKET}/${k2} (multipart)`,
+      `PUT /${BUCKET}/${k2} (multipart)`,
+      `POST /${BUCKET}/${k2} (multipart)`,
+    ]);
+  });
+
+  it('publishes above the default 8 MiB as a multipart upload, byte for byte, with no upload left open', async () => {
+    const key = freshKey();
+    const bytes = randomBytes(8 * MiB + 3 * MiB + 5);
+    const receipt = await destination(key).publish(bodyOf(bytes, 100_000), { digest: () => sha256(bytes) });
+    const stored = s3.getObject(BUCKET, key)!;
+    expect(stored.body.length).toBe(bytes.length);
+    expect(sha256(stored.body)).toBe(sha256(bytes));
+    expect(receipt.etag).toMatch(/-2$/);
+    expect(receipt.location).toBe(`s3://${BUCKET}/${key}`);
+    expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+  });
+
+  it('uploads three parts of a 5 MiB partSize', async () => {
+    const key = freshKey();
+    const bytes = randomBytes(12 * MiB + 3);
+    const receipt = await destination(key, { partSize: 5 * MiB }).publish(bodyOf(bytes, 1 * MiB + 7), { digest: () => sha256(bytes) });
+    expect(sha256(s3.getObject(BUCKET, key)!.body)).toBe(sha256(bytes));
+    expect(receipt.etag).toMatch(/-3$/);
+  });
+
+  it('reads at most about two parts ahead of what the server has stored', async () => {
+    const key = freshKey();
+    const partSize = 5 * MiB;
+    const chunk = 1 * MiB;
+    const total = 6 * partSize + 123;
+    let yielded = 0;
+    let ahead = 0;
+    const hash = createHash('sha256');
+    const body = Readable.from(
+      (async function* () {
+        while (yielded < total) {
+          const stored = s3.listMultipartUploads(BUCKET).find((u) => u.key === key)?.parts ?? 0;
+          ahead = Math.max(ahead, yielded - stored * partSize);
+          const bytes = randomBytes(Math.min(chunk, total - yielded));
+          hash.update(bytes);
+          yielded += bytes.length;
+          yield bytes;
+        }
+      })(),
+      { objectMode: false },
+    );
+    await destination(key, { partSize }).publish(body, { digest: () => '' });
+    expect(sha256(s3.getObject(BUCKET, key)!.body)).toBe(hash.digest('hex'));
+    // One part uploading, the next one filling (plus a chunk in the reader and one in the stream's buffer).
+    expect(ahead).toBeLessThanOrEqual(2 * partSize + 2 * chunk);
+    expect(ahead).toBeGreaterThan(partSize);
+  });
+
+  it('passes on the version id of a versioned bucket', async () => {
+    s3.createBucket('versioned');
+    s3.setVersioned('versioned');
+    const bytes = Buffer.from('"a"\r\n');
+    const receipt = await destination('v/file.csv', { bucket: 'versioned' }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
+    expect(receipt.versionId).toMatch(/^[\w-]{8,}$/);
+  });
+
+  it('publishes an empty body as an empty object', async () => {
+    const key = freshKey();
+    await destination(key).publish(bodyOf(Buffer.alloc(0)), { digest: () => sha256(Buffer.alloc(0)) });
+    expect(s3.getObject(BUCKET, key)!.body.length).toBe(0);
+  });
+
+  it('ends in collision on an existing key found by the pre-check, leaving it untouched and sending nothing', async () => {
+    const key = freshKey();
+    s3.putObject(BUCKET, key, 'earlier delivery');
+    const body = bodyOf(Buffer.from('"new"\r\n'));
+    const from = s3.requests.length;
+    const err = (await failure(destination(key).publish(body, { digest: () => '' }))) as PublishError;
+    expect(err).toBeInstanceOf(PublishError);
+    expect(err.code).toBe('collision');
+    expect(err.reason).toContain(`s3://${BUCKET}/${key}`);
+    expect(s3.getObject(BUCKET, key)!.body.toString()).toBe('earlier delivery');
+    expect(requestsSince(from)).toEqual([`HEAD /${BUCKET}/${key}`]);
+    expect(body.destroyed).toBe(true);
+  });
+
+  it('ends in collision when the key appears after the pre-check: the conditional PUT is refused with 412', async () => {
+    const key = freshKey();
+    const body = Readable.from(
+      (async function* () {
+        yield Buffer.from('"new"\r\n');
+        s3.putObject(BUCKET, key, 'the other writer');
+      })(),
+      { objectMode: false },
+    );
+    const from = s3.requests.length;
+    const err = (await failure(destination(key).publish(body, { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('collision');
+    expect(err.reason).toContain('PreconditionFailed');
+    expect(s3.getObject(BUCKET, key)!.body.toString()).toBe('the other writer');
+    expect(s3.requests.slice(from).map((r) => `${r.method} ${r.status}`)).toEqual(['HEAD 404', 'PUT 412']);
+  });
+
+  it('ends in collision when the key appears during a multipart upload: Complete gets 412 and the upload is aborted', async () => {
+    const key = freshKey();
+    const partSize = 5 * MiB;
+    const body = Readable.from(
+      (async function* () {
+        yield randomBytes(partSize);
+        yield randomBytes(partSize);
+        await until('the first part uploaded', () => s3.listMultipartUploads(BUCKET).find((u) => u.key === key && u.parts >= 1));
+        s3.putObject(BUCKET, key, 'the other writer');
+        yield randomBytes(10);
+      })(),
+      { objectMode: false },
+    );
+    const err = (await failure(destination(key, { partSize }).publish(body, { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('collision');
+    expect(s3.getObject(BUCKET, key)!.body.toString()).toBe('the other writer');
+    expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+  });
+
+  it('counts 409 ConditionalRequestConflict (overlapping conditional writes) as collision', async () => {
+    const key = freshKey();
+    s3.conflictNext(BUCKET, key);
+    const err = (await failure(destination(key).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('collision');
+    expect(err.reason).toContain('ConditionalRequestConflict');
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+  });
+
+  it('lets exactly one of 15 concurrent publications of one key win; the others end in collision', async () => {
+    const key = freshKey();
+    const n = 15;
+    const from = s3.requests.length;
+    // Every body waits until all pre-checks were answered, so all 15 conditional PUTs race.
+    const prechecked = () => s3.requests.slice(from).filter((r) => r.method === 'HEAD' && r.status === 404).length >= n;
+    const bodies = Array.from({ length: n }, (_, i) => Buffer.from(`"writer ${i}"\r\n`));
+    const results = await Promise.allSettled(
+      bodies.map((bytes) =>
+        destination(key).publish(
+          Readable.from(
+            (async function* () {
+              await until('every pre-check answered', prechecked);
+              yield bytes;
+            })(),
+            { objectMode: false },
+          ),
+          { digest: () => sha256(bytes) },
+        ),
+      ),
+    );
+    const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+    const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    expect(won).toHaveLength(1);
+    expect(lost.map((r) => (r.reason as PublishError).code)).toEqual(Array(n - 1).fill('collision'));
+    expect(s3.getObject(BUCKET, key)!.body.equals(bodies[won[0]!]!)).toBe(true);
+    expect(s3.requests.slice(from).filter((r) => r.method === 'PUT').map((r) => r.status).sort()).toEqual([200, ...Array(n - 1).fill(412)]);
+  });
+
+  it('rethrows the body’s own error object mid-multipart and aborts the upload', async () => {
+    const key = freshKey();
+    const failure_ = new Error('the snapshot query failed');
+    let sawUpload = false;
+    const body = Readable.from(
+      (async function* () {
+        yield randomBytes(5 * MiB);
+        yield randomBytes(1 * MiB);
+        await until('a part uploaded', () => s3.listMultipartUploads(BUCKET).find((u) => u.key === key && u.parts >= 1));
+        sawUpload = true;
+        throw failure_;
+      })(),
+      { objectMode: false },
+    );
+    const from = s3.requests.length;
+    const err = await failure(destination(key, { partSize: 5 * MiB }).publish(body, { digest: () => 'x' }));
+    expect(err).toBe(failure_);
+    expect(sawUpload).toBe(true);
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+    expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+    expect(s3.requests.slice(from).map((r) => `${r.method} ${r.status}`)).toContain('DELETE 204');
+  });
+
+  it('rethrows the body’s own error before anything was uploaded (single-part size)', async () => {
+    const key = freshKey();
+    const failure_ = new Error('encoding failed');
+    const body = Readable.from(
+      (async function* () {
+        yield Buffer.from('"a"\r\n');
+        throw failure_;
+      })(),
+      { objectMode: false },
+    );
+    expect(await failure(destination(key).publish(body, { digest: () => 'x' }))).toBe(failure_);
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+  });
+
+  it('stops on abort mid-multipart: throws the signal’s reason and aborts the upload', async () => {
+    const key = freshKey();
+    const controller = new AbortController();
+    const reason = new Error('the hub is stopping');
+    const body = Readable.from(
+      (async function* () {
+        yield randomBytes(5 * MiB + 10);
+        await until('a part uploaded', () => s3.listMultipartUploads(BUCKET).find((u) => u.key === key && u.parts >= 1));
+        controller.abort(reason);
+        await new Promise(() => {}); // never ends by itself
+      })(),
+      { objectMode: false },
+    );
+    const err = await failure(destination(key, { partSize: 5 * MiB }).publish(body, { digest: () => 'x', signal: controller.signal }));
+    expect(err).toBe(reason);
+    expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+    expect(body.destroyed).toBe(true);
+  });
+
+  it('reports a wrong secret key as publication (SignatureDoesNotMatch), never showing the secret', async () => {
+    const key = freshKey();
+    const secret = randomBytes(30).toString('base64');
+    const err = (await failure(destination(key, { secretAccessKey: secret }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+    expect(err).toBeInstanceOf(PublishError);
+    expect(err.code).toBe('publication');
+    expect(err.reason).toContain('access_key_env/secret_key_env');
+    expect(err.reason).toContain('SignatureDoesNotMatch');
+    expect(err.reason).not.toContain(secret);
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+  });
+
+  it('reports an unknown access key as publication (InvalidAccessKeyId)', async () => {
+    const key = freshKey();
+    const err = (await failure(destination(key, { accessKeyId: 'AKIAUNKNOWN' }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('publication');
+    expect(err.reason).toContain('InvalidAccessKeyId');
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+  });
+
+  it('reports a wrong secret on a multipart upload as publication, with nothing left open', async () => {
+    const key = freshKey();
+    const bytes = randomBytes(5 * MiB + 1);
+    const err = (await failure(destination(key, { partSize: 5 * MiB, secretAccessKey: 'wrong' }).publish(bodyOf(bytes), { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('publication');
+    expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+  });
+
+  it('names the bucket when it does not exist', async () => {
+    const err = (await failure(destination('a.csv', { bucket: 'no-such-bucket' }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('publication');
+    expect(err.reason).toBe(`bucket no-such-bucket does not exist at ${s3.endpoint}`);
+  });
+
+  it('names the region when the credential scope is for another one', async () => {
+    const err = (await failure(destination(freshKey(), { region: 'us-west-2' }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('publication');
+    expect(err.reason).toContain('region us-west-2');
+  });
+
+  it('refuses a part size S3 would refuse', () => {
+    expect(() => destination('a.csv', { partSize: 1024 })).toThrow(RangeError);
+  });
+
+  it('refuses a key with a leading slash', () => {
+    let thrown: unknown;
+    try {
+      destination('/daily/file.csv');
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(PublishError);
+    expect((thrown as PublishError).code).toBe('publication');
+    expect((thrown as PublishError).reason).toContain('/daily/file.csv');
+  });
+
+  it('refuses a loopback endpoint under deny-private before any request (IP literal and name)', async () => {
+    const deny = new EgressPolicy({ denyPrivate: true });
+    const from = s3.requests.length;
+    const literal = (await failure(destination(freshKey(), { egress: deny }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+    expect(literal).toBeInstanceOf(PublishError);
+    expect(literal.code).toBe('publication');
+    expect(literal.reason).toContain('127.0.0.1 is a loopback address');
+    const byName = (await failure(
+      destination(freshKey(), { egress: deny, endpoint: s3.endpoint.replace('127.0.0.1', 'localhost') }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }),
+    )) as PublishError;
+    expect(byName.code).toBe('publication');
+    expect(byName.reason).toContain('localhost is a loopback name');
+    // A name the policy resolves to a refused address is refused at connection time (the agent's lookup).
+    const rebinding = new EgressPolicy({ denyPrivate: true, resolve: async () => [{ address: '127.0.0.1', family: 4 }] });
+    const resolved = (await failure(
+      destination(freshKey(), { egress: rebinding, endpoint: s3.endpoint.replace('127.0.0.1', 'storehost') }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }),
+    )) as PublishError;
+    expect(resolved.code).toBe('publication');
+    expect(resolved.reason).toContain('storehost resolves to 127.0.0.1, a loopback address');
+    // Marker: a publication that is allowed reaches the server; only its requests are seen.
+    const key = freshKey();
+    await destination(key).publish(bodyOf(Buffer.from('m')), { digest: () => 'm' });
+    expect(requestsSince(from)).toEqual([`HEAD /${BUCKET}/${key}`, `PUT /${BUCKET}/${key}`]);
+  });
+
+  it('connects to the address the policy resolved (the agent lookup is what the connection uses)', async () => {
+    const allowed = new EgressPolicy({ denyPrivate: true, allow: ['127.0.0.0/8'], resolve: async () => [{ address: '127.0.0.1', family: 4 }] });
+    const key = freshKey();
+    const bytes = Buffer.from('"via the policy"\r\n');
+    await destination(key, { egress: allowed, endpoint: s3.endpoint.replace('127.0.0.1', 'storehost') }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
+    expect(s3.getObject(BUCKET, key)!.body.equals(bytes)).toBe(true);
+  });
+
+  it('names the endpoint when nothing answers there', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const address = server.address();
+        server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      });
+    });
+    const endpoint = `http://127.0.0.1:${port}`;
+    const err = (await failure(destination(freshKey(), { endpoint }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+    expect(err.code).toBe('publication');
+    expect(err.reason).toContain(endpoint);
+    expect(err.reason).toContain('ECONNREFUSED');
+  });
+});
+

@@ -1,0 +1,390 @@
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { isIP } from 'node:net';
+import type { Readable } from 'node:stream';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { describeNetworkError } from '../../egress/network-error.js';
+import { type EgressDeniedError, type EgressPolicy, isEgressDenied, parseAddress } from '../../egress/policy.js';
+import { abortion, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
+
+/**
+ * Publication to S3 or an S3-compatible store (docs/exports-destinations.md). A HeadObject first
+ * (present: collision; 404 or 403: absent). The body is read into memory up to `partSize`: a body
+ * that ends within it is one PutObject with `If-None-Match: *` and the SHA-256 as metadata
+ * `svc-sha256`; a longer one is a multipart upload whose CompleteMultipartUpload carries
+ * `If-None-Match: *`, aborted on any failure. S3 answers 412 (or 409 to overlapping conditional
+ * writes) when the key exists, so an object is never replaced. Every connection the client opens
+ * goes through the outbound address policy.
+ */
+
+export interface S3DestinationOptions {
+  bucket: string;
+  /** The object key (prefix plus file name, tokens resolved); never with a leading slash. */
+  key: string;
+  region: string;
+  /** An S3-compatible endpoint (`https://host:port`); path-style addressing is used with it. */
+  endpoint?: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  egress: EgressPolicy;
+  /** The single-PUT limit and the multipart part size: 5 MiB to 5 GiB, as S3 requires (default 8 MiB). */
+  partSize?: number;
+  /** Connecting must succeed within this (default 10 s). */
+  connectTimeoutMs?: number;
+  /** A request idle for this long fails (default 120 s). */
+  requestTimeoutMs?: number;
+  /** Content-Type of the object (default `text/csv; charset=utf-8`). */
+  contentType?: string;
+}
+
+export const DEFAULT_PART_SIZE = 8 * 1024 * 1024;
+const MIN_PART_SIZE = 5 * 1024 * 1024;
+const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
+const MAX_PARTS = 10_000;
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'EADDRNOTAVAIL',
+  'TimeoutError',
+  'RequestTimeout',
+]);
+
+/** Error names the SDK gives an answer without an S3 error code (a HEAD, a body it could not read). */
+const GENERIC_NAMES = new Set(['Unknown', 'UnknownError', 'Error', 'Forbidden', 'NotFound', 'BadRequest', '400', '403', '404', '500', '503']);
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * A `lookup` for http(s) Agents that asks the outbound address policy for every connection: a
+ * refused name or address fails the connection before a packet is sent; an admitted name is
+ * connected to at the address the policy checked (no second resolution).
+ */
+export function egressLookup(egress: EgressPolicy) {
+  return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
+    egress.admit(hostname).then(
+      (address) => {
+        const family = isIP(address);
+        // An allow-listed name comes back as it is: resolve it normally.
+        if (family === 0) {
+          return dnsLookup(address, { ...options, all: true }, (err, addresses) => {
+            if (err) return callback(err, options.all ? [] : '');
+            if (options.all) return callback(null, addresses);
+            const first = addresses[0];
+            if (!first) return callback(Object.assign(new Error(`${address} resolves to no address`), { code: 'ENOTFOUND' }), '');
+            return callback(null, first.address, first.family);
+          });
+        }
+        if (options.all) return callback(null, [{ address, family }]);
+        return callback(null, address, family);
+      },
+      (err: unknown) => callback(err as NodeJS.ErrnoException, options.all ? [] : ''),
+    );
+  };
+}
+
+interface S3Failure {
+  name?: string;
+  Code?: string;
+  code?: unknown;
+  message?: string;
+  $metadata?: { httpStatusCode?: number };
+}
+
+export class S3Destination implements Destination {
+  readonly location: string;
+  private readonly partSize: number;
+  private readonly endpointName: string;
+
+  constructor(private readonly options: S3DestinationOptions) {
+    this.location = `s3://${options.bucket}/${options.key}`;
+    if (options.key.startsWith('/')) {
+      throw new PublishError('publication', `the S3 key ${options.key} starts with a slash: S3 keys are relative to the bucket (remove the leading slash from prefix)`);
+    }
+    if (!options.key) throw new PublishError('publication', 'the S3 key is empty');
+    this.partSize = options.partSize ?? DEFAULT_PART_SIZE;
+    if (!Number.isInteger(this.partSize) || this.partSize < MIN_PART_SIZE || this.partSize > MAX_PART_SIZE) {
+      throw new RangeError(`partSize must be an integer from 5 MiB to 5 GiB (S3's part size limits), not ${options.partSize}`);
+    }
+    this.endpointName = options.endpoint ?? `the S3 endpoint of region ${options.region}`;
+  }
+
+  async publish(body: Readable, opts: PublishOptions): Promise<PublishReceipt> {
+    const watch = new BodyWatch(body);
+    const abort = abortion(opts.signal);
+    const signal = opts.signal;
+    const handler = (keepAlive: boolean) => {
+      const agentOptions = { keepAlive, lookup: egressLookup(this.options.egress) };
+      return new NodeHttpHandler({
+        httpAgent: new HttpAgent(agentOptions),
+        httpsAgent: new HttpsAgent(agentOptions),
+        connectionTimeout: this.options.connectTimeoutMs ?? 10_000,
+        requestTimeout: this.options.requestTimeoutMs ?? 120_000,
+      });
+    };
+    const config = {
+      region: this.options.region,
+      ...(this.options.endpoint ? { endpoint: this.options.endpoint, forcePathStyle: true } : {}),
+      credentials: { accessKeyId: this.options.accessKeyId, secretAccessKey: this.options.secretAccessKey },
+      requestChecksumCalculation: 'WHEN_REQUIRED' as const,
+      responseChecksumValidation: 'WHEN_REQUIRED' as const,
+    };
+    const client = new S3Client({ ...config, requestHandler: handler(true) });
+    // The committing request is sent once: were a lost answer retried, the retry would meet our own
+    // object and report a collision. A failed commit is a publication failure; a retried run then
+    // reports collision if the first attempt did land, which is what collision means on a retry.
+    // It goes on a fresh connection, so that a kept-alive one the server has meanwhile closed
+    // cannot fail it.
+    const commitClient = new S3Client({ ...config, requestHandler: handler(false), maxAttempts: 1 });
+    let uploadId: string | undefined;
+    try {
+      await this.admitEndpoint();
+      await this.precheck(client, signal);
+      const reader = new PartReader(body, this.partSize);
+      const first = await Promise.race([reader.next(), abort.promise]);
+      if (!first.more) {
+        const digest = opts.digest();
+        const out = await commitClient.send(
+          new PutObjectCommand({
+            Bucket: this.options.bucket,
+            Key: this.options.key,
+            Body: first.part,
+            ContentLength: first.part.length,
+            ContentType: this.options.contentType ?? 'text/csv; charset=utf-8',
+            IfNoneMatch: '*',
+            Metadata: { 'svc-sha256': digest },
+          }),
+          signal ? { abortSignal: signal } : {},
+        );
+        return this.receipt(out.ETag, out.VersionId);
+      }
+      const created = await client.send(
+        new CreateMultipartUploadCommand({
+          Bucket: this.options.bucket,
+          Key: this.options.key,
+          ContentType: this.options.contentType ?? 'text/csv; charset=utf-8',
+        }),
+        signal ? { abortSignal: signal } : {},
+      );
+      uploadId = created.UploadId;
+      if (!uploadId) throw new PublishError('publication', `${this.endpointName} answered CreateMultipartUpload without an upload id`);
+      const parts: Array<{ PartNumber: number; ETag: string }> = [];
+      let current = first;
+      let inflight: Promise<void> | undefined;
+      for (let partNumber = 1; ; partNumber++) {
+        if (inflight) await inflight; // one part uploading while the next one is read: about two parts in memory
+        if (partNumber > MAX_PARTS) {
+          throw new PublishError('publication', `the file needs more than ${MAX_PARTS} parts of ${this.partSize} bytes, the most S3 accepts in one upload`);
+        }
+        inflight = this.uploadPart(client, uploadId, partNumber, current.part, parts, signal);
+        inflight.catch(() => {});
+        if (!current.more) break;
+        const failed = inflight.then(() => new Promise<never>(() => {}));
+        current = await Promise.race([reader.next(), abort.promise, failed]);
+      }
+      await inflight;
+      parts.sort((a, b) => a.PartNumber - b.PartNumber);
+      const out = await commitClient.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: this.options.bucket,
+          Key: this.options.key,
+          UploadId: uploadId,
+          MultipartUpload: { Parts: parts },
+          IfNoneMatch: '*',
+        }),
+        signal ? { abortSignal: signal } : {},
+      );
+      uploadId = undefined;
+      return this.receipt(out.ETag, out.VersionId);
+    } catch (err) {
+      let failure = this.classify(err);
+      if (uploadId) {
+        const left = await this.abortUpload(client, uploadId);
+        if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`);
+      }
+      throw outcome(watch, signal, failure);
+    } finally {
+      abort.dispose();
+      watch.release();
+      client.destroy();
+      commitClient.destroy();
+    }
+  }
+
+  /** An endpoint given as an IP literal is connected to without a name lookup: check it here. */
+  private async admitEndpoint(): Promise<void> {
+    if (!this.options.endpoint) return;
+    const host = new URL(this.options.endpoint).hostname;
+    if (parseAddress(host.replace(/^\[|\]$/g, ''))) await this.options.egress.admit(host);
+  }
+
+  private async precheck(client: S3Client, signal: AbortSignal | undefined): Promise<void> {
+    try {
+      await client.send(new HeadObjectCommand({ Bucket: this.options.bucket, Key: this.options.key }), signal ? { abortSignal: signal } : {});
+    } catch (err) {
+      const status = (err as S3Failure).$metadata?.httpStatusCode;
+      // 404: absent. 403: absent too (without s3:ListBucket S3 answers 403 for a missing key). Any
+      // other answer (a HEAD carries no error code: a wrong region is a bare 400 or 301) decides
+      // nothing either: the conditional write is the real check and its answer names the cause.
+      // No answer at all (network) ends here.
+      if (status !== undefined) return;
+      throw err;
+    }
+    throw new PublishError('collision', `${this.location} already exists; it was left untouched`);
+  }
+
+  private async uploadPart(
+    client: S3Client,
+    uploadId: string,
+    partNumber: number,
+    body: Buffer,
+    parts: Array<{ PartNumber: number; ETag: string }>,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const out = await client.send(
+      new UploadPartCommand({
+        Bucket: this.options.bucket,
+        Key: this.options.key,
+        UploadId: uploadId,
+        PartNumber: partNumber,
+        Body: body,
+        ContentLength: body.length,
+      }),
+      signal ? { abortSignal: signal } : {},
+    );
+    if (!out.ETag) throw new PublishError('publication', `${this.endpointName} answered UploadPart ${partNumber} without an ETag`);
+    parts.push({ PartNumber: partNumber, ETag: out.ETag });
+  }
+
+  /** Aborts the multipart upload (not under the caller's signal); answers what to add to the reason when it could not. */
+  private async abortUpload(client: S3Client, uploadId: string): Promise<string | undefined> {
+    try {
+      await client.send(new AbortMultipartUploadCommand({ Bucket: this.options.bucket, Key: this.options.key, UploadId: uploadId }));
+      return undefined;
+    } catch (err) {
+      const status = (err as S3Failure).$metadata?.httpStatusCode;
+      return `the incomplete multipart upload ${uploadId} could not be aborted${status ? ` (HTTP ${status})` : ''}`;
+    }
+  }
+
+  private receipt(etag: string | undefined, versionId: string | undefined): PublishReceipt {
+    return {
+      location: this.location,
+      ...(etag ? { etag: etag.replace(/^"|"$/g, '') } : {}),
+      ...(versionId ? { versionId } : {}),
+    };
+  }
+
+  /** Any failure as a PublishError: codes and statuses only, never S3's message text. */
+  private classify(err: unknown): PublishError {
+    if (err instanceof PublishError) return err;
+    if (isEgressDenied(err)) return new PublishError('publication', `S3 endpoint not contacted: ${findEgressError(err).message}`);
+    const e = (err ?? {}) as S3Failure;
+    const status = e.$metadata?.httpStatusCode;
+    const code = typeof e.Code === 'string' ? e.Code : typeof e.name === 'string' ? e.name : undefined;
+    const where = this.location;
+    if (code === 'PreconditionFailed' || status === 412 || code === 'ConditionalRequestConflict') {
+      return new PublishError('collision', `${where} already exists (S3 ${code ?? status} to the conditional write); it was left untouched`);
+    }
+    if (code === 'NoSuchBucket') return new PublishError('publication', `bucket ${this.options.bucket} does not exist at ${this.endpointName}`);
+    if (code === 'InvalidAccessKeyId' || code === 'SignatureDoesNotMatch') {
+      return new PublishError('publication', `S3 refused the credentials in access_key_env/secret_key_env (${code})`);
+    }
+    if (status === 403) {
+      return new PublishError('publication', `S3 refused the write to ${where} (${code && !GENERIC_NAMES.has(code) ? `${code}, ` : ''}HTTP 403): the credentials in access_key_env/secret_key_env were refused or may not write there`);
+    }
+    if (code === 'NoSuchUpload') return new PublishError('publication', `the multipart upload of ${where} disappeared before it was completed (NoSuchUpload)`);
+    if (code === 'EntityTooSmall' || code === 'EntityTooLarge') return new PublishError('publication', `S3 refused a part of ${where} (${code})`);
+    if (code === 'PermanentRedirect' || code === 'AuthorizationHeaderMalformed' || status === 301) {
+      return new PublishError('publication', `bucket ${this.options.bucket} is not in region ${this.options.region} (${code ?? `HTTP ${status}`})`);
+    }
+    if (status === undefined && (e.$metadata !== undefined || this.networkDetail(err) !== 'no answer')) {
+      return new PublishError('publication', `could not reach ${this.endpointName}: ${this.networkDetail(err)}`);
+    }
+    if (status === undefined) return new PublishError('publication', `publishing ${where} failed (${code ?? 'unexpected error'})`);
+    return new PublishError('publication', `S3 answered HTTP ${status}${code && !GENERIC_NAMES.has(code) ? ` ${code}` : ''} while publishing ${where}`);
+  }
+
+  /** The local (Node.js) description of a failed connection: its error code, never a server's text. */
+  private networkDetail(err: unknown): string {
+    const e = (err ?? {}) as S3Failure;
+    if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) {
+      return describeNetworkError(err, { connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000 });
+    }
+    if (typeof e.name === 'string' && NETWORK_CODES.has(e.name)) return e.name;
+    // The SDK wraps an error from another realm (a test runner's sandbox) into a bare Error whose
+    // message is the original's: take the system error code from it.
+    const wrapped = /^AWS SDK error wrapper for .*?\b(E[A-Z]{3,})\b/.exec(String(e.message ?? ''));
+    if (wrapped?.[1]) return `${wrapped[1]} (no connection)`;
+    return 'no answer';
+  }
+}
+
+function findEgressError(err: unknown): EgressDeniedError {
+  let current: unknown = err;
+  for (let depth = 0; depth < 4 && current && typeof current === 'object'; depth++) {
+    if ((current as { code?: unknown }).code === 'EGRESS_DENIED') return current as EgressDeniedError;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return err as EgressDeniedError;
+}
+
+/**
+ * Reads a byte stream in parts of `size` bytes: `next()` gives the next part (the last one may be
+ * shorter or empty) and whether more bytes follow it. Holds at most one part plus one chunk.
+ */
+class PartReader {
+  private readonly iterator: AsyncIterator<Buffer | string>;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private ended = false;
+
+  constructor(
+    body: Readable,
+    private readonly size: number,
+  ) {
+    // Not destroyed by an early return: BodyWatch.release() decides what happens to the body.
+    this.iterator = body.iterator({ destroyOnReturn: false })[Symbol.asyncIterator]();
+  }
+
+  /** The next part; `more` is true when at least one byte follows it. */
+  async next(): Promise<{ part: Buffer; more: boolean }> {
+    while (!this.ended && this.pendingBytes <= this.size) {
+      const { value, done } = await this.iterator.next();
+      if (done) {
+        this.ended = true;
+        break;
+      }
+      const chunk = typeof value === 'string' ? Buffer.from(value) : value;
+      if (chunk.length === 0) continue;
+      this.pending.push(chunk);
+      this.pendingBytes += chunk.length;
+    }
+    const all = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes);
+    if (this.pendingBytes <= this.size) {
+      this.pending = [];
+      this.pendingBytes = 0;
+      return { part: all, more: false };
+    }
+    const part = all.subarray(0, this.size);
+    const rest = Buffer.from(all.subarray(this.size)); // a copy, so the part's memory can go once it is sent
+    this.pending = [rest];
+    this.pendingBytes = rest.length;
+    return { part, more: true };
+  }
+}
