@@ -1,0 +1,209 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { startS3, type TestS3 } from '../../../test/harness/s3.js';
+import type { Promote } from '../../../src/connectors/types.js';
+
+/**
+ * Exports to an S3-compatible server on loopback (test/harness/s3.ts: fauxqs with S3's signature
+ * check and conditional writes added), through the HTTP API of a dev-bypass hub: a single-part
+ * object with its SHA-256 as metadata, a multipart object above 8 MiB, an existing key left
+ * untouched, two exports racing for one key (one publishes, the other ends in collision), refused
+ * credentials, an empty entity (a header-only file, or 0 bytes without header, still published),
+ * and a versioned bucket's version id in the receipt.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let s3: TestS3;
+let api: Client;
+const T = 1;
+const CONNECTOR = '00000000-0000-0000-0000-0000000000c2';
+const ENDPOINT = '00000000-0000-0000-0000-0000000000e2';
+const BUCKET = 'drops';
+const BIG = 120_000;
+
+type Run = { id: string; status: string; rowCount: number | null; byteCount: number | null; sha256: string | null; location: string | null; failureCode: string | null; failureReason: string | null; etag?: string; versionId?: string };
+
+const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+function entity(name: string, table: string) {
+  return {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Entity',
+    metadata: { name },
+    spec: {
+      scope: 'crm',
+      key: 'id',
+      columns: [
+        { name: 'id', type: 'text' },
+        { name: 'label', type: 'text' },
+        { name: 'amount', type: 'numeric' },
+      ],
+      sources: [{ table, key: 'external_id', columns: { id: 'external_id', label: 'label', amount: 'amount' } }],
+    },
+  };
+}
+
+function exportOf(name: string, entityName: string, destination: Record<string, unknown>, spec: Record<string, unknown> = {}) {
+  return {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Export',
+    metadata: { name },
+    spec: {
+      scope: 'crm',
+      source: { entity: entityName },
+      columns: ['id', 'label', 'amount'],
+      order: ['id'],
+      format: { kind: 'csv' },
+      destination: { kind: 's3', bucket: BUCKET, endpoint: s3.endpoint, region: s3.region, access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET', ...destination },
+      mode: 'snapshot',
+      ...spec,
+    },
+  };
+}
+
+async function settle(name: string, runId: string): Promise<Run> {
+  for (let i = 0; i < 600; i++) {
+    const run = (await api.get(`/api/exports/${name}/runs/${runId}`)).body as Run;
+    if (run.status !== 'Running') return run;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`run ${runId} did not end`);
+}
+
+async function start(name: string): Promise<string> {
+  const started = await api.post(`/api/exports/${name}/runs`);
+  expect(started.status).toBe(202);
+  return (started.body as { runId: string }).runId;
+}
+
+const runToEnd = async (name: string) => settle(name, await start(name));
+
+async function applied(manifest: unknown) {
+  const res = await api.post('/api/exports/apply', manifest);
+  expect({ status: res.status, body: res.body }).toMatchObject({ status: 201 });
+}
+
+beforeAll(async () => {
+  s3 = await startS3();
+  s3.createBucket(BUCKET);
+  hub = await startTestHub();
+  owner = await ownerClient(hub.ownerUrl);
+  api = devClient(hub.url, T);
+  for (const table of ['ext.small', 'ext.big', 'ext.empty']) await hub.services.connectors.ext.ensureTable(T, table, [promote('label', 'text'), promote('amount', 'numeric')]);
+  await owner.query(
+    `insert into ext_t${T}.small (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label, amount)
+     values ($1, 'a', 'h-a', '{}', $2, $3, 'first, "quoted"', 1.50), ($1, 'b', 'h-b', '{}', $2, $3, null, -2), ($1, 'c', 'h-c', '{}', $2, $3, 'Ünïcode ✓', null)`,
+    [T, CONNECTOR, ENDPOINT],
+  );
+  await owner.query(
+    `insert into ext_t${T}.big (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label, amount)
+     select $1, lpad(i::text, 7, '0'), 'h' || i, '{}', $2, $3, 'partner number ' || i || ', "ltd" and some padding text', i * 1.25
+       from generate_series(1, $4) as i`,
+    [T, CONNECTOR, ENDPOINT, BIG],
+  );
+  for (const [name, table] of [['small', 'ext.small'], ['big', 'ext.big'], ['empty', 'ext.empty']] as const) {
+    expect((await api.post('/api/entities/apply', entity(name, table))).status).toBe(201);
+  }
+  for (const [name, value] of [['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey], ['WRONG_SECRET', 'not-the-secret-key']]) {
+    expect((await api.post('/api/platform/secrets', { name, value })).status).toBe(201);
+  }
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+  await s3?.stop();
+});
+
+describe('S3 publication', () => {
+  it('puts a single-part object with its SHA-256 as metadata; the receipt matches the bytes', async () => {
+    await applied(exportOf('small', 'small', { prefix: 'daily/${date}/', filename: 'small.csv' }));
+    const run = await runToEnd('small');
+    expect(run).toMatchObject({ status: 'Completed', rowCount: 3, failureCode: null });
+    const key = `daily/${new Date().toISOString().slice(0, 10)}/small.csv`;
+    const stored = s3.getObject(BUCKET, key)!;
+    expect(stored.body.toString('utf8')).toBe('"id","label","amount"\r\n"a","first, ""quoted""","1.50"\r\n"b",,"-2"\r\n"c","Ünïcode ✓",\r\n');
+    expect(run.sha256).toBe(sha(stored.body));
+    expect(run.byteCount).toBe(stored.body.length);
+    expect(stored.metadata['svc-sha256']).toBe(run.sha256);
+    expect(run.location).toBe(`s3://${BUCKET}/${key}`);
+    expect(run.etag?.replaceAll('"', '')).toBe(stored.etag.replaceAll('"', ''));
+  });
+
+  it('leaves an existing key untouched: collision', async () => {
+    const run = await runToEnd('small');
+    expect(run.failureCode).toBe('collision');
+    await applied(exportOf('theirs', 'small', { filename: 'theirs.csv' }));
+    s3.putObject(BUCKET, 'theirs.csv', 'their file\n');
+    expect((await runToEnd('theirs')).failureCode).toBe('collision');
+    expect(s3.getObject(BUCKET, 'theirs.csv')!.body.toString()).toBe('their file\n');
+  });
+
+  it('uploads above 8 MiB in parts, the object the exact bytes of the receipt', async () => {
+    await applied(exportOf('big', 'big', { filename: 'big.csv' }));
+    const run = await runToEnd('big');
+    expect(run).toMatchObject({ status: 'Completed', rowCount: BIG });
+    const stored = s3.getObject(BUCKET, 'big.csv')!;
+    expect(run.byteCount).toBeGreaterThan(8 * 1024 * 1024);
+    expect(stored.body.length).toBe(run.byteCount);
+    expect(sha(stored.body)).toBe(run.sha256);
+    expect(stored.etag).toMatch(/-2"?$/);
+    const text = stored.body.toString('utf8');
+    expect(text.startsWith('"id","label","amount"\r\n"0000001","partner number 1, ""ltd"" and some padding text","1.25"\r\n')).toBe(true);
+    expect(text.split('\r\n').length).toBe(BIG + 2);
+    expect(s3.listMultipartUploads(BUCKET)).toEqual([]);
+  });
+
+  it('lets one of two exports racing for the same key publish; the other ends in collision', async () => {
+    await applied(exportOf('race-a', 'small', { filename: 'race.csv' }));
+    await applied(exportOf('race-b', 'big', { filename: 'race.csv' }));
+    const [a, b] = await Promise.all([start('race-a'), start('race-b')]);
+    const runs = [await settle('race-a', a), await settle('race-b', b)];
+    expect(runs.map((r) => r.status).sort()).toEqual(['Completed', 'Failed']);
+    const winner = runs.find((r) => r.status === 'Completed')!;
+    expect(runs.find((r) => r.status === 'Failed')!.failureCode).toBe('collision');
+    expect(sha(s3.getObject(BUCKET, 'race.csv')!.body)).toBe(winner.sha256);
+    expect(s3.listMultipartUploads(BUCKET)).toEqual([]);
+  });
+
+  it('fails refused credentials as publication, naming the secret field and never the secret', async () => {
+    await applied(exportOf('wrong', 'small', { filename: 'wrong.csv', secret_key_env: 'WRONG_SECRET' }));
+    const run = await runToEnd('wrong');
+    expect(run.failureCode).toBe('publication');
+    expect(run.failureReason).toMatch(/secret_key_env|credential/);
+    expect(run.failureReason).not.toContain('not-the-secret-key');
+    expect(run.failureReason).not.toContain(s3.secretAccessKey);
+    expect(s3.getObject(BUCKET, 'wrong.csv')).toBeUndefined();
+  });
+
+  it('publishes an empty entity as a header-only file, or 0 bytes without a header', async () => {
+    await applied(exportOf('empty', 'empty', { filename: 'empty.csv' }));
+    const withHeader = await runToEnd('empty');
+    expect(withHeader).toMatchObject({ status: 'Completed', rowCount: 0 });
+    expect(s3.getObject(BUCKET, 'empty.csv')!.body.toString()).toBe('"id","label","amount"\r\n');
+    await applied(exportOf('bare', 'empty', { filename: 'bare.csv' }, { format: { kind: 'csv', header: false } }));
+    const bare = await runToEnd('bare');
+    expect(bare).toMatchObject({ status: 'Completed', rowCount: 0, byteCount: 0, sha256: sha(Buffer.alloc(0)) });
+    expect(s3.getObject(BUCKET, 'bare.csv')!.body.length).toBe(0);
+  });
+
+  it('records the version id of a versioned bucket', async () => {
+    s3.createBucket('versioned');
+    s3.setVersioned('versioned');
+    await applied(exportOf('versioned', 'small', { bucket: 'versioned', filename: 'v.csv' }));
+    const run = await runToEnd('versioned');
+    expect(run.status).toBe('Completed');
+    expect(run.versionId).toEqual(expect.any(String));
+  });
+
+  it('uses the delimiter of the manifest, also one outside ASCII', async () => {
+    await applied(exportOf('semi', 'small', { filename: 'semi.csv' }, { format: { kind: 'csv', delimiter: '§' } }));
+    expect((await runToEnd('semi')).status).toBe('Completed');
+    expect(s3.getObject(BUCKET, 'semi.csv')!.body.toString('utf8')).toBe('"id"§"label"§"amount"\r\n"a"§"first, ""quoted"""§"1.50"\r\n"b"§§"-2"\r\n"c"§"Ünïcode ✓"§\r\n');
+  });
+});
