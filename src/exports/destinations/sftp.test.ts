@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { startSshd, type TestSshd } from '../../../test/harness/sshd.js';
+import { describeWithSshd, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
 import { until } from '../../../test/harness/until.js';
 import { EgressPolicy } from '../../egress/policy.js';
 import { PublishError } from './destination.js';
@@ -19,323 +19,325 @@ let sshd: TestSshd;
 let local: string;
 let counter = 0;
 
-beforeAll(async () => {
-  sshd = await startSshd();
-  local = mkdtempSync(join(tmpdir(), 'svc-sftp-get-'));
-});
-
-afterAll(async () => {
-  await sshd?.stop();
-  if (local) rmSync(local, { recursive: true, force: true });
-});
-
-/** A fresh directory the SFTP user owns, under the server's root. */
-function freshDir(): string {
-  const dir = join(sshd.root, `d${++counter}`);
-  mkdirSync(dir);
-  const { uid, gid } = statSync(sshd.root);
-  chownSync(dir, uid, gid);
-  return dir;
-}
-
-function destination(path: string, over: Partial<SftpDestinationOptions> = {}): SftpDestination {
-  return new SftpDestination({
-    host: '127.0.0.1',
-    port: sshd.port,
-    user: sshd.user,
-    path,
-    hostKeyFingerprint: sshd.fingerprint,
-    password: sshd.password,
-    egress: EgressPolicy.open(),
-    connectTimeoutMs: 10_000,
-    ...over,
+describeWithSshd('SFTP publication against a real OpenSSH server', () => {
+  beforeAll(async () => {
+    sshd = await startSshd();
+    local = mkdtempSync(join(tmpdir(), 'svc-sftp-get-'));
   });
-}
 
-function sha256(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
+  afterAll(async () => {
+    await sshd?.stop();
+    if (local) rmSync(local, { recursive: true, force: true });
+  });
 
-/** A byte stream of `bytes` in chunks of `chunk` bytes. */
-function bodyOf(bytes: Buffer, chunk = 64 * 1024): Readable {
-  return Readable.from(
-    (function* () {
-      for (let at = 0; at < bytes.length; at += chunk) yield bytes.subarray(at, at + chunk);
-    })(),
-    { objectMode: false },
-  );
-}
+  /** A fresh directory the SFTP user owns, under the server's root. */
+  function freshDir(): string {
+    const dir = join(sshd.root, `d${++counter}`);
+    mkdirSync(dir);
+    const { uid, gid } = statSync(sshd.root);
+    chownSync(dir, uid, gid);
+    return dir;
+  }
 
-/** What the real `sftp` command-line client downloads from `remote`, logged in with the test key. */
-async function getWithSftpCli(remote: string): Promise<Buffer> {
-  const target = join(local, `got-${++counter}`);
-  const child = execFile(
-    'sftp',
-    ['-b', '-', '-P', String(sshd.port), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-i', sshd.privateKeyFile, `${sshd.user}@127.0.0.1`],
-    { encoding: 'utf8' },
-  );
-  const done = new Promise<void>((resolve, reject) => {
-    let stderr = '';
-    child.stderr?.on('data', (d: string) => {
-      stderr += d;
+  function destination(path: string, over: Partial<SftpDestinationOptions> = {}): SftpDestination {
+    return new SftpDestination({
+      host: '127.0.0.1',
+      port: sshd.port,
+      user: sshd.user,
+      path,
+      hostKeyFingerprint: sshd.fingerprint,
+      password: sshd.password,
+      egress: EgressPolicy.open(),
+      connectTimeoutMs: 10_000,
+      ...over,
     });
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`sftp exited ${code}: ${stderr}`))));
-  });
-  child.stdin!.end(`get "${remote}" "${target}"\n`);
-  await done;
-  return readFileSync(target);
-}
+  }
 
-/**
- * Shows that sshd saw no connection since `before`: a marker publication, which does connect, must
- * show in sshd's log as the one connection since then (sshd logs connections in order).
- */
-async function expectNoConnectionSince(before: number): Promise<void> {
-  const dir = freshDir();
-  await destination(join(dir, 'marker.csv')).publish(bodyOf(Buffer.from('m')), { digest: () => '' });
-  await until('sshd to log the marker connection', () => sshd.connections() >= before + 1, { detail: () => sshd.log() });
-  expect(sshd.connections()).toBe(before + 1);
-}
+  function sha256(bytes: Buffer): string {
+    return createHash('sha256').update(bytes).digest('hex');
+  }
 
-function partFiles(dir: string): string[] {
-  return readdirSync(dir).filter((name) => name.endsWith('.part'));
-}
+  /** A byte stream of `bytes` in chunks of `chunk` bytes. */
+  function bodyOf(bytes: Buffer, chunk = 64 * 1024): Readable {
+    return Readable.from(
+      (function* () {
+        for (let at = 0; at < bytes.length; at += chunk) yield bytes.subarray(at, at + chunk);
+      })(),
+      { objectMode: false },
+    );
+  }
 
-describe('SftpDestination against OpenSSH', () => {
-  it('publishes the exact bytes with password login; the sftp client reads them back; no .part is left', async () => {
+  /** What the real `sftp` command-line client downloads from `remote`, logged in with the test key. */
+  async function getWithSftpCli(remote: string): Promise<Buffer> {
+    const target = join(local, `got-${++counter}`);
+    const child = execFile(
+      'sftp',
+      ['-b', '-', '-P', String(sshd.port), '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-i', sshd.privateKeyFile, `${sshd.user}@127.0.0.1`],
+      { encoding: 'utf8' },
+    );
+    const done = new Promise<void>((resolve, reject) => {
+      let stderr = '';
+      child.stderr?.on('data', (d: string) => {
+        stderr += d;
+      });
+      child.once('error', reject);
+      child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`sftp exited ${code}: ${stderr}`))));
+    });
+    child.stdin!.end(`get "${remote}" "${target}"\n`);
+    await done;
+    return readFileSync(target);
+  }
+
+  /**
+   * Shows that sshd saw no connection since `before`: a marker publication, which does connect, must
+   * show in sshd's log as the one connection since then (sshd logs connections in order).
+   */
+  async function expectNoConnectionSince(before: number): Promise<void> {
     const dir = freshDir();
-    const path = join(dir, 'partners.csv');
-    const bytes = Buffer.from('"id","name"\r\n"1","Zoë, \u201cquoted\u201d"\r\n', 'utf8');
-    const dest = destination(path);
-    const receipt = await dest.publish(bodyOf(bytes, 7), { digest: () => sha256(bytes) });
-    expect(receipt).toEqual({ location: `sftp://${sshd.user}@127.0.0.1:${sshd.port}${path}` });
-    expect(dest.location).toBe(receipt.location);
-    expect(readFileSync(path)).toEqual(bytes);
-    expect(await getWithSftpCli(path)).toEqual(bytes);
-    expect(readdirSync(dir)).toEqual(['partners.csv']);
-  });
+    await destination(join(dir, 'marker.csv')).publish(bodyOf(Buffer.from('m')), { digest: () => '' });
+    await until('sshd to log the marker connection', () => sshd.connections() >= before + 1, { detail: () => sshd.log() });
+    expect(sshd.connections()).toBe(before + 1);
+  }
 
-  it('publishes a larger body with key login, byte for byte', async () => {
-    const dir = freshDir();
-    const path = join(dir, 'big.csv');
-    const bytes = randomBytes(3 * 1024 * 1024 + 17);
-    const receipt = await destination(path, { password: undefined, privateKey: sshd.privateKey }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
-    expect(receipt.location).toBe(`sftp://${sshd.user}@127.0.0.1:${sshd.port}${path}`);
-    const got = await getWithSftpCli(path);
-    expect(got.length).toBe(bytes.length);
-    expect(sha256(got)).toBe(sha256(bytes));
-    expect(partFiles(dir)).toEqual([]);
-  });
+  function partFiles(dir: string): string[] {
+    return readdirSync(dir).filter((name) => name.endsWith('.part'));
+  }
 
-  it('publishes an empty body as an empty file', async () => {
-    const dir = freshDir();
-    const path = join(dir, 'empty.csv');
-    await destination(path).publish(bodyOf(Buffer.alloc(0)), { digest: () => sha256(Buffer.alloc(0)) });
-    expect(readFileSync(path).length).toBe(0);
-    expect(readdirSync(dir)).toEqual(['empty.csv']);
-  });
+  describe('SftpDestination against OpenSSH', () => {
+    it('publishes the exact bytes with password login; the sftp client reads them back; no .part is left', async () => {
+      const dir = freshDir();
+      const path = join(dir, 'partners.csv');
+      const bytes = Buffer.from('"id","name"\r\n"1","Zoë, \u201cquoted\u201d"\r\n', 'utf8');
+      const dest = destination(path);
+      const receipt = await dest.publish(bodyOf(bytes, 7), { digest: () => sha256(bytes) });
+      expect(receipt).toEqual({ location: `sftp://${sshd.user}@127.0.0.1:${sshd.port}${path}` });
+      expect(dest.location).toBe(receipt.location);
+      expect(readFileSync(path)).toEqual(bytes);
+      expect(await getWithSftpCli(path)).toEqual(bytes);
+      expect(readdirSync(dir)).toEqual(['partners.csv']);
+    });
 
-  it('refuses a host key other than the configured fingerprint, naming both, and writes nothing', async () => {
-    const dir = freshDir();
-    const wrong = sshFingerprint(randomBytes(51));
-    const body = bodyOf(Buffer.from('"a"\r\n'));
-    const err = (await destination(join(dir, 'x.csv'), { hostKeyFingerprint: wrong })
-      .publish(body, { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err).toBeInstanceOf(PublishError);
-    expect(err.code).toBe('publication');
-    expect(err.reason).toContain(wrong);
-    expect(err.reason).toContain(sshd.fingerprint);
-    expect(err.reason).toContain(`127.0.0.1:${sshd.port}`);
-    expect(readdirSync(dir)).toEqual([]);
-    expect(body.destroyed).toBe(true);
-  });
+    it('publishes a larger body with key login, byte for byte', async () => {
+      const dir = freshDir();
+      const path = join(dir, 'big.csv');
+      const bytes = randomBytes(3 * 1024 * 1024 + 17);
+      const receipt = await destination(path, { password: undefined, privateKey: sshd.privateKey }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
+      expect(receipt.location).toBe(`sftp://${sshd.user}@127.0.0.1:${sshd.port}${path}`);
+      const got = await getWithSftpCli(path);
+      expect(got.length).toBe(bytes.length);
+      expect(sha256(got)).toBe(sha256(bytes));
+      expect(partFiles(dir)).toEqual([]);
+    });
 
-  it('accepts the fingerprint with padding or a lower-case prefix', async () => {
-    const dir = freshDir();
-    const path = join(dir, 'fp.csv');
-    const bytes = Buffer.from('"a"\r\n');
-    const pasted = `sha256:${sshd.fingerprint.slice('SHA256:'.length)}=`;
-    await destination(path, { hostKeyFingerprint: pasted }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
-    expect(readFileSync(path)).toEqual(bytes);
-  });
+    it('publishes an empty body as an empty file', async () => {
+      const dir = freshDir();
+      const path = join(dir, 'empty.csv');
+      await destination(path).publish(bodyOf(Buffer.alloc(0)), { digest: () => sha256(Buffer.alloc(0)) });
+      expect(readFileSync(path).length).toBe(0);
+      expect(readdirSync(dir)).toEqual(['empty.csv']);
+    });
 
-  it('reports a refused password as publication naming the user and the secret, never the password', async () => {
-    const dir = freshDir();
-    const wrongPassword = `not-${sshd.password}`;
-    const err = (await destination(join(dir, 'x.csv'), { password: wrongPassword })
-      .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err).toBeInstanceOf(PublishError);
-    expect(err.code).toBe('publication');
-    expect(err.reason).toContain(`user ${sshd.user}`);
-    expect(err.reason).toContain('password_env');
-    expect(err.reason).not.toContain(wrongPassword);
-    expect(readdirSync(dir)).toEqual([]);
-  });
+    it('refuses a host key other than the configured fingerprint, naming both, and writes nothing', async () => {
+      const dir = freshDir();
+      const wrong = sshFingerprint(randomBytes(51));
+      const body = bodyOf(Buffer.from('"a"\r\n'));
+      const err = (await destination(join(dir, 'x.csv'), { hostKeyFingerprint: wrong })
+        .publish(body, { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('publication');
+      expect(err.reason).toContain(wrong);
+      expect(err.reason).toContain(sshd.fingerprint);
+      expect(err.reason).toContain(`127.0.0.1:${sshd.port}`);
+      expect(readdirSync(dir)).toEqual([]);
+      expect(body.destroyed).toBe(true);
+    });
 
-  it('reports a refused key as publication naming key_env', async () => {
-    const dir = freshDir();
-    const other = mkdtempSync(join(tmpdir(), 'svc-sftp-key-'));
-    try {
-      await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(other, 'k')]);
-      const err = (await destination(join(dir, 'x.csv'), { password: undefined, privateKey: readFileSync(join(other, 'k'), 'utf8') })
+    it('accepts the fingerprint with padding or a lower-case prefix', async () => {
+      const dir = freshDir();
+      const path = join(dir, 'fp.csv');
+      const bytes = Buffer.from('"a"\r\n');
+      const pasted = `sha256:${sshd.fingerprint.slice('SHA256:'.length)}=`;
+      await destination(path, { hostKeyFingerprint: pasted }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
+      expect(readFileSync(path)).toEqual(bytes);
+    });
+
+    it('reports a refused password as publication naming the user and the secret, never the password', async () => {
+      const dir = freshDir();
+      const wrongPassword = `not-${sshd.password}`;
+      const err = (await destination(join(dir, 'x.csv'), { password: wrongPassword })
+        .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('publication');
+      expect(err.reason).toContain(`user ${sshd.user}`);
+      expect(err.reason).toContain('password_env');
+      expect(err.reason).not.toContain(wrongPassword);
+      expect(readdirSync(dir)).toEqual([]);
+    });
+
+    it('reports a refused key as publication naming key_env', async () => {
+      const dir = freshDir();
+      const other = mkdtempSync(join(tmpdir(), 'svc-sftp-key-'));
+      try {
+        await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(other, 'k')]);
+        const err = (await destination(join(dir, 'x.csv'), { password: undefined, privateKey: readFileSync(join(other, 'k'), 'utf8') })
+          .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+          .catch((e: unknown) => e)) as PublishError;
+        expect(err.code).toBe('publication');
+        expect(err.reason).toContain('key_env');
+        expect(err.reason).not.toContain('PRIVATE KEY');
+      } finally {
+        rmSync(other, { recursive: true, force: true });
+      }
+    });
+
+    it('refuses a directory that does not exist', async () => {
+      const dir = join(sshd.root, 'missing', 'deeper');
+      const err = (await destination(join(dir, 'x.csv'))
         .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
         .catch((e: unknown) => e)) as PublishError;
       expect(err.code).toBe('publication');
-      expect(err.reason).toContain('key_env');
-      expect(err.reason).not.toContain('PRIVATE KEY');
-    } finally {
-      rmSync(other, { recursive: true, force: true });
-    }
-  });
-
-  it('refuses a directory that does not exist', async () => {
-    const dir = join(sshd.root, 'missing', 'deeper');
-    const err = (await destination(join(dir, 'x.csv'))
-      .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err.code).toBe('publication');
-    expect(err.reason).toBe(`directory ${dir} does not exist on 127.0.0.1:${sshd.port}`);
-    expect(existsSync(join(sshd.root, 'missing'))).toBe(false);
-  });
-
-  it('reports a write the server refuses (no permission) as publication with the SFTP status', async () => {
-    const dir = join(sshd.root, `root-owned-${++counter}`);
-    mkdirSync(dir, { mode: 0o755 }); // owned by root: the SFTP user may not create files in it
-    const err = (await destination(join(dir, 'x.csv'))
-      .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err.code).toBe('publication');
-    expect(err.reason).toContain('SFTP status 3, permission denied');
-    expect(readdirSync(dir)).toEqual([]);
-  });
-
-  it('ends in collision when the final name exists, leaving it untouched and no .part behind', async () => {
-    const dir = freshDir();
-    const path = join(dir, 'taken.csv');
-    writeFileSync(path, 'earlier delivery');
-    const body = bodyOf(Buffer.from('"new"\r\n'));
-    const err = (await destination(path)
-      .publish(body, { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err).toBeInstanceOf(PublishError);
-    expect(err.code).toBe('collision');
-    expect(err.reason).toContain(path);
-    expect(readFileSync(path, 'utf8')).toBe('earlier delivery');
-    expect(readdirSync(dir)).toEqual(['taken.csv']);
-    expect(body.destroyed).toBe(true);
-  });
-
-  it('ends in collision when the final name appears during the upload: the rename is refused, the .part removed', async () => {
-    const dir = freshDir();
-    const path = join(dir, 'raced.csv');
-    const body = Readable.from(
-      (async function* () {
-        yield Buffer.alloc(256 * 1024, 'a');
-        await until('the .part file on the server', () => partFiles(dir).length === 1);
-        writeFileSync(path, 'the other writer');
-        yield Buffer.alloc(1024, 'b');
-      })(),
-      { objectMode: false },
-    );
-    const err = (await destination(path)
-      .publish(body, { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err).toBeInstanceOf(PublishError);
-    expect(err.code).toBe('collision');
-    expect(readFileSync(path, 'utf8')).toBe('the other writer');
-    expect(readdirSync(dir)).toEqual(['raced.csv']);
-  });
-
-  it('rethrows the body’s own error object when generation fails mid-way, and removes the .part', async () => {
-    const dir = freshDir();
-    const failure = new Error('the snapshot query failed');
-    let sawPart = false;
-    const body = Readable.from(
-      (async function* () {
-        yield Buffer.alloc(128 * 1024, 'a');
-        await until('the .part file on the server', () => partFiles(dir).length === 1);
-        sawPart = true;
-        throw failure;
-      })(),
-      { objectMode: false },
-    );
-    const err = await destination(join(dir, 'broken.csv'))
-      .publish(body, { digest: () => '' })
-      .catch((e: unknown) => e);
-    expect(err).toBe(failure);
-    expect(sawPart).toBe(true);
-    expect(readdirSync(dir)).toEqual([]);
-  });
-
-  it('rethrows the error of a body that failed before publication began, without connecting', async () => {
-    const failure = new Error('the entity was dropped');
-    const body = new Readable({ read() {} });
-    body.on('error', () => {});
-    body.destroy(failure);
-    await until('the body to report its error', () => body.errored);
-    const before = sshd.connections();
-    const err = await destination(join(sshd.root, 'never-started.csv'))
-      .publish(body, { digest: () => '' })
-      .catch((e: unknown) => e);
-    expect(err).toBe(failure);
-    await expectNoConnectionSince(before);
-  });
-
-  it('stops on abort: throws the signal’s reason and removes the .part', async () => {
-    const dir = freshDir();
-    const controller = new AbortController();
-    const reason = new Error('the hub is stopping');
-    const body = Readable.from(
-      (async function* () {
-        yield Buffer.alloc(64 * 1024, 'a');
-        await until('the .part file on the server', () => partFiles(dir).length === 1);
-        controller.abort(reason);
-        yield Buffer.alloc(64 * 1024, 'b');
-        await new Promise(() => {}); // never ends by itself
-      })(),
-      { objectMode: false },
-    );
-    const err = await destination(join(dir, 'aborted.csv'))
-      .publish(body, { digest: () => '', signal: controller.signal })
-      .catch((e: unknown) => e);
-    expect(err).toBe(reason);
-    expect(readdirSync(dir)).toEqual([]);
-    expect(body.destroyed).toBe(true);
-  });
-
-  it('refuses a loopback host under deny-private before connecting (sshd sees no connection)', async () => {
-    const before = sshd.connections();
-    const err = (await destination(join(sshd.root, 'never.csv'), { egress: new EgressPolicy({ denyPrivate: true }) })
-      .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err).toBeInstanceOf(PublishError);
-    expect(err.code).toBe('publication');
-    expect(err.reason).toContain('127.0.0.1');
-    expect(err.reason).toContain('a loopback address');
-    expect(err.reason).toContain('outbound address policy');
-    await expectNoConnectionSince(before);
-    expect(existsSync(join(sshd.root, 'never.csv'))).toBe(false);
-  });
-
-  it('reports a port nobody listens on as publication naming host:port', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const server = createServer().listen(0, '127.0.0.1', () => {
-        const address = server.address();
-        server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-      });
+      expect(err.reason).toBe(`directory ${dir} does not exist on 127.0.0.1:${sshd.port}`);
+      expect(existsSync(join(sshd.root, 'missing'))).toBe(false);
     });
-    const err = (await destination('/tmp/x.csv', { port })
-      .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
-      .catch((e: unknown) => e)) as PublishError;
-    expect(err.code).toBe('publication');
-    expect(err.reason).toContain(`127.0.0.1:${port}`);
-    expect(err.reason).toContain('ECONNREFUSED');
-  });
 
-  it('names a relative path relative to the login directory in the location', () => {
-    expect(destination('out/file.csv').location).toBe(`sftp://${sshd.user}@127.0.0.1:${sshd.port}/~/out/file.csv`);
+    it('reports a write the server refuses (no permission) as publication with the SFTP status', async () => {
+      const dir = join(sshd.root, `root-owned-${++counter}`);
+      mkdirSync(dir, { mode: 0o755 }); // owned by root: the SFTP user may not create files in it
+      const err = (await destination(join(dir, 'x.csv'))
+        .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err.code).toBe('publication');
+      expect(err.reason).toContain('SFTP status 3, permission denied');
+      expect(readdirSync(dir)).toEqual([]);
+    });
+
+    it('ends in collision when the final name exists, leaving it untouched and no .part behind', async () => {
+      const dir = freshDir();
+      const path = join(dir, 'taken.csv');
+      writeFileSync(path, 'earlier delivery');
+      const body = bodyOf(Buffer.from('"new"\r\n'));
+      const err = (await destination(path)
+        .publish(body, { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('collision');
+      expect(err.reason).toContain(path);
+      expect(readFileSync(path, 'utf8')).toBe('earlier delivery');
+      expect(readdirSync(dir)).toEqual(['taken.csv']);
+      expect(body.destroyed).toBe(true);
+    });
+
+    it('ends in collision when the final name appears during the upload: the rename is refused, the .part removed', async () => {
+      const dir = freshDir();
+      const path = join(dir, 'raced.csv');
+      const body = Readable.from(
+        (async function* () {
+          yield Buffer.alloc(256 * 1024, 'a');
+          await until('the .part file on the server', () => partFiles(dir).length === 1);
+          writeFileSync(path, 'the other writer');
+          yield Buffer.alloc(1024, 'b');
+        })(),
+        { objectMode: false },
+      );
+      const err = (await destination(path)
+        .publish(body, { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('collision');
+      expect(readFileSync(path, 'utf8')).toBe('the other writer');
+      expect(readdirSync(dir)).toEqual(['raced.csv']);
+    });
+
+    it('rethrows the body’s own error object when generation fails mid-way, and removes the .part', async () => {
+      const dir = freshDir();
+      const failure = new Error('the snapshot query failed');
+      let sawPart = false;
+      const body = Readable.from(
+        (async function* () {
+          yield Buffer.alloc(128 * 1024, 'a');
+          await until('the .part file on the server', () => partFiles(dir).length === 1);
+          sawPart = true;
+          throw failure;
+        })(),
+        { objectMode: false },
+      );
+      const err = await destination(join(dir, 'broken.csv'))
+        .publish(body, { digest: () => '' })
+        .catch((e: unknown) => e);
+      expect(err).toBe(failure);
+      expect(sawPart).toBe(true);
+      expect(readdirSync(dir)).toEqual([]);
+    });
+
+    it('rethrows the error of a body that failed before publication began, without connecting', async () => {
+      const failure = new Error('the entity was dropped');
+      const body = new Readable({ read() {} });
+      body.on('error', () => {});
+      body.destroy(failure);
+      await until('the body to report its error', () => body.errored);
+      const before = sshd.connections();
+      const err = await destination(join(sshd.root, 'never-started.csv'))
+        .publish(body, { digest: () => '' })
+        .catch((e: unknown) => e);
+      expect(err).toBe(failure);
+      await expectNoConnectionSince(before);
+    });
+
+    it('stops on abort: throws the signal’s reason and removes the .part', async () => {
+      const dir = freshDir();
+      const controller = new AbortController();
+      const reason = new Error('the hub is stopping');
+      const body = Readable.from(
+        (async function* () {
+          yield Buffer.alloc(64 * 1024, 'a');
+          await until('the .part file on the server', () => partFiles(dir).length === 1);
+          controller.abort(reason);
+          yield Buffer.alloc(64 * 1024, 'b');
+          await new Promise(() => {}); // never ends by itself
+        })(),
+        { objectMode: false },
+      );
+      const err = await destination(join(dir, 'aborted.csv'))
+        .publish(body, { digest: () => '', signal: controller.signal })
+        .catch((e: unknown) => e);
+      expect(err).toBe(reason);
+      expect(readdirSync(dir)).toEqual([]);
+      expect(body.destroyed).toBe(true);
+    });
+
+    it('refuses a loopback host under deny-private before connecting (sshd sees no connection)', async () => {
+      const before = sshd.connections();
+      const err = (await destination(join(sshd.root, 'never.csv'), { egress: new EgressPolicy({ denyPrivate: true }) })
+        .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('publication');
+      expect(err.reason).toContain('127.0.0.1');
+      expect(err.reason).toContain('a loopback address');
+      expect(err.reason).toContain('outbound address policy');
+      await expectNoConnectionSince(before);
+      expect(existsSync(join(sshd.root, 'never.csv'))).toBe(false);
+    });
+
+    it('reports a port nobody listens on as publication naming host:port', async () => {
+      const port = await new Promise<number>((resolve) => {
+        const server = createServer().listen(0, '127.0.0.1', () => {
+          const address = server.address();
+          server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+        });
+      });
+      const err = (await destination('/tmp/x.csv', { port })
+        .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err.code).toBe('publication');
+      expect(err.reason).toContain(`127.0.0.1:${port}`);
+      expect(err.reason).toContain('ECONNREFUSED');
+    });
+
+    it('names a relative path relative to the login directory in the location', () => {
+      expect(destination('out/file.csv').location).toBe(`sftp://${sshd.user}@127.0.0.1:${sshd.port}/~/out/file.csv`);
+    });
   });
 });
