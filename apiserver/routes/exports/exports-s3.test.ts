@@ -206,4 +206,15 @@ describe('S3 publication', () => {
     expect((await runToEnd('semi')).status).toBe('Completed');
     expect(s3.getObject(BUCKET, 'semi.csv')!.body.toString('utf8')).toBe('"id"§"label"§"amount"\r\n"a"§"first, ""quoted"""§"1.50"\r\n"b"§§"-2"\r\n"c"§"Ünïcode ✓"§\r\n');
   });
+
+  // Last: it closes the runner of this hub.
+  it('fails its own runs as interrupted when the hub stops, leaving no object and no open upload', async () => {
+    await applied(exportOf('stopping', 'big', { filename: 'stopping.csv' }));
+    const id = await start('stopping');
+    await hub.services.exports.close();
+    const run = await settle('stopping', id);
+    expect(run).toMatchObject({ status: 'Failed', failureCode: 'interrupted' });
+    expect(s3.getObject(BUCKET, 'stopping.csv')).toBeUndefined();
+    expect(s3.listMultipartUploads(BUCKET)).toEqual([]);
+  });
 });
