@@ -139,7 +139,7 @@ export class ExportRunner {
     beat.unref();
     const timeout = new AbortController();
     const timer = setTimeout(
-      () => timeout.abort(new RunFailure('generation', `snapshot generation exceeded the time limit of ${Math.round(this.options.timeoutMs / 1000)} s (svc.export.snapshot.timeout-seconds); nothing was published`)),
+      () => timeout.abort(new RunFailure('generation', this.timeLimitReason())),
       this.options.timeoutMs,
     );
     timer.unref();
@@ -162,12 +162,17 @@ export class ExportRunner {
     });
   }
 
+  private timeLimitReason(): string {
+    return `snapshot generation exceeded the time limit of ${Math.round(this.options.timeoutMs / 1000)} s (svc.export.snapshot.timeout-seconds); nothing was published`;
+  }
+
   private classify(err: unknown, signal: AbortSignal, run: ExportRun): { code: FailureCode; reason: string } {
     const cause = signal.aborted && signal.reason instanceof RunFailure ? signal.reason : err;
     if (cause instanceof RunFailure) return { code: cause.code, reason: cause.reason };
     if (cause instanceof PublishError) return { code: cause.code, reason: cause.reason };
     if (cause instanceof EntityDefinitionError) return { code: 'definition', reason: cause.message };
     if (cause instanceof GenerationError) return { code: 'generation', reason: cause.message };
+    if ((cause as { code?: string }).code === QUERY_CANCELED) return { code: 'generation', reason: this.timeLimitReason() };
     logger().error({ err, runId: run.id, export: run.exportName }, 'export run failed unexpectedly');
     return { code: 'generation', reason: `the snapshot could not be produced: ${(err as Error).message ?? String(err)}; nothing was published` };
   }
@@ -176,6 +181,9 @@ export class ExportRunner {
   private async generateAndPublish(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal): Promise<Parameters<typeof completeRun>[2]> {
     return this.options.db.withTenant(tenantId, async (tx) => {
       signal.throwIfAborted();
+      // The time limit holds inside PostgreSQL too: a statement that waits (a lock held on a source
+      // table) or runs too long is cancelled there, not only abandoned here.
+      await tx.query("select set_config('statement_timeout', $1, true)", [String(this.options.timeoutMs)]);
       const exp = await getExport(tx, run.exportName);
       if (!exp) throw new RunFailure('definition', `export ${run.exportName} was deleted before the run started`);
       const spec = exp.spec;
@@ -191,7 +199,9 @@ export class ExportRunner {
       progress.digest = digest;
       // A failure of the snapshot stream (the query, the encoding) is a generation failure; the
       // destination rethrows that very error object after cleaning up.
-      csv.on('error', (err) => digest.destroy(new GenerationError(`reading or encoding the snapshot failed: ${err.message}; nothing was published`)));
+      csv.on('error', (err: Error & { code?: string }) =>
+        digest.destroy(new GenerationError(err.code === QUERY_CANCELED ? this.timeLimitReason() : `reading or encoding the snapshot failed: ${err.message}; nothing was published`)),
+      );
       const onAbort = () => csv.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
       signal.addEventListener('abort', onAbort, { once: true });
       try {
@@ -230,6 +240,9 @@ export class ExportRunner {
     });
   }
 }
+
+/** PostgreSQL's SQLSTATE for a statement cancelled (here: by statement_timeout). */
+const QUERY_CANCELED = '57014';
 
 /** The snapshot stream failed (read or encoding): failure code `generation`. */
 export class GenerationError extends Error {}
