@@ -13,9 +13,10 @@ beforeAll(async () => {
     create table quoting (id text, v text, w text);
     insert into quoting values ('1', 'say "hi"', 'x,y'), ('2', E'a\\nb', E'c\\r\\nd'), ('3', E'e\\rf', ''), ('4', null, '"');
     create table pair (a text, b text);
-    create table unicode (k text, v text);
+    create table unicode (k text, v text collate "unicode");
     insert into unicode values ('1', 'é'), ('2', '😀'), ('3', 'Straße 日本'), ('4', E'\\u00a0\\u2028');
-    create table sorting (k text, a text, b text);
+    -- A linguistic collation (a < B < é < Z), so that only the writer's COLLATE "C" gives byte order.
+    create table sorting (k text collate "unicode", a text collate "unicode", b text collate "unicode");
     insert into sorting values
       ('B', '2', 'x'), ('a', '1', 'y'), ('é', '0', 'z'), (null, '0', 'w'), ('a', '0', 'q'), ('a', '0', null),
       ('a', null, 'a'), ('', '9', '9'), ('Z', '5', '5'), ('aa', '3', '3');
