@@ -122,35 +122,36 @@ export class CrlfRecords {
   private last = LF;
 
   convert(chunk: Buffer): Buffer {
+    const ends: number[] = [];
     let quoted = this.quoted;
-    let ends = 0;
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i];
-      if (b === QUOTE) quoted = !quoted;
-      else if (b === LF && !quoted) ends++;
-    }
-    if (chunk.length > 0) this.last = chunk[chunk.length - 1]!;
-    if (ends === 0) {
-      this.quoted = quoted;
-      return chunk;
-    }
-    const out = Buffer.allocUnsafe(chunk.length + ends);
-    let at = 0;
-    let from = 0;
-    quoted = this.quoted;
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i];
-      if (b === QUOTE) quoted = !quoted;
-      else if (b === LF && !quoted) {
-        at += chunk.copy(out, at, from, i);
-        out[at++] = CR;
-        out[at++] = LF;
-        from = i + 1;
+    let i = 0;
+    while (i < chunk.length) {
+      if (quoted) {
+        // Inside a value only a quote matters: jump to it (native search, fast over long values).
+        const q = chunk.indexOf(QUOTE, i);
+        if (q < 0) break;
+        quoted = false;
+        i = q + 1;
+      } else {
+        const b = chunk[i++];
+        if (b === QUOTE) quoted = true;
+        else if (b === LF) ends.push(i - 1);
       }
     }
-    chunk.copy(out, at, from);
     this.quoted = quoted;
-    this.records += ends;
+    if (chunk.length > 0) this.last = chunk[chunk.length - 1]!;
+    if (ends.length === 0) return chunk;
+    const out = Buffer.allocUnsafe(chunk.length + ends.length);
+    let at = 0;
+    let from = 0;
+    for (const end of ends) {
+      at += chunk.copy(out, at, from, end);
+      out[at++] = CR;
+      out[at++] = LF;
+      from = end + 1;
+    }
+    chunk.copy(out, at, from);
+    this.records += ends.length;
     return out;
   }
 
