@@ -13,14 +13,15 @@ beforeAll(async () => {
     create table quoting (id text, v text, w text);
     insert into quoting values ('1', 'say "hi"', 'x,y'), ('2', E'a\\nb', E'c\\r\\nd'), ('3', E'e\\rf', ''), ('4', null, '"');
     create table pair (a text, b text);
-    create table unicode (k text, v text);
+    create table unicode (k text, v text collate "unicode");
     insert into unicode values ('1', 'é'), ('2', '😀'), ('3', 'Straße 日本'), ('4', E'\\u00a0\\u2028');
-    create table sorting (k text, a text, b text);
+    -- A linguistic collation (a < B < é < Z), so that only the writer's COLLATE "C" gives byte order.
+    create table sorting (k text collate "unicode", a text collate "unicode", b text collate "unicode");
     insert into sorting values
       ('B', '2', 'x'), ('a', '1', 'y'), ('é', '0', 'z'), (null, '0', 'w'), ('a', '0', 'q'), ('a', '0', null),
       ('a', null, 'a'), ('', '9', '9'), ('Z', '5', '5'), ('aa', '3', '3');
     create table empty (a text, b text);
-    create table typed (ts timestamptz, d date, i interval, f float8);
+    create table typed (ts timestamptz, d date, i interval, f float8, b bytea);
   `);
 });
 
@@ -132,20 +133,21 @@ describe.each(PATHS)('the bytes of an export through %s', (_name, through) => {
   });
 
   it('writes typed values cast to text in UTC and ISO whatever the session says', async () => {
-    const relation = 'select ts::text as ts, d::text as d, i::text as i, f::text as f from typed';
-    const spec: CsvSnapshotSpec = { relation, columns: ['ts', 'd', 'i', 'f'], order: ['ts'], delimiter: ',', header: false };
-    const before = "set local TimeZone = 'Asia/Tokyo'; set local DateStyle = 'SQL, DMY'; set local IntervalStyle = 'sql_standard'; set local extra_float_digits = 0";
+    const relation = 'select ts::text as ts, d::text as d, i::text as i, f::text as f, b::text as b from typed';
+    const spec: CsvSnapshotSpec = { relation, columns: ['ts', 'd', 'i', 'f', 'b'], order: ['ts'], delimiter: ',', header: false };
+    const before =
+      "set local TimeZone = 'Asia/Tokyo'; set local DateStyle = 'SQL, DMY'; set local IntervalStyle = 'sql_standard'; set local extra_float_digits = 0; set local bytea_output = 'escape'";
     const bytes = await db.withoutTenant(async (tx) => {
       await tx.query(before);
-      await tx.query("insert into typed values ('2024-01-01 09:30:00+09', '2024-03-05', '1 day 2 hours', 0.1::float8 + 0.2)");
+      await tx.query("insert into typed values ('2024-01-01 09:30:00+09', '2024-03-05', '1 day 2 hours', 0.1::float8 + 0.2, '\\x01ff')");
       // The session's own rendering, to show the settings matter.
       const { rows } = await tx.query(relation);
-      expect(rows).toEqual([{ ts: '01/01/2024 09:30:00 JST', d: '05/03/2024', i: '1 2:00:00', f: '0.3' }]);
+      expect(rows).toEqual([{ ts: '01/01/2024 09:30:00 JST', d: '05/03/2024', i: '1 2:00:00', f: '0.3', b: '\\001\\377' }]);
       const out = await collect(csvSnapshot(through(tx), spec));
       await tx.query('delete from typed');
       return out;
     });
-    expect(bytes.toString('utf8')).toBe('"2024-01-01 00:30:00+00","2024-03-05","1 day 02:00:00","0.30000000000000004"\r\n');
+    expect(bytes.toString('utf8')).toBe('"2024-01-01 00:30:00+00","2024-03-05","1 day 02:00:00","0.30000000000000004","\\x01ff"\r\n');
   });
 
   it('fails the stream, and the transaction with it, when the relation fails', async () => {

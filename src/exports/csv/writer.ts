@@ -19,7 +19,10 @@ export interface CsvSnapshot extends Readable {
   readonly rows: number;
 }
 
-/** Rows per FETCH of the cursor path: about as many bytes in flight as a COPY chunk or two. */
+/**
+ * Rows per FETCH of the cursor path: enough that round trips cost little, few enough that one
+ * batch (held whole while it is encoded) stays a few MB even for wide rows.
+ */
 export const FETCH_ROWS = 5000;
 
 const CR = 0x0d;
@@ -87,7 +90,13 @@ async function* viaCursor(tx: Tx, sql: string, spec: CsvSnapshotSpec, header: Bu
     const { rows } = await tx.query<Record<string, string | null>>(`fetch forward ${FETCH_ROWS} from ${cursor}`);
     if (rows.length === 0) break;
     let text = '';
-    for (const row of rows) text += encodeRecord(keys.map((k) => row[k] ?? null), spec.delimiter);
+    for (const row of rows) {
+      for (let i = 0; i < keys.length; i++) {
+        if (i > 0) text += spec.delimiter;
+        text += field(row[keys[i]!] ?? null);
+      }
+      text += '\r\n';
+    }
     progress.rows += rows.length;
     yield Buffer.from(text, 'utf8');
     if (rows.length < FETCH_ROWS) break;
@@ -97,15 +106,15 @@ async function* viaCursor(tx: Tx, sql: string, spec: CsvSnapshotSpec, header: Bu
 
 let cursors = 0;
 
-/** One record: each non-null value quoted with inner quotes doubled, NULL empty, CRLF at the end. */
+/** A field: a non-null value quoted with its quotes doubled, NULL nothing. */
+function field(value: string | null): string {
+  if (value === null) return '';
+  return `"${value.includes('"') ? value.replaceAll('"', '""') : value}"`;
+}
+
+/** One record: the fields joined by the delimiter, CRLF at the end. */
 export function encodeRecord(values: ReadonlyArray<string | null>, delimiter: string): string {
-  let out = '';
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i];
-    if (i > 0) out += delimiter;
-    if (v !== null && v !== undefined) out += `"${v.includes('"') ? v.replaceAll('"', '""') : v}"`;
-  }
-  return `${out}\r\n`;
+  return `${values.map(field).join(delimiter)}\r\n`;
 }
 
 /**
@@ -122,35 +131,36 @@ export class CrlfRecords {
   private last = LF;
 
   convert(chunk: Buffer): Buffer {
+    const ends: number[] = [];
     let quoted = this.quoted;
-    let ends = 0;
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i];
-      if (b === QUOTE) quoted = !quoted;
-      else if (b === LF && !quoted) ends++;
-    }
-    if (chunk.length > 0) this.last = chunk[chunk.length - 1]!;
-    if (ends === 0) {
-      this.quoted = quoted;
-      return chunk;
-    }
-    const out = Buffer.allocUnsafe(chunk.length + ends);
-    let at = 0;
-    let from = 0;
-    quoted = this.quoted;
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i];
-      if (b === QUOTE) quoted = !quoted;
-      else if (b === LF && !quoted) {
-        at += chunk.copy(out, at, from, i);
-        out[at++] = CR;
-        out[at++] = LF;
-        from = i + 1;
+    let i = 0;
+    while (i < chunk.length) {
+      if (quoted) {
+        // Inside a value only a quote matters: jump to it (native search, fast over long values).
+        const q = chunk.indexOf(QUOTE, i);
+        if (q < 0) break;
+        quoted = false;
+        i = q + 1;
+      } else {
+        const b = chunk[i++];
+        if (b === QUOTE) quoted = true;
+        else if (b === LF) ends.push(i - 1);
       }
     }
-    chunk.copy(out, at, from);
     this.quoted = quoted;
-    this.records += ends;
+    if (chunk.length > 0) this.last = chunk[chunk.length - 1]!;
+    if (ends.length === 0) return chunk;
+    const out = Buffer.allocUnsafe(chunk.length + ends.length);
+    let at = 0;
+    let from = 0;
+    for (const end of ends) {
+      at += chunk.copy(out, at, from, end);
+      out[at++] = CR;
+      out[at++] = LF;
+      from = end + 1;
+    }
+    chunk.copy(out, at, from);
+    this.records += ends.length;
     return out;
   }
 
