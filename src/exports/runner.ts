@@ -209,6 +209,9 @@ export class ExportRunner {
         return { rowCount: csv.rows, byteCount: digest.bytes, sha256: digest.sha256(), ...receipt };
       } finally {
         signal.removeEventListener('abort', onAbort);
+        // A destination that gave up before reading everything (a collision found by its pre-check)
+        // leaves the COPY half read: ending the stream cuts it, or the transaction would wait on it forever.
+        if (!csv.readableEnded) csv.destroy();
       }
     });
   }

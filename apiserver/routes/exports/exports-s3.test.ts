@@ -144,6 +144,13 @@ describe('S3 publication', () => {
     expect(s3.getObject(BUCKET, 'theirs.csv')!.body.toString()).toBe('their file\n');
   });
 
+  it('ends a large snapshot in collision when the key is taken before any byte is read (the half-read snapshot is let go)', async () => {
+    await applied(exportOf('taken-big', 'big', { filename: 'taken-big.csv' }));
+    s3.putObject(BUCKET, 'taken-big.csv', 'x');
+    expect(await runToEnd('taken-big')).toMatchObject({ status: 'Failed', failureCode: 'collision' });
+    expect(await runToEnd('taken-big')).toMatchObject({ status: 'Failed', failureCode: 'collision' });
+  });
+
   it('uploads above 8 MiB in parts, the object the exact bytes of the receipt', async () => {
     await applied(exportOf('big', 'big', { filename: 'big.csv' }));
     const run = await runToEnd('big');
