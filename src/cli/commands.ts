@@ -380,9 +380,18 @@ async function getConnector(c: Ctx): Promise<void> {
 
 /** The stored manifest comes back with its keys in the database's order: put the usual ones first. */
 function manifestOrder(manifest: unknown): unknown {
-  if (!manifest || typeof manifest !== 'object') return manifest;
-  const first = ['apiVersion', 'kind', 'metadata', 'connector_type', 'scopes', 'spec'].filter((k) => k in manifest);
-  return Object.fromEntries([...first, ...Object.keys(manifest).filter((k) => !first.includes(k))].map((k) => [k, (manifest as Row)[k]]));
+  const ordered = keysFirst(manifest, ['apiVersion', 'kind', 'metadata', 'connector_type', 'scopes', 'spec']);
+  if (!ordered || typeof ordered !== 'object' || !('spec' in ordered)) return ordered;
+  // Entity and Export specs, in the order their docs write them.
+  const spec = keysFirst(ordered.spec, ['scope', 'source', 'key', 'columns', 'sources', 'order', 'format', 'destination', 'mode', 'schedule']);
+  if (spec && typeof spec === 'object' && 'destination' in spec) spec.destination = keysFirst(spec.destination, ['kind']);
+  return { ...ordered, spec };
+}
+
+function keysFirst(value: unknown, first: string[]): unknown {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return value;
+  const head = first.filter((k) => k in value);
+  return Object.fromEntries([...head, ...Object.keys(value).filter((k) => !head.includes(k))].map((k) => [k, (value as Row)[k]]));
 }
 
 function indent(text: string): string {

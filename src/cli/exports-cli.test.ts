@@ -202,12 +202,14 @@ describe('apply, entities and exports', () => {
   it('applies a file holding an Entity and an Export, in order; again: configured', async () => {
     const file = join(dir, 'partners.yaml');
     writeFileSync(file, `${stringify(ENTITY)}---\n${stringify(exportManifest('partners-s3'))}`);
-    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner created\nexport/partners-s3 created\n', err: '' });
-    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner configured\nexport/partners-s3 configured\n', err: '' });
+    // The stand-in speaks plain http: the hub warns, and the warning names the document.
+    const warning = `warning: ${file}#2: spec.destination.endpoint: a plain http endpoint sends the file unencrypted\n`;
+    expect(await svc(['apply', '-f', file])).toEqual({ code: 0, out: 'entity/partner created\nexport/partners-s3 created\n', err: warning, bytes: expect.any(Buffer) });
+    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner configured\nexport/partners-s3 configured\n', err: warning });
     const json = await svc(['apply', '-f', file, '--json']);
     expect(JSON.parse(json.out)).toEqual([
       { name: 'partner', id: expect.any(String), warnings: [] },
-      { name: 'partners-s3', id: expect.any(String), warnings: [] },
+      { name: 'partners-s3', id: expect.any(String), warnings: [{ field: 'spec.destination.endpoint', message: expect.stringContaining('plain http') }] },
     ]);
   });
 
