@@ -44,7 +44,7 @@ interface Result {
   bytes: Buffer;
 }
 
-async function svc(args: string[], options: { stdin?: string; tty?: boolean; onErr?: (err: string) => void; env?: Record<string, string> } = {}): Promise<Result> {
+async function svc(args: string[], options: { stdin?: string; tty?: boolean; onErr?: (err: string) => void; env?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Result> {
   let out = '';
   let err = '';
   const chunks: Buffer[] = [];
@@ -64,6 +64,7 @@ async function svc(args: string[], options: { stdin?: string; tty?: boolean; onE
     },
     stdin: Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin)]),
     env: options.env ?? env,
+    signal: options.signal,
   });
   return { code, out, err, bytes: Buffer.concat(chunks) };
 }
@@ -357,6 +358,21 @@ describe('runs', () => {
     expect(result.out).toContain(`  attempt:  2 (retry of ${runId})\n`);
   });
 
+  it('Ctrl-C stops following with exit 130; the run goes on in the hub', async () => {
+    expect((await svc(['apply', '-f', '-'], { stdin: stringify(exportManifest('partners-stop')) })).code).toBe(0);
+    gate.hold();
+    const heldBefore = gate.held;
+    const stop = new AbortController();
+    const following = svc(['exports', 'run', 'partners-stop'], { signal: stop.signal });
+    await until('the PutObject to be held', () => gate.held > heldBefore);
+    stop.abort();
+    const result = await following;
+    expect(result.code).toBe(130);
+    expect(result.err).toMatch(/\nstopped following run [0-9a-f-]{36}; it goes on in the hub: svc exports runs partners-stop\n$/);
+    gate.release();
+    await until('the run to complete', async () => JSON.parse((await svc(['exports', 'runs', 'partners-stop', '--json'])).out)[0].status === 'Completed');
+  });
+
   it('runs: a table newest first, --limit', async () => {
     const runs = await svc(['exports', 'runs', 'partners-s3']);
     expect(runs.code).toBe(0);
@@ -429,7 +445,7 @@ describe('rm and usage', () => {
     expect(await svc(['exports', 'rm', 'partners-tty'])).toMatchObject({ code: 0, out: 'export/partners-tty deleted\n', err: '' });
     expect((await svc(['exports', 'get', 'partners-tty'])).code).toBe(1);
     expect((await svc(['exports', 'rm', 'partners-tty'])).err).toMatch(/\(HTTP 404\)\n$/);
-    for (const name of ['partners-s3', 'partners-late']) expect((await svc(['exports', 'rm', name])).code).toBe(0);
+    for (const name of ['partners-s3', 'partners-late', 'partners-stop']) expect((await svc(['exports', 'rm', name])).code).toBe(0);
     expect(await svc(['exports', 'ls'])).toMatchObject({ code: 0, out: 'No exports.\n' });
     expect(await svc(['entities', 'rm', 'partner'])).toMatchObject({ code: 0, out: 'entity/partner deleted\n', err: '' });
     expect(await svc(['entities', 'ls'])).toMatchObject({ code: 0, out: 'No entities.\n' });
