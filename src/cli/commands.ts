@@ -343,6 +343,7 @@ interface Run extends Row {
 async function runConnector(c: Ctx): Promise<number> {
   const name = c.args[0]!;
   const endpoint = str(c, 'endpoint');
+  const every = pollEvery(c.io.env);
   const { body } = await c.hub().call<{ runs: Row[] }>('POST', path`/api/connectors/${name}/runs`, { json: endpoint ? { endpoint } : {} });
   if (!bool(c, 'wait')) {
     show(c, body, () => table(body.runs, [field('RUN', 'id'), field('ENDPOINT', 'endpoint'), field('ENDPOINT UUID', 'endpointId')]));
@@ -354,7 +355,7 @@ async function runConnector(c: Ctx): Promise<number> {
   for (;;) {
     runs = await Promise.all(ids.map(async (id) => (await c.hub().call<Run>('GET', path`/api/platform/runs/${id}`)).body));
     if (runs.every((r) => r.status !== 'Running')) break;
-    await sleep(pollEvery(c.io.env), undefined, { signal: c.signal });
+    await sleep(every, undefined, { signal: c.signal });
   }
   show(c, runs, () => table(runs, RUN_COLUMNS));
   return runs.every((r) => r.status === 'Completed') ? 0 : 1;

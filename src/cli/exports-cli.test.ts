@@ -451,6 +451,11 @@ describe('rm and usage', () => {
     expect(await svc(['entities', 'ls'])).toMatchObject({ code: 0, out: 'No entities.\n' });
   });
 
+  it('refuses a bad SVC_CLI_POLL_MS before starting anything', async () => {
+    const result = await svc(['exports', 'run', 'nobody'], { env: { ...env, SVC_CLI_POLL_MS: 'fast' } });
+    expect(result).toEqual({ code: 1, out: '', err: "error: SVC_CLI_POLL_MS must be a positive number of milliseconds, not 'fast'\n", bytes: expect.any(Buffer) });
+  });
+
   it.each([
     [['exports', 'retry', 'x'], 'svc exports retry: missing RUN_ID', 'Usage: svc exports retry NAME RUN_ID [--no-wait]'],
     [['exports', 'run'], 'svc exports run: missing NAME', 'Usage: svc exports run NAME [--no-wait]'],

@@ -97,8 +97,7 @@ export function runOutcome(name: string, run: ExportRun): string {
  * otherwise a new line only when the figures change, so logs stay short). Then the receipt or the
  * failure on stdout (`--json`: the final run record). Exit 0 when Completed, 1 when Failed.
  */
-export async function followRun(c: Ctx, name: string, runId: string): Promise<number> {
-  const every = pollEvery(c.io.env);
+export async function followRun(c: Ctx, name: string, runId: string, every = pollEvery(c.io.env)): Promise<number> {
   const tty = c.io.stderr.isTTY === true && !c.json;
   const began = Date.now();
   let shown = '';
@@ -130,6 +129,7 @@ export async function followRun(c: Ctx, name: string, runId: string): Promise<nu
 
 /** POST …/runs or …/runs/{id}/retry, then follows the new run unless --no-wait. */
 export async function startRun(c: Ctx, name: string, route: string, noWait: boolean, retryOf?: string): Promise<number> {
+  const every = noWait ? 0 : pollEvery(c.io.env); // a bad SVC_CLI_POLL_MS is refused before the run starts
   const { body } = await c.hub().call<{ runId: string }>('POST', route);
   const what = `export/${name}: run ${body.runId} started${retryOf ? ` (retry of ${retryOf})` : ''}`;
   if (noWait) {
@@ -137,7 +137,7 @@ export async function startRun(c: Ctx, name: string, route: string, noWait: bool
     return 0;
   }
   if (!c.json) c.err(`${what}\n`);
-  return followRun(c, name, body.runId);
+  return followRun(c, name, body.runId, every);
 }
 
 /** Writes a chunk, waiting for `drain` when the stream asks to (a slow pipe). */
@@ -185,8 +185,9 @@ export async function download(c: Ctx, entity: string, file: string | undefined)
         await pipeline(res.body, tap, createWriteStream(temp, { flags: 'wx', mode: 0o644 }), { signal: c.signal });
       } catch (err) {
         if (c.signal.aborted) throw err;
-        const code = (err as NodeJS.ErrnoException).code;
-        throw new CliError(`cannot write ${file}: ${code && !code.startsWith('UND_') ? code : (err as Error).message}`);
+        const { syscall, code, message } = err as NodeJS.ErrnoException;
+        if (syscall) throw new CliError(`cannot write ${file}: ${code ?? message}`);
+        throw new CliError(`the download broke off after ${bytes} bytes: ${message}; ${file} was not written`);
       }
       verify(expected, hash.digest('hex'), bytes, length, `${file} was not written`);
       await rename(temp, file);
