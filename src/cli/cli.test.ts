@@ -160,9 +160,9 @@ describe('apply and connectors', () => {
 
     const mixed = `${readFileSync(EXAMPLE, 'utf8').replace('demo-open', 'never-applied')}\n---\nkind: Widget\nmetadata: {name: w}\n`;
     const refused = await svc(['apply', '-f', '-'], { stdin: mixed });
-    expect(refused).toEqual({ code: 1, out: '', err: 'error: stdin#2: unknown kind Widget (this hub applies Connector)\n' });
-    const exportKind = await svc(['apply', '-f', '-'], { stdin: 'kind: Export\nmetadata: {name: e}\n' });
-    expect(exportKind.err).toContain('kind Export cannot be applied');
+    expect(refused).toEqual({ code: 1, out: '', err: 'error: stdin#2: unknown kind Widget (this hub applies Connector, Entity, Export)\n' });
+    const processKind = await svc(['apply', '-f', '-'], { stdin: 'kind: Process\nmetadata: {name: e}\n' });
+    expect(processKind.err).toContain('kind Process cannot be applied');
     expect((await svc(['connectors', 'get', 'never-applied'])).code).toBe(1);
   });
 
@@ -229,12 +229,11 @@ describe('usage errors', () => {
     expect(chat.err).toContain('no chat model is configured');
   });
 
-  it('commands without a server side say so and exit 2', async () => {
-    for (const args of [['exports', 'ls']]) {
-      const result = await svc(args);
-      expect(result.code).toBe(2);
-      expect(result.err).toMatch(new RegExp(`^svc ${args[0]}: not available yet: `));
-    }
+  it('a group without its command lists its commands and exits 2', async () => {
+    const result = await svc(['exports']);
+    expect(result).toMatchObject({ code: 2, out: '' });
+    expect(result.err).toMatch(/^svc exports: which one\?\n\nUsage: svc exports COMMAND\n/);
+    for (const verb of ['ls', 'get', 'rm', 'run', 'runs', 'retry', 'download']) expect(result.err).toContain(`svc exports ${verb} `);
   });
 
   it('svc tui refuses to start without a terminal, with exit 2', async () => {

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { normaliseUrl, removeConfig, type Target, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
+import { download, pollEvery, startRun } from './exports.js';
 import { path, type Query } from './http.js';
 import { readSource, readStdin, secretValue } from './input.js';
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
@@ -339,11 +340,10 @@ interface Run extends Row {
   status: string;
 }
 
-const POLL_MS = 500;
-
 async function runConnector(c: Ctx): Promise<number> {
   const name = c.args[0]!;
   const endpoint = str(c, 'endpoint');
+  const every = pollEvery(c.io.env);
   const { body } = await c.hub().call<{ runs: Row[] }>('POST', path`/api/connectors/${name}/runs`, { json: endpoint ? { endpoint } : {} });
   if (!bool(c, 'wait')) {
     show(c, body, () => table(body.runs, [field('RUN', 'id'), field('ENDPOINT', 'endpoint'), field('ENDPOINT UUID', 'endpointId')]));
@@ -355,7 +355,7 @@ async function runConnector(c: Ctx): Promise<number> {
   for (;;) {
     runs = await Promise.all(ids.map(async (id) => (await c.hub().call<Run>('GET', path`/api/platform/runs/${id}`)).body));
     if (runs.every((r) => r.status !== 'Running')) break;
-    await sleep(POLL_MS, undefined, { signal: c.signal });
+    await sleep(every, undefined, { signal: c.signal });
   }
   show(c, runs, () => table(runs, RUN_COLUMNS));
   return runs.every((r) => r.status === 'Completed') ? 0 : 1;
@@ -381,14 +381,53 @@ async function getConnector(c: Ctx): Promise<void> {
 
 /** The stored manifest comes back with its keys in the database's order: put the usual ones first. */
 function manifestOrder(manifest: unknown): unknown {
-  if (!manifest || typeof manifest !== 'object') return manifest;
-  const first = ['apiVersion', 'kind', 'metadata', 'connector_type', 'scopes', 'spec'].filter((k) => k in manifest);
-  return Object.fromEntries([...first, ...Object.keys(manifest).filter((k) => !first.includes(k))].map((k) => [k, (manifest as Row)[k]]));
+  const ordered = keysFirst(manifest, ['apiVersion', 'kind', 'metadata', 'connector_type', 'scopes', 'spec']);
+  if (!ordered || typeof ordered !== 'object' || !('spec' in ordered)) return ordered;
+  // Entity and Export specs, in the order their docs write them.
+  const spec = keysFirst(ordered.spec, ['scope', 'source', 'key', 'columns', 'sources', 'order', 'format', 'destination', 'mode', 'schedule']);
+  if (spec && typeof spec === 'object' && 'destination' in spec) spec.destination = keysFirst(spec.destination, ['kind']);
+  return { ...ordered, spec };
+}
+
+function keysFirst(value: unknown, first: string[]): unknown {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return value;
+  const head = first.filter((k) => k in value);
+  return Object.fromEntries([...head, ...Object.keys(value).filter((k) => !head.includes(k))].map((k) => [k, (value as Row)[k]]));
 }
 
 function indent(text: string): string {
   return text.replace(/^(?=.)/gm, '  ');
 }
+
+async function getEntity(c: Ctx): Promise<void> {
+  const { body } = await c.hub().call<Row & { columns: Row[]; sources: Row[]; manifest: unknown }>('GET', path`/api/entities/${c.args[0]!}`);
+  show(c, body, () => {
+    const { name, id, scopes, key, createdAt, updatedAt } = body;
+    const columns = table(body.columns, [field('COLUMN', 'name'), field('TYPE', 'type'), field('LABEL', 'label', 30), field('DESCRIPTION', 'description', 50), field('VALUES', 'values', 40)]);
+    const sources = table(body.sources, [field('TABLE', 'table'), field('KEY', 'key')]);
+    return `${detail({ name, id, scopes, key, createdAt, updatedAt })}\nColumns:\n${indent(columns)}\nSources (in order of precedence):\n${indent(sources)}\nManifest:\n${indent(detail(manifestOrder(body.manifest)))}`;
+  });
+}
+
+async function getExport(c: Ctx): Promise<void> {
+  const { body } = await c.hub().call<Row & { manifest: unknown }>('GET', path`/api/exports/${c.args[0]!}`);
+  show(c, body, () => {
+    const { name, id, entity, scope, destination, schedule, columns, createdAt, updatedAt } = body;
+    return `${detail({ name, id, entity, scope, destination, schedule, columns, createdAt, updatedAt })}\nManifest:\n${indent(detail(manifestOrder(body.manifest)))}`;
+  });
+}
+
+const EXPORT_RUN_COLUMNS: Column[] = [
+  field('ID', 'id'),
+  field('STATUS', 'status'),
+  field('TRIGGER', 'trigger'),
+  field('ATTEMPT', 'attempt'),
+  { header: 'STARTED', value: when('startedAt') },
+  { header: 'ENDED', value: when('endedAt') },
+  field('ROWS', 'rowCount'),
+  field('BYTES', 'byteCount'),
+  field('FAILURE', 'failureCode'),
+];
 
 async function tail(c: Ctx): Promise<number> {
   const since = str(c, 'since');
@@ -417,6 +456,7 @@ async function secretBody(c: Ctx, name: string): Promise<Row> {
 
 const VALUE_STDIN: Flag = { type: 'boolean', help: 'read the value from stdin (without it: a prompt that does not echo)' };
 const DESCRIPTION: Flag = { type: 'string', arg: 'TEXT', help: 'a description shown by secrets ls' };
+const NO_WAIT: Flag = { type: 'boolean', help: 'print the run id and return at once (follow it with svc exports runs NAME)' };
 const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YAML or JSON, several documents allowed; - reads stdin' };
 
 export const COMMANDS: Command[] = [
@@ -450,7 +490,7 @@ export const COMMANDS: Command[] = [
       return 0;
     },
   },
-  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector)', run: apply },
+  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector, Entity, Export)', run: apply },
 
   {
     name: 'connectors ls',
@@ -671,7 +711,80 @@ export const COMMANDS: Command[] = [
   },
   { name: 'secrets rm', args: ['NAME'], summary: 'Delete a secret', run: async (c) => void (await act(c, 'DELETE', path`/api/platform/secrets/${c.args[0]!}`, `secret/${c.args[0]} deleted`)) },
 
-  { name: 'exports', summary: 'Export manifests and runs (ls, run, runs, retry)', unavailable: 'the hub has no export API yet' },
+  {
+    name: 'entities ls',
+    summary: 'Entities of the tenant',
+    run: async (c) => {
+      const columns: Column[] = [
+        field('NAME', 'name'),
+        field('SCOPES', 'scopes'),
+        field('KEY', 'key'),
+        { header: 'COLUMNS', value: (r) => (r.columns as Row[]).length },
+        { header: 'SOURCES', value: (r) => (r.sources as Row[]).map((s) => s.table) },
+      ];
+      await listing(c, '/api/entities', columns, 'No entities.');
+      return 0;
+    },
+  },
+  { name: 'entities get', args: ['NAME'], summary: 'One entity: its columns, sources and the applied manifest', run: async (c) => void (await getEntity(c)) },
+  {
+    name: 'entities rm',
+    args: ['NAME'],
+    summary: 'Delete an entity (the ext.* tables it reads stay)',
+    run: async (c) => void (await act(c, 'DELETE', path`/api/entities/${c.args[0]!}`, `entity/${c.args[0]} deleted`)),
+  },
+
+  {
+    name: 'exports ls',
+    summary: 'Exports of the tenant whose scope you hold',
+    run: async (c) => {
+      const columns: Column[] = [field('NAME', 'name'), field('ENTITY', 'entity'), field('SCOPE', 'scope'), field('DESTINATION', 'destination'), field('SCHEDULE', 'schedule')];
+      await listing(c, '/api/exports', columns, 'No exports.');
+      return 0;
+    },
+  },
+  { name: 'exports get', args: ['NAME'], summary: 'One export and its applied manifest', run: async (c) => void (await getExport(c)) },
+  {
+    name: 'exports rm',
+    args: ['NAME'],
+    summary: 'Delete an export (its runs stay; published files stay where they are)',
+    run: async (c) => void (await act(c, 'DELETE', path`/api/exports/${c.args[0]!}`, `export/${c.args[0]} deleted`)),
+  },
+  {
+    name: 'exports run',
+    args: ['NAME'],
+    flags: { 'no-wait': NO_WAIT },
+    summary: 'Start a run and follow it: progress, then the receipt; exit 1 unless Completed',
+    run: (c) => startRun(c, c.args[0]!, path`/api/exports/${c.args[0]!}/runs`, bool(c, 'no-wait')),
+  },
+  {
+    name: 'exports runs',
+    args: ['NAME'],
+    flags: { limit: { type: 'string', arg: 'N', help: 'at most N runs (1 to 200, default 50)' } },
+    summary: 'Runs of an export, newest first',
+    run: async (c) => {
+      await listing(c, path`/api/exports/${c.args[0]!}/runs`, EXPORT_RUN_COLUMNS, 'No runs.', { limit: positiveInt(c, 'limit') });
+      return 0;
+    },
+  },
+  {
+    name: 'exports retry',
+    args: ['NAME', 'RUN_ID'],
+    flags: { 'no-wait': NO_WAIT },
+    summary: 'Retry a Failed run (same file name) and follow it like run',
+    run: (c) => startRun(c, c.args[0]!, path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/retry`, bool(c, 'no-wait'), c.args[1]),
+  },
+  {
+    name: 'exports download',
+    args: ['ENTITY'],
+    flags: { output: { type: 'string', short: 'o', arg: 'FILE', help: 'write the CSV to FILE (default: stdout)' } },
+    summary: 'One-shot CSV of an entity, its SHA-256 checked against the hub\'s',
+    run: (c) => {
+      const file = str(c, 'output');
+      return download(c, c.args[0]!, file === '-' ? undefined : file);
+    },
+  },
+
   {
     name: 'search',
     args: ['QUERY'],

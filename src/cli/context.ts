@@ -4,12 +4,21 @@ import type { Stdin } from './input.js';
 
 /** What a command runs with: its arguments, the terminal, and a client of the hub (its own file, so the commands and the TUI share it without importing each other). */
 
+/** Where `svc` writes: text, or a file's bytes (`exports download` without -o). */
+export interface Output {
+  write(chunk: string | Uint8Array): unknown;
+  /** A terminal: progress lines are rewritten in place. */
+  isTTY?: boolean;
+  /** A stream's `drain`, awaited when `write` answers false (a slow pipe). */
+  once?(event: 'drain', listener: () => void): unknown;
+}
+
 export interface Io {
-  stdout: { write(text: string): unknown };
-  stderr: { write(text: string): unknown };
+  stdout: Output;
+  stderr: Output;
   stdin: Stdin;
   env: Env;
-  /** Stops long commands (events tail, run --wait); the executable wires Ctrl-C to it. */
+  /** Stops long commands (events tail, run --wait, exports run); the executable wires Ctrl-C to it. */
   signal?: AbortSignal;
 }
 

@@ -3,7 +3,7 @@ import { Agent, type Dispatcher, request } from 'undici';
 import type { Target } from './config.js';
 import { CliError, HttpError } from './errors.js';
 
-/** The one HTTP helper of `svc`: every call goes through `call` (JSON) or `open` (a stream). */
+/** The one HTTP helper of `svc`: every call goes through `call` (JSON), `open` (an event stream) or `fetch` (a file). */
 
 export type Query = Record<string, string | number | boolean | string[] | undefined>;
 
@@ -50,6 +50,18 @@ export class Hub {
   /** A streaming GET (Server-Sent Events): no body timeout; the caller reads or dumps the body. */
   open(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
     return this.send('GET', route, { query, headers, bodyTimeout: 0 });
+  }
+
+  /**
+   * A streaming GET of a file (no body timeout): the response with its body unread, or, for a
+   * status of 400 or more, an HttpError carrying the hub's message.
+   */
+  async fetch(route: string, headers: Record<string, string> = {}): Promise<Dispatcher.ResponseData> {
+    const res = await this.send('GET', route, { headers, bodyTimeout: 0 });
+    if (res.statusCode < 400) return res;
+    const text = await res.body.text();
+    const parsed = parse(text, String(res.headers['content-type'] ?? ''));
+    throw new HttpError(res.statusCode, errorText(res.statusCode, parsed, text), parsed);
   }
 
   close(): Promise<void> {
