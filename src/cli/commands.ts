@@ -450,7 +450,7 @@ export const COMMANDS: Command[] = [
       return 0;
     },
   },
-  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector)', run: apply },
+  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector, Entity)', run: apply },
 
   {
     name: 'connectors ls',

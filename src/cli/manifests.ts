@@ -17,10 +17,11 @@ export interface Manifest {
 /** The kinds this hub applies, and where. */
 const APPLY_PATHS: Readonly<Record<string, string>> = {
   Connector: '/api/connectors/apply',
+  Entity: '/api/entities/apply',
 };
 
 /** Kinds of the manifest contract (CONTRACTS section 5) whose apply path the hub does not have yet. */
-const NOT_YET = ['Export', 'Entity', 'Workflow', 'Process'];
+const NOT_YET = ['Export', 'Workflow', 'Process'];
 
 export function parseManifests(text: string, file: string): Manifest[] {
   const objects: unknown[] = [];
