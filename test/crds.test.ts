@@ -348,7 +348,7 @@ describe('examples/ Entity manifests', () => {
   });
 
   it('are refused by both the CRD schema and the apply path when broken the same way', () => {
-    const base = load('entity-partner.yaml') as Schema & { spec: Schema & { columns: Schema[]; sources: Schema[] } };
+    const base = load('entity-partner.yaml') as unknown as Schema & { spec: Schema & { columns: Schema[]; sources: Schema[] } };
     const broken: [string, (m: typeof base) => void][] = [
       ['spec.key', (m) => { delete m.spec.key; }],
       ['spec.columns[0].type', (m) => { m.spec.columns[0]!.type = 'varchar'; }],
