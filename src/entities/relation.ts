@@ -147,3 +147,23 @@ export function fusedRelationSql(tenantId: number | undefined, entity: EntityDef
   }
   return `select ${outputs.join(', ')} from ${from}`;
 }
+
+/** How analytic chat reads a canonical column of each declared type. */
+const SQL_TYPES: Record<EntityDef['columns'][number]['type'], string> = { text: 'text', bigint: 'bigint', numeric: 'numeric', timestamptz: 'timestamptz', boolean: 'boolean' };
+
+/**
+ * The entity as analytic chat queries it (the schema card's relation `entity.<name>`): the canonical
+ * columns in declared order, each typed as declared (a value that does not read as its type is
+ * NULL, never an error), without `_entity_id`, `_conflicts` and `_resolution` (the conflict ledger
+ * is outside the card). Checks the catalog first, as entityRelation does.
+ */
+export async function typedEntityRelation(tx: Tx, entity: EntityDef): Promise<string> {
+  const fused = await entityRelation(tx, entity);
+  const columns = entity.columns.map((c) => {
+    const value = `e.${ident(c.name)}`;
+    if (c.type === 'text') return `${value} as ${ident(c.name)}`;
+    const type = SQL_TYPES[c.type];
+    return `case when pg_input_is_valid(${value}, ${literal(type)}) then ${value}::${type} end as ${ident(c.name)}`;
+  });
+  return `select ${columns.join(', ')} from (${fused}) e`;
+}
