@@ -16,7 +16,8 @@
  * text, so every column is computed) and fetched whole by the client (node-postgres), as an export
  * would. Two sources: a CRM table keyed by external_id (N rows) and an ERP table keyed by a
  * JSONPath into data (N rows, 90 % of the keys shared, 1 % of them twice, some values disagreeing).
- * Medians of BENCH_ROUNDS rounds after one warm-up. Prints a table, writes bench/results/entities.json.
+ * BENCH_ROUNDS rounds (default 7) after one warm-up, each round running every variant once (so a
+ * change of load weighs on all alike); medians and minimums. Prints a table, writes bench/results/entities.json.
  *
  *   node --import tsx bench/entities.ts
  *   ENTITY_ROWS=20000 BENCH_ROUNDS=2 node --import tsx bench/entities.ts   # a quick look
@@ -34,7 +35,7 @@ import { createLogger, setLogger } from '../src/observability/logger.js';
 import { benchConfig } from './support/hub-config.js';
 
 const ROWS = Number(process.env.ENTITY_ROWS ?? 200_000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 const TENANT = 1;
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -196,23 +197,30 @@ async function main(): Promise<void> {
     log(`${conflicts.fused.toLocaleString('en-US')} fused rows, ${conflicts.conflicted.toLocaleString('en-US')} with a conflict; join and union + group by differ in ${same} rows`);
     if (same !== 0) throw new Error('the two fusions disagree: the comparison would be meaningless');
 
+    // Round-robin: every round runs every variant once, so a change of the machine's load during the
+    // run weighs on all of them alike.
+    for (const [, fn] of variants) await fn(); // warm-up
+    const runs = new Map<string, Array<{ ms: number; rows: number }>>(variants.map(([name]) => [name, []]));
+    for (let r = 0; r < ROUNDS; r++) for (const [name, fn] of variants) runs.get(name)!.push(await timed(fn));
     const figures: Record<string, { medianMs: number; minMs: number; maxMs: number; rows: number }> = {};
-    for (const [name, fn] of variants) {
-      await fn(); // warm-up
-      const runs: Array<{ ms: number; rows: number }> = [];
-      for (let r = 0; r < ROUNDS; r++) runs.push(await timed(fn));
-      const ms = runs.map((x) => x.ms);
-      figures[name] = { medianMs: round(median(ms)), minMs: round(Math.min(...ms)), maxMs: round(Math.max(...ms)), rows: runs[0]!.rows };
+    for (const [name] of variants) {
+      const ms = runs.get(name)!.map((x) => x.ms);
+      figures[name] = { medianMs: round(median(ms)), minMs: round(Math.min(...ms)), maxMs: round(Math.max(...ms)), rows: runs.get(name)![0]!.rows };
       log(`${name.padEnd(40)} ${String(figures[name].medianMs).padStart(9)} ms (min ${figures[name].minMs}, max ${figures[name].maxMs})`);
     }
     const plan = await db.withTenant(TENANT, async (tx) => (await tx.query<{ 'QUERY PLAN': string }>(`explain ${server(`(${joinSql})`)}`)).rows.map((r) => r['QUERY PLAN']));
     const unionPlan = await db.withTenant(TENANT, async (tx) => (await tx.query<{ 'QUERY PLAN': string }>(`explain ${server(`(${unionSql})`)}`)).rows.map((r) => r['QUERY PLAN']));
+    // A view is inlined: its plan must be the subquery's, node for node and cost for cost.
+    const viewPlan = await db.withTenant(TENANT, async (tx) => (await tx.query<{ 'QUERY PLAN': string }>(`explain ${server('bench_views.partner')}`)).rows.map((r) => r['QUERY PLAN']));
+    const viewSamePlan = JSON.stringify(viewPlan) === JSON.stringify(plan);
+    log(`the view's plan is the subquery's: ${viewSamePlan}`);
     const result = {
       rows: { crm: ROWS, erp: ROWS + ROWS / 100, fused: conflicts.fused, conflicted: conflicts.conflicted },
       rounds: ROUNDS,
       figures,
       dropWithView: dropRefused,
-      plans: { join: plan, unionGroupBy: unionPlan },
+      viewSamePlan,
+      plans: { join: plan, unionGroupBy: unionPlan, view: viewPlan },
       node: process.version,
       cpus: cpus().length,
       cpuModel: cpus()[0]?.model ?? 'unknown',
