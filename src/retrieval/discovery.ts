@@ -32,7 +32,7 @@ export async function loadCard(tx: Tx, scope: string): Promise<StoredCard | unde
 }
 
 /** The schema of an entity's relation on a card: `entity.<name>` (computed when a query runs, src/entities/relation.ts). */
-export const ENTITY_SCHEMA = 'entity';
+const ENTITY_SCHEMA = 'entity';
 
 /**
  * Discovers the schema card of a scope from the ext tables its connectors write: every column
