@@ -20,6 +20,7 @@ import { until } from '../test/harness/until.js';
  */
 
 const CONNECTOR = MANIFEST_KINDS.find((k) => k.kind === 'Connector')!;
+const ENTITY = MANIFEST_KINDS.find((k) => k.kind === 'Entity')!;
 const API_VERSION = apiVersionOf(CONNECTOR);
 const NS = 'team-a';
 
@@ -65,7 +66,9 @@ beforeAll(async () => {
   hub = await startTestHub();
   const created = await hub.services.db.crossTenant('test', (tx) => tx.query<{ id: number }>(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`));
   otherTenant = Number(created.rows[0]!.id);
-  api = await new KubeApiStandIn([{ group: CONNECTOR.group, version: CONNECTOR.version, plural: CONNECTOR.plural, kind: CONNECTOR.kind, namespaced: true, statusSubresource: true }]).start();
+  api = await new KubeApiStandIn(
+    [CONNECTOR, ENTITY].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
+  ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   operator = new Operator({
     kinds: MANIFEST_KINDS,
@@ -268,5 +271,41 @@ describe('a Connector resource', () => {
 
   it('serves every registered kind from its CRD name', () => {
     expect(MANIFEST_KINDS.map(crdNameOf)).toContain('connectors.connectors.svc.io');
+  });
+});
+
+describe('an Entity resource', () => {
+  const entity = (name: string) => api.get(apiVersionOf(ENTITY), 'entities', NS, name) as Resource | undefined;
+  const resource = () => ({ ...example('entity-partner.yaml'), metadata: { ...example('entity-partner.yaml').metadata, namespace: NS } });
+
+  it('is applied through the same service as POST /api/entities/apply: Ready with its warnings, no CronJob, no lastRun', async () => {
+    api.apply('entities', resource());
+    const condition = await until('Ready', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready'));
+    // The example's tables do not exist in this tenant yet: applied, with a warning for each.
+    expect(condition).toMatchObject({ status: 'True', reason: 'Applied', observedGeneration: 1 });
+    expect(condition.message).toBe(
+      'applied to tenant default; warnings: spec.sources[0].table: ext.open_partners does not exist yet (no connector has written it): its mapped columns are checked when the entity is read; ' +
+        'spec.sources[1].table: ext.soap_siebel_partners does not exist yet (no connector has written it): its mapped columns are checked when the entity is read',
+    );
+    const stored = entity('partner')!;
+    expect(stored.metadata.finalizers).toEqual([FINALIZER]);
+    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready']);
+    expect(stored.status!.lastRun).toBeUndefined();
+    expect(api.get('batch/v1', 'cronjobs', NS, 'entity-partner')).toBeUndefined();
+    const held = (await hubGet('/api/entities/partner')).body!;
+    expect(held.manifest).toEqual(manifestOf(stored));
+    expect(held).toMatchObject({ name: 'partner', scopes: ['partners'], key: 'partner_id' });
+  });
+
+  it('puts a validation error on Ready naming the field, and deletes the entity in the hub through its finalizer', async () => {
+    const broken = resource();
+    (broken.spec as { key: string }).key = 'nope';
+    api.apply('entities', broken);
+    const condition = await until('Ready=False', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'False'));
+    expect(condition).toMatchObject({ reason: 'Invalid', message: expect.stringContaining('spec.key "nope" must name one of spec.columns') });
+    expect((await hubGet('/api/entities/partner')).body!.key).toBe('partner_id');
+    api.remove(apiVersionOf(ENTITY), 'entities', NS, 'partner');
+    await until('the resource gone', () => !entity('partner'));
+    expect((await hubGet('/api/entities/partner')).status).toBe(404);
   });
 });

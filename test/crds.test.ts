@@ -4,6 +4,7 @@ import { describe, expect, it } from '@jest/globals';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { parse } from 'yaml';
 import { checkManifest } from '../src/connectors/manifest/validate.js';
+import { checkEntityManifest } from '../src/entities/manifest/validate.js';
 import { crdOf, renderCrds } from '../src/manifests/crd.js';
 import { AGE_COLUMN, crdNameOf, type ManifestKind, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { packageRoot } from '../src/package-root.js';
@@ -12,7 +13,7 @@ import { packageRoot } from '../src/package-root.js';
  * The CRDs of crds/, generated from the registered manifest kinds (src/manifests/kinds.ts,
  * scripts/generate-crds.ts): not stale, structural as apiextensions.k8s.io/v1 requires, and
  * agreeing with the apply-time validator on the examples/ manifests (which must work with both
- * `kubectl apply -f` and `POST /api/connectors/apply`). No Kubernetes API server runs here: the
+ * `kubectl apply -f` and `POST /api/connectors/apply` or `POST /api/entities/apply`). No Kubernetes API server runs here: the
  * structural rules and the pruning are re-checked by the walkers below.
  */
 
@@ -245,8 +246,10 @@ describe('the translation of JSON Schema constructs a structural schema forbids'
   });
 });
 
+const kindOf = (file: string) => (parse(readFileSync(join(EXAMPLES, file), 'utf8')) as { kind?: unknown }).kind;
+
 describe('examples/', () => {
-  const files = yamlFiles(EXAMPLES);
+  const files = yamlFiles(EXAMPLES).filter((f) => kindOf(f) === 'Connector');
   const crdSchema = schemaOf(connectorCrd());
   const validate = crdValidator(crdSchema);
   const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { name: string; labels: Record<string, string> }; spec: Schema & { endpoints: Schema[] } };
@@ -304,6 +307,61 @@ describe('examples/', () => {
       breakIt(manifest);
       expect({ field, crd: validate(manifest) }).toEqual({ field, crd: false });
       expect(checkManifest(manifest).errors.map((e) => e.field)).toContain(field);
+    }
+  });
+});
+
+describe('examples/ Entity manifests', () => {
+  const files = yamlFiles(EXAMPLES).filter((f) => kindOf(f) === 'Entity');
+  const crdSchema = schemaOf(readCrd(`${crdNameOf(MANIFEST_KINDS.find((k) => k.kind === 'Entity')!)}.yaml`));
+  const validate = crdValidator(crdSchema);
+  const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { labels: Record<string, string> }; spec: { sources: Array<{ table: string }> } };
+
+  it('holds the partner entity, and nothing but Connectors and Entities is there', () => {
+    expect(files).toEqual(['entity-partner.yaml']);
+    expect(yamlFiles(EXAMPLES).filter((f) => !['Connector', 'Entity'].includes(String(kindOf(f))))).toEqual([]);
+  });
+
+  it.each(files)('%s reads the same as YAML 1.1 (kubectl) and 1.2 (the HTTP apply path)', (file) => {
+    const text = readFileSync(join(EXAMPLES, file), 'utf8');
+    expect(parse(text, { version: '1.1' })).toEqual(parse(text));
+  });
+
+  it.each(files)('%s passes the apply-time validator with no error and no warning, and reads tables the example connectors write', (file) => {
+    const manifest = load(file);
+    const check = checkEntityManifest(manifest);
+    expect(check.errors).toEqual([]);
+    expect(check.warnings).toEqual([]);
+    expect(manifest.metadata.labels).toEqual({ 'svc.io/tenant': 'default' });
+    const written = new Set(
+      yamlFiles(EXAMPLES)
+        .filter((f) => kindOf(f) === 'Connector')
+        .flatMap((f) => (parse(readFileSync(join(EXAMPLES, f), 'utf8')) as { spec: { endpoints: Array<{ target: { table: string } }> } }).spec.endpoints.map((e) => e.target.table)),
+    );
+    for (const source of manifest.spec.sources) expect({ table: source.table, written: written.has(source.table) }).toEqual({ table: source.table, written: true });
+  });
+
+  it.each(files)('%s passes the CRD schema, with no field the apiserver would prune or kubectl refuse', (file) => {
+    const manifest = load(file);
+    expect(validate(manifest) ? [] : validate.errors).toEqual([]);
+    expect(undeclared(manifest, crdSchema)).toEqual([]);
+  });
+
+  it('are refused by both the CRD schema and the apply path when broken the same way', () => {
+    const base = load('entity-partner.yaml') as unknown as Schema & { spec: Schema & { columns: Schema[]; sources: Schema[] } };
+    const broken: [string, (m: typeof base) => void][] = [
+      ['spec.key', (m) => { delete m.spec.key; }],
+      ['spec.columns[0].type', (m) => { m.spec.columns[0]!.type = 'varchar'; }],
+      ['spec.columns[1].name', (m) => { m.spec.columns[1]!.name = 'Name'; }],
+      ['spec.sources[0].table', (m) => { m.spec.sources[0]!.table = 'open_partners'; }],
+      ['spec.sources', (m) => { m.spec.sources = []; }],
+      ['metadata.name', (m) => { (m.metadata as Schema).name = 'partner_1'; }],
+    ];
+    for (const [field, breakIt] of broken) {
+      const manifest = structuredClone(base);
+      breakIt(manifest);
+      expect({ field, crd: validate(manifest) }).toEqual({ field, crd: false });
+      expect(checkEntityManifest(manifest).errors.map((e) => e.field)).toContain(field);
     }
   });
 });

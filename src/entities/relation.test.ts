@@ -87,6 +87,7 @@ beforeAll(async () => {
     ['3', { contact: {} }, { country: 'ES' }],
     ['6', { contact: { email: null } }, {}],
     ['7', { contact: { email: 'seven@x' } }, { country: 'FR' }],
+    ['9', { contact: { email: '' } }, { country: '' }],
     ['', { contact: { email: 'empty@x' } }, {}],
   ]);
   await rows(A, 'erp_partners', [
@@ -97,6 +98,7 @@ beforeAll(async () => {
     ['e5b', { code: '5' }, { email: 'second@x' }],
     ['e6', { code: '6' }, { email: 'six@x' }],
     ['e7', { code: '7', land: 'FR' }, { email: 'seven@x' }],
+    ['e9', { code: '9', land: 'ES' }, { email: 'nine@x' }],
     ['enull', { code: null }, { email: 'nokey@x' }],
     ['enone', {}, { email: 'nokey@x' }],
     ['eempty', { code: '' }, { email: 'nokey@x' }],
@@ -130,7 +132,7 @@ describe('the fused relation of two sources', () => {
   });
 
   it('holds one row per key of any source; keys that are NULL, missing or empty are left out', () => {
-    expect(result.rows.map((r) => r._entity_id)).toEqual(['1', '2', '3', '4', '5', '6', '7']);
+    expect(result.rows.map((r) => r._entity_id)).toEqual(['1', '2', '3', '4', '5', '6', '7', '9']);
   });
 
   it('takes the first non-null value in declared source order and records a disagreement', () => {
@@ -156,6 +158,10 @@ describe('the fused relation of two sources', () => {
     expect(byId(result.rows)['3']).toEqual(expect.objectContaining({ partner_id: '3', email: null, country: 'ES', credit: null, since: null, _conflicts: {} }));
   });
 
+  it('reads an empty text as no value: a later source\'s value wins it, without a conflict', () => {
+    expect(byId(result.rows)['9']).toEqual(expect.objectContaining({ email: 'nine@x', country: 'ES', _conflicts: {}, _resolution: 'none' }));
+  });
+
   it('keeps a key only the second source has, the key column being _entity_id', () => {
     expect(byId(result.rows)['4']).toEqual(expect.objectContaining({ partner_id: '4', email: 'four@x', country: 'ES', _resolution: 'none' }));
   });
@@ -174,7 +180,7 @@ describe('three sources', () => {
     m.metadata.name = 'contact';
     await apply(A, m);
     const got = byId((await fused(A, 'contact')).rows);
-    expect(Object.keys(got)).toEqual(['1', '2', '3', '4', '5', '6', '7', '8']);
+    expect(Object.keys(got)).toEqual(['1', '2', '3', '4', '5', '6', '7', '8', '9']);
     expect(got['1']).toEqual(expect.objectContaining({
       email: 'c@x',
       _conflicts: { email: { 'ext.crm_contacts': 'c@x', 'ext.partners': 'a@x', 'ext.erp_partners': 'b@x' }, country: { 'ext.partners': 'FR', 'ext.erp_partners': 'DE' } },

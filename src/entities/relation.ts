@@ -13,7 +13,8 @@ import type { EntityDef, EntitySource } from './types.js';
  * Semantics (docs/entities.md, "Fusion"):
  * - every source is read as `(_k, v…)`: its key and its mapped columns, all as text (a promoted
  *   column cast `::text`, PostgreSQL's own text form; a JSONPath through
- *   `jsonb_path_query_first(data, path) #>> '{}'`); rows whose key is NULL or '' are left out;
+ *   `jsonb_path_query_first(data, path) #>> '{}'`), an empty text read as NULL (a CSV's empty cell
+ *   is no value); rows whose key is NULL or '' are left out;
  * - a source whose key is not `external_id` (unique per table) may hold a key twice: the row with
  *   the smallest `id` (the first ingested) is the one kept;
  * - the sources are joined on the key text by a chain of FULL OUTER JOINs, in declared order;
@@ -98,7 +99,7 @@ export const valueColumn = (j: number): string => `_v${j}`;
 export function sourceSubquerySql(tenantId: number | undefined, entity: EntityDef, source: EntitySource): string {
   const values = entity.columns.flatMap((c, j) => {
     const mapping = c.name === entity.key ? undefined : source.columns[c.name];
-    return mapping === undefined ? [] : [{ name: valueColumn(j), sql: mappingSql(mapping) }];
+    return mapping === undefined ? [] : [{ name: valueColumn(j), sql: `nullif(${mappingSql(mapping)}, '')` }];
   });
   const table = tenantTableSql(tenantId, source.table);
   const select = [`${mappingSql(source.key)} as _k`, ...values.map((v) => `${v.sql} as ${v.name}`)].join(', ');
@@ -146,4 +147,24 @@ export function fusedRelationSql(tenantId: number | undefined, entity: EntityDef
     outputs.push(`case when ${any} then ${ledger} else '{}'::jsonb end as _conflicts`, `case when ${any} then 'precedence' else 'none' end::text as _resolution`);
   }
   return `select ${outputs.join(', ')} from ${from}`;
+}
+
+/** How analytic chat reads a canonical column of each declared type. */
+const SQL_TYPES: Record<EntityDef['columns'][number]['type'], string> = { text: 'text', bigint: 'bigint', numeric: 'numeric', timestamptz: 'timestamptz', boolean: 'boolean' };
+
+/**
+ * The entity as analytic chat queries it (the schema card's relation `entity.<name>`): the canonical
+ * columns in declared order, each typed as declared (a value that does not read as its type is
+ * NULL, never an error), without `_entity_id`, `_conflicts` and `_resolution` (the conflict ledger
+ * is outside the card). Checks the catalog first, as entityRelation does.
+ */
+export async function typedEntityRelation(tx: Tx, entity: EntityDef): Promise<string> {
+  const fused = await entityRelation(tx, entity);
+  const columns = entity.columns.map((c) => {
+    const value = `e.${ident(c.name)}`;
+    if (c.type === 'text') return `${value} as ${ident(c.name)}`;
+    const type = SQL_TYPES[c.type];
+    return `case when pg_input_is_valid(${value}, ${literal(type)}) then ${value}::${type} end as ${ident(c.name)}`;
+  });
+  return `select ${columns.join(', ')} from (${fused}) e`;
 }

@@ -1,7 +1,10 @@
 import type { ResolvedScope } from '../admin/scope-access.js';
 import { tenantTableSql } from '../connectors/target/ddl.js';
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
+import { EntityDefinitionError, typedEntityRelation } from '../entities/relation.js';
+import { loadEntity } from '../entities/store.js';
 import { ConflictError, ScopeNotGranted } from '../errors.js';
+import { GuardRefusal } from './analytic/ast.js';
 import { guardQuery, MAX_ROWS } from './analytic/guards.js';
 import { runReadOnly } from './analytic/run.js';
 import type { SchemaCard } from './analytic/schema-card.js';
@@ -40,6 +43,30 @@ export function renderCard(card: SchemaCard): string {
     .join('\n');
 }
 
+/**
+ * The SQL of every entity relation of a card (`entity.<name>`), computed now from the entity's
+ * stored definition (src/entities/relation.ts), or why it cannot be read (the entity was deleted,
+ * or a source table or column is gone).
+ */
+async function entityRelations(tx: Tx, card: SchemaCard | undefined): Promise<Map<string, { sql: string } | { problem: string }>> {
+  const out = new Map<string, { sql: string } | { problem: string }>();
+  for (const relation of card?.relations ?? []) {
+    if (relation.entity === undefined) continue;
+    const entity = await loadEntity(tx, relation.entity);
+    if (!entity) {
+      out.set(relation.name, { problem: `entity ${relation.entity} no longer exists (rediscover the scope)` });
+      continue;
+    }
+    try {
+      out.set(relation.name, { sql: await typedEntityRelation(tx, entity) });
+    } catch (err) {
+      if (!(err instanceof EntityDefinitionError)) throw err;
+      out.set(relation.name, { problem: err.message });
+    }
+  }
+  return out;
+}
+
 /** The statement in a model's answer: the first fenced block if any, else the whole text; undefined when the model abstains. */
 export function extractSql(answer: string): { sql?: string; abstained?: string } {
   const text = answer.trim();
@@ -75,7 +102,10 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   const scope = resolved.scope ?? (resolved.allowed?.length === 1 ? resolved.allowed[0] : undefined);
   if (scope === undefined && resolved.allowed) throw new ScopeNotGranted();
   const name = scope ?? '';
-  const { stored, asOf } = await deps.db.withTenant(tenantId, async (tx) => ({ stored: await loadCard(tx, name), asOf: await dataAsOf(tx, name) }));
+  const { stored, asOf, entities } = await deps.db.withTenant(tenantId, async (tx) => {
+    const card = await loadCard(tx, name);
+    return { stored: card, asOf: await dataAsOf(tx, name), entities: await entityRelations(tx, card?.card) };
+  });
   if (!stored) {
     throw new ConflictError(
       `no schema discovered for scope '${name}' — apply an entity or run discovery first`,
@@ -84,15 +114,26 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
     );
   }
   const otherDoors: string[] = [];
+  // Where the scope fuses entities, what their sources disagree on is in the conflict ledger (off the card).
+  const refusedDoors = entities.size > 0 ? ['conflicts'] : [];
   if (!deps.chat) throw NO_CHAT;
   const written = await deps.chat.complete([
     { role: 'system', content: `${SYSTEM}\n\nRelations:\n${renderCard(stored.card)}` },
     { role: 'user', content: question },
   ]);
-  const refusal = (answer: string, sql: string): AnalyticAnswer => ({ answer, sql, rowCount: 0, rows: [], otherDoors });
+  const refusal = (answer: string, sql: string): AnalyticAnswer => ({ answer, sql, rowCount: 0, rows: [], otherDoors: refusedDoors });
   const { sql, abstained } = extractSql(written);
   if (abstained !== undefined || !sql) return refusal(`The model could not write a query: ${abstained ?? 'it answered nothing'}`, '');
-  const verdict = await guardQuery(sql, stored.card, { maxRows: MAX_ROWS, resolveRelation: (relation) => tenantTableSql(tenantId, relation) });
+  const verdict = await guardQuery(sql, stored.card, {
+    maxRows: MAX_ROWS,
+    resolveRelation: (relation) => tenantTableSql(tenantId, relation),
+    resolveSubquery: (relation) => {
+      const computed = entities.get(relation);
+      if (computed === undefined) return undefined;
+      if ('problem' in computed) throw new GuardRefusal(2, `Relation "${relation}" cannot be read now: ${computed.problem}.`);
+      return computed.sql;
+    },
+  });
   if (!verdict.ok) return refusal(`Refused (guard ${verdict.guard}): ${verdict.reason}`, sql);
   let result: { rows: Record<string, unknown>[]; rowCount: number };
   try {

@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { tenantTableSql } from '../connectors/target/ddl.js';
 import type { Tx } from '../db/database.js';
+import { EntityDefinitionError, typedEntityRelation } from '../entities/relation.js';
+import { entitiesOfScope } from '../entities/store.js';
 import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-card.js';
 
 /** Columns every ext table has that say nothing about the data (or hold it as a whole). */
@@ -29,11 +31,17 @@ export async function loadCard(tx: Tx, scope: string): Promise<StoredCard | unde
   return r && { card: r.card, sourceType: r.source_type, enriched: r.enriched, updatedAt: r.updated_at };
 }
 
+/** The schema of an entity's relation on a card: `entity.<name>` (computed when a query runs, src/entities/relation.ts). */
+const ENTITY_SCHEMA = 'entity';
+
 /**
  * Discovers the schema card of a scope from the ext tables its connectors write: every column
  * but the bookkeeping ones and the raw payload, with up to three example values, and, for a text
  * column of at most 20 distinct values each seen twice on average, those values as its declared domain (what analytic chat's
- * value guard holds literals to). Stored as the scope's card (source type `discovered`).
+ * value guard holds literals to). Then one relation `entity.<name>` per entity declaring the scope
+ * whose sources the database serves now: its canonical columns with their declared types, labels,
+ * descriptions, examples and values (the declared domain). Stored as the scope's card (source type
+ * `entity` when it holds an entity, else `discovered`).
  */
 export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
   const tenantId = tx.tenantId!;
@@ -71,13 +79,36 @@ export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: stri
     }
     relations.push({ name: table_name, columns: card });
   }
+  let entities = 0;
+  for (const entity of await entitiesOfScope(tx, scope)) {
+    try {
+      await typedEntityRelation(tx, entity);
+    } catch (err) {
+      if (err instanceof EntityDefinitionError) continue; // a source not ingested yet: the next discovery adds it
+      throw err;
+    }
+    entities++;
+    relations.push({
+      name: `${ENTITY_SCHEMA}.${entity.name}`,
+      entity: entity.name,
+      columns: entity.columns.map((c) => {
+        const column: CardColumn = { name: c.name, type: c.type };
+        if (c.label !== undefined) column.label = c.label;
+        if (c.description !== undefined) column.description = c.description;
+        if (c.examples !== undefined) column.examples = c.examples;
+        if (c.values !== undefined) column.values = c.values;
+        return column;
+      }),
+    });
+  }
+  const sourceType = entities > 0 ? 'entity' : 'discovered';
   const stored: SchemaCard = { scope, relations };
   await tx.query(
-    `insert into retrieval.schema_cards (tenant_id, scope, source_type, enriched, card) values (core.current_tenant(), $1, 'discovered', false, $2)
+    `insert into retrieval.schema_cards (tenant_id, scope, source_type, enriched, card) values (core.current_tenant(), $1, $2, false, $3)
      on conflict (tenant_id, scope) do update set source_type = excluded.source_type, enriched = excluded.enriched, card = excluded.card, updated_at = now()`,
-    [scope, JSON.stringify(stored)],
+    [scope, sourceType, JSON.stringify(stored)],
   );
-  return { scope, tableCount: relations.length, columnCount: relations.reduce((n, r) => n + r.columns.length, 0), enriched: false, sourceType: 'discovered' };
+  return { scope, tableCount: relations.length, columnCount: relations.reduce((n, r) => n + r.columns.length, 0), enriched: false, sourceType };
 }
 
 /** End of the scope's last completed run (analytic `dataAsOf`), or undefined when it has none. */

@@ -4,6 +4,8 @@ import { stringify } from 'yaml';
 import { ISO, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
+import { EntityDefinitionError, entityRelation } from '../../../src/entities/relation.js';
+import { loadEntity } from '../../../src/entities/store.js';
 
 /**
  * Entity manifests through HTTP (docs/entities.md): apply (YAML and JSON, create and update,
@@ -174,6 +176,44 @@ describe('tenants', () => {
     const mine = (await call('GET', '/api/entities/partner')).body as Json;
     expect((theirs.body as Json).id).not.toBe(mine.id);
     expect(((await call('GET', '/api/entities', { tenant: 3 })).body as Json[]).length).toBe(0);
+  });
+});
+
+describe('over a connector\'s real rows, and its delete', () => {
+  const fusedRows = (name: string) =>
+    hub.services.db.withTenant(1, async (tx) => {
+      const sql = await entityRelation(tx, (await loadEntity(tx, name))!);
+      return (await tx.query(`select * from (${sql}) e order by _entity_id`)).rows;
+    });
+
+  it('fuses what a run ingested; the connector delete still drops the table, and the entity then names it', async () => {
+    const connector = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'csv-crm' },
+      connector_type: 'rest-generic',
+      spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'rows', path: '/rows', target: { table: 'ext.csv_partners', unique_key: '$.code' } }] },
+    };
+    expect((await call('POST', '/api/connectors/apply', { body: stringify(connector) })).status).toBe(201);
+    const run = await call('POST', '/api/platform/sources/csv/ingest?connector=csv-crm&table=csv_partners&key=code', { body: 'code,email,country\nP1,a@x,FR\nP2,,DE\n', type: 'text/csv' });
+    expect(run.status).toBe(200);
+    const entity = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: 'csv-partner' },
+      spec: { scope: 'crm', key: 'code', columns: [{ name: 'code', type: 'text' }, { name: 'email', type: 'text' }, { name: 'country', type: 'text' }], sources: [{ table: 'ext.csv_partners', key: 'external_id', columns: { email: 'email', country: '$.country' } }] },
+    };
+    expect(await apply(entity)).toMatchObject({ status: 201, body: { warnings: [] } });
+    // The CSV's empty cell is stored as '': the entity reads it as no value.
+    expect(await fusedRows('csv-partner')).toEqual([
+      { _entity_id: 'P1', code: 'P1', email: 'a@x', country: 'FR', _conflicts: {}, _resolution: 'none' },
+      { _entity_id: 'P2', code: 'P2', email: null, country: 'DE', _conflicts: {}, _resolution: 'none' },
+    ]);
+
+    expect((await call('DELETE', '/api/connectors/csv-crm')).status).toBe(204);
+    expect((await owner.query(`select to_regclass('ext_t1.csv_partners') is null as gone`)).rows[0]).toEqual({ gone: true });
+    expect((await call('GET', '/api/entities/csv-partner')).status).toBe(200);
+    await expect(fusedRows('csv-partner')).rejects.toEqual(new EntityDefinitionError('source table ext.csv_partners of entity csv-partner does not exist'));
   });
 });
 

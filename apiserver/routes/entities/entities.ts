@@ -4,7 +4,7 @@ import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
- * Entity manifests (CONTRACTS.md section 4; docs/entities.md): apply, list, read, delete. The
+ * Entity manifests (docs/entities.md): apply, list, read, delete. The
  * manifest is checked by src/entities/manifest (one JSON Schema plus the rules spanning fields) and
  * against the tenant's tables by the store, not by the router: an error answers `{error, field}`
  * with the field as a path (`spec.sources[1].columns.email`).

@@ -334,6 +334,85 @@ describe('analytic chat', () => {
   });
 });
 
+describe('an entity on the schema card', () => {
+  const entity = {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Entity',
+    metadata: { name: 'partner' },
+    spec: {
+      scope: 'partner-entity',
+      key: 'partner_id',
+      columns: [
+        { name: 'partner_id', type: 'text', label: 'Partner id' },
+        { name: 'name', type: 'text', label: 'Partner name', description: 'Trading name' },
+        { name: 'country', type: 'text', label: 'Country', values: ['BE', 'CA', 'CH', 'DE', 'ES', 'FR', 'GB', 'IE', 'IT', 'JP', 'NL', 'PL', 'PT', 'SE', 'US'] },
+        { name: 'credit_limit', type: 'numeric', label: 'Credit limit', examples: ['76000'] },
+      ],
+      sources: [
+        { table: 'ext.partners', key: 'external_id', columns: { name: 'name', country: 'country', credit_limit: '$.credit_limit' } },
+        { table: 'ext.accounts', key: 'external_id', columns: { name: 'name' } },
+      ],
+    },
+  };
+  const ask = (sql: string) => {
+    nextAnswer = sql;
+    return admin.post('/api/platform/rag/chat', { question: 'about partners', mode: 'analytic', scope: 'partner-entity' });
+  };
+
+  it('rediscover adds one relation per entity of the scope, with its declared columns (source type entity)', async () => {
+    expect((await admin.post('/api/entities/apply', entity)).status).toBe(201);
+    const summary = await admin.post('/api/platform/rag/rediscover?scope=partner-entity');
+    expect(summary).toMatchObject({ status: 200, body: { scope: 'partner-entity', tableCount: 1, columnCount: 4, enriched: false, sourceType: 'entity' } });
+    const card = (await admin.get('/api/platform/rag/schema?scope=partner-entity')).body as { relations: unknown[] };
+    expect(card.relations).toEqual([
+      {
+        name: 'entity.partner',
+        entity: 'partner',
+        columns: [
+          { name: 'partner_id', type: 'text', label: 'Partner id' },
+          { name: 'name', type: 'text', label: 'Partner name', description: 'Trading name' },
+          { name: 'country', type: 'text', label: 'Country', values: entity.spec.columns[2]!.values },
+          { name: 'credit_limit', type: 'numeric', label: 'Credit limit', examples: ['76000'] },
+        ],
+      },
+    ]);
+  });
+
+  it('answers a SELECT over the entity with the fused rows, typed as declared, under the guards', async () => {
+    const res = await ask('select country, count(*) as n, sum(credit_limit) as credit from entity.partner where credit_limit > 1000 group by country order by country');
+    expect(res.status).toBe(200);
+    const expected = await owner.query<{ country: string; n: number; credit: string }>(
+      `select country, count(*)::int as n, sum((data->>'credit_limit')::numeric)::text as credit from ext_t${T}.partners where (data->>'credit_limit')::numeric > 1000 group by country order by country`,
+    );
+    const body = res.body as { rowCount: number; rows: Array<{ country: string; n: string; credit: string }>; otherDoors: string[] };
+    expect(body.otherDoors).toEqual([]);
+    expect(body.rows.map((r) => ({ country: r.country, n: Number(r.n), credit: String(r.credit) }))).toEqual(expected.rows);
+    const joined = await ask('select p.partner_id, p.name from entity.partner p where p.partner_id = \'1\'');
+    expect((joined.body as { rows: unknown[] }).rows).toEqual([{ partner_id: '1', name: (await owner.query(`select name from ext_t${T}.partners where external_id = '1'`)).rows[0].name }]);
+  });
+
+  it('holds the query to the card: no ledger columns, declared values only; refusals point at the conflict ledger', async () => {
+    for (const [sql, guard] of [
+      ['select _conflicts from entity.partner', 2],
+      ['select * from ext.partners', 2],
+      ["select count(*) from entity.partner where country = 'XX'", 3],
+      ['select jsonb_path_query_first(\'{}\', \'$\') from entity.partner', 2],
+    ] as const) {
+      const res = await ask(sql);
+      expect(res.body).toMatchObject({ sql, rowCount: 0, rows: [], otherDoors: ['conflicts'] });
+      expect((res.body as { answer: string }).answer).toMatch(new RegExp(`^Refused \\(guard ${guard}\\)`));
+    }
+    nextAnswer = 'ABSTAIN: not about partners';
+    expect((await admin.post('/api/platform/rag/chat', { question: 'weather?', mode: 'analytic', scope: 'partner-entity' })).body).toMatchObject({ sql: '', otherDoors: ['conflicts'] });
+  });
+
+  it('refuses the relation once the entity is gone, naming why', async () => {
+    expect((await admin.del('/api/entities/partner')).status).toBe(204);
+    const res = await ask('select count(*) from entity.partner');
+    expect((res.body as { answer: string }).answer).toBe('Refused (guard 2): Relation "entity.partner" cannot be read now: entity partner no longer exists (rediscover the scope).');
+  });
+});
+
 describe('the platform corpus and deletes', () => {
   it('reindex answers 202 at once and builds the system corpus every tenant can search', async () => {
     const res = await admin.post('/api/platform/rag/reindex');

@@ -30,7 +30,7 @@ function manifest(spec: Json = {}, top: Json = {}): Json {
   };
 }
 
-const spec = (m: Json) => m.spec as Json & { columns: Json[]; sources: Array<Json & { columns: Json }> };
+const spec = (m: Json) => m.spec as Json & { columns: Json[]; sources: Array<Json & { columns?: Json }> };
 
 /** The errors of a manifest, as `{field: message}`. */
 function errorsOf(m: unknown): Record<string, string> {

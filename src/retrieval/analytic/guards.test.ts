@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from '@jest/globals';
 import { parse as parseYaml } from 'yaml';
+import { GuardRefusal } from './ast.js';
 import { guardQuery } from './guards.js';
 import type { SchemaCard } from './schema-card.js';
 
@@ -149,5 +150,64 @@ describe('guardQuery', () => {
       'select 1 from ext.partners p2, ext.orders o join ext.orders o2 on name = o2.currency',
     ];
     for (const sql of refused) expect(await guardQuery(sql, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2 });
+  });
+});
+
+describe('a card relation computed at read time (an entity)', () => {
+  const withEntity: SchemaCard = {
+    ...card,
+    relations: [
+      ...card.relations,
+      { name: 'entity.partner', entity: 'partner', columns: [{ name: 'partner_id', type: 'text' }, { name: 'email', type: 'text' }, { name: 'country', type: 'text', values: ['FR', 'DE'] }] },
+    ],
+  };
+  /** What the hub hands the guard for it (src/entities/relation.ts): its own SELECT, with functions the guard would refuse. */
+  const fused =
+    `select e.partner_id, e.email, e.country from (select s0._k as partner_id, coalesce(s0._v1, s1._v1) as email, s0._v2 as country, '{}'::jsonb as _conflicts ` +
+    `from (select t.external_id::text as _k, jsonb_path_query_first(t.data, '$."contact"."email"'::jsonpath) #>> '{}' as _v1, t.country::text as _v2 from "ext_t7"."partners" t where t.external_id <> '') s0 ` +
+    `full join (select distinct on (_k) _k, _v1 from (select jsonb_path_query_first(t.data, '$."code"'::jsonpath) #>> '{}' as _k, t.email::text as _v1, t.id as _id from "ext_t7"."erp" t) d where _k <> '' order by _k, _id) s1 on s1._k = s0._k) e`;
+  const resolveSubquery = (name: string) => (name === 'entity.partner' ? fused : undefined);
+  const guard = (sql: string) => guardQuery(sql, withEntity, { resolveRelation, resolveSubquery });
+
+  it('is replaced by the hub\'s subquery under its own name, after the query was held to the card', async () => {
+    const result = await guard("select country, count(*) from entity.partner where country = 'FR' group by country");
+    expect(result).toMatchObject({ ok: true, limit: 500 });
+    if (!result.ok) return;
+    expect(result.sql).toMatch(/^SELECT country, count\(\*\) FROM \( SELECT e\.partner_id, e\.email, e\.country FROM \( SELECT s0\._k AS partner_id/);
+    expect(result.sql).toMatch(/\) AS partner WHERE country = 'FR' GROUP BY country LIMIT 500$/);
+    // The deparser's own spelling of the hub's SQL, which parses back to the very tree approved.
+    expect(result.sql).toContain(`jsonb_path_query_first(t.data, CAST('$."contact"."email"' AS jsonpath)) #>> '{}' AS _v1`);
+  });
+
+  it('works with an alias, a qualified reference, a star, a join with a table and a self join', async () => {
+    for (const sql of [
+      'select p.email from entity.partner p',
+      'select entity.partner.email from entity.partner',
+      'select * from entity.partner',
+      'select p.email, o.total from entity.partner p join ext.orders o on o.partner_id::text = p.partner_id',
+      'select a.email from entity.partner a join entity.partner b on a.partner_id = b.partner_id',
+    ]) {
+      const result = await guard(sql);
+      expect({ sql, ok: result.ok }).toEqual({ sql, ok: true });
+      if (result.ok) expect(result.sql).not.toMatch(/entity\./);
+    }
+  });
+
+  it('holds it to its card columns and declared values like any relation', async () => {
+    expect(await guard('select _conflicts from entity.partner')).toMatchObject({ ok: false, guard: 2 });
+    expect(await guard('select e.data from entity.partner e')).toMatchObject({ ok: false, guard: 2 });
+    expect(await guard("select count(*) from entity.partner where country = 'XX'")).toMatchObject({ ok: false, guard: 3 });
+    expect(await guard("select jsonb_path_query_first('{}', '$') from entity.partner")).toMatchObject({ ok: false, guard: 2 });
+    expect(await guard('select email from entity.other')).toMatchObject({ ok: false, guard: 2 });
+  });
+
+  it('refuses with the reason resolveSubquery gives, and fails loudly on SQL that is not one SELECT', async () => {
+    const refusing = () => {
+      throw new GuardRefusal(2, 'Relation "entity.partner" cannot be read now: gone.');
+    };
+    expect(await guardQuery('select email from entity.partner', withEntity, { resolveRelation, resolveSubquery: refusing })).toEqual({ ok: false, guard: 2, reason: 'Relation "entity.partner" cannot be read now: gone.' });
+    for (const bad of ['select 1; select 2', 'delete from x', 'not sql']) {
+      await expect(guardQuery('select email from entity.partner', withEntity, { resolveRelation, resolveSubquery: () => bad })).rejects.toThrow('resolveSubquery');
+    }
   });
 });

@@ -28,6 +28,14 @@ export interface GuardOptions {
   maxRows?: number;
   /** A card relation's name (`ext.partners`) as SQL for the tenant's real table (`"ext_t7"."partners"`). */
   resolveRelation: (name: string) => string;
+  /**
+   * A card relation computed at read time (an entity's, `entity.partner`): the SQL of the one
+   * SELECT that stands for it, or undefined for a relation that is a table (resolveRelation). That
+   * SELECT is the hub's own (src/entities/relation.ts): it takes the relation's place, under the
+   * same name, once guards 2 and 3 have held the query to the card, and is not walked by them.
+   * Throw a GuardRefusal to refuse a relation that cannot be read now.
+   */
+  resolveSubquery?: (name: string) => string | undefined;
 }
 
 let loaded: Promise<void> | undefined;
@@ -59,7 +67,7 @@ export async function guardQuery(sql: string, card: SchemaCard, options: GuardOp
   }
   try {
     const select = checkStatementShape(tree.stmts ?? []);
-    const walker = new ReferenceWalker(card, options.resolveRelation);
+    const walker = new ReferenceWalker(card, options.resolveRelation, options.resolveSubquery);
     walker.topLevel(select);
     if (walker.valueRefusal !== undefined) return { ok: false, guard: 3, reason: walker.valueRefusal };
     const limit = boundLimit(select, maxRows);

@@ -15,6 +15,8 @@ interface Item {
   columns: Map<string, Origin | undefined>;
   /** True when some of its columns have names the guard cannot predict (a subquery's unnamed expression). */
   opaque: boolean;
+  /** A card relation computed at read time: the parsed SELECT (wrapped) that replaces it in FROM. */
+  subquery?: unknown;
 }
 
 /** The FROM items one query level sees, and the levels around it. */
@@ -105,6 +107,7 @@ export class ReferenceWalker {
   constructor(
     private readonly card: SchemaCard,
     private readonly resolveRelation: (name: string) => string,
+    private readonly resolveSubquery: (name: string) => string | undefined = () => undefined,
   ) {
     for (const relation of card.relations) this.relations.set(relation.name, relation);
   }
@@ -215,8 +218,18 @@ export class ReferenceWalker {
     const refused = REFUSED_CONSTRUCTS[n.type];
     if (refused) throw new GuardRefusal(2, refused);
     switch (n.type) {
-      case 'RangeVar':
-        return [this.rangeVar(n.body, ctes)];
+      case 'RangeVar': {
+        const item = this.rangeVar(n.body, ctes);
+        if (item.subquery !== undefined) {
+          // An entity of the card: the hub's own subquery takes the relation's place under the same
+          // name, after its references were checked against the card (it is not walked itself).
+          const wrapper = node as Body;
+          delete wrapper.RangeVar;
+          wrapper.RangeSubselect = { subquery: item.subquery, alias: { aliasname: item.alias } };
+          delete item.subquery;
+        }
+        return [item];
+      }
       case 'RangeSubselect': {
         this.known('RangeSubselect', n.body);
         const query = bodyOf(n.body.subquery, 'SelectStmt');
@@ -264,14 +277,20 @@ export class ReferenceWalker {
     const relation = this.relations.get(full);
     if (!relation) throw new GuardRefusal(2, `Relation "${full}" is not on the schema card of scope "${this.card.scope}".`);
     if (alias?.colnames !== undefined) throw new GuardRefusal(2, `Column aliases on "${full}" are not allowed; alias the columns in the select list.`);
+    const name = aliasName ?? rel;
+    const columns = new Map<string, Origin | undefined>();
+    for (const column of relation.columns) columns.set(column.name, { relation: full, column });
+    const item: Item = { alias: name, card: { relation, schema, rel, explicitAlias: aliasName !== undefined }, columns, opaque: false };
+    const computed = this.resolveSubquery(full);
+    if (computed !== undefined) {
+      item.subquery = this.computed(full, computed);
+      return item;
+    }
     const real = this.resolved(full);
     r.schemaname = real.schemaname;
     r.relname = real.relname;
-    const name = aliasName ?? rel;
     r.alias = { aliasname: name };
-    const columns = new Map<string, Origin | undefined>();
-    for (const column of relation.columns) columns.set(column.name, { relation: full, column });
-    return { alias: name, card: { relation, schema, rel, explicitAlias: aliasName !== undefined }, columns, opaque: false };
+    return item;
   }
 
   /** The tenant's real table for a card relation, as schema and name. */
@@ -289,6 +308,19 @@ export class ReferenceWalker {
       throw new Error(`resolveRelation(${name}) did not answer a schema-qualified table name: ${sql}`);
     }
     return { schemaname: r.schemaname, relname: r.relname };
+  }
+
+  /** The parsed SELECT of a card relation computed at read time (wrapped, as a RangeSubselect holds it). */
+  private computed(name: string, sql: string): unknown {
+    let stmts: unknown[] = [];
+    try {
+      stmts = parseSync(sql).stmts ?? [];
+    } catch {
+      // reported below
+    }
+    const stmt = stmts.length === 1 ? (stmts[0] as { stmt?: unknown }).stmt : undefined;
+    if (!bodyOf(stmt, 'SelectStmt')) throw new Error(`resolveSubquery(${name}) did not answer one SELECT: ${sql}`);
+    return stmt;
   }
 
   // ---------------------------------------------------------------- select list

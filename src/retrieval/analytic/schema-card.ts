@@ -15,8 +15,13 @@ export interface CardColumn {
 }
 
 export interface CardRelation {
-  /** Schema-qualified, as the model writes it (`ext.partners`); `resolveRelation` maps it to the tenant's real table. */
+  /**
+   * Schema-qualified, as the model writes it (`ext.partners`); `resolveRelation` maps it to the
+   * tenant's real table. An entity's relation is `entity.<name>`.
+   */
   name: string;
+  /** Set for an entity's relation: the entity's name; its rows are computed when a query runs (src/entities/relation.ts). */
+  entity?: string;
   columns: CardColumn[];
 }
 
