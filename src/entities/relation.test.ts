@@ -158,7 +158,7 @@ describe('the fused relation of two sources', () => {
     expect(byId(result.rows)['3']).toEqual(expect.objectContaining({ partner_id: '3', email: null, country: 'ES', credit: null, since: null, _conflicts: {} }));
   });
 
-  it('reads an empty text as no value: a later source\'s value wins it, without a conflict', () => {
+  it('lets a later source\'s value win over an empty text, without a conflict', () => {
     expect(byId(result.rows)['9']).toEqual(expect.objectContaining({ email: 'nine@x', country: 'ES', _conflicts: {}, _resolution: 'none' }));
   });
 

@@ -99,7 +99,7 @@ export const valueColumn = (j: number): string => `_v${j}`;
 export function sourceSubquerySql(tenantId: number | undefined, entity: EntityDef, source: EntitySource): string {
   const values = entity.columns.flatMap((c, j) => {
     const mapping = c.name === entity.key ? undefined : source.columns[c.name];
-    return mapping === undefined ? [] : [{ name: valueColumn(j), sql: `nullif(${mappingSql(mapping)}, '')` }];
+    return mapping === undefined ? [] : [{ name: valueColumn(j), sql: mappingSql(mapping) }];
   });
   const table = tenantTableSql(tenantId, source.table);
   const select = [`${mappingSql(source.key)} as _k`, ...values.map((v) => `${v.sql} as ${v.name}`)].join(', ');
@@ -127,15 +127,16 @@ export function fusedRelationSql(tenantId: number | undefined, entity: EntityDef
       outputs.push(`${entityId} as ${ident(c.name)}`);
       return;
     }
-    const givers = entity.sources.flatMap((s, i) => (s.columns[c.name] !== undefined ? [{ table: s.table, value: `${alias(i)}.${valueColumn(j)}` }] : []));
-    outputs.push(`${givers.length === 1 ? givers[0]!.value : `coalesce(${givers.map((g) => g.value).join(', ')})`} as ${ident(c.name)}`);
+    const givers = entity.sources.flatMap((s, i) => (s.columns[c.name] !== undefined ? [{ table: s.table, value: `${alias(i)}.${valueColumn(j)}`, given: `nullif(${alias(i)}.${valueColumn(j)}, '')` }] : []));
+    // The first value given, in source order; an empty text only when no source gives more.
+    outputs.push(`${givers.length === 1 ? givers[0]!.value : `coalesce(${[...givers.map((g) => g.given), ...givers.map((g) => g.value)].join(', ')})`} as ${ident(c.name)}`);
     if (givers.length < 2) return;
     const pairs: string[] = [];
-    for (let a = 0; a < givers.length; a++) for (let b = a + 1; b < givers.length; b++) pairs.push(`coalesce(${givers[a]!.value} <> ${givers[b]!.value}, false)`);
+    for (let a = 0; a < givers.length; a++) for (let b = a + 1; b < givers.length; b++) pairs.push(`coalesce(${givers[a]!.given} <> ${givers[b]!.given}, false)`);
     differs.push({
       column: c.name,
       test: pairs.length === 1 ? pairs[0]! : `(${pairs.join(' or ')})`,
-      values: `jsonb_strip_nulls(jsonb_build_object(${givers.map((g) => `${literal(g.table)}::text, ${g.value}`).join(', ')}))`,
+      values: `jsonb_strip_nulls(jsonb_build_object(${givers.map((g) => `${literal(g.table)}::text, ${g.given}`).join(', ')}))`,
     });
   });
 

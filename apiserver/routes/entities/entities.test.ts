@@ -204,10 +204,10 @@ describe('over a connector\'s real rows, and its delete', () => {
       spec: { scope: 'crm', key: 'code', columns: [{ name: 'code', type: 'text' }, { name: 'email', type: 'text' }, { name: 'country', type: 'text' }], sources: [{ table: 'ext.csv_partners', key: 'external_id', columns: { email: 'email', country: '$.country' } }] },
     };
     expect(await apply(entity)).toMatchObject({ status: 201, body: { warnings: [] } });
-    // The CSV's empty cell is stored as '': the entity reads it as no value.
+    // The CSV's empty cell is stored as '': with one source it stays the empty text (an export writes it as "").
     expect(await fusedRows('csv-partner')).toEqual([
       { _entity_id: 'P1', code: 'P1', email: 'a@x', country: 'FR', _conflicts: {}, _resolution: 'none' },
-      { _entity_id: 'P2', code: 'P2', email: null, country: 'DE', _conflicts: {}, _resolution: 'none' },
+      { _entity_id: 'P2', code: 'P2', email: '', country: 'DE', _conflicts: {}, _resolution: 'none' },
     ]);
 
     expect((await call('DELETE', '/api/connectors/csv-crm')).status).toBe(204);
