@@ -100,3 +100,70 @@ describe('svc-hub run connector', () => {
     expect(parseRunArgs(['connector', 'x', '--tenant', 'a', '--fast'])).toBe("unexpected argument '--fast'");
   });
 });
+
+describe('svc-hub run export', () => {
+  let s3: Awaited<ReturnType<typeof import('../test/harness/s3.js').startS3>>;
+
+  beforeAll(async () => {
+    const { startS3 } = await import('../test/harness/s3.js');
+    s3 = await startS3();
+    s3.createBucket('drops');
+    const call = (path: string, body: unknown) =>
+      fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await call('/api/platform/secrets', { name: 'KEY', value: s3.accessKeyId })).status).toBe(201);
+    expect((await call('/api/platform/secrets', { name: 'SECRET', value: s3.secretAccessKey })).status).toBe(201);
+    const entity = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: 'partner' },
+      spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'name', type: 'text' }], sources: [{ table: 'ext.cli_open', key: 'external_id', columns: { id: 'external_id', name: '$.name' } }] },
+    };
+    expect((await call('/api/entities/apply', entity)).status).toBe(201);
+    const exportOf = (name: string, filename: string, schedule?: string) => ({
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Export',
+      metadata: { name },
+      spec: {
+        scope: 'crm',
+        source: { entity: 'partner' },
+        columns: ['id', 'name'],
+        order: ['id'],
+        format: { kind: 'csv' },
+        destination: { kind: 's3', bucket: 'drops', filename, endpoint: s3.endpoint, region: s3.region, access_key_env: 'KEY', secret_key_env: 'SECRET' },
+        mode: 'snapshot',
+        ...(schedule ? { schedule } : {}),
+      },
+    });
+    expect((await call('/api/exports/apply', exportOf('once', 'once.csv'))).status).toBe(201);
+    expect((await call('/api/exports/apply', exportOf('cron', 'cron-${timestamp}.csv', '* * * * *'))).status).toBe(201);
+  });
+
+  afterAll(async () => {
+    await s3?.stop();
+  });
+
+  it('runs an export once in process, prints its receipt, and exits 1 when a second run collides', async () => {
+    const first = await cli(['export', 'once', '--tenant', 'default']);
+    expect(first.code).toBe(0);
+    expect(first.lines[0]).toMatch(/^export once Completed run=[0-9a-f-]{36} attempt=1 rows=300 bytes=\d+ sha256=[0-9a-f]{64} location=s3:\/\/drops\/once\.csv$/);
+    expect(s3.getObject('drops', 'once.csv')?.body.toString().split('\r\n')).toHaveLength(302);
+    const second = await cli(['export', 'once', '--tenant', 'default']);
+    expect(second.code).toBe(1);
+    expect(second.lines[0]).toMatch(/^export once Failed run=\S+ attempt=1 failureCode=collision reason=".+"$/);
+  });
+
+  it('--scheduled runs the latest due slot once, its file named for the slot', async () => {
+    const runs = await Promise.all([1, 2].map(() => cli(['export', 'cron', '--tenant', 'default', '--scheduled'])));
+    const started = runs.filter((r) => r.lines[0]?.startsWith('export cron Completed'));
+    const skipped = runs.filter((r) => /^slot \S+ (already ran|waits: a run is in flight): skipped$/.test(r.lines[0] ?? ''));
+    expect(started.length + skipped.length).toBe(2);
+    expect(started.length).toBeGreaterThanOrEqual(1);
+    expect(started[0]!.lines[0]).toMatch(/location=s3:\/\/drops\/cron-\d{8}T\d{4}00Z\.csv$/);
+  });
+
+  it('parses its arguments', () => {
+    expect(parseRunArgs(['export', 'x', '--tenant', 'a', '--scheduled'])).toEqual({ kind: 'export', name: 'x', tenant: 'a', scheduled: true });
+    expect(parseRunArgs(['export', 'x', '--tenant', 'a', '--endpoint', 'e'])).toBe("unexpected argument '--endpoint'");
+    expect(parseRunArgs(['export'])).toBe('an export NAME is required');
+  });
+});
