@@ -1,3 +1,4 @@
+import { said } from '../../manifests/checking.js';
 import { CONNECTOR_TYPES, PROMOTE_TYPES, TRANSFORMS } from '../types.js';
 import { PRESET_NAMES } from './presets.js';
 
@@ -41,14 +42,6 @@ export const RATE_LIMIT_PATTERN = '^([1-9][0-9]{0,8})/([1-9][0-9]{0,5})?([smh])$
 export const WINDOW_PATTERN = '^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-3]):[0-5][0-9]$';
 
 type Schema = Record<string, unknown>;
-
-/** Error texts for failed patterns, keyed by the sub-schema object ajv reports as the failing one. */
-export const messages = new WeakMap<object, string>();
-
-function said<T extends Schema>(schema: T, message: string): T {
-  messages.set(schema, message);
-  return schema;
-}
 
 const jsonPath = (description: string): Schema =>
   said({ type: 'string', minLength: 1, pattern: '^\\$', description: `JSONPath (\`$\` is the root). ${description}` }, 'must be a JSONPath starting with $');

@@ -1,13 +1,13 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { ErrorObject } from 'ajv/dist/2020.js';
 import { CronExpressionParser } from 'cron-parser';
 import { hasTemplate } from '../auth/template.js';
 import { parseWindow } from '../schedule.js';
 import { promoteColumnName } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
-import { type Issue, schemaIssue } from '../../validation/schema-errors.js';
-import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../../validation/input-limits.js';
+import type { Issue } from '../../validation/schema-errors.js';
+import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
-import { connectorManifestSchema, messages, PAGINATION_KINDS, SPEC_KEYS, STRATEGIES } from './schema.js';
+import { connectorManifestSchema, PAGINATION_KINDS, SPEC_KEYS, STRATEGIES } from './schema.js';
 
 /**
  * Checks a Connector manifest and normalises it to the model the runtime uses (types.ts): the JSON
@@ -59,45 +59,15 @@ const DEFAULT_GRAPHQL_PATH = '/graphql';
 const DEFAULT_SIZE = 50;
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000 } as const;
 
-const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, verbose: true });
-let compiled: ValidateFunction | undefined;
-const schemaCheck = () => {
-  compiled ??= ajv.compile(connectorManifestSchema);
-  return compiled;
-};
+const schemaCheck = compiledOnce(connectorManifestSchema);
 
-/** Errors keyed by field: the first issue on a field wins, later ones on it are dropped. */
-class Issues {
-  readonly list: Issue[] = [];
-  private readonly fields = new Set<string>();
-  add(field: string, message: string): void {
-    if (this.fields.has(field)) return;
-    this.fields.add(field);
-    this.list.push({ field, message });
-  }
-  get count(): number {
-    return this.list.length;
-  }
-}
 
-type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export function checkManifest(input: unknown, options: CheckOptions = {}): ManifestCheck {
+export function checkManifest(given: unknown, options: CheckOptions = {}): ManifestCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
-  if (!isObject(input)) {
-    errors.add('', 'a manifest must be an object (apiVersion, kind, metadata, connector_type, scopes, spec)');
-    return { errors: errors.list, warnings };
-  }
-
-  // The same limits as every HTTP body: what the validator accepts, apply accepts.
-  if (depthOf(input) > MAX_JSON_DEPTH) {
-    errors.add('', `a manifest may nest objects and arrays at most ${MAX_JSON_DEPTH} levels deep`);
-    return { errors: errors.list, warnings };
-  }
-  const unstorable = findUnstorableText(input, '');
-  if (unstorable) errors.add(unstorable.field, `${unstorable.field || 'manifest'} ${unstorable.reason}`);
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, connector_type, scopes, spec');
+  if (!input) return { errors: errors.list, warnings };
 
   refusalsBeforeSchema(input, errors);
   const check = schemaCheck();
@@ -186,10 +156,7 @@ function refine(e: ErrorObject, at: string): string | undefined {
   return undefined;
 }
 
-function translate(e: ErrorObject): [string, string] {
-  const issue = schemaIssue(e, { root: 'manifest', patternMessages: messages, refine });
-  return [issue.field, issue.message];
-}
+const translate = (e: ErrorObject): [string, string] => schemaError(e, refine);
 
 // ---------------------------------------------------------------------------------------------
 // Normalisation: the manifest has passed the schema, so every present field has its type.

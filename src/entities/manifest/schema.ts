@@ -1,3 +1,4 @@
+import { appsManifestSchema, said, SLUG_PATTERN } from '../../manifests/checking.js';
 /**
  * THE JSON Schema (draft 2020-12) of an `apps.svc.io/v1` Entity manifest: the one place its shape is
  * written. The apply path checks manifests against it with ajv (validate.ts); the CRD generator
@@ -20,7 +21,7 @@ export const KIND = 'Entity';
 export const COLUMN_TYPES = ['text', 'bigint', 'numeric', 'timestamptz', 'boolean'] as const;
 
 /** A slug: what `kubectl` accepts as a name; stored lower-case (upper case is accepted over HTTP and folded). */
-export const NAME_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$';
+export const NAME_PATTERN = SLUG_PATTERN;
 /** A canonical column: a lower-case SQL identifier that does not start with `_` (those are the relation's own). */
 export const CANONICAL_COLUMN_PATTERN = '^[a-z][a-z0-9_]{0,62}$';
 export const EXT_TABLE_PATTERN = '^ext\\.[a-z_][a-z0-9_]{0,62}$';
@@ -31,14 +32,6 @@ export const MAX_COLUMNS = 200;
 export const MAX_SOURCES = 16;
 
 type Schema = Record<string, unknown>;
-
-/** Error texts for failed patterns, keyed by the sub-schema object ajv reports as the failing one. */
-export const messages = new WeakMap<object, string>();
-
-function said<T extends Schema>(schema: T, message: string): T {
-  messages.set(schema, message);
-  return schema;
-}
 
 const SCOPE_MESSAGE = 'must be a non-blank scope tag without whitespace (at most 100 characters)';
 
@@ -89,54 +82,37 @@ const source: Schema = {
   },
 };
 
-export const entityManifestSchema: Schema = {
-  $schema: 'https://json-schema.org/draft/2020-12/schema',
-  title: 'Entity (apps.svc.io/v1)',
-  description: 'An entity manifest: canonical, business-named columns over ingested ext.* tables, several sources fused on one key. The same bytes go to POST /api/entities/apply or to kubectl apply.',
+const spec: Schema = {
   type: 'object',
-  required: ['apiVersion', 'kind', 'metadata', 'spec'],
+  required: ['scope', 'key', 'columns', 'sources'],
   additionalProperties: false,
   properties: {
-    apiVersion: { type: 'string', enum: [API_VERSION] },
-    kind: { type: 'string', enum: [KIND] },
-    metadata: {
-      type: 'object',
-      required: ['name'],
-      description: 'Other keys (labels, annotations, namespace, …) are accepted and ignored.',
-      properties: {
-        name: said(
-          { type: 'string', pattern: NAME_PATTERN, description: 'A slug: 1 to 63 letters, digits or dashes, starting and ending with a letter or digit; stored lower-case, one per tenant.' },
-          'must be a slug: 1 to 63 letters, digits or dashes, starting and ending with a letter or digit',
-        ),
+    scope: said(
+      {
+        type: ['string', 'array'],
+        pattern: SCOPE_PATTERN,
+        minItems: 1,
+        maxItems: 50,
+        items: said({ type: 'string', pattern: SCOPE_PATTERN }, SCOPE_MESSAGE),
+        description: 'The business scope (or a list of scopes) the entity belongs to; duplicates collapse.',
       },
+      SCOPE_MESSAGE,
+    ),
+    key: { type: 'string', minLength: 1, maxLength: 63, description: 'The canonical key column: the name of one of spec.columns.' },
+    columns: { type: 'array', minItems: 1, maxItems: MAX_COLUMNS, items: column, description: 'The canonical columns, in the order the fused relation shows them.' },
+    sources: {
+      type: 'array',
+      minItems: 1,
+      maxItems: MAX_SOURCES,
+      items: source,
+      description: 'Where the columns come from. Several sources fuse on the key; where they disagree the first declared wins (precedence) and the disagreement is recorded in `_conflicts`.',
     },
-    spec: {
-      type: 'object',
-      required: ['scope', 'key', 'columns', 'sources'],
-      additionalProperties: false,
-      properties: {
-        scope: said(
-          {
-            type: ['string', 'array'],
-            pattern: SCOPE_PATTERN,
-            minItems: 1,
-            maxItems: 50,
-            items: said({ type: 'string', pattern: SCOPE_PATTERN }, SCOPE_MESSAGE),
-            description: 'The business scope (or a list of scopes) the entity belongs to; duplicates collapse.',
-          },
-          SCOPE_MESSAGE,
-        ),
-        key: { type: 'string', minLength: 1, maxLength: 63, description: 'The canonical key column: the name of one of spec.columns.' },
-        columns: { type: 'array', minItems: 1, maxItems: MAX_COLUMNS, items: column, description: 'The canonical columns, in the order the fused relation shows them.' },
-        sources: {
-          type: 'array',
-          minItems: 1,
-          maxItems: MAX_SOURCES,
-          items: source,
-          description: 'Where the columns come from. Several sources fuse on the key; where they disagree the first declared wins (precedence) and the disagreement is recorded in `_conflicts`.',
-        },
-      },
-    },
-    status: { type: 'object', description: 'Written by Kubernetes; ignored.' },
   },
 };
+
+export const entityManifestSchema: Schema = appsManifestSchema(
+  KIND,
+  'An entity manifest: canonical, business-named columns over ingested ext.* tables, several sources fused on one key. The same bytes go to POST /api/entities/apply or to kubectl apply.',
+  spec,
+);
+

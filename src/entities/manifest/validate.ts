@@ -1,9 +1,9 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../../validation/input-limits.js';
-import { type Issue, schemaIssue } from '../../validation/schema-errors.js';
+import type { ErrorObject } from 'ajv/dist/2020.js';
+import type { Issue } from '../../validation/schema-errors.js';
+import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { parseMapping } from '../mapping.js';
 import type { EntityColumn, EntityColumnType, EntitySource } from '../types.js';
-import { entityManifestSchema, messages } from './schema.js';
+import { entityManifestSchema } from './schema.js';
 
 /**
  * Checks an Entity manifest and normalises it to the model the store keeps (types.ts): the JSON
@@ -34,48 +34,20 @@ export interface EntityCheck {
   entity?: EntityDraft;
 }
 
-const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, verbose: true });
-let compiled: ValidateFunction | undefined;
-const schemaCheck = () => {
-  compiled ??= ajv.compile(entityManifestSchema);
-  return compiled;
-};
+const schemaCheck = compiledOnce(entityManifestSchema);
 
-/** Errors keyed by field: the first issue on a field wins, later ones on it are dropped. */
-class Issues {
-  readonly list: Issue[] = [];
-  private readonly fields = new Set<string>();
-  add(field: string, message: string): void {
-    if (this.fields.has(field)) return;
-    this.fields.add(field);
-    this.list.push({ field, message });
-  }
-  get count(): number {
-    return this.list.length;
-  }
-}
 
-type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const quoted = (v: unknown) => JSON.stringify(v);
 
 /** `spec.sources[1].columns.email`; a key that is not an identifier is quoted (`columns["a b"]`). */
 export const mappingField = (i: number, column: string): string =>
   /^[A-Za-z_][A-Za-z0-9_]*$/.test(column) ? `spec.sources[${i}].columns.${column}` : `spec.sources[${i}].columns[${quoted(column)}]`;
 
-export function checkEntityManifest(input: unknown): EntityCheck {
+export function checkEntityManifest(given: unknown): EntityCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
-  if (!isObject(input)) {
-    errors.add('', 'a manifest must be an object (apiVersion, kind, metadata, spec)');
-    return { errors: errors.list, warnings };
-  }
-  if (depthOf(input) > MAX_JSON_DEPTH) {
-    errors.add('', `a manifest may nest objects and arrays at most ${MAX_JSON_DEPTH} levels deep`);
-    return { errors: errors.list, warnings };
-  }
-  const unstorable = findUnstorableText(input, '');
-  if (unstorable) errors.add(unstorable.field, `${unstorable.field || 'manifest'} ${unstorable.reason}`);
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
+  if (!input) return { errors: errors.list, warnings };
 
   reservedNames(input, errors);
   const check = schemaCheck();
@@ -97,10 +69,7 @@ function reservedNames(input: Json, errors: Issues): void {
   });
 }
 
-function translate(e: ErrorObject): [string, string] {
-  const issue = schemaIssue(e, { root: 'manifest', patternMessages: messages });
-  return [issue.field, issue.message];
-}
+const translate = (e: ErrorObject): [string, string] => schemaError(e);
 
 interface RawColumn {
   name: string;

@@ -1,3 +1,4 @@
+import { appsManifestSchema, said, SLUG_PATTERN } from '../../manifests/checking.js';
 import { SECRET_NAME_PATTERN } from '../../platform/secrets/store.js';
 
 /**
@@ -17,19 +18,11 @@ export const API_VERSION = 'apps.svc.io/v1';
 export const KIND = 'Export';
 
 /** A slug: lower-case letters, digits and dashes (upper case is accepted and stored lower-case). */
-export const EXPORT_NAME_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$';
+export const EXPORT_NAME_PATTERN = SLUG_PATTERN;
 /** What `ssh-keygen -lf` prints for a key: `SHA256:` and 43 base64 characters without padding. */
 export const FINGERPRINT_PATTERN = '^SHA256:[A-Za-z0-9+/]{43}$';
 
 type Schema = Record<string, unknown>;
-
-/** Error texts for failed patterns, keyed by the sub-schema object ajv reports as the failing one. */
-export const messages = new WeakMap<object, string>();
-
-function said<T extends Schema>(schema: T, message: string): T {
-  messages.set(schema, message);
-  return schema;
-}
 
 const secretName = (description: string): Schema =>
   said(
@@ -99,28 +92,4 @@ const spec: Schema = {
   },
 };
 
-export const exportManifestSchema: Schema = {
-  $schema: 'https://json-schema.org/draft/2020-12/schema',
-  title: 'Export (apps.svc.io/v1)',
-  description: 'An export manifest: the same bytes go to POST /api/exports/apply or to kubectl apply.',
-  type: 'object',
-  required: ['apiVersion', 'kind', 'metadata', 'spec'],
-  additionalProperties: false,
-  properties: {
-    apiVersion: { type: 'string', enum: [API_VERSION] },
-    kind: { type: 'string', enum: [KIND] },
-    metadata: {
-      type: 'object',
-      required: ['name'],
-      description: 'Other keys (labels, annotations, namespace, …) are accepted and ignored.',
-      properties: {
-        name: said(
-          { type: 'string', pattern: EXPORT_NAME_PATTERN, description: 'A slug: 1 to 63 letters, digits or dashes, starting and ending with a letter or digit; stored lower-case, one per tenant.' },
-          'must be a slug: 1 to 63 letters, digits or dashes, starting and ending with a letter or digit',
-        ),
-      },
-    },
-    spec,
-    status: { type: 'object', description: 'Written by Kubernetes; ignored.' },
-  },
-};
+export const exportManifestSchema: Schema = appsManifestSchema(KIND, 'An export manifest: the same bytes go to POST /api/exports/apply or to kubectl apply.', spec);

@@ -75,9 +75,11 @@ describe('export manifest', () => {
     expect(checkExportManifest(manifest({ format: { kind: 'csv', delimiter: '😀' } })).spec?.format.delimiter).toBe('😀');
     expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: ';;' } }))).toEqual({ 'spec.format.delimiter': 'spec.format.delimiter must be exactly one character, got 2: ";;"' });
     expect(Object.keys(errorsOf(manifest({ format: { kind: 'csv', delimiter: '' } })))).toEqual(['spec.format.delimiter']);
-    for (const bad of ['"', '\n', '\r', '\u0000']) {
+    for (const bad of ['"', '\n', '\r']) {
       expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: bad } }))).toEqual({ 'spec.format.delimiter': 'spec.format.delimiter may not be a double quote, a line break or NUL' });
     }
+    // NUL is refused before anything else: no text PostgreSQL stores may hold it.
+    expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: '\u0000' } }))).toEqual({ 'spec.format.delimiter': 'spec.format.delimiter contains a NUL character (\\u0000)' });
   });
 
   it('refuses duplicate and bookkeeping columns, and sort columns that are not exported', () => {
@@ -133,6 +135,11 @@ describe('export manifest', () => {
     expect(errorsOf(manifest({ schedule: '0 2 * *' }))).toEqual({ 'spec.schedule': 'spec.schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, UTC): got 4 fields' });
     expect(Object.keys(errorsOf(manifest({ schedule: '0 2 L * *' })))).toEqual(['spec.schedule']);
     expect(checkExportManifest(manifest({ schedule: '30 2 * * *' })).spec?.schedule).toBe('30 2 * * *');
+  });
+
+  it('refuses text PostgreSQL cannot store, naming the field', () => {
+    expect(Object.keys(errorsOf(manifest({}, { ...SFTP, user: 'a\u0000b' })))).toEqual(['spec.destination.user']);
+    expect(errorsOf('text')).toEqual({ '': 'a manifest must be an object (apiVersion, kind, metadata, spec)' });
   });
 
   it('reads the same from YAML as kubectl would send it', () => {

@@ -1,6 +1,7 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { ErrorObject } from 'ajv/dist/2020.js';
 import { cronProblem } from '../../connectors/manifest/validate.js';
-import { type Issue, schemaIssue } from '../../validation/schema-errors.js';
+import type { Issue } from '../../validation/schema-errors.js';
+import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { unknownToken } from '../tokens.js';
 import {
   DEFAULT_ACCESS_KEY_ENV,
@@ -11,7 +12,7 @@ import {
   type ExportTarget,
   RESERVED_COLUMNS,
 } from '../types.js';
-import { exportManifestSchema, messages } from './schema.js';
+import { exportManifestSchema } from './schema.js';
 
 /**
  * Checks an Export manifest (spec 3 "Export manifest"): the JSON Schema first (schema.ts), then
@@ -31,26 +32,9 @@ export interface ExportCheck {
   spec?: ExportSpec;
 }
 
-const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, verbose: true });
-let compiled: ValidateFunction | undefined;
-const schemaCheck = () => {
-  compiled ??= ajv.compile(exportManifestSchema);
-  return compiled;
-};
+const schemaCheck = compiledOnce(exportManifestSchema);
 
-/** Errors keyed by field: the first issue on a field wins. */
-class Issues {
-  readonly list: Issue[] = [];
-  private readonly fields = new Set<string>();
-  add(field: string, message: string): void {
-    if (this.fields.has(field)) return;
-    this.fields.add(field);
-    this.list.push({ field, message });
-  }
-}
 
-type Json = Record<string, unknown>;
-const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Inline credentials spec 3 refuses, and the `*_env` field each belongs in. */
 const INLINE_CREDENTIALS: Record<string, string> = {
@@ -65,13 +49,11 @@ const S3_FIELDS = ['kind', 'bucket', 'prefix', 'filename', 'region', 'endpoint',
 
 const DESTINATION = 'spec.destination';
 
-export function checkExportManifest(input: unknown): ExportCheck {
+export function checkExportManifest(given: unknown): ExportCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
-  if (!isObject(input)) {
-    errors.add('', 'a manifest must be an object (apiVersion, kind, metadata, spec)');
-    return { errors: errors.list, warnings };
-  }
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
+  if (!input) return { errors: errors.list, warnings };
   // Refusals whose wording spec 3 fixes come before the schema's generic "not a known field".
   const destination = isObject(input.spec) ? input.spec.destination : undefined;
   if (isObject(destination)) {
@@ -92,10 +74,7 @@ export function checkExportManifest(input: unknown): ExportCheck {
   return errors.list.length ? { errors: errors.list, warnings } : { errors: [], warnings, spec };
 }
 
-function translate(e: ErrorObject): [string, string] {
-  const issue = schemaIssue(e, { root: 'manifest', patternMessages: messages });
-  return [issue.field, issue.message];
-}
+const translate = (e: ErrorObject): [string, string] => schemaError(e);
 
 /** The characters of a string (code points, so an astral character counts once). */
 const characters = (text: string) => [...text];

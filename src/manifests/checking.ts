@@ -1,0 +1,110 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../validation/input-limits.js';
+import { type Issue, schemaIssue } from '../validation/schema-errors.js';
+
+/**
+ * What every manifest kind's validator shares (Connector, Entity, Export): the issue list keyed by
+ * field, the checks every manifest passes before its schema (an object, the nesting limit, text
+ * PostgreSQL can store), one ajv instance compiling each kind's JSON Schema once, and the error
+ * texts of failed `pattern`s, attached to the sub-schemas that carry them.
+ */
+
+export type Json = Record<string, unknown>;
+
+export const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Errors keyed by field: the first issue on a field wins, later ones on it are dropped. */
+export class Issues {
+  readonly list: Issue[] = [];
+  private readonly fields = new Set<string>();
+  add(field: string, message: string): void {
+    if (this.fields.has(field)) return;
+    this.fields.add(field);
+    this.list.push({ field, message });
+  }
+  get count(): number {
+    return this.list.length;
+  }
+}
+
+/** Error texts for failed patterns, keyed by the sub-schema object ajv reports as the failing one. */
+export const patternMessages = new WeakMap<object, string>();
+
+/** `schema`, whose failed `pattern` reads `message` (the exported schema stays free of non-standard keywords). */
+export function said<T extends Record<string, unknown>>(schema: T, message: string): T {
+  patternMessages.set(schema, message);
+  return schema;
+}
+
+const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, verbose: true });
+
+/** The validate function of a kind's schema, compiled on first use. */
+export function compiledOnce(schema: Record<string, unknown>): () => ValidateFunction {
+  let compiled: ValidateFunction | undefined;
+  return () => {
+    compiled ??= ajv.compile(schema);
+    return compiled;
+  };
+}
+
+/** An ajv error as `[field, message]`, pattern failures in the words given to `said`. */
+export function schemaError(e: ErrorObject, refine?: (error: ErrorObject, field: string) => string | undefined): [string, string] {
+  const issue = schemaIssue(e, { root: 'manifest', patternMessages, refine });
+  return [issue.field, issue.message];
+}
+
+/**
+ * The checks before the schema: an object (else the error names `expected`, the kind's top-level
+ * fields), nested at most as deep as any HTTP body, holding only text PostgreSQL can store. Answers
+ * the manifest as an object when the schema may run.
+ */
+export function manifestObject(input: unknown, errors: Issues, expected: string): Json | undefined {
+  if (!isObject(input)) {
+    errors.add('', `a manifest must be an object (${expected})`);
+    return undefined;
+  }
+  // The same limits as every HTTP body: what the validator accepts, apply accepts.
+  if (depthOf(input) > MAX_JSON_DEPTH) {
+    errors.add('', `a manifest may nest objects and arrays at most ${MAX_JSON_DEPTH} levels deep`);
+    return undefined;
+  }
+  const unstorable = findUnstorableText(input, '');
+  if (unstorable) errors.add(unstorable.field, `${unstorable.field || 'manifest'} ${unstorable.reason}`);
+  return input;
+}
+
+/** The name of an `apps.svc.io` manifest: a slug, stored lower-case (upper case is accepted). */
+export const SLUG_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$';
+
+/**
+ * The JSON Schema of a whole `apps.svc.io/v1` manifest of `kind` around its `spec` schema: the
+ * envelope is strict, `metadata.name` a slug, other metadata keys and a `status` accepted and ignored
+ * (what `kubectl apply` sends).
+ */
+export function appsManifestSchema(kind: string, description: string, spec: Record<string, unknown>): Record<string, unknown> {
+  return {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    title: `${kind} (apps.svc.io/v1)`,
+    description,
+    type: 'object',
+    required: ['apiVersion', 'kind', 'metadata', 'spec'],
+    additionalProperties: false,
+    properties: {
+      apiVersion: { type: 'string', enum: ['apps.svc.io/v1'] },
+      kind: { type: 'string', enum: [kind] },
+      metadata: {
+        type: 'object',
+        required: ['name'],
+        description: 'Other keys (labels, annotations, namespace, …) are accepted and ignored.',
+        properties: {
+          name: said(
+            { type: 'string', pattern: SLUG_PATTERN, description: 'A slug: 1 to 63 letters, digits or dashes, starting and ending with a letter or digit; stored lower-case, one per tenant.' },
+            'must be a slug: 1 to 63 letters, digits or dashes, starting and ending with a letter or digit',
+          ),
+        },
+      },
+      spec,
+      status: { type: 'object', description: 'Written by Kubernetes; ignored.' },
+    },
+  };
+}
