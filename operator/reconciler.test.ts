@@ -21,6 +21,7 @@ import { until } from '../test/harness/until.js';
 
 const CONNECTOR = MANIFEST_KINDS.find((k) => k.kind === 'Connector')!;
 const ENTITY = MANIFEST_KINDS.find((k) => k.kind === 'Entity')!;
+const EXPORT = MANIFEST_KINDS.find((k) => k.kind === 'Export')!;
 const API_VERSION = apiVersionOf(CONNECTOR);
 const NS = 'team-a';
 
@@ -67,7 +68,7 @@ beforeAll(async () => {
   const created = await hub.services.db.crossTenant('test', (tx) => tx.query<{ id: number }>(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`));
   otherTenant = Number(created.rows[0]!.id);
   api = await new KubeApiStandIn(
-    [CONNECTOR, ENTITY].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
+    [CONNECTOR, ENTITY, EXPORT].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
   ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   operator = new Operator({
@@ -307,5 +308,38 @@ describe('an Entity resource', () => {
     api.remove(apiVersionOf(ENTITY), 'entities', NS, 'partner');
     await until('the resource gone', () => !entity('partner'));
     expect((await hubGet('/api/entities/partner')).status).toBe(404);
+  });
+});
+
+describe('an Export resource', () => {
+  const exp = (name: string) => api.get(apiVersionOf(EXPORT), 'exports', NS, name) as Resource | undefined;
+  const inNamespace = (o: KubeObject) => ({ ...o, metadata: { ...o.metadata, namespace: NS } });
+
+  it('is applied through the same service as POST /api/exports/apply, with a CronJob running `svc-hub run export … --scheduled`', async () => {
+    api.apply('entities', inNamespace(example('entity-partner.yaml')));
+    await until('the entity', async () => (await hubGet('/api/entities/partner')).status === 200);
+    api.apply('exports', inNamespace(example('export-partners-sftp.yaml')));
+    const condition = await until('Ready', () => exp('partners-nightly')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True'));
+    expect(condition).toMatchObject({ reason: 'Applied', observedGeneration: 1 });
+    const held = (await hubGet('/api/exports/partners-nightly')).body!;
+    expect(held.manifest).toEqual(manifestOf(exp('partners-nightly')!));
+    expect(held).toMatchObject({ entity: 'partner', scope: 'partners', destination: 'sftp', schedule: '0 2 * * *' });
+    const job = await until('the CronJob', () => cronJob('export-partners-nightly'));
+    // biome-ignore lint/suspicious/noExplicitAny: a deep read of the CronJob as the stand-in stored it
+    const spec = (job as any).spec;
+    expect(spec).toMatchObject({ schedule: '0 2 * * *', timeZone: 'Etc/UTC', concurrencyPolicy: 'Forbid' });
+    expect(spec.jobTemplate.spec.template.spec.containers[0].args).toEqual(['run', 'export', 'partners-nightly', '--tenant', 'default', '--scheduled']);
+  });
+
+  it('puts an apply refusal on Ready naming the field', async () => {
+    const broken = inNamespace(example('export-partners-sftp.yaml'));
+    (broken.spec as { columns: string[]; order: string[] }).columns = ['partner_id', 'nickname'];
+    (broken.spec as { columns: string[]; order: string[] }).order = ['partner_id'];
+    api.apply('exports', broken);
+    const condition = await until('Ready=False', () => exp('partners-nightly')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'False'));
+    expect(condition).toMatchObject({ reason: 'Invalid', message: expect.stringContaining('spec.columns[1] nickname is not a canonical column of entity partner') });
+    api.remove(apiVersionOf(EXPORT), 'exports', NS, 'partners-nightly');
+    await until('the resource gone', () => !exp('partners-nightly'));
+    expect((await hubGet('/api/exports/partners-nightly')).status).toBe(404);
   });
 });

@@ -5,6 +5,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { parse } from 'yaml';
 import { checkManifest } from '../src/connectors/manifest/validate.js';
 import { checkEntityManifest } from '../src/entities/manifest/validate.js';
+import { checkAgainstEntity, checkExportManifest } from '../src/exports/manifest/validate.js';
 import { crdOf, renderCrds } from '../src/manifests/crd.js';
 import { AGE_COLUMN, crdNameOf, type ManifestKind, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { packageRoot } from '../src/package-root.js';
@@ -317,9 +318,9 @@ describe('examples/ Entity manifests', () => {
   const validate = crdValidator(crdSchema);
   const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { labels: Record<string, string> }; spec: { sources: Array<{ table: string }> } };
 
-  it('holds the partner entity, and nothing but Connectors and Entities is there', () => {
+  it('holds the partner entity, and nothing but Connectors, Entities and Exports is there', () => {
     expect(files).toEqual(['entity-partner.yaml']);
-    expect(yamlFiles(EXAMPLES).filter((f) => !['Connector', 'Entity'].includes(String(kindOf(f))))).toEqual([]);
+    expect(yamlFiles(EXAMPLES).filter((f) => !['Connector', 'Entity', 'Export'].includes(String(kindOf(f))))).toEqual([]);
   });
 
   it.each(files)('%s reads the same as YAML 1.1 (kubectl) and 1.2 (the HTTP apply path)', (file) => {
@@ -363,5 +364,30 @@ describe('examples/ Entity manifests', () => {
       expect({ field, crd: validate(manifest) }).toEqual({ field, crd: false });
       expect(checkEntityManifest(manifest).errors.map((e) => e.field)).toContain(field);
     }
+  });
+});
+
+describe('examples/ Export manifests', () => {
+  const files = yamlFiles(EXAMPLES).filter((f) => kindOf(f) === 'Export');
+  const crdSchema = schemaOf(readCrd(`${crdNameOf(MANIFEST_KINDS.find((k) => k.kind === 'Export')!)}.yaml`));
+  const validate = crdValidator(crdSchema);
+  const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { labels: Record<string, string> } };
+  const entity = parse(readFileSync(join(EXAMPLES, 'entity-partner.yaml'), 'utf8')) as { metadata: { name: string }; spec: { scope: string; columns: Array<{ name: string }> } };
+
+  it('holds an SFTP and an S3 export of the partner entity', () => {
+    expect(files).toEqual(['export-partners-s3.yaml', 'export-partners-sftp.yaml']);
+  });
+
+  it.each(files)('%s reads the same as YAML 1.1 (kubectl) and 1.2, passes the apply path against the example entity, and the CRD schema', (file) => {
+    const text = readFileSync(join(EXAMPLES, file), 'utf8');
+    expect(parse(text, { version: '1.1' })).toEqual(parse(text));
+    const manifest = load(file);
+    const check = checkExportManifest(manifest);
+    expect(check.errors).toEqual([]);
+    expect(check.warnings).toEqual([]);
+    expect(checkAgainstEntity(check.spec!, { name: entity.metadata.name, scopes: [entity.spec.scope], columns: entity.spec.columns.map((c) => c.name) })).toEqual([]);
+    expect(manifest.metadata.labels).toEqual({ 'svc.io/tenant': 'default' });
+    expect(validate(manifest) ? [] : validate.errors).toEqual([]);
+    expect(undeclared(manifest, crdSchema)).toEqual([]);
   });
 });
