@@ -9,8 +9,6 @@ import { logger } from '../observability/logger.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
 import { PublishError } from './destinations/destination.js';
-import { S3Destination } from './destinations/s3.js';
-import { SftpDestination } from './destinations/sftp.js';
 import { shapeOf } from './entity-shape.js';
 import { checkAgainstEntity } from './manifest/validate.js';
 import {
@@ -225,10 +223,13 @@ export class ExportRunner {
       return value;
     };
     const d = spec.destination;
+    // The SSH and S3 clients load on first use: a process that never exports does not pay for them at start.
     if (d.kind === 'sftp') {
+      const { SftpDestination } = await import('./destinations/sftp.js');
       const credential = d.password_env ? { password: await need('password_env', d.password_env) } : { privateKey: await need('key_env', d.key_env!) };
       return new SftpDestination({ host: d.host, port: d.port, user: d.user, path: resolveTokens(d.path, artifactTime), hostKeyFingerprint: d.host_key_fingerprint, egress: this.options.egress, ...credential });
     }
+    const { S3Destination } = await import('./destinations/s3.js');
     const key = resolveTokens(d.prefix + d.filename, artifactTime);
     if (key.startsWith('/')) throw new RunFailure('definition', `the object key ${key} starts with /: fix spec.destination.prefix`);
     return new S3Destination({
