@@ -1,4 +1,4 @@
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { type OutboxEvent, type OutboxRow, type Position, readAfter, START, toEvent } from './outbox.js';
 
 /**
@@ -54,8 +54,12 @@ export class OutboxConsumer {
   }
 
   async advance(to: Position): Promise<void> {
-    await this.db.crossTenantQuery(
-      `outbox:${this.name}`,
+    await this.db.crossTenant(`outbox:${this.name}`, (tx) => this.advanceIn(tx, to));
+  }
+
+  /** Advances the cursor inside the caller's cross-tenant transaction: it moves only if that transaction commits. */
+  async advanceIn(tx: Tx, to: Position): Promise<void> {
+    await tx.query(
       `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
         where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`,
       [this.name, to.txid, to.id],

@@ -1,0 +1,42 @@
+import { describe, expect, it } from '@jest/globals';
+import { CelError, compileWhen, evaluateWhen } from './cel.js';
+
+const input = (payload: Record<string, unknown>, type = 'connector.run.completed') => ({ type, tenantId: 7, payload });
+
+describe('when (CEL)', () => {
+  it('compiles and evaluates conditions over type, tenantId and payload', () => {
+    const big = compileWhen('payload.records_out > 1000');
+    expect(evaluateWhen(big, input({ records_out: 1500 }))).toEqual({ result: true });
+    expect(evaluateWhen(big, input({ records_out: 10 }))).toEqual({ result: false });
+    const typed = compileWhen('type.startsWith("connector.") && tenantId == 7 && payload.type == "x"');
+    expect(evaluateWhen(typed, input({ type: 'x' }))).toEqual({ result: true });
+    expect(evaluateWhen(typed, input({ type: 'x' }, 'data.row.changed'))).toEqual({ result: false });
+    expect(evaluateWhen(compileWhen('type(payload.n) == int || type(payload.n) == double'), input({ n: 3 }))).toEqual({ result: true });
+  });
+
+  it('counts a missing field as false, with the reason', () => {
+    const outcome = evaluateWhen(compileWhen('payload.records_out > 1000'), input({}));
+    expect(outcome.result).toBe(false);
+    expect('error' in outcome && outcome.error).toBeTruthy();
+  });
+
+  it('refuses syntax and type errors and non-conditions', () => {
+    expect(() => compileWhen('payload.x >')).toThrow(CelError);
+    expect(() => compileWhen('type > 1')).toThrow(/type-check/);
+    expect(() => compileWhen('tenantId + "a" == "b"')).toThrow(/type-check/);
+    expect(() => compileWhen('unknown_var == 1')).toThrow(/type-check/);
+    expect(() => compileWhen('"text"')).toThrow(/bool/);
+    expect(() => compileWhen('payload.l.all(a, payload.l.all(b, payload.l.all(c, a + b + c > 0)))')).toThrow(/nests macros .* 3 deep/);
+  });
+
+  it('stops an expensive evaluation and counts it as false', () => {
+    const l = Array.from({ length: 3000 }, (_, i) => i);
+    const when = compileWhen('payload.l.all(a, payload.l.all(b, a + b > -1)) && cel.bind(x, payload.l + payload.l, size(x) > 0)');
+    const started = Date.now();
+    const outcome = evaluateWhen(when, input({ l }), 30);
+    expect(outcome).toEqual({ result: false, error: 'evaluation stopped after 30 ms' });
+    expect(Date.now() - started).toBeLessThan(1000);
+    // The evaluator still works afterwards.
+    expect(evaluateWhen(compileWhen('size(payload.l) == 3000'), input({ l }))).toEqual({ result: true });
+  });
+});
