@@ -11,7 +11,10 @@ describe('when (CEL)', () => {
     const typed = compileWhen('type.startsWith("connector.") && tenantId == 7 && payload.type == "x"');
     expect(evaluateWhen(typed, input({ type: 'x' }))).toEqual({ result: true });
     expect(evaluateWhen(typed, input({ type: 'x' }, 'data.row.changed'))).toEqual({ result: false });
-    expect(evaluateWhen(compileWhen('type(payload.n) == int || type(payload.n) == double'), input({ n: 3 }))).toEqual({ result: true });
+    // JSON integers are CEL ints (int arithmetic), other numbers doubles; comparisons mix them.
+    expect(evaluateWhen(compileWhen('type(payload.n) == int && payload.n + 1 == 4 && payload.n > 2.5'), input({ n: 3 }))).toEqual({ result: true });
+    expect(evaluateWhen(compileWhen('type(payload.x) == double && payload.x > 1'), input({ x: 1.5 }))).toEqual({ result: true });
+    expect(evaluateWhen(compileWhen('payload.tables["ext.a"] == 2 && payload.l[1] == 2 && payload.z == null && !has(payload.q)'), input({ tables: { 'ext.a': 2 }, l: [1, 2], z: null }))).toEqual({ result: true });
   });
 
   it('counts a missing field as false, with the reason', () => {

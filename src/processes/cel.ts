@@ -92,6 +92,17 @@ function walk(node: unknown, depth: number, renames: Array<{ start: number; end:
 
 const firstLine = (err: unknown): string => String(err instanceof Error ? err.message : err).split('\n')[0]!.trim();
 
+/**
+ * A JSON value as CEL sees it: integers (what the catalog declares `long`) become CEL ints, so
+ * `payload.records_out + 1` is int arithmetic; other numbers stay doubles.
+ */
+function celValue(value: unknown): unknown {
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? BigInt(value) : value;
+  if (Array.isArray(value)) return value.map(celValue);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, celValue(v)]));
+  return value;
+}
+
 /** What an evaluation saw: the event's type, tenant and payload. */
 export interface WhenInput {
   type: string;
@@ -111,7 +122,7 @@ const script = new vm.Script('out = run()');
  * the reason.
  */
 export function evaluateWhen(when: CompiledWhen, input: WhenInput, timeoutMs = EVALUATION_TIMEOUT_MS): WhenOutcome {
-  box.run = () => env.evaluate(when.renamed, { [EVENT_TYPE_VAR]: input.type, tenantId: BigInt(input.tenantId), payload: input.payload });
+  box.run = () => env.evaluate(when.renamed, { [EVENT_TYPE_VAR]: input.type, tenantId: BigInt(input.tenantId), payload: celValue(input.payload) });
   box.out = undefined;
   try {
     script.runInContext(context, { timeout: timeoutMs });
