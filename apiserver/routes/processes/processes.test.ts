@@ -227,6 +227,18 @@ describe('the consumer, the inbox and acks', () => {
     expect(await outbox('decision.acked-seen')).toHaveLength(1);
   });
 
+  it('a process watching data.row.changed makes CSV ingestion emit it, and reacts to it', async () => {
+    expect((await call('POST', '/api/processes/apply', { body: processManifest('rows', { event: 'data.row.changed', when: 'payload.op == "insert" && payload.entity_key == "N1"', decision: 'decision.new-row', message: 'new {{payload.entity_key}}' }) })).status).toBe(201);
+    const res = await call('POST', '/api/platform/sources/csv/ingest?connector=csv-rows&table=csv_rows&key=code', { body: 'code,email\nN1,a@x\nN2,b@x\n', type: 'text/csv' });
+    expect(res.status).toBe(200);
+    expect((await outbox('data.row.changed')).map((e) => e.payload.entity_key).sort()).toEqual(['N1', 'N2']);
+    const decisions = await until('the new-row decision', async () => {
+      const d = await outbox('decision.new-row');
+      return d.length >= 1 && d;
+    });
+    expect(decisions.map((d) => d.payload.message)).toEqual(['new N1']);
+  });
+
   it('refuses a decision.* type in the integration test operation', async () => {
     const integ = await call('GET', '/api/tenants/1/integrations');
     const id = integ.body.find((i: { name: string }) => i.name === 'decisions').id;
