@@ -38,7 +38,7 @@ describe('when (CEL)', () => {
     const started = Date.now();
     const timeoutMs = 30;
     const outcome = evaluateWhen(when, input({ l }), timeoutMs);
-    expect(outcome).toEqual({ result: false, error: `evaluation stopped after ${timeoutMs} ms` });
+    expect(outcome).toEqual({ result: false, error: `evaluation stopped after ${timeoutMs} ms`, timedOut: true });
     // Unbounded, this is 9 million steps and a growing list: stopped within a small multiple of the bound.
     expect(Date.now() - started).toBeLessThan(timeoutMs * 20);
     // The evaluator still works afterwards.

@@ -110,7 +110,7 @@ export interface WhenInput {
   payload: Record<string, unknown>;
 }
 
-export type WhenOutcome = { result: boolean } | { result: false; error: string };
+export type WhenOutcome = { result: boolean } | { result: false; error: string; timedOut: boolean };
 
 const box: { run: (() => unknown) | null; out: unknown } = { run: null, out: undefined };
 const context = vm.createContext(box);
@@ -129,8 +129,8 @@ export function evaluateWhen(when: CompiledWhen, input: WhenInput, timeoutMs = E
     return { result: box.out === true };
   } catch (err) {
     const code = (err as { code?: string }).code;
-    if (code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { result: false, error: `evaluation stopped after ${timeoutMs} ms` };
-    return { result: false, error: firstLine(err) };
+    if (code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { result: false, error: `evaluation stopped after ${timeoutMs} ms`, timedOut: true };
+    return { result: false, error: firstLine(err), timedOut: false };
   } finally {
     box.run = null;
     box.out = undefined;

@@ -17,6 +17,9 @@ import { renderMessage } from './template.js';
 
 export const PROCESS_CONSUMER = 'processes';
 
+/** Evaluations of one process stopped for time in one batch after which it is skipped for the rest of the batch. */
+export const MAX_TIMEOUTS_PER_BATCH = 3;
+
 /** Compiled `when`s, by tenant, name and version (updatedAt): compiled once per version. */
 const compiled = new Map<string, CompiledWhen | Error>();
 
@@ -41,6 +44,9 @@ export function processBatchHandler(events: EventWriter): (tx: Tx, batch: Outbox
     if (watched.length === 0) return;
     const processes = await processesOfTenants(tx, [...new Set(watched.map((e) => e.tenantId))]);
     if (processes.length === 0) return;
+    // A process whose condition keeps running out of time is skipped for the rest of the batch, so
+    // one tenant's costly condition cannot hold every tenant's decisions back for long.
+    const timeouts = new Map<string, number>();
     for (const event of watched) {
       for (const p of processes) {
         if (p.tenantId !== event.tenantId || !matchesSubscription(p.event, event.type)) continue;
@@ -50,8 +56,15 @@ export function processBatchHandler(events: EventWriter): (tx: Tx, batch: Outbox
             logger().warn({ tenant: p.tenantId, process: p.name, err: when }, `process ${p.name}: spec.when does not compile; it matches nothing`);
             continue;
           }
+          const key = `${p.tenantId}/${p.name}`;
+          if ((timeouts.get(key) ?? 0) >= MAX_TIMEOUTS_PER_BATCH) continue;
           const outcome = evaluateWhen(when, { type: event.type, tenantId: event.tenantId, payload: event.payload });
-          if ('error' in outcome) logger().debug({ tenant: p.tenantId, process: p.name, eventId: event.id, reason: outcome.error }, 'process condition failed; counted as false');
+          if ('error' in outcome) {
+            if (outcome.timedOut) {
+              timeouts.set(key, (timeouts.get(key) ?? 0) + 1);
+              logger().warn({ tenant: p.tenantId, process: p.name, eventId: event.id }, `process ${p.name}: spec.when ${outcome.error}; counted as false`);
+            } else logger().debug({ tenant: p.tenantId, process: p.name, eventId: event.id, reason: outcome.error }, 'process condition failed; counted as false');
+          }
           if (!outcome.result) continue;
         }
         const view = { id: event.id, type: event.type, tenantId: event.tenantId, payload: event.payload, createdAt: event.createdAt.toISOString() };
