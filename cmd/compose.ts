@@ -30,6 +30,9 @@ import { EmailConsumer } from '../src/email/consumer.js';
 import { createMailer } from '../src/email/mailer.js';
 import { createEmailServices } from '../src/email/services.js';
 import { createEntityServices } from '../src/entities/services.js';
+import { PROCESS_CONSUMER, processBatchHandler } from '../src/processes/consumer.js';
+import { createProcessServices } from '../src/processes/services.js';
+import { anyProcessWatches } from '../src/processes/store.js';
 import { emailRuleSubscriber } from '../src/email/rules.js';
 import { Subscribers } from '../src/events/subscribers.js';
 import { OutboxListener } from '../src/events/listener.js';
@@ -126,6 +129,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     manifests: createManifestServices({ db, admin }),
     email: createEmailServices({ db }),
     entities: createEntityServices({ db }),
+    processes: createProcessServices({ db, events }),
     config,
     db,
     directory,
@@ -149,6 +153,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   };
   services.subscribers.register(emailRuleSubscriber);
   services.subscribers.register(integrationSubscriber);
+  services.subscribers.register(anyProcessWatches);
 
   // Per-process clocks: the audit flush wherever calls are served; the daily purges in the
   // background roles (spec 1 Clocks, UTC).
@@ -214,6 +219,15 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     });
     await emailLoop.start(leaderClocks, listener);
     if (mailer.mode === 'mocked') logger().info('e-mail rules: svc.mail.host is not set, messages are logged as mocked and not sent');
+    // Processes: decisions emitted in the transaction that advances the consumer's cursor
+    // (docs/processes.md), so none is lost or doubled across a crash.
+    const processLoop = new OutboxLoop(db, {
+      name: PROCESS_CONSUMER,
+      every: config.duration('svc.process.sweep-every'),
+      batch: 200,
+      handleBatchInTx: processBatchHandler(events),
+    });
+    await processLoop.start(leaderClocks, listener);
     // Webhooks: the outbox consumer (first attempts) and the retry sweep.
     await webhooks.start(leaderClocks, listener);
     // Connector runs whose process died (no heartbeat): failed within a minute, by the leader only.

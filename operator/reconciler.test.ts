@@ -22,6 +22,7 @@ import { until } from '../test/harness/until.js';
 const CONNECTOR = MANIFEST_KINDS.find((k) => k.kind === 'Connector')!;
 const ENTITY = MANIFEST_KINDS.find((k) => k.kind === 'Entity')!;
 const EXPORT = MANIFEST_KINDS.find((k) => k.kind === 'Export')!;
+const PROCESS = MANIFEST_KINDS.find((k) => k.kind === 'Process')!;
 const API_VERSION = apiVersionOf(CONNECTOR);
 const NS = 'team-a';
 
@@ -68,7 +69,7 @@ beforeAll(async () => {
   const created = await hub.services.db.crossTenant('test', (tx) => tx.query<{ id: number }>(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`));
   otherTenant = Number(created.rows[0]!.id);
   api = await new KubeApiStandIn(
-    [CONNECTOR, ENTITY, EXPORT].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
+    [CONNECTOR, ENTITY, EXPORT, PROCESS].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
   ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   operator = new Operator({
@@ -308,6 +309,36 @@ describe('an Entity resource', () => {
     api.remove(apiVersionOf(ENTITY), 'entities', NS, 'partner');
     await until('the resource gone', () => !entity('partner'));
     expect((await hubGet('/api/entities/partner')).status).toBe(404);
+  });
+});
+
+describe('a Process resource', () => {
+  const proc = (name: string) => api.get(apiVersionOf(PROCESS), 'processes', NS, name) as Resource | undefined;
+  const resource = () => ({ ...example('process-big-runs.yaml'), metadata: { ...example('process-big-runs.yaml').metadata, namespace: NS } });
+
+  it('is applied through the same service as POST /api/processes/apply: Ready, no CronJob, no lastRun', async () => {
+    api.apply('processes', resource());
+    const condition = await until('Ready', () => proc('big-runs')?.status?.conditions?.find((c) => c.type === 'Ready'));
+    expect(condition).toMatchObject({ status: 'True', reason: 'Applied', observedGeneration: 1, message: 'applied to tenant default' });
+    const stored = proc('big-runs')!;
+    expect(stored.metadata.finalizers).toEqual([FINALIZER]);
+    expect(stored.status!.lastRun).toBeUndefined();
+    expect(api.get('batch/v1', 'cronjobs', NS, 'process-big-runs')).toBeUndefined();
+    const held = (await hubGet('/api/processes/big-runs')).body!;
+    expect(held.manifest).toEqual(manifestOf(stored));
+    expect(held).toMatchObject({ name: 'big-runs', event: 'connector.run.*', decision: 'decision.big-run' });
+  });
+
+  it('puts a CEL error on Ready naming spec.when, and deletes the process in the hub through its finalizer', async () => {
+    const broken = resource();
+    (broken.spec as { when: string }).when = 'payload.records_out >';
+    api.apply('processes', broken);
+    const condition = await until('Ready=False', () => proc('big-runs')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'False'));
+    expect(condition).toMatchObject({ reason: 'Invalid', message: expect.stringContaining('spec.when') });
+    expect((await hubGet('/api/processes/big-runs')).body!.when).toBe('type == "connector.run.completed" && payload.records_out > 1000');
+    api.remove(apiVersionOf(PROCESS), 'processes', NS, 'big-runs');
+    await until('the resource gone', () => !proc('big-runs'));
+    expect((await hubGet('/api/processes/big-runs')).status).toBe(404);
   });
 });
 

@@ -5,6 +5,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import { parse } from 'yaml';
 import { checkManifest } from '../src/connectors/manifest/validate.js';
 import { checkEntityManifest } from '../src/entities/manifest/validate.js';
+import { checkProcessManifest } from '../src/processes/manifest/validate.js';
 import { checkAgainstEntity, checkExportManifest } from '../src/exports/manifest/validate.js';
 import { crdOf, renderCrds } from '../src/manifests/crd.js';
 import { AGE_COLUMN, crdNameOf, type ManifestKind, MANIFEST_KINDS } from '../src/manifests/kinds.js';
@@ -318,9 +319,9 @@ describe('examples/ Entity manifests', () => {
   const validate = crdValidator(crdSchema);
   const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { labels: Record<string, string> }; spec: { sources: Array<{ table: string }> } };
 
-  it('holds the partner entity, and nothing but Connectors, Entities and Exports is there', () => {
+  it('holds the partner entity, and nothing but Connectors, Entities, Exports and Processes is there', () => {
     expect(files).toEqual(['entity-partner.yaml']);
-    expect(yamlFiles(EXAMPLES).filter((f) => !['Connector', 'Entity', 'Export'].includes(String(kindOf(f))))).toEqual([]);
+    expect(yamlFiles(EXAMPLES).filter((f) => !['Connector', 'Entity', 'Export', 'Process'].includes(String(kindOf(f))))).toEqual([]);
   });
 
   it.each(files)('%s reads the same as YAML 1.1 (kubectl) and 1.2 (the HTTP apply path)', (file) => {
@@ -389,5 +390,36 @@ describe('examples/ Export manifests', () => {
     expect(manifest.metadata.labels).toEqual({ 'svc.io/tenant': 'default' });
     expect(validate(manifest) ? [] : validate.errors).toEqual([]);
     expect(undeclared(manifest, crdSchema)).toEqual([]);
+  });
+});
+
+describe('examples/ Process manifests', () => {
+  const files = yamlFiles(EXAMPLES).filter((f) => kindOf(f) === 'Process');
+  const crdSchema = schemaOf(readCrd(`${crdNameOf(MANIFEST_KINDS.find((k) => k.kind === 'Process')!)}.yaml`));
+  const validate = crdValidator(crdSchema);
+  const load = (file: string) => parse(readFileSync(join(EXAMPLES, file), 'utf8')) as Schema & { metadata: { labels: Record<string, string> } };
+
+  it('holds the big-runs process', () => {
+    expect(files).toEqual(['process-big-runs.yaml']);
+  });
+
+  it.each(files)('%s reads the same as YAML 1.1 (kubectl) and 1.2, passes the apply-time validator and the CRD schema', (file) => {
+    const text = readFileSync(join(EXAMPLES, file), 'utf8');
+    expect(parse(text, { version: '1.1' })).toEqual(parse(text));
+    const manifest = load(file);
+    expect(checkProcessManifest(manifest).errors).toEqual([]);
+    expect(manifest.metadata.labels).toEqual({ 'svc.io/tenant': 'default' });
+    expect(validate(manifest) ? [] : validate.errors).toEqual([]);
+    expect(undeclared(manifest, crdSchema)).toEqual([]);
+  });
+
+  it('refuses a decision without the prefix in both the CRD schema and the apply path; an unknown key is refused at apply and undeclared in the CRD', () => {
+    const base = load('process-big-runs.yaml') as unknown as Schema & { spec: Schema };
+    const badDecision = { ...base, spec: { ...base.spec, decision: 'big-run' } };
+    expect(validate(badDecision)).toBe(false);
+    expect(checkProcessManifest(badDecision).errors.map((e) => e.field)).toEqual(['spec.decision']);
+    const unknownKey = { ...base, spec: { ...base.spec, on: 'x' } };
+    expect(undeclared(unknownKey, crdSchema)).not.toEqual([]);
+    expect(checkProcessManifest(unknownKey).errors.map((e) => e.field)).toEqual(['spec.on']);
   });
 });

@@ -383,8 +383,8 @@ async function getConnector(c: Ctx): Promise<void> {
 function manifestOrder(manifest: unknown): unknown {
   const ordered = keysFirst(manifest, ['apiVersion', 'kind', 'metadata', 'connector_type', 'scopes', 'spec']);
   if (!ordered || typeof ordered !== 'object' || !('spec' in ordered)) return ordered;
-  // Entity and Export specs, in the order their docs write them.
-  const spec = keysFirst(ordered.spec, ['scope', 'source', 'key', 'columns', 'sources', 'order', 'format', 'destination', 'mode', 'schedule']);
+  // Entity, Export and Process specs, in the order their docs write them.
+  const spec = keysFirst(ordered.spec, ['scope', 'source', 'key', 'columns', 'sources', 'order', 'format', 'destination', 'mode', 'schedule', 'event', 'when', 'decision', 'message']);
   if (spec && typeof spec === 'object' && 'destination' in spec) spec.destination = keysFirst(spec.destination, ['kind']);
   return { ...ordered, spec };
 }
@@ -490,7 +490,7 @@ export const COMMANDS: Command[] = [
       return 0;
     },
   },
-  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector, Entity, Export)', run: apply },
+  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector, Entity, Export, Process)', run: apply },
 
   {
     name: 'connectors ls',
@@ -732,6 +732,58 @@ export const COMMANDS: Command[] = [
     args: ['NAME'],
     summary: 'Delete an entity (the ext.* tables it reads stay)',
     run: async (c) => void (await act(c, 'DELETE', path`/api/entities/${c.args[0]!}`, `entity/${c.args[0]} deleted`)),
+  },
+
+  {
+    name: 'processes ls',
+    summary: 'Processes of the tenant',
+    run: async (c) => {
+      const columns: Column[] = [field('NAME', 'name'), field('EVENT', 'event'), field('WHEN', 'when', 40), field('DECISION', 'decision'), { header: 'UPDATED', value: when('updatedAt') }];
+      await listing(c, '/api/processes', columns, 'No processes.');
+      return 0;
+    },
+  },
+  {
+    name: 'processes get',
+    args: ['NAME'],
+    summary: 'One process with the applied manifest',
+    run: async (c) => {
+      const { body } = await c.hub().call<Row & { manifest: unknown }>('GET', path`/api/processes/${c.args[0]!}`);
+      show(c, body, () => {
+        const { name, event, when: condition, decision, message, createdAt, updatedAt } = body;
+        return `${detail({ name, event, when: condition, decision, message, createdAt, updatedAt })}\nManifest:\n${indent(detail(manifestOrder(body.manifest)))}`;
+      });
+      return 0;
+    },
+  },
+
+  {
+    name: 'inbox ls',
+    flags: { unacked: { type: 'boolean', help: 'only decisions not acknowledged yet' }, limit: LIMIT },
+    summary: 'The decision inbox of the tenant, newest first',
+    run: async (c) => {
+      const query = { acked: bool(c, 'unacked') ? 'false' : undefined, limit: positiveInt(c, 'limit') };
+      const columns: Column[] = [
+        field('ID', 'id'),
+        field('TYPE', 'type'),
+        field('MESSAGE', 'message', 60),
+        { header: 'CREATED', value: when('createdAt') },
+        { header: 'ACKED', value: when('ackedAt') },
+        field('BY', 'ackedBy'),
+      ];
+      await listing(c, '/api/inbox', columns, bool(c, 'unacked') ? 'No unacknowledged decisions.' : 'No decisions.', query);
+      return 0;
+    },
+  },
+  {
+    name: 'inbox ack',
+    args: ['ID'],
+    summary: 'Acknowledge a decision (a second ack changes nothing)',
+    run: async (c) => {
+      const { body } = await c.hub().call<Row>('POST', path`/api/inbox/${c.args[0]!}/ack`);
+      show(c, body, () => `decision ${c.args[0]} acknowledged by ${cell(body.ackedBy)} at ${cell(body.ackedAt)}\n`);
+      return 0;
+    },
   },
 
   {

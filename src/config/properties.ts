@@ -131,7 +131,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.leader.lease-name', kind: 'string', default: 'svc-hub-dispatch',
     description: 'Kubernetes backend: the name of the dispatchers\' Lease, in `POD_NAMESPACE` (the Helm chart sets `<release>-svc-hub-dispatch`, so two releases in one namespace never share one); the operator elects through a Lease of its own.' }),
   p({ group: 'Clocks', name: 'svc.email.sweep-every', kind: 'duration', default: '5s', description: 'E-mail rule consumer sweep of the outbox (NOTIFY wakes it sooner); runs in the background roles.' }),
-  p({ group: 'Clocks', name: 'svc.process.sweep-every', kind: 'duration', default: '5s', description: 'Process-reaction consumer sweep.' }),
+  p({ group: 'Clocks', name: 'svc.process.sweep-every', kind: 'duration', default: '5s', description: 'Process consumer sweep of the outbox (NOTIFY wakes it sooner); runs in the background roles, docs/processes.md.' }),
   p({ group: 'Clocks', name: 'svc.audit.dispatch-every', kind: 'duration', default: '2s', description: 'Retry of audit entries a call could not write itself (the database unreachable when it ended); entries are otherwise written with the call.' }),
   p({ group: 'Clocks', name: 'svc.audit.retention-days', kind: 'int', min: 0, default: 365, description: 'Audit retention (daily purge at 04:45 UTC); 0 disables the purge.' }),
   p({ group: 'Clocks', name: 'svc.events.retention-days', kind: 'int', min: 1, default: 30, description: 'Outbox retention (daily purge at 04:30 UTC), never past the slowest consumer.' }),

@@ -98,4 +98,37 @@ describe('outbox loop', () => {
     expect(await loop.drain()).toBe(0);
     await clock.stop();
   });
+
+  it('handleBatchInTx: what the handler writes and the cursor commit together, or neither does', async () => {
+    let fail = true;
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-tx-test',
+      every: 60_000,
+      batch: 100,
+      handleBatchInTx: async (tx, batch) => {
+        for (const event of batch) {
+          if (event.type !== 'org.updated') continue;
+          await events.emit(tx, 'decision.loop-test', { orgId: event.payload.orgId }, event.tenantId);
+        }
+        if (fail) {
+          fail = false;
+          throw new Error('crash after writing');
+        }
+      },
+    });
+    const clock = new ClockRunner();
+    await loop.start(clock);
+    await emit(41);
+    await emit(42);
+    const decisions = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ n: number }>(`select count(*)::int as n from events.outbox where type = 'decision.loop-test'`)).rows[0]!.n);
+    const inbox = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ n: number }>(`select count(*)::int as n from events.inbox where type = 'decision.loop-test'`)).rows[0]!.n);
+    // The first pass fails after writing: nothing of it stays, the batch comes again.
+    for (let i = 0; i < 50 && (await loop.drain()) === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await decisions()).toBe(2);
+    expect(await inbox()).toBe(2);
+    // The decisions themselves pass through once (the handler ignores them); nothing is written twice.
+    for (let i = 0; i < 10; i++) await loop.drain();
+    expect(await decisions()).toBe(2);
+    await clock.stop();
+  });
 });

@@ -1,5 +1,5 @@
 import type { ClockRunner } from '../clock/clock.js';
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { OutboxConsumer } from '../events/consumer.js';
 import type { OutboxListener } from '../events/listener.js';
 import type { OutboxEvent } from '../events/outbox.js';
@@ -25,6 +25,13 @@ interface OutboxLoopOptions {
    * must be idempotent per event.
    */
   handleBatch?: (events: OutboxEvent[]) => Promise<void>;
+  /**
+   * Instead of `handle`: handles a whole batch inside one cross-tenant transaction that also
+   * advances the cursor past the batch, so what the handler writes there (events it emits) and the
+   * cursor commit together: nothing is lost or done twice across a crash. A throw rolls both back;
+   * the batch is read again on the next pass.
+   */
+  handleBatchInTx?: (tx: Tx, events: OutboxEvent[]) => Promise<void>;
 }
 
 /** What the loop needs of a clock: the process's ClockRunner, or one gated by leadership. */
@@ -57,7 +64,9 @@ export class OutboxLoop {
     private readonly db: Database,
     private readonly options: OutboxLoopOptions,
   ) {
-    if (!options.handle === !options.handleBatch) throw new Error(`outbox loop ${options.name}: give exactly one of handle and handleBatch`);
+    if ([options.handle, options.handleBatch, options.handleBatchInTx].filter(Boolean).length !== 1) {
+      throw new Error(`outbox loop ${options.name}: give exactly one of handle, handleBatch and handleBatchInTx`);
+    }
     this.consumer = new OutboxConsumer(db, options.name);
   }
 
@@ -131,7 +140,21 @@ export class OutboxLoop {
     let handled = 0;
     for (;;) {
       const events = await this.consumer.next(this.options.batch);
-      if (this.options.handleBatch) {
+      if (this.options.handleBatchInTx) {
+        if (events.length > 0) {
+          const handleInTx = this.options.handleBatchInTx;
+          try {
+            await this.db.crossTenant(this.job, async (tx) => {
+              await handleInTx(tx, events);
+              await this.consumer.advanceIn(tx, events.at(-1)!.position);
+            });
+          } catch (err) {
+            logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
+            return handled;
+          }
+          handled += events.length;
+        }
+      } else if (this.options.handleBatch) {
         if (events.length > 0) {
           try {
             await this.options.handleBatch(events);

@@ -1,5 +1,9 @@
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { type OutboxEvent, type OutboxRow, type Position, readAfter, START, toEvent } from './outbox.js';
+
+/** Moves a consumer's cursor forward (never back). */
+const ADVANCE = `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
+  where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`;
 
 /**
  * A named outbox consumer with its own cursor in events.consumer_cursors. Reading and advancing are
@@ -54,12 +58,12 @@ export class OutboxConsumer {
   }
 
   async advance(to: Position): Promise<void> {
-    await this.db.crossTenantQuery(
-      `outbox:${this.name}`,
-      `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
-        where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`,
-      [this.name, to.txid, to.id],
-    );
+    await this.db.crossTenantQuery(`outbox:${this.name}`, ADVANCE, [this.name, to.txid, to.id]);
+  }
+
+  /** Advances the cursor inside the caller's cross-tenant transaction: it moves only if that transaction commits. */
+  async advanceIn(tx: Tx, to: Position): Promise<void> {
+    await tx.query(ADVANCE, [this.name, to.txid, to.id]);
   }
 
   /** Starts the cursor at the current head: a new consumer is not retroactive. */

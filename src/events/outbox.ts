@@ -48,7 +48,10 @@ export class EventWriter {
       type,
       JSON.stringify(payload),
     ]);
-    return rows[0]!.id;
+    const id = rows[0]!.id;
+    // Every decision lands in its tenant's inbox, in this same transaction (docs/processes.md).
+    if (isDecision(type)) await tx.query('insert into events.inbox (tenant_id, event_id, type, payload) values ($1, $2, $3, $4)', [tenantId, id, type, JSON.stringify(payload)]);
+    return id;
   }
 }
 

@@ -4,6 +4,8 @@ import { entityHandler } from '../entities/manifest-handler.js';
 import { entityManifestSchema } from '../entities/manifest/schema.js';
 import { exportHandler } from '../exports/manifest-handler.js';
 import { exportManifestSchema } from '../exports/manifest/schema.js';
+import { processHandler } from '../processes/manifest-handler.js';
+import { processManifestSchema } from '../processes/manifest/schema.js';
 import type { ManifestHandler } from './handler.js';
 
 /**
@@ -113,6 +115,24 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
       AGE_COLUMN,
     ],
     handler: exportHandler,
+  },
+  {
+    kind: 'Process',
+    group: 'apps.svc.io',
+    version: 'v1',
+    plural: 'processes',
+    singular: 'process',
+    shortNames: ['svcproc'],
+    categories: ['svc'],
+    schema: processManifestSchema,
+    lastRun: false,
+    printerColumns: [
+      READY_COLUMN,
+      { name: 'Event', type: 'string', jsonPath: '.spec.event', description: 'The event type or prefix.* pattern watched.' },
+      { name: 'Decision', type: 'string', jsonPath: '.spec.decision', description: 'The decision emitted.' },
+      AGE_COLUMN,
+    ],
+    handler: processHandler,
   },
 ];
 

@@ -15,6 +15,7 @@ import type { Subscribers } from '../events/subscribers.js';
 import type { Mailer } from '../email/mailer.js';
 import type { EmailServices } from '../email/services.js';
 import type { EntityServices } from '../entities/services.js';
+import type { ProcessServices } from '../processes/services.js';
 import type { IntegrationService } from '../webhooks/service.js';
 import type { ManifestServices } from '../manifests/services.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
@@ -34,6 +35,8 @@ export interface AreaServices {
   connectors: ConnectorServices;
   /** Entities: canonical columns over ext tables, several sources fused on one key (src/entities). */
   entities: EntityServices;
+  /** Processes (reactions to events that emit decisions) and the decision inbox (src/processes). */
+  processes: ProcessServices;
   /** Exports: manifests, runs, the scheduler, the one-shot download (src/exports). */
   exports: ExportServices;
   /** Manifests applied by the operator through each kind's handler (src/manifests). */

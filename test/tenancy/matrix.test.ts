@@ -114,6 +114,16 @@ async function theirScenario() {
     [THEIRS],
   );
   fixtures.exportRun = exportRun.rows[0]!.id;
+  // A process of theirs, and a decision in their inbox (written by the hub's own event writer).
+  fixtures.process = `${MARK}-big-runs`;
+  await asThem('POST', '/api/processes/apply', {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Process',
+    metadata: { name: fixtures.process },
+    spec: { event: 'connector.run.*', when: 'payload.records_out > 0', decision: 'decision.matrix', message: 'run {{payload.run_id}}' },
+  });
+  const decisionEvent = await dev.services.db.withTenant(THEIRS, (tx) => dev.services.events.emit(tx, 'decision.matrix', { message: `${MARK} decision` }));
+  fixtures.decision = String((await owner.query<{ id: string }>('select id from events.inbox where event_id = $1', [decisionEvent])).rows[0]!.id);
   const hooks = (await asThem('GET', '/api/platform/hooks')) as unknown as Array<{ id: string }>;
   fixtures.hook = hooks[0]?.id ?? 'matrix-hook';
   await dev.services.audit.flush();

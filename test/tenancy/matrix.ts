@@ -69,6 +69,8 @@ export const TABLES: TableCase[] = [
   },
   { table: 'ext_t*.*', ...NONE },
   { table: 'entities.entities', ...NONE },
+  { table: 'processes.processes', ...NONE },
+  { table: 'events.inbox', ...NONE },
   { table: 'exports.exports', ...NONE },
   {
     table: 'exports.runs',
@@ -301,6 +303,19 @@ export const ENDPOINTS: EndpointCase[] = [
       },
     },
   },
+  // Processes (by name, case-insensitive) and the decision inbox. Applying their process's name makes mine.
+  { route: 'GET /api/processes', path: '/api/processes', expect: 200, excludes: true },
+  { route: 'GET /api/processes/{name}', path: '/api/processes/{their.process}', expect: 404 },
+  { route: 'DELETE /api/processes/{name}', path: '/api/processes/{their.process}', expect: 404 },
+  {
+    route: 'POST /api/processes/apply',
+    path: '/api/processes/apply',
+    expect: 201,
+    type: 'application/json',
+    body: { apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: '{their.process}' }, spec: { event: 'connector.run.*', decision: 'decision.mine' } },
+  },
+  { route: 'GET /api/inbox', path: '/api/inbox', expect: 200, excludes: true },
+  { route: 'POST /api/inbox/{id}/ack', path: '/api/inbox/{their.decision}/ack', expect: 404 },
   // Exports (by name) and their runs; the download of their entity. Applying their export's name
   // over my entity of their entity's name (the entity case above made it) makes mine.
   { route: 'GET /api/exports', path: '/api/exports', expect: 200, excludes: true },

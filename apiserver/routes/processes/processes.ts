@@ -1,0 +1,138 @@
+import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { processManifestSchema } from '../../../src/processes/manifest/schema.js';
+import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { errorBody, refusals } from '../schemas.js';
+
+/**
+ * Process manifests and the decision inbox (docs/processes.md). The manifest is checked by
+ * src/processes/manifest (one JSON Schema, then the event glob and the CEL condition): an error
+ * answers `{error, field}` naming the field (`spec.when`).
+ */
+
+const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
+
+const manifestBody: JsonSchema = {
+  type: 'object',
+  description: 'A Process manifest (`apiVersion: apps.svc.io/v1`, `kind: Process`, `metadata.name`, `spec`: `event`, `when`, `decision`, `message`) as YAML or JSON; see docs/processes.md.',
+};
+const { $schema: _dialect, ...manifestSchema } = processManifestSchema;
+const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
+
+const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
+
+const recordProperties: Record<string, JsonSchema> = {
+  name: { type: 'string', description: 'metadata.name, lower-case' },
+  event: { type: 'string', description: 'the event type or prefix.* pattern watched' },
+  when: { type: ['string', 'null'], description: 'the CEL condition, null when none' },
+  decision: { type: 'string', description: 'the decision event type emitted' },
+  message: { type: 'string', description: 'the message template' },
+  createdAt: timestamp,
+  updatedAt: timestamp,
+};
+const recordRequired = ['name', 'event', 'when', 'decision', 'message', 'createdAt', 'updatedAt'];
+const processRecord: JsonSchema = { type: 'object', required: recordRequired, properties: recordProperties };
+const processDetail: JsonSchema = {
+  type: 'object',
+  required: [...recordRequired, 'manifest'],
+  properties: { ...recordProperties, manifest: { type: 'object', description: 'the manifest as applied' } },
+};
+const applied: JsonSchema = {
+  type: 'object',
+  required: ['name', 'warnings'],
+  properties: { name: { type: 'string' }, warnings: { type: 'array', items: { type: 'string' } } },
+};
+
+const inboxItem: JsonSchema = {
+  type: 'object',
+  required: ['id', 'eventId', 'type', 'message', 'payload', 'createdAt', 'ackedAt', 'ackedBy'],
+  properties: {
+    id: { type: 'integer', description: 'the inbox item (`decision_id` of annotation.decision.acked)' },
+    eventId: { type: 'integer', description: 'the outbox event id (the `X-Svc-Event-Id` its webhooks carry)' },
+    type: { type: 'string', description: 'the decision type (`decision.…`)' },
+    message: { type: 'string', description: 'the payload\'s `message`, or a sentence the hub writes' },
+    payload: { type: 'object' },
+    createdAt: timestamp,
+    ackedAt: { type: ['string', 'null'], format: 'date-time' },
+    ackedBy: { type: ['string', 'null'], description: 'the login of the hub user who acknowledged it' },
+  },
+};
+
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the process (case-insensitive)' } } } as const;
+const notFound = { 404: { description: 'Unknown process', schema: errorBody } };
+const READ_GATE = [['svc_admin', 'svc_integrator']] as const;
+
+export const processRoutes: RouteDecl[] = [
+  route({
+    method: 'POST', path: '/api/processes/apply', operationId: 'applyProcess', summary: 'Apply a Process manifest (create or update by name)', tags: ['Processes'],
+    auth: ['svc_admin'],
+    description: 'YAML or JSON. 201 for a new name, 200 for an update. `spec.when` is compiled and type-checked here; every error is a 400 naming the field.',
+    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
+    responses: {
+      200: { description: 'Updated', schema: applied },
+      201: { description: 'Created', schema: applied },
+      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: async ({ services, principal, body, ctx }) => {
+      const result = await services.processes.apply(callerTenant(principal), body, actor(principal));
+      ctx.status = result.created ? 201 : 200;
+      return { name: result.name, warnings: result.warnings };
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/processes', operationId: 'listProcesses', summary: 'Processes of the caller\'s tenant, by name', tags: ['Processes'],
+    auth: READ_GATE,
+    responses: { 200: { description: 'Processes', schema: { type: 'array', items: processRecord } }, ...refusals(false) },
+    handler: ({ services, principal }) => services.processes.list(callerTenant(principal)),
+  }),
+  route({
+    method: 'GET', path: '/api/processes/{name}', operationId: 'getProcess', summary: 'One process with its stored manifest', tags: ['Processes'],
+    auth: READ_GATE, params: nameParam,
+    responses: { 200: { description: 'The process', schema: processDetail }, ...notFound, ...refusals(false) },
+    handler: ({ services, principal, params }) => services.processes.get(callerTenant(principal), params.name),
+  }),
+  route({
+    method: 'DELETE', path: '/api/processes/{name}', operationId: 'deleteProcess', summary: 'Delete a process', tags: ['Processes'],
+    auth: ['svc_admin'], params: nameParam,
+    description: 'Decisions it emitted stay in the outbox and the inbox.',
+    responses: { 204: { description: 'Deleted' }, ...notFound, ...refusals(false) },
+    handler: async ({ services, principal, params, ctx }) => {
+      await services.processes.remove(callerTenant(principal), params.name);
+      ctx.status = 204;
+      return undefined;
+    },
+  }),
+  route({
+    method: 'GET', path: '/api/inbox', operationId: 'listInbox', summary: 'The decision inbox of the caller\'s tenant, newest first', tags: ['Inbox'],
+    auth: ['svc_user'],
+    query: {
+      type: 'object',
+      properties: {
+        limit: { type: 'integer', minimum: 1, maximum: 200, default: 50, description: 'At most this many (1–200, default 50)' },
+        acked: { type: 'string', enum: ['true', 'false'], description: '`true`: only acknowledged items; `false`: only items not acknowledged yet' },
+      },
+    },
+    responses: {
+      200: { description: 'Inbox items', schema: { type: 'array', items: inboxItem } },
+      400: { description: 'Invalid query `{error, field}`', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: ({ services, principal, query }) =>
+      services.processes.inbox.list(callerTenant(principal), { limit: query.limit ?? 50, acked: query.acked === undefined ? undefined : query.acked === 'true' }),
+  }),
+  route({
+    method: 'POST', path: '/api/inbox/{id}/ack', operationId: 'ackInboxItem', summary: 'Acknowledge a decision', tags: ['Inbox'],
+    auth: ['svc_user'],
+    params: { type: 'object', required: ['id'], properties: { id: { type: 'string', description: 'the inbox item id' } } },
+    description: 'Records the caller\'s login and the time, and emits `annotation.decision.acked {decision_id, by}`. A second ack answers 200 unchanged and emits nothing.',
+    responses: {
+      200: { description: 'The item', schema: inboxItem },
+      404: { description: '`decision not found`: no such item in the caller\'s tenant', schema: errorBody },
+      ...refusals(false),
+    },
+    handler: ({ services, principal, params }) => {
+      const id = /^[0-9]{1,15}$/.test(params.id) ? Number(params.id) : 0;
+      return services.processes.inbox.ack(callerTenant(principal), id, actor(principal));
+    },
+  }),
+];

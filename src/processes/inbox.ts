@@ -1,0 +1,75 @@
+import type { Tx } from '../db/database.js';
+import type { EventWriter } from '../events/outbox.js';
+
+/**
+ * The decision inbox (events.inbox, filled by the EventWriter with every `decision.*` event, in the
+ * transaction of the event). Read and acknowledged in the caller's tenant transaction.
+ */
+
+export interface InboxItem {
+  id: number;
+  eventId: number;
+  type: string;
+  message: string;
+  payload: Record<string, unknown>;
+  createdAt: Date;
+  ackedAt: Date | null;
+  ackedBy: string | null;
+}
+
+interface Row {
+  id: string;
+  event_id: string;
+  type: string;
+  payload: Record<string, unknown>;
+  created_at: Date;
+  acked_at: Date | null;
+  acked_by: string | null;
+}
+
+const COLUMNS = 'id, event_id, type, payload, created_at, acked_at, acked_by';
+
+/** The payload's `message` when it is a string, else a sentence (dormancy: workflow, key, state, since). */
+export function messageOf(type: string, payload: Record<string, unknown>): string {
+  if (typeof payload.message === 'string') return payload.message;
+  if (type.startsWith('decision.dormant.')) {
+    const { workflow, key, state, since } = payload as Record<string, unknown>;
+    return `Record ${String(key ?? '?')} of workflow ${String(workflow ?? type.slice('decision.dormant.'.length))} has been ${String(state ?? '?')} since ${String(since ?? '?')}`;
+  }
+  return `Decision ${type}`;
+}
+
+const itemOf = (r: Row): InboxItem => ({
+  id: Number(r.id),
+  eventId: Number(r.event_id),
+  type: r.type,
+  message: messageOf(r.type, r.payload),
+  payload: r.payload,
+  createdAt: r.created_at,
+  ackedAt: r.acked_at,
+  ackedBy: r.acked_by,
+});
+
+export async function listInbox(tx: Tx, opts: { limit: number; acked?: boolean }): Promise<InboxItem[]> {
+  const filter = opts.acked === undefined ? '' : opts.acked ? 'where acked_at is not null' : 'where acked_at is null';
+  const { rows } = await tx.query<Row>(`select ${COLUMNS} from events.inbox ${filter} order by id desc limit $1`, [opts.limit]);
+  return rows.map(itemOf);
+}
+
+/**
+ * Acknowledges an item: the first ack records who and when and emits `annotation.decision.acked`
+ * in the same transaction; a later one changes nothing and emits nothing. Undefined when the
+ * tenant has no such item.
+ */
+export async function ackInbox(tx: Tx, events: EventWriter, id: number, by: string): Promise<InboxItem | undefined> {
+  const { rows } = await tx.query<Row>(
+    `update events.inbox set acked_at = now(), acked_by = $2 where id = $1 and acked_at is null returning ${COLUMNS}`,
+    [id, by],
+  );
+  if (rows[0]) {
+    await events.emit(tx, 'annotation.decision.acked', { decision_id: id, by });
+    return itemOf(rows[0]);
+  }
+  const existing = await tx.query<Row>(`select ${COLUMNS} from events.inbox where id = $1`, [id]);
+  return existing.rows[0] && itemOf(existing.rows[0]);
+}

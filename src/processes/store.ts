@@ -1,0 +1,112 @@
+import type { Tx } from '../db/database.js';
+import { ValidationError } from '../errors.js';
+import { checkProcessManifest, type ProcessDraft } from './manifest/validate.js';
+
+/**
+ * Processes as stored (schema `processes`, migrations/processes/V1__processes.sql). Every function
+ * runs in the caller's tenant transaction (row-level security); a name is stored lower-case and
+ * looked up case-insensitively.
+ */
+
+export interface ProcessRecord {
+  name: string;
+  event: string;
+  when: string | null;
+  decision: string;
+  message: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ProcessDetail extends ProcessRecord {
+  manifest: unknown;
+}
+
+export interface ApplyResult {
+  name: string;
+  created: boolean;
+  warnings: string[];
+}
+
+interface Row {
+  name: string;
+  event: string;
+  when_expr: string | null;
+  decision: string;
+  message: string;
+  manifest: unknown;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = 'name, event, when_expr, decision, message, manifest, created_at, updated_at';
+
+const recordOf = (r: Row): ProcessRecord => ({ name: r.name, event: r.event, when: r.when_expr, decision: r.decision, message: r.message, createdAt: r.created_at, updatedAt: r.updated_at });
+
+export function checkedProcess(manifest: unknown): ProcessDraft {
+  const check = checkProcessManifest(manifest);
+  const first = check.errors[0];
+  if (first || !check.process) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
+  return check.process;
+}
+
+export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
+  if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');
+  const p = checkedProcess(manifest);
+  const { rows } = await tx.query<{ created: boolean }>(
+    `insert into processes.processes (tenant_id, name, event, when_expr, decision, message, manifest, created_by, updated_by)
+     values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)
+     on conflict (tenant_id, name) do update
+       set event = excluded.event, when_expr = excluded.when_expr, decision = excluded.decision, message = excluded.message,
+           manifest = excluded.manifest, updated_by = excluded.updated_by, updated_at = now()
+     returning (xmax = 0) as created`,
+    [p.name, p.event, p.when, p.decision, p.message, JSON.stringify(manifest), opts.actor ?? null],
+  );
+  return { name: p.name, created: rows[0]!.created, warnings: [] };
+}
+
+export async function listProcesses(tx: Tx): Promise<ProcessRecord[]> {
+  const { rows } = await tx.query<Row>(`select ${COLUMNS} from processes.processes order by name`);
+  return rows.map(recordOf);
+}
+
+export async function getProcess(tx: Tx, name: string): Promise<ProcessDetail | undefined> {
+  const { rows } = await tx.query<Row>(`select ${COLUMNS} from processes.processes where name = lower($1)`, [name]);
+  return rows[0] && { ...recordOf(rows[0]), manifest: rows[0].manifest };
+}
+
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown }>('select manifest from processes.processes where name = lower($1)', [name]);
+  return rows[0] && { manifest: rows[0].manifest, schedule: null };
+}
+
+export async function deleteProcess(tx: Tx, name: string): Promise<boolean> {
+  const { rowCount } = await tx.query('delete from processes.processes where name = lower($1)', [name]);
+  return (rowCount ?? 0) > 0;
+}
+
+/** A process as the consumer evaluates it. */
+export interface ActiveProcess {
+  tenantId: number;
+  name: string;
+  event: string;
+  when: string | null;
+  decision: string;
+  message: string;
+  updatedAt: Date;
+}
+
+/** The processes of these tenants, read in a cross-tenant (worker) transaction. */
+export async function processesOfTenants(tx: Tx, tenantIds: number[]): Promise<ActiveProcess[]> {
+  const { rows } = await tx.query<Row & { tenant_id: number }>(
+    `select tenant_id::int as tenant_id, ${COLUMNS} from processes.processes where tenant_id = any($1::bigint[]) order by tenant_id, name`,
+    [tenantIds],
+  );
+  return rows.map((r) => ({ tenantId: r.tenant_id, name: r.name, event: r.event, when: r.when_expr, decision: r.decision, message: r.message, updatedAt: r.updated_at }));
+}
+
+/** Whether a process of the tenant of `tx` watches `type` (the Subscribers registry: data.row.changed is written only when watched). */
+export async function anyProcessWatches(tx: Tx, type: string): Promise<boolean> {
+  const { rows } = await tx.query<{ event: string }>('select distinct event from processes.processes');
+  return rows.some((r) => r.event === type || (r.event.endsWith('.*') && type.startsWith(r.event.slice(0, -1))));
+}
