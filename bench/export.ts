@@ -164,7 +164,7 @@ class CpuMeter {
 
   start(): void {
     this.at = { self: process.cpuUsage(), pg: this.pids.postmaster === undefined ? undefined : treeCpuSeconds(this.pids.postmaster) };
-    this.server?.start(100);
+    this.server?.start(250);
   }
 
   stop(): CpuSeconds {
@@ -205,7 +205,7 @@ interface Measured<T> {
 /** Runs `work` with RSS sampling, VmHWM reset, CPU metering and, when asked, a CPU profile. */
 async function measured<T>(roundNo: number, meter: CpuMeter, profileFile: string | undefined, work: () => Promise<{ result: T; bytes: number; rows: number; ms?: number }>): Promise<Measured<T>> {
   gc();
-  const baselineRssMb = mib(process.memoryUsage().rss);
+  const baselineRssMb = mib(process.memoryUsage.rss());
   const hwm = resetPeakRss();
   const profiler = profileFile ? new Session() : undefined;
   if (profiler) {
