@@ -10,7 +10,8 @@
  *   and polled until it ends. rows/s = rows / (endedAt − startedAt) of the run record.
  * - ceiling: `COPY (the same snapshot query) TO STDOUT (format csv, force_quote *)` in a tenant
  *   transaction with the same snapshot settings, piped straight to the destination: for SFTP
- *   ssh2-sftp-client's `put` of the COPY stream (same write-stream buffer as the hub's), for S3 the
+ *   ssh2-sftp-client's `put` of the COPY stream (same write-stream buffer and TCP_NODELAY as the
+ *   hub's), for S3 the
  *   same multipart upload (8 MiB parts, one uploading while the next is read, a conditional
  *   CompleteMultipartUpload) of the raw COPY stream. No CRLF, no digest, no header.
  *
@@ -445,6 +446,21 @@ function sftpDir(sshd: TestSshd, ...parts: string[]): string {
   return dir;
 }
 
+/** The pid in a pid file, waiting up to 5 s for it to be written (sshd writes it after it listens); undefined without one. */
+async function pidFile(file: string): Promise<number | undefined> {
+  for (let waited = 0; waited < 5000; waited += 50) {
+    try {
+      const pid = Number(readFileSync(file, 'utf8').trim());
+      if (pid > 0) return pid;
+    } catch {
+      // Not written yet.
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  log(`note: no pid in ${file}: the destination server's CPU is not measured`);
+  return undefined;
+}
+
 const sha256sum = async (file: string): Promise<string> => {
   const { stdout } = await promisify(execFile)('sha256sum', ['--', file]);
   const hex = /^([0-9a-f]{64})\s/.exec(stdout)?.[1];
@@ -522,6 +538,9 @@ async function sftpCeiling(hub: Hub, sshd: TestSshd, rows: number, file: string)
     password: sshd.password,
     hostVerifier: (key: Buffer) => sshFingerprint(key) === sshd.fingerprint,
   });
+  // As the destination does: without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold SFTP's
+  // acknowledged writes back, and the ceiling would be a floor.
+  (client as unknown as { client: { setNoDelay(noDelay: boolean): void } }).client.setNoDelay(true);
   try {
     return await copyCeiling(hub, rows, async (copy) => {
       // ssh2's write stream takes highWaterMark (as the destination's does); the type declarations omit it.
@@ -621,7 +640,7 @@ async function main(): Promise<void> {
     await owner.connect();
     if (DESTINATIONS.includes('sftp')) d.sshd = await startSshd({ user: SFTP_USER });
     if (DESTINATIONS.includes('s3')) d.s3 = await startS3Process();
-    const sshdPid = d.sshd ? Number(readFileSync(join(dirname(d.sshd.root), 'sshd.pid'), 'utf8').trim()) || undefined : undefined;
+    const sshdPid = d.sshd ? await pidFile(join(dirname(d.sshd.root), 'sshd.pid')) : undefined;
     const postmaster = postmasterPid(database.clusterDir);
     const meters: Record<Destination, CpuMeter> = {
       sftp: new CpuMeter({ postmaster, server: sshdPid }),
