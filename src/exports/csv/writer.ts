@@ -114,43 +114,63 @@ export function encodeRecord(values: ReadonlyArray<string | null>, delimiter: st
  * non-null value quoted and quotes inside doubled, quote state is a parity that carries from one
  * chunk to the next (a `""` flips it twice). Byte-wise is safe in UTF-8: no byte of a multi-byte
  * character is `"` or `\n`.
+ *
+ * Inside quotes the scan jumps to the next `"` with `indexOf` (native); outside quotes there are
+ * only delimiters and record ends, looked at byte by byte. The output is then copied in one native
+ * copy per record. (A loop over every byte, twice, with a copy call per record, took about 2.5
+ * times as long.)
  */
 export class CrlfRecords {
   /** Records ended so far. */
   records = 0;
   private quoted = false;
   private last = LF;
+  /** Where the record ends of the current chunk are, reused from chunk to chunk. */
+  private ends = new Int32Array(1024);
 
   convert(chunk: Buffer): Buffer {
+    const length = chunk.length;
     let quoted = this.quoted;
-    let ends = 0;
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i];
-      if (b === QUOTE) quoted = !quoted;
-      else if (b === LF && !quoted) ends++;
+    let ends = this.ends;
+    let count = 0;
+    let i = 0;
+    while (i < length) {
+      if (quoted) {
+        const close = chunk.indexOf(QUOTE, i);
+        if (close < 0) break;
+        quoted = false;
+        i = close + 1;
+        continue;
+      }
+      const b = chunk[i]!;
+      if (b === QUOTE) quoted = true;
+      else if (b === LF) {
+        if (count === ends.length) {
+          const grown = new Int32Array(ends.length * 2);
+          grown.set(ends);
+          this.ends = grown;
+          ends = grown;
+        }
+        ends[count++] = i;
+      }
+      i++;
     }
-    if (chunk.length > 0) this.last = chunk[chunk.length - 1]!;
-    if (ends === 0) {
-      this.quoted = quoted;
-      return chunk;
-    }
-    const out = Buffer.allocUnsafe(chunk.length + ends);
+    this.quoted = quoted;
+    if (length > 0) this.last = chunk[length - 1]!;
+    if (count === 0) return chunk;
+    const out = Buffer.allocUnsafe(length + count);
     let at = 0;
     let from = 0;
-    quoted = this.quoted;
-    for (let i = 0; i < chunk.length; i++) {
-      const b = chunk[i];
-      if (b === QUOTE) quoted = !quoted;
-      else if (b === LF && !quoted) {
-        at += chunk.copy(out, at, from, i);
-        out[at++] = CR;
-        out[at++] = LF;
-        from = i + 1;
-      }
+    for (let k = 0; k < count; k++) {
+      const end = ends[k]!;
+      out.set(chunk.subarray(from, end), at);
+      at += end - from;
+      out[at++] = CR;
+      out[at++] = LF;
+      from = end + 1;
     }
-    chunk.copy(out, at, from);
-    this.quoted = quoted;
-    this.records += ends;
+    if (from < length) out.set(chunk.subarray(from), at);
+    this.records += count;
     return out;
   }
 
