@@ -64,6 +64,8 @@ import type { S3Answer, S3Ready, S3Request, S3Stored } from './support/s3-proces
 
 const SIZES = sizes('EXPORT_ROWS', [1_000_000, 10_000_000]);
 const ROUNDS = positiveInt('EXPORT_ROUNDS', 2);
+/** Rows of the unmeasured warm-up export through every path. */
+const WARMUP_ROWS = 10_000;
 const DESTINATIONS = destinationList('EXPORT_DESTINATIONS');
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
 const TENANT = 1;
@@ -552,7 +554,7 @@ async function sftpCeiling(hub: Hub, sshd: TestSshd, rows: number, file: string)
   }
 }
 
-/** Ceiling, S3: the destination's multipart upload of the raw COPY stream (8 MiB parts, one in flight while the next is read). */
+/** Ceiling, S3: the destination's multipart upload of the raw COPY stream (8 MiB parts in two buffers used in turn, one uploading while the next is read). */
 async function s3Ceiling(hub: Hub, s3: S3Process, rows: number, key: string): Promise<{ bytes: number; copiedRows: number }> {
   const client = new S3Client({
     region: s3.region,
@@ -572,26 +574,30 @@ async function s3Ceiling(hub: Hub, s3: S3Process, rows: number, key: string): Pr
         client.send(new UploadPartCommand({ Bucket: s3.bucket, Key: key, UploadId: uploadId, PartNumber: partNumber, Body: body, ContentLength: body.length })).then((out) => {
           parts.push({ PartNumber: partNumber, ETag: out.ETag! });
         });
-      let pending: Buffer[] = [];
-      let pendingBytes = 0;
+      // As the destination reads parts: two part buffers used in turn, a full part sent once a
+      // byte follows it, the part before waited for first.
+      const buffers = [Buffer.allocUnsafe(PART_SIZE), Buffer.allocUnsafe(PART_SIZE)];
+      let turn = 0;
+      let filled = 0;
       let partNumber = 0;
-      const flush = async (all: boolean) => {
-        while (pendingBytes > PART_SIZE || (all && pendingBytes > 0)) {
-          const joined = Buffer.concat(pending, pendingBytes);
-          const part = pendingBytes > PART_SIZE ? joined.subarray(0, PART_SIZE) : joined;
-          const rest = pendingBytes > PART_SIZE ? Buffer.from(joined.subarray(PART_SIZE)) : Buffer.alloc(0);
-          pending = rest.length ? [rest] : [];
-          pendingBytes = rest.length;
-          if (inflight) await inflight;
-          inflight = upload(++partNumber, part);
-        }
+      const send = async () => {
+        if (inflight) await inflight;
+        inflight = upload(++partNumber, buffers[turn]!.subarray(0, filled));
+        inflight.catch(() => {}); // awaited before the next part or at the end, which rethrows
+        turn ^= 1;
+        filled = 0;
       };
       for await (const chunk of copy) {
-        pending.push(chunk as Buffer);
-        pendingBytes += (chunk as Buffer).length;
-        if (pendingBytes > PART_SIZE) await flush(false);
+        let rest = chunk as Buffer;
+        while (rest.length > 0) {
+          if (filled === PART_SIZE) await send();
+          const take = Math.min(PART_SIZE - filled, rest.length);
+          buffers[turn]!.set(take === rest.length ? rest : rest.subarray(0, take), filled);
+          filled += take;
+          rest = rest.subarray(take);
+        }
       }
-      await flush(true);
+      if (filled > 0 || partNumber === 0) await send();
       await inflight;
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       await client.send(new CompleteMultipartUploadCommand({ Bucket: s3.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts }, IfNoneMatch: '*' }));
@@ -655,13 +661,17 @@ async function main(): Promise<void> {
     const headerBytes = Buffer.byteLength(encodeRecord(EXPORT_COLUMNS, ','));
 
     const results: SizeResult[] = [];
-    for (const [sizeIndex, rows] of SIZES.entries()) {
-      log(`\n${n(rows)} rows: filling ext.${tableName(rows)} …`);
+    // A warm-up of WARMUP_ROWS through every path first (verified, not reported): module loading,
+    // JIT and first connections would otherwise fall on the first measured run.
+    for (const [sizeIndex, rows] of [WARMUP_ROWS, ...SIZES].entries()) {
+      const warmup = sizeIndex === 0;
+      const rounds = warmup ? 1 : ROUNDS;
+      log(`\n${n(rows)} rows${warmup ? ' (warm-up, not reported)' : ''}: filling ext.${tableName(rows)} …`);
       const filled = await fill(hub, owner, rows);
       log(`  filled in ${filled.seconds} s (table and indexes ${filled.tableMb} MB)`);
       await mustApply(hub, '/api/entities/apply', entityManifest(rows));
       const size: SizeResult = { rows, fill: filled, fileBytes: 0, bytesPerRow: 0, destinations: {} };
-      for (let r = 1; r <= ROUNDS; r++) {
+      for (let r = 1; r <= rounds; r++) {
         for (const dest of DESTINATIONS) {
           const exportName = `bench-${rows}-${dest}-r${r}`;
           const where: { dir?: string; bucket?: string; prefix?: string } = {};
@@ -698,10 +708,10 @@ async function main(): Promise<void> {
               }),
             );
           }
-          const profile = (side: string) => (CPU_PROFILE && sizeIndex === 0 && r === 1 ? `${CPU_PROFILE.replace(/\.cpuprofile$/, '')}-${dest}-${side}.cpuprofile` : undefined);
+          const profile = (side: string) => (CPU_PROFILE && sizeIndex === 1 && r === 1 ? `${CPU_PROFILE.replace(/\.cpuprofile$/, '')}-${dest}-${side}.cpuprofile` : undefined);
 
           const runHub = async () => {
-            log(`  round ${r}/${ROUNDS}, ${dest}: hub …`);
+            log(`  round ${r}/${rounds}, ${dest}: hub …`);
             const m = await measured(r, meters[dest], profile('hub'), async () => {
               const run = await hubRun(hub!, exportName);
               const ms = run.endedAt ? Date.parse(run.endedAt) - Date.parse(run.startedAt) : undefined;
@@ -712,7 +722,7 @@ async function main(): Promise<void> {
             return { figures: m.figures, verified };
           };
           const runCeiling = async () => {
-            log(`  round ${r}/${ROUNDS}, ${dest}: ceiling …`);
+            log(`  round ${r}/${rounds}, ${dest}: ceiling …`);
             let target: string;
             if (dest === 'sftp') target = join(sftpDir(d.sshd!, String(rows), `ceiling-r${r}`), 'partners.csv');
             else target = `${rows}/ceiling-r${r}/partners.csv`;
@@ -762,7 +772,7 @@ async function main(): Promise<void> {
           });
         }
       }
-      results.push(size);
+      if (!warmup) results.push(size);
       // The next size has its own table: drop this one (and its entity's exports stay as history).
       await owner.query(`drop table ${pg.escapeIdentifier(`ext_t${TENANT}`)}.${pg.escapeIdentifier(tableName(rows))}`);
     }
@@ -771,11 +781,11 @@ async function main(): Promise<void> {
     log('');
     log(
       table(
-        ['rows', 'destination', 'hub rows/s', 'hub MB/s', 'ceiling rows/s', 'ceiling MB/s', 'hub/ceiling', 'hub s', 'peak RSS MB', 'VmHWM MB', 'ceiling RSS MB'],
+        ['rows', 'destination', 'hub rows/s', 'hub MB/s', 'ceiling rows/s', 'ceiling MB/s', 'hub/ceiling', 'hub s', 'peak RSS MB', 'VmHWM MB (rounds)', 'ceiling VmHWM MB'],
         result.sizes.flatMap((s) =>
           DESTINATIONS.map((dest) => {
             const x = s.destinations[dest]!;
-            return [n(s.rows), dest, x.hub.rowsPerSec, x.hub.mbPerSec, x.ceiling.rowsPerSec, x.ceiling.mbPerSec, x.ratio.toFixed(3), x.hub.seconds, x.hub.peakRssMb, x.hub.vmHwmMb ?? '-', x.ceiling.vmHwmMb ?? x.ceiling.peakRssMb];
+            return [n(s.rows), dest, x.hub.rowsPerSec, x.hub.mbPerSec, x.ceiling.rowsPerSec, x.ceiling.mbPerSec, x.ratio.toFixed(3), x.hub.seconds, x.hub.peakRssMb, `${x.hub.vmHwmMb ?? '-'}–${x.hub.vmHwmMbMax ?? '-'}`, x.ceiling.vmHwmMb ?? x.ceiling.peakRssMb];
           }),
         ),
       ),
@@ -799,18 +809,23 @@ async function main(): Promise<void> {
   }
 }
 
-/** The better figure of the rounds: the fastest run, and separately the lowest peaks. */
-function best(runs: RunFigures[]): RunFigures & { roundsRowsPerSec: number[] } {
+/**
+ * The better figure of the rounds: the fastest run, and separately the lowest peaks; the highest
+ * peaks too (`…Max`), which the memory targets are judged on.
+ */
+function best(runs: RunFigures[]) {
   const fastest = runs.reduce((a, b) => (b.rowsPerSec > a.rowsPerSec ? b : a));
-  const lowest = (pick: (f: RunFigures) => number | null) => {
-    const values = runs.map(pick).filter((v): v is number => v !== null);
-    return values.length ? Math.min(...values) : null;
-  };
+  const values = (pick: (f: RunFigures) => number | null) => runs.map(pick).filter((v): v is number => v !== null);
+  const lowest = (pick: (f: RunFigures) => number | null) => (values(pick).length ? Math.min(...values(pick)) : null);
+  const highest = (pick: (f: RunFigures) => number | null) => (values(pick).length ? Math.max(...values(pick)) : null);
   return {
     ...fastest,
     peakRssMb: lowest((f) => f.peakRssMb)!,
     vmHwmMb: lowest((f) => f.vmHwmMb),
     baselineRssMb: lowest((f) => f.baselineRssMb)!,
+    peakRssMbMax: highest((f) => f.peakRssMb)!,
+    vmHwmMbMax: highest((f) => f.vmHwmMb),
+    baselineRssMbMax: highest((f) => f.baselineRssMb)!,
     roundsRowsPerSec: runs.map((f) => f.rowsPerSec),
   };
 }
@@ -844,7 +859,8 @@ function summarise(results: SizeResult[], loadAtStart: number[], benchStart: num
   const byDestination = Object.fromEntries(
     DESTINATIONS.map((dest) => {
       const per = sizesOut.map((s) => s.destinations[dest]!);
-      const peak = (x: (typeof per)[number]) => x.hub.vmHwmMb ?? x.hub.peakRssMb;
+      // Judged on the highest peak of the rounds, the kernel's when it could be reset.
+      const peak = (x: (typeof per)[number]) => x.hub.vmHwmMbMax ?? x.hub.peakRssMbMax;
       const largest = per[per.length - 1]!;
       const smallest = per[0]!;
       const worstRatio = Math.min(...per.map((x) => x.ratio));
@@ -869,7 +885,7 @@ function summarise(results: SizeResult[], loadAtStart: number[], benchStart: num
     destinations: DESTINATIONS,
     columns: EXPORT_COLUMNS,
     note:
-      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination in this same process. Each figure is the better of the rounds (fastest run; lowest peaks); MB are MiB. The RSS is this process\'s (the hub; sshd, the S3 stand-in and PostgreSQL run in processes of their own), sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
+      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination in this same process. Each figure is the better of the rounds (fastest run; lowest peaks, the highest in …Max, which the memory targets are judged on); MB are MiB. The RSS is this process\'s (the hub; sshd, the S3 stand-in and PostgreSQL run in processes of their own), sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
     sizes: sizesOut,
     targets: { ...TARGETS, byDestination },
     node: process.version,
