@@ -657,6 +657,10 @@ async function main(): Promise<void> {
       await mustApply(hub, '/api/platform/secrets', { name: 'BENCH_S3_ACCESS_KEY', value: d.s3.accessKeyId });
       await mustApply(hub, '/api/platform/secrets', { name: 'BENCH_S3_SECRET_KEY', value: d.s3.secretAccessKey });
     }
+    // What the hub's process holds before any export, after a full GC: the floor of every peak below.
+    gc();
+    const memory = process.memoryUsage();
+    const idle = { rssMb: mib(memory.rss), heapUsedMb: mib(memory.heapUsed), heapTotalMb: mib(memory.heapTotal), externalMb: mib(memory.external), arrayBuffersMb: mib(memory.arrayBuffers) };
     log(`set up in ${seconds(performance.now() - benchStart)} s (embedded PostgreSQL, hub at ${hub.url}${d.sshd ? `, sshd on port ${d.sshd.port}` : ''}${d.s3 ? `, S3 stand-in pid ${d.s3.pid} at ${d.s3.endpoint}` : ''})`);
     const headerBytes = Buffer.byteLength(encodeRecord(EXPORT_COLUMNS, ','));
 
@@ -777,7 +781,7 @@ async function main(): Promise<void> {
       await owner.query(`drop table ${pg.escapeIdentifier(`ext_t${TENANT}`)}.${pg.escapeIdentifier(tableName(rows))}`);
     }
 
-    const result = summarise(results, loadAtStart, benchStart);
+    const result = summarise(results, loadAtStart, benchStart, idle);
     log('');
     log(
       table(
@@ -830,7 +834,7 @@ function best(runs: RunFigures[]) {
   };
 }
 
-function summarise(results: SizeResult[], loadAtStart: number[], benchStart: number) {
+function summarise(results: SizeResult[], loadAtStart: number[], benchStart: number, idle: Record<string, number>) {
   const sizesOut = results.map((s) => ({
     rows: s.rows,
     fill: s.fill,
@@ -886,6 +890,8 @@ function summarise(results: SizeResult[], loadAtStart: number[], benchStart: num
     columns: EXPORT_COLUMNS,
     note:
       'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination in this same process. Each figure is the better of the rounds (fastest run; lowest peaks, the highest in …Max, which the memory targets are judged on); MB are MiB. The RSS is this process\'s (the hub; sshd, the S3 stand-in and PostgreSQL run in processes of their own), sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
+    /** This process with the hub started, before any export (after a full GC). */
+    idleProcess: idle,
     sizes: sizesOut,
     targets: { ...TARGETS, byDestination },
     node: process.version,
