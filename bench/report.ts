@@ -198,6 +198,10 @@ function exportBench(r: Json): string {
     }
   }
   lines.push('');
+  if (r.idleProcess) {
+    lines.push(`The bench's process, hub started, before any export: ${f(r.idleProcess.rssMb, 0)} MB RSS (V8 heap ${f(r.idleProcess.heapUsedMb, 0)} MB used, ${f(r.idleProcess.externalMb, 0)} MB external).`);
+    lines.push('');
+  }
   const t = r.targets;
   for (const dest of r.destinations) {
     const x = t.byDestination[dest];
