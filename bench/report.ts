@@ -153,7 +153,69 @@ function search(r: Json): string {
   return lines.join('\n');
 }
 
-const RENDER: Record<string, (r: Json) => string> = { ingest, deliver, api, search };
+function exportBench(r: Json): string {
+  const lines: string[] = [];
+  const sizes = r.sizes.map((s: Json) => `${n(s.rows)} (${f(s.fileMb, 0)} MB)`).join(' and ');
+  lines.push(
+    `${machine(r)} Rows exported: ${sizes}, ${r.columns.length} columns ordered by the key, ≈ ${f(r.sizes[0].bytesPerRow, 0)} bytes per record; ${r.rounds} round${r.rounds > 1 ? 's' : ''}, the better figure of each (the faster run; the lower peak, the rounds' range beside it). MB are MiB.`,
+  );
+  lines.push('');
+  lines.push(
+    header(
+      ['rows', 'destination', 'hub rows/s', 'hub MB/s', 'ceiling rows/s', 'ceiling MB/s', '**hub/ceiling**', 'hub s', 'peak RSS MB (VmHWM, rounds)', 'ceiling VmHWM MB', 'stored file checked'],
+      ['---:', '---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---'],
+    ),
+  );
+  for (const s of r.sizes) {
+    for (const dest of r.destinations) {
+      const x = s.destinations[dest];
+      const hwm = x.hub.vmHwmMb === null ? `${f(x.hub.peakRssMb, 0)}–${f(x.hub.peakRssMbMax, 0)} (sampled)` : `${f(x.hub.vmHwmMb, 0)}–${f(x.hub.vmHwmMbMax, 0)}`;
+      lines.push(
+        row([
+          n(s.rows),
+          dest,
+          n(x.hub.rowsPerSec),
+          f(x.hub.mbPerSec),
+          n(x.ceiling.rowsPerSec),
+          f(x.ceiling.mbPerSec),
+          `**${f(x.ratio, 3)}**`,
+          f(x.hub.seconds, 1),
+          hwm,
+          f(x.ceiling.vmHwmMb ?? x.ceiling.peakRssMb, 0),
+          `${x.verified.length} run${x.verified.length > 1 ? 's' : ''}: ${n(x.verified[0].rowCount)} rows, ${n(x.verified[0].storedBytes)} bytes, SHA-256 read back`,
+        ]),
+      );
+    }
+  }
+  lines.push('');
+  const cpu = (c: Json) => `${f(c.exportProcess, 2)} / ${c.postgres === null ? '-' : f(c.postgres, 2)} / ${c.destinationServer === null ? '-' : f(c.destinationServer, 2)}`;
+  lines.push(header(['CPU seconds of the faster run', 'exporting process / PostgreSQL / sshd or S3 stand-in'], ['---', '---:']));
+  for (const s of r.sizes) {
+    for (const dest of r.destinations) {
+      const x = s.destinations[dest];
+      lines.push(row([`${n(s.rows)} rows, ${dest}, hub`, cpu(x.hub.cpu)]));
+      lines.push(row([`${n(s.rows)} rows, ${dest}, ceiling`, cpu(x.ceiling.cpu)]));
+    }
+  }
+  lines.push('');
+  if (r.idleProcess) {
+    lines.push(`The bench's process, hub started, before any export: ${f(r.idleProcess.rssMb, 0)} MB RSS (V8 heap ${f(r.idleProcess.heapUsedMb, 0)} MB used, ${f(r.idleProcess.externalMb, 0)} MB external).`);
+    lines.push('');
+  }
+  const t = r.targets;
+  for (const dest of r.destinations) {
+    const x = t.byDestination[dest];
+    const flat = x.flat === null ? 'one size only' : `${met(x.flat)} (${f(x.rssRatio, 3)})`;
+    lines.push(
+      `${dest}: hub ≥ ${t.ratio} × ceiling at every size ${met(x.ratioMet)} (lowest ${f(x.worstRatio, 3)}); peak RSS < ${t.peakRssMb} MB at ${n(x.largestRows)} rows ${met(x.peakRssMet)} (${f(x.largestPeakRssMb, 0)} MB, the higher round); flat, largest ÷ smallest size ≤ ${t.flatRatio}: ${flat}.`,
+    );
+    lines.push('');
+  }
+  lines.pop();
+  return lines.join('\n');
+}
+
+const RENDER: Record<string, (r: Json) => string> = { ingest, deliver, api, search, export: exportBench };
 
 const print = process.argv.includes('--print');
 let doc = readFileSync(DOC, 'utf8');

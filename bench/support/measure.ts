@@ -3,15 +3,18 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** Peak resident set size of this process, sampled every `everyMs` while started. */
+/**
+ * Peak resident set size of this process, sampled every `everyMs` while started
+ * (`process.memoryUsage.rss()`, which, unlike `memoryUsage()`, does not walk the V8 heap).
+ */
 export class RssSampler {
   private timer: NodeJS.Timeout | undefined;
   private peak = 0;
 
   start(everyMs = 50): void {
-    this.peak = process.memoryUsage().rss;
+    this.peak = process.memoryUsage.rss();
     this.timer = setInterval(() => {
-      const rss = process.memoryUsage().rss;
+      const rss = process.memoryUsage.rss();
       if (rss > this.peak) this.peak = rss;
     }, everyMs);
   }
@@ -20,7 +23,7 @@ export class RssSampler {
   stop(): number {
     clearInterval(this.timer);
     this.timer = undefined;
-    const rss = process.memoryUsage().rss;
+    const rss = process.memoryUsage.rss();
     if (rss > this.peak) this.peak = rss;
     return mib(this.peak);
   }
@@ -79,8 +82,8 @@ export function startDemoSourceProcess(rows: number): Promise<DemoSourceProcess>
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux (getconf CLK_TCK)
 
-/** utime, stime, cutime, cstime and the parent pid of a process, or undefined when it is gone or /proc is absent. */
-function procStat(pid: number): { ppid: number; self: number; children: number } | undefined {
+/** utime + stime, cutime + cstime, the parent pid and the start time of a process, or undefined when it is gone or /proc is absent. */
+function procStat(pid: number): { ppid: number; self: number; children: number; start: number } | undefined {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -88,11 +91,30 @@ function procStat(pid: number): { ppid: number; self: number; children: number }
     return undefined;
   }
   const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  return { ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
+  return { ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]), start: Number(f[19]) };
+}
+
+/** The pids of a process's live children (every thread's `children` file), none when it is gone. */
+function childPids(pid: number): number[] {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const tid of tasks) {
+    try {
+      for (const child of readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').split(' ')) if (child.trim()) out.push(Number(child));
+    } catch {
+      // The thread or the process ended meanwhile.
+    }
+  }
+  return out;
 }
 
 /** CPU seconds of a process and everything it started (live children, and reaped ones through cutime). */
-function treeCpuSeconds(root: number): number | undefined {
+export function treeCpuSeconds(root: number): number | undefined {
   const top = procStat(root);
   if (!top) return undefined;
   let ticks = top.self + top.children;
@@ -102,6 +124,52 @@ function treeCpuSeconds(root: number): number | undefined {
     if (stat && stat.ppid === root) ticks += stat.self;
   }
   return ticks / TICKS_PER_SECOND;
+}
+
+/**
+ * CPU seconds of a process and all its descendants, however deep, sampled every `everyMs` while
+ * started: for servers whose per-connection processes are not reaped into the root's cutime (sshd's
+ * session processes). Each process's utime + stime is read at every sample; a process that ends
+ * between two samples loses at most one interval.
+ */
+export class TreeCpuSampler {
+  private readonly ticks = new Map<string, { first: number; last: number }>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly root: number) {}
+
+  start(everyMs = 100): void {
+    this.ticks.clear();
+    this.sample(true);
+    this.timer = setInterval(() => this.sample(false), everyMs);
+  }
+
+  /** Stops sampling; answers the CPU seconds spent since start, or null when the root is gone. */
+  stop(): number | null {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.sample(false);
+    if (this.ticks.size === 0) return null;
+    let ticks = 0;
+    for (const t of this.ticks.values()) ticks += t.last - t.first;
+    return ticks / TICKS_PER_SECOND;
+  }
+
+  private sample(initial: boolean): void {
+    // The tree is walked through /proc/<pid>/task/<tid>/children: a few reads per sample, not one per process of the machine.
+    const queue = [this.root];
+    for (let visited = 0; queue.length > 0 && visited < 1000; visited++) {
+      const pid = queue.shift()!;
+      const stat = procStat(pid);
+      if (!stat) continue;
+      // Keyed by pid and start time, so that a reused pid is another process.
+      const key = `${pid}:${stat.start}`;
+      const known = this.ticks.get(key);
+      if (known) known.last = stat.self;
+      else this.ticks.set(key, { first: initial ? stat.self : 0, last: stat.self });
+      queue.push(...childPids(pid));
+    }
+  }
 }
 
 export interface CpuSplit {

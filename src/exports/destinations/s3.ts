@@ -346,12 +346,19 @@ function findEgressError(err: unknown): EgressDeniedError {
 
 /**
  * Reads a byte stream in parts of `size` bytes: `next()` gives the next part (the last one may be
- * shorter or empty) and whether more bytes follow it. Holds at most one part plus one chunk.
+ * shorter or empty) and whether more bytes follow it. The chunks are copied into two part buffers
+ * used in turn, allocated once: a part stays valid until the call after the next one (the upload
+ * loop sends one part while it reads the next, and waits for that send before it reads again).
+ * Holds the two parts plus the rest of one chunk; nothing of part size becomes garbage, so the
+ * process's memory stays at about two parts however long the file (a fresh part buffer per part,
+ * concatenated from the chunks, left tens of megabytes of dead buffers between garbage collections).
  */
 class PartReader {
   private readonly iterator: AsyncIterator<Buffer | string>;
-  private pending: Buffer[] = [];
-  private pendingBytes = 0;
+  private readonly buffers: Buffer[] = [];
+  private turn = 0;
+  /** What is left of the last chunk read, which did not fit into the previous part. */
+  private leftover: Buffer | undefined;
   private ended = false;
 
   constructor(
@@ -364,27 +371,41 @@ class PartReader {
 
   /** The next part; `more` is true when at least one byte follows it. */
   async next(): Promise<{ part: Buffer; more: boolean }> {
-    while (!this.ended && this.pendingBytes <= this.size) {
-      const { value, done } = await this.iterator.next();
-      if (done) {
-        this.ended = true;
+    let buffer = this.buffers[this.turn];
+    if (!buffer) {
+      buffer = Buffer.allocUnsafe(this.size);
+      this.buffers[this.turn] = buffer;
+    }
+    this.turn ^= 1;
+    let filled = 0;
+    for (;;) {
+      let chunk = this.leftover;
+      this.leftover = undefined;
+      if (!chunk) {
+        if (this.ended) break;
+        const { value, done } = await this.iterator.next();
+        if (done) {
+          this.ended = true;
+          break;
+        }
+        chunk = typeof value === 'string' ? Buffer.from(value) : value;
+        if (chunk.length === 0) continue;
+      }
+      const room = this.size - filled;
+      if (room === 0) {
+        // The part is full and at least one byte follows it.
+        this.leftover = chunk;
         break;
       }
-      const chunk = typeof value === 'string' ? Buffer.from(value) : value;
-      if (chunk.length === 0) continue;
-      this.pending.push(chunk);
-      this.pendingBytes += chunk.length;
+      if (chunk.length <= room) {
+        buffer.set(chunk, filled);
+        filled += chunk.length;
+      } else {
+        buffer.set(chunk.subarray(0, room), filled);
+        filled += room;
+        this.leftover = chunk.subarray(room);
+      }
     }
-    const all = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending, this.pendingBytes);
-    if (this.pendingBytes <= this.size) {
-      this.pending = [];
-      this.pendingBytes = 0;
-      return { part: all, more: false };
-    }
-    const part = all.subarray(0, this.size);
-    const rest = Buffer.from(all.subarray(this.size)); // a copy, so the part's memory can go once it is sent
-    this.pending = [rest];
-    this.pendingBytes = rest.length;
-    return { part, more: true };
+    return { part: buffer.subarray(0, filled), more: this.leftover !== undefined };
   }
 }
