@@ -25,12 +25,13 @@ import { exportRoutes } from './routes/exports/exports.js';
 import { connectorRoutes } from './routes/connectors/connectors.js';
 import { emailRuleRoutes } from './routes/email/email-rules.js';
 import { entityRoutes } from './routes/entities/entities.js';
+import { workflowRoutes } from './routes/workflows/workflows.js';
 import { integrationRoutes } from './routes/webhooks/integrations.js';
 import { deliveryRoutes } from './routes/webhooks/deliveries.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...entityRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes, ...exportRoutes];
+  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...entityRoutes, ...workflowRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes, ...exportRoutes];
 }
 
 export interface ApiOptions {

@@ -30,6 +30,7 @@ import { EmailConsumer } from '../src/email/consumer.js';
 import { createMailer } from '../src/email/mailer.js';
 import { createEmailServices } from '../src/email/services.js';
 import { createEntityServices } from '../src/entities/services.js';
+import { createWorkflowServices } from '../src/workflows/services.js';
 import { emailRuleSubscriber } from '../src/email/rules.js';
 import { Subscribers } from '../src/events/subscribers.js';
 import { OutboxListener } from '../src/events/listener.js';
@@ -126,6 +127,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     manifests: createManifestServices({ db, admin }),
     email: createEmailServices({ db }),
     entities: createEntityServices({ db }),
+    workflows: createWorkflowServices({ db, events, sweepBatch: config.int('svc.workflow.sweep.batch') }),
     config,
     db,
     directory,
@@ -223,6 +225,11 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     });
     leaderClocks.schedule('connector-interrupted-runs', { every: config.duration('svc.connectors.interrupted-sweep-every') }, async () => {
       await connectors.sweepInterrupted();
+    });
+    // Workflow dormancy: one decision per record and spell (spells are marked in the emitting transaction).
+    leaderClocks.schedule('workflow-dormancy', { every: config.duration('svc.workflow.sweep.every') }, async () => {
+      const done = await services.workflows.sweep();
+      if (done.emitted || done.ended) logger().debug(done, 'workflow dormancy sweep');
     });
     await leadership.start();
   }

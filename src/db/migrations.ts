@@ -30,6 +30,7 @@ export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'retrieval', dir: 'src/retrieval/migrations/retrieval' },
   { schema: 'entities', dir: 'src/entities/migrations/entities' },
   { schema: 'exports', dir: 'src/exports/migrations/exports' },
+  { schema: 'workflows', dir: 'src/workflows/migrations/workflows' },
 ];
 
 export interface MigrationFile {
