@@ -64,7 +64,8 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
   const result = { records: 0, started: 0, ended: 0, emitted: 0 };
   const relation = await db.withTenant(w.tenant_id, async (tx) => {
     const entity = await loadEntity(tx, w.spec.entity);
-    if (!entity || !entity.columns.some((c) => c.name === w.spec.stateColumn)) return undefined;
+    if (!entity) return undefined;
+    if (!entity.columns.some((c) => c.name === w.spec.stateColumn)) return undefined;
     try {
       return await entityRelation(tx, entity);
     } catch (err) {
