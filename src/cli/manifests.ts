@@ -19,10 +19,11 @@ const APPLY_PATHS: Readonly<Record<string, string>> = {
   Connector: '/api/connectors/apply',
   Entity: '/api/entities/apply',
   Export: '/api/exports/apply',
+  Workflow: '/api/workflows/apply',
 };
 
 /** Kinds of the manifest contract (CONTRACTS section 5) whose apply path the hub does not have yet. */
-const NOT_YET = ['Workflow', 'Process'];
+const NOT_YET = ['Process'];
 
 export function parseManifests(text: string, file: string): Manifest[] {
   const objects: unknown[] = [];
