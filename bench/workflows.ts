@@ -35,7 +35,7 @@ const entity = {
     columns: [
       { name: 'partner_id', type: 'text' },
       { name: 'status', type: 'text' },
-      { name: 'email', type: 'text' },
+      ...(SOURCES > 1 ? [{ name: 'email', type: 'text' }] : []),
     ],
     sources: [
       { table: 'ext.bench_crm', key: 'external_id', columns: { partner_id: 'external_id', status: 'status' } },
