@@ -1,5 +1,5 @@
 import type { KeyedDocument } from '../retrieval/keyed-corpus.js';
-import type { WorkflowSpec } from './store.js';
+import type { WorkflowSpec } from './types.js';
 
 /** The retrieval corpus of a workflow's lifecycle. */
 export const lifecycleCorpus = (name: string): string => `workflow:${name}`;

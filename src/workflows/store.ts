@@ -3,7 +3,8 @@ import { loadEntity } from '../entities/store.js';
 import { ValidationError } from '../errors.js';
 import { dropKeyedCorpus, writeKeyedCorpus } from '../retrieval/keyed-corpus.js';
 import { lifecycleCorpus, lifecycleDocuments } from './lifecycle.js';
-import { checkWorkflowManifest, type Issue, type Transition } from './manifest/validate.js';
+import { checkWorkflowManifest, type Issue } from './manifest/validate.js';
+import type { WorkflowSpec } from './types.js';
 
 /**
  * Workflows as stored (schema `workflows`, migrations/workflows/V1__workflows.sql). Every function
@@ -11,15 +12,7 @@ import { checkWorkflowManifest, type Issue, type Transition } from './manifest/v
  * tenants apart, and a name (stored lower-case, looked up case-insensitively) is unique per tenant.
  */
 
-/** The normalised model kept in `spec`: the entity as stored, the scope resolved. */
-export interface WorkflowSpec {
-  entity: string;
-  scope: string | null;
-  stateColumn: string;
-  states: string[];
-  transitions: Transition[];
-  dormancy: { after: string; states: string[] } | null;
-}
+export type { WorkflowSpec };
 
 export interface WorkflowRecord extends WorkflowSpec {
   name: string;
@@ -121,6 +114,12 @@ export async function getWorkflow(tx: Tx, name: string): Promise<WorkflowDetail 
 export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null } | undefined> {
   const { rows } = await tx.query<{ manifest: unknown }>('select manifest from workflows.workflows where name = lower($1)', [name]);
   return rows[0] && { manifest: rows[0].manifest, schedule: null };
+}
+
+/** Whether a workflow of the caller's tenant declares that scope (analytic chat's `lifecycle` door). */
+export async function scopeHasWorkflow(tx: Tx, scope: string): Promise<boolean> {
+  const { rows } = await tx.query<{ found: boolean }>('select exists (select 1 from workflows.workflows where scope = $1) as found', [scope]);
+  return rows[0]!.found;
 }
 
 /** Deletes a workflow with its spells and its lifecycle corpus; false when there is no such name. */

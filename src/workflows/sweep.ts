@@ -5,7 +5,7 @@ import { loadEntity } from '../entities/store.js';
 import type { EventWriter } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { durationInterval } from './duration.js';
-import type { WorkflowSpec } from './store.js';
+import type { WorkflowSpec } from './types.js';
 
 /**
  * The dormancy sweep (docs/workflows.md, "Dormancy"), run on `svc.workflow.sweep.every` by the
