@@ -1,7 +1,7 @@
 /**
  * The workflow dormancy sweep (docs/workflows.md, "Cost of a sweep"): how long one tick of
  * src/workflows/sweep.ts takes over an entity of WF_ROWS records (default 100,000), keyset-paged
- * in batches of WF_BATCH (default: svc.workflow.sweep.batch, 2,000). Not part of `npm run bench`:
+ * in batches of WF_BATCH (default: svc.workflow.sweep.batch, 10,000). Not part of `npm run bench`:
  *
  *   node --import tsx bench/workflows.ts
  *   WF_ROWS=100000 WF_SOURCES=2 node --import tsx bench/workflows.ts   # the entity fused from two sources
