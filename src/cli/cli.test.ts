@@ -160,7 +160,7 @@ describe('apply and connectors', () => {
 
     const mixed = `${readFileSync(EXAMPLE, 'utf8').replace('demo-open', 'never-applied')}\n---\nkind: Widget\nmetadata: {name: w}\n`;
     const refused = await svc(['apply', '-f', '-'], { stdin: mixed });
-    expect(refused).toEqual({ code: 1, out: '', err: 'error: stdin#2: unknown kind Widget (this hub applies Connector, Entity, Export)\n' });
+    expect(refused).toEqual({ code: 1, out: '', err: 'error: stdin#2: unknown kind Widget (this hub applies Connector, Entity, Export, Workflow)\n' });
     const processKind = await svc(['apply', '-f', '-'], { stdin: 'kind: Process\nmetadata: {name: e}\n' });
     expect(processKind.err).toContain('kind Process cannot be applied');
     expect((await svc(['connectors', 'get', 'never-applied'])).code).toBe(1);
