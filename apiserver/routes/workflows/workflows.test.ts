@@ -264,6 +264,19 @@ describe('dormancy', () => {
     expect(await spell('dorm', 'p1')).toMatchObject({ state: 'Partner p1', notified_at: null });
   });
 
+  it('two sweeps at once (two replicas) still announce each spell once', async () => {
+    await partners([
+      ['r1', 'prospect'],
+      ['r2', 'active'],
+    ]);
+    await apply(manifest('racing', { dormancy: { after: '1s', states: ['prospect', 'active'] } }));
+    await sweep();
+    await until('r1 and r2 due', async () => (await spell('racing', 'r1'))?.due && (await spell('racing', 'r2'))?.due);
+    await Promise.all([sweep(), sweep(), sweep()]);
+    const fired = (await decisions('racing')).filter((d) => d.key === 'r1' || d.key === 'r2');
+    expect(fired.map((d) => d.key).sort()).toEqual(['r1', 'r2']);
+  });
+
   it('runs on the leader\'s clock every svc.workflow.sweep.every', async () => {
     await partners([['c1', 'prospect']]);
     await apply(manifest('clocked', { dormancy: { after: '1s', states: ['prospect'] } }));
