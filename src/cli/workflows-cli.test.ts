@@ -17,8 +17,16 @@ async function svc(args: string[]): Promise<{ code: number; out: string; err: st
   let out = '';
   let err = '';
   const code = await main(args, {
-    stdout: { write: (chunk: string | Uint8Array) => void (out += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8')) },
-    stderr: { write: (text: string | Uint8Array) => void (err += String(text)) },
+    stdout: {
+      write: (chunk: string | Uint8Array) => {
+        out += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+      },
+    },
+    stderr: {
+      write: (text: string | Uint8Array) => {
+        err += String(text);
+      },
+    },
     stdin: Readable.from([]),
     env,
   });
