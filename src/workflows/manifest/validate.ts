@@ -91,7 +91,7 @@ function normalise(input: Json, errors: Issues, warnings: Issue[]): WorkflowDraf
   if (spec.dormancy) {
     const after = spec.dormancy.after;
     if (durationInterval(after) === undefined) {
-      errors.add('spec.dormancy.after', `spec.dormancy.after ${quoted(after)} must be a duration greater than zero: <n>s, <n>m, <n>h, <n>d (90s, 15m, 2h, 30d) or ISO-8601 (P30D, PT15M)`);
+      errors.add('spec.dormancy.after', `spec.dormancy.after ${quoted(after)} must be a duration greater than zero and at most 100 years: <n>s, <n>m, <n>h, <n>d (90s, 15m, 2h, 30d) or ISO-8601 (P30D, PT15M)`);
     }
     const dormant = spec.dormancy.states ?? [...states.keys()];
     dormant.forEach((s, i) => {
