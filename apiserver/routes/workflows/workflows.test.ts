@@ -264,6 +264,20 @@ describe('dormancy', () => {
     expect(await spell('dorm', 'p1')).toMatchObject({ state: 'Partner p1', notified_at: null });
   });
 
+  it('passes over a workflow whose entity cannot be read yet (its source table not written), and over one whose entity was deleted', async () => {
+    const ghost = { ...partnerEntity, metadata: { name: 'ghost' }, spec: { ...partnerEntity.spec, sources: [{ table: 'ext.ghosts', key: 'external_id', columns: { partner_id: 'external_id', status: 'status', name: '$.name' } }] } };
+    expect((await call('POST', '/api/entities/apply', { body: stringify(ghost) })).status).toBe(201);
+    expect((await apply(manifest('haunted', { entity: 'ghost' }))).status).toBe(201);
+    const before = await sweep();
+    expect((await call('DELETE', '/api/entities/ghost')).status).toBe(204);
+    const after = await sweep();
+    // The other workflows are swept as before; this one counts in neither.
+    expect(after.workflows).toBe(before.workflows);
+    const { rows } = await owner.query(`select count(*)::int as n from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'haunted'`);
+    expect(rows[0].n).toBe(0);
+    expect((await call('DELETE', '/api/workflows/haunted')).status).toBe(204);
+  });
+
   it('two sweeps at once (two replicas) still announce each spell once', async () => {
     await partners([
       ['r1', 'prospect'],
