@@ -26,12 +26,13 @@ import { connectorRoutes } from './routes/connectors/connectors.js';
 import { emailRuleRoutes } from './routes/email/email-rules.js';
 import { entityRoutes } from './routes/entities/entities.js';
 import { processRoutes } from './routes/processes/processes.js';
+import { workflowRoutes } from './routes/workflows/workflows.js';
 import { integrationRoutes } from './routes/webhooks/integrations.js';
 import { deliveryRoutes } from './routes/webhooks/deliveries.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...entityRoutes, ...processRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes, ...exportRoutes];
+  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...entityRoutes, ...workflowRoutes, ...processRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes, ...exportRoutes];
 }
 
 export interface ApiOptions {

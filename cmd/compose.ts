@@ -33,6 +33,7 @@ import { createEntityServices } from '../src/entities/services.js';
 import { PROCESS_CONSUMER, processBatchHandler } from '../src/processes/consumer.js';
 import { createProcessServices } from '../src/processes/services.js';
 import { anyProcessWatches } from '../src/processes/store.js';
+import { createWorkflowServices } from '../src/workflows/services.js';
 import { emailRuleSubscriber } from '../src/email/rules.js';
 import { Subscribers } from '../src/events/subscribers.js';
 import { OutboxListener } from '../src/events/listener.js';
@@ -130,6 +131,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     email: createEmailServices({ db }),
     entities: createEntityServices({ db }),
     processes: createProcessServices({ db, events }),
+    workflows: createWorkflowServices({ db, events, sweepBatch: config.int('svc.workflow.sweep.batch') }),
     config,
     db,
     directory,
@@ -237,6 +239,11 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     });
     leaderClocks.schedule('connector-interrupted-runs', { every: config.duration('svc.connectors.interrupted-sweep-every') }, async () => {
       await connectors.sweepInterrupted();
+    });
+    // Workflow dormancy: one decision per record and spell (spells are marked in the emitting transaction).
+    leaderClocks.schedule('workflow-dormancy', { every: config.duration('svc.workflow.sweep.every') }, async () => {
+      const done = await services.workflows.sweep();
+      if (done.emitted || done.ended) logger().debug(done, 'workflow dormancy sweep');
     });
     await leadership.start();
   }

@@ -23,6 +23,7 @@ const CONNECTOR = MANIFEST_KINDS.find((k) => k.kind === 'Connector')!;
 const ENTITY = MANIFEST_KINDS.find((k) => k.kind === 'Entity')!;
 const EXPORT = MANIFEST_KINDS.find((k) => k.kind === 'Export')!;
 const PROCESS = MANIFEST_KINDS.find((k) => k.kind === 'Process')!;
+const WORKFLOW = MANIFEST_KINDS.find((k) => k.kind === 'Workflow')!;
 const API_VERSION = apiVersionOf(CONNECTOR);
 const NS = 'team-a';
 
@@ -69,7 +70,7 @@ beforeAll(async () => {
   const created = await hub.services.db.crossTenant('test', (tx) => tx.query<{ id: number }>(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`));
   otherTenant = Number(created.rows[0]!.id);
   api = await new KubeApiStandIn(
-    [CONNECTOR, ENTITY, EXPORT, PROCESS].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
+    [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
   ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   operator = new Operator({
@@ -339,6 +340,38 @@ describe('a Process resource', () => {
     api.remove(apiVersionOf(PROCESS), 'processes', NS, 'big-runs');
     await until('the resource gone', () => !proc('big-runs'));
     expect((await hubGet('/api/processes/big-runs')).status).toBe(404);
+  });
+});
+
+describe('a Workflow resource', () => {
+  const workflow = (name: string) => api.get(apiVersionOf(WORKFLOW), 'workflows', NS, name) as Resource | undefined;
+  const resource = (spec: Record<string, unknown> = {}) => ({
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Workflow',
+    metadata: { name: 'partner-country', namespace: NS, labels: { 'svc.io/tenant': 'default' } },
+    spec: { entity: 'partner', stateColumn: 'country', states: ['FR', 'DE'], transitions: [{ from: 'FR', to: 'DE' }], dormancy: { after: '30d' }, ...spec },
+  });
+
+  it('is applied through the same service as POST /api/workflows/apply: Ready, no CronJob, no lastRun; an error lands on Ready naming the field; the finalizer deletes it', async () => {
+    api.apply('entities', { ...example('entity-partner.yaml'), metadata: { ...example('entity-partner.yaml').metadata, namespace: NS } });
+    await until('the entity', async () => (await hubGet('/api/entities/partner')).status === 200);
+    api.apply('workflows', resource());
+    const condition = await until('Ready', () => workflow('partner-country')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True'));
+    expect(condition).toMatchObject({ reason: 'Applied', observedGeneration: 1 });
+    const stored = workflow('partner-country')!;
+    expect(stored.metadata.finalizers).toEqual([FINALIZER]);
+    expect(stored.status!.lastRun).toBeUndefined();
+    expect(api.get('batch/v1', 'cronjobs', NS, 'workflow-partner-country')).toBeUndefined();
+    const held = (await hubGet('/api/platform/workflows/partner-country')).body!;
+    expect(held.manifest).toEqual(manifestOf(stored));
+    expect(held).toMatchObject({ name: 'partner-country', entity: 'partner', scope: 'partners', stateColumn: 'country', dormancy: { after: '30d', states: ['FR', 'DE'] } });
+
+    api.apply('workflows', resource({ transitions: [{ from: 'FR', to: 'IT' }] }));
+    const invalid = await until('Ready=False', () => workflow('partner-country')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'False'));
+    expect(invalid).toMatchObject({ reason: 'Invalid', message: expect.stringContaining('spec.transitions[0].to "IT" is not one of spec.states') });
+    api.remove(apiVersionOf(WORKFLOW), 'workflows', NS, 'partner-country');
+    await until('the resource gone', () => !workflow('partner-country'));
+    expect((await hubGet('/api/platform/workflows/partner-country')).status).toBe(404);
   });
 });
 

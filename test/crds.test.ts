@@ -10,6 +10,7 @@ import { checkAgainstEntity, checkExportManifest } from '../src/exports/manifest
 import { crdOf, renderCrds } from '../src/manifests/crd.js';
 import { AGE_COLUMN, crdNameOf, type ManifestKind, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { packageRoot } from '../src/package-root.js';
+import { checkWorkflowManifest } from '../src/workflows/manifest/validate.js';
 
 /**
  * The CRDs of crds/, generated from the registered manifest kinds (src/manifests/kinds.ts,
@@ -421,5 +422,48 @@ describe('examples/ Process manifests', () => {
     const unknownKey = { ...base, spec: { ...base.spec, on: 'x' } };
     expect(undeclared(unknownKey, crdSchema)).not.toEqual([]);
     expect(checkProcessManifest(unknownKey).errors.map((e) => e.field)).toEqual(['spec.on']);
+  });
+});
+
+describe('the Workflow CRD', () => {
+  const crdSchema = schemaOf(readCrd(`${crdNameOf(MANIFEST_KINDS.find((k) => k.kind === 'Workflow')!)}.yaml`));
+  const validate = crdValidator(crdSchema);
+  const manifest = () => ({
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Workflow',
+    metadata: { name: 'partner-status', labels: { 'svc.io/tenant': 'default' } },
+    spec: {
+      entity: 'partner',
+      scope: 'partners',
+      stateColumn: 'status',
+      states: ['prospect', 'active', 'closed'],
+      transitions: [{ from: 'prospect', to: 'active' }, { from: 'active', to: 'closed' }],
+      dormancy: { after: '30d', states: ['prospect', 'active'] },
+    },
+  });
+
+  it('is workflows.apps.svc.io, in category svc, and takes the manifest of section 5a as the apply path does, with nothing pruned', () => {
+    const crd = readCrd('workflows.apps.svc.io.yaml');
+    expect(crd.spec.names).toMatchObject({ kind: 'Workflow', plural: 'workflows', categories: ['svc'] });
+    expect(crd.spec.scope).toBe('Namespaced');
+    const m = manifest();
+    expect(checkWorkflowManifest(m).errors).toEqual([]);
+    expect(validate(m) ? [] : validate.errors).toEqual([]);
+    expect(undeclared(m, crdSchema)).toEqual([]);
+  });
+
+  it('refuses what the apply path refuses by its schema, naming the same field', () => {
+    const broken: Array<[string, (m: ReturnType<typeof manifest>) => void]> = [
+      ['spec.states', (m) => { m.spec.states = []; }],
+      ['spec.transitions[0].from', (m) => { (m.spec.transitions[0] as Schema).from = 3; }],
+      ['spec.dormancy.after', (m) => { (m.spec.dormancy as Schema).after = 30; }],
+      ['metadata.name', (m) => { m.metadata.name = 'Partner_Status'; }],
+    ];
+    for (const [field, breakIt] of broken) {
+      const m = manifest();
+      breakIt(m);
+      expect({ field, crd: validate(m) }).toEqual({ field, crd: false });
+      expect(checkWorkflowManifest(m).errors.map((e) => e.field)).toContain(field);
+    }
   });
 });

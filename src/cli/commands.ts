@@ -409,6 +409,19 @@ async function getEntity(c: Ctx): Promise<void> {
   });
 }
 
+async function getWorkflow(c: Ctx): Promise<void> {
+  const { body } = await c.hub().call<Row & { transitions: Row[]; manifest: unknown }>('GET', path`/api/platform/workflows/${c.args[0]!}`);
+  show(c, body, () => {
+    const { name, entity, scope, stateColumn, states, createdAt, updatedAt } = body;
+    const dormancy = body.dormancy as { after: string; states: string[] } | null;
+    const transitions = body.transitions.length ? table(body.transitions, [field('FROM', 'from'), field('TO', 'to')]) : 'none declared\n';
+    return (
+      `${detail({ name, entity, scope, stateColumn, states, dormantAfter: dormancy?.after ?? '-', dormantIn: dormancy?.states ?? '-', createdAt, updatedAt })}\n` +
+      `Transitions:\n${indent(transitions)}\nManifest:\n${indent(detail(keysFirst(body.manifest, ['apiVersion', 'kind', 'metadata', 'spec'])))}`
+    );
+  });
+}
+
 async function getExport(c: Ctx): Promise<void> {
   const { body } = await c.hub().call<Row & { manifest: unknown }>('GET', path`/api/exports/${c.args[0]!}`);
   show(c, body, () => {
@@ -490,7 +503,7 @@ export const COMMANDS: Command[] = [
       return 0;
     },
   },
-  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector, Entity, Export, Process)', run: apply },
+  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector, Entity, Export, Workflow, Process)', run: apply },
 
   {
     name: 'connectors ls',
@@ -784,6 +797,30 @@ export const COMMANDS: Command[] = [
       show(c, body, () => `decision ${c.args[0]} acknowledged by ${cell(body.ackedBy)} at ${cell(body.ackedAt)}\n`);
       return 0;
     },
+  },
+
+  {
+    name: 'workflows ls',
+    summary: 'Workflows of the tenant (svc_integrator plus svc_admin or svc_superadmin)',
+    run: async (c) => {
+      const columns: Column[] = [
+        field('NAME', 'name'),
+        field('ENTITY', 'entity'),
+        field('SCOPE', 'scope'),
+        field('STATE COLUMN', 'stateColumn'),
+        field('STATES', 'states'),
+        { header: 'DORMANT AFTER', value: (r) => (r.dormancy as { after: string } | null)?.after ?? null },
+      ];
+      await listing(c, '/api/platform/workflows', columns, 'No workflows.');
+      return 0;
+    },
+  },
+  { name: 'workflows get', args: ['NAME'], summary: 'One workflow: its lifecycle, dormancy and the applied manifest', run: async (c) => void (await getWorkflow(c)) },
+  {
+    name: 'workflows rm',
+    args: ['NAME'],
+    summary: 'Delete a workflow (its dormancy spells and lifecycle corpus go with it; svc_admin)',
+    run: async (c) => void (await act(c, 'DELETE', path`/api/workflows/${c.args[0]!}`, `workflow/${c.args[0]} deleted`)),
   },
 
   {

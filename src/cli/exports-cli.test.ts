@@ -214,14 +214,14 @@ describe('apply, entities and exports', () => {
     ]);
   });
 
-  it('refuses an Export whose field is wrong, naming the document and the field; Workflow is still not applicable', async () => {
+  it('refuses an Export whose field is wrong, naming the document and the field; Process is still not applicable', async () => {
     const bad = { ...exportManifest('bad'), spec: { ...exportManifest('bad').spec, scope: 'hr' } };
     const refused = await svc(['apply', '-f', '-'], { stdin: JSON.stringify(bad) });
     expect(refused.code).toBe(1);
     expect(refused.err).toMatch(/^error: stdin: .*spec\.scope.*\(HTTP 400\)\n$/);
-    const workflow = await svc(['apply', '-f', '-'], { stdin: 'kind: Workflow\nmetadata: {name: w}\n' });
-    expect(workflow).toMatchObject({ code: 1, out: '' });
-    expect(workflow.err).toBe('error: stdin: kind Workflow cannot be applied: this hub has no apply path for it yet (it applies Connector, Entity, Export)\n');
+    const widget = await svc(['apply', '-f', '-'], { stdin: 'kind: Widget\nmetadata: {name: p}\n' });
+    expect(widget).toMatchObject({ code: 1, out: '' });
+    expect(widget.err).toBe('error: stdin: unknown kind Widget (this hub applies Connector, Entity, Export, Workflow, Process)\n');
   });
 
   it('entities ls and get', async () => {

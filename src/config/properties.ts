@@ -140,7 +140,9 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.events.stream.heartbeat', kind: 'duration', default: '15s', description: 'Interval of the comment lines that keep an idle event stream open through proxies.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.max-buffer', kind: 'int', min: 1024, default: 1048576,
     description: 'Bytes an event-stream client may fall behind before the hub closes its stream (it reconnects with Last-Event-ID and loses nothing).' }),
-  p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep.' }),
+  p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep (docs/workflows.md); runs in the background roles, on the leader.' }),
+  p({ group: 'Clocks', name: 'svc.workflow.sweep.batch', kind: 'int', min: 1, default: 10000,
+    description: 'Records of a workflow\'s entity the dormancy sweep reads per transaction (keyset pages, in key order).' }),
   p({ group: 'Clocks', name: 'svc.hooks.sweep-every', kind: 'duration', default: '5s', description: 'Hook consumer sweep of the outbox (NOTIFY wakes it sooner); runs in the background roles.' }),
   p({ group: 'Clocks', name: 'svc.hooks.cache-ttl', kind: 'duration', default: '60s', description: 'Time to live of the per-tenant hook override cache.' }),
 

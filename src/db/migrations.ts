@@ -31,6 +31,7 @@ export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'entities', dir: 'src/entities/migrations/entities' },
   { schema: 'exports', dir: 'src/exports/migrations/exports' },
   { schema: 'processes', dir: 'src/processes/migrations/processes' },
+  { schema: 'workflows', dir: 'src/workflows/migrations/workflows' },
 ];
 
 export interface MigrationFile {

@@ -103,6 +103,16 @@ describe('emitting', () => {
     expect(id).toBeGreaterThan(0);
   });
 
+  it('emitAll writes several events of one type in order, in one statement, checked like emit', async () => {
+    const ids = await db.withTenant(201, (tx) => events.emitAll(tx, 'decision.dormant.batch', [{ key: 'a' }, { key: 'b' }, { key: 'c' }]));
+    expect(ids).toHaveLength(3);
+    expect([...ids].sort((x, y) => x - y)).toEqual(ids);
+    const { rows } = await db.crossTenantQuery<{ payload: { key: string } }>('test', 'select payload from events.outbox where id = any($1) order by id', [ids]);
+    expect(rows.map((r) => r.payload.key)).toEqual(['a', 'b', 'c']);
+    expect(await db.withTenant(201, (tx) => events.emitAll(tx, 'decision.dormant.batch', []))).toEqual([]);
+    await expect(db.withTenant(201, (tx) => events.emitAll(tx, 'org.created', [orgCreated(4), { orgId: 1, tenantId: 201 }]))).rejects.toThrow(/does not match its declaration/);
+  });
+
   it('a tenant cannot write an event for another tenant', async () => {
     await expect(db.withTenant(201, (tx) => events.emit(tx, 'org.created', orgCreated(3), 202))).rejects.toThrow(/row-level security/);
   });

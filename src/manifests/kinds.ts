@@ -6,6 +6,8 @@ import { exportHandler } from '../exports/manifest-handler.js';
 import { exportManifestSchema } from '../exports/manifest/schema.js';
 import { processHandler } from '../processes/manifest-handler.js';
 import { processManifestSchema } from '../processes/manifest/schema.js';
+import { workflowHandler } from '../workflows/manifest-handler.js';
+import { workflowManifestSchema } from '../workflows/manifest/schema.js';
 import type { ManifestHandler } from './handler.js';
 
 /**
@@ -115,6 +117,25 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
       AGE_COLUMN,
     ],
     handler: exportHandler,
+  },
+  {
+    kind: 'Workflow',
+    group: 'apps.svc.io',
+    version: 'v1',
+    plural: 'workflows',
+    singular: 'workflow',
+    shortNames: ['wf'],
+    categories: ['svc'],
+    schema: workflowManifestSchema,
+    lastRun: false,
+    printerColumns: [
+      READY_COLUMN,
+      { name: 'Entity', type: 'string', jsonPath: '.spec.entity', description: 'The entity whose records the workflow follows.' },
+      { name: 'State column', type: 'string', jsonPath: '.spec.stateColumn', description: 'The canonical column holding the state.', priority: 1 },
+      { name: 'Dormant after', type: 'string', jsonPath: '.spec.dormancy.after', description: 'How long a record may stay in a state before it is dormant.', priority: 1 },
+      AGE_COLUMN,
+    ],
+    handler: workflowHandler,
   },
   {
     kind: 'Process',

@@ -11,6 +11,7 @@ import type { SchemaCard } from './analytic/schema-card.js';
 import type { ChatPort } from './chat/port.js';
 import { NO_CHAT } from './chat/semantic.js';
 import { dataAsOf, loadCard } from './discovery.js';
+import { scopeHasWorkflow } from '../workflows/store.js';
 
 /** The analytic answer of spec 2. */
 export interface AnalyticAnswer {
@@ -102,9 +103,9 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   const scope = resolved.scope ?? (resolved.allowed?.length === 1 ? resolved.allowed[0] : undefined);
   if (scope === undefined && resolved.allowed) throw new ScopeNotGranted();
   const name = scope ?? '';
-  const { stored, asOf, entities } = await deps.db.withTenant(tenantId, async (tx) => {
+  const { stored, asOf, entities, lifecycle } = await deps.db.withTenant(tenantId, async (tx) => {
     const card = await loadCard(tx, name);
-    return { stored: card, asOf: await dataAsOf(tx, name), entities: await entityRelations(tx, card?.card) };
+    return { stored: card, asOf: await dataAsOf(tx, name), entities: await entityRelations(tx, card?.card), lifecycle: await scopeHasWorkflow(tx, name) };
   });
   if (!stored) {
     throw new ConflictError(
@@ -115,7 +116,8 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   }
   const otherDoors: string[] = [];
   // Where the scope fuses entities, what their sources disagree on is in the conflict ledger (off the card).
-  const refusedDoors = entities.size > 0 ? ['conflicts'] : [];
+  // Where the scope declares a workflow, its lifecycle (corpus workflow:<name>) answers in semantic mode.
+  const refusedDoors = [...(lifecycle ? ['lifecycle'] : []), ...(entities.size > 0 ? ['conflicts'] : [])];
   if (!deps.chat) throw NO_CHAT;
   const written = await deps.chat.complete([
     { role: 'system', content: `${SYSTEM}\n\nRelations:\n${renderCard(stored.card)}` },

@@ -21,6 +21,7 @@ import type { ManifestServices } from '../manifests/services.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { RetrievalServices } from '../retrieval/services.js';
 import type { ExportServices } from '../exports/services.js';
+import type { WorkflowServices } from '../workflows/services.js';
 
 /**
  * The set of area services the composition root (cmd/compose.ts) builds once and hands to the API,
@@ -39,6 +40,8 @@ export interface AreaServices {
   processes: ProcessServices;
   /** Exports: manifests, runs, the scheduler, the one-shot download (src/exports). */
   exports: ExportServices;
+  /** Workflows: the lifecycle of an entity's records and the dormancy sweep (src/workflows). */
+  workflows: WorkflowServices;
   /** Manifests applied by the operator through each kind's handler (src/manifests). */
   manifests: ManifestServices;
   /** E-mail rules (src/email). */

@@ -92,6 +92,14 @@ async function theirScenario() {
     metadata: { name: fixtures.entity },
     spec: { scope: `${MARK}-scope`, key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'city', type: 'text' }], sources: [{ table: 'ext.contacts', key: 'external_id', columns: { city: 'city' } }] },
   });
+  // A workflow over their entity.
+  fixtures.workflow = `${MARK}-cities`;
+  await asThem('POST', '/api/workflows/apply', {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Workflow',
+    metadata: { name: fixtures.workflow },
+    spec: { entity: fixtures.entity, stateColumn: 'city', states: ['Lyon', 'Paris'], dormancy: { after: '30d' } },
+  });
   // An export of their entity, and a run of it.
   fixtures.export = `${MARK}-daily`;
   await asThem('POST', '/api/exports/apply', {

@@ -72,6 +72,13 @@ export const TABLES: TableCase[] = [
   { table: 'processes.processes', ...NONE },
   { table: 'events.inbox', ...NONE },
   { table: 'exports.exports', ...NONE },
+  { table: 'workflows.workflows', ...NONE },
+  {
+    table: 'workflows.spells',
+    ...NONE,
+    seed: `insert into workflows.spells (tenant_id, workflow_id, record_key, state, since)
+           select $1, id, 'matrix', 'Lyon', now() from workflows.workflows where tenant_id = $1 limit 1`,
+  },
   {
     table: 'exports.runs',
     ...NONE,
@@ -316,6 +323,23 @@ export const ENDPOINTS: EndpointCase[] = [
   },
   { route: 'GET /api/inbox', path: '/api/inbox', expect: 200, excludes: true },
   { route: 'POST /api/inbox/{id}/ack', path: '/api/inbox/{their.decision}/ack', expect: 404 },
+  // Workflows (by name, case-insensitive). Applying their workflow's name over my entity of their
+  // entity's name (the entity case above made it) makes mine.
+  { route: 'GET /api/platform/workflows', path: '/api/platform/workflows', expect: 200, excludes: true },
+  { route: 'GET /api/platform/workflows/{name}', path: '/api/platform/workflows/{their.workflow}', expect: 404 },
+  { route: 'DELETE /api/workflows/{name}', path: '/api/workflows/{their.workflow}', expect: 404 },
+  {
+    route: 'POST /api/workflows/apply',
+    path: '/api/workflows/apply',
+    expect: 201,
+    type: 'application/json',
+    body: {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Workflow',
+      metadata: { name: '{their.workflow}' },
+      spec: { entity: '{their.entity}', stateColumn: 'city', states: ['Lyon', 'Paris'], dormancy: { after: '30d' } },
+    },
+  },
   // Exports (by name) and their runs; the download of their entity. Applying their export's name
   // over my entity of their entity's name (the entity case above made it) makes mine.
   { route: 'GET /api/exports', path: '/api/exports', expect: 200, excludes: true },

@@ -406,6 +406,20 @@ describe('an entity on the schema card', () => {
     expect((await admin.post('/api/platform/rag/chat', { question: 'weather?', mode: 'analytic', scope: 'partner-entity' })).body).toMatchObject({ sql: '', otherDoors: ['conflicts'] });
   });
 
+  it('a refusal in a scope that declares a workflow points at its lifecycle too', async () => {
+    const workflow = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Workflow',
+      metadata: { name: 'partner-country' },
+      spec: { entity: 'partner', stateColumn: 'country', states: ['FR', 'DE'] },
+    };
+    expect((await admin.post('/api/workflows/apply', workflow)).status).toBe(201);
+    nextAnswer = 'ABSTAIN: not about partners';
+    expect((await admin.post('/api/platform/rag/chat', { question: 'how do partners move?', mode: 'analytic', scope: 'partner-entity' })).body).toMatchObject({ sql: '', otherDoors: ['lifecycle', 'conflicts'] });
+    expect((await admin.del('/api/workflows/partner-country')).status).toBe(204);
+    expect((await admin.post('/api/platform/rag/chat', { question: 'how do partners move?', mode: 'analytic', scope: 'partner-entity' })).body).toMatchObject({ otherDoors: ['conflicts'] });
+  });
+
   it('refuses the relation once the entity is gone, naming why', async () => {
     expect((await admin.del('/api/entities/partner')).status).toBe(204);
     const res = await ask('select count(*) from entity.partner');

@@ -1,0 +1,110 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { stringify } from 'yaml';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { main } from './main.js';
+
+/** `svc apply` of a Workflow, `svc workflows ls|get|rm` against a real hub (dev bypass). */
+
+let hub: TestHub;
+let dir: string;
+let env: Record<string, string>;
+
+async function svc(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(args, {
+    stdout: {
+      write: (chunk: string | Uint8Array) => {
+        out += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+      },
+    },
+    stderr: {
+      write: (text: string | Uint8Array) => {
+        err += String(text);
+      },
+    },
+    stdin: Readable.from([]),
+    env,
+  });
+  return { code, out, err };
+}
+
+const ENTITY = {
+  apiVersion: 'apps.svc.io/v1',
+  kind: 'Entity',
+  metadata: { name: 'partner' },
+  spec: {
+    scope: 'crm',
+    key: 'partner_id',
+    columns: [
+      { name: 'partner_id', type: 'text' },
+      { name: 'status', type: 'text' },
+    ],
+    sources: [{ table: 'ext.partners', key: 'external_id', columns: { partner_id: 'external_id', status: '$.status' } }],
+  },
+};
+
+const WORKFLOW = {
+  apiVersion: 'apps.svc.io/v1',
+  kind: 'Workflow',
+  metadata: { name: 'Partner-Status' },
+  spec: {
+    entity: 'partner',
+    stateColumn: 'status',
+    states: ['prospect', 'active', 'closed'],
+    transitions: [{ from: 'prospect', to: 'active' }, { from: 'active', to: 'closed' }],
+    dormancy: { after: '30d', states: ['prospect', 'active'] },
+  },
+};
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  dir = mkdtempSync(join(tmpdir(), 'svc-workflows-cli-'));
+  env = { SVC_CLI_CONFIG: join(dir, 'config.json') };
+  expect((await svc(['login', '--url', hub.url, '--dev-tenant', '1'])).code).toBe(0);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('svc and workflows', () => {
+  it('applies an Entity then a Workflow from one file; again: configured; a refusal names the document and the field', async () => {
+    const file = join(dir, 'lifecycle.yaml');
+    writeFileSync(file, `${stringify(ENTITY)}---\n${stringify(WORKFLOW)}`);
+    // The entity's table does not exist yet: a warning for it.
+    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner created\nworkflow/partner-status created\n' });
+    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner configured\nworkflow/partner-status configured\n' });
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, stringify({ ...WORKFLOW, spec: { ...WORKFLOW.spec, dormancy: { after: 'soon' } } }));
+    const refused = await svc(['apply', '-f', bad]);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(/^error: .*bad\.yaml: .*spec\.dormancy\.after.*\(HTTP 400\)\n$/);
+  });
+
+  it('workflows ls, get, rm', async () => {
+    const ls = await svc(['workflows', 'ls']);
+    expect(ls.code).toBe(0);
+    const [header, row] = ls.out.trimEnd().split('\n');
+    expect(header).toMatch(/^NAME\s+ENTITY\s+SCOPE\s+STATE COLUMN\s+STATES\s+DORMANT AFTER$/);
+    expect(row!.split(/\s{2,}/)).toEqual(['partner-status', 'partner', 'crm', 'status', 'prospect,active,closed', '30d']);
+    expect(JSON.parse((await svc(['workflows', 'ls', '--json'])).out)).toEqual([expect.objectContaining({ name: 'partner-status', entity: 'partner' })]);
+
+    const get = await svc(['workflows', 'get', 'PARTNER-STATUS']);
+    expect(get.code).toBe(0);
+    expect(get.out).toContain('name: partner-status\n');
+    expect(get.out).toContain('dormantAfter: 30d\n');
+    expect(get.out).toMatch(/Transitions:\n {2}FROM\s+TO\n {2}prospect\s+active\n {2}active\s+closed\n/);
+    expect(get.out).toMatch(/Manifest:\n {2}apiVersion: apps\.svc\.io\/v1\n/);
+    expect(JSON.parse((await svc(['workflows', 'get', 'partner-status', '--json'])).out)).toMatchObject({ name: 'partner-status', manifest: { kind: 'Workflow' } });
+
+    expect(await svc(['workflows', 'rm', 'partner-status'])).toMatchObject({ code: 0, out: 'workflow/partner-status deleted\n' });
+    expect((await svc(['workflows', 'get', 'partner-status'])).code).toBe(1);
+    expect(await svc(['workflows', 'ls'])).toMatchObject({ code: 0, out: 'No workflows.\n' });
+  });
+});

@@ -1,0 +1,131 @@
+import type { Tx } from '../db/database.js';
+import { loadEntity } from '../entities/store.js';
+import { ValidationError } from '../errors.js';
+import { dropKeyedCorpus, writeKeyedCorpus } from '../retrieval/keyed-corpus.js';
+import { lifecycleCorpus, lifecycleDocuments } from './lifecycle.js';
+import { checkWorkflowManifest, type Issue } from './manifest/validate.js';
+import type { WorkflowSpec } from './types.js';
+
+/**
+ * Workflows as stored (schema `workflows`, migrations/workflows/V1__workflows.sql). Every function
+ * runs inside the caller's tenant transaction (`Database.withTenant`): row-level security keeps
+ * tenants apart, and a name (stored lower-case, looked up case-insensitively) is unique per tenant.
+ */
+
+export type { WorkflowSpec };
+
+export interface WorkflowRecord extends WorkflowSpec {
+  name: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface WorkflowDetail extends WorkflowRecord {
+  manifest: unknown;
+}
+
+export interface ApplyResult {
+  name: string;
+  created: boolean;
+  warnings: Issue[];
+}
+
+/**
+ * Validates and stores a manifest in the caller's transaction: a 400 naming the field on the first
+ * error (the entity must be applied in the tenant and the state column one of its canonical
+ * columns), otherwise an insert or an update. Re-applying keeps the spells unless the entity or the
+ * state column changed; the lifecycle is written as corpus `workflow:<name>`.
+ */
+export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
+  if (tx.tenantId === undefined) throw new Error('workflows are stored per tenant: use Database.withTenant');
+  const check = checkWorkflowManifest(manifest);
+  const first = check.errors[0];
+  if (first || !check.workflow) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
+  const draft = check.workflow;
+  const warnings = [...check.warnings];
+
+  const entity = await loadEntity(tx, draft.entity);
+  if (!entity) throw new ValidationError(`spec.entity ${JSON.stringify(draft.entity)} is not an applied Entity of this tenant`, 'spec.entity');
+  const columns = entity.columns.map((c) => c.name);
+  if (!columns.includes(draft.stateColumn)) {
+    throw new ValidationError(`spec.stateColumn ${JSON.stringify(draft.stateColumn)} is not a canonical column of entity ${entity.name} (${columns.join(', ')})`, 'spec.stateColumn');
+  }
+  if (draft.stateColumn === entity.key) warnings.push({ field: 'spec.stateColumn', message: `${draft.stateColumn} is the key of entity ${entity.name}: a record never changes state` });
+  const declared = entity.columns.find((c) => c.name === draft.stateColumn)?.values;
+  if (declared) {
+    draft.states.forEach((s, i) => {
+      if (!declared.includes(s)) warnings.push({ field: `spec.states[${i}]`, message: `${JSON.stringify(s)} is not one of the declared values of ${entity.name}.${draft.stateColumn}` });
+    });
+  }
+  const scope = draft.scope ?? entity.scopes[0] ?? null;
+  if (draft.scope !== undefined && !entity.scopes.includes(draft.scope)) {
+    warnings.push({ field: 'spec.scope', message: `${draft.scope} is not a scope of entity ${entity.name} (${entity.scopes.join(', ')})` });
+  }
+  const spec: WorkflowSpec = { entity: entity.name, scope, stateColumn: draft.stateColumn, states: draft.states, transitions: draft.transitions, dormancy: draft.dormancy };
+
+  const { rows } = await tx.query<{ id: string; created: boolean; reset: boolean }>(
+    `insert into workflows.workflows (tenant_id, name, entity, scope, state_column, manifest, spec, created_by, updated_by)
+     values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)
+     on conflict (tenant_id, name) do update
+       set entity = excluded.entity, scope = excluded.scope, state_column = excluded.state_column,
+           manifest = excluded.manifest, spec = excluded.spec, updated_by = excluded.updated_by, updated_at = now(),
+           tracked_since = case when (workflows.entity, workflows.state_column) = (excluded.entity, excluded.state_column) then workflows.tracked_since else now() end,
+           baseline_done = case when (workflows.entity, workflows.state_column) = (excluded.entity, excluded.state_column) then workflows.baseline_done else false end
+     returning id, (xmax = 0) as created, tracked_since = now() as reset`,
+    [draft.name, spec.entity, scope, spec.stateColumn, JSON.stringify(manifest), JSON.stringify(spec), opts.actor ?? null],
+  );
+  // Another entity or state column: the spells watched something else.
+  if (!rows[0]!.created && rows[0]!.reset) await tx.query('delete from workflows.spells where workflow_id = $1', [rows[0]!.id]);
+  await writeKeyedCorpus(tx, lifecycleCorpus(draft.name), scope ? [scope] : [], lifecycleDocuments(draft.name, spec));
+  return { name: draft.name, created: rows[0]!.created, warnings };
+}
+
+interface Row {
+  name: string;
+  manifest: unknown;
+  spec: WorkflowSpec;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const recordOf = (r: Row): WorkflowRecord => ({
+  name: r.name,
+  entity: r.spec.entity,
+  scope: r.spec.scope,
+  stateColumn: r.spec.stateColumn,
+  states: r.spec.states,
+  transitions: r.spec.transitions,
+  dormancy: r.spec.dormancy,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export async function listWorkflows(tx: Tx): Promise<WorkflowRecord[]> {
+  const { rows } = await tx.query<Row>('select name, manifest, spec, created_at, updated_at from workflows.workflows order by name');
+  return rows.map(recordOf);
+}
+
+export async function getWorkflow(tx: Tx, name: string): Promise<WorkflowDetail | undefined> {
+  const { rows } = await tx.query<Row>('select name, manifest, spec, created_at, updated_at from workflows.workflows where name = lower($1)', [name]);
+  return rows[0] && { ...recordOf(rows[0]), manifest: rows[0].manifest };
+}
+
+/** The manifest as last applied (the operator compares it with the resource's); workflows have no schedule. */
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown }>('select manifest from workflows.workflows where name = lower($1)', [name]);
+  return rows[0] && { manifest: rows[0].manifest, schedule: null };
+}
+
+/** Whether a workflow of the caller's tenant declares that scope (analytic chat's `lifecycle` door). */
+export async function scopeHasWorkflow(tx: Tx, scope: string): Promise<boolean> {
+  const { rows } = await tx.query<{ found: boolean }>('select exists (select 1 from workflows.workflows where scope = $1) as found', [scope]);
+  return rows[0]!.found;
+}
+
+/** Deletes a workflow with its spells and its lifecycle corpus; false when there is no such name. */
+export async function deleteWorkflow(tx: Tx, name: string): Promise<boolean> {
+  const { rows } = await tx.query<{ name: string }>('delete from workflows.workflows where name = lower($1) returning name', [name]);
+  if (!rows[0]) return false;
+  await dropKeyedCorpus(tx, lifecycleCorpus(rows[0].name));
+  return true;
+}

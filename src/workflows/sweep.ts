@@ -1,0 +1,149 @@
+import pg from 'pg';
+import type { Database, Tx } from '../db/database.js';
+import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
+import { loadEntity } from '../entities/store.js';
+import type { EventWriter } from '../events/outbox.js';
+import { logger } from '../observability/logger.js';
+import { durationInterval } from './duration.js';
+import type { WorkflowSpec } from './types.js';
+
+/**
+ * The dormancy sweep (docs/workflows.md, "Dormancy"), run on `svc.workflow.sweep.every` by the
+ * leader. For each workflow of every tenant it reads the entity's fused rows (key and state column)
+ * in key order, keyset-paged in batches of `svc.workflow.sweep.batch` rows, each batch one
+ * transaction in the tenant (row-level security), and for the key range the batch covers:
+ *
+ * - a record seen in a state it had no spell in gets a new spell (`since`: now, or the workflow's
+ *   `tracked_since` during the first complete pass after the entity or state column was set);
+ * - a spell whose record the range no longer holds (or holds without a state) ends;
+ * - a spell in one of `dormancy.states` older than `dormancy.after` and not yet notified is marked
+ *   notified, and its `decision.dormant.<workflow>` is emitted in that same transaction: once per
+ *   spell whichever process sweeps (the marking is a conditional update under the row's lock).
+ */
+
+export interface SweepResult {
+  workflows: number;
+  records: number;
+  started: number;
+  ended: number;
+  emitted: number;
+}
+
+interface WorkflowRow {
+  id: string;
+  tenant_id: number;
+  name: string;
+  spec: WorkflowSpec;
+  tracked_since: Date;
+}
+
+const ident = (name: string) => pg.escapeIdentifier(name);
+
+export async function sweepWorkflows(db: Database, events: EventWriter, opts: { batch: number }): Promise<SweepResult> {
+  const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0 };
+  const { rows } = await db.crossTenantQuery<WorkflowRow>('workflow-sweep', 'select id, tenant_id, name, spec, tracked_since from workflows.workflows order by tenant_id, name');
+  for (const w of rows) {
+    try {
+      const one = await sweepWorkflow(db, events, w, opts.batch);
+      if (!one) continue;
+      total.workflows++;
+      total.records += one.records;
+      total.started += one.started;
+      total.ended += one.ended;
+      total.emitted += one.emitted;
+    } catch (err) {
+      // One workflow's trouble (a source table dropped mid-pass) does not stop the others.
+      logger().warn({ err: (err as Error).message, tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep failed for one workflow');
+    }
+  }
+  return total;
+}
+
+/** One complete pass over one workflow's entity; undefined when its entity cannot be read now. */
+async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, batch: number): Promise<Omit<SweepResult, 'workflows'> | undefined> {
+  const result = { records: 0, started: 0, ended: 0, emitted: 0 };
+  const relation = await db.withTenant(w.tenant_id, async (tx) => {
+    const entity = await loadEntity(tx, w.spec.entity);
+    if (!entity) return undefined;
+    if (!entity.columns.some((c) => c.name === w.spec.stateColumn)) return undefined;
+    try {
+      return await entityRelation(tx, entity);
+    } catch (err) {
+      if (err instanceof EntityDefinitionError) return undefined;
+      throw err;
+    }
+  });
+  if (!relation) {
+    logger().debug({ tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep: the entity cannot be read now');
+    return undefined;
+  }
+  const read = `select _entity_id as k, ${ident(w.spec.stateColumn)} as s from (${relation}) r where ($1::text is null or _entity_id > $1) order by _entity_id limit $2`;
+  const interval = w.spec.dormancy ? durationInterval(w.spec.dormancy.after) : undefined;
+
+  let prev: string | null = null;
+  for (;;) {
+    const done = await db.withTenant(w.tenant_id, async (tx) => {
+      // The workflow as it is now, locked against a re-apply until this batch commits.
+      const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; since: Date }>(
+        'select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since from workflows.workflows where id = $1 for share',
+        [w.id],
+      );
+      const now = current[0];
+      // Deleted, or its entity or state column changed since the pass began: the next tick starts afresh.
+      if (!now || now.tracked_since.getTime() !== w.tracked_since.getTime()) return true;
+
+      const { rows } = await tx.query<{ k: string; s: string | null }>(read, [prev, batch]);
+      const last: string | null = rows.length < batch ? null : rows[rows.length - 1]!.k;
+      const seen = rows.filter((r) => r.s !== null && r.s !== '');
+      result.records += rows.length;
+      await batchSpells(tx, w, prev, last, seen, now.since, result);
+      if (interval) await emitDue(tx, events, w, prev, last, interval, result);
+      if (last === null && !now.baseline_done) await tx.query('update workflows.workflows set baseline_done = true where id = $1', [w.id]);
+      prev = last;
+      return last === null;
+    });
+    if (done) return result;
+  }
+}
+
+/** Spells of the key range (prev, last] (to the end when `last` is null) from the records seen there. */
+async function batchSpells(tx: Tx, w: WorkflowRow, prev: string | null, last: string | null, seen: Array<{ k: string; s: string | null }>, since: Date, result: { started: number; ended: number }): Promise<void> {
+  const keys = seen.map((r) => r.k);
+  const ended = await tx.query(
+    `delete from workflows.spells s
+      where s.workflow_id = $1 and ($2::text is null or s.record_key > $2) and ($3::text is null or s.record_key <= $3)
+        and not exists (select 1 from unnest($4::text[]) as b(k) where b.k = s.record_key)`,
+    [w.id, prev, last, keys],
+  );
+  result.ended += ended.rowCount ?? 0;
+  if (!seen.length) return;
+  // A new record, or another state: a new spell (not yet notified).
+  const started = await tx.query(
+    `insert into workflows.spells (tenant_id, workflow_id, record_key, state, since)
+     select core.current_tenant(), $1, b.k, b.s, $4 from unnest($2::text[], $3::text[]) as b(k, s)
+     on conflict (workflow_id, record_key) do update set state = excluded.state, since = excluded.since, notified_at = null
+       where spells.state is distinct from excluded.state`,
+    [w.id, keys, seen.map((r) => r.s), since],
+  );
+  result.started += started.rowCount ?? 0;
+}
+
+/** Marks the range's due spells notified and emits their decisions, in the caller's transaction. */
+async function emitDue(tx: Tx, events: EventWriter, w: WorkflowRow, prev: string | null, last: string | null, interval: string, result: { emitted: number }): Promise<void> {
+  const dormancy = w.spec.dormancy!;
+  const { rows } = await tx.query<{ record_key: string; state: string; since: Date }>(
+    `update workflows.spells set notified_at = now()
+      where workflow_id = $1 and notified_at is null and state = any($2::text[]) and since <= now() - $3::interval
+        and ($4::text is null or record_key > $4) and ($5::text is null or record_key <= $5)
+      returning record_key, state, since`,
+    [w.id, dormancy.states, interval, prev, last],
+  );
+  // In key order, one statement for the batch.
+  rows.sort((a, b) => (a.record_key < b.record_key ? -1 : a.record_key > b.record_key ? 1 : 0));
+  await events.emitAll(
+    tx,
+    `decision.dormant.${w.name}`,
+    rows.map((r) => ({ workflow: w.name, entity: w.spec.entity, scope: w.spec.scope, key: r.record_key, state: r.state, since: r.since.toISOString(), after: dormancy.after })),
+  );
+  result.emitted += rows.length;
+}
