@@ -92,9 +92,10 @@ beforeAll(async () => {
   await owner.connect();
   spawnDispatcher();
   spawnDispatcher();
-  await until('both dispatchers to start', () => dispatchers.every((d) => d.url));
+  // Two processes compiling and starting at once on a busy 2-core machine can take a while.
+  await until('both dispatchers to start', () => dispatchers.every((d) => d.url), 60_000);
   await until('a leader', () => dispatchers.some(leads));
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   for (const d of dispatchers) if (d.child.exitCode === null) d.child.kill('SIGKILL');
