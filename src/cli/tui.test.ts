@@ -5,6 +5,8 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { startDemoSource } from '../demo-source/server.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { until } from '../../test/harness/until.js';
+import { describeWithTmux, startTmux, type TmuxSession } from '../../test/harness/tmux.js';
 import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
@@ -12,7 +14,10 @@ import { main } from './main.js';
 import type { Row } from './output.js';
 import { ackInbox, addEvents, decodeKeys, duration, clipTo, initialState, loaded, parseEvery, reduce, refreshLists, render, type State, withStatus } from './tui.js';
 
-/** `svc tui`: render and reduce as pure functions, and the runs view loaded from a real hub. */
+/**
+ * `svc tui`: render and reduce as pure functions, the runs view loaded from a real hub, and the
+ * real `node bin/svc.js tui` in a real terminal (tmux) acknowledging a decision of the inbox view.
+ */
 
 const SIZE = { columns: 100, rows: 12 };
 const NOW = Date.parse('2025-03-01T10:00:30Z');
@@ -283,5 +288,76 @@ describe('against a real hub', () => {
     } finally {
       await client.close();
     }
+  });
+});
+
+describeWithTmux('svc tui in a real terminal (tmux)', () => {
+  let hub: TestHub | undefined;
+  let client: Hub | undefined;
+  let tmux: TmuxSession | undefined;
+
+  afterAll(async () => {
+    tmux?.kill();
+    await client?.close();
+    await hub?.stop();
+  });
+
+  it('shows the inbox, filters it to unacknowledged decisions and acknowledges one with a', async () => {
+    hub = await startTestHub();
+    const { services } = hub;
+    // Two decisions of tenant 1, through the EventWriter (which fills the inbox) in a transaction.
+    await services.db.withTenant(1, async (tx) => {
+      await services.events.emit(tx, 'decision.order.review', { process: 'orders', message: 'Approve order 41', sourceEventId: 1, sourceType: 'org.updated' });
+      await services.events.emit(tx, 'decision.order.review', { process: 'orders', message: 'Approve order 42', sourceEventId: 2, sourceType: 'org.updated' });
+    });
+    client = new Hub({ url: hub.url, devTenant: '1' });
+    const inbox = async () => (await client!.call<Row[]>('GET', '/api/inbox')).body;
+    const before = await inbox();
+    expect(before.map((r) => [r.message, r.ackedAt])).toEqual([
+      ['Approve order 42', null],
+      ['Approve order 41', null],
+    ]);
+    const id41 = String(before[1]!.id);
+
+    const session = startTmux({
+      command: `'${process.execPath}' bin/svc.js tui`,
+      cwd: packageRoot(),
+      env: { SVC_URL: hub.url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: '/nonexistent/svc-tui-tmux-test.json' },
+      columns: 160,
+      rows: 40,
+    });
+    tmux = session;
+    const row = (screen: string, message: string) => screen.split('\n').find((l) => l.includes(message));
+
+    await session.waitFor((screen) => /\[1 Runs\]/.test(screen) && /updated \d\d:\d\d:\d\d UTC/.test(screen));
+    session.sendKeys('5');
+    let screen = await session.waitFor((s) => s.includes('[5 Inbox]') && s.includes('Approve order 41'));
+    expect(screen).toMatch(/^ID\s+TYPE\s+MESSAGE\s+CREATED\s+ACKED\/BY/m);
+    expect(screen.indexOf('Approve order 42')).toBeLessThan(screen.indexOf('Approve order 41')); // newest first
+    expect(row(screen, 'Approve order 41')).toMatch(new RegExp(`^${id41}\\s+decision\\.order\\.review\\s+Approve order 41\\s+\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ\\s+-\\s*$`));
+    expect(screen).toMatch(/a ack {2}u unacked only/);
+
+    // the second row (order 41), then a: the row shows when and by whom, the status line says so
+    session.sendKeys('Down');
+    session.sendKeys('a');
+    screen = await session.waitFor((s) => s.includes(`acknowledged ${id41}`));
+    expect(row(screen, 'Approve order 41')).toMatch(/Approve order 41\s+\S+ \S+Z\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \S+\s*$/);
+    expect(row(screen, 'Approve order 42')).toMatch(/\s-\s*$/);
+
+    // the hub agrees
+    const after = await inbox();
+    expect(after.find((r) => String(r.id) === id41)).toMatchObject({ message: 'Approve order 41', ackedAt: expect.any(String) });
+    expect(after.find((r) => r.message === 'Approve order 42')).toMatchObject({ ackedAt: null, ackedBy: null });
+
+    // u: only the unacknowledged decision is left; u again: both
+    session.sendKeys('u');
+    screen = await session.waitFor((s) => s.includes('Approve order 42') && !s.includes('Approve order 41') && s.includes('u all'));
+    session.sendKeys('u');
+    await session.waitFor((s) => s.includes('Approve order 41') && s.includes('u unacked only'));
+
+    // q quits, back on the main screen
+    session.sendKeys('q');
+    await until('svc tui to quit', () => session.ended(), { timeoutMs: 15_000, detail: () => session.capture().join('\n') });
+    expect(session.capture().join('\n')).not.toContain('[5 Inbox]');
   });
 });
