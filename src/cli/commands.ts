@@ -901,10 +901,10 @@ export const COMMANDS: Command[] = [
   {
     name: 'tui',
     flags: {
-      every: { type: 'string', arg: 'DURATION', help: 'refresh runs, dead letters and deliveries this often (default 3s; 500ms, 1m, …)' },
+      every: { type: 'string', arg: 'DURATION', help: 'refresh runs, dead letters, deliveries and the inbox this often (default 3s; 500ms, 1m, …)' },
       topic: { type: 'string', multiple: true, arg: 'GLOB', help: 'the events view shows only these event types (repeatable)' },
     },
-    summary: 'Full-screen terminal UI: runs, dead letters, deliveries, live events (needs a terminal)',
+    summary: 'Full-screen terminal UI: runs, dead letters, deliveries, live events, the decision inbox (needs a terminal)',
     run: runTui,
   },
 ];

@@ -5,14 +5,19 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { startDemoSource } from '../demo-source/server.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { until } from '../../test/harness/until.js';
+import { describeWithTmux, startTmux, type TmuxSession } from '../../test/harness/tmux.js';
 import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
 import type { Row } from './output.js';
-import { addEvents, decodeKeys, duration, clipTo, initialState, loaded, parseEvery, reduce, refreshLists, render, type State, withStatus } from './tui.js';
+import { ackInbox, addEvents, decodeKeys, duration, clipTo, initialState, loaded, parseEvery, reduce, refreshLists, render, type State, withStatus } from './tui.js';
 
-/** `svc tui`: render and reduce as pure functions, and the runs view loaded from a real hub. */
+/**
+ * `svc tui`: render and reduce as pure functions, the runs view loaded from a real hub, and the
+ * real `node bin/svc.js tui` in a real terminal (tmux) acknowledging a decision of the inbox view.
+ */
 
 const SIZE = { columns: 100, rows: 12 };
 const NOW = Date.parse('2025-03-01T10:00:30Z');
@@ -32,6 +37,10 @@ function run(i: number, extra: Row = {}): Row {
   };
 }
 
+function decision(i: number, extra: Row = {}): Row {
+  return { id: String(i), eventId: String(100 + i), type: 'decision.approval.needed', message: `approve order ${i}`, payload: {}, createdAt: '2025-03-01T10:00:00.5Z', ackedAt: null, ackedBy: null, ...extra };
+}
+
 function withRuns(n: number): State {
   return loaded(initialState('http://hub', NOW), 'runs', Array.from({ length: n }, (_, i) => run(i + 1)));
 }
@@ -40,14 +49,28 @@ const keys = (state: State, ...pressed: string[]) => pressed.reduce(reduce, stat
 const plain = (state: State, size = SIZE) => render(state, size, { color: false });
 
 describe('reduce', () => {
-  it('switches views with 1-4, Tab and Shift-Tab', () => {
+  it('switches views with 1-5, Tab and Shift-Tab', () => {
     const s = initialState();
     expect(s.view).toBe('runs');
     expect(keys(s, '2').view).toBe('dlq');
     expect(keys(s, '4').view).toBe('events');
+    expect(keys(s, '5').view).toBe('inbox');
     expect(keys(s, 'tab', 'tab').view).toBe('deliveries');
-    expect(keys(s, 'tab', 'tab', 'tab', 'tab').view).toBe('runs');
-    expect(keys(s, 'shift-tab').view).toBe('events');
+    expect(keys(s, 'tab', 'tab', 'tab', 'tab').view).toBe('inbox');
+    expect(keys(s, 'tab', 'tab', 'tab', 'tab', 'tab').view).toBe('runs');
+    expect(keys(s, 'shift-tab').view).toBe('inbox');
+  });
+
+  it('inbox: u toggles unacknowledged only (and asks for a refresh), a asks to acknowledge the selected decision', () => {
+    const s = loaded(keys(initialState(), '5'), 'inbox', [decision(3), decision(2, { ackedAt: '2025-03-01T10:00:20Z', ackedBy: 'alice' }), decision(1)]);
+    expect(keys(s, 'u')).toMatchObject({ unacked: true, refresh: true });
+    expect(keys(s, 'u', 'u').unacked).toBe(false);
+    expect(keys(s, 'down', 'down', 'a').ack).toBe('1');
+    expect(keys(s, 'a').status.text).toBe('acknowledging 3…');
+    expect(keys(loaded(s, 'inbox', []), 'a').ack).toBeUndefined(); // nothing selected
+    // elsewhere the keys do nothing
+    expect(keys(withRuns(2), 'u', 'a')).toMatchObject({ unacked: false, refresh: false });
+    expect(keys(withRuns(2), 'a').ack).toBeUndefined();
   });
 
   it('keeps the selection within the list, per view', () => {
@@ -82,11 +105,11 @@ describe('render', () => {
     const lines = plain(withRuns(3));
     expect(lines).toHaveLength(SIZE.rows);
     for (const line of lines) expect(Array.from(line)).toHaveLength(SIZE.columns);
-    expect(lines[0]).toMatch(/^\[1 Runs\] {2}2 Dead letters {3}3 Deliveries {3}4 Events {3}http:\/\/hub/);
+    expect(lines[0]).toMatch(/^\[1 Runs\] {2}2 Dead letters {3}3 Deliveries {3}4 Events {3}5 Inbox {3}http:\/\/hub/);
     expect(lines[1]).toMatch(/^ID\s+CONNECTOR\/ENDPOINT\s+STATUS\s+IN\/OUT\/SKIPPED\s+STARTED\s+DURATION/);
     expect(lines[2]).toMatch(/^00000001\s+crm\/ep1\s+Completed\s+10\/10\/0\s+2025-03-01 10:00:00Z\s+12\.5s/);
     expect(lines[SIZE.rows - 2]).toMatch(/^loading…/);
-    expect(lines[SIZE.rows - 1]).toMatch(/^1-4\/Tab view/);
+    expect(lines[SIZE.rows - 1]).toMatch(/^1-5\/Tab view {2}↑↓\/jk move {2}Enter detail {2}r refresh/);
   });
 
   it('a running run counts its duration up to now', () => {
@@ -140,7 +163,7 @@ describe('render', () => {
     expect((await refreshLists({ call: async () => ({ status: 200, body: [] }) } as unknown as Hub, s, NOW)).status).toEqual({ text: 'updated 10:00:30 UTC', error: false });
     // The same failure of every list is said once, naming the lists.
     const down = { call: async () => { throw new Error('cannot reach http://127.0.0.1:9 (ECONNREFUSED)'); } } as unknown as Hub;
-    expect((await refreshLists(down, s, NOW)).status).toEqual({ text: 'runs, dead letters, deliveries: cannot reach http://127.0.0.1:9 (ECONNREFUSED)', error: true });
+    expect((await refreshLists(down, s, NOW)).status).toEqual({ text: 'runs, dead letters, deliveries, inbox: cannot reach http://127.0.0.1:9 (ECONNREFUSED)', error: true });
   });
 
   it('events: newest at the bottom, a bounded buffer, the selection follows new ones', () => {
@@ -156,6 +179,52 @@ describe('render', () => {
     s = addEvents(s, [event(31)], 20);
     expect(s.events[s.selected.events]!.id).toBe('29'); // a selection moved away stays on its event
     expect(keys(s, 'enter').detail?.value).toMatchObject({ id: '29', payload: { n: 29 } });
+  });
+
+  it('inbox: the decisions with who acknowledged them; the keys; the filter picks the route', async () => {
+    const s = loaded(keys(initialState('', NOW), '5'), 'inbox', [decision(2, { ackedAt: '2025-03-01T10:00:20.1Z', ackedBy: 'alice' }), decision(1)]);
+    const lines = plain(s, { columns: 120, rows: 8 });
+    expect(lines[1]).toMatch(/^ID\s+TYPE\s+MESSAGE\s+CREATED\s+ACKED\/BY/);
+    expect(lines[2]).toMatch(/^2\s+decision\.approval\.needed\s+approve order 2\s+2025-03-01 10:00:00Z\s+2025-03-01 10:00:20Z alice/);
+    expect(lines[3]).toMatch(/^1\s+decision\.approval\.needed\s+approve order 1\s+2025-03-01 10:00:00Z\s+- +$/);
+    expect(lines[7]).toMatch(/Enter detail {2}a ack {2}u unacked only {2}r refresh/);
+    expect(plain(loaded(keys(s, 'u'), 'inbox', []))[2]).toMatch(/^No unacknowledged decisions\./);
+    expect(plain(loaded(s, 'inbox', []))[2]).toMatch(/^No decisions\./);
+
+    const routes: string[] = [];
+    const recording = {
+      call: async (_method: string, route: string) => {
+        routes.push(route);
+        return { status: 200, body: [] };
+      },
+    } as unknown as Hub;
+    await refreshLists(recording, s, NOW);
+    await refreshLists(recording, keys(s, 'u'), NOW);
+    expect(routes.filter((r) => r.startsWith('/api/inbox'))).toEqual(['/api/inbox', '/api/inbox?acked=false']);
+  });
+
+  it('inbox: an ack replaces the row with the server\'s answer; a refusal shows the hub\'s message', async () => {
+    const s = keys(loaded(keys(initialState('', NOW), '5'), 'inbox', [decision(2), decision(1)]), 'down', 'a');
+    const calls: string[] = [];
+    const ok = {
+      call: async (method: string, route: string) => {
+        calls.push(`${method} ${route}`);
+        return { status: 200, body: decision(1, { ackedAt: '2025-03-01T10:00:29Z', ackedBy: 'bob' }) };
+      },
+    } as unknown as Hub;
+    const acked = await ackInbox(ok, s, s.ack!);
+    expect(calls).toEqual(['POST /api/inbox/1/ack']);
+    expect(acked.ack).toBeUndefined();
+    expect(acked.lists.inbox.map((r) => r.ackedBy)).toEqual([null, 'bob']);
+    expect(acked.selected.inbox).toBe(1);
+    expect(acked.status).toEqual({ text: 'acknowledged 1', error: false });
+    expect(plain(acked, { columns: 120, rows: 8 })[3]).toMatch(/2025-03-01 10:00:29Z bob +$/);
+
+    const refusing = { call: async () => { throw new HttpError(404, 'inbox item 1 not found', { error: 'inbox item 1 not found' }); } } as unknown as Hub;
+    const refused = await ackInbox(refusing, s, '1');
+    expect(refused.status).toEqual({ text: 'ack 1: inbox item 1 not found (HTTP 404)', error: true });
+    expect(refused.lists.inbox).toEqual(s.lists.inbox);
+    expect(render(refused, SIZE)[SIZE.rows - 2]!.startsWith('\x1b[31m')).toBe(true);
   });
 
   it('formats durations and parses --every', () => {
@@ -219,5 +288,76 @@ describe('against a real hub', () => {
     } finally {
       await client.close();
     }
+  });
+});
+
+describeWithTmux('svc tui in a real terminal (tmux)', () => {
+  let hub: TestHub | undefined;
+  let client: Hub | undefined;
+  let tmux: TmuxSession | undefined;
+
+  afterAll(async () => {
+    tmux?.kill();
+    await client?.close();
+    await hub?.stop();
+  });
+
+  it('shows the inbox, filters it to unacknowledged decisions and acknowledges one with a', async () => {
+    hub = await startTestHub();
+    const { services } = hub;
+    // Two decisions of tenant 1, through the EventWriter (which fills the inbox) in a transaction.
+    await services.db.withTenant(1, async (tx) => {
+      await services.events.emit(tx, 'decision.order.review', { process: 'orders', message: 'Approve order 41', sourceEventId: 1, sourceType: 'org.updated' });
+      await services.events.emit(tx, 'decision.order.review', { process: 'orders', message: 'Approve order 42', sourceEventId: 2, sourceType: 'org.updated' });
+    });
+    client = new Hub({ url: hub.url, devTenant: '1' });
+    const inbox = async () => (await client!.call<Row[]>('GET', '/api/inbox')).body;
+    const before = await inbox();
+    expect(before.map((r) => [r.message, r.ackedAt])).toEqual([
+      ['Approve order 42', null],
+      ['Approve order 41', null],
+    ]);
+    const id41 = String(before[1]!.id);
+
+    const session = startTmux({
+      command: `'${process.execPath}' bin/svc.js tui`,
+      cwd: packageRoot(),
+      env: { SVC_URL: hub.url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: '/nonexistent/svc-tui-tmux-test.json' },
+      columns: 160,
+      rows: 40,
+    });
+    tmux = session;
+    const row = (screen: string, message: string) => screen.split('\n').find((l) => l.includes(message));
+
+    await session.waitFor((screen) => /\[1 Runs\]/.test(screen) && /updated \d\d:\d\d:\d\d UTC/.test(screen));
+    session.sendKeys('5');
+    let screen = await session.waitFor((s) => s.includes('[5 Inbox]') && s.includes('Approve order 41'));
+    expect(screen).toMatch(/^ID\s+TYPE\s+MESSAGE\s+CREATED\s+ACKED\/BY/m);
+    expect(screen.indexOf('Approve order 42')).toBeLessThan(screen.indexOf('Approve order 41')); // newest first
+    expect(row(screen, 'Approve order 41')).toMatch(new RegExp(`^${id41}\\s+decision\\.order\\.review\\s+Approve order 41\\s+\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ\\s+-\\s*$`));
+    expect(screen).toMatch(/a ack {2}u unacked only/);
+
+    // the second row (order 41), then a: the row shows when and by whom, the status line says so
+    session.sendKeys('Down');
+    session.sendKeys('a');
+    screen = await session.waitFor((s) => s.includes(`acknowledged ${id41}`));
+    expect(row(screen, 'Approve order 41')).toMatch(/Approve order 41\s+\S+ \S+Z\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ \S+\s*$/);
+    expect(row(screen, 'Approve order 42')).toMatch(/\s-\s*$/);
+
+    // the hub agrees
+    const after = await inbox();
+    expect(after.find((r) => String(r.id) === id41)).toMatchObject({ message: 'Approve order 41', ackedAt: expect.any(String) });
+    expect(after.find((r) => r.message === 'Approve order 42')).toMatchObject({ ackedAt: null, ackedBy: null });
+
+    // u: only the unacknowledged decision is left; u again: both
+    session.sendKeys('u');
+    screen = await session.waitFor((s) => s.includes('Approve order 42') && !s.includes('Approve order 41') && s.includes('u all'));
+    session.sendKeys('u');
+    await session.waitFor((s) => s.includes('Approve order 41') && s.includes('u unacked only'));
+
+    // q quits, back on the main screen
+    session.sendKeys('q');
+    await until('svc tui to quit', () => session.ended(), { timeoutMs: 15_000, detail: () => session.capture().join('\n') });
+    expect(session.capture().join('\n')).not.toContain('[5 Inbox]');
   });
 });

@@ -11,13 +11,20 @@ import { cell, type Row } from './output.js';
  * event stream). No dependency: plain ANSI escape sequences.
  */
 
-export type View = 'runs' | 'dlq' | 'deliveries' | 'events';
+export type View = 'runs' | 'dlq' | 'deliveries' | 'inbox' | 'events';
 type ListView = Exclude<View, 'events'>;
 
-const VIEWS: View[] = ['runs', 'dlq', 'deliveries', 'events'];
-const LIST_VIEWS: ListView[] = ['runs', 'dlq', 'deliveries'];
-const TITLES: Record<View, string> = { runs: 'Runs', dlq: 'Dead letters', deliveries: 'Deliveries', events: 'Events' };
-const ROUTES: Record<ListView, string> = { runs: '/api/platform/runs', dlq: '/api/platform/dlq', deliveries: '/api/platform/deliveries' };
+/** In tab order; keys 1-5. The inbox came last, so the earlier views keep their keys. */
+const VIEWS: View[] = ['runs', 'dlq', 'deliveries', 'events', 'inbox'];
+const LIST_VIEWS: ListView[] = ['runs', 'dlq', 'deliveries', 'inbox'];
+const TITLES: Record<View, string> = { runs: 'Runs', dlq: 'Dead letters', deliveries: 'Deliveries', inbox: 'Inbox', events: 'Events' };
+/** Where each list view loads from; the inbox's route depends on its unacknowledged-only filter. */
+const ROUTES: Record<ListView, (state: State) => string> = {
+  runs: () => '/api/platform/runs',
+  dlq: () => '/api/platform/dlq',
+  deliveries: () => '/api/platform/deliveries',
+  inbox: (state) => (state.unacked ? '/api/inbox?acked=false' : '/api/inbox'),
+};
 
 /** The events view keeps the newest this many. */
 const EVENT_BUFFER = 500;
@@ -36,6 +43,10 @@ export interface State {
   /** Set by reduce, acted on (and cleared) by the driver. */
   quit: boolean;
   refresh: boolean;
+  /** The inbox item to acknowledge (`a` in the inbox view): set by reduce, acted on (and cleared) by the driver. */
+  ack?: string;
+  /** The inbox view shows only unacknowledged decisions (`u` toggles it). */
+  unacked: boolean;
   /** Shown in the header: the hub's URL. */
   title: string;
 }
@@ -43,13 +54,14 @@ export interface State {
 export function initialState(title = '', now = Date.now()): State {
   return {
     view: 'runs',
-    lists: { runs: [], dlq: [], deliveries: [] },
+    lists: { runs: [], dlq: [], deliveries: [], inbox: [] },
     events: [],
-    selected: { runs: 0, dlq: 0, deliveries: 0, events: 0 },
+    selected: { runs: 0, dlq: 0, deliveries: 0, inbox: 0, events: 0 },
     status: { text: 'loading…', error: false },
     now,
     quit: false,
     refresh: false,
+    unacked: false,
     title,
   };
 }
@@ -121,7 +133,7 @@ function clamp(n: number, length: number): number {
 export function reduce(state: State, key: string): State {
   if (key === 'q' || key === 'ctrl-c') return { ...state, quit: true };
   if (key === 'r') return { ...state, refresh: true };
-  const index = ['1', '2', '3', '4'].indexOf(key);
+  const index = ['1', '2', '3', '4', '5'].indexOf(key);
   if (index >= 0) return { ...state, view: VIEWS[index]!, detail: undefined };
   if (key === 'tab' || key === 'shift-tab') {
     const step = key === 'tab' ? 1 : VIEWS.length - 1;
@@ -145,6 +157,14 @@ export function reduce(state: State, key: string): State {
     const item = items[clamp(state.selected[state.view], items.length)];
     if (item === undefined) return state;
     return { ...state, detail: { title: `${TITLES[state.view]}: ${itemName(state.view, item)}`, value: detailValue(state.view, item), scroll: 0 } };
+  }
+  if (state.view === 'inbox' && key === 'u') {
+    return withStatus({ ...state, unacked: !state.unacked, refresh: true }, state.unacked ? 'showing all decisions…' : 'showing unacknowledged decisions…');
+  }
+  if (state.view === 'inbox' && key === 'a') {
+    const item = items[clamp(state.selected.inbox, items.length)] as Row | undefined;
+    if (item === undefined) return state;
+    return withStatus({ ...state, ack: cell(item.id) }, `acknowledging ${cell(item.id)}…`);
   }
   return state;
 }
@@ -201,12 +221,12 @@ function errorStatus(what: string, err: unknown): string {
   return `${what}: ${(err as Error)?.message ?? String(err)}`;
 }
 
-/** Loads the runs, dead-letter and delivery lists; a failing call leaves its list as it was and shows the error. Never throws. */
+/** Loads the runs, dead-letter, delivery and inbox lists; a failing call leaves its list as it was and shows the error. Never throws. */
 export async function refreshLists(hub: Hub, state: State, now = Date.now()): Promise<State> {
   const results = await Promise.all(
     LIST_VIEWS.map(async (view) => {
       try {
-        return { view, rows: (await hub.call<Row[]>('GET', ROUTES[view])).body };
+        return { view, rows: (await hub.call<Row[]>('GET', ROUTES[view](state))).body };
       } catch (err) {
         return { view, error: errorStatus('', err).slice(2) };
       }
@@ -222,6 +242,18 @@ export async function refreshLists(hub: Hub, state: State, now = Date.now()): Pr
   const time = new Date(now).toISOString().slice(11, 19);
   const text = [...errors].map(([message, views]) => `${views.join(', ')}: ${message}`).join('; ');
   return errors.size ? withStatus(next, text, true) : withStatus(next, `updated ${time} UTC`);
+}
+
+/** A decision acknowledged (`POST /api/inbox/{id}/ack`): its row replaced by the server's answer, or the hub's error in the status line. Never throws. */
+export async function ackInbox(hub: Hub, state: State, id: string): Promise<State> {
+  const next: State = { ...state, ack: undefined };
+  try {
+    const { body } = await hub.call<Row>('POST', `/api/inbox/${encodeURIComponent(id)}/ack`);
+    const rows = next.lists.inbox.map((row) => (cell(row.id) === id ? body : row));
+    return withStatus(loaded(next, 'inbox', rows), `acknowledged ${id}`);
+  } catch (err) {
+    return withStatus(next, errorStatus(`ack ${id}`, err), true);
+  }
 }
 
 // ---- rendering ----
@@ -286,6 +318,13 @@ const COLUMNS: Record<View, TuiColumn[]> = {
     { header: 'CREATED', value: (r) => time(r.createdAt) },
     { header: 'ERROR', value: (r) => cell(r.error ?? r.closedReason) },
   ],
+  inbox: [
+    { header: 'ID', value: (r) => cell(r.id) },
+    { header: 'TYPE', value: (r) => cell(r.type), max: 40 },
+    { header: 'MESSAGE', value: (r) => cell(r.message), max: 60 },
+    { header: 'CREATED', value: (r) => time(r.createdAt) },
+    { header: 'ACKED/BY', value: (r) => (r.ackedAt ? `${time(r.ackedAt)} ${cell(r.ackedBy)}` : '-') },
+  ],
   events: [
     { header: 'CAPTURED', value: (r) => time(r.capturedAt) },
     { header: 'ID', value: (r) => cell(r.id) },
@@ -294,7 +333,7 @@ const COLUMNS: Record<View, TuiColumn[]> = {
   ],
 };
 
-const EMPTY: Record<View, string> = { runs: 'No runs.', dlq: 'No dead letters.', deliveries: 'No deliveries.', events: 'Waiting for events…' };
+const EMPTY: Record<View, string> = { runs: 'No runs.', dlq: 'No dead letters.', deliveries: 'No deliveries.', inbox: 'No decisions.', events: 'Waiting for events…' };
 
 /** Cuts a line to `width` characters (code points), with an ellipsis when something was cut. */
 export function clipTo(text: string, width: number): string {
@@ -324,7 +363,8 @@ export function render(state: State, size: Size, options: { color?: boolean } = 
   const tabs = VIEWS.map((v, i) => (v === state.view ? `[${i + 1} ${TITLES[v]}]` : ` ${i + 1} ${TITLES[v]} `)).join(' ');
   const header = line(`${tabs}${state.title ? `  ${state.title}` : ''}`, '1');
   const status = line(state.status.text, state.status.error ? '31' : '2');
-  const help = line(state.detail ? '↑↓/jk scroll  Esc back  q quit' : '1-4/Tab view  ↑↓/jk move  Enter detail  r refresh  q quit', '2');
+  const inboxKeys = state.view === 'inbox' ? `  a ack  u ${state.unacked ? 'all' : 'unacked only'}` : '';
+  const help = line(state.detail ? '↑↓/jk scroll  Esc back  q quit' : `1-5/Tab view  ↑↓/jk move  Enter detail${inboxKeys}  r refresh  q quit`, '2');
 
   const bodyHeight = Math.max(0, height - 3);
   const body = state.detail ? detailBody(state.detail, bodyHeight, line) : listBody(state, bodyHeight, width, line);
@@ -345,7 +385,8 @@ function listBody(state: State, height: number, width: number, line: (text: stri
   const view = state.view;
   const items = itemsOf(state) as Row[];
   const columns = COLUMNS[view];
-  if (!items.length) return [line(columns.map((c) => c.header).join('  '), '1'), line(EMPTY[view])];
+  const empty = view === 'inbox' && state.unacked ? 'No unacknowledged decisions.' : EMPTY[view];
+  if (!items.length) return [line(columns.map((c) => c.header).join('  '), '1'), line(empty)];
   const cells = items.map((row) => columns.map((c) => clipTo(c.value(row, state.now), c.max ?? width)));
   const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => Array.from(r[i]!).length)));
   const join = (values: string[]) => values.map((v, i) => (i === values.length - 1 ? v : pad(v, widths[i]!))).join('  ');
@@ -430,9 +471,15 @@ export async function runTui(c: Ctx): Promise<number> {
     };
 
   let loading = false;
+  /** A refresh asked for while one was loading (e.g. the inbox filter toggled): run once more after it. */
+  let again = false;
   const refresh = async () => {
-    if (loading) return;
+    if (loading) {
+      again = true;
+      return;
+    }
     loading = true;
+    again = false;
     try {
       const next = await refreshLists(hub, state);
       // keys pressed while loading are kept: only the lists, clock and status come from the load
@@ -442,9 +489,20 @@ export async function runTui(c: Ctx): Promise<number> {
       fail(err);
     } finally {
       loading = false;
+      if (again) void refresh();
     }
   };
-  const pick = (s: State['selected']) => ({ runs: s.runs, dlq: s.dlq, deliveries: s.deliveries });
+  const pick = (s: State['selected']) => ({ runs: s.runs, dlq: s.dlq, deliveries: s.deliveries, inbox: s.inbox });
+  const ack = async (id: string) => {
+    try {
+      const next = await ackInbox(hub, state, id);
+      // only the inbox and the status come from the call: keys pressed meanwhile are kept
+      state = { ...state, lists: { ...state.lists, inbox: next.lists.inbox }, status: next.status };
+      draw();
+    } catch (err) {
+      fail(err);
+    }
+  };
 
   const onData = guard((data: Buffer | string) => {
     for (const key of decodeKeys(typeof data === 'string' ? data : data.toString('utf8'))) {
@@ -453,6 +511,11 @@ export async function runTui(c: Ctx): Promise<number> {
       if (state.refresh) {
         state = { ...state, refresh: false };
         void refresh();
+      }
+      if (state.ack !== undefined) {
+        const id = state.ack;
+        state = { ...state, ack: undefined };
+        void ack(id);
       }
     }
     draw();
