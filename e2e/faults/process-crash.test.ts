@@ -53,7 +53,11 @@ describe('kill -9 of the hub mid process batch', () => {
 
     const second = await startHubProcess('all', url, clocks);
     let seen = atCrash;
-    await until('a decision for every event', async () => (seen = await decisions()) >= EVENTS, {
+    const caughtUp = async () => {
+      seen = await decisions();
+      return seen >= EVENTS;
+    };
+    await until('a decision for every event', caughtUp, {
       timeoutMs: 90_000,
       everyMs: 200,
       detail: () => `${seen} of ${EVENTS} decisions (${atCrash} at the crash); the hub said:\n${second.output().slice(-1500)}`,
