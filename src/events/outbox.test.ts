@@ -113,6 +113,19 @@ describe('emitting', () => {
     await expect(db.withTenant(201, (tx) => events.emitAll(tx, 'org.created', [orgCreated(4), { orgId: 1, tenantId: 201 }]))).rejects.toThrow(/does not match its declaration/);
   });
 
+  it('puts every decision in its tenant\'s inbox, whether written one at a time or in a batch', async () => {
+    const one = await db.withTenant(202, (tx) => events.emit(tx, 'decision.inbox.one', { message: 'one' }));
+    const many = await db.withTenant(202, (tx) => events.emitAll(tx, 'decision.inbox.many', [{ key: 'x' }, { key: 'y' }]));
+    const { rows } = await owner.query('select tenant_id, event_id, type, payload from events.inbox where event_id = any($1) order by event_id', [[one, ...many]]);
+    expect(rows).toEqual([
+      { tenant_id: 202, event_id: one, type: 'decision.inbox.one', payload: { message: 'one' } },
+      { tenant_id: 202, event_id: many[0], type: 'decision.inbox.many', payload: { key: 'x' } },
+      { tenant_id: 202, event_id: many[1], type: 'decision.inbox.many', payload: { key: 'y' } },
+    ]);
+    const org = await db.withTenant(202, (tx) => events.emit(tx, 'org.created', orgCreated(202)));
+    expect((await owner.query('select 1 from events.inbox where event_id = $1', [org])).rows).toEqual([]);
+  });
+
   it('a tenant cannot write an event for another tenant', async () => {
     await expect(db.withTenant(201, (tx) => events.emit(tx, 'org.created', orgCreated(3), 202))).rejects.toThrow(/row-level security/);
   });

@@ -36,27 +36,14 @@ export class EventWriter {
   constructor(private readonly catalog: Catalog) {}
 
   async emit(tx: Tx, type: string, payload: Record<string, unknown>, tenantId: number | undefined = tx.tenantId): Promise<number> {
-    if (tenantId === undefined) throw new EventRejected(`event ${type} has no tenant`);
-    if (!isDecision(type)) {
-      const entry = this.catalog.get(type);
-      if (!entry) throw new EventRejected(`event type ${type} is not in the catalog`);
-      const problem = payloadMismatch(entry, payload);
-      if (problem) throw new EventRejected(`event ${type} does not match its declaration: ${problem}`);
-    }
-    const { rows } = await tx.query<{ id: number }>('insert into events.outbox (tenant_id, type, payload) values ($1, $2, $3) returning id', [
-      tenantId,
-      type,
-      JSON.stringify(payload),
-    ]);
-    const id = rows[0]!.id;
-    // Every decision lands in its tenant's inbox, in this same transaction (docs/processes.md).
-    if (isDecision(type)) await tx.query('insert into events.inbox (tenant_id, event_id, type, payload) values ($1, $2, $3, $4)', [tenantId, id, type, JSON.stringify(payload)]);
-    return id;
+    return (await this.emitAll(tx, type, [payload], tenantId))[0]!;
   }
 
   /**
    * Several events of one type in one statement, in the caller's transaction and in the order
-   * given (what the workflow sweep writes: thousands of decisions at once). Checked like `emit`.
+   * given (what the workflow sweep writes: thousands of decisions at once); `emit` is one of them.
+   * Unless it is a `decision.*` (the hub's own), the type must be in the catalog and every payload
+   * match its declaration. Decisions also land in the inbox.
    */
   async emitAll(tx: Tx, type: string, payloads: Record<string, unknown>[], tenantId: number | undefined = tx.tenantId): Promise<number[]> {
     if (payloads.length === 0) return [];
@@ -75,7 +62,16 @@ export class EventWriter {
        returning id`,
       [tenantId, type, payloads.map((p) => JSON.stringify(p))],
     );
-    return rows.map((r) => r.id);
+    const ids = rows.map((r) => r.id);
+    // Every decision lands in its tenant's inbox, in this same transaction (docs/processes.md).
+    if (isDecision(type)) {
+      await tx.query(
+        `insert into events.inbox (tenant_id, event_id, type, payload)
+         select $1, e, $2, p from unnest($3::bigint[], $4::jsonb[]) as x(e, p)`,
+        [tenantId, type, ids, payloads.map((p) => JSON.stringify(p))],
+      );
+    }
+    return ids;
   }
 }
 
