@@ -129,10 +129,16 @@ export class ExportRunner {
   private async execute(tenantId: number, run: ExportRun, signal: AbortSignal): Promise<ExportRun> {
     const { db } = this.options;
     const progress: Progress = {};
+    // One beat at a time: a slow beat is not overtaken by the next.
+    let beating = false;
     const beat = setInterval(() => {
-      db.withTenant(tenantId, (tx) => heartbeat(tx, run.id, { rows: progress.csv?.rows ?? 0, bytes: progress.digest?.bytes ?? 0 })).catch((err: unknown) =>
-        logger().warn({ err, runId: run.id }, 'export run heartbeat failed'),
-      );
+      if (beating) return;
+      beating = true;
+      db.withTenant(tenantId, (tx) => heartbeat(tx, run.id, { rows: progress.csv?.rows ?? 0, bytes: progress.digest?.bytes ?? 0 }))
+        .catch((err: unknown) => logger().warn({ err, runId: run.id }, 'export run heartbeat failed'))
+        .finally(() => {
+          beating = false;
+        });
     }, this.options.heartbeatEveryMs);
     beat.unref();
     const timeout = new AbortController();

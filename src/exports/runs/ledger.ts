@@ -188,7 +188,11 @@ export async function slotDelivered(tx: Tx, exportId: string, slot: Date): Promi
 
 /** Progress of a Running run, and proof its process lives. */
 export async function heartbeat(tx: Tx, id: string, progress: { rows: number; bytes: number }): Promise<void> {
-  await tx.query("update exports.runs set heartbeat_at = now(), row_count = $2, byte_count = $3 where id = $1 and status = 'Running'", [id, progress.rows, progress.bytes]);
+  // Progress only moves forward, whichever of two beats commits last.
+  await tx.query(
+    "update exports.runs set heartbeat_at = now(), row_count = greatest(coalesce(row_count, 0), $2), byte_count = greatest(coalesce(byte_count, 0), $3) where id = $1 and status = 'Running'",
+    [id, progress.rows, progress.bytes],
+  );
 }
 
 export interface Receipt {
