@@ -215,7 +215,38 @@ function exportBench(r: Json): string {
   return lines.join('\n');
 }
 
-const RENDER: Record<string, (r: Json) => string> = { ingest, deliver, api, search, export: exportBench };
+function workflows(r: Json): string {
+  const lines: string[] = [];
+  lines.push(`${machine(r)} Batches of ${n(r.batch)} records; one run of each tick; ms per tick.`);
+  lines.push('');
+  lines.push(
+    header(
+      ['entity', 'records', 'first tick (every record a new spell)', 'quiet tick', '1 % changed, 1 % gone', 'every dormant spell due', 'quiet after', 'ceiling: one read of the relation', '**quiet / ceiling**', 'peak RSS MB', 'verified'],
+      ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---'],
+    ),
+  );
+  for (const c of r.cases) {
+    const t = c.ticks;
+    lines.push(
+      row([
+        c.sources === 1 ? 'one source (key `external_id`)' : `${c.sources} sources (one keyed by a JSONPath)`,
+        n(c.rows),
+        n(t.first.ms),
+        n(t.quiet.ms),
+        n(t.changed.ms),
+        `${n(t.due.ms)} (${n(t.due.emitted)} decisions)`,
+        n(t.quietAfter.ms),
+        n(c.ceilingMs),
+        `**${f(c.quietToCeiling, 2)}**`,
+        f(c.peakRssMb, 0),
+        `${n(c.verified.spells)} spells; ${n(c.verified.decisions)} decisions, ${n(c.verified.distinctKeys)} keys; ${n(c.verified.afterLastTick)} after`,
+      ]),
+    );
+  }
+  return lines.join('\n');
+}
+
+const RENDER: Record<string, (r: Json) => string> = { ingest, deliver, api, search, export: exportBench, workflows };
 
 const print = process.argv.includes('--print');
 let doc = readFileSync(DOC, 'utf8');

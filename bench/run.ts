@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const BENCHES = ['ingest', 'deliver', 'api', 'search', 'export'] as const;
+const BENCHES = ['ingest', 'deliver', 'api', 'search', 'export', 'workflows'] as const;
 
 const asked = process.argv.slice(2);
 const unknown = asked.filter((name) => !(BENCHES as readonly string[]).includes(name));

@@ -10,8 +10,9 @@ import type { WorkflowSpec } from './types.js';
 /**
  * The dormancy sweep (docs/workflows.md, "Dormancy"), run on `svc.workflow.sweep.every` by the
  * leader. For each workflow of every tenant it reads the entity's fused rows (key and state column)
- * in key order, keyset-paged in batches of `svc.workflow.sweep.batch` rows, each batch one
- * transaction in the tenant (row-level security), and for the key range the batch covers:
+ * in key order through one cursor (one read of the relation per pass, in a transaction of its own),
+ * `svc.workflow.sweep.batch` rows at a time; each batch is written in one transaction in the tenant
+ * (row-level security) which, for the key range the batch covers, does this:
  *
  * - a record seen in a state it had no spell in gets a new spell (`since`: now, or the workflow's
  *   `tracked_since` during the first complete pass after the entity or state column was set);
@@ -77,33 +78,41 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
     logger().debug({ tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep: the entity cannot be read now');
     return undefined;
   }
-  const read = `select _entity_id as k, ${ident(w.spec.stateColumn)} as s from (${relation}) r where ($1::text is null or _entity_id > $1) order by _entity_id limit $2`;
+  if (!Number.isSafeInteger(batch) || batch < 1) throw new Error(`svc.workflow.sweep.batch must be a positive integer, not ${batch}`);
+  const read = `select _entity_id as k, ${ident(w.spec.stateColumn)} as s from (${relation}) r order by _entity_id`;
   const interval = w.spec.dormancy ? durationInterval(w.spec.dormancy.after) : undefined;
 
-  let prev: string | null = null;
-  for (;;) {
-    const done = await db.withTenant(w.tenant_id, async (tx) => {
-      // The workflow as it is now, locked against a re-apply until this batch commits.
-      const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; since: Date }>(
-        'select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since from workflows.workflows where id = $1 for share',
-        [w.id],
-      );
-      const now = current[0];
-      // Deleted, or its entity or state column changed since the pass began: the next tick starts afresh.
-      if (!now || now.tracked_since.getTime() !== w.tracked_since.getTime()) return true;
-
-      const { rows } = await tx.query<{ k: string; s: string | null }>(read, [prev, batch]);
+  // One read of the fused relation per pass: a cursor in a transaction of its own, fetched a batch
+  // at a time while each batch is written in its own short transaction. (Keyset pages, each its own
+  // `where _entity_id > $last … limit`, cost the whole FULL JOIN per page over several sources.)
+  await db.withTenant(w.tenant_id, async (reader) => {
+    await reader.query(`declare sweep no scroll cursor for ${read}`);
+    let prev: string | null = null;
+    for (;;) {
+      const { rows } = await reader.query<{ k: string; s: string | null }>(`fetch forward ${batch} from sweep`);
       const last: string | null = rows.length < batch ? null : rows[rows.length - 1]!.k;
-      const seen = rows.filter((r) => r.s !== null && r.s !== '');
-      result.records += rows.length;
-      await batchSpells(tx, w, prev, last, seen, now.since, result);
-      if (interval) await emitDue(tx, events, w, prev, last, interval, result);
-      if (last === null && !now.baseline_done) await tx.query('update workflows.workflows set baseline_done = true where id = $1', [w.id]);
+      const stop = await db.withTenant(w.tenant_id, async (tx) => {
+        // The workflow as it is now, locked against a re-apply until this batch commits.
+        const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; since: Date }>(
+          'select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since from workflows.workflows where id = $1 for share',
+          [w.id],
+        );
+        const now = current[0];
+        // Deleted, or its entity or state column changed since the pass began: the next tick starts afresh.
+        if (!now || now.tracked_since.getTime() !== w.tracked_since.getTime()) return true;
+        const seen = rows.filter((r) => r.s !== null && r.s !== '');
+        result.records += rows.length;
+        await batchSpells(tx, w, prev, last, seen, now.since, result);
+        if (interval) await emitDue(tx, events, w, prev, last, interval, result);
+        if (last === null && !now.baseline_done) await tx.query('update workflows.workflows set baseline_done = true where id = $1', [w.id]);
+        return last === null;
+      });
+      if (stop) break;
       prev = last;
-      return last === null;
-    });
-    if (done) return result;
-  }
+    }
+    await reader.query('close sweep');
+  });
+  return result;
 }
 
 /** Spells of the key range (prev, last] (to the end when `last` is null) from the records seen there. */

@@ -291,6 +291,65 @@ describe('dormancy', () => {
     expect(fired.map((d) => d.key).sort()).toEqual(['r1', 'r2']);
   });
 
+  it('over an entity fused from two sources, in batches of two: one spell per record across batch boundaries, the gone ones ended, each due spell announced once', async () => {
+    await hub.services.connectors.ext.ensureTable(1, 'ext.fused_a', [{ name: 'status', path: '$.status', type: 'text' }]);
+    await hub.services.connectors.ext.ensureTable(1, 'ext.fused_b', []);
+    const row = (table: string, key: string, data: Json, status?: string | null) =>
+      owner.query(
+        `insert into ext_t1.${table} (tenant_id, external_id, row_hash, data, connector_id, endpoint_id${status === undefined ? '' : ', status'})
+         values (1, $1, md5($1), $2, $3, $4${status === undefined ? '' : ', $5'})`,
+        [key, JSON.stringify(data), CONNECTOR, ENDPOINT, ...(status === undefined ? [] : [status])],
+      );
+    const states = ['prospect', 'active', 'closed'];
+    for (let i = 1; i <= 7; i++) await row('fused_a', `a0${i}`, {}, states[i % 3]);
+    // The second source keys its rows by a JSONPath: one record it shares with the first (whose
+    // state wins), two of its own, one without a state (no spell).
+    await row('fused_b', 'x1', { code: 'a03', status: 'closed' });
+    await row('fused_b', 'x2', { code: 'b01', status: 'prospect' });
+    await row('fused_b', 'x3', { code: 'b02', status: 'active' });
+    await row('fused_b', 'x4', { code: 'b03' });
+    const fused = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: 'fused' },
+      spec: {
+        scope: 'crm',
+        key: 'id',
+        columns: [
+          { name: 'id', type: 'text' },
+          { name: 'status', type: 'text' },
+        ],
+        sources: [
+          { table: 'ext.fused_a', key: 'external_id', columns: { id: 'external_id', status: 'status' } },
+          { table: 'ext.fused_b', key: '$.code', columns: { status: '$.status' } },
+        ],
+      },
+    };
+    expect((await call('POST', '/api/entities/apply', { body: stringify(fused) })).status).toBe(201);
+    expect((await apply(manifest('fused-status', { entity: 'fused', transitions: [], dormancy: { after: '1s', states: ['prospect'] } }))).status).toBe(201);
+    const small = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.workflow.sweep.batch': 2 });
+    try {
+      const spells = async () =>
+        (await owner.query(`select s.record_key, s.state from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'fused-status' order by s.record_key`)).rows.map((r) => `${r.record_key}:${r.state}`);
+      const first = await small.services.workflows.sweep();
+      expect(first.records).toBeGreaterThanOrEqual(10);
+      expect(await spells()).toEqual(['a01:active', 'a02:closed', 'a03:prospect', 'a04:active', 'a05:closed', 'a06:prospect', 'a07:active', 'b01:prospect', 'b02:active']);
+
+      // Gone: one in the middle of a batch, one at a batch's end, the last of all.
+      await owner.query(`delete from ext_t1.fused_a where external_id in ('a02', 'a04')`);
+      await owner.query(`delete from ext_t1.fused_b where external_id = 'x3'`);
+      await small.services.workflows.sweep();
+      expect(await spells()).toEqual(['a01:active', 'a03:prospect', 'a05:closed', 'a06:prospect', 'a07:active', 'b01:prospect']);
+
+      await until('the prospects due', async () => (await spell('fused-status', 'a03'))?.due && (await spell('fused-status', 'b01'))?.due);
+      await small.services.workflows.sweep();
+      await small.services.workflows.sweep();
+      expect((await decisions('fused-status')).map((d) => `${d.key}:${d.state}`)).toEqual(['a03:prospect', 'a06:prospect', 'b01:prospect']);
+    } finally {
+      await small.stop();
+    }
+  });
+
   it('runs on the leader\'s clock every svc.workflow.sweep.every', async () => {
     await partners([['c1', 'prospect']]);
     await apply(manifest('clocked', { dormancy: { after: '1s', states: ['prospect'] } }));

@@ -71,7 +71,7 @@ describe.each([
       write(chunk: Buffer, _encoding, callback) {
         seen += chunk.length;
         if (seen < nextSample) return setImmediate(callback);
-        nextSample = seen + 4 * 2 ** 20;
+        nextSample = seen + 8 * 2 ** 20;
         samples++;
         retained().then((now) => {
           peak = Math.max(peak, now - before);
@@ -87,9 +87,9 @@ describe.each([
     });
     expect(rows).toBe(ROWS);
     expect(digest.bytes).toBe(expectedBytes(Buffer.byteLength(delimiter)));
-    expect(samples).toBeGreaterThan(15);
+    expect(samples).toBeGreaterThan(8);
     // The whole file would be 100 MB and more; a stream holds a few chunks (COPY, about 2 MB
     // measured) or one fetched batch and its text (the cursor, about 6 MB measured).
     expect(peak).toBeLessThan(digest.bytes / 10);
-  }, 60_000);
+  }, 120_000);
 });

@@ -56,10 +56,10 @@ describe('LocalEmbedding (the bundled sentence encoder)', () => {
     const off = await loopStall(() => worker.embed(texts));
     const on = await loopStall(() => inThread.embed(texts));
     // Measured here: worker ≈ 15 ms longest stall, in-thread ≈ 200–900 ms (a batch of 16 at ≈ 100 texts/s).
-    // The worker's bound is loose: on 2 cores shared with the other test worker, the scheduler alone
-    // has stalled the loop 105 ms; the comparison with the in-thread run is what the test is about.
+    // No absolute bound on the worker's figure: on 2 cores shared with the other test worker the
+    // scheduler alone has stalled the loop 105 ms, and 333 ms under a heavier load; the comparison
+    // with the in-thread run of the same moment is what the test is about.
     expect(off.stallMs).toBeLessThan(on.stallMs / 2);
-    expect(off.stallMs).toBeLessThan(250);
     expect(on.stallMs).toBeGreaterThan(100);
   });
 
