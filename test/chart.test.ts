@@ -625,6 +625,18 @@ describe('NOTES.txt', () => {
     expect(manifest).toEqual(expect.objectContaining({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', connector_type: 'rest-generic' }));
     expect(manifest.spec.endpoints).toHaveLength(1);
   });
+
+  it('puts the example where the operator looks: a watched namespace, with the instance label', () => {
+    const values = valuesFile({ oidc: { issuer: ISSUER }, operator: { replicas: 1, watchNamespaces: ['team-a', 'team-b'], instance: 'blue' } });
+    const result = helm(['install', 'hub', CHART, '--dry-run=client', '--namespace', 'svc', '-f', values]);
+    expect(result.status).toBe(0);
+    const notes = result.stdout.slice(result.stdout.indexOf('NOTES:'));
+    expect(notes).toContain('kubectl label namespace team-a svc.io/tenant=default');
+    expect(notes).toContain('CronJob connector-team-a-partners in namespace svc');
+    const example = notes.slice(notes.indexOf('apiVersion: connectors.svc.io/v1'), notes.indexOf('and apply it:'));
+    const manifest = parse(example.replace(/^ {4}/gm, ''))[0]!;
+    expect(manifest.metadata).toEqual({ name: 'partners', namespace: 'team-a', labels: { 'svc.io/operator-instance': 'blue' } });
+  });
 });
 
 describe('the CRDs', () => {
