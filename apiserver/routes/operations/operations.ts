@@ -27,6 +27,11 @@ function answer(ctx: { status: number }, checks: Check[]) {
 }
 
 async function readinessChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
+  const added = (services.readinessChecks ?? []).map((check) => check());
+  return [...(await storageChecks(services)), ...added];
+}
+
+async function storageChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
   try {
     await services.ping();
   } catch (err) {
