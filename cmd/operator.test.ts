@@ -13,8 +13,9 @@ import { until } from '../test/harness/until.js';
 /**
  * `svc-hub operator` as a process would run it (startOperator), against a SCRIPTED KUBERNETES API
  * STAND-IN (test/harness/kube-api.ts): two replicas on one database, one reconciles at a time
- * (here on the PostgreSQL backend of the leader port; operator/lease.test.ts covers the Lease), the
- * other takes over when it stops.
+ * (on the PostgreSQL backend of the leader port), the other takes over when it stops; one replica on
+ * the stand-in's Lease loses it in an API outage and reconciles again once it leads again (a fresh
+ * term: operator/reconciler.ts), which its readiness reports.
  */
 
 const RELEASE_NS = 'svc-system';
