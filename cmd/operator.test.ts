@@ -7,7 +7,7 @@ import { Config } from '../src/config/config.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { KubeApiStandIn } from '../test/harness/kube-api.js';
-import { loadRunJobTemplate, type OperatorProcess, operatorLeaseName, startOperator } from './operator.js';
+import { loadRunJobTemplate, type OperatorProcess, operatorInstance, operatorLeaseName, startOperator, watchedNamespaces } from './operator.js';
 import { until } from '../test/harness/until.js';
 
 /**
@@ -73,6 +73,19 @@ describe('svc-hub operator', () => {
     expect(operatorLeaseName('svc-hub-dispatch')).toBe('svc-hub-operator');
     expect(operatorLeaseName('prod-svc-hub-dispatch')).toBe('prod-svc-hub-operator');
     expect(operatorLeaseName('custom')).toBe('custom-operator');
+  });
+
+  it('reads svc.operator.namespace as a comma-separated list and refuses an instance that is no label value', async () => {
+    expect(watchedNamespaces(undefined)).toEqual([]);
+    expect(watchedNamespaces(' team-a, team-b,,team-a ')).toEqual(['team-a', 'team-b']);
+    const env = { SVC_OPERATOR_INSTANCE: 'blue', SVC_OPERATOR_NAMESPACE: 'team-a,team-b' };
+    const fromEnv = Config.load({ env: { ...env, SVC_DATASOURCE_URL: ownerUrl }, overrides: { 'svc.log.level': 'silent' } });
+    expect(operatorInstance(fromEnv)).toBe('blue');
+    expect(watchedNamespaces(fromEnv.optional('svc.operator.namespace'))).toEqual(['team-a', 'team-b']);
+    expect(Config.load({ env: { POD_NAMESPACE: 'svc-system' }, overrides: {} }).optional('svc.operator.cronjob-namespace')).toBe('svc-system');
+    expect(operatorInstance(await config())).toBeUndefined();
+    expect(() => operatorInstance(Config.load({ env: {}, overrides: { 'svc.operator.instance': 'not/a-label' } }))).toThrow(/svc\.operator\.instance/);
+    expect(() => operatorInstance(Config.load({ env: {}, overrides: { 'svc.operator.instance': 'x'.repeat(64) } }))).toThrow(/label value/);
   });
 
   it('refuses a run pod template without a container image, and reads a missing one as none', () => {

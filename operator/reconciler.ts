@@ -163,13 +163,24 @@ export class Operator {
       () => this.batch.listNamespacedCronJob({ namespace: this.options.cronJobNamespace, labelSelector: this.cronJobSelector() }) as never,
       this.cronJobSelector(),
     );
-    // An edited or deleted CronJob: its resource is reconciled, which puts the CronJob back.
-    const fromCronJob = (job: V1CronJob) => {
+    // An edited or deleted CronJob: its resource is reconciled, which puts the CronJob back. Status
+    // updates (the CronJob controller writes lastScheduleTime every slot) change neither the
+    // generation nor the labels: they are not worth a reconcile.
+    const seen = new Map<string, string>();
+    const fingerprint = (job: V1CronJob) => canonical({ generation: job.metadata?.generation, labels: job.metadata?.labels ?? {}, annotations: job.metadata?.annotations ?? {} });
+    const fromCronJob = (change: 'add' | 'update' | 'delete') => (job: V1CronJob) => {
+      const id = `${job.metadata?.namespace}/${job.metadata?.name}`;
+      const before = seen.get(id);
+      const now = fingerprint(job);
+      if (change === 'delete') seen.delete(id);
+      else seen.set(id, now);
+      if (change === 'add' || (change === 'update' && before === now)) return;
       const key = this.ownerKey(job);
       if (key) term.queue.add(key);
     };
-    cronJobs.on('update', fromCronJob);
-    cronJobs.on('delete', fromCronJob);
+    cronJobs.on('add', fromCronJob('add'));
+    cronJobs.on('update', fromCronJob('update'));
+    cronJobs.on('delete', fromCronJob('delete'));
     term.cronJobs = { informer: cronJobs, synced: false, what: `cronjobs.batch in namespace ${this.options.cronJobNamespace}` };
     for (const watched of [...term.resources, term.cronJobs] as Watched<unknown>[]) {
       watched.informer.on('error', (err: unknown) => {
