@@ -152,7 +152,8 @@ export class Operator {
         };
         informer.on('add', enqueue);
         informer.on('update', enqueue);
-        // A resource that left this instance's selection is no longer ours: it is not cleaned up.
+        // Deleted: the reconcile cleans up. A resource that left this instance's selection (its label
+        // changed; the API server reports it deleted from the selection) is no longer ours: left alone.
         informer.on('delete', enqueue);
         term.resources.push(watched);
       }
@@ -313,7 +314,11 @@ export class Operator {
       logger().warn({ err: (err as Error).message }, `cannot list ${watched.what}; retrying`);
     }
     // A failed list leaves no resourceVersion (the informer reported it as an error and retries).
-    if (!watched.synced && (watched.informer as unknown as { latestResourceVersion(): string }).latestResourceVersion()) watched.synced = true;
+    if (!watched.synced && (watched.informer as unknown as { latestResourceVersion(): string }).latestResourceVersion()) {
+      watched.synced = true;
+      // Listed late (after a failed first list): the sweep the term's start could not do.
+      if (term.started) void this.removeOrphanedCronJobs();
+    }
     if (!term.active) await watched.informer.stop();
   }
 
