@@ -146,6 +146,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
     ping: () => db.ping(),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
+    readinessChecks: [],
     subscribers,
     connectors,
     exports,

@@ -7,17 +7,18 @@ import { Config } from '../src/config/config.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { KubeApiStandIn } from '../test/harness/kube-api.js';
-import { loadRunJobTemplate, type OperatorProcess, operatorLeaseName, startOperator } from './operator.js';
+import { loadRunJobTemplate, type OperatorProcess, operatorInstance, operatorLeaseName, startOperator, watchedNamespaces } from './operator.js';
 import { until } from '../test/harness/until.js';
 
 /**
  * `svc-hub operator` as a process would run it (startOperator), against a SCRIPTED KUBERNETES API
  * STAND-IN (test/harness/kube-api.ts): two replicas on one database, one reconciles at a time
- * (here on the PostgreSQL backend of the leader port; operator/lease.test.ts covers the Lease), the
- * other takes over when it stops.
+ * (on the PostgreSQL backend of the leader port), the other takes over when it stops; one replica on
+ * the stand-in's Lease loses it in an API outage and reconciles again once it leads again (a fresh
+ * term: operator/reconciler.ts), which its readiness reports.
  */
 
-const CONNECTOR = MANIFEST_KINDS.find((k) => k.kind === 'Connector')!;
+const RELEASE_NS = 'svc-system';
 let api: KubeApiStandIn;
 let dir: string;
 let ownerUrl: string;
@@ -34,14 +35,15 @@ const config = (overrides: Record<string, string | number | boolean> = {}) =>
       'svc.leader.check-every': '200ms',
       'svc.operator.backoff-base': '50ms',
       'svc.operator.run-job-template': join(dir, 'pod-template.yaml'),
+      'svc.operator.cronjob-namespace': RELEASE_NS,
       ...overrides,
     },
   });
 
-const connector = (name: string, schedule?: string) => ({
+const connector = (name: string, schedule?: string, namespace = 'ns') => ({
   apiVersion: 'connectors.svc.io/v1',
   kind: 'Connector',
-  metadata: { name, namespace: 'ns', labels: { 'svc.io/tenant': 'default' } },
+  metadata: { name, namespace, labels: { 'svc.io/tenant': 'default' } },
   connector_type: 'rest-generic',
   spec: {
     base_url: 'http://demo-source:8099',
@@ -50,13 +52,14 @@ const connector = (name: string, schedule?: string) => ({
   },
 });
 type Conditions = Array<{ type: string; status: string }>;
-const ready = (name: string) => (api.get('connectors.svc.io/v1', 'connectors', 'ns', name)?.status?.conditions as Conditions | undefined)?.find((c) => c.type === 'Ready');
+const ready = (name: string, namespace = 'ns') => (api.get('connectors.svc.io/v1', 'connectors', namespace, name)?.status?.conditions as Conditions | undefined)?.find((c) => c.type === 'Ready');
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'svc-operator-'));
   writeFileSync(join(dir, 'pod-template.yaml'), stringify({ spec: { restartPolicy: 'Never', containers: [{ name: 'run', image: 'svc-hub:test' }] } }));
   ownerUrl = await createTestDatabase();
-  api = await new KubeApiStandIn([{ group: CONNECTOR.group, version: CONNECTOR.version, plural: CONNECTOR.plural, kind: CONNECTOR.kind, namespaced: true, statusSubresource: true }]).start();
+  // Every kind's CRD: an operator whose informers cannot list is not ready.
+  api = await new KubeApiStandIn(MANIFEST_KINDS.map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true }))).start();
 });
 
 afterAll(async () => {
@@ -70,6 +73,19 @@ describe('svc-hub operator', () => {
     expect(operatorLeaseName('svc-hub-dispatch')).toBe('svc-hub-operator');
     expect(operatorLeaseName('prod-svc-hub-dispatch')).toBe('prod-svc-hub-operator');
     expect(operatorLeaseName('custom')).toBe('custom-operator');
+  });
+
+  it('reads svc.operator.namespace as a comma-separated list and refuses an instance that is no label value', async () => {
+    expect(watchedNamespaces(undefined)).toEqual([]);
+    expect(watchedNamespaces(' team-a, team-b,,team-a ')).toEqual(['team-a', 'team-b']);
+    const env = { SVC_OPERATOR_INSTANCE: 'blue', SVC_OPERATOR_NAMESPACE: 'team-a,team-b' };
+    const fromEnv = Config.load({ env: { ...env, SVC_DATASOURCE_URL: ownerUrl }, overrides: { 'svc.log.level': 'silent' } });
+    expect(operatorInstance(fromEnv)).toBe('blue');
+    expect(watchedNamespaces(fromEnv.optional('svc.operator.namespace'))).toEqual(['team-a', 'team-b']);
+    expect(Config.load({ env: { POD_NAMESPACE: 'svc-system' }, overrides: {} }).optional('svc.operator.cronjob-namespace')).toBe('svc-system');
+    expect(operatorInstance(await config())).toBeUndefined();
+    expect(() => operatorInstance(Config.load({ env: {}, overrides: { 'svc.operator.instance': 'not/a-label' } }))).toThrow(/svc\.operator\.instance/);
+    expect(() => operatorInstance(Config.load({ env: {}, overrides: { 'svc.operator.instance': 'x'.repeat(64) } }))).toThrow(/label value/);
   });
 
   it('refuses a run pod template without a container image, and reads a missing one as none', () => {
@@ -91,7 +107,7 @@ describe('svc-hub operator', () => {
 
     api.apply('connectors', connector('first', '0 * * * *'));
     await until('first Ready', () => ready('first')?.status === 'True');
-    await until('its CronJob', () => api.get('batch/v1', 'cronjobs', 'ns', 'connector-first'));
+    await until('its CronJob', () => api.get('batch/v1', 'cronjobs', RELEASE_NS, 'connector-ns-first'));
     expect(api.requests.filter((r) => r.token === 'replica-2')).toEqual([]);
 
     await first.stop();
@@ -100,7 +116,52 @@ describe('svc-hub operator', () => {
     await until('second Ready', () => ready('second')?.status === 'True');
     const writers = new Set(api.requests.filter((r) => r.method !== 'GET' && r.path.includes('/connectors/second')).map((r) => r.token));
     expect([...writers]).toEqual(['replica-2']);
-    const job = api.get('batch/v1', 'cronjobs', 'ns', 'connector-first') as unknown as { spec: { jobTemplate: { spec: { template: { spec: { containers: Array<{ image: string; args: string[] }> } } } } } };
+    const job = api.get('batch/v1', 'cronjobs', RELEASE_NS, 'connector-ns-first') as unknown as { spec: { jobTemplate: { spec: { template: { spec: { containers: Array<{ image: string; args: string[] }> } } } } } };
     expect(job.spec.jobTemplate.spec.template.spec.containers[0]).toMatchObject({ image: 'svc-hub:test', args: ['run', 'connector', 'first', '--tenant', 'default', '--scheduled'] });
+  });
+
+  it('loses its Lease in an API outage longer than the renew deadline, and reconciles again once it leads again', async () => {
+    // The replicas above elect through PostgreSQL: stop them, this one elects through the stand-in's Lease.
+    for (const o of operators.splice(0)) await o.stop();
+    const lease = 'svc-hub-operator';
+    const op = await startOperator(await config({ 'svc.leader.backend': 'kubernetes', 'svc.leader.lease-duration': '1s', 'svc.operator.namespace': 'lease-ns' }), {
+      kube: { server: api.url, token: 'lease-holder' },
+      env: { POD_NAMESPACE: RELEASE_NS, POD_NAME: 'operator-0' },
+    });
+    operators.push(op);
+    expect(op.leadership.isLeader()).toBe(true);
+    await op.transition();
+    const readiness = async () => (await (await fetch(`${op.hub.url}/q/health/ready`)).json()) as { status: string; checks: Array<{ name: string; status: string; data?: Record<string, unknown> }> };
+    expect((await readiness()).checks.find((c) => c.name === 'operator')).toMatchObject({ status: 'UP', data: { role: 'leader', workers: 2 } });
+    api.apply('connectors', connector('before-outage', undefined, 'lease-ns'));
+    await until('before-outage Ready', () => ready('before-outage', 'lease-ns')?.status === 'True');
+
+    // The API server stops answering the Lease: past the renew deadline (1 s - 200 ms) the leadership is given up.
+    api.failNext('GET', new RegExp(`/namespaces/${RELEASE_NS}/leases/${lease}$`), 503, 20);
+    await until('the leadership lost', () => !op.leadership.isLeader());
+    await until('it leads again', () => op.leadership.isLeader(), 20_000);
+    await op.transition();
+    expect(op.operator.health().reconciling).toBe(true);
+    expect((await readiness()).checks.find((c) => c.name === 'operator')).toMatchObject({ status: 'UP', data: { role: 'leader' } });
+    api.apply('connectors', connector('after-outage', '0 5 * * *', 'lease-ns'));
+    await until('after-outage Ready', () => ready('after-outage', 'lease-ns')?.status === 'True');
+    await until('its CronJob in the release namespace', () => api.get('batch/v1', 'cronjobs', RELEASE_NS, 'connector-lease-ns-after-outage'));
+  });
+
+  it('refuses a schedule Kubernetes cannot express (L, #): Ready=False Invalid, no CronJob', async () => {
+    for (const o of operators.splice(0)) await o.stop();
+    const namespace = 'schedules';
+    const op = await startOperator(await config({ 'svc.operator.namespace': namespace }), { kube: { server: api.url, token: 'schedules' }, env: {} });
+    operators.push(op);
+    await op.transition();
+    for (const [name, schedule] of [['last-day', '0 0 L * *'], ['second-monday', '0 0 * * 1#2']] as const) {
+      api.apply('connectors', connector(name, schedule, namespace));
+      const condition = await until(`${name} refused`, () => {
+        const c = ready(name, namespace);
+        return c?.status === 'False' && c;
+      });
+      expect(condition).toMatchObject({ reason: 'Invalid' });
+      expect(api.get('batch/v1', 'cronjobs', RELEASE_NS, `connector-${namespace}-${name}`)).toBeUndefined();
+    }
   });
 });

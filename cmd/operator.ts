@@ -22,6 +22,8 @@ export interface OperatorProcess {
   hub: Hub;
   operator: Operator;
   leadership: Leadership;
+  /** Settles once the latest start or stop of the operator on a change of leadership is done. */
+  transition(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -43,23 +45,48 @@ export function loadRunJobTemplate(path: string): V1PodTemplateSpec | undefined 
   return template;
 }
 
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** The namespaces of `svc.operator.namespace` (comma-separated); empty: all. */
+export function watchedNamespaces(value: string | undefined): string[] {
+  return [...new Set((value ?? '').split(',').map((n) => n.trim()).filter(Boolean))];
+}
+
+/** `svc.operator.instance`, checked as the label value it becomes. */
+export function operatorInstance(config: Config): string | undefined {
+  const instance = config.optional('svc.operator.instance')?.trim() || undefined;
+  if (instance && (instance.length > 63 || !LABEL_VALUE.test(instance))) {
+    throw new ConfigError('svc.operator.instance', `svc.operator.instance: '${instance}' is not a label value (at most 63 letters, digits, '-', '_' and '.', beginning and ending with a letter or digit)`);
+  }
+  return instance;
+}
+
 export async function startOperator(config: Config, opts: { kube?: KubeTarget; env?: NodeJS.ProcessEnv } = {}): Promise<OperatorProcess> {
   const templatePath = config.string('svc.operator.run-job-template');
   const runJobTemplate = loadRunJobTemplate(templatePath);
   if (!runJobTemplate) logger().warn(`no run pod template at ${templatePath} (svc.operator.run-job-template): resources with a schedule get no CronJob`);
+  const instance = operatorInstance(config);
   const kc = kubeConfig(opts.kube);
+  const cronJobNamespace =
+    config.optional('svc.operator.cronjob-namespace') || (opts.env ?? process.env).POD_NAMESPACE || kc.getContextObject(kc.getCurrentContext())?.namespace || 'default';
   const hub = await startHub(config, { api: true, operationsOnly: true, background: false });
+  const workers = 2;
   const operator = new Operator({
     kinds: MANIFEST_KINDS,
     manifests: hub.services.manifests,
     kc,
-    namespace: config.optional('svc.operator.namespace') || undefined,
+    namespaces: watchedNamespaces(config.optional('svc.operator.namespace')),
+    instance,
+    cronJobNamespace,
     resyncEvery: config.duration('svc.operator.resync-every'),
     runPollEvery: config.duration('svc.operator.run-poll-every'),
     backoffBase: config.duration('svc.operator.backoff-base'),
     backoffMax: config.duration('svc.operator.backoff-max'),
+    qps: config.int('svc.operator.rate-limit.qps'),
+    burst: config.int('svc.operator.rate-limit.burst'),
     runJobTemplate,
     runJobTemplatePath: templatePath,
+    workers,
   });
   let elector: ReturnType<typeof leaderElector>;
   try {
@@ -69,10 +96,27 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     throw err;
   }
   const leadership = new Leadership(elector, { checkEvery: config.duration('svc.leader.check-every') });
+  // Readiness: a leader is ready while it reconciles (its term started, every informer listed, its
+  // workers alive); a follower is ready as a standby (it would take over; not being ready would only
+  // stall rollouts, as no traffic is sent to an operator).
+  hub.services.readinessChecks.push(() => {
+    if (!leadership.isLeader()) return { name: 'operator', status: 'UP', data: { role: 'standby' } };
+    const health = operator.health();
+    return { name: 'operator', status: health.reconciling ? 'UP' : 'DOWN', data: { role: 'leader', ...health.data } };
+  });
   // Only the leader watches and reconciles; a follower waits, and takes over when the leader goes.
+  // Each leadership is a term of its own (operator/reconciler.ts): losing the Lease ends the term,
+  // winning it again starts a new one with a fresh queue, informers and caches.
   let transition: Promise<void> = Promise.resolve();
   leadership.onElected(() => {
-    transition = transition.then(() => operator.start()).catch((err: unknown) => logger().error({ err }, 'the operator failed to start'));
+    transition = transition
+      .then(() => operator.start())
+      .catch(async (err: unknown) => {
+        // Holding the Lease without reconciling would keep every standby out: give it up and try again.
+        logger().error({ err }, 'the operator failed to start; giving the leadership up');
+        await operator.stop().catch(() => undefined);
+        await elector.release().catch(() => undefined);
+      });
   });
   elector.onLost(() => {
     logger().warn('operator leadership lost: reconciling stops until it is regained');
@@ -84,6 +128,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     hub,
     operator,
     leadership,
+    transition: () => transition,
     stop() {
       stopping ??= (async () => {
         await transition;

@@ -2,64 +2,199 @@ import { createHash } from 'node:crypto';
 import type { BatchV1Api, V1CronJob, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { apiStatus } from '../kube/kube-config.js';
 import { canonical } from '../src/manifests/canonical.js';
-import { apiVersionOf, type ManifestKind } from '../src/manifests/kinds.js';
+import type { ManifestKind } from '../src/manifests/kinds.js';
 import { logger } from '../src/observability/logger.js';
 import type { Condition, Resource } from './resource.js';
 import { condition, MANAGED_BY } from './status.js';
 import { TENANT_LABEL } from './tenant.js';
 
-/** A resource's schedule as a CronJob that runs `svc-hub run … --scheduled`, and its Scheduled condition. */
+/**
+ * A resource's schedule as a CronJob in the release's namespace (the operator's own, where the
+ * database URL and master key Secrets are) that runs `svc-hub run … --scheduled`, and its Scheduled
+ * condition. An ownerReference cannot point across namespaces, so the CronJob names its resource in
+ * labels and annotations instead: the finalizer deletes it (found by the uid label), the resync
+ * deletes those whose resource is gone.
+ */
 
 /** The annotation on a CronJob holding the hash of the spec the operator last wrote. */
 export const SPEC_HASH = 'svc.io/spec-hash';
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const KIND_LABEL = 'svc.io/kind';
+export const RESOURCE_NAMESPACE = 'svc.io/resource-namespace';
+/** A label when the name fits one (63 characters); always an annotation. */
+export const RESOURCE_NAME = 'svc.io/resource-name';
+export const RESOURCE_UID = 'svc.io/resource-uid';
+/** On a resource: the operator instance that reconciles it; on a CronJob: the instance that wrote it. */
+export const INSTANCE_LABEL = 'svc.io/operator-instance';
 /** CronJob names are at most 52 characters (the Job controller appends an 11-character suffix). */
 const CRONJOB_NAME_MAX = 52;
+const LABEL_VALUE_MAX = 63;
 
-/** The pod template of scheduled runs (the chart's run-job ConfigMap), and where it was looked for. */
+/** The pod template of scheduled runs (the chart's run-job ConfigMap), where it was looked for, and where CronJobs go. */
 export interface RunTemplate {
   template?: V1PodTemplateSpec;
   path?: string;
+  /** The release's namespace: every CronJob goes there. */
+  namespace: string;
+  /** The operator instance (labelled on the CronJob when set). */
+  instance?: string;
+  /** Resources (uids) whose CronJob of the old layout was already looked for in this term. */
+  legacyChecked?: Set<string>;
+  /** Whether a CronJob of ours names a resource that no longer exists (it may then be replaced). */
+  orphaned?: (job: V1CronJob) => boolean;
 }
 
-/** `<kind>-<name>` in lower case; a name too long for a CronJob is cut and suffixed with a hash. */
-export function cronJobName(kind: ManifestKind, name: string): string {
-  const full = `${kind.kind.toLowerCase()}-${name}`;
-  if (full.length <= CRONJOB_NAME_MAX) return full;
+/** The label selector of an operator instance's resources: `svc.io/operator-instance=<instance>`, or `!svc.io/operator-instance` without one. */
+export function instanceSelector(instance: string | undefined): string {
+  return instance ? `${INSTANCE_LABEL}=${instance}` : `!${INSTANCE_LABEL}`;
+}
+
+/** Whether labels match an equality-based selector (`a=b`, `a==b`, `a!=b`, `a`, `!a`, comma-joined). */
+export function matchesSelector(labels: Record<string, string> | undefined, selector: string): boolean {
+  const l = labels ?? {};
+  return selector
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .every((term) => {
+      if (term.startsWith('!')) return !(term.slice(1) in l);
+      const ne = term.indexOf('!=');
+      if (ne > 0) return l[term.slice(0, ne)] !== term.slice(ne + 2);
+      const eq = term.indexOf('=');
+      if (eq < 0) return term in l;
+      const value = term.slice(term[eq + 1] === '=' ? eq + 2 : eq + 1);
+      return l[term.slice(0, eq)] === value;
+    });
+}
+
+/** `name` cut to `max` characters with a hash of the whole when it is longer. */
+function cutWithHash(full: string, max: number): string {
+  if (full.length <= max) return full;
   const hash = createHash('sha256').update(full).digest('hex').slice(0, 8);
-  return `${full.slice(0, CRONJOB_NAME_MAX - 9).replace(/-+$/, '')}-${hash}`;
+  return `${full.slice(0, max - 9).replace(/[-.]+$/, '')}-${hash}`;
+}
+
+/** `<kind>-<namespace>-<name>` in lower case; a name too long for a CronJob is cut and suffixed with a hash. */
+export function cronJobName(kind: ManifestKind, namespace: string, name: string): string {
+  return cutWithHash(`${kind.kind}-${namespace}-${name}`.toLowerCase(), CRONJOB_NAME_MAX);
+}
+
+/** The CronJob name of the old layout (`<kind>-<name>` in the resource's own namespace, owned by the resource). */
+export function legacyCronJobName(kind: ManifestKind, name: string): string {
+  return cutWithHash(`${kind.kind.toLowerCase()}-${name}`, CRONJOB_NAME_MAX);
+}
+
+/** The resource a CronJob of the operator's belongs to, from its labels and annotations. */
+export function cronJobOwner(job: V1CronJob, kinds: readonly ManifestKind[]): { kind: ManifestKind; namespace: string; name: string; uid: string } | undefined {
+  const labels = job.metadata?.labels ?? {};
+  const annotations = job.metadata?.annotations ?? {};
+  const kind = kinds.find((k) => k.kind.toLowerCase() === labels[KIND_LABEL]);
+  const namespace = labels[RESOURCE_NAMESPACE];
+  const name = annotations[RESOURCE_NAME] ?? labels[RESOURCE_NAME];
+  const uid = labels[RESOURCE_UID];
+  return kind && namespace && name && uid ? { kind, namespace, name, uid } : undefined;
+}
+
+const ignoreNotFound = (err: unknown) => {
+  if (apiStatus(err) !== 404) throw err;
+};
+
+/** Deletes a CronJob (that very one: its uid is a precondition); one already gone is fine. */
+export async function deleteCronJob(batch: BatchV1Api, job: V1CronJob): Promise<void> {
+  await batch
+    .deleteNamespacedCronJob({ name: job.metadata!.name!, namespace: job.metadata!.namespace!, propagationPolicy: 'Background', body: { preconditions: { uid: job.metadata?.uid } } })
+    .catch(ignoreNotFound);
+}
+
+/** Deletes the CronJobs in `namespace` labelled with the resource's uid (the finalizer); returns how many. */
+export async function deleteCronJobsOf(batch: BatchV1Api, namespace: string, uid: string): Promise<number> {
+  const selector = `${MANAGED_BY_LABEL}=${MANAGED_BY},${RESOURCE_UID}=${uid}`;
+  const list = await batch.listNamespacedCronJob({ namespace, labelSelector: selector });
+  let n = 0;
+  for (const job of list.items) {
+    if (!matchesSelector(job.metadata?.labels, selector)) continue;
+    await deleteCronJob(batch, job);
+    logger().info(`CronJob ${namespace}/${job.metadata?.name} deleted with its resource (uid ${uid})`);
+    n++;
+  }
+  return n;
+}
+
+/** Whether `actual` holds everything `desired` says (the API server adds defaults, which do not count). */
+export function covers(actual: unknown, desired: unknown): boolean {
+  if (Array.isArray(desired)) return Array.isArray(actual) && actual.length === desired.length && desired.every((d, i) => covers(actual[i], d));
+  if (desired && typeof desired === 'object') {
+    if (!actual || typeof actual !== 'object' || Array.isArray(actual)) return false;
+    return Object.entries(desired).every(([k, v]) => v === undefined || covers((actual as Record<string, unknown>)[k], v));
+  }
+  return actual === desired;
+}
+
+/** Deletes the resource's CronJob of the old layout when there is one (it would run every slot a second time). */
+async function removeLegacy(batch: BatchV1Api, kind: ManifestKind, resource: Resource, target: RunTemplate): Promise<void> {
+  const uid = resource.metadata.uid;
+  if (!uid || target.legacyChecked?.has(uid)) return;
+  const name = legacyCronJobName(kind, resource.metadata.name);
+  const namespace = resource.metadata.namespace;
+  if (namespace === target.namespace && name === cronJobName(kind, namespace, resource.metadata.name)) return;
+  try {
+    const old = await batch.readNamespacedCronJob({ name, namespace });
+    if (old.metadata?.ownerReferences?.some((r) => r.uid === uid)) {
+      await deleteCronJob(batch, old);
+      logger().info(`CronJob ${namespace}/${name} of the old layout deleted: ${kind.kind} ${resource.metadata.name} is scheduled from ${target.namespace} now`);
+    }
+  } catch (err) {
+    // None, or no right to read CronJobs in the resource's namespace (a release installed with this layout): nothing to clean up.
+    const status = apiStatus(err);
+    if (status !== 404 && status !== 403) throw err;
+  }
+  target.legacyChecked?.add(uid);
 }
 
 /** The Scheduled condition after making the CronJob match `schedule` (undefined: no schedule, no condition). */
 export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTemplate, kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string | null): Promise<Condition | undefined> {
-  const name = cronJobName(kind, resource.metadata.name);
-  const namespace = resource.metadata.namespace;
-  const existing = await batch.readNamespacedCronJob({ name, namespace }).catch((err: unknown) => {
+  await removeLegacy(batch, kind, resource, target);
+  const name = cronJobName(kind, resource.metadata.namespace, resource.metadata.name);
+  const namespace = target.namespace;
+  let existing = await batch.readNamespacedCronJob({ name, namespace }).catch((err: unknown) => {
     if (apiStatus(err) === 404) return undefined;
     throw err;
   });
-  const owned = existing?.metadata?.ownerReferences?.some((r) => r.uid === resource.metadata.uid) ?? false;
+  const ours = (job: V1CronJob | undefined) => job?.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY;
+  const owned = ours(existing) && existing?.metadata?.labels?.[RESOURCE_UID] === resource.metadata.uid;
   if (!schedule) {
     if (existing && owned) {
-      await batch.deleteNamespacedCronJob({ name, namespace, propagationPolicy: 'Background' }).catch((err: unknown) => {
-        if (apiStatus(err) !== 404) throw err;
-      });
-      logger().info(`CronJob ${namespace}/${name} deleted: ${kind.kind} ${resource.metadata.name} has no schedule`);
+      await deleteCronJob(batch, existing);
+      logger().info(`CronJob ${namespace}/${name} deleted: ${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name} has no schedule`);
     }
     return undefined;
   }
+  if (existing && !owned && ours(existing) && target.orphaned?.(existing)) {
+    // Left by a resource of the same name deleted without its finalizer: this one takes its place.
+    await deleteCronJob(batch, existing);
+    logger().info(`CronJob ${namespace}/${name} of a deleted ${kind.kind} (uid ${existing.metadata?.labels?.[RESOURCE_UID]}) deleted`);
+    existing = undefined;
+  }
   if (existing && !owned) {
-    return condition(now, 'Scheduled', 'False', 'CronJobConflict', `CronJob ${name} exists and is not owned by this ${kind.kind}; delete or rename it`);
+    const other = existing.metadata?.labels?.[RESOURCE_UID];
+    return condition(
+      now,
+      'Scheduled',
+      'False',
+      'CronJobConflict',
+      `CronJob ${namespace}/${name} exists and ${ours(existing) && other ? `belongs to another resource (uid ${other})` : 'is not managed by the operator'}; delete or rename it`,
+    );
   }
   const template = target.template;
   if (!template) {
     return condition(now, 'Scheduled', 'False', 'NoRunTemplate', `no pod template for scheduled runs${target.path ? ` at ${target.path}` : ''} (the Helm chart mounts one): no CronJob`);
   }
-  const desired = cronJobFor(kind, resource, tenantCode, schedule, name, template);
+  const desired = cronJobFor(kind, resource, tenantCode, schedule, name, template, target);
   const hash = desired.metadata!.annotations![SPEC_HASH]!;
   if (!existing) {
     await batch.createNamespacedCronJob({ namespace, body: desired });
     logger().info(`CronJob ${namespace}/${name} created: "${schedule}" (Etc/UTC)`);
-  } else if (existing.metadata?.annotations?.[SPEC_HASH] !== hash) {
+  } else if (existing.metadata?.annotations?.[SPEC_HASH] !== hash || !covers(existing.spec, desired.spec) || !covers(existing.metadata?.labels, desired.metadata?.labels)) {
     desired.metadata!.resourceVersion = existing.metadata?.resourceVersion;
     await batch.replaceNamespacedCronJob({ name, namespace, body: desired });
     logger().info(`CronJob ${namespace}/${name} updated: "${schedule}" (Etc/UTC)`);
@@ -67,14 +202,17 @@ export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTempl
   return condition(now, 'Scheduled', 'True', 'CronJobReady', `CronJob ${name} runs "${schedule}" (Etc/UTC)`);
 }
 
-/** The CronJob of a resource's schedule: `svc-hub run … --scheduled` in the run pod template, owned by the resource. */
-export function cronJobFor(kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string, name: string, template: V1PodTemplateSpec): V1CronJob {
-  const labels = {
-    'app.kubernetes.io/managed-by': MANAGED_BY,
+/** The CronJob of a resource's schedule: `svc-hub run … --scheduled` in the run pod template, in the release's namespace, labelled with its resource. */
+export function cronJobFor(kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string, name: string, template: V1PodTemplateSpec, target: Pick<RunTemplate, 'namespace' | 'instance'>): V1CronJob {
+  const labels: Record<string, string> = {
+    [MANAGED_BY_LABEL]: MANAGED_BY,
     'app.kubernetes.io/component': 'scheduled-run',
-    'svc.io/kind': kind.kind.toLowerCase(),
-    'svc.io/name': resource.metadata.name,
+    [KIND_LABEL]: kind.kind.toLowerCase(),
+    [RESOURCE_NAMESPACE]: resource.metadata.namespace,
+    ...(resource.metadata.name.length <= LABEL_VALUE_MAX ? { [RESOURCE_NAME]: resource.metadata.name } : {}),
+    [RESOURCE_UID]: resource.metadata.uid!,
     [TENANT_LABEL]: tenantCode,
+    ...(target.instance ? { [INSTANCE_LABEL]: target.instance } : {}),
   };
   const pod = structuredClone(template);
   const containers = pod.spec?.containers ?? [];
@@ -85,6 +223,7 @@ export function cronJobFor(kind: ManifestKind, resource: Resource, tenantCode: s
     schedule,
     timeZone: 'Etc/UTC',
     concurrencyPolicy: 'Forbid',
+    suspend: false,
     successfulJobsHistoryLimit: 3,
     failedJobsHistoryLimit: 3,
     // A slot missed by more than this is left to the next one (the run's slot logic catches up).
@@ -101,10 +240,9 @@ export function cronJobFor(kind: ManifestKind, resource: Resource, tenantCode: s
     kind: 'CronJob',
     metadata: {
       name,
-      namespace: resource.metadata.namespace,
+      namespace: target.namespace,
       labels,
-      annotations: { [SPEC_HASH]: hash },
-      ownerReferences: [{ apiVersion: resource.apiVersion ?? apiVersionOf(kind), kind: kind.kind, name: resource.metadata.name, uid: resource.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+      annotations: { [SPEC_HASH]: hash, [RESOURCE_NAME]: resource.metadata.name, 'svc.io/resource': `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name}` },
     },
     spec,
   } as V1CronJob;

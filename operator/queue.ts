@@ -1,12 +1,52 @@
+import { performance } from 'node:perf_hooks';
+
 /**
  * The reconcile queue, with client-go's workqueue semantics: a key waits at most once however many
  * watch events name it; a key being reconciled is never handed to a second worker, and one added
- * meanwhile is reconciled again afterwards; a failed key comes back after an exponential backoff
- * (`base · 2^failures`, capped at `max`) that `forget` resets on success.
+ * meanwhile is reconciled again afterwards; a failed key comes back after the delay of client-go's
+ * default controller rate limiter: the larger of its own exponential backoff (`base · 2^failures`,
+ * capped at `max`, reset by `forget` on success) and the wait for a token of one bucket shared by
+ * every key (`qps` tokens a second, at most `burst` saved up), so a mass failure (the hub's database
+ * down, every resource failing at once) retries at `qps` overall instead of all keys together.
+ * A queue lives for one leadership term: once closed it hands out nothing again.
  */
 export interface QueueOptions {
   backoffBase: number;
   backoffMax: number;
+  /** Retries a second across all keys, once the burst is spent (client-go: 10). */
+  qps?: number;
+  /** Retries taken at once before `qps` applies (client-go: 100). */
+  burst?: number;
+  /** Monotonic milliseconds (tests move it). */
+  now?: () => number;
+}
+
+export const DEFAULT_QPS = 10;
+export const DEFAULT_BURST = 100;
+
+/** A token bucket that hands out reservations, as golang.org/x/time/rate's `Reserve().Delay()`. */
+export class TokenBucket {
+  private tokens: number;
+  private at: number;
+
+  constructor(
+    private readonly qps: number,
+    private readonly burst: number,
+    private readonly now: () => number,
+  ) {
+    this.tokens = burst;
+    this.at = now();
+  }
+
+  /** Takes a token (possibly one not there yet) and returns how long to wait for it, in ms. */
+  reserve(): number {
+    if (!(this.qps > 0)) return 0;
+    const now = this.now();
+    this.tokens = Math.min(this.burst, this.tokens + ((now - this.at) / 1000) * this.qps);
+    this.at = now;
+    this.tokens -= 1;
+    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens / this.qps) * 1000);
+  }
 }
 
 export class ReconcileQueue {
@@ -18,8 +58,15 @@ export class ReconcileQueue {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private readonly wakers: Array<() => void> = [];
   private closed = false;
+  private readonly bucket: TokenBucket;
 
-  constructor(private readonly options: QueueOptions) {}
+  constructor(private readonly options: QueueOptions) {
+    this.bucket = new TokenBucket(options.qps ?? DEFAULT_QPS, options.burst ?? DEFAULT_BURST, options.now ?? (() => performance.now()));
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
 
   get length(): number {
     return this.order.length;
@@ -53,11 +100,11 @@ export class ReconcileQueue {
     this.timers.set(key, timer);
   }
 
-  /** Adds the key after its backoff and counts a failure; returns the delay. */
+  /** Adds the key after its delay (the larger of its backoff and the shared bucket's) and counts a failure; returns the delay. */
   addRateLimited(key: string): number {
     const failures = this.failures.get(key) ?? 0;
     this.failures.set(key, failures + 1);
-    const delay = Math.min(this.options.backoffMax, this.options.backoffBase * 2 ** failures);
+    const delay = Math.max(Math.min(this.options.backoffMax, this.options.backoffBase * 2 ** failures), this.bucket.reserve());
     this.addAfter(key, delay);
     return delay;
   }

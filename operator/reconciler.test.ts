@@ -26,6 +26,8 @@ const PROCESS = MANIFEST_KINDS.find((k) => k.kind === 'Process')!;
 const WORKFLOW = MANIFEST_KINDS.find((k) => k.kind === 'Workflow')!;
 const API_VERSION = apiVersionOf(CONNECTOR);
 const NS = 'team-a';
+/** The release's namespace, where CronJobs go. */
+const RELEASE_NS = 'svc-system';
 
 const template: V1PodTemplateSpec = {
   metadata: { labels: { 'app.kubernetes.io/name': 'svc-hub', 'app.kubernetes.io/component': 'run-job' } },
@@ -43,7 +45,7 @@ let otherTenant: number;
 
 const example = (file: string): KubeObject => parse(readFileSync(new URL(`../examples/${file}`, import.meta.url), 'utf8')) as KubeObject;
 const connector = (name: string) => api.get(API_VERSION, 'connectors', NS, name) as Resource | undefined;
-const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', NS, name);
+const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', RELEASE_NS, name);
 const ready = (name: string) => connector(name)?.status?.conditions?.find((c) => c.type === 'Ready');
 const writes = () => api.requests.filter((r) => r.method !== 'GET').length;
 
@@ -82,6 +84,7 @@ beforeAll(async () => {
     backoffBase: 50,
     backoffMax: 400,
     runJobTemplate: template,
+    cronJobNamespace: RELEASE_NS,
   });
   await operator.start();
 });
@@ -119,11 +122,20 @@ describe('a Connector resource', () => {
     expect(viaOperator.schedule).toBe('*/15 * * * *');
   });
 
-  it('owns a CronJob <kind>-<name> that runs `svc-hub run connector … --scheduled`', async () => {
-    const job = await until('the CronJob', () => cronJob('connector-demo-offset'));
+  it('has a CronJob <kind>-<namespace>-<name> in the release namespace that runs `svc-hub run connector … --scheduled`', async () => {
+    const job = await until('the CronJob', () => cronJob('connector-team-a-demo-offset'));
     const owner = connector('demo-offset')!;
-    expect(job.metadata.ownerReferences).toEqual([{ apiVersion: API_VERSION, kind: 'Connector', name: 'demo-offset', uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true }]);
-    expect(job.metadata.labels).toMatchObject({ 'svc.io/tenant': 'default', 'svc.io/kind': 'connector', 'svc.io/name': 'demo-offset' });
+    // No ownerReference across namespaces: labels name the resource.
+    expect(job.metadata.ownerReferences).toBeUndefined();
+    expect(job.metadata.labels).toMatchObject({
+      'app.kubernetes.io/managed-by': 'svc-hub-operator',
+      'svc.io/tenant': 'default',
+      'svc.io/kind': 'connector',
+      'svc.io/resource-namespace': NS,
+      'svc.io/resource-name': 'demo-offset',
+      'svc.io/resource-uid': owner.metadata.uid,
+    });
+    expect(api.list('batch/v1', 'cronjobs', NS)).toEqual([]);
     // biome-ignore lint/suspicious/noExplicitAny: a deep read of the CronJob as the stand-in stored it
     const spec = job.spec as Record<string, any>;
     expect(spec).toMatchObject({ schedule: '*/15 * * * *', timeZone: 'Etc/UTC', concurrencyPolicy: 'Forbid', successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 3 });
@@ -133,7 +145,7 @@ describe('a Connector resource', () => {
     expect(pod.spec.automountServiceAccountToken).toBe(false);
     expect(pod.spec.containers[0]).toMatchObject({ name: 'run', image: 'registry.example.com/svc-hub:0.1.0', args: ['run', 'connector', 'demo-offset', '--tenant', 'default', '--scheduled'] });
     expect(pod.spec.containers[0].env).toEqual([{ name: 'SVC_PROFILE', value: 'prod' }]);
-    expect(connector('demo-offset')!.status!.conditions!.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'True', reason: 'CronJobReady', message: 'CronJob connector-demo-offset runs "*/15 * * * *" (Etc/UTC)' });
+    expect(connector('demo-offset')!.status!.conditions!.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'True', reason: 'CronJobReady', message: 'CronJob connector-team-a-demo-offset runs "*/15 * * * *" (Etc/UTC)' });
   });
 
   it('is idempotent: a resync of settled resources writes nothing', async () => {
@@ -166,7 +178,7 @@ describe('a Connector resource', () => {
     const spec = { ...(current.spec as Record<string, unknown>) };
     delete spec.schedule;
     api.apply('connectors', { ...current, metadata: { ...current.metadata, namespace: NS }, spec });
-    await until('the CronJob to go', () => !cronJob('connector-demo-offset'));
+    await until('the CronJob to go', () => !cronJob('connector-team-a-demo-offset'));
     const status = await until('observedGeneration 2', () => connector('demo-offset')!.status?.observedGeneration === 2 && connector('demo-offset')!.status);
     expect(status.conditions!.map((c) => c.type)).toEqual(['Ready']);
     expect((await hubGet('/api/connectors/demo-offset')).body!.schedule).toBeNull();
@@ -228,12 +240,13 @@ describe('a Connector resource', () => {
   it('retries with backoff on resourceVersion conflicts and server errors', async () => {
     const open = example('open.yaml');
     api.failNext('PUT', /\/connectors\/retried\/status$/, 409, 2);
-    api.failNext('GET', /\/connectors\/retried$/, 500, 1);
+    api.failNext('PUT', /\/connectors\/retried$/, 500, 1);
     api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'retried', namespace: NS } });
     await until('Ready despite the failures', () => ready('retried')?.status === 'True');
     const statusPuts = api.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/connectors/retried/status')).map((r) => r.status);
-    expect(statusPuts).toEqual([409, 409, 200]);
-    expect(api.requests.some((r) => r.method === 'GET' && r.path.endsWith('/connectors/retried') && r.status === 500)).toBe(true);
+    expect(statusPuts.slice(0, 2)).toEqual([409, 409]);
+    expect(statusPuts.at(-1)).toBe(200);
+    expect(api.requests.some((r) => r.method === 'PUT' && r.path.endsWith('/connectors/retried') && r.status === 500)).toBe(true);
   });
 
   it('resumes after the watch is closed or its resourceVersion expires (410)', async () => {
@@ -260,14 +273,14 @@ describe('a Connector resource', () => {
     expect(lists().slice(before).map((r) => r.status)).toEqual([500, 200]);
   });
 
-  it('deletes the connector in the hub through its finalizer; the CronJob goes with its owner', async () => {
+  it('deletes the connector in the hub and its CronJob through its finalizer', async () => {
     const offset = example('offset.yaml');
     api.apply('connectors', { ...offset, metadata: { ...offset.metadata, namespace: NS } });
-    await until('the CronJob back', () => cronJob('connector-demo-offset'));
+    await until('the CronJob back', () => cronJob('connector-team-a-demo-offset'));
     api.remove(API_VERSION, 'connectors', NS, 'demo-offset');
     await until('the resource gone', () => !connector('demo-offset'));
     expect((await hubGet('/api/connectors/demo-offset')).status).toBe(404);
-    expect(cronJob('connector-demo-offset')).toBeUndefined();
+    expect(cronJob('connector-team-a-demo-offset')).toBeUndefined();
     // The other tenant's copy is untouched.
     expect((await hubGet('/api/connectors/demo-offset', otherTenant)).status).toBe(200);
   });
@@ -294,7 +307,7 @@ describe('an Entity resource', () => {
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
     expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready']);
     expect(stored.status!.lastRun).toBeUndefined();
-    expect(api.get('batch/v1', 'cronjobs', NS, 'entity-partner')).toBeUndefined();
+    expect(cronJob('entity-team-a-partner')).toBeUndefined();
     const held = (await hubGet('/api/entities/partner')).body!;
     expect(held.manifest).toEqual(manifestOf(stored));
     expect(held).toMatchObject({ name: 'partner', scopes: ['partners'], key: 'partner_id' });
@@ -324,7 +337,7 @@ describe('a Process resource', () => {
     const stored = proc('big-runs')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
     expect(stored.status!.lastRun).toBeUndefined();
-    expect(api.get('batch/v1', 'cronjobs', NS, 'process-big-runs')).toBeUndefined();
+    expect(cronJob('process-team-a-big-runs')).toBeUndefined();
     const held = (await hubGet('/api/processes/big-runs')).body!;
     expect(held.manifest).toEqual(manifestOf(stored));
     expect(held).toMatchObject({ name: 'big-runs', event: 'connector.run.*', decision: 'decision.big-run' });
@@ -361,7 +374,7 @@ describe('a Workflow resource', () => {
     const stored = workflow('partner-country')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
     expect(stored.status!.lastRun).toBeUndefined();
-    expect(api.get('batch/v1', 'cronjobs', NS, 'workflow-partner-country')).toBeUndefined();
+    expect(cronJob('workflow-team-a-partner-country')).toBeUndefined();
     const held = (await hubGet('/api/platform/workflows/partner-country')).body!;
     expect(held.manifest).toEqual(manifestOf(stored));
     expect(held).toMatchObject({ name: 'partner-country', entity: 'partner', scope: 'partners', stateColumn: 'country', dormancy: { after: '30d', states: ['FR', 'DE'] } });
@@ -388,7 +401,7 @@ describe('an Export resource', () => {
     const held = (await hubGet('/api/exports/partners-nightly')).body!;
     expect(held.manifest).toEqual(manifestOf(exp('partners-nightly')!));
     expect(held).toMatchObject({ entity: 'partner', scope: 'partners', destination: 'sftp', schedule: '0 2 * * *' });
-    const job = await until('the CronJob', () => cronJob('export-partners-nightly'));
+    const job = await until('the CronJob', () => cronJob('export-team-a-partners-nightly'));
     // biome-ignore lint/suspicious/noExplicitAny: a deep read of the CronJob as the stand-in stored it
     const spec = (job as any).spec;
     expect(spec).toMatchObject({ schedule: '0 2 * * *', timeZone: 'Etc/UTC', concurrencyPolicy: 'Forbid' });

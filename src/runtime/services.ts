@@ -83,4 +83,12 @@ export interface AreaServices {
   /** Answers when the database does (health checks). */
   ping(): Promise<void>;
   migrationStatus(): Promise<SchemaStatus[]>;
+  /**
+   * Readiness checks a role adds to the database and migration checks of `/q/health/ready` (the
+   * operator: reconciling while it leads). Registered once at start; each answers quickly.
+   */
+  readinessChecks: ReadinessCheck[];
 }
+
+/** One entry of `/q/health/ready`'s `checks`. */
+export type ReadinessCheck = () => { name: string; status: 'UP' | 'DOWN'; data?: Record<string, unknown> };

@@ -67,6 +67,23 @@ describe('health', () => {
     expect(ready.checks.map((c) => c.name)).toEqual(['database', 'migrations']);
   });
 
+  it('adds the checks a role registers to readiness (and to /q/health), not to liveness', async () => {
+    let status: 'UP' | 'DOWN' = 'DOWN';
+    const check = () => ({ name: 'operator', status, data: { role: 'leader' } });
+    hub.services.readinessChecks.push(check);
+    try {
+      const down = await fetch(`${hub.url}/q/health/ready`);
+      expect(down.status).toBe(503);
+      expect(((await down.json()) as { checks: unknown[] }).checks).toContainEqual({ name: 'operator', status: 'DOWN', data: { role: 'leader' } });
+      expect((await fetch(`${hub.url}/q/health`)).status).toBe(503);
+      expect((await fetch(`${hub.url}/q/health/live`)).status).toBe(200);
+      status = 'UP';
+      expect((await fetch(`${hub.url}/q/health/ready`)).status).toBe(200);
+    } finally {
+      hub.services.readinessChecks.splice(hub.services.readinessChecks.indexOf(check), 1);
+    }
+  });
+
   it('is not ready while migrations are pending, and says how many', async () => {
     const pending = await startTestHub({ 'svc.datasource.url': await createTestDatabase(), 'svc.migrate.on-start': false });
     try {

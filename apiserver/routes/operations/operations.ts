@@ -27,6 +27,11 @@ function answer(ctx: { status: number }, checks: Check[]) {
 }
 
 async function readinessChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
+  const added = (services.readinessChecks ?? []).map((check) => check());
+  return [...(await storageChecks(services)), ...added];
+}
+
+async function storageChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
   try {
     await services.ping();
   } catch (err) {
@@ -62,7 +67,7 @@ export const operationRoutes: RouteDecl[] = [
     handler: ({ ctx }) => answer(ctx, [{ name: 'liveness', status: 'UP' }]),
   }),
   route({
-    method: 'GET', path: '/q/health/ready', operationId: 'healthReady', summary: 'Readiness: database reachable and migrations done', tags: ['Operations'], auth: 'public',
+    method: 'GET', path: '/q/health/ready', operationId: 'healthReady', summary: 'Readiness: database reachable, migrations done, and the checks the role adds (the operator: reconciling while it leads)', tags: ['Operations'], auth: 'public',
     responses: healthResponses,
     handler: async ({ services, ctx }) => answer(ctx, await readinessChecks(services)),
   }),

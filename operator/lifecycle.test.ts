@@ -1,0 +1,343 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { V1PodTemplateSpec } from '@kubernetes/client-node';
+import { kubeConfig } from '../kube/kube-config.js';
+import type { AdminServices } from '../src/admin/services.js';
+import type { Database, Tx } from '../src/db/database.js';
+import { ValidationError } from '../src/errors.js';
+import type { ManifestHandler } from '../src/manifests/handler.js';
+import type { ManifestKind } from '../src/manifests/kinds.js';
+import { createManifestServices } from '../src/manifests/services.js';
+import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
+import { until } from '../test/harness/until.js';
+import { cronJobName, legacyCronJobName } from './cronjob.js';
+import { FINALIZER } from './finalizer.js';
+import { Operator, type OperatorOptions } from './reconciler.js';
+import type { Resource } from './resource.js';
+
+/**
+ * The operator's lifecycle against the SCRIPTED KUBERNETES API STAND-IN (test/harness/kube-api.ts)
+ * through the real @kubernetes/client-node, with a kind that exists only in this test: `Widget`,
+ * registered nowhere but here, whose handler keeps its widgets in memory. The hub side is the real
+ * manifest services (src/manifests/services.ts) over an in-memory stand-in of the database, so no
+ * PostgreSQL is needed. Covered: a kind needs no reconciler code; leadership terms (stop, start
+ * again, a resource applied afterwards is reconciled) and the readiness they report; CronJobs in the
+ * release namespace (names, labels, put back when edited or deleted, conflicts, orphans, the old
+ * layout); the instance label and several namespaces.
+ */
+
+const RELEASE_NS = 'svc-system';
+const API_VERSION = 'test.svc.io/v1';
+
+/** What the fake handler was asked to do, in order. */
+const calls: string[] = [];
+/** The widgets held per tenant: `tenant/name` → manifest and schedule. */
+const held = new Map<string, { manifest: unknown; schedule: string | null }>();
+const tenantOf = (tx: Tx) => (tx as unknown as { tenantId: number }).tenantId;
+
+const handler: ManifestHandler = {
+  stored: async (tx, name) => held.get(`${tenantOf(tx)}/${name}`),
+  apply: async (tx, manifest) => {
+    const m = manifest as { metadata: { name: string }; spec?: { schedule?: string; color?: string } };
+    if (m.spec?.color === 'invisible') throw new ValidationError('spec.color: invisible is not a colour', 'spec.color');
+    const schedule = m.spec?.schedule ?? null;
+    const key = `${tenantOf(tx)}/${m.metadata.name}`;
+    const created = !held.has(key);
+    held.set(key, { manifest, schedule });
+    calls.push(`apply ${key}`);
+    return { created, warnings: [], schedule };
+  },
+  remove: async (tx, name) => {
+    calls.push(`remove ${tenantOf(tx)}/${name}`);
+    return held.delete(`${tenantOf(tx)}/${name}`);
+  },
+  runArgs: (name) => ['widget', name],
+};
+
+/** A manifest kind registered only here: the operator must reconcile it without knowing it. */
+const WIDGET: ManifestKind = {
+  kind: 'Widget',
+  group: 'test.svc.io',
+  version: 'v1',
+  plural: 'widgets',
+  singular: 'widget',
+  shortNames: [],
+  schema: { type: 'object' },
+  lastRun: false,
+  printerColumns: [],
+  handler,
+};
+
+const fakeDb = {
+  withTenant: (tenantId: number, fn: (tx: Tx) => Promise<unknown>) => fn({ tenantId } as unknown as Tx),
+  crossTenant: (_why: string, fn: (tx: Tx) => Promise<unknown>) => fn({ query: async () => ({ rows: [{ now: new Date() }] }) } as unknown as Tx),
+};
+const admin = { tenants: { byCode: async (code: string) => (code === 'default' ? { id: 1, active: true } : undefined) } };
+const manifests = createManifestServices({ db: fakeDb as unknown as Database, admin: admin as unknown as AdminServices });
+
+const template: V1PodTemplateSpec = { spec: { restartPolicy: 'Never', containers: [{ name: 'run', image: 'svc-hub:test' }] } };
+
+let api: KubeApiStandIn;
+const running: Operator[] = [];
+
+function operator(token: string, options: Partial<OperatorOptions> = {}): Operator {
+  const o = new Operator({
+    kinds: [WIDGET],
+    manifests,
+    kc: kubeConfig({ server: api.url, token }),
+    cronJobNamespace: RELEASE_NS,
+    resyncEvery: 3_600_000,
+    runPollEvery: 0,
+    backoffBase: 20,
+    backoffMax: 200,
+    runJobTemplate: template,
+    ...options,
+  });
+  running.push(o);
+  return o;
+}
+
+const widget = (namespace: string, name: string, spec: Record<string, unknown> = { color: 'red' }, labels: Record<string, string> = {}): KubeObject => ({
+  apiVersion: API_VERSION,
+  kind: 'Widget',
+  metadata: { name, namespace, labels: { 'svc.io/tenant': 'default', ...labels } },
+  spec,
+});
+const get = (namespace: string, name: string) => api.get(API_VERSION, 'widgets', namespace, name) as Resource | undefined;
+const conditionOf = (namespace: string, name: string, type: string) => get(namespace, name)?.status?.conditions?.find((c) => c.type === type);
+const isReady = (namespace: string, name: string) => conditionOf(namespace, name, 'Ready')?.status === 'True';
+const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', RELEASE_NS, name);
+// biome-ignore lint/suspicious/noExplicitAny: deep reads of CronJobs as the stand-in stored them
+const specOf = (job: KubeObject | undefined): any => job?.spec;
+const writesBy = (token: string, pathPart: string) => api.requests.filter((r) => r.token === token && r.method !== 'GET' && r.path.includes(pathPart));
+
+beforeAll(async () => {
+  api = await new KubeApiStandIn([{ group: WIDGET.group, version: WIDGET.version, plural: WIDGET.plural, kind: WIDGET.kind, namespaced: true, statusSubresource: true }]).start();
+});
+
+afterAll(async () => {
+  for (const o of running) await o.stop();
+  await api?.close();
+});
+
+describe('a kind registered only in this test', () => {
+  it('is applied and deleted through its handler, with no reconciler code of its own', async () => {
+    const op = operator('kinds');
+    await op.start();
+    try {
+      api.apply('widgets', widget('kinds', 'w1'));
+      await until('w1 Ready', () => isReady('kinds', 'w1'));
+      expect(get('kinds', 'w1')!.metadata.finalizers).toEqual([FINALIZER]);
+      expect(conditionOf('kinds', 'w1', 'Ready')).toMatchObject({ reason: 'Applied', message: 'applied to tenant default' });
+      expect(held.get('1/w1')?.manifest).toMatchObject({ apiVersion: API_VERSION, kind: 'Widget', metadata: { name: 'w1' }, spec: { color: 'red' } });
+
+      api.apply('widgets', widget('kinds', 'w2', { color: 'invisible' }));
+      await until('w2 Invalid', () => conditionOf('kinds', 'w2', 'Ready')?.reason === 'Invalid');
+      expect(conditionOf('kinds', 'w2', 'Ready')).toMatchObject({ status: 'False', message: 'spec.color: invisible is not a colour' });
+
+      api.remove(API_VERSION, 'widgets', 'kinds', 'w1');
+      await until('w1 gone', () => !get('kinds', 'w1'));
+      expect(calls).toContain('remove 1/w1');
+      expect(held.has('1/w1')).toBe(false);
+    } finally {
+      await op.stop();
+    }
+  });
+});
+
+describe('leadership terms', () => {
+  it('a stopped operator started again (leadership regained) reconciles afresh, and reports whether it reconciles', async () => {
+    const op = operator('terms', { namespaces: ['terms'] });
+    expect(op.health().reconciling).toBe(false);
+    await op.start();
+    expect(op.health()).toMatchObject({ reconciling: true, data: { workers: 2 } });
+    api.apply('widgets', widget('terms', 'before'));
+    await until('before Ready', () => isReady('terms', 'before'));
+
+    await op.stop();
+    expect(op.health()).toMatchObject({ reconciling: false });
+    const watchesBefore = api.requests.filter((r) => r.token === 'terms' && r.query.watch === 'true').length;
+    api.apply('widgets', widget('terms', 'while-stopped'));
+
+    await op.start();
+    expect(op.health().reconciling).toBe(true);
+    // A new term: new informers (new watches), a new queue; what changed meanwhile is reconciled.
+    expect(api.requests.filter((r) => r.token === 'terms' && r.query.watch === 'true').length).toBeGreaterThan(watchesBefore);
+    await until('while-stopped Ready', () => isReady('terms', 'while-stopped'));
+    api.apply('widgets', widget('terms', 'after'));
+    await until('after Ready', () => isReady('terms', 'after'));
+    await op.stop();
+  });
+
+  it('a leader whose informers have not listed is not ready, until they have', async () => {
+    const op = operator('unsynced', { namespaces: ['unsynced'] });
+    api.failNext('GET', /^\/apis\/test\.svc\.io\/v1\/namespaces\/unsynced\/widgets$/, 500, 1, 'list');
+    await op.start();
+    const health = op.health();
+    expect(health.reconciling).toBe(false);
+    expect(health.data.unsynced).toEqual(['widgets.test.svc.io in namespace unsynced']);
+    // The informer lists again after its restart delay; then the operator reconciles.
+    await until('ready', () => op.health().reconciling, 15_000);
+    api.apply('widgets', widget('unsynced', 'w'));
+    await until('w Ready', () => isReady('unsynced', 'w'));
+    await op.stop();
+  });
+});
+
+describe('CronJobs in the release namespace', () => {
+  it('are named <kind>-<namespace>-<name>, lower case, at most 52 characters', () => {
+    expect(cronJobName(WIDGET, 'team-a', 'nightly')).toBe('widget-team-a-nightly');
+    const long = cronJobName(WIDGET, 'a-rather-long-namespace-name', 'and-an-even-longer-resource-name-too');
+    expect(long.length).toBeLessThanOrEqual(52);
+    expect(long).toMatch(/^widget-a-rather-long-namespace-name-and-an-[0-9a-f]{8}$/);
+    expect(cronJobName(WIDGET, 'a-rather-long-namespace-name', 'and-an-even-longer-resource-name-two')).not.toBe(long);
+    expect(legacyCronJobName(WIDGET, 'nightly')).toBe('widget-nightly');
+  });
+
+  it('carry their resource in labels, are put back when edited or deleted, and go with the finalizer', async () => {
+    const op = operator('cron', { namespaces: ['cron'] });
+    await op.start();
+    try {
+      api.apply('widgets', widget('cron', 'nightly', { schedule: '0 2 * * *' }));
+      const job = await until('the CronJob', () => cronJob('widget-cron-nightly'));
+      const uid = get('cron', 'nightly')!.metadata.uid;
+      expect(job.metadata.ownerReferences).toBeUndefined();
+      expect(job.metadata.labels).toMatchObject({
+        'app.kubernetes.io/managed-by': 'svc-hub-operator',
+        'svc.io/kind': 'widget',
+        'svc.io/resource-namespace': 'cron',
+        'svc.io/resource-name': 'nightly',
+        'svc.io/resource-uid': uid,
+        'svc.io/tenant': 'default',
+      });
+      expect(job.metadata.labels?.['svc.io/operator-instance']).toBeUndefined();
+      expect(specOf(job)).toMatchObject({ schedule: '0 2 * * *', timeZone: 'Etc/UTC', concurrencyPolicy: 'Forbid', suspend: false });
+      expect(specOf(job).jobTemplate.spec.template.spec.containers[0].args).toEqual(['run', 'widget', 'nightly', '--tenant', 'default', '--scheduled']);
+      expect(api.list('batch/v1', 'cronjobs', 'cron')).toEqual([]);
+      await until('Scheduled', () => conditionOf('cron', 'nightly', 'Scheduled')?.status === 'True');
+
+      // Edited by hand (the spec hash annotation left as it was): put back.
+      const edited = cronJob('widget-cron-nightly')!;
+      api.apply('cronjobs', { ...edited, spec: { ...specOf(edited), schedule: '* * * * *', suspend: true } });
+      await until('the schedule put back', () => specOf(cronJob('widget-cron-nightly'))?.schedule === '0 2 * * *' && specOf(cronJob('widget-cron-nightly')).suspend === false);
+      // Deleted by hand: created again.
+      api.remove('batch/v1', 'cronjobs', RELEASE_NS, 'widget-cron-nightly');
+      await until('the CronJob back', () => cronJob('widget-cron-nightly'));
+
+      api.remove(API_VERSION, 'widgets', 'cron', 'nightly');
+      await until('the resource gone', () => !get('cron', 'nightly'));
+      expect(cronJob('widget-cron-nightly')).toBeUndefined();
+    } finally {
+      await op.stop();
+    }
+  });
+
+  it('report a CronJob of that name that is not theirs as Scheduled=False CronJobConflict', async () => {
+    const op = operator('conflict', { namespaces: ['conflict'] });
+    api.apply('cronjobs', { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'widget-conflict-taken', namespace: RELEASE_NS }, spec: { schedule: '1 1 * * *' } });
+    api.apply('widgets', widget('conflict', 'other', { schedule: '0 3 * * *' }));
+    await op.start();
+    try {
+      await until('other scheduled', () => cronJob('widget-conflict-other'));
+      const otherUid = get('conflict', 'other')!.metadata.uid!;
+      // A CronJob of the operator's, labelled for another resource that exists.
+      const mine = cronJob('widget-conflict-other')!;
+      api.apply('cronjobs', { ...mine, metadata: { ...mine.metadata, name: 'widget-conflict-shared', uid: undefined, resourceVersion: undefined } });
+      api.apply('widgets', widget('conflict', 'taken', { schedule: '0 3 * * *' }));
+      api.apply('widgets', widget('conflict', 'shared', { schedule: '0 3 * * *' }));
+      const taken = await until('taken in conflict', () => conditionOf('conflict', 'taken', 'Scheduled'));
+      expect(taken).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringContaining('is not managed by the operator') });
+      const shared = await until('shared in conflict', () => conditionOf('conflict', 'shared', 'Scheduled'));
+      expect(shared).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringContaining(`belongs to another resource (uid ${otherUid})`) });
+      expect(isReady('conflict', 'taken')).toBe(true);
+      expect(specOf(cronJob('widget-conflict-taken')).schedule).toBe('1 1 * * *');
+    } finally {
+      await op.stop();
+    }
+  });
+
+  it('are deleted on resync when their resource is gone, replaced when the name is reused, and the old layout is removed', async () => {
+    const op = operator('orphans', { namespaces: ['orphans'] });
+    const orphan = (name: string, namespace: string, uid: string): KubeObject => ({
+      apiVersion: 'batch/v1',
+      kind: 'CronJob',
+      metadata: {
+        name: `widget-${namespace}-${name}`,
+        namespace: RELEASE_NS,
+        labels: { 'app.kubernetes.io/managed-by': 'svc-hub-operator', 'svc.io/kind': 'widget', 'svc.io/resource-namespace': namespace, 'svc.io/resource-name': name, 'svc.io/resource-uid': uid },
+        annotations: { 'svc.io/resource-name': name },
+      },
+      spec: { schedule: '5 5 * * *' },
+    });
+    api.apply('cronjobs', orphan('deleted', 'orphans', 'dead-uid-1'));
+    // Of a namespace this operator does not watch: not its to judge.
+    api.apply('cronjobs', orphan('elsewhere', 'not-watched', 'dead-uid-2'));
+    api.apply('cronjobs', orphan('reused', 'orphans', 'dead-uid-3'));
+    // The old layout: `<kind>-<name>` in the resource's namespace, owned by it.
+    const legacy = api.apply('widgets', widget('orphans', 'legacy', { schedule: '0 4 * * *' }));
+    api.apply('cronjobs', {
+      apiVersion: 'batch/v1',
+      kind: 'CronJob',
+      metadata: { name: 'widget-legacy', namespace: 'orphans', ownerReferences: [{ apiVersion: API_VERSION, kind: 'Widget', name: 'legacy', uid: legacy.metadata.uid! }] },
+      spec: { schedule: '0 4 * * *' },
+    });
+    await op.start();
+    try {
+      await until('the old layout replaced by the new', () => !api.get('batch/v1', 'cronjobs', 'orphans', 'widget-legacy') && cronJob('widget-orphans-legacy'));
+      // The term's first sweep, and any resync, deletes the orphan.
+      op.resyncAll();
+      await until('the orphan deleted', () => !cronJob('widget-orphans-deleted'));
+      expect(await op.removeOrphanedCronJobs()).toBe(0);
+      expect(cronJob('widget-not-watched-elsewhere')).toBeDefined();
+
+      api.apply('widgets', widget('orphans', 'reused', { schedule: '0 6 * * *' }));
+      await until('reused scheduled', () => conditionOf('orphans', 'reused', 'Scheduled')?.status === 'True');
+      const job = cronJob('widget-orphans-reused')!;
+      expect(job.metadata.labels?.['svc.io/resource-uid']).toBe(get('orphans', 'reused')!.metadata.uid);
+      expect(specOf(job).schedule).toBe('0 6 * * *');
+    } finally {
+      await op.stop();
+    }
+  });
+});
+
+describe('operator instances and namespaces', () => {
+  it('an instance reconciles only resources labelled for it; without one, only unlabelled resources', async () => {
+    const blue = operator('blue', { namespaces: ['inst'], instance: 'blue' });
+    const plain = operator('plain', { namespaces: ['inst'] });
+    await blue.start();
+    await plain.start();
+    try {
+      api.apply('widgets', widget('inst', 'for-blue', { schedule: '0 7 * * *' }, { 'svc.io/operator-instance': 'blue' }));
+      api.apply('widgets', widget('inst', 'for-plain', { schedule: '0 8 * * *' }));
+      await until('both Ready', () => isReady('inst', 'for-blue') && isReady('inst', 'for-plain'));
+      await until('both CronJobs', () => cronJob('widget-inst-for-blue') && cronJob('widget-inst-for-plain'));
+      expect(writesBy('plain', '/widgets/for-blue')).toEqual([]);
+      expect(writesBy('blue', '/widgets/for-plain')).toEqual([]);
+      expect(writesBy('blue', '/widgets/for-blue').length).toBeGreaterThan(0);
+      expect(cronJob('widget-inst-for-blue')!.metadata.labels?.['svc.io/operator-instance']).toBe('blue');
+      // The selectors go to the API server with every list and watch.
+      const selectors = (token: string) => new Set(api.requests.filter((r) => r.token === token && r.path.endsWith('/widgets')).map((r) => r.query.labelSelector));
+      expect(selectors('blue')).toEqual(new Set(['svc.io/operator-instance=blue']));
+      expect(selectors('plain')).toEqual(new Set(['!svc.io/operator-instance']));
+      const cronSelectors = new Set(api.requests.filter((r) => r.token === 'blue' && r.path.endsWith('/cronjobs') && r.method === 'GET').map((r) => r.query.labelSelector));
+      expect(cronSelectors).toEqual(new Set(['app.kubernetes.io/managed-by=svc-hub-operator,svc.io/operator-instance=blue']));
+    } finally {
+      await blue.stop();
+      await plain.stop();
+    }
+  });
+
+  it('watches each of several namespaces, and nothing across them', async () => {
+    const op = operator('several', { namespaces: ['one', 'two'] });
+    await op.start();
+    try {
+      api.apply('widgets', widget('one', 'a'));
+      api.apply('widgets', widget('two', 'b'));
+      await until('both Ready', () => isReady('one', 'a') && isReady('two', 'b'));
+      const paths = new Set(api.requests.filter((r) => r.token === 'several' && r.path.includes('widgets') && r.method === 'GET').map((r) => r.path));
+      expect(paths).toEqual(new Set(['/apis/test.svc.io/v1/namespaces/one/widgets', '/apis/test.svc.io/v1/namespaces/two/widgets']));
+    } finally {
+      await op.stop();
+    }
+  });
+});
