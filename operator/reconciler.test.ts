@@ -96,13 +96,15 @@ describe('a Connector resource', () => {
   it('is applied through the same service as POST /api/connectors/apply, with the finalizer, status and CronJob', async () => {
     const resource = { ...example('offset.yaml'), metadata: { ...example('offset.yaml').metadata, namespace: NS } };
     api.apply('connectors', resource);
-    const condition = await until('Ready', () => ready('demo-offset'));
+    const condition = await until('Ready', () => ready('demo-offset')?.status === 'True' && ready('demo-offset'));
     expect(condition).toMatchObject({ type: 'Ready', status: 'True', reason: 'Applied', message: 'applied to tenant default', observedGeneration: 1 });
     expect(condition.lastTransitionTime).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     const stored = connector('demo-offset')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
     expect(stored.status).toMatchObject({ observedGeneration: 1, tenant: 'default' });
-    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready', 'Scheduled']);
+    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready', 'Reconciling', 'Stalled', 'Scheduled']);
+    expect(stored.status!.conditions!.find((c) => c.type === 'Reconciling')).toMatchObject({ status: 'False', reason: 'Reconciled', observedGeneration: 1 });
+    expect(stored.status!.conditions!.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'False', observedGeneration: 1 });
 
     // The same bytes through the HTTP path, into another tenant: the same connector.
     const res = await fetch(`${hub.url}/api/connectors/apply`, {
@@ -168,7 +170,7 @@ describe('a Connector resource', () => {
     api.apply('connectors', { ...current, metadata: { ...current.metadata, namespace: NS }, spec });
     await until('the CronJob to go', () => !cronJob('connector-demo-offset'));
     const status = await until('observedGeneration 2', () => connector('demo-offset')!.status?.observedGeneration === 2 && connector('demo-offset')!.status);
-    expect(status.conditions!.map((c) => c.type)).toEqual(['Ready']);
+    expect(status.conditions!.map((c) => c.type)).toEqual(['Ready', 'Reconciling', 'Stalled']);
     expect((await hubGet('/api/connectors/demo-offset')).body!.schedule).toBeNull();
   });
 
@@ -192,10 +194,11 @@ describe('a Connector resource', () => {
     // Marker: another resource whose status write fails three times goes through three backoff
     // retries (50, 100, 200 ms) before it is Ready; a retry loop on demo-open would have shown by then.
     const open = example('open.yaml');
-    api.failNext('PUT', /\/connectors\/backoff-marker\/status$/, 409, 3);
+    api.failNext('PATCH', /\/connectors\/backoff-marker\/status$/, 409, 3);
     api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'backoff-marker', namespace: NS } });
     await until('the marker Ready after its retries', () => ready('backoff-marker')?.status === 'True');
-    expect(api.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/connectors/backoff-marker/status')).map((r) => r.status)).toEqual([409, 409, 409, 200]);
+    // Three failed attempts at the first write (Reconciling=True), then it and the final status.
+    expect(api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith('/connectors/backoff-marker/status')).map((r) => r.status)).toEqual([409, 409, 409, 200, 200]);
     expect(api.requests.filter((r) => r.path.endsWith('/connectors/demo-open')).length).toBe(count);
     // Fixing the resource makes it Ready again.
     api.apply('connectors', { ...bad, metadata: { ...bad.metadata, namespace: NS } });
@@ -212,7 +215,7 @@ describe('a Connector resource', () => {
     expect((await hubGet('/api/connectors/from-namespace', 1)).status).toBe(404);
 
     api.apply('connectors', unlabelled('nobody', NS));
-    const condition = await until('TenantUnresolved', () => ready('nobody'));
+    const condition = await until('TenantUnresolved', () => ready('nobody')?.status === 'False' && ready('nobody'));
     expect(condition).toMatchObject({ status: 'False', reason: 'TenantUnresolved', message: `no tenant: label svc.io/tenant is set neither on the resource nor on its namespace ${NS}` });
     api.apply('connectors', { ...open, metadata: { name: 'nobody', namespace: NS, labels: { 'svc.io/tenant': 'initech' } } });
     await until('unknown tenant', () => ready('nobody')?.message === 'no tenant: tenant initech (label svc.io/tenant on the resource) does not exist');
@@ -227,12 +230,12 @@ describe('a Connector resource', () => {
 
   it('retries with backoff on resourceVersion conflicts and server errors', async () => {
     const open = example('open.yaml');
-    api.failNext('PUT', /\/connectors\/retried\/status$/, 409, 2);
+    api.failNext('PATCH', /\/connectors\/retried\/status$/, 409, 2);
     api.failNext('GET', /\/connectors\/retried$/, 500, 1);
     api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'retried', namespace: NS } });
     await until('Ready despite the failures', () => ready('retried')?.status === 'True');
-    const statusPuts = api.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/connectors/retried/status')).map((r) => r.status);
-    expect(statusPuts).toEqual([409, 409, 200]);
+    const statusPatches = api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith('/connectors/retried/status')).map((r) => r.status);
+    expect(statusPatches).toEqual([409, 409, 200, 200]);
     expect(api.requests.some((r) => r.method === 'GET' && r.path.endsWith('/connectors/retried') && r.status === 500)).toBe(true);
   });
 
@@ -283,7 +286,7 @@ describe('an Entity resource', () => {
 
   it('is applied through the same service as POST /api/entities/apply: Ready with its warnings, no CronJob, no lastRun', async () => {
     api.apply('entities', resource());
-    const condition = await until('Ready', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready'));
+    const condition = await until('Ready', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status !== 'Unknown'));
     // The example's tables do not exist in this tenant yet: applied, with a warning for each.
     expect(condition).toMatchObject({ status: 'True', reason: 'Applied', observedGeneration: 1 });
     expect(condition.message).toBe(
@@ -292,7 +295,7 @@ describe('an Entity resource', () => {
     );
     const stored = entity('partner')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
-    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready']);
+    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready', 'Reconciling', 'Stalled']);
     expect(stored.status!.lastRun).toBeUndefined();
     expect(api.get('batch/v1', 'cronjobs', NS, 'entity-partner')).toBeUndefined();
     const held = (await hubGet('/api/entities/partner')).body!;
@@ -319,7 +322,7 @@ describe('a Process resource', () => {
 
   it('is applied through the same service as POST /api/processes/apply: Ready, no CronJob, no lastRun', async () => {
     api.apply('processes', resource());
-    const condition = await until('Ready', () => proc('big-runs')?.status?.conditions?.find((c) => c.type === 'Ready'));
+    const condition = await until('Ready', () => proc('big-runs')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status !== 'Unknown'));
     expect(condition).toMatchObject({ status: 'True', reason: 'Applied', observedGeneration: 1, message: 'applied to tenant default' });
     const stored = proc('big-runs')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);

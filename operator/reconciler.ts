@@ -365,6 +365,28 @@ export class Operator {
     for (const object of await this.hub.owned(kind, { namespace, name })) await this.removeManaged(kind, object);
   }
 
+  /**
+   * Deletes the hub objects whose resource is gone without the operator having seen it go (deleted
+   * without its finalizer while no operator ran): every owner record of the watched namespaces
+   * whose uid no resource has. The records are read before the resources are listed, so an object
+   * applied meanwhile is never taken for an orphan. Meant for the start and the resync.
+   */
+  async collectOrphans(): Promise<number> {
+    let removed = 0;
+    for (const kind of this.options.kinds) {
+      const records = await this.hub.owned(kind, { all: true, ...(this.options.namespace ? { namespace: this.options.namespace } : {}) });
+      if (!records.length) continue;
+      const listed = (await this.list(kind)) as { items?: Resource[] };
+      const alive = new Set((listed.items ?? []).map((o) => o.metadata.uid));
+      for (const object of records) {
+        if (alive.has(object.owner.uid)) continue;
+        await this.removeManaged(kind, object);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
   /** Deletes a hub object while its record still names the same resource. */
   private async removeManaged(kind: ManifestKind, object: OwnedObject): Promise<void> {
     const removed = await this.hub.removeOwned(kind, object.tenantId, object.name, { uid: object.owner.uid });

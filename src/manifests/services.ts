@@ -51,8 +51,11 @@ export interface ManifestServices {
    * Records `owner` in the same transaction. Throws the kind's ValidationError naming the field.
    */
   applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<ApplyOutcome>;
-  /** Across tenants: the hub objects of `kind` recorded as managed by the resource of that uid, or of that namespace and name. */
-  owned(kind: ManifestKind, by: { uid: string } | { namespace: string; name: string }): Promise<OwnedObject[]>;
+  /**
+   * Across tenants: the hub objects of `kind` recorded as managed by the resource of that uid, or of
+   * that namespace and name, or every one (`all`, in one namespace when given).
+   */
+  owned(kind: ManifestKind, by: { uid: string } | { namespace: string; name: string } | { all: true; namespace?: string }): Promise<OwnedObject[]>;
   /**
    * Deletes the object by name with what it owns in the hub, only while its record names `uid`
    * (or, with `unownedAppliedBy`, only while it has no record and was last applied by that actor);
@@ -112,8 +115,14 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
       }),
     owned: (kind, by) =>
       db.crossTenant('operator-owned', async (tx) => {
-        const where = 'uid' in by ? 'o.uid = $2' : 'o.namespace = $2 and o.resource = $3';
-        const values = 'uid' in by ? [kind.kind, by.uid] : [kind.kind, by.namespace, by.name];
+        const [where, values] =
+          'uid' in by
+            ? ['o.uid = $2', [kind.kind, by.uid]]
+            : 'all' in by
+              ? by.namespace === undefined
+                ? ['true', [kind.kind]]
+                : ['o.namespace = $2', [kind.kind, by.namespace]]
+              : ['o.namespace = $2 and o.resource = $3', [kind.kind, by.namespace, by.name]];
         const { rows } = await tx.query<OwnerRow & { tenant_id: string; code: string; name: string }>(
           `select o.tenant_id, t.code, o.name, o.namespace, o.resource, o.uid
              from manifests.owners o join core.tenants t on t.id = o.tenant_id
