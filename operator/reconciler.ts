@@ -26,12 +26,16 @@ import { resolveTenant } from './tenant.js';
  * ManifestHandler.
  *
  * One reconcile reads the resource fresh, then: finalizer first (so a delete can always clean up),
- * tenant (label on the resource, else on its Namespace), apply when the hub's copy differs, the
- * CronJob, `lastRun`, and the status, written only when it changed (so a status write, which the
- * watch reports back, ends in a no-op reconcile instead of a loop). A permanent problem (invalid
- * manifest, no tenant) is reported on the Ready condition and not retried until the resource, its
- * Namespace or the periodic resync says otherwise; anything else (API or database unavailable,
- * resourceVersion conflict) is retried with exponential backoff.
+ * Reconciling=True on a generation not reconciled yet, tenant (label on the resource, else on its
+ * Namespace), apply when the hub's copy differs and the object is the resource's (the hub records
+ * the owner, namespace, name and uid, in the apply's transaction; another resource's object or one
+ * created over HTTP is a Conflict), the CronJob, `lastRun`, and the status, written as a merge patch
+ * only when it changed (so a status write, which the watch reports back, ends in a no-op reconcile
+ * instead of a loop). A permanent problem (invalid manifest, no tenant, conflict) is reported as
+ * Ready=False, Stalled=True and not retried until the resource, its Namespace or the periodic resync
+ * says otherwise; anything else (API or database unavailable, resourceVersion conflict) is retried
+ * with exponential backoff, and written on the status (Ready=Unknown, Reconciling=True, the reason
+ * naming the cause). Cleanup (finalizer, relabel, a resource gone) goes by the owner record.
  */
 
 export interface OperatorOptions {
