@@ -475,6 +475,7 @@ describe('status, ownership and conflicts', () => {
   });
 
   it('writes the status as a JSON merge patch of the status subresource, and only when it changed', async () => {
+    put('declared');
     await readyTrue('declared');
     await settled();
     const statusWrites = api.requests.filter((r) => r.path.endsWith('/status') && r.method !== 'GET');
@@ -482,6 +483,12 @@ describe('status, ownership and conflicts', () => {
     // The stand-in answers 415 to a PATCH that is not application/merge-patch+json.
     expect(statusWrites.filter((r) => r.method !== 'PATCH' || (r.status !== 200 && r.status !== 409))).toEqual([]);
     for (const r of statusWrites) expect(Object.keys(r.body as object)).toEqual(['status']);
+    // A new generation: Reconciling=True is written first, then the outcome with Reconciling=False.
+    const declared = statusWrites.filter((r) => r.path.endsWith('/connectors/declared/status')).map((r) => (r.body as { status: { conditions?: Array<{ type: string; status: string; reason: string; observedGeneration?: number }> } }).status);
+    expect(declared.map((st) => st.conditions?.find((c) => c.type === 'Reconciling'))).toEqual([
+      expect.objectContaining({ status: 'True', reason: 'Progressing', observedGeneration: 1 }),
+      expect.objectContaining({ status: 'False', reason: 'Reconciled', observedGeneration: 1 }),
+    ]);
     // A removed field is sent as null; an unchanged status is no patch at all.
     expect(mergePatchOf({ tenant: 'a', observedGeneration: 1, lastRun: { id: 'r', status: 'Running' } }, { observedGeneration: 1, lastRun: { id: 'r', status: 'Completed' } })).toEqual({ tenant: null, lastRun: { status: 'Completed' } });
     expect(mergePatchOf({ conditions: [{ type: 'Ready', status: 'True' }] }, { conditions: [{ status: 'True', type: 'Ready' }] })).toBeUndefined();
