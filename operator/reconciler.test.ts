@@ -543,6 +543,17 @@ describe('status, ownership and conflicts', () => {
     expect((await hubGet('/api/connectors/shared')).status).toBe(200);
     expect((await owned(first.metadata.uid!)).map((o) => o.owner.namespace)).toEqual([NS]);
     expect(cond('shared', 'Ready')).toMatchObject({ status: 'True', reason: 'Applied' });
+
+    // Once the owner is deleted, the resource that was refused takes the name (at once, not at the resync).
+    put('shared', NS_B, { baseUrl: 'http://second.example' });
+    await until('Conflict again', () => cond('shared', 'Ready', NS_B)?.reason === 'Conflict');
+    await settled();
+    api.remove(API_VERSION, 'connectors', NS, 'shared');
+    const second = await readyTrue('shared', NS_B);
+    expect(second.status!.tenant).toBe('default');
+    const now = (await hubGet('/api/connectors/shared')).body!;
+    expect((now.manifest as { spec: { base_url: string } }).spec.base_url).toBe('http://second.example');
+    expect((await owned(second.metadata.uid!)).map((o) => o.owner.namespace)).toEqual([NS_B]);
   });
 
   it('refuses a resource named like an object created over HTTP, and its delete deletes nothing', async () => {

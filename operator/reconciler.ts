@@ -391,11 +391,19 @@ export class Operator {
     return removed;
   }
 
-  /** Deletes a hub object while its record still names the same resource. */
+  /**
+   * Deletes a hub object while its record still names the same resource; then the other resources
+   * of that kind and name (in Conflict while it existed) are reconciled again at once.
+   */
   private async removeManaged(kind: ManifestKind, object: OwnedObject): Promise<void> {
     const removed = await this.hub.removeOwned(kind, object.tenantId, object.name, { uid: object.owner.uid });
-    if (removed) {
-      logger().info({ kind: kind.kind, name: object.name, tenant: object.tenant }, `${kind.kind} ${object.name} deleted from tenant ${object.tenant} (managed by ${object.owner.namespace}/${object.owner.name})`);
+    if (!removed) return;
+    logger().info({ kind: kind.kind, name: object.name, tenant: object.tenant }, `${kind.kind} ${object.name} deleted from tenant ${object.tenant} (managed by ${object.owner.namespace}/${object.owner.name})`);
+    for (const { kind: watched, informer } of this.informers) {
+      if (watched !== kind) continue;
+      for (const o of informer.list()) {
+        if (o.metadata.name === object.name && o.metadata.uid !== object.owner.uid) this.queue.add(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
+      }
     }
   }
 
