@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { kubeConfig } from '../kube/kube-config.js';
 import type { AdminServices } from '../src/admin/services.js';
-import type { Database, Tx } from '../src/db/database.js';
+import type { Tx } from '../src/db/database.js';
 import { ValidationError } from '../src/errors.js';
 import type { ManifestHandler } from '../src/manifests/handler.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
-import { createManifestServices } from '../src/manifests/services.js';
+import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
+import { type MigratedDatabase, migratedDatabase } from '../test/harness/database.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { until } from '../test/harness/until.js';
 import { cronJobName, legacyCronJobName } from './cronjob.js';
@@ -18,8 +19,8 @@ import type { Resource } from './resource.js';
  * The operator's lifecycle against the SCRIPTED KUBERNETES API STAND-IN (test/harness/kube-api.ts)
  * through the real @kubernetes/client-node, with a kind that exists only in this test: `Widget`,
  * registered nowhere but here, whose handler keeps its widgets in memory. The hub side is the real
- * manifest services (src/manifests/services.ts) over an in-memory stand-in of the database, so no
- * PostgreSQL is needed. Covered: a kind needs no reconciler code; leadership terms (stop, start
+ * manifest services (src/manifests/services.ts) over a real database (they keep the owner records);
+ * the widgets themselves live in the handler's memory. Covered: a kind needs no reconciler code; leadership terms (stop, start
  * again, a resource applied afterwards is reconciled) and the readiness they report; CronJobs in the
  * release namespace (names, labels, put back when edited or deleted, conflicts, orphans, the old
  * layout); the instance label and several namespaces.
@@ -31,23 +32,25 @@ const API_VERSION = 'test.svc.io/v1';
 /** What the fake handler was asked to do, in order. */
 const calls: string[] = [];
 /** The widgets held per tenant: `tenant/name` → manifest and schedule. */
-const held = new Map<string, { manifest: unknown; schedule: string | null }>();
+const held = new Map<string, { manifest: unknown; schedule: string | null; appliedBy: string | null }>();
 const tenantOf = (tx: Tx) => (tx as unknown as { tenantId: number }).tenantId;
 
 const handler: ManifestHandler = {
   stored: async (tx, name) => held.get(`${tenantOf(tx)}/${name}`),
-  apply: async (tx, manifest) => {
+  apply: async (tx, manifest, actor) => {
     const m = manifest as { metadata: { name: string }; spec?: { schedule?: string; color?: string } };
     if (m.spec?.color === 'invisible') throw new ValidationError('spec.color: invisible is not a colour', 'spec.color');
     const schedule = m.spec?.schedule ?? null;
     const key = `${tenantOf(tx)}/${m.metadata.name}`;
     const created = !held.has(key);
-    held.set(key, { manifest, schedule });
+    held.set(key, { manifest, schedule, appliedBy: actor });
     calls.push(`apply ${key}`);
     return { created, warnings: [], schedule };
   },
   remove: async (tx, name) => {
     calls.push(`remove ${tenantOf(tx)}/${name}`);
+    // No table, so no trigger takes the owner record with the object: the handler does.
+    await tx.query(`delete from manifests.owners where kind = 'Widget' and name = $1`, [name]);
     return held.delete(`${tenantOf(tx)}/${name}`);
   },
   runArgs: (name) => ['widget', name],
@@ -67,12 +70,8 @@ const WIDGET: ManifestKind = {
   handler,
 };
 
-const fakeDb = {
-  withTenant: (tenantId: number, fn: (tx: Tx) => Promise<unknown>) => fn({ tenantId } as unknown as Tx),
-  crossTenant: (_why: string, fn: (tx: Tx) => Promise<unknown>) => fn({ query: async () => ({ rows: [{ now: new Date() }] }) } as unknown as Tx),
-};
-const admin = { tenants: { byCode: async (code: string) => (code === 'default' ? { id: 1, active: true } : undefined) } };
-const manifests = createManifestServices({ db: fakeDb as unknown as Database, admin: admin as unknown as AdminServices });
+let database: MigratedDatabase;
+let manifests: ManifestServices;
 
 const template: V1PodTemplateSpec = { spec: { restartPolicy: 'Never', containers: [{ name: 'run', image: 'svc-hub:test' }] } };
 
@@ -111,12 +110,16 @@ const specOf = (job: KubeObject | undefined): any => job?.spec;
 const writesBy = (token: string, pathPart: string) => api.requests.filter((r) => r.token === token && r.method !== 'GET' && r.path.includes(pathPart));
 
 beforeAll(async () => {
+  database = await migratedDatabase({ 1: 'default' });
+  const admin = { tenants: { byCode: async (code: string) => (code === 'default' ? { id: 1, active: true } : undefined) } };
+  manifests = createManifestServices({ db: database.db, admin: admin as unknown as AdminServices });
   api = await new KubeApiStandIn([{ group: WIDGET.group, version: WIDGET.version, plural: WIDGET.plural, kind: WIDGET.kind, namespaced: true, statusSubresource: true }]).start();
 });
 
 afterAll(async () => {
   for (const o of running) await o.stop();
   await api?.close();
+  await database?.close();
 });
 
 describe('a kind registered only in this test', () => {

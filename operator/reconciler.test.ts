@@ -3,13 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { createRun, finishRun } from '../src/connectors/runs/ledger.js';
+import { crdOf } from '../src/manifests/crd.js';
 import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import type { ManifestServices } from '../src/manifests/services.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
-import { Operator } from './reconciler.js';
+import { Operator, type OperatorOptions } from './reconciler.js';
 import { FINALIZER } from './finalizer.js';
-import { manifestOf, type Resource } from './resource.js';
+import { manifestOf, mergePatchOf, type Resource } from './resource.js';
 import { until } from '../test/harness/until.js';
 
 /**
@@ -67,6 +69,19 @@ async function hubGet(path: string, tenant: number | string = 1) {
   return { status: res.status, body: res.status === 200 ? ((await res.json()) as Record<string, unknown>) : undefined };
 }
 
+/** The options of every operator of this file (a restart is a new Operator with the same options). */
+const operatorOptions = (manifests: ManifestServices = hub.services.manifests): OperatorOptions => ({
+  kinds: MANIFEST_KINDS,
+  manifests,
+  kc: kubeConfig({ server: api.url, token: 'stand-in' }),
+  resyncEvery: 3_600_000,
+  runPollEvery: 100,
+  backoffBase: 50,
+  backoffMax: 400,
+  runJobTemplate: template,
+  cronJobNamespace: RELEASE_NS,
+});
+
 beforeAll(async () => {
   hub = await startTestHub();
   const created = await hub.services.db.crossTenant('test', (tx) => tx.query<{ id: number }>(`insert into core.tenants (code, name) values ('globex', 'Globex') returning id`));
@@ -75,17 +90,7 @@ beforeAll(async () => {
     [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
   ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
-  operator = new Operator({
-    kinds: MANIFEST_KINDS,
-    manifests: hub.services.manifests,
-    kc: kubeConfig({ server: api.url, token: 'stand-in' }),
-    resyncEvery: 3_600_000,
-    runPollEvery: 100,
-    backoffBase: 50,
-    backoffMax: 400,
-    runJobTemplate: template,
-    cronJobNamespace: RELEASE_NS,
-  });
+  operator = new Operator(operatorOptions());
   await operator.start();
 });
 
@@ -99,13 +104,15 @@ describe('a Connector resource', () => {
   it('is applied through the same service as POST /api/connectors/apply, with the finalizer, status and CronJob', async () => {
     const resource = { ...example('offset.yaml'), metadata: { ...example('offset.yaml').metadata, namespace: NS } };
     api.apply('connectors', resource);
-    const condition = await until('Ready', () => ready('demo-offset'));
+    const condition = await until('Ready', () => ready('demo-offset')?.status === 'True' && ready('demo-offset'));
     expect(condition).toMatchObject({ type: 'Ready', status: 'True', reason: 'Applied', message: 'applied to tenant default', observedGeneration: 1 });
     expect(condition.lastTransitionTime).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     const stored = connector('demo-offset')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
     expect(stored.status).toMatchObject({ observedGeneration: 1, tenant: 'default' });
-    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready', 'Scheduled']);
+    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready', 'Reconciling', 'Stalled', 'Scheduled']);
+    expect(stored.status!.conditions!.find((c) => c.type === 'Reconciling')).toMatchObject({ status: 'False', reason: 'Reconciled', observedGeneration: 1 });
+    expect(stored.status!.conditions!.find((c) => c.type === 'Stalled')).toMatchObject({ status: 'False', observedGeneration: 1 });
 
     // The same bytes through the HTTP path, into another tenant: the same connector.
     const res = await fetch(`${hub.url}/api/connectors/apply`, {
@@ -180,7 +187,7 @@ describe('a Connector resource', () => {
     api.apply('connectors', { ...current, metadata: { ...current.metadata, namespace: NS }, spec });
     await until('the CronJob to go', () => !cronJob('connector-team-a-demo-offset'));
     const status = await until('observedGeneration 2', () => connector('demo-offset')!.status?.observedGeneration === 2 && connector('demo-offset')!.status);
-    expect(status.conditions!.map((c) => c.type)).toEqual(['Ready']);
+    expect(status.conditions!.map((c) => c.type)).toEqual(['Ready', 'Reconciling', 'Stalled']);
     expect((await hubGet('/api/connectors/demo-offset')).body!.schedule).toBeNull();
   });
 
@@ -204,10 +211,11 @@ describe('a Connector resource', () => {
     // Marker: another resource whose status write fails three times goes through three backoff
     // retries (50, 100, 200 ms) before it is Ready; a retry loop on demo-open would have shown by then.
     const open = example('open.yaml');
-    api.failNext('PUT', /\/connectors\/backoff-marker\/status$/, 409, 3);
+    api.failNext('PATCH', /\/connectors\/backoff-marker\/status$/, 409, 3);
     api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'backoff-marker', namespace: NS } });
     await until('the marker Ready after its retries', () => ready('backoff-marker')?.status === 'True');
-    expect(api.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/connectors/backoff-marker/status')).map((r) => r.status)).toEqual([409, 409, 409, 200]);
+    // Three failed attempts at the first write (Reconciling=True), then it and the final status.
+    expect(api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith('/connectors/backoff-marker/status')).map((r) => r.status)).toEqual([409, 409, 409, 200, 200]);
     expect(api.requests.filter((r) => r.path.endsWith('/connectors/demo-open')).length).toBe(count);
     // Fixing the resource makes it Ready again.
     api.apply('connectors', { ...bad, metadata: { ...bad.metadata, namespace: NS } });
@@ -224,7 +232,7 @@ describe('a Connector resource', () => {
     expect((await hubGet('/api/connectors/from-namespace', 1)).status).toBe(404);
 
     api.apply('connectors', unlabelled('nobody', NS));
-    const condition = await until('TenantUnresolved', () => ready('nobody'));
+    const condition = await until('TenantUnresolved', () => ready('nobody')?.status === 'False' && ready('nobody'));
     expect(condition).toMatchObject({ status: 'False', reason: 'TenantUnresolved', message: `no tenant: label svc.io/tenant is set neither on the resource nor on its namespace ${NS}` });
     api.apply('connectors', { ...open, metadata: { name: 'nobody', namespace: NS, labels: { 'svc.io/tenant': 'initech' } } });
     await until('unknown tenant', () => ready('nobody')?.message === 'no tenant: tenant initech (label svc.io/tenant on the resource) does not exist');
@@ -239,13 +247,13 @@ describe('a Connector resource', () => {
 
   it('retries with backoff on resourceVersion conflicts and server errors', async () => {
     const open = example('open.yaml');
-    api.failNext('PUT', /\/connectors\/retried\/status$/, 409, 2);
+    api.failNext('PATCH', /\/connectors\/retried\/status$/, 409, 2);
     api.failNext('PUT', /\/connectors\/retried$/, 500, 1);
     api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'retried', namespace: NS } });
     await until('Ready despite the failures', () => ready('retried')?.status === 'True');
-    const statusPuts = api.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/connectors/retried/status')).map((r) => r.status);
-    expect(statusPuts.slice(0, 2)).toEqual([409, 409]);
-    expect(statusPuts.at(-1)).toBe(200);
+    const statusPatches = api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith('/connectors/retried/status')).map((r) => r.status);
+    expect(statusPatches.slice(0, 2)).toEqual([409, 409]);
+    expect(statusPatches.at(-1)).toBe(200);
     expect(api.requests.some((r) => r.method === 'PUT' && r.path.endsWith('/connectors/retried') && r.status === 500)).toBe(true);
   });
 
@@ -296,7 +304,7 @@ describe('an Entity resource', () => {
 
   it('is applied through the same service as POST /api/entities/apply: Ready with its warnings, no CronJob, no lastRun', async () => {
     api.apply('entities', resource());
-    const condition = await until('Ready', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready'));
+    const condition = await until('Ready', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status !== 'Unknown'));
     // The example's tables do not exist in this tenant yet: applied, with a warning for each.
     expect(condition).toMatchObject({ status: 'True', reason: 'Applied', observedGeneration: 1 });
     expect(condition.message).toBe(
@@ -305,7 +313,7 @@ describe('an Entity resource', () => {
     );
     const stored = entity('partner')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
-    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready']);
+    expect(stored.status!.conditions!.map((c) => c.type)).toEqual(['Ready', 'Reconciling', 'Stalled']);
     expect(stored.status!.lastRun).toBeUndefined();
     expect(cronJob('entity-team-a-partner')).toBeUndefined();
     const held = (await hubGet('/api/entities/partner')).body!;
@@ -332,7 +340,7 @@ describe('a Process resource', () => {
 
   it('is applied through the same service as POST /api/processes/apply: Ready, no CronJob, no lastRun', async () => {
     api.apply('processes', resource());
-    const condition = await until('Ready', () => proc('big-runs')?.status?.conditions?.find((c) => c.type === 'Ready'));
+    const condition = await until('Ready', () => proc('big-runs')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status !== 'Unknown'));
     expect(condition).toMatchObject({ status: 'True', reason: 'Applied', observedGeneration: 1, message: 'applied to tenant default' });
     const stored = proc('big-runs')!;
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
@@ -418,5 +426,244 @@ describe('an Export resource', () => {
     api.remove(apiVersionOf(EXPORT), 'exports', NS, 'partners-nightly');
     await until('the resource gone', () => !exp('partners-nightly'));
     expect((await hubGet('/api/exports/partners-nightly')).status).toBe(404);
+  });
+});
+
+describe('status, ownership and conflicts', () => {
+  const NS_B = 'team-b';
+  const open = example('open.yaml');
+  /** A Connector resource with open.yaml's spec (base_url changed when given). */
+  const put = (name: string, namespace = NS, opts: { tenant?: string; baseUrl?: string } = {}) =>
+    api.apply('connectors', {
+      ...open,
+      metadata: { name, namespace, labels: { 'svc.io/tenant': opts.tenant ?? 'default' } },
+      spec: { ...(open.spec as object), ...(opts.baseUrl ? { base_url: opts.baseUrl } : {}) },
+    });
+  const get = (name: string, namespace = NS) => api.get(API_VERSION, 'connectors', namespace, name) as Resource | undefined;
+  const cond = (name: string, type: string, namespace = NS) => get(name, namespace)?.status?.conditions?.find((c) => c.type === type);
+  const readyTrue = (name: string, namespace = NS) => until(`${namespace}/${name} Ready=True`, () => cond(name, 'Ready', namespace)?.status === 'True' && get(name, namespace)!, 15_000);
+  const owned = (uid: string) => hub.services.manifests.owned(CONNECTOR, { uid });
+  /** What a real API server does to a status field its CRD does not declare: the field is gone. */
+  async function dropStatusTenant(name: string, namespace = NS): Promise<void> {
+    const res = await fetch(`${api.url}/apis/connectors.svc.io/v1/namespaces/${namespace}/connectors/${name}/status`, {
+      method: 'PATCH',
+      headers: { 'Content-Type': 'application/merge-patch+json', Authorization: 'Bearer stand-in' },
+      body: JSON.stringify({ status: { tenant: null } }),
+    });
+    expect(res.status).toBe(200);
+    expect(get(name, namespace)!.status!.tenant).toBeUndefined();
+  }
+  /** Stops the operator, runs `meanwhile`, then starts a new Operator (nothing kept in memory). */
+  async function restart(meanwhile: () => Promise<void> | void, manifests?: ManifestServices): Promise<void> {
+    await operator.stop();
+    await meanwhile();
+    operator = new Operator(operatorOptions(manifests));
+    await operator.start();
+  }
+
+  beforeAll(() => {
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS_B } });
+  });
+
+  it('declares every status field it writes in the CRD (status.tenant is not pruned by an API server)', async () => {
+    for (const kind of MANIFEST_KINDS) {
+      // biome-ignore lint/suspicious/noExplicitAny: a deep read of the generated CRD
+      const schema = (crdOf(kind) as any).spec.versions[0].schema.openAPIV3Schema.properties.status;
+      expect(Object.keys(schema.properties)).toEqual(expect.arrayContaining(['observedGeneration', 'tenant', 'conditions', ...(kind.lastRun ? ['lastRun'] : [])]));
+      expect(schema.properties.tenant.type).toBe('string');
+    }
+    put('declared');
+    const stored = await readyTrue('declared');
+    // Every key of the status written is declared (what a pruning API server would keep).
+    // biome-ignore lint/suspicious/noExplicitAny: a walk over a structural schema
+    const undeclared = (schema: any, value: unknown, path: string): string[] => {
+      if (Array.isArray(value)) return value.flatMap((v, i) => undeclared(schema.items, v, `${path}[${i}]`));
+      if (!value || typeof value !== 'object') return [];
+      return Object.entries(value).flatMap(([k, v]) => (schema.properties?.[k] ? undeclared(schema.properties[k], v, `${path}.${k}`) : [`${path}.${k}`]));
+    };
+    // biome-ignore lint/suspicious/noExplicitAny: a deep read of the generated CRD
+    const statusSchema = (crdOf(CONNECTOR) as any).spec.versions[0].schema.openAPIV3Schema.properties.status;
+    expect(stored.status!.tenant).toBe('default');
+    expect(undeclared(statusSchema, stored.status, 'status')).toEqual([]);
+  });
+
+  it('writes the status as a JSON merge patch of the status subresource, and only when it changed', async () => {
+    put('declared');
+    await readyTrue('declared');
+    await settled();
+    const statusWrites = api.requests.filter((r) => r.path.endsWith('/status') && r.method !== 'GET');
+    expect(statusWrites.length).toBeGreaterThan(0);
+    // The stand-in answers 415 to a PATCH that is not application/merge-patch+json.
+    expect(statusWrites.filter((r) => r.method !== 'PATCH' || (r.status !== 200 && r.status !== 409))).toEqual([]);
+    for (const r of statusWrites) expect(Object.keys(r.body as object)).toEqual(['status']);
+    // A new generation: Reconciling=True is written first, then the outcome with Reconciling=False.
+    const declared = statusWrites.filter((r) => r.path.endsWith('/connectors/declared/status')).map((r) => (r.body as { status: { conditions?: Array<{ type: string; status: string; reason: string; observedGeneration?: number }> } }).status);
+    expect(declared.map((st) => st.conditions?.find((c) => c.type === 'Reconciling'))).toEqual([
+      expect.objectContaining({ status: 'True', reason: 'Progressing', observedGeneration: 1 }),
+      expect.objectContaining({ status: 'False', reason: 'Reconciled', observedGeneration: 1 }),
+    ]);
+    // A removed field is sent as null; an unchanged status is no patch at all.
+    expect(mergePatchOf({ tenant: 'a', observedGeneration: 1, lastRun: { id: 'r', status: 'Running' } }, { observedGeneration: 1, lastRun: { id: 'r', status: 'Completed' } })).toEqual({ tenant: null, lastRun: { status: 'Completed' } });
+    expect(mergePatchOf({ conditions: [{ type: 'Ready', status: 'True' }] }, { conditions: [{ status: 'True', type: 'Ready' }] })).toBeUndefined();
+    const before = writes();
+    operator.resyncAll();
+    await settled();
+    expect(writes()).toBe(before);
+  });
+
+  it('deletes the hub object through the finalizer after an operator restart, by its owner record (not status.tenant)', async () => {
+    put('restarted');
+    const resource = await readyTrue('restarted');
+    expect(await owned(resource.metadata.uid!)).toEqual([{ tenantId: 1, tenant: 'default', name: 'restarted', owner: { namespace: NS, name: 'restarted', uid: resource.metadata.uid } }]);
+    await restart(async () => {
+      await dropStatusTenant('restarted');
+      api.remove(API_VERSION, 'connectors', NS, 'restarted');
+    });
+    await until('the resource gone', () => !get('restarted'));
+    expect((await hubGet('/api/connectors/restarted')).status).toBe(404);
+    expect(await owned(resource.metadata.uid!)).toEqual([]);
+  });
+
+  it('moves the object when the tenant label changes, leaving no copy in the old tenant (across a restart, without status.tenant)', async () => {
+    put('moving');
+    await readyTrue('moving');
+    expect((await hubGet('/api/connectors/moving')).status).toBe(200);
+    await restart(async () => {
+      await dropStatusTenant('moving');
+      put('moving', NS, { tenant: 'globex' });
+    });
+    await until('status.tenant globex', () => get('moving')?.status?.tenant === 'globex' && cond('moving', 'Ready')?.status === 'True');
+    expect((await hubGet('/api/connectors/moving', otherTenant)).status).toBe(200);
+    expect((await hubGet('/api/connectors/moving')).status).toBe(404);
+    expect((await owned(get('moving')!.metadata.uid!)).map((o) => o.tenant)).toEqual(['globex']);
+  });
+
+  it('refuses a resource of the same name in another namespace of the tenant: Conflict naming the owner; deleting it deletes nothing', async () => {
+    put('shared', NS, { baseUrl: 'http://first.example' });
+    const first = await readyTrue('shared');
+    put('shared', NS_B, { baseUrl: 'http://second.example' });
+    const ready = await until('Conflict', () => cond('shared', 'Ready', NS_B)?.reason === 'Conflict' && cond('shared', 'Ready', NS_B));
+    expect(ready).toMatchObject({ status: 'False', observedGeneration: 1 });
+    expect(ready.message).toContain(`is managed by Connector ${NS}/shared (uid ${first.metadata.uid})`);
+    expect(cond('shared', 'Stalled', NS_B)).toMatchObject({ status: 'True', reason: 'Conflict' });
+    expect(cond('shared', 'Reconciling', NS_B)).toMatchObject({ status: 'False' });
+    expect(get('shared', NS_B)!.status!.tenant).toBeUndefined();
+    const held = (await hubGet('/api/connectors/shared')).body!;
+    expect((held.manifest as { spec: { base_url: string } }).spec.base_url).toBe('http://first.example');
+
+    api.remove(API_VERSION, 'connectors', NS_B, 'shared');
+    await until('the conflicting resource gone', () => !get('shared', NS_B));
+    expect((await hubGet('/api/connectors/shared')).status).toBe(200);
+    expect((await owned(first.metadata.uid!)).map((o) => o.owner.namespace)).toEqual([NS]);
+    expect(cond('shared', 'Ready')).toMatchObject({ status: 'True', reason: 'Applied' });
+
+    // Once the owner is deleted, the resource that was refused takes the name (at once, not at the resync).
+    put('shared', NS_B, { baseUrl: 'http://second.example' });
+    await until('Conflict again', () => cond('shared', 'Ready', NS_B)?.reason === 'Conflict');
+    await settled();
+    api.remove(API_VERSION, 'connectors', NS, 'shared');
+    const second = await readyTrue('shared', NS_B);
+    expect(second.status!.tenant).toBe('default');
+    const now = (await hubGet('/api/connectors/shared')).body!;
+    expect((now.manifest as { spec: { base_url: string } }).spec.base_url).toBe('http://second.example');
+    expect((await owned(second.metadata.uid!)).map((o) => o.owner.namespace)).toEqual([NS_B]);
+  });
+
+  it('refuses a resource named like an object created over HTTP, and its delete deletes nothing', async () => {
+    const res = await fetch(`${hub.url}/api/connectors/apply`, {
+      method: 'POST',
+      headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...open, metadata: { name: 'via-http' } }),
+    });
+    expect(res.status).toBe(201);
+    const before = (await hubGet('/api/connectors/via-http')).body!;
+    put('via-http', NS, { baseUrl: 'http://elsewhere.example' });
+    const ready = await until('Conflict', () => cond('via-http', 'Ready')?.reason === 'Conflict' && cond('via-http', 'Ready'));
+    expect(ready.status).toBe('False');
+    expect(ready.message).toContain('created over HTTP');
+    expect(cond('via-http', 'Stalled')).toMatchObject({ status: 'True', reason: 'Conflict' });
+    api.remove(API_VERSION, 'connectors', NS, 'via-http');
+    await until('the resource gone', () => !get('via-http'));
+    const after = (await hubGet('/api/connectors/via-http')).body!;
+    expect(after.updatedAt).toBe(before.updatedAt);
+    expect(after.manifest).toEqual(before.manifest);
+  });
+
+  it('adopts an object the operator applied before ownership was recorded; an HTTP delete drops the record and the operator puts the object back', async () => {
+    // As an older operator left it: applied by the operator's actor, no owner record.
+    await hub.services.db.withTenant(1, (tx) => CONNECTOR.handler.apply(tx, { ...open, metadata: { name: 'legacy', labels: { 'svc.io/tenant': 'default' } } }, 'operator'));
+    put('legacy');
+    const resource = await readyTrue('legacy');
+    expect((await owned(resource.metadata.uid!)).map((o) => o.name)).toEqual(['legacy']);
+
+    const deleted = await fetch(`${hub.url}/api/connectors/legacy`, { method: 'DELETE', headers: { 'X-Tenant-ID': '1' } });
+    expect(deleted.status).toBe(204);
+    expect(await owned(resource.metadata.uid!)).toEqual([]);
+    operator.resyncAll();
+    await until('the object back', async () => (await hubGet('/api/connectors/legacy')).status === 200);
+    await until('the record back', async () => (await owned(resource.metadata.uid!)).length === 1);
+  });
+
+  it('collects the hub objects of resources deleted without their finalizer while no operator ran', async () => {
+    put('orphan');
+    const resource = await readyTrue('orphan');
+    await restart(async () => {
+      // kubectl patch … finalizers=null, then delete: the resource goes at once.
+      const res = await fetch(`${api.url}/apis/connectors.svc.io/v1/namespaces/${NS}/connectors/orphan`, {
+        method: 'PATCH',
+        headers: { 'Content-Type': 'application/merge-patch+json', Authorization: 'Bearer stand-in' },
+        body: JSON.stringify({ metadata: { finalizers: null } }),
+      });
+      expect(res.status).toBe(200);
+      api.remove(API_VERSION, 'connectors', NS, 'orphan');
+      expect(get('orphan')).toBeUndefined();
+    });
+    expect((await hubGet('/api/connectors/orphan')).status).toBe(200);
+    expect(await operator.collectOrphans()).toBe(1);
+    expect((await hubGet('/api/connectors/orphan')).status).toBe(404);
+    expect(await owned(resource.metadata.uid!)).toEqual([]);
+    // Live resources keep theirs.
+    expect((await hubGet('/api/connectors/shared')).status).toBe(200);
+  });
+
+  it('reports Stalled with the reason for an invalid or tenantless resource, Reconciling=False', async () => {
+    const endpoints = (open.spec as { endpoints: Array<Record<string, unknown>> }).endpoints;
+    api.apply('connectors', { ...open, metadata: { name: 'stalled-invalid', namespace: NS, labels: { 'svc.io/tenant': 'default' } }, spec: { ...(open.spec as object), endpoints: [{ ...endpoints[0], pagination: { kind: 'sideways' } }] } });
+    await until('Stalled Invalid', () => cond('stalled-invalid', 'Stalled')?.status === 'True');
+    expect(cond('stalled-invalid', 'Stalled')).toMatchObject({ reason: 'Invalid', observedGeneration: 1 });
+    expect(cond('stalled-invalid', 'Ready')).toMatchObject({ status: 'False', reason: 'Invalid' });
+    expect(cond('stalled-invalid', 'Reconciling')).toMatchObject({ status: 'False', reason: 'Stalled' });
+
+    api.apply('connectors', { ...open, metadata: { name: 'stalled-tenantless', namespace: NS_B } });
+    await until('Stalled TenantUnresolved', () => cond('stalled-tenantless', 'Stalled', NS_B)?.status === 'True');
+    expect(cond('stalled-tenantless', 'Stalled', NS_B)).toMatchObject({ reason: 'TenantUnresolved' });
+    expect(cond('stalled-tenantless', 'Ready', NS_B)).toMatchObject({ status: 'False', reason: 'TenantUnresolved' });
+    expect(cond('stalled-tenantless', 'Reconciling', NS_B)).toMatchObject({ status: 'False' });
+  });
+
+  it('writes a hub database failure on the status (Ready=Unknown HubUnavailable, Reconciling=True) while retrying, then recovers', async () => {
+    let down = true;
+    const real = hub.services.manifests;
+    const flaky: ManifestServices = {
+      ...real,
+      applyIfChanged: async (...args) => {
+        if (down) throw new Error('connect ECONNREFUSED 127.0.0.1:5432\n    at TCPConnectWrap.afterConnect');
+        return real.applyIfChanged(...args);
+      },
+    };
+    await restart(() => undefined, flaky);
+    put('flaky');
+    const ready = await until('Ready=Unknown', () => cond('flaky', 'Ready')?.reason === 'HubUnavailable' && cond('flaky', 'Ready'));
+    expect(ready).toMatchObject({ status: 'Unknown', message: 'the hub is unavailable: connect ECONNREFUSED 127.0.0.1:5432', observedGeneration: 1 });
+    expect(cond('flaky', 'Reconciling')).toMatchObject({ status: 'True', reason: 'HubUnavailable' });
+    expect(cond('flaky', 'Stalled')).toMatchObject({ status: 'False' });
+    // Retried (backoff), not stalled: the attempts go on.
+    const attempts = api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/connectors/flaky')).length;
+    await until('another attempt', () => api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/connectors/flaky')).length > attempts);
+    down = false;
+    await readyTrue('flaky');
+    expect(cond('flaky', 'Reconciling')).toMatchObject({ status: 'False', reason: 'Reconciled' });
+    expect(cond('flaky', 'Stalled')).toMatchObject({ status: 'False' });
+    await restart(() => undefined);
   });
 });

@@ -11,13 +11,13 @@ import { apiStatus } from '../kube/kube-config.js';
 import { ValidationError } from '../src/errors.js';
 import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
-import type { ManifestServices } from '../src/manifests/services.js';
+import type { ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
 import { logger } from '../src/observability/logger.js';
 import { cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
 import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { ReconcileQueue } from './queue.js';
-import { type Condition, Conflict, manifestOf, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
-import { announce, condition, keepTransitions, MANAGED_BY } from './status.js';
+import { type Condition, Conflict, manifestOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
+import { announce, condition, type Health, healthConditions, keepTransitions, MANAGED_BY } from './status.js';
 import { resolveTenant } from './tenant.js';
 
 /**
@@ -34,14 +34,18 @@ import { resolveTenant } from './tenant.js';
  * Lease and wins it back reconciles exactly as after a fresh start.
  *
  * One reconcile reads the resource from its informer's cache, then: finalizer first (so a delete can
- * always clean up), tenant (label on the resource, else on its Namespace), apply when the hub's copy
- * differs, the CronJob, `lastRun`, and the status, written only when it changed (so a status write,
- * which the watch reports back, ends in a no-op reconcile instead of a loop). Writes carry the
- * cached resourceVersion: a cache behind the server meets a 409 and the key is retried. A permanent
- * problem (invalid manifest, no tenant) is reported on the Ready condition and not retried until the
- * resource, its Namespace or the periodic resync says otherwise; anything else (API or database
- * unavailable, resourceVersion conflict) is retried with exponential backoff, all retries together
- * held to an overall rate (queue.ts).
+ * always clean up), Reconciling=True on a generation not reconciled yet, tenant (label on the
+ * resource, else on its Namespace), apply when the hub's copy differs and the object is the
+ * resource's (the hub records the owner, namespace, name and uid, in the apply's transaction;
+ * another resource's object or one created over HTTP is a Conflict), the CronJob, `lastRun`, and the
+ * status, written as a merge patch only when it changed (so a status write, which the watch reports
+ * back, ends in a no-op reconcile instead of a loop). Writes carry the cached resourceVersion: a
+ * cache behind the server meets a 409 and the key is retried. A permanent problem (invalid manifest,
+ * no tenant, conflict) is reported as Ready=False, Stalled=True and not retried until the resource,
+ * its Namespace or the periodic resync says otherwise; anything else (API or database unavailable,
+ * resourceVersion conflict) is retried with exponential backoff, all retries together held to an
+ * overall rate (queue.ts), and written on the status (Ready=Unknown, Reconciling=True, the reason
+ * naming the cause). Cleanup (finalizer, relabel, a resource gone) goes by the owner record.
  */
 
 export interface OperatorOptions {
@@ -76,8 +80,6 @@ export interface OperatorOptions {
   actor?: string;
   now?: () => Date;
 }
-
-type Outcome = { ok: true } | { ok: false; permanent: boolean; message: string };
 
 type Informer<T> = ReturnType<typeof makeInformer<T & { metadata: NonNullable<Resource['metadata']> }>>;
 
@@ -120,8 +122,8 @@ export class Operator {
   private readonly core: CoreV1Api;
   private readonly batch: BatchV1Api;
   private term: Term | undefined;
-  /** The last known tenant of resources, for cleaning up after one deleted without its finalizer (per term). */
-  private readonly tenants = new Map<string, string>();
+  /** The manifest services, failures marked as the hub's (HubUnavailable on the status). */
+  private readonly hub: ManifestServices;
   private readonly now: () => Date;
   private readonly namespaces: readonly string[];
   private readonly instance: string | undefined;
@@ -135,6 +137,7 @@ export class Operator {
     this.namespaces = [...new Set((options.namespaces ?? []).map((n) => n.trim()).filter(Boolean))];
     this.instance = options.instance?.trim() || undefined;
     this.selector = instanceSelector(this.instance);
+    this.hub = hubCalls(options.manifests);
   }
 
   /** Starts a term: the informers and the workers (call it once this process leads). */
@@ -142,7 +145,6 @@ export class Operator {
     if (this.term) return;
     const term = new Term(new ReconcileQueue({ backoffBase: this.options.backoffBase, backoffMax: this.options.backoffMax, qps: this.options.qps, burst: this.options.burst }));
     this.term = term;
-    this.tenants.clear();
     for (const kind of this.options.kinds) {
       for (const namespace of this.namespaces.length ? this.namespaces : [undefined]) {
         const informer = makeInformer<Resource>(this.options.kc, this.watchPath(kind, namespace), () => this.list(kind, namespace), this.selector);
@@ -209,7 +211,7 @@ export class Operator {
     }
     for (let i = 0; i < (this.options.workers ?? 2); i++) term.workers.push(this.work(term));
     term.started = true;
-    void this.removeOrphanedCronJobs();
+    void this.removeOrphans();
     logger().info(
       `operator reconciling ${this.options.kinds.map((k) => `${k.plural}.${k.group}`).join(', ')} in ${this.namespaces.length ? `namespaces ${this.namespaces.join(', ')}` : 'all namespaces'} (${this.instance ? `instance ${this.instance}` : 'no instance label'}); CronJobs in ${this.options.cronJobNamespace}`,
     );
@@ -250,7 +252,17 @@ export class Operator {
     for (const { kind, informer } of term.resources) {
       for (const o of informer.list()) if (this.selects(o)) term.queue.add(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
     }
-    void this.removeOrphanedCronJobs();
+    void this.removeOrphans();
+  }
+
+  /** The hub objects and the CronJobs whose resource is gone (best effort; the next resync tries again). */
+  private async removeOrphans(): Promise<void> {
+    try {
+      await this.collectOrphans();
+    } catch (err) {
+      logger().warn({ err: (err as Error).message }, 'cannot look for hub objects whose resource is gone; trying again at the next resync');
+    }
+    await this.removeOrphanedCronJobs();
   }
 
   /**
@@ -289,7 +301,7 @@ export class Operator {
       // The first look of a term goes back a few minutes (the term's first reconciles read every
       // lastRun anyway); later ones overlap the previous by a second.
       const seenAt = term.runsSeenAt;
-      const seen = await this.options.manifests.runsChanged(this.options.kinds, (now) =>
+      const seen = await this.hub.runsChanged(this.options.kinds, (now) =>
         seenAt ? new Date(seenAt.getTime() - 1_000) : new Date(now.getTime() - Math.min(this.options.resyncEvery, 5 * 60_000)),
       );
       term.runsSeenAt = seen.now;
@@ -413,14 +425,13 @@ export class Operator {
     if (!kind) return;
     const resource = this.cached(kind, namespace, name);
     if (!resource) {
-      await this.gone(kind, key, name);
+      await this.gone(kind, namespace, name);
       return;
     }
     // Another operator instance's (its label changed while it waited): not ours to apply or clean up.
     if (!this.selects(resource)) return;
-    if (resource.status?.tenant) this.tenants.set(key, resource.status.tenant);
     if (resource.metadata.deletionTimestamp) {
-      await this.finalize(kind, key, resource);
+      await this.finalize(kind, resource);
       return;
     }
     let current = resource;
@@ -428,98 +439,257 @@ export class Operator {
       current = await replaceResource(this.custom, kind, withFinalizer(current));
     }
 
-    const previous = current.status ?? {};
+    let previous: ResourceStatus = current.status ?? {};
     const generation = current.metadata.generation;
-    const conditions: Condition[] = [];
-    let tenantCode = previous.tenant;
-    let lastRun = previous.lastRun;
+    // A generation not reconciled yet: Reconciling=True while the operator works on it.
+    const reconciling = previous.conditions?.find((c) => c.type === 'Reconciling');
+    if (previous.observedGeneration !== generation && !(reconciling?.status === 'True' && reconciling.observedGeneration === generation)) {
+      const ready = previous.conditions?.find((c) => c.type === 'Ready');
+      const started: ResourceStatus = { ...previous, conditions: keepTransitions(previous, [...healthConditions(this.now(), generation, { state: 'progressing', ready }), ...scheduledOf(previous)]) };
+      await writeStatus(this.custom, kind, current, previous, started);
+      previous = started;
+    }
+
+    let status: ResourceStatus;
     let retry: Error | undefined;
-
-    const tenant = await resolveTenant(this.core, this.options.manifests, current);
-    if ('problem' in tenant) {
-      conditions.push(condition(this.now(), 'Ready', 'False', 'TenantUnresolved', tenant.problem, generation));
-      const scheduled = previous.conditions?.find((c) => c.type === 'Scheduled');
-      if (scheduled) conditions.push(scheduled);
-    } else {
-      if (previous.tenant && previous.tenant !== tenant.code) await this.removeFromHub(kind, previous.tenant, name);
-      const applied = await this.apply(kind, current, tenant);
-      if (!applied.ok) {
-        conditions.push(condition(this.now(), 'Ready', 'False', 'Invalid', applied.message, generation));
-        const scheduled = previous.conditions?.find((c) => c.type === 'Scheduled');
-        if (scheduled) conditions.push(scheduled);
-        if (previous.tenant !== tenant.code) tenantCode = undefined;
-      } else {
-        tenantCode = tenant.code;
-        conditions.push(condition(this.now(), 'Ready', 'True', 'Applied', `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`, generation));
-        if (kind.handler.runArgs) {
-          try {
-            const scheduled = await syncCronJob(this.batch, this.now(), this.runTarget(), kind, current, tenant.code, applied.schedule);
-            if (scheduled) conditions.push({ ...scheduled, observedGeneration: generation });
-          } catch (err) {
-            retry = err as Error;
-            conditions.push(condition(this.now(), 'Scheduled', 'Unknown', 'CronJobFailed', `cannot write the CronJob: ${(err as Error).message.split('\n')[0]}`, generation));
-          }
-        }
-        if (kind.lastRun) lastRun = await this.options.manifests.lastRun(kind, tenant.id, current.metadata.name);
-      }
+    try {
+      ({ status, retry } = await this.converge(kind, current, previous));
+    } catch (err) {
+      if (err instanceof Conflict || apiStatus(err) === 409) throw err;
+      // A temporary failure: on the status as well as retried, so the resource never looks healthy meanwhile.
+      retry = err as Error;
+      status = { ...previous, observedGeneration: generation, conditions: [...healthConditions(this.now(), generation, { state: 'retrying', ...failureOf(err) }), ...scheduledOf(previous)] };
     }
-
-    const status: ResourceStatus = { observedGeneration: generation };
-    if (tenantCode) status.tenant = tenantCode;
-    status.conditions = keepTransitions(previous, conditions);
-    if (lastRun) status.lastRun = lastRun;
-    if (canonical(status) !== canonical(previous)) {
-      await writeStatus(this.custom, kind, current, status);
-      announce(this.core, this.now(), kind, current, previous, status);
+    status.conditions = keepTransitions(previous, status.conditions ?? []);
+    let wrote: boolean;
+    try {
+      wrote = await writeStatus(this.custom, kind, current, previous, status);
+    } catch (err) {
+      if (!retry) throw err;
+      logger().debug({ err: (err as Error).message, key }, 'cannot write the status of a failed reconcile');
+      wrote = false;
     }
-    if (tenantCode) this.tenants.set(key, tenantCode);
+    if (wrote) announce(this.core, this.now(), kind, current, previous, status);
     if (retry) throw retry;
   }
 
-  /** The tenant of that code, active or not. */
-  private async tenant(code: string): Promise<{ id: number; active: boolean } | undefined> {
-    return this.options.manifests.tenantByCode(code);
+  /**
+   * Tenant, ownership, apply, CronJob and `lastRun`: the status they lead to, and the error to retry
+   * with (a CronJob that could not be written). Throws a temporary failure (hub or API unavailable).
+   */
+  private async converge(kind: ManifestKind, resource: Resource, previous: ResourceStatus): Promise<{ status: ResourceStatus; retry?: Error }> {
+    const generation = resource.metadata.generation;
+    const name = resource.metadata.name;
+    const status = (health: Health, extra: { tenant?: string; lastRun?: ResourceStatus['lastRun']; scheduled?: Condition[] }): ResourceStatus => ({
+      observedGeneration: generation,
+      ...(extra.tenant ? { tenant: extra.tenant } : {}),
+      conditions: [...healthConditions(this.now(), generation, health), ...(extra.scheduled ?? [])],
+      ...(extra.lastRun ? { lastRun: extra.lastRun } : {}),
+    });
+
+    const tenant = await resolveTenant(this.core, this.hub, resource);
+    if ('problem' in tenant) {
+      // The hub keeps what the resource manages: a label may be back at the next resync.
+      return { status: status({ state: 'stalled', reason: 'TenantUnresolved', message: tenant.problem }, { tenant: previous.tenant, lastRun: previous.lastRun, scheduled: scheduledOf(previous) }) };
+    }
+    const uid = resource.metadata.uid;
+    if (!uid) throw new Error(`${kind.kind} ${resource.metadata.namespace}/${name} has no metadata.uid`);
+    const owner: ManifestOwner = { namespace: resource.metadata.namespace, name, uid };
+
+    // Relabelled to another tenant: what the resource manages elsewhere goes first.
+    for (const object of await this.hub.owned(kind, { uid })) {
+      if (object.tenantId !== tenant.id) await this.removeManaged(kind, object);
+    }
+
+    let applied = await this.apply(kind, resource, tenant, owner);
+    if ('conflict' in applied && applied.conflict.by === 'resource' && (await this.ownerGone(kind, applied.conflict.owner))) {
+      // Its owner was deleted without its finalizer (or recreated): the object goes as the owner's finalizer would have taken it.
+      await this.removeManaged(kind, { tenantId: tenant.id, tenant: tenant.code, name, owner: applied.conflict.owner });
+      applied = await this.apply(kind, resource, tenant, owner);
+    }
+    if ('conflict' in applied) {
+      return { status: status({ state: 'stalled', reason: 'Conflict', message: conflictMessage(kind, name, tenant.code, applied.conflict) }, { scheduled: scheduledOf(previous) }) };
+    }
+    if (!applied.ok) {
+      // The hub keeps the last valid version (and its CronJob).
+      return { status: status({ state: 'stalled', reason: 'Invalid', message: applied.message }, { tenant: previous.tenant === tenant.code ? tenant.code : undefined, lastRun: previous.lastRun, scheduled: scheduledOf(previous) }) };
+    }
+
+    const message = `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`;
+    let health: Health = { state: 'done', message };
+    let retry: Error | undefined;
+    const scheduled: Condition[] = [];
+    if (kind.handler.runArgs) {
+      try {
+        const cronJob = await syncCronJob(this.batch, this.now(), this.runTarget(), kind, resource, tenant.code, applied.schedule);
+        if (cronJob) scheduled.push({ ...cronJob, observedGeneration: generation });
+      } catch (err) {
+        retry = err as Error;
+        const cause = firstLine(err);
+        scheduled.push(condition(this.now(), 'Scheduled', 'Unknown', 'CronJobFailed', `cannot write the CronJob: ${cause}`, generation));
+        health = { state: 'retrying', reason: 'CronJobFailed', message: `${message}; cannot write the CronJob: ${cause}` };
+      }
+    }
+    const run = kind.lastRun ? await this.hub.lastRun(kind, tenant.id, name) : undefined;
+    const lastRun = run ? { id: run.id, status: run.status, ...(run.endedAt ? { endedAt: run.endedAt } : {}) } : undefined;
+    return { status: status(health, { tenant: tenant.code, lastRun, scheduled }), retry };
   }
 
-  private async apply(kind: ManifestKind, resource: Resource, tenant: { code: string; id: number }): Promise<({ ok: true; schedule: string | null; warnings: string[] }) | (Outcome & { ok: false })> {
+  private async apply(
+    kind: ManifestKind,
+    resource: Resource,
+    tenant: { code: string; id: number },
+    owner: ManifestOwner,
+  ): Promise<{ ok: true; schedule: string | null; warnings: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
     const manifest = manifestOf(resource);
+    const where = `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name}`;
     try {
-      const result = await this.options.manifests.applyIfChanged(kind, tenant.id, resource.metadata.name, manifest, this.options.actor ?? 'operator');
-      if (result.changed) {
-        logger().info({ kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code }, `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
-      }
+      const result = await this.hub.applyIfChanged(kind, tenant.id, resource.metadata.name, manifest, this.actor, owner);
+      if (result.conflict) return { conflict: result.conflict };
+      const log = { kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code };
+      if (result.adopted) logger().info(log, `${where} adopts ${kind.kind} ${resource.metadata.name} of tenant ${tenant.code} (applied by the operator before ownership was recorded)`);
+      if (result.changed) logger().info(log, `${where} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
       return { ok: true as const, schedule: result.schedule, warnings: result.warnings };
     } catch (err) {
       if (err instanceof ValidationError) {
         const field = err.field && !err.message.includes(err.field) ? `${err.field}: ` : '';
-        return { ok: false, permanent: true, message: `${field}${err.message}` };
+        return { ok: false, message: `${field}${err.message}` };
       }
       throw err;
     }
   }
 
-  private async finalize(kind: ManifestKind, key: string, resource: Resource): Promise<void> {
+  /** Whether the resource an owner record names is gone (deleted, or replaced by one of another uid). */
+  private async ownerGone(kind: ManifestKind, owner: ManifestOwner): Promise<boolean> {
+    try {
+      const found = await readResource(this.custom, kind, owner.namespace, owner.name);
+      return !found || found.metadata.uid !== owner.uid;
+    } catch (err) {
+      // A namespace the operator may not read: the owner counts as alive.
+      if (apiStatus(err) === 403) return false;
+      throw err;
+    }
+  }
+
+  /** Deleting a resource: the hub objects it manages (found by its uid), then the finalizer. */
+  private async finalize(kind: ManifestKind, resource: Resource): Promise<void> {
     if (!hasFinalizer(resource)) return;
-    const tenant = resource.status?.tenant ?? this.tenants.get(key);
-    if (tenant) await this.removeFromHub(kind, tenant, resource.metadata.name);
+    const uid = resource.metadata.uid;
+    const managed = uid ? await this.hub.owned(kind, { uid }) : [];
+    for (const object of managed) await this.removeManaged(kind, object);
+    const tenantCode = resource.status?.tenant;
+    if (!managed.length && tenantCode) {
+      // Applied before ownership was recorded and never adopted since: deleted when the operator
+      // applied it last and no resource has claimed it.
+      const tenant = await this.hub.tenantByCode(tenantCode);
+      if (tenant && (await this.hub.removeOwned(kind, tenant.id, resource.metadata.name, { unownedAppliedBy: this.actor }))) {
+        logger().info({ kind: kind.kind, name: resource.metadata.name, tenant: tenantCode }, `${kind.kind} ${resource.metadata.name} deleted from tenant ${tenantCode}`);
+      }
+    }
     // No ownerReference can reach the release namespace: the CronJob is deleted here, found by the uid label.
-    if (resource.metadata.uid) await deleteCronJobsOf(this.batch, this.options.cronJobNamespace, resource.metadata.uid);
+    if (uid) await deleteCronJobsOf(this.batch, this.options.cronJobNamespace, uid);
     await replaceResource(this.custom, kind, withoutFinalizer(resource));
-    this.tenants.delete(key);
   }
 
-  /** A resource that is gone without our finalizer having run (removed by hand): clean up what we know of. */
-  private async gone(kind: ManifestKind, key: string, name: string): Promise<void> {
-    const tenant = this.tenants.get(key);
-    if (!tenant) return;
-    await this.removeFromHub(kind, tenant, name);
-    this.tenants.delete(key);
+  /** A resource that is gone without our finalizer having run (removed by hand, or while no operator ran): what it managed goes. */
+  private async gone(kind: ManifestKind, namespace: string, name: string): Promise<void> {
+    for (const object of await this.hub.owned(kind, { namespace, name })) await this.removeManaged(kind, object);
   }
 
-  private async removeFromHub(kind: ManifestKind, tenantCode: string, name: string): Promise<void> {
-    const tenant = await this.tenant(tenantCode);
-    if (!tenant) return;
-    const removed = await this.options.manifests.remove(kind, tenant.id, name);
-    if (removed) logger().info({ kind: kind.kind, name, tenant: tenantCode }, `${kind.kind} ${name} deleted from tenant ${tenantCode}`);
+  /**
+   * Deletes the hub objects whose resource is gone without the operator having seen it go (deleted
+   * without its finalizer while no operator ran): every owner record of the watched namespaces
+   * whose uid no resource has. The records are read before the resources are listed, so an object
+   * applied meanwhile is never taken for an orphan. Meant for the start and the resync.
+   */
+  async collectOrphans(): Promise<number> {
+    let removed = 0;
+    for (const kind of this.options.kinds) {
+      for (const namespace of this.namespaces.length ? this.namespaces : [undefined]) {
+        const records = await this.hub.owned(kind, { all: true, ...(namespace ? { namespace } : {}) });
+        if (!records.length) continue;
+        // Every resource of the namespace, whichever operator instance it belongs to: a record is an
+        // orphan only when no resource at all has its uid.
+        const { group, version, plural } = kind;
+        const listed = (await (namespace
+          ? this.custom.listNamespacedCustomObject({ group, version, plural, namespace })
+          : this.custom.listClusterCustomObject({ group, version, plural }))) as { items?: Resource[] };
+        const alive = new Set((listed.items ?? []).map((o) => o.metadata.uid));
+        for (const object of records) {
+          if (alive.has(object.owner.uid)) continue;
+          await this.removeManaged(kind, object);
+          removed++;
+        }
+      }
+    }
+    return removed;
   }
+
+  /**
+   * Deletes a hub object while its record still names the same resource; then the other resources
+   * of that kind and name (in Conflict while it existed) are reconciled again at once.
+   */
+  private async removeManaged(kind: ManifestKind, object: OwnedObject): Promise<void> {
+    const removed = await this.hub.removeOwned(kind, object.tenantId, object.name, { uid: object.owner.uid });
+    if (!removed) return;
+    logger().info({ kind: kind.kind, name: object.name, tenant: object.tenant }, `${kind.kind} ${object.name} deleted from tenant ${object.tenant} (managed by ${object.owner.namespace}/${object.owner.name})`);
+    const term = this.term;
+    for (const { kind: watched, informer } of term?.resources ?? []) {
+      if (watched !== kind) continue;
+      for (const o of informer.list()) {
+        if (o.metadata.name === object.name && o.metadata.uid !== object.owner.uid && this.selects(o)) term!.queue.add(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
+      }
+    }
+  }
+
+  private get actor(): string {
+    return this.options.actor ?? 'operator';
+  }
+}
+
+/** The Scheduled condition of a status, kept when a reconcile does not get as far as the CronJob. */
+const scheduledOf = (status: ResourceStatus): Condition[] => status.conditions?.filter((c) => c.type === 'Scheduled') ?? [];
+
+const firstLine = (err: unknown): string => String((err as Error)?.message ?? err).split('\n')[0]!;
+
+/** A hub call failed for another reason than a refused manifest (the database unreachable, say). */
+class HubUnavailable extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`the hub is unavailable: ${firstLine(cause)}`);
+  }
+}
+
+/** The reason and message of a temporary failure. */
+function failureOf(err: unknown): { reason: string; message: string } {
+  if (err instanceof HubUnavailable) return { reason: 'HubUnavailable', message: err.message };
+  const message = firstLine(err);
+  if (apiStatus(err) !== undefined || /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up/i.test(message)) return { reason: 'KubernetesApiError', message: `the Kubernetes API failed: ${message}` };
+  return { reason: 'ReconcileFailed', message };
+}
+
+/** The manifest services, their failures (other than a refused manifest) marked as the hub's. */
+function hubCalls(m: ManifestServices): ManifestServices {
+  const guard = async <T>(call: () => Promise<T>): Promise<T> => {
+    try {
+      return await call();
+    } catch (err) {
+      throw err instanceof ValidationError || err instanceof HubUnavailable ? err : new HubUnavailable(err);
+    }
+  };
+  return {
+    tenantByCode: (code) => guard(() => m.tenantByCode(code)),
+    applyIfChanged: (...args) => guard(() => m.applyIfChanged(...args)),
+    owned: (kind, by) => guard(() => m.owned(kind, by)),
+    removeOwned: (kind, tenantId, name, by) => guard(() => m.removeOwned(kind, tenantId, name, by)),
+    lastRun: (kind, tenantId, name) => guard(() => m.lastRun(kind, tenantId, name)),
+    runsChanged: (kinds, since) => guard(() => m.runsChanged(kinds, since)),
+  };
+}
+
+function conflictMessage(kind: ManifestKind, name: string, tenant: string, conflict: OwnershipConflict): string {
+  const owner =
+    conflict.by === 'resource'
+      ? `is managed by ${kind.kind} ${conflict.owner.namespace}/${conflict.owner.name} (uid ${conflict.owner.uid})`
+      : `was created over HTTP (last applied by ${conflict.appliedBy ?? 'unknown'})`;
+  return `${kind.kind} ${name} in tenant ${tenant} ${owner}: this resource is not applied, and deleting it deletes nothing in the hub`;
 }

@@ -1,5 +1,6 @@
-import type { CustomObjectsApi, KubernetesObject } from '@kubernetes/client-node';
+import { type CustomObjectsApi, type KubernetesObject, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { apiStatus } from '../kube/kube-config.js';
+import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 
 /** A custom resource of a manifest kind as the operator reads and writes it, and the calls that do. */
@@ -18,7 +19,8 @@ export interface ResourceStatus {
   /** The tenant code the hub holds the resource in (where a delete cleans up). */
   tenant?: string;
   conditions?: Condition[];
-  lastRun?: { id: string; status: string; endedAt: string | null };
+  /** The latest run; `endedAt` is absent while it runs (a merge patch cannot write null). */
+  lastRun?: { id: string; status: string; endedAt?: string };
 }
 
 export interface Resource extends KubernetesObject {
@@ -61,13 +63,38 @@ export async function replaceResource(custom: CustomObjectsApi, kind: ManifestKi
   }
 }
 
-/** Writes the status subresource; a newer version on the server is a Conflict. */
-export async function writeStatus(custom: CustomObjectsApi, kind: ManifestKind, resource: Resource, status: ResourceStatus): Promise<void> {
-  const body = { apiVersion: resource.apiVersion, kind: resource.kind, metadata: { name: resource.metadata.name, namespace: resource.metadata.namespace, resourceVersion: resource.metadata.resourceVersion }, status };
+/**
+ * The JSON merge patch (RFC 7386) that turns `from` into `to`: changed keys with their new value,
+ * removed keys as null, nested objects as patches of their own, arrays whole. Undefined when equal.
+ */
+export function mergePatchOf(from: unknown, to: unknown): unknown {
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (!isObject(from) || !isObject(to)) return canonical(from) === canonical(to) ? undefined : to;
+  const patch: Record<string, unknown> = {};
+  for (const key of Object.keys(from)) if (from[key] !== undefined && to[key] === undefined) patch[key] = null;
+  for (const [key, value] of Object.entries(to)) {
+    if (value === undefined) continue;
+    const sub = from[key] === undefined ? value : mergePatchOf(from[key], value);
+    if (sub !== undefined) patch[key] = sub;
+  }
+  return Object.keys(patch).length ? patch : undefined;
+}
+
+/**
+ * Writes what changed from `previous` to `status` as a JSON merge patch of the status subresource
+ * (a removed field is sent as null); nothing when they are equal. Returns whether it wrote.
+ */
+export async function writeStatus(custom: CustomObjectsApi, kind: ManifestKind, resource: Resource, previous: ResourceStatus, status: ResourceStatus): Promise<boolean> {
+  const patch = mergePatchOf(previous, status);
+  if (patch === undefined) return false;
   try {
-    await custom.replaceNamespacedCustomObjectStatus({ group: kind.group, version: kind.version, plural: kind.plural, namespace: resource.metadata.namespace, name: resource.metadata.name, body });
+    await custom.patchNamespacedCustomObjectStatus(
+      { group: kind.group, version: kind.version, plural: kind.plural, namespace: resource.metadata.namespace, name: resource.metadata.name, body: { status: patch } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
   } catch (err) {
     if (apiStatus(err) === 409) throw new Conflict(`${kind.kind} ${resource.metadata.name} changed meanwhile`);
     throw err;
   }
+  return true;
 }

@@ -12,6 +12,55 @@ export function condition(now: Date, type: string, status: Condition['status'], 
   return { type, status, reason, message, lastTransitionTime: now.toISOString().replace(/\.\d+Z$/, 'Z'), ...(observedGeneration !== undefined ? { observedGeneration } : {}) };
 }
 
+/** Why a resource cannot progress until it changes (or its Namespace, or the hub, does). */
+export type StallReason = 'Invalid' | 'TenantUnresolved' | 'Conflict';
+
+/**
+ * Where a reconcile left a resource, as the three conditions GitOps tools read (kstatus):
+ * - `done`: Ready=True, Reconciling=False, Stalled=False;
+ * - `stalled`: Ready=False and Stalled=True with the reason, Reconciling=False (not retried);
+ * - `retrying`: a temporary failure, retried with backoff: Ready=Unknown and Reconciling=True with
+ *   the reason naming the cause, Stalled=False;
+ * - `progressing`: written as a reconcile of a new generation starts: Reconciling=True, Ready as
+ *   it was (Unknown when there was none), Stalled=False.
+ */
+export type Health =
+  | { state: 'done'; message: string }
+  | { state: 'stalled'; reason: StallReason; message: string }
+  | { state: 'retrying'; reason: string; message: string }
+  | { state: 'progressing'; ready?: Condition };
+
+/** Ready, Reconciling and Stalled for `health` (transition times are the caller's: keepTransitions). */
+export function healthConditions(now: Date, generation: number | undefined, health: Health): Condition[] {
+  const gen = `generation ${generation ?? '?'}`;
+  switch (health.state) {
+    case 'done':
+      return [
+        condition(now, 'Ready', 'True', 'Applied', health.message, generation),
+        condition(now, 'Reconciling', 'False', 'Reconciled', `${gen} reconciled`, generation),
+        condition(now, 'Stalled', 'False', 'Reconciled', `${gen} reconciled`, generation),
+      ];
+    case 'stalled':
+      return [
+        condition(now, 'Ready', 'False', health.reason, health.message, generation),
+        condition(now, 'Reconciling', 'False', 'Stalled', `stalled (${health.reason}): not retried until the resource changes`, generation),
+        condition(now, 'Stalled', 'True', health.reason, health.message, generation),
+      ];
+    case 'retrying':
+      return [
+        condition(now, 'Ready', 'Unknown', health.reason, health.message, generation),
+        condition(now, 'Reconciling', 'True', health.reason, `retrying ${gen}: ${health.message}`, generation),
+        condition(now, 'Stalled', 'False', 'Retrying', 'a temporary failure: retried with backoff', generation),
+      ];
+    case 'progressing':
+      return [
+        health.ready ?? condition(now, 'Ready', 'Unknown', 'Progressing', `reconciling ${gen}`, generation),
+        condition(now, 'Reconciling', 'True', 'Progressing', `reconciling ${gen}`, generation),
+        condition(now, 'Stalled', 'False', 'Progressing', `reconciling ${gen}`, generation),
+      ];
+  }
+}
+
 /** `conditions` keeping the previous `lastTransitionTime` of each condition whose status did not change. */
 export function keepTransitions(previous: ResourceStatus, conditions: Condition[]): Condition[] {
   return conditions.map((c) => {

@@ -163,11 +163,18 @@ describe('crds/', () => {
     expect(columns.Ready).toEqual(expect.objectContaining({ type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' }));
     expect(columns.Age).toEqual(expect.objectContaining({ type: 'date', jsonPath: '.metadata.creationTimestamp' }));
     if (kind.lastRun) expect(columns['Last run']).toEqual(expect.objectContaining({ type: 'string', jsonPath: '.status.lastRun.status' }));
+    expect(columns.Reason).toEqual(expect.objectContaining({ type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason' }));
+    expect(version.additionalPrinterColumns.slice(0, 2).map((c) => c.name)).toEqual(['Ready', 'Reason']);
+    // Kinds with schedules (those that run) show the schedule by default (no priority).
+    if (kind.handler.runArgs) expect(columns.Schedule).toEqual({ name: 'Schedule', type: 'string', jsonPath: '.spec.schedule', description: '5-field cron, UTC.' });
     expect(version.additionalPrinterColumns.at(-1)).toEqual(AGE_COLUMN);
 
     const status = (schemaOf(crd).properties as Record<string, Schema>).status!;
     const props = status.properties as Record<string, Schema>;
     expect(props.observedGeneration!.type).toBe('integer');
+    // Declared, or a real API server prunes it from every status write.
+    expect(props.tenant).toEqual(expect.objectContaining({ type: 'string' }));
+    expect(Object.keys(props).sort()).toEqual(['conditions', 'observedGeneration', 'tenant', ...(kind.lastRun ? ['lastRun'] : [])].sort());
     const condition = (props.conditions!.items as Schema).properties as Record<string, Schema>;
     expect(Object.keys(condition).sort()).toEqual(['lastTransitionTime', 'message', 'observedGeneration', 'reason', 'status', 'type']);
     if (kind.lastRun) expect(Object.keys(props.lastRun!.properties as Schema).sort()).toEqual(['endedAt', 'id', 'status']);

@@ -181,8 +181,8 @@ export async function listConnectors(tx: Tx): Promise<ConnectorRecord[]> {
 }
 
 /** The id, the manifest as applied and the schedule of the connector of that name (one row, nothing derived). */
-export async function storedManifest(tx: Tx, name: string): Promise<{ id: string; manifest: unknown; schedule: string | null } | undefined> {
-  const { rows } = await tx.query<{ id: string; manifest: unknown; schedule: string | null }>('select id, manifest, schedule from connectors.connectors where name = $1', [name]);
+export async function storedManifest(tx: Tx, name: string): Promise<{ id: string; manifest: unknown; schedule: string | null; appliedBy: string | null } | undefined> {
+  const { rows } = await tx.query<{ id: string; manifest: unknown; schedule: string | null; appliedBy: string | null }>('select id, manifest, schedule, updated_by as "appliedBy" from connectors.connectors where name = $1', [name]);
   return rows[0];
 }
 

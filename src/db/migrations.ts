@@ -32,6 +32,8 @@ export const MIGRATION_SETS: MigrationSet[] = [
   { schema: 'exports', dir: 'src/exports/migrations/exports' },
   { schema: 'processes', dir: 'src/processes/migrations/processes' },
   { schema: 'workflows', dir: 'src/workflows/migrations/workflows' },
+  // After every kind's table: its triggers drop an owner record with its hub object.
+  { schema: 'manifests', dir: 'src/manifests/migrations/manifests' },
 ];
 
 export interface MigrationFile {

@@ -163,9 +163,9 @@ export async function getEntity(tx: Tx, name: string): Promise<EntityDetail | un
 }
 
 /** The manifest as last applied (the operator compares it with the resource's); entities have no schedule. */
-export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null } | undefined> {
-  const { rows } = await tx.query<{ manifest: unknown }>('select manifest from entities.entities where name = lower($1)', [name]);
-  return rows[0] && { manifest: rows[0].manifest, schedule: null };
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null; appliedBy: string | null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown; appliedBy: string | null }>('select manifest, updated_by as "appliedBy" from entities.entities where name = lower($1)', [name]);
+  return rows[0] && { manifest: rows[0].manifest, schedule: null, appliedBy: rows[0].appliedBy };
 }
 
 /** Deletes an entity (nothing else depends on it in the database); false when there is no such name. */

@@ -112,8 +112,8 @@ export async function listExports(tx: Tx): Promise<ExportDetail[]> {
 }
 
 /** The manifest as applied and its schedule (the operator compares it with the resource's). */
-export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null } | undefined> {
-  const { rows } = await tx.query<{ manifest: unknown; schedule: string | null }>('select manifest, schedule from exports.exports where name = lower($1)', [name]);
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null; appliedBy: string | null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown; schedule: string | null; appliedBy: string | null }>('select manifest, schedule, updated_by as "appliedBy" from exports.exports where name = lower($1)', [name]);
   return rows[0];
 }
 

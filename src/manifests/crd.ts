@@ -157,22 +157,26 @@ function toStructural(input: unknown, root: Schema): Schema {
   return out;
 }
 
-/** The status of every registered kind (CONTRACTS.md section 6); `lastRun` for connectors and exports. */
+/**
+ * The status of every registered kind (docs/kubernetes.md, "Status"); `lastRun` for connectors and
+ * exports. Every field the operator writes is declared here: an API server prunes undeclared ones.
+ */
 function statusSchema(kind: ManifestKind): Schema {
   const properties: Schema = {
     observedGeneration: { type: 'integer', format: 'int64', description: 'The metadata.generation the conditions describe.' },
+    tenant: { type: 'string', description: 'The code of the tenant the hub holds the resource in.' },
     conditions: {
       type: 'array',
-      description: '`Ready`, plus `Scheduled` where the resource has a schedule.',
+      description: '`Ready`, `Reconciling`, `Stalled` (kstatus), plus `Scheduled` where the resource has a schedule.',
       'x-kubernetes-list-type': 'map',
       'x-kubernetes-list-map-keys': ['type'],
       items: {
         type: 'object',
         required: ['type', 'status'],
         properties: {
-          type: { type: 'string', description: 'Ready or Scheduled.' },
+          type: { type: 'string', description: 'Ready, Reconciling, Stalled or Scheduled.' },
           status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
-          reason: { type: 'string', description: 'CamelCase reason (e.g. Applied, Invalid, TenantUnresolved).' },
+          reason: { type: 'string', description: 'CamelCase reason (e.g. Applied, Invalid, TenantUnresolved, Conflict, HubUnavailable).' },
           message: { type: 'string', description: 'Human-readable detail; a validation error names its field.' },
           lastTransitionTime: { type: 'string', format: 'date-time' },
           observedGeneration: { type: 'integer', format: 'int64' },
@@ -187,7 +191,7 @@ function statusSchema(kind: ManifestKind): Schema {
       properties: {
         id: { type: 'string', description: 'Run id in the hub.' },
         status: { type: 'string', description: 'Running, Completed, Partial, Failed, …' },
-        endedAt: { type: 'string', format: 'date-time', nullable: true },
+        endedAt: { type: 'string', format: 'date-time', nullable: true, description: 'Absent while the run runs.' },
       },
     };
   }

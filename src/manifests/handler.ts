@@ -6,8 +6,11 @@ import type { Tx } from '../db/database.js';
  * to `POST /api/<plural>/apply`. The operator calls these and nothing kind-specific.
  */
 export interface ManifestHandler {
-  /** The manifest as last applied and its schedule, or undefined when the hub holds no such name. */
-  stored(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null } | undefined>;
+  /**
+   * The manifest as last applied, its schedule and who applied it last (`updated_by`: the operator's
+   * actor or an HTTP caller), or undefined when the hub holds no such name.
+   */
+  stored(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null; appliedBy: string | null } | undefined>;
   /** Validates and stores (create or update by name); throws ValidationError naming the field. */
   apply(tx: Tx, manifest: unknown, actor: string): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
   /** Deletes by name (with what it owns in the hub); false when there was none. */

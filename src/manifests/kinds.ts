@@ -54,6 +54,13 @@ export const READY_COLUMN: PrinterColumn = {
   jsonPath: '.status.conditions[?(@.type=="Ready")].status',
   description: 'The Ready condition: True once the hub holds the resource as applied.',
 };
+export const REASON_COLUMN: PrinterColumn = {
+  name: 'Reason',
+  type: 'string',
+  jsonPath: '.status.conditions[?(@.type=="Ready")].reason',
+  description: 'Why the resource is (not) Ready: Applied, Invalid, TenantUnresolved, Conflict, HubUnavailable, …',
+};
+export const SCHEDULE_COLUMN: PrinterColumn = { name: 'Schedule', type: 'string', jsonPath: '.spec.schedule', description: '5-field cron, UTC.' };
 export const LAST_RUN_COLUMN: PrinterColumn = {
   name: 'Last run',
   type: 'string',
@@ -75,7 +82,8 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     lastRun: true,
     printerColumns: [
       READY_COLUMN,
-      { name: 'Schedule', type: 'string', jsonPath: '.spec.schedule', description: '5-field cron, UTC.', priority: 1 },
+      REASON_COLUMN,
+      SCHEDULE_COLUMN,
       LAST_RUN_COLUMN,
       AGE_COLUMN,
     ],
@@ -93,6 +101,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     lastRun: false,
     printerColumns: [
       READY_COLUMN,
+      REASON_COLUMN,
       { name: 'Key', type: 'string', jsonPath: '.spec.key', description: 'The canonical key column.', priority: 1 },
       AGE_COLUMN,
     ],
@@ -110,9 +119,10 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     lastRun: true,
     printerColumns: [
       READY_COLUMN,
+      REASON_COLUMN,
       { name: 'Entity', type: 'string', jsonPath: '.spec.source.entity', description: 'The entity exported.' },
       { name: 'Destination', type: 'string', jsonPath: '.spec.destination.kind', description: 'sftp or s3.' },
-      { name: 'Schedule', type: 'string', jsonPath: '.spec.schedule', description: '5-field cron, UTC.', priority: 1 },
+      SCHEDULE_COLUMN,
       LAST_RUN_COLUMN,
       AGE_COLUMN,
     ],
@@ -130,6 +140,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     lastRun: false,
     printerColumns: [
       READY_COLUMN,
+      REASON_COLUMN,
       { name: 'Entity', type: 'string', jsonPath: '.spec.entity', description: 'The entity whose records the workflow follows.' },
       { name: 'State column', type: 'string', jsonPath: '.spec.stateColumn', description: 'The canonical column holding the state.', priority: 1 },
       { name: 'Dormant after', type: 'string', jsonPath: '.spec.dormancy.after', description: 'How long a record may stay in a state before it is dormant.', priority: 1 },
@@ -149,6 +160,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     lastRun: false,
     printerColumns: [
       READY_COLUMN,
+      REASON_COLUMN,
       { name: 'Event', type: 'string', jsonPath: '.spec.event', description: 'The event type or prefix.* pattern watched.' },
       { name: 'Decision', type: 'string', jsonPath: '.spec.decision', description: 'The decision emitted.' },
       AGE_COLUMN,

@@ -1,5 +1,5 @@
 import type { AdminServices } from '../admin/services.js';
-import type { Database, TenantId } from '../db/database.js';
+import type { Database, TenantId, Tx } from '../db/database.js';
 import { canonical } from './canonical.js';
 import type { ManifestKind } from './kinds.js';
 
@@ -7,17 +7,61 @@ import type { ManifestKind } from './kinds.js';
  * What a manifest source other than the HTTP API (the Kubernetes operator) does with the hub: each
  * method takes the tenant and opens its own transaction, and runs the kind's handler, the very
  * functions of the kind's HTTP paths. The operator holds no database handle and no SQL.
+ *
+ * Ownership (docs/kubernetes.md, "Ownership and conflicts"): the table `manifests.owners` records
+ * which custom resource (namespace, name, uid) manages each hub object the operator applied,
+ * written in the apply's transaction. A resource may apply an object only when it owns it, when the
+ * object does not exist, or when the object has no record and was last applied by the operator
+ * itself (an object applied before records existed: adopted). Anything else is a conflict, and
+ * nothing is written. Cleanup goes through the record (`owned`, `removeOwned`); the record goes
+ * with its object whatever deletes it (a trigger per kind's table, migrations/manifests).
  */
+
+/** The custom resource that manages (or wants to manage) a hub object. */
+export interface ManifestOwner {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+/** A hub object with its owner record. */
+export interface OwnedObject {
+  tenantId: number;
+  /** The tenant's code. */
+  tenant: string;
+  /** The hub object's name. */
+  name: string;
+  owner: ManifestOwner;
+}
+
+/** Why a resource may not apply a hub object: another resource manages it, or it came over HTTP. */
+export type OwnershipConflict = { by: 'resource'; owner: ManifestOwner } | { by: 'http'; appliedBy: string | null };
+
+export type ApplyOutcome =
+  | { conflict: OwnershipConflict }
+  | { conflict?: undefined; changed: boolean; created: boolean; adopted: boolean; schedule: string | null; warnings: string[] };
+
 export interface ManifestServices {
   /** The tenant of that code, active or not (the admin area owns tenants). */
   tenantByCode(code: string): Promise<{ id: number; active: boolean } | undefined>;
   /**
-   * Applies `manifest` unless the hub already holds exactly it (so a resync writes nothing and an
-   * edit made over HTTP is reverted). Throws the kind's ValidationError naming the field.
+   * Applies `manifest` for the resource `owner` unless another resource manages the object or it
+   * was created or last applied over HTTP (then a conflict, nothing written), and unless the hub
+   * already holds exactly it (so a resync writes nothing and an edit made over HTTP is reverted).
+   * Records `owner` in the same transaction. Throws the kind's ValidationError naming the field.
    */
-  applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string): Promise<{ changed: boolean; created: boolean; schedule: string | null; warnings: string[] }>;
-  /** Deletes by name with what it owns in the hub; false when there was none. */
-  remove(kind: ManifestKind, tenantId: TenantId, name: string): Promise<boolean>;
+  applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<ApplyOutcome>;
+  /**
+   * Across tenants: the hub objects of `kind` recorded as managed by the resource of that uid, or of
+   * that namespace and name, or every one (`all`, in one namespace when given).
+   */
+  owned(kind: ManifestKind, by: { uid: string } | { namespace: string; name: string } | { all: true; namespace?: string }): Promise<OwnedObject[]>;
+  /**
+   * Deletes the object by name with what it owns in the hub, only while its record names `uid`
+   * (or, with `unownedAppliedBy`, only while it has no record and was last applied by that actor);
+   * false when nothing was deleted.
+   */
+  removeOwned(kind: ManifestKind, tenantId: TenantId, name: string, by: { uid: string } | { unownedAppliedBy: string }): Promise<boolean>;
   /** The latest run of kinds that have runs. */
   lastRun(kind: ManifestKind, tenantId: TenantId, name: string): Promise<{ id: string; status: string; endedAt: string | null } | undefined>;
   /**
@@ -27,18 +71,79 @@ export interface ManifestServices {
   runsChanged(kinds: readonly ManifestKind[], since: (now: Date) => Date): Promise<{ now: Date; changed: Array<{ kind: ManifestKind; tenant: string; name: string }> }>;
 }
 
+interface OwnerRow {
+  namespace: string;
+  resource: string;
+  uid: string;
+}
+
+/** The owner record of a hub object in the transaction's tenant, locked for the rest of it. */
+async function ownerOf(tx: Tx, kind: ManifestKind, name: string): Promise<ManifestOwner | undefined> {
+  const { rows } = await tx.query<OwnerRow>('select namespace, resource, uid from manifests.owners where kind = $1 and name = $2 for update', [kind.kind, name]);
+  const row = rows[0];
+  return row && { namespace: row.namespace, name: row.resource, uid: row.uid };
+}
+
 export function createManifestServices(deps: { db: Database; admin: AdminServices }): ManifestServices {
   const { db, admin } = deps;
   return {
     tenantByCode: (code) => admin.tenants.byCode(code),
-    applyIfChanged: (kind, tenantId, name, manifest, actor) =>
-      db.withTenant(tenantId, async (tx) => {
+    applyIfChanged: (kind, tenantId, name, manifest, actor, owner) =>
+      db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
+        const recorded = await ownerOf(tx, kind, name);
         const stored = await kind.handler.stored(tx, name);
-        if (stored && canonical(stored.manifest) === canonical(manifest)) return { changed: false, created: false, schedule: stored.schedule, warnings: [] };
-        const result = await kind.handler.apply(tx, manifest, actor);
-        return { changed: true, created: result.created, schedule: result.schedule, warnings: result.warnings };
+        if (recorded && recorded.uid !== owner.uid) return { conflict: { by: 'resource', owner: recorded } };
+        // No record: an object the operator applied before records existed is adopted; one created
+        // or last applied over HTTP is not the resource's to take.
+        if (!recorded && stored && stored.appliedBy !== actor) return { conflict: { by: 'http', appliedBy: stored.appliedBy ?? null } };
+        let outcome: ApplyOutcome;
+        if (stored && canonical(stored.manifest) === canonical(manifest)) {
+          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [] };
+        } else {
+          const result = await kind.handler.apply(tx, manifest, actor);
+          outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings };
+        }
+        if (!recorded || recorded.namespace !== owner.namespace || recorded.name !== owner.name) {
+          await tx.query(
+            `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid)
+             values (core.current_tenant(), $1, $2, $3, $4, $5)
+             on conflict (tenant_id, kind, name) do update set namespace = excluded.namespace, resource = excluded.resource, uid = excluded.uid, updated_at = now()`,
+            [kind.kind, name, owner.namespace, owner.name, owner.uid],
+          );
+        }
+        return outcome;
       }),
-    remove: (kind, tenantId, name) => db.withTenant(tenantId, (tx) => kind.handler.remove(tx, name)),
+    owned: (kind, by) =>
+      db.crossTenant('operator-owned', async (tx) => {
+        const [where, values] =
+          'uid' in by
+            ? ['o.uid = $2', [kind.kind, by.uid]]
+            : 'all' in by
+              ? by.namespace === undefined
+                ? ['true', [kind.kind]]
+                : ['o.namespace = $2', [kind.kind, by.namespace]]
+              : ['o.namespace = $2 and o.resource = $3', [kind.kind, by.namespace, by.name]];
+        const { rows } = await tx.query<OwnerRow & { tenant_id: string; code: string; name: string }>(
+          `select o.tenant_id, t.code, o.name, o.namespace, o.resource, o.uid
+             from manifests.owners o join core.tenants t on t.id = o.tenant_id
+            where o.kind = $1 and ${where} order by o.tenant_id, o.name`,
+          values,
+        );
+        return rows.map((r) => ({ tenantId: Number(r.tenant_id), tenant: r.code, name: r.name, owner: { namespace: r.namespace, name: r.resource, uid: r.uid } }));
+      }),
+    removeOwned: (kind, tenantId, name, by) =>
+      db.withTenant(tenantId, async (tx) => {
+        const recorded = await ownerOf(tx, kind, name);
+        if ('uid' in by) {
+          if (recorded?.uid !== by.uid) return false;
+        } else {
+          if (recorded) return false;
+          const stored = await kind.handler.stored(tx, name);
+          if (!stored || stored.appliedBy !== by.unownedAppliedBy) return false;
+        }
+        // The kind's delete takes the record with it (trigger forget_owner).
+        return kind.handler.remove(tx, name);
+      }),
     lastRun: async (kind, tenantId, name) => (kind.handler.lastRun ? db.withTenant(tenantId, (tx) => kind.handler.lastRun!(tx, name)) : undefined),
     runsChanged: (kinds, since) =>
       db.crossTenant('operator-runs', async (tx) => {

@@ -75,9 +75,9 @@ export async function getProcess(tx: Tx, name: string): Promise<ProcessDetail | 
   return rows[0] && { ...recordOf(rows[0]), manifest: rows[0].manifest };
 }
 
-export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null } | undefined> {
-  const { rows } = await tx.query<{ manifest: unknown }>('select manifest from processes.processes where name = lower($1)', [name]);
-  return rows[0] && { manifest: rows[0].manifest, schedule: null };
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null; appliedBy: string | null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown; appliedBy: string | null }>('select manifest, updated_by as "appliedBy" from processes.processes where name = lower($1)', [name]);
+  return rows[0] && { manifest: rows[0].manifest, schedule: null, appliedBy: rows[0].appliedBy };
 }
 
 export async function deleteProcess(tx: Tx, name: string): Promise<boolean> {

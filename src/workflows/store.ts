@@ -111,9 +111,9 @@ export async function getWorkflow(tx: Tx, name: string): Promise<WorkflowDetail 
 }
 
 /** The manifest as last applied (the operator compares it with the resource's); workflows have no schedule. */
-export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null } | undefined> {
-  const { rows } = await tx.query<{ manifest: unknown }>('select manifest from workflows.workflows where name = lower($1)', [name]);
-  return rows[0] && { manifest: rows[0].manifest, schedule: null };
+export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null; appliedBy: string | null } | undefined> {
+  const { rows } = await tx.query<{ manifest: unknown; appliedBy: string | null }>('select manifest, updated_by as "appliedBy" from workflows.workflows where name = lower($1)', [name]);
+  return rows[0] && { manifest: rows[0].manifest, schedule: null, appliedBy: rows[0].appliedBy };
 }
 
 /** Whether a workflow of the caller's tenant declares that scope (analytic chat's `lifecycle` door). */
