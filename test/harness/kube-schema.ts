@@ -264,7 +264,9 @@ export function validate(value: unknown, schema: JSONSchemaProps | undefined, pa
         seen.add(k);
       });
     }
-    if (schema.items) value.forEach((item, i) => validate(item, schema.items, `${path}[${i}]`, errors));
+    if (schema.items) value.forEach((item, i) => {
+      validate(item, schema.items, `${path}[${i}]`, errors);
+    });
   }
   if (isObject(value)) {
     const child = (key: string) => (path ? `${path}.${key}` : key);
