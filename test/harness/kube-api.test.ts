@@ -483,12 +483,14 @@ describe('8. CronJob validation', () => {
     for (const timeZone of ['Etc/UTC', 'UTC', 'Europe/Paris', 'America/Argentina/Buenos_Aires']) expect((await create('0 * * * *', { timeZone })).spec!.timeZone).toBe(timeZone);
   });
 
-  it('refuses a name over 52 characters, a template without containers, and a restartPolicy a Job does not take', async () => {
+  it('refuses a name over 52 characters, a template without containers, and a restartPolicy a Job does not take; defaults the policy and history limits', async () => {
     const long = await refusal(create('0 * * * *', {}, 'c'.repeat(53)));
     expect(long.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'metadata.name', message: `Invalid value: "${'c'.repeat(53)}": must be no more than 52 characters` }]);
     expect((await create('0 * * * *', {}, 'c'.repeat(52))).metadata!.name).toHaveLength(52);
     const empty = await refusal(create('0 * * * *', { containers: [] }));
     expect(empty.details!.causes).toEqual([{ reason: 'FieldValueRequired', field: 'spec.jobTemplate.spec.template.spec.containers', message: 'Required value' }]);
+    const defaulted = await create('0 * * * *');
+    expect(defaulted.spec).toMatchObject({ concurrencyPolicy: 'Allow', suspend: false, successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 1 });
     const always = await refusal(create('0 * * * *', { restartPolicy: null }));
     expect(always.details!.causes).toEqual([
       { reason: 'FieldValueNotSupported', field: 'spec.jobTemplate.spec.template.spec.restartPolicy', message: 'Unsupported value: "Always": supported values: "OnFailure", "Never"' },
@@ -512,7 +514,7 @@ describe('9. Events', () => {
   });
 });
 
-describe('10. names and namespaces', () => {
+describe('10. names and namespaces (and the rest of what the server checks of any object)', () => {
   it('a custom resource name must be a DNS-1123 subdomain (253 at most)', async () => {
     for (const name of ['Bad_Name', 'ends-with-dash-', 'x'.repeat(254)]) {
       const s = await refusal(createWidget(widget(name, { size: 1 })));
@@ -530,5 +532,20 @@ describe('10. names and namespaces', () => {
     const created = await createWidget(widget('w-ns', { size: 1 }));
     const renamed = await refusal(custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-ns', body: { ...created, metadata: { ...created.metadata, name: 'w-other' } } }));
     expect(renamed).toMatchObject({ httpCode: 400, message: 'the name of the object (w-other) does not match the name on the URL (w-ns)' });
+  });
+
+  it('a custom resource body names its apiVersion and kind (400 otherwise)', async () => {
+    const { kind: _kind, ...noKind } = widget('w-nokind', { size: 1 });
+    expect((await refusal(createWidget(noKind))).message).toMatch(/^Object 'Kind' is missing in/);
+    expect((await refusal(createWidget({ ...widget('w-kind', { size: 1 }), apiVersion: 'test.svc.io/v2' }))).message).toBe(
+      'the API version in the data (test.svc.io/v2) does not match the expected API version (test.svc.io/v1)',
+    );
+  });
+
+  it('label keys and values, and ownerReferences, are checked on every type', async () => {
+    const labels = await refusal(createWidget({ ...widget('w-labels', { size: 1 }), metadata: { name: 'w-labels', labels: { ok: 'bad value!' } } }));
+    expect(labels.details!.causes.map((c) => c.field)).toEqual(['metadata.labels']);
+    const owner = await refusal(batch.createNamespacedCronJob({ namespace: NS, body: { ...cronJob('owned', '0 * * * *'), metadata: { name: 'owned', ownerReferences: [{ apiVersion: 'test.svc.io/v1', kind: 'Widget', name: 'w', uid: '' }] } } }));
+    expect(owner.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'metadata.ownerReferences[0].uid', message: 'Invalid value: "": uid must not be empty' }]);
   });
 });

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { validateCronJob } from './kube-cron.js';
 import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, prune, pruneObjectMeta, validateCustomResource } from './kube-schema.js';
-import { type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLabelSelector, SelectorError } from './kube-selectors.js';
+import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLabelSelector, SelectorError } from './kube-selectors.js';
 
 /**
  * A SCRIPTED STAND-IN for the Kubernetes API server (no API server can run here). It speaks the
@@ -26,7 +26,9 @@ import { type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLab
  *   details.causes by field). A write to `/status` validates status only;
  * - object names: a DNS-1123 subdomain (a label for Namespaces), else 422; `metadata.generateName`
  *   without a name gets `<generateName><5 random characters>`; neither answers 422; the namespace
- *   (and, on update, the name) of the body must match the URL, else 400;
+ *   (and, on update, the name) of the body must match the URL, else 400; a custom resource body
+ *   must carry its apiVersion and kind, else 400; label keys and values, annotation keys and
+ *   ownerReferences (apiVersion, kind, name, uid) are checked on every type (422);
  * - one resourceVersion counter; an update (PUT) naming an older resourceVersion answers 409 Conflict;
  *   a PUT of a custom resource (or its status) without metadata.resourceVersion answers 422 (custom
  *   resources allow no unconditional update; core and batch types do, as in the real server);
@@ -44,7 +46,8 @@ import { type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLab
  * - batch/v1 CronJobs are validated as the real server does: `spec.schedule` as robfig/cron's
  *   ParseStandard (5 fields or a descriptor; no `TZ=`/`CRON_TZ=`), `spec.timeZone` an IANA name,
  *   the name at most 52 characters, the job's pod template with containers and restartPolicy
- *   OnFailure or Never;
+ *   OnFailure or Never (a missing one defaults to Always, which is refused); the spec gets the
+ *   server's defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1);
  * - core v1 Events need an `involvedObject` whose namespace matches the Event's; they are listable;
  * - JSON merge patch (`application/merge-patch+json`);
  * - MicroTime fields (a Lease's `spec.acquireTime`/`spec.renewTime`) decoded as strictly as the real
@@ -230,6 +233,48 @@ function generatedName(base: string): string {
   let suffix = '';
   for (let i = 0; i < 5; i++) suffix += GENERATE_ALPHABET[randomInt(GENERATE_ALPHABET.length)];
   return `${prefix}${suffix}`;
+}
+
+/** The errors of ObjectMeta every type gets: label keys and values, ownerReferences. */
+function metaErrors(o: KubeObject): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const [k, v] of Object.entries(o.metadata.labels ?? {})) {
+    if (!isQualifiedName(k)) errors.push(fieldErrors.invalid('metadata.labels', k, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+    if (typeof v !== 'string' || !isLabelValue(v)) {
+      errors.push(fieldErrors.invalid('metadata.labels', v, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+    }
+  }
+  for (const k of Object.keys(o.metadata.annotations ?? {})) {
+    if (!isQualifiedName(k.toLowerCase())) errors.push(fieldErrors.invalid('metadata.annotations', k, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+  }
+  (o.metadata.ownerReferences ?? []).forEach((r, i) => {
+    const at = `metadata.ownerReferences[${i}]`;
+    if (!r.apiVersion) errors.push(fieldErrors.invalid(`${at}.apiVersion`, r.apiVersion ?? '', 'version must not be empty'));
+    if (!r.kind) errors.push(fieldErrors.invalid(`${at}.kind`, r.kind ?? '', 'kind must not be empty'));
+    if (!r.name) errors.push(fieldErrors.invalid(`${at}.name`, r.name ?? '', 'name must not be empty'));
+    if (!r.uid) errors.push(fieldErrors.invalid(`${at}.uid`, r.uid ?? '', 'uid must not be empty'));
+  });
+  return errors;
+}
+
+/** What the server's decoder says of a custom resource body whose apiVersion or kind is missing or not the URL's (a 400). */
+function badTypeMeta(t: ResourceType, body: KubeObject): Status | undefined {
+  if (!t.schema) return undefined;
+  const apiVersion = `${t.group}/${t.version}`;
+  if (!body.kind) return status(400, 'BadRequest', `Object 'Kind' is missing in '${JSON.stringify(body)}'`);
+  if (body.apiVersion !== apiVersion) return status(400, 'BadRequest', `the API version in the data (${body.apiVersion ?? ''}) does not match the expected API version (${apiVersion})`);
+  if (body.kind !== t.kind) return status(400, 'BadRequest', `the kind in the data (${body.kind}) does not match the expected kind (${t.kind})`);
+  return undefined;
+}
+
+/** The defaults the server gives a batch/v1 CronJob's spec. */
+function defaultCronJob(o: KubeObject): void {
+  const spec = o.spec;
+  if (!spec || typeof spec !== 'object') return;
+  spec.concurrencyPolicy ??= 'Allow';
+  spec.suspend ??= false;
+  spec.successfulJobsHistoryLimit ??= 3;
+  spec.failedJobsHistoryLimit ??= 1;
 }
 
 /** The errors of a core v1 Event: an involvedObject in the Event's namespace. */
@@ -465,20 +510,26 @@ export class KubeApiStandIn {
    */
   private admit(t: ResourceType, o: KubeObject, statusOnly: boolean): FieldError[] {
     o.metadata = pruneObjectMeta(o.metadata) as KubeObject['metadata'];
+    const meta = statusOnly ? [] : metaErrors(o);
     if (t.schema) {
       prune(o, t.schema, true);
       applyDefaults(o, t.schema);
-      return validateCustomResource(o, t.schema, statusOnly ? 'status' : undefined);
+      return [...meta, ...validateCustomResource(o, t.schema, statusOnly ? 'status' : undefined)];
     }
-    if (t.group === 'batch' && t.plural === 'cronjobs') return validateCronJob(o);
-    if (t.group === '' && t.plural === 'events') return eventErrors(o);
-    return [];
+    if (t.group === 'batch' && t.plural === 'cronjobs') {
+      defaultCronJob(o);
+      return [...meta, ...validateCronJob(o)];
+    }
+    if (t.group === '' && t.plural === 'events') return [...meta, ...eventErrors(o)];
+    return meta;
   }
 
   private create(t: ResourceType, namespace: string | undefined, body: KubeObject): KubeObject | Status {
     if (!body || typeof body !== 'object' || typeof body.metadata !== 'object' || body.metadata === null) {
       return invalid(t, '', [fieldErrors.required('metadata.name', 'name or generateName is required')]);
     }
+    const typeMeta = badTypeMeta(t, body);
+    if (typeMeta) return typeMeta;
     if (t.namespaced && body.metadata.namespace && body.metadata.namespace !== namespace) {
       return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
     }
@@ -520,6 +571,8 @@ export class KubeApiStandIn {
     if (!body || typeof body !== 'object' || typeof body.metadata !== 'object' || body.metadata === null) {
       return status(400, 'BadRequest', `the name of the object () does not match the name on the URL (${name})`);
     }
+    const typeMeta = badTypeMeta(t, body);
+    if (typeMeta) return typeMeta;
     if (body.metadata.name !== name) return status(400, 'BadRequest', `the name of the object (${body.metadata.name ?? ''}) does not match the name on the URL (${name})`);
     if (t.namespaced && body.metadata.namespace && body.metadata.namespace !== namespace) {
       return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');

@@ -12,18 +12,26 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 const NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-function checkKey(key: string): string {
+/** Whether `key` is a qualified name (`[prefix/]name`), what label keys must be. */
+export function isQualifiedName(key: string): boolean {
   const parts = key.split('/');
   const name = parts.length === 2 ? parts[1]! : parts[0]!;
   const prefix = parts.length === 2 ? parts[0]! : undefined;
-  if (parts.length > 2 || !name || name.length > 63 || !NAME_PART.test(name) || (prefix !== undefined && (prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix)))) {
+  return !(parts.length > 2 || !name || name.length > 63 || !NAME_PART.test(name) || (prefix !== undefined && (prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix))));
+}
+
+/** Whether `value` is a valid label value. */
+export const isLabelValue = (value: string): boolean => value.length <= 63 && LABEL_VALUE.test(value);
+
+function checkKey(key: string): string {
+  if (!isQualifiedName(key)) {
     throw new SelectorError(`unable to parse requirement: invalid label key "${key}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`);
   }
   return key;
 }
 
 function checkValue(value: string): string {
-  if (value.length > 63 || !LABEL_VALUE.test(value)) {
+  if (!isLabelValue(value)) {
     throw new SelectorError(`unable to parse requirement: invalid label value: "${value}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character`);
   }
   return value;
