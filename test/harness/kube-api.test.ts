@@ -118,6 +118,7 @@ describe('custom resources are served from their CRDs', () => {
       expect(t).toMatchObject({ kind: crd.spec.names.kind, namespaced: true, statusSubresource: true });
       expect(t.schema?.properties?.spec).toBeDefined();
     }
+    expect(KubeApiStandIn.withCrds().typeOf('apps.svc.io/v1', 'exports').schema).toEqual(loadCrds().find((c) => c.spec.names.plural === 'exports')!.spec.versions[0]!.schema!.openAPIV3Schema);
     const lone = new KubeApiStandIn([{ group: 'connectors.svc.io', version: 'v1', plural: 'connectors', kind: 'Connector', namespaced: true, statusSubresource: true }]);
     expect(lone.typeOf('connectors.svc.io/v1', 'connectors').schema?.properties?.status).toBeDefined();
     expect(() => new KubeApiStandIn([{ group: 'connectors.svc.io', version: 'v1', plural: 'connectors', kind: 'Connector', namespaced: false, statusSubresource: true }])).toThrow(/namespaced/);
