@@ -272,9 +272,9 @@ describe('2. pruning of undeclared fields', () => {
 });
 
 describe('3. defaults from the schema', () => {
-  it('applies defaults on create (nested in a default too), replaces a non-nullable null, keeps a nullable one', async () => {
-    const created = await createWidget(widget('w-defaults', { size: 1, label: null, note: null }));
-    expect(created.spec).toEqual({ size: 1, mode: 'fast', label: 'none', note: null, policy: { retries: 3, backoff: '1s' } });
+  it('applies defaults on create (nested in a default too), replaces a non-nullable null by its default or drops it, keeps a nullable one', async () => {
+    const created = await createWidget(widget('w-defaults', { size: 1, label: null, note: null, code: null, limits: { a: null, b: 1 } }));
+    expect(created.spec).toEqual({ size: 1, mode: 'fast', label: 'none', note: null, limits: { b: 1 }, policy: { retries: 3, backoff: '1s' } });
     expect(api.get('test.svc.io/v1', 'widgets', NS, 'w-defaults')!.spec).toEqual(created.spec);
   });
 

@@ -147,17 +147,18 @@ export function applyDefaults(value: unknown, schema: JSONSchemaProps | undefine
     return value;
   }
   if (!isObject(value)) return value;
-  for (const [key, prop] of Object.entries(schema.properties ?? {})) {
-    const v = value[key];
-    if (v === undefined || (v === null && !prop.nullable)) {
-      if (prop.default !== undefined) value[key] = clone(prop.default);
-      else if (v === null) delete value[key];
-    }
-  }
   const additional = isObject(schema.additionalProperties) ? (schema.additionalProperties as JSONSchemaProps) : undefined;
   for (const key of Object.keys(value)) {
     const prop = schema.properties?.[key] ?? additional;
-    if (prop && value[key] !== undefined) value[key] = applyDefaults(value[key], prop);
+    if (prop && value[key] === null && !prop.nullable && prop.default === undefined) delete value[key];
+  }
+  for (const [key, prop] of Object.entries(schema.properties ?? {})) {
+    const v = value[key];
+    if (prop.default !== undefined && (v === undefined || (v === null && !prop.nullable))) value[key] = clone(prop.default);
+  }
+  for (const key of Object.keys(value)) {
+    const prop = schema.properties?.[key] ?? additional;
+    if (prop) value[key] = applyDefaults(value[key], prop);
   }
   return value;
 }
