@@ -176,7 +176,7 @@ describe('1. validation against the openAPIV3Schema: 422 Invalid with the Status
     ['additionalProperties', { size: 1, limits: { a: -1 } }, 'spec.limits.a', 'FieldValueInvalid', /greater than or equal to 0/],
     ['pattern', { size: 1, code: 'AB' }, 'spec.code', 'FieldValueInvalid', /should match '\^\[a-z\]\+\$'$/],
     ['minLength', { size: 1, code: 'a' }, 'spec.code', 'FieldValueInvalid', /should be at least 2 chars long/],
-    ['maxLength', { size: 1, code: 'abcdef' }, 'spec.code', 'FieldValueTooLong', /^Too long: may not be more than 5 bytes$/],
+    ['maxLength', { size: 1, code: 'abcdef' }, 'spec.code', 'FieldValueTooLong', /^Too long: must have at most 5 bytes$/],
     ['minItems', { size: 1, tags: [] }, 'spec.tags', 'FieldValueInvalid', /should have at least 1 items/],
     ['maxItems', { size: 1, tags: ['a', 'b', 'c'] }, 'spec.tags', 'FieldValueTooMany', /^Too many: 3: must have at most 2 items$/],
     ['list-type set', { size: 1, tags: ['a', 'a'] }, 'spec.tags[1]', 'FieldValueDuplicate', /^Duplicate value: "a"$/],

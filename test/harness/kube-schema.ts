@@ -76,7 +76,7 @@ export const fieldErrors = {
     field,
     message: `Unsupported value: ${goValue(value)}: supported values: ${supported.map(goValue).join(', ')}`,
   }),
-  tooLong: (field: string, max: number): FieldError => ({ reason: 'FieldValueTooLong', field, message: `Too long: may not be more than ${max} bytes` }),
+  tooLong: (field: string, max: number): FieldError => ({ reason: 'FieldValueTooLong', field, message: `Too long: must have at most ${max} bytes` }),
   tooMany: (field: string, actual: number, max: number): FieldError => ({ reason: 'FieldValueTooMany', field, message: `Too many: ${actual}: must have at most ${max} items` }),
   duplicate: (field: string, value: unknown): FieldError => ({ reason: 'FieldValueDuplicate', field, message: `Duplicate value: ${goValue(value)}` }),
   forbidden: (field: string, detail: string): FieldError => ({ reason: 'FieldValueForbidden', field, message: `Forbidden: ${detail}` }),
