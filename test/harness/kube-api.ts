@@ -1,23 +1,61 @@
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+import { validateCronJob } from './kube-cron.js';
+import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, prune, pruneObjectMeta, validateCustomResource } from './kube-schema.js';
+import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLabelSelector, SelectorError } from './kube-selectors.js';
 
 /**
  * A SCRIPTED STAND-IN for the Kubernetes API server (no API server can run here). It speaks the
  * HTTP/JSON of the real one for the requests the operator and the Lease elector make, through the
- * real @kubernetes/client-node, and honours the parts of the semantics they depend on:
+ * real @kubernetes/client-node, and is as strict as kube-apiserver on what they depend on:
  *
+ * - custom resources are served from their CRDs (crds/*.yaml of the repository, or CRD objects
+ *   given to the constructor): group, version, plural, kind, scope and status subresource. On every
+ *   write the body is decoded as the real server does: fields the structural openAPIV3Schema does
+ *   not declare are PRUNED silently (unless under x-kubernetes-preserve-unknown-fields; `metadata`
+ *   keeps the fields of ObjectMeta), `default`s are applied (also on read), then the object is
+ *   VALIDATED (type, properties, required, items, enum, format, minimum/maximum, min/maxLength,
+ *   pattern, min/maxItems, min/maxProperties, nullable, additionalProperties, int-or-string,
+ *   embedded-resource, list-type set/map uniqueness, allOf/anyOf/oneOf/not): an invalid create or
+ *   update answers 422 Invalid with the server's Status (`<Kind>.<group> "<name>" is invalid: …`,
+ *   details.causes by field). A write to `/status` validates status only;
+ * - object names: a DNS-1123 subdomain (a label for Namespaces), else 422; `metadata.generateName`
+ *   without a name gets `<generateName><5 random characters>`; neither answers 422; the namespace
+ *   (and, on update, the name) of the body must match the URL, else 400; a custom resource body
+ *   must carry its apiVersion and kind, else 400; label keys and values, annotation keys and
+ *   ownerReferences (apiVersion, kind, name, uid) are checked on every type (422);
  * - one resourceVersion counter; an update (PUT) naming an older resourceVersion answers 409 Conflict;
+ *   a PUT of a custom resource (or its status) without metadata.resourceVersion answers 422 (custom
+ *   resources allow no unconditional update; core and batch types do, as in the real server);
  * - `metadata.generation` bumps when anything but metadata and status changes;
  * - the `status` subresource: the main resource ignores status changes, `/status` changes nothing else;
  * - finalizers: DELETE of an object with finalizers only sets `deletionTimestamp`; the object goes
  *   when an update empties them; deleting an owner deletes the objects whose ownerReferences name it;
  * - list (per namespace or across) and watch from a resourceVersion (ADDED/MODIFIED/DELETED events,
- *   newline-delimited JSON, held open), 410 Gone for a resourceVersion older than `compact()`;
+ *   newline-delimited JSON, held open), both with `labelSelector` (`k=v`, `k==v`, `k!=v`,
+ *   `k in (…)`, `k notin (…)`, `k`, `!k`, `k>n`, `k<n`, comma = AND) and `fieldSelector`
+ *   (`metadata.name`, `metadata.namespace`; Events also `involvedObject.*`, `reason`, `type`); a
+ *   watched object that stops (starts) matching is seen DELETED (ADDED). A watch from a
+ *   resourceVersion older than `compact()` answers 200 and then one ERROR event carrying a 410
+ *   Expired Status, and closes, as kube-apiserver does (the informer lists again);
+ * - batch/v1 CronJobs are validated as the real server does: `spec.schedule` as robfig/cron's
+ *   ParseStandard (5 fields or a descriptor; no `TZ=`/`CRON_TZ=`), `spec.timeZone` an IANA name,
+ *   the name at most 52 characters, the job's pod template with containers and restartPolicy
+ *   OnFailure or Never (a missing one defaults to Always, which is refused); the spec gets the
+ *   server's defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1);
+ * - core v1 Events need an `involvedObject` whose namespace matches the Event's; they are listable;
  * - JSON merge patch (`application/merge-patch+json`);
  * - MicroTime fields (a Lease's `spec.acquireTime`/`spec.renewTime`) decoded as strictly as the real
  *   server does (layout `2006-01-02T15:04:05.000000Z07:00`, exactly six fractional digits): anything
  *   else, such as JavaScript's millisecond `toISOString()`, answers 400 BadRequest.
+ *
+ * Not modelled: admission (a namespace need not exist), strategic merge or server-side apply patches,
+ * CEL validation rules (x-kubernetes-validations), conversion between versions, pagination.
  *
  * Tests script failures with `failNext` and read every request in `requests`.
  */
@@ -29,6 +67,48 @@ export interface ResourceType {
   kind: string;
   namespaced: boolean;
   statusSubresource: boolean;
+  /** The structural openAPIV3Schema of a custom resource (from its CRD). */
+  schema?: JSONSchemaProps;
+}
+
+/** The parts of an apiextensions.k8s.io/v1 CustomResourceDefinition the stand-in reads. */
+export interface CustomResourceDefinition {
+  apiVersion?: string;
+  kind: 'CustomResourceDefinition';
+  metadata?: { name?: string };
+  spec: {
+    group: string;
+    names: { kind: string; plural: string };
+    scope: 'Namespaced' | 'Cluster';
+    versions: Array<{ name: string; served?: boolean; subresources?: { status?: object }; schema?: { openAPIV3Schema?: JSONSchemaProps } }>;
+  };
+}
+
+/** The repository's CRDs (generated by `npm run crds`). */
+export const REPO_CRDS = fileURLToPath(new URL('../../crds/', import.meta.url));
+
+/** Every CustomResourceDefinition in the YAML files of `dir`. */
+export function loadCrds(dir: string = REPO_CRDS): CustomResourceDefinition[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml') || f.endsWith('.yml'))
+    .sort()
+    .flatMap((f) => parseAllDocuments(readFileSync(join(dir, f), 'utf8')).map((d) => d.toJS() as CustomResourceDefinition))
+    .filter((d) => d?.kind === 'CustomResourceDefinition');
+}
+
+/** The resource types a CRD serves (one per served version). */
+export function typesOfCrd(crd: CustomResourceDefinition): ResourceType[] {
+  return crd.spec.versions
+    .filter((v) => v.served !== false)
+    .map((v) => ({
+      group: crd.spec.group,
+      version: v.name,
+      plural: crd.spec.names.plural,
+      kind: crd.spec.names.kind,
+      namespaced: crd.spec.scope === 'Namespaced',
+      statusSubresource: v.subresources?.status !== undefined,
+      schema: v.schema?.openAPIV3Schema ?? { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+    }));
 }
 
 export interface KubeObject {
@@ -78,6 +158,15 @@ interface WatchEvent {
   typeKey: string;
   namespace?: string;
   object: KubeObject;
+  /** For MODIFIED: the object before (a selector may have matched it and not the new one, or the reverse). */
+  old?: KubeObject;
+}
+
+interface Watcher {
+  typeKey: string;
+  namespace?: string;
+  res: ServerResponse;
+  matches: (o: KubeObject) => boolean;
 }
 
 export const CORE_TYPES: ResourceType[] = [
@@ -91,11 +180,112 @@ export const CORE_TYPES: ResourceType[] = [
 const typeKey = (t: { group: string; version: string; plural: string }) => `${t.group}/${t.version}/${t.plural}`;
 const clone = <T>(v: T): T => structuredClone(v);
 
-function status(code: number, reason: string, message: string) {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+interface StatusDetails {
+  name: string;
+  group: string;
+  kind: string;
+  causes: Array<{ reason: string; message: string; field: string }>;
+}
+
+function status(code: number, reason: string, message: string, details?: StatusDetails) {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, ...(details ? { details } : {}), code };
 }
 
 type Status = ReturnType<typeof status>;
+
+/** 422 Invalid as the server words it: `<Kind>.<group> "<name>" is invalid: <field>: <message>` (several in brackets). */
+function invalid(t: ResourceType, name: string, errors: FieldError[]): Status {
+  const qualified = t.group ? `${t.kind}.${t.group}` : t.kind;
+  const printed = errors.map((e) => `${e.field}: ${e.message}`);
+  const message = `${qualified} "${name}" is invalid: ${printed.length === 1 ? printed[0] : `[${printed.join(', ')}]`}`;
+  return status(422, 'Invalid', message, { name, group: t.group, kind: t.kind, causes: errors.map((e) => ({ reason: e.reason, message: e.message, field: e.field })) });
+}
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** The errors of `metadata.name` (a DNS-1123 label for Namespaces, a subdomain for the rest). */
+function nameErrors(t: ResourceType, name: string): FieldError[] {
+  if (t.group === '' && t.plural === 'namespaces') {
+    if (name.length > 63) return [fieldErrors.invalid('metadata.name', name, 'must be no more than 63 characters')];
+    if (!DNS_LABEL.test(name)) {
+      return [fieldErrors.invalid('metadata.name', name, "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")];
+    }
+    return [];
+  }
+  if (name.length > 253) return [fieldErrors.invalid('metadata.name', name, 'must be no more than 253 characters')];
+  if (!DNS_SUBDOMAIN.test(name)) {
+    return [
+      fieldErrors.invalid(
+        'metadata.name',
+        name,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+      ),
+    ];
+  }
+  return [];
+}
+
+/** What k8s.io/apimachinery's rand.String draws from (no vowels, no look-alikes). */
+const GENERATE_ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
+function generatedName(base: string): string {
+  const prefix = base.length > 58 ? base.slice(0, 58) : base;
+  let suffix = '';
+  for (let i = 0; i < 5; i++) suffix += GENERATE_ALPHABET[randomInt(GENERATE_ALPHABET.length)];
+  return `${prefix}${suffix}`;
+}
+
+/** The errors of ObjectMeta every type gets: label keys and values, ownerReferences. */
+function metaErrors(o: KubeObject): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const [k, v] of Object.entries(o.metadata.labels ?? {})) {
+    if (!isQualifiedName(k)) errors.push(fieldErrors.invalid('metadata.labels', k, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+    if (typeof v !== 'string' || !isLabelValue(v)) {
+      errors.push(fieldErrors.invalid('metadata.labels', v, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+    }
+  }
+  for (const k of Object.keys(o.metadata.annotations ?? {})) {
+    if (!isQualifiedName(k.toLowerCase())) errors.push(fieldErrors.invalid('metadata.annotations', k, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+  }
+  (o.metadata.ownerReferences ?? []).forEach((r, i) => {
+    const at = `metadata.ownerReferences[${i}]`;
+    if (!r.apiVersion) errors.push(fieldErrors.invalid(`${at}.apiVersion`, r.apiVersion ?? '', 'version must not be empty'));
+    if (!r.kind) errors.push(fieldErrors.invalid(`${at}.kind`, r.kind ?? '', 'kind must not be empty'));
+    if (!r.name) errors.push(fieldErrors.invalid(`${at}.name`, r.name ?? '', 'name must not be empty'));
+    if (!r.uid) errors.push(fieldErrors.invalid(`${at}.uid`, r.uid ?? '', 'uid must not be empty'));
+  });
+  return errors;
+}
+
+/** What the server's decoder says of a custom resource body whose apiVersion or kind is missing or not the URL's (a 400). */
+function badTypeMeta(t: ResourceType, body: KubeObject): Status | undefined {
+  if (!t.schema) return undefined;
+  const apiVersion = `${t.group}/${t.version}`;
+  if (!body.kind) return status(400, 'BadRequest', `Object 'Kind' is missing in '${JSON.stringify(body)}'`);
+  if (body.apiVersion !== apiVersion) return status(400, 'BadRequest', `the API version in the data (${body.apiVersion ?? ''}) does not match the expected API version (${apiVersion})`);
+  if (body.kind !== t.kind) return status(400, 'BadRequest', `the kind in the data (${body.kind}) does not match the expected kind (${t.kind})`);
+  return undefined;
+}
+
+/** The defaults the server gives a batch/v1 CronJob's spec. */
+function defaultCronJob(o: KubeObject): void {
+  const spec = o.spec;
+  if (!spec || typeof spec !== 'object') return;
+  spec.concurrencyPolicy ??= 'Allow';
+  spec.suspend ??= false;
+  spec.successfulJobsHistoryLimit ??= 3;
+  spec.failedJobsHistoryLimit ??= 1;
+}
+
+/** The errors of a core v1 Event: an involvedObject in the Event's namespace. */
+function eventErrors(o: KubeObject): FieldError[] {
+  const involved = o.involvedObject as Record<string, unknown> | undefined;
+  if (!involved || typeof involved !== 'object') return [fieldErrors.required('involvedObject')];
+  const ns = String(involved.namespace ?? '');
+  const own = o.metadata.namespace ?? '';
+  if (ns === '' ? own !== '' && own !== 'default' : ns !== own) return [fieldErrors.invalid('involvedObject.namespace', ns, 'does not match event.namespace')];
+  return [];
+}
 const isStatus = (o: KubeObject | Status): o is Status => o.kind === 'Status';
 
 function expectObject(o: KubeObject | Status): KubeObject {
@@ -143,6 +333,14 @@ function specPart(o: KubeObject): string {
   return JSON.stringify(rest);
 }
 
+/** API groups the stand-in serves as built-in types; any other group is a custom resource. */
+const BUILT_IN_GROUPS = new Set(['', 'batch', 'coordination.k8s.io', 'events.k8s.io']);
+
+export interface StandInOptions {
+  /** Where the CRDs of custom types given without a schema are looked up (default: the repository's crds/). */
+  crdDir?: string;
+}
+
 export class KubeApiStandIn {
   readonly requests: RecordedRequest[] = [];
   private readonly types = new Map<string, ResourceType>();
@@ -151,13 +349,36 @@ export class KubeApiStandIn {
   private rv = 1;
   private compactedTo = 0;
   private readonly failures: Failure[] = [];
-  private readonly watchers = new Set<{ typeKey: string; namespace?: string; res: ServerResponse }>();
+  private readonly watchers = new Set<Watcher>();
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
   url = '';
 
-  constructor(extraTypes: ResourceType[] = []) {
-    for (const t of [...CORE_TYPES, ...extraTypes]) this.types.set(typeKey(t), t);
+  /**
+   * Serves the core types plus `extra`: CRD objects, or resource types. A custom type (a group not
+   * built in) given without a schema takes it from its CRD in `options.crdDir` (the repository's
+   * crds/), which must exist and agree on kind, scope and status subresource.
+   */
+  constructor(extra: Array<ResourceType | CustomResourceDefinition> = [], options: StandInOptions = {}) {
+    let crds: ResourceType[] | undefined;
+    const fromCrds = (t: ResourceType): ResourceType => {
+      crds ??= loadCrds(options.crdDir).flatMap(typesOfCrd);
+      const found = crds.find((c) => typeKey(c) === typeKey(t));
+      if (!found) throw new Error(`the stand-in has no CRD for ${t.plural}.${t.group}/${t.version} in ${options.crdDir ?? REPO_CRDS}`);
+      for (const k of ['kind', 'namespaced', 'statusSubresource'] as const) {
+        if (found[k] !== t[k]) throw new Error(`${t.plural}.${t.group}: ${k} is ${JSON.stringify(t[k])} here but ${JSON.stringify(found[k])} in its CRD`);
+      }
+      return found;
+    };
+    const given = extra.flatMap((e) => ('spec' in e && (e as CustomResourceDefinition).kind === 'CustomResourceDefinition' ? typesOfCrd(e as CustomResourceDefinition) : [e as ResourceType]));
+    for (const t of [...CORE_TYPES, ...given]) {
+      this.types.set(typeKey(t), !BUILT_IN_GROUPS.has(t.group) && !t.schema ? fromCrds(t) : t);
+    }
+  }
+
+  /** A stand-in serving every CRD of `dir` (default: the repository's crds/). */
+  static withCrds(dir: string = REPO_CRDS): KubeApiStandIn {
+    return new KubeApiStandIn(loadCrds(dir), { crdDir: dir });
   }
 
   async start(): Promise<this> {
@@ -190,7 +411,7 @@ export class KubeApiStandIn {
     this.watchers.clear();
   }
 
-  /** Forgets the event history: a watch from an older resourceVersion answers 410 Gone. */
+  /** Forgets the event history: a watch from an older resourceVersion gets a 410 Expired ERROR event. */
   compact(): void {
     this.compactedTo = this.rv;
     this.log.length = 0;
@@ -202,17 +423,30 @@ export class KubeApiStandIn {
     return String(this.rv);
   }
 
-  /** Reads an object as stored (a copy), or undefined. */
+  /** The resource type served for `apiVersion` and `plural` (with its schema for a custom resource). */
+  typeOf(apiVersion: string, plural: string): ResourceType {
+    const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
+    const t = this.types.get(typeKey({ group: group!, version: version!, plural }));
+    if (!t) throw new Error(`the stand-in does not serve ${apiVersion} ${plural}`);
+    return t;
+  }
+
+  /** Reads an object as stored (a copy, defaults applied), or undefined. */
   get(apiVersion: string, plural: string, namespace: string | undefined, name: string): KubeObject | undefined {
-    const o = this.objects.get(this.key(this.typeOf(apiVersion, plural), namespace, name));
-    return o ? clone(o) : undefined;
+    const t = this.typeOf(apiVersion, plural);
+    const o = this.objects.get(this.key(t, namespace, name));
+    return o ? this.read(t, o) : undefined;
   }
 
   list(apiVersion: string, plural: string, namespace?: string): KubeObject[] {
-    return this.itemsOf(this.typeOf(apiVersion, plural), namespace).map(clone);
+    const t = this.typeOf(apiVersion, plural);
+    return this.itemsOf(t, namespace).map((o) => this.read(t, o));
   }
 
-  /** What a user's `kubectl apply` does: create, or replace the spec/labels/annotations of the stored object. */
+  /**
+   * What a user's `kubectl apply` does: create, or replace the spec/labels/annotations of the stored
+   * object; the body is pruned, defaulted and validated like any write, and a refusal throws.
+   */
   apply(plural: string, obj: KubeObject): KubeObject {
     const t = this.typeOf(obj.apiVersion ?? 'v1', plural);
     const current = this.objects.get(this.key(t, obj.metadata.namespace, obj.metadata.name));
@@ -228,13 +462,6 @@ export class KubeApiStandIn {
 
   // ---- the store --------------------------------------------------------------------------------
 
-  private typeOf(apiVersion: string, plural: string): ResourceType {
-    const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
-    const t = this.types.get(typeKey({ group: group!, version: version!, plural }));
-    if (!t) throw new Error(`the stand-in does not serve ${apiVersion} ${plural}`);
-    return t;
-  }
-
   private itemsOf(t: ResourceType, namespace: string | undefined): KubeObject[] {
     const prefix = `${typeKey(t)}|`;
     return [...this.objects.entries()]
@@ -246,13 +473,29 @@ export class KubeApiStandIn {
     return `${typeKey(t)}|${t.namespaced ? namespace ?? '' : ''}|${name}`;
   }
 
-  private emit(t: ResourceType, type: WatchEvent['type'], object: KubeObject): void {
-    const event: WatchEvent = { rv: Number(object.metadata.resourceVersion), type, typeKey: typeKey(t), namespace: object.metadata.namespace, object: clone(object) };
+  /** A stored object as a read returns it: a copy, with the schema's defaults (as the server applies them on read). */
+  private read(t: ResourceType, o: KubeObject): KubeObject {
+    const copy = clone(o);
+    if (t.schema) applyDefaults(copy, t.schema);
+    return copy;
+  }
+
+  /** The watch event a watcher sees for `e`, if any (a selector may turn MODIFIED into ADDED or DELETED). */
+  private seen(w: Watcher, e: WatchEvent): { type: WatchEvent['type']; object: KubeObject } | undefined {
+    if (e.typeKey !== w.typeKey || (w.namespace !== undefined && e.namespace !== w.namespace)) return undefined;
+    const now = w.matches(e.object);
+    if (e.type !== 'MODIFIED' || !e.old) return now ? { type: e.type, object: e.object } : undefined;
+    const before = w.matches(e.old);
+    if (now) return { type: before ? 'MODIFIED' : 'ADDED', object: e.object };
+    return before ? { type: 'DELETED', object: e.object } : undefined;
+  }
+
+  private emit(t: ResourceType, type: WatchEvent['type'], object: KubeObject, old?: KubeObject): void {
+    const event: WatchEvent = { rv: Number(object.metadata.resourceVersion), type, typeKey: typeKey(t), namespace: object.metadata.namespace, object: this.read(t, object), ...(old ? { old: clone(old) } : {}) };
     this.log.push(event);
     for (const w of this.watchers) {
-      if (w.typeKey === event.typeKey && (w.namespace === undefined || w.namespace === event.namespace)) {
-        w.res.write(`${JSON.stringify({ type, object: event.object })}\n`);
-      }
+      const seen = this.seen(w, event);
+      if (seen) w.res.write(`${JSON.stringify(seen)}\n`);
     }
   }
 
@@ -261,19 +504,48 @@ export class KubeApiStandIn {
     o.metadata.resourceVersion = String(this.rv);
   }
 
+  /**
+   * Decodes a written body as the server does for its type: metadata reduced to ObjectMeta; for a
+   * custom resource, unknown fields pruned and defaults applied. Returns the field errors.
+   */
+  private admit(t: ResourceType, o: KubeObject, statusOnly: boolean): FieldError[] {
+    o.metadata = pruneObjectMeta(o.metadata) as KubeObject['metadata'];
+    const meta = statusOnly ? [] : metaErrors(o);
+    if (t.schema) {
+      prune(o, t.schema, true);
+      applyDefaults(o, t.schema);
+      return [...meta, ...validateCustomResource(o, t.schema, statusOnly ? 'status' : undefined)];
+    }
+    if (t.group === 'batch' && t.plural === 'cronjobs') {
+      defaultCronJob(o);
+      return [...meta, ...validateCronJob(o)];
+    }
+    if (t.group === '' && t.plural === 'events') return [...meta, ...eventErrors(o)];
+    return meta;
+  }
+
   private create(t: ResourceType, namespace: string | undefined, body: KubeObject): KubeObject | Status {
-    const name = body.metadata?.name;
-    if (!name) return status(422, 'Invalid', 'metadata.name: Required value');
-    const key = this.key(t, namespace, name);
-    const invalid = badMicroTime(t, body);
-    if (invalid) return invalid;
-    if (this.objects.has(key)) return status(409, 'AlreadyExists', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" already exists`);
+    if (!body || typeof body !== 'object' || typeof body.metadata !== 'object' || body.metadata === null) {
+      return invalid(t, '', [fieldErrors.required('metadata.name', 'name or generateName is required')]);
+    }
+    const typeMeta = badTypeMeta(t, body);
+    if (typeMeta) return typeMeta;
+    if (t.namespaced && body.metadata.namespace && body.metadata.namespace !== namespace) {
+      return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+    }
+    const invalidTime = badMicroTime(t, body);
+    if (invalidTime) return invalidTime;
+    const generateName = body.metadata.generateName;
+    let name = body.metadata.name;
+    if (!name && typeof generateName === 'string' && generateName) name = generatedName(generateName);
+    if (!name) return invalid(t, '', [fieldErrors.required('metadata.name', 'name or generateName is required')]);
     const o: KubeObject = {
-      ...body,
+      ...clone(body),
       apiVersion: t.group ? `${t.group}/${t.version}` : t.version,
       kind: t.kind,
       metadata: {
-        ...body.metadata,
+        ...clone(body.metadata),
+        name,
         ...(t.namespaced ? { namespace } : {}),
         uid: randomUUID(),
         creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
@@ -281,68 +553,95 @@ export class KubeApiStandIn {
       },
     };
     delete o.metadata.deletionTimestamp;
+    delete o.metadata.deletionGracePeriodSeconds;
+    delete o.metadata.resourceVersion;
+    if (!t.namespaced) delete o.metadata.namespace;
     if (t.statusSubresource) delete o.status;
+    const errors = [...nameErrors(t, name), ...this.admit(t, o, false)];
+    if (errors.length > 0) return invalid(t, name, errors);
+    const key = this.key(t, namespace, name);
+    if (this.objects.has(key)) return status(409, 'AlreadyExists', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" already exists`);
     this.bump(o);
     this.objects.set(key, o);
     this.emit(t, 'ADDED', o);
-    return clone(o);
+    return this.read(t, o);
   }
 
   private replace(t: ResourceType, namespace: string | undefined, name: string, body: KubeObject, statusOnly: boolean): KubeObject | Status {
-    const invalid = badMicroTime(t, body);
-    if (invalid) return invalid;
+    if (!body || typeof body !== 'object' || typeof body.metadata !== 'object' || body.metadata === null) {
+      return status(400, 'BadRequest', `the name of the object () does not match the name on the URL (${name})`);
+    }
+    const typeMeta = badTypeMeta(t, body);
+    if (typeMeta) return typeMeta;
+    if (body.metadata.name !== name) return status(400, 'BadRequest', `the name of the object (${body.metadata.name ?? ''}) does not match the name on the URL (${name})`);
+    if (t.namespaced && body.metadata.namespace && body.metadata.namespace !== namespace) {
+      return status(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+    }
+    const invalidTime = badMicroTime(t, body);
+    if (invalidTime) return invalidTime;
     const key = this.key(t, namespace, name);
     const current = this.objects.get(key);
-    if (!current) return status(404, 'NotFound', `${t.plural} "${name}" not found`);
-    if (body.metadata?.resourceVersion && body.metadata.resourceVersion !== current.metadata.resourceVersion) {
-      return status(409, 'Conflict', `Operation cannot be fulfilled on ${t.plural} "${name}": the object has been modified; please apply your changes to the latest version and try again`);
+    if (!current) return status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
+    if (t.schema && !body.metadata.resourceVersion) {
+      return invalid(t, name, [{ reason: 'FieldValueInvalid', field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update' }]);
+    }
+    if (body.metadata.resourceVersion && body.metadata.resourceVersion !== current.metadata.resourceVersion) {
+      return status(409, 'Conflict', `Operation cannot be fulfilled on ${t.plural}${t.group ? `.${t.group}` : ''} "${name}": the object has been modified; please apply your changes to the latest version and try again`);
     }
     let next: KubeObject;
     if (statusOnly) {
       next = { ...clone(current), status: clone(body.status) };
+      if (next.status === undefined) delete next.status;
     } else {
       const keep = { uid: current.metadata.uid, creationTimestamp: current.metadata.creationTimestamp, generation: current.metadata.generation, deletionTimestamp: current.metadata.deletionTimestamp, namespace: current.metadata.namespace, name };
       next = { ...clone(body), apiVersion: current.apiVersion, kind: current.kind, metadata: { ...clone(body.metadata), ...keep } };
       if (!keep.deletionTimestamp) delete next.metadata.deletionTimestamp;
+      if (current.metadata.deletionGracePeriodSeconds !== undefined) next.metadata.deletionGracePeriodSeconds = current.metadata.deletionGracePeriodSeconds;
+      else delete next.metadata.deletionGracePeriodSeconds;
       if (t.namespaced === false) delete next.metadata.namespace;
       if (t.statusSubresource) {
         if (current.status === undefined) delete next.status;
         else next.status = clone(current.status);
       }
+    }
+    const errors = this.admit(t, next, statusOnly);
+    if (errors.length > 0) return invalid(t, name, errors);
+    if (!statusOnly) {
       if (current.metadata.deletionTimestamp) {
         const added = (next.metadata.finalizers ?? []).filter((f) => !(current.metadata.finalizers ?? []).includes(f));
         if (added.length > 0) return status(422, 'Invalid', `metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`);
       }
       if (specPart(next) !== specPart(current)) next.metadata.generation = (current.metadata.generation ?? 1) + 1;
     }
-    if (JSON.stringify(next) === JSON.stringify(current)) return clone(current); // a no-op update writes nothing
+    next.metadata.resourceVersion = current.metadata.resourceVersion;
+    if (JSON.stringify(next) === JSON.stringify(current)) return this.read(t, current); // a no-op update writes nothing
     this.bump(next);
     this.objects.set(key, next);
     if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
       this.finish(t, key, next);
     } else {
-      this.emit(t, 'MODIFIED', next);
+      this.emit(t, 'MODIFIED', next, current);
     }
-    return clone(next);
+    return this.read(t, next);
   }
 
   private delete(t: ResourceType, namespace: string | undefined, name: string): KubeObject | Status {
     const key = this.key(t, namespace, name);
     const current = this.objects.get(key);
-    if (!current) return status(404, 'NotFound', `${t.plural} "${name}" not found`);
+    if (!current) return status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
     if ((current.metadata.finalizers ?? []).length > 0) {
-      if (current.metadata.deletionTimestamp) return clone(current);
+      if (current.metadata.deletionTimestamp) return this.read(t, current);
       const next = clone(current);
       next.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
       next.metadata.deletionGracePeriodSeconds = 0;
       this.bump(next);
       this.objects.set(key, next);
-      this.emit(t, 'MODIFIED', next);
-      return clone(next);
+      this.emit(t, 'MODIFIED', next, current);
+      return this.read(t, next);
     }
     this.bump(current);
     this.finish(t, key, current);
-    return clone(current);
+    return this.read(t, current);
   }
 
   /** Removes an object for good and collects its dependents (background cascading deletion). */
@@ -355,6 +654,24 @@ export class KubeApiStandIn {
         this.delete(depType, dep.metadata.namespace, dep.metadata.name);
       }
     }
+  }
+
+  /** The selectors of a list or watch; a malformed one is a 400 Status. */
+  private selectors(t: ResourceType, query: Record<string, string>): ((o: KubeObject) => boolean) | Status {
+    let labels: LabelPredicate;
+    let fields: ObjectPredicate;
+    const supported = ['metadata.name', 'metadata.namespace'];
+    if (t.group === '' && t.plural === 'events') {
+      supported.push('involvedObject.kind', 'involvedObject.namespace', 'involvedObject.name', 'involvedObject.uid', 'involvedObject.apiVersion', 'involvedObject.resourceVersion', 'involvedObject.fieldPath', 'reason', 'reportingComponent', 'source', 'type');
+    }
+    try {
+      labels = parseLabelSelector(query.labelSelector);
+      fields = parseFieldSelector(query.fieldSelector, supported);
+    } catch (err) {
+      if (err instanceof SelectorError) return status(400, 'BadRequest', err.message);
+      throw err;
+    }
+    return (o) => labels(o.metadata.labels) && fields(o as unknown as Record<string, unknown>);
   }
 
   // ---- HTTP -------------------------------------------------------------------------------------
@@ -390,29 +707,33 @@ export class KubeApiStandIn {
     const { type: t, namespace, name, subresource } = route;
 
     if (method === 'GET' && !name) {
-      if (query.watch === 'true' || query.watch === '1') return this.watch(req, res, url, query, t, namespace);
-      const items = this.itemsOf(t, namespace);
-      const list = { apiVersion: t.group ? `${t.group}/${t.version}` : t.version, kind: `${t.kind}List`, metadata: { resourceVersion: String(this.rv) }, items: items.map(clone) };
+      const matches = this.selectors(t, query);
+      if (typeof matches !== 'function') return this.send(req, res, url, query, body, 400, matches);
+      if (watching) return this.watch(req, res, url, query, t, namespace, matches);
+      const items = this.itemsOf(t, namespace).filter(matches);
+      const list = { apiVersion: t.group ? `${t.group}/${t.version}` : t.version, kind: `${t.kind}List`, metadata: { resourceVersion: String(this.rv) }, items: items.map((o) => this.read(t, o)) };
       return this.send(req, res, url, query, body, 200, list);
     }
     let out: unknown;
     if (method === 'GET') {
       const o = this.objects.get(this.key(t, namespace, name!));
-      out = o ? clone(o) : status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
+      out = o ? this.read(t, o) : status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
     } else if (method === 'POST' && !name) {
       out = this.create(t, namespace, body as KubeObject);
     } else if (method === 'PUT' && name) {
-      if (subresource && subresource !== 'status') out = status(404, 'NotFound', `no subresource ${subresource}`);
+      if (subresource && (subresource !== 'status' || !t.statusSubresource)) out = status(404, 'NotFound', `no subresource ${subresource}`);
       else out = this.replace(t, namespace, name, body as KubeObject, subresource === 'status');
     } else if (method === 'PATCH' && name) {
       const contentType = String(req.headers['content-type'] ?? '');
       if (!contentType.startsWith('application/merge-patch+json')) {
         out = status(415, 'UnsupportedMediaType', `the stand-in takes merge patches only, not ${contentType}`);
+      } else if (subresource && (subresource !== 'status' || !t.statusSubresource)) {
+        out = status(404, 'NotFound', `no subresource ${subresource}`);
       } else {
         const current = this.objects.get(this.key(t, namespace, name));
-        if (!current) out = status(404, 'NotFound', `${t.plural} "${name}" not found`);
+        if (!current) out = status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
         else {
-          const merged = mergePatch(current, body) as KubeObject;
+          const merged = mergePatch(this.read(t, current), body) as KubeObject;
           const rvGiven = (body as KubeObject | undefined)?.metadata?.resourceVersion;
           merged.metadata.resourceVersion = rvGiven ?? current.metadata.resourceVersion;
           out = this.replace(t, namespace, name, merged, subresource === 'status');
@@ -452,20 +773,22 @@ export class KubeApiStandIn {
     return { type, namespace, name: rest[1], subresource: rest[2] };
   }
 
-  private watch(req: IncomingMessage, res: ServerResponse, url: URL, query: Record<string, string>, t: ResourceType, namespace?: string): void {
+  private watch(req: IncomingMessage, res: ServerResponse, url: URL, query: Record<string, string>, t: ResourceType, namespace: string | undefined, matches: (o: KubeObject) => boolean): void {
     const from = Number(query.resourceVersion ?? '0');
-    if (query.resourceVersion && from < this.compactedTo) {
-      this.send(req, res, url, query, undefined, 410, status(410, 'Expired', `too old resource version: ${from} (${this.compactedTo})`));
-      return;
-    }
     this.requests.push({ method: 'GET', path: url.pathname, query, body: undefined, status: 200, token: tokenOf(req) });
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders();
-    const w = { typeKey: typeKey(t), namespace, res };
+    if (query.resourceVersion && from < this.compactedTo) {
+      // kube-apiserver answers 200 and reports the expiry inside the stream, then ends it.
+      const expired = status(410, 'Expired', `too old resource version: ${from} (${this.compactedTo})`);
+      res.end(`${JSON.stringify({ type: 'ERROR', object: expired })}\n`);
+      return;
+    }
+    const w: Watcher = { typeKey: typeKey(t), namespace, res, matches };
     for (const e of this.log) {
-      if (e.rv > from && e.typeKey === w.typeKey && (namespace === undefined || e.namespace === namespace)) {
-        res.write(`${JSON.stringify({ type: e.type, object: e.object })}\n`);
-      }
+      if (e.rv <= from) continue;
+      const seen = this.seen(w, e);
+      if (seen) res.write(`${JSON.stringify(seen)}\n`);
     }
     this.watchers.add(w);
     req.on('close', () => this.watchers.delete(w));

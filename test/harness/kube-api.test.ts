@@ -1,0 +1,552 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { BatchV1Api, CoreV1Api, CustomObjectsApi, type KubernetesObject, makeInformer, PatchStrategy, setHeaderOptions, type V1CronJob } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { kubeConfig } from '../../kube/kube-config.js';
+import { type CustomResourceDefinition, KubeApiStandIn, type KubeObject, loadCrds } from './kube-api.js';
+import { until } from './until.js';
+
+/**
+ * The SCRIPTED KUBERNETES API STAND-IN (kube-api.ts) is as strict as kube-apiserver where the
+ * operator's tests depend on it: each behaviour below is driven through the real
+ * @kubernetes/client-node, and each assertion fails on the lax stand-in it replaced.
+ */
+
+const NS = 'strict';
+const WIDGET_CRD: CustomResourceDefinition = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'widgets.test.svc.io' },
+  spec: {
+    group: 'test.svc.io',
+    names: { kind: 'Widget', plural: 'widgets' },
+    scope: 'Namespaced',
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        subresources: { status: {} },
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            properties: {
+              spec: {
+                type: 'object',
+                required: ['size'],
+                properties: {
+                  size: { type: 'integer', format: 'int32', minimum: 1, maximum: 10 },
+                  mode: { type: 'string', enum: ['fast', 'slow'], default: 'fast' },
+                  code: { type: 'string', pattern: '^[a-z]+$', minLength: 2, maxLength: 5 },
+                  tags: { type: 'array', items: { type: 'string' }, minItems: 1, maxItems: 2, 'x-kubernetes-list-type': 'set' },
+                  port: { 'x-kubernetes-int-or-string': true },
+                  when: { type: 'string', format: 'date-time' },
+                  note: { type: 'string', nullable: true },
+                  label: { type: 'string', default: 'none' },
+                  limits: { type: 'object', additionalProperties: { type: 'integer', minimum: 0 } },
+                  extra: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true, properties: { known: { type: 'object', properties: { a: { type: 'string' } } } } },
+                  template: { type: 'object', 'x-kubernetes-embedded-resource': true, 'x-kubernetes-preserve-unknown-fields': true },
+                  policy: { type: 'object', default: { retries: 3 }, properties: { retries: { type: 'integer' }, backoff: { type: 'string', default: '1s' } } },
+                  target: { type: 'object', properties: { host: { type: 'string' }, ip: { type: 'string' } }, oneOf: [{ required: ['host'] }, { required: ['ip'] }] },
+                  level: { type: 'string', anyOf: [{ pattern: '^lo' }, { pattern: '^hi' }] },
+                  word: { type: 'string', not: { enum: ['forbidden'] }, allOf: [{ minLength: 2 }, { maxLength: 9 }] },
+                },
+              },
+              status: { type: 'object', properties: { phase: { type: 'string', enum: ['Ready', 'Failed'] }, count: { type: 'integer' } } },
+            },
+          },
+        },
+      },
+    ],
+  },
+};
+const WIDGET = { group: 'test.svc.io', version: 'v1', plural: 'widgets' };
+
+let api: KubeApiStandIn;
+let custom: CustomObjectsApi;
+let core: CoreV1Api;
+let batch: BatchV1Api;
+
+beforeAll(async () => {
+  api = await new KubeApiStandIn([...loadCrds(), WIDGET_CRD]).start();
+  const kc = kubeConfig({ server: api.url, token: 'stand-in' });
+  custom = kc.makeApiClient(CustomObjectsApi);
+  core = kc.makeApiClient(CoreV1Api);
+  batch = kc.makeApiClient(BatchV1Api);
+  api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+});
+
+afterAll(async () => {
+  await api?.close();
+});
+
+interface StatusBody {
+  kind: string;
+  apiVersion: string;
+  status: string;
+  reason: string;
+  code: number;
+  message: string;
+  details?: { name: string; group: string; kind: string; causes: Array<{ reason: string; message: string; field: string }> };
+}
+
+/** The Status a refused call answered (fails the test when the call succeeded). */
+async function refusal(call: Promise<unknown>): Promise<StatusBody & { httpCode: number }> {
+  try {
+    await call;
+  } catch (err) {
+    const e = err as { code?: number; body?: unknown };
+    const body = typeof e.body === 'string' ? JSON.parse(e.body) : e.body;
+    return { ...(body as StatusBody), httpCode: e.code ?? 0 };
+  }
+  throw new Error('the stand-in accepted what kube-apiserver refuses');
+}
+
+const widget = (name: string, spec: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  apiVersion: 'test.svc.io/v1',
+  kind: 'Widget',
+  metadata: { name, namespace: NS },
+  spec,
+  ...extra,
+});
+const createWidget = (body: object) => custom.createNamespacedCustomObject({ ...WIDGET, namespace: NS, body }) as Promise<KubeObject>;
+const example = (file: string): KubeObject => parse(readFileSync(new URL(`../../examples/${file}`, import.meta.url), 'utf8')) as KubeObject;
+
+describe('custom resources are served from their CRDs', () => {
+  it('registers every CRD of crds/, and a custom type given without a schema takes its CRD (which must agree)', () => {
+    for (const crd of loadCrds()) {
+      const t = api.typeOf(`${crd.spec.group}/${crd.spec.versions[0]!.name}`, crd.spec.names.plural);
+      expect(t).toMatchObject({ kind: crd.spec.names.kind, namespaced: true, statusSubresource: true });
+      expect(t.schema?.properties?.spec).toBeDefined();
+    }
+    expect(KubeApiStandIn.withCrds().typeOf('apps.svc.io/v1', 'exports').schema).toEqual(loadCrds().find((c) => c.spec.names.plural === 'exports')!.spec.versions[0]!.schema!.openAPIV3Schema);
+    const lone = new KubeApiStandIn([{ group: 'connectors.svc.io', version: 'v1', plural: 'connectors', kind: 'Connector', namespaced: true, statusSubresource: true }]);
+    expect(lone.typeOf('connectors.svc.io/v1', 'connectors').schema?.properties?.status).toBeDefined();
+    expect(() => new KubeApiStandIn([{ group: 'connectors.svc.io', version: 'v1', plural: 'connectors', kind: 'Connector', namespaced: false, statusSubresource: true }])).toThrow(/namespaced/);
+    expect(() => new KubeApiStandIn([{ group: 'nowhere.svc.io', version: 'v1', plural: 'things', kind: 'Thing', namespaced: true, statusSubresource: true }])).toThrow(/no CRD/);
+  });
+});
+
+describe('1. validation against the openAPIV3Schema: 422 Invalid with the Status of kube-apiserver', () => {
+  it('answers a value outside an enum of a repository CRD with the full Status', async () => {
+    const entity = example('entity-partner.yaml');
+    (entity.spec as { columns: Array<{ type: string }> }).columns[0]!.type = 'float';
+    const s = await refusal(custom.createNamespacedCustomObject({ group: 'apps.svc.io', version: 'v1', plural: 'entities', namespace: NS, body: { ...entity, metadata: { ...entity.metadata, namespace: NS } } }));
+    expect(s.httpCode).toBe(422);
+    expect(s).toMatchObject({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Invalid', code: 422 });
+    expect(s.message).toBe(
+      'Entity.apps.svc.io "partner" is invalid: spec.columns[0].type: Unsupported value: "float": supported values: "text", "bigint", "numeric", "timestamptz", "boolean"',
+    );
+    expect(s.details).toEqual({
+      name: 'partner',
+      group: 'apps.svc.io',
+      kind: 'Entity',
+      causes: [{ reason: 'FieldValueNotSupported', message: 'Unsupported value: "float": supported values: "text", "bigint", "numeric", "timestamptz", "boolean"', field: 'spec.columns[0].type' }],
+    });
+    expect(api.get('apps.svc.io/v1', 'entities', NS, 'partner')).toBeUndefined();
+  });
+
+  it('lists several errors in brackets, a missing required field as FieldValueRequired', async () => {
+    const s = await refusal(custom.createNamespacedCustomObject({ group: 'apps.svc.io', version: 'v1', plural: 'entities', namespace: NS, body: { apiVersion: 'apps.svc.io/v1', kind: 'Entity', metadata: { name: 'empty' }, spec: { key: '' } } }));
+    expect(s.code).toBe(422);
+    expect(s.message).toMatch(/^Entity\.apps\.svc\.io "empty" is invalid: \[.*\]$/);
+    expect(s.details!.causes).toEqual(
+      expect.arrayContaining([
+        { reason: 'FieldValueRequired', message: 'Required value', field: 'spec.scope' },
+        { reason: 'FieldValueRequired', message: 'Required value', field: 'spec.columns' },
+        { reason: 'FieldValueInvalid', message: 'Invalid value: "": spec.key in body should be at least 1 chars long', field: 'spec.key' },
+      ]),
+    );
+    const noSpec = await refusal(custom.createNamespacedCustomObject({ group: 'apps.svc.io', version: 'v1', plural: 'entities', namespace: NS, body: { apiVersion: 'apps.svc.io/v1', kind: 'Entity', metadata: { name: 'nospec' } } }));
+    expect(noSpec.message).toBe('Entity.apps.svc.io "nospec" is invalid: spec: Required value');
+  });
+
+  it('checks metadata.name against the pattern the CRD gives it', async () => {
+    const entity = example('entity-partner.yaml');
+    const long = 'a'.repeat(64);
+    const s = await refusal(custom.createNamespacedCustomObject({ group: 'apps.svc.io', version: 'v1', plural: 'entities', namespace: NS, body: { ...entity, metadata: { name: long } } }));
+    expect(s.details!.causes.map((c) => c.field)).toEqual(['metadata.name']);
+    expect(s.details!.causes[0]!.message).toContain('metadata.name in body should match');
+  });
+
+  const cases: Array<[string, Record<string, unknown>, string, string, RegExp]> = [
+    ['type', { size: 'big' }, 'spec.size', 'FieldValueInvalid', /^Invalid value: "string": spec\.size in body must be of type integer: "string"$/],
+    ['minimum', { size: 0 }, 'spec.size', 'FieldValueInvalid', /should be greater than or equal to 1$/],
+    ['maximum', { size: 11 }, 'spec.size', 'FieldValueInvalid', /should be less than or equal to 10$/],
+    ['int32', { size: 1, limits: { a: 1.5 } }, 'spec.limits.a', 'FieldValueInvalid', /must be of type integer/],
+    ['additionalProperties', { size: 1, limits: { a: -1 } }, 'spec.limits.a', 'FieldValueInvalid', /greater than or equal to 0/],
+    ['pattern', { size: 1, code: 'AB' }, 'spec.code', 'FieldValueInvalid', /should match '\^\[a-z\]\+\$'$/],
+    ['minLength', { size: 1, code: 'a' }, 'spec.code', 'FieldValueInvalid', /should be at least 2 chars long/],
+    ['maxLength', { size: 1, code: 'abcdef' }, 'spec.code', 'FieldValueTooLong', /^Too long: must have at most 5 bytes$/],
+    ['minItems', { size: 1, tags: [] }, 'spec.tags', 'FieldValueInvalid', /should have at least 1 items/],
+    ['maxItems', { size: 1, tags: ['a', 'b', 'c'] }, 'spec.tags', 'FieldValueTooMany', /^Too many: 3: must have at most 2 items$/],
+    ['list-type set', { size: 1, tags: ['a', 'a'] }, 'spec.tags[1]', 'FieldValueDuplicate', /^Duplicate value: "a"$/],
+    ['items', { size: 1, tags: [3] }, 'spec.tags[0]', 'FieldValueInvalid', /must be of type string/],
+    ['int-or-string', { size: 1, port: true }, 'spec.port', 'FieldValueInvalid', /must be of type integer-or-string/],
+    ['date-time', { size: 1, when: 'yesterday' }, 'spec.when', 'FieldValueInvalid', /must be of type date-time: "yesterday"/],
+    ['not nullable', { size: 1, code: null, tags: null, word: 'ab', mode: 'medium' }, 'spec.mode', 'FieldValueNotSupported', /^Unsupported value: "medium": supported values: "fast", "slow"$/],
+    ['embedded-resource', { size: 1, template: { kind: 'Pod', metadata: {} } }, 'spec.template.apiVersion', 'FieldValueRequired', /^Required value: must not be empty$/],
+    ['oneOf (none)', { size: 1, target: {} }, 'spec.target', 'FieldValueInvalid', /must validate one and only one schema \(oneOf\)\. Found none valid$/],
+    ['oneOf (two)', { size: 1, target: { host: 'h', ip: '1.2.3.4' } }, 'spec.target', 'FieldValueInvalid', /Found 2 valid alternatives$/],
+    ['anyOf', { size: 1, level: 'mid' }, 'spec.level', 'FieldValueInvalid', /must validate at least one schema \(anyOf\)$/],
+    ['not', { size: 1, word: 'forbidden' }, 'spec.word', 'FieldValueInvalid', /must not validate the schema \(not\)$/],
+    ['allOf', { size: 1, word: 'x' }, 'spec.word', 'FieldValueInvalid', /should be at least 2 chars long$/],
+  ];
+  it.each(cases)('%s', async (_what, spec, field, reason, message) => {
+    const s = await refusal(createWidget(widget('w-invalid', spec)));
+    expect(s.code).toBe(422);
+    expect(s.details!.causes).toHaveLength(1);
+    expect(s.details!.causes[0]).toMatchObject({ field, reason });
+    expect(s.details!.causes[0]!.message).toMatch(message);
+    expect(s.message).toBe(`Widget.test.svc.io "w-invalid" is invalid: ${field}: ${s.details!.causes[0]!.message}`);
+  });
+
+  it('accepts what the schema allows (int-or-string either way, a nullable null, one oneOf branch, an embedded resource)', async () => {
+    const created = await createWidget(
+      widget('w-valid', { size: 10, code: 'ab', tags: ['a', 'b'], port: 'http', when: '2026-01-02T03:04:05Z', note: null, target: { ip: '10.0.0.1' }, level: 'hi', word: 'fine', template: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' } } }),
+    );
+    expect(created.spec).toMatchObject({ port: 'http', note: null, target: { ip: '10.0.0.1' } });
+    const updated = (await custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-valid', body: { ...created, spec: { ...created.spec, port: 8080 } } })) as KubeObject;
+    expect(updated.spec!.port).toBe(8080);
+  });
+
+  it('validates an update too, and a write to /status validates status', async () => {
+    const created = await createWidget(widget('w-update', { size: 1 }));
+    const s = await refusal(custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-update', body: { ...created, spec: { size: 99 } } }));
+    expect(s.details!.causes[0]!.field).toBe('spec.size');
+    const st = await refusal(custom.replaceNamespacedCustomObjectStatus({ ...WIDGET, namespace: NS, name: 'w-update', body: { ...created, status: { phase: 'Sideways' } } }));
+    expect(st.code).toBe(422);
+    expect(st.details!.causes).toEqual([{ reason: 'FieldValueNotSupported', field: 'status.phase', message: 'Unsupported value: "Sideways": supported values: "Ready", "Failed"' }]);
+    const patched = await refusal(
+      custom.patchNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-update', body: { spec: { size: 'x' } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch)),
+    );
+    expect(patched.details!.causes[0]!.field).toBe('spec.size');
+    expect(api.get('test.svc.io/v1', 'widgets', NS, 'w-update')!.spec!.size).toBe(1);
+  });
+});
+
+describe('2. pruning of undeclared fields', () => {
+  it('drops unknown fields of the main resource silently, keeps those under x-kubernetes-preserve-unknown-fields, keeps ObjectMeta', async () => {
+    const entity = example('entity-partner.yaml');
+    const spec = entity.spec as { columns: Array<Record<string, unknown>>; scope: unknown };
+    spec.columns[0]!.colour = 'red';
+    spec.scope = { free: { form: true } };
+    const created = (await custom.createNamespacedCustomObject({
+      group: 'apps.svc.io',
+      version: 'v1',
+      plural: 'entities',
+      namespace: NS,
+      body: { ...entity, connector_type: 'rest', metadata: { ...entity.metadata, name: 'pruned', labels: { a: 'b' }, bogusMeta: 1 }, spec: { ...spec, bogus: 1 } },
+    })) as KubeObject;
+    const stored = api.get('apps.svc.io/v1', 'entities', NS, 'pruned')!;
+    for (const o of [created, stored]) {
+      expect(o).not.toHaveProperty('connector_type');
+      expect(o.spec).not.toHaveProperty('bogus');
+      expect((o.spec as typeof spec).columns[0]).not.toHaveProperty('colour');
+      expect((o.spec as typeof spec).scope).toEqual({ free: { form: true } });
+      expect(o.metadata).not.toHaveProperty('bogusMeta');
+      expect(o.metadata.labels).toEqual({ a: 'b' });
+    }
+  });
+
+  it('prunes below a preserved node only the declared sub-objects, and an embedded resource keeps its metadata', async () => {
+    const created = await createWidget(widget('w-preserve', { size: 1, extra: { anything: { deep: 1 }, known: { a: 'x', b: 'dropped' } }, template: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: { x: 'y' } }, spec: { any: 1 } } }));
+    expect(created.spec!.extra).toEqual({ anything: { deep: 1 }, known: { a: 'x' } });
+    expect(created.spec!.template).toEqual({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: { x: 'y' } }, spec: { any: 1 } });
+  });
+
+  it('drops unknown fields written through the status subresource (what the real server does to status.tenant)', async () => {
+    const connector = example('open.yaml');
+    const created = (await custom.createNamespacedCustomObject({ group: 'connectors.svc.io', version: 'v1', plural: 'connectors', namespace: NS, body: { ...connector, metadata: { ...connector.metadata, namespace: NS } } })) as KubeObject;
+    const condition = { type: 'Ready', status: 'True', reason: 'Applied', message: 'ok', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 1 };
+    const written = (await custom.replaceNamespacedCustomObjectStatus({
+      group: 'connectors.svc.io',
+      version: 'v1',
+      plural: 'connectors',
+      namespace: NS,
+      name: created.metadata.name,
+      body: { ...created, status: { observedGeneration: 1, tenant: 'default', conditions: [{ ...condition, extra: 1 }] } },
+    })) as KubeObject;
+    expect(written.status).toEqual({ observedGeneration: 1, conditions: [condition] });
+    expect(api.get('connectors.svc.io/v1', 'connectors', NS, created.metadata.name)!.status).toEqual({ observedGeneration: 1, conditions: [condition] });
+  });
+});
+
+describe('3. defaults from the schema', () => {
+  it('applies defaults on create (nested in a default too), replaces a non-nullable null by its default or drops it, keeps a nullable one', async () => {
+    const created = await createWidget(widget('w-defaults', { size: 1, label: null, note: null, code: null, limits: { a: null, b: 1 } }));
+    expect(created.spec).toEqual({ size: 1, mode: 'fast', label: 'none', note: null, limits: { b: 1 }, policy: { retries: 3, backoff: '1s' } });
+    expect(api.get('test.svc.io/v1', 'widgets', NS, 'w-defaults')!.spec).toEqual(created.spec);
+  });
+
+  it('applies defaults on update and on read', async () => {
+    const created = await createWidget(widget('w-defaults-2', { size: 1, mode: 'slow', policy: { retries: 1 } }));
+    const { mode: _mode, ...rest } = created.spec as Record<string, unknown>;
+    const updated = (await custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-defaults-2', body: { ...created, spec: { ...rest, policy: {} } } })) as KubeObject;
+    expect(updated.spec).toMatchObject({ mode: 'fast', policy: { backoff: '1s' } });
+    const read = (await custom.getNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-defaults-2' })) as KubeObject;
+    expect(read.spec).toEqual(updated.spec);
+    const listed = (await custom.listNamespacedCustomObject({ ...WIDGET, namespace: NS, fieldSelector: 'metadata.name=w-defaults-2' })) as { items: KubeObject[] };
+    expect(listed.items.map((i) => i.spec)).toEqual([updated.spec]);
+  });
+});
+
+describe('4. metadata.generateName', () => {
+  it('names the object <generateName><5 random characters>; neither name nor generateName is 422', async () => {
+    const a = await createWidget({ ...widget('', { size: 1 }), metadata: { generateName: 'gen-', namespace: NS } });
+    const b = await createWidget({ ...widget('', { size: 1 }), metadata: { generateName: 'gen-', namespace: NS } });
+    expect(a.metadata.name).toMatch(/^gen-[bcdfghjklmnpqrstvwxz2456789]{5}$/);
+    expect(b.metadata.name).not.toBe(a.metadata.name);
+    expect(api.get('test.svc.io/v1', 'widgets', NS, a.metadata.name)).toBeDefined();
+    const s = await refusal(createWidget({ ...widget('', { size: 1 }), metadata: { namespace: NS } }));
+    expect(s.code).toBe(422);
+    expect(s.message).toBe('Widget.test.svc.io "" is invalid: metadata.name: Required value: name or generateName is required');
+    expect(s.details!.causes).toEqual([{ reason: 'FieldValueRequired', field: 'metadata.name', message: 'Required value: name or generateName is required' }]);
+  });
+});
+
+describe('5. resourceVersion on update', () => {
+  it('a custom resource (or its status) cannot be updated unconditionally: 422', async () => {
+    const created = await createWidget(widget('w-rv', { size: 1 }));
+    const { resourceVersion: _rv, ...meta } = created.metadata;
+    const s = await refusal(custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-rv', body: { ...created, metadata: meta, spec: { size: 2 } } }));
+    expect(s.code).toBe(422);
+    expect(s.message).toBe('Widget.test.svc.io "w-rv" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update');
+    expect(s.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update' }]);
+    const st = await refusal(custom.replaceNamespacedCustomObjectStatus({ ...WIDGET, namespace: NS, name: 'w-rv', body: { ...created, metadata: meta, status: { phase: 'Ready' } } }));
+    expect(st.code).toBe(422);
+    // An old one is a 409 Conflict; the current one goes through.
+    await custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-rv', body: { ...created, spec: { size: 2 } } });
+    expect((await refusal(custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-rv', body: { ...created, spec: { size: 3 } } }))).code).toBe(409);
+  });
+
+  it('a CronJob can (batch/v1 allows unconditional update)', async () => {
+    const job = await batch.createNamespacedCronJob({ namespace: NS, body: cronJob('unconditional', '0 * * * *') });
+    const { resourceVersion: _rv, ...meta } = job.metadata!;
+    const updated = await batch.replaceNamespacedCronJob({ namespace: NS, name: 'unconditional', body: { ...job, metadata: meta, spec: { ...job.spec!, schedule: '5 * * * *' } } });
+    expect(updated.spec!.schedule).toBe('5 * * * *');
+  });
+});
+
+describe('6. a watch from a compacted resourceVersion', () => {
+  it('answers 200, then one ERROR event with a 410 Expired Status, and ends the stream', async () => {
+    const rv = api.resourceVersion;
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'moves-the-counter' } });
+    api.compact();
+    const res = await fetch(`${api.url}/apis/test.svc.io/v1/namespaces/${NS}/widgets?watch=true&resourceVersion=${rv}`, { headers: { Authorization: 'Bearer stand-in' } });
+    expect(res.status).toBe(200);
+    const lines = (await res.text()).split('\n').filter(Boolean);
+    expect(lines.map((l) => JSON.parse(l))).toEqual([
+      { type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${rv} (${api.resourceVersion})`, reason: 'Expired', code: 410 } },
+    ]);
+  });
+
+  it("makes @kubernetes/client-node's informer list again, and it sees what changed meanwhile", async () => {
+    const kc = kubeConfig({ server: api.url, token: 'stand-in' });
+    const path = `/apis/test.svc.io/v1/namespaces/${NS}/widgets`;
+    const informer = makeInformer<KubernetesObject>(kc, path, () => custom.listNamespacedCustomObject({ ...WIDGET, namespace: NS }) as never);
+    const errors: unknown[] = [];
+    informer.on('error', (err) => errors.push(err));
+    await informer.start();
+    try {
+      await until('the first watch', () => api.requests.some((r) => r.path === path && r.query.watch === 'true'));
+      const listsBefore = api.requests.filter((r) => r.path === path && r.query.watch === undefined).length;
+      api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'moves-it-again' } });
+      api.compact(); // closes the watch: the informer comes back from its old resourceVersion
+      api.apply('widgets', widget('after-compaction', { size: 1 }) as KubeObject);
+      await until('the informer to see it', () => informer.list(NS).some((o) => o.metadata?.name === 'after-compaction'), 10_000);
+      const watches = api.requests.filter((r) => r.path === path && r.query.watch === 'true');
+      expect(watches.length).toBeGreaterThanOrEqual(2);
+      expect(api.requests.filter((r) => r.path === path && r.query.watch === undefined).length).toBeGreaterThan(listsBefore);
+      expect(errors).toEqual([]);
+    } finally {
+      await informer.stop();
+    }
+  });
+});
+
+describe('7. label and field selectors', () => {
+  beforeAll(() => {
+    const labelled: Array<[string, Record<string, string>]> = [
+      ['sel-a', { tier: 'web', env: 'prod' }],
+      ['sel-b', { tier: 'db', env: 'prod' }],
+      ['sel-c', { tier: 'web', env: 'dev', canary: 'yes' }],
+      ['sel-d', {}],
+    ];
+    for (const [name, labels] of labelled) api.apply('widgets', { ...widget(name, { size: 1 }), metadata: { name, namespace: NS, labels: { set: 'sel', ...labels } } } as KubeObject);
+  });
+  const names = async (labelSelector: string, fieldSelector?: string) =>
+    ((await custom.listNamespacedCustomObject({ ...WIDGET, namespace: NS, labelSelector: `set=sel${labelSelector ? `,${labelSelector}` : ''}`, fieldSelector })) as { items: KubeObject[] }).items.map((o) => o.metadata.name).sort();
+
+  it.each([
+    ['', ['sel-a', 'sel-b', 'sel-c', 'sel-d']],
+    ['tier=web', ['sel-a', 'sel-c']],
+    ['tier==web', ['sel-a', 'sel-c']],
+    ['tier!=web', ['sel-b', 'sel-d']],
+    ['tier in (db, web)', ['sel-a', 'sel-b', 'sel-c']],
+    ['tier notin (web)', ['sel-b', 'sel-d']],
+    ['canary', ['sel-c']],
+    ['!canary', ['sel-a', 'sel-b', 'sel-d']],
+    ['tier=web,env=prod', ['sel-a']],
+  ])('list with labelSelector %j', async (selector, expected) => {
+    expect(await names(selector)).toEqual(expected);
+  });
+
+  it('fieldSelector metadata.name and metadata.namespace; a malformed selector is a 400', async () => {
+    expect(await names('', 'metadata.name=sel-b')).toEqual(['sel-b']);
+    expect(await names('', 'metadata.name!=sel-b,metadata.namespace=strict')).toEqual(['sel-a', 'sel-c', 'sel-d']);
+    expect(await names('', 'metadata.namespace=elsewhere')).toEqual([]);
+    expect((await refusal(custom.listNamespacedCustomObject({ ...WIDGET, namespace: NS, labelSelector: 'tier in (web' }))).code).toBe(400);
+    expect((await refusal(custom.listNamespacedCustomObject({ ...WIDGET, namespace: NS, fieldSelector: 'spec.size=1' }))).message).toBe('field label not supported: spec.size');
+  });
+
+  it('a watch with a labelSelector sees only matching objects; one that stops matching is DELETED, one that starts is ADDED', async () => {
+    const from = api.resourceVersion;
+    api.apply('widgets', { ...widget('sel-e', { size: 1 }), metadata: { name: 'sel-e', namespace: NS, labels: { tier: 'web' } } } as KubeObject);
+    api.apply('widgets', { ...widget('sel-f', { size: 1 }), metadata: { name: 'sel-f', namespace: NS, labels: { tier: 'db' } } } as KubeObject);
+    api.apply('widgets', { ...widget('sel-e', { size: 1 }), metadata: { name: 'sel-e', namespace: NS, labels: { tier: 'db' } } } as KubeObject);
+    api.apply('widgets', { ...widget('sel-f', { size: 1 }), metadata: { name: 'sel-f', namespace: NS, labels: { tier: 'web' } } } as KubeObject);
+    const controller = new AbortController();
+    const res = await fetch(`${api.url}/apis/test.svc.io/v1/namespaces/${NS}/widgets?watch=true&resourceVersion=${from}&labelSelector=tier%3Dweb`, { headers: { Authorization: 'Bearer stand-in' }, signal: controller.signal });
+    const reader = res.body!.getReader();
+    let text = '';
+    while (text.split('\n').filter(Boolean).length < 3) text += new TextDecoder().decode((await reader.read()).value);
+    controller.abort();
+    const events = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; object: KubeObject });
+    expect(events.map((e) => [e.type, e.object.metadata.name])).toEqual([
+      ['ADDED', 'sel-e'],
+      ['DELETED', 'sel-e'],
+      ['ADDED', 'sel-f'],
+    ]);
+  });
+});
+
+function cronJob(name: string, schedule: string, extra: { timeZone?: string; containers?: unknown[]; restartPolicy?: string | null } = {}): V1CronJob {
+  const podSpec: Record<string, unknown> = { containers: extra.containers ?? [{ name: 'run', image: 'svc-hub:test' }] };
+  if (extra.restartPolicy !== null) podSpec.restartPolicy = extra.restartPolicy ?? 'Never';
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'CronJob',
+    metadata: { name, namespace: NS },
+    spec: { schedule, ...(extra.timeZone ? { timeZone: extra.timeZone } : {}), jobTemplate: { spec: { template: { spec: podSpec as never } } } },
+  };
+}
+
+describe('8. CronJob validation', () => {
+  let seq = 0;
+  const create = (schedule: string, extra: Parameters<typeof cronJob>[2] = {}, name = `cj-${++seq}`) => batch.createNamespacedCronJob({ namespace: NS, body: cronJob(name, schedule, extra) });
+
+  it.each([
+    '*/15 * * * *',
+    '0 2 * * *',
+    '0-30/5 1,13 1-15 JAN-jun mon-FRI',
+    '0 0 ? * SUN',
+    '5 4 * DEC SAT',
+    '@yearly',
+    '@annually',
+    '@monthly',
+    '@weekly',
+    '@daily',
+    '@midnight',
+    '@hourly',
+    '@every 1h30m',
+  ])('accepts the schedule %j', async (schedule) => {
+    expect((await create(schedule)).spec!.schedule).toBe(schedule);
+  });
+
+  it.each([
+    ['0 0 L * *', /failed to parse int from L/],
+    ['0 0 * * 5#3', /failed to parse int from 5#3/],
+    ['0 0 15W * *', /failed to parse int from 15W/],
+    ['0 0 0 * * *', /expected exactly 5 fields, found 6/],
+    ['0 0 * *', /expected exactly 5 fields, found 4/],
+    ['60 * * * *', /end of range \(60\) above maximum \(59\)/],
+    ['0 0 0 * *', /beginning of range \(0\) below minimum \(1\)/],
+    ['0 0 * * 7', /above maximum \(6\)/],
+    ['*/0 * * * *', /step of range should be a positive number/],
+    ['@reboot', /unrecognized descriptor: @reboot/],
+    ['@every forever', /failed to parse duration/],
+  ])('refuses the schedule %j', async (schedule, reason) => {
+    const s = await refusal(create(schedule));
+    expect(s.code).toBe(422);
+    expect(s.details!.causes).toHaveLength(1);
+    expect(s.details!.causes[0]!.field).toBe('spec.schedule');
+    expect(s.details!.causes[0]!.message).toMatch(reason);
+    expect(s.message).toMatch(new RegExp(`^CronJob\\.batch "cj-\\d+" is invalid: spec\\.schedule: Invalid value: ${JSON.stringify(schedule).replace(/[*?()#]/g, '\\$&')}: `));
+  });
+
+  it('refuses TZ= and CRON_TZ= in the schedule, an unknown timeZone, and takes a real one', async () => {
+    for (const schedule of ['TZ=UTC 0 * * * *', 'CRON_TZ=Europe/Paris 0 * * * *']) {
+      const s = await refusal(create(schedule));
+      expect(s.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'spec.schedule', message: `Invalid value: ${JSON.stringify(schedule)}: cannot use TZ or CRON_TZ in schedule, use timeZone field instead` }]);
+    }
+    const tz = await refusal(create('0 * * * *', { timeZone: 'Mars/Olympus_Mons' }));
+    expect(tz.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'spec.timeZone', message: 'Invalid value: "Mars/Olympus_Mons": unknown time zone Mars/Olympus_Mons' }]);
+    for (const timeZone of ['Etc/UTC', 'UTC', 'Europe/Paris', 'America/Argentina/Buenos_Aires']) expect((await create('0 * * * *', { timeZone })).spec!.timeZone).toBe(timeZone);
+  });
+
+  it('refuses a name over 52 characters, a template without containers, and a restartPolicy a Job does not take; defaults the policy and history limits', async () => {
+    const long = await refusal(create('0 * * * *', {}, 'c'.repeat(53)));
+    expect(long.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'metadata.name', message: `Invalid value: "${'c'.repeat(53)}": must be no more than 52 characters` }]);
+    expect((await create('0 * * * *', {}, 'c'.repeat(52))).metadata!.name).toHaveLength(52);
+    const empty = await refusal(create('0 * * * *', { containers: [] }));
+    expect(empty.details!.causes).toEqual([{ reason: 'FieldValueRequired', field: 'spec.jobTemplate.spec.template.spec.containers', message: 'Required value' }]);
+    const defaulted = await create('0 * * * *');
+    expect(defaulted.spec).toMatchObject({ concurrencyPolicy: 'Allow', suspend: false, successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 1 });
+    const always = await refusal(create('0 * * * *', { restartPolicy: null }));
+    expect(always.details!.causes).toEqual([
+      { reason: 'FieldValueNotSupported', field: 'spec.jobTemplate.spec.template.spec.restartPolicy', message: 'Unsupported value: "Always": supported values: "OnFailure", "Never"' },
+    ]);
+  });
+});
+
+describe('9. Events', () => {
+  it('need an involvedObject in their namespace, honour generateName, and are listable (by involvedObject too)', async () => {
+    const involvedObject = { apiVersion: 'test.svc.io/v1', kind: 'Widget', name: 'w-valid', namespace: NS };
+    const none = await refusal(core.createNamespacedEvent({ namespace: NS, body: { metadata: { generateName: 'w-valid.' }, reason: 'Applied', message: 'm' } as never }));
+    expect(none.code).toBe(422);
+    expect(none.details!.causes).toEqual([{ reason: 'FieldValueRequired', field: 'involvedObject', message: 'Required value' }]);
+    const elsewhere = await refusal(core.createNamespacedEvent({ namespace: NS, body: { metadata: { generateName: 'w-valid.' }, involvedObject: { ...involvedObject, namespace: 'other' }, reason: 'Applied', message: 'm' } }));
+    expect(elsewhere.message).toBe('Event "" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace'.replace('""', `"${elsewhere.details!.name}"`));
+    const created = await core.createNamespacedEvent({ namespace: NS, body: { metadata: { generateName: 'w-valid.' }, involvedObject, reason: 'Applied', message: 'applied', type: 'Normal', firstTimestamp: new Date(), count: 1 } });
+    expect(created.metadata!.name).toMatch(/^w-valid\.[bcdfghjklmnpqrstvwxz2456789]{5}$/);
+    const listed = await core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.name=w-valid' });
+    expect(listed.items.map((e) => [e.metadata!.name, e.reason, e.message])).toEqual([[created.metadata!.name, 'Applied', 'applied']]);
+    expect(api.list('v1', 'events', NS)).toHaveLength(1);
+  });
+});
+
+describe('10. names and namespaces (and the rest of what the server checks of any object)', () => {
+  it('a custom resource name must be a DNS-1123 subdomain (253 at most)', async () => {
+    for (const name of ['Bad_Name', 'ends-with-dash-', 'x'.repeat(254)]) {
+      const s = await refusal(createWidget(widget(name, { size: 1 })));
+      expect(s.code).toBe(422);
+      expect(s.details!.causes.map((c) => c.field)).toEqual(['metadata.name']);
+    }
+    expect((await refusal(createWidget(widget('Bad_Name', { size: 1 })))).message).toMatch(/^Widget\.test\.svc\.io "Bad_Name" is invalid: metadata\.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of/);
+    expect((await createWidget(widget('a.b-c', { size: 1 }))).metadata.name).toBe('a.b-c');
+    expect((await createWidget(widget('x'.repeat(253), { size: 1 }))).metadata.name).toHaveLength(253);
+  });
+
+  it("the body's namespace must be the URL's (400), and on update its name too", async () => {
+    const s = await refusal(custom.createNamespacedCustomObject({ ...WIDGET, namespace: NS, body: { ...widget('w-ns', { size: 1 }), metadata: { name: 'w-ns', namespace: 'other' } } }));
+    expect(s).toMatchObject({ httpCode: 400, reason: 'BadRequest', message: 'the namespace of the provided object does not match the namespace sent on the request' });
+    const created = await createWidget(widget('w-ns', { size: 1 }));
+    const renamed = await refusal(custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w-ns', body: { ...created, metadata: { ...created.metadata, name: 'w-other' } } }));
+    expect(renamed).toMatchObject({ httpCode: 400, message: 'the name of the object (w-other) does not match the name on the URL (w-ns)' });
+  });
+
+  it('a custom resource body names its apiVersion and kind (400 otherwise)', async () => {
+    const { kind: _kind, ...noKind } = widget('w-nokind', { size: 1 });
+    expect((await refusal(createWidget(noKind))).message).toMatch(/^Object 'Kind' is missing in/);
+    expect((await refusal(createWidget({ ...widget('w-kind', { size: 1 }), apiVersion: 'test.svc.io/v2' }))).message).toBe(
+      'the API version in the data (test.svc.io/v2) does not match the expected API version (test.svc.io/v1)',
+    );
+  });
+
+  it('label keys and values, and ownerReferences, are checked on every type', async () => {
+    const labels = await refusal(createWidget({ ...widget('w-labels', { size: 1 }), metadata: { name: 'w-labels', labels: { ok: 'bad value!' } } }));
+    expect(labels.details!.causes.map((c) => c.field)).toEqual(['metadata.labels']);
+    const owner = await refusal(batch.createNamespacedCronJob({ namespace: NS, body: { ...cronJob('owned', '0 * * * *'), metadata: { name: 'owned', ownerReferences: [{ apiVersion: 'test.svc.io/v1', kind: 'Widget', name: 'w', uid: '' }] } } }));
+    expect(owner.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'metadata.ownerReferences[0].uid', message: 'Invalid value: "": uid must not be empty' }]);
+  });
+});
