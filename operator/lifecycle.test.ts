@@ -4,6 +4,7 @@ import { kubeConfig } from '../kube/kube-config.js';
 import type { AdminServices } from '../src/admin/services.js';
 import type { Tx } from '../src/db/database.js';
 import { ValidationError } from '../src/errors.js';
+import { crdOf } from '../src/manifests/crd.js';
 import type { ManifestHandler } from '../src/manifests/handler.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
@@ -64,7 +65,7 @@ const WIDGET: ManifestKind = {
   plural: 'widgets',
   singular: 'widget',
   shortNames: [],
-  schema: { type: 'object' },
+  schema: { type: 'object', properties: { spec: { type: 'object', properties: { color: { type: 'string' }, schedule: { type: 'string' } } } } },
   lastRun: false,
   printerColumns: [],
   handler,
@@ -72,6 +73,9 @@ const WIDGET: ManifestKind = {
 
 let database: MigratedDatabase;
 let manifests: ManifestServices;
+
+/** A CronJob spec a real API server accepts (the fixtures' hand-made CronJobs). */
+const jobSpec = (schedule: string) => ({ schedule, jobTemplate: { spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'run', image: 'other:1' }] } } } } });
 
 const template: V1PodTemplateSpec = { spec: { restartPolicy: 'Never', containers: [{ name: 'run', image: 'svc-hub:test' }] } };
 
@@ -113,7 +117,8 @@ beforeAll(async () => {
   database = await migratedDatabase({ 1: 'default' });
   const admin = { tenants: { byCode: async (code: string) => (code === 'default' ? { id: 1, active: true } : undefined) } };
   manifests = createManifestServices({ db: database.db, admin: admin as unknown as AdminServices });
-  api = await new KubeApiStandIn([{ group: WIDGET.group, version: WIDGET.version, plural: WIDGET.plural, kind: WIDGET.kind, namespaced: true, statusSubresource: true }]).start();
+  // The CRD the generator makes of the kind, as `npm run crds` would: the stand-in validates and prunes by it.
+  api = await new KubeApiStandIn([crdOf(WIDGET) as never]).start();
 });
 
 afterAll(async () => {
@@ -236,7 +241,7 @@ describe('CronJobs in the release namespace', () => {
 
   it('report a CronJob of that name that is not theirs as Scheduled=False CronJobConflict', async () => {
     const op = operator('conflict', { namespaces: ['conflict'] });
-    api.apply('cronjobs', { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'widget-conflict-taken', namespace: RELEASE_NS }, spec: { schedule: '1 1 * * *' } });
+    api.apply('cronjobs', { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'widget-conflict-taken', namespace: RELEASE_NS }, spec: jobSpec('1 1 * * *') });
     api.apply('widgets', widget('conflict', 'other', { schedule: '0 3 * * *' }));
     await op.start();
     try {
@@ -269,7 +274,7 @@ describe('CronJobs in the release namespace', () => {
         labels: { 'app.kubernetes.io/managed-by': 'svc-hub-operator', 'svc.io/kind': 'widget', 'svc.io/resource-namespace': namespace, 'svc.io/resource-name': name, 'svc.io/resource-uid': uid },
         annotations: { 'svc.io/resource-name': name },
       },
-      spec: { schedule: '5 5 * * *' },
+      spec: jobSpec('5 5 * * *'),
     });
     api.apply('cronjobs', orphan('deleted', 'orphans', 'dead-uid-1'));
     // Of a namespace this operator does not watch: not its to judge.
@@ -281,7 +286,7 @@ describe('CronJobs in the release namespace', () => {
       apiVersion: 'batch/v1',
       kind: 'CronJob',
       metadata: { name: 'widget-legacy', namespace: 'orphans', ownerReferences: [{ apiVersion: API_VERSION, kind: 'Widget', name: 'legacy', uid: legacy.metadata.uid! }] },
-      spec: { schedule: '0 4 * * *' },
+      spec: jobSpec('0 4 * * *'),
     });
     await op.start();
     try {

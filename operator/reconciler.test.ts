@@ -196,7 +196,7 @@ describe('a Connector resource', () => {
     api.apply('connectors', { ...bad, metadata: { ...bad.metadata, namespace: NS } });
     await until('demo-open Ready', () => ready('demo-open')?.status === 'True');
     const endpoints = (bad.spec as { endpoints: Array<Record<string, unknown>> }).endpoints;
-    const broken = { ...bad, metadata: { ...bad.metadata, namespace: NS }, spec: { ...(bad.spec as object), endpoints: [{ ...endpoints[0], pagination: { kind: 'sideways' } }] } };
+    const broken = { ...bad, metadata: { ...bad.metadata, namespace: NS }, spec: { ...(bad.spec as object), endpoints: [{ ...endpoints[0], pagination: { kind: 'soap' } }] } };
     api.apply('connectors', broken);
     const condition = await until('Ready=False', () => ready('demo-open')?.status === 'False' && ready('demo-open'));
     expect(condition.reason).toBe('Invalid');
@@ -215,7 +215,10 @@ describe('a Connector resource', () => {
     api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'backoff-marker', namespace: NS } });
     await until('the marker Ready after its retries', () => ready('backoff-marker')?.status === 'True');
     // Three failed attempts at the first write (Reconciling=True), then it and the final status.
-    expect(api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith('/connectors/backoff-marker/status')).map((r) => r.status)).toEqual([409, 409, 409, 200, 200]);
+    // (A later reconcile from a cache behind the server may add a 409 that writes nothing.)
+    const markerPatches = api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith('/connectors/backoff-marker/status')).map((r) => r.status);
+    expect(markerPatches.slice(0, 5)).toEqual([409, 409, 409, 200, 200]);
+    expect(markerPatches.filter((code) => code === 200)).toHaveLength(2);
     expect(api.requests.filter((r) => r.path.endsWith('/connectors/demo-open')).length).toBe(count);
     // Fixing the resource makes it Ready again.
     api.apply('connectors', { ...bad, metadata: { ...bad.metadata, namespace: NS } });
@@ -243,6 +246,9 @@ describe('a Connector resource', () => {
     operator.resyncAll();
     await until('Ready after the namespace label', () => ready('nobody')?.status === 'True');
     api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+    // The label gone, the resync finds the resource without a tenant again (later tests count writes).
+    operator.resyncAll();
+    await until('TenantUnresolved again', () => ready('nobody')?.reason === 'TenantUnresolved');
   });
 
   it('retries with backoff on resourceVersion conflicts and server errors', async () => {
@@ -253,7 +259,7 @@ describe('a Connector resource', () => {
     await until('Ready despite the failures', () => ready('retried')?.status === 'True');
     const statusPatches = api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith('/connectors/retried/status')).map((r) => r.status);
     expect(statusPatches.slice(0, 2)).toEqual([409, 409]);
-    expect(statusPatches.at(-1)).toBe(200);
+    expect(statusPatches.slice(2)).toContain(200);
     expect(api.requests.some((r) => r.method === 'PUT' && r.path.endsWith('/connectors/retried') && r.status === 500)).toBe(true);
   });
 
@@ -495,9 +501,14 @@ describe('status, ownership and conflicts', () => {
     expect(statusWrites.length).toBeGreaterThan(0);
     // The stand-in answers 415 to a PATCH that is not application/merge-patch+json.
     expect(statusWrites.filter((r) => r.method !== 'PATCH' || (r.status !== 200 && r.status !== 409))).toEqual([]);
-    for (const r of statusWrites) expect(Object.keys(r.body as object)).toEqual(['status']);
+    // The status, and the resourceVersion it was read at (the optimistic lock), nothing else.
+    for (const r of statusWrites) {
+      expect(Object.keys(r.body as object).sort()).toEqual(['metadata', 'status']);
+      expect(Object.keys((r.body as { metadata: object }).metadata)).toEqual(['resourceVersion']);
+    }
     // A new generation: Reconciling=True is written first, then the outcome with Reconciling=False.
-    const declared = statusWrites.filter((r) => r.path.endsWith('/connectors/declared/status')).map((r) => (r.body as { status: { conditions?: Array<{ type: string; status: string; reason: string; observedGeneration?: number }> } }).status);
+    // (A reconcile that read the resource from a cache behind the server wrote nothing: 409.)
+    const declared = statusWrites.filter((r) => r.path.endsWith('/connectors/declared/status') && r.status === 200).map((r) => (r.body as { status: { conditions?: Array<{ type: string; status: string; reason: string; observedGeneration?: number }> } }).status);
     expect(declared.map((st) => st.conditions?.find((c) => c.type === 'Reconciling'))).toEqual([
       expect.objectContaining({ status: 'True', reason: 'Progressing', observedGeneration: 1 }),
       expect.objectContaining({ status: 'False', reason: 'Reconciled', observedGeneration: 1 }),
@@ -508,7 +519,7 @@ describe('status, ownership and conflicts', () => {
     const before = writes();
     operator.resyncAll();
     await settled();
-    expect(writes()).toBe(before);
+    expect(api.requests.filter((r) => r.method !== 'GET').slice(before).map((r) => `${r.method} ${r.path} ${r.status} ${JSON.stringify(r.body)}`)).toEqual([]);
   });
 
   it('deletes the hub object through the finalizer after an operator restart, by its owner record (not status.tenant)', async () => {
@@ -628,7 +639,7 @@ describe('status, ownership and conflicts', () => {
 
   it('reports Stalled with the reason for an invalid or tenantless resource, Reconciling=False', async () => {
     const endpoints = (open.spec as { endpoints: Array<Record<string, unknown>> }).endpoints;
-    api.apply('connectors', { ...open, metadata: { name: 'stalled-invalid', namespace: NS, labels: { 'svc.io/tenant': 'default' } }, spec: { ...(open.spec as object), endpoints: [{ ...endpoints[0], pagination: { kind: 'sideways' } }] } });
+    api.apply('connectors', { ...open, metadata: { name: 'stalled-invalid', namespace: NS, labels: { 'svc.io/tenant': 'default' } }, spec: { ...(open.spec as object), endpoints: [{ ...endpoints[0], pagination: { kind: 'soap' } }] } });
     await until('Stalled Invalid', () => cond('stalled-invalid', 'Stalled')?.status === 'True');
     expect(cond('stalled-invalid', 'Stalled')).toMatchObject({ reason: 'Invalid', observedGeneration: 1 });
     expect(cond('stalled-invalid', 'Ready')).toMatchObject({ status: 'False', reason: 'Invalid' });
@@ -643,10 +654,12 @@ describe('status, ownership and conflicts', () => {
 
   it('writes a hub database failure on the status (Ready=Unknown HubUnavailable, Reconciling=True) while retrying, then recovers', async () => {
     let down = true;
+    let tries = 0;
     const real = hub.services.manifests;
     const flaky: ManifestServices = {
       ...real,
       applyIfChanged: async (...args) => {
+        tries++;
         if (down) throw new Error('connect ECONNREFUSED 127.0.0.1:5432\n    at TCPConnectWrap.afterConnect');
         return real.applyIfChanged(...args);
       },
@@ -658,8 +671,8 @@ describe('status, ownership and conflicts', () => {
     expect(cond('flaky', 'Reconciling')).toMatchObject({ status: 'True', reason: 'HubUnavailable' });
     expect(cond('flaky', 'Stalled')).toMatchObject({ status: 'False' });
     // Retried (backoff), not stalled: the attempts go on.
-    const attempts = api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/connectors/flaky')).length;
-    await until('another attempt', () => api.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/connectors/flaky')).length > attempts);
+    const attempts = tries;
+    await until('another attempt', () => tries > attempts);
     down = false;
     await readyTrue('flaky');
     expect(cond('flaky', 'Reconciling')).toMatchObject({ status: 'False', reason: 'Reconciled' });

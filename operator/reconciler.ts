@@ -446,7 +446,7 @@ export class Operator {
     if (previous.observedGeneration !== generation && !(reconciling?.status === 'True' && reconciling.observedGeneration === generation)) {
       const ready = previous.conditions?.find((c) => c.type === 'Ready');
       const started: ResourceStatus = { ...previous, conditions: keepTransitions(previous, [...healthConditions(this.now(), generation, { state: 'progressing', ready }), ...scheduledOf(previous)]) };
-      await writeStatus(this.custom, kind, current, previous, started);
+      current = (await writeStatus(this.custom, kind, current, previous, started)) ?? current;
       previous = started;
     }
 
@@ -463,7 +463,7 @@ export class Operator {
     status.conditions = keepTransitions(previous, status.conditions ?? []);
     let wrote: boolean;
     try {
-      wrote = await writeStatus(this.custom, kind, current, previous, status);
+      wrote = (await writeStatus(this.custom, kind, current, previous, status)) !== undefined;
     } catch (err) {
       if (!retry) throw err;
       logger().debug({ err: (err as Error).message, key }, 'cannot write the status of a failed reconcile');
@@ -515,7 +515,11 @@ export class Operator {
       return { status: status({ state: 'stalled', reason: 'Invalid', message: applied.message }, { tenant: previous.tenant === tenant.code ? tenant.code : undefined, lastRun: previous.lastRun, scheduled: scheduledOf(previous) }) };
     }
 
-    const message = `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`;
+    // An apply that changed nothing has no warnings to say: the message of the apply that did (same
+    // generation, same tenant) stands, so a resync does not rewrite the status.
+    const before = previous.conditions?.find((c) => c.type === 'Ready');
+    const kept = !applied.changed && previous.tenant === tenant.code && before?.reason === 'Applied' && before.observedGeneration === generation ? before.message : undefined;
+    const message = kept ?? `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`;
     let health: Health = { state: 'done', message };
     let retry: Error | undefined;
     const scheduled: Condition[] = [];
@@ -540,7 +544,7 @@ export class Operator {
     resource: Resource,
     tenant: { code: string; id: number },
     owner: ManifestOwner,
-  ): Promise<{ ok: true; schedule: string | null; warnings: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
+  ): Promise<{ ok: true; changed: boolean; schedule: string | null; warnings: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
     const manifest = manifestOf(resource);
     const where = `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name}`;
     try {
@@ -549,7 +553,7 @@ export class Operator {
       const log = { kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code };
       if (result.adopted) logger().info(log, `${where} adopts ${kind.kind} ${resource.metadata.name} of tenant ${tenant.code} (applied by the operator before ownership was recorded)`);
       if (result.changed) logger().info(log, `${where} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
-      return { ok: true as const, schedule: result.schedule, warnings: result.warnings };
+      return { ok: true as const, changed: result.changed, schedule: result.schedule, warnings: result.warnings };
     } catch (err) {
       if (err instanceof ValidationError) {
         const field = err.field && !err.message.includes(err.field) ? `${err.field}: ` : '';

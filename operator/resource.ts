@@ -82,19 +82,29 @@ export function mergePatchOf(from: unknown, to: unknown): unknown {
 
 /**
  * Writes what changed from `previous` to `status` as a JSON merge patch of the status subresource
- * (a removed field is sent as null); nothing when they are equal. Returns whether it wrote.
+ * (a removed field is sent as null); nothing when they are equal. The patch carries the
+ * resourceVersion the status was read at, so a status read from a cache behind the server is not
+ * written over a newer one: the server answers 409 (a Conflict, retried once the cache caught up),
+ * as controller-runtime's merge patch with an optimistic lock does. Returns the resource as written
+ * (its new resourceVersion), or undefined when nothing needed writing.
  */
-export async function writeStatus(custom: CustomObjectsApi, kind: ManifestKind, resource: Resource, previous: ResourceStatus, status: ResourceStatus): Promise<boolean> {
+export async function writeStatus(custom: CustomObjectsApi, kind: ManifestKind, resource: Resource, previous: ResourceStatus, status: ResourceStatus): Promise<Resource | undefined> {
   const patch = mergePatchOf(previous, status);
-  if (patch === undefined) return false;
+  if (patch === undefined) return undefined;
   try {
-    await custom.patchNamespacedCustomObjectStatus(
-      { group: kind.group, version: kind.version, plural: kind.plural, namespace: resource.metadata.namespace, name: resource.metadata.name, body: { status: patch } },
+    return (await custom.patchNamespacedCustomObjectStatus(
+      {
+        group: kind.group,
+        version: kind.version,
+        plural: kind.plural,
+        namespace: resource.metadata.namespace,
+        name: resource.metadata.name,
+        body: { metadata: { resourceVersion: resource.metadata.resourceVersion }, status: patch },
+      },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
+    )) as Resource;
   } catch (err) {
     if (apiStatus(err) === 409) throw new Conflict(`${kind.kind} ${resource.metadata.name} changed meanwhile`);
     throw err;
   }
-  return true;
 }

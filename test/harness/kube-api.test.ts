@@ -254,7 +254,7 @@ describe('2. pruning of undeclared fields', () => {
     expect(created.spec!.template).toEqual({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: { x: 'y' } }, spec: { any: 1 } });
   });
 
-  it('drops unknown fields written through the status subresource (what the real server does to status.tenant)', async () => {
+  it('drops unknown fields written through the status subresource (what the real server did to status.tenant before the CRDs declared it)', async () => {
     const connector = example('open.yaml');
     const created = (await custom.createNamespacedCustomObject({ group: 'connectors.svc.io', version: 'v1', plural: 'connectors', namespace: NS, body: { ...connector, metadata: { ...connector.metadata, namespace: NS } } })) as KubeObject;
     const condition = { type: 'Ready', status: 'True', reason: 'Applied', message: 'ok', lastTransitionTime: '2026-01-01T00:00:00Z', observedGeneration: 1 };
@@ -264,10 +264,10 @@ describe('2. pruning of undeclared fields', () => {
       plural: 'connectors',
       namespace: NS,
       name: created.metadata.name,
-      body: { ...created, status: { observedGeneration: 1, tenant: 'default', conditions: [{ ...condition, extra: 1 }] } },
+      body: { ...created, status: { observedGeneration: 1, tenant: 'default', owner: 'someone', conditions: [{ ...condition, extra: 1 }] } },
     })) as KubeObject;
-    expect(written.status).toEqual({ observedGeneration: 1, conditions: [condition] });
-    expect(api.get('connectors.svc.io/v1', 'connectors', NS, created.metadata.name)!.status).toEqual({ observedGeneration: 1, conditions: [condition] });
+    expect(written.status).toEqual({ observedGeneration: 1, tenant: 'default', conditions: [condition] });
+    expect(api.get('connectors.svc.io/v1', 'connectors', NS, created.metadata.name)!.status).toEqual({ observedGeneration: 1, tenant: 'default', conditions: [condition] });
   });
 });
 
