@@ -17,11 +17,14 @@ afterAll(async () => {
   await t.close();
 });
 
-async function drainUntil(loop: OutboxLoop, count: number): Promise<number> {
+/** Drains with pauses until `count` events were handed over; `drains` counts the drains that handed some over. */
+async function drainUntil(loop: OutboxLoop, count: number, drains = { n: 0 }): Promise<number> {
   let total = 0;
   const deadline = Date.now() + 10_000;
   while (total < count && Date.now() < deadline) {
-    total += await loop.drain();
+    const handed = await loop.drain();
+    if (handed > 0) drains.n++;
+    total += handed;
     if (total < count) await new Promise((r) => setTimeout(r, 50));
   }
   return total;
@@ -91,10 +94,14 @@ describe('outbox loop', () => {
     // 11..16 need nothing, 17 fails: the cursor moves past 16 in one write, 17 comes again.
     expect(await drainUntil(loop, 6)).toBe(6);
     expect(cursorWrites).toBe(1);
-    expect(await drainUntil(loop, 14)).toBe(14);
+    const drains = { n: 0 };
+    expect(await drainUntil(loop, 14, drains)).toBe(14);
     expect(seen).toEqual([11, 12, 13, 14, 15, 16, ...Array.from({ length: 14 }, (_, i) => 17 + i)]);
-    // 17..19 nothing, 20 acted (one write), 21..29 nothing, 30 acted (one write).
-    expect(cursorWrites).toBe(3);
+    // 17..19 nothing, 20 acted (one write), 21..29 nothing, 30 acted (one write). When the events
+    // became visible to the reader over several drains, a drain that ends on events that needed
+    // nothing moves the cursor past them (one write more per such drain, never one per event).
+    expect(cursorWrites).toBeGreaterThanOrEqual(3);
+    expect(cursorWrites).toBeLessThanOrEqual(3 + drains.n - 1);
     expect(await loop.drain()).toBe(0);
     await clock.stop();
   });

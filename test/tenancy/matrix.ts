@@ -85,6 +85,11 @@ export const TABLES: TableCase[] = [
     seed: `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time, ended_at, failure_code, failure_reason)
            select $1, id, name, entity, scope, 'sftp', 'Failed', 'manual', now(), now(), 'publication', 'matrix' from exports.exports where tenant_id = $1 limit 1`,
   },
+  {
+    table: 'manifests.owners',
+    ...NONE,
+    seed: `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid) values ($1::bigint, 'Connector', 'matrix', 'matrix', 'matrix', 'matrix-uid-' || $1::bigint)`,
+  },
   { table: 'audit.entries', ...NONE },
   { table: 'email.rules', ...NONE },
   { table: 'hub.integrations', ...NONE },
