@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
-import { MAX_TIMEOUTS_PER_BATCH, processBatchHandler } from './consumer.js';
+import type { WhenOutcome } from './cel.js';
+import { evaluateRetryingTimeouts, MAX_TIMEOUTS_PER_BATCH, processBatchHandler, TIMEOUT_RETRIES } from './consumer.js';
 import { applyProcess } from './store.js';
 
 /** The process consumer's batch handler on a real database, with events made up for it. */
@@ -71,8 +72,27 @@ describe('process batch handler', () => {
     const batch = Array.from({ length: MAX_TIMEOUTS_PER_BATCH + 10 }, () => event(501, 'test.slow', { l }));
     const started = Date.now();
     await t.db.crossTenant('test', (tx) => handle(tx, batch));
-    // Each evaluation is stopped at its bound (50 ms); after MAX_TIMEOUTS_PER_BATCH none is tried.
-    expect(Date.now() - started).toBeLessThan(50 * (MAX_TIMEOUTS_PER_BATCH + 10));
+    // Each evaluation is stopped at its bound (50 ms), and run again TIMEOUT_RETRIES times; after
+    // MAX_TIMEOUTS_PER_BATCH such events none is tried (all 13 tried would take 13 × 150 ms).
+    expect(Date.now() - started).toBeLessThan(50 * (1 + TIMEOUT_RETRIES) * (MAX_TIMEOUTS_PER_BATCH + 3));
     expect(await decisions('decision.slow')).toEqual([]);
+  });
+
+  it('runs an evaluation stopped for time again (a pause of the machine), and counts it false only when every run is stopped', () => {
+    const stopped: WhenOutcome = { result: false, error: 'evaluation stopped after 50 ms', timedOut: true };
+    const script = (outcomes: WhenOutcome[]) => {
+      let calls = 0;
+      return { evaluate: () => outcomes[Math.min(calls++, outcomes.length - 1)]!, calls: () => calls };
+    };
+    const once = script([stopped, { result: true }]);
+    expect(evaluateRetryingTimeouts(once.evaluate)).toEqual({ result: true });
+    expect(once.calls()).toBe(2);
+    const always = script([stopped]);
+    expect(evaluateRetryingTimeouts(always.evaluate)).toEqual(stopped);
+    expect(always.calls()).toBe(1 + TIMEOUT_RETRIES);
+    // Another failure (a missing field) is not run again.
+    const missing = script([{ result: false, error: 'no such key: x', timedOut: false }, { result: true }]);
+    expect(evaluateRetryingTimeouts(missing.evaluate)).toMatchObject({ result: false });
+    expect(missing.calls()).toBe(1);
   });
 });

@@ -3,7 +3,7 @@ import { isDecision } from '../events/catalog.js';
 import type { EventWriter, OutboxEvent } from '../events/outbox.js';
 import { matchesSubscription } from '../events/topics.js';
 import { logger } from '../observability/logger.js';
-import { type CompiledWhen, compileWhen, evaluateWhen } from './cel.js';
+import { type CompiledWhen, compileWhen, evaluateWhen, type WhenOutcome } from './cel.js';
 import { type ActiveProcess, processesOfTenants } from './store.js';
 import { renderMessage } from './template.js';
 
@@ -19,6 +19,21 @@ export const PROCESS_CONSUMER = 'processes';
 
 /** Evaluations of one process stopped for time in one batch after which it is skipped for the rest of the batch. */
 export const MAX_TIMEOUTS_PER_BATCH = 3;
+
+/**
+ * How often an evaluation stopped for time is run again before it counts as false. The time limit
+ * is wall-clock (V8 interrupts the script): a garbage collection, a busy machine or the first
+ * evaluation after a start (code still being compiled) can stop even a trivial condition once.
+ * A condition that is really too costly is stopped every time.
+ */
+export const TIMEOUT_RETRIES = 2;
+
+/** An evaluation, run again while it is stopped for time, at most `retries` more times. */
+export function evaluateRetryingTimeouts(evaluate: () => WhenOutcome, retries = TIMEOUT_RETRIES): WhenOutcome {
+  let outcome = evaluate();
+  for (let again = 0; again < retries && 'error' in outcome && outcome.timedOut; again++) outcome = evaluate();
+  return outcome;
+}
 
 /** Compiled `when`s, by tenant, name and version (updatedAt): compiled once per version. */
 const compiled = new Map<string, CompiledWhen | Error>();
@@ -58,7 +73,7 @@ export function processBatchHandler(events: EventWriter): (tx: Tx, batch: Outbox
           }
           const key = `${p.tenantId}/${p.name}`;
           if ((timeouts.get(key) ?? 0) >= MAX_TIMEOUTS_PER_BATCH) continue;
-          const outcome = evaluateWhen(when, { type: event.type, tenantId: event.tenantId, payload: event.payload });
+          const outcome = evaluateRetryingTimeouts(() => evaluateWhen(when, { type: event.type, tenantId: event.tenantId, payload: event.payload }));
           if ('error' in outcome) {
             if (outcome.timedOut) {
               timeouts.set(key, (timeouts.get(key) ?? 0) + 1);
