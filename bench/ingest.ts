@@ -20,7 +20,8 @@
  *
  * Other knobs: BENCH_CHUNK_SIZE (svc.connectors.chunk-size, default the hub's 1000),
  * BENCH_RATE_LIMIT (the manifests' default_rate_limit, default unset: the hub's 100/s),
- * BENCH_CPU_PROFILE=<file> (a V8 .cpuprofile of this process during the first round's hub runs).
+ * BENCH_CPU_PROFILE=<file> (a V8 .cpuprofile of this process during the first round's hub runs; the
+ * SOAP run's in `<file without .cpuprofile>.soap.cpuprofile`).
  */
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -465,7 +466,19 @@ async function main(): Promise<void> {
       if (handedOff.unindexed !== 0) throw new Error(`the run without the hand-off handed ${handedOff.unindexed} rows to the indexer`);
       await owner.query('truncate retrieval.pending');
 
+      const soapProfiler = CPU_PROFILE && r === 1 ? new Session() : undefined;
+      if (soapProfiler) {
+        soapProfiler.connect();
+        await soapProfiler.post('Profiler.enable');
+        await soapProfiler.post('Profiler.start');
+      }
       const soap = await soapRun(hub, owner, source.url, r, meter);
+      if (soapProfiler) {
+        const { profile } = await soapProfiler.post('Profiler.stop');
+        writeFileSync(CPU_PROFILE!.replace(/(\.cpuprofile)?$/, '.soap.cpuprofile'), JSON.stringify(profile));
+        soapProfiler.disconnect();
+        log(`wrote the CPU profile of the round's soap run beside it (.soap.cpuprofile)`);
+      }
       await owner.query('truncate retrieval.pending');
 
       log(`round ${r}/${ROUNDS}: fetch ceiling …`);
