@@ -6,7 +6,8 @@ import { startDemoSource } from '../demo-source/server.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
-import { describeWithTmux, startTmux, type TmuxSession } from '../../test/harness/tmux.js';
+import { describeRequiring } from '../../test/harness/requires.js';
+import { startTmux, type TmuxSession, tmuxProblem } from '../../test/harness/tmux.js';
 import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
@@ -291,7 +292,7 @@ describe('against a real hub', () => {
   });
 });
 
-describeWithTmux('svc tui in a real terminal (tmux)', () => {
+describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux)', () => {
   let hub: TestHub | undefined;
   let client: Hub | undefined;
   let tmux: TmuxSession | undefined;

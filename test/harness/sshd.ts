@@ -1,4 +1,3 @@
-import { describe, it } from '@jest/globals';
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -228,28 +227,4 @@ export function sshdProblem(): string | undefined {
   if (!existsSync(SSHD)) return `${SSHD} not found: install it with \`apt-get install openssh-server\` (Debian) to run the SFTP tests`;
   if (process.getuid?.() !== 0) return 'the SFTP tests start sshd and create a system user: run them as root (CI does)';
   return undefined;
-}
-
-const inCi = Boolean(process.env.CI) && !['false', '0'].includes(process.env.CI!.toLowerCase());
-
-/**
- * `describe` for suites that need the real OpenSSH server: on a workstation without it (or not root)
- * the suite is skipped with a warning; in CI it is one failing test that says what to install.
- */
-export function describeWithSshd(name: string, body: () => void): void {
-  const problem = sshdProblem();
-  if (problem && !inCi) console.warn(`skipping ${name}: ${problem}`);
-  const suite = !problem ? describe : inCi ? failing(problem) : describe.skip;
-  suite(name, body);
-}
-
-/** Stands in for a suite when CI lacks sshd: one test that fails and says what to install. */
-function failing(problem: string) {
-  return (name: string, _body: () => void): void => {
-    describe(name, () => {
-      it('needs OpenSSH', () => {
-        throw new Error(problem);
-      });
-    });
-  };
 }

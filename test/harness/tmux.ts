@@ -1,4 +1,3 @@
-import { describe, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -94,28 +93,4 @@ export function startTmux(options: TmuxOptions): TmuxSession {
 export function tmuxProblem(): string | undefined {
   if (!existsSync(TMUX)) return `${TMUX} not found: install it with \`apt-get install tmux\` (Debian) to run the terminal UI tests`;
   return undefined;
-}
-
-const inCi = Boolean(process.env.CI) && !['false', '0'].includes(process.env.CI!.toLowerCase());
-
-/**
- * `describe` for suites that need tmux: on a workstation without it the suite is skipped with a
- * warning; in CI it is one failing test that says what to install (as `describeWithSshd`).
- */
-export function describeWithTmux(name: string, body: () => void): void {
-  const problem = tmuxProblem();
-  if (problem && !inCi) console.warn(`skipping ${name}: ${problem}`);
-  const suite = !problem ? describe : inCi ? failing(problem) : describe.skip;
-  suite(name, body);
-}
-
-/** Stands in for a suite when CI lacks tmux: one test that fails and says what to install. */
-function failing(problem: string) {
-  return (name: string, _body: () => void): void => {
-    describe(name, () => {
-      it('needs tmux', () => {
-        throw new Error(problem);
-      });
-    });
-  };
 }

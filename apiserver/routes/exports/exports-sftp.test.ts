@@ -10,7 +10,8 @@ import type pg from 'pg';
 import { stringify } from 'yaml';
 import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
-import { describeWithSshd, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
+import { describeRequiring } from '../../../test/harness/requires.js';
+import { sshdProblem, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
 import type { Promote } from '../../../src/connectors/types.js';
 
 /**
@@ -139,7 +140,7 @@ const EXPECTED =
   '"p3",,"fr"\r\n' +
   '"p5","No country",\r\n';
 
-describeWithSshd('exports to a real OpenSSH server', () => {
+describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', () => {
   beforeAll(async () => {
     sshd = await startSshd({ user: 'svc-sftp-export' });
     mkdirSync(join(sshd.root, 'out'));

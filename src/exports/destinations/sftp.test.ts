@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { describeWithSshd, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
+import { describeRequiring } from '../../../test/harness/requires.js';
+import { sshdProblem, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
 import { until } from '../../../test/harness/until.js';
 import { EgressPolicy } from '../../egress/policy.js';
 import { PublishError } from './destination.js';
@@ -19,7 +20,7 @@ let sshd: TestSshd;
 let local: string;
 let counter = 0;
 
-describeWithSshd('SFTP publication against a real OpenSSH server', () => {
+describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real OpenSSH server', () => {
   beforeAll(async () => {
     sshd = await startSshd();
     local = mkdtempSync(join(tmpdir(), 'svc-sftp-get-'));
