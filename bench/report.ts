@@ -243,6 +243,24 @@ function workflows(r: Json): string {
       ]),
     );
   }
+  // Linear in the records: from the smallest entity to the largest, the quiet tick grows no faster
+  // than its ceiling (the one read of the relation it cannot avoid), with a quarter of slack.
+  const verdicts: string[] = [];
+  let ok = true;
+  for (const sources of [...new Set(r.cases.map((c: Json) => c.sources))]) {
+    const cases = r.cases.filter((c: Json) => c.sources === sources).sort((a: Json, b: Json) => a.rows - b.rows);
+    if (cases.length < 2) continue;
+    const small = cases[0];
+    const large = cases[cases.length - 1];
+    const tick = large.ticks.quiet.ms / small.ticks.quiet.ms;
+    const ceiling = large.ceilingMs / small.ceilingMs;
+    ok &&= tick <= 1.25 * ceiling;
+    verdicts.push(`${sources} source${sources > 1 ? 's' : ''}: quiet tick × ${f(tick, 1)} from ${n(small.rows)} to ${n(large.rows)} records, ceiling × ${f(ceiling, 1)}`);
+  }
+  if (verdicts.length) {
+    lines.push('');
+    lines.push(`Target: a tick linear in the records (the quiet tick grows at most 1.25 × as fast as its ceiling): ${met(ok)} (${verdicts.join('; ')}).`);
+  }
   return lines.join('\n');
 }
 
