@@ -247,7 +247,7 @@ function workflows(r: Json): string {
   // than its ceiling (the one read of the relation it cannot avoid), with a quarter of slack.
   const verdicts: string[] = [];
   let ok = true;
-  for (const sources of [...new Set(r.cases.map((c: Json) => c.sources))]) {
+  for (const sources of [...new Set<number>(r.cases.map((c: Json) => c.sources))]) {
     const cases = r.cases.filter((c: Json) => c.sources === sources).sort((a: Json, b: Json) => a.rows - b.rows);
     if (cases.length < 2) continue;
     const small = cases[0];

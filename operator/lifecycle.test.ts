@@ -239,7 +239,24 @@ describe('CronJobs in the release namespace', () => {
     }
   });
 
-  it('report a CronJob of that name that is not theirs as Scheduled=False CronJobConflict', async () => {
+  it('without a run pod template, report a scheduled resource as Scheduled=False NoRunTemplate and not Ready; one without a schedule is Ready', async () => {
+    const op = operator('notemplate', { namespaces: ['notemplate'], runJobTemplate: undefined, runJobTemplatePath: '/etc/svc-hub/run-job/pod-template.yaml' });
+    api.apply('widgets', widget('notemplate', 'timed', { schedule: '0 3 * * *' }));
+    api.apply('widgets', widget('notemplate', 'plain', { color: 'blue' }));
+    await op.start();
+    try {
+      const scheduled = await until('timed reported', () => conditionOf('notemplate', 'timed', 'Scheduled'));
+      expect(scheduled).toMatchObject({ status: 'False', reason: 'NoRunTemplate', message: expect.stringContaining('/etc/svc-hub/run-job/pod-template.yaml') });
+      expect(conditionOf('notemplate', 'timed', 'Ready')).toMatchObject({ status: 'False', reason: 'NoRunTemplate' });
+      expect(conditionOf('notemplate', 'timed', 'Stalled')).toMatchObject({ status: 'True', reason: 'NoRunTemplate' });
+      await until('plain ready', () => isReady('notemplate', 'plain'));
+      expect(cronJob('widget-notemplate-timed')).toBeUndefined();
+    } finally {
+      await op.stop();
+    }
+  });
+
+  it('report a CronJob of that name that is not theirs as Scheduled=False CronJobConflict, and the resource as not Ready (Stalled)', async () => {
     const op = operator('conflict', { namespaces: ['conflict'] });
     api.apply('cronjobs', { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'widget-conflict-taken', namespace: RELEASE_NS }, spec: jobSpec('1 1 * * *') });
     api.apply('widgets', widget('conflict', 'other', { schedule: '0 3 * * *' }));
@@ -256,7 +273,10 @@ describe('CronJobs in the release namespace', () => {
       expect(taken).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringContaining('is not managed by the operator') });
       const shared = await until('shared in conflict', () => conditionOf('conflict', 'shared', 'Scheduled'));
       expect(shared).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringContaining(`belongs to another resource (uid ${otherUid})`) });
-      expect(isReady('conflict', 'taken')).toBe(true);
+      // Applied in the hub, but nothing would ever run: not Ready, Stalled, so GitOps tools do not show it healthy.
+      expect(conditionOf('conflict', 'taken', 'Ready')).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringMatching(/^applied to tenant default; not scheduled: /) });
+      expect(conditionOf('conflict', 'taken', 'Stalled')).toMatchObject({ status: 'True', reason: 'CronJobConflict' });
+      expect(calls).toContain('apply 1/taken');
       expect(specOf(cronJob('widget-conflict-taken')).schedule).toBe('1 1 * * *');
     } finally {
       await op.stop();

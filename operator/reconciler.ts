@@ -527,6 +527,11 @@ export class Operator {
       try {
         const cronJob = await syncCronJob(this.batch, this.now(), this.runTarget(), kind, resource, tenant.code, applied.schedule);
         if (cronJob) scheduled.push({ ...cronJob, observedGeneration: generation });
+        // Applied, but its schedule cannot run (another CronJob holds the name, no run template):
+        // not Ready, so that no GitOps tool shows it healthy while nothing would ever run.
+        if (cronJob?.status === 'False' && (cronJob.reason === 'CronJobConflict' || cronJob.reason === 'NoRunTemplate')) {
+          health = { state: 'stalled', reason: cronJob.reason, message: `${message}; not scheduled: ${cronJob.message}` };
+        }
       } catch (err) {
         retry = err as Error;
         const cause = firstLine(err);
