@@ -24,7 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -34,7 +34,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { LoadAnswer, LoadFigures, LoadRequest, LoadTarget } from './support/api-load.js';
 import { benchConfig } from './support/hub-config.js';
-import { type DemoSourceProcess, mib, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { type DemoSourceProcess, machineFacts, mib, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 
 const RATE = positiveInt('API_RATE', 500);
 const SECONDS = positiveInt('API_SECONDS', 60);
@@ -301,13 +301,7 @@ async function main(): Promise<void> {
         peakMb: rssPeakMb,
         afterMb: rssAfterMb,
       },
-      node: process.version,
-      cpus: cpus().length,
-      cpuModel: cpus()[0]?.model ?? 'unknown',
-      memoryGb: round(totalmem() / 1024 ** 3, 1),
-      date: new Date().toISOString(),
-      loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l, 2)) },
-      benchSeconds: round((performance.now() - benchStart) / 1000, 2),
+      ...machineFacts(benchStart, loadAtStart),
     };
 
     log('');

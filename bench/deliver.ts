@@ -35,7 +35,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import type { ReceiverMessage } from './support/deliver-receiver.js';
-import { perSecond, round, table } from './support/measure.js';
+import { machineFacts, perSecond, round, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const DRAIN_EVENTS = positiveInt('BENCH_DRAIN_EVENTS', 100_000);
@@ -508,12 +508,7 @@ async function main(): Promise<void> {
         drainRatioMet: drainRatio >= TARGETS.drainRatio,
         fixedRateP50Met: rateFigures.latencyMs.p50 < TARGETS.fixedRateP50Ms,
       },
-      node: process.version,
-      cpus: cpus().length,
-      cpuModel: cpus()[0]?.model ?? 'unknown',
-      date: new Date().toISOString(),
-      loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l, 2)) },
-      benchSeconds: round((performance.now() - benchStart) / 1000, 2),
+      ...machineFacts(benchStart, loadAtStart),
     };
 
     log('');

@@ -23,7 +23,7 @@
  *   ENTITY_ROWS=20000 BENCH_ROUNDS=2 node --import tsx bench/entities.ts   # a quick look
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -32,6 +32,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { entityRelation, fusedRelationSql, sourceSubquerySql, valueColumn } from '../src/entities/relation.js';
 import { type EntityDef, loadEntity } from '../src/entities/store.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
+import { machineFacts } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const ROWS = Number(process.env.ENTITY_ROWS ?? 200_000);
@@ -221,13 +222,7 @@ async function main(): Promise<void> {
       dropWithView: dropRefused,
       viewSamePlan,
       plans: { join: plan, unionGroupBy: unionPlan, view: viewPlan },
-      node: process.version,
-      cpus: cpus().length,
-      cpuModel: cpus()[0]?.model ?? 'unknown',
-      memoryGb: round(totalmem() / 1024 ** 3),
-      date: new Date().toISOString(),
-      loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l, 2)) },
-      benchSeconds: round((performance.now() - benchStart) / 1000, 0),
+      ...machineFacts(benchStart, loadAtStart),
     };
     mkdirSync(RESULTS, { recursive: true });
     writeFileSync(join(RESULTS, 'entities.json'), `${JSON.stringify(result, null, 2)}\n`);

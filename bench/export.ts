@@ -37,7 +37,7 @@
 import { execFile, fork } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -59,7 +59,7 @@ import { sshFingerprint } from '../src/exports/destinations/sftp.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { startSshd, type TestSshd } from '../test/harness/sshd.js';
 import { benchConfig } from './support/hub-config.js';
-import { mib, perSecond, postmasterPid, RssSampler, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
+import { machineFacts, mib, perSecond, postmasterPid, RssSampler, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
 import type { S3Answer, S3Ready, S3Request, S3Stored } from './support/s3-process.js';
 
 const SIZES = sizes('EXPORT_ROWS', [1_000_000, 10_000_000]);
@@ -894,13 +894,7 @@ function summarise(results: SizeResult[], loadAtStart: number[], benchStart: num
     idleProcess: idle,
     sizes: sizesOut,
     targets: { ...TARGETS, byDestination },
-    node: process.version,
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model ?? 'unknown',
-    memoryGb: round(totalmem() / 1024 ** 3, 1),
-    date: new Date().toISOString(),
-    loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l, 2)) },
-    benchSeconds: seconds(performance.now() - benchStart),
+    ...machineFacts(benchStart, loadAtStart),
   };
 }
 

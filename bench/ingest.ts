@@ -26,7 +26,7 @@
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -40,7 +40,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { generatePartners, type Partner } from '../src/demo-source/data.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { type CopyFigures, copyCeilingInProcess } from './support/copy-ceiling.js';
-import { CpuMeter, type CpuSplit, type DemoSourceProcess, mib, perSecond, postmasterPid, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { CpuMeter, type CpuSplit, type DemoSourceProcess, machineFacts, mib, perSecond, postmasterPid, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const ROWS = positiveInt('DEMO_ROWS', 200_000);
@@ -582,14 +582,7 @@ async function main(): Promise<void> {
         fetchRowsPerSec: { offset: r.fetch.offset.rowsPerSec, cursor: r.fetch.cursor.rowsPerSec },
         copyRowsPerSec: r.copy.rowsPerSec,
       })),
-      node: process.version,
-      cpus: cpus().length,
-      cpuModel: cpus()[0]?.model ?? 'unknown',
-      memoryGb: round(totalmem() / 1024 ** 3, 1),
-      date: new Date().toISOString(),
-      /** 1, 5 and 15 minute load averages: a busy machine explains low figures. */
-      loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l, 2)) },
-      benchSeconds: seconds(performance.now() - benchStart),
+      ...machineFacts(benchStart, loadAtStart),
     };
 
     log('');

@@ -20,7 +20,7 @@
  *   SEARCH_SIZES=10000 SEARCH_QUERIES=50 npx tsx bench/search.ts   # a quick look
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, totalmem } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generatePartners } from '../src/demo-source/data.js';
@@ -29,6 +29,7 @@ import { LocalEmbedding } from '../src/retrieval/embedding/local.js';
 import { TenantVectors, type VectorFilter } from '../src/retrieval/vectors/tenant-vectors.js';
 import { gaussian, normalise, randomUnitVectors, seeded } from '../src/retrieval/vectors/testing.js';
 import { TopK } from '../src/retrieval/vectors/top-k.js';
+import { machineFacts } from './support/measure.js';
 
 const DIMS = 512;
 const SIZES = (process.env.SEARCH_SIZES ?? '10000,100000').split(',').map(Number);
@@ -222,13 +223,7 @@ async function main(): Promise<void> {
     topK: K,
     target: { p50Ms: 20, recallAt10: 0.95, atRows: 100_000 },
     datasets,
-    node: process.version,
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model ?? 'unknown',
-    memoryGb: round(totalmem() / 1024 ** 3, 1),
-    date: new Date().toISOString(),
-    loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l)) },
-    benchSeconds: round((performance.now() - benchStart) / 1000, 0),
+    ...machineFacts(benchStart, loadAtStart),
   };
   mkdirSync(RESULTS, { recursive: true });
   writeFileSync(join(RESULTS, 'search.json'), `${JSON.stringify(result, null, 2)}\n`);

@@ -14,7 +14,7 @@
  * per due spell in the outbox (distinct keys), none more after the last tick.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -24,7 +24,7 @@ import { entityRelation } from '../src/entities/relation.js';
 import { loadEntity } from '../src/entities/store.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { benchConfig } from './support/hub-config.js';
-import { RssSampler, round } from './support/measure.js';
+import { machineFacts, RssSampler, round } from './support/measure.js';
 
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 const SIZES = (process.env.WF_ROWS ?? '100000,1000000').split(',').map(Number);
@@ -195,13 +195,7 @@ async function main(): Promise<void> {
     const result = {
       batch: hub.services.config.int('svc.workflow.sweep.batch'),
       cases,
-      node: process.version,
-      cpus: cpus().length,
-      cpuModel: cpus()[0]?.model ?? 'unknown',
-      memoryGb: round(totalmem() / 1024 ** 3),
-      date: new Date().toISOString(),
-      loadAverage: { atStart: loadAtStart, atEnd: loadavg().map((l) => round(l, 2)) },
-      benchSeconds: round((performance.now() - benchStart) / 1000, 0),
+      ...machineFacts(benchStart, loadAtStart),
     };
     mkdirSync(RESULTS, { recursive: true });
     writeFileSync(join(RESULTS, 'workflows.json'), `${JSON.stringify(result, null, 2)}\n`);

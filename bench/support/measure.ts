@@ -1,4 +1,5 @@
 import { fork } from 'node:child_process';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,23 @@ export const mib = (bytes: number) => round(bytes / 1024 / 1024, 1);
 export function round(value: number, digits = 0): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;
+}
+
+/**
+ * What every bench result records of its run: the machine, the date, the 1/5/15-minute load
+ * averages at the start and at the end (a busy machine explains low figures), and how long the
+ * bench took. `benchStart` is `performance.now()` at the start, `loadAtStart` `loadavg()` then.
+ */
+export function machineFacts(benchStart: number, loadAtStart: number[]) {
+  return {
+    node: process.version,
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGb: round(totalmem() / 1024 ** 3, 1),
+    date: new Date().toISOString(),
+    loadAverage: { atStart: loadAtStart.map((l) => round(l, 2)), atEnd: loadavg().map((l) => round(l, 2)) },
+    benchSeconds: round((performance.now() - benchStart) / 1000, 1),
+  };
 }
 
 /** Rows per second over a duration in milliseconds. */
