@@ -606,6 +606,9 @@ describe('status, ownership and conflicts', () => {
     put('legacy');
     const resource = await readyTrue('legacy');
     expect((await owned(resource.metadata.uid!)).map((o) => o.name)).toEqual(['legacy']);
+    // Nothing of the resource's left to reconcile (its own status writes come back through the watch
+    // and would apply the object again right after the delete below).
+    await settled();
 
     const deleted = await fetch(`${hub.url}/api/connectors/legacy`, { method: 'DELETE', headers: { 'X-Tenant-ID': '1' } });
     expect(deleted.status).toBe(204);
