@@ -276,12 +276,8 @@ export class Operator {
     let removed = 0;
     for (const job of term.cronJobs.informer.list()) {
       if (!matchesSelector(job.metadata?.labels, this.cronJobSelector())) continue;
-      const owner = cronJobOwner(job, this.options.kinds);
-      if (!owner) continue;
-      const watched = this.informerOf(term, owner.kind, owner.namespace);
-      if (!watched?.synced) continue;
-      const resource = watched.informer.get(owner.name, owner.namespace);
-      if (resource && resource.metadata.uid === owner.uid && this.selects(resource)) continue;
+      const { owner, gone } = this.cronJobResource(term, job);
+      if (!owner || !gone) continue;
       try {
         await deleteCronJob(this.batch, job);
         removed++;
@@ -350,6 +346,19 @@ export class Operator {
     return owner ? this.keyOf(owner.kind, owner.namespace, owner.name) : undefined;
   }
 
+  /**
+   * The resource a CronJob of ours names, and whether it is gone: no resource of that uid, of this
+   * instance, in this term's cache. `gone` is false while that cache has
+   * not listed, or when the CronJob names no resource.
+   */
+  private cronJobResource(term: Term, job: V1CronJob): { owner?: ReturnType<typeof cronJobOwner>; gone: boolean } {
+    const owner = cronJobOwner(job, this.options.kinds);
+    const watched = owner && this.informerOf(term, owner.kind, owner.namespace);
+    if (!owner || !watched?.synced) return { owner, gone: false };
+    const resource = watched.informer.get(owner.name, owner.namespace);
+    return { owner, gone: !(resource && resource.metadata.uid === owner.uid && this.selects(resource)) };
+  }
+
   private informerOf(term: Term, kind: ManifestKind, namespace: string) {
     return term.resources.find((w) => w.kind === kind && (w.namespace === undefined || w.namespace === namespace));
   }
@@ -372,12 +381,7 @@ export class Operator {
       namespace: this.options.cronJobNamespace,
       instance: this.instance,
       legacyChecked: term?.legacyChecked,
-      orphaned: (job) => {
-        const owner = cronJobOwner(job, this.options.kinds);
-        const watched = owner && term && this.informerOf(term, owner.kind, owner.namespace);
-        if (!owner || !watched?.synced) return false;
-        return watched.informer.get(owner.name, owner.namespace)?.metadata.uid !== owner.uid;
-      },
+      orphaned: (job) => (term ? this.cronJobResource(term, job).gone : false),
     };
   }
 
