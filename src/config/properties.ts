@@ -224,7 +224,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Operator', name: 'svc.operator.rate-limit.burst', kind: 'int', min: 1, default: 100,
     description: 'Retries of failed reconciles taken at once before `svc.operator.rate-limit.qps` applies.' }),
   p({ group: 'Operator', name: 'svc.operator.run-job-template', kind: 'string', default: '/etc/svc-hub/run-job/pod-template.yaml',
-    description: 'Pod template (YAML) of the scheduled runs the operator\'s CronJobs start; the Helm chart mounts it from a ConfigMap. Missing: resources with a schedule report `Scheduled=False`, reason `NoRunTemplate`.' }),
+    description: 'Pod template (YAML) of the scheduled runs the operator\'s CronJobs start; the Helm chart mounts it from a ConfigMap. Missing: resources with a schedule report `Scheduled=False` and `Ready=False`, reason `NoRunTemplate` (applied, but nothing would run them).' }),
   // Retrieval (docs/retrieval.md)
   p({ group: 'Retrieval', name: 'svc.embedding.provider', kind: 'enum', values: ['local', 'openai', 'none'], default: 'local',
     description: '`local`: the offline Universal Sentence Encoder lite model shipped with the hub (512 dimensions); `openai`: an OpenAI-compatible embeddings endpoint (`svc.embedding.base-url`); `none`: no embedding port (search and semantic chat answer 503).' }),
