@@ -142,7 +142,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Bytes an event-stream client may fall behind before the hub closes its stream (it reconnects with Last-Event-ID and loses nothing).' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep (docs/workflows.md); runs in the background roles, on the leader.' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.batch', kind: 'int', min: 1, default: 10000,
-    description: 'Records of a workflow\'s entity the dormancy sweep reads per transaction (keyset pages, in key order).' }),
+    description: 'Records of a workflow\'s entity the dormancy sweep fetches at a time from its one cursor over the entity (in key order), and writes per transaction (spells, decisions).' }),
   p({ group: 'Clocks', name: 'svc.hooks.sweep-every', kind: 'duration', default: '5s', description: 'Hook consumer sweep of the outbox (NOTIFY wakes it sooner); runs in the background roles.' }),
   p({ group: 'Clocks', name: 'svc.hooks.cache-ttl', kind: 'duration', default: '60s', description: 'Time to live of the per-tenant hook override cache.' }),
 
