@@ -5,6 +5,7 @@ import { from as copyFromStdin, to as copyToStdout } from 'pg-copy-streams';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
 import { inSpan, SpanKind } from '../observability/tracing.js';
+import { queryAfterOpening } from './opening-query.js';
 import { resilientPool } from './pool.js';
 
 // The `COPY … TO STDOUT` half of pg-copy-streams, beside the `from` that types/pg-copy-streams.d.ts declares.
@@ -85,9 +86,9 @@ export class Database {
     if (tenantId === undefined || tenantId === null || tenantId === '') throw new NoTenantError();
     const id = Number(tenantId);
     if (!Number.isSafeInteger(id) || id < 0) throw new NoTenantError();
-    // `begin` and the tenant setting travel as one simple-protocol message (one round trip fewer
-    // per transaction): `id` is a checked non-negative safe integer, so inlining it is safe.
-    const work = () => this.transaction(this.app, id, fn, `begin; select set_config('svc.tenant_id', '${id}', true)`);
+    // `begin` and the tenant setting travel with the transaction's first statement (see
+    // `transaction`): `id` is a checked non-negative safe integer, so inlining it is safe.
+    const work = () => this.transaction(this.app, id, fn, ['begin', `select set_config('svc.tenant_id', '${id}', true)`]);
     const ctx = currentContext();
     if (ctx) {
       if (ctx.tenantId === undefined) annotateContext({ tenantId: String(id) });
@@ -122,30 +123,65 @@ export class Database {
     await Promise.allSettled([this.app.end(), this.worker.end()]);
   }
 
-  private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>, opening = 'begin'): Promise<T> {
+  /**
+   * One transaction on a connection of `pool`. The statements that open it (`opening`) are not sent
+   * on their own: they travel in one message with the transaction's first statement
+   * (`queryAfterOpening`), which saves a round trip per transaction (a read route's transaction is
+   * often one statement: two round trips instead of three). A COPY as the first statement has them
+   * sent before it, and a unit of work that runs no statement opens nothing and commits nothing.
+   */
+  private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>, opening: readonly string[] = ['begin']): Promise<T> {
     const client = await pool.connect();
+    // Set once the opening statements have been sent (alone, or with the first statement).
+    let opened: Promise<unknown> | undefined;
+    const openAlone = () => {
+      opened ??= client.query(opening.join(';\n'));
+      return opened;
+    };
     const tx: Tx = {
       tenantId,
-      query: (text, values) => traced(client, text, values),
-      copyFrom: (sql, rows) => copyInto(client, sql, rows),
-      copyTo: (sql) => copyOut(client, sql),
+      query: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => {
+        if (opened) return traced<R>(client, text, values);
+        const first = traced<R>(client, text, values, opening);
+        // The first statement's own failure is the caller's to handle (as any statement's); what
+        // matters from here on is only that the transaction was opened.
+        opened = first.then(
+          () => undefined,
+          () => undefined,
+        );
+        return first;
+      },
+      copyFrom: async (sql, rows) => {
+        await openAlone();
+        return copyInto(client, sql, rows);
+      },
+      copyTo: (sql) => {
+        // Queued behind the opening statements: node-postgres runs a connection's queries in order.
+        void openAlone().catch(() => undefined);
+        return copyOut(client, sql);
+      },
     };
     const hook = commitHooks.getStore();
     let followUp: CommitFollowUp | undefined;
     let broken = false;
     try {
-      await client.query(opening);
       const result = await fn(tx);
       if (hook) followUp = await hook.beforeCommit(tx, pool === this.app ? 'app' : 'worker');
-      await client.query('commit');
+      if (opened) {
+        // A failed opening (the COPY path does not await it) must fail the transaction here.
+        await opened;
+        await client.query('commit');
+      }
       followUp?.committed();
       return result;
     } catch (err) {
       followUp?.abandoned();
-      try {
-        await client.query('rollback');
-      } catch {
-        broken = true;
+      if (opened) {
+        try {
+          await client.query('rollback');
+        } catch {
+          broken = true;
+        }
       }
       throw err;
     } finally {
@@ -154,12 +190,13 @@ export class Database {
   }
 }
 
-function traced<R extends pg.QueryResultRow>(client: pg.PoolClient | pg.Pool, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+/** One statement in a span; with `opening`, the statements that open its transaction go with it (one round trip). */
+function traced<R extends pg.QueryResultRow>(client: pg.PoolClient | pg.Pool, text: string, values?: unknown[], opening?: readonly string[]): Promise<pg.QueryResult<R>> {
   const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
   return inSpan(
     `db ${operation}`,
     { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
-    () => client.query<R>(text, values as unknown[]),
+    () => (opening ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values) : client.query<R>(text, values as unknown[])),
     SpanKind.CLIENT,
   );
 }

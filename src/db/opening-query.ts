@@ -1,0 +1,82 @@
+import pg from 'pg';
+
+/**
+ * The first statement of a transaction, sent in one message together with the statements that open
+ * the transaction (`begin`, and for a tenant transaction the tenant setting): one round trip, one
+ * write and one wake-up of the server instead of two. The server runs them in order, exactly as if
+ * they had been sent one after the other: the opening statements complete before the first
+ * statement starts, so row-level security sees the tenant setting. Only the first statement's result
+ * is answered; an error in any of them fails the query (and the transaction, which the caller rolls
+ * back as before).
+ *
+ * A statement with parameters goes through the extended protocol, as node-postgres would send it:
+ * each opening statement as its own unnamed Parse/Bind/Describe/Execute, then the statement's own,
+ * then one Sync. One without parameters goes, as node-postgres would send it, through the simple
+ * protocol: the opening statements and the statement joined into one query text (PostgreSQL runs a
+ * multi-statement text in order too). Either way the backend answers one result per statement, and
+ * the opening statements' results are dropped.
+ *
+ * `opening` holds fixed SQL without parameters; the caller inlines only checked values (an integer
+ * tenant id).
+ */
+// node-postgres's Query is a Submittable whose protocol hooks (`prepare`, `handleReadyForQuery`) and
+// result fields (`_results`) are not in its type declarations: reached through this loose view.
+interface QueryInternals {
+  text: string;
+  _results: unknown;
+  prepare(connection: pg.Connection): void;
+  handleReadyForQuery(connection: pg.Connection): void;
+}
+type QueryCtor = new (config: pg.QueryConfig, callback: (err: Error | undefined, result: pg.QueryResult) => void) => QueryInternals;
+const Query = pg.Query as unknown as QueryCtor;
+
+class OpeningQuery extends Query {
+  constructor(
+    private readonly opening: readonly string[],
+    text: string,
+    values: unknown[] | undefined,
+    callback: (err: Error | undefined, result: pg.QueryResult) => void,
+  ) {
+    const extended = values !== undefined && values.length > 0;
+    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? values : undefined }, callback);
+  }
+
+  override prepare(connection: pg.Connection): void {
+    // node-postgres corks the stream around prepare(): these messages leave in one write.
+    const wire = connection as unknown as {
+      parse(q: { text: string; name: string; types: unknown[] }): void;
+      bind(c: { portal: string; statement: string; values: unknown[] }): void;
+      describe(m: { type: 'P'; name: string }): void;
+      execute(c: { portal: string; rows: number }): void;
+    };
+    for (const text of this.opening) {
+      wire.parse({ text, name: '', types: [] });
+      wire.bind({ portal: '', statement: '', values: [] });
+      wire.describe({ type: 'P', name: '' });
+      wire.execute({ portal: '', rows: 0 });
+    }
+    super.prepare(connection);
+  }
+
+  override handleReadyForQuery(connection: pg.Connection): void {
+    // One result per statement: drop the opening statements' (an array of one is the statement's own).
+    if (Array.isArray(this._results)) {
+      const own = this._results.slice(this.opening.length);
+      this._results = own.length === 1 ? own[0] : own;
+    }
+    super.handleReadyForQuery(connection);
+  }
+}
+
+/** Runs `opening` and then `text` on `client` in one round trip; answers `text`'s result. */
+export function queryAfterOpening<R extends pg.QueryResultRow>(
+  client: pg.PoolClient,
+  opening: readonly string[],
+  text: string,
+  values?: unknown[],
+): Promise<pg.QueryResult<R>> {
+  return new Promise((resolve, reject) => {
+    const query = new OpeningQuery(opening, text, values, (err, result) => (err ? reject(err) : resolve(result as pg.QueryResult<R>)));
+    client.query(query as unknown as pg.Submittable);
+  });
+}

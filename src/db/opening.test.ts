@@ -1,0 +1,137 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+
+/**
+ * A transaction's opening statements (`begin`, the tenant setting) travel in one message with its
+ * first statement (src/db/opening-query.ts): one round trip fewer per transaction. These tests hold
+ * the saving (counted in the server's ReadyForQuery messages) and everything the opening promised
+ * before: the first statement runs inside the transaction, under the tenant's row-level security,
+ * through either protocol, and a failure leaves nothing behind on the pooled connection.
+ */
+let t: MigratedDatabase;
+/** ReadyForQuery messages received on the application pool's connections: one per round trip. */
+let roundTrips = 0;
+const counted = new WeakSet<object>();
+
+beforeAll(async () => {
+  // One connection: whatever a transaction leaves on it, the next one meets.
+  t = await migratedDatabase({ 101: 'acme', 102: 'globex' }, 1);
+  await t.owner.query(`insert into core.users (tenant_id, login) values (101, 'ann'), (101, 'bob'), (102, 'carl')`);
+  t.db.app.on('acquire', (client: pg.PoolClient) => {
+    const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
+    if (counted.has(connection)) return;
+    counted.add(connection);
+    connection.on('readyForQuery', () => {
+      roundTrips += 1;
+    });
+  });
+});
+
+afterAll(async () => t.close());
+
+beforeEach(() => {
+  roundTrips = 0;
+});
+
+const logins = (r: pg.QueryResult<{ login: string }>) => r.rows.map((x) => x.login).sort();
+
+describe("a transaction's opening travels with its first statement", () => {
+  it('a one-statement transaction takes two round trips (statement with its opening, commit)', async () => {
+    const result = await t.db.withTenant(101, (tx) => tx.query<{ login: string }>('select login from core.users where login <> $1', ['nobody']));
+    expect(logins(result)).toEqual(['ann', 'bob']);
+    expect(roundTrips).toBe(2);
+  });
+
+  it('a statement without parameters (simple protocol) sees the tenant too, and only its own result is answered', async () => {
+    const result = await t.db.withTenant(102, (tx) => tx.query<{ login: string }>('select login from core.users'));
+    expect(logins(result)).toEqual(['carl']);
+    expect(result.command).toBe('SELECT');
+    expect(result.rowCount).toBe(1);
+    expect(roundTrips).toBe(2);
+  });
+
+  it('a statement with parameters (extended protocol) answers its own fields and count', async () => {
+    const result = await t.db.withTenant(101, (tx) =>
+      tx.query<{ tenant: string; n: number }>(`select current_setting('svc.tenant_id') as tenant, $1::int as n`, [7]),
+    );
+    expect(result.rows).toEqual([{ tenant: '101', n: 7 }]);
+    expect(result.fields.map((f) => f.name)).toEqual(['tenant', 'n']);
+  });
+
+  it('a multi-statement text answers its own results only', async () => {
+    const result = (await t.db.withTenant(101, (tx) => tx.query('select 1 as a; select 2 as b'))) as unknown as pg.QueryResult[];
+    expect(Array.isArray(result)).toBe(true);
+    expect(result.map((r) => r.rows[0])).toEqual([{ a: 1 }, { b: 2 }]);
+  });
+
+  it('the first statement runs inside the transaction: a later failure undoes it', async () => {
+    for (const values of [['dora'], undefined]) {
+      await expect(
+        t.db.withTenant(101, async (tx) => {
+          if (values) await tx.query('insert into core.users (tenant_id, login) values (101, $1)', values);
+          else await tx.query(`insert into core.users (tenant_id, login) values (101, 'dora')`);
+          await tx.query('select 1/0');
+        }),
+      ).rejects.toThrow(/division by zero/);
+      const { rows } = await t.owner.query(`select count(*)::int as n from core.users where login = 'dora'`);
+      expect(rows[0].n).toBe(0);
+    }
+  });
+
+  it('the first statement writes under the tenant: another tenant’s row is refused by row-level security', async () => {
+    await expect(t.db.withTenant(101, (tx) => tx.query('insert into core.users (tenant_id, login) values ($1, $2)', [102, 'mallory']))).rejects.toThrow(
+      /row-level security/,
+    );
+    // The same connection (pool of one) serves the next transaction cleanly, with no tenant left on it.
+    const { rows } = await t.db.withoutTenant((tx) => tx.query<{ tenant: string | null }>(`select current_setting('svc.tenant_id', true) as tenant`));
+    expect(rows[0]!.tenant ?? '').toBe('');
+    const users = await t.db.withoutTenant((tx) => tx.query('select login from core.users'));
+    expect(users.rowCount).toBe(0);
+  });
+
+  it('a failed first statement fails the transaction and leaves the connection usable', async () => {
+    await expect(t.db.withTenant(101, (tx) => tx.query('select no_such_column from core.users where login = $1', ['ann']))).rejects.toThrow(/no_such_column/);
+    await expect(t.db.withTenant(101, (tx) => tx.query('select no_such_column from core.users'))).rejects.toThrow(/no_such_column/);
+    const result = await t.db.withTenant(101, (tx) => tx.query<{ login: string }>('select login from core.users'));
+    expect(logins(result)).toEqual(['ann', 'bob']);
+  });
+
+  it('a unit of work that runs no statement sends nothing', async () => {
+    await expect(t.db.withTenant(101, async () => 'nothing')).resolves.toBe('nothing');
+    expect(roundTrips).toBe(0);
+  });
+
+  it('a COPY as the first statement runs after the opening: out under the tenant, in inside the transaction', async () => {
+    const out = await t.db.withTenant(102, async (tx) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of tx.copyTo!(`copy (select current_setting('svc.tenant_id'), count(*) from core.users) to stdout`)) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString();
+    });
+    expect(out).toBe('102\t1\n');
+
+    // COPY FROM is refused on tables under row-level security: a session's temporary table (the pool
+    // holds one connection) shows that a COPY first is inside the transaction, undone with it.
+    await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists copied (login text)'));
+    await expect(
+      t.db.withTenant(101, async (tx) => {
+        await tx.copyFrom!('copy copied (login) from stdin', 'erin\n');
+        await tx.query('select 1/0');
+      }),
+    ).rejects.toThrow(/division by zero/);
+    await t.db.withTenant(101, (tx) => tx.copyFrom!('copy copied (login) from stdin', 'frank\n'));
+    const { rows } = await t.db.withoutTenant((tx) => tx.query('select login from copied'));
+    expect(rows).toEqual([{ login: 'frank' }]);
+  });
+
+  it('cross-tenant work opens its transaction with its first statement too', async () => {
+    const same = await t.db.crossTenant('test', async (tx) => {
+      const first = await tx.query<{ at: string }>('select now()::text as at');
+      await new Promise((r) => setTimeout(r, 5));
+      const second = await tx.query<{ same: boolean }>('select now()::text = $1 as same', [first.rows[0]!.at]);
+      return second.rows[0]!.same;
+    });
+    // now() is the transaction's start: the same in both statements only when the first one was in it.
+    expect(same).toBe(true);
+  });
+});
