@@ -120,15 +120,23 @@ function deliver(r: Json): string {
 
 function api(r: Json): string {
   const lines: string[] = [];
-  lines.push(`${machine(r)} ${n(r.rate)} requests/s in all for ${r.seconds} s (after ${r.warmupSeconds} s unmeasured), ${r.connectionsPerRoute} connections per route; seeded with ${r.seed.connectors} connectors and runs, ${n(r.seed.deliveries)} deliveries.`);
+  lines.push(
+    `${machine(r)} ${n(r.rate)} requests/s in all for ${r.seconds} s (after ${r.warmupSeconds} s unmeasured), ${r.connectionsPerRoute} connections per route; seeded with ${r.seed.connectors} connectors and runs (${n(r.seed.rowsPerRun)} rows each), ${n(r.seed.deliveries)} deliveries; the load started once the retrieval backlog had drained (${f(r.seed.retrievalSettledSeconds, 1)} s after the seeding).`,
+  );
+  const table = (title: string, hub: Json, ceiling: Json) => {
+    lines.push('');
+    lines.push(title);
+    lines.push('');
+    lines.push(header(['route', 'per s', 'p50 ms', '**p99 ms**', 'max ms', 'errors', 'non-2xx', 'ceiling p50', 'ceiling p99'], ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
+    const line = (name: string, h: Json, c: Json) => row([name, n(h.perSec), f(h.p50, 2), `**${f(h.p99, 2)}**`, f(h.max), n(h.errors), n(h.non2xx), c ? f(c.p50, 2) : '-', c ? f(c.p99, 2) : '-']);
+    lines.push(line('all routes', hub.overall, ceiling.overall));
+    for (const name of Object.keys(hub.routes)) lines.push(line(`\`${name}\``, hub.routes[name], ceiling.routes[name]));
+  };
+  table('Evenly paced (open loop; each request timed from when it was due):', r.hub, r.ceiling);
+  if (r.burst) table("autocannon at the same rate (its per-second quota: a burst at the start of every second):", r.burst.hub, r.burst.ceiling);
   lines.push('');
-  lines.push(header(['route', 'per s', 'p50 ms', '**p99 ms**', 'max ms', 'errors', 'non-2xx', 'ceiling p50', 'ceiling p99'], ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:']));
-  const line = (name: string, h: Json, c: Json) => row([name, n(h.perSec), f(h.p50, 2), `**${f(h.p99, 2)}**`, f(h.max), n(h.errors), n(h.non2xx), c ? f(c.p50, 2) : '-', c ? f(c.p99, 2) : '-']);
-  lines.push(line('all routes', r.hub.overall, r.ceiling.overall));
-  for (const name of Object.keys(r.hub.routes)) lines.push(line(`\`${name}\``, r.hub.routes[name], r.ceiling.routes[name]));
-  lines.push('');
-  lines.push(`RSS of the hub's process: ${f(r.rss.beforeMb, 0)} MB before, ${f(r.rss.peakMb, 0)} MB peak, ${f(r.rss.afterMb, 0)} MB after the measured load.`);
-  lines.push(`Target p99 < ${r.target.p99Ms} ms at ${n(r.rate)} requests/s with no errors: ${met(r.target.met)}.`);
+  lines.push(`RSS of the hub's process: ${f(r.rss.beforeMb, 0)} MB before, ${f(r.rss.peakMb, 0)} MB peak, ${f(r.rss.afterMb, 0)} MB after the evenly paced load.`);
+  lines.push(`Target p99 < ${r.target.p99Ms} ms at an even ${n(r.rate)} requests/s with no errors: ${met(r.target.met)}.`);
   return lines.join('\n');
 }
 

@@ -1,12 +1,23 @@
 /**
- * The load generator of bench/api in a process of its own, so its CPU never runs on the event loop
- * of the server it measures. One autocannon instance per route, all at once, each at its share of
- * the total rate (an even split), every response time recorded (2xx or not) for exact percentiles.
+ * The load generators of bench/api, in a process of their own, so their CPU never runs on the event
+ * loop of the server they measure. Two ways to send the same rate:
+ *
+ * - `even`: open loop. Request k (over all routes, round robin) is due at start + k / rate and sent
+ *   then, whatever is still in flight (on an undici Pool of `connections` per route; a request
+ *   waits in the pool when all are busy). Its time runs from when it was due, not from when it left,
+ *   so a late generator or a full pool counts against the server (no coordinated omission).
+ * - `autocannon`: one autocannon instance per route at its share of the rate. autocannon paces a
+ *   connection by a quota per second: it sends back to back until the quota is spent, then waits
+ *   for the next second (lib/httpClient.js, `reqsMadeThisSecond`). So every second opens with all
+ *   connections busy at once: a burst of up to `connections` × routes concurrent requests.
+ *
+ * In both, every response time is recorded (2xx or not) for exact percentiles.
  *
  * Started with `fork()`; one request, one answer (IPC):
  *   parent → LoadRequest      child → {ok: true, figures: LoadFigures} | {ok: false, error}
  */
 import autocannon from 'autocannon';
+import { Pool } from 'undici';
 
 export interface LoadTarget {
   /** A short label: the route's path template. */
@@ -20,8 +31,10 @@ export interface LoadRequest {
   /** Requests per second over all targets. */
   rate: number;
   seconds: number;
-  /** Connections per target (each paced at its share of the target's rate). */
+  /** Connections per target (the most requests in flight per target). */
   connections: number;
+  /** How requests are spread over each second (see the top of this file). */
+  pacing: 'even' | 'autocannon';
 }
 
 export interface LatencyFigures {
@@ -66,7 +79,65 @@ function figures(times: number[], errors: number, non2xx: number, seconds: numbe
   };
 }
 
-export async function load(request: LoadRequest): Promise<LoadFigures> {
+export function load(request: LoadRequest): Promise<LoadFigures> {
+  return request.pacing === 'even' ? evenLoad(request) : autocannonLoad(request);
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+async function evenLoad(request: LoadRequest): Promise<LoadFigures> {
+  const cpu0 = process.cpuUsage();
+  const n = request.targets.length;
+  const perTarget = request.targets.map((target) => {
+    const url = new URL(target.url);
+    return {
+      target,
+      path: `${url.pathname}${url.search}`,
+      pool: new Pool(url.origin, { connections: request.connections, pipelining: 1, headersTimeout: 10_000, bodyTimeout: 10_000 }),
+      times: [] as number[],
+      errors: 0,
+      non2xx: 0,
+    };
+  });
+  const all: number[] = [];
+  const total = Math.round(request.rate * request.seconds);
+  const interval = 1000 / request.rate;
+  const inFlight = new Set<Promise<void>>();
+  const fire = (k: number, due: number) => {
+    const t = perTarget[k % n]!;
+    const done = t.pool
+      .request({ method: 'GET', path: t.path, headers: t.target.headers })
+      .then(async (res) => {
+        await res.body.dump({ limit: Number.MAX_SAFE_INTEGER });
+        const time = performance.now() - due;
+        t.times.push(time);
+        all.push(time);
+        if (res.statusCode < 200 || res.statusCode > 299) t.non2xx += 1;
+      })
+      .catch(() => {
+        t.errors += 1;
+      })
+      .finally(() => inFlight.delete(done));
+    inFlight.add(done);
+  };
+  const start = performance.now() + 20;
+  let k = 0;
+  while (k < total) {
+    const now = performance.now();
+    for (; k < total && start + k * interval <= now; k++) fire(k, start + k * interval);
+    if (k < total) await sleep(Math.max(0, start + k * interval - performance.now()));
+  }
+  while (inFlight.size > 0) await Promise.all([...inFlight]);
+  await Promise.all(perTarget.map((t) => t.pool.close()));
+  const routes: Record<string, LatencyFigures> = {};
+  for (const t of perTarget) routes[t.target.name] = figures(t.times, t.errors, t.non2xx, request.seconds);
+  const errors = perTarget.reduce((s, t) => s + t.errors, 0);
+  const non2xx = perTarget.reduce((s, t) => s + t.non2xx, 0);
+  const cpu = process.cpuUsage(cpu0);
+  return { overall: figures(all, errors, non2xx, request.seconds), routes, clientCpuSeconds: round2((cpu.user + cpu.system) / 1e6) };
+}
+
+async function autocannonLoad(request: LoadRequest): Promise<LoadFigures> {
   const share = (i: number) => Math.floor(request.rate / request.targets.length) + (i < request.rate % request.targets.length ? 1 : 0);
   const cpu0 = process.cpuUsage();
   const all: number[] = [];
