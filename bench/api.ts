@@ -23,7 +23,6 @@
  * with BENCH_CPU_PROFILE_PACING=autocannon).
  */
 import { fork } from 'node:child_process';
-import { Session } from 'node:inspector/promises';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -42,7 +41,7 @@ import type { LoadAnswer, LoadFigures, LoadRequest, LoadTarget } from './support
 type Pacing = LoadRequest['pacing'];
 const PACING_LABEL: Record<Pacing, string> = { even: 'even pacing', autocannon: 'autocannon (a burst each second)' };
 import { benchConfig } from './support/hub-config.js';
-import { type DemoSourceProcess, machineFacts, mib, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { type DemoSourceProcess, machineFacts, mib, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 
 const RATE = positiveInt('API_RATE', 500);
 const SECONDS = positiveInt('API_SECONDS', 60);
@@ -87,22 +86,6 @@ function pacingFrom(name: string, fallback: Pacing): Pacing {
   if (!raw) return fallback;
   if (raw !== 'even' && raw !== 'autocannon') throw new Error(`${name} must be 'even' or 'autocannon', got '${raw}'`);
   return raw;
-}
-
-/** Runs `work` under the V8 CPU profiler of this process (the hub's) and writes the profile to `file`. */
-async function profiled<T>(file: string, work: () => Promise<T>): Promise<T> {
-  const session = new Session();
-  session.connect();
-  await session.post('Profiler.enable');
-  await session.post('Profiler.start');
-  try {
-    return await work();
-  } finally {
-    const { profile } = await session.post('Profiler.stop');
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-    log(`wrote the CPU profile of the hub's process during the measured load to ${file}`);
-  }
 }
 
 async function api<T>(base: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: T }> {
@@ -314,7 +297,10 @@ async function main(): Promise<void> {
       log(`${label}, ${PACING_LABEL[pacing]}: ${SECONDS} s at ${RATE} requests/s …`);
       return around(() => run(base, SECONDS, pacing));
     };
-    const profiledIf = (pacing: Pacing) => (CPU_PROFILE && pacing === PROFILE_PACING ? <T>(work: () => Promise<T>) => profiled(CPU_PROFILE, work) : undefined);
+    const profiledIf =
+      (pacing: Pacing) =>
+      <T>(work: () => Promise<T>) =>
+        profiled(pacing === PROFILE_PACING ? CPU_PROFILE : undefined, "the hub's process during the measured load", work);
 
     // The target's measurement (even pacing) keeps its RSS and event-loop delay.
     const rssBeforeMb = mib(process.memoryUsage().rss);
@@ -326,7 +312,7 @@ async function main(): Promise<void> {
     const hubFigures = await measure('hub', hub.url!, 'even', async (work) => {
       hubLoop.enable();
       try {
-        return await (profiledIf('even') ?? ((w) => w()))(work);
+        return await profiledIf('even')(work);
       } finally {
         hubLoop.disable();
       }

@@ -23,7 +23,6 @@
  *   BENCH_DRAIN_EVENTS=10000 BENCH_RATE_SECONDS=5 npm run bench:deliver  # a quick look
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { Session } from 'node:inspector/promises';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -35,7 +34,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import type { ReceiverMessage } from './support/deliver-receiver.js';
-import { machineFacts, perSecond, round, table } from './support/measure.js';
+import { machineFacts, perSecond, profiled, round, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const DRAIN_EVENTS = positiveInt('BENCH_DRAIN_EVENTS', 100_000);
@@ -481,19 +480,7 @@ async function main(): Promise<void> {
     verify(receiver, idleFigures.ids, 'one event at a time');
 
     log(`drain (${DRAIN_EVENTS.toLocaleString('en-US')} events pre-filled) …`);
-    const profiler = CPU_PROFILE ? new Session() : undefined;
-    if (profiler) {
-      profiler.connect();
-      await profiler.post('Profiler.enable');
-      await profiler.post('Profiler.start');
-    }
-    const drainFigures = await drain(hub, receiver, DRAIN_EVENTS);
-    if (profiler) {
-      const { profile } = await profiler.post('Profiler.stop');
-      writeFileSync(CPU_PROFILE!, JSON.stringify(profile));
-      profiler.disconnect();
-      log(`wrote the CPU profile of this process during the drain to ${CPU_PROFILE}`);
-    }
+    const drainFigures = await profiled(CPU_PROFILE, 'this process during the drain', () => drain(hub!, receiver!, DRAIN_EVENTS));
     // The body the hub sends is the event payload (src/webhooks/consumer.ts): the ceiling moves as many bytes.
     const sampleBody = JSON.stringify({ orgId: 12345, tenantId: TENANT });
     log(`ceiling (${DRAIN_EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);

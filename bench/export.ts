@@ -36,7 +36,6 @@
  */
 import { execFile, fork } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -59,7 +58,7 @@ import { sshFingerprint } from '../src/exports/destinations/sftp.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { startSshd, type TestSshd } from '../test/harness/sshd.js';
 import { benchConfig } from './support/hub-config.js';
-import { machineFacts, mib, perSecond, postmasterPid, RssSampler, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
+import { machineFacts, mib, perSecond, postmasterPid, profiled, RssSampler, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
 import type { S3Answer, S3Ready, S3Request, S3Stored } from './support/s3-process.js';
 
 const SIZES = sizes('EXPORT_ROWS', [1_000_000, 10_000_000]);
@@ -210,27 +209,15 @@ async function measured<T>(roundNo: number, meter: CpuMeter, profileFile: string
   gc();
   const baselineRssMb = mib(process.memoryUsage.rss());
   const hwm = resetPeakRss();
-  const profiler = profileFile ? new Session() : undefined;
-  if (profiler) {
-    profiler.connect();
-    await profiler.post('Profiler.enable');
-    await profiler.post('Profiler.start');
-  }
   const sampler = new RssSampler();
   sampler.start(50);
   meter.start();
   const t0 = performance.now();
-  const out = await work();
+  const out = await profiled(profileFile, 'the run', work);
   const wall = performance.now() - t0;
   const cpu = meter.stop();
   const peak = sampler.stop();
   const vmHwmMb = hwm ? peakRssMb() : null;
-  if (profiler) {
-    const { profile } = await profiler.post('Profiler.stop');
-    writeFileSync(profileFile!, JSON.stringify(profile));
-    profiler.disconnect();
-    log(`  wrote a CPU profile to ${profileFile}`);
-  }
   const ms = out.ms ?? wall;
   return {
     result: out.result,

@@ -25,7 +25,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { Session } from 'node:inspector/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +39,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { generatePartners, type Partner } from '../src/demo-source/data.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { type CopyFigures, copyCeilingInProcess } from './support/copy-ceiling.js';
-import { CpuMeter, type CpuSplit, type DemoSourceProcess, machineFacts, mib, perSecond, postmasterPid, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { CpuMeter, type CpuSplit, type DemoSourceProcess, machineFacts, mib, perSecond, postmasterPid, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const ROWS = positiveInt('DEMO_ROWS', 200_000);
@@ -433,31 +432,23 @@ async function main(): Promise<void> {
         const applied = await api(hub, 'POST', '/api/connectors/apply', defs[dialect]);
         if (applied.status !== 200 && applied.status !== 201) throw new Error(`apply ${dialect} answered ${applied.status}: ${JSON.stringify(applied.json)}`);
       }
-      const profiler = CPU_PROFILE && r === 1 ? new Session() : undefined;
-      if (profiler) {
-        profiler.connect();
-        await profiler.post('Profiler.enable');
-        await profiler.post('Profiler.start');
-      }
+      const profileFile = r === 1 ? CPU_PROFILE : undefined;
       const hubFigures = {} as Record<Dialect, HubFigures>;
       // Alternating order (before the indexed runs in odd rounds, after them in even ones), so that
       // warming up does not favour either side of the indexing ratio.
-      let unindexed = r % 2 === 1 ? await unindexedRun(bare, owner, defs.offset, r, meter) : undefined;
-      for (const dialect of DIALECTS) {
-        log(`round ${r}/${ROUNDS}: hub run (${dialect}) …`);
-        hubFigures[dialect] = await hubRun(hub, owner, `bench-${dialect}-${r}`, meter);
-        if (hubFigures[dialect].recordsOut !== ROWS) throw new Error(`the ${dialect} run wrote ${hubFigures[dialect].recordsOut} rows, expected ${ROWS}`);
-        // The run record's counter is the hub's own word: count what the table really holds before reporting.
-        hubFigures[dialect].stored = await storedRows(hub, `ext.bench_${dialect}_${r}`);
-        // Every round writes into fresh tables: drop this one so the database does not grow round after round.
-        await owner.query(`drop table ${tenantTableSql(TENANT, `ext.bench_${dialect}_${r}`)}`);
-      }
-      if (profiler) {
-        const { profile } = await profiler.post('Profiler.stop');
-        writeFileSync(CPU_PROFILE!, JSON.stringify(profile));
-        profiler.disconnect();
-        log(`wrote the CPU profile of the round's hub runs to ${CPU_PROFILE}`);
-      }
+      let unindexed = await profiled(profileFile, "the round's hub runs", async () => {
+        const before = r % 2 === 1 ? await unindexedRun(bare!, owner!, defs.offset, r, meter) : undefined;
+        for (const dialect of DIALECTS) {
+          log(`round ${r}/${ROUNDS}: hub run (${dialect}) …`);
+          hubFigures[dialect] = await hubRun(hub!, owner!, `bench-${dialect}-${r}`, meter);
+          if (hubFigures[dialect].recordsOut !== ROWS) throw new Error(`the ${dialect} run wrote ${hubFigures[dialect].recordsOut} rows, expected ${ROWS}`);
+          // The run record's counter is the hub's own word: count what the table really holds before reporting.
+          hubFigures[dialect].stored = await storedRows(hub!, `ext.bench_${dialect}_${r}`);
+          // Every round writes into fresh tables: drop this one so the database does not grow round after round.
+          await owner!.query(`drop table ${tenantTableSql(TENANT, `ext.bench_${dialect}_${r}`)}`);
+        }
+        return before;
+      });
 
       unindexed ??= await unindexedRun(bare, owner, defs.offset, r, meter);
       // The hand-off is checked, not assumed: the indexed run left pending entries for all its rows, the other none.
@@ -466,19 +457,7 @@ async function main(): Promise<void> {
       if (handedOff.unindexed !== 0) throw new Error(`the run without the hand-off handed ${handedOff.unindexed} rows to the indexer`);
       await owner.query('truncate retrieval.pending');
 
-      const soapProfiler = CPU_PROFILE && r === 1 ? new Session() : undefined;
-      if (soapProfiler) {
-        soapProfiler.connect();
-        await soapProfiler.post('Profiler.enable');
-        await soapProfiler.post('Profiler.start');
-      }
-      const soap = await soapRun(hub, owner, source.url, r, meter);
-      if (soapProfiler) {
-        const { profile } = await soapProfiler.post('Profiler.stop');
-        writeFileSync(CPU_PROFILE!.replace(/(\.cpuprofile)?$/, '.soap.cpuprofile'), JSON.stringify(profile));
-        soapProfiler.disconnect();
-        log(`wrote the CPU profile of the round's soap run beside it (.soap.cpuprofile)`);
-      }
+      const soap = await profiled(profileFile?.replace(/(\.cpuprofile)?$/, '.soap.cpuprofile'), "the round's soap run", () => soapRun(hub!, owner!, source!.url, r, meter));
       await owner.query('truncate retrieval.pending');
 
       log(`round ${r}/${ROUNDS}: fetch ceiling …`);

@@ -1,6 +1,7 @@
 import { fork } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -27,6 +28,26 @@ export class RssSampler {
     const rss = process.memoryUsage.rss();
     if (rss > this.peak) this.peak = rss;
     return mib(this.peak);
+  }
+}
+
+/**
+ * Runs `work` under the V8 CPU profiler of this process and writes the profile to `file` (and a
+ * line naming `what` to stdout); without a file, just runs `work`.
+ */
+export async function profiled<T>(file: string | undefined, what: string, work: () => Promise<T>): Promise<T> {
+  if (!file) return work();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await work();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+    process.stdout.write(`wrote the CPU profile of ${what} to ${file}\n`);
   }
 }
 
