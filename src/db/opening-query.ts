@@ -22,7 +22,6 @@ import pg from 'pg';
 // node-postgres's Query is a Submittable whose protocol hooks (`prepare`, `handleReadyForQuery`) and
 // result fields (`_results`) are not in its type declarations: reached through this loose view.
 interface QueryInternals {
-  text: string;
   _results: unknown;
   prepare(connection: pg.Connection): void;
   handleReadyForQuery(connection: pg.Connection): void;
