@@ -20,6 +20,7 @@ import { chatFromConfig } from '../src/retrieval/chat/from-config.js';
 import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
 import { noIndexer } from '../src/connectors/indexer.js';
 import { pendingIndexer } from '../src/retrieval/indexer.js';
+import type { VectorSearchMode } from '../src/retrieval/pgvector.js';
 import { createRetrievalServices } from '../src/retrieval/services.js';
 import { platformDocuments } from './platform-corpus.js';
 import { leaderElector } from './leader.js';
@@ -124,6 +125,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     platformDocuments: () => platformDocuments(catalog),
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,
     embedBatch: config.int('svc.embedding.batch'),
+    vectorSearch: config.string('svc.retrieval.vector-search') as VectorSearchMode,
   });
   const services: AreaServices = {
     admin,

@@ -1,9 +1,11 @@
+import pg from 'pg';
 import type { RowIndexer } from '../connectors/indexer.js';
 import { tenantTableSql } from '../connectors/target/ddl.js';
 import type { Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
+import { vectorLiteral } from './pgvector.js';
 import { encodeVector } from './vectors-codec.js';
 
 /**
@@ -94,7 +96,7 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
  * become visible in their order (in-memory indexes load what is newer than the last they saw).
  * Returns how many chunks got a vector.
  */
-export async function embedPending(db: Database, port: EmbeddingPort, batch: number): Promise<number> {
+export async function embedPending(db: Database, port: EmbeddingPort, batch: number, pgvector?: { schema: string }): Promise<number> {
   const { rows } = await db.crossTenantQuery<{ id: number; content: string }>(
     'retrieval-embed',
     'select id, content from retrieval.chunks where embedding is null order by id limit $1',
@@ -104,11 +106,15 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
   const vectors = await port.embed(rows.map((r) => r.content));
   return db.crossTenant('retrieval-embed', async (tx) => {
     await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
+    // With pgvector (src/retrieval/pgvector.ts) the same vector is written to `vec` as well.
+    const vec = pgvector
+      ? { set: `, vec = v.vec::${pg.escapeIdentifier(pgvector.schema)}.vector`, from: ', $4::text[]', as: ', vec', values: [vectors.map(vectorLiteral)] }
+      : { set: '', from: '', as: '', values: [] };
     const result = await tx.query(
-      `update retrieval.chunks c set embedding = v.embedding, model = $3, embedded_seq = nextval('retrieval.embedded_seq'), embedded_at = now()
-         from unnest($1::bigint[], $2::bytea[]) as v(id, embedding)
+      `update retrieval.chunks c set embedding = v.embedding${vec.set}, model = $3, embedded_seq = nextval('retrieval.embedded_seq'), embedded_at = now()
+         from unnest($1::bigint[], $2::bytea[]${vec.from}) as v(id, embedding${vec.as})
         where c.id = v.id and c.embedding is null`,
-      [rows.map((r) => r.id), vectors.map(encodeVector), modelName(port)],
+      [rows.map((r) => r.id), vectors.map(encodeVector), modelName(port), ...vec.values],
     );
     return result.rowCount ?? 0;
   });

@@ -9,7 +9,8 @@ import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { embedPending, expandPending, forgetOtherModels } from './indexer.js';
 import { PLATFORM_CORPUS, PLATFORM_TENANT, type PlatformDocument, rebuildPlatformCorpus } from './platform-corpus.js';
-import { VectorStore } from './store.js';
+import { fillVectorColumn, findPgvector, PgvectorSearch, type PgvectorFound, pgvectorMissing, type VectorSearchMode } from './pgvector.js';
+import { type SearchFilter, VectorStore } from './store.js';
 import type { SearchHit, SearchRequest } from './types.js';
 
 export interface RetrievalDeps {
@@ -24,6 +25,8 @@ export interface RetrievalDeps {
   platformDocuments: () => PlatformDocument[];
   memoryBudgetBytes: number;
   embedBatch: number;
+  /** Where vectors are searched (`svc.retrieval.vector-search`, src/retrieval/pgvector.ts); default `auto`. */
+  vectorSearch?: VectorSearchMode;
 }
 
 export interface ScopeEntry {
@@ -78,15 +81,43 @@ export interface RetrievalServices {
 }
 
 
+interface Searcher {
+  search(tenantId: number, query: Float32Array, topK: number, filter: SearchFilter): Promise<Array<{ id: number; similarity: number }>>;
+}
+
 export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices {
   const { db, embedding } = deps;
-  const store = embedding && new VectorStore(db, modelName(embedding), embedding.dimensions, deps.memoryBudgetBytes);
+  const mode = deps.vectorSearch ?? 'auto';
+  let chosen: Promise<{ searcher: Searcher; pgvector?: PgvectorFound }> | undefined;
+  /**
+   * The search path, decided once per process from what the database has (the owner prepared it
+   * at start: src/retrieval/pgvector.ts): the HNSW index where pgvector is there, else the
+   * in-process index. A failed look is tried again at the next use.
+   */
+  function vectors(port: EmbeddingPort): Promise<{ searcher: Searcher; pgvector?: PgvectorFound }> {
+    chosen ??= (async () => {
+      if (mode !== 'memory') {
+        const found = await findPgvector(db, port.dimensions);
+        if (found?.indexed) {
+          logger().info({ version: found.version, dimensions: port.dimensions }, 'vector search: pgvector HNSW index');
+          return { searcher: new PgvectorSearch(db, modelName(port), port.dimensions, found), pgvector: found };
+        }
+        if (mode === 'pgvector') throw pgvectorMissing(port.dimensions);
+      }
+      return { searcher: new VectorStore(db, modelName(port), port.dimensions, deps.memoryBudgetBytes) };
+    })();
+    chosen.catch(() => {
+      chosen = undefined;
+    });
+    return chosen;
+  }
   let reindexing: Promise<void> | undefined;
   let modelChecked = false;
   let stopping = false;
 
   async function search(tenantId: number, request: SearchRequest): Promise<SearchHit[]> {
-    if (!embedding || !store) throw NO_EMBEDDING;
+    if (!embedding) throw NO_EMBEDDING;
+    const { searcher: store } = await vectors(embedding);
     const [query] = await embedding.embed([request.query]);
     const filter = { corpus: request.corpus, scopes: request.scopes };
     const own = await store.search(tenantId, query!, request.topK, filter);
@@ -190,9 +221,14 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       await forgetOtherModels(db, embedding);
       modelChecked = true;
     }
+    const { pgvector } = await vectors(embedding);
     let embedded = 0;
+    // Chunks embedded before the database had pgvector get their `vec` from the stored vector.
+    while (pgvector && !stopping && Date.now() - started < PASS_BUDGET_MS) {
+      if ((await fillVectorColumn(db, modelName(embedding), pgvector.schema)) === 0) break;
+    }
     while (!stopping && Date.now() - started < PASS_BUDGET_MS) {
-      const n = await embedPending(db, embedding, deps.embedBatch);
+      const n = await embedPending(db, embedding, deps.embedBatch, pgvector);
       if (n === 0) break;
       embedded += n;
     }

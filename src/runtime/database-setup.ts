@@ -5,6 +5,8 @@ import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
 import { migrate } from '../db/migrations.js';
 import { roleUrl, type RoleNames } from '../db/roles.js';
 import { logger, registerSecret } from '../observability/logger.js';
+import { embeddingDimensions } from '../retrieval/embedding/from-config.js';
+import { preparePgvector, type VectorSearchMode } from '../retrieval/pgvector.js';
 
 export interface DatabaseSetup {
   ownerUrl: string;
@@ -39,7 +41,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean 
     if (options.migrate) {
       const applied = await migrate(ownerUrl, managed ? roles : null);
       if (applied > 0) logger().info({ applied }, 'migrations applied');
-      await bootstrap(ownerUrl);
+      await bootstrap(ownerUrl, config);
     }
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
@@ -61,11 +63,17 @@ export async function setupDatabase(config: Config, options: { migrate: boolean 
   }
 }
 
-/** An empty database gets tenant 1, code `default`, so a first `npm start` has a tenant to use. */
-async function bootstrap(ownerUrl: string): Promise<void> {
+/**
+ * After the migrations, as the owner: pgvector's column and index where the database has the
+ * extension (src/retrieval/pgvector.ts), and, in an empty database, tenant 1, code `default`, so a
+ * first `npm start` has a tenant to use.
+ */
+async function bootstrap(ownerUrl: string, config: Config): Promise<void> {
   const client = new pg.Client({ connectionString: ownerUrl });
   await client.connect();
   try {
+    const pgvector = await preparePgvector(client, config.string('svc.retrieval.vector-search') as VectorSearchMode, embeddingDimensions(config));
+    if (pgvector.reason) logger().info({ reason: pgvector.reason }, 'vector search: in-process index');
     const created = await client.query(
       `insert into core.tenants (code, name, description)
        select 'default', 'Default tenant', 'Created at first start'

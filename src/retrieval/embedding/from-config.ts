@@ -2,8 +2,21 @@ import type { Config } from '../../config/config.js';
 import { ConfigError } from '../../config/config.js';
 import type { EgressPolicy } from '../../egress/policy.js';
 import { LocalEmbedding } from './local.js';
+import { LOCAL_DIMENSIONS } from './local-model.js';
 import { OpenAiEmbedding } from './openai.js';
 import type { EmbeddingPort } from './port.js';
+
+/** The length of the vectors the configured port makes, undefined for `none`. */
+export function embeddingDimensions(config: Config): number | undefined {
+  switch (config.string('svc.embedding.provider')) {
+    case 'local':
+      return LOCAL_DIMENSIONS;
+    case 'openai':
+      return config.int('svc.embedding.dimensions');
+    default:
+      return undefined;
+  }
+}
 
 /** The embedding port `svc.embedding.provider` names, or undefined for `none`. */
 export function embeddingFromConfig(config: Config, egress: EgressPolicy): EmbeddingPort | undefined {

@@ -1,0 +1,267 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { Database } from '../db/database.js';
+import { migrate } from '../db/migrations.js';
+import { roleUrl } from '../db/roles.js';
+import { PortUnavailable } from '../errors.js';
+import { createTestDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { type PgvectorServer, startPgvectorServer } from '../../test/harness/pgvector.js';
+import { type EmbeddingPort, modelName } from './embedding/port.js';
+import { embedPending } from './indexer.js';
+import { findPgvector, hnswIndexName, preparePgvector, searchStatement } from './pgvector.js';
+import { createRetrievalServices, type RetrievalServices } from './services.js';
+import { decodeVector } from './vectors-codec.js';
+import { bruteForce, clusteredUnitVectors, recall, seeded } from './vectors/testing.js';
+
+/**
+ * The pgvector search path against real PostgreSQL and pgvector code: PGlite with its pgvector
+ * build behind its socket server (test/harness/pgvector.ts; no pgvector package exists here for
+ * the embedded server). The hub's own migrations, the owner's preparation, the indexer's writes
+ * and the services' search run on it; answers are checked against a brute-force scan of the
+ * stored vectors, and row-level security on the search statement is checked under the
+ * application role. The in-process path is what the embedded server (no extension) gets: checked
+ * at the end.
+ */
+
+const D = 32;
+const CHUNKS = 1200;
+const QUERIES = 40;
+const vectors = clusteredUnitVectors(CHUNKS + QUERIES + 100, D, 12, 1, seeded(7));
+
+/** A scripted embedding port (a stand-in for a model): `chunk i` and `query q` have fixed vectors. */
+function port(model = 'scripted'): EmbeddingPort & { calls: number } {
+  return {
+    provider: 'test',
+    model,
+    dimensions: D,
+    calls: 0,
+    async embed(texts) {
+      this.calls++;
+      return texts.map((t) => {
+        const m = /^(chunk|query|other) (\d+)$/.exec(t);
+        if (!m) throw new Error(`no vector for ${t}`);
+        const offset = m[1] === 'chunk' ? 0 : m[1] === 'query' ? CHUNKS : CHUNKS + QUERIES;
+        return vectors[offset + Number(m[2])]!;
+      });
+    },
+  };
+}
+
+let server: PgvectorServer;
+let owner: pg.Client;
+let db: Database;
+
+function services(mode: 'auto' | 'memory' | 'pgvector', embedding: EmbeddingPort, database = db): RetrievalServices {
+  return createRetrievalServices({
+    db: database,
+    embedding,
+    chat: undefined,
+    statementTimeoutMs: 5000,
+    platformDocuments: () => [],
+    memoryBudgetBytes: 64 * 1024 * 1024,
+    embedBatch: 100,
+    vectorSearch: mode,
+  });
+}
+
+async function indexAll(s: RetrievalServices): Promise<void> {
+  for (;;) {
+    const done = await s.indexPass();
+    if (done.expanded === 0 && done.embedded === 0) return;
+  }
+}
+
+/** Chunk i: tenant 1 (i < 1000, corpus crm tagged sales for even i, ledger tagged finance for odd) or tenant 2 (crm, sales). */
+async function insertChunks(): Promise<void> {
+  await owner.query(
+    `insert into retrieval.chunks (tenant_id, corpus, scopes, row_hash, table_name, external_id, content)
+     select case when i < 1000 then 1 else 2 end,
+            case when i < 1000 and i % 2 = 1 then 'ledger' else 'crm' end,
+            case when i < 1000 and i % 2 = 1 then '{finance}'::text[] else '{sales}'::text[] end,
+            md5(i::text), 'ext.rows', i::text, 'chunk ' || i
+       from generate_series(0, $1 - 1) as i order by i`,
+    [CHUNKS],
+  );
+}
+
+/** The exact answer over what the database stores for tenant 1 (or 2), by chunk content number. */
+async function exact(tenant: number, q: number, topK: number, admit: (i: number) => boolean = () => true): Promise<number[]> {
+  const { rows } = await owner.query<{ n: number; embedding: Buffer }>(
+    `select external_id::int as n, embedding from retrieval.chunks where tenant_id = $1 and embedding is not null`,
+    [tenant],
+  );
+  return bruteForce(rows.map((r) => ({ id: r.n, vector: decodeVector(r.embedding) })), vectors[CHUNKS + q]!, topK, admit).map((h) => h.id);
+}
+
+beforeAll(async () => {
+  server = await startPgvectorServer();
+  await migrate(server.url, TEST_ROLES);
+  owner = new pg.Client({ connectionString: server.url });
+  await owner.connect();
+  await owner.query(`insert into core.tenants (id, code, name) values (1, 'one', 'One'), (2, 'two', 'Two')`);
+  db = new Database({ appUrl: roleUrl(server.url, TEST_ROLES.app), workerUrl: roleUrl(server.url, TEST_ROLES.worker), poolSize: 2 });
+}, 120_000);
+
+afterAll(async () => {
+  await db?.close();
+  await owner?.end();
+  await server?.close();
+});
+
+describe('preparation by the owner', () => {
+  it('creates the extension, the vec column and the HNSW index for the port\'s length; a second start changes nothing', async () => {
+    expect(await preparePgvector(owner, 'auto', D)).toEqual({ version: expect.stringMatching(/^0\.([89]|\d\d)\./) });
+    expect(await preparePgvector(owner, 'auto', D)).toEqual({ version: expect.any(String) });
+    const { rows } = await owner.query(`select indexname, indexdef from pg_indexes where schemaname = 'retrieval' and indexname like 'chunks_vec%'`);
+    expect(rows).toEqual([{ indexname: hnswIndexName(D), indexdef: expect.stringMatching(/USING hnsw \(\(\(vec\)::vector\(32\)\) vector_cosine_ops\)/) }]);
+    expect(await findPgvector(db, D)).toEqual({ version: expect.any(String), schema: 'public', indexed: true });
+    expect(await findPgvector(db, 8)).toEqual({ version: expect.any(String), schema: 'public', indexed: false });
+  });
+
+  it('memory mode and a hub without an embedding port prepare nothing', async () => {
+    expect(await preparePgvector(owner, 'memory', D)).toEqual({ version: undefined, reason: 'svc.retrieval.vector-search is memory' });
+    expect(await preparePgvector(owner, 'auto', undefined)).toEqual({ version: undefined, reason: 'no embedding port' });
+  });
+});
+
+describe('indexing and search', () => {
+  let pgv: RetrievalServices;
+
+  beforeAll(async () => {
+    await insertChunks();
+    // The first 500 chunks are embedded before the hub used pgvector: no `vec` yet.
+    expect(await embedPending(db, port(), 500)).toBe(500);
+    expect((await owner.query('select count(embedding)::int as e, count(vec)::int as v from retrieval.chunks')).rows[0]).toEqual({ e: 500, v: 0 });
+    pgv = services('auto', port());
+    await indexAll(pgv);
+  }, 120_000);
+
+  it('every chunk gets its vector in vec too, equal to the float32 record (the early ones filled from it)', async () => {
+    const { rows } = await owner.query<{ embedding: Buffer; vec: string; model: string }>('select embedding, vec::text as vec, model from retrieval.chunks');
+    expect(rows).toHaveLength(CHUNKS);
+    for (const r of rows) {
+      expect(r.model).toBe(modelName(port()));
+      expect(Float32Array.from(JSON.parse(r.vec) as number[])).toEqual(decodeVector(r.embedding));
+    }
+  });
+
+  it('the planner answers the search statement from the HNSW index', async () => {
+    const { text, values } = searchStatement('"public".vector(32)', { tenantId: 1, model: modelName(port()), query: vectors[CHUNKS]!, topK: 10, filter: {} });
+    await owner.query('analyze retrieval.chunks');
+    await owner.query('begin');
+    try {
+      const plan = (await owner.query<{ 'QUERY PLAN': string }>(`explain ${text}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toContain(`Index Scan using ${hnswIndexName(D)}`);
+    } finally {
+      await owner.query('rollback');
+    }
+  });
+
+  it('answers the nearest chunks of the tenant, as exact search does (recall@10 ≥ 0.95 over 40 queries)', async () => {
+    let sum = 0;
+    for (let q = 0; q < QUERIES; q++) {
+      const hits = await pgv.search(1, { query: `query ${q}`, topK: 10 });
+      const found = hits.map((h) => Number(h.metadata.key));
+      expect(found.every((n) => n < 1000)).toBe(true);
+      expect(hits.map((h) => h.similarity)).toEqual([...hits.map((h) => h.similarity)].sort((a, b) => b - a));
+      sum += recall(found.map((id) => ({ id })), (await exact(1, q, 10)).map((id) => ({ id })));
+    }
+    expect(sum / QUERIES).toBeGreaterThanOrEqual(0.95);
+  });
+
+  it('applies the corpus and scope filters before ranking: topK matching chunks, however they rank among all', async () => {
+    for (let q = 0; q < 10; q++) {
+      const ledger = (await pgv.search(1, { query: `query ${q}`, topK: 10, corpus: 'ledger' })).map((h) => Number(h.metadata.key));
+      expect(ledger).toHaveLength(10);
+      expect(ledger.every((n) => n % 2 === 1)).toBe(true);
+      expect(recall(ledger.map((id) => ({ id })), (await exact(1, q, 10, (n) => n % 2 === 1)).map((id) => ({ id })))).toBeGreaterThanOrEqual(0.9);
+      const sales = (await pgv.search(1, { query: `query ${q}`, topK: 10, scopes: ['sales'] })).map((h) => Number(h.metadata.key));
+      expect(sales).toHaveLength(10);
+      expect(sales.every((n) => n % 2 === 0)).toBe(true);
+    }
+    expect(await pgv.search(1, { query: 'query 0', topK: 10, scopes: [] })).toEqual([]);
+    expect(await pgv.search(1, { query: 'query 0', topK: 10, scopes: ['nobody'] })).toEqual([]);
+  });
+
+  it('a tenant finds only its own chunks', async () => {
+    const hits = await pgv.search(2, { query: 'query 3', topK: 50 });
+    expect(hits).toHaveLength(50);
+    expect(hits.every((h) => Number(h.metadata.key) >= 1000)).toBe(true);
+  });
+
+  it('the statement holds under row-level security as the application role: another tenant\'s chunks are not read', async () => {
+    const { text, values } = searchStatement('"public".vector(32)', { tenantId: 2, model: modelName(port()), query: vectors[CHUNKS]!, topK: 10, filter: {} });
+    await owner.query('begin');
+    try {
+      await owner.query(`set local role ${TEST_ROLES.app}`);
+      await owner.query(`select set_config('svc.tenant_id', '1', true)`);
+      expect((await owner.query(text, values)).rows).toEqual([]);
+      await owner.query(`select set_config('svc.tenant_id', '2', true)`);
+      expect((await owner.query(text, values)).rows).toHaveLength(10);
+    } finally {
+      await owner.query('rollback');
+    }
+  });
+
+  it('agrees with the in-process index over the same chunks', async () => {
+    const memory = services('memory', port());
+    let agree = 0;
+    for (let q = 0; q < 10; q++) {
+      const a = (await pgv.search(1, { query: `query ${q}`, topK: 5 })).map((h) => h.rowHash);
+      const b = (await memory.search(1, { query: `query ${q}`, topK: 5 })).map((h) => h.rowHash);
+      if (a[0] === b[0]) agree++;
+      expect(b.filter((h) => a.includes(h)).length).toBeGreaterThanOrEqual(4);
+    }
+    expect(agree).toBeGreaterThanOrEqual(9);
+  });
+
+  it('a new model\'s vectors replace the old: chunks leave the search until embedded again, then come back', async () => {
+    const other = port('scripted-2');
+    const next = services('auto', other);
+    // forgetOtherModels runs in the first pass; look before embedding by checking the search of a fresh service first.
+    const before = await next.search(1, { query: 'query 1', topK: 10 });
+    expect(before).toEqual([]); // no chunk carries the new model yet
+    await indexAll(next);
+    expect((await owner.query(`select count(*)::int as n from retrieval.chunks where model = $1 and vec is not null`, [modelName(other)])).rows[0].n).toBe(CHUNKS);
+    expect(await next.search(1, { query: 'query 1', topK: 10 })).toHaveLength(10);
+  });
+
+  it('a model of another length: the owner drops the old index and the old vectors, and indexes the new length', async () => {
+    await preparePgvector(owner, 'auto', 16);
+    const { rows } = await owner.query(`select indexname from pg_indexes where schemaname = 'retrieval' and indexname like 'chunks_vec%'`);
+    expect(rows).toEqual([{ indexname: hnswIndexName(16) }]);
+    expect((await owner.query('select count(vec)::int as n from retrieval.chunks')).rows[0].n).toBe(0);
+    await preparePgvector(owner, 'auto', D); // back, for the suites after this one
+  });
+});
+
+describe('without pgvector (the embedded server)', () => {
+  let ownerUrl: string;
+  let plain: Database;
+
+  beforeAll(async () => {
+    ownerUrl = await createTestDatabase('nopgv');
+    await migrate(ownerUrl, TEST_ROLES);
+    plain = new Database({ appUrl: roleUrl(ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(ownerUrl, TEST_ROLES.worker), poolSize: 2 });
+  }, 60_000);
+
+  afterAll(async () => {
+    await plain?.close();
+  });
+
+  it('auto falls back to the in-process index; pgvector mode refuses to start, and answers 503 if it started', async () => {
+    const client = new pg.Client({ connectionString: ownerUrl });
+    await client.connect();
+    try {
+      expect(await preparePgvector(client, 'auto', D)).toEqual({ version: undefined, reason: 'the database has no pgvector extension (vector)' });
+      await expect(preparePgvector(client, 'pgvector', D)).rejects.toThrow('svc.retrieval.vector-search is pgvector, but the database has no pgvector extension (vector)');
+    } finally {
+      await client.end();
+    }
+    expect(await findPgvector(plain, D)).toBeUndefined();
+    const refused = await services('pgvector', port(), plain).search(1, { query: 'query 0', topK: 3 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(PortUnavailable);
+    expect((refused as PortUnavailable).render().status).toBe(503);
+    expect(await services('auto', port(), plain).search(1, { query: 'query 0', topK: 3 })).toEqual([]);
+  });
+});

@@ -1,0 +1,189 @@
+import pg from 'pg';
+import type { Database } from '../db/database.js';
+import { PortUnavailable } from '../errors.js';
+import { logger } from '../observability/logger.js';
+import type { SearchFilter } from './store.js';
+import { decodeVector } from './vectors-codec.js';
+
+/**
+ * Vector search inside PostgreSQL, where the database has the pgvector extension: each chunk's
+ * vector is kept a second time in `retrieval.chunks.vec` (type `vector`, any length) beside the
+ * float32 `embedding` that stays the record, and one HNSW index over `vec::vector(<dimensions>)`
+ * with cosine distance answers the nearest chunks. The in-process index (src/retrieval/vectors/)
+ * serves databases without the extension. docs/retrieval-vectors.md, "pgvector".
+ *
+ * Which one a hub uses is `svc.retrieval.vector-search`: `auto` (pgvector where the database has
+ * it, else in process), `memory`, or `pgvector` (the start fails without it).
+ */
+
+export type VectorSearchMode = 'auto' | 'memory' | 'pgvector';
+
+/** The index over one vector length: a model of another length gets its own, and the old one is dropped. */
+export function hnswIndexName(dimensions: number): string {
+  return `chunks_vec_hnsw_${dimensions}`;
+}
+
+export interface PgvectorPrepared {
+  /** The extension's version, undefined when the database does not have it. */
+  version: string | undefined;
+  /** Why it is not used (absent when it is). */
+  reason?: string;
+}
+
+/**
+ * Run by the owner after the migrations: where pgvector is available (or `mode` is `pgvector`)
+ * the extension is created, `retrieval.chunks.vec` added, vectors of another length cleared and
+ * the HNSW index for `dimensions` created (others dropped). Idempotent; does nothing in `memory`
+ * mode or without an embedding port (`dimensions` undefined). Throws in `pgvector` mode when the
+ * database cannot have the extension.
+ */
+export async function preparePgvector(owner: pg.ClientBase, mode: VectorSearchMode, dimensions: number | undefined): Promise<PgvectorPrepared> {
+  if (mode === 'memory' || dimensions === undefined) return { version: undefined, reason: mode === 'memory' ? 'svc.retrieval.vector-search is memory' : 'no embedding port' };
+  const refuse = (reason: string): PgvectorPrepared => {
+    if (mode === 'pgvector') throw new Error(`svc.retrieval.vector-search is pgvector, but ${reason}`);
+    return { version: undefined, reason };
+  };
+  const available = await owner.query<{ installed: string | null }>(`select installed_version as installed from pg_available_extensions where name = 'vector'`);
+  if (available.rowCount === 0) return refuse('the database has no pgvector extension (vector)');
+  if (!available.rows[0]!.installed) {
+    try {
+      await owner.query('create extension if not exists vector');
+    } catch (err) {
+      return refuse(`the extension vector could not be created: ${(err as Error).message}`);
+    }
+  }
+  const { rows } = await owner.query<{ version: string; schema: string }>(
+    `select e.extversion as version, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname = 'vector'`,
+  );
+  const { version, schema } = rows[0]!;
+  const type = `${pg.escapeIdentifier(schema)}.vector`;
+  await owner.query(`alter table retrieval.chunks add column if not exists vec ${type}`);
+  const index = hnswIndexName(dimensions);
+  const others = await owner.query<{ name: string }>(
+    `select indexname as name from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and indexname like 'chunks\\_vec\\_hnsw\\_%' and indexname <> $1`,
+    [index],
+  );
+  for (const { name } of others.rows) await owner.query(`drop index if exists retrieval.${pg.escapeIdentifier(name)}`);
+  // Vectors of another length (an earlier model) cannot enter this index; the indexer embeds their chunks again.
+  await owner.query(`update retrieval.chunks set vec = null where vec is not null and ${pg.escapeIdentifier(schema)}.vector_dims(vec) <> $1`, [dimensions]);
+  const ops = `${pg.escapeIdentifier(schema)}.vector_cosine_ops`;
+  await owner.query(`create index if not exists ${pg.escapeIdentifier(index)} on retrieval.chunks using hnsw ((vec::${type}(${dimensions})) ${ops})`);
+  logger().info({ version, index }, 'pgvector: chunk vectors searched by an HNSW index');
+  return { version };
+}
+
+/** What a process finds in the database: the extension's version, and whether the column and index for `dimensions` exist. */
+export interface PgvectorFound {
+  version: string;
+  schema: string;
+  indexed: boolean;
+}
+
+export async function findPgvector(db: Database, dimensions: number): Promise<PgvectorFound | undefined> {
+  const { rows } = await db.withoutTenant((tx) =>
+    tx.query<{ version: string; schema: string; column: boolean; indexed: boolean }>(
+      `select e.extversion as version, n.nspname as schema,
+              exists (select 1 from information_schema.columns where table_schema = 'retrieval' and table_name = 'chunks' and column_name = 'vec') as column,
+              exists (select 1 from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and indexname = $1) as indexed
+         from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname = 'vector'`,
+      [hnswIndexName(dimensions)],
+    ),
+  );
+  const found = rows[0];
+  if (!found?.column) return undefined;
+  return { version: found.version, schema: found.schema, indexed: found.indexed };
+}
+
+/** pgvector's text form of a vector: `[x,y,…]`, each float32 value written exactly. */
+export function vectorLiteral(vector: Float32Array): string {
+  let out = '[';
+  for (let i = 0; i < vector.length; i++) out += (i ? ',' : '') + String(vector[i]);
+  return `${out}]`;
+}
+
+/** `1.2.3` ≥ `major.minor`. */
+function atLeast(version: string, major: number, minor: number): boolean {
+  const [a = 0, b = 0] = version.split('.').map(Number);
+  return a > major || (a === major && b >= minor);
+}
+
+/**
+ * Nearest chunks by the HNSW index. The tenant, model, corpus and scope filters are conditions of
+ * the same statement: with pgvector 0.8 or later the index is scanned iteratively in strict
+ * distance order until `topK` rows passing them are found (`hnsw.iterative_scan`), so a filter
+ * never empties a page of nearest neighbours; the planner may also choose an exact scan of the
+ * matching rows when they are few. Row-level security applies as on every tenant read.
+ */
+export class PgvectorSearch {
+  private readonly vectorType: string;
+
+  constructor(
+    private readonly db: Database,
+    private readonly model: string,
+    private readonly dimensions: number,
+    private readonly found: PgvectorFound,
+    /** hnsw.ef_search: candidates kept per search (pgvector's default is 40); at least 2 × topK is used. */
+    private readonly efSearch = 100,
+  ) {
+    this.vectorType = `${pg.escapeIdentifier(found.schema)}.vector(${dimensions})`;
+  }
+
+  async search(tenantId: number, query: Float32Array, topK: number, filter: SearchFilter): Promise<Array<{ id: number; similarity: number }>> {
+    if (query.length !== this.dimensions) throw new Error(`query of ${query.length} dimensions, index of ${this.dimensions}`);
+    const { text, values } = searchStatement(this.vectorType, { tenantId, model: this.model, query, topK, filter });
+    const settings = [`set local hnsw.ef_search = ${Math.min(1000, Math.max(this.efSearch, 2 * topK))}`];
+    if (atLeast(this.found.version, 0, 8)) settings.push('set local hnsw.iterative_scan = strict_order');
+    return this.db.withTenant(tenantId, async (tx) => {
+      for (const s of settings) await tx.query(s);
+      const { rows } = await tx.query<{ id: number; similarity: number }>(text, values);
+      return rows;
+    });
+  }
+}
+
+/** The search statement (exported for the test that runs it under row-level security). */
+export function searchStatement(
+  vectorType: string,
+  p: { tenantId: number; model: string; query: Float32Array; topK: number; filter: SearchFilter },
+): { text: string; values: unknown[] } {
+  const values: unknown[] = [p.tenantId, p.model, vectorLiteral(p.query), p.topK];
+  const where = ['tenant_id = $1', 'model = $2', 'vec is not null'];
+  if (p.filter.corpus !== undefined) {
+    values.push(p.filter.corpus);
+    where.push(`corpus = $${values.length}`);
+  }
+  // An empty list of tags matches nothing (`&&` with an empty array is false), as in process.
+  if (p.filter.scopes !== undefined) {
+    values.push(p.filter.scopes);
+    where.push(`scopes && $${values.length}::text[]`);
+  }
+  const distance = `vec::${vectorType} operator(${vectorType.split('.')[0]}.<=>) $3::${vectorType}`;
+  return {
+    text: `select id, (1 - (${distance}))::float8 as similarity from retrieval.chunks where ${where.join(' and ')} order by ${distance} limit $4`,
+    values,
+  };
+}
+
+/** Chunks embedded before `vec` existed (or while the in-process index was chosen) get it from their float32 record; returns how many. */
+export async function fillVectorColumn(db: Database, model: string, schema: string, batch = 500): Promise<number> {
+  return db.crossTenant('retrieval-vec', async (tx) => {
+    const { rows } = await tx.query<{ id: number; embedding: Buffer }>(
+      'select id, embedding from retrieval.chunks where vec is null and embedding is not null and model = $1 order by id limit $2 for update skip locked',
+      [model, batch],
+    );
+    if (rows.length === 0) return 0;
+    await tx.query(
+      `update retrieval.chunks c set vec = v.vec::${pg.escapeIdentifier(schema)}.vector from unnest($1::bigint[], $2::text[]) as v(id, vec) where c.id = v.id`,
+      [rows.map((r) => r.id), rows.map((r) => vectorLiteral(decodeVector(r.embedding)))],
+    );
+    return rows.length;
+  });
+}
+
+/** The 503 of `svc.retrieval.vector-search=pgvector` on a database that lost its index. */
+export function pgvectorMissing(dimensions: number): PortUnavailable {
+  return new PortUnavailable(
+    `pgvector index ${hnswIndexName(dimensions)} not found`,
+    'svc.retrieval.vector-search is pgvector: restart the hub with migrations so it creates the extension, the column and the index, or set it to auto',
+  );
+}
