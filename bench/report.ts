@@ -157,6 +157,10 @@ function search(r: Json): string {
     lines.push(`The local embedding model (worker thread): ${n(r.embedding.textsPerSec)} partner-row chunks per second (${n(r.embedding.texts)} in ${f(r.embedding.seconds, 2)} s; loaded in ${f(r.embedding.loadSeconds, 2)} s): how fast ingested rows become searchable.`);
     lines.push('');
   }
+  for (const d of r.datasets.filter((x: Json) => x.pgvector)) {
+    lines.push(`pgvector ${d.pgvector.version} on PGlite (WebAssembly), ${d.name}: chunks loaded in ${f(d.pgvector.loadSeconds, 1)} s, HNSW index built in ${f(d.pgvector.indexSeconds, 1)} s.`);
+    lines.push('');
+  }
   lines.push(`Target: \`index\` p50 ≤ ${r.target.p50Ms} ms with recall@10 ≥ ${r.target.recallAt10} at ${n(r.target.atRows)} chunks: ${met(ok)}.`);
   return lines.join('\n');
 }

@@ -12,6 +12,11 @@
  * - `index`: what `search()` does by default at that size (exact below 20,000 rows, int8 above).
  * - `index, filter ≈30%` and `≈1%`: the same with a corpus/scope filter, against the exact answer
  *   over the matching rows only (filters apply before ranking).
+ * - `pgvector hnsw (PGlite, WebAssembly)`, `pgvector, filter ≈30%` and `pgvector, ef_search 400`
+ *   (hnsw.ef_search 100, the hub's default, then 400; 10,000 rows by default,
+ *   SEARCH_PGVECTOR_SIZES): the search statement of src/retrieval/pgvector.ts through its HNSW index,
+ *   on PGlite's WebAssembly build of PostgreSQL and pgvector; recall is the graph's, times are
+ *   WebAssembly's (no native pgvector server can be installed here).
  *
  * p50 / p99 latency per query (ms) and recall@10 (mean and worst query). Prints tables and writes
  * bench/results/search.json.
@@ -29,11 +34,19 @@ import { LocalEmbedding } from '../src/retrieval/embedding/local.js';
 import { TenantVectors, type VectorFilter } from '../src/retrieval/vectors/tenant-vectors.js';
 import { gaussian, normalise, randomUnitVectors, seeded } from '../src/retrieval/vectors/testing.js';
 import { TopK } from '../src/retrieval/vectors/top-k.js';
+import pg from 'pg';
+import { Database } from '../src/db/database.js';
+import { migrate } from '../src/db/migrations.js';
+import { roleUrl } from '../src/db/roles.js';
+import { findPgvector, hnswIndexName, PgvectorSearch, preparePgvector, vectorLiteral } from '../src/retrieval/pgvector.js';
+import { startPgvectorServer } from '../test/harness/pgvector.js';
 import { machineFacts } from './support/measure.js';
 
 const DIMS = 512;
 const SIZES = (process.env.SEARCH_SIZES ?? '10000,100000').split(',').map(Number);
 const QUERIES = Number(process.env.SEARCH_QUERIES ?? 200);
+/** Sizes also measured on the pgvector path (PGlite: its HNSW build of 100,000 × 512 takes minutes). */
+const PGVECTOR_SIZES = (process.env.SEARCH_PGVECTOR_SIZES ?? '10000').split(',').filter(Boolean).map(Number);
 const K = 10;
 const EMBED_TEXTS = Number(process.env.SEARCH_EMBED_TEXTS ?? 1000);
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
@@ -110,14 +123,33 @@ class JsExact {
 function measure(queries: Float32Array[], run: (q: Float32Array) => number[], reference: number[][] | undefined): PathFigures {
   for (const q of queries.slice(0, 5)) run(q); // warm-up (JIT, caches)
   const times: number[] = [];
-  const recalls: number[] = [];
-  queries.forEach((q, i) => {
+  const answers: number[][] = [];
+  for (const q of queries) {
     const started = performance.now();
-    const ids = run(q);
+    answers.push(run(q));
     times.push(performance.now() - started);
+  }
+  return figures(times, answers, reference);
+}
+
+/** `measure` for a path that answers asynchronously (a database round trip). */
+async function measureAsync(queries: Float32Array[], run: (q: Float32Array) => Promise<number[]>, reference: number[][]): Promise<PathFigures> {
+  for (const q of queries.slice(0, 5)) await run(q);
+  const times: number[] = [];
+  const answers: number[][] = [];
+  for (const q of queries) {
+    const started = performance.now();
+    answers.push(await run(q));
+    times.push(performance.now() - started);
+  }
+  return figures(times, answers, reference);
+}
+
+function figures(times: number[], answers: number[][], reference: number[][] | undefined): PathFigures {
+  const recalls = answers.map((ids, i) => {
     const want = reference?.[i] ?? ids;
     const got = new Set(ids);
-    recalls.push(want.length === 0 ? 1 : want.filter((id) => got.has(id)).length / want.length);
+    return want.length === 0 ? 1 : want.filter((id) => got.has(id)).length / want.length;
   });
   times.sort((a, b) => a - b);
   const at = (p: number) => times[Math.min(times.length - 1, Math.floor(p * times.length))]!;
@@ -130,7 +162,7 @@ function measure(queries: Float32Array[], run: (q: Float32Array) => number[], re
   };
 }
 
-function benchDataset(name: string, data: Chunk[], queries: Float32Array[]) {
+async function benchDataset(name: string, data: Chunk[], queries: Float32Array[]) {
   const started = performance.now();
   const index = new TenantVectors({ dimensions: DIMS });
   for (const c of data) index.add(c.id, c.vector, { corpus: c.corpus, scopes: c.scopes });
@@ -155,11 +187,15 @@ function benchDataset(name: string, data: Chunk[], queries: Float32Array[]) {
     ['index, filter ≈1%', { corpora: ['tickets', 'wiki'], scopes: ['rare'] }, (c) => c.corpus !== 'mail' && c.scopes.includes('rare')],
   ];
   const matching: Record<string, number> = {};
+  const references: Record<string, number[][]> = {};
   for (const [label, filter, admit] of filters) {
-    const filteredReference = queries.map((q) => js.search(q, K, admit));
+    references[label] = queries.map((q) => js.search(q, K, admit));
     matching[label] = data.filter(admit).length;
-    paths[label] = measure(queries, (q) => ids(index.search(q, K, filter)), filteredReference);
+    paths[label] = measure(queries, (q) => ids(index.search(q, K, filter)), references[label]);
   }
+  const pgvector = PGVECTOR_SIZES.includes(data.length)
+    ? await benchPgvector(data, queries, reference, references['index, filter ≈30%']!, paths)
+    : undefined;
   const memory = {
     /** Rows added one by one (a streaming loader): the memory grows by half each time it fills. */
     grownMb: round(index.bytes / 1024 / 1024, 1),
@@ -168,7 +204,59 @@ function benchDataset(name: string, data: Chunk[], queries: Float32Array[]) {
     exactMb: round(forcedInt8.bytes / 1024 / 1024, 1),
     exactBytesPerRow: Math.round(forcedInt8.bytes / data.length),
   };
-  return { name, rows: data.length, buildSeconds: round(buildMs / 1000), memory, matchingRows: matching, paths };
+  return { name, rows: data.length, buildSeconds: round(buildMs / 1000), memory, matchingRows: matching, paths, ...(pgvector ? { pgvector } : {}) };
+}
+
+/**
+ * The pgvector path (src/retrieval/pgvector.ts) on the same chunks: the hub's migrations, the
+ * owner's preparation and its search statement (through PgvectorSearch, as the API runs it), on
+ * PGlite with its pgvector build (test/harness/pgvector.ts): real PostgreSQL and pgvector code, but
+ * compiled to WebAssembly and single-threaded, so its times are far above a native server's; its
+ * recall is the HNSW graph's own. Adds its paths to `paths`; answers what it took to load and index.
+ */
+async function benchPgvector(data: Chunk[], queries: Float32Array[], reference: number[][], commonReference: number[][], paths: Record<string, PathFigures>) {
+  const server = await startPgvectorServer();
+  const roles = { app: 'svc_app', worker: 'svc_worker' };
+  const owner = new pg.Client({ connectionString: server.url });
+  const db = new Database({ appUrl: roleUrl(server.url, roles.app), workerUrl: roleUrl(server.url, roles.worker), poolSize: 2 });
+  try {
+    await migrate(server.url, roles);
+    await owner.connect();
+    await owner.query(`insert into core.tenants (id, code, name) values (1, 'bench', 'Bench')`);
+    const prepared = await preparePgvector(owner, 'pgvector', DIMS);
+    await owner.query(`drop index retrieval.${hnswIndexName(DIMS)}`); // built once, after the load
+    let started = performance.now();
+    for (let i = 0; i < data.length; i += 500) {
+      const part = data.slice(i, i + 500);
+      await owner.query(
+        `insert into retrieval.chunks (tenant_id, corpus, scopes, key, content, model, vec)
+         select 1, u.corpus, string_to_array(u.scopes, ','), u.key, u.key, 'bench', u.vec::vector
+           from unnest($1::text[], $2::text[], $3::text[], $4::text[]) as u(key, corpus, scopes, vec)`,
+        [part.map((c) => String(c.id)), part.map((c) => c.corpus), part.map((c) => c.scopes.join(',')), part.map((c) => vectorLiteral(c.vector))],
+      );
+    }
+    const loadSeconds = round((performance.now() - started) / 1000);
+    started = performance.now();
+    await preparePgvector(owner, 'pgvector', DIMS);
+    await owner.query('analyze retrieval.chunks');
+    const indexSeconds = round((performance.now() - started) / 1000);
+    const { rows } = await owner.query<{ id: number; key: string; n: number }>('select id, key, count(*) over ()::int as n from retrieval.chunks where tenant_id = 1');
+    if (rows[0]?.n !== data.length || new Set(rows.map((r) => r.key)).size !== data.length) throw new Error(`pgvector: ${rows[0]?.n} chunks stored for ${data.length}`);
+    const chunkOf = new Map(rows.map((r) => [r.id, Number(r.key)]));
+    const found = await findPgvector(db, DIMS);
+    if (!found?.indexed) throw new Error('pgvector: the index was not found after preparation');
+    const search = new PgvectorSearch(db, 'bench', DIMS, found);
+    const ids = (hits: Array<{ id: number }>) => hits.map((h) => chunkOf.get(h.id)!);
+    paths['pgvector hnsw (PGlite, WebAssembly)'] = await measureAsync(queries, async (q) => ids(await search.search(1, q, K, {})), reference);
+    paths['pgvector, filter ≈30%'] = await measureAsync(queries, async (q) => ids(await search.search(1, q, K, { scopes: ['common'] })), commonReference);
+    const wider = new PgvectorSearch(db, 'bench', DIMS, found, 400);
+    paths['pgvector, ef_search 400'] = await measureAsync(queries, async (q) => ids(await wider.search(1, q, K, {})), reference);
+    return { version: prepared.version, loadSeconds, indexSeconds };
+  } finally {
+    await owner.end().catch(() => undefined);
+    await db.close();
+    await server.close();
+  }
 }
 
 /**
@@ -203,12 +291,13 @@ async function main(): Promise<void> {
     for (const kind of ['random', 'clustered'] as const) {
       const random = seeded(size + (kind === 'random' ? 1 : 2));
       const made = kind === 'random' ? { data: randomUnitVectors(size, DIMS, random), queries: randomUnitVectors(QUERIES, DIMS, random) } : clustered(size, QUERIES, random);
-      const result = benchDataset(`${kind} ${size.toLocaleString('en-US')}`, chunks(made.data, random), made.queries);
+      const result = await benchDataset(`${kind} ${size.toLocaleString('en-US')}`, chunks(made.data, random), made.queries);
       datasets.push(result);
       log('');
       const m = result.memory;
       log(`${result.name}: built row by row in ${result.buildSeconds} s; ${m.grownMb} MiB grown (${m.grownBytesPerRow} bytes a row), ${m.exactMb} MiB sized up front (${m.exactBytesPerRow} bytes a row)`);
       const rows = Object.entries(result.paths).map(([path, f]) => `${path.padEnd(32)} ${String(f.p50).padStart(8)} ${String(f.p99).padStart(8)} ${f.recallMean.toFixed(4).padStart(8)} ${f.recallMin.toFixed(2).padStart(6)}`);
+      if (result.pgvector) log(`pgvector ${result.pgvector.version} on PGlite: chunks loaded in ${result.pgvector.loadSeconds} s, HNSW index built in ${result.pgvector.indexSeconds} s`);
       log(`${'path'.padEnd(32)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'recall'.padStart(8)} ${'worst'.padStart(6)}`);
       for (const line of rows) log(line);
     }

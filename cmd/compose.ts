@@ -126,6 +126,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,
     embedBatch: config.int('svc.embedding.batch'),
     vectorSearch: config.string('svc.retrieval.vector-search') as VectorSearchMode,
+    hnswEfSearch: config.int('svc.retrieval.hnsw-ef-search'),
   });
   const services: AreaServices = {
     admin,

@@ -244,6 +244,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Cadence of the indexer (in `all` and `dispatch`): turns written rows into chunks and embeds the chunks that have no vector yet.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.memory-budget-mb', kind: 'int', min: 1, default: 512,
     description: 'Megabytes the in-process vector indexes may hold (all tenants together); the least recently searched tenant is dropped first and reloaded on its next search.' }),
+  p({ group: 'Retrieval', name: 'svc.retrieval.hnsw-ef-search', kind: 'int', min: 1, default: 100,
+    description: 'With pgvector: candidates the HNSW index keeps per search (`hnsw.ef_search`; at least twice `topK` is used). Higher finds more of the true nearest chunks and takes longer; pgvector takes at most 1000.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.vector-search', kind: 'enum', values: ['auto', 'memory', 'pgvector'], default: 'auto',
     description: 'Where chunk vectors are searched. `auto`: an HNSW index of the pgvector extension where the database has it (created at start with the migrations), else the in-process index; `memory`: always in process; `pgvector`: the extension is required and the start fails without it.' }),
   p({ group: 'Retrieval', name: 'svc.llm.base-url', kind: 'url',

@@ -122,7 +122,7 @@ export class PgvectorSearch {
     private readonly model: string,
     private readonly dimensions: number,
     private readonly found: PgvectorFound,
-    /** hnsw.ef_search: candidates kept per search (pgvector's default is 40); at least 2 × topK is used. */
+    /** hnsw.ef_search: candidates kept per search (`svc.retrieval.hnsw-ef-search`; pgvector's own default is 40); at least 2 × topK is used. */
     private readonly efSearch = 100,
   ) {
     this.vectorType = `${pg.escapeIdentifier(found.schema)}.vector(${dimensions})`;

@@ -27,6 +27,8 @@ export interface RetrievalDeps {
   embedBatch: number;
   /** Where vectors are searched (`svc.retrieval.vector-search`, src/retrieval/pgvector.ts); default `auto`. */
   vectorSearch?: VectorSearchMode;
+  /** hnsw.ef_search of the pgvector path (`svc.retrieval.hnsw-ef-search`); default 100. */
+  hnswEfSearch?: number;
 }
 
 export interface ScopeEntry {
@@ -100,7 +102,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
         const found = await findPgvector(db, port.dimensions);
         if (found?.indexed) {
           logger().info({ version: found.version, dimensions: port.dimensions }, 'vector search: pgvector HNSW index');
-          return { searcher: new PgvectorSearch(db, modelName(port), port.dimensions, found), pgvector: found };
+          return { searcher: new PgvectorSearch(db, modelName(port), port.dimensions, found, deps.hnswEfSearch), pgvector: found };
         }
         if (mode === 'pgvector') throw pgvectorMissing(port.dimensions);
       }
