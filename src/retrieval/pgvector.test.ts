@@ -235,6 +235,27 @@ describe('indexing and search', () => {
   });
 });
 
+describe('an owner that may not create the extension', () => {
+  it('auto stays in process with the reason; pgvector refuses to start with it', async () => {
+    const fresh = await startPgvectorServer();
+    const client = new pg.Client({ connectionString: fresh.url });
+    try {
+      await migrate(fresh.url, TEST_ROLES);
+      await client.connect();
+      // pgvector is not a trusted extension: a role without superuser cannot create it.
+      await client.query(`set role ${TEST_ROLES.worker}`);
+      const refused = /^the extension vector could not be created: permission denied to create extension "vector"/;
+      expect(await preparePgvector(client, 'auto', D)).toEqual({ version: undefined, reason: expect.stringMatching(refused) });
+      await expect(preparePgvector(client, 'pgvector', D)).rejects.toThrow(/svc.retrieval.vector-search is pgvector, but the extension vector could not be created/);
+      await client.query('reset role');
+      expect((await client.query(`select count(*)::int as n from pg_extension where extname = 'vector'`)).rows[0].n).toBe(0);
+    } finally {
+      await client.end();
+      await fresh.close();
+    }
+  }, 60_000);
+});
+
 describe('without pgvector (the embedded server)', () => {
   let ownerUrl: string;
   let plain: Database;
