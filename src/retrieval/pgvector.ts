@@ -39,6 +39,17 @@ export interface PgvectorPrepared {
  */
 export async function preparePgvector(owner: pg.ClientBase, mode: VectorSearchMode, dimensions: number | undefined): Promise<PgvectorPrepared> {
   if (mode === 'memory' || dimensions === undefined) return { version: undefined, reason: mode === 'memory' ? 'svc.retrieval.vector-search is memory' : 'no embedding port' };
+  // Replicas starting together prepare one after the other (each step is idempotent, but two
+  // concurrent `create extension` or `create index` statements are not).
+  await owner.query(`select pg_advisory_lock(hashtext('svc-hub:pgvector'))`);
+  try {
+    return await prepareLocked(owner, mode, dimensions);
+  } finally {
+    await owner.query(`select pg_advisory_unlock(hashtext('svc-hub:pgvector'))`);
+  }
+}
+
+async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimensions: number): Promise<PgvectorPrepared> {
   const refuse = (reason: string): PgvectorPrepared => {
     if (mode === 'pgvector') throw new Error(`svc.retrieval.vector-search is pgvector, but ${reason}`);
     return { version: undefined, reason };
