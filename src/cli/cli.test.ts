@@ -316,12 +316,16 @@ describe('deliveries, dead letters and events', () => {
     const result = await tailing;
     expect(result.code).toBe(0);
     const events = result.out.trimEnd().split('\n').map((l) => JSON.parse(l) as { id: string; topic: string; payload: string });
-    expect(events.length).toBeGreaterThan(0);
+    // Every printed event matches the filter (none of the org.updated emitted beside them); an
+    // event of the tenant's other work that also matches `*.created` (platform.secret.created of an
+    // earlier test, committed late) may be printed too.
+    const ours = events.filter((e) => e.topic === 'org.created');
+    expect(ours.length).toBeGreaterThan(0);
     for (const event of events) {
-      expect(event.topic).toBe('org.created');
-      expect(JSON.parse(event.payload)).toEqual({ orgId: 5, tenantId: 1, name: 'Ops' });
+      expect(event.topic).toMatch(/^[a-z.]+\.created$/);
       expect(event.id).toMatch(/^\d+$/);
     }
+    for (const event of ours) expect(JSON.parse(event.payload)).toEqual({ orgId: 5, tenantId: 1, name: 'Ops' });
   });
 });
 
