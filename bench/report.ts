@@ -154,7 +154,11 @@ function search(r: Json): string {
   const ok = at.length > 0 && at.every((d: Json) => d.paths.index.p50 <= r.target.p50Ms && d.paths.index.recallMean >= r.target.recallAt10);
   lines.push('');
   if (r.embedding) {
-    lines.push(`The local embedding model (worker thread): ${n(r.embedding.textsPerSec)} partner-row chunks per second (${n(r.embedding.texts)} in ${f(r.embedding.seconds, 2)} s; loaded in ${f(r.embedding.loadSeconds, 2)} s): how fast ingested rows become searchable.`);
+    lines.push(`The local embedding model (worker thread): ${n(r.embedding.textsPerSec)} partner-row chunks per second (${n(r.embedding.texts)} in ${f(r.embedding.seconds, 2)} s; loaded and warmed up in ${f(r.embedding.loadSeconds, 2)} s): how fast ingested rows become searchable.`);
+    if (r.embeddingThreads) {
+      const t = r.embeddingThreads;
+      lines.push(`With \`svc.embedding.local-threads\` ${t.threads}: ${n(t.textsPerSec)} per second (${n(t.texts)} in ${f(t.seconds, 2)} s), ${f(t.textsPerSec / r.embedding.textsPerSec, 2)} × one thread.`);
+    }
     lines.push('');
   }
   for (const d of r.datasets.filter((x: Json) => x.pgvector)) {

@@ -263,12 +263,12 @@ async function benchPgvector(data: Chunk[], queries: Float32Array[], reference: 
  * The offline model's throughput on chunks as the indexer writes them (demo partner rows): how fast
  * rows become searchable after their run. The vectors are checked (one unit vector of 512 per text).
  */
-async function embeddingThroughput(): Promise<{ texts: number; seconds: number; textsPerSec: number; loadSeconds: number }> {
+async function embeddingThroughput(threads: number): Promise<{ threads: number; texts: number; seconds: number; textsPerSec: number; loadSeconds: number }> {
   const texts = generatePartners(EMBED_TEXTS).map((p) => rowChunkText('ext.partners', String(p.id), p));
-  const model = new LocalEmbedding();
+  const model = new LocalEmbedding({ threads, batchSize: 64 });
   try {
     const loading = performance.now();
-    await model.embed(['warm up']);
+    await model.embed(Array.from({ length: 64 * threads }, (_v, i) => `warm up ${i}`)); // every thread's model loaded
     const loadSeconds = round((performance.now() - loading) / 1000, 2);
     const started = performance.now();
     const vectors = await model.embed(texts);
@@ -276,7 +276,7 @@ async function embeddingThroughput(): Promise<{ texts: number; seconds: number; 
     if (vectors.length !== texts.length || vectors.some((v) => v.length !== DIMS || Math.abs(v.reduce((s, x) => s + x * x, 0) - 1) > 1e-3)) {
       throw new Error('the local model answered something other than one unit vector per text');
     }
-    return { texts: texts.length, seconds: round(seconds, 2), textsPerSec: Math.round(texts.length / seconds), loadSeconds };
+    return { threads, texts: texts.length, seconds: round(seconds, 2), textsPerSec: Math.round(texts.length / seconds), loadSeconds };
   } finally {
     await model.close();
   }
@@ -302,12 +302,16 @@ async function main(): Promise<void> {
       for (const line of rows) log(line);
     }
   }
-  const embedding = await embeddingThroughput();
+  const embedding = await embeddingThroughput(1);
+  const embeddingThreads = await embeddingThroughput(2);
   log('');
-  log(`local embedding model: ${embedding.texts} partner-row chunks in ${embedding.seconds} s = ${embedding.textsPerSec} texts/s (model loaded in ${embedding.loadSeconds} s, worker thread)`);
+  for (const e of [embedding, embeddingThreads]) {
+    log(`local embedding model, ${e.threads} worker thread(s): ${e.texts} partner-row chunks in ${e.seconds} s = ${e.textsPerSec} texts/s (loaded and warmed up with 64 texts a thread in ${e.loadSeconds} s)`);
+  }
   const result = {
     dimensions: DIMS,
     embedding,
+    embeddingThreads,
     queries: QUERIES,
     topK: K,
     target: { p50Ms: 20, recallAt10: 0.95, atRows: 100_000 },

@@ -236,6 +236,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Vector size asked of the OpenAI-compatible endpoint (sent as `dimensions`); an answer of another size is refused.' }),
   p({ group: 'Retrieval', name: 'svc.embedding.api-key', kind: 'secret',
     description: 'Key of the OpenAI-compatible embeddings endpoint (sent as a bearer token; never logged).' }),
+  p({ group: 'Retrieval', name: 'svc.embedding.local-threads', kind: 'int', min: 1, default: 1,
+    description: 'Worker threads of the `local` model, each with its own copy of it (≈ 130 MB of memory each, measured): the indexer\'s batches are shared among them, so rows become searchable up to that many times faster, on as many cores.' }),
   p({ group: 'Retrieval', name: 'svc.embedding.batch', kind: 'int', min: 1, default: 64,
     description: 'Chunks embedded per model call.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.index-rows', kind: 'bool', default: true,

@@ -230,7 +230,8 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       if ((await fillVectorColumn(db, modelName(embedding), pgvector.schema)) === 0) break;
     }
     while (!stopping && Date.now() - started < PASS_BUDGET_MS) {
-      const n = await embedPending(db, embedding, deps.embedBatch, pgvector);
+      // One batch per thread of the model, so that they all work.
+      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector);
       if (n === 0) break;
       embedded += n;
     }

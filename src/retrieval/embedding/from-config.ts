@@ -22,7 +22,7 @@ export function embeddingDimensions(config: Config): number | undefined {
 export function embeddingFromConfig(config: Config, egress: EgressPolicy): EmbeddingPort | undefined {
   switch (config.string('svc.embedding.provider')) {
     case 'local':
-      return new LocalEmbedding({ batchSize: config.int('svc.embedding.batch') });
+      return new LocalEmbedding({ batchSize: config.int('svc.embedding.batch'), threads: config.int('svc.embedding.local-threads') });
     case 'openai': {
       const baseUrl = config.optional('svc.embedding.base-url');
       if (!baseUrl) throw new ConfigError('svc.embedding.base-url', 'svc.embedding.base-url is required when svc.embedding.provider is openai');

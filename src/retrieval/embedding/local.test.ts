@@ -75,6 +75,23 @@ describe('LocalEmbedding (the bundled sentence encoder)', () => {
     expect(off).toBeLessThan(on / 2);
   });
 
+  it('shares a call\'s batches among its threads and answers in the texts\' order, as one thread does', async () => {
+    const two = new LocalEmbedding({ threads: 2, batchSize: 8 });
+    try {
+      expect(await two.embed(['only one batch'])).toHaveLength(1);
+      expect(two.threadsStarted).toBe(1); // one batch: no second thread
+      const many = texts.slice(0, 40); // 5 batches over 2 threads
+      const parallel = await two.embed(many);
+      expect(two.threadsStarted).toBe(2);
+      const serial = await inThread.embed(many);
+      expect(parallel).toHaveLength(many.length);
+      for (const [i, v] of parallel.entries()) expect(cosine(v, serial[i]!)).toBeCloseTo(1, 5);
+    } finally {
+      await two.close();
+    }
+    expect(two.threadsStarted).toBe(0);
+  });
+
   it('starts the worker again after close', async () => {
     const local = new LocalEmbedding();
     await local.embed(['one']);

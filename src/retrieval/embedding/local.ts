@@ -17,6 +17,12 @@ export interface LocalEmbeddingOptions {
    * (each batch still blocks it for its whole duration: ≈ 0.25 s for 32 short texts).
    */
   mode?: 'worker' | 'in-thread';
+  /**
+   * Worker threads (default 1), each with its own copy of the model: the batches of one call are
+   * shared among them, so N threads embed up to N times as fast on N idle cores (and take N cores
+   * while they do). Ignored in-thread.
+   */
+  threads?: number;
 }
 
 interface Backend {
@@ -35,32 +41,52 @@ export class LocalEmbedding implements EmbeddingPort {
   readonly model = LOCAL_MODEL;
   readonly dimensions = LOCAL_DIMENSIONS;
   private readonly batchSize: number;
-  private readonly backend: Backend;
+  private readonly backends: Backend[];
+  readonly parallelism: number;
 
   constructor(options: LocalEmbeddingOptions = {}) {
     this.batchSize = Math.max(1, options.batchSize ?? 32);
-    this.backend = options.mode === 'in-thread' ? new InThread() : new InWorker();
+    const threads = Math.max(1, Math.floor(options.threads ?? 1));
+    this.backends = options.mode === 'in-thread' ? [new InThread()] : Array.from({ length: threads }, () => new InWorker());
+    this.parallelism = this.backends.length;
   }
 
+  /** Worker threads running now (tests). */
+  get threadsStarted(): number {
+    return this.backends.filter((b) => b instanceof InWorker && b.started).length;
+  }
+
+  /**
+   * The texts in batches of `batchSize`; each backend takes the next batch when it is done with
+   * one, and the vectors are put back in the texts' order. A second thread is only started for a
+   * call of more than one batch.
+   */
   async embed(texts: string[]): Promise<Float32Array[]> {
-    const out: Float32Array[] = [];
-    for (let start = 0; start < texts.length; start += this.batchSize) {
-      // A timer, not setImmediate: the loop's timers and I/O get their turn between batches.
-      if (start > 0) await sleep(0);
-      let vectors: Float32Array[];
-      try {
-        vectors = await this.backend.encode(texts.slice(start, start + this.batchSize));
-      } catch (err) {
-        throw err instanceof EmbeddingUnavailable ? err : new EmbeddingUnavailable('model', `the local sentence encoder failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    const out = new Array<Float32Array>(texts.length);
+    const starts: number[] = [];
+    for (let start = 0; start < texts.length; start += this.batchSize) starts.push(start);
+    let next = 0;
+    const lane = async (backend: Backend) => {
+      for (let i = next++; i < starts.length; i = next++) {
+        // A timer, not setImmediate: the loop's timers and I/O get their turn between batches.
+        if (i > 0) await sleep(0);
+        const start = starts[i]!;
+        let vectors: Float32Array[];
+        try {
+          vectors = await backend.encode(texts.slice(start, start + this.batchSize));
+        } catch (err) {
+          throw err instanceof EmbeddingUnavailable ? err : new EmbeddingUnavailable('model', `the local sentence encoder failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+        }
+        for (const [j, v] of vectors.entries()) out[start + j] = v;
       }
-      out.push(...vectors);
-    }
+    };
+    await Promise.all(this.backends.slice(0, Math.max(1, Math.min(this.backends.length, starts.length))).map(lane));
     return out;
   }
 
-  /** Stops the worker thread (a later call starts it again). */
-  close(): Promise<void> {
-    return this.backend.close();
+  /** Stops the worker threads (a later call starts them again). */
+  async close(): Promise<void> {
+    await Promise.all(this.backends.map((b) => b.close()));
   }
 }
 
@@ -81,6 +107,10 @@ class InThread implements Backend {
 class InWorker implements Backend {
   private worker: Worker | undefined;
   private nextId = 1;
+
+  get started(): boolean {
+    return this.worker !== undefined;
+  }
   private readonly pending = new Map<number, { resolve: (v: Float32Array[]) => void; reject: (e: Error) => void }>();
 
   encode(texts: string[]): Promise<Float32Array[]> {

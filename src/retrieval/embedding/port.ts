@@ -13,6 +13,8 @@ export interface EmbeddingPort {
   readonly provider: string;
   readonly model: string;
   readonly dimensions: number;
+  /** Batches it embeds at once (the local model's worker threads); callers hand it that many batches a call. Default 1. */
+  readonly parallelism?: number;
   embed(texts: string[]): Promise<Float32Array[]>;
 }
 
