@@ -142,10 +142,11 @@ export class PgvectorSearch {
   async search(tenantId: number, query: Float32Array, topK: number, filter: SearchFilter): Promise<Array<{ id: number; similarity: number }>> {
     if (query.length !== this.dimensions) throw new Error(`query of ${query.length} dimensions, index of ${this.dimensions}`);
     const { text, values } = searchStatement(this.vectorType, { tenantId, model: this.model, query, topK, filter });
-    const settings = [`set local hnsw.ef_search = ${Math.min(1000, Math.max(this.efSearch, 2 * topK))}`];
-    if (atLeast(this.found.version, 0, 8)) settings.push('set local hnsw.iterative_scan = strict_order');
+    // Both settings in one statement, local to the transaction, before the search is planned.
+    const iterative = atLeast(this.found.version, 0, 8) ? `, set_config('hnsw.iterative_scan', 'strict_order', true)` : '';
+    const efSearch = Math.min(1000, Math.max(this.efSearch, 2 * topK));
     return this.db.withTenant(tenantId, async (tx) => {
-      for (const s of settings) await tx.query(s);
+      await tx.query(`select set_config('hnsw.ef_search', $1, true)${iterative}`, [String(efSearch)]);
       const { rows } = await tx.query<{ id: number; similarity: number }>(text, values);
       return rows;
     });
