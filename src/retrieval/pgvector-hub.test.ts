@@ -65,6 +65,8 @@ it('ingested rows are searched through the HNSW index, with the answers of the i
   }
   const stored = await owner.query(`select count(*)::int as chunks, count(vec)::int as vecs from retrieval.chunks where tenant_id = $1`, [T]);
   expect(stored.rows[0]).toEqual({ chunks: 40, vecs: 40 });
+  expect((await admin.get('/api/platform/rag/status')).body).toMatchObject({ chunks: 40, embedded: 40, vectorSearch: 'pgvector' });
+  expect((await devClient(memory.url, T).get('/api/platform/rag/status')).body).toMatchObject({ chunks: 40, embedded: 40, vectorSearch: 'memory' });
 
   const search = async (h: TestHub) => {
     const r = await devClient(h.url, T).post('/api/platform/rag/search', { query: 'a partner in Berlin', topK: 5, scope: 'sales' });

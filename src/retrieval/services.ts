@@ -49,6 +49,10 @@ export interface RetrievalStatus {
   indexedAt: string | null;
   provider: string;
   embeddingModel: string;
+  /** Chunks with a vector of the configured model (0 without an embedding port): `chunks - embedded` are still waiting for one. */
+  embedded: number;
+  /** Where search runs: `memory` (in process), `pgvector`, or `none` (no embedding port). */
+  vectorSearch: 'memory' | 'pgvector' | 'none';
 }
 
 /** How long one indexer pass may embed before it yields to the next tick. */
@@ -180,19 +184,23 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
 
   async function status(tenantId: number): Promise<RetrievalStatus> {
     const { rows } = await db.withTenant(tenantId, (tx) =>
-      tx.query<{ chunks: number; embedded: number; at: Date | null }>(
-        `select count(*)::int as chunks, count(embedding)::int as embedded, max(embedded_at) as at
+      tx.query<{ chunks: number; embedded: number; current: number; at: Date | null }>(
+        `select count(*)::int as chunks, count(embedding)::int as embedded,
+                (count(*) filter (where embedding is not null and model = $2))::int as current, max(embedded_at) as at
            from retrieval.chunks where tenant_id = $1`,
-        [tenantId],
+        [tenantId, embedding ? modelName(embedding) : null],
       ),
     );
     const r = rows[0]!;
+    const path = embedding ? ((await vectors(embedding)).pgvector ? 'pgvector' : 'memory') : 'none';
     return {
       indexed: r.embedded > 0,
       chunks: r.chunks,
       indexedAt: r.at ? r.at.toISOString() : null,
       provider: embedding?.provider ?? 'none',
       embeddingModel: embedding?.model ?? 'none',
+      embedded: r.current,
+      vectorSearch: path,
     };
   }
 

@@ -119,9 +119,9 @@ describe('chunks', () => {
 
   it('status reads the embedding port live, and none without one', async () => {
     const status = (await admin.get('/api/platform/rag/status')).body as Record<string, unknown>;
-    expect(status).toMatchObject({ indexed: true, chunks: ROWS * 2, provider: 'local', embeddingModel: 'universal-sentence-encoder-lite' });
+    expect(status).toMatchObject({ indexed: true, chunks: ROWS * 2, provider: 'local', embeddingModel: 'universal-sentence-encoder-lite', embedded: ROWS * 2, vectorSearch: 'memory' });
     expect(typeof status.indexedAt).toBe('string');
-    expect((await devClient(bare.url, T).get('/api/platform/rag/status')).body).toMatchObject({ provider: 'none', embeddingModel: 'none', chunks: ROWS * 2 });
+    expect((await devClient(bare.url, T).get('/api/platform/rag/status')).body).toMatchObject({ provider: 'none', embeddingModel: 'none', chunks: ROWS * 2, embedded: 0, vectorSearch: 'none' });
   });
 });
 

@@ -225,7 +225,19 @@ export const ragRoutes: RouteDecl[] = [
     responses: {
       200: {
         description: 'Provider and model read live from the embedding port (`none` without one)',
-        schema: { type: 'object', required: ['indexed', 'chunks', 'indexedAt', 'provider', 'embeddingModel'], properties: { indexed: { type: 'boolean' }, chunks: { type: 'integer' }, indexedAt: { type: ['string', 'null'] }, provider: { type: 'string' }, embeddingModel: { type: 'string' } } },
+        schema: {
+          type: 'object',
+          required: ['indexed', 'chunks', 'indexedAt', 'provider', 'embeddingModel'],
+          properties: {
+            indexed: { type: 'boolean' },
+            chunks: { type: 'integer' },
+            indexedAt: { type: ['string', 'null'] },
+            provider: { type: 'string' },
+            embeddingModel: { type: 'string' },
+            embedded: { type: 'integer', description: 'chunks with a vector of the configured model (0 without an embedding port); the others are still waiting for the indexer' },
+            vectorSearch: { type: 'string', enum: ['memory', 'pgvector', 'none'], description: 'where search runs: in process, in the pgvector index, or nowhere (no embedding port)' },
+          },
+        },
       },
       ...platformRefusals(false),
     },
