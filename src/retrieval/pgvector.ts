@@ -77,6 +77,8 @@ async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimen
   for (const { name } of others.rows) await owner.query(`drop index if exists retrieval.${pg.escapeIdentifier(name)}`);
   // Vectors of another length (an earlier model) cannot enter this index; the indexer embeds their chunks again.
   await owner.query(`update retrieval.chunks set vec = null where vec is not null and ${pg.escapeIdentifier(schema)}.vector_dims(vec) <> $1`, [dimensions]);
+  // What `fillVectorColumn` looks for at every indexer pass: without this index, a scan of every chunk.
+  await owner.query('create index if not exists chunks_vec_missing on retrieval.chunks (id) where vec is null and embedding is not null');
   const ops = `${pg.escapeIdentifier(schema)}.vector_cosine_ops`;
   await owner.query(`create index if not exists ${pg.escapeIdentifier(index)} on retrieval.chunks using hnsw ((vec::${type}(${dimensions})) ${ops})`);
   logger().info({ version, index }, 'pgvector: chunk vectors searched by an HNSW index');
@@ -180,6 +182,7 @@ export function searchStatement(
 export async function fillVectorColumn(db: Database, model: string, schema: string, batch = 500): Promise<number> {
   return db.crossTenant('retrieval-vec', async (tx) => {
     const { rows } = await tx.query<{ id: number; embedding: Buffer }>(
+      // Served by the partial index chunks_vec_missing (preparePgvector).
       'select id, embedding from retrieval.chunks where vec is null and embedding is not null and model = $1 order by id limit $2 for update skip locked',
       [model, batch],
     );
