@@ -292,6 +292,8 @@ describe('without pgvector (the embedded server)', () => {
     const refused = await services('pgvector', port(), plain).search(1, { query: 'query 0', topK: 3 }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(PortUnavailable);
     expect((refused as PortUnavailable).render().status).toBe(503);
+    expect(await services('pgvector', port(), plain).status(1)).toMatchObject({ provider: 'test', vectorSearch: 'none' });
+    expect(await services('auto', port(), plain).status(1)).toMatchObject({ provider: 'test', vectorSearch: 'memory' });
     expect(await services('auto', port(), plain).search(1, { query: 'query 0', topK: 3 })).toEqual([]);
   });
 });

@@ -192,7 +192,16 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       ),
     );
     const r = rows[0]!;
-    const path = embedding ? ((await vectors(embedding)).pgvector ? 'pgvector' : 'memory') : 'none';
+    // `none` too where search cannot run (`pgvector` mode on a database without the index): status still answers.
+    const path = embedding
+      ? await vectors(embedding).then(
+          (v) => (v.pgvector ? ('pgvector' as const) : ('memory' as const)),
+          (err: unknown) => {
+            if (err instanceof PortUnavailable) return 'none' as const;
+            throw err;
+          },
+        )
+      : 'none';
     return {
       indexed: r.embedded > 0,
       chunks: r.chunks,
