@@ -123,15 +123,16 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
 /**
  * Vectors made by another model cannot be compared with this one's: they are cleared (and embedded
  * again by the next passes); the tenants concerned reload their in-memory indexes (a trigger moves
- * their generation).
+ * their generation). So are vectors of another length under the same model name (an
+ * OpenAI-compatible model asked for other `dimensions`).
  */
 export async function forgetOtherModels(db: Database, port: EmbeddingPort): Promise<number> {
   return db.crossTenant('retrieval-model', async (tx) => {
     await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
     const { rows } = await tx.query<{ tenant_id: number }>(
       `update retrieval.chunks set embedding = null, model = null, embedded_seq = null, embedded_at = null
-        where embedding is not null and model is distinct from $1 returning tenant_id`,
-      [modelName(port)],
+        where embedding is not null and (model is distinct from $1 or octet_length(embedding) <> $2::int * 4) returning tenant_id`,
+      [modelName(port), port.dimensions],
     );
     if (rows.length) {
       logger().info({ chunks: rows.length, model: modelName(port) }, 'embedding model changed: chunks will be embedded again');

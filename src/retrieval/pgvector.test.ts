@@ -11,7 +11,7 @@ import { embedPending } from './indexer.js';
 import { findPgvector, hnswIndexName, preparePgvector, searchStatement } from './pgvector.js';
 import { createRetrievalServices, type RetrievalServices } from './services.js';
 import { decodeVector } from './vectors-codec.js';
-import { bruteForce, clusteredUnitVectors, recall, seeded } from './vectors/testing.js';
+import { bruteForce, clusteredUnitVectors, normalise, recall, seeded } from './vectors/testing.js';
 
 /**
  * The pgvector search path against real PostgreSQL and pgvector code: PGlite with its pgvector
@@ -240,6 +240,24 @@ describe('indexing and search', () => {
     const { rows } = await owner.query(`select indexname from pg_indexes where schemaname = 'retrieval' and indexname like 'chunks_vec\\_hnsw%'`);
     expect(rows).toEqual([{ indexname: hnswIndexName(16) }]);
     expect((await owner.query('select count(vec)::int as n from retrieval.chunks')).rows[0].n).toBe(0);
+  });
+
+  it('the same model name asked for another length: its old vectors are embedded again, and searched in the new index', async () => {
+    // preparePgvector(…, 16) above: the index of length 16 is there; the chunks still hold 32-value vectors of scripted-2.
+    const shorter: EmbeddingPort = {
+      provider: 'test',
+      model: 'scripted-2',
+      dimensions: 16,
+      async embed(texts) {
+        return (await port('scripted-2').embed(texts)).map((v) => normalise(v.slice(0, 16)));
+      },
+    };
+    const next = services('auto', shorter);
+    await indexAll(next);
+    const { rows } = await owner.query(`select count(*)::int as n, min(octet_length(embedding))::int as bytes, count(vec)::int as vecs from retrieval.chunks where model = 'test:scripted-2'`);
+    expect(rows[0]).toEqual({ n: CHUNKS, bytes: 64, vecs: CHUNKS });
+    const hits = await next.search(1, { query: 'query 2', topK: 10 });
+    expect(hits).toHaveLength(10);
     await preparePgvector(owner, 'auto', D); // back, for the suites after this one
   });
 });
