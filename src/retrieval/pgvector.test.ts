@@ -148,6 +148,16 @@ describe('indexing and search', () => {
     }
   });
 
+  it('a first start with pgvector copies the stored vectors before it builds the index', async () => {
+    await owner.query(`drop index retrieval.${hnswIndexName(D)}`);
+    await owner.query('update retrieval.chunks set vec = null');
+    await preparePgvector(owner, 'auto', D);
+    const { rows } = await owner.query<{ embedding: Buffer; vec: string }>('select embedding, vec::text as vec from retrieval.chunks');
+    expect(rows).toHaveLength(CHUNKS);
+    for (const r of rows) expect(Float32Array.from(JSON.parse(r.vec) as number[])).toEqual(decodeVector(r.embedding));
+    expect(await findPgvector(db, D)).toMatchObject({ indexed: true });
+  });
+
   it('the planner answers the search statement from the HNSW index', async () => {
     const { text, values } = searchStatement('"public".vector(32)', { tenantId: 1, model: modelName(port()), query: vectors[CHUNKS]!, topK: 10, filter: {} });
     await owner.query('analyze retrieval.chunks');

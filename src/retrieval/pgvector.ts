@@ -79,10 +79,42 @@ async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimen
   await owner.query(`update retrieval.chunks set vec = null where vec is not null and ${pg.escapeIdentifier(schema)}.vector_dims(vec) <> $1`, [dimensions]);
   // What `fillVectorColumn` looks for at every indexer pass: without this index, a scan of every chunk.
   await owner.query('create index if not exists chunks_vec_missing on retrieval.chunks (id) where vec is null and embedding is not null');
+  const exists = await owner.query(`select 1 from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and indexname = $1`, [index]);
+  if (exists.rowCount === 0) {
+    // A first start with pgvector (or with a model of this length): the chunks embedded so far get
+    // `vec` before the index is built (one build instead of one graph insertion a row) and before
+    // the hub serves, so that no search answers from part of them.
+    const filled = await fillAll(owner, schema, dimensions);
+    if (filled > 0) logger().info({ chunks: filled }, 'pgvector: stored vectors copied to the vector column');
+  }
   const ops = `${pg.escapeIdentifier(schema)}.vector_cosine_ops`;
   await owner.query(`create index if not exists ${pg.escapeIdentifier(index)} on retrieval.chunks using hnsw ((vec::${type}(${dimensions})) ${ops})`);
   logger().info({ version, index }, 'pgvector: chunk vectors searched by an HNSW index');
   return { version };
+}
+
+/** `vec` from the float32 record for every chunk of this length that lacks it, in batches; logs progress every 10 s. */
+async function fillAll(owner: pg.ClientBase, schema: string, dimensions: number, batch = 2000): Promise<number> {
+  let filled = 0;
+  let logged = performance.now();
+  for (let after = 0; ; ) {
+    const { rows } = await owner.query<{ id: number; embedding: Buffer }>(
+      `select id, embedding from retrieval.chunks
+        where id > $1 and vec is null and embedding is not null and octet_length(embedding) = $2::int * 4 order by id limit $3`,
+      [after, dimensions, batch],
+    );
+    if (rows.length === 0) return filled;
+    await owner.query(
+      `update retrieval.chunks c set vec = v.vec::${pg.escapeIdentifier(schema)}.vector from unnest($1::bigint[], $2::text[]) as v(id, vec) where c.id = v.id`,
+      [rows.map((r) => r.id), rows.map((r) => vectorLiteral(decodeVector(r.embedding)))],
+    );
+    filled += rows.length;
+    after = rows.at(-1)!.id;
+    if (performance.now() - logged > 10_000) {
+      logged = performance.now();
+      logger().info({ chunks: filled }, 'pgvector: copying stored vectors to the vector column');
+    }
+  }
 }
 
 /** What a process finds in the database: the extension's version, and whether the column and index for `dimensions` exist. */
