@@ -1,11 +1,10 @@
-import pg from 'pg';
 import type { RowIndexer } from '../connectors/indexer.js';
 import { tenantTableSql } from '../connectors/target/ddl.js';
 import type { Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
-import { vectorLiteral } from './pgvector.js';
+import { inExtension, vectorLiteral } from './pgvector.js';
 import { encodeVector } from './vectors-codec.js';
 
 /**
@@ -108,7 +107,7 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
     await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
     // With pgvector (src/retrieval/pgvector.ts) the same vector is written to `vec` as well.
     const vec = pgvector
-      ? { set: `, vec = v.vec::${pg.escapeIdentifier(pgvector.schema)}.vector`, from: ', $4::text[]', as: ', vec', values: [vectors.map(vectorLiteral)] }
+      ? { set: `, vec = v.vec::${inExtension(pgvector.schema, 'vector')}`, from: ', $4::text[]', as: ', vec', values: [vectors.map(vectorLiteral)] }
       : { set: '', from: '', as: '', values: [] };
     const result = await tx.query(
       `update retrieval.chunks c set embedding = v.embedding${vec.set}, model = $3, embedded_seq = nextval('retrieval.embedded_seq'), embedded_at = now()

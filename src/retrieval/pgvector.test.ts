@@ -159,7 +159,7 @@ describe('indexing and search', () => {
   });
 
   it('the planner answers the search statement from the HNSW index', async () => {
-    const { text, values } = searchStatement('"public".vector(32)', { tenantId: 1, model: modelName(port()), query: vectors[CHUNKS]!, topK: 10, filter: {} });
+    const { text, values } = searchStatement('public', { tenantId: 1, model: modelName(port()), query: vectors[CHUNKS]!, topK: 10, filter: {} });
     await owner.query('analyze retrieval.chunks');
     await owner.query('begin');
     try {
@@ -209,7 +209,7 @@ describe('indexing and search', () => {
   });
 
   it('the statement holds under row-level security as the application role: another tenant\'s chunks are not read', async () => {
-    const { text, values } = searchStatement('"public".vector(32)', { tenantId: 2, model: modelName(port()), query: vectors[CHUNKS]!, topK: 10, filter: {} });
+    const { text, values } = searchStatement('public', { tenantId: 2, model: modelName(port()), query: vectors[CHUNKS]!, topK: 10, filter: {} });
     await owner.query('begin');
     try {
       await owner.query(`set local role ${TEST_ROLES.app}`);

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { PortUnavailable } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import type { SearchFilter } from './store.js';
@@ -18,9 +18,16 @@ import { decodeVector } from './vectors-codec.js';
 
 export type VectorSearchMode = 'auto' | 'memory' | 'pgvector';
 
+const HNSW_INDEX_PREFIX = 'chunks_vec_hnsw_';
+
 /** The index over one vector length: a model of another length gets its own, and the old one is dropped. */
 export function hnswIndexName(dimensions: number): string {
-  return `chunks_vec_hnsw_${dimensions}`;
+  return `${HNSW_INDEX_PREFIX}${dimensions}`;
+}
+
+/** A name of the extension (type, function, operator class, operator) qualified by the schema it was installed in. */
+export function inExtension(schema: string, name: string): string {
+  return `${pg.escapeIdentifier(schema)}.${name}`;
 }
 
 export interface PgvectorPrepared {
@@ -67,16 +74,16 @@ async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimen
     `select e.extversion as version, n.nspname as schema from pg_extension e join pg_namespace n on n.oid = e.extnamespace where e.extname = 'vector'`,
   );
   const { version, schema } = rows[0]!;
-  const type = `${pg.escapeIdentifier(schema)}.vector`;
+  const type = inExtension(schema, 'vector');
   await owner.query(`alter table retrieval.chunks add column if not exists vec ${type}`);
   const index = hnswIndexName(dimensions);
   const others = await owner.query<{ name: string }>(
-    `select indexname as name from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and indexname like 'chunks\\_vec\\_hnsw\\_%' and indexname <> $1`,
-    [index],
+    `select indexname as name from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and starts_with(indexname, $2) and indexname <> $1`,
+    [index, HNSW_INDEX_PREFIX],
   );
   for (const { name } of others.rows) await owner.query(`drop index if exists retrieval.${pg.escapeIdentifier(name)}`);
   // Vectors of another length (an earlier model) cannot enter this index; the indexer embeds their chunks again.
-  await owner.query(`update retrieval.chunks set vec = null where vec is not null and ${pg.escapeIdentifier(schema)}.vector_dims(vec) <> $1`, [dimensions]);
+  await owner.query(`update retrieval.chunks set vec = null where vec is not null and ${inExtension(schema, 'vector_dims')}(vec) <> $1`, [dimensions]);
   // What `fillVectorColumn` looks for at every indexer pass: without this index, a scan of every chunk.
   await owner.query('create index if not exists chunks_vec_missing on retrieval.chunks (id) where vec is null and embedding is not null');
   const exists = await owner.query(`select 1 from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and indexname = $1`, [index]);
@@ -87,8 +94,9 @@ async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimen
     const filled = await fillAll(owner, schema, dimensions);
     if (filled > 0) logger().info({ chunks: filled }, 'pgvector: stored vectors copied to the vector column');
   }
-  const ops = `${pg.escapeIdentifier(schema)}.vector_cosine_ops`;
-  await owner.query(`create index if not exists ${pg.escapeIdentifier(index)} on retrieval.chunks using hnsw ((vec::${type}(${dimensions})) ${ops})`);
+  await owner.query(
+    `create index if not exists ${pg.escapeIdentifier(index)} on retrieval.chunks using hnsw ((vec::${type}(${dimensions})) ${inExtension(schema, 'vector_cosine_ops')})`,
+  );
   logger().info({ version, index }, 'pgvector: chunk vectors searched by an HNSW index');
   return { version };
 }
@@ -104,10 +112,7 @@ async function fillAll(owner: pg.ClientBase, schema: string, dimensions: number,
       [after, dimensions, batch],
     );
     if (rows.length === 0) return filled;
-    await owner.query(
-      `update retrieval.chunks c set vec = v.vec::${pg.escapeIdentifier(schema)}.vector from unnest($1::bigint[], $2::text[]) as v(id, vec) where c.id = v.id`,
-      [rows.map((r) => r.id), rows.map((r) => vectorLiteral(decodeVector(r.embedding)))],
-    );
+    await copyStored(owner, schema, rows);
     filled += rows.length;
     after = rows.at(-1)!.id;
     if (performance.now() - logged > 10_000) {
@@ -160,8 +165,6 @@ function atLeast(version: string, major: number, minor: number): boolean {
  * matching rows when they are few. Row-level security applies as on every tenant read.
  */
 export class PgvectorSearch {
-  private readonly vectorType: string;
-
   constructor(
     private readonly db: Database,
     private readonly model: string,
@@ -169,13 +172,11 @@ export class PgvectorSearch {
     private readonly found: PgvectorFound,
     /** hnsw.ef_search: candidates kept per search (`svc.retrieval.hnsw-ef-search`; pgvector's own default is 40); at least 2 × topK is used. */
     private readonly efSearch = 100,
-  ) {
-    this.vectorType = `${pg.escapeIdentifier(found.schema)}.vector(${dimensions})`;
-  }
+  ) {}
 
   async search(tenantId: number, query: Float32Array, topK: number, filter: SearchFilter): Promise<Array<{ id: number; similarity: number }>> {
     if (query.length !== this.dimensions) throw new Error(`query of ${query.length} dimensions, index of ${this.dimensions}`);
-    const { text, values } = searchStatement(this.vectorType, { tenantId, model: this.model, query, topK, filter });
+    const { text, values } = searchStatement(this.found.schema, { tenantId, model: this.model, query, topK, filter });
     // Both settings in one statement, local to the transaction, before the search is planned.
     const iterative = atLeast(this.found.version, 0, 8) ? `, set_config('hnsw.iterative_scan', 'strict_order', true)` : '';
     const efSearch = Math.min(1000, Math.max(this.efSearch, 2 * topK));
@@ -187,11 +188,12 @@ export class PgvectorSearch {
   }
 }
 
-/** The search statement (exported for the test that runs it under row-level security). */
+/** The search statement (exported for the test that runs it under row-level security); the index's length is the query's. */
 export function searchStatement(
-  vectorType: string,
+  schema: string,
   p: { tenantId: number; model: string; query: Float32Array; topK: number; filter: SearchFilter },
 ): { text: string; values: unknown[] } {
+  const vectorType = `${inExtension(schema, 'vector')}(${p.query.length})`;
   const values: unknown[] = [p.tenantId, p.model, vectorLiteral(p.query), p.topK];
   const where = ['tenant_id = $1', 'model = $2', 'vec is not null'];
   if (p.filter.corpus !== undefined) {
@@ -203,7 +205,7 @@ export function searchStatement(
     values.push(p.filter.scopes);
     where.push(`scopes && $${values.length}::text[]`);
   }
-  const distance = `vec::${vectorType} operator(${vectorType.split('.')[0]}.<=>) $3::${vectorType}`;
+  const distance = `vec::${vectorType} operator(${inExtension(schema, '<=>')}) $3::${vectorType}`;
   return {
     text: `select id, (1 - (${distance}))::float8 as similarity from retrieval.chunks where ${where.join(' and ')} order by ${distance} limit $4`,
     values,
@@ -218,13 +220,17 @@ export async function fillVectorColumn(db: Database, model: string, schema: stri
       'select id, embedding from retrieval.chunks where vec is null and embedding is not null and model = $1 order by id limit $2 for update skip locked',
       [model, batch],
     );
-    if (rows.length === 0) return 0;
-    await tx.query(
-      `update retrieval.chunks c set vec = v.vec::${pg.escapeIdentifier(schema)}.vector from unnest($1::bigint[], $2::text[]) as v(id, vec) where c.id = v.id`,
-      [rows.map((r) => r.id), rows.map((r) => vectorLiteral(decodeVector(r.embedding)))],
-    );
+    if (rows.length > 0) await copyStored(tx, schema, rows);
     return rows.length;
   });
+}
+
+/** `vec` of these chunks from their float32 record. */
+async function copyStored(on: Pick<Tx, 'query'>, schema: string, rows: Array<{ id: number; embedding: Buffer }>): Promise<void> {
+  await on.query(
+    `update retrieval.chunks c set vec = v.vec::${inExtension(schema, 'vector')} from unnest($1::bigint[], $2::text[]) as v(id, vec) where c.id = v.id`,
+    [rows.map((r) => r.id), rows.map((r) => vectorLiteral(decodeVector(r.embedding)))],
+  );
 }
 
 /** The 503 of `svc.retrieval.vector-search=pgvector` on a database that lost its index. */
