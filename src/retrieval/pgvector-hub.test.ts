@@ -4,6 +4,7 @@ import { stringify } from 'yaml';
 import { devClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { type PgvectorServer, startPgvectorServer } from '../../test/harness/pgvector.js';
+import { demoPartnersConnector, indexAll } from '../../test/harness/retrieval.js';
 import { until } from '../../test/harness/until.js';
 import { startDemoSource } from '../demo-source/server.js';
 
@@ -42,27 +43,14 @@ afterAll(async () => {
 
 it('ingested rows are searched through the HNSW index, with the answers of the in-process path', async () => {
   const admin = devClient(hub.url, T);
-  const manifest = {
-    apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'crm' }, connector_type: 'rest-generic', scopes: ['sales'],
-    spec: {
-      base_url: demo.url,
-      endpoints: [{
-        id: 'all', path: '/open/partners',
-        pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, response_path: '$.data', total_path: '$.total' },
-        target: { kind: 'hybrid', table: 'ext.partners', unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'city', path: '$.city', type: 'text' }] },
-      }],
-    },
-  };
+  const manifest = demoPartnersConnector('crm', ['sales'], 'ext.partners', demo.url);
   const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/yaml' }, body: stringify(manifest) });
   expect(applied.status).toBe(201);
   const started = await admin.post('/api/connectors/crm/runs', {});
   expect(started.status).toBe(202);
   const runId = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
   await until('the run to complete', async () => ((await admin.get(`/api/platform/runs/${runId}`)).body as { status: string }).status === 'Completed', 60_000);
-  for (;;) {
-    const done = await hub.services.retrieval.indexPass();
-    if (done.expanded === 0 && done.embedded === 0) break;
-  }
+  await indexAll(hub.services.retrieval);
   const stored = await owner.query(`select count(*)::int as chunks, count(vec)::int as vecs from retrieval.chunks where tenant_id = $1`, [T]);
   expect(stored.rows[0]).toEqual({ chunks: 40, vecs: 40 });
   expect((await admin.get('/api/platform/rag/status')).body).toMatchObject({ chunks: 40, embedded: 40, vectorSearch: 'pgvector' });

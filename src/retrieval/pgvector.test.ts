@@ -6,6 +6,7 @@ import { roleUrl } from '../db/roles.js';
 import { PortUnavailable } from '../errors.js';
 import { createTestDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import { type PgvectorServer, startPgvectorServer } from '../../test/harness/pgvector.js';
+import { indexAll } from '../../test/harness/retrieval.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { embedPending } from './indexer.js';
 import { findPgvector, hnswIndexName, preparePgvector, searchStatement } from './pgvector.js';
@@ -62,13 +63,6 @@ function services(mode: 'auto' | 'memory' | 'pgvector', embedding: EmbeddingPort
     embedBatch: 100,
     vectorSearch: mode,
   });
-}
-
-async function indexAll(s: RetrievalServices): Promise<void> {
-  for (;;) {
-    const done = await s.indexPass();
-    if (done.expanded === 0 && done.embedded === 0) return;
-  }
 }
 
 /** Chunk i: tenant 1 (i < 1000, corpus crm tagged sales for even i, ledger tagged finance for odd) or tenant 2 (crm, sales). */

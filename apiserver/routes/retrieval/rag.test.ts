@@ -5,6 +5,7 @@ import { startDemoSource } from '../../../src/demo-source/server.js';
 import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
+import { demoPartnersConnector, indexAll } from '../../../test/harness/retrieval.js';
 
 /**
  * Retrieval through the public API: connectors ingest the real demo source under two scopes, the
@@ -40,7 +41,7 @@ beforeAll(async () => {
     expect(await apply(name, [...scopes], table)).toBe(201);
     await runToEnd(name);
   }
-  await indexAll();
+  await indexAll(hub.services.retrieval);
 }, 120_000);
 
 afterAll(async () => {
@@ -52,27 +53,9 @@ afterAll(async () => {
 });
 
 async function apply(name: string, scopes: string[], table: string): Promise<number> {
-  const manifest = {
-    apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', scopes,
-    spec: {
-      base_url: demo.url,
-      endpoints: [{
-        id: 'all', path: '/open/partners',
-        pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, response_path: '$.data', total_path: '$.total' },
-        target: { kind: 'hybrid', table, unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'country', path: '$.country', type: 'text' }, { name: 'city', path: '$.city', type: 'text' }] },
-      }],
-    },
-  };
+  const manifest = demoPartnersConnector(name, scopes, table, demo.url);
   const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/yaml' }, body: stringify(manifest) });
   return applied.status;
-}
-
-/** Indexer passes (each bounded in time) until nothing is left to index. */
-async function indexAll(): Promise<void> {
-  for (;;) {
-    const done = await hub.services.retrieval.indexPass();
-    if (done.expanded === 0 && done.embedded === 0) return;
-  }
 }
 
 async function runToEnd(name: string): Promise<void> {
@@ -103,7 +86,7 @@ type Hit = { rowHash: string; content: string; similarity: number; metadata: { r
 describe('chunks', () => {
   it('one chunk per row and corpus, embedded, no duplicates after a second run', async () => {
     await runToEnd('crm');
-    await indexAll();
+    await indexAll(hub.services.retrieval);
     const { rows } = await owner.query(
       `select corpus, count(*)::int as n, count(distinct row_hash)::int as hashes, count(embedding)::int as embedded, min(octet_length(embedding))::int as bytes
          from retrieval.chunks where tenant_id = $1 group by corpus order by corpus`,
@@ -432,7 +415,7 @@ describe('the platform corpus and deletes', () => {
     const res = await admin.post('/api/platform/rag/reindex');
     expect(res).toMatchObject({ status: 202, body: { status: 'reindex_started' } });
     await hub.services.retrieval.idle();
-    await indexAll();
+    await indexAll(hub.services.retrieval);
     const hits = ((await admin.post('/api/platform/rag/search', { query: 'store a secret value encrypted at rest', topK: 3, corpus: 'system' })).body as { results: Hit[] }).results;
     expect(hits[0]!.rowHash).toBe('');
     expect(hits[0]!.content).toMatch(/secrets/);
