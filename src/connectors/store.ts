@@ -124,7 +124,7 @@ interface ConnectorRow {
 const COLUMNS = 'id, tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_at, updated_at';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-const specOf = (row: ConnectorRow): ConnectorSpec => ({ ...row.spec, id: row.id, tenantId: Number(row.tenant_id) });
+const specOf = (row: Pick<ConnectorRow, 'spec' | 'id' | 'tenant_id'>): ConnectorSpec => ({ ...row.spec, id: row.id, tenantId: Number(row.tenant_id) });
 
 /** The connector of that name in the caller's tenant. */
 export async function loadConnector(tx: Tx, name: string): Promise<ConnectorSpec | undefined> {
@@ -139,12 +139,16 @@ export async function loadConnectorById(tx: Tx, id: string): Promise<ConnectorSp
   return rows[0] ? specOf(rows[0]) : undefined;
 }
 
+/** An endpoint's watermark as the connector records show it. */
+type Mark = { uuid: string; watermark: string | null; watermark_updated_at: Date | null };
+
 async function records(tx: Tx, rows: ConnectorRow[]): Promise<Array<ConnectorRecord & { manifest: unknown; spec: ConnectorSpec }>> {
-  const marks = await tx.query<{ uuid: string; watermark: string | null; watermark_updated_at: Date | null }>(
-    'select uuid, watermark, watermark_updated_at from connectors.endpoints where connector_id = any($1::uuid[])',
-    [rows.map((r) => r.id)],
-  );
-  const byUuid = new Map(marks.rows.map((m) => [m.uuid, m]));
+  const marks = await tx.query<Mark>('select uuid, watermark, watermark_updated_at from connectors.endpoints where connector_id = any($1::uuid[])', [rows.map((r) => r.id)]);
+  return toRecords(rows, marks.rows).map(({ spec, ...record }, i) => ({ ...record, manifest: rows[i]!.manifest, spec }));
+}
+
+function toRecords(rows: Array<Omit<ConnectorRow, 'manifest'>>, marks: Mark[]): Array<ConnectorRecord & { spec: ConnectorSpec }> {
+  const byUuid = new Map(marks.map((m) => [m.uuid, m]));
   return rows.map((row) => {
     const spec = specOf(row);
     return {
@@ -168,7 +172,6 @@ async function records(tx: Tx, rows: ConnectorRow[]): Promise<Array<ConnectorRec
       })),
       createdAt: row.created_at,
       updatedAt: row.updated_at,
-      manifest: row.manifest,
       spec,
     };
   });
@@ -176,8 +179,16 @@ async function records(tx: Tx, rows: ConnectorRow[]): Promise<Array<ConnectorRec
 
 /** Every connector of the caller's tenant, by name. */
 export async function listConnectors(tx: Tx): Promise<ConnectorRecord[]> {
-  const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors order by name`);
-  return (await records(tx, rows)).map(({ manifest: _m, spec: _s, ...record }) => record);
+  // One statement: each connector with its endpoints' watermarks (`marks`, a JSON array of
+  // [uuid, watermark, watermark_updated_at as epoch milliseconds]); the manifest is not read.
+  const { rows } = await tx.query<Omit<ConnectorRow, 'manifest'> & { marks: Array<[string, string | null, number | null]> | null }>(
+    `select c.id, c.tenant_id, c.name, c.connector_type, c.scopes, c.schedule, c.spec, c.created_at, c.updated_at,
+            (select json_agg(json_build_array(e.uuid, e.watermark, extract(epoch from e.watermark_updated_at) * 1000))
+               from connectors.endpoints e where e.connector_id = c.id) as marks
+       from connectors.connectors c order by c.name`,
+  );
+  const marks: Mark[] = rows.flatMap((r) => (r.marks ?? []).map(([uuid, watermark, at]) => ({ uuid, watermark, watermark_updated_at: at === null ? null : new Date(at) })));
+  return toRecords(rows, marks).map(({ spec: _s, ...record }) => record);
 }
 
 /** The id, the manifest as applied and the schedule of the connector of that name (one row, nothing derived). */

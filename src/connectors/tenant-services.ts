@@ -53,13 +53,13 @@ export interface ConnectorTenantServices {
  */
 export function connectorTenantServices(db: Database, runner: ConnectorRunner, inlineCredentials: boolean): ConnectorTenantServices {
   return {
-    byName: (t, name) => db.withTenant(t, (tx) => loadConnector(tx, name)),
+    byName: (t, name) => db.readWithTenant(t, (tx) => loadConnector(tx, name)),
     manifests: {
       apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor, inlineCredentials })),
       check: (manifest) => checkManifest(manifest, { inlineCredentials }),
-      list: (t) => db.withTenant(t, (tx) => listConnectors(tx)),
+      list: (t) => db.readWithTenant(t, (tx) => listConnectors(tx)),
       get: async (t, name) => {
-        const found = await db.withTenant(t, (tx) => getConnector(tx, name));
+        const found = await db.readWithTenant(t, (tx) => getConnector(tx, name));
         if (!found) throw new NotFoundError(`connector ${name} not found`);
         return found;
       },
@@ -71,15 +71,15 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
       purgeEndpoint: (t, name, endpointId) => db.withTenant(t, (tx) => purgeEndpoint(tx, name, endpointId)),
     },
     runs: {
-      list: (t, limit) => db.withTenant(t, (tx) => listRuns(tx, limit)),
-      get: (t, id) => db.withTenant(t, (tx) => getRun(tx, id)),
+      list: (t, limit) => db.readWithTenant(t, (tx) => listRuns(tx, limit)),
+      get: (t, id) => db.readWithTenant(t, (tx) => getRun(tx, id)),
       cancel: (t, id) => db.withTenant(t, (tx) => requestCancel(tx, id)),
       ingestCsv: (t, request) =>
         ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request),
     },
     deadLetters: {
       list: (t, query) =>
-        db.withTenant(t, async (tx) => {
+        db.readWithTenant(t, async (tx) => {
           let connectorId: string | undefined;
           if (query.connector && !query.run) {
             connectorId = await connectorIdOf(tx, query.connector);
@@ -87,11 +87,11 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
           }
           return listDeadLetters(tx, { limit: query.limit, runId: query.run, connectorId });
         }),
-      get: (t, id) => db.withTenant(t, (tx) => getDeadLetter(tx, id)),
+      get: (t, id) => db.readWithTenant(t, (tx) => getDeadLetter(tx, id)),
       markReplayed: (t, id, newRunId) => db.withTenant(t, (tx) => markReplayed(tx, id, newRunId)),
       discard: (t, id) => db.withTenant(t, (tx) => discard(tx, id)),
       erase: (t, id) => db.withTenant(t, (tx) => erase(tx, id)),
     },
-    rowByHash: (t, hash) => db.withTenant(t, (tx) => rowByHash(tx, hash)),
+    rowByHash: (t, hash) => db.readWithTenant(t, (tx) => rowByHash(tx, hash)),
   };
 }

@@ -83,18 +83,44 @@ export class Database {
 
   /** One transaction as the application role with `svc.tenant_id` set for its duration. */
   async withTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>): Promise<T> {
-    if (tenantId === undefined || tenantId === null || tenantId === '') throw new NoTenantError();
-    const id = Number(tenantId);
-    if (!Number.isSafeInteger(id) || id < 0) throw new NoTenantError();
+    const id = checkedTenant(tenantId);
     // `begin` and the tenant setting travel with the transaction's first statement (see
     // `transaction`): `id` is a checked non-negative safe integer, so inlining it is safe.
-    const work = () => this.transaction(this.app, id, fn, ['begin', `select set_config('svc.tenant_id', '${id}', true)`]);
-    const ctx = currentContext();
-    if (ctx) {
-      if (ctx.tenantId === undefined) annotateContext({ tenantId: String(id) });
-      return work();
-    }
-    return runWithContext({ tenantId: String(id) }, work);
+    return inTenantContext(id, () => this.transaction(this.app, id, fn, ['begin', `select set_config('svc.tenant_id', '${id}', true)`]));
+  }
+
+  /**
+   * Reads of one tenant as the application role, without a transaction around them: each statement
+   * travels in one message with the tenant setting and read-only mode
+   * (`select set_config(…, true), …` then the statement, then Sync), and that message is its own
+   * implicit transaction, which the server ends at the Sync. One round trip per statement: no
+   * `begin`, no `commit`. What the unit sees is what a READ COMMITTED transaction sees (there too
+   * each statement takes its own snapshot); the settings end with each statement, so nothing is
+   * left on the pooled connection; a write is refused by the server ("read-only transaction").
+   * For request handlers that only read. The request's audit hook has nothing to add to a unit
+   * that writes nothing, so none is called.
+   */
+  async readWithTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    const id = checkedTenant(tenantId);
+    const opening = [`select set_config('svc.tenant_id', '${id}', true), set_config('transaction_read_only', 'on', true)`];
+    const work = async () => {
+      const client = await this.app.connect();
+      let broken = false;
+      try {
+        return await fn({
+          tenantId: id,
+          query: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) =>
+            traced<R>(client, text, values, opening).catch((err: unknown) => {
+              // A statement that failed on the wire (not in the server) may have left the connection mid-message.
+              if (!(err instanceof pg.DatabaseError)) broken = true;
+              throw err;
+            }),
+        });
+      } finally {
+        client.release(broken);
+      }
+    };
+    return inTenantContext(id, work);
   }
 
   /** One transaction as the application role with no tenant: tenant tables show no rows. */
@@ -188,6 +214,24 @@ export class Database {
       client.release(broken);
     }
   }
+}
+
+/** A tenant id as a non-negative safe integer (safe to inline in SQL), or NoTenantError. */
+function checkedTenant(tenantId: TenantId | undefined | null): number {
+  if (tenantId === undefined || tenantId === null || tenantId === '') throw new NoTenantError();
+  const id = Number(tenantId);
+  if (!Number.isSafeInteger(id) || id < 0) throw new NoTenantError();
+  return id;
+}
+
+/** Runs `work` with the tenant in the logging context (annotating the caller's context when there is one). */
+function inTenantContext<T>(id: number, work: () => Promise<T>): Promise<T> {
+  const ctx = currentContext();
+  if (ctx) {
+    if (ctx.tenantId === undefined) annotateContext({ tenantId: String(id) });
+    return work();
+  }
+  return runWithContext({ tenantId: String(id) }, work);
 }
 
 /** One statement in a span; with `opening`, the statements that open its transaction go with it (one round trip). */

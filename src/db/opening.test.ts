@@ -135,3 +135,54 @@ describe("a transaction's opening travels with its first statement", () => {
     expect(same).toBe(true);
   });
 });
+
+describe('reads without a transaction (Database.readWithTenant)', () => {
+  it('a statement is one round trip, under the tenant, through either protocol', async () => {
+    const extended = await t.db.readWithTenant(101, (tx) => tx.query<{ login: string }>('select login from core.users where login <> $1', ['nobody']));
+    expect(logins(extended)).toEqual(['ann', 'bob']);
+    expect(roundTrips).toBe(1);
+    const simple = await t.db.readWithTenant(102, (tx) => tx.query<{ login: string }>('select login from core.users'));
+    expect(logins(simple)).toEqual(['carl']);
+    expect(simple.command).toBe('SELECT');
+    expect(simple.fields.map((f) => f.name)).toEqual(['login']);
+    expect(roundTrips).toBe(2);
+  });
+
+  it('every statement of the unit carries the tenant (each is its own implicit transaction)', async () => {
+    const seen = await t.db.readWithTenant(101, async (tx) => {
+      const first = await tx.query<{ tenant: string; ro: string }>(`select current_setting('svc.tenant_id') as tenant, current_setting('transaction_read_only') as ro`);
+      const second = await tx.query<{ n: number }>('select count(*)::int as n from core.users where $1::int > 0', [1]);
+      return [first.rows[0], second.rows[0]!.n];
+    });
+    expect(seen).toEqual([{ tenant: '101', ro: 'on' }, 2]);
+    expect(roundTrips).toBe(2);
+  });
+
+  it('a write is refused by the server and nothing is written', async () => {
+    await expect(t.db.readWithTenant(101, (tx) => tx.query('insert into core.users (tenant_id, login) values (101, $1)', ['gina']))).rejects.toThrow(
+      /read-only transaction/,
+    );
+    await expect(
+      t.db.readWithTenant(101, (tx) => tx.query(`with w as (insert into core.users (tenant_id, login) values (101, 'gina') returning login) select login from w`)),
+    ).rejects.toThrow(/read-only transaction/);
+    const { rows } = await t.owner.query(`select count(*)::int as n from core.users where login = 'gina'`);
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('leaves nothing on the pooled connection: no tenant, not read-only, usable after a failure', async () => {
+    await expect(t.db.readWithTenant(101, (tx) => tx.query('select no_such_column from core.users where login = $1', ['ann']))).rejects.toThrow(/no_such_column/);
+    await t.db.readWithTenant(102, (tx) => tx.query('select login from core.users'));
+    const { rows } = await t.db.withoutTenant((tx) =>
+      tx.query<{ tenant: string | null; ro: string }>(`select current_setting('svc.tenant_id', true) as tenant, current_setting('transaction_read_only') as ro`),
+    );
+    expect(rows[0]!.tenant ?? '').toBe('');
+    expect(rows[0]!.ro).toBe('off');
+    expect((await t.db.withoutTenant((tx) => tx.query('select login from core.users'))).rowCount).toBe(0);
+    await t.db.withTenant(101, (tx) => tx.query(`insert into core.users (tenant_id, login) values (101, 'hank')`));
+    await t.owner.query(`delete from core.users where login = 'hank'`);
+  });
+
+  it('refuses a missing or malformed tenant', async () => {
+    for (const bad of [undefined, null, '', '-1', 'x', 1.5]) await expect(t.db.readWithTenant(bad as never, async () => 1)).rejects.toThrow(/tenant/i);
+  });
+});

@@ -58,15 +58,27 @@ interface ListOptions {
   integrationId?: number;
 }
 
-/** One integration's deliveries, newest first. */
-export async function listForIntegration(tx: Tx, integrationId: number, options: ListOptions): Promise<DeliveryRecord[]> {
-  const { rows } = await tx.query<RecordRow>(
-    `select ${RECORD_COLUMNS} from hub.deliveries d
-      where d.integration_id = $1 ${options.failedOnly ? `and ${FAILED}` : ''}
-      order by d.id desc limit $2`,
-    [integrationId, options.limit],
+/**
+ * One integration's deliveries, newest first; 404 when the tenant has no integration of that id
+ * (a deleted one keeps its deliveries). One statement: the integration, with its deliveries joined
+ * (none: one row of nulls).
+ */
+export async function listForIntegration(tx: Tx, integrationId: string | number, options: ListOptions): Promise<DeliveryRecord[]> {
+  const id = parseId(integrationId);
+  if (id === undefined) throw new NotFoundError(`integration ${integrationId} not found`);
+  const { rows } = await tx.query<RecordRow | { [K in keyof RecordRow]: null }>(
+    `select ${RECORD_COLUMNS} from hub.integrations i
+       left join lateral (
+         select d.* from hub.deliveries d
+          where d.integration_id = i.id ${options.failedOnly ? `and ${FAILED}` : ''}
+          order by d.id desc limit $2
+       ) d on true
+      where i.id = $1
+      order by d.id desc`,
+    [id, options.limit],
   );
-  return rows.map(toRecord);
+  if (rows.length === 0) throw new NotFoundError(`integration ${integrationId} not found`);
+  return rows.flatMap((row) => (row.id === null ? [] : [toRecord(row as RecordRow)]));
 }
 
 /** The tenant's deliveries across integrations: failures first, then newest first. */

@@ -54,11 +54,11 @@ export class IntegrationService {
   constructor(private readonly o: IntegrationServiceOptions) {}
 
   list(tenantId: number): Promise<Integration[]> {
-    return this.o.db.withTenant(tenantId, (tx) => listIntegrations(tx));
+    return this.o.db.readWithTenant(tenantId, (tx) => listIntegrations(tx));
   }
 
   get(tenantId: number, id: string): Promise<Integration> {
-    return this.o.db.withTenant(tenantId, (tx) => getIntegration(tx, id));
+    return this.o.db.readWithTenant(tenantId, (tx) => getIntegration(tx, id));
   }
 
   create(tenantId: number, input: IntegrationInput, by?: string): Promise<Integration> {
@@ -86,14 +86,11 @@ export class IntegrationService {
 
   /** One integration's deliveries (deleted integrations keep theirs), newest first. */
   deliveries(tenantId: number, integrationId: string, query: ListQuery): Promise<DeliveryRecord[]> {
-    return this.o.db.withTenant(tenantId, async (tx) => {
-      const integration = await getIntegration(tx, integrationId);
-      return listForIntegration(tx, integration.id, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit) });
-    });
+    return this.o.db.readWithTenant(tenantId, (tx) => listForIntegration(tx, integrationId, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit) }));
   }
 
   delivery(tenantId: number, integrationId: string, deliveryId: string): Promise<DeliveryRecord & { attemptLog: AttemptRecord[] }> {
-    return this.o.db.withTenant(tenantId, async (tx) => {
+    return this.o.db.readWithTenant(tenantId, async (tx) => {
       const integration = await getIntegration(tx, integrationId);
       return getDelivery(tx, deliveryId, integration.id);
     });
@@ -101,7 +98,7 @@ export class IntegrationService {
 
   /** The tenant's deliveries across integrations: failures first. */
   platformDeliveries(tenantId: number, query: ListQuery): Promise<DeliveryRecord[]> {
-    return this.o.db.withTenant(tenantId, (tx) =>
+    return this.o.db.readWithTenant(tenantId, (tx) =>
       listForTenant(tx, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit), integrationId: query.integrationId }),
     );
   }

@@ -386,6 +386,12 @@ describe('GET /api/connectors[/{name}]', () => {
     const body = r.body as Json & { endpoints: Json[]; spec: Json };
     expect(body).toMatchObject({ id, name, connectorType: 'rest-generic', scopes: ['crm'], schedule: null, manifest: m });
     expect(body.endpoints).toEqual([expect.objectContaining({ id: 'partners', watermark: '42', watermarkUpdatedAt: expect.stringMatching(ISO) })]);
+    // The list reads the watermarks in its one statement: the same endpoint, to the millisecond.
+    const { rows: stored } = await owner.query(`select to_char(watermark_updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at from connectors.endpoints where connector_id = $1`, [id]);
+    expect(body.endpoints[0]!.watermarkUpdatedAt).toBe(stored[0].at);
+    const listed = await call('GET', '/api/connectors');
+    const inList = (listed.body as Array<Json & { endpoints: Json[] }>).find((c) => c.id === id)!;
+    expect(inList.endpoints).toEqual(body.endpoints);
     expect(body.spec).toMatchObject({ id, tenantId: 1, name, defaults: { page: { size: 10 } } });
     expect(Object.keys(body).sort()).toEqual(['connectorType', 'createdAt', 'endpoints', 'id', 'manifest', 'name', 'schedule', 'scopes', 'spec', 'updatedAt']);
 

@@ -222,6 +222,20 @@ describe('soft delete', () => {
     const history = await call('GET', `${base}/${id}/deliveries`);
     expect(history.status).toBe(200);
     expect(history.body!.length).toBe(2);
+    expect(history.body!.map((d) => d.eventId)).toEqual([2, 1]);
+    const failedOnly = await call('GET', `${base}/${id}/deliveries?status=failed`);
+    expect(failedOnly.body!.map((d) => [d.eventId, d.succeeded])).toEqual([[1, false]]);
+  });
+
+  it('deliveries of an integration with none: 200 and an empty list; of an unknown one: 404', async () => {
+    const fresh = (await call('POST', base, { body: { name: 'quiet', targetUrl: 'https://quiet.example.com/', eventTypes: ['org.created'] } })).body!.id as number;
+    expect(await call('GET', `${base}/${fresh}/deliveries`)).toMatchObject({ status: 200, body: [] });
+    for (const unknown of ['987654', 'nope']) {
+      const r = await call('GET', `${base}/${unknown}/deliveries`);
+      expect(r.status).toBe(404);
+      expect(JSON.stringify(r.body)).toContain(`integration ${unknown} not found`);
+    }
+    await call('DELETE', `${base}/${fresh}`);
   });
 
   it('open deliveries close with the spec\'s reason; settled ones stay as they were', async () => {
