@@ -41,7 +41,7 @@ import type { LoadAnswer, LoadFigures, LoadRequest, LoadTarget } from './support
 type Pacing = LoadRequest['pacing'];
 const PACING_LABEL: Record<Pacing, string> = { even: 'even pacing', autocannon: 'autocannon (a burst each second)' };
 import { benchConfig } from './support/hub-config.js';
-import { type DemoSourceProcess, machineFacts, mib, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { type DemoSourceProcess, machineFacts, probeMachine, mib, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 
 const RATE = positiveInt('API_RATE', 500);
 const SECONDS = positiveInt('API_SECONDS', 60);
@@ -242,6 +242,7 @@ async function main(): Promise<void> {
   setLogger(createLogger({ level: 'warn', json: true }));
   log(`api benchmark: ${RATE} requests/s for ${SECONDS} s (warm-up ${WARMUP_SECONDS} s), ${CONNECTIONS} connections per route, ${process.version}, ${cpus().length} CPUs`);
   const loadAtStart = loadavg().map((l) => round(l, 2));
+  await probeMachine(log);
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-api-'));
   chmodSync(dir, 0o755);

@@ -34,7 +34,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import type { ReceiverMessage } from './support/deliver-receiver.js';
-import { machineFacts, perSecond, profiled, round, table } from './support/measure.js';
+import { machineFacts, probeMachine, perSecond, profiled, round, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const DRAIN_EVENTS = positiveInt('BENCH_DRAIN_EVENTS', 100_000);
@@ -440,6 +440,7 @@ async function main(): Promise<void> {
     `deliver benchmark: drain of ${DRAIN_EVENTS.toLocaleString('en-US')} pre-filled events, then ${RATE.toLocaleString('en-US')} events/s for ${RATE_SECONDS} s; HMAC signing; ${process.version}, ${cpus().length} CPUs`,
   );
   const loadAtStart = loadavg().map((l) => round(l, 2));
+  await probeMachine(log);
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-deliver-'));
   chmodSync(dir, 0o755);

@@ -32,7 +32,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { entityRelation, fusedRelationSql, sourceSubquerySql, valueColumn } from '../src/entities/relation.js';
 import { type EntityDef, loadEntity } from '../src/entities/store.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
-import { machineFacts } from './support/measure.js';
+import { machineFacts, probeMachine } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const ROWS = Number(process.env.ENTITY_ROWS ?? 200_000);
@@ -122,6 +122,7 @@ async function main(): Promise<void> {
   setLogger(createLogger({ level: 'warn', json: true }));
   const benchStart = performance.now();
   const loadAtStart = loadavg().map((l) => round(l, 2));
+  await probeMachine(log);
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-entities-'));
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   let hub: Hub | undefined;

@@ -58,7 +58,7 @@ import { sshFingerprint } from '../src/exports/destinations/sftp.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { startSshd, type TestSshd } from '../test/harness/sshd.js';
 import { benchConfig } from './support/hub-config.js';
-import { machineFacts, mib, perSecond, postmasterPid, profiled, RssSampler, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
+import { machineFacts, probeMachine, mib, perSecond, postmasterPid, profiled, RssSampler, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
 import type { S3Answer, S3Ready, S3Request, S3Stored } from './support/s3-process.js';
 
 const SIZES = sizes('EXPORT_ROWS', [1_000_000, 10_000_000]);
@@ -619,6 +619,7 @@ async function main(): Promise<void> {
   log(`export benchmark: ${SIZES.map(n).join(' and ')} rows to ${DESTINATIONS.join(' and ')}, ${ROUNDS} rounds, ${process.version}, ${cpus().length} CPUs`);
   const loadAtStart = loadavg().map((l) => round(l, 2));
   if (loadAtStart[0]! > 1) log(`note: load average ${loadAtStart.join(' ')} before the start: something else is busy here, absolute figures will be low (ratios suffer less)`);
+  await probeMachine(log);
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-export-'));
   chmodSync(dir, 0o755);

@@ -39,7 +39,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { generatePartners, type Partner } from '../src/demo-source/data.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { type CopyFigures, copyCeilingInProcess } from './support/copy-ceiling.js';
-import { CpuMeter, type CpuSplit, type DemoSourceProcess, machineFacts, mib, perSecond, postmasterPid, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { CpuMeter, type CpuSplit, type DemoSourceProcess, machineFacts, probeMachine, mib, perSecond, postmasterPid, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const ROWS = positiveInt('DEMO_ROWS', 200_000);
@@ -396,6 +396,7 @@ async function main(): Promise<void> {
   log(`ingest benchmark: ${ROWS.toLocaleString('en-US')} rows, page size ${PAGE}, chunk size ${CHUNK}, ${process.version}, ${cpus().length} CPUs`);
   const loadAtStart = loadavg().map((l) => round(l, 2));
   if (loadAtStart[0]! > 1) log(`note: load average ${loadAtStart.join(' ')} before the start: something else is busy here, absolute figures will be low (ratios suffer less)`);
+  await probeMachine(log);
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-ingest-'));
   chmodSync(dir, 0o755);

@@ -27,7 +27,10 @@ function header(cells: string[], align: string[]): string {
 
 function machine(r: Json): string {
   const load = r.loadAverage ? `load average ${r.loadAverage.atStart.join(' / ')} at the start, ${r.loadAverage.atEnd.join(' / ')} at the end (1 / 5 / 15 min)` : '';
-  return `Run of ${r.date} (${r.cpus} × ${r.cpuModel}, Node ${r.node}; ${load}; ${f(r.benchSeconds, 0)} s).`;
+  const probe = r.probe
+    ? `; a loopback round trip between two processes ${n(r.probe.loopbackRoundTripUs.p50)} µs (p50), SHA-256 on one core ${n(r.probe.sha256MBps)} MB/s at the start`
+    : '';
+  return `Run of ${r.date} (${r.cpus} × ${r.cpuModel}, Node ${r.node}; ${load}${probe}; ${f(r.benchSeconds, 0)} s).`;
 }
 
 function ingest(r: Json): string {

@@ -40,7 +40,7 @@ import { migrate } from '../src/db/migrations.js';
 import { roleUrl } from '../src/db/roles.js';
 import { findPgvector, hnswIndexName, PgvectorSearch, preparePgvector, vectorLiteral } from '../src/retrieval/pgvector.js';
 import { startPgvectorServer } from '../test/harness/pgvector.js';
-import { machineFacts } from './support/measure.js';
+import { machineFacts, probeMachine } from './support/measure.js';
 
 const DIMS = 512;
 const SIZES = (process.env.SEARCH_SIZES ?? '10000,100000').split(',').map(Number);
@@ -285,6 +285,7 @@ async function embeddingThroughput(threads: number): Promise<{ threads: number; 
 async function main(): Promise<void> {
   const benchStart = performance.now();
   const loadAtStart = loadavg().map((l) => round(l));
+  await probeMachine(log);
   log(`search benchmark: ${SIZES.join(', ')} chunks × ${DIMS} dimensions, ${QUERIES} queries, top ${K}, ${process.version}, ${cpus().length} CPUs`);
   const datasets = [];
   for (const size of SIZES) {

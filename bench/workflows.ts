@@ -24,7 +24,7 @@ import { entityRelation } from '../src/entities/relation.js';
 import { loadEntity } from '../src/entities/store.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { benchConfig } from './support/hub-config.js';
-import { machineFacts, RssSampler, round } from './support/measure.js';
+import { machineFacts, probeMachine, RssSampler, round } from './support/measure.js';
 
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 const SIZES = (process.env.WF_ROWS ?? '100000,1000000').split(',').map(Number);
@@ -180,6 +180,7 @@ async function main(): Promise<void> {
   setLogger(createLogger({ level: 'warn', json: true }));
   const benchStart = performance.now();
   const loadAtStart = loadavg().map((l) => round(l, 2));
+  await probeMachine(log);
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-workflows-'));
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   let hub: Hub | undefined;

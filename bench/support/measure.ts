@@ -1,4 +1,6 @@
 import { fork } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { connect } from 'node:net';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -63,7 +65,7 @@ export function round(value: number, digits = 0): number {
  * averages at the start and at the end (a busy machine explains low figures), and how long the
  * bench took. `benchStart` is `performance.now()` at the start, `loadAtStart` `loadavg()` then.
  */
-export function machineFacts(benchStart: number, loadAtStart: number[]) {
+export function machineFacts(benchStart: number, loadAtStart: number[], probe: MachineProbe | undefined = lastProbe) {
   return {
     node: process.version,
     cpus: cpus().length,
@@ -71,8 +73,73 @@ export function machineFacts(benchStart: number, loadAtStart: number[]) {
     memoryGb: round(totalmem() / 1024 ** 3, 1),
     date: new Date().toISOString(),
     loadAverage: { atStart: loadAtStart.map((l) => round(l, 2)), atEnd: loadavg().map((l) => round(l, 2)) },
+    ...(probe ? { probe } : {}),
     benchSeconds: round((performance.now() - benchStart) / 1000, 1),
   };
+}
+
+/**
+ * What the machine itself did at the start of a bench, so that runs of different days can be read
+ * side by side: the round trip of one byte between this process and another over TCP loopback
+ * (median and p90 of `trips`, µs), which is what every statement to PostgreSQL and every request
+ * between processes pays on top of its work; and one core's SHA-256 speed (MB/s), which is not
+ * (on a virtual machine the first moves with how busy the host is while the second barely does).
+ */
+export interface MachineProbe {
+  loopbackRoundTripUs: { p50: number; p90: number };
+  sha256MBps: number;
+}
+
+/** The latest `probeMachine` answer: what `machineFacts` reports unless told otherwise. */
+let lastProbe: MachineProbe | undefined;
+
+/** Probes the machine (see MachineProbe), logs what it found through `log`, and keeps it for `machineFacts`. */
+export async function probeMachine(log: (line: string) => void, trips = 2000): Promise<MachineProbe> {
+  lastProbe = await probe(trips);
+  log(
+    `machine: a loopback round trip between two processes takes ${lastProbe.loopbackRoundTripUs.p50} µs (p50; p90 ${lastProbe.loopbackRoundTripUs.p90} µs), one core hashes ${lastProbe.sha256MBps} MB/s (SHA-256)`,
+  );
+  return lastProbe;
+}
+
+async function probe(trips: number): Promise<MachineProbe> {
+  const file = fileURLToPath(new URL('./echo-process.ts', import.meta.url));
+  const child = fork(file, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('exit', (code) => reject(new Error(`the echo process exited (code ${code}) before listening`)));
+      child.once('message', (m) => resolve((m as { port: number }).port));
+    });
+    const socket = connect(port, '127.0.0.1');
+    socket.setNoDelay(true);
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('error', reject);
+    });
+    const times: number[] = [];
+    await new Promise<void>((resolve) => {
+      let sent = performance.now();
+      socket.on('data', () => {
+        const now = performance.now();
+        times.push((now - sent) * 1000);
+        if (times.length === trips + 100) return resolve();
+        sent = performance.now();
+        socket.write('x');
+      });
+      socket.write('x');
+    });
+    socket.destroy();
+    // The first 100 warm the path up.
+    const sorted = times.slice(100).sort((a, b) => a - b);
+    const at = (q: number) => round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!, 0);
+    const block = Buffer.alloc(1 << 20, 7);
+    const started = performance.now();
+    for (let i = 0; i < 200; i++) createHash('sha256').update(block).digest();
+    return { loopbackRoundTripUs: { p50: at(0.5), p90: at(0.9) }, sha256MBps: Math.round(200 / ((performance.now() - started) / 1000)) };
+  } finally {
+    child.kill();
+  }
 }
 
 /** Rows per second over a duration in milliseconds. */
