@@ -36,7 +36,7 @@ import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
-import type { LoadAnswer, LoadFigures, LoadRequest, LoadTarget } from './support/api-load.js';
+import type { LoadAnswer, LoadFigures, LoadProgress, LoadRequest, LoadTarget } from './support/api-load.js';
 
 type Pacing = LoadRequest['pacing'];
 const PACING_LABEL: Record<Pacing, string> = { even: 'even pacing', autocannon: 'autocannon (a burst each second)' };
@@ -220,21 +220,32 @@ async function seed(hub: Hub, source: DemoSourceProcess, receiver: Awaited<Retur
   return created.json.id;
 }
 
-function loadInChild(message: LoadRequest): Promise<LoadFigures> {
+/**
+ * Runs a load in a child process (support/api-load.ts). `measuring` resolves when the child has
+ * finished its warm-up and starts the measured part; `figures` with the measured figures.
+ */
+function loadInChild(message: LoadRequest): { measuring: Promise<void>; figures: Promise<LoadFigures> } {
   const file = fileURLToPath(new URL('./support/api-load.ts', import.meta.url));
   const child = fork(file, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  return new Promise((resolve, reject) => {
+  let started!: () => void;
+  const measuring = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  const figures = new Promise<LoadFigures>((resolve, reject) => {
     let answer: LoadAnswer | undefined;
     child.on('message', (m) => {
-      answer = m as LoadAnswer;
+      if ((m as LoadProgress).measuring) started();
+      else answer = m as LoadAnswer;
     });
     child.once('error', reject);
     child.once('exit', (code) => {
+      started();
       if (answer?.ok) resolve(answer.figures);
       else reject(new Error(`the load process failed (exit ${code}): ${answer && !answer.ok ? answer.error : 'no answer'}`));
     });
     child.send(message);
   });
+  return { measuring, figures };
 }
 
 async function main(): Promise<void> {
@@ -289,14 +300,13 @@ async function main(): Promise<void> {
     log(`seeded; items per list: ${JSON.stringify(listed)}`);
 
     const targets = (base: string): LoadTarget[] => paths.map((p) => ({ name: p.name, url: `${base}${p.path}`, headers }));
-    const run = (base: string, seconds: number, pacing: Pacing) => loadInChild({ targets: targets(base), rate: RATE, seconds, connections: CONNECTIONS, pacing });
+    // The warm-up runs in the measuring child itself, just before the measured part (api-load.ts).
     const measure = async (label: string, base: string, pacing: Pacing, around: <T>(work: () => Promise<T>) => Promise<T> = (work) => work()): Promise<LoadFigures> => {
-      if (WARMUP_SECONDS > 0) {
-        log(`${label}, ${PACING_LABEL[pacing]}: warm-up ${WARMUP_SECONDS} s …`);
-        await run(base, WARMUP_SECONDS, pacing);
-      }
-      log(`${label}, ${PACING_LABEL[pacing]}: ${SECONDS} s at ${RATE} requests/s …`);
-      return around(() => run(base, SECONDS, pacing));
+      log(`${label}, ${PACING_LABEL[pacing]}: ${WARMUP_SECONDS > 0 ? `warm-up ${WARMUP_SECONDS} s, then ` : ''}${SECONDS} s at ${RATE} requests/s …`);
+      const child = loadInChild({ targets: targets(base), rate: RATE, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, connections: CONNECTIONS, pacing });
+      // The event-loop delay and the CPU profile cover the measured part only.
+      await child.measuring;
+      return around(() => child.figures);
     };
     const profiledIf =
       (pacing: Pacing) =>

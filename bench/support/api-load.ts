@@ -11,10 +11,15 @@
  *   for the next second (lib/httpClient.js, `reqsMadeThisSecond`). So every second opens with all
  *   connections busy at once: a burst of up to `connections` × routes concurrent requests.
  *
- * In both, every response time is recorded (2xx or not) for exact percentiles.
+ * In both, every response time is recorded (2xx or not) for exact percentiles. With `warmupSeconds`,
+ * the same process first sends the same load for that long, unrecorded, on the same connections
+ * (even pacing) or through the same warmed-up autocannon code: the measured part holds neither the
+ * generator's own start (a fresh process compiling its code on a shared 2-core machine sends late,
+ * which even pacing rightly charges to the server) nor the connections' set-up.
  *
  * Started with `fork()`; one request, one answer (IPC):
- *   parent → LoadRequest      child → {ok: true, figures: LoadFigures} | {ok: false, error}
+ *   parent → LoadRequest      child → {measuring: true} (warm-up over), then
+ *                                      {ok: true, figures: LoadFigures} | {ok: false, error}
  */
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
@@ -31,6 +36,8 @@ export interface LoadRequest {
   /** Requests per second over all targets. */
   rate: number;
   seconds: number;
+  /** Seconds of the same load sent first and not recorded (0: none). */
+  warmupSeconds: number;
   /** Connections per target (the most requests in flight per target). */
   connections: number;
   /** How requests are spread over each second (see the top of this file). */
@@ -57,6 +64,8 @@ export interface LoadFigures {
 }
 
 export type LoadAnswer = { ok: true; figures: LoadFigures } | { ok: false; error: string };
+/** Sent by the child when its warm-up is over and the measured part starts. */
+export type LoadProgress = { measuring: true };
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -79,21 +88,35 @@ function figures(times: number[], errors: number, non2xx: number, seconds: numbe
   };
 }
 
-export function load(request: LoadRequest): Promise<LoadFigures> {
-  return request.pacing === 'even' ? evenLoad(request) : autocannonLoad(request);
+/** The warm-up (unrecorded), `measuring()`, then the measured load. */
+export async function load(request: LoadRequest, measuring: () => void = () => undefined): Promise<LoadFigures> {
+  if (request.pacing === 'autocannon') {
+    if (request.warmupSeconds > 0) await autocannonLoad({ ...request, seconds: request.warmupSeconds });
+    measuring();
+    return autocannonLoad(request);
+  }
+  const pools = request.targets.map((target) => new Pool(new URL(target.url).origin, { connections: request.connections, pipelining: 1, headersTimeout: 10_000, bodyTimeout: 10_000 }));
+  try {
+    if (request.warmupSeconds > 0) await evenLoad({ ...request, seconds: request.warmupSeconds }, pools);
+    measuring();
+    return await evenLoad(request, pools);
+  } finally {
+    await Promise.all(pools.map((pool) => pool.close()));
+  }
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function evenLoad(request: LoadRequest): Promise<LoadFigures> {
+/** The even load on `pools` (one per target, in the targets' order; the caller closes them). */
+async function evenLoad(request: LoadRequest, pools: Pool[]): Promise<LoadFigures> {
   const cpu0 = process.cpuUsage();
   const n = request.targets.length;
-  const perTarget = request.targets.map((target) => {
+  const perTarget = request.targets.map((target, i) => {
     const url = new URL(target.url);
     return {
       target,
       path: `${url.pathname}${url.search}`,
-      pool: new Pool(url.origin, { connections: request.connections, pipelining: 1, headersTimeout: 10_000, bodyTimeout: 10_000 }),
+      pool: pools[i]!,
       times: [] as number[],
       errors: 0,
       non2xx: 0,
@@ -128,7 +151,6 @@ async function evenLoad(request: LoadRequest): Promise<LoadFigures> {
     if (k < total) await sleep(Math.max(0, start + k * interval - performance.now()));
   }
   while (inFlight.size > 0) await Promise.all([...inFlight]);
-  await Promise.all(perTarget.map((t) => t.pool.close()));
   const routes: Record<string, LatencyFigures> = {};
   for (const t of perTarget) routes[t.target.name] = figures(t.times, t.errors, t.non2xx, request.seconds);
   const errors = perTarget.reduce((s, t) => s + t.errors, 0);
@@ -175,7 +197,7 @@ async function autocannonLoad(request: LoadRequest): Promise<LoadFigures> {
 
 if (process.send) {
   process.once('message', (message: LoadRequest) => {
-    load(message).then(
+    load(message, () => process.send!({ measuring: true } satisfies LoadProgress)).then(
       (figures) => process.send!({ ok: true, figures } satisfies LoadAnswer, () => process.exit(0)),
       (err: unknown) => process.send!({ ok: false, error: err instanceof Error ? err.message : String(err) } satisfies LoadAnswer, () => process.exit(1)),
     );
