@@ -380,11 +380,21 @@ async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<{ ok: tr
   }
 }
 
+/**
+ * The escapes a row's canonical JSON (JSON.stringify of every key and string) holds when a key or a
+ * string value has a NUL (`\u0000`) or an unpaired surrogate (`\ud800`–`\udfff`, written as an
+ * escape since ES2019). Text without them has neither, so the walk of the payload that names the
+ * field runs only for rows that match: a row whose text merely spells such an escape (an escaped
+ * backslash before it) is walked and found storable. The walk used to run for every row (≈ 15 % of
+ * `prepareRow`'s time on the demo rows); the scan of the JSON text costs about a tenth of it.
+ */
+const MAYBE_UNSTORABLE = /\\u0000|\\ud[89a-f][0-9a-f]{2}/i;
+
 /** Why a prepared row cannot be stored as it is (text PostgreSQL refuses), or undefined. */
 function unstorableRow(row: PreparedRow): string | undefined {
   const key = unstorableText(row.externalId ?? '');
   if (key) return `its key ${key}`;
-  const found = findUnstorableText(row.data, '$', Number.POSITIVE_INFINITY);
+  const found = MAYBE_UNSTORABLE.test(row.json) ? findUnstorableText(row.data, '$', Number.POSITIVE_INFINITY) : undefined;
   if (found) return `${found.field} ${found.reason}`;
   for (const [column, value] of Object.entries(row.promoted)) {
     const why = value === null ? undefined : unstorableText(value);

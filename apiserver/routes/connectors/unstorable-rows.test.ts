@@ -27,7 +27,8 @@ const BODY = `[
   {"id": 4, "name": "Dora", "seen": "-200000-01-01T00:00:00Z"},
   {"id": "${longKey}", "name": "Long"},
   {"id": 6, "name": "Fay", "seen": "2024-02-01T00:00:00Z"},
-  {"id": 7, "name": "half \\ud800 pair"}
+  {"id": 7, "name": "half \\ud800 pair"},
+  {"id": 8, "name": "spells \\\\u0000 and \\\\ud800 with a backslash"}
 ]`;
 
 beforeAll(async () => {
@@ -80,11 +81,13 @@ describe('rows PostgreSQL cannot store', () => {
     expect(started.status).toBe(202);
     const { runs } = (await started.json()) as { runs: Array<{ id: string }> };
     const run = await finished(runs[0]!.id);
-    expect(run).toMatchObject({ status: 'Completed', recordsIn: 7, recordsOut: 2, recordsSkipped: 5, deadLetterCount: 5, errorMessage: null });
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 8, recordsOut: 3, recordsSkipped: 5, deadLetterCount: 5, errorMessage: null });
     expect(run.recordsIn).toBe(run.recordsOut + run.recordsSkipped);
 
     const { rows } = await owner.query(`select external_id, name, seen from ext_t1.unstorable_items order by external_id`);
-    expect(rows.map((r) => r.external_id)).toEqual(['1', '6']);
+    expect(rows.map((r) => r.external_id)).toEqual(['1', '6', '8']);
+    // Text that only spells the escapes (a backslash before them) is storable, and stored as it came.
+    expect(rows[2].name).toBe('spells \\u0000 and \\ud800 with a backslash');
 
     const letters = (await (await fetch(`${hub.url}/api/platform/dlq?run=${run.id}`, { headers: H })).json()) as Array<{ id: number; skipReason: string; errorMessage: string }>;
     expect(letters).toHaveLength(5);
