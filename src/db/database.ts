@@ -86,7 +86,7 @@ export class Database {
     const id = checkedTenant(tenantId);
     // `begin` and the tenant setting travel with the transaction's first statement (see
     // `transaction`): `id` is a checked non-negative safe integer, so inlining it is safe.
-    return inTenantContext(id, () => this.transaction(this.app, id, fn, ['begin', `select set_config('svc.tenant_id', '${id}', true)`]));
+    return inTenantContext(id, () => this.transaction(this.app, id, fn, ['begin', `select ${tenantSetting(id)}`]));
   }
 
   /**
@@ -102,7 +102,7 @@ export class Database {
    */
   async readWithTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>): Promise<T> {
     const id = checkedTenant(tenantId);
-    const opening = [`select set_config('svc.tenant_id', '${id}', true), set_config('transaction_read_only', 'on', true)`];
+    const opening = [`select ${tenantSetting(id)}, set_config('transaction_read_only', 'on', true)`];
     const work = async () => {
       const client = await this.app.connect();
       let broken = false;
@@ -223,6 +223,9 @@ function checkedTenant(tenantId: TenantId | undefined | null): number {
   if (!Number.isSafeInteger(id) || id < 0) throw new NoTenantError();
   return id;
 }
+
+/** The expression that sets the tenant until the transaction ends; `id` comes from `checkedTenant`, so inlining it is safe. */
+const tenantSetting = (id: number) => `set_config('svc.tenant_id', '${id}', true)`;
 
 /** Runs `work` with the tenant in the logging context (annotating the caller's context when there is one). */
 function inTenantContext<T>(id: number, work: () => Promise<T>): Promise<T> {

@@ -61,6 +61,11 @@ function tenantOf(tx: Tx): number {
 }
 
 /** A path id: digits only; anything else is an id that never existed. */
+/** The 404 of an integration the caller's tenant does not have (unknown, another tenant's, or a malformed id). */
+export function integrationNotFound(id: string | number): NotFoundError {
+  return new NotFoundError(`integration ${id} not found`);
+}
+
 export function parseId(text: string | number | undefined): number | undefined {
   const s = String(text ?? '');
   if (!/^\d{1,15}$/.test(s)) return undefined;
@@ -87,18 +92,18 @@ export async function listIntegrations(tx: Tx): Promise<Integration[]> {
 /** Deleted integrations answer too (with `deletedAt`); 404 only for an id that never existed in the tenant. */
 export async function getIntegration(tx: Tx, id: string | number): Promise<Integration> {
   const parsed = parseId(id);
-  if (parsed === undefined) throw new NotFoundError(`integration ${id} not found`);
+  if (parsed === undefined) throw integrationNotFound(id);
   const { rows } = await tx.query<Row>(`select ${COLUMNS} from hub.integrations where id = $1`, [parsed]);
-  if (!rows[0]) throw new NotFoundError(`integration ${id} not found`);
+  if (!rows[0]) throw integrationNotFound(id);
   return record(rows[0]);
 }
 
 /** The integration unless it is unknown or deleted (404 either way): what update, delete, test and replay act on. */
 export async function liveIntegration(tx: Tx, id: string | number, lock = false): Promise<Integration> {
   const parsed = parseId(id);
-  if (parsed === undefined) throw new NotFoundError(`integration ${id} not found`);
+  if (parsed === undefined) throw integrationNotFound(id);
   const { rows } = await tx.query<Row>(`select ${COLUMNS} from hub.integrations where id = $1 and deleted_at is null${lock ? ' for update' : ''}`, [parsed]);
-  if (!rows[0]) throw new NotFoundError(`integration ${id} not found`);
+  if (!rows[0]) throw integrationNotFound(id);
   return record(rows[0]);
 }
 

@@ -1,7 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { NotFoundError } from '../errors.js';
 import type { AttemptOutcome, AttemptRecord, DeliveryKind, DeliveryRecord } from './model.js';
-import { parseId } from './integrations.js';
+import { integrationNotFound, parseId } from './integrations.js';
 
 /**
  * The delivery journal (spec 1 "Delivery record"; CONTRACTS.md section 4): reads in the caller's
@@ -65,7 +65,7 @@ interface ListOptions {
  */
 export async function listForIntegration(tx: Tx, integrationId: string | number, options: ListOptions): Promise<DeliveryRecord[]> {
   const id = parseId(integrationId);
-  if (id === undefined) throw new NotFoundError(`integration ${integrationId} not found`);
+  if (id === undefined) throw integrationNotFound(integrationId);
   const { rows } = await tx.query<RecordRow | { [K in keyof RecordRow]: null }>(
     `select ${RECORD_COLUMNS} from hub.integrations i
        left join lateral (
@@ -77,7 +77,7 @@ export async function listForIntegration(tx: Tx, integrationId: string | number,
       order by d.id desc`,
     [id, options.limit],
   );
-  if (rows.length === 0) throw new NotFoundError(`integration ${integrationId} not found`);
+  if (rows.length === 0) throw integrationNotFound(integrationId);
   return rows.flatMap((row) => (row.id === null ? [] : [toRecord(row as RecordRow)]));
 }
 
