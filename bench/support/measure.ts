@@ -1,4 +1,4 @@
-import { fork } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { connect } from 'node:net';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -103,14 +103,9 @@ export async function probeMachine(log: (line: string) => void, trips = 2000): P
 }
 
 async function probe(trips: number): Promise<MachineProbe> {
-  const file = fileURLToPath(new URL('./echo-process.ts', import.meta.url));
-  const child = fork(file, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const { child, ready } = await forkReady<{ port: number }>('./echo-process.ts', 'the echo process');
   try {
-    const port = await new Promise<number>((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', (code) => reject(new Error(`the echo process exited (code ${code}) before listening`)));
-      child.once('message', (m) => resolve((m as { port: number }).port));
-    });
+    const port = ready.port;
     const socket = connect(port, '127.0.0.1');
     socket.setNoDelay(true);
     await new Promise<void>((resolve, reject) => {
@@ -161,24 +156,30 @@ export interface DemoSourceProcess {
 
 /** Starts the demo source in a child process (bench/support/demo-source-process.ts) with `rows` records. */
 export function startDemoSourceProcess(rows: number): Promise<DemoSourceProcess> {
-  const file = fileURLToPath(new URL('./demo-source-process.ts', import.meta.url));
-  const child = fork(file, [], { execArgv: ['--import', 'tsx'], env: { ...process.env, DEMO_ROWS: String(rows) }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return forkReady<{ url: string }>('./demo-source-process.ts', 'the demo source process', { DEMO_ROWS: String(rows) }).then(({ child, ready }) => ({
+    url: ready.url,
+    pid: child.pid!,
+    close: () =>
+      new Promise<void>((done) => {
+        if (child.exitCode !== null) return done();
+        child.once('exit', () => done());
+        child.kill('SIGTERM');
+      }),
+  }));
+}
+
+/**
+ * Forks a TypeScript file of this folder (through tsx) and waits for its first IPC message, which
+ * says it is ready (its address); fails when it exits or cannot start before that.
+ */
+function forkReady<T>(file: string, what: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; ready: T }> {
+  const child = fork(fileURLToPath(new URL(file, import.meta.url)), [], { execArgv: ['--import', 'tsx'], env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`the demo source process exited (code ${code}) before listening`)));
+    child.once('exit', (code) => reject(new Error(`${what} exited (code ${code}) before listening`)));
     child.once('message', (message) => {
       child.removeAllListeners('exit');
-      const { url } = message as { url: string };
-      resolve({
-        url,
-        pid: child.pid!,
-        close: () =>
-          new Promise<void>((done) => {
-            if (child.exitCode !== null) return done();
-            child.once('exit', () => done());
-            child.kill('SIGTERM');
-          }),
-      });
+      resolve({ child, ready: message as T });
     });
   });
 }
