@@ -1,0 +1,213 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { EgressPolicy } from '../egress/policy.js';
+import { RESPONSE_BODY_MAX } from './model.js';
+import { WebhookSender } from './sender.js';
+
+/**
+ * The sender against a real HTTP server on loopback: what it records for each kind of answer, and
+ * that it never throws. Timeouts are shortened through the sender's options.
+ */
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
+
+const routes = new Map<string, Handler>();
+let server: Server;
+let base: string;
+const sockets = new Set<Socket>();
+/** Requests the server got, by path. */
+const seen: Array<{ path: string; headers: IncomingMessage['headers']; body: string }> = [];
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      seen.push({ path: req.url!, headers: req.headers, body });
+      const handler = routes.get(req.url!.split('?')[0]!);
+      if (handler) handler(req, res, body);
+      else res.writeHead(404).end('no route');
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  routes.set('/ok', (_req, res) => res.writeHead(200, { 'Content-Type': 'text/plain' }).end('thanks'));
+  routes.set('/echo', (req, res, body) => res.writeHead(201).end(JSON.stringify({ query: req.url, body, signature: req.headers['x-svc-signature'], agent: req.headers['user-agent'] })));
+  routes.set('/redirect', (_req, res) => res.writeHead(302, { Location: `${base}/ok` }).end());
+  routes.set('/fail', (_req, res) => res.writeHead(503).end('try later'));
+  routes.set('/hang', () => undefined);
+  // A body that never ends: the sender must stop reading after what it keeps.
+  routes.set('/endless', (_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/plain' });
+    const chunk = 'x'.repeat(16 * 1024);
+    const timer = setInterval(() => res.write(chunk), 5);
+    res.on('close', () => clearInterval(timer));
+  });
+  // A body that trickles: each chunk inside the exchange timeout, the whole longer than connect + exchange.
+  routes.set('/drip', (_req, res) => {
+    res.writeHead(200, { 'Content-Type': 'text/plain' });
+    const timer = setInterval(() => res.write('.'), 100);
+    res.on('close', () => clearInterval(timer));
+  });
+  // Multi-byte characters across the cut: 2,001 characters of which each is 4 bytes in UTF-8.
+  routes.set('/emoji', (_req, res) => res.writeHead(200).end('😀'.repeat(RESPONSE_BODY_MAX + 1)));
+  routes.set('/reset', (_req, res) => {
+    res.writeHead(500, { 'Content-Type': 'text/plain', 'Content-Length': '100' });
+    res.write('partial');
+    setTimeout(() => res.socket?.destroy(), 20);
+  });
+  // Part of the head, then nothing: undici's head timeout or the whole-exchange limit ends it.
+  routes.set('/slow-head', (_req, res) => {
+    res.socket?.write('HTTP/1.1 200 OK\r\n');
+    const timer = setInterval(() => res.socket?.write('X-Wait: 1\r\n'), 100);
+    res.socket?.on('close', () => clearInterval(timer));
+  });
+  routes.set('/empty', (_req, res) => res.writeHead(204).end());
+});
+
+afterAll(async () => {
+  for (const s of sockets) s.destroy();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+function sender(options: Partial<ConstructorParameters<typeof WebhookSender>[0]> = {}): WebhookSender {
+  return new WebhookSender({ connectTimeoutMs: 1_000, timeoutMs: 400, userAgent: 'svc-hub-test/1', ...options });
+}
+
+async function withSender<T>(fn: (s: WebhookSender) => Promise<T>, options?: Partial<ConstructorParameters<typeof WebhookSender>[0]>): Promise<T> {
+  const s = sender(options);
+  try {
+    return await fn(s);
+  } finally {
+    await s.close();
+  }
+}
+
+describe('WebhookSender', () => {
+  it('a 2xx: ok, the status, the answer, the duration; the request carries the headers, the body, the query and the user agent', async () => {
+    const outcome = await withSender((s) => s.send(`${base}/echo?a=1&b=two`, { 'Content-Type': 'application/json', 'X-Svc-Signature': 'sha256=abc' }, '{"n":1}'));
+    expect(outcome).toMatchObject({ ok: true, httpStatus: 201, error: null });
+    expect(JSON.parse(outcome.responseBody!)).toEqual({ query: '/echo?a=1&b=two', body: '{"n":1}', signature: 'sha256=abc', agent: 'svc-hub-test/1' });
+    expect(outcome.durationMs).toBeGreaterThanOrEqual(0);
+    expect(outcome.attemptedAt).toBeInstanceOf(Date);
+    const request = seen.find((r) => r.path === '/echo?a=1&b=two')!;
+    expect(request.headers['content-type']).toBe('application/json');
+  });
+
+  it('a redirect is not followed: an unsuccessful answer with its status', async () => {
+    const before = seen.filter((r) => r.path === '/ok').length;
+    const outcome = await withSender((s) => s.send(`${base}/redirect`, {}, '{}'));
+    expect(outcome).toMatchObject({ ok: false, httpStatus: 302, error: null });
+    expect(seen.filter((r) => r.path === '/ok').length).toBe(before);
+  });
+
+  it('a 5xx: not ok, the status and the answer kept', async () => {
+    expect(await withSender((s) => s.send(`${base}/fail`, {}, '{}'))).toMatchObject({ ok: false, httpStatus: 503, responseBody: 'try later', error: null });
+  });
+
+  it('an empty answer: an empty body, not null', async () => {
+    expect(await withSender((s) => s.send(`${base}/empty`, {}, '{}'))).toMatchObject({ ok: true, httpStatus: 204, responseBody: '', error: null });
+  });
+
+  it('an endless body: the first characters kept, and the attempt ends without waiting for the rest', async () => {
+    const started = performance.now();
+    const outcome = await withSender((s) => s.send(`${base}/endless`, {}, '{}'), { timeoutMs: 5_000 });
+    expect(outcome).toMatchObject({ ok: true, httpStatus: 200, error: null });
+    expect(outcome.responseBody).toBe('x'.repeat(RESPONSE_BODY_MAX));
+    expect(performance.now() - started).toBeLessThan(2_500);
+  });
+
+  it('characters, not bytes, are kept, and none is cut in two', async () => {
+    const outcome = await withSender((s) => s.send(`${base}/emoji`, {}, '{}'));
+    expect(Array.from(outcome.responseBody!)).toHaveLength(RESPONSE_BODY_MAX);
+    expect(outcome.responseBody).toBe('😀'.repeat(RESPONSE_BODY_MAX));
+  });
+
+  it('no answer within the exchange timeout: a timeout naming it', async () => {
+    const outcome = await withSender((s) => s.send(`${base}/hang`, {}, '{}'), { timeoutMs: 300 });
+    expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null });
+    expect(outcome.error).toBe('timeout: no response within 300 ms');
+  });
+
+  it('a body trickling for longer than connect + exchange: cut at that sum, the answer kept with what was read', async () => {
+    const started = performance.now();
+    const outcome = await withSender((s) => s.send(`${base}/drip`, {}, '{}'), { connectTimeoutMs: 200, timeoutMs: 400 });
+    const took = performance.now() - started;
+    expect(outcome).toMatchObject({ ok: true, httpStatus: 200, error: null });
+    expect(outcome.responseBody).toMatch(/^\.+$/);
+    expect(took).toBeGreaterThanOrEqual(550);
+    expect(took).toBeLessThan(3_000);
+  });
+
+  it('a connection reset mid-body: the answer kept with what was read', async () => {
+    const outcome = await withSender((s) => s.send(`${base}/reset`, {}, '{}'));
+    expect(outcome).toMatchObject({ ok: false, httpStatus: 500, responseBody: 'partial', error: null });
+  });
+
+  it('no status within connect + exchange (a head that trickles): a timeout naming the sum', async () => {
+    const outcome = await withSender((s) => s.send(`${base}/slow-head`, {}, '{}'), { connectTimeoutMs: 200, timeoutMs: 400 });
+    expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null });
+    expect(outcome.error).toMatch(/^timeout: /);
+  });
+
+  it('a refused connection: an error naming it, never a throw', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const outcome = await withSender((s) => s.send(`http://127.0.0.1:${port}/x`, {}, '{}'));
+    expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null });
+    expect(outcome.error).toMatch(/ECONNREFUSED/);
+  });
+
+  it('a destination the outbound address policy refuses: its message, nothing sent', async () => {
+    const before = seen.length;
+    const outcome = await withSender((s) => s.send(`${base}/ok`, {}, '{}'), { egress: new EgressPolicy({ denyPrivate: true }) });
+    expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null });
+    expect(outcome.error).toMatch(/refused by the outbound address policy/);
+    expect(seen.length).toBe(before);
+  });
+
+  it('a URL that is not http(s): an error, never a throw', async () => {
+    const outcome = await withSender((s) => s.send('ftp://127.0.0.1/x', {}, '{}'));
+    expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null });
+    expect(outcome.error).toEqual(expect.any(String));
+  });
+
+  it('the signal aborts an attempt under way: "aborted: the process is stopping"', async () => {
+    const controller = new AbortController();
+    await withSender(async (s) => {
+      const pending = s.send(`${base}/hang`, {}, '{}', controller.signal);
+      setTimeout(() => controller.abort(new Error('stopping')), 50);
+      const outcome = await pending;
+      expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: 'aborted: the process is stopping' });
+      expect(outcome.durationMs).toBeLessThan(300);
+    }, { timeoutMs: 5_000 });
+  });
+
+  it('a signal aborted before the attempt: nothing sent', async () => {
+    const controller = new AbortController();
+    controller.abort(new Error('stopping'));
+    const before = seen.length;
+    const outcome = await withSender((s) => s.send(`${base}/ok`, {}, '{}', controller.signal));
+    expect(outcome).toMatchObject({ ok: false, httpStatus: null, error: 'aborted: the process is stopping' });
+    expect(seen.length).toBe(before);
+  });
+
+  it('many attempts at once on kept-alive connections: each gets its own answer', async () => {
+    await withSender(async (s) => {
+      const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => s.send(`${base}/echo?i=${i}`, {}, `{"i":${i}}`)));
+      outcomes.forEach((o, i) => {
+        expect(o.ok).toBe(true);
+        expect(JSON.parse(o.responseBody!)).toMatchObject({ query: `/echo?i=${i}`, body: `{"i":${i}}` });
+      });
+    });
+  });
+});
