@@ -31,7 +31,6 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
@@ -41,7 +40,7 @@ import type { LoadAnswer, LoadFigures, LoadProgress, LoadRequest, LoadTarget } f
 type Pacing = LoadRequest['pacing'];
 const PACING_LABEL: Record<Pacing, string> = { even: 'even pacing', autocannon: 'autocannon (a burst each second)' };
 import { benchConfig } from './support/hub-config.js';
-import { type DemoSourceProcess, machineFacts, probeMachine, mib, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
+import { type DemoSourceProcess, machineFacts, probeMachine, mib, profiled, RssSampler, retrievalSettled, round, startDemoSourceProcess, table } from './support/measure.js';
 
 const RATE = positiveInt('API_RATE', 500);
 const SECONDS = positiveInt('API_SECONDS', 60);
@@ -141,28 +140,6 @@ async function startBare(): Promise<{ url: string; close(): Promise<void> }> {
 }
 
 /** Seeds the hub with connectors and their runs, and an integration with deliveries. Answers the integration id. */
-/**
- * Waits until nothing is left for the retrieval indexer: no pending ingestion hand-off and no chunk
- * without its vector. Answers how long that took (seconds).
- */
-async function retrievalSettled(databaseUrl: string, timeoutMs = 600_000): Promise<number> {
-  const started = performance.now();
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    for (;;) {
-      const { rows } = await client.query<{ left: number }>(
-        `select (select count(*) from retrieval.pending)::int + (select count(*) from retrieval.chunks where embedding is null)::int as left`,
-      );
-      if (rows[0]!.left === 0) return round((performance.now() - started) / 1000, 1);
-      if (performance.now() - started > timeoutMs) throw new Error(`the retrieval backlog still holds ${rows[0]!.left} entries after ${timeoutMs / 1000} s`);
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  } finally {
-    await client.end();
-  }
-}
-
 async function seed(hub: Hub, source: DemoSourceProcess, receiver: Awaited<ReturnType<typeof startReceiver>>): Promise<number> {
   const base = hub.url!;
   process.env.BENCH_DEMO_TOKEN = 'demo-bearer-token';

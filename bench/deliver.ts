@@ -8,14 +8,17 @@
  * - drain capacity: BENCH_DRAIN_EVENTS (default 100000) events pre-filled into the outbox in one
  *   transaction; deliveries/s from its commit to the last arrival, beside the ceiling: the same
  *   number of plain undici POSTs of the same body to the same receiver with the same concurrency
- *   (`svc.webhook.concurrency-per-integration`, the hub's bound towards one endpoint);
+ *   (`svc.webhook.concurrency-per-integration`, the hub's bound towards one endpoint), through an
+ *   Agent of the undici the hub sends with and the same interface (dispatch); for both, the CPU per
+ *   delivery of this process (the hub), PostgreSQL and the receiver;
  * - latency at a fixed rate: a child process (bench/support/deliver-emitter.ts) writes BENCH_RATE
  *   events/s (default 2000, an open loop, transactions of BENCH_RATE_BATCH, default 50) for
  *   BENCH_RATE_SECONDS (default 15); commit → receiver p50/p99;
  * - one event at a time: 100 events, each committed alone and waited for (the wake-up path).
  *
- * Before the figures, BENCH_WARMUP events (default 2000) go through the whole path unmeasured (JIT,
- * pools). Other knobs: BENCH_PER_INTEGRATION (`svc.webhook.concurrency-per-integration`),
+ * The hub's background roles embed the platform corpus after start; the bench waits until that is
+ * done (a core busy with the embedding model is not the delivery path's cost). Then BENCH_WARMUP
+ * events (default 2000) go through the whole path unmeasured (JIT, pools). Other knobs: BENCH_PER_INTEGRATION (`svc.webhook.concurrency-per-integration`),
  * BENCH_CPU_PROFILE=<file> (a V8 .cpuprofile of this process, hub included, during the drain). Prints a
  * table and writes bench/results/deliver.json. docs/performance.md explains the figures.
  *
@@ -28,13 +31,13 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import type { ReceiverMessage } from './support/deliver-receiver.js';
-import { machineFacts, probeMachine, perSecond, profiled, round, table } from './support/measure.js';
+import { CpuMeter, type CpuSplitOf, machineFacts, perSecond, postmasterPid, probeMachine, profiled, retrievalSettled, round, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const DRAIN_EVENTS = positiveInt('BENCH_DRAIN_EVENTS', 100_000);
@@ -306,11 +309,35 @@ async function drain(hub: Hub, receiver: Receiver, events: number) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// CPU: where a stage's time went, per delivery (the hub has a core only if the rest leaves it one).
+
+type CpuFigures = { cpu: CpuSplitOf<'postgres' | 'receiver'>; cpuUsPerDelivery: { hubProcess: number; postgres: number | null; receiver: number | null; all: number } };
+
+/** Runs `work` and adds the CPU seconds this process (the hub), PostgreSQL and the receiver spent on it, and those per delivery in µs. */
+async function cpuOf<T extends object>(meter: CpuMeter<'postgres' | 'receiver'>, deliveries: number, work: () => Promise<T>): Promise<T & CpuFigures> {
+  meter.start();
+  const figures = await work();
+  const cpu = meter.stop();
+  const us = (seconds: number | null) => (seconds === null ? null : Math.round((seconds * 1e6) / deliveries));
+  const all = cpu.benchProcess + (cpu.postgres ?? 0) + (cpu.receiver ?? 0);
+  return { ...figures, cpu, cpuUsPerDelivery: { hubProcess: us(cpu.benchProcess)!, postgres: us(cpu.postgres), receiver: us(cpu.receiver), all: us(all)! } };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Ceiling: the same number of plain POSTs of the same body to the same receiver, `concurrency` in flight.
 
 async function ceiling(receiver: Receiver, requests: number, concurrency: number, sampleBody: string, prefix: string) {
   let next = 0;
   const sent = new Map<string, number>();
+  // The undici the hub sends with, through the same interface (dispatch with one handler object per
+  // request, src/webhooks/sender.ts) and its own Agent (never the process's global dispatcher, which
+  // may be the older undici bundled with Node once anything in the process called fetch), with the
+  // keep-alive the hub's sender uses; no outbound address policy (the receiver is on loopback).
+  const agent = new Agent({ keepAliveTimeout: 4_000 });
+  const { origin } = new URL(receiver.url);
+  const post = (id: string) => plainPost(agent, origin, '/ceiling', { 'Content-Type': 'application/json', 'X-Bench-Id': id }, sampleBody);
+  // One connection per worker before the clock starts, as the hub's warm-up gave it.
+  await Promise.all(Array.from({ length: concurrency }, (_, i) => post(`${prefix}warm${i}`)));
   const t0 = performance.now();
   const worker = async () => {
     for (;;) {
@@ -318,17 +345,13 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
       if (i >= requests) return;
       const id = `${prefix}${i}`;
       sent.set(id, performance.now());
-      const res = await request(`${receiver.url}/ceiling`, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', 'X-Bench-Id': id },
-        body: sampleBody,
-      });
-      await res.body.text();
-      if (res.statusCode !== 200) throw new Error(`the receiver answered ${res.statusCode}`);
+      const status = await post(id);
+      if (status !== 200) throw new Error(`the receiver answered ${status}`);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   const ms = performance.now() - t0;
+  await agent.close();
   // Every request was answered; the receiver's reports of the last ones may still be on their way.
   const countReceived = () => [...sent.keys()].filter((id) => receiver.ceiling.has(id)).length;
   let received = countReceived();
@@ -341,6 +364,26 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
     requestsPerSec: perSecond(requests, ms),
     latencyMs: latency([...sent].map(([id, at]) => receiver.ceiling.get(id)! - at)),
   };
+}
+
+/** One POST through `agent.dispatch`, its answer read to the end; resolves with the status. */
+function plainPost(agent: Agent, origin: string, path: string, headers: Record<string, string>, body: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    agent.dispatch(
+      { origin, path, method: 'POST', headers, body },
+      {
+        // undici takes a handler for its controller interface only when it has onRequestStart.
+        onRequestStart: () => undefined,
+        onResponseStart: (_c, statusCode) => {
+          status = statusCode;
+        },
+        onResponseData: () => undefined,
+        onResponseEnd: () => resolve(status),
+        onResponseError: (_c, err) => reject(err),
+      },
+    );
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -468,6 +511,12 @@ async function main(): Promise<void> {
     });
     if (created.status !== 201) throw new Error(`creating the integration answered ${created.status}: ${JSON.stringify(created.json)}`);
 
+    // The background roles embed the platform corpus after start (a core busy with the embedding
+    // model for seconds to a minute): not the delivery path's cost, so measure once it is done.
+    log('waiting for the retrieval backlog (the platform corpus) to be embedded …');
+    const retrievalSettledSeconds = await retrievalSettled(database.url);
+    log(`retrieval backlog drained after ${retrievalSettledSeconds} s`);
+
     // Warm-up: events through the whole path, then the numbers start clean.
     if (WARMUP > 0) {
       log(`warm-up (${WARMUP.toLocaleString('en-US')} events, not measured) …`);
@@ -481,11 +530,12 @@ async function main(): Promise<void> {
     verify(receiver, idleFigures.ids, 'one event at a time');
 
     log(`drain (${DRAIN_EVENTS.toLocaleString('en-US')} events pre-filled) …`);
-    const drainFigures = await profiled(CPU_PROFILE, 'this process during the drain', () => drain(hub!, receiver!, DRAIN_EVENTS));
+    const meter = new CpuMeter({ postgres: postmasterPid(join(dir, 'pg-data', 'pg')), receiver: receiver.pid });
+    const drainFigures = await cpuOf(meter, DRAIN_EVENTS, () => profiled(CPU_PROFILE, 'this process during the drain', () => drain(hub!, receiver!, DRAIN_EVENTS)));
     // The body the hub sends is the event payload (src/webhooks/consumer.ts): the ceiling moves as many bytes.
     const sampleBody = JSON.stringify({ orgId: 12345, tenantId: TENANT });
     log(`ceiling (${DRAIN_EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);
-    const ceil = await ceiling(receiver, DRAIN_EVENTS, perIntegration, sampleBody, 'p');
+    const ceil = await cpuOf(meter, DRAIN_EVENTS, () => ceiling(receiver!, DRAIN_EVENTS, perIntegration, sampleBody, 'p'));
     const drainRatio = round(drainFigures.deliveriesPerSec / ceil.requestsPerSec, 3);
 
     log(`fixed rate (${RATE.toLocaleString('en-US')} events/s for ${RATE_SECONDS} s, written by a child process) …`);
@@ -495,6 +545,7 @@ async function main(): Promise<void> {
       concurrencyPerIntegration: perIntegration,
       authMode: 'HMAC',
       warmup: WARMUP,
+      retrievalSettledSeconds,
       drain: { ...drainFigures, ceiling: ceil, ratio: drainRatio },
       fixedRate: { ...rateFigures, emitterClock: clock, receiverClock: receiver.clock },
       idle: { events: idleFigures.events, latencyMs: idleFigures.latencyMs, over100ms: idleFigures.over100ms },
@@ -519,6 +570,9 @@ async function main(): Promise<void> {
         ],
       ),
     );
+    log('');
+    const cpuRow = (what: string, f: CpuFigures) => [what, f.cpuUsPerDelivery.hubProcess, f.cpuUsPerDelivery.postgres ?? '-', f.cpuUsPerDelivery.receiver ?? '-', f.cpuUsPerDelivery.all];
+    log(table(['CPU per delivery (µs)', 'hub process', 'PostgreSQL', 'receiver', 'all'], [cpuRow('hub: drain', drainFigures), cpuRow('ceiling: plain POSTs', ceil)]));
     log('');
     log(`received: every event once (drain ${drainFigures.verified.received.toLocaleString('en-US')}, fixed rate ${rateFigures.verified.received.toLocaleString('en-US')}), no duplicates, every request signed`);
     log(`targets: drain ≥ ${TARGETS.drainRatio} × ceiling ${result.targets.drainRatioMet ? 'met' : 'NOT met'}; p50 < ${TARGETS.fixedRateP50Ms} ms at ${RATE}/s ${result.targets.fixedRateP50Met ? 'met' : 'NOT met'}`);

@@ -424,7 +424,7 @@ async function main(): Promise<void> {
     await fetchOffset(source.url, 10);
     await fetchCursor(source.url, 10);
 
-    const meter = new CpuMeter({ demoSource: source.pid, postmaster: postmasterPid(join(dir, 'pg-data', 'pg')) });
+    const meter = new CpuMeter({ demoSource: source.pid, postgres: postmasterPid(join(dir, 'pg-data', 'pg')) });
     const rounds: Round[] = [];
     for (let r = 1; r <= ROUNDS; r++) {
       const baselineRssMb = mib(process.memoryUsage().rss);

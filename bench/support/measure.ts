@@ -6,6 +6,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 
 /**
  * Peak resident set size of this process, sampled every `everyMs` while started
@@ -279,35 +280,68 @@ export class TreeCpuSampler {
   }
 }
 
-export interface CpuSplit {
-  /** This process (the hub and the harness). */
-  benchProcess: number;
-  /** The demo source's process. */
-  demoSource: number | null;
-  /** PostgreSQL: the postmaster and its backends. */
-  postgres: number | null;
-}
+/** CPU seconds of this process (`benchProcess`: the hub and the harness) and of each named process tree. */
+export type CpuSplitOf<K extends string> = { benchProcess: number } & Record<K, number | null>;
 
-/** Measures CPU seconds spent by this process, the demo source and PostgreSQL between start() and stop(). */
-export class CpuMeter {
-  private start0: { self: NodeJS.CpuUsage; demo: number | undefined; pg: number | undefined } | undefined;
+/** The split the ingest bench reports: this process, the demo source and PostgreSQL (the postmaster and its backends). */
+export type CpuSplit = CpuSplitOf<'demoSource' | 'postgres'>;
 
-  constructor(private readonly pids: { demoSource: number; postmaster: number | undefined }) {}
+/**
+ * Measures CPU seconds spent between start() and stop() by this process and by each named process
+ * with everything it started (`treeCpuSeconds`); a name whose pid is unknown or gone gets null.
+ */
+export class CpuMeter<K extends string = 'demoSource' | 'postgres'> {
+  private start0: { self: NodeJS.CpuUsage; trees: Map<K, number | undefined> } | undefined;
+
+  constructor(private readonly pids: Record<K, number | undefined>) {}
 
   start(): void {
-    this.start0 = { self: process.cpuUsage(), demo: treeCpuSeconds(this.pids.demoSource), pg: this.pids.postmaster ? treeCpuSeconds(this.pids.postmaster) : undefined };
+    this.start0 = { self: process.cpuUsage(), trees: new Map(this.names().map((k) => [k, this.tree(k)])) };
   }
 
-  stop(): CpuSplit {
+  stop(): CpuSplitOf<K> {
     const s = this.start0!;
     const self = process.cpuUsage(s.self);
-    const demo = treeCpuSeconds(this.pids.demoSource);
-    const pg = this.pids.postmaster ? treeCpuSeconds(this.pids.postmaster) : undefined;
-    return {
-      benchProcess: round((self.user + self.system) / 1e6, 2),
-      demoSource: demo !== undefined && s.demo !== undefined ? round(demo - s.demo, 2) : null,
-      postgres: pg !== undefined && s.pg !== undefined ? round(pg - s.pg, 2) : null,
-    };
+    const split = { benchProcess: round((self.user + self.system) / 1e6, 2) } as CpuSplitOf<K>;
+    for (const k of this.names()) {
+      const before = s.trees.get(k);
+      const now = this.tree(k);
+      (split as Record<K, number | null>)[k] = before !== undefined && now !== undefined ? round(now - before, 2) : null;
+    }
+    return split;
+  }
+
+  private names(): K[] {
+    return Object.keys(this.pids) as K[];
+  }
+
+  private tree(k: K): number | undefined {
+    const pid = this.pids[k];
+    return pid ? treeCpuSeconds(pid) : undefined;
+  }
+}
+
+/**
+ * Waits until nothing is left for the hub's retrieval indexer (no pending ingestion hand-off, no
+ * chunk without its vector): a hub with its background roles embeds the platform corpus after it
+ * starts, and a core busy with the embedding model is not the cost of what a bench measures.
+ * Answers how long that took (seconds).
+ */
+export async function retrievalSettled(databaseUrl: string, timeoutMs = 600_000): Promise<number> {
+  const started = performance.now();
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    for (;;) {
+      const { rows } = await client.query<{ left: number }>(
+        `select (select count(*) from retrieval.pending)::int + (select count(*) from retrieval.chunks where embedding is null)::int as left`,
+      );
+      if (rows[0]!.left === 0) return round((performance.now() - started) / 1000, 1);
+      if (performance.now() - started > timeoutMs) throw new Error(`the retrieval backlog still holds ${rows[0]!.left} entries after ${timeoutMs / 1000} s`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } finally {
+    await client.end();
   }
 }
 
