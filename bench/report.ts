@@ -114,6 +114,13 @@ function deliver(r: Json): string {
     ]),
   );
   lines.push(row([`one event at a time (${n(r.idle.events)} events)`, '-', '-', '-', f(r.idle.latencyMs.p50), f(r.idle.latencyMs.p99), `${n(r.idle.events)} of ${n(r.idle.events)}`]));
+  if (d.cpuUsPerDelivery && d.ceiling.cpuUsPerDelivery) {
+    const cpu = (c: Json) => [n(c.hubProcess), c.postgres === null ? '-' : n(c.postgres), c.receiver === null ? '-' : n(c.receiver), `**${n(c.all)}**`];
+    lines.push('');
+    lines.push(header(['CPU per delivery, µs', 'hub process', 'PostgreSQL', 'receiver', '**all**'], ['---', '---:', '---:', '---:', '---:']));
+    lines.push(row(['drain', ...cpu(d.cpuUsPerDelivery)]));
+    lines.push(row(['ceiling: plain POSTs', ...cpu(d.ceiling.cpuUsPerDelivery)]));
+  }
   lines.push('');
   lines.push(
     `Targets: drain ≥ ${r.targets.drainRatio} × the ceiling ${met(r.targets.drainRatioMet)}; p50 < ${r.targets.fixedRateP50Ms} ms at ${n(x.rate)} events/s ${met(r.targets.fixedRateP50Met)}${x.emitEventsPerSec < x.rate * 0.95 ? ` (the writer reached only ${n(x.emitEventsPerSec)}/s)` : ''}.`,
