@@ -9,8 +9,9 @@
  *   transaction; deliveries/s from its commit to the last arrival, beside the ceiling: the same
  *   number of plain undici POSTs of the same body to the same receiver with the same concurrency
  *   (`svc.webhook.concurrency-per-integration`, the hub's bound towards one endpoint), through an
- *   Agent of the undici the hub sends with and the same interface (dispatch); for both, the CPU per
- *   delivery of this process (the hub), PostgreSQL and the receiver;
+ *   Agent of the undici the hub sends with and the same interface (dispatch), run just before and
+ *   just after the drain (the ratio is against their mean); for both, the CPU per delivery of this
+ *   process (the hub), PostgreSQL and the receiver;
  * - latency at a fixed rate: a child process (bench/support/deliver-emitter.ts) writes BENCH_RATE
  *   events/s (default 2000, an open loop, transactions of BENCH_RATE_BATCH, default 50) for
  *   BENCH_RATE_SECONDS (default 15); commit → receiver p50/p99;
@@ -336,8 +337,13 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
   const agent = new Agent({ keepAliveTimeout: 4_000 });
   const { origin } = new URL(receiver.url);
   const post = (id: string) => plainPost(agent, origin, '/ceiling', { 'Content-Type': 'application/json', 'X-Bench-Id': id }, sampleBody);
-  // One connection per worker before the clock starts, as the hub's warm-up gave it.
-  await Promise.all(Array.from({ length: concurrency }, (_, i) => post(`${prefix}warm${i}`)));
+  // Before the clock starts, as the hub had its warm-up: BENCH_WARMUP requests (at least one per
+  // worker, so each has its connection), unmeasured.
+  let warm = 0;
+  const warmUp = async () => {
+    while (warm < Math.max(WARMUP, concurrency)) await post(`${prefix}warm${warm++}`);
+  };
+  await Promise.all(Array.from({ length: concurrency }, warmUp));
   const t0 = performance.now();
   const worker = async () => {
     for (;;) {
@@ -363,6 +369,33 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
     seconds: round(ms / 1000, 2),
     requestsPerSec: perSecond(requests, ms),
     latencyMs: latency([...sent].map(([id, at]) => receiver.ceiling.get(id)! - at)),
+  };
+}
+
+type CeilingFigures = Awaited<ReturnType<typeof ceiling>> & CpuFigures;
+
+/**
+ * The ceiling the drain is compared with: the mean rate and CPU of the runs before and after it
+ * (each kept as `before` and `after`), and the higher of their latency percentiles.
+ */
+function meanCeiling(before: CeilingFigures, after: CeilingFigures) {
+  const mean = (a: number, b: number) => Math.round((a + b) / 2);
+  const meanOrNull = (a: number | null, b: number | null) => (a === null || b === null ? null : mean(a, b));
+  const brief = (c: CeilingFigures) => ({ requestsPerSec: c.requestsPerSec, seconds: c.seconds, latencyMs: c.latencyMs, cpuUsPerDelivery: c.cpuUsPerDelivery });
+  return {
+    requests: after.requests,
+    concurrency: after.concurrency,
+    requestsPerSec: mean(before.requestsPerSec, after.requestsPerSec),
+    seconds: round((before.seconds + after.seconds) / 2, 2),
+    latencyMs: { p50: Math.max(before.latencyMs.p50, after.latencyMs.p50), p99: Math.max(before.latencyMs.p99, after.latencyMs.p99), max: Math.max(before.latencyMs.max, after.latencyMs.max) },
+    cpuUsPerDelivery: {
+      hubProcess: mean(before.cpuUsPerDelivery.hubProcess, after.cpuUsPerDelivery.hubProcess),
+      postgres: meanOrNull(before.cpuUsPerDelivery.postgres, after.cpuUsPerDelivery.postgres),
+      receiver: meanOrNull(before.cpuUsPerDelivery.receiver, after.cpuUsPerDelivery.receiver),
+      all: mean(before.cpuUsPerDelivery.all, after.cpuUsPerDelivery.all),
+    },
+    before: brief(before),
+    after: brief(after),
   };
 }
 
@@ -529,13 +562,20 @@ async function main(): Promise<void> {
     const idleFigures = await idle(hub, receiver, IDLE_EVENTS);
     verify(receiver, idleFigures.ids, 'one event at a time');
 
-    log(`drain (${DRAIN_EVENTS.toLocaleString('en-US')} events pre-filled) …`);
     const meter = new CpuMeter({ postgres: postmasterPid(join(dir, 'pg-data', 'pg')), receiver: receiver.pid });
-    const drainFigures = await cpuOf(meter, DRAIN_EVENTS, () => profiled(CPU_PROFILE, 'this process during the drain', () => drain(hub!, receiver!, DRAIN_EVENTS)));
     // The body the hub sends is the event payload (src/webhooks/consumer.ts): the ceiling moves as many bytes.
     const sampleBody = JSON.stringify({ orgId: 12345, tenantId: TENANT });
-    log(`ceiling (${DRAIN_EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);
-    const ceil = await cpuOf(meter, DRAIN_EVENTS, () => ceiling(receiver!, DRAIN_EVENTS, perIntegration, sampleBody, 'p'));
+    // The ceiling is measured just before and just after the drain, and the drain compared with the
+    // mean of the two: the machine's speed drifts within minutes on a virtual machine.
+    const ceilingRun = async (when: 'before' | 'after') => {
+      log(`ceiling ${when} the drain (${DRAIN_EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);
+      return cpuOf(meter, DRAIN_EVENTS, () => ceiling(receiver!, DRAIN_EVENTS, perIntegration, sampleBody, when === 'before' ? 'b' : 'a'));
+    };
+    const ceilBefore = await ceilingRun('before');
+    log(`drain (${DRAIN_EVENTS.toLocaleString('en-US')} events pre-filled) …`);
+    const drainFigures = await cpuOf(meter, DRAIN_EVENTS, () => profiled(CPU_PROFILE, 'this process during the drain', () => drain(hub!, receiver!, DRAIN_EVENTS)));
+    const ceilAfter = await ceilingRun('after');
+    const ceil = meanCeiling(ceilBefore, ceilAfter);
     const drainRatio = round(drainFigures.deliveriesPerSec / ceil.requestsPerSec, 3);
 
     log(`fixed rate (${RATE.toLocaleString('en-US')} events/s for ${RATE_SECONDS} s, written by a child process) …`);
@@ -564,14 +604,16 @@ async function main(): Promise<void> {
         ['deliver (HMAC signing on)', 'per s', 'ceiling per s', 'ratio', 'p50 ms', 'p99 ms', 's'],
         [
           [`hub: drain of ${DRAIN_EVENTS.toLocaleString('en-US')} pre-filled events`, drainFigures.deliveriesPerSec, ceil.requestsPerSec, drainRatio.toFixed(3), '-', '-', drainFigures.seconds],
-          [`ceiling: plain POSTs, ${perIntegration} in flight (send → receiver)`, ceil.requestsPerSec, ceil.requestsPerSec, '1.000', ceil.latencyMs.p50, ceil.latencyMs.p99, ceil.seconds],
+          [`ceiling: plain POSTs, ${perIntegration} in flight (mean of before and after)`, ceil.requestsPerSec, ceil.requestsPerSec, '1.000', ceil.latencyMs.p50, ceil.latencyMs.p99, ceil.seconds],
+          ['  before the drain', ceilBefore.requestsPerSec, '-', '-', ceilBefore.latencyMs.p50, ceilBefore.latencyMs.p99, ceilBefore.seconds],
+          ['  after the drain', ceilAfter.requestsPerSec, '-', '-', ceilAfter.latencyMs.p50, ceilAfter.latencyMs.p99, ceilAfter.seconds],
           [`hub: ${RATE.toLocaleString('en-US')} events/s written by a child (commit → receiver)`, rateFigures.emitEventsPerSec, '-', '-', rateFigures.latencyMs.p50, rateFigures.latencyMs.p99, RATE_SECONDS],
           [`hub: one event at a time (${IDLE_EVENTS} events)`, '-', '-', '-', idleFigures.latencyMs.p50, idleFigures.latencyMs.p99, '-'],
         ],
       ),
     );
     log('');
-    const cpuRow = (what: string, f: CpuFigures) => [what, f.cpuUsPerDelivery.hubProcess, f.cpuUsPerDelivery.postgres ?? '-', f.cpuUsPerDelivery.receiver ?? '-', f.cpuUsPerDelivery.all];
+    const cpuRow = (what: string, f: Pick<CpuFigures, 'cpuUsPerDelivery'>) => [what, f.cpuUsPerDelivery.hubProcess, f.cpuUsPerDelivery.postgres ?? '-', f.cpuUsPerDelivery.receiver ?? '-', f.cpuUsPerDelivery.all];
     log(table(['CPU per delivery (µs)', 'hub process', 'PostgreSQL', 'receiver', 'all'], [cpuRow('hub: drain', drainFigures), cpuRow('ceiling: plain POSTs', ceil)]));
     log('');
     log(`received: every event once (drain ${drainFigures.verified.received.toLocaleString('en-US')}, fixed rate ${rateFigures.verified.received.toLocaleString('en-US')}), no duplicates, every request signed`);

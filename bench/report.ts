@@ -100,7 +100,18 @@ function deliver(r: Json): string {
   const got = (v: Json) => `${n(v.received)} of ${n(v.events)}, ${n(v.duplicates)} duplicates, ${n(v.signaturesVerified)} signatures right, ${n(v.badSignatures + v.unsigned)} wrong or missing`;
   const d = r.drain;
   lines.push(row([`drain of ${n(d.events)} pre-filled events (commit → last arrival)`, n(d.deliveriesPerSec), n(d.ceiling.requestsPerSec), `**${f(d.ratio, 3)}**`, '-', '-', got(d.verified)]));
-  lines.push(row([`ceiling: plain POSTs, ${d.ceiling.concurrency} in flight (send → arrival)`, n(d.ceiling.requestsPerSec), n(d.ceiling.requestsPerSec), '1.000', f(d.ceiling.latencyMs.p50), f(d.ceiling.latencyMs.p99), `${n(d.ceiling.requests)} of ${n(d.ceiling.requests)}`]));
+  const around = d.ceiling.before && d.ceiling.after ? `, the mean of ${n(d.ceiling.before.requestsPerSec)}/s before the drain and ${n(d.ceiling.after.requestsPerSec)}/s after` : '';
+  lines.push(
+    row([
+      `ceiling: plain POSTs, ${d.ceiling.concurrency} in flight (send → arrival${around})`,
+      n(d.ceiling.requestsPerSec),
+      n(d.ceiling.requestsPerSec),
+      '1.000',
+      f(d.ceiling.latencyMs.p50),
+      f(d.ceiling.latencyMs.p99),
+      `${n(d.ceiling.requests)} of ${n(d.ceiling.requests)}${d.ceiling.before ? ' in each run' : ''}`,
+    ]),
+  );
   const x = r.fixedRate;
   lines.push(
     row([
