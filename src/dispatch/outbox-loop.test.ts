@@ -106,6 +106,68 @@ describe('outbox loop', () => {
     await clock.stop();
   });
 
+  it('idle: a pass moves the cursor past what is readable without reading or handing it over; a held-back event is not passed', async () => {
+    const seen: number[] = [];
+    let idle = true;
+    let reads = 0;
+    const counting = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop === 'crossTenantQuery') {
+          return (job: string, text: string, values?: unknown[]) => {
+            if (/from events\.outbox/.test(text) && !/update events\.consumer_cursors/.test(text)) reads++;
+            return target.crossTenantQuery(job, text, values);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const loop = new OutboxLoop(counting, {
+      name: 'loop-idle-test',
+      every: 60_000,
+      batch: 100,
+      handle: async (event) => {
+        seen.push(event.payload.orgId as number);
+      },
+      idle: () => idle,
+    });
+    const clock = new ClockRunner();
+    await loop.start(clock);
+    const cursor = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ last_id: number }>(`select last_id from events.consumer_cursors where consumer = 'loop-idle-test'`)).rows[0]!.last_id);
+    const newest = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ id: number }>(`select max(id)::int as id from events.outbox`)).rows[0]!.id);
+    for (let i = 51; i <= 55; i++) await emit(i);
+    // Committed events become readable once no older transaction is open: wait for the cursor.
+    for (let i = 0; i < 100 && (await cursor()) !== (await newest()); i++) {
+      expect(await loop.drain()).toBe(0);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(await cursor()).toBe(await newest());
+    expect(seen).toEqual([]);
+    expect(reads).toBe(0);
+
+    // An event held back by a transaction still open, and one committed after it: neither is
+    // readable yet (the outbox is read in commit order), so an idle pass must not move past them.
+    const before = await cursor();
+    const held = await t.db.app.connect();
+    try {
+      await held.query('begin');
+      await held.query(`select set_config('svc.tenant_id', '401', true)`);
+      await events.emit({ tenantId: 401, query: (text: string, values?: unknown[]) => held.query(text, values as unknown[]) } as never, 'org.updated', { orgId: 56, tenantId: 401 });
+      await emit(57);
+      await loop.drain();
+      expect(await cursor()).toBe(before);
+      await held.query('commit');
+    } finally {
+      held.release();
+    }
+    // Something to do again: the held-back events are handed over, in commit order.
+    idle = false;
+    expect(await drainUntil(loop, 2)).toBe(2);
+    expect(seen).toEqual([56, 57]);
+    expect(reads).toBeGreaterThan(0);
+    await clock.stop();
+  });
+
   it('handleBatchInTx: what the handler writes and the cursor commit together, or neither does', async () => {
     let fail = true;
     const loop = new OutboxLoop(t.db, {

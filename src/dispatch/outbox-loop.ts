@@ -32,6 +32,12 @@ interface OutboxLoopOptions {
    * the batch is read again on the next pass.
    */
   handleBatchInTx?: (tx: Tx, events: OutboxEvent[]) => Promise<void>;
+  /**
+   * True when the handler can act on no event at all (no hook is declared, say): a pass then moves
+   * the cursor past every event readable now without reading them. Asked at every pass, so a
+   * handler that gains something to do reads the events written after that.
+   */
+  idle?: () => boolean;
 }
 
 /** What the loop needs of a clock: the process's ClockRunner, or one gated by leadership. */
@@ -137,6 +143,10 @@ export class OutboxLoop {
 
   /** Handles everything visible now (several batches when the outbox is busy). Returns the count. */
   async drain(): Promise<number> {
+    if (this.options.idle?.()) {
+      await this.consumer.skipVisible();
+      return 0;
+    }
     let handled = 0;
     for (;;) {
       const events = await this.consumer.next(this.options.batch);

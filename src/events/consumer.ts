@@ -57,6 +57,32 @@ export class OutboxConsumer {
     return rows.filter((row): row is OutboxRow => row.id !== null).map(toEvent);
   }
 
+  /**
+   * Moves the cursor past every event readable now (`next`'s visibility rule), without reading them:
+   * for a consumer that can act on no event at all. Answers whether it moved.
+   */
+  async skipVisible(): Promise<boolean> {
+    const { rowCount } = await this.db.crossTenantQuery(
+      `outbox:${this.name}`,
+      `update events.consumer_cursors c set txid = h.txid, last_id = h.id, updated_at = now()
+         from (
+           select o.txid, o.id
+             from events.consumer_cursors k
+             cross join lateral (
+               select txid, id from events.outbox
+                where (txid, id) > (k.txid, k.last_id)
+                  and txid < pg_snapshot_xmin(pg_current_snapshot())
+                order by txid desc, id desc
+                limit 1
+             ) o
+            where k.consumer = $1
+         ) h
+        where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id)`,
+      [this.name],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
   async advance(to: Position): Promise<void> {
     await this.db.crossTenantQuery(`outbox:${this.name}`, ADVANCE, [this.name, to.txid, to.id]);
   }

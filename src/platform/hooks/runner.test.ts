@@ -158,4 +158,9 @@ describe('HookRunner', () => {
   it('the core module declares no hooks', () => {
     expect(loadCatalog().hooks()).toEqual([]);
   });
+
+  it('hasHooks: whether anything is declared (the hook consumer passes the outbox unread without)', () => {
+    expect(new HookRunner(loadCatalog(), db, { ttlMs: 1 }).hasHooks()).toBe(false);
+    expect(setup().runner.hasHooks()).toBe(true);
+  });
 });

@@ -143,6 +143,11 @@ export class HookRunner {
     return outcomes;
   }
 
+  /** Whether any hook is declared at all (none: no event can make one run). */
+  hasHooks(): boolean {
+    return this.declared.length > 0;
+  }
+
   /** Forget cached overrides of one tenant (or of all). */
   invalidate(tenantId?: number): void {
     if (tenantId === undefined) this.cache.clear();
