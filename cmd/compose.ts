@@ -35,7 +35,7 @@ import { PROCESS_CONSUMER, processBatchHandler } from '../src/processes/consumer
 import { createProcessServices } from '../src/processes/services.js';
 import { anyProcessWatches } from '../src/processes/store.js';
 import { createWorkflowServices } from '../src/workflows/services.js';
-import { emailRuleSubscriber } from '../src/email/rules.js';
+import { emailRuleSubscriber, NO_ENABLED_RULES } from '../src/email/rules.js';
 import { Subscribers } from '../src/events/subscribers.js';
 import { OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
@@ -224,6 +224,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       every: config.duration('svc.email.sweep-every'),
       batch: 100,
       handle: async (event) => (await email.handle(event)).length > 0,
+      // With no enabled rule in any tenant, the events are passed unread (checked in the same snapshot).
+      idleWhen: NO_ENABLED_RULES,
     });
     await emailLoop.start(leaderClocks, listener);
     if (mailer.mode === 'mocked') logger().info('e-mail rules: svc.mail.host is not set, messages are logged as mocked and not sent');

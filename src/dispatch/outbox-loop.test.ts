@@ -168,6 +168,48 @@ describe('outbox loop', () => {
     await clock.stop();
   });
 
+  it('idleWhen: events pass unread while the condition holds, in the statement that passes them; read as usual once it does not', async () => {
+    const seen: number[] = [];
+    // The condition: no cursor row named 'loop-idlewhen-flag' exists (a table the worker role reads).
+    const flag = (on: boolean) =>
+      t.db.crossTenant('test', (tx) =>
+        on
+          ? tx.query(`insert into events.consumer_cursors (consumer) values ('loop-idlewhen-flag') on conflict do nothing`)
+          : tx.query(`delete from events.consumer_cursors where consumer = 'loop-idlewhen-flag'`),
+      );
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-idlewhen-test',
+      every: 60_000,
+      batch: 100,
+      handle: async (event) => {
+        seen.push(event.payload.orgId as number);
+      },
+      idleWhen: `not exists (select 1 from events.consumer_cursors where consumer = 'loop-idlewhen-flag')`,
+    });
+    const clock = new ClockRunner();
+    await loop.start(clock);
+    const cursor = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ last_id: number }>(`select last_id from events.consumer_cursors where consumer = 'loop-idlewhen-test'`)).rows[0]!.last_id);
+    const newest = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ id: number }>(`select max(id)::int as id from events.outbox`)).rows[0]!.id);
+    for (let i = 61; i <= 63; i++) await emit(i);
+    for (let i = 0; i < 100 && (await cursor()) !== (await newest()); i++) {
+      expect(await loop.drain()).toBe(0);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(await cursor()).toBe(await newest());
+    expect(seen).toEqual([]);
+    // The condition no longer holds: what is written now is handed over.
+    await flag(true);
+    try {
+      await emit(64);
+      await emit(65);
+      expect(await drainUntil(loop, 2)).toBe(2);
+      expect(seen).toEqual([64, 65]);
+    } finally {
+      await flag(false);
+    }
+    await clock.stop();
+  });
+
   it('handleBatchInTx: what the handler writes and the cursor commit together, or neither does', async () => {
     let fail = true;
     const loop = new OutboxLoop(t.db, {

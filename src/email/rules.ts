@@ -214,6 +214,9 @@ export async function activeRules(tx: Tx): Promise<{ rules: ActiveRule[]; readAt
 
 export const rulesMatch = (rule: ActiveRule, type: string): boolean => patternsMatch(rule.eventTypes, type);
 
+/** SQL, true when no tenant has an enabled rule: the e-mail consumer then has nothing to send for any event (its OutboxLoop `idleWhen`). */
+export const NO_ENABLED_RULES = 'not exists (select 1 from email.rules where enabled and deleted_at is null)';
+
 /**
  * For the subscriber registry (src/events/subscribers.ts): an enabled rule matching the type counts
  * as a subscriber, so `data.row.changed` is written when only an e-mail rule listens to it.

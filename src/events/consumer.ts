@@ -59,9 +59,11 @@ export class OutboxConsumer {
 
   /**
    * Moves the cursor past every event readable now (`next`'s visibility rule), without reading them:
-   * for a consumer that can act on no event at all. Answers whether it moved.
+   * for a consumer that can act on no event at all. With `unless`, only if that SQL condition holds:
+   * it is read in the same statement, so in the same snapshot as the events it lets pass. Answers
+   * whether it moved.
    */
-  async skipVisible(): Promise<boolean> {
+  async skipVisible(unless?: string): Promise<boolean> {
     const { rowCount } = await this.db.crossTenantQuery(
       `outbox:${this.name}`,
       `update events.consumer_cursors c set txid = h.txid, last_id = h.id, updated_at = now()
@@ -77,7 +79,7 @@ export class OutboxConsumer {
              ) o
             where k.consumer = $1
          ) h
-        where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id)`,
+        where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id)${unless ? ` and (${unless})` : ''}`,
       [this.name],
     );
     return (rowCount ?? 0) > 0;

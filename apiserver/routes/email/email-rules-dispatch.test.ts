@@ -76,6 +76,23 @@ const settle = async () => consumerPassed(owner, 'email', await lastEventId(owne
 const to = (m: ReceivedMail) => toAddresses(m.parsed).join(', ');
 
 describe('the e-mail consumer', () => {
+  it('with no enabled rule in any tenant, events pass unsent; a rule created then receives the events written after it', async () => {
+    const { rows } = await owner.query<{ n: number }>('select count(*)::int as n from email.rules where enabled and deleted_at is null');
+    expect(rows[0]!.n).toBe(0);
+    const before = smtp.messages.length;
+    await org(acme, 1, 'idle-1', 'Idle One');
+    await settle();
+    expect(smtp.messages.length).toBe(before);
+    const id = await rule(acme, 1, { name: 'first', eventTypes: ['org.created'], recipient: 'first@acme.example', subject: 'First {{payload.name}}' });
+    await org(acme, 1, 'idle-2', 'Idle Two');
+    await smtp.waitFor(before + 1);
+    await settle();
+    expect(smtp.messages.slice(before).map((m) => [to(m), m.parsed.subject])).toEqual([['first@acme.example', 'First Idle Two']]);
+    expect((await acme.del(`/api/tenants/1/email-rules/${id}`)).status).toBe(204);
+    // The next case counts every message the server got from its start.
+    smtp.messages.splice(0);
+  });
+
   it('sends one message per matching event to the rule\'s recipients, rendered from the event; none for disabled, deleted, non-matching or other tenants\' rules', async () => {
     await rule(acme, 1, {
       name: 'org-watch',
