@@ -30,6 +30,23 @@ async function drainUntil(loop: OutboxLoop, count: number, drains = { n: 0 }): P
   return total;
 }
 
+/** The last event id of a consumer's cursor. */
+const cursorOf = (consumer: string) =>
+  t.db.crossTenant('test', async (tx) => (await tx.query<{ last_id: number }>('select last_id from events.consumer_cursors where consumer = $1', [consumer])).rows[0]!.last_id);
+
+/**
+ * Drains an idle loop until its cursor is at the newest event (committed events become readable
+ * once no older transaction is open), each drain handing nothing over.
+ */
+async function passesToHead(loop: OutboxLoop, consumer: string): Promise<void> {
+  const newest = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ id: number }>('select max(id)::int as id from events.outbox')).rows[0]!.id);
+  for (let i = 0; i < 100 && (await cursorOf(consumer)) !== (await newest()); i++) {
+    expect(await loop.drain()).toBe(0);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  expect(await cursorOf(consumer)).toBe(await newest());
+}
+
 describe('outbox loop', () => {
   it('is not retroactive, hands events over in order across batches, and a failure is retried from that event', async () => {
     await emit(0); // before the consumer exists: never handed over
@@ -133,15 +150,9 @@ describe('outbox loop', () => {
     });
     const clock = new ClockRunner();
     await loop.start(clock);
-    const cursor = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ last_id: number }>(`select last_id from events.consumer_cursors where consumer = 'loop-idle-test'`)).rows[0]!.last_id);
-    const newest = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ id: number }>(`select max(id)::int as id from events.outbox`)).rows[0]!.id);
+    const cursor = () => cursorOf('loop-idle-test');
     for (let i = 51; i <= 55; i++) await emit(i);
-    // Committed events become readable once no older transaction is open: wait for the cursor.
-    for (let i = 0; i < 100 && (await cursor()) !== (await newest()); i++) {
-      expect(await loop.drain()).toBe(0);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(await cursor()).toBe(await newest());
+    await passesToHead(loop, 'loop-idle-test');
     expect(seen).toEqual([]);
     expect(reads).toBe(0);
 
@@ -188,14 +199,8 @@ describe('outbox loop', () => {
     });
     const clock = new ClockRunner();
     await loop.start(clock);
-    const cursor = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ last_id: number }>(`select last_id from events.consumer_cursors where consumer = 'loop-idlewhen-test'`)).rows[0]!.last_id);
-    const newest = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ id: number }>(`select max(id)::int as id from events.outbox`)).rows[0]!.id);
     for (let i = 61; i <= 63; i++) await emit(i);
-    for (let i = 0; i < 100 && (await cursor()) !== (await newest()); i++) {
-      expect(await loop.drain()).toBe(0);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(await cursor()).toBe(await newest());
+    await passesToHead(loop, 'loop-idlewhen-test');
     expect(seen).toEqual([]);
     // The condition no longer holds: what is written now is handed over.
     await flag(true);
