@@ -13,8 +13,9 @@
  *   just after the drain (the ratio is against their mean); for both, the CPU per delivery of this
  *   process (the hub), PostgreSQL and the receiver;
  * - latency at a fixed rate: a child process (bench/support/deliver-emitter.ts) writes BENCH_RATE
- *   events/s (default 2000, an open loop, transactions of BENCH_RATE_BATCH, default 50) for
- *   BENCH_RATE_SECONDS (default 15); commit → receiver p50/p99;
+ *   events/s (default 2000, an open loop, transactions of BENCH_RATE_BATCH, default 50, up to
+ *   BENCH_RATE_WRITERS at once, default 4) for BENCH_RATE_SECONDS (default 15); commit → receiver
+ *   p50/p99;
  * - one event at a time: 100 events, each committed alone and waited for (the wake-up path).
  *
  * The hub's background roles embed the platform corpus after start; the bench waits until that is
