@@ -59,11 +59,11 @@ export class OutboxConsumer {
 
   /**
    * Moves the cursor past every event readable now (`next`'s visibility rule), without reading them:
-   * for a consumer that can act on no event at all. With `unless`, only if that SQL condition holds:
+   * for a consumer that can act on no event at all. With `onlyIf`, only if that SQL condition holds:
    * it is read in the same statement, so in the same snapshot as the events it lets pass. Answers
    * whether it moved.
    */
-  async skipVisible(unless?: string): Promise<boolean> {
+  async skipVisible(onlyIf?: string): Promise<boolean> {
     const { rowCount } = await this.db.crossTenantQuery(
       `outbox:${this.name}`,
       `update events.consumer_cursors c set txid = h.txid, last_id = h.id, updated_at = now()
@@ -79,7 +79,7 @@ export class OutboxConsumer {
              ) o
             where k.consumer = $1
          ) h
-        where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id)${unless ? ` and (${unless})` : ''}`,
+        where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id)${onlyIf ? ` and (${onlyIf})` : ''}`,
       [this.name],
     );
     return (rowCount ?? 0) > 0;
