@@ -60,11 +60,10 @@ export class OutboxConsumer {
   /**
    * Moves the cursor past every event readable now (`next`'s visibility rule), without reading them:
    * for a consumer that can act on no event at all. With `onlyIf`, only if that SQL condition holds:
-   * it is read in the same statement, so in the same snapshot as the events it lets pass. Answers
-   * whether it moved.
+   * it is read in the same statement, so in the same snapshot as the events it lets pass.
    */
-  async skipVisible(onlyIf?: string): Promise<boolean> {
-    const { rowCount } = await this.db.crossTenantQuery(
+  async skipVisible(onlyIf?: string): Promise<void> {
+    await this.db.crossTenantQuery(
       `outbox:${this.name}`,
       `update events.consumer_cursors c set txid = h.txid, last_id = h.id, updated_at = now()
          from (
@@ -82,7 +81,6 @@ export class OutboxConsumer {
         where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id)${onlyIf ? ` and (${onlyIf})` : ''}`,
       [this.name],
     );
-    return (rowCount ?? 0) > 0;
   }
 
   async advance(to: Position): Promise<void> {

@@ -163,12 +163,12 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.settled = true;
     clearTimeout(this.timer);
     this.signal?.removeEventListener('abort', this);
-    const durationMs = Math.round(performance.now() - this.started);
     const status = this.status;
     if (status !== null) {
       // An answer: its status decides, whatever happened to the rest of its body.
       const bytes = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
       const text = truncate(utf8.decode(bytes.length > READ_MAX_BYTES ? bytes.subarray(0, READ_MAX_BYTES) : bytes));
+      const durationMs = Math.round(performance.now() - this.started);
       this.resolve({ ok: status >= 200 && status < 300, httpStatus: status, responseBody: text, error: null, durationMs, attemptedAt: this.attemptedAt });
       return;
     }
@@ -179,7 +179,7 @@ class Exchange implements Dispatcher.DispatchHandler {
         : this.cut === 'timeout'
           ? `timeout: no complete answer within ${limit} ms`
           : describeNetworkError(error ?? new Error('no answer'), { connectTimeoutMs: this.options.connectTimeoutMs, timeoutMs: this.options.timeoutMs });
-    this.resolve({ ok: false, httpStatus: null, responseBody: null, error: message, durationMs, attemptedAt: this.attemptedAt });
+    this.resolve(failed(message, this.started, this.attemptedAt));
   }
 }
 
