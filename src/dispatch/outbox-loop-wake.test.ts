@@ -4,6 +4,7 @@ import { ClockRunner } from '../clock/clock.js';
 import { roleUrl } from '../db/roles.js';
 import { loadCatalog } from '../events/catalog.js';
 import { OutboxListener } from '../events/listener.js';
+import type { OutboxConsumer } from '../events/consumer.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { OutboxLoop } from './outbox-loop.js';
 import { until } from '../../test/harness/until.js';
@@ -18,6 +19,19 @@ let t: MigratedDatabase;
 let listener: OutboxListener;
 const writer = new EventWriter(loadCatalog());
 const emit = (orgId: number) => t.db.withTenant(501, (tx) => writer.emit(tx, 'org.updated', { orgId, tenantId: 501 }));
+
+/** Counts the reads of a loop's consumer (a marker that a pass has read; the consumer is private to the loop). */
+function countReads(loop: OutboxLoop): { count: number } {
+  const counter = { count: 0 };
+  const consumer = (loop as unknown as { consumer: OutboxConsumer }).consumer;
+  const read = consumer.read.bind(consumer);
+  consumer.read = async (limit) => {
+    const result = await read(limit);
+    counter.count++;
+    return result;
+  };
+  return counter;
+}
 
 beforeAll(async () => {
   t = await migratedDatabase({ 501: 'wake' });
@@ -65,21 +79,54 @@ describe('outbox loop wake-ups', () => {
         seen.push(events);
       },
     });
-    await loop.start(clock, listener);
+    // No listener: after the wake-up below, only the loop's own look-again can bring the events
+    // before the sweep (60 s).
+    await loop.start(clock);
     clock.start();
+    const reads = countReads(loop);
     // An older transaction with an id, still open: later commits are not readable in order yet.
     await t.owner.query('begin');
     await t.owner.query('select pg_current_xact_id()');
     await emit(10);
     await emit(11);
-    // Marker: a pass run now, to its end, hands nothing over (instead of sleeping and looking).
-    expect(await loop.drain()).toBe(0);
+    // Marker: a pass that read after both were written (a NOTIFY would wake the loop so).
+    const before = reads.count;
+    loop.wake();
+    await until('a pass read while the events were held back', () => reads.count > before);
     expect(seen).toEqual([]);
-    const ended = Date.now();
     await t.owner.query('commit'); // no NOTIFY: nothing was written
+    const ended = Date.now();
     await until('the held-back events', () => seen.flat().length === 2, 4_000);
     expect(Date.now() - ended).toBeLessThan(60_000 / 20); // the back-off (at most 1 s), far below the loop's sweep (\`every\`)
     expect(seen.flat().map((e) => e.payload.orgId)).toEqual([10, 11]);
+    loop.stop();
+    await clock.stop();
+  });
+
+  it('a batch whose handler failed is handed over again soon, with no NOTIFY and no sweep', async () => {
+    let failures = 0;
+    const seen: number[] = [];
+    const clock = new ClockRunner();
+    const loop = new OutboxLoop(t.db, {
+      name: 'batch-retry-soon',
+      every: 60_000,
+      batch: 10,
+      handleBatch: async (events) => {
+        if (failures === 0) {
+          failures++;
+          throw new Error('down');
+        }
+        seen.push(...events.map((e) => e.payload.orgId as number));
+      },
+    });
+    await loop.start(clock, listener);
+    clock.start();
+    await emit(30);
+    await until('the first, failing, hand-over', () => failures === 1);
+    const failed = Date.now();
+    await until('the batch handed over again', () => seen.length === 1, 4_000);
+    expect(Date.now() - failed).toBeLessThan(60_000 / 20); // the back-off, far below the sweep
+    expect(seen).toEqual([30]);
     loop.stop();
     await clock.stop();
   });

@@ -62,8 +62,9 @@ const VISIBILITY_POLL_MAX_MS = 1_000;
  * nothing are passed with the next cursor write instead of one write each. Woken at once by NOTIFY, swept every `every`
  * regardless. A wake-up that arrives while a pass runs makes the pass go round once more, and
  * events already committed but held back by an older transaction still running (the outbox is
- * read in commit order, docs/operations.md) are polled for with a short back-off instead of waiting
- * for the sweep. Starts at the head: a new consumer is not retroactive.
+ * read in commit order, docs/operations.md; the read that ends a pass also says whether there are
+ * any) are polled for with a short back-off instead of waiting for the sweep, as is a batch whose
+ * handler failed. Starts at the head: a new consumer is not retroactive.
  */
 export class OutboxLoop {
   private readonly consumer: OutboxConsumer;
@@ -73,6 +74,8 @@ export class OutboxLoop {
   private stopped = false;
   private pollTimer: NodeJS.Timeout | undefined;
   private pollDelay = 0;
+  /** The last pass left events to look at again soon: held back by an older transaction, or in a failed batch. */
+  private pending = false;
 
   constructor(
     private readonly db: Database,
@@ -114,30 +117,22 @@ export class OutboxLoop {
 
   private async pass(): Promise<void> {
     if (this.stopped) return;
-    // A NOTIFY that arrives while this pass runs (draining or probing for held-back events) sets
-    // `again`; its trigger was skipped because the job was running, so the pass goes round again.
+    // A NOTIFY that arrives while this pass runs sets `again`; its trigger was skipped because the
+    // job was running, so the pass goes round again.
     do {
-      do {
-        this.again = false;
-        await this.drain();
-      } while (this.again && !this.stopped);
-      await this.pollForHeldBack();
+      this.again = false;
+      await this.drain();
     } while (this.again && !this.stopped);
+    this.lookAgainSoon();
   }
 
-  /** Events past the cursor that exist but were not readable yet: look again soon. */
-  private async pollForHeldBack(): Promise<void> {
+  /**
+   * Events after the cursor that were not readable yet (the last read said so), or a batch that
+   * failed: look again soon, with a back-off, instead of waiting for the sweep.
+   */
+  private lookAgainSoon(): void {
     if (this.stopped || this.pollTimer) return;
-    const { rows } = await this.db.crossTenantQuery<{ pending: boolean }>(
-      this.job,
-      `select exists (
-         select 1 from events.consumer_cursors c
-           cross join lateral (select 1 from events.outbox o where (o.txid, o.id) > (c.txid, c.last_id) order by o.txid, o.id limit 1) next
-          where c.consumer = $1
-       ) as pending`,
-      [this.options.name],
-    );
-    if (!rows[0]?.pending) {
+    if (!this.pending) {
       this.pollDelay = 0;
       return;
     }
@@ -152,14 +147,23 @@ export class OutboxLoop {
   /** Handles everything visible now (several batches when the outbox is busy). Returns the count. */
   async drain(): Promise<number> {
     if (this.options.idle?.()) {
-      await this.consumer.skipVisible();
+      this.pending = (await this.consumer.skipVisible()).heldBack;
       return 0;
     }
-    // Passed events are not handed over; whatever became readable after that statement is read below.
-    if (this.options.idleWhen) await this.consumer.skipVisible(this.options.idleWhen);
+    if (this.options.idleWhen) {
+      // When the condition held, every event readable then was passed; one committed after that
+      // statement wakes the loop again (NOTIFY), one held back shows in `heldBack`.
+      const skip = await this.consumer.skipVisible(this.options.idleWhen);
+      if (skip.passed) {
+        this.pending = skip.heldBack;
+        return 0;
+      }
+    }
+    // A failed batch is read again soon (`lookAgainSoon`), as are events held back.
+    this.pending = true;
     let handled = 0;
     for (;;) {
-      const events = await this.consumer.next(this.options.batch);
+      const { events, heldBack } = await this.consumer.read(this.options.batch);
       if (this.options.handleBatchInTx) {
         if (events.length > 0) {
           const handleInTx = this.options.handleBatchInTx;
@@ -208,7 +212,10 @@ export class OutboxLoop {
         }
         if (skipped) await this.consumer.advance(skipped);
       }
-      if (events.length < this.options.batch) return handled;
+      if (events.length < this.options.batch) {
+        this.pending = heldBack;
+        return handled;
+      }
     }
   }
 }

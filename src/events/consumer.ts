@@ -1,5 +1,18 @@
 import type { Database, Tx } from '../db/database.js';
-import { type OutboxEvent, type OutboxRow, type Position, readAfter, START, toEvent } from './outbox.js';
+import { type OutboxEvent, type OutboxRow, type Position, START, toEvent } from './outbox.js';
+
+/**
+ * Whether an event after cursor `c` is committed but not readable yet: its transaction is not older
+ * than every transaction still running (readAfter's rule). Such events sort after every readable
+ * one, so the newest of them tells: one short backward index scan, evaluated once per statement
+ * (it does not depend on `c`), instead of a scan from the cursor.
+ */
+const HELD_BACK = `coalesce((c.txid, c.last_id) < (
+  select txid, id from events.outbox
+   where txid >= pg_snapshot_xmin(pg_current_snapshot())
+   order by txid desc, id desc
+   limit 1
+), false)`;
 
 /** Moves a consumer's cursor forward (never back). */
 const ADVANCE = `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
@@ -29,16 +42,23 @@ export class OutboxConsumer {
     });
   }
 
+  /** Up to `limit` events after the cursor (`read` without its held-back flag). */
+  async next(limit: number): Promise<OutboxEvent[]> {
+    return (await this.read(limit)).events;
+  }
+
   /**
    * Up to `limit` events after the cursor, every tenant: the cursor and the events in one statement
-   * (readAfter's order and visibility rule); the first read of a consumer without a cursor row
-   * creates it.
+   * (readAfter's order and visibility rule), and in the same statement whether an event after the
+   * cursor is committed but not readable yet (held back by an older transaction still running:
+   * the caller looks again soon). The first read of a consumer without a cursor row creates it.
    */
-  async next(limit: number): Promise<OutboxEvent[]> {
-    const { rows } = await this.db.crossTenantQuery<OutboxRow | { [K in keyof OutboxRow]: null }>(
+  async read(limit: number): Promise<{ events: OutboxEvent[]; heldBack: boolean }> {
+    const { rows } = await this.db.crossTenantQuery<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean }>(
       `outbox:${this.name}`,
-      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid
+      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, h.held_back
          from events.consumer_cursors c
+         cross join lateral (select ${HELD_BACK} as held_back) h
          left join lateral (
            select id, tenant_id, type, payload, created_at, txid
              from events.outbox
@@ -51,36 +71,46 @@ export class OutboxConsumer {
       [this.name, limit],
     );
     if (rows.length === 0) {
-      const from = await this.position();
-      return this.db.crossTenant(`outbox:${this.name}`, (tx) => readAfter((text, values) => tx.query(text, values), from, limit));
+      // No cursor row yet: made at the current start (`position`), then read as above.
+      await this.position();
+      return this.read(limit);
     }
-    return rows.filter((row): row is OutboxRow => row.id !== null).map(toEvent);
+    return { events: rows.filter((row): row is OutboxRow & { held_back: boolean } => row.id !== null).map(toEvent), heldBack: rows[0]!.held_back };
   }
 
   /**
    * Moves the cursor past every event readable now (`next`'s visibility rule), without reading them:
    * for a consumer that can act on no event at all. With `onlyIf`, only if that SQL condition holds:
-   * it is read in the same statement, so in the same snapshot as the events it lets pass.
+   * it is read in the same statement, so in the same snapshot as the events it lets pass. Returns
+   * whether the cursor was allowed to move (`onlyIf` held, or none was given) and, as `read` does,
+   * whether an event after the cursor is held back (held-back events come after every readable one,
+   * so the cursor before or after the move answers alike).
    */
-  async skipVisible(onlyIf?: string): Promise<void> {
-    await this.db.crossTenantQuery(
+  async skipVisible(onlyIf?: string): Promise<{ passed: boolean; heldBack: boolean }> {
+    const condition = onlyIf ? `(${onlyIf})` : 'true';
+    const { rows } = await this.db.crossTenantQuery<{ passed: boolean; held_back: boolean }>(
       `outbox:${this.name}`,
-      `update events.consumer_cursors c set txid = h.txid, last_id = h.id, updated_at = now()
-         from (
-           select o.txid, o.id
-             from events.consumer_cursors k
-             cross join lateral (
-               select txid, id from events.outbox
-                where (txid, id) > (k.txid, k.last_id)
-                  and txid < pg_snapshot_xmin(pg_current_snapshot())
-                order by txid desc, id desc
-                limit 1
-             ) o
-            where k.consumer = $1
-         ) h
-        where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id)${onlyIf ? ` and (${onlyIf})` : ''}`,
+      `with head as (
+         select o.txid, o.id
+           from events.consumer_cursors k
+           cross join lateral (
+             select txid, id from events.outbox
+              where (txid, id) > (k.txid, k.last_id)
+                and txid < pg_snapshot_xmin(pg_current_snapshot())
+              order by txid desc, id desc
+              limit 1
+           ) o
+          where k.consumer = $1
+       ), moved as (
+         update events.consumer_cursors c set txid = h.txid, last_id = h.id, updated_at = now()
+           from head h
+          where c.consumer = $1 and (c.txid, c.last_id) < (h.txid, h.id) and ${condition}
+         returning 1
+       )
+       select ${condition} as passed, coalesce((select ${HELD_BACK} from events.consumer_cursors c where c.consumer = $1), false) as held_back`,
       [this.name],
     );
+    return { passed: rows[0]?.passed === true, heldBack: rows[0]?.held_back === true };
   }
 
   async advance(to: Position): Promise<void> {
