@@ -108,6 +108,39 @@ describe('the outcome writer', () => {
     expect(tx.statements.length).toBe(2);
   });
 
+  it('with a delay, outcomes wait for company while other attempts are under way; the last one takes them all at once', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(4, token);
+    const tx = countingTx();
+    let underWay = 3;
+    const delayMs = 60_000;
+    const writer = new OutcomeWriter({ tx, delayMs, maxBatch: 100, maxPending: 1000, othersUnderWay: () => underWay });
+    const started = Date.now();
+    const first = ids.slice(0, 3).map((id) => writer.write(id, token, ok()));
+    // With no delay the batch would be under way after this turn of the event loop.
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(tx.statements.length).toBe(0);
+    expect(writer.size()).toBe(3);
+    underWay = 0; // the last attempt of the burst
+    const last = writer.write(ids[3]!, token, ok());
+    expect(await Promise.all([...first, last])).toEqual([1, 1, 1, 1]);
+    expect(Date.now() - started).toBeLessThan(delayMs / 10);
+    expect(tx.statements.length).toBe(1);
+  });
+
+  it('with a delay and no other attempt under way, an outcome is written at once', async () => {
+    const token = randomUUID();
+    const [id] = await leasedRows(1, token);
+    const tx = countingTx();
+    const delayMs = 60_000;
+    const writer = new OutcomeWriter({ tx, delayMs, maxBatch: 100, maxPending: 1000, othersUnderWay: () => 0 });
+    const started = Date.now();
+    expect(await writer.write(id!, token, ok())).toBe(1);
+    expect(Date.now() - started).toBeLessThan(delayMs / 10);
+    expect(tx.statements.length).toBe(1);
+  });
+
   it('a full batch goes at once, without waiting for the delay', async () => {
     const token = randomUUID();
     const ids = await leasedRows(4, token);
@@ -166,7 +199,8 @@ describe('the outcome writer', () => {
   it('pushes back when full: room() waits for a flush', async () => {
     const token = randomUUID();
     const ids = await leasedRows(3, token);
-    const writer = new OutcomeWriter({ tx: countingTx(), delayMs: 200, maxBatch: 100, maxPending: 2 });
+    // Other attempts under way: the outcomes wait for the delay.
+    const writer = new OutcomeWriter({ tx: countingTx(), delayMs: 200, maxBatch: 100, maxPending: 2, othersUnderWay: () => 1 });
     const written = ids.map((id) => writer.write(id, token, ok()));
     expect(writer.size()).toBe(3);
     let roomAt: number | undefined;

@@ -7,8 +7,11 @@ import type { AttemptOutcome } from './model.js';
  * Writes attempt outcomes back in batches (group commit): one flush runs at a time, and the
  * outcomes that arrive while it runs go together in the next statement (journal.ts
  * `writeBackMany`), so a busy worker costs one round trip per batch instead of one per attempt,
- * and an idle one writes an outcome at once. `delayMs` > 0 makes an outcome wait that long for
- * company first; a full batch (`maxBatch`) goes at once.
+ * and an idle one writes an outcome at once. `delayMs` > 0 makes an outcome wait up to that long
+ * for company while other attempts are still under way (`othersUnderWay`): their outcomes are
+ * coming, so a burst of deliveries is written in one or two statements instead of one per round
+ * trip; the outcome of the last attempt under way goes at once with everything waiting. A full
+ * batch (`maxBatch`) goes at once.
  *
  * What it changes for the guarantees: nothing. An outcome is only ever written after its attempt
  * was made, and until it is written the row keeps the lease it was sent under, so a process that
@@ -20,8 +23,13 @@ import type { AttemptOutcome } from './model.js';
 interface OutcomeWriterOptions {
   /** Where the statements go (autocommit as the worker role). */
   tx: Tx;
-  /** Longest wait of an outcome for others before its batch is written; 0: the next turn of the event loop. */
+  /**
+   * Longest wait of an outcome for others before its batch is written, while `othersUnderWay` says
+   * more are coming; 0 (or nothing under way): the next turn of the event loop.
+   */
   delayMs: number;
+  /** Attempts under way besides the one whose outcome is being written (none when not given). */
+  othersUnderWay?: () => number;
   /** Outcomes per statement at most; a full batch is written at once. */
   maxBatch: number;
   /** Outcomes waiting at most before `room()` makes callers wait for a flush (backpressure). */
@@ -37,6 +45,8 @@ export class OutcomeWriter {
   private pending: Pending[] = [];
   /** Cancels the scheduled flush, when one is. */
   private scheduled: (() => void) | undefined;
+  /** The scheduled flush is the `delayMs` timer (not the next turn of the event loop). */
+  private waitingForCompany = false;
   private flushing: Promise<void> | undefined;
   private roomWaiters: Array<() => void> = [];
 
@@ -48,6 +58,7 @@ export class OutcomeWriter {
       this.pending.push({ id, token, outcome, resolve, reject });
       if (this.pending.length >= this.o.maxBatch) this.kick();
       else if (!this.scheduled) this.schedule();
+      else if (this.waitingForCompany && !this.moreComing()) this.kick();
     });
   }
 
@@ -70,9 +81,14 @@ export class OutcomeWriter {
     }
   }
 
+  private moreComing(): boolean {
+    return (this.o.othersUnderWay?.() ?? 0) > 0;
+  }
+
   private schedule(): void {
-    if (this.o.delayMs > 0) {
+    if (this.o.delayMs > 0 && this.moreComing()) {
       const timer = setTimeout(() => this.kick(), this.o.delayMs);
+      this.waitingForCompany = true;
       this.scheduled = () => clearTimeout(timer);
     } else {
       const immediate = setImmediate(() => this.kick());
@@ -83,6 +99,7 @@ export class OutcomeWriter {
   private kick(): void {
     this.scheduled?.();
     this.scheduled = undefined;
+    this.waitingForCompany = false;
     if (this.flushing || this.pending.length === 0) return;
     this.flushing = this.writeBatch().finally(() => {
       this.flushing = undefined;

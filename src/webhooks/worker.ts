@@ -64,8 +64,11 @@ interface ClaimStamp {
 const FRESH_MS = 1_000;
 /** Integrations whose reads are kept at most (beyond, the reads are dropped and made again). */
 const SNAPSHOTS_MAX = 10_000;
-/** Outcomes: the longest wait for a batch, rows per statement, and waiting at most before attempts wait for room. */
-const OUTCOME_DELAY_MS = 0;
+/**
+ * Outcomes: the longest wait for a batch while other attempts are under way, rows per statement,
+ * and waiting at most before attempts wait for room.
+ */
+const OUTCOME_DELAY_MS = 20;
 const OUTCOME_BATCH = 500;
 const OUTCOME_PENDING = 2_000;
 
@@ -106,6 +109,8 @@ export class DeliveryWorker {
       delayMs: o.outcomes?.delayMs ?? OUTCOME_DELAY_MS,
       maxBatch: o.outcomes?.maxBatch ?? OUTCOME_BATCH,
       maxPending: o.outcomes?.maxPending ?? OUTCOME_PENDING,
+      // The pool's jobs running or queued, this attempt's own among them.
+      othersUnderWay: () => o.pool.size() - 1,
     });
   }
 
