@@ -15,7 +15,8 @@
  * - latency at a fixed rate: a child process (bench/support/deliver-emitter.ts) writes BENCH_RATE
  *   events/s (default 2000, an open loop, transactions of BENCH_RATE_BATCH, default 50, up to
  *   BENCH_RATE_WRITERS at once, default 4) for BENCH_RATE_SECONDS (default 15); commit → receiver
- *   p50/p99;
+ *   p50/p99, the CPU per delivery (PostgreSQL's without the writer's own backends, which the
+ *   emitter names) and PostgreSQL's transactions per delivery (pg_stat_database, the writer's left out);
  * - one event at a time: 100 events, each committed alone and waited for (the wake-up path).
  *
  * The hub's background roles embed the platform corpus after start; the bench waits until that is
@@ -33,13 +34,26 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { Agent, request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import type { ReceiverMessage } from './support/deliver-receiver.js';
-import { CpuMeter, type CpuSplitOf, machineFacts, perSecond, postmasterPid, probeMachine, profiled, retrievalSettled, round, table } from './support/measure.js';
+import {
+  CpuMeter,
+  type CpuSplitOf,
+  machineFacts,
+  perSecond,
+  postmasterPid,
+  probeMachine,
+  profiled,
+  retrievalSettled,
+  round,
+  table,
+  treeCpuSeconds,
+} from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
 const DRAIN_EVENTS = positiveInt('BENCH_DRAIN_EVENTS', 100_000);
@@ -315,14 +329,41 @@ async function drain(hub: Hub, receiver: Receiver, events: number) {
 
 type CpuFigures = { cpu: CpuSplitOf<'postgres' | 'receiver'>; cpuUsPerDelivery: { hubProcess: number; postgres: number | null; receiver: number | null; all: number } };
 
-/** Runs `work` and adds the CPU seconds this process (the hub), PostgreSQL and the receiver spent on it, and those per delivery in µs. */
-async function cpuOf<T extends object>(meter: CpuMeter<'postgres' | 'receiver'>, deliveries: number, work: () => Promise<T>): Promise<T & CpuFigures> {
+/**
+ * Runs `work` and adds the CPU seconds this process (the hub), PostgreSQL and the receiver spent on
+ * it, and those per delivery in µs. `notTheHubs` names PostgreSQL CPU seconds spent for others (the
+ * writer's backends): left out of the per-delivery figure, kept in `cpu`.
+ */
+async function cpuOf<T extends object>(meter: CpuMeter<'postgres' | 'receiver'>, deliveries: number, work: () => Promise<T>, notTheHubs?: (figures: T) => number): Promise<T & CpuFigures> {
   meter.start();
   const figures = await work();
   const cpu = meter.stop();
+  const postgres = cpu.postgres === null ? null : cpu.postgres - (notTheHubs?.(figures) ?? 0);
   const us = (seconds: number | null) => (seconds === null ? null : Math.round((seconds * 1e6) / deliveries));
-  const all = cpu.benchProcess + (cpu.postgres ?? 0) + (cpu.receiver ?? 0);
-  return { ...figures, cpu, cpuUsPerDelivery: { hubProcess: us(cpu.benchProcess)!, postgres: us(cpu.postgres), receiver: us(cpu.receiver), all: us(all)! } };
+  const all = cpu.benchProcess + (postgres ?? 0) + (cpu.receiver ?? 0);
+  return { ...figures, cpu, cpuUsPerDelivery: { hubProcess: us(cpu.benchProcess)!, postgres: us(postgres), receiver: us(cpu.receiver), all: us(all)! } };
+}
+
+/** CPU seconds of these processes (PostgreSQL backends: no children) now; a process gone counts nothing. */
+function processesCpuSeconds(pids: number[]): number {
+  return pids.reduce((sum, pid) => sum + (treeCpuSeconds(pid) ?? 0), 0);
+}
+
+/**
+ * Transactions committed in the hub's database (pg_stat_database; every autocommit statement is
+ * one), less `since`. A backend reports its counts when it goes idle, at most once a second, and
+ * one that stays idle after that within 10 s: the count waits that long first.
+ */
+async function committedTransactions(databaseUrl: string, since = 0): Promise<number> {
+  await new Promise((r) => setTimeout(r, 11_000));
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ n: string }>('select xact_commit::text as n from pg_stat_database where datname = current_database()');
+    return Number(rows[0]!.n) - since;
+  } finally {
+    await client.end();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -486,9 +527,14 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   const commits = new Map<string, number>();
   emitter.request({ kind: 'emit', events, batch: RATE_BATCH, tenant: TENANT, rate: RATE });
   let emitMs: number;
+  let writerBackends: number[] = [];
+  let writerCpu0 = 0;
   for (;;) {
     const m = await emitter.next();
-    if (m.kind === 'committed') {
+    if (m.kind === 'backends') {
+      writerBackends = m.pids;
+      writerCpu0 = processesCpuSeconds(writerBackends);
+    } else if (m.kind === 'committed') {
       const committed = m.at - offsetMs - performance.timeOrigin;
       for (const id of m.ids) commits.set(id, committed);
     } else if (m.kind === 'done') {
@@ -498,6 +544,7 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   }
   const ids = [...commits.keys()];
   await allArrived(receiver, ids, 'fixed rate');
+  const writersCpuSeconds = round(processesCpuSeconds(writerBackends) - writerCpu0, 2);
   const latencies = ids.map((id) => receiver.arrivals.get(id)! - commits.get(id)!);
   return {
     events,
@@ -505,6 +552,8 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
     batch: RATE_BATCH,
     /** What the writer achieved: below RATE when it could not keep up (then the figures are for a lower rate). */
     emitEventsPerSec: perSecond(events, emitMs),
+    /** CPU seconds of the writer's PostgreSQL backends (part of the PostgreSQL figure, not the hub's work). */
+    writersCpuSeconds,
     latencyMs: latency(latencies),
     verified: verify(receiver, ids, 'fixed rate', signaturesBefore),
   };
@@ -580,7 +629,9 @@ async function main(): Promise<void> {
     const drainRatio = round(drainFigures.deliveriesPerSec / ceil.requestsPerSec, 3);
 
     log(`fixed rate (${RATE.toLocaleString('en-US')} events/s for ${RATE_SECONDS} s, written by a child process) …`);
-    const rateFigures = await fixedRate(receiver, emitter, clock.offsetMs);
+    const transactionsBefore = await committedTransactions(database.url);
+    const rateFigures = await cpuOf(meter, RATE * RATE_SECONDS, () => fixedRate(receiver!, emitter!, clock.offsetMs), (f) => f.writersCpuSeconds);
+    const rateTransactions = await committedTransactions(database.url, transactionsBefore);
 
     const result = {
       concurrencyPerIntegration: perIntegration,
@@ -588,7 +639,14 @@ async function main(): Promise<void> {
       warmup: WARMUP,
       retrievalSettledSeconds,
       drain: { ...drainFigures, ceiling: ceil, ratio: drainRatio },
-      fixedRate: { ...rateFigures, emitterClock: clock, receiverClock: receiver.clock },
+      fixedRate: {
+        ...rateFigures,
+        /** PostgreSQL's transactions (every autocommit statement is one) per delivery, the writer's included (pg_stat_database). */
+        transactionsPerDelivery: round((rateTransactions - (RATE * RATE_SECONDS) / RATE_BATCH) / (RATE * RATE_SECONDS), 3),
+        writerTransactionsPerDelivery: round(1 / RATE_BATCH, 3),
+        emitterClock: clock,
+        receiverClock: receiver.clock,
+      },
       idle: { events: idleFigures.events, latencyMs: idleFigures.latencyMs, over100ms: idleFigures.over100ms },
       targets: {
         drainRatio: TARGETS.drainRatio,
@@ -615,7 +673,15 @@ async function main(): Promise<void> {
     );
     log('');
     const cpuRow = (what: string, f: Pick<CpuFigures, 'cpuUsPerDelivery'>) => [what, f.cpuUsPerDelivery.hubProcess, f.cpuUsPerDelivery.postgres ?? '-', f.cpuUsPerDelivery.receiver ?? '-', f.cpuUsPerDelivery.all];
-    log(table(['CPU per delivery (µs)', 'hub process', 'PostgreSQL', 'receiver', 'all'], [cpuRow('hub: drain', drainFigures), cpuRow('ceiling: plain POSTs', ceil)]));
+    log(
+      table(
+        ['CPU per delivery (µs)', 'hub process', 'PostgreSQL', 'receiver', 'all'],
+        [cpuRow('hub: drain', drainFigures), cpuRow(`hub: ${RATE.toLocaleString('en-US')} events/s`, rateFigures), cpuRow('ceiling: plain POSTs', ceil)],
+      ),
+    );
+    log(
+      `at ${RATE.toLocaleString('en-US')} events/s: PostgreSQL transactions per delivery ${result.fixedRate.transactionsPerDelivery} (the writer's ${result.fixedRate.writerTransactionsPerDelivery} left out); the writer's backends ${Math.round((rateFigures.writersCpuSeconds * 1e6) / (RATE * RATE_SECONDS))} µs of CPU per event (left out above)`,
+    );
     log('');
     log(`received: every event once (drain ${drainFigures.verified.received.toLocaleString('en-US')}, fixed rate ${rateFigures.verified.received.toLocaleString('en-US')}), no duplicates, every request signed`);
     log(`targets: drain ≥ ${TARGETS.drainRatio} × ceiling ${result.targets.drainRatioMet ? 'met' : 'NOT met'}; p50 < ${TARGETS.fixedRateP50Ms} ms at ${RATE}/s ${result.targets.fixedRateP50Met ? 'met' : 'NOT met'}`);

@@ -130,7 +130,14 @@ function deliver(r: Json): string {
     lines.push('');
     lines.push(header(['CPU per delivery, µs', 'hub process', 'PostgreSQL', 'receiver', '**all**'], ['---', '---:', '---:', '---:', '---:']));
     lines.push(row(['drain', ...cpu(d.cpuUsPerDelivery)]));
+    if (x.cpuUsPerDelivery) lines.push(row([`${n(x.rate)} events/s (PostgreSQL: the hub's statements; the writer's backends left out)`, ...cpu(x.cpuUsPerDelivery)]));
     lines.push(row(['ceiling: plain POSTs', ...cpu(d.ceiling.cpuUsPerDelivery)]));
+  }
+  if (x.transactionsPerDelivery !== undefined) {
+    lines.push('');
+    lines.push(
+      `At ${n(x.rate)} events/s: ${f(x.transactionsPerDelivery, 3)} PostgreSQL transactions per delivery (every autocommit statement is one; pg_stat_database, the writer's ${f(x.writerTransactionsPerDelivery, 3)} left out); the writer's backends spent ${n(Math.round((x.writersCpuSeconds * 1e6) / x.events))} µs of CPU per event written (one INSERT per event, as the hub's own writers do).`,
+    );
   }
   lines.push('');
   lines.push(

@@ -7,7 +7,10 @@
  *
  * Started with `fork()`; messages (IPC):
  *   parent → {kind: 'clock'}                         child → {kind: 'clock', now}   (clock offset)
- *   parent → {kind: 'emit', events, batch, tenant, rate}  child → {kind: 'committed', ids, at} per transaction,
+ *   parent → {kind: 'emit', events, batch, tenant, rate}  child → {kind: 'backends', pids} first (the
+ *                                                    PostgreSQL backends it writes through, whose CPU
+ *                                                    the parent counts apart from the hub's), then
+ *                                                    {kind: 'committed', ids, at} per transaction,
  *                                                    then {kind: 'done', ms}
  * `now`/`at` are `performance.timeOrigin + performance.now()` (epoch milliseconds, sub-millisecond).
  */
@@ -21,6 +24,7 @@ export type EmitterRequest = { kind: 'clock' } | { kind: 'emit'; events: number;
 export type EmitterMessage =
   | { kind: 'ready' }
   | { kind: 'clock'; now: number }
+  | { kind: 'backends'; pids: number[] }
   | { kind: 'committed'; ids: string[]; at: number }
   | { kind: 'done'; ms: number }
   | { kind: 'failed'; error: string };
@@ -40,7 +44,21 @@ const WRITERS = Math.max(1, Number(process.env.BENCH_RATE_WRITERS ?? 4) || 4);
 const db = new Database({ appUrl: roleUrl(ownerUrl, 'svc_app'), workerUrl: roleUrl(ownerUrl, 'svc_worker'), poolSize: WRITERS });
 const writer = new EventWriter(loadCatalog());
 
+/** The backend pid of every connection of the pool: WRITERS transactions at once, each holding its connection a moment. */
+async function backends(tenant: number): Promise<number[]> {
+  const pids = await Promise.all(
+    Array.from({ length: WRITERS }, () =>
+      db.withTenant(tenant, async (tx) => {
+        const { rows } = await tx.query<{ pid: number }>('select pg_backend_pid() as pid, pg_sleep(0.05)');
+        return rows[0]!.pid;
+      }),
+    ),
+  );
+  return [...new Set(pids)];
+}
+
 async function emit(events: number, batch: number, tenant: number, rate: number): Promise<void> {
+  send({ kind: 'backends', pids: await backends(tenant) });
   const t0 = performance.now();
   const inFlight = new Set<Promise<void>>();
   let failure: unknown;
