@@ -32,6 +32,7 @@ import { createMailer } from '../src/email/mailer.js';
 import { createEmailServices } from '../src/email/services.js';
 import { createEntityServices } from '../src/entities/services.js';
 import { PROCESS_CONSUMER, processBatchHandler } from '../src/processes/consumer.js';
+import { NO_PROCESSES } from '../src/processes/store.js';
 import { createProcessServices } from '../src/processes/services.js';
 import { anyProcessWatches } from '../src/processes/store.js';
 import { createWorkflowServices } from '../src/workflows/services.js';
@@ -236,6 +237,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       every: config.duration('svc.process.sweep-every'),
       batch: 200,
       handleBatchInTx: processBatchHandler(events),
+      // With no process in any tenant, the events are passed unread (checked in the same snapshot).
+      idleWhen: NO_PROCESSES,
     });
     await processLoop.start(leaderClocks, listener);
     // Webhooks: the outbox consumer (first attempts) and the retry sweep.

@@ -105,6 +105,9 @@ export async function processesOfTenants(tx: Tx, tenantIds: number[]): Promise<A
   return rows.map((r) => ({ tenantId: r.tenant_id, name: r.name, event: r.event, when: r.when_expr, decision: r.decision, message: r.message, updatedAt: r.updated_at }));
 }
 
+/** SQL, true when no tenant has a process: the process consumer then has nothing to evaluate for any event (its OutboxLoop `idleWhen`). */
+export const NO_PROCESSES = 'not exists (select 1 from processes.processes)';
+
 /** Whether a process of the tenant of `tx` watches `type` (the Subscribers registry: data.row.changed is written only when watched). */
 export async function anyProcessWatches(tx: Tx, type: string): Promise<boolean> {
   const { rows } = await tx.query<{ event: string }>('select distinct event from processes.processes');
