@@ -7,7 +7,8 @@
  *
  * - drain capacity: BENCH_DRAIN_EVENTS (default 100000) events pre-filled into the outbox in one
  *   transaction; deliveries/s from its commit to the last arrival, beside the ceiling: the same
- *   number of plain undici POSTs of the same body to the same receiver with the same concurrency
+ *   number of plain undici POSTs of the same body and headers (the hub's set, signed once: the
+ *   receiver checks every signature, the ceiling's too) to the same receiver with the same concurrency
  *   (`svc.webhook.concurrency-per-integration`, the hub's bound towards one endpoint), through an
  *   Agent of the undici the hub sends with and the same interface (dispatch), run just before and
  *   just after the drain (the ratio is against their mean); for both, the CPU per delivery of this
@@ -38,6 +39,7 @@ import pg from 'pg';
 import { Agent, request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
+import { svcSignature } from '../src/webhooks/signing.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
 import type { ReceiverMessage } from './support/deliver-receiver.js';
@@ -104,8 +106,8 @@ function latency(values: number[]) {
 // ---------------------------------------------------------------------------------------------
 // The receiver, in a child process (bench/support/deliver-receiver.ts): answers 200 and reports the
 // arrival of every request (its clock, turned into this process's performance.now() with the offset
-// measured over IPC) per X-Svc-Event-Id, or per X-Bench-Id for the ceiling, and whether the hub's
-// signature was right.
+// measured over IPC) per X-Svc-Event-Id, or per X-Bench-Id for the ceiling, and whether the
+// request's signature was right.
 
 interface Receiver {
   url: string;
@@ -116,6 +118,8 @@ interface Receiver {
   /** Requests per event id (more than one: a duplicate delivery). */
   counts: Map<string, number>;
   ceiling: Map<string, number>;
+  /** Ceiling requests whose signature the receiver did not find right (must stay 0: it checks them as the hub's). */
+  ceilingUnverified: number;
   unsigned: number;
   badSignatures: number;
   verified: number;
@@ -132,6 +136,7 @@ async function startReceiver(secret: string): Promise<Receiver> {
     order: [] as string[],
     counts: new Map<string, number>(),
     ceiling: new Map<string, number>(),
+    ceilingUnverified: 0,
     unsigned: 0,
     badSignatures: 0,
     verified: 0,
@@ -151,6 +156,7 @@ async function startReceiver(secret: string): Promise<Receiver> {
         const at = epoch - offsetMs - performance.timeOrigin;
         if (kind === 'c') {
           state.ceiling.set(id, at);
+          if (signature !== 1) state.ceilingUnverified += 1;
           continue;
         }
         if (!state.arrivals.has(id)) {
@@ -369,7 +375,18 @@ async function committedTransactions(databaseUrl: string, since = 0): Promise<nu
 // ---------------------------------------------------------------------------------------------
 // Ceiling: the same number of plain POSTs of the same body to the same receiver, `concurrency` in flight.
 
-async function ceiling(receiver: Receiver, requests: number, concurrency: number, sampleBody: string, prefix: string) {
+/**
+ * The headers of a ceiling request: the hub's set for the same event (src/webhooks/signing.ts and
+ * the sender's User-Agent), its X-Svc-Event-Id replaced by X-Bench-Id, the signature of the body made
+ * once (the hub signs each delivery: its own work). The receiver parses and checks the same headers
+ * for both, so what differs between the two runs is the hub.
+ */
+function ceilingHeaders(secret: string, body: string): (id: string) => Record<string, string> {
+  const signature = svcSignature(secret, body);
+  return (id) => ({ 'User-Agent': 'svc-hub-webhooks/bench', 'Content-Type': 'application/json', 'X-Svc-Event': 'org.updated', 'X-Bench-Id': id, 'X-Svc-Signature': signature });
+}
+
+async function ceiling(receiver: Receiver, requests: number, concurrency: number, headers: (id: string) => Record<string, string>, sampleBody: string, prefix: string) {
   let next = 0;
   const sent = new Map<string, number>();
   // The undici the hub sends with, through the same interface (dispatch with one handler object per
@@ -378,7 +395,7 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
   // keep-alive the hub's sender uses; no outbound address policy (the receiver is on loopback).
   const agent = new Agent({ keepAliveTimeout: 4_000 });
   const { origin } = new URL(receiver.url);
-  const post = (id: string) => plainPost(agent, origin, '/ceiling', { 'Content-Type': 'application/json', 'X-Bench-Id': id }, sampleBody);
+  const post = (id: string) => plainPost(agent, origin, '/ceiling', headers(id), sampleBody);
   // Before the clock starts, as the hub had its warm-up: BENCH_WARMUP requests (at least one per
   // worker, so each has its connection), unmeasured.
   let warm = 0;
@@ -405,6 +422,7 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
   let received = countReceived();
   for (const deadline = performance.now() + 10_000; received !== requests && performance.now() < deadline; received = countReceived()) await sleep(20);
   if (received !== requests) throw new Error(`ceiling: the receiver got ${received} of ${requests} requests`);
+  if (receiver.ceilingUnverified > 0) throw new Error(`ceiling: the receiver found ${receiver.ceilingUnverified} signatures wrong or missing`);
   return {
     requests,
     concurrency,
@@ -619,7 +637,7 @@ async function main(): Promise<void> {
     // mean of the two: the machine's speed drifts within minutes on a virtual machine.
     const ceilingRun = async (when: 'before' | 'after') => {
       log(`ceiling ${when} the drain (${DRAIN_EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);
-      return cpuOf(meter, DRAIN_EVENTS, () => ceiling(receiver!, DRAIN_EVENTS, perIntegration, sampleBody, when === 'before' ? 'b' : 'a'));
+      return cpuOf(meter, DRAIN_EVENTS, () => ceiling(receiver!, DRAIN_EVENTS, perIntegration, ceilingHeaders(secret, sampleBody), sampleBody, when === 'before' ? 'b' : 'a'));
     };
     const ceilBefore = await ceilingRun('before');
     log(`drain (${DRAIN_EVENTS.toLocaleString('en-US')} events pre-filled) …`);

@@ -2,8 +2,9 @@
  * The webhook receiver of bench/deliver in a process of its own: its HTTP work never runs on the
  * event loop of the hub it measures (nor on the ceiling's client loop). It answers every POST 200,
  * and records when each request arrived (epoch milliseconds, sub-millisecond, this process's clock)
- * under its X-Svc-Event-Id (the hub) or X-Bench-Id (the ceiling), checking every hub request's
- * X-Svc-Signature against the body with the integration's secret.
+ * under its X-Svc-Event-Id (the hub) or X-Bench-Id (the ceiling), checking every request's
+ * X-Svc-Signature (the ceiling sends the hub's headers too) against the body with the integration's
+ * secret.
  *
  * Started with `fork()` (env BENCH_RECEIVER_SECRET); messages (IPC):
  *   child → {kind: 'ready', url}
@@ -39,12 +40,11 @@ const server = createServer((req, res) => {
     const at = epochNow();
     const eventId = req.headers['x-svc-event-id'];
     const benchId = req.headers['x-bench-id'];
-    if (typeof eventId === 'string') {
-      const signature = req.headers['x-svc-signature'];
-      const state =
-        typeof signature !== 'string' ? 0 : signature === `sha256=${createHmac('sha256', secret).update(Buffer.concat(chunks)).digest('hex')}` ? 1 : -1;
-      pending.push(['e', eventId, at, state]);
-    } else if (typeof benchId === 'string') pending.push(['c', benchId, at, 0]);
+    // Every signed request is checked, the hub's and the ceiling's alike: the same work for the same request.
+    const signature = req.headers['x-svc-signature'];
+    const state = typeof signature !== 'string' ? 0 : signature === `sha256=${createHmac('sha256', secret).update(Buffer.concat(chunks)).digest('hex')}` ? 1 : -1;
+    if (typeof eventId === 'string') pending.push(['e', eventId, at, state]);
+    else if (typeof benchId === 'string') pending.push(['c', benchId, at, state]);
     res.writeHead(200, { 'Content-Type': 'text/plain' });
     res.end('ok');
     if (!timer) timer = setTimeout(flush, 5);
