@@ -484,6 +484,7 @@ function plainPost(agent: Agent, origin: string, path: string, headers: Record<s
 
 /** A child process running bench/support/deliver-emitter.ts, ready to write. */
 interface Emitter {
+  pid: number;
   request(message: EmitterRequest): void;
   next(): Promise<EmitterMessage>;
   close(): void;
@@ -506,6 +507,7 @@ async function startEmitter(databaseUrl: string): Promise<Emitter> {
     for (const w of waiting.splice(0)) w({ kind: 'failed', error: exited.message });
   });
   const emitter: Emitter = {
+    pid: child.pid!,
     request: (message) => child.send(message),
     next: () => {
       const m = inbox.shift();
@@ -547,6 +549,7 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   let emitMs: number;
   let writerBackends: number[] = [];
   let writerCpu0 = 0;
+  const emitterCpu0 = treeCpuSeconds(emitter.pid) ?? 0;
   for (;;) {
     const m = await emitter.next();
     if (m.kind === 'backends') {
@@ -563,6 +566,7 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   const ids = [...commits.keys()];
   await allArrived(receiver, ids, 'fixed rate');
   const writersCpuSeconds = round(processesCpuSeconds(writerBackends) - writerCpu0, 2);
+  const emitterCpuSeconds = round((treeCpuSeconds(emitter.pid) ?? 0) - emitterCpu0, 2);
   const latencies = ids.map((id) => receiver.arrivals.get(id)! - commits.get(id)!);
   return {
     events,
@@ -572,6 +576,8 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
     emitEventsPerSec: perSecond(events, emitMs),
     /** CPU seconds of the writer's PostgreSQL backends (part of the PostgreSQL figure, not the hub's work). */
     writersCpuSeconds,
+    /** CPU seconds of the writer's own process (the load generator: not the hub's work either). */
+    emitterCpuSeconds,
     latencyMs: latency(latencies),
     verified: verify(receiver, ids, 'fixed rate', signaturesBefore),
   };
@@ -698,7 +704,7 @@ async function main(): Promise<void> {
       ),
     );
     log(
-      `at ${RATE.toLocaleString('en-US')} events/s: PostgreSQL transactions per delivery ${result.fixedRate.transactionsPerDelivery} (the writer's ${result.fixedRate.writerTransactionsPerDelivery} left out); the writer's backends ${Math.round((rateFigures.writersCpuSeconds * 1e6) / (RATE * RATE_SECONDS))} µs of CPU per event (left out above)`,
+      `at ${RATE.toLocaleString('en-US')} events/s: PostgreSQL transactions per delivery ${result.fixedRate.transactionsPerDelivery} (the writer's ${result.fixedRate.writerTransactionsPerDelivery} left out); the writer's backends ${Math.round((rateFigures.writersCpuSeconds * 1e6) / (RATE * RATE_SECONDS))} µs and its process ${Math.round((rateFigures.emitterCpuSeconds * 1e6) / (RATE * RATE_SECONDS))} µs of CPU per event (left out above)`,
     );
     log('');
     log(`received: every event once (drain ${drainFigures.verified.received.toLocaleString('en-US')}, fixed rate ${rateFigures.verified.received.toLocaleString('en-US')}), no duplicates, every request signed`);

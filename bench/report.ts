@@ -136,7 +136,7 @@ function deliver(r: Json): string {
   if (x.transactionsPerDelivery !== undefined) {
     lines.push('');
     lines.push(
-      `At ${n(x.rate)} events/s: ${f(x.transactionsPerDelivery, 3)} PostgreSQL transactions per delivery (every autocommit statement is one; pg_stat_database, the writer's ${f(x.writerTransactionsPerDelivery, 3)} left out); the writer's backends spent ${n(Math.round((x.writersCpuSeconds * 1e6) / x.events))} µs of CPU per event written (one INSERT per event, as the hub's own writers do).`,
+      `At ${n(x.rate)} events/s: ${f(x.transactionsPerDelivery, 3)} PostgreSQL transactions per delivery (every autocommit statement is one; pg_stat_database, the writer's ${f(x.writerTransactionsPerDelivery, 3)} left out); the writer's backends spent ${n(Math.round((x.writersCpuSeconds * 1e6) / x.events))} µs of CPU per event written (one INSERT per event, as the hub's own writers do)${x.emitterCpuSeconds !== undefined ? ` and its process ${n(Math.round((x.emitterCpuSeconds * 1e6) / x.events))} µs` : ''}: the load the machine carried besides the hub.`,
     );
   }
   lines.push('');
