@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash } from 'node:crypto';
 import { finished, type Readable } from 'node:stream';
 import pg, { type Submittable } from 'pg';
 import { from as copyFromStdin, to as copyToStdout } from 'pg-copy-streams';
@@ -141,6 +142,18 @@ export class Database {
     return runWithContext({ job }, () => traced<R>(this.worker, text, values));
   }
 
+  /**
+   * `crossTenantQuery` as a named (prepared) statement: each connection parses and plans it once,
+   * then PostgreSQL may keep a generic plan. For the short statements a background loop sends many
+   * times a second whose plan does not depend on their values (an outbox consumer's cursor reads
+   * and moves), where planning is a large part of the work. Not for statements whose best plan
+   * depends on their values (array sizes, selective filters): a generic plan can be slower than
+   * the planning it saves. The name is derived from the text, so one text is one statement.
+   */
+  async crossTenantPrepared<R extends pg.QueryResultRow = pg.QueryResultRow>(job: string, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    return runWithContext({ job }, () => traced<R>(this.worker, text, values, undefined, statementName(text)));
+  }
+
   async ping(): Promise<void> {
     await this.app.query('select 1');
   }
@@ -238,14 +251,37 @@ function inTenantContext<T>(id: number, work: () => Promise<T>): Promise<T> {
 }
 
 /** One statement in a span; with `opening`, the statements that open its transaction go with it (one round trip). */
-function traced<R extends pg.QueryResultRow>(client: pg.PoolClient | pg.Pool, text: string, values?: unknown[], opening?: readonly string[]): Promise<pg.QueryResult<R>> {
+function traced<R extends pg.QueryResultRow>(
+  client: pg.PoolClient | pg.Pool,
+  text: string,
+  values?: unknown[],
+  opening?: readonly string[],
+  name?: string,
+): Promise<pg.QueryResult<R>> {
   const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
   return inSpan(
     `db ${operation}`,
     { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
-    () => (opening ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values) : client.query<R>(text, values as unknown[])),
+    () =>
+      opening
+        ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values)
+        : name
+          ? client.query<R>({ name, text, values: values as unknown[] })
+          : client.query<R>(text, values as unknown[]),
     SpanKind.CLIENT,
   );
+}
+
+/** Names of prepared statements by text: `svc_` and the start of the text's SHA-256 (one text, one name). */
+const statementNames = new Map<string, string>();
+
+export function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (!name) {
+    name = `svc_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+    statementNames.set(text, name);
+  }
+  return name;
 }
 
 /** Streams `rows` (COPY text format) through `sql` (a `COPY … FROM STDIN`) on `client`. */

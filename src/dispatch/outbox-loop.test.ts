@@ -47,6 +47,23 @@ async function passesToHead(loop: OutboxLoop, consumer: string): Promise<void> {
   expect(await cursorOf(consumer)).toBe(await newest());
 }
 
+/** The test database, with every single statement of the worker role (named or not) shown to `seen` first. */
+function countingDb(seen: (text: string) => void): typeof t.db {
+  return new Proxy(t.db, {
+    get(target, prop, receiver) {
+      if (prop === 'crossTenantQuery' || prop === 'crossTenantPrepared') {
+        const run = target[prop].bind(target);
+        return (job: string, text: string, values?: unknown[]) => {
+          seen(text);
+          return run(job, text, values);
+        };
+      }
+      const value = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 describe('outbox loop', () => {
   it('is not retroactive, hands events over in order across batches, and a failure is retried from that event', async () => {
     await emit(0); // before the consumer exists: never handed over
@@ -77,17 +94,8 @@ describe('outbox loop', () => {
 
   it('moves the cursor past events that needed nothing once per run of them, and never hands them over twice', async () => {
     let cursorWrites = 0;
-    const counting = new Proxy(t.db, {
-      get(target, prop, receiver) {
-        if (prop === 'crossTenantQuery') {
-          return (job: string, text: string, values?: unknown[]) => {
-            if (/update events\.consumer_cursors/.test(text)) cursorWrites++;
-            return target.crossTenantQuery(job, text, values);
-          };
-        }
-        const value = Reflect.get(target, prop, receiver);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
+    const counting = countingDb((text) => {
+      if (/update events\.consumer_cursors/.test(text)) cursorWrites++;
     });
     const seen: number[] = [];
     let failOn: number | undefined = 17;
@@ -127,17 +135,8 @@ describe('outbox loop', () => {
     const seen: number[] = [];
     let idle = true;
     let reads = 0;
-    const counting = new Proxy(t.db, {
-      get(target, prop, receiver) {
-        if (prop === 'crossTenantQuery') {
-          return (job: string, text: string, values?: unknown[]) => {
-            if (/from events\.outbox/.test(text) && !/update events\.consumer_cursors/.test(text)) reads++;
-            return target.crossTenantQuery(job, text, values);
-          };
-        }
-        const value = Reflect.get(target, prop, receiver);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
+    const counting = countingDb((text) => {
+      if (/from events\.outbox/.test(text) && !/update events\.consumer_cursors/.test(text)) reads++;
     });
     const loop = new OutboxLoop(counting, {
       name: 'loop-idle-test',

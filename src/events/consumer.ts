@@ -54,7 +54,7 @@ export class OutboxConsumer {
    * the caller looks again soon). The first read of a consumer without a cursor row creates it.
    */
   async read(limit: number): Promise<{ events: OutboxEvent[]; heldBack: boolean }> {
-    const { rows } = await this.db.crossTenantQuery<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean }>(
+    const { rows } = await this.db.crossTenantPrepared<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean }>(
       `outbox:${this.name}`,
       `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, h.held_back
          from events.consumer_cursors c
@@ -88,7 +88,7 @@ export class OutboxConsumer {
    */
   async skipVisible(onlyIf?: string): Promise<{ passed: boolean; heldBack: boolean }> {
     const condition = onlyIf ? `(${onlyIf})` : 'true';
-    const { rows } = await this.db.crossTenantQuery<{ passed: boolean; held_back: boolean }>(
+    const { rows } = await this.db.crossTenantPrepared<{ passed: boolean; held_back: boolean }>(
       `outbox:${this.name}`,
       `with head as (
          select o.txid, o.id
@@ -114,7 +114,7 @@ export class OutboxConsumer {
   }
 
   async advance(to: Position): Promise<void> {
-    await this.db.crossTenantQuery(`outbox:${this.name}`, ADVANCE, [this.name, to.txid, to.id]);
+    await this.db.crossTenantPrepared(`outbox:${this.name}`, ADVANCE, [this.name, to.txid, to.id]);
   }
 
   /** Advances the cursor inside the caller's cross-tenant transaction: it moves only if that transaction commits. */
