@@ -20,8 +20,22 @@ declare module 'pg-copy-streams' {
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
 
 /** What a unit of work may do with its transaction. */
+/** How a statement is sent. */
+export interface QueryOptions {
+  /**
+   * As a named (prepared) statement: each connection parses and plans it once, and PostgreSQL may
+   * then keep a generic plan. For short statements sent very often whose plan does not depend on
+   * their values (an event's insert, an outbox consumer's cursor reads and moves), where planning
+   * is much of the work. Not for statements whose best plan depends on their values (arrays of
+   * varying size, selective filters): a generic plan can be slower than the planning it saves.
+   * The name is derived from the text (`statementName`): one text, one statement.
+   */
+  prepare?: boolean;
+}
+
 export interface Tx {
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+  /** One statement in the transaction; test doubles may ignore `options` (it changes how, not what). */
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
   /**
    * `COPY … FROM STDIN` on the transaction's own connection: `rows` is the text-format data (lines
    * already escaped). Returns how many rows were copied. Absent on test doubles.
@@ -110,8 +124,8 @@ export class Database {
       try {
         return await fn({
           tenantId: id,
-          query: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) =>
-            traced<R>(client, text, values, opening).catch((err: unknown) => {
+          query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) =>
+            traced<R>(client, text, values, opening, nameFor(text, options)).catch((err: unknown) => {
               // A statement that failed on the wire (not in the server) may have left the connection mid-message.
               if (!(err instanceof pg.DatabaseError)) broken = true;
               throw err;
@@ -138,20 +152,8 @@ export class Database {
    * One statement as the worker role in autocommit: `crossTenant` without the transaction around
    * it (two round trips fewer), for background work whose unit is a single statement.
    */
-  async crossTenantQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(job: string, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
-    return runWithContext({ job }, () => traced<R>(this.worker, text, values));
-  }
-
-  /**
-   * `crossTenantQuery` as a named (prepared) statement: each connection parses and plans it once,
-   * then PostgreSQL may keep a generic plan. For the short statements a background loop sends many
-   * times a second whose plan does not depend on their values (an outbox consumer's cursor reads
-   * and moves), where planning is a large part of the work. Not for statements whose best plan
-   * depends on their values (array sizes, selective filters): a generic plan can be slower than
-   * the planning it saves. The name is derived from the text, so one text is one statement.
-   */
-  async crossTenantPrepared<R extends pg.QueryResultRow = pg.QueryResultRow>(job: string, text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
-    return runWithContext({ job }, () => traced<R>(this.worker, text, values, undefined, statementName(text)));
+  async crossTenantQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(job: string, text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>> {
+    return runWithContext({ job }, () => traced<R>(this.worker, text, values, undefined, nameFor(text, options)));
   }
 
   async ping(): Promise<void> {
@@ -179,9 +181,10 @@ export class Database {
     };
     const tx: Tx = {
       tenantId,
-      query: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => {
-        if (opened) return traced<R>(client, text, values);
-        const first = traced<R>(client, text, values, opening);
+      query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) => {
+        const name = nameFor(text, options);
+        if (opened) return traced<R>(client, text, values, undefined, name);
+        const first = traced<R>(client, text, values, opening, name);
         // The first statement's own failure is the caller's to handle (as any statement's); what
         // matters from here on is only that the transaction was opened.
         opened = first.then(
@@ -264,12 +267,16 @@ function traced<R extends pg.QueryResultRow>(
     { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
     () =>
       opening
-        ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values)
+        ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values, name)
         : name
           ? client.query<R>({ name, text, values: values as unknown[] })
           : client.query<R>(text, values as unknown[]),
     SpanKind.CLIENT,
   );
+}
+
+function nameFor(text: string, options: QueryOptions | undefined): string | undefined {
+  return options?.prepare ? statementName(text) : undefined;
 }
 
 /** Names of prepared statements by text: `svc_` and the start of the text's SHA-256 (one text, one name). */

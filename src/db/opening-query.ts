@@ -35,9 +35,11 @@ class OpeningQuery extends Query {
     text: string,
     values: unknown[] | undefined,
     callback: (err: Error | undefined, result: pg.QueryResult) => void,
+    name?: string,
   ) {
     const extended = values !== undefined && values.length > 0;
-    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? values : undefined }, callback);
+    // A named statement (parsed once per connection) only with parameters: the joined text is one message of the simple protocol.
+    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? values : undefined, name: extended ? name : undefined }, callback);
   }
 
   override prepare(connection: pg.Connection): void {
@@ -67,15 +69,19 @@ class OpeningQuery extends Query {
   }
 }
 
-/** Runs `opening` and then `text` on `client` in one round trip; answers `text`'s result. */
+/**
+ * Runs `opening` and then `text` on `client` in one round trip; answers `text`'s result. With `name`
+ * (and parameters), `text` is a named statement: parsed on the first use on a connection only.
+ */
 export function queryAfterOpening<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
   opening: readonly string[],
   text: string,
   values?: unknown[],
+  name?: string,
 ): Promise<pg.QueryResult<R>> {
   return new Promise((resolve, reject) => {
-    const query = new OpeningQuery(opening, text, values, (err, result) => (err ? reject(err) : resolve(result as pg.QueryResult<R>)));
+    const query = new OpeningQuery(opening, text, values, (err, result) => (err ? reject(err) : resolve(result as pg.QueryResult<R>)), name);
     client.query(query as unknown as pg.Submittable);
   });
 }

@@ -3,12 +3,16 @@ import { type MigratedDatabase, migratedDatabase } from '../../test/harness/data
 import { statementName } from './database.js';
 
 /**
- * Named (prepared) statements of the worker role (`Database.crossTenantPrepared`): one name per text,
- * prepared on the server, and the same answers as the unnamed statement, also once PostgreSQL may
- * have switched to a generic plan (after five executions).
+ * Named (prepared) statements (`{prepare: true}`): one name per text, prepared on the server, and the
+ * same answers as the unnamed statement, also once PostgreSQL may have switched to a generic plan
+ * (after five executions); in autocommit as the worker, and in tenant transactions, where the first
+ * statement travels with the transaction's opening (one message) and a later one alone.
  */
 
 let t: MigratedDatabase;
+const PREPARED = { prepare: true };
+/** A statement that finds itself among its session's prepared statements when it is one. */
+const SELF = 'select name from pg_prepared_statements where name = $1';
 
 beforeAll(async () => {
   t = await migratedDatabase({ 1: 'acme' });
@@ -25,19 +29,38 @@ describe('prepared statements', () => {
     expect(statementName('select 1')).toMatch(/^svc_[0-9a-f]{24}$/);
   });
 
-  it('is prepared on the server: the statement finds itself among the session prepared statements', async () => {
-    const text = 'select name from pg_prepared_statements where name = $1';
-    const name = statementName(text);
-    expect((await t.db.crossTenantPrepared<{ name: string }>('test', text, [name])).rows).toEqual([{ name }]);
-    // The same text unnamed is not a prepared statement of its session.
-    const other = 'select name from pg_prepared_statements where name = $1 and true';
+  it('autocommit: the statement is prepared on the server (and unnamed, it is not)', async () => {
+    const name = statementName(SELF);
+    expect((await t.db.crossTenantQuery<{ name: string }>('test', SELF, [name], PREPARED)).rows).toEqual([{ name }]);
+    const other = `${SELF} and true`;
     expect((await t.db.crossTenantQuery<{ name: string }>('test', other, [statementName(other)])).rows).toEqual([]);
+  });
+
+  it('in a tenant transaction: first (with the opening) and later statements, each time it runs', async () => {
+    const name = statementName(SELF);
+    for (let i = 0; i < 7; i++) {
+      const [first, later, tenant] = await t.db.withTenant(1, async (tx) => [
+        (await tx.query<{ name: string }>(SELF, [name], PREPARED)).rows,
+        (await tx.query<{ name: string }>(SELF, [name], PREPARED)).rows,
+        (await tx.query<{ tenant: string }>(`select current_setting('svc.tenant_id') as tenant`)).rows,
+      ]);
+      expect(first).toEqual([{ name }]);
+      expect(later).toEqual([{ name }]);
+      // The opening still ran before the named first statement: the tenant is set.
+      expect(tenant).toEqual([{ tenant: '1' }]);
+    }
+  });
+
+  it('a failed transaction leaves the connection usable for the named statement', async () => {
+    const text = 'select $1::int / $2::int as q';
+    await expect(t.db.withTenant(1, (tx) => tx.query(text, [1, 0], PREPARED))).rejects.toThrow(/division by zero/);
+    for (let i = 0; i < 4; i++) expect((await t.db.withTenant(1, (tx) => tx.query<{ q: number }>(text, [6, 3], PREPARED))).rows).toEqual([{ q: 2 }]);
   });
 
   it('answers as the unnamed statement, before and after a generic plan may be chosen', async () => {
     const text = 'select g::int as n from generate_series(1, $1::int) g where g % $2::int = 0 order by g';
     for (let i = 1; i <= 8; i++) {
-      const prepared = await t.db.crossTenantPrepared<{ n: number }>('test', text, [i * 10, i]);
+      const prepared = await t.db.crossTenantQuery<{ n: number }>('test', text, [i * 10, i], PREPARED);
       const plain = await t.db.crossTenantQuery<{ n: number }>('test', text, [i * 10, i]);
       expect(prepared.rows).toEqual(plain.rows);
       expect(prepared.rows).toHaveLength(10);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { ClockRunner } from '../clock/clock.js';
+import type { QueryOptions } from '../db/database.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter } from '../events/outbox.js';
 import { OutboxLoop } from './outbox-loop.js';
@@ -47,15 +48,14 @@ async function passesToHead(loop: OutboxLoop, consumer: string): Promise<void> {
   expect(await cursorOf(consumer)).toBe(await newest());
 }
 
-/** The test database, with every single statement of the worker role (named or not) shown to `seen` first. */
+/** The test database, with every single statement of the worker role shown to `seen` first. */
 function countingDb(seen: (text: string) => void): typeof t.db {
   return new Proxy(t.db, {
     get(target, prop, receiver) {
-      if (prop === 'crossTenantQuery' || prop === 'crossTenantPrepared') {
-        const run = target[prop].bind(target);
-        return (job: string, text: string, values?: unknown[]) => {
+      if (prop === 'crossTenantQuery') {
+        return (job: string, text: string, values?: unknown[], options?: QueryOptions) => {
           seen(text);
-          return run(job, text, values);
+          return target.crossTenantQuery(job, text, values, options);
         };
       }
       const value = Reflect.get(target, prop, receiver);

@@ -14,6 +14,12 @@ const HELD_BACK = `coalesce((c.txid, c.last_id) < (
    limit 1
 ), false)`;
 
+/**
+ * The cursor statements (read, skip, advance) run many times a second per consumer and their plan
+ * does not depend on their values: named statements, planned once per connection.
+ */
+const PREPARED = { prepare: true } as const;
+
 /** Moves a consumer's cursor forward (never back). */
 const ADVANCE = `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
   where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`;
@@ -54,7 +60,7 @@ export class OutboxConsumer {
    * the caller looks again soon). The first read of a consumer without a cursor row creates it.
    */
   async read(limit: number): Promise<{ events: OutboxEvent[]; heldBack: boolean }> {
-    const { rows } = await this.db.crossTenantPrepared<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean }>(
+    const { rows } = await this.db.crossTenantQuery<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean }>(
       `outbox:${this.name}`,
       `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, h.held_back
          from events.consumer_cursors c
@@ -69,6 +75,7 @@ export class OutboxConsumer {
          ) o on true
         where c.consumer = $1`,
       [this.name, limit],
+      PREPARED,
     );
     if (rows.length === 0) {
       // No cursor row yet: made at the current start (`position`), then read as above.
@@ -88,7 +95,7 @@ export class OutboxConsumer {
    */
   async skipVisible(onlyIf?: string): Promise<{ passed: boolean; heldBack: boolean }> {
     const condition = onlyIf ? `(${onlyIf})` : 'true';
-    const { rows } = await this.db.crossTenantPrepared<{ passed: boolean; held_back: boolean }>(
+    const { rows } = await this.db.crossTenantQuery<{ passed: boolean; held_back: boolean }>(
       `outbox:${this.name}`,
       `with head as (
          select o.txid, o.id
@@ -109,12 +116,13 @@ export class OutboxConsumer {
        )
        select ${condition} as passed, coalesce((select ${HELD_BACK} from events.consumer_cursors c where c.consumer = $1), false) as held_back`,
       [this.name],
+      PREPARED,
     );
     return { passed: rows[0]?.passed === true, heldBack: rows[0]?.held_back === true };
   }
 
   async advance(to: Position): Promise<void> {
-    await this.db.crossTenantPrepared(`outbox:${this.name}`, ADVANCE, [this.name, to.txid, to.id]);
+    await this.db.crossTenantQuery(`outbox:${this.name}`, ADVANCE, [this.name, to.txid, to.id], PREPARED);
   }
 
   /** Advances the cursor inside the caller's cross-tenant transaction: it moves only if that transaction commits. */
