@@ -103,6 +103,47 @@ describe('outbox loop wake-ups', () => {
     await clock.stop();
   });
 
+  it('a loop that can act on nothing passes the outbox at most once a second for NOTIFYs, and hands over again once it can act', async () => {
+    let idle = true;
+    const seen: number[] = [];
+    let skips = 0;
+    const clock = new ClockRunner();
+    const loop = new OutboxLoop(t.db, {
+      name: 'idle-wake',
+      every: 60_000,
+      batch: 10,
+      handle: async (event) => {
+        seen.push(event.payload.orgId as number);
+      },
+      idle: () => idle,
+    });
+    const consumer = (loop as unknown as { consumer: OutboxConsumer }).consumer;
+    const skip = consumer.skipVisible.bind(consumer);
+    consumer.skipVisible = async (onlyIf) => {
+      skips++;
+      return skip(onlyIf);
+    };
+    await loop.start(clock, listener);
+    clock.start();
+    const started = Date.now();
+    // Twenty commits, twenty NOTIFYs, within far less than a second on any machine we run on.
+    for (let i = 0; i < 20; i++) await emit(40 + i);
+    const written = Date.now() - started;
+    const cursorAt = async () => (await t.owner.query(`select last_id::int as id from events.consumer_cursors where consumer = 'idle-wake'`)).rows[0]!.id as number;
+    const { rows } = await t.owner.query(`select max(id)::int as id from events.outbox`);
+    await until('the cursor past the twentieth event', async () => (await cursorAt()) >= rows[0]!.id, 5_000);
+    // The first NOTIFY's pass, then one per second of NOTIFYs at most (a slow machine may spread the commits over more seconds).
+    expect(skips).toBeLessThanOrEqual(2 + Math.ceil((Date.now() - started) / 1_000));
+    expect(written).toBeLessThan(1_000); // what the bound above assumes of the commits
+    expect(seen).toEqual([]);
+    // Something to do again: the next event is handed over (after at most a second of spacing).
+    idle = false;
+    await emit(99);
+    await until('the event after the loop can act', () => seen.includes(99), 5_000);
+    loop.stop();
+    await clock.stop();
+  });
+
   it('a batch whose handler failed is handed over again soon, with no NOTIFY and no sweep', async () => {
     let failures = 0;
     const seen: number[] = [];

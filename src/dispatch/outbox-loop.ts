@@ -54,6 +54,8 @@ export type LoopClock = Pick<ClockRunner, 'schedule' | 'trigger'>;
 /** First delay of the re-poll for events committed but not yet readable in order; doubles up to VISIBILITY_POLL_MAX_MS (or `every`). */
 const VISIBILITY_POLL_MS = 10;
 const VISIBILITY_POLL_MAX_MS = 1_000;
+/** While a loop can act on nothing, wake-ups run at most one pass per this long (or `every`, if shorter). */
+const IDLE_WAKE_MS = 1_000;
 
 /**
  * An outbox consumer on the clock: reads a batch after its cursor, hands each event over in order,
@@ -76,6 +78,11 @@ export class OutboxLoop {
   private pollDelay = 0;
   /** The last pass left events to look at again soon: held back by an older transaction, or in a failed batch. */
   private pending = false;
+  /** The last pass could act on nothing (`idle`, `idleWhen`): wake-ups are spaced (`wake`). */
+  private dormant = false;
+  private dormantTimer: NodeJS.Timeout | undefined;
+  /** performance.now() when the last pass ended. */
+  private lastPassEnded = 0;
 
   constructor(
     private readonly db: Database,
@@ -99,9 +106,26 @@ export class OutboxLoop {
     this.unsubscribe = listener?.onEvent(() => this.wake());
   }
 
-  /** Runs a pass now, or once more after the one running. */
+  /**
+   * Runs a pass now, or once more after the one running. A loop whose last pass found it could act
+   * on nothing (`idle`, `idleWhen`) runs at most one pass per IDLE_WAKE_MS for wake-ups: NOTIFYs of
+   * a busy outbox would otherwise make it pass the events a few at a time, one statement each.
+   */
   wake(): void {
     if (this.stopped || !this.clock) return;
+    if (this.dormant) {
+      if (this.dormantTimer) return;
+      const wait = this.lastPassEnded + Math.min(IDLE_WAKE_MS, this.options.every) - performance.now();
+      if (wait > 0) {
+        this.dormantTimer = setTimeout(() => {
+          this.dormantTimer = undefined;
+          this.again = true;
+          if (!this.stopped) void this.clock?.trigger(this.job);
+        }, wait);
+        this.dormantTimer.unref();
+        return;
+      }
+    }
     this.again = true;
     void this.clock.trigger(this.job);
   }
@@ -113,6 +137,8 @@ export class OutboxLoop {
     this.unsubscribe = undefined;
     if (this.pollTimer) clearTimeout(this.pollTimer);
     this.pollTimer = undefined;
+    if (this.dormantTimer) clearTimeout(this.dormantTimer);
+    this.dormantTimer = undefined;
   }
 
   private async pass(): Promise<void> {
@@ -122,7 +148,8 @@ export class OutboxLoop {
     do {
       this.again = false;
       await this.drain();
-    } while (this.again && !this.stopped);
+    } while (this.again && !this.stopped && !this.dormant);
+    this.lastPassEnded = performance.now();
     this.lookAgainSoon();
   }
 
@@ -148,6 +175,7 @@ export class OutboxLoop {
   async drain(): Promise<number> {
     if (this.options.idle?.()) {
       this.pending = (await this.consumer.skipVisible()).heldBack;
+      this.dormant = true;
       return 0;
     }
     if (this.options.idleWhen) {
@@ -156,9 +184,11 @@ export class OutboxLoop {
       const skip = await this.consumer.skipVisible(this.options.idleWhen);
       if (skip.passed) {
         this.pending = skip.heldBack;
+        this.dormant = true;
         return 0;
       }
     }
+    this.dormant = false;
     // A failed batch is read again soon (`lookAgainSoon`), as are events held back.
     this.pending = true;
     let handled = 0;
