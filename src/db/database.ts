@@ -19,12 +19,11 @@ declare module 'pg-copy-streams' {
 // Identifiers and counters are bigint columns far below 2^53: hand them out as numbers.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
 
-/** What a unit of work may do with its transaction. */
 /** How a statement is sent. */
 export interface QueryOptions {
   /**
-   * As a named (prepared) statement: each connection parses and plans it once, and PostgreSQL may
-   * then keep a generic plan. For short statements sent very often whose plan does not depend on
+   * As a named (prepared) statement: each connection parses and analyses it once, and PostgreSQL
+   * plans it per execution until, after five, it may settle on one generic plan. For short statements sent very often whose plan does not depend on
    * their values (an event's insert, an outbox consumer's cursor reads and moves), where planning
    * is much of the work. Not for statements whose best plan depends on their values (arrays of
    * varying size, selective filters): a generic plan can be slower than the planning it saves.
@@ -33,6 +32,7 @@ export interface QueryOptions {
   prepare?: boolean;
 }
 
+/** What a unit of work may do with its transaction. */
 export interface Tx {
   /** One statement in the transaction; test doubles may ignore `options` (it changes how, not what). */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;

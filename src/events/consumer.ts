@@ -16,7 +16,8 @@ const HELD_BACK = `coalesce((c.txid, c.last_id) < (
 
 /**
  * The cursor statements (read, skip, advance) run many times a second per consumer and their plan
- * does not depend on their values: named statements, planned once per connection.
+ * does not depend on their values: named statements, parsed once per connection (and planned
+ * once, should PostgreSQL settle on a generic plan).
  */
 const PREPARED = { prepare: true } as const;
 

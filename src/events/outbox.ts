@@ -56,9 +56,9 @@ export class EventWriter {
         if (problem) throw new EventRejected(`event ${type} does not match its declaration: ${problem}`);
       }
     }
-    // One event (most writes) is a plain VALUES insert, a named statement planned once per
-    // connection: the array form, planned every time, cost its backend half as much CPU again
-    // per event (docs/performance.md).
+    // One event (most writes) is a plain VALUES insert, a named statement parsed once per
+    // connection: the array form, parsed and planned every time, cost its backend half as much
+    // CPU again per event (docs/performance.md).
     const { rows } =
       payloads.length === 1
         ? await tx.query<{ id: number }>(
