@@ -3,6 +3,7 @@ import { type MigratedDatabase, migratedDatabase } from '../../test/harness/data
 import { ClockRunner } from '../clock/clock.js';
 import type { QueryOptions } from '../db/database.js';
 import { loadCatalog } from '../events/catalog.js';
+import { advanceSql, advanceValues } from '../events/consumer.js';
 import { EventWriter } from '../events/outbox.js';
 import { OutboxLoop } from './outbox-loop.js';
 
@@ -212,6 +213,39 @@ describe('outbox loop', () => {
       await flag(false);
     }
     await clock.stop();
+  });
+
+  it('handleBatch that moves the cursor itself (returns true): the loop writes no cursor of its own', async () => {
+    for (const own of [true, false]) {
+      let loopCursorWrites = 0;
+      const counting = countingDb((text) => {
+        if (/update events\.consumer_cursors/.test(text)) loopCursorWrites++;
+      });
+      const seen: number[] = [];
+      const name = `loop-moves-${own}`;
+      const loop = new OutboxLoop(counting, {
+        name,
+        every: 60_000,
+        batch: 100,
+        handleBatch: async (batch, cursor) => {
+          seen.push(...batch.map((e) => e.payload.orgId as number));
+          if (!own) return;
+          // Its own statement (not through the loop's database), as the webhook consumer's.
+          await t.db.crossTenantQuery('test', advanceSql(1), advanceValues(cursor));
+          return true;
+        },
+      });
+      const clock = new ClockRunner();
+      await loop.start(clock);
+      await emit(own ? 71 : 73);
+      await emit(own ? 72 : 74);
+      expect(await drainUntil(loop, 2)).toBe(2);
+      expect(seen).toEqual(own ? [71, 72] : [73, 74]);
+      expect(loopCursorWrites).toBe(own ? 0 : 1);
+      // Either way the cursor is past the batch: nothing is handed over again.
+      expect(await loop.drain()).toBe(0);
+      await clock.stop();
+    }
   });
 
   it('handleBatchInTx: what the handler writes and the cursor commit together, or neither does', async () => {

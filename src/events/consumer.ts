@@ -21,9 +21,26 @@ const HELD_BACK = `coalesce((c.txid, c.last_id) < (
  */
 const PREPARED = { prepare: true } as const;
 
-/** Moves a consumer's cursor forward (never back). */
-const ADVANCE = `update events.consumer_cursors set txid = $2::xid8, last_id = $3, updated_at = now()
-  where consumer = $1 and (txid, last_id) < ($2::xid8, $3::bigint)`;
+/**
+ * Moves a consumer's cursor forward (never back), its consumer, txid and event id the parameters
+ * numbered from `first`: also for a handler that moves the cursor in its own statement
+ * (`CursorMove`), so what it records and the move commit together.
+ */
+export function advanceSql(first: number): string {
+  const [consumer, txid, id] = [`$${first}`, `$${first + 1}`, `$${first + 2}`];
+  return `update events.consumer_cursors set txid = ${txid}::xid8, last_id = ${id}::bigint, updated_at = now()
+  where consumer = ${consumer} and (txid, last_id) < (${txid}::xid8, ${id}::bigint)`;
+}
+
+const ADVANCE = advanceSql(1);
+
+/** Where a handler moves a consumer's cursor in its own statement: `advanceSql(n)` with `advanceValues(move)` as parameters n…n+2. */
+export interface CursorMove {
+  consumer: string;
+  to: Position;
+}
+
+export const advanceValues = (move: CursorMove): [string, string, number] => [move.consumer, move.to.txid, move.to.id];
 
 /**
  * A named outbox consumer with its own cursor in events.consumer_cursors. Reading and advancing are

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import type { QueryOptions } from '../db/database.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
@@ -82,6 +83,38 @@ describe('the consumer', () => {
     expect((await rowsOf(i.id)).map((r) => r.event_id)).toEqual([afterCreate, afterEnable]);
     expect(submitted.map((s) => s.integrationId)).toEqual([i.id, i.id]);
     await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
+  });
+
+  it('given a cursor, moves it past the batch in the statement that records the rows (never back), one statement in all', async () => {
+    const i = await integration(1, 'moves-cursor');
+    const batch = await events([await emit(1, 7), await emit(1, 8)]);
+    await t.owner.query(`insert into events.consumer_cursors (consumer) values ('webhooks-cursor-test')`);
+    const statements: string[] = [];
+    const counting = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop === 'crossTenantQuery') {
+          return (job: string, text: string, values?: unknown[], options?: QueryOptions) => {
+            statements.push(text);
+            return target.crossTenantQuery(job, text, values, options);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const moving = new WebhookConsumer({ db: counting, worker: recording, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100 });
+    const cursorAt = async () =>
+      (await t.owner.query(`select txid::text as txid, last_id::int as id from events.consumer_cursors where consumer = 'webhooks-cursor-test'`)).rows[0] as { txid: string; id: number };
+    await moving.handleBatch(batch, { consumer: 'webhooks-cursor-test', to: batch[1]!.position });
+    expect(statements).toHaveLength(1);
+    expect(await cursorAt()).toEqual(batch[1]!.position);
+    expect((await rowsOf(i.id)).map((r) => r.event_id)).toEqual(batch.map((e) => e.id));
+    // Read again from an older position (a crash before): nothing recorded twice, the cursor not moved back.
+    expect(await moving.handleBatch(batch.slice(0, 1), { consumer: 'webhooks-cursor-test', to: batch[0]!.position })).toBe(0);
+    expect(await cursorAt()).toEqual(batch[1]!.position);
+    expect(await rowsOf(i.id)).toHaveLength(2);
+    // Out of the way of the tests below (they count the rows their events make in tenant 1).
+    await t.owner.query('update hub.integrations set enabled = false where id = $1', [i.id]);
   });
 
   it('records each (event, integration) once, however often the batch is read again', async () => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../db/database.js';
+import { advanceSql, advanceValues, type CursorMove } from '../events/consumer.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
@@ -40,9 +41,11 @@ export class WebhookConsumer {
    * active (not retroactive). Reading an event again (a crash before the cursor moved) records
    * nothing twice. The one statement records the rows of the whole batch, leases them, and reads
    * what their first attempts need (the row and its integration): the worker sends them without
-   * reading again if they start soon (worker.ts, `Claim`).
+   * reading again if they start soon (worker.ts, `Claim`). Given `cursor`, it also moves the
+   * consumer's cursor past the batch: the rows and the move commit together (a crash after it
+   * leaves the leased rows to the retry sweep, as a crash during the attempts does).
    */
-  async handleBatch(events: OutboxEvent[]): Promise<number> {
+  async handleBatch(events: OutboxEvent[], cursor?: CursorMove): Promise<number> {
     if (events.length === 0) return 0;
     const token = randomUUID();
     const stamp = this.o.worker.stamp();
@@ -65,10 +68,11 @@ export class WebhookConsumer {
          on conflict (integration_id, event_id) where kind = 'event' do nothing
          returning id, tenant_id, kind, event_id, event_type, body, attempts, integration_id
        )
+       ${cursor ? `, moved as (${advanceSql(5)} returning 1)` : ''}
        select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.body, d.attempts, i.id as integration_id, i.target_url, i.auth_mode,
               i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks
          from inserted d join hub.integrations i on i.id = d.integration_id`,
-      [events.map((e) => e.id), events.map((e) => JSON.stringify(e.payload)), this.o.leaseMs, token],
+      [events.map((e) => e.id), events.map((e) => JSON.stringify(e.payload)), this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
     rows.sort((a, b) => a.id - b.id);
     const deferred: number[] = [];

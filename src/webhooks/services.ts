@@ -62,8 +62,10 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     name: 'webhooks',
     every: config.duration('svc.webhook.sweep-every'),
     batch: CONSUMER_BATCH,
-    handleBatch: async (events) => {
-      await consumer.handleBatch(events);
+    // The statement that records and leases the batch's deliveries also moves the cursor past it.
+    handleBatch: async (events, cursor) => {
+      await consumer.handleBatch(events, cursor);
+      return true;
     },
   });
   let started = false;
