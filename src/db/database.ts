@@ -27,7 +27,7 @@ export interface QueryOptions {
    * their values (an event's insert, an outbox consumer's cursor reads and moves), where planning
    * is much of the work. Not for statements whose best plan depends on their values (arrays of
    * varying size, selective filters): a generic plan can be slower than the planning it saves.
-   * The name is derived from the text (`statementName`): one text, one statement.
+   * The name is derived from the text (`statementName`) and the connection: one text, one statement per connection.
    */
   prepare?: boolean;
 }
@@ -125,7 +125,7 @@ export class Database {
         return await fn({
           tenantId: id,
           query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) =>
-            traced<R>(client, text, values, opening, nameFor(text, options)).catch((err: unknown) => {
+            traced<R>(client, text, values, opening, nameFor(client, text, options)).catch((err: unknown) => {
               // A statement that failed on the wire (not in the server) may have left the connection mid-message.
               if (!(err instanceof pg.DatabaseError)) broken = true;
               throw err;
@@ -153,7 +153,21 @@ export class Database {
    * it (two round trips fewer), for background work whose unit is a single statement.
    */
   async crossTenantQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(job: string, text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>> {
-    return runWithContext({ job }, () => traced<R>(this.worker, text, values, undefined, nameFor(text, options)));
+    if (!options?.prepare) return runWithContext({ job }, () => traced<R>(this.worker, text, values));
+    // A named statement's name is its connection's own (`nameFor`): the connection is taken here.
+    return runWithContext({ job }, async () => {
+      const client = await this.worker.connect();
+      let failure: Error | undefined;
+      try {
+        return await traced<R>(client, text, values, undefined, nameFor(client, text, options));
+      } catch (err) {
+        // As pool.query does, but a connection whose statement the server refused stays usable.
+        if (!(err instanceof pg.DatabaseError)) failure = err instanceof Error ? err : new Error(String(err));
+        throw err;
+      } finally {
+        client.release(failure);
+      }
+    });
   }
 
   async ping(): Promise<void> {
@@ -182,7 +196,7 @@ export class Database {
     const tx: Tx = {
       tenantId,
       query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) => {
-        const name = nameFor(text, options);
+        const name = nameFor(client, text, options);
         if (opened) return traced<R>(client, text, values, undefined, name);
         const first = traced<R>(client, text, values, opening, name);
         // The first statement's own failure is the caller's to handle (as any statement's); what
@@ -275,11 +289,26 @@ function traced<R extends pg.QueryResultRow>(
   );
 }
 
-function nameFor(text: string, options: QueryOptions | undefined): string | undefined {
-  return options?.prepare ? statementName(text) : undefined;
+/**
+ * The name of a named statement on one connection: the text's (`statementName`) and the
+ * connection's own number. Names are never shared between connections: a server that runs several
+ * client connections in one session (PGlite's socket server, test/harness/pgvector.ts) would
+ * otherwise refuse the second connection's `Parse` of a name the first one prepared.
+ */
+function nameFor(client: pg.PoolClient, text: string, options: QueryOptions | undefined): string | undefined {
+  if (!options?.prepare) return undefined;
+  let number = connectionNumbers.get(client);
+  if (number === undefined) {
+    number = ++connectionsNumbered;
+    connectionNumbers.set(client, number);
+  }
+  return `${statementName(text)}_${number}`;
 }
 
-/** Names of prepared statements by text: `svc_` and the start of the text's SHA-256 (one text, one name). */
+const connectionNumbers = new WeakMap<pg.PoolClient, number>();
+let connectionsNumbered = 0;
+
+/** The text part of prepared statements' names: `svc_` and the start of the text's SHA-256 (one text, one name). */
 const statementNames = new Map<string, string>();
 
 export function statementName(text: string): string {

@@ -11,8 +11,10 @@ import { statementName } from './database.js';
 
 let t: MigratedDatabase;
 const PREPARED = { prepare: true };
-/** A statement that finds itself among its session's prepared statements when it is one. */
-const SELF = 'select name from pg_prepared_statements where name = $1';
+/** A statement that finds itself among its session's prepared statements when it is one (named from its text and its connection). */
+const SELF = 'select name from pg_prepared_statements where name like $1';
+const own = (text: string) => `${statementName(text)}\\_%`;
+const ofConnection = (text: string) => expect.stringMatching(new RegExp(`^${statementName(text)}_\\d+$`));
 
 beforeAll(async () => {
   t = await migratedDatabase({ 1: 'acme' });
@@ -29,23 +31,21 @@ describe('prepared statements', () => {
     expect(statementName('select 1')).toMatch(/^svc_[0-9a-f]{24}$/);
   });
 
-  it('autocommit: the statement is prepared on the server (and unnamed, it is not)', async () => {
-    const name = statementName(SELF);
-    expect((await t.db.crossTenantQuery<{ name: string }>('test', SELF, [name], PREPARED)).rows).toEqual([{ name }]);
+  it('autocommit: the statement is prepared on the server under a name of its text and connection (and unnamed, it is not)', async () => {
+    for (let i = 0; i < 4; i++) expect((await t.db.crossTenantQuery<{ name: string }>('test', SELF, [own(SELF)], PREPARED)).rows).toEqual([{ name: ofConnection(SELF) }]);
     const other = `${SELF} and true`;
-    expect((await t.db.crossTenantQuery<{ name: string }>('test', other, [statementName(other)])).rows).toEqual([]);
+    expect((await t.db.crossTenantQuery<{ name: string }>('test', other, [own(other)])).rows).toEqual([]);
   });
 
   it('in a tenant transaction: first (with the opening) and later statements, each time it runs', async () => {
-    const name = statementName(SELF);
     for (let i = 0; i < 7; i++) {
       const [first, later, tenant] = await t.db.withTenant(1, async (tx) => [
-        (await tx.query<{ name: string }>(SELF, [name], PREPARED)).rows,
-        (await tx.query<{ name: string }>(SELF, [name], PREPARED)).rows,
+        (await tx.query<{ name: string }>(SELF, [own(SELF)], PREPARED)).rows,
+        (await tx.query<{ name: string }>(SELF, [own(SELF)], PREPARED)).rows,
         (await tx.query<{ tenant: string }>(`select current_setting('svc.tenant_id') as tenant`)).rows,
       ]);
-      expect(first).toEqual([{ name }]);
-      expect(later).toEqual([{ name }]);
+      expect(first).toEqual([{ name: ofConnection(SELF) }]);
+      expect(later).toEqual(first);
       // The opening still ran before the named first statement: the tenant is set.
       expect(tenant).toEqual([{ tenant: '1' }]);
     }
