@@ -20,17 +20,33 @@ let listener: OutboxListener;
 const writer = new EventWriter(loadCatalog());
 const emit = (orgId: number) => t.db.withTenant(501, (tx) => writer.emit(tx, 'org.updated', { orgId, tenantId: 501 }));
 
-/** Counts the reads of a loop's consumer (a marker that a pass has read; the consumer is private to the loop). */
-function countReads(loop: OutboxLoop): { count: number } {
+/** Counts the calls of one statement of a loop's consumer once answered (a marker that a pass has read or skipped; the consumer is private to the loop). */
+function countCalls(loop: OutboxLoop, method: 'read' | 'skipVisible'): { count: number } {
   const counter = { count: 0 };
   const consumer = (loop as unknown as { consumer: OutboxConsumer }).consumer;
-  const read = consumer.read.bind(consumer);
-  consumer.read = async (limit) => {
-    const result = await read(limit);
+  const original = consumer[method].bind(consumer) as (arg?: never) => Promise<unknown>;
+  (consumer as unknown as Record<string, (arg?: never) => Promise<unknown>>)[method] = async (arg) => {
+    const result = await original(arg);
     counter.count++;
     return result;
   };
   return counter;
+}
+
+/** A batch handler that fails its first call and records the events of the later ones. */
+function failingOnce(): { failures: number; seen: number[]; handleBatch: (events: OutboxEvent[]) => Promise<void> } {
+  const state = {
+    failures: 0,
+    seen: [] as number[],
+    handleBatch: async (events: OutboxEvent[]) => {
+      if (state.failures === 0) {
+        state.failures++;
+        throw new Error('down');
+      }
+      state.seen.push(...events.map((e) => e.payload.orgId as number));
+    },
+  };
+  return state;
 }
 
 beforeAll(async () => {
@@ -83,7 +99,7 @@ describe('outbox loop wake-ups', () => {
     // before the sweep (60 s).
     await loop.start(clock);
     clock.start();
-    const reads = countReads(loop);
+    const reads = countCalls(loop, 'read');
     // An older transaction with an id, still open: later commits are not readable in order yet.
     await t.owner.query('begin');
     await t.owner.query('select pg_current_xact_id()');
@@ -106,7 +122,6 @@ describe('outbox loop wake-ups', () => {
   it('a loop that can act on nothing passes the outbox at most once a second for NOTIFYs, and hands over again once it can act', async () => {
     let idle = true;
     const seen: number[] = [];
-    let skips = 0;
     const clock = new ClockRunner();
     const loop = new OutboxLoop(t.db, {
       name: 'idle-wake',
@@ -117,12 +132,7 @@ describe('outbox loop wake-ups', () => {
       },
       idle: () => idle,
     });
-    const consumer = (loop as unknown as { consumer: OutboxConsumer }).consumer;
-    const skip = consumer.skipVisible.bind(consumer);
-    consumer.skipVisible = async (onlyIf) => {
-      skips++;
-      return skip(onlyIf);
-    };
+    const skips = countCalls(loop, 'skipVisible');
     await loop.start(clock, listener);
     clock.start();
     const started = Date.now();
@@ -133,7 +143,7 @@ describe('outbox loop wake-ups', () => {
     const { rows } = await t.owner.query(`select max(id)::int as id from events.outbox`);
     await until('the cursor past the twentieth event', async () => (await cursorAt()) >= rows[0]!.id, 5_000);
     // The first NOTIFY's pass, then one per second of NOTIFYs at most (a slow machine may spread the commits over more seconds).
-    expect(skips).toBeLessThanOrEqual(2 + Math.ceil((Date.now() - started) / 1_000));
+    expect(skips.count).toBeLessThanOrEqual(2 + Math.ceil((Date.now() - started) / 1_000));
     expect(written).toBeLessThan(1_000); // what the bound above assumes of the commits
     expect(seen).toEqual([]);
     // Something to do again: the next event is handed over (after at most a second of spacing).
@@ -145,48 +155,24 @@ describe('outbox loop wake-ups', () => {
   });
 
   it('a batch whose handler failed is handed over again soon, with no NOTIFY and no sweep', async () => {
-    let failures = 0;
-    const seen: number[] = [];
+    const batches = failingOnce();
     const clock = new ClockRunner();
-    const loop = new OutboxLoop(t.db, {
-      name: 'batch-retry-soon',
-      every: 60_000,
-      batch: 10,
-      handleBatch: async (events) => {
-        if (failures === 0) {
-          failures++;
-          throw new Error('down');
-        }
-        seen.push(...events.map((e) => e.payload.orgId as number));
-      },
-    });
+    const loop = new OutboxLoop(t.db, { name: 'batch-retry-soon', every: 60_000, batch: 10, handleBatch: batches.handleBatch });
     await loop.start(clock, listener);
     clock.start();
     await emit(30);
-    await until('the first, failing, hand-over', () => failures === 1);
+    await until('the first, failing, hand-over', () => batches.failures === 1);
     const failed = Date.now();
-    await until('the batch handed over again', () => seen.length === 1, 4_000);
+    await until('the batch handed over again', () => batches.seen.length === 1, 4_000);
     expect(Date.now() - failed).toBeLessThan(60_000 / 20); // the back-off, far below the sweep
-    expect(seen).toEqual([30]);
+    expect(batches.seen).toEqual([30]);
     loop.stop();
     await clock.stop();
   });
 
   it('a failing batch handler leaves the cursor before the batch; the next pass hands it over again', async () => {
-    let failures = 0;
-    const seen: number[] = [];
-    const loop = new OutboxLoop(t.db, {
-      name: 'batch-retry',
-      every: 60_000,
-      batch: 10,
-      handleBatch: async (events) => {
-        if (failures === 0) {
-          failures++;
-          throw new Error('down');
-        }
-        seen.push(...events.map((e) => e.payload.orgId as number));
-      },
-    });
+    const batches = failingOnce();
+    const loop = new OutboxLoop(t.db, { name: 'batch-retry', every: 60_000, batch: 10, handleBatch: batches.handleBatch });
     await loop.start(new ClockRunner());
     await emit(20);
     await emit(21);
@@ -197,8 +183,8 @@ describe('outbox loop wake-ups', () => {
       handled += await loop.drain();
       await new Promise((r) => setTimeout(r, 20));
     }
-    expect(failures).toBe(1);
-    expect(seen).toEqual([20, 21]);
+    expect(batches.failures).toBe(1);
+    expect(batches.seen).toEqual([20, 21]);
     expect(await loop.drain()).toBe(0);
   });
 });
