@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import { flatten } from '../runs/rows.js';
 import { maxOf } from '../runner.js';
@@ -50,6 +51,24 @@ describe('preparing rows for ext.* tables', () => {
     expect(rowHash({ a: 1 })).not.toBe(rowHash({ a: '1' }));
     expect(canonicalJson({ b: 1, a: [{ y: 1, x: 2 }] })).toBe('{"a":[{"x":2,"y":1}],"b":1}');
     expect(rowHash({ a: 1 })).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('row_hash is the hex SHA-256 of the canonical JSON text, as any client computes it (stored hashes stay valid)', () => {
+    const item = { id: 7, name: 'Ünïcode €', nested: { z: [1, 'two', null], a: true } };
+    const json = canonicalJson(item);
+    expect(prepareRow(item, target).rowHash).toBe(createHash('sha256').update(json, 'utf8').digest('hex'));
+    expect(rowHash({})).toBe('44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a');
+  });
+
+  it('promotes whole numbers and timestamps the same by every path', () => {
+    const one = (credit_limit: unknown, updated_at?: unknown) => prepareRow({ id: 1, credit_limit, updated_at }, target).promoted;
+    expect(one(-42).credit_limit).toBe('-42');
+    expect(one(-0).credit_limit).toBe('0');
+    expect(one(2 ** 53 + 2).credit_limit).toBe('9007199254740994'); // past the safe integers: still whole, still stored
+    expect(one(1e21).credit_limit).toBeNull();
+    expect(one(' 12 ').credit_limit).toBe('12');
+    expect(one(1, '2026-03-01T10:00:00Z').updated_at).toBe('2026-03-01T10:00:00.000Z');
+    expect(one(1, 1767225600000).updated_at).toBeNull(); // parse_iso8601 takes text only
   });
 });
 

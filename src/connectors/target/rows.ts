@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
 
@@ -42,7 +42,15 @@ export function rowHash(item: unknown): string {
   return hashOf(canonicalJson(item));
 }
 
-const hashOf = (json: string) => createHash('sha256').update(json).digest('hex');
+/**
+ * SHA-256 of the text, hex. Node's one-shot `crypto.hash` (Node 20.12 and later) is about three
+ * times as fast as a Hash object on rows of a few hundred bytes, and this runs for every ingested
+ * row; older Node versions take the Hash object. Both give the same digest.
+ */
+const hashOf: (json: string) => string =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? (json) => (crypto as unknown as { hash(algorithm: string, data: string, encoding: 'hex'): string }).hash('sha256', json, 'hex')
+    : (json) => crypto.createHash('sha256').update(json).digest('hex');
 
 export function prepareRow(item: unknown, target: Target): PreparedRow {
   const key = readPath(item, target.unique_key);
@@ -67,6 +75,8 @@ function coerce(p: Promote, raw: unknown): { value: string | null; reason?: stri
       const ms = typeof raw === 'string' && /^\d{4}-\d{2}-\d{2}/.test(raw) ? Date.parse(raw) : Number.NaN;
       if (Number.isNaN(ms)) return { value: null, reason: 'parse_iso8601: not an ISO-8601 timestamp' };
       value = new Date(ms).toISOString();
+      // Already what `typed` would make of it (it would parse the text just made a second time).
+      if (p.type === 'timestamptz') return { value: value as string };
       break;
     }
     case 'trim':
@@ -92,6 +102,8 @@ function typed(type: PromoteType, value: unknown): { value: string | null; reaso
     case 'text':
       return { value: typeof value === 'object' ? JSON.stringify(value) : String(value) };
     case 'bigint': {
+      // The common case, a whole number JSON gave as a number, needs neither the pattern nor BigInt.
+      if (typeof value === 'number' && Number.isSafeInteger(value)) return { value: String(value) };
       const text = typeof value === 'number' ? (Number.isInteger(value) ? String(value) : '') : String(value).trim();
       if (!/^-?\d{1,19}$/.test(text)) return { value: null, reason: 'bigint: not a whole number' };
       const n = BigInt(text);
