@@ -7,7 +7,8 @@
  * - copy: a plain `COPY … FROM STDIN` of the same rows into a table of the same shape (same columns,
  *   same indexes) as the ext.* table the hub writes.
  *
- * A breakdown measures the hub's write path alone (prepareRow, then the writer's upsert chunks) so
+ * A breakdown measures the hub's write path alone (prepareRow, then the writer's upsert chunks, as a
+ * first load inserts them and as a run that met stored keys merges them) so
  * the gap to the ceilings can be read. Prints a table and writes bench/results/ingest.json.
  * docs/performance.md explains every figure.
  *
@@ -33,7 +34,7 @@ import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
 import { tenantTableSql } from '../src/connectors/target/ddl.js';
-import { upsertChunk } from '../src/connectors/target/writer.js';
+import { upsertChunk, type WriteOptions } from '../src/connectors/target/writer.js';
 import type { Target } from '../src/connectors/types.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { generatePartners, type Partner } from '../src/demo-source/data.js';
@@ -333,23 +334,38 @@ async function writePath(hub: Hub, owner: pg.Client, rows: readonly Partner[], m
   const prepared: PreparedRow[] = rows.map((item) => prepareRow(item, target));
   const prepareMs = performance.now() - t0;
 
-  await hub.services.connectors.ext.ensureTable(TENANT, target.table, target.promote);
-  await owner.query('checkpoint');
+  // Into a fresh table the runner inserts (a first load: `expectNew`); the merge is what it does
+  // once a run meets stored keys. Both are measured into fresh tables of the same shape, one after
+  // the other, and each table's rows are counted.
   const ids = { tenantId: TENANT, connectorId: randomUUID(), endpointUuid: randomUUID() };
-  meter.start();
-  const t1 = performance.now();
-  for (let i = 0; i < prepared.length; i += CHUNK) {
-    const chunk = prepared.slice(i, i + CHUNK);
-    await hub.services.db.withTenant(TENANT, (tx) => upsertChunk(tx, target, chunk, ids));
-  }
-  const upsertMs = performance.now() - t1;
-  const upsertCpu = meter.stop();
+  const timed = async (table: string, options: WriteOptions) => {
+    const into: Target = { ...target, table };
+    await hub.services.connectors.ext.ensureTable(TENANT, into.table, into.promote);
+    await owner.query('checkpoint');
+    meter.start();
+    const t1 = performance.now();
+    for (let i = 0; i < prepared.length; i += CHUNK) {
+      const chunk = prepared.slice(i, i + CHUNK);
+      await hub.services.db.withTenant(TENANT, (tx) => upsertChunk(tx, into, chunk, ids, options));
+    }
+    const ms = performance.now() - t1;
+    const cpu = meter.stop();
+    const { rows: counted } = await owner.query<{ n: number }>(`select count(distinct external_id)::int as n from ${tenantTableSql(TENANT, into.table)}`);
+    if (counted[0]!.n !== rows.length) throw new Error(`${into.table} holds ${counted[0]!.n} distinct keys after the write path, expected ${rows.length}`);
+    await owner.query(`drop table ${tenantTableSql(TENANT, into.table)}`);
+    return { ms, cpu };
+  };
+  const insert = await timed('ext.bench_write_path', { expectNew: true });
+  const merge = await timed('ext.bench_write_path_merge', {});
   return {
     prepareRowsPerSec: perSecond(rows.length, prepareMs),
     prepareSeconds: seconds(prepareMs),
-    upsertRowsPerSec: perSecond(rows.length, upsertMs),
-    upsertSeconds: seconds(upsertMs),
-    upsertCpu,
+    upsertRowsPerSec: perSecond(rows.length, insert.ms),
+    upsertSeconds: seconds(insert.ms),
+    upsertCpu: insert.cpu,
+    mergeRowsPerSec: perSecond(rows.length, merge.ms),
+    mergeSeconds: seconds(merge.ms),
+    mergeCpu: merge.cpu,
   };
 }
 
@@ -544,6 +560,9 @@ async function main(): Promise<void> {
         prepareRowRowsPerSec: write.prepareRowsPerSec,
         upsertChunksRowsPerSec: write.upsertRowsPerSec,
         upsertChunksCpuSeconds: write.upsertCpu,
+        /** The same chunks merged (`on conflict … do update`, what a run does once it met a stored key) into a fresh table. */
+        mergeChunksRowsPerSec: write.mergeRowsPerSec,
+        mergeChunksCpuSeconds: write.mergeCpu,
         copyCpuSeconds: meanCpu(rounds.map((r) => r.copy.cpu)),
         copyWithoutGinIndexRowsPerSec: copyNoGin.rowsPerSec,
       },
@@ -594,7 +613,8 @@ async function main(): Promise<void> {
         ['write path alone (same rows, once)', 'rows/s', 's'],
         [
           ['prepareRow (canonical JSON, sha256, promote)', write.prepareRowsPerSec, write.prepareSeconds],
-          [`upsert chunks of ${CHUNK} (staged COPY, one merge)`, write.upsertRowsPerSec, write.upsertSeconds],
+          [`upsert chunks of ${CHUNK}, a first load (staged COPY, one insert)`, write.upsertRowsPerSec, write.upsertSeconds],
+          [`upsert chunks of ${CHUNK}, merged (staged COPY, one merge)`, write.mergeRowsPerSec, write.mergeSeconds],
           ['COPY, same shape (median of the rounds)', copyRowsPerSec, round(median(rounds.map((r) => r.copy.seconds)), 2)],
           ['COPY, same shape without the GIN index on data', copyNoGin.rowsPerSec, copyNoGin.seconds],
         ],
@@ -613,7 +633,8 @@ async function main(): Promise<void> {
           cpuRow('fetch ceiling, offset', meanWall((r) => r.fetch.offset.seconds), meanCpu(rounds.map((r) => r.fetch.offset.cpu!))),
           cpuRow('fetch ceiling, cursor', meanWall((r) => r.fetch.cursor.seconds), meanCpu(rounds.map((r) => r.fetch.cursor.cpu!))),
           cpuRow('COPY ceiling', meanWall((r) => r.copy.seconds), result.breakdown.copyCpuSeconds),
-          cpuRow('upsert chunks alone (once)', write.upsertSeconds, write.upsertCpu),
+          cpuRow('upsert chunks alone, first load (once)', write.upsertSeconds, write.upsertCpu),
+          cpuRow('upsert chunks alone, merged (once)', write.mergeSeconds, write.mergeCpu),
         ],
       ),
     );

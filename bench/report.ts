@@ -79,7 +79,9 @@ function ingest(r: Json): string {
   lines.push('');
   lines.push(header(['write path alone (same rows, once)', 'rows/s'], ['---', '---:']));
   lines.push(row(['`prepareRow` (canonical JSON, sha256, promoted values)', n(r.breakdown.prepareRowRowsPerSec)]));
-  lines.push(row([`\`upsertChunk\`, chunks of ${n(r.chunkSize)}, one after the other`, n(r.breakdown.upsertChunksRowsPerSec)]));
+  const merged = r.breakdown.mergeChunksRowsPerSec !== undefined;
+  lines.push(row([`\`upsertChunk\`, chunks of ${n(r.chunkSize)}, one after the other${merged ? ', a first load (plain insert)' : ''}`, n(r.breakdown.upsertChunksRowsPerSec)]));
+  if (merged) lines.push(row([`\`upsertChunk\`, the same chunks merged (\`on conflict … do update\`, as after a stored key)`, n(r.breakdown.mergeChunksRowsPerSec)]));
   lines.push(row(['COPY, same shape (median of the rounds)', n(r.ceilingCopyRowsPerSec)]));
   lines.push(row(['COPY, same shape without the GIN index on `data`', n(r.breakdown.copyWithoutGinIndexRowsPerSec)]));
   lines.push('');
@@ -88,7 +90,8 @@ function ingest(r: Json): string {
   lines.push(row(['hub run, offset', cpu(r.dialects.offset.cpuSeconds)]));
   lines.push(row(['hub run, cursor', cpu(r.dialects.cursor.cpuSeconds)]));
   lines.push(row(['COPY ceiling', cpu(r.breakdown.copyCpuSeconds)]));
-  lines.push(row(['`upsertChunk` alone', cpu(r.breakdown.upsertChunksCpuSeconds)]));
+  lines.push(row([`\`upsertChunk\` alone${merged ? ', first load' : ''}`, cpu(r.breakdown.upsertChunksCpuSeconds)]));
+  if (merged) lines.push(row(['`upsertChunk` alone, merged', cpu(r.breakdown.mergeChunksCpuSeconds)]));
   return lines.join('\n');
 }
 

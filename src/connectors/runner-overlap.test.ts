@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import type { Database, Tx } from '../db/database.js';
 import type { RowIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
 import { applyConnector } from './store.js';
@@ -11,8 +12,9 @@ import type { ConnectorSpec } from './types.js';
  * reader is asked for the next page while the previous chunk's transaction is still open; a third
  * chunk waits for the first; a chunk sharing a key with one in flight waits for it, so the key's
  * last version lands last; a write
- * that fails surfaces and fails the run with what was written before it kept. Slow writes are made
- * with an indexer that waits inside the chunk transaction (the hook the retrieval indexer uses).
+ * that fails surfaces and fails the run with what was written before it kept; a run inserts until a
+ * chunk meets a stored key, merges that chunk and every one after it. Slow writes are made with an
+ * indexer that waits inside the chunk transaction (the hook the retrieval indexer uses).
  */
 
 let hub: TestHub;
@@ -30,8 +32,8 @@ const pages = (count: number, log: string[], onPage?: (n: number) => Promise<voi
   },
 });
 
-const runner = (indexer: RowIndexer) =>
-  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer, chunkSize: CHUNK, subscribers: hub.services.subscribers });
+const runner = (indexer: RowIndexer, db: Database = hub.services.db) =>
+  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer, chunkSize: CHUNK, subscribers: hub.services.subscribers });
 
 beforeAll(async () => {
   hub = await startTestHub();
@@ -92,6 +94,49 @@ describe('the runner', () => {
     expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 2 begins'));
     const { rows } = await owner.query(`select count(*)::int as n, min((data->>'page')::int) as page from ext_t1.overlap_rows where tenant_id = 1`);
     expect(rows[0]).toEqual({ n: 10, page: 2 });
+  });
+
+  it('inserts while the run meets no stored key; the chunk that meets one is merged, and so is every chunk after it', async () => {
+    await owner.query('truncate ext_t1.overlap_rows');
+    const quick: RowIndexer = { rowsWritten: async () => undefined };
+    // Page 2's keys (11..20) are stored already, by an earlier run, with other content.
+    const earlier: PageReader = {
+      async *read() {
+        yield { number: 1, items: Array.from({ length: CHUNK }, (_, i) => ({ id: CHUNK + i + 1, page: 0 })) };
+      },
+    };
+    expect((await (await runner(quick).trigger(1, connector, { triggeredBy: 'manual', reader: earlier })).done)[0]).toMatchObject({ status: 'Completed', recordsOut: CHUNK });
+
+    // The writes of the run, by page: the text of every statement that writes rows into the table.
+    const writes: Array<{ page: number; merge: boolean }> = [];
+    const recording = Object.create(hub.services.db) as Database;
+    recording.withTenant = (tenantId, fn) =>
+      hub.services.db.withTenant(tenantId, (tx) => {
+        const watched: Tx = {
+          ...tx,
+          query: (text, values, options) => {
+            if (text.startsWith('insert into "ext_t1"."overlap_rows"')) {
+              writes.push({ page: (JSON.parse(values![3] as string) as Array<{ data: { page: number } }>)[0]!.data.page, merge: text.includes('on conflict') });
+            }
+            return tx.query(text, values, options);
+          },
+        };
+        return fn(watched);
+      });
+    // Chunk 1 is slow, so chunk 3 begins after chunk 2 has met the stored keys.
+    const slowFirst: RowIndexer = { rowsWritten: async (_tx, batch) => void (await new Promise((r) => setTimeout(r, (batch.rows[0]!.data as { page: number }).page === 1 ? 200 : 0))) };
+    const [run] = await (await runner(slowFirst, recording).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, []) })).done;
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 50, recordsOut: 50, deadLetterCount: 0 });
+    expect(writes).toEqual([
+      { page: 1, merge: false },
+      { page: 2, merge: false }, // refused: a key of it is stored
+      { page: 2, merge: true },
+      { page: 3, merge: true },
+      { page: 4, merge: true },
+      { page: 5, merge: true },
+    ]);
+    const { rows } = await owner.query(`select count(*)::int as n, count(*) filter (where (data->>'page')::int = (external_id::int - 1) / ${CHUNK} + 1)::int as current from ext_t1.overlap_rows`);
+    expect(rows[0]).toEqual({ n: 50, current: 50 });
   });
 
   it('fails the run when a chunk write fails, keeping the chunks written before it', async () => {

@@ -11,7 +11,7 @@ import { getWatermark, setWatermark } from './store.js';
 import type { ExtSchema } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
-import { upsertChanged, upsertChunk } from './target/writer.js';
+import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
 import { findUnstorableText, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
@@ -178,9 +178,11 @@ export class ConnectorRunner {
     // so a key's last version always lands last. Memory holds WRITES_IN_FLIGHT + 1 chunks at most;
     // a write error surfaces at the next flush (or at the end) and fails the run as before.
     const inFlight: Array<{ done: Promise<void>; keys: Set<string> }> = [];
+    // Every run starts by inserting (cheaper than merging) until a chunk meets a stored key: see store().
+    const writing: WriteOptions = { expectNew: true };
     let cancelled = false;
     const write = async (items: unknown[], prepared: PreparedRow[]) => {
-      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared));
+      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, writing));
       written += items.length;
       if (cancelRequested) {
         cancelled = true;
@@ -282,7 +284,8 @@ export class ConnectorRunner {
     run: RunRecord,
     items: unknown[],
     emitsRowChanges: boolean,
-    prepared: PreparedRow[] = items.map((item) => prepareRow(item, endpoint.target)),
+    prepared: PreparedRow[],
+    writing: WriteOptions,
   ) {
     const ids = { tenantId, connectorId: connector.id, endpointUuid: endpoint.uuid };
     const losses: DeadLetterInput[] = [];
@@ -302,7 +305,7 @@ export class ConnectorRunner {
       else storable.push(row);
     }
     const changes = emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'));
-    const stored = await this.store(tx, endpoint, storable, ids, changes);
+    const stored = await this.store(tx, endpoint, storable, ids, changes, writing);
     for (const { row, message } of stored.refused) losses.push(unstorable(endpoint, row, message));
     // Inside the ingestion transaction: the events exist exactly when the rows do.
     for (const change of stored.changed) {
@@ -318,10 +321,22 @@ export class ConnectorRunner {
    * Upserts the rows as one statement; when PostgreSQL refuses a value in it (a datetime or number
    * out of range for its column, a key too long to index), the chunk is written again row by row,
    * each under a savepoint, and the rows it refuses come back to be dead-lettered.
+   *
+   * While `writing.expectNew` holds (a run starts so: a first load meets no stored key), the chunk is
+   * first written by a plain INSERT, cheaper for PostgreSQL than the merge; the first chunk that
+   * meets a stored key is rolled back to its savepoint and merged, and the run merges from then on.
    */
-  private async store(tx: Tx, endpoint: EndpointSpec, rows: PreparedRow[], ids: { tenantId: number; connectorId: string; endpointUuid: string }, changes: boolean) {
-    const write = async (batch: PreparedRow[]) =>
-      changes ? upsertChanged(tx, endpoint.target, batch, ids) : { written: await upsertChunk(tx, endpoint.target, batch, ids), changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }> };
+  private async store(tx: Tx, endpoint: EndpointSpec, rows: PreparedRow[], ids: { tenantId: number; connectorId: string; endpointUuid: string }, changes: boolean, writing: WriteOptions) {
+    const write = async (batch: PreparedRow[], options: WriteOptions = {}) =>
+      changes
+        ? upsertChanged(tx, endpoint.target, batch, ids, options)
+        : { written: await upsertChunk(tx, endpoint.target, batch, ids, options), changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }> };
+    if (writing.expectNew) {
+      const fresh = await underSavepoint(tx, () => write(rows, writing), isKeyConflict);
+      if (fresh.ok) return { ...fresh.value, rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
+      // A refused value is handled below, where the merge meets it again; a stored key ends the optimism.
+      if (fresh.code === '23505') writing.expectNew = false;
+    }
     const whole = await underSavepoint(tx, () => write(rows));
     if (whole.ok) return { ...whole.value, rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
     const result = { written: 0, changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }>, rows: [] as PreparedRow[], refused: [] as Array<{ row: PreparedRow; message: string }> };
@@ -364,16 +379,16 @@ export class ConnectorRunner {
 
 /**
  * Runs `fn` under a savepoint: its result, or the code of a PostgreSQL refusal of a value (the
- * transaction goes on as it was before `fn`). Any other error is thrown.
+ * transaction goes on as it was before `fn`), or of an error `alsoCaught` accepts. Any other error is thrown.
  */
-async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false; code: string }> {
+async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>, alsoCaught?: (err: unknown) => boolean): Promise<{ ok: true; value: T } | { ok: false; code: string }> {
   await tx.query('savepoint row_write');
   try {
     const value = await fn();
     await tx.query('release savepoint row_write');
     return { ok: true, value };
   } catch (err) {
-    const code = refusedValueCode(err);
+    const code = refusedValueCode(err) ?? (alsoCaught?.(err) ? String((err as { code?: unknown }).code) : undefined);
     if (!code) throw err;
     await tx.query('rollback to savepoint row_write');
     return { ok: false, code };

@@ -4,13 +4,15 @@ import { refusedValueCode } from '../../validation/database-refusals.js';
 import type { Target } from '../types.js';
 import { ExtSchema } from './ddl.js';
 import { type PreparedRow, prepareRow } from './rows.js';
-import { upsertChanged, upsertChunk } from './writer.js';
+import { isKeyConflict, upsertChanged, upsertChunk } from './writer.js';
 
 /**
  * The writer against a real PostgreSQL: chunks large enough to be staged with COPY keep every byte
  * of awkward text (the COPY escapes), duplicate keys collapse to the last, changed rows are reported
  * with their op, two chunks in one transaction do not see each other's staging, a pooled connection's
- * staging table starts every transaction empty, and a refused value fails the statement with its code.
+ * staging table starts every transaction empty, and a refused value fails the statement with its code;
+ * with `expectNew` new rows are inserted as they are and a stored key fails the statement as a key
+ * conflict, staged or not, without touching the stored row.
  */
 
 let m: MigratedDatabase;
@@ -119,5 +121,30 @@ describe('upsertChunk (staged with COPY)', () => {
     });
     expect(outcome).toEqual({ code: '22P02', rest: 99 });
     expect((await stored()).size).toBe(649);
+  });
+
+  it.each([
+    ['staged with COPY', 100],
+    ['as one JSON array', 10],
+  ])('with expectNew (%s): inserts new rows, reports them all as inserted, and fails on a stored key as a key conflict', async (_how, count) => {
+    const base = count === 100 ? 5000 : 6000;
+    const fresh = rows(base, count);
+    const inserted = await m.db.withTenant(1, (tx) => upsertChanged(tx, target, fresh, ids, { expectNew: true }));
+    expect(inserted.written).toBe(count);
+    expect(inserted.changed).toEqual(fresh.map((r) => ({ externalId: r.externalId, op: 'insert' })));
+    const table = await stored();
+    for (const row of fresh) expect(table.get(row.externalId!)).toEqual({ data: row.data, name: row.promoted.name, n: Number(row.promoted.n), at: new Date('2024-01-02T03:04:05Z') });
+
+    // One stored key among new ones: the statement fails, nothing of it lands, the stored row is as it was.
+    const mixed = [...rows(base + count, count - 1), ...rows(base, 1, 3)];
+    const failure = await m.db.withTenant(1, (tx) => upsertChunk(tx, target, mixed, ids, { expectNew: true })).catch((err: unknown) => err);
+    expect(isKeyConflict(failure)).toBe(true);
+    expect(refusedValueCode(failure)).toBeUndefined();
+    const after = await stored();
+    expect(after.size).toBe(table.size);
+    expect(after.get(fresh[0]!.externalId!)!.n).toBe(Number(fresh[0]!.promoted.n));
+    // Without the option the same chunk merges.
+    expect(await m.db.withTenant(1, (tx) => upsertChunk(tx, target, mixed, ids))).toBe(count);
+    expect((await stored()).get(fresh[0]!.externalId!)!.n).toBe(base * 3);
   });
 });
