@@ -96,7 +96,7 @@ describe('the runner', () => {
     expect(rows[0]).toEqual({ n: 10, page: 2 });
   });
 
-  it('inserts while the run meets no stored key; the chunk that meets one is merged, and so is every chunk after it', async () => {
+  it('inserts while the run meets no stored key; the chunk that meets one is merged in a new transaction, and so is every chunk after it', async () => {
     await owner.query('truncate ext_t1.overlap_rows');
     const quick: RowIndexer = { rowsWritten: async () => undefined };
     // Page 2's keys (11..20) are stored already, by an earlier run, with other content.
@@ -109,12 +109,14 @@ describe('the runner', () => {
 
     // The writes of the run, by page: the text of every statement that writes rows into the table.
     const writes: Array<{ page: number; merge: boolean }> = [];
+    const savepoints: string[] = [];
     const recording = Object.create(hub.services.db) as Database;
     recording.withTenant = (tenantId, fn) =>
       hub.services.db.withTenant(tenantId, (tx) => {
         const watched: Tx = {
           ...tx,
           query: (text, values, options) => {
+            if (/savepoint/i.test(text)) savepoints.push(text);
             if (text.startsWith('insert into "ext_t1"."overlap_rows"')) {
               writes.push({ page: (JSON.parse(values![3] as string) as Array<{ data: { page: number } }>)[0]!.data.page, merge: text.includes('on conflict') });
             }
@@ -135,6 +137,8 @@ describe('the runner', () => {
       { page: 4, merge: true },
       { page: 5, merge: true },
     ]);
+    // The refused insert rolled its transaction back; the chunk was written again in a new one.
+    expect(savepoints).toEqual([]);
     const { rows } = await owner.query(`select count(*)::int as n, count(*) filter (where (data->>'page')::int = (external_id::int - 1) / ${CHUNK} + 1)::int as current from ext_t1.overlap_rows`);
     expect(rows[0]).toEqual({ n: 50, current: 50 });
   });

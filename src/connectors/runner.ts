@@ -179,14 +179,30 @@ export class ConnectorRunner {
     // a write error surfaces at the next flush (or at the end) and fails the run as before.
     const inFlight: Array<{ done: Promise<void>; keys: Set<string> }> = [];
     // Every run starts by inserting (cheaper than merging) until a chunk meets a stored key: see store().
-    const writing: WriteOptions = { expectNew: true };
+    let expectNew = true;
     let cancelled = false;
     const write = async (items: unknown[], prepared: PreparedRow[]) => {
-      const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, writing));
-      written += items.length;
-      if (cancelRequested) {
-        cancelled = true;
-        controller.abort();
+      // A chunk's rows go as one statement, with no savepoint around it (one round trip fewer each
+      // way). When that statement fails on a stored key (an insert) or on a value PostgreSQL refuses,
+      // the chunk's transaction is rolled back and the chunk written again in a new one: merged, or
+      // row by row. Nothing of a rolled-back attempt remains (its events and counters included).
+      let how: ChunkWriting = { expectNew, rowByRow: false };
+      for (;;) {
+        try {
+          const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how));
+          written += items.length;
+          if (cancelRequested) {
+            cancelled = true;
+            controller.abort();
+          }
+          return;
+        } catch (err) {
+          if (how.expectNew && isKeyConflict(err)) {
+            expectNew = false;
+            how = { expectNew: false, rowByRow: false };
+          } else if (!how.rowByRow && refusedValueCode(err)) how = { expectNew: false, rowByRow: true };
+          else throw err;
+        }
       }
     };
     /** Waits for the oldest chunk in flight; throws its error. */
@@ -285,7 +301,7 @@ export class ConnectorRunner {
     items: unknown[],
     emitsRowChanges: boolean,
     prepared: PreparedRow[],
-    writing: WriteOptions,
+    how: ChunkWriting,
   ) {
     const ids = { tenantId, connectorId: connector.id, endpointUuid: endpoint.uuid };
     const losses: DeadLetterInput[] = [];
@@ -305,7 +321,7 @@ export class ConnectorRunner {
       else storable.push(row);
     }
     const changes = emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'));
-    const stored = await this.store(tx, endpoint, storable, ids, changes, writing);
+    const stored = await this.store(tx, endpoint, storable, ids, changes, how);
     for (const { row, message } of stored.refused) losses.push(unstorable(endpoint, row, message));
     // Inside the ingestion transaction: the events exist exactly when the rows do.
     for (const change of stored.changed) {
@@ -318,27 +334,19 @@ export class ConnectorRunner {
   }
 
   /**
-   * Upserts the rows as one statement; when PostgreSQL refuses a value in it (a datetime or number
-   * out of range for its column, a key too long to index), the chunk is written again row by row,
-   * each under a savepoint, and the rows it refuses come back to be dead-lettered.
-   *
-   * While `writing.expectNew` holds (a run starts so: a first load meets no stored key), the chunk is
-   * first written by a plain INSERT, cheaper for PostgreSQL than the merge; the first chunk that
-   * meets a stored key is rolled back to its savepoint and merged, and the run merges from then on.
+   * Writes the rows as one statement: a plain INSERT while `how.expectNew` holds (cheaper for
+   * PostgreSQL than the merge; a run starts so, since a first load meets no stored key), a merge
+   * otherwise. A stored key or a refused value (a datetime or number out of range for its column, a
+   * key too long to index) fails it, and with it the transaction: the caller writes the chunk again,
+   * merged, or with `how.rowByRow`: row by row, each under a savepoint, the rows PostgreSQL refuses
+   * coming back to be dead-lettered.
    */
-  private async store(tx: Tx, endpoint: EndpointSpec, rows: PreparedRow[], ids: { tenantId: number; connectorId: string; endpointUuid: string }, changes: boolean, writing: WriteOptions) {
+  private async store(tx: Tx, endpoint: EndpointSpec, rows: PreparedRow[], ids: { tenantId: number; connectorId: string; endpointUuid: string }, changes: boolean, how: ChunkWriting) {
     const write = async (batch: PreparedRow[], options: WriteOptions = {}) =>
       changes
         ? upsertChanged(tx, endpoint.target, batch, ids, options)
         : { written: await upsertChunk(tx, endpoint.target, batch, ids, options), changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }> };
-    if (writing.expectNew) {
-      const fresh = await underSavepoint(tx, () => write(rows, writing), isKeyConflict);
-      if (fresh.ok) return { ...fresh.value, rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
-      // A refused value is handled below, where the merge meets it again; a stored key ends the optimism.
-      if (fresh.code === '23505') writing.expectNew = false;
-    }
-    const whole = await underSavepoint(tx, () => write(rows));
-    if (whole.ok) return { ...whole.value, rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
+    if (!how.rowByRow) return { ...(await write(rows, { expectNew: how.expectNew })), rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
     const result = { written: 0, changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }>, rows: [] as PreparedRow[], refused: [] as Array<{ row: PreparedRow; message: string }> };
     for (const row of rows) {
       const one = await underSavepoint(tx, () => write([row]));
@@ -377,18 +385,24 @@ export class ConnectorRunner {
   }
 }
 
+/** How a chunk is written (see ConnectorRunner.store). */
+interface ChunkWriting {
+  expectNew: boolean;
+  rowByRow: boolean;
+}
+
 /**
  * Runs `fn` under a savepoint: its result, or the code of a PostgreSQL refusal of a value (the
- * transaction goes on as it was before `fn`), or of an error `alsoCaught` accepts. Any other error is thrown.
+ * transaction goes on as it was before `fn`). Any other error is thrown.
  */
-async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>, alsoCaught?: (err: unknown) => boolean): Promise<{ ok: true; value: T } | { ok: false; code: string }> {
+async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false; code: string }> {
   await tx.query('savepoint row_write');
   try {
     const value = await fn();
     await tx.query('release savepoint row_write');
     return { ok: true, value };
   } catch (err) {
-    const code = refusedValueCode(err) ?? (alsoCaught?.(err) ? String((err as { code?: unknown }).code) : undefined);
+    const code = refusedValueCode(err);
     if (!code) throw err;
     await tx.query('rollback to savepoint row_write');
     return { ok: false, code };
