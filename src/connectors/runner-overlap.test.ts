@@ -143,6 +143,39 @@ describe('the runner', () => {
     expect(rows[0]).toEqual({ n: 50, current: 50 });
   });
 
+  it('prepares a large chunk in slices, letting the event loop turn between them', async () => {
+    await owner.query('truncate ext_t1.overlap_rows');
+    // A counter that moves once per turn of the event loop, read by every row as it is prepared.
+    let turn = 0;
+    let spinning = true;
+    const spin = () => {
+      turn += 1;
+      if (spinning) setImmediate(spin);
+    };
+    spin();
+    const seen = new Set<number>();
+    const ROWS = 300;
+    const onePage: PageReader = {
+      async *read() {
+        yield {
+          number: 1,
+          items: Array.from({ length: ROWS }, (_, i) => ({
+            get id() {
+              seen.add(turn);
+              return i + 1;
+            },
+          })),
+        };
+      },
+    };
+    const large = new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer: { rowsWritten: async () => undefined }, chunkSize: ROWS, subscribers: hub.services.subscribers });
+    const [run] = await (await large.trigger(1, connector, { triggeredBy: 'manual', reader: onePage })).done;
+    spinning = false;
+    expect(run).toMatchObject({ status: 'Completed', recordsOut: ROWS });
+    // The unique key is read as each row is prepared: 300 rows saw the loop turn at least twice.
+    expect(seen.size).toBeGreaterThanOrEqual(3);
+  });
+
   it('fails the run when a chunk write fails, keeping the chunks written before it', async () => {
     await owner.query('truncate ext_t1.overlap_rows');
     const failing: RowIndexer = {

@@ -67,6 +67,8 @@ type EngineFailure = Error & { runStatus?: RunStatus; retryable?: boolean };
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
 const WRITES_IN_FLIGHT = 2;
+/** Rows prepared between two turns of the event loop (≈ 1 ms of work). */
+const PREPARE_SLICE = 100;
 
 /**
  * Runs connector endpoints: one run per endpoint, one after the other (they share the connector's
@@ -221,7 +223,13 @@ export class ConnectorRunner {
       if (items.length === 0) return;
       // Prepared (canonical JSON, row_hash, promoted values) while earlier chunks are still being
       // written: this CPU work overlaps PostgreSQL's instead of holding the next transaction open.
-      const prepared = items.map((item) => prepareRow(item, endpoint.target));
+      // In slices, letting the event loop in between: the transactions in flight wait for it to send
+      // their next statement, and a chunk's preparation would otherwise hold them for its whole length.
+      const prepared: PreparedRow[] = [];
+      for (let i = 0; i < items.length; i++) {
+        prepared.push(prepareRow(items[i], endpoint.target));
+        if (i % PREPARE_SLICE === PREPARE_SLICE - 1 && i < items.length - 1) await new Promise((resolve) => setImmediate(resolve));
+      }
       const keys = new Set<string>();
       for (const row of prepared) if (row.externalId !== undefined) keys.add(row.externalId);
       const overlaps = () => inFlight.some((w) => [...keys].some((k) => w.keys.has(k)));
