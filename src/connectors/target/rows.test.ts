@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
+import fc from 'fast-check';
 import { flatten } from '../runs/rows.js';
 import { maxOf } from '../runner.js';
 import type { Target } from '../types.js';
@@ -58,6 +59,29 @@ describe('preparing rows for ext.* tables', () => {
     const json = canonicalJson(item);
     expect(prepareRow(item, target).rowHash).toBe(createHash('sha256').update(json, 'utf8').digest('hex'));
     expect(rowHash({})).toBe('44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a');
+  });
+
+  it('canonical JSON is every JSON value with its object keys sorted by code unit, at every level', () => {
+    // The definition, written plainly: what row_hash has always been computed over.
+    const plain = (v: unknown): string =>
+      v === null || typeof v !== 'object'
+        ? JSON.stringify(v)
+        : Array.isArray(v)
+          ? `[${v.map(plain).join(',')}]`
+          : `{${Object.keys(v)
+              .sort()
+              .map((k) => `${JSON.stringify(k)}:${plain((v as Record<string, unknown>)[k])}`)
+              .join(',')}}`;
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        expect(canonicalJson(value)).toBe(plain(value));
+        expect(JSON.parse(canonicalJson(value))).toEqual(JSON.parse(JSON.stringify(value)));
+      }),
+      { numRuns: 500 },
+    );
+    // Integer-like keys (enumerated first, in numeric order) and keys already in order.
+    expect(canonicalJson({ b: 1, 10: 'x', 9: 'y', a: { '': 0, 'é': 1, Z: 2 } })).toBe('{"10":"x","9":"y","a":{"":0,"Z":2,"é":1},"b":1}');
+    expect(canonicalJson(JSON.parse('{"__proto__":{"b":1,"a":2},"x":"q\\"uote"}'))).toBe('{"__proto__":{"a":2,"b":1},"x":"q\\"uote"}');
   });
 
   it('promotes whole numbers and timestamps the same by every path', () => {
