@@ -5,8 +5,9 @@ import { sqlType, tenantTableSql } from './ddl.js';
 import type { PreparedRow } from './rows.js';
 
 /**
- * Upserts one chunk of prepared rows into the tenant's ext.* table with one merge statement: a chunk
- * is COPYed into a staging table first (a few rows travel as one JSON array instead).
+ * Upserts one chunk of prepared rows into the tenant's ext.* table with one merge statement (a plain
+ * insert with `expectNew`): a chunk is COPYed into a staging table first (a few rows travel as one
+ * JSON array instead).
  * Rows sharing an external id within the chunk collapse to the last one (it is what the source said
  * last). Returns how many rows were written (every row given: a duplicate overwrote its twin).
  */
@@ -39,8 +40,8 @@ export interface WriteOptions {
    * The rows are expected to be new (a run that has met no stored key yet): they are written by a
    * plain INSERT, which costs PostgreSQL less than the merge (no speculative insertion, no conflict
    * arbitration). A key that is stored already fails the statement with a unique violation
-   * (`isKeyConflict`), and the caller writes the chunk again without this option under the savepoint
-   * it wrote it in.
+   * (`isKeyConflict`), which aborts the transaction: the caller writes the chunk again without this
+   * option, in a new transaction (or after rolling back to a savepoint it took before).
    */
   expectNew?: boolean;
 }
