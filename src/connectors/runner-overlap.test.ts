@@ -176,6 +176,24 @@ describe('the runner', () => {
     expect(seen.size).toBeGreaterThanOrEqual(3);
   });
 
+  it('two runs writing the same keys into one table at once both complete, each key stored once', async () => {
+    await owner.query('truncate ext_t1.overlap_rows');
+    const other = (await hub.services.db.withTenant(1, (tx) =>
+      applyConnector(tx, { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'overlap-twin' }, connector_type: 'rest-generic', spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'p', path: '/p', target: { table: 'ext.overlap_rows', unique_key: '$.id' } }] } }),
+    )).connector;
+    // Both start by inserting; each meets the other's keys, in flight or committed, and merges.
+    const quick: RowIndexer = { rowsWritten: async () => undefined };
+    const [first, second] = await Promise.all([
+      runner(quick).trigger(1, connector, { triggeredBy: 'manual', reader: pages(6, []) }),
+      runner(quick).trigger(1, other, { triggeredBy: 'manual', reader: pages(6, []) }),
+    ]);
+    const runs = [...(await first.done), ...(await second.done)];
+    expect(runs.map((r) => r.status)).toEqual(['Completed', 'Completed']);
+    expect(runs.map((r) => r.recordsOut)).toEqual([60, 60]);
+    const { rows } = await owner.query('select count(*)::int as n, count(distinct external_id)::int as k from ext_t1.overlap_rows');
+    expect(rows[0]).toEqual({ n: 60, k: 60 });
+  });
+
   it('fails the run when a chunk write fails, keeping the chunks written before it', async () => {
     await owner.query('truncate ext_t1.overlap_rows');
     const failing: RowIndexer = {
