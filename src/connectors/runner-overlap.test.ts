@@ -211,4 +211,30 @@ describe('the runner', () => {
     expect(rows.map((r: { page: number }) => r.page)).toContain(1);
     expect(run!.recordsOut).toBe(rows.length * CHUNK);
   });
+
+  // Last: it registers a subscriber for the rest of the file.
+  it('emits the data.row.changed events of a chunk in one statement, in the order of its rows', async () => {
+    await owner.query(`select case when to_regclass('ext_t1.overlap_rows') is not null then 1 end`).then(({ rows }) => (rows[0].case ? owner.query('truncate ext_t1.overlap_rows') : undefined));
+    hub.services.subscribers.register(async (_tx, type) => type === 'data.row.changed');
+    const outboxWrites: number[] = [];
+    const recording = Object.create(hub.services.db) as Database;
+    recording.withTenant = (tenantId, fn) =>
+      hub.services.db.withTenant(tenantId, (tx) => fn({ ...tx, query: (text, values, options) => {
+        if (text.includes('insert into events.outbox') && values?.[1] === 'data.row.changed') outboxWrites.push(Array.isArray(values?.[2]) ? (values[2] as unknown[]).length : 1);
+        return tx.query(text, values, options);
+      } }));
+    const [run] = await (await runner({ rowsWritten: async () => undefined }, recording).trigger(1, connector, { triggeredBy: 'manual', reader: pages(3, []), emitsRowChanges: true })).done;
+    expect(run).toMatchObject({ status: 'Completed', recordsOut: 30 });
+    // One statement per chunk, carrying the chunk's rows.
+    expect(outboxWrites).toEqual([CHUNK, CHUNK, CHUNK]);
+    const { rows } = await owner.query(`select payload->>'entity_key' as key, payload->>'op' as op from events.outbox where type = 'data.row.changed' and payload->>'run_id' = $1 order by id`, [run!.id]);
+    const keys = rows.map((r: { key: string }) => Number(r.key));
+    expect([...keys].sort((a, b) => a - b)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+    // Within a chunk, in the order of its rows (chunks in flight at once may commit in either order).
+    for (let chunk = 0; chunk < 3; chunk++) {
+      const ofChunk = keys.filter((k: number) => Math.ceil(k / CHUNK) === chunk + 1);
+      expect(ofChunk).toEqual([...ofChunk].sort((a, b) => a - b));
+    }
+    expect(new Set(rows.map((r: { op: string }) => r.op))).toEqual(new Set(['insert']));
+  });
 });
