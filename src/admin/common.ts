@@ -15,10 +15,7 @@ export type { Tx };
 export type Events = Pick<EventWriter, 'emit'>;
 
 /** A PostgreSQL unique violation on the named constraint. */
-export function isUniqueViolation(err: unknown, constraint: string): boolean {
-  const e = err as { code?: string; constraint?: string } | undefined;
-  return e?.code === '23505' && e.constraint === constraint;
-}
+export { isUniqueViolation } from '../validation/database-refusals.js';
 
 /**
  * The `set` list of an update from the fields present in a patch (undefined = leave as is; null

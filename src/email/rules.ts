@@ -2,6 +2,7 @@ import type { Tx } from '../db/database.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { patternsMatch, type SubscriberCheck } from '../events/subscribers.js';
 import { checkTemplate } from './templates.js';
+import { isUniqueViolation } from '../validation/database-refusals.js';
 
 /**
  * E-mail rules (spec 1 Events rule 5; CONTRACTS.md section 4): events of a tenant whose type
@@ -114,8 +115,7 @@ const COLUMNS = 'id, name, event_types as "eventTypes", recipient, subject, body
 const NAME_INDEX = 'rules_live_name';
 
 function isNameTaken(err: unknown): boolean {
-  const e = err as { code?: string; constraint?: string } | undefined;
-  return e?.code === '23505' && e.constraint === NAME_INDEX;
+  return isUniqueViolation(err, NAME_INDEX);
 }
 
 /** Rules of the tenant that are not deleted, by id. */

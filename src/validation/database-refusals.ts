@@ -1,3 +1,9 @@
+/** A PostgreSQL unique violation (23505), on the named constraint when one is given. */
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string } | undefined;
+  return e?.code === '23505' && (constraint === undefined || e.constraint === constraint);
+}
+
 /**
  * PostgreSQL errors that refuse a value rather than report a failure of the hub: class 22 (data
  * exception: invalid text 22P02, untranslatable character 22P05, character not in repertoire 22021,

@@ -5,6 +5,7 @@ import type { SubscriberCheck } from '../events/subscribers.js';
 import { CLOSED_REASON, type Integration, type IntegrationInput, type IntegrationPatch } from './model.js';
 import { sealIntegrationSecret } from './secret.js';
 import { normalizeEventTypes, normalizeName, normalizeTargetUrl } from './validation.js';
+import { isUniqueViolation } from '../validation/database-refusals.js';
 
 /**
  * Integrations (spec 1 "Integration"; the Integration state table). Run in `Database.withTenant`:
@@ -74,8 +75,7 @@ export function parseId(text: string | number | undefined): number | undefined {
 }
 
 function uniqueName(err: unknown, name: string): never {
-  const e = err as { code?: string; constraint?: string };
-  if (e.code === '23505' && e.constraint === 'integrations_live_name') throw new ConflictError(`an integration named '${name}' already exists`, 'name');
+  if (isUniqueViolation(err, 'integrations_live_name')) throw new ConflictError(`an integration named '${name}' already exists`, 'name');
   throw err;
 }
 

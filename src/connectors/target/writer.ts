@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Tx } from '../../db/database.js';
+import { isUniqueViolation } from '../../validation/database-refusals.js';
 import type { Target } from '../types.js';
 import { sqlType, tenantTableSql } from './ddl.js';
 import type { PreparedRow } from './rows.js';
@@ -47,9 +48,7 @@ export interface WriteOptions {
 }
 
 /** The error of an `expectNew` write whose rows were not all new: a key of the chunk is stored already. */
-export function isKeyConflict(err: unknown): boolean {
-  return err instanceof Error && 'severity' in err && (err as { code?: unknown }).code === '23505';
-}
+export const isKeyConflict = (err: unknown): boolean => isUniqueViolation(err);
 
 /** Chunks smaller than this go as one JSON array (one round trip); larger ones are staged with COPY. */
 const STAGE_FROM_ROWS = 64;
