@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
-import type { QueryOptions } from '../db/database.js';
+import type { QueryOptions, Tx } from '../db/database.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { WebhookConsumer } from './consumer.js';
+import { writeBackMany } from './journal.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch } from './model.js';
 import { AttemptPool } from './pool.js';
@@ -123,6 +125,32 @@ describe('the consumer', () => {
     expect(await consumer().handleBatch(await events([e]))).toBe(1);
     expect(await consumer().handleBatch(await events([e]))).toBe(0);
     expect((await rowsOf(i.id)).length).toBe(1);
+  });
+
+  it('records rows and writes their outcomes without locking the tenant\'s or the integration\'s row (no key to a row every delivery shares)', async () => {
+    const i = await integration(2, 'no-parent-lock');
+    const batch = await events([await emit(2, 7)]);
+    const holder = new pg.Client({ connectionString: t.ownerUrl });
+    await holder.connect();
+    const within = <T>(work: Promise<T>) =>
+      Promise.race([work, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('blocked by a lock on the tenant or the integration row')), 3_000).unref())]);
+    try {
+      // The strongest row locks: a foreign key check's FOR KEY SHARE on either row would wait for them.
+      await holder.query('begin');
+      await holder.query('select 1 from core.tenants where id = 2 for update');
+      await holder.query('select 1 from hub.integrations where id = $1 for update', [i.id]);
+      expect(await within(consumer().handleBatch(batch))).toBe(1);
+      const [row] = await rowsOf(i.id);
+      const direct: Tx = { tenantId: undefined, query: (text, values) => t.db.worker.query(text, values as unknown[]) };
+      const outcome = { ok: true, httpStatus: 200, responseBody: 'ok', error: null, durationMs: 3, attemptedAt: new Date() };
+      const written = await within(writeBackMany(direct, [{ id: row!.id, token: row!.lease_token!, outcome }]));
+      expect(written.get(row!.id)).toBe(1);
+    } finally {
+      await holder.query('rollback');
+      await holder.end();
+    }
+    const { rows } = await t.owner.query('select succeeded, attempts from hub.deliveries where integration_id = $1', [i.id]);
+    expect(rows).toEqual([{ succeeded: true, attempts: 1 }]);
   });
 
   it('matches against the event\'s own tenant only, exact types and prefixes', async () => {
