@@ -129,6 +129,28 @@ describe('the outcome writer', () => {
     expect(tx.statements.length).toBe(1);
   });
 
+  it('with a delay, outcomes that came in during a flush wait for company too while attempts are under way (a backlog: fewer, larger batches)', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(4, token);
+    const tx = countingTx();
+    let underWay = 5;
+    const delayMs = 60_000;
+    const writer = new OutcomeWriter({ tx, delayMs, maxBatch: 2, maxPending: 1000, othersUnderWay: () => underWay });
+    const started = Date.now();
+    const full = ids.slice(0, 2).map((id) => writer.write(id, token, ok())); // a full batch: written at once
+    const during = writer.write(ids[2]!, token, ok()); // arrives while that batch is written
+    expect(await Promise.all(full)).toEqual([1, 1]);
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(tx.statements.length).toBe(1);
+    expect(writer.size()).toBe(1);
+    underWay = 0; // the last attempt under way
+    const last = writer.write(ids[3]!, token, ok());
+    expect(await Promise.all([during, last])).toEqual([1, 1]);
+    expect(Date.now() - started).toBeLessThan(delayMs / 10);
+    expect(tx.statements.length).toBe(2);
+  });
+
   it('with a delay and no other attempt under way, an outcome is written at once', async () => {
     const token = randomUUID();
     const [id] = await leasedRows(1, token);

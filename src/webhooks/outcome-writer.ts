@@ -10,8 +10,10 @@ import type { AttemptOutcome } from './model.js';
  * and an idle one writes an outcome at once. `delayMs` > 0 makes an outcome wait up to that long
  * for company while other attempts are still under way (`othersUnderWay`): their outcomes are
  * coming, so a burst of deliveries is written in one or two statements instead of one per round
- * trip; the outcome of the last attempt under way goes at once with everything waiting. A full
- * batch (`maxBatch`) goes at once.
+ * trip; the outcome of the last attempt under way goes at once with everything waiting. That holds
+ * after a flush too: what came in meanwhile waits for more while attempts are under way, so a
+ * backlog is written in batches of up to `delayMs` worth of outcomes rather than of one round trip's
+ * worth. A full batch (`maxBatch`) goes at once.
  *
  * What it changes for the guarantees: nothing. An outcome is only ever written after its attempt
  * was made, and until it is written the row keeps the lease it was sent under, so a process that
@@ -103,8 +105,16 @@ export class OutcomeWriter {
     if (this.flushing || this.pending.length === 0) return;
     this.flushing = this.writeBatch().finally(() => {
       this.flushing = undefined;
-      // Outcomes that came in while the batch was written: the next batch, without waiting again.
-      if (this.pending.length > 0) this.kick();
+      // Outcomes that came in while the batch was written: the next batch. It too waits for
+      // company while more attempts are under way (a backlog: larger batches, fewer statements);
+      // a full batch, or nothing more coming, goes at once.
+      if (this.pending.length === 0) return;
+      if (this.pending.length >= this.o.maxBatch || !this.moreComing() || this.o.delayMs <= 0) this.kick();
+      else if (!this.waitingForCompany) {
+        this.scheduled?.();
+        this.scheduled = undefined;
+        this.schedule();
+      }
     });
   }
 
