@@ -12,7 +12,7 @@ import { createIntegration, integrationSubscriber, updateIntegration } from './i
 import { CLOSED_REASON, type IntegrationPatch } from './model.js';
 import { AttemptPool } from './pool.js';
 import { WebhookSender } from './sender.js';
-import { DeliveryWorker } from './worker.js';
+import { type Claim, DeliveryWorker } from './worker.js';
 import { until } from '../../test/harness/until.js';
 
 /**
@@ -127,6 +127,29 @@ describe('the consumer', () => {
     expect((await rowsOf(i.id)).length).toBe(1);
   });
 
+  it('hands each first attempt its own event\'s body and its own integration\'s columns (read once per integration)', async () => {
+    const a = await integration(2, 'claims-a', { eventTypes: ['org.*'] });
+    const b = await integration(2, 'claims-b', { eventTypes: ['org.updated'], authMode: 'HMAC', secret: 's3cret' });
+    const ids = [await emit(2, 11), await emit(2, 12), await emit(2, 13)];
+    const claims: Claim[] = [];
+    const claiming = { ...recording, submitWait: async (_i: number, _d: number, _t: string, _w: number, claim: Claim) => claims.push(claim) > 0 } as unknown as DeliveryWorker;
+    expect(await consumer(claiming).handleBatch(await events(ids))).toBe(6);
+    expect(claims.map((c) => c.row.id)).toEqual([...claims.map((c) => c.row.id)].sort((x, y) => x - y));
+    const orgOf = new Map(ids.map((id, k) => [id, 11 + k]));
+    for (const { row } of claims) {
+      expect(JSON.parse(row.body)).toEqual({ orgId: orgOf.get(row.event_id!), tenantId: 2 });
+      const mine = row.integration_id === a.id ? a : b;
+      expect(row.integration_id).toBe(mine.id);
+      expect(row.target_url).toBe(`${receiver.url}/${mine.name}`);
+      expect(row.auth_mode).toBe(mine === a ? 'NONE' : 'HMAC');
+      expect(row.secret_ciphertext === null).toBe(mine === a);
+      expect(row.event_types).toEqual(mine === a ? ['org.*'] : ['org.updated']);
+      expect([row.enabled, row.deleted, row.tenant_id, row.kind, row.attempts]).toEqual([true, false, 2, 'event', 0]);
+    }
+    expect(claims.filter((c) => c.row.integration_id === a.id).map((c) => c.row.event_id)).toEqual(ids);
+    expect(claims.filter((c) => c.row.integration_id === b.id).map((c) => c.row.event_id)).toEqual(ids);
+  });
+
   it('records rows and writes their outcomes without locking the tenant\'s or the integration\'s row (no key to a row every delivery shares)', async () => {
     const i = await integration(2, 'no-parent-lock');
     const batch = await events([await emit(2, 7)]);
@@ -139,8 +162,10 @@ describe('the consumer', () => {
       await holder.query('begin');
       await holder.query('select 1 from core.tenants where id = 2 for update');
       await holder.query('select 1 from hub.integrations where id = $1 for update', [i.id]);
-      expect(await within(consumer().handleBatch(batch))).toBe(1);
-      const [row] = await rowsOf(i.id);
+      expect(await within(consumer().handleBatch(batch))).toBeGreaterThanOrEqual(1); // the tenant's other integrations match too
+      const recorded = await rowsOf(i.id);
+      expect(recorded.length).toBe(1);
+      const [row] = recorded;
       const direct: Tx = { tenantId: undefined, query: (text, values) => t.db.worker.query(text, values as unknown[]) };
       const outcome = { ok: true, httpStatus: 200, responseBody: 'ok', error: null, durationMs: 3, attemptedAt: new Date() };
       const written = await within(writeBackMany(direct, [{ id: row!.id, token: row!.lease_token!, outcome }]));

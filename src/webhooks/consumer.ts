@@ -4,7 +4,7 @@ import { advanceSql, advanceValues, type CursorMove } from '../events/consumer.j
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
-import type { ClaimedRow } from './journal.js';
+import { type ClaimedRow, type IntegrationColumns, integrationColumns } from './journal.js';
 import type { DeliveryWorker } from './worker.js';
 
 /**
@@ -28,6 +28,30 @@ interface WebhookConsumerOptions {
 
 type Inserted = { id: number; integration_id: number };
 
+/**
+ * A row the consumer's statement recorded: its integration's columns come on the first row of each
+ * integration only (null on the others), and the body not at all (the consumer sent it).
+ */
+type Recorded = Omit<ClaimedRow, 'body' | keyof IntegrationColumns> & { integration_id: number } & {
+  [K in Exclude<keyof IntegrationColumns, 'integration_id'>]: IntegrationColumns[K] | null;
+};
+
+/** The recorded rows as the worker's Claims need them (ordered by id): each with its body and its integration's columns. */
+function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string[]): ClaimedRow[] {
+  const bodyOf = new Map(events.map((e, k) => [e.id, bodies[k]!]));
+  const integrations = new Map<number, IntegrationColumns>();
+  for (const row of recorded) if (row.target_url !== null) integrations.set(row.integration_id, integrationColumns(row as IntegrationColumns));
+  const rows: ClaimedRow[] = [];
+  for (const row of recorded) {
+    const integration = integrations.get(row.integration_id);
+    const body = bodyOf.get(row.event_id!);
+    // Neither can be missing: every row names an event of the batch and an integration the statement joined.
+    if (!integration || body === undefined) throw new Error(`delivery ${row.id}: its integration or event is missing from the statement that recorded it`);
+    rows.push({ id: row.id, tenant_id: row.tenant_id, kind: row.kind, event_id: row.event_id, event_type: row.event_type, attempts: row.attempts, body, ...integration });
+  }
+  return rows.sort((a, b) => a.id - b.id);
+}
+
 /** How long the consumer waits for room in a full, not stalled, integration queue before leaving a first attempt to the sweep. */
 const QUEUE_WAIT_MS = 1_000;
 
@@ -40,7 +64,8 @@ export class WebhookConsumer {
    * real event type, at fire time: an integration matches only events written after it became
    * active (not retroactive). Reading an event again (a crash before the cursor moved) records
    * nothing twice. The one statement records the rows of the whole batch, leases them, and reads
-   * what their first attempts need (the row and its integration): the worker sends them without
+   * what their first attempts need (the row, and its integration's columns once per integration; the
+   * bodies are the ones sent): the worker sends them without
    * reading again if they start soon (worker.ts, `Claim`). Given `cursor`, it also moves the
    * consumer's cursor past the batch: the rows and the move commit together (a crash after it
    * leaves the leased rows to the retry sweep, as a crash during the attempts does).
@@ -51,7 +76,8 @@ export class WebhookConsumer {
     const stamp = this.o.worker.stamp();
     // The batch's outbox rows are looked up by primary key first (a materialised CTE): joined
     // directly, the planner may start from the integration and scan the tenant's whole outbox.
-    const { rows } = await this.o.db.crossTenantQuery<ClaimedRow>(
+    const bodies = events.map((e) => JSON.stringify(e.payload));
+    const { rows: recorded } = await this.o.db.crossTenantQuery<Recorded>(
       'outbox:webhooks',
       `with batch as materialized (
          select o.id, o.tenant_id, o.type, o.created_at, o.txid, e.body
@@ -66,15 +92,16 @@ export class WebhookConsumer {
           where ${matchesSql('b.type')}
           order by b.txid, b.id, i.id
          on conflict (integration_id, event_id) where kind = 'event' do nothing
-         returning id, tenant_id, kind, event_id, event_type, body, attempts, integration_id
+         returning id, tenant_id, kind, event_id, event_type, attempts, integration_id
        )
        ${cursor ? `, moved as (${advanceSql(5)} returning 1)` : ''}
-       select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.body, d.attempts, i.id as integration_id, i.target_url, i.auth_mode,
+       select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.attempts, d.integration_id, i.target_url, i.auth_mode,
               i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks
-         from inserted d join hub.integrations i on i.id = d.integration_id`,
-      [events.map((e) => e.id), events.map((e) => JSON.stringify(e.payload)), this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
+         from (select inserted.*, row_number() over (partition by integration_id) as nth from inserted) d
+         left join hub.integrations i on i.id = d.integration_id and d.nth = 1`,
+      [events.map((e) => e.id), bodies, this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
-    rows.sort((a, b) => a.id - b.id);
+    const rows = claimedRows(recorded, events, bodies);
     const deferred: number[] = [];
     for (const row of rows) {
       if (!(await this.o.worker.submitWait(row.integration_id, row.id, token, QUEUE_WAIT_MS, { row, stamp }))) deferred.push(row.id);

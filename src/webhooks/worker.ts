@@ -81,6 +81,15 @@ interface Snapshot {
 
 type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
 
+/**
+ * The logger of one attempt. A function of the module, not a closure made in each attempt: the
+ * source checkout runs through tsx, whose transform names every such closure with a property
+ * definition, a few microseconds per delivery in a drain's profile.
+ */
+function attemptLog(row: ClaimedRow, deliveryId: number) {
+  return logger().child({ tenant: String(row.tenant_id), integrationId: row.integration_id, deliveryId, eventType: row.event_type });
+}
+
 export class DeliveryWorker {
   private stopping = false;
   private readonly abort = new AbortController();
@@ -220,11 +229,10 @@ export class DeliveryWorker {
   private async run(id: number, token: string, claim?: Claim): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
     const row = (await this.fromClaim(claim, id)) ?? (await takeLease(this.direct, id, token, this.o.leaseMs));
     if (!row) return { result: { kind: 'lost' } };
-    const log = () => logger().child({ tenant: String(row.tenant_id), integrationId: row.integration_id, deliveryId: id, eventType: row.event_type });
     const gone = row.deleted || (row.kind === 'event' && (!row.enabled || !patternsMatch(row.event_types, row.event_type)));
     if (gone) {
       await closeRow(this.direct, id, token, CLOSED_REASON);
-      log().info('delivery closed: the integration was deleted, disabled or no longer matches');
+      attemptLog(row, id).info('delivery closed: the integration was deleted, disabled or no longer matches');
       return { result: { kind: 'closed' } };
     }
     let outcome: AttemptOutcome;
@@ -256,8 +264,8 @@ export class DeliveryWorker {
     }
     const written = this.outcomes.write(id, token, outcome);
     if (outcome.ok) {
-      if (logger().isLevelEnabled('debug')) log().debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
-    } else log().info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
+      if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
+    } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
     return { result: { kind: 'attempted', outcome, attempts: row.attempts + 1 }, written };
   }
 
