@@ -14,7 +14,7 @@ export type { Tx };
 /** What the services need of the outbox writer. */
 export type Events = Pick<EventWriter, 'emit'>;
 
-/** A PostgreSQL unique violation on the named constraint. */
+/** The unique-violation check the admin services use (defined beside the other database refusals). */
 export { isUniqueViolation } from '../validation/database-refusals.js';
 
 /**
