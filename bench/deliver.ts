@@ -15,7 +15,9 @@
  *   process (the hub), PostgreSQL and the receiver;
  * - latency at a fixed rate: a child process (bench/support/deliver-emitter.ts) writes BENCH_RATE
  *   events/s (default 2000, an open loop, transactions of BENCH_RATE_BATCH, default 50, up to
- *   BENCH_RATE_WRITERS at once, default 4) for BENCH_RATE_SECONDS (default 15); commit → receiver
+ *   BENCH_RATE_WRITERS at once, default 4; each transaction's events in one statement as a connector
+ *   run writes a chunk's, or one statement each with BENCH_RATE_STATEMENTS=event) for
+ *   BENCH_RATE_SECONDS (default 15); commit → receiver
  *   p50/p99, the CPU per delivery (PostgreSQL's without the writer's own backends, which the
  *   emitter names) and PostgreSQL's transactions per delivery (pg_stat_database, the writer's left out);
  * - one event at a time: 100 events, each committed alone and waited for (the wake-up path).
@@ -41,7 +43,7 @@ import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { svcSignature } from '../src/webhooks/signing.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
-import type { EmitterMessage, EmitterRequest } from './support/deliver-emitter.js';
+import type { EmitterMessage, EmitterRequest, WriteStatements } from './support/deliver-emitter.js';
 import type { ReceiverMessage } from './support/deliver-receiver.js';
 import {
   CpuMeter,
@@ -63,6 +65,8 @@ const DRAIN_EVENTS = positiveInt('BENCH_DRAIN_EVENTS', 100_000);
 const RATE = positiveInt('BENCH_RATE', 2_000);
 const RATE_SECONDS = positiveInt('BENCH_RATE_SECONDS', 15);
 const RATE_BATCH = positiveInt('BENCH_RATE_BATCH', 50);
+/** How the writer writes a transaction's events: one statement for them all (`chunk`, as a connector run) or one each (`event`). */
+const RATE_STATEMENTS = writeStatements('BENCH_RATE_STATEMENTS', 'chunk');
 const TENANT = 1;
 /** Events sent one at a time (each waits for its delivery) for the idle latency. */
 const IDLE_EVENTS = 100;
@@ -80,6 +84,13 @@ function positiveInt(name: string, fallback: number): number {
   if (raw === undefined || raw.trim() === '') return fallback;
   if (!/^\d+$/.test(raw.trim()) || Number(raw) < 1) throw new Error(`${name} must be a positive integer, got '${raw}'`);
   return Number(raw);
+}
+
+function writeStatements(name: string, fallback: WriteStatements): WriteStatements {
+  const raw = process.env[name]?.trim();
+  if (!raw) return fallback;
+  if (raw !== 'chunk' && raw !== 'event') throw new Error(`${name} must be 'chunk' or 'event', got '${raw}'`);
+  return raw;
 }
 
 function nonNegativeInt(name: string, fallback: number): number {
@@ -545,7 +556,7 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   const signaturesBefore = receiver.verified;
   const events = RATE * RATE_SECONDS;
   const commits = new Map<string, number>();
-  emitter.request({ kind: 'emit', events, batch: RATE_BATCH, tenant: TENANT, rate: RATE });
+  emitter.request({ kind: 'emit', events, batch: RATE_BATCH, tenant: TENANT, rate: RATE, statements: RATE_STATEMENTS });
   let emitMs: number;
   let writerBackends: number[] = [];
   let writerCpu0 = 0;
@@ -572,6 +583,8 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
     events,
     rate: RATE,
     batch: RATE_BATCH,
+    /** `chunk`: each transaction's events written in one statement; `event`: one statement each. */
+    statements: RATE_STATEMENTS,
     /** What the writer achieved: below RATE when it could not keep up (then the figures are for a lower rate). */
     emitEventsPerSec: perSecond(events, emitMs),
     /** CPU seconds of the writer's PostgreSQL backends (part of the PostgreSQL figure, not the hub's work). */

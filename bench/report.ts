@@ -118,7 +118,7 @@ function deliver(r: Json): string {
   const x = r.fixedRate;
   lines.push(
     row([
-      `${n(x.rate)} events/s asked, ${n(x.emitEventsPerSec)}/s written by a separate process (commit → arrival)`,
+      `${n(x.rate)} events/s asked, ${n(x.emitEventsPerSec)}/s written by a separate process in transactions of ${n(x.batch)}${x.statements === 'chunk' ? ', one statement each' : x.statements === 'event' ? ', one statement per event' : ''} (commit → arrival)`,
       n(x.emitEventsPerSec),
       '-',
       '-',
@@ -139,7 +139,7 @@ function deliver(r: Json): string {
   if (x.transactionsPerDelivery !== undefined) {
     lines.push('');
     lines.push(
-      `At ${n(x.rate)} events/s: ${f(x.transactionsPerDelivery, 3)} PostgreSQL transactions per delivery (every autocommit statement is one; pg_stat_database, the writer's ${f(x.writerTransactionsPerDelivery, 3)} left out); the writer's backends spent ${n(Math.round((x.writersCpuSeconds * 1e6) / x.events))} µs of CPU per event written (one INSERT per event, as the hub's own writers do)${x.emitterCpuSeconds !== undefined ? ` and its process ${n(Math.round((x.emitterCpuSeconds * 1e6) / x.events))} µs` : ''}: the load the machine carried besides the hub.`,
+      `At ${n(x.rate)} events/s: ${f(x.transactionsPerDelivery, 3)} PostgreSQL transactions per delivery (every autocommit statement is one; pg_stat_database, the writer's ${f(x.writerTransactionsPerDelivery, 3)} left out); the writer's backends spent ${n(Math.round((x.writersCpuSeconds * 1e6) / x.events))} µs of CPU per event written (${x.statements === 'chunk' ? `one INSERT per transaction of ${n(x.batch)} events, as a connector run writes a chunk's events` : 'one INSERT per event'})${x.emitterCpuSeconds !== undefined ? ` and its process ${n(Math.round((x.emitterCpuSeconds * 1e6) / x.events))} µs` : ''}: the load the machine carried besides the hub.`,
     );
   }
   lines.push('');

@@ -7,7 +7,8 @@
  *
  * Started with `fork()`; messages (IPC):
  *   parent → {kind: 'clock'}                         child → {kind: 'clock', now}   (clock offset)
- *   parent → {kind: 'emit', events, batch, tenant, rate}  child → {kind: 'backends', pids} first (the
+ *   parent → {kind: 'emit', events, batch, tenant, rate, statements}
+ *                                                    child → {kind: 'backends', pids} first (the
  *                                                    PostgreSQL backends it writes through, whose CPU
  *                                                    the parent counts apart from the hub's), then
  *                                                    {kind: 'committed', ids, at} per transaction,
@@ -19,8 +20,15 @@ import { EventWriter } from '../../src/events/outbox.js';
 import { Database } from '../../src/db/database.js';
 import { roleUrl } from '../../src/db/roles.js';
 
-/** `rate`: events per second at most (transactions started on a schedule, an open loop); 0 for as fast as the database takes them. */
-export type EmitterRequest = { kind: 'clock' } | { kind: 'emit'; events: number; batch: number; tenant: number; rate: number };
+/**
+ * `rate`: events per second at most (transactions started on a schedule, an open loop); 0 for as
+ * fast as the database takes them. `statements`: how a transaction writes its `batch` events:
+ * `chunk`, one statement for all of them (`EventWriter.emitAll`, as a connector run writes the
+ * `data.row.changed` events of a chunk, the hub's writer of many events); `event`, one statement
+ * each (`EventWriter.emit`, as an API request writes its one event).
+ */
+export type EmitterRequest = { kind: 'clock' } | { kind: 'emit'; events: number; batch: number; tenant: number; rate: number; statements: WriteStatements };
+export type WriteStatements = 'chunk' | 'event';
 export type EmitterMessage =
   | { kind: 'ready' }
   | { kind: 'clock'; now: number }
@@ -35,10 +43,9 @@ const send = (message: EmitterMessage) => process.send?.(message);
 const ownerUrl = process.env.BENCH_DATABASE_URL;
 if (!ownerUrl) throw new Error('BENCH_DATABASE_URL is not set');
 /**
- * Transactions in flight at most (BENCH_RATE_WRITERS, default 4): each writes its events one
- * statement at a time, as the hub's own writers do, so one writer alone is bound by the database's
- * round trip (≈ 1,950 events/s on a slow day of the 2-core machine); several keep the schedule, as
- * concurrent API requests and runs would.
+ * Transactions in flight at most (BENCH_RATE_WRITERS, default 4): one writer alone is bound by the
+ * database's round trips (with a statement per event ≈ 1,950 events/s on a slow day of the 2-core
+ * machine); several keep the schedule, as concurrent API requests and runs would.
  */
 const WRITERS = Math.max(1, Number(process.env.BENCH_RATE_WRITERS ?? 4) || 4);
 const db = new Database({ appUrl: roleUrl(ownerUrl, 'svc_app'), workerUrl: roleUrl(ownerUrl, 'svc_worker'), poolSize: WRITERS });
@@ -57,7 +64,7 @@ async function backends(tenant: number): Promise<number[]> {
   return [...new Set(pids)];
 }
 
-async function emit(events: number, batch: number, tenant: number, rate: number): Promise<void> {
+async function emit(events: number, batch: number, tenant: number, rate: number, statements: WriteStatements): Promise<void> {
   send({ kind: 'backends', pids: await backends(tenant) });
   const t0 = performance.now();
   const inFlight = new Set<Promise<void>>();
@@ -74,9 +81,11 @@ async function emit(events: number, batch: number, tenant: number, rate: number)
     const from = start;
     const transaction = db
       .withTenant(tenant, async (tx) => {
-        const out: string[] = [];
-        for (let i = from; i < from + count; i++) out.push(String(await writer.emit(tx, 'org.updated', { orgId: i + 1, tenantId: tenant })));
-        return out;
+        const payloads = Array.from({ length: count }, (_, k) => ({ orgId: from + k + 1, tenantId: tenant }));
+        if (statements === 'chunk') return (await writer.emitAll(tx, 'org.updated', payloads)).map(String);
+        const ids: string[] = [];
+        for (const payload of payloads) ids.push(String(await writer.emit(tx, 'org.updated', payload)));
+        return ids;
       })
       .then((ids) => {
         send({ kind: 'committed', ids, at: epochNow() });
@@ -95,7 +104,7 @@ async function emit(events: number, batch: number, tenant: number, rate: number)
 process.on('message', (message: EmitterRequest) => {
   if (message.kind === 'clock') send({ kind: 'clock', now: epochNow() });
   else
-    emit(message.events, message.batch, message.tenant, message.rate).catch((err: unknown) => {
+    emit(message.events, message.batch, message.tenant, message.rate, message.statements).catch((err: unknown) => {
       send({ kind: 'failed', error: err instanceof Error ? err.message : String(err) });
     });
 });
