@@ -327,18 +327,51 @@ export class CpuMeter<K extends string = 'demoSource' | 'postgres'> {
  * starts, and a core busy with the embedding model is not the cost of what a bench measures.
  * Answers how long that took (seconds).
  */
-export async function retrievalSettled(databaseUrl: string, timeoutMs = 600_000): Promise<number> {
+export function retrievalSettled(databaseUrl: string, timeoutMs = 600_000): Promise<number> {
+  return waitInDatabase(databaseUrl, 500, timeoutMs, async (client) => {
+    const { rows } = await client.query<{ left: number }>(
+      `select (select count(*) from retrieval.pending)::int + (select count(*) from retrieval.chunks where embedding is null)::int as left`,
+    );
+    return rows[0]!.left === 0 ? undefined : `the retrieval backlog still holds ${rows[0]!.left} entries`;
+  });
+}
+
+/**
+ * Waits until autovacuum has analyzed each of `tables` whose changes since its last analysis pass
+ * autovacuum's threshold (`autovacuum_analyze_threshold` + `autovacuum_analyze_scale_factor` × its
+ * row estimate), as it has on a hub that has run for a minute or two: the planner's choice for a
+ * listing depends on it (a table never analyzed is estimated at a few rows, so sorting all of a
+ * tenant's rows looks as cheap as reading an index in order). Tables below the threshold are not
+ * waited for (autovacuum leaves them too). Returns the seconds waited.
+ */
+export function analyzedByAutovacuum(databaseUrl: string, tables: string[], timeoutMs = 300_000): Promise<number> {
+  return waitInDatabase(databaseUrl, 1_000, timeoutMs, async (client) => {
+    const { rows } = await client.query<{ table: string }>(
+      `select s.schemaname || '.' || s.relname as table
+         from pg_stat_user_tables s join pg_class c on c.oid = s.relid
+        where s.schemaname || '.' || s.relname = any($1::text[])
+          and s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::int
+              + current_setting('autovacuum_analyze_scale_factor')::float8 * greatest(c.reltuples, 0)`,
+      [tables],
+    );
+    return rows.length === 0 ? undefined : `autovacuum has not analyzed ${rows.map((r) => r.table).join(', ')}`;
+  });
+}
+
+/**
+ * Asks `pending` every `everyMs` until it answers undefined (done); what it answers otherwise says
+ * what is left, for the error after `timeoutMs`. Returns the seconds waited.
+ */
+async function waitInDatabase(databaseUrl: string, everyMs: number, timeoutMs: number, pending: (client: pg.Client) => Promise<string | undefined>): Promise<number> {
   const started = performance.now();
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
     for (;;) {
-      const { rows } = await client.query<{ left: number }>(
-        `select (select count(*) from retrieval.pending)::int + (select count(*) from retrieval.chunks where embedding is null)::int as left`,
-      );
-      if (rows[0]!.left === 0) return round((performance.now() - started) / 1000, 1);
-      if (performance.now() - started > timeoutMs) throw new Error(`the retrieval backlog still holds ${rows[0]!.left} entries after ${timeoutMs / 1000} s`);
-      await new Promise((r) => setTimeout(r, 500));
+      const left = await pending(client);
+      if (left === undefined) return round((performance.now() - started) / 1000, 1);
+      if (performance.now() - started > timeoutMs) throw new Error(`${left} after ${timeoutMs / 1000} s`);
+      await new Promise((r) => setTimeout(r, everyMs));
     }
   } finally {
     await client.end();
