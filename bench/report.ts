@@ -118,7 +118,7 @@ function deliver(r: Json): string {
   const x = r.fixedRate;
   lines.push(
     row([
-      `${n(x.rate)} events/s asked, ${n(x.emitEventsPerSec)}/s written by a separate process in transactions of ${n(x.batch)}${x.statements === 'chunk' ? ', one statement each' : x.statements === 'event' ? ', one statement per event' : ''} (commit → arrival)`,
+      `${n(x.rate)} events/s asked, ${n(x.emitEventsPerSec)}/s written by a separate process in transactions of ${n(x.batch)}${x.statements === 'chunk' ? ', one statement per transaction' : x.statements === 'event' ? ', one statement per event' : ''} (commit → arrival)`,
       n(x.emitEventsPerSec),
       '-',
       '-',
