@@ -87,8 +87,13 @@ export class OutcomeWriter {
     return (this.o.othersUnderWay?.() ?? 0) > 0;
   }
 
+  /** Whether what is pending should wait (up to `delayMs`) for the outcomes of attempts still under way. */
+  private worthWaiting(): boolean {
+    return this.o.delayMs > 0 && this.moreComing();
+  }
+
   private schedule(): void {
-    if (this.o.delayMs > 0 && this.moreComing()) {
+    if (this.worthWaiting()) {
       const timer = setTimeout(() => this.kick(), this.o.delayMs);
       this.waitingForCompany = true;
       this.scheduled = () => clearTimeout(timer);
@@ -109,10 +114,10 @@ export class OutcomeWriter {
       // company while more attempts are under way (a backlog: larger batches, fewer statements);
       // a full batch, or nothing more coming, goes at once.
       if (this.pending.length === 0) return;
-      if (this.pending.length >= this.o.maxBatch || !this.moreComing() || this.o.delayMs <= 0) this.kick();
+      if (this.pending.length >= this.o.maxBatch || !this.worthWaiting()) this.kick();
       else if (!this.waitingForCompany) {
+        // A turn of the event loop scheduled meanwhile becomes the wait for company.
         this.scheduled?.();
-        this.scheduled = undefined;
         this.schedule();
       }
     });
