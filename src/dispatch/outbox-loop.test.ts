@@ -222,12 +222,14 @@ describe('outbox loop', () => {
         if (/update events\.consumer_cursors/.test(text)) loopCursorWrites++;
       });
       const seen: number[] = [];
+      let batches = 0;
       const name = `loop-moves-${own}`;
       const loop = new OutboxLoop(counting, {
         name,
         every: 60_000,
         batch: 100,
         handleBatch: async (batch, cursor) => {
+          batches++;
           seen.push(...batch.map((e) => e.payload.orgId as number));
           if (!own) return;
           // Its own statement (not through the loop's database), as the webhook consumer's.
@@ -241,7 +243,10 @@ describe('outbox loop', () => {
       await emit(own ? 72 : 74);
       expect(await drainUntil(loop, 2)).toBe(2);
       expect(seen).toEqual(own ? [71, 72] : [73, 74]);
-      expect(loopCursorWrites).toBe(own ? 0 : 1);
+      // One batch or two: the second event may be held back by a transaction that began between the
+      // two commits (any database of the cluster; the test suites share one), so it comes alone.
+      expect(batches).toBeGreaterThanOrEqual(1);
+      expect(loopCursorWrites).toBe(own ? 0 : batches);
       // Either way the cursor is past the batch: nothing is handed over again.
       expect(await loop.drain()).toBe(0);
       await clock.stop();
