@@ -13,8 +13,9 @@
  * requests/s in all (default 500, round robin) for API_SECONDS (default 60) after API_WARMUP_SECONDS
  * (default 5) of the same load not measured, twice: evenly paced (open loop, each request timed from
  * when it was due: the target's figure), and through autocannon, whose per-second quota makes each
- * second open with a burst. p50/p90/p99 per route and over all, errors, non-2xx, and the RSS of the
- * process hosting the hub. The ceiling: the same load generators, routes, rate, connections and
+ * second open with a burst. p50/p90/p99 per route and over all, errors, non-2xx, the RSS of the
+ * process hosting the hub, and the CPU each measured load cost per request (that process,
+ * PostgreSQL, the load generator): a figure the machine's slow phases move far less than the tail. The ceiling: the same load generators, routes, rate, connections and
  * duration, against a node:http handler answering a small JSON object. Writes bench/results/api.json.
  *
  *   npm run bench:api                        # 4 × 60 s at 500 requests/s (hub and ceiling, two pacings)
@@ -42,7 +43,21 @@ import type { LoadAnswer, LoadFigures, LoadProgress, LoadRequest, LoadTarget } f
 type Pacing = LoadRequest['pacing'];
 const PACING_LABEL: Record<Pacing, string> = { even: 'even pacing', autocannon: 'autocannon (a burst each second)' };
 import { benchConfig } from './support/hub-config.js';
-import { analyzedByAutovacuum, type DemoSourceProcess, machineFacts, probeMachine, mib, profiled, RssSampler, retrievalSettled, round, startDemoSourceProcess, table } from './support/measure.js';
+import {
+  analyzedByAutovacuum,
+  CpuMeter,
+  type DemoSourceProcess,
+  machineFacts,
+  mib,
+  postmasterPid,
+  probeMachine,
+  profiled,
+  RssSampler,
+  retrievalSettled,
+  round,
+  startDemoSourceProcess,
+  table,
+} from './support/measure.js';
 
 const RATE = positiveInt('API_RATE', 500);
 const SECONDS = positiveInt('API_SECONDS', 60);
@@ -202,6 +217,26 @@ async function seed(hub: Hub, source: DemoSourceProcess, receiver: Awaited<Retur
 }
 
 /**
+ * What a measured load cost the machine: CPU seconds of the process serving it (this process: the
+ * hub, or the bare handler, with the idle harness), of PostgreSQL (the postmaster and its
+ * backends; null when unknown) and of the load generator, and the same in µs per request. A
+ * figure that the machine's slow phases move far less than the latencies: the lever on the tail.
+ */
+interface CpuFigures {
+  cpu: { serverProcess: number; postgres: number | null; generator: number };
+  cpuUsPerRequest: { server: number; postgres: number | null; generator: number };
+}
+
+function cpuPerRequest(split: { benchProcess: number; postgres: number | null }, figures: LoadFigures): CpuFigures {
+  const requests = figures.overall.requests;
+  const us = (seconds: number) => (requests > 0 ? round((seconds * 1e6) / requests) : 0);
+  return {
+    cpu: { serverProcess: split.benchProcess, postgres: split.postgres, generator: figures.clientCpuSeconds },
+    cpuUsPerRequest: { server: us(split.benchProcess), postgres: split.postgres === null ? null : us(split.postgres), generator: us(figures.clientCpuSeconds) },
+  };
+}
+
+/**
  * Runs a load in a child process (support/api-load.ts). `measuring` resolves when the child has
  * finished its warm-up and starts the measured part; `figures` with the measured figures.
  */
@@ -285,14 +320,19 @@ async function main(): Promise<void> {
     }
     log(`seeded; items per list: ${JSON.stringify(listed)}`);
 
+    // CPU seconds of this process (the hub, or the bare handler, and the idle harness) and of
+    // PostgreSQL during each measured load; the load generator reports its own.
+    const cpuMeter = new CpuMeter({ postgres: postmasterPid(join(dir, 'pg-data', 'pg')) });
     const targets = (base: string): LoadTarget[] => paths.map((p) => ({ name: p.name, url: `${base}${p.path}`, headers }));
     // The warm-up runs in the measuring child itself, just before the measured part (api-load.ts).
-    const measure = async (label: string, base: string, pacing: Pacing, around: <T>(work: () => Promise<T>) => Promise<T> = (work) => work()): Promise<LoadFigures> => {
+    const measure = async (label: string, base: string, pacing: Pacing, around: <T>(work: () => Promise<T>) => Promise<T> = (work) => work()): Promise<LoadFigures & CpuFigures> => {
       log(`${label}, ${PACING_LABEL[pacing]}: ${WARMUP_SECONDS > 0 ? `warm-up ${WARMUP_SECONDS} s, then ` : ''}${SECONDS} s at ${RATE} requests/s …`);
       const child = loadInChild({ targets: targets(base), rate: RATE, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, connections: CONNECTIONS, pacing });
-      // The event-loop delay and the CPU profile cover the measured part only.
+      // The event-loop delay, the CPU profile and the CPU seconds cover the measured part only.
       await child.measuring;
-      return around(() => child.figures);
+      cpuMeter.start();
+      const figures = await around(() => child.figures);
+      return { ...figures, ...cpuPerRequest(cpuMeter.stop(), figures) };
     };
     const profiledIf =
       (pacing: Pacing) =>
@@ -376,6 +416,8 @@ async function main(): Promise<void> {
     }
     log('');
     log(`event-loop delay of this process (even pacing): hub load p50/p99/max ${Object.values(result.eventLoopDelay.hub).join(' / ')} ms, ceiling load ${Object.values(result.eventLoopDelay.ceiling).join(' / ')} ms`);
+    const cpuLine = (f: CpuFigures) => `${f.cpuUsPerRequest.server} µs in the server's process, ${f.cpuUsPerRequest.postgres ?? '-'} µs in PostgreSQL, ${f.cpuUsPerRequest.generator} µs in the load generator`;
+    log(`CPU per request (even pacing): hub ${cpuLine(hubFigures)}; ceiling ${cpuLine(ceilingFigures)}`);
     log(`RSS of the hub's process: ${rssBeforeMb} MB before, ${rssPeakMb} MB peak, ${rssAfterMb} MB after the measured load`);
     log(`target p99 < ${TARGET_P99_MS} ms at an even ${RATE}/s with no errors: ${result.target.met ? 'met' : 'NOT met'}`);
 

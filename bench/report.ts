@@ -166,6 +166,10 @@ function api(r: Json): string {
   table('Evenly paced (open loop; each request timed from when it was due):', r.hub, r.ceiling);
   if (r.burst) table("autocannon at the same rate (its per-second quota: a burst at the start of every second):", r.burst.hub, r.burst.ceiling);
   lines.push('');
+  if (r.hub.cpuUsPerRequest) {
+    const cpu = (c: Json) => `${n(c.server)} µs in its process, ${c.postgres === null ? '-' : n(c.postgres)} µs in PostgreSQL, ${n(c.generator)} µs in the load generator`;
+    lines.push(`CPU per request at an even ${n(r.rate)}/s: the hub ${cpu(r.hub.cpuUsPerRequest)}; the bare handler ${cpu(r.ceiling.cpuUsPerRequest)}.`);
+  }
   lines.push(`RSS of the hub's process: ${f(r.rss.beforeMb, 0)} MB before, ${f(r.rss.peakMb, 0)} MB peak, ${f(r.rss.afterMb, 0)} MB after the evenly paced load.`);
   lines.push(`Target p99 < ${r.target.p99Ms} ms at an even ${n(r.rate)} requests/s with no errors: ${met(r.target.met)}.`);
   return lines.join('\n');
