@@ -186,6 +186,8 @@ export async function listConnectors(tx: Tx): Promise<ConnectorRecord[]> {
             (select json_agg(json_build_array(e.uuid, e.watermark, extract(epoch from e.watermark_updated_at) * 1000))
                from connectors.endpoints e where e.connector_id = c.id) as marks
        from connectors.connectors c order by c.name`,
+    [],
+    { prepare: true },
   );
   const marks: Mark[] = rows.flatMap((r) => (r.marks ?? []).map(([uuid, watermark, at]) => ({ uuid, watermark, watermark_updated_at: at === null ? null : new Date(at) })));
   return toRecords(rows, marks).map(({ spec: _s, ...record }) => record);

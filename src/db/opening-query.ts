@@ -37,9 +37,10 @@ class OpeningQuery extends Query {
     callback: (err: Error | undefined, result: pg.QueryResult) => void,
     name?: string,
   ) {
-    const extended = values !== undefined && values.length > 0;
-    // A named statement (parsed once per connection) only with parameters: the joined text is one message of the simple protocol.
-    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? values : undefined, name: extended ? name : undefined }, callback);
+    // A statement with parameters or a name goes through the extended protocol; one with neither, as
+    // one joined text of the simple protocol.
+    const extended = (values !== undefined && values.length > 0) || name !== undefined;
+    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? (values ?? []) : undefined, name }, callback);
   }
 
   override prepare(connection: pg.Connection): void {

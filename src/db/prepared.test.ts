@@ -51,6 +51,21 @@ describe('prepared statements', () => {
     }
   });
 
+  it('without parameters: named too, the opening still before it (a read with the tenant setting, and a tenant transaction)', async () => {
+    const text = `select current_setting('svc.tenant_id') as tenant, current_setting('transaction_read_only') as read_only`;
+    for (let i = 0; i < 7; i++) {
+      const [read, named] = await t.db.readWithTenant(1, async (tx) => [
+        (await tx.query<{ tenant: string; read_only: string }>(text, [], PREPARED)).rows,
+        // The same connection: the statement before was prepared under its name.
+        (await tx.query<{ name: string }>(SELF, [own(text)])).rows,
+      ]);
+      expect(read).toEqual([{ tenant: '1', read_only: 'on' }]);
+      expect(named).toEqual([{ name: ofConnection(text) }]);
+      const [written] = await t.db.withTenant(1, async (tx) => [(await tx.query<{ tenant: string; read_only: string }>(text, undefined, PREPARED)).rows]);
+      expect(written).toEqual([{ tenant: '1', read_only: 'off' }]);
+    }
+  });
+
   it('a failed transaction leaves the connection usable for the named statement', async () => {
     const text = 'select $1::int / $2::int as q';
     await expect(t.db.withTenant(1, (tx) => tx.query(text, [1, 0], PREPARED))).rejects.toThrow(/division by zero/);

@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError } from '../errors.js';
 import type { AttemptOutcome, AttemptRecord, DeliveryKind, DeliveryRecord } from './model.js';
 import { integrationNotFound, parseId } from './integrations.js';
@@ -8,8 +9,9 @@ import { integrationNotFound, parseId } from './integrations.js';
  * tenant (`Database.withTenant`), and the lease-guarded writes of the workers (any transaction).
  */
 
+/** A record's columns, its times as the text of the answer (`isoTimestampSql`). */
 const RECORD_COLUMNS = `d.id, d.integration_id, d.event_type, d.event_id, d.kind, d.replay_of, d.attempts, d.succeeded, d.closed_reason,
-  d.http_status, d.response_body, d.error, d.duration_ms, d.attempted_at, d.created_at`;
+  d.http_status, d.response_body, d.error, d.duration_ms, ${isoTimestampSql('d.attempted_at')} as attempted_at, ${isoTimestampSql('d.created_at')} as created_at`;
 
 type RecordRow = {
   id: number;
@@ -25,8 +27,8 @@ type RecordRow = {
   response_body: string | null;
   error: string | null;
   duration_ms: number | null;
-  attempted_at: Date | null;
-  created_at: Date;
+  attempted_at: string | null;
+  created_at: string;
 };
 
 export function toRecord(row: RecordRow): DeliveryRecord {
@@ -44,9 +46,25 @@ export function toRecord(row: RecordRow): DeliveryRecord {
     response_body: row.response_body,
     error: row.error,
     duration_ms: row.duration_ms,
-    attempted_at: row.attempted_at ? row.attempted_at.toISOString() : null,
-    createdAt: row.created_at.toISOString(),
+    attempted_at: row.attempted_at,
+    createdAt: row.created_at,
   };
+}
+
+/**
+ * The lists are named statements with their row limit written into the text: a statement per
+ * shape and limit (a few in practice: the limit is capped), each parsed once per connection and,
+ * its plan not depending on any parameter left, planned once (PostgreSQL keeps the generic plan
+ * after five executions). With the limit a parameter, PostgreSQL estimated the generic plan for a
+ * tenth of the table and planned every execution anew (≈ 0.2–0.4 ms of the server's time per list
+ * under load, as much as running it).
+ */
+const PREPARED = { prepare: true } as const;
+
+/** A list's row limit as it goes into the statement's text: a positive integer, or an error (never text from outside). */
+function limitSql(limit: number): string {
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a list limit must be a positive integer, not ${limit}`);
+  return String(limit);
 }
 
 /** `status=failed`: not succeeded, and attempted at least once or closed (those waiting for a retry included). */
@@ -71,11 +89,12 @@ export async function listForIntegration(tx: Tx, integrationId: string | number,
        left join lateral (
          select d.* from hub.deliveries d
           where d.integration_id = i.id ${options.failedOnly ? `and ${FAILED}` : ''}
-          order by d.id desc limit $2
+          order by d.id desc limit ${limitSql(options.limit)}
        ) d on true
       where i.id = $1
       order by d.id desc`,
-    [id, options.limit],
+    [id],
+    PREPARED,
   );
   if (rows.length === 0) throw integrationNotFound(integrationId);
   return rows.flatMap((row) => (row.id === null ? [] : [toRecord(row as RecordRow)]));
@@ -83,7 +102,7 @@ export async function listForIntegration(tx: Tx, integrationId: string | number,
 
 /** The tenant's deliveries across integrations: failures first, then newest first. */
 export async function listForTenant(tx: Tx, options: ListOptions): Promise<DeliveryRecord[]> {
-  const values: unknown[] = [options.limit];
+  const values: unknown[] = [];
   let where = 'true';
   if (options.failedOnly) where += ` and ${FAILED}`;
   if (options.integrationId !== undefined) {
@@ -93,8 +112,9 @@ export async function listForTenant(tx: Tx, options: ListOptions): Promise<Deliv
   const { rows } = await tx.query<RecordRow>(
     `select ${RECORD_COLUMNS} from hub.deliveries d
       where ${where}
-      order by d.succeeded, d.id desc limit $1`,
+      order by d.succeeded, d.id desc limit ${limitSql(options.limit)}`,
     values,
+    PREPARED,
   );
   return rows.map(toRecord);
 }

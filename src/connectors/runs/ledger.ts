@@ -1,4 +1,5 @@
 import type { Tx } from '../../db/database.js';
+import { isoTimestampSql } from '../../db/timestamps.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 
 export type RunStatus = 'Running' | 'Completed' | 'Partial' | 'Failed' | 'Cancelled';
@@ -24,15 +25,12 @@ export interface RunRecord {
 }
 
 const COLUMNS = `id, connector_id as "connectorId", connector_name as "connector", endpoint_uuid as "endpointId", endpoint_id as "endpoint",
-  status, started_at as "startedAt", ended_at as "endedAt", records_in as "recordsIn", records_out as "recordsOut",
+  status, ${isoTimestampSql('started_at')} as "startedAt", ${isoTimestampSql('ended_at')} as "endedAt", records_in as "recordsIn", records_out as "recordsOut",
   records_skipped as "recordsSkipped", dead_letter_count as "deadLetterCount", triggered_by as "triggeredBy", sync_mode as "syncMode",
   chunk_count as "chunkCount", error_message as "errorMessage"`;
 
-type Row = Omit<RunRecord, 'startedAt' | 'endedAt'> & { startedAt: Date; endedAt: Date | null };
-
-function toRecord(row: Row): RunRecord {
-  return { ...row, startedAt: row.startedAt.toISOString(), endedAt: row.endedAt ? row.endedAt.toISOString() : null };
-}
+/** A run's columns, as the record: its times as the text of the answer (`isoTimestampSql`). */
+type Row = RunRecord;
 
 export async function createRun(
   tx: Tx,
@@ -43,7 +41,7 @@ export async function createRun(
      values (core.current_tenant(), $1, $2, $3, $4, 'Running', $5, $6, $7) returning ${COLUMNS}`,
     [run.connectorId, run.connectorName, run.endpointUuid, run.endpointId, run.triggeredBy, run.syncMode, run.slot ?? null],
   );
-  return toRecord(rows[0]!);
+  return rows[0]!;
 }
 
 /** Adds one chunk's counters; answers whether a cancel was requested meanwhile. */
@@ -71,7 +69,7 @@ export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus
     `update connectors.runs set status = $2, ended_at = now(), error_message = $3 where id = $1 and status = 'Running' returning ${COLUMNS}`,
     [runId, status, errorMessage ?? null],
   );
-  if (rows[0]) return { ...toRecord(rows[0]), ended: true };
+  if (rows[0]) return { ...rows[0], ended: true };
   return { ...(await getRun(tx, runId)), ended: false };
 }
 
@@ -79,15 +77,17 @@ export async function getRun(tx: Tx, id: string): Promise<RunRecord> {
   if (!/^[0-9a-f-]{36}$/i.test(id)) throw new NotFoundError('run not found');
   const { rows } = await tx.query<Row>(`select ${COLUMNS} from connectors.runs where id = $1`, [id]);
   if (!rows[0]) throw new NotFoundError('run not found');
-  return toRecord(rows[0]);
+  return rows[0];
 }
 
 export async function listRuns(tx: Tx, limit: number, connectorId?: string): Promise<RunRecord[]> {
+  // A named statement per shape (with or without the connector), each with a plan of its own.
   const { rows } = await tx.query<Row>(
-    `select ${COLUMNS} from connectors.runs where ($2::uuid is null or connector_id = $2) order by started_at desc, id limit $1`,
-    [limit, connectorId ?? null],
+    `select ${COLUMNS} from connectors.runs ${connectorId === undefined ? '' : 'where connector_id = $2'} order by started_at desc, id limit $1`,
+    connectorId === undefined ? [limit] : [limit, connectorId],
+    { prepare: true },
   );
-  return rows.map(toRecord);
+  return rows;
 }
 
 /** Cancel: 202 semantics for a running run (it stops at its next page boundary), 409 when already over. */
