@@ -52,19 +52,21 @@ export function toRecord(row: RecordRow): DeliveryRecord {
 }
 
 /**
- * The lists are named statements with their row limit written into the text: a statement per
- * shape and limit (a few in practice: the limit is capped), each parsed once per connection and,
- * its plan not depending on any parameter left, planned once (PostgreSQL keeps the generic plan
- * after five executions). With the limit a parameter, PostgreSQL estimated the generic plan for a
- * tenth of the table and planned every execution anew (≈ 0.2–0.4 ms of the server's time per list
- * under load, as much as running it).
+ * The lists are named statements with their row limit written into the text, each parsed once per
+ * connection and, its plan not depending on any parameter left, planned once (PostgreSQL keeps the
+ * generic plan after five executions). With the limit a parameter, PostgreSQL estimated the generic
+ * plan for a tenth of the table and planned every execution anew (≈ 0.2–0.4 ms of the server's
+ * time per list under load, as much as running it). The text takes the smallest of a few steps that
+ * covers the limit asked for (the rows beyond it are dropped), so a connection holds a handful of
+ * these statements whatever limits callers choose, not one per limit.
  */
 const PREPARED = { prepare: true } as const;
+const LIMIT_STEPS = [10, 50, 100, 200] as const;
 
-/** A list's row limit as it goes into the statement's text: a positive integer, or an error (never text from outside). */
-function limitSql(limit: number): string {
+/** The row limit written into a list's text for `limit`: a step, or `limit` itself above the last (an integer, never text from outside). */
+export function limitStep(limit: number): number {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a list limit must be a positive integer, not ${limit}`);
-  return String(limit);
+  return LIMIT_STEPS.find((step) => step >= limit) ?? limit;
 }
 
 /** `status=failed`: not succeeded, and attempted at least once or closed (those waiting for a retry included). */
@@ -89,7 +91,7 @@ export async function listForIntegration(tx: Tx, integrationId: string | number,
        left join lateral (
          select d.* from hub.deliveries d
           where d.integration_id = i.id ${options.failedOnly ? `and ${FAILED}` : ''}
-          order by d.id desc limit ${limitSql(options.limit)}
+          order by d.id desc limit ${limitStep(options.limit)}
        ) d on true
       where i.id = $1
       order by d.id desc`,
@@ -97,7 +99,7 @@ export async function listForIntegration(tx: Tx, integrationId: string | number,
     PREPARED,
   );
   if (rows.length === 0) throw integrationNotFound(integrationId);
-  return rows.flatMap((row) => (row.id === null ? [] : [toRecord(row as RecordRow)]));
+  return rows.slice(0, options.limit).flatMap((row) => (row.id === null ? [] : [toRecord(row as RecordRow)]));
 }
 
 /** The tenant's deliveries across integrations: failures first, then newest first. */
@@ -112,11 +114,11 @@ export async function listForTenant(tx: Tx, options: ListOptions): Promise<Deliv
   const { rows } = await tx.query<RecordRow>(
     `select ${RECORD_COLUMNS} from hub.deliveries d
       where ${where}
-      order by d.succeeded, d.id desc limit ${limitSql(options.limit)}`,
+      order by d.succeeded, d.id desc limit ${limitStep(options.limit)}`,
     values,
     PREPARED,
   );
-  return rows.map(toRecord);
+  return rows.slice(0, options.limit).map(toRecord);
 }
 
 /** One delivery of the tenant (optionally of one integration) with every attempt; 404 otherwise. */

@@ -346,6 +346,12 @@ describe('replay and the journal', () => {
     expect(mine.length).toBe(3);
     expect(mine.every((d) => d.integrationId === id)).toBe(true);
     expect(((await t1.get('/api/platform/deliveries?limit=2')).body as Delivery[]).length).toBe(2);
+    // A limit between the statements' steps (10, 50, 100, 200): exactly that many, the first of the longer list.
+    for (const limit of [1, 3, 11, 51]) {
+      expect(((await t1.get(`/api/platform/deliveries?limit=${limit}`)).body as Delivery[]).map((d) => d.id)).toEqual(all.slice(0, limit).map((d) => d.id));
+    }
+    const ofIntegration = (await t1.get(`/api/tenants/1/integrations/${id}/deliveries?limit=2`)).body as Delivery[];
+    expect(ofIntegration.map((d) => d.id)).toEqual((await deliveries(id)).slice(0, 2).map((d) => d.id));
     expect(((await t1.get('/api/platform/deliveries')).body as Delivery[]).length).toBeLessThanOrEqual(50);
     expect((await t1.get('/api/platform/deliveries?limit=5000')).status).toBe(200);
     expect((await t1.get('/api/platform/deliveries?status=lost')).status).toBe(400);
