@@ -64,7 +64,7 @@ const PREPARED = { prepare: true } as const;
 const LIMIT_STEPS = [10, 50, 100, 200] as const;
 
 /** The row limit written into a list's text for `limit`: a step, or `limit` itself above the last (an integer, never text from outside). */
-export function limitStep(limit: number): number {
+function limitStep(limit: number): number {
   if (!Number.isSafeInteger(limit) || limit < 1) throw new Error(`a list limit must be a positive integer, not ${limit}`);
   return LIMIT_STEPS.find((step) => step >= limit) ?? limit;
 }
