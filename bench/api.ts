@@ -15,8 +15,9 @@
  * when it was due: the target's figure), and through autocannon, whose per-second quota makes each
  * second open with a burst. p50/p90/p99 per route and over all, errors, non-2xx, the RSS of the
  * process hosting the hub, and the CPU each measured load cost per request (that process,
- * PostgreSQL, the load generator): a figure the machine's slow phases move far less than the tail. The ceiling: the same load generators, routes, rate, connections and
- * duration, against a node:http handler answering a small JSON object. Writes bench/results/api.json.
+ * PostgreSQL, the load generator): a figure the machine's slow phases move far less than the tail.
+ * The ceiling: the same load generators, routes, rate, connections and duration, against a
+ * node:http handler answering a small JSON object. Writes bench/results/api.json.
  *
  *   npm run bench:api                        # 4 × 60 s at 500 requests/s (hub and ceiling, two pacings)
  *   API_SECONDS=5 npm run bench:api          # a quick look
@@ -57,6 +58,7 @@ import {
   round,
   startDemoSourceProcess,
   table,
+  usPer,
 } from './support/measure.js';
 
 const RATE = positiveInt('API_RATE', 500);
@@ -229,10 +231,9 @@ interface CpuFigures {
 
 function cpuPerRequest(split: { benchProcess: number; postgres: number | null }, figures: LoadFigures): CpuFigures {
   const requests = figures.overall.requests;
-  const us = (seconds: number) => (requests > 0 ? round((seconds * 1e6) / requests) : 0);
   return {
     cpu: { serverProcess: split.benchProcess, postgres: split.postgres, generator: figures.clientCpuSeconds },
-    cpuUsPerRequest: { server: us(split.benchProcess), postgres: split.postgres === null ? null : us(split.postgres), generator: us(figures.clientCpuSeconds) },
+    cpuUsPerRequest: { server: usPer(split.benchProcess, requests), postgres: usPer(split.postgres, requests), generator: usPer(figures.clientCpuSeconds, requests) },
   };
 }
 

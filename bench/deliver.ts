@@ -57,6 +57,7 @@ import {
   round,
   table,
   treeCpuSeconds,
+  usPer,
 } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
@@ -356,9 +357,8 @@ async function cpuOf<T extends object>(meter: CpuMeter<'postgres' | 'receiver'>,
   const figures = await work();
   const cpu = meter.stop();
   const postgres = cpu.postgres === null ? null : cpu.postgres - (notTheHubs?.(figures) ?? 0);
-  const us = (seconds: number | null) => (seconds === null ? null : Math.round((seconds * 1e6) / deliveries));
   const all = cpu.benchProcess + (postgres ?? 0) + (cpu.receiver ?? 0);
-  return { ...figures, cpu, cpuUsPerDelivery: { hubProcess: us(cpu.benchProcess)!, postgres: us(postgres), receiver: us(cpu.receiver), all: us(all)! } };
+  return { ...figures, cpu, cpuUsPerDelivery: { hubProcess: usPer(cpu.benchProcess, deliveries), postgres: usPer(postgres, deliveries), receiver: usPer(cpu.receiver, deliveries), all: usPer(all, deliveries) } };
 }
 
 /** CPU seconds of these processes (PostgreSQL backends: no children) now; a process gone counts nothing. */

@@ -56,6 +56,14 @@ export async function profiled<T>(file: string | undefined, what: string, work: 
 
 export const mib = (bytes: number) => round(bytes / 1024 / 1024, 1);
 
+/** CPU seconds spread over `units` (deliveries, requests), in whole µs each; null stays null, no units gives 0. */
+export function usPer(seconds: number, units: number): number;
+export function usPer(seconds: number | null, units: number): number | null;
+export function usPer(seconds: number | null, units: number): number | null {
+  if (seconds === null) return null;
+  return units > 0 ? round((seconds * 1e6) / units) : 0;
+}
+
 export function round(value: number, digits = 0): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;

@@ -24,19 +24,18 @@ export interface RunRecord {
   errorMessage: string | null;
 }
 
+/** A run's columns, read as the record itself: its times as the text of the answer (`isoTimestampSql`). */
 const COLUMNS = `id, connector_id as "connectorId", connector_name as "connector", endpoint_uuid as "endpointId", endpoint_id as "endpoint",
   status, ${isoTimestampSql('started_at')} as "startedAt", ${isoTimestampSql('ended_at')} as "endedAt", records_in as "recordsIn", records_out as "recordsOut",
   records_skipped as "recordsSkipped", dead_letter_count as "deadLetterCount", triggered_by as "triggeredBy", sync_mode as "syncMode",
   chunk_count as "chunkCount", error_message as "errorMessage"`;
 
-/** A run's columns, as the record: its times as the text of the answer (`isoTimestampSql`). */
-type Row = RunRecord;
 
 export async function createRun(
   tx: Tx,
   run: { connectorId: string; connectorName: string; endpointUuid: string; endpointId: string; triggeredBy: string; syncMode: string; slot?: Date },
 ): Promise<RunRecord> {
-  const { rows } = await tx.query<Row>(
+  const { rows } = await tx.query<RunRecord>(
     `insert into connectors.runs (tenant_id, connector_id, connector_name, endpoint_uuid, endpoint_id, status, triggered_by, sync_mode, slot)
      values (core.current_tenant(), $1, $2, $3, $4, 'Running', $5, $6, $7) returning ${COLUMNS}`,
     [run.connectorId, run.connectorName, run.endpointUuid, run.endpointId, run.triggeredBy, run.syncMode, run.slot ?? null],
@@ -65,7 +64,7 @@ export async function cancelRequested(tx: Tx, runId: string): Promise<boolean> {
  * having gone silent) keeps the end it has; `ended` then says false and the record is the stored one.
  */
 export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus, 'Running'>, errorMessage?: string): Promise<RunRecord & { ended: boolean }> {
-  const { rows } = await tx.query<Row>(
+  const { rows } = await tx.query<RunRecord>(
     `update connectors.runs set status = $2, ended_at = now(), error_message = $3 where id = $1 and status = 'Running' returning ${COLUMNS}`,
     [runId, status, errorMessage ?? null],
   );
@@ -75,14 +74,14 @@ export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus
 
 export async function getRun(tx: Tx, id: string): Promise<RunRecord> {
   if (!/^[0-9a-f-]{36}$/i.test(id)) throw new NotFoundError('run not found');
-  const { rows } = await tx.query<Row>(`select ${COLUMNS} from connectors.runs where id = $1`, [id]);
+  const { rows } = await tx.query<RunRecord>(`select ${COLUMNS} from connectors.runs where id = $1`, [id]);
   if (!rows[0]) throw new NotFoundError('run not found');
   return rows[0];
 }
 
 export async function listRuns(tx: Tx, limit: number, connectorId?: string): Promise<RunRecord[]> {
   // A named statement per shape (with or without the connector), each with a plan of its own.
-  const { rows } = await tx.query<Row>(
+  const { rows } = await tx.query<RunRecord>(
     `select ${COLUMNS} from connectors.runs ${connectorId === undefined ? '' : 'where connector_id = $2'} order by started_at desc, id limit $1`,
     connectorId === undefined ? [limit] : [limit, connectorId],
     { prepare: true },
