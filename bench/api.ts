@@ -33,13 +33,14 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { constants as perfConstants, type IntervalHistogram, monitorEventLoopDelay, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
-import type { LoadAnswer, LoadFigures, LoadProgress, LoadRequest, LoadTarget } from './support/api-load.js';
+import type { LoadAnswer, LoadFigures, LoadGo, LoadProgress, LoadRequest, LoadTarget } from './support/api-load.js';
 
 type Pacing = LoadRequest['pacing'];
 const PACING_LABEL: Record<Pacing, string> = { even: 'even pacing', autocannon: 'autocannon (a burst each second)' };
@@ -237,11 +238,64 @@ function cpuPerRequest(split: { benchProcess: number; postgres: number | null },
   };
 }
 
+interface PauseFigures {
+  count: number;
+  totalMs: number;
+  maxMs: number;
+}
+
+interface ServerSideFigures {
+  /** From the request's arrival on the server's event loop (node's `http.server.request.start`) to its response handed to the socket (`http.server.response.finish`). */
+  requestMs: { count: number; p50: number; p99: number; max: number };
+  /** Garbage-collection pauses of this process (PerformanceObserver `gc` entries): scavenges, mark-compacts, and the rest (incremental steps, weak callbacks). */
+  gc: { minor: PauseFigures; major: PauseFigures; other: PauseFigures };
+}
+
+/**
+ * What the serving process saw of a measured load: how long each request took inside it, and how
+ * long the garbage collector paused it. The client's time of a request minus the first is the
+ * time it waited outside the server's handling (its queue on the client's connection, the socket,
+ * the server's event loop busy with something else): where a tail comes from.
+ */
+function serverSide(): { stop(): ServerSideFigures } {
+  const started = new WeakMap<object, number>();
+  const times: number[] = [];
+  const onStart = (message: unknown) => {
+    started.set((message as { response: object }).response, performance.now());
+  };
+  const onFinish = (message: unknown) => {
+    const t = started.get((message as { response: object }).response);
+    if (t !== undefined) times.push(performance.now() - t);
+  };
+  subscribe('http.server.request.start', onStart);
+  subscribe('http.server.response.finish', onFinish);
+  const pauses = { minor: [] as number[], major: [] as number[], other: [] as number[] };
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR ? pauses.minor : kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? pauses.major : pauses.other).push(entry.duration);
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const summary = (ms: number[]): PauseFigures => ({ count: ms.length, totalMs: round(ms.reduce((sum, m) => sum + m, 0), 1), maxMs: round(Math.max(0, ...ms), 1) });
+  return {
+    stop() {
+      unsubscribe('http.server.request.start', onStart);
+      unsubscribe('http.server.response.finish', onFinish);
+      observer.disconnect();
+      const sorted = times.sort((a, b) => a - b);
+      const at = (p: number) => round(sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN, 2);
+      return { requestMs: { count: sorted.length, p50: at(50), p99: at(99), max: at(100) }, gc: { minor: summary(pauses.minor), major: summary(pauses.major), other: summary(pauses.other) } };
+    },
+  };
+}
+
 /**
  * Runs a load in a child process (support/api-load.ts). `measuring` resolves when the child has
- * finished its warm-up and starts the measured part; `figures` with the measured figures.
+ * finished its warm-up; the measured part starts at `go()` (after the meters have started, so that
+ * starting them stalls nothing in flight); `figures` resolves with the measured figures.
  */
-function loadInChild(message: LoadRequest): { measuring: Promise<void>; figures: Promise<LoadFigures> } {
+function loadInChild(message: LoadRequest): { measuring: Promise<void>; go(): void; figures: Promise<LoadFigures> } {
   const file = fileURLToPath(new URL('./support/api-load.ts', import.meta.url));
   const child = fork(file, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let started!: () => void;
@@ -262,7 +316,10 @@ function loadInChild(message: LoadRequest): { measuring: Promise<void>; figures:
     });
     child.send(message);
   });
-  return { measuring, figures };
+  const go = () => {
+    if (child.connected) child.send({ go: true } satisfies LoadGo);
+  };
+  return { measuring, go, figures };
 }
 
 async function main(): Promise<void> {
@@ -329,10 +386,14 @@ async function main(): Promise<void> {
     const measure = async (label: string, base: string, pacing: Pacing, around: <T>(work: () => Promise<T>) => Promise<T> = (work) => work()): Promise<LoadFigures & CpuFigures> => {
       log(`${label}, ${PACING_LABEL[pacing]}: ${WARMUP_SECONDS > 0 ? `warm-up ${WARMUP_SECONDS} s, then ` : ''}${SECONDS} s at ${RATE} requests/s …`);
       const child = loadInChild({ targets: targets(base), rate: RATE, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, connections: CONNECTIONS, pacing });
-      // The event-loop delay, the CPU profile and the CPU seconds cover the measured part only.
+      // The event-loop delay, the CPU profile and the CPU seconds cover the measured part only; they
+      // start between the warm-up and the measured part, while nothing is in flight.
       await child.measuring;
       cpuMeter.start();
-      const figures = await around(() => child.figures);
+      const figures = await around(() => {
+        child.go();
+        return child.figures;
+      });
       return { ...figures, ...cpuPerRequest(cpuMeter.stop(), figures) };
     };
     const profiledIf =
@@ -344,26 +405,32 @@ async function main(): Promise<void> {
     const rssBeforeMb = mib(process.memoryUsage().rss);
     const sampler = new RssSampler();
     sampler.start(250);
-    // The hub's event-loop delay during the measured load (and the bare handler's below): when the
-    // loop itself stalls as long as the p99, the process (or the machine under it) is the cause.
-    const hubLoop = monitorEventLoopDelay({ resolution: 10 });
-    const hubFigures = await measure('hub', hub.url!, 'even', async (work) => {
-      hubLoop.enable();
+    // The hub's event-loop delay, time per request inside the process and GC pauses during the
+    // measured load (and the bare handler's below): when the loop itself stalls as long as the p99,
+    // the process (or the machine under it) is the cause.
+    const observed =
+      (loop: IntervalHistogram, side: { figures?: ServerSideFigures }, inner: <T>(work: () => Promise<T>) => Promise<T> = (work) => work()) =>
+      async <T>(work: () => Promise<T>): Promise<T> => {
+      loop.enable();
+      const recorder = serverSide();
       try {
-        return await profiledIf('even')(work);
+        return await inner(work);
       } finally {
-        hubLoop.disable();
+        side.figures = recorder.stop();
+        loop.disable();
       }
-    });
+    };
+    const hubLoop = monitorEventLoopDelay({ resolution: 10 });
+    const hubSide: { figures?: ServerSideFigures } = {};
+    const hubFigures = await measure('hub', hub.url!, 'even', observed(hubLoop, hubSide, profiledIf('even')));
     const rssPeakMb = sampler.stop();
     const rssAfterMb = mib(process.memoryUsage().rss);
     const hubBurst = await measure('hub', hub.url!, 'autocannon', profiledIf('autocannon'));
 
     bare = await startBare();
     const bareLoop = monitorEventLoopDelay({ resolution: 10 });
-    bareLoop.enable();
-    const ceilingFigures = await measure('ceiling (bare node:http handler)', bare.url, 'even');
-    bareLoop.disable();
+    const bareSide: { figures?: ServerSideFigures } = {};
+    const ceilingFigures = await measure('ceiling (bare node:http handler)', bare.url, 'even', observed(bareLoop, bareSide));
     const ceilingBurst = await measure('ceiling (bare node:http handler)', bare.url, 'autocannon');
     const loopDelay = (h: IntervalHistogram) => ({ p50Ms: round(h.percentile(50) / 1e6, 2), p99Ms: round(h.percentile(99) / 1e6, 2), maxMs: round(h.max / 1e6, 2) });
 
@@ -382,6 +449,8 @@ async function main(): Promise<void> {
       target: { p99Ms: TARGET_P99_MS, met: hubFigures.overall.p99 < TARGET_P99_MS && hubFigures.overall.errors === 0 && hubFigures.overall.non2xx === 0 },
       /** perf_hooks.monitorEventLoopDelay of this process (resolution 10 ms) during each evenly paced load. */
       eventLoopDelay: { hub: loopDelay(hubLoop), ceiling: loopDelay(bareLoop) },
+      /** Inside the serving process during each evenly paced load: each request's time from its arrival on the event loop to its response handed to the socket, and GC pauses. */
+      serverSide: { hub: hubSide.figures!, ceiling: bareSide.figures! },
       rss: {
         note: 'the hub runs in-process (API and background roles, as svc-hub all): RSS is that process during the evenly paced load; the load generator runs in a child process',
         beforeMb: rssBeforeMb,
@@ -417,6 +486,9 @@ async function main(): Promise<void> {
     }
     log('');
     log(`event-loop delay of this process (even pacing): hub load p50/p99/max ${Object.values(result.eventLoopDelay.hub).join(' / ')} ms, ceiling load ${Object.values(result.eventLoopDelay.ceiling).join(' / ')} ms`);
+    const sideLine = (f: ServerSideFigures) =>
+      `requests p50/p99/max ${f.requestMs.p50} / ${f.requestMs.p99} / ${f.requestMs.max} ms; GC: ${f.gc.minor.count} scavenges (${f.gc.minor.totalMs} ms, longest ${f.gc.minor.maxMs}), ${f.gc.major.count} mark-compacts (${f.gc.major.totalMs} ms, longest ${f.gc.major.maxMs}), ${f.gc.other.count} other pauses (${f.gc.other.totalMs} ms)`;
+    log(`inside the serving process (even pacing): hub ${sideLine(result.serverSide.hub)}; ceiling ${sideLine(result.serverSide.ceiling)}`);
     const cpuLine = (f: CpuFigures) => `${f.cpuUsPerRequest.server} µs in the server's process, ${f.cpuUsPerRequest.postgres ?? '-'} µs in PostgreSQL, ${f.cpuUsPerRequest.generator} µs in the load generator`;
     log(`CPU per request (even pacing): hub ${cpuLine(hubFigures)}; ceiling ${cpuLine(ceilingFigures)}`);
     log(`RSS of the hub's process: ${rssBeforeMb} MB before, ${rssPeakMb} MB peak, ${rssAfterMb} MB after the measured load`);

@@ -170,6 +170,11 @@ function api(r: Json): string {
     const cpu = (c: Json) => `${n(c.server)} µs in its process, ${c.postgres === null ? '-' : n(c.postgres)} µs in PostgreSQL, ${n(c.generator)} µs in the load generator`;
     lines.push(`CPU per request at an even ${n(r.rate)}/s: the hub ${cpu(r.hub.cpuUsPerRequest)}; the bare handler ${cpu(r.ceiling.cpuUsPerRequest)}.`);
   }
+  if (r.serverSide) {
+    const side = (x: Json) =>
+      `requests p50 ${f(x.requestMs.p50, 2)} / p99 ${f(x.requestMs.p99, 2)} / max ${f(x.requestMs.max, 1)} ms from their arrival on its event loop to their response handed to the socket; garbage collection paused it for ${n(x.gc.minor.count)} scavenges (${f(x.gc.minor.totalMs, 0)} ms in all, the longest ${f(x.gc.minor.maxMs, 1)} ms) and ${n(x.gc.major.count)} mark-compacts (${f(x.gc.major.totalMs, 0)} ms, the longest ${f(x.gc.major.maxMs, 1)} ms)`;
+    lines.push(`Inside the serving process at an even ${n(r.rate)}/s: the hub's ${side(r.serverSide.hub)}; the bare handler's ${side(r.serverSide.ceiling)}.`);
+  }
   lines.push(`RSS of the hub's process: ${f(r.rss.beforeMb, 0)} MB before, ${f(r.rss.peakMb, 0)} MB peak, ${f(r.rss.afterMb, 0)} MB after the evenly paced load.`);
   lines.push(`Target p99 < ${r.target.p99Ms} ms at an even ${n(r.rate)} requests/s with no errors: ${met(r.target.met)}.`);
   return lines.join('\n');

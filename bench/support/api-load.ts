@@ -18,8 +18,11 @@
  * which even pacing rightly charges to the server) nor the connections' set-up.
  *
  * Started with `fork()`; one request, one answer (IPC):
- *   parent → LoadRequest      child → {measuring: true} (warm-up over), then
- *                                      {ok: true, figures: LoadFigures} | {ok: false, error}
+ *   parent → LoadRequest      child → {measuring: true} (warm-up over, nothing in flight)
+ *   parent → {go: true}               (its meters started)
+ *                             child → {ok: true, figures: LoadFigures} | {ok: false, error}
+ * The measured load waits for `go`, so whatever the parent does to start its meters (reading /proc,
+ * enabling histograms) happens while nothing is in flight rather than inside the measured part.
  */
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
@@ -64,8 +67,9 @@ export interface LoadFigures {
 }
 
 export type LoadAnswer = { ok: true; figures: LoadFigures } | { ok: false; error: string };
-/** Sent by the child when its warm-up is over and the measured part starts. */
+/** Sent by the child when its warm-up is over; the measured part starts at the parent's `LoadGo`. */
 export type LoadProgress = { measuring: true };
+export type LoadGo = { go: true };
 
 function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -88,17 +92,17 @@ function figures(times: number[], errors: number, non2xx: number, seconds: numbe
   };
 }
 
-/** The warm-up (unrecorded), `measuring()`, then the measured load. */
-export async function load(request: LoadRequest, measuring: () => void = () => undefined): Promise<LoadFigures> {
+/** The warm-up (unrecorded), `measuring()` (the measured load starts when it resolves), then the measured load. */
+export async function load(request: LoadRequest, measuring: () => void | Promise<void> = () => undefined): Promise<LoadFigures> {
   if (request.pacing === 'autocannon') {
     if (request.warmupSeconds > 0) await autocannonLoad({ ...request, seconds: request.warmupSeconds });
-    measuring();
+    await measuring();
     return autocannonLoad(request);
   }
   const pools = request.targets.map((target) => new Pool(new URL(target.url).origin, { connections: request.connections, pipelining: 1, headersTimeout: 10_000, bodyTimeout: 10_000 }));
   try {
     if (request.warmupSeconds > 0) await evenLoad({ ...request, seconds: request.warmupSeconds }, pools);
-    measuring();
+    await measuring();
     return await evenLoad(request, pools);
   } finally {
     await Promise.all(pools.map((pool) => pool.close()));
@@ -197,7 +201,14 @@ async function autocannonLoad(request: LoadRequest): Promise<LoadFigures> {
 
 if (process.send) {
   process.once('message', (message: LoadRequest) => {
-    load(message, () => process.send!({ measuring: true } satisfies LoadProgress)).then(
+    const measuring = () =>
+      new Promise<void>((resolve) => {
+        process.once('message', (go: LoadGo) => {
+          if (go.go) resolve();
+        });
+        process.send!({ measuring: true } satisfies LoadProgress);
+      });
+    load(message, measuring).then(
       (figures) => process.send!({ ok: true, figures } satisfies LoadAnswer, () => process.exit(0)),
       (err: unknown) => process.send!({ ok: false, error: err instanceof Error ? err.message : String(err) } satisfies LoadAnswer, () => process.exit(1)),
     );
