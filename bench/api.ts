@@ -411,15 +411,15 @@ async function main(): Promise<void> {
     const observed =
       (loop: IntervalHistogram, side: { figures?: ServerSideFigures }, inner: <T>(work: () => Promise<T>) => Promise<T> = (work) => work()) =>
       async <T>(work: () => Promise<T>): Promise<T> => {
-      loop.enable();
-      const recorder = serverSide();
-      try {
-        return await inner(work);
-      } finally {
-        side.figures = recorder.stop();
-        loop.disable();
-      }
-    };
+        loop.enable();
+        const recorder = serverSide();
+        try {
+          return await inner(work);
+        } finally {
+          side.figures = recorder.stop();
+          loop.disable();
+        }
+      };
     const hubLoop = monitorEventLoopDelay({ resolution: 10 });
     const hubSide: { figures?: ServerSideFigures } = {};
     const hubFigures = await measure('hub', hub.url!, 'even', observed(hubLoop, hubSide, profiledIf('even')));
