@@ -56,6 +56,7 @@ import {
   profiled,
   RssSampler,
   retrievalSettled,
+  percentile,
   round,
   startDemoSourceProcess,
   table,
@@ -284,7 +285,7 @@ function serverSide(): { stop(): ServerSideFigures } {
       unsubscribe('http.server.response.finish', onFinish);
       observer.disconnect();
       const sorted = times.sort((a, b) => a - b);
-      const at = (p: number) => round(sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN, 2);
+      const at = (p: number) => round(percentile(sorted, p), 2);
       return { requestMs: { count: sorted.length, p50: at(50), p99: at(99), max: at(100) }, gc: { minor: summary(pauses.minor), major: summary(pauses.major), other: summary(pauses.other) } };
     },
   };

@@ -57,6 +57,7 @@ import {
   round,
   table,
   treeCpuSeconds,
+  percentile,
   usPer,
 } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
@@ -103,12 +104,6 @@ function nonNegativeInt(name: string, fallback: number): number {
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[index]!;
-}
 
 function latency(values: number[]) {
   const sorted = [...values].sort((a, b) => a - b);

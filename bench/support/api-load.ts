@@ -26,6 +26,7 @@
  */
 import autocannon from 'autocannon';
 import { Pool } from 'undici';
+import { percentile } from './measure.js';
 
 export interface LoadTarget {
   /** A short label: the route's path template. */
@@ -70,11 +71,6 @@ export type LoadAnswer = { ok: true; figures: LoadFigures } | { ok: false; error
 /** Sent by the child when its warm-up is over; the measured part starts at the parent's `LoadGo`. */
 export type LoadProgress = { measuring: true };
 export type LoadGo = { go: true };
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
 

@@ -54,6 +54,12 @@ export async function profiled<T>(file: string | undefined, what: string, work: 
   }
 }
 
+/** The nearest-rank `p`th percentile of ascending `sorted` (NaN when empty). */
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
 export const mib = (bytes: number) => round(bytes / 1024 / 1024, 1);
 
 /** CPU seconds spread over `units` (deliveries, requests), in whole µs each; null stays null, no units gives 0. */

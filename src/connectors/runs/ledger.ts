@@ -30,7 +30,6 @@ const COLUMNS = `id, connector_id as "connectorId", connector_name as "connector
   records_skipped as "recordsSkipped", dead_letter_count as "deadLetterCount", triggered_by as "triggeredBy", sync_mode as "syncMode",
   chunk_count as "chunkCount", error_message as "errorMessage"`;
 
-
 export async function createRun(
   tx: Tx,
   run: { connectorId: string; connectorName: string; endpointUuid: string; endpointId: string; triggeredBy: string; syncMode: string; slot?: Date },
