@@ -178,6 +178,39 @@ describe('the consumer', () => {
     expect(rows).toEqual([{ succeeded: true, attempts: 1 }]);
   });
 
+  it('the journal keeps no foreign key at all: not to the rows every delivery shares, nor to its own rows (an attempt to its delivery, a replay to its original)', async () => {
+    const { rows } = await t.owner.query(
+      `select c.conrelid::regclass::text as "table", c.conname as name from pg_constraint c
+        where c.contype = 'f' and c.conrelid in ('hub.deliveries'::regclass, 'hub.delivery_attempts'::regclass)`,
+    );
+    expect(rows).toEqual([]);
+  });
+
+  it('writing outcomes back finds its rows by key on a journal of a few thousand rows, where a join to the batch alone scanned the table', async () => {
+    const i = await integration(2, 'by-key');
+    const { rows: made } = await t.owner.query<{ id: number }>(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_type, body)
+       select 2, $1, 'test', 'org.updated', '{}' from generate_series(1, 6000) returning id`,
+      [i.id],
+    );
+    await t.owner.query('analyze hub.deliveries');
+    const plans: string[] = [];
+    // The statement as writeBackMany sends it, planned (explain does not run it).
+    const explaining: Tx = {
+      tenantId: undefined,
+      query: async (text: string, values?: unknown[]) => {
+        const { rows } = await t.owner.query(`explain ${text}`, values);
+        plans.push(rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n'));
+        return { rows: [] } as never;
+      },
+    };
+    const outcome = { ok: true, httpStatus: 200, responseBody: 'ok', error: null, durationMs: 1, attemptedAt: new Date() };
+    await writeBackMany(explaining, made.slice(0, 70).map((r) => ({ id: Number(r.id), token: randomUUID(), outcome })));
+    expect(plans).toHaveLength(1);
+    expect(plans[0]).toMatch(/deliveries_pkey/);
+    expect(plans[0]).not.toMatch(/Seq Scan on deliveries/);
+  });
+
   it('matches against the event\'s own tenant only, exact types and prefixes', async () => {
     const mine = await integration(1, 'mine-prefix', { eventTypes: ['org.*'] });
     const theirs = await integration(2, 'theirs', { eventTypes: ['org.*'] });

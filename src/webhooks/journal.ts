@@ -257,7 +257,9 @@ export interface Outcome {
 /**
  * `writeBack` for many rows in one statement (each row at most once): every row's latest outcome
  * and attempt count, and each attempt in the journal, with the same lease rule. Returns the
- * attempt number of each row written (rows that are gone are absent).
+ * attempt number of each row written (rows that are gone are absent). The rows are also named by
+ * `id = any(…)`: joined to the unnest alone, the planner scans the whole table while it is small
+ * (a new hub's first few thousand deliveries: 2–3 ms a statement for 6,000 rows).
  */
 export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<number, number>> {
   if (outcomes.length === 0) return new Map();
@@ -271,7 +273,7 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
               lease_until = case when d.lease_token = v.token then null else d.lease_until end,
               lease_token = case when d.lease_token = v.token then null else d.lease_token end
          from v
-        where d.id = v.id
+        where d.id = v.id and d.id = any($1::bigint[])
         returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at
      )
      insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
