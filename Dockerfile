@@ -58,5 +58,5 @@ RUN mkdir -p /var/lib/svc-hub && chown 1000:1000 /var/lib/svc-hub \
 # uid/gid 1000 is the base image's `node` user; numeric so Kubernetes can verify runAsNonRoot.
 USER 1000:1000
 EXPOSE 8080
-ENTRYPOINT ["node", "bin/svc-hub.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=64", "bin/svc-hub.js"]
 CMD ["all"]

@@ -9,6 +9,12 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 const BENCHES = ['ingest', 'deliver', 'api', 'search', 'export', 'workflows'] as const;
+/**
+ * The V8 flag the hub's executables run it with (bin/svc-hub.js, `npm start`, the image's
+ * ENTRYPOINT; docs/operations.md): each bench runs its hub in its own process, so it takes the
+ * same flag (and the `bench:<name>` scripts of package.json too).
+ */
+const HUB_HEAP_FLAG = '--max-semi-space-size=64';
 
 const asked = process.argv.slice(2);
 const unknown = asked.filter((name) => !(BENCHES as readonly string[]).includes(name));
@@ -22,7 +28,7 @@ for (const name of asked.length ? asked : BENCHES) {
   const file = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
   process.stdout.write(`\n=== bench ${name} ===\n`);
   const code = await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', file], { stdio: 'inherit' });
+    const child = spawn(process.execPath, [HUB_HEAP_FLAG, '--import', 'tsx', file], { stdio: 'inherit' });
     child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)));
   });
   if (code !== 0) {
