@@ -49,6 +49,7 @@ import {
   CpuMeter,
   type CpuSplitOf,
   machineFacts,
+  percentile,
   perSecond,
   postmasterPid,
   probeMachine,
@@ -57,7 +58,6 @@ import {
   round,
   table,
   treeCpuSeconds,
-  percentile,
   usPer,
 } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
