@@ -58,5 +58,7 @@ RUN mkdir -p /var/lib/svc-hub && chown 1000:1000 /var/lib/svc-hub \
 # uid/gid 1000 is the base image's `node` user; numeric so Kubernetes can verify runAsNonRoot.
 USER 1000:1000
 EXPOSE 8080
+# glibc's allocator keeps its mmap threshold fixed (docs/operations.md "The hub's process").
+ENV MALLOC_MMAP_THRESHOLD_=131072
 ENTRYPOINT ["node", "--max-semi-space-size=64", "bin/svc-hub.js"]
 CMD ["all"]

@@ -10,11 +10,13 @@ import { fileURLToPath } from 'node:url';
 
 const BENCHES = ['ingest', 'deliver', 'api', 'search', 'export', 'workflows'] as const;
 /**
- * The V8 flag the hub's executables run it with (bin/svc-hub.js, `npm start`, the image's
- * ENTRYPOINT; docs/operations.md): each bench runs its hub in its own process, so it takes the
- * same flag (and the `bench:<name>` scripts of package.json too).
+ * The V8 flag and the allocator setting the hub's executables run it with (bin/svc-hub.js, `npm
+ * start`, the image's ENTRYPOINT and ENV; docs/operations.md "The hub's process"): each bench runs
+ * its hub in its own process, so it takes the same ones (and the `bench:<name>` scripts of
+ * package.json too).
  */
 const HUB_HEAP_FLAG = '--max-semi-space-size=64';
+const HUB_MALLOC_ENV = { MALLOC_MMAP_THRESHOLD_: '131072' };
 
 const asked = process.argv.slice(2);
 const unknown = asked.filter((name) => !(BENCHES as readonly string[]).includes(name));
@@ -28,7 +30,7 @@ for (const name of asked.length ? asked : BENCHES) {
   const file = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
   process.stdout.write(`\n=== bench ${name} ===\n`);
   const code = await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, [HUB_HEAP_FLAG, '--import', 'tsx', file], { stdio: 'inherit' });
+    const child = spawn(process.execPath, [HUB_HEAP_FLAG, '--import', 'tsx', file], { stdio: 'inherit', env: { ...process.env, ...HUB_MALLOC_ENV } });
     child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)));
   });
   if (code !== 0) {
