@@ -91,4 +91,24 @@ describe('embedded PostgreSQL', () => {
       await again.stop();
     }
   }, 120_000);
+
+  it('the server runs without the allocator setting of the hub\'s process, and with the rest of its environment', async () => {
+    const before = { threshold: process.env.MALLOC_MMAP_THRESHOLD_, marker: process.env.SVC_EMBEDDED_ENV_MARKER };
+    process.env.MALLOC_MMAP_THRESHOLD_ = '131072';
+    process.env.SVC_EMBEDDED_ENV_MARKER = 'kept';
+    const db = await startEmbedded({ dataDir: join(tempDir(), 'data') });
+    try {
+      const pid = Number(readFileSync(join(db.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      expect(environ).toContain('SVC_EMBEDDED_ENV_MARKER=kept');
+      expect(environ).toContain('LC_MESSAGES=C');
+      expect(environ.filter((entry) => entry.startsWith('MALLOC_MMAP_THRESHOLD_='))).toEqual([]);
+    } finally {
+      await db.stop();
+      for (const [name, value] of [['MALLOC_MMAP_THRESHOLD_', before.threshold], ['SVC_EMBEDDED_ENV_MARKER', before.marker]] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  }, 120_000);
 });

@@ -65,6 +65,17 @@ const DEFAULT_RUNTIME_DIR = '/var/lib/svc-hub';
 const FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'];
 
 /**
+ * The environment of the server's programs: the hub's, with messages in English, and without the
+ * glibc allocator setting the hub's own process starts with (docs/operations.md "The hub's process:
+ * glibc's allocator"): it was chosen for node's buffers, and PostgreSQL, whose sorts and hash joins
+ * allocate and free large blocks all the time, keeps glibc's defaults.
+ */
+export function serverEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const { MALLOC_MMAP_THRESHOLD_: _hubs, ...rest } = env;
+  return { ...rest, LC_MESSAGES: 'C' };
+}
+
+/**
  * Starts the embedded PostgreSQL under `<dataDir>/pg`: initialises the cluster on first use only,
  * listens on 127.0.0.1 on a free port, and holds `<dataDir>/hub.pid` so a second hub on the same
  * directory is refused with a clear message instead of a PostgreSQL lock error.
@@ -127,7 +138,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
   const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS], {
     ...runAs,
     cwd: '/',
-    env: { ...process.env, LC_MESSAGES: 'C' },
+    env: serverEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
@@ -274,7 +285,7 @@ function initdb(install: string, clusterDir: string, password: string, runAs: Os
     const result = spawnSync(
       join(install, 'bin', 'initdb'),
       [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--lc-messages=C', '--encoding=UTF8'],
-      { ...runAs, cwd: '/', env: { ...process.env, LC_MESSAGES: 'C' }, encoding: 'utf8' },
+      { ...runAs, cwd: '/', env: serverEnv(), encoding: 'utf8' },
     );
     keep(`${result.stdout ?? ''}\n${result.stderr ?? ''}`);
     if (result.error) throw result.error;
