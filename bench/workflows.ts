@@ -11,9 +11,10 @@
  * again. The ceiling, measured beside them: one plain read of the key and the state column of the
  * same fused relation, in key order, through a cursor (the read every tick makes, without any
  * writing). The quiet tick and the ceiling the target compares are each made REPEATS times, the
- * median reported (a single read of 100,000 records, 110 to 230 ms from run to run, moved the growth
- * the target compares by up to half); a quiet tick writes nothing, so its repeats sweep the same state. Verified before anything is reported: one spell per record with a state, one decision
- * per due spell in the outbox (distinct keys), none more after the last tick.
+ * median reported (a single read of 100,000 records, 110 to 230 ms from run to run, moved the
+ * growth the target compares by up to half); a quiet tick writes nothing, so its repeats sweep the
+ * same state. Verified before anything is reported: one spell per record with a state, one
+ * decision per due spell in the outbox (distinct keys), none more after the last tick.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
