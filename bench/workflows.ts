@@ -27,15 +27,13 @@ import { entityRelation } from '../src/entities/relation.js';
 import { loadEntity } from '../src/entities/store.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { benchConfig } from './support/hub-config.js';
-import { machineFacts, probeMachine, RssSampler, round } from './support/measure.js';
+import { machineFacts, percentile, probeMachine, RssSampler, round } from './support/measure.js';
 
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 /** Quiet ticks and reads of the relation for its ceiling, the median of each reported. */
 const REPEATS = 3;
 
-function median(values: number[]): number {
-  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-}
+const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
 const SIZES = (process.env.WF_ROWS ?? '100000,1000000').split(',').map(Number);
 const SOURCES = (process.env.WF_SOURCES ?? '1,2').split(',').map(Number);
 const TENANT = 1;
@@ -156,7 +154,8 @@ async function runCase(hub: Hub, owner: pg.Client, rows: number, sources: number
     quiet.push(ticks.quiet);
     quietTicksMs.push(ticks.quiet.ms);
   }
-  ticks.quiet = quiet.find((t) => t.ms === median(quietTicksMs))!;
+  const quietMs = median(quietTicksMs);
+  ticks.quiet = quiet.find((t) => t.ms === quietMs)!;
   log(`  ${'quiet'.padEnd(12)} ${String(ticks.quiet.ms).padStart(7)} ms  (the median of ${quietTicksMs.join(', ')} ms)`);
   await owner.query(`update ext_t1.${crm} set status = case status when 'prospect' then 'active' else 'prospect' end where id % 100 = 1`);
   await owner.query(`delete from ext_t1.${crm} where id % 100 = 2`);

@@ -70,7 +70,7 @@ const FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directorie
  * glibc's allocator"): it was chosen for node's buffers, and PostgreSQL, whose sorts and hash joins
  * allocate and free large blocks all the time, keeps glibc's defaults.
  */
-export function serverEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+function serverEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const { MALLOC_MMAP_THRESHOLD_: _hubs, ...rest } = env;
   return { ...rest, LC_MESSAGES: 'C' };
 }
