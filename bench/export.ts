@@ -9,11 +9,12 @@
  *   key, header on, comma), applied over HTTP; a run started with `POST /api/exports/{name}/runs`
  *   and polled until it ends. rows/s = rows / (endedAt − startedAt) of the run record.
  * - ceiling: `COPY (the same snapshot query) TO STDOUT (format csv, force_quote *)` in a tenant
- *   transaction with the same snapshot settings, piped straight to the destination: for SFTP
- *   ssh2-sftp-client's `put` of the COPY stream (same write-stream buffer and TCP_NODELAY as the
- *   hub's), for S3 the
- *   same multipart upload (8 MiB parts, one uploading while the next is read, a conditional
- *   CompleteMultipartUpload) of the raw COPY stream. No CRLF, no digest, no header.
+ *   transaction of the application role with the same snapshot settings, piped straight to the
+ *   destination, in a process of its own (bench/support/export-ceiling-process.ts, with this
+ *   process's node flags and environment): for SFTP ssh2-sftp-client's `put` of the COPY stream
+ *   (same write-stream buffer and TCP_NODELAY as the hub's), for S3 the same multipart upload (8 MiB
+ *   parts, one uploading while the next is read, a conditional CompleteMultipartUpload) of the raw
+ *   COPY stream. No CRLF, no digest, no header.
  *
  * Each run is verified before anything is reported: the receipt's rowCount equals the rows; the
  * file read back (SFTP: from the local directory the sshd serves, hashed by sha256sum; S3: GetObject
@@ -22,44 +23,43 @@
  * ceiling's bytes plus one CR per record plus the header line. The ceiling's file has the bytes
  * its COPY produced and COPY reported every row.
  *
- * The peak RSS is that of this process, which runs the hub (sshd, the S3 stand-in and PostgreSQL
- * run in processes of their own): sampled every 50 ms during each run, and the kernel's VmHWM,
- * reset before each run (`/proc/self/clear_refs`).
+ * The peak RSS and the CPU time of "the exporting process" are those of this process, which runs the
+ * hub, for the hub's runs, and of the ceilings' process for the ceiling's (sshd, the S3 stand-in and
+ * PostgreSQL run in processes of their own, measured apart): RSS sampled every 50 ms during each
+ * run, and the kernel's VmHWM, reset before each run (`/proc/self/clear_refs`). Nothing the
+ * ceiling's run leaves resident counts in the hub's process.
  *
  *   npm run bench:export                              # 1 M and 10 M rows, both destinations, 2 rounds
  *   EXPORT_ROWS=100000 npm run bench:export           # a quick look
  *
  * Knobs: EXPORT_ROWS (comma-separated sizes), EXPORT_ROUNDS (default 2: every configuration runs
  * that many times, the better figure of each is reported), EXPORT_DESTINATIONS (`sftp,s3`),
- * BENCH_CPU_PROFILE=<file> (V8 .cpuprofile files of this process for the first round of the first
- * size: `<file>-<destination>-hub.cpuprofile` and `…-ceiling.cpuprofile`).
+ * BENCH_CPU_PROFILE=<file> (V8 .cpuprofile files of the exporting processes for the first round of
+ * the first size: `<file>-<destination>-hub.cpuprofile` and `…-ceiling.cpuprofile`).
  */
-import { execFile, fork } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
-import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
-import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
 import pg from 'pg';
-import SftpClient from 'ssh2-sftp-client';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import type { Promote } from '../src/connectors/types.js';
 import { startEmbedded } from '../src/db/embedded.js';
+import { roleUrl } from '../src/db/roles.js';
 import { entityRelation } from '../src/entities/relation.js';
 import { loadEntity } from '../src/entities/store.js';
-import { snapshotSettingsSql, snapshotSql } from '../src/exports/csv/query.js';
+import { snapshotSql } from '../src/exports/csv/query.js';
 import { encodeRecord } from '../src/exports/csv/writer.js';
-import { sshFingerprint } from '../src/exports/destinations/sftp.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { startSshd, type TestSshd } from '../test/harness/sshd.js';
 import { benchConfig } from './support/hub-config.js';
-import { machineFacts, probeMachine, mib, perSecond, postmasterPid, profiled, RssSampler, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
-import type { S3Answer, S3Ready, S3Request, S3Stored } from './support/s3-process.js';
+import type { CeilingDestination, CeilingRequest, CeilingRun } from './support/export-ceiling-process.js';
+import { collectGarbage, inThisProcess, machineFacts, mib, type ProcessRun, perSecond, postmasterPid, probeMachine, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
+import type { S3Ready, S3Request, S3Stored } from './support/s3-process.js';
+import { forkService, type ServiceProcess } from './support/service-process.js';
 
 const SIZES = sizes('EXPORT_ROWS', [1_000_000, 10_000_000]);
 const ROUNDS = positiveInt('EXPORT_ROUNDS', 2);
@@ -124,40 +124,17 @@ const n = (value: number) => value.toLocaleString('en-US');
 // ---------------------------------------------------------------------------------------------
 // Memory and CPU of a run.
 
-/** A full garbage collection (the flag is set at start), so every run starts from the same heap. */
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-/** Resets the kernel's peak RSS of this process (VmHWM) to its current RSS; false where that is refused. */
-function resetPeakRss(): boolean {
-  try {
-    writeFileSync('/proc/self/clear_refs', '5');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** VmHWM of this process in MiB, or null without /proc. */
-function peakRssMb(): number | null {
-  try {
-    const kb = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
-    return kb ? round(Number(kb) / 1024, 1) : null;
-  } catch {
-    return null;
-  }
-}
-
 interface CpuSeconds {
-  /** This process: the hub (or the ceiling's client) and the harness. */
+  /** The process that exported: the hub's (this one) for the hub's run, the ceiling's own for the ceiling's. */
   exportProcess: number;
   postgres: number | null;
   /** sshd and its sessions, or the S3 stand-in's process. */
   destinationServer: number | null;
 }
 
+/** CPU time of PostgreSQL and of the destination's server over a run. */
 class CpuMeter {
-  private at: { self: NodeJS.CpuUsage; pg: number | undefined } | undefined;
+  private pgAt: number | undefined;
   private readonly server: TreeCpuSampler | undefined;
 
   constructor(private readonly pids: { postmaster: number | undefined; server: number | undefined }) {
@@ -165,24 +142,21 @@ class CpuMeter {
   }
 
   start(): void {
-    this.at = { self: process.cpuUsage(), pg: this.pids.postmaster === undefined ? undefined : treeCpuSeconds(this.pids.postmaster) };
+    this.pgAt = this.pids.postmaster === undefined ? undefined : treeCpuSeconds(this.pids.postmaster);
     this.server?.start(250);
   }
 
-  stop(): CpuSeconds {
-    const at = this.at!;
-    const self = process.cpuUsage(at.self);
+  stop(): Omit<CpuSeconds, 'exportProcess'> {
     const pgNow = this.pids.postmaster === undefined ? undefined : treeCpuSeconds(this.pids.postmaster);
     const server = this.server?.stop() ?? null;
     return {
-      exportProcess: round((self.user + self.system) / 1e6, 2),
-      postgres: pgNow !== undefined && at.pg !== undefined ? round(pgNow - at.pg, 2) : null,
+      postgres: pgNow !== undefined && this.pgAt !== undefined ? round(pgNow - this.pgAt, 2) : null,
       destinationServer: server === null ? null : round(server, 2),
     };
   }
 }
 
-/** What one run measured, hub or ceiling. */
+/** What one run measured, hub or ceiling. The memory figures are of the process that exported (see CpuSeconds). */
 interface RunFigures {
   round: number;
   /** Wall time of the run (hub: endedAt − startedAt of the run record; ceiling: connect to the end of the upload). */
@@ -190,7 +164,7 @@ interface RunFigures {
   rowsPerSec: number;
   mbPerSec: number;
   bytes: number;
-  /** RSS of this process before the run, after a full GC. */
+  /** RSS of the exporting process before the run, after a full GC. */
   baselineRssMb: number;
   /** Peak RSS sampled every 50 ms during the run. */
   peakRssMb: number;
@@ -199,30 +173,35 @@ interface RunFigures {
   cpu: CpuSeconds;
 }
 
-interface Measured<T> {
-  figures: RunFigures;
-  result: T;
+function runFigures(roundNo: number, run: Omit<ProcessRun<unknown>, 'value'>, rows: number, bytes: number, others: Omit<CpuSeconds, 'exportProcess'>): RunFigures {
+  return {
+    round: roundNo,
+    seconds: seconds(run.ms),
+    rowsPerSec: perSecond(rows, run.ms),
+    mbPerSec: mbPerSec(bytes, run.ms),
+    bytes,
+    baselineRssMb: run.baselineRssMb,
+    peakRssMb: run.peakRssMb,
+    vmHwmMb: run.vmHwmMb,
+    cpu: { exportProcess: run.cpuSeconds, ...others },
+  };
 }
 
-/** Runs `work` with RSS sampling, VmHWM reset, CPU metering and, when asked, a CPU profile. */
-async function measured<T>(roundNo: number, meter: CpuMeter, profileFile: string | undefined, work: () => Promise<{ result: T; bytes: number; rows: number; ms?: number }>): Promise<Measured<T>> {
-  gc();
-  const baselineRssMb = mib(process.memoryUsage.rss());
-  const hwm = resetPeakRss();
-  const sampler = new RssSampler();
-  sampler.start(50);
+/** Runs the hub's export `work` in this process, measured (`inThisProcess`), with PostgreSQL's and the destination server's CPU. */
+async function measuredHub<T>(roundNo: number, meter: CpuMeter, profileFile: string | undefined, work: () => Promise<{ result: T; bytes: number; rows: number; ms?: number }>): Promise<{ figures: RunFigures; result: T }> {
   meter.start();
-  const t0 = performance.now();
-  const out = await profiled(profileFile, 'the run', work);
-  const wall = performance.now() - t0;
-  const cpu = meter.stop();
-  const peak = sampler.stop();
-  const vmHwmMb = hwm ? peakRssMb() : null;
-  const ms = out.ms ?? wall;
-  return {
-    result: out.result,
-    figures: { round: roundNo, seconds: seconds(ms), rowsPerSec: perSecond(out.rows, ms), mbPerSec: mbPerSec(out.bytes, ms), bytes: out.bytes, baselineRssMb, peakRssMb: peak, vmHwmMb, cpu },
-  };
+  const run = await inThisProcess(profileFile, 'the run', work);
+  const others = meter.stop();
+  const out = run.value;
+  return { result: out.result, figures: runFigures(roundNo, { ...run, ms: out.ms ?? run.ms }, out.rows, out.bytes, others) };
+}
+
+/** Runs a ceiling in its own process (measured there), with PostgreSQL's and the destination server's CPU. */
+async function measuredCeiling(roundNo: number, meter: CpuMeter, ceiling: CeilingProcess, request: CeilingRequest): Promise<{ figures: RunFigures; result: { bytes: number; copiedRows: number } }> {
+  meter.start();
+  const run = await ceiling.ask(request);
+  const others = meter.stop();
+  return { result: { bytes: run.bytes, copiedRows: run.copiedRows }, figures: runFigures(roundNo, run, run.copiedRows, run.bytes, others) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -371,55 +350,14 @@ interface Destinations {
   s3?: S3Process;
 }
 
-interface S3Process extends S3Ready {
-  pid: number;
-  ask(request: DistributiveOmit<S3Request, 'id'>): Promise<S3Stored | undefined>;
-  close(): Promise<void>;
-}
+type S3Process = ServiceProcess<S3Ready, S3Request, S3Stored | undefined>;
+type CeilingProcess = ServiceProcess<object, CeilingRequest, CeilingRun>;
 
-type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+/** The S3 stand-in in a process of its own (bench/support/s3-process.ts). */
+const startS3Process = (): Promise<S3Process> => forkService(fileURLToPath(new URL('./support/s3-process.ts', import.meta.url)), "the S3 stand-in's process", { execArgv: ['--import', 'tsx'] });
 
-function startS3Process(): Promise<S3Process> {
-  const file = fileURLToPath(new URL('./support/s3-process.ts', import.meta.url));
-  const child = fork(file, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  let next = 0;
-  const waiting = new Map<number, { resolve: (stored: S3Stored | undefined) => void; reject: (err: Error) => void }>();
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`the S3 stand-in's process exited (code ${code}) before listening`)));
-    child.on('message', (message: S3Ready | S3Answer) => {
-      if ('kind' in message) {
-        child.removeAllListeners('exit');
-        child.on('exit', (code) => {
-          for (const w of waiting.values()) w.reject(new Error(`the S3 stand-in's process exited (code ${code})`));
-        });
-        resolve({
-          ...message,
-          pid: child.pid!,
-          ask(req) {
-            const id = ++next;
-            return new Promise((ok, fail) => {
-              waiting.set(id, { resolve: ok, reject: fail });
-              child.send({ ...req, id });
-            });
-          },
-          close: () =>
-            new Promise<void>((done) => {
-              if (child.exitCode !== null) return done();
-              child.once('exit', () => done());
-              child.kill('SIGTERM');
-            }),
-        });
-        return;
-      }
-      const w = waiting.get(message.id);
-      waiting.delete(message.id);
-      if (!w) return;
-      if (message.ok) w.resolve(message.stored);
-      else w.reject(new Error(`the S3 stand-in failed: ${message.error}`));
-    });
-  });
-}
+/** The ceilings' process (bench/support/export-ceiling-process.ts), with this process's node flags and environment. */
+const startCeilingProcess = (): Promise<CeilingProcess> => forkService(fileURLToPath(new URL('./support/export-ceiling-process.ts', import.meta.url)), "the ceilings' process");
 
 /** A directory the SFTP user owns, under the sshd's root. */
 function sftpDir(sshd: TestSshd, ...parts: string[]): string {
@@ -498,100 +436,13 @@ async function verifyHubRun(dest: Destination, d: Destinations, run: Run, rows: 
   return { rowCount: run.rowCount, bytes, sha256, storedBytes: stored.bytes, storedSha256: stored.sha256! };
 }
 
-/** The COPY stream of the snapshot of `rows`' entity in a tenant transaction (the hub's snapshot settings), given to `sink`. */
-async function copyCeiling(hub: Hub, rows: number, sink: (copy: Readable) => Promise<void>): Promise<{ bytes: number; copiedRows: number }> {
+/** The snapshot query of `rows`' entity, as the hub's export builds it. */
+function ceilingSql(hub: Hub, rows: number): Promise<string> {
   return hub.services.db.withTenant(TENANT, async (tx) => {
     const entity = await loadEntity(tx, entityName(rows));
     if (!entity) throw new Error(`entity ${entityName(rows)} is missing`);
-    const relation = await entityRelation(tx, entity);
-    const sql = snapshotSql(relation, EXPORT_COLUMNS, ['partner_id']);
-    await tx.query(snapshotSettingsSql());
-    const copy = tx.copyTo!(`copy (${sql}) to stdout (format csv, force_quote *, delimiter ',', null '')`);
-    let bytes = 0;
-    copy.on('data', (chunk: Buffer) => {
-      bytes += chunk.length;
-    });
-    await sink(copy);
-    if (!copy.readableEnded) await new Promise<void>((resolve, reject) => copy.once('end', resolve).once('error', reject));
-    return { bytes, copiedRows: (copy as unknown as { rowCount: number }).rowCount };
+    return snapshotSql(await entityRelation(tx, entity), EXPORT_COLUMNS, ['partner_id']);
   });
-}
-
-/** Ceiling, SFTP: connect, ssh2-sftp-client `put` of the COPY stream, disconnect. */
-async function sftpCeiling(hub: Hub, sshd: TestSshd, rows: number, file: string): Promise<{ bytes: number; copiedRows: number }> {
-  const client = new SftpClient('bench-ceiling');
-  await client.connect({
-    host: sshd.host,
-    port: sshd.port,
-    username: sshd.user,
-    password: sshd.password,
-    hostVerifier: (key: Buffer) => sshFingerprint(key) === sshd.fingerprint,
-  });
-  // As the destination does: without TCP_NODELAY, Nagle's algorithm and delayed ACKs hold SFTP's
-  // acknowledged writes back, and the ceiling would be a floor.
-  (client as unknown as { client: { setNoDelay(noDelay: boolean): void } }).client.setNoDelay(true);
-  try {
-    return await copyCeiling(hub, rows, async (copy) => {
-      // ssh2's write stream takes highWaterMark (as the destination's does); the type declarations omit it.
-      const writeStreamOptions = { flags: 'w', mode: 0o640, highWaterMark: SFTP_HIGH_WATER_MARK } as { flags: 'w'; mode: number };
-      await client.put(copy, file, { writeStreamOptions });
-    });
-  } finally {
-    await client.end();
-  }
-}
-
-/** Ceiling, S3: the destination's multipart upload of the raw COPY stream (8 MiB parts in two buffers used in turn, one uploading while the next is read). */
-async function s3Ceiling(hub: Hub, s3: S3Process, rows: number, key: string): Promise<{ bytes: number; copiedRows: number }> {
-  const client = new S3Client({
-    region: s3.region,
-    endpoint: s3.endpoint,
-    forcePathStyle: true,
-    credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
-  try {
-    return await copyCeiling(hub, rows, async (copy) => {
-      const created = await client.send(new CreateMultipartUploadCommand({ Bucket: s3.bucket, Key: key, ContentType: 'text/csv; charset=utf-8' }));
-      const uploadId = created.UploadId!;
-      const parts: Array<{ PartNumber: number; ETag: string }> = [];
-      let inflight: Promise<void> | undefined;
-      const upload = (partNumber: number, body: Buffer) =>
-        client.send(new UploadPartCommand({ Bucket: s3.bucket, Key: key, UploadId: uploadId, PartNumber: partNumber, Body: body, ContentLength: body.length })).then((out) => {
-          parts.push({ PartNumber: partNumber, ETag: out.ETag! });
-        });
-      // As the destination reads parts: two part buffers used in turn, a full part sent once a
-      // byte follows it, the part before waited for first.
-      const buffers = [Buffer.allocUnsafe(PART_SIZE), Buffer.allocUnsafe(PART_SIZE)];
-      let turn = 0;
-      let filled = 0;
-      let partNumber = 0;
-      const send = async () => {
-        if (inflight) await inflight;
-        inflight = upload(++partNumber, buffers[turn]!.subarray(0, filled));
-        inflight.catch(() => {}); // awaited before the next part or at the end, which rethrows
-        turn ^= 1;
-        filled = 0;
-      };
-      for await (const chunk of copy) {
-        let rest = chunk as Buffer;
-        while (rest.length > 0) {
-          if (filled === PART_SIZE) await send();
-          const take = Math.min(PART_SIZE - filled, rest.length);
-          buffers[turn]!.set(take === rest.length ? rest : rest.subarray(0, take), filled);
-          filled += take;
-          rest = rest.subarray(take);
-        }
-      }
-      if (filled > 0 || partNumber === 0) await send();
-      await inflight;
-      parts.sort((a, b) => a.PartNumber - b.PartNumber);
-      await client.send(new CompleteMultipartUploadCommand({ Bucket: s3.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts }, IfNoneMatch: '*' }));
-    });
-  } finally {
-    client.destroy();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -626,10 +477,15 @@ async function main(): Promise<void> {
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   let hub: Hub | undefined;
   let owner: pg.Client | undefined;
+  let ceilings: CeilingProcess | undefined;
   const d: Destinations = {};
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
-    hub = await startHub(benchConfig(database.url, dir), { api: true, background: false });
+    const config = benchConfig(database.url, dir);
+    hub = await startHub(config, { api: true, background: false });
+    // The ceilings' process connects as the hub's application role, as the hub's export does.
+    const appUrl = roleUrl(database.url, config.string('svc.datasource.app-role'));
+    ceilings = await startCeilingProcess();
     owner = new pg.Client({ connectionString: database.url });
     await owner.connect();
     if (DESTINATIONS.includes('sftp')) d.sshd = await startSshd({ user: SFTP_USER });
@@ -646,7 +502,7 @@ async function main(): Promise<void> {
       await mustApply(hub, '/api/platform/secrets', { name: 'BENCH_S3_SECRET_KEY', value: d.s3.secretAccessKey });
     }
     // What the hub's process holds before any export, after a full GC: the floor of every peak below.
-    gc();
+    collectGarbage();
     const memory = process.memoryUsage();
     const idle = { rssMb: mib(memory.rss), heapUsedMb: mib(memory.heapUsed), heapTotalMb: mib(memory.heapTotal), externalMb: mib(memory.external), arrayBuffersMb: mib(memory.arrayBuffers) };
     log(`set up in ${seconds(performance.now() - benchStart)} s (embedded PostgreSQL, hub at ${hub.url}${d.sshd ? `, sshd on port ${d.sshd.port}` : ''}${d.s3 ? `, S3 stand-in pid ${d.s3.pid} at ${d.s3.endpoint}` : ''})`);
@@ -704,7 +560,7 @@ async function main(): Promise<void> {
 
           const runHub = async () => {
             log(`  round ${r}/${rounds}, ${dest}: hub …`);
-            const m = await measured(r, meters[dest], profile('hub'), async () => {
+            const m = await measuredHub(r, meters[dest], profile('hub'), async () => {
               const run = await hubRun(hub!, exportName);
               const ms = run.endedAt ? Date.parse(run.endedAt) - Date.parse(run.startedAt) : undefined;
               return { result: run, rows: run.rowCount ?? 0, bytes: run.byteCount ?? 0, ms };
@@ -718,10 +574,11 @@ async function main(): Promise<void> {
             let target: string;
             if (dest === 'sftp') target = join(sftpDir(d.sshd!, String(rows), `ceiling-r${r}`), 'partners.csv');
             else target = `${rows}/ceiling-r${r}/partners.csv`;
-            const m = await measured(r, meters[dest], profile('ceiling'), async () => {
-              const out = dest === 'sftp' ? await sftpCeiling(hub!, d.sshd!, rows, target) : await s3Ceiling(hub!, d.s3!, rows, target);
-              return { result: out, rows: out.copiedRows, bytes: out.bytes };
-            });
+            const destination: CeilingDestination =
+              dest === 'sftp'
+                ? { kind: 'sftp', host: d.sshd!.host, port: d.sshd!.port, user: d.sshd!.user, password: d.sshd!.password, fingerprint: d.sshd!.fingerprint, file: target, highWaterMark: SFTP_HIGH_WATER_MARK }
+                : { kind: 's3', endpoint: d.s3!.endpoint, region: d.s3!.region, accessKeyId: d.s3!.accessKeyId, secretAccessKey: d.s3!.secretAccessKey, bucket: d.s3!.bucket, key: target, partSize: PART_SIZE };
+            const m = await measuredCeiling(r, meters[dest], ceilings!, { appUrl, tenant: TENANT, sql: await ceilingSql(hub!, rows), destination, profileFile: profile('ceiling') });
             // What the ceiling stored: every byte its COPY produced, every row.
             if (m.result.copiedRows !== rows) throw new Error(`the ${dest} ceiling's COPY produced ${m.result.copiedRows} rows, the table holds ${rows}`);
             let stored: number | null;
@@ -794,6 +651,7 @@ async function main(): Promise<void> {
   } finally {
     await owner?.end().catch(() => undefined);
     await hub?.stop().catch(() => undefined);
+    await ceilings?.close().catch(() => undefined);
     await d.s3?.close().catch(() => undefined);
     await d.sshd?.stop().catch(() => undefined);
     await database?.stop().catch(() => undefined);
@@ -877,7 +735,7 @@ function summarise(results: SizeResult[], loadAtStart: number[], benchStart: num
     destinations: DESTINATIONS,
     columns: EXPORT_COLUMNS,
     note:
-      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination in this same process. Each figure is the better of the rounds (fastest run; lowest peaks, the highest in …Max, which the memory targets are judged on); MB are MiB. The RSS is this process\'s (the hub; sshd, the S3 stand-in and PostgreSQL run in processes of their own), sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
+      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination, in a process of its own with the same node flags. Each figure is the better of the rounds (fastest run; lowest peaks, the highest in …Max, which the memory targets are judged on); MB are MiB. RSS and CPU of the exporting process: the hub\'s (this process) for the hub, the ceiling\'s own for the ceiling (sshd, the S3 stand-in and PostgreSQL run in processes of their own); RSS sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
     /** This process with the hub started, before any export (after a full GC). */
     idleProcess: idle,
     sizes: sizesOut,

@@ -6,6 +6,8 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import pg from 'pg';
 
 /**
@@ -51,6 +53,72 @@ export async function profiled<T>(file: string | undefined, what: string, work: 
     writeFileSync(file, JSON.stringify(profile));
     session.disconnect();
     process.stdout.write(`wrote the CPU profile of ${what} to ${file}\n`);
+  }
+}
+
+/** What `inThisProcess` measured of one piece of work. */
+export interface ProcessRun<T> {
+  value: T;
+  /** Wall time of the work. */
+  ms: number;
+  /** CPU seconds (user + system) of this process over the work. */
+  cpuSeconds: number;
+  /** RSS before the work, after a full garbage collection. */
+  baselineRssMb: number;
+  /** RSS sampled every 50 ms during the work. */
+  peakRssMb: number;
+  /** The kernel's peak RSS (VmHWM) over the work, reset before it; null where it cannot be reset. */
+  vmHwmMb: number | null;
+}
+
+let collect: (() => void) | undefined;
+
+/** A full garbage collection of this process (the flag set at run time makes `gc` reachable in a new context, not as a global). */
+export function collectGarbage(): void {
+  if (!collect) {
+    setFlagsFromString('--expose-gc');
+    collect = runInNewContext('gc') as () => void;
+  }
+  collect();
+}
+
+/**
+ * Runs `work` in this process (under the CPU profiler when `profileFile` is set) after a full
+ * garbage collection, and measures its wall time, this process's CPU time, its RSS sampled every
+ * 50 ms and the kernel's VmHWM (reset before the work through `/proc/self/clear_refs`).
+ */
+export async function inThisProcess<T>(profileFile: string | undefined, what: string, work: () => Promise<T>): Promise<ProcessRun<T>> {
+  collectGarbage();
+  const baselineRssMb = mib(process.memoryUsage.rss());
+  const hwm = resetPeakRss();
+  const sampler = new RssSampler();
+  sampler.start(50);
+  const cpu = process.cpuUsage();
+  const t0 = performance.now();
+  const value = await profiled(profileFile, what, work);
+  const ms = performance.now() - t0;
+  const used = process.cpuUsage(cpu);
+  const peakRssMb = sampler.stop();
+  return { value, ms, cpuSeconds: round((used.user + used.system) / 1e6, 2), baselineRssMb, peakRssMb, vmHwmMb: hwm ? vmHwmMb() : null };
+}
+
+/** Resets the kernel's peak RSS of this process (VmHWM) to its current RSS; false where that is refused. */
+function resetPeakRss(): boolean {
+  try {
+    writeFileSync('/proc/self/clear_refs', '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** VmHWM of this process in MiB, or null without /proc. */
+function vmHwmMb(): number | null {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    return kb ? round(Number(kb) / 1024, 1) : null;
+  } catch {
+    return null;
   }
 }
 

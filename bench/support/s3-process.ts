@@ -4,23 +4,25 @@
  * an export of 10 M rows, twice that while a multipart upload is completed), which must never count
  * in the RSS of the process that runs the export.
  *
- * Started with `fork()`; it creates the bucket `BENCH_S3_BUCKET` and answers `{kind: 'ready', …}`
- * with the endpoint and the keys. Requests on the IPC channel, each answered with the same `id`:
+ * Started with `forkService` (./service-process.ts); it creates the bucket `BENCH_S3_BUCKET` and is
+ * ready with the endpoint and the keys. Requests:
  *
- * - `{op: 'verify', id, bucket, prefix, key}`: what was stored under `prefix`, read back through
+ * - `{op: 'verify', bucket, prefix, key}`: what was stored under `prefix`, read back through
  *   the S3 API as any client would: ListObjectsV2 of the prefix (every key), the incomplete
  *   multipart uploads of the bucket, and GetObject of `key` streamed into a SHA-256 and a byte count.
- * - `{op: 'delete', id, bucket, key}`: DeleteObject (frees the object's memory before the next run).
+ * - `{op: 'delete', bucket, key}`: DeleteObject (frees the object's memory before the next run).
  *
  * Closes when the parent goes away or on SIGTERM.
  */
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { startS3 } from '../../test/harness/s3.js';
+import { standInClient } from './s3-client.js';
+import { serveRequests } from './service-process.js';
 
+/** What the stand-in's process is ready with. */
 export interface S3Ready {
-  kind: 'ready';
   endpoint: string;
   region: string;
   accessKeyId: string;
@@ -28,7 +30,7 @@ export interface S3Ready {
   bucket: string;
 }
 
-export type S3Request = { op: 'verify'; id: number; bucket: string; prefix: string; key: string } | { op: 'delete'; id: number; bucket: string; key: string };
+export type S3Request = { op: 'verify'; bucket: string; prefix: string; key: string } | { op: 'delete'; bucket: string; key: string };
 
 export interface S3Stored {
   /** Every key under the prefix. */
@@ -42,19 +44,10 @@ export interface S3Stored {
   metadataSha256: string | null;
 }
 
-export type S3Answer = { id: number; ok: true; stored?: S3Stored } | { id: number; ok: false; error: string };
-
 const bucket = process.env.BENCH_S3_BUCKET ?? 'bench-exports';
 const s3 = await startS3();
 s3.createBucket(bucket);
-const client = new S3Client({
-  region: s3.region,
-  endpoint: s3.endpoint,
-  forcePathStyle: true,
-  credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
-  requestChecksumCalculation: 'WHEN_REQUIRED',
-  responseChecksumValidation: 'WHEN_REQUIRED',
-});
+const client = standInClient(s3);
 
 async function verify(request: Extract<S3Request, { op: 'verify' }>): Promise<S3Stored> {
   const keys: string[] = [];
@@ -82,24 +75,11 @@ async function verify(request: Extract<S3Request, { op: 'verify' }>): Promise<S3
   return { keys, openUploads, bytes, sha256, metadataSha256 };
 }
 
-process.on('message', (message: S3Request) => {
-  const work = message.op === 'verify' ? verify(message) : client.send(new DeleteObjectCommand({ Bucket: message.bucket, Key: message.key })).then(() => undefined);
-  work.then(
-    (stored) => process.send?.({ id: message.id, ok: true, ...(stored ? { stored } : {}) } satisfies S3Answer),
-    (err: Error) => process.send?.({ id: message.id, ok: false, error: err.stack ?? err.message } satisfies S3Answer),
-  );
-});
-
-let stopping = false;
-const stop = () => {
-  if (stopping) return;
-  stopping = true;
-  client.destroy();
-  s3.stop().then(
-    () => process.exit(0),
-    () => process.exit(1),
-  );
-};
-process.on('SIGTERM', stop);
-process.on('disconnect', stop);
-process.send?.({ kind: 'ready', endpoint: s3.endpoint, region: s3.region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, bucket } satisfies S3Ready);
+serveRequests<S3Request, S3Stored | undefined>(
+  { endpoint: s3.endpoint, region: s3.region, accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, bucket } satisfies S3Ready,
+  (request) => (request.op === 'verify' ? verify(request) : client.send(new DeleteObjectCommand({ Bucket: request.bucket, Key: request.key })).then(() => undefined)),
+  async () => {
+    client.destroy();
+    await s3.stop();
+  },
+);
