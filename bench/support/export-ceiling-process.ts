@@ -16,7 +16,7 @@
  * The snapshot query is built by the parent (it needs the entity's relation); the time runs from
  * the destination's connection to the end of the upload.
  */
-import type { Readable } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, UploadPartCommand } from '@aws-sdk/client-s3';
 import SftpClient from 'ssh2-sftp-client';
 import { Database } from '../../src/db/database.js';
@@ -53,16 +53,16 @@ function tenantDatabase(appUrl: string): Database {
   return database.db;
 }
 
-/** The COPY stream of `request.sql` in a tenant transaction with the hub's snapshot settings, given to `sink`. */
-function copyTo(request: CeilingRequest, sink: (copy: Readable) => Promise<void>): Promise<{ bytes: number; copiedRows: number }> {
+/**
+ * The COPY stream of `request.sql` in a tenant transaction with the hub's snapshot settings, given to
+ * `sink`, which answers the bytes it took. (No 'data' listener here: it would set the stream flowing
+ * before the sink reads it, and the bytes it missed would be lost.)
+ */
+function copyTo(request: CeilingRequest, sink: (copy: Readable) => Promise<number>): Promise<{ bytes: number; copiedRows: number }> {
   return tenantDatabase(request.appUrl).withTenant(request.tenant, async (tx) => {
     await tx.query(snapshotSettingsSql());
     const copy = tx.copyTo!(`copy (${request.sql}) to stdout (format csv, force_quote *, delimiter ',', null '')`);
-    let bytes = 0;
-    copy.on('data', (chunk: Buffer) => {
-      bytes += chunk.length;
-    });
-    await sink(copy);
+    const bytes = await sink(copy);
     if (!copy.readableEnded) await new Promise<void>((resolve, reject) => copy.once('end', resolve).once('error', reject));
     return { bytes, copiedRows: (copy as unknown as { rowCount: number }).rowCount };
   });
@@ -78,7 +78,15 @@ async function toSftp(request: CeilingRequest, to: Extract<CeilingDestination, {
     return await copyTo(request, async (copy) => {
       // ssh2's write stream takes highWaterMark (as the destination's does); the type declarations omit it.
       const writeStreamOptions = { flags: 'w', mode: 0o640, highWaterMark: to.highWaterMark } as { flags: 'w'; mode: number };
-      await client.put(copy, to.file, { writeStreamOptions });
+      let bytes = 0;
+      const counted = new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          bytes += chunk.length;
+          callback(null, chunk);
+        },
+      });
+      await client.put(copy.pipe(counted), to.file, { writeStreamOptions });
+      return bytes;
     });
   } finally {
     await client.end();
@@ -110,7 +118,9 @@ async function toS3(request: CeilingRequest, to: Extract<CeilingDestination, { k
         turn ^= 1;
         filled = 0;
       };
+      let bytes = 0;
       for await (const chunk of copy) {
+        bytes += (chunk as Buffer).length;
         let rest = chunk as Buffer;
         while (rest.length > 0) {
           if (filled === to.partSize) await send();
@@ -124,6 +134,7 @@ async function toS3(request: CeilingRequest, to: Extract<CeilingDestination, { k
       await inflight;
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       await client.send(new CompleteMultipartUploadCommand({ Bucket: to.bucket, Key: to.key, UploadId: uploadId, MultipartUpload: { Parts: parts }, IfNoneMatch: '*' }));
+      return bytes;
     });
   } finally {
     client.destroy();
