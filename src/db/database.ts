@@ -2,7 +2,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { finished, type Readable } from 'node:stream';
 import pg, { type Submittable } from 'pg';
-import { from as copyFromStdin, to as copyToStdout } from 'pg-copy-streams';
+import { from as copyFromStdin } from 'pg-copy-streams';
+import { CopyRecords } from './copy-records.js';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
 import { inSpan, SpanKind } from '../observability/tracing.js';
@@ -45,11 +46,18 @@ export interface Tx {
    * `COPY … TO STDOUT` on the transaction's own connection: the bytes, read from the server only as
    * fast as they are consumed. Consume it to its end before the next statement. Destroying it
    * earlier closes the connection (a half-read COPY cannot be left behind), so the transaction
-   * fails and the connection is discarded. Absent on test doubles.
+   * fails and the connection is discarded. Each chunk holds whole or partial records (one per row
+   * PostgreSQL sent); `records` counts them; with `crlf` each record ends with `\r\n` instead of
+   * PostgreSQL's `\n` (src/db/copy-records.ts). Absent on test doubles.
    */
-  copyTo?(sql: string): Readable;
+  copyTo?(sql: string, options?: { crlf?: boolean }): CopyOut;
   /** The tenant the transaction is bound to (undefined for cross-tenant work). */
   readonly tenantId: number | undefined;
+}
+
+/** The bytes of a `COPY … TO STDOUT`, and the records read so far. */
+export interface CopyOut extends Readable {
+  readonly records: number;
 }
 
 export type TenantId = number | string | bigint;
@@ -211,10 +219,10 @@ export class Database {
         await openAlone();
         return copyInto(client, sql, rows);
       },
-      copyTo: (sql) => {
+      copyTo: (sql, options) => {
         // Queued behind the opening statements: node-postgres runs a connection's queries in order.
         void openAlone().catch(() => undefined);
-        return copyOut(client, sql);
+        return copyOut(client, sql, options?.crlf === true);
       },
     };
     const hook = commitHooks.getStore();
@@ -336,15 +344,15 @@ function copyInto(client: pg.PoolClient, sql: string, rows: string): Promise<num
   );
 }
 
-/** `sql` (a `COPY … TO STDOUT`) on `client` as a stream; its span lasts until the stream is done. */
-function copyOut(client: pg.PoolClient, sql: string): Readable {
-  let stream!: Readable;
+/** `sql` (a `COPY … TO STDOUT`) on `client` as a stream of records; its span lasts until the stream is done. */
+function copyOut(client: pg.PoolClient, sql: string, crlf: boolean): CopyOut {
+  let stream!: CopyRecords;
   // startActiveSpan runs its callback at once: `stream` is set before inSpan returns.
   void inSpan(
     'db COPY',
     { 'db.system.name': 'postgresql', 'db.query.text': sql, 'db.operation.name': 'COPY' },
     () => {
-      stream = client.query(copyToStdout(sql));
+      stream = client.query(new CopyRecords(sql, { crlf }));
       return new Promise<void>((resolve, reject) => finished(stream, (err) => (err ? reject(err) : resolve())));
     },
     SpanKind.CLIENT,

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import fc from 'fast-check';
 import { Database, type Tx } from '../../db/database.js';
 import { createTestDatabase } from '../../../test/harness/database.js';
-import { type CsvSnapshotSpec, CrlfRecords, checkDelimiter, csvSnapshot } from './writer.js';
+import { type CsvSnapshotSpec, checkDelimiter, csvSnapshot } from './writer.js';
 
 let db: Database;
 
@@ -169,9 +168,9 @@ describe('which path', () => {
       },
       ...(copy
         ? {
-            copyTo: (sql: string) => {
+            copyTo: (sql: string, options?: { crlf?: boolean }) => {
               log.push(head(sql));
-              return tx.copyTo!(sql);
+              return tx.copyTo!(sql, options);
             },
           }
         : {}),
@@ -269,43 +268,5 @@ describe('what the writer refuses before it runs anything', () => {
     expect(() => csvSnapshot(tx, { ...base, order: ['c'] })).toThrow('order column "c" is not one of');
     expect(() => csvSnapshot(tx, { ...base, columns: ['a', 'a'] })).toThrow('unique');
     expect(() => csvSnapshot(tx, { ...base, columns: [], order: [] })).toThrow('at least one column');
-  });
-});
-
-describe('CRLF records over chunks', () => {
-  const pgCsv = fc.array(
-    fc.array(fc.option(fc.string({ unit: fc.constantFrom('"', '\n', '\r', ',', 'a', 'é', '😀') }), { nil: null }), { minLength: 1, maxLength: 3 }),
-    { maxLength: 6 },
-  );
-  const encode = (rows: Array<Array<string | null>>, end: string) =>
-    rows.map((r) => r.map((v) => (v === null ? '' : `"${v.replaceAll('"', '""')}"`)).join(',') + end).join('');
-
-  it('ends each record with CRLF however the bytes are cut', () => {
-    fc.assert(
-      fc.property(pgCsv, fc.array(fc.nat(), { maxLength: 8 }), (rows, cuts) => {
-        const input = utf8(encode(rows, '\n'));
-        const at = [...new Set(cuts.map((c) => c % (input.length + 1)))].sort((x, y) => x - y);
-        const records = new CrlfRecords();
-        const out: Buffer[] = [];
-        let from = 0;
-        for (const cut of [...at, input.length]) {
-          out.push(records.convert(input.subarray(from, cut)));
-          from = cut;
-        }
-        records.end();
-        expect(Buffer.concat(out).toString('utf8')).toBe(encode(rows, '\r\n'));
-        expect(records.records).toBe(rows.length);
-      }),
-      { numRuns: 300 },
-    );
-  });
-
-  it('refuses data that ends inside a record', () => {
-    const inQuote = new CrlfRecords();
-    inQuote.convert(utf8('"a\n'));
-    expect(() => inQuote.end()).toThrow('ended inside a record');
-    const noEnd = new CrlfRecords();
-    noEnd.convert(utf8('"a"'));
-    expect(() => noEnd.end()).toThrow('ended inside a record');
   });
 });

@@ -25,10 +25,6 @@ export interface CsvSnapshot extends Readable {
  */
 export const FETCH_ROWS = 5000;
 
-const CR = 0x0d;
-const LF = 0x0a;
-const QUOTE = 0x22;
-
 /**
  * The export file of `spec`, byte for byte (docs/exports-csv.md): UTF-8 without BOM, CRLF after
  * every record, every non-null value and every header name quoted with inner quotes doubled, NULL
@@ -37,7 +33,7 @@ const QUOTE = 0x22;
  * cursor lives in it), and run nothing else until the stream has ended.
  *
  * A one-byte (ASCII) delimiter goes through `COPY … TO STDOUT (FORMAT csv, FORCE_QUOTE *)`, whose
- * `\n` record ends become `\r\n` on the way; any other delimiter, or a `tx` without copyTo, goes
+ * `\n` record ends become `\r\n` as they are read (one record per protocol message); any other delimiter, or a `tx` without copyTo, goes
  * through a cursor and an encoder here. Both give the same bytes.
  */
 export function csvSnapshot(tx: Tx, spec: CsvSnapshotSpec): CsvSnapshot {
@@ -70,14 +66,13 @@ async function applySettings(tx: Tx): Promise<void> {
 async function* viaCopy(tx: Tx, sql: string, delimiter: string, header: Buffer | undefined, progress: { rows: number }): AsyncGenerator<Buffer> {
   await applySettings(tx);
   if (header) yield header;
-  const records = new CrlfRecords();
-  const copy = tx.copyTo!(`copy (${sql}) to stdout (format csv, force_quote *, delimiter ${pg.escapeLiteral(delimiter)}, null '')`);
+  // PostgreSQL sends each record in a message of its own: its `\n` becomes `\r\n` as the bytes are read (src/db/copy-records.ts).
+  const copy = tx.copyTo!(`copy (${sql}) to stdout (format csv, force_quote *, delimiter ${pg.escapeLiteral(delimiter)}, null '')`, { crlf: true });
   for await (const chunk of copy) {
-    const out = records.convert(chunk as Buffer);
-    progress.rows = records.records;
-    if (out.length > 0) yield out;
+    progress.rows = copy.records;
+    yield chunk as Buffer;
   }
-  records.end();
+  progress.rows = copy.records;
 }
 
 async function* viaCursor(tx: Tx, sql: string, spec: CsvSnapshotSpec, header: Buffer | undefined, progress: { rows: number }): AsyncGenerator<Buffer> {
@@ -115,76 +110,4 @@ function field(value: string | null): string {
 /** One record: the fields joined by the delimiter, CRLF at the end. */
 export function encodeRecord(values: ReadonlyArray<string | null>, delimiter: string): string {
   return `${values.map(field).join(delimiter)}\r\n`;
-}
-
-/**
- * Turns the `\n` that ends each record of PostgreSQL's CSV into `\r\n`, chunk by chunk. A record
- * ends at a `\n` outside quotes; a `\n` or `\r` inside a quoted value is data and stays. With every
- * non-null value quoted and quotes inside doubled, quote state is a parity that carries from one
- * chunk to the next (a `""` flips it twice). Byte-wise is safe in UTF-8: no byte of a multi-byte
- * character is `"` or `\n`.
- *
- * Inside quotes the scan jumps to the next `"` with `indexOf` (native); outside quotes there are
- * only delimiters and record ends, looked at byte by byte. The output is then copied in one native
- * copy per record. (A loop over every byte, twice, with a copy call per record, took about 2.5
- * times as long.)
- */
-export class CrlfRecords {
-  /** Records ended so far. */
-  records = 0;
-  private quoted = false;
-  private last = LF;
-  /** Where the record ends of the current chunk are, reused from chunk to chunk. */
-  private ends = new Int32Array(1024);
-
-  convert(chunk: Buffer): Buffer {
-    const length = chunk.length;
-    let quoted = this.quoted;
-    let ends = this.ends;
-    let count = 0;
-    let i = 0;
-    while (i < length) {
-      if (quoted) {
-        const close = chunk.indexOf(QUOTE, i);
-        if (close < 0) break;
-        quoted = false;
-        i = close + 1;
-        continue;
-      }
-      const b = chunk[i]!;
-      if (b === QUOTE) quoted = true;
-      else if (b === LF) {
-        if (count === ends.length) {
-          const grown = new Int32Array(ends.length * 2);
-          grown.set(ends);
-          this.ends = grown;
-          ends = grown;
-        }
-        ends[count++] = i;
-      }
-      i++;
-    }
-    this.quoted = quoted;
-    if (length > 0) this.last = chunk[length - 1]!;
-    if (count === 0) return chunk;
-    const out = Buffer.allocUnsafe(length + count);
-    let at = 0;
-    let from = 0;
-    for (let k = 0; k < count; k++) {
-      const end = ends[k]!;
-      out.set(chunk.subarray(from, end), at);
-      at += end - from;
-      out[at++] = CR;
-      out[at++] = LF;
-      from = end + 1;
-    }
-    if (from < length) out.set(chunk.subarray(from), at);
-    this.records += count;
-    return out;
-  }
-
-  /** Throws unless everything converted ended at the end of a record. */
-  end(): void {
-    if (this.quoted || this.last !== LF) throw new Error('the CSV from PostgreSQL ended inside a record');
-  }
 }
