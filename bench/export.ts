@@ -14,7 +14,8 @@
  *   process's node flags and environment): for SFTP ssh2-sftp-client's `put` of the COPY stream
  *   (same write-stream buffer and TCP_NODELAY as the hub's), for S3 the same multipart upload (8 MiB
  *   parts, one uploading while the next is read, a conditional CompleteMultipartUpload) of the raw
- *   COPY stream. No CRLF, no digest, no header.
+ *   COPY stream, read through the hub's own COPY reader (src/db/copy-records.ts, without its CRLF).
+ *   No CRLF, no digest, no header.
  *
  * Each run is verified before anything is reported: the receipt's rowCount equals the rows; the
  * file read back (SFTP: from the local directory the sshd serves, hashed by sha256sum; S3: GetObject

@@ -33,8 +33,9 @@ export const FETCH_ROWS = 5000;
  * cursor lives in it), and run nothing else until the stream has ended.
  *
  * A one-byte (ASCII) delimiter goes through `COPY … TO STDOUT (FORMAT csv, FORCE_QUOTE *)`, whose
- * `\n` record ends become `\r\n` as they are read (one record per protocol message); any other delimiter, or a `tx` without copyTo, goes
- * through a cursor and an encoder here. Both give the same bytes.
+ * `\n` record ends become `\r\n` as they are read (one record per protocol message); any other
+ * delimiter, or a `tx` without copyTo, goes through a cursor and an encoder here. Both give the
+ * same bytes.
  */
 export function csvSnapshot(tx: Tx, spec: CsvSnapshotSpec): CsvSnapshot {
   checkDelimiter(spec.delimiter);
@@ -66,7 +67,8 @@ async function applySettings(tx: Tx): Promise<void> {
 async function* viaCopy(tx: Tx, sql: string, delimiter: string, header: Buffer | undefined, progress: { rows: number }): AsyncGenerator<Buffer> {
   await applySettings(tx);
   if (header) yield header;
-  // PostgreSQL sends each record in a message of its own: its `\n` becomes `\r\n` as the bytes are read (src/db/copy-records.ts).
+  // PostgreSQL sends each record in a message of its own: its `\n` becomes `\r\n` as the bytes
+  // are read (src/db/copy-records.ts).
   const copy = tx.copyTo!(`copy (${sql}) to stdout (format csv, force_quote *, delimiter ${pg.escapeLiteral(delimiter)}, null '')`, { crlf: true });
   for await (const chunk of copy) {
     progress.rows = copy.records;
