@@ -48,7 +48,7 @@ export class CopyOutParser {
           const code = chunk[i]!;
           if (code === ERROR_RESPONSE) return { data: data(), end: 'error', rest: chunk.subarray(i) };
           // A message of the query's end without CopyDone: left to the connection's parser.
-          if (code !== COPY_DONE && !PASSED_OVER.has(code)) return { data: data(), end: 'done', rest: chunk.subarray(i) };
+          if (code !== COPY_DATA && code !== COPY_DONE && !PASSED_OVER.has(code)) return { data: data(), end: 'done', rest: chunk.subarray(i) };
         }
         const take = Math.min(5 - this.headFill, length - i);
         chunk.copy(this.head, this.headFill, i, i + take);

@@ -74,7 +74,6 @@ async function* viaCopy(tx: Tx, sql: string, delimiter: string, header: Buffer |
     progress.rows = copy.records;
     yield chunk as Buffer;
   }
-  progress.rows = copy.records;
 }
 
 async function* viaCursor(tx: Tx, sql: string, spec: CsvSnapshotSpec, header: Buffer | undefined, progress: { rows: number }): AsyncGenerator<Buffer> {
