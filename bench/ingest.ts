@@ -9,7 +9,9 @@
  *
  * A breakdown measures the hub's write path alone (prepareRow, then the writer's upsert chunks, as a
  * first load inserts them and as a run that met stored keys merges them) so
- * the gap to the ceilings can be read. Prints a table and writes bench/results/ingest.json.
+ * the gap to the ceilings can be read. After every run and COPY the GIN index's pending list is
+ * merged and timed (the index work each leaves for later). Prints a table and writes
+ * bench/results/ingest.json.
  * docs/performance.md explains every figure.
  *
  *   npm run bench:ingest                       # 200000 rows
@@ -33,7 +35,7 @@ import pg from 'pg';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
-import { tenantTableSql } from '../src/connectors/target/ddl.js';
+import { tenantTableSql, tenantTableText } from '../src/connectors/target/ddl.js';
 import { upsertChunk, type WriteOptions } from '../src/connectors/target/writer.js';
 import type { Target } from '../src/connectors/types.js';
 import { startEmbedded } from '../src/db/embedded.js';
@@ -76,6 +78,16 @@ interface HubFigures {
   cpu: CpuSplit;
   /** What the target table holds after the run, counted by the bench (checked against the rows the source served). */
   stored?: StoredRows;
+  /** The GIN pending list the run left, merged by the bench after the run (gin_clean_pending_list). */
+  merge?: MergeFigures;
+}
+
+/** One `gin_clean_pending_list()` of a table's `data` index: the part of the index work left for later. */
+interface MergeFigures {
+  seconds: number;
+  /** Pending-list pages merged into the index. */
+  pages: number;
+  cpu: CpuSplit;
 }
 
 interface StoredRows {
@@ -197,8 +209,7 @@ async function unindexedRun(bare: Hub, owner: pg.Client, offset: unknown, r: num
   if (applied.status !== 201) throw new Error(`apply ${name} answered ${applied.status}: ${JSON.stringify(applied.json)}`);
   const figures = await hubRun(bare, owner, name, meter);
   if (figures.recordsOut !== ROWS) throw new Error(`the unindexed run wrote ${figures.recordsOut} rows, expected ${ROWS}`);
-  figures.stored = await storedRows(bare, `ext.bench_unindexed_${r}`);
-  await owner.query(`drop table ${tenantTableSql(TENANT, `ext.bench_unindexed_${r}`)}`);
+  await settle(bare, owner, `ext.bench_unindexed_${r}`, figures, meter);
   return figures;
 }
 
@@ -241,9 +252,31 @@ async function soapRun(hub: Hub, owner: pg.Client, sourceUrl: string, r: number,
   if (applied.status !== 201) throw new Error(`apply ${name} answered ${applied.status}: ${JSON.stringify(applied.json)}`);
   const figures = await hubRun(hub, owner, name, meter);
   if (figures.recordsOut !== ROWS) throw new Error(`the soap run wrote ${figures.recordsOut} rows, expected ${ROWS}`);
-  figures.stored = await storedRows(hub, table);
-  await owner.query(`drop table ${tenantTableSql(TENANT, table)}`);
+  await settle(hub, owner, table, figures, meter);
   return figures;
+}
+
+/**
+ * After a run: the table's rows counted (the run record's counter is the hub's own word), the GIN
+ * pending list the run left merged and timed, then the table dropped so the database does not grow
+ * round after round (every round writes into fresh tables).
+ */
+async function settle(hub: Hub, owner: pg.Client, table: string, figures: HubFigures, meter: CpuMeter): Promise<void> {
+  figures.stored = await storedRows(hub, table);
+  figures.merge = await mergePendingList(owner, `${tenantTableText(TENANT, table)}_data`, meter);
+  await owner.query(`drop table ${tenantTableSql(TENANT, table)}`);
+}
+
+/**
+ * Merges a GIN index's pending list into the index now (what the insert crossing the list's limit,
+ * autovacuum or a vacuum would do later) and times it: the index work a run or a COPY deferred.
+ */
+async function mergePendingList(owner: pg.Client, index: string, meter: CpuMeter): Promise<MergeFigures> {
+  meter.start();
+  const t0 = performance.now();
+  const { rows } = await owner.query<{ pages: number }>('select gin_clean_pending_list($1::regclass)::int as pages', [index]);
+  const ms = performance.now() - t0;
+  return { seconds: round(ms / 1000, 2), pages: rows[0]!.pages, cpu: meter.stop() };
 }
 
 /** Rows handed to the retrieval indexer by the indexed runs and by the run without the hand-off. */
@@ -317,12 +350,15 @@ async function fetchCursor(sourceUrl: string, maxPages = Number.POSITIVE_INFINIT
 // ---------------------------------------------------------------------------------------------
 // Ceiling B: COPY the same rows into a same-shape table, in a child process (bench/support/copy-ceiling.ts).
 
-async function copyRound(ownerUrl: string, name: string, gin: boolean, meter: CpuMeter): Promise<CopyRound> {
+async function copyRound(owner: pg.Client, ownerUrl: string, name: string, gin: boolean, meter: CpuMeter): Promise<CopyRound> {
   meter.start();
   const figures = await copyCeilingInProcess({ ownerUrl, rows: ROWS, table: name, gin });
   const around = meter.stop();
+  const merge = gin ? await mergePendingList(owner, `bench.${name}_data`, meter) : undefined;
+  // The next round creates it again; dropping it keeps the database from growing round after round.
+  await owner.query(`drop table bench.${name}`);
   // The client is the COPY process, not this one (which only waited).
-  return { ...figures, cpu: { ...around, benchProcess: figures.clientCpuSeconds } };
+  return { ...figures, cpu: { ...around, benchProcess: figures.clientCpuSeconds }, merge };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -388,7 +424,7 @@ interface Round {
   baselineRssMb: number;
 }
 
-type CopyRound = CopyFigures & { cpu: CpuSplit };
+type CopyRound = CopyFigures & { cpu: CpuSplit; merge: MergeFigures | undefined };
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -459,10 +495,7 @@ async function main(): Promise<void> {
           log(`round ${r}/${ROUNDS}: hub run (${dialect}) …`);
           hubFigures[dialect] = await hubRun(hub!, owner!, `bench-${dialect}-${r}`, meter);
           if (hubFigures[dialect].recordsOut !== ROWS) throw new Error(`the ${dialect} run wrote ${hubFigures[dialect].recordsOut} rows, expected ${ROWS}`);
-          // The run record's counter is the hub's own word: count what the table really holds before reporting.
-          hubFigures[dialect].stored = await storedRows(hub!, `ext.bench_${dialect}_${r}`);
-          // Every round writes into fresh tables: drop this one so the database does not grow round after round.
-          await owner!.query(`drop table ${tenantTableSql(TENANT, `ext.bench_${dialect}_${r}`)}`);
+          await settle(hub!, owner!, `ext.bench_${dialect}_${r}`, hubFigures[dialect], meter);
         }
         return before;
       });
@@ -488,13 +521,13 @@ async function main(): Promise<void> {
       }
 
       log(`round ${r}/${ROUNDS}: copy ceiling …`);
-      const copy = await copyRound(database.url, 'copy_partners', true, meter);
+      const copy = await copyRound(owner, database.url, 'copy_partners', true, meter);
       rounds.push({ hub: hubFigures, unindexed, soap, fetch: fetchFigures, copy, baselineRssMb });
     }
     const maxRssMb = mib(process.resourceUsage().maxRSS * 1024);
 
     log('write path alone …');
-    const copyNoGin = await copyRound(database.url, 'copy_partners_no_gin', false, meter);
+    const copyNoGin = await copyRound(owner, database.url, 'copy_partners_no_gin', false, meter);
     // The rows the source serves (same generator, same seed), held here only now that the runs are measured.
     const write = await writePath(hub, owner, generatePartners(ROWS), meter);
 
@@ -514,6 +547,10 @@ async function main(): Promise<void> {
         /** Medians of the per-round ratios (each round's figure against the ceiling of the same round). */
         ratioToFetch: round(median(rounds.map((r) => r.hub[d].rowsPerSec / r.fetch[d].rowsPerSec)), 3),
         ratioToCopy: round(median(rounds.map((r) => r.hub[d].rowsPerSec / r.copy.rowsPerSec)), 3),
+        /** Seconds of the GIN pending-list merge left after the run (median). */
+        mergeSeconds: round(median(rounds.map((r) => r.hub[d].merge!.seconds)), 2),
+        /** The same ratio with each side's deferred pending-list merge added to its time. */
+        ratioToCopyWithMerge: round(median(rounds.map((r) => (r.copy.seconds + r.copy.merge!.seconds) / (r.hub[d].seconds + r.hub[d].merge!.seconds))), 3),
         /** Fetch then COPY, one after the other: what a loop that does not overlap them could reach. */
         serialCeilingRowsPerSec: serial(fetchRowsPerSec, copyRowsPerSec),
         ratioToSerialCeiling: round(median(rounds.map((r) => r.hub[d].rowsPerSec / serial(r.fetch[d].rowsPerSec, r.copy.rowsPerSec))), 3),
@@ -565,6 +602,10 @@ async function main(): Promise<void> {
         mergeChunksCpuSeconds: write.mergeCpu,
         copyCpuSeconds: meanCpu(rounds.map((r) => r.copy.cpu)),
         copyWithoutGinIndexRowsPerSec: copyNoGin.rowsPerSec,
+        /** The GIN pending-list merge after the COPY (median seconds, mean CPU). */
+        copyMergeSeconds: round(median(rounds.map((r) => r.copy.merge!.seconds)), 2),
+        copyMergeCpuSeconds: meanCpu(rounds.map((r) => r.copy.merge!.cpu)),
+        hubMergeCpuSeconds: { offset: meanCpu(rounds.map((r) => r.hub.offset.merge!.cpu)), cursor: meanCpu(rounds.map((r) => r.hub.cursor.merge!.cpu)) },
       },
       peakRssMb,
       rss: {
@@ -588,7 +629,7 @@ async function main(): Promise<void> {
     log(`medians of ${ROUNDS} round${ROUNDS > 1 ? 's' : ''}; ratios are medians of each round's ratio`);
     log(
       table(
-        ['dialect', 'hub rows/s', 'min–max', 'fetch ceiling', 'hub/fetch', 'copy ceiling', 'hub/copy', 'fetch→copy serial', 'hub/serial', 'run s', 'peak RSS MB'],
+        ['dialect', 'hub rows/s', 'min–max', 'fetch ceiling', 'hub/fetch', 'copy ceiling', 'hub/copy', 'with merge', 'fetch→copy serial', 'hub/serial', 'run s', 'peak RSS MB'],
         DIALECTS.map((d) => {
           const x = dialects[d];
           return [
@@ -599,6 +640,7 @@ async function main(): Promise<void> {
             x.ratioToFetch.toFixed(3),
             copyRowsPerSec,
             x.ratioToCopy.toFixed(3),
+            x.ratioToCopyWithMerge.toFixed(3),
             x.serialCeilingRowsPerSec,
             x.ratioToSerialCeiling.toFixed(3),
             x.seconds,
@@ -633,6 +675,9 @@ async function main(): Promise<void> {
           cpuRow('fetch ceiling, offset', meanWall((r) => r.fetch.offset.seconds), meanCpu(rounds.map((r) => r.fetch.offset.cpu!))),
           cpuRow('fetch ceiling, cursor', meanWall((r) => r.fetch.cursor.seconds), meanCpu(rounds.map((r) => r.fetch.cursor.cpu!))),
           cpuRow('COPY ceiling', meanWall((r) => r.copy.seconds), result.breakdown.copyCpuSeconds),
+          cpuRow('pending-list merge after a hub run, offset', meanWall((r) => r.hub.offset.merge!.seconds), result.breakdown.hubMergeCpuSeconds.offset),
+          cpuRow('pending-list merge after a hub run, cursor', meanWall((r) => r.hub.cursor.merge!.seconds), result.breakdown.hubMergeCpuSeconds.cursor),
+          cpuRow('pending-list merge after the COPY', meanWall((r) => r.copy.merge!.seconds), result.breakdown.copyMergeCpuSeconds),
           cpuRow('upsert chunks alone, first load (once)', write.upsertSeconds, write.upsertCpu),
           cpuRow('upsert chunks alone, merged (once)', write.mergeSeconds, write.mergeCpu),
         ],

@@ -39,8 +39,8 @@ function ingest(r: Json): string {
   lines.push('');
   lines.push(
     header(
-      ['dialect', 'hub rows/s (min–max)', 'COPY ceiling', '**hub/COPY**', 'fetch ceiling', 'hub/fetch', 'run s', 'peak RSS MB', 'stored rows checked'],
-      ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---'],
+      ['dialect', 'hub rows/s (min–max)', 'COPY ceiling', '**hub/COPY**', 'with the merge', 'fetch ceiling', 'hub/fetch', 'run s', 'peak RSS MB', 'stored rows checked'],
+      ['---', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---'],
     ),
   );
   for (const d of ['offset', 'cursor']) {
@@ -51,6 +51,7 @@ function ingest(r: Json): string {
         `${n(x.rowsPerSec)} (${n(x.rowsPerSecRange[0])}–${n(x.rowsPerSecRange[1])})`,
         n(r.ceilingCopyRowsPerSec),
         `**${f(x.ratioToCopy, 3)}**`,
+        x.ratioToCopyWithMerge === undefined ? '-' : f(x.ratioToCopyWithMerge, 3),
         n(x.ceilingFetchRowsPerSec),
         f(x.ratioToFetch, 3),
         f(x.seconds, 2),
@@ -60,8 +61,15 @@ function ingest(r: Json): string {
     );
   }
   lines.push('');
-  const worst = Math.min(r.dialects.offset.ratioToCopy, r.dialects.cursor.ratioToCopy);
-  lines.push(`Target hub/COPY ≥ 0.8: ${met(worst >= 0.8)} (${f(worst, 3)} for the slower dialect).`);
+  // Judged on the lower of the two ratios of each dialect: as the run sees it, and with each side's deferred GIN merge.
+  const worst = Math.min(...['offset', 'cursor'].flatMap((d) => [r.dialects[d].ratioToCopy, r.dialects[d].ratioToCopyWithMerge ?? r.dialects[d].ratioToCopy]));
+  lines.push(`Target hub/COPY ≥ 0.8, with and without the merge: ${met(worst >= 0.8)} (${f(worst, 3)} at the lowest).`);
+  if (r.breakdown.copyMergeSeconds !== undefined) {
+    lines.push('');
+    lines.push(
+      `Deferred index work: a run and the COPY leave new entries of the GIN index on \`data\` in its pending list; the bench merges it after each (\`gin_clean_pending_list\`) and times it: ${f(r.dialects.offset.mergeSeconds, 2)} s after an offset run, ${f(r.dialects.cursor.mergeSeconds, 2)} s after a cursor run, ${f(r.breakdown.copyMergeSeconds, 2)} s after the COPY (medians). "with the merge" adds each side's merge to its time.`,
+    );
+  }
   if (r.soap) {
     const x = r.soap;
     lines.push('');
@@ -90,6 +98,11 @@ function ingest(r: Json): string {
   lines.push(row(['hub run, offset', cpu(r.dialects.offset.cpuSeconds)]));
   lines.push(row(['hub run, cursor', cpu(r.dialects.cursor.cpuSeconds)]));
   lines.push(row(['COPY ceiling', cpu(r.breakdown.copyCpuSeconds)]));
+  if (r.breakdown.copyMergeCpuSeconds) {
+    lines.push(row(['pending-list merge after a hub run, offset', cpu(r.breakdown.hubMergeCpuSeconds.offset)]));
+    lines.push(row(['pending-list merge after a hub run, cursor', cpu(r.breakdown.hubMergeCpuSeconds.cursor)]));
+    lines.push(row(['pending-list merge after the COPY', cpu(r.breakdown.copyMergeCpuSeconds)]));
+  }
   lines.push(row([`\`upsertChunk\` alone${merged ? ', first load' : ''}`, cpu(r.breakdown.upsertChunksCpuSeconds)]));
   if (merged) lines.push(row(['`upsertChunk` alone, merged', cpu(r.breakdown.mergeChunksCpuSeconds)]));
   return lines.join('\n');

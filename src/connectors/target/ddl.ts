@@ -33,6 +33,14 @@ export function tenantTableText(tenantId: number | undefined, table: string): st
   return `${tenantSchema(tenantId)}.${name}`;
 }
 
+/**
+ * The GIN index on an ext table's `data` (jsonb_path_ops, PostgreSQL's default pending list), as the
+ * hub creates it; the ingest benchmark's COPY ceiling builds its table's index with it too.
+ */
+export function dataIndexSql(indexName: string, tableSql: string): string {
+  return `create index ${pg.escapeIdentifier(indexName)} on ${tableSql} using gin (data jsonb_path_ops)`;
+}
+
 const RESERVED = new Set(['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id']);
 
 export function promoteColumnName(name: string): string | undefined {
@@ -104,7 +112,7 @@ export class ExtSchema {
             endpoint_id  uuid not null,
             unique (tenant_id, external_id)
           )`);
-        await client.query(`create index ${pg.escapeIdentifier(`${name}_data`)} on ${ident} using gin (data jsonb_path_ops)`);
+        await client.query(dataIndexSql(`${name}_data`, ident));
         await client.query(`create index ${pg.escapeIdentifier(`${name}_row_hash`)} on ${ident} (tenant_id, row_hash)`);
         await client.query(`create index ${pg.escapeIdentifier(`${name}_endpoint`)} on ${ident} (endpoint_id)`);
         await client.query(`alter table ${ident} enable row level security`);
