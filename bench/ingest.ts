@@ -85,8 +85,6 @@ interface HubFigures {
 /** One `gin_clean_pending_list()` of a table's `data` index: the part of the index work left for later. */
 interface MergeFigures {
   seconds: number;
-  /** Pending-list pages merged into the index. */
-  pages: number;
   cpu: CpuSplit;
 }
 
@@ -274,9 +272,9 @@ async function settle(hub: Hub, owner: pg.Client, table: string, figures: HubFig
 async function mergePendingList(owner: pg.Client, index: string, meter: CpuMeter): Promise<MergeFigures> {
   meter.start();
   const t0 = performance.now();
-  const { rows } = await owner.query<{ pages: number }>('select gin_clean_pending_list($1::regclass)::int as pages', [index]);
+  await owner.query('select gin_clean_pending_list($1::regclass)', [index]);
   const ms = performance.now() - t0;
-  return { seconds: round(ms / 1000, 2), pages: rows[0]!.pages, cpu: meter.stop() };
+  return { seconds: round(ms / 1000, 2), cpu: meter.stop() };
 }
 
 /** Rows handed to the retrieval indexer by the indexed runs and by the run without the hand-off. */
