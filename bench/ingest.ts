@@ -35,7 +35,7 @@ import pg from 'pg';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
-import { tenantTableSql, tenantTableText } from '../src/connectors/target/ddl.js';
+import { dataIndexName, extTableName, tenantSchema, tenantTableSql } from '../src/connectors/target/ddl.js';
 import { upsertChunk, type WriteOptions } from '../src/connectors/target/writer.js';
 import type { Target } from '../src/connectors/types.js';
 import { startEmbedded } from '../src/db/embedded.js';
@@ -261,7 +261,7 @@ async function soapRun(hub: Hub, owner: pg.Client, sourceUrl: string, r: number,
  */
 async function settle(hub: Hub, owner: pg.Client, table: string, figures: HubFigures, meter: CpuMeter): Promise<void> {
   figures.stored = await storedRows(hub, table);
-  figures.merge = await mergePendingList(owner, `${tenantTableText(TENANT, table)}_data`, meter);
+  figures.merge = await mergePendingList(owner, `${tenantSchema(TENANT)}.${dataIndexName(extTableName(table)!)}`, meter);
   await owner.query(`drop table ${tenantTableSql(TENANT, table)}`);
 }
 
@@ -352,7 +352,7 @@ async function copyRound(owner: pg.Client, ownerUrl: string, name: string, gin: 
   meter.start();
   const figures = await copyCeilingInProcess({ ownerUrl, rows: ROWS, table: name, gin });
   const around = meter.stop();
-  const merge = gin ? await mergePendingList(owner, `bench.${name}_data`, meter) : undefined;
+  const merge = gin ? await mergePendingList(owner, `bench.${dataIndexName(name)}`, meter) : undefined;
   // The next round creates it again; dropping it keeps the database from growing round after round.
   await owner.query(`drop table bench.${name}`);
   // The client is the COPY process, not this one (which only waited).

@@ -33,12 +33,18 @@ export function tenantTableText(tenantId: number | undefined, table: string): st
   return `${tenantSchema(tenantId)}.${name}`;
 }
 
+/** The name of the GIN index on the `data` of table `name` (in the table's schema). */
+export function dataIndexName(name: string): string {
+  return `${name}_data`;
+}
+
 /**
- * The GIN index on an ext table's `data` (jsonb_path_ops, PostgreSQL's default pending list), as the
- * hub creates it; the ingest benchmark's COPY ceiling builds its table's index with it too.
+ * The GIN index on the `data` of table `name` (`tableSql`: its quoted, qualified name), jsonb_path_ops
+ * with PostgreSQL's default pending list, as the hub creates it; the ingest benchmark's COPY ceiling
+ * builds its table's index with it too.
  */
-export function dataIndexSql(indexName: string, tableSql: string): string {
-  return `create index ${pg.escapeIdentifier(indexName)} on ${tableSql} using gin (data jsonb_path_ops)`;
+export function dataIndexSql(name: string, tableSql: string): string {
+  return `create index ${pg.escapeIdentifier(dataIndexName(name))} on ${tableSql} using gin (data jsonb_path_ops)`;
 }
 
 const RESERVED = new Set(['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id']);
@@ -112,7 +118,7 @@ export class ExtSchema {
             endpoint_id  uuid not null,
             unique (tenant_id, external_id)
           )`);
-        await client.query(dataIndexSql(`${name}_data`, ident));
+        await client.query(dataIndexSql(name, ident));
         await client.query(`create index ${pg.escapeIdentifier(`${name}_row_hash`)} on ${ident} (tenant_id, row_hash)`);
         await client.query(`create index ${pg.escapeIdentifier(`${name}_endpoint`)} on ${ident} (endpoint_id)`);
         await client.query(`alter table ${ident} enable row level security`);
