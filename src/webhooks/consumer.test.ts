@@ -439,3 +439,71 @@ describe('the worker', () => {
     await w.stop();
   });
 });
+
+describe('the journal\'s named statements', () => {
+  /** Every node of an EXPLAIN (FORMAT JSON) plan, subplans and CTEs included. */
+  type PlanNode = { 'Node Type': string; 'Relation Name'?: string; Plans?: PlanNode[] };
+  const nodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodes)];
+  /** The generic plan PostgreSQL may settle on for a named statement after five executions, as the worker role plans it. */
+  const genericPlan = async (text: string) => {
+    const { rows } = await t.db.crossTenantQuery<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>('test', `explain (generic_plan, format json) ${text}`);
+    return nodes(rows[0]!['QUERY PLAN'][0]!.Plan);
+  };
+
+  it('record a batch and write its outcomes back as named statements whose generic plan looks the rows up by key, not by scanning the outbox or the journal', async () => {
+    const i = await integration(2, 'generic-plans');
+    const statements: Array<{ text: string; options?: QueryOptions }> = [];
+    const recordingDb = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop === 'crossTenantQuery') {
+          return (job: string, text: string, values?: unknown[], options?: QueryOptions) => {
+            statements.push({ text, options });
+            return target.crossTenantQuery(job, text, values, options);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const recordingTx: Tx = {
+      tenantId: undefined,
+      query: (text, values, options) => {
+        statements.push({ text, options });
+        return t.db.crossTenantQuery('test', text, values, options);
+      },
+    };
+    await t.owner.query(`insert into events.consumer_cursors (consumer) values ('webhooks-plan-test')`);
+    const batch = await events([await emit(2, 31), await emit(2, 32)]);
+    const recorder = new WebhookConsumer({ db: recordingDb, worker: recording, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100 });
+    await recorder.handleBatch(batch, { consumer: 'webhooks-plan-test', to: batch[1]!.position });
+    const [row] = await rowsOf(i.id);
+    const outcome = { ok: true, httpStatus: 200, responseBody: 'ok', error: null, durationMs: 3, attemptedAt: new Date() };
+    expect((await writeBackMany(recordingTx, [{ id: row!.id, token: row!.lease_token!, outcome }])).get(row!.id)).toBe(1);
+    expect(statements).toHaveLength(2);
+    for (const s of statements) expect(s.options).toEqual({ prepare: true });
+
+    // Tables the size of a hub that has run a while, their statistics current: a generic plan that
+    // scanned them would show here (with a few rows, a scan can be the cheaper plan and pass).
+    const filler = await integration(2, 'generic-plans-filler');
+    try {
+      await t.owner.query(`insert into events.outbox (tenant_id, type, payload) select 2, 'org.updated', '{}' from generate_series(1, 20000)`);
+      await t.owner.query(
+        `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded)
+         select 2, $1, 'event', o.id, o.type, '{}', 1, true from events.outbox o where o.tenant_id = 2 and o.payload = '{}'::jsonb`,
+        [filler.id],
+      );
+      await t.owner.query('analyze events.outbox, hub.deliveries, hub.integrations');
+      for (const { text } of statements) {
+        const plan = await genericPlan(text);
+        const scanned = plan.filter((n) => n['Node Type'] === 'Seq Scan' && ['outbox', 'deliveries'].includes(n['Relation Name'] ?? ''));
+        expect(scanned).toEqual([]);
+        // The rows are found through an index of the table they are in.
+        expect(plan.some((n) => /Index/.test(n['Node Type']) && n['Relation Name'] === (text.includes('insert into hub.deliveries') ? 'outbox' : 'deliveries'))).toBe(true);
+      }
+    } finally {
+      await t.owner.query('delete from hub.deliveries where integration_id = $1', [filler.id]);
+      await t.owner.query(`delete from events.outbox where tenant_id = 2 and payload = '{}'::jsonb`);
+      await t.owner.query('update hub.integrations set enabled = false where id = any($1::bigint[])', [[i.id, filler.id]]);
+    }
+  });
+});
