@@ -261,8 +261,8 @@ export interface Outcome {
  * `id = any(…)`: joined to the unnest alone, the planner scans the whole table while it is small
  * (a new hub's first few thousand deliveries: 2–3 ms a statement for 6,000 rows). A named
  * statement: its plan (the rows looked up by primary key, however many) does not depend on the
- * batch's size, and parsing and planning it anew cost PostgreSQL about as much as running it for a
- * batch of fifty (consumer.test.ts checks the generic plan).
+ * batch's size, and planning it anew cost PostgreSQL more than running it for one outcome (≈ 0.28
+ * against 0.21 ms), parsing it besides (consumer.test.ts checks the generic plan).
  */
 export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<number, number>> {
   if (outcomes.length === 0) return new Map();
