@@ -26,10 +26,8 @@ export interface QueryOptions {
    * As a named (prepared) statement: each connection parses and analyses it once, and PostgreSQL
    * plans it per execution until, after five, it may settle on one generic plan. For short statements sent very often whose plan does not depend on
    * their values (an event's insert, an outbox consumer's cursor reads and moves), where planning
-   * is much of the work. Not for statements whose best plan depends on their values (selective
-   * filters, arrays of varying size that decide between an index and a scan): a generic plan can
-   * be slower than the planning it saves. Arrays of rows looked up by key are fine whatever their
-   * size (the webhook journal's batches, whose generic plans src/webhooks/consumer.test.ts checks).
+   * is much of the work. Not for statements whose best plan depends on their values (arrays of
+   * varying size, selective filters): a generic plan can be slower than the planning it saves.
    * The name is derived from the text (`statementName`) and the connection: one text, one statement per connection.
    */
   prepare?: boolean;

@@ -52,9 +52,6 @@ function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string
   return rows.sort((a, b) => a.id - b.id);
 }
 
-/** The journal's statements go as named ones (QueryOptions `prepare`). */
-const PREPARED = { prepare: true } as const;
-
 /** How long the consumer waits for room in a full, not stalled, integration queue before leaving a first attempt to the sweep. */
 const QUEUE_WAIT_MS = 1_000;
 
@@ -71,10 +68,7 @@ export class WebhookConsumer {
    * bodies are the ones sent): the worker sends them without
    * reading again if they start soon (worker.ts, `Claim`). Given `cursor`, it also moves the
    * consumer's cursor past the batch: the rows and the move commit together (a crash after it
-   * leaves the leased rows to the retry sweep, as a crash during the attempts does). A named
-   * statement: parsing, analysing and planning it cost PostgreSQL more than running it for one
-   * event, and its plan (the batch's events and the rows it conflicts with looked up by key) holds
-   * for batches of any size (consumer.test.ts checks the generic plan).
+   * leaves the leased rows to the retry sweep, as a crash during the attempts does).
    */
   async handleBatch(events: OutboxEvent[], cursor?: CursorMove): Promise<number> {
     if (events.length === 0) return 0;
@@ -106,7 +100,6 @@ export class WebhookConsumer {
          from (select inserted.*, row_number() over (partition by integration_id) as nth from inserted) d
          left join hub.integrations i on i.id = d.integration_id and d.nth = 1`,
       [events.map((e) => e.id), bodies, this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
-      PREPARED,
     );
     const rows = claimedRows(recorded, events, bodies);
     const deferred: number[] = [];

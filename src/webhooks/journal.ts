@@ -259,10 +259,7 @@ export interface Outcome {
  * and attempt count, and each attempt in the journal, with the same lease rule. Returns the
  * attempt number of each row written (rows that are gone are absent). The rows are also named by
  * `id = any(…)`: joined to the unnest alone, the planner scans the whole table while it is small
- * (a new hub's first few thousand deliveries: 2–3 ms a statement for 6,000 rows). A named
- * statement: its plan (the rows looked up by primary key, however many) does not depend on the
- * batch's size, and planning it anew cost PostgreSQL more than running it for one outcome (≈ 0.28
- * against 0.21 ms), parsing it besides (consumer.test.ts checks the generic plan).
+ * (a new hub's first few thousand deliveries: 2–3 ms a statement for 6,000 rows).
  */
 export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<number, number>> {
   if (outcomes.length === 0) return new Map();
@@ -292,7 +289,6 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
       outcomes.map((o) => o.outcome.durationMs),
       outcomes.map((o) => o.outcome.attemptedAt.toISOString()),
     ],
-    PREPARED,
   );
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
 }

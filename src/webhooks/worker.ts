@@ -97,8 +97,7 @@ export class DeliveryWorker {
 
   /**
    * Single statements in autocommit as the worker role: each step of an attempt is one statement
-   * (renew the lease and read, close, write back), so no transaction needs opening around it. A
-   * statement asked for as a named one (`prepare`) goes as one.
+   * (renew the lease and read, close, write back), so no transaction needs opening around it.
    */
   private readonly direct: Tx;
   private readonly outcomes: OutcomeWriter;
@@ -110,10 +109,7 @@ export class DeliveryWorker {
   private readonly reading = new Map<number, { changes: number; read: Promise<Snapshot | undefined> }>();
 
   constructor(private readonly o: WorkerOptions) {
-    this.direct = {
-      tenantId: undefined,
-      query: (text, values, options) => (options?.prepare ? o.db.crossTenantQuery('webhooks', text, values, options) : o.db.worker.query(text, values as unknown[])),
-    };
+    this.direct = { tenantId: undefined, query: (text, values) => o.db.worker.query(text, values as unknown[]) };
     // Every attempt in flight listens on it (up to svc.webhook.concurrency): not a leak.
     setMaxListeners(0, this.abort.signal);
     this.freshMs = o.freshMs ?? Math.min(FRESH_MS, o.leaseMs / 4);
