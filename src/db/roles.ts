@@ -30,12 +30,24 @@ export function roleUrl(ownerUrl: string, role: string): string {
   return url.toString();
 }
 
+/**
+ * The worker role's sessions plan every statement for the values and table sizes of the moment,
+ * named statements included (which then save their parsing and analysis only). The worker runs the
+ * outbox consumers and the delivery journal, whose tables go from empty to hundreds of thousands of
+ * rows in a burst: a generic plan PostgreSQL built and kept while a table was small scans it whole
+ * on every execution until the table's next analyse (a consumer's read 40 ms instead of 0.4 ms
+ * with 200,000 events; src/db/plan-cache.test.ts). A role setting, so it holds through a pooler
+ * too; with roles managed outside the hub, the operator sets it (docs/operations.md) and the hub
+ * warns at start when it is missing.
+ */
+export const WORKER_PLAN_CACHE_MODE = 'force_custom_plan';
+
 export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles: RoleNames): Promise<void> {
-  const spec: Array<[string, string]> = [
-    [roles.app, 'NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN'],
-    [roles.worker, 'NOSUPERUSER BYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN'],
+  const spec: Array<[string, string, string[]]> = [
+    [roles.app, 'NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN', []],
+    [roles.worker, 'NOSUPERUSER BYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN', [`set plan_cache_mode = ${WORKER_PLAN_CACHE_MODE}`]],
   ];
-  for (const [role, attributes] of spec) {
+  for (const [role, attributes, settings] of spec) {
     const ident = pg.escapeIdentifier(role);
     const password = pg.escapeLiteral(derivePassword(ownerUrl, role));
     const exists = await owner.query('select 1 from pg_roles where rolname = $1', [role]);
@@ -52,6 +64,7 @@ export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles:
     for (let attempt = 1; ; attempt++) {
       try {
         await owner.query(`alter role ${ident} ${attributes} password ${password}`);
+        for (const setting of settings) await owner.query(`alter role ${ident} ${setting}`);
         break;
       } catch (err) {
         if (attempt >= 5 || !/concurrently updated/.test((err as Error).message)) throw err;

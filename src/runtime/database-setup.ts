@@ -3,7 +3,7 @@ import type { Config } from '../config/config.js';
 import { Database } from '../db/database.js';
 import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
 import { migrate } from '../db/migrations.js';
-import { roleUrl, type RoleNames } from '../db/roles.js';
+import { roleUrl, type RoleNames, WORKER_PLAN_CACHE_MODE } from '../db/roles.js';
 import { logger, registerSecret } from '../observability/logger.js';
 import { embeddingDimensions } from '../retrieval/embedding/from-config.js';
 import { preparePgvector, type VectorSearchMode } from '../retrieval/pgvector.js';
@@ -47,6 +47,8 @@ export async function setupDatabase(config: Config, options: { migrate: boolean 
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
     for (const url of [appUrl, workerUrl]) registerSecret(decodeURIComponent(new URL(url).password) || undefined);
     const db = new Database({ appUrl, workerUrl, poolSize: config.int('svc.datasource.pool-size') });
+    const planning = await workerPlanCacheWarning(db);
+    if (planning) logger().warn(planning);
     return {
       ownerUrl,
       workerUrl,
@@ -61,6 +63,17 @@ export async function setupDatabase(config: Config, options: { migrate: boolean 
     await embedded?.stop();
     throw err;
   }
+}
+
+/**
+ * What is wrong with the worker role's plan cache mode (src/db/roles.ts, `WORKER_PLAN_CACHE_MODE`),
+ * or undefined: the hub sets it on the roles it manages; roles managed outside the hub may lack it.
+ */
+export async function workerPlanCacheWarning(db: Database): Promise<string | undefined> {
+  const { rows } = await db.crossTenantQuery<{ mode: string; role: string }>('startup', `select current_setting('plan_cache_mode') as mode, current_user as role`);
+  const { mode, role } = rows[0]!;
+  if (mode === WORKER_PLAN_CACHE_MODE) return undefined;
+  return `the worker role ${role} plans with plan_cache_mode = ${mode}: run "alter role ${role} set plan_cache_mode = ${WORKER_PLAN_CACHE_MODE}" as an administrator (docs/operations.md, "Starting and stopping"); without it an outbox consumer's read may keep scanning the outbox after a burst`;
 }
 
 /**

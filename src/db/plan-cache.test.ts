@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { OutboxConsumer } from '../events/consumer.js';
+import { EventWriter } from '../events/outbox.js';
+import { loadCatalog } from '../events/catalog.js';
+import { workerPlanCacheWarning } from '../runtime/database-setup.js';
+import { Database } from './database.js';
+import { roleUrl, WORKER_PLAN_CACHE_MODE } from './roles.js';
+
+/**
+ * The worker role plans every statement for the moment (src/db/roles.ts, `WORKER_PLAN_CACHE_MODE`):
+ * a named statement of an outbox consumer, run again and again while the outbox is nearly empty (a
+ * new hub, before its first burst), never settles on a generic plan, which would scan the outbox
+ * whole for every read once the burst has filled it. Its own database: the outbox starts empty.
+ */
+
+const writer = new EventWriter(loadCatalog());
+let t: MigratedDatabase;
+
+beforeAll(async () => {
+  // One connection per pool: every named statement lives in the one session looked at.
+  t = await migratedDatabase({ 2: 'globex' }, 1);
+});
+
+afterAll(async () => {
+  await t.close();
+});
+
+/** The worker session's prepared statements whose text contains `marker`, with how PostgreSQL planned them. */
+async function planned(marker: string) {
+  const { rows } = await t.db.crossTenantQuery<{ generic_plans: number; custom_plans: number }>(
+    'test',
+    'select generic_plans::int, custom_plans::int from pg_prepared_statements where strpos(statement, $1) > 0',
+    [marker],
+  );
+  return rows;
+}
+
+describe('the worker role’s plan cache', () => {
+  it('is set on the role the hub manages, for every session of it', async () => {
+    const { rows } = await t.db.crossTenantQuery<{ mode: string; role: string }>('test', `select current_setting('plan_cache_mode') as mode, current_user as role`);
+    expect(rows).toEqual([{ mode: WORKER_PLAN_CACHE_MODE, role: TEST_ROLES.worker }]);
+    expect(await workerPlanCacheWarning(t.db)).toBeUndefined();
+  });
+
+  it('keeps an outbox consumer’s named read on plans made for the moment, however often it runs on a nearly empty outbox', async () => {
+    for (let orgId = 1; orgId <= 3; orgId++) await t.db.withTenant(2, (tx) => writer.emit(tx, 'org.updated', { orgId, tenantId: 2 }));
+    // The statistics of a new hub's outbox, as autovacuum leaves them after its first few events.
+    await t.owner.query('analyze events.outbox, events.consumer_cursors');
+    const consumer = new OutboxConsumer(t.db, 'plan-cache');
+    for (let i = 0; i < 12; i++) await consumer.read(100);
+    // Past the five executions after which PostgreSQL may keep a generic plan (the first read, with
+    // no cursor row yet, reads twice): still none.
+    const [before] = await planned('held_back');
+    expect(before).toEqual({ generic_plans: 0, custom_plans: 13 });
+
+    // The burst: the next read is planned for the outbox as it is now, so it reads by the index.
+    await t.owner.query(`insert into events.outbox (tenant_id, type, payload) select 2, 'org.updated', '{}' from generate_series(1, 20000)`);
+    const { events } = await consumer.read(100);
+    expect(events).toHaveLength(100);
+    expect(await planned('held_back')).toEqual([{ generic_plans: 0, custom_plans: 14 }]);
+  });
+
+  it('is reported at start when a role managed outside the hub lacks it', async () => {
+    // The application role has no such setting: as the worker's connection, it is what a role made by an operator would be.
+    const unset = new Database({ appUrl: roleUrl(t.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(t.ownerUrl, TEST_ROLES.app), poolSize: 1 });
+    try {
+      expect(await workerPlanCacheWarning(unset)).toBe(
+        `the worker role ${TEST_ROLES.app} plans with plan_cache_mode = auto: run "alter role ${TEST_ROLES.app} set plan_cache_mode = force_custom_plan" as an administrator (docs/operations.md, "Starting and stopping"); without it an outbox consumer's read may keep scanning the outbox after a burst`,
+      );
+    } finally {
+      await unset.close();
+    }
+  });
+});
