@@ -3,7 +3,10 @@ import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/
 import { OutboxConsumer } from '../events/consumer.js';
 import { EventWriter } from '../events/outbox.js';
 import { loadCatalog } from '../events/catalog.js';
-import { workerPlanCacheWarning } from '../runtime/database-setup.js';
+import { Config } from '../config/config.js';
+import { setupDatabase, workerPlanCacheWarning } from '../runtime/database-setup.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
+import { until } from '../../test/harness/until.js';
 import { Database } from './database.js';
 import { roleUrl, WORKER_PLAN_CACHE_MODE } from './roles.js';
 
@@ -59,6 +62,23 @@ describe('the worker role’s plan cache', () => {
     const { events } = await consumer.read(100);
     expect(events).toHaveLength(100);
     expect(await planned('held_back')).toEqual([{ generic_plans: 0, custom_plans: 14 }]);
+  });
+
+  it('is warned about when a hub starts with a worker role made outside it that lacks it', async () => {
+    const logs = captureLogs('warn');
+    const app = roleUrl(t.ownerUrl, TEST_ROLES.app);
+    const setup = await setupDatabase(
+      Config.load({ env: {}, overrides: { 'svc.datasource.url': t.ownerUrl, 'svc.datasource.app-url': app, 'svc.datasource.worker-url': app } }),
+      { migrate: false },
+    );
+    try {
+      await until('the warning', () => logs.lines().some((l) => String(l.msg).startsWith(`the worker role ${TEST_ROLES.app} plans with plan_cache_mode = auto`)), {
+        detail: () => logs.raw(),
+      });
+    } finally {
+      logs.restore();
+      await setup.close();
+    }
   });
 
   it('is reported at start when a role managed outside the hub lacks it', async () => {
