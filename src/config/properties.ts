@@ -56,7 +56,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Database', name: 'svc.datasource.app-url', kind: 'url',
     description: 'Connection for the application role (subject to row-level security). Unset: the hub creates role `svc.datasource.app-role` with a password derived from the owner credentials.' }),
   p({ group: 'Database', name: 'svc.datasource.worker-url', kind: 'url',
-    description: 'Connection for the cross-tenant worker role. Unset: derived like `svc.datasource.app-url`.' }),
+    description:
+      'Connection for the cross-tenant worker role. Unset: derived like `svc.datasource.app-url`. A role of an administrator\'s needs `plan_cache_mode = force_custom_plan` set on it (docs/operations.md, "Starting and stopping"; the hub warns at start without it).' }),
   p({ group: 'Database', name: 'svc.datasource.app-role', kind: 'string', default: 'svc_app',
     description: 'Name of the application database role (no BYPASSRLS, not an owner).' }),
   p({ group: 'Database', name: 'svc.datasource.worker-role', kind: 'string', default: 'svc_worker',

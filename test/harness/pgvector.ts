@@ -21,7 +21,9 @@ export interface PgvectorServer {
 
 export async function startPgvectorServer(): Promise<PgvectorServer> {
   const db = await PGlite.create({ extensions: { vector } });
-  const server = new PGLiteSocketServer({ db, port: 0, host: '127.0.0.1', maxConnections: 8 });
+  // Connections beyond the limit are refused: room for two hubs (each opens a worker connection at
+  // start for its plan-cache check, besides its application connections) and an owner client.
+  const server = new PGLiteSocketServer({ db, port: 0, host: '127.0.0.1', maxConnections: 16 });
   await server.start();
   return {
     url: `postgres://postgres:pglite@${server.getServerConn()}/postgres`,
