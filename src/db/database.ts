@@ -24,7 +24,9 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value))
 export interface QueryOptions {
   /**
    * As a named (prepared) statement: each connection parses and analyses it once, and PostgreSQL
-   * plans it per execution until, after five, it may settle on one generic plan. For short statements sent very often whose plan does not depend on
+   * plans it per execution until, after five, it may settle on one generic plan; never as the
+   * worker role, which plans every execution afresh (src/db/roles.ts, `WORKER_PLAN_CACHE_MODE`),
+   * so a worker's named statement saves its parsing only. For short statements sent very often whose plan does not depend on
    * their values (an event's insert, an outbox consumer's cursor reads and moves), where planning
    * is much of the work. Not for statements whose best plan depends on their values (arrays of
    * varying size, selective filters): a generic plan can be slower than the planning it saves.

@@ -16,8 +16,9 @@ const HELD_BACK = `coalesce((c.txid, c.last_id) < (
 
 /**
  * The cursor statements (read, skip, advance) run many times a second per consumer and their plan
- * does not depend on their values: named statements, parsed once per connection (and planned
- * once, should PostgreSQL settle on a generic plan).
+ * does not depend on their values: named statements, parsed once per connection. They run as the
+ * worker role, which plans every execution afresh (src/db/roles.ts): a generic plan made while the
+ * outbox was nearly empty would scan it whole once it is full.
  */
 const PREPARED = { prepare: true } as const;
 
