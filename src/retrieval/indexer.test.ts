@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
-import type { PreparedRow } from '../connectors/target/rows.js';
+import { prepareRow } from '../connectors/target/rows.js';
+import type { Target } from '../connectors/types.js';
 import { pendingIndexer } from './indexer.js';
 
 /**
@@ -18,13 +18,10 @@ describe('retrieval.pending: the hand-off of a written chunk', () => {
     await t.close();
   });
 
-  const row = (n: number): PreparedRow => {
-    const json = JSON.stringify({ id: n });
-    return { externalId: String(n), data: { id: n }, json, rowHash: createHash('sha256').update(json).digest('hex'), promoted: {}, rejects: [] };
-  };
+  const target: Target = { kind: 'hybrid', table: 'partners', unique_key: '$.id', promote: [] };
 
   it('stores a chunk of 1,000 row hashes whole and uncompressed', async () => {
-    const rows = Array.from({ length: 1000 }, (_, i) => row(i));
+    const rows = Array.from({ length: 1000 }, (_, i) => prepareRow({ id: i }, target));
     await t.db.withTenant(1, (tx) =>
       pendingIndexer.rowsWritten(tx, {
         tenantId: 1,
