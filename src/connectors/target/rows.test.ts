@@ -94,6 +94,24 @@ describe('preparing rows for ext.* tables', () => {
     expect(one(1, '2026-03-01T10:00:00Z').updated_at).toBe('2026-03-01T10:00:00.000Z');
     expect(one(1, 1767225600000).updated_at).toBeNull(); // parse_iso8601 takes text only
   });
+
+  it('reads timestamps strictly: an impossible day is refused, not moved to the next month; no offset is UTC', () => {
+    const at: Target = { ...target, promote: [
+      { name: 'updated_at', path: '$.updated_at', type: 'timestamptz', transform: 'parse_iso8601' },
+      { name: 'seen', path: '$.seen', type: 'timestamptz' },
+    ] };
+    const row = (updated_at: unknown, seen: unknown) => prepareRow({ id: 1, updated_at, seen }, at);
+    const impossible = row('2024-02-30T10:00:00Z', '2023-02-29');
+    expect(impossible.promoted).toEqual({ updated_at: null, seen: null });
+    expect(impossible.rejects).toEqual([
+      { column: 'updated_at', value: '2024-02-30T10:00:00Z', reason: 'parse_iso8601: not an ISO-8601 timestamp' },
+      { column: 'seen', value: '2023-02-29', reason: 'timestamptz: not a timestamp' },
+    ]);
+    expect(row('2024-02-29 10:00:00', '2024-02-29T10:00:00').promoted).toEqual({ updated_at: '2024-02-29T10:00:00.000Z', seen: '2024-02-29T10:00:00.000Z' });
+    // Without the transform, a number and other date text are still read.
+    expect(row(null, 'Tue, 05 Mar 2024 10:00:00 GMT').promoted.seen).toBe('2024-03-05T10:00:00.000Z');
+    expect(row(null, 1767225600000).promoted.seen).toBe('2026-01-01T00:00:00.000Z');
+  });
 });
 
 describe('watermark running maximum', () => {

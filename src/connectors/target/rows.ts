@@ -1,6 +1,7 @@
 import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
+import { parseIsoTimestamp } from './timestamp.js';
 
 /** One source item made ready for its ext.* table. */
 export interface PreparedRow {
@@ -95,9 +96,9 @@ function coerce(p: Promote, raw: unknown): { value: string | null; reason?: stri
   let value: unknown = raw;
   switch (p.transform) {
     case 'parse_iso8601': {
-      const ms = typeof raw === 'string' && /^\d{4}-\d{2}-\d{2}/.test(raw) ? Date.parse(raw) : Number.NaN;
-      if (Number.isNaN(ms)) return { value: null, reason: 'parse_iso8601: not an ISO-8601 timestamp' };
-      value = new Date(ms).toISOString();
+      const instant = typeof raw === 'string' ? parseIsoTimestamp(raw) : undefined;
+      if (instant === undefined) return { value: null, reason: 'parse_iso8601: not an ISO-8601 timestamp' };
+      value = instant;
       // Already what `typed` would make of it (it would parse the text just made a second time).
       if (p.type === 'timestamptz') return { value: value as string };
       break;
@@ -119,6 +120,9 @@ function coerce(p: Promote, raw: unknown): { value: string | null; reason?: stri
   }
   return typed(p.type, value);
 }
+
+/** Text that begins as an ISO-8601 date does: read by parseIsoTimestamp, never by Date.parse. */
+const ISO_DATE_START = /^\d{4}-\d{2}-\d{2}/;
 
 function typed(type: PromoteType, value: unknown): { value: string | null; reason?: string } {
   switch (type) {
@@ -146,6 +150,12 @@ function typed(type: PromoteType, value: unknown): { value: string | null; reaso
       return { value: null, reason: 'boolean: not true or false' };
     }
     case 'timestamptz': {
+      // Text in ISO form is read strictly (timestamp.ts); other text by Date.parse (an HTTP date,
+      // say); a number is milliseconds since the epoch.
+      if (typeof value === 'string' && ISO_DATE_START.test(value)) {
+        const instant = parseIsoTimestamp(value);
+        return instant === undefined ? { value: null, reason: 'timestamptz: not a timestamp' } : { value: instant };
+      }
       const ms = typeof value === 'string' ? Date.parse(value) : typeof value === 'number' ? value : Number.NaN;
       if (Number.isNaN(ms)) return { value: null, reason: 'timestamptz: not a timestamp' };
       return { value: new Date(ms).toISOString() };

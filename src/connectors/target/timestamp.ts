@@ -1,0 +1,80 @@
+/**
+ * ISO-8601 timestamps as promoted columns read them (`parse_iso8601`, and `timestamptz` text in ISO
+ * form): a strict reading, the same on every machine, in place of `Date.parse`, which rolls an
+ * impossible day over into the next month (`2024-02-30` became `2024-03-01`) and reads a time
+ * without an offset in the hub's own time zone.
+ *
+ * Accepted: `YYYY-MM-DD`, optionally followed by `T` (or `t`, or a space) and `HH:MM`, `HH:MM:SS` or
+ * `HH:MM:SS` with a decimal fraction (a point and one digit or more), and optionally by an offset `Z`, `z`,
+ * `±HH:MM`, `±HHMM` or `±HH`. A date alone is midnight UTC; a time without an offset is UTC. Every
+ * field is checked: a month 01–12, a day that exists in its month (leap years included), hours
+ * 00–23 (and `24:00:00` as the next day's midnight, as ISO 8601 and PostgreSQL read it), minutes and
+ * seconds 00–59, an offset within ±23:59, a year 0001–9999 once in UTC. The fraction is kept to the
+ * millisecond (further digits are dropped, as `Date` did).
+ *
+ * The result is the instant in `Date.prototype.toISOString()` form (`2024-02-29T10:00:00.000Z`),
+ * what the hub has always stored; undefined when the text is not such a timestamp.
+ */
+
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?)?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?$/;
+
+const MS_PER_MINUTE = 60_000;
+const MS_PER_DAY = 86_400_000;
+/** 0001-01-01T00:00:00.000Z and 10000-01-01T00:00:00.000Z */
+const EARLIEST = -62_135_596_800_000;
+const BEYOND = 253_402_300_800_000;
+
+function isLeap(year: number): boolean {
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+}
+
+function daysIn(year: number, month: number): number {
+  return month === 2 ? (isLeap(year) ? 29 : 28) : month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/** Days from 1970-01-01 to the date (proleptic Gregorian; Howard Hinnant's days_from_civil). */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146_097 + doe - 719_468;
+}
+
+/** The fraction's first three digits as milliseconds ("5" is 500, "12345" is 123). */
+function millis(fraction: string | undefined): number {
+  if (fraction === undefined) return 0;
+  return Number(`${fraction}00`.slice(0, 3));
+}
+
+export function parseIsoTimestamp(text: string): string | undefined {
+  const m = ISO.exec(text);
+  if (m === null) return undefined;
+  const year = Number(m[1]);
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return undefined;
+  const hour = m[4] === undefined ? 0 : Number(m[4]);
+  const minute = m[5] === undefined ? 0 : Number(m[5]);
+  const second = m[6] === undefined ? 0 : Number(m[6]);
+  const ms = millis(m[7]);
+  if (minute > 59 || second > 59) return undefined;
+  // 24:00 only as the end of the day: no minutes, seconds or fraction beyond it.
+  if (hour > 24 || (hour === 24 && (minute !== 0 || second !== 0 || (m[7] !== undefined && /[1-9]/.test(m[7]))))) return undefined;
+  let offsetMinutes = 0;
+  if (m[9] !== undefined) {
+    const offsetHours = Number(m[10]);
+    const offsetMins = m[11] === undefined ? 0 : Number(m[11]);
+    if (offsetHours > 23 || offsetMins > 59) return undefined;
+    offsetMinutes = (m[9] === '-' ? -1 : 1) * (offsetHours * 60 + offsetMins);
+  }
+  // The common case, UTC within the day: the text itself in the stored form, no arithmetic.
+  if (offsetMinutes === 0 && hour < 24 && year >= 1) {
+    const time = `${m[4] ?? '00'}:${m[5] ?? '00'}:${m[6] ?? '00'}`;
+    return `${m[1]}-${m[2]}-${m[3]}T${time}.${String(ms).padStart(3, '0')}Z`;
+  }
+  const instant = daysFromCivil(year, month, day) * MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + ms - offsetMinutes * MS_PER_MINUTE;
+  if (instant < EARLIEST || instant >= BEYOND) return undefined;
+  return new Date(instant).toISOString();
+}
