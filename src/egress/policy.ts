@@ -9,8 +9,9 @@ import { BlockList, isIP } from 'node:net';
  * against the address that is actually connected to (so a name that resolves to a public address
  * at validation time and to 127.0.0.1 at delivery time, DNS rebinding, is refused too). Refused:
  * loopback, private (RFC 1918), shared (CGNAT 100.64/10), link-local (metadata 169.254.169.254
- * included), unique-local (fd00:ec2::254 included), unspecified, multicast, reserved, IPv4-mapped
- * and IPv4-compatible IPv6, NAT64 (64:ff9b::/96, 64:ff9b:1::/48), Teredo, 6to4 embedding a
+ * included), unique-local (fd00:ec2::254 included), unspecified, multicast, reserved, documentation
+ * and benchmarking ranges, IPv4-mapped, IPv4-compatible and IPv4-translated IPv6 (::ffff:0:0:0/96),
+ * NAT64 (64:ff9b::/96, 64:ff9b:1::/48), Teredo, 6to4 embedding a
  * refused IPv4, and the names `localhost`, `*.localhost` and metadata.google.internal (trailing dot
  * or not). Numeric IPv4 spellings (`2130706433`, `0x7f.1`, `0177.0.0.1`) are read as the address
  * they spell. `allow` (CIDRs, addresses and host names, `*.suffix` for a domain) lets chosen
@@ -60,8 +61,17 @@ const DENIED: ReadonlyArray<readonly [label: string, ranges: ReadonlyArray<reado
   ['a private address', [['10.0.0.0', 8], ['172.16.0.0', 12], ['192.168.0.0', 16], ['100.64.0.0', 10], ['192.0.0.0', 24], ['198.18.0.0', 15]]],
   ['a link-local address', [['169.254.0.0', 16], ['fe80::', 10], ['fec0::', 10]]],
   ['a unique-local address', [['fc00::', 7]]],
-  ['a multicast or reserved address', [['224.0.0.0', 4], ['240.0.0.0', 4], ['ff00::', 8], ['100::', 64]]],
-  ['a translated IPv6 address (NAT64, IPv4-compatible or Teredo)', [['64:ff9b::', 96], ['64:ff9b:1::', 48], ['::', 96], ['2001::', 32]]],
+  ['a multicast or reserved address', [['224.0.0.0', 4], ['240.0.0.0', 4], ['ff00::', 8], ['100::', 64], ['100:0:0:1::', 64], ['5f00::', 16]]],
+  // IANA's special-purpose registries: never a destination on the internet, so a host that answers
+  // there is on some network of the hub's own (192.88.99.0/24 is the retired 6to4 relay anycast).
+  [
+    'a documentation, benchmarking or reserved address',
+    [['192.0.2.0', 24], ['198.51.100.0', 24], ['203.0.113.0', 24], ['192.88.99.0', 24], ['2001:db8::', 32], ['3fff::', 20], ['2001:2::', 48], ['2001:10::', 28]],
+  ],
+  [
+    'a translated IPv6 address (NAT64, IPv4-compatible, IPv4-translated or Teredo)',
+    [['64:ff9b::', 96], ['64:ff9b:1::', 48], ['::', 96], ['::ffff:0:0:0', 96], ['2001::', 32]],
+  ],
 ];
 
 const DENIED_NAMES = new Set(['localhost', 'metadata.google.internal', 'metadata.goog']);
