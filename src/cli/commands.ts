@@ -323,6 +323,7 @@ async function preflight(c: Ctx): Promise<number> {
       `connector/${name}: ${body.ok ? 'ok' : 'NOT OK'}${body.skipped ? ` (${body.skipped} disabled endpoint${body.skipped > 1 ? 's' : ''} skipped)` : ''}\n` +
         table(body.endpoints, [field('ENDPOINT', 'id'), field('METHOD', 'method'), field('STATUS', 'status'), field('ITEMS', 'items'), field('VERDICT', 'verdict', 60), field('URL', 'url')]),
     );
+    for (const endpoint of body.endpoints) for (const warning of (endpoint.warnings as string[] | undefined) ?? []) c.err(`warning: connector/${name} endpoint ${String(endpoint.id)}: ${warning}\n`);
   }
   if (c.json) c.out(json(reports.length === 1 ? reports[0] : reports));
   return reports.every((r) => r.ok) ? 0 : 1;

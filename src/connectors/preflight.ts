@@ -8,6 +8,8 @@ interface PreflightEndpoint {
   status: number;
   items: number;
   verdict: string;
+  /** What a run leaves out of the request too (a declared header whose value_env resolves to nothing). */
+  warnings?: string[];
   url?: string;
   sample?: unknown;
 }
@@ -33,6 +35,7 @@ export async function preflight(connector: ConnectorSpec, context: (connector: C
     }
     const report = await firstPage(connector, endpoint, context(connector));
     const entry: PreflightEndpoint = { id: endpoint.id, method: report.method, status: report.status, items: report.items.length, verdict: report.verdict };
+    if (report.warnings) entry.warnings = report.warnings;
     if (report.url) entry.url = report.url;
     if (report.sample !== undefined) entry.sample = report.sample;
     endpoints.push(entry);

@@ -216,7 +216,7 @@ export const REDACTED = '[REDACTED]';
 type Headers = Array<{ name?: unknown; value?: unknown }> | undefined;
 
 function redactHeaders(headers: Headers): Headers {
-  return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && isCredentialHeader(h.name) && !hasTemplate(h.value) ? { ...h, value: REDACTED } : h));
+  return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && isCredentialHeader(h.name, h.value) && !hasTemplate(h.value) ? { ...h, value: REDACTED } : h));
 }
 
 function redactManifest(manifest: unknown): unknown {

@@ -19,7 +19,7 @@ export const connectorToolRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/{name}/preflight', operationId: 'preflightConnector', summary: 'Send the first request of every enabled endpoint once; write nothing', tags: ['Connectors'],
     auth: ['svc_integrator'], params: nameParam,
-    description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data; a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`.',
+    description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data; a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`. `warnings` names what a run would leave out of the request (a declared header whose value_env resolves to nothing).',
     responses: {
       200: {
         description: 'The pre-flight report',
@@ -32,7 +32,7 @@ export const connectorToolRoutes: RouteDecl[] = [
               type: 'array',
               items: {
                 type: 'object', required: ['id', 'method', 'status', 'items', 'verdict'],
-                properties: { id: { type: 'string' }, method: { type: 'string' }, status: { type: 'integer' }, items: { type: 'integer' }, verdict: { type: 'string' }, url: { type: 'string' }, sample: {} },
+                properties: { id: { type: 'string' }, method: { type: 'string' }, status: { type: 'integer' }, items: { type: 'integer' }, verdict: { type: 'string' }, warnings: { type: 'array', items: { type: 'string' } }, url: { type: 'string' }, sample: {} },
               },
             },
           },

@@ -81,14 +81,61 @@ describe('connector credentials', () => {
         { name: 'X-Not-Listed', value_env: 'NOT_LISTED' },
         { name: 'X-Other-Tenant', value_env: 'OTHER_TENANT_ONLY' },
         { name: 'X-Stored', value_env: 'STORED_TOKEN' },
+        { name: 'X-Stored-Explicit', value_env: 'secret:STORED_TOKEN' },
+        { name: 'X-Secret-Only', value_env: 'secret:ALLOWED_TOKEN' },
         { name: 'X-Allowed', value_env: 'ALLOWED_TOKEN' },
         { name: 'X-Shadowed', value_env: 'ALLOWED_SHADOWED' },
       ],
     });
     expect(result.status).toBe('Completed');
     const [request] = receiver.on('/headers');
-    expect(request!.headers).toMatchObject({ 'x-stored': 'stored-for-tenant-1', 'x-allowed': 'allowed-from-environment', 'x-shadowed': 'stored-wins' });
-    for (const dropped of ['x-leak-key', 'x-leak-db', 'x-leak-path', 'x-not-listed', 'x-other-tenant']) expect(request!.headers[dropped]).toBeUndefined();
+    expect(request!.headers).toMatchObject({ 'x-stored': 'stored-for-tenant-1', 'x-stored-explicit': 'stored-for-tenant-1', 'x-allowed': 'allowed-from-environment', 'x-shadowed': 'stored-wins' });
+    // secret:NAME reads the store only, never the environment.
+    for (const dropped of ['x-leak-key', 'x-leak-db', 'x-leak-path', 'x-not-listed', 'x-other-tenant', 'x-secret-only']) expect(request!.headers[dropped]).toBeUndefined();
+  });
+
+  it('the pre-flight names every declared header a run leaves out', async () => {
+    const headers = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+    const res = await fetch(`${hub.url}/api/connectors/headers/preflight`, { method: 'POST', headers });
+    expect(res.status).toBe(200);
+    const report = (await res.json()) as { ok: boolean; endpoints: Array<{ verdict: string; warnings?: string[] }> };
+    expect(report.ok).toBe(true);
+    expect(report.endpoints[0]!.warnings).toEqual(
+      ['X-Leak-Key SVC_SECRET_MASTER_KEY', 'X-Leak-Db DATABASE_URL', 'X-Leak-Path PATH', 'X-Not-Listed NOT_LISTED', 'X-Other-Tenant OTHER_TENANT_ONLY', 'X-Secret-Only secret:ALLOWED_TOKEN'].map((pair) => {
+        const [name, env] = pair.split(' ');
+        return `header ${name} is not sent: its value_env ${env} resolves to nothing (no stored secret of that name)`;
+      }),
+    );
+  });
+
+  it('an inline credential header (by its name or by an authentication scheme in its value) is returned redacted', async () => {
+    const headers = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+    const declared = [
+      { name: 'Authorization2', value: 'Bearer inline-one-0001' },
+      { name: 'X-Custom', value: 'Basic aW5saW5lLXR3by0wMDAy' },
+      { name: 'Ocp-Apim-Subscription-Key', value: 'inline-three-0003' },
+      { name: 'X-Api-Version', value: '2' },
+    ];
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'inline-headers' },
+      connector_type: 'rest-generic',
+      spec: { base_url: receiver.url, headers: declared, endpoints: [{ id: 'items', path: '/inline', target: { kind: 'hybrid', table: 'ext.cred_inline', unique_key: '$.id' } }] },
+    };
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers, body: JSON.stringify(manifest) });
+    expect(applied.status).toBe(201);
+    const text = await (await fetch(`${hub.url}/api/connectors/inline-headers`, { headers })).text();
+    for (const inline of ['inline-one-0001', 'aW5saW5lLXR3by0wMDAy', 'inline-three-0003']) expect(text).not.toContain(inline);
+    const got = JSON.parse(text) as { manifest: { spec: { headers: unknown[] } }; spec: { headers: unknown[] } };
+    const expected = [
+      { name: 'Authorization2', value: '[REDACTED]' },
+      { name: 'X-Custom', value: '[REDACTED]' },
+      { name: 'Ocp-Apim-Subscription-Key', value: '[REDACTED]' },
+      { name: 'X-Api-Version', value: '2' },
+    ];
+    expect(got.manifest.spec.headers).toEqual(expected);
+    expect(got.spec.headers).toEqual(expected);
   });
 
   it.each([

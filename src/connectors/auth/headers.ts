@@ -7,7 +7,8 @@ import type { AuthParts } from './types.js';
  * 1. the engine's defaults (`Accept: application/json`, a User-Agent), which anything declared replaces;
  * 2. `spec.headers`: `value` (its `{{env:NAME}}` templates resolved) or `value_env` (resolved
  *    beforehand like every named value: the tenant's stored secret, then an allowed environment
- *    variable; `env` answers them); a value_env that resolves to nothing silently drops the header;
+ *    variable; `env` answers them); a value_env that resolves to nothing leaves the header out (the
+ *    run goes on without it; the pre-flight names it, `unsentHeaders`);
  * 3. the auth kind's headers, which win a name clash.
  * Names compare case-insensitively; the last writer's spelling is kept.
  */
@@ -18,7 +19,7 @@ export function composeHeaders(declared: HeaderSpec[], env: EnvLookup, auth: Aut
   for (const header of declared) {
     if (header.value_env !== undefined) {
       const value = env(header.value_env);
-      // Spec 3: a value_env that resolves to nothing silently drops the header.
+      // A value_env that resolves to nothing leaves the header out (unsentHeaders says which).
       if (value !== undefined && value !== '') set(header.name, value);
     } else if (header.value !== undefined) {
       set(header.name, resolveTemplate(header.value, env, `header ${header.name}`));
@@ -28,6 +29,13 @@ export function composeHeaders(declared: HeaderSpec[], env: EnvLookup, auth: Aut
   const out: Record<string, string> = {};
   for (const [name, value] of byName.values()) out[name] = value;
   return out;
+}
+
+/** The declared headers a request leaves out because their value_env resolves to nothing, as the pre-flight says so. */
+export function unsentHeaders(declared: HeaderSpec[], env: EnvLookup): string[] {
+  return declared
+    .filter((header) => header.value_env !== undefined && !env(header.value_env))
+    .map((header) => `header ${header.name} is not sent: its value_env ${header.value_env} resolves to nothing (no stored secret of that name)`);
 }
 
 export const DEFAULT_HEADERS: Readonly<Record<string, string>> = Object.freeze({

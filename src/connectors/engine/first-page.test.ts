@@ -33,6 +33,21 @@ describe('firstPage (pre-flight probe)', () => {
     expect(report).toMatchObject({ status: 500, verdict: 'HTTP 500', items: [] });
   });
 
+  it('a declared header whose value_env resolves to nothing is left out, as a run leaves it out, and the report says so', async () => {
+    const headers = [
+      { name: 'X-Resolved', value_env: 'HEADER_SET' },
+      { name: 'X-Unresolved', value_env: 'SVC_SECRET_MASTER_KEY' },
+    ];
+    const report = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.basic, headers }), spring, engineContext({ HEADER_SET: 'yes' }));
+    expect(report).toMatchObject({ status: 200, verdict: 'ok' });
+    expect(report.warnings).toEqual(['header X-Unresolved is not sent: its value_env SVC_SECRET_MASTER_KEY resolves to nothing (no stored secret of that name)']);
+    const sent = source.seen().at(-1)!;
+    expect(sent.headers['x-resolved']).toBe('yes');
+    expect(sent.headers['x-unresolved']).toBeUndefined();
+    const all = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.basic, headers: headers.slice(0, 1) }), spring, engineContext({ HEADER_SET: 'yes' }));
+    expect(all.warnings).toBeUndefined();
+  });
+
   it('a refused credential is HTTP 401; an unresolved one is named before any request', async () => {
     const secure = endpointSpec('/v1/partners?limit=3', { kind: 'none', response_path: '$.data' });
     const bearer = connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'SRC_TOKEN' } });

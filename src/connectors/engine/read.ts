@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { unsentHeaders } from '../auth/headers.js';
 import { resolveAuth } from '../auth/index.js';
 import { resolveNamedValues } from '../auth/named.js';
 import { type AuthParts, NO_AUTH } from '../auth/types.js';
@@ -146,6 +147,8 @@ export interface FirstPageReport {
   sample?: unknown;
   /** `ok`, `HTTP <status>`, or the fault (unresolved credential, GraphQL error, unreadable body, network). */
   verdict: string;
+  /** What the request left out that a run leaves out too (a declared header whose value_env resolves to nothing). */
+  warnings?: string[];
   /** The parsed body of a 2xx answer (for drafting an endpoint from it; never sent to clients whole). */
   body?: unknown;
   /** The `Link` header of the answer, if any. */
@@ -165,8 +168,9 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   let auth: AuthParts = NO_AUTH;
   let plan: RequestPlan | undefined;
   let req: ComposedRequest | undefined;
+  let named: (name: string) => string | undefined = () => undefined;
   try {
-    const named = await resolveNamedValues(connector, endpoint, (name) => ctx.resolveCredential(name));
+    named = await resolveNamedValues(connector, endpoint, (name) => ctx.resolveCredential(name));
     plan = planRequests(connector, endpoint, named, NO_AUTH);
     req = composeRequest(plan, endpoint, strategy.first(), undefined, ctx.watermark);
     auth = await resolveAuth(connector.auth, (name) => ctx.resolveCredential(name));
@@ -177,7 +181,8 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
     return { url: req ? redactUrl(req.url, auth) : '', method: plan?.method ?? endpoint.method, status: 0, items: [], verdict: err.message };
   }
 
-  const report = { url: redactUrl(req.url, auth), method: req.method };
+  const unsent = unsentHeaders(connector.headers ?? [], named);
+  const report = { url: redactUrl(req.url, auth), method: req.method, ...(unsent.length > 0 ? { warnings: unsent } : {}) };
   let answer: Exchange;
   try {
     answer = await exchange(req, {

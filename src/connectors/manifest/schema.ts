@@ -209,11 +209,8 @@ const header: Schema = {
   additionalProperties: false,
   properties: {
     name: said({ type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", maxLength: 200 }, 'must be an HTTP header name'),
-    value: { type: 'string', description: 'Sent as given, `{{env:NAME}}` resolved. Outside the dev profile a credential-looking header (Authorization, Cookie, names with key, token, secret, password) must take its value from value_env or a template.' },
-    value_env: said(
-      { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$', description: `${NAMED_VALUE} Unresolved: the header is dropped.` },
-      'must be an environment variable name',
-    ),
+    value: { type: 'string', description: 'Sent as given, `{{env:NAME}}` resolved. Outside the dev profile a credential-looking header (Authorization…, Cookie, a name with auth, key, token, secret, password, credential, session or signature, or a value that starts with an authentication scheme such as Bearer or Basic) must take its value from value_env or a template.' },
+    value_env: credentialName('The header\'s value. Unresolved, the header is not sent (the pre-flight says so).'),
   },
 };
 

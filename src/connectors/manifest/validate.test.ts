@@ -50,6 +50,35 @@ describe('inline credentials', () => {
     expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer {{env:TOKEN}}' }, { name: 'X-Auth-Token', value_env: 'TOKEN' }]))).toEqual({});
     expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer abc' }]), { inlineCredentials: true })).toEqual({});
   });
+  it('a {{env:NAME}} template in base_url or an endpoint path is refused (it would be sent as written)', () => {
+    const withUrl = manifest({ base_url: 'http://src.example/{{env:TENANT_PATH}}' });
+    expect(errorsOf(withUrl)).toEqual({ 'spec.base_url': `spec.base_url: ${REFUSALS.urlTemplate}` });
+    const withPath = manifest({ endpoints: [{ id: 'p', path: '/items?key={{env:KEY}}', target: { kind: 'hybrid', table: 'ext.p', unique_key: '$.id' } }] });
+    expect(errorsOf(withPath)).toEqual({ 'spec.endpoints[0].path': `spec.endpoints[0].path: ${REFUSALS.urlTemplate}` });
+  });
+  it('a credential is known by its header name or by an authentication scheme in its value, whatever the name', () => {
+    const headers = (h: Json[]) => manifest({ headers: h });
+    const refused = [
+      { name: 'Authorization2', value: 'abc123' },
+      { name: 'X-Custom', value: 'Bearer abc123' },
+      { name: 'X-Other', value: 'basic dXNlcjpwYXNz' },
+      { name: 'Ocp-Apim-Subscription-Key', value: 'abc123' },
+      { name: 'X-Key', value: 'abc123' },
+      { name: 'X-Request-Signature', value: 'abc123' },
+      { name: 'X-Auth', value: 'abc123' },
+      { name: 'Cookie2', value: 'sid=abc' },
+    ];
+    expect(errorsOf(headers(refused))).toEqual(Object.fromEntries(refused.map((_, i) => [`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential])));
+    const plain = [
+      { name: 'X-Api-Version', value: '2' },
+      { name: 'X-Author', value: 'Ann' },
+      { name: 'Accept-Language', value: 'fr' },
+      { name: 'X-Keyword', value: 'bearer' },
+      { name: 'X-Custom', value: 'Bearer {{env:TOKEN}}' },
+      { name: 'X-Key', value_env: 'secret:KEY' },
+    ];
+    expect(errorsOf(headers(plain))).toEqual({});
+  });
 });
 
 describe('the JSON Schema', () => {

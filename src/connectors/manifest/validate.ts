@@ -28,6 +28,7 @@ export const REFUSALS = {
   basicPassword: 'basic auth takes no inline password; set password_env to the name of a stored secret or environment variable',
   inlineToken: 'an inline token_value is accepted in the dev profile only; store the token as a secret and name it in token_env',
   inlineHeaderCredential: 'an inline credential in a header is accepted in the dev profile only; store it as a secret and name it in value_env (or a {{env:NAME}} template)',
+  urlTemplate: '{{env:NAME}} templates resolve in header values, request bodies and GraphQL variables, not in a URL; send a key in the query with auth kind api-key (in: query, value_env: NAME)',
 } as const;
 
 export interface CheckOptions {
@@ -35,10 +36,18 @@ export interface CheckOptions {
   inlineCredentials?: boolean;
 }
 
-/** A header whose value is a credential (so it must not be written into a manifest outside dev). */
-export function isCredentialHeader(name: string): boolean {
-  return /^(authorization|proxy-authorization|cookie)$/i.test(name) || /(api[-_]?key|token|secret|password|passwd|credential|session)/i.test(name);
+/**
+ * A header whose value is a credential (so it must not be written into a manifest outside dev, and
+ * is redacted where it was): by its name (`Authorization…`, `Cookie`, `…-Key`, names with auth,
+ * token, secret, password, credential, session or signature) or by its value (an HTTP
+ * authentication scheme and its credentials: `Bearer …`, `Basic …`, whatever the header's name).
+ */
+export function isCredentialHeader(name: string, value = ''): boolean {
+  return CREDENTIAL_NAME.test(name) || /^cookie2?$/i.test(name) || CREDENTIAL_VALUE.test(value);
 }
+
+const CREDENTIAL_NAME = /(^|[-_])(proxy-)?auth(?!or($|[-_]))|api[-_]?key|(^|[-_])key($|[-_])|token|secret|password|passwd|credential|session|signature/i;
+const CREDENTIAL_VALUE = /^\s*(bearer|basic|digest|token|negotiate|ntlm|hoba|mutual|aws4-hmac-sha256|sharedkey|hmac)\s+\S/i;
 
 export type EndpointDraft = Omit<EndpointSpec, 'uuid'>;
 
@@ -200,7 +209,7 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   const graphqlPath = (spec.graphql_path as string | undefined) ?? DEFAULT_GRAPHQL_PATH;
   const headers = ((spec.headers as HeaderSpec[] | undefined) ?? []).map((h, i) => {
     if ((h.value === undefined) === (h.value_env === undefined)) errors.add(`spec.headers[${i}]`, REFUSALS.headerValue);
-    else if (!inlineCredentials && h.value !== undefined && isCredentialHeader(h.name) && !hasTemplate(h.value)) errors.add(`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential);
+    else if (!inlineCredentials && h.value !== undefined && isCredentialHeader(h.name, h.value) && !hasTemplate(h.value)) errors.add(`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential);
     return h.value !== undefined ? { name: h.name, value: h.value } : { name: h.name, value_env: h.value_env };
   });
   const auth = normaliseAuth(spec.auth as Json | undefined, errors, warnings, inlineCredentials);
@@ -209,7 +218,11 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   const raw = (spec.endpoints as RawEndpoint[] | undefined) ?? [];
   const seen = new Map<string, number>();
   const endpoints: EndpointDraft[] = [];
+  // Templates resolve in header values, bodies and GraphQL variables; in a URL one would be sent as
+  // written. A credential in the query goes through auth kind api-key (in: query).
+  if (hasTemplate(spec.base_url as string)) errors.add('spec.base_url', `spec.base_url: ${REFUSALS.urlTemplate}`);
   raw.forEach((e, i) => {
+    if (typeof e.path === 'string' && hasTemplate(e.path)) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path: ${REFUSALS.urlTemplate}`);
     const first = seen.get(e.id);
     if (first !== undefined) errors.add(`spec.endpoints[${i}].id`, `duplicate endpoint id ${quoted(e.id)}: spec.endpoints[${first}] has it too`);
     else seen.set(e.id, i);
