@@ -116,7 +116,9 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
     try {
       value = parseYaml(String(raw ?? ''));
     } catch (err) {
-      if (err instanceof RangeError) throw tooDeep();
+      // A document nested past the parser's own stack (≈ 900 levels): the yaml library reports the
+      // RangeError as a parse error of its own, whose message says so.
+      if (err instanceof RangeError || /Maximum call stack size exceeded/.test((err as Error).message)) throw tooDeep();
       throw new ValidationError(`body is not valid YAML: ${(err as Error).message}`);
     }
     if (depthOf(value) > MAX_JSON_DEPTH) throw tooDeep();
