@@ -71,6 +71,11 @@ interface StartOptions {
   background: boolean;
   /** With `api`: serve only the operations routes (/q/health*, /q/metrics), for the probes of `dispatch`. */
   operationsOnly?: boolean;
+  /**
+   * The caller stops the hub on SIGINT and SIGTERM (the executables): an embedded PostgreSQL then
+   * runs in a process group of its own and is stopped after the hub's connections are closed.
+   */
+  stopsOnSignals?: boolean;
   extraRoutes?: RouteDecl[];
   /** The time the inbound rate limits count windows by (default `Date.now`; tests move it forward). */
   now?: Now;
@@ -91,7 +96,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   // And the model ports (an openai provider without its base URL).
   const embedding = embeddingFromConfig(config, egress);
   const chat = chatFromConfig(config, egressAgent(egress));
-  const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
+  const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: options.stopsOnSignals });
   const { db } = database;
   const catalog = loadCatalog();
   const events = new EventWriter(catalog);

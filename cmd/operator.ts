@@ -61,7 +61,7 @@ export function operatorInstance(config: Config): string | undefined {
   return instance;
 }
 
-export async function startOperator(config: Config, opts: { kube?: KubeTarget; env?: NodeJS.ProcessEnv } = {}): Promise<OperatorProcess> {
+export async function startOperator(config: Config, opts: { kube?: KubeTarget; env?: NodeJS.ProcessEnv; stopsOnSignals?: boolean } = {}): Promise<OperatorProcess> {
   const templatePath = config.string('svc.operator.run-job-template');
   const runJobTemplate = loadRunJobTemplate(templatePath);
   if (!runJobTemplate) logger().warn(`no run pod template at ${templatePath} (svc.operator.run-job-template): resources with a schedule get no CronJob`);
@@ -69,7 +69,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
   const kc = kubeConfig(opts.kube);
   const cronJobNamespace =
     config.optional('svc.operator.cronjob-namespace') || (opts.env ?? process.env).POD_NAMESPACE || kc.getContextObject(kc.getCurrentContext())?.namespace || 'default';
-  const hub = await startHub(config, { api: true, operationsOnly: true, background: false });
+  const hub = await startHub(config, { api: true, operationsOnly: true, background: false, stopsOnSignals: opts.stopsOnSignals });
   const workers = 2;
   const operator = new Operator({
     kinds: MANIFEST_KINDS,

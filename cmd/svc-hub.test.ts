@@ -25,8 +25,9 @@ function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH, HOME: process.env.HOME, SVC_LOG_LEVEL: 'info', SVC_CONFIG: '/dev/null', ...extra };
 }
 
-function start(args: string[], env: Record<string, string>) {
-  const child = spawn(process.execPath, [BIN, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+/** `group`: the hub leads a process group of its own, as a shell's foreground job does (Ctrl-C signals the whole group). */
+function start(args: string[], env: Record<string, string>, group = false) {
+  const child = spawn(process.execPath, [BIN, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: group });
   children.push(child);
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
@@ -117,12 +118,19 @@ describe('svc-hub executable', () => {
     expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
     expect(() => process.kill(pgPid, 0)).toThrow();
 
-    const again = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    const again = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) }, true);
     await waitReady(url);
     expect(again.output()).not.toContain('initialising embedded PostgreSQL');
     expect(again.output()).not.toContain('created tenant default');
-    again.child.kill('SIGINT');
+    // Ctrl-C in a terminal: SIGINT to the whole foreground group. The embedded PostgreSQL is not in
+    // it: the hub closes its connections first and then stops it, so nothing is cut off under it.
+    const beforeStop = again.output().length;
+    process.kill(-again.child.pid!, 'SIGINT');
     expect(await again.exited).toBe(0);
+    const stopping = again.output().slice(beforeStop);
+    expect(stopping).toContain('embedded PostgreSQL stopped');
+    expect(stopping).not.toMatch(/terminating connection|lost its connection|connection failed/);
+    expect(stopping.split('\n').filter((line) => /"level":(40|50)|\bWARN\b|\bERROR\b/.test(line))).toEqual([]);
   }, 120_000);
 
   it('after a kill -9 of the hub, the next start stops the orphaned PostgreSQL and serves the same data', async () => {

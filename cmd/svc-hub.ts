@@ -83,18 +83,18 @@ async function run(role: RoleName, config: Config): Promise<number> {
   }
   if (role === 'dispatch') {
     // No API: only the operations routes, on svc.http.port, for liveness and readiness probes.
-    const hub: Hub = await startHub(config, { api: true, operationsOnly: true, background: true });
+    const hub: Hub = await startHub(config, { api: true, operationsOnly: true, background: true, stopsOnSignals: true });
     logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`);
     await untilSignal(hub);
     return 0;
   }
   if (role === 'operator') {
-    const operator = await startOperator(config);
+    const operator = await startOperator(config, { stopsOnSignals: true });
     logger().info(`svc-hub operator started (health and metrics at ${operator.hub.url}/q/health, ${operator.hub.url}/q/metrics)`);
     await untilSignal(operator);
     return 0;
   }
-  const hub: Hub = await startHub(config, { api: true, background: role === 'all' });
+  const hub: Hub = await startHub(config, { api: true, background: role === 'all', stopsOnSignals: true });
   announce(config, hub.url!);
   await untilSignal(hub);
   return 0;

@@ -55,6 +55,14 @@ export interface EmbeddedOptions {
    * installation, the cluster); default `/var/lib/svc-hub`.
    */
   runtimeDir?: string;
+  /**
+   * Run the server in a process group of its own, for a program that stops it itself on SIGINT and
+   * SIGTERM (the hub's executables): a terminal's Ctrl-C, sent to the whole foreground group, then
+   * reaches only the program, which closes its connections before stopping the server instead of
+   * the server cutting them off under it. Default false: the server shares the caller's group and a
+   * Ctrl-C of a test or bench run stops it with the run.
+   */
+  ownProcessGroup?: boolean;
 }
 
 const LOCK_FILE = 'hub.pid';
@@ -135,11 +143,13 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
     }
   }
 
+  // ownProcessGroup: see EmbeddedOptions. Still a child: a crash of the hub stops it ('exit' below).
   const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS], {
     ...runAs,
     cwd: '/',
     env: serverEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.ownProcessGroup ?? false,
   });
   child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
   child.stderr!.on('data', (d: Buffer) => keep(d.toString()));

@@ -22,14 +22,14 @@ export interface DatabaseSetup {
  * Reaches PostgreSQL (the external one of `svc.datasource.url`, else the embedded one under the data
  * directory), applies pending migrations when asked, and opens the application and worker pools.
  */
-export async function setupDatabase(config: Config, options: { migrate: boolean }): Promise<DatabaseSetup> {
+export async function setupDatabase(config: Config, options: { migrate: boolean; ownProcessGroup?: boolean }): Promise<DatabaseSetup> {
   const external = config.optional('svc.datasource.url');
   let embedded: EmbeddedDatabase | undefined;
   let ownerUrl: string;
   if (external) {
     ownerUrl = external;
   } else {
-    embedded = await startEmbedded({ dataDir: config.string('svc.data-dir') });
+    embedded = await startEmbedded({ dataDir: config.string('svc.data-dir'), ownProcessGroup: options.ownProcessGroup });
     ownerUrl = embedded.url;
   }
   registerSecret(new URL(ownerUrl).password ? decodeURIComponent(new URL(ownerUrl).password) : undefined);
