@@ -172,6 +172,18 @@ describe('apply and connectors', () => {
     expect(pre.code).toBe(0);
     expect(pre.out).toMatch(/^connector\/local-open: ok\n/);
     expect(pre.out).toMatch(/open-partners\s+GET\s+200\s+100\s/);
+    expect(pre.err).toBe('');
+
+    // A declared header whose value_env resolves to nothing: still ok, and a warning line says so.
+    const withHeader = parse(manifest) as { metadata: { name: string }; spec: Record<string, unknown> };
+    withHeader.metadata.name = 'local-header';
+    withHeader.spec.headers = [{ name: 'X-Partner-Key', value_env: 'NOT_STORED_ANYWHERE' }];
+    expect((await svc(['apply', '-f', '-'], { stdin: stringify(withHeader) })).code).toBe(0);
+    const warned = await svc(['connectors', 'preflight', 'local-header']);
+    expect(warned.code).toBe(0);
+    expect(warned.err).toBe(
+      'warning: connector/local-header endpoint open-partners: header X-Partner-Key is not sent: its value_env NOT_STORED_ANYWHERE resolves to nothing (no stored secret of that name)\n',
+    );
 
     const file = join(dir, 'local-open.yaml');
     writeFileSync(file, manifest);
