@@ -110,15 +110,17 @@ export async function readAfter(
   limit: number,
   tenantId?: number,
 ): Promise<OutboxEvent[]> {
-  const tenantClause = tenantId === undefined ? '' : 'and tenant_id = $4';
+  const tenantClause = tenantId === undefined ? '' : 'and o.tenant_id = $4';
   const values: unknown[] = [after.txid, after.id, limit];
   if (tenantId !== undefined) values.push(tenantId);
   const { rows } = await query(
-    `select id, tenant_id, type, payload, created_at, txid::text as txid
-       from events.outbox
-      where (txid, id) > ($1::xid8, $2::bigint) ${tenantClause}
-        and txid < pg_snapshot_xmin(pg_current_snapshot())
-      order by txid, id
+    // Ordered by the table's xid8 column (o.txid), not the text of the same name in the select
+    // list, which ORDER BY would otherwise take: as text, '992' sorts after '1685'.
+    `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid
+       from events.outbox o
+      where (o.txid, o.id) > ($1::xid8, $2::bigint) ${tenantClause}
+        and o.txid < pg_snapshot_xmin(pg_current_snapshot())
+      order by o.txid, o.id
       limit $3`,
     values,
   );
@@ -134,9 +136,10 @@ export async function positionOf(query: (text: string, values?: unknown[]) => Pr
 /** The newest position every reader may start after (nothing older can still appear). */
 export async function headPosition(query: (text: string) => Promise<pg.QueryResult<{ txid: string | null; id: number | null }>>): Promise<Position> {
   const { rows } = await query(
-    `select txid::text as txid, id from events.outbox
-      where txid < pg_snapshot_xmin(pg_current_snapshot())
-      order by txid desc, id desc limit 1`,
+    // o.txid: the xid8 column, not the text alias (see readAfter).
+    `select o.txid::text as txid, o.id from events.outbox o
+      where o.txid < pg_snapshot_xmin(pg_current_snapshot())
+      order by o.txid desc, o.id desc limit 1`,
   );
   return rows[0]?.txid ? { txid: rows[0].txid, id: rows[0].id! } : START;
 }
