@@ -183,6 +183,11 @@ export const PROPERTIES: readonly PropertyDef[] = [
   // Exports
   p({ group: 'Exports', name: 'svc.export.snapshot.timeout-seconds', kind: 'int', min: 1, default: 1800,
     description: 'Time limit of one export run\'s snapshot generation and upload: a run still producing its file after this many seconds fails with `generation` and publishes nothing.' }),
+  p({ group: 'Exports', name: 'svc.export.concurrency', kind: 'int', min: 1,
+    default: (get) => Math.max(1, Math.min(4, (get('svc.datasource.pool-size') as number) - 2)), defaultText: '4 (at most `svc.datasource.pool-size` − 2)',
+    description: 'Export runs streaming at once in one process; each holds a database connection of the pool (`svc.datasource.pool-size`, of which it must leave at least 2 to the rest of the hub) for its snapshot and upload. Further runs wait, `Running` with no rows yet, tenants taking turns; a run\'s time limit starts when it starts streaming.' }),
+  p({ group: 'Exports', name: 'svc.export.concurrency-per-tenant', kind: 'int', min: 1, default: 2,
+    description: 'Of `svc.export.concurrency`, the runs of one tenant streaming at once: a tenant whose destination hangs holds at most this many slots.' }),
   p({ group: 'Exports', name: 'svc.export.heartbeat-every', kind: 'duration', default: '5s',
     description: 'How often a running export records its rows and bytes so far (what `svc exports runs` shows while it runs) and proves its process alive.' }),
   p({ group: 'Exports', name: 'svc.export.run-stale-after', kind: 'duration', default: '30s',

@@ -6,6 +6,7 @@ import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import { ConflictError } from '../errors.js';
 import { logger } from '../observability/logger.js';
+import { AttemptPool } from '../webhooks/pool.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
 import { PublishError } from './destinations/destination.js';
@@ -48,7 +49,16 @@ export interface ExportRunnerOptions {
   timeoutMs: number;
   /** Test hook: the S3 part size (default 8 MiB). */
   s3PartSize?: number;
+  /**
+   * Runs streaming at once in this process (each holds a database connection of the pool for its
+   * snapshot), in all and per tenant (`svc.export.concurrency`, `svc.export.concurrency-per-tenant`);
+   * further runs wait, tenants taking turns. Defaults 4 and 2.
+   */
+  concurrency?: { total: number; perTenant: number };
 }
+
+/** Runs waiting for a slot per tenant at most (beyond, a run fails at once rather than queue without bound). */
+const WAITING_PER_TENANT = 1_000;
 
 /** A refusal found before any byte moved. */
 class RunFailure extends Error {
@@ -75,8 +85,28 @@ export interface Started {
 export class ExportRunner {
   private readonly running = new Map<string, { controller: AbortController; done: Promise<ExportRun> }>();
   private closed = false;
+  /** The streaming slots (see ExportRunnerOptions.concurrency). */
+  private readonly slots: AttemptPool;
+  private readonly slotCount: number;
 
-  constructor(private readonly options: ExportRunnerOptions) {}
+  constructor(private readonly options: ExportRunnerOptions) {
+    this.slotCount = options.concurrency?.total ?? 4;
+    this.slots = new AttemptPool(this.slotCount, options.concurrency?.perTenant ?? 2, WAITING_PER_TENANT);
+  }
+
+  /**
+   * `work` once a slot is free for the tenant. A run waiting for one is Running with no rows yet
+   * (its heartbeat goes on); its time limit starts with the work.
+   */
+  private inSlot<T>(tenantId: number, runId: string, work: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (!this.slots.offer(tenantId, () => work().then(resolve, reject))) {
+        reject(new RunFailure('generation', `more than ${WAITING_PER_TENANT} export runs of this tenant are waiting to start in this process; nothing was published. Retry it later`));
+        return;
+      }
+      if (this.slots.size() > this.slotCount) logger().info({ runId }, 'export run waiting for a slot (svc.export.concurrency)');
+    });
+  }
 
   /** Claims a run of `exp` and starts it; 409 when one is in flight. undefined: a scheduled slot already claimed. */
   async start(tenantId: number, exp: ExportDetail, claim: Claim): Promise<Started | undefined> {
@@ -142,15 +172,16 @@ export class ExportRunner {
     }, this.options.heartbeatEveryMs);
     beat.unref();
     const timeout = new AbortController();
-    const timer = setTimeout(
-      () => timeout.abort(new RunFailure('generation', this.timeLimitReason())),
-      this.options.timeoutMs,
-    );
-    timer.unref();
+    let timer: NodeJS.Timeout | undefined;
     const both = AbortSignal.any([signal, timeout.signal]);
     let outcome: { code: FailureCode; reason: string } | { receipt: Parameters<typeof completeRun>[2] };
     try {
-      outcome = { receipt: await this.generateAndPublish(tenantId, run, progress, both) };
+      const receipt = await this.inSlot(tenantId, run.id, () => {
+        timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
+        timer.unref();
+        return this.generateAndPublish(tenantId, run, progress, both);
+      });
+      outcome = { receipt };
     } catch (err) {
       outcome = this.classify(err, both, run);
     } finally {

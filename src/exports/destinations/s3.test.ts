@@ -400,6 +400,30 @@ describe('S3Destination against fauxqs', () => {
     expect(s3.getObject(BUCKET, key)!.body.equals(bytes)).toBe(true);
   });
 
+  it('fails a request that is accepted and never answered, after requestTimeoutMs, naming the endpoint', async () => {
+    // Accepts connections, reads whatever comes, never answers.
+    const sockets = new Set<import('node:net').Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('data', () => undefined);
+      socket.on('error', () => undefined);
+    });
+    const port = await new Promise<number>((resolve) => silent.listen(0, '127.0.0.1', () => resolve((silent.address() as import('node:net').AddressInfo).port)));
+    try {
+      const endpoint = `http://127.0.0.1:${port}`;
+      const started = Date.now();
+      const err = (await failure(destination(freshKey(), { endpoint, requestTimeoutMs: 500 }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('publication');
+      expect(err.reason).toContain(endpoint);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(sockets.size).toBeGreaterThan(0);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it('names the endpoint when nothing answers there', async () => {
     const port = await new Promise<number>((resolve) => {
       const server = createServer().listen(0, '127.0.0.1', () => {

@@ -41,7 +41,7 @@ export interface S3DestinationOptions {
   partSize?: number;
   /** Connecting must succeed within this (default 10 s). */
   connectTimeoutMs?: number;
-  /** A request idle for this long fails (default 120 s). */
+  /** A request (one PUT, one part, one HEAD) not answered within this long fails (default 120 s). */
   requestTimeoutMs?: number;
   /** Content-Type of the object (default `text/csv; charset=utf-8`). */
   contentType?: string;
@@ -135,6 +135,9 @@ export class S3Destination implements Destination {
         httpsAgent: new HttpsAgent(agentOptions),
         connectionTimeout: this.options.connectTimeoutMs ?? 10_000,
         requestTimeout: this.options.requestTimeoutMs ?? 120_000,
+        // Without it the handler only logs a warning when the time is up and the request waits on
+        // (an endpoint that accepts the connection and never answers would hold the run).
+        throwOnRequestTimeout: true,
       });
     };
     const config = {

@@ -1,0 +1,131 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type pg from 'pg';
+import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
+import type { Promote } from '../../../src/connectors/types.js';
+
+/**
+ * A destination that accepts connections and never answers, to which one tenant sends many export
+ * runs: each streaming run holds a database connection, so they stream at most
+ * `svc.export.concurrency` at once in a process and `svc.export.concurrency-per-tenant` per tenant.
+ * The rest wait (Running, heartbeats going on), the API and readiness stay up for every tenant, and
+ * another tenant's run still gets a slot. The stand-in S3 endpoint is a bare TCP listener (it must
+ * only accept and stay silent).
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let silent: Server;
+let endpoint: string;
+const sockets = new Set<Socket>();
+const A = 1;
+const B = 2;
+const CONNECTOR = '00000000-0000-0000-0000-0000000000c3';
+const ENDPOINT = '00000000-0000-0000-0000-0000000000e3';
+const clients: Record<number, Client> = {};
+
+const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
+
+function manifests(name: string) {
+  const entity = {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Entity',
+    metadata: { name: 'item' },
+    spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'label', type: 'text' }], sources: [{ table: 'ext.items', key: 'external_id', columns: { id: 'external_id', label: 'label' } }] },
+  };
+  const exp = {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Export',
+    metadata: { name },
+    spec: {
+      scope: 'crm',
+      source: { entity: 'item' },
+      columns: ['id', 'label'],
+      order: ['id'],
+      format: { kind: 'csv' },
+      destination: { kind: 's3', bucket: 'drops', filename: `${name}.csv`, endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' },
+      mode: 'snapshot',
+    },
+  };
+  return { entity, exp };
+}
+
+beforeAll(async () => {
+  silent = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => undefined);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+  endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  hub = await startTestHub(
+    {
+      'svc.datasource.pool-size': '6',
+      'svc.export.concurrency': '3',
+      'svc.export.concurrency-per-tenant': '2',
+      'svc.export.heartbeat-every': '200ms',
+      'svc.export.run-stale-after': '1s',
+      'svc.export.interrupted-sweep-every': '200ms',
+    },
+    undefined,
+    { background: true },
+  );
+  owner = await ownerClient(hub.ownerUrl);
+  await owner.query(`insert into core.tenants (id, code, name) values (${B}, 'other', 'Other') on conflict do nothing`);
+  for (const tenant of [A, B]) {
+    clients[tenant] = devClient(hub.url, tenant);
+    await hub.services.connectors.ext.ensureTable(tenant, 'ext.items', [promote('label', 'text')]);
+    await owner.query(`insert into ext_t${tenant}.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label) values ($1, 'a', 'h-a', '{}', $2, $3, 'one')`, [
+      tenant,
+      CONNECTOR,
+      ENDPOINT,
+    ]);
+    for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) expect((await clients[tenant]!.post('/api/platform/secrets', { name, value })).status).toBe(201);
+    expect((await clients[tenant]!.post('/api/entities/apply', manifests('x').entity)).status).toBe(201);
+  }
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+  for (const socket of sockets) socket.destroy();
+  await new Promise((resolve) => silent?.close(resolve));
+});
+
+async function startRun(tenant: number, name: string): Promise<string> {
+  expect((await clients[tenant]!.post('/api/exports/apply', manifests(name).exp)).status).toBe(201);
+  const started = await clients[tenant]!.post(`/api/exports/${name}/runs`);
+  expect(started.status).toBe(202);
+  return (started.body as { runId: string }).runId;
+}
+
+describe('export runs to a destination that never answers', () => {
+  it('stream two at a time for one tenant and leave the API, readiness and another tenant a slot', async () => {
+    const runs: Array<[string, string]> = [];
+    for (let i = 1; i <= 5; i++) runs.push([`hang-${i}`, await startRun(A, `hang-${i}`)]);
+    // Each streaming run connects to the endpoint (its pre-check waits there for ever): two do.
+    await until('two runs of A to reach the endpoint', () => sockets.size >= 2);
+    await new Promise((r) => setTimeout(r, 1_500)); // longer than run-stale-after: heartbeats must have gone on
+    expect(sockets.size).toBe(2);
+
+    const started = Date.now();
+    expect((await clients[B]!.get('/api/entities')).status).toBe(200);
+    expect((await clients[A]!.get('/api/exports')).status).toBe(200);
+    expect((await fetch(`${hub.url}/q/health/ready`)).status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(2_000);
+
+    // Waiting runs are Running (not failed as interrupted), as are the streaming ones.
+    for (const [name, id] of runs) {
+      const run = (await clients[A]!.get(`/api/exports/${name}/runs/${id}`)).body as { status: string; failureCode: string | null };
+      expect({ name, status: run.status, failureCode: run.failureCode }).toEqual({ name, status: 'Running', failureCode: null });
+    }
+
+    // Another tenant's run takes the third slot of the process.
+    await startRun(B, 'other-hang');
+    await until('the run of B to reach the endpoint', () => sockets.size >= 3);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(sockets.size).toBe(3);
+  }, 30_000);
+});
