@@ -12,7 +12,7 @@ import { credentialSources } from '../connectors/auth/resolver.js';
 import { latestSlot } from '../connectors/schedule.js';
 import type { Database, Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
-import { entityRelation } from '../entities/relation.js';
+import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import { ConflictError, NotFoundError, ScopeNotGranted } from '../errors.js';
 import { logger } from '../observability/logger.js';
@@ -187,7 +187,11 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           if (!entity) throw new NotFoundError(`entity ${entityName.toLowerCase()} not found`);
           const access = await scopeAccess(tx, caller);
           if (access.bound && !entity.scopes.some((s) => access.granted.includes(s))) throw new ScopeNotGranted();
-          const relation = await entityRelation(tx, entity);
+          const relation = await entityRelation(tx, entity).catch((err: unknown) => {
+            // An entity applied before its sources were ingested (the apply warned): nothing to read yet.
+            if (err instanceof EntityDefinitionError) throw new ConflictError(`entity ${entity.name} cannot be read: ${err.message}; ingest its sources first or fix the entity`);
+            throw err;
+          });
           const columns = entity.columns.map((c) => c.name);
           const csv = csvSnapshot(tx, { relation, columns, order: [entity.key], delimiter: ',', header: true });
           const digest = new DigestStream();

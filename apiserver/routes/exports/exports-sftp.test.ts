@@ -297,6 +297,9 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
       expect(run.failureCode).toBe('definition');
       expect(run.failureReason).toContain('ext.gone');
       expect(existsSync(join(sshd.root, 'out', 'gone.csv'))).toBe(false);
+      // The one-shot download of that entity: a 409 naming the table, not a 500.
+      const download = await api.get('/api/exports/entities/gone/download');
+      expect(download).toMatchObject({ status: 409, body: { error: 'entity gone cannot be read: source table ext.gone of entity gone does not exist; ingest its sources first or fix the entity' } });
     });
   });
 

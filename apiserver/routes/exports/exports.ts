@@ -182,6 +182,7 @@ export const exportRoutes: RouteDecl[] = [
     responses: {
       200: { description: 'The CSV', schema: { type: 'string' }, contentType: 'text/csv' },
       ...notFound('Unknown entity'),
+      409: { description: 'The entity cannot be read yet: a source table or a mapped column does not exist (not ingested yet)', schema: errorBody },
       ...refused,
     },
     handler: async ({ services, principal, params, ctx }) => {
