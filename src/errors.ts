@@ -130,10 +130,13 @@ export class ScopeNotGranted extends ForbiddenWithReason {
   }
 }
 
-/** 429 `{"error": "rate limit exceeded"}` with `Retry-After`. */
+/** 429 `{"error": "rate limit exceeded"}` (or another limit's own message) with `Retry-After`. */
 export class RateLimited extends HubError {
-  constructor(readonly retryAfterSeconds: number) {
-    super('rate limit exceeded');
+  constructor(
+    readonly retryAfterSeconds: number,
+    message = 'rate limit exceeded',
+  ) {
+    super(message);
     this.name = 'RateLimited';
   }
   render(): Rendered {

@@ -139,6 +139,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.events.stream.poll-every', kind: 'duration', default: '1s', description: 'Live event stream poll.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.batch', kind: 'int', min: 1, default: 500, description: 'Rows read per live-stream poll.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.heartbeat', kind: 'duration', default: '15s', description: 'Interval of the comment lines that keep an idle event stream open through proxies.' }),
+  p({ group: 'Clocks', name: 'svc.events.stream.max-per-tenant', kind: 'int', min: 1, default: 100,
+    description: 'Event streams one tenant may hold open at once in one hub process (each holds a socket and a place in the fan-out); one more answers 429 with `Retry-After: 5`.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.max-buffer', kind: 'int', min: 1024, default: 1048576,
     description: 'Bytes an event-stream client may fall behind before the hub closes its stream (it reconnects with Last-Event-ID and loses nothing).' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep (docs/workflows.md); runs in the background roles, on the leader.' }),

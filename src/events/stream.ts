@@ -118,6 +118,13 @@ export class LiveStream {
     return this.subscribers.size;
   }
 
+  /** Open subscriptions of one tenant. */
+  countFor(tenantId: number): number {
+    let n = 0;
+    for (const sub of this.subscribers) if (sub.options.tenantId === tenantId) n++;
+    return n;
+  }
+
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
     const sub = new Subscription(options, this);
     this.subscribers.add(sub);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
+import { until } from '../../../test/harness/until.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /** The live stream over real HTTP: a client that parses Server-Sent Events as EventSource does. */
@@ -95,10 +96,10 @@ async function emit(tenantId: number, type: string, payload: Record<string, unkn
 const updated = (tenantId: number, orgId: number) => emit(tenantId, 'org.updated', { orgId, tenantId });
 
 beforeAll(async () => {
-  hub = await startTestHub({ 'svc.events.stream.poll-every': '200ms', 'svc.events.stream.heartbeat': '150ms', 'svc.events.stream.batch': 3 });
+  hub = await startTestHub({ 'svc.events.stream.poll-every': '200ms', 'svc.events.stream.heartbeat': '150ms', 'svc.events.stream.batch': 3, 'svc.events.stream.max-per-tenant': 3 });
   const owner = new pg.Client({ connectionString: hub.ownerUrl });
   await owner.connect();
-  await owner.query(`insert into core.tenants (id, code, name) values (2, 'second', 'Second')`);
+  await owner.query(`insert into core.tenants (id, code, name) values (2, 'second', 'Second'), (3, 'third', 'Third')`);
   await owner.end();
 });
 
@@ -176,6 +177,23 @@ describe('GET /api/platform/events/stream', () => {
     expect(await res.json()).toEqual({ error: 'no tenant in security context' });
     const bad = await fetch(`${hub.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': 'yesterday' } });
     expect(bad.status).toBe(400);
+  });
+
+  it('a tenant holds at most svc.events.stream.max-per-tenant streams open; one more is a 429, other tenants unaffected', async () => {
+    const third = { 'X-Tenant-ID': '3' };
+    const held = [await open('', third), await open('', third), await open('', third)];
+    const refused = await fetch(`${hub.url}/api/platform/events/stream`, { headers: third });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect(await refused.json()).toEqual({
+      error: 'too many open event streams for this tenant: at most 3 at once in one hub process (svc.events.stream.max-per-tenant); close one, then reconnect',
+    });
+    const other = await open('', { 'X-Tenant-ID': '2' });
+    other.close();
+    held[0]!.close();
+    await until('the closed stream to be released', () => hub.services.stream.countFor(3) === 2);
+    held.push(await open('', third));
+    for (const client of held) client.close();
   });
 
   it('one poller serves every subscriber, and closing a client releases its subscription', async () => {

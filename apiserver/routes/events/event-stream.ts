@@ -1,9 +1,9 @@
 import { PassThrough } from 'node:stream';
 import { callerTenant } from '../../../src/auth/principal.js';
-import { ValidationError } from '../../../src/errors.js';
+import { RateLimited, ValidationError } from '../../../src/errors.js';
 import type { OutboxEvent } from '../../../src/events/outbox.js';
 import { route, type RouteDecl } from '../../route.js';
-import { refusals } from '../schemas.js';
+import { errorBody, refusals } from '../schemas.js';
 
 /** One SSE frame: `id` is the outbox id (send it back as Last-Event-ID), `data` the spec's envelope. */
 export function frame(event: OutboxEvent): string {
@@ -31,6 +31,8 @@ export const eventStreamRoutes: RouteDecl[] = [
     },
     responses: {
       200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: { type: 'string' } },
+      400: { description: 'A Last-Event-ID (or lastEventId) that is not an event id', schema: errorBody },
+      429: { description: 'The tenant has `svc.events.stream.max-per-tenant` streams open in this process already (`Retry-After: 5`)', schema: errorBody },
       ...refusals(true),
     },
     handler: async ({ principal, services, query, ctx }) => {
@@ -40,6 +42,10 @@ export const eventStreamRoutes: RouteDecl[] = [
       // An event id is a positive bigint the hub hands out as a safe integer: anything else is a 400.
       if (resume && (!/^\d{1,16}$/.test(resume) || !Number.isSafeInteger(Number(resume)))) {
         throw new ValidationError('Last-Event-ID must be an event id (a whole number from 0 to 9007199254740991)', ctx.get('Last-Event-ID') ? 'Last-Event-ID' : 'lastEventId');
+      }
+      const perTenant = services.config.int('svc.events.stream.max-per-tenant');
+      if (services.stream.countFor(tenantId) >= perTenant) {
+        throw new RateLimited(5, `too many open event streams for this tenant: at most ${perTenant} at once in one hub process (svc.events.stream.max-per-tenant); close one, then reconnect`);
       }
       const maxBuffer = services.config.int('svc.events.stream.max-buffer');
       const out = new PassThrough();
