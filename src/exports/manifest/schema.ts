@@ -49,10 +49,16 @@ const destination: Schema = {
       { type: 'string', pattern: FINGERPRINT_PATTERN, description: 'sftp: the server\'s host key fingerprint as `ssh-keygen -lf <key>` prints it (`SHA256:…`); always verified before logging in.' },
       'must be a SHA-256 host key fingerprint as `ssh-keygen -lf` prints it: SHA256: followed by 43 base64 characters',
     ),
-    bucket: { type: 'string', minLength: 3, maxLength: 63, description: 's3: the bucket.' },
+    bucket: said(
+      { type: 'string', minLength: 3, maxLength: 63, pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$', description: 's3: the bucket, named by S3\'s rules (3 to 63 lower-case letters, digits, dots and hyphens, a letter or digit at each end and around each dot, not an IP address).' },
+      'must be an S3 bucket name: 3 to 63 lower-case letters, digits, dots and hyphens, with a letter or digit at each end and around each dot',
+    ),
     prefix: { type: 'string', maxLength: 1024, description: `s3: the key prefix (default empty); the object key is prefix plus filename, and may not start with \`/\`. ${withTokens}` },
     filename: { type: 'string', minLength: 1, maxLength: 1024, description: `s3: the file name after the prefix. ${withTokens}` },
-    region: { type: 'string', minLength: 1, maxLength: 64, description: 's3: default `eu-west-3`.' },
+    region: said(
+      { type: 'string', pattern: '^[a-z0-9][a-z0-9-]{0,63}$', description: 's3: default `eu-west-3` (lower-case letters, digits and hyphens, as `us-east-1`).' },
+      'must be a region name: lower-case letters, digits and hyphens (eu-west-3, us-east-1)',
+    ),
     endpoint: { type: 'string', minLength: 1, maxLength: 2048, description: 's3: the URL of an S3-compatible store (path-style addressing); omit for AWS.' },
     access_key_env: secretName('s3: the access key id (default `AWS_ACCESS_KEY_ID`).'),
     secret_key_env: secretName('s3: the secret access key (default `AWS_SECRET_ACCESS_KEY`).'),

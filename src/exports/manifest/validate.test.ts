@@ -129,6 +129,25 @@ describe('export manifest', () => {
     expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', endpoint: 'https://k:s@x' })))).toEqual(['spec.destination.endpoint']);
   });
 
+  it('refuses remote names that would leave their directory or cannot be typed, and buckets and regions S3 would not take', () => {
+    const path = (p: string) => errorsOf(manifest({}, { ...SFTP, path: p }))['spec.destination.path'];
+    expect(path('/upload/../../etc/partners.csv')).toBe('spec.destination.path may not hold . or .. segments: name the directory and the file as they are');
+    expect(path('/upload/.')).toMatch(/may not hold \. or \.\. segments/);
+    expect(path('/upload/./p.csv')).toMatch(/may not hold \. or \.\. segments/);
+    expect(path('/upload/a\nb.csv')).toBe('spec.destination.path may not hold control characters (a line break, a tab)');
+    expect(path('/upload/p-${date.csv')).toBe('spec.destination.path holds ${ without a closing }: the tokens are ${date} and ${timestamp}');
+    expect(path('/upload/..partners...csv')).toBeUndefined(); // dots inside a name are a name
+    const s3 = (d: Record<string, unknown>) => errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', ...d }));
+    expect(Object.keys(s3({ prefix: '../../' }))).toEqual(['spec.destination.prefix']);
+    expect(Object.keys(s3({ filename: '../f.csv' }))).toEqual(['spec.destination.filename']);
+    expect(Object.keys(s3({ filename: 'f\t.csv' }))).toEqual(['spec.destination.filename']);
+    for (const bucket of ['A_B?x=1#', 'a/b', '../../other', 'a..b', '-ab', 'ab-', 'ab']) expect([bucket, Object.keys(s3({ bucket }))]).toEqual([bucket, ['spec.destination.bucket']]);
+    expect(s3({ bucket: '192.168.1.1' })).toEqual({ 'spec.destination.bucket': "spec.destination.bucket may not be an IP address (S3's bucket naming rules)" });
+    expect(s3({ bucket: 'my.drops-2026' })).toEqual({});
+    expect(Object.keys(s3({ region: 'x.evil.com/' }))).toEqual(['spec.destination.region']);
+    expect(s3({ region: 'us-east-1' })).toEqual({});
+  });
+
   it('refuses unknown tokens and bad crons, naming the field', () => {
     expect(errorsOf(manifest({}, { ...SFTP, path: '/upload/${day}.csv' }))).toEqual({ 'spec.destination.path': 'spec.destination.path holds the unknown token ${day}: the tokens are ${date} and ${timestamp}' });
     expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', prefix: '${env}/', filename: 'f.csv' })))).toEqual(['spec.destination.prefix']);

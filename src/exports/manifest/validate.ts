@@ -132,9 +132,17 @@ function normalise(input: Json, errors: Issues, warnings: Issue[]): ExportSpec |
   };
 }
 
-function tokensIn(field: string, value: string, errors: Issues): void {
+/**
+ * A remote path, prefix or file name: known tokens only, every `${` closed, no control character (a
+ * line break would name a file nobody can type), and no `.` or `..` segment (the name is used as
+ * written: a `..` would leave the directory or prefix it names).
+ */
+function checkName(field: string, value: string, errors: Issues): void {
   const bad = unknownToken(value);
   if (bad) errors.add(field, `${field} holds the unknown token ${bad}: the tokens are \${date} and \${timestamp}`);
+  else if (/\$\{[^}]*$/.test(value)) errors.add(field, `${field} holds \${ without a closing }: the tokens are \${date} and \${timestamp}`);
+  else if (/[\u0000-\u001f\u007f]/.test(value)) errors.add(field, `${field} may not hold control characters (a line break, a tab)`);
+  else if (value.split('/').some((segment) => segment === '.' || segment === '..')) errors.add(field, `${field} may not hold . or .. segments: name the directory and the file as they are`);
 }
 
 function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): ExportTarget | undefined {
@@ -156,7 +164,7 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
     }
     const path = d.path as string | undefined;
     if (path !== undefined) {
-      tokensIn(`${DESTINATION}.path`, path, errors);
+      checkName(`${DESTINATION}.path`, path, errors);
       if (path.endsWith('/')) errors.add(`${DESTINATION}.path`, `${DESTINATION}.path must name a file, not a directory (it ends with /)`);
     }
     if (errors.list.length) return undefined;
@@ -173,8 +181,9 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
 
   const prefix = (d.prefix as string | undefined) ?? '';
   const filename = d.filename as string | undefined;
-  tokensIn(`${DESTINATION}.prefix`, prefix, errors);
-  if (filename !== undefined) tokensIn(`${DESTINATION}.filename`, filename, errors);
+  if (/^\d+\.\d+\.\d+\.\d+$/.test((d.bucket as string | undefined) ?? '')) errors.add(`${DESTINATION}.bucket`, `${DESTINATION}.bucket may not be an IP address (S3's bucket naming rules)`);
+  checkName(`${DESTINATION}.prefix`, prefix, errors);
+  if (filename !== undefined) checkName(`${DESTINATION}.filename`, filename, errors);
   if (prefix.startsWith('/') || (!prefix && filename?.startsWith('/'))) {
     errors.add(prefix ? `${DESTINATION}.prefix` : `${DESTINATION}.filename`, 'the object key (prefix plus filename) may not start with /');
   }
