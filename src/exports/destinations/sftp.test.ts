@@ -193,6 +193,17 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       }
     });
 
+    it('names a key_env secret that holds no private key (a password) as such, before connecting, never quoting it', async () => {
+      const dir = freshDir();
+      const err = (await destination(join(dir, 'x.csv'), { password: undefined, privateKey: 'hunter2-not-a-key' })
+        .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('publication');
+      expect(err.reason).toBe('the secret named in key_env is not a private key SSH can use (Unsupported key format): store an unencrypted OpenSSH or PEM private key');
+      expect(existsSync(join(dir, 'x.csv'))).toBe(false);
+    });
+
     it('refuses a directory that does not exist', async () => {
       const dir = join(sshd.root, 'missing', 'deeper');
       const err = (await destination(join(dir, 'x.csv'))

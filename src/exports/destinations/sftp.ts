@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
+import ssh2 from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
@@ -102,6 +103,14 @@ export class SftpDestination implements Destination {
 
   private async connect(client: SftpClient): Promise<void> {
     const o = this.options;
+    if (o.privateKey !== undefined) {
+      // Read before connecting, so that a secret holding something else (a password) is named as
+      // such rather than as a failed connection. The parser's message never quotes the key.
+      const parsed = ssh2.utils.parseKey(o.privateKey);
+      if (parsed instanceof Error) {
+        throw new PublishError('publication', `the secret named in key_env is not a private key SSH can use (${parsed.message}): store an unencrypted OpenSSH or PEM private key`);
+      }
+    }
     let address: string;
     try {
       address = await o.egress.admit(o.host);
