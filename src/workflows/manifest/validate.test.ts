@@ -21,11 +21,12 @@ describe('durations of spec.dormancy.after', () => {
     ['P2W', 'P2W'],
     ['PT0.5S', 'PT0.5S'],
     ['36600d', '36600 days'],
+    ['P100Y', 'P100Y'],
   ])('%s is %s', (text, interval) => {
     expect(durationInterval(text)).toBe(interval);
   });
 
-  it.each(['', '30', 'd', '30x', '0d', '0s', 'P', 'PT', 'P0D', 'PT0S', '30 d', '-1d', 'p30d', 'P1DT', '36601d', 'P101Y', '999999999d', 'P1H'])('%j is refused', (text) => {
+  it.each(['', '30', 'd', '30x', '0d', '0s', 'P', 'PT', 'P0D', 'PT0S', '30 d', '-1d', 'p30d', 'P1DT', '36601d', 'P101Y', '999999999d', 'P1H', 'P0.5D'])('%j is refused', (text) => {
     expect(durationInterval(text)).toBeUndefined();
   });
 });
