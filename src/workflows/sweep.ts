@@ -40,6 +40,14 @@ interface WorkflowRow {
 
 const ident = (name: string) => pg.escapeIdentifier(name);
 
+/**
+ * Why each workflow's entity could not be read at its last pass (by `tenant:name`): the skip is
+ * logged at info when the reason first appears or changes, and again when the entity can be read,
+ * not at every tick.
+ */
+const unreadable = new Map<string, string>();
+const UNREADABLE_MAX = 10_000;
+
 export async function sweepWorkflows(db: Database, events: EventWriter, opts: { batch: number }): Promise<SweepResult> {
   const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0 };
   const { rows } = await db.crossTenantQuery<WorkflowRow>('workflow-sweep', 'select id, tenant_id, name, spec, tracked_since from workflows.workflows order by tenant_id, name');
@@ -63,21 +71,28 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
 /** One complete pass over one workflow's entity; undefined when its entity cannot be read now. */
 async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, batch: number): Promise<Omit<SweepResult, 'workflows'> | undefined> {
   const result = { records: 0, started: 0, ended: 0, emitted: 0 };
-  const relation = await db.withTenant(w.tenant_id, async (tx) => {
+  const readable = await db.withTenant(w.tenant_id, async (tx): Promise<{ relation: string } | { problem: string }> => {
     const entity = await loadEntity(tx, w.spec.entity);
-    if (!entity) return undefined;
-    if (!entity.columns.some((c) => c.name === w.spec.stateColumn)) return undefined;
+    if (!entity) return { problem: `entity ${w.spec.entity} does not exist` };
+    if (!entity.columns.some((c) => c.name === w.spec.stateColumn)) return { problem: `entity ${w.spec.entity} has no column ${w.spec.stateColumn}` };
     try {
-      return await entityRelation(tx, entity);
+      return { relation: await entityRelation(tx, entity) };
     } catch (err) {
-      if (err instanceof EntityDefinitionError) return undefined;
+      if (err instanceof EntityDefinitionError) return { problem: err.message };
       throw err;
     }
   });
-  if (!relation) {
-    logger().debug({ tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep: the entity cannot be read now');
+  const key = `${w.tenant_id}:${w.name}`;
+  if ('problem' in readable) {
+    if (unreadable.get(key) !== readable.problem) {
+      if (unreadable.size >= UNREADABLE_MAX) unreadable.clear();
+      unreadable.set(key, readable.problem);
+      logger().info({ tenantId: w.tenant_id, workflow: w.name, reason: readable.problem }, `workflow ${w.name} is not swept until its entity can be read: ${readable.problem}`);
+    }
     return undefined;
   }
+  if (unreadable.delete(key)) logger().info({ tenantId: w.tenant_id, workflow: w.name }, `workflow ${w.name}: its entity can be read again; swept from now on`);
+  const { relation } = readable;
   if (!Number.isSafeInteger(batch) || batch < 1) throw new Error(`svc.workflow.sweep.batch must be a positive integer, not ${batch}`);
   const read = `select _entity_id as k, ${ident(w.spec.stateColumn)} as s from (${relation}) r order by _entity_id`;
   const interval = w.spec.dormancy ? durationInterval(w.spec.dormancy.after) : undefined;

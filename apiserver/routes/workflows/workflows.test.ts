@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
 import { ISO, ownerClient } from '../../../test/harness/api-client.js';
+import { captureLogs } from '../../../test/harness/log-capture.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
 import { until } from '../../../test/harness/until.js';
@@ -268,9 +269,23 @@ describe('dormancy', () => {
     const ghost = { ...partnerEntity, metadata: { name: 'ghost' }, spec: { ...partnerEntity.spec, sources: [{ table: 'ext.ghosts', key: 'external_id', columns: { partner_id: 'external_id', status: 'status', name: '$.name' } }] } };
     expect((await call('POST', '/api/entities/apply', { body: stringify(ghost) })).status).toBe(201);
     expect((await apply(manifest('haunted', { entity: 'ghost' }))).status).toBe(201);
-    const before = await sweep();
-    expect((await call('DELETE', '/api/entities/ghost')).status).toBe(204);
-    const after = await sweep();
+    const logs = captureLogs('info');
+    let before: Awaited<ReturnType<typeof sweep>>;
+    let after: Awaited<ReturnType<typeof sweep>>;
+    try {
+      before = await sweep();
+      await sweep();
+      expect((await call('DELETE', '/api/entities/ghost')).status).toBe(204);
+      after = await sweep();
+    } finally {
+      logs.restore();
+    }
+    // Said at info once per reason (not at every tick): the missing table, then the missing entity.
+    const skips = logs.lines().filter((l) => l.workflow === 'haunted').map((l) => l.msg);
+    expect(skips).toEqual([
+      'workflow haunted is not swept until its entity can be read: source table ext.ghosts of entity ghost does not exist',
+      'workflow haunted is not swept until its entity can be read: entity ghost does not exist',
+    ]);
     // The other workflows are swept as before; this one counts in neither.
     expect(after.workflows).toBe(before.workflows);
     const { rows } = await owner.query(`select count(*)::int as n from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'haunted'`);
