@@ -8,7 +8,7 @@ import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
 import { inSpan, SpanKind } from '../observability/tracing.js';
 import { queryAfterOpening } from './opening-query.js';
-import { resilientPool } from './pool.js';
+import { endPool, resilientPool } from './pool.js';
 
 // The `COPY … TO STDOUT` half of pg-copy-streams, beside the `from` that types/pg-copy-streams.d.ts declares.
 declare module 'pg-copy-streams' {
@@ -185,7 +185,7 @@ export class Database {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([this.app.end(), this.worker.end()]);
+    await Promise.allSettled([endPool(this.app), endPool(this.worker)]);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { endPool, resilientPool } from './pool.js';
 
 /**
  * The server ends a connection while the hub holds it in a transaction (PostgreSQL restarted, an
@@ -31,6 +32,26 @@ describe('a connection ended by the server while checked out', () => {
       expect(uncaught).toEqual([]);
     } finally {
       process.off('uncaughtException', onUncaught);
+    }
+  });
+});
+
+describe('ending a pool', () => {
+  let t: MigratedDatabase;
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'one' });
+  });
+  afterAll(async () => t.close());
+
+  it('endPool resolves once the server has no session of the pool left (pg-pool alone resolves before)', async () => {
+    for (let round = 0; round < 5; round++) {
+      const name = `svc-hub end-test ${round}`;
+      const pool = resilientPool({ connectionString: t.ownerUrl, max: 4, application_name: name });
+      // Four idle connections, as a hub has when it stops.
+      await Promise.all(Array.from({ length: 4 }, () => pool.query('select pg_sleep(0.01)')));
+      await endPool(pool);
+      const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where application_name = $1', [name]);
+      expect({ round, sessions: rows[0]!.n }).toEqual({ round, sessions: 0 });
     }
   });
 });

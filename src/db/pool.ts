@@ -11,9 +11,30 @@ import { logger } from '../observability/logger.js';
 export function resilientPool(config: pg.PoolConfig): pg.Pool {
   const pool = new pg.Pool(config);
   const name = config.application_name ?? 'svc-hub';
+  const open = new Set<pg.PoolClient>();
+  connections.set(pool, open);
   pool.on('error', (err) => logger().warn({ pool: name, err: err.message }, 'idle database connection failed'));
   pool.on('connect', (client) => {
+    open.add(client);
+    client.once('end', () => open.delete(client));
     client.on('error', (err) => logger().debug({ pool: name, err: err.message }, 'database connection failed'));
   });
   return pool;
+}
+
+/** The connections each resilient pool has open (a connection leaves when it has closed). */
+const connections = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
+
+/**
+ * Ends the pool and waits (at most `waitMs`) until every connection it had open has closed.
+ * pg-pool's `end()` resolves once it has asked its idle connections to end, before the server has
+ * seen them go: a server stopped right after (the embedded PostgreSQL when the hub stops) would cut
+ * those sessions off, and the pool would log each as a failed connection.
+ */
+export async function endPool(pool: pg.Pool, waitMs = 5_000): Promise<void> {
+  const closed = [...(connections.get(pool) ?? [])].map((client) => new Promise<void>((resolve) => client.once('end', () => resolve())));
+  await pool.end();
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all(closed), new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+  clearTimeout(timer);
 }

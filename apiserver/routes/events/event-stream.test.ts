@@ -99,7 +99,7 @@ beforeAll(async () => {
   hub = await startTestHub({ 'svc.events.stream.poll-every': '200ms', 'svc.events.stream.heartbeat': '150ms', 'svc.events.stream.batch': 3, 'svc.events.stream.max-per-tenant': 3 });
   const owner = new pg.Client({ connectionString: hub.ownerUrl });
   await owner.connect();
-  await owner.query(`insert into core.tenants (id, code, name) values (2, 'second', 'Second'), (3, 'third', 'Third')`);
+  await owner.query(`insert into core.tenants (id, code, name) values (2, 'second', 'Second'), (3, 'third', 'Third'), (4, 'fourth', 'Fourth')`);
   await owner.end();
 });
 
@@ -194,6 +194,42 @@ describe('GET /api/platform/events/stream', () => {
     await until('the closed stream to be released', () => hub.services.stream.countFor(3) === 2);
     held.push(await open('', third));
     for (const client of held) client.close();
+  });
+
+  it('a client gone while its subscription catches up (after Last-Event-ID) releases it too', async () => {
+    const stream = hub.services.stream;
+    const original = stream.subscribe.bind(stream);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const made: Array<Promise<unknown>> = [];
+    let entered = 0;
+    // The catch-up made slow: the client goes away while it runs.
+    stream.subscribe = async (options) => {
+      entered++;
+      await held;
+      const subscribed = original(options);
+      made.push(subscribed);
+      return subscribed;
+    };
+    try {
+      const aborts = Array.from({ length: 3 }, () => new AbortController());
+      const requests = aborts.map((abort) =>
+        fetch(`${hub.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '4', 'Last-Event-ID': '0' }, signal: abort.signal }).catch(() => undefined),
+      );
+      await until('every request to reach the subscription', () => entered === 3);
+      for (const abort of aborts) abort.abort();
+      await Promise.all(requests);
+      await new Promise((r) => setTimeout(r, 100));
+      release();
+      await until('the held subscriptions to be made', () => made.length === 3);
+      await Promise.allSettled(made);
+      await new Promise((r) => setTimeout(r, 100));
+      // Each was made after its client had gone, and released at once.
+      expect(stream.countFor(4)).toBe(0);
+    } finally {
+      stream.subscribe = original;
+      release();
+    }
   });
 
   it('one poller serves every subscriber, and closing a client releases its subscription', async () => {

@@ -54,7 +54,20 @@ export const eventStreamRoutes: RouteDecl[] = [
         if (heartbeat) clearInterval(heartbeat);
         if (!out.writableEnded) out.end(note ? `: ${note}\n\n` : undefined);
       };
-      const subscription = await services.stream.subscribe({
+      // Listened to before subscribing: a client gone while the subscription catches up (the
+      // statements after Last-Event-ID) must release it too, or it would hold a place for ever.
+      // The response's 'close' is the one that fires when the connection goes before anything was
+      // written (the request's, on a GET, only once the response is under way).
+      let gone = false;
+      let subscription: { close(): void } | undefined;
+      const leave = () => {
+        gone = true;
+        subscription?.close();
+        finish();
+      };
+      ctx.req.on('close', leave);
+      ctx.res.on('close', leave);
+      subscription = await services.stream.subscribe({
         tenantId,
         topics,
         afterId: resume ? Number(resume) : undefined,
@@ -64,12 +77,12 @@ export const eventStreamRoutes: RouteDecl[] = [
         },
         onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`),
       });
+      if (gone) {
+        subscription.close();
+        return undefined;
+      }
       heartbeat = setInterval(() => out.write(': ping\n\n'), services.config.duration('svc.events.stream.heartbeat'));
       heartbeat.unref();
-      ctx.req.on('close', () => {
-        subscription.close();
-        finish();
-      });
       ctx.status = 200;
       ctx.set('Content-Type', 'text/event-stream; charset=utf-8');
       ctx.set('Cache-Control', 'no-cache, no-transform');

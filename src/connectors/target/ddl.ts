@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { resilientPool } from '../../db/pool.js';
+import { endPool, resilientPool } from '../../db/pool.js';
 import type { RoleNames } from '../../db/roles.js';
 import type { Promote, PromoteType } from '../types.js';
 
@@ -132,7 +132,7 @@ export class ExtSchema {
   }
 
   async close(): Promise<void> {
-    await this.pool.end();
+    await endPool(this.pool);
   }
 
   /** Column name -> type of a table, or undefined when it does not exist. */
