@@ -135,8 +135,15 @@ export class LiveStream {
         sub.goLive();
         return sub;
       }
-      const from = await this.db.crossTenant('event-stream', (tx) => positionOf((t, v) => tx.query(t, v), options.afterId!));
-      // An id that is gone (purged, or never ours) resumes from where its neighbours would be.
+      const from = await this.db.crossTenant('event-stream', async (tx) => {
+        const found = await positionOf((t, v) => tx.query(t, v), options.afterId!);
+        if (found) return found;
+        // Above every id the outbox holds (a client of another database, a typo): nothing after it
+        // exists yet, so it starts at the head instead of replaying the whole retention.
+        const { rows } = await tx.query<{ newer: boolean }>('select exists (select 1 from events.outbox where id > $1) as newer', [options.afterId]);
+        return rows[0]?.newer ? undefined : head;
+      });
+      // An id that is gone (purged) resumes from the oldest event still kept.
       sub.position = from ?? { txid: '0', id: options.afterId };
       await this.catchUp(sub);
       sub.goLive();

@@ -165,6 +165,21 @@ describe('GET /api/platform/events/stream', () => {
     again.close();
   });
 
+  it('a Last-Event-ID above every event id starts at the newest event, not at the oldest', async () => {
+    for (const orgId of [390, 391]) await updated(1, orgId); // history it must not replay
+    await new Promise((r) => setTimeout(r, 500)); // older than the poller's position
+    await updated(1, 400);
+    const ahead = await open('', { 'X-Tenant-ID': '1', 'Last-Event-ID': '9007199254740991' });
+    await updated(1, 401); // the marker
+    await ahead.waitFor(() => ahead.events().some((e) => e.payload.orgId === 401));
+    ahead.close();
+    // Nothing of the tenant's history before it (390, 391 and the tests above): at most what the poller had
+    // not yet passed when it connected, as for a client without Last-Event-ID.
+    const seen = ahead.events().map((e) => e.payload.orgId as number);
+    expect(seen.filter((orgId) => orgId < 400)).toEqual([]);
+    expect(seen).toContain(401);
+  });
+
   it('sends heartbeat comments while idle', async () => {
     const client = await open('?topic=nothing.matches');
     await client.waitFor(() => client.frames.filter((f) => f.comment === 'ping').length >= 2, 3000);
