@@ -326,6 +326,10 @@ export class S3Destination implements Destination {
   /** The local (Node.js) description of a failed connection: its error code, never a server's text. */
   private networkDetail(err: unknown): string {
     const e = (err ?? {}) as S3Failure;
+    // The request handler's own time limit (its message names the handler, not the cause).
+    if (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) {
+      return `no answer within ${this.options.requestTimeoutMs ?? 120_000} ms (requestTimeout), the request sent up to three times`;
+    }
     if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) {
       return describeNetworkError(err, { connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000 });
     }
