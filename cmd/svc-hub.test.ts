@@ -76,6 +76,11 @@ describe('svc-hub executable', () => {
     const run = start(['serve'], { SVC_WEBHOOK_SWEEP_EVERY: 'often' });
     expect(await run.exited).toBe(1);
     expect(run.output()).toContain('configuration error: svc.webhook.sweep-every (SVC_WEBHOOK_SWEEP_EVERY)');
+    // The log level too, though the process logger reads it before the configuration is loaded.
+    const level = start(['serve'], { SVC_LOG_LEVEL: 'verbose' });
+    expect(await level.exited).toBe(1);
+    expect(level.output()).toContain("configuration error: svc.log.level (SVC_LOG_LEVEL): 'verbose' from environment SVC_LOG_LEVEL is not one of");
+    expect(level.output()).not.toContain('    at ');
   });
 
   it('migrate applies the migrations to an external database and exits 0', async () => {

@@ -142,6 +142,10 @@ describe('validation at start', () => {
     [{ SVC_SCHEDULER_ENABLED: 'maybe' }, 'svc.scheduler.enabled', /true or false/],
     [{ DATABASE_URL: 'not a url' }, 'svc.datasource.url', /not a URL/],
     [{ SVC_LOG_LEVEL: 'loud' }, 'svc.log.level', /one of/],
+    [{ SVC_HTTP_PORT: '70000' }, 'svc.http.port', /at most 65535/],
+    [{ SVC_HTTP_BODY_LIMIT: 'lots' }, 'svc.http.body-limit', /a positive size/],
+    [{ SVC_HTTP_BODY_LIMIT: '-5mb' }, 'svc.http.body-limit', /a positive size/],
+    [{ SVC_HTTP_BODY_LIMIT: '0' }, 'svc.http.body-limit', /a positive size/],
   ])('%j is refused naming %s', (env, property, message) => {
     const err = loadError(env);
     expect(err.property).toBe(property);

@@ -176,6 +176,7 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
       if (!/^-?\d+$/.test(text)) return fail('a whole number');
       const n = Number(text);
       if (def.min !== undefined && n < def.min) return fail(`a whole number of at least ${def.min}`);
+      if (def.max !== undefined && n > def.max) return fail(`a whole number of at most ${def.max}`);
       return n;
     }
     case 'bool': {
@@ -200,6 +201,11 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
     case 'enum':
       if (!def.values!.includes(text)) return fail(`one of ${def.values!.join(', ')}`);
       return text;
+    case 'size': {
+      const size = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(text);
+      if (!size || Number(size[1]) <= 0) return fail('a positive size such as 512kb, 10mb or 1048576 (bytes)');
+      return text;
+    }
     default:
       return text;
   }

@@ -4,7 +4,7 @@
  * Later areas add their properties here, beside the clocks they configure.
  */
 
-export type PropertyKind = 'string' | 'int' | 'bool' | 'duration' | 'url' | 'enum' | 'secret';
+export type PropertyKind = 'string' | 'int' | 'bool' | 'duration' | 'url' | 'enum' | 'secret' | 'size';
 export type PropertyValue = string | number | boolean | undefined;
 
 /** Reads another property while a default is being computed. */
@@ -22,6 +22,7 @@ export interface PropertyDef {
   readonly aliases?: readonly string[];
   readonly values?: readonly string[];
   readonly min?: number;
+  readonly max?: number;
   readonly group: string;
 }
 
@@ -39,7 +40,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Minimum log level.' }),
 
   // HTTP
-  p({ group: 'HTTP', name: 'svc.http.port', kind: 'int', min: 0, default: 8080, aliases: ['PORT'],
+  p({ group: 'HTTP', name: 'svc.http.port', kind: 'int', min: 0, max: 65535, default: 8080, aliases: ['PORT'],
     description: 'Port of the HTTP API (0 picks a free port).' }),
   p({ group: 'HTTP', name: 'svc.http.host', kind: 'string',
     default: (get) => (get('svc.security.dev-bypass') ? '127.0.0.1' : '0.0.0.0'),
@@ -47,8 +48,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Interface the HTTP API listens on. With the dev bypass on only a loopback address is accepted.' }),
   p({ group: 'HTTP', name: 'svc.http.shutdown-grace', kind: 'duration', default: '10s',
     description: 'How long a stopping process waits for in-flight requests before closing them.' }),
-  p({ group: 'HTTP', name: 'svc.http.body-limit', kind: 'string', default: '10mb',
-    description: 'Largest accepted request body (JSON, YAML, text).' }),
+  p({ group: 'HTTP', name: 'svc.http.body-limit', kind: 'size', default: '10mb',
+    description: 'Largest accepted request body (JSON, YAML, text): a positive size in bytes, `kb`, `mb` or `gb` (`512kb`, `10mb`); a larger body answers 413.' }),
 
   // Database
   p({ group: 'Database', name: 'svc.datasource.url', kind: 'url', aliases: ['DATABASE_URL'],

@@ -101,7 +101,9 @@ export function createLogger(options: LoggerOptions): Logger {
   );
 }
 
-let root: Logger = createLogger({ level: process.env.SVC_LOG_LEVEL ?? 'info', json: true });
+/** The process logger until configuration is read: SVC_LOG_LEVEL when it names a level (the configuration refuses any other value, naming svc.log.level). */
+const EARLY_LEVEL = process.env.SVC_LOG_LEVEL?.trim();
+let root: Logger = createLogger({ level: EARLY_LEVEL && ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(EARLY_LEVEL) ? EARLY_LEVEL : 'info', json: true });
 
 /** The process logger; main() replaces it once configuration is known. */
 export function logger(): Logger {
