@@ -38,12 +38,21 @@ export async function ingestCsv(
   if (!extTableName(table)) throw new ValidationError('table must be a lower-case identifier (letters, digits, underscores), optionally prefixed ext.', 'table');
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(request.connector)) throw new ValidationError('connector must be a lower-case name (letters, digits, dashes)', 'connector');
   let records: Array<Record<string, string>>;
+  let header: string[];
   try {
+    // The header record alone first (a quoted name may span lines): each name once, none empty.
+    header = (parse(request.csv, { bom: true, to: 1, relax_column_count: true }) as string[][])[0] ?? [];
+    const seen = new Set<string>();
+    for (const name of header) {
+      if (name.trim() === '') throw new ValidationError('the CSV header has an empty column name', 'body');
+      if (seen.has(name)) throw new ValidationError(`the CSV header names column ${JSON.stringify(name)} twice: each column once`, 'body');
+      seen.add(name);
+    }
     records = parse(request.csv, { columns: true, skip_empty_lines: true, bom: true, relax_column_count: false }) as Array<Record<string, string>>;
   } catch (err) {
+    if (err instanceof ValidationError) throw err;
     throw new ValidationError(`body is not valid CSV: ${(err as Error).message}`, 'body');
   }
-  const header = records.length ? Object.keys(records[0]!) : firstLine(request.csv);
   if (!header.includes(request.key)) throw new ValidationError(`key column ${request.key} is not in the CSV header`, 'key');
 
   const connectorId = (await withTenant((tx) => findConnectorId(tx, request.connector))) ?? stableUuid(`csv:${tenantId}:${request.connector}`);
@@ -87,7 +96,3 @@ export async function ingestCsv(
   return run!;
 }
 
-function firstLine(csv: string): string[] {
-  const line = csv.replace(/^\uFEFF/, '').split(/\r?\n/, 1)[0] ?? '';
-  return line ? (parse(line) as string[][])[0] ?? [] : [];
-}

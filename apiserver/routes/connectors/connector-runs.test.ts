@@ -262,6 +262,26 @@ describe('CSV ingest and dead letters', () => {
     expect(badTable.status).toBe(400);
   });
 
+  it('refuses a header naming a column twice or not at all, a charset other than UTF-8; reads a quoted line break in a header-only body', async () => {
+    const twice = await ingest('id,name,name\r\n1,Ann,Annie\r\n');
+    expect({ status: twice.status, body: await twice.json() }).toEqual({ status: 400, body: { error: 'the CSV header names column "name" twice: each column once', field: 'body' } });
+    const empty = await ingest('id,,city\r\n1,x,Lyon\r\n');
+    expect({ status: empty.status, body: await empty.json() }).toEqual({ status: 400, body: { error: 'the CSV header has an empty column name', field: 'body' } });
+    const latin1 = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=crm-import&table=contacts&key=id`, {
+      method: 'POST',
+      headers: { ...H, 'Content-Type': 'text/csv; charset=iso-8859-1' },
+      body: Buffer.from('id,name\r\n1,caf\xe9\r\n', 'latin1'),
+    });
+    expect({ status: latin1.status, body: await latin1.json() }).toEqual({
+      status: 400,
+      body: { error: 'the CSV body must be UTF-8; it was declared iso-8859-1 (convert it, or send Content-Type: text/csv; charset=utf-8)', field: 'body' },
+    });
+    // A header only, one of its names holding a quoted line break: a run of no rows, not a 500.
+    const headerOnly = await ingest('"i\nd",id\n', 'connector=crm-import&table=header_only&key=id');
+    expect(headerOnly.status).toBe(200);
+    expect(((await headerOnly.json()) as Run).recordsIn).toBe(0);
+  });
+
   it('REST runs never emit data.row.changed; CSV ingest does for new or changed rows only when something subscribes', async () => {
     const before = await owner.query(`select count(*)::int as n from events.outbox where type = 'data.row.changed'`);
     await ingest(csv(['1,Ann,Lyon']));

@@ -46,8 +46,11 @@ export const connectorRunRoutes: RouteDecl[] = [
     bodyTypes: ['text/csv'],
     body: { type: 'string' },
     responses: { 200: { description: 'The run', schema: runSchema }, 400: { description: 'Bad CSV, table or key', schema: errorBody }, ...refusals(true) },
-    handler: ({ services, principal, query, body }) => {
+    handler: ({ services, principal, query, body, ctx }) => {
       const tenantId = callerTenant(principal);
+      // The body is read as UTF-8: another declared charset would be stored as replacement characters.
+      const charset = ctx.request.charset;
+      if (charset && !/^utf-?8$/i.test(charset)) throw new ValidationError(`the CSV body must be UTF-8; it was declared ${charset} (convert it, or send Content-Type: text/csv; charset=utf-8)`, 'body');
       if (typeof body !== 'string' || !body.trim()) throw new ValidationError('body must be CSV text with a header line', 'body');
       return services.connectors.runs.ingestCsv(tenantId, {
         connector: query.connector,
