@@ -107,6 +107,26 @@ describe('login, whoami, logout', () => {
     expect(existsSync(file)).toBe(false);
   });
 
+  it('a stored token the hub refuses (401) says to log in again, never printing the token', async () => {
+    const { createServer } = await import('node:http');
+    const refusing = createServer((_req, res) => {
+      res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' });
+      res.end('authentication required');
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const file = join(dir, 'expired.json');
+      const url = `http://127.0.0.1:${(refusing.address() as import('node:net').AddressInfo).port}`;
+      writeFileSync(file, JSON.stringify({ url, token: 'an-expired-token' }), { mode: 0o600 });
+      const who = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
+      expect(who.code).toBe(1);
+      expect(who.err).toBe('error: authentication required; the stored token was refused (expired?): svc login again (HTTP 401)\n');
+      expect(who.err).not.toContain('an-expired-token');
+    } finally {
+      await new Promise((resolve) => refusing.close(resolve));
+    }
+  });
+
   it('logout removes the file; commands then say how to log in', async () => {
     const file = join(dir, 'gone.json');
     await svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });

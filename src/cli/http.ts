@@ -25,7 +25,8 @@ export function path(strings: TemplateStringsArray, ...values: Array<string | nu
 }
 
 export class Hub {
-  private readonly agent = new Agent({ keepAliveTimeout: 2_000 });
+  /** A hub that accepts the connection and never answers is given up after two minutes (the answer's head; a stream's body has no limit). */
+  private readonly agent = new Agent({ keepAliveTimeout: 2_000, headersTimeout: 120_000 });
 
   constructor(
     readonly target: Target,
@@ -43,7 +44,7 @@ export class Hub {
     const res = await this.send(method, route, { query: options.query, headers, body });
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    if (res.statusCode >= 400) throw new HttpError(res.statusCode, errorText(res.statusCode, parsed, text), parsed);
+    if (res.statusCode >= 400) throw new HttpError(res.statusCode, this.withLoginHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
     return { status: res.statusCode, body: parsed as T };
   }
 
@@ -61,7 +62,12 @@ export class Hub {
     if (res.statusCode < 400) return res;
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    throw new HttpError(res.statusCode, errorText(res.statusCode, parsed, text), parsed);
+    throw new HttpError(res.statusCode, this.withLoginHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
+  }
+
+  /** A 401 to a stored token: it has most likely expired. */
+  private withLoginHint(status: number, message: string): string {
+    return status === 401 && this.target.token ? `${message}; the stored token was refused (expired?): svc login again` : message;
   }
 
   close(): Promise<void> {
