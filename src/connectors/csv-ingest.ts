@@ -23,7 +23,8 @@ export interface CsvIngestRequest {
 
 /**
  * POST /api/platform/sources/csv/ingest: one run that upserts the CSV's rows into `ext.<table>`,
- * keyed by the `key` column, every column also promoted as a text column. It goes through the same
+ * keyed by the `key` column, every column named as a lower-case identifier also promoted as a text
+ * column (the others stay in `data`). It goes through the same
  * runner as REST connectors (ledger, chunks, dead letters, events); unlike them it emits
  * `data.row.changed` for new or changed rows when something subscribes.
  */

@@ -37,7 +37,7 @@ export const connectorRunRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/platform/sources/csv/ingest', operationId: 'ingestCsv', summary: 'Upsert a CSV body into ext.<table> as one run', tags: ['Connectors'],
     auth: ['svc_integrator'],
     description:
-      'Body `text/csv` with a header line. Every row is upserted into `ext.<table>` keyed by the `key` column; each column is also a text column of the table. ' +
+      'Body `text/csv` (UTF-8) with a header line. Every row is upserted into `ext.<table>` keyed by the `key` column and stored whole in `data`; each column whose name is a lower-case identifier is also a text column of the table. ' +
       'Answers the finished run record. New or changed rows emit `data.row.changed` inside the ingestion transaction when an integration, rule or process subscribes to it.',
     query: {
       type: 'object', required: ['connector', 'table', 'key'],
