@@ -141,6 +141,7 @@ describe('validation at start', () => {
     [{ SVC_PROFILE: 'staging' }, 'svc.profile', /one of dev, prod/],
     [{ SVC_SCHEDULER_ENABLED: 'maybe' }, 'svc.scheduler.enabled', /true or false/],
     [{ DATABASE_URL: 'not a url' }, 'svc.datasource.url', /not a URL/],
+    [{ SVC_DATASOURCE_URL: 'mysql://x/db' }, 'svc.datasource.url', /not a postgres or postgresql:\/\/ URL/],
     [{ SVC_LOG_LEVEL: 'loud' }, 'svc.log.level', /one of/],
     [{ SVC_HTTP_PORT: '70000' }, 'svc.http.port', /at most 65535/],
     [{ SVC_HTTP_BODY_LIMIT: 'lots' }, 'svc.http.body-limit', /a positive size/],

@@ -191,11 +191,13 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
       return ms;
     }
     case 'url': {
+      let url: URL;
       try {
-        new URL(text);
+        url = new URL(text);
       } catch {
         return fail('a URL');
       }
+      if (def.schemes && !def.schemes.includes(url.protocol.replace(/:$/, ''))) return fail(`a ${def.schemes.join(' or ')}:// URL`);
       return text;
     }
     case 'enum':

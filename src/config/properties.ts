@@ -23,6 +23,8 @@ export interface PropertyDef {
   readonly values?: readonly string[];
   readonly min?: number;
   readonly max?: number;
+  /** For `url`: the schemes accepted (without the colon); default any. */
+  readonly schemes?: readonly string[];
   readonly group: string;
 }
 
@@ -52,11 +54,11 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Largest accepted request body (JSON, YAML, text): a positive size in bytes, `kb`, `mb` or `gb` (`512kb`, `10mb`); a larger body answers 413.' }),
 
   // Database
-  p({ group: 'Database', name: 'svc.datasource.url', kind: 'url', aliases: ['DATABASE_URL'],
+  p({ group: 'Database', name: 'svc.datasource.url', kind: 'url', schemes: ['postgres', 'postgresql'], aliases: ['DATABASE_URL'],
     description: 'External PostgreSQL (`postgres://owner:password@host:5432/db`), connected as the owner that runs migrations. Unset: an embedded PostgreSQL under `svc.data-dir`.' }),
-  p({ group: 'Database', name: 'svc.datasource.app-url', kind: 'url',
+  p({ group: 'Database', name: 'svc.datasource.app-url', kind: 'url', schemes: ['postgres', 'postgresql'],
     description: 'Connection for the application role (subject to row-level security). Unset: the hub creates role `svc.datasource.app-role` with a password derived from the owner credentials.' }),
-  p({ group: 'Database', name: 'svc.datasource.worker-url', kind: 'url',
+  p({ group: 'Database', name: 'svc.datasource.worker-url', kind: 'url', schemes: ['postgres', 'postgresql'],
     description:
       'Connection for the cross-tenant worker role. Unset: derived like `svc.datasource.app-url`. A role of an administrator\'s needs `plan_cache_mode = force_custom_plan` set on it (docs/operations.md, "Starting and stopping"; the hub warns at start without it).' }),
   p({ group: 'Database', name: 'svc.datasource.app-role', kind: 'string', default: 'svc_app',
