@@ -8,7 +8,7 @@ import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
 import { addChunk, cancelRequested, createRun, finishRun, heartbeat, type RunRecord, type RunStatus } from './runs/ledger.js';
 import { getWatermark, setWatermark } from './store.js';
-import type { ExtSchema } from './target/ddl.js';
+import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
@@ -248,7 +248,23 @@ export class ConnectorRunner {
           [connector.id, endpoint.uuid, endpoint.target.table],
         ),
       );
-      await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote);
+      try {
+        await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote);
+      } catch (err) {
+        // A table that could not be made (more columns than PostgreSQL allows, a type clash on a
+        // new table) is not left registered: its registration was only for this run.
+        await this.o.db
+          .withTenant(tenantId, (tx) =>
+            tx.query('delete from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2 and table_name = $3 and to_regclass($4) is null', [
+              connector.id,
+              endpoint.uuid,
+              endpoint.target.table,
+              tenantTableText(tenantId, endpoint.target.table),
+            ]),
+          )
+          .catch(() => undefined);
+        throw err;
+      }
       const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
       for await (const page of reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
         for (const item of page.items) {

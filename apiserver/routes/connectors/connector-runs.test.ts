@@ -262,6 +262,18 @@ describe('CSV ingest and dead letters', () => {
     expect(badTable.status).toBe(400);
   });
 
+  it('a table PostgreSQL cannot make (more than 1,600 columns) fails the run and is not left registered', async () => {
+    const names = ['id', ...Array.from({ length: 1_700 }, (_, i) => `c${i}`)];
+    const res = await ingest(`${names.join(',')}\r\n${names.map((_, i) => String(i)).join(',')}\r\n`, 'connector=crm-import&table=too_wide&key=id');
+    expect(res.status).toBe(200);
+    const run = (await res.json()) as Run & { errorMessage: string | null };
+    expect(run.status).toBe('Failed');
+    expect(run.errorMessage).toMatch(/at most 1600 columns/);
+    const { rows } = await owner.query(`select table_name, to_regclass('ext_t1.too_wide') is not null as made from connectors.ext_tables where table_name = 'ext.too_wide'`);
+    expect(rows).toEqual([]);
+    expect((await owner.query(`select to_regclass('ext_t1.too_wide') as t`)).rows[0].t).toBeNull();
+  });
+
   it('refuses a header naming a column twice or not at all, a charset other than UTF-8; reads a quoted line break in a header-only body', async () => {
     const twice = await ingest('id,name,name\r\n1,Ann,Annie\r\n');
     expect({ status: twice.status, body: await twice.json() }).toEqual({ status: 400, body: { error: 'the CSV header names column "name" twice: each column once', field: 'body' } });
