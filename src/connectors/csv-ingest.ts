@@ -28,6 +28,9 @@ export interface CsvIngestRequest {
  * runner as REST connectors (ledger, chunks, dead letters, events); unlike them it emits
  * `data.row.changed` for new or changed rows when something subscribes.
  */
+/** Records end at CRLF, LF or CR, mixed in one body (files pasted together); inside quotes each is data. */
+const LINE_ENDS = ['\r\n', '\n', '\r'];
+
 export async function ingestCsv(
   runner: ConnectorRunner,
   tenantId: number,
@@ -42,14 +45,14 @@ export async function ingestCsv(
   let header: string[];
   try {
     // The header record alone first (a quoted name may span lines): each name once, none empty.
-    header = (parse(request.csv, { bom: true, to: 1, relax_column_count: true }) as string[][])[0] ?? [];
+    header = (parse(request.csv, { bom: true, to: 1, relax_column_count: true, record_delimiter: LINE_ENDS }) as string[][])[0] ?? [];
     const seen = new Set<string>();
     for (const name of header) {
       if (name.trim() === '') throw new ValidationError('the CSV header has an empty column name', 'body');
       if (seen.has(name)) throw new ValidationError(`the CSV header names column ${JSON.stringify(name)} twice: each column once`, 'body');
       seen.add(name);
     }
-    records = parse(request.csv, { columns: true, skip_empty_lines: true, bom: true, relax_column_count: false }) as Array<Record<string, string>>;
+    records = parse(request.csv, { columns: true, skip_empty_lines: true, bom: true, relax_column_count: false, record_delimiter: LINE_ENDS }) as Array<Record<string, string>>;
   } catch (err) {
     if (err instanceof ValidationError) throw err;
     throw new ValidationError(`body is not valid CSV: ${(err as Error).message}`, 'body');

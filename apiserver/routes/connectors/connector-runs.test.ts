@@ -288,6 +288,16 @@ describe('CSV ingest and dead letters', () => {
       status: 400,
       body: { error: 'the CSV body must be UTF-8; it was declared iso-8859-1 (convert it, or send Content-Type: text/csv; charset=utf-8)', field: 'body' },
     });
+    // Line endings mixed in one body (LF, then CRLF, then CR): every record read alike, no stray CR.
+    const mixed = await ingest('id,name\n1,Ann\r\n2,Bob\n3,"Carl\r\nJr."\r4,Dee\r\n', 'connector=crm-import&table=mixed_ends&key=id');
+    expect(((await mixed.json()) as Run).status).toBe('Completed');
+    const { rows: stored } = await owner.query(`select external_id, name from ext_t1.mixed_ends order by external_id`);
+    expect(stored).toEqual([
+      { external_id: '1', name: 'Ann' },
+      { external_id: '2', name: 'Bob' },
+      { external_id: '3', name: 'Carl\r\nJr.' },
+      { external_id: '4', name: 'Dee' },
+    ]);
     // A header only, one of its names holding a quoted line break: a run of no rows, not a 500.
     const headerOnly = await ingest('"i\nd",id\n', 'connector=crm-import&table=header_only&key=id');
     expect(headerOnly.status).toBe(200);
