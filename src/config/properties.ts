@@ -30,6 +30,9 @@ export interface PropertyDef {
 
 const p = (def: PropertyDef): PropertyDef => def;
 
+/** The log levels `svc.log.level` takes (pino's). */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+
 export const PROPERTIES: readonly PropertyDef[] = [
   // Runtime
   p({ group: 'Runtime', name: 'svc.profile', kind: 'enum', values: ['dev', 'prod'], default: 'dev',
@@ -38,7 +41,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Path of the optional YAML configuration file (read from the environment only).' }),
   p({ group: 'Runtime', name: 'svc.data-dir', kind: 'string', default: './.svc',
     description: 'Where the embedded PostgreSQL keeps its data and the hub its local state.' }),
-  p({ group: 'Runtime', name: 'svc.log.level', kind: 'enum', values: ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'], default: 'info',
+  p({ group: 'Runtime', name: 'svc.log.level', kind: 'enum', values: LOG_LEVELS, default: 'info',
     description: 'Minimum log level.' }),
 
   // HTTP

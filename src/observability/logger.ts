@@ -1,5 +1,6 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
+import { LOG_LEVELS } from '../config/properties.js';
 import { currentContext } from './context.js';
 
 export type { Logger } from 'pino';
@@ -103,7 +104,7 @@ export function createLogger(options: LoggerOptions): Logger {
 
 /** The process logger until configuration is read: SVC_LOG_LEVEL when it names a level (the configuration refuses any other value, naming svc.log.level). */
 const EARLY_LEVEL = process.env.SVC_LOG_LEVEL?.trim();
-let root: Logger = createLogger({ level: EARLY_LEVEL && ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(EARLY_LEVEL) ? EARLY_LEVEL : 'info', json: true });
+let root: Logger = createLogger({ level: EARLY_LEVEL && (LOG_LEVELS as readonly string[]).includes(EARLY_LEVEL) ? EARLY_LEVEL : 'info', json: true });
 
 /** The process logger; main() replaces it once configuration is known. */
 export function logger(): Logger {

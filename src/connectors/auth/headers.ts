@@ -20,7 +20,7 @@ export function composeHeaders(declared: HeaderSpec[], env: EnvLookup, auth: Aut
     if (header.value_env !== undefined) {
       const value = env(header.value_env);
       // A value_env that resolves to nothing leaves the header out (unsentHeaders says which).
-      if (value !== undefined && value !== '') set(header.name, value);
+      if (resolved(value)) set(header.name, value);
     } else if (header.value !== undefined) {
       set(header.name, resolveTemplate(header.value, env, `header ${header.name}`));
     }
@@ -31,10 +31,13 @@ export function composeHeaders(declared: HeaderSpec[], env: EnvLookup, auth: Aut
   return out;
 }
 
+/** A value_env's value that is sent: anything but nothing or the empty string. */
+const resolved = (value: string | undefined): value is string => value !== undefined && value !== '';
+
 /** The declared headers a request leaves out because their value_env resolves to nothing, as the pre-flight says so. */
 export function unsentHeaders(declared: HeaderSpec[], env: EnvLookup): string[] {
   return declared
-    .filter((header) => header.value_env !== undefined && !env(header.value_env))
+    .filter((header) => header.value_env !== undefined && !resolved(env(header.value_env)))
     .map((header) => `header ${header.name} is not sent: its value_env ${header.value_env} resolves to nothing (no stored secret of that name)`);
 }
 

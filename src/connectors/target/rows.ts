@@ -1,7 +1,7 @@
 import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
-import { parseIsoTimestamp } from './timestamp.js';
+import { ISO_DATE_START, parseIsoTimestamp } from './timestamp.js';
 
 /** One source item made ready for its ext.* table. */
 export interface PreparedRow {
@@ -120,9 +120,6 @@ function coerce(p: Promote, raw: unknown): { value: string | null; reason?: stri
   }
   return typed(p.type, value);
 }
-
-/** Text that begins as an ISO-8601 date does: read by parseIsoTimestamp, never by Date.parse. */
-const ISO_DATE_START = /^\d{4}-\d{2}-\d{2}/;
 
 function typed(type: PromoteType, value: unknown): { value: string | null; reason?: string } {
   switch (type) {

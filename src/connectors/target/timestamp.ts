@@ -16,6 +16,9 @@
  * what the hub has always stored; undefined when the text is not such a timestamp.
  */
 
+/** Text that begins as an ISO-8601 date does (what a `timestamptz` column reads with parseIsoTimestamp rather than Date.parse). */
+export const ISO_DATE_START = /^\d{4}-\d{2}-\d{2}/;
+
 const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?)?(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?$/;
 
 const MS_PER_MINUTE = 60_000;
