@@ -81,6 +81,12 @@ describe('svc-hub executable', () => {
     expect(await level.exited).toBe(1);
     expect(level.output()).toContain("configuration error: svc.log.level (SVC_LOG_LEVEL): 'verbose' from environment SVC_LOG_LEVEL is not one of");
     expect(level.output()).not.toContain('    at ');
+    // One checked as the hub starts, before the database: reported the same way, no stack trace.
+    const allow = start(['serve'], { SVC_EGRESS_ALLOW: '10.0.0.0/99', SVC_DATA_DIR: tempDir() });
+    expect(await allow.exited).toBe(1);
+    expect(allow.output()).toContain('svc-hub: configuration error: svc.egress.allow: 10.0.0.0/99 is not a CIDR');
+    expect(allow.output()).not.toContain('    at ');
+    expect(allow.output()).not.toContain('FATAL');
   });
 
   it('migrate applies the migrations to an external database and exits 0', async () => {

@@ -68,6 +68,12 @@ export async function main(argv: string[]): Promise<number> {
     if (role === 'run') return await runCommand(config, rest);
     return await run(role as RoleName, config);
   } catch (err) {
+    // A property that passed loading but is unusable (checked as the hub starts: svc.egress.allow,
+    // svc.secret.master-key, svc.mail.from, the Lease settings …) is reported as loading reports one.
+    if (err instanceof ConfigError) {
+      process.stderr.write(`svc-hub: configuration error: ${err.message}\n`);
+      return 1;
+    }
     if (err instanceof DataDirInUse) logger().fatal(err.message);
     else logger().fatal({ err }, `svc-hub ${role} failed: ${(err as Error).message}`);
     return 1;

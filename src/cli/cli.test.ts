@@ -127,6 +127,18 @@ describe('login, whoami, logout', () => {
     }
   });
 
+  it('a URL ending in /api is refused at login with the base URL to give instead', async () => {
+    const file = join(dir, 'api-suffix.json');
+    const bad = await svc(['login', '--url', `${hub.url}/api/`, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+    expect(bad.code).toBe(1);
+    expect(bad.err).toContain(`the hub's URL is its base, without /api (${hub.url})`);
+    expect(existsSync(file)).toBe(false);
+    // The same hint for a URL from the environment.
+    const env = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: file, SVC_URL: `${hub.url}/api`, SVC_DEV_TENANT: '1' } });
+    expect(env.code).toBe(1);
+    expect(env.err).toContain(`without /api (${hub.url})`);
+  });
+
   it('logout removes the file; commands then say how to log in', async () => {
     const file = join(dir, 'gone.json');
     await svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });

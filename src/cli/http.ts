@@ -44,7 +44,7 @@ export class Hub {
     const res = await this.send(method, route, { query: options.query, headers, body });
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    if (res.statusCode >= 400) throw new HttpError(res.statusCode, this.withLoginHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
+    if (res.statusCode >= 400) throw new HttpError(res.statusCode, this.withHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
     return { status: res.statusCode, body: parsed as T };
   }
 
@@ -62,12 +62,17 @@ export class Hub {
     if (res.statusCode < 400) return res;
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    throw new HttpError(res.statusCode, this.withLoginHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
+    throw new HttpError(res.statusCode, this.withHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
   }
 
-  /** A 401 to a stored token: it has most likely expired. */
-  private withLoginHint(status: number, message: string): string {
-    return status === 401 && this.target.token ? `${message}; the stored token was refused (expired?): svc login again` : message;
+  /**
+   * A 401 to a stored token: it has most likely expired. A 404 from a URL that ends in `/api`: the
+   * routes begin with `/api` themselves, so the URL named the API, not the hub.
+   */
+  private withHint(status: number, message: string): string {
+    if (status === 401 && this.target.token) return `${message}; the stored token was refused (expired?): svc login again`;
+    if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})`;
+    return message;
   }
 
   close(): Promise<void> {
