@@ -27,6 +27,11 @@ interface SubscribeOptions {
   deliver: (event: OutboxEvent) => boolean;
   /** Called once when the subscription ends for any reason other than close() by its owner. */
   onEnd?: (reason: string) => void;
+  /**
+   * The client is gone: the subscription closes at once, a catch-up under way included (it reads
+   * and delivers nothing more).
+   */
+  signal?: AbortSignal;
 }
 
 class Subscription {
@@ -38,7 +43,14 @@ class Subscription {
   constructor(
     readonly options: SubscribeOptions,
     private readonly stream: LiveStream,
-  ) {}
+  ) {
+    options.signal?.addEventListener('abort', this, { once: true });
+  }
+
+  /** The owner's signal was aborted. */
+  handleEvent(): void {
+    this.close();
+  }
 
   wants(event: OutboxEvent): boolean {
     if (event.tenantId !== this.options.tenantId) return false;
@@ -80,6 +92,7 @@ class Subscription {
   close(): void {
     this.closed = true;
     this.pending = [];
+    this.options.signal?.removeEventListener('abort', this);
     this.stream.remove(this);
   }
 }
@@ -127,6 +140,10 @@ export class LiveStream {
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
     const sub = new Subscription(options, this);
+    if (options.signal?.aborted) {
+      sub.close();
+      return sub;
+    }
     this.subscribers.add(sub);
     try {
       const head = await this.currentPosition();
@@ -146,7 +163,7 @@ export class LiveStream {
       // An id that is gone (purged) resumes from the oldest event still kept.
       sub.position = from ?? { txid: '0', id: options.afterId };
       await this.catchUp(sub);
-      sub.goLive();
+      if (!sub.closed) sub.goLive();
       return sub;
     } catch (err) {
       sub.close();

@@ -247,6 +247,60 @@ describe('GET /api/platform/events/stream', () => {
     }
   });
 
+  it('a client gone while its catch-up is part-way through releases it at once; the catch-up stops writing (no crash)', async () => {
+    const stream = hub.services.stream as unknown as { db: TestHub['services']['db']; countFor(t: number): number };
+    const realDb = stream.db;
+    let reads = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    // The stream's own reads of tenant 2's events: the second batch of the catch-up waits.
+    stream.db = Object.assign(Object.create(realDb), {
+      withTenant: async (tenantId: number, fn: Parameters<typeof realDb.withTenant>[1]) => {
+        if (tenantId === 2 && ++reads >= 2) await held;
+        return realDb.withTenant(tenantId, fn);
+      },
+    });
+    try {
+      const first = await emit(2, 'org.created', { orgId: 100, tenantId: 2, name: 'first' });
+      for (let i = 0; i < 8; i++) await updated(2, 100 + i);
+      const abort = new AbortController();
+      const request = fetch(`${hub.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '2', 'Last-Event-ID': String(first - 1) }, signal: abort.signal }).catch(() => undefined);
+      await until('the catch-up to wait on its second read', () => reads >= 2);
+      expect(stream.countFor(2)).toBe(1);
+      abort.abort();
+      await request;
+      await until('the place to be released while the catch-up waits', () => stream.countFor(2) === 0);
+      release();
+      // The rest of the catch-up is not written to the ended response (that was an uncaught
+      // 'write after end' that stopped the process); the hub goes on serving streams.
+      await new Promise((r) => setTimeout(r, 200));
+      const again = await open('', { 'X-Tenant-ID': '2' });
+      again.close();
+    } finally {
+      stream.db = realDb;
+      release();
+    }
+  });
+
+  it('a burst of clients gone before the handler runs leaves no place taken', async () => {
+    const { connect } = await import('node:net');
+    const port = Number(new URL(hub.url).port);
+    const tries = Array.from({ length: 60 }, (_, i) =>
+      new Promise<void>((resolve) => {
+        const socket = connect(port, '127.0.0.1', () => {
+          socket.write('GET /api/platform/events/stream HTTP/1.1\r\nHost: x\r\nX-Tenant-ID: 4\r\n\r\n');
+          setTimeout(() => socket.destroy(), i % 2);
+        });
+        socket.on('close', () => resolve());
+        socket.on('error', () => undefined);
+      }),
+    );
+    await Promise.all(tries);
+    await until('every place of tenant 4 to be free', () => hub.services.stream.countFor(4) === 0, 5_000);
+    const after = await open('', { 'X-Tenant-ID': '4' });
+    after.close();
+  });
+
   it('one poller serves every subscriber, and closing a client releases its subscription', async () => {
     const a = await open();
     const b = await open();

@@ -58,26 +58,31 @@ export const eventStreamRoutes: RouteDecl[] = [
       // statements after Last-Event-ID) must release it too, or it would hold a place for ever.
       // The response's 'close' is the one that fires when the connection goes before anything was
       // written (the request's, on a GET, only once the response is under way).
-      let gone = false;
-      let subscription: { close(): void } | undefined;
+      // The connection may also have gone before this handler ran (while authentication and the
+      // audit awaited): its 'close' has fired already, so the socket is asked too.
+      const gone = new AbortController();
       const leave = () => {
-        gone = true;
-        subscription?.close();
+        gone.abort();
         finish();
       };
       ctx.req.on('close', leave);
       ctx.res.on('close', leave);
-      subscription = await services.stream.subscribe({
+      if (ctx.req.socket.destroyed || ctx.res.destroyed) leave();
+      if (gone.signal.aborted) return undefined;
+      const subscription = await services.stream.subscribe({
         tenantId,
         topics,
         afterId: resume ? Number(resume) : undefined,
+        signal: gone.signal,
         deliver: (event) => {
+          // Ended (the client left): writing on would be an uncaught 'write after end'.
+          if (out.writableEnded) return false;
           out.write(frame(event));
           return out.writableLength <= maxBuffer;
         },
         onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`),
       });
-      if (gone) {
+      if (gone.signal.aborted) {
         subscription.close();
         return undefined;
       }
