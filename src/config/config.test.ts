@@ -147,6 +147,12 @@ describe('validation at start', () => {
     [{ SVC_HTTP_BODY_LIMIT: 'lots' }, 'svc.http.body-limit', /a positive size/],
     [{ SVC_HTTP_BODY_LIMIT: '-5mb' }, 'svc.http.body-limit', /a positive size/],
     [{ SVC_HTTP_BODY_LIMIT: '0' }, 'svc.http.body-limit', /a positive size/],
+    // A timer holds at most 2^31 - 1 ms: a longer duration would fire after 1 ms.
+    [{ SVC_EVENTS_STREAM_HEARTBEAT: '25d' }, 'svc.events.stream.heartbeat', /at most 24d/],
+    [{ SVC_WEBHOOK_LEASE: 'P30D' }, 'svc.webhook.lease', /at most 24d/],
+    [{ SVC_EXPORT_SNAPSHOT_TIMEOUT_SECONDS: '2200000' }, 'svc.export.snapshot.timeout-seconds', /at most 2073600/],
+    // A streaming export holds one connection and the rest of the hub needs two.
+    [{ SVC_DATASOURCE_POOL_SIZE: '2' }, 'svc.datasource.pool-size', /at least 3/],
   ])('%j is refused naming %s', (env, property, message) => {
     const err = loadError(env);
     expect(err.property).toBe(property);

@@ -165,6 +165,9 @@ export class Config {
   }
 }
 
+/** The longest duration a property takes: 24 days, under node's timer limit of 2^31 - 1 ms. */
+export const DURATION_MAX_MS = 24 * 24 * 3600 * 1000;
+
 function coerce(def: PropertyDef, value: string | number | boolean, origin: string): PropertyValue {
   const text = String(value).trim();
   const fail = (expected: string): never => {
@@ -188,6 +191,8 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
       const ms = parseDuration(text);
       if (ms === undefined) return fail('a duration such as 500ms, 5s, 15m, 1h or PT5S');
       if (ms <= 0) return fail('a positive duration');
+      // Every duration ends up in a timer, and node's timers hold at most 2^31 - 1 ms (a longer one fires after 1 ms).
+      if (ms > DURATION_MAX_MS) return fail('a duration of at most 24d');
       return ms;
     }
     case 'url': {

@@ -68,8 +68,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Name of the application database role (no BYPASSRLS, not an owner).' }),
   p({ group: 'Database', name: 'svc.datasource.worker-role', kind: 'string', default: 'svc_worker',
     description: 'Name of the cross-tenant worker role (BYPASSRLS, used only by background work that must see every tenant).' }),
-  p({ group: 'Database', name: 'svc.datasource.pool-size', kind: 'int', min: 1, default: 10,
-    description: 'Connections per pool (application and worker pools each).' }),
+  p({ group: 'Database', name: 'svc.datasource.pool-size', kind: 'int', min: 3, default: 10,
+    description: 'Connections per pool (application and worker pools each); at least 3: a streaming export run holds one, and the rest of the hub needs 2 beside it (`svc.export.concurrency`).' }),
   p({ group: 'Database', name: 'svc.migrate.on-start', kind: 'bool', default: true,
     description: 'Apply pending migrations when a hub process starts (under an advisory lock).' }),
 
@@ -189,10 +189,10 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Cadence of the interrupted-run sweep (in `all` and `dispatch`, leader only): with the defaults a dead run is failed within a minute.' }),
 
   // Exports
-  p({ group: 'Exports', name: 'svc.export.snapshot.timeout-seconds', kind: 'int', min: 1, default: 1800,
+  p({ group: 'Exports', name: 'svc.export.snapshot.timeout-seconds', kind: 'int', min: 1, max: 2_073_600, default: 1800,
     description: 'Time limit of one export run\'s snapshot generation and upload: a run still producing its file after this many seconds fails with `generation` and publishes nothing.' }),
   p({ group: 'Exports', name: 'svc.export.concurrency', kind: 'int', min: 1,
-    default: (get) => Math.max(1, Math.min(4, (get('svc.datasource.pool-size') as number) - 2)), defaultText: '4 (at most `svc.datasource.pool-size` − 2)',
+    default: (get) => Math.min(4, (get('svc.datasource.pool-size') as number) - 2), defaultText: '4 (at most `svc.datasource.pool-size` − 2)',
     description: 'Export runs streaming at once in one process; each holds a database connection of the pool (`svc.datasource.pool-size`, of which it must leave at least 2 to the rest of the hub) for its snapshot and upload. Further runs wait, `Running` with no rows yet, tenants taking turns; a run\'s time limit starts when it starts streaming.' }),
   p({ group: 'Exports', name: 'svc.export.concurrency-per-tenant', kind: 'int', min: 1, default: 2,
     description: 'Of `svc.export.concurrency`, the runs of one tenant streaming at once: a tenant whose destination hangs holds at most this many slots.' }),

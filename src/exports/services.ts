@@ -110,7 +110,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
     throw new ConfigError('svc.export.run-stale-after', 'svc.export.run-stale-after must be longer than svc.export.heartbeat-every, or live runs would be failed as interrupted');
   }
   const concurrency = { total: config.int('svc.export.concurrency'), perTenant: config.int('svc.export.concurrency-per-tenant') };
-  if (concurrency.total > Math.max(1, config.int('svc.datasource.pool-size') - 2)) {
+  if (concurrency.total > config.int('svc.datasource.pool-size') - 2) {
     throw new ConfigError('svc.export.concurrency', 'svc.export.concurrency must leave at least 2 connections of svc.datasource.pool-size to the rest of the hub (each streaming export run holds one)');
   }
   const runner = new ExportRunner({
