@@ -837,7 +837,7 @@ export const COMMANDS: Command[] = [
   {
     name: 'exports rm',
     args: ['NAME'],
-    summary: 'Delete an export (its runs stay; published files stay where they are)',
+    summary: 'Delete an export (a run in flight is stopped; its runs stay; published files stay where they are)',
     run: async (c) => void (await act(c, 'DELETE', path`/api/exports/${c.args[0]!}`, `export/${c.args[0]} deleted`)),
   },
   {
@@ -863,6 +863,12 @@ export const COMMANDS: Command[] = [
     flags: { 'no-wait': NO_WAIT },
     summary: 'Retry a Failed run (same file name) and follow it like run',
     run: (c) => startRun(c, c.args[0]!, path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/retry`, bool(c, 'no-wait'), c.args[1]),
+  },
+  {
+    name: 'exports cancel',
+    args: ['NAME', 'RUN_ID'],
+    summary: 'Stop a Running run (it ends Failed interrupted; nothing is published)',
+    run: async (c) => void (await act(c, 'POST', path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/cancel`, `export/${c.args[0]}: run ${c.args[1]} cancellation requested`)),
   },
   {
     name: 'exports download',

@@ -334,6 +334,10 @@ describe('runs', () => {
     expect(again.code).toBe(1);
     expect(again.err).toMatch(/^error: run .* is Completed: only a Failed run can be retried.* \(HTTP 409\)\n$/);
     expect((await svc(['exports', 'retry', 'partners-late', '00000000-0000-0000-0000-000000000000'])).err).toMatch(/\(HTTP 404\)\n$/);
+    // A run that has ended cannot be cancelled (a Running one: apiserver/routes/exports/exports-hung-destination.test.ts).
+    const cancel = await svc(['exports', 'cancel', 'partners-late', second]);
+    expect(cancel.code).toBe(1);
+    expect(cancel.err).toBe(`error: run ${second} is Completed: only a Running run can be cancelled (HTTP 409)\n`);
   });
 
   it('retry follows the new run like run does, on a terminal rewriting one progress line', async () => {

@@ -23,6 +23,7 @@ import {
   heartbeat,
   runById,
   slotDelivered,
+  type StopRequest,
 } from './runs/ledger.js';
 import { getExport, type ExportDetail } from './store.js';
 import { resolveTokens } from './tokens.js';
@@ -98,14 +99,34 @@ export class ExportRunner {
    * `work` once a slot is free for the tenant. A run waiting for one is Running with no rows yet
    * (its heartbeat goes on); its time limit starts with the work.
    */
-  private inSlot<T>(tenantId: number, runId: string, work: () => Promise<T>): Promise<T> {
+  private inSlot<T>(tenantId: number, runId: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      if (!this.slots.offer(tenantId, () => work().then(resolve, reject))) {
+      // Stopped while it waits (cancelled, its export deleted, the hub stopping): it ends now, and
+      // when its turn comes it gives the slot straight back.
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      const job = () => {
+        signal.removeEventListener('abort', onAbort);
+        return signal.aborted ? Promise.resolve() : work().then(resolve, reject);
+      };
+      if (!this.slots.offer(tenantId, job)) {
+        signal.removeEventListener('abort', onAbort);
         reject(new RunFailure('generation', `more than ${WAITING_PER_TENANT} export runs of this tenant are waiting to start in this process; nothing was published. Retry it later`));
         return;
       }
       if (this.slots.size() > this.slotCount) logger().info({ runId }, 'export run waiting for a slot (svc.export.concurrency)');
     });
+  }
+
+  /**
+   * Stops a run of this process now (POST …/cancel, its export deleted): it ends Failed with this
+   * code and reason, unless it has published already. False when the run is not running here.
+   */
+  stop(runId: string, stop: StopRequest): boolean {
+    const running = this.running.get(runId);
+    if (!running) return false;
+    running.controller.abort(new RunFailure(stop.code, stop.reason));
+    return true;
   }
 
   /** Claims a run of `exp` and starts it; 409 when one is in flight. undefined: a scheduled slot already claimed. */
@@ -165,6 +186,10 @@ export class ExportRunner {
       if (beating) return;
       beating = true;
       db.withTenant(tenantId, (tx) => heartbeat(tx, run.id, { rows: progress.csv?.rows ?? 0, bytes: progress.digest?.bytes ?? 0 }))
+        .then((stop) => {
+          // Asked to stop by a request another process served.
+          if (stop) this.stop(run.id, stop);
+        })
         .catch((err: unknown) => logger().warn({ err, runId: run.id }, 'export run heartbeat failed'))
         .finally(() => {
           beating = false;
@@ -176,7 +201,7 @@ export class ExportRunner {
     const both = AbortSignal.any([signal, timeout.signal]);
     let outcome: { code: FailureCode; reason: string } | { receipt: Parameters<typeof completeRun>[2] };
     try {
-      const receipt = await this.inSlot(tenantId, run.id, () => {
+      const receipt = await this.inSlot(tenantId, run.id, signal, () => {
         timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
         timer.unref();
         return this.generateAndPublish(tenantId, run, progress, both);

@@ -21,7 +21,7 @@ import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
 import { ExportRunner } from './runner.js';
 import { DigestStream } from './csv/digest.js';
-import { type ExportRun, failInterrupted, getRun, latestRun, listRuns } from './runs/ledger.js';
+import { type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStop, type StopRequest } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
 
 /** Who calls: the scope rules read the caller's hub user (scope grants). */
@@ -59,6 +59,8 @@ export interface ExportServices {
     list(tenantId: number, caller: Caller, name: string, limit: number): Promise<ExportRun[]>;
     get(tenantId: number, caller: Caller, name: string, id: string): Promise<ExportRun>;
     retry(tenantId: number, caller: Caller, name: string, id: string, actor: string): Promise<ExportRun>;
+    /** Stops a Running run: it ends Failed `interrupted` (Completed if it had published); 409 when it is not Running. */
+    cancel(tenantId: number, caller: Caller, name: string, id: string, actor: string): Promise<ExportRun>;
   };
   /** The one-shot CSV of an entity (every canonical column in declared order, comma, header), in a temporary file. */
   download(tenantId: number, caller: Caller, entity: string): Promise<Download>;
@@ -97,6 +99,32 @@ async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail
   if (!exp) throw new NotFoundError(`export ${name.toLowerCase()} not found`);
   await requireScope(tx, caller, exp.scope);
   return exp;
+}
+
+/** What a run in flight of a deleted export ends with. */
+const DELETED: StopRequest = {
+  code: 'definition',
+  reason: 'the export was deleted during the run; nothing was published (temporary file removed, multipart upload aborted), unless the run had published already (it then ends Completed)',
+};
+
+/**
+ * Runs of an export by name, its history kept after a delete: with the export, its scope is
+ * required; without it (deleted), the runs of the scopes the caller holds, 404 when there are none.
+ */
+async function history(tx: Tx, caller: Caller, name: string, read: (name: string) => Promise<ExportRun[]>): Promise<ExportRun[]> {
+  const exp = await getExport(tx, name);
+  if (exp) {
+    await requireScope(tx, caller, exp.scope);
+    return read(exp.name);
+  }
+  const lower = name.toLowerCase();
+  const { rows } = await tx.query('select 1 from exports.runs where export_name = $1 limit 1', [lower]);
+  if (rows.length === 0) throw new NotFoundError(`export ${lower} not found`);
+  const runs = await read(lower);
+  const access = await scopeAccess(tx, caller);
+  const visible = runs.filter((r) => !access.bound || access.granted.includes(r.scope));
+  if (visible.length === 0) throw new ScopeNotGranted();
+  return visible;
 }
 
 const record = ({ manifest: _m, spec: _s, ...rest }: ExportDetail): ExportRecord => rest;
@@ -151,11 +179,18 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           return (await listExports(tx)).filter((e) => !access.bound || access.granted.includes(e.scope)).map(record);
         }),
       get: (t, caller, name) => db.withTenant(t, (tx) => found(tx, caller, name)),
-      remove: (t, caller, name) =>
-        db.withTenant(t, async (tx) => {
-          await found(tx, caller, name);
+      async remove(t, caller, name) {
+        // A run in flight is stopped (it would publish for an export that no longer exists, and
+        // hold its slot until its time limit): here at once when this process runs it, elsewhere
+        // at that process's next heartbeat.
+        const stopped = await db.withTenant(t, async (tx) => {
+          const exp = await found(tx, caller, name);
+          const ids = await requestStop(tx, { exportId: exp.id }, DELETED);
           await deleteExport(tx, name);
-        }),
+          return ids;
+        });
+        for (const id of stopped) runner.stop(id, DELETED);
+      },
     },
     runs: {
       async start(t, caller, name, actor) {
@@ -164,15 +199,23 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         return started!.run;
       },
       list: (t, caller, name, limit) =>
-        db.withTenant(t, async (tx) => {
-          const exp = await found(tx, caller, name);
-          return listRuns(tx, exp.name, limit);
-        }),
+        db.withTenant(t, (tx) => history(tx, caller, name, (n) => listRuns(tx, n, limit))),
       get: (t, caller, name, id) =>
-        db.withTenant(t, async (tx) => {
-          const exp = await found(tx, caller, name);
-          return getRun(tx, exp.name, id);
-        }),
+        db.withTenant(t, async (tx) => (await history(tx, caller, name, async (n) => [await getRun(tx, n, id)]))[0]!),
+      async cancel(t, caller, name, id, actor) {
+        const stop: StopRequest = {
+          code: 'interrupted',
+          reason: `cancelled by ${actor} during the run; nothing was published (temporary file removed, multipart upload aborted), unless the run had published already (it then ends Completed). Retry it`,
+        };
+        const run = await db.withTenant(t, async (tx) => {
+          const [found] = await history(tx, caller, name, async (n) => [await getRun(tx, n, id)]);
+          if (found!.status !== 'Running') throw new ConflictError(`run ${id} is ${found!.status}: only a Running run can be cancelled`);
+          await requestStop(tx, { runId: id }, stop);
+          return found!;
+        });
+        runner.stop(run.id, stop);
+        return run;
+      },
       async retry(t, caller, name, id, actor) {
         const exp = await db.withTenant(t, (tx) => found(tx, caller, name));
         return (await runner.retry(t, exp, id, actor)).run;

@@ -20,6 +20,8 @@ let owner: pg.Client;
 let silent: Server;
 let endpoint: string;
 const sockets = new Set<Socket>();
+/** Connections the endpoint has accepted, ever. */
+let accepted = 0;
 const A = 1;
 const B = 2;
 const CONNECTOR = '00000000-0000-0000-0000-0000000000c3';
@@ -55,6 +57,7 @@ function manifests(name: string) {
 beforeAll(async () => {
   silent = createServer((socket) => {
     sockets.add(socket);
+    accepted++;
     socket.on('data', () => undefined);
     socket.on('error', () => undefined);
   });
@@ -127,5 +130,83 @@ describe('export runs to a destination that never answers', () => {
     await until('the run of B to reach the endpoint', () => sockets.size >= 3);
     await new Promise((r) => setTimeout(r, 300));
     expect(sockets.size).toBe(3);
+  }, 30_000);
+
+  type Run = { id: string; status: string; failureCode: string | null; failureReason: string | null };
+  const runOf = async (name: string, id: string) => (await clients[A]!.get(`/api/exports/${name}/runs/${id}`)).body as Run;
+  const ended = (name: string, id: string) => until(`run ${name} to end`, async () => ((await runOf(name, id)).status !== 'Running' ? runOf(name, id) : undefined), 5_000);
+
+  it('cancel: a streaming run ends Failed interrupted at once and gives its slot to a waiting run; a waiting one ends at once; 409 once ended, 404 unknown', async () => {
+    const list = async (name: string) => ((await clients[A]!.get(`/api/exports/${name}/runs`)).body as Run[])[0]!.id;
+    const streaming = await list('hang-1');
+    const before = accepted;
+    const cancel = await clients[A]!.post(`/api/exports/hang-1/runs/${streaming}/cancel`);
+    expect(cancel.status).toBe(202);
+    expect((cancel.body as Run).id).toBe(streaming);
+    const one = await ended('hang-1', streaming);
+    expect(one.status).toBe('Failed');
+    expect(one.failureCode).toBe('interrupted');
+    expect(one.failureReason).toMatch(/^cancelled by .+ during the run; nothing was published/);
+    // Its slot went to a waiting run of A (hang-3), which connects to the endpoint.
+    await until('a waiting run to take the freed slot', () => accepted === before + 1, 5_000);
+
+    // A run still waiting for a slot ends at once, never connecting.
+    const waiting = await list('hang-5');
+    expect((await clients[A]!.post(`/api/exports/hang-5/runs/${waiting}/cancel`)).status).toBe(202);
+    expect((await ended('hang-5', waiting)).failureCode).toBe('interrupted');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(accepted).toBe(before + 1);
+
+    const again = await clients[A]!.post(`/api/exports/hang-1/runs/${streaming}/cancel`);
+    expect(again.status).toBe(409);
+    expect(again.body).toEqual({ error: `run ${streaming} is Failed: only a Running run can be cancelled` });
+    expect((await clients[A]!.post('/api/exports/hang-1/runs/00000000-0000-0000-0000-000000000000/cancel')).status).toBe(404);
+    // Another tenant cannot cancel A's run.
+    expect((await clients[B]!.post(`/api/exports/hang-3/runs/${await list('hang-3')}/cancel`)).status).toBe(404);
+  }, 30_000);
+
+  it('delete: the run in flight ends Failed definition, frees its slot, and stays readable under the name', async () => {
+    const runs = (await clients[A]!.get('/api/exports/hang-2/runs')).body as Run[];
+    const id = runs[0]!.id;
+    expect(runs[0]!.status).toBe('Running');
+    const before = accepted;
+    expect((await clients[A]!.del('/api/exports/hang-2')).status).toBe(204);
+    const run = await ended('hang-2', id);
+    expect(run.status).toBe('Failed');
+    expect(run.failureCode).toBe('definition');
+    expect(run.failureReason).toMatch(/^the export was deleted during the run/);
+    // The history of the deleted name stays readable; a name that never existed is a 404.
+    const history = await clients[A]!.get('/api/exports/hang-2/runs');
+    expect(history.status).toBe(200);
+    expect((history.body as Run[]).map((r) => r.id)).toEqual([id]);
+    expect((await clients[A]!.get('/api/exports/never-was/runs')).status).toBe(404);
+    expect((await clients[B]!.get('/api/exports/hang-2/runs')).status).toBe(404);
+    // The freed slot went to the last waiting run of A (hang-4).
+    await until('a waiting run to take the freed slot', () => accepted === before + 1, 5_000);
+  }, 30_000);
+
+  it('a stop asked by another process is read with the next heartbeat', async () => {
+    const id = ((await clients[A]!.get('/api/exports/hang-3/runs')).body as Run[])[0]!.id;
+    expect((await runOf('hang-3', id)).status).toBe('Running');
+    // What POST …/cancel served by another replica leaves: the request, in the run's row.
+    await owner.query("update exports.runs set stop_code = 'interrupted', stop_reason = 'cancelled elsewhere' where id = $1", [id]);
+    const run = await ended('hang-3', id);
+    expect({ code: run.failureCode, reason: run.failureReason }).toEqual({ code: 'interrupted', reason: 'cancelled elsewhere' });
+  }, 30_000);
+
+  it('a name applied again waits for the run in flight of its deleted export', async () => {
+    await startRun(B, 'ghost-check'); // B's second slot; A is unaffected
+    // A Running run of an earlier, deleted export of the name (run by another process).
+    await owner.query(
+      `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time)
+       values ($1, gen_random_uuid(), 'ghost', 'item', 'crm', 's3', 'Running', 'manual', now())`,
+      [A],
+    );
+    expect((await clients[A]!.post('/api/exports/apply', manifests('ghost').exp)).status).toBe(201);
+    const refused = await clients[A]!.post('/api/exports/ghost/runs');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: 'already has a run in flight' });
+    await owner.query("update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = 'x' where export_name = 'ghost' and status = 'Running'");
+    expect((await clients[A]!.post('/api/exports/ghost/runs')).status).toBe(202);
   }, 30_000);
 });

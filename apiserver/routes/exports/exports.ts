@@ -119,7 +119,8 @@ export const exportRoutes: RouteDecl[] = [
   route({
     method: 'DELETE', path: '/api/exports/{name}', operationId: 'deleteExport', summary: 'Delete an export (its runs stay as history)', tags: ['Exports'],
     auth: ['svc_integrator'], params: nameParam,
-    description: 'Files already published stay where they are. A run in flight finishes; the name can be applied again.',
+    description:
+      'Files already published stay where they are. A run in flight is stopped: it ends Failed `definition` (Completed if it had published already), at once when the process serving the call runs it, else at that process\'s next heartbeat. Its runs stay readable at GET /api/exports/{name}/runs. The name can be applied again; its first run waits for the deleted export\'s run to end (409 `already has a run in flight` meanwhile).',
     responses: { 204: { description: 'Deleted' }, ...notFound('Unknown export'), ...refused },
     handler: async ({ services, principal, params, ctx }) => {
       await services.exports.manifests.remove(callerTenant(principal), principal, params.name);
@@ -171,6 +172,23 @@ export const exportRoutes: RouteDecl[] = [
       const run = await services.exports.runs.retry(callerTenant(principal), principal, params.name, params.id, actor(principal));
       ctx.status = 202;
       return { runId: run.id };
+    },
+  }),
+  route({
+    method: 'POST', path: '/api/exports/{name}/runs/{id}/cancel', operationId: 'cancelExportRun', summary: 'Stop a Running run (202)', tags: ['Exports'],
+    auth: ['svc_integrator'], params: runParams,
+    description:
+      'The run ends Failed `interrupted` with a reason naming who cancelled it: at once when the process serving the call runs it, else at that process\'s next heartbeat (`svc.export.heartbeat-every`). Nothing is published (the temporary file is removed, the multipart upload aborted), unless the run had published already: it then ends Completed. Answers the run as it was when the stop was asked; follow it at GET /api/exports/{name}/runs/{id}. 409 for a run that has ended.',
+    responses: {
+      202: { description: 'Stop requested', schema: exportRunSchema },
+      409: { description: 'The run has ended (Completed or Failed)', schema: errorBody },
+      ...notFound('Unknown export or run'),
+      ...refused,
+    },
+    handler: async ({ services, principal, params, ctx }) => {
+      const run = await services.exports.runs.cancel(callerTenant(principal), principal, params.name, params.id, actor(principal));
+      ctx.status = 202;
+      return run;
     },
   }),
   route({

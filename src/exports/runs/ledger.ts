@@ -121,6 +121,9 @@ export const ALREADY_DELIVERED = 'already delivered';
  * for a scheduled slot already claimed, answers undefined (the slot runs once).
  */
 export async function claimRun(tx: Tx, target: ClaimTarget, claim: Claim): Promise<ExportRun | undefined> {
+  // The name's run in flight may belong to an export deleted while it ran (and applied again since).
+  const earlier = await runningUnderName(tx, target.exportName, target.exportId);
+  if (earlier) throw new ConflictError(IN_FLIGHT, undefined, `export ${target.exportName} is running run ${earlier} (of the export deleted before it was applied again); wait for it to end`);
   await tx.query('savepoint claim');
   try {
     const { rows } = await tx.query<RunRow>(
@@ -186,13 +189,45 @@ export async function slotDelivered(tx: Tx, exportId: string, slot: Date): Promi
   return rows.length > 0;
 }
 
-/** Progress of a Running run, and proof its process lives. */
-export async function heartbeat(tx: Tx, id: string, progress: { rows: number; bytes: number }): Promise<void> {
+/** A request to stop a Running run: the failure it is to end with. */
+export interface StopRequest {
+  code: 'definition' | 'interrupted';
+  reason: string;
+}
+
+/**
+ * Progress of a Running run, and proof its process lives. Answers the stop requested for it
+ * (`requestStop`), if any.
+ */
+export async function heartbeat(tx: Tx, id: string, progress: { rows: number; bytes: number }): Promise<StopRequest | undefined> {
   // Progress only moves forward, whichever of two beats commits last.
-  await tx.query(
-    "update exports.runs set heartbeat_at = now(), row_count = greatest(coalesce(row_count, 0), $2), byte_count = greatest(coalesce(byte_count, 0), $3) where id = $1 and status = 'Running'",
+  const { rows } = await tx.query<{ stop_code: StopRequest['code'] | null; stop_reason: string | null }>(
+    `update exports.runs set heartbeat_at = now(), row_count = greatest(coalesce(row_count, 0), $2), byte_count = greatest(coalesce(byte_count, 0), $3)
+      where id = $1 and status = 'Running' returning stop_code, stop_reason`,
     [id, progress.rows, progress.bytes],
   );
+  const row = rows[0];
+  return row?.stop_code ? { code: row.stop_code, reason: row.stop_reason ?? '' } : undefined;
+}
+
+/**
+ * Asks the process running these runs to stop them (its next heartbeat reads it): the Running runs
+ * of one export, or one run. The first request stands. Returns the ids of the runs still Running.
+ */
+export async function requestStop(tx: Tx, which: { exportId: string } | { runId: string }, stop: StopRequest): Promise<string[]> {
+  const [column, value] = 'exportId' in which ? ['export_id', which.exportId] : ['id', which.runId];
+  const { rows } = await tx.query<{ id: string }>(
+    `update exports.runs set stop_code = coalesce(stop_code, $2), stop_reason = coalesce(stop_reason, $3)
+      where ${column} = $1 and status = 'Running' returning id`,
+    [value, stop.code, stop.reason],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** A Running run of another export of this name (one deleted while it ran): the name's one run in flight. */
+export async function runningUnderName(tx: Tx, exportName: string, exportId: string): Promise<string | undefined> {
+  const { rows } = await tx.query<{ id: string }>("select id from exports.runs where export_name = $1 and export_id <> $2 and status = 'Running' limit 1", [exportName, exportId]);
+  return rows[0]?.id;
 }
 
 export interface Receipt {
