@@ -1,7 +1,6 @@
 import type { Tx } from '../db/database.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import { hasTemplate } from './auth/template.js';
-import { checkManifest, type Issue, isCredentialHeader } from './manifest/validate.js';
+import { checkManifest, type Issue, statesCredential } from './manifest/validate.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 
@@ -216,7 +215,7 @@ export const REDACTED = '[REDACTED]';
 type Headers = Array<{ name?: unknown; value?: unknown }> | undefined;
 
 function redactHeaders(headers: Headers): Headers {
-  return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && isCredentialHeader(h.name, h.value) && !hasTemplate(h.value) ? { ...h, value: REDACTED } : h));
+  return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && statesCredential(h.name, h.value) ? { ...h, value: REDACTED } : h));
 }
 
 function redactManifest(manifest: unknown): unknown {

@@ -115,6 +115,9 @@ describe('connector credentials', () => {
       { name: 'X-Custom', value: 'Basic aW5saW5lLXR3by0wMDAy' },
       { name: 'Ocp-Apim-Subscription-Key', value: 'inline-three-0003' },
       { name: 'X-Api-Version', value: '2' },
+      { name: 'Authorization', value: 'Bearer inline-four-0004{{env:ALLOWED_TOKEN}}' },
+      { name: 'X-Passphrase', value: 'inline-five-0005' },
+      { name: 'X-Templated', value: 'Bearer {{env:ALLOWED_TOKEN}}' },
     ];
     const manifest = {
       apiVersion: 'connectors.svc.io/v1',
@@ -126,13 +129,16 @@ describe('connector credentials', () => {
     const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers, body: JSON.stringify(manifest) });
     expect(applied.status).toBe(201);
     const text = await (await fetch(`${hub.url}/api/connectors/inline-headers`, { headers })).text();
-    for (const inline of ['inline-one-0001', 'aW5saW5lLXR3by0wMDAy', 'inline-three-0003']) expect(text).not.toContain(inline);
+    for (const inline of ['inline-one-0001', 'aW5saW5lLXR3by0wMDAy', 'inline-three-0003', 'inline-four-0004', 'inline-five-0005']) expect(text).not.toContain(inline);
     const got = JSON.parse(text) as { manifest: { spec: { headers: unknown[] } }; spec: { headers: unknown[] } };
     const expected = [
       { name: 'Authorization2', value: '[REDACTED]' },
       { name: 'X-Custom', value: '[REDACTED]' },
       { name: 'Ocp-Apim-Subscription-Key', value: '[REDACTED]' },
       { name: 'X-Api-Version', value: '2' },
+      { name: 'Authorization', value: '[REDACTED]' },
+      { name: 'X-Passphrase', value: '[REDACTED]' },
+      { name: 'X-Templated', value: 'Bearer {{env:ALLOWED_TOKEN}}' },
     ];
     expect(got.manifest.spec.headers).toEqual(expected);
     expect(got.spec.headers).toEqual(expected);

@@ -31,6 +31,11 @@ export function resolveTemplates(value: unknown, env: EnvLookup, where: string):
   return value;
 }
 
+/** The text with every template taken out (what a manifest states literally). */
+export function withoutTemplates(text: string): string {
+  return text.replace(TEMPLATE, '');
+}
+
 /** Whether a text carries a template at all. */
 export function hasTemplate(text: string): boolean {
   TEMPLATE.lastIndex = 0;

@@ -67,6 +67,16 @@ describe('inline credentials', () => {
       { name: 'X-Request-Signature', value: 'abc123' },
       { name: 'X-Auth', value: 'abc123' },
       { name: 'Cookie2', value: 'sid=abc' },
+      // A template beside a literal credential: the literal is still written into the manifest.
+      { name: 'Authorization', value: 'Bearer sk_live_abc{{env:ALLOWED_TOKEN}}' },
+      { name: 'X-Api-Key', value: '{{env:PREFIX}}abc123' },
+      // Names that say so, and values that are credentials by their form whatever the name.
+      { name: 'X-Passphrase', value: 'hunter2hunter2' },
+      { name: 'X-JWT', value: 'abc.def.ghi' },
+      { name: 'X-Id', value: 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl' },
+      { name: 'X-Stripe', value: 'sk_live_51HxYz' },
+      { name: 'X-GitHub', value: 'ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345' },
+      { name: 'X-Aws', value: 'AKIAIOSFODNN7EXAMPLE' },
     ];
     expect(errorsOf(headers(refused))).toEqual(Object.fromEntries(refused.map((_, i) => [`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential])));
     const plain = [
@@ -76,6 +86,11 @@ describe('inline credentials', () => {
       { name: 'X-Keyword', value: 'bearer' },
       { name: 'X-Custom', value: 'Bearer {{env:TOKEN}}' },
       { name: 'X-Key', value_env: 'secret:KEY' },
+      // A scheme and parameter names around templates state no credential.
+      { name: 'Authorization', value: 'Token token="{{env:TOKEN}}"' },
+      { name: 'X-Auth', value: '{{ env:USER }}:{{env:PASS}}' },
+      { name: 'Authorization', value: 'Digest username="{{env:U}}", response="{{env:R}}"' },
+      { name: 'X-Compass', value: 'north' },
     ];
     expect(errorsOf(headers(plain))).toEqual({});
   });

@@ -1,6 +1,6 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { CronExpressionParser } from 'cron-parser';
-import { hasTemplate } from '../auth/template.js';
+import { hasTemplate, withoutTemplates } from '../auth/template.js';
 import { parseWindow } from '../schedule.js';
 import { promoteColumnName } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
@@ -43,11 +43,28 @@ export interface CheckOptions {
  * authentication scheme and its credentials: `Bearer …`, `Basic …`, whatever the header's name).
  */
 export function isCredentialHeader(name: string, value = ''): boolean {
-  return CREDENTIAL_NAME.test(name) || /^cookie2?$/i.test(name) || CREDENTIAL_VALUE.test(value);
+  return CREDENTIAL_NAME.test(name) || /^cookie2?$/i.test(name) || CREDENTIAL_VALUE.test(value) || KNOWN_TOKEN.test(value);
 }
 
-const CREDENTIAL_NAME = /(^|[-_])(proxy-)?auth(?!or($|[-_]))|api[-_]?key|(^|[-_])key($|[-_])|token|secret|password|passwd|credential|session|signature/i;
-const CREDENTIAL_VALUE = /^\s*(bearer|basic|digest|token|negotiate|ntlm|hoba|mutual|aws4-hmac-sha256|sharedkey|hmac)\s+\S/i;
+/**
+ * A credential header whose value states a credential itself: the value, its `{{env:NAME}}`
+ * templates taken out, holds more than an authentication scheme and parameter names
+ * (`Bearer {{env:T}}` and `Token token="{{env:T}}"` state none; `Bearer sk_abc{{env:T}}` does).
+ * Refused outside the dev profile and redacted where it was stored.
+ */
+export function statesCredential(name: string, value: string): boolean {
+  if (!isCredentialHeader(name, value)) return false;
+  const literal = withoutTemplates(value).replace(SCHEME, '');
+  return !/^[\s"',;:=]*([A-Za-z][\w-]*\s*=[\s"',;]*)*$/.test(literal);
+}
+
+const CREDENTIAL_NAME =
+  /(^|[-_])(proxy-)?auth(?!or($|[-_]))|api[-_]?key|(^|[-_])key($|[-_])|token|secret|password|passwd|passphrase|(^|[-_])(pass|pwd|pin|otp)($|[-_])|credential|session|signature|jwt|bearer|cookie/i;
+const SCHEMES = 'bearer|basic|digest|token|negotiate|ntlm|hoba|mutual|aws4-hmac-sha256|sharedkey|hmac';
+const CREDENTIAL_VALUE = new RegExp(`^\\s*(${SCHEMES})\\s+\\S`, 'i');
+const SCHEME = new RegExp(`^\\s*(${SCHEMES})(?=\\s|$)`, 'i');
+/** Values that are credentials by their form, whatever the header: a JWT, and the prefixes of well-known API keys. */
+const KNOWN_TOKEN = /^\s*(eyJ[\w-]{8,}\.[\w-]{8,}\.|(sk|rk|pk)_(live|test)_\w|gh[pousr]_\w{20}|github_pat_\w|xox[abpr]-\w|glpat-\w|AKIA[0-9A-Z]{16})/;
 
 export type EndpointDraft = Omit<EndpointSpec, 'uuid'>;
 
@@ -209,7 +226,7 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   const graphqlPath = (spec.graphql_path as string | undefined) ?? DEFAULT_GRAPHQL_PATH;
   const headers = ((spec.headers as HeaderSpec[] | undefined) ?? []).map((h, i) => {
     if ((h.value === undefined) === (h.value_env === undefined)) errors.add(`spec.headers[${i}]`, REFUSALS.headerValue);
-    else if (!inlineCredentials && h.value !== undefined && isCredentialHeader(h.name, h.value) && !hasTemplate(h.value)) errors.add(`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential);
+    else if (!inlineCredentials && h.value !== undefined && statesCredential(h.name, h.value)) errors.add(`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential);
     return h.value !== undefined ? { name: h.name, value: h.value } : { name: h.name, value_env: h.value_env };
   });
   const auth = normaliseAuth(spec.auth as Json | undefined, errors, warnings, inlineCredentials);
