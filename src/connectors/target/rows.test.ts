@@ -105,12 +105,18 @@ describe('preparing rows for ext.* tables', () => {
     expect(impossible.promoted).toEqual({ updated_at: null, seen: null });
     expect(impossible.rejects).toEqual([
       { column: 'updated_at', value: '2024-02-30T10:00:00Z', reason: 'parse_iso8601: not an ISO-8601 timestamp' },
-      { column: 'seen', value: '2023-02-29', reason: 'timestamptz: not a timestamp' },
+      { column: 'seen', value: '2023-02-29', reason: 'timestamptz: not a timestamp (ISO 8601, or an RFC 5322 date with its zone)' },
     ]);
     expect(row('2024-02-29 10:00:00', '2024-02-29T10:00:00').promoted).toEqual({ updated_at: '2024-02-29T10:00:00.000Z', seen: '2024-02-29T10:00:00.000Z' });
-    // Without the transform, a number and other date text are still read.
+    // Without the transform, a number and an RFC 5322 / HTTP date are read too; surrounding blanks are ignored.
     expect(row(null, 'Tue, 05 Mar 2024 10:00:00 GMT').promoted.seen).toBe('2024-03-05T10:00:00.000Z');
     expect(row(null, 1767225600000).promoted.seen).toBe('2026-01-01T00:00:00.000Z');
+    expect(row(' 2024-02-28T10:00:00Z ', ' 2024-02-28 ').promoted).toEqual({ updated_at: '2024-02-28T10:00:00.000Z', seen: '2024-02-28T00:00:00.000Z' });
+    // Other text is not read by the lenient Date.parse any more: it rolled these into another day or year.
+    for (const text of [' 2024-02-30', '2024/02/30', '２０２４-01-01', 'Fri, 30 Feb 2024 10:00:00 GMT', 'March 7, 2024']) {
+      expect([text, row(null, text).promoted.seen]).toEqual([text, null]);
+      expect(row(null, text).rejects).toEqual([{ column: 'seen', value: text, reason: 'timestamptz: not a timestamp (ISO 8601, or an RFC 5322 date with its zone)' }]);
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
-import { ISO_DATE_START, parseIsoTimestamp } from './timestamp.js';
+import { ISO_DATE_START, parseIsoTimestamp, parseRfcTimestamp } from './timestamp.js';
 
 /** One source item made ready for its ext.* table. */
 export interface PreparedRow {
@@ -96,7 +96,7 @@ function coerce(p: Promote, raw: unknown): { value: string | null; reason?: stri
   let value: unknown = raw;
   switch (p.transform) {
     case 'parse_iso8601': {
-      const instant = typeof raw === 'string' ? parseIsoTimestamp(raw) : undefined;
+      const instant = typeof raw === 'string' ? parseIsoTimestamp(raw.trim()) : undefined;
       if (instant === undefined) return { value: null, reason: 'parse_iso8601: not an ISO-8601 timestamp' };
       value = instant;
       // Already what `typed` would make of it (it would parse the text just made a second time).
@@ -147,15 +147,17 @@ function typed(type: PromoteType, value: unknown): { value: string | null; reaso
       return { value: null, reason: 'boolean: not true or false' };
     }
     case 'timestamptz': {
-      // Text in ISO form is read strictly (timestamp.ts); other text by Date.parse (an HTTP date,
-      // say); a number is milliseconds since the epoch.
-      if (typeof value === 'string' && ISO_DATE_START.test(value)) {
-        const instant = parseIsoTimestamp(value);
-        return instant === undefined ? { value: null, reason: 'timestamptz: not a timestamp' } : { value: instant };
+      // Text is read strictly, the same on every machine (timestamp.ts): ISO 8601 / RFC 3339, or
+      // an RFC 5322 / HTTP date with its zone; a number is milliseconds since the epoch.
+      if (typeof value === 'string') {
+        const text = value.trim();
+        const instant = ISO_DATE_START.test(text) ? parseIsoTimestamp(text) : parseRfcTimestamp(text);
+        return instant === undefined ? { value: null, reason: 'timestamptz: not a timestamp (ISO 8601, or an RFC 5322 date with its zone)' } : { value: instant };
       }
-      const ms = typeof value === 'string' ? Date.parse(value) : typeof value === 'number' ? value : Number.NaN;
-      if (Number.isNaN(ms)) return { value: null, reason: 'timestamptz: not a timestamp' };
-      return { value: new Date(ms).toISOString() };
+      if (typeof value !== 'number' || !Number.isFinite(value)) return { value: null, reason: 'timestamptz: not a timestamp' };
+      const date = new Date(value);
+      if (Number.isNaN(date.getTime())) return { value: null, reason: 'timestamptz: not a timestamp' };
+      return { value: date.toISOString() };
     }
   }
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import pg from 'pg';
 import { serverUrl } from '../../../test/harness/database.js';
-import { parseIsoTimestamp } from './timestamp.js';
+import { parseIsoTimestamp, parseRfcTimestamp } from './timestamp.js';
 
 /**
  * parseIsoTimestamp against two readers of the same text: V8's `Date.parse` on the ECMAScript
@@ -167,6 +167,67 @@ describe('parseIsoTimestamp and PostgreSQL', () => {
     for (const check of checks) {
       expect([check.v, check.valid]).toEqual([check.v, false]);
       expect(parseIsoTimestamp(check.v)).toBeUndefined();
+    }
+  });
+});
+
+const MONTH_NAMES = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const DAY_NAMES = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+
+/** An RFC 5322 date of the fields (whole seconds), with its weekday or without, a numeric offset or GMT. */
+function rfcForm(f: Fields, style: number): string {
+  const weekday = DAY_NAMES[new Date(Date.UTC(f.year, f.month - 1, f.day)).getUTCDay()]!;
+  const zone = style % 3 === 0 ? 'GMT' : offsetText(f.offset, false);
+  const seconds = style % 5 === 0 ? '' : `:${pad(f.second)}`;
+  return `${style % 2 === 0 ? `${weekday}, ` : ''}${style % 7 === 0 ? f.day : pad(f.day)} ${MONTH_NAMES[f.month - 1]} ${f.year} ${pad(f.hour)}:${pad(f.minute)}${seconds} ${zone}`;
+}
+
+describe('parseRfcTimestamp', () => {
+  it('gives the instant Date.parse gives for valid RFC 5322 and HTTP dates', () => {
+    fc.assert(
+      fc.property(fields, fc.nat(), (f, style) => {
+        const text = rfcForm(f, style);
+        expect([text, parseRfcTimestamp(text)]).toEqual([text, new Date(Date.parse(text)).toISOString()]);
+      }),
+      { numRuns: 2000, seed: 20261202 },
+    );
+    expect(parseRfcTimestamp('Tue, 05 Mar 2024 10:00:00 GMT')).toBe('2024-03-05T10:00:00.000Z');
+    expect(parseRfcTimestamp('5 mar 2024 10:00 -0130')).toBe('2024-03-05T11:30:00.000Z');
+    expect(parseRfcTimestamp('05 Mar 2024 10:00:00 PST')).toBe('2024-03-05T18:00:00.000Z');
+  });
+
+  it('refuses what Date.parse rolls over or reads in the local zone: a day the month lacks, a wrong weekday, no zone', () => {
+    for (const text of [
+      'Fri, 30 Feb 2024 10:00:00 GMT',
+      '31 Apr 2024 10:00:00 GMT',
+      'Mon, 05 Mar 2024 10:00:00 GMT',
+      '05 Mar 2024 10:00:00',
+      '05 Mar 2024 24:00:00 GMT',
+      '05 Mar 2024 10:61:00 GMT',
+      '05 Mar 2024 10:00:00 +2400',
+      'March 7, 2024',
+      '2024/02/30',
+      '２０２４-01-01',
+      '1700000000000',
+    ]) {
+      expect([text, parseRfcTimestamp(text)]).toEqual([text, undefined]);
+    }
+    // Date.parse reads several of them, into another day or the process's zone.
+    expect(Number.isNaN(Date.parse('Fri, 30 Feb 2024 10:00:00 GMT'))).toBe(false);
+    expect(Number.isNaN(Date.parse('２０２４-01-01'))).toBe(false);
+  });
+
+  it('agrees with PostgreSQL on the instant of RFC dates it reads', async () => {
+    const client = new pg.Client({ connectionString: serverUrl() });
+    await client.connect();
+    try {
+      await client.query(`set time zone 'UTC'`);
+      // PostgreSQL reads these forms with a numeric offset or GMT, the weekday optional.
+      const texts = fc.sample(fc.tuple(fields.filter((f) => Math.abs(f.offset) < 16 * 60), fc.nat()), { numRuns: 500, seed: 20261203 }).map(([f, style]) => rfcForm(f, style));
+      const { rows } = await client.query<{ v: string; ms: string }>(`select v, floor(extract(epoch from v::timestamptz) * 1000)::bigint::text as ms from unnest($1::text[]) as v`, [texts]);
+      for (const row of rows) expect([row.v, parseRfcTimestamp(row.v)]).toEqual([row.v, new Date(Number(row.ms)).toISOString()]);
+    } finally {
+      await client.end();
     }
   });
 });

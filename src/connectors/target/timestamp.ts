@@ -81,3 +81,42 @@ export function parseIsoTimestamp(text: string): string | undefined {
   if (instant < EARLIEST || instant >= BEYOND) return undefined;
   return new Date(instant).toISOString();
 }
+
+/**
+ * RFC 5322 (e-mail) and RFC 9110 (HTTP) dates: `Tue, 05 Mar 2024 10:00:00 GMT`, the weekday
+ * optional, seconds optional, a zone required (`GMT`, `UT`, `UTC`, `Z`, `±HHMM`, or the North
+ * American zones RFC 5322 keeps). Read as strictly as ISO text: a day the month lacks is not a
+ * date (never rolled into the next month), a weekday must be the date's, and the result is the
+ * same on every machine. Undefined otherwise.
+ */
+export function parseRfcTimestamp(text: string): string | undefined {
+  const m = RFC.exec(text);
+  if (m === null) return undefined;
+  const day = Number(m[2]);
+  const month = MONTHS.indexOf(m[3]!.toLowerCase()) + 1;
+  const year = Number(m[4]);
+  const hour = Number(m[5]);
+  const minute = Number(m[6]);
+  const second = m[7] === undefined ? 0 : Number(m[7]);
+  if (year < 1 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 60) return undefined;
+  const zone = m[8]!.toUpperCase();
+  let offsetMinutes = ZONES[zone];
+  if (offsetMinutes === undefined) {
+    const hours = Number(zone.slice(1, 3));
+    const minutes = Number(zone.slice(3, 5));
+    if (hours > 23 || minutes > 59) return undefined;
+    offsetMinutes = (zone[0] === '-' ? -1 : 1) * (hours * 60 + minutes);
+  }
+  const days = daysFromCivil(year, month, day);
+  // 1970-01-01 was a Thursday.
+  if (m[1] !== undefined && WEEKDAYS[(((days + 4) % 7) + 7) % 7] !== m[1].toLowerCase()) return undefined;
+  // A leap second (:60) is the next second, as PostgreSQL reads it.
+  const instant = days * MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 - offsetMinutes * MS_PER_MINUTE;
+  if (instant < EARLIEST || instant >= BEYOND) return undefined;
+  return new Date(instant).toISOString();
+}
+
+const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+const WEEKDAYS = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+const ZONES: Record<string, number> = { GMT: 0, UT: 0, UTC: 0, Z: 0, EST: -300, EDT: -240, CST: -360, CDT: -300, MST: -420, MDT: -360, PST: -480, PDT: -420 };
+const RFC = /^(?:(mon|tue|wed|thu|fri|sat|sun),\s*)?(\d{1,2})\s+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\s+(\d{4})\s+(\d{2}):(\d{2})(?::(\d{2}))?\s+(gmt|ut|utc|z|est|edt|cst|cdt|mst|mdt|pst|pdt|[+-]\d{4})$/i;
