@@ -1,5 +1,6 @@
 import { DigestStream } from './csv/digest.js';
 import { type CredentialSources, createCredentialResolver } from '../connectors/auth/resolver.js';
+import { CredentialUnreadableError } from '../connectors/engine/errors.js';
 import type { Database, TenantId } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
@@ -280,7 +281,10 @@ export class ExportRunner {
   private async destination(tenantId: number, spec: ExportSpec, artifactTime: Date): Promise<Destination> {
     const resolve = createCredentialResolver(this.options.sources, tenantId, `export:${spec.name}`);
     const need = async (field: string, name: string): Promise<string> => {
-      const value = await resolve(name);
+      const value = await resolve(name).catch((err: unknown) => {
+        if (err instanceof CredentialUnreadableError) throw new RunFailure('publication', `${err.message} (spec.destination.${field})`);
+        throw err;
+      });
       if (value === undefined) throw new RunFailure('publication', `no secret named ${name} is stored in this tenant (spec.destination.${field}): store it (POST /api/platform/secrets), then retry`);
       return value;
     };

@@ -158,6 +158,29 @@ describe('connector credentials', () => {
     expect(receiver.received.length).toBe(before);
   });
 
+  it('a stored secret sealed under another master key: the run fails naming it, the pre-flight says so (no 500), the start-up check sees it', async () => {
+    expect(await hub.services.secrets.keyOpensStored()).toBe(true);
+    // What a hub started with another svc.secret.master-key than the secret was stored under finds.
+    const { seal } = await import('../../../src/platform/secrets/crypto.js');
+    const { randomBytes } = await import('node:crypto');
+    const sealed = seal(randomBytes(32), 1, 'EARLIER_KEY_TOKEN', 'sealed-under-another-key');
+    const owner = await ownerClient(hub.ownerUrl);
+    await owner.query('insert into platform.secrets (tenant_id, name, iv, tag, ciphertext) values (1, $1, $2, $3, $4)', ['EARLIER_KEY_TOKEN', sealed.iv, sealed.tag, sealed.ciphertext]);
+    await owner.end();
+    const message = "the stored secret EARLIER_KEY_TOKEN cannot be decrypted with this hub's svc.secret.master-key";
+    const before = receiver.received.length;
+    const result = await run('earlier-key', { auth: { kind: 'bearer', token_env: 'secret:EARLIER_KEY_TOKEN' } });
+    expect(result.status).toBe('Failed');
+    expect(result.errorMessage).toContain(message);
+    expect(receiver.received.length).toBe(before);
+    const res = await fetch(`${hub.url}/api/connectors/earlier-key/preflight`, { method: 'POST', headers: { 'X-Tenant-ID': '1' } });
+    expect(res.status).toBe(200);
+    const report = (await res.json()) as { ok: boolean; endpoints: Array<{ verdict: string }> };
+    expect(report.ok).toBe(false);
+    expect(report.endpoints[0]!.verdict).toContain(message);
+    expect(await hub.services.secrets.keyOpensStored()).toBe(false);
+  });
+
   it('no request the hub sent carries a value of its own environment', () => {
     expect(receiver.received.length).toBeGreaterThan(0);
     const sent = sentText();

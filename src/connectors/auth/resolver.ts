@@ -1,4 +1,6 @@
 import { envName, PROPERTIES } from '../../config/properties.js';
+import { UnsealError } from '../../platform/secrets/crypto.js';
+import { CredentialUnreadableError } from '../engine/errors.js';
 import type { CredentialResolver } from './types.js';
 
 /**
@@ -59,7 +61,10 @@ export function createCredentialResolver(sources: CredentialSources, tenantId: n
   const allowed = globMatcher(sources.envAllow);
   const env = sources.env ?? process.env;
   return async (name) => {
-    const stored = await sources.secrets.resolveSecret(tenantId, name, by);
+    const stored = await sources.secrets.resolveSecret(tenantId, name, by).catch((err: unknown) => {
+      if (err instanceof UnsealError) throw new CredentialUnreadableError(name.startsWith(SECRET_PREFIX) ? name.slice(SECRET_PREFIX.length) : name);
+      throw err;
+    });
     if (stored !== undefined) return stored;
     if (name.startsWith(SECRET_PREFIX) || isHubOwnName(name) || !allowed(name)) return undefined;
     return env[name] ?? sources.extra?.(name);

@@ -128,6 +128,15 @@ const KINDS = {
       `credential ${credential} did not resolve (${field}): the tenant has no stored secret of that name (the hub's environment is read only for names allowed by svc.credentials.env-allow)`,
     details: (credential: string, field: string) => ({ credential, field }),
   },
+  /** A stored secret that does not open with this hub's master key (the key changed since it was stored). */
+  credential_unreadable: {
+    name: 'CredentialUnreadableError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (credential: string) =>
+      `the stored secret ${credential} cannot be decrypted with this hub's svc.secret.master-key: the key was changed since it was stored (start the hub with the earlier key, or store the secret again)`,
+    details: (credential: string) => ({ credential }),
+  },
   /** A `{{env:NAME}}` template naming a value that did not resolve. */
   template_unresolved: {
     name: 'TemplateError',
@@ -187,6 +196,7 @@ export const GraphQLMalformedError = kindOf('graphql_malformed');
 export const PageCapError = kindOf('page_cap');
 export const StalePositionError = kindOf('stale_position');
 export const CredentialError = kindOf('credential_unresolved');
+export const CredentialUnreadableError = kindOf('credential_unreadable');
 export const TemplateError = kindOf('template_unresolved');
 export const PaginationError = kindOf('pagination');
 export const CancelledError = kindOf('cancelled');

@@ -2,7 +2,7 @@ import type { Database, Tx } from '../../db/database.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { EventWriter } from '../../events/outbox.js';
 import { logger, registerOperationSecret } from '../../observability/logger.js';
-import { type Sealed, seal, unseal } from './crypto.js';
+import { type Sealed, seal, UnsealError, unseal } from './crypto.js';
 
 /**
  * The connector credential store (spec 1 "Secret"): per tenant, values sealed at rest (crypto.ts),
@@ -192,6 +192,27 @@ export class SecretStore {
       this.cache.set(key, { value, expires: this.now() + this.options.cacheTtlMs });
     }
     return value;
+  }
+
+  /**
+   * Whether the master key opens the stored secrets, tried on the newest one (across tenants):
+   * undefined when none is stored. A hub started with another key than the one they were sealed
+   * with reads none of them; said once at start rather than at every use.
+   */
+  async keyOpensStored(): Promise<boolean | undefined> {
+    const { rows } = await this.db.crossTenantQuery<Sealed & { tenant_id: string; name: string }>(
+      'secret-key-check',
+      'select tenant_id, name, iv, tag, ciphertext from platform.secrets where deleted_at is null order by created_at desc limit 1',
+    );
+    const row = rows[0];
+    if (!row) return undefined;
+    try {
+      unseal(this.key, Number(row.tenant_id), row.name, row);
+      return true;
+    } catch (err) {
+      if (err instanceof UnsealError) return false;
+      throw err;
+    }
   }
 
   /** Forget a cached value (after a rotation or a delete, or everything). */
