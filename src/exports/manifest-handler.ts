@@ -15,7 +15,8 @@ export const exportHandler: ManifestHandler = {
     const result = await applyExport(tx, manifest, { actor, entity: entityShape });
     return { created: result.created, warnings: result.warnings.map((w) => `${w.field}: ${w.message}`), schedule: result.spec.schedule ?? null };
   },
-  remove: (tx: Tx, name: string) => deleteExport(tx, name),
+  // A run in flight stops at its process's next heartbeat, as with DELETE /api/exports/{name}.
+  remove: async (tx: Tx, name: string) => (await deleteExport(tx, name)).deleted,
   async lastRun(tx: Tx, name: string) {
     const run = await latestRun(tx, name.toLowerCase());
     return run ? { id: run.id, status: run.status, endedAt: run.endedAt } : undefined;

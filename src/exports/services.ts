@@ -21,7 +21,7 @@ import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
 import { ExportRunner } from './runner.js';
 import { DigestStream } from './csv/digest.js';
-import { type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStop, type StopRequest } from './runs/ledger.js';
+import { EXPORT_DELETED, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStop, type StopRequest } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
 
 /** Who calls: the scope rules read the caller's hub user (scope grants). */
@@ -101,12 +101,6 @@ async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail
   return exp;
 }
 
-/** What a run in flight of a deleted export ends with. */
-const DELETED: StopRequest = {
-  code: 'definition',
-  reason: 'the export was deleted during the run; nothing was published (temporary file removed, multipart upload aborted), unless the run had published already (it then ends Completed)',
-};
-
 /**
  * Runs of an export by name, its history kept after a delete: with the export, its scope is
  * required; without it (deleted), the runs of the scopes the caller holds, 404 when there are none.
@@ -184,12 +178,10 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         // hold its slot until its time limit): here at once when this process runs it, elsewhere
         // at that process's next heartbeat.
         const stopped = await db.withTenant(t, async (tx) => {
-          const exp = await found(tx, caller, name);
-          const ids = await requestStop(tx, { exportId: exp.id }, DELETED);
-          await deleteExport(tx, name);
-          return ids;
+          await found(tx, caller, name);
+          return (await deleteExport(tx, name)).stopped;
         });
-        for (const id of stopped) runner.stop(id, DELETED);
+        for (const id of stopped) runner.stop(id, EXPORT_DELETED);
       },
     },
     runs: {

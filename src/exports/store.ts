@@ -2,6 +2,7 @@ import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
+import { EXPORT_DELETED, requestStop } from './runs/ledger.js';
 
 /**
  * Exports as stored (schema `exports`, migrations/exports/V1__exports.sql), in the caller's tenant
@@ -117,8 +118,13 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: 
   return rows[0];
 }
 
-/** Deletes by name; its runs stay as history. false when there was none. */
-export async function deleteExport(tx: Tx, name: string): Promise<boolean> {
-  const { rowCount } = await tx.query('delete from exports.exports where name = lower($1)', [name]);
-  return rowCount === 1;
+/**
+ * Deletes by name; its runs stay as history, and a run in flight is asked to stop (EXPORT_DELETED:
+ * its process reads it with its next heartbeat; `stopped` are their ids, for a process that runs
+ * them to stop them at once). `deleted` false when there was none.
+ */
+export async function deleteExport(tx: Tx, name: string): Promise<{ deleted: boolean; stopped: string[] }> {
+  const { rows } = await tx.query<{ id: string }>('delete from exports.exports where name = lower($1) returning id', [name]);
+  if (!rows[0]) return { deleted: false, stopped: [] };
+  return { deleted: true, stopped: await requestStop(tx, { exportId: rows[0].id }, EXPORT_DELETED) };
 }

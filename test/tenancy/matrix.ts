@@ -354,6 +354,7 @@ export const ENDPOINTS: EndpointCase[] = [
   { route: 'GET /api/exports/{name}/runs', path: '/api/exports/{their.export}/runs', expect: 404 },
   { route: 'GET /api/exports/{name}/runs/{id}', path: '/api/exports/{their.export}/runs/{their.exportRun}', expect: 404 },
   { route: 'POST /api/exports/{name}/runs/{id}/retry', path: '/api/exports/{their.export}/runs/{their.exportRun}/retry', expect: 404 },
+  { route: 'POST /api/exports/{name}/runs/{id}/cancel', path: '/api/exports/{their.export}/runs/{their.exportRun}/cancel', expect: 404 },
   // My entity of their entity's name (made above) reads my rows only.
   { route: 'GET /api/exports/entities/{entity}/download', path: '/api/exports/entities/{their.entity}/download', expect: 200, excludes: true },
   {

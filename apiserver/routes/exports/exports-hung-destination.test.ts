@@ -209,4 +209,17 @@ describe('export runs to a destination that never answers', () => {
     await owner.query("update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = 'x' where export_name = 'ghost' and status = 'Running'");
     expect((await clients[A]!.post('/api/exports/ghost/runs')).status).toBe(202);
   }, 30_000);
+
+  it('an Export deleted through its custom resource (the manifest handler) asks its run in flight to stop too', async () => {
+    const { exportHandler } = await import('../../../src/exports/manifest-handler.js');
+    expect((await clients[A]!.post('/api/exports/apply', manifests('by-operator').exp)).status).toBe(201);
+    const { rows } = await owner.query<{ id: string }>(
+      `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time)
+       select tenant_id, id, name, entity, scope, 's3', 'Running', 'manual', now() from exports.exports where tenant_id = $1 and name = 'by-operator' returning id`,
+      [A],
+    );
+    expect(await hub.services.db.withTenant(A, (tx) => exportHandler.remove(tx, 'by-operator'))).toBe(true);
+    const stop = await owner.query('select stop_code, stop_reason from exports.runs where id = $1', [rows[0]!.id]);
+    expect(stop.rows[0]).toEqual({ stop_code: 'definition', stop_reason: expect.stringMatching(/^the export was deleted during the run/) });
+  }, 30_000);
 });

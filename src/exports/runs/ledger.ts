@@ -210,6 +210,12 @@ export async function heartbeat(tx: Tx, id: string, progress: { rows: number; by
   return row?.stop_code ? { code: row.stop_code, reason: row.stop_reason ?? '' } : undefined;
 }
 
+/** What a run in flight of a deleted export ends with. */
+export const EXPORT_DELETED: StopRequest = {
+  code: 'definition',
+  reason: 'the export was deleted during the run; nothing was published (temporary file removed, multipart upload aborted), unless the run had published already (it then ends Completed)',
+};
+
 /**
  * Asks the process running these runs to stop them (its next heartbeat reads it): the Running runs
  * of one export, or one run. The first request stands. Returns the ids of the runs still Running.
