@@ -322,6 +322,11 @@ describe('replay and the journal', () => {
     const got = await receiver.waitFor(3, '/replay');
     expect(got[2]!.headers['x-svc-event-id']).toBe(String(original.eventId));
     expect(got[2]!.body).toBe(got[0]!.body);
+    // Its outcome is written after the answer: the listings below must not see it change.
+    await until('the replay outcome', async () => {
+      const list = await deliveries(id);
+      return list.length === 3 && list.every((d) => d.succeeded);
+    });
   });
 
   it('404 for an unknown delivery, another integration\'s, and another tenant\'s (existence not confirmed)', async () => {
