@@ -197,13 +197,13 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       async cancel(t, caller, name, id, actor) {
         const stop: StopRequest = {
           code: 'interrupted',
-          reason: `cancelled by ${actor} during the run; nothing was published (temporary file removed, multipart upload aborted), unless the run had published already (it then ends Completed). Retry it`,
+          reason: `cancelled by ${actor} during the run; nothing was published (temporary file removed, multipart upload aborted). Retry it: a collision on retry means it did publish`,
         };
         const run = await db.withTenant(t, async (tx) => {
-          const [found] = await history(tx, caller, name, async (n) => [await getRun(tx, n, id)]);
-          if (found!.status !== 'Running') throw new ConflictError(`run ${id} is ${found!.status}: only a Running run can be cancelled`);
+          const [running] = await history(tx, caller, name, async (n) => [await getRun(tx, n, id)]);
+          if (running!.status !== 'Running') throw new ConflictError(`run ${id} is ${running!.status}: only a Running run can be cancelled`);
           await requestStop(tx, { runId: id }, stop);
-          return found!;
+          return running!;
         });
         runner.stop(run.id, stop);
         return run;

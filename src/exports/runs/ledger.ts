@@ -213,7 +213,7 @@ export async function heartbeat(tx: Tx, id: string, progress: { rows: number; by
 /** What a run in flight of a deleted export ends with. */
 export const EXPORT_DELETED: StopRequest = {
   code: 'definition',
-  reason: 'the export was deleted during the run; nothing was published (temporary file removed, multipart upload aborted), unless the run had published already (it then ends Completed)',
+  reason: 'the export was deleted during the run; nothing was published (temporary file removed, multipart upload aborted)',
 };
 
 /**
