@@ -76,6 +76,12 @@ class RunFailure extends Error {
 interface Progress {
   csv?: CsvSnapshot;
   digest?: DigestStream;
+  /**
+   * Every byte has gone to the destination, which is publishing it (an S3 upload's last request, an
+   * SFTP rename): a stop request no longer interrupts the run, which ends as the publication does.
+   * Cut there, the file could be published with the run recorded Failed.
+   */
+  committing?: boolean;
 }
 
 export interface Started {
@@ -85,7 +91,7 @@ export interface Started {
 }
 
 export class ExportRunner {
-  private readonly running = new Map<string, { controller: AbortController; done: Promise<ExportRun> }>();
+  private readonly running = new Map<string, { controller: AbortController; progress: Progress; done: Promise<ExportRun> }>();
   private closed = false;
   /** The streaming slots (see ExportRunnerOptions.concurrency). */
   private readonly slots: AttemptPool;
@@ -126,7 +132,8 @@ export class ExportRunner {
   stop(runId: string, stop: StopRequest): boolean {
     const running = this.running.get(runId);
     if (!running) return false;
-    running.controller.abort(new RunFailure(stop.code, stop.reason));
+    // Publishing already: it ends Completed, or Failed for its own reason (see Progress.committing).
+    if (!running.progress.committing) running.controller.abort(new RunFailure(stop.code, stop.reason));
     return true;
   }
 
@@ -173,14 +180,14 @@ export class ExportRunner {
   private launch(tenantId: number, run: ExportRun): Promise<ExportRun> {
     const controller = new AbortController();
     if (this.closed) controller.abort(new RunFailure('interrupted', 'the hub was stopping when the run was claimed. Retry it'));
-    const done = this.execute(tenantId, run, controller.signal).finally(() => this.running.delete(run.id));
-    this.running.set(run.id, { controller, done });
+    const progress: Progress = {};
+    const done = this.execute(tenantId, run, progress, controller.signal).finally(() => this.running.delete(run.id));
+    this.running.set(run.id, { controller, progress, done });
     return done;
   }
 
-  private async execute(tenantId: number, run: ExportRun, signal: AbortSignal): Promise<ExportRun> {
+  private async execute(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal): Promise<ExportRun> {
     const { db } = this.options;
-    const progress: Progress = {};
     // One beat at a time: a slow beat is not overtaken by the next.
     let beating = false;
     const beat = setInterval(() => {
@@ -263,6 +270,9 @@ export class ExportRunner {
       csv.on('error', (err: Error & { code?: string }) =>
         digest.destroy(new GenerationError(err.code === QUERY_CANCELED ? this.timeLimitReason() : `reading or encoding the snapshot failed: ${err.message}; nothing was published`)),
       );
+      digest.once('end', () => {
+        progress.committing = true;
+      });
       const onAbort = () => csv.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
       signal.addEventListener('abort', onAbort, { once: true });
       try {
