@@ -312,3 +312,53 @@ describe('GET /api/platform/events/stream', () => {
     expect(hub.services.stream.count()).toBe(0);
   });
 });
+
+describe('a resume further behind than svc.events.stream.max-buffer', () => {
+  let small: TestHub;
+
+  beforeAll(async () => {
+    small = await startTestHub({ 'svc.events.stream.max-buffer': 1024, 'svc.events.stream.batch': 10 });
+  });
+
+  afterAll(async () => {
+    await small.stop();
+  });
+
+  it('sends what the catch-up read, then why it stopped; the hub goes on, and reconnecting from there gets the rest', async () => {
+    // About 30 kB of frames: more than the stream's own buffer (16 kB) and max-buffer (1 kB) beyond it.
+    const ids = await small.services.db.withTenant(1, async (tx) => {
+      const made: number[] = [];
+      for (let i = 0; i < 250; i++) made.push(await small.services.events.emit(tx, 'org.updated', { orgId: 1000 + i, tenantId: 1 }));
+      return made;
+    });
+    // The catch-up fills more than that before the response starts: the stream is ended then (it
+    // was an uncaught 'write after end' that stopped the process).
+    const first = await fetch(`${small.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': String(ids[0]! - 1) } });
+    expect(first.status).toBe(200);
+    const text = await first.text();
+    expect(text.startsWith('retry: 3000\n: connected\n\n')).toBe(true);
+    expect(text).toContain(': client too slow; reconnect with Last-Event-ID');
+    const got = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    expect(got.length).toBeGreaterThan(0);
+    expect(got).toEqual(ids.slice(0, got.length));
+    // Resumed from the last id received, again and again: every event once, in order.
+    const all = [...got];
+    while (all.length < ids.length) {
+      const next = await fetch(`${small.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': String(all.at(-1)) } });
+      const reader = next.body!.getReader();
+      let buffer = '';
+      const want = Math.min(ids.length, all.length + 50);
+      while ([...buffer.matchAll(/^id: (\d+)$/gm)].length + all.length < want || !buffer.endsWith('\n\n')) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += new TextDecoder().decode(value);
+      }
+      await reader.cancel();
+      const more = [...buffer.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      expect(more.length).toBeGreaterThan(0);
+      all.push(...more);
+    }
+    expect(all).toEqual(ids);
+    expect((await fetch(`${small.url}/q/health/ready`)).status).toBe(200);
+  });
+});

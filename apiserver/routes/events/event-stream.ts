@@ -49,6 +49,9 @@ export const eventStreamRoutes: RouteDecl[] = [
       }
       const maxBuffer = services.config.int('svc.events.stream.max-buffer');
       const out = new PassThrough();
+      // First, before any frame: a catch-up may fill the buffer and end the stream (too far behind),
+      // and the client still gets what was read, then the reason, and reconnects from there.
+      out.write('retry: 3000\n: connected\n\n');
       let heartbeat: NodeJS.Timeout | undefined;
       const finish = (note?: string) => {
         if (heartbeat) clearInterval(heartbeat);
@@ -86,14 +89,17 @@ export const eventStreamRoutes: RouteDecl[] = [
         subscription.close();
         return undefined;
       }
-      heartbeat = setInterval(() => out.write(': ping\n\n'), services.config.duration('svc.events.stream.heartbeat'));
-      heartbeat.unref();
+      if (!out.writableEnded) {
+        heartbeat = setInterval(() => {
+          if (!out.writableEnded) out.write(': ping\n\n');
+        }, services.config.duration('svc.events.stream.heartbeat'));
+        heartbeat.unref();
+      }
       ctx.status = 200;
       ctx.set('Content-Type', 'text/event-stream; charset=utf-8');
       ctx.set('Cache-Control', 'no-cache, no-transform');
       ctx.set('X-Accel-Buffering', 'no');
       ctx.body = out;
-      out.write('retry: 3000\n: connected\n\n');
       return undefined;
     },
   }),
