@@ -102,22 +102,25 @@ async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail
 }
 
 /**
- * Runs of an export by name, its history kept after a delete: with the export, its scope is
- * required; without it (deleted), the runs of the scopes the caller holds, 404 when there are none.
+ * Runs of an export by name, its history kept after a delete (and across a re-apply). A run is
+ * read with the scope it was made under: the caller needs the export's scope while it exists, and
+ * each run's own; without the export (deleted), 404 when no run has the name. `one`: a single
+ * run is asked for, and one the caller cannot read is a 403 (a listing leaves it out).
  */
-async function history(tx: Tx, caller: Caller, name: string, read: (name: string) => Promise<ExportRun[]>): Promise<ExportRun[]> {
+async function history(tx: Tx, caller: Caller, name: string, one: boolean, read: (name: string) => Promise<ExportRun[]>): Promise<ExportRun[]> {
   const exp = await getExport(tx, name);
-  if (exp) {
-    await requireScope(tx, caller, exp.scope);
-    return read(exp.name);
-  }
-  const lower = name.toLowerCase();
-  const { rows } = await tx.query('select 1 from exports.runs where export_name = $1 limit 1', [lower]);
-  if (rows.length === 0) throw new NotFoundError(`export ${lower} not found`);
-  const runs = await read(lower);
   const access = await scopeAccess(tx, caller);
-  const visible = runs.filter((r) => !access.bound || access.granted.includes(r.scope));
-  if (visible.length === 0) throw new ScopeNotGranted();
+  const granted = (scope: string) => !access.bound || access.granted.includes(scope);
+  const lower = name.toLowerCase();
+  if (exp) {
+    if (!granted(exp.scope)) throw new ScopeNotGranted();
+  } else {
+    const { rows } = await tx.query('select 1 from exports.runs where export_name = $1 limit 1', [lower]);
+    if (rows.length === 0) throw new NotFoundError(`export ${lower} not found`);
+  }
+  const runs = await read(exp?.name ?? lower);
+  const visible = runs.filter((r) => granted(r.scope));
+  if (visible.length === 0 && runs.length > 0 && (one || !exp)) throw new ScopeNotGranted();
   return visible;
 }
 
@@ -191,16 +194,16 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         return started!.run;
       },
       list: (t, caller, name, limit) =>
-        db.withTenant(t, (tx) => history(tx, caller, name, (n) => listRuns(tx, n, limit))),
+        db.withTenant(t, (tx) => history(tx, caller, name, false, (n) => listRuns(tx, n, limit))),
       get: (t, caller, name, id) =>
-        db.withTenant(t, async (tx) => (await history(tx, caller, name, async (n) => [await getRun(tx, n, id)]))[0]!),
+        db.withTenant(t, async (tx) => (await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]))[0]!),
       async cancel(t, caller, name, id, actor) {
         const stop: StopRequest = {
           code: 'interrupted',
           reason: `cancelled by ${actor} during the run; nothing was published (temporary file removed, multipart upload aborted). Retry it: a collision on retry means it did publish`,
         };
         const run = await db.withTenant(t, async (tx) => {
-          const [running] = await history(tx, caller, name, async (n) => [await getRun(tx, n, id)]);
+          const [running] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
           if (running!.status !== 'Running') throw new ConflictError(`run ${id} is ${running!.status}: only a Running run can be cancelled`);
           await requestStop(tx, { runId: id }, stop);
           return running!;
@@ -209,7 +212,11 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         return run;
       },
       async retry(t, caller, name, id, actor) {
-        const exp = await db.withTenant(t, (tx) => found(tx, caller, name));
+        const exp = await db.withTenant(t, async (tx) => {
+          // The run retried is read with its own scope (it may be of an earlier export of the name).
+          await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
+          return found(tx, caller, name);
+        });
         return (await runner.retry(t, exp, id, actor)).run;
       },
     },

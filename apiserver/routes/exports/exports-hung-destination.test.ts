@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type pg from 'pg';
-import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
 import type { Promote } from '../../../src/connectors/types.js';
@@ -208,6 +208,38 @@ describe('export runs to a destination that never answers', () => {
     expect(refused.body).toMatchObject({ error: 'already has a run in flight' });
     await owner.query("update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = 'x' where export_name = 'ghost' and status = 'Running'");
     expect((await clients[A]!.post('/api/exports/ghost/runs')).status).toBe(202);
+  }, 30_000);
+
+  it('a run is read with the scope it was made under: after a delete, and after the name is applied again under another scope', async () => {
+    const created = await clients[A]!.post(`/api/tenants/${A}/users`, { login: 'sales-only', name: 'Sales only' });
+    const userId = (created.body as { id: number }).id;
+    expect((await clients[A]!.put(`/api/tenants/${A}/users/${userId}/scopes`, { scopes: ['sales'] })).status).toBe(200);
+    const sales = client(hub.url, { 'X-Tenant-ID': String(A), 'X-User-ID': String(userId) });
+    // The history of a name: a run under scope crm (an earlier export of the name), one under sales.
+    const insert = (scope: string, exportId = 'gen_random_uuid()') =>
+      owner.query<{ id: string }>(
+        `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time, ended_at, failure_code, failure_reason)
+         values ($1, ${exportId}, 'mixed', 'item', $2, 's3', 'Failed', 'manual', now(), now(), 'publication', 'x') returning id`,
+        [A, scope],
+      );
+    const crmRun = (await insert('crm')).rows[0]!.id;
+    const salesRun = (await insert('sales')).rows[0]!.id;
+    // Deleted: the runs of the caller's scopes only; one of another scope is a 403.
+    expect(((await sales.get('/api/exports/mixed/runs')).body as Run[]).map((r) => r.id)).toEqual([salesRun]);
+    expect((await sales.get(`/api/exports/mixed/runs/${crmRun}`)).status).toBe(403);
+    expect((await sales.post(`/api/exports/mixed/runs/${crmRun}/retry`)).status).toBe(403);
+    expect((await clients[A]!.get('/api/exports/mixed/runs')).body as Run[]).toHaveLength(2);
+    // The bypass (no user) reads every run; the name applied again (scope crm here) does not hand
+    // its older runs to whoever holds the new export's scope: a crm-only user sees the crm run only.
+    expect((await clients[A]!.post('/api/exports/apply', manifests('mixed').exp)).status).toBe(201);
+    const crmCreated = await clients[A]!.post(`/api/tenants/${A}/users`, { login: 'crm-only', name: 'CRM only' });
+    const crmId = (crmCreated.body as { id: number }).id;
+    expect((await clients[A]!.put(`/api/tenants/${A}/users/${crmId}/scopes`, { scopes: ['crm'] })).status).toBe(200);
+    const crm = client(hub.url, { 'X-Tenant-ID': String(A), 'X-User-ID': String(crmId) });
+    expect(((await crm.get('/api/exports/mixed/runs')).body as Run[]).map((r) => r.id)).toEqual([crmRun]);
+    expect((await crm.get(`/api/exports/mixed/runs/${salesRun}`)).status).toBe(403);
+    expect((await crm.post(`/api/exports/mixed/runs/${salesRun}/retry`)).status).toBe(403);
+    expect((await crm.post(`/api/exports/mixed/runs/${salesRun}/cancel`)).status).toBe(403);
   }, 30_000);
 
   it('an Export deleted through its custom resource (the manifest handler) asks its run in flight to stop too', async () => {
