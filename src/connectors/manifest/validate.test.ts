@@ -77,6 +77,15 @@ describe('inline credentials', () => {
       { name: 'X-Stripe', value: 'sk_live_51HxYz' },
       { name: 'X-GitHub', value: 'ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ012345' },
       { name: 'X-Aws', value: 'AKIAIOSFODNN7EXAMPLE' },
+      // A template before the literal: what is left is still a credential.
+      { name: 'X-Custom', value: '{{env:T}}sk_live_abc' },
+      { name: 'X-Custom', value: '{{env:T}} Bearer abc' },
+      { name: 'X-Custom', value: '{{env:T}} eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk' },
+      // A key anywhere in the value.
+      { name: 'X-Custom', value: 'prefix eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghijk' },
+      { name: 'X-Custom', value: 'v=1;key=AKIAIOSFODNN7EXAMPLE' },
+      { name: 'X-Goog', value: 'AIzaSyA1234567890abcdefghijklmnopqrstuv' },
+      { name: 'X-OpenAI', value: 'sk-proj-abcdefghijklmnopqrstuvwxyz012345' },
     ];
     expect(errorsOf(headers(refused))).toEqual(Object.fromEntries(refused.map((_, i) => [`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential])));
     const plain = [
@@ -91,6 +100,8 @@ describe('inline credentials', () => {
       { name: 'X-Auth', value: '{{ env:USER }}:{{env:PASS}}' },
       { name: 'Authorization', value: 'Digest username="{{env:U}}", response="{{env:R}}"' },
       { name: 'X-Compass', value: 'north' },
+      { name: 'X-Sku', value: 'task-runner-sk-12' },
+      { name: 'X-Region', value: '{{env:REGION}}-west' },
     ];
     expect(errorsOf(headers(plain))).toEqual({});
   });

@@ -43,7 +43,10 @@ export interface CheckOptions {
  * authentication scheme and its credentials: `Bearer …`, `Basic …`, whatever the header's name).
  */
 export function isCredentialHeader(name: string, value = ''): boolean {
-  return CREDENTIAL_NAME.test(name) || /^cookie2?$/i.test(name) || CREDENTIAL_VALUE.test(value) || KNOWN_TOKEN.test(value);
+  if (CREDENTIAL_NAME.test(name)) return true;
+  // The value as written, templates taken out: `{{env:T}}Bearer abc` states `Bearer abc`.
+  const literal = withoutTemplates(value);
+  return CREDENTIAL_VALUE.test(literal) || KNOWN_TOKEN.test(literal);
 }
 
 /**
@@ -63,8 +66,13 @@ const CREDENTIAL_NAME =
 const SCHEMES = 'bearer|basic|digest|token|negotiate|ntlm|hoba|mutual|aws4-hmac-sha256|sharedkey|hmac';
 const CREDENTIAL_VALUE = new RegExp(`^\\s*(${SCHEMES})\\s+\\S`, 'i');
 const SCHEME = new RegExp(`^\\s*(${SCHEMES})(?=\\s|$)`, 'i');
-/** Values that are credentials by their form, whatever the header: a JWT, and the prefixes of well-known API keys. */
-const KNOWN_TOKEN = /^\s*(eyJ[\w-]{8,}\.[\w-]{8,}\.|(sk|rk|pk)_(live|test)_\w|gh[pousr]_\w{20}|github_pat_\w|xox[abpr]-\w|glpat-\w|AKIA[0-9A-Z]{16})/;
+/**
+ * Values that are credentials by their form, wherever they stand in the value and whatever the
+ * header: a JWT, and the prefixes of well-known API keys (Stripe, GitHub, Slack, GitLab, AWS,
+ * Google, OpenAI).
+ */
+const KNOWN_TOKEN =
+  /(?<![\w-])(eyJ[\w-]{8,}\.[\w-]{8,}\.|(sk|rk|pk)_(live|test)_\w|gh[pousr]_\w{20}|github_pat_\w|xox[abpr]-\w|glpat-\w|AKIA[0-9A-Z]{16}|AIza[\w-]{35}|sk-(proj-|svcacct-|admin-)?[\w-]{20,})/;
 
 export type EndpointDraft = Omit<EndpointSpec, 'uuid'>;
 
