@@ -8,7 +8,7 @@ import { type Receiver, startReceiver } from '../../../test/harness/receiver.js'
 
 /**
  * A source serving rows PostgreSQL refuses (a NUL in a value or a key, half a surrogate pair, a
- * timestamp out of range for its promoted column, a key too long to index): each is dead-lettered
+ * number beyond what its numeric column holds, a key too long to index): each is dead-lettered
  * with its reason, the others are stored, and the run completes with in = out + skipped.
  */
 
@@ -24,7 +24,7 @@ const BODY = `[
   {"id": 1, "name": "Ann", "seen": "2024-01-01T00:00:00Z"},
   {"id": 2, "name": "A\\u0000B", "seen": "2024-01-01T00:00:00Z"},
   {"id": 3, "name": "Carl", "nested": {"we\\u0000ird": 1}},
-  {"id": 4, "name": "Dora", "seen": -8640000000000000},
+  {"id": 4, "name": "Dora", "amount": "1e-20000", "seen": -8640000000000000},
   {"id": "${longKey}", "name": "Long"},
   {"id": 6, "name": "Fay", "seen": "2024-02-01T00:00:00Z"},
   {"id": 7, "name": "half \\ud800 pair"},
@@ -70,7 +70,7 @@ describe('rows PostgreSQL cannot store', () => {
           {
             id: 'items',
             path: '/items',
-            target: { kind: 'hybrid', table: 'ext.unstorable_items', unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'seen', path: '$.seen', type: 'timestamptz' }] },
+            target: { kind: 'hybrid', table: 'ext.unstorable_items', unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'seen', path: '$.seen', type: 'timestamptz' }, { name: 'amount', path: '$.amount', type: 'numeric' }] },
           },
         ],
       },
@@ -98,7 +98,7 @@ describe('rows PostgreSQL cannot store', () => {
         'the row cannot be stored: $.name contains a NUL character (\\u0000)',
         'the row cannot be stored: $.nested.we\\u0000ird has a key that contains a NUL character (\\u0000)',
         'the row cannot be stored: $.name contains an unpaired UTF-16 surrogate',
-        'the row cannot be stored: a date or time is out of range (database error 22009)',
+        'the row cannot be stored: a number is out of range (database error 22003)',
         'the row cannot be stored: a value is too large to be stored or indexed (database error 54000)',
       ].sort(),
     );

@@ -111,6 +111,13 @@ describe('preparing rows for ext.* tables', () => {
     // Without the transform, a number and an RFC 5322 / HTTP date are read too; surrounding blanks are ignored.
     expect(row(null, 'Tue, 05 Mar 2024 10:00:00 GMT').promoted.seen).toBe('2024-03-05T10:00:00.000Z');
     expect(row(null, 1767225600000).promoted.seen).toBe('2026-01-01T00:00:00.000Z');
+    // Milliseconds outside the years 1 to 9999: NULL and the row kept (the text of such an instant
+    // could be refused by PostgreSQL, and the whole row dead-lettered).
+    for (const ms of [8640000000000000, -62135596800001, 253402300800000, 1e20, Number.NaN]) {
+      expect([ms, row(null, ms).promoted.seen]).toEqual([ms, null]);
+    }
+    expect(row(null, -62135596800000).promoted.seen).toBe('0001-01-01T00:00:00.000Z');
+    expect(row(null, 253402300799999).promoted.seen).toBe('9999-12-31T23:59:59.999Z');
     expect(row(' 2024-02-28T10:00:00Z ', ' 2024-02-28 ').promoted).toEqual({ updated_at: '2024-02-28T10:00:00.000Z', seen: '2024-02-28T00:00:00.000Z' });
     // Other text is not read by the lenient Date.parse any more: it rolled these into another day or year.
     for (const text of [' 2024-02-30', '2024/02/30', '２０２４-01-01', 'Fri, 30 Feb 2024 10:00:00 GMT', 'March 7, 2024']) {

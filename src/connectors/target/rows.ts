@@ -1,7 +1,7 @@
 import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
-import { ISO_DATE_START, parseIsoTimestamp, parseRfcTimestamp } from './timestamp.js';
+import { ISO_DATE_START, parseIsoTimestamp, parseRfcTimestamp, timestampFromMillis } from './timestamp.js';
 
 /** One source item made ready for its ext.* table. */
 export interface PreparedRow {
@@ -154,10 +154,9 @@ function typed(type: PromoteType, value: unknown): { value: string | null; reaso
         const instant = ISO_DATE_START.test(text) ? parseIsoTimestamp(text) : parseRfcTimestamp(text);
         return instant === undefined ? { value: null, reason: 'timestamptz: not a timestamp (ISO 8601, or an RFC 5322 date with its zone)' } : { value: instant };
       }
-      if (typeof value !== 'number' || !Number.isFinite(value)) return { value: null, reason: 'timestamptz: not a timestamp' };
-      const date = new Date(value);
-      if (Number.isNaN(date.getTime())) return { value: null, reason: 'timestamptz: not a timestamp' };
-      return { value: date.toISOString() };
+      if (typeof value !== 'number') return { value: null, reason: 'timestamptz: not a timestamp' };
+      const instant = timestampFromMillis(value);
+      return instant === undefined ? { value: null, reason: 'timestamptz: milliseconds outside the years 1 to 9999' } : { value: instant };
     }
   }
 }

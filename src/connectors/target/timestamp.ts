@@ -98,7 +98,8 @@ export function parseRfcTimestamp(text: string): string | undefined {
   const hour = Number(m[5]);
   const minute = Number(m[6]);
   const second = m[7] === undefined ? 0 : Number(m[7]);
-  if (year < 1 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 60) return undefined;
+  // A leap second (:60) is refused, as the ISO reader refuses it: read strictly, never rolled over.
+  if (year < 1 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 59) return undefined;
   const zone = m[8]!.toUpperCase();
   let offsetMinutes = ZONES[zone];
   if (offsetMinutes === undefined) {
@@ -110,7 +111,6 @@ export function parseRfcTimestamp(text: string): string | undefined {
   const days = daysFromCivil(year, month, day);
   // 1970-01-01 was a Thursday.
   if (m[1] !== undefined && WEEKDAYS[(((days + 4) % 7) + 7) % 7] !== m[1].toLowerCase()) return undefined;
-  // A leap second (:60) is the next second, as PostgreSQL reads it.
   const instant = days * MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 - offsetMinutes * MS_PER_MINUTE;
   if (instant < EARLIEST || instant >= BEYOND) return undefined;
   return new Date(instant).toISOString();
@@ -120,3 +120,13 @@ const MONTHS = ['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', '
 const WEEKDAYS = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
 const ZONES: Record<string, number> = { GMT: 0, UT: 0, UTC: 0, Z: 0, EST: -300, EDT: -240, CST: -360, CDT: -300, MST: -420, MDT: -360, PST: -480, PDT: -420 };
 const RFC = /^(?:(mon|tue|wed|thu|fri|sat|sun),\s*)?(\d{1,2})\s+(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\s+(\d{4})\s+(\d{2}):(\d{2})(?::(\d{2}))?\s+(gmt|ut|utc|z|est|edt|cst|cdt|mst|mdt|pst|pdt|[+-]\d{4})$/i;
+
+/**
+ * Milliseconds since 1970 as the stored form, within the years 1 to 9999 (UTC) every timestamp
+ * reader here keeps to; undefined beyond (PostgreSQL would refuse some of those texts, and the
+ * row would be dead-lettered for one column).
+ */
+export function timestampFromMillis(ms: number): string | undefined {
+  if (!Number.isFinite(ms) || ms < EARLIEST || ms >= BEYOND) return undefined;
+  return new Date(ms).toISOString();
+}
