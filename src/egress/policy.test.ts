@@ -155,6 +155,14 @@ describe('the address policy, one regression test per bypass form', () => {
     expect(() => strict(['hooks/8'])).toThrow(/is not a CIDR/);
   });
 
+  it('refuses an allow entry that is no host name either (a bare *, empty labels, other characters)', () => {
+    for (const entry of ['*', 'foo..bar', '*.', '*.*.corp', 'http:x', 'hooks internal', '.corp', `${'a'.repeat(64)}.example`]) {
+      expect(() => strict([entry])).toThrow(`svc.egress.allow: ${entry} is neither a CIDR, an address nor a host name`);
+    }
+    // Names as resolvers know them pass, a trailing dot and underscores included; blank entries are skipped.
+    expect(() => strict(['hooks.internal', '*.corp.example', 'svc_a.local.', 'x', '', ' '])).not.toThrow();
+  });
+
   it('with the policy off, every host passes unresolved', async () => {
     const open = new EgressPolicy({ denyPrivate: false, resolve });
     expect(await open.admit('localhost')).toBe('localhost');

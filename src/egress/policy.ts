@@ -80,6 +80,9 @@ function family(address: string): 'ipv4' | 'ipv6' {
   return isIP(address) === 6 ? 'ipv6' : 'ipv4';
 }
 
+/** A host name of the allow-list: dot-separated labels of letters, digits, '-' and '_' (1 to 63 each, at most 253 in all). */
+const HOST_NAME = /^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
+
 export class EgressPolicy {
   readonly denyPrivate: boolean;
   private readonly denied: Array<{ label: string; list: BlockList }>;
@@ -109,10 +112,13 @@ export class EgressPolicy {
         this.allowedAddresses.addSubnet(literal, prefix, family(literal));
       } else if (slash >= 0) {
         throw new Error(`svc.egress.allow: ${raw} is not a CIDR`);
-      } else if (entry.startsWith('*.')) {
-        this.allowedSuffixes.push(normaliseHost(entry.slice(1)));
       } else {
-        this.allowedNames.push(normaliseHost(entry));
+        // A host name (`hooks.internal`), or `*.` and a domain: labels of letters, digits, '-' and
+        // '_', none empty; a bare `*` or `foo..bar` allows nothing a resolver could answer for.
+        const name = entry.startsWith('*.') ? entry.slice(2) : entry;
+        if (!HOST_NAME.test(name.replace(/\.$/, ''))) throw new Error(`svc.egress.allow: ${raw} is neither a CIDR, an address nor a host name (hooks.internal, *.corp.example)`);
+        if (entry.startsWith('*.')) this.allowedSuffixes.push(normaliseHost(entry.slice(1)));
+        else this.allowedNames.push(normaliseHost(entry));
       }
     }
   }
