@@ -1,4 +1,4 @@
-import { HubError, type Rendered, ValidationError } from '../errors.js';
+import { ConflictError, HubError, type Rendered, ValidationError } from '../errors.js';
 import { type EngineContext, firstPage } from './engine/read.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod, PromoteType } from './types.js';
 
@@ -46,6 +46,8 @@ export async function draftEndpoint(connector: ConnectorSpec, request: { path: s
     target: { kind: 'hybrid', table: 'ext.draft', unique_key: '$.id', promote: [] },
   };
   const report = await firstPage(connector, probe, context);
+  // The connector's own fault (a credential that does not resolve or open): nothing was sent.
+  if (report.unsent) throw new ConflictError(`nothing was sent to the source: ${report.verdict}`);
   if (report.verdict !== 'ok') {
     throw new UpstreamRefused(report.status ? `upstream answered HTTP ${report.status} for ${method} ${request.path}` : `upstream did not answer ${method} ${request.path}: ${report.verdict}`);
   }

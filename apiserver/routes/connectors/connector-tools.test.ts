@@ -139,6 +139,21 @@ describe('draft', () => {
     expect(res.status).toBe(502);
     expect(((await res.json()) as { error: string }).error).toBe('upstream answered HTTP 500 for GET /down/partners');
   });
+
+  it('a credential that does not resolve is the connector\'s fault, not the source\'s: 409, nothing sent', async () => {
+    const saved = process.env.TOOLS_DEMO_PASSWORD;
+    delete process.env.TOOLS_DEMO_PASSWORD;
+    const before = demo.requests();
+    try {
+      const res = await fetch(`${hub.url}/api/connectors/probe/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/spring/partners' }) });
+      expect(res.status).toBe(409);
+      const { error } = (await res.json()) as { error: string };
+      expect(error).toMatch(/^nothing was sent to the source: credential TOOLS_DEMO_PASSWORD did not resolve/);
+      expect(demo.requests()).toBe(before);
+    } finally {
+      process.env.TOOLS_DEMO_PASSWORD = saved;
+    }
+  });
 });
 
 describe('scaffold', () => {

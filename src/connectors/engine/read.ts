@@ -11,6 +11,7 @@ import {
   CancelledError,
   DeclaredTotalMismatchError,
   EngineError,
+  type EngineErrorCode,
   GraphQLErrorsError,
   GraphQLMalformedError,
   PageCapError,
@@ -147,6 +148,8 @@ export interface FirstPageReport {
   sample?: unknown;
   /** `ok`, `HTTP <status>`, or the fault (unresolved credential, GraphQL error, unreadable body, network). */
   verdict: string;
+  /** The connector's own fault, found before anything was sent (a credential or template that did not resolve, a secret that does not open). */
+  unsent?: EngineErrorCode;
   /** What the request left out that a run leaves out too (a declared header whose value_env resolves to nothing). */
   warnings?: string[];
   /** The parsed body of a 2xx answer (for drafting an endpoint from it; never sent to clients whole). */
@@ -178,7 +181,7 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
     req = composeRequest(plan, endpoint, strategy.first(), undefined, ctx.watermark);
   } catch (err) {
     if (!(err instanceof EngineError)) throw err;
-    return { url: req ? redactUrl(req.url, auth) : '', method: plan?.method ?? endpoint.method, status: 0, items: [], verdict: err.message };
+    return { url: req ? redactUrl(req.url, auth) : '', method: plan?.method ?? endpoint.method, status: 0, items: [], verdict: err.message, unsent: err.code };
   }
 
   const unsent = unsentHeaders(connector.headers ?? [], named);
