@@ -89,9 +89,14 @@ export interface ExportDeps {
   now?: () => Date;
 }
 
+/** Whether the caller may act on something of this scope (an unbound caller holds every scope). */
+function holds(access: { bound: boolean; granted: string[] }, scope: string): boolean {
+  return !access.bound || access.granted.includes(scope);
+}
+
 async function requireScope(tx: Tx, caller: Caller, scope: string): Promise<void> {
   const access = await scopeAccess(tx, caller);
-  if (access.bound && !access.granted.includes(scope)) throw new ScopeNotGranted();
+  if (!holds(access, scope)) throw new ScopeNotGranted();
 }
 
 async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail> {
@@ -110,7 +115,7 @@ async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail
 async function history(tx: Tx, caller: Caller, name: string, one: boolean, read: (name: string) => Promise<ExportRun[]>): Promise<ExportRun[]> {
   const exp = await getExport(tx, name);
   const access = await scopeAccess(tx, caller);
-  const granted = (scope: string) => !access.bound || access.granted.includes(scope);
+  const granted = (scope: string) => holds(access, scope);
   const lower = name.toLowerCase();
   if (exp) {
     if (!granted(exp.scope)) throw new ScopeNotGranted();
@@ -173,7 +178,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       list: (t, caller) =>
         db.withTenant(t, async (tx) => {
           const access = await scopeAccess(tx, caller);
-          return (await listExports(tx)).filter((e) => !access.bound || access.granted.includes(e.scope)).map(record);
+          return (await listExports(tx)).filter((e) => holds(access, e.scope)).map(record);
         }),
       get: (t, caller, name) => db.withTenant(t, (tx) => found(tx, caller, name)),
       async remove(t, caller, name) {
@@ -228,7 +233,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           const entity = await loadEntity(tx, entityName);
           if (!entity) throw new NotFoundError(`entity ${entityName.toLowerCase()} not found`);
           const access = await scopeAccess(tx, caller);
-          if (access.bound && !entity.scopes.some((s) => access.granted.includes(s))) throw new ScopeNotGranted();
+          if (access.bound && !entity.scopes.some((s) => holds(access, s))) throw new ScopeNotGranted();
           const relation = await entityRelation(tx, entity).catch((err: unknown) => {
             // An entity applied before its sources were ingested (the apply warned): nothing to read yet.
             if (err instanceof EntityDefinitionError) throw new ConflictError(`entity ${entity.name} cannot be read: ${err.message}; ingest its sources first or fix the entity`);
