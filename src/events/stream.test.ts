@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { until } from '../../test/harness/until.js';
 import type { Database } from '../db/database.js';
 import { loadCatalog } from './catalog.js';
 import { EventWriter } from './outbox.js';
@@ -46,6 +47,103 @@ describe('live stream bounds', () => {
     expect(sub.closed).toBe(true);
     expect(delivered).toEqual([1, 2, 3]);
     expect(stream.count()).toBe(0);
+  });
+
+  it('a catch-up paced by its consumer delivers the backlog and the live events meanwhile once each, in order, though more arrive than it may queue', async () => {
+    const own = new LiveStream(db, { pollEvery: 20, batch: 7, catchUpQueue: 5 });
+    own.start();
+    try {
+      const backlog: number[] = [];
+      for (let i = 1; i <= 40; i++) backlog.push(await emit(5000 + i));
+      const delivered: number[] = [];
+      let waiting: (() => void) | undefined;
+      let full = false;
+      const sub = await own.subscribe({
+        tenantId: 301,
+        topics: [],
+        afterId: backlog[0]! - 1,
+        // Full after every third event, until the test makes room.
+        deliver: (event) => {
+          delivered.push(event.id);
+          full = delivered.length % 3 === 0;
+          return !full;
+        },
+        room: () => new Promise<void>((resolve) => (waiting = resolve)),
+      });
+      const drops = () => (sub as unknown as { drops: number }).drops;
+      // Live events while the catch-up waits: more than it may queue (5), so some are dropped.
+      const live: number[] = [];
+      const makeRoom = async () => {
+        while (!sub.live) {
+          await new Promise((r) => setTimeout(r, 5));
+          if (waiting) {
+            const go = waiting;
+            waiting = undefined;
+            go();
+          }
+        }
+      };
+      for (let i = 1; i <= 30; i++) {
+        live.push(await emit(6000 + i));
+        if (i % 10 === 0) await new Promise((r) => setTimeout(r, 60)); // the poller passes them
+      }
+      expect(sub.live).toBe(false);
+      expect(drops()).toBeGreaterThan(0);
+      await makeRoom();
+      await sub.caughtUp;
+      // Live now: delivered directly.
+      const after = await emit(7000);
+      const deadline = Date.now() + 3000;
+      while (!delivered.includes(after) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(delivered).toEqual([...backlog, ...live, after]);
+    } finally {
+      await own.stop();
+    }
+  });
+
+  it('live events dropped while the queued ones are handed over (too many) are read from the table: none lost, none twice', async () => {
+    const own = new LiveStream(db, { pollEvery: 20, batch: 7, catchUpQueue: 5 });
+    own.start();
+    try {
+      const backlog = [await emit(8001), await emit(8002)];
+      const delivered: number[] = [];
+      let full = true;
+      let waiting: (() => void) | undefined;
+      const sub = await own.subscribe({
+        tenantId: 301,
+        topics: [],
+        afterId: backlog[0]! - 1,
+        deliver: (event) => {
+          delivered.push(event.id);
+          return !full;
+        },
+        room: () => new Promise<void>((resolve) => (waiting = resolve)),
+      });
+      const inside = sub as unknown as { pending: unknown[]; drops: number };
+      const held = () => until('the catch-up to wait for room', () => waiting !== undefined);
+      const release = () => {
+        const go = waiting!;
+        waiting = undefined;
+        go();
+      };
+      await held(); // after the first event of the backlog
+      const live = [await emit(8003), await emit(8004), await emit(8005)];
+      await until('the live events to be queued', () => inside.pending.length === 3);
+      release();
+      await held(); // after the second: the table read is over
+      release();
+      await held(); // handing over the queued ones: after the first
+      expect(delivered).toEqual([...backlog, live[0]]);
+      for (let i = 6; i <= 15; i++) live.push(await emit(8000 + i));
+      await until('some queued events to be dropped', () => inside.drops === 1 && inside.pending.length === 4);
+      full = false;
+      release();
+      await sub.caughtUp;
+      expect(sub.live).toBe(true);
+      expect(delivered).toEqual([...backlog, ...live]);
+    } finally {
+      await own.stop();
+    }
   });
 
   it('stop ends every subscription with a reason', async () => {

@@ -15,6 +15,11 @@ import { matchesGlob } from './topics.js';
 interface StreamOptions {
   pollEvery: number;
   batch: number;
+  /**
+   * Live events one subscriber may hold while it catches up (default 10,000). Beyond that they are
+   * dropped and the catch-up reads them from the table instead: memory stays bounded, nothing is lost.
+   */
+  catchUpQueue?: number;
 }
 
 interface SubscribeOptions {
@@ -23,8 +28,14 @@ interface SubscribeOptions {
   topics: string[];
   /** Resume after this outbox id (SSE Last-Event-ID). */
   afterId?: number;
-  /** Receives each event; returns false when the consumer cannot take more (it is then closed). */
+  /** Receives each event; returns false when the consumer cannot take more. */
   deliver: (event: OutboxEvent) => boolean;
+  /**
+   * While catching up: resolves when a consumer whose `deliver` said false can take more, so a
+   * resume of any length is paced by the client instead of ended. Without it (and in the live flow,
+   * which cannot wait for one subscriber) a full consumer ends the subscription ('client too slow').
+   */
+  room?: () => Promise<void>;
   /** Called once when the subscription ends for any reason other than close() by its owner. */
   onEnd?: (reason: string) => void;
   /**
@@ -38,11 +49,16 @@ class Subscription {
   position: Position = START;
   live = false;
   closed = false;
+  /** Settles when the catch-up after `afterId` is over (live, ended or closed); never rejects. */
+  caughtUp: Promise<void> = Promise.resolve();
+  /** How many times live events queued during the catch-up were dropped (the table has them). */
+  drops = 0;
   private pending: OutboxEvent[] = [];
 
   constructor(
     readonly options: SubscribeOptions,
     private readonly stream: LiveStream,
+    private readonly queueLimit: number,
   ) {
     options.signal?.addEventListener('abort', this, { once: true });
   }
@@ -63,24 +79,57 @@ class Subscription {
     if (this.closed) return;
     if (!this.live) {
       this.pending.push(event);
-      if (this.pending.length > 10_000) this.end('too many events while catching up');
+      if (this.pending.length > this.queueLimit) {
+        // Every event dropped here is in the table, and the catch-up reads on past it.
+        this.pending = [];
+        this.drops++;
+      }
       return;
     }
-    this.push(event);
+    if (!this.push(event)) this.end('client too slow');
   }
 
-  push(event: OutboxEvent): void {
-    if (this.closed || !after(event.position, this.position)) return;
+  /** Delivers an event newer than the position; false when the consumer is full. */
+  private push(event: OutboxEvent): boolean {
+    if (this.closed || !after(event.position, this.position)) return true;
     this.position = event.position;
-    if (!this.wants(event)) return;
-    if (!this.options.deliver(event)) this.end('client too slow');
+    if (!this.wants(event)) return true;
+    return this.options.deliver(event);
+  }
+
+  /** Delivers during the catch-up, waiting for room when the consumer has it; false once closed. */
+  async pace(event: OutboxEvent): Promise<boolean> {
+    if (this.push(event)) return !this.closed;
+    if (!this.options.room) {
+      this.end('client too slow');
+      return false;
+    }
+    await this.options.room();
+    return !this.closed;
+  }
+
+  /**
+   * The queued live events, then live, unless queued events were dropped meanwhile (the table must
+   * be read again first): 'live', 'reread' or 'closed'.
+   */
+  async flush(): Promise<'live' | 'reread' | 'closed'> {
+    const drops = this.drops;
+    while (this.pending.length > 0) {
+      const queued = this.pending;
+      this.pending = [];
+      for (const event of queued) {
+        if (!(await this.pace(event))) return 'closed';
+        if (this.drops !== drops) return 'reread';
+      }
+    }
+    if (this.drops !== drops) return 'reread';
+    // Nothing queued and nothing awaited since: from here the poller delivers directly.
+    this.live = true;
+    return 'live';
   }
 
   goLive(): void {
     this.live = true;
-    const queued = this.pending;
-    this.pending = [];
-    for (const event of queued) this.push(event);
   }
 
   end(reason: string): void {
@@ -138,8 +187,12 @@ export class LiveStream {
     return n;
   }
 
+  /**
+   * Resolves once the subscription's start is known (an unknown or purged `afterId` settled); a
+   * catch-up after `afterId` then runs on (`caughtUp`), delivering at the consumer's pace.
+   */
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    const sub = new Subscription(options, this);
+    const sub = new Subscription(options, this, this.options.catchUpQueue ?? 10_000);
     if (options.signal?.aborted) {
       sub.close();
       return sub;
@@ -162,26 +215,37 @@ export class LiveStream {
       });
       // An id that is gone (purged) resumes from the oldest event still kept.
       sub.position = from ?? { txid: '0', id: options.afterId };
-      await this.catchUp(sub);
-      if (!sub.closed) sub.goLive();
-      return sub;
     } catch (err) {
       sub.close();
       throw err;
     }
+    sub.caughtUp = this.catchUp(sub).catch((err: unknown) => {
+      if (sub.closed) return;
+      logger().warn({ err, tenantId: options.tenantId }, 'event stream catch-up failed');
+      sub.end('the outbox could not be read');
+    });
+    return sub;
   }
 
   remove(sub: Subscription): void {
     this.subscribers.delete(sub);
   }
 
+  /**
+   * From the table after the subscription's position, in batches, at the consumer's pace; then the
+   * live events queued meanwhile; then live. Queued events dropped (too many) send it back to the
+   * table: a read that ends short after the last drop has passed every dropped event.
+   */
   private async catchUp(sub: Subscription): Promise<void> {
     const tenantId = sub.options.tenantId;
     for (;;) {
       if (sub.closed) return;
+      const drops = sub.drops;
       const events = await this.db.withTenant(tenantId, (tx) => readAfter((t, v) => tx.query(t, v), sub.position, this.options.batch, tenantId));
-      for (const event of events) sub.push(event);
-      if (events.length < this.options.batch) return;
+      for (const event of events) if (!(await sub.pace(event))) return;
+      if (events.length === this.options.batch || sub.drops !== drops) continue;
+      const next = await sub.flush();
+      if (next !== 'reread') return;
     }
   }
 

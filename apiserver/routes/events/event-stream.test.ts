@@ -324,41 +324,51 @@ describe('a resume further behind than svc.events.stream.max-buffer', () => {
     await small.stop();
   });
 
-  it('sends what the catch-up read, then why it stopped; the hub goes on, and reconnecting from there gets the rest', async () => {
-    // About 30 kB of frames: more than the stream's own buffer (16 kB) and max-buffer (1 kB) beyond it.
+  it('one connection carries the whole backlog at the client\'s pace: a client that does not read stops the catch-up, and reading on gets every event once, in order, then live', async () => {
+    // About 8 MB of frames: more than the stream's buffers (16 kB, and max-buffer: 1 kB) and what
+    // loopback TCP holds for a client that does not read (about 4 MB here).
     const ids = await small.services.db.withTenant(1, async (tx) => {
       const made: number[] = [];
-      for (let i = 0; i < 250; i++) made.push(await small.services.events.emit(tx, 'org.updated', { orgId: 1000 + i, tenantId: 1 }));
+      for (let i = 0; i < 4000; i++) made.push(await small.services.events.emit(tx, 'org.archived', { id: 1000 + i, code: 'c'.repeat(2000) }));
       return made;
     });
-    // The catch-up fills more than that before the response starts: the stream is ended then (it
-    // was an uncaught 'write after end' that stopped the process).
-    const first = await fetch(`${small.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': String(ids[0]! - 1) } });
-    expect(first.status).toBe(200);
-    const text = await first.text();
-    expect(text.startsWith('retry: 3000\n: connected\n\n')).toBe(true);
-    expect(text).toContain(': client too slow; reconnect with Last-Event-ID');
-    const got = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-    expect(got.length).toBeGreaterThan(0);
-    expect(got).toEqual(ids.slice(0, got.length));
-    // Resumed from the last id received, again and again: every event once, in order.
-    const all = [...got];
-    while (all.length < ids.length) {
-      const next = await fetch(`${small.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': String(all.at(-1)) } });
-      const reader = next.body!.getReader();
-      let buffer = '';
-      const want = Math.min(ids.length, all.length + 50);
-      while ([...buffer.matchAll(/^id: (\d+)$/gm)].length + all.length < want || !buffer.endsWith('\n\n')) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += new TextDecoder().decode(value);
-      }
-      await reader.cancel();
-      const more = [...buffer.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-      expect(more.length).toBeGreaterThan(0);
-      all.push(...more);
-    }
-    expect(all).toEqual(ids);
+    const { connect } = await import('node:net');
+    const socket = connect(Number(new URL(small.url).port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(`GET /api/platform/events/stream HTTP/1.1\r\nHost: x\r\nX-Tenant-ID: 1\r\nLast-Event-ID: ${ids[0]! - 1}\r\n\r\n`);
+    socket.pause(); // the client does not read
+    const subscribers = (small.services.stream as unknown as { subscribers: Set<{ position: { id: number }; live: boolean }> }).subscribers;
+    await until('the subscription to be made', () => subscribers.size === 1);
+    const [sub] = [...subscribers];
+    // The catch-up waits for the client: it stops short of the backlog's end (what loopback TCP and
+    // the stream's buffers hold), and stays there.
+    let stalled = -1;
+    await until('the catch-up to stop moving', async () => {
+      const before = sub!.position.id;
+      await new Promise((r) => setTimeout(r, 300));
+      if (sub!.position.id !== before) return false;
+      stalled = before;
+      return true;
+    }, 15_000);
+    expect(sub!.live).toBe(false);
+    expect(stalled).toBeLessThan(ids.at(-1)!);
+    // Reading on, slowly: everything arrives on this one connection, then a live event.
+    let text = '';
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      socket.pause();
+      setTimeout(() => socket.resume(), 2);
+    });
+    socket.resume();
+    const got = () => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    await until('the whole backlog', () => got().length >= ids.length, 20_000);
+    await until('the subscription to go live', () => sub!.live);
+    const live = await small.services.db.withTenant(1, (tx) => small.services.events.emit(tx, 'org.updated', { orgId: 9999, tenantId: 1 }));
+    await until('the live event', () => got().includes(live), 10_000);
+    socket.destroy();
+    expect(text).not.toContain('client too slow');
+    expect(got()).toEqual([...ids, live]);
+    await until('the place to be released', () => small.services.stream.countFor(1) === 0);
     expect((await fetch(`${small.url}/q/health/ready`)).status).toBe(200);
   });
 });

@@ -11,6 +11,22 @@ export function frame(event: OutboxEvent): string {
   return `id: ${event.id}\ndata: ${JSON.stringify(envelope)}\n\n`;
 }
 
+/** Resolves when `out` has taken what waited (or ended, or the client left). */
+function roomIn(out: PassThrough, gone: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (!out.writableNeedDrain || out.writableEnded || gone.aborted) return resolve();
+    const done = () => {
+      out.off('drain', done);
+      out.off('close', done);
+      gone.removeEventListener('abort', done);
+      resolve();
+    };
+    out.on('drain', done);
+    out.on('close', done);
+    gone.addEventListener('abort', done);
+  });
+}
+
 export const eventStreamRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/events/stream', operationId: 'streamEvents', summary: 'Live event stream (Server-Sent Events) of the caller\'s tenant', tags: ['Events'],
@@ -18,7 +34,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'Comment lines (`: ping`) are heartbeats. A client that falls too far behind is disconnected and should reconnect with `Last-Event-ID`.',
+      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that falls `svc.events.stream.max-buffer` bytes behind is disconnected and should reconnect with `Last-Event-ID`.',
     query: {
       type: 'object',
       properties: {
@@ -48,9 +64,10 @@ export const eventStreamRoutes: RouteDecl[] = [
         throw new RateLimited(5, `too many open event streams for this tenant: at most ${perTenant} at once in one hub process (svc.events.stream.max-per-tenant); close one, then reconnect`);
       }
       const maxBuffer = services.config.int('svc.events.stream.max-buffer');
-      const out = new PassThrough();
-      // First, before any frame: a catch-up may fill the buffer and end the stream (too far behind),
-      // and the client still gets what was read, then the reason, and reconnects from there.
+      // write() says false once max-buffer bytes wait for the client ('drain' when they went).
+      const out = new PassThrough({ writableHighWaterMark: maxBuffer });
+      // First, before any frame: the subscription may end before the response starts, and the
+      // client still gets what was written, then the reason, and reconnects from there.
       out.write('retry: 3000\n: connected\n\n');
       let heartbeat: NodeJS.Timeout | undefined;
       const finish = (note?: string) => {
@@ -80,9 +97,10 @@ export const eventStreamRoutes: RouteDecl[] = [
         deliver: (event) => {
           // Ended (the client left): writing on would be an uncaught 'write after end'.
           if (out.writableEnded) return false;
-          out.write(frame(event));
-          return out.writableLength <= maxBuffer;
+          return out.write(frame(event));
         },
+        // A resume catches up at the client's pace, however far behind it starts.
+        room: () => roomIn(out, gone.signal),
         onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`),
       });
       if (gone.signal.aborted) {
