@@ -239,6 +239,14 @@ describe('bearer token verification (on /api/platform/health: 401 plain text)', 
     expectPlatform401(await call('/api/platform/health', { token: await token(['svc_integrator'], {}, { alg, expiresIn: -120 }) }));
   });
 
+  it('refuses a token valid for longer than svc.oidc.max-token-lifetime (a year), as one without exp', async () => {
+    const year = await token(['svc_integrator', 'svc_user'], { tenant_id: 2 }, { expiresIn: 365 * 86_400 });
+    expectPlatform401(await call('/api/platform/health', { token: year }));
+    expectJson401(await call('/api/bff/v1/me', { token: year }));
+    const hour = await token(['svc_integrator', 'svc_user'], { tenant_id: 2 }, { expiresIn: 3600 });
+    expect((await call('/api/platform/health', { token: hour })).status).toBe(200);
+  });
+
   it.each(['RS256', 'ES256'] as const)('refuses a %s token without exp (properly signed, otherwise valid)', async (alg) => {
     const noExp = await token(['svc_integrator', 'svc_user'], { tenant_id: 2 }, { alg, expiresIn: null });
     const claims = JSON.parse(Buffer.from(noExp.split('.')[1]!, 'base64url').toString('utf8')) as JWTPayload;

@@ -104,7 +104,12 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const devBypass = config.bool('svc.security.dev-bypass');
   const verifier = devBypass
     ? undefined
-    : new TokenVerifier({ issuer: config.string('svc.oidc.issuer'), jwksUri: config.optional('svc.oidc.jwks-uri'), audience: config.optional('svc.oidc.audience') });
+    : new TokenVerifier({
+        issuer: config.string('svc.oidc.issuer'),
+        jwksUri: config.optional('svc.oidc.jwks-uri'),
+        audience: config.optional('svc.oidc.audience'),
+        maxLifetimeSeconds: config.duration('svc.oidc.max-token-lifetime') / 1000,
+      });
   // Integrations and deliveries: the API facade everywhere (replays and tests are sent from the
   // process serving the call), the consumer and the retry sweep in the background roles.
   const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion(), egress });

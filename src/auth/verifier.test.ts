@@ -63,6 +63,13 @@ describe('key discovery', () => {
 describe('refusals', () => {
   const verifier = () => new TokenVerifier({ issuer: issuer.issuer, audience: 'hub' });
 
+  it('a token valid for at most svc.oidc.max-token-lifetime (24 hours unless set) is accepted', async () => {
+    await expect(verifier().verify(await issuer.mint({}, { audience: 'hub', expiresIn: 86_400 }))).resolves.toMatchObject({ aud: 'hub' });
+    const week = new TokenVerifier({ issuer: issuer.issuer, audience: 'hub', maxLifetimeSeconds: 7 * 86_400 });
+    await expect(week.verify(await issuer.mint({}, { audience: 'hub', expiresIn: 6 * 86_400 }))).resolves.toMatchObject({ aud: 'hub' });
+    await expect(week.verify(await issuer.mint({}, { audience: 'hub', expiresIn: 8 * 86_400 }))).rejects.toThrow(/604800 s/);
+  });
+
   it('accepts the right audience', async () => {
     await expect(verifier().verify(await issuer.mint({}, { audience: 'hub' }))).resolves.toMatchObject({ aud: 'hub' });
     await expect(verifier().verify(await issuer.mint({}, { audience: ['other', 'hub'] }))).resolves.toMatchObject({ aud: ['other', 'hub'] });
@@ -71,6 +78,8 @@ describe('refusals', () => {
   it.each([
     ['expired', { audience: 'hub', expiresIn: -120 }, /ERR_JWT_EXPIRED/],
     ['no exp claim', { audience: 'hub', expiresIn: null }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*exp/],
+    ['exp in 9999', { audience: 'hub', expiresIn: 253402300799 - Math.floor(Date.now() / 1000) }, /exp is \d+ s ahead, more than svc.oidc.max-token-lifetime \(86400 s\)/],
+    ['exp a day and a minute ahead', { audience: 'hub', expiresIn: 86_460 }, /more than svc.oidc.max-token-lifetime/],
     ['wrong issuer', { audience: 'hub', issuer: 'https://evil.example.com' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*iss/],
     ['wrong audience', { audience: 'other' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],
     ['no audience', {}, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],

@@ -6,6 +6,11 @@ export interface VerifierOptions {
   issuer: string;
   jwksUri?: string;
   audience?: string;
+  /**
+   * Seconds a token may still be valid for (its `exp` ahead of now); one valid for longer is refused
+   * as one without `exp` is: a token valid until 9999 is a token valid forever. Default 24 hours.
+   */
+  maxLifetimeSeconds?: number;
 }
 
 /** Why a token was refused; logged, never sent to the caller (who gets a plain 401). */
@@ -18,7 +23,7 @@ export class TokenRejected extends Error {
 
 /**
  * Verifies bearer JWTs against the issuer's JWKS (RS256 and ES256), checking issuer, expiry (a token
- * must carry `exp`) and, when configured, audience. The key set is fetched lazily and cached by jose, which refetches
+ * must carry `exp`, at most `maxLifetimeSeconds` ahead) and, when configured, audience. The key set is fetched lazily and cached by jose, which refetches
  * when a token names an unknown key id.
  */
 export class TokenVerifier {
@@ -43,8 +48,14 @@ export class TokenVerifier {
         // A token without an expiry would be valid forever: refused like an expired one.
         requiredClaims: ['exp'],
       });
+      const lifetime = this.options.maxLifetimeSeconds ?? 86_400;
+      const ahead = (payload.exp as number) - Math.floor(Date.now() / 1000);
+      if (ahead > lifetime + 5) {
+        throw new TokenRejected(`exp is ${ahead} s ahead, more than svc.oidc.max-token-lifetime (${lifetime} s)`);
+      }
       return payload;
     } catch (err) {
+      if (err instanceof TokenRejected) throw err;
       if (err instanceof joseErrors.JWKSTimeout) throw this.unreachable(err);
       if (err instanceof joseErrors.JOSEError) throw new TokenRejected(`${err.code}: ${err.message}`);
       // fetch could not reach the key set (checked by name: the error may come from another realm)

@@ -81,6 +81,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Where the signing keys are fetched (RS256 and ES256 are accepted).' }),
   p({ group: 'Security', name: 'svc.oidc.audience', kind: 'string',
     description: 'When set, tokens must name it in `aud`.' }),
+  p({ group: 'Security', name: 'svc.oidc.max-token-lifetime', kind: 'duration', default: '24h',
+    description: 'How far ahead a token\'s `exp` may be: a token still valid for longer (a year, or 9999) is refused (401) as one without `exp` is. Raise it for an issuer that hands out longer-lived access tokens.' }),
   p({ group: 'Security', name: 'svc.oidc.tenant-claim', kind: 'string', default: 'tenant_id',
     description: 'Claim that carries the numeric tenant id.' }),
   p({ group: 'Security', name: 'svc.security.dev-bypass', kind: 'bool',
