@@ -86,6 +86,9 @@ describe('inline credentials', () => {
       { name: 'X-Custom', value: 'v=1;key=AKIAIOSFODNN7EXAMPLE' },
       { name: 'X-Goog', value: 'AIzaSyA1234567890abcdefghijklmnopqrstuv' },
       { name: 'X-OpenAI', value: 'sk-proj-abcdefghijklmnopqrstuvwxyz012345' },
+      // A scheme further in, before what has a credential's form.
+      { name: 'X-Custom', value: 'x Bearer 9f86d081884c7d659a2feaa0' },
+      { name: 'X-Custom', value: 'v1, Basic dXNlcjpwYXNzd29yZDEyMzQ=' },
     ];
     expect(errorsOf(headers(refused))).toEqual(Object.fromEntries(refused.map((_, i) => [`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential])));
     const plain = [
@@ -102,6 +105,10 @@ describe('inline credentials', () => {
       { name: 'X-Compass', value: 'north' },
       { name: 'X-Sku', value: 'task-runner-sk-12' },
       { name: 'X-Region', value: '{{env:REGION}}-west' },
+      // Prose with a scheme's word in it.
+      { name: 'X-Plan', value: 'the basic plan for 2024' },
+      { name: 'X-Note', value: 'see token rotation2024 guidelines' },
+      { name: 'X-Custom', value: 'x Bearer {{env:T}}' },
     ];
     expect(errorsOf(headers(plain))).toEqual({});
   });

@@ -46,7 +46,7 @@ export function isCredentialHeader(name: string, value = ''): boolean {
   if (CREDENTIAL_NAME.test(name)) return true;
   // The value as written, templates taken out: `{{env:T}}Bearer abc` states `Bearer abc`.
   const literal = withoutTemplates(value);
-  return CREDENTIAL_VALUE.test(literal) || KNOWN_TOKEN.test(literal);
+  return CREDENTIAL_VALUE.test(literal) || KNOWN_TOKEN.test(literal) || SCHEME_INSIDE.test(literal);
 }
 
 /**
@@ -66,6 +66,12 @@ const CREDENTIAL_NAME =
 const SCHEMES = 'bearer|basic|digest|token|negotiate|ntlm|hoba|mutual|aws4-hmac-sha256|sharedkey|hmac';
 const CREDENTIAL_VALUE = new RegExp(`^\\s*(${SCHEMES})\\s+\\S`, 'i');
 const SCHEME = new RegExp(`^\\s*(${SCHEMES})(?=\\s|$)`, 'i');
+/**
+ * A scheme further in the value (`v1, Bearer 9f86d081884c7d65`) counts when what follows it has the
+ * form of a credential (16 or more token characters, letters and digits both): prose such as
+ * `the basic plan` or `token ring` stays a plain value.
+ */
+const SCHEME_INSIDE = new RegExp(`[\\s,;](${SCHEMES})\\s+(?=[\\w.~+/-]*\\d)(?=[\\w.~+/-]*[A-Za-z])[\\w.~+/-]{16,}`, 'i');
 /**
  * Values that are credentials by their form, wherever they stand in the value and whatever the
  * header: a JWT, and the prefixes of well-known API keys (Stripe, GitHub, Slack, GitLab, AWS,
