@@ -1,3 +1,4 @@
+import { ConflictError } from '../../../src/errors.js';
 import { route, type RouteDecl } from '../../route.js';
 import { created, errors, idParam, noContent, tenantRecord, tenantRefusals } from './admin-schemas.js';
 import { refusals } from '../schemas.js';
@@ -65,10 +66,15 @@ export const tenantRoutes: RouteDecl[] = [
   route({
     method: 'DELETE', path: '/api/tenants/{id}', operationId: 'deactivateTenant', summary: 'Deactivate a tenant (soft delete)', tags: ['Tenants'],
     auth: ['svc_superadmin'],
-    description: 'Sets `active: false`; the tenant and its data stay. Its callers are refused from their next call (403 `tenant inactive`). Repeating it changes nothing.',
+    description:
+      'Sets `active: false`; the tenant and its data stay. Its callers are refused from their next call (403 `tenant inactive`). Repeating it changes nothing. ' +
+      'The caller\'s own tenant (the one the token belongs to) is a 409: deactivation is final, and the caller would shut themselves out.',
     params: tenantParams,
-    responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown tenant' }), ...tenantRefusals },
-    handler: async ({ services, params, ctx }) => {
+    responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown tenant', 409: 'The caller\'s own tenant' }), ...tenantRefusals },
+    handler: async ({ services, principal, params, ctx }) => {
+      if (principal?.homeTenantId === params.id) {
+        throw new ConflictError('you cannot deactivate your own tenant; a svc_superadmin of another tenant can');
+      }
       await services.admin.tenants.deactivate(params.id);
       return noContent(ctx);
     },

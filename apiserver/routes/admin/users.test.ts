@@ -288,6 +288,36 @@ describe('with real tokens', () => {
     expect(r.body).toEqual({ error: 'account inactive' });
   });
 
+  it('a caller cannot lock or deactivate their own account (409), another svc_admin can; nor deactivate their own tenant', async () => {
+    const base = `/api/tenants/${TT}/users`;
+    const self = tokenClient(oidc.url, await mint(['svc_admin', 'svc_user']));
+    const me = await self.get('/api/bff/v1/me');
+    expect(me.status).toBe(200);
+    const myId = (me.body as { user: { id: string } }).user.id;
+    for (const [r, what] of [
+      [await self.del(`${base}/${myId}`), 'deactivate'],
+      [await self.put(`${base}/${myId}`, { locked: true }), 'lock'],
+    ] as const) {
+      expect(r.status).toBe(409);
+      expect(r.body).toEqual({ error: `you cannot ${what} your own account; another svc_admin of the tenant can` });
+    }
+    // Still in, and the profile of one's own account can still be edited.
+    expect((await self.put(`${base}/${myId}`, { description: 'me' })).status).toBe(200);
+    expect((await self.get('/api/bff/v1/me')).status).toBe(200);
+    // Another administrator of the tenant can.
+    const second = tokenClient(oidc.url, await mint(['svc_admin']));
+    expect((await second.put(`${base}/${myId}`, { locked: true })).status).toBe(200);
+    expect((await self.get('/api/bff/v1/me')).body).toEqual({ error: 'account locked' });
+    expect((await second.post(`${base}/${myId}/unlock`)).status).toBe(200);
+    expect((await self.get('/api/bff/v1/me')).status).toBe(200);
+    // A superadmin's own tenant.
+    const superadmin = tokenClient(oidc.url, await mint(['svc_superadmin']));
+    const own = await superadmin.del(`/api/tenants/${TT}`);
+    expect(own.status).toBe(409);
+    expect(own.body).toEqual({ error: 'you cannot deactivate your own tenant; a svc_superadmin of another tenant can' });
+    expect((await owner.query(`select active from core.tenants where id = ${TT}`)).rows[0]).toEqual({ active: true });
+  });
+
   it('svc_integrator alone gets an empty 403 on the tenant administration paths', async () => {
     const c = tokenClient(oidc.url, await mint(['svc_integrator', 'svc_user']));
     for (const p of ['orgs', 'orgs/tree', 'users', 'roles']) expect(shape(await c.get(`/api/tenants/${TT}/${p}`))).toEqual(EMPTY_403);

@@ -1,3 +1,5 @@
+import type { Principal } from '../../../src/auth/principal.js';
+import { ConflictError } from '../../../src/errors.js';
 import { route, type RouteDecl } from '../../route.js';
 import { created, errors, noContent, scopesBody, scopesRecord, tenantParams, tenantRefusals, userRecord } from './admin-schemas.js';
 
@@ -11,6 +13,17 @@ const USER = { id: 'User id' };
 const UID = { uid: 'User id' };
 const optional = { type: ['string', 'null'], maxLength: 2000 } as const;
 const email = { type: ['string', 'null'], format: 'email', maxLength: 320 } as const;
+
+/**
+ * A caller may not lock or deactivate their own account (acting as their own tenant): deactivation
+ * is final and a locked caller cannot unlock themselves, so the tenant's only administrator would
+ * shut themselves out. Another svc_admin of the tenant can.
+ */
+function refuseSelf(principal: Principal | undefined, id: number, what: string): void {
+  if (principal && !principal.impersonating && principal.userId !== undefined && principal.userId === String(id)) {
+    throw new ConflictError(`you cannot ${what} your own account; another svc_admin of the tenant can`);
+  }
+}
 
 export const userRoutes: RouteDecl[] = [
   route({
@@ -59,10 +72,13 @@ export const userRoutes: RouteDecl[] = [
     },
     responses: {
       200: { description: 'The updated user', schema: userRecord },
-      ...errors({ 400: 'Invalid body (`field` names it)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated' }),
+      ...errors({ 400: 'Invalid body (`field` names it)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated, or `locked: true` names the caller\'s own account' }),
       ...tenantRefusals,
     },
-    handler: ({ services, principal, params, body }) => services.admin.users.update(principal?.tenantId, params.id, body),
+    handler: ({ services, principal, params, body }) => {
+      if (body.locked === true) refuseSelf(principal, params.id, 'lock');
+      return services.admin.users.update(principal?.tenantId, params.id, body);
+    },
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/users/{id}/unlock', operationId: 'unlockUser', summary: 'Unlock a locked account', tags: ['Users'],
@@ -79,10 +95,11 @@ export const userRoutes: RouteDecl[] = [
   route({
     method: 'DELETE', path: '/api/tenants/{tid}/users/{id}', operationId: 'deactivateUser', summary: 'Deactivate a user (soft delete)', tags: ['Users'],
     auth: ['svc_admin'],
-    description: 'Sets `active: false`; the row stays. The user\'s next call is refused with 403 `account inactive`. Repeating it changes nothing.',
+    description: 'Sets `active: false`; the row stays. The user\'s next call is refused with 403 `account inactive`. Repeating it changes nothing. The caller\'s own account is a 409 (deactivation is final).',
     params: tenantParams(USER),
-    responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant' }), ...tenantRefusals },
+    responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown, or of another tenant', 409: 'The caller\'s own account' }), ...tenantRefusals },
     handler: async ({ services, principal, params, ctx }) => {
+      refuseSelf(principal, params.id, 'deactivate');
       await services.admin.users.deactivate(principal?.tenantId, params.id);
       return noContent(ctx);
     },
