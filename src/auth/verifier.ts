@@ -13,6 +13,9 @@ export interface VerifierOptions {
   maxLifetimeSeconds?: number;
 }
 
+/** Seconds of clock skew allowed between the issuer and the hub, on every time claim. */
+const CLOCK_TOLERANCE_S = 5;
+
 /** Why a token was refused; logged, never sent to the caller (who gets a plain 401). */
 export class TokenRejected extends Error {
   constructor(reason: string) {
@@ -44,13 +47,13 @@ export class TokenVerifier {
         issuer: this.options.issuer,
         audience: this.options.audience,
         algorithms: ['RS256', 'ES256'],
-        clockTolerance: 5,
+        clockTolerance: CLOCK_TOLERANCE_S,
         // A token without an expiry would be valid forever: refused like an expired one.
         requiredClaims: ['exp'],
       });
       const lifetime = this.options.maxLifetimeSeconds ?? 86_400;
       const ahead = (payload.exp as number) - Math.floor(Date.now() / 1000);
-      if (ahead > lifetime + 5) {
+      if (ahead > lifetime + CLOCK_TOLERANCE_S) {
         throw new TokenRejected(`exp is ${ahead} s ahead, more than svc.oidc.max-token-lifetime (${lifetime} s)`);
       }
       return payload;

@@ -20,7 +20,7 @@ const email = { type: ['string', 'null'], format: 'email', maxLength: 320 } as c
  * shut themselves out. Another svc_admin of the tenant can.
  */
 function refuseSelf(principal: Principal | undefined, id: number, what: string): void {
-  if (principal && !principal.impersonating && principal.userId !== undefined && principal.userId === String(id)) {
+  if (principal && !principal.impersonating && principal.userId === String(id)) {
     throw new ConflictError(`you cannot ${what} your own account; another svc_admin of the tenant can`);
   }
 }
