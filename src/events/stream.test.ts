@@ -118,7 +118,10 @@ describe('live stream bounds', () => {
         room: () => new Promise<void>((resolve) => (waiting = resolve)),
       });
       const inside = sub as unknown as { pending: unknown[]; drops: number };
-      const held = () => until('the catch-up to wait for room', () => waiting !== undefined);
+      // Generous: the outbox is read up to the oldest transaction open on the server, and other
+      // suites' transactions on the same server hold that back now and then.
+      const patience = { timeoutMs: 45_000, detail: () => `delivered ${delivered.join(',')}; queued ${inside.pending.length}; drops ${inside.drops}` };
+      const held = () => until('the catch-up to wait for room', () => waiting !== undefined, patience);
       const release = () => {
         const go = waiting!;
         waiting = undefined;
@@ -126,14 +129,14 @@ describe('live stream bounds', () => {
       };
       await held(); // after the first event of the backlog
       const live = [await emit(8003), await emit(8004), await emit(8005)];
-      await until('the live events to be queued', () => inside.pending.length === 3);
+      await until('the live events to be queued', () => inside.pending.length === 3, patience);
       release();
       await held(); // after the second: the table read is over
       release();
       await held(); // handing over the queued ones: after the first
       expect(delivered).toEqual([...backlog, live[0]]);
       for (let i = 6; i <= 15; i++) live.push(await emit(8000 + i));
-      await until('some queued events to be dropped', () => inside.drops === 1 && inside.pending.length === 4);
+      await until('some queued events to be dropped', () => inside.drops === 1 && inside.pending.length === 4, patience);
       full = false;
       release();
       await sub.caughtUp;
@@ -142,7 +145,7 @@ describe('live stream bounds', () => {
     } finally {
       await own.stop();
     }
-  });
+  }, 120_000);
 
   it('stop ends every subscription with a reason', async () => {
     const own = new LiveStream(db, { pollEvery: 30, batch: 10 });
