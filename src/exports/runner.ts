@@ -23,10 +23,11 @@ import {
   getRun,
   heartbeat,
   runById,
+  runStart,
   slotDelivered,
   type StopRequest,
 } from './runs/ledger.js';
-import { getExport, type ExportDetail } from './store.js';
+import { type ExportDetail, getExportById } from './store.js';
 import { resolveTokens } from './tokens.js';
 import type { ExportSpec, FailureCode } from './types.js';
 
@@ -252,7 +253,12 @@ export class ExportRunner {
       // The time limit holds inside PostgreSQL too: a statement that waits (a lock held on a source
       // table) or runs too long is cancelled there, not only abandoned here.
       await tx.query("select set_config('statement_timeout', $1, true)", [String(this.options.timeoutMs)]);
-      const exp = await getExport(tx, run.exportName);
+      // The export the run was claimed for, by id: under its name there may now be another one,
+      // applied after a delete, with another destination. A stop asked for meanwhile (a cancel or a
+      // delete served by another process) holds even before this process's heartbeat reads it.
+      const start = await runStart(tx, run.id);
+      if (start?.stop) throw new RunFailure(start.stop.code, start.stop.reason);
+      const exp = start && (await getExportById(tx, start.exportId));
       if (!exp) throw new RunFailure('definition', `export ${run.exportName} was deleted before the run started`);
       const spec = exp.spec;
       const entity = await loadEntity(tx, spec.entity);

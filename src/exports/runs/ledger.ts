@@ -210,6 +210,21 @@ export async function heartbeat(tx: Tx, id: string, progress: { rows: number; by
   return row?.stop_code ? { code: row.stop_code, reason: row.stop_reason ?? '' } : undefined;
 }
 
+/**
+ * What a run about to stream must know, read in its own transaction: the export it was claimed for
+ * (by id: a name may have been deleted and applied again since) and the stop requested meanwhile,
+ * if any (another process served a cancel or a delete before this one's heartbeat read it).
+ */
+export async function runStart(tx: Tx, id: string): Promise<{ exportId: string; stop?: StopRequest } | undefined> {
+  const { rows } = await tx.query<{ export_id: string; stop_code: StopRequest['code'] | null; stop_reason: string | null }>(
+    'select export_id, stop_code, stop_reason from exports.runs where id = $1',
+    [id],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return { exportId: row.export_id, ...(row.stop_code ? { stop: { code: row.stop_code, reason: row.stop_reason ?? '' } } : {}) };
+}
+
 /** What a run in flight of a deleted export ends with. */
 export const EXPORT_DELETED: StopRequest = {
   code: 'definition',

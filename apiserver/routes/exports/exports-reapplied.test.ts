@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import type pg from 'pg';
+import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
+import type { Promote } from '../../../src/connectors/types.js';
+import { deleteExport } from '../../../src/exports/store.js';
+
+/**
+ * A run waiting for a slot whose export is deleted by another process (another replica served the
+ * DELETE: this one learns it from the run's row) and whose name is applied again, with another
+ * destination, before this process's heartbeat reads the stop. When a slot frees, the run must end
+ * Failed as its export's deletion says, never stream to the new export's destination. The two S3
+ * endpoints are bare TCP listeners: the test only counts who connects to them.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let lockHolder: pg.Client;
+const listeners: Server[] = [];
+const sockets = new Set<Socket>();
+const accepted = { old: 0, renewed: 0 };
+const endpoints = { old: '', renewed: '' };
+const A = 1;
+let api: Client;
+
+const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
+
+function exportManifest(name: string, endpoint: string) {
+  return {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Export',
+    metadata: { name },
+    spec: {
+      scope: 'crm',
+      source: { entity: 'item' },
+      columns: ['id', 'label'],
+      order: ['id'],
+      format: { kind: 'csv' },
+      destination: { kind: 's3', bucket: 'drops', filename: `${name}.csv`, endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' },
+      mode: 'snapshot',
+    },
+  };
+}
+
+async function silentListener(which: keyof typeof accepted): Promise<void> {
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    accepted[which]++;
+    socket.on('data', () => undefined);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  listeners.push(server);
+  endpoints[which] = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+beforeAll(async () => {
+  await silentListener('old');
+  await silentListener('renewed');
+  hub = await startTestHub({
+    'svc.export.concurrency': '1',
+    'svc.export.concurrency-per-tenant': '1',
+    'svc.export.heartbeat-every': '200ms',
+  });
+  owner = await ownerClient(hub.ownerUrl);
+  lockHolder = await ownerClient(hub.ownerUrl);
+  api = devClient(hub.url, A);
+  await hub.services.connectors.ext.ensureTable(A, 'ext.items', [promote('label', 'text')]);
+  await owner.query(`insert into ext_t${A}.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label) values ($1, 'a', 'h-a', '{}', gen_random_uuid(), gen_random_uuid(), 'one')`, [A]);
+  for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) expect((await api.post('/api/platform/secrets', { name, value })).status).toBe(201);
+  const entity = {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Entity',
+    metadata: { name: 'item' },
+    spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'label', type: 'text' }], sources: [{ table: 'ext.items', key: 'external_id', columns: { id: 'external_id', label: 'label' } }] },
+  };
+  expect((await api.post('/api/entities/apply', entity)).status).toBe(201);
+});
+
+afterAll(async () => {
+  await lockHolder?.end();
+  await owner?.end();
+  await hub?.stop();
+  for (const socket of sockets) socket.destroy();
+  for (const server of listeners) await new Promise((resolve) => server.close(resolve));
+});
+
+type Run = { id: string; status: string; failureCode: string | null; failureReason: string | null };
+
+async function startRun(name: string): Promise<string> {
+  const started = await api.post(`/api/exports/${name}/runs`);
+  expect(started.status).toBe(202);
+  return (started.body as { runId: string }).runId;
+}
+
+describe('a waiting run whose export was deleted elsewhere and its name applied again', () => {
+  it('ends Failed as the deletion says when a slot frees, and never connects to the new destination', async () => {
+    expect((await api.post('/api/exports/apply', exportManifest('first', endpoints.old))).status).toBe(201);
+    expect((await api.post('/api/exports/apply', exportManifest('second', endpoints.old))).status).toBe(201);
+    const streaming = await startRun('first');
+    await until('the first run to reach its endpoint', () => accepted.old === 1);
+    const waiting = await startRun('second'); // the one slot is taken: it waits
+    expect(((await api.get(`/api/exports/second/runs/${waiting}`)).body as Run).status).toBe('Running');
+
+    // Another replica serves DELETE /api/exports/second: the export row goes, the stop request is
+    // left in the run's row for the process that runs it.
+    const deleted = await hub.services.db.withTenant(A, (tx) => deleteExport(tx, 'second'));
+    expect(deleted).toEqual({ deleted: true, stopped: [waiting] });
+    // This process's heartbeat must not read it first: the run's row is held locked until the run
+    // has shown what it does with its slot.
+    await lockHolder.query('begin');
+    await lockHolder.query('select 1 from exports.runs where id = $1 for update', [waiting]);
+    try {
+      // The name applied again, with another destination.
+      expect((await api.post('/api/exports/apply', exportManifest('second', endpoints.renewed))).status).toBe(201);
+      // A slot frees: the first run is cancelled.
+      expect((await api.post(`/api/exports/first/runs/${streaming}/cancel`)).status).toBe(202);
+      // Either the waiting run streams to the new destination (wrong), or it ends and its
+      // "Failed" waits on the lock held here.
+      const endingOnLock = async () => {
+        const { rows } = await owner.query<{ n: number }>(
+          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'update exports.runs set status = ''Failed''%'",
+        );
+        return rows[0]!.n > 0;
+      };
+      await until('the waiting run to take the slot and end or stream', async () => accepted.renewed > 0 || (await endingOnLock()), 15_000);
+      expect(accepted).toEqual({ old: 1, renewed: 0 });
+    } finally {
+      await lockHolder.query('commit');
+    }
+    const run = await until(
+      'the waiting run to end',
+      async () => {
+        const r = (await api.get(`/api/exports/second/runs/${waiting}`)).body as Run;
+        return r.status !== 'Running' && r;
+      },
+      10_000,
+    );
+    expect({ status: run.status, code: run.failureCode }).toEqual({ status: 'Failed', code: 'definition' });
+    expect(run.failureReason).toMatch(/^the export was deleted during the run; nothing was published/);
+
+    // The export applied again runs as itself: to its own destination.
+    await startRun('second');
+    await until('the new export to reach its own endpoint', () => accepted.renewed === 1);
+    expect(accepted.old).toBe(1);
+  }, 60_000);
+});
