@@ -20,6 +20,8 @@ import { until as untilProbe } from '../../test/harness/until.js';
 const BIN = join(packageRoot(), 'bin', 'svc-hub.js');
 const MASTER_KEY = Buffer.alloc(32, 0x41).toString('base64');
 const SECRET = 'dispatch-test-secret';
+/** The retry sweep's cadence: a backlog the dead leader leased must drain within one of them. */
+const RETRY_EVERY = '4s';
 
 interface Dispatcher {
   child: ChildProcess;
@@ -34,6 +36,7 @@ let t1: Client;
 let owner: pg.Client;
 let receiver: Receiver;
 let hangFirst = true;
+let holdBacklog = true;
 const dispatchers: Dispatcher[] = [];
 
 function spawnDispatcher(): Dispatcher {
@@ -47,7 +50,7 @@ function spawnDispatcher(): Dispatcher {
       PORT: '0',
       SVC_SECRET_MASTER_KEY: MASTER_KEY,
       SVC_WEBHOOK_SWEEP_EVERY: '1s',
-      SVC_WEBHOOK_RETRY_EVERY: '300ms',
+      SVC_WEBHOOK_RETRY_EVERY: RETRY_EVERY,
       SVC_WEBHOOK_LEASE: '3s',
       SVC_WEBHOOK_TIMEOUT: '20s',
       SVC_LEADER_CHECK_EVERY: '300ms',
@@ -79,6 +82,7 @@ const leads = (d: Dispatcher) => /leadership acquired/.test(d.output());
 
 beforeAll(async () => {
   receiver = await startReceiver((path) => {
+    if (path === '/backlog' && holdBacklog) return 'hang';
     if (path === '/crash' && hangFirst) {
       hangFirst = false;
       return 'hang';
@@ -183,4 +187,35 @@ describe('svc-hub dispatch', () => {
     expect(counts.get(interrupted)).toBeLessThanOrEqual(2);
     expect(counts.size).toBe(19);
   }, 40_000);
+
+  it('the leader killed with a backlog leased: the new leader drains it within one retry sweep, each event once', async () => {
+    const res = await t1.post('/api/tenants/1/integrations', { name: 'backlog', targetUrl: `${receiver.url}/backlog`, eventTypes: ['org.created'], authMode: 'NONE' });
+    expect(res.status).toBe(201);
+    // The dispatcher killed before stays dead: a new one stands by.
+    const alive = (d: Dispatcher) => d.child.exitCode === null && d.child.signalCode === null;
+    const standby = spawnDispatcher();
+    await until('the new dispatcher to start', () => standby.url, 60_000);
+    const leader = dispatchers.find((d) => alive(d) && leads(d))!;
+    expect(leader).not.toBe(standby);
+    const fired = await fire(100);
+    // The leader has recorded and leased all 100 (its cursor passed them) and holds 8 attempts open.
+    await consumerPassed(owner, 'webhooks', fired.at(-1)!, 15_000);
+    await until('the leader to hold the endpoint', () => receiver.on('/backlog').length === 8);
+    leader.child.kill('SIGKILL');
+    await leader.exited;
+    holdBacklog = false;
+    await until('the standby to lead', () => leads(standby));
+    const recovered = (await receiver.waitFor(108, '/backlog', 30_000)).slice(8);
+    const ids = recovered.map((r) => Number(r.headers['x-svc-event-id']));
+    expect(ids.sort((a, b) => a - b)).toEqual(fired);
+    // One sweep claims 16 rows of an integration; the next claims follow as the endpoint answers,
+    // not one per sweep (which would take 100 / 16 sweeps).
+    const spread = recovered.at(-1)!.at - recovered[0]!.at;
+    expect(spread).toBeLessThan(4_000);
+    const rows = await until('the outcomes written back', async () => {
+      const { rows } = await owner.query(`select count(*)::int as n, bool_and(succeeded) as done, max(attempts) as max from hub.deliveries d join hub.integrations i on i.id = d.integration_id where i.name = 'backlog'`);
+      return rows[0].done && rows[0];
+    });
+    expect(rows).toEqual({ n: 100, done: true, max: 1 });
+  }, 120_000);
 });

@@ -69,6 +69,11 @@ export class ClockRunner {
     return { ...job.stats };
   }
 
+  /** Ticking: started and not stopped (a long job checks it to give up early). */
+  running(): boolean {
+    return this.started;
+  }
+
   /** Stops ticking and waits for the runs in progress. */
   async stop(): Promise<void> {
     this.started = false;

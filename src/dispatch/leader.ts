@@ -128,6 +128,8 @@ export class AdvisoryLockElector implements LeaderElector {
 interface LeaderClock {
   schedule(name: string, cadence: Cadence, task: () => Promise<void>): void;
   trigger(name: string): Promise<boolean>;
+  /** The clock ticks and this process leads (a long job checks it to give up early). */
+  running(): boolean;
 }
 
 interface LeadershipOptions {
@@ -178,6 +180,7 @@ export class Leadership {
         });
       },
       trigger: (name) => (this.elector.isLeader() ? clock.trigger(name) : Promise.resolve(false)),
+      running: () => clock.running() && this.elector.isLeader(),
     };
   }
 

@@ -52,7 +52,7 @@ interface OutboxLoopOptions {
 }
 
 /** What the loop needs of a clock: the process's ClockRunner, or one gated by leadership. */
-export type LoopClock = Pick<ClockRunner, 'schedule' | 'trigger'>;
+export type LoopClock = Pick<ClockRunner, 'schedule' | 'trigger' | 'running'>;
 
 /** First delay of the re-poll for events committed but not yet readable in order; doubles up to VISIBILITY_POLL_MAX_MS (or `every`). */
 const VISIBILITY_POLL_MS = 10;

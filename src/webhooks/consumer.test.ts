@@ -290,6 +290,75 @@ describe('the retry sweep', () => {
   });
 });
 
+describe('the retry sweep, refilling', () => {
+  /** Rows a dispatcher that died had leased for first attempts: attempts 0, their lease run out. */
+  async function orphaned(integrationId: number, count: number, firstEvent: number): Promise<void> {
+    await t.owner.query(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, lease_until, lease_token)
+       select 1, $1, 'event', $2 + g, 'org.updated', '{"orgId":1}', 0, now() - interval '1 second', gen_random_uuid() from generate_series(1, $3) g`,
+      [integrationId, firstEvent, count],
+    );
+  }
+  const succeeded = async (integrationId: number) =>
+    (await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and succeeded', [integrationId])).rows[0]!.n;
+  const refilling = (worker: DeliveryWorker, refillWaitMs = 10_000) =>
+    new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 4, sweepBatch: 100, refillWaitMs });
+  const realWorker = (timeoutMs: number) =>
+    new DeliveryWorker({
+      db: t.db,
+      key: KEY,
+      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs, userAgent: 'test' }),
+      pool: new AttemptPool(4, 2, 1_000),
+      leaseMs: 60_000,
+    });
+
+  it('one sweep drains a backlog at the endpoint\'s pace, a claim at a time, each row once', async () => {
+    const i = await integration(1, 'refill-backlog');
+    await orphaned(i.id, 60, 20_000);
+    const w = realWorker(5_000);
+    try {
+      // Without the refill: one claim of 4.
+      expect(await new WebhookConsumer({ db: t.db, worker: w, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 4, sweepBatch: 100 }).sweep()).toBe(4);
+      await until('the claim to be delivered', async () => (await succeeded(i.id)) === 4);
+      // With it: the rest, in one sweep (other suites' rows in this database are leased meanwhile).
+      expect(await refilling(w).sweep()).toBe(56);
+      await until('every row to be delivered', async () => (await succeeded(i.id)) === 60);
+      const sent = receiver.on('/refill-backlog').map((r) => Number(r.headers['x-svc-event-id']));
+      expect(sent.sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, k) => 20_001 + k));
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('an endpoint that hangs holds its own claim only: another integration drains meanwhile, and the sweep gives up when told', async () => {
+    const hanging = await startReceiver(() => 'hang');
+    try {
+      const stuck = await t.db.withTenant(1, (tx) =>
+        createIntegration(tx, { name: 'refill-stuck', targetUrl: `${hanging.url}/stuck`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules),
+      );
+      const healthy = await integration(1, 'refill-healthy');
+      await orphaned(stuck.id, 20, 30_000);
+      await orphaned(healthy.id, 40, 31_000);
+      const w = realWorker(60_000);
+      let going = true;
+      try {
+        const sweeping = refilling(w).sweep(() => going);
+        await until('the healthy integration to be drained', async () => (await succeeded(healthy.id)) === 40, 20_000);
+        // The stuck one got one claim, and no more while its attempts hang.
+        expect(hanging.received).toHaveLength(2); // its two slots; the other two claimed rows wait behind them
+        const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and lease_until > now()', [stuck.id]);
+        expect(rows[0]!.n).toBe(4);
+        going = false;
+        expect(await sweeping).toBe(44);
+      } finally {
+        await w.stop();
+      }
+    } finally {
+      await hanging.close();
+    }
+  });
+});
+
 describe('the worker', () => {
   const worker = () =>
     new DeliveryWorker({

@@ -24,6 +24,13 @@ interface WebhookConsumerOptions {
   perIntegrationClaim: number;
   /** Rows claimed per sweep at most. */
   sweepBatch: number;
+  /**
+   * When set, a sweep that filled an integration's claim (or the whole batch) claims again as soon as
+   * one of those integrations has no attempt left in this process, waiting this long at most
+   * (`svc.webhook.retry-every`): a backlog, such as the leased first attempts of a dispatcher that
+   * died, drains at the endpoints' pace instead of a claim per sweep. Without it, one claim.
+   */
+  refillWaitMs?: number;
 }
 
 type Inserted = { id: number; integration_id: number };
@@ -120,9 +127,42 @@ export class WebhookConsumer {
   /**
    * The retry sweep: claims unsuccessful open rows with attempts left whose lease is free or ran out
    * (`FOR UPDATE SKIP LOCKED`, so concurrent sweepers never take the same row), leases them, and
-   * queues their attempts. Returns how many rows it claimed.
+   * queues their attempts; with `refillWaitMs`, again while the claims come back full (see there).
+   * Returns how many rows it claimed.
    */
-  async sweep(): Promise<number> {
+  async sweep(keepGoing: () => boolean = () => true): Promise<number> {
+    let total = 0;
+    for (;;) {
+      // An integration with attempts still here waits for them: its queue never outgrows one claim.
+      const busy = this.o.refillWaitMs === undefined ? [] : this.o.worker.busyIntegrations();
+      const rows = await this.claim(busy);
+      total += rows.length;
+      if (this.o.refillWaitMs === undefined || rows.length === 0) return total;
+      const perIntegration = new Map<number, number>();
+      for (const row of rows) perIntegration.set(row.integration_id, (perIntegration.get(row.integration_id) ?? 0) + 1);
+      const full = new Set([...perIntegration].filter(([, n]) => n >= this.o.perIntegrationClaim).map(([id]) => id));
+      if (full.size === 0 && rows.length < this.o.sweepBatch) return total;
+      // More may wait: claim again once one of the claimed integrations is done with its attempts.
+      if (!(await this.refill(full.size > 0 ? full : new Set(perIntegration.keys()), this.o.refillWaitMs, keepGoing))) return total;
+    }
+  }
+
+  /**
+   * Waits up to `waitMs` for one of `integrations` to be done with its attempts here; false when
+   * the time is up, the worker stops or `keepGoing` says no (checked every second: the clock
+   * stopped, the leadership lost).
+   */
+  private async refill(integrations: ReadonlySet<number>, waitMs: number, keepGoing: () => boolean): Promise<boolean> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0 || !keepGoing() || this.o.worker.isStopping()) return false;
+      if (await this.o.worker.whenAnyFree(integrations, Math.min(left, 1_000))) return true;
+    }
+  }
+
+  /** One claim, integrations in `busy` left out; its attempts queued. */
+  private async claim(busy: number[]): Promise<Inserted[]> {
     const token = randomUUID();
     const rows = await this.o.db.crossTenant('webhook-retry', async (tx) => {
       const { rows } = await tx.query<Inserted>(
@@ -131,6 +171,7 @@ export class WebhookConsumer {
              from hub.deliveries
             where not succeeded and closed_reason is null and kind <> 'test' and attempts < $1
               and (lease_until is null or lease_until < now())
+              and integration_id <> all($6::bigint[])
          ), picked as (
            select d.id from hub.deliveries d join candidates c on c.id = d.id
             where c.rn <= $2
@@ -143,13 +184,13 @@ export class WebhookConsumer {
          update hub.deliveries d set lease_until = now() + make_interval(secs => $4::double precision / 1000), lease_token = $5
            from picked where d.id = picked.id
          returning d.id, d.integration_id`,
-        [this.o.maxAttempts, this.o.perIntegrationClaim, this.o.sweepBatch, this.o.leaseMs, token],
+        [this.o.maxAttempts, this.o.perIntegrationClaim, this.o.sweepBatch, this.o.leaseMs, token, busy],
       );
       return rows;
     });
     rows.sort((a, b) => a.id - b.id);
     for (const row of rows) this.o.worker.submit(row.integration_id, row.id, token);
     if (rows.length > 0) logger().debug({ claimed: rows.length }, 'webhook retry sweep');
-    return rows.length;
+    return rows;
   }
 }

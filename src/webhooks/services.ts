@@ -50,6 +50,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     maxAttempts: config.int('svc.webhook.max-attempts'),
     perIntegrationClaim: perIntegration * 2,
     sweepBatch: SWEEP_BATCH,
+    refillWaitMs: config.duration('svc.webhook.retry-every'),
   });
   const integrations = new IntegrationService({
     db: deps.db,
@@ -76,7 +77,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     async start(clock, listener) {
       await loop.start(clock, listener);
       clock.schedule('webhook-retry', { every: config.duration('svc.webhook.retry-every') }, async () => {
-        await consumer.sweep();
+        await consumer.sweep(() => clock.running());
       });
       started = true;
     },

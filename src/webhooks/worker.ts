@@ -139,6 +139,21 @@ export class DeliveryWorker {
     return this.o.pool.offer(integrationId, this.job(deliveryId, token, claim));
   }
 
+  /** Integrations with an attempt running or queued in this process. */
+  busyIntegrations(): number[] {
+    return this.o.pool.busyKeys() as number[];
+  }
+
+  /** True once one of these integrations has no attempt running or queued here; false after `waitMs` or when stopping. */
+  whenAnyFree(integrationIds: ReadonlySet<number>, waitMs: number): Promise<boolean> {
+    if (this.stopping) return Promise.resolve(false);
+    return this.o.pool.whenAnyFree(integrationIds, waitMs);
+  }
+
+  isStopping(): boolean {
+    return this.stopping;
+  }
+
   /** Like `submit`, waiting a moment for room when the integration's queue is full and not stalled. */
   async submitWait(integrationId: number, deliveryId: number, token: string, waitMs: number, claim?: Claim): Promise<boolean> {
     if (this.stopping) return false;
