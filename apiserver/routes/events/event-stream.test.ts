@@ -372,3 +372,70 @@ describe('a resume further behind than svc.events.stream.max-buffer', () => {
     expect((await fetch(`${small.url}/q/health/ready`)).status).toBe(200);
   });
 });
+
+describe('a live client that stops reading', () => {
+  let hub2: TestHub;
+
+  beforeAll(async () => {
+    // Batches of 10 frames of about 2 kB: less than max-buffer (64 kB) each, so the stream ends
+    // only once the client's TCP buffers are full and the hub's fill up behind them.
+    hub2 = await startTestHub({ 'svc.events.stream.max-buffer': 65536, 'svc.events.stream.batch': 10, 'svc.events.stream.heartbeat': '1s' });
+  });
+
+  afterAll(async () => {
+    await hub2.stop();
+  });
+
+  it('is ended as too slow; if it does not read what is left either, its connection is reset after one heartbeat period; one that reads gets the reason, then the connection closes', async () => {
+    const { connect } = await import('node:net');
+    const open = async () => {
+      const socket = connect(Number(new URL(hub2.url).port), '127.0.0.1');
+      await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+      socket.write('GET /api/platform/events/stream HTTP/1.1\r\nHost: x\r\nX-Tenant-ID: 1\r\n\r\n');
+      socket.pause();
+      return socket;
+    };
+    const ending = (socket: import('node:net').Socket) =>
+      new Promise<string>((resolve) => {
+        socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+        socket.once('end', () => resolve('end'));
+      });
+    const stalled = await open(); // never reads
+    const reading = await open(); // reads only once its stream has ended
+    try {
+      await until('both to be subscribed', () => hub2.services.stream.countFor(1) === 2);
+      // About 12 MB of live events: more than loopback TCP holds for a client that does not read.
+      await hub2.services.db.withTenant(1, async (tx) => {
+        for (let i = 0; i < 6000; i++) await hub2.services.events.emit(tx, 'org.archived', { id: 20_000 + i, code: 'c'.repeat(2000) });
+      });
+      await until('both to be ended as too slow', () => hub2.services.stream.countFor(1) === 0, 30_000);
+      // The one that reads now gets what was queued, the reason, and the end of the connection.
+      let text = '';
+      reading.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+      });
+      const readingEnd = ending(reading);
+      reading.resume();
+      expect(await readingEnd).toBe('end');
+      expect(text).toMatch(/^connection: close\r$/im);
+      expect(text).toMatch(/: client too slow; reconnect with Last-Event-ID\n\n\r\n0\r\n\r\n$/); // the last chunk, then the end
+      // The one that does not read: after a heartbeat period the hub has reset its connection
+      // (what was queued for it freed), so reading now finds it cut short.
+      await new Promise((r) => setTimeout(r, 3_000));
+      let tail = '';
+      stalled.on('data', (chunk: Buffer) => {
+        tail += chunk.toString('latin1');
+      });
+      const stalledEnd = ending(stalled);
+      stalled.resume();
+      // What its own TCP buffer held arrives, then the connection ends (an end or a reset, as the
+      // client's kernel reports it); the rest, the reason included, was dropped with the connection.
+      expect(['end', 'ECONNRESET']).toContain(await stalledEnd);
+      expect(tail).not.toContain('client too slow');
+      expect(tail).not.toMatch(/\r\n0\r\n\r\n$/);
+    } finally {
+      stalled.destroy();
+      reading.destroy();
+    }
+  }, 60_000);
+});

@@ -70,9 +70,22 @@ export const eventStreamRoutes: RouteDecl[] = [
       // client still gets what was written, then the reason, and reconnects from there.
       out.write('retry: 3000\n: connected\n\n');
       let heartbeat: NodeJS.Timeout | undefined;
+      const heartbeatMs = services.config.duration('svc.events.stream.heartbeat');
       const finish = (note?: string) => {
         if (heartbeat) clearInterval(heartbeat);
         if (!out.writableEnded) out.end(note ? `: ${note}\n\n` : undefined);
+        // Ended by the hub (a live client too slow, the outbox unreadable): what is left goes to a
+        // client that reads, and the connection closes after it (Connection: close). One that does
+        // not read would keep it queued here and in the kernel until the connection timed out, so
+        // it gets one heartbeat period, then the connection is reset.
+        if (note && !gone.signal.aborted) {
+          const socket = ctx.req.socket;
+          const cut = setTimeout(() => {
+            if (!socket.destroyed) socket.resetAndDestroy();
+          }, heartbeatMs);
+          cut.unref();
+          socket.once('close', () => clearTimeout(cut));
+        }
       };
       // Listened to before subscribing: a client gone while the subscription catches up (the
       // statements after Last-Event-ID) must release it too, or it would hold a place for ever.
@@ -110,13 +123,15 @@ export const eventStreamRoutes: RouteDecl[] = [
       if (!out.writableEnded) {
         heartbeat = setInterval(() => {
           if (!out.writableEnded) out.write(': ping\n\n');
-        }, services.config.duration('svc.events.stream.heartbeat'));
+        }, heartbeatMs);
         heartbeat.unref();
       }
       ctx.status = 200;
       ctx.set('Content-Type', 'text/event-stream; charset=utf-8');
       ctx.set('Cache-Control', 'no-cache, no-transform');
       ctx.set('X-Accel-Buffering', 'no');
+      // A stream ends only when the client leaves or the hub ends it: the connection goes with it.
+      ctx.set('Connection', 'close');
       ctx.body = out;
       return undefined;
     },
