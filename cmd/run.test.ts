@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
+import { latestSlot } from '../src/connectors/schedule.js';
 import { startDemoSource } from '../src/demo-source/server.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { parseRunArgs, runCommand } from './run.js';
@@ -24,6 +25,7 @@ beforeAll(async () => {
     ['every-minute', { schedule: '* * * * *', endpoints: [endpoint('open', '/open/partners')] }],
     ['fenced', { schedule: '* * * * *', window: outside, endpoints: [endpoint('fenced', '/open/partners')] }],
     ['liar', { endpoints: [endpoint('liar', '/liar/partners')] }],
+    ['yearly', { schedule: '0 0 1 1 *', endpoints: [endpoint('yearly', '/open/partners')] }],
   ] as const) {
     const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec: { base_url: demo.url, ...spec } };
     const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: JSON.stringify(manifest) });
@@ -84,6 +86,25 @@ describe('svc-hub run connector', () => {
     expect(runs.some((r) => r.connector === 'fenced')).toBe(false);
   });
 
+  it('--scheduled: a slot that fell due more than a minute before the last apply is not due; one due in the minute before it runs', async () => {
+    const slot = latestSlot('0 0 1 1 *', new Date());
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      const appliedAt = (seconds: number) => owner.query("update connectors.connectors set updated_at = $1 where name = 'yearly'", [new Date(slot.getTime() + seconds * 1000)]);
+      await appliedAt(61);
+      expect((await cli(['connector', 'yearly', '--tenant', 'default', '--scheduled'])).lines).toEqual(['connector yearly has no schedule slot due']);
+      await appliedAt(59);
+      const { code, lines } = await cli(['connector', 'yearly', '--tenant', 'default', '--scheduled']);
+      expect(code).toBe(0);
+      expect(lines[0]).toMatch(/^yearly\/yearly Completed /);
+      const { rows } = await owner.query<{ slot: Date }>("select slot from connectors.runs where connector_name = 'yearly'");
+      expect(rows.map((r) => r.slot.toISOString())).toEqual([slot.toISOString()]);
+    } finally {
+      await owner.end();
+    }
+  });
+
   it('exits 1 when a run failed, with the error on the line', async () => {
     const { code, lines } = await cli(['connector', 'liar', '--tenant', 'default']);
     expect(code).toBe(1);
@@ -136,6 +157,7 @@ describe('svc-hub run export', () => {
     });
     expect((await call('/api/exports/apply', exportOf('once', 'once.csv'))).status).toBe(201);
     expect((await call('/api/exports/apply', exportOf('cron', 'cron-${timestamp}.csv', '* * * * *'))).status).toBe(201);
+    expect((await call('/api/exports/apply', exportOf('yearly', 'yearly-${timestamp}.csv', '0 0 1 1 *'))).status).toBe(201);
   });
 
   afterAll(async () => {
@@ -159,6 +181,24 @@ describe('svc-hub run export', () => {
     expect(started.length + skipped.length).toBe(2);
     expect(started.length).toBeGreaterThanOrEqual(1);
     expect(started[0]!.lines[0]).toMatch(/location=s3:\/\/drops\/cron-\d{8}T\d{4}00Z\.csv$/);
+  });
+
+  it('--scheduled: a slot that fell due more than a minute before the last apply is not due; one due in the minute before it runs', async () => {
+    const slot = latestSlot('0 0 1 1 *', new Date());
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      const appliedAt = (seconds: number) => owner.query("update exports.exports set updated_at = $1 where name = 'yearly'", [new Date(slot.getTime() + seconds * 1000)]);
+      await appliedAt(61);
+      expect((await cli(['export', 'yearly', '--tenant', 'default', '--scheduled'])).lines).toEqual(['export yearly has no schedule slot due']);
+      await appliedAt(59);
+      const { code, lines } = await cli(['export', 'yearly', '--tenant', 'default', '--scheduled']);
+      expect(code).toBe(0);
+      const stamp = slot.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+      expect(lines[0]).toMatch(new RegExp(`^export yearly Completed .*location=s3://drops/yearly-${stamp}\\.csv$`));
+    } finally {
+      await owner.end();
+    }
   });
 
   it('parses its arguments', () => {

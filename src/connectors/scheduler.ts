@@ -16,7 +16,9 @@ type SlotOutcome =
  * Fires scheduled connectors: on each tick, the latest due slot of every connector's cron (UTC) is
  * claimed once in connectors.schedule_slots (so two hub processes, or a CronJob and a hub, run it
  * once) and run unless the window fence excludes it (skipped, never queued). No back-fill: only the
- * latest slot counts, and never one from before the connector was last applied.
+ * latest slot counts, and never one that fell due more than a minute (a tick) before the connector
+ * was last applied; one due in that minute still runs, so that an apply right after a slot, which a
+ * GitOps pipeline repeats, does not swallow it before a tick reached it.
  */
 export class ConnectorScheduler {
   constructor(

@@ -154,7 +154,8 @@ export function createExportServices(deps: ExportDeps): ExportServices {
   const fire = async (tenantId: number, exp: ExportDetail): Promise<SlotOutcome> => {
     if (!exp.schedule) return { kind: 'not-due' };
     const slot = latestSlot(exp.schedule, now());
-    // No back-fill: a slot from before the export was (re)applied is not due.
+    // No back-fill: a slot due more than a minute (a tick) before the export was last applied is not
+    // due; one due in that minute still runs (an apply right after a slot must not swallow it).
     if (slot.getTime() < exp.updatedAt.getTime() - 60_000) return { kind: 'not-due' };
     try {
       const started = await runner.start(tenantId, exp, { trigger: 'scheduled', slot, artifactTime: slot });
