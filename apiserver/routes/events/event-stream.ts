@@ -56,7 +56,8 @@ export const eventStreamRoutes: RouteDecl[] = [
       const topics = ([] as string[]).concat(query.topic ?? []).filter((t) => t.trim() !== '');
       const resume = ctx.get('Last-Event-ID') || query.lastEventId || '';
       // An event id is a positive bigint the hub hands out as a safe integer: anything else is a 400.
-      if (resume && (!/^\d{1,16}$/.test(resume) || !Number.isSafeInteger(Number(resume)))) {
+      // Leading zeros are the same number (bounded, so the test stays cheap).
+      if (resume && (!/^0{0,64}\d{1,16}$/.test(resume) || !Number.isSafeInteger(Number(resume)))) {
         throw new ValidationError('Last-Event-ID must be an event id (a whole number from 0 to 9007199254740991)', ctx.get('Last-Event-ID') ? 'Last-Event-ID' : 'lastEventId');
       }
       const perTenant = services.config.int('svc.events.stream.max-per-tenant');
