@@ -330,6 +330,22 @@ describe('the retry sweep, refilling', () => {
     }
   });
 
+  it('an integration busy with other attempts (first attempts, say) still gets its retries, all of them', async () => {
+    const i = await integration(1, 'refill-busy');
+    await orphaned(i.id, 10, 40_000);
+    const pool = new AttemptPool(4, 2, 1_000);
+    let release: () => void = () => undefined;
+    pool.offer(i.id, () => new Promise<void>((resolve) => (release = resolve))); // holds one of its two slots
+    const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5_000, userAgent: 'test' }), pool, leaseMs: 60_000 });
+    try {
+      expect(await refilling(w).sweep()).toBe(10);
+      await until('every row to be delivered', async () => (await succeeded(i.id)) === 10);
+    } finally {
+      release();
+      await w.stop();
+    }
+  });
+
   it('an endpoint that hangs holds its own claim only: another integration drains meanwhile, and the sweep gives up when told', async () => {
     const hanging = await startReceiver(() => 'hang');
     try {

@@ -26,7 +26,7 @@ interface WebhookConsumerOptions {
   sweepBatch: number;
   /**
    * When set, a sweep that filled an integration's claim (or the whole batch) claims again as soon as
-   * one of those integrations has no attempt left in this process, waiting this long at most
+   * one of those integrations is done with the attempts this sweep queued, waiting this long at most
    * (`svc.webhook.retry-every`): a backlog, such as the leased first attempts of a dispatcher that
    * died, drains at the endpoints' pace instead of a claim per sweep. Without it, one claim.
    */
@@ -131,38 +131,53 @@ export class WebhookConsumer {
    * Returns how many rows it claimed.
    */
   async sweep(keepGoing: () => boolean = () => true): Promise<number> {
+    // This sweep's attempts not yet over, per integration; `wake` when one integration has none left.
+    const inFlight = new Map<number, number>();
+    let wake: (() => void) | undefined;
+    const over = (integrationId: number) => () => {
+      const left = inFlight.get(integrationId)! - 1;
+      if (left > 0) inFlight.set(integrationId, left);
+      else {
+        inFlight.delete(integrationId);
+        wake?.();
+      }
+    };
     let total = 0;
     for (;;) {
-      // An integration with attempts still here waits for them: its queue never outgrows one claim.
-      const busy = this.o.refillWaitMs === undefined ? [] : this.o.worker.busyIntegrations();
-      const rows = await this.claim(busy);
+      // An integration with attempts of this sweep still going waits for them: its queue never
+      // outgrows one claim (the first claim leaves nothing out, as a sweep without refill).
+      const rows = await this.claim([...inFlight.keys()], (integrationId) => {
+        inFlight.set(integrationId, (inFlight.get(integrationId) ?? 0) + 1);
+        return over(integrationId);
+      });
       total += rows.length;
       if (this.o.refillWaitMs === undefined || rows.length === 0) return total;
       const perIntegration = new Map<number, number>();
       for (const row of rows) perIntegration.set(row.integration_id, (perIntegration.get(row.integration_id) ?? 0) + 1);
-      const full = new Set([...perIntegration].filter(([, n]) => n >= this.o.perIntegrationClaim).map(([id]) => id));
-      if (full.size === 0 && rows.length < this.o.sweepBatch) return total;
-      // More may wait: claim again once one of the claimed integrations is done with its attempts.
-      if (!(await this.refill(full.size > 0 ? full : new Set(perIntegration.keys()), this.o.refillWaitMs, keepGoing))) return total;
+      const full = [...perIntegration].filter(([, n]) => n >= this.o.perIntegrationClaim).map(([id]) => id);
+      if (full.length === 0 && rows.length < this.o.sweepBatch) return total;
+      // More may wait: claim again once one of the integrations it filled is done with this sweep's attempts.
+      const waitFor = full.length > 0 ? full : [...perIntegration.keys()];
+      const deadline = Date.now() + this.o.refillWaitMs;
+      for (;;) {
+        if (waitFor.some((id) => !inFlight.has(id))) break;
+        const left = deadline - Date.now();
+        // Checked every second: the clock stopped, the leadership lost, the worker stopping.
+        if (left <= 0 || !keepGoing() || this.o.worker.isStopping()) return total;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.min(left, 1_000));
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
     }
   }
 
-  /**
-   * Waits up to `waitMs` for one of `integrations` to be done with its attempts here; false when
-   * the time is up, the worker stops or `keepGoing` says no (checked every second: the clock
-   * stopped, the leadership lost).
-   */
-  private async refill(integrations: ReadonlySet<number>, waitMs: number, keepGoing: () => boolean): Promise<boolean> {
-    const deadline = Date.now() + waitMs;
-    for (;;) {
-      const left = deadline - Date.now();
-      if (left <= 0 || !keepGoing() || this.o.worker.isStopping()) return false;
-      if (await this.o.worker.whenAnyFree(integrations, Math.min(left, 1_000))) return true;
-    }
-  }
-
-  /** One claim, integrations in `busy` left out; its attempts queued. */
-  private async claim(busy: number[]): Promise<Inserted[]> {
+  /** One claim, integrations in `busy` left out; its attempts queued, `track` told of each. */
+  private async claim(busy: number[], track: (integrationId: number) => () => void): Promise<Inserted[]> {
     const token = randomUUID();
     const rows = await this.o.db.crossTenant('webhook-retry', async (tx) => {
       const { rows } = await tx.query<Inserted>(
@@ -189,7 +204,11 @@ export class WebhookConsumer {
       return rows;
     });
     rows.sort((a, b) => a.id - b.id);
-    for (const row of rows) this.o.worker.submit(row.integration_id, row.id, token);
+    for (const row of rows) {
+      const done = track(row.integration_id);
+      // Not queued (the worker stopping): the row waits for its lease, and counts as over here.
+      if (!this.o.worker.submit(row.integration_id, row.id, token, undefined, done)) done();
+    }
     if (rows.length > 0) logger().debug({ claimed: rows.length }, 'webhook retry sweep');
     return rows;
   }

@@ -92,28 +92,4 @@ describe('attempt pool', () => {
     await pool.idle();
     expect(g.order.length).toBe(1);
   });
-
-  it('busyKeys() and whenAnyFree(): a key is free once nothing of it runs or waits; a wait ends false on time or clear()', async () => {
-    const pool = new AttemptPool(4, 1, 10);
-    const g = gate();
-    pool.offer('a', g.job('a')); // runs: releases[0]
-    pool.offer('a', g.job('a')); // waits behind it (one per key)
-    pool.offer('b', g.job('b')); // runs: releases[1]
-    expect(pool.busyKeys().sort()).toEqual(['a', 'b']);
-    expect(await pool.whenAnyFree(new Set(['a', 'c']), 1_000)).toBe(true); // c has nothing
-    let freed: boolean | undefined;
-    void pool.whenAnyFree(new Set(['a']), 10_000).then((free) => (freed = free));
-    g.releases[0]!(); // a's first ends, its second runs: releases[2]
-    await tick();
-    expect(freed).toBeUndefined();
-    g.releases[2]!();
-    await tick();
-    expect(freed).toBe(true);
-    expect(pool.busyKeys()).toEqual(['b']);
-    expect(await pool.whenAnyFree(new Set(['b']), 20)).toBe(false); // time up
-    const cleared = pool.whenAnyFree(new Set(['b']), 10_000);
-    pool.clear();
-    expect(await cleared).toBe(false);
-    g.releases[1]!();
-  });
 });

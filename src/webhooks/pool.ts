@@ -23,8 +23,6 @@ export class AttemptPool {
   private readonly ready = new Set<string | number>();
   private running = 0;
   private idleWaiters: Array<() => void> = [];
-  /** `whenAnyFree` callers: their keys, and how to wake them (true: one key is free; false: cleared). */
-  private freeWaiters = new Set<{ keys: ReadonlySet<string | number>; wake: (free: boolean) => void }>();
 
   constructor(
     private readonly total: number,
@@ -79,38 +77,6 @@ export class AttemptPool {
     return this.running + queued;
   }
 
-  /** Keys with a job running or queued. */
-  busyKeys(): Array<string | number> {
-    const busy: Array<string | number> = [];
-    for (const [key, lane] of this.lanes) if (lane.running > 0 || lane.queue.length > 0) busy.push(key);
-    return busy;
-  }
-
-  /**
-   * Resolves true once one of `keys` has nothing running or queued (at once if one has nothing
-   * already), false after `waitMs` or when the pool is cleared.
-   */
-  whenAnyFree(keys: ReadonlySet<string | number>, waitMs: number): Promise<boolean> {
-    for (const key of keys) if (this.isFree(key)) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const waiter = {
-        keys,
-        wake: (free: boolean) => {
-          clearTimeout(timer);
-          this.freeWaiters.delete(waiter);
-          resolve(free);
-        },
-      };
-      const timer = setTimeout(() => waiter.wake(false), waitMs);
-      this.freeWaiters.add(waiter);
-    });
-  }
-
-  private isFree(key: string | number): boolean {
-    const lane = this.lanes.get(key);
-    return !lane || (lane.running === 0 && lane.queue.length === 0);
-  }
-
   /** Resolves when nothing runs and nothing is queued. */
   idle(): Promise<void> {
     if (this.size() === 0) return Promise.resolve();
@@ -121,7 +87,6 @@ export class AttemptPool {
   clear(): void {
     for (const lane of this.lanes.values()) lane.queue.length = 0;
     this.ready.clear();
-    for (const waiter of [...this.freeWaiters]) waiter.wake(false);
     this.checkIdle();
   }
 
@@ -149,7 +114,6 @@ export class AttemptPool {
           this.running--;
           if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
           else if (lane.queue.length === 0 && lane.running === 0 && lane.roomWaiters.length === 0) this.lanes.delete(key);
-          if (lane.queue.length === 0 && lane.running === 0) for (const waiter of [...this.freeWaiters]) if (waiter.keys.has(key)) waiter.wake(true);
           this.pump();
           this.checkIdle();
         });

@@ -133,21 +133,15 @@ export class DeliveryWorker {
     this.changes++;
   }
 
-  /** Queues an attempt; false when the integration's queue is full (the row waits for its lease to run out and the retry sweep). */
-  submit(integrationId: number, deliveryId: number, token: string, claim?: Claim): boolean {
+  /**
+   * Queues an attempt; false when the integration's queue is full (the row waits for its lease to
+   * run out and the retry sweep). `onDone` is called when the queued attempt's job ends (not when it
+   * is dropped because the worker stops).
+   */
+  submit(integrationId: number, deliveryId: number, token: string, claim?: Claim, onDone?: () => void): boolean {
     if (this.stopping) return false;
-    return this.o.pool.offer(integrationId, this.job(deliveryId, token, claim));
-  }
-
-  /** Integrations with an attempt running or queued in this process. */
-  busyIntegrations(): number[] {
-    return this.o.pool.busyKeys() as number[];
-  }
-
-  /** True once one of these integrations has no attempt running or queued here; false after `waitMs` or when stopping. */
-  whenAnyFree(integrationIds: ReadonlySet<number>, waitMs: number): Promise<boolean> {
-    if (this.stopping) return Promise.resolve(false);
-    return this.o.pool.whenAnyFree(integrationIds, waitMs);
+    const job = this.job(deliveryId, token, claim);
+    return this.o.pool.offer(integrationId, onDone ? () => job().finally(onDone) : job);
   }
 
   isStopping(): boolean {
