@@ -21,7 +21,8 @@ const BIN = join(packageRoot(), 'bin', 'svc-hub.js');
 const MASTER_KEY = Buffer.alloc(32, 0x41).toString('base64');
 const SECRET = 'dispatch-test-secret';
 /** The retry sweep's cadence: a backlog the dead leader leased must drain within one of them. */
-const RETRY_EVERY = '4s';
+const RETRY_EVERY_MS = 4_000;
+const RETRY_EVERY = `${RETRY_EVERY_MS}ms`;
 
 interface Dispatcher {
   child: ChildProcess;
@@ -217,7 +218,7 @@ describe('svc-hub dispatch', () => {
     // One sweep claims 16 rows of an integration; the next claims follow as the endpoint answers,
     // not one per sweep (which would take 100 / 16 sweeps).
     const spread = recovered.at(-1)!.at - recovered[0]!.at;
-    expect(spread).toBeLessThan(4_000);
+    expect(spread).toBeLessThan(RETRY_EVERY_MS);
     const rows = await until('the outcomes written back', async () => {
       const { rows } = await owner.query(`select count(*)::int as n, bool_and(succeeded) as done, max(attempts) as max from hub.deliveries d join hub.integrations i on i.id = d.integration_id where i.name = 'backlog'`);
       return rows[0].done && rows[0];
