@@ -38,6 +38,29 @@ afterAll(async () => {
   await demo?.close();
 });
 
+/**
+ * The `yearly` connector or export (cron `0 0 1 1 *`) as last applied 61 s after its latest slot:
+ * `--scheduled` finds no slot due; applied 59 s after it: the slot runs. Returns the slot and what
+ * the second call printed (exit code 0 checked).
+ */
+async function noBackFill(kind: 'connector' | 'export'): Promise<{ slot: Date; lines: string[] }> {
+  const slot = latestSlot('0 0 1 1 *', new Date());
+  const table = kind === 'connector' ? 'connectors.connectors' : 'exports.exports';
+  const owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+  try {
+    const appliedAt = (seconds: number) => owner.query(`update ${table} set updated_at = $1 where name = 'yearly'`, [new Date(slot.getTime() + seconds * 1000)]);
+    await appliedAt(61);
+    expect((await cli([kind, 'yearly', '--tenant', 'default', '--scheduled'])).lines).toEqual([`${kind} yearly has no schedule slot due`]);
+    await appliedAt(59);
+    const { code, lines } = await cli([kind, 'yearly', '--tenant', 'default', '--scheduled']);
+    expect(code).toBe(0);
+    return { slot, lines };
+  } finally {
+    await owner.end();
+  }
+}
+
 async function cli(args: string[]): Promise<{ code: number; lines: string[] }> {
   const lines: string[] = [];
   const code = await runCommand(hub.config, args, (line) => lines.push(line));
@@ -87,22 +110,12 @@ describe('svc-hub run connector', () => {
   });
 
   it('--scheduled: a slot that fell due more than a minute before the last apply is not due; one due in the minute before it runs', async () => {
-    const slot = latestSlot('0 0 1 1 *', new Date());
+    const { slot, lines } = await noBackFill('connector');
+    expect(lines[0]).toMatch(/^yearly\/yearly Completed /);
     const owner = new pg.Client({ connectionString: hub.ownerUrl });
     await owner.connect();
-    try {
-      const appliedAt = (seconds: number) => owner.query("update connectors.connectors set updated_at = $1 where name = 'yearly'", [new Date(slot.getTime() + seconds * 1000)]);
-      await appliedAt(61);
-      expect((await cli(['connector', 'yearly', '--tenant', 'default', '--scheduled'])).lines).toEqual(['connector yearly has no schedule slot due']);
-      await appliedAt(59);
-      const { code, lines } = await cli(['connector', 'yearly', '--tenant', 'default', '--scheduled']);
-      expect(code).toBe(0);
-      expect(lines[0]).toMatch(/^yearly\/yearly Completed /);
-      const { rows } = await owner.query<{ slot: Date }>("select slot from connectors.runs where connector_name = 'yearly'");
-      expect(rows.map((r) => r.slot.toISOString())).toEqual([slot.toISOString()]);
-    } finally {
-      await owner.end();
-    }
+    const { rows } = await owner.query<{ slot: Date }>("select slot from connectors.runs where connector_name = 'yearly'").finally(() => owner.end());
+    expect(rows.map((r) => r.slot.toISOString())).toEqual([slot.toISOString()]);
   });
 
   it('exits 1 when a run failed, with the error on the line', async () => {
@@ -157,6 +170,7 @@ describe('svc-hub run export', () => {
     });
     expect((await call('/api/exports/apply', exportOf('once', 'once.csv'))).status).toBe(201);
     expect((await call('/api/exports/apply', exportOf('cron', 'cron-${timestamp}.csv', '* * * * *'))).status).toBe(201);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the export's own file-name token
     expect((await call('/api/exports/apply', exportOf('yearly', 'yearly-${timestamp}.csv', '0 0 1 1 *'))).status).toBe(201);
   });
 
@@ -184,21 +198,9 @@ describe('svc-hub run export', () => {
   });
 
   it('--scheduled: a slot that fell due more than a minute before the last apply is not due; one due in the minute before it runs', async () => {
-    const slot = latestSlot('0 0 1 1 *', new Date());
-    const owner = new pg.Client({ connectionString: hub.ownerUrl });
-    await owner.connect();
-    try {
-      const appliedAt = (seconds: number) => owner.query("update exports.exports set updated_at = $1 where name = 'yearly'", [new Date(slot.getTime() + seconds * 1000)]);
-      await appliedAt(61);
-      expect((await cli(['export', 'yearly', '--tenant', 'default', '--scheduled'])).lines).toEqual(['export yearly has no schedule slot due']);
-      await appliedAt(59);
-      const { code, lines } = await cli(['export', 'yearly', '--tenant', 'default', '--scheduled']);
-      expect(code).toBe(0);
-      const stamp = slot.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
-      expect(lines[0]).toMatch(new RegExp(`^export yearly Completed .*location=s3://drops/yearly-${stamp}\\.csv$`));
-    } finally {
-      await owner.end();
-    }
+    const { slot, lines } = await noBackFill('export');
+    const stamp = slot.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+    expect(lines[0]).toMatch(new RegExp(`^export yearly Completed .*location=s3://drops/yearly-${stamp}\\.csv$`));
   });
 
   it('parses its arguments', () => {

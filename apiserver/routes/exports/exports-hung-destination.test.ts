@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
+import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifests.js';
 import type { Promote } from '../../../src/connectors/types.js';
 
 /**
@@ -31,27 +32,7 @@ const clients: Record<number, Client> = {};
 const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
 
 function manifests(name: string) {
-  const entity = {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Entity',
-    metadata: { name: 'item' },
-    spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'label', type: 'text' }], sources: [{ table: 'ext.items', key: 'external_id', columns: { id: 'external_id', label: 'label' } }] },
-  };
-  const exp = {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Export',
-    metadata: { name },
-    spec: {
-      scope: 'crm',
-      source: { entity: 'item' },
-      columns: ['id', 'label'],
-      order: ['id'],
-      format: { kind: 'csv' },
-      destination: { kind: 's3', bucket: 'drops', filename: `${name}.csv`, endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' },
-      mode: 'snapshot',
-    },
-  };
-  return { entity, exp };
+  return { entity: ITEM_ENTITY, exp: itemS3Export(name, endpoint) };
 }
 
 beforeAll(async () => {

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
+import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifests.js';
 import type { Promote } from '../../../src/connectors/types.js';
 import { deleteExport } from '../../../src/exports/store.js';
 
@@ -26,23 +27,6 @@ const A = 1;
 let api: Client;
 
 const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
-
-function exportManifest(name: string, endpoint: string) {
-  return {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Export',
-    metadata: { name },
-    spec: {
-      scope: 'crm',
-      source: { entity: 'item' },
-      columns: ['id', 'label'],
-      order: ['id'],
-      format: { kind: 'csv' },
-      destination: { kind: 's3', bucket: 'drops', filename: `${name}.csv`, endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' },
-      mode: 'snapshot',
-    },
-  };
-}
 
 async function silentListener(which: keyof typeof accepted): Promise<void> {
   const server = createServer((socket) => {
@@ -70,13 +54,7 @@ beforeAll(async () => {
   await hub.services.connectors.ext.ensureTable(A, 'ext.items', [promote('label', 'text')]);
   await owner.query(`insert into ext_t${A}.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label) values ($1, 'a', 'h-a', '{}', gen_random_uuid(), gen_random_uuid(), 'one')`, [A]);
   for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) expect((await api.post('/api/platform/secrets', { name, value })).status).toBe(201);
-  const entity = {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Entity',
-    metadata: { name: 'item' },
-    spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'label', type: 'text' }], sources: [{ table: 'ext.items', key: 'external_id', columns: { id: 'external_id', label: 'label' } }] },
-  };
-  expect((await api.post('/api/entities/apply', entity)).status).toBe(201);
+  expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBe(201);
 });
 
 afterAll(async () => {
@@ -97,8 +75,8 @@ async function startRun(name: string): Promise<string> {
 
 describe('a waiting run whose export was deleted elsewhere and its name applied again', () => {
   it('ends Failed as the deletion says when a slot frees, and never connects to the new destination', async () => {
-    expect((await api.post('/api/exports/apply', exportManifest('first', endpoints.old))).status).toBe(201);
-    expect((await api.post('/api/exports/apply', exportManifest('second', endpoints.old))).status).toBe(201);
+    expect((await api.post('/api/exports/apply', itemS3Export('first', endpoints.old))).status).toBe(201);
+    expect((await api.post('/api/exports/apply', itemS3Export('second', endpoints.old))).status).toBe(201);
     const streaming = await startRun('first');
     await until('the first run to reach its endpoint', () => accepted.old === 1);
     const waiting = await startRun('second'); // the one slot is taken: it waits
@@ -114,7 +92,7 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     await lockHolder.query('select 1 from exports.runs where id = $1 for update', [waiting]);
     try {
       // The name applied again, with another destination.
-      expect((await api.post('/api/exports/apply', exportManifest('second', endpoints.renewed))).status).toBe(201);
+      expect((await api.post('/api/exports/apply', itemS3Export('second', endpoints.renewed))).status).toBe(201);
       // A slot frees: the first run is cancelled.
       expect((await api.post(`/api/exports/first/runs/${streaming}/cancel`)).status).toBe(202);
       // Either the waiting run streams to the new destination (wrong), or it ends and its
