@@ -292,11 +292,11 @@ describe('the retry sweep', () => {
 
 describe('the retry sweep, refilling', () => {
   /** Rows a dispatcher that died had leased for first attempts: attempts 0, their lease run out. */
-  async function orphaned(integrationId: number, count: number, firstEvent: number): Promise<void> {
+  async function orphaned(integrationId: number, count: number, firstEvent: number, attempts = 0): Promise<void> {
     await t.owner.query(
       `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, lease_until, lease_token)
-       select 1, $1, 'event', $2 + g, 'org.updated', '{"orgId":1}', 0, now() - interval '1 second', gen_random_uuid() from generate_series(1, $3) g`,
-      [integrationId, firstEvent, count],
+       select 1, $1, 'event', $2 + g, 'org.updated', '{"orgId":1}', $4, now() - interval '1 second', gen_random_uuid() from generate_series(1, $3) g`,
+      [integrationId, firstEvent, count, attempts],
     );
   }
   const succeeded = async (integrationId: number) =>
@@ -327,6 +327,27 @@ describe('the retry sweep, refilling', () => {
       expect(sent.sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, k) => 20_001 + k));
     } finally {
       await w.stop();
+    }
+  });
+
+  it('attempts each row at most once per sweep: a failing endpoint\'s rows are not taken back by the refill', async () => {
+    const i = await t.db.withTenant(1, (tx) =>
+      createIntegration(tx, { name: 'refill-failing', targetUrl: `${receiver.url}/fail`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules),
+    );
+    await orphaned(i.id, 40, 50_000, 1); // each failed once already; 3 attempts at most
+    const w = realWorker(5_000);
+    try {
+      expect(await refilling(w).sweep()).toBe(40);
+      await until('every outcome to be written', async () => {
+        const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and lease_until is null', [i.id]);
+        return rows[0]!.n === 40;
+      });
+      const { rows } = await t.owner.query<{ attempts: number; n: number }>('select attempts, count(*)::int as n from hub.deliveries where integration_id = $1 group by attempts', [i.id]);
+      expect(rows).toEqual([{ attempts: 2, n: 40 }]);
+    } finally {
+      await w.stop();
+      // Out of the later sweeps' way.
+      await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id = $1", [i.id]);
     }
   });
 

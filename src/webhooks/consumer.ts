@@ -143,10 +143,14 @@ export class WebhookConsumer {
       }
     };
     let total = 0;
+    // A row is attempted at most once per sweep: a failed attempt frees the row at once, and a
+    // refill that took it back would spend its retries within moments instead of one per sweep.
+    const started = new Date();
+    let refill = false;
     for (;;) {
       // An integration with attempts of this sweep still going waits for them: its queue never
       // outgrows one claim (the first claim leaves nothing out, as a sweep without refill).
-      const rows = await this.claim([...inFlight.keys()], (integrationId) => {
+      const rows = await this.claim([...inFlight.keys()], refill ? started : null, (integrationId) => {
         inFlight.set(integrationId, (inFlight.get(integrationId) ?? 0) + 1);
         return over(integrationId);
       });
@@ -156,6 +160,7 @@ export class WebhookConsumer {
       for (const row of rows) perIntegration.set(row.integration_id, (perIntegration.get(row.integration_id) ?? 0) + 1);
       const full = [...perIntegration].filter(([, n]) => n >= this.o.perIntegrationClaim).map(([id]) => id);
       if (full.length === 0 && rows.length < this.o.sweepBatch) return total;
+      refill = true;
       // More may wait: claim again once one of the integrations it filled is done with this sweep's attempts.
       const waitFor = full.length > 0 ? full : [...perIntegration.keys()];
       const deadline = Date.now() + this.o.refillWaitMs;
@@ -176,8 +181,12 @@ export class WebhookConsumer {
     }
   }
 
-  /** One claim, integrations in `busy` left out; its attempts queued, `track` told of each. */
-  private async claim(busy: number[], track: (integrationId: number) => () => void): Promise<Inserted[]> {
+  /**
+   * One claim, integrations in `busy` left out and, given `attemptedBefore`, rows attempted since
+   * then (a refill never takes back a row its sweep attempted); its attempts queued, `track` told
+   * of each.
+   */
+  private async claim(busy: number[], attemptedBefore: Date | null, track: (integrationId: number) => () => void): Promise<Inserted[]> {
     const token = randomUUID();
     const rows = await this.o.db.crossTenant('webhook-retry', async (tx) => {
       const { rows } = await tx.query<Inserted>(
@@ -187,11 +196,13 @@ export class WebhookConsumer {
             where not succeeded and closed_reason is null and kind <> 'test' and attempts < $1
               and (lease_until is null or lease_until < now())
               and integration_id <> all($6::bigint[])
+              and ($7::timestamptz is null or attempted_at is null or attempted_at < $7)
          ), picked as (
            select d.id from hub.deliveries d join candidates c on c.id = d.id
             where c.rn <= $2
               and not d.succeeded and d.closed_reason is null and d.attempts < $1
               and (d.lease_until is null or d.lease_until < now())
+              and ($7::timestamptz is null or d.attempted_at is null or d.attempted_at < $7)
             order by d.id
             limit $3
             for update of d skip locked
@@ -199,7 +210,7 @@ export class WebhookConsumer {
          update hub.deliveries d set lease_until = now() + make_interval(secs => $4::double precision / 1000), lease_token = $5
            from picked where d.id = picked.id
          returning d.id, d.integration_id`,
-        [this.o.maxAttempts, this.o.perIntegrationClaim, this.o.sweepBatch, this.o.leaseMs, token, busy],
+        [this.o.maxAttempts, this.o.perIntegrationClaim, this.o.sweepBatch, this.o.leaseMs, token, busy, attemptedBefore],
       );
       return rows;
     });
