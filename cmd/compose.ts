@@ -139,6 +139,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     embedding,
     chat,
     statementTimeoutMs: config.duration('svc.analytic.statement-timeout'),
+    maxAnswerBytes: config.int('svc.analytic.max-answer-bytes'),
     platformDocuments: () => platformDocuments(catalog),
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,
     embedBatch: config.int('svc.embedding.batch'),

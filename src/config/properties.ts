@@ -274,6 +274,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Retrieval', name: 'svc.llm.timeout', kind: 'duration', default: '60s', description: 'How long one model call may take before chat answers 503.' }),
   p({ group: 'Retrieval', name: 'svc.analytic.statement-timeout', kind: 'duration', default: '5s',
     description: 'Statement timeout of the one read-only query an analytic chat runs.' }),
+  p({ group: 'Retrieval', name: 'svc.analytic.max-answer-bytes', kind: 'int', min: 1024, default: 4194304,
+    description: 'Largest answer an analytic chat\'s query may return, in bytes of its rows\' text, measured in PostgreSQL before any row is sent; a larger one is refused (guard 5).' }),
 ];
 
 /** `svc.a.b-c` -> `SVC_A_B_C`. */

@@ -91,6 +91,8 @@ export interface AnalyticDeps {
   db: Database;
   chat: ChatPort | undefined;
   statementTimeoutMs: number;
+  /** `svc.analytic.max-answer-bytes`. */
+  maxAnswerBytes: number;
 }
 
 /**
@@ -139,7 +141,7 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   if (!verdict.ok) return refusal(`Refused (guard ${verdict.guard}): ${verdict.reason}`, sql);
   let result: { rows: Record<string, unknown>[]; rowCount: number };
   try {
-    result = await runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit });
+    result = await runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes });
   } catch (err) {
     return refusal(`Refused (guard 5): ${(err as Error).message}`, sql);
   }

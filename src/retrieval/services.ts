@@ -21,6 +21,8 @@ export interface RetrievalDeps {
   chat: ChatPort | undefined;
   /** Statement timeout of an analytic query. */
   statementTimeoutMs: number;
+  /** The largest answer of an analytic query, in bytes (`svc.analytic.max-answer-bytes`; default 4 MiB). */
+  maxAnswerBytes?: number;
   /** The documents of the platform corpus (the composition root knows the OpenAPI document). */
   platformDocuments: () => PlatformDocument[];
   memoryBudgetBytes: number;
@@ -258,7 +260,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   return {
     search,
     chat: (tenantId, question, request) => semanticChat((r) => search(tenantId, r), deps.chat, question, request),
-    analytic: (tenantId, question, scope) => analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs }, tenantId, question, scope),
+    analytic: (tenantId, question, scope) => analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024 }, tenantId, question, scope),
     schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
     rediscover: (tenantId, scope) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope)),
     scopes,

@@ -312,6 +312,12 @@ describe('analytic chat', () => {
       expect(res.body).not.toHaveProperty('dataAsOf');
     }
     expect((await owner.query(`select count(*)::int as n from ext_t${T}.partners`)).rows[0].n).toBe(before);
+    // Guards 1-4 pass it: one cell of several megabytes (60³ names), measured and refused in PostgreSQL.
+    nextAnswer = "select string_agg(a.name || b.name || c.name, ',') as s from ext.partners a cross join ext.partners b cross join ext.partners c";
+    const large = await admin.post('/api/platform/rag/chat', { question: 'all of them', mode: 'analytic', scope: 'partners' });
+    expect(large.status).toBe(200);
+    expect(large.body).toMatchObject({ rowCount: 0, rows: [] });
+    expect((large.body as { answer: string }).answer).toMatch(/^Refused \(guard 5\): The answer is \d+ bytes, more than the 4194304 allowed \(svc\.analytic\.max-answer-bytes\)/);
     nextAnswer = 'ABSTAIN: nothing about weather here';
     expect((await admin.post('/api/platform/rag/chat', { question: 'weather?', mode: 'analytic', scope: 'partners' })).body).toMatchObject({ sql: '', rowCount: 0, rows: [] });
   });

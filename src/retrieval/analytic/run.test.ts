@@ -18,7 +18,7 @@ const card: SchemaCard = {
  */
 describe('runReadOnly', () => {
   let t: MigratedDatabase;
-  const options = { timeoutMs: 2000, maxRows: 500 };
+  const options = { timeoutMs: 2000, maxRows: 500, maxBytes: 1_000_000 };
 
   beforeAll(async () => {
     // One connection: every transaction below reuses it, so leaked session state would show.
@@ -134,6 +134,27 @@ describe('runReadOnly', () => {
     const result = await runWithCommitHook(hook, () => runReadOnly(t.db, 7, 'select count(*)::int as n from ext_t7.partners', options));
     expect(result.rows).toEqual([{ n: 3 }]);
     expect(called).toBe(0);
+  });
+
+  it('refuses an answer larger than maxBytes in PostgreSQL, before any of it is sent; keeps order, names and types under it', async () => {
+    // One cell of about 8 MB, from a row the tenant may read: measured where it is made.
+    const huge = await refusal("select repeat(name, 2000000) as s from ext_t7.partners where id = 1");
+    expect(huge.guard).toBe(5);
+    expect(huge.message).toBe('The answer is 8000002 bytes, more than the 1000000 allowed (svc.analytic.max-answer-bytes): ask for fewer rows or shorter values.');
+    // Many rows, none large: the sum of the rows kept (maxRows, 500) counts.
+    const many = await refusal("select g, repeat('x', 3000) as pad from generate_series(1, 2000) g");
+    expect(many.message).toMatch(/^The answer is \d+ bytes, more than the 1000000 allowed/);
+    // A column named like the wrapper's relation does not hide the rest of the row from the measure.
+    const named = await refusal("select 'x' as bounded_answer, repeat(name, 2000000) as s from ext_t7.partners where id = 1");
+    expect(named.message).toMatch(/^The answer is 800\d{4} bytes/);
+    // Under the bound: rows in the query's order, with its names, types and duplicate names as pg gives them.
+    const fine = await runReadOnly(t.db, 7, 'select id, name, id * 2 as twice, country is null as none from ext_t7.partners order by id desc -- a trailing comment', options);
+    expect(fine.rows).toEqual([
+      { id: 3, name: 'Cogs', twice: 6, none: false },
+      { id: 2, name: 'Bolt', twice: 4, none: false },
+      { id: 1, name: 'Acme', twice: 2, none: false },
+    ]);
+    expect(await runReadOnly(t.db, 7, 'select name from ext_t7.partners where false', options)).toEqual({ rows: [], rowCount: 0 });
   });
 
   it('throws other database errors as they are', async () => {

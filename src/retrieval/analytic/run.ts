@@ -9,6 +9,11 @@ export interface RunOptions {
   timeoutMs: number;
   /** Rows beyond this many are dropped (guard 4 already bounds the LIMIT; this is the second wall). */
   maxRows: number;
+  /**
+   * The answer's size at most, in bytes of its rows' text (`svc.analytic.max-answer-bytes`):
+   * measured in PostgreSQL before any row is sent; a larger answer is refused (guard 5).
+   */
+  maxBytes: number;
 }
 
 export interface RunResult {
@@ -50,9 +55,10 @@ let loaded: Promise<void> | undefined;
  * AnalyticRefusal of guard 5; any other database error is thrown as it is.
  */
 export async function runReadOnly(db: Database, tenantId: number, sql: string, options: RunOptions): Promise<RunResult> {
-  const { timeoutMs, maxRows } = options;
+  const { timeoutMs, maxRows, maxBytes } = options;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) throw new Error(`timeoutMs must be a positive integer, not ${timeoutMs}`);
   if (!Number.isSafeInteger(maxRows) || maxRows < 0) throw new Error(`maxRows must be a non-negative integer, not ${maxRows}`);
+  if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) throw new Error(`maxBytes must be a positive integer, not ${maxBytes}`);
   await oneSelect(sql);
   try {
     await runWithCommitHook(NO_COMMIT_WORK, () =>
@@ -63,9 +69,10 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
         );
         let rows: Record<string, unknown>[];
         try {
-          rows = (await tx.query<Record<string, unknown>>(sql)).rows;
+          rows = (await tx.query<Record<string, unknown>>(bounded(sql, maxRows, maxBytes))).rows;
         } catch (err) {
           const code = (err as { code?: unknown }).code;
+          if (code === ANSWER_TOO_LARGE) throw new AnalyticRefusal(5, (err as Error).message, sql);
           const refusal = typeof code === 'string' ? REFUSALS[code] : undefined;
           if (refusal) throw new AnalyticRefusal(5, refusal(timeoutMs), sql);
           throw err;
@@ -79,6 +86,23 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
     throw err;
   }
   throw new Error('unreachable: the read-only transaction ended without a result');
+}
+
+/** retrieval.analytic_answer_fits's SQLSTATE (src/retrieval/migrations/retrieval/V3__analytic_answer_bound.sql). */
+const ANSWER_TOO_LARGE = 'SV001';
+
+/**
+ * The guarded SELECT as a subquery whose first `maxRows` rows are kept (materialized) and measured
+ * (the length of each row's text) before any is returned: an answer over `maxBytes` ends the
+ * statement in PostgreSQL (ANSWER_TOO_LARGE), so it never reaches the hub's memory. Built-in names
+ * are schema-qualified only where search_path (pg_catalog) would not find them. The rows come back
+ * in the subquery's order, with its column names and types.
+ */
+function bounded(sql: string, maxRows: number, maxBytes: number): string {
+  // `bounded_answer.*`, not the bare name: a column of the answer could carry that name.
+  return `with bounded_answer as materialized (select * from (${sql}\n) as bounded_answer limit ${maxRows}),
+     measured as materialized (select retrieval.analytic_answer_fits(coalesce(sum(octet_length((bounded_answer.*)::text)), 0), ${maxBytes}) as fits from bounded_answer)
+select bounded_answer.* from bounded_answer where (select fits from measured)`;
 }
 
 async function oneSelect(sql: string): Promise<void> {
