@@ -156,6 +156,11 @@ export class ExportRunner {
     const run = await this.options.db.withTenant(tenantId, async (tx) => {
       const previous = await getRun(tx, exp.name, runId);
       if (previous.status !== 'Failed') throw new ConflictError(`run ${runId} is ${previous.status}: only a Failed run can be retried`);
+      // A run of an export deleted since (the name applied again, perhaps with another destination):
+      // its retry would not aim at the file it was for.
+      if ((await runStart(tx, previous.id))?.exportId !== exp.id) {
+        throw new ConflictError(`run ${runId} is of an export named ${exp.name} that was deleted since: start a new run instead (POST /api/exports/${exp.name}/runs)`);
+      }
       if (previous.slot && (await slotDelivered(tx, exp.id, new Date(previous.slot)))) {
         throw new ConflictError(ALREADY_DELIVERED, undefined, `the slot ${previous.slot} of export ${exp.name} was delivered by another attempt`);
       }

@@ -119,6 +119,10 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     expect({ status: run.status, code: run.failureCode }).toEqual({ status: 'Failed', code: 'definition' });
     expect(run.failureReason).toMatch(/^the export was deleted during the run; nothing was published/);
 
+    // Nor does a retry of it run under the export of the name now: 409.
+    const retry = await api.post(`/api/exports/second/runs/${waiting}/retry`);
+    expect(retry.status).toBe(409);
+    expect(retry.body).toEqual({ error: `run ${waiting} is of an export named second that was deleted since: start a new run instead (POST /api/exports/second/runs)` });
     // The export applied again runs as itself: to its own destination.
     await startRun('second');
     await until('the new export to reach its own endpoint', () => accepted.renewed === 1);
