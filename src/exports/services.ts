@@ -21,7 +21,7 @@ import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
 import { ExportRunner } from './runner.js';
 import { DigestStream } from './csv/digest.js';
-import { EXPORT_DELETED, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStop, type StopRequest } from './runs/ledger.js';
+import { EXPORT_DELETED, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, type StopRequest } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
 
 /** Who calls: the scope rules read the caller's hub user (scope grants). */
@@ -210,8 +210,12 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         };
         const run = await db.withTenant(t, async (tx) => {
           const [running] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
-          if (running!.status !== 'Running') throw new ConflictError(`run ${id} is ${running!.status}: only a Running run can be cancelled`);
-          await requestStop(tx, { runId: id }, stop);
+          const notRunning = (status: string) => new ConflictError(`run ${id} is ${status}: only a Running run can be cancelled`);
+          if (running!.status !== 'Running') throw notRunning(running!.status);
+          // The first stop asked for stands (a delete, another cancel): a second is told so.
+          const standing = await requestStopFirst(tx, id, stop);
+          if (standing && 'status' in standing) throw notRunning(standing.status);
+          if (standing) throw new ConflictError(`run ${id} is being stopped already: ${standing.reason}`);
           return running!;
         });
         runner.stop(run.id, stop);

@@ -128,4 +128,40 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     await until('the new export to reach its own endpoint', () => accepted.renewed === 1);
     expect(accepted.old).toBe(1);
   }, 60_000);
+
+  it('a delete and cancels of one run at once: the first stop stands, and only its caller is told it was accepted', async () => {
+    // The one slot is held by the run of the export applied again (its endpoint never answers).
+    expect((await api.post('/api/exports/apply', itemS3Export('third', endpoints.old))).status).toBe(201);
+    const waiting = await startRun('third');
+    // All four reach the run's row together: it is held locked until each waits on it.
+    await lockHolder.query('begin');
+    await lockHolder.query('select 1 from exports.runs where id = $1 for update', [waiting]);
+    const calls = Promise.all([api.del('/api/exports/third'), ...[1, 2, 3].map(() => api.post(`/api/exports/third/runs/${waiting}/cancel`))]);
+    try {
+      await until('the four to wait on the run', async () => {
+        const { rows } = await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'update exports.runs%'");
+        return rows[0]!.n === 4;
+      });
+    } finally {
+      await lockHolder.query('commit');
+    }
+    const [deleted, ...cancels] = await calls;
+    expect(deleted!.status).toBe(204);
+    const run = await until(
+      'the run to end',
+      async () => {
+        const r = (await api.get(`/api/exports/third/runs/${waiting}`)).body as Run;
+        return r.status !== 'Running' && r;
+      },
+      10_000,
+    );
+    const accepted = cancels.filter((c) => c.status === 202);
+    // Every cancel not accepted is a 409 saying why: the stop that stands, or the run's end.
+    for (const c of cancels.filter((c) => c.status !== 202)) {
+      expect(c.status).toBe(409);
+      expect((c.body as { error: string }).error).toMatch(new RegExp(`^run ${waiting} is (being stopped already: |Failed: )`));
+    }
+    expect(accepted.length).toBeLessThanOrEqual(1);
+    expect(run.failureCode).toBe(accepted.length === 1 ? 'interrupted' : 'definition');
+  }, 30_000);
 });

@@ -245,6 +245,25 @@ export async function requestStop(tx: Tx, which: { exportId: string } | { runId:
   return rows.map((r) => r.id);
 }
 
+/**
+ * Asks one Running run to stop unless a stop was asked for already (a cancel or a delete before,
+ * even one committing at the same moment: the update waits for it and then finds the request).
+ * Answers the request that stands when this one did not: undefined when this one does.
+ */
+export async function requestStopFirst(tx: Tx, runId: string, stop: StopRequest): Promise<StopRequest | { status: ExportRun['status'] } | undefined> {
+  const { rowCount } = await tx.query(
+    "update exports.runs set stop_code = $2, stop_reason = $3 where id = $1 and status = 'Running' and stop_code is null",
+    [runId, stop.code, stop.reason],
+  );
+  if (rowCount === 1) return undefined;
+  const { rows } = await tx.query<{ status: ExportRun['status']; stop_code: StopRequest['code'] | null; stop_reason: string | null }>(
+    'select status, stop_code, stop_reason from exports.runs where id = $1',
+    [runId],
+  );
+  const row = rows[0]!;
+  return row.status === 'Running' && row.stop_code ? { code: row.stop_code, reason: row.stop_reason ?? '' } : { status: row.status };
+}
+
 /** A Running run of another export of this name (one deleted while it ran): the name's one run in flight. */
 export async function runningUnderName(tx: Tx, exportName: string, exportId: string): Promise<string | undefined> {
   const { rows } = await tx.query<{ id: string }>("select id from exports.runs where export_name = $1 and export_id <> $2 and status = 'Running' limit 1", [exportName, exportId]);
