@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { BatchV1Api, CoreV1Api, CustomObjectsApi, type KubernetesObject, makeInformer, PatchStrategy, setHeaderOptions, type V1CronJob } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { kubeConfig } from '../../kube/kube-config.js';
-import { type CustomResourceDefinition, KubeApiStandIn, type KubeObject, loadCrds } from './kube-api.js';
+import { type CustomResourceDefinition, KubeApiStandIn, type KubeObject, loadCrds, typesOfCrd } from './kube-api.js';
 import { until } from './until.js';
 
 /**
@@ -123,6 +123,24 @@ describe('custom resources are served from their CRDs', () => {
     expect(lone.typeOf('connectors.svc.io/v1', 'connectors').schema?.properties?.status).toBeDefined();
     expect(() => new KubeApiStandIn([{ group: 'connectors.svc.io', version: 'v1', plural: 'connectors', kind: 'Connector', namespaced: false, statusSubresource: true }])).toThrow(/namespaced/);
     expect(() => new KubeApiStandIn([{ group: 'nowhere.svc.io', version: 'v1', plural: 'things', kind: 'Thing', namespaced: true, statusSubresource: true }])).toThrow(/no CRD/);
+  });
+
+  it('refuses a CRD whose pattern RE2 cannot read, as kube-apiserver does (JavaScript reads it; Go does not)', () => {
+    const crd = structuredClone(loadCrds().find((c) => c.spec.names.plural === 'connectors')!);
+    const spec = (crd.spec.versions[0]!.schema!.openAPIV3Schema as { properties: Record<string, { pattern?: string }> }).properties.spec!;
+    for (const [pattern, problem] of [
+      ['^[\\u0080-\\u00ff]*$', 'invalid escape sequence: `\\u`'],
+      ['^(?=x)', 'invalid or unsupported Perl syntax: `(?=`'],
+      ['^(?<!y)x', 'invalid or unsupported Perl syntax: `(?<!`'],
+      ['(a)\\1', 'invalid escape sequence: `\\1`'],
+    ] as const) {
+      spec.pattern = pattern;
+      expect(() => typesOfCrd(crd)).toThrow(`openAPIV3Schema.properties.spec.pattern: Invalid value: ${JSON.stringify(pattern)}: must be a valid regular expression, but isn't: error parsing regexp: ${problem}`);
+    }
+    for (const pattern of ['^[\\t -~\\x80-\\xff]*$', '^\\d{1,3}(\\.\\d+)?$', "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", '^(?:a|b)\\p{L}$']) {
+      spec.pattern = pattern;
+      expect(typesOfCrd(crd)).toHaveLength(1);
+    }
   });
 });
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { validateCronJob } from './kube-cron.js';
-import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, prune, pruneObjectMeta, validateCustomResource } from './kube-schema.js';
+import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, prune, pruneObjectMeta, re2Problems, validateCustomResource } from './kube-schema.js';
 import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLabelSelector, SelectorError } from './kube-selectors.js';
 
 /**
@@ -96,8 +96,10 @@ export function loadCrds(dir: string = REPO_CRDS): CustomResourceDefinition[] {
     .filter((d) => d?.kind === 'CustomResourceDefinition');
 }
 
-/** The resource types a CRD serves (one per served version). */
+/** The resource types a CRD serves (one per served version); throws as kube-apiserver refuses a pattern RE2 cannot read. */
 export function typesOfCrd(crd: CustomResourceDefinition): ResourceType[] {
+  const refused = crd.spec.versions.flatMap((v) => re2Problems(v.schema?.openAPIV3Schema));
+  if (refused.length > 0) throw new Error(`CustomResourceDefinition.apiextensions.k8s.io "${crd.metadata?.name}" is invalid: ${refused.join('; ')}`);
   return crd.spec.versions
     .filter((v) => v.served !== false)
     .map((v) => ({

@@ -313,3 +313,39 @@ export function validateCustomResource(object: Obj, schema: JSONSchemaProps, onl
   const { metadata: _m, ...rest } = object;
   return validate(rest, { ...schema, properties: props }, '', errors);
 }
+
+/**
+ * Why kube-apiserver would refuse a CRD whose schema has this `pattern`: it compiles every pattern
+ * with Go's regexp (RE2 syntax) when the CRD is created. Undefined when RE2 reads it. Checked here:
+ * the escapes and groups JavaScript reads and RE2 does not (`\u0080`, `\cJ`, `\k<n>`, back-references,
+ * an unknown letter escape, lookahead and lookbehind).
+ */
+export function re2Problem(pattern: string): string | undefined {
+  const letterEscapes = new Set('afnrtvxAbBzdDsSwWpPQE'.split(''));
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') {
+      const next = pattern[i + 1] ?? '';
+      if (/[1-9]/.test(next) || (/[A-Za-z]/.test(next) && !letterEscapes.has(next))) return `invalid escape sequence: \`\\${next}\``;
+      i++;
+    } else if (c === '(' && pattern[i + 1] === '?') {
+      const rest = pattern.slice(i + 2, i + 4);
+      if (rest.startsWith('=') || rest.startsWith('!') || rest === '<=' || rest === '<!') return `invalid or unsupported Perl syntax: \`(?${rest.startsWith('<') ? rest : rest[0]}\``;
+    }
+  }
+  return undefined;
+}
+
+/** Every `pattern` of a schema, with its path, that kube-apiserver would refuse (re2Problem). */
+export function re2Problems(schema: unknown, path = 'openAPIV3Schema'): string[] {
+  if (Array.isArray(schema)) return schema.flatMap((s, k) => re2Problems(s, `${path}[${k}]`));
+  if (schema === null || typeof schema !== 'object') return [];
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(schema as Obj)) {
+    if (key === 'pattern' && typeof value === 'string') {
+      const problem = re2Problem(value);
+      if (problem) problems.push(`${path}.pattern: Invalid value: ${JSON.stringify(value)}: must be a valid regular expression, but isn't: error parsing regexp: ${problem}`);
+    } else if (key !== 'enum' && key !== 'default' && key !== 'example') problems.push(...re2Problems(value, `${path}.${key}`));
+  }
+  return problems;
+}

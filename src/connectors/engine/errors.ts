@@ -59,6 +59,18 @@ const KINDS = {
     message: (cause: unknown) => `upstream not contacted: ${describeNetworkError(cause)}`,
     cause: (cause: unknown) => cause,
   },
+  /**
+   * The HTTP client refused to send the request as composed: a header value with a line break or a
+   * character beyond Latin-1 (from a stored secret or a template: the manifest's own are refused at
+   * apply). undici names the header, never the value.
+   */
+  request_invalid: {
+    name: 'RequestInvalidError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (detail: string) =>
+      `the request could not be sent: ${detail}; a header value holds a line break or a character beyond Latin-1, perhaps from a stored secret: fix the secret or the manifest`,
+  },
   /** A 2xx answer whose body is not JSON (or exceeds the page size bound). */
   unreadable_response: { name: 'UnreadableResponseError', runStatus: 'Failed', retryable: false, message: (detail: string) => detail },
   /** total_path disagreed with the rows read, in either direction. */
@@ -190,6 +202,7 @@ export const UpstreamHttpError = kindOf('upstream_http');
 export const UpstreamNetworkError = kindOf('upstream_network');
 export const DestinationRefusedError = kindOf('destination_refused');
 export const UnreadableResponseError = kindOf('unreadable_response');
+export const RequestInvalidError = kindOf('request_invalid');
 export const DeclaredTotalMismatchError = kindOf('declared_total_mismatch');
 export const GraphQLErrorsError = kindOf('graphql_errors');
 export const GraphQLMalformedError = kindOf('graphql_malformed');

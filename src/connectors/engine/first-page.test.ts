@@ -48,6 +48,18 @@ describe('firstPage (pre-flight probe)', () => {
     expect(all.warnings).toBeUndefined();
   });
 
+  it('a header value the HTTP client cannot send (a line break from a stored secret) is a verdict naming the header, never a crash; nothing is sent', async () => {
+    const before = source.seen().length;
+    const headers = [{ name: 'X-From-Secret', value_env: 'HEADER_SET' }];
+    for (const bad of ['v\r\nX-Evil: 1', 'v\u2603']) {
+      const report = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.basic, headers }), spring, engineContext({ HEADER_SET: bad }));
+      expect(report).toMatchObject({ status: 0, items: [] });
+      expect(report.verdict).toMatch(/^the request could not be sent: .*x-from-secret.*; a header value holds a line break or a character beyond Latin-1/i);
+      expect(report.verdict).not.toContain(bad);
+    }
+    expect(source.seen().length).toBe(before);
+  });
+
   it('a refused credential is HTTP 401; an unresolved one is named before any request', async () => {
     const secure = endpointSpec('/v1/partners?limit=3', { kind: 'none', response_path: '$.data' });
     const bearer = connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'SRC_TOKEN' } });

@@ -2,7 +2,7 @@ import { type Dispatcher, request } from 'undici';
 import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
 import { isEgressDenied } from '../../egress/policy.js';
-import { CancelledError, DestinationRefusedError, isNetworkError, quote, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
+import { CancelledError, DestinationRefusedError, isNetworkError, quote, RequestInvalidError, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 
@@ -33,10 +33,10 @@ export interface ExchangeOptions {
   maxPageBytes?: number;
   onRetry?: (event: RetryEvent) => void;
   /**
-   * How a 2xx body's text becomes the page (default JSON). Throws UnreadableResponseError for a body
-   * it cannot read. SOAP reads XML here.
+   * How a 2xx body's text becomes the page (default JSON), or a promise of it. Throws (rejects with)
+   * UnreadableResponseError for a body it cannot read. SOAP reads XML here, asynchronously.
    */
-  parse?: (text: string, status: number, headers: ResponseHeaders) => unknown;
+  parse?: (text: string, status: number, headers: ResponseHeaders) => unknown | Promise<unknown>;
   /**
    * Whether an answer with a retried status is final all the same, from its body's start: a SOAP
    * Fault on HTTP 500 is an answer, not a transient error. Without it, retried statuses are retried.
@@ -89,6 +89,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
       );
     } catch (err) {
       if (isEgressDenied(err)) throw new DestinationRefusedError(err);
+      if ((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') throw new RequestInvalidError((err as Error).message);
       if (!isNetworkError(err)) throw err;
       if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
       await retryAfter({ attempt, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
@@ -100,7 +101,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
     if (status >= 200 && status < 300) {
       try {
         const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES));
-        const body = (o.parse ?? parseJson)(text, status, headers);
+        const body = await (o.parse ?? parseJson)(text, status, headers);
         return { ok: true, status, headers, body, attempts: attempt };
       } catch (err) {
         if (!isNetworkError(err)) throw err;

@@ -18,9 +18,9 @@ export function soapExchange(call: SoapCall): Pick<ExchangeOptions, 'parse' | 'i
   };
 }
 
-function parseAnswer(text: string, status: number, headers: ResponseHeaders, call: SoapCall): SoapAnswer {
+async function parseAnswer(text: string, status: number, headers: ResponseHeaders, call: SoapCall): Promise<SoapAnswer> {
   try {
-    return readAnswer(text, call);
+    return await readAnswer(text, call);
   } catch (err) {
     if (!(err instanceof SoapEnvelopeError)) throw err;
     const type = headers['content-type'];

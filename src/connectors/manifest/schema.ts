@@ -97,6 +97,8 @@ const pagination: Schema = {
 
 /** Local name of an XML element (an NCName without its prefix). */
 const LOCAL_NAME = '^[A-Za-z_][A-Za-z0-9_.-]*$';
+/** What an HTTP header value may hold (RFC 9110 field-value, as undici checks it): tab, printable ASCII, Latin-1 from 0x80. Escapes both JavaScript and Kubernetes' RE2 read (no \u). */
+const HEADER_VALUE = '^[\\t -~\\x80-\\xff]*$';
 const localName = (description: string): Schema =>
   said({ type: 'string', pattern: LOCAL_NAME, maxLength: 200, description }, 'must be the local name of an XML element (no prefix)');
 
@@ -107,7 +109,10 @@ const soap: Schema = {
   description: 'soap-generic endpoints only: one SOAP envelope per page, POSTed to path.',
   properties: {
     version: { type: 'string', enum: ['1.1', '1.2'], description: '1.1 (text/xml, SOAPAction header; default) or 1.2 (application/soap+xml, action parameter). Quote it in YAML.' },
-    action: { type: 'string', maxLength: 2000, description: 'The SOAPAction (1.1) or the action parameter of the content type (1.2).' },
+    action: said(
+      { type: 'string', maxLength: 2000, pattern: HEADER_VALUE, description: 'The SOAPAction (1.1) or the action parameter of the content type (1.2).' },
+      'must be sendable in an HTTP header: tabs, printable ASCII and Latin-1 letters only (no line breaks)',
+    ),
     body: { type: 'string', minLength: 1, maxLength: 100000, description: 'The operation element, placed in the SOAP Body; {{page_size}} and {{start_row}} are filled per page (XML-escaped).' },
     records: localName('Local name of the record elements, at any depth under the Body.'),
     stop: {
@@ -209,7 +214,7 @@ const header: Schema = {
   additionalProperties: false,
   properties: {
     name: said({ type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", maxLength: 200 }, 'must be an HTTP header name'),
-    value: { type: 'string', description: 'Sent as given, `{{env:NAME}}` resolved. Outside the dev profile a credential-looking header (Authorization…, Cookie, a name with auth, key, token, secret, password, credential, session or signature, or a value that starts with an authentication scheme such as Bearer or Basic) must take its value from value_env or a template.' },
+    value: said({ type: 'string', pattern: HEADER_VALUE, description: 'Sent as given, `{{env:NAME}}` resolved. Outside the dev profile a credential-looking header (Authorization…, Cookie, a name with auth, key, token, secret, password, credential, session or signature, or a value that starts with an authentication scheme such as Bearer or Basic) must take its value from value_env or a template.' }, 'must be sendable as an HTTP header value: tabs, printable ASCII and Latin-1 letters only (no line breaks)'),
     value_env: credentialName('The header\'s value. Unresolved, the header is not sent (the pre-flight says so).'),
   },
 };

@@ -75,6 +75,11 @@ describe('soap-generic manifests', () => {
       'spec.endpoints[0].soap.records': 'spec.endpoints[0].soap.records must be the local name of an XML element (no prefix)',
     });
     expect(errorsOf(manifest([soapEndpoint({}, { records: undefined })]))).toEqual({ 'spec.endpoints[0].soap.records': 'spec.endpoints[0].soap.records is required' });
+    for (const action of ['Q\r\nX-Evil: 1', 'Q\u2603']) {
+      expect(errorsOf(manifest([soapEndpoint({}, { action })]))).toEqual({
+        'spec.endpoints[0].soap.action': 'spec.endpoints[0].soap.action must be sendable in an HTTP header: tabs, printable ASCII and Latin-1 letters only (no line breaks)',
+      });
+    }
     expect(errorsOf(manifest([soapEndpoint({}, { envelope: 'x', page: 1 })]))).toEqual({
       'spec.endpoints[0].soap.envelope': 'spec.endpoints[0].soap.envelope is not a known field',
       'spec.endpoints[0].soap.page': 'spec.endpoints[0].soap.page is not a known field',

@@ -307,6 +307,10 @@ describe('the spec level', () => {
     });
     expect(errorsOf(manifest({ headers: [{ name: 'Bad Name', value: 'x' }] }))).toEqual({ 'spec.headers[0].name': 'spec.headers[0].name must be an HTTP header name' });
     expect(errorsOf(manifest({ headers: [{ value: 'x' }] }))).toEqual({ 'spec.headers[0].name': 'spec.headers[0].name is required' });
+    // A value no HTTP client can send (a line break, a character beyond Latin-1) is refused at apply, not at the first request.
+    const unsendable = 'spec.headers[0].value must be sendable as an HTTP header value: tabs, printable ASCII and Latin-1 letters only (no line breaks)';
+    for (const value of ['v\r\nX-Evil: 1', 'v\n', 'v\u2603', 'v\u0085\u2028']) expect(errorsOf(manifest({ headers: [{ name: 'X-A', value }] }))).toEqual({ 'spec.headers[0].value': unsendable });
+    expect(valid(manifest({ headers: [{ name: 'X-A', value: 'café\tau lait ~' }] })).connector.headers).toEqual([{ name: 'X-A', value: 'café\tau lait ~' }]);
   });
 
   it('defaults are stored verbatim, unvalidated', () => {

@@ -1,5 +1,5 @@
 import type { SoapCall } from '../types.js';
-import { descendants, firstDescendant, parseXml, toJson, XmlError, type XmlElement } from './xml.js';
+import { descendants, firstDescendant, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooManyElementsError } from './xml.js';
 
 /**
  * SOAP 1.1 and 1.2 on the wire: the envelope a page request sends, and what an answer says (its
@@ -58,18 +58,19 @@ export class SoapEnvelopeError extends Error {
   }
 }
 
-/** Reads an answer; throws SoapEnvelopeError when it is not well-formed XML or not a SOAP envelope. */
-export function readAnswer(text: string, call: Pick<SoapCall, 'records' | 'stop'>): SoapAnswer {
+/**
+ * Reads an answer (a page, up to the page-size bound: parsed without holding the event loop); rejects
+ * with SoapEnvelopeError when it is not well-formed XML, not a SOAP envelope, or holds more elements
+ * than a page may build (MAX_XML_ELEMENTS; `limits` is for tests).
+ */
+export async function readAnswer(text: string, call: Pick<SoapCall, 'records' | 'stop'>, limits?: XmlLimits): Promise<SoapAnswer> {
   let root: XmlElement;
   try {
-    root = parseXml(text);
+    root = await parseXml(text, limits);
   } catch (err) {
-    if (err instanceof XmlError) throw new SoapEnvelopeError(`the body is not well-formed XML (${err.message})`);
-    throw err;
+    throw envelopeError(err);
   }
-  if (root.local !== 'Envelope') throw new SoapEnvelopeError(`the body is XML but not a SOAP envelope (root element ${root.local})`);
-  const body = root.children.find((c) => c.local === 'Body');
-  if (!body) throw new SoapEnvelopeError('the SOAP envelope has no Body');
+  const body = bodyOf(root);
   const fault = body.children.find((c) => c.local === 'Fault');
   if (fault) return { records: [], fault: faultString(fault) };
   const answer: SoapAnswer = { records: descendants(body, call.records).map((r) => toJson(r, true)) };
@@ -78,13 +79,35 @@ export function readAnswer(text: string, call: Pick<SoapCall, 'records' | 'stop'
   return answer;
 }
 
-/** The fault string of a text that may be a SOAP Fault envelope (an error answer), or undefined. */
+/**
+ * The fault string of a text that may be a SOAP Fault envelope (an error answer), or undefined.
+ * Synchronous: for the start of an error answer only (at most 64 KiB is read of one).
+ */
 export function faultOf(text: string): string | undefined {
   try {
-    return readAnswer(text, { records: '\u0000' }).fault;
+    const fault = bodyOf(parseXmlSync(text)).children.find((c) => c.local === 'Fault');
+    return fault ? faultString(fault) : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** An XmlError as the SoapEnvelopeError it makes of an answer; anything else as it is. */
+function envelopeError(err: unknown): unknown {
+  if (err instanceof XmlTooManyElementsError) {
+    const limit = err.maxElements.toLocaleString('en-US');
+    return new SoapEnvelopeError(`the SOAP answer has more than ${limit} elements; a page is refused past ${limit} (lower pagination.page_size)`);
+  }
+  if (err instanceof XmlError) return new SoapEnvelopeError(`the body is not well-formed XML (${err.message})`);
+  return err;
+}
+
+/** The Body of an answer's Envelope; throws SoapEnvelopeError when there is none. */
+function bodyOf(root: XmlElement): XmlElement {
+  if (root.local !== 'Envelope') throw new SoapEnvelopeError(`the body is XML but not a SOAP envelope (root element ${root.local})`);
+  const body = root.children.find((c) => c.local === 'Body');
+  if (!body) throw new SoapEnvelopeError('the SOAP envelope has no Body');
+  return body;
 }
 
 function faultString(fault: XmlElement): string {

@@ -1,0 +1,39 @@
+import { describe, expect, it } from '@jest/globals';
+import { faultOf, readAnswer, SoapEnvelopeError } from './envelope.js';
+
+/** What an answer says (src/connectors/soap/envelope.ts), and what a page may not be. */
+const envelope = (inner: string) => `<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>${inner}</s:Body></s:Envelope>`;
+const call = { records: 'Partner', stop: { flag: 'LastPage', when: 'true' } };
+
+describe('readAnswer and faultOf', () => {
+  it('reads the records, the stop flag and a Fault', async () => {
+    const answer = await readAnswer(envelope('<r:Out xmlns:r="urn:r"><r:Partner><r:id>1</r:id></r:Partner><r:Partner id="2"/><r:LastPage> true </r:LastPage></r:Out>'), call);
+    expect(answer).toEqual({ records: [{ id: '1' }, { '@id': '2' }], flag: 'true' });
+    const fault = envelope('<s:Fault><faultcode>s:Server</faultcode><faultstring> no such partner </faultstring></s:Fault>');
+    expect(await readAnswer(fault, call)).toEqual({ records: [], fault: 'no such partner' });
+    expect(faultOf(fault)).toBe('no such partner');
+    expect(faultOf(envelope('<r/>'))).toBeUndefined();
+    expect(faultOf('<html>Bad gateway')).toBeUndefined();
+  });
+
+  it('refuses what is not a SOAP envelope, saying why', async () => {
+    await expect(readAnswer('<r><a></r>', call)).rejects.toThrow(/^the body is not well-formed XML \(1:\d+: /);
+    await expect(readAnswer('<Other/>', call)).rejects.toThrow('the body is XML but not a SOAP envelope (root element Other)');
+    await expect(readAnswer('<s:Envelope xmlns:s="urn:s"/>', call)).rejects.toThrow('the SOAP envelope has no Body');
+  });
+
+  it('refuses an answer with more elements than a page may build, naming the limit', async () => {
+    const small = envelope(`<R>${'<Partner/>'.repeat(20)}</R>`);
+    await expect(readAnswer(small, call, { maxElements: 20 })).rejects.toThrow(
+      new SoapEnvelopeError('the SOAP answer has more than 20 elements; a page is refused past 20 (lower pagination.page_size)'),
+    );
+    await expect(readAnswer(small, call, { maxElements: 23 })).resolves.toMatchObject({ records: expect.any(Array) });
+
+    // The tester's answer, at a sixteenth of its size, against the real limit.
+    const started = performance.now();
+    const answer = readAnswer(envelope(`<R>${'<a/>'.repeat(1_100_000)}</R>`), call);
+    await expect(answer).rejects.toThrow(SoapEnvelopeError);
+    await expect(answer).rejects.toThrow(/^the SOAP answer has more than 1,000,000 elements; /);
+    expect(performance.now() - started).toBeLessThan(5000);
+  });
+});
