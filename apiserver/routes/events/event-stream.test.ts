@@ -158,7 +158,7 @@ describe('GET /api/platform/events/stream', () => {
     for (let i = 1; i <= 7; i++) await updated(1, 300 + i); // more than one poll batch (3)
     await updated(2, 999);
     // Zero-padded, as some clients store it: the same id.
-    const again = await open('', { 'X-Tenant-ID': '1', 'Last-Event-ID': String(last).padStart(20, '0') });
+    const again = await open('', { 'X-Tenant-ID': '1', 'Last-Event-ID': String(last).padStart(100, '0') });
     await updated(1, 308);
     await updated(1, 309); // the marker: once it is here, nothing earlier is still coming
     await again.waitFor(() => again.events().some((e) => e.payload.orgId === 309));
