@@ -180,6 +180,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
 
   // Connectors (spec 3 Limits)
   p({ group: 'Connectors', name: 'svc.connectors.chunk-size', kind: 'int', min: 1, default: 1000, description: 'Rows written per transactional chunk of a connector run.' }),
+  p({ group: 'Connectors', name: 'svc.connectors.max-dead-letters-per-run', kind: 'int', min: 1, default: 10000,
+    description: 'Dead letters one connector run may leave; past it the run fails (DeadLetterCapError, docs/connector-runs.md) instead of filling the table with a source or a manifest gone wrong.' }),
   p({ group: 'Connectors', name: 'svc.connectors.max-pages', kind: 'int', min: 1, default: 10000, description: 'Page budget of one endpoint run; reaching it ends the run Partial.' }),
   p({ group: 'Connectors', name: 'svc.connectors.retry.base-delay', kind: 'duration', default: '1s', description: 'First retry delay of a source request (doubling, 10 % jitter, 5 attempts; a numeric Retry-After wins).' }),
   p({ group: 'Connectors', name: 'svc.connectors.retry.max-delay', kind: 'duration', default: '60s', description: 'Cap of the retry delay of a source request.' }),

@@ -29,6 +29,11 @@ export interface RunnerOptions {
   indexer: RowIndexer;
   /** Rows per transactional chunk. */
   chunkSize: number;
+  /**
+   * Dead letters one run may leave (`svc.connectors.max-dead-letters-per-run`): past it the run
+   * fails (DeadLetterCapError) instead of filling the table with a source or manifest gone wrong.
+   */
+  maxDeadLetters?: number;
   /** Who listens to `data.row.changed` (only asked for sources that emit it). */
   subscribers: Subscribers;
   /** How often the runs of this process are marked alive (runs/ledger.ts heartbeat); 0: never (tests). */
@@ -64,6 +69,22 @@ class CancelledByRequest extends Error {
 }
 
 type EngineFailure = Error & { runStatus?: RunStatus; retryable?: boolean };
+
+/** Dead letters one run may leave when svc.connectors.max-dead-letters-per-run is not given. */
+const DEFAULT_MAX_DEAD_LETTERS = 10_000;
+
+/** More rows dead-lettered in one run than `svc.connectors.max-dead-letters-per-run` allows. */
+class DeadLetterCapError extends Error {
+  readonly runStatus = 'Failed' as const;
+  readonly retryable = false;
+  constructor(count: number, cap: number) {
+    super(
+      `more than ${cap} rows of this run were dead-lettered (${count}; svc.connectors.max-dead-letters-per-run): the run stopped there, the rows before it are written. ` +
+        'Read its dead letters (GET /api/platform/dlq?run=<id>): a unique_key that resolves to nothing, or values the table refuses. Fix the manifest or the source, then run it again',
+    );
+    this.name = 'DeadLetterCapError';
+  }
+}
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
 const WRITES_IN_FLIGHT = 2;
@@ -191,8 +212,12 @@ export class ConnectorRunner {
       let how: ChunkWriting = { expectNew, rowByRow: false };
       for (;;) {
         try {
-          const { cancelRequested } = await this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how));
+          const { cancelRequested, deadLetterCount } = await this.o.db.withTenant(tenantId, (tx) =>
+            this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how),
+          );
           written += items.length;
+          const cap = this.o.maxDeadLetters ?? DEFAULT_MAX_DEAD_LETTERS;
+          if (deadLetterCount > cap) throw new DeadLetterCapError(deadLetterCount, cap);
           if (cancelRequested) {
             cancelled = true;
             controller.abort();
@@ -290,12 +315,15 @@ export class ConnectorRunner {
     } catch (err) {
       // A cancel seen by a chunk write aborts the reader wherever it is: still a cancel.
       const failure = (cancelled ? new CancelledByRequest() : err) as EngineFailure;
-      // Whatever was read before the failure is written: a failed run is not rolled back.
+      // Whatever was read before the failure is written: a failed run is not rolled back (but past
+      // the dead-letter cap, what is left would only add dead letters).
       try {
-        await settle().catch((writeErr: unknown) => logger().error({ err: writeErr, runId: run.id }, 'a chunk write failed'));
+        await settle().catch((writeErr: unknown) => {
+          if (!(writeErr instanceof DeadLetterCapError)) logger().error({ err: writeErr, runId: run.id }, 'a chunk write failed');
+        });
         const rest = buffer;
         buffer = [];
-        await flush(rest);
+        if (!(failure instanceof DeadLetterCapError)) await flush(rest);
         await settle();
       } catch (flushErr) {
         logger().error({ err: flushErr, runId: run.id }, 'could not write the rows read before a run failure');

@@ -85,6 +85,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     reader,
     indexer: deps.indexer ?? noIndexer,
     chunkSize: config.int('svc.connectors.chunk-size'),
+    maxDeadLetters: config.int('svc.connectors.max-dead-letters-per-run'),
     subscribers: deps.subscribers,
     heartbeatEvery: config.duration('svc.connectors.heartbeat-every'),
   });

@@ -111,3 +111,49 @@ describe('rows PostgreSQL cannot store', () => {
     expect(metrics).toMatch(/svc_dead_letters_total\{reason="unstorable"\} 5/);
   });
 });
+
+describe('a run that dead-letters more than svc.connectors.max-dead-letters-per-run', () => {
+  let capped: TestHub;
+  let keyless: Receiver;
+
+  beforeAll(async () => {
+    // 300 rows none of which has the unique key: every one is a dead letter.
+    const rows = JSON.stringify(Array.from({ length: 300 }, (_, k) => ({ name: `row ${k}` })));
+    keyless = await startReceiver(() => ({ headers: { 'Content-Type': 'application/json' }, body: rows }));
+    capped = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.connectors.chunk-size': 10, 'svc.connectors.max-dead-letters-per-run': 25 });
+  });
+
+  afterAll(async () => {
+    await capped?.stop();
+    await keyless?.close();
+  });
+
+  it('fails there, naming the cap and where to look, and leaves no more than a few chunks past it', async () => {
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'keyless' },
+      connector_type: 'rest-generic',
+      spec: { base_url: keyless.url, endpoints: [{ id: 'items', path: '/items', target: { kind: 'hybrid', table: 'ext.keyless_items', unique_key: '$.id' } }] },
+    };
+    const call = (path: string, body: unknown) => fetch(`${capped.url}${path}`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect([200, 201]).toContain((await call('/api/connectors/apply', manifest)).status);
+    const started = await call('/api/connectors/keyless/runs', {});
+    expect(started.status).toBe(202);
+    const id = ((await started.json()) as { runs: Array<{ id: string }> }).runs[0]!.id;
+    const deadline = Date.now() + 30_000;
+    let run: Run;
+    for (;;) {
+      run = (await (await fetch(`${capped.url}/api/platform/runs/${id}`, { headers: H })).json()) as Run;
+      if (run.status !== 'Running' || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(run.status).toBe('Failed');
+    expect(run.errorMessage).toMatch(/^more than 25 rows of this run were dead-lettered \(\d+; svc\.connectors\.max-dead-letters-per-run\): the run stopped there/);
+    // Past the cap by at most the chunks that were in flight (two of ten rows), not the 300 read.
+    expect(run.deadLetterCount).toBeGreaterThan(25);
+    expect(run.deadLetterCount).toBeLessThanOrEqual(25 + 2 * 10);
+    const { rows } = await owner.query<{ n: number }>('select count(*)::int as n from connectors.dead_letters where run_id = $1', [id]);
+    expect(rows[0]!.n).toBe(run.deadLetterCount);
+  });
+});

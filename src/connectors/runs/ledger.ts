@@ -43,14 +43,18 @@ export async function createRun(
 }
 
 /** Adds one chunk's counters; answers whether a cancel was requested meanwhile. */
-export async function addChunk(tx: Tx, runId: string, counts: { in: number; out: number; skipped: number; deadLetters: number }): Promise<{ cancelRequested: boolean }> {
-  const { rows } = await tx.query<{ cancel_requested: boolean }>(
+export async function addChunk(
+  tx: Tx,
+  runId: string,
+  counts: { in: number; out: number; skipped: number; deadLetters: number },
+): Promise<{ cancelRequested: boolean; deadLetterCount: number }> {
+  const { rows } = await tx.query<{ cancel_requested: boolean; dead_letter_count: number }>(
     `update connectors.runs set records_in = records_in + $2, records_out = records_out + $3, records_skipped = records_skipped + $4,
             dead_letter_count = dead_letter_count + $5, chunk_count = chunk_count + 1, heartbeat_at = now()
-      where id = $1 returning cancel_requested`,
+      where id = $1 returning cancel_requested, dead_letter_count`,
     [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
   );
-  return { cancelRequested: rows[0]?.cancel_requested ?? false };
+  return { cancelRequested: rows[0]?.cancel_requested ?? false, deadLetterCount: Number(rows[0]?.dead_letter_count ?? 0) };
 }
 
 export async function cancelRequested(tx: Tx, runId: string): Promise<boolean> {
