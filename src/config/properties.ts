@@ -41,6 +41,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Path of the optional YAML configuration file (read from the environment only).' }),
   p({ group: 'Runtime', name: 'svc.data-dir', kind: 'string', default: './.svc',
     description: 'Where the embedded PostgreSQL keeps its data and the hub its local state.' }),
+  p({ group: 'Runtime', name: 'svc.embedded.port', kind: 'int', min: 0, max: 65535, default: 0,
+    description: 'Port of the embedded PostgreSQL on 127.0.0.1 (no `svc.datasource.url`); 0: a free one, chosen at each start.' }),
   p({ group: 'Runtime', name: 'svc.log.level', kind: 'enum', values: LOG_LEVELS, default: 'info',
     description: 'Minimum log level.' }),
 

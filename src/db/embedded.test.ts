@@ -3,7 +3,9 @@ import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { startEmbedded } from './embedded.js';
+import { Config } from '../config/config.js';
+import { setupDatabase } from '../runtime/database-setup.js';
+import { freePort, startEmbedded } from './embedded.js';
 
 /** The embedded PostgreSQL launcher against the real binaries: root in a 0700 directory, and a stale pid file. */
 
@@ -109,6 +111,18 @@ describe('embedded PostgreSQL', () => {
         if (value === undefined) delete process.env[name];
         else process.env[name] = value;
       }
+    }
+  }, 120_000);
+
+  it('listens on svc.embedded.port when it is set (a free one otherwise)', async () => {
+    const port = await freePort();
+    const setup = await setupDatabase(Config.load({ env: {}, overrides: { 'svc.data-dir': join(tempDir(), 'data'), 'svc.embedded.port': port } }), { migrate: false });
+    try {
+      expect(setup.embedded!.port).toBe(port);
+      expect(new URL(setup.embedded!.url).port).toBe(String(port));
+      expect(await answers(setup.embedded!.url)).toBe(1);
+    } finally {
+      await setup.close();
     }
   }, 120_000);
 });

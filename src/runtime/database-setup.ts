@@ -29,7 +29,8 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
   if (external) {
     ownerUrl = external;
   } else {
-    embedded = await startEmbedded({ dataDir: config.string('svc.data-dir'), ownProcessGroup: options.ownProcessGroup });
+    const port = config.int('svc.embedded.port');
+    embedded = await startEmbedded({ dataDir: config.string('svc.data-dir'), ownProcessGroup: options.ownProcessGroup, ...(port > 0 ? { port } : {}) });
     ownerUrl = embedded.url;
   }
   registerSecret(new URL(ownerUrl).password ? decodeURIComponent(new URL(ownerUrl).password) : undefined);
