@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { CelError, compileWhen, evaluateWhen } from './cel.js';
+import { CelError, compileWhen, evaluateWhen, evaluateWhens } from './cel.js';
 
 const input = (payload: Record<string, unknown>, type = 'connector.run.completed') => ({ type, tenantId: 7, payload });
 
@@ -30,6 +30,35 @@ describe('when (CEL)', () => {
     expect(() => compileWhen('unknown_var == 1')).toThrow(/type-check/);
     expect(() => compileWhen('"text"')).toThrow(/bool/);
     expect(() => compileWhen('payload.l.all(a, payload.l.all(b, payload.l.all(c, a + b + c > 0)))')).toThrow(/nests macros .* 3 deep/);
+  });
+
+  it('refuses a string literal given to matches() that is not a regular expression, naming the regex error', () => {
+    expect(() => compileWhen('payload.x.matches("(")')).toThrow(new CelError('gives matches() a pattern that is not a valid regular expression: Invalid regular expression: /(/: Unterminated group'));
+    expect(() => compileWhen('payload.x == "a" || payload.l.exists(s, s.matches("[b-a]"))')).toThrow(/not a valid regular expression: Invalid regular expression: \/\[b-a\]\/: Range out of order/);
+    // RE2-only syntax the evaluator (JavaScript regular expressions) cannot compile: always false at run time.
+    expect(() => compileWhen("payload.x.matches('(?i)abc')")).toThrow(/not a valid regular expression/);
+    // Valid patterns, a computed one (checked only when evaluated), and `matches` as a map key are accepted.
+    expect(compileWhen('payload.x.matches("^(a|aa)+$") && type.matches(r"^connector\\.")').source).toBeTruthy();
+    expect(compileWhen('payload.x.matches(payload.pattern)').source).toBeTruthy();
+    expect(compileWhen('payload.matches == "("').source).toBeTruthy();
+    // The consumer compiles without the check: a process stored before it is evaluated as before (false).
+    expect(evaluateWhen(compileWhen('payload.x.matches("(")', { checkPatterns: false }), input({ x: 'a' }))).toMatchObject({ result: false, timedOut: false });
+    const computed = evaluateWhen(compileWhen('payload.x.matches(payload.pattern)'), input({ x: 'a', pattern: '(' }));
+    expect(computed).toMatchObject({ result: false, timedOut: false });
+  });
+
+  it('evaluates several conditions under one bound, and says which one the bound stopped', () => {
+    const plain = compileWhen('payload.n > 1');
+    const failing = compileWhen('payload.missing > 1');
+    const costly = compileWhen('payload.name.matches("^(a|aa)+$")');
+    const event = input({ n: 2, name: `${'a'.repeat(50)}!` });
+    expect(evaluateWhens([plain, failing, plain].map((when) => ({ when, input: event })))).toEqual({
+      outcomes: [{ result: true }, { result: false, error: expect.any(String), timedOut: false }, { result: true }],
+      stopped: false,
+    });
+    const run = evaluateWhens([plain, costly, plain].map((when) => ({ when, input: event })), 30);
+    expect(run).toEqual({ outcomes: [{ result: true }], stopped: true });
+    expect(evaluateWhen(costly, event, 30)).toEqual({ result: false, error: 'evaluation stopped after 30 ms', timedOut: true });
   });
 
   it('stops an expensive evaluation and counts it as false', () => {

@@ -37,6 +37,8 @@ export interface CompiledWhen {
   source: string;
   /** The text evaluated (identifiers `type` renamed). */
   renamed: string;
+  /** `renamed` parsed once: evaluating it is `env.evaluate(renamed, vars)` without parsing again each time. */
+  evaluate: (vars: Record<string, unknown>) => unknown;
 }
 
 interface Node {
@@ -48,8 +50,12 @@ interface Node {
 
 const isNode = (v: unknown): v is Node => typeof v === 'object' && v !== null && typeof (v as Node).op === 'string';
 
-/** Parses, renames `type`, type-checks; the result type must be bool (or dyn). Throws CelError with a readable reason. */
-export function compileWhen(source: string): CompiledWhen {
+/**
+ * Parses, renames `type`, type-checks; the result type must be bool (or dyn); a string literal given
+ * to `matches` must be a regular expression the evaluator can compile. Throws CelError with a
+ * readable reason.
+ */
+export function compileWhen(source: string, options: { checkPatterns?: boolean } = {}): CompiledWhen {
   if (source.length > WHEN_MAX) throw new CelError(`is longer than ${WHEN_MAX} characters`);
   let ast: unknown;
   try {
@@ -57,13 +63,13 @@ export function compileWhen(source: string): CompiledWhen {
   } catch (err) {
     throw new CelError(`is not valid CEL: ${firstLine(err)}`);
   }
-  const renames: Array<{ start: number; end: number }> = [];
-  const nesting = walk(ast, 0, renames);
+  const found: Found = { renames: [], patterns: [] };
+  const nesting = walk(ast, 0, found);
   if (nesting > MAX_COMPREHENSION_NESTING) {
     throw new CelError(`nests macros (all, exists, map, filter, cel.bind, …) ${nesting} deep; at most ${MAX_COMPREHENSION_NESTING} are allowed`);
   }
   let renamed = source;
-  for (const r of renames.sort((a, b) => b.start - a.start)) renamed = renamed.slice(0, r.start) + EVENT_TYPE_VAR + renamed.slice(r.end);
+  for (const r of found.renames.sort((a, b) => b.start - a.start)) renamed = renamed.slice(0, r.start) + EVENT_TYPE_VAR + renamed.slice(r.end);
   let checked: { valid: boolean; type?: string; error?: unknown };
   try {
     checked = env.check(renamed) as typeof checked;
@@ -72,22 +78,48 @@ export function compileWhen(source: string): CompiledWhen {
   }
   if (!checked.valid) throw new CelError(`does not type-check: ${firstLine(checked.error).replaceAll(EVENT_TYPE_VAR, 'type')}`);
   if (checked.type !== 'bool' && checked.type !== 'dyn') throw new CelError(`must be a condition (bool), not ${checked.type}`);
-  return { source, renamed };
+  for (const pattern of options.checkPatterns === false ? [] : found.patterns) {
+    // What the evaluator does with it (`new RegExp(pattern)`, no flags): compiling only parses the
+    // pattern, it never runs it, and the text is bounded by WHEN_MAX.
+    try {
+      new RegExp(pattern);
+    } catch (err) {
+      throw new CelError(`gives matches() a pattern that is not a valid regular expression: ${firstLine(err)}`);
+    }
+  }
+  return { source, renamed, evaluate: env.parse(renamed) };
 }
 
-/** The deepest nesting of comprehension macros under `node`; collects identifiers `type` to rename. */
-function walk(node: unknown, depth: number, renames: Array<{ start: number; end: number }>): number {
-  if (Array.isArray(node)) return Math.max(depth, ...node.map((n) => walk(n, depth, renames)));
+/** What `walk` collects: identifiers `type` to rename, string literals given to `matches` as the pattern. */
+interface Found {
+  renames: Array<{ start: number; end: number }>;
+  patterns: string[];
+}
+
+/** The pattern of `s.matches("…")` (or `matches(s, "…")`) when it is a string literal. */
+function literalPattern(node: Node): string | undefined {
+  if (!Array.isArray(node.args) || node.args[0] !== 'matches') return undefined;
+  const args = node.op === 'rcall' ? node.args[2] : node.op === 'call' ? node.args[1] : undefined;
+  if (!Array.isArray(args)) return undefined;
+  const pattern = args[node.op === 'rcall' ? 0 : 1] as unknown;
+  return isNode(pattern) && pattern.op === 'value' && typeof pattern.args === 'string' ? pattern.args : undefined;
+}
+
+/** The deepest nesting of comprehension macros under `node`; collects what `Found` holds. */
+function walk(node: unknown, depth: number, found: Found): number {
+  if (Array.isArray(node)) return Math.max(depth, ...node.map((n) => walk(n, depth, found)));
   if (!isNode(node)) return depth;
   if (node.op === 'id') {
-    if (node.args === 'type' && node.start !== undefined && node.end !== undefined) renames.push({ start: node.start, end: node.end });
+    if (node.args === 'type' && node.start !== undefined && node.end !== undefined) found.renames.push({ start: node.start, end: node.end });
     return depth;
   }
   if (node.op === 'value') return depth;
+  const pattern = literalPattern(node);
+  if (pattern !== undefined) found.patterns.push(pattern);
   if (node.op === 'rcall' && Array.isArray(node.args) && COMPREHENSIONS.has(String(node.args[0]))) {
-    return Math.max(walk(node.args[1], depth, renames), walk(node.args[2], depth + 1, renames), depth + 1);
+    return Math.max(walk(node.args[1], depth, found), walk(node.args[2], depth + 1, found), depth + 1);
   }
-  return walk(node.args, depth, renames);
+  return walk(node.args, depth, found);
 }
 
 const firstLine = (err: unknown): string => String(err instanceof Error ? err.message : err).split('\n')[0]!.trim();
@@ -112,9 +144,67 @@ export interface WhenInput {
 
 export type WhenOutcome = { result: boolean } | { result: false; error: string; timedOut: boolean };
 
+/** One evaluation to run: a condition and the event it is evaluated for. */
+export interface WhenTask {
+  when: CompiledWhen;
+  input: WhenInput;
+}
+
+/** What one bounded run of several evaluations did (`evaluateWhens`). */
+export interface WhenRun {
+  /** The outcomes of the first tasks, in order: all of them, or those before the one stopped. */
+  outcomes: WhenOutcome[];
+  /** The task after `outcomes` (index `outcomes.length`) was running when the time bound stopped the run. */
+  stopped: boolean;
+}
+
 const box: { run: (() => unknown) | null; out: unknown } = { run: null, out: undefined };
 const context = vm.createContext(box);
 const script = new vm.Script('out = run()');
+
+/**
+ * Evaluates the tasks in order in ONE run bounded by `timeoutMs` (wall-clock; V8 interrupts it):
+ * the bound's watchdog costs some 50 µs to arm, far more than a plain condition, so the conditions
+ * of one event are evaluated under one bound. A task's failure (a missing field) is its outcome and
+ * the run goes on; when the bound stops the run, `stopped` says so, and the task then running is
+ * the one after `outcomes` (a stop cannot be caught by the evaluator: the run ends there).
+ */
+export function evaluateWhens(tasks: readonly WhenTask[], timeoutMs = EVALUATION_TIMEOUT_MS): WhenRun {
+  const outcomes: WhenOutcome[] = [];
+  if (tasks.length === 0) return { outcomes, stopped: false };
+  box.run = () => {
+    // The payload converted once per event, not once per condition.
+    let converted: { input: WhenInput; vars: Record<string, unknown> } | undefined;
+    for (const task of tasks) {
+      try {
+        if (converted?.input !== task.input) {
+          const { input } = task;
+          converted = { input, vars: { [EVENT_TYPE_VAR]: input.type, tenantId: BigInt(input.tenantId), payload: celValue(input.payload) } };
+        }
+        outcomes.push({ result: task.when.evaluate(converted.vars) === true });
+      } catch (err) {
+        outcomes.push({ result: false, error: firstLine(err), timedOut: false });
+      }
+    }
+  };
+  box.out = undefined;
+  try {
+    script.runInContext(context, { timeout: timeoutMs });
+    return { outcomes, stopped: false };
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { outcomes, stopped: true };
+    // Not the evaluator's (it catches its own): the task then running failed; the caller goes on after it.
+    if (outcomes.length < tasks.length) outcomes.push({ result: false, error: firstLine(err), timedOut: false });
+    return { outcomes, stopped: false };
+  } finally {
+    box.run = null;
+    box.out = undefined;
+  }
+}
+
+/** The outcome of an evaluation stopped at its bound. */
+export const stoppedOutcome = (timeoutMs: number): WhenOutcome => ({ result: false, error: `evaluation stopped after ${timeoutMs} ms`, timedOut: true });
 
 /**
  * Evaluates `when` for one event: true only for a bool true. A failure (a missing field, a type
@@ -122,17 +212,6 @@ const script = new vm.Script('out = run()');
  * the reason.
  */
 export function evaluateWhen(when: CompiledWhen, input: WhenInput, timeoutMs = EVALUATION_TIMEOUT_MS): WhenOutcome {
-  box.run = () => env.evaluate(when.renamed, { [EVENT_TYPE_VAR]: input.type, tenantId: BigInt(input.tenantId), payload: celValue(input.payload) });
-  box.out = undefined;
-  try {
-    script.runInContext(context, { timeout: timeoutMs });
-    return { result: box.out === true };
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { result: false, error: `evaluation stopped after ${timeoutMs} ms`, timedOut: true };
-    return { result: false, error: firstLine(err), timedOut: false };
-  } finally {
-    box.run = null;
-    box.out = undefined;
-  }
+  const run = evaluateWhens([{ when, input }], timeoutMs);
+  return run.stopped ? stoppedOutcome(timeoutMs) : run.outcomes[0]!;
 }

@@ -3,7 +3,7 @@ import { isDecision } from '../events/catalog.js';
 import type { EventWriter, OutboxEvent } from '../events/outbox.js';
 import { matchesSubscription } from '../events/topics.js';
 import { logger } from '../observability/logger.js';
-import { type CompiledWhen, compileWhen, evaluateWhen, type WhenOutcome } from './cel.js';
+import { type CompiledWhen, compileWhen, EVALUATION_TIMEOUT_MS, evaluateWhen, evaluateWhens, stoppedOutcome, type WhenOutcome } from './cel.js';
 import { type ActiveProcess, processesOfTenants } from './store.js';
 import { renderMessage } from './template.js';
 
@@ -17,9 +17,6 @@ import { renderMessage } from './template.js';
 
 export const PROCESS_CONSUMER = 'processes';
 
-/** Evaluations of one process stopped for time in one batch after which it is skipped for the rest of the batch. */
-export const MAX_TIMEOUTS_PER_BATCH = 3;
-
 /**
  * How often an evaluation stopped for time is run again before it counts as false. The time limit
  * is wall-clock (V8 interrupts the script): a garbage collection, a busy machine or the first
@@ -28,10 +25,48 @@ export const MAX_TIMEOUTS_PER_BATCH = 3;
  */
 export const TIMEOUT_RETRIES = 2;
 
-/** An evaluation, run again while it is stopped for time, at most `retries` more times. */
-export function evaluateRetryingTimeouts(evaluate: () => WhenOutcome, retries = TIMEOUT_RETRIES): WhenOutcome {
-  let outcome = evaluate();
-  for (let again = 0; again < retries && 'error' in outcome && outcome.timedOut; again++) outcome = evaluate();
+/**
+ * Milliseconds the conditions of ONE tenant may take in one batch, all its evaluations together
+ * (stopped ones and their runs again included): the time of one condition stopped at its bound all
+ * three times (EVALUATION_TIMEOUT_MS × (1 + TIMEOUT_RETRIES)). Once a tenant's conditions have taken
+ * this long, its evaluations not decided yet in the batch count as false, as a stopped one does. A
+ * plain condition takes a few microseconds: only a costly one comes near it.
+ */
+export const TENANT_BUDGET_MS = EVALUATION_TIMEOUT_MS * (1 + TIMEOUT_RETRIES);
+
+/**
+ * Milliseconds of evaluation after which the consumer lets the event loop run (setImmediate) before
+ * the next evaluation, so HTTP requests and health checks interleave with a batch (in `svc-hub all`
+ * the consumer runs in the API's process). One evaluation is bounded by EVALUATION_TIMEOUT_MS.
+ */
+export const YIELD_AFTER_MS = 10;
+
+/** Tunables of a batch handler (tests); the constants above by default. */
+export interface ProcessBatchOptions {
+  tenantBudgetMs?: number;
+  yieldAfterMs?: number;
+  timeoutMs?: number;
+}
+
+/**
+ * An evaluation, run again while it is stopped for time, until it has been stopped `1 + retries`
+ * times (`stops` of them already). `mayRun` is awaited before each run (it yields the event loop
+ * when due) and says whether one may start: false once the tenant's budget is spent. The outcome is
+ * the last run's, a stop when `stops` were given and no run was allowed, or undefined when nothing
+ * ran at all and none was stopped.
+ */
+export async function evaluateRetryingTimeouts(
+  evaluate: () => WhenOutcome,
+  options: { retries?: number; stops?: number; timeoutMs?: number; mayRun?: () => Promise<boolean> } = {},
+): Promise<WhenOutcome | undefined> {
+  const retries = options.retries ?? TIMEOUT_RETRIES;
+  let stops = options.stops ?? 0;
+  let outcome: WhenOutcome | undefined = stops > 0 ? stoppedOutcome(options.timeoutMs ?? EVALUATION_TIMEOUT_MS) : undefined;
+  while (stops <= retries && (options.mayRun ? await options.mayRun() : true)) {
+    outcome = evaluate();
+    if (!('error' in outcome && outcome.timedOut)) return outcome;
+    stops++;
+  }
   return outcome;
 }
 
@@ -43,7 +78,9 @@ function whenOf(p: ActiveProcess): CompiledWhen | Error {
   let c = compiled.get(key);
   if (!c) {
     try {
-      c = compileWhen(p.when!);
+      // Without the apply-time check of matches() patterns: a process stored before that check
+      // existed is evaluated as before (such a pattern fails, the condition counts as false).
+      c = compileWhen(p.when!, { checkPatterns: false });
     } catch (err) {
       c = err as Error;
     }
@@ -53,39 +90,139 @@ function whenOf(p: ActiveProcess): CompiledWhen | Error {
   return c;
 }
 
-export function processBatchHandler(events: EventWriter): (tx: Tx, batch: OutboxEvent[]) => Promise<void> {
+/** Lets the event loop run once `afterMs` of synchronous work have passed since it last did. */
+class Pacer {
+  private since = performance.now();
+  constructor(private readonly afterMs: number) {}
+
+  async breathe(): Promise<void> {
+    if (performance.now() - this.since < this.afterMs) return;
+    // Twice: an immediate set from the poll phase (where a database reply resumed the batch) runs
+    // in that same turn, before the timers and before the I/O that came in meanwhile; the second
+    // one runs only after a whole turn (timers, I/O: HTTP requests, health checks).
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.rested();
+  }
+
+  /** The event loop just ran (an await on the database). */
+  rested(): void {
+    this.since = performance.now();
+  }
+}
+
+/** What one tenant's conditions took in the batch, and the evaluations that its budget cut. */
+interface TenantSpend {
+  ms: number;
+  skipped: number;
+  skippedProcesses: Set<string>;
+}
+
+export function processBatchHandler(events: EventWriter, options: ProcessBatchOptions = {}): (tx: Tx, batch: OutboxEvent[]) => Promise<void> {
+  const budgetMs = options.tenantBudgetMs ?? TENANT_BUDGET_MS;
+  const timeoutMs = options.timeoutMs ?? EVALUATION_TIMEOUT_MS;
+  const yieldAfterMs = options.yieldAfterMs ?? YIELD_AFTER_MS;
   return async (tx, batch) => {
     const watched = batch.filter((e) => !isDecision(e.type));
     if (watched.length === 0) return;
     const processes = await processesOfTenants(tx, [...new Set(watched.map((e) => e.tenantId))]);
     if (processes.length === 0) return;
-    // A process whose condition keeps running out of time is skipped for the rest of the batch, so
-    // one tenant's costly condition cannot hold every tenant's decisions back for long.
-    const timeouts = new Map<string, number>();
+    const byTenant = new Map<number, ActiveProcess[]>();
+    for (const p of processes) {
+      const own = byTenant.get(p.tenantId);
+      if (own) own.push(p);
+      else byTenant.set(p.tenantId, [p]);
+    }
+    const pacer = new Pacer(yieldAfterMs);
+    // Each tenant's conditions share one time budget per batch, so a tenant's costly conditions
+    // (however many processes carry them) delay the other tenants' decisions by a bounded time; the
+    // evaluations run in slices of at most YIELD_AFTER_MS (or one bounded evaluation), the event
+    // loop running in between. Decisions are still emitted event by event, in process order.
+    const spends = new Map<number, TenantSpend>();
     for (const event of watched) {
-      for (const p of processes) {
-        if (p.tenantId !== event.tenantId || !matchesSubscription(p.event, event.type)) continue;
-        if (p.when !== null) {
-          const when = whenOf(p);
-          if (when instanceof Error) {
-            logger().warn({ tenant: p.tenantId, process: p.name, err: when }, `process ${p.name}: spec.when does not compile; it matches nothing`);
-            continue;
-          }
-          const key = `${p.tenantId}/${p.name}`;
-          if ((timeouts.get(key) ?? 0) >= MAX_TIMEOUTS_PER_BATCH) continue;
-          const outcome = evaluateRetryingTimeouts(() => evaluateWhen(when, { type: event.type, tenantId: event.tenantId, payload: event.payload }));
-          if ('error' in outcome) {
-            if (outcome.timedOut) {
-              timeouts.set(key, (timeouts.get(key) ?? 0) + 1);
-              logger().warn({ tenant: p.tenantId, process: p.name, eventId: event.id }, `process ${p.name}: spec.when ${outcome.error}; counted as false`);
-            } else logger().debug({ tenant: p.tenantId, process: p.name, eventId: event.id, reason: outcome.error }, 'process condition failed; counted as false');
-          }
-          if (!outcome.result) continue;
-        }
+      const matching = (byTenant.get(event.tenantId) ?? []).filter((p) => matchesSubscription(p.event, event.type));
+      if (matching.length === 0) continue;
+      const spend = spends.get(event.tenantId) ?? { ms: 0, skipped: 0, skippedProcesses: new Set<string>() };
+      spends.set(event.tenantId, spend);
+      const holds = await decide(matching, event, spend);
+      for (const [i, p] of matching.entries()) {
+        if (!holds[i]) continue;
         const view = { id: event.id, type: event.type, tenantId: event.tenantId, payload: event.payload, createdAt: event.createdAt.toISOString() };
         const message = p.message ? renderMessage(p.message, view) : `${event.type} (event ${event.id}) matched process ${p.name}`;
         await events.emit(tx, p.decision, { process: p.name, message, sourceEventId: event.id, sourceType: event.type }, event.tenantId);
+        pacer.rested();
       }
+    }
+    for (const [tenant, spend] of spends) {
+      if (spend.skipped === 0) continue;
+      const names = [...spend.skippedProcesses];
+      logger().warn(
+        { tenant, spentMs: Math.round(spend.ms), budgetMs, skipped: spend.skipped, processes: names.slice(0, 20) },
+        `tenant ${tenant}: process conditions took ${Math.round(spend.ms)} ms of this batch, past the ${budgetMs} ms a tenant's conditions may take per batch; its ${spend.skipped} remaining evaluation(s) in the batch (processes ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}) counted as false`,
+      );
+    }
+
+    /** Whether each of `matching` (one event's, one tenant's) holds for `event`, evaluated within the tenant's budget. */
+    async function decide(matching: ActiveProcess[], event: OutboxEvent, spend: TenantSpend): Promise<boolean[]> {
+      const holds = matching.map((p) => p.when === null);
+      const input = { type: event.type, tenantId: event.tenantId, payload: event.payload };
+      const tasks: Array<{ index: number; p: ActiveProcess; when: CompiledWhen }> = [];
+      for (const [index, p] of matching.entries()) {
+        if (p.when === null) continue;
+        const when = whenOf(p);
+        if (when instanceof Error) {
+          logger().warn({ tenant: p.tenantId, process: p.name, err: when }, `process ${p.name}: spec.when does not compile; it matches nothing`);
+          continue;
+        }
+        tasks.push({ index, p, when });
+      }
+      const timed = <T>(run: () => T): T => {
+        const started = performance.now();
+        try {
+          return run();
+        } finally {
+          spend.ms += performance.now() - started;
+        }
+      };
+      const mayRun = async (): Promise<boolean> => {
+        if (spend.ms >= budgetMs) return false;
+        await pacer.breathe();
+        return true;
+      };
+      const record = (task: (typeof tasks)[number], outcome: WhenOutcome | undefined): void => {
+        if (outcome === undefined) {
+          spend.skipped++;
+          spend.skippedProcesses.add(task.p.name);
+          return;
+        }
+        if ('error' in outcome) {
+          if (outcome.timedOut) logger().warn({ tenant: task.p.tenantId, process: task.p.name, eventId: event.id }, `process ${task.p.name}: spec.when ${outcome.error}; counted as false`);
+          else logger().debug({ tenant: task.p.tenantId, process: task.p.name, eventId: event.id, reason: outcome.error }, 'process condition failed; counted as false');
+        }
+        holds[task.index] = outcome.result;
+      };
+      let next = 0;
+      while (next < tasks.length) {
+        if (!(await mayRun())) {
+          for (const task of tasks.slice(next)) record(task, undefined);
+          break;
+        }
+        // The remaining conditions in one bounded run; a stop names the one then running.
+        const rest = tasks.slice(next);
+        const run = timed(() => evaluateWhens(rest.map((t) => ({ when: t.when, input })), timeoutMs));
+        for (const outcome of run.outcomes) record(tasks[next++]!, outcome);
+        if (!run.stopped) continue;
+        // Stopped: run it again alone. It counts as stopped once already when it ran first, so had
+        // the whole bound to itself.
+        const task = tasks[next++]!;
+        const outcome = await evaluateRetryingTimeouts(() => timed(() => evaluateWhen(task.when, input, timeoutMs)), {
+          stops: run.outcomes.length === 0 ? 1 : 0,
+          timeoutMs,
+          mayRun,
+        });
+        record(task, outcome);
+      }
+      return holds;
     }
   };
 }

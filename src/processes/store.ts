@@ -43,6 +43,12 @@ const COLUMNS = 'name, event, when_expr, decision, message, manifest, created_at
 
 const recordOf = (r: Row): ProcessRecord => ({ name: r.name, event: r.event, when: r.when_expr, decision: r.decision, message: r.message, createdAt: r.created_at, updatedAt: r.updated_at });
 
+/**
+ * Processes one tenant may have. Each matching event costs an evaluation of each of its processes'
+ * conditions, so the count is bounded; applying a new name past it is refused (an update is not).
+ */
+export const MAX_PROCESSES_PER_TENANT = 100;
+
 export function checkedProcess(manifest: unknown): ProcessDraft {
   const check = checkProcessManifest(manifest);
   const first = check.errors[0];
@@ -53,6 +59,16 @@ export function checkedProcess(manifest: unknown): ProcessDraft {
 export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');
   const p = checkedProcess(manifest);
+  // One apply at a time per tenant past this point, so two concurrent ones cannot both take the last place.
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:processes:' || core.current_tenant()::text, 0))`);
+  const count = await tx.query<{ n: number; known: boolean }>('select count(*)::int as n, coalesce(bool_or(name = $1), false) as known from processes.processes', [p.name]);
+  const { n, known } = count.rows[0]!;
+  if (!known && n >= MAX_PROCESSES_PER_TENANT) {
+    throw new ValidationError(
+      `this tenant has ${n} processes, the most a tenant may have (${MAX_PROCESSES_PER_TENANT}): delete one before applying a new process ${p.name} (an existing name can still be updated)`,
+      'metadata.name',
+    );
+  }
   const { rows } = await tx.query<{ created: boolean }>(
     `insert into processes.processes (tenant_id, name, event, when_expr, decision, message, manifest, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)

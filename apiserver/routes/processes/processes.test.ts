@@ -100,6 +100,7 @@ describe('apply', () => {
     ['an unknown CEL variable', { event: 'connector.run.*', when: 'records_out > 1', decision: 'decision.a' }, 'spec.when'],
     ['a CEL condition that is not a bool', { event: 'connector.run.*', when: '"yes"', decision: 'decision.a' }, 'spec.when'],
     ['CEL nested too deep', { event: 'connector.run.*', when: 'payload.l.all(a, payload.l.all(b, payload.l.all(c, a == b)))', decision: 'decision.a' }, 'spec.when'],
+    ['a matches() pattern that is not a regular expression', { event: 'connector.run.*', when: 'payload.x.matches("(")', decision: 'decision.a' }, 'spec.when'],
     ['a decision without the prefix', { event: 'connector.run.*', decision: 'big-run' }, 'spec.decision'],
     ['a glob matching only decisions', { event: 'decision.*', decision: 'decision.a' }, 'spec.event'],
     ['an exact decision type', { event: 'decision.big-run', decision: 'decision.a' }, 'spec.event'],
@@ -111,6 +112,25 @@ describe('apply', () => {
     const res = await call('POST', '/api/processes/apply', { body: processManifest('bad', spec) });
     expect(res.status).toBe(400);
     expect(res.body.field).toBe(field);
+  });
+
+  it('names the regular expression error of a matches() pattern', async () => {
+    const res = await call('POST', '/api/processes/apply', { body: processManifest('bad-regex', { event: 'org.created', when: 'payload.name.matches("^(a")', decision: 'decision.a' }) });
+    expect(res).toEqual({ status: 400, body: { error: 'spec.when gives matches() a pattern that is not a valid regular expression: Invalid regular expression: /^(a/: Unterminated group', field: 'spec.when' } });
+    expect((await call('GET', '/api/processes/bad-regex')).status).toBe(404);
+  });
+
+  it('refuses a new process past 100 in a tenant with a 400 naming the limit; an update still goes', async () => {
+    await owner.query(`insert into core.tenants (id, code, name) values (3, 'capped', 'Capped')`);
+    for (let i = 0; i < 100; i++) {
+      expect((await call('POST', '/api/processes/apply', { tenant: 3, body: processManifest(`p-${i}`, { event: 'cap.test', decision: 'decision.capped' }) })).status).toBe(201);
+    }
+    expect(await call('POST', '/api/processes/apply', { tenant: 3, body: processManifest('one-more', { event: 'cap.test', decision: 'decision.capped' }) })).toEqual({
+      status: 400,
+      body: { error: 'this tenant has 100 processes, the most a tenant may have (100): delete one before applying a new process one-more (an existing name can still be updated)', field: 'metadata.name' },
+    });
+    expect((await call('POST', '/api/processes/apply', { tenant: 3, body: processManifest('p-0', { event: 'cap.test', decision: 'decision.other' }) })).status).toBe(200);
+    expect((await call('GET', '/api/processes', { tenant: 3 })).body).toHaveLength(100);
   });
 
   it('refuses a name that is not a slug', async () => {
