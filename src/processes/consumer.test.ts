@@ -54,6 +54,12 @@ afterAll(async () => {
   await t.close();
 });
 
+/** CPU milliseconds this process spent since `started`. */
+function cpuMs(started: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(started);
+  return (used.user + used.system) / 1000;
+}
+
 describe('process batch handler', () => {
   it('emits one decision per matching event and process of the same tenant, never for decisions', async () => {
     const batch = [
@@ -97,16 +103,16 @@ describe('process batch handler', () => {
       last = now;
     }, 5);
     const logs = captureLogs('warn');
-    const started = performance.now();
+    const started = process.cpuUsage();
     try {
       await t.db.crossTenant('test', (tx) => handle(tx, batch));
     } finally {
       clearInterval(timer);
       logs.restore();
     }
-    const took = performance.now() - started;
-    // Tenant 503's evaluations stopped once the budget was spent (the whole batch, database included, well within 3 × budget).
-    expect(took).toBeLessThan(3 * TENANT_BUDGET_MS);
+    // CPU time, which a machine busy with other work does not inflate: tenant 503's evaluations
+    // stopped once the budget was spent (the whole batch, this process's work, within 3 × budget).
+    expect(cpuMs(started)).toBeLessThan(3 * TENANT_BUDGET_MS);
     // The event loop ran all along: no stretch longer than about one stopped evaluation (50 ms).
     expect(gaps.length).toBeGreaterThanOrEqual(3);
     expect(Math.max(...gaps, performance.now() - last)).toBeLessThan(100);
@@ -124,16 +130,21 @@ describe('process batch handler', () => {
     // Processes by name: plain, redos-00 … redos-09. The first event spends the budget on redos-00
     // (stopped in the shared run, then alone): its 9 other redos are cut, then all 11 of each of
     // the 5 other events of tenant 503.
-    expect(cut).toMatchObject({ budgetMs: TENANT_BUDGET_MS, skipped: 9 + 5 * 11, msg: expect.stringContaining('counted as false') });
+    // (On a machine busy with other work a stopped run may use less CPU than its 50 ms, and a few
+    // more evaluations run before the budget is spent.)
+    expect(cut).toMatchObject({ budgetMs: TENANT_BUDGET_MS, msg: expect.stringContaining('counted as false') });
+    expect(cut!.spentMs).toBeGreaterThanOrEqual(TENANT_BUDGET_MS);
+    expect(cut!.skipped).toBeGreaterThanOrEqual(5 * 11);
+    expect(cut!.skipped).toBeLessThanOrEqual(9 + 5 * 11);
   });
 
   it('cuts a tenant at its budget however few processes it has (two costly conditions, many events)', async () => {
     const l = Array.from({ length: 5000 }, (_, i) => i);
     const batch = Array.from({ length: 13 }, () => event(501, 'test.slow', { l }));
-    const started = performance.now();
+    const started = process.cpuUsage();
     await t.db.crossTenant('test', (tx) => handle(tx, batch));
     // All 26 evaluations tried would take 26 × 150 ms; 3 stops of each process, 2 × 3 × 150 ms.
-    expect(performance.now() - started).toBeLessThan(3 * TENANT_BUDGET_MS);
+    expect(cpuMs(started)).toBeLessThan(3 * TENANT_BUDGET_MS);
     expect(await decisions('decision.slow')).toEqual([]);
   });
 

@@ -35,6 +35,14 @@ export const TIMEOUT_RETRIES = 2;
 export const TENANT_BUDGET_MS = EVALUATION_TIMEOUT_MS * (1 + TIMEOUT_RETRIES);
 
 /**
+ * CPU milliseconds from which one bounded run of a tenant's conditions counts against its budget.
+ * Cheaper runs never do: a plain condition takes microseconds, and a busy tenant's many plain
+ * conditions (or a slow machine, whose wall-clock time is not theirs) must never lose a decision.
+ * A costly condition takes far more than this each time it runs, so it spends the budget whole.
+ */
+export const COSTLY_RUN_MS = 5;
+
+/**
  * Milliseconds of evaluation after which the consumer lets the event loop run (setImmediate) before
  * the next evaluation, so HTTP requests and health checks interleave with a batch (in `svc-hub all`
  * the consumer runs in the API's process). One evaluation is bounded by EVALUATION_TIMEOUT_MS.
@@ -44,6 +52,7 @@ export const YIELD_AFTER_MS = 10;
 /** Tunables of a batch handler (tests); the constants above by default. */
 export interface ProcessBatchOptions {
   tenantBudgetMs?: number;
+  costlyRunMs?: number;
   yieldAfterMs?: number;
   timeoutMs?: number;
 }
@@ -120,6 +129,7 @@ interface TenantSpend {
 
 export function processBatchHandler(events: EventWriter, options: ProcessBatchOptions = {}): (tx: Tx, batch: OutboxEvent[]) => Promise<void> {
   const budgetMs = options.tenantBudgetMs ?? TENANT_BUDGET_MS;
+  const costlyRunMs = options.costlyRunMs ?? COSTLY_RUN_MS;
   const timeoutMs = options.timeoutMs ?? EVALUATION_TIMEOUT_MS;
   const yieldAfterMs = options.yieldAfterMs ?? YIELD_AFTER_MS;
   return async (tx, batch) => {
@@ -176,12 +186,15 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
         }
         tasks.push({ index, p, when });
       }
+      // CPU time, not wall-clock time: a machine busy with other work does not spend the budget.
       const timed = <T>(run: () => T): T => {
-        const started = performance.now();
+        const started = process.cpuUsage();
         try {
           return run();
         } finally {
-          spend.ms += performance.now() - started;
+          const used = process.cpuUsage(started);
+          const ms = (used.user + used.system) / 1000;
+          if (ms >= costlyRunMs) spend.ms += ms;
         }
       };
       const mayRun = async (): Promise<boolean> => {
