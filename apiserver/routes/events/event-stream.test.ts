@@ -261,12 +261,14 @@ describe('GET /api/platform/events/stream', () => {
         return realDb.withTenant(tenantId, fn);
       },
     });
+    const abort = new AbortController();
     try {
       const first = await emit(2, 'org.created', { orgId: 100, tenantId: 2, name: 'first' });
       for (let i = 0; i < 8; i++) await updated(2, 100 + i);
-      const abort = new AbortController();
       const request = fetch(`${hub.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '2', 'Last-Event-ID': String(first - 1) }, signal: abort.signal }).catch(() => undefined);
-      await until('the catch-up to wait on its second read', () => reads >= 2);
+      // Patient: the outbox is read below the oldest transaction open on the server, which other
+      // suites' transactions hold back now and then.
+      await until('the catch-up to wait on its second read', () => reads >= 2, 45_000);
       expect(stream.countFor(2)).toBe(1);
       abort.abort();
       await request;
@@ -278,10 +280,11 @@ describe('GET /api/platform/events/stream', () => {
       const again = await open('', { 'X-Tenant-ID': '2' });
       again.close();
     } finally {
+      abort.abort(); // a failure above must not leave the stream open for the tests after it
       stream.db = realDb;
       release();
     }
-  });
+  }, 90_000);
 
   it('a burst of clients gone before the handler runs leaves no place taken', async () => {
     const { connect } = await import('node:net');
