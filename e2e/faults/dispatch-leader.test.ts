@@ -205,12 +205,12 @@ describe('svc-hub dispatch', () => {
     leader.child.kill('SIGKILL');
     await leader.exited;
     holdBacklog = false;
-    // The dead leader leased the rows as the events came, over a few seconds: their leases run out
-    // at once here, so that what follows measures the sweep, not how the leases were spread.
-    const { rowCount } = await owner.query(
+    // The dead leader leased the rows as the events came, over a few seconds: the leases still
+    // running run out at once here (on a slow machine some ran out already), so that what follows
+    // measures the sweep, not how the leases were spread.
+    await owner.query(
       `update hub.deliveries d set lease_until = now() from hub.integrations i where i.id = d.integration_id and i.name = 'backlog' and d.lease_until > now() and not d.succeeded`,
     );
-    expect(rowCount).toBe(100);
     await until('the standby to lead', () => leads(standby));
     const recovered = (await receiver.waitFor(108, '/backlog', 30_000)).slice(8);
     const ids = recovered.map((r) => Number(r.headers['x-svc-event-id']));
