@@ -26,11 +26,11 @@ export const PROCESS_CONSUMER = 'processes';
 export const TIMEOUT_RETRIES = 2;
 
 /**
- * Milliseconds the conditions of ONE tenant may take in one batch, all its evaluations together
- * (stopped ones and their runs again included): the time of one condition stopped at its bound all
- * three times (EVALUATION_TIMEOUT_MS × (1 + TIMEOUT_RETRIES)). Once a tenant's conditions have taken
- * this long, its evaluations not decided yet in the batch count as false, as a stopped one does. A
- * plain condition takes a few microseconds: only a costly one comes near it.
+ * CPU milliseconds the costly runs (COSTLY_RUN_MS) of ONE tenant's conditions may take in one batch,
+ * all together (stopped ones and their runs again included): the time of one condition stopped at
+ * its bound all three times (EVALUATION_TIMEOUT_MS × (1 + TIMEOUT_RETRIES)). Once they have taken
+ * this long, the tenant's evaluations not decided yet in the batch count as false, as a stopped one
+ * does. Plain conditions never count.
  */
 export const TENANT_BUDGET_MS = EVALUATION_TIMEOUT_MS * (1 + TIMEOUT_RETRIES);
 

@@ -46,10 +46,10 @@ afterAll(async () => {
 
 type Run = { id: string; status: string; recordsIn: number; recordsOut: number; recordsSkipped: number; deadLetterCount: number; errorMessage: string | null };
 
-async function finished(id: string): Promise<Run> {
+async function finished(id: string, base = hub.url): Promise<Run> {
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const record = (await (await fetch(`${hub.url}/api/platform/runs/${id}`, { headers: H })).json()) as Run;
+    const record = (await (await fetch(`${base}/api/platform/runs/${id}`, { headers: H })).json()) as Run;
     if (record.status !== 'Running') return record;
     if (Date.now() > deadline) throw new Error(`run ${id} still running`);
     await new Promise((r) => setTimeout(r, 50));
@@ -141,13 +141,7 @@ describe('a run that dead-letters more than svc.connectors.max-dead-letters-per-
     const started = await call('/api/connectors/keyless/runs', {});
     expect(started.status).toBe(202);
     const id = ((await started.json()) as { runs: Array<{ id: string }> }).runs[0]!.id;
-    const deadline = Date.now() + 30_000;
-    let run: Run;
-    for (;;) {
-      run = (await (await fetch(`${capped.url}/api/platform/runs/${id}`, { headers: H })).json()) as Run;
-      if (run.status !== 'Running' || Date.now() > deadline) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const run = await finished(id, capped.url);
     expect(run.status).toBe('Failed');
     expect(run.errorMessage).toMatch(/^more than 25 rows of this run were dead-lettered \(\d+; svc\.connectors\.max-dead-letters-per-run\): the run stopped there/);
     // Past the cap by at most the chunks that were in flight (two of ten rows), not the 300 read.

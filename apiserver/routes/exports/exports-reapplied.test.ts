@@ -67,6 +67,17 @@ afterAll(async () => {
 
 type Run = { id: string; status: string; failureCode: string | null; failureReason: string | null };
 
+/** The run once it is no longer Running. */
+const ended = (name: string, id: string) =>
+  until(
+    `run ${id} of ${name} to end`,
+    async () => {
+      const r = (await api.get(`/api/exports/${name}/runs/${id}`)).body as Run;
+      return r.status !== 'Running' && r;
+    },
+    10_000,
+  );
+
 async function startRun(name: string): Promise<string> {
   const started = await api.post(`/api/exports/${name}/runs`);
   expect(started.status).toBe(202);
@@ -108,14 +119,7 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     } finally {
       await lockHolder.query('commit');
     }
-    const run = await until(
-      'the waiting run to end',
-      async () => {
-        const r = (await api.get(`/api/exports/second/runs/${waiting}`)).body as Run;
-        return r.status !== 'Running' && r;
-      },
-      10_000,
-    );
+    const run = await ended('second', waiting);
     expect({ status: run.status, code: run.failureCode }).toEqual({ status: 'Failed', code: 'definition' });
     expect(run.failureReason).toMatch(/^the export was deleted during the run; nothing was published/);
 
@@ -147,14 +151,7 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     }
     const [deleted, ...cancels] = await calls;
     expect(deleted!.status).toBe(204);
-    const run = await until(
-      'the run to end',
-      async () => {
-        const r = (await api.get(`/api/exports/third/runs/${waiting}`)).body as Run;
-        return r.status !== 'Running' && r;
-      },
-      10_000,
-    );
+    const run = await ended('third', waiting);
     const accepted = cancels.filter((c) => c.status === 202);
     // Every cancel not accepted is a 409 saying why: the stop that stands, or the run's end.
     for (const c of cancels.filter((c) => c.status !== 202)) {

@@ -232,15 +232,15 @@ export const EXPORT_DELETED: StopRequest = {
 };
 
 /**
- * Asks the process running these runs to stop them (its next heartbeat reads it): the Running runs
- * of one export, or one run. The first request stands. Returns the ids of the runs still Running.
+ * Asks the process running an export's runs to stop them (its next heartbeat reads it): the Running
+ * runs of one export (a delete; one run's cancel is `requestStopFirst`). The first request stands.
+ * Returns the ids of the runs still Running.
  */
-export async function requestStop(tx: Tx, which: { exportId: string } | { runId: string }, stop: StopRequest): Promise<string[]> {
-  const [column, value] = 'exportId' in which ? ['export_id', which.exportId] : ['id', which.runId];
+export async function requestStop(tx: Tx, which: { exportId: string }, stop: StopRequest): Promise<string[]> {
   const { rows } = await tx.query<{ id: string }>(
     `update exports.runs set stop_code = coalesce(stop_code, $2), stop_reason = coalesce(stop_reason, $3)
-      where ${column} = $1 and status = 'Running' returning id`,
-    [value, stop.code, stop.reason],
+      where export_id = $1 and status = 'Running' returning id`,
+    [which.exportId, stop.code, stop.reason],
   );
   return rows.map((r) => r.id);
 }
