@@ -332,7 +332,8 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux)', ()
 
     await session.waitFor((screen) => /\[1 Runs\]/.test(screen) && /updated \d\d:\d\d:\d\d UTC/.test(screen));
     session.sendKeys('5');
-    let screen = await session.waitFor((s) => s.includes('[5 Inbox]') && s.includes('Approve order 41'));
+    // The whole view drawn, its key line included (a capture may come between two lines' redraws).
+    let screen = await session.waitFor((s) => s.includes('[5 Inbox]') && s.includes('Approve order 41') && /a ack {2}u unacked only/.test(s));
     expect(screen).toMatch(/^ID\s+TYPE\s+MESSAGE\s+CREATED\s+ACKED\/BY/m);
     expect(screen.indexOf('Approve order 42')).toBeLessThan(screen.indexOf('Approve order 41')); // newest first
     expect(row(screen, 'Approve order 41')).toMatch(new RegExp(`^${id41}\\s+decision\\.order\\.review\\s+Approve order 41\\s+\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ\\s+-\\s*$`));
