@@ -14,6 +14,7 @@ import { describeRefusal, refusedValueCode } from '../../src/validation/database
 export async function errorMapper(ctx: Context, next: Next): Promise<void> {
   try {
     await next();
+    serialiseJsonBody(ctx);
   } catch (err) {
     if (err instanceof HubError) {
       const rendered = err.render();
@@ -66,6 +67,20 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     ctx.status = 500;
     ctx.body = { error: 'internal error', requestId: ctx.state.requestId };
   }
+}
+
+/**
+ * Koa turns an object body into JSON only once every middleware has returned, outside this mapper
+ * and the access log: a body that cannot be serialised (a string past V8's limit, a BigInt) was a
+ * 500 nobody logged under an access line saying 200. Serialised here, such a failure is mapped,
+ * logged and counted like any other. The Content-Type Koa set for the object stays.
+ */
+function serialiseJsonBody(ctx: Context): void {
+  const body: unknown = ctx.body;
+  if (body === null || typeof body !== 'object' || ctx.method === 'HEAD' || !ctx.writable) return;
+  if (Buffer.isBuffer(body) || body instanceof Blob || body instanceof ReadableStream || body instanceof Response) return;
+  if (typeof (body as { pipe?: unknown }).pipe === 'function') return;
+  ctx.body = JSON.stringify(body);
 }
 
 /** A PostgreSQL refusal of a value (src/validation/database-refusals.ts) as the caller's 400 `{error, hint}`. */
