@@ -140,6 +140,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     chat,
     statementTimeoutMs: config.duration('svc.analytic.statement-timeout'),
     maxAnswerBytes: config.int('svc.analytic.max-answer-bytes'),
+    analyticConcurrency: { total: config.int('svc.analytic.concurrency'), perTenant: config.int('svc.analytic.concurrency-per-tenant') },
     platformDocuments: () => platformDocuments(catalog),
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,
     embedBatch: config.int('svc.embedding.batch'),

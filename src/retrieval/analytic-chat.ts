@@ -6,6 +6,7 @@ import { loadEntity } from '../entities/store.js';
 import { ConflictError, ScopeNotGranted } from '../errors.js';
 import { GuardRefusal } from './analytic/ast.js';
 import { guardQuery, MAX_ROWS } from './analytic/guards.js';
+import type { AnalyticGate } from './analytic/gate.js';
 import { runReadOnly } from './analytic/run.js';
 import type { SchemaCard } from './analytic/schema-card.js';
 import type { ChatPort } from './chat/port.js';
@@ -93,6 +94,8 @@ export interface AnalyticDeps {
   statementTimeoutMs: number;
   /** `svc.analytic.max-answer-bytes`. */
   maxAnswerBytes: number;
+  /** Queries at once, in all and per tenant (`svc.analytic.concurrency[-per-tenant]`); none: unbounded. */
+  gate?: AnalyticGate;
 }
 
 /**
@@ -141,7 +144,8 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   if (!verdict.ok) return refusal(`Refused (guard ${verdict.guard}): ${verdict.reason}`, sql);
   let result: { rows: Record<string, unknown>[]; rowCount: number };
   try {
-    result = await runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes });
+    const run = () => runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes });
+    result = await (deps.gate ? deps.gate.run(tenantId, sql, deps.statementTimeoutMs, run) : run());
   } catch (err) {
     return refusal(`Refused (guard 5): ${(err as Error).message}`, sql);
   }

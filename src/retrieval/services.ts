@@ -3,6 +3,7 @@ import { PortUnavailable } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import type { ResolvedScope } from '../admin/scope-access.js';
 import { type AnalyticAnswer, analyticChat } from './analytic-chat.js';
+import { AnalyticGate } from './analytic/gate.js';
 import type { ChatPort } from './chat/port.js';
 import { discoverCard, loadCard, type StoredCard } from './discovery.js';
 import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
@@ -23,6 +24,8 @@ export interface RetrievalDeps {
   statementTimeoutMs: number;
   /** The largest answer of an analytic query, in bytes (`svc.analytic.max-answer-bytes`; default 4 MiB). */
   maxAnswerBytes?: number;
+  /** Analytic queries at once, in all and per tenant (`svc.analytic.concurrency[-per-tenant]`); default 4 and 2. */
+  analyticConcurrency?: { total: number; perTenant: number };
   /** The documents of the platform corpus (the composition root knows the OpenAPI document). */
   platformDocuments: () => PlatformDocument[];
   memoryBudgetBytes: number;
@@ -96,6 +99,7 @@ interface Searcher {
 export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices {
   const { db, embedding } = deps;
   const mode = deps.vectorSearch ?? 'auto';
+  const analyticGate = new AnalyticGate(deps.analyticConcurrency?.total ?? 4, deps.analyticConcurrency?.perTenant ?? 2);
   let chosen: Promise<{ searcher: Searcher; pgvector?: PgvectorFound }> | undefined;
   /**
    * The search path, decided once per process from what the database has (the owner prepared it
@@ -260,7 +264,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   return {
     search,
     chat: (tenantId, question, request) => semanticChat((r) => search(tenantId, r), deps.chat, question, request),
-    analytic: (tenantId, question, scope) => analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024 }, tenantId, question, scope),
+    analytic: (tenantId, question, scope) => analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, gate: analyticGate }, tenantId, question, scope),
     schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
     rediscover: (tenantId, scope) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope)),
     scopes,

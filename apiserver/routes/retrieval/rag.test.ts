@@ -321,6 +321,35 @@ describe('analytic chat', () => {
     nextAnswer = 'ABSTAIN: nothing about weather here';
     expect((await admin.post('/api/platform/rag/chat', { question: 'weather?', mode: 'analytic', scope: 'partners' })).body).toMatchObject({ sql: '', rowCount: 0, rows: [] });
   });
+
+  it('runs at most svc.analytic.concurrency-per-tenant queries of a tenant at once; the rest wait their turn or are refused by guard 5', async () => {
+    // The same database, one query per tenant at a time, a statement timeout of 2 s.
+    const gated = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': `${llm.url}/v1`, 'svc.llm.model': 'stand-in', 'svc.analytic.concurrency-per-tenant': '1', 'svc.analytic.statement-timeout': '2s' });
+    try {
+      // 60⁵ combinations: every run holds its slot until the statement timeout stops it.
+      nextAnswer = 'select count(*) as n from ext.partners a cross join ext.partners b cross join ext.partners c cross join ext.partners d cross join ext.partners e';
+      const asker = devClient(gated.url, T);
+      const answers = (await Promise.all(Array.from({ length: 18 }, () => asker.post('/api/platform/rag/chat', { question: 'how many combinations?', mode: 'analytic', scope: 'partners' })))).map(
+        (res) => {
+          expect(res.status).toBe(200);
+          expect(res.body).toMatchObject({ sql: nextAnswer, rowCount: 0, rows: [] });
+          return (res.body as { answer: string }).answer;
+        },
+      );
+      const ran = answers.filter((a) => a === 'Refused (guard 5): The query ran longer than 2000 ms and was stopped.');
+      const turnedAway = answers.filter((a) => /^Refused \(guard 5\): The hub is already running as many analytic queries as it allows \(svc\.analytic\.concurrency, svc\.analytic\.concurrency-per-tenant\) and none finished within 2000 ms/.test(a));
+      expect(ran.length + turnedAway.length).toBe(18);
+      // One at a time: in the 2 s a waiting query may wait, at most two ran (the first, and the one
+      // whose turn came as it ended), never the 18 at once an unbounded hub would start.
+      expect(ran.length).toBeGreaterThanOrEqual(1);
+      expect(ran.length).toBeLessThanOrEqual(3);
+      // A plain question afterwards runs at once.
+      nextAnswer = 'select count(*) as n from ext.partners';
+      expect((await asker.post('/api/platform/rag/chat', { question: 'how many?', mode: 'analytic', scope: 'partners' })).body).toMatchObject({ rowCount: 1, rows: [{ n: ROWS }] });
+    } finally {
+      await gated.stop();
+    }
+  }, 60_000);
 });
 
 describe('an entity on the schema card', () => {
