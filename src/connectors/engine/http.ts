@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import { type Dispatcher, request } from 'undici';
 import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
@@ -132,9 +133,15 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
   }
 }
 
-/** A 2xx body as text, refused past maxBytes (one page in memory, never more). */
-async function readPage(body: Dispatcher.ResponseData['body'], status: number, maxBytes: number): Promise<string> {
-  const chunks: Buffer[] = [];
+/**
+ * A 2xx body as text, refused past maxBytes (one page in memory, never more). Each chunk is decoded
+ * as it arrives (a character split between chunks waits in the decoder for its other bytes), so a
+ * large page costs no buffer copy and no single long decode once its last byte is in. A leading
+ * byte order mark is dropped.
+ */
+export async function readPage(body: AsyncIterable<unknown> & { destroy(): unknown }, status: number, maxBytes: number): Promise<string> {
+  const decoder = new StringDecoder('utf8');
+  let text = '';
   let size = 0;
   for await (const chunk of body) {
     const buf = chunk as Buffer;
@@ -143,9 +150,9 @@ async function readPage(body: Dispatcher.ResponseData['body'], status: number, m
       body.destroy();
       throw new UnreadableResponseError(`upstream answered HTTP ${status} with a page larger than ${maxBytes} bytes; refusing to hold it in memory`);
     }
-    chunks.push(buf);
+    text += decoder.write(buf);
   }
-  const text = Buffer.concat(chunks, size).toString('utf8');
+  text += decoder.end();
   return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
