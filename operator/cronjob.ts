@@ -191,15 +191,38 @@ export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTempl
   }
   const desired = cronJobFor(kind, resource, tenantCode, schedule, name, template, target);
   const hash = desired.metadata!.annotations![SPEC_HASH]!;
-  if (!existing) {
-    await batch.createNamespacedCronJob({ namespace, body: desired });
-    logger().info(`CronJob ${namespace}/${name} created: "${schedule}" (Etc/UTC)`);
-  } else if (existing.metadata?.annotations?.[SPEC_HASH] !== hash || !covers(existing.spec, desired.spec) || !covers(existing.metadata?.labels, desired.metadata?.labels)) {
-    desired.metadata!.resourceVersion = existing.metadata?.resourceVersion;
-    await batch.replaceNamespacedCronJob({ name, namespace, body: desired });
-    logger().info(`CronJob ${namespace}/${name} updated: "${schedule}" (Etc/UTC)`);
+  try {
+    if (!existing) {
+      await batch.createNamespacedCronJob({ namespace, body: desired });
+      logger().info(`CronJob ${namespace}/${name} created: "${schedule}" (Etc/UTC)`);
+    } else if (existing.metadata?.annotations?.[SPEC_HASH] !== hash || !covers(existing.spec, desired.spec) || !covers(existing.metadata?.labels, desired.metadata?.labels)) {
+      desired.metadata!.resourceVersion = existing.metadata?.resourceVersion;
+      await batch.replaceNamespacedCronJob({ name, namespace, body: desired });
+      logger().info(`CronJob ${namespace}/${name} updated: "${schedule}" (Etc/UTC)`);
+    }
+  } catch (err) {
+    // 422: the API server refuses this CronJob as written (a schedule the hub took and Kubernetes
+    // does not): writing it again cannot help until the resource changes.
+    if (apiStatus(err) !== 422) throw err;
+    const why = refusalOf(err);
+    logger().warn(`CronJob ${namespace}/${name} refused by the API server: ${why}`);
+    return condition(now, 'Scheduled', 'False', 'CronJobInvalid', `the API server refused CronJob ${name} ("${schedule}"): ${why}`);
   }
   return condition(now, 'Scheduled', 'True', 'CronJobReady', `CronJob ${name} runs "${schedule}" (Etc/UTC)`);
+}
+
+/** What the API server said of a refused object: its Status message, else the error's first line. */
+function refusalOf(err: unknown): string {
+  const body = (err as { body?: unknown }).body;
+  let message: unknown;
+  if (typeof body === 'string') {
+    try {
+      message = (JSON.parse(body) as { message?: unknown }).message;
+    } catch {
+      message = undefined;
+    }
+  } else if (body && typeof body === 'object') message = (body as { message?: unknown }).message;
+  return (typeof message === 'string' && message ? message : String((err as Error)?.message ?? err)).split('\n')[0]!;
 }
 
 /** The CronJob of a resource's schedule: `svc-hub run … --scheduled` in the run pod template, in the release's namespace, labelled with its resource. */

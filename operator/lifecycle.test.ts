@@ -256,6 +256,38 @@ describe('CronJobs in the release namespace', () => {
     }
   });
 
+  it('report a CronJob the API server refuses (422) as Scheduled=False CronJobInvalid, not Ready (Stalled), and do not write it again until the resource changes', async () => {
+    const op = operator('refused', { namespaces: ['refused'] });
+    // The test kind's hub takes any schedule; kube-apiserver reads days of week 0-6 only.
+    api.apply('widgets', widget('refused', 'sunday', { schedule: '0 3 * * 7' }));
+    await op.start();
+    try {
+      const scheduled = await until('sunday refused', () => conditionOf('refused', 'sunday', 'Scheduled'));
+      expect(scheduled).toMatchObject({
+        status: 'False',
+        reason: 'CronJobInvalid',
+        message: expect.stringMatching(/^the API server refused CronJob widget-refused-sunday \("0 3 \* \* 7"\): .*end of range \(7\) above maximum \(6\)/),
+      });
+      expect(conditionOf('refused', 'sunday', 'Ready')).toMatchObject({ status: 'False', reason: 'CronJobInvalid', message: expect.stringMatching(/^applied to tenant default; not scheduled: the API server refused/) });
+      expect(conditionOf('refused', 'sunday', 'Stalled')).toMatchObject({ status: 'True', reason: 'CronJobInvalid' });
+      expect(cronJob('widget-refused-sunday')).toBeUndefined();
+      // Not retried: the reconciles its own status updates cause try once each, then nothing more
+      // however long the operator runs (a retry would come every 20-200 ms here).
+      await new Promise((r) => setTimeout(r, 600));
+      const writes = writesBy('refused', '/cronjobs').length;
+      expect(writes).toBeLessThanOrEqual(3);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(writesBy('refused', '/cronjobs').length).toBe(writes);
+      // Fixed in the resource: scheduled and Ready.
+      api.apply('widgets', { ...get('refused', 'sunday')!, spec: { schedule: '0 3 * * 0' } } as KubeObject);
+      await until('sunday scheduled', () => conditionOf('refused', 'sunday', 'Scheduled')?.status === 'True');
+      expect(specOf(cronJob('widget-refused-sunday')).schedule).toBe('0 3 * * 0');
+      await until('sunday ready', () => isReady('refused', 'sunday'));
+    } finally {
+      await op.stop();
+    }
+  });
+
   it('report a CronJob of that name that is not theirs as Scheduled=False CronJobConflict, and the resource as not Ready (Stalled)', async () => {
     const op = operator('conflict', { namespaces: ['conflict'] });
     api.apply('cronjobs', { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'widget-conflict-taken', namespace: RELEASE_NS }, spec: jobSpec('1 1 * * *') });

@@ -531,9 +531,9 @@ export class Operator {
       try {
         const cronJob = await syncCronJob(this.batch, this.now(), this.runTarget(), kind, resource, tenant.code, applied.schedule);
         if (cronJob) scheduled.push({ ...cronJob, observedGeneration: generation });
-        // Applied, but its schedule cannot run (another CronJob holds the name, no run template):
+        // Applied, but its schedule cannot run (another CronJob holds the name, no run template, the API server refuses the CronJob):
         // not Ready, so that no GitOps tool shows it healthy while nothing would ever run.
-        if (cronJob?.status === 'False' && (cronJob.reason === 'CronJobConflict' || cronJob.reason === 'NoRunTemplate')) {
+        if (cronJob?.status === 'False' && (cronJob.reason === 'CronJobConflict' || cronJob.reason === 'NoRunTemplate' || cronJob.reason === 'CronJobInvalid')) {
           health = { state: 'stalled', reason: cronJob.reason, message: `${message}; not scheduled: ${cronJob.message}` };
         }
       } catch (err) {

@@ -13,7 +13,7 @@ export function condition(now: Date, type: string, status: Condition['status'], 
 }
 
 /** Why a resource cannot progress until it changes (or its Namespace, or the hub, does). */
-export type StallReason = 'Invalid' | 'TenantUnresolved' | 'Conflict' | 'CronJobConflict' | 'NoRunTemplate';
+export type StallReason = 'Invalid' | 'TenantUnresolved' | 'Conflict' | 'CronJobConflict' | 'NoRunTemplate' | 'CronJobInvalid';
 
 /**
  * Where a reconcile left a resource, as the three conditions GitOps tools read (kstatus):

@@ -1,4 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
+import fc from 'fast-check';
+import { parseStandardCron } from '../../../test/harness/kube-cron.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { PROMOTE_TYPES, TRANSFORMS } from '../types.js';
 import { PRESET_NAMES } from './presets.js';
@@ -265,8 +267,11 @@ describe('the spec level', () => {
       ['0 2 L * *', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
       ['0 2 * * 5L', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
       ['0 2 * * 1#2', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
+      ...['0 0 * * 7', '0 0 * * 5-7', '0 0 * * 0-7', '0 0 * * 1-7/2', '0 0 * * 1,7', '0 0 * * 7-7'].map(
+        (cron) => [cron, 'day of week 7 is not supported: write Sunday as 0 (a Kubernetes CronJob reads days of week 0-6)'] as [string, string],
+      ),
     ];
-    expect(cronProblem('0 2 1 JUL *')).toBeUndefined();
+    for (const cron of ['0 2 1 JUL *', '0 0 * * 0', '0 0 * * SUN', '0 0 * * */7', '0 0 * * 5-6,0', '0 7 7 7 1-6', '7 7 * * 0/2']) expect(cronProblem(cron)).toBeUndefined();
     for (const [cron, problem] of refused) {
       expect(cronProblem(cron)).toBe(problem);
       expect(errorsOf(manifest({ schedule: cron }))).toEqual({
@@ -274,6 +279,18 @@ describe('the spec level', () => {
       });
     }
     expect(errorsOf(manifest({ schedule: '' }))).toEqual({ 'spec.schedule': 'spec.schedule must not be empty' });
+  });
+
+  it('every schedule accepted at apply is one a Kubernetes CronJob accepts (robfig/cron ParseStandard, as the stand-in parses it)', () => {
+    const atoms = ['*', '?', '0', '1', '5', '6', '7', '8', '12', '23', '24', '31', '32', '59', '60', '1-5', '5-7', '0-7', '2-1', '*/7', '*/0', '1-7/2', '0/15', 'mon', 'SUN', 'mon-fri', 'jan', 'jan-mar', '1,2', '15W', 'LW', '5L', '1#2', '-1'];
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...atoms), { minLength: 5, maxLength: 5 }), (fields) => {
+        const cron = fields.join(' ');
+        if (cronProblem(cron) !== undefined) return;
+        expect(() => parseStandardCron(cron)).not.toThrow();
+      }),
+      { numRuns: 20_000, seed: 20261203 },
+    );
   });
 
   it('window is HH:MM-HH:MM, may cross midnight, and warns without a schedule', () => {

@@ -297,6 +297,10 @@ export function cronProblem(text: string): string | undefined {
   if (fields.some((f) => /(^|[^A-Za-z])H($|[^A-Za-z])/.test(f))) return 'hashed fields (H) are not supported';
   // A Kubernetes CronJob (where a schedule becomes one) cannot express these.
   if (fields.some((f) => f.includes('#') || /(^|[^A-Za-z])L/.test(f))) return 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them';
+  // Kubernetes reads days of week 0-6 only, where cron-parser also takes 7 for Sunday.
+  if (fields[4]!.split(',').some((part) => part.split('/')[0]!.split('-').some((bound) => /^\d+$/.test(bound) && Number(bound) === 7))) {
+    return 'day of week 7 is not supported: write Sunday as 0 (a Kubernetes CronJob reads days of week 0-6)';
+  }
   try {
     CronExpressionParser.parse(text, { tz: 'UTC' });
     return undefined;
