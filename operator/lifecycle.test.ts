@@ -279,7 +279,7 @@ describe('CronJobs in the release namespace', () => {
       await new Promise((r) => setTimeout(r, 1_000));
       expect(writesBy('refused', '/cronjobs').length).toBe(writes);
       // Fixed in the resource: scheduled and Ready.
-      api.apply('widgets', { ...get('refused', 'sunday')!, spec: { schedule: '0 3 * * 0' } } as KubeObject);
+      api.apply('widgets', widget('refused', 'sunday', { schedule: '0 3 * * 0' }));
       await until('sunday scheduled', () => conditionOf('refused', 'sunday', 'Scheduled')?.status === 'True');
       expect(specOf(cronJob('widget-refused-sunday')).schedule).toBe('0 3 * * 0');
       await until('sunday ready', () => isReady('refused', 'sunday'));
