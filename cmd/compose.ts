@@ -166,7 +166,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     hooks: new HookRunner(catalog, db, { ttlMs: config.duration('svc.hooks.cache-ttl') }),
     audit: new AuditRecorder(db),
     stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
-    ping: () => db.ping(),
+    ping: () => db.ping(config.duration('svc.health.database-timeout')),
     migrationStatus: () => migrationStatus((sql) => db.app.query(sql)),
     readinessChecks: [],
     subscribers,

@@ -1,4 +1,5 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -90,5 +91,38 @@ describe('PostgreSQL stopped and restarted under load', () => {
     const lastFailure = Math.max(...statuses.filter((s) => s.status === 503).map((s) => s.at));
     expect(statuses.filter((s) => s.at > lastFailure).every((s) => s.status === 200 || s.status === 201)).toBe(true);
     expect(await hub.stop()).toBe(0);
+  }, 120_000);
+
+  it('a database that stops answering (every server process stopped with SIGSTOP): readiness answers 503 within svc.health.database-timeout, and 200 once it answers again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-fault-pg-'));
+    chmodSync(dir, 0o755);
+    dirs.push(dir);
+    server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc' });
+    const hub = await startHubProcess('serve', server.url, { SVC_HEALTH_DATABASE_TIMEOUT: '500ms' });
+    const ready = async () => {
+      const res = await fetch(`${hub.url}/q/health/ready`, { signal: AbortSignal.timeout(10_000) });
+      return { status: res.status, body: await res.text() };
+    };
+    expect((await ready()).status).toBe(200);
+    const postmaster = Number(readFileSync(join(server.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const processes = [postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)];
+    for (const pid of processes) process.kill(pid, 'SIGSTOP');
+    try {
+      // Several probes in a row: each answers in about the timeout, none waits for the database.
+      for (let i = 0; i < 3; i++) {
+        const started = Date.now();
+        const frozen = await ready();
+        expect(frozen.status).toBe(503);
+        expect(frozen.body).toContain('the database did not answer within 500 ms');
+        expect(Date.now() - started).toBeLessThan(5_000);
+      }
+    } finally {
+      for (const pid of processes) process.kill(pid, 'SIGCONT');
+    }
+    await until('readiness to come back', async () => (await ready()).status === 200, { timeoutMs: 30_000, everyMs: 100 });
+    expect(hub.child.exitCode).toBeNull();
+    expect(await hub.stop()).toBe(0);
+    await server.stop();
+    server = undefined;
   }, 120_000);
 });

@@ -180,8 +180,25 @@ export class Database {
     });
   }
 
-  async ping(): Promise<void> {
-    await this.app.query('select 1');
+  /**
+   * `select 1` on the application pool, given up after `timeoutMs`: a database that accepts
+   * connections but does not answer (a hung server, a network path lost without a reset) fails the
+   * ping instead of holding it. The connection of a ping that timed out is dropped, not reused.
+   */
+  async ping(timeoutMs = 2_000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const answered = this.app.query({ text: 'select 1', query_timeout: timeoutMs } as pg.QueryConfig);
+    answered.catch(() => undefined);
+    try {
+      await Promise.race([
+        answered,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`the database did not answer within ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async close(): Promise<void> {

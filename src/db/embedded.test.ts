@@ -6,6 +6,8 @@ import pg from 'pg';
 import { Config } from '../config/config.js';
 import { setupDatabase } from '../runtime/database-setup.js';
 import { freePort, startEmbedded } from './embedded.js';
+import { endPool, resilientPool } from './pool.js';
+import { until } from '../../test/harness/until.js';
 
 /** The embedded PostgreSQL launcher against the real binaries: root in a 0700 directory, and a stale pid file. */
 
@@ -93,6 +95,43 @@ describe('embedded PostgreSQL', () => {
       await again.stop();
     }
   }, 120_000);
+
+  it('a server that exits while the hub runs (stopped, killed) is started again on the same port and cluster; the pool reconnects', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const db = await startEmbedded({ dataDir, restartDelayMs: 100 });
+    const pool = resilientPool({ connectionString: db.url, max: 2 });
+    const postmaster = () => Number(readFileSync(join(db.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    try {
+      await pool.query('create table kept (n int); insert into kept values (42)');
+      for (const signal of ['SIGINT', 'SIGKILL'] as const) {
+        const before = postmaster();
+        process.kill(before, signal);
+        await until(`the server gone after ${signal}`, () => {
+          try {
+            process.kill(before, 0);
+            return false;
+          } catch {
+            return true;
+          }
+        }, 30_000);
+        await until(`the server back after ${signal}`, async () => {
+          try {
+            return (await pool.query('select n from kept')).rows[0]?.n === 42;
+          } catch {
+            return false;
+          }
+        }, 60_000);
+        expect(postmaster()).not.toBe(before);
+        expect(new URL(db.url).port).toBe(String(db.port));
+      }
+    } finally {
+      await endPool(pool);
+      await db.stop();
+    }
+    // Stopped on purpose: not started again.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(existsSync(join(db.clusterDir, 'postmaster.pid'))).toBe(false);
+  }, 180_000);
 
   it('the server runs without the allocator setting of the hub\'s process, and with the rest of its environment', async () => {
     const before = { threshold: process.env.MALLOC_MMAP_THRESHOLD_, marker: process.env.SVC_EMBEDDED_ENV_MARKER };

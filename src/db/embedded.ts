@@ -63,6 +63,8 @@ export interface EmbeddedOptions {
    * Ctrl-C of a test or bench run stops it with the run.
    */
   ownProcessGroup?: boolean;
+  /** How long after the server exited unexpectedly it is started again (doubling after each failed try, at most 30 s); default 1000. */
+  restartDelayMs?: number;
 }
 
 const LOCK_FILE = 'hub.pid';
@@ -144,33 +146,87 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
   }
 
   // ownProcessGroup: see EmbeddedOptions. Still a child: a crash of the hub stops it ('exit' below).
-  const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS], {
-    ...runAs,
-    cwd: '/',
-    env: serverEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: options.ownProcessGroup ?? false,
-  });
-  child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
-  child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
-  const exited = new Promise<void>((done) => child.once('exit', () => done()));
-  child.on('error', (err) => keep(err.message));
-  try {
-    await waitForReady(clusterDir, child, exited);
-  } catch (err) {
-    child.kill('SIGQUIT');
-    throw new Error(`embedded PostgreSQL did not start (data ${clusterDir}, port ${port}): ${(err as Error).message}\n${output.slice(-10).join('\n')}`);
-  }
+  const launch = async (): Promise<{ child: ChildProcess; exited: Promise<void> }> => {
+    const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS], {
+      ...runAs,
+      cwd: '/',
+      env: serverEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: options.ownProcessGroup ?? false,
+    });
+    child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
+    child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
+    const exited = new Promise<void>((done) => child.once('exit', () => done()));
+    child.on('error', (err) => keep(err.message));
+    try {
+      await waitForReady(clusterDir, child, exited);
+    } catch (err) {
+      child.kill('SIGQUIT');
+      throw new Error(`embedded PostgreSQL did not start (data ${clusterDir}, port ${port}): ${(err as Error).message}\n${output.slice(-10).join('\n')}`);
+    }
+    return { child, exited };
+  };
+  let server = await launch();
 
   const database = options.database ?? 'svc';
   const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`;
   // An 'exit' listener stops the child when the process ends without stopping it (a crash).
-  const onExit = () => child.kill('SIGINT');
+  const onExit = () => server.child.kill('SIGINT');
   process.on('exit', onExit);
   let stopped: Promise<void> | undefined;
+  let restartTimer: NodeJS.Timeout | undefined;
+  let restarting: Promise<void> | undefined;
+  /**
+   * A server that exits while the hub runs (killed, crashed, out of memory) is started again on the
+   * same port and cluster, after `restartDelayMs` and then twice as long after each failed try (at
+   * most 30 s): the pools reconnect by themselves, as they do after any database outage, so the hub
+   * recovers without a restart of its own. Readiness answers 503 meanwhile.
+   */
+  const supervise = (current: { child: ChildProcess; exited: Promise<void> }, delayMs: number) => {
+    void current.exited.then(() => {
+      if (stopped || server !== current) return;
+      const { exitCode, signalCode } = current.child;
+      logger().error(
+        { exitCode, signal: signalCode, output: output.slice(-10) },
+        `embedded PostgreSQL exited unexpectedly (${signalCode ?? `code ${exitCode}`}); starting it again in ${delayMs} ms`,
+      );
+      const retry = (wait: number) => {
+        restartTimer = setTimeout(() => {
+          restartTimer = undefined;
+          restarting = (async () => {
+            if (stopped) return;
+            try {
+              // Backends of a server killed outright may still hold the cluster: stopped first.
+              await stopOrphan(clusterDir);
+              const next = await launch();
+              if (stopped) {
+                next.child.kill('SIGINT');
+                await next.exited;
+                return;
+              }
+              server = next;
+              logger().warn({ port }, 'embedded PostgreSQL started again');
+              supervise(next, restartDelay);
+            } catch (err) {
+              const again = Math.min(wait * 2, 30_000);
+              logger().error({ err: (err as Error).message }, `embedded PostgreSQL could not be started again; trying again in ${again} ms`);
+              retry(again);
+            }
+          })();
+        }, wait);
+        restartTimer.unref();
+      };
+      retry(delayMs);
+    });
+  };
+  const restartDelay = options.restartDelayMs ?? 1_000;
+  supervise(server, restartDelay);
   const stop = () => {
     stopped ??= (async () => {
       process.off('exit', onExit);
+      clearTimeout(restartTimer);
+      await restarting;
+      const { child, exited } = server;
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGINT'); // fast shutdown: open sessions end, the cluster is left consistent
         await exited;
