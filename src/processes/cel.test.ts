@@ -61,6 +61,27 @@ describe('when (CEL)', () => {
     expect(evaluateWhen(costly, event, 30)).toEqual({ result: false, error: 'evaluation stopped after 30 ms', timedOut: true });
   });
 
+  it('a bound that fires as the last condition has finished stopped nothing: all outcomes, not stopped', () => {
+    // Conditions of a fraction of a millisecond under a bound of one: V8 often delivers the stop as
+    // the run returns, after the last outcome was recorded (seen as a crash of the process consumer,
+    // which then looked for a condition after the last one).
+    const costly = compileWhen('payload.name.matches("^(a|aa)+$")');
+    let stopped = 0;
+    for (const n of [19, 20, 21, 22, 23, 24, 25]) {
+      const event = input({ name: `${'a'.repeat(n)}!` });
+      for (let i = 0; i < 100; i++) {
+        const run = evaluateWhens([0, 1, 2].map(() => ({ when: costly, input: event })), 1);
+        expect(run.outcomes.length).toBeLessThanOrEqual(3);
+        if (run.stopped) {
+          stopped++;
+          expect(run.outcomes.length).toBeLessThan(3);
+        } else expect(run.outcomes).toHaveLength(3);
+      }
+    }
+    // The bound did stop some runs (the condition grows with n), so both sides were seen.
+    expect(stopped).toBeGreaterThan(0);
+  });
+
   it('stops an expensive evaluation and counts it as false', () => {
     const l = Array.from({ length: 3000 }, (_, i) => i);
     const when = compileWhen('payload.l.all(a, payload.l.all(b, a + b > -1)) && cel.bind(x, payload.l + payload.l, size(x) > 0)');

@@ -193,7 +193,9 @@ export function evaluateWhens(tasks: readonly WhenTask[], timeoutMs = EVALUATION
     return { outcomes, stopped: false };
   } catch (err) {
     const code = (err as { code?: string }).code;
-    if (code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { outcomes, stopped: true };
+    // The bound can fire after the last task's outcome was recorded, as the run returns: then
+    // nothing was stopped.
+    if (code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') return { outcomes, stopped: outcomes.length < tasks.length };
     // Not the evaluator's (it catches its own): the task then running failed; the caller goes on after it.
     if (outcomes.length < tasks.length) outcomes.push({ result: false, error: firstLine(err), timedOut: false });
     return { outcomes, stopped: false };
