@@ -281,7 +281,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Retrieval', name: 'svc.analytic.statement-timeout', kind: 'duration', default: '5s',
     description: 'Statement timeout of the one read-only query an analytic chat runs.' }),
   p({ group: 'Retrieval', name: 'svc.analytic.max-answer-bytes', kind: 'int', min: 1024, default: 4194304,
-    description: 'Largest answer an analytic chat\'s query may return, in bytes of its rows\' text, measured in PostgreSQL before any row is sent; a larger one is refused (guard 5).' }),
+    description: 'Largest answer an analytic chat\'s query may return, in bytes of its rows as JSON objects (column names and nulls included), measured in PostgreSQL before any row is sent; a larger one is refused (guard 5).' }),
   p({ group: 'Retrieval', name: 'svc.analytic.concurrency', kind: 'int', min: 1,
     default: (get) => Math.min(4, (get('svc.datasource.pool-size') as number) - 2), defaultText: '4 (at most `svc.datasource.pool-size` − 2)',
     description: 'Analytic queries running at once in one process; each holds a database connection of the pool for up to `svc.analytic.statement-timeout`. Further queries wait, tenants taking turns; one that cannot start within the statement timeout (or finds 16 of its tenant waiting already) is refused by guard 5 and asked again later.' }),

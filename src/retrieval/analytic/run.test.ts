@@ -140,7 +140,12 @@ describe('runReadOnly', () => {
     // One cell of about 8 MB, from a row the tenant may read: measured where it is made.
     const huge = await refusal("select repeat(name, 2000000) as s from ext_t7.partners where id = 1");
     expect(huge.guard).toBe(5);
-    expect(huge.message).toBe('The answer is 8000002 bytes, more than the 1000000 allowed (svc.analytic.max-answer-bytes): ask for fewer rows or shorter values.');
+    expect(huge.message).toBe('The answer is 8000008 bytes, more than the 1000000 allowed (svc.analytic.max-answer-bytes): ask for fewer rows or shorter values.');
+    // Rows of nulls under long column names: little text, but each row is a JSON object carrying every
+    // name, as the hub holds and sends it: 500 rows of 195 × 68 bytes (`"name":null,`) and braces, 6.6 MB.
+    const columns = Array.from({ length: 195 }, (_, i) => `null as c${String(i).padStart(3, '0')}${'x'.repeat(56)}`).join(', ');
+    const nulls = await refusal(`select ${columns} from generate_series(1, 500) g`);
+    expect(nulls.message).toMatch(/^The answer is 6630500 bytes, more than the 1000000 allowed/);
     // Many rows, none large: the sum of the rows kept (maxRows, 500) counts.
     const many = await refusal("select g, repeat('x', 3000) as pad from generate_series(1, 2000) g");
     expect(many.message).toMatch(/^The answer is \d+ bytes, more than the 1000000 allowed/);

@@ -10,7 +10,7 @@ export interface RunOptions {
   /** Rows beyond this many are dropped (guard 4 already bounds the LIMIT; this is the second wall). */
   maxRows: number;
   /**
-   * The answer's size at most, in bytes of its rows' text (`svc.analytic.max-answer-bytes`):
+   * The answer's size at most, in bytes of its rows as JSON (`svc.analytic.max-answer-bytes`):
    * measured in PostgreSQL before any row is sent; a larger answer is refused (guard 5).
    */
   maxBytes: number;
@@ -93,7 +93,8 @@ const ANSWER_TOO_LARGE = 'SV001';
 
 /**
  * The guarded SELECT as a subquery whose first `maxRows` rows are kept (materialized) and measured
- * (the length of each row's text) before any is returned: an answer over `maxBytes` ends the
+ * (the length of each row as a JSON object, column names and nulls included: what the answer costs the
+ * hub's memory and the response) before any is returned: an answer over `maxBytes` ends the
  * statement in PostgreSQL (ANSWER_TOO_LARGE), so it never reaches the hub's memory. Built-in names
  * are schema-qualified only where search_path (pg_catalog) would not find them. The rows come back
  * in the subquery's order, with its column names and types.
@@ -101,7 +102,7 @@ const ANSWER_TOO_LARGE = 'SV001';
 function bounded(sql: string, maxRows: number, maxBytes: number): string {
   // `bounded_answer.*`, not the bare name: a column of the answer could carry that name.
   return `with bounded_answer as materialized (select * from (${sql}\n) as bounded_answer limit ${maxRows}),
-     measured as materialized (select retrieval.analytic_answer_fits(coalesce(sum(octet_length((bounded_answer.*)::text)), 0), ${maxBytes}) as fits from bounded_answer)
+     measured as materialized (select retrieval.analytic_answer_fits(coalesce(sum(octet_length(pg_catalog.to_json(bounded_answer.*)::text)), 0), ${maxBytes}) as fits from bounded_answer)
 select bounded_answer.* from bounded_answer where (select fits from measured)`;
 }
 
