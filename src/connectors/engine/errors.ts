@@ -60,16 +60,16 @@ const KINDS = {
     cause: (cause: unknown) => cause,
   },
   /**
-   * The HTTP client refused to send the request as composed: a header value with a line break or a
+   * The request could not be composed or sent as stored: a header value with a line break or a
    * character beyond Latin-1 (from a stored secret or a template: the manifest's own are refused at
-   * apply). undici names the header, never the value.
+   * apply; undici names the header, never the value), or an address that is not a URL (a connector
+   * stored before apply read base_url as a request does).
    */
   request_invalid: {
     name: 'RequestInvalidError',
     runStatus: 'Failed',
     retryable: false,
-    message: (detail: string) =>
-      `the request could not be sent: ${detail}; a header value holds a line break or a character beyond Latin-1, perhaps from a stored secret: fix the secret or the manifest`,
+    message: (detail: string) => `the request could not be sent: ${detail}`,
   },
   /** A 2xx answer whose body is not JSON (or exceeds the page size bound). */
   unreadable_response: { name: 'UnreadableResponseError', runStatus: 'Failed', retryable: false, message: (detail: string) => detail },

@@ -60,6 +60,14 @@ describe('firstPage (pre-flight probe)', () => {
     expect(source.seen().length).toBe(before);
   });
 
+  it('a stored base_url that is not a URL (applied before apply read it as a request does) is a verdict, never a crash', async () => {
+    for (const base of ['http://127.0.0.1%2509:18111', 'http://[fe80::1%25lo]:18111']) {
+      const report = await firstPage(connectorSpec(base, { auth: DEMO_AUTH.basic }), spring, engineContext());
+      expect(report).toMatchObject({ status: 0, items: [], unsent: 'request_invalid' });
+      expect(report.verdict).toBe(`the request could not be sent: the address ${base}/spring/partners is not a valid URL; fix spec.base_url (apply reads it as a request does)`);
+    }
+  });
+
   it('a refused credential is HTTP 401; an unresolved one is named before any request', async () => {
     const secure = endpointSpec('/v1/partners?limit=3', { kind: 'none', response_path: '$.data' });
     const bearer = connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'SRC_TOKEN' } });

@@ -90,7 +90,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
       );
     } catch (err) {
       if (isEgressDenied(err)) throw new DestinationRefusedError(err);
-      if ((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') throw new RequestInvalidError((err as Error).message);
+      if ((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') throw new RequestInvalidError(`${(err as Error).message}; a header value holds a line break or a character beyond Latin-1, perhaps from a stored secret: fix the secret or the manifest`);
       if (!isNetworkError(err)) throw err;
       if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
       await retryAfter({ attempt, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });

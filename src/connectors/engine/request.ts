@@ -4,7 +4,7 @@ import type { AuthParts } from '../auth/types.js';
 import type { Position } from '../pagination/types.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
 import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
-import { CredentialError, PaginationError } from './errors.js';
+import { CredentialError, PaginationError, quote, RequestInvalidError } from './errors.js';
 
 /** One composed HTTP request. */
 export interface ComposedRequest {
@@ -37,7 +37,11 @@ export function endpointUrl(connector: ConnectorSpec, endpoint: EndpointSpec): U
   const path = endpoint.graphql ? connector.graphqlPath || '/graphql' : endpoint.path;
   const base = connector.baseUrl.replace(/\/+$/, '');
   const rest = path === '' || path.startsWith('/') || path.startsWith('?') ? path : `/${path}`;
-  return new URL(base + rest);
+  try {
+    return new URL(base + rest);
+  } catch {
+    throw new RequestInvalidError(`the address ${quote(base + rest, 200)} is not a valid URL; fix spec.base_url (apply reads it as a request does)`);
+  }
 }
 
 /**

@@ -233,6 +233,10 @@ describe('the spec level', () => {
       expect(errorsOf(manifest({ base_url: url }))).toEqual({ 'spec.base_url': 'spec.base_url must be an absolute http or https URL' });
     }
     expect(valid(manifest({ base_url: 'https://api.example.com/v2' })).connector.baseUrl).toBe('https://api.example.com/v2');
+    // The pattern's shape, but no request could be sent there: read as a request reads it.
+    for (const url of ['http://127.0.0.1%2509:18111', 'http://[fe80::1%25lo]:18111', 'http://h:99999', 'http://a%00b/']) {
+      expect(errorsOf(manifest({ base_url: url }))).toEqual({ 'spec.base_url': `spec.base_url must be an absolute http or https URL: ${JSON.stringify(url)} cannot be read as one` });
+    }
   });
 
   it('default_rate_limit is count/window, default 100/s', () => {

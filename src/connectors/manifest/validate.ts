@@ -252,6 +252,10 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   // Templates resolve in header values, bodies and GraphQL variables; in a URL one would be sent as
   // written. A credential in the query goes through auth kind api-key (in: query).
   if (hasTemplate(spec.base_url as string)) errors.add('spec.base_url', `spec.base_url: ${REFUSALS.urlTemplate}`);
+  // The pattern lets through what no request could be sent to (an escaped control character or a
+  // zone id in the host): each address is read as a request would read it.
+  const baseProblem = urlProblem(spec.base_url as string);
+  if (baseProblem) errors.add('spec.base_url', `spec.base_url must be an absolute http or https URL: ${baseProblem}`);
   raw.forEach((e, i) => {
     if (typeof e.path === 'string' && hasTemplate(e.path)) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path: ${REFUSALS.urlTemplate}`);
     const first = seen.get(e.id);
@@ -280,6 +284,17 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   if (window) connector.window = window;
   if (Object.hasOwn(spec, 'defaults')) connector.defaults = spec.defaults;
   return connector;
+}
+
+/** Why `text` is not a URL a request can be sent to, or undefined. */
+function urlProblem(text: string): string | undefined {
+  if (typeof text !== 'string') return undefined; // the schema names it
+  try {
+    new URL(text);
+    return undefined;
+  } catch {
+    return `${quoted(text.length > 200 ? `${text.slice(0, 200)}…` : text)} cannot be read as one`;
+  }
 }
 
 /** `count/window` (already matched by the schema's pattern) -> RateLimit. */
