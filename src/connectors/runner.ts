@@ -77,9 +77,10 @@ const DEFAULT_MAX_DEAD_LETTERS = 10_000;
 class DeadLetterCapError extends Error {
   readonly runStatus = 'Failed' as const;
   readonly retryable = false;
-  constructor(count: number, cap: number) {
+  constructor(cap: number) {
+    // No count here: chunks already being written go on, so the run's deadLetterCount is the one that holds.
     super(
-      `more than ${cap} rows of this run were dead-lettered (${count}; svc.connectors.max-dead-letters-per-run): the run stopped there, the rows before it are written. ` +
+      `more than ${cap} rows of this run were dead-lettered (svc.connectors.max-dead-letters-per-run; deadLetterCount says how many): the run stopped there, the rows before it are written. ` +
         'Read its dead letters (GET /api/platform/dlq?run=<id>): a unique_key that resolves to nothing, or values the table refuses. Fix the manifest or the source, then run it again',
     );
     this.name = 'DeadLetterCapError';
@@ -217,7 +218,7 @@ export class ConnectorRunner {
           );
           written += items.length;
           const cap = this.o.maxDeadLetters ?? DEFAULT_MAX_DEAD_LETTERS;
-          if (deadLetterCount > cap) throw new DeadLetterCapError(deadLetterCount, cap);
+          if (deadLetterCount > cap) throw new DeadLetterCapError(cap);
           if (cancelRequested) {
             cancelled = true;
             controller.abort();
