@@ -12,10 +12,14 @@ let demo: DemoSource;
 let hostile: Server;
 let hostileUrl: string;
 const answers = new Map<string, { status: number; body: string }>();
+/** Requests the hostile server answered, per path. */
+const hitCounts = new Map<string, number>();
+const hits = (path: string) => hitCounts.get(path) ?? 0;
 
 beforeAll(async () => {
   demo = await startFixtureSource(250);
   hostile = createServer((req, res) => {
+    hitCounts.set(req.url ?? '', (hitCounts.get(req.url ?? '') ?? 0) + 1);
     if (req.url === '/huge') return streamHuge(res);
     const answer = answers.get(req.url ?? '') ?? { status: 404, body: '' };
     res.writeHead(answer.status, { 'Content-Type': 'text/xml; charset=utf-8' });
@@ -202,5 +206,19 @@ describe('hostile and broken answers', () => {
     const fault12 = `<e:Envelope xmlns:e="http://www.w3.org/2003/05/soap-envelope"><e:Body><e:Fault><e:Code><e:Value>e:Receiver</e:Value></e:Code><e:Reason><e:Text xml:lang="en">backend down</e:Text></e:Reason></e:Fault></e:Body></e:Envelope>`;
     const { error } = await readHostile('/fault12', 500, fault12);
     expect(error?.message).toBe('the SOAP service answered a Fault (HTTP 500): backend down');
+  });
+
+  it('a Fault whose string goes past the 64 KiB read of an error answer is still a Fault, named from its start, never retried', async () => {
+    const long = `${'x'.repeat(199_990)} &amp; end`;
+    const fault = `<?xml version="1.0"?><s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Header><h:Trace xmlns:h="urn:h">1</h:Trace></s:Header><s:Body><s:Fault><faultcode>s:Server</faultcode><faultstring>${long}</faultstring></s:Fault></s:Body></s:Envelope>`;
+    const before = hits('/long-fault');
+    const { error } = await readHostile('/long-fault', 500, fault);
+    expect(error?.name).toBe('SoapFaultError');
+    expect(error?.message).toMatch(/^the SOAP service answered a Fault \(HTTP 500\): x{100}/);
+    expect(hits('/long-fault') - before).toBe(1);
+    // A cut answer that is not a Fault stays a transient 500.
+    const cut = `<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><r:Result xmlns:r="urn:r">${'y'.repeat(100_000)}</r:Result></s:Body></s:Envelope>`;
+    const other = await readHostile('/long-other', 500, cut);
+    expect(other.error?.name).toBe('UpstreamHttpError');
   });
 });

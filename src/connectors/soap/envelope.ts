@@ -88,8 +88,28 @@ export function faultOf(text: string): string | undefined {
     const fault = bodyOf(parseXmlSync(text)).children.find((c) => c.local === 'Fault');
     return fault ? faultString(fault) : undefined;
   } catch {
-    return undefined;
+    return cutFaultOf(text);
   }
+}
+
+/** An Envelope whose Body opens with a Fault, read from its start only. */
+const FAULT_START = /^\s*(?:<\?xml[^>]*\?>\s*)?<(?:[\w.-]+:)?Envelope\b[^>]*>(?:\s*<(?:[\w.-]+:)?Header\b[^>]*\/>|\s*<(?:[\w.-]+:)?Header\b[^>]*>[\s\S]*?<\/(?:[\w.-]+:)?Header>)?\s*<(?:[\w.-]+:)?Body\b[^>]*>\s*<(?:[\w.-]+:)?Fault\b/;
+/** The start of a fault string (1.1) or of a Reason's Text (1.2), up to the next tag or the end of what was read. */
+const FAULT_TEXT = /<(?:[\w.-]+:)?(?:faultstring|Text)\b[^>]*>([^<]*)(<)?/;
+const ENTITIES: Record<string, string> = { lt: '<', gt: '>', amp: '&', quot: '"', apos: "'" };
+
+/**
+ * The fault string of an error answer that is not a whole document: only its start is read (64
+ * KiB), and a Fault with a long fault string is cut there. An Envelope whose Body opens with a
+ * Fault is a Fault however it ends; its string is what was read of it, marked as cut when its end
+ * was not read.
+ */
+function cutFaultOf(text: string): string | undefined {
+  if (!FAULT_START.test(text)) return undefined;
+  const found = FAULT_TEXT.exec(text);
+  if (!found) return 'fault without a reason (its answer was cut before one)';
+  const value = found[1]!.replace(/&(lt|gt|amp|quot|apos);/g, (_, name: string) => ENTITIES[name]!).trim();
+  return found[2] === undefined ? `${value}… (cut: only the start of the answer is read)` : value;
 }
 
 /** An XmlError as the SoapEnvelopeError it makes of an answer; anything else as it is. */
