@@ -30,6 +30,12 @@ export interface PropertyDef {
 
 const p = (def: PropertyDef): PropertyDef => def;
 
+/** The default of a bound on work that holds a pool connection each (exports, analytic queries): 4, leaving the rest of the hub 2. */
+const POOL_SHARE = {
+  default: (get: Lookup) => Math.min(4, (get('svc.datasource.pool-size') as number) - 2),
+  defaultText: '4 (at most `svc.datasource.pool-size` − 2)',
+} as const;
+
 /** The log levels `svc.log.level` takes (pino's). */
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 
@@ -200,7 +206,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Exports', name: 'svc.export.snapshot.timeout-seconds', kind: 'int', min: 1, max: 2_073_600, default: 1800,
     description: 'Time limit of one export run\'s snapshot generation and upload: a run still producing its file after this many seconds fails with `generation` and publishes nothing.' }),
   p({ group: 'Exports', name: 'svc.export.concurrency', kind: 'int', min: 1,
-    default: (get) => Math.min(4, (get('svc.datasource.pool-size') as number) - 2), defaultText: '4 (at most `svc.datasource.pool-size` − 2)',
+    ...POOL_SHARE,
     description: 'Export runs streaming at once in one process; each holds a database connection of the pool (`svc.datasource.pool-size`, of which it must leave at least 2 to the rest of the hub) for its snapshot and upload. Further runs wait, `Running` with no rows yet, tenants taking turns; a run\'s time limit starts when it starts streaming.' }),
   p({ group: 'Exports', name: 'svc.export.concurrency-per-tenant', kind: 'int', min: 1, default: 2,
     description: 'Of `svc.export.concurrency`, the runs of one tenant streaming at once: a tenant whose destination hangs holds at most this many slots.' }),
@@ -283,7 +289,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Retrieval', name: 'svc.analytic.max-answer-bytes', kind: 'int', min: 1024, default: 4194304,
     description: 'Largest answer an analytic chat\'s query may return, in bytes of its rows as JSON objects (column names and nulls included), measured in PostgreSQL before any row is sent; a larger one is refused (guard 5).' }),
   p({ group: 'Retrieval', name: 'svc.analytic.concurrency', kind: 'int', min: 1,
-    default: (get) => Math.min(4, (get('svc.datasource.pool-size') as number) - 2), defaultText: '4 (at most `svc.datasource.pool-size` − 2)',
+    ...POOL_SHARE,
     description: 'Analytic queries running at once in one process; each holds a database connection of the pool for up to `svc.analytic.statement-timeout`. Further queries wait, tenants taking turns; one that cannot start within the statement timeout (or finds 16 of its tenant waiting already) is refused by guard 5 (the caller asks again later).' }),
   p({ group: 'Retrieval', name: 'svc.analytic.concurrency-per-tenant', kind: 'int', min: 1, default: 2,
     description: 'Of `svc.analytic.concurrency`, the queries of one tenant running at once: a tenant asking many questions at once waits behind its own queries, not other tenants behind it.' }),
