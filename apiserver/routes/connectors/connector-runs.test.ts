@@ -254,6 +254,14 @@ describe('CSV ingest and dead letters', () => {
     expect(metrics).toMatch(/svc_runs_total\{status="Failed"\} [1-9]/);
   });
 
+  it('a header named like a PostgreSQL system column (xmin, ctid …) is kept in data only, as a name of every ext table is', async () => {
+    const res = await ingest('id,xmin,ctid,tableoid,note\r\n1,2,3,4,kept', 'connector=crm-import&table=system_names&key=id');
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: 'Completed', recordsOut: 1 });
+    const { rows } = await owner.query(`select external_id, note, data from ext_t1.system_names`);
+    expect(rows).toEqual([{ external_id: '1', note: 'kept', data: { id: '1', xmin: '2', ctid: '3', tableoid: '4', note: 'kept' } }]);
+  });
+
   it('refuses a key that is not a column and a table name that is not an identifier', async () => {
     const noKey = await ingest(csv(['1,Ann,Lyon']), 'connector=crm-import&table=contacts&key=email');
     expect(noKey.status).toBe(400);

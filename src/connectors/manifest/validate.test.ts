@@ -504,6 +504,12 @@ describe('target', () => {
       'spec.endpoints[0].target.promote[0].name':
         'spec.endpoints[0].target.promote[0].name "data" is a column every ext table has (id, tenant_id, external_id, row_hash, data, indexed_at, connector_id, endpoint_id)',
     });
+    // PostgreSQL's system columns: a table cannot have a column of that name (each run would fail).
+    for (const name of ['xmin', 'xmax', 'cmin', 'cmax', 'ctid', 'tableoid']) {
+      expect(errorsOf(target({ promote: [{ name, path: '$.x', type: 'text' }] }))).toEqual({
+        'spec.endpoints[0].target.promote[0].name': `spec.endpoints[0].target.promote[0].name "${name}" is a system column of every PostgreSQL table (tableoid, xmin, cmin, xmax, cmax, ctid)`,
+      });
+    }
     expect(errorsOf(target({ promote: [{ name: 'a', path: '$.a', type: 'text' }, { name: 'a', path: '$.b', type: 'text' }] }))).toEqual({
       'spec.endpoints[0].target.promote[1].name': 'duplicate promote name "a": spec.endpoints[0].target.promote[0] has it too',
     });

@@ -2,7 +2,7 @@ import type { ErrorObject } from 'ajv/dist/2020.js';
 import { CronExpressionParser } from 'cron-parser';
 import { hasTemplate, withoutTemplates } from '../auth/template.js';
 import { parseWindow } from '../schedule.js';
-import { promoteColumnName } from '../target/ddl.js';
+import { EXT_COLUMNS, promoteColumnName, SYSTEM_COLUMNS } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
 import type { Issue } from '../../validation/schema-errors.js';
 import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
@@ -541,7 +541,13 @@ function normaliseTarget(given: RawEndpoint['target'], at: string, errors: Issue
     names.set(p.name, j);
     if (!promoteColumnName(p.name)) {
       ok = false;
-      errors.add(field, `${field} ${quoted(p.name)} is a column every ext table has (id, tenant_id, external_id, row_hash, data, indexed_at, connector_id, endpoint_id)`);
+      const system = (SYSTEM_COLUMNS as readonly string[]).includes(p.name);
+      errors.add(
+        field,
+        system
+          ? `${field} ${quoted(p.name)} is a system column of every PostgreSQL table (${SYSTEM_COLUMNS.join(', ')})`
+          : `${field} ${quoted(p.name)} is a column every ext table has (${EXT_COLUMNS.join(', ')})`,
+      );
       return;
     }
     const path = paths(p.path) ?? p.path;

@@ -47,7 +47,11 @@ export function dataIndexSql(name: string, tableSql: string): string {
   return `create index ${pg.escapeIdentifier(dataIndexName(name))} on ${tableSql} using gin (data jsonb_path_ops)`;
 }
 
-const RESERVED = new Set(['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id']);
+/** The columns every ext table has. */
+export const EXT_COLUMNS = ['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id'] as const;
+/** PostgreSQL's system columns: every table has them too, and no column may take their names. */
+export const SYSTEM_COLUMNS = ['tableoid', 'xmin', 'cmin', 'xmax', 'cmax', 'ctid'] as const;
+const RESERVED = new Set<string>([...EXT_COLUMNS, ...SYSTEM_COLUMNS]);
 
 export function promoteColumnName(name: string): string | undefined {
   return /^[a-z_][a-z0-9_]{0,62}$/.test(name) && !RESERVED.has(name) ? name : undefined;
