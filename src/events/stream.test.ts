@@ -12,7 +12,9 @@ let stream: LiveStream;
 const events = new EventWriter(loadCatalog());
 
 beforeAll(async () => {
-  testDb = await migratedDatabase({ 301: 'x' });
+  // Its own server: the outbox is read below the oldest transaction open on the whole server, and
+  // these tests wait for events to become readable (see migratedDatabase).
+  testDb = await migratedDatabase({ 301: 'x' }, 4, { ownServer: true });
   db = testDb.db;
   stream = new LiveStream(db, { pollEvery: 30, batch: 500 });
   stream.start();

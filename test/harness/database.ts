@@ -1,9 +1,26 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { Database } from '../../src/db/database.js';
-import { ensureDatabase } from '../../src/db/embedded.js';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureDatabase, startEmbedded } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrations.js';
 import { roleUrl } from '../../src/db/roles.js';
+
+/** An embedded PostgreSQL of the caller's alone, in a temporary directory removed when it stops. */
+async function ownServer(): Promise<{ url: string; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-own-pg-'));
+  chmodSync(dir, 0o755);
+  const server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'own' });
+  return {
+    url: server.url,
+    async stop() {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
 
 /** The role names every test database uses (the hub's defaults). */
 export const TEST_ROLES = { app: 'svc_app', worker: 'svc_worker' };
@@ -38,8 +55,12 @@ export interface MigratedDatabase {
  * A fresh database with every migration applied, the hub's pools over it, and optional fixture
  * tenants (`{id: code}`), for suites that test services below the HTTP layer.
  */
-export async function migratedDatabase(tenants: Record<number, string> = {}, poolSize = 4): Promise<MigratedDatabase> {
-  const ownerUrl = await createTestDatabase();
+export async function migratedDatabase(tenants: Record<number, string> = {}, poolSize = 4, options: { ownServer?: boolean } = {}): Promise<MigratedDatabase> {
+  // A server of its own: for suites that read the outbox, which is read below the oldest
+  // transaction open on the whole server (pg_snapshot_xmin), so that other suites' transactions on
+  // the shared server cannot hold their reads back.
+  const own = options.ownServer ? await ownServer() : undefined;
+  const ownerUrl = own ? own.url : await createTestDatabase();
   await migrate(ownerUrl, TEST_ROLES);
   const db = new Database({ appUrl: roleUrl(ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(ownerUrl, TEST_ROLES.worker), poolSize });
   const owner = new pg.Client({ connectionString: ownerUrl });
@@ -54,6 +75,7 @@ export async function migratedDatabase(tenants: Record<number, string> = {}, poo
     async close() {
       await owner.end();
       await db.close();
+      await own?.stop();
     },
   };
 }
