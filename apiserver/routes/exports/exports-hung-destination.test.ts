@@ -100,6 +100,15 @@ describe('export runs to a destination that never answers', () => {
     expect((await fetch(`${hub.url}/q/health/ready`)).status).toBe(200);
     expect(Date.now() - started).toBeLessThan(2_000);
 
+    // The streaming runs hold their snapshot transactions open, read-only: no transaction id, so
+    // the outbox (read below the oldest transaction id running on the server) is not held back.
+    const holding = await owner.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_activity where datname = current_database() and backend_xid is not null and state = 'idle in transaction'`,
+    );
+    const open = await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and state = 'idle in transaction'`);
+    expect(open.rows[0]!.n).toBeGreaterThanOrEqual(2);
+    expect(holding.rows[0]!.n).toBe(0);
+
     // Waiting runs are Running (not failed as interrupted), as are the streaming ones.
     for (const [name, id] of runs) {
       const run = (await clients[A]!.get(`/api/exports/${name}/runs/${id}`)).body as { status: string; failureCode: string | null };
