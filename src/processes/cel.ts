@@ -158,9 +158,9 @@ export interface WhenRun {
   stopped: boolean;
 }
 
-const box: { run: (() => unknown) | null; out: unknown } = { run: null, out: undefined };
+const box: { run: (() => unknown) | null } = { run: null };
 const context = vm.createContext(box);
-const script = new vm.Script('out = run()');
+const script = new vm.Script('run()');
 
 /**
  * Evaluates the tasks in order in ONE run bounded by `timeoutMs` (wall-clock; V8 interrupts it):
@@ -187,7 +187,6 @@ export function evaluateWhens(tasks: readonly WhenTask[], timeoutMs = EVALUATION
       }
     }
   };
-  box.out = undefined;
   try {
     script.runInContext(context, { timeout: timeoutMs });
     return { outcomes, stopped: false };
@@ -201,7 +200,6 @@ export function evaluateWhens(tasks: readonly WhenTask[], timeoutMs = EVALUATION
     return { outcomes, stopped: false };
   } finally {
     box.run = null;
-    box.out = undefined;
   }
 }
 

@@ -224,7 +224,7 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
         const rest = tasks.slice(next);
         const run = timed(() => evaluateWhens(rest.map((t) => ({ when: t.when, input })), timeoutMs));
         for (const outcome of run.outcomes) record(tasks[next++]!, outcome);
-        if (!run.stopped || next >= tasks.length) continue;
+        if (!run.stopped) continue;
         // Stopped: run it again alone. It counts as stopped once already when it ran first, so had
         // the whole bound to itself.
         const task = tasks[next++]!;

@@ -102,7 +102,7 @@ const ANSWER_TOO_LARGE = 'SV001';
 function bounded(sql: string, maxRows: number, maxBytes: number): string {
   // `bounded_answer.*`, not the bare name: a column of the answer could carry that name.
   return `with bounded_answer as materialized (select * from (${sql}\n) as bounded_answer limit ${maxRows}),
-     measured as materialized (select retrieval.analytic_answer_fits(coalesce(sum(octet_length(pg_catalog.to_json(bounded_answer.*)::text)), 0), ${maxBytes}) as fits from bounded_answer)
+     measured as materialized (select retrieval.analytic_answer_fits(coalesce(sum(octet_length(to_json(bounded_answer.*)::text)), 0), ${maxBytes}) as fits from bounded_answer)
 select bounded_answer.* from bounded_answer where (select fits from measured)`;
 }
 
