@@ -98,7 +98,8 @@ describe('PostgreSQL stopped and restarted under load', () => {
     chmodSync(dir, 0o755);
     dirs.push(dir);
     server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc' });
-    const hub = await startHubProcess('serve', server.url, { SVC_HEALTH_DATABASE_TIMEOUT: '500ms' });
+    // A small pool and a short connection wait: requests beyond the pool fail fast while it hangs.
+    const hub = await startHubProcess('serve', server.url, { SVC_HEALTH_DATABASE_TIMEOUT: '500ms', SVC_DATASOURCE_POOL_SIZE: '3', SVC_DATASOURCE_CONNECT_TIMEOUT: '1s' });
     const ready = async () => {
       const res = await fetch(`${hub.url}/q/health/ready`, { signal: AbortSignal.timeout(10_000) });
       return { status: res.status, body: await res.text() };
@@ -107,7 +108,20 @@ describe('PostgreSQL stopped and restarted under load', () => {
     const postmaster = Number(readFileSync(join(server.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
     const processes = [postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)];
     for (const pid of processes) process.kill(pid, 'SIGSTOP');
+    // Requests while it hangs: those that got a connection wait for the database (a statement sent
+    // may have done its work), the others give up after svc.datasource.connect-timeout with a 503.
+    const frozenAt = Date.now();
+    const answers: Array<{ status: number | string; ms: number }> = [];
+    const requests = Array.from({ length: 8 }, () =>
+      fetch(`${hub.url}/api/platform/secrets`, { headers: H, signal: AbortSignal.timeout(60_000) }).then(
+        async (res) => answers.push({ status: res.status, ms: Date.now() - frozenAt, ...(res.status === 503 ? {} : { body: await res.text() }) }),
+        (err: Error) => answers.push({ status: err.name, ms: Date.now() - frozenAt }),
+      ),
+    );
     try {
+      // At most the pool's 3 connections wait on the database; the other requests are refused soon.
+      await until('requests beyond the pool to be refused', () => answers.filter((a) => a.status === 503).length >= 5, { timeoutMs: 15_000, detail: () => JSON.stringify(answers) });
+      expect(answers.every((a) => a.status === 503 && a.ms < 8_000)).toBe(true);
       // Several probes in a row: each answers in about the timeout, none waits for the database.
       for (let i = 0; i < 3; i++) {
         const started = Date.now();
@@ -120,6 +134,11 @@ describe('PostgreSQL stopped and restarted under load', () => {
       for (const pid of processes) process.kill(pid, 'SIGCONT');
     }
     await until('readiness to come back', async () => (await ready()).status === 200, { timeoutMs: 30_000, everyMs: 100 });
+    // The requests that waited on the database are answered once it answers; none got a 500.
+    await Promise.all(requests);
+    expect(answers.filter((a) => a.status !== 503 && a.status !== 200)).toEqual([]);
+    const secrets = await fetch(`${hub.url}/api/platform/secrets`, { headers: H });
+    expect(secrets.status).toBe(200);
     expect(hub.child.exitCode).toBeNull();
     expect(await hub.stop()).toBe(0);
     await server.stop();

@@ -80,6 +80,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'How long readiness (`/q/health/ready`) waits for the database to answer `select 1`: no answer in time is a 503 naming the wait, so a database that accepts connections but does not answer (a hung server, a network path lost without a reset) takes the hub out of service instead of holding the probe.' }),
   p({ group: 'Database', name: 'svc.datasource.pool-size', kind: 'int', min: 3, default: 10,
     description: 'Connections per pool (application and worker pools each); at least 3: a streaming export run holds one, and the rest of the hub needs 2 beside it (`svc.export.concurrency`).' }),
+  p({ group: 'Database', name: 'svc.datasource.connect-timeout', kind: 'duration', default: '10s',
+    description: 'How long a unit of work (a request\'s transaction, a background step) waits for a database connection: a free one of its pool, or a new one to open. None in time fails the unit as the database being unavailable (the API answers 503, background work tries again), so a database that does not answer, or a pool whose connections all wait on it, fails further requests instead of holding them without end. Nothing of the unit was sent yet: no outcome is left unknown.' }),
   p({ group: 'Database', name: 'svc.migrate.on-start', kind: 'bool', default: true,
     description: 'Apply pending migrations when a hub process starts (under an advisory lock).' }),
 

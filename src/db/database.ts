@@ -89,6 +89,11 @@ interface DatabaseOptions {
   appUrl: string;
   workerUrl: string;
   poolSize: number;
+  /**
+   * How long a unit of work waits for a connection (a free one of its pool, or a new one to open)
+   * before it fails as the database being unavailable; unset: as long as it takes.
+   */
+  connectTimeoutMs?: number;
 }
 
 /**
@@ -102,8 +107,13 @@ export class Database {
   readonly worker: pg.Pool;
 
   constructor(options: DatabaseOptions) {
-    this.app = resilientPool({ connectionString: options.appUrl, max: options.poolSize, application_name: 'svc-hub' });
-    this.worker = resilientPool({ connectionString: options.workerUrl, max: options.poolSize, application_name: 'svc-hub worker' });
+    // No connection within the timeout: pg-pool's "timeout exceeded when trying to connect", which
+    // `isDatabaseUnavailable` reads as unavailable (a 503). Nothing of the unit was sent yet, so
+    // giving up leaves no outcome unknown: a hung database, or a pool whose connections all wait
+    // on one, fails further work instead of queueing it without end.
+    const connectionTimeoutMillis = options.connectTimeoutMs ?? 0;
+    this.app = resilientPool({ connectionString: options.appUrl, max: options.poolSize, connectionTimeoutMillis, application_name: 'svc-hub' });
+    this.worker = resilientPool({ connectionString: options.workerUrl, max: options.poolSize, connectionTimeoutMillis, application_name: 'svc-hub worker' });
   }
 
   /** One transaction as the application role with `svc.tenant_id` set for its duration. */

@@ -47,7 +47,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
     for (const url of [appUrl, workerUrl]) registerSecret(decodeURIComponent(new URL(url).password) || undefined);
-    const db = new Database({ appUrl, workerUrl, poolSize: config.int('svc.datasource.pool-size') });
+    const db = new Database({ appUrl, workerUrl, poolSize: config.int('svc.datasource.pool-size'), connectTimeoutMs: config.duration('svc.datasource.connect-timeout') });
     // Not waited for: a start neither waits on the check nor fails with it (the database may be down at start).
     workerPlanCacheWarning(db).then(
       (warning) => warning && logger().warn(warning),
