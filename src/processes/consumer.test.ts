@@ -148,12 +148,51 @@ describe('process batch handler', () => {
     expect(await decisions('decision.slow')).toEqual([]);
   });
 
-  it('starts each batch with a fresh budget, and a plain condition of a busy tenant stays far below it', async () => {
-    // 200 events of tenant 501 in one batch, each evaluated against its condition (tenant 501's budget was spent in the batch before).
-    const batch = Array.from({ length: 200 }, (_, i) => event(501, 'connector.run.completed', { records_out: i }));
+  it('keeps a spent budget from batch to batch: a flood of one tenant\'s costly events takes about one budget, not one per batch', async () => {
+    // A handler of its own: tenant 501's budget full at the start.
+    const flood = processBatchHandler(events);
+    const neighbour = (await decisions('decision.any')).length;
+    const l = Array.from({ length: 5000 }, (_, i) => i);
+    const logs = captureLogs('warn');
+    const started = process.cpuUsage();
+    const wall = performance.now();
+    try {
+      // Ten batches back to back, each of 13 events matching tenant 501's two costly processes: a
+      // budget fresh for each batch would let them take 10 × 150 ms.
+      for (let i = 0; i < 10; i++) {
+        const batch = [...Array.from({ length: 13 }, () => event(501, 'test.slow', { l })), event(502, 'connector.run.completed', {})];
+        await t.db.crossTenant('test', (tx) => flood(tx, batch));
+      }
+    } finally {
+      logs.restore();
+    }
+    const elapsed = performance.now() - wall;
+    // One budget at once, plus what refilled meanwhile (150 ms per second), plus one run under way.
+    expect(cpuMs(started)).toBeLessThan(TENANT_BUDGET_MS + (elapsed * TENANT_BUDGET_MS) / 1000 + 2 * EVALUATION_TIMEOUT_MS + 100);
+    expect(await decisions('decision.slow')).toEqual([]);
+    // The neighbour decided in every batch; the cut is logged once per batch of tenant 501.
+    expect((await decisions('decision.any')).length - neighbour).toBe(10);
+    const cuts = logs.lines().filter((line) => line.tenant === 501 && line.skipped !== undefined);
+    expect(cuts.length).toBeGreaterThanOrEqual(9);
+    expect(cuts[0]).toMatchObject({ budgetMs: TENANT_BUDGET_MS, msg: expect.stringContaining('refilled over 1 s') });
+  });
+
+  it('refills a spent budget over time, and a plain condition of a busy tenant stays far below it', async () => {
+    let now = 0;
+    const clocked = processBatchHandler(events, { now: () => now });
+    const l = Array.from({ length: 5000 }, (_, i) => i);
+    await t.db.crossTenant('test', (tx) => clocked(tx, Array.from({ length: 13 }, () => event(501, 'test.slow', { l }))));
     const before = (await decisions('decision.big')).length;
-    await t.db.crossTenant('test', (tx) => handle(tx, batch));
-    expect((await decisions('decision.big')).length - before).toBe(200 - 11);
+    const plain = () => Array.from({ length: 200 }, (_, i) => event(501, 'connector.run.completed', { records_out: i }));
+    // Spent: tenant 501's next batch, plain conditions included, counts as false.
+    await t.db.crossTenant('test', (tx) => clocked(tx, plain()));
+    expect((await decisions('decision.big')).length - before).toBe(0);
+    // Two seconds later the budget (150 ms, and whatever the last run owed) has come back: 200
+    // events of a plain condition, evaluated in one batch, spend none of it.
+    now += 2_000;
+    await t.db.crossTenant('test', (tx) => clocked(tx, plain()));
+    await t.db.crossTenant('test', (tx) => clocked(tx, plain()));
+    expect((await decisions('decision.big')).length - before).toBe(2 * (200 - 11));
   });
 
   it('runs an evaluation stopped for time again (a pause of the machine), and counts it false only when every run is stopped', async () => {

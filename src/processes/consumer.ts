@@ -26,13 +26,22 @@ export const PROCESS_CONSUMER = 'processes';
 export const TIMEOUT_RETRIES = 2;
 
 /**
- * CPU milliseconds the costly runs (COSTLY_RUN_MS) of ONE tenant's conditions may take in one batch,
- * all together (stopped ones and their runs again included): the time of one condition stopped at
- * its bound all three times (EVALUATION_TIMEOUT_MS × (1 + TIMEOUT_RETRIES)). Once they have taken
- * this long, the tenant's evaluations not decided yet in the batch count as false, as a stopped one
- * does. Plain conditions never count.
+ * CPU milliseconds the costly runs (COSTLY_RUN_MS) of ONE tenant's conditions may take at once, all
+ * together (stopped ones and their runs again included): the time of one condition stopped at its
+ * bound all three times (EVALUATION_TIMEOUT_MS × (1 + TIMEOUT_RETRIES)). Once the budget is spent,
+ * the tenant's evaluations count as false, as a stopped one does, until it has refilled
+ * (TENANT_REFILL_MS). Plain conditions never spend it.
  */
 export const TENANT_BUDGET_MS = EVALUATION_TIMEOUT_MS * (1 + TIMEOUT_RETRIES);
+
+/**
+ * Wall-clock milliseconds over which a tenant's spent budget comes back whole: it refills evenly
+ * (TENANT_BUDGET_MS per TENANT_REFILL_MS), batch or no batch. So a tenant's costly conditions take
+ * at most TENANT_BUDGET_MS at once and, over a flood of its events (batch after batch), about that
+ * much per TENANT_REFILL_MS: the other tenants' events, queued behind its own, wait that long at
+ * most, not a budget's worth for every batch of its events.
+ */
+export const TENANT_REFILL_MS = 1_000;
 
 /**
  * CPU milliseconds from which one bounded run of a tenant's conditions counts against its budget.
@@ -52,6 +61,9 @@ export const YIELD_AFTER_MS = 10;
 /** Tunables of a batch handler (tests); the constants above by default. */
 export interface ProcessBatchOptions {
   tenantBudgetMs?: number;
+  tenantRefillMs?: number;
+  /** Milliseconds of a monotonic clock (refilling budgets); performance.now by default. */
+  now?: () => number;
   costlyRunMs?: number;
   yieldAfterMs?: number;
   timeoutMs?: number;
@@ -127,12 +139,47 @@ interface TenantSpend {
   skippedProcesses: Set<string>;
 }
 
+/**
+ * Each tenant's budget for costly conditions, kept from batch to batch: `capacity` ms at most,
+ * spent by costly runs (it may go below zero: a run is not cut short by the budget, and its cost
+ * is owed), refilled evenly over `refillMs` of the clock. A tenant with a full budget has no entry.
+ */
+export class TenantBudgets {
+  private readonly balances = new Map<number, { ms: number; at: number }>();
+
+  constructor(
+    private readonly capacity: number,
+    private readonly refillMs: number,
+    private readonly now: () => number,
+  ) {}
+
+  /** Milliseconds the tenant's costly conditions may still take now (at most `capacity`; below zero while a debt is being paid). */
+  available(tenant: number): number {
+    const balance = this.balances.get(tenant);
+    if (!balance) return this.capacity;
+    return Math.min(this.capacity, balance.ms + ((this.now() - balance.at) * this.capacity) / this.refillMs);
+  }
+
+  spend(tenant: number, ms: number): void {
+    this.balances.set(tenant, { ms: this.available(tenant) - ms, at: this.now() });
+  }
+
+  /** Forgets the tenants whose budget has come back whole. */
+  prune(): void {
+    for (const tenant of [...this.balances.keys()]) if (this.available(tenant) >= this.capacity) this.balances.delete(tenant);
+  }
+}
+
 export function processBatchHandler(events: EventWriter, options: ProcessBatchOptions = {}): (tx: Tx, batch: OutboxEvent[]) => Promise<void> {
   const budgetMs = options.tenantBudgetMs ?? TENANT_BUDGET_MS;
   const costlyRunMs = options.costlyRunMs ?? COSTLY_RUN_MS;
   const timeoutMs = options.timeoutMs ?? EVALUATION_TIMEOUT_MS;
   const yieldAfterMs = options.yieldAfterMs ?? YIELD_AFTER_MS;
+  const refillMs = options.tenantRefillMs ?? TENANT_REFILL_MS;
+  const refillText = refillMs % 1000 === 0 ? `${refillMs / 1000} s` : `${refillMs} ms`;
+  const budgets = new TenantBudgets(budgetMs, refillMs, options.now ?? (() => performance.now()));
   return async (tx, batch) => {
+    budgets.prune();
     const watched = batch.filter((e) => !isDecision(e.type));
     if (watched.length === 0) return;
     const processes = await processesOfTenants(tx, [...new Set(watched.map((e) => e.tenantId))]);
@@ -144,8 +191,9 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
       else byTenant.set(p.tenantId, [p]);
     }
     const pacer = new Pacer(yieldAfterMs);
-    // Each tenant's conditions share one time budget per batch, so a tenant's costly conditions
-    // (however many processes carry them) delay the other tenants' decisions by a bounded time; the
+    // Each tenant's conditions share one time budget, refilled over time rather than per batch, so a
+    // tenant's costly conditions (however many processes carry them, however many batches its events
+    // fill) delay the other tenants' decisions by a bounded time; the
     // evaluations run in slices of at most YIELD_AFTER_MS (or one bounded evaluation), the event
     // loop running in between. Decisions are still emitted event by event, in process order.
     const spends = new Map<number, TenantSpend>();
@@ -168,7 +216,7 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
       const names = [...spend.skippedProcesses];
       logger().warn(
         { tenant, spentMs: Math.round(spend.ms), budgetMs, skipped: spend.skipped, processes: names.slice(0, 20) },
-        `tenant ${tenant}: process conditions took ${Math.round(spend.ms)} ms of this batch, past the ${budgetMs} ms a tenant's conditions may take per batch; its ${spend.skipped} remaining evaluation(s) in the batch (processes ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}) counted as false`,
+        `tenant ${tenant}: process conditions took ${Math.round(spend.ms)} ms of this batch and its budget is spent (${budgetMs} ms at once, refilled over ${refillText}); its ${spend.skipped} remaining evaluation(s) in the batch (processes ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}) counted as false`,
       );
     }
 
@@ -194,11 +242,14 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
         } finally {
           const used = process.cpuUsage(started);
           const ms = (used.user + used.system) / 1000;
-          if (ms >= costlyRunMs) spend.ms += ms;
+          if (ms >= costlyRunMs) {
+            spend.ms += ms;
+            budgets.spend(event.tenantId, ms);
+          }
         }
       };
       const mayRun = async (): Promise<boolean> => {
-        if (spend.ms >= budgetMs) return false;
+        if (budgets.available(event.tenantId) <= 0) return false;
         await pacer.breathe();
         return true;
       };
