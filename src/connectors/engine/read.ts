@@ -199,7 +199,7 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
     if (err instanceof CancelledError || !(err instanceof EngineError)) throw err;
     return { ...report, status: 0, items: [], verdict: err.message };
   }
-  if (!answer.ok) return { ...report, status: answer.status, items: [], verdict: endpoint.soap ? `HTTP ${answer.status}: ${soapFailure(answer, endpoint, plan.auth).message}` : `HTTP ${answer.status}` };
+  if (!answer.ok) return { ...report, status: answer.status, items: [], verdict: endpoint.soap ? soapFailure(answer, endpoint, plan.auth).message : `HTTP ${answer.status}` };
   try {
     if (endpoint.graphql) checkGraphQLEnvelope(answer.body, auth);
     if (endpoint.soap) checkSoapAnswer(answer.status, answer.body, plan.auth);
