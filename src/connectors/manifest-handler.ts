@@ -1,5 +1,5 @@
 import type { Tx } from '../db/database.js';
-import type { ManifestHandler } from '../manifests/handler.js';
+import { type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { listRuns } from './runs/ledger.js';
 import { applyConnector, deleteConnector, storedManifest } from './store.js';
 
@@ -12,7 +12,7 @@ export const connectorHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string) {
     const result = await applyConnector(tx, manifest, { actor });
-    return { created: result.created, warnings: result.warnings.map((w) => (w.field ? `${w.field}: ${w.message}` : w.message)), schedule: result.connector.schedule ?? null };
+    return { created: result.created, warnings: warningLines(result.warnings), schedule: result.connector.schedule ?? null };
   },
   remove: (tx: Tx, name: string) => deleteConnector(tx, name),
   async lastRun(tx: Tx, name: string) {

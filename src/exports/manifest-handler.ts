@@ -1,5 +1,5 @@
 import type { Tx } from '../db/database.js';
-import type { ManifestHandler } from '../manifests/handler.js';
+import { type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { entityShape } from './entity-shape.js';
 import { latestRun } from './runs/ledger.js';
 import { applyExport, deleteExport, storedManifest } from './store.js';
@@ -13,7 +13,7 @@ export const exportHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string) {
     const result = await applyExport(tx, manifest, { actor, entity: entityShape });
-    return { created: result.created, warnings: result.warnings.map((w) => `${w.field}: ${w.message}`), schedule: result.spec.schedule ?? null };
+    return { created: result.created, warnings: warningLines(result.warnings), schedule: result.spec.schedule ?? null };
   },
   // A run in flight stops at its process's next heartbeat, as with DELETE /api/exports/{name}.
   remove: async (tx: Tx, name: string) => (await deleteExport(tx, name)).deleted,

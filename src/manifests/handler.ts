@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import type { Issue } from '../validation/schema-errors.js';
 
 /**
  * What the hub does with a manifest of a kind, in the caller's tenant transaction: the same
@@ -24,4 +25,9 @@ export interface ManifestHandler {
   runsSince?(tx: Tx, since: Date): Promise<Array<{ tenant: string; name: string }>>;
   /** The words after `svc-hub run` that run it once (kinds with schedules): `['connector', name]`. */
   runArgs?(name: string): string[];
+}
+
+/** Apply's warnings as the operator shows them (an event, a status condition): one line each, the field first. */
+export function warningLines(warnings: readonly Issue[]): string[] {
+  return warnings.map((w) => (w.field ? `${w.field}: ${w.message}` : w.message));
 }

@@ -1,5 +1,5 @@
 import type { Tx } from '../db/database.js';
-import type { ManifestHandler } from '../manifests/handler.js';
+import { type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { applyProcess, deleteProcess, storedManifest } from './store.js';
 
 /**
@@ -10,7 +10,7 @@ export const processHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string) {
     const result = await applyProcess(tx, manifest, { actor });
-    return { created: result.created, warnings: result.warnings, schedule: null };
+    return { created: result.created, warnings: warningLines(result.warnings), schedule: null };
   },
   remove: (tx: Tx, name: string) => deleteProcess(tx, name),
 };

@@ -1,5 +1,6 @@
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
+import type { Issue } from '../validation/schema-errors.js';
 import { checkProcessManifest, type ProcessDraft } from './manifest/validate.js';
 
 /**
@@ -25,7 +26,7 @@ export interface ProcessDetail extends ProcessRecord {
 export interface ApplyResult {
   name: string;
   created: boolean;
-  warnings: string[];
+  warnings: Issue[];
 }
 
 interface Row {

@@ -1,5 +1,5 @@
 import type { Tx } from '../db/database.js';
-import type { ManifestHandler } from '../manifests/handler.js';
+import { type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { applyWorkflow, deleteWorkflow, storedManifest } from './store.js';
 
 /**
@@ -11,7 +11,7 @@ export const workflowHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string) {
     const result = await applyWorkflow(tx, manifest, { actor });
-    return { created: result.created, warnings: result.warnings.map((w) => (w.field ? `${w.field}: ${w.message}` : w.message)), schedule: null };
+    return { created: result.created, warnings: warningLines(result.warnings), schedule: null };
   },
   remove: (tx: Tx, name: string) => deleteWorkflow(tx, name),
 };

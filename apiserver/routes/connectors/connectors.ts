@@ -1,6 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { connectorManifestSchema } from '../../../src/connectors/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies, manifestIssue } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
@@ -10,22 +11,11 @@ import { errorBody, refusals } from '../schemas.js';
  * field as a path (`spec.endpoints[2].pagination.kind`), and validate answers every issue at once.
  */
 
-const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
+const manifest = manifestBodies(
+  'A Connector manifest (`apiVersion: connectors.svc.io/v1`, `kind: Connector`, `metadata.name`, `connector_type: rest-generic` or `soap-generic`, `scopes`, `spec`) as YAML or JSON; see docs/connectors.md.',
+  connectorManifestSchema,
+);
 
-const manifestBody: JsonSchema = {
-  type: 'object',
-  description:
-    'A Connector manifest (`apiVersion: connectors.svc.io/v1`, `kind: Connector`, `metadata.name`, `connector_type: rest-generic` or `soap-generic`, `scopes`, `spec`) as YAML or JSON; see docs/connectors.md.',
-};
-
-/**
- * What /q/openapi shows for a manifest body: the manifest's own JSON Schema (the one the apply and
- * validate paths check it against), so the document and the console show what a manifest may hold.
- */
-const { $schema: _dialect, ...manifestSchema } = connectorManifestSchema;
-const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
-
-const issue: JsonSchema = { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } };
 const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
 
 const endpointSummary: JsonSchema = {
@@ -69,11 +59,7 @@ const connectorDetail: JsonSchema = {
   },
 };
 
-const applied: JsonSchema = {
-  type: 'object',
-  required: ['name', 'id', 'warnings'],
-  properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } },
-};
+const applied = appliedSchema({ withId: true });
 
 const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the connector' } } } as const;
 const endpointParams = {
@@ -90,13 +76,8 @@ export const connectorRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/connectors/apply', operationId: 'applyConnector', summary: 'Apply a Connector manifest (create or update by name)', tags: ['Connectors'],
     auth: ['svc_integrator', 'svc_admin'],
     description: 'YAML or JSON. 201 for a new name, 200 for an update; endpoint UUIDs stay stable while their ids stay in the manifest. Unknown spec keys are warnings.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
-    responses: {
-      200: { description: 'Updated', schema: applied },
-      201: { description: 'Created', schema: applied },
-      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
-      ...refusals(false),
-    },
+    bodyTypes: MANIFEST_TYPES, ...manifest,
+    responses: applyResponses(applied),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.connectors.manifests.apply(callerTenant(principal), body, actor(principal));
       ctx.status = result.created ? 201 : 200;
@@ -107,13 +88,13 @@ export const connectorRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/connectors/validate', operationId: 'validateConnector', summary: 'Check a Connector manifest without applying it', tags: ['Connectors'],
     auth: ['svc_integrator'], audit: false,
     description: 'Writes nothing. Answers 200 with every error and warning, each naming its field.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
+    bodyTypes: MANIFEST_TYPES, ...manifest,
     responses: {
       200: {
         description: 'The verdict',
         schema: {
           type: 'object', required: ['valid', 'errors', 'warnings'],
-          properties: { valid: { type: 'boolean' }, errors: { type: 'array', items: issue }, warnings: { type: 'array', items: issue } },
+          properties: { valid: { type: 'boolean' }, errors: { type: 'array', items: manifestIssue }, warnings: { type: 'array', items: manifestIssue } },
         },
       },
       400: { description: 'The body is not a YAML or JSON object', schema: errorBody },

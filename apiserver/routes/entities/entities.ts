@@ -1,6 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { COLUMN_TYPES, entityManifestSchema } from '../../../src/entities/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
@@ -10,18 +11,11 @@ import { errorBody, refusals } from '../schemas.js';
  * with the field as a path (`spec.sources[1].columns.email`).
  */
 
-const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
+const manifest = manifestBodies(
+  'An Entity manifest (`apiVersion: apps.svc.io/v1`, `kind: Entity`, `metadata.name`, `spec`: `scope`, `key`, `columns`, `sources`) as YAML or JSON; see docs/entities.md.',
+  entityManifestSchema,
+);
 
-const manifestBody: JsonSchema = {
-  type: 'object',
-  description: 'An Entity manifest (`apiVersion: apps.svc.io/v1`, `kind: Entity`, `metadata.name`, `spec`: `scope`, `key`, `columns`, `sources`) as YAML or JSON; see docs/entities.md.',
-};
-
-/** What /q/openapi shows for the body: the manifest's own JSON Schema. */
-const { $schema: _dialect, ...manifestSchema } = entityManifestSchema;
-const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
-
-const issue: JsonSchema = { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } };
 const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
 const strings: JsonSchema = { type: 'array', items: { type: 'string' } };
 
@@ -65,11 +59,7 @@ const entityDetail: JsonSchema = {
   },
 };
 
-const applied: JsonSchema = {
-  type: 'object',
-  required: ['name', 'id', 'warnings'],
-  properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } },
-};
+const applied = appliedSchema({ withId: true });
 
 const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the entity (case-insensitive)' } } } as const;
 
@@ -80,13 +70,8 @@ export const entityRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/entities/apply', operationId: 'applyEntity', summary: 'Apply an Entity manifest (create or update by name)', tags: ['Entities'],
     auth: ['svc_integrator', 'svc_admin'],
     description: 'YAML or JSON. 201 for a new name, 200 for an update. A source table that does not exist yet is a warning; a mapped column an existing table lacks is a 400.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
-    responses: {
-      200: { description: 'Updated', schema: applied },
-      201: { description: 'Created', schema: applied },
-      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
-      ...refusals(false),
-    },
+    bodyTypes: MANIFEST_TYPES, ...manifest,
+    responses: applyResponses(applied),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.entities.apply(callerTenant(principal), body, actor(principal));
       ctx.status = result.created ? 201 : 200;

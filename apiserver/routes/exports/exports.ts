@@ -3,6 +3,7 @@ import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { exportManifestSchema } from '../../../src/exports/manifest/schema.js';
 import { FAILURE_CODES } from '../../../src/exports/types.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
@@ -13,16 +14,12 @@ import { errorBody, refusals } from '../schemas.js';
  * error.
  */
 
-const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
-const manifestBody: JsonSchema = {
-  type: 'object',
-  description: 'An Export manifest (`apiVersion: apps.svc.io/v1`, `kind: Export`, `metadata.name`, `spec`) as YAML or JSON; see docs/exports.md.',
-};
-const { $schema: _dialect, ...manifestSchema } = exportManifestSchema;
-const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
+const manifest = manifestBodies(
+  'An Export manifest (`apiVersion: apps.svc.io/v1`, `kind: Export`, `metadata.name`, `spec`) as YAML or JSON; see docs/exports.md.',
+  exportManifestSchema,
+);
 
 const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
-const issue: JsonSchema = { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } };
 
 const recordProperties: Record<string, JsonSchema> = {
   id: { type: 'string', format: 'uuid' },
@@ -91,13 +88,8 @@ export const exportRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/exports/apply', operationId: 'applyExport', summary: 'Apply an Export manifest (create or update by name)', tags: ['Exports'],
     auth: ['svc_integrator'],
     description: 'YAML or JSON. 201 for a new name, 200 for an update. Everything is checked here: unknown keys, types, the entity and its columns, the scope, the cron, file-name tokens, inline credentials; the first error answers 400 naming the field.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
-    responses: {
-      200: { description: 'Updated', schema: { type: 'object', required: ['name', 'id', 'warnings'], properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } } } },
-      201: { description: 'Created', schema: { type: 'object', required: ['name', 'id', 'warnings'], properties: { name: { type: 'string' }, id: { type: 'string', format: 'uuid' }, warnings: { type: 'array', items: issue } } } },
-      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
-      ...refused,
-    },
+    bodyTypes: MANIFEST_TYPES, ...manifest,
+    responses: applyResponses(appliedSchema({ withId: true }), refused),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.exports.manifests.apply(callerTenant(principal), principal, body, actor(principal));
       ctx.status = result.created ? 201 : 200;

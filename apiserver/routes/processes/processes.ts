@@ -1,6 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { processManifestSchema } from '../../../src/processes/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { appliedSchema, applyResponses, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
@@ -9,14 +10,10 @@ import { errorBody, refusals } from '../schemas.js';
  * answers `{error, field}` naming the field (`spec.when`).
  */
 
-const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
-
-const manifestBody: JsonSchema = {
-  type: 'object',
-  description: 'A Process manifest (`apiVersion: apps.svc.io/v1`, `kind: Process`, `metadata.name`, `spec`: `event`, `when`, `decision`, `message`) as YAML or JSON; see docs/processes.md.',
-};
-const { $schema: _dialect, ...manifestSchema } = processManifestSchema;
-const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
+const manifest = manifestBodies(
+  'A Process manifest (`apiVersion: apps.svc.io/v1`, `kind: Process`, `metadata.name`, `spec`: `event`, `when`, `decision`, `message`) as YAML or JSON; see docs/processes.md.',
+  processManifestSchema,
+);
 
 const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
 
@@ -36,11 +33,7 @@ const processDetail: JsonSchema = {
   required: [...recordRequired, 'manifest'],
   properties: { ...recordProperties, manifest: { type: 'object', description: 'the manifest as applied' } },
 };
-const applied: JsonSchema = {
-  type: 'object',
-  required: ['name', 'warnings'],
-  properties: { name: { type: 'string' }, warnings: { type: 'array', items: { type: 'string' } } },
-};
+const applied = appliedSchema({ withId: false });
 
 const inboxItem: JsonSchema = {
   type: 'object',
@@ -66,13 +59,8 @@ export const processRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/processes/apply', operationId: 'applyProcess', summary: 'Apply a Process manifest (create or update by name)', tags: ['Processes'],
     auth: ['svc_admin'],
     description: 'YAML or JSON. 201 for a new name, 200 for an update. `spec.when` is compiled and type-checked here; every error is a 400 naming the field.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
-    responses: {
-      200: { description: 'Updated', schema: applied },
-      201: { description: 'Created', schema: applied },
-      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
-      ...refusals(false),
-    },
+    bodyTypes: MANIFEST_TYPES, ...manifest,
+    responses: applyResponses(applied),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.processes.apply(callerTenant(principal), body, actor(principal));
       ctx.status = result.created ? 201 : 200;

@@ -1,6 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { workflowManifestSchema } from '../../../src/workflows/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
+import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
@@ -10,17 +11,11 @@ import { errorBody, refusals } from '../schemas.js';
  * error answers `{error, field}` with the field as a path (`spec.transitions[1].to`).
  */
 
-const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
+const manifest = manifestBodies(
+  'A Workflow manifest (`apiVersion: apps.svc.io/v1`, `kind: Workflow`, `metadata.name`, `spec`: `entity`, `scope`, `stateColumn`, `states`, `transitions`, `dormancy`) as YAML or JSON; see docs/workflows.md.',
+  workflowManifestSchema,
+);
 
-const manifestBody: JsonSchema = {
-  type: 'object',
-  description: 'A Workflow manifest (`apiVersion: apps.svc.io/v1`, `kind: Workflow`, `metadata.name`, `spec`: `entity`, `scope`, `stateColumn`, `states`, `transitions`, `dormancy`) as YAML or JSON; see docs/workflows.md.',
-};
-
-const { $schema: _dialect, ...manifestSchema } = workflowManifestSchema;
-const manifestDoc: JsonSchema = { ...manifestSchema, description: manifestBody.description };
-
-const issue: JsonSchema = { type: 'object', required: ['field', 'message'], properties: { field: { type: 'string' }, message: { type: 'string' } } };
 const strings: JsonSchema = { type: 'array', items: { type: 'string' } };
 const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
 
@@ -48,7 +43,7 @@ const workflowDetail: JsonSchema = {
   properties: { ...recordProperties, manifest: { type: 'object', description: 'the manifest as applied' } },
 };
 
-const applied: JsonSchema = { type: 'object', required: ['name', 'warnings'], properties: { name: { type: 'string' }, warnings: { type: 'array', items: issue } } };
+const applied = appliedSchema({ withId: false });
 
 const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the workflow (case-insensitive)' } } } as const;
 const notFound = { 404: { description: 'Unknown workflow', schema: errorBody } };
@@ -60,13 +55,8 @@ export const workflowRoutes: RouteDecl[] = [
     description:
       'YAML or JSON. 201 for a new name, 200 for an update. `spec.entity` must be an applied Entity and `spec.stateColumn` one of its canonical columns. ' +
       'Re-applying keeps the records\' dormancy spells unless the entity or the state column changes. The lifecycle is indexed as retrieval corpus `workflow:<name>`.',
-    bodyTypes: MANIFEST_TYPES, body: manifestBody, documentedBody: manifestDoc,
-    responses: {
-      200: { description: 'Updated', schema: applied },
-      201: { description: 'Created', schema: applied },
-      400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
-      ...refusals(false),
-    },
+    bodyTypes: MANIFEST_TYPES, ...manifest,
+    responses: applyResponses(applied),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.workflows.apply(callerTenant(principal), body, actor(principal));
       ctx.status = result.created ? 201 : 200;
