@@ -310,6 +310,9 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     workerUrl: database.workerUrl,
     stop() {
       stopping ??= (async () => {
+        // Export runs of this process end Failed `interrupted` at once (their temporary files
+        // removed), not after the requests' grace: begun first, waited for before the pools close.
+        const exportsClosed = exports.close();
         // Event streams never end by themselves: end them first so the listener can close.
         await services.stream.stop();
         await server?.close(config.duration('svc.http.shutdown-grace'));
@@ -322,8 +325,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
         await listener.stop();
         await retrieval.close();
-        // Runs of this process end Failed `interrupted` (their temporary files removed) before the pools close.
-        await exports.close();
+        await exportsClosed;
         await connectors.close();
         await database.close();
         await stopTracing();

@@ -1,7 +1,7 @@
 import { DigestStream } from './csv/digest.js';
 import { type CredentialSources, createCredentialResolver } from '../connectors/auth/resolver.js';
 import { CredentialUnreadableError } from '../connectors/engine/errors.js';
-import type { Database, TenantId } from '../db/database.js';
+import type { Database, TenantId, Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
@@ -22,6 +22,8 @@ import {
   failRun,
   getRun,
   heartbeat,
+  lockRunning,
+  type Receipt,
   runById,
   runStart,
   slotDelivered,
@@ -58,6 +60,71 @@ export interface ExportRunnerOptions {
    * further runs wait, tenants taking turns. Defaults 4 and 2.
    */
   concurrency?: { total: number; perTenant: number };
+}
+
+/** How a run ended, as this process saw it. */
+type Failure = { code: FailureCode; reason: string };
+type RunOutcome = Failure | { receipt: Receipt };
+
+/** Records a run's end; a run that has ended already (swept meanwhile) keeps its record. */
+async function record(tx: Tx, runId: string, outcome: RunOutcome): Promise<void> {
+  if ('receipt' in outcome) await completeRun(tx, runId, outcome.receipt);
+  else await failRun(tx, runId, outcome.code, outcome.reason);
+}
+
+/** Why a run stops when its record says it has ended (only logged: the record keeps its own reason). */
+const ENDED_ELSEWHERE = 'the run was failed as interrupted while it ran (its heartbeats were held up past svc.export.run-stale-after); it stopped and published nothing';
+
+/**
+ * The run's row locked from just before its file appears until its end is recorded, in one
+ * transaction: the interrupted-run sweep skips locked rows, so it cannot fail a run that is
+ * publishing, and a run it failed before (its heartbeats held up by a stalled database or a full
+ * pool) finds its record ended here and publishes nothing. Without it, a run failed as
+ * `interrupted` could still publish its file, its receipt lost. A crash between the publication and
+ * the commit releases the lock with the run still Running: the sweep then fails it, file published
+ * (what `interrupted` warns of: a retry meets a collision).
+ */
+class PublicationFence {
+  /** True: locked and Running; false: the run had ended; an Error: the check could not be made. */
+  readonly admitted: Promise<boolean | Error>;
+  /** Admitted, and the transaction waits for the run's end. */
+  holding = false;
+  private readonly done: Promise<ExportRun | undefined>;
+  private settle: (outcome: RunOutcome) => void = () => undefined;
+
+  constructor(db: Database, runId: string) {
+    const outcome = new Promise<RunOutcome>((resolve) => {
+      this.settle = resolve;
+    });
+    let admit: (value: boolean | Error) => void = () => undefined;
+    this.admitted = new Promise((resolve) => {
+      admit = resolve;
+    });
+    // On the worker pool (the run's row by id), beside the snapshot's own connection: the export
+    // slots leave the application pool's connections to requests, and this transaction must not
+    // wait behind them.
+    this.done = db.crossTenant('export-publication', async (tx) => {
+      if (!(await lockRunning(tx, runId))) {
+        admit(false);
+        return undefined;
+      }
+      this.holding = true;
+      admit(true);
+      await record(tx, runId, await outcome);
+      return runById(tx, runId);
+    });
+    // A failure before the admission refuses it (a later one has admitted already: no effect).
+    this.done.catch((err: unknown) => admit(err instanceof Error ? err : new Error(String(err))));
+  }
+
+  /** Records the run's end in the locked transaction and commits; undefined when that failed (the caller records it again). */
+  async end(outcome: RunOutcome): Promise<ExportRun | undefined> {
+    this.settle(outcome);
+    return this.done.catch((err: unknown) => {
+      logger().warn({ err }, 'export run end could not be recorded under its lock');
+      return undefined;
+    });
+  }
 }
 
 /** Runs waiting for a slot per tenant at most (beyond, a run fails at once rather than queue without bound). */
@@ -194,15 +261,24 @@ export class ExportRunner {
 
   private async execute(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal): Promise<ExportRun> {
     const { db } = this.options;
-    // One beat at a time: a slow beat is not overtaken by the next.
+    // The run's end as this process sees it, when its record says it ended already (the sweep failed
+    // it while its beats were held up): whatever it was doing stops and nothing is published.
+    const ended = new AbortController();
+    const endedElsewhere = () => {
+      if (!ended.signal.aborted) ended.abort(new RunFailure('interrupted', ENDED_ELSEWHERE));
+    };
+    // One beat at a time: a slow beat is not overtaken by the next. Beats go through the worker
+    // pool (a single statement on the run's id), so requests that take every connection of the
+    // application pool do not hold them up.
     let beating = false;
     const beat = setInterval(() => {
       if (beating) return;
       beating = true;
-      db.withTenant(tenantId, (tx) => heartbeat(tx, run.id, { rows: progress.csv?.rows ?? 0, bytes: progress.digest?.bytes ?? 0 }))
-        .then((stop) => {
+      db.crossTenant('export-heartbeat', (tx) => heartbeat(tx, run.id, { rows: progress.csv?.rows ?? 0, bytes: progress.digest?.bytes ?? 0 }))
+        .then((beaten) => {
+          if (!beaten.running) endedElsewhere();
           // Asked to stop by a request another process served.
-          if (stop) this.stop(run.id, stop);
+          else if (beaten.stop) this.stop(run.id, beaten.stop);
         })
         .catch((err: unknown) => logger().warn({ err, runId: run.id }, 'export run heartbeat failed'))
         .finally(() => {
@@ -212,35 +288,47 @@ export class ExportRunner {
     beat.unref();
     const timeout = new AbortController();
     let timer: NodeJS.Timeout | undefined;
-    const both = AbortSignal.any([signal, timeout.signal]);
-    let outcome: { code: FailureCode; reason: string } | { receipt: Parameters<typeof completeRun>[2] };
+    const all = AbortSignal.any([signal, timeout.signal, ended.signal]);
+    let fence: PublicationFence | undefined;
+    const beforeCommit = async () => {
+      fence = new PublicationFence(db, run.id);
+      const admitted = await fence.admitted;
+      if (admitted === false) endedElsewhere();
+      else if (admitted !== true) ended.abort(new RunFailure('publication', `the run's record could not be checked before publishing (${admitted.message}); nothing was published. Retry it`));
+    };
+    let outcome: RunOutcome;
     try {
-      const receipt = await this.inSlot(tenantId, run.id, signal, () => {
+      const receipt = await this.inSlot(tenantId, run.id, AbortSignal.any([signal, ended.signal]), () => {
         timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
         timer.unref();
-        return this.generateAndPublish(tenantId, run, progress, both);
+        return this.generateAndPublish(tenantId, run, progress, all, beforeCommit);
       });
       outcome = { receipt };
     } catch (err) {
-      outcome = this.classify(err, both, run);
+      outcome = this.classify(err, all, run);
     } finally {
       clearInterval(beat);
       clearTimeout(timer);
     }
-    return db.withTenant(tenantId, async (tx) => {
-      if ('receipt' in outcome) await completeRun(tx, run.id, outcome.receipt);
-      else await failRun(tx, run.id, outcome.code, outcome.reason);
-      const ended = (await runById(tx, run.id))!;
-      logger().info({ runId: run.id, export: run.exportName, status: ended.status, failureCode: ended.failureCode, rows: ended.rowCount, bytes: ended.byteCount }, `export run ${ended.status}`);
-      return ended;
-    });
+    // Past the fence, the end is recorded under its lock (the sweep cannot have failed the run).
+    const fenced = fence?.holding ? await fence.end(outcome) : undefined;
+    const final = fenced ?? (await db.withTenant(tenantId, async (tx) => {
+      await record(tx, run.id, outcome);
+      return (await runById(tx, run.id))!;
+    }));
+    if ('receipt' in outcome && final.status !== 'Completed') {
+      // Cannot happen past the fence; said loudly should it ever.
+      logger().error({ runId: run.id, export: run.exportName, location: outcome.receipt.location }, 'export run published its file but its record had ended meanwhile');
+    }
+    logger().info({ runId: run.id, export: run.exportName, status: final.status, failureCode: final.failureCode, rows: final.rowCount, bytes: final.byteCount }, `export run ${final.status}`);
+    return final;
   }
 
   private timeLimitReason(): string {
     return `snapshot generation exceeded the time limit of ${Math.round(this.options.timeoutMs / 1000)} s (svc.export.snapshot.timeout-seconds); nothing was published`;
   }
 
-  private classify(err: unknown, signal: AbortSignal, run: ExportRun): { code: FailureCode; reason: string } {
+  private classify(err: unknown, signal: AbortSignal, run: ExportRun): Failure {
     const cause = signal.aborted && signal.reason instanceof RunFailure ? signal.reason : err;
     if (cause instanceof RunFailure) return { code: cause.code, reason: cause.reason };
     if (cause instanceof PublishError) return { code: cause.code, reason: cause.reason };
@@ -252,7 +340,7 @@ export class ExportRunner {
   }
 
   /** Inside one tenant transaction: the definition checked again, then the bytes streamed out. */
-  private async generateAndPublish(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal): Promise<Parameters<typeof completeRun>[2]> {
+  private async generateAndPublish(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal, beforeCommit: () => Promise<void>): Promise<Receipt> {
     return this.options.db.withTenant(tenantId, async (tx) => {
       signal.throwIfAborted();
       // The time limit holds inside PostgreSQL too: a statement that waits (a lock held on a source
@@ -287,7 +375,7 @@ export class ExportRunner {
       const onAbort = () => csv.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
       signal.addEventListener('abort', onAbort, { once: true });
       try {
-        const receipt = await destination.publish(csv.pipe(digest), { digest: () => digest.sha256(), signal });
+        const receipt = await destination.publish(csv.pipe(digest), { digest: () => digest.sha256(), signal, beforeCommit });
         return { rowCount: csv.rows, byteCount: digest.bytes, sha256: digest.sha256(), ...receipt };
       } finally {
         signal.removeEventListener('abort', onAbort);

@@ -52,6 +52,7 @@ beforeAll(async () => {
       'svc.export.heartbeat-every': '200ms',
       'svc.export.run-stale-after': '1s',
       'svc.export.interrupted-sweep-every': '200ms',
+      'svc.http.shutdown-grace': '4s',
     },
     undefined,
     { background: true },
@@ -73,7 +74,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await owner?.end();
-  await hub?.stop();
+  await hub?.stop(); // stopped already by the last test
   for (const socket of sockets) socket.destroy();
   await new Promise((resolve) => silent?.close(resolve));
 });
@@ -243,5 +244,32 @@ describe('export runs to a destination that never answers', () => {
     expect(await hub.services.db.withTenant(A, (tx) => exportHandler.remove(tx, 'by-operator'))).toBe(true);
     const stop = await owner.query('select stop_code, stop_reason from exports.runs where id = $1', [rows[0]!.id]);
     expect(stop.rows[0]).toEqual({ stop_code: 'definition', stop_reason: expect.stringMatching(/^the export was deleted during the run/) });
+  }, 30_000);
+
+  // Last: it stops the hub.
+  it('a hub that stops fails its streaming runs interrupted as the stop begins, not after the grace given to requests', async () => {
+    expect((await clients[B]!.post('/api/exports/apply', manifests('at-stop').exp)).status).toBe(201);
+    const started = await clients[B]!.post('/api/exports/at-stop/runs');
+    expect(started.status).toBe(202);
+    const id = (started.body as { runId: string }).runId;
+    await until('the run to stream (its connection accepted)', async () => accepted > 0 && (await owner.query("select 1 from pg_stat_activity where query ilike '%copy%'")).rows.length > 0);
+    // A request that never ends (its body never does): the server waits the whole grace (4 s) for it.
+    const { request } = await import('node:http');
+    const held = request(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(B), 'content-type': 'application/json', 'transfer-encoding': 'chunked' } });
+    held.on('error', () => undefined);
+    held.write('{"name": "HELD", ');
+    await new Promise((r) => setTimeout(r, 200));
+    const stopping = Date.now();
+    const stopped = hub.stop();
+    await until('the run to be failed', async () => (await owner.query('select status from exports.runs where id = $1', [id])).rows[0]?.status === 'Failed', { timeoutMs: 10_000, everyMs: 50 });
+    const failedAfter = Date.now() - stopping;
+    await stopped;
+    held.destroy();
+    const stopMs = Date.now() - stopping;
+    const run = (await owner.query('select failure_code, failure_reason from exports.runs where id = $1', [id])).rows[0];
+    expect(run).toEqual({ failure_code: 'interrupted', failure_reason: expect.stringMatching(/^the hub stopped during the run/) });
+    // The stop waited for the held request; the run did not.
+    expect(stopMs).toBeGreaterThanOrEqual(3_500);
+    expect(failedAfter).toBeLessThan(2_000);
   }, 30_000);
 });

@@ -42,8 +42,18 @@ export function csvSnapshot(tx: Tx, spec: CsvSnapshotSpec): CsvSnapshot {
   const sql = snapshotSql(spec.relation, spec.columns, spec.order);
   const progress = { rows: 0 };
   const header = spec.header ? Buffer.from(encodeRecord(spec.columns, spec.delimiter), 'utf8') : undefined;
-  const source = tx.copyTo && spec.delimiter.charCodeAt(0) < 0x80 ? viaCopy(tx, sql, spec.delimiter, header, progress) : viaCursor(tx, sql, spec, header, progress);
+  const copying: { copy?: Readable } = {};
+  const source = tx.copyTo && spec.delimiter.charCodeAt(0) < 0x80 ? viaCopy(tx, sql, spec.delimiter, header, progress, copying) : viaCursor(tx, sql, spec, header, progress);
   const stream = Readable.from(source, { objectMode: false });
+  // Destroyed before its end (a run cancelled, stopped or failed): the COPY goes at once. Readable.from
+  // would only return from the generator, which waits until the generator next yields: a generator
+  // awaiting the COPY's next bytes is not returned from, and a COPY waiting on a lock held on a
+  // source table sends none, so the destruction (and the run) would wait for that lock.
+  const destroy = stream._destroy.bind(stream);
+  stream._destroy = (err, callback) => {
+    if (!stream.readableEnded) copying.copy?.destroy();
+    destroy(err, callback);
+  };
   Object.defineProperty(stream, 'rows', { get: () => progress.rows, enumerable: true });
   return stream as CsvSnapshot;
 }
@@ -64,12 +74,13 @@ async function applySettings(tx: Tx): Promise<void> {
   if (encoding !== 'UTF8') throw new Error(`exports need a UTF8 database (byte-wise order is on UTF-8 bytes), not ${encoding}`);
 }
 
-async function* viaCopy(tx: Tx, sql: string, delimiter: string, header: Buffer | undefined, progress: { rows: number }): AsyncGenerator<Buffer> {
+async function* viaCopy(tx: Tx, sql: string, delimiter: string, header: Buffer | undefined, progress: { rows: number }, copying: { copy?: Readable }): AsyncGenerator<Buffer> {
   await applySettings(tx);
   if (header) yield header;
   // PostgreSQL sends each record in a message of its own: its `\n` becomes `\r\n` as the bytes
   // are read (src/db/copy-records.ts).
   const copy = tx.copyTo!(`copy (${sql}) to stdout (format csv, force_quote *, delimiter ${pg.escapeLiteral(delimiter)}, null '')`, { crlf: true });
+  copying.copy = copy;
   for await (const chunk of copy) {
     progress.rows = copy.records;
     yield chunk as Buffer;

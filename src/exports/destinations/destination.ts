@@ -50,6 +50,19 @@ export interface PublishOptions {
   digest: () => string;
   /** Aborts the publication: same cleanup as a failure, then `signal.reason` is thrown. */
   signal?: AbortSignal;
+  /**
+   * Awaited once every byte has gone to the destination, just before the step that makes the file
+   * appear (the SFTP rename, the S3 PutObject or CompleteMultipartUpload); not called when the
+   * publication ends earlier. The caller's last word on whether the file may appear: to refuse, it
+   * aborts `signal` (publish then cleans up and throws `signal.reason`). It does not throw.
+   */
+  beforeCommit?: () => Promise<void>;
+}
+
+/** The caller's `beforeCommit`, then its refusal (an aborted signal) thrown as `signal.reason`. */
+export async function admitCommit(opts: PublishOptions): Promise<void> {
+  await opts.beforeCommit?.();
+  opts.signal?.throwIfAborted();
 }
 
 export interface Destination {

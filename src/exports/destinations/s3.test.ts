@@ -291,6 +291,38 @@ describe('S3Destination against fauxqs', () => {
     expect(s3.getObject(BUCKET, key)).toBeUndefined();
   });
 
+  it('asks beforeCommit once every byte is uploaded, before the object appears; a refusal (an abort) publishes nothing', async () => {
+    for (const size of [1000, 5 * MiB + 10]) {
+      // Admitted: called once, after the last part, before the committing request.
+      const key = freshKey();
+      const bytes = randomBytes(size);
+      const seen: string[] = [];
+      const from = s3.requests.length;
+      await destination(key, { partSize: 5 * MiB }).publish(bodyOf(bytes), {
+        digest: () => sha256(bytes),
+        beforeCommit: async () => {
+          seen.push(...requestsSince(from));
+        },
+      });
+      expect(seen).toEqual(requestsSince(from).slice(0, -1));
+      expect(s3.getObject(BUCKET, key)).toBeDefined();
+      // Refused: the signal aborted in it; its reason is thrown, no object, no upload left open.
+      const refusedKey = freshKey();
+      const controller = new AbortController();
+      const reason = new Error('the run has ended meanwhile');
+      const err = await failure(
+        destination(refusedKey, { partSize: 5 * MiB }).publish(bodyOf(bytes), {
+          digest: () => sha256(bytes),
+          signal: controller.signal,
+          beforeCommit: async () => controller.abort(reason),
+        }),
+      );
+      expect(err).toBe(reason);
+      expect(s3.getObject(BUCKET, refusedKey)).toBeUndefined();
+      expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === refusedKey)).toEqual([]);
+    }
+  });
+
   it('stops on abort mid-multipart: throws the signal’s reason and aborts the upload', async () => {
     const key = freshKey();
     const controller = new AbortController();

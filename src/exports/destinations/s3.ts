@@ -15,7 +15,7 @@ import {
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressDeniedError, type EgressPolicy, isEgressDenied, parseAddress } from '../../egress/policy.js';
-import { abortion, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
+import { abortion, admitCommit, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
 
 /**
  * Publication to S3 or an S3-compatible store (docs/exports-destinations.md). A HeadObject first
@@ -162,6 +162,7 @@ export class S3Destination implements Destination {
       const first = await Promise.race([reader.next(), abort.promise]);
       if (!first.more) {
         const digest = opts.digest();
+        await admitCommit(opts);
         const out = await commitClient.send(
           new PutObjectCommand({
             Bucket: this.options.bucket,
@@ -201,6 +202,7 @@ export class S3Destination implements Destination {
         current = await Promise.race([reader.next(), abort.promise, failed]);
       }
       await inflight;
+      await admitCommit(opts);
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       const out = await commitClient.send(
         new CompleteMultipartUploadCommand({

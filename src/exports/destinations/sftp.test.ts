@@ -297,6 +297,29 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       await expectNoConnectionSince(before);
     });
 
+    it('asks beforeCommit once every byte is on the server, before the rename; a refusal (an abort) leaves nothing', async () => {
+      const dir = freshDir();
+      const bytes = Buffer.from('"a","b"\r\n'.repeat(1000));
+      let parts: string[] = [];
+      await destination(join(dir, 'admitted.csv')).publish(bodyOf(bytes), {
+        digest: () => sha256(bytes),
+        beforeCommit: async () => {
+          parts = readdirSync(dir);
+        },
+      });
+      // When asked, the whole file was the .part; after, the final name only.
+      expect(parts).toHaveLength(1);
+      expect(parts[0]).toMatch(/^admitted\.csv\..*\.part$/);
+      expect(readdirSync(dir)).toEqual(['admitted.csv']);
+      const controller = new AbortController();
+      const reason = new Error('the run has ended meanwhile');
+      const err = await destination(join(dir, 'refused.csv'))
+        .publish(bodyOf(bytes), { digest: () => sha256(bytes), signal: controller.signal, beforeCommit: async () => controller.abort(reason) })
+        .catch((e: unknown) => e);
+      expect(err).toBe(reason);
+      expect(readdirSync(dir)).toEqual(['admitted.csv']);
+    });
+
     it('stops on abort: throws the signal’s reason and removes the .part', async () => {
       const dir = freshDir();
       const controller = new AbortController();

@@ -6,7 +6,7 @@ import ssh2 from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
-import { abortion, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
+import { abortion, admitCommit, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
 
 /**
  * Publication to SFTP (docs/exports-destinations.md): the host passes the outbound address policy,
@@ -84,6 +84,7 @@ export class SftpDestination implements Destination {
       await Promise.race([this.checkTarget(client), abort.promise]);
       part = posix.join(this.dir, `${this.name}.${randomUUID()}.part`);
       await this.upload(client, body, part, opts.signal);
+      await admitCommit(opts);
       await Promise.race([this.commit(client, part), abort.promise]);
       part = undefined;
       return { location: this.location };

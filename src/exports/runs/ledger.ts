@@ -196,10 +196,11 @@ export interface StopRequest {
 }
 
 /**
- * Progress of a Running run, and proof its process lives. Answers the stop requested for it
- * (`requestStop`), if any.
+ * Progress of a Running run, and proof its process lives. Answers whether the run is still Running
+ * (false: something ended it meanwhile, the interrupted-run sweep when beats were held up past
+ * `svc.export.run-stale-after`) and the stop requested for it (`requestStop`), if any.
  */
-export async function heartbeat(tx: Tx, id: string, progress: { rows: number; bytes: number }): Promise<StopRequest | undefined> {
+export async function heartbeat(tx: Tx, id: string, progress: { rows: number; bytes: number }): Promise<{ running: boolean; stop?: StopRequest }> {
   // Progress only moves forward, whichever of two beats commits last.
   const { rows } = await tx.query<{ stop_code: StopRequest['code'] | null; stop_reason: string | null }>(
     `update exports.runs set heartbeat_at = now(), row_count = greatest(coalesce(row_count, 0), $2), byte_count = greatest(coalesce(byte_count, 0), $3)
@@ -207,7 +208,20 @@ export async function heartbeat(tx: Tx, id: string, progress: { rows: number; by
     [id, progress.rows, progress.bytes],
   );
   const row = rows[0];
-  return row?.stop_code ? { code: row.stop_code, reason: row.stop_reason ?? '' } : undefined;
+  if (!row) return { running: false };
+  return row.stop_code ? { running: true, stop: { code: row.stop_code, reason: row.stop_reason ?? '' } } : { running: true };
+}
+
+/**
+ * Locks a run's row until the transaction ends, if it is still Running: the interrupted-run sweep
+ * (`for update skip locked`) skips it, so a run that holds it while its file is published and its
+ * end recorded cannot be failed meanwhile. The weakest lock that does it (`for key share`): the
+ * updates of a run's other columns (a heartbeat, a cancel's stop request) do not wait for it, so a
+ * cancel during the publication is answered at once. False when the run has ended already.
+ */
+export async function lockRunning(tx: Tx, id: string): Promise<boolean> {
+  const { rows } = await tx.query<{ status: ExportRun['status'] }>('select status from exports.runs where id = $1 for key share', [id]);
+  return rows[0]?.status === 'Running';
 }
 
 /**
