@@ -9,6 +9,7 @@ import { readMigrations } from '../src/db/migrations.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { until } from '../test/harness/until.js';
+import { RUN_USAGE } from './run.js';
 
 /** The svc-hub executable, run as users run it: a child process, its exit code and its output. */
 
@@ -64,6 +65,12 @@ describe('svc-hub executable', () => {
     expect(run.output()).toContain("unknown role 'fly'");
     expect(run.output()).toContain('usage: svc-hub <role>');
     expect(run.output()).toMatch(/all\s+the API/);
+    // Every role, and every command line `svc-hub run` takes (its own usage), is listed.
+    for (const role of ['all', 'serve', 'dispatch', 'migrate', 'operator', 'run']) expect(run.output()).toMatch(new RegExp(`^  ${role} +\\S`, 'm'));
+    const runForms = [...RUN_USAGE.matchAll(/^(?:usage:)? +(svc-hub run \S+ .*)$/gm)].map((m) => m[1]!);
+    expect(runForms).toEqual([expect.stringContaining('run connector NAME'), expect.stringContaining('run export NAME')]);
+    for (const form of runForms) expect(run.output()).toContain(`       ${form}\n`);
+    expect(run.output()).toContain('svc-hub --help | --version');
   });
 
   it('prints usage and exits 2 with no role', async () => {

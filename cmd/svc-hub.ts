@@ -8,6 +8,9 @@ import { startOperator } from './operator.js';
 import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
 
 const USAGE = `usage: svc-hub <role>
+       svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
+       svc-hub run export NAME --tenant CODE [--scheduled]
+       svc-hub --help | --version
 
 roles:
   all        the API, the outbox dispatchers and the schedulers in one process (what npm start runs)
@@ -17,7 +20,9 @@ roles:
   migrate    apply pending database migrations and exit
   operator   the Kubernetes operator: reconciles Connector resources into the hub, owns their
              CronJobs, writes their status; leader-elected; serves only /q/health* and /q/metrics
-  run        one run in this process: run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
+  run        one run of a connector (its enabled endpoints, or the one named) or of an export in
+             this process, then exit, non-zero when a run failed; --scheduled takes the latest due
+             slot of the stored schedule (what a CronJob runs)
 
 Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
 `;

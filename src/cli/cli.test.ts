@@ -107,7 +107,7 @@ describe('login, whoami, logout', () => {
     expect(existsSync(file)).toBe(false);
   });
 
-  it('a stored token the hub refuses (401) says to log in again, never printing the token', async () => {
+  it('a refused token (401) says which token: the stored one (log in again), the one given to login (nothing stored), SVC_TOKEN; never printing it', async () => {
     const { createServer } = await import('node:http');
     const refusing = createServer((_req, res) => {
       res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' });
@@ -122,6 +122,21 @@ describe('login, whoami, logout', () => {
       expect(who.code).toBe(1);
       expect(who.err).toBe('error: authentication required; the stored token was refused (expired?): svc login again (HTTP 401)\n');
       expect(who.err).not.toContain('an-expired-token');
+
+      // At login nothing is stored yet: the given token was refused, and the file stays absent.
+      const fresh = join(dir, 'refused-at-login.json');
+      for (const [args, stdin] of [[['--token', 'a-bad-token']], [['--token-stdin'], 'a-bad-token\n']] as Array<[string[], string?]>) {
+        const login = await svc(['login', '--url', url, ...args], { env: { SVC_CLI_CONFIG: fresh }, stdin });
+        expect(login.code).toBe(1);
+        expect(login.err).toBe('error: authentication required; the given token was refused; nothing was stored (HTTP 401)\n');
+        expect(login.err).not.toContain('a-bad-token');
+        expect(existsSync(fresh)).toBe(false);
+      }
+
+      // A token from the environment was not stored either.
+      const fromEnv = await svc(['whoami'], { env: { SVC_CLI_CONFIG: fresh, SVC_URL: url, SVC_TOKEN: 'an-env-token' } });
+      expect(fromEnv.code).toBe(1);
+      expect(fromEnv.err).toBe('error: authentication required; the token in SVC_TOKEN was refused (expired?) (HTTP 401)\n');
     } finally {
       await new Promise((resolve) => refusing.close(resolve));
     }

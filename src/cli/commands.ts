@@ -193,6 +193,7 @@ async function login(c: Ctx): Promise<number> {
   } else {
     target.token = (given[0] === 'token' ? str(c, 'token')! : await readStdin(c.io.stdin)).trim();
     if (!target.token) throw new UsageError('the token is empty');
+    target.tokenFrom = 'login';
   }
   // The credential is checked before it is stored: a refused one (401) or an unreachable URL is not kept.
   let me: Me | undefined;

@@ -13,6 +13,13 @@ import { CliError } from './errors.js';
 
 export type Env = Record<string, string | undefined>;
 
+/**
+ * Every environment variable `svc` reads (docs/cli.md, "Environment"). They share the hub's `SVC_`
+ * prefix, so the hub's configuration knows them as the client's and does not warn that they name no
+ * property when both run from one shell.
+ */
+export const CLI_ENVIRONMENT: readonly string[] = ['SVC_URL', 'SVC_TOKEN', 'SVC_DEV_TENANT', 'SVC_CLI_CONFIG', 'SVC_CLI_POLL_MS'];
+
 /** A bearer token, or the dev bypass's tenant id (sent as X-Tenant-ID), or neither. */
 interface Credentials {
   token?: string;
@@ -22,6 +29,11 @@ interface Credentials {
 export interface Target extends Credentials {
   /** Base URL without a trailing slash. */
   url: string;
+  /**
+   * Where `token` comes from, for what a 401 says: `svc login`'s own argument (nothing stored yet),
+   * SVC_TOKEN, or (absent) the config file. Never written to the file.
+   */
+  tokenFrom?: 'login' | 'environment';
 }
 
 export function configPath(env: Env): string {
@@ -70,7 +82,7 @@ export function resolveTarget(env: Env, path: string): Target {
   const stored = readConfig(path);
   const url = normaliseUrl(env.SVC_URL || stored?.url || '');
   if (!url) throw new CliError('not logged in: run `svc login --url URL --token T` (or `--dev-tenant ID`), or set SVC_URL');
-  if (env.SVC_TOKEN) return { url, token: env.SVC_TOKEN };
+  if (env.SVC_TOKEN) return { url, token: env.SVC_TOKEN, tokenFrom: 'environment' };
   if (env.SVC_DEV_TENANT) return { url, devTenant: env.SVC_DEV_TENANT };
   if (stored && normaliseUrl(stored.url) === url) return { url, token: stored.token, devTenant: stored.devTenant };
   return { url };

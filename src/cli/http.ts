@@ -24,6 +24,12 @@ export function path(strings: TemplateStringsArray, ...values: Array<string | nu
   return strings.reduce((out, part, i) => out + part + (i < values.length ? encodeURIComponent(String(values[i])) : ''), '');
 }
 
+function refusedToken(from: Target['tokenFrom']): string {
+  if (from === 'login') return 'the given token was refused; nothing was stored';
+  if (from === 'environment') return 'the token in SVC_TOKEN was refused (expired?)';
+  return 'the stored token was refused (expired?): svc login again';
+}
+
 export class Hub {
   /** A hub that accepts the connection and never answers is given up after two minutes (the answer's head; a stream's body has no limit). */
   private readonly agent = new Agent({ keepAliveTimeout: 2_000, headersTimeout: 120_000 });
@@ -66,11 +72,12 @@ export class Hub {
   }
 
   /**
-   * A 401 to a stored token: it has most likely expired. A 404 from a URL that ends in `/api`: the
-   * routes begin with `/api` themselves, so the URL named the API, not the hub.
+   * A 401 to a token: at login, the given one is wrong (and nothing is stored); a stored one (or
+   * SVC_TOKEN's) has most likely expired. A 404 from a URL that ends in `/api`: the routes begin
+   * with `/api` themselves, so the URL named the API, not the hub.
    */
   private withHint(status: number, message: string): string {
-    if (status === 401 && this.target.token) return `${message}; the stored token was refused (expired?): svc login again`;
+    if (status === 401 && this.target.token) return `${message}; ${refusedToken(this.target.tokenFrom)}`;
     if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})`;
     return message;
   }

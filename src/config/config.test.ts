@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
@@ -111,6 +111,20 @@ describe('configuration sources', () => {
     const file = yamlFile('svc:\n  webhook:\n    sweep-evry: 2s\n');
     const config = Config.load({ env: { SVC_CONFIG: file, SVC_WEBHOK_LEASE: '1s' } });
     expect(config.warnings).toEqual(expect.arrayContaining([expect.stringContaining('svc.webhook.sweep-evry'), expect.stringContaining('SVC_WEBHOK_LEASE')]));
+  });
+
+  it("the svc client's variables (docs/cli.md, and every one src/cli reads) are no typos: no warning; a near miss still warns", () => {
+    const root = packageRoot();
+    const table = readFileSync(join(root, 'docs', 'cli.md'), 'utf8').split('**Environment**')[1]!.split('\n\n')[1]!;
+    const documented = [...table.matchAll(/^\| `(SVC_[A-Z0-9_]+)` \|/gm)].map((m) => m[1]!);
+    const sources = readdirSync(join(root, 'src', 'cli')).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+    const read = sources.flatMap((f) => [...readFileSync(join(root, 'src', 'cli', f), 'utf8').matchAll(/\benv\.(SVC_[A-Z0-9_]+)/g)].map((m) => m[1]!));
+    expect(documented).toEqual(expect.arrayContaining(['SVC_URL', 'SVC_TOKEN', 'SVC_DEV_TENANT', 'SVC_CLI_CONFIG', 'SVC_CLI_POLL_MS']));
+    expect(read.length).toBeGreaterThan(0);
+    const client = Object.fromEntries([...documented, ...read].map((name) => [name, '1']));
+    expect(Config.load({ env: client }).warnings).toEqual([]);
+    const typos = Config.load({ env: { SVC_CLI_CONFG: '/x', SVC_TOKN: 't' } }).warnings;
+    expect(typos).toEqual(['environment SVC_CLI_CONFG names no property (ignored)', 'environment SVC_TOKN names no property (ignored)']);
   });
 
   it('keys of the file that are not hub properties stay readable for connector credentials', () => {

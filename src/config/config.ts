@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
+import { CLI_ENVIRONMENT } from '../cli/config.js';
 import { parseDuration } from './duration.js';
 import { envName, PROPERTIES, type PropertyDef, type PropertyValue } from './properties.js';
 
@@ -70,7 +71,8 @@ export class Config {
         }
       }
     }
-    const known = new Set(PROPERTIES.flatMap((d) => [envName(d.name), ...(d.aliases ?? [])]));
+    // The `svc` client's own variables are not the hub's, and not typos either.
+    const known = new Set([...PROPERTIES.flatMap((d) => [envName(d.name), ...(d.aliases ?? [])]), ...CLI_ENVIRONMENT]);
     for (const name of Object.keys(env)) {
       if (name.startsWith('SVC_') && !known.has(name)) warnings.push(`environment ${name} names no property (ignored)`);
     }

@@ -12,7 +12,7 @@ export function renderConfigurationDoc(): string {
     'the environment as `SVC_A_B_C` (upper case, every non-alphanumeric character an underscore) or one',
     'of the aliases listed. Durations are written `500ms`, `5s`, `30s`, `15m`, `1h`, `2d` or ISO-8601',
     '(`PT5S`), at most `24d` (the longest a timer holds). Values are checked at start: a bad one stops the process with a message naming the',
-    'property. Unknown `SVC_*` variables and unknown keys in the file are reported as warnings.',
+    'property. Unknown `SVC_*` variables (other than those of the `svc` client, docs/cli.md) and unknown keys in the file are reported as warnings.',
     '',
     'Example `application.yaml`:',
     '',
