@@ -5,6 +5,12 @@ import { isDatabaseUnavailable } from '../../src/db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../../src/validation/database-refusals.js';
 
 /**
+ * node-postgres's words when no connection came within `connectionTimeoutMillis`: none of the pool
+ * became free, or a new one did not open in time.
+ */
+const NO_CONNECTION = /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)/;
+
+/**
  * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
  * render themselves; Koa's own HTTP errors (malformed JSON, body too large) keep their status with
  * a JSON message; PostgreSQL's refusals of a value (classes 22 and 54) are a 400; anything else is
@@ -54,7 +60,12 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       logger().warn({ err: (err as Error).message }, 'database unavailable');
       ctx.status = 503;
       ctx.set('Retry-After', '1');
-      ctx.body = { error: 'database unavailable', hint: 'retry shortly; GET /q/health/ready says when it is back' };
+      ctx.body = {
+        error: 'database unavailable',
+        hint: NO_CONNECTION.test((err as Error).message)
+          ? 'no database connection became free in time (svc.datasource.connect-timeout): the database is not answering, or every connection of the pool is busy; retry shortly'
+          : 'retry shortly; GET /q/health/ready says when it is back',
+      };
       return;
     }
     if ((err as { code?: string }).code === '42P01') {
