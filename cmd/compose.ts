@@ -313,6 +313,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         // Export runs of this process end Failed `interrupted` at once (their temporary files
         // removed), not after the requests' grace: begun first, waited for before the pools close.
         const exportsClosed = exports.close();
+        // Connector runs likewise (Failed `interrupted: the hub stopped during the run`, rows read so far written).
+        const connectorRunsClosed = connectors.runner.close();
         // Event streams never end by themselves: end them first so the listener can close.
         await services.stream.stop();
         await server?.close(config.duration('svc.http.shutdown-grace'));
@@ -326,6 +328,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         await listener.stop();
         await retrieval.close();
         await exportsClosed;
+        await connectorRunsClosed;
         await connectors.close();
         await database.close();
         await stopTracing();

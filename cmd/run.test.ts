@@ -26,6 +26,7 @@ beforeAll(async () => {
     ['fenced', { schedule: '* * * * *', window: outside, endpoints: [endpoint('fenced', '/open/partners')] }],
     ['liar', { endpoints: [endpoint('liar', '/liar/partners')] }],
     ['yearly', { schedule: '0 0 1 1 *', endpoints: [endpoint('yearly', '/open/partners')] }],
+    ['down', { endpoints: [endpoint('down', '/down/partners')] }],
   ] as const) {
     const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec: { base_url: demo.url, ...spec } };
     const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: JSON.stringify(manifest) });
@@ -123,6 +124,36 @@ describe('svc-hub run connector', () => {
     expect(code).toBe(1);
     expect(lines[0]).toContain('liar/liar Failed');
     expect(lines[0]).toContain('the source declared 300 rows but this run returned 200');
+  });
+
+  it('stops on its signal (SIGINT, SIGTERM): the run in flight ends Failed interrupted at once, not after its retries', async () => {
+    // A 20 s back-off on a source that answers 500: without the stop, the run would take minutes.
+    const config = hub.config.with({ 'svc.connectors.retry.base-delay': '20s', 'svc.connectors.retry.max-delay': '60s' });
+    const stop = new AbortController();
+    const lines: string[] = [];
+    const started = Date.now();
+    const done = runCommand(config, ['connector', 'down', '--tenant', 'default'], (line) => lines.push(line), stop.signal);
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      for (;;) {
+        const { rows } = await owner.query("select 1 from connectors.runs where connector_name = 'down' and status = 'Running'");
+        if (rows.length > 0) break;
+        if (Date.now() - started > 20_000) throw new Error('the run did not start');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await new Promise((r) => setTimeout(r, 300)); // its first request answered 500: backing off
+      const stopping = Date.now();
+      stop.abort();
+      expect(await done).toBe(1);
+      expect(Date.now() - stopping).toBeLessThan(5_000);
+      expect(lines[0]).toBe('stopping: the run ends Failed interrupted');
+      expect(lines[1]).toMatch(/^down\/down Failed .*interrupted/);
+      const { rows } = await owner.query("select status, error_message from connectors.runs where connector_name = 'down' order by started_at desc limit 1");
+      expect(rows[0]).toMatchObject({ status: 'Failed', error_message: expect.stringContaining('interrupted') });
+    } finally {
+      await owner.end();
+    }
   });
 
   it('names what is missing', async () => {

@@ -44,14 +44,29 @@ export function parseRunArgs(argv: string[]): RunArgs | string {
   return args;
 }
 
-/** `svc-hub run connector|export …`: in process; exit 1 when a run Failed. */
-export async function runCommand(config: Config, argv: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+/**
+ * `svc-hub run connector|export …`: in process; exit 1 when a run Failed. `stop` (the executable's
+ * SIGINT or SIGTERM: a CronJob's pod being deleted) stops the hub: its runs end Failed `interrupted`
+ * at once, as on any clean stop, instead of being left to the interrupted-run sweep.
+ */
+export async function runCommand(
+  config: Config,
+  argv: string[],
+  out: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+  stop?: AbortSignal,
+): Promise<number> {
   const args = parseRunArgs(argv);
   if (typeof args === 'string') {
     process.stderr.write(`svc-hub run: ${args}\n\n${RUN_USAGE}`);
     return 2;
   }
-  const hub = await startHub(config, { api: false, background: false });
+  const hub = await startHub(config, { api: false, background: false, stopsOnSignals: stop !== undefined });
+  const onStop = () => {
+    out('stopping: the run ends Failed interrupted');
+    void hub.stop();
+  };
+  if (stop?.aborted) onStop();
+  else stop?.addEventListener('abort', onStop, { once: true });
   try {
     const { services } = hub;
     const tenant = await services.admin.tenants.byCode(args.tenant);
@@ -89,6 +104,7 @@ export async function runCommand(config: Config, argv: string[], out: (line: str
     out(`error: ${(err as Error).message}`);
     return 1;
   } finally {
+    stop?.removeEventListener('abort', onStop);
     await hub.stop();
   }
 }

@@ -70,7 +70,7 @@ export async function main(argv: string[]): Promise<number> {
   for (const warning of config.warnings) logger().warn(warning);
 
   try {
-    if (role === 'run') return await runCommand(config, rest);
+    if (role === 'run') return await runCommand(config, rest, undefined, stopSignal());
     return await run(role as RoleName, config);
   } catch (err) {
     // A property that passed loading but is unusable (checked as the hub starts: svc.egress.allow,
@@ -109,6 +109,22 @@ async function run(role: RoleName, config: Config): Promise<number> {
   announce(config, hub.url!);
   await untilSignal(hub);
   return 0;
+}
+
+/** Aborted by the first SIGINT or SIGTERM (what `svc-hub run` stops on); a second signal exits at once. */
+function stopSignal(): AbortSignal {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (controller.signal.aborted) {
+      logger().warn(`${signal} again: exiting now`);
+      process.exit(130);
+    }
+    logger().info(`${signal}: stopping`);
+    controller.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return controller.signal;
 }
 
 /** Resolves once a SIGINT or SIGTERM has stopped the hub; a second signal exits at once. */

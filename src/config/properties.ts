@@ -198,7 +198,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Connectors', name: 'svc.connectors.retry.base-delay', kind: 'duration', default: '1s', description: 'First retry delay of a source request (doubling, 10 % jitter, 5 attempts; a numeric Retry-After wins).' }),
   p({ group: 'Connectors', name: 'svc.connectors.retry.max-delay', kind: 'duration', default: '60s', description: 'Cap of the retry delay of a source request.' }),
   p({ group: 'Connectors', name: 'svc.connectors.heartbeat-every', kind: 'duration', default: '10s',
-    description: 'How often a process marks the connector runs it is running as alive (also while a run waits for a page or for an earlier endpoint).' }),
+    description: 'How often a process marks the connector runs it is running as alive (also while a run waits for a page or for an earlier endpoint); also when a cancel served by another process reaches its runs.' }),
   p({ group: 'Connectors', name: 'svc.connectors.run-stale-after', kind: 'duration', default: '45s',
     description: 'A Running run without a heartbeat for this long belongs to a process that died: the interrupted-run sweep fails it (`interrupted: the hub stopped during the run`, event `connector.run.failed`, retryable). Must exceed `svc.connectors.heartbeat-every`.' }),
   p({ group: 'Connectors', name: 'svc.connectors.interrupted-sweep-every', kind: 'duration', default: '15s',

@@ -80,7 +80,7 @@ describe('the interrupted-run sweep', () => {
   it('fails the runs of a runner whose heartbeat stopped (the process as good as dead)', async () => {
     const runner = hub.services.connectors.runner;
     const triggered = await runner.trigger(1, connector, { endpoint: 'a', triggeredBy: 'manual', reader: slowReader(2_500) });
-    runner.close(); // what a killed process amounts to: no more heartbeats
+    runner.stopHeartbeat(); // what a killed process amounts to: no more heartbeats
     const id = triggered.runs[0]!.id;
     await until('the silent run to fail', async () => (await hub.services.db.withTenant(1, (tx) => getRun(tx, id))).status === 'Failed');
     // The run's own end comes later and must not overwrite the sweep's verdict (a run ends once).

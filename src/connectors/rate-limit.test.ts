@@ -39,6 +39,23 @@ describe('TokenBucket', () => {
     await expect(next).resolves.toBeUndefined();
   });
 
+  it('a waiter queued behind another leaves as soon as its signal aborts (a cancelled run does not wait for the others\' turns)', async () => {
+    const bucket = new TokenBucket({ count: 1, windowMs: 60_000 });
+    await bucket.take();
+    // Ahead of it: a waiter whose token comes in a minute (given up after a second, to end the test).
+    const ahead = new AbortController();
+    const first = bucket.take(ahead.signal);
+    const giveUp = setTimeout(() => ahead.abort(new Error('given up')), 1_000);
+    const mine = new AbortController();
+    const queued = bucket.take(mine.signal);
+    const asked = performance.now();
+    mine.abort(new Error('cancelled'));
+    await expect(queued).rejects.toThrow('cancelled');
+    expect(performance.now() - asked).toBeLessThan(500);
+    await expect(first).rejects.toThrow('given up');
+    clearTimeout(giveUp);
+  });
+
   it('refuses a nonsense limit', () => {
     expect(() => new TokenBucket({ count: 0, windowMs: 1000 })).toThrow(RangeError);
     expect(() => new TokenBucket({ count: 1, windowMs: 0 })).toThrow(RangeError);

@@ -27,14 +27,23 @@ export class TokenBucket {
     return this.capacity / this.windowMs;
   }
 
-  /** Waits for one token (in arrival order). Rejects with the signal's reason when it aborts while waiting. */
+  /**
+   * Waits for one token (in arrival order). Rejects with the signal's reason as soon as it aborts,
+   * also while earlier waiters are still ahead of it (its turn then passes without taking a token).
+   */
   take(signal?: AbortSignal): Promise<void> {
     const turn = this.queue.then(() => this.acquire(signal));
     this.queue = turn.then(
       () => undefined,
       () => undefined,
     );
-    return turn;
+    if (!signal) return turn;
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+      turn.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    });
   }
 
   /** Takes a token if one is available now; never waits. */

@@ -6,7 +6,7 @@ import { logger } from '../observability/logger.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, cancelRequested, createRun, finishRun, heartbeat, type RunRecord, type RunStatus } from './runs/ledger.js';
+import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, type RunRecord, type RunStatus } from './runs/ledger.js';
 import { getWatermark, setWatermark } from './store.js';
 import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
@@ -36,7 +36,10 @@ export interface RunnerOptions {
   maxDeadLetters?: number;
   /** Who listens to `data.row.changed` (only asked for sources that emit it). */
   subscribers: Subscribers;
-  /** How often the runs of this process are marked alive (runs/ledger.ts heartbeat); 0: never (tests). */
+  /**
+   * How often the runs of this process are marked alive (runs/ledger.ts heartbeat), which is also
+   * when a cancel served by another process reaches them; 0: never (tests).
+   */
   heartbeatEvery?: number;
 }
 
@@ -65,6 +68,15 @@ class CancelledByRequest extends Error {
   readonly runStatus = 'Cancelled' as const;
   constructor() {
     super('cancelled on request');
+  }
+}
+
+/** The hub stopping cleanly (close()) with the run in flight: it fails at once, retryable, as the sweep would fail it later. */
+class HubStopped extends Error {
+  readonly runStatus = 'Failed' as const;
+  readonly retryable = true;
+  constructor() {
+    super(INTERRUPTED_MESSAGE);
   }
 }
 
@@ -99,25 +111,58 @@ const PREPARE_SLICE = 100;
  * one terminal status with its event. A failed run is not rolled back: chunks already written stay.
  */
 export class ConnectorRunner {
-  /** Runs of this process not yet ended, kept alive by the heartbeat. */
-  private readonly active = new Set<string>();
+  /**
+   * Runs of this process not yet ended (queued behind an earlier endpoint included), kept alive by
+   * the heartbeat, each with the controller that stops it (a cancel, the hub stopping).
+   */
+  private readonly active = new Map<string, AbortController>();
+  /** The triggers of this process not yet settled (close() waits for them). */
+  private readonly pending = new Set<Promise<unknown>>();
   private beat: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(private readonly o: RunnerOptions) {}
 
   /** Run ids this process has started and not yet ended. */
   get running(): readonly string[] {
-    return [...this.active];
+    return [...this.active.keys()];
   }
 
-  /** Stops the heartbeat (its runs then look interrupted once stale, as they are). */
-  close(): void {
+  /**
+   * Stops a run of this process now (its cancel was requested): a retry back-off, a rate-limit wait
+   * or a request in flight is interrupted and the run ends Cancelled. False when it does not run here.
+   */
+  cancel(runId: string): boolean {
+    const controller = this.active.get(runId);
+    if (!controller) return false;
+    if (!controller.signal.aborted) controller.abort(new CancelledByRequest());
+    return true;
+  }
+
+  /**
+   * The hub stopping cleanly: the runs of this process (queued ones included) end Failed
+   * `interrupted: the hub stopped during the run` (retryable) at once, the rows read so far written;
+   * resolves once every one has ended. A run triggered afterwards ends the same way.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const controller of this.active.values()) if (!controller.signal.aborted) controller.abort(new HubStopped());
+    await Promise.allSettled([...this.pending]);
+    this.stopHeartbeat();
+  }
+
+  /** Stops the heartbeat (its runs then look interrupted once stale, as a process gone silent's do). */
+  stopHeartbeat(): void {
     if (this.beat) clearInterval(this.beat);
     this.beat = undefined;
   }
 
   private track(ids: string[]): void {
-    for (const id of ids) this.active.add(id);
+    for (const id of ids) {
+      const controller = new AbortController();
+      if (this.closed) controller.abort(new HubStopped());
+      this.active.set(id, controller);
+    }
     if (!this.beat && this.o.heartbeatEvery && this.active.size > 0) {
       this.beat = setInterval(() => void this.pulse(), this.o.heartbeatEvery);
       this.beat.unref();
@@ -126,13 +171,15 @@ export class ConnectorRunner {
 
   private untrack(ids: string[]): void {
     for (const id of ids) this.active.delete(id);
-    if (this.active.size === 0) this.close();
+    if (this.active.size === 0) this.stopHeartbeat();
   }
 
+  /** One heartbeat: the runs of this process marked alive, those whose cancel was requested (anywhere) stopped. */
   private async pulse(): Promise<void> {
-    const ids = [...this.active];
+    const ids = [...this.active.keys()];
     try {
-      await this.o.db.crossTenant('run-heartbeat', (tx) => heartbeat(tx, ids));
+      const cancelled = await this.o.db.crossTenant('run-heartbeat', (tx) => heartbeat(tx, ids));
+      for (const id of cancelled) this.cancel(id);
     } catch (err) {
       logger().warn({ err: (err as Error).message, runs: ids.length }, 'run heartbeat failed; trying again');
     }
@@ -175,7 +222,8 @@ export class ConnectorRunner {
       const results: RunRecord[] = [];
       try {
         for (const { run, endpoint } of runs) {
-          results.push(await this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, options.reader ?? this.o.reader));
+          const controller = this.active.get(run.id) ?? new AbortController();
+          results.push(await this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, options.reader ?? this.o.reader, controller));
           this.untrack([run.id]);
         }
       } finally {
@@ -184,12 +232,29 @@ export class ConnectorRunner {
       }
       return results;
     })();
+    this.pending.add(done);
+    const forget = () => this.pending.delete(done);
+    done.then(forget, forget);
     return { runs: runs.map(({ run, endpoint }) => ({ id: run.id, endpointId: endpoint.uuid, endpoint: endpoint.id })), done };
   }
 
-  private async execute(tenantId: number, connector: ConnectorSpec, endpoint: EndpointSpec, run: RunRecord, emitsRowChanges: boolean, reader: PageReader): Promise<RunRecord> {
+  /**
+   * One run. Its controller stops it (a cancel, the hub stopping: the abort's reason says which and
+   * is the run's end): whatever the run is waiting on (a page, a retry back-off, the rate limit)
+   * gives up at once.
+   */
+  private async execute(
+    tenantId: number,
+    connector: ConnectorSpec,
+    endpoint: EndpointSpec,
+    run: RunRecord,
+    emitsRowChanges: boolean,
+    reader: PageReader,
+    controller: AbortController,
+  ): Promise<RunRecord> {
     const started = Date.now();
-    const controller = new AbortController();
+    /** Why the run was stopped (CancelledByRequest, HubStopped), once it was. */
+    const stopped = () => (controller.signal.aborted ? (controller.signal.reason as EngineFailure) : undefined);
     const watermarking = endpoint.incremental.mode === 'watermark' ? endpoint.incremental : undefined;
     let candidate: string | number | undefined;
     let written = 0;
@@ -204,7 +269,6 @@ export class ConnectorRunner {
     const inFlight: Array<{ done: Promise<void>; keys: Set<string> }> = [];
     // Every run starts by inserting (cheaper than merging) until a chunk meets a stored key: see store().
     let expectNew = true;
-    let cancelled = false;
     const write = async (items: unknown[], prepared: PreparedRow[]) => {
       // A chunk's rows go as one statement, with no savepoint around it (one round trip fewer each
       // way). When that statement fails on a stored key (an insert) or on a value PostgreSQL refuses,
@@ -219,10 +283,7 @@ export class ConnectorRunner {
           written += items.length;
           const cap = this.o.maxDeadLetters ?? DEFAULT_MAX_DEAD_LETTERS;
           if (deadLetterCount > cap) throw new DeadLetterCapError(cap);
-          if (cancelRequested) {
-            cancelled = true;
-            controller.abort();
-          }
+          if (cancelRequested && !controller.signal.aborted) controller.abort(new CancelledByRequest());
           return;
         } catch (err) {
           if (how.expectNew && isKeyConflict(err)) {
@@ -267,6 +328,8 @@ export class ConnectorRunner {
 
     let outcome: { status: Exclude<RunStatus, 'Running'>; error?: EngineFailure };
     try {
+      // Stopped while queued behind an earlier endpoint (or the hub stopping as it was triggered).
+      controller.signal.throwIfAborted();
       // Registered before it exists, so the clean-up of unused tables never drops it under the run.
       await this.o.db.withTenant(tenantId, (tx) =>
         tx.query(
@@ -292,30 +355,31 @@ export class ConnectorRunner {
         throw err;
       }
       const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
-      for await (const page of reader.read(connector, endpoint, { signal: controller.signal, watermark })) {
+      for await (const page of untilAborted(reader.read(connector, endpoint, { signal: controller.signal, watermark }), controller.signal)) {
         for (const item of page.items) {
           buffer.push(item);
           if (watermarking) candidate = maxOf(candidate, readPath(item, watermarking.watermark_path));
         }
         while (buffer.length >= this.o.chunkSize) await flush(buffer.splice(0, this.o.chunkSize));
-        // A cancel is honoured at the next page boundary (looked up at most twice a second).
+        // Besides the heartbeat (and a cancel served by this process, at once), the flag is looked
+        // up at page boundaries, at most twice a second.
         if (!controller.signal.aborted && Date.now() - cancelCheckedAt > 500) {
           cancelCheckedAt = Date.now();
-          if (await this.o.db.withTenant(tenantId, (tx) => cancelRequested(tx, run.id))) {
-            cancelled = true;
-            controller.abort();
-          }
+          if (await this.o.db.withTenant(tenantId, (tx) => cancelRequested(tx, run.id))) controller.abort(new CancelledByRequest());
         }
-        if (controller.signal.aborted) throw new CancelledByRequest();
+        controller.signal.throwIfAborted();
       }
       const rest = buffer;
       buffer = [];
       await flush(rest);
       await settle();
-      outcome = controller.signal.aborted ? { status: 'Cancelled', error: new CancelledByRequest() } : { status: 'Completed' };
+      // Every page read and written: a cancel that came meanwhile still ends it Cancelled; the hub
+      // stopping as its last chunks were written lost nothing, and the run is complete.
+      const stop = stopped();
+      outcome = stop instanceof CancelledByRequest ? { status: 'Cancelled', error: stop } : { status: 'Completed' };
     } catch (err) {
-      // A cancel seen by a chunk write aborts the reader wherever it is: still a cancel.
-      const failure = (cancelled ? new CancelledByRequest() : err) as EngineFailure;
+      // A stop (a cancel, the hub stopping) aborts the reader wherever it is: its reason is the run's end.
+      const failure = stopped() ?? (err as EngineFailure);
       // Whatever was read before the failure is written: a failed run is not rolled back (but past
       // the dead-letter cap, what is left would only add dead letters).
       try {
@@ -499,6 +563,42 @@ function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): Dead
     payload: row.data,
     skipDetail: { table: endpoint.target.table, external_id: row.externalId ?? null },
   };
+}
+
+/**
+ * The pages of `pages`, given up on as soon as `signal` aborts (rejecting with its reason): a stop
+ * never waits for a reader that is slow to notice it (the engine's does at once; a reader given by
+ * a caller may not).
+ */
+async function* untilAborted<T>(pages: AsyncIterable<T>, signal: AbortSignal): AsyncGenerator<T> {
+  const iterator = pages[Symbol.asyncIterator]();
+  let onAbort: () => void = () => undefined;
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(signal.reason);
+  });
+  aborted.catch(() => undefined); // raced below; no unhandled rejection once the pages are over
+  signal.addEventListener('abort', onAbort, { once: true });
+  let done = false;
+  let waiting = false;
+  try {
+    for (;;) {
+      signal.throwIfAborted();
+      waiting = true;
+      const next = await Promise.race([iterator.next(), aborted]);
+      waiting = false;
+      if (next.done) {
+        done = true;
+        return;
+      }
+      yield next.value;
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    // Left early, the reader is told to finish, as `for await` would: at once when it is idle; a reader
+    // still busy with a page finishes after it, and nobody waits for that.
+    if (!done && waiting) void Promise.resolve(iterator.return?.()).catch(() => undefined);
+    else if (!done) await iterator.return?.();
+  }
 }
 
 /** The running maximum of watermark values: numbers numerically, anything else as text. */

@@ -113,7 +113,8 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     },
     dispatcher,
     close: async () => {
-      runner.close();
+      // Runs of this process end Failed `interrupted` (a clean stop) before the pools close.
+      await runner.close();
       await ext.close();
       await dispatcher.close().catch(() => undefined);
     },

@@ -73,9 +73,14 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
     runs: {
       list: (t, limit) => db.readWithTenant(t, (tx) => listRuns(tx, limit)),
       get: (t, id) => db.readWithTenant(t, (tx) => getRun(tx, id)),
-      cancel: (t, id) => db.withTenant(t, (tx) => requestCancel(tx, id)),
+      cancel: async (t, id) => {
+        const run = await db.withTenant(t, (tx) => requestCancel(tx, id));
+        // A run of this process stops now; one of another process at its next heartbeat or page.
+        runner.cancel(id);
+        return run;
+      },
       ingestCsv: (t, request) =>
-        ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request),
+        ingestCsv(runner, t, loadConnector, (fn) => db.withTenant(t, fn), request),
     },
     deadLetters: {
       list: (t, query) =>

@@ -47,6 +47,9 @@ beforeAll(async () => {
     if (path === '/openapi.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(openapi) };
     if (path === '/openapi.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: stringify(openapi) };
     if (path === '/not-a-spec') return { body: '<html>hello</html>' };
+    // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
+    if (path === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
+    if (path === '/records/mixed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { name: 'no id' }, { id: '' }]) };
     return { status: 404 };
   });
   docsUrl = docs.url;
@@ -111,6 +114,44 @@ describe('pre-flight', () => {
 
   it('404 for an unknown connector', async () => {
     expect((await fetch(`${hub.url}/api/connectors/nope/preflight`, { method: 'POST', headers: H })).status).toBe(404);
+  });
+
+  type Report = { ok: boolean; endpoints: Array<{ id: string; status: number; items: number; verdict: string; warnings?: string[] }> };
+  /** Applies a connector of these endpoints (each `[id, path, unique_key, pagination?]`) and answers its pre-flight report. */
+  async function preflightOf(name: string, baseUrl: string, endpoints: Array<[string, string, string, object?]>): Promise<Report> {
+    const spec = {
+      base_url: baseUrl,
+      endpoints: endpoints.map(([id, path, uniqueKey, pagination]) => ({ id, path, ...(pagination ? { pagination } : {}), target: { kind: 'hybrid', table: `ext.${name}_${id}`, unique_key: uniqueKey } })),
+    };
+    const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
+    expect((await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: H, body: JSON.stringify(manifest) })).status).toBe(201);
+    return (await (await fetch(`${hub.url}/api/connectors/${name}/preflight`, { method: 'POST', headers: H })).json()) as Report;
+  }
+
+  it('a unique_key that resolves to nothing in every record read is not ok (a run would dead-letter every row); in some of them, a warning', async () => {
+    const report = await preflightOf('keys', docsUrl, [
+      ['keyed', '/records/keyed', '$.id'],
+      ['nope', '/records/keyed', '$.nope'],
+      ['mixed', '/records/mixed', '$.id'],
+    ]);
+    const byId = Object.fromEntries(report.endpoints.map((e) => [e.id, e]));
+    expect(byId.keyed).toMatchObject({ status: 200, items: 2, verdict: 'ok' });
+    expect(byId.keyed!.warnings).toBeUndefined();
+    expect(byId.nope).toMatchObject({
+      status: 200,
+      items: 2,
+      verdict: 'unique_key $.nope resolves to nothing in all 2 records read: a run would dead-letter every row (missing_key) and store none; fix target.unique_key',
+    });
+    expect(byId.mixed).toMatchObject({ status: 200, items: 3, verdict: 'ok', warnings: ['unique_key $.id resolves to nothing in 2 of the 3 records read: a run dead-letters those rows (missing_key)'] });
+    expect(report.ok).toBe(false);
+  });
+
+  it('the tester\'s case: `unique_key: $.nope` over the demo source\'s partners is not ok', async () => {
+    const offset = { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 50, response_path: '$.data' };
+    const report = await preflightOf('nope', demo.url, [['open', '/open/partners', '$.nope', offset]]);
+    expect(report.ok).toBe(false);
+    expect(report.endpoints[0]!.items).toBe(50);
+    expect(report.endpoints[0]!.verdict).toMatch(/^unique_key \$\.nope resolves to nothing in all 50 records read: a run would dead-letter every row/);
   });
 });
 

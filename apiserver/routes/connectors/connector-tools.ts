@@ -19,7 +19,7 @@ export const connectorToolRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/{name}/preflight', operationId: 'preflightConnector', summary: 'Send the first request of every enabled endpoint once; write nothing', tags: ['Connectors'],
     auth: ['svc_integrator'], params: nameParam,
-    description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data; a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`. `warnings` names what a run would leave out of the request (a declared header whose value_env resolves to nothing).',
+    description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data, or answered records in none of which its `unique_key` finds a key (the verdict says so: a run would dead-letter every row); a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`. `warnings` names what a run would leave out of the request (a declared header whose value_env resolves to nothing) and records of the answer without a key (a run dead-letters them).',
     responses: {
       200: {
         description: 'The pre-flight report',

@@ -60,8 +60,10 @@ export const runRoutes: RouteDecl[] = [
     handler: ({ services, principal, params }) => services.connectors.runs.get(callerTenant(principal), params.id),
   }),
   route({
-    method: 'POST', path: '/api/platform/runs/{id}/cancel', operationId: 'cancelRun', summary: 'Cancel a running run at its next page boundary', tags: ['Runs'],
+    method: 'POST', path: '/api/platform/runs/{id}/cancel', operationId: 'cancelRun', summary: 'Cancel a running run', tags: ['Runs'],
     auth: ['svc_integrator'], params: idParam,
+    description:
+      'A run of the process serving the request stops at once; a run of another process at its next heartbeat (`svc.connectors.heartbeat-every`) or page boundary. A retry back-off, a rate-limit wait or a request in flight is interrupted.',
     responses: {
       202: { description: 'Cancellation requested; the run ends Cancelled', schema: runSchema },
       404: { description: 'Unknown run', schema: errorBody },

@@ -92,7 +92,7 @@ export async function listRuns(tx: Tx, limit: number, connectorId?: string): Pro
   return rows;
 }
 
-/** Cancel: 202 semantics for a running run (it stops at its next page boundary), 409 when already over. */
+/** Cancel: 202 semantics for a running run (the flag its process reads: see ConnectorRunner), 409 when already over. */
 export async function requestCancel(tx: Tx, id: string): Promise<RunRecord> {
   const run = await getRun(tx, id);
   if (run.status !== 'Running') throw new ConflictError(`run ${id} is already ${run.status}`);
@@ -100,10 +100,17 @@ export async function requestCancel(tx: Tx, id: string): Promise<RunRecord> {
   return run;
 }
 
-/** Marks runs this process is running (or about to) as alive. */
-export async function heartbeat(tx: Tx, runIds: readonly string[]): Promise<void> {
-  if (runIds.length === 0) return;
-  await tx.query(`update connectors.runs set heartbeat_at = now() where id = any($1::uuid[]) and status = 'Running'`, [runIds]);
+/**
+ * Marks runs this process is running (or about to) as alive; answers those of them whose cancel was
+ * requested meanwhile (by whichever process served the request).
+ */
+export async function heartbeat(tx: Tx, runIds: readonly string[]): Promise<string[]> {
+  if (runIds.length === 0) return [];
+  const { rows } = await tx.query<{ id: string; cancel_requested: boolean }>(
+    `update connectors.runs set heartbeat_at = now() where id = any($1::uuid[]) and status = 'Running' returning id, cancel_requested`,
+    [runIds],
+  );
+  return rows.filter((r) => r.cancel_requested).map((r) => r.id);
 }
 
 export const INTERRUPTED_MESSAGE = 'interrupted: the hub stopped during the run';

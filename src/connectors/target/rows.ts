@@ -76,9 +76,14 @@ const hashOf: (json: string) => string =
     ? (json) => (crypto as unknown as { hash(algorithm: string, data: string, encoding: 'hex'): string }).hash('sha256', json, 'hex')
     : (json) => crypto.createHash('sha256').update(json).digest('hex');
 
+/** A record's key: what `uniqueKey` reads from it as text, undefined when that is nothing (absent, null, empty, an object or array). */
+export function externalIdOf(item: unknown, uniqueKey: string): string | undefined {
+  const key = readPath(item, uniqueKey);
+  return key === undefined || key === null || key === '' || typeof key === 'object' ? undefined : String(key);
+}
+
 export function prepareRow(item: unknown, target: Target): PreparedRow {
-  const key = readPath(item, target.unique_key);
-  const externalId = key === undefined || key === null || key === '' || typeof key === 'object' ? undefined : String(key);
+  const externalId = externalIdOf(item, target.unique_key);
   const promoted: Record<string, string | null> = {};
   const rejects: PreparedRow['rejects'] = [];
   for (const p of target.promote) {
