@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { parse } from 'csv-parse/sync';
 import type { Tx } from '../db/database.js';
-import { ConflictError, ValidationError } from '../errors.js';
+import { ValidationError } from '../errors.js';
 import type { ConnectorRunner, PageReader } from './runner.js';
 import type { RunRecord } from './runs/ledger.js';
 import { extTableName, promoteColumnName } from './target/ddl.js';
@@ -24,8 +24,7 @@ export interface CsvIngestRequest {
 /**
  * POST /api/platform/sources/csv/ingest: one run that upserts the CSV's rows into `ext.<table>`,
  * keyed by the `key` column, every column named as a lower-case identifier also promoted as a text
- * column (the others stay in `data`). `connector` names the CSV source; the name of a connector
- * applied from a manifest (REST, GraphQL, SOAP) is refused (409). It goes through the same
+ * column (the others stay in `data`). It goes through the same
  * runner as REST connectors (ledger, chunks, dead letters, events); unlike them it emits
  * `data.row.changed` for new or changed rows when something subscribes.
  */
@@ -35,8 +34,7 @@ const LINE_ENDS = ['\r\n', '\n', '\r'];
 export async function ingestCsv(
   runner: ConnectorRunner,
   tenantId: number,
-  /** The tenant's stored connector of that name (one applied from a manifest), if any. */
-  findConnector: (tx: Tx, name: string) => Promise<{ connectorType: string } | undefined>,
+  findConnectorId: (tx: Tx, name: string) => Promise<string | undefined>,
   withTenant: <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>,
   request: CsvIngestRequest,
 ): Promise<RunRecord> {
@@ -61,16 +59,7 @@ export async function ingestCsv(
   }
   if (!header.includes(request.key)) throw new ValidationError(`key column ${request.key} is not in the CSV header`, 'key');
 
-  // A CSV source has no manifest: a connector of the name is another kind of source, whose runs and
-  // endpoints the CSV's would join (under its id, as an endpoint its manifest does not list).
-  const stored = await withTenant((tx) => findConnector(tx, request.connector));
-  if (stored) {
-    throw new ConflictError(
-      `connector ${request.connector} is a ${stored.connectorType} connector (applied from a manifest), not a CSV source: CSV ingest does not record runs under it. Name the CSV source differently`,
-      'connector',
-    );
-  }
-  const connectorId = stableUuid(`csv:${tenantId}:${request.connector}`);
+  const connectorId = (await withTenant((tx) => findConnectorId(tx, request.connector))) ?? stableUuid(`csv:${tenantId}:${request.connector}`);
   const endpoint: EndpointSpec = {
     id: `csv-${extTableName(table)!.replace(/_/g, '-')}`,
     uuid: stableUuid(`csv:${tenantId}:${request.connector}:${table}`),

@@ -80,7 +80,7 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         return run;
       },
       ingestCsv: (t, request) =>
-        ingestCsv(runner, t, loadConnector, (fn) => db.withTenant(t, fn), request),
+        ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request),
     },
     deadLetters: {
       list: (t, query) =>

@@ -270,32 +270,6 @@ describe('CSV ingest and dead letters', () => {
     expect(badTable.status).toBe(400);
   });
 
-  it('refuses the name of a connector applied from a manifest (409 naming connector): nothing is run or recorded under it', async () => {
-    await apply(manifest('crm-rest', [offsetEndpoint('partners', '/offset/partners', 'ext.crm_rest_partners')]));
-    const runsBefore = await owner.query(`select count(*)::int as n from connectors.runs where connector_name = 'crm-rest'`);
-    const res = await ingest(csv(['1,Ann,Lyon']), 'connector=crm-rest&table=crm_rest_csv&key=id');
-    expect({ status: res.status, body: await res.json() }).toEqual({
-      status: 409,
-      body: {
-        error: 'connector crm-rest is a rest-generic connector (applied from a manifest), not a CSV source: CSV ingest does not record runs under it. Name the CSV source differently',
-        field: 'connector',
-      },
-    });
-    const runsAfter = await owner.query(`select count(*)::int as n from connectors.runs where connector_name = 'crm-rest'`);
-    expect(runsAfter.rows[0].n).toBe(runsBefore.rows[0].n);
-    expect((await owner.query(`select to_regclass('ext_t1.crm_rest_csv') as t`)).rows[0].t).toBeNull();
-    const detail = (await (await fetch(`${hub.url}/api/connectors/crm-rest`, { headers: H })).json()) as { endpoints: Array<{ id: string }> };
-    expect(detail.endpoints.map((e) => e.id)).toEqual(['partners']);
-    // The same name in another tenant, which has no such connector, is a CSV source there.
-    const other = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=crm-rest&table=crm_rest_csv&key=id`, {
-      method: 'POST',
-      headers: { 'X-Tenant-ID': '2', 'Content-Type': 'text/csv' },
-      body: csv(['1,Ann,Lyon']),
-    });
-    expect(other.status).toBe(200);
-    expect(await other.json()).toMatchObject({ status: 'Completed', recordsOut: 1 });
-  });
-
   it('a table PostgreSQL cannot make (more than 1,600 columns) fails the run and is not left registered', async () => {
     const names = ['id', ...Array.from({ length: 1_700 }, (_, i) => `c${i}`)];
     const res = await ingest(`${names.join(',')}\r\n${names.map((_, i) => String(i)).join(',')}\r\n`, 'connector=crm-import&table=too_wide&key=id');

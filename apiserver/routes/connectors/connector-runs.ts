@@ -38,19 +38,14 @@ export const connectorRunRoutes: RouteDecl[] = [
     auth: ['svc_integrator'],
     description:
       'Body `text/csv` (UTF-8) with a header line. Every row is upserted into `ext.<table>` keyed by the `key` column and stored whole in `data`; each column whose name is a lower-case identifier is also a text column of the table. ' +
-      'Answers the finished run record. `connector` names the CSV source: the name of a connector applied from a manifest is refused (409, `field: connector`). New or changed rows emit `data.row.changed` inside the ingestion transaction when an integration, rule or process subscribes to it.',
+      'Answers the finished run record. New or changed rows emit `data.row.changed` inside the ingestion transaction when an integration, rule or process subscribes to it.',
     query: {
       type: 'object', required: ['connector', 'table', 'key'],
       properties: { connector: { type: 'string' }, table: { type: 'string', description: '`ext.<name>` or `<name>`' }, key: { type: 'string', description: 'the identity column' } },
     },
     bodyTypes: ['text/csv'],
     body: { type: 'string' },
-    responses: {
-      200: { description: 'The run', schema: runSchema },
-      400: { description: 'Bad CSV, table or key', schema: errorBody },
-      409: { description: '`connector` names a connector applied from a manifest (REST, GraphQL, SOAP), not a CSV source', schema: errorBody },
-      ...refusals(true),
-    },
+    responses: { 200: { description: 'The run', schema: runSchema }, 400: { description: 'Bad CSV, table or key', schema: errorBody }, ...refusals(true) },
     handler: ({ services, principal, query, body, ctx }) => {
       const tenantId = callerTenant(principal);
       // The body is read as UTF-8: another declared charset would be stored as replacement characters.
