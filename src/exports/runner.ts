@@ -6,6 +6,7 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import { ConflictError } from '../errors.js';
+import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { logger } from '../observability/logger.js';
 import { AttemptPool } from '../webhooks/pool.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
@@ -24,6 +25,7 @@ import {
   heartbeat,
   lockRunning,
   type Receipt,
+  wasSwept,
   runById,
   runStart,
   slotDelivered,
@@ -145,9 +147,10 @@ interface Progress {
   csv?: CsvSnapshot;
   digest?: DigestStream;
   /**
-   * Every byte has gone to the destination, which is publishing it (an S3 upload's last request, an
-   * SFTP rename): a stop request no longer interrupts the run, which ends as the publication does.
-   * Cut there, the file could be published with the run recorded Failed.
+   * Every byte has gone to the destination and the fence admitted the publication (the run's record
+   * locked, still Running): the destination is making the file appear (an S3 upload's last request,
+   * an SFTP rename). Nothing stops the run from then on (a cancel, the hub stopping, the time limit):
+   * it ends as the publication does. Cut there, the file could be published with the run recorded Failed.
    */
   committing?: boolean;
 }
@@ -288,40 +291,80 @@ export class ExportRunner {
     beat.unref();
     const timeout = new AbortController();
     let timer: NodeJS.Timeout | undefined;
-    const all = AbortSignal.any([signal, timeout.signal, ended.signal]);
+    // What stops the run (a cancel, the hub stopping, the time limit, its record ended elsewhere)
+    // reaches its work only until the publication is admitted (progress.committing): from then on the
+    // file may appear at any moment, so the publication is never cut, and the run ends as it does.
+    const stopping = AbortSignal.any([signal, timeout.signal, ended.signal]);
+    const work = new AbortController();
+    const forward = () => {
+      if (!progress.committing && !work.signal.aborted) work.abort(stopping.reason);
+    };
+    if (stopping.aborted) forward();
+    else stopping.addEventListener('abort', forward, { once: true });
     let fence: PublicationFence | undefined;
     const beforeCommit = async () => {
-      fence = new PublicationFence(db, run.id);
-      const admitted = await fence.admitted;
-      if (admitted === false) endedElsewhere();
-      else if (admitted !== true) ended.abort(new RunFailure('publication', `the run's record could not be checked before publishing (${admitted.message}); nothing was published. Retry it`));
+      const admitted = await this.admit(run, work.signal, (opened) => {
+        fence = opened;
+      });
+      if (admitted === true) {
+        if (!work.signal.aborted) progress.committing = true;
+      } else if (admitted === false) endedElsewhere();
+      else ended.abort(new RunFailure('publication', `the run's record could not be checked before publishing (${admitted.message}); nothing was published. Retry it`));
     };
     let outcome: RunOutcome;
     try {
       const receipt = await this.inSlot(tenantId, run.id, AbortSignal.any([signal, ended.signal]), () => {
         timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
         timer.unref();
-        return this.generateAndPublish(tenantId, run, progress, all, beforeCommit);
+        return this.generateAndPublish(tenantId, run, progress, work.signal, beforeCommit);
       });
       outcome = { receipt };
     } catch (err) {
-      outcome = this.classify(err, all, run);
+      outcome = this.classify(err, work.signal, run);
     } finally {
+      stopping.removeEventListener('abort', forward);
       clearInterval(beat);
       clearTimeout(timer);
     }
     // Past the fence, the end is recorded under its lock (the sweep cannot have failed the run).
     const fenced = fence?.holding ? await fence.end(outcome) : undefined;
     const final = fenced ?? (await db.withTenant(tenantId, async (tx) => {
+      // The fence's connection lost while the file was published (its lock went with it): the sweep
+      // may have failed the run meanwhile; a receipt corrects such a record (see completeRun).
+      if ('receipt' in outcome && fence?.holding && (await wasSwept(tx, run.id))) {
+        logger().warn({ runId: run.id, export: run.exportName }, 'export run published its file after the sweep had failed it as interrupted (its lock was lost with its connection); its record now says Completed');
+      }
       await record(tx, run.id, outcome);
       return (await runById(tx, run.id))!;
     }));
-    if ('receipt' in outcome && final.status !== 'Completed') {
-      // Cannot happen past the fence; said loudly should it ever.
-      logger().error({ runId: run.id, export: run.exportName, location: outcome.receipt.location }, 'export run published its file but its record had ended meanwhile');
-    }
     logger().info({ runId: run.id, export: run.exportName, status: final.status, failureCode: final.failureCode, rows: final.rowCount, bytes: final.byteCount }, `export run ${final.status}`);
     return final;
+  }
+
+  /**
+   * The publication fence for `run`, opened (handed to `opened` as soon as it is) when a connection
+   * is to be had: a busy worker pool (its connections all taken, each wait cut by
+   * svc.datasource.connect-timeout) is waited out, one try a second, for as long as the run may go
+   * on (its time limit, a cancel, the hub stopping abort `signal`); nothing has been published yet.
+   */
+  private async admit(run: ExportRun, signal: AbortSignal, opened: (fence: PublicationFence) => void): Promise<boolean | Error> {
+    for (;;) {
+      const fence = new PublicationFence(this.options.db, run.id);
+      opened(fence);
+      const admitted = await fence.admitted;
+      if (!(admitted instanceof Error) || !isDatabaseUnavailable(admitted) || signal.aborted) return admitted;
+      logger().warn({ runId: run.id, export: run.exportName, err: admitted.message }, 'export run: no database connection to check its record before publishing; trying again');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, 1_000);
+        function done() {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', done);
+          resolve();
+        }
+        signal.addEventListener('abort', done, { once: true });
+      });
+      if (signal.aborted) return admitted;
+    }
   }
 
   private timeLimitReason(): string {
@@ -369,9 +412,6 @@ export class ExportRunner {
       csv.on('error', (err: Error & { code?: string }) =>
         digest.destroy(new GenerationError(err.code === QUERY_CANCELED ? this.timeLimitReason() : `reading or encoding the snapshot failed: ${err.message}; nothing was published`)),
       );
-      digest.once('end', () => {
-        progress.committing = true;
-      });
       const onAbort = () => csv.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
       signal.addEventListener('abort', onAbort, { once: true });
       try {

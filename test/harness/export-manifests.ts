@@ -28,3 +28,28 @@ export function itemS3Export(name: string, endpoint: string) {
     },
   };
 }
+
+/**
+ * Tenant 1 of `hub` ready to export entity `item`: `rows` rows in `ext.items` (`k1`… with labels
+ * `label 1`…), the S3 secrets of `s3`, and the entity applied.
+ */
+export async function seedItemExports(
+  hub: { services: { connectors: { ext: { ensureTable(tenant: number, table: string, promote: Array<{ name: string; path: string; type: 'text' }>): Promise<unknown> } } } },
+  owner: { query(text: string, values?: unknown[]): Promise<unknown> },
+  api: { post(path: string, body: unknown): Promise<{ status: number }> },
+  s3: { accessKeyId: string; secretAccessKey: string },
+  rows: number,
+): Promise<void> {
+  await hub.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
+  await owner.query(
+    `insert into ext_t1.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label)
+       select 1, 'k' || i, 'h' || i, '{}', '00000000-0000-0000-0000-0000000000c5', '00000000-0000-0000-0000-0000000000e5', 'label ' || i from generate_series(1, $1::int) as i`,
+    [rows],
+  );
+  for (const [name, value] of [['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey]]) {
+    const stored = await api.post('/api/platform/secrets', { name, value });
+    if (stored.status !== 201) throw new Error(`storing secret ${name}: HTTP ${stored.status}`);
+  }
+  const applied = await api.post('/api/entities/apply', ITEM_ENTITY);
+  if (applied.status !== 201) throw new Error(`applying entity item: HTTP ${applied.status}`);
+}

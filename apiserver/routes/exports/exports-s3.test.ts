@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
+import { startCommitRelay } from '../../../test/harness/s3-relay.js';
 import type { Promote } from '../../../src/connectors/types.js';
 
 /**
@@ -216,46 +217,18 @@ describe('S3 publication', () => {
 
   // Last: it closes the runner of this hub.
   it('a cancel or a delete that arrives once S3 has stored the object does not cut the run: it ends Completed', async () => {
-    // A TCP relay in front of the stand-in that holds S3's answer to the object's PUT (S3 has stored
-    // it; the answer is on its way), until released.
-    const { createServer, connect } = await import('node:net');
-    let hold: { key: string; stored: () => void; released: Promise<void> } | undefined;
-    const upstream = new URL(s3.endpoint);
-    const relay = createServer((client) => {
-      const server = connect(Number(upstream.port), upstream.hostname);
-      let held: Promise<void> | undefined;
-      client.once('data', (first) => {
-        const h = hold;
-        if (h && first.toString('latin1').startsWith(`PUT /${BUCKET}/${h.key}?`)) {
-          hold = undefined;
-          held = h.released;
-          server.once('data', () => h.stored());
-        }
-        server.write(first);
-        client.pipe(server);
-      });
-      server.on('data', (chunk) => {
-        if (held) void held.then(() => client.write(chunk));
-        else client.write(chunk);
-      });
-      server.on('end', () => void (held ?? Promise.resolve()).then(() => client.end()));
-      client.on('error', () => server.destroy());
-      server.on('error', () => client.destroy());
-    });
-    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', () => resolve()));
-    const endpoint = `http://127.0.0.1:${(relay.address() as import('node:net').AddressInfo).port}`;
+    // S3's answer to the object's PUT held (S3 has stored it; the answer is on its way), until released.
+    const relay = await startCommitRelay(s3.endpoint, BUCKET);
+    const endpoint = relay.endpoint;
     try {
       for (const [name, stop] of [
         ['stop-cancel', (id: string) => api.post(`/api/exports/stop-cancel/runs/${id}/cancel`)],
         ['stop-delete', () => api.del('/api/exports/stop-delete')],
       ] as const) {
         await applied(exportOf(name, 'small', { filename: `${name}.csv`, endpoint }));
-        let stored!: () => void;
-        let release!: () => void;
-        const reached = new Promise<void>((resolve) => (stored = resolve));
-        hold = { key: `${name}.csv`, stored, released: new Promise<void>((resolve) => (release = resolve)) };
+        const { stored, release } = relay.hold(`${name}.csv`);
         const id = await start(name);
-        await reached;
+        await stored;
         const stopped = await stop(id);
         expect([202, 204]).toContain(stopped.status);
         await new Promise((r) => setTimeout(r, 100));
@@ -265,7 +238,7 @@ describe('S3 publication', () => {
         expect(s3.getObject(BUCKET, `${name}.csv`)?.body.length).toBe(run.byteCount);
       }
     } finally {
-      await new Promise((resolve) => relay.close(resolve));
+      await relay.close();
     }
   });
 

@@ -5,8 +5,7 @@ import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
 import { until } from '../../../test/harness/until.js';
-import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifests.js';
-import type { Promote } from '../../../src/connectors/types.js';
+import { itemS3Export, seedItemExports } from '../../../test/harness/export-manifests.js';
 import type { Tx } from '../../../src/db/database.js';
 import { failInterrupted, INTERRUPTED_REASON } from '../../../src/exports/runs/ledger.js';
 
@@ -24,7 +23,6 @@ import { failInterrupted, INTERRUPTED_REASON } from '../../../src/exports/runs/l
 
 let s3: TestS3;
 const BUCKET = 'drops';
-const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
 
 beforeAll(async () => {
   s3 = await startS3();
@@ -45,13 +43,7 @@ async function setUp(overrides: Record<string, string>): Promise<Setup> {
   const hub = await startTestHub(overrides);
   const owner = await ownerClient(hub.ownerUrl);
   const api = devClient(hub.url, 1);
-  await hub.services.connectors.ext.ensureTable(1, 'ext.items', [promote('label', 'text')]);
-  await owner.query(
-    `insert into ext_t1.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label)
-       select 1, 'k' || i, 'h' || i, '{}', '00000000-0000-0000-0000-0000000000c5', '00000000-0000-0000-0000-0000000000e5', 'label ' || i from generate_series(1, 50) as i`,
-  );
-  for (const [name, value] of [['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey]]) expect((await api.post('/api/platform/secrets', { name, value })).status).toBe(201);
-  expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBe(201);
+  await seedItemExports(hub, owner, api, s3, 50);
   return { hub, owner, api };
 }
 

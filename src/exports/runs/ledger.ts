@@ -293,20 +293,32 @@ export interface Receipt {
   versionId?: string;
 }
 
-/** Running -> Completed with the receipt; false when the run was no longer Running (failed as interrupted meanwhile). */
+/**
+ * Running -> Completed with the receipt, the end time the moment of the statement (the transaction
+ * may have begun before the publication: the fence's). A run the sweep failed as `interrupted` is
+ * corrected too: its receipt shows it did publish, which only its own process can know (the fence's
+ * lock lost with its connection while the file was published). False when the run had ended otherwise.
+ */
 export async function completeRun(tx: Tx, id: string, receipt: Receipt): Promise<boolean> {
   const { rowCount } = await tx.query(
-    `update exports.runs set status = 'Completed', ended_at = now(), row_count = $2, byte_count = $3, sha256 = $4, location = $5, etag = $6, version_id = $7
-      where id = $1 and status = 'Running'`,
+    `update exports.runs set status = 'Completed', ended_at = clock_timestamp(), row_count = $2, byte_count = $3, sha256 = $4, location = $5, etag = $6, version_id = $7,
+        failure_code = null, failure_reason = null
+      where id = $1 and (status = 'Running' or (status = 'Failed' and failure_code = 'interrupted'))`,
     [id, receipt.rowCount, receipt.byteCount, receipt.sha256, receipt.location, receipt.etag ?? null, receipt.versionId ?? null],
   );
   return rowCount === 1;
 }
 
+/** Whether the sweep failed the run as `interrupted` (not its own process). */
+export async function wasSwept(tx: Tx, id: string): Promise<boolean> {
+  const { rows } = await tx.query("select 1 from exports.runs where id = $1 and status = 'Failed' and failure_code = 'interrupted'", [id]);
+  return rows.length > 0;
+}
+
 /** Running -> Failed with its code and reason. */
 export async function failRun(tx: Tx, id: string, code: FailureCode, reason: string): Promise<boolean> {
   const { rowCount } = await tx.query(
-    "update exports.runs set status = 'Failed', ended_at = now(), failure_code = $2, failure_reason = $3 where id = $1 and status = 'Running'",
+    "update exports.runs set status = 'Failed', ended_at = clock_timestamp(), failure_code = $2, failure_reason = $3 where id = $1 and status = 'Running'",
     [id, code, reason],
   );
   return rowCount === 1;
