@@ -111,15 +111,18 @@ async function run(role: RoleName, config: Config): Promise<number> {
   return 0;
 }
 
-/** Aborted by the first SIGINT or SIGTERM (what `svc-hub run` stops on); a second signal exits at once. */
-function stopSignal(): AbortSignal {
+/**
+ * Aborted by the first SIGINT or SIGTERM (what `svc-hub run` stops on, and every role); a second
+ * signal exits at once. `what` ends the log line of the first.
+ */
+function stopSignal(what = 'stopping'): AbortSignal {
   const controller = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
     if (controller.signal.aborted) {
       logger().warn(`${signal} again: exiting now`);
       process.exit(130);
     }
-    logger().info(`${signal}: stopping`);
+    logger().info(`${signal}: ${what}`);
     controller.abort();
   };
   process.on('SIGINT', onSignal);
@@ -129,27 +132,22 @@ function stopSignal(): AbortSignal {
 
 /** Resolves once a SIGINT or SIGTERM has stopped the hub; a second signal exits at once. */
 function untilSignal(hub: { stop(): Promise<void> }): Promise<void> {
+  const stop = stopSignal('stopping (in-flight requests finish first)');
   return new Promise((resolve) => {
-    let received = false;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (received) {
-        logger().warn(`${signal} again: exiting now`);
-        process.exit(130);
-      }
-      received = true;
-      logger().info(`${signal}: stopping (in-flight requests finish first)`);
-      hub.stop().then(
-        () => {
-          logger().info('stopped');
-          resolve();
-        },
-        (err: unknown) => {
-          logger().error({ err }, 'stop failed');
-          resolve();
-        },
-      );
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    stop.addEventListener(
+      'abort',
+      () =>
+        hub.stop().then(
+          () => {
+            logger().info('stopped');
+            resolve();
+          },
+          (err: unknown) => {
+            logger().error({ err }, 'stop failed');
+            resolve();
+          },
+        ),
+      { once: true },
+    );
   });
 }

@@ -1,14 +1,8 @@
 import type { Context, Next } from 'koa';
 import { HubError } from '../../src/errors.js';
 import { logger } from '../../src/observability/logger.js';
-import { isDatabaseUnavailable } from '../../src/db/unavailable.js';
+import { isConnectionWaitTimeout, isDatabaseUnavailable } from '../../src/db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../../src/validation/database-refusals.js';
-
-/**
- * node-postgres's words when no connection came within `connectionTimeoutMillis`: none of the pool
- * became free, or a new one did not open in time.
- */
-const NO_CONNECTION = /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)/;
 
 /**
  * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
@@ -62,7 +56,7 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       ctx.set('Retry-After', '1');
       ctx.body = {
         error: 'database unavailable',
-        hint: NO_CONNECTION.test((err as Error).message)
+        hint: isConnectionWaitTimeout(err)
           ? 'no database connection became free in time (svc.datasource.connect-timeout): the database is not answering, or every connection of the pool is busy; retry shortly'
           : 'retry shortly; GET /q/health/ready says when it is back',
       };

@@ -17,10 +17,21 @@ const UNAVAILABLE_CODES = new Set([
   '53300', // too_many_connections
 ]);
 
+/**
+ * node-postgres's words when no connection came within the pool's `connectionTimeoutMillis`
+ * (svc.datasource.connect-timeout): none of the pool became free, or a new one did not open in time.
+ */
+const NO_CONNECTION_IN_TIME = /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)/;
+
+/** Whether `err` is a wait for a database connection that timed out (a kind of unavailable). */
+export function isConnectionWaitTimeout(err: unknown): boolean {
+  return err instanceof Error && NO_CONNECTION_IN_TIME.test(err.message);
+}
+
 /** node-postgres reports a lost or refused connection in these words (no code). */
 const UNAVAILABLE_MESSAGES = [
   /^Connection terminated/,
-  /timeout exceeded when trying to connect/,
+  NO_CONNECTION_IN_TIME,
   /Client has encountered a connection error and is not queryable/,
   /Connection ended unexpectedly/,
   /terminating connection due to administrator command/,

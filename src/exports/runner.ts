@@ -203,8 +203,8 @@ export class ExportRunner {
   stop(runId: string, stop: StopRequest): boolean {
     const running = this.running.get(runId);
     if (!running) return false;
-    // Publishing already: it ends Completed, or Failed for its own reason (see Progress.committing).
-    if (!running.progress.committing) running.controller.abort(new RunFailure(stop.code, stop.reason));
+    // Publishing already, the abort does not reach the publication (execute's gate): the run ends as it does.
+    running.controller.abort(new RunFailure(stop.code, stop.reason));
     return true;
   }
 
