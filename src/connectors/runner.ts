@@ -123,6 +123,11 @@ export class ConnectorRunner {
 
   constructor(private readonly o: RunnerOptions) {}
 
+  /** Not closed: a scheduler claims a slot only while its runner will run it. */
+  get accepting(): boolean {
+    return !this.closed;
+  }
+
   /** Run ids this process has started and not yet ended. */
   get running(): readonly string[] {
     return [...this.active.keys()];

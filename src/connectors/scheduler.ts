@@ -35,6 +35,8 @@ export class ConnectorScheduler {
     );
     let started = 0;
     for (const row of scheduled.rows) {
+      // A stopping hub claims no more slots: a slot claimed now would only fail `interrupted`.
+      if (!this.runner.accepting) break;
       try {
         const outcome = await this.fire(row.tenant_id, row.id);
         if (outcome.kind === 'started') started++;

@@ -208,6 +208,11 @@ export class ExportRunner {
     return true;
   }
 
+  /** Not closed: a scheduler claims a slot only while its runner will run it. */
+  get accepting(): boolean {
+    return !this.closed;
+  }
+
   /** Claims a run of `exp` and starts it; 409 when one is in flight. undefined: a scheduled slot already claimed. */
   async start(tenantId: number, exp: ExportDetail, claim: Claim): Promise<Started | undefined> {
     const run = await this.options.db.withTenant(tenantId, (tx) =>

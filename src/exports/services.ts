@@ -271,6 +271,8 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         );
         let started = 0;
         for (const row of scheduled.rows) {
+          // A stopping hub claims no more slots: a slot claimed now would only fail `interrupted`.
+          if (!runner.accepting) break;
           try {
             const exp = await db.withTenant(row.tenant_id, (tx) => getExportById(tx, row.id));
             if (exp && (await fire(row.tenant_id, exp)).kind === 'started') started++;
