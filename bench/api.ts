@@ -34,7 +34,7 @@ import type { AddressInfo } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { constants as perfConstants, type IntervalHistogram, monitorEventLoopDelay, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
+import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
@@ -49,6 +49,9 @@ import {
   analyzedByAutovacuum,
   CpuMeter,
   type DemoSourceProcess,
+  type GcFigures,
+  gcPauses,
+  loopDelay,
   machineFacts,
   mib,
   percentile,
@@ -239,17 +242,11 @@ function cpuPerRequest(split: { benchProcess: number; postgres: number | null },
   };
 }
 
-interface PauseFigures {
-  count: number;
-  totalMs: number;
-  maxMs: number;
-}
-
 interface ServerSideFigures {
   /** From the request's arrival on the server's event loop (node's `http.server.request.start`) to its response handed to the socket (`http.server.response.finish`). */
   requestMs: { count: number; p50: number; p99: number; max: number };
   /** Garbage-collection pauses of this process (PerformanceObserver `gc` entries): scavenges, mark-compacts, and the rest (incremental steps, weak callbacks). */
-  gc: { minor: PauseFigures; major: PauseFigures; other: PauseFigures };
+  gc: GcFigures;
 }
 
 /**
@@ -270,23 +267,15 @@ function serverSide(): { stop(): ServerSideFigures } {
   };
   subscribe('http.server.request.start', onStart);
   subscribe('http.server.response.finish', onFinish);
-  const pauses = { minor: [] as number[], major: [] as number[], other: [] as number[] };
-  const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
-      (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR ? pauses.minor : kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? pauses.major : pauses.other).push(entry.duration);
-    }
-  });
-  observer.observe({ entryTypes: ['gc'] });
-  const summary = (ms: number[]): PauseFigures => ({ count: ms.length, totalMs: round(ms.reduce((sum, m) => sum + m, 0), 1), maxMs: round(Math.max(0, ...ms), 1) });
+  const gc = gcPauses();
   return {
     stop() {
       unsubscribe('http.server.request.start', onStart);
       unsubscribe('http.server.response.finish', onFinish);
-      observer.disconnect();
+      const gcFigures = gc.stop();
       const sorted = times.sort((a, b) => a - b);
       const at = (p: number) => round(percentile(sorted, p), 2);
-      return { requestMs: { count: sorted.length, p50: at(50), p99: at(99), max: at(100) }, gc: { minor: summary(pauses.minor), major: summary(pauses.major), other: summary(pauses.other) } };
+      return { requestMs: { count: sorted.length, p50: at(50), p99: at(99), max: at(100) }, gc: gcFigures };
     },
   };
 }
@@ -433,7 +422,6 @@ async function main(): Promise<void> {
     const bareSide: { figures?: ServerSideFigures } = {};
     const ceilingFigures = await measure('ceiling (bare node:http handler)', bare.url, 'even', observed(bareLoop, bareSide));
     const ceilingBurst = await measure('ceiling (bare node:http handler)', bare.url, 'autocannon');
-    const loopDelay = (h: IntervalHistogram) => ({ p50Ms: round(h.percentile(50) / 1e6, 2), p99Ms: round(h.percentile(99) / 1e6, 2), maxMs: round(h.max / 1e6, 2) });
 
     const result = {
       rate: RATE,

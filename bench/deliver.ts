@@ -36,6 +36,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Agent, request } from 'undici';
@@ -48,6 +49,8 @@ import type { ReceiverMessage } from './support/deliver-receiver.js';
 import {
   CpuMeter,
   type CpuSplitOf,
+  gcPauses,
+  loopDelay,
   machineFacts,
   percentile,
   perSecond,
@@ -556,6 +559,9 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   let writerBackends: number[] = [];
   let writerCpu0 = 0;
   const emitterCpu0 = treeCpuSeconds(emitter.pid) ?? 0;
+  // What this process (the hub's) went through meanwhile: where a tail may come from.
+  const pauses = { gc: gcPauses(), loop: monitorEventLoopDelay({ resolution: 10 }) };
+  pauses.loop.enable();
   for (;;) {
     const m = await emitter.next();
     if (m.kind === 'backends') {
@@ -571,6 +577,8 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   }
   const ids = [...commits.keys()];
   await allArrived(receiver, ids, 'fixed rate');
+  const gc = pauses.gc.stop();
+  pauses.loop.disable();
   const writersCpuSeconds = round(processesCpuSeconds(writerBackends) - writerCpu0, 2);
   const emitterCpuSeconds = round((treeCpuSeconds(emitter.pid) ?? 0) - emitterCpu0, 2);
   const latencies = ids.map((id) => receiver.arrivals.get(id)! - commits.get(id)!);
@@ -587,7 +595,34 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
     /** CPU seconds of the writer's own process (the load generator: not the hub's work either). */
     emitterCpuSeconds,
     latencyMs: latency(latencies),
+    /** When the slow deliveries came, and what paused the hub's process meanwhile. */
+    tail: tailFigures(ids.map((id) => ({ committed: commits.get(id)!, ms: receiver.arrivals.get(id)! - commits.get(id)! }))),
+    /** perf_hooks.monitorEventLoopDelay of this process (the hub's; resolution 10 ms) from the first write to the last arrival. */
+    eventLoopDelay: loopDelay(pauses.loop),
+    /** Garbage-collection pauses of this process over the same time. */
+    gc,
     verified: verify(receiver, ids, 'fixed rate', signaturesBefore),
+  };
+}
+
+/** Deliveries slower than this count in the tail figures. */
+const SLOW_MS = 50;
+
+/**
+ * The fixed rate's deliveries by the second of the phase their event was committed in: how many
+ * were slower than SLOW_MS in each second, and the second with the highest p99.
+ */
+function tailFigures(deliveries: Array<{ committed: number; ms: number }>) {
+  const first = deliveries.reduce((min, d) => Math.min(min, d.committed), Number.POSITIVE_INFINITY);
+  const secondOf = (d: { committed: number }) => Math.floor((d.committed - first) / 1000);
+  const seconds: number[][] = Array.from({ length: deliveries.reduce((n, d) => Math.max(n, secondOf(d) + 1), 0) }, () => []);
+  for (const d of deliveries) seconds[secondOf(d)]!.push(d.ms);
+  const p99s = seconds.map((ms) => (ms.length ? percentile([...ms].sort((a, b) => a - b), 99) : 0));
+  const worst = p99s.indexOf(Math.max(...p99s));
+  return {
+    slowMs: SLOW_MS,
+    slowBySecond: seconds.map((ms) => ms.filter((m) => m > SLOW_MS).length),
+    worstSecond: { second: worst, p99Ms: round(p99s[worst] ?? 0, 1), events: seconds[worst]?.length ?? 0 },
   };
 }
 
@@ -713,6 +748,11 @@ async function main(): Promise<void> {
     );
     log(
       `at ${RATE.toLocaleString('en-US')} events/s: PostgreSQL transactions per delivery ${result.fixedRate.transactionsPerDelivery} (the writer's ${result.fixedRate.writerTransactionsPerDelivery} left out); the writer's backends ${Math.round((rateFigures.writersCpuSeconds * 1e6) / (RATE * RATE_SECONDS))} µs and its process ${Math.round((rateFigures.emitterCpuSeconds * 1e6) / (RATE * RATE_SECONDS))} µs of CPU per event (left out above)`,
+    );
+    const tail = rateFigures.tail;
+    const gcLine = (g: typeof rateFigures.gc) => `${g.minor.count} scavenges (${g.minor.totalMs} ms, longest ${g.minor.maxMs}), ${g.major.count} mark-compacts (${g.major.totalMs} ms, longest ${g.major.maxMs})`;
+    log(
+      `at ${RATE.toLocaleString('en-US')} events/s: deliveries over ${tail.slowMs} ms by second [${tail.slowBySecond.join(' ')}], the worst second ${tail.worstSecond.second} (p99 ${tail.worstSecond.p99Ms} ms over ${tail.worstSecond.events} events); the hub's event loop delayed p99 ${rateFigures.eventLoopDelay.p99Ms} / max ${rateFigures.eventLoopDelay.maxMs} ms; GC ${gcLine(rateFigures.gc)}`,
     );
     log('');
     log(`received: every event once (drain ${drainFigures.verified.received.toLocaleString('en-US')}, fixed rate ${rateFigures.verified.received.toLocaleString('en-US')}), no duplicates, every request signed`);

@@ -4,6 +4,7 @@ import { connect } from 'node:net';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { constants as perfConstants, type IntervalHistogram, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
@@ -469,4 +470,43 @@ export function postmasterPid(clusterDir: string): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+export interface PauseFigures {
+  count: number;
+  totalMs: number;
+  maxMs: number;
+}
+
+export interface GcFigures {
+  minor: PauseFigures;
+  major: PauseFigures;
+  other: PauseFigures;
+}
+
+/**
+ * Garbage-collection pauses of this process from now until `stop()` (PerformanceObserver `gc`
+ * entries): scavenges, mark-compacts, and the rest (incremental steps, weak callbacks).
+ */
+export function gcPauses(): { stop(): GcFigures } {
+  const pauses = { minor: [] as number[], major: [] as number[], other: [] as number[] };
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+      (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR ? pauses.minor : kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? pauses.major : pauses.other).push(entry.duration);
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const summary = (ms: number[]): PauseFigures => ({ count: ms.length, totalMs: round(ms.reduce((sum, m) => sum + m, 0), 1), maxMs: round(Math.max(0, ...ms), 1) });
+  return {
+    stop() {
+      observer.disconnect();
+      return { minor: summary(pauses.minor), major: summary(pauses.major), other: summary(pauses.other) };
+    },
+  };
+}
+
+/** A perf_hooks.monitorEventLoopDelay histogram in milliseconds. */
+export function loopDelay(h: IntervalHistogram): { p50Ms: number; p99Ms: number; maxMs: number } {
+  return { p50Ms: round(h.percentile(50) / 1e6, 2), p99Ms: round(h.percentile(99) / 1e6, 2), maxMs: round(h.max / 1e6, 2) };
 }
