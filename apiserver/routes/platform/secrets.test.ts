@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parseMasterKey, UnsealError, unseal } from '../../../src/platform/secrets/crypto.js';
+import { runWithContext } from '../../../src/observability/context.js';
+import { logger } from '../../../src/observability/logger.js';
 import { SecretStore } from '../../../src/platform/secrets/store.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
@@ -25,6 +27,7 @@ const VALUES = {
   again: 'recreated-after-delete',
   ttl: 'ttl-value-abc',
   tamper: 'tamper-me-please',
+  cached: 'cached-value-scrub-me',
 };
 
 let issuer: TestIssuer;
@@ -328,6 +331,25 @@ describe('resolveSecret', () => {
     now += 2;
     expect(await store.resolveSecret(1, 'secret:ttl')).toBe(VALUES.ttl);
     expect(await reads()).toBe(2);
+  });
+
+  it('a value served from the cache is scrubbed from the lines of the work that asked for it too', async () => {
+    expect((await call('POST', '/api/platform/secrets', { body: { name: 'cached', value: VALUES.cached } })).status).toBe(201);
+    const secrets = hub.services.secrets;
+    secrets.invalidate();
+    const before = logs.raw().length;
+    await runWithContext({ job: 'first' }, async () => {
+      expect(await secrets.resolveSecret(1, 'secret:cached')).toBe(VALUES.cached);
+      logger().warn(`first use of ${VALUES.cached}`);
+    });
+    await runWithContext({ job: 'second' }, async () => {
+      expect(await secrets.resolveSecret(1, 'secret:cached')).toBe(VALUES.cached); // from the cache
+      logger().warn(`second use of ${VALUES.cached}`);
+    });
+    const written = logs.raw().slice(before);
+    expect(written).toContain('first use of [REDACTED]');
+    expect(written).toContain('second use of [REDACTED]');
+    expect(written).not.toContain(VALUES.cached);
   });
 
   it('a tampered or transplanted ciphertext does not open, and the error carries no value', async () => {

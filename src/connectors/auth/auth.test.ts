@@ -1,4 +1,9 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { runWithContext } from '../../observability/context.js';
+import { logger } from '../../observability/logger.js';
+import { captureLogs } from '../../../test/harness/log-capture.js';
 import { CredentialError, TemplateError } from '../engine/errors.js';
 import { firstPage } from '../engine/read.js';
 import type { DemoSource } from '../../demo-source/server.js';
@@ -136,6 +141,59 @@ describe('credentials stay out of messages', () => {
     );
     expect(result.error?.message).toBe('upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: {"error":"bad_request","message":"header X-Api-Version is required","authorization":"Basic [REDACTED]"}');
   });
+});
+
+describe('values resolved for headers and templates stay out of messages and logs', () => {
+  /** A careless upstream: its 403 quotes the request's headers and body back. */
+  let refusing: Server;
+  let refusingUrl: string;
+  beforeAll(async () => {
+    refusing = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk) => (body += chunk));
+      req.on('end', () => {
+        res.writeHead(403, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ refused: true, url: req.url, headers: req.headers, body }));
+      });
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+    refusingUrl = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise((resolve) => refusing.close(resolve)));
+
+  const VALUES = { HDR: 'hdr-value-7h', TRACE: 'trace-value-9t', BODYS: 'body-value-5b' };
+  const headers: HeaderSpec[] = [
+    { name: 'X-Client', value: 'id-{{env:HDR}}' },
+    { name: 'X-Trace', value_env: 'TRACE' },
+  ];
+  const endpoints = {
+    'a POST body': endpointSpec('/refuse', { kind: 'none', response_path: '$' }, { method: 'POST', body: '{"q":"{{env:BODYS}}"}' }),
+    'GraphQL variables': endpointSpec('', { kind: 'none', response_path: '$' }, { graphql: true, query: '{ partners { id } }', variables: { t: '{{env:BODYS}}' } }),
+  };
+
+  for (const [what, endpoint] of Object.entries(endpoints)) {
+    it(`headers (a template, a value_env) and ${what}: masked in the failure text; the log lines of the read scrubbed`, async () => {
+      const logs = captureLogs('debug');
+      try {
+        const result = await runWithContext({ job: 'read' }, async () => {
+          const read = await readAll(connectorSpec(refusingUrl, { headers }), endpoint, engineContext(VALUES));
+          logger().warn({ headers: { 'x-trace': VALUES.TRACE } }, `sent ${VALUES.HDR} and ${VALUES.BODYS}`);
+          return read;
+        });
+        const message = result.error?.message ?? '';
+        expect(message).toMatch(/^upstream returned HTTP 403/);
+        expect(message).toContain('"x-client":"id-[REDACTED]"');
+        expect(message).toContain('"x-trace":"[REDACTED]"');
+        for (const value of Object.values(VALUES)) {
+          expect(message).not.toContain(value);
+          expect(logs.raw()).not.toContain(value);
+        }
+        expect(logs.raw()).toContain('sent [REDACTED] and [REDACTED]');
+      } finally {
+        logs.restore();
+      }
+    });
+  }
 });
 
 describe('composeHeaders', () => {

@@ -1,3 +1,4 @@
+import { registerOperationSecret } from '../../observability/logger.js';
 import type { ConnectorSpec, EndpointSpec } from '../types.js';
 import { type EnvLookup, templateNames } from './template.js';
 import type { CredentialResolver } from './types.js';
@@ -5,7 +6,8 @@ import type { CredentialResolver } from './types.js';
 /**
  * Resolves, once per read and before any request, every name the connector's headers and the
  * endpoint's body or variables refer to (`value_env`, `{{env:NAME}}`, a SOAP session's `token_env`) through the same resolver as
- * the auth `*_env` credentials, and answers a lookup of the results.
+ * the auth `*_env` credentials, and answers a lookup of the results. Each value is registered with
+ * the log scrubber for the current run, as a credential is.
  */
 export async function resolveNamedValues(connector: ConnectorSpec, endpoint: EndpointSpec, resolve: CredentialResolver): Promise<EnvLookup> {
   const names = new Set<string>();
@@ -19,7 +21,10 @@ export async function resolveNamedValues(connector: ConnectorSpec, endpoint: End
   const values = new Map<string, string>();
   for (const name of names) {
     const value = await resolve(name);
-    if (value !== undefined) values.set(name, value);
+    if (value === undefined) continue;
+    values.set(name, value);
+    // As for the auth credentials: no line this run writes can carry the value.
+    registerOperationSecret(value);
   }
   return (name) => values.get(name);
 }

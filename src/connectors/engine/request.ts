@@ -27,7 +27,7 @@ export interface RequestPlan {
   body?: string;
   /** The resolved static GraphQL variables. */
   variables?: Record<string, unknown>;
-  /** The resolved SOAP session token (soap.session.token_env), also among auth.secrets. */
+  /** The resolved SOAP session token (soap.session.token_env), also among auth.secrets as every resolved name is. */
   soapToken?: string;
   auth: AuthParts;
 }
@@ -46,9 +46,17 @@ export function endpointUrl(connector: ConnectorSpec, endpoint: EndpointSpec): U
 
 /**
  * Resolves everything fixed for a read: URL, method, headers (declared, then auth), body template
- * and static variables (`{{env:NAME}}` answered by `env`, values resolved beforehand).
+ * and static variables (`{{env:NAME}}` answered by `lookup`, values resolved beforehand). Every value
+ * a name resolves to joins the plan's `auth.secrets`, masked in every message built from the plan
+ * as the auth credentials are (an upstream error may echo a header or the body back).
  */
-export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, env: (name: string) => string | undefined, auth: AuthParts): RequestPlan {
+export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, lookup: (name: string) => string | undefined, auth: AuthParts): RequestPlan {
+  const resolved = new Set<string>();
+  const env = (name: string) => {
+    const value = lookup(name);
+    if (value !== undefined) resolved.add(value);
+    return value;
+  };
   const headers = composeHeaders(connector.headers ?? [], env, auth);
   const plan: RequestPlan = { endpointUrl: endpointUrl(connector, endpoint), method: endpoint.graphql ? 'POST' : endpoint.method, headers, auth };
   if (endpoint.soap) {
@@ -61,7 +69,6 @@ export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, e
       const token = env(session.token_env);
       if (token === undefined) throw new CredentialError(session.token_env, `endpoint ${endpoint.id} soap.session.token_env`);
       plan.soapToken = token;
-      plan.auth = { ...auth, secrets: [...auth.secrets, token] };
     }
   } else if (endpoint.graphql) {
     plan.variables = (resolveTemplates(endpoint.variables ?? {}, env, `endpoint ${endpoint.id} variables`) ?? {}) as Record<string, unknown>;
@@ -76,6 +83,7 @@ export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, e
       setDefault(headers, 'Content-Type', 'application/json');
     }
   }
+  if (resolved.size > 0) plan.auth = { ...auth, secrets: [...auth.secrets, ...resolved] };
   return plan;
 }
 

@@ -175,7 +175,11 @@ export class SecretStore {
     if (name === undefined) return undefined;
     const key = cacheKey(tenantId, name);
     const cached = this.cache.get(key);
-    if (cached && cached.expires > this.now()) return cached.value;
+    if (cached && cached.expires > this.now()) {
+      // Scrubbed from this unit of work's lines, which the read that filled the cache was not.
+      scrub(cached.value);
+      return cached.value;
+    }
     if (cached) this.cache.delete(key);
     const generation = this.generations.get(key) ?? 0;
     const epoch = this.epoch;
