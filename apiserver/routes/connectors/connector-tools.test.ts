@@ -175,6 +175,16 @@ describe('draft', () => {
     expect(health.pagination.kind).toBe('unknown');
   });
 
+  it('a path that does not start with / is a 400 naming it, nothing sent (apply would refuse the fragment)', async () => {
+    const before = demo.requests();
+    for (const path of ['http://127.0.0.1:9/abs', '@127.0.0.1/at', 'spring/partners']) {
+      const res = await fetch(`${hub.url}/api/connectors/probe/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path }) });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toEqual({ error: 'path must match the pattern ^/', field: 'path' });
+    }
+    expect(demo.requests()).toBe(before);
+  });
+
   it('refuses an upstream error naming its status', async () => {
     const res = await fetch(`${hub.url}/api/connectors/probe/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/down/partners' }) });
     expect(res.status).toBe(502);

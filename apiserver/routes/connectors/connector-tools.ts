@@ -50,7 +50,7 @@ export const connectorToolRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/connectors/{name}/draft', operationId: 'draftEndpoint', summary: 'Draft an endpoint fragment from a live path of the connector\'s source', tags: ['Connectors'],
     auth: ['svc_integrator'], params: nameParam,
     description: 'Guesses the pagination preset from the first answer (`unknown` when unrecognised) and promotes the first record\'s scalar fields. Upstream errors answer 502 naming the status; a credential of the connector that does not resolve (or open) answers 409, nothing sent.',
-    body: { type: 'object', required: ['path'], additionalProperties: false, properties: { path: { type: 'string', minLength: 1 }, method: { enum: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] } } },
+    body: { type: 'object', required: ['path'], additionalProperties: false, properties: { path: { type: 'string', pattern: '^/', maxLength: 2000, description: 'Request path appended to base_url, as an endpoint\'s `path`: starts with /' }, method: { enum: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] } } },
     responses: {
       200: { description: 'An endpoint fragment to paste into spec.endpoints', schema: { type: 'object' } },
       404: { description: 'Unknown connector', schema: errorBody },
