@@ -131,13 +131,17 @@ export function redactUrl(url: URL, auth: AuthParts): string {
   return redactText(copy.href, auth);
 }
 
-/** Masks every resolved credential value in a text (an upstream body may echo one back). */
+/**
+ * Masks every resolved credential value in a text (an upstream body may echo one back): as sent, URL
+ * encoded, and escaped inside a JSON string (a JSON refusal quoting a header or body that held it).
+ */
 export function redactText(text: string, auth: AuthParts): string {
   let out = text;
   for (const secret of auth.secrets) {
-    if (secret.length >= 4 && out.includes(secret)) out = out.split(secret).join('[REDACTED]');
-    const encoded = encodeURIComponent(secret);
-    if (encoded !== secret && encoded.length >= 4 && out.includes(encoded)) out = out.split(encoded).join('[REDACTED]');
+    if (secret.length < 4) continue;
+    for (const form of new Set([secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)])) {
+      if (out.includes(form)) out = out.split(form).join('[REDACTED]');
+    }
   }
   return out;
 }
