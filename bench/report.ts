@@ -30,7 +30,8 @@ function machine(r: Json): string {
   const probe = r.probe
     ? `; a loopback round trip between two processes ${n(r.probe.loopbackRoundTripUs.p50)} µs (p50), SHA-256 on one core ${n(r.probe.sha256MBps)} MB/s at the start`
     : '';
-  return `Run of ${r.date} (${r.cpus} × ${r.cpuModel}, Node ${r.node}; ${load}${probe}; ${f(r.benchSeconds, 0)} s).`;
+  const code = r.code ? `; code of commit ${String(r.code.commit).slice(0, 12)}${r.code.dirty ? ' with uncommitted changes' : ''}` : '';
+  return `Run of ${r.date} (${r.cpus} × ${r.cpuModel}, Node ${r.node}; ${load}${probe}${code}; ${f(r.benchSeconds, 0)} s).`;
 }
 
 function ingest(r: Json): string {

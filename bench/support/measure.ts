@@ -1,4 +1,4 @@
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { connect } from 'node:net';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -158,8 +158,24 @@ export function machineFacts(benchStart: number, loadAtStart: number[], probe: M
     date: new Date().toISOString(),
     loadAverage: { atStart: loadAtStart.map((l) => round(l, 2)), atEnd: loadavg().map((l) => round(l, 2)) },
     ...(probe ? { probe } : {}),
+    code: codeVersion(),
     benchSeconds: round((performance.now() - benchStart) / 1000, 1),
   };
+}
+
+/**
+ * The commit the bench ran from, and whether the working tree differed from it outside what a bench
+ * run writes (bench/results, docs): figures of a dirty tree are not of that commit's code.
+ */
+export function codeVersion(): { commit: string; dirty: boolean | null } {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: fileURLToPath(new URL('../..', import.meta.url)), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const commit = git('rev-parse', 'HEAD').trim();
+    const changed = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results', ':!docs');
+    return { commit, dirty: changed.trim() !== '' };
+  } catch {
+    return { commit: 'unknown', dirty: null };
+  }
 }
 
 /**
