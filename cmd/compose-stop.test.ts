@@ -6,14 +6,16 @@ import { startDemoSource } from '../src/demo-source/server.js';
 import { devClient, ownerClient } from '../test/harness/api-client.js';
 import { itemS3Export, seedItemExports } from '../test/harness/export-manifests.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { startReceiver } from '../test/harness/receiver.js';
 import { until } from '../test/harness/until.js';
 
 /**
- * A clean stop and the schedulers: while the hub waits out the requests' grace (a request still in
- * flight), its connector and export schedulers claim no slot, so a slot falling due then is left to
- * the next hub instead of being claimed and failed `interrupted` at once by the closed runners.
- * The schedulers tick every 100 ms here; a control connector and export applied before the stop
- * show that they do claim slots while the hub runs.
+ * A clean stop. While the hub waits out the requests' grace (a request still in flight), its
+ * connector and export schedulers claim no slot, so a slot falling due then is left to the next hub
+ * instead of being claimed and failed `interrupted` at once by the closed runners (the schedulers
+ * tick every 100 ms here; a control connector and export applied before the stop show that they do
+ * claim slots while the hub runs). And a backlog of deliveries to a slow endpoint does not keep a
+ * stopping hub delivering: its consumers end after the batch in hand.
  */
 
 const GRACE_MS = 3_000;
@@ -83,4 +85,36 @@ describe('a clean stop', () => {
     expect(await slotsOf('during-grace')).toBe(0);
     expect(await scheduledRunsOf('during-grace')).toBe(0);
   });
+});
+
+describe('a clean stop with a delivery backlog', () => {
+  it('ends within the grace and a few seconds, not once a slow endpoint has had every event; nothing delivered is lost from the journal', async () => {
+    const slow = await startReceiver(() => ({ status: 200, body: 'ok', delayMs: 500 }));
+    const own = await startTestHub({ 'svc.http.shutdown-grace': '1s' }, undefined, { background: true });
+    const ownOwner = await ownerClient(own.ownerUrl);
+    try {
+      const created = await devClient(own.url, 1).post('/api/tenants/1/integrations', { name: 'slow', targetUrl: `${slow.url}/slow`, eventTypes: ['org.updated'], authMode: 'NONE' });
+      expect(created.status).toBe(201);
+      // 10,000 events for an endpoint that takes 16 a second (8 at once, half a second each): two minutes of work.
+      await own.services.db.withTenant(1, async (tx) => {
+        for (let n = 0; n < 10_000; n++) await own.services.events.emit(tx, 'org.updated', { orgId: n, tenantId: 1 });
+      });
+      await slow.waitFor(16, '/slow', 10_000);
+      const began = Date.now();
+      await own.stop();
+      expect(Date.now() - began).toBeLessThan(5_000);
+      // Deliveries the endpoint answered are recorded succeeded (the ones it was still holding were
+      // aborted: received there, not answered); the rest stay open for the next leader.
+      const { rows } = await ownOwner.query<{ succeeded: number; open: number }>(
+        'select count(*) filter (where succeeded)::int as succeeded, count(*) filter (where not succeeded and closed_reason is null)::int as open from hub.deliveries',
+      );
+      expect(rows[0]!.succeeded).toBeGreaterThan(0);
+      expect(rows[0]!.succeeded).toBeLessThanOrEqual(slow.received.length);
+      expect(rows[0]!.succeeded + rows[0]!.open).toBeLessThanOrEqual(10_000);
+    } finally {
+      await own.stop();
+      await ownOwner.end();
+      await slow.close();
+    }
+  }, 60_000);
 });

@@ -318,10 +318,14 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         // Event streams never end by themselves: end them first so the listener can close.
         await services.stream.stop();
         await server?.close(config.duration('svc.http.shutdown-grace'));
-        await clocks.stop();
-        // In-flight deliveries are aborted (their leases bring them back), then another
-        // dispatcher may take the leadership at once.
+        // The clocks stop ticking at once; the outbox consumers end after the batch in hand (a
+        // backlog is left to the next leader). In-flight deliveries are aborted (their leases bring
+        // them back) and a batch waiting for room in a slow endpoint's queue gives its rows to the
+        // retry sweep, so that batch ends promptly too; then another dispatcher may take the
+        // leadership at once.
+        const clocksStopped = clocks.stop();
         await webhooks.stop();
+        await clocksStopped;
         await leadership?.stop();
         services.mailer.close();
         await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));

@@ -6,6 +6,7 @@ import { loadCatalog } from '../events/catalog.js';
 import { advanceSql, advanceValues } from '../events/consumer.js';
 import { EventWriter } from '../events/outbox.js';
 import { OutboxLoop } from './outbox-loop.js';
+import { until } from '../../test/harness/until.js';
 
 let t: MigratedDatabase;
 const events = new EventWriter(loadCatalog());
@@ -91,6 +92,40 @@ describe('outbox loop', () => {
     expect(seen).toEqual([1, 2, 3, 4, 5]);
     expect(await loop.drain()).toBe(0);
     await clock.stop();
+  });
+
+  it('a stopping clock ends a pass after the batch in hand, not once a backlog is drained; the next start goes on from there', async () => {
+    const seen: number[] = [];
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-stop',
+      every: 60_000,
+      batch: 5,
+      handleBatch: async (batch) => {
+        for (const event of batch) seen.push(event.payload.orgId as number);
+        await new Promise((r) => setTimeout(r, 50)); // a batch takes its time (its deliveries)
+      },
+    });
+    const clock = new ClockRunner();
+    await loop.start(clock);
+    clock.start();
+    await t.db.withTenant(401, async (tx) => {
+      for (let i = 0; i < 100; i++) await events.emit(tx, 'org.updated', { orgId: 1000 + i, tenantId: 401 });
+    });
+    const pass = clock.trigger(loop.job);
+    await until('the pass to be under way', () => seen.length >= 10);
+    await clock.stop();
+    await pass;
+    const handed = seen.length;
+    // Twenty batches of 50 ms: drained to the end, it would have handed all 100 over.
+    expect(handed).toBeLessThan(50);
+    expect(handed % 5).toBe(0);
+    // A new loop of the same consumer (the next leader) goes on after the last batch handed over.
+    const next = new OutboxLoop(t.db, { name: 'loop-stop', every: 60_000, batch: 50, handleBatch: async (batch) => void seen.push(...batch.map((e) => e.payload.orgId as number)) });
+    const clock2 = new ClockRunner();
+    await next.start(clock2);
+    expect(await drainUntil(next, 100 - handed)).toBe(100 - handed);
+    expect(seen).toEqual(Array.from({ length: 100 }, (_, i) => 1000 + i));
+    await clock2.stop();
   });
 
   it('moves the cursor past events that needed nothing once per run of them, and never hands them over twice', async () => {

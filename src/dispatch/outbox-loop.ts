@@ -115,7 +115,7 @@ export class OutboxLoop {
    * a busy outbox would otherwise make it pass the events a few at a time, one statement each.
    */
   wake(): void {
-    if (this.stopped || !this.clock) return;
+    if (this.stopped || !this.clock?.running()) return;
     if (this.dormant) {
       if (this.dormantTimer) return;
       const wait = this.lastPassEnded + Math.min(IDLE_WAKE_MS, this.options.every) - performance.now();
@@ -123,7 +123,7 @@ export class OutboxLoop {
         this.dormantTimer = setTimeout(() => {
           this.dormantTimer = undefined;
           this.again = true;
-          if (!this.stopped) void this.clock?.trigger(this.job);
+          if (!this.stopped && this.clock?.running()) void this.clock.trigger(this.job);
         }, wait);
         this.dormantTimer.unref();
         return;
@@ -145,7 +145,7 @@ export class OutboxLoop {
   }
 
   private async pass(): Promise<void> {
-    if (this.stopped) return;
+    if (this.stopped || this.clock?.running() === false) return;
     // A NOTIFY that arrives while this pass runs sets `again`; its trigger was skipped because the
     // job was running, so the pass goes round again.
     do {
@@ -251,6 +251,9 @@ export class OutboxLoop {
         this.pending = heldBack;
         return handled;
       }
+      // A stopping loop (its clock stopped, or stop()) ends after the batch in hand, not once the
+      // outbox is drained: under a backlog that could take minutes.
+      if (this.stopped || this.clock?.running() === false) return handled;
     }
   }
 }

@@ -119,6 +119,36 @@ describe('the consumer', () => {
     await t.owner.query('update hub.integrations set enabled = false where id = $1', [i.id]);
   });
 
+  it('a slow endpoint holds a batch a second at most: the other integration gets every first attempt, the slow one\'s overflow goes to the sweep', async () => {
+    // Only this test's integrations match its events.
+    await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
+    const slowReceiver = await startReceiver(() => ({ status: 200, body: 'ok', delayMs: 400 }));
+    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5000, userAgent: 'test' }), pool: new AttemptPool(8, 2, 4), leaseMs: 60_000 });
+    try {
+      const slow = await t.db.withTenant(2, (tx) => createIntegration(tx, { name: 'lane-slow', targetUrl: `${slowReceiver.url}/slow`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules));
+      const fast = await integration(2, 'lane-fast');
+      const ids: number[] = [];
+      for (let n = 0; n < 40; n++) ids.push(await emit(2, 100 + n));
+      const began = Date.now();
+      expect(await consumer(worker).handleBatch(await events(ids))).toBe(80);
+      const took = Date.now() - began;
+      // Row after row at the slow endpoint's pace (room every 200 ms) this batch took 7 s.
+      expect(took).toBeLessThan(2_500);
+      await receiver.waitFor(40, '/lane-fast', 5_000);
+      const fastRows = await rowsOf(fast.id);
+      expect(fastRows.map((r) => r.event_id)).toEqual(ids);
+      // The slow integration's rows that found no room are left to the retry sweep (lease freed).
+      const freed = (await rowsOf(slow.id)).filter((r) => r.lease_token === null && r.attempts === 0);
+      expect(freed.length).toBeGreaterThan(20);
+    } finally {
+      await worker.stop();
+      await slowReceiver.close();
+      // Nothing of this test for the sweeps of the next ones.
+      await t.owner.query("update hub.integrations set enabled = false where tenant_id = 2 and name in ('lane-slow', 'lane-fast')");
+      await t.owner.query("delete from hub.deliveries where integration_id in (select id from hub.integrations where tenant_id = 2 and name in ('lane-slow', 'lane-fast'))");
+    }
+  });
+
   it('records each (event, integration) once, however often the batch is read again', async () => {
     const i = await integration(1, 'idempotent');
     const e = await emit(1, 5);
@@ -132,7 +162,11 @@ describe('the consumer', () => {
     const b = await integration(2, 'claims-b', { eventTypes: ['org.updated'], authMode: 'HMAC', secret: 's3cret' });
     const ids = [await emit(2, 11), await emit(2, 12), await emit(2, 13)];
     const claims: Claim[] = [];
-    const claiming = { ...recording, submitWait: async (_i: number, _d: number, _t: string, _w: number, claim: Claim) => claims.push(claim) > 0 } as unknown as DeliveryWorker;
+    const claiming = {
+      ...recording,
+      submit: (_i: number, _d: number, _t: string, claim: Claim) => claims.push(claim) > 0,
+      submitWait: async (_i: number, _d: number, _t: string, _w: number, claim: Claim) => claims.push(claim) > 0,
+    } as unknown as DeliveryWorker;
     expect(await consumer(claiming).handleBatch(await events(ids))).toBe(6);
     expect(claims.map((c) => c.row.id)).toEqual([...claims.map((c) => c.row.id)].sort((x, y) => x - y));
     const orgOf = new Map(ids.map((id, k) => [id, 11 + k]));

@@ -59,7 +59,7 @@ function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string
   return rows.sort((a, b) => a.id - b.id);
 }
 
-/** How long the consumer waits for room in a full, not stalled, integration queue before leaving a first attempt to the sweep. */
+/** How long a batch of the consumer waits, in all, for room in full, not stalled, integration queues before leaving their first attempts to the sweep. */
 const QUEUE_WAIT_MS = 1_000;
 
 export class WebhookConsumer {
@@ -109,10 +109,27 @@ export class WebhookConsumer {
       [events.map((e) => e.id), bodies, this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
     const rows = claimedRows(recorded, events, bodies);
-    const deferred: number[] = [];
+    // Every row whose integration's queue has room is queued at once; the rest wait for room in
+    // their own integration's queue, in order, all integrations at the same time and QUEUE_WAIT_MS
+    // for the whole batch at most: a slow endpoint (its queue full, room freed attempt by attempt)
+    // holds the batch, and so every other integration's next events, that long at most, never at
+    // its own pace row after row.
+    const full = new Map<number, ClaimedRow[]>();
     for (const row of rows) {
-      if (!(await this.o.worker.submitWait(row.integration_id, row.id, token, QUEUE_WAIT_MS, { row, stamp }))) deferred.push(row.id);
+      if (this.o.worker.submit(row.integration_id, row.id, token, { row, stamp })) continue;
+      const lane = full.get(row.integration_id);
+      if (lane) lane.push(row);
+      else full.set(row.integration_id, [row]);
     }
+    const deferred: number[] = [];
+    const deadline = Date.now() + QUEUE_WAIT_MS;
+    await Promise.all(
+      [...full.values()].map(async (lane) => {
+        for (const row of lane) {
+          if (!(await this.o.worker.submitWait(row.integration_id, row.id, token, Math.max(0, deadline - Date.now()), { row, stamp }))) deferred.push(row.id);
+        }
+      }),
+    );
     if (deferred.length > 0) {
       // Their integrations do not keep up: free the rows for the next retry sweep at once.
       await this.o.db.crossTenantQuery('outbox:webhooks', 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2', [

@@ -83,9 +83,14 @@ export class AttemptPool {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Drops every queued job (running ones finish). */
+  /** Drops every queued job (running ones finish); whoever waits for room gets it at once. */
   clear(): void {
-    for (const lane of this.lanes.values()) lane.queue.length = 0;
+    for (const lane of this.lanes.values()) {
+      lane.queue.length = 0;
+      const waiters = lane.roomWaiters;
+      lane.roomWaiters = [];
+      for (const wake of waiters) wake();
+    }
     this.ready.clear();
     this.checkIdle();
   }

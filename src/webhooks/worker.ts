@@ -161,6 +161,8 @@ export class DeliveryWorker {
    */
   private job(deliveryId: number, token: string, claim?: Claim): () => Promise<void> {
     return async () => {
+      // Queued just as the worker stopped: the row keeps its lease and comes back to the retry sweep.
+      if (this.stopping) return;
       try {
         const { written } = await this.track(this.run(deliveryId, token, claim));
         if (written) {
