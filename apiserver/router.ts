@@ -2,8 +2,9 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { parse as parseYaml } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
-import { AuthenticationRequired, Forbidden, HubError, MissingIntegratorRole, ValidationError } from '../src/errors.js';
+import { AuthenticationRequired, Forbidden, MissingIntegratorRole, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
+import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
@@ -46,7 +47,7 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
         }
         if (audit) recordCall(services.audit, decl, ctx, ctx.status);
       } catch (err) {
-        if (audit) recordCall(services.audit, decl, ctx, err instanceof HubError ? err.render().status : 500);
+        if (audit) recordCall(services.audit, decl, ctx, errorStatus(err));
         throw err;
       }
     });

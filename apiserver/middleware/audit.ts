@@ -2,8 +2,9 @@ import type { Context, Next } from 'koa';
 import { type AuditRecorder, type AuditSubject, RequestAudit } from '../../src/audit/recorder.js';
 import { actor, type Principal } from '../../src/auth/principal.js';
 import { runWithCommitHook } from '../../src/db/database.js';
-import { HubError } from '../../src/errors.js';
+import { isDatabaseUnavailable } from '../../src/db/unavailable.js';
 import type { RouteDecl } from '../route.js';
+import { errorStatus } from './errors.js';
 import type { AreaServices } from '../../src/runtime/services.js';
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -28,8 +29,10 @@ export function auditCall(services: AreaServices, decl: RouteDecl) {
       await runWithCommitHook(call, next);
       status = (ctx.state.auditStatus as number | undefined) ?? ctx.status;
     } catch (err) {
-      status = (ctx.state.auditStatus as number | undefined) ?? (err instanceof HubError ? err.render().status : 500);
-      await call.finish(services.db, services.audit, status);
+      status = (ctx.state.auditStatus as number | undefined) ?? errorStatus(err);
+      // With the database unreachable the entry goes to the recorder's retries at once: waiting for
+      // a connection again would double the caller's wait for its 503.
+      await call.finish(services.db, services.audit, status, { reachable: !isDatabaseUnavailable(err) });
       throw err;
     }
     await call.finish(services.db, services.audit, status);

@@ -35,9 +35,8 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       }
       return;
     }
-    const status = (err as { status?: number; expose?: boolean }).status;
-    if (typeof status === 'number' && status >= 400 && status < 500 && (err as { expose?: boolean }).expose) {
-      ctx.status = status;
+    if (exposedClientError(err)) {
+      ctx.status = (err as { status: number }).status;
       ctx.body = { error: (err as Error).message };
       return;
     }
@@ -62,8 +61,7 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       };
       return;
     }
-    if ((err as { code?: string }).code === '42P01') {
-      // A table that does not exist yet: the hub runs on a database whose migrations are pending.
+    if (notMigrated(err)) {
       ctx.status = 503;
       ctx.body = { error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' };
       return;
@@ -72,6 +70,29 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     ctx.status = 500;
     ctx.body = { error: 'internal error', requestId: ctx.state.requestId };
   }
+}
+
+/**
+ * The status `errorMapper` answers a thrown error with (the audit trail records the same): the
+ * classification is this module's alone.
+ */
+export function errorStatus(err: unknown): number {
+  if (err instanceof HubError) return err.render().status;
+  if (exposedClientError(err)) return (err as { status: number }).status;
+  if (refusedValueCode(err)) return 400;
+  if (isDatabaseUnavailable(err) || notMigrated(err)) return 503;
+  return 500;
+}
+
+/** Koa's own HTTP errors (malformed JSON, body too large): a 4xx whose message is the client's to see. */
+function exposedClientError(err: unknown): boolean {
+  const { status, expose } = err as { status?: number; expose?: boolean };
+  return typeof status === 'number' && status >= 400 && status < 500 && expose === true;
+}
+
+/** A table that does not exist yet: the hub runs on a database whose migrations are pending. */
+function notMigrated(err: unknown): boolean {
+  return (err as { code?: string }).code === '42P01';
 }
 
 /**

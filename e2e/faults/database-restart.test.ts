@@ -3,6 +3,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { type EmbeddedDatabase, freePort, startEmbedded } from '../../src/db/embedded.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { until } from '../../test/harness/until.js';
@@ -99,7 +100,7 @@ describe('PostgreSQL stopped and restarted under load', () => {
     dirs.push(dir);
     server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc' });
     // A small pool and a short connection wait: requests beyond the pool fail fast while it hangs.
-    const hub = await startHubProcess('serve', server.url, { SVC_HEALTH_DATABASE_TIMEOUT: '500ms', SVC_DATASOURCE_POOL_SIZE: '3', SVC_DATASOURCE_CONNECT_TIMEOUT: '1s' });
+    const hub = await startHubProcess('serve', server.url, { SVC_HEALTH_DATABASE_TIMEOUT: '500ms', SVC_DATASOURCE_POOL_SIZE: '3', SVC_DATASOURCE_CONNECT_TIMEOUT: '2s', SVC_AUDIT_DISPATCH_EVERY: '200ms' });
     const ready = async () => {
       const res = await fetch(`${hub.url}/q/health/ready`, { signal: AbortSignal.timeout(10_000) });
       return { status: res.status, body: await res.text() };
@@ -124,6 +125,17 @@ describe('PostgreSQL stopped and restarted under load', () => {
       expect(answers.every((a) => a.status === 503 && a.ms < 8_000)).toBe(true);
       // Named for what it is: no connection in time, not a database known to be down.
       expect(JSON.parse(answers[0]!.body!)).toEqual({ error: 'database unavailable', hint: expect.stringContaining('svc.datasource.connect-timeout') });
+      // An audited write is refused after one connection wait, not two (its audit entry does not
+      // wait for a connection again: it is written once the database is back, with the 503).
+      const writes = await Promise.all(
+        ['frozen-1', 'frozen-2'].map(async (name) => {
+          const sent = Date.now();
+          const res = await fetch(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: H, body: JSON.stringify({ name, value: 'v-frozen-0000' }), signal: AbortSignal.timeout(30_000) });
+          return { status: res.status, ms: Date.now() - sent };
+        }),
+      );
+      expect(writes.map((w) => w.status)).toEqual([503, 503]);
+      expect(Math.max(...writes.map((w) => w.ms))).toBeLessThan(3_500); // svc.datasource.connect-timeout is 2 s
       // Several probes in a row: each answers in about the timeout, none waits for the database.
       for (let i = 0; i < 3; i++) {
         const started = Date.now();
@@ -141,6 +153,16 @@ describe('PostgreSQL stopped and restarted under load', () => {
     expect(answers.filter((a) => a.status !== 503 && a.status !== 200)).toEqual([]);
     const secrets = await fetch(`${hub.url}/api/platform/secrets`, { headers: H });
     expect(secrets.status).toBe(200);
+    // The refused writes are in the audit trail with the status their callers got.
+    const owner = new pg.Client({ connectionString: server.url });
+    await owner.connect();
+    try {
+      await until('the refused writes to be audited', async () => (await owner.query("select 1 from audit.entries where action = 'POST /api/platform/secrets'")).rowCount === 2, { timeoutMs: 10_000 });
+      const { rows } = await owner.query<{ status: number; outcome: string }>("select status, outcome from audit.entries where action = 'POST /api/platform/secrets'");
+      expect(rows).toEqual([{ status: 503, outcome: 'failure' }, { status: 503, outcome: 'failure' }]);
+    } finally {
+      await owner.end();
+    }
     expect(hub.child.exitCode).toBeNull();
     expect(await hub.stop()).toBe(0);
     await server.stop();

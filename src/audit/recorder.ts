@@ -85,23 +85,29 @@ export class RequestAudit implements CommitHook {
     }
   }
 
-  /** The call ended with `status`: completes the entry before the response is sent. */
-  async finish(db: Database, recorder: AuditRecorder, status: number): Promise<void> {
+  /**
+   * The call ended with `status`: completes the entry before the response is sent. Not `reachable`
+   * (the call failed for want of the database): the entry goes to the recorder's retries at once.
+   */
+  async finish(db: Database, recorder: AuditRecorder, status: number, { reachable = true }: { reachable?: boolean } = {}): Promise<void> {
     this.state = 'closed';
     const subject = storableSubject(this.subject(true)!);
     const outcome = status < 400 ? 'success' : 'failure';
-    try {
-      if (this.rowId !== undefined) {
-        await db.crossTenantQuery('audit', 'update audit.entries set outcome = $2, status = $3 where id = $1', [this.rowId, outcome, status]);
-      } else {
-        await db.crossTenantQuery('audit', `${INSERT} values ($1, $2, $3, $4, $5, $6, $7, $8)`, [
-          subject.tenantId, subject.actor, subject.action, subject.target, outcome, status, subject.requestId ?? null, new Date(),
-        ]);
+    if (reachable) {
+      try {
+        if (this.rowId !== undefined) {
+          await db.crossTenantQuery('audit', 'update audit.entries set outcome = $2, status = $3 where id = $1', [this.rowId, outcome, status]);
+        } else {
+          await db.crossTenantQuery('audit', `${INSERT} values ($1, $2, $3, $4, $5, $6, $7, $8)`, [
+            subject.tenantId, subject.actor, subject.action, subject.target, outcome, status, subject.requestId ?? null, new Date(),
+          ]);
+        }
+        return;
+      } catch (err) {
+        logger().error({ err: (err as Error).message, status }, 'audit entry not written with its call: retried later');
       }
-    } catch (err) {
-      logger().error({ err: (err as Error).message, status }, 'audit entry not written with its call: retried later');
-      if (this.rowId === undefined) recorder.record({ ...subject, outcome, status, at: new Date() });
     }
+    if (this.rowId === undefined) recorder.record({ ...subject, outcome, status, at: new Date() });
   }
 }
 
