@@ -1,4 +1,4 @@
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -78,6 +78,27 @@ describe('embedded PostgreSQL', () => {
     },
     120_000,
   );
+
+  it('an initdb killed part-way leaves nothing the next start takes for a cluster: it works beside it and renames it whole; leftovers go', async () => {
+    const dataDir = join(tempDir(), 'data');
+    // What a hub killed during its first initdb leaves: the empty cluster directory, initdb's
+    // half-written work directory beside it (PG_VERSION is among its first files), the password file.
+    const clusterDir = join(dataDir, 'pg');
+    mkdirSync(join(`${clusterDir}.initdb`, 'base'), { recursive: true });
+    writeFileSync(join(`${clusterDir}.initdb`, 'PG_VERSION'), '16\n');
+    writeFileSync(`${clusterDir}.pw`, 'the-superuser-password\n', { mode: 0o600 });
+    mkdirSync(clusterDir, { recursive: true });
+    const db = await startEmbedded({ dataDir });
+    try {
+      expect(db.clusterDir).toBe(clusterDir);
+      expect(db.initialised).toBe(true);
+      expect(await answers(db.url)).toBe(1);
+      expect(existsSync(`${clusterDir}.initdb`)).toBe(false);
+      expect(existsSync(`${clusterDir}.pw`)).toBe(false);
+    } finally {
+      await db.stop();
+    }
+  }, 120_000);
 
   it('a postmaster.pid left by a killed server is removed at the next start', async () => {
     const dataDir = join(tempDir(), 'data');

@@ -13,7 +13,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
-import { arch, platform, tmpdir, userInfo } from 'node:os';
+import { arch, platform, userInfo } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { logger } from '../observability/logger.js';
@@ -134,6 +134,8 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
     while (output.length > 40) output.shift();
   };
 
+  // What an initdb killed part-way (the hub killed meanwhile) leaves beside the cluster.
+  for (const leftover of Object.values(initdbPaths(clusterDir))) rmSync(leftover, { recursive: true, force: true });
   const initialised = !existsSync(join(clusterDir, 'PG_VERSION'));
   if (initialised) {
     logger().info({ dataDir: clusterDir }, 'initialising embedded PostgreSQL');
@@ -343,21 +345,36 @@ function placeCluster(dataDir: string, runAs: OsUser | undefined, runtimeDir: st
   return clusterDir;
 }
 
+/**
+ * Where initdb works: a directory beside the cluster, renamed to the cluster once complete (a
+ * cluster directory holding PG_VERSION is therefore always whole, never an initdb killed part-way),
+ * and its password file beside it (the superuser's password, which the data directory holds already;
+ * not in a shared temporary directory). Both are removed before every start.
+ */
+function initdbPaths(clusterDir: string): { work: string; pwfile: string } {
+  return { work: `${clusterDir}.initdb`, pwfile: `${clusterDir}.pw` };
+}
+
 function initdb(install: string, clusterDir: string, password: string, runAs: OsUser | undefined, keep: (text: string) => void): void {
-  const pwfile = join(tmpdir(), `svc-pg-pw-${randomBytes(6).toString('hex')}`);
+  const { work, pwfile } = initdbPaths(clusterDir);
   writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
   try {
     if (runAs) chownSync(pwfile, runAs.uid, runAs.gid);
+    mkdirSync(work, { mode: 0o700 });
+    if (runAs) chownSync(work, runAs.uid, runAs.gid);
     const result = spawnSync(
       join(install, 'bin', 'initdb'),
-      [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--lc-messages=C', '--encoding=UTF8'],
+      [`--pgdata=${work}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--lc-messages=C', '--encoding=UTF8'],
       { ...runAs, cwd: '/', env: serverEnv(), encoding: 'utf8' },
     );
     keep(`${result.stdout ?? ''}\n${result.stderr ?? ''}`);
     if (result.error) throw result.error;
     if (result.status !== 0) throw new Error(`initdb exited with ${result.status ?? result.signal}`);
+    // The empty cluster directory placeCluster made is replaced whole.
+    renameSync(work, clusterDir);
   } finally {
     rmSync(pwfile, { force: true });
+    rmSync(work, { recursive: true, force: true });
   }
 }
 
