@@ -11,13 +11,18 @@
  * has run for a minute or two has those statistics, one in its first minute may not). Then a
  * load generator in a child process (bench/support/api-load.ts) drives six read routes at API_RATE
  * requests/s in all (default 500, round robin) for API_SECONDS (default 60) after API_WARMUP_SECONDS
- * (default 5) of the same load not measured, twice: evenly paced (open loop, each request timed from
- * when it was due: the target's figure), and through autocannon, whose per-second quota makes each
- * second open with a burst. p50/p90/p99 per route and over all, errors, non-2xx, the RSS of the
- * process hosting the hub, and the CPU each measured load cost per request (that process,
- * PostgreSQL, the load generator): a figure the machine's slow phases move far less than the tail.
+ * (default 5) of the same load not measured, twice: through autocannon, whose per-second quota makes
+ * each second open with a burst, and evenly paced (open loop, each request timed from when it was
+ * due: the hub without autocannon's bursts). p50/p90/p99 per route and over all, requests per second
+ * of the load's measured time (first request sent to last answer), errors and non-2xx answers
+ * (counted and reported, not failed: the target requires none), the RSS of the process hosting the
+ * hub, and the CPU each measured load cost per request (that process, PostgreSQL, the load
+ * generator): a figure the machine's slow phases move far less than the tail. The target (p99 over
+ * all routes < 20 ms at API_RATE, no errors, no non-2xx) is judged on each load: `target.autocannon`
+ * (the requirement's own load), `target.even`, and `target.met` when both are met.
  * The ceiling: the same load generators, routes, rate, connections and duration, against a
- * node:http handler answering a small JSON object. Writes bench/results/api.json.
+ * node:http handler answering a small JSON object, measured after the hub has stopped (its API and
+ * background roles; PostgreSQL stays up, idle), so on a quiet process. Writes bench/results/api.json.
  *
  *   npm run bench:api                        # 4 × 60 s at 500 requests/s (hub and ceiling, two pacings)
  *   API_SECONDS=5 npm run bench:api          # a quick look
@@ -82,7 +87,7 @@ const SOURCE_ROWS = positiveInt('API_ROWS', 50);
 const TENANT = 1;
 /** What the six routes read (hub.integrations, connectors.connectors and .endpoints stay below autovacuum's threshold with the seed). */
 const ANALYZED = ['hub.deliveries', 'hub.integrations', 'connectors.runs', 'connectors.connectors', 'connectors.endpoints'];
-/** The figure the hub is held to: p99 over all routes at API_RATE. */
+/** The figure the hub is held to: p99 over all routes at API_RATE, under each of the two loads. */
 const TARGET_P99_MS = 20;
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
 /** Which of the hub's two measured loads BENCH_CPU_PROFILE profiles. */
@@ -312,6 +317,24 @@ function loadInChild(message: LoadRequest): { measuring: Promise<void>; go(): vo
   return { measuring, go, figures };
 }
 
+interface Verdict {
+  p99: number;
+  errors: number;
+  non2xx: number;
+  met: boolean;
+}
+
+/** The target on one load's figures over all routes: p99 under TARGET_P99_MS, no errors, no non-2xx answers. */
+function verdictOf(f: LoadFigures['overall']): Verdict {
+  return { p99: f.p99, errors: f.errors, non2xx: f.non2xx, met: f.p99 < TARGET_P99_MS && f.errors === 0 && f.non2xx === 0 };
+}
+
+function targetVerdicts(autocannonLoad: LoadFigures['overall'], evenLoad: LoadFigures['overall']): { p99Ms: number; autocannon: Verdict; even: Verdict; met: boolean } {
+  const autocannon = verdictOf(autocannonLoad);
+  const even = verdictOf(evenLoad);
+  return { p99Ms: TARGET_P99_MS, autocannon, even, met: autocannon.met && even.met };
+}
+
 async function main(): Promise<void> {
   const benchStart = performance.now();
   setLogger(createLogger({ level: 'warn', json: true }));
@@ -391,7 +414,7 @@ async function main(): Promise<void> {
       <T>(work: () => Promise<T>) =>
         profiled(pacing === PROFILE_PACING ? CPU_PROFILE : undefined, "the hub's process during the measured load", work);
 
-    // The target's measurement (even pacing) keeps its RSS and event-loop delay.
+    // The evenly paced load keeps the RSS and the event-loop delay (an autocannon second opens with a burst).
     const rssBeforeMb = mib(process.memoryUsage().rss);
     const sampler = new RssSampler();
     sampler.start(250);
@@ -416,6 +439,12 @@ async function main(): Promise<void> {
     const rssPeakMb = sampler.stop();
     const rssAfterMb = mib(process.memoryUsage().rss);
     const hubBurst = await measure('hub', hub.url!, 'autocannon', profiledIf('autocannon'));
+    // The ceiling runs on a quiet process: the hub (its API and background roles: clocks, dispatcher,
+    // listener, retrieval) stops first. stop() is idempotent; `finally` has nothing left to stop.
+    log("stopping the hub before the ceiling's loads …");
+    const stopping = hub;
+    hub = undefined;
+    await stopping.stop();
 
     bare = await startBare();
     const bareLoop = monitorEventLoopDelay({ resolution: 10 });
@@ -429,13 +458,17 @@ async function main(): Promise<void> {
       warmupSeconds: WARMUP_SECONDS,
       connectionsPerRoute: CONNECTIONS,
       seed: { connectors: CONNECTORS, runs: CONNECTORS, rowsPerRun: SOURCE_ROWS, deliveries: EVENTS, itemsPerList: listed, retrievalSettledSeconds: settledSeconds, analyzedSeconds },
-      /** Even pacing (open loop, times from when each request was due): the target's measurement. */
+      /** Even pacing (open loop, times from when each request was due): the hub without autocannon's bursts. */
       hub: hubFigures,
+      /** The bare handler's, measured after the hub had stopped. */
       ceiling: ceilingFigures,
-      /** The same rate through autocannon's per-second quota: a burst at the start of every second. */
+      /** The same rate through autocannon's per-second quota (a burst at the start of every second): the requirement's load. */
       burst: { hub: hubBurst, ceiling: ceilingBurst },
-      /** The hub's p99 over all routes at an even API_RATE, against the target. */
-      target: { p99Ms: TARGET_P99_MS, met: hubFigures.overall.p99 < TARGET_P99_MS && hubFigures.overall.errors === 0 && hubFigures.overall.non2xx === 0 },
+      /**
+       * The hub's p99 over all routes at API_RATE, no errors and no non-2xx, judged on each load:
+       * autocannon (the requirement's own load) and even pacing (the hub without autocannon's bursts); `met` when both are.
+       */
+      target: targetVerdicts(hubBurst.overall, hubFigures.overall),
       /** perf_hooks.monitorEventLoopDelay of this process (resolution 10 ms) during each evenly paced load. */
       eventLoopDelay: { hub: loopDelay(hubLoop), ceiling: loopDelay(bareLoop) },
       /** Inside the serving process during each evenly paced load: each request's time from its arrival on the event loop to its response handed to the socket, and GC pauses. */
@@ -481,7 +514,10 @@ async function main(): Promise<void> {
     const cpuLine = (f: CpuFigures) => `${f.cpuUsPerRequest.server} µs in the server's process, ${f.cpuUsPerRequest.postgres ?? '-'} µs in PostgreSQL, ${f.cpuUsPerRequest.generator} µs in the load generator`;
     log(`CPU per request (even pacing): hub ${cpuLine(hubFigures)}; ceiling ${cpuLine(ceilingFigures)}`);
     log(`RSS of the hub's process: ${rssBeforeMb} MB before, ${rssPeakMb} MB peak, ${rssAfterMb} MB after the measured load`);
-    log(`target p99 < ${TARGET_P99_MS} ms at an even ${RATE}/s with no errors: ${result.target.met ? 'met' : 'NOT met'}`);
+    const verdict = (v: Verdict) => `p99 ${v.p99} ms, ${v.errors} errors, ${v.non2xx} non-2xx: ${v.met ? 'met' : 'NOT met'}`;
+    log(
+      `target p99 < ${TARGET_P99_MS} ms at ${RATE}/s with no errors or non-2xx: autocannon ${verdict(result.target.autocannon)}; even pacing ${verdict(result.target.even)}; both: ${result.target.met ? 'met' : 'NOT met'}`,
+    );
 
     mkdirSync(RESULTS, { recursive: true });
     writeFileSync(join(RESULTS, 'api.json'), `${JSON.stringify(result, null, 2)}\n`);

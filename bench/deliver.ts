@@ -6,7 +6,7 @@
  * receiver got (every event once, no duplicates, every signature right):
  *
  * - drain capacity: BENCH_DRAIN_EVENTS (default 100000) events pre-filled into the outbox in one
- *   transaction; deliveries/s from its commit to the last arrival, beside the ceiling: the same
+ *   transaction; deliveries/s and CPU (the fill left out) from its commit to the last arrival, beside the ceiling: the same
  *   number of plain undici POSTs of the same body and headers (the hub's set, signed once: the
  *   receiver checks every signature, the ceiling's too) to the same receiver with the same concurrency
  *   (`svc.webhook.concurrency-per-integration`, the hub's bound towards one endpoint), through an
@@ -18,9 +18,15 @@
  *   BENCH_RATE_WRITERS at once, default 4; each transaction's events in one statement as a connector
  *   run writes a chunk's, or one statement each with BENCH_RATE_STATEMENTS=event) for
  *   BENCH_RATE_SECONDS (default 15); commit → receiver
- *   p50/p99, the CPU per delivery (PostgreSQL's without the writer's own backends, which the
+ *   p50/p99 from the writer's acknowledgement of COMMIT (the target's figure) and from just before
+ *   it sent COMMIT (the two bracket the commit), the slow deliveries by second and the hub's
+ *   event-loop delay and GC pauses meanwhile, the CPU per delivery (PostgreSQL's without the writer's own backends, which the
  *   emitter names) and PostgreSQL's transactions per delivery (pg_stat_database, the writer's left out);
  * - one event at a time: 100 events, each committed alone and waited for (the wake-up path).
+ *
+ * At the end, before anything is written, a final check: once the hub's delivery journal has no
+ * delivery open (every one succeeded, on its first attempt, none leased), every id of every phase
+ * (and of the ceilings) must have reached the receiver exactly once, and nothing else must have.
  *
  * The hub's background roles embed the platform corpus after start; the bench waits until that is
  * done (a core busy with the embedding model is not the delivery path's cost). Then BENCH_WARMUP
@@ -45,7 +51,7 @@ import { startEmbedded } from '../src/db/embedded.js';
 import { svcSignature } from '../src/webhooks/signing.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import type { EmitterMessage, EmitterRequest, WriteStatements } from './support/deliver-emitter.js';
-import type { ReceiverMessage } from './support/deliver-receiver.js';
+import type { ReceiverMessage, ReceiverRequest } from './support/deliver-receiver.js';
 import {
   CpuMeter,
   type CpuSplitOf,
@@ -128,6 +134,12 @@ interface Receiver {
   /** Requests per event id (more than one: a duplicate delivery). */
   counts: Map<string, number>;
   ceiling: Map<string, number>;
+  /** Requests per ceiling id. */
+  ceilingCounts: Map<string, number>;
+  /** Requests with neither X-Svc-Event-Id nor X-Bench-Id (must stay 0). */
+  unidentified: number;
+  /** Resolves once every arrival the receiver recorded so far has been reported here. */
+  flush(): Promise<void>;
   /** Ceiling requests whose signature the receiver did not find right (must stay 0: it checks them as the hub's). */
   ceilingUnverified: number;
   unsigned: number;
@@ -146,6 +158,8 @@ async function startReceiver(secret: string): Promise<Receiver> {
     order: [] as string[],
     counts: new Map<string, number>(),
     ceiling: new Map<string, number>(),
+    ceilingCounts: new Map<string, number>(),
+    unidentified: 0,
     ceilingUnverified: 0,
     unsigned: 0,
     badSignatures: 0,
@@ -153,6 +167,7 @@ async function startReceiver(secret: string): Promise<Receiver> {
   };
   let offsetMs = 0;
   let clockAnswer: ((now: number) => void) | undefined;
+  let flushed: (() => void) | undefined;
   let ready: (url: string) => void = () => undefined;
   const url = new Promise<string>((resolve, reject) => {
     ready = resolve;
@@ -161,11 +176,17 @@ async function startReceiver(secret: string): Promise<Receiver> {
   child.on('message', (m: ReceiverMessage) => {
     if (m.kind === 'ready') ready(m.url);
     else if (m.kind === 'clock') clockAnswer?.(m.now);
+    else if (m.kind === 'flushed') flushed?.();
     else {
       for (const [kind, id, epoch, signature] of m.items) {
         const at = epoch - offsetMs - performance.timeOrigin;
+        if (kind === 'u') {
+          state.unidentified += 1;
+          continue;
+        }
         if (kind === 'c') {
           state.ceiling.set(id, at);
+          state.ceilingCounts.set(id, (state.ceilingCounts.get(id) ?? 0) + 1);
           if (signature !== 1) state.ceilingUnverified += 1;
           continue;
         }
@@ -187,7 +208,7 @@ async function startReceiver(secret: string): Promise<Receiver> {
     const sent = performance.timeOrigin + performance.now();
     const now = await new Promise<number>((resolve) => {
       clockAnswer = resolve;
-      child.send({ kind: 'clock' });
+      child.send({ kind: 'clock' } satisfies ReceiverRequest);
     });
     const back = performance.timeOrigin + performance.now();
     if (back - sent < best.roundTripMs) best = { offsetMs: now - (sent + back) / 2, roundTripMs: back - sent };
@@ -197,6 +218,11 @@ async function startReceiver(secret: string): Promise<Receiver> {
     url: base,
     pid: child.pid!,
     clock: { offsetMs: round(best.offsetMs, 3), roundTripMs: round(best.roundTripMs, 3) },
+    flush: () =>
+      new Promise<void>((resolve) => {
+        flushed = resolve;
+        child.send({ kind: 'flush' } satisfies ReceiverRequest);
+      }),
     close: () => {
       if (child.connected) child.disconnect();
     },
@@ -300,11 +326,16 @@ async function idle(hub: Hub, receiver: Receiver, count: number) {
 // ---------------------------------------------------------------------------------------------
 // Drain capacity: the outbox pre-filled in one transaction, delivered from its commit on.
 
-async function drain(hub: Hub, receiver: Receiver, events: number) {
-  const signaturesBefore = receiver.verified;
+type Fill = { ids: string[]; fillSeconds: number; committed: number };
+
+/**
+ * Pre-fills the outbox with `events` events in one transaction: the same rows events.emit writes
+ * (src/events/outbox.ts), as the application role under the tenant, in one statement. The fill is
+ * not what is measured (nor must it take minutes): the caller starts its clock and its CPU meter at
+ * `committed`, when the COMMIT came back.
+ */
+async function fillOutbox(hub: Hub, events: number): Promise<Fill> {
   const t0 = performance.now();
-  // The same rows events.emit writes (src/events/outbox.ts), as the application role under the
-  // tenant, in one statement: the fill is not what is measured, and it must not take minutes.
   const ids = await hub.services.db.withTenant(TENANT, async (tx) => {
     const { rows } = await tx.query<{ id: number }>(
       `insert into events.outbox (tenant_id, type, payload)
@@ -315,7 +346,14 @@ async function drain(hub: Hub, receiver: Receiver, events: number) {
     return rows.map((r) => String(r.id));
   });
   const committed = performance.now();
-  log(`  ${events.toLocaleString('en-US')} events written in one transaction in ${round((committed - t0) / 1000, 2)} s; draining …`);
+  return { ids, fillSeconds: round((committed - t0) / 1000, 2), committed };
+}
+
+/** Waits for the filled events to reach the receiver: deliveries/s from the fill's commit to the last arrival. */
+async function drain(receiver: Receiver, fill: Fill, signaturesBefore: number) {
+  const { ids, committed } = fill;
+  const events = ids.length;
+  log(`  ${events.toLocaleString('en-US')} events written in one transaction in ${fill.fillSeconds} s; draining …`);
   const last = await allArrived(receiver, ids, 'drain');
   const times = ids.map((id) => receiver.arrivals.get(id)!).sort((a, b) => a - b);
   const first = times[0]!;
@@ -330,7 +368,8 @@ async function drain(hub: Hub, receiver: Receiver, events: number) {
   }
   return {
     events,
-    fillSeconds: round((committed - t0) / 1000, 2),
+    /** The fill's own time (not in the figures below, nor in the CPU). */
+    fillSeconds: fill.fillSeconds,
     /** Commit of the fill to the last arrival. */
     seconds: round(ms / 1000, 2),
     deliveriesPerSec: perSecond(events, ms),
@@ -395,7 +434,8 @@ function ceilingHeaders(secret: string, body: string): (id: string) => Record<st
   return (id) => ({ 'User-Agent': 'svc-hub-webhooks/bench', 'Content-Type': 'application/json', 'X-Svc-Event': 'org.updated', 'X-Bench-Id': id, 'X-Svc-Signature': signature });
 }
 
-async function ceiling(receiver: Receiver, requests: number, concurrency: number, headers: (id: string) => Record<string, string>, sampleBody: string, prefix: string) {
+/** `sentIds` gets every id sent, the warm-up's too (for the final check). */
+async function ceiling(receiver: Receiver, requests: number, concurrency: number, headers: (id: string) => Record<string, string>, sampleBody: string, prefix: string, sentIds: string[]) {
   let next = 0;
   const sent = new Map<string, number>();
   // The undici the hub sends with, through the same interface (dispatch with one handler object per
@@ -404,7 +444,10 @@ async function ceiling(receiver: Receiver, requests: number, concurrency: number
   // keep-alive the hub's sender uses; no outbound address policy (the receiver is on loopback).
   const agent = new Agent({ keepAliveTimeout: 4_000 });
   const { origin } = new URL(receiver.url);
-  const post = (id: string) => plainPost(agent, origin, '/ceiling', headers(id), sampleBody);
+  const post = (id: string) => {
+    sentIds.push(id);
+    return plainPost(agent, origin, '/ceiling', headers(id), sampleBody);
+  };
   // Before the clock starts, as the hub had its warm-up: BENCH_WARMUP requests (at least one per
   // worker, so each has its connection), unmeasured.
   let warm = 0;
@@ -554,6 +597,8 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
   const signaturesBefore = receiver.verified;
   const events = RATE * RATE_SECONDS;
   const commits = new Map<string, number>();
+  /** Per id: just before its transaction's COMMIT was sent (the commit took effect between this and `commits`). */
+  const commitsSent = new Map<string, number>();
   emitter.request({ kind: 'emit', events, batch: RATE_BATCH, tenant: TENANT, rate: RATE, statements: RATE_STATEMENTS });
   let emitMs: number;
   let writerBackends: number[] = [];
@@ -569,13 +614,18 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
       writerCpu0 = processesCpuSeconds(writerBackends);
     } else if (m.kind === 'committed') {
       const committed = m.at - offsetMs - performance.timeOrigin;
-      for (const id of m.ids) commits.set(id, committed);
+      const commitSent = m.commitSentAt - offsetMs - performance.timeOrigin;
+      for (const id of m.ids) {
+        commits.set(id, committed);
+        commitsSent.set(id, commitSent);
+      }
     } else if (m.kind === 'done') {
       emitMs = m.ms;
       break;
     } else throw new Error(`the emitter failed: ${JSON.stringify(m)}`);
   }
   const ids = [...commits.keys()];
+  if (ids.length !== events) throw new Error(`fixed rate: the writer committed ${ids.length} events, not ${events}`);
   await allArrived(receiver, ids, 'fixed rate');
   const gc = pauses.gc.stop();
   pauses.loop.disable();
@@ -594,7 +644,10 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
     writersCpuSeconds,
     /** CPU seconds of the writer's own process (the load generator: not the hub's work either). */
     emitterCpuSeconds,
+    /** From the writer's acknowledgement of COMMIT (withTenant resolved) to the arrival: the target's figure. */
     latencyMs: latency(latencies),
+    /** From just before the writer sent COMMIT to the arrival: with `latencyMs`, brackets the latency from the commit itself. */
+    latencyFromCommitSentMs: latency(ids.map((id) => receiver.arrivals.get(id)! - commitsSent.get(id)!)),
     /** When the slow deliveries came, and what paused the hub's process meanwhile. */
     tail: tailFigures(ids.map((id) => ({ committed: commits.get(id)!, ms: receiver.arrivals.get(id)! - commits.get(id)! }))),
     /** perf_hooks.monitorEventLoopDelay of this process (the hub's; resolution 10 ms) from the first write to the last arrival. */
@@ -602,6 +655,8 @@ async function fixedRate(receiver: Receiver, emitter: Emitter, offsetMs: number)
     /** Garbage-collection pauses of this process over the same time. */
     gc,
     verified: verify(receiver, ids, 'fixed rate', signaturesBefore),
+    /** The ids committed (for the final check; not in the results). */
+    ids,
   };
 }
 
@@ -624,6 +679,113 @@ function tailFigures(deliveries: Array<{ committed: number; ms: number }>) {
     slowBySecond: seconds.map((ms) => ms.filter((m) => m > SLOW_MS).length),
     worstSecond: { second: worst, p99Ms: round(p99s[worst] ?? 0, 1), events: seconds[worst]?.length ?? 0 },
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The final check: once the hub's journal has nothing open, every id of the run arrived once.
+
+/** What the run wrote (events, per phase) and sent (the ceilings' plain POSTs, warm-ups included). */
+interface RunIds {
+  events: Array<{ what: string; ids: readonly string[] }>;
+  ceiling: readonly string[];
+}
+
+/**
+ * Waits (up to STALL_MS) until no delivery of the integration is open in the hub's journal
+ * (hub.deliveries: none pending or waiting for a retry, none leased), then checks that every
+ * delivery succeeded on its first attempt, one per event written, and that the receiver got every
+ * event id and every ceiling id exactly once and nothing else: a redelivery that came after a
+ * phase's own check (a retry, the sweep), an event that never arrived, a request nobody sent.
+ * Throws on any mismatch; answers what it saw.
+ */
+async function finalCheck(databaseUrl: string, integrationId: number, receiver: Receiver, run: RunIds) {
+  const t0 = performance.now();
+  const written = new Set<string>();
+  let writtenCount = 0;
+  for (const phase of run.events) {
+    writtenCount += phase.ids.length;
+    for (const id of phase.ids) written.add(id);
+  }
+  const problems: string[] = [];
+  if (written.size !== writtenCount) problems.push(`${writtenCount - written.size} event ids written twice`);
+  // The database owner (not subject to row-level security): the journal of every tenant.
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  type Journal = { deliveries: number; open: number; failed: number; retried: number; other_kinds: number };
+  let journal: Journal;
+  let journalIds: string[];
+  try {
+    for (;;) {
+      const { rows } = await client.query<Journal>(
+        `select count(*)::int as deliveries,
+                count(*) filter (where (not succeeded and closed_reason is null) or lease_token is not null)::int as open,
+                count(*) filter (where not succeeded)::int as failed,
+                count(*) filter (where attempts <> 1)::int as retried,
+                count(*) filter (where kind <> 'event')::int as other_kinds
+           from hub.deliveries where integration_id = $1`,
+        [integrationId],
+      );
+      journal = rows[0]!;
+      if (journal.open === 0) break;
+      if (performance.now() - t0 > STALL_MS) throw new Error(`final check: ${journal.open} deliveries still open in the hub's journal after ${STALL_MS / 1000} s`);
+      await sleep(100);
+    }
+    journalIds = (await client.query<{ id: string }>(`select event_id::text as id from hub.deliveries where integration_id = $1 and kind = 'event'`, [integrationId])).rows.map((r) => r.id);
+  } finally {
+    await client.end();
+  }
+  // Every request the journal shows answered was received before its answer: once the receiver's
+  // reports so far are in, the counts are complete.
+  await receiver.flush();
+  const journalNotWritten = journalIds.filter((id) => !written.has(id)).length;
+  let duplicates = 0;
+  let unexpectedIds = 0;
+  for (const [id, n] of receiver.counts) {
+    duplicates += n - 1;
+    if (!written.has(id)) unexpectedIds += 1;
+  }
+  const sent = new Set(run.ceiling);
+  let ceilingDuplicates = 0;
+  let ceilingUnexpectedIds = 0;
+  for (const [id, n] of receiver.ceilingCounts) {
+    ceilingDuplicates += n - 1;
+    if (!sent.has(id)) ceilingUnexpectedIds += 1;
+  }
+  const figures = {
+    waitedSeconds: round((performance.now() - t0) / 1000, 2),
+    /** The integration's rows in hub.deliveries: one per event written, each succeeded on its first attempt. */
+    deliveries: journal.deliveries,
+    deliveriesOpen: journal.open,
+    failed: journal.failed,
+    /** Deliveries with other than one attempt. */
+    retried: journal.retried,
+    eventsWritten: written.size,
+    /** Distinct event ids the receiver got over the whole run. */
+    receivedIds: receiver.counts.size,
+    missing: [...written].filter((id) => !receiver.counts.has(id)).length,
+    duplicates,
+    /** Event ids the receiver got that the bench never wrote. */
+    unexpectedIds,
+    ceilingIds: sent.size,
+    ceilingReceivedIds: receiver.ceilingCounts.size,
+    ceilingMissing: run.ceiling.filter((id) => !receiver.ceilingCounts.has(id)).length,
+    ceilingDuplicates,
+    ceilingUnexpectedIds,
+    /** Requests with neither an event id nor a ceiling id. */
+    unidentifiedRequests: receiver.unidentified,
+    signaturesWrongOrMissing: receiver.unsigned + receiver.badSignatures + receiver.ceilingUnverified,
+  };
+  if (journal.deliveries !== written.size) problems.push(`the journal holds ${journal.deliveries} deliveries for ${written.size} events written`);
+  if (journal.failed > 0) problems.push(`${journal.failed} deliveries failed`);
+  if (journal.retried > 0) problems.push(`${journal.retried} deliveries took other than one attempt`);
+  if (journal.other_kinds > 0) problems.push(`${journal.other_kinds} deliveries not of kind 'event'`);
+  if (journalNotWritten > 0) problems.push(`${journalNotWritten} deliveries of events the bench did not write`);
+  if (run.ceiling.length !== sent.size) problems.push(`${run.ceiling.length - sent.size} ceiling ids sent twice`);
+  for (const [key, value] of Object.entries(figures)) {
+    if (['missing', 'duplicates', 'unexpectedIds', 'ceilingMissing', 'ceilingDuplicates', 'ceilingUnexpectedIds', 'unidentifiedRequests', 'signaturesWrongOrMissing'].includes(key) && value !== 0) problems.push(`${key} ${value}`);
+  }
+  if (problems.length > 0) throw new Error(`final check: ${problems.join('; ')} (${JSON.stringify(figures)})`);
+  return figures;
 }
 
 async function main(): Promise<void> {
@@ -668,9 +830,10 @@ async function main(): Promise<void> {
     log(`retrieval backlog drained after ${retrievalSettledSeconds} s`);
 
     // Warm-up: events through the whole path, then the numbers start clean.
+    let warm: string[] = [];
     if (WARMUP > 0) {
       log(`warm-up (${WARMUP.toLocaleString('en-US')} events, not measured) …`);
-      const warm = await emitInline(hub, WARMUP, 100);
+      warm = await emitInline(hub, WARMUP, 100);
       await allArrived(receiver, warm, 'warm-up');
       verify(receiver, warm, 'warm-up');
     }
@@ -684,21 +847,36 @@ async function main(): Promise<void> {
     const sampleBody = JSON.stringify({ orgId: 12345, tenantId: TENANT });
     // The ceiling is measured just before and just after the drain, and the drain compared with the
     // mean of the two: the machine's speed drifts within minutes on a virtual machine.
+    const ceilingIds: string[] = [];
     const ceilingRun = async (when: 'before' | 'after') => {
       log(`ceiling ${when} the drain (${DRAIN_EVENTS.toLocaleString('en-US')} plain POSTs, ${perIntegration} in flight) …`);
-      return cpuOf(meter, DRAIN_EVENTS, () => ceiling(receiver!, DRAIN_EVENTS, perIntegration, ceilingHeaders(secret, sampleBody), sampleBody, when === 'before' ? 'b' : 'a'));
+      return cpuOf(meter, DRAIN_EVENTS, () => ceiling(receiver!, DRAIN_EVENTS, perIntegration, ceilingHeaders(secret, sampleBody), sampleBody, when === 'before' ? 'b' : 'a', ceilingIds));
     };
     const ceilBefore = await ceilingRun('before');
     log(`drain (${DRAIN_EVENTS.toLocaleString('en-US')} events pre-filled) …`);
-    const drainFigures = await cpuOf(meter, DRAIN_EVENTS, () => profiled(CPU_PROFILE, 'this process during the drain', () => drain(hub!, receiver!, DRAIN_EVENTS)));
+    const drainSignaturesBefore = receiver.verified;
+    const fill = await fillOutbox(hub, DRAIN_EVENTS);
+    // The CPU meter (and the profile) start once the fill has committed: the drain's own window.
+    const drainFigures = await cpuOf(meter, DRAIN_EVENTS, () => profiled(CPU_PROFILE, 'this process during the drain', () => drain(receiver!, fill, drainSignaturesBefore)));
     const ceilAfter = await ceilingRun('after');
     const ceil = meanCeiling(ceilBefore, ceilAfter);
     const drainRatio = round(drainFigures.deliveriesPerSec / ceil.requestsPerSec, 3);
 
     log(`fixed rate (${RATE.toLocaleString('en-US')} events/s for ${RATE_SECONDS} s, written by a child process) …`);
     const transactionsBefore = await committedTransactions(database.url);
-    const rateFigures = await cpuOf(meter, RATE * RATE_SECONDS, () => fixedRate(receiver!, emitter!, clock.offsetMs), (f) => f.writersCpuSeconds);
+    const { ids: rateIds, ...rateFigures } = await cpuOf(meter, RATE * RATE_SECONDS, () => fixedRate(receiver!, emitter!, clock.offsetMs), (f) => f.writersCpuSeconds);
     const rateTransactions = await committedTransactions(database.url, transactionsBefore);
+
+    log('final check (the hub\'s journal settled, every id of the run once) …');
+    const final = await finalCheck(database.url, created.json.id, receiver, {
+      events: [
+        { what: 'warm-up', ids: warm },
+        { what: 'one event at a time', ids: idleFigures.ids },
+        { what: 'drain', ids: fill.ids },
+        { what: 'fixed rate', ids: rateIds },
+      ],
+      ceiling: ceilingIds,
+    });
 
     const result = {
       concurrencyPerIntegration: perIntegration,
@@ -715,6 +893,8 @@ async function main(): Promise<void> {
         receiverClock: receiver.clock,
       },
       idle: { events: idleFigures.events, latencyMs: idleFigures.latencyMs, over100ms: idleFigures.over100ms },
+      /** Once the hub's journal had nothing open: every id of the run at the receiver once, nothing else. */
+      finalCheck: { ...final, fixedRateCommitted: rateIds.length },
       targets: {
         drainRatio: TARGETS.drainRatio,
         fixedRateP50Ms: TARGETS.fixedRateP50Ms,
@@ -734,6 +914,7 @@ async function main(): Promise<void> {
           ['  before the drain', ceilBefore.requestsPerSec, '-', '-', ceilBefore.latencyMs.p50, ceilBefore.latencyMs.p99, ceilBefore.seconds],
           ['  after the drain', ceilAfter.requestsPerSec, '-', '-', ceilAfter.latencyMs.p50, ceilAfter.latencyMs.p99, ceilAfter.seconds],
           [`hub: ${RATE.toLocaleString('en-US')} events/s written by a child (commit → receiver)`, rateFigures.emitEventsPerSec, '-', '-', rateFigures.latencyMs.p50, rateFigures.latencyMs.p99, RATE_SECONDS],
+          ['  from just before COMMIT was sent', '-', '-', '-', rateFigures.latencyFromCommitSentMs.p50, rateFigures.latencyFromCommitSentMs.p99, '-'],
           [`hub: one event at a time (${IDLE_EVENTS} events)`, '-', '-', '-', idleFigures.latencyMs.p50, idleFigures.latencyMs.p99, '-'],
         ],
       ),
@@ -756,6 +937,9 @@ async function main(): Promise<void> {
     );
     log('');
     log(`received: every event once (drain ${drainFigures.verified.received.toLocaleString('en-US')}, fixed rate ${rateFigures.verified.received.toLocaleString('en-US')}), no duplicates, every request signed`);
+    log(
+      `final check (after ${final.waitedSeconds} s): the journal ${final.deliveries.toLocaleString('en-US')} deliveries, ${final.deliveriesOpen} open, ${final.failed} failed, ${final.retried} retried; the receiver ${final.receivedIds.toLocaleString('en-US')} event ids of ${final.eventsWritten.toLocaleString('en-US')} written (${final.missing} missing, ${final.duplicates} duplicates, ${final.unexpectedIds} unexpected) and ${final.ceilingReceivedIds.toLocaleString('en-US')} ceiling ids of ${final.ceilingIds.toLocaleString('en-US')} sent; fixed rate ${rateIds.length.toLocaleString('en-US')} committed of ${(RATE * RATE_SECONDS).toLocaleString('en-US')}`,
+    );
     log(`targets: drain ≥ ${TARGETS.drainRatio} × ceiling ${result.targets.drainRatioMet ? 'met' : 'NOT met'}; p50 < ${TARGETS.fixedRateP50Ms} ms at ${RATE}/s ${result.targets.fixedRateP50Met ? 'met' : 'NOT met'}`);
     if (rateFigures.emitEventsPerSec < RATE * 0.95) log(`note: the writer reached ${rateFigures.emitEventsPerSec}/s of ${RATE}/s asked (a busy machine)`);
 

@@ -5,7 +5,14 @@
  *
  * - fetch: a plain undici `request()` loop that only fetches and JSON-parses the same pages;
  * - copy: a plain `COPY … FROM STDIN` of the same rows into a table of the same shape (same columns,
- *   same indexes) as the ext.* table the hub writes.
+ *   same indexes) as the ext.* table the hub writes, in one stream and in two concurrent streams
+ *   (two connections, half the rows each: the hub writes two chunks at once); the ceiling of a
+ *   round is the faster of the two.
+ *
+ * Every table is made before its clock starts: the COPY's by the ceiling, the hub's by the same
+ * ExtSchema.ensureTable the runner calls (timed apart as `tableSetupSeconds`), so the run finds it in
+ * the catalog and sends no DDL. Every table is checked before anything is reported: count(*) and the
+ * distinct keys equal DEMO_ROWS, every key one of the source's ids.
  *
  * A breakdown measures the hub's write path alone (prepareRow, then the writer's upsert chunks, as a
  * first load inserts them and as a run that met stored keys merges them) so
@@ -18,11 +25,15 @@
  *   DEMO_ROWS=20000 npm run bench:ingest       # a quick look
  *
  * Each figure is measured in BENCH_ROUNDS rounds (default 3; a round = both hub runs, both fetch
- * loops, one COPY, each into fresh tables) and reported as the median, ratios as the median of the
- * per-round ratios: a 2-core machine shared with other work gives noisy single figures.
+ * loops, the COPY in one stream and in two, each into fresh tables) and reported as the median,
+ * ratios as the median of the per-round ratios: a 2-core machine shared with other work gives noisy
+ * single figures.
  *
  * Other knobs: BENCH_CHUNK_SIZE (svc.connectors.chunk-size, default the hub's 1000),
- * BENCH_RATE_LIMIT (the manifests' default_rate_limit, default unset: the hub's 100/s),
+ * BENCH_RATE_LIMIT (the manifests' default_rate_limit, default `1000000/s`: a bucket that starts
+ * with more tokens than a run sends requests, so it never makes a run wait, as neither ceiling waits
+ * on one; a connector without the field gets the hub's `100/s`; the results record the limit and
+ * the shortest run it allows),
  * BENCH_CPU_PROFILE=<file> (a V8 .cpuprofile of this process during the first round's hub runs; the
  * SOAP run's in `<file without .cpuprofile>.soap.cpuprofile`).
  */
@@ -38,6 +49,8 @@ import { type PreparedRow, prepareRow } from '../src/connectors/target/rows.js';
 import { dataIndexName, extTableName, tenantSchema, tenantTableSql } from '../src/connectors/target/ddl.js';
 import { upsertChunk, type WriteOptions } from '../src/connectors/target/writer.js';
 import type { Target } from '../src/connectors/types.js';
+import { RATE_LIMIT_PATTERN } from '../src/connectors/manifest/schema.js';
+import { parseRateLimit } from '../src/connectors/manifest/validate.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { generatePartners, type Partner } from '../src/demo-source/data.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
@@ -48,7 +61,13 @@ import { benchConfig } from './support/hub-config.js';
 const ROWS = positiveInt('DEMO_ROWS', 200_000);
 const CHUNK = positiveInt('BENCH_CHUNK_SIZE', 1000);
 const ROUNDS = positiveInt('BENCH_ROUNDS', 3);
-const RATE_LIMIT = process.env.BENCH_RATE_LIMIT || undefined;
+/**
+ * The manifests' default_rate_limit. The bench's default is far above anything a run sends (a run
+ * of 200,000 rows is 400 requests; the bucket starts with 1,000,000 tokens), so the token bucket
+ * never paces the hub's runs: the ceilings are not paced either.
+ */
+const RATE_LIMIT = process.env.BENCH_RATE_LIMIT || '1000000/s';
+if (!new RegExp(RATE_LIMIT_PATTERN).test(RATE_LIMIT)) throw new Error(`BENCH_RATE_LIMIT must be count/window as a manifest's default_rate_limit (100/s, 100/5m, 1000/h), got '${RATE_LIMIT}'`);
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
 /** The demo source's largest page; the hub and the fetch ceiling both ask for it. */
 const PAGE = 500;
@@ -72,6 +91,8 @@ interface HubFigures {
   seconds: number;
   /** Trigger to terminal status as the client saw it (includes polling granularity). */
   wallSeconds: number;
+  /** The target table made before the clock started (ExtSchema.ensureTable: DDL, indexes, row-level security), timed apart. */
+  tableSetupSeconds: number;
   rowsPerSec: number;
   peakRssMb: number;
   /** CPU seconds per process during the run. */
@@ -121,7 +142,7 @@ function manifests(sourceUrl: string, round: number): Record<Dialect, unknown> {
   const spec = (auth: unknown, endpoint: unknown) => ({
     base_url: sourceUrl,
     auth,
-    ...(RATE_LIMIT ? { default_rate_limit: RATE_LIMIT } : {}),
+    default_rate_limit: RATE_LIMIT,
     endpoints: [endpoint],
   });
   const connector = (name: string, body: unknown) => ({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', scopes: ['partners'], spec: body });
@@ -158,7 +179,15 @@ async function api<T>(hub: Hub, method: string, path: string, body?: unknown): P
   return { status: res.statusCode, json: (text ? JSON.parse(text) : undefined) as T };
 }
 
-async function hubRun(hub: Hub, owner: pg.Client, name: string, meter: CpuMeter): Promise<HubFigures> {
+/**
+ * One run, timed from its trigger to its terminal status. Its target table is made first, outside
+ * the clock, by the function the runner calls at a run's start (as the COPY ceiling makes its table
+ * before its clock): the run then finds the table in the catalog and sends no DDL.
+ */
+async function hubRun(hub: Hub, owner: pg.Client, name: string, table: string, meter: CpuMeter): Promise<HubFigures> {
+  const ddl0 = performance.now();
+  await hub.services.connectors.ext.ensureTable(TENANT, table, PROMOTE);
+  const tableSetupMs = performance.now() - ddl0;
   await owner.query('checkpoint');
   const sampler = new RssSampler();
   sampler.start(50);
@@ -185,6 +214,7 @@ async function hubRun(hub: Hub, owner: pg.Client, name: string, meter: CpuMeter)
     chunkCount: run.chunkCount,
     seconds: seconds(ms),
     wallSeconds: seconds(wall),
+    tableSetupSeconds: round(tableSetupMs / 1000, 3),
     rowsPerSec: perSecond(run.recordsOut, ms),
     peakRssMb,
     cpu,
@@ -205,7 +235,7 @@ async function unindexedRun(bare: Hub, owner: pg.Client, offset: unknown, r: num
   manifest.spec.endpoints[0]!.target.table = `ext.bench_unindexed_${r}`;
   const applied = await api(bare, 'POST', '/api/connectors/apply', manifest);
   if (applied.status !== 201) throw new Error(`apply ${name} answered ${applied.status}: ${JSON.stringify(applied.json)}`);
-  const figures = await hubRun(bare, owner, name, meter);
+  const figures = await hubRun(bare, owner, name, `ext.bench_unindexed_${r}`, meter);
   if (figures.recordsOut !== ROWS) throw new Error(`the unindexed run wrote ${figures.recordsOut} rows, expected ${ROWS}`);
   await settle(bare, owner, `ext.bench_unindexed_${r}`, figures, meter);
   return figures;
@@ -228,7 +258,7 @@ async function soapRun(hub: Hub, owner: pg.Client, sourceUrl: string, r: number,
     spec: {
       base_url: sourceUrl,
       auth: { kind: 'basic', username: 'demo', password_env: 'BENCH_DEMO_PASSWORD' },
-      ...(RATE_LIMIT ? { default_rate_limit: RATE_LIMIT } : {}),
+      default_rate_limit: RATE_LIMIT,
       endpoints: [
         {
           id: 'partners',
@@ -248,7 +278,7 @@ async function soapRun(hub: Hub, owner: pg.Client, sourceUrl: string, r: number,
   };
   const applied = await api(hub, 'POST', '/api/connectors/apply', manifest);
   if (applied.status !== 201) throw new Error(`apply ${name} answered ${applied.status}: ${JSON.stringify(applied.json)}`);
-  const figures = await hubRun(hub, owner, name, meter);
+  const figures = await hubRun(hub, owner, name, table, meter);
   if (figures.recordsOut !== ROWS) throw new Error(`the soap run wrote ${figures.recordsOut} rows, expected ${ROWS}`);
   await settle(hub, owner, table, figures, meter);
   return figures;
@@ -346,11 +376,23 @@ async function fetchCursor(sourceUrl: string, maxPages = Number.POSITIVE_INFINIT
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ceiling B: COPY the same rows into a same-shape table, in a child process (bench/support/copy-ceiling.ts).
+// Ceiling B: COPY the same rows into a same-shape table, in a child process (bench/support/copy-ceiling.ts),
+// in one stream and in two concurrent streams; the round's ceiling is the faster.
 
-async function copyRound(owner: pg.Client, ownerUrl: string, name: string, gin: boolean, meter: CpuMeter): Promise<CopyRound> {
+/**
+ * A round's COPY ceiling: the faster of the two forms by rows/s; with the merge, the shorter of the
+ * two forms' COPY + pending-list merge. Both forms stay in the results.
+ */
+function copyCeilingOf(one: CopyRound, two: CopyRound): { copy: CopyRound; copyWithMergeSeconds: number } {
+  return {
+    copy: two.rowsPerSec > one.rowsPerSec ? two : one,
+    copyWithMergeSeconds: Math.min(one.seconds + one.merge!.seconds, two.seconds + two.merge!.seconds),
+  };
+}
+
+async function copyRound(owner: pg.Client, ownerUrl: string, name: string, gin: boolean, streams: 1 | 2, meter: CpuMeter): Promise<CopyRound> {
   meter.start();
-  const figures = await copyCeilingInProcess({ ownerUrl, rows: ROWS, table: name, gin });
+  const figures = await copyCeilingInProcess({ ownerUrl, rows: ROWS, table: name, gin, streams });
   const around = meter.stop();
   const merge = gin ? await mergePendingList(owner, `bench.${dataIndexName(name)}`, meter) : undefined;
   // The next round creates it again; dropping it keeps the database from growing round after round.
@@ -405,6 +447,27 @@ async function writePath(hub: Hub, owner: pg.Client, rows: readonly Partner[], m
 
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * The token bucket a run's requests pass (src/connectors/rate-limit.ts: `count` tokens, full at
+ * the start, refilled at `count` per window): the run's requests (one per page, the SOAP run's too)
+ * cannot all have been sent before (requests − count) × window / count, the shortest run it allows.
+ */
+function rateLimitFacts(pages: number) {
+  const limit = parseRateLimit(RATE_LIMIT);
+  const minimumRunSeconds = round((Math.max(0, pages - limit.count) * limit.windowMs) / limit.count / 1000, 3);
+  return {
+    limit: RATE_LIMIT,
+    setBy: process.env.BENCH_RATE_LIMIT ? 'BENCH_RATE_LIMIT' : 'bench default',
+    note: "a connector whose manifest has no default_rate_limit keeps the hub's 100/s",
+    bucketTokens: limit.count,
+    refillPerSecond: round((limit.count * 1000) / limit.windowMs, 3),
+    requestsPerRun: pages,
+    /** 0: the bucket holds every request of a run from the start and never makes one wait. */
+    minimumRunSeconds,
+    binds: minimumRunSeconds > 0,
+  };
+}
+
 /** Rows/s of stages run one after the other (no overlap): 1 / Σ (1 / rate). */
 const serial = (...rates: number[]) => Math.round(1 / rates.reduce((sum, r) => sum + 1 / r, 0));
 
@@ -417,7 +480,14 @@ interface Round {
   /** The same rows read from the demo source's SOAP 1.1 service (`soap-generic`). */
   soap: HubFigures;
   fetch: Record<Dialect, FetchFigures>;
+  /** The round's COPY ceiling: the faster of `copyOne` and `copyTwo`. */
   copy: CopyRound;
+  /** The shorter of the two forms' COPY + GIN pending-list merge: the ceiling of the ratios "with the merge". */
+  copyWithMergeSeconds: number;
+  /** One COPY on one connection. */
+  copyOne: CopyRound;
+  /** Two concurrent COPYs on two connections, half the rows each. */
+  copyTwo: CopyRound;
   /** RSS of this process before the round's hub runs. */
   baselineRssMb: number;
 }
@@ -447,6 +517,10 @@ async function main(): Promise<void> {
   const loadAtStart = loadavg().map((l) => round(l, 2));
   if (loadAtStart[0]! > 1) log(`note: load average ${loadAtStart.join(' ')} before the start: something else is busy here, absolute figures will be low (ratios suffer less)`);
   await probeMachine(log);
+  const rateLimit = rateLimitFacts(Math.ceil(ROWS / PAGE));
+  log(
+    `rate limit ${rateLimit.limit} (${rateLimit.setBy}): ${rateLimit.requestsPerRun} requests per run, no run shorter than ${rateLimit.minimumRunSeconds} s${rateLimit.binds ? ' — it paces the hub runs, which the ceilings are not' : ''}`,
+  );
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-ingest-'));
   chmodSync(dir, 0o755);
@@ -491,7 +565,7 @@ async function main(): Promise<void> {
         const before = r % 2 === 1 ? await unindexedRun(bare!, owner!, defs.offset, r, meter) : undefined;
         for (const dialect of DIALECTS) {
           log(`round ${r}/${ROUNDS}: hub run (${dialect}) …`);
-          hubFigures[dialect] = await hubRun(hub!, owner!, `bench-${dialect}-${r}`, meter);
+          hubFigures[dialect] = await hubRun(hub!, owner!, `bench-${dialect}-${r}`, `ext.bench_${dialect}_${r}`, meter);
           if (hubFigures[dialect].recordsOut !== ROWS) throw new Error(`the ${dialect} run wrote ${hubFigures[dialect].recordsOut} rows, expected ${ROWS}`);
           await settle(hub!, owner!, `ext.bench_${dialect}_${r}`, hubFigures[dialect], meter);
         }
@@ -518,14 +592,19 @@ async function main(): Promise<void> {
         if (fetchFigures[dialect].rows !== ROWS) throw new Error(`the ${dialect} fetch ceiling read ${fetchFigures[dialect].rows} rows, expected ${ROWS}`);
       }
 
-      log(`round ${r}/${ROUNDS}: copy ceiling …`);
-      const copy = await copyRound(owner, database.url, 'copy_partners', true, meter);
-      rounds.push({ hub: hubFigures, unindexed, soap, fetch: fetchFigures, copy, baselineRssMb });
+      // Alternating order (one stream first in odd rounds, two streams first in even ones), so warming up favours neither.
+      const copies = {} as Record<1 | 2, CopyRound>;
+      for (const streams of r % 2 === 1 ? ([1, 2] as const) : ([2, 1] as const)) {
+        log(`round ${r}/${ROUNDS}: copy ceiling, ${streams === 1 ? 'one stream' : 'two concurrent streams'} …`);
+        copies[streams] = await copyRound(owner, database.url, streams === 1 ? 'copy_partners' : 'copy_partners_two', true, streams, meter);
+      }
+      const ceiling = copyCeilingOf(copies[1], copies[2]);
+      rounds.push({ hub: hubFigures, unindexed, soap, fetch: fetchFigures, ...ceiling, copyOne: copies[1], copyTwo: copies[2], baselineRssMb });
     }
     const maxRssMb = mib(process.resourceUsage().maxRSS * 1024);
 
     log('write path alone …');
-    const copyNoGin = await copyRound(owner, database.url, 'copy_partners_no_gin', false, meter);
+    const copyNoGin = await copyRound(owner, database.url, 'copy_partners_no_gin', false, 1, meter);
     // The rows the source serves (same generator, same seed), held here only now that the runs are measured.
     const write = await writePath(hub, owner, generatePartners(ROWS), meter);
 
@@ -548,7 +627,7 @@ async function main(): Promise<void> {
         /** Seconds of the GIN pending-list merge left after the run (median). */
         mergeSeconds: round(median(rounds.map((r) => r.hub[d].merge!.seconds)), 2),
         /** The same ratio with each side's deferred pending-list merge added to its time. */
-        ratioToCopyWithMerge: round(median(rounds.map((r) => (r.copy.seconds + r.copy.merge!.seconds) / (r.hub[d].seconds + r.hub[d].merge!.seconds))), 3),
+        ratioToCopyWithMerge: round(median(rounds.map((r) => r.copyWithMergeSeconds / (r.hub[d].seconds + r.hub[d].merge!.seconds))), 3),
         /** Fetch then COPY, one after the other: what a loop that does not overlap them could reach. */
         serialCeilingRowsPerSec: serial(fetchRowsPerSec, copyRowsPerSec),
         ratioToSerialCeiling: round(median(rounds.map((r) => r.hub[d].rowsPerSec / serial(r.fetch[d].rowsPerSec, r.copy.rowsPerSec))), 3),
@@ -556,6 +635,8 @@ async function main(): Promise<void> {
         stagesAddedUpRowsPerSec: serial(fetchRowsPerSec, write.prepareRowsPerSec, write.upsertRowsPerSec),
         /** Mean CPU seconds per process during one run. */
         cpuSeconds: meanCpu(rounds.map((r) => r.hub[d].cpu)),
+        /** Making the run's table before its clock (DDL, indexes, row-level security), median seconds: not in `seconds`. */
+        tableSetupSeconds: round(median(rounds.map((r) => r.hub[d].tableSetupSeconds)), 3),
       };
     };
     const dialects = { offset: figures('offset'), cursor: figures('cursor') };
@@ -584,13 +665,32 @@ async function main(): Promise<void> {
       rounds: ROUNDS,
       pageSize: PAGE,
       chunkSize: CHUNK,
-      rateLimit: RATE_LIMIT ?? '100/s (hub default)',
+      /** The manifests' default_rate_limit and what it allows: minimumRunSeconds 0 means it never paced a run. */
+      rateLimit,
       dialects,
       soap,
       indexing,
-      /** Every hub run's table was counted before this report: count(*) = count(distinct external_id) = rows, all of them the source's ids. */
-      verified: { storedRowsMatchSource: true, runsChecked: rounds.length * DIALECTS.length },
+      /**
+       * Every table was counted before this report: count(*) = count(distinct external_id) = rows, all
+       * of them the source's ids (the hub's runs: offset, cursor, soap, without the hand-off; the
+       * COPYs: one stream, two streams, without the GIN index).
+       */
+      verified: { storedRowsMatchSource: true, runsChecked: rounds.length * (DIALECTS.length + 2), copiesChecked: rounds.length * 2 + 1 },
+      /** Median over the rounds of each round's ceiling: the faster of the one-stream and two-stream COPY. */
       ceilingCopyRowsPerSec: copyRowsPerSec,
+      ceilingCopy: {
+        note: "the round's ceiling is the faster of one COPY on one connection and two concurrent COPYs on two connections (half the rows each, the same table, bytes and indexes); the hub writes two chunks at once",
+        oneStreamRowsPerSec: Math.round(median(rounds.map((r) => r.copyOne.rowsPerSec))),
+        twoStreamsRowsPerSec: Math.round(median(rounds.map((r) => r.copyTwo.rowsPerSec))),
+        /** Which form was the ceiling, round by round. */
+        fasterByRound: rounds.map((r) => (r.copy.streams === 2 ? 'two streams' : 'one stream')),
+        oneStreamCpuSeconds: meanCpu(rounds.map((r) => r.copyOne.cpu)),
+        twoStreamsCpuSeconds: meanCpu(rounds.map((r) => r.copyTwo.cpu)),
+        oneStreamMergeSeconds: round(median(rounds.map((r) => r.copyOne.merge!.seconds)), 2),
+        twoStreamsMergeSeconds: round(median(rounds.map((r) => r.copyTwo.merge!.seconds)), 2),
+        /** Median of the rounds' ceiling with the merge: the shorter of the two forms' COPY + merge. */
+        withMergeRowsPerSec: Math.round(median(rounds.map((r) => ROWS / r.copyWithMergeSeconds))),
+      },
       breakdown: {
         prepareRowRowsPerSec: write.prepareRowsPerSec,
         upsertChunksRowsPerSec: write.upsertRowsPerSec,
@@ -599,6 +699,7 @@ async function main(): Promise<void> {
         mergeChunksRowsPerSec: write.mergeRowsPerSec,
         mergeChunksCpuSeconds: write.mergeCpu,
         copyCpuSeconds: meanCpu(rounds.map((r) => r.copy.cpu)),
+        /** One stream, once. */
         copyWithoutGinIndexRowsPerSec: copyNoGin.rowsPerSec,
         /** The GIN pending-list merge after the COPY (median seconds, mean CPU). */
         copyMergeSeconds: round(median(rounds.map((r) => r.copy.merge!.seconds)), 2),
@@ -619,6 +720,10 @@ async function main(): Promise<void> {
         peakRssMb: { offset: r.hub.offset.peakRssMb, cursor: r.hub.cursor.peakRssMb },
         fetchRowsPerSec: { offset: r.fetch.offset.rowsPerSec, cursor: r.fetch.cursor.rowsPerSec },
         copyRowsPerSec: r.copy.rowsPerSec,
+        copyOneStreamRowsPerSec: r.copyOne.rowsPerSec,
+        copyTwoStreamsRowsPerSec: r.copyTwo.rowsPerSec,
+        copyStoredRows: { oneStream: r.copyOne.stored, twoStreams: r.copyTwo.stored },
+        tableSetupSeconds: { offset: r.hub.offset.tableSetupSeconds, cursor: r.hub.cursor.tableSetupSeconds, soap: r.soap.tableSetupSeconds, unindexed: r.unindexed.tableSetupSeconds },
       })),
       ...machineFacts(benchStart, loadAtStart),
     };
@@ -655,7 +760,9 @@ async function main(): Promise<void> {
           ['prepareRow (canonical JSON, sha256, promote)', write.prepareRowsPerSec, write.prepareSeconds],
           [`upsert chunks of ${CHUNK}, a first load (staged COPY, one insert)`, write.upsertRowsPerSec, write.upsertSeconds],
           [`upsert chunks of ${CHUNK}, merged (staged COPY, one merge)`, write.mergeRowsPerSec, write.mergeSeconds],
-          ['COPY, same shape (median of the rounds)', copyRowsPerSec, round(median(rounds.map((r) => r.copy.seconds)), 2)],
+          ['COPY, same shape: the ceiling (median of the rounds)', copyRowsPerSec, round(median(rounds.map((r) => r.copy.seconds)), 2)],
+          ['COPY, same shape, one stream', result.ceilingCopy.oneStreamRowsPerSec, round(median(rounds.map((r) => r.copyOne.seconds)), 2)],
+          ['COPY, same shape, two concurrent streams', result.ceilingCopy.twoStreamsRowsPerSec, round(median(rounds.map((r) => r.copyTwo.seconds)), 2)],
           ['COPY, same shape without the GIN index on data', copyNoGin.rowsPerSec, copyNoGin.seconds],
         ],
       ),
@@ -672,7 +779,8 @@ async function main(): Promise<void> {
           cpuRow('hub run, soap', meanWall((r) => r.soap.seconds), soap.cpuSeconds),
           cpuRow('fetch ceiling, offset', meanWall((r) => r.fetch.offset.seconds), meanCpu(rounds.map((r) => r.fetch.offset.cpu!))),
           cpuRow('fetch ceiling, cursor', meanWall((r) => r.fetch.cursor.seconds), meanCpu(rounds.map((r) => r.fetch.cursor.cpu!))),
-          cpuRow('COPY ceiling', meanWall((r) => r.copy.seconds), result.breakdown.copyCpuSeconds),
+          cpuRow('COPY ceiling, one stream', meanWall((r) => r.copyOne.seconds), result.ceilingCopy.oneStreamCpuSeconds),
+          cpuRow('COPY ceiling, two streams', meanWall((r) => r.copyTwo.seconds), result.ceilingCopy.twoStreamsCpuSeconds),
           cpuRow('pending-list merge after a hub run, offset', meanWall((r) => r.hub.offset.merge!.seconds), result.breakdown.hubMergeCpuSeconds.offset),
           cpuRow('pending-list merge after a hub run, cursor', meanWall((r) => r.hub.cursor.merge!.seconds), result.breakdown.hubMergeCpuSeconds.cursor),
           cpuRow('pending-list merge after the COPY', meanWall((r) => r.copy.merge!.seconds), result.breakdown.copyMergeCpuSeconds),
@@ -682,6 +790,7 @@ async function main(): Promise<void> {
       ),
     );
     log('');
+    log(`COPY ceiling by round: ${result.ceilingCopy.fasterByRound.join(', ')}; table made before each run's clock: ${dialects.offset.tableSetupSeconds} s (offset), ${dialects.cursor.tableSetupSeconds} s (cursor), median`);
     log(`peak RSS of this process (hub in-process, demo source in a child): ${peakRssMb} MB during the runs (baseline before a round's runs: ${result.rss.baselineMb} MB, median)`);
 
     mkdirSync(RESULTS, { recursive: true });

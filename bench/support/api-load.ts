@@ -11,7 +11,9 @@
  *   for the next second (lib/httpClient.js, `reqsMadeThisSecond`). So every second opens with all
  *   connections busy at once: a burst of up to `connections` × routes concurrent requests.
  *
- * In both, every response time is recorded (2xx or not) for exact percentiles. With `warmupSeconds`,
+ * In both, every response time is recorded (2xx or not) for exact percentiles, and the load is
+ * timed as it ran, from its first request sent to its last answer received: requests per second
+ * are the answers over that time, below the rate when the load fell behind. With `warmupSeconds`,
  * the same process first sends the same load for that long, unrecorded, on the same connections
  * (even pacing) or through the same warmed-up autocannon code: the measured part holds neither the
  * generator's own start (a fresh process compiling its code on a shared 2-core machine sends late,
@@ -50,8 +52,10 @@ export interface LoadRequest {
 
 export interface LatencyFigures {
   requests: number;
-  /** Requests per second actually completed. */
+  /** Requests answered per second of `elapsedSeconds`: below the rate when the load fell behind. */
   perSec: number;
+  /** Measured seconds from the first request sent to the last answer received (of the route, or over all). */
+  elapsedSeconds: number;
   p50: number;
   p90: number;
   p99: number;
@@ -74,11 +78,32 @@ export type LoadGo = { go: true };
 
 const round2 = (n: number) => Math.round(n * 100) / 100;
 
-function figures(times: number[], errors: number, non2xx: number, seconds: number): LatencyFigures {
+/** When a load's first request left and its last answer arrived (performance.now() ms), to time the load as it ran. */
+class Span {
+  first = Number.POSITIVE_INFINITY;
+  last = Number.NEGATIVE_INFINITY;
+
+  sent(at: number): void {
+    if (at < this.first) this.first = at;
+  }
+
+  answered(at: number): void {
+    if (at > this.last) this.last = at;
+  }
+
+  /** Seconds from the first request sent to the last answer (NaN when nothing was answered). */
+  seconds(): number {
+    return this.last > this.first ? (this.last - this.first) / 1000 : Number.NaN;
+  }
+}
+
+function figures(times: number[], errors: number, non2xx: number, span: Span): LatencyFigures {
   const sorted = [...times].sort((a, b) => a - b);
+  const elapsed = span.seconds();
   return {
     requests: sorted.length,
-    perSec: Math.round(sorted.length / seconds),
+    perSec: Math.round((sorted.length / elapsed) * 10) / 10,
+    elapsedSeconds: Math.round(elapsed * 1000) / 1000,
     p50: round2(percentile(sorted, 50)),
     p90: round2(percentile(sorted, 90)),
     p99: round2(percentile(sorted, 99)),
@@ -120,19 +145,27 @@ async function evenLoad(request: LoadRequest, pools: Pool[]): Promise<LoadFigure
       times: [] as number[],
       errors: 0,
       non2xx: 0,
+      span: new Span(),
     };
   });
   const all: number[] = [];
+  const allSpan = new Span();
   const total = Math.round(request.rate * request.seconds);
   const interval = 1000 / request.rate;
   const inFlight = new Set<Promise<void>>();
   const fire = (k: number, due: number) => {
     const t = perTarget[k % n]!;
+    const sentAt = performance.now();
+    t.span.sent(sentAt);
+    allSpan.sent(sentAt);
     const done = t.pool
       .request({ method: 'GET', path: t.path, headers: t.target.headers })
       .then(async (res) => {
         await res.body.dump({ limit: Number.MAX_SAFE_INTEGER });
-        const time = performance.now() - due;
+        const answeredAt = performance.now();
+        t.span.answered(answeredAt);
+        allSpan.answered(answeredAt);
+        const time = answeredAt - due;
         t.times.push(time);
         all.push(time);
         if (res.statusCode < 200 || res.statusCode > 299) t.non2xx += 1;
@@ -152,17 +185,18 @@ async function evenLoad(request: LoadRequest, pools: Pool[]): Promise<LoadFigure
   }
   while (inFlight.size > 0) await Promise.all([...inFlight]);
   const routes: Record<string, LatencyFigures> = {};
-  for (const t of perTarget) routes[t.target.name] = figures(t.times, t.errors, t.non2xx, request.seconds);
+  for (const t of perTarget) routes[t.target.name] = figures(t.times, t.errors, t.non2xx, t.span);
   const errors = perTarget.reduce((s, t) => s + t.errors, 0);
   const non2xx = perTarget.reduce((s, t) => s + t.non2xx, 0);
   const cpu = process.cpuUsage(cpu0);
-  return { overall: figures(all, errors, non2xx, request.seconds), routes, clientCpuSeconds: round2((cpu.user + cpu.system) / 1e6) };
+  return { overall: figures(all, errors, non2xx, allSpan), routes, clientCpuSeconds: round2((cpu.user + cpu.system) / 1e6) };
 }
 
 async function autocannonLoad(request: LoadRequest): Promise<LoadFigures> {
   const share = (i: number) => Math.floor(request.rate / request.targets.length) + (i < request.rate % request.targets.length ? 1 : 0);
   const cpu0 = process.cpuUsage();
   const all: number[] = [];
+  const allSpan = new Span();
   let allErrors = 0;
   let allNon2xx = 0;
   const routes: Record<string, LatencyFigures> = {};
@@ -171,19 +205,26 @@ async function autocannonLoad(request: LoadRequest): Promise<LoadFigures> {
       (target, i) =>
         new Promise<void>((resolve, reject) => {
           const times: number[] = [];
+          const span = new Span();
           let non2xx = 0;
           const instance = autocannon(
             { url: target.url, headers: target.headers, connections: request.connections, overallRate: share(i), duration: request.seconds, timeout: 10 },
             (err, result) => {
               if (err) return reject(err);
               const errors = result.errors + result.timeouts;
-              routes[target.name] = figures(times, errors, non2xx, request.seconds);
+              routes[target.name] = figures(times, errors, non2xx, span);
               allErrors += errors;
               allNon2xx += non2xx;
               resolve();
             },
           );
           instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+            // autocannon tells no send time: the answer's arrival less its response time is when it left.
+            const answeredAt = performance.now();
+            span.sent(answeredAt - responseTime);
+            span.answered(answeredAt);
+            allSpan.sent(answeredAt - responseTime);
+            allSpan.answered(answeredAt);
             times.push(responseTime);
             all.push(responseTime);
             if (statusCode < 200 || statusCode > 299) non2xx += 1;
@@ -192,7 +233,7 @@ async function autocannonLoad(request: LoadRequest): Promise<LoadFigures> {
     ),
   );
   const cpu = process.cpuUsage(cpu0);
-  return { overall: figures(all, allErrors, allNon2xx, request.seconds), routes, clientCpuSeconds: round2((cpu.user + cpu.system) / 1e6) };
+  return { overall: figures(all, allErrors, allNon2xx, allSpan), routes, clientCpuSeconds: round2((cpu.user + cpu.system) / 1e6) };
 }
 
 if (process.send) {

@@ -2,10 +2,14 @@
  * The ingest benchmark's COPY ceiling, run in a process of its own (bench/support/copy-process.ts)
  * so the rows it holds never count in the RSS of the process that hosts the hub.
  *
- * A plain `COPY … FROM STDIN` (text format, one statement) of the demo source's rows into a table
- * shaped like the hub's ext.* tables (src/connectors/target/ddl.ts: same columns, same indexes,
- * the three promoted columns of the benchmark's manifests). The timed part includes formatting the
- * lines (JSON text, a sha256 row_hash, escaping) as any client would.
+ * A plain `COPY … FROM STDIN` (text format) of the demo source's rows into a table shaped like the
+ * hub's ext.* tables (src/connectors/target/ddl.ts: same columns, same indexes, the three promoted
+ * columns of the benchmark's manifests), in one stream (one connection, one statement) or in two
+ * concurrent streams (two connections, each one statement over half the rows, into the same table:
+ * the hub writes two chunks at once, each in its own transaction). The timed part includes
+ * formatting the lines (JSON text, a sha256 row_hash, escaping) as any client would. The table is
+ * created before the clock starts; after the COPY its rows are checked: count(*), distinct keys and
+ * every key one of the source's ids.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { fork } from 'node:child_process';
@@ -24,13 +28,18 @@ export interface CopyRequest {
   table: string;
   /** With the GIN index on `data` the hub's tables have (false: measure without it). */
   gin: boolean;
+  /** 1: one COPY on one connection; 2: two concurrent COPYs on two connections, half the rows each. */
+  streams: 1 | 2;
 }
 
 export interface CopyFigures {
+  streams: 1 | 2;
   seconds: number;
   rowsPerSec: number;
   /** CPU seconds of the COPY client process during the COPY. */
   clientCpuSeconds: number;
+  /** What the table held after the COPY (checked: every row once, every key one of the source's). */
+  stored: { rows: number; distinctKeys: number; foreignKeys: number };
 }
 
 const TENANT = 1;
@@ -76,27 +85,63 @@ function* copyLines(rows: readonly Partner[], ids: { connectorId: string; endpoi
   if (batch) yield batch;
 }
 
-/** Creates the table, then COPYs every row in one statement; checks the count. The caller drops the table. */
-export async function copyCeiling(ownerUrl: string, rows: readonly Partner[], name: string, options: { gin: boolean }): Promise<CopyFigures> {
-  const client = new pg.Client({ connectionString: ownerUrl });
-  await client.connect();
+/**
+ * Creates the table, then COPYs every row, in one statement or in two concurrent statements on two
+ * connections (the first half of the rows and the second); checks what the table holds. The caller
+ * drops the table.
+ */
+export async function copyCeiling(ownerUrl: string, rows: readonly Partner[], name: string, options: { gin: boolean; streams: 1 | 2 }): Promise<CopyFigures> {
+  const clients = Array.from({ length: options.streams }, () => new pg.Client({ connectionString: ownerUrl }));
   try {
-    await createSameShape(client, name, options);
-    await client.query('checkpoint');
+    for (const client of clients) await client.connect();
+    const first = clients[0]!;
+    await createSameShape(first, name, options);
+    await first.query('checkpoint');
+    // One connector and endpoint for every row, as in a hub run; the same bytes in either form.
+    const ids = { connectorId: randomUUID(), endpointId: randomUUID() };
+    const size = Math.ceil(rows.length / options.streams);
+    const parts = clients.map((_, i) => rows.slice(i * size, (i + 1) * size));
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
-    const sink = client.query(
-      copyFrom(`copy bench.${name} (tenant_id, connector_id, endpoint_id, external_id, row_hash, data, name, credit_limit, updated_at) from stdin`),
+    await Promise.all(
+      clients.map((client, i) => {
+        const sink = client.query(
+          copyFrom(`copy bench.${name} (tenant_id, connector_id, endpoint_id, external_id, row_hash, data, name, credit_limit, updated_at) from stdin`),
+        );
+        return pipeline(Readable.from(copyLines(parts[i]!, ids)), sink);
+      }),
     );
-    await pipeline(Readable.from(copyLines(rows, { connectorId: randomUUID(), endpointId: randomUUID() })), sink);
     const ms = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
-    const { rows: count } = await client.query<{ n: number }>(`select count(*)::int as n from bench.${name}`);
-    if (count[0]!.n !== rows.length) throw new Error(`COPY stored ${count[0]!.n} rows of ${rows.length}`);
-    return { seconds: round(ms / 1000, 2), rowsPerSec: perSecond(rows.length, ms), clientCpuSeconds: round((cpu.user + cpu.system) / 1e6, 2) };
+    const stored = await storedRows(first, name, rows.length);
+    return {
+      streams: options.streams,
+      seconds: round(ms / 1000, 2),
+      rowsPerSec: perSecond(rows.length, ms),
+      clientCpuSeconds: round((cpu.user + cpu.system) / 1e6, 2),
+      stored,
+    };
   } finally {
-    await client.end();
+    for (const client of clients) await client.end().catch(() => undefined);
   }
+}
+
+/**
+ * What the COPY left in the table: `count(*)` and the distinct keys must both equal the rows sent
+ * (the source's ids 1 … rows), and every key must be one of them; otherwise it throws.
+ */
+async function storedRows(client: pg.Client, name: string, expected: number): Promise<CopyFigures['stored']> {
+  const { rows } = await client.query<{ n: number; k: number; foreign: number }>(
+    `select count(*)::int as n, count(distinct external_id)::int as k,
+            count(*) filter (where external_id !~ '^[1-9][0-9]*$' or external_id::numeric > $1)::int as foreign
+       from bench.${name}`,
+    [expected],
+  );
+  const stored = { rows: rows[0]!.n, distinctKeys: rows[0]!.k, foreignKeys: rows[0]!.foreign };
+  if (stored.rows !== expected || stored.distinctKeys !== expected || stored.foreignKeys !== 0) {
+    throw new Error(`COPY stored ${stored.rows} rows with ${stored.distinctKeys} distinct keys (${stored.foreignKeys} not the source's) of ${expected}`);
+  }
+  return stored;
 }
 
 /** Runs copyCeiling in a child process over the demo source's first `rows` rows. */

@@ -11,9 +11,12 @@
  *                                                    child → {kind: 'backends', pids} first (the
  *                                                    PostgreSQL backends it writes through, whose CPU
  *                                                    the parent counts apart from the hub's), then
- *                                                    {kind: 'committed', ids, at} per transaction,
- *                                                    then {kind: 'done', ms}
- * `now`/`at` are `performance.timeOrigin + performance.now()` (epoch milliseconds, sub-millisecond).
+ *                                                    {kind: 'committed', ids, commitSentAt, at} per
+ *                                                    transaction, then {kind: 'done', ms}
+ * `now`/`at`/`commitSentAt` are `performance.timeOrigin + performance.now()` (epoch milliseconds,
+ * sub-millisecond). `commitSentAt` is taken as the transaction's work ends, just before
+ * `withTenant` sends COMMIT; `at` once `withTenant` has resolved (COMMIT acknowledged, the
+ * connection released): the moment the commit took effect lies between the two.
  */
 import { loadCatalog } from '../../src/events/catalog.js';
 import { EventWriter } from '../../src/events/outbox.js';
@@ -33,7 +36,7 @@ export type EmitterMessage =
   | { kind: 'ready' }
   | { kind: 'clock'; now: number }
   | { kind: 'backends'; pids: number[] }
-  | { kind: 'committed'; ids: string[]; at: number }
+  | { kind: 'committed'; ids: string[]; commitSentAt: number; at: number }
   | { kind: 'done'; ms: number }
   | { kind: 'failed'; error: string };
 
@@ -79,16 +82,19 @@ async function emit(events: number, batch: number, tenant: number, rate: number,
     }
     if (inFlight.size >= WRITERS) await Promise.race(inFlight);
     const from = start;
+    let commitSentAt = 0;
     const transaction = db
       .withTenant(tenant, async (tx) => {
         const payloads = Array.from({ length: count }, (_, k) => ({ orgId: from + k + 1, tenantId: tenant }));
-        if (statements === 'chunk') return (await writer.emitAll(tx, 'org.updated', payloads)).map(String);
         const ids: string[] = [];
-        for (const payload of payloads) ids.push(String(await writer.emit(tx, 'org.updated', payload)));
+        if (statements === 'chunk') ids.push(...(await writer.emitAll(tx, 'org.updated', payloads)).map(String));
+        else for (const payload of payloads) ids.push(String(await writer.emit(tx, 'org.updated', payload)));
+        // The last thing before withTenant sends COMMIT (no commit hook runs in this process).
+        commitSentAt = epochNow();
         return ids;
       })
       .then((ids) => {
-        send({ kind: 'committed', ids, at: epochNow() });
+        send({ kind: 'committed', ids, commitSentAt, at: epochNow() });
       })
       .catch((err: unknown) => {
         failure ??= err;

@@ -9,21 +9,28 @@
  *
  * - SFTP: ssh2-sftp-client's `put` of the COPY stream (the destination's write-stream buffer and
  *   TCP_NODELAY).
- * - S3: the destination's multipart upload of the raw COPY stream: parts of `partSize` in two
- *   buffers used in turn, one uploading while the next is read; a conditional
- *   CompleteMultipartUpload.
+ * - S3: the destination's requests, in its order, on clients configured as its own
+ *   (src/exports/destinations/s3.ts): a HeadObject, then the raw COPY stream in parts of `partSize`
+ *   in two buffers used in turn, one uploading while the next is read (a body that ends within the
+ *   first part: one conditional PutObject instead), and a conditional CompleteMultipartUpload. The
+ *   parts go through a keep-alive agent of the client's own, as the destination's do: the SDK's
+ *   default handler would open a new connection for every part and wait for `100 Continue` before
+ *   sending its body (the SDK asks for it above 2 MB), work the hub's upload does not do. The
+ *   committing request goes, as the destination's, on a fresh connection, sent once.
  *
  * The snapshot query is built by the parent (it needs the entity's relation); the time runs from
  * the destination's connection to the end of the upload.
  */
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import { type Readable, Transform } from 'node:stream';
-import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, UploadPartCommand } from '@aws-sdk/client-s3';
+import { CompleteMultipartUploadCommand, CreateMultipartUploadCommand, HeadObjectCommand, PutObjectCommand, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
 import SftpClient from 'ssh2-sftp-client';
 import { Database } from '../../src/db/database.js';
 import { snapshotSettingsSql } from '../../src/exports/csv/query.js';
 import { sshFingerprint } from '../../src/exports/destinations/sftp.js';
 import { inThisProcess, type ProcessRun } from './measure.js';
-import { standInClient } from './s3-client.js';
 import { serveRequests } from './service-process.js';
 
 export type CeilingDestination =
@@ -93,26 +100,66 @@ async function toSftp(request: CeilingRequest, to: Extract<CeilingDestination, {
   }
 }
 
-async function toS3(request: CeilingRequest, to: Extract<CeilingDestination, { kind: 's3' }>) {
-  const client = standInClient(to);
+type S3To = Extract<CeilingDestination, { kind: 's3' }>;
+
+/**
+ * The two S3 clients of the S3 destination (src/exports/destinations/s3.ts), configured as it
+ * configures them, without the hub's code: requests on a keep-alive agent of their own (an agent
+ * the handler is given is used as it is, each body sent at once), the destination's time limits
+ * and checksum settings; the committing request on a client without keep-alive, sent once. (The
+ * destination's agents also ask the outbound address policy for every name they resolve; the
+ * stand-in's endpoint is an IP address, which no agent resolves.)
+ */
+function destinationClients(to: S3To): { client: S3Client; commitClient: S3Client } {
+  const handler = (keepAlive: boolean) =>
+    new NodeHttpHandler({
+      httpAgent: new HttpAgent({ keepAlive }),
+      httpsAgent: new HttpsAgent({ keepAlive }),
+      connectionTimeout: 10_000,
+      requestTimeout: 120_000,
+      throwOnRequestTimeout: true,
+    });
+  const config = {
+    region: to.region,
+    endpoint: to.endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: to.accessKeyId, secretAccessKey: to.secretAccessKey },
+    requestChecksumCalculation: 'WHEN_REQUIRED' as const,
+    responseChecksumValidation: 'WHEN_REQUIRED' as const,
+  };
+  return { client: new S3Client({ ...config, requestHandler: handler(true) }), commitClient: new S3Client({ ...config, requestHandler: handler(false), maxAttempts: 1 }) };
+}
+
+async function toS3(request: CeilingRequest, to: S3To) {
+  const { client, commitClient } = destinationClients(to);
+  const contentType = 'text/csv; charset=utf-8';
   try {
     return await copyTo(request, async (copy) => {
-      const created = await client.send(new CreateMultipartUploadCommand({ Bucket: to.bucket, Key: to.key, ContentType: 'text/csv; charset=utf-8' }));
-      const uploadId = created.UploadId!;
+      // As the destination checks before reading (the COPY already streaming): the key is absent.
+      const present = await client.send(new HeadObjectCommand({ Bucket: to.bucket, Key: to.key })).then(
+        () => true,
+        (err: { $metadata?: { httpStatusCode?: number } }) => {
+          if (err.$metadata?.httpStatusCode === undefined) throw err;
+          return false;
+        },
+      );
+      if (present) throw new Error(`${to.key} exists already in ${to.bucket}`);
       const parts: Array<{ PartNumber: number; ETag: string }> = [];
+      let uploadId: string | undefined;
       let inflight: Promise<void> | undefined;
       const upload = (partNumber: number, body: Buffer) =>
         client.send(new UploadPartCommand({ Bucket: to.bucket, Key: to.key, UploadId: uploadId, PartNumber: partNumber, Body: body, ContentLength: body.length })).then((out) => {
           parts.push({ PartNumber: partNumber, ETag: out.ETag! });
         });
       // As the destination reads parts: two part buffers used in turn, a full part sent once a
-      // byte follows it, the part before waited for first.
+      // byte follows it (the upload created then), the part before waited for first.
       const buffers = [Buffer.allocUnsafe(to.partSize), Buffer.allocUnsafe(to.partSize)];
       let turn = 0;
       let filled = 0;
       let partNumber = 0;
       const send = async () => {
         if (inflight) await inflight;
+        uploadId ??= (await client.send(new CreateMultipartUploadCommand({ Bucket: to.bucket, Key: to.key, ContentType: contentType }))).UploadId!;
         inflight = upload(++partNumber, buffers[turn]!.subarray(0, filled));
         inflight.catch(() => {}); // awaited before the next part or at the end, which rethrows
         turn ^= 1;
@@ -130,14 +177,21 @@ async function toS3(request: CeilingRequest, to: Extract<CeilingDestination, { k
           rest = rest.subarray(take);
         }
       }
-      if (filled > 0 || partNumber === 0) await send();
+      if (partNumber === 0) {
+        // The whole body within one part: one conditional PutObject, as the destination sends it.
+        const body = buffers[turn]!.subarray(0, filled);
+        await commitClient.send(new PutObjectCommand({ Bucket: to.bucket, Key: to.key, Body: body, ContentLength: body.length, ContentType: contentType, IfNoneMatch: '*' }));
+        return bytes;
+      }
+      if (filled > 0) await send();
       await inflight;
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
-      await client.send(new CompleteMultipartUploadCommand({ Bucket: to.bucket, Key: to.key, UploadId: uploadId, MultipartUpload: { Parts: parts }, IfNoneMatch: '*' }));
+      await commitClient.send(new CompleteMultipartUploadCommand({ Bucket: to.bucket, Key: to.key, UploadId: uploadId, MultipartUpload: { Parts: parts }, IfNoneMatch: '*' }));
       return bytes;
     });
   } finally {
     client.destroy();
+    commitClient.destroy();
   }
 }
 
