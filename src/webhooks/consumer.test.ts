@@ -346,6 +346,18 @@ describe('the retry sweep, refilling', () => {
       leaseMs: 60_000,
     });
 
+  it('a sweep whose worker is stopping claims once and ends (its refused claims would only lease the rows again, for ever)', async () => {
+    const i = await integration(1, 'refill-stopping');
+    await orphaned(i.id, 40, 40_000);
+    const w = realWorker(5_000);
+    await w.stop();
+    const ended = await Promise.race([refilling(w).sweep(), new Promise<string>((resolve) => setTimeout(() => resolve('still sweeping after 3 s'), 3_000))]);
+    expect(ended).toBe(4); // one claim of perIntegrationClaim rows, refused by the worker; no refill
+    const attempted = (await rowsOf(i.id)).filter((r) => r.attempts > 0);
+    expect(attempted).toEqual([]);
+    await t.owner.query('delete from hub.deliveries where integration_id = $1', [i.id]);
+  });
+
   it('one sweep drains a backlog at the endpoint\'s pace, a claim at a time, each row once', async () => {
     const i = await integration(1, 'refill-backlog');
     await orphaned(i.id, 60, 20_000);

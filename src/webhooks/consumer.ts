@@ -165,6 +165,9 @@ export class WebhookConsumer {
     const started = new Date();
     let refill = false;
     for (;;) {
+      // Told to stop (the clock stopped, the leadership lost), or the worker stopping: no more
+      // claims (a claim the worker refuses would only lease its rows again).
+      if (refill && (!keepGoing() || this.o.worker.isStopping())) return total;
       // An integration with attempts of this sweep still going waits for them: its queue never
       // outgrows one claim (the first claim leaves nothing out, as a sweep without refill).
       const rows = await this.claim([...inFlight.keys()], refill ? started : null, (integrationId) => {
