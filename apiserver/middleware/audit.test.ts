@@ -4,6 +4,7 @@ import { purgeAudit } from '../../src/audit/recorder.js';
 import { ValidationError } from '../../src/errors.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { route, type RouteDecl } from '../route.js';
+import { until } from '../../test/harness/until.js';
 
 /** Calls of the `users` probe wait here after their transaction committed, until the test lets them go. */
 const held = new Map<string, { reached: () => void; release: Promise<void> }>();
@@ -23,6 +24,8 @@ const probes: RouteDecl[] = [
         if (mode === 'fail') throw new ValidationError('refused inside the transaction', 'mode');
       });
       if (mode === 'failAfter') throw new Error('boom after the commit');
+      // The database lost after the commit (as pg-pool says when no connection comes in time).
+      if (mode === 'unavailableAfter') throw new Error('timeout exceeded when trying to connect');
       const parked = held.get(login);
       if (parked) {
         parked.reached();
@@ -164,6 +167,16 @@ describe('audit', () => {
       { tenant_id: 1, actor: 'bob', action: 'POST /api/probe/users', target: '/api/probe/users', outcome: 'failure', status: 400, request_id: refused.headers.get('x-request-id') },
       { tenant_id: 1, actor: 'bob', action: 'POST /api/probe/users', target: '/api/probe/users', outcome: 'failure', status: 500, request_id: broken.headers.get('x-request-id') },
     ]);
+  });
+
+  it('a call that committed and then found the database unavailable: its 503 is completed on its row by the next flush, not left a success', async () => {
+    const headers = { 'X-Tenant-ID': '1', 'X-User-ID': 'una', 'Content-Type': 'application/json' };
+    const res = await fetch(`${hub.url}/api/probe/users`, { method: 'POST', headers, body: JSON.stringify({ login: 'unavailable-uma', mode: 'unavailableAfter' }) });
+    expect(res.status).toBe(503);
+    const ofIt = async () => (await entries('POST /api/probe/users')).filter((r) => r.request_id === res.headers.get('x-request-id'));
+    // Inserted with the call's write (status unknown yet); the completion waits for the flush clock.
+    await until('the entry to be completed', async () => (await ofIt())[0]?.status === 503, { timeoutMs: 5_000 });
+    expect(await ofIt()).toEqual([{ tenant_id: 1, actor: 'una', action: 'POST /api/probe/users', target: '/api/probe/users', outcome: 'failure', status: 503, request_id: res.headers.get('x-request-id') }]);
   });
 
   it('a refused call is recorded as the platform (tenant 0, anonymous)', async () => {

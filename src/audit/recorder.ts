@@ -11,6 +11,8 @@ export interface AuditEntry {
   status?: number;
   requestId?: string;
   at: Date;
+  /** The row the call's own write inserted already: the retry completes it (outcome, status) instead of inserting. */
+  rowId?: number;
 }
 
 /** Who did what, known once authentication has run (`undefined` before). */
@@ -107,7 +109,8 @@ export class RequestAudit implements CommitHook {
         logger().error({ err: (err as Error).message, status }, 'audit entry not written with its call: retried later');
       }
     }
-    if (this.rowId === undefined) recorder.record({ ...subject, outcome, status, at: new Date() });
+    // Retried by the recorder: the whole entry, or the completion of the row already written.
+    recorder.record({ ...subject, outcome, status, at: new Date(), ...(this.rowId !== undefined ? { rowId: this.rowId } : {}) });
   }
 }
 
@@ -144,8 +147,12 @@ export class AuditRecorder {
     this.buffer = [];
     try {
       await this.db.crossTenant('audit-flush', async (tx) => {
-        for (let i = 0; i < batch.length; i += ROWS_PER_INSERT) {
-          const rows = batch.slice(i, i + ROWS_PER_INSERT);
+        for (const e of batch) {
+          if (e.rowId !== undefined) await tx.query('update audit.entries set outcome = $2, status = $3 where id = $1', [e.rowId, e.outcome, e.status ?? null]);
+        }
+        const inserts = batch.filter((e) => e.rowId === undefined);
+        for (let i = 0; i < inserts.length; i += ROWS_PER_INSERT) {
+          const rows = inserts.slice(i, i + ROWS_PER_INSERT);
           const values: unknown[] = [];
           const tuples = rows.map((e, r) => {
             values.push(e.tenantId, e.actor, e.action, e.target, e.outcome, e.status ?? null, e.requestId ?? null, e.at);

@@ -2,6 +2,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { LOG_LEVELS } from '../config/properties.js';
 import { currentContext } from './context.js';
+import { redactSecrets } from './secret-forms.js';
 
 export type { Logger } from 'pino';
 
@@ -35,19 +36,11 @@ export function registerOperationSecret(value: string | undefined): void {
   ctx.secrets.add(value);
 }
 
-function redactValue(line: string, secret: string): string {
-  let out = line;
-  if (out.includes(secret)) out = out.split(secret).join('[REDACTED]');
-  const escaped = JSON.stringify(secret).slice(1, -1);
-  if (escaped !== secret && out.includes(escaped)) out = out.split(escaped).join('[REDACTED]');
-  return out;
-}
-
 function scrub(line: string): string {
-  let out = line;
-  for (const secret of hubSecrets) out = redactValue(out, secret);
+  // Each secret in every form it may take in a line (src/observability/secret-forms.ts).
+  let out = redactSecrets(line, hubSecrets, MIN_SECRET_LENGTH);
   const operation = currentContext()?.secrets;
-  if (operation) for (const secret of operation) out = redactValue(out, secret);
+  if (operation) out = redactSecrets(out, operation, MIN_SECRET_LENGTH);
   // Bearer tokens and basic credentials, wherever they appear in text.
   return out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, '$1 [REDACTED]');
 }

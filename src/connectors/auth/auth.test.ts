@@ -152,8 +152,12 @@ describe('values resolved for headers and templates stay out of messages and log
       let body = '';
       req.on('data', (chunk) => (body += chunk));
       req.on('end', () => {
-        res.writeHead(403, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ refused: true, url: req.url, headers: req.headers, body }));
+        const echo = { url: req.url, headers: req.headers, body };
+        res.writeHead(req.url === '/graphql-echo' || req.url === '/echo-ok' ? 200 : 403, { 'content-type': 'application/json' });
+        // A GraphQL error quoting the request; a record carrying a header's value; a refusal quoting it all.
+        if (req.url === '/graphql-echo') res.end(JSON.stringify({ errors: [{ message: JSON.stringify(echo) }] }));
+        else if (req.url === '/echo-ok') res.end(JSON.stringify([{ id: 1, echo: req.headers['x-trace'], form: new URLSearchParams({ t: String(req.headers['x-trace']) }).toString() }]));
+        else res.end(JSON.stringify({ refused: true, ...echo }));
       });
     });
     await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
@@ -171,6 +175,24 @@ describe('values resolved for headers and templates stay out of messages and log
     'a POST body': endpointSpec('/refuse', { kind: 'none', response_path: '$' }, { method: 'POST', body: '{"q":"{{env:BODYS}}"}' }),
     'GraphQL variables': endpointSpec('', { kind: 'none', response_path: '$' }, { graphql: true, query: '{ partners { id } }', variables: { t: '{{env:BODYS}}' } }),
   };
+
+  it('pre-flight masks them too: in a GraphQL error quoting the request, and in the sample record', async () => {
+    const graphql = await firstPage(
+      connectorSpec(refusingUrl, { headers, graphqlPath: '/graphql-echo' }),
+      endpointSpec('', { kind: 'none', response_path: '$' }, { graphql: true, query: '{ partners { id } }', variables: { t: '{{env:BODYS}}' } }),
+      engineContext(VALUES),
+    );
+    expect(graphql.verdict).toMatch(/^GraphQL/);
+    expect(graphql.verdict).toContain('[REDACTED]');
+    const ok = await firstPage(connectorSpec(refusingUrl, { headers }), endpointSpec('/echo-ok', { kind: 'none', response_path: '$' }), engineContext(VALUES));
+    expect(ok.verdict).toBe('ok');
+    expect(ok.sample).toEqual({ id: 1, echo: '[REDACTED]', form: 't=[REDACTED]' });
+    // What pre-flight answers with (src/connectors/preflight.ts): the verdict, the sample, the URL.
+    for (const report of [graphql, ok]) {
+      const shown = JSON.stringify({ verdict: report.verdict, sample: report.sample, url: report.url });
+      for (const value of Object.values(VALUES)) expect(shown).not.toContain(JSON.stringify(value).slice(1, -1));
+    }
+  });
 
   for (const [what, endpoint] of Object.entries(endpoints)) {
     it(`headers (a template, a value_env) and ${what}: masked in the failure text; the log lines of the read scrubbed`, async () => {

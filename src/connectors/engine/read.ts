@@ -19,7 +19,7 @@ import {
   UpstreamHttpError,
 } from './errors.js';
 import { type Exchange, exchange, type RetryEvent } from './http.js';
-import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactText, redactUrl } from './request.js';
+import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
 
@@ -181,11 +181,11 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
     req = composeRequest(plan, endpoint, strategy.first(), undefined, ctx.watermark);
   } catch (err) {
     if (!(err instanceof EngineError)) throw err;
-    return { url: req ? redactUrl(req.url, auth) : '', method: plan?.method ?? endpoint.method, status: 0, items: [], verdict: err.message, unsent: err.code };
+    return { url: req ? redactUrl(req.url, plan?.auth ?? auth) : '', method: plan?.method ?? endpoint.method, status: 0, items: [], verdict: err.message, unsent: err.code };
   }
 
   const unsent = unsentHeaders(connector.headers ?? [], named);
-  const report = { url: redactUrl(req.url, auth), method: req.method, ...(unsent.length > 0 ? { warnings: unsent } : {}) };
+  const report = { url: redactUrl(req.url, plan.auth), method: req.method, ...(unsent.length > 0 ? { warnings: unsent } : {}) };
   let answer: Exchange;
   try {
     answer = await exchange(req, {
@@ -201,7 +201,7 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   }
   if (!answer.ok) return { ...report, status: answer.status, items: [], verdict: endpoint.soap ? soapFailure(answer, endpoint, plan.auth).message : `HTTP ${answer.status}` };
   try {
-    if (endpoint.graphql) checkGraphQLEnvelope(answer.body, auth);
+    if (endpoint.graphql) checkGraphQLEnvelope(answer.body, plan.auth);
     if (endpoint.soap) checkSoapAnswer(answer.status, answer.body, plan.auth);
   } catch (err) {
     return { ...report, status: answer.status, items: [], verdict: (err as Error).message };
@@ -209,7 +209,7 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   const items = strategy.items(answer.body);
   const link = answer.headers.link;
   const out: FirstPageReport = { ...report, status: answer.status, items, verdict: 'ok', body: answer.body, link: Array.isArray(link) ? link.join(', ') : link };
-  if (items.length > 0) out.sample = boundedSample(items[0]);
+  if (items.length > 0) out.sample = boundedSample(redactDeep(items[0], plan.auth));
   return out;
 }
 

@@ -5,6 +5,7 @@ import type { Position } from '../pagination/types.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
 import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
 import { CredentialError, PaginationError, quote, RequestInvalidError } from './errors.js';
+import { redactSecrets } from '../../observability/secret-forms.js';
 
 /** One composed HTTP request. */
 export interface ComposedRequest {
@@ -132,18 +133,20 @@ export function redactUrl(url: URL, auth: AuthParts): string {
 }
 
 /**
- * Masks every resolved credential value in a text (an upstream body may echo one back): as sent, URL
- * encoded, and escaped inside a JSON string (a JSON refusal quoting a header or body that held it).
+ * Masks every resolved credential value in a text (an upstream body may echo one back) in every form
+ * it may come back in (src/observability/secret-forms.ts: URL encoded, JSON or HTML escaped, base64).
  */
 export function redactText(text: string, auth: AuthParts): string {
-  let out = text;
-  for (const secret of auth.secrets) {
-    if (secret.length < 4) continue;
-    for (const form of new Set([secret, encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)])) {
-      if (out.includes(form)) out = out.split(form).join('[REDACTED]');
-    }
-  }
-  return out;
+  return redactSecrets(text, auth.secrets);
+}
+
+/** A value (a sample record) with every string in it, keys included, passed through `redactText`. */
+export function redactDeep(value: unknown, auth: AuthParts): unknown {
+  if (auth.secrets.length === 0) return value;
+  if (typeof value === 'string') return redactText(value, auth);
+  if (Array.isArray(value)) return value.map((v) => redactDeep(v, auth));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [redactText(k, auth), redactDeep(v, auth)]));
+  return value;
 }
 
 function setDefault(headers: Record<string, string>, name: string, value: string): void {
