@@ -16,8 +16,9 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     await next();
     serialiseJsonBody(ctx);
   } catch (err) {
-    if (err instanceof HubError) {
-      const rendered = err.render();
+    const kind = errorKind(err);
+    if (kind === 'hub') {
+      const rendered = (err as HubError).render();
       ctx.status = rendered.status;
       for (const [name, value] of Object.entries(rendered.headers ?? {})) ctx.set(name, value);
       if (!rendered.body) {
@@ -35,19 +36,18 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       }
       return;
     }
-    if (exposedClientError(err)) {
+    if (kind === 'client') {
       ctx.status = (err as { status: number }).status;
       ctx.body = { error: (err as Error).message };
       return;
     }
-    const refused = refusedByDatabase(err);
-    if (refused) {
+    if (kind === 'refused') {
       logger().info({ code: (err as { code?: string }).code, err: (err as Error).message }, 'database refused a value of the request');
       ctx.status = 400;
-      ctx.body = refused;
+      ctx.body = refusedByDatabase(err);
       return;
     }
-    if (isDatabaseUnavailable(err)) {
+    if (kind === 'unavailable') {
       // Stopped, restarting or out of connections: the request can be retried once it is back
       // (readiness says when); not a defect of the hub, so no stack in the log.
       logger().warn({ err: (err as Error).message }, 'database unavailable');
@@ -61,7 +61,7 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       };
       return;
     }
-    if (notMigrated(err)) {
+    if (kind === 'notMigrated') {
       ctx.status = 503;
       ctx.body = { error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' };
       return;
@@ -72,16 +72,24 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
   }
 }
 
-/**
- * The status `errorMapper` answers a thrown error with (the audit trail records the same): the
- * classification is this module's alone.
- */
+type ErrorKind = 'hub' | 'client' | 'refused' | 'unavailable' | 'notMigrated' | 'internal';
+
+/** What a thrown error is, in the order `errorMapper` answers it: the classification is this module's alone. */
+function errorKind(err: unknown): ErrorKind {
+  if (err instanceof HubError) return 'hub';
+  if (exposedClientError(err)) return 'client';
+  if (refusedValueCode(err)) return 'refused';
+  if (isDatabaseUnavailable(err)) return 'unavailable';
+  if (notMigrated(err)) return 'notMigrated';
+  return 'internal';
+}
+
+/** The status `errorMapper` answers a thrown error with (the audit trail records the same). */
 export function errorStatus(err: unknown): number {
-  if (err instanceof HubError) return err.render().status;
-  if (exposedClientError(err)) return (err as { status: number }).status;
-  if (refusedValueCode(err)) return 400;
-  if (isDatabaseUnavailable(err) || notMigrated(err)) return 503;
-  return 500;
+  const kind = errorKind(err);
+  if (kind === 'hub') return (err as HubError).render().status;
+  if (kind === 'client') return (err as { status: number }).status;
+  return { refused: 400, unavailable: 503, notMigrated: 503, internal: 500 }[kind];
 }
 
 /** Koa's own HTTP errors (malformed JSON, body too large): a 4xx whose message is the client's to see. */

@@ -115,7 +115,7 @@ export class OutboxLoop {
    * a busy outbox would otherwise make it pass the events a few at a time, one statement each.
    */
   wake(): void {
-    if (this.stopped || !this.clock?.running()) return;
+    if (this.halted || !this.clock) return;
     if (this.dormant) {
       if (this.dormantTimer) return;
       const wait = this.lastPassEnded + Math.min(IDLE_WAKE_MS, this.options.every) - performance.now();
@@ -123,7 +123,7 @@ export class OutboxLoop {
         this.dormantTimer = setTimeout(() => {
           this.dormantTimer = undefined;
           this.again = true;
-          if (!this.stopped && this.clock?.running()) void this.clock.trigger(this.job);
+          if (!this.halted) void this.clock?.trigger(this.job);
         }, wait);
         this.dormantTimer.unref();
         return;
@@ -131,6 +131,11 @@ export class OutboxLoop {
     }
     this.again = true;
     void this.clock.trigger(this.job);
+  }
+
+  /** Stopped, or its clock is (a pass already running ends after the batch in hand). */
+  private get halted(): boolean {
+    return this.stopped || this.clock?.running() === false;
   }
 
   /** No more wake-ups (the clock's own stop ends the ticks). */
@@ -145,7 +150,7 @@ export class OutboxLoop {
   }
 
   private async pass(): Promise<void> {
-    if (this.stopped || this.clock?.running() === false) return;
+    if (this.halted) return;
     // A NOTIFY that arrives while this pass runs sets `again`; its trigger was skipped because the
     // job was running, so the pass goes round again.
     do {
@@ -253,7 +258,7 @@ export class OutboxLoop {
       }
       // A stopping loop (its clock stopped, or stop()) ends after the batch in hand, not once the
       // outbox is drained: under a backlog that could take minutes.
-      if (this.stopped || this.clock?.running() === false) return handled;
+      if (this.halted) return handled;
     }
   }
 }
