@@ -17,6 +17,9 @@ describe('secret forms', () => {
       JSON.stringify({ token: SECRET }),
       JSON.stringify({ token: SECRET }).replaceAll('/', '\\/').replace('é', '\\u00e9'), // PHP's json_encode
       `<p title="${SECRET.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/'/g, '&#39;').replace(/</g, '&lt;')}">`,
+      `<t>${SECRET.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/'/g, '&apos;').replace(/</g, '&lt;').replace(/>/g, '&gt;')}</t>`, // XML, as a SOAP envelope writes it
+      SECRET.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`),
+      SECRET.replace(/[&<>"']/g, (c) => `&#x${c.charCodeAt(0).toString(16)};`),
       Buffer.from(SECRET).toString('base64'),
       Buffer.from(SECRET).toString('base64url'),
     ];

@@ -2,8 +2,9 @@
  * The forms in which a secret value may come back in text the hub did not write (an upstream's
  * error body quoting the request, a log line carrying such a body, a next link): as it is; URL
  * encoded as `encodeURIComponent`, a form body and a WHATWG URL's query write it; escaped inside a
- * JSON string as JSON.stringify, PHP (`\/`) and Python's ASCII mode (`\u00e9`) write it; HTML
- * escaped; and base64 (standard and URL-safe, without padding). Shorter than `minLength`, a form is
+ * JSON string as JSON.stringify, PHP (`\/`) and Python's ASCII mode (`\u00e9`) write it; HTML or
+ * XML escaped (an apostrophe as `&#39;` or as `&apos;`, as the SOAP envelope writes it, or every
+ * escaped character as a decimal or a hexadecimal reference); and base64 (standard and URL-safe, without padding). Shorter than `minLength`, a form is
  * left out: it would blank out ordinary words. A value split across lines, or cut into pieces, is
  * not recognised.
  */
@@ -35,16 +36,21 @@ function formsOf(secret: string, minLength: number): string[] {
     json.replaceAll('/', '\\/'),
     asciiJson,
     asciiJson.replaceAll('/', '\\/'),
-    secret.replace(/[&<>"']/g, (c) => HTML[c]!),
-    secret.replace(/[&<>"']/g, (c) => HTML_NUMERIC[c]!),
+    ...Object.values(MARKUP).map((entities) => secret.replace(/[&<>"']/g, (c) => entities[c]!)),
     base64,
     base64.replaceAll('+', '-').replaceAll('/', '_'),
   ]);
   return [...forms].filter((form): form is string => form !== undefined && form.length >= minLength);
 }
 
-const HTML: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const HTML_NUMERIC: Record<string, string> = { '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#x27;' };
+/** How markup escapes `& < > " '`: HTML's usual spelling, XML's (`&apos;`), all decimal, all hexadecimal, and the mix of decimal and `&#x27;` some HTML escapers write. */
+const MARKUP: Record<string, Record<string, string>> = {
+  html: { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' },
+  xml: { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' },
+  decimal: { '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#39;' },
+  hex: { '&': '&#x26;', '<': '&#x3c;', '>': '&#x3e;', '"': '&#x22;', "'": '&#x27;' },
+  mixed: { '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#x27;' },
+};
 
 /** Query text as a WHATWG URL writes it back (a next link the hub parsed: `'` becomes `%27`, a space `%20`). */
 function whatwgQuery(query: string): string | undefined {

@@ -21,6 +21,7 @@ beforeAll(async () => {
   hostile = createServer((req, res) => {
     hitCounts.set(req.url ?? '', (hitCounts.get(req.url ?? '') ?? 0) + 1);
     if (req.url === '/huge') return streamHuge(res);
+    if (req.url === '/echo') return echoRequest(req, res);
     const answer = answers.get(req.url ?? '') ?? { status: 404, body: '' };
     res.writeHead(answer.status, { 'Content-Type': 'text/xml; charset=utf-8' });
     res.end(answer.body);
@@ -28,6 +29,17 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
   hostileUrl = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
 });
+
+/** A 400 that quotes the request's body back, as some services do with a request they refuse. */
+function echoRequest(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse): void {
+  let sent = '';
+  req.setEncoding('utf8');
+  req.on('data', (chunk: string) => (sent += chunk));
+  req.on('end', () => {
+    res.writeHead(400, { 'Content-Type': 'text/plain; charset=utf-8' });
+    res.end(`bad request: ${sent}`);
+  });
+}
 
 /** A 1 GiB envelope of records, written as the client reads it, until the client hangs up. */
 function streamHuge(res: import('node:http').ServerResponse): void {
@@ -192,6 +204,19 @@ describe('hostile and broken answers', () => {
     }
     // One page bound (64 MiB) and the text it became, not the gigabyte.
     expect(peak - before).toBeLessThan(400 * 1024 * 1024);
+  });
+
+  it('a session token echoed back as it was sent (XML-escaped, an apostrophe as &apos;) is masked in the message', async () => {
+    const token = `se'ss"<ion>&-TOKEN-1234`;
+    const session = { token_env: 'CRM_SESSION_TOKEN', header: '<ns:SessionToken xmlns:ns="urn:x">{{token}}</ns:SessionToken>' };
+    const { error } = await readAll(
+      connectorSpec(hostileUrl, { connectorType: 'soap-generic' }),
+      { ...soapEndpoint('x', { session }), path: '/echo' },
+      engineContext({ CRM_SESSION_TOKEN: token }),
+    );
+    expect(error?.message).toContain('bad request: ');
+    expect(error?.message).toContain('<ns:SessionToken xmlns:ns="urn:x">[REDACTED]</ns:SessionToken>');
+    expect(error?.message).not.toContain('TOKEN-1234');
   });
 
   it('nesting deeper than the bound is refused', async () => {
