@@ -3,7 +3,7 @@ import { type MigratedDatabase, migratedDatabase } from '../../test/harness/data
 import { ClockRunner } from '../clock/clock.js';
 import type { QueryOptions } from '../db/database.js';
 import { loadCatalog } from '../events/catalog.js';
-import { advanceSql, advanceValues } from '../events/consumer.js';
+import { advanceSql, advanceValues, OutboxConsumer } from '../events/consumer.js';
 import { EventWriter } from '../events/outbox.js';
 import { OutboxLoop } from './outbox-loop.js';
 import { until } from '../../test/harness/until.js';
@@ -319,5 +319,62 @@ describe('outbox loop', () => {
     for (let i = 0; i < 10; i++) await loop.drain();
     expect(await decisions()).toBe(2);
     await clock.stop();
+  });
+
+  it('handleBatchInTx under two processes that each believe they lead: every event handled once', async () => {
+    const consumer = 'loop-tx-overlap';
+    const decisions = () =>
+      t.db.crossTenant('test', async (tx) => (await tx.query<{ n: number; ids: number }>(`select count(*)::int as n, count(distinct payload->>'orgId')::int as ids from events.outbox where type = 'decision.overlap-test'`)).rows[0]!);
+    let releaseFirst: () => void = () => undefined;
+    const firstHolds = new Promise<void>((resolve) => {
+      releaseFirst = resolve;
+    });
+    let firstIn: () => void = () => undefined;
+    const firstEntered = new Promise<void>((resolve) => {
+      firstIn = resolve;
+    });
+    const loopOf = (hold: boolean) =>
+      new OutboxLoop(t.db, {
+        name: consumer,
+        every: 60_000,
+        batch: 100,
+        handleBatchInTx: async (tx, batch) => {
+          for (const event of batch) {
+            if (event.type !== 'org.updated') continue;
+            await events.emit(tx, 'decision.overlap-test', { orgId: event.payload.orgId }, event.tenantId);
+          }
+          if (hold) {
+            firstIn();
+            await firstHolds; // a stalled database, a paused process: this leader's batch waits
+          }
+        },
+      });
+    const first = loopOf(true);
+    const second = loopOf(false);
+    await new OutboxConsumer(t.db, consumer).startAtHead();
+    for (let i = 81; i <= 90; i++) await emit(i);
+    const readable = () =>
+      t.db.crossTenant('test', async (tx) => {
+        const { rows } = await tx.query<{ n: number }>(
+          `select count(*)::int as n from events.outbox o, events.consumer_cursors c
+            where c.consumer = $1 and (o.txid, o.id) > (c.txid, c.last_id) and o.txid < pg_snapshot_xmin(pg_current_snapshot())`,
+          [consumer],
+        );
+        return rows[0]!.n;
+      });
+    await until('the ten events readable after the cursor', async () => (await readable()) === 10);
+    const firstDrain = first.drain();
+    await firstEntered;
+    // The second process reads the same batch (the cursor has not moved) while the first still holds it.
+    const secondDrain = second.drain();
+    await new Promise((r) => setTimeout(r, 300));
+    releaseFirst();
+    const [a, b] = await Promise.all([firstDrain, secondDrain]);
+    expect(a + b).toBe(10);
+    expect(await decisions()).toEqual({ n: 10, ids: 10 });
+    // The batch comes to nobody again: the cursor is past it (what follows are the decisions themselves, which the handler passes).
+    await second.drain();
+    await first.drain();
+    expect(await decisions()).toEqual({ n: 10, ids: 10 });
   });
 });

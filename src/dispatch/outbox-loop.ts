@@ -201,16 +201,23 @@ export class OutboxLoop {
     this.pending = true;
     let handled = 0;
     for (;;) {
-      const { events, heldBack } = await this.consumer.read(this.options.batch);
+      const { events, heldBack, from } = await this.consumer.read(this.options.batch);
       if (this.options.handleBatchInTx) {
         if (events.length > 0) {
           const handleInTx = this.options.handleBatchInTx;
           try {
             await this.db.crossTenant(this.job, async (tx) => {
+              // The cursor locked and checked first: a process that believed it led a moment too
+              // long (its leadership lost while it read) finds it moved and handles nothing.
+              if (!(await this.consumer.claimIn(tx, from))) throw new CursorMoved();
               await handleInTx(tx, events);
               await this.consumer.advanceIn(tx, events.at(-1)!.position);
             });
           } catch (err) {
+            if (err instanceof CursorMoved) {
+              logger().warn({ consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name}: another process moved its cursor while this one read a batch from event ${events[0]!.id}; the batch was left to it`);
+              return handled;
+            }
             logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
             return handled;
           }
@@ -260,5 +267,12 @@ export class OutboxLoop {
       // outbox is drained: under a backlog that could take minutes.
       if (this.halted) return handled;
     }
+  }
+}
+
+/** The cursor was moved by another process between a batch's read and its transaction. */
+class CursorMoved extends Error {
+  constructor() {
+    super('the consumer cursor moved since the batch was read');
   }
 }

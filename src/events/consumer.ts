@@ -78,10 +78,11 @@ export class OutboxConsumer {
    * cursor is committed but not readable yet (held back by an older transaction still running:
    * the caller looks again soon). The first read of a consumer without a cursor row creates it.
    */
-  async read(limit: number): Promise<{ events: OutboxEvent[]; heldBack: boolean }> {
-    const { rows } = await this.db.crossTenantQuery<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean }>(
+  async read(limit: number): Promise<{ events: OutboxEvent[]; heldBack: boolean; from: Position }> {
+    const { rows } = await this.db.crossTenantQuery<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean; from_txid: string; from_id: number }>(
       `outbox:${this.name}`,
-      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, h.held_back
+      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, h.held_back,
+              c.txid::text as from_txid, c.last_id as from_id
          from events.consumer_cursors c
          cross join lateral (select ${HELD_BACK} as held_back) h
          left join lateral (
@@ -101,7 +102,12 @@ export class OutboxConsumer {
       await this.position();
       return this.read(limit);
     }
-    return { events: rows.filter((row): row is OutboxRow & { held_back: boolean } => row.id !== null).map(toEvent), heldBack: rows[0]!.held_back };
+    const head = rows[0]!;
+    return {
+      events: rows.filter((row): row is OutboxRow & { held_back: boolean; from_txid: string; from_id: number } => row.id !== null).map(toEvent),
+      heldBack: head.held_back,
+      from: { txid: head.from_txid, id: head.from_id },
+    };
   }
 
   /**
@@ -142,6 +148,22 @@ export class OutboxConsumer {
 
   async advance(to: Position): Promise<void> {
     await this.db.crossTenantQuery(`outbox:${this.name}`, ADVANCE, [this.name, to.txid, to.id], PREPARED);
+  }
+
+  /**
+   * Locks the cursor's row in the caller's cross-tenant transaction and answers whether it is still
+   * at `from` (where the batch in hand was read from). False: another process moved it meanwhile
+   * (two processes each believed it led, for a moment): the batch must not be handled. The lock holds
+   * until that transaction ends, so a second process's claim waits for the first's commit and then
+   * sees the cursor it moved.
+   */
+  async claimIn(tx: Tx, from: Position): Promise<boolean> {
+    const { rows } = await tx.query<{ txid: string; last_id: number }>(
+      'select txid::text as txid, last_id from events.consumer_cursors where consumer = $1 for update',
+      [this.name],
+      PREPARED,
+    );
+    return rows[0] !== undefined && rows[0].txid === from.txid && Number(rows[0].last_id) === from.id;
   }
 
   /** Advances the cursor inside the caller's cross-tenant transaction: it moves only if that transaction commits. */
