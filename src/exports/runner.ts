@@ -11,12 +11,13 @@ import { logger } from '../observability/logger.js';
 import { AttemptPool } from '../webhooks/pool.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
-import { PublishError } from './destinations/destination.js';
+import { LeftBehind, PublishError } from './destinations/destination.js';
 import { shapeOf } from './entity-shape.js';
 import { checkAgainstEntity } from './manifest/validate.js';
 import {
   ALREADY_DELIVERED,
   type Claim,
+  CLEANED_UP,
   claimRun,
   completeRun,
   type ExportRun,
@@ -254,7 +255,7 @@ export class ExportRunner {
   /** Aborts the runs of this process (they end Failed `interrupted`) and waits for them. */
   async close(): Promise<void> {
     this.closed = true;
-    for (const { controller } of this.running.values()) controller.abort(new RunFailure('interrupted', 'the hub stopped during the run; nothing was published (temporary file removed, multipart upload aborted). Retry it'));
+    for (const { controller } of this.running.values()) controller.abort(new RunFailure('interrupted', `the hub stopped during the run; nothing was published${CLEANED_UP}. Retry it`));
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
   }
 
@@ -377,6 +378,13 @@ export class ExportRunner {
   }
 
   private classify(err: unknown, signal: AbortSignal, run: ExportRun): Failure {
+    // The cleanup after a stop or a failed generation left something at the destination: the reason
+    // names it instead of claiming the cleanup.
+    if (err instanceof LeftBehind) {
+      const failure = this.classify(err.cause, signal, run);
+      const reason = failure.reason.includes(CLEANED_UP) ? failure.reason.replace(CLEANED_UP, `; ${err.leftover}`) : `${failure.reason}; ${err.leftover}`;
+      return { code: failure.code, reason };
+    }
     const cause = signal.aborted && signal.reason instanceof RunFailure ? signal.reason : err;
     if (cause instanceof RunFailure) return { code: cause.code, reason: cause.reason };
     if (cause instanceof PublishError) return { code: cause.code, reason: cause.reason };

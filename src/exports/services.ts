@@ -21,7 +21,7 @@ import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
 import { ExportRunner } from './runner.js';
 import { DigestStream } from './csv/digest.js';
-import { EXPORT_DELETED, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, type StopRequest } from './runs/ledger.js';
+import { CLEANED_UP, EXPORT_DELETED, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, type StopRequest } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
 
 /** Who calls: the scope rules read the caller's hub user (scope grants). */
@@ -206,7 +206,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       async cancel(t, caller, name, id, actor) {
         const stop: StopRequest = {
           code: 'interrupted',
-          reason: `cancelled by ${actor} during the run; nothing was published (temporary file removed, multipart upload aborted). Retry it: a collision on retry means it did publish`,
+          reason: `cancelled by ${actor} during the run; nothing was published${CLEANED_UP}. Retry it: a collision on retry means it did publish`,
         };
         const run = await db.withTenant(t, async (tx) => {
           const [running] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);

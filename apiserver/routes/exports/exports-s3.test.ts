@@ -5,6 +5,7 @@ import { type Client, devClient, ownerClient } from '../../../test/harness/api-c
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
 import { startCommitRelay } from '../../../test/harness/s3-relay.js';
+import { startStallRelay } from '../../../test/harness/stall-relay.js';
 import type { Promote } from '../../../src/connectors/types.js';
 
 /**
@@ -242,6 +243,29 @@ describe('S3 publication', () => {
     }
   });
 
+  it('a cancel while the endpoint has stopped answering ends the run within the cleanup bound, its reason naming the upload left open', async () => {
+    const relay = await startStallRelay(Number(new URL(s3.endpoint).port));
+    try {
+      await applied(exportOf('stalled', 'big', { filename: 'stalled.csv', endpoint: relay.endpoint }));
+      const id = await start('stalled');
+      for (let i = 0; i < 600 && !s3.listMultipartUploads(BUCKET).some((u) => u.key === 'stalled.csv' && u.parts >= 1); i++) await new Promise((r) => setTimeout(r, 20));
+      relay.stall();
+      const cancelledAt = performance.now();
+      expect((await api.post(`/api/exports/stalled/runs/${id}/cancel`)).status).toBe(202);
+      const run = await settle('stalled', id);
+      // One cleanup bound (5 s), not the request timeout (120 s) times the SDK's attempts.
+      expect(performance.now() - cancelledAt).toBeLessThan(15_000);
+      expect(run.status).toBe('Failed');
+      expect(run.failureCode).toBe('interrupted');
+      expect(run.failureReason).toMatch(/^cancelled by .+ during the run; nothing was published; the incomplete multipart upload \S+ could not be aborted \(no answer within 5 s\)\. Retry it: a collision on retry means it did publish$/);
+      expect(s3.getObject(BUCKET, 'stalled.csv')).toBeUndefined();
+      // Left open, as the reason says.
+      expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === 'stalled.csv')).toHaveLength(1);
+    } finally {
+      await relay.close();
+    }
+  });
+
   it('fails its own runs as interrupted when the hub stops, leaving no object and no open upload', async () => {
     await applied(exportOf('stopping', 'big', { filename: 'stopping.csv' }));
     const id = await start('stopping');
@@ -249,6 +273,6 @@ describe('S3 publication', () => {
     const run = await settle('stopping', id);
     expect(run).toMatchObject({ status: 'Failed', failureCode: 'interrupted' });
     expect(s3.getObject(BUCKET, 'stopping.csv')).toBeUndefined();
-    expect(s3.listMultipartUploads(BUCKET)).toEqual([]);
+    expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === 'stopping.csv')).toEqual([]);
   });
 });

@@ -112,12 +112,44 @@ export class BodyWatch {
 
 /**
  * What to throw once the cleanup is done: the body's own error first (a generation failure stays
- * one, even when it also made the caller abort), then the abort reason, then the destination's failure.
+ * one, even when it also made the caller abort), then the abort reason, then the destination's
+ * failure (whose reason already names `leftover`). With `leftover` (what the cleanup could not
+ * remove), the first two come wrapped in a `LeftBehind` that says so.
  */
-export function outcome(watch: BodyWatch, signal: AbortSignal | undefined, failure: unknown): unknown {
-  if (watch.error) return watch.error.error;
-  if (signal?.aborted) return signal.reason;
-  return failure;
+export function outcome(watch: BodyWatch, signal: AbortSignal | undefined, failure: unknown, leftover?: string): unknown {
+  const cause = watch.error ? watch.error.error : signal?.aborted ? signal.reason : undefined;
+  if (cause === undefined) return failure;
+  return leftover ? new LeftBehind(cause, leftover) : cause;
+}
+
+/** A run's failure (`cause`: a stop, a generation failure) after which the destination's cleanup left something behind. */
+export class LeftBehind extends Error {
+  constructor(
+    override readonly cause: unknown,
+    /** What is left and where, as a clause of a sentence: `the partial file … could not be removed`. */
+    readonly leftover: string,
+  ) {
+    super(leftover);
+    this.name = 'LeftBehind';
+  }
+}
+
+/**
+ * How long a cleanup after a failure or a stop may take (removing a partial file, aborting a
+ * multipart upload): a destination that stopped answering must not hold a stopping hub. Past it,
+ * the cleanup is given up and the run's reason names what is left.
+ */
+export const CLEANUP_MS = 5_000;
+
+/** `work`, or `undefined` once `ms` have passed without it settling (its later outcome ignored). */
+export async function within<T>(work: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  work.catch(() => {});
+  try {
+    return await Promise.race([work, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** A promise rejected with `signal.reason` when it aborts (never settles otherwise), and its disposal. */

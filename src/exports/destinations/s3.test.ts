@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
 import { until } from '../../../test/harness/until.js';
 import { EgressPolicy } from '../../egress/policy.js';
-import { PublishError } from './destination.js';
+import { LeftBehind, PublishError } from './destination.js';
+import { startStallRelay } from '../../../test/harness/stall-relay.js';
 import { S3Destination, type S3DestinationOptions } from './s3.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -341,6 +342,39 @@ describe('S3Destination against fauxqs', () => {
     expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
     expect(s3.getObject(BUCKET, key)).toBeUndefined();
     expect(body.destroyed).toBe(true);
+  });
+
+  it('an endpoint that stops answering mid-multipart: a stop ends the publication within the cleanup bound, naming the upload it could not abort', async () => {
+    const relay = await startStallRelay(Number(new URL(s3.endpoint).port));
+    try {
+      const key = freshKey();
+      const controller = new AbortController();
+      const reason = new Error('the hub is stopping');
+      const body = Readable.from(
+        (async function* () {
+          yield randomBytes(5 * MiB + 10);
+          await until('a part uploaded', () => s3.listMultipartUploads(BUCKET).find((u) => u.key === key && u.parts >= 1));
+          relay.stall();
+          controller.abort(reason);
+          await new Promise(() => {}); // never ends by itself
+        })(),
+        { objectMode: false },
+      );
+      const cleanupMs = 300;
+      const started = performance.now();
+      const err = await failure(destination(key, { partSize: 5 * MiB, endpoint: relay.endpoint, cleanupMs }).publish(body, { digest: () => 'x', signal: controller.signal }));
+      const took = performance.now() - started;
+      expect(err).toBeInstanceOf(LeftBehind);
+      expect((err as LeftBehind).cause).toBe(reason);
+      expect((err as LeftBehind).leftover).toMatch(/^the incomplete multipart upload \S+ could not be aborted \(no answer within 0\.3 s\)$/);
+      // Left open, as the reason says (the endpoint never heard the abort).
+      expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toHaveLength(1);
+      expect(s3.getObject(BUCKET, key)).toBeUndefined();
+      // One bound, not the request timeout (120 s) times the SDK's attempts.
+      expect(took).toBeLessThan(10 * cleanupMs + 2_000);
+    } finally {
+      await relay.close();
+    }
   });
 
   it('reports a wrong secret key as publication (SignatureDoesNotMatch), never showing the secret', async () => {

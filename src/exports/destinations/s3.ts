@@ -15,7 +15,7 @@ import {
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressDeniedError, type EgressPolicy, isEgressDenied, parseAddress } from '../../egress/policy.js';
-import { abortion, admitCommit, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
+import { abortion, admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
 
 /**
  * Publication to S3 or an S3-compatible store (docs/exports-destinations.md). A HeadObject first
@@ -41,6 +41,8 @@ export interface S3DestinationOptions {
   partSize?: number;
   /** Connecting must succeed within this (default 10 s). */
   connectTimeoutMs?: number;
+  /** How long aborting a multipart upload after a failure or a stop may take (test hook; default CLEANUP_MS). */
+  cleanupMs?: number;
   /** A request (one PUT, one part, one HEAD) not answered within this long fails (default 120 s). */
   requestTimeoutMs?: number;
   /** Content-Type of the object (default `text/csv; charset=utf-8`). */
@@ -218,11 +220,9 @@ export class S3Destination implements Destination {
       return this.receipt(out.ETag, out.VersionId);
     } catch (err) {
       let failure = this.classify(err);
-      if (uploadId) {
-        const left = await this.abortUpload(client, uploadId);
-        if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`);
-      }
-      throw outcome(watch, signal, failure);
+      const left = uploadId ? await this.abortUpload(client, uploadId) : undefined;
+      if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`);
+      throw outcome(watch, signal, failure, left);
     } finally {
       abort.dispose();
       watch.release();
@@ -276,14 +276,20 @@ export class S3Destination implements Destination {
     parts.push({ PartNumber: partNumber, ETag: out.ETag });
   }
 
-  /** Aborts the multipart upload (not under the caller's signal); answers what to add to the reason when it could not. */
+  /**
+   * Aborts the multipart upload (not under the caller's signal, within CLEANUP_MS in all, retries
+   * included); answers what to add to the reason when it could not.
+   */
   private async abortUpload(client: S3Client, uploadId: string): Promise<string | undefined> {
     try {
-      await client.send(new AbortMultipartUploadCommand({ Bucket: this.options.bucket, Key: this.options.key, UploadId: uploadId }));
+      await client.send(new AbortMultipartUploadCommand({ Bucket: this.options.bucket, Key: this.options.key, UploadId: uploadId }), {
+        abortSignal: AbortSignal.timeout(this.options.cleanupMs ?? CLEANUP_MS),
+      });
       return undefined;
     } catch (err) {
       const status = (err as S3Failure).$metadata?.httpStatusCode;
-      return `the incomplete multipart upload ${uploadId} could not be aborted${status ? ` (HTTP ${status})` : ''}`;
+      const detail = status ? ` (HTTP ${status})` : (err as Error)?.name === 'AbortError' || (err as Error)?.name === 'TimeoutError' ? ` (no answer within ${(this.options.cleanupMs ?? CLEANUP_MS) / 1000} s)` : '';
+      return `the incomplete multipart upload ${uploadId} could not be aborted${detail}`;
     }
   }
 

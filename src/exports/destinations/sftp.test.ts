@@ -11,7 +11,8 @@ import { describeRequiring } from '../../../test/harness/requires.js';
 import { sshdProblem, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
 import { until } from '../../../test/harness/until.js';
 import { EgressPolicy } from '../../egress/policy.js';
-import { PublishError } from './destination.js';
+import { LeftBehind, PublishError } from './destination.js';
+import { startStallRelay } from '../../../test/harness/stall-relay.js';
 import { SftpDestination, type SftpDestinationOptions, sshFingerprint } from './sftp.js';
 
 const run = promisify(execFile);
@@ -340,6 +341,42 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       expect(err).toBe(reason);
       expect(readdirSync(dir)).toEqual([]);
       expect(body.destroyed).toBe(true);
+    });
+
+    it('a server that stops answering mid-upload: a stop ends the publication within the cleanup bound, naming the .part it could not remove', async () => {
+      const relay = await startStallRelay(sshd.port);
+      try {
+        const dir = freshDir();
+        const controller = new AbortController();
+        const reason = new Error('the hub is stopping');
+        const body = Readable.from(
+          (async function* () {
+            yield Buffer.alloc(64 * 1024, 'a');
+            await until('the .part file on the server', () => partFiles(dir).length === 1);
+            relay.stall();
+            controller.abort(reason);
+            yield Buffer.alloc(64 * 1024, 'b');
+            await new Promise(() => {}); // never ends by itself
+          })(),
+          { objectMode: false },
+        );
+        const cleanupMs = 300;
+        const started = performance.now();
+        const err = await destination(join(dir, 'stalled.csv'), { port: relay.port, cleanupMs })
+          .publish(body, { digest: () => '', signal: controller.signal })
+          .catch((e: unknown) => e);
+        const took = performance.now() - started;
+        expect(err).toBeInstanceOf(LeftBehind);
+        expect((err as LeftBehind).cause).toBe(reason);
+        expect((err as LeftBehind).leftover).toMatch(/^the partial file \/.+\.part could not be removed \(no answer within 0\.3 s\)$/);
+        // Left behind, as the reason says (the server never heard the removal).
+        expect(partFiles(dir)).toHaveLength(1);
+        // The removal and the close each waited one bound at most (ssh2's keepalive would take a minute).
+        expect(took).toBeLessThan(10 * cleanupMs + 2_000);
+        expect(body.destroyed).toBe(true);
+      } finally {
+        await relay.close();
+      }
     });
 
     it('refuses a loopback host under deny-private before connecting (sshd sees no connection)', async () => {

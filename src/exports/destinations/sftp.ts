@@ -6,7 +6,7 @@ import ssh2 from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
-import { abortion, admitCommit, BodyWatch, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
+import { abortion, admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
 
 /**
  * Publication to SFTP (docs/exports-destinations.md): the host passes the outbound address policy,
@@ -29,6 +29,8 @@ export interface SftpDestinationOptions {
   privateKey?: string;
   egress: EgressPolicy;
   /** Connection, handshake and login must be done within this (default 20 s). */
+  /** How long the cleanup after a failure or a stop may take (test hook; default CLEANUP_MS). */
+  cleanupMs?: number;
   connectTimeoutMs?: number;
 }
 
@@ -63,8 +65,10 @@ export class SftpDestination implements Destination {
   private readonly dir: string;
   private readonly name: string;
   private readonly endpoint: string;
+  private readonly cleanupMs: number;
 
   constructor(private readonly options: SftpDestinationOptions) {
+    this.cleanupMs = options.cleanupMs ?? CLEANUP_MS;
     const host = isIP(options.host) === 6 ? `[${options.host}]` : options.host;
     this.endpoint = `${host}:${options.port}`;
     const path = options.path.startsWith('/') ? options.path : `/~/${options.path}`;
@@ -92,13 +96,14 @@ export class SftpDestination implements Destination {
       let failure = this.classify(err);
       const leftover = part ? await this.removePart(client, part) : undefined;
       if (leftover) failure = new PublishError(failure.code, `${failure.reason}; ${leftover}`);
-      throw outcome(watch, opts.signal, failure);
+      throw outcome(watch, opts.signal, failure, leftover);
     } finally {
       abort.dispose();
       watch.release();
-      await client.end().catch(() => {});
+      // A server that stopped answering never confirms the close: the connection is cut after a while.
+      await within(client.end().catch(() => {}), this.cleanupMs);
       // A connection still being made (an abort during the handshake) is not known to client.end().
-      rawClient(client)?.end();
+      rawClient(client)?.destroy();
     }
   }
 
@@ -255,11 +260,11 @@ export class SftpDestination implements Destination {
     }
   }
 
-  /** Removes the .part file; answers what to add to the reason when it could not. */
+  /** Removes the .part file (within CLEANUP_MS); answers what to add to the reason when it could not. */
   private async removePart(client: SftpClient, part: string): Promise<string | undefined> {
     try {
-      await client.delete(part, true);
-      return undefined;
+      const removed = await within(client.delete(part, true).then(() => true), this.cleanupMs);
+      return removed ? undefined : `the partial file ${part} could not be removed (no answer within ${this.cleanupMs / 1000} s)`;
     } catch {
       return `the partial file ${part} could not be removed`;
     }
@@ -289,8 +294,8 @@ export class SftpDestination implements Destination {
 }
 
 /** The ssh2 connection under ssh2-sftp-client (not in its type declarations). */
-function rawClient(client: SftpClient): { end(): void; setNoDelay(noDelay: boolean): void } | undefined {
-  return (client as unknown as { client?: { end(): void; setNoDelay(noDelay: boolean): void } }).client;
+function rawClient(client: SftpClient): { destroy(): void; setNoDelay(noDelay: boolean): void } | undefined {
+  return (client as unknown as { client?: { destroy(): void; setNoDelay(noDelay: boolean): void } }).client;
 }
 
 /** ssh2-sftp-client's code for a failed stat: ENOENT (status 2 or 4), EACCES, or the numeric SFTP status. */

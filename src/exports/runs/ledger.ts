@@ -239,10 +239,16 @@ export async function runStart(tx: Tx, id: string): Promise<{ exportId: string; 
   return { exportId: row.export_id, ...(row.stop_code ? { stop: { code: row.stop_code, reason: row.stop_reason ?? '' } } : {}) };
 }
 
+/**
+ * What a stopped run's reason says of the destination's cleanup (written with the stop, before it
+ * is done): when the cleanup then fails, the runner puts what was left in its place.
+ */
+export const CLEANED_UP = ' (temporary file removed, multipart upload aborted)';
+
 /** What a run in flight of a deleted export ends with. */
 export const EXPORT_DELETED: StopRequest = {
   code: 'definition',
-  reason: 'the export was deleted during the run; nothing was published (temporary file removed, multipart upload aborted)',
+  reason: `the export was deleted during the run; nothing was published${CLEANED_UP}`,
 };
 
 /**

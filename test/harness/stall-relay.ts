@@ -1,0 +1,46 @@
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
+
+/**
+ * A TCP relay in front of a real server (OpenSSH, the S3 stand-in) that can stop passing bytes, in
+ * both directions, while keeping every connection open: the server, as its client sees it, has
+ * stopped answering (a process stopped, a network path lost without a reset). What is sent after
+ * `stall()` is read and dropped.
+ */
+export interface StallRelay {
+  readonly port: number;
+  /** `http://127.0.0.1:<port>`. */
+  readonly endpoint: string;
+  /** From now on nothing passes, either way; connections stay open. */
+  stall(): void;
+  close(): Promise<void>;
+}
+
+export async function startStallRelay(upstreamPort: number, upstreamHost = '127.0.0.1'): Promise<StallRelay> {
+  let stalled = false;
+  const sockets = new Set<Socket>();
+  const relay = createServer((client) => {
+    const server = connect(upstreamPort, upstreamHost);
+    for (const socket of [client, server]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => undefined);
+    }
+    client.on('data', (chunk) => void (stalled || server.write(chunk)));
+    server.on('data', (chunk) => void (stalled || client.write(chunk)));
+    client.on('end', () => void (stalled || server.end()));
+    server.on('end', () => void (stalled || client.end()));
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', () => resolve()));
+  const port = (relay.address() as AddressInfo).port;
+  return {
+    port,
+    endpoint: `http://127.0.0.1:${port}`,
+    stall() {
+      stalled = true;
+    },
+    close() {
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((resolve) => relay.close(() => resolve()));
+    },
+  };
+}
