@@ -10,6 +10,7 @@ import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { depthOf, findUnstorableText, jsonTextTooDeep, MAX_JSON_DEPTH, unstorableText } from '../src/validation/input-limits.js';
 import { validate } from './validation.js';
+import { KUBECTL_YAML } from '../src/manifests/yaml.js';
 
 const PLATFORM = '/api/platform/';
 /** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
@@ -115,7 +116,7 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
   let value: unknown;
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     try {
-      value = parseYaml(String(raw ?? ''));
+      value = parseYaml(String(raw ?? ''), KUBECTL_YAML);
     } catch (err) {
       // A document nested past the parser's own stack (≈ 900 levels): the yaml library reports the
       // RangeError as a parse error of its own, whose message says so.

@@ -7,6 +7,7 @@ import type { Config } from '../src/config/config.js';
 import { ConfigError } from '../src/config/config.js';
 import { Leadership } from '../src/dispatch/leader.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { KUBECTL_YAML } from '../src/manifests/yaml.js';
 import { logger } from '../src/observability/logger.js';
 import { type Hub, startHub } from './compose.js';
 import { leaderElector } from './leader.js';
@@ -35,7 +36,7 @@ export function loadRunJobTemplate(path: string): V1PodTemplateSpec | undefined 
   if (!existsSync(path)) return undefined;
   let template: V1PodTemplateSpec;
   try {
-    template = parse(readFileSync(path, 'utf8')) as V1PodTemplateSpec;
+    template = parse(readFileSync(path, 'utf8'), KUBECTL_YAML) as V1PodTemplateSpec;
   } catch (err) {
     throw new ConfigError('svc.operator.run-job-template', `svc.operator.run-job-template: ${path} is not YAML: ${(err as Error).message}`);
   }

