@@ -7,6 +7,7 @@ import { logger } from '../src/observability/logger.js';
 import type { Condition, Resource } from './resource.js';
 import { condition, MANAGED_BY } from './status.js';
 import { TENANT_LABEL } from './tenant.js';
+import { sameQuantity } from './quantity.js';
 
 /**
  * A resource's schedule as a CronJob in the release's namespace (the operator's own, where the
@@ -120,12 +121,22 @@ export async function deleteCronJobsOf(batch: BatchV1Api, namespace: string, uid
   return n;
 }
 
-/** Whether `actual` holds everything `desired` says (the API server adds defaults, which do not count). */
-export function covers(actual: unknown, desired: unknown): boolean {
+/** Maps whose values are resource quantities (a container's `resources`, a pod's `overhead`). */
+const QUANTITY_MAPS = new Set(['requests', 'limits', 'overhead']);
+
+/**
+ * Whether `actual` holds everything `desired` says (the API server adds defaults, which do not
+ * count). Resource quantities (`requests`, `limits`, `overhead`, an emptyDir's `sizeLimit`) are
+ * compared by value: the server answers them in canonical form (`1024Mi` as `1Gi`, 1 as `"1"`).
+ */
+export function covers(actual: unknown, desired: unknown, quantities: 'map' | 'value' | undefined = undefined): boolean {
+  if (quantities === 'value') return sameQuantity(actual, desired);
   if (Array.isArray(desired)) return Array.isArray(actual) && actual.length === desired.length && desired.every((d, i) => covers(actual[i], d));
   if (desired && typeof desired === 'object') {
     if (!actual || typeof actual !== 'object' || Array.isArray(actual)) return false;
-    return Object.entries(desired).every(([k, v]) => v === undefined || covers((actual as Record<string, unknown>)[k], v));
+    return Object.entries(desired).every(
+      ([k, v]) => v === undefined || covers((actual as Record<string, unknown>)[k], v, quantities === 'map' || k === 'sizeLimit' ? 'value' : QUANTITY_MAPS.has(k) ? 'map' : undefined),
+    );
   }
   return actual === desired;
 }

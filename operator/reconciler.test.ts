@@ -36,7 +36,18 @@ const template: V1PodTemplateSpec = {
   spec: {
     restartPolicy: 'Never',
     automountServiceAccountToken: false,
-    containers: [{ name: 'run', image: 'registry.example.com/svc-hub:0.1.0', env: [{ name: 'SVC_PROFILE', value: 'prod' }] }],
+    containers: [
+      {
+        name: 'run',
+        image: 'registry.example.com/svc-hub:0.1.0',
+        env: [{ name: 'SVC_PROFILE', value: 'prod' }],
+        // Quantities the API server answers in another form (`1`, `1Gi`, `1536Mi`, `500m`): a
+        // CronJob read back must not look changed (the resync test below writes nothing).
+        resources: { requests: { cpu: '1000m', memory: '1024Mi' }, limits: { memory: '1.5Gi', cpu: 0.5 as unknown as string } },
+        volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+      },
+    ],
+    volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '1024Mi' } }],
   },
 };
 

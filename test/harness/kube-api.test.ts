@@ -5,6 +5,7 @@ import { parse } from 'yaml';
 import { kubeConfig } from '../../kube/kube-config.js';
 import { type CustomResourceDefinition, KubeApiStandIn, type KubeObject, loadCrds, typesOfCrd } from './kube-api.js';
 import { until } from './until.js';
+import { sameQuantity } from '../../operator/quantity.js';
 
 /**
  * The SCRIPTED KUBERNETES API STAND-IN (kube-api.ts) is as strict as kube-apiserver where the
@@ -514,6 +515,44 @@ describe('8. CronJob validation', () => {
     expect(always.details!.causes).toEqual([
       { reason: 'FieldValueNotSupported', field: 'spec.jobTemplate.spec.template.spec.restartPolicy', message: 'Unsupported value: "Always": supported values: "OnFailure", "Never"' },
     ]);
+  });
+});
+
+describe('8b. CronJob resource quantities', () => {
+  let seq = 0;
+  const withResources = (requests: Record<string, unknown>) =>
+    cronJob(`q-${++seq}`, '0 * * * *', { containers: [{ name: 'run', image: 'svc-hub:test', resources: { requests, limits: requests } }] }) as V1CronJob & { spec: { jobTemplate: { spec: { template: { spec: Record<string, unknown> } } } } };
+
+  it.each([
+    [1, '1'],
+    ['1000m', '1'],
+    [0.5, '500m'],
+    ['1024Mi', '1Gi'],
+    ['1.5Gi', '1536Mi'],
+    ['0.1Ki', '102400m'],
+    ['2000', '2k'],
+    ['1500', '1500'],
+    ['1000e0', '1e3'],
+    ['129M', '129M'],
+    ['0.0000000001', '1n'],
+  ])('stores %j and answers it as %j (canonical), which the operator reads as the same value', async (written, canonical) => {
+    const body = withResources({ cpu: written, memory: written });
+    const created = (await batch.createNamespacedCronJob({ namespace: NS, body })) as unknown as { spec: { jobTemplate: { spec: { template: { spec: { containers: Array<{ resources: { requests: Record<string, unknown>; limits: Record<string, unknown> } }> } } } } } };
+    const resources = created.spec.jobTemplate.spec.template.spec.containers[0]!.resources;
+    expect(resources).toEqual({ requests: { cpu: canonical, memory: canonical }, limits: { cpu: canonical, memory: canonical } });
+    // The operator's own comparison (written apart from this stand-in) agrees, but for the rounding up below the nano.
+    if (written !== '0.0000000001') expect(sameQuantity(written, canonical)).toBe(true);
+  });
+
+  it('an emptyDir sizeLimit too; a quantity the server cannot read is a 400 BadRequest of the whole object', async () => {
+    const body = withResources({ cpu: '1' });
+    body.spec.jobTemplate.spec.template.spec.volumes = [{ name: 'tmp', emptyDir: { sizeLimit: '1024Mi' } }];
+    const created = (await batch.createNamespacedCronJob({ namespace: NS, body })) as unknown as { spec: { jobTemplate: { spec: { template: { spec: { volumes: Array<{ emptyDir: { sizeLimit: string } }> } } } } } };
+    expect(created.spec.jobTemplate.spec.template.spec.volumes[0]!.emptyDir.sizeLimit).toBe('1Gi');
+    const s = await refusal(batch.createNamespacedCronJob({ namespace: NS, body: withResources({ cpu: 'lots' }) }));
+    expect(s.code).toBe(400);
+    expect(s.reason).toBe('BadRequest');
+    expect(s.message).toContain('quantities must match the regular expression');
   });
 });
 

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { validateCronJob } from './kube-cron.js';
+import { canonicalQuantity, QUANTITY_REFUSED } from './kube-quantity.js';
 import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, prune, pruneObjectMeta, re2Problems, validateCustomResource } from './kube-schema.js';
 import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLabelSelector, SelectorError } from './kube-selectors.js';
 
@@ -48,6 +49,9 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   the name at most 52 characters, the job's pod template with containers and restartPolicy
  *   OnFailure or Never (a missing one defaults to Always, which is refused); the spec gets the
  *   server's defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1);
+ *   a CronJob's resource quantities (`requests`, `limits`, `overhead`, `sizeLimit`) are stored and
+ *   answered in canonical form (`1024Mi` as `1Gi`, the number 1 as `"1"`), one the server cannot
+ *   read refused with 400 BadRequest (test/harness/kube-quantity.ts);
  * - core v1 Events need an `involvedObject` whose namespace matches the Event's; they are listable;
  * - JSON merge patch (`application/merge-patch+json`);
  * - MicroTime fields (a Lease's `spec.acquireTime`/`spec.renewTime`) decoded as strictly as the real
@@ -277,6 +281,41 @@ function defaultCronJob(o: KubeObject): void {
   spec.suspend ??= false;
   spec.successfulJobsHistoryLimit ??= 3;
   spec.failedJobsHistoryLimit ??= 1;
+}
+
+/** Maps whose values are resource quantities (a container's `resources`, a pod's `overhead`). */
+const QUANTITY_MAPS = new Set(['requests', 'limits', 'overhead']);
+
+/**
+ * A batch/v1 CronJob's resource quantities as the server stores them: each in canonical form
+ * (test/harness/kube-quantity.ts), so a read answers `1Gi` where `1024Mi` (or the number 1 where
+ * `"1"`) was written. One the server cannot read refuses the whole object: 400 BadRequest.
+ */
+function decodeQuantities(t: ResourceType, o: KubeObject): Status | undefined {
+  if (!(t.group === 'batch' && t.plural === 'cronjobs')) return undefined;
+  let refused: string | undefined;
+  const canonical = (value: unknown): unknown => {
+    const text = canonicalQuantity(value);
+    if (text === undefined) refused ??= String(JSON.stringify(value));
+    return text ?? value;
+  };
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      for (const item of node) walk(item);
+      return;
+    }
+    if (!node || typeof node !== 'object') return;
+    const record = node as Record<string, unknown>;
+    for (const [key, value] of Object.entries(record)) {
+      if (QUANTITY_MAPS.has(key) && value && typeof value === 'object' && !Array.isArray(value)) {
+        for (const [name, quantity] of Object.entries(value)) (value as Record<string, unknown>)[name] = canonical(quantity);
+      } else if (key === 'sizeLimit') record[key] = canonical(value);
+      else walk(value);
+    }
+  };
+  walk(o.spec);
+  if (refused === undefined) return undefined;
+  return status(400, 'BadRequest', `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}: ${QUANTITY_REFUSED} (got ${refused})`);
 }
 
 /** The errors of a core v1 Event: an involvedObject in the Event's namespace. */
@@ -559,6 +598,8 @@ export class KubeApiStandIn {
     delete o.metadata.resourceVersion;
     if (!t.namespaced) delete o.metadata.namespace;
     if (t.statusSubresource) delete o.status;
+    const undecodable = decodeQuantities(t, o);
+    if (undecodable) return undecodable;
     const errors = [...nameErrors(t, name), ...this.admit(t, o, false)];
     if (errors.length > 0) return invalid(t, name, errors);
     const key = this.key(t, namespace, name);
@@ -606,6 +647,8 @@ export class KubeApiStandIn {
         else next.status = clone(current.status);
       }
     }
+    const undecodable = decodeQuantities(t, next);
+    if (undecodable) return undecodable;
     const errors = this.admit(t, next, statusOnly);
     if (errors.length > 0) return invalid(t, name, errors);
     if (!statusOnly) {
