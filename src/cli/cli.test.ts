@@ -268,6 +268,8 @@ describe('usage errors', () => {
     [['connectors', 'fly'], "svc connectors: unknown command 'fly'", 'svc connectors preflight'],
     [['apply'], 'svc apply: -f is required', 'Usage: svc apply -f FILE'],
     [['runs', 'ls', '--limit', '0'], 'svc runs ls: --limit must be a positive integer', 'Usage: svc runs ls'],
+    [['runs', 'ls', '--limit', '500'], 'svc runs ls: --limit must be at most 200, not 500', 'Usage: svc runs ls'],
+    [['inbox', 'ls', '--limit', '201'], 'svc inbox ls: --limit must be at most 200, not 201', 'Usage: svc inbox ls'],
     [[], 'no command given', 'Commands:'],
   ])('svc %j exits 2 with the usage', async (args, message, usage) => {
     const result = await svc(args);

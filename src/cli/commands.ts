@@ -105,7 +105,16 @@ async function chat(c: Ctx): Promise<number> {
   return 0;
 }
 
-const LIMIT: Flag = { type: 'string', arg: 'N', help: 'at most N entries (the hub caps it at 200)' };
+/** The most entries a listing answers (the hub refuses or caps more). */
+const MAX_LIMIT = 200;
+const LIMIT: Flag = { type: 'string', arg: 'N', help: `at most N entries (1 to ${MAX_LIMIT})` };
+
+/** --limit: a positive integer up to MAX_LIMIT, or a usage error (exit 2) before anything is sent. */
+function limitFlag(c: Ctx): number | undefined {
+  const limit = positiveInt(c, 'limit');
+  if (limit !== undefined && limit > MAX_LIMIT) throw new UsageError(`--limit must be at most ${MAX_LIMIT}, not ${limit}`);
+  return limit;
+}
 
 // ---- shared shapes of a command ----
 
@@ -565,7 +574,7 @@ export const COMMANDS: Command[] = [
     summary: 'Connector runs, newest first',
     run: async (c) => {
       const connector = str(c, 'connector');
-      const limit = positiveInt(c, 'limit') ?? (connector ? 200 : undefined);
+      const limit = limitFlag(c) ?? (connector ? MAX_LIMIT : undefined);
       const keep = connector ? (r: Row) => r.connector === connector || r.connectorId === connector : undefined;
       await listing(c, '/api/platform/runs', RUN_COLUMNS, 'No runs.', { limit }, keep);
       return 0;
@@ -588,7 +597,7 @@ export const COMMANDS: Command[] = [
     },
     summary: 'Dead-letter entries (without payloads)',
     run: async (c) => {
-      const query = { connector: str(c, 'connector'), run: str(c, 'run'), limit: positiveInt(c, 'limit') };
+      const query = { connector: str(c, 'connector'), run: str(c, 'run'), limit: limitFlag(c) };
       const columns = [
         field('ID', 'id'),
         field('RUN', 'runId'),
@@ -635,7 +644,7 @@ export const COMMANDS: Command[] = [
     run: async (c) => {
       const integration = str(c, 'integration');
       if (integration !== undefined && !/^\d+$/.test(integration)) throw new UsageError(`--integration must be an integration id, not '${integration}'`);
-      const query = { status: bool(c, 'failed') ? 'failed' : undefined, integrationId: integration, limit: positiveInt(c, 'limit') };
+      const query = { status: bool(c, 'failed') ? 'failed' : undefined, integrationId: integration, limit: limitFlag(c) };
       const columns: Column[] = [
         field('ID', 'id'),
         field('INTEGRATION', 'integrationId'),
@@ -777,7 +786,7 @@ export const COMMANDS: Command[] = [
     flags: { unacked: { type: 'boolean', help: 'only decisions not acknowledged yet' }, limit: LIMIT },
     summary: 'The decision inbox of the tenant, newest first',
     run: async (c) => {
-      const query = { acked: bool(c, 'unacked') ? 'false' : undefined, limit: positiveInt(c, 'limit') };
+      const query = { acked: bool(c, 'unacked') ? 'false' : undefined, limit: limitFlag(c) };
       const columns: Column[] = [
         field('ID', 'id'),
         field('TYPE', 'type'),
@@ -851,10 +860,10 @@ export const COMMANDS: Command[] = [
   {
     name: 'exports runs',
     args: ['NAME'],
-    flags: { limit: { type: 'string', arg: 'N', help: 'at most N runs (1 to 200, default 50)' } },
+    flags: { limit: { type: 'string', arg: 'N', help: `at most N runs (1 to ${MAX_LIMIT}, default 50)` } },
     summary: 'Runs of an export, newest first',
     run: async (c) => {
-      await listing(c, path`/api/exports/${c.args[0]!}/runs`, EXPORT_RUN_COLUMNS, 'No runs.', { limit: positiveInt(c, 'limit') });
+      await listing(c, path`/api/exports/${c.args[0]!}/runs`, EXPORT_RUN_COLUMNS, 'No runs.', { limit: limitFlag(c) });
       return 0;
     },
   },
