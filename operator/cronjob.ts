@@ -123,10 +123,12 @@ export async function deleteCronJobsOf(batch: BatchV1Api, namespace: string, uid
 
 /** Maps whose values are resource quantities (a container's `resources`, a pod's `overhead`). */
 const QUANTITY_MAPS = new Set(['requests', 'limits', 'overhead']);
+/** Fields that are one quantity: an emptyDir's `sizeLimit`, a resourceFieldRef's `divisor` (env and downwardAPI volumes). */
+const QUANTITY_VALUES = new Set(['sizeLimit', 'divisor']);
 
 /**
  * Whether `actual` holds everything `desired` says (the API server adds defaults, which do not
- * count). Resource quantities (`requests`, `limits`, `overhead`, an emptyDir's `sizeLimit`) are
+ * count). Resource quantities (`requests`, `limits`, `overhead`, `sizeLimit`, `divisor`) are
  * compared by value: the server answers them in canonical form (`1024Mi` as `1Gi`, 1 as `"1"`).
  */
 export function covers(actual: unknown, desired: unknown, quantities: 'map' | 'value' | undefined = undefined): boolean {
@@ -135,7 +137,7 @@ export function covers(actual: unknown, desired: unknown, quantities: 'map' | 'v
   if (desired && typeof desired === 'object') {
     if (!actual || typeof actual !== 'object' || Array.isArray(actual)) return false;
     return Object.entries(desired).every(
-      ([k, v]) => v === undefined || covers((actual as Record<string, unknown>)[k], v, quantities === 'map' || k === 'sizeLimit' ? 'value' : QUANTITY_MAPS.has(k) ? 'map' : undefined),
+      ([k, v]) => v === undefined || covers((actual as Record<string, unknown>)[k], v, quantities === 'map' || QUANTITY_VALUES.has(k) ? 'value' : QUANTITY_MAPS.has(k) ? 'map' : undefined),
     );
   }
   return actual === desired;

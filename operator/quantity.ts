@@ -26,10 +26,31 @@ export function quantityValue(value: unknown): { numerator: bigint; denominator:
   return { numerator, denominator };
 }
 
-/** Whether two quantities (strings or numbers) have the same value; texts that are no quantity must be equal. */
+/** The largest quantity the API server keeps (2^63 − 1): a larger one is stored as that. */
+const MAX = 2n ** 63n - 1n;
+const NANO = 1_000_000_000n;
+
+/**
+ * A quantity's value as the API server keeps it, in nano units: rounded up (away from zero) to the
+ * nano, as the server rounds what is more precise, and capped at 2^63 − 1 in magnitude.
+ */
+function storedNanos(value: unknown): bigint | undefined {
+  const q = quantityValue(value);
+  if (!q) return undefined;
+  const negative = q.numerator < 0n;
+  const scaled = (negative ? -q.numerator : q.numerator) * NANO;
+  let nanos = (scaled + q.denominator - 1n) / q.denominator;
+  if (nanos > MAX * NANO) nanos = MAX * NANO;
+  return negative ? -nanos : nanos;
+}
+
+/**
+ * Whether two quantities (strings or numbers) have the same value as the API server stores them
+ * (to the nano, at most 2^63 − 1); texts that are no quantity must be equal.
+ */
 export function sameQuantity(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  const x = quantityValue(a);
-  const y = quantityValue(b);
-  return x !== undefined && y !== undefined && x.numerator * y.denominator === y.numerator * x.denominator;
+  const x = storedNanos(a);
+  const y = storedNanos(b);
+  return x !== undefined && y !== undefined && x === y;
 }

@@ -40,7 +40,7 @@ const template: V1PodTemplateSpec = {
       {
         name: 'run',
         image: 'registry.example.com/svc-hub:0.1.0',
-        env: [{ name: 'SVC_PROFILE', value: 'prod' }],
+        env: [{ name: 'SVC_PROFILE', value: 'prod' }, { name: 'MEMORY_MIB', valueFrom: { resourceFieldRef: { resource: 'limits.memory', divisor: '1024Ki' } } }],
         // Quantities the API server answers in another form (`1`, `1Gi`, `1536Mi`, `500m`): a
         // CronJob read back must not look changed (the resync test below writes nothing).
         resources: { requests: { cpu: '1000m', memory: '1024Mi' }, limits: { memory: '1.5Gi', cpu: 0.5 as unknown as string } },
@@ -162,7 +162,7 @@ describe('a Connector resource', () => {
     expect(pod.spec.restartPolicy).toBe('Never');
     expect(pod.spec.automountServiceAccountToken).toBe(false);
     expect(pod.spec.containers[0]).toMatchObject({ name: 'run', image: 'registry.example.com/svc-hub:0.1.0', args: ['run', 'connector', 'demo-offset', '--tenant', 'default', '--scheduled'] });
-    expect(pod.spec.containers[0].env).toEqual([{ name: 'SVC_PROFILE', value: 'prod' }]);
+    expect(pod.spec.containers[0].env).toEqual([{ name: 'SVC_PROFILE', value: 'prod' }, { name: 'MEMORY_MIB', valueFrom: { resourceFieldRef: { resource: 'limits.memory', divisor: '1Mi' } } }]);
     expect(connector('demo-offset')!.status!.conditions!.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'True', reason: 'CronJobReady', message: 'CronJob connector-team-a-demo-offset runs "*/15 * * * *" (Etc/UTC)' });
   });
 

@@ -535,20 +535,27 @@ describe('8b. CronJob resource quantities', () => {
     ['1000e0', '1e3'],
     ['129M', '129M'],
     ['0.0000000001', '1n'],
+    ['16Ei', '9223372036854775807'],
   ])('stores %j and answers it as %j (canonical), which the operator reads as the same value', async (written, canonical) => {
     const body = withResources({ cpu: written, memory: written });
     const created = (await batch.createNamespacedCronJob({ namespace: NS, body })) as unknown as { spec: { jobTemplate: { spec: { template: { spec: { containers: Array<{ resources: { requests: Record<string, unknown>; limits: Record<string, unknown> } }> } } } } } };
     const resources = created.spec.jobTemplate.spec.template.spec.containers[0]!.resources;
     expect(resources).toEqual({ requests: { cpu: canonical, memory: canonical }, limits: { cpu: canonical, memory: canonical } });
-    // The operator's own comparison (written apart from this stand-in) agrees, but for the rounding up below the nano.
-    if (written !== '0.0000000001') expect(sameQuantity(written, canonical)).toBe(true);
+    // The operator's own comparison (written apart from this stand-in) agrees, rounding and cap included.
+    expect(sameQuantity(written, canonical)).toBe(true);
   });
 
   it('an emptyDir sizeLimit too; a quantity the server cannot read is a 400 BadRequest of the whole object', async () => {
     const body = withResources({ cpu: '1' });
     body.spec.jobTemplate.spec.template.spec.volumes = [{ name: 'tmp', emptyDir: { sizeLimit: '1024Mi' } }];
-    const created = (await batch.createNamespacedCronJob({ namespace: NS, body })) as unknown as { spec: { jobTemplate: { spec: { template: { spec: { volumes: Array<{ emptyDir: { sizeLimit: string } }> } } } } } };
+    (body.spec.jobTemplate.spec.template.spec.containers as unknown as Array<Record<string, unknown>>)[0]!.env = [
+      { name: 'MEM', valueFrom: { resourceFieldRef: { resource: 'limits.memory', divisor: '1024Ki' } } },
+    ];
+    const created = (await batch.createNamespacedCronJob({ namespace: NS, body })) as unknown as {
+      spec: { jobTemplate: { spec: { template: { spec: { volumes: Array<{ emptyDir: { sizeLimit: string } }>; containers: Array<{ env: Array<{ valueFrom: { resourceFieldRef: { divisor: string } } }> }> } } } } };
+    };
     expect(created.spec.jobTemplate.spec.template.spec.volumes[0]!.emptyDir.sizeLimit).toBe('1Gi');
+    expect(created.spec.jobTemplate.spec.template.spec.containers[0]!.env[0]!.valueFrom.resourceFieldRef.divisor).toBe('1Mi');
     const s = await refusal(batch.createNamespacedCronJob({ namespace: NS, body: withResources({ cpu: 'lots' }) }));
     expect(s.code).toBe(400);
     expect(s.reason).toBe('BadRequest');

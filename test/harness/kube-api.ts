@@ -49,7 +49,7 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   the name at most 52 characters, the job's pod template with containers and restartPolicy
  *   OnFailure or Never (a missing one defaults to Always, which is refused); the spec gets the
  *   server's defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1);
- *   a CronJob's resource quantities (`requests`, `limits`, `overhead`, `sizeLimit`) are stored and
+ *   a CronJob's resource quantities (`requests`, `limits`, `overhead`, `sizeLimit`, `divisor`) are stored and
  *   answered in canonical form (`1024Mi` as `1Gi`, the number 1 as `"1"`), one the server cannot
  *   read refused with 400 BadRequest (test/harness/kube-quantity.ts);
  * - core v1 Events need an `involvedObject` whose namespace matches the Event's; they are listable;
@@ -309,7 +309,7 @@ function decodeQuantities(t: ResourceType, o: KubeObject): Status | undefined {
     for (const [key, value] of Object.entries(record)) {
       if (QUANTITY_MAPS.has(key) && value && typeof value === 'object' && !Array.isArray(value)) {
         for (const [name, quantity] of Object.entries(value)) (value as Record<string, unknown>)[name] = canonical(quantity);
-      } else if (key === 'sizeLimit') record[key] = canonical(value);
+      } else if (key === 'sizeLimit' || key === 'divisor') record[key] = canonical(value);
       else walk(value);
     }
   };

@@ -4,7 +4,8 @@
  * in canonical form. The format is kept from the text: binary SI (`Ki`…`Ei`) unless the value is
  * below 1024 in magnitude or not a whole number (then decimal SI), decimal exponent (`1e3`), else
  * decimal SI; the largest suffix that leaves a whole mantissa is chosen (`1024Mi` → `1Gi`,
- * `0.5` → `500m`, `2000` → `2k`, `1500` stays), and precision below the nano is rounded up.
+ * `0.5` → `500m`, `2000` → `2k`, `1500` stays), precision below the nano is rounded up, and a value
+ * beyond 2^63 − 1 is stored as that.
  * Written apart from the operator's own comparison (operator/quantity.ts), which it checks.
  */
 
@@ -38,6 +39,10 @@ export function canonicalQuantity(value: unknown): string | undefined {
   }
   if (mantissa === 0n) return '0';
   const negative = sign === '-';
+  // The server keeps at most 2^63 − 1 (in magnitude): a larger value is stored as that.
+  const max = 2n ** 63n - 1n;
+  const magnitude = exponent >= 0 ? mantissa * 2n ** BigInt(binary) * 10n ** BigInt(exponent) : undefined;
+  if (magnitude !== undefined && magnitude > max) return `${negative ? '-' : ''}${max}`;
   if (format === 'binary') {
     // The whole value, when it is one and at least 1024 in magnitude; else decimal SI.
     let value = mantissa * 2n ** BigInt(binary);
