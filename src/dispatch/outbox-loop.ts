@@ -215,7 +215,7 @@ export class OutboxLoop {
             });
           } catch (err) {
             if (err instanceof CursorMoved) {
-              logger().warn({ consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name}: another process moved its cursor while this one read a batch from event ${events[0]!.id}; the batch was left to it`);
+              logger().warn({ consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name}: another process holds or moved its cursor since this one read a batch from event ${events[0]!.id}; the batch was left to it`);
               return handled;
             }
             logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);

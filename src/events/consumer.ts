@@ -22,6 +22,9 @@ const HELD_BACK = `coalesce((c.txid, c.last_id) < (
  */
 const PREPARED = { prepare: true } as const;
 
+/** PostgreSQL's SQLSTATE for a row lock that NOWAIT did not get. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
 /**
  * Moves a consumer's cursor forward (never back), its consumer, txid and event id the parameters
  * numbered from `first`: also for a handler that moves the cursor in its own statement
@@ -154,16 +157,22 @@ export class OutboxConsumer {
    * Locks the cursor's row in the caller's cross-tenant transaction and answers whether it is still
    * at `from` (where the batch in hand was read from). False: another process moved it meanwhile
    * (two processes each believed it led, for a moment): the batch must not be handled. The lock holds
-   * until that transaction ends, so a second process's claim waits for the first's commit and then
-   * sees the cursor it moved.
+   * until that transaction ends. A cursor locked by another transaction (another process handling a
+   * batch, however long it stalls) is not waited for: false too (the transaction is then lost: the
+   * caller rolls it back), and the caller reads again later.
    */
   async claimIn(tx: Tx, from: Position): Promise<boolean> {
-    const { rows } = await tx.query<{ txid: string; last_id: number }>(
-      'select txid::text as txid, last_id from events.consumer_cursors where consumer = $1 for update',
-      [this.name],
-      PREPARED,
-    );
-    return rows[0] !== undefined && rows[0].txid === from.txid && Number(rows[0].last_id) === from.id;
+    try {
+      const { rows } = await tx.query<{ txid: string; last_id: number }>(
+        'select txid::text as txid, last_id from events.consumer_cursors where consumer = $1 for update nowait',
+        [this.name],
+        PREPARED,
+      );
+      return rows[0] !== undefined && rows[0].txid === from.txid && Number(rows[0].last_id) === from.id;
+    } catch (err) {
+      if ((err as { code?: string }).code === LOCK_NOT_AVAILABLE) return false;
+      throw err;
+    }
   }
 
   /** Advances the cursor inside the caller's cross-tenant transaction: it moves only if that transaction commits. */
