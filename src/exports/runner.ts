@@ -380,6 +380,11 @@ export class ExportRunner {
   private classify(err: unknown, signal: AbortSignal, run: ExportRun): Failure {
     // The cleanup after a stop or a failed generation left something at the destination: the reason
     // names it instead of claiming the cleanup.
+    // A stop that came while the destination closed its connection, after a failure whose cleanup
+    // left something: the stop's reason, with what was left.
+    if (signal.aborted && signal.reason instanceof RunFailure && err instanceof PublishError && err.leftover) {
+      return this.classify(new LeftBehind(signal.reason, err.leftover), signal, run);
+    }
     if (err instanceof LeftBehind) {
       const failure = this.classify(err.cause, signal, run);
       const reason = failure.reason.includes(CLEANED_UP) ? failure.reason.replace(CLEANED_UP, `; ${err.leftover}`) : `${failure.reason}; ${err.leftover}`;

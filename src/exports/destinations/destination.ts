@@ -35,6 +35,8 @@ export class PublishError extends Error {
   constructor(
     readonly code: PublishFailureCode,
     readonly reason: string,
+    /** What the cleanup could not remove, already named at the end of `reason`. */
+    readonly leftover?: string,
   ) {
     super(reason);
     this.name = 'PublishError';

@@ -221,7 +221,7 @@ export class S3Destination implements Destination {
     } catch (err) {
       let failure = this.classify(err);
       const left = uploadId ? await this.abortUpload(client, uploadId) : undefined;
-      if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`);
+      if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`, left);
       throw outcome(watch, signal, failure, left);
     } finally {
       abort.dispose();

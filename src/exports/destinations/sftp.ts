@@ -29,9 +29,9 @@ export interface SftpDestinationOptions {
   privateKey?: string;
   egress: EgressPolicy;
   /** Connection, handshake and login must be done within this (default 20 s). */
+  connectTimeoutMs?: number;
   /** How long the cleanup after a failure or a stop may take (test hook; default CLEANUP_MS). */
   cleanupMs?: number;
-  connectTimeoutMs?: number;
 }
 
 /** SFTP status codes (draft-ietf-secsh-filexfer-02), named in reasons. */
@@ -95,7 +95,7 @@ export class SftpDestination implements Destination {
     } catch (err) {
       let failure = this.classify(err);
       const leftover = part ? await this.removePart(client, part) : undefined;
-      if (leftover) failure = new PublishError(failure.code, `${failure.reason}; ${leftover}`);
+      if (leftover) failure = new PublishError(failure.code, `${failure.reason}; ${leftover}`, leftover);
       throw outcome(watch, opts.signal, failure, leftover);
     } finally {
       abort.dispose();
