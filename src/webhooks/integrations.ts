@@ -1,6 +1,6 @@
 import type { Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
-import { ConflictError, NotFoundError } from '../errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { SubscriberCheck } from '../events/subscribers.js';
 import { CLOSED_REASON, type Integration, type IntegrationInput, type IntegrationPatch } from './model.js';
 import { sealIntegrationSecret } from './secret.js';
@@ -79,9 +79,26 @@ function uniqueName(err: unknown, name: string): never {
   throw err;
 }
 
-/** A secret that counts: a non-blank string (null and blank are ignored, spec 1 PUT). */
+/**
+ * A secret that counts: a non-blank string (null and blank are ignored, spec 1 PUT). One written
+ * `whsec_…` must be that prefix and canonical standard base64 of at least one byte, as the Standard
+ * Webhooks libraries decode it: a lenient reading (stray characters, URL-safe letters, a newline)
+ * would sign with another key than the receiver's verifier derives.
+ */
 function presentSecret(secret: string | null | undefined): string | undefined {
-  return typeof secret === 'string' && secret.trim() !== '' ? secret : undefined;
+  if (typeof secret !== 'string' || secret.trim() === '') return undefined;
+  if (secret.startsWith('whsec_')) {
+    const encoded = secret.slice('whsec_'.length);
+    const key = Buffer.from(encoded, 'base64');
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0 || key.length === 0 || key.toString('base64') !== encoded) {
+      throw new ValidationError(
+        'secret: a secret written whsec_… must be whsec_ followed by standard base64 (A-Z a-z 0-9 + /, = padding) of at least one byte',
+        'secret',
+        'the Standard Webhooks libraries decode it so: use the secret they generate, or one without the whsec_ prefix (used as its UTF-8 bytes)',
+      );
+    }
+  }
+  return secret;
 }
 
 export async function listIntegrations(tx: Tx): Promise<Integration[]> {

@@ -185,6 +185,18 @@ describe('update', () => {
     expect(await read()).toBe(ROTATED);
   });
 
+  it('a whsec_ secret must be canonical standard base64 (as the Standard Webhooks libraries decode it), on create and on PUT', async () => {
+    for (const secret of ['whsec_c2VjcmV0!!', 'whsec_c2VjcmV0LWtleS1ieXRlcw==\n', 'whsec_c2Vj-mV0_w==', 'whsec_', 'whsec_c2VjcmV0LWtleS1ieXRlcw']) {
+      for (const res of [await call('POST', base, { body: { ...minimal, name: 'strict-secret', secret } }), await call('PUT', `${base}/${id}`, { body: { secret } })]) {
+        expect({ secret, status: res.status, field: (res.body as { field?: string }).field }).toEqual({ secret, status: 400, field: 'secret' });
+        expect(res.text).not.toContain(secret.slice(6, 14) || '\u0000');
+      }
+    }
+    // What the libraries generate is taken.
+    expect((await call('PUT', `${base}/${id}`, { body: { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } })).status).toBe(200);
+    expect((await call('PUT', `${base}/${id}`, { body: { secret: ROTATED } })).status).toBe(200);
+  });
+
   it('accepts a record sent back whole (read-only fields ignored)', async () => {
     const record = (await call('GET', `${base}/${id}`)).body!;
     const res = await call('PUT', `${base}/${id}`, { body: { ...record, name: 'erp-2' } });
