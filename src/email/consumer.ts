@@ -8,7 +8,43 @@ import { renderTemplate, subjectLine, type TemplateContext } from './templates.j
 /** What one event came to: per matching rule, sent, mocked or failed. */
 interface EmailOutcome {
   ruleId: number;
-  outcome: 'sent' | 'mocked' | 'failed';
+  outcome: 'sent' | 'mocked' | 'failed' | 'throttled';
+}
+
+/**
+ * Each tenant's budget of recipients per minute: a bucket of `perMinute` tokens, refilled evenly
+ * over the minute, a message taking one token per address. Kept in the process that runs the
+ * consumer (the leader); a new leader starts with full buckets.
+ */
+class RecipientBudget {
+  private readonly buckets = new Map<number, { tokens: number; at: number }>();
+  /** When a tenant's last "over budget" warning was logged. */
+  private readonly warned = new Map<number, number>();
+
+  constructor(
+    private readonly perMinute: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  take(tenantId: number, recipients: number): boolean {
+    const now = this.now();
+    const bucket = this.buckets.get(tenantId) ?? { tokens: this.perMinute, at: now };
+    bucket.tokens = Math.min(this.perMinute, bucket.tokens + ((now - bucket.at) * this.perMinute) / 60_000);
+    bucket.at = now;
+    this.buckets.set(tenantId, bucket);
+    if (bucket.tokens < recipients) return false;
+    bucket.tokens -= recipients;
+    return true;
+  }
+
+  /** Whether to log the tenant's next "over budget" line (one a minute). */
+  shouldWarn(tenantId: number): boolean {
+    const last = this.warned.get(tenantId);
+    const now = this.now();
+    if (last !== undefined && now - last < 60_000) return false;
+    this.warned.set(tenantId, now);
+    return true;
+  }
 }
 
 /**
@@ -22,11 +58,17 @@ export class EmailConsumer {
   /** A tenant's enabled rules as read at `readAt` (database time), for at most `maxAgeMs`. */
   private readonly cache = new Map<number, { rules: ActiveRule[]; readAt: Date; fetched: number }>();
 
+  private readonly budget: RecipientBudget;
+
   constructor(
     private readonly db: Database,
     private readonly mailer: () => Mailer,
     private readonly maxAgeMs = 1_000,
-  ) {}
+    /** Recipients per tenant and minute (svc.mail.recipients-per-minute); `now` for tests. */
+    limits: { recipientsPerMinute?: number; now?: () => number } = {},
+  ) {
+    this.budget = new RecipientBudget(limits.recipientsPerMinute ?? 300, limits.now);
+  }
 
   /**
    * The tenant's rules, read once for a run of events: a read serves every event written before it
@@ -49,7 +91,19 @@ export class EmailConsumer {
     const due = rules.filter((rule) => rule.createdAt.getTime() <= event.createdAt.getTime());
     if (!due.length) return [];
     const mailer = this.mailer();
-    return Promise.all(due.map((rule) => this.sendOne(mailer, rule, event)));
+    return Promise.all(due.map((rule) => (this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event) : { ruleId: rule.id, outcome: 'throttled' as const })));
+  }
+
+  /** Takes the message's recipients from its tenant's budget; false (logged, once a minute per tenant) when they do not fit. */
+  private withinBudget(rule: ActiveRule, event: OutboxEvent): boolean {
+    if (this.budget.take(event.tenantId, recipients(rule).length)) return true;
+    if (this.budget.shouldWarn(event.tenantId)) {
+      logger().warn(
+        { ruleId: rule.id, rule: rule.name, eventId: event.id, eventType: event.type, tenantId: event.tenantId },
+        `e-mail rules of tenant ${event.tenantId} are over their budget of recipients per minute (svc.mail.recipients-per-minute): event ${event.id} not sent by rule ${rule.name}, nor further messages until the budget refills (throttled; this line at most once a minute)`,
+      );
+    }
+    return false;
   }
 
   private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent): Promise<EmailOutcome> {

@@ -8,7 +8,7 @@ import { Subscribers } from '../events/subscribers.js';
 import { EmailConsumer } from './consumer.js';
 import { type Mailer, MockedMailer, type OutgoingMail } from './mailer.js';
 import {
-  createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
+  createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, MAX_RULES, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
 } from './rules.js';
 
 let testDb: MigratedDatabase;
@@ -48,7 +48,9 @@ describe('validation', () => {
   it('recipient: one address or a comma list, normalised', () => {
     expect(normalizeRecipient(' ops@example.com ')).toBe('ops@example.com');
     expect(normalizeRecipient('ops@example.com,dev@mail.example.org , OPS@example.com')).toBe('ops@example.com, dev@mail.example.org');
-    expect(normalizeRecipient('first.last+tag@localhost')).toBe('first.last+tag@localhost');
+    expect(normalizeRecipient('first.last+tag@mail.localhost')).toBe('first.last+tag@mail.localhost');
+    // A bare host name as the domain would reach the relay's own mailboxes.
+    for (const bad of ['root@localhost', 'first.last+tag@localhost', 'postmaster@relay']) expect(fieldOf(() => normalizeRecipient(bad))).toBe('recipient');
     for (const bad of ['', ' ', 'ops', 'ops@', '@example.com', 'Ops <ops@example.com>', 'a b@example.com', 'ops@exa_mple.com', 'ops@example.com,', 'a@b.c\r\nBcc: x@y.z', 'ops@-example.com']) {
       expect(fieldOf(() => normalizeRecipient(bad))).toBe('recipient');
     }
@@ -65,6 +67,24 @@ describe('rules in the database', () => {
     expect(updated).toEqual({ ...rule, subject: 'Org {{payload.orgId}}', enabled: false });
     expect(await t1((tx) => updateRule(tx, rule.id, {}))).toEqual(updated);
     expect((await t1(listRules)).map((r) => r.name)).toContain('ops');
+  });
+
+  it(`a tenant has at most ${MAX_RULES} live rules: one more is 409; a deleted rule frees its place`, async () => {
+    const made = await t2(async (tx) => {
+      const ids: number[] = [];
+      const existing = (await listRules(tx)).length;
+      for (let i = existing; i < MAX_RULES; i++) ids.push((await createRule(tx, { name: `cap-${i}`, eventTypes: ['org.created'], recipient: 'ops@globex.example' })).id);
+      return ids;
+    });
+    const over = await t2((tx) => createRule(tx, { name: 'one-too-many', eventTypes: ['org.created'], recipient: 'ops@globex.example' })).catch((e: unknown) => e);
+    expect(over).toBeInstanceOf(ConflictError);
+    expect((over as Error).message).toBe(`this tenant has ${MAX_RULES} e-mail rules, the most it may have (${MAX_RULES}): delete one first, or give a rule more patterns or recipients`);
+    // Another tenant is not counted against it.
+    const other = await t3((tx) => createRule(tx, { name: 'not-capped', eventTypes: ['org.created'], recipient: 'ops@initech.example' }));
+    await t3((tx) => deleteRule(tx, other.id));
+    await t2((tx) => deleteRule(tx, made.at(-1)!));
+    const again = await t2((tx) => createRule(tx, { name: 'one-too-many', eventTypes: ['org.created'], recipient: 'ops@globex.example' }));
+    for (const id of [...made.slice(0, -1), again.id]) await t2((tx) => deleteRule(tx, id));
   });
 
   it('names are unique per tenant; another tenant may use the same name', async () => {
@@ -206,6 +226,34 @@ describe('the e-mail consumer', () => {
     expect(reads).toBe(2);
     expect(older.map((o) => o.ruleId)).not.toContain(late.id);
     await t3((tx) => deleteRule(tx, late.id));
+  });
+
+  it('a tenant\'s messages over its budget of recipients per minute are not sent (throttled, logged once a minute); the budget refills; other tenants keep theirs', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set(['fails@initech.example']);
+    let now = 0;
+    // org-watch has two recipients: a budget of 5 a minute takes two of its messages, not a third.
+    const budgeted = new EmailConsumer(db, () => mailer, 1_000, { recipientsPerMinute: 5, now: () => now });
+    const logs = captureLogs('info');
+    try {
+      const watch = async (orgId: number) => (await budgeted.handle(event(3, 'org.updated', { orgId, tenantId: 3 }))).map((o) => o.outcome);
+      expect(await watch(20)).toEqual(['sent']);
+      expect(await watch(21)).toEqual(['sent']);
+      expect(await watch(22)).toEqual(['throttled']);
+      expect(await watch(23)).toEqual(['throttled']);
+      expect(mailer.sent.map((m) => m.subject)).toEqual(['org.updated #20', 'org.updated #21']);
+      const warnings = logs.lines().filter((l) => l.level === 'warn' && /over their budget/.test(String(l.msg)));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatchObject({ tenantId: 3, eventType: 'org.updated' });
+      // 24 s later 2 tokens more (5 a minute): the one left and those make one more message of two.
+      now += 24_000;
+      expect(await watch(24)).toEqual(['sent']);
+      expect(await watch(25)).toEqual(['throttled']);
+      // Another tenant's budget is its own.
+      expect(budgeted['budget'].take(1, 5)).toBe(true);
+    } finally {
+      logs.restore();
+    }
   });
 
   it('with the mocked mailer every message is logged as mocked', async () => {

@@ -44,6 +44,9 @@ export const DEFAULT_BODY = 'Event {{type}} (id {{id}}) in tenant {{tenantId}} a
 /** At most this many addresses in one rule's `recipient`. */
 export const MAX_RECIPIENTS = 10;
 
+/** At most this many live (not deleted) rules per tenant: rule mail is for notices, not mailings. */
+export const MAX_RULES = 50;
+
 const PATTERN = /^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*(?:\.\*)?$/;
 // A plain address: dot-atom local part, a host name of letters, digits and dashes (no display names,
 // quotes, comments or IP literals).
@@ -76,6 +79,10 @@ export function normalizeRecipient(value: string): string {
   for (const address of parts) {
     if (!isAddress(address)) {
       throw new ValidationError(`recipient: '${address}' is not an e-mail address`, 'recipient', 'plain addresses such as ops@example.com, separated by commas');
+    }
+    // A domain of two labels at least: a bare host name (`root@localhost`) would reach the relay's own mailboxes.
+    if (!address.slice(address.lastIndexOf('@') + 1).includes('.')) {
+      throw new ValidationError(`recipient: '${address}' has no domain with a dot (a bare host name is not accepted)`, 'recipient', 'plain addresses such as ops@example.com, separated by commas');
     }
     const key = address.toLowerCase();
     if (!seen.has(key)) {
@@ -140,6 +147,10 @@ export async function createRule(tx: Tx, input: EmailRuleInput, by?: string): Pr
   const body = input.body ?? DEFAULT_BODY;
   checkTemplate(subject, 'subject');
   checkTemplate(body, 'body');
+  const { rows: counted } = await tx.query<{ n: number }>('select count(*)::int as n from email.rules where deleted_at is null');
+  if (counted[0]!.n >= MAX_RULES) {
+    throw new ConflictError(`this tenant has ${counted[0]!.n} e-mail rules, the most it may have (${MAX_RULES}): delete one first, or give a rule more patterns or recipients`);
+  }
   try {
     const { rows } = await tx.query<EmailRule>(
       `insert into email.rules (tenant_id, name, event_types, recipient, subject, body, enabled, created_by, updated_by)
