@@ -250,7 +250,7 @@ describe('the e-mail consumer', () => {
       expect(await watch(24)).toEqual(['sent']);
       expect(await watch(25)).toEqual(['throttled']);
       // Another tenant's budget is its own.
-      expect(budgeted['budget'].take(1, 5)).toBe(true);
+      expect((budgeted as unknown as { budget: { take(tenant: number, recipients: number): boolean } }).budget.take(1, 5)).toBe(true);
     } finally {
       logs.restore();
     }
