@@ -2,10 +2,45 @@ import { describe, expect, it } from '@jest/globals';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { runWithContext } from './context.js';
 import { logger, registerOperationSecret } from './logger.js';
-import { redactSecrets, secretForms } from './secret-forms.js';
+import { redactSecrets } from './secret-forms.js';
 
 /** A value with every character class the encodings treat differently. */
 const SECRET = `Sk9!'(x)*~ "q\\/é+&=Zz`;
+
+/**
+ * How common libraries write `secret` back (what the masking must leave none of): as it is, as
+ * `encodeURIComponent`, a form body and a parsed URL's query write it, JSON-escaped as
+ * JSON.stringify, PHP (`\/`) and Python's ASCII mode (`\u00e9`) write it, HTML/XML-escaped in five
+ * spellings, and base64 (standard and URL-safe, without padding). Those of 4 characters or more.
+ */
+function secretForms(secret: string): string[] {
+  const json = JSON.stringify(secret).slice(1, -1);
+  const asciiJson = json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const base64 = Buffer.from(secret, 'utf8').toString('base64').replace(/=+$/, '');
+  const query = (text: string) => new URL(`http://x/?${text}`).search.slice(1);
+  const markup = [
+    { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' },
+    { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' },
+    { '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#39;' },
+    { '&': '&#x26;', '<': '&#x3c;', '>': '&#x3e;', '"': '&#x22;', "'": '&#x27;' },
+    { '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#x27;' },
+  ] as Array<Record<string, string>>;
+  const forms = new Set([
+    secret,
+    encodeURIComponent(secret),
+    new URLSearchParams({ v: secret }).toString().slice(2),
+    query(secret.replaceAll('%', '%25').replaceAll('#', '%23').replaceAll('&', '%26')),
+    query(encodeURIComponent(secret)),
+    json,
+    json.replaceAll('/', '\\/'),
+    asciiJson,
+    asciiJson.replaceAll('/', '\\/'),
+    ...markup.map((entities) => secret.replace(/[&<>"']/g, (c) => entities[c]!)),
+    base64,
+    base64.replaceAll('+', '-').replaceAll('/', '_'),
+  ]);
+  return [...forms].filter((form) => form.length >= 4);
+}
 
 describe('secret forms', () => {
   it('masks the value as it comes back URL encoded, in a form body, in a parsed next link, JSON or HTML escaped, or in base64', () => {
@@ -30,11 +65,31 @@ describe('secret forms', () => {
     }
   });
 
+  it('masks the value however an escaper spells its characters, and spelled half one way, half another', () => {
+    const markup = `p'ss"<w>&rd-TOKEN-1234`;
+    const url = 'a~b!c/d(x)*é ü';
+    const echoes: Array<[string, string]> = [
+      [markup, `p'ss"&lt;w&gt;&amp;rd-TOKEN-1234`], // XML text, minimal escaping (.NET XmlWriter, Java, lxml)
+      [markup, `p'ss&quot;&lt;w&gt;&amp;rd-TOKEN-1234`], // an XML attribute
+      [markup, `p&#x27;ss&quot;&lt;w&gt;&amp;rd-TOKEN-1234`], // Python's html.escape
+      [markup, `p&#39;ss&#34;&lt;w&gt;&amp;rd-TOKEN-1234`], // Go's html.EscapeString, Jinja2
+      [markup, `p&#X0027;ss&#0034;&lt;w&gt;&amp;rd-TOKEN-1234`], // leading zeros, a capital X
+      [markup, `p'ss"\\u003cw\\u003e\\u0026rd-TOKEN-1234`], // Go's encoding/json
+      [markup, `p\\u0027ss\\u0022\\u003Cw\\u003E\\u0026rd-TOKEN-1234`], // .NET System.Text.Json
+      [markup, `p%27ss%22%3cw%3e%26rd-TOKEN-1234`], // lower-case percent escapes
+      [url, 'a~b%21c%2Fd%28x%29%2A%C3%A9%20%C3%BC'], // Python's quote(safe=''), PHP's rawurlencode
+      [url, 'a%7Eb%21c%2fd%28x%29%2a%c3%a9+%c3%bc'], // a form body, lower case
+      [url, 'a~b!c\\/d(x)*\\u00E9 \\u00fc'], // JSON with escaped slash and upper- and lower-case \u
+    ];
+    for (const [secret, echo] of echoes) expect({ echo, masked: redactSecrets(`upstream said: ${echo} (end)`, [secret]) }).toEqual({ echo, masked: 'upstream said: [REDACTED] (end)' });
+    // Ordinary text that shares the value's letters is left alone.
+    expect(redactSecrets('rd-TOKEN and p ss w', [markup])).toBe('rd-TOKEN and p ss w');
+  });
+
   it('leaves text alone that holds no form of it, and skips values shorter than the bound', () => {
     expect(redactSecrets('nothing to see: Sk9 q Zz', [SECRET])).toBe('nothing to see: Sk9 q Zz');
     expect(redactSecrets('the plan is basic', ['basic'], 6)).toBe('the plan is basic');
     expect(redactSecrets('abc, base64 YWJj', ['abc'])).toBe('abc, base64 YWJj');
-    expect(secretForms('abcd').every((form) => form.length >= 4)).toBe(true);
   });
 });
 

@@ -1,64 +1,73 @@
 /**
- * The forms in which a secret value may come back in text the hub did not write (an upstream's
- * error body quoting the request, a log line carrying such a body, a next link): as it is; URL
- * encoded as `encodeURIComponent`, a form body and a WHATWG URL's query write it; escaped inside a
- * JSON string as JSON.stringify, PHP (`\/`) and Python's ASCII mode (`\u00e9`) write it; HTML or
- * XML escaped (an apostrophe as `&#39;` or as `&apos;`, as the SOAP envelope writes it, or every
- * escaped character as a decimal or a hexadecimal reference); and base64 (standard and URL-safe, without padding). Shorter than `minLength`, a form is
- * left out: it would blank out ordinary words. A value split across lines, or cut into pieces, is
- * not recognised.
+ * Masking a secret value in text the hub did not write (an upstream's error body quoting the
+ * request, a log line carrying such a body, a next link) in the forms it may come back in: as it
+ * is, URL or form encoded, escaped inside a JSON string, escaped as HTML or XML, or in base64
+ * (standard and URL-safe, without padding), each escaped character spelled as any escaper spells
+ * it. A value shorter than `minLength` is left alone: it would blank out ordinary words. A value
+ * split across lines, cut into pieces, or escaped twice is not recognised.
  */
-export function secretForms(secret: string, minLength = 4): string[] {
+
+/**
+ * What finds a secret in text: a pattern in which every character that is not an ASCII letter or
+ * digit may be spelled as any escaper spells it (so a value escaped by one library's rules, or by
+ * another's, or half one way, is found): as it is; percent-encoded, in either case (`%2F`, `%2f`;
+ * a space also as `+`); as a JSON escape (`\"`, `\/`, `\u00e9`, `\u003C` in either case); as an HTML or
+ * XML character reference (`&amp;`, `&apos;`, `&#39;`, `&#x27;`, `&#X27;`, with leading zeros or
+ * not). Letters and digits are never escaped by these, so the longest run of them is looked for
+ * first (`anchor`): text without it cannot hold the secret in any of those forms. Base64 forms
+ * are looked for as they are (`literals`).
+ */
+interface Matcher {
+  anchor: string | undefined;
+  pattern: RegExp;
+  literals: string[];
+}
+
+const matchers = new Map<string, Matcher>();
+
+function matcherOf(secret: string, minLength: number): Matcher {
   const key = `${minLength}:${secret}`;
-  let forms = computed.get(key);
-  if (!forms) {
-    forms = formsOf(secret, minLength);
-    if (computed.size >= 1_000) computed.clear();
-    computed.set(key, forms);
+  let matcher = matchers.get(key);
+  if (!matcher) {
+    const base64 = Buffer.from(secret, 'utf8').toString('base64').replace(/=+$/, '');
+    matcher = {
+      anchor: (secret.match(/[A-Za-z0-9]+/g) ?? []).reduce<string | undefined>((longest, run) => (run.length > (longest?.length ?? 0) ? run : longest), undefined),
+      pattern: new RegExp([...secret].map(spellings).join(''), 'g'),
+      literals: [...new Set([base64, base64.replaceAll('+', '-').replaceAll('/', '_')])].filter((form) => form.length >= minLength),
+    };
+    if (matcher.anchor !== undefined && matcher.anchor.length < 3) matcher.anchor = undefined;
+    if (matchers.size >= 1_000) matchers.clear();
+    matchers.set(key, matcher);
   }
-  return forms;
+  return matcher;
 }
 
-/** Forms already worked out (every log line is scrubbed of every secret of its unit of work). */
-const computed = new Map<string, string[]>();
+/** A regular expression's source matching a literal backslash. */
+const BACKSLASH = '\\\\';
+const JSON_SHORT: Record<string, string> = { '"': '"', '\\': BACKSLASH, '/': '/', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't' };
+const NAMED: Record<string, string[]> = { '&': ['&amp;'], '<': ['&lt;'], '>': ['&gt;'], '"': ['&quot;'], "'": ['&apos;'] };
 
-function formsOf(secret: string, minLength: number): string[] {
-  const json = JSON.stringify(secret).slice(1, -1);
-  const asciiJson = json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-  const base64 = Buffer.from(secret, 'utf8').toString('base64').replace(/=+$/, '');
-  const forms = new Set([
-    secret,
-    encodeURIComponent(secret),
-    new URLSearchParams({ v: secret }).toString().slice(2),
-    whatwgQuery(secret.replaceAll('%', '%25').replaceAll('#', '%23').replaceAll('&', '%26')),
-    whatwgQuery(encodeURIComponent(secret)),
-    json,
-    json.replaceAll('/', '\\/'),
-    asciiJson,
-    asciiJson.replaceAll('/', '\\/'),
-    ...Object.values(MARKUP).map((entities) => secret.replace(/[&<>"']/g, (c) => entities[c]!)),
-    base64,
-    base64.replaceAll('+', '-').replaceAll('/', '_'),
-  ]);
-  return [...forms].filter((form): form is string => form !== undefined && form.length >= minLength);
+/** `n` in hexadecimal, at least `width` digits, each letter matching either case. */
+function hexDigits(n: number, width = 1): string {
+  return n
+    .toString(16)
+    .padStart(width, '0')
+    .replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
 }
 
-/** How markup escapes `& < > " '`: HTML's usual spelling, XML's (`&apos;`), all decimal, all hexadecimal, and the mix of decimal and `&#x27;` some HTML escapers write. */
-const MARKUP: Record<string, Record<string, string>> = {
-  html: { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' },
-  xml: { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' },
-  decimal: { '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#39;' },
-  hex: { '&': '&#x26;', '<': '&#x3c;', '>': '&#x3e;', '"': '&#x22;', "'": '&#x27;' },
-  mixed: { '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#x27;' },
-};
-
-/** Query text as a WHATWG URL writes it back (a next link the hub parsed: `'` becomes `%27`, a space `%20`). */
-function whatwgQuery(query: string): string | undefined {
-  try {
-    return new URL(`http://x/?${query}`).search.slice(1);
-  } catch {
-    return undefined;
-  }
+/** The alternatives one character (a code point) may be spelled as, as a regular expression's source. */
+function spellings(ch: string): string {
+  const raw = ch.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+  if (/^[A-Za-z0-9]$/.test(ch)) return raw;
+  const code = ch.codePointAt(0)!;
+  const ways = [raw];
+  ways.push([...Buffer.from(ch, 'utf8')].map((byte) => `%${hexDigits(byte, 2)}`).join(''));
+  if (ch === ' ') ways.push('\\+');
+  const units = ch.length === 1 ? [ch.charCodeAt(0)] : [ch.charCodeAt(0), ch.charCodeAt(1)];
+  ways.push(units.map((unit) => `${BACKSLASH}u${hexDigits(unit, 4)}`).join(''));
+  if (JSON_SHORT[ch] !== undefined) ways.push(`${BACKSLASH}${JSON_SHORT[ch] === BACKSLASH ? BACKSLASH : JSON_SHORT[ch]}`);
+  ways.push(`&#0*${code};`, `&#[xX]0*${hexDigits(code)};`, ...(NAMED[ch] ?? []));
+  return `(?:${ways.join('|')})`;
 }
 
 /** `text` with every form of every secret replaced by `[REDACTED]`. */
@@ -66,7 +75,9 @@ export function redactSecrets(text: string, secrets: Iterable<string>, minLength
   let out = text;
   for (const secret of secrets) {
     if (secret.length < minLength) continue;
-    for (const form of secretForms(secret, minLength)) if (out.includes(form)) out = out.split(form).join('[REDACTED]');
+    const matcher = matcherOf(secret, minLength);
+    if (matcher.anchor === undefined || out.includes(matcher.anchor)) out = out.replace(matcher.pattern, '[REDACTED]');
+    for (const form of matcher.literals) if (out.includes(form)) out = out.split(form).join('[REDACTED]');
   }
   return out;
 }
