@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { parse as parseYaml } from 'yaml';
+import { parseDocument } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, MissingIntegratorRole, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
@@ -10,7 +10,7 @@ import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { depthOf, findUnstorableText, jsonTextTooDeep, MAX_JSON_DEPTH, unstorableText } from '../src/validation/input-limits.js';
 import { validate } from './validation.js';
-import { KUBECTL_YAML } from '../src/manifests/yaml.js';
+import { KUBECTL_YAML, kubectlRefusal } from '../src/manifests/yaml.js';
 
 const PLATFORM = '/api/platform/';
 /** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
@@ -116,8 +116,13 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
   let value: unknown;
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     try {
-      value = parseYaml(String(raw ?? ''), KUBECTL_YAML);
+      const doc = parseDocument(String(raw ?? ''), KUBECTL_YAML);
+      if (doc.errors[0]) throw doc.errors[0];
+      const refusal = kubectlRefusal(doc);
+      if (refusal) throw new ValidationError(`body is not a manifest kubectl would read the same: ${refusal}`, 'body');
+      value = doc.toJS();
     } catch (err) {
+      if (err instanceof ValidationError) throw err;
       // A document nested past the parser's own stack (≈ 900 levels): the yaml library reports the
       // RangeError as a parse error of its own, whose message says so.
       if (err instanceof RangeError || /Maximum call stack size exceeded/.test((err as Error).message)) throw tooDeep();

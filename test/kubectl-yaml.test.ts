@@ -26,9 +26,14 @@ function kubectlReads(text: string): Record<string, unknown> {
   return object as unknown as Record<string, unknown>;
 }
 
+/** Whether kubectl refuses to read `text`. */
+function kubectlFails(text: string): boolean {
+  return spawnSync(kubectlBinary(), ['label', '--local', '-f', '-', 'svc-test=1', '-o', 'json'], { input: text, encoding: 'utf8', env: { ...process.env, KUBECONFIG: '/dev/null' } }).status !== 0;
+}
+
 const QUIRKS = [
   'SE', 'NO', 'DK', 'on', 'Off', 'yes', 'y', 'n', 'N', 'TRUE', 'yEs', '~', 'Null',
-  '0755', '0o17', '0O17', '0X1F', '0B11', '-0b11', '0x_1F', '1_000', '08', '-08', '0b', '0b12',
+  '0755', '0o17', '0O17', '0X1F', '0B11', '-0b11', '0x_1F', '0_o17', '0_x1F', '0_b11', '-0_o17', '0__x__1F', '1_000', '08', '-08', '0b', '0b12',
   '02:30', '1:20', '190:20:30', '2024-01-01', '2001-12-14t21:59:43.10-05:00',
   '1e3', '.5', '1.', '6.8523015e+5', '685.230_15e+03', '+12', '"no"', "'0755'",
 ];
@@ -79,6 +84,31 @@ describe('manifests read as kubectl reads them', () => {
   });
 });
 
+describe('what kubectl would read otherwise, or refuse, is refused', () => {
+  const REFUSED: Array<[string, string, RegExp]> = [
+    ['infinity', 'x: .inf', /\.inf is not a finite number/],
+    ['not a number', 'x: .NaN', /\.NaN is not a finite number/],
+    ['beyond a double', 'x: 1e400', /1e400 is not a finite number/],
+    ['a binary tag', 'x: !!binary aGVsbG8=', /Unresolved tag: tag:yaml\.org,2002:binary/],
+    ['a set', 'x: !!set {a, b}', /Unresolved tag: tag:yaml\.org,2002:set/],
+    ['an ordered map', 'x: !!omap [a: 1]', /Unresolved tag: tag:yaml\.org,2002:omap/],
+  ];
+  it.each(REFUSED)('%s: svc apply names the document and why', (_name, line, why) => {
+    const text = manifest('refused', `    ${line}`);
+    expect(() => parseManifests(text, 'refused.yaml')).toThrow(why);
+    expect(() => parseManifests(text, 'refused.yaml')).toThrow(/^refused\.yaml document 1: /);
+  });
+
+  it('a %YAML directive (kubectl refuses it; it would switch the reading)', () => {
+    expect(() => parseManifests(`%YAML 1.2\n---\n${manifest('directive', '')}`, 'd.yaml')).toThrow(/a %YAML directive is not accepted/);
+    expect(kubectlFails(`%YAML 1.2\n---\n${manifest('directive', '')}`)).toBe(true);
+  });
+
+  it('kubectl refuses the non-finite numbers too', () => {
+    for (const line of ['x: .inf', 'x: .NaN']) expect(kubectlFails(manifest('refused', `    ${line}`))).toBe(true);
+  });
+});
+
 describe('the apply routes read YAML bodies as kubectl does', () => {
   let hub: TestHub;
   beforeAll(async () => {
@@ -97,5 +127,15 @@ describe('the apply routes read YAML bodies as kubectl does', () => {
     const kubectl = kubectlReads(text) as { spec: { defaults: unknown; endpoints: Array<{ pagination: unknown }> } };
     expect(stored.manifest.spec.defaults).toEqual(kubectl.spec.defaults);
     expect((stored.manifest.spec.endpoints as Array<{ pagination: { limit: number } }>)[0]!.pagination.limit).toBe(64);
+  });
+
+  it('a body kubectl would read otherwise, or refuse, is a 400 naming why', async () => {
+    for (const [line, why] of [['x: .inf', '.inf is not a finite number'], ['x: !!binary aGVsbG8=', 'Unresolved tag: tag:yaml.org,2002:binary']]) {
+      const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: manifest('refused-http', `    ${line}`) });
+      const body = (await res.json()) as { error: string; field: string };
+      expect({ status: res.status, field: body.field }).toEqual({ status: 400, field: 'body' });
+      expect(body.error).toContain(`body is not a manifest kubectl would read the same: ${why}`);
+    }
+    expect((await fetch(`${hub.url}/api/connectors/refused-http`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(404);
   });
 });

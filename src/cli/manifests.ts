@@ -1,5 +1,5 @@
 import { parseAllDocuments } from 'yaml';
-import { KUBECTL_YAML } from '../manifests/yaml.js';
+import { KUBECTL_YAML, kubectlRefusal } from '../manifests/yaml.js';
 import { CliError } from './errors.js';
 
 /**
@@ -31,8 +31,8 @@ export function parseManifests(text: string, file: string): Manifest[] {
   const objects: unknown[] = [];
   for (const [i, doc] of parseAllDocuments(text, KUBECTL_YAML).entries()) {
     const where = `${file} document ${i + 1}`;
-    const problem = doc.errors[0];
-    if (problem) throw new CliError(`${where}: ${problem.message}`);
+    const problem = doc.errors[0]?.message ?? kubectlRefusal(doc);
+    if (problem) throw new CliError(`${where}: ${problem}`);
     const value = doc.toJS() as unknown;
     if (value === null || value === undefined) continue;
     objects.push(...flatten(value));

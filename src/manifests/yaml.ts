@@ -1,4 +1,4 @@
-import type { DocumentOptions, ParseOptions, ScalarTag, SchemaOptions, ToStringOptions } from 'yaml';
+import { type Document, type DocumentOptions, type ParseOptions, type ScalarTag, type SchemaOptions, type ToStringOptions, visit } from 'yaml';
 
 /**
  * Integers with a prefix Go reads and YAML 1.1 does not (`0o17`, and `0O`, `0X`, `0B` in capitals):
@@ -9,8 +9,9 @@ const GO_PREFIXED_INT: ScalarTag = {
   identify: () => false,
   default: true,
   tag: 'tag:yaml.org,2002:int',
-  test: /^[-+]?0[oOxXbB][0-9a-fA-F_]+$/,
+  test: /^[-+]?0_*[oOxXbB][0-9a-fA-F_]+$/,
   resolve: (text: string) => {
+    // go-yaml drops every underscore first: `0_x1F` is 0x1F.
     const value = Number(text.replace(/^[-+]/, '').replaceAll('_', ''));
     if (Number.isNaN(value)) return text;
     return text.startsWith('-') ? -value : value;
@@ -30,5 +31,33 @@ const GO_PREFIXED_INT: ScalarTag = {
  */
 export const KUBECTL_YAML: ParseOptions & DocumentOptions & SchemaOptions & ToStringOptions = {
   version: '1.1',
-  customTags: (tags) => [...tags.filter((tag) => typeof tag === 'string' || !(tag.tag === 'tag:yaml.org,2002:timestamp' || tag.format === 'TIME')), GO_PREFIXED_INT],
+  customTags: (tags) => [...tags.filter((tag) => typeof tag === 'string' || !(NOT_KUBECTL.has(tag.tag) || tag.format === 'TIME')), GO_PREFIXED_INT],
 };
+
+/**
+ * YAML 1.1 tags kubectl does not give their YAML meaning: a timestamp stays a string there, and
+ * `!!binary`, `!!set`, `!!omap`, `!!pairs` become other values than YAML's. Left out, an explicit one
+ * is an unresolved tag, which `kubectlRefusal` refuses.
+ */
+const NOT_KUBECTL = new Set(['tag:yaml.org,2002:timestamp', 'tag:yaml.org,2002:binary', 'tag:yaml.org,2002:set', 'tag:yaml.org,2002:omap', 'tag:yaml.org,2002:pairs']);
+
+/**
+ * Why a parsed manifest document cannot be taken as kubectl would take it, or undefined: a `%YAML`
+ * directive (kubectl refuses one; here it would switch the reading), a tag the reading does not
+ * resolve as kubectl does (`!!binary`, `!!set`, `!!float 1`), or a number that is not finite
+ * (`.inf`, `.nan`, `1e400`: JSON cannot carry it; kubectl refuses the first two). Refusing is the
+ * safe side: what is accepted reads as kubectl reads it.
+ */
+export function kubectlRefusal(doc: Document): string | undefined {
+  if (doc.directives?.yaml.explicit) return 'a %YAML directive is not accepted: manifests are read as kubectl reads them (YAML 1.1 plain scalars), whatever version it names';
+  const warning = doc.warnings[0];
+  if (warning) return `${warning.message.split('\n')[0]!.replace(/:$/, '')}: write the value without the tag (kubectl would read it otherwise, or refuse it)`;
+  let infinite: string | undefined;
+  visit(doc, {
+    Scalar(_key, node) {
+      if (infinite === undefined && typeof node.value === 'number' && !Number.isFinite(node.value)) infinite = node.source ?? String(node.value);
+    },
+  });
+  if (infinite !== undefined) return `${infinite} is not a finite number, which JSON cannot carry (kubectl refuses it too): quote it to mean the text`;
+  return undefined;
+}
