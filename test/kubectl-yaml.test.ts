@@ -104,6 +104,11 @@ describe('what kubectl would read otherwise, or refuse, is refused', () => {
     expect(kubectlFails(`%YAML 1.2\n---\n${manifest('directive', '')}`)).toBe(true);
   });
 
+  it('a local tag (`!foo`) is read as if untagged, as kubectl reads it', () => {
+    const text = manifest('local-tag', '    note: !foo bar\n    meta: !meta {a: 1}');
+    expect(parseManifests(text, 'l.yaml').map((m) => m.body)).toEqual([kubectlReads(text)]);
+  });
+
   it('kubectl refuses the non-finite numbers too', () => {
     for (const line of ['x: .inf', 'x: .NaN']) expect(kubectlFails(manifest('refused', `    ${line}`))).toBe(true);
   });

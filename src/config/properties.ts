@@ -187,8 +187,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Sender address of rule messages (`ops@example.com` or `Hub <ops@example.com>`).' }),
   p({ group: 'Mail', name: 'svc.mail.tls-ca', kind: 'string',
     description: 'PEM file of the certificate authorities to trust for the SMTP server, besides the system ones (a private or self-signed server certificate).' }),
-  p({ group: 'Mail', name: 'svc.mail.recipients-per-minute', kind: 'int', min: 1, default: 300,
-    description: 'Recipients one tenant\'s e-mail rules may send to per minute, in all (a message to three addresses counts three; a burst up to the whole budget is allowed). A message over the budget is not sent: it is logged as `throttled` and skipped, as a failed send is.' }),
+  p({ group: 'Mail', name: 'svc.mail.recipients-per-minute', kind: 'int', min: 10, default: 300,
+    description: 'Recipients one tenant\'s e-mail rules may send to per minute, in all (a message to three addresses counts three; a burst up to the whole budget is allowed; a message goes while any of the budget is left, the budget then owing the rest). A message sent with none left is not sent: it is logged as `throttled` and skipped, as a failed send is. At least 10, the most recipients of one rule.' }),
   p({ group: 'Mail', name: 'svc.mail.timeout', kind: 'duration', default: '10s',
     description: 'Connect, greeting and idle-socket timeout of one send; a send that runs out is logged as failed and skipped.' }),
 

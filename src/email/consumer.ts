@@ -13,7 +13,8 @@ interface EmailOutcome {
 
 /**
  * Each tenant's budget of recipients per minute: a bucket of `perMinute` tokens, refilled evenly
- * over the minute, a message taking one token per address. Kept in the process that runs the
+ * over the minute, a message taking one token per address (it goes while one token is left, the
+ * bucket then owing the rest). Kept in the process that runs the
  * consumer (the leader); a new leader starts with full buckets.
  */
 class RecipientBudget {
@@ -32,7 +33,9 @@ class RecipientBudget {
     bucket.tokens = Math.min(this.perMinute, bucket.tokens + ((now - bucket.at) * this.perMinute) / 60_000);
     bucket.at = now;
     this.buckets.set(tenantId, bucket);
-    if (bucket.tokens < recipients) return false;
+    // A message goes while any token is left, and may take the budget below zero: a rule with many
+    // recipients is not starved by one with few that takes each token as it comes back.
+    if (bucket.tokens < 1) return false;
     bucket.tokens -= recipients;
     return true;
   }

@@ -80,9 +80,15 @@ export function normalizeRecipient(value: string): string {
     if (!isAddress(address)) {
       throw new ValidationError(`recipient: '${address}' is not an e-mail address`, 'recipient', 'plain addresses such as ops@example.com, separated by commas');
     }
-    // A domain of two labels at least: a bare host name (`root@localhost`) would reach the relay's own mailboxes.
-    if (!address.slice(address.lastIndexOf('@') + 1).includes('.')) {
-      throw new ValidationError(`recipient: '${address}' has no domain with a dot (a bare host name is not accepted)`, 'recipient', 'plain addresses such as ops@example.com, separated by commas');
+    // A domain of two labels at least, not the relay's own names: a bare host name (`root@localhost`),
+    // `localhost.localdomain` or an address written as numbers would reach the relay's own mailboxes.
+    const labels = address.slice(address.lastIndexOf('@') + 1).toLowerCase().split('.');
+    if (labels.length < 2 || /^[0-9]+$/.test(labels.at(-1)!) || labels.some((label) => label === 'localhost' || label === 'localdomain')) {
+      throw new ValidationError(
+        `recipient: '${address}' is not an address on a public domain (a bare host name, localhost, localdomain or a numeric address is not accepted)`,
+        'recipient',
+        'plain addresses such as ops@example.com, separated by commas',
+      );
     }
     const key = address.toLowerCase();
     if (!seen.has(key)) {
@@ -147,6 +153,8 @@ export async function createRule(tx: Tx, input: EmailRuleInput, by?: string): Pr
   const body = input.body ?? DEFAULT_BODY;
   checkTemplate(subject, 'subject');
   checkTemplate(body, 'body');
+  // One create at a time per tenant, so that two at once cannot both pass the count.
+  await tx.query("select pg_advisory_xact_lock(hashtext('email.rules'), $1)", [tenantOf(tx)]);
   const { rows: counted } = await tx.query<{ n: number }>('select count(*)::int as n from email.rules where deleted_at is null');
   if (counted[0]!.n >= MAX_RULES) {
     throw new ConflictError(`this tenant has ${counted[0]!.n} e-mail rules, the most it may have (${MAX_RULES}): delete one first, or give a rule more patterns or recipients`);

@@ -43,15 +43,20 @@ const NOT_KUBECTL = new Set(['tag:yaml.org,2002:timestamp', 'tag:yaml.org,2002:b
 
 /**
  * Why a parsed manifest document cannot be taken as kubectl would take it, or undefined: a `%YAML`
- * directive (kubectl refuses one; here it would switch the reading), a tag the reading does not
- * resolve as kubectl does (`!!binary`, `!!set`, `!!float 1`), or a number that is not finite
+ * directive (kubectl refuses one; here it would switch the reading), a YAML tag the reading does not
+ * resolve as kubectl does (`!!binary`, `!!set`, `!!float 1`; a local tag such as `!foo` is read as
+ * if untagged, as kubectl reads it), another warning of the parser, or a number that is not finite
  * (`.inf`, `.nan`, `1e400`: JSON cannot carry it; kubectl refuses the first two). Refusing is the
  * safe side: what is accepted reads as kubectl reads it.
  */
 export function kubectlRefusal(doc: Document): string | undefined {
   if (doc.directives?.yaml.explicit) return 'a %YAML directive is not accepted: manifests are read as kubectl reads them (YAML 1.1 plain scalars), whatever version it names';
-  const warning = doc.warnings[0];
-  if (warning) return `${warning.message.split('\n')[0]!.replace(/:$/, '')}: write the value without the tag (kubectl would read it otherwise, or refuse it)`;
+  for (const warning of doc.warnings) {
+    const first = warning.message.split('\n')[0]!.replace(/:$/, '');
+    if (warning.code !== 'TAG_RESOLVE_FAILED') return first;
+    // A local tag (`!foo`) is read as if untagged, as go-yaml reads it; a YAML tag it does not resolve as kubectl would is refused.
+    if (first.includes('tag:yaml.org,2002:')) return `${first}: write the value without the tag (kubectl would read it otherwise, or refuse it)`;
+  }
   let infinite: string | undefined;
   visit(doc, {
     Scalar(_key, node) {

@@ -38,9 +38,9 @@ export function registerOperationSecret(value: string | undefined): void {
 
 function scrub(line: string): string {
   // Each secret in every form it may take in a line (src/observability/secret-forms.ts).
-  let out = redactSecrets(line, hubSecrets, MIN_SECRET_LENGTH);
+  // The hub's and the unit of work's secrets in one pass: a shorter one must not cut a longer one apart first.
   const operation = currentContext()?.secrets;
-  if (operation) out = redactSecrets(out, operation, MIN_SECRET_LENGTH);
+  const out = redactSecrets(line, operation?.size ? [...hubSecrets, ...operation] : hubSecrets, MIN_SECRET_LENGTH);
   // Bearer tokens and basic credentials, wherever they appear in text.
   return out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, '$1 [REDACTED]');
 }

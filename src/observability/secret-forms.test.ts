@@ -86,6 +86,13 @@ describe('secret forms', () => {
     expect(redactSecrets('rd-TOKEN and p ss w', [markup])).toBe('rd-TOKEN and p ss w');
   });
 
+  it('a secret inside another does not cut the longer one apart, whatever their order', () => {
+    for (const secrets of [['1234', 'tok_1234_ABCDEFGHSECRETVALUE'], ['tok_1234_ABCDEFGHSECRETVALUE', '1234']]) {
+      expect(redactSecrets('Authorization: Bearer tok_1234_ABCDEFGHSECRETVALUE', secrets)).toBe('Authorization: Bearer [REDACTED]');
+      expect(redactSecrets(`x=${encodeURIComponent('pa ss/word&more')}`, secrets.map((s) => (s === '1234' ? 'pa ss' : 'pa ss/word&more')))).toBe('x=[REDACTED]');
+    }
+  });
+
   it('leaves text alone that holds no form of it, and skips values shorter than the bound', () => {
     expect(redactSecrets('nothing to see: Sk9 q Zz', [SECRET])).toBe('nothing to see: Sk9 q Zz');
     expect(redactSecrets('the plan is basic', ['basic'], 6)).toBe('the plan is basic');

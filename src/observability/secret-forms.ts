@@ -70,10 +70,14 @@ function spellings(ch: string): string {
   return `(?:${ways.join('|')})`;
 }
 
-/** `text` with every form of every secret replaced by `[REDACTED]`. */
+/**
+ * `text` with every form of every secret replaced by `[REDACTED]`. The longest secrets first: a
+ * shorter one inside a longer one (a client id inside its token) would otherwise cut the longer one
+ * apart and leave the rest of it readable.
+ */
 export function redactSecrets(text: string, secrets: Iterable<string>, minLength = 4): string {
   let out = text;
-  for (const secret of secrets) {
+  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
     if (secret.length < minLength) continue;
     const matcher = matcherOf(secret, minLength);
     if (matcher.anchor === undefined || out.includes(matcher.anchor)) out = out.replace(matcher.pattern, '[REDACTED]');
