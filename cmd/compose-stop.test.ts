@@ -95,14 +95,16 @@ describe('a clean stop with a delivery backlog', () => {
     try {
       const created = await devClient(own.url, 1).post('/api/tenants/1/integrations', { name: 'slow', targetUrl: `${slow.url}/slow`, eventTypes: ['org.updated'], authMode: 'NONE' });
       expect(created.status).toBe(201);
-      // 10,000 events for an endpoint that takes 16 a second (8 at once, half a second each): two minutes of work.
+      // 10,000 events for an endpoint that takes 16 a second (8 at once, half a second each): ten minutes of work.
       await own.services.db.withTenant(1, async (tx) => {
         for (let n = 0; n < 10_000; n++) await own.services.events.emit(tx, 'org.updated', { orgId: n, tenantId: 1 });
       });
       await slow.waitFor(16, '/slow', 10_000);
       const began = Date.now();
       await own.stop();
-      expect(Date.now() - began).toBeLessThan(5_000);
+      // Seconds, not the minutes the backlog would take: 20 s leaves room for a loaded 2-core machine
+      // (5 s to 9 s seen while another test suite ran beside it, for the code before and after).
+      expect(Date.now() - began).toBeLessThan(20_000);
       // Deliveries the endpoint answered are recorded succeeded (the ones it was still holding were
       // aborted: received there, not answered); the rest stay open for the next leader.
       const { rows } = await ownOwner.query<{ succeeded: number; open: number }>(
