@@ -15,11 +15,7 @@ import { startTestHub, type TestHub } from './harness/hub.js';
 
 /** What kubectl makes of `text`: its JSON, without the label the command adds. */
 function kubectlReads(text: string): Record<string, unknown> {
-  const out = spawnSync(kubectlBinary(), ['label', '--local', '-f', '-', 'svc-test=1', '-o', 'json'], {
-    input: text,
-    encoding: 'utf8',
-    env: { ...process.env, KUBECONFIG: '/dev/null' },
-  });
+  const out = kubectl(text);
   if (out.status !== 0) throw new Error(`kubectl failed: ${out.stderr}`);
   const object = JSON.parse(out.stdout) as { metadata: { labels?: Record<string, string> } };
   delete object.metadata.labels;
@@ -28,7 +24,12 @@ function kubectlReads(text: string): Record<string, unknown> {
 
 /** Whether kubectl refuses to read `text`. */
 function kubectlFails(text: string): boolean {
-  return spawnSync(kubectlBinary(), ['label', '--local', '-f', '-', 'svc-test=1', '-o', 'json'], { input: text, encoding: 'utf8', env: { ...process.env, KUBECONFIG: '/dev/null' } }).status !== 0;
+  return kubectl(text).status !== 0;
+}
+
+/** kubectl reading `text` (no server: `label --local` prints the object it read as JSON). */
+function kubectl(text: string) {
+  return spawnSync(kubectlBinary(), ['label', '--local', '-f', '-', 'svc-test=1', '-o', 'json'], { input: text, encoding: 'utf8', env: { ...process.env, KUBECONFIG: '/dev/null' } });
 }
 
 const QUIRKS = [

@@ -2,7 +2,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { LOG_LEVELS } from '../config/properties.js';
 import { currentContext } from './context.js';
-import { redactSecrets } from './secret-forms.js';
+import { longestFirst, redactSecrets } from './secret-forms.js';
 
 export type { Logger } from 'pino';
 
@@ -12,13 +12,17 @@ export type { Logger } from 'pino';
  * scrubbed of them before it is written.
  */
 const hubSecrets = new Set<string>();
+/** The same, longest first (the order masking needs), kept as they are registered rather than sorted per line. */
+let hubSecretsByLength: string[] = [];
 
 /** Shorter values would blank out ordinary words. */
 const MIN_SECRET_LENGTH = 6;
 
 /** A credential of the hub itself (its configuration, its database): scrubbed from every line. */
 export function registerSecret(value: string | undefined): void {
-  if (value && value.length >= MIN_SECRET_LENGTH) hubSecrets.add(value);
+  if (!value || value.length < MIN_SECRET_LENGTH || hubSecrets.has(value)) return;
+  hubSecrets.add(value);
+  hubSecretsByLength = [...hubSecrets].sort(longestFirst);
 }
 
 /**
@@ -40,7 +44,7 @@ function scrub(line: string): string {
   // Each secret in every form it may take in a line (src/observability/secret-forms.ts).
   // The hub's and the unit of work's secrets in one pass: a shorter one must not cut a longer one apart first.
   const operation = currentContext()?.secrets;
-  const out = redactSecrets(line, operation?.size ? [...hubSecrets, ...operation] : hubSecrets, MIN_SECRET_LENGTH);
+  const out = redactSecrets(line, operation?.size ? [...hubSecretsByLength, ...operation].sort(longestFirst) : hubSecretsByLength, MIN_SECRET_LENGTH);
   // Bearer tokens and basic credentials, wherever they appear in text.
   return out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, '$1 [REDACTED]');
 }

@@ -70,6 +70,9 @@ function spellings(ch: string): string {
   return `(?:${ways.join('|')})`;
 }
 
+/** Orders secrets longest first (`redactSecrets`' order). */
+export const longestFirst = (a: string, b: string): number => b.length - a.length;
+
 /**
  * `text` with every form of every secret replaced by `[REDACTED]`. The longest secrets first: a
  * shorter one inside a longer one (a client id inside its token) would otherwise cut the longer one
@@ -77,7 +80,10 @@ function spellings(ch: string): string {
  */
 export function redactSecrets(text: string, secrets: Iterable<string>, minLength = 4): string {
   let out = text;
-  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
+  const list = Array.isArray(secrets) ? (secrets as readonly string[]) : [...secrets];
+  // A list already longest first (the log scrubber's) is used as it is: no copy, no sort per call.
+  const ordered = list.every((secret, i) => i === 0 || list[i - 1]!.length >= secret.length) ? list : [...list].sort(longestFirst);
+  for (const secret of ordered) {
     if (secret.length < minLength) continue;
     const matcher = matcherOf(secret, minLength);
     if (matcher.anchor === undefined || out.includes(matcher.anchor)) out = out.replace(matcher.pattern, '[REDACTED]');
