@@ -77,7 +77,8 @@ describe('manifests read as kubectl reads them', () => {
   });
 
   it('what the hub writes as YAML, kubectl reads back as the same values (strings that YAML 1.1 would take for booleans or numbers are quoted)', () => {
-    const values = { strings: ['no', 'NO', 'on', 'y', 'Yes', '0755', '0o17', '1_000', '02:30', '2024-01-01', '~', 'null', '.5', '1e3'], numbers: [493, 0.5, 1000], flags: [true, false] };
+    // A stored key `<<` (a header's, a data field's) is written quoted: plain, it would merge.
+    const values = { strings: ['no', 'NO', 'on', 'y', 'Yes', '0755', '0o17', '1_000', '02:30', '2024-01-01', '~', 'null', '.5', '1e3', '<<'], numbers: [493, 0.5, 1000], flags: [true, false], headers: { '<<': 'text', nested: [{ '<<': { k: 1 }, j: 2 }] } };
     const object = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'written' }, spec: values };
     const text = stringify(object, KUBECTL_YAML);
     expect(kubectlReads(text)).toEqual(object);

@@ -1,4 +1,4 @@
-import { type Document, type DocumentOptions, type ParseOptions, type ScalarTag, type SchemaOptions, type ToStringOptions, visit } from 'yaml';
+import { type CollectionTag, type Document, type DocumentOptions, type ParseOptions, type ScalarTag, type SchemaOptions, type ToStringOptions, visit } from 'yaml';
 
 /**
  * Integers with a prefix Go reads and YAML 1.1 does not (`0o17`, and `0O`, `0X`, `0B` in capitals):
@@ -18,6 +18,18 @@ const GO_PREFIXED_INT: ScalarTag = {
   },
 };
 
+const MERGE = 'tag:yaml.org,2002:merge';
+
+/**
+ * The merge key, read as YAML 1.1 reads it (a plain `<<` key merges a mapping) but never chosen
+ * to write a string: a stored key `<<` (a header's, a data field's) is written quoted, `"<<"`, which
+ * kubectl and this reading take as the text. The yaml package would write it plain, a merge.
+ */
+const MERGE_READ_ONLY = (tag: ScalarTag | CollectionTag): ScalarTag | CollectionTag => ({
+  ...tag,
+  identify: (value: unknown) => typeof value === 'symbol' && value.description === '<<',
+});
+
 /**
  * YAML as kubectl reads it, for manifests: the same bytes go to `kubectl apply`, `svc apply -f` and
  * the apply routes, so they must become the same object. kubectl (sigs.k8s.io/yaml over go-yaml v2)
@@ -31,8 +43,12 @@ const GO_PREFIXED_INT: ScalarTag = {
  */
 export const KUBECTL_YAML: ParseOptions & DocumentOptions & SchemaOptions & ToStringOptions = {
   version: '1.1',
-  customTags: (tags) => [...tags.filter((tag) => typeof tag === 'string' || !(NOT_KUBECTL.has(tag.tag) || tag.format === 'TIME')), GO_PREFIXED_INT],
+  customTags: (tags) => [
+    ...tags.filter((tag) => typeof tag === 'string' || !(NOT_KUBECTL.has(tag.tag) || tag.format === 'TIME')).map((tag) => (typeof tag !== 'string' && tag.tag === MERGE ? MERGE_READ_ONLY(tag) : tag)),
+    GO_PREFIXED_INT,
+  ],
 };
+
 
 /**
  * YAML 1.1 tags kubectl does not give their YAML meaning: a timestamp stays a string there, and
