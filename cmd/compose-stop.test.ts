@@ -102,9 +102,10 @@ describe('a clean stop with a delivery backlog', () => {
       await slow.waitFor(16, '/slow', 10_000);
       const began = Date.now();
       await own.stop();
-      // Seconds, not the minutes the backlog would take: 20 s leaves room for a loaded 2-core machine
-      // (5 s to 9 s seen while another test suite ran beside it, for the code before and after).
-      expect(Date.now() - began).toBeLessThan(20_000);
+      // Not the minutes the backlog would take, nor an embedding batch of the search index in
+      // progress (seconds on a busy machine; the stop drops it): 0.2 s here on a quiet machine, the
+      // bound leaves room for a loaded one.
+      expect(Date.now() - began).toBeLessThan(5_000);
       // Deliveries the endpoint answered are recorded succeeded (the ones it was still holding were
       // aborted: received there, not answered); the rest stay open for the next leader.
       const { rows } = await ownOwner.query<{ succeeded: number; open: number }>(

@@ -198,7 +198,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     // Written rows become chunks and vectors after their run commits; the platform corpus is built
     // once per start. Pending work is claimed row by row, so several processes may index at once.
     clocks.schedule('retrieval-index', { every: config.duration('svc.retrieval.index-every') }, async () => {
-      const done = await retrieval.indexPass();
+      const done = await retrieval.indexPass(clocks.stopSignal);
       if (done.expanded || done.embedded) logger().debug(done, 'retrieval indexed');
     });
     retrieval.reindex();

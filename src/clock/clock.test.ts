@@ -87,6 +87,32 @@ describe('clock runner', () => {
     expect(finished).toBe(after);
   });
 
+  it('stop signals stopSignal before it waits, so a job that can drop its step ends at once', async () => {
+    const clock = runner();
+    let sawAbort = false;
+    clock.schedule('droppable', { every: 10 }, async () => {
+      if (clock.stopSignal.aborted) return;
+      // A step of a minute, given up on the stop.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 60_000);
+        clock.stopSignal.addEventListener('abort', () => {
+          sawAbort = true;
+          clearTimeout(timer);
+          resolve();
+        }, { once: true });
+      });
+    });
+    clock.start();
+    while (!clock.stats('droppable').running) await sleep(5);
+    const began = Date.now();
+    await clock.stop();
+    expect(sawAbort).toBe(true);
+    expect(Date.now() - began).toBeLessThan(1_000);
+    // Started again, the signal is a new one.
+    clock.start();
+    expect(clock.stopSignal.aborted).toBe(false);
+  });
+
   it('daily times are UTC and always in the future', () => {
     const now = Date.parse('2026-11-22T03:00:00Z');
     expect(msUntilDaily('04:30', now)).toBe(90 * 60_000);

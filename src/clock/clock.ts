@@ -34,6 +34,7 @@ interface Job {
 export class ClockRunner {
   private readonly jobs = new Map<string, Job>();
   private started = false;
+  private stopping = new AbortController();
 
   constructor(private readonly now: Now = Date.now) {}
 
@@ -50,6 +51,7 @@ export class ClockRunner {
   start(): void {
     if (this.started) return;
     this.started = true;
+    if (this.stopping.signal.aborted) this.stopping = new AbortController();
     for (const job of this.jobs.values()) this.arm(job);
   }
 
@@ -74,9 +76,19 @@ export class ClockRunner {
     return this.started;
   }
 
-  /** Stops ticking and waits for the runs in progress. */
+  /**
+   * Aborted when stop() is called: a job whose work can be dropped halfway without harm (work that
+   * is picked up again by the next tick or the next start) gives up at once on it, rather than
+   * holding the stop until its step ends.
+   */
+  get stopSignal(): AbortSignal {
+    return this.stopping.signal;
+  }
+
+  /** Stops ticking and waits for the runs in progress (signalling stopSignal first). */
   async stop(): Promise<void> {
     this.started = false;
+    this.stopping.abort(new Error('the clocks are stopping'));
     for (const job of this.jobs.values()) {
       if (job.timer) clearTimeout(job.timer);
       job.timer = undefined;

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { prepareRow } from '../connectors/target/rows.js';
 import type { Target } from '../connectors/types.js';
-import { pendingIndexer } from './indexer.js';
+import type { EmbeddingPort } from './embedding/port.js';
+import { embedPending, pendingIndexer } from './indexer.js';
 
 /**
  * Ingestion's hand-off as stored: a written chunk's pending entry carries its rows' hashes (1,000
@@ -44,5 +45,65 @@ describe('retrieval.pending: the hand-off of a written chunk', () => {
     expect(stored[0]!.storage).toBe('e');
     expect(stored[0]!.compression).toBeNull();
     expect(stored[0]!.fullSize).toBe(true); // its stored size at least the hashes' own bytes
+  });
+});
+
+/**
+ * A stop does not wait for the model: a batch being embedded when the clocks stop (seconds on a busy
+ * machine, once the whole of a clean stop) is dropped, its chunks left pending for the next start.
+ */
+describe('embedPending under a stop', () => {
+  let t: MigratedDatabase;
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'acme' });
+    await t.owner.query(
+      `insert into retrieval.chunks (tenant_id, corpus, scopes, row_hash, table_name, external_id, content)
+       select 1, 'crm', '{}'::text[], md5(i::text), 'ext.rows', i::text, 'chunk ' || i from generate_series(1, 3) as i`,
+    );
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** A model that answers only when told to (a slow local model), with unit vectors of 4 dimensions. */
+  function heldModel() {
+    let answer: () => void = () => {};
+    const calls: string[][] = [];
+    const port: EmbeddingPort = {
+      provider: 'local',
+      model: 'held',
+      dimensions: 4,
+      embed: (texts) => {
+        calls.push(texts);
+        return new Promise((resolve) => {
+          answer = () => resolve(texts.map(() => Float32Array.from([1, 0, 0, 0])));
+        });
+      },
+    };
+    return { port, calls, answer: () => answer() };
+  }
+  const embedded = async () => (await t.owner.query<{ n: number }>('select count(embedding)::int as n from retrieval.chunks')).rows[0]!.n;
+
+  it('returns at once on the abort, writes nothing, and ignores the answer that comes later', async () => {
+    const model = heldModel();
+    const stop = new AbortController();
+    const pass = embedPending(t.db, model.port, 10, undefined, stop.signal);
+    while (model.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
+    const began = Date.now();
+    stop.abort();
+    expect(await pass).toBe(0);
+    expect(Date.now() - began).toBeLessThan(1_000);
+    model.answer();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await embedded()).toBe(0);
+  });
+
+  it('without a stop, the answer is written (the same model, so the test above can tell)', async () => {
+    const model = heldModel();
+    const pass = embedPending(t.db, model.port, 10, undefined, new AbortController().signal);
+    while (model.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
+    model.answer();
+    expect(await pass).toBe(3);
+    expect(await embedded()).toBe(3);
   });
 });

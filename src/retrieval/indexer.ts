@@ -95,14 +95,17 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
  * become visible in their order (in-memory indexes load what is newer than the last they saw).
  * Returns how many chunks got a vector.
  */
-export async function embedPending(db: Database, port: EmbeddingPort, batch: number, pgvector?: { schema: string }): Promise<number> {
+export async function embedPending(db: Database, port: EmbeddingPort, batch: number, pgvector?: { schema: string }, signal?: AbortSignal): Promise<number> {
   const { rows } = await db.crossTenantQuery<{ id: number; content: string }>(
     'retrieval-embed',
     'select id, content from retrieval.chunks where embedding is null order by id limit $1',
     [batch],
   );
-  if (rows.length === 0) return 0;
-  const vectors = await port.embed(rows.map((r) => r.content));
+  if (rows.length === 0 || signal?.aborted) return 0;
+  // No transaction is open while the model works: on `signal` the batch is dropped (its chunks stay
+  // pending), the model's answer, should it still come, is ignored.
+  const vectors = await unlessAborted(port.embed(rows.map((r) => r.content)), signal);
+  if (vectors === undefined) return 0;
   return db.crossTenant('retrieval-embed', async (tx) => {
     await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
     // With pgvector (src/retrieval/pgvector.ts) the same vector is written to `vec` as well.
@@ -116,6 +119,26 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
       [rows.map((r) => r.id), vectors.map(encodeVector), modelName(port), ...vec.values],
     );
     return result.rowCount ?? 0;
+  });
+}
+
+/** `work`'s value, or undefined as soon as `signal` aborts (work's own outcome is then ignored). */
+function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  if (!signal) return work;
+  return new Promise<T | undefined>((resolve, reject) => {
+    const onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) resolve(undefined);
+        else reject(err);
+      },
+    );
   });
 }
 

@@ -81,8 +81,12 @@ export interface RetrievalServices {
   status(tenantId: number): Promise<RetrievalStatus>;
   /** Starts rebuilding the platform corpus in the background; resolves at once. */
   reindex(): void;
-  /** One indexer pass: pending rows into chunks, then chunks into vectors. What the background clock runs. */
-  indexPass(): Promise<{ expanded: number; embedded: number }>;
+  /**
+   * One indexer pass: pending rows into chunks, then chunks into vectors. What the background clock
+   * runs; `signal` (the clocks' stop) ends it at once, a batch being embedded dropped (its chunks
+   * stay pending for the next start).
+   */
+  indexPass(signal?: AbortSignal): Promise<{ expanded: number; embedded: number }>;
   /** The embedding port (chat embeds its question with it). */
   readonly embedding: EmbeddingPort | undefined;
   /** Waits for a running reindex (tests, orderly stop). */
@@ -235,12 +239,14 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
 
   /**
    * Bounded work per pass (a clock tick): whatever is pending becomes chunks, then batches are embedded
-   * for at most PASS_BUDGET_MS, so that a stop waits for one batch at most and the next tick goes on.
+   * for at most PASS_BUDGET_MS, and the next tick goes on. A stop (`signal`) does not wait for the
+   * batch being embedded (seconds on a busy machine): its vectors are dropped unwritten.
    */
-  async function indexPass(): Promise<{ expanded: number; embedded: number }> {
+  async function indexPass(signal?: AbortSignal): Promise<{ expanded: number; embedded: number }> {
     const started = Date.now();
+    const goOn = () => !stopping && !signal?.aborted;
     let expanded = 0;
-    for (let n = await expandPending(db); n > 0 && !stopping; n = await expandPending(db)) expanded += n;
+    for (let n = await expandPending(db); n > 0 && goOn(); n = await expandPending(db)) expanded += n;
     if (!embedding) return { expanded, embedded: 0 };
     if (!modelChecked) {
       await forgetOtherModels(db, embedding);
@@ -249,12 +255,12 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     const { pgvector } = await vectors(embedding);
     let embedded = 0;
     // Chunks embedded before the database had pgvector get their `vec` from the stored vector.
-    while (pgvector && !stopping && Date.now() - started < PASS_BUDGET_MS) {
+    while (pgvector && goOn() && Date.now() - started < PASS_BUDGET_MS) {
       if ((await fillVectorColumn(db, modelName(embedding), pgvector.schema)) === 0) break;
     }
-    while (!stopping && Date.now() - started < PASS_BUDGET_MS) {
+    while (goOn() && Date.now() - started < PASS_BUDGET_MS) {
       // One batch per thread of the model, so that they all work.
-      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector);
+      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal);
       if (n === 0) break;
       embedded += n;
     }
