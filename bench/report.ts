@@ -326,8 +326,10 @@ function exportBench(r: Json): string {
   lines.push('');
   if (r.sizes[0].destinations[r.destinations[0]].runs) {
     // Each hub run: the RSS it started from (after a full GC), its peak, and what it added.
-    const mem = (h: Json) => `${f(h.baselineRssMb, 0)} → ${f(h.vmHwmMb ?? h.peakRssMb, 0)} (${h.rssGrowthMb >= 0 ? '+' : ''}${f(h.rssGrowthMb, 0)})`;
-    lines.push(header(['hub runs: RSS before → peak (growth), MB', ...Array.from({ length: r.rounds }, (_v, i) => `round ${i + 1}`)], ['---', ...Array.from({ length: r.rounds }, () => '---:')]));
+    const young = r.sizes.some((s: Json) => r.destinations.some((d: string) => s.destinations[d].runs.some((run: Json) => run.hub.youngGenMb)));
+    const mem = (h: Json) =>
+      `${f(h.baselineRssMb, 0)} → ${f(h.vmHwmMb ?? h.peakRssMb, 0)} (${h.rssGrowthMb >= 0 ? '+' : ''}${f(h.rssGrowthMb, 0)})${h.youngGenMb ? `; ${f(h.youngGenMb.before, 0)} → ${f(h.youngGenMb.after, 0)}` : ''}`;
+    lines.push(header([`hub runs: RSS before → peak (growth)${young ? "; V8's young generation before → after" : ''}, MB`, ...Array.from({ length: r.rounds }, (_v, i) => `round ${i + 1}`)], ['---', ...Array.from({ length: r.rounds }, () => '---:')]));
     for (const s of r.sizes) {
       for (const dest of r.destinations) {
         lines.push(row([`${n(s.rows)} rows, ${dest}`, ...s.destinations[dest].runs.map((run: Json) => mem(run.hub))]));

@@ -7,7 +7,7 @@ import { Session } from 'node:inspector/promises';
 import { constants as perfConstants, type IntervalHistogram, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import pg from 'pg';
 
@@ -70,6 +70,13 @@ export interface ProcessRun<T> {
   peakRssMb: number;
   /** The kernel's peak RSS (VmHWM) over the work, reset before it; null where it cannot be reset. */
   vmHwmMb: number | null;
+  /**
+   * The physical size of V8's young generation (new space), MiB: after the garbage collection
+   * before the work, and at its end. A full collection does not shrink it: V8 grows it while a
+   * process allocates fast for long (up to --max-semi-space-size) and shrinks it once the process
+   * idles, so the RSS a run starts from, and its peak, depend on what the process did before.
+   */
+  youngGenMb: { before: number; after: number };
 }
 
 let collect: (() => void) | undefined;
@@ -90,6 +97,7 @@ export function collectGarbage(): void {
  */
 export async function inThisProcess<T>(profileFile: string | undefined, what: string, work: () => Promise<T>): Promise<ProcessRun<T>> {
   collectGarbage();
+  const youngBefore = youngGenerationMb();
   const baselineRssMb = mib(process.memoryUsage.rss());
   const hwm = resetPeakRss();
   const sampler = new RssSampler();
@@ -100,7 +108,14 @@ export async function inThisProcess<T>(profileFile: string | undefined, what: st
   const ms = performance.now() - t0;
   const used = process.cpuUsage(cpu);
   const peakRssMb = sampler.stop();
-  return { value, ms, cpuSeconds: round((used.user + used.system) / 1e6, 2), baselineRssMb, peakRssMb, vmHwmMb: hwm ? vmHwmMb() : null };
+  const youngGenMb = { before: youngBefore, after: youngGenerationMb() };
+  return { value, ms, cpuSeconds: round((used.user + used.system) / 1e6, 2), baselineRssMb, peakRssMb, vmHwmMb: hwm ? vmHwmMb() : null, youngGenMb };
+}
+
+/** The physical size of V8's new space (the young generation) of this process, MiB. */
+function youngGenerationMb(): number {
+  const space = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+  return space ? mib(space.physical_space_size) : 0;
 }
 
 /** Resets the kernel's peak RSS of this process (VmHWM) to its current RSS; false where that is refused. */
