@@ -2,13 +2,13 @@ import type { Database } from '../db/database.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { type Mailer, sendFailure } from './mailer.js';
-import { type ActiveRule, activeRules, recipients, rulesMatch } from './rules.js';
+import { type ActiveRule, activeRules, normalizeRecipient, recipients, rulesMatch } from './rules.js';
 import { renderTemplate, subjectLine, type TemplateContext } from './templates.js';
 
 /** What one event came to: per matching rule, sent, mocked or failed. */
 interface EmailOutcome {
   ruleId: number;
-  outcome: 'sent' | 'mocked' | 'failed' | 'throttled';
+  outcome: 'sent' | 'mocked' | 'failed' | 'throttled' | 'refused';
 }
 
 /**
@@ -94,7 +94,42 @@ export class EmailConsumer {
     const due = rules.filter((rule) => rule.createdAt.getTime() <= event.createdAt.getTime());
     if (!due.length) return [];
     const mailer = this.mailer();
-    return Promise.all(due.map((rule) => (this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event) : { ruleId: rule.id, outcome: 'throttled' as const })));
+    return Promise.all(
+      due.map((rule) => {
+        if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
+        return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event) : { ruleId: rule.id, outcome: 'throttled' as const };
+      }),
+    );
+  }
+
+  /** Rule ids and recipient texts already judged (true: accepted), and the refused ones already logged. */
+  private readonly judged = new Map<number, { recipient: string; accepted: boolean; logged: boolean }>();
+
+  /**
+   * Whether the rule's stored recipients pass today's check (normalizeRecipient): a rule stored
+   * before a check existed (a relay-local address such as `root@localhost`) sends nothing until its
+   * recipient is changed; a `warn` line says so once per rule and process.
+   */
+  private recipientsAccepted(rule: ActiveRule, event: OutboxEvent): boolean {
+    let judged = this.judged.get(rule.id);
+    if (judged?.recipient !== rule.recipient) {
+      let accepted = true;
+      try {
+        normalizeRecipient(rule.recipient);
+      } catch {
+        accepted = false;
+      }
+      judged = { recipient: rule.recipient, accepted, logged: false };
+      this.judged.set(rule.id, judged);
+    }
+    if (!judged.accepted && !judged.logged) {
+      judged.logged = true;
+      logger().warn(
+        { ruleId: rule.id, rule: rule.name, eventId: event.id, eventType: event.type, tenantId: event.tenantId },
+        `e-mail rule ${rule.name}: its recipient is not accepted (stored before addresses had to be on a public domain): event ${event.id} and later ones not sent until the rule's recipient is changed (refused; this line once per rule)`,
+      );
+    }
+    return judged.accepted;
   }
 
   /** Takes the message's recipients from its tenant's budget; false (logged, once a minute per tenant) when they do not fit. */

@@ -222,6 +222,36 @@ describe('the e-mail consumer', () => {
     }
   });
 
+  it('a rule stored before the recipient check (root@localhost) sends nothing, logged once; changed to a public address, it sends again', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set();
+    // As a rule of an earlier version was stored: written past today's check.
+    const { rows } = await testDb.owner.query<{ id: number }>(
+      `insert into email.rules (tenant_id, name, event_types, recipient, subject, body, created_at)
+       values (2, 'legacy', '{legacy.checked}', 'root@localhost, ops@globex.example', $1, $2, now() - interval '1 minute') returning id`,
+      [DEFAULT_SUBJECT, DEFAULT_BODY],
+    );
+    const logs = captureLogs('info');
+    try {
+      for (const orgId of [1, 2]) {
+        const outcomes = await consumer.handle(event(2, 'legacy.checked', { orgId, tenantId: 2, name: 'G' }));
+        expect(outcomes).toEqual([{ ruleId: rows[0]!.id, outcome: 'refused' }]);
+      }
+      expect(mailer.sent).toEqual([]);
+      const warns = logs.lines().filter((l) => l.level === 'warn');
+      expect(warns).toHaveLength(1);
+      expect(warns[0]).toMatchObject({ rule: 'legacy', tenantId: 2 });
+      expect(logs.raw()).not.toContain('root@localhost');
+    } finally {
+      logs.restore();
+    }
+    await t2((tx) => updateRule(tx, rows[0]!.id, { recipient: 'ops@globex.example' }));
+    const outcomes = await consumer.handle(event(2, 'legacy.checked', { orgId: 3, tenantId: 2, name: 'G' }));
+    expect(outcomes.map((o) => o.outcome)).toEqual(['sent']);
+    expect(mailer.sent.map((m) => m.to)).toEqual([['ops@globex.example']]);
+    await t2((tx) => deleteRule(tx, rows[0]!.id));
+  });
+
   it('nothing for a non-matching type, for another tenant, or for an event older than the rule', async () => {
     mailer.sent.length = 0;
     mailer.failFor = new Set();
