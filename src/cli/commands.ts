@@ -58,6 +58,8 @@ function positiveInt(c: Ctx, name: string): number | undefined {
 }
 
 const SCOPE: Flag = { type: 'string', arg: 'S', help: 'only this scope (default: your default scope; all: every scope you may read)' };
+/** Search without --scope reads every scope the caller may read (chat reads the default scope). */
+const SEARCH_SCOPE: Flag = { ...SCOPE, help: 'only this scope (default and all: every scope you may read)' };
 const TOP: Flag = { type: 'string', arg: 'K', help: 'number of rows retrieved (default 10)' };
 
 /** The body of a search or chat call from QUERY and the flags. */
@@ -584,7 +586,7 @@ export const COMMANDS: Command[] = [
   {
     name: 'runs cancel',
     args: ['ID'],
-    summary: 'Stop a running run at its next page boundary (it ends Cancelled)',
+    summary: 'Stop a running run (it ends Cancelled): at once when the process that answers runs it, else at its next heartbeat, page or chunk',
     run: async (c) => void (await act(c, 'POST', path`/api/platform/runs/${c.args[0]!}/cancel`, `run ${c.args[0]}: cancellation requested`)),
   },
 
@@ -894,7 +896,7 @@ export const COMMANDS: Command[] = [
   {
     name: 'search',
     args: ['QUERY'],
-    flags: { scope: SCOPE, top: TOP, corpus: { type: 'string', arg: 'NAME', help: 'only this corpus (a connector\'s name, or system)' } },
+    flags: { scope: SEARCH_SCOPE, top: TOP, corpus: { type: 'string', arg: 'NAME', help: 'only this corpus (a connector\'s name, or system)' } },
     summary: 'Semantic search over the ingested data: the nearest rows, best first',
     run: async (c) => {
       const { body } = await c.hub().call<{ results: Row[] }>('POST', '/api/platform/rag/search', { json: searchBody(c, 'query') });

@@ -188,7 +188,8 @@ const FOOTER = `Global options:
   --json       print the hub's JSON as it answered (for scripts)
   -h, --help   help for any command: svc connectors run --help
 
-Configuration: svc login writes $SVC_CLI_CONFIG (default ~/.config/svc/config.json, mode 0600);
+Configuration: svc login writes $SVC_CLI_CONFIG (default $XDG_CONFIG_HOME/svc/config.json, else
+~/.config/svc/config.json; mode 0600);
 SVC_URL, SVC_TOKEN and SVC_DEV_TENANT override it. Exit codes: 0 ok, 1 failed (an HTTP error
 prints the hub's message and status), 2 wrong command line, 130 interrupted. See docs/cli.md.
 `;

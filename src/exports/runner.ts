@@ -231,12 +231,10 @@ export class ExportRunner {
   async retry(tenantId: number, exp: ExportDetail, runId: string, requestedBy?: string): Promise<Started> {
     const run = await this.options.db.withTenant(tenantId, async (tx) => {
       const previous = await getRun(tx, exp.name, runId);
-      if (previous.status !== 'Failed') throw new ConflictError(`run ${runId} is ${previous.status}: only a Failed run can be retried`);
+      if (previous.status !== 'Failed') throw notRetryable(runId, previous.status);
       // A run of an export deleted since (the name applied again, perhaps with another destination):
       // its retry would not aim at the file it was for.
-      if ((await runStart(tx, previous.id))?.exportId !== exp.id) {
-        throw new ConflictError(`run ${runId} is of an export named ${exp.name} that was deleted since: start a new run instead (POST /api/exports/${exp.name}/runs)`);
-      }
+      if ((await runStart(tx, previous.id))?.exportId !== exp.id) throw deletedSince(runId, exp.name);
       if (previous.slot && (await slotDelivered(tx, exp.id, new Date(previous.slot)))) {
         throw new ConflictError(ALREADY_DELIVERED, undefined, `the slot ${previous.slot} of export ${exp.name} was delivered by another attempt`);
       }
@@ -485,3 +483,13 @@ const QUERY_CANCELED = '57014';
 export class GenerationError extends Error {}
 
 export type { TenantId };
+
+/** The 409 for the retry of a run that is not Failed. */
+export function notRetryable(runId: string, status: string): ConflictError {
+  return new ConflictError(`run ${runId} is ${status}: only a Failed run can be retried`);
+}
+
+/** The 409 for the retry of a run whose export was deleted since (applied again or not). */
+export function deletedSince(runId: string, exportName: string): ConflictError {
+  return new ConflictError(`run ${runId} is of an export named ${exportName} that was deleted since: start a new run instead (POST /api/exports/${exportName}/runs)`);
+}

@@ -19,7 +19,7 @@ import { logger } from '../observability/logger.js';
 import type { SecretStore } from '../platform/secrets/store.js';
 import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
-import { ExportRunner } from './runner.js';
+import { deletedSince, ExportRunner, notRetryable } from './runner.js';
 import { DigestStream } from './csv/digest.js';
 import { CLEANED_UP, EXPORT_DELETED, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, type StopRequest } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
@@ -224,7 +224,12 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       async retry(t, caller, name, id, actor) {
         const exp = await db.withTenant(t, async (tx) => {
           // The run retried is read with its own scope (it may be of an earlier export of the name).
-          await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
+          const [run] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
+          // Its export deleted and the name not applied again: a 409 as when it was (runner.retry).
+          if (!(await getExport(tx, name))) {
+            if (run!.status !== 'Failed') throw notRetryable(id, run!.status);
+            throw deletedSince(id, name.toLowerCase());
+          }
           return found(tx, caller, name);
         });
         return (await runner.retry(t, exp, id, actor)).run;

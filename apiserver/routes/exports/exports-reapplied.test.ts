@@ -143,7 +143,8 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     const calls = Promise.all([api.del('/api/exports/third'), ...[1, 2, 3].map(() => api.post(`/api/exports/third/runs/${waiting}/cancel`))]);
     try {
       await until('the four to wait on the run', async () => {
-        const { rows } = await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'update exports.runs%'");
+        // The stop requests only: the run's own heartbeat (every 200 ms) waits on the row too.
+        const { rows } = await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'update exports.runs set stop_code%'");
         return rows[0]!.n === 4;
       }, 25_000); // four HTTP calls to reach the database: slow on a loaded 2-core machine
     } finally {
@@ -160,5 +161,12 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     }
     expect(accepted.length).toBeLessThanOrEqual(1);
     expect(run.failureCode).toBe(accepted.length === 1 ? 'interrupted' : 'definition');
+
+    // Its name not applied again, the retry of that run is the same 409 as when it was (not a 404:
+    // the run is there), and a run the name never had is a 404.
+    const retry = await api.post(`/api/exports/third/runs/${waiting}/retry`);
+    expect(retry.status).toBe(409);
+    expect(retry.body).toEqual({ error: `run ${waiting} is of an export named third that was deleted since: start a new run instead (POST /api/exports/third/runs)` });
+    expect((await api.post('/api/exports/third/runs/00000000-0000-4000-8000-000000000000/retry')).status).toBe(404);
   }, 60_000);
 });
