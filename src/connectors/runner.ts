@@ -12,6 +12,7 @@ import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
+import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
 import { findUnstorableText, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
@@ -97,6 +98,15 @@ class DeadLetterCapError extends Error {
     );
     this.name = 'DeadLetterCapError';
   }
+}
+
+/** The longest wait between two tries of writing a run's end while the database is unavailable. */
+const END_RETRY_MAX_MS = 2_000;
+
+/** PostgreSQL's class 53, insufficient resources: a full disk (53100), out of memory, too many connections. */
+function isOutOfResources(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code.startsWith('53');
 }
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
@@ -403,15 +413,40 @@ export class ConnectorRunner {
       if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: failure.message }, 'connector run failed');
     }
 
-    const finished = await this.o.db.withTenant(tenantId, async (tx) => {
+    const finished = await this.untilWritten(run.id, outcome.status, () => this.o.db.withTenant(tenantId, async (tx) => {
       if (outcome.status === 'Completed' && watermarking && candidate !== undefined) await setWatermark(tx, endpoint.uuid, String(candidate));
       const { ended, ...record } = await finishRun(tx, run.id, outcome.status, outcome.error?.message);
       if (ended) await this.emitEnd(tx, record, endpoint, Date.now() - started, written, outcome);
       else logger().warn({ runId: run.id, status: record.status }, `run ${run.id} ended ${outcome.status} after it had been closed as ${record.status}; the first end stands`);
       return record;
-    });
+    }));
     runsTotal().inc({ status: finished.status });
     return finished;
+  }
+
+  /**
+   * A run's end, written once the database takes it: while the database is unavailable (stopped,
+   * restarting, out of disk) the write is tried again, every END_RETRY_MAX_MS at most, with the run
+   * still kept alive by the heartbeat, so that its own end (the database error that failed it, say)
+   * is recorded rather than the interrupted-run sweep's. A stopping process gives up (the sweep of
+   * the next start closes the run).
+   */
+  private async untilWritten<T>(runId: string, status: RunStatus, write: () => Promise<T>): Promise<T> {
+    let delay = 250;
+    let told = false;
+    for (;;) {
+      try {
+        return await write();
+      } catch (err) {
+        if (this.closed || !(isDatabaseUnavailable(err) || isOutOfResources(err))) throw err;
+        if (!told) {
+          told = true;
+          logger().warn({ runId, status, err: (err as Error).message }, `run ${runId} ended ${status} but the database cannot take its end yet; trying again until it does`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, END_RETRY_MAX_MS);
+      }
+    }
   }
 
   private async writeChunk(
