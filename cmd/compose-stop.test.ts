@@ -114,6 +114,14 @@ describe('a clean stop with a delivery backlog', () => {
       expect(rows[0]!.succeeded).toBeGreaterThan(0);
       expect(rows[0]!.succeeded).toBeLessThanOrEqual(slow.received.length);
       expect(rows[0]!.succeeded + rows[0]!.open).toBeLessThanOrEqual(10_000);
+      // Attempts queued and never started gave their leases back (the next leader's retry sweep
+      // takes them at once); only the ones aborted in flight (8 at once for one integration: the
+      // request may have reached the endpoint) wait for theirs to run out.
+      const leased = await ownOwner.query<{ queued: number; held: number }>(
+        'select count(*) filter (where attempts = 0)::int as queued, count(*) filter (where lease_until > now())::int as held from hub.deliveries where not succeeded and closed_reason is null',
+      );
+      expect(leased.rows[0]!.queued).toBeGreaterThan(8); // there was a queue to give back
+      expect(leased.rows[0]!.held).toBeLessThanOrEqual(8);
     } finally {
       await own.stop();
       await ownOwner.end();

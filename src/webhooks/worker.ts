@@ -94,6 +94,8 @@ export class DeliveryWorker {
   private stopping = false;
   private readonly abort = new AbortController();
   private readonly running = new Set<Promise<unknown>>();
+  /** Attempts queued in the pool and not started: delivery id → lease token (released on stop). */
+  private readonly queued = new Map<number, string>();
 
   /**
    * Single statements in autocommit as the worker role: each step of an attempt is one statement
@@ -141,7 +143,11 @@ export class DeliveryWorker {
   submit(integrationId: number, deliveryId: number, token: string, claim?: Claim, onDone?: () => void): boolean {
     if (this.stopping) return false;
     const job = this.job(deliveryId, token, claim);
-    return this.o.pool.offer(integrationId, onDone ? () => job().finally(onDone) : job);
+    // Noted before the offer: the pool may start the job at once, which forgets it again.
+    this.queued.set(deliveryId, token);
+    const taken = this.o.pool.offer(integrationId, onDone ? () => job().finally(onDone) : job);
+    if (!taken) this.queued.delete(deliveryId);
+    return taken;
   }
 
   isStopping(): boolean {
@@ -151,7 +157,10 @@ export class DeliveryWorker {
   /** Like `submit`, waiting a moment for room when the integration's queue is full and not stalled. */
   async submitWait(integrationId: number, deliveryId: number, token: string, waitMs: number, claim?: Claim): Promise<boolean> {
     if (this.stopping) return false;
-    return this.o.pool.offerWait(integrationId, this.job(deliveryId, token, claim), waitMs);
+    this.queued.set(deliveryId, token);
+    const taken = await this.o.pool.offerWait(integrationId, this.job(deliveryId, token, claim), waitMs);
+    if (!taken && this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
+    return taken;
   }
 
   /**
@@ -161,8 +170,9 @@ export class DeliveryWorker {
    */
   private job(deliveryId: number, token: string, claim?: Claim): () => Promise<void> {
     return async () => {
-      // Queued just as the worker stopped: the row keeps its lease and comes back to the retry sweep.
+      // Queued just as the worker stopped: its lease is released by stop() for the retry sweep.
       if (this.stopping) return;
+      this.queued.delete(deliveryId);
       try {
         const { written } = await this.track(this.run(deliveryId, token, claim));
         if (written) {
@@ -281,8 +291,10 @@ export class DeliveryWorker {
   }
 
   /**
-   * Queued attempts are dropped, running ones aborted; their rows come back when their leases run
-   * out. Outcomes of attempts made are written first.
+   * Queued attempts are dropped and their leases released at once (the next retry sweep, here or in
+   * the next leader, takes their rows up); running ones are aborted, their rows coming back when
+   * their leases run out (the request may have reached the receiver). Outcomes of attempts made are
+   * written first.
    */
   async stop(): Promise<void> {
     this.stopping = true;
@@ -290,6 +302,23 @@ export class DeliveryWorker {
     this.abort.abort(new Error('stopping'));
     await Promise.allSettled([...this.running]);
     await this.outcomes.flush().catch(() => undefined);
+    await this.releaseQueued();
     await this.o.sender.close();
+  }
+
+  /** Frees the leases of the attempts that were queued and never started (a database gone meanwhile: they run out instead). */
+  private async releaseQueued(): Promise<void> {
+    const entries = [...this.queued];
+    this.queued.clear();
+    if (entries.length === 0) return;
+    try {
+      await this.direct.query(
+        `update hub.deliveries d set lease_until = null, lease_token = null
+           from unnest($1::bigint[], $2::uuid[]) as q(id, token) where d.id = q.id and d.lease_token = q.token`,
+        [entries.map(([id]) => id), entries.map(([, token]) => token)],
+      );
+    } catch (err) {
+      logger().warn({ err: (err as Error).message, deliveries: entries.length }, 'queued delivery attempts could not be released at stop; their leases run out instead');
+    }
   }
 }
