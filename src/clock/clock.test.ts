@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { ClockRunner, msUntilDaily } from './clock.js';
 
 const runners: ClockRunner[] = [];
@@ -111,6 +112,29 @@ describe('clock runner', () => {
     // Started again, the signal is a new one.
     clock.start();
     expect(clock.stopSignal.aborted).toBe(false);
+  });
+
+  it('a job failing because the database is away logs one warning until it succeeds again, not an error per tick', async () => {
+    const clock = runner();
+    let calls = 0;
+    clock.schedule('indexer', { every: 1_000_000 }, async () => {
+      calls++;
+      if (calls <= 3) throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+      if (calls === 5) throw new Error('a real bug');
+    });
+    const logs = captureLogs('info');
+    try {
+      for (let i = 0; i < 5; i++) await clock.trigger('indexer');
+      const lines = logs.lines().map((l) => `${l.level} ${l.msg}`);
+      expect(lines).toEqual([
+        'warn clock job indexer: the database is unavailable; trying again at every tick (logged once)',
+        'info clock job indexer: the database answers again',
+        'error clock job indexer failed',
+      ]);
+      expect(clock.stats('indexer').failures).toBe(4);
+    } finally {
+      logs.restore();
+    }
   });
 
   it('daily times are UTC and always in the future', () => {

@@ -1,3 +1,4 @@
+import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { runWithContext } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
 
@@ -29,6 +30,8 @@ interface Job {
   stats: JobStats;
   current?: Promise<void>;
   timer?: NodeJS.Timeout;
+  /** The database was unavailable at the last run (logged once, until a run succeeds). */
+  databaseDown?: boolean;
 }
 
 export class ClockRunner {
@@ -118,9 +121,15 @@ export class ClockRunner {
     job.current = runWithContext({ job: job.name }, async () => {
       try {
         await job.task();
+        if (job.databaseDown) logger().info({ job: job.name }, `clock job ${job.name}: the database answers again`);
+        job.databaseDown = false;
       } catch (err) {
         job.stats.failures++;
-        logger().error({ err, job: job.name }, `clock job ${job.name} failed`);
+        // The database away (stopped, restarting): one line, not an error with its stack every tick.
+        if (isDatabaseUnavailable(err)) {
+          if (!job.databaseDown) logger().warn({ job: job.name, err: (err as Error).message }, `clock job ${job.name}: the database is unavailable; trying again at every tick (logged once)`);
+          job.databaseDown = true;
+        } else logger().error({ err, job: job.name }, `clock job ${job.name} failed`);
       }
     }).finally(() => {
       job.current = undefined;
