@@ -2,6 +2,7 @@ import type { Database, Tx } from '../db/database.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
+import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
@@ -233,7 +234,9 @@ export class ConnectorRunner {
     });
     const ids = runs.map(({ run }) => run.id);
     this.track(ids);
-    const done = (async () => {
+    // The runs as the tenant's unit of work (a scheduler's job serves every tenant): their lines carry
+    // the tenant, the credentials they resolve are scrubbed from their lines only.
+    const done = runForTenant(tenantId, async () => {
       const results: RunRecord[] = [];
       try {
         for (const { run, endpoint } of runs) {
@@ -246,7 +249,7 @@ export class ConnectorRunner {
         this.untrack(ids);
       }
       return results;
-    })();
+    });
     this.pending.add(done);
     const forget = () => this.pending.delete(done);
     done.then(forget, forget);

@@ -294,11 +294,18 @@ function checkedTenant(tenantId: TenantId | undefined | null): number {
 /** The expression that sets the tenant until the transaction ends; `id` comes from `checkedTenant`, so inlining it is safe. */
 const tenantSetting = (id: number) => `set_config('svc.tenant_id', '${id}', true)`;
 
-/** Runs `work` with the tenant in the logging context (annotating the caller's context when there is one). */
+/**
+ * Runs `work` with the tenant in the logging context: a request's context is annotated with it
+ * (the request acts for that tenant throughout); anywhere else (background work, which may serve
+ * several tenants in turn) the transaction's lines carry its tenant in a context of their own,
+ * sharing the caller's credentials, and the caller's context is left as it is. Background work
+ * gives each tenant's unit a context of its own with `runForTenant`.
+ */
 function inTenantContext<T>(id: number, work: () => Promise<T>): Promise<T> {
   const ctx = currentContext();
-  if (ctx) {
-    if (ctx.tenantId === undefined) annotateContext({ tenantId: String(id) });
+  if (ctx?.tenantId === String(id)) return work();
+  if (ctx && ctx.tenantId === undefined && ctx.requestId !== undefined) {
+    annotateContext({ tenantId: String(id) });
     return work();
   }
   return runWithContext({ tenantId: String(id) }, work);

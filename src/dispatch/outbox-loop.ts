@@ -3,6 +3,7 @@ import type { Database, Tx } from '../db/database.js';
 import { type CursorMove, OutboxConsumer } from '../events/consumer.js';
 import type { OutboxListener } from '../events/listener.js';
 import type { OutboxEvent } from '../events/outbox.js';
+import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
 
 interface OutboxLoopOptions {
@@ -243,7 +244,8 @@ export class OutboxLoop {
           // biome-ignore lint/suspicious/noConfusingVoidType: what `handle` returns
           let acted: boolean | void;
           try {
-            acted = await this.options.handle!(event);
+            // Each event as its tenant's unit of work: its lines carry that tenant (runForTenant).
+            acted = await runForTenant(event.tenantId, () => this.options.handle!(event));
           } catch (err) {
             if (skipped) await this.consumer.advance(skipped);
             logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);

@@ -7,6 +7,7 @@ import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import { ConflictError } from '../errors.js';
 import { isDatabaseUnavailable } from '../db/unavailable.js';
+import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
 import { AttemptPool } from '../webhooks/pool.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
@@ -261,7 +262,8 @@ export class ExportRunner {
     const controller = new AbortController();
     if (this.closed) controller.abort(new RunFailure('interrupted', 'the hub was stopping when the run was claimed. Retry it'));
     const progress: Progress = {};
-    const done = this.execute(tenantId, run, progress, controller.signal).finally(() => this.running.delete(run.id));
+    // The run as its tenant's unit of work (the scheduler's job serves every tenant): see runForTenant.
+    const done = runForTenant(tenantId, () => this.execute(tenantId, run, progress, controller.signal)).finally(() => this.running.delete(run.id));
     this.running.set(run.id, { controller, progress, done });
     return done;
   }

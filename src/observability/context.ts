@@ -26,6 +26,20 @@ export function runWithContext<T>(ctx: WorkContext, fn: () => T): T {
   return storage.run({ ...parent, ...ctx, secrets: ctx.secrets ?? parent?.secrets ?? new Set() }, fn);
 }
 
+/**
+ * Runs fn as one tenant's unit of work: its lines carry that tenant, and the credentials it
+ * registers are scrubbed from its own lines only. Inside a context of the same tenant (a request,
+ * a run it started) the unit shares that context's credentials; inside shared background work (a
+ * job serving every tenant, another tenant's unit) it gets a set of its own, so that one tenant's
+ * lines never carry another's id and one tenant's secret text never blanks out another's lines.
+ */
+export function runForTenant<T>(tenantId: number | string, fn: () => T): T {
+  const parent = storage.getStore();
+  const tenant = String(tenantId);
+  const secrets = parent?.tenantId === tenant && parent.secrets ? parent.secrets : new Set<string>();
+  return storage.run({ ...parent, tenantId: tenant, secrets }, fn);
+}
+
 /** Sets fields on the current context (for example the tenant, once authentication has resolved it). */
 export function annotateContext(fields: WorkContext): void {
   const store = storage.getStore();
