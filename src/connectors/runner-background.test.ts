@@ -3,7 +3,9 @@ import type pg from 'pg';
 import { startDemoSource } from '../demo-source/server.js';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
+import { runWithContext } from '../observability/context.js';
 import type { Database, Tx } from '../db/database.js';
 import { noIndexer } from './indexer.js';
 import { ConnectorRunner } from './runner.js';
@@ -12,11 +14,12 @@ import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
- * A run whose end cannot be written because the database went away (stopped, out of disk) keeps
+ * Runs as background work meets them. A run whose end cannot be written because the database went away (stopped, out of disk) keeps
  * trying, kept alive by its heartbeat meanwhile, so that once the database is back its own end is
  * recorded and the interrupted-run sweep does not close it as `the hub stopped during the run` (the
  * process never stopped). The outage is staged on the run's end alone: every `update
- * connectors.runs set status` fails as node-postgres reports a lost connection while it lasts.
+ * connectors.runs set status` fails as node-postgres reports a lost connection while it lasts. And
+ * runs a job starts for several tenants (the scheduler's tick) log as their own tenant.
  */
 
 let demo: Awaited<ReturnType<typeof startDemoSource>>;
@@ -95,6 +98,37 @@ describe('a run whose end meets an unavailable database', () => {
     } finally {
       outage = false;
       await runner.close();
+    }
+  }, 30_000);
+});
+
+describe('runs a job starts for several tenants', () => {
+  it('log as their own tenant, not as the first tenant the job met', async () => {
+    await owner.query(`insert into core.tenants (id, code, name) values (2, 'second', 'Second') on conflict do nothing`);
+    const broken = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'broken' },
+      connector_type: 'rest-generic',
+      spec: { base_url: demo.url, endpoints: [{ id: 'nope', path: '/nope', target: { table: 'ext.nope', unique_key: '$.id' } }] },
+    };
+    for (const tenant of [1, 2]) await hub.services.db.withTenant(tenant, (tx) => applyConnector(tx, broken));
+    const logs = captureLogs('info');
+    try {
+      // As the connector scheduler's tick starts them: in its job's context, one tenant after the other.
+      await runWithContext({ job: 'connector-scheduler' }, async () => {
+        for (const tenant of [1, 2]) {
+          const connector = (await hub.services.connectors.byName(tenant, 'broken')) as ConnectorSpec;
+          await (await hub.services.connectors.runner.trigger(tenant, connector, { triggeredBy: 'schedule' })).done;
+        }
+      });
+      const failed = logs.lines().filter((l) => l.msg === 'connector run failed');
+      expect(failed.map((l) => ({ tenant: l.tenant, job: l.job }))).toEqual([
+        { tenant: '1', job: 'connector-scheduler' },
+        { tenant: '2', job: 'connector-scheduler' },
+      ]);
+    } finally {
+      logs.restore();
     }
   }, 30_000);
 });
