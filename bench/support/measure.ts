@@ -72,9 +72,9 @@ export interface ProcessRun<T> {
   vmHwmMb: number | null;
   /**
    * The physical size of V8's young generation (new space), MiB: after the garbage collection
-   * before the work, and at its end. A full collection does not shrink it: V8 grows it while a
-   * process allocates fast for long (up to --max-semi-space-size) and shrinks it once the process
-   * idles, so the RSS a run starts from, and its peak, depend on what the process did before.
+   * before the work, and at its end. V8 grows it while a process allocates fast for long (up to
+   * --max-semi-space-size) and shrinks it again later (not at once by a full collection right after
+   * the work), so part of a long run's peak is that generation's growth.
    */
   youngGenMb: { before: number; after: number };
 }
