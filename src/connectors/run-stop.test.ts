@@ -4,8 +4,7 @@ import { startDemoSource } from '../demo-source/server.js';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner } from './runner.js';
+import { runnerOverHub as overHub } from '../../test/harness/connector-runner.js';
 import { getRun, INTERRUPTED_MESSAGE, type RunRecord } from './runs/ledger.js';
 import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
@@ -67,17 +66,7 @@ const backingOff = (before: number) => until('the first 500', () => demo.count('
 const cancel = (id: string) => fetch(`${hub.url}/api/platform/runs/${id}/cancel`, { method: 'POST', headers: H });
 
 /** A runner of its own (as another process has) over the hub's database and engine. */
-const runnerOverHub = (heartbeatEvery: number) =>
-  new ConnectorRunner({
-    db: hub.services.db,
-    events: hub.services.events,
-    ext: hub.services.connectors.ext,
-    reader: hub.services.connectors.reader,
-    indexer: noIndexer,
-    chunkSize: 1000,
-    subscribers: hub.services.subscribers,
-    heartbeatEvery,
-  });
+const runnerOverHub = (heartbeatEvery: number) => overHub(hub, heartbeatEvery);
 
 async function startRun(url: string, name: string): Promise<string[]> {
   const res = await fetch(`${url}/api/connectors/${name}/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });

@@ -5,10 +5,9 @@ import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
+import { runnerOverHub } from '../../test/harness/connector-runner.js';
 import { runWithContext } from '../observability/context.js';
 import type { Database, Tx } from '../db/database.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner } from './runner.js';
 import { failInterrupted, getRun } from './runs/ledger.js';
 import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
@@ -68,16 +67,7 @@ afterAll(async () => {
 
 describe('a run whose end meets an unavailable database', () => {
   it('writes its own end once the database is back, kept alive meanwhile: the sweep does not close it as interrupted', async () => {
-    const runner = new ConnectorRunner({
-      db: flakyEnds(hub.services.db),
-      events: hub.services.events,
-      ext: hub.services.connectors.ext,
-      reader: hub.services.connectors.reader,
-      indexer: noIndexer,
-      chunkSize: 1000,
-      subscribers: hub.services.subscribers,
-      heartbeatEvery: 100,
-    });
+    const runner = runnerOverHub(hub, 100, flakyEnds(hub.services.db));
     try {
       const connector = (await hub.services.connectors.byName(1, 'ends')) as ConnectorSpec;
       outage = true;

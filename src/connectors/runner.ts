@@ -13,7 +13,7 @@ import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
-import { isDatabaseUnavailable } from '../db/unavailable.js';
+import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
 import { findUnstorableText, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
@@ -103,12 +103,6 @@ class DeadLetterCapError extends Error {
 
 /** The longest wait between two tries of writing a run's end while the database is unavailable. */
 const END_RETRY_MAX_MS = 2_000;
-
-/** PostgreSQL's class 53, insufficient resources: a full disk (53100), out of memory, too many connections. */
-function isOutOfResources(err: unknown): boolean {
-  const code = (err as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && code.startsWith('53');
-}
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
 const WRITES_IN_FLIGHT = 2;

@@ -49,3 +49,9 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   }
   return false;
 }
+
+/** PostgreSQL's class 53, insufficient resources: a full disk (53100), out of memory, too many connections. */
+export function isOutOfResources(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code.startsWith('53');
+}

@@ -226,11 +226,13 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           // The run retried is read with its own scope (it may be of an earlier export of the name).
           const [run] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
           // Its export deleted and the name not applied again: a 409 as when it was (runner.retry).
-          if (!(await getExport(tx, name))) {
+          const exp = await getExport(tx, name);
+          if (!exp) {
             if (run!.status !== 'Failed') throw notRetryable(id, run!.status);
             throw deletedSince(id, name.toLowerCase());
           }
-          return found(tx, caller, name);
+          await requireScope(tx, caller, exp.scope);
+          return exp;
         });
         return (await runner.retry(t, exp, id, actor)).run;
       },
