@@ -130,7 +130,11 @@ export class ExtSchema {
       }
       const have = now ?? new Map<string, string>();
       this.satisfied(table, have, columns.filter((c) => have.has(c.column)));
-      for (const c of columns) if (!have.has(c.column)) await client.query(`alter table ${ident} add column ${pg.escapeIdentifier(c.column)} ${sqlType(c.type)}`);
+      // One statement for every new column: a table's first run of a wide source adds hundreds, and a
+      // statement each kept this transaction (its lock, and an xid holding back what the outbox may
+      // read cluster-wide) open for seconds.
+      const added = columns.filter((c) => !have.has(c.column)).map((c) => `add column ${pg.escapeIdentifier(c.column)} ${sqlType(c.type)}`);
+      if (added.length > 0) await client.query(`alter table ${ident} ${added.join(', ')}`);
       await client.query(`grant select, insert, update, delete on ${ident} to ${both}`);
     });
   }
