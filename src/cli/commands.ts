@@ -757,7 +757,7 @@ export const COMMANDS: Command[] = [
     name: 'entities rm',
     args: ['NAME'],
     summary: 'Delete an entity (the ext.* tables it reads stay)',
-    run: async (c) => void (await act(c, 'DELETE', path`/api/entities/${c.args[0]!}`, `entity/${c.args[0]} deleted`)),
+    run: async (c) => void (await act(c, 'DELETE', path`/api/entities/${c.args[0]!}`, `entity/${c.args[0]!.toLowerCase()} deleted`)),
   },
 
   {
@@ -833,7 +833,7 @@ export const COMMANDS: Command[] = [
     name: 'workflows rm',
     args: ['NAME'],
     summary: 'Delete a workflow (its dormancy spells and lifecycle corpus go with it; svc_admin)',
-    run: async (c) => void (await act(c, 'DELETE', path`/api/workflows/${c.args[0]!}`, `workflow/${c.args[0]} deleted`)),
+    run: async (c) => void (await act(c, 'DELETE', path`/api/workflows/${c.args[0]!}`, `workflow/${c.args[0]!.toLowerCase()} deleted`)),
   },
 
   {
@@ -850,7 +850,7 @@ export const COMMANDS: Command[] = [
     name: 'exports rm',
     args: ['NAME'],
     summary: 'Delete an export (a run in flight is stopped; its runs stay; published files stay where they are)',
-    run: async (c) => void (await act(c, 'DELETE', path`/api/exports/${c.args[0]!}`, `export/${c.args[0]} deleted`)),
+    run: async (c) => void (await act(c, 'DELETE', path`/api/exports/${c.args[0]!}`, `export/${c.args[0]!.toLowerCase()} deleted`)),
   },
   {
     name: 'exports run',
@@ -880,7 +880,7 @@ export const COMMANDS: Command[] = [
     name: 'exports cancel',
     args: ['NAME', 'RUN_ID'],
     summary: 'Stop a Running run (it ends Failed interrupted; nothing is published)',
-    run: async (c) => void (await act(c, 'POST', path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/cancel`, `export/${c.args[0]}: run ${c.args[1]} cancellation requested`)),
+    run: async (c) => void (await act(c, 'POST', path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/cancel`, `export/${c.args[0]!.toLowerCase()}: run ${c.args[1]} cancellation requested`)),
   },
   {
     name: 'exports download',

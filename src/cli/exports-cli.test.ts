@@ -302,7 +302,7 @@ describe('runs', () => {
   });
 
   it('a run that fails exits 1 with the failure code and reason (--json: the final record)', async () => {
-    const collided = await svc(['exports', 'run', 'partners-s3']);
+    const collided = await svc(['exports', 'run', 'Partners-S3']); // echoed as the hub stores the name
     expect(collided.code).toBe(1);
     expect(collided.out).toMatch(/^export\/partners-s3 run [0-9a-f-]{36}: Failed \(collision\)\n {2}code: {3}collision\n {2}reason: .*partners-s3\.csv/);
     const json = await svc(['exports', 'run', 'partners-s3', '--json']);
@@ -447,12 +447,12 @@ describe('download', () => {
 
 describe('rm and usage', () => {
   it('rm deletes an export (its runs stay with the hub) and an entity', async () => {
-    expect(await svc(['exports', 'rm', 'partners-tty'])).toMatchObject({ code: 0, out: 'export/partners-tty deleted\n', err: '' });
+    expect(await svc(['exports', 'rm', 'Partners-TTY'])).toMatchObject({ code: 0, out: 'export/partners-tty deleted\n', err: '' });
     expect((await svc(['exports', 'get', 'partners-tty'])).code).toBe(1);
-    expect((await svc(['exports', 'rm', 'partners-tty'])).err).toMatch(/\(HTTP 404\)\n$/);
+    expect((await svc(['exports', 'rm', 'Partners-TTY'])).err).toMatch(/\(HTTP 404\)\n$/);
     for (const name of ['partners-s3', 'partners-late', 'partners-stop']) expect((await svc(['exports', 'rm', name])).code).toBe(0);
     expect(await svc(['exports', 'ls'])).toMatchObject({ code: 0, out: 'No exports.\n' });
-    expect(await svc(['entities', 'rm', 'partner'])).toMatchObject({ code: 0, out: 'entity/partner deleted\n', err: '' });
+    expect(await svc(['entities', 'rm', 'Partner'])).toMatchObject({ code: 0, out: 'entity/partner deleted\n', err: '' });
     expect(await svc(['entities', 'ls'])).toMatchObject({ code: 0, out: 'No entities.\n' });
   });
 

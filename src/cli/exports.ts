@@ -128,7 +128,8 @@ export async function followRun(c: Ctx, name: string, runId: string, every = pol
 }
 
 /** POST …/runs or …/runs/{id}/retry, then follows the new run unless --no-wait. */
-export async function startRun(c: Ctx, name: string, route: string, noWait: boolean, retryOf?: string): Promise<number> {
+export async function startRun(c: Ctx, typed: string, route: string, noWait: boolean, retryOf?: string): Promise<number> {
+  const name = typed.toLowerCase(); // as the hub stores it
   const every = noWait ? 0 : pollEvery(c.io.env); // a bad SVC_CLI_POLL_MS is refused before the run starts
   const { body } = await c.hub().call<{ runId: string }>('POST', route);
   const what = `export/${name}: run ${body.runId} started${retryOf ? ` (retry of ${retryOf})` : ''}`;

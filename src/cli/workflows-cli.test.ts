@@ -103,7 +103,7 @@ describe('svc and workflows', () => {
     expect(get.out).toMatch(/Manifest:\n {2}apiVersion: apps\.svc\.io\/v1\n/);
     expect(JSON.parse((await svc(['workflows', 'get', 'partner-status', '--json'])).out)).toMatchObject({ name: 'partner-status', manifest: { kind: 'Workflow' } });
 
-    expect(await svc(['workflows', 'rm', 'partner-status'])).toMatchObject({ code: 0, out: 'workflow/partner-status deleted\n' });
+    expect(await svc(['workflows', 'rm', 'Partner-Status'])).toMatchObject({ code: 0, out: 'workflow/partner-status deleted\n' });
     expect((await svc(['workflows', 'get', 'partner-status'])).code).toBe(1);
     expect(await svc(['workflows', 'ls'])).toMatchObject({ code: 0, out: 'No workflows.\n' });
   });

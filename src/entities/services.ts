@@ -20,7 +20,7 @@ export interface EntityServices {
 export function createEntityServices(deps: { db: Database }): EntityServices {
   const { db } = deps;
   const found = <T>(value: T | undefined, name: string): T => {
-    if (value === undefined) throw new NotFoundError(`entity ${name} not found`);
+    if (value === undefined) throw new NotFoundError(`entity ${name.toLowerCase()} not found`);
     return value;
   };
   return {
@@ -28,7 +28,7 @@ export function createEntityServices(deps: { db: Database }): EntityServices {
     list: (t) => db.withTenant(t, (tx) => listEntities(tx)),
     get: async (t, name) => found(await db.withTenant(t, (tx) => getEntity(tx, name)), name),
     remove: async (t, name) => {
-      if (!(await db.withTenant(t, (tx) => deleteEntity(tx, name)))) throw new NotFoundError(`entity ${name} not found`);
+      if (!(await db.withTenant(t, (tx) => deleteEntity(tx, name)))) throw new NotFoundError(`entity ${name.toLowerCase()} not found`);
     },
     load: (t, name) => db.withTenant(t, (tx) => loadEntity(tx, name)),
   };

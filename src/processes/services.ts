@@ -29,11 +29,11 @@ export function createProcessServices(deps: { db: Database; events: EventWriter 
     list: (t) => db.withTenant(t, (tx) => listProcesses(tx)),
     get: async (t, name) => {
       const found = await db.withTenant(t, (tx) => getProcess(tx, name));
-      if (!found) throw new NotFoundError(`process ${name} not found`);
+      if (!found) throw new NotFoundError(`process ${name.toLowerCase()} not found`);
       return found;
     },
     remove: async (t, name) => {
-      if (!(await db.withTenant(t, (tx) => deleteProcess(tx, name)))) throw new NotFoundError(`process ${name} not found`);
+      if (!(await db.withTenant(t, (tx) => deleteProcess(tx, name)))) throw new NotFoundError(`process ${name.toLowerCase()} not found`);
     },
     inbox: {
       list: (t, opts) => db.withTenant(t, (tx) => listInbox(tx, opts)),

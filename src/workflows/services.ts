@@ -27,11 +27,11 @@ export function createWorkflowServices(deps: { db: Database; events: EventWriter
     list: (t) => db.withTenant(t, (tx) => listWorkflows(tx)),
     get: async (t, name) => {
       const found = await db.withTenant(t, (tx) => getWorkflow(tx, name));
-      if (!found) throw new NotFoundError(`workflow ${name} not found`);
+      if (!found) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
       return found;
     },
     remove: async (t, name) => {
-      if (!(await db.withTenant(t, (tx) => deleteWorkflow(tx, name)))) throw new NotFoundError(`workflow ${name} not found`);
+      if (!(await db.withTenant(t, (tx) => deleteWorkflow(tx, name)))) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
     },
     sweep: () => sweepWorkflows(db, deps.events, { batch: deps.sweepBatch }),
   };

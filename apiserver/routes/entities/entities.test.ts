@@ -152,7 +152,7 @@ describe('list, read, delete', () => {
     expect(got.status).toBe(200);
     expect(got.body).toEqual(expect.objectContaining({ name: 'partner', key: 'partner_id', manifest: manifest('partner') }));
     expect((got.body as { spec: Json }).spec).toEqual(expect.objectContaining({ scopes: ['crm'], sources: ((manifest('partner').spec as Json).sources) }));
-    expect(await call('GET', '/api/entities/nope')).toEqual(expect.objectContaining({ status: 404, body: { error: 'entity nope not found' } }));
+    expect(await call('GET', '/api/entities/NOPE')).toEqual(expect.objectContaining({ status: 404, body: { error: 'entity nope not found' } }));
   });
 
   it('deletes (204), then it is gone (404); the ext tables it read stay', async () => {

@@ -142,7 +142,7 @@ describe('apply', () => {
     expect((await call('POST', '/api/processes/apply', { body: processManifest('gone', { event: 'a.b', decision: 'decision.gone' }) })).status).toBe(201);
     expect((await call('DELETE', '/api/processes/gone', { tenant: 2 })).status).toBe(404);
     expect((await call('DELETE', '/api/processes/Gone')).status).toBe(204);
-    expect((await call('DELETE', '/api/processes/gone')).body).toEqual({ error: 'process gone not found' });
+    expect((await call('DELETE', '/api/processes/Gone')).body).toEqual({ error: 'process gone not found' });
   });
 });
 

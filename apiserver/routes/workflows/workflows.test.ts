@@ -190,7 +190,7 @@ describe('apply', () => {
     expect(rows[0].content).toContain('States: prospect, active, closed. Transitions: prospect -> active, active -> closed.');
     expect(rows[0].content).toContain('decision.dormant.indexed');
     expect((await call('DELETE', '/api/workflows/Indexed')).status).toBe(204);
-    expect((await call('DELETE', '/api/workflows/indexed')).status).toBe(404);
+    expect(await call('DELETE', '/api/workflows/INDEXED')).toMatchObject({ status: 404, body: { error: 'workflow indexed not found' } });
     expect((await owner.query(`select count(*)::int as n from retrieval.chunks where corpus = 'workflow:indexed'`)).rows[0].n).toBe(0);
   });
 
