@@ -184,6 +184,8 @@ interface RunFigures {
   rssGrowthMb: number;
   /** V8's young generation (new space), MiB, before and at the end of the run (ProcessRun.youngGenMb). */
   youngGenMb: { before: number; after: number } | null;
+  /** process.memoryUsage() before and at the end of the run, MiB (ProcessRun.memoryMb); null for a ceiling measured in its own process. */
+  memoryMb: ProcessRun<unknown>['memoryMb'] | null;
   cpu: CpuSeconds;
 }
 
@@ -199,6 +201,7 @@ function runFigures(roundNo: number, run: Omit<ProcessRun<unknown>, 'value'>, ro
     vmHwmMb: run.vmHwmMb,
     rssGrowthMb: round((run.vmHwmMb ?? run.peakRssMb) - run.baselineRssMb, 1),
     youngGenMb: run.youngGenMb ?? null,
+    memoryMb: run.memoryMb ?? null,
     cpu: { exportProcess: run.cpuSeconds, ...others },
   };
 }
@@ -582,7 +585,7 @@ async function main(): Promise<void> {
               return { result: run, rows: run.rowCount ?? 0, bytes: run.byteCount ?? 0, ms };
             });
             const verified = await verifyHubRun(dest, d, m.result, rows, where);
-            log(`    ${n(m.figures.rowsPerSec)} rows/s, ${m.figures.mbPerSec} MB/s, ${m.figures.seconds} s; peak RSS ${m.figures.peakRssMb} MB (VmHWM ${m.figures.vmHwmMb ?? '-'}), from ${m.figures.baselineRssMb} MB (${signed(m.figures.rssGrowthMb)}; V8's young generation ${m.figures.youngGenMb?.before ?? '-'} → ${m.figures.youngGenMb?.after ?? '-'} MB); verified ${n(verified.storedBytes)} bytes`);
+            log(`    ${n(m.figures.rowsPerSec)} rows/s, ${m.figures.mbPerSec} MB/s, ${m.figures.seconds} s; peak RSS ${m.figures.peakRssMb} MB (VmHWM ${m.figures.vmHwmMb ?? '-'}), from ${m.figures.baselineRssMb} MB (${signed(m.figures.rssGrowthMb)}; V8's young generation ${m.figures.youngGenMb?.before ?? '-'} → ${m.figures.youngGenMb?.after ?? '-'} MB, external ${m.figures.memoryMb?.before.external ?? '-'} → ${m.figures.memoryMb?.after.external ?? '-'} MB, heap ${m.figures.memoryMb?.before.heapTotal ?? '-'} → ${m.figures.memoryMb?.after.heapTotal ?? '-'} MB); verified ${n(verified.storedBytes)} bytes`);
             return { figures: m.figures, verified };
           };
           const runCeiling = async () => {
@@ -801,7 +804,7 @@ function summarise(results: SizeResult[], loadAtStart: number[], benchStart: num
     destinations: DESTINATIONS,
     columns: EXPORT_COLUMNS,
     note:
-      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination, in a process of its own with the same node flags (S3: the requests, part size and upload concurrency, on clients configured as those of the S3 destination). Each figure is the better of the rounds (fastest run; lowest peaks and growths, the highest in …Max, which the memory targets are judged on); ratio is the median of ratioPerRound (the hub rows/s of each round ÷ the ceiling rows/s of the same round; with two rounds their mean), which the ratio target is judged on; runs holds every run, with its RSS before (baselineRssMb), its growth (rssGrowthMb = VmHWM, else the sampled peak, − baselineRssMb) and the physical size of V8\'s young generation (new space) before and at the end of the run (youngGenMb: V8 grows it while the process allocates fast for long, up to --max-semi-space-size, and shrinks it again later); targets.byDestination.*.rssGrowth compares the growth of the hub runs at the largest size with the smallest; MB are MiB. RSS and CPU of the exporting process: the hub\'s (this process) for the hub, the ceiling\'s own for the ceiling (sshd, the S3 stand-in and PostgreSQL run in processes of their own); RSS sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
+      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination, in a process of its own with the same node flags (S3: the requests, part size and upload concurrency, on clients configured as those of the S3 destination). Each figure is the better of the rounds (fastest run; lowest peaks and growths, the highest in …Max, which the memory targets are judged on); ratio is the median of ratioPerRound (the hub rows/s of each round ÷ the ceiling rows/s of the same round; with two rounds their mean), which the ratio target is judged on; runs holds every run, with its RSS before (baselineRssMb), its growth (rssGrowthMb = VmHWM, else the sampled peak, − baselineRssMb) and the physical size of V8\'s young generation (new space) before and at the end of the run (youngGenMb: V8 grows it while the process allocates fast for long, up to --max-semi-space-size, and shrinks it again later), and process.memoryUsage() before and at the end of the run (memoryMb: rss, heapTotal, heapUsed, external, arrayBuffers; RSS beyond heapTotal + external is code, stacks and allocator pages not given back); targets.byDestination.*.rssGrowth compares the growth of the hub runs at the largest size with the smallest; MB are MiB. RSS and CPU of the exporting process: the hub\'s (this process) for the hub, the ceiling\'s own for the ceiling (sshd, the S3 stand-in and PostgreSQL run in processes of their own); RSS sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
     /** This process with the hub started, before any export (after a full GC). */
     idleProcess: idle,
     sizes: sizesOut,

@@ -77,6 +77,26 @@ export interface ProcessRun<T> {
    * the work), so part of a long run's peak is that generation's growth.
    */
   youngGenMb: { before: number; after: number };
+  /**
+   * `process.memoryUsage()` in MiB after the collection before the work and at its end: what of
+   * the RSS V8's heap and the memory it accounts outside it (`external`, of which `arrayBuffers`:
+   * Buffers) hold; RSS beyond their sum is code, stacks and the allocator's free pages (glibc's
+   * arenas) that were not given back.
+   */
+  memoryMb: { before: MemoryFigures; after: MemoryFigures };
+}
+
+export interface MemoryFigures {
+  rss: number;
+  heapTotal: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+function memoryFigures(): MemoryFigures {
+  const m = process.memoryUsage();
+  return { rss: mib(m.rss), heapTotal: mib(m.heapTotal), heapUsed: mib(m.heapUsed), external: mib(m.external), arrayBuffers: mib(m.arrayBuffers) };
 }
 
 let collect: (() => void) | undefined;
@@ -98,6 +118,7 @@ export function collectGarbage(): void {
 export async function inThisProcess<T>(profileFile: string | undefined, what: string, work: () => Promise<T>): Promise<ProcessRun<T>> {
   collectGarbage();
   const youngBefore = youngGenerationMb();
+  const memoryBefore = memoryFigures();
   const baselineRssMb = mib(process.memoryUsage.rss());
   const hwm = resetPeakRss();
   const sampler = new RssSampler();
@@ -109,7 +130,8 @@ export async function inThisProcess<T>(profileFile: string | undefined, what: st
   const used = process.cpuUsage(cpu);
   const peakRssMb = sampler.stop();
   const youngGenMb = { before: youngBefore, after: youngGenerationMb() };
-  return { value, ms, cpuSeconds: round((used.user + used.system) / 1e6, 2), baselineRssMb, peakRssMb, vmHwmMb: hwm ? vmHwmMb() : null, youngGenMb };
+  const memoryMb = { before: memoryBefore, after: memoryFigures() };
+  return { value, ms, cpuSeconds: round((used.user + used.system) / 1e6, 2), baselineRssMb, peakRssMb, vmHwmMb: hwm ? vmHwmMb() : null, youngGenMb, memoryMb };
 }
 
 /** The physical size of V8's new space (the young generation) of this process, MiB. */
