@@ -124,7 +124,7 @@ describe('svc-hub operator', () => {
     // The replicas above elect through PostgreSQL: stop them, this one elects through the stand-in's Lease.
     for (const o of operators.splice(0)) await o.stop();
     const lease = 'svc-hub-operator';
-    const op = await startOperator(await config({ 'svc.leader.backend': 'kubernetes', 'svc.leader.lease-duration': '1s', 'svc.operator.namespace': 'lease-ns' }), {
+    const op = await startOperator(await config({ 'svc.leader.backend': 'kubernetes', 'svc.leader.lease-duration': '3s', 'svc.operator.namespace': 'lease-ns' }), {
       kube: { server: api.url, token: 'lease-holder' },
       env: { POD_NAMESPACE: RELEASE_NS, POD_NAME: 'operator-0' },
     });
@@ -136,8 +136,9 @@ describe('svc-hub operator', () => {
     api.apply('connectors', connector('before-outage', undefined, 'lease-ns'));
     await until('before-outage Ready', () => ready('before-outage', 'lease-ns')?.status === 'True');
 
-    // The API server stops answering the Lease: past the renew deadline (1 s - 200 ms) the leadership is given up.
-    api.failNext('GET', new RegExp(`/namespaces/${RELEASE_NS}/leases/${lease}$`), 503, 20);
+    // The API server stops answering the Lease: past the renew deadline (3 s - 200 ms) the leadership
+    // is given up. (A lease of 1 s was lost on a loaded machine before the test had begun.)
+    api.failNext('GET', new RegExp(`/namespaces/${RELEASE_NS}/leases/${lease}$`), 503, 40);
     await until('the leadership lost', () => !op.leadership.isLeader());
     await until('it leads again', () => op.leadership.isLeader(), 20_000);
     await op.transition();
