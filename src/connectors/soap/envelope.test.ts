@@ -30,10 +30,9 @@ describe('readAnswer and faultOf', () => {
     await expect(readAnswer(small, call, { maxElements: 23 })).resolves.toMatchObject({ records: expect.any(Array) });
 
     // The tester's answer, at a sixteenth of its size, against the real limit.
-    const started = performance.now();
+    // (That the parse stops at the limit, in time, is xml.test.ts's: against a legal document of the limit's size.)
     const answer = readAnswer(envelope(`<R>${'<a/>'.repeat(1_100_000)}</R>`), call);
     await expect(answer).rejects.toThrow(SoapEnvelopeError);
     await expect(answer).rejects.toThrow(/^the SOAP answer has more than 1,000,000 elements; /);
-    expect(performance.now() - started).toBeLessThan(5000);
   });
 });
