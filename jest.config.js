@@ -17,6 +17,8 @@ export default {
     ],
   },
   setupFiles: ['<rootDir>/test/harness/quiet-logs.ts'],
+  // After each file: a transaction with an xid it left open is ended and fails it (test/harness/open-transactions.ts).
+  setupFilesAfterEnv: ['<rootDir>/test/harness/open-transactions.ts'],
   globalSetup: '<rootDir>/test/harness/global-setup.js',
   globalTeardown: '<rootDir>/test/harness/global-teardown.js',
   testTimeout: 30000,

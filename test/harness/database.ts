@@ -32,9 +32,13 @@ export function serverUrl(): string {
   return url;
 }
 
+/** The databases this test file made on the run's server (test/harness/open-transactions.ts checks them at its end). */
+export const databasesOfThisFile = new Set<string>();
+
 /** A fresh, empty database on the run's server; returns its owner URL. */
 export async function createTestDatabase(prefix = 't'): Promise<string> {
   const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  databasesOfThisFile.add(name);
   await ensureDatabase(serverUrl(), name);
   const url = new URL(serverUrl());
   url.pathname = `/${name}`;
