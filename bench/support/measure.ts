@@ -119,7 +119,7 @@ export async function inThisProcess<T>(profileFile: string | undefined, what: st
   collectGarbage();
   const youngBefore = youngGenerationMb();
   const memoryBefore = memoryFigures();
-  const baselineRssMb = mib(process.memoryUsage.rss());
+  const baselineRssMb = memoryBefore.rss;
   const hwm = resetPeakRss();
   const sampler = new RssSampler();
   sampler.start(50);
