@@ -1,3 +1,4 @@
+import { JsonText } from '../../src/db/json-text.js';
 import type { Context, Next } from 'koa';
 import { HubError } from '../../src/errors.js';
 import { logger } from '../../src/observability/logger.js';
@@ -107,10 +108,17 @@ function notMigrated(err: unknown): boolean {
  * Koa turns an object body into JSON only once every middleware has returned, outside this mapper
  * and the access log: a body that cannot be serialised (a string past V8's limit, a BigInt) was a
  * 500 nobody logged under an access line saying 200. Serialised here, such a failure is mapped,
- * logged and counted like any other. The Content-Type Koa set for the object stays.
+ * logged and counted like any other. The Content-Type Koa set for the object stays. A list the
+ * database serialised (`JsonText`) is sent as it is, as JSON.
  */
 function serialiseJsonBody(ctx: Context): void {
   const body: unknown = ctx.body;
+  if (body instanceof JsonText) {
+    // Serialised by the database (src/db/json-text.ts): the answer as it is.
+    ctx.type = 'application/json; charset=utf-8';
+    ctx.body = body.text;
+    return;
+  }
   if (body === null || typeof body !== 'object' || ctx.method === 'HEAD' || !ctx.writable) return;
   if (Buffer.isBuffer(body) || body instanceof Blob || body instanceof ReadableStream || body instanceof Response) return;
   if (typeof (body as { pipe?: unknown }).pipe === 'function') return;

@@ -1,9 +1,10 @@
 import type { Database, TenantId } from '../db/database.js';
+import type { JsonText } from '../db/json-text.js';
 import { NotFoundError } from '../errors.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
 import type { ConnectorRunner } from './runner.js';
 import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
-import { getRun, listRuns, requestCancel, type RunRecord } from './runs/ledger.js';
+import { getRun, listRunsJson, requestCancel, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
 import { type ApplyResult, type ConnectorDetail, type ConnectorRecord, applyConnector, deleteConnector, getConnector, listConnectors, loadConnector, purgeEndpoint, resetCursor } from './store.js';
@@ -29,7 +30,8 @@ export interface ConnectorTenantServices {
     purgeEndpoint(tenantId: TenantId, name: string, endpointId: string): Promise<void>;
   };
   runs: {
-    list(tenantId: TenantId, limit: number): Promise<RunRecord[]>;
+    /** The newest runs first, as the answer's JSON text. */
+    list(tenantId: TenantId, limit: number): Promise<JsonText>;
     get(tenantId: TenantId, id: string): Promise<RunRecord>;
     cancel(tenantId: TenantId, id: string): Promise<RunRecord>;
     /** One run upserting a CSV body into `ext.<table>` (csv-ingest.ts). */
@@ -71,7 +73,7 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
       purgeEndpoint: (t, name, endpointId) => db.withTenant(t, (tx) => purgeEndpoint(tx, name, endpointId)),
     },
     runs: {
-      list: (t, limit) => db.readWithTenant(t, (tx) => listRuns(tx, limit)),
+      list: (t, limit) => db.readWithTenant(t, (tx) => listRunsJson(tx, limit)),
       get: (t, id) => db.readWithTenant(t, (tx) => getRun(tx, id)),
       cancel: async (t, id) => {
         const run = await db.withTenant(t, (tx) => requestCancel(tx, id));

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../db/database.js';
+import type { JsonText } from '../db/json-text.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { type Catalog, type CatalogEntry, isDecision } from '../events/catalog.js';
 import {
@@ -84,8 +85,8 @@ export class IntegrationService {
     }
   }
 
-  /** One integration's deliveries (deleted integrations keep theirs), newest first. */
-  deliveries(tenantId: number, integrationId: string, query: ListQuery): Promise<DeliveryRecord[]> {
+  /** One integration's deliveries (deleted integrations keep theirs), newest first, as the answer's JSON text. */
+  deliveries(tenantId: number, integrationId: string, query: ListQuery): Promise<JsonText> {
     return this.o.db.readWithTenant(tenantId, (tx) => listForIntegration(tx, integrationId, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit) }));
   }
 
@@ -96,8 +97,8 @@ export class IntegrationService {
     });
   }
 
-  /** The tenant's deliveries across integrations: failures first. */
-  platformDeliveries(tenantId: number, query: ListQuery): Promise<DeliveryRecord[]> {
+  /** The tenant's deliveries across integrations, failures first, as the answer's JSON text. */
+  platformDeliveries(tenantId: number, query: ListQuery): Promise<JsonText> {
     return this.o.db.readWithTenant(tenantId, (tx) =>
       listForTenant(tx, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit), integrationId: query.integrationId }),
     );

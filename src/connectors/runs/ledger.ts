@@ -1,4 +1,5 @@
 import type { Tx } from '../../db/database.js';
+import { JsonText, jsonArraySql } from '../../db/json-text.js';
 import { isoTimestampSql } from '../../db/timestamps.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 
@@ -82,14 +83,25 @@ export async function getRun(tx: Tx, id: string): Promise<RunRecord> {
   return rows[0];
 }
 
+/** The newest runs first (of one connector, given its id). */
+function runsSql(connectorId: string | undefined): string {
+  return `select ${COLUMNS} from connectors.runs ${connectorId === undefined ? '' : 'where connector_id = $2'} order by started_at desc, id limit $1`;
+}
+
 export async function listRuns(tx: Tx, limit: number, connectorId?: string): Promise<RunRecord[]> {
   // A named statement per shape (with or without the connector), each with a plan of its own.
-  const { rows } = await tx.query<RunRecord>(
-    `select ${COLUMNS} from connectors.runs ${connectorId === undefined ? '' : 'where connector_id = $2'} order by started_at desc, id limit $1`,
-    connectorId === undefined ? [limit] : [limit, connectorId],
-    { prepare: true },
-  );
+  const { rows } = await tx.query<RunRecord>(runsSql(connectorId), connectorId === undefined ? [limit] : [limit, connectorId], { prepare: true });
   return rows;
+}
+
+/**
+ * The tenant's newest runs as the answer's JSON text (src/db/json-text.ts); the order of `listRuns`
+ * over the output's columns: `startedAt` is ISO 8601 text of one width, so its bytes sort as its
+ * instants do.
+ */
+export async function listRunsJson(tx: Tx, limit: number): Promise<JsonText> {
+  const { rows } = await tx.query<{ body: string }>(jsonArraySql(runsSql(undefined), 'r."startedAt" collate "C" desc, r.id'), [limit], { prepare: true });
+  return new JsonText(rows[0]!.body);
 }
 
 /** Cancel: 202 semantics for a running run (the flag its process reads: see ConnectorRunner), 409 when already over. */
