@@ -1,4 +1,6 @@
 import type { Tx } from '../db/database.js';
+import { JsonText, jsonArraySql } from '../db/json-text.js';
+import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { checkManifest, type Issue, statesCredential } from './manifest/validate.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
@@ -176,20 +178,25 @@ function toRecords(rows: Array<Omit<ConnectorRow, 'manifest'>>, marks: Mark[]): 
   });
 }
 
-/** Every connector of the caller's tenant, by name. */
-export async function listConnectors(tx: Tx): Promise<ConnectorRecord[]> {
-  // One statement: each connector with its endpoints' watermarks (`marks`, a JSON array of
-  // [uuid, watermark, watermark_updated_at as epoch milliseconds]); the manifest is not read.
-  const { rows } = await tx.query<Omit<ConnectorRow, 'manifest'> & { marks: Array<[string, string | null, number | null]> | null }>(
-    `select c.id, c.tenant_id, c.name, c.connector_type, c.scopes, c.schedule, c.spec, c.created_at, c.updated_at,
-            (select json_agg(json_build_array(e.uuid, e.watermark, extract(epoch from e.watermark_updated_at) * 1000))
-               from connectors.endpoints e where e.connector_id = c.id) as marks
-       from connectors.connectors c order by c.name`,
-    [],
-    { prepare: true },
-  );
-  const marks: Mark[] = rows.flatMap((r) => (r.marks ?? []).map(([uuid, watermark, at]) => ({ uuid, watermark, watermark_updated_at: at === null ? null : new Date(at) })));
-  return toRecords(rows, marks).map(({ spec: _s, ...record }) => record);
+/**
+ * Every connector of the caller's tenant, by name, as the answer's JSON text (src/db/json-text.ts):
+ * the records `getConnector` answers (without their manifest and spec), byte for byte, with each
+ * endpoint's summary taken from the stored spec and its watermark by the statement itself
+ * (store-json.test.ts holds the two to each other).
+ */
+export async function listConnectorsJson(tx: Tx): Promise<JsonText> {
+  const summary = `select e->'id' as id, e->'uuid' as uuid, e->'enabled' as enabled,
+           case when (e->>'graphql')::boolean then 'graphql' else 'rest' end as kind,
+           e->'method' as method, e->'path' as path, e->'pagination'->'kind' as pagination, e->'target'->'table' as "table",
+           e->'incremental'->'mode' as "syncMode", w.watermark, ${isoTimestampSql('w.watermark_updated_at')} as "watermarkUpdatedAt"`;
+  const endpoints = `select ('[' || string_agg(row_to_json((select s from (${summary}) s))::text, ',' order by n) || ']')::json
+      from jsonb_array_elements(c.spec->'endpoints') with ordinality as ep (e, n)
+      left join connectors.endpoints w on w.connector_id = c.id and w.uuid::text = e->>'uuid'`;
+  const connectors = `select c.id, c.name, c.connector_type as "connectorType", c.scopes, c.schedule, coalesce((${endpoints}), '[]') as endpoints,
+      ${isoTimestampSql('c.created_at')} as "createdAt", ${isoTimestampSql('c.updated_at')} as "updatedAt"
+    from connectors.connectors c order by c.name`;
+  const { rows } = await tx.query<{ body: string }>(jsonArraySql(connectors, 'r.name'), [], { prepare: true });
+  return new JsonText(rows[0]!.body);
 }
 
 /** The id, the manifest as applied and the schedule of the connector of that name (one row, nothing derived). */

@@ -7,7 +7,7 @@ import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDead
 import { getRun, listRunsJson, requestCancel, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
-import { type ApplyResult, type ConnectorDetail, type ConnectorRecord, applyConnector, deleteConnector, getConnector, listConnectors, loadConnector, purgeEndpoint, resetCursor } from './store.js';
+import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnector, getConnector, listConnectorsJson, loadConnector, purgeEndpoint, resetCursor } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
@@ -21,7 +21,8 @@ export interface ConnectorTenantServices {
     apply(tenantId: TenantId, manifest: unknown, actor: string): Promise<ApplyResult>;
     /** Every error and warning of a manifest; writes nothing. */
     check(manifest: unknown): ManifestCheck;
-    list(tenantId: TenantId): Promise<ConnectorRecord[]>;
+    /** Every connector, by name, as the answer's JSON text. */
+    list(tenantId: TenantId): Promise<JsonText>;
     /** 404 when unknown. */
     get(tenantId: TenantId, name: string): Promise<ConnectorDetail>;
     /** 404 when unknown. */
@@ -59,7 +60,7 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
     manifests: {
       apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor, inlineCredentials })),
       check: (manifest) => checkManifest(manifest, { inlineCredentials }),
-      list: (t) => db.readWithTenant(t, (tx) => listConnectors(tx)),
+      list: (t) => db.readWithTenant(t, (tx) => listConnectorsJson(tx)),
       get: async (t, name) => {
         const found = await db.readWithTenant(t, (tx) => getConnector(tx, name));
         if (!found) throw new NotFoundError(`connector ${name} not found`);
