@@ -133,6 +133,14 @@ describe('login, whoami, logout', () => {
         expect(existsSync(fresh)).toBe(false);
       }
 
+      // A dev-bypass tenant at a hub that checks tokens: say so, and how to log in instead.
+      const dev = await svc(['login', '--url', url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: fresh } });
+      expect(dev.code).toBe(1);
+      expect(dev.err).toBe(`error: authentication required; this hub checks tokens (it has no dev bypass): svc login --url ${url} --token-stdin; nothing was stored (HTTP 401)\n`);
+      expect(existsSync(fresh)).toBe(false);
+      const devEnv = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: fresh, SVC_URL: url, SVC_DEV_TENANT: '1' } });
+      expect(devEnv.err).toBe(`error: authentication required; this hub checks tokens (it has no dev bypass): svc login --url ${url} --token-stdin (HTTP 401)\n`);
+
       // A token from the environment was not stored either.
       const fromEnv = await svc(['whoami'], { env: { SVC_CLI_CONFIG: fresh, SVC_URL: url, SVC_TOKEN: 'an-env-token' } });
       expect(fromEnv.code).toBe(1);

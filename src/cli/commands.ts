@@ -201,6 +201,7 @@ async function login(c: Ctx): Promise<number> {
     const tenant = str(c, 'dev-tenant')!;
     if (!/^\d+$/.test(tenant)) throw new UsageError(`--dev-tenant must be a numeric tenant id, not '${tenant}'`);
     target.devTenant = tenant;
+    target.tokenFrom = 'login';
   } else {
     target.token = (given[0] === 'token' ? str(c, 'token')! : await readStdin(c.io.stdin)).trim();
     if (!target.token) throw new UsageError('the token is empty');

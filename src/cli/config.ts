@@ -30,8 +30,9 @@ export interface Target extends Credentials {
   /** Base URL without a trailing slash. */
   url: string;
   /**
-   * Where `token` comes from, for what a 401 says: `svc login`'s own argument (nothing stored yet),
-   * SVC_TOKEN, or (absent) the config file. Never written to the file.
+   * Where the credential (`token`, or `devTenant`) comes from, for what a 401 says: `svc login`'s
+   * own argument (nothing stored yet), SVC_TOKEN, or (absent) the config file or the environment's
+   * SVC_DEV_TENANT. Never written to the file.
    */
   tokenFrom?: 'login' | 'environment';
 }

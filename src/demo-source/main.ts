@@ -2,7 +2,11 @@
 import { credentialsFromEnv } from './credentials.js';
 import { startDemoSource } from './server.js';
 
-const source = await startDemoSource();
+// A setting it cannot use (DEMO_PORT=abc, a port in use) is one line and exit code 2, not a stack.
+const source = await startDemoSource().catch((err: unknown) => {
+  process.stderr.write(`demo source: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(2);
+});
 const creds = credentialsFromEnv();
 const rows = process.env.DEMO_ROWS || '2400';
 const where = process.env.DEMO_HOST ? `on ${process.env.DEMO_HOST}` : 'on every interface';

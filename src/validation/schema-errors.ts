@@ -38,6 +38,16 @@ export function joinField(parent: string, key: string): string {
 const article = (word: string) => (/^[aeiou]/.test(word) ? 'an' : 'a');
 const quoted = (v: unknown) => JSON.stringify(v);
 
+/**
+ * A schema's errors (all of them, ajv's `allErrors`) with the unknown fields first, each kind in its
+ * order: a misspelt key is also a missing one (`on:` for `event:` reports `spec.event is required`
+ * too), and the misspelling is what to fix, so it is what a caller shown one error should see.
+ */
+export function unknownFieldsFirst<T extends { keyword: string }>(errors: readonly T[] | null | undefined): T[] {
+  const all = [...(errors ?? [])];
+  return [...all.filter((e) => e.keyword === 'additionalProperties'), ...all.filter((e) => e.keyword !== 'additionalProperties')];
+}
+
 export function schemaIssue(e: ErrorObject, options: TranslateOptions = {}): Issue {
   const at = fieldOf(e.instancePath);
   const params = e.params as Record<string, unknown>;
@@ -46,8 +56,11 @@ export function schemaIssue(e: ErrorObject, options: TranslateOptions = {}): Iss
     return { field, message: `${field} is required` };
   }
   if (e.keyword === 'additionalProperties') {
-    const field = joinField(at, String(params.additionalProperty));
-    return { field, message: `${field} is not a known field` };
+    const key = String(params.additionalProperty);
+    const field = joinField(at, key);
+    // kubectl reads manifests as YAML 1.1, where an unquoted `on`, `off`, `yes` or `no` is a boolean.
+    const yaml11 = key === 'true' || key === 'false' ? ' (YAML 1.1 reads an unquoted on, off, yes or no as a boolean: quote the key, or check its name)' : '';
+    return { field, message: `${field} is not a known field${yaml11}` };
   }
   const name = at || options.root || 'value';
   const refined = options.refine?.(e, at);

@@ -1,5 +1,5 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
-import type { Issue } from '../../validation/schema-errors.js';
+import { type Issue, unknownFieldsFirst } from '../../validation/schema-errors.js';
 import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { parseMapping } from '../mapping.js';
 import type { EntityColumn, EntityColumnType, EntitySource } from '../types.js';
@@ -51,7 +51,7 @@ export function checkEntityManifest(given: unknown): EntityCheck {
 
   reservedNames(input, errors);
   const check = schemaCheck();
-  if (!check(input)) for (const e of check.errors ?? []) errors.add(...translate(e));
+  if (!check(input)) for (const e of unknownFieldsFirst(check.errors)) errors.add(...translate(e));
   if (errors.count) return { errors: errors.list, warnings };
 
   const entity = normalise(input, errors, warnings);

@@ -32,6 +32,13 @@ describe('durations of spec.dormancy.after', () => {
 });
 
 describe('checkWorkflowManifest', () => {
+  it('names a misspelt key first, before the required key it stands for', () => {
+    const { stateColumn: _given, ...spec } = manifest().spec;
+    const check = checkWorkflowManifest({ ...manifest(), spec: { ...spec, statecolumn: 'status' } });
+    expect(check.errors[0]).toEqual({ field: 'spec.statecolumn', message: 'spec.statecolumn is not a known field' });
+    expect(check.errors).toContainEqual({ field: 'spec.stateColumn', message: 'spec.stateColumn is required' });
+  });
+
   it('normalises: the name lower-case, dormancy states default to all, duplicate transitions warned', () => {
     const check = checkWorkflowManifest(manifest({ transitions: [{ from: 'prospect', to: 'active' }, { from: 'prospect', to: 'active' }], dormancy: { after: '30d' } }));
     expect(check.errors).toEqual([]);
