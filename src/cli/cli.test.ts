@@ -325,7 +325,7 @@ describe('secrets', () => {
 
     expect((await svc(['secrets', 'rotate', 'crm-key', '--value-stdin'], { stdin: 'second-value' })).out).toBe('secret/crm-key rotated\n');
     expect(JSON.parse((await svc(['secrets', 'get', 'crm-key', '--json'])).out).rotatedAt).not.toBeNull();
-    expect((await svc(['secrets', 'create', 'crm-key', '--value-stdin'], { stdin: 'x' })).err).toMatch(/\(HTTP 409\)\n$/);
+    expect((await svc(['secrets', 'create', 'crm-key', '--value-stdin'], { stdin: 'x' })).err).toMatch(/; to give it a new value: svc secrets rotate crm-key \(HTTP 409\)\n$/);
     expect((await svc(['secrets', 'rm', 'crm-key'])).out).toBe('secret/crm-key deleted\n');
     expect((await svc(['secrets', 'ls'])).out).toBe('No secrets.\n');
   });
@@ -346,7 +346,10 @@ describe('deliveries, dead letters and events', () => {
   });
 
   it('dlq ls and get', async () => {
-    expect((await svc(['dlq', 'ls', '--connector', 'local-open'])).out).toBe('No dead letters.\n');
+    expect(await svc(['dlq', 'ls', '--connector', 'local-open'])).toEqual({ code: 0, out: 'No dead letters.\n', err: '' });
+    // A name no connector has: the same empty list, and a warning that the name is unknown.
+    expect(await svc(['dlq', 'ls', '--connector', 'local-opn'])).toEqual({ code: 0, out: 'No dead letters.\n', err: "warning: the tenant has no connector named 'local-opn'\n" });
+    expect(await svc(['runs', 'ls', '--connector', 'local-opn'])).toEqual({ code: 0, out: 'No runs.\n', err: "warning: the tenant has no connector named 'local-opn'\n" });
     expect((await svc(['dlq', 'get', '424242'])).code).toBe(1);
   });
 

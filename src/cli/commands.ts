@@ -125,10 +125,27 @@ function show(c: Ctx, body: unknown, human: () => string): void {
   c.out(c.json ? json(body) : human());
 }
 
-async function listing(c: Ctx, route: string, columns: Column[], empty: string, query?: Query, keep?: (row: Row) => boolean): Promise<void> {
+async function listing(c: Ctx, route: string, columns: Column[], empty: string, query?: Query, keep?: (row: Row) => boolean): Promise<Row[]> {
   let { body } = await c.hub().call<Row[]>('GET', route, { query });
   if (keep) body = body.filter(keep);
   show(c, body, () => (body.length ? table(body, columns) : `${empty}\n`));
+  return body;
+}
+
+const CONNECTOR_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A list filtered by a connector's name came back empty: when the tenant has no connector of that
+ * name, a warning says so (a typo in the name would otherwise list nothing, silently). An id is
+ * not checked.
+ */
+async function warnUnknownConnector(c: Ctx, rows: Row[], connector: string | undefined): Promise<void> {
+  if (rows.length > 0 || connector === undefined || CONNECTOR_ID.test(connector)) return;
+  try {
+    await c.hub().call('GET', path`/api/connectors/${connector}`);
+  } catch (err) {
+    if (err instanceof HttpError && err.status === 404) c.err(`warning: the tenant has no connector named '${connector}'\n`);
+  }
 }
 
 async function record(c: Ctx, route: string): Promise<void> {
@@ -579,7 +596,7 @@ export const COMMANDS: Command[] = [
       const connector = str(c, 'connector');
       const limit = limitFlag(c) ?? (connector ? MAX_LIMIT : undefined);
       const keep = connector ? (r: Row) => r.connector === connector || r.connectorId === connector : undefined;
-      await listing(c, '/api/platform/runs', RUN_COLUMNS, 'No runs.', { limit }, keep);
+      await warnUnknownConnector(c, await listing(c, '/api/platform/runs', RUN_COLUMNS, 'No runs.', { limit }, keep), connector);
       return 0;
     },
   },
@@ -610,7 +627,7 @@ export const COMMANDS: Command[] = [
         { header: 'CAPTURED', value: when('capturedAt') },
         field('ERROR', 'errorMessage', 50),
       ];
-      await listing(c, '/api/platform/dlq', columns, 'No dead letters.', query);
+      await warnUnknownConnector(c, await listing(c, '/api/platform/dlq', columns, 'No dead letters.', query), query.connector);
       return 0;
     },
   },
@@ -721,7 +738,13 @@ export const COMMANDS: Command[] = [
     run: async (c) => {
       const name = c.args[0]!;
       const body = { name, ...(await secretBody(c, name)) };
-      await act(c, 'POST', '/api/platform/secrets', `secret/${name} created`, { json: body });
+      try {
+        await act(c, 'POST', '/api/platform/secrets', `secret/${name} created`, { json: body });
+      } catch (err) {
+        // A name already taken: a new value for it is a rotation.
+        if (err instanceof HttpError && err.status === 409) throw new HttpError(409, `${err.message}; to give it a new value: svc secrets rotate ${name}`, err.body);
+        throw err;
+      }
       return 0;
     },
   },

@@ -88,6 +88,10 @@ describe('export manifest', () => {
       expect(Object.keys(errorsOf(manifest({ columns: ['partner_id', reserved] })))).toEqual(['spec.columns[1]']);
     }
     expect(errorsOf(manifest({ order: ['partner_id', 'city'] }))).toEqual({ 'spec.order[1]': 'spec.order[1] city is not one of spec.columns: sort columns are taken from the exported columns' });
+    // A column misspelt in spec.columns is named beside the sort column it no longer matches.
+    expect(errorsOf(manifest({ columns: ['partner_idd', 'name'], order: ['partner_id'] }))).toEqual({
+      'spec.order[0]': 'spec.order[0] partner_id is not one of spec.columns: sort columns are taken from the exported columns (spec.columns has partner_idd: is one of the two misspelt?)',
+    });
   });
 
   it('refuses inline credentials with a message naming the *_env field', () => {

@@ -1,5 +1,6 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { cronProblem } from '../../connectors/manifest/validate.js';
+import { closest } from '../../validation/closest.js';
 import { type Issue, unknownFieldsFirst } from '../../validation/schema-errors.js';
 import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { unknownToken } from '../tokens.js';
@@ -99,7 +100,12 @@ function normalise(input: Json, errors: Issues, warnings: Issue[]): ExportSpec |
   const ordered = new Set<string>();
   order.forEach((column, i) => {
     const field = `spec.order[${i}]`;
-    if (!seen.has(column)) errors.add(field, `${field} ${column} is not one of spec.columns: sort columns are taken from the exported columns`);
+    if (!seen.has(column)) {
+      // A column misspelt in spec.columns shows here first: point at it.
+      const near = closest(column, seen);
+      const hint = near === undefined ? '' : ` (spec.columns has ${near}: is one of the two misspelt?)`;
+      errors.add(field, `${field} ${column} is not one of spec.columns: sort columns are taken from the exported columns${hint}`);
+    }
     else if (ordered.has(column)) errors.add(field, `${field} ${column} is listed twice`);
     ordered.add(column);
   });
