@@ -1,6 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../validation/input-limits.js';
-import { type Issue, schemaIssue } from '../validation/schema-errors.js';
+import { type Issue, schemaIssue, unknownFieldsFirst } from '../validation/schema-errors.js';
 
 /**
  * What every manifest kind's validator shares (Connector, Entity, Export): the issue list keyed by
@@ -51,6 +51,14 @@ export function compiledOnce(schema: Record<string, unknown>): () => ValidateFun
 export function schemaError(e: ErrorObject, refine?: (error: ErrorObject, field: string) => string | undefined): [string, string] {
   const issue = schemaIssue(e, { root: 'manifest', patternMessages, refine });
   return [issue.field, issue.message];
+}
+
+/**
+ * A failed schema check's errors into `errors`, the unknown fields first (`unknownFieldsFirst`: a
+ * misspelt key is reported before the required key it stands for), each as `translate` words it.
+ */
+export function addSchemaErrors(errors: Issues, found: ErrorObject[] | null | undefined, translate: (e: ErrorObject) => [string, string] = (e) => schemaError(e)): void {
+  for (const e of unknownFieldsFirst(found)) errors.add(...translate(e));
 }
 
 /**

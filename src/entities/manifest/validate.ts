@@ -1,6 +1,6 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
-import { type Issue, unknownFieldsFirst } from '../../validation/schema-errors.js';
-import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
+import type { Issue } from '../../validation/schema-errors.js';
+import { addSchemaErrors, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { parseMapping } from '../mapping.js';
 import type { EntityColumn, EntityColumnType, EntitySource } from '../types.js';
 import { entityManifestSchema } from './schema.js';
@@ -51,7 +51,7 @@ export function checkEntityManifest(given: unknown): EntityCheck {
 
   reservedNames(input, errors);
   const check = schemaCheck();
-  if (!check(input)) for (const e of unknownFieldsFirst(check.errors)) errors.add(...translate(e));
+  if (!check(input)) addSchemaErrors(errors, check.errors, translate);
   if (errors.count) return { errors: errors.list, warnings };
 
   const entity = normalise(input, errors, warnings);

@@ -1,8 +1,8 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { cronProblem } from '../../connectors/manifest/validate.js';
 import { closest } from '../../validation/closest.js';
-import { type Issue, unknownFieldsFirst } from '../../validation/schema-errors.js';
-import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
+import type { Issue } from '../../validation/schema-errors.js';
+import { addSchemaErrors, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { unknownToken } from '../tokens.js';
 import {
   DEFAULT_ACCESS_KEY_ENV,
@@ -68,7 +68,7 @@ export function checkExportManifest(given: unknown): ExportCheck {
     }
   }
   const check = schemaCheck();
-  if (!check(input)) for (const e of unknownFieldsFirst(check.errors)) errors.add(...translate(e));
+  if (!check(input)) addSchemaErrors(errors, check.errors, translate);
   if (errors.list.length) return { errors: errors.list, warnings };
 
   const spec = normalise(input, errors, warnings);

@@ -1,5 +1,5 @@
-import { compiledOnce, Issues, manifestObject, schemaError } from '../../manifests/checking.js';
-import { type Issue, unknownFieldsFirst } from '../../validation/schema-errors.js';
+import { addSchemaErrors, compiledOnce, Issues, manifestObject } from '../../manifests/checking.js';
+import type { Issue } from '../../validation/schema-errors.js';
 import { CelError, compileWhen } from '../cel.js';
 import { processManifestSchema } from './schema.js';
 
@@ -34,7 +34,7 @@ export function checkProcessManifest(given: unknown): ProcessCheck {
   const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
   if (!input) return { errors: errors.list };
   const check = schemaCheck();
-  if (!check(input)) for (const e of unknownFieldsFirst(check.errors)) errors.add(...schemaError(e));
+  if (!check(input)) addSchemaErrors(errors, check.errors);
   if (errors.count) return { errors: errors.list };
 
   const spec = input.spec as { event: string; when?: string; decision: string; message?: string };

@@ -1,5 +1,5 @@
-import { type Issue, unknownFieldsFirst } from '../../validation/schema-errors.js';
-import { compiledOnce, Issues, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
+import type { Issue } from '../../validation/schema-errors.js';
+import { addSchemaErrors, compiledOnce, Issues, type Json, manifestObject } from '../../manifests/checking.js';
 import { durationInterval } from '../duration.js';
 import { workflowManifestSchema } from './schema.js';
 
@@ -46,7 +46,7 @@ export function checkWorkflowManifest(given: unknown): WorkflowCheck {
   const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
   if (!input) return { errors: errors.list, warnings };
   const check = schemaCheck();
-  if (!check(input)) for (const e of unknownFieldsFirst(check.errors)) errors.add(...schemaError(e));
+  if (!check(input)) addSchemaErrors(errors, check.errors);
   if (errors.count) return { errors: errors.list, warnings };
   const workflow = normalise(input, errors, warnings);
   return errors.count || !workflow ? { errors: errors.list, warnings } : { errors: [], warnings, workflow };
