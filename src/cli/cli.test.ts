@@ -271,7 +271,12 @@ describe('apply and connectors', () => {
 describe('usage errors', () => {
   it.each([
     [['connectors', 'get'], 'svc connectors get: missing NAME', 'Usage: svc connectors get NAME'],
-    [['connectors', 'ls', '--bogus'], "svc connectors ls: Unknown option '--bogus'", 'Usage: svc connectors ls'],
+    [['connectors', 'ls', '--bogus'], "svc connectors ls: unknown option '--bogus'\n", 'Usage: svc connectors ls'],
+    [['runs', 'ls', '--limt', '5'], "svc runs ls: unknown option '--limt'; did you mean '--limit'?", 'Usage: svc runs ls'],
+    [['runs', 'ls', '--jsn'], "svc runs ls: unknown option '--jsn'; did you mean '--json'?", 'Usage: svc runs ls'],
+    [['runs', 'ls', '--limit'], "svc runs ls: option '--limit <value>' argument missing", 'Usage: svc runs ls'],
+    [['conectors', 'ls'], "unknown command 'conectors'; did you mean 'connectors'?", 'Commands:'],
+    [['connectors', 'gte', 'x'], "svc connectors: unknown command 'gte'; did you mean 'get'?", 'svc connectors preflight'],
     [['connectors', 'ls', 'extra'], "svc connectors ls: unexpected argument 'extra'", 'Usage: svc connectors ls'],
     [['connectors', 'fly'], "svc connectors: unknown command 'fly'", 'svc connectors preflight'],
     [['apply'], 'svc apply: -f is required', 'Usage: svc apply -f FILE'],

@@ -4,6 +4,7 @@ import { COMMANDS, type Command, type Ctx, type Flag, type Io } from './commands
 import { configPath, resolveTarget, type Target } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { Hub } from './http.js';
+import { closest } from '../validation/closest.js';
 
 /**
  * `svc`, the command-line client of the hub: finds the command in the table (commands.ts), parses
@@ -67,10 +68,10 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
       return usageError(err, `svc ${group}: which one?`, groupHelp(group!));
     }
     command = COMMANDS.find((c) => c.name === `${group} ${verb}`);
-    if (!command) return usageError(err, `svc ${group}: unknown command '${verb}'`, groupHelp(group!));
+    if (!command) return usageError(err, `svc ${group}: unknown command '${verb}'${meant(verb!, verbsOf(group!))}`, groupHelp(group!));
   } else {
     command = COMMANDS.find((c) => c.name === group);
-    if (!command) return usageError(err, `unknown command '${group}'`, overview());
+    if (!command) return usageError(err, `unknown command '${group}'${meant(group!, topWords())}`, overview());
   }
 
   let parsed: { values: Ctx['opts']; positionals: string[] };
@@ -78,7 +79,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     const result = parseArgs({ args: rest, options: parseOptions({ ...command.flags, ...GLOBAL }), allowPositionals: true, strict: true });
     parsed = { values: result.values as Ctx['opts'], positionals: result.positionals };
   } catch (e) {
-    return usageError(err, `svc ${command.name}: ${(e as Error).message.replace(/\. To specify a positional argument.*$/s, '')}`, commandHelp(command));
+    return usageError(err, `svc ${command.name}: ${parseProblem(e as Error & { code?: string }, { ...command.flags, ...GLOBAL })}`, commandHelp(command));
   }
   if (parsed.values.help) {
     out(commandHelp(command));
@@ -138,6 +139,34 @@ function processIo(): Io {
 function usageError(err: (text: string) => void, message: string, usage: string): number {
   err(`${message}\n\n${usage}`);
   return 2;
+}
+
+/**
+ * node:util's parse error as the CLI's other usage errors read: lower case, without node's advice on
+ * positionals starting with '-', and with the command's nearest flag when an unknown one is a
+ * near spelling of it.
+ */
+function parseProblem(e: Error & { code?: string }, flags: Record<string, Flag>): string {
+  const stripped = e.message.replace(/\. To specify a positional argument.*$/s, '');
+  const message = stripped.charAt(0).toLowerCase() + stripped.slice(1);
+  if (e.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return message;
+  const option = /'([^']+)'/.exec(message)?.[1] ?? '';
+  const name = option.replace(/^--?/, '').replace(/=.*$/s, '');
+  return `unknown option '${option}'${option.startsWith('--') ? meant(name, Object.keys(flags), '--') : ''}`;
+}
+
+/** `; did you mean 'x'?` when `word` is a near spelling of one candidate, else nothing. */
+function meant(word: string, candidates: Iterable<string>, prefix = ''): string {
+  const near = closest(word, candidates);
+  return near === undefined ? '' : `; did you mean '${prefix}${near}'?`;
+}
+
+function verbsOf(group: string): string[] {
+  return COMMANDS.filter((c) => c.name.startsWith(`${group} `)).map((c) => c.name.slice(group.length + 1));
+}
+
+function topWords(): Set<string> {
+  return new Set(COMMANDS.map((c) => c.name.split(' ')[0]!));
 }
 
 function isGroup(word: string): boolean {
