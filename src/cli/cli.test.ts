@@ -348,6 +348,8 @@ describe('deliveries, dead letters and events', () => {
     expect(await svc(['deliveries', 'ls'])).toEqual({ code: 0, out: 'No deliveries.\n', err: '' });
     expect(await svc(['deliveries', 'ls', '--failed', '--json'])).toEqual({ code: 0, out: '[]\n', err: '' });
     expect((await svc(['deliveries', 'replay', '999'])).err).toMatch(/^error: .* \(HTTP 404\)\n$/);
+    // An integration id the tenant does not have is an error, not an empty list.
+    expect(await svc(['deliveries', 'ls', '--integration', '424242'])).toEqual({ code: 1, out: '', err: 'error: integration 424242 not found (HTTP 404)\n' });
   });
 
   it('dlq ls and get', async () => {

@@ -67,18 +67,29 @@ export async function listForIntegration(tx: Tx, integrationId: string | number,
   return new JsonText(rows[0].body);
 }
 
-/** The tenant's deliveries across integrations, failures first, then newest first, as the answer's JSON text. */
+/**
+ * The tenant's deliveries across integrations, failures first, then newest first, as the answer's
+ * JSON text. Filtered by an integration id the tenant has no integration of: 404, as that
+ * integration's own list (an empty list would hide a wrong id); a deleted one keeps its deliveries.
+ */
 export async function listForTenant(tx: Tx, options: ListOptions): Promise<JsonText> {
   const values: unknown[] = [];
   let where = 'true';
+  let found = 'true';
   if (options.failedOnly) where += ` and ${FAILED}`;
   if (options.integrationId !== undefined) {
     values.push(options.integrationId);
     where += ` and d.integration_id = $${values.length}`;
+    found = `exists (select 1 from hub.integrations i where i.id = $${values.length})`;
   }
   values.push(options.limit);
   const deliveries = `select ${RECORD_COLUMNS} from hub.deliveries d where ${where} order by d.succeeded, d.id desc limit ${limitStep(options.limit)}`;
-  const { rows } = await tx.query<{ body: string }>(jsonArraySql(deliveries, 'r.succeeded, r.id desc', `$${values.length}`), values, PREPARED);
+  const { rows } = await tx.query<{ found: boolean; body: string }>(
+    `select ${found} as found, (${jsonArraySql(deliveries, 'r.succeeded, r.id desc', `$${values.length}`)}) as body`,
+    values,
+    PREPARED,
+  );
+  if (!rows[0]!.found) throw integrationNotFound(options.integrationId!);
   return new JsonText(rows[0]!.body);
 }
 

@@ -350,6 +350,10 @@ describe('replay and the journal', () => {
     const mine = (await t1.get(`/api/platform/deliveries?integrationId=${id}`)).body as Delivery[];
     expect(mine.length).toBe(3);
     expect(mine.every((d) => d.integrationId === id)).toBe(true);
+    // An id the tenant has no integration of: 404, as that integration's own list answers (not an empty list).
+    const unknown = await t1.get('/api/platform/deliveries?integrationId=987654');
+    expect(unknown).toMatchObject({ status: 404, body: { error: 'integration 987654 not found' } });
+    expect((await t1.get('/api/platform/deliveries?integrationId=987654&status=failed')).status).toBe(404);
     expect(((await t1.get('/api/platform/deliveries?limit=2')).body as Delivery[]).length).toBe(2);
     // A limit between the statements' steps (10, 50, 100, 200): exactly that many, the first of the longer list.
     for (const limit of [1, 3, 11, 51]) {
@@ -444,5 +448,7 @@ describe('two tenants', () => {
     expect(list.map((d) => d.integrationId)).toEqual([theirs]);
     expect((await t2.get(`/api/tenants/${tenant2}/integrations/${theirs}/deliveries`)).status).toBe(200);
     expect((await t1.get(`/api/tenants/1/integrations/${theirs}/deliveries`)).status).toBe(404);
+    // Filtering by another tenant's integration answers as for an unknown id: existence is not confirmed.
+    expect(await t1.get(`/api/platform/deliveries?integrationId=${theirs}`)).toMatchObject({ status: 404, body: { error: `integration ${theirs} not found` } });
   });
 });

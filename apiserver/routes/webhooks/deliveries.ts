@@ -14,13 +14,14 @@ export const deliveryRoutes: RouteDecl[] = [
       type: 'object',
       properties: {
         status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
-        integrationId: { type: 'integer', minimum: 1, description: 'Only this integration\'s deliveries' },
+        integrationId: { type: 'integer', minimum: 1, description: 'Only this integration\'s deliveries (a deleted one\'s too); 404 when the tenant has no integration of that id' },
         limit: { type: 'integer', minimum: 1, default: 50, description: 'At most this many (default 50, capped at 200)' },
       },
     },
     responses: {
       200: { description: 'Delivery records', schema: { type: 'array', items: deliverySchema } },
       400: { description: 'Invalid query `{error, field}`', schema: errorBody },
+      404: { description: '`integrationId` names no integration of the tenant (another tenant\'s included: existence is not confirmed)', schema: errorBody },
       ...refusals(true),
     },
     handler: ({ services, principal, query }) =>
