@@ -148,8 +148,12 @@ describe('GET /q/openapi', () => {
 
   it.each(declared().map((d) => [key(d.method, d.path), d] as const))('%s: responses and request body as declared', (_, decl) => {
     const op = doc.paths[decl.path]![decl.method.toLowerCase()]!;
-    // A rate-limited route also documents its 429 (the router adds it: apiserver/rate-limit.test.ts checks it).
-    expect(Object.keys(op.responses).sort()).toEqual([...Object.keys(decl.responses), ...(decl.rateLimit ? ['429'] : [])].sort());
+    // A rate-limited route also documents its 429 (the router adds it: apiserver/rate-limit.test.ts checks it), and a
+    // route with a body its 415 (a body in another media type: apiserver/routes/connectors/connectors.test.ts).
+    const hasBody = (decl.documentedBody ?? decl.body) !== undefined;
+    const added = [...(decl.rateLimit ? ['429'] : []), ...(hasBody && !decl.responses[415] ? ['415'] : [])];
+    expect(Object.keys(op.responses).sort()).toEqual([...Object.keys(decl.responses), ...added].sort());
+    if (hasBody) expect(op.responses['415']!.content).toEqual({ 'application/json': { schema: expect.objectContaining({ type: 'object' }) } });
     for (const [status, response] of Object.entries(decl.responses)) {
       const documented = op.responses[status]!;
       expect(documented.description).toBe(response.description);

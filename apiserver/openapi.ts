@@ -29,6 +29,12 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
         ]),
       ),
     };
+    if (decl.documentedBody ?? decl.body) {
+      (operation.responses as Record<string, unknown>)['415'] ??= {
+        description: `A body in another media type than ${(decl.bodyTypes ?? ['application/json']).join(' or ')}: \`{error, hint}\``,
+        content: { 'application/json': { schema: errorBody } },
+      };
+    }
     if (decl.rateLimit) {
       (operation.responses as Record<string, unknown>)['429'] = {
         description: `Rate limit \`${decl.rateLimit}\` exhausted for the caller's tenant: \`{"error": "rate limit exceeded"}\``,

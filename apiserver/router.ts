@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { parseDocument } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
-import { AuthenticationRequired, Forbidden, MissingIntegratorRole, ValidationError } from '../src/errors.js';
+import { AuthenticationRequired, Forbidden, MissingIntegratorRole, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
 import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
@@ -130,7 +130,8 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
     }
     if (depthOf(value) > MAX_JSON_DEPTH) throw tooDeep();
   } else if (ctx.request.length && !ctx.is(...types)) {
-    throw new ValidationError(`body must be ${types.join(' or ')}`, undefined, `send Content-Type: ${types[0]}`);
+    const sent = ctx.request.type ? `not ${ctx.request.type}` : 'the request names no Content-Type';
+    throw new UnsupportedMediaType(`body must be ${types.join(' or ')} (${sent})`, `send Content-Type: ${types[0]}`);
   } else if (ctx.is(...JSON_TYPES) && typeof raw === 'string') {
     if (raw.trim() === '') value = {};
     else {

@@ -32,6 +32,20 @@ export class ValidationError extends HubError {
   }
 }
 
+/** 415 `{error, hint}`: a body in a media type the route does not take. */
+export class UnsupportedMediaType extends HubError {
+  constructor(
+    message: string,
+    readonly hint: string,
+  ) {
+    super(message);
+    this.name = 'UnsupportedMediaType';
+  }
+  render(): Rendered {
+    return { status: 415, body: { json: { error: this.message, hint: this.hint } } };
+  }
+}
+
 /** 404 `{error}` */
 export class NotFoundError extends HubError {
   constructor(message = 'not found') {

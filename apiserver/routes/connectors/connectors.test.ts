@@ -218,7 +218,17 @@ describe('POST /api/connectors/apply', () => {
     const json = await applyJson(manifest(fresh('json')));
     expect(json.status).toBe(201);
     const text = await call('POST', '/api/connectors/apply', { body: stringify(manifest(fresh('textyaml'))), type: 'text/yaml' });
-    expect(text.status).toBe(201);
+    expect(text.status).toBe(201);    // Another media type is a 415 naming the ones taken; nothing is stored.
+    const name = fresh('plain');
+    const plain = await call('POST', '/api/connectors/apply', { body: stringify(manifest(name)), type: 'text/plain' });
+    expect(plain).toMatchObject({
+      status: 415,
+      body: { error: 'body must be application/yaml or text/yaml or application/json (not text/plain)', hint: 'send Content-Type: application/yaml' },
+    });
+    const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
+    expect(untyped.status).toBe(415);
+    expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
+    expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
   });
 
   it('answers unknown spec keys as warnings and still applies', async () => {
@@ -257,6 +267,9 @@ describe('POST /api/connectors/apply', () => {
       expect(r.body).toEqual(body.error ? body : { error: expect.any(String), ...body });
       expect(Object.keys(r.body as Json).sort()).toEqual(['error', 'field']);
     }
+    const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
+    expect(untyped.status).toBe(415);
+    expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
     expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
   });
 
@@ -276,8 +289,9 @@ describe('POST /api/connectors/apply', () => {
     const scalar = await call('POST', '/api/connectors/apply', { body: 'just text' });
     expect(scalar.status).toBe(400);
     expect(scalar.body).toEqual({ error: 'body must be an object' });
+    // A form is not a manifest's media type: 415, as text/plain is.
     const form = await call('POST', '/api/connectors/apply', { body: 'a=b', type: 'application/x-www-form-urlencoded' });
-    expect(form.status).toBe(400);
+    expect(form.status).toBe(415);
   });
 });
 
@@ -326,6 +340,9 @@ describe('POST /api/connectors/validate', () => {
         { field: 'spec.window', message: 'the window fences scheduled runs only, and this connector has no schedule' },
       ],
     });
+    const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
+    expect(untyped.status).toBe(415);
+    expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
     expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
   });
 

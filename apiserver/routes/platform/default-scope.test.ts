@@ -182,6 +182,6 @@ describe('OpenAPI', () => {
     const ops = doc.paths[PATH]!;
     expect(ops.get!.operationId).toBe('getMyDefaultScope');
     expect(ops.put!.operationId).toBe('setMyDefaultScope');
-    expect(Object.keys(ops.put!.responses).sort()).toEqual(['200', '400', '401', '403', '404']);
+    expect(Object.keys(ops.put!.responses).sort()).toEqual(['200', '400', '401', '403', '404', '415']);
   });
 });
