@@ -3,14 +3,18 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import pg from 'pg';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
-import { applyConnector, getConnector, listConnectorsJson } from './store.js';
+import type { Tx } from '../db/database.js';
+import { migrate } from '../db/migrations.js';
+import { applyConnector, getConnector, listConnectorsJson, loadConnector } from './store.js';
 
 /**
- * The connectors list the API answers is made by the database (`listConnectorsJson`): it must be
- * the text `JSON.stringify` gives for the records `getConnector` reads (without their manifest and
- * spec), in the list's order, byte for byte, for every kind of
- * connector the examples declare (REST, GraphQL, SOAP, each pagination), with watermarks set and
- * not, and with an endpoint disabled.
+ * The connectors list the API answers is made by the database (`listConnectorsJson`), and so is
+ * the record `getConnector` answers (one statement serves both): each must be, byte for byte, the
+ * text `JSON.stringify` gives for the records derived here from the stored spec (`loadConnector`)
+ * and the endpoint rows' watermarks, for every kind of connector the examples declare (REST,
+ * GraphQL, SOAP, each pagination), with watermarks set and not, an endpoint disabled, a re-apply
+ * that changes an endpoint, and after the migration that stores each endpoint's summary filled
+ * the columns from the specs already stored.
  */
 
 let hub: TestHub;
@@ -28,21 +32,58 @@ afterAll(async () => {
   await hub?.stop();
 });
 
-async function both(): Promise<{ database: string; stringified: string }> {
+/** The record of a connector as the API shows it, derived from its spec and its endpoint rows. */
+async function derived(tx: Tx, name: string): Promise<unknown> {
+  const spec = (await loadConnector(tx, name))!;
+  const { rows } = await owner.query('select connector_type, scopes, schedule, created_at, updated_at from connectors.connectors where id = $1', [spec.id]);
+  const marks = await owner.query<{ uuid: string; watermark: string | null; watermark_updated_at: Date | null }>(
+    'select uuid, watermark, watermark_updated_at from connectors.endpoints where connector_id = $1',
+    [spec.id],
+  );
+  const mark = new Map(marks.rows.map((m) => [m.uuid, m]));
+  const row = rows[0]!;
+  return {
+    id: spec.id,
+    name,
+    connectorType: row.connector_type,
+    scopes: row.scopes,
+    schedule: row.schedule,
+    endpoints: spec.endpoints.map((e) => ({
+      id: e.id,
+      uuid: e.uuid,
+      enabled: e.enabled,
+      kind: e.graphql ? 'graphql' : 'rest',
+      method: e.method,
+      path: e.path,
+      pagination: e.pagination.kind,
+      table: e.target.table,
+      syncMode: e.incremental.mode,
+      watermark: mark.get(e.uuid)?.watermark ?? null,
+      watermarkUpdatedAt: mark.get(e.uuid)?.watermark_updated_at ?? null,
+    })),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** The list's text, getConnector's records and the derived ones, each as one JSON text. */
+async function both(): Promise<{ database: string; got: string; stringified: string }> {
   return hub.services.db.withTenant(1, async (tx) => {
     const json = await listConnectorsJson(tx);
     const records = [];
+    const got = [];
     for (const { name } of JSON.parse(json.text) as Array<{ name: string }>) {
+      records.push(await derived(tx, name));
       const { manifest: _m, spec: _s, ...record } = (await getConnector(tx, name))!;
-      records.push(record);
+      got.push(record);
     }
-    return { database: json.text, stringified: JSON.stringify(records) };
+    return { database: json.text, got: JSON.stringify(got), stringified: JSON.stringify(records) };
   });
 }
 
 describe('listConnectorsJson', () => {
   it('answers [] when the tenant has no connector', async () => {
-    expect(await both()).toEqual({ database: '[]', stringified: '[]' });
+    expect(await both()).toEqual({ database: '[]', got: '[]', stringified: '[]' });
   });
 
   it("is getConnector's records as JSON.stringify writes them, for every example connector", async () => {
@@ -54,6 +95,7 @@ describe('listConnectorsJson', () => {
     for (const manifest of manifests) await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest));
     const before = await both();
     expect(before.database).toBe(before.stringified);
+    expect(before.got).toBe(before.stringified);
     expect(JSON.parse(before.database)).toHaveLength(manifests.length);
 
     // Watermarks with text that needs escaping, a time with microseconds, and one endpoint disabled.
@@ -68,9 +110,34 @@ describe('listConnectorsJson', () => {
     );
     const after = await both();
     expect(after.database).toBe(after.stringified);
+    expect(after.got).toBe(after.stringified);
     const parsed = JSON.parse(after.database) as Array<{ endpoints: Array<{ watermark: string | null; enabled: boolean }> }>;
     const endpoints = parsed.flatMap((c) => c.endpoints);
     expect(endpoints.filter((e) => e.watermark !== null)).toHaveLength(2);
     expect(endpoints.some((e) => e.enabled === false)).toBe(true);
+
+    // A re-apply that reorders a connector's endpoints and changes one's path and method: the stored summary follows.
+    const several = manifests.find((m) => (m as { spec: { endpoints: unknown[] } }).spec.endpoints.length > 1) as { metadata: { name: string }; spec: { endpoints: Array<Record<string, unknown>> } };
+    expect(several).toBeDefined();
+    const reordered = [...several.spec.endpoints].reverse().map((e, i) => (i === 0 ? { ...e, path: '/moved/here', method: 'POST' } : e));
+    await hub.services.db.withTenant(1, (tx) => applyConnector(tx, { ...several, spec: { ...several.spec, endpoints: reordered } }));
+    const changed = await both();
+    expect(changed.database).toBe(changed.stringified);
+    expect(changed.got).toBe(changed.stringified);
+    const record = (JSON.parse(changed.database) as Array<{ name: string; endpoints: Array<{ id: string; path: string; method: string }> }>).find((c) => c.name === several.metadata.name)!;
+    expect(record.endpoints.map((e) => e.id)).toEqual(reordered.map((e) => e.id));
+    expect(record.endpoints[0]).toMatchObject({ path: '/moved/here', method: 'POST' });
+  });
+
+  it('the migration that stores the summary fills it from the specs already stored', async () => {
+    const expected = await both();
+    expect(JSON.parse(expected.database).length).toBeGreaterThan(10);
+    // The columns as before that migration, then the migration again (recorded as not applied).
+    await owner.query('alter table connectors.endpoints drop column kind, drop column method, drop column path, drop column pagination, drop column target_table, drop column sync_mode');
+    await owner.query(`delete from public.svc_schema_history where schema = 'connectors' and version = 6`);
+    expect(await migrate(hub.ownerUrl, null)).toBe(1);
+    const again = await both();
+    expect(again.database).toBe(expected.database);
+    expect(again.got).toBe(expected.stringified);
   });
 });

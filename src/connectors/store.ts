@@ -39,7 +39,8 @@ export interface EndpointSummary {
   table: string;
   syncMode: string;
   watermark: string | null;
-  watermarkUpdatedAt: Date | null;
+  /** ISO 8601 in UTC with milliseconds, as the answer has it. */
+  watermarkUpdatedAt: string | null;
 }
 
 export interface ConnectorRecord {
@@ -49,8 +50,8 @@ export interface ConnectorRecord {
   scopes: string[];
   schedule: string | null;
   endpoints: EndpointSummary[];
-  createdAt: Date;
-  updatedAt: Date;
+  createdAt: string;
+  updatedAt: string;
 }
 
 export interface ConnectorDetail extends ConnectorRecord {
@@ -94,11 +95,13 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const endpoints: EndpointSpec[] = [];
   for (const [position, endpoint] of draft.endpoints.entries()) {
     const { rows } = await tx.query<{ uuid: string }>(
-      `insert into connectors.endpoints (tenant_id, connector_id, endpoint_id, enabled, position)
-       values (core.current_tenant(), $1, $2, $3, $4)
-       on conflict (connector_id, endpoint_id) do update set enabled = excluded.enabled, position = excluded.position, updated_at = now()
+      `insert into connectors.endpoints (tenant_id, connector_id, endpoint_id, enabled, position, kind, method, path, pagination, target_table, sync_mode)
+       values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       on conflict (connector_id, endpoint_id) do update
+         set enabled = excluded.enabled, position = excluded.position, kind = excluded.kind, method = excluded.method, path = excluded.path,
+             pagination = excluded.pagination, target_table = excluded.target_table, sync_mode = excluded.sync_mode, updated_at = now()
        returning uuid`,
-      [id, endpoint.id, endpoint.enabled, position],
+      [id, endpoint.id, endpoint.enabled, position, ...summaryOf(endpoint)],
     );
     endpoints.push({ ...endpoint, uuid: rows[0]!.uuid });
   }
@@ -140,62 +143,39 @@ export async function loadConnectorById(tx: Tx, id: string): Promise<ConnectorSp
   return rows[0] ? specOf(rows[0]) : undefined;
 }
 
-/** An endpoint's watermark as the connector records show it. */
-type Mark = { uuid: string; watermark: string | null; watermark_updated_at: Date | null };
-
-async function records(tx: Tx, rows: ConnectorRow[]): Promise<Array<ConnectorRecord & { manifest: unknown; spec: ConnectorSpec }>> {
-  const marks = await tx.query<Mark>('select uuid, watermark, watermark_updated_at from connectors.endpoints where connector_id = any($1::uuid[])', [rows.map((r) => r.id)]);
-  return toRecords(rows, marks.rows).map(({ spec, ...record }, i) => ({ ...record, manifest: rows[i]!.manifest, spec }));
+/**
+ * What the lists show of an endpoint beside its id, UUID, state and watermark, in the order of the
+ * summary's fields: stored with the endpoint row when the manifest is applied
+ * (migrations/connectors/V6__endpoint_summary.sql), so that a list reads columns, not the spec.
+ */
+function summaryOf(e: Omit<EndpointSpec, 'uuid'>): [kind: EndpointSummary['kind'], method: string, path: string, pagination: PaginationKind, table: string, syncMode: string] {
+  return [e.graphql ? 'graphql' : 'rest', e.method, e.path, e.pagination.kind, e.target.table, e.incremental.mode];
 }
 
-function toRecords(rows: Array<Omit<ConnectorRow, 'manifest'>>, marks: Mark[]): Array<ConnectorRecord & { spec: ConnectorSpec }> {
-  const byUuid = new Map(marks.map((m) => [m.uuid, m]));
-  return rows.map((row) => {
-    const spec = specOf(row);
-    return {
-      id: row.id,
-      name: row.name,
-      connectorType: row.connector_type,
-      scopes: row.scopes,
-      schedule: row.schedule,
-      endpoints: spec.endpoints.map((e) => ({
-        id: e.id,
-        uuid: e.uuid,
-        enabled: e.enabled,
-        kind: e.graphql ? 'graphql' : 'rest',
-        method: e.method,
-        path: e.path,
-        pagination: e.pagination.kind,
-        table: e.target.table,
-        syncMode: e.incremental.mode,
-        watermark: byUuid.get(e.uuid)?.watermark ?? null,
-        watermarkUpdatedAt: byUuid.get(e.uuid)?.watermark_updated_at ?? null,
-      })),
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-      spec,
-    };
-  });
+/**
+ * The statement selecting connector records (`ConnectorRecord`, each column named as its field,
+ * times as the answer's text) from `connectors.connectors c` with `where`. Each record's endpoints
+ * are one JSON array made by the database: for the whole list, aggregated once per connector over
+ * the tenant's endpoints (`grouped`); for one connector, by a sub-select over its own.
+ */
+function recordsSql(where: string, grouped: boolean): string {
+  const endpoint = `select w.endpoint_id as id, w.uuid, w.enabled, w.kind, w.method, w.path, w.pagination, w.target_table as "table",
+           w.sync_mode as "syncMode", w.watermark, ${isoTimestampSql('w.watermark_updated_at')} as "watermarkUpdatedAt"`;
+  const array = `('[' || string_agg(row_to_json((select s from (${endpoint}) s))::text, ',' order by w.position) || ']')::json`;
+  const endpoints = grouped ? 'e.endpoints' : `(select ${array} from connectors.endpoints w where w.connector_id = c.id)`;
+  const join = grouped ? `left join (select w.connector_id, ${array} as endpoints from connectors.endpoints w group by w.connector_id) e on e.connector_id = c.id` : '';
+  return `select c.id, c.name, c.connector_type as "connectorType", c.scopes, c.schedule, coalesce(${endpoints}, '[]') as endpoints,
+      ${isoTimestampSql('c.created_at')} as "createdAt", ${isoTimestampSql('c.updated_at')} as "updatedAt"
+    from connectors.connectors c ${join} where ${where}`;
 }
 
 /**
  * Every connector of the caller's tenant, by name, as the answer's JSON text (src/db/json-text.ts):
- * the records `getConnector` answers (without their manifest and spec), byte for byte, with each
- * endpoint's summary taken from the stored spec and its watermark by the statement itself
- * (store-json.test.ts holds the two to each other).
+ * the records `getConnector` answers, without their manifest and spec, from the same statement
+ * (store-json.test.ts holds both to the stored spec and watermarks).
  */
 export async function listConnectorsJson(tx: Tx): Promise<JsonText> {
-  const summary = `select e->'id' as id, e->'uuid' as uuid, e->'enabled' as enabled,
-           case when (e->>'graphql')::boolean then 'graphql' else 'rest' end as kind,
-           e->'method' as method, e->'path' as path, e->'pagination'->'kind' as pagination, e->'target'->'table' as "table",
-           e->'incremental'->'mode' as "syncMode", w.watermark, ${isoTimestampSql('w.watermark_updated_at')} as "watermarkUpdatedAt"`;
-  const endpoints = `select ('[' || string_agg(row_to_json((select s from (${summary}) s))::text, ',' order by n) || ']')::json
-      from jsonb_array_elements(c.spec->'endpoints') with ordinality as ep (e, n)
-      left join connectors.endpoints w on w.connector_id = c.id and w.uuid::text = e->>'uuid'`;
-  const connectors = `select c.id, c.name, c.connector_type as "connectorType", c.scopes, c.schedule, coalesce((${endpoints}), '[]') as endpoints,
-      ${isoTimestampSql('c.created_at')} as "createdAt", ${isoTimestampSql('c.updated_at')} as "updatedAt"
-    from connectors.connectors c order by c.name`;
-  const { rows } = await tx.query<{ body: string }>(jsonArraySql(connectors, 'r.name'), [], { prepare: true });
+  const { rows } = await tx.query<{ body: string }>(jsonArraySql(`${recordsSql('true', true)} order by c.name`, 'r.name'), [], { prepare: true });
   return new JsonText(rows[0]!.body);
 }
 
@@ -210,10 +190,14 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ id: string
  * profile `token_value`, a literal credential header) replaced by REDACTED in both.
  */
 export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetail | undefined> {
-  const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [name]);
-  const found = (await records(tx, rows))[0];
-  if (!found) return undefined;
-  return { ...found, manifest: redactManifest(found.manifest), spec: redactSpec(found.spec) };
+  const { rows } = await tx.query<{ record: string; manifest: unknown; spec: ConnectorSpec; id: string; tenant_id: number }>(
+    `select row_to_json(r)::text as record, c.manifest, c.spec, c.id, c.tenant_id
+       from (${recordsSql('c.name = $1', false)}) r join connectors.connectors c on c.id = r.id`,
+    [name],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return { ...(JSON.parse(row.record) as ConnectorRecord), manifest: redactManifest(row.manifest), spec: redactSpec(specOf(row)) };
 }
 
 /** What an inline credential reads as in a returned manifest. */
