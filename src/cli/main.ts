@@ -36,7 +36,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     const found = topic ? COMMANDS.find((c) => c.name === topic) : undefined;
     if (found) out(commandHelp(found));
     else if (topic && isGroup(topic)) out(groupHelp(topic));
-    else if (topic) return usageError(err, `unknown command '${topic}'`, overview());
+    else if (topic) return usageError(err, `unknown command '${topic}'${meant(topic, [...topWords(), ...COMMANDS.map((c) => c.name)])}`, overview());
     else out(overview());
     return 0;
   }
@@ -49,7 +49,9 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
       out(overview());
       return 0;
     }
-    return usageError(err, rest.length ? `unknown option '${rest[0]}'` : 'no command given', overview());
+    const option = rest[0];
+    const near = option?.startsWith('--') ? meant(option.slice(2), ['version', ...Object.keys(GLOBAL)], '--') : '';
+    return usageError(err, option !== undefined ? `unknown option '${option}'${near}` : 'no command given', overview());
   }
 
   const [group, verb] = words;
