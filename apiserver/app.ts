@@ -85,13 +85,24 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
     }),
   );
   const router = mountRoutes(routeTable(options, documentOnce), services);
+  app.use(unanswered);
   app.use(router.routes());
   app.use(router.allowedMethods());
-  app.use(async (ctx) => {
-    if (ctx.body === undefined && ctx.status === 404) {
-      ctx.status = 404;
-      ctx.body = { error: 'not found' };
-    }
-  });
   return app;
+}
+
+/**
+ * What no route answered: an unknown path is a 404 `{error: "not found"}`, a path served for other
+ * methods a 405 `{error}` naming them (the router sets the status and `Allow` once everything
+ * downstream has run, so the body is written here, after it).
+ */
+async function unanswered(ctx: Koa.Context, next: Koa.Next): Promise<void> {
+  await next();
+  if (ctx.body !== undefined) return;
+  if (ctx.status === 404) {
+    ctx.status = 404;
+    ctx.body = { error: 'not found' };
+  } else if (ctx.status === 405) {
+    ctx.body = { error: `method ${ctx.method} is not allowed on this path; it takes ${ctx.response.get('Allow') || 'no method'}` };
+  }
 }

@@ -403,6 +403,8 @@ describe('the platform floor holds before routing: an unknown /api/platform/* pa
     expect(found.status).toBe(404);
     const wrongMethod = await call('/api/platform/health', { method: 'DELETE', token: await token(['svc_integrator'], { tenant_id: 2 }) });
     expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('allow')).toBe('HEAD, GET');
+    expect(await wrongMethod.json()).toEqual({ error: 'method DELETE is not allowed on this path; it takes HEAD, GET' });
   });
 
   it('outside /api/platform an unknown path stays a plain 404', async () => {
