@@ -6,13 +6,17 @@ import { connectorManifestSchema } from '../src/connectors/manifest/schema.js';
 import { packageVersion } from '../src/package-root.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { allRoutes } from './app.js';
-import { openApiDocument } from './openapi.js';
+import { INVALID_INPUT, openApiDocument } from './openapi.js';
 import { route, type JsonSchema, type RouteDecl } from './route.js';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under ESM.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (
   ajv: Ajv2020,
 ) => void;
+
+/** The body schemas as the router reads them (no coercion), for which bodies may be left out. */
+const ajv2020 = new Ajv2020({ strict: false });
+addFormats(ajv2020);
 
 type Operation = {
   operationId: string;
@@ -151,20 +155,25 @@ describe('GET /q/openapi', () => {
     // A rate-limited route also documents its 429 (the router adds it: apiserver/rate-limit.test.ts checks it), and a
     // route with a body its 415 (a body in another media type: apiserver/routes/connectors/connectors.test.ts).
     const hasBody = (decl.documentedBody ?? decl.body) !== undefined;
-    const added = [...(decl.rateLimit ? ['429'] : []), ...(hasBody && !decl.responses[415] ? ['415'] : [])];
+    // Every operation also lists the router's own 400 (invalid input, a NUL character) when it declares none.
+    const added = [...(decl.rateLimit ? ['429'] : []), ...(hasBody && !decl.responses[415] ? ['415'] : []), ...(decl.responses[400] ? [] : ['400'])];
     expect(Object.keys(op.responses).sort()).toEqual([...Object.keys(decl.responses), ...added].sort());
     if (hasBody) expect(op.responses['415']!.content).toEqual({ 'application/json': { schema: expect.objectContaining({ type: 'object' }) } });
+    if (!decl.responses[400]) expect(op.responses['400']).toEqual({ description: INVALID_INPUT.description, content: { 'application/json': { schema: INVALID_INPUT.schema } } });
     for (const [status, response] of Object.entries(decl.responses)) {
       const documented = op.responses[status]!;
       expect(documented.description).toBe(response.description);
-      if (response.schema) {
+      if (response.content) {
+        expect(documented.content).toEqual(Object.fromEntries(Object.entries(response.content).map(([type, schema]) => [type, { schema }])));
+      } else if (response.schema) {
         expect(documented.content).toEqual({ [response.contentType ?? 'application/json']: { schema: response.schema } });
       } else {
         expect(documented.content).toBeUndefined();
       }
     }
     if (decl.body) {
-      expect(op.requestBody?.required).toBe(true);
+      // Optional exactly when an absent body (read as {}) passes the body schema.
+      expect(op.requestBody?.required).toBe(!ajv2020.validate(decl.body, {}));
       expect(Object.keys(op.requestBody!.content)).toEqual(decl.bodyTypes ?? ['application/json']);
       for (const media of Object.values(op.requestBody!.content)) expect(media.schema).toEqual(decl.documentedBody ?? decl.body);
     } else {

@@ -1,6 +1,8 @@
 import { describeGate } from '../src/auth/principal.js';
 import type { JsonSchema, RouteDecl } from './route.js';
+import type { ResponseDecl } from './route.js';
 import { errorBody } from './routes/schemas.js';
+import { validate } from './validation.js';
 
 interface OpenApiInfo {
   version: string;
@@ -20,15 +22,11 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
       summary: decl.summary,
       tags: decl.tags,
       parameters: [...pathParameters(decl.path, decl.params), ...queryParameters(decl.query)],
-      responses: Object.fromEntries(
-        Object.entries(decl.responses).map(([status, response]) => [
-          status,
-          response.schema
-            ? { description: response.description, content: { [response.contentType ?? 'application/json']: { schema: response.schema } } }
-            : { description: response.description },
-        ]),
-      ),
+      responses: Object.fromEntries(Object.entries(decl.responses).map(([status, response]) => [status, documentedResponse(response)])),
     };
+    // Every operation validates what it is sent (path, query, body, a NUL anywhere, and with the dev
+    // bypass the tenant header): its 400 is listed even where the route declares none of its own.
+    (operation.responses as Record<string, unknown>)['400'] ??= documentedResponse(INVALID_INPUT);
     if (decl.documentedBody ?? decl.body) {
       (operation.responses as Record<string, unknown>)['415'] ??= {
         description: `A body in another media type than ${(decl.bodyTypes ?? ['application/json']).join(' or ')}: \`{error, hint}\``,
@@ -60,7 +58,8 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
     const body = decl.documentedBody ?? decl.body;
     if (body) {
       operation.requestBody = {
-        required: true,
+        // Optional when an absent body (read as `{}`) passes the route's body schema.
+        required: !acceptsEmptyBody(decl),
         content: Object.fromEntries((decl.bodyTypes ?? ['application/json']).map((type) => [type, { schema: body }])),
       };
     }
@@ -107,4 +106,29 @@ function queryParameters(schema: JsonSchema | undefined): unknown[] {
     ...(property.description ? { description: property.description } : {}),
     schema: property,
   }));
+}
+
+/** The 400 of an operation that declares none: what the router itself refuses. */
+export const INVALID_INPUT: ResponseDecl = {
+  description:
+    'Invalid input `{error, field?, hint?}`: a path or query parameter, or the body, against its schema; malformed JSON or YAML; ' +
+    'a NUL character or half of a surrogate pair in any of them or in a token claim; with the dev bypass, a tenant header that is not a tenant id',
+  schema: errorBody,
+};
+
+function documentedResponse(response: ResponseDecl): Record<string, unknown> {
+  const content = response.content ?? (response.schema ? { [response.contentType ?? 'application/json']: response.schema } : undefined);
+  if (!content) return { description: response.description };
+  return { description: response.description, content: Object.fromEntries(Object.entries(content).map(([type, schema]) => [type, { schema }])) };
+}
+
+/** Whether a request without a body (which the router reads as `{}`) passes the route's body schema. */
+function acceptsEmptyBody(decl: RouteDecl): boolean {
+  if (!decl.body) return true;
+  try {
+    validate(decl.body, {}, 'body');
+    return true;
+  } catch {
+    return false;
+  }
 }

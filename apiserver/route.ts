@@ -12,6 +12,8 @@ export interface ResponseDecl {
   schema?: JsonSchema;
   /** Default application/json. */
   contentType?: string;
+  /** A response answered in several media types, each with its schema (instead of `schema`). */
+  content?: Record<string, JsonSchema>;
 }
 
 /**

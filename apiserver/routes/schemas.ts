@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../route.js';
+import type { JsonSchema, ResponseDecl } from '../route.js';
 
 /** Shared response schemas, referenced by several route files. */
 export const errorBody: JsonSchema = {
@@ -9,15 +9,30 @@ export const errorBody: JsonSchema = {
 
 export const plainText: JsonSchema = { type: 'string' };
 
-/** The standard refusals of an authenticated route, merged into its responses. */
-export function refusals(platform: boolean): Record<number, { description: string; schema?: JsonSchema; contentType?: string }> {
+/** Why the caller's tenant or account is refused: JSON `{error}` with either 401 or 403. */
+const TENANT_REFUSED =
+  'JSON `{error}` when the tenant or the account is refused: an unknown or inactive tenant, the system tenant, impersonation without svc_superadmin, an inactive or locked account';
+
+/**
+ * The standard refusals of an authenticated route, merged into its responses: every media type
+ * each of them is answered in, with what tells them apart in the description (an empty body has no
+ * media type: it is described only).
+ */
+export function refusals(platform: boolean): Record<number, ResponseDecl> {
   return platform
     ? {
-        401: { description: 'No or invalid token: plain text `authentication required`, header `WWW-Authenticate: Bearer`', schema: plainText, contentType: 'text/plain' },
-        403: { description: 'Plain text `missing role svc_integrator`, or an empty body when another required role is missing' , schema: plainText, contentType: 'text/plain' },
+        401: {
+          description:
+            'No or invalid token: plain text `authentication required`, header `WWW-Authenticate: Bearer`; JSON `{error}` when the token (with the dev bypass: the request) names no tenant',
+          content: { 'text/plain': plainText, 'application/json': errorBody },
+        },
+        403: {
+          description: `Plain text \`missing role svc_integrator\`; an empty body when another required role is missing; ${TENANT_REFUSED}`,
+          content: { 'text/plain': plainText, 'application/json': errorBody },
+        },
       }
     : {
         401: { description: 'No or invalid token (`WWW-Authenticate: Bearer`)', schema: errorBody },
-        403: { description: 'Empty body: a required role is missing, or `{tid}` is not the caller\'s tenant' },
+        403: { description: `An empty body when a required role is missing, or \`{tid}\` is not the caller's tenant; ${TENANT_REFUSED}`, schema: errorBody },
       };
 }

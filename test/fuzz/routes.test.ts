@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import type pg from 'pg';
 import { routeTable } from '../../apiserver/app.js';
+import type { RouteDecl } from '../../apiserver/route.js';
 import { ownerClient } from '../harness/api-client.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
 import { startIssuer, type TestIssuer } from '../harness/tokens.js';
@@ -13,7 +14,8 @@ import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
 /**
  * Property-based fuzzing of every declared route against a real hub on a real database: generated
  * path parameters, query strings, headers and bodies (from each route's JSON Schemas, and junk).
- * No request may get a 500 (or hang, or crash the process), and the hub must still answer
+ * No request may get a 500 (or hang, or crash the process) or a status its operation does not
+ * declare in the OpenAPI document, and the hub must still answer
  * /q/health/live at the end. A route joins by being declared: the table is the router's own.
  *
  * SVC_FUZZ_RUNS sets the requests per route (default 30, a third of that again with tokens: about
@@ -116,6 +118,26 @@ function send(req: FuzzRequest, to = port): Promise<Answer> {
   });
 }
 
+/**
+ * The statuses an operation may answer: those it declares, those the OpenAPI document adds to it
+ * (400, 415 with a body, 429 with a rate limit) and those of the server as a whole (413 a body too
+ * large, 431 headers too large; 502–504 an upstream or the database unavailable).
+ */
+/** Whether a request's path is one of the operation's (the router matches paths case-insensitively). */
+function routed(decl: RouteDecl, path: string): boolean {
+  const pattern = decl.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '[^/]+');
+  return new RegExp(`^${pattern}/?$`, 'i').test(path.split('?')[0]!);
+}
+
+function undeclared(decl: RouteDecl, req: FuzzRequest, status: number): boolean {
+  if ([400, 413, 431, 502, 503, 504].includes(status)) return false;
+  // A generated path no route of the operation's serves (a mangled segment): the server's 404 or 405.
+  if ((status === 404 || status === 405) && !routed(decl, req.path)) return false;
+  if (status === 415 && (decl.documentedBody ?? decl.body)) return false;
+  if (status === 429 && decl.rateLimit) return false;
+  return !(status in decl.responses);
+}
+
 const clip = (text: string, n = 120) => (text.length > n ? `${text.slice(0, n)}…(${text.length})` : text);
 const describeRequest = (req: FuzzRequest) =>
   JSON.stringify({ method: req.method, path: clip(req.path, 300), headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, clip(v)])), body: req.body && clip(req.body.toString('utf8'), 300) });
@@ -135,6 +157,7 @@ describe('every declared route, fuzzed', () => {
         if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
           throw new Error(`${answer.status} ${answer.body} for ${describeRequest(req)}`);
         }
+        if (undeclared(decl, req, answer.status)) throw new Error(`${answer.status} is not among the operation's declared answers: ${answer.body} for ${describeRequest(req)}`);
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
@@ -153,6 +176,9 @@ describe('every declared route, fuzzed', () => {
         trace(`oidc ${decl.method} ${decl.path}`, answer);
         if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
           throw new Error(`${answer.status} ${answer.body} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
+        }
+        if (undeclared(decl, req, answer.status)) {
+          throw new Error(`${answer.status} is not among the operation's declared answers: ${answer.body} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
         }
       }),
       { numRuns: Math.max(2, Math.ceil(RUNS / 3)), seed: SEED, endOnFailure: true },

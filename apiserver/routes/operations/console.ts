@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { createRequire } from 'node:module';
 import { route, type RouteDecl } from '../../route.js';
+import { errorBody } from '../schemas.js';
 
 // swagger-ui-dist is served from the installed package: no CDN, nothing fetched at run time.
 const require = createRequire(import.meta.url);
@@ -55,7 +56,7 @@ export function consoleRoutes(document: () => Record<string, unknown>): RouteDec
     }),
     route({
       method: 'GET', path: '/q/swagger-ui/{file}', operationId: 'swaggerUi', summary: 'Interactive console', tags: ['Operations'], auth: 'public',
-      responses: { 200: { description: 'Console page or asset' } }, hidden: true,
+      responses: { 200: { description: 'Console page or asset' }, 404: { description: 'No such asset `{"error": "not found"}`', schema: errorBody } }, hidden: true,
       handler: ({ ctx }) => serve(ctx, String(ctx.params.file)),
     }),
     route({

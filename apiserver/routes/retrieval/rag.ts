@@ -27,6 +27,7 @@ const topK = { type: 'integer', minimum: 1, maximum: MAX_TOP_K, description: `Nu
 const searchBody = {
   type: 'object',
   additionalProperties: false,
+  required: ['query'],
   properties: {
     query: { type: 'string', maxLength: MAX_TEXT, description: 'What to look for; required, not blank' },
     topK,
@@ -39,6 +40,7 @@ const searchBody = {
 const chatBody = {
   type: 'object',
   additionalProperties: false,
+  required: ['question'],
   properties: {
     question: { type: 'string', maxLength: MAX_TEXT, description: 'Required, not blank' },
     mode: { type: 'string', maxLength: 50, description: '`analytic` (any case) for text-to-SQL; anything else, or absent: semantic' },
@@ -78,7 +80,7 @@ async function grantedScopes(services: AreaServices, principal: Principal | unde
   return access.bound ? access.granted : undefined;
 }
 
-const scopeQuery = { type: 'object', properties: { scope: { type: 'string', maxLength: 200, description: 'The scope (required)' } } } as const;
+const scopeQuery = { type: 'object', required: ['scope'], properties: { scope: { type: 'string', maxLength: 200, description: 'The scope; not blank' } } } as const;
 
 /** A required scope the caller may read (403 `scope not granted` outside a scope-bound caller's grants). */
 async function askedScope(services: AreaServices, principal: Principal | undefined, scope: string | undefined): Promise<string> {

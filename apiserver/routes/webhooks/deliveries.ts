@@ -37,7 +37,7 @@ export const deliveryRoutes: RouteDecl[] = [
     description:
       'As the replay under the integration path: a new delivery with the original body and `X-Svc-Event-Id`, sent at once; 202 with the new ' +
       'record. 404 when the delivery is unknown, belongs to another tenant (its existence is not confirmed), or its integration is deleted.',
-    params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 40, description: 'Delivery id (an integer; any other value is unknown: 404)' } } },
+    params: { type: 'object', required: ['id'], properties: { id: { type: 'string', maxLength: 40, description: 'Delivery id (an integer; any other value up to 40 characters is unknown: 404, a longer one a 400)' } } },
     responses: {
       202: { description: 'The new delivery record', schema: deliverySchema },
       404: { description: 'Unknown, of another tenant, or its integration is deleted', schema: errorBody },

@@ -7,7 +7,7 @@ import { tenantIdParam } from '../admin/admin-schemas.js';
 
 /** The integration hub (spec 1 "Integration hub"): svc_admin, `{tid}` equal to the caller's tenant. */
 
-const idText = (what: string) => ({ type: 'string', maxLength: 40, description: `${what} (an integer; any other value is unknown: 404)` }) as const;
+const idText = (what: string) => ({ type: 'string', maxLength: 40, description: `${what} (an integer; any other value up to 40 characters is unknown: 404, a longer one a 400)` }) as const;
 
 /** `{tid}` plus ids kept as text (any other value than an integer is unknown: 404). */
 const tenantPath = <const N extends string = never>(ids: Record<N, string> = {} as Record<N, string>) =>
