@@ -3,7 +3,10 @@ import { request, Agent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import type pg from 'pg';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
 import { routeTable } from '../../apiserver/app.js';
+import { openApiDocument } from '../../apiserver/openapi.js';
 import type { RouteDecl } from '../../apiserver/route.js';
 import { ownerClient } from '../harness/api-client.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
@@ -14,14 +17,17 @@ import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
 /**
  * Property-based fuzzing of every declared route against a real hub on a real database: generated
  * path parameters, query strings, headers and bodies (from each route's JSON Schemas, and junk).
- * No request may get a 500 (or hang, or crash the process) or a status its operation does not
- * declare in the OpenAPI document, and the hub must still answer
+ * No request may get a 500 (or hang, or crash the process), a status its operation does not
+ * declare in the OpenAPI document or a body not of the shape declared for it, and the hub must still answer
  * /q/health/live at the end. A route joins by being declared: the table is the router's own.
  *
  * SVC_FUZZ_RUNS sets the requests per route (default 30, a third of that again with tokens: about
  * 20 s for the whole table);
  * SVC_FUZZ_SEED replays a run. Outbound connections are kept on loopback (loopback-only.ts).
  */
+
+// ajv-formats is CommonJS; its default export arrives wrapped under ESM.
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv2020) => void;
 
 const RUNS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
 const SEED = process.env.SVC_FUZZ_SEED === undefined ? undefined : Number(process.env.SVC_FUZZ_SEED);
@@ -92,6 +98,8 @@ async function seed(method: string, path: string, type: string, body: unknown): 
 
 interface Answer {
   status: number;
+  /** The media type of the answer (Content-Type without its parameters), '' without one. */
+  type: string;
   body: string;
 }
 
@@ -105,12 +113,13 @@ function send(req: FuzzRequest, to = port): Promise<Answer> {
       if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
         res.destroy();
         r.destroy();
-        resolve({ status, body: '' });
+        resolve({ status, type: 'text/event-stream', body: '' });
         return;
       }
+      const type = String(res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status, body: Buffer.concat(chunks).toString('utf8').slice(0, 500) }));
+      res.on('end', () => resolve({ status, type, body: Buffer.concat(chunks).toString('utf8') }));
       res.on('error', reject);
     });
     r.on('error', reject);
@@ -123,6 +132,40 @@ function send(req: FuzzRequest, to = port): Promise<Answer> {
  * (400, 415 with a body, 429 with a rate limit) and those of the server as a whole (413 a body too
  * large, 431 headers too large; 502–504 an upstream or the database unavailable).
  */
+/** The OpenAPI document of this route table: what each operation declares it answers, and in what shape. */
+const documented = openApiDocument(routes, { version: 'fuzz', devBypass: true }) as {
+  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> }>>;
+};
+const ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
+addFormats(ajv);
+const checks = new WeakMap<object, ValidateFunction>();
+
+/**
+ * What is wrong with an answer's body against the shape its operation declares for its status, or
+ * undefined: a body in a media type not declared, or a JSON body its schema refuses. An empty body
+ * is not judged (the refusals' empty 403 is described, not typed), nor is a status the document
+ * does not list (the server's own, judged by `undeclared`) or a response declared without content.
+ */
+function misshapen(decl: RouteDecl, answer: Answer): string | undefined {
+  const response = documented.paths[decl.path]?.[decl.method.toLowerCase()]?.responses[String(answer.status)];
+  if (!response?.content || answer.body === '') return undefined;
+  const media = response.content[answer.type];
+  if (!media) return `a ${answer.status} in ${answer.type || 'no media type'}, declared in ${Object.keys(response.content).join(', ')}`;
+  if (answer.type !== 'application/json') return undefined;
+  let check = checks.get(media.schema);
+  if (!check) {
+    check = ajv.compile(media.schema);
+    checks.set(media.schema, check);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(answer.body);
+  } catch {
+    return `a ${answer.status} declared as JSON whose body is not JSON`;
+  }
+  return check(value) ? undefined : `a ${answer.status} body its declared schema refuses: ${ajv.errorsText(check.errors)}`;
+}
+
 /** Whether a request's path is one of the operation's (the router matches paths case-insensitively). */
 function routed(decl: RouteDecl, path: string): boolean {
   const pattern = decl.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '[^/]+');
@@ -147,7 +190,7 @@ describe('every declared route, fuzzed', () => {
     expect(routes.length).toBeGreaterThan(50);
   });
 
-  it.each(routes.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: never a 500, never a hang', async (_name, decl) => {
+  it.each(routes.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: answers as declared, never a 500 or a hang', async (_name, decl) => {
     await fc.assert(
       fc.asyncProperty(requestArbitrary(decl), async (req) => {
         // A fuzzed request may have deactivated a tenant the others act as: each starts with both active.
@@ -155,15 +198,17 @@ describe('every declared route, fuzzed', () => {
         const answer = await send(req);
         trace(`${decl.method} ${decl.path}`, answer);
         if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
-          throw new Error(`${answer.status} ${answer.body} for ${describeRequest(req)}`);
+          throw new Error(`${answer.status} ${clip(answer.body, 500)} for ${describeRequest(req)}`);
         }
-        if (undeclared(decl, req, answer.status)) throw new Error(`${answer.status} is not among the operation's declared answers: ${answer.body} for ${describeRequest(req)}`);
+        if (undeclared(decl, req, answer.status)) throw new Error(`${answer.status} is not among the operation's declared answers: ${clip(answer.body, 500)} for ${describeRequest(req)}`);
+        const shape = misshapen(decl, answer);
+        if (shape) throw new Error(`${shape}: ${clip(answer.body, 500)} for ${describeRequest(req)}`);
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
   }, 120_000);
 
-  it.each(routes.map((r) => [`${r.method} ${r.path}`, r] as const))('%s with a bearer token of generated claims: never a 500', async (_name, decl) => {
+  it.each(routes.map((r) => [`${r.method} ${r.path}`, r] as const))('%s with a bearer token of generated claims: answers as declared, never a 500', async (_name, decl) => {
     await fc.assert(
       fc.asyncProperty(requestArbitrary(decl), tokenArbitrary, async (req, token) => {
         if ((await owner.query(`update core.tenants set active = true where id in (1, 2) and not active`)).rowCount) {
@@ -175,11 +220,13 @@ describe('every declared route, fuzzed', () => {
         const answer = await send({ ...req, headers }, oidcPort);
         trace(`oidc ${decl.method} ${decl.path}`, answer);
         if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
-          throw new Error(`${answer.status} ${answer.body} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
+          throw new Error(`${answer.status} ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
         }
         if (undeclared(decl, req, answer.status)) {
-          throw new Error(`${answer.status} is not among the operation's declared answers: ${answer.body} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
+          throw new Error(`${answer.status} is not among the operation's declared answers: ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
         }
+        const shape = misshapen(decl, answer);
+        if (shape) throw new Error(`${shape}: ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
       }),
       { numRuns: Math.max(2, Math.ceil(RUNS / 3)), seed: SEED, endOnFailure: true },
     );
