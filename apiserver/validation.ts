@@ -20,6 +20,7 @@ const cache = new WeakMap<JsonSchema, ValidateFunction>();
  * in error (`{error, field}`). Path and query values are strings and are coerced; bodies are not.
  */
 export function validate(schema: JsonSchema, value: unknown, part: 'params' | 'query' | 'body'): unknown {
+  if (part !== 'body') refuseLooseNumbers(schema, value);
   let check = cache.get(schema);
   if (!check) {
     check = (part === 'body' ? strict : coercing).compile(schema);
@@ -30,4 +31,23 @@ export function validate(schema: JsonSchema, value: unknown, part: 'params' | 'q
   if (!error) throw new ValidationError(`invalid ${part}`);
   const issue = schemaIssue(error, { root: part });
   throw new ValidationError(issue.message, issue.field || undefined);
+}
+
+/** A number as a path or query value: decimal digits, an optional sign and fraction, nothing around them. */
+const DECIMAL = /^-?\d+(?:\.\d+)?$/;
+
+/**
+ * ajv's coercion reads a path or query value as JavaScript's `Number()` does: a blank value is 0
+ * (`?limit=%20` said "limit must be at least 1"), `0x10` is 16 and `1e2` 100. A value for a number
+ * or integer parameter must be written as a decimal number; anything else is refused as not one.
+ */
+function refuseLooseNumbers(schema: JsonSchema, value: unknown): void {
+  const properties = schema.properties as Record<string, { type?: unknown }> | undefined;
+  if (!properties || typeof value !== 'object' || value === null) return;
+  for (const [name, given] of Object.entries(value)) {
+    const type = properties[name]?.type;
+    if ((type === 'integer' || type === 'number') && typeof given === 'string' && !DECIMAL.test(given)) {
+      throw new ValidationError(`${name} must be ${type === 'integer' ? 'an integer' : 'a number'}`, name);
+    }
+  }
 }

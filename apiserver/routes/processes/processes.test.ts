@@ -216,11 +216,17 @@ describe('the consumer, the inbox and acks', () => {
     ['limit=0', 'limit'],
     ['limit=201', 'limit'],
     ['limit=ten', 'limit'],
+    // Written otherwise than as a decimal number: not read as one (a blank was 0, 0x10 was 16).
+    ['limit=%20', 'limit'],
+    ['limit=', 'limit'],
+    ['limit=0x10', 'limit'],
+    ['limit=1e1', 'limit'],
     ['acked=yes', 'acked'],
   ])('refuses %s with a 400 naming the parameter', async (query, field) => {
     const res = await call('GET', `/api/inbox?${query}`);
     expect(res.status).toBe(400);
     expect(res.body.field).toBe(field);
+    if (/%20|0x|1e1|=$/.test(query)) expect(res.body.error).toBe('limit must be an integer');
   });
 
   it('never feeds decisions to processes, and decisions from any source land in the inbox', async () => {
