@@ -1,6 +1,5 @@
 import { describeGate } from '../src/auth/principal.js';
-import type { JsonSchema, RouteDecl } from './route.js';
-import type { ResponseDecl } from './route.js';
+import type { JsonSchema, ResponseDecl, RouteDecl } from './route.js';
 import { errorBody } from './routes/schemas.js';
 import { validate } from './validation.js';
 
@@ -28,10 +27,10 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
     // bypass the tenant header): its 400 is listed even where the route declares none of its own.
     (operation.responses as Record<string, unknown>)['400'] ??= documentedResponse(INVALID_INPUT);
     if (decl.documentedBody ?? decl.body) {
-      (operation.responses as Record<string, unknown>)['415'] ??= {
+      (operation.responses as Record<string, unknown>)['415'] ??= documentedResponse({
         description: `A body in another media type than ${(decl.bodyTypes ?? ['application/json']).join(' or ')}: \`{error, hint}\``,
-        content: { 'application/json': { schema: errorBody } },
-      };
+        schema: errorBody,
+      });
     }
     if (decl.rateLimit) {
       (operation.responses as Record<string, unknown>)['429'] = {
