@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../demo-source/server.js';
@@ -274,7 +274,11 @@ describe('usage errors', () => {
     [['connectors', 'ls', '--bogus'], "svc connectors ls: unknown option '--bogus'\n", 'Usage: svc connectors ls'],
     [['runs', 'ls', '--limt', '5'], "svc runs ls: unknown option '--limt'; did you mean '--limit'?", 'Usage: svc runs ls'],
     [['runs', 'ls', '--jsn'], "svc runs ls: unknown option '--jsn'; did you mean '--json'?", 'Usage: svc runs ls'],
-    [['runs', 'ls', '--limit'], "svc runs ls: option '--limit <value>' argument missing", 'Usage: svc runs ls'],
+    [['runs', 'ls', '--limit'], 'svc runs ls: --limit needs a value\n', 'Usage: svc runs ls'],
+    [['runs', 'ls', '--json=yes'], 'svc runs ls: --json takes no value\n', 'Usage: svc runs ls'],
+    [['apply', '-f'], 'svc apply: -f, --file needs a value\n', 'Usage: svc apply'],
+    [['processes', 'rm', 'x'], "svc processes: unknown command 'rm'\n", 'svc processes ls'],
+    [['dlq', 'replayed', '7', '--new-run', 'bogus'], "svc dlq replayed: --new-run must be a run id (a UUID, as svc runs ls --json shows), not 'bogus'", 'Usage: svc dlq replayed'],
     [['conectors', 'ls'], "unknown command 'conectors'; did you mean 'connectors'?", 'Commands:'],
     [['help', 'conectors'], "unknown command 'conectors'; did you mean 'connectors'?", 'Commands:'],
     [['help', 'runs lss'], "unknown command 'runs lss'; did you mean 'runs ls'?", 'Commands:'],
@@ -336,6 +340,27 @@ describe('secrets', () => {
     expect((await svc(['secrets', 'create', 'crm-key', '--value-stdin'], { stdin: 'x' })).err).toMatch(/; to give it a new value: svc secrets rotate crm-key \(HTTP 409\)\n$/);
     expect((await svc(['secrets', 'rm', 'crm-key'])).out).toBe('secret/crm-key deleted\n');
     expect((await svc(['secrets', 'ls'])).out).toBe('No secrets.\n');
+  });
+
+  it('Ctrl-C at the hidden prompt (a character in raw mode, not a signal) exits 130 and stores nothing', async () => {
+    // A terminal's stdin as the prompt uses it: raw mode on and off, Ctrl-C arriving as \u0003.
+    const stdin = Object.assign(new PassThrough(), { isTTY: true, modes: [] as boolean[], setRawMode(on: boolean) { this.modes.push(on); return this; } });
+    let err = '';
+    const done = main(['secrets', 'create', 'typed'], {
+      stdout: { write: () => undefined },
+      stderr: {
+        write: (text: string) => {
+          err += text;
+          if (text.startsWith('Value of typed')) stdin.write('abc\u0003');
+        },
+      },
+      stdin,
+      env: { SVC_CLI_CONFIG: config },
+    });
+    expect(await done).toBe(130);
+    expect(err).toBe('Value of typed: \n');
+    expect(stdin.modes).toEqual([true, false]);
+    expect((await svc(['secrets', 'ls'])).out).not.toContain('typed');
   });
 
   it('refuses a value it cannot read without echo: no terminal and no --value-stdin, or an empty value', async () => {

@@ -132,7 +132,8 @@ async function listing(c: Ctx, route: string, columns: Column[], empty: string, 
   return body;
 }
 
-const CONNECTOR_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A UUID as the hub writes them: a connector's or a run's id. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * A list filtered by a connector's name came back empty: when the tenant has no connector of that
@@ -140,7 +141,7 @@ const CONNECTOR_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
  * not checked.
  */
 async function warnUnknownConnector(c: Ctx, rows: Row[], connector: string | undefined): Promise<void> {
-  if (rows.length > 0 || connector === undefined || CONNECTOR_ID.test(connector)) return;
+  if (rows.length > 0 || connector === undefined || UUID.test(connector)) return;
   try {
     await c.hub().call('GET', path`/api/connectors/${connector}`);
   } catch (err) {
@@ -637,8 +638,11 @@ export const COMMANDS: Command[] = [
     args: ['ID'],
     flags: { 'new-run': { type: 'string', arg: 'RUN', help: 'the run that replayed it' } },
     summary: 'Mark an entry replayed',
-    run: async (c) =>
-      void (await act(c, 'POST', path`/api/platform/dlq/${c.args[0]!}/replayed`, `dead letter ${c.args[0]} marked replayed`, { query: { newRunId: str(c, 'new-run') } })),
+    run: async (c) => {
+      const newRun = str(c, 'new-run');
+      if (newRun !== undefined && !UUID.test(newRun)) throw new UsageError(`--new-run must be a run id (a UUID, as svc runs ls --json shows), not '${newRun}'`);
+      await act(c, 'POST', path`/api/platform/dlq/${c.args[0]!}/replayed`, `dead letter ${c.args[0]} marked replayed`, { query: { newRunId: newRun } });
+    },
   },
   {
     name: 'dlq discard',

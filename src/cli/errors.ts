@@ -1,11 +1,16 @@
 /**
  * How a command fails, and so which exit code `svc` ends with: 2 for a command line that is wrong
- * (main prints the command's usage after the message), 1 for everything else.
+ * (main prints the command's usage after the message), 130 for Ctrl-C, 1 for everything else.
  */
 
 /** Exit 2: the command line itself is wrong. */
 export class UsageError extends Error {
   override name = 'UsageError';
+}
+
+/** Exit 130: the user pressed Ctrl-C where the terminal delivers it as a character (a hidden prompt in raw mode). */
+export class Interrupted extends Error {
+  override name = 'Interrupted';
 }
 
 /** Exit 1: not logged in, a file that does not parse, a run that failed. */

@@ -464,7 +464,7 @@ describe('rm and usage', () => {
   it.each([
     [['exports', 'retry', 'x'], 'svc exports retry: missing RUN_ID', 'Usage: svc exports retry NAME RUN_ID [--no-wait]'],
     [['exports', 'run'], 'svc exports run: missing NAME', 'Usage: svc exports run NAME [--no-wait]'],
-    [['exports', 'download', 'x', '-o'], "svc exports download: option '-o, --output <value>' argument missing", 'Usage: svc exports download ENTITY [-o FILE]'],
+    [['exports', 'download', 'x', '-o'], "svc exports download: -o, --output needs a value", 'Usage: svc exports download ENTITY [-o FILE]'],
     [['entities', 'get'], 'svc entities get: missing NAME', 'Usage: svc entities get NAME'],
   ])('svc %j exits 2 with the usage', async (args, message, usage) => {
     const result = await svc(args);

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { CliError, UsageError } from './errors.js';
+import { CliError, Interrupted, UsageError } from './errors.js';
 
 /** What `svc` reads besides its arguments: files, stdin, and secret values typed at a prompt. */
 
@@ -58,7 +58,8 @@ function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: st
         }
         if (ch === '\u0003') {
           finish();
-          reject(new CliError('interrupted'));
+          // Raw mode turns Ctrl-C into a character, not SIGINT: the same exit as a signal (130).
+          reject(new Interrupted('interrupted'));
           return;
         }
         if (ch === '\u007f' || ch === '\b') value = value.slice(0, -1);

@@ -2,7 +2,7 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { packageVersion } from '../package-root.js';
 import { COMMANDS, type Command, type Ctx, type Flag, type Io } from './commands.js';
 import { configPath, resolveTarget, type Target } from './config.js';
-import { CliError, HttpError, UsageError } from './errors.js';
+import { CliError, HttpError, Interrupted, UsageError } from './errors.js';
 import { Hub } from './http.js';
 import { closest } from '../validation/closest.js';
 
@@ -13,7 +13,7 @@ import { closest } from '../validation/closest.js';
  */
 
 const GLOBAL: Record<string, Flag> = {
-  json: { type: 'boolean', help: 'print the hub\'s JSON as it answered (for scripts)' },
+  json: { type: 'boolean', help: 'print the hub\'s JSON, indented (for scripts)' },
   help: { type: 'boolean', short: 'h', help: 'show help' },
 };
 
@@ -117,7 +117,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   try {
     return (await command.run!(ctx)) ?? 0;
   } catch (e) {
-    if (controller.signal.aborted) return 130;
+    if (controller.signal.aborted || e instanceof Interrupted) return 130;
     if (e instanceof UsageError) return usageError(err, `svc ${command.name}: ${e.message}`, commandHelp(command));
     if (e instanceof HttpError) err(`error: ${e.message} (HTTP ${e.status})\n`);
     else if (e instanceof CliError) err(`error: ${e.message}\n`);
@@ -144,12 +144,16 @@ function usageError(err: (text: string) => void, message: string, usage: string)
 }
 
 /**
- * node:util's parse error as the CLI's other usage errors read: lower case, without node's advice on
- * positionals starting with '-', and with the command's nearest flag when an unknown one is a
- * near spelling of it.
+ * node:util's parse error as the CLI's other usage errors read: `--limit needs a value`, `--json
+ * takes no value`, otherwise lower case without node's advice on positionals starting with '-', and
+ * with the command's nearest flag when an unknown one is a near spelling of it.
  */
 function parseProblem(e: Error & { code?: string }, flags: Record<string, Flag>): string {
   const stripped = e.message.replace(/\. To specify a positional argument.*$/s, '');
+  const missing = /^Option '(.+?)(?: <value>)?' argument missing$/.exec(stripped);
+  if (missing) return `${missing[1]} needs a value`;
+  const unwanted = /^Option '(.+?)' does not take an argument$/.exec(stripped);
+  if (unwanted) return `${unwanted[1]} takes no value`;
   const message = stripped.charAt(0).toLowerCase() + stripped.slice(1);
   if (e.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return message;
   const option = /'([^']+)'/.exec(message)?.[1] ?? '';
@@ -216,7 +220,7 @@ function commandList(commands: Command[]): string {
 }
 
 const FOOTER = `Global options:
-  --json       print the hub's JSON as it answered (for scripts)
+  --json       print the hub's JSON, indented (for scripts)
   -h, --help   help for any command: svc connectors run --help
 
 Configuration: svc login writes $SVC_CLI_CONFIG (default $XDG_CONFIG_HOME/svc/config.json, else

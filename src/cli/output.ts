@@ -41,7 +41,7 @@ export function detail(value: unknown): string {
   return stringify(value, { ...KUBECTL_YAML, lineWidth: 0 });
 }
 
-/** For scripts: the hub's JSON as it answered. */
+/** For scripts: the hub's JSON, same content and key order, indented by two spaces. */
 export function json(value: unknown): string {
   return `${JSON.stringify(value ?? null, null, 2)}\n`;
 }

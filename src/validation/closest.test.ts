@@ -7,6 +7,8 @@ describe('closest', () => {
     ['partner_id', ['partnre_id', 'name'], 'partnre_id'],
     ['city', ['cty', 'name'], 'cty'],
     ['nmae', ['name', 'city'], 'name'],
+    ['gte', ['get', 'ls'], 'get'],
+    ['limt', ['limit', 'json'], 'limit'],
   ])('%s among %j is %s', (word, candidates, expected) => {
     expect(closest(word, candidates)).toBe(expected);
   });
@@ -16,6 +18,9 @@ describe('closest', () => {
     ['abc', ['xyz']],
     ['cat', ['bat', 'hat']],
     ['name', ['name']],
+    // Two letters are not a word to guess from: `rm` is not a misspelt `ls`.
+    ['rm', ['ls', 'get']],
+    ['abcd', ['abxy']],
   ])('%s among %j has none', (word, candidates) => {
     expect(closest(word, candidates)).toBeUndefined();
   });

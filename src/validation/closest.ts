@@ -1,12 +1,13 @@
 /**
  * The candidate a misspelt word most likely stands for: the nearest by edit distance (insertions,
  * deletions, substitutions and swaps of two neighbours, Damerau's restricted form), when it is at
- * most two edits away and nearer than any other candidate; undefined otherwise. For "did you mean"
- * hints, never for deciding anything.
+ * most one edit away per three letters of the word (two at most: `rm` stands for nothing, `gte`
+ * for `get`, `conectors` for `connectors`) and nearer than any other candidate; undefined
+ * otherwise. For "did you mean" hints, never for deciding anything.
  */
 export function closest(word: string, candidates: Iterable<string>): string | undefined {
   let best: string | undefined;
-  let bestDistance = 3;
+  let bestDistance = Math.min(2, Math.floor(word.length / 3)) + 1;
   let tied = false;
   for (const candidate of candidates) {
     if (candidate === word) continue;
