@@ -177,6 +177,13 @@ describe('login, whoami, logout', () => {
     expect(JSON.parse(viaEnv.out).tenant).toMatchObject({ id: 1, code: 'default' });
     const elsewhere = await svc(['whoami', '--json'], { env: { SVC_CLI_CONFIG: config, SVC_URL: hub.url.replace('127.0.0.1', 'localhost') } });
     expect(JSON.parse(elsewhere.out).tenant).toBeNull(); // no X-Tenant-ID went to the other URL
+    // A route that needs the tenant says why none went: the stored login is another URL's.
+    const other = hub.url.replace('127.0.0.1', 'localhost');
+    const refused = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: config, SVC_URL: other } });
+    expect(refused.code).toBe(1);
+    expect(refused.err).toBe(
+      `error: no tenant in security context; the stored login is for ${hub.url}, and SVC_URL names ${other}: a credential is sent only to the URL it was stored for (svc login --url ${other}, or the same spelling of the URL) (HTTP 401)\n`,
+    );
   });
 });
 

@@ -35,6 +35,8 @@ export interface Target extends Credentials {
    * SVC_DEV_TENANT. Never written to the file.
    */
   tokenFrom?: 'login' | 'environment';
+  /** The stored login's URL when SVC_URL names another one (its credential is withheld). Never written. */
+  storedFor?: string;
 }
 
 export function configPath(env: Env): string {
@@ -86,7 +88,7 @@ export function resolveTarget(env: Env, path: string): Target {
   if (env.SVC_TOKEN) return { url, token: env.SVC_TOKEN, tokenFrom: 'environment' };
   if (env.SVC_DEV_TENANT) return { url, devTenant: env.SVC_DEV_TENANT };
   if (stored && normaliseUrl(stored.url) === url) return { url, token: stored.token, devTenant: stored.devTenant };
-  return { url };
+  return stored?.url ? { url, storedFor: normaliseUrl(stored.url) } : { url };
 }
 
 export function normaliseUrl(url: string): string {

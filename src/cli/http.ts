@@ -73,7 +73,8 @@ export class Hub {
 
   /**
    * A 401 to a token: at login, the given one is wrong (and nothing is stored); a stored one (or
-   * SVC_TOKEN's) has most likely expired. A 401 to a dev-bypass tenant: the hub checks tokens. A 404 from a URL that ends in `/api`: the routes begin
+   * SVC_TOKEN's) has most likely expired. A 401 to a dev-bypass tenant: the hub checks tokens. A 401
+   * without a credential because SVC_URL is not the stored login's URL: says so. A 404 from a URL that ends in `/api`: the routes begin
    * with `/api` themselves, so the URL named the API, not the hub.
    */
   private withHint(status: number, message: string): string {
@@ -81,6 +82,9 @@ export class Hub {
     if (status === 401 && this.target.devTenant) {
       const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
       return `${message}; this hub checks tokens (it has no dev bypass): svc login --url ${this.target.url} --token-stdin${stored}`;
+    }
+    if (status === 401 && this.target.storedFor) {
+      return `${message}; the stored login is for ${this.target.storedFor}, and SVC_URL names ${this.target.url}: a credential is sent only to the URL it was stored for (svc login --url ${this.target.url}, or the same spelling of the URL)`;
     }
     if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})`;
     return message;
