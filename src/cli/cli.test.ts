@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -99,6 +101,17 @@ describe('login, whoami, logout', () => {
     expect(down.err).toContain('cannot reach http://127.0.0.1:1');
     expect(existsSync(file)).toBe(false);
 
+    // A tenant the hub does not have, and a server that is not a hub: refused, nothing stored.
+    const unknown = await svc(['login', '--url', hub.url, '--dev-tenant', '99'], { env: { SVC_CLI_CONFIG: file } });
+    expect(unknown).toMatchObject({ code: 1, err: 'error: unknown tenant 99; nothing was stored (HTTP 403)\n' });
+    const notHub = createServer((_req, res) => res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"not_found"}'));
+    await new Promise<void>((resolve) => notHub.listen(0, '127.0.0.1', resolve));
+    const other = `http://127.0.0.1:${(notHub.address() as AddressInfo).port}`;
+    const elsewhere = await svc(['login', '--url', other, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+    notHub.close();
+    expect(elsewhere).toMatchObject({ code: 1, err: `error: not_found; ${other} does not serve GET /api/bff/v1/me: not a svc-hub, or not its base URL; nothing was stored (HTTP 404)\n` });
+    expect(existsSync(file)).toBe(false);
+
     for (const args of [['--url', 'ftp://x', '--dev-tenant', '1'], ['--url', hub.url], ['--url', hub.url, '--dev-tenant', 'one'], ['--dev-tenant', '1']]) {
       const bad = await svc(['login', ...args], { env: { SVC_CLI_CONFIG: file } });
       expect(bad.code).toBe(2);
@@ -108,7 +121,6 @@ describe('login, whoami, logout', () => {
   });
 
   it('a refused token (401) says which token: the stored one (log in again), the one given to login (nothing stored), SVC_TOKEN; never printing it', async () => {
-    const { createServer } = await import('node:http');
     const refusing = createServer((_req, res) => {
       res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' });
       res.end('authentication required');
@@ -116,7 +128,7 @@ describe('login, whoami, logout', () => {
     await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', () => resolve()));
     try {
       const file = join(dir, 'expired.json');
-      const url = `http://127.0.0.1:${(refusing.address() as import('node:net').AddressInfo).port}`;
+      const url = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
       writeFileSync(file, JSON.stringify({ url, token: 'an-expired-token' }), { mode: 0o600 });
       const who = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
       expect(who.code).toBe(1);

@@ -230,7 +230,13 @@ async function login(c: Ctx): Promise<number> {
   try {
     me = (await c.hub(target).call<Me>('GET', '/api/bff/v1/me')).body;
   } catch (err) {
-    if (!(err instanceof HttpError && err.status === 403)) throw err;
+    if (!(err instanceof HttpError)) throw err;
+    // A tenant the hub does not have: the credential could never work.
+    if (err.status === 403 && /^unknown tenant \d+$/.test(err.message)) throw new HttpError(403, `${err.message}; nothing was stored`, err.body);
+    if (err.status === 404 && !/\/api\/*$/i.test(url)) {
+      throw new HttpError(404, `${err.message}; ${url} does not serve GET /api/bff/v1/me: not a svc-hub, or not its base URL; nothing was stored`, err.body);
+    }
+    if (err.status !== 403) throw err;
     c.err(`warning: the hub refused /api/bff/v1/me (${err.message}, HTTP 403); storing the credential anyway\n`);
   }
   writeConfig(c.configFile, target);
