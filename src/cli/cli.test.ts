@@ -327,6 +327,17 @@ describe('usage errors', () => {
     expect(chat.err).toContain('no chat model is configured');
   });
 
+  it('rediscover reads a scope\'s tables into its schema card and says what it found; --scope is required', async () => {
+    // The connector demo-open (scope `partners`) was applied and run above: its table is the scope's.
+    const found = await svc(['rediscover', '--scope', 'partners']);
+    expect(found.err).toBe('');
+    expect(found.out).toMatch(/^scope partners: [1-9]\d* table\(s\), [1-9]\d* column\(s\) discovered \(source [\w-]+(, enriched)?\)\n$/);
+    expect(JSON.parse((await svc(['rediscover', '--scope', 'partners', '--json'])).out)).toMatchObject({ scope: 'partners', tableCount: expect.any(Number) });
+    const missing = await svc(['rediscover']);
+    expect(missing.code).toBe(2);
+    expect(missing.err).toContain('svc rediscover: --scope is required');
+  });
+
   it('a group without its command lists its commands and exits 2', async () => {
     const result = await svc(['exports']);
     expect(result).toMatchObject({ code: 2, out: '' });

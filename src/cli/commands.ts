@@ -952,6 +952,20 @@ export const COMMANDS: Command[] = [
     run: chat,
   },
   {
+    name: 'rediscover',
+    flags: { scope: { type: 'string', arg: 'S', required: true, help: 'the scope whose schema card is discovered again' } },
+    summary: 'Discover a scope\'s schema card from its ingested tables (what chat --analytic reads); replaces the card',
+    run: async (c) => {
+      const { body } = await c.hub().call<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }>(
+        'POST',
+        '/api/platform/rag/rediscover',
+        { query: { scope: str(c, 'scope') } },
+      );
+      show(c, body, () => `scope ${body.scope}: ${body.tableCount} table(s), ${body.columnCount} column(s) discovered (source ${body.sourceType}${body.enriched ? ', enriched' : ''})\n`);
+      return 0;
+    },
+  },
+  {
     name: 'tui',
     flags: {
       every: { type: 'string', arg: 'DURATION', help: 'refresh runs, dead letters, deliveries and the inbox this often (default 3s; 500ms, 1m, …)' },
