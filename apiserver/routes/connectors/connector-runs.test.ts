@@ -239,6 +239,12 @@ describe('CSV ingest and dead letters', () => {
     expect(entry.payload).toEqual({ id: '', name: 'Nobody', city: 'Nowhere' });
     const byConnector = (await (await fetch(`${hub.url}/api/platform/dlq?connector=crm-import`, { headers: H })).json()) as unknown[];
     expect(byConnector).toHaveLength(1);
+    // Marked replayed by a run the tenant does not have: refused, the entry stays unresolved.
+    const unknownRun = '00000000-0000-4000-8000-000000000000';
+    const replayed = await fetch(`${hub.url}/api/platform/dlq/${byRun[0]!.id}/replayed?newRunId=${unknownRun}`, { method: 'POST', headers: H });
+    expect(replayed.status).toBe(400);
+    expect(await replayed.json()).toEqual({ error: `newRunId ${unknownRun} names no run of the tenant`, field: 'newRunId' });
+    expect((await (await fetch(`${hub.url}/api/platform/dlq?connector=crm-import`, { headers: H })).json()) as unknown[]).toHaveLength(1);
     expect((await fetch(`${hub.url}/api/platform/dlq/${byRun[0]!.id}/discard`, { method: 'POST', headers: H })).status).toBe(204);
     expect((await (await fetch(`${hub.url}/api/platform/dlq?connector=crm-import`, { headers: H })).json()) as unknown[]).toHaveLength(0);
     const history = (await (await fetch(`${hub.url}/api/platform/dlq?run=${result.id}&connector=other`, { headers: H })).json()) as Array<{ resolution: string }>;

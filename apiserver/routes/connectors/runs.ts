@@ -100,7 +100,12 @@ export const runRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/platform/dlq/{id}/replayed', operationId: 'markDeadLetterReplayed', summary: 'Mark an entry replayed', tags: ['Dead letters'], auth: ['svc_integrator'],
     params: idParam, query: { type: 'object', properties: { newRunId: { type: 'string', format: 'uuid' } } },
-    responses: { 204: { description: 'Marked' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
+    responses: {
+      204: { description: 'Marked' },
+      400: { description: '`newRunId` is not a UUID, or names no run of the tenant', schema: errorBody },
+      404: { description: 'Unknown or erased', schema: errorBody },
+      ...refusals(true),
+    },
     handler: async ({ services, principal, params, query, ctx }) => {
       await services.connectors.deadLetters.markReplayed(callerTenant(principal), params.id, query.newRunId);
       ctx.status = 204;

@@ -1,5 +1,5 @@
 import type { Tx } from '../../db/database.js';
-import { NotFoundError } from '../../errors.js';
+import { NotFoundError, ValidationError } from '../../errors.js';
 import { toStorable } from '../../validation/input-limits.js';
 
 export interface DeadLetterInput {
@@ -91,6 +91,10 @@ export async function getDeadLetter(tx: Tx, id: string): Promise<DeadLetter> {
 
 export async function markReplayed(tx: Tx, id: string, newRunId?: string): Promise<void> {
   await getDeadLetter(tx, id);
+  // The replaying run is recorded as a reference: it must be a run of the tenant (row-level security).
+  if (newRunId !== undefined && !(await tx.query('select 1 from connectors.runs where id = $1', [newRunId])).rowCount) {
+    throw new ValidationError(`newRunId ${newRunId} names no run of the tenant`, 'newRunId');
+  }
   await tx.query(`update connectors.dead_letters set resolution = 'replayed', resolved_run_id = $2, resolved_at = now() where id = $1`, [id, newRunId ?? null]);
 }
 
