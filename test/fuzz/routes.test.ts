@@ -127,13 +127,9 @@ function send(req: FuzzRequest, to = port): Promise<Answer> {
   });
 }
 
-/**
- * The statuses an operation may answer: those it declares, those the OpenAPI document adds to it
- * (400, 415 with a body, 429 with a rate limit) and those of the server as a whole (413 a body too
- * large, 431 headers too large; 502–504 an upstream or the database unavailable).
- */
 /** The OpenAPI document of this route table: what each operation declares it answers, and in what shape. */
-const documented = openApiDocument(routes, { version: 'fuzz', devBypass: true }) as {
+// Hidden routes (the console's) too: they answer as declared like any other.
+const documented = openApiDocument(routes.map((r) => ({ ...r, hidden: false })), { version: 'fuzz', devBypass: true }) as {
   paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> }>>;
 };
 const ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
@@ -147,7 +143,7 @@ const checks = new WeakMap<object, ValidateFunction>();
  * does not list (the server's own, judged by `undeclared`) or a response declared without content.
  */
 function misshapen(decl: RouteDecl, answer: Answer): string | undefined {
-  const response = documented.paths[decl.path]?.[decl.method.toLowerCase()]?.responses[String(answer.status)];
+  const response = documentedOperation(decl).responses[String(answer.status)];
   if (!response?.content || answer.body === '') return undefined;
   const media = response.content[answer.type];
   if (!media) return `a ${answer.status} in ${answer.type || 'no media type'}, declared in ${Object.keys(response.content).join(', ')}`;
@@ -172,13 +168,20 @@ function routed(decl: RouteDecl, path: string): boolean {
   return new RegExp(`^${pattern}/?$`, 'i').test(path.split('?')[0]!);
 }
 
+/**
+ * The statuses an operation may answer: those it declares, those the OpenAPI document adds to it
+ * (400, 415 with a body, 429 with a rate limit: read from the document itself) and those of the server as a whole (413 a body too
+ * large, 431 headers too large; 502–504 an upstream or the database unavailable).
+ */
 function undeclared(decl: RouteDecl, req: FuzzRequest, status: number): boolean {
-  if ([400, 413, 431, 502, 503, 504].includes(status)) return false;
+  if ([413, 431, 502, 503, 504].includes(status)) return false;
   // A generated path no route of the operation's serves (a mangled segment): the server's 404 or 405.
   if ((status === 404 || status === 405) && !routed(decl, req.path)) return false;
-  if (status === 415 && (decl.documentedBody ?? decl.body)) return false;
-  if (status === 429 && decl.rateLimit) return false;
-  return !(status in decl.responses);
+  return !(String(status) in documentedOperation(decl).responses);
+}
+
+function documentedOperation(decl: RouteDecl): { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> } {
+  return documented.paths[decl.path]![decl.method.toLowerCase()]!;
 }
 
 const clip = (text: string, n = 120) => (text.length > n ? `${text.slice(0, n)}…(${text.length})` : text);
