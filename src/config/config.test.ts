@@ -1,7 +1,7 @@
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from '@jest/globals';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import { packageRoot } from '../package-root.js';
 import { Config, ConfigError } from './config.js';
 import { renderConfigurationDoc } from './docs.js';
@@ -10,8 +10,14 @@ import { envName, PROPERTIES } from './properties.js';
 
 const ISSUER = { SVC_OIDC_ISSUER: 'https://idp.example.com/realms/svc' };
 
+const folders: string[] = [];
+afterAll(() => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
+});
+
 function yamlFile(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'svc-config-'));
+  folders.push(dir);
   const file = join(dir, 'application.yaml');
   writeFileSync(file, text);
   return file;

@@ -1,15 +1,21 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from '@jest/globals';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { createTestDatabase } from '../../test/harness/database.js';
 import { migrate, migrationStatus, readMigrations, type MigrationSet } from './migrations.js';
 
 const roles = { app: 'svc_app', worker: 'svc_worker' };
 
+const folders: string[] = [];
+afterAll(() => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
+});
+
 function folder(files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), 'svc-migrations-'));
+  folders.push(dir);
   for (const [name, sql] of Object.entries(files)) writeFileSync(join(dir, name), sql);
   return dir;
 }
