@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -113,9 +113,12 @@ suite('Swagger UI console in headless Chromium', () => {
   });
 
   it('can be captured as a screenshot', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'svc-swagger-ui-')), 'swagger-ui.png');
+    const dir = mkdtempSync(join(tmpdir(), 'svc-swagger-ui-'));
+    const file = join(dir, 'swagger-ui.png');
     await page.screenshot({ path: file, fullPage: true });
     expect(statSync(file).size).toBeGreaterThan(10_000);
+    // Kept only when asked for, to be looked at.
     if (process.env.SVC_TEST_SCREENSHOT) console.info(`Swagger UI screenshot: ${file}`);
+    else rmSync(dir, { recursive: true, force: true });
   });
 });
