@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { CLOSED_REASON, FAULT_NO_BEARER_TOKEN, FAULT_NO_HMAC_SECRET } from '../../../src/webhooks/model.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Received, type Receiver, startReceiver, verifySvcSignature } from '../../../test/harness/receiver.js';
@@ -166,11 +167,14 @@ describe('the webhook consumer', () => {
     const bearer = await integration(t1, 1, { name: 'bearer', targetUrl: `${receiver.url}/bearer`, authMode: 'BEARER', secret: 'tok-123456789', eventTypes: ['org.updated'] });
     const none = await integration(t1, 1, { name: 'none', targetUrl: `${receiver.url}/none`, authMode: 'NONE', eventTypes: ['org.updated'] });
     const std = await integration(t1, 1, { name: 'std', targetUrl: `${receiver.url}/std`, secret: 'whsec_c2VjcmV0LWtleS1ieXRlcw==', standardWebhooks: true, eventTypes: ['org.updated'] });
+    const rawSecret = 'plain sécret ключ 🔑';
+    const raw = await integration(t1, 1, { name: 'std-raw', targetUrl: `${receiver.url}/std-raw`, secret: rawSecret, standardWebhooks: true, eventTypes: ['org.updated'] });
     const org = await t1.post('/api/tenants/1/orgs', { code: 'renamed', name: 'Before' });
     await t1.put(`/api/tenants/1/orgs/${(org.body as { id: number }).id}`, { name: 'After' });
     const [b] = await receiver.waitFor(1, '/bearer');
     const [n] = await receiver.waitFor(1, '/none');
     const [s] = await receiver.waitFor(1, '/std');
+    const [r] = await receiver.waitFor(1, '/std-raw');
     expect(b!.headers.authorization).toBe('Bearer tok-123456789');
     expect(b!.headers['x-svc-signature']).toBeUndefined();
     expect(n!.headers.authorization).toBeUndefined();
@@ -184,8 +188,15 @@ describe('the webhook consumer', () => {
     const expected = createHmac('sha256', Buffer.from('c2VjcmV0LWtleS1ieXRlcw==', 'base64')).update(`${s!.headers['webhook-id']}.${ts}.${s!.body}`).digest('base64');
     expect(s!.headers['webhook-signature']).toBe(`v1,${expected}`);
     expect(verifySvcSignature('whsec_c2VjcmV0LWtleS1ieXRlcw==', s!)).toBe(true);
+    // The reference library (the standardwebhooks package) verifies both key forms: whsec_ (its
+    // own), and any other secret as its UTF-8 bytes with the raw-key option; another key fails.
+    const headersOf = (got: { headers: Record<string, unknown> }) => got.headers as Record<string, string>;
+    expect(new Webhook('whsec_c2VjcmV0LWtleS1ieXRlcw==').verify(s!.body, headersOf(s!))).toEqual(JSON.parse(s!.body));
+    expect(new Webhook(Buffer.from(rawSecret, 'utf8'), { format: 'raw' }).verify(r!.body, headersOf(r!))).toEqual(JSON.parse(r!.body));
+    expect(() => new Webhook('whsec_b3RoZXIta2V5').verify(s!.body, headersOf(s!))).toThrow(WebhookVerificationError);
+    expect(() => new Webhook(rawSecret, { format: 'raw' }).verify(r!.body, headersOf(r!))).toThrow('No matching signature found');
     // The outcome is written back after the answer reached the hub: moments after the receiver saw the request.
-    for (const id of [bearer, none, std]) {
+    for (const id of [bearer, none, std, raw]) {
       const [d] = await until('the outcome', async () => {
         const list = await deliveries(id);
         return list[0]?.attempts ? list : undefined;
