@@ -179,6 +179,11 @@ describe('login, whoami, logout', () => {
     await svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
     expect((await svc(['logout'], { env: { SVC_CLI_CONFIG: file } })).out).toContain('Logged out');
     expect(existsSync(file)).toBe(false);
+    // --json says the same for scripts: which file, and whether there was one to remove.
+    expect(JSON.parse((await svc(['logout', '--json'], { env: { SVC_CLI_CONFIG: file } })).out)).toEqual({ configFile: file, removed: false });
+    await svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+    expect(JSON.parse((await svc(['logout', '--json'], { env: { SVC_CLI_CONFIG: file } })).out)).toEqual({ configFile: file, removed: true });
+    expect(existsSync(file)).toBe(false);
     const after = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: file } });
     expect(after.code).toBe(1);
     expect(after.err).toContain('not logged in: run `svc login');

@@ -527,7 +527,8 @@ export const COMMANDS: Command[] = [
     name: 'logout',
     summary: 'Remove the config file and the credential in it',
     run: (c) => {
-      c.out(removeConfig(c.configFile) ? `Logged out: removed ${c.configFile}.\n` : `Not logged in: no ${c.configFile}.\n`);
+      const removed = removeConfig(c.configFile);
+      show(c, { configFile: c.configFile, removed }, () => (removed ? `Logged out: removed ${c.configFile}.\n` : `Not logged in: no ${c.configFile}.\n`));
       return 0;
     },
   },
