@@ -3,12 +3,10 @@ import { request, Agent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import type pg from 'pg';
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
 import { routeTable } from '../../apiserver/app.js';
-import { openApiDocument } from '../../apiserver/openapi.js';
 import type { RouteDecl } from '../../apiserver/route.js';
 import { ownerClient } from '../harness/api-client.js';
+import { type Answer, DeclaredAnswers, mediaType } from '../harness/declared-answers.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
 import { startIssuer, type TestIssuer } from '../harness/tokens.js';
 import { type FuzzRequest, requestArbitrary, tokenArbitrary } from './arbitraries.js';
@@ -25,9 +23,6 @@ import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
  * 20 s for the whole table);
  * SVC_FUZZ_SEED replays a run. Outbound connections are kept on loopback (loopback-only.ts).
  */
-
-// ajv-formats is CommonJS; its default export arrives wrapped under ESM.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv2020) => void;
 
 const RUNS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
 const SEED = process.env.SVC_FUZZ_SEED === undefined ? undefined : Number(process.env.SVC_FUZZ_SEED);
@@ -96,13 +91,6 @@ async function seed(method: string, path: string, type: string, body: unknown): 
   return (await send({ method, path, headers: { 'X-Tenant-ID': '1', 'Content-Type': type }, body: Buffer.from(JSON.stringify(body)) })).status;
 }
 
-interface Answer {
-  status: number;
-  /** The media type of the answer (Content-Type without its parameters), '' without one. */
-  type: string;
-  body: string;
-}
-
 /** One request; an event stream is read only until its headers arrive, then dropped. */
 function send(req: FuzzRequest, to = port): Promise<Answer> {
   return new Promise((resolve, reject) => {
@@ -116,7 +104,7 @@ function send(req: FuzzRequest, to = port): Promise<Answer> {
         resolve({ status, type: 'text/event-stream', body: '' });
         return;
       }
-      const type = String(res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      const type = mediaType(res.headers['content-type']);
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status, type, body: Buffer.concat(chunks).toString('utf8') }));
@@ -127,62 +115,7 @@ function send(req: FuzzRequest, to = port): Promise<Answer> {
   });
 }
 
-/** The OpenAPI document of this route table: what each operation declares it answers, and in what shape. */
-// Hidden routes (the console's) too: they answer as declared like any other.
-const documented = openApiDocument(routes.map((r) => ({ ...r, hidden: false })), { version: 'fuzz', devBypass: true }) as {
-  paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> }>>;
-};
-const ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
-addFormats(ajv);
-const checks = new WeakMap<object, ValidateFunction>();
-
-/**
- * What is wrong with an answer's body against the shape its operation declares for its status, or
- * undefined: a body in a media type not declared, or a JSON body its schema refuses. An empty body
- * is not judged (the refusals' empty 403 is described, not typed), nor is a status the document
- * does not list (the server's own, judged by `undeclared`) or a response declared without content.
- */
-function misshapen(decl: RouteDecl, answer: Answer): string | undefined {
-  const response = documentedOperation(decl).responses[String(answer.status)];
-  if (!response?.content || answer.body === '') return undefined;
-  const media = response.content[answer.type];
-  if (!media) return `a ${answer.status} in ${answer.type || 'no media type'}, declared in ${Object.keys(response.content).join(', ')}`;
-  if (answer.type !== 'application/json') return undefined;
-  let check = checks.get(media.schema);
-  if (!check) {
-    check = ajv.compile(media.schema);
-    checks.set(media.schema, check);
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(answer.body);
-  } catch {
-    return `a ${answer.status} declared as JSON whose body is not JSON`;
-  }
-  return check(value) ? undefined : `a ${answer.status} body its declared schema refuses: ${ajv.errorsText(check.errors)}`;
-}
-
-/** Whether a request's path is one of the operation's (the router matches paths case-insensitively). */
-function routed(decl: RouteDecl, path: string): boolean {
-  const pattern = decl.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '[^/]+');
-  return new RegExp(`^${pattern}/?$`, 'i').test(path.split('?')[0]!);
-}
-
-/**
- * The statuses an operation may answer: those it declares, those the OpenAPI document adds to it
- * (400, 415 with a body, 429 with a rate limit: read from the document itself) and those of the server as a whole (413 a body too
- * large, 431 headers too large; 502–504 an upstream or the database unavailable).
- */
-function undeclared(decl: RouteDecl, req: FuzzRequest, status: number): boolean {
-  if ([413, 431, 502, 503, 504].includes(status)) return false;
-  // A generated path no route of the operation's serves (a mangled segment): the server's 404 or 405.
-  if ((status === 404 || status === 405) && !routed(decl, req.path)) return false;
-  return !(String(status) in documentedOperation(decl).responses);
-}
-
-function documentedOperation(decl: RouteDecl): { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> } {
-  return documented.paths[decl.path]![decl.method.toLowerCase()]!;
-}
+const declared = new DeclaredAnswers(routes);
 
 const clip = (text: string, n = 120) => (text.length > n ? `${text.slice(0, n)}…(${text.length})` : text);
 const describeRequest = (req: FuzzRequest) =>
@@ -203,9 +136,8 @@ describe('every declared route, fuzzed', () => {
         if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
           throw new Error(`${answer.status} ${clip(answer.body, 500)} for ${describeRequest(req)}`);
         }
-        if (undeclared(decl, req, answer.status)) throw new Error(`${answer.status} is not among the operation's declared answers: ${clip(answer.body, 500)} for ${describeRequest(req)}`);
-        const shape = misshapen(decl, answer);
-        if (shape) throw new Error(`${shape}: ${clip(answer.body, 500)} for ${describeRequest(req)}`);
+        const problem = declared.problem(decl, req.path, answer);
+        if (problem) throw new Error(`${problem}: ${clip(answer.body, 500)} for ${describeRequest(req)}`);
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
@@ -225,11 +157,8 @@ describe('every declared route, fuzzed', () => {
         if (answer.status >= 500 && answer.status !== 502 && answer.status !== 503 && answer.status !== 504) {
           throw new Error(`${answer.status} ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
         }
-        if (undeclared(decl, req, answer.status)) {
-          throw new Error(`${answer.status} is not among the operation's declared answers: ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
-        }
-        const shape = misshapen(decl, answer);
-        if (shape) throw new Error(`${shape}: ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
+        const problem = declared.problem(decl, req.path, answer);
+        if (problem) throw new Error(`${problem}: ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
       }),
       { numRuns: Math.max(2, Math.ceil(RUNS / 3)), seed: SEED, endOnFailure: true },
     );

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { stringify } from 'yaml';
 import { allRoutes } from '../../apiserver/app.js';
+import { DeclaredAnswers, mediaType } from '../harness/declared-answers.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
 import { startIssuer, type TestIssuer } from '../harness/tokens.js';
 import { ENDPOINTS, NOT_TENANT_SCOPED, type SqlOutcome, TABLES } from './matrix.js';
@@ -242,6 +243,8 @@ describe('SQL: the application role with my tenant set sees and changes none of 
 
 describe('HTTP: my calls naming their tenant or their resources', () => {
   let before: Record<string, string>;
+  const routesByKey = new Map(allRoutes().map((r) => [`${r.method} ${r.path}`, r]));
+  const declared = new DeclaredAnswers(allRoutes());
   const markers = () => [MARK, fixtures.connectorId!, fixtures.run!, fixtures.hash!];
 
   beforeAll(async () => {
@@ -256,9 +259,13 @@ describe('HTTP: my calls naming their tenant or their resources', () => {
       headers['Content-Type'] = c.type ?? 'application/json';
       body = fill(typeof c.body === 'string' ? c.body : JSON.stringify(c.body));
     }
-    const res = await fetch(`${oidc.url}${fill(c.path)}`, { method, headers, body });
+    const path = fill(c.path);
+    const res = await fetch(`${oidc.url}${path}`, { method, headers, body });
     const text = await res.text();
     expect({ status: res.status, text: res.status === c.expect ? '' : text }).toEqual({ status: c.expect, text: '' });
+    // And as the OpenAPI document declares it: that status, in a declared media type and shape.
+    const decl = routesByKey.get(c.route)!;
+    expect({ route: c.route, problem: declared.problem(decl, path, { status: res.status, type: mediaType(res.headers.get('content-type')), body: text }) }).toEqual({ route: c.route, problem: undefined });
     if (c.excludes) for (const marker of markers()) expect({ marker, found: text.includes(marker) }).toEqual({ marker, found: false });
   });
 
