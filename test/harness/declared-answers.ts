@@ -30,6 +30,7 @@ type Documented = { responses: Record<string, { content?: Record<string, { schem
  */
 export class DeclaredAnswers {
   private readonly paths: Record<string, Record<string, Documented>>;
+  private readonly routes: RouteDecl[];
   private readonly ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
   private readonly checks = new WeakMap<object, ValidateFunction>();
 
@@ -39,21 +40,34 @@ export class DeclaredAnswers {
       { version: 'test', devBypass: true },
     ) as { paths: Record<string, Record<string, Documented>> };
     this.paths = doc.paths;
+    this.routes = routes;
     addFormats(this.ajv);
+  }
+
+  /**
+   * The operation a request for `path` reaches: of the routes whose pattern matches, the one with the
+   * most fixed segments (`/api/connectors/apply` before `/api/connectors/{name}`); undefined when none does.
+   */
+  operationFor(method: string, path: string): RouteDecl | undefined {
+    const fixed = (decl: RouteDecl) => decl.path.split('/').filter((segment) => segment && !segment.startsWith('{')).length;
+    return this.routes
+      .filter((decl) => decl.method === method.toUpperCase() && routed(decl, path))
+      .sort((a, b) => fixed(b) - fixed(a))[0];
   }
 
   /**
    * What is wrong with `answer` to a request for `path` against operation `decl`, or undefined. A
    * status must be one the operation declares or the document adds to it, or the server's own (413
-   * a body too large, 431 headers too large, 502–504 an upstream or the database unavailable, and a
-   * 404 or 405 for a path none of the operation's patterns match); its body must be in a media type
+   * a body too large, 431 headers too large, 500 an internal error (the fuzzer refuses it apart; a
+   * suite may provoke one on purpose), 502–504 an upstream or the database unavailable, and a 404 or
+   * 405 for a path none of the operation's patterns match); its body must be in a media type
    * declared for that status and, as JSON, valid against the declared schema. An empty body is not
    * judged (the refusals' empty 403 is described, not typed), nor a response declared without content.
    */
   problem(decl: RouteDecl, path: string, answer: Answer): string | undefined {
     const response = this.operation(decl).responses[String(answer.status)];
     if (!response) {
-      const servers = [413, 431, 502, 503, 504].includes(answer.status) || ((answer.status === 404 || answer.status === 405) && !routed(decl, path));
+      const servers = [413, 431, 500, 502, 503, 504].includes(answer.status) || ((answer.status === 404 || answer.status === 405) && !routed(decl, path));
       return servers ? undefined : `${answer.status} is not among the operation's declared answers`;
     }
     if (!response.content || answer.body === '') return undefined;
