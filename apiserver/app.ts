@@ -41,6 +41,8 @@ export interface ApiOptions {
   extraRoutes?: RouteDecl[];
   /** Serve these instead of allRoutes() (`svc-hub dispatch` serves only the operations routes). */
   routes?: RouteDecl[];
+  /** Tests: told of every answer once the middleware has made it (status, type, body), before it is sent. */
+  observe?: (ctx: Koa.Context) => void;
 }
 
 /**
@@ -64,6 +66,13 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   };
   const app = new Koa({ proxy: false });
   app.silent = true; // the error mapper logs; Koa's default handler would print stacks to stderr
+  const observe = options.observe;
+  if (observe) {
+    app.use(async (ctx, next) => {
+      await next();
+      observe(ctx);
+    });
+  }
   const limit = services.config.string('svc.http.body-limit');
   app.use(requestContext);
   app.use(accessLog);

@@ -1,5 +1,5 @@
 import type Koa from 'koa';
-import { createApi } from '../apiserver/app.js';
+import { type ApiOptions, createApi } from '../apiserver/app.js';
 import type { RouteDecl } from '../apiserver/route.js';
 import { listen, type RunningServer } from '../apiserver/server.js';
 import { createAdminServices } from '../src/admin/services.js';
@@ -77,6 +77,8 @@ interface StartOptions {
    */
   stopsOnSignals?: boolean;
   extraRoutes?: RouteDecl[];
+  /** Tests: told of every HTTP answer before it is sent (test/harness/hub.ts holds them to the OpenAPI document). */
+  observe?: ApiOptions['observe'];
   /** The time the inbound rate limits count windows by (default `Date.now`; tests move it forward). */
   now?: Now;
 }
@@ -285,6 +287,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       version: packageVersion(),
       extraRoutes: options.extraRoutes,
       routes: options.operationsOnly ? operationRoutes : undefined,
+      observe: options.observe,
     });
     try {
       server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));

@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import type pg from 'pg';
 import { routeTable } from '../../apiserver/app.js';
-import type { RouteDecl } from '../../apiserver/route.js';
 import { ownerClient } from '../harness/api-client.js';
 import { type Answer, DeclaredAnswers, mediaType } from '../harness/declared-answers.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';

@@ -45,14 +45,17 @@ export class DeclaredAnswers {
   }
 
   /**
-   * The operation a request for `path` reaches: of the routes whose pattern matches, the one with the
-   * most fixed segments (`/api/connectors/apply` before `/api/connectors/{name}`); undefined when none does.
+   * The operation a request for `path` reaches: of the routes whose pattern matches, one declared
+   * for exactly that path (`/q/swagger-ui/` rather than `/q/swagger-ui`: the router ignores a
+   * trailing slash, the handlers do not), else the one with the most fixed segments
+   * (`/api/connectors/apply` before `/api/connectors/{name}`); undefined when none matches.
    */
   operationFor(method: string, path: string): RouteDecl | undefined {
-    const fixed = (decl: RouteDecl) => decl.path.split('/').filter((segment) => segment && !segment.startsWith('{')).length;
+    const bare = path.split('?')[0]!.toLowerCase();
+    const rank = (decl: RouteDecl) => (decl.path.toLowerCase() === bare ? 1000 : 0) + decl.path.split('/').filter((segment) => segment && !segment.startsWith('{')).length;
     return this.routes
       .filter((decl) => decl.method === method.toUpperCase() && routed(decl, path))
-      .sort((a, b) => fixed(b) - fixed(a))[0];
+      .sort((a, b) => rank(b) - rank(a))[0];
   }
 
   /**

@@ -36,7 +36,12 @@ export function consoleRoutes(document: () => Record<string, unknown>): RouteDec
   return [
     route({
       method: 'GET', path: '/q/openapi', operationId: 'openapi', summary: 'OpenAPI 3.1 document of this build', tags: ['Operations'], auth: 'public',
-      responses: { 200: { description: 'The document (JSON; `?format=yaml` for YAML)', schema: { type: 'object' } } },
+      responses: {
+        200: {
+          description: 'The document: JSON, or YAML for `?format=yaml` or an `Accept` that prefers `application/yaml`',
+          content: { 'application/json': { type: 'object' }, 'application/yaml': { type: 'string' } },
+        },
+      },
       hidden: true,
       handler: async ({ ctx }) => {
         if (ctx.query.format === 'yaml' || ctx.accepts('application/json', 'application/yaml') === 'application/yaml') {
