@@ -98,6 +98,7 @@ function recognise(body: unknown, link: string | undefined): { kind: string; rec
 function typeOf(value: unknown): { type: PromoteType; transform?: string } {
   if (typeof value === 'boolean') return { type: 'boolean' };
   if (typeof value === 'number') return Number.isInteger(value) ? { type: 'bigint' } : { type: 'numeric' };
+  if (typeof value === 'bigint') return value >= -9223372036854775808n && value <= 9223372036854775807n ? { type: 'bigint' } : { type: 'numeric' };
   if (typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/.test(value) && !Number.isNaN(Date.parse(value))) return { type: 'timestamptz', transform: 'parse_iso8601' };
   return { type: 'text' };
 }

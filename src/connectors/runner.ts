@@ -638,11 +638,24 @@ async function* untilAborted<T>(pages: AsyncIterable<T>, signal: AbortSignal): A
   }
 }
 
-/** The running maximum of watermark values: numbers numerically, anything else as text. */
+/**
+ * The running maximum of watermark values: numbers numerically, anything else as text. An integer
+ * beyond ±(2^53 − 1), read exactly as a bigint (engine/exact-json.ts), is a number too, held as its
+ * digits.
+ */
 export function maxOf(current: string | number | undefined, value: unknown): string | number | undefined {
   if (value === undefined || value === null || value === '') return current;
-  if (typeof value === 'number') return current === undefined || (typeof current === 'number' && value > current) ? value : current;
+  if (typeof value === 'number' || typeof value === 'bigint') {
+    const next = typeof value === 'bigint' ? String(value) : value;
+    if (current === undefined) return next;
+    const held = typeof current === 'number' ? current : typeof value === 'bigint' || /^-?\d{16,}$/.test(current) ? wholeNumber(current) : undefined;
+    return held !== undefined && value > held ? next : current;
+  }
   const text = String(value);
   if (current === undefined) return text;
   return String(current) < text ? text : current;
+}
+
+function wholeNumber(text: string): bigint | undefined {
+  return /^-?\d+$/.test(text) ? BigInt(text) : undefined;
 }

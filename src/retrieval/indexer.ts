@@ -6,6 +6,7 @@ import { rowChunkText } from './content.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { inExtension, vectorLiteral } from './pgvector.js';
 import { encodeVector } from './vectors-codec.js';
+import { parseJsonExact } from '../connectors/engine/exact-json.js';
 
 /**
  * Ingestion's hand-off: inside the ingestion transaction, one `retrieval.pending` entry per written
@@ -63,8 +64,9 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
   const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [table]);
   if (!exists.rows[0]?.t) return;
   // Rows rewritten since have another hash now: their own later entry indexes them.
-  const { rows } = await tx.query<{ external_id: string; row_hash: string; data: unknown }>(
-    `select external_id, row_hash, data from ${table} where tenant_id = $1 and row_hash = any($2)`,
+  // The payload as text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
+  const { rows } = await tx.query<{ external_id: string; row_hash: string; data: string }>(
+    `select external_id, row_hash, data::text as data from ${table} where tenant_id = $1 and row_hash = any($2)`,
     [entry.tenant_id, entry.row_hashes],
   );
   if (rows.length === 0) return;
@@ -85,7 +87,7 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
            endpoint_uuid = excluded.endpoint_uuid, connector_id = excluded.connector_id, updated_at = now()
        where (chunks.scopes, chunks.table_name, chunks.external_id, chunks.endpoint_uuid)
              is distinct from (excluded.scopes, excluded.table_name, excluded.external_id, excluded.endpoint_uuid)`,
-    [entry.tenant_id, entry.corpus, entry.connector_id, entry.endpoint_uuid, entry.table_name, scopes, hashes, externalIds, rows.map((r) => rowChunkText(entry.table_name, r.external_id, r.data))],
+    [entry.tenant_id, entry.corpus, entry.connector_id, entry.endpoint_uuid, entry.table_name, scopes, hashes, externalIds, rows.map((r) => rowChunkText(entry.table_name, r.external_id, parseJsonExact(r.data)))],
   );
 }
 

@@ -6,6 +6,7 @@ import { isEgressDenied } from '../../egress/policy.js';
 import { CancelledError, DestinationRefusedError, isNetworkError, quote, RequestInvalidError, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
+import { parseJsonExact } from './exact-json.js';
 
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
@@ -159,7 +160,7 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
 function parseJson(text: string, status: number, headers: ResponseHeaders): unknown {
   if (text.trim() === '') return null;
   try {
-    return JSON.parse(text);
+    return parseJsonExact(text);
   } catch {
     const type = headers['content-type'];
     throw new UnreadableResponseError(

@@ -22,6 +22,7 @@ import { type Exchange, exchange, type RetryEvent } from './http.js';
 import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
+import { bigIntsAsText, jsonText } from './exact-json.js';
 
 export const DEFAULT_MAX_PAGES = 10_000;
 
@@ -224,14 +225,15 @@ function checkGraphQLEnvelope(body: unknown, auth: AuthParts): void {
   const errors = envelope?.errors;
   if (Array.isArray(errors) && errors.length > 0) {
     const first = errors[0] as { message?: unknown } | undefined;
-    const message = typeof first?.message === 'string' ? first.message : JSON.stringify(first);
+    const message = typeof first?.message === 'string' ? first.message : jsonText(first);
     throw new GraphQLErrorsError(errors.length, redactText(message, auth));
   }
-  if (envelope?.data === null || envelope?.data === undefined) throw new GraphQLMalformedError(redactText(JSON.stringify(body) ?? String(body), auth));
+  if (envelope?.data === null || envelope?.data === undefined) throw new GraphQLMalformedError(redactText(jsonText(body) ?? String(body), auth));
 }
 
 function boundedSample(item: unknown): unknown {
-  const text = JSON.stringify(item);
-  if (text === undefined || text.length <= SAMPLE_CHARS) return item;
+  const text = jsonText(item);
+  // An answer goes out through JSON.stringify: a bigint (an integer beyond ±(2^53 − 1)) as its digits in a string.
+  if (text === undefined || text.length <= SAMPLE_CHARS) return bigIntsAsText(item);
   return `${text.slice(0, SAMPLE_CHARS)}…`;
 }

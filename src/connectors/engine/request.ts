@@ -6,6 +6,7 @@ import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
 import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
 import { CredentialError, PaginationError, quote, RequestInvalidError } from './errors.js';
 import { redactSecrets } from '../../observability/secret-forms.js';
+import { jsonText } from './exact-json.js';
 
 /** One composed HTTP request. */
 export interface ComposedRequest {
@@ -80,7 +81,7 @@ export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, l
       plan.body = resolveTemplate(endpoint.body, env, where);
       setDefault(headers, 'Content-Type', isJson(plan.body) ? 'application/json' : 'text/plain; charset=utf-8');
     } else {
-      plan.body = JSON.stringify(resolveTemplates(endpoint.body, env, where));
+      plan.body = jsonText(resolveTemplates(endpoint.body, env, where));
       setDefault(headers, 'Content-Type', 'application/json');
     }
   }
@@ -120,7 +121,7 @@ export function composeRequest(
 
   let body = plan.body;
   if (endpoint.soap) body = soapEnvelope(endpoint.soap, position.soap ?? { pageSize: 0, startRow: 0 }, plan.soapToken);
-  else if (endpoint.graphql) body = JSON.stringify({ query: endpoint.query ?? '', variables: { ...plan.variables, ...position.variables } });
+  else if (endpoint.graphql) body = jsonText({ query: endpoint.query ?? '', variables: { ...plan.variables, ...position.variables } });
   if (position.url !== undefined) describe = `${describe} ${redactUrl(url, plan.auth)}`;
   return { url, method: plan.method, headers: plan.headers, body, position: describe, carriesPosition: previous !== undefined };
 }

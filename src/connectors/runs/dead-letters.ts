@@ -1,6 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import { toStorable } from '../../validation/input-limits.js';
+import { jsonText } from '../engine/exact-json.js';
 
 export interface DeadLetterInput {
   skipReason: string;
@@ -40,7 +41,7 @@ export async function insertDeadLetters(tx: Tx, ids: { runId: string; connectorI
       ids.connectorId,
       ids.endpointUuid,
       // What could not be stored is kept with its unstorable characters replaced (U+FFFD).
-      JSON.stringify(entries.map((e) => toStorable({ skip_reason: e.skipReason, error_message: e.errorMessage, payload: e.payload, skip_detail: e.skipDetail ?? null }))),
+      jsonText(entries.map((e) => toStorable({ skip_reason: e.skipReason, error_message: e.errorMessage, payload: e.payload, skip_detail: e.skipDetail ?? null }))),
     ],
   );
 }

@@ -1,6 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { NotFoundError } from '../../errors.js';
 import { extTableName, tenantTableSql, tenantTableText } from '../target/ddl.js';
+import { jsonText, parseJsonExact } from '../engine/exact-json.js';
 
 /**
  * Follows a citation's row hash to its raw source row in the current tenant: every ext.* table the
@@ -15,8 +16,9 @@ export async function rowByHash(tx: Tx, hash: string): Promise<Record<string, st
     if (!name) continue;
     const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table_name)]);
     if (!exists.rows[0]?.t) continue;
-    const found = await tx.query<{ data: unknown }>(`select data from ${tenantTableSql(tx.tenantId, table_name)} where tenant_id = core.current_tenant() and row_hash = $1 limit 1`, [hash]);
-    if (found.rows[0]) return flatten(found.rows[0].data);
+    // As text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
+    const found = await tx.query<{ data: string }>(`select data::text as data from ${tenantTableSql(tx.tenantId, table_name)} where tenant_id = core.current_tenant() and row_hash = $1 limit 1`, [hash]);
+    if (found.rows[0]) return flatten(parseJsonExact(found.rows[0].data));
   }
   throw new NotFoundError('row not found');
 }
@@ -32,7 +34,7 @@ export function flatten(value: unknown, prefix = '', out: Record<string, string>
   }
   const key = prefix || 'value';
   if (value === null || value === undefined) out[key] = '';
-  else if (Array.isArray(value)) out[key] = JSON.stringify(value);
+  else if (Array.isArray(value)) out[key] = jsonText(value);
   else out[key] = String(value);
   return out;
 }

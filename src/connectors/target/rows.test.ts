@@ -136,6 +136,17 @@ describe('watermark running maximum', () => {
     for (const v of [9, 100, 20]) n = maxOf(n, v);
     expect(n).toBe(100);
   });
+
+  it('compares integers beyond ±(2^53 − 1) (bigint, read exactly) numerically with numbers and with each other, kept as digits', () => {
+    let n: string | number | undefined;
+    for (const v of [5, 1234567890123456791n, 100, 1234567890123456795n, 1234567890123456793n, 9007199254740991]) n = maxOf(n, v);
+    expect(n).toBe('1234567890123456795');
+    let low: string | number | undefined;
+    for (const v of [-1234567890123456795n, -5]) low = maxOf(low, v);
+    expect(low).toBe(-5);
+    // Text as before: a number does not compare with a timestamp.
+    expect(maxOf('2026-03-01T00:00:00Z', 1234567890123456795n)).toBe('2026-03-01T00:00:00Z');
+  });
 });
 
 describe('flat rows for /api/platform/data/row/{hash}', () => {

@@ -2,6 +2,7 @@ import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
 import { ISO_DATE_START, parseIsoTimestamp, parseRfcTimestamp, timestampFromMillis } from './timestamp.js';
+import { jsonText } from '../engine/exact-json.js';
 
 /** One source item made ready for its ext.* table. */
 export interface PreparedRow {
@@ -28,6 +29,8 @@ const QUOTED_KEYS = 10_000;
 /** JSON with object keys sorted at every level: the same payload always hashes the same. */
 export function canonicalJson(value: unknown): string {
   // Loops rather than map/filter/join: this runs for every ingested row (twice the throughput).
+  // An integer beyond ±(2^53 − 1), read exactly (engine/exact-json.ts): its digits, a JSON number.
+  if (typeof value === 'bigint') return String(value);
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) {
     let out = '[';
@@ -118,7 +121,7 @@ function coerce(p: Promote, raw: unknown): { value: string | null; reason?: stri
       value = typeof raw === 'string' ? raw.toUpperCase() : raw;
       break;
     case 'to_string':
-      value = typeof raw === 'object' ? JSON.stringify(raw) : String(raw);
+      value = typeof raw === 'object' ? jsonText(raw) : String(raw);
       break;
     default:
       break;
@@ -129,7 +132,7 @@ function coerce(p: Promote, raw: unknown): { value: string | null; reason?: stri
 function typed(type: PromoteType, value: unknown): { value: string | null; reason?: string } {
   switch (type) {
     case 'text':
-      return { value: typeof value === 'object' ? JSON.stringify(value) : String(value) };
+      return { value: typeof value === 'object' ? jsonText(value) : String(value) };
     case 'bigint': {
       // The common case, a whole number JSON gave as a number, needs neither the pattern nor BigInt.
       if (typeof value === 'number' && Number.isSafeInteger(value)) return { value: String(value) };
