@@ -1,3 +1,5 @@
+import { matchesWildcard } from '../validation/wildcard.js';
+
 /**
  * Matching event types. Subscriptions use exact types or `prefix.*` (every type starting with
  * `prefix.`); the live stream takes `*` globs matched against the full type.
@@ -8,17 +10,7 @@ export function matchesSubscription(pattern: string, type: string): boolean {
   return pattern === type;
 }
 
-const globCache = new Map<string, RegExp>();
-
+/** A `*` glob against the full type (src/validation/wildcard.ts: no backtracking, whatever the glob). */
 export function matchesGlob(glob: string, type: string): boolean {
-  let re = globCache.get(glob);
-  if (!re) {
-    re = new RegExp(`^${glob.split('*').map(escapeRegExp).join('.*')}$`);
-    globCache.set(glob, re);
-  }
-  return re.test(type);
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.+?^${}()|[\]\\]/g, '\\$&');
+  return matchesWildcard(glob, type);
 }

@@ -193,6 +193,11 @@ describe('GET /api/platform/events/stream', () => {
     expect(await res.json()).toEqual({ error: 'no tenant in security context' });
     const bad = await fetch(`${hub.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': 'yesterday' } });
     expect(bad.status).toBe(400);
+    // Topics are bounded: at most 50, each at most 200 characters.
+    const long = await fetch(`${hub.url}/api/platform/events/stream?topic=${'*'.repeat(201)}`, { headers: { 'X-Tenant-ID': '1' } });
+    expect(long.status).toBe(400);
+    const many = await fetch(`${hub.url}/api/platform/events/stream?${Array.from({ length: 51 }, (_, i) => `topic=t${i}`).join('&')}`, { headers: { 'X-Tenant-ID': '1' } });
+    expect(many.status).toBe(400);
   });
 
   it('a tenant holds at most svc.events.stream.max-per-tenant streams open; one more is a 429, other tenants unaffected', async () => {

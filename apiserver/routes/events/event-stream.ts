@@ -39,8 +39,8 @@ export const eventStreamRoutes: RouteDecl[] = [
       type: 'object',
       properties: {
         topic: {
-          description: 'Repeatable; `*` is a glob against the full event type (`connector.run.*`, `*.created`). None: every event.',
-          anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
+          description: 'Repeatable (at most 50); `*` is a glob against the full event type (`connector.run.*`, `*.created`), at most 200 characters. None: every event.',
+          anyOf: [{ type: 'string', maxLength: 200 }, { type: 'array', maxItems: 50, items: { type: 'string', maxLength: 200 } }],
         },
         lastEventId: { type: 'string', description: 'Same as the Last-Event-ID header, for clients that cannot set headers.' },
       },

@@ -2,6 +2,7 @@ import { envName, PROPERTIES } from '../../config/properties.js';
 import { UnsealError } from '../../platform/secrets/crypto.js';
 import { CredentialUnreadableError } from '../engine/errors.js';
 import type { CredentialResolver } from './types.js';
+import { matchesWildcard } from '../../validation/wildcard.js';
 
 /**
  * Where a connector's named values come from: `*_env` credentials, header `value_env` and
@@ -44,11 +45,8 @@ export function isHubOwnName(name: string): boolean {
 
 /** `*` any run of characters, `?` one character; everything else literal; case-sensitive. */
 export function globMatcher(globs: readonly string[]): (name: string) => boolean {
-  const patterns = globs
-    .map((g) => g.trim())
-    .filter(Boolean)
-    .map((g) => new RegExp(`^${g.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`));
-  return (name) => patterns.some((p) => p.test(name));
+  const patterns = globs.map((g) => g.trim()).filter(Boolean);
+  return (name) => patterns.some((p) => matchesWildcard(p, name, true));
 }
 
 /** The comma-separated globs of `svc.credentials.env-allow`. */
