@@ -180,6 +180,35 @@ describe('validation at start', () => {
     expect(err.message.startsWith(property)).toBe(true);
   });
 
+  it('a refused URL is shown without its password or password-like query parameters', () => {
+    const db = loadError({ DATABASE_URL: 'mysql://owner:TopSecretPw1@db.example/hub' });
+    expect(db.property).toBe('svc.datasource.url');
+    expect(db.message).not.toContain('TopSecretPw1');
+    expect(db.message).toContain("'mysql://owner:***@db.example/hub'");
+    const app = loadError({ SVC_DATASOURCE_APP_URL: 'postgres://svc_app:AppSecret@db.example:99999/hub?password=Other&sslmode=require' });
+    expect(app.message).not.toMatch(/AppSecret|Other/);
+    expect(app.message).toContain('postgres://svc_app:***@db.example:99999/hub?password=***&sslmode=require');
+  });
+
+  it('whole numbers have an upper bound (their own, else 2147483647), sizes at least one byte', () => {
+    expect(loadError({ SVC_DATASOURCE_POOL_SIZE: '99999999999999999999' }).message).toContain('a whole number of at most 1000');
+    expect(loadError({ SVC_EVENTS_RETENTION_DAYS: '99999999999' }).message).toContain('a whole number of at most 36500');
+    expect(loadError({ SVC_MAIL_PORT: '70000' }).property).toBe('svc.mail.port');
+    expect(loadError({ SVC_RETRIEVAL_HNSW_EF_SEARCH: '5000' }).property).toBe('svc.retrieval.hnsw-ef-search');
+    expect(loadError({ SVC_CONNECTORS_MAX_PAGES: '2147483648' }).message).toContain('a whole number of at most 2147483647');
+    expect(Config.load({ env: { SVC_CONNECTORS_MAX_PAGES: '2147483647' } }).int('svc.connectors.max-pages')).toBe(2147483647);
+    expect(loadError({ SVC_HTTP_BODY_LIMIT: '0.5' }).property).toBe('svc.http.body-limit');
+    expect(Config.load({ env: { SVC_HTTP_BODY_LIMIT: '0.5kb' } }).string('svc.http.body-limit')).toBe('0.5kb');
+  });
+
+  it('work holding a pool connection each leaves two to the rest of the hub: exports and analytic queries, refused before anything starts', () => {
+    const analytic = loadError({ SVC_ANALYTIC_CONCURRENCY: '50', SVC_DATASOURCE_POOL_SIZE: '3' });
+    expect(analytic.property).toBe('svc.analytic.concurrency');
+    expect(analytic.message).toBe('svc.analytic.concurrency (SVC_ANALYTIC_CONCURRENCY): 50 must leave at least 2 connections of svc.datasource.pool-size (3) to the rest of the hub (each run holds one): at most 1');
+    expect(loadError({ SVC_EXPORT_CONCURRENCY: '9', SVC_DATASOURCE_POOL_SIZE: '10' }).property).toBe('svc.export.concurrency');
+    expect(Config.load({ env: { SVC_EXPORT_CONCURRENCY: '8', SVC_DATASOURCE_POOL_SIZE: '10' } }).int('svc.export.concurrency')).toBe(8);
+  });
+
   it('the dev bypass is on by default in dev without an issuer, and then listens on loopback only', () => {
     const config = Config.load({ env: {} });
     expect(config.bool('svc.security.dev-bypass')).toBe(true);

@@ -120,6 +120,14 @@ export class Config {
     if (prod && !this.optional('svc.secret.master-key')) {
       throw new ConfigError('svc.secret.master-key', 'svc.secret.master-key (SVC_SECRET_MASTER_KEY) is required in the prod profile');
     }
+    // Work that holds a pool connection each must leave two to the rest of the hub.
+    const pool = this.int('svc.datasource.pool-size');
+    for (const name of ['svc.export.concurrency', 'svc.analytic.concurrency']) {
+      const n = this.int(name);
+      if (n > pool - 2) {
+        throw new ConfigError(name, `${name} (${envName(name)}): ${n} must leave at least 2 connections of svc.datasource.pool-size (${pool}) to the rest of the hub (each run holds one): at most ${pool - 2}`);
+      }
+    }
   }
 
   has(name: string): boolean {
@@ -170,18 +178,30 @@ export class Config {
 /** The longest duration a property takes: 24 days, under node's timer limit of 2^31 - 1 ms. */
 export const DURATION_MAX_MS = 24 * 24 * 3600 * 1000;
 
+/** The largest whole number any property takes unless it says otherwise (PostgreSQL's integer). */
+export const INT_MAX = 2_147_483_647;
+
+/**
+ * A value as an error message may show it: a URL's password (`user:password@`) and `password=`
+ * query parameters masked, so that a refused database URL does not put its credential in the log.
+ */
+export function shownValue(text: string): string {
+  return text.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/?#@:]*:)[^/?#@]*@/i, '$1***@').replace(/([?&](?:password|passwd|pwd|secret|token|api[_-]?key)=)[^&#]*/gi, '$1***');
+}
+
 function coerce(def: PropertyDef, value: string | number | boolean, origin: string): PropertyValue {
   const text = String(value).trim();
   const fail = (expected: string): never => {
     const where = origin === 'default' ? 'default' : origin;
-    throw new ConfigError(def.name, `${def.name} (${envName(def.name)}): '${text}' from ${where} is not ${expected}`);
+    throw new ConfigError(def.name, `${def.name} (${envName(def.name)}): '${shownValue(text)}' from ${where} is not ${expected}`);
   };
   switch (def.kind) {
     case 'int': {
       if (!/^-?\d+$/.test(text)) return fail('a whole number');
       const n = Number(text);
       if (def.min !== undefined && n < def.min) return fail(`a whole number of at least ${def.min}`);
-      if (def.max !== undefined && n > def.max) return fail(`a whole number of at most ${def.max}`);
+      const max = def.max ?? INT_MAX;
+      if (n > max) return fail(`a whole number of at most ${max}`);
       return n;
     }
     case 'bool': {
@@ -212,7 +232,9 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
       return text;
     case 'size': {
       const size = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(text);
-      if (!size || Number(size[1]) <= 0) return fail('a positive size such as 512kb, 10mb or 1048576 (bytes)');
+      const bytes = size ? Number(size[1]) * 1024 ** ['b', 'kb', 'mb', 'gb'].indexOf((size[2] ?? 'b').toLowerCase()) : 0;
+      // Less than a whole byte would be read as 0 (every body too large).
+      if (!size || bytes < 1) return fail('a positive size such as 512kb, 10mb or 1048576 (bytes), at least 1 byte');
       return text;
     }
     default:

@@ -1,3 +1,4 @@
+import { INT_MAX } from './config.js';
 import { envName, PROPERTIES } from './properties.js';
 
 /** docs/configuration.md, generated from the property table (`npm run docs:config`). */
@@ -11,8 +12,12 @@ export function renderConfigurationDoc(): string {
     'named by `SVC_CONFIG` (default `./application.yaml`; nested maps or dotted keys both work), and from',
     'the environment as `SVC_A_B_C` (upper case, every non-alphanumeric character an underscore) or one',
     'of the aliases listed. Durations are written `500ms`, `5s`, `30s`, `15m`, `1h`, `2d` or ISO-8601',
-    '(`PT5S`), at most `24d` (the longest a timer holds). Values are checked at start: a bad one stops the process with a message naming the',
-    'property. Unknown `SVC_*` variables (other than those of the `svc` client, docs/cli.md) and unknown keys in the file are reported as warnings.',
+    '(`PT5S`), at most `24d` (the longest a timer holds); sizes (`512kb`, `10mb`) at least one byte; whole numbers within the range',
+    'each row gives. Values are checked at start: a bad one stops the process with a message naming the property',
+    '(`svc-hub: configuration error: <property> (<its environment variable>): <what is wrong>`), in which a URL\'s password and',
+    'password-like query parameters (`password=`, `token=`, `api_key=`, …) are shown as `***`. An environment variable set to the',
+    'empty string counts as unset. Unknown `SVC_*` variables (other than those of the `svc` client, docs/cli.md) and unknown `svc.*`',
+    'keys in the file are reported as warnings (keys outside `svc.` are left alone: they may be read by other programs).',
     '',
     'Example `application.yaml`:',
     '',
@@ -34,7 +39,8 @@ export function renderConfigurationDoc(): string {
       const env = [envName(p.name), ...(p.aliases ?? [])].map((e) => `\`${e}\``).join(', ');
       const def = p.defaultText ?? (p.default === undefined ? '(none)' : `\`${String(p.default)}\``);
       const values = p.values ? ` One of ${p.values.map((v) => `\`${v}\``).join(', ')}.` : '';
-      lines.push(`| \`${p.name}\` | ${env} | ${def} | ${p.description.replace(/\|/g, '\\|')}${values} |`);
+      const range = p.kind === 'int' ? ` From ${p.min ?? 'any'} to ${p.max ?? INT_MAX}.` : '';
+      lines.push(`| \`${p.name}\` | ${env} | ${def} | ${p.description.replace(/\|/g, '\\|')}${values}${range} |`);
     }
     lines.push('');
   }

@@ -139,10 +139,8 @@ export function createExportServices(deps: ExportDeps): ExportServices {
   if (staleAfterMs <= heartbeatEveryMs) {
     throw new ConfigError('svc.export.run-stale-after', 'svc.export.run-stale-after must be longer than svc.export.heartbeat-every, or live runs would be failed as interrupted');
   }
+  // At most svc.datasource.pool-size − 2: checked with the configuration (Config.checkCombinations).
   const concurrency = { total: config.int('svc.export.concurrency'), perTenant: config.int('svc.export.concurrency-per-tenant') };
-  if (concurrency.total > config.int('svc.datasource.pool-size') - 2) {
-    throw new ConfigError('svc.export.concurrency', 'svc.export.concurrency must leave at least 2 connections of svc.datasource.pool-size to the rest of the hub (each streaming export run holds one)');
-  }
   const runner = new ExportRunner({
     db,
     sources: credentialSources(config, deps.secrets),
