@@ -37,6 +37,8 @@ const QUIRKS = [
   '0755', '0o17', '0O17', '0X1F', '0B11', '-0b11', '0x_1F', '0_o17', '0_x1F', '0_b11', '-0_o17', '0__x__1F', '1_000', '08', '-08', '0b', '0b12',
   '02:30', '1:20', '190:20:30', '2024-01-01', '2001-12-14t21:59:43.10-05:00',
   '1e3', '.5', '1.', '6.8523015e+5', '685.230_15e+03', '+12', '"no"', "'0755'",
+  // No digit before the exponent: strings to Go's ParseFloat (an endpoint id `e1`), not NaN.
+  'e1', 'E5', '.e1', '-e1', '+e1', '._', '12e',
 ];
 
 const manifest = (name: string, body: string) => `apiVersion: connectors.svc.io/v1

@@ -18,6 +18,21 @@ const GO_PREFIXED_INT: ScalarTag = {
   },
 };
 
+const FLOAT = 'tag:yaml.org,2002:float';
+
+/**
+ * YAML 1.1's float forms as the yaml package writes them let the mantissa be empty (`e1`, `.e1`,
+ * `.`), which it then reads as NaN. go-yaml reads a float only where Go's `strconv.ParseFloat`
+ * does, which wants a digit before the exponent: there `e1` (an endpoint id, say) is a string. The
+ * same forms with a digit required; `.inf` and `.nan` are left as they are (refused, as kubectl
+ * refuses them).
+ */
+const WITH_DIGIT = (tag: ScalarTag): ScalarTag => {
+  if (tag.format === 'EXP') return { ...tag, test: /^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]*[0-9][0-9_]*)[eE][-+]?[0-9]+$/ };
+  if (tag.test?.source === '^[-+]?(?:[0-9][0-9_]*)?\\.[0-9_]*$') return { ...tag, test: /^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]*[0-9][0-9_]*)$/ };
+  return tag;
+};
+
 const MERGE = 'tag:yaml.org,2002:merge';
 
 /**
@@ -44,7 +59,9 @@ const MERGE_READ_ONLY = (tag: ScalarTag | CollectionTag): ScalarTag | Collection
 export const KUBECTL_YAML: ParseOptions & DocumentOptions & SchemaOptions & ToStringOptions = {
   version: '1.1',
   customTags: (tags) => [
-    ...tags.filter((tag) => typeof tag === 'string' || !(NOT_KUBECTL.has(tag.tag) || tag.format === 'TIME')).map((tag) => (typeof tag !== 'string' && tag.tag === MERGE ? MERGE_READ_ONLY(tag) : tag)),
+    ...tags
+      .filter((tag) => typeof tag === 'string' || !(NOT_KUBECTL.has(tag.tag) || tag.format === 'TIME'))
+      .map((tag) => (typeof tag === 'string' ? tag : tag.tag === MERGE ? MERGE_READ_ONLY(tag) : tag.tag === FLOAT ? WITH_DIGIT(tag as ScalarTag) : tag)),
     GO_PREFIXED_INT,
   ],
 };
