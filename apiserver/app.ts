@@ -50,7 +50,8 @@ export interface ApiOptions {
  * the console's own (/q/openapi, /q/swagger-ui). The route fuzzer (test/fuzz) drives this same list.
  */
 export function routeTable(options: Pick<ApiOptions, 'routes' | 'extraRoutes'>, document: () => Record<string, unknown>): RouteDecl[] {
-  return [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? []), ...consoleRoutes(document)];
+  // A process serving only the operations routes (`svc-hub dispatch`, the operator) has no API to describe: no console.
+  return [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? []), ...(options.routes ? [] : consoleRoutes(document))];
 }
 
 /**

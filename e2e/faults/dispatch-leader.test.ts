@@ -128,6 +128,8 @@ describe('svc-hub dispatch', () => {
     expect((await fetch(`${d.url}/q/health/live`)).status).toBe(200);
     expect((await fetch(`${d.url}/q/metrics`)).status).toBe(200);
     expect((await fetch(`${d.url}/api/bff/v1/me`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(404);
+    // No API, so no console either.
+    for (const path of ['/q/openapi', '/q/swagger-ui/']) expect((await fetch(`${d.url}${path}`)).status).toBe(404);
     expect(dispatchers.filter(leads).length).toBe(1);
   });
 

@@ -174,9 +174,14 @@ describe('embedded PostgreSQL', () => {
     }
   }, 120_000);
 
-  it('listens on svc.embedded.port when it is set (a free one otherwise)', async () => {
+  it('listens on svc.embedded.port when it is set (a free one otherwise); without migrations a new one says to migrate', async () => {
     const port = await freePort();
-    const setup = await setupDatabase(Config.load({ env: {}, overrides: { 'svc.data-dir': join(tempDir(), 'data'), 'svc.embedded.port': port } }), { migrate: false });
+    const config = Config.load({ env: {}, overrides: { 'svc.data-dir': join(tempDir(), 'data'), 'svc.embedded.port': port } });
+    // svc.migrate.on-start=false on a database never migrated: the roles the hub connects as do not exist yet.
+    await expect(setupDatabase(config, { migrate: false })).rejects.toThrow(
+      'the database has not been set up for the hub (no role svc_app, no role svc_worker; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true',
+    );
+    const setup = await setupDatabase(config, { migrate: true });
     try {
       expect(setup.embedded!.port).toBe(port);
       expect(new URL(setup.embedded!.url).port).toBe(String(port));

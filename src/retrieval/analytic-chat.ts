@@ -116,7 +116,9 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
     throw new ConflictError(
       `no schema discovered for scope '${name}' — apply an entity or run discovery first`,
       undefined,
-      `POST /api/platform/rag/rediscover?scope=${encodeURIComponent(name)} builds the card from the scope's ingested tables`,
+      name === ''
+        ? 'ask with a scope (the tenant\'s connectors name theirs in `scopes`): POST /api/platform/rag/rediscover?scope=SCOPE (svc rediscover --scope SCOPE) builds that scope\'s card from its ingested tables'
+        : `POST /api/platform/rag/rediscover?scope=${encodeURIComponent(name)} (svc rediscover --scope ${name}) builds the card from the scope's ingested tables`,
     );
   }
   const otherDoors: string[] = [];

@@ -43,6 +43,13 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
       const applied = await migrate(ownerUrl, managed ? roles : null);
       if (applied > 0) logger().info({ applied }, 'migrations applied');
       await bootstrap(ownerUrl, config);
+    } else if (managed) {
+      // The roles the hub connects as are made by the migrations: without them every connection
+      // would fail as "password authentication failed", which points the wrong way.
+      const missing = await missingRoles(ownerUrl, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]);
+      if (missing.length) {
+        throw new Error(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
+      }
     }
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
@@ -66,6 +73,18 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
   } catch (err) {
     await embedded?.stop();
     throw err;
+  }
+}
+
+/** Which of `names` no role of the server has. */
+async function missingRoles(ownerUrl: string, names: string[]): Promise<string[]> {
+  const client = new pg.Client({ connectionString: ownerUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ rolname: string }>('select rolname from pg_roles where rolname = any($1)', [names]);
+    return names.filter((name) => !rows.some((r) => r.rolname === name));
+  } finally {
+    await client.end();
   }
 }
 
