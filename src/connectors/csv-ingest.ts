@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { parse } from 'csv-parse/sync';
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
+import { csvBytesReadTotal, csvOpenTotal } from './metrics.js';
 import type { ConnectorRunner, PageReader } from './runner.js';
 import type { RunRecord } from './runs/ledger.js';
 import { extTableName, promoteColumnName } from './target/ddl.js';
@@ -43,6 +44,8 @@ export async function ingestCsv(
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(request.connector)) throw new ValidationError('connector must be a lower-case name (letters, digits, dashes)', 'connector');
   let records: Array<Record<string, string>>;
   let header: string[];
+  const file = { transport: 'upload', connector: request.connector };
+  csvBytesReadTotal().inc(file, Buffer.byteLength(request.csv));
   try {
     // The header record alone first (a quoted name may span lines): each name once, none empty.
     header = (parse(request.csv, { bom: true, to: 1, relax_column_count: true, record_delimiter: LINE_ENDS }) as string[][])[0] ?? [];
@@ -54,9 +57,11 @@ export async function ingestCsv(
     }
     records = parse(request.csv, { columns: true, skip_empty_lines: true, bom: true, relax_column_count: false, record_delimiter: LINE_ENDS }) as Array<Record<string, string>>;
   } catch (err) {
+    csvOpenTotal().inc({ ...file, result: 'error' });
     if (err instanceof ValidationError) throw err;
     throw new ValidationError(`body is not valid CSV: ${(err as Error).message}`, 'body');
   }
+  csvOpenTotal().inc({ ...file, result: 'ok' });
   if (!header.includes(request.key)) throw new ValidationError(`key column ${request.key} is not in the CSV header`, 'key');
 
   const connectorId = (await withTenant((tx) => findConnectorId(tx, request.connector))) ?? stableUuid(`csv:${tenantId}:${request.connector}`);

@@ -219,6 +219,16 @@ describe('CSV ingest and dead letters', () => {
   const ingest = (body: string, query = 'connector=crm-import&table=contacts&key=id') =>
     fetch(`${hub.url}/api/platform/sources/csv/ingest?${query}`, { method: 'POST', headers: { ...H, 'Content-Type': 'text/csv' }, body });
 
+  it('counts the file opened and its bytes in the csv_filesource metrics (transport upload), a refused one as an error', async () => {
+    const body = csv(['1,Åsa,Lund']);
+    expect((await ingest(body, 'connector=metrics-csv&table=metrics_contacts&key=id')).status).toBe(200);
+    expect((await ingest('id,name\n"unclosed', 'connector=metrics-csv&table=metrics_contacts&key=id')).status).toBe(400);
+    const metrics = await (await fetch(`${hub.url}/q/metrics`)).text();
+    expect(metrics).toContain(`csv_filesource_bytes_read_total{transport="upload",connector="metrics-csv"} ${Buffer.byteLength(body) + Buffer.byteLength('id,name\n"unclosed')}`);
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="metrics-csv",result="ok"} 1');
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="metrics-csv",result="error"} 1');
+  });
+
   it('upserts rows, dead-letters a row without a key, and counts in = out + skipped', async () => {
     const res = await ingest(csv(['1,Ann,Lyon', '2,Bob,Paris', ',Nobody,Nowhere', '3,"Carl, Jr.",Nice']));
     expect(res.status).toBe(200);
