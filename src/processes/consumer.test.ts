@@ -39,6 +39,7 @@ beforeAll(async () => {
   t = await migratedDatabase({ 501: 'a', 502: 'b', 503: 'c', 504: 'd' });
   await apply(501, 'big', { event: 'connector.run.*', when: 'payload.records_out > 10', decision: 'decision.big', message: '{{payload.records_out}} rows' });
   await apply(502, 'all-runs', { event: 'connector.run.completed', decision: 'decision.any' });
+  await apply(502, 'blank', { event: 'connector.run.failed', decision: 'decision.blank', message: '{{payload.nope}} {{payload.missing}}' });
   await apply(501, 'slow', { event: 'test.slow', when: 'payload.l.all(a, payload.l.all(b, a + b > -1))', decision: 'decision.slow' });
   await apply(501, 'slow-too', { event: 'test.slow', when: 'payload.l.exists(a, payload.l.exists(b, a + b < -1))', decision: 'decision.slow' });
   // The hostile tester's tenant: many processes whose condition backtracks catastrophically on "a"×50+"!".
@@ -73,9 +74,11 @@ describe('process batch handler', () => {
     await t.db.crossTenant('test', (tx) => handle(tx, batch));
     expect(await decisions('decision.big')).toEqual([{ tenant: 501, process: 'big', message: '50 rows', sourceEventId: batch[0]!.id, sourceType: 'connector.run.completed' }]);
     expect(await decisions('decision.any')).toEqual([{ tenant: 502, process: 'all-runs', message: `connector.run.completed (event ${batch[3]!.id}) matched process all-runs`, sourceEventId: batch[3]!.id, sourceType: 'connector.run.completed' }]);
+    // A message that renders blank is the hub's sentence too.
+    expect(await decisions('decision.blank')).toEqual([{ tenant: 502, process: 'blank', message: `connector.run.failed (event ${batch[4]!.id}) matched process blank`, sourceEventId: batch[4]!.id, sourceType: 'connector.run.failed' }]);
     // And in the inbox of each tenant, in the same transaction.
     const inbox = await t.owner.query<{ tenant_id: string; type: string }>(`select tenant_id, type from events.inbox order by id`);
-    expect(inbox.rows.map((r) => [Number(r.tenant_id), r.type])).toEqual([[501, 'decision.big'], [502, 'decision.any']]);
+    expect(inbox.rows.map((r) => [Number(r.tenant_id), r.type])).toEqual([[501, 'decision.big'], [502, 'decision.any'], [502, 'decision.blank']]);
   });
 
   it('writes nothing when the transaction does not commit', async () => {

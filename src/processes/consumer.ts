@@ -206,7 +206,9 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
       for (const [i, p] of matching.entries()) {
         if (!holds[i]) continue;
         const view = { id: event.id, type: event.type, tenantId: event.tenantId, payload: event.payload, createdAt: event.createdAt.toISOString() };
-        const message = p.message ? renderMessage(p.message, view) : `${event.type} (event ${event.id}) matched process ${p.name}`;
+        // A template whose every placeholder is empty renders blank: the hub's sentence instead, as without one.
+        const rendered = p.message ? renderMessage(p.message, view) : '';
+        const message = rendered.trim() ? rendered : `${event.type} (event ${event.id}) matched process ${p.name}`;
         await events.emit(tx, p.decision, { process: p.name, message, sourceEventId: event.id, sourceType: event.type }, event.tenantId);
         pacer.rested();
       }
