@@ -103,6 +103,11 @@ describe('what kubectl would read otherwise, or refuse, is refused', () => {
     expect(() => parseManifests(text, 'refused.yaml')).toThrow(/^refused\.yaml document 1: /);
   });
 
+  it('an alias bomb is refused naming the document, as other parse errors are', () => {
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n');
+    expect(() => parseManifests(`${manifest('ok', '')}---\n${bomb}\n`, 'bomb.yaml')).toThrow(/^bomb\.yaml document 2: Excessive alias count/);
+  });
+
   it('a %YAML directive (kubectl refuses it; it would switch the reading)', () => {
     expect(() => parseManifests(`%YAML 1.2\n---\n${manifest('directive', '')}`, 'd.yaml')).toThrow(/a %YAML directive is not accepted/);
     expect(kubectlFails(`%YAML 1.2\n---\n${manifest('directive', '')}`)).toBe(true);

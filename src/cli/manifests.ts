@@ -33,7 +33,13 @@ export function parseManifests(text: string, file: string): Manifest[] {
     const where = `${file} document ${i + 1}`;
     const problem = doc.errors[0]?.message ?? kubectlRefusal(doc);
     if (problem) throw new CliError(`${where}: ${problem}`);
-    const value = doc.toJS() as unknown;
+    let value: unknown;
+    try {
+      value = doc.toJS();
+    } catch (err) {
+      // An alias bomb (`Excessive alias count`), a document nested past the parser's stack.
+      throw new CliError(`${where}: ${(err as Error).message.split('\n')[0]}`);
+    }
     if (value === null || value === undefined) continue;
     objects.push(...flatten(value));
   }
