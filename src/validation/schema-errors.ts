@@ -101,6 +101,10 @@ function describe(e: ErrorObject, params: Record<string, unknown>, options: Tran
       return `must have at least ${params.limit} item${Number(params.limit) === 1 ? '' : 's'}`;
     case 'maxItems':
       return `must have at most ${params.limit} items`;
+    case 'minProperties':
+      return Number(params.limit) === 1 ? 'must name at least one field' : `must name at least ${params.limit} fields`;
+    case 'maxProperties':
+      return `must name at most ${params.limit} fields`;
     default:
       return e.message ?? 'is invalid';
   }
