@@ -22,7 +22,10 @@ export type Mapping =
   /** `pgPath`: the PostgreSQL jsonpath text (to be passed as a quoted literal). */
   | { kind: 'path'; pgPath: string };
 
-/** A mapping as what it names, or a reason it names nothing. */
+/**
+ * A mapping as what it names, or a reason it names nothing: the reason follows the quoted mapping
+ * (`"data" is a bookkeeping column …`), so it never repeats it.
+ */
 export function parseMapping(text: string): Mapping | { problem: string } {
   if (text.startsWith('$')) {
     const segments = jsonPathSegments(text);
@@ -30,7 +33,7 @@ export function parseMapping(text: string): Mapping | { problem: string } {
     return { kind: 'path', pgPath: `$${segments.map((s) => (typeof s === 'number' ? `[${s}]` : `.${pgString(s)}`)).join('')}` };
   }
   if (!TABLE_COLUMN.test(text)) return { problem: 'must be a column of the table (a lower-case identifier) or a JSONPath into data starting with $' };
-  if (BOOKKEEPING_COLUMNS.has(text)) return { problem: `${text} is a bookkeeping column of every ext table, not data; map external_id, a promoted column or a JSONPath into data` };
+  if (BOOKKEEPING_COLUMNS.has(text)) return { problem: 'is a bookkeeping column of every ext table, not data; map external_id, a promoted column or a JSONPath into data' };
   return { kind: 'column', column: text };
 }
 

@@ -92,7 +92,7 @@ async function checkSources(tx: Tx, draft: EntityDraft): Promise<Issue[]> {
     const mappings: Array<[string, string]> = [[`spec.sources[${i}].key`, source.key], ...Object.entries(source.columns).map(([c, m]): [string, string] => [mappingField(i, c), m])];
     for (const [field, mapping] of mappings) {
       const parsed = parseMapping(mapping);
-      if ('problem' in parsed) throw new ValidationError(`${field} ${parsed.problem}`, field);
+      if ('problem' in parsed) throw new ValidationError(`${field} ${JSON.stringify(mapping)} ${parsed.problem}`, field);
       if (parsed.kind === 'path') paths.push({ field, path: parsed.pgPath, text: mapping });
       else if (columns && !columns.has(parsed.column)) {
         const have = [...columns].filter((c) => !BOOKKEEPING_COLUMNS.has(c));

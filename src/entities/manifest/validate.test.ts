@@ -251,6 +251,14 @@ describe('sources', () => {
     refusedAt(m, 'spec.sources[0].columns.email', message);
   });
 
+  it('names a bookkeeping column once, quoted, before the reason', () => {
+    const m = manifest();
+    spec(m).sources[0]!.columns = { ...spec(m).sources[0]!.columns, email: 'data' };
+    expect(errorsOf(m)['spec.sources[0].columns.email']).toBe(
+      'spec.sources[0].columns.email "data" is a bookkeeping column of every ext table, not data; map external_id, a promoted column or a JSONPath into data',
+    );
+  });
+
   it('refuses a key mapping the same way, naming spec.sources[i].key', () => {
     const m = manifest();
     spec(m).sources[1]!.key = '$.codes[*]';
