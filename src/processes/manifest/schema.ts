@@ -39,7 +39,7 @@ const spec: Record<string, unknown> = {
     },
     decision: said(
       { type: 'string', maxLength: 200, pattern: DECISION_PATTERN, description: 'The type of the decision event emitted for each matching event; starts with `decision.`.' },
-      'must start with decision. (e.g. decision.big-run)',
+      'must be decision. followed by one or more segments separated by dots, each of ASCII letters (A-Z, a-z), digits, _ or - (e.g. decision.big-run)',
     ),
     message: {
       type: 'string',

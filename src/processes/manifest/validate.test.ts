@@ -18,4 +18,25 @@ describe('checkProcessManifest', () => {
     const check = checkProcessManifest({ apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'p' }, spec: { event: 'connector.run.*', decision: 'decision.big-run', when2: 'true' } });
     expect(check.errors).toEqual([{ field: 'spec.when2', message: 'spec.when2 is not a known field' }]);
   });
+
+  const FORM = 'it must be decision. followed by one or more segments separated by dots, each of ASCII letters (A-Z, a-z), digits, _ or - (e.g. decision.big-run)';
+  it.each([
+    ['decision..x', 'spec.decision has an empty segment (two dots in a row)'],
+    ['decision.x.', 'spec.decision has an empty segment (it ends with a dot)'],
+    ['decision.x y', 'spec.decision holds " " (U+0020) in segment "x y", which a segment may not hold'],
+    ['decision.é', 'spec.decision holds "é" (U+00E9) in segment "é", which a segment may not hold'],
+    ['decision.ok.a/b', 'spec.decision holds "/" (U+002F) in segment "a/b", which a segment may not hold'],
+    ['Decision.x', 'spec.decision must start with decision. in lower case, not "Decision."'],
+    ['alert.x', 'spec.decision must start with decision.'],
+    ['decision', 'spec.decision must start with decision.'],
+  ])('tells what is wrong with the decision type %s', (decision, fault) => {
+    const check = checkProcessManifest({ apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'p' }, spec: { event: 'connector.run.*', decision } });
+    expect(check.errors).toEqual([{ field: 'spec.decision', message: `${fault}: ${FORM}` }]);
+  });
+
+  it('accepts decision types of letters, digits, _ and - in dotted segments', () => {
+    for (const decision of ['decision.big-run', 'decision.A_1.b-2', 'decision.x']) {
+      expect(checkProcessManifest({ apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'p' }, spec: { event: 'connector.run.*', decision } }).errors).toEqual([]);
+    }
+  });
 });
