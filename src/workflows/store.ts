@@ -31,9 +31,15 @@ export interface ApplyResult {
 }
 
 /**
+ * Workflows one tenant may have. Each costs a full read of its entity at every sweep tick, so the
+ * count is bounded; applying a new name past it is refused (an update is not).
+ */
+export const MAX_WORKFLOWS_PER_TENANT = 100;
+
+/**
  * Validates and stores a manifest in the caller's transaction: a 400 naming the field on the first
  * error (the entity must be applied in the tenant and the state column one of its canonical
- * columns), otherwise an insert or an update. Re-applying keeps the spells unless the entity or the
+ * columns; a new name past MAX_WORKFLOWS_PER_TENANT), otherwise an insert or an update. Re-applying keeps the spells unless the entity or the
  * state column changed; the lifecycle is written as corpus `workflow:<name>`.
  */
 export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
@@ -43,6 +49,17 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
   if (first || !check.workflow) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.workflow;
   const warnings = [...check.warnings];
+
+  // One apply at a time per tenant past this point, so two concurrent ones cannot both take the last place.
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:workflows:' || core.current_tenant()::text, 0))`);
+  const count = await tx.query<{ n: number; known: boolean }>('select count(*)::int as n, coalesce(bool_or(name = $1), false) as known from workflows.workflows', [draft.name]);
+  const { n, known } = count.rows[0]!;
+  if (!known && n >= MAX_WORKFLOWS_PER_TENANT) {
+    throw new ValidationError(
+      `this tenant has ${n} workflows, the most a tenant may have (${MAX_WORKFLOWS_PER_TENANT}): delete one before applying a new workflow ${draft.name} (an existing name can still be updated)`,
+      'metadata.name',
+    );
+  }
 
   const entity = await loadEntity(tx, draft.entity);
   if (!entity) throw new ValidationError(`spec.entity ${JSON.stringify(draft.entity)} is not an applied Entity of this tenant`, 'spec.entity');
