@@ -20,6 +20,11 @@ import type { WorkflowSpec } from './types.js';
  * - a spell in one of `dormancy.states` older than `dormancy.after` and not yet notified is marked
  *   notified, and its `decision.dormant.<workflow>` is emitted in that same transaction: once per
  *   spell whichever process sweeps (the marking is a conditional update under the row's lock).
+ *
+ * A record whose key is longer than MAX_KEY_BYTES is not tracked (no spell, no decision): the
+ * spells are indexed by key, and PostgreSQL refuses a btree entry of more than 2,704 bytes, which
+ * would fail every batch holding such a key and so the whole workflow, at every tick. Such records
+ * are counted, and said once per workflow and pass in one warning.
  */
 
 export interface SweepResult {
@@ -28,7 +33,18 @@ export interface SweepResult {
   started: number;
   ended: number;
   emitted: number;
+  /** Records with a state not tracked because their key is longer than MAX_KEY_BYTES. */
+  skipped: number;
 }
+
+/**
+ * The longest record key (bytes of UTF-8) the sweep tracks. An entry of the spells' indexes is the
+ * workflow's id (16 bytes), the key and a few bytes of header, and may not exceed 2,704 bytes; 2,000
+ * leaves room whatever PostgreSQL's alignment and headers.
+ */
+export const MAX_KEY_BYTES = 2000;
+
+const tooLong = (key: string) => key.length > MAX_KEY_BYTES / 4 && Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES;
 
 interface WorkflowRow {
   id: string;
@@ -49,7 +65,7 @@ const unreadable = new Map<string, string>();
 const UNREADABLE_MAX = 10_000;
 
 export async function sweepWorkflows(db: Database, events: EventWriter, opts: { batch: number }): Promise<SweepResult> {
-  const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0 };
+  const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
   const { rows } = await db.crossTenantQuery<WorkflowRow>('workflow-sweep', 'select id, tenant_id, name, spec, tracked_since from workflows.workflows order by tenant_id, name');
   for (const w of rows) {
     try {
@@ -60,6 +76,7 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
       total.started += one.started;
       total.ended += one.ended;
       total.emitted += one.emitted;
+      total.skipped += one.skipped;
     } catch (err) {
       // One workflow's trouble (a source table dropped mid-pass) does not stop the others.
       logger().warn({ err: (err as Error).message, tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep failed for one workflow');
@@ -70,7 +87,8 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
 
 /** One complete pass over one workflow's entity; undefined when its entity cannot be read now. */
 async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, batch: number): Promise<Omit<SweepResult, 'workflows'> | undefined> {
-  const result = { records: 0, started: 0, ended: 0, emitted: 0 };
+  const result = { records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
+  let firstSkipped: string | undefined;
   const readable = await db.withTenant(w.tenant_id, async (tx): Promise<{ relation: string } | { problem: string }> => {
     const entity = await loadEntity(tx, w.spec.entity);
     if (!entity) return { problem: `entity ${w.spec.entity} does not exist` };
@@ -115,7 +133,13 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
         const now = current[0];
         // Deleted, or its entity or state column changed since the pass began: the next tick starts afresh.
         if (!now || now.tracked_since.getTime() !== w.tracked_since.getTime()) return true;
-        const seen = rows.filter((r) => r.s !== null && r.s !== '');
+        const stated = rows.filter((r) => r.s !== null && r.s !== '');
+        // A key too long for the spells' indexes would fail this batch, and so the pass, at every tick.
+        const seen = stated.filter((r) => !tooLong(r.k));
+        if (seen.length < stated.length) {
+          result.skipped += stated.length - seen.length;
+          firstSkipped ??= stated.find((r) => tooLong(r.k))!.k;
+        }
         result.records += rows.length;
         await batchSpells(tx, w, prev, last, seen, now.since, result);
         if (interval) await emitDue(tx, events, w, prev, last, interval, result);
@@ -127,6 +151,12 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
     }
     await reader.query('close sweep');
   });
+  if (firstSkipped !== undefined) {
+    logger().warn(
+      { tenantId: w.tenant_id, workflow: w.name, skipped: result.skipped },
+      `workflow ${w.name}: ${result.skipped} record(s) of entity ${w.spec.entity} not tracked, their key longer than ${MAX_KEY_BYTES} bytes (the first begins ${JSON.stringify(firstSkipped.slice(0, 40))})`,
+    );
+  }
   return result;
 }
 

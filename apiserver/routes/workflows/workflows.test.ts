@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
@@ -363,6 +364,56 @@ describe('dormancy', () => {
     } finally {
       await small.stop();
     }
+  });
+
+  it('a record whose key is too long for the spells\' index is left out with one warning per workflow and sweep; the others are swept', async () => {
+    // Keyed by a JSONPath (a key in data is not indexed at the source, unlike external_id).
+    // Random hex: a key PostgreSQL cannot compress, 4,003 bytes (a btree entry takes at most 2,704).
+    const long = `lk-${randomBytes(2000).toString('hex')}`;
+    const wide = `lk-${'€'.repeat(1001)}`; // 1,004 characters, 3,006 bytes
+    const bound = `lk-${randomBytes(1000).toString('hex')}`.slice(0, 2000); // exactly 2,000 bytes: tracked
+    await hub.services.connectors.ext.ensureTable(1, 'ext.long_keys', [{ name: 'status', path: '$.status', type: 'text' }]);
+    for (const [i, code] of ['lk-short', long, wide, bound].entries()) {
+      await owner.query(
+        `insert into ext_t1.long_keys (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status) values (1, $1, md5($1), $2, $3, $4, 'prospect')`,
+        [`row-${i}`, JSON.stringify({ code }), CONNECTOR, ENDPOINT],
+      );
+    }
+    const entity = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: 'long-keyed' },
+      spec: {
+        scope: 'crm',
+        key: 'code',
+        columns: [
+          { name: 'code', type: 'text' },
+          { name: 'status', type: 'text' },
+        ],
+        sources: [{ table: 'ext.long_keys', key: '$.code', columns: { status: 'status' } }],
+      },
+    };
+    expect((await call('POST', '/api/entities/apply', { body: stringify(entity) })).status).toBe(201);
+    expect((await apply(manifest('longkeys', { entity: 'long-keyed', transitions: [], dormancy: { after: '1s', states: ['prospect'] } }))).status).toBe(201);
+    const logs = captureLogs('warn');
+    let first: Awaited<ReturnType<typeof sweep>>;
+    try {
+      first = await sweep();
+      await until('the short keys due', async () => (await spell('longkeys', 'lk-short'))?.due && (await spell('longkeys', bound))?.due);
+      await sweep();
+    } finally {
+      logs.restore();
+    }
+    expect(first.skipped).toBe(2);
+    expect(await spell('longkeys', long)).toBeUndefined();
+    expect(await spell('longkeys', wide)).toBeUndefined();
+    expect((await decisions('longkeys')).map((d) => d.key).sort()).toEqual([bound, 'lk-short'].sort());
+    // Said once per sweep for this workflow, not once per record or batch; no sweep failed.
+    const lines = logs.lines().filter((l) => l.workflow === 'longkeys');
+    expect(lines.map((l) => l.msg)).toEqual([expect.stringMatching(/^workflow longkeys: 2 record\(s\) of entity long-keyed not tracked, their key longer than 2000 bytes \(the first begins "lk-/), expect.any(String)]);
+    expect(lines[1]!.msg).toBe(lines[0]!.msg);
+    expect(logs.lines().filter((l) => l.msg === 'workflow sweep failed for one workflow')).toEqual([]);
+    expect((await call('DELETE', '/api/workflows/longkeys')).status).toBe(204);
   });
 
   it('runs on the leader\'s clock every svc.workflow.sweep.every', async () => {
