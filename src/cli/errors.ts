@@ -25,6 +25,8 @@ export class HttpError extends CliError {
     readonly status: number,
     message: string,
     readonly body: unknown,
+    /** The answer's `Retry-After` in seconds, when it gave a number (a 429, a 503). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }

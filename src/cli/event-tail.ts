@@ -3,10 +3,12 @@ import { HttpError } from './errors.js';
 import type { Hub } from './http.js';
 
 /**
- * `svc events tail`: reads the hub's Server-Sent Events stream (/api/platform/events/stream) and
- * prints each event as it arrives. When the hub ends the stream (a client that fell behind, a
- * restart) it reconnects with Last-Event-ID after the `retry` delay, so nothing is lost; it stops
- * when `signal` aborts (Ctrl-C).
+ * `svc events tail` (and the TUI's Events view): reads the hub's Server-Sent Events stream
+ * (/api/platform/events/stream) and passes each event on as it arrives. When the hub ends the stream
+ * (a client that fell behind, a restart) it reconnects with Last-Event-ID after the `retry` delay, so
+ * nothing is lost; a reconnection the hub answers with 429, 502, 503 or 504, or cannot be made at all,
+ * is waited out (`reconnectDelay`) and tried again, still from Last-Event-ID. It stops when `signal`
+ * aborts (Ctrl-C), and throws on any other HTTP error (a refused credential: 401, 403).
  */
 
 export interface StreamEvent {
@@ -17,35 +19,76 @@ export interface StreamEvent {
   capturedAt: string;
 }
 
-interface TailOptions {
+/** Waits `ms` milliseconds, or rejects when `signal` aborts. */
+export type Wait = (ms: number, signal: AbortSignal) => Promise<unknown>;
+
+export interface TailOptions {
   topics: string[];
   since?: string;
   signal: AbortSignal;
   onEvent: (event: StreamEvent) => void;
+  /** One line: the stream ended or failed and when it is tried again, or it is back. */
   onNotice: (text: string) => void;
+  /** Each time the stream is open: the first time and after every reconnection. */
+  onConnected?: () => void;
+  /** The first connection's failure is retried like a lost stream's (the TUI); without it, it is thrown (`svc events tail` exits 1). */
+  retryFirst?: boolean;
+  /** How the waits between connections are made (tests pass one that does not sleep). */
+  wait?: Wait;
 }
 
 const STREAM = '/api/platform/events/stream';
 
+/** Answers a reconnection waits out: too many streams or a rate limit (429), a proxy or a hub that is restarting (502, 503, 504). */
+const TRANSIENT = new Set([429, 502, 503, 504]);
+/** The longest wait between two connections: a longer Retry-After is cut to it. */
+export const MAX_WAIT_MS = 120_000;
+/** Without a Retry-After: the stream's retry delay (3 s, or the hub's `retry:`), at least 1 s, doubled per failure in a row, up to this. */
+const MAX_BACKOFF_MS = 30_000;
+
+/**
+ * How long to wait after `err`, the `failures`-th failed connection in a row (1 for the first), and
+ * why; undefined when the failure is final (an HTTP error other than 429, 502, 503, 504: a refused
+ * credential, a refused topic).
+ */
+export function reconnectDelay(err: unknown, failures: number, retryMs: number): { ms: number; why: string } | undefined {
+  const backoff = Math.min(MAX_BACKOFF_MS, Math.max(1_000, retryMs) * 2 ** Math.max(0, failures - 1));
+  if (err instanceof HttpError) {
+    if (!TRANSIENT.has(err.status)) return undefined;
+    if (err.retryAfterSeconds === undefined) return { ms: backoff, why: `${err.message} (HTTP ${err.status})` };
+    return { ms: Math.min(MAX_WAIT_MS, Math.max(1_000, err.retryAfterSeconds * 1_000)), why: `${err.message} (HTTP ${err.status}, Retry-After: ${err.retryAfterSeconds})` };
+  }
+  return { ms: backoff, why: (err as Error)?.message ?? String(err) };
+}
+
+const sleeping: Wait = (ms, signal) => sleep(ms, undefined, { signal });
+
+function seconds(ms: number): string {
+  return ms % 1_000 === 0 ? `${ms / 1_000} s` : `${(ms / 1_000).toFixed(1)} s`;
+}
+
 export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> {
+  const wait = options.wait ?? sleeping;
   let lastId = options.since;
   let retryMs = 3_000;
   let connected = false;
+  /** Failed connections in a row. */
+  let failures = 0;
+  const after = () => (lastId ? ` after event ${lastId}` : '');
   while (!options.signal.aborted) {
+    /** Set by a failure; a stream the hub ended is resumed after its `retry` delay (as it stands after the stream). */
+    let delay: number | undefined;
     try {
+      // a status of 400 or more is thrown by open, as an HttpError with the hint of the other commands
       const res = await hub.open(STREAM, { topic: options.topics }, lastId ? { 'last-event-id': lastId, accept: 'text/event-stream' } : { accept: 'text/event-stream' });
       if (res.statusCode !== 200) {
         const text = (await res.body.text()).trim();
-        let message = text || `HTTP ${res.statusCode}`;
-        try {
-          message = (JSON.parse(text) as { error?: string }).error ?? message;
-        } catch {
-          // plain text (the /api/platform refusals)
-        }
-        throw new HttpError(res.statusCode, message, text);
+        throw new HttpError(res.statusCode, text || `HTTP ${res.statusCode}`, text);
       }
-      if (connected) options.onNotice(`reconnected${lastId ? ` after event ${lastId}` : ''}`);
+      if (connected || failures > 0) options.onNotice(`${connected ? 'reconnected' : 'connected'}${after()}`);
       connected = true;
+      failures = 0;
+      options.onConnected?.();
       await readFrames(res.body, (frame) => {
         if (frame.retry !== undefined) retryMs = frame.retry;
         if (frame.id !== undefined) lastId = frame.id;
@@ -58,11 +101,15 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
     } catch (err) {
       if (options.signal.aborted) return;
       // The first connection's failure is the command's; later ones are a lost stream to resume.
-      if (!connected || err instanceof HttpError) throw err;
-      options.onNotice(`stream lost (${(err as Error).message}); reconnecting in ${retryMs} ms`);
+      if (!connected && !options.retryFirst) throw err;
+      failures++;
+      const next = reconnectDelay(err, failures, retryMs);
+      if (!next) throw err;
+      delay = next.ms;
+      options.onNotice(`${connected ? 'stream lost' : 'cannot open the stream'}: ${next.why}; waiting ${seconds(delay)}, then reconnecting${after()}`);
     }
     try {
-      await sleep(retryMs, undefined, { signal: options.signal });
+      await wait(delay ?? retryMs, options.signal);
     } catch {
       return;
     }

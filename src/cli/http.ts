@@ -48,27 +48,38 @@ export class Hub {
       body = JSON.stringify(options.json);
     }
     const res = await this.send(method, route, { query: options.query, headers, body });
+    if (res.statusCode >= 400) throw await this.refusal(res);
     const text = await res.body.text();
-    const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    if (res.statusCode >= 400) throw new HttpError(res.statusCode, this.withHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
-    return { status: res.statusCode, body: parsed as T };
+    return { status: res.statusCode, body: parse(text, String(res.headers['content-type'] ?? '')) as T };
   }
 
-  /** A streaming GET (Server-Sent Events): no body timeout; the caller reads or dumps the body. */
+  /**
+   * A streaming GET (Server-Sent Events, `events tail`): no body timeout; the response with its body
+   * unread, or, for a status of 400 or more, an HttpError like `call`'s (the hint of a 401 included).
+   */
   open(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
-    return this.send('GET', route, { query, headers, bodyTimeout: 0 });
+    return this.stream(route, query, headers);
   }
 
   /**
    * A streaming GET of a file (no body timeout): the response with its body unread, or, for a
    * status of 400 or more, an HttpError carrying the hub's message.
    */
-  async fetch(route: string, headers: Record<string, string> = {}): Promise<Dispatcher.ResponseData> {
-    const res = await this.send('GET', route, { headers, bodyTimeout: 0 });
+  fetch(route: string, headers: Record<string, string> = {}): Promise<Dispatcher.ResponseData> {
+    return this.stream(route, {}, headers);
+  }
+
+  private async stream(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
+    const res = await this.send('GET', route, { query, headers, bodyTimeout: 0 });
     if (res.statusCode < 400) return res;
+    throw await this.refusal(res);
+  }
+
+  /** The HttpError for an answer of 400 or more: the hub's message with its hint, and its Retry-After. */
+  private async refusal(res: Dispatcher.ResponseData): Promise<HttpError> {
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    throw new HttpError(res.statusCode, this.withHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed);
+    return new HttpError(res.statusCode, this.withHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed, retryAfter(res.headers['retry-after']));
   }
 
   /**
@@ -131,6 +142,12 @@ export class Hub {
     if (this.target.devTenant) return { 'x-tenant-id': this.target.devTenant };
     return {};
   }
+}
+
+/** `Retry-After` as whole seconds; an HTTP date (or anything else) is ignored. */
+function retryAfter(header: string | string[] | undefined): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  return value !== undefined && /^\s*\d+\s*$/.test(value) ? Number(value) : undefined;
 }
 
 function parse(text: string, contentType: string): unknown {

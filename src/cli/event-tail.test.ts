@@ -1,0 +1,215 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { HttpError } from './errors.js';
+import { reconnectDelay, type StreamEvent, tailEvents } from './event-tail.js';
+import { Hub } from './http.js';
+import { main } from './main.js';
+
+/**
+ * `svc events tail`'s reconnections against a scripted stand-in for the hub's event stream: each
+ * connection is answered by the next step of a script (a stream of events, or an error status), so
+ * the answers a real hub gives only under load (429 too many open event streams, a proxy's 502, a
+ * restart's 503) come in a known order. Waits go through the `wait` option, which records them.
+ */
+
+type Step = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** Events `ids`, then the stream ends (as the hub ends a client that fell behind). */
+const events =
+  (...ids: number[]): Step =>
+  (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('retry: 10\n\n');
+    for (const id of ids) res.write(`id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`);
+    res.end();
+  };
+
+const refuse =
+  (status: number, body: string, headers: Record<string, string> = {}): Step =>
+  (_req, res) => {
+    res.writeHead(status, { 'content-type': body.startsWith('{') ? 'application/json' : 'text/plain', ...headers });
+    res.end(body);
+  };
+
+interface Script {
+  url: string;
+  /** The Last-Event-ID of each connection, in order ('' without one). */
+  lastIds: string[];
+  close(): Promise<void>;
+}
+
+let open: Script[] = [];
+
+async function script(...steps: Step[]): Promise<Script> {
+  const lastIds: string[] = [];
+  const server = createServer((req, res) => {
+    lastIds.push(String(req.headers['last-event-id'] ?? ''));
+    const step = steps.shift();
+    if (step) step(req, res);
+    else refuse(500, '{"error":"script over"}')(req, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const s: Script = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    lastIds,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+  open.push(s);
+  return s;
+}
+
+afterEach(async () => {
+  await Promise.all(open.map((s) => s.close()));
+  open = [];
+});
+
+/** Runs tailEvents until it ends (or `stopAfter` events), recording what it printed and waited. */
+async function tail(s: Script, options: { stopAfter?: number; retryFirst?: boolean; token?: string } = {}) {
+  const stop = new AbortController();
+  const hub = new Hub({ url: s.url, token: options.token ?? 'tok' });
+  const seen: StreamEvent[] = [];
+  const notices: string[] = [];
+  const waits: number[] = [];
+  let connections = 0;
+  let error: unknown;
+  try {
+    await tailEvents(hub, {
+      topics: [],
+      signal: stop.signal,
+      retryFirst: options.retryFirst,
+      onEvent: (event) => {
+        seen.push(event);
+        if (seen.length === options.stopAfter) stop.abort();
+      },
+      onNotice: (text) => notices.push(text),
+      onConnected: () => connections++,
+      wait: async (ms) => void waits.push(ms),
+    });
+  } catch (err) {
+    error = err;
+  } finally {
+    await hub.close();
+  }
+  return { ids: seen.map((e) => e.id), notices, waits, connections, error };
+}
+
+describe('events tail: reconnections', () => {
+  it('waits out 429 (its Retry-After), 502, 503 and 504 on a reconnection and resumes after the last event', async () => {
+    const s = await script(
+      events(1, 2),
+      refuse(429, '{"error":"too many open event streams"}', { 'retry-after': '5' }),
+      refuse(503, 'Service Unavailable'),
+      refuse(502, 'Bad Gateway'),
+      refuse(504, 'Gateway Timeout'),
+      events(3),
+    );
+    const r = await tail(s, { stopAfter: 3 });
+    expect(r.error).toBeUndefined();
+    expect(r.ids).toEqual(['1', '2', '3']);
+    // every reconnection asks for what came after event 2: nothing lost
+    expect(s.lastIds).toEqual(['', '2', '2', '2', '2', '2']);
+    // the stream's retry (10 ms) after the close; Retry-After's 5 s; then a bounded backoff of at least 1 s, doubling
+    expect(r.waits).toEqual([10, 5_000, 2_000, 4_000, 8_000]);
+    expect(r.connections).toBe(2);
+    expect(r.notices).toEqual([
+      'the hub closed the stream; reconnecting in 10 ms',
+      'stream lost: too many open event streams (HTTP 429, Retry-After: 5); waiting 5 s, then reconnecting after event 2',
+      'stream lost: Service Unavailable (HTTP 503); waiting 2 s, then reconnecting after event 2',
+      'stream lost: Bad Gateway (HTTP 502); waiting 4 s, then reconnecting after event 2',
+      'stream lost: Gateway Timeout (HTTP 504); waiting 8 s, then reconnecting after event 2',
+      'reconnected after event 2',
+    ]);
+  });
+
+  it('a 401 on a reconnection ends it with the hint of the other commands; a 403 ends it too', async () => {
+    const s = await script(events(1), refuse(401, 'Unauthorized'));
+    const r = await tail(s);
+    expect(r.ids).toEqual(['1']);
+    expect(r.error).toBeInstanceOf(HttpError);
+    expect((r.error as HttpError).status).toBe(401);
+    expect((r.error as HttpError).message).toBe('Unauthorized; the stored token was refused (expired?): svc login again');
+    expect(r.waits).toEqual([10]);
+
+    const forbidden = await script(events(1), refuse(403, 'Forbidden'));
+    const f = await tail(forbidden);
+    expect((f.error as HttpError).status).toBe(403);
+    expect(f.waits).toEqual([10]);
+  });
+
+  it('the first connection: its error is the command\'s (a 503 is not waited out, a 401 has the hint); with retryFirst (the TUI) it is waited out', async () => {
+    const first = await tail(await script(refuse(503, '{"error":"hub starting"}', { 'retry-after': '2' }), events(1)));
+    expect((first.error as HttpError).status).toBe(503);
+    expect(first.waits).toEqual([]);
+
+    const unauthorized = await tail(await script(refuse(401, 'Unauthorized')));
+    expect((unauthorized.error as HttpError).message).toMatch(/; the stored token was refused \(expired\?\): svc login again$/);
+
+    const s = await script(refuse(503, '{"error":"hub starting"}', { 'retry-after': '2' }), refuse(429, '{"error":"too many open event streams"}', { 'retry-after': '600' }), events(1));
+    const again = await tail(s, { retryFirst: true, stopAfter: 1 });
+    expect(again.error).toBeUndefined();
+    expect(again.ids).toEqual(['1']);
+    // a Retry-After beyond two minutes is cut to two minutes
+    expect(again.waits).toEqual([2_000, 120_000]);
+    expect(again.notices).toEqual([
+      'cannot open the stream: hub starting (HTTP 503, Retry-After: 2); waiting 2 s, then reconnecting',
+      'cannot open the stream: too many open event streams (HTTP 429, Retry-After: 600); waiting 120 s, then reconnecting',
+      'connected',
+    ]);
+  });
+
+  it('reconnectDelay: which failures are waited out, and how long', () => {
+    expect(reconnectDelay(new HttpError(400, 'bad topic', undefined), 1, 3_000)).toBeUndefined();
+    expect(reconnectDelay(new HttpError(401, 'no', undefined), 1, 3_000)).toBeUndefined();
+    expect(reconnectDelay(new HttpError(500, 'bug', undefined), 1, 3_000)).toBeUndefined();
+    expect(reconnectDelay(new HttpError(503, 'down', undefined, 0), 1, 3_000)?.ms).toBe(1_000);
+    expect(reconnectDelay(new Error('socket hang up'), 1, 3_000)?.ms).toBe(3_000);
+    expect(reconnectDelay(new Error('socket hang up'), 2, 3_000)?.ms).toBe(6_000);
+    expect(reconnectDelay(new Error('socket hang up'), 20, 3_000)?.ms).toBe(30_000);
+  });
+});
+
+describe('svc events tail', () => {
+  async function svc(url: string, signal?: AbortSignal) {
+    let out = '';
+    let err = '';
+    const code = await main(['events', 'tail'], {
+      stdout: { write: (text: string) => (out += text) },
+      stderr: { write: (text: string) => (err += text) },
+      stdin: Readable.from([]),
+      env: { SVC_URL: url, SVC_TOKEN: 'expired', SVC_CLI_CONFIG: '/nonexistent/svc-config.json' },
+      signal,
+    });
+    return { code, out, err };
+  }
+
+  it('a 401 at the first connection and at a reconnection: exit 1 with the hint about the token', async () => {
+    const first = await svc((await script(refuse(401, 'Unauthorized'))).url);
+    expect(first).toEqual({ code: 1, out: '', err: 'error: Unauthorized; the token in SVC_TOKEN was refused (expired?) (HTTP 401)\n' });
+
+    const later = await svc((await script(events(7), refuse(401, 'Unauthorized'))).url);
+    expect(later.code).toBe(1);
+    expect(later.out).toMatch(/ 7 {2}org\.created {2}\{"id":7\}\n$/);
+    expect(later.err).toBe('the hub closed the stream; reconnecting in 10 ms\nerror: Unauthorized; the token in SVC_TOKEN was refused (expired?) (HTTP 401)\n');
+  });
+
+  it('a 503 at a reconnection: one line on stderr saying it waits and why, then the events after the last one', async () => {
+    const stop = new AbortController();
+    const s = await script(events(7), refuse(503, '{"error":"database unavailable"}', { 'retry-after': '1' }), (_req, res) => {
+      // event 8, and the stream stays open until Ctrl-C
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`id: 8\ndata: ${JSON.stringify({ topic: 'org.created', payload: '{}', capturedAt: '2025-03-01T10:00:01Z' })}\n\n`);
+      setTimeout(() => stop.abort(), 100);
+    });
+    const r = await svc(s.url, stop.signal);
+    expect(r.code).toBe(0);
+    expect(r.out.trimEnd().split('\n').map((l) => l.split('  ')[1])).toEqual(['7', '8']);
+    expect(s.lastIds.slice(0, 3)).toEqual(['', '7', '7']);
+    expect(r.err.split('\n').slice(0, 3)).toEqual([
+      'the hub closed the stream; reconnecting in 10 ms',
+      'stream lost: database unavailable (HTTP 503, Retry-After: 1); waiting 1 s, then reconnecting after event 7',
+      'reconnected after event 7',
+    ]);
+  });
+});
