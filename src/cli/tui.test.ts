@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PassThrough, Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { startDemoSource } from '../demo-source/server.js';
 import { packageRoot } from '../package-root.js';
@@ -8,12 +10,13 @@ import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
 import { describeRequiring } from '../../test/harness/requires.js';
 import { startTmux, type TmuxSession, tmuxProblem } from '../../test/harness/tmux.js';
+import type { Ctx } from './context.js';
 import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
 import type { Row } from './output.js';
-import { ackInbox, addEvents, decodeKeys, duration, clipTo, initialState, loaded, parseEvery, reduce, refreshLists, render, type State, withStatus } from './tui.js';
+import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, loaded, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
 
 /**
  * `svc tui`: render and reduce as pure functions, the runs view loaded from a real hub, and the
@@ -234,6 +237,97 @@ describe('render', () => {
     expect(() => parseEvery('fast')).toThrow('--every must be a duration');
     expect(() => parseEvery('10ms')).toThrow('at least 500ms');
     expect(withStatus(initialState(), 'x', true).status).toEqual({ text: 'x', error: true });
+  });
+});
+
+describe('the driver: the event stream while it is down', () => {
+  /**
+   * runTui on a stand-in terminal (stdin a stream, stdout a recorder) against a scripted hub: the
+   * lists answer [] at once; the event stream answers 503 first, then streams one event and ends,
+   * then 401. The wait before each reconnection is held by the test.
+   */
+  it('retries a stream it cannot open, keeps saying it is down across list refreshes, clears it when it is back; a 401 stops it for good, said the same way', async () => {
+    let streams = 0;
+    let lists = 0;
+    let open: ServerResponse | undefined;
+    const server = createServer((req, res) => {
+      if (!req.url!.startsWith('/api/platform/events/stream')) {
+        lists++;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end('[]');
+      }
+      streams++;
+      if (streams === 1) {
+        res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '4' });
+        return void res.end('{"error":"database unavailable"}');
+      }
+      if (streams === 2) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`retry: 10\n\nid: 5\ndata: ${JSON.stringify({ topic: 'org.created', payload: '{}', capturedAt: '2025-03-01T10:00:00Z' })}\n\n`);
+        open = res; // ended by the test
+        return;
+      }
+      res.writeHead(401, { 'content-type': 'text/plain' });
+      res.end('Unauthorized');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    let frame = '';
+    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined });
+    const write = (text: string) => {
+      if (text.startsWith('\x1b[H')) frame = text;
+    };
+    const stdout = { isTTY: true, columns: 160, rows: 10, write, on: () => undefined, off: () => undefined };
+    const statusLine = () => {
+      const lines = frame.split('\x1b[K\r\n').map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;?]*[A-Za-z]/, ''))).join(''));
+      return lines[lines.length - 2]!;
+    };
+    const waits: number[] = [];
+    let release: () => void = () => undefined;
+    const hub = new Hub({ url, token: 'tok' });
+    const controller = new AbortController();
+    const ctx = {
+      args: [],
+      opts: { every: '500ms' },
+      json: false,
+      io: { stdin, stdout, stderr: stdout, env: {} },
+      signal: controller.signal,
+      configFile: '',
+      hub: () => hub,
+      out: () => undefined,
+      err: () => undefined,
+    } as unknown as Ctx;
+    const running = runTui(ctx, {
+      wait: (ms) => {
+        waits.push(ms);
+        // the first wait is held until the test releases it; the others pass at once
+        return waits.length > 1 ? Promise.resolve() : new Promise<void>((resolve) => (release = resolve));
+      },
+    });
+    try {
+      await until('the first wait', () => waits.length === 1, { detail: statusLine });
+      expect(waits).toEqual([4_000]); // the 503's Retry-After
+      // two refreshes of the lists later, the status line still says the stream is down
+      const seen = lists;
+      await until('two refreshes', () => lists >= seen + 8 && /updated \d\d:\d\d:\d\d UTC/.test(statusLine()), { detail: statusLine });
+      expect(statusLine()).toMatch(/^events: cannot open the stream: database unavailable \(HTTP 503, Retry-After: 4\); waiting 4 s, then reconnecting · updated \d\d:\d\d:\d\d UTC/);
+      release();
+      await until('the stream back', () => streams === 2 && !statusLine().startsWith('events: cannot'), { detail: statusLine });
+      expect(statusLine()).toMatch(/^events: the stream is back {2}|^updated /);
+      // the hub ends the stream; the reconnection is refused for good (401), and that stays in view
+      open!.end();
+      await until('the stream stopped', () => streams === 3 && statusLine().startsWith('events: stopped'), { detail: statusLine });
+      const refreshed = lists;
+      await until('two more refreshes', () => lists >= refreshed + 8);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(statusLine()).toMatch(/^events: stopped: Unauthorized; the stored token was refused \(expired\?\): svc login again \(HTTP 401\); restart svc tui to retry · /);
+      stdin.write('q');
+      await expect(running).resolves.toBe(0);
+    } finally {
+      controller.abort();
+      await hub.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 import type { Ctx } from './context.js';
 import { HttpError, UsageError } from './errors.js';
-import { type StreamEvent, tailEvents } from './event-tail.js';
+import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
 import type { Hub } from './http.js';
 import { cell, type Row } from './output.js';
 
@@ -36,8 +36,13 @@ export interface State {
   selected: Record<View, number>;
   /** The selected item shown as JSON instead of the list (Enter; Esc closes it). */
   detail?: { title: string; value: unknown; scroll: number };
-  /** The status line: the last error (an HTTP error, a lost stream) or what was loaded when. */
+  /** The status line: the last error (an HTTP error, a failed call) or what was loaded when. */
   status: { text: string; error: boolean };
+  /**
+   * Why the event stream is down (lost, waiting to reconnect, or stopped for good), while it is:
+   * shown at the start of the status line whatever the refreshes write there; cleared when it is back.
+   */
+  streamDown?: string;
   /** Milliseconds since the epoch, set by the driver: the clock for durations of running runs. */
   now: number;
   /** Set by reduce, acted on (and cleared) by the driver. */
@@ -362,7 +367,7 @@ export function render(state: State, size: Size, options: { color?: boolean } = 
 
   const tabs = VIEWS.map((v, i) => (v === state.view ? `[${i + 1} ${TITLES[v]}]` : ` ${i + 1} ${TITLES[v]} `)).join(' ');
   const header = line(`${tabs}${state.title ? `  ${state.title}` : ''}`, '1');
-  const status = line(state.status.text, state.status.error ? '31' : '2');
+  const status = state.streamDown ? line(`events: ${state.streamDown} · ${state.status.text}`, '31') : line(state.status.text, state.status.error ? '31' : '2');
   const inboxKeys = state.view === 'inbox' ? `  a ack  u ${state.unacked ? 'all' : 'unacked only'}` : '';
   const help = line(state.detail ? '↑↓/jk scroll  Esc back  q quit' : `1-5/Tab view  ↑↓/jk move  Enter detail${inboxKeys}  r refresh  q quit`, '2');
 
@@ -418,7 +423,8 @@ interface Terminal {
   off(event: 'resize', listener: () => void): unknown;
 }
 
-export async function runTui(c: Ctx): Promise<number> {
+/** `wait`: how the event stream waits before reconnecting (tests pass one that does not sleep). */
+export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<number> {
   const stdin = c.io.stdin;
   const stdout = c.io.stdout as Partial<Terminal>;
   if (!stdin.isTTY || !stdout.isTTY || typeof stdin.setRawMode !== 'function' || typeof stdout.on !== 'function') {
@@ -535,21 +541,30 @@ export async function runTui(c: Ctx): Promise<number> {
     draw();
     void refresh();
     timer = setInterval(() => void refresh(), every);
+    // The stream is retried as `svc events tail` retries a lost one, from the start too; while it is
+    // down the status line says so (state.streamDown), whatever the list refreshes write there.
     tailEvents(hub, {
       topics,
       signal: stream.signal,
+      retryFirst: true,
+      wait: options.wait,
       onEvent: guard((event: StreamEvent) => {
         state = addEvents(state, [event]);
         draw();
       }),
       onNotice: guard((text: string) => {
-        state = withStatus(state, `events: ${text}`, true);
+        state = { ...state, streamDown: text };
+        draw();
+      }),
+      onConnected: guard(() => {
+        if (state.streamDown === undefined) return;
+        state = withStatus({ ...state, streamDown: undefined }, 'events: the stream is back');
         draw();
       }),
     }).catch(
       guard((err: unknown) => {
         if (stream.signal.aborted) return;
-        state = withStatus(state, `${errorStatus('events', err)} (the events view stays empty; restart svc tui to retry)`, true);
+        state = { ...state, streamDown: `${errorStatus('stopped', err)}; restart svc tui to retry` };
         draw();
       }),
     );
