@@ -1,3 +1,4 @@
+import stringWidth from 'string-width';
 import { stringify } from 'yaml';
 import { KUBECTL_YAML } from '../manifests/yaml.js';
 
@@ -19,10 +20,10 @@ export function field(header: string, key: string, max?: number): Column {
 
 export function table(rows: Row[], columns: Column[]): string {
   const cells = rows.map((row) => columns.map((c) => clip(cell(c.value(row)), c.max)));
-  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => r[i]!.length)));
+  const widths = columns.map((c, i) => Math.max(columnsOf(c.header), ...cells.map((r) => columnsOf(r[i]!))));
   const line = (values: string[]) =>
     values
-      .map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i]!)))
+      .map((v, i) => (i === values.length - 1 ? v : padTo(v, widths[i]!)))
       .join('  ')
       .trimEnd();
   return `${[line(columns.map((c) => c.header)), ...cells.map(line)].join('\n')}\n`;
@@ -47,5 +48,36 @@ export function json(value: unknown): string {
 }
 
 function clip(text: string, max: number | undefined): string {
-  return max && text.length > max ? `${text.slice(0, max - 1)}…` : text;
+  return max ? clipTo(text, max) : text;
+}
+
+// ---- terminal columns: a CJK character or an emoji takes two, a combining mark none ----
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/** How many terminal columns `text` takes (string-width, grapheme by grapheme). */
+export function columnsOf(text: string): number {
+  let n = 0;
+  for (const { segment } of graphemes.segment(text)) n += stringWidth(segment);
+  return n;
+}
+
+/** `text` cut to at most `width` columns, ending with `…` when something was cut; never half a wide character or a grapheme. */
+export function clipTo(text: string, width: number): string {
+  if (columnsOf(text) <= width) return text;
+  if (width <= 0) return '';
+  let out = '';
+  let used = 0;
+  for (const { segment } of graphemes.segment(text)) {
+    const w = stringWidth(segment);
+    if (used + w > width - 1) break;
+    out += segment;
+    used += w;
+  }
+  return `${out}…`;
+}
+
+/** `text` followed by spaces up to `width` columns. */
+export function padTo(text: string, width: number): string {
+  return text + ' '.repeat(Math.max(0, width - columnsOf(text)));
 }

@@ -15,7 +15,7 @@ import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
-import type { Row } from './output.js';
+import { columnsOf, type Row } from './output.js';
 import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, loaded, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
 
 /**
@@ -132,6 +132,23 @@ describe('render', () => {
     expect(coloured[2]).toContain('\x1b[7m'); // the selection in reverse video
     const stripped = coloured.map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;]*m/, ''))).join(''));
     expect(stripped).toEqual(narrow);
+  });
+
+  it('counts terminal columns: CJK and emoji take two, are never cut in half, and the columns stay aligned', () => {
+    expect(clipTo('日本語テキスト', 6)).toBe('日本…');
+    expect(clipTo('日本語テキスト', 7)).toBe('日本語…');
+    expect(clipTo('👍👍👍', 4)).toBe('👍…');
+    expect(clipTo('e\u0301te\u0301', 2)).toBe('e\u0301…'); // a combining accent stays with its letter
+    expect(clipTo('日本', 4)).toBe('日本');
+    const rows = [run(1, { connector: '顧客データ', errorMessage: '接続がタイムアウトしました'.repeat(10) }), run(2, { connector: '🚀🚀', errorMessage: 'ok 👍' }), run(3)];
+    const s = loaded(initialState('http://hub', NOW), 'runs', rows);
+    for (const size of [SIZE, { columns: 61, rows: 8 }, { columns: 62, rows: 8 }]) {
+      const lines = plain(s, size);
+      for (const line of lines) expect(columnsOf(line)).toBe(size.columns);
+      // STATUS begins at the same column on the header and on every row
+      const at = (line: string, text: string) => columnsOf(line.slice(0, line.indexOf(text)));
+      expect([at(lines[2]!, 'Completed'), at(lines[3]!, 'Completed'), at(lines[4]!, 'Completed')]).toEqual([at(lines[1]!, 'STATUS'), at(lines[1]!, 'STATUS'), at(lines[1]!, 'STATUS')]);
+    }
   });
 
   it('scrolls so the selection stays visible', () => {

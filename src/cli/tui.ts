@@ -2,7 +2,7 @@ import type { Ctx } from './context.js';
 import { HttpError, UsageError } from './errors.js';
 import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
 import type { Hub } from './http.js';
-import { cell, type Row } from './output.js';
+import { cell, clipTo, columnsOf, padTo as pad, type Row } from './output.js';
 
 /**
  * `svc tui`: a full-screen terminal UI over the same HTTP API as the other commands. The screen is
@@ -340,20 +340,14 @@ const COLUMNS: Record<View, TuiColumn[]> = {
 
 const EMPTY: Record<View, string> = { runs: 'No runs.', dlq: 'No dead letters.', deliveries: 'No deliveries.', inbox: 'No decisions.', events: 'Waiting for events…' };
 
-/** Cuts a line to `width` characters (code points), with an ellipsis when something was cut. */
-export function clipTo(text: string, width: number): string {
-  const chars = Array.from(text);
-  if (chars.length <= width) return text;
-  return width <= 0 ? '' : `${chars.slice(0, width - 1).join('')}…`;
-}
-
-const pad = (text: string, width: number) => text + ' '.repeat(Math.max(0, width - Array.from(text).length));
+/** Lines and cells are cut to a number of terminal columns (a CJK character or an emoji takes two), with an ellipsis when something was cut. */
+export { clipTo };
 
 const ESC = '\x1b[';
 const paint = (on: boolean, code: string, text: string) => (on ? `${ESC}${code}m${text}${ESC}0m` : text);
 
 /**
- * The whole screen: exactly `size.rows` lines, none longer than `size.columns` characters. Without
+ * The whole screen: exactly `size.rows` lines, each `size.columns` terminal columns wide. Without
  * `color` the lines are plain text; with it they carry SGR colour codes only (no cursor movement).
  */
 export function render(state: State, size: Size, options: { color?: boolean } = {}): string[] {
@@ -393,7 +387,7 @@ function listBody(state: State, height: number, width: number, line: (text: stri
   const empty = view === 'inbox' && state.unacked ? 'No unacknowledged decisions.' : EMPTY[view];
   if (!items.length) return [line(columns.map((c) => c.header).join('  '), '1'), line(empty)];
   const cells = items.map((row) => columns.map((c) => clipTo(c.value(row, state.now), c.max ?? width)));
-  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => Array.from(r[i]!).length)));
+  const widths = columns.map((c, i) => Math.max(columnsOf(c.header), ...cells.map((r) => columnsOf(r[i]!))));
   const join = (values: string[]) => values.map((v, i) => (i === values.length - 1 ? v : pad(v, widths[i]!))).join('  ');
   const visible = height - 1;
   const selected = clamp(state.selected[view], items.length);
