@@ -78,7 +78,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
 
   let parsed: { values: Ctx['opts']; positionals: string[] };
   try {
-    const result = parseArgs({ args: rest, options: parseOptions({ ...command.flags, ...GLOBAL }), allowPositionals: true, strict: true });
+    const result = parseArgs({ args: negativeValues(rest, { ...command.flags, ...GLOBAL }), options: parseOptions({ ...command.flags, ...GLOBAL }), allowPositionals: true, strict: true });
     parsed = { values: result.values as Ctx['opts'], positionals: result.positionals };
   } catch (e) {
     return usageError(err, `svc ${command.name}: ${parseProblem(e as Error & { code?: string }, { ...command.flags, ...GLOBAL })}`, commandHelp(command));
@@ -148,6 +148,25 @@ function usageError(err: (text: string) => void, message: string, usage: string)
  * takes no value`, otherwise lower case without node's advice on positionals starting with '-', and
  * with the command's nearest flag when an unknown one is a near spelling of it.
  */
+/**
+ * `--limit -1`, `--every -1`: a value that begins with a dash and a digit can be no option, so it is
+ * given to the option before it (as `--limit=-1`), whose own check then refuses it in svc's words;
+ * parseArgs would call it an ambiguous argument.
+ */
+function negativeValues(args: string[], flags: Record<string, Flag>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') return [...out, ...args.slice(i)];
+    const next = args[i + 1];
+    if (arg.startsWith('--') && flags[arg.slice(2)]?.type === 'string' && next !== undefined && /^-\.?\d/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
+}
+
 function parseProblem(e: Error & { code?: string }, flags: Record<string, Flag>): string {
   const stripped = e.message.replace(/\. To specify a positional argument.*$/s, '');
   const missing = /^Option '(.+?)(?: <value>)?' argument missing$/.exec(stripped);

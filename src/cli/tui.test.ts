@@ -253,7 +253,32 @@ describe('render', () => {
     expect([parseEvery('3s'), parseEvery('500ms'), parseEvery('1m'), parseEvery('2')]).toEqual([3000, 500, 60_000, 2000]);
     expect(() => parseEvery('fast')).toThrow('--every must be a duration');
     expect(() => parseEvery('10ms')).toThrow('at least 500ms');
+    // a timer's delay beyond 2^31 ms fires at once: an hour at most
+    expect([parseEvery('1h'), parseEvery('3600'), parseEvery('60m')]).toEqual([3_600_000, 3_600_000, 3_600_000]);
+    expect(() => parseEvery('3000000')).toThrow('--every must be at most 1h (3600s)');
+    expect(() => parseEvery('61m')).toThrow('at most 1h');
     expect(withStatus(initialState(), 'x', true).status).toEqual({ text: 'x', error: true });
+  });
+});
+
+describe('svc tui: the command line', () => {
+  async function svc(args: string[]) {
+    let err = '';
+    const code = await main(args, {
+      stdout: { write: () => true },
+      stderr: { write: (text: string) => (err += text) },
+      stdin: Readable.from([]),
+      env: { SVC_URL: 'http://127.0.0.1:9', SVC_CLI_CONFIG: '/nonexistent/svc-config.json' },
+    });
+    return { code, first: err.split('\n')[0] };
+  }
+
+  it('a --every beyond an hour, or negative, is svc\'s usage error (exit 2), terminal or not', async () => {
+    expect(await svc(['tui', '--every', '3000000'])).toEqual({ code: 2, first: "svc tui: --every must be at most 1h (3600s), not '3000000'" });
+    expect(await svc(['tui', '--every', '-1'])).toEqual({ code: 2, first: "svc tui: --every must be a duration like 3s, 500ms or 1m, not '-1'" });
+    expect(await svc(['runs', 'ls', '--limit', '-1'])).toEqual({ code: 2, first: "svc runs ls: --limit must be a positive integer, not '-1'" });
+    // a good one gets as far as the terminal check
+    expect(await svc(['tui', '--every', '1h'])).toEqual({ code: 2, first: expect.stringContaining('needs an interactive terminal') });
   });
 });
 

@@ -399,12 +399,13 @@ function listBody(state: State, height: number, width: number, line: (text: stri
 
 // ---- the terminal driver ----
 
-/** `3s`, `500ms`, `1m`, or seconds as a bare number; at least 0.5 s. */
+/** `3s`, `500ms`, `1m`, `1h`, or seconds as a bare number; from 0.5 s to an hour (a timer's delay beyond 2^31 ms would fire at once). */
 export function parseEvery(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
   if (!m) throw new UsageError(`--every must be a duration like 3s, 500ms or 1m, not '${text}'`);
-  const ms = Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60_000 : 1_000);
+  const ms = Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : 1_000);
   if (ms < 500) throw new UsageError(`--every must be at least 500ms, not '${text}'`);
+  if (ms > 3_600_000) throw new UsageError(`--every must be at most 1h (3600s), not '${text}'`);
   return ms;
 }
 
@@ -419,13 +420,14 @@ interface Terminal {
 
 /** `wait`: how the event stream waits before reconnecting (tests pass one that does not sleep). */
 export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<number> {
+  // the command line is checked first: a wrong one is exit 2 with its usage, terminal or not
+  const every = parseEvery((c.opts.every as string | undefined) ?? '3s');
   const stdin = c.io.stdin;
   const stdout = c.io.stdout as Partial<Terminal>;
   if (!stdin.isTTY || !stdout.isTTY || typeof stdin.setRawMode !== 'function' || typeof stdout.on !== 'function') {
     c.err('svc tui: needs an interactive terminal (stdin and stdout must be a TTY); in scripts use svc runs ls, svc dlq ls, svc deliveries ls, svc events tail\n');
     return 2;
   }
-  const every = parseEvery((c.opts.every as string | undefined) ?? '3s');
   const topics = (c.opts.topic as string[] | undefined) ?? [];
   const term = stdout as Terminal;
   const hub = c.hub();
