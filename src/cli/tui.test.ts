@@ -151,6 +151,19 @@ describe('render', () => {
     }
   });
 
+  it('a list as long as the rows it asked for says it shows only those, and which command shows more', () => {
+    const size = { columns: 80, rows: 8 };
+    expect(plain(withRuns(49), size).join('\n')).not.toContain('only');
+    const lines = plain(withRuns(50), size);
+    // the rows, then the note above the status line, whatever the selection
+    expect(lines[4]).toMatch(/^00000003 /);
+    expect(lines[5]).toMatch(/^\(the first 50 only; svc runs ls --limit 200 shows more\) *$/);
+    expect(plain(keys(withRuns(50), 'end'), size)[5]).toMatch(/^\(the first 50 only;/);
+    expect(plain(keys(withRuns(50), 'end'), size)[4]).toMatch(/^00000050 /);
+    const dlq = loaded(keys(initialState('', NOW), '2'), 'dlq', Array.from({ length: 100 }, (_, i) => ({ id: i + 1 })));
+    expect(plain(dlq, size)[5]).toMatch(/^\(the first 100 only; svc dlq ls --limit 200 shows more\)/);
+  });
+
   it('scrolls so the selection stays visible', () => {
     const s = keys(withRuns(50), 'end');
     const lines = plain(s);
@@ -171,8 +184,8 @@ describe('render', () => {
   it('shows an HTTP error in the status line, and the lists that did load', async () => {
     const failing = {
       call: async (_method: string, route: string) => {
-        if (route === '/api/platform/dlq') throw new HttpError(503, 'database unavailable', { error: 'database unavailable' });
-        return { status: 200, body: route === '/api/platform/runs' ? [run(1)] : [] };
+        if (route.startsWith('/api/platform/dlq?')) throw new HttpError(503, 'database unavailable', { error: 'database unavailable' });
+        return { status: 200, body: route.startsWith('/api/platform/runs?') ? [run(1)] : [] };
       },
     } as unknown as Hub;
     const s = await refreshLists(failing, initialState(), NOW);
@@ -221,7 +234,8 @@ describe('render', () => {
     } as unknown as Hub;
     await refreshLists(recording, s, NOW);
     await refreshLists(recording, keys(s, 'u'), NOW);
-    expect(routes.filter((r) => r.startsWith('/api/inbox'))).toEqual(['/api/inbox', '/api/inbox?acked=false']);
+    expect(routes.filter((r) => r.startsWith('/api/inbox'))).toEqual(['/api/inbox?limit=50', '/api/inbox?acked=false&limit=50']);
+    expect(routes.slice(0, 3)).toEqual(['/api/platform/runs?limit=50', '/api/platform/dlq?limit=100', '/api/platform/deliveries?limit=50']);
   });
 
   it('inbox: an ack replaces the row with the server\'s answer; a refusal shows the hub\'s message', async () => {

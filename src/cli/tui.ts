@@ -18,12 +18,18 @@ type ListView = Exclude<View, 'events'>;
 const VIEWS: View[] = ['runs', 'dlq', 'deliveries', 'events', 'inbox'];
 const LIST_VIEWS: ListView[] = ['runs', 'dlq', 'deliveries', 'inbox'];
 const TITLES: Record<View, string> = { runs: 'Runs', dlq: 'Dead letters', deliveries: 'Deliveries', inbox: 'Inbox', events: 'Events' };
+/**
+ * How many rows each list view asks for (the hub's default for the route, made explicit): a list
+ * that comes back this long says, on its last line, that it shows only these and which command shows more.
+ */
+const LIMITS: Record<ListView, number> = { runs: 50, dlq: 100, deliveries: 50, inbox: 50 };
+const MORE: Record<ListView, string> = { runs: 'svc runs ls', dlq: 'svc dlq ls', deliveries: 'svc deliveries ls', inbox: 'svc inbox ls' };
 /** Where each list view loads from; the inbox's route depends on its unacknowledged-only filter. */
 const ROUTES: Record<ListView, (state: State) => string> = {
-  runs: () => '/api/platform/runs',
-  dlq: () => '/api/platform/dlq',
-  deliveries: () => '/api/platform/deliveries',
-  inbox: (state) => (state.unacked ? '/api/inbox?acked=false' : '/api/inbox'),
+  runs: () => `/api/platform/runs?limit=${LIMITS.runs}`,
+  dlq: () => `/api/platform/dlq?limit=${LIMITS.dlq}`,
+  deliveries: () => `/api/platform/deliveries?limit=${LIMITS.deliveries}`,
+  inbox: (state) => `/api/inbox?${state.unacked ? 'acked=false&' : ''}limit=${LIMITS.inbox}`,
 };
 
 /** The events view keeps the newest this many. */
@@ -389,12 +395,14 @@ function listBody(state: State, height: number, width: number, line: (text: stri
   const cells = items.map((row) => columns.map((c) => clipTo(c.value(row, state.now), c.max ?? width)));
   const widths = columns.map((c, i) => Math.max(columnsOf(c.header), ...cells.map((r) => columnsOf(r[i]!))));
   const join = (values: string[]) => values.map((v, i) => (i === values.length - 1 ? v : pad(v, widths[i]!))).join('  ');
-  const visible = height - 1;
+  // A list as long as it was asked for may have more rows at the hub: its last line says so (when there is room for one).
+  const cut = view !== 'events' && items.length >= LIMITS[view] && height > 2 ? `(the first ${LIMITS[view]} only; ${MORE[view]} --limit 200 shows more)` : '';
+  const visible = height - 1 - (cut ? 1 : 0);
   const selected = clamp(state.selected[view], items.length);
   // The window scrolls to keep the selection in the middle; on the last item (new events) it shows the bottom.
   const top = Math.max(0, Math.min(selected - Math.floor(visible / 2), items.length - visible));
   const shown = cells.slice(top, top + visible).map((r, i) => line(join(r), top + i === selected ? '7' : undefined));
-  return [line(join(columns.map((c) => c.header)), '1'), ...shown];
+  return [line(join(columns.map((c) => c.header)), '1'), ...shown, ...(cut ? [line(cut, '2')] : [])];
 }
 
 // ---- the terminal driver ----
