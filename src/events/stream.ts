@@ -36,6 +36,14 @@ interface SubscribeOptions {
    * which cannot wait for one subscriber) a full consumer ends the subscription ('client too slow').
    */
   room?: () => Promise<void>;
+  /**
+   * Bytes still waiting for the live client, and how many it may have waiting when a poll starts
+   * delivering. With them the live flow judges a client once per poll, on what earlier polls left
+   * (a client that reads promptly is never ended for one poll's burst, however large); without
+   * them a `deliver` that says false ends it at once.
+   */
+  waiting?: () => number;
+  maxWaiting?: number;
   /** Called once when the subscription ends for any reason other than close() by its owner. */
   onEnd?: (reason: string) => void;
   /**
@@ -74,8 +82,11 @@ class Subscription {
     return topics.length === 0 || topics.some((t) => matchesGlob(t, event.type));
   }
 
-  /** From the poller: in order, for this subscriber's tenant. */
-  offer(event: OutboxEvent): void {
+  /** The poll this subscriber was last judged at (the live flow, with `waiting`). */
+  private judgedAt = -1;
+
+  /** From the poller (its poll `seq`): in order, for this subscriber's tenant. */
+  offer(event: OutboxEvent, seq = -1): void {
     if (this.closed) return;
     if (!this.live) {
       this.pending.push(event);
@@ -84,6 +95,19 @@ class Subscription {
         this.pending = [];
         this.drops++;
       }
+      return;
+    }
+    const { waiting, maxWaiting } = this.options;
+    if (waiting && maxWaiting !== undefined) {
+      // Judged once per poll, before its first event: what earlier polls left unread.
+      if (this.judgedAt !== seq) {
+        this.judgedAt = seq;
+        if (waiting() > maxWaiting) {
+          this.end('client too slow');
+          return;
+        }
+      }
+      this.push(event);
       return;
     }
     if (!this.push(event)) this.end('client too slow');
@@ -151,6 +175,8 @@ export class LiveStream {
   private readonly clock = new ClockRunner();
   private position: Position | undefined;
   private running = false;
+  /** Polls that delivered events, counted: a subscriber is judged once per poll. */
+  private polls = 0;
 
   constructor(
     private readonly db: Database,
@@ -266,8 +292,9 @@ export class LiveStream {
     const events = await this.db.crossTenant('event-stream', (tx) => readAfter((t, v) => tx.query(t, v), from, this.options.batch));
     if (events.length === 0) return;
     this.position = events.at(-1)!.position;
+    const seq = ++this.polls;
     for (const event of events) {
-      for (const sub of this.subscribers) if (sub.options.tenantId === event.tenantId) sub.offer(event);
+      for (const sub of this.subscribers) if (sub.options.tenantId === event.tenantId) sub.offer(event, seq);
     }
     if (events.length === this.options.batch) setImmediate(() => this.wake());
     logger().trace({ events: events.length }, 'event stream poll');

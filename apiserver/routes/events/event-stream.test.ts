@@ -459,3 +459,36 @@ describe('a live client that stops reading', () => {
     }
   }, 60_000);
 });
+
+describe('a live client that reads promptly', () => {
+  let hub3: TestHub;
+
+  beforeAll(async () => {
+    // A max-buffer far below one poll's frames (200 of about 1 kB).
+    hub3 = await startTestHub({ 'svc.events.stream.max-buffer': 4096, 'svc.events.stream.batch': 200, 'svc.events.stream.poll-every': '200ms' });
+  });
+
+  afterAll(async () => {
+    await hub3.stop();
+  });
+
+  it('is not ended for one poll\'s burst larger than max-buffer: it is judged on what earlier polls left unread', async () => {
+    const client = await SseClient.open(`${hub3.url}/api/platform/events/stream`, { 'X-Tenant-ID': '1' });
+    try {
+      await client.waitFor(() => client.frames.some((f) => f.comment === 'connected'));
+      await until('the subscription', () => hub3.services.stream.countFor(1) === 1);
+      // One transaction of 150 events (≈ 150 kB, one poll), then a marker in a later poll.
+      await hub3.services.db.withTenant(1, async (tx) => {
+        for (let i = 0; i < 150; i++) await hub3.services.events.emit(tx, 'org.archived', { id: 30_000 + i, code: 'c'.repeat(1000) });
+      });
+      await client.waitFor(() => client.events().length >= 150, 10_000);
+      const marker = await hub3.services.db.withTenant(1, (tx) => hub3.services.events.emit(tx, 'org.updated', { orgId: 31_000, tenantId: 1 }));
+      await client.waitFor(() => client.events().some((e) => e.id === String(marker)), 10_000);
+      expect(client.frames.some((f) => f.comment?.includes('client too slow'))).toBe(false);
+      expect(client.events().map((e) => Number(e.payload.id ?? e.payload.orgId))).toEqual([...Array.from({ length: 150 }, (_, i) => 30_000 + i), 31_000]);
+      expect(hub3.services.stream.countFor(1)).toBe(1);
+    } finally {
+      client.close();
+    }
+  });
+});

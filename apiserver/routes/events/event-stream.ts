@@ -34,7 +34,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that falls `svc.events.stream.max-buffer` bytes behind is disconnected and should reconnect with `Last-Event-ID`.',
+      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`.',
     query: {
       type: 'object',
       properties: {
@@ -116,6 +116,10 @@ export const eventStreamRoutes: RouteDecl[] = [
         },
         // A resume catches up at the client's pace, however far behind it starts.
         room: () => roomIn(out, gone.signal),
+        // Live: judged once per poll on what earlier polls left unread, so one poll's burst larger
+        // than max-buffer does not end a client that reads promptly.
+        waiting: () => out.writableLength,
+        maxWaiting: maxBuffer,
         onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`),
       });
       if (gone.signal.aborted) {
