@@ -19,8 +19,12 @@ export const KIND = 'Export';
 
 /** A slug: lower-case letters, digits and dashes (upper case is accepted and stored lower-case). */
 export const EXPORT_NAME_PATTERN = SLUG_PATTERN;
-/** What `ssh-keygen -lf` prints for a key: `SHA256:` and 43 base64 characters without padding. */
-export const FINGERPRINT_PATTERN = '^SHA256:[A-Za-z0-9+/]{43}$';
+/**
+ * What `ssh-keygen -lf` prints for a key: `SHA256:` and 43 base64 characters without padding; the
+ * prefix in lower case and one `=` of padding are accepted too, as the run compares them
+ * (src/exports/destinations/sftp.ts, `normaliseFingerprint`).
+ */
+export const FINGERPRINT_PATTERN = '^(SHA256|sha256):[A-Za-z0-9+/]{43}=?$';
 
 type Schema = Record<string, unknown>;
 
@@ -47,7 +51,7 @@ const destination: Schema = {
     password_env: secretName('sftp: the password; exactly one of key_env and password_env.'),
     host_key_fingerprint: said(
       { type: 'string', pattern: FINGERPRINT_PATTERN, description: 'sftp: the server\'s host key fingerprint as `ssh-keygen -lf <key>` prints it (`SHA256:…`); always verified before logging in.' },
-      'must be a SHA-256 host key fingerprint as `ssh-keygen -lf` prints it: SHA256: followed by 43 base64 characters',
+      'must be a SHA-256 host key fingerprint as `ssh-keygen -lf` prints it: SHA256: followed by 43 base64 characters (sha256: and a trailing = accepted)',
     ),
     bucket: said(
       { type: 'string', minLength: 3, maxLength: 63, pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$', description: 's3: the bucket, named by S3\'s rules (3 to 63 lower-case letters, digits, dots and hyphens, a letter or digit at each end and around each dot, not an IP address).' },

@@ -117,6 +117,11 @@ describe('export manifest', () => {
     delete blind.host_key_fingerprint;
     expect(errorsOf(manifest({}, blind))).toEqual({ 'spec.destination.host_key_fingerprint': 'spec.destination.host_key_fingerprint is required for sftp destinations' });
     expect(errorsOf(manifest({}, { ...SFTP, host_key_fingerprint: 'MD5:aa:bb' }))['spec.destination.host_key_fingerprint']).toContain('SHA256:');
+    // As docs/exports-destinations.md says: a lower-case prefix and a trailing = are accepted, as the run compares them.
+    for (const fingerprint of ['sha256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8', 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8=']) {
+      expect(errorsOf(manifest({}, { ...SFTP, host_key_fingerprint: fingerprint }))).toEqual({});
+    }
+    expect(errorsOf(manifest({}, { ...SFTP, host_key_fingerprint: 'Sha256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8' }))['spec.destination.host_key_fingerprint']).toContain('SHA256:');
     expect(Object.keys(errorsOf(manifest({}, { ...SFTP, password_env: 'not a name' })))).toEqual(['spec.destination.password_env']);
   });
 
