@@ -17,8 +17,13 @@ declare module 'pg-copy-streams' {
   export function to(text: string): CopyToStreamQuery;
 }
 
-// Identifiers and counters are bigint columns far below 2^53: hand them out as numbers.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => Number(value));
+// Identifiers and counters are bigint columns far below 2^53: hand them out as numbers. A value
+// beyond ±(2^53 − 1) (an analytic query's bigint, a sum) stays its digits: as a number it would be
+// another number, silently.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value: string) => {
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : value;
+});
 
 /** How a statement is sent. */
 export interface QueryOptions {

@@ -79,10 +79,18 @@ export function extractSql(answer: string): { sql?: string; abstained?: string }
 }
 
 /** Deterministic wording of a result: the value of a one-cell answer, else the row count (the rows are in `rows`). */
+/** A cell as the answer's sentence gives it: a time in ISO 8601 UTC (as `rows` has it, whatever the hub's zone), JSON for arrays and objects. */
+function cellText(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (value instanceof Date) return value.toISOString();
+  if (typeof value === 'object') return JSON.stringify(value);
+  return String(value);
+}
+
 function phrase(rows: Record<string, unknown>[], limit: number): string {
   if (rows.length === 1 && Object.keys(rows[0]!).length === 1) {
     const [[column, value]] = Object.entries(rows[0]!) as [[string, unknown]];
-    return `${column}: ${value === null ? 'null' : String(value)}`;
+    return `${column}: ${cellText(value)}`;
   }
   if (rows.length === 0) return 'The query ran and returned no rows.';
   return `${rows.length} row${rows.length === 1 ? '' : 's'}${rows.length >= limit ? ` (the first ${limit})` : ''}.`;

@@ -294,6 +294,17 @@ describe('analytic chat', () => {
     expect(body).toMatchObject({ rowCount: 1, rows: [{ partners: expected }], otherDoors: [], answer: `partners: ${expected}` });
     expect(body.sql).toContain('ext.partners');
     expect(Date.parse(body.dataAsOf!)).toBeGreaterThan(0);
+    // A bigint beyond ±(2^53 − 1) keeps its digits (a string); a time reads as rows has it, ISO 8601 UTC.
+    nextAnswer = 'select 1234567890123456789::bigint as n';
+    expect((await admin.post('/api/platform/rag/chat', { question: 'a big one', mode: 'analytic', scope: 'partners' })).body).toMatchObject({
+      rows: [{ n: '1234567890123456789' }],
+      answer: 'n: 1234567890123456789',
+    });
+    nextAnswer = "select timestamptz '2026-01-02 03:04:05.678+05' as t";
+    expect((await admin.post('/api/platform/rag/chat', { question: 'when?', mode: 'analytic', scope: 'partners' })).body).toMatchObject({
+      rows: [{ t: '2026-01-01T22:04:05.678Z' }],
+      answer: 't: 2026-01-01T22:04:05.678Z',
+    });
   });
 
   it('refuses hostile SQL as a 200 answer naming the guard, with the refused SQL and no rows', async () => {
