@@ -161,6 +161,10 @@ describe('POST /api/platform/rag/search', () => {
     expect(await admin.post('/api/platform/rag/search', {})).toMatchObject({ status: 400, body: { error: 'query is required' } });
     for (const topK of [0, -1, 10_000]) expect((await admin.post('/api/platform/rag/search', { query: 'x', topK })).status).toBe(400);
     expect((await admin.post('/api/platform/rag/search', { query: 'x'.repeat(100_000) })).status).toBe(400);
+    // Semantic chat checks topK as search does (analytic mode ignores it: below).
+    expect(await admin.post('/api/platform/rag/chat', { question: 'x', topK: 0 })).toMatchObject({ status: 400, body: { error: 'topK must be at least 1', field: 'topK' } });
+    expect(await admin.post('/api/platform/rag/chat', { question: 'x', topK: 'x' })).toMatchObject({ status: 400, body: { error: 'topK must be an integer', field: 'topK' } });
+    expect(await admin.post('/api/platform/rag/chat', { question: 'x', corpus: 7 })).toMatchObject({ status: 400, body: { error: 'corpus must be a string', field: 'corpus' } });
     const none = await devClient(bare.url, T).post('/api/platform/rag/search', { query: 'partner' });
     expect(none.status).toBe(503);
     expect(none.body).toMatchObject({ error: 'no embedding port is configured', hint: expect.any(String) });
@@ -296,7 +300,8 @@ describe('analytic chat', () => {
     expect(Date.parse(body.dataAsOf!)).toBeGreaterThan(0);
     // A bigint beyond ±(2^53 − 1) keeps its digits (a string); a time reads as rows has it, ISO 8601 UTC.
     nextAnswer = 'select 1234567890123456789::bigint as n';
-    expect((await admin.post('/api/platform/rag/chat', { question: 'a big one', mode: 'analytic', scope: 'partners' })).body).toMatchObject({
+    // topK and corpus are ignored in analytic mode, whatever they are (spec 2).
+    expect((await admin.post('/api/platform/rag/chat', { question: 'a big one', mode: 'analytic', scope: 'partners', topK: 'x', corpus: 7 })).body).toMatchObject({
       rows: [{ n: '1234567890123456789' }],
       answer: 'n: 1234567890123456789',
     });

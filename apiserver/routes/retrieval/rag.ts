@@ -45,8 +45,9 @@ const chatBody = {
     question: { type: 'string', maxLength: MAX_TEXT, description: 'Required, not blank' },
     mode: { type: 'string', maxLength: 50, description: '`analytic` (any case) for text-to-SQL; anything else, or absent: semantic' },
     scope: { type: 'string', maxLength: 200, description: '`all`: no specific scope; blank or absent: the caller\'s default scope' },
-    corpus: { type: 'string', maxLength: 200, description: 'Semantic only: restrict to one corpus' },
-    topK,
+    // corpus and topK are checked in semantic mode only (chat below): analytic mode ignores them, whatever they are (spec 2).
+    corpus: { description: 'Semantic only: restrict to one corpus (a string of at most 200 characters); ignored in analytic mode, whatever its value' },
+    topK: { description: `Semantic only: number of chunks, an integer from 1 to ${MAX_TOP_K} (default 10); ignored in analytic mode, whatever its value` },
   },
 } as const;
 
@@ -95,15 +96,22 @@ function required(value: string | undefined, field: string): string {
   return value;
 }
 
-async function chat(services: AreaServices, principal: Principal | undefined, body: { question?: string; mode?: string; scope?: string; corpus?: string; topK?: number }) {
+async function chat(services: AreaServices, principal: Principal | undefined, body: { question?: string; mode?: string; scope?: string; corpus?: unknown; topK?: unknown }) {
   const question = required(body.question, 'question');
   const tenantId = callerTenant(principal);
   if (body.mode?.trim().toLowerCase() === 'analytic') {
     const access = await services.admin.users.scopeAccess(tenantId, principal);
     return services.retrieval.analytic(tenantId, question, resolveScope(body.scope, access));
   }
+  const corpus = body.corpus;
+  if (corpus !== undefined && typeof corpus !== 'string') throw new ValidationError('corpus must be a string', 'corpus');
+  if (typeof corpus === 'string' && corpus.length > 200) throw new ValidationError('corpus must be at most 200 characters', 'corpus');
+  const topK = body.topK ?? 10;
+  if (typeof topK !== 'number' || !Number.isInteger(topK)) throw new ValidationError('topK must be an integer', 'topK');
+  if (topK < 1) throw new ValidationError('topK must be at least 1', 'topK');
+  if (topK > MAX_TOP_K) throw new ValidationError(`topK must be at most ${MAX_TOP_K}`, 'topK');
   const scopes = await readableScopes(services, principal, body.scope, true);
-  return services.retrieval.chat(tenantId, question, { topK: body.topK ?? 10, corpus: body.corpus || undefined, scopes });
+  return services.retrieval.chat(tenantId, question, { topK, corpus: corpus || undefined, scopes });
 }
 
 const chatDescription =
