@@ -1,5 +1,6 @@
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
+import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import type { Issue } from '../validation/schema-errors.js';
 import { checkProcessManifest, type ProcessDraft } from './manifest/validate.js';
 
@@ -60,16 +61,7 @@ export function checkedProcess(manifest: unknown): ProcessDraft {
 export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');
   const p = checkedProcess(manifest);
-  // One apply at a time per tenant past this point, so two concurrent ones cannot both take the last place.
-  await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:processes:' || core.current_tenant()::text, 0))`);
-  const count = await tx.query<{ n: number; known: boolean }>('select count(*)::int as n, coalesce(bool_or(name = $1), false) as known from processes.processes', [p.name]);
-  const { n, known } = count.rows[0]!;
-  if (!known && n >= MAX_PROCESSES_PER_TENANT) {
-    throw new ValidationError(
-      `this tenant has ${n} processes, the most a tenant may have (${MAX_PROCESSES_PER_TENANT}): delete one before applying a new process ${p.name} (an existing name can still be updated)`,
-      'metadata.name',
-    );
-  }
+  await takeTenantPlace(tx, { table: 'processes.processes', noun: 'process', plural: 'processes', max: MAX_PROCESSES_PER_TENANT }, p.name);
   const { rows } = await tx.query<{ created: boolean }>(
     `insert into processes.processes (tenant_id, name, event, when_expr, decision, message, manifest, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { loadEntity } from '../entities/store.js';
 import { ValidationError } from '../errors.js';
+import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import { dropKeyedCorpus, writeKeyedCorpus } from '../retrieval/keyed-corpus.js';
 import { lifecycleCorpus, lifecycleDocuments } from './lifecycle.js';
 import { checkWorkflowManifest, type Issue } from './manifest/validate.js';
@@ -50,16 +51,7 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
   const draft = check.workflow;
   const warnings = [...check.warnings];
 
-  // One apply at a time per tenant past this point, so two concurrent ones cannot both take the last place.
-  await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:workflows:' || core.current_tenant()::text, 0))`);
-  const count = await tx.query<{ n: number; known: boolean }>('select count(*)::int as n, coalesce(bool_or(name = $1), false) as known from workflows.workflows', [draft.name]);
-  const { n, known } = count.rows[0]!;
-  if (!known && n >= MAX_WORKFLOWS_PER_TENANT) {
-    throw new ValidationError(
-      `this tenant has ${n} workflows, the most a tenant may have (${MAX_WORKFLOWS_PER_TENANT}): delete one before applying a new workflow ${draft.name} (an existing name can still be updated)`,
-      'metadata.name',
-    );
-  }
+  await takeTenantPlace(tx, { table: 'workflows.workflows', noun: 'workflow', plural: 'workflows', max: MAX_WORKFLOWS_PER_TENANT }, draft.name);
 
   const entity = await loadEntity(tx, draft.entity);
   if (!entity) throw new ValidationError(`spec.entity ${JSON.stringify(draft.entity)} is not an applied Entity of this tenant`, 'spec.entity');
