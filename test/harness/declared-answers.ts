@@ -31,6 +31,8 @@ type Documented = { responses: Record<string, { content?: Record<string, { schem
 export class DeclaredAnswers {
   private readonly paths: Record<string, Record<string, Documented>>;
   private readonly routes: RouteDecl[];
+  /** Each operation's path pattern, compiled once. */
+  private readonly patterns = new Map<RouteDecl, RegExp>();
   private readonly ajv = new Ajv2020({ strict: false, allowUnionTypes: true });
   private readonly checks = new WeakMap<object, ValidateFunction>();
 
@@ -41,6 +43,7 @@ export class DeclaredAnswers {
     ) as { paths: Record<string, Record<string, Documented>> };
     this.paths = doc.paths;
     this.routes = routes;
+    for (const decl of routes) this.patterns.set(decl, pathPattern(decl));
     addFormats(this.ajv);
   }
 
@@ -54,7 +57,7 @@ export class DeclaredAnswers {
     const bare = path.split('?')[0]!.toLowerCase();
     const rank = (decl: RouteDecl) => (decl.path.toLowerCase() === bare ? 1000 : 0) + decl.path.split('/').filter((segment) => segment && !segment.startsWith('{')).length;
     return this.routes
-      .filter((decl) => decl.method === method.toUpperCase() && routed(decl, path))
+      .filter((decl) => decl.method === method.toUpperCase() && this.routed(decl, path))
       .sort((a, b) => rank(b) - rank(a))[0];
   }
 
@@ -70,7 +73,7 @@ export class DeclaredAnswers {
   problem(decl: RouteDecl, path: string, answer: Answer): string | undefined {
     const response = this.operation(decl).responses[String(answer.status)];
     if (!response) {
-      const servers = [413, 431, 500, 502, 503, 504].includes(answer.status) || ((answer.status === 404 || answer.status === 405) && !routed(decl, path));
+      const servers = [413, 431, 500, 502, 503, 504].includes(answer.status) || ((answer.status === 404 || answer.status === 405) && !this.routed(decl, path));
       return servers ? undefined : `${answer.status} is not among the operation's declared answers`;
     }
     if (!response.content || answer.body === '') return undefined;
@@ -91,6 +94,11 @@ export class DeclaredAnswers {
     return check(value) ? undefined : `a ${answer.status} body its declared schema refuses: ${this.ajv.errorsText(check.errors)}`;
   }
 
+  /** Whether a request's path is one of the operation's (the router matches paths case-insensitively). */
+  private routed(decl: RouteDecl, path: string): boolean {
+    return (this.patterns.get(decl) ?? pathPattern(decl)).test(path.split('?')[0]!);
+  }
+
   private operation(decl: RouteDecl): Documented {
     const operation = this.paths[decl.path]?.[decl.method.toLowerCase()];
     if (!operation) throw new Error(`${decl.method} ${decl.path} is not in the route table given`);
@@ -98,8 +106,8 @@ export class DeclaredAnswers {
   }
 }
 
-/** Whether a request's path is one of the operation's (the router matches paths case-insensitively). */
-function routed(decl: RouteDecl, path: string): boolean {
+/** An operation's path as a pattern: each `{param}` one segment, a trailing slash allowed. */
+function pathPattern(decl: RouteDecl): RegExp {
   const pattern = decl.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '[^/]+');
-  return new RegExp(`^${pattern}/?$`, 'i').test(path.split('?')[0]!);
+  return new RegExp(`^${pattern}/?$`, 'i');
 }
