@@ -22,7 +22,9 @@ const MAYBE_LONG_INTEGER = /\d\d\d\d\d\d\d\d\d\d\d\d\d\d\d\d/;
 
 /** A marker no text of the page can hold: a NUL (JSON text carries it only escaped) and a nonce of this process. */
 const MARK = `\u0000${randomBytes(8).toString('hex')}:`;
-const MARKED = new RegExp(`"${JSON.stringify(MARK).slice(1, -1).replace(/\\/g, '\\\\')}(-?\\d+)"`, 'g');
+/** The marker as JSON text writes it (the NUL escaped). */
+const MARK_JSON = JSON.stringify(MARK).slice(1, -1);
+const MARKED = new RegExp(`"${MARK_JSON.replace(/\\/g, '\\\\')}(-?\\d+)"`, 'g');
 
 export function parseJsonExact(text: string): unknown {
   if (!MAYBE_LONG_INTEGER.test(text)) return JSON.parse(text);
@@ -57,7 +59,7 @@ function markLongIntegers(text: string): string {
     while (end < text.length && /[0-9.eE+-]/.test(text[end]!)) end++;
     const token = text.slice(i, end);
     if (/^-?[1-9]\d{15,}$/.test(token) && !Number.isSafeInteger(Number(token))) {
-      out += `${text.slice(from, i)}"${JSON.stringify(MARK).slice(1, -1)}${token}"`;
+      out += `${text.slice(from, i)}"${MARK_JSON}${token}"`;
       from = end;
     }
     i = end - 1;
