@@ -145,6 +145,27 @@ describe('nesting is capped at 64 levels', () => {
   });
 });
 
+describe('a key given twice in one object', () => {
+  it('is a 400 naming it, in JSON as in YAML, and nothing is stored', async () => {
+    const text = JSON.stringify(manifestOf('twice')).replace('"metadata":{"name":"twice"}', '"metadata":{"name":"twice","name":"other"}');
+    for (const path of ['/api/connectors/validate', '/api/connectors/apply']) {
+      expect(await call('POST', path, { body: text })).toEqual({
+        status: 400,
+        body: { error: 'body.metadata.name is given twice: a key may appear once in an object', field: 'body.metadata.name', hint: expect.any(String) },
+      });
+    }
+    const yaml = stringify(manifestOf('twice')).replace('name: twice', 'name: twice\n  name: other');
+    expect((await call('POST', '/api/connectors/apply', { body: yaml, type: 'application/yaml' })).status).toBe(400);
+    expect((await call('GET', '/api/connectors/twice')).status).toBe(404);
+    expect((await call('GET', '/api/connectors/other')).status).toBe(404);
+    // Deeper, in an array, and in any route's body.
+    const secret = await call('POST', '/api/platform/secrets', { body: '{"name": "n", "value": "v", "value": "w"}' });
+    expect(secret.body).toMatchObject({ field: 'body.value' });
+    const inList = await call('POST', '/api/connectors/validate', { body: JSON.stringify(manifestOf('listed')).replace('"id":"items"', '"id":"items","path":"/x"') });
+    expect(inList.body).toMatchObject({ field: 'body.spec.endpoints[0].path' });
+  });
+});
+
 describe('PostgreSQL refusing a value', () => {
   it.each([
     ['int', 'abc', '22P02'],

@@ -8,7 +8,7 @@ import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
-import { depthOf, findUnstorableText, jsonTextTooDeep, MAX_JSON_DEPTH, unstorableText } from '../src/validation/input-limits.js';
+import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { validate } from './validation.js';
 import { KUBECTL_YAML, kubectlRefusal } from '../src/manifests/yaml.js';
 
@@ -135,12 +135,15 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
   } else if (ctx.is(...JSON_TYPES) && typeof raw === 'string') {
     if (raw.trim() === '') value = {};
     else {
-      if (jsonTextTooDeep(raw)) throw tooDeep();
+      const scanned = scanJsonText(raw);
+      if (scanned.tooDeep) throw tooDeep();
       try {
         value = JSON.parse(raw);
       } catch (err) {
         throw new ValidationError(`body is not valid JSON: ${(err as Error).message}`, 'body');
       }
+      const twice = duplicateJsonKey(raw, value, scanned.keys, 'body');
+      if (twice) throw new ValidationError(`${twice} is given twice: a key may appear once in an object`, twice, 'remove one of the two (JSON readers differ on which one wins)');
     }
   } else {
     value = raw ?? {};

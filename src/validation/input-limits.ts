@@ -52,24 +52,98 @@ export function findUnstorableText(value: unknown, root: string, maxDepth = MAX_
   return undefined;
 }
 
+/** JSON's insignificant whitespace: space, tab, line feed, carriage return. */
+const isJsonSpace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+
 /**
- * Whether JSON text nests objects and arrays deeper than `max`, read without parsing it (so a
- * document of a million brackets costs one pass and no stack).
+ * One pass over JSON text without parsing it (so a document of a million brackets costs one pass
+ * and no stack): whether it nests objects and arrays deeper than `max` (it stops there), and how
+ * many object keys it writes (a string followed by `:`), duplicates included.
  */
-export function jsonTextTooDeep(text: string, max = MAX_JSON_DEPTH): boolean {
+export function scanJsonText(text: string, max = MAX_JSON_DEPTH): { tooDeep: boolean; keys: number } {
   let depth = 0;
+  let keys = 0;
   let inString = false;
+  let afterString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
       if (c === 0x5c) i++; // backslash: skip the escaped character
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
+      else if (c === 0x22) {
+        inString = false;
+        afterString = true;
+      }
+      continue;
+    }
+    if (isJsonSpace(c)) continue;
+    if (afterString) {
+      afterString = false;
+      if (c === 0x3a) {
+        keys++;
+        continue;
+      }
+    }
+    if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
-      if (++depth > max) return true;
+      if (++depth > max) return { tooDeep: true, keys };
     } else if (c === 0x5d || c === 0x7d) depth--;
   }
-  return false;
+  return { tooDeep: false, keys };
+}
+
+/** How many keys the objects of a parsed JSON document hold, all levels together. */
+function keysHeld(value: unknown): number {
+  let count = 0;
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v !== 'object' || v === null) continue;
+    const children = Array.isArray(v) ? v : Object.values(v as Record<string, unknown>);
+    if (!Array.isArray(v)) count += children.length;
+    for (const child of children) if (typeof child === 'object' && child !== null) stack.push(child);
+  }
+  return count;
+}
+
+/**
+ * The first key written twice in one object of JSON `text` (which parsed as `value`), as a path under
+ * `root` (`body.spec.name`), or undefined. `JSON.parse` keeps the last of such keys without a word;
+ * YAML readers and Kubernetes' strict field validation refuse them. `keysWritten` is
+ * scanJsonText's count: when the parsed document holds as many keys, there is no duplicate and the
+ * text is not read again.
+ */
+export function duplicateJsonKey(text: string, value: unknown, keysWritten: number, root: string): string | undefined {
+  if (keysHeld(value) === keysWritten) return undefined;
+  type Frame = { field: string; keys?: Set<string>; index: number; key?: string };
+  const stack: Frame[] = [];
+  const childField = (frame: Frame | undefined) =>
+    frame === undefined ? root : frame.keys ? joinField(frame.field, frame.key ?? '') : `${frame.field}[${frame.index}]`;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const top = stack[stack.length - 1];
+    if (c === 0x22) {
+      const start = i;
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+      let j = i + 1;
+      while (j < text.length && isJsonSpace(text.charCodeAt(j))) j++;
+      if (top?.keys && text.charCodeAt(j) === 0x3a) {
+        const raw = text.slice(start, i + 1);
+        const key = raw.includes('\\') ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+        if (top.keys.has(key)) return joinField(top.field, key);
+        top.keys.add(key);
+        top.key = key;
+        i = j;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      stack.push({ field: childField(top), index: 0, ...(c === 0x7b ? { keys: new Set<string>() } : {}) });
+    } else if (c === 0x7d || c === 0x5d) stack.pop();
+    else if (c === 0x2c && top && !top.keys) top.index++;
+  }
+  return undefined;
 }
 
 /**

@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import fc from 'fast-check';
 import { checkManifest } from '../connectors/manifest/validate.js';
-import { depthOf, findUnstorableText, jsonTextTooDeep, MAX_JSON_DEPTH, toStorable, unstorableText } from './input-limits.js';
+import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, toStorable, unstorableText } from './input-limits.js';
 import { fieldOf, schemaIssue } from './schema-errors.js';
 
 const nest = (depth: number): unknown => (depth <= 1 ? {} : { a: nest(depth - 1) });
@@ -19,6 +20,7 @@ describe('input limits', () => {
   });
 
   it('measures depth the same in text and in parsed values, shared references at their deepest use', () => {
+    const jsonTextTooDeep = (text: string) => scanJsonText(text).tooDeep;
     const text = (d: number) => JSON.stringify(nest(d));
     expect(jsonTextTooDeep(text(MAX_JSON_DEPTH))).toBe(false);
     expect(jsonTextTooDeep(text(MAX_JSON_DEPTH + 1))).toBe(true);
@@ -28,6 +30,47 @@ describe('input limits', () => {
     expect(depthOf(nest(10_000))).toBe(MAX_JSON_DEPTH + 1);
     const shared = nest(60);
     expect(depthOf({ a: shared, b: { c: { d: { e: { f: shared } } } } })).toBe(MAX_JSON_DEPTH + 1);
+  });
+
+  it('finds a key written twice in one object, naming its path, and nothing in documents without one', () => {
+    const twice = (text: string) => duplicateJsonKey(text, JSON.parse(text), scanJsonText(text).keys, 'body');
+    expect(twice('{"a": 1, "a": 2}')).toBe('body.a');
+    expect(twice('{"spec": {"list": [1, {"x": ":", "y": "a,b", "x" : 3}]}}')).toBe('body.spec.list[1].x');
+    expect(twice('[{"k": 1}, {"k": 2}, {"n": {"k": 1, "k": 1}}]')).toBe('body[2].n.k');
+    expect(twice('{"\\u0061": 1, "a": 2}')).toBe('body.a'); // the same key, once escaped
+    expect(twice('{"a\\"": 1, "a\\"" :2}')).toBe('body.a"');
+    expect(twice('{"__proto__": 1, "__proto__": 2}')).toBe('body.__proto__');
+    // Keys repeated in sibling or nested objects, keys that look like values, colons and quotes inside strings: no duplicate.
+    const plain: Array<[string, number]> = [
+      ['{"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}]}', 6],
+      ['{"a": "b", "c": "a:", "d": ["a", "a"]}', 3],
+      ['{"x\\"": ":", "x": 1}', 2],
+      ['{ "a" :\n\t1 }', 1],
+      ['{}', 0],
+      ['[]', 0],
+      ['"a"', 0],
+      ['{"__proto__": {"__proto__": 1}}', 2],
+    ];
+    for (const [text, keys] of plain) {
+      expect(scanJsonText(text).keys).toBe(keys);
+      expect(twice(text)).toBeUndefined();
+    }
+  });
+
+  it('finds no duplicate in any serialised document, and one in any object given a key again', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom(undefined, 1, '\t'), (value, indent) => {
+        const text = JSON.stringify(value, null, indent);
+        expect(duplicateJsonKey(text, JSON.parse(text), scanJsonText(text).keys, 'body')).toBeUndefined();
+        // The same document with its first key written again at the end of the object.
+        if (typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length > 0) {
+          const first = Object.keys(value)[0]!;
+          const doubled = `${text.slice(0, text.lastIndexOf('}'))}, ${JSON.stringify(first)}: 0}`;
+          expect(duplicateJsonKey(doubled, JSON.parse(doubled), scanJsonText(doubled).keys, 'body')).toBe(`body.${first}`);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('the manifest validator refuses what the HTTP body parser refuses', () => {
