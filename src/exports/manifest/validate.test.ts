@@ -128,6 +128,9 @@ describe('export manifest', () => {
   it('keeps the fields of one destination kind apart', () => {
     expect(errorsOf(manifest({}, { ...SFTP, bucket: 'drops' }))['spec.destination.bucket']).toMatch(/not a field of sftp destinations/);
     expect(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', host: 'h' }))['spec.destination.host']).toMatch(/not a field of s3 destinations/);
+    // Named as the other kind's field before its value is judged by that kind's rules.
+    expect(errorsOf(manifest({}, { ...SFTP, bucket: 'b' }))['spec.destination.bucket']).toMatch(/not a field of sftp destinations/);
+    expect(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', port: 0 }))['spec.destination.port']).toMatch(/not a field of s3 destinations/);
     expect(errorsOf(manifest({}, { kind: 's3', bucket: 'drops' }))).toEqual({ 'spec.destination.filename': 'spec.destination.filename is required for s3 destinations' });
   });
 

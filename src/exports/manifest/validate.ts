@@ -66,6 +66,7 @@ export function checkExportManifest(given: unknown): ExportCheck {
         );
       }
     }
+    otherKindFields(destination, errors);
   }
   const check = schemaCheck();
   if (!check(input)) addSchemaErrors(errors, check.errors, translate);
@@ -151,12 +152,22 @@ function checkName(field: string, value: string, errors: Issues): void {
   else if (value.split('/').some((segment) => segment === '.' || segment === '..')) errors.add(field, `${field} may not hold . or .. segments: name the directory and the file as they are`);
 }
 
+/**
+ * A field of the other destination kind (`bucket` on SFTP): named as such before the schema checks
+ * its value, so `bucket: b` on SFTP is "not a field of sftp destinations", not "at least 3 characters".
+ * Keys of neither kind are the schema's (an unknown field).
+ */
+function otherKindFields(d: Json, errors: Issues): void {
+  const kind = d.kind;
+  if (kind !== 'sftp' && kind !== 's3') return;
+  const [allowed, other] = kind === 'sftp' ? [SFTP_FIELDS, S3_FIELDS] : [S3_FIELDS, SFTP_FIELDS];
+  for (const key of Object.keys(d)) {
+    if (!allowed.includes(key) && other.includes(key)) errors.add(`${DESTINATION}.${key}`, `${DESTINATION}.${key} is not a field of ${kind} destinations (they take ${allowed.join(', ')})`);
+  }
+}
+
 function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): ExportTarget | undefined {
   const kind = d.kind as 'sftp' | 's3';
-  const allowed = kind === 'sftp' ? SFTP_FIELDS : S3_FIELDS;
-  for (const key of Object.keys(d)) {
-    if (!allowed.includes(key)) errors.add(`${DESTINATION}.${key}`, `${DESTINATION}.${key} is not a field of ${kind} destinations (they take ${allowed.join(', ')})`);
-  }
   const required = kind === 'sftp' ? ['host', 'user', 'path', 'host_key_fingerprint'] : ['bucket', 'filename'];
   for (const key of required) if (d[key] === undefined) errors.add(`${DESTINATION}.${key}`, `${DESTINATION}.${key} is required for ${kind} destinations`);
 
