@@ -316,12 +316,46 @@ export function cronProblem(text: string): string | undefined {
   if (fields[4]!.split(',').some((part) => part.split('/')[0]!.split('-').some((bound) => /^\d+$/.test(bound) && Number(bound) === 7))) {
     return 'day of week 7 is not supported: write Sunday as 0 (a Kubernetes CronJob reads days of week 0-6)';
   }
+  // The library's texts name no field ("Invalid range: 1-0, min(1) > max(0)" for MON-SUN): each field
+  // is tried alone first, the others `*`, so the answer names the one it refuses and what it takes.
+  for (let i = 0; i < 5; i++) {
+    const alone = fields.map((f, j) => (j === i ? f : '*')).join(' ');
+    const problem = cronLibraryProblem(alone);
+    if (problem !== undefined) return `the ${CRON_FIELDS[i]!.name} field ${fields[i]}: ${cronFieldProblem(problem, CRON_FIELDS[i]!)}`;
+  }
+  const problem = cronLibraryProblem(text);
+  if (problem === undefined) return undefined;
+  if (/day of month/i.test(problem)) return `day of month ${fields[2]} never comes in month ${fields[3]}, so it would never run`;
+  return problem;
+}
+
+/** The fields of a 5-field cron, with what each takes (days of week as a Kubernetes CronJob reads them). */
+const CRON_FIELDS = [
+  { name: 'minute', takes: '0-59' },
+  { name: 'hour', takes: '0-23' },
+  { name: 'day-of-month', takes: '1-31' },
+  { name: 'month', takes: '1-12 or JAN-DEC' },
+  { name: 'day-of-week', takes: '0-6 or SUN-SAT, Sunday first' },
+] as const;
+
+function cronLibraryProblem(text: string): string | undefined {
   try {
     CronExpressionParser.parse(text, { tz: 'UTC' });
     return undefined;
   } catch (err) {
     return (err as Error).message;
   }
+}
+
+/** cron-parser's text for one field, said in terms of that field. */
+function cronFieldProblem(problem: string, field: (typeof CRON_FIELDS)[number]): string {
+  const range = /^Invalid range: /.test(problem);
+  if (range) return `a range ends before it starts (the field takes ${field.takes}, a range from low to high)`;
+  const outside = /got value (\S+) expected range/.exec(problem);
+  if (outside) return `${outside[1]} is out of range: the field takes ${field.takes}`;
+  if (/cannot repeat at every 0 time/.test(problem)) return 'a step of 0 repeats nothing';
+  if (/^Invalid characters/.test(problem)) return `the field takes ${field.takes}, * and the separators , - /`;
+  return problem;
 }
 
 const AUTH_FIELDS: Record<Auth['kind'], { allowed: string[]; required: string[] }> = {
