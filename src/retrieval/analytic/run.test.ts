@@ -103,6 +103,22 @@ describe('runReadOnly', () => {
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
+  it('cuts a long cross join within the timeout, inside the bounded answer as well as in a sort', async () => {
+    await t.owner.query(`create table if not exists ext_t7.wide as select g as n, 7::bigint as tenant_id from generate_series(1, 3000) g;
+      grant select on ext_t7.wide to ${TEST_ROLES.app}`);
+    for (const sql of [
+      'select count(*) from ext_t7.wide a, ext_t7.wide b, ext_t7.wide c',
+      'select a.n, b.n, c.n from ext_t7.wide a, ext_t7.wide b, ext_t7.wide c order by a.n + b.n * c.n desc',
+      'select a.n from ext_t7.wide a, ext_t7.wide b, ext_t7.wide c where a.n + b.n + c.n < 0',
+    ]) {
+      const started = performance.now();
+      const err = await refusal(sql, 1000);
+      expect(err.message).toBe('The query ran longer than 1000 ms and was stopped.');
+      // Cancelled at the timeout, not when the join would end (hours): a second's leeway for a busy machine.
+      expect(performance.now() - started).toBeLessThan(2000);
+    }
+  });
+
   it('answers a missing privilege as a refusal', async () => {
     const err = await refusal('select x from ext_t7.secrets');
     expect(err.guard).toBe(5);
