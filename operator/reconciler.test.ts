@@ -236,6 +236,29 @@ describe('a Connector resource', () => {
     await until('Ready again', () => ready('demo-open')?.status === 'True');
   });
 
+  it('lets a resource name another tenant than its labelled Namespace only where the Namespace allows it', async () => {
+    const open = example('open.yaml');
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bounded', labels: { 'svc.io/tenant': 'default' } } });
+    api.apply('connectors', { ...open, metadata: { name: 'elsewhere', namespace: 'bounded', labels: { 'svc.io/tenant': 'globex' } } });
+    const at = () => api.get(API_VERSION, 'connectors', 'bounded', 'elsewhere') as Resource | undefined;
+    const readyOf = () => at()?.status?.conditions?.find((c) => c.type === 'Ready');
+    await until('TenantUnresolved', () => readyOf()?.reason === 'TenantUnresolved');
+    expect(readyOf()).toMatchObject({
+      status: 'False',
+      message: 'no tenant: tenant globex (label svc.io/tenant on the resource) is not one namespace bounded allows (default: its label svc.io/tenant and annotation svc.io/tenants)',
+    });
+    expect((await hubGet('/api/connectors/elsewhere', otherTenant)).status).toBe(404);
+    expect((await hubGet('/api/connectors/elsewhere', 1)).status).toBe(404);
+    // Its own tenant's label is fine; the annotation opens others.
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bounded', labels: { 'svc.io/tenant': 'default' }, annotations: { 'svc.io/tenants': 'initech, globex' } } });
+    operator.resyncAll();
+    await until('Ready in globex', () => readyOf()?.status === 'True' && at()?.status?.tenant === 'globex');
+    expect((await hubGet('/api/connectors/elsewhere', otherTenant)).status).toBe(200);
+    api.remove(API_VERSION, 'connectors', 'bounded', 'elsewhere');
+    await until('the resource gone', () => !at());
+    expect((await hubGet('/api/connectors/elsewhere', otherTenant)).status).toBe(404);
+  });
+
   it('takes the tenant from its Namespace when it has no label, and says so when neither has one', async () => {
     const open = example('open.yaml');
     const unlabelled = (name: string, namespace: string) => ({ ...open, metadata: { name, namespace } });

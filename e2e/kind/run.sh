@@ -15,8 +15,10 @@
 #     for Ready=True, for its CronJob, for a Job of that CronJob to complete and for
 #     status.lastRun.status=Completed;
 #  7. delete: deletes that Connector; the hub's API no longer knows it and its CronJob is gone;
-#  8. tenant relabel: a Connector labelled svc.io/tenant=<another tenant> moves there: present in the
-#     new tenant, absent from the old one;
+#  8. tenant relabel: a Connector labelled svc.io/tenant=<another tenant> is refused
+#     (TenantUnresolved) while its namespace's label names default, and moves there once the
+#     namespace's annotation svc.io/tenants lists that tenant: present in the new tenant, absent
+#     from the old one;
 #  9. namespace collision: a Connector of the same name in a second namespace of the same tenant is
 #     Ready=False, reason Conflict; deleting it leaves the first one's connector in the hub;
 # 10. operator failover: deleting the operator pod that holds the Lease moves the Lease to the other
@@ -249,7 +251,14 @@ wait_ready "$NAMESPACE" relabel True
 k wait connector/relabel --for=jsonpath='{.status.tenant}'=default --timeout="$TIMEOUT"
 expect_api 200 GET /api/connectors/relabel "$DEFAULT_TOKEN"
 expect_api 404 GET /api/connectors/relabel "$OTHER_TOKEN"
+# The namespace's label names tenant default: a resource may name another tenant only once the
+# namespace's annotation svc.io/tenants lists it (refused until then: Ready=False TenantUnresolved).
 k label connector relabel "svc.io/tenant=$OTHER_TENANT" --overwrite
+k wait connector/relabel --for=jsonpath='{.status.conditions[?(@.type=="Ready")].reason}'=TenantUnresolved --timeout="$TIMEOUT"
+expect_api 200 GET /api/connectors/relabel "$DEFAULT_TOKEN"
+expect_api 404 GET /api/connectors/relabel "$OTHER_TOKEN"
+kubectl annotate namespace "$NAMESPACE" "svc.io/tenants=$OTHER_TENANT" --overwrite
+k annotate connector relabel svc.io/nudge="$(date +%s)" --overwrite
 k wait connector/relabel --for=jsonpath='{.status.tenant}'="$OTHER_TENANT" --timeout="$TIMEOUT"
 wait_ready "$NAMESPACE" relabel True
 expect_api 200 GET /api/connectors/relabel "$OTHER_TOKEN"
