@@ -307,6 +307,25 @@ describe('a Connector resource', () => {
     await until('Ready after a 410', () => ready('after-410')?.status === 'True', 15_000);
   });
 
+  it('keeps the hub object of a resource that left its selection while the watch was down (the relist reports it deleted)', async () => {
+    const open = example('open.yaml');
+    const resource = { ...open, metadata: { ...open.metadata, name: 'moved-away', namespace: NS, labels: { 'svc.io/tenant': 'default' } } };
+    api.apply('connectors', resource);
+    await until('Ready', () => ready('moved-away')?.status === 'True');
+    expect((await hubGet('/api/connectors/moved-away')).status).toBe(200);
+    // The watch down for a while; meanwhile the resource is labelled for another operator instance;
+    // the watch's resourceVersion expires, so the informer lists again and reports it deleted.
+    api.failNext('GET', /\/connectors$/, 500, 2, 'watch');
+    api.closeWatches();
+    const before = api.requests.length;
+    api.apply('connectors', { ...resource, metadata: { ...resource.metadata, labels: { ...resource.metadata.labels, 'svc.io/operator-instance': 'blue' } } });
+    api.compact();
+    const looked = () => api.requests.slice(before).some((r) => r.method === 'GET' && r.path.endsWith(`/namespaces/${NS}/connectors/moved-away`));
+    await until('the operator checked the resource, or dropped its object', async () => looked() || (await hubGet('/api/connectors/moved-away')).status === 404, 15_000);
+    expect((await hubGet('/api/connectors/moved-away')).status).toBe(200);
+    expect(await hub.services.manifests.owned(CONNECTOR, { namespace: NS, name: 'moved-away' })).toHaveLength(1);
+  });
+
   it('restarts its watch when the list after a 410 fails', async () => {
     const open = example('open.yaml');
     const lists = () => api.requests.filter((r) => r.path === '/apis/connectors.svc.io/v1/connectors' && r.query.watch === undefined);

@@ -604,9 +604,24 @@ export class Operator {
     await replaceResource(this.custom, kind, withoutFinalizer(resource));
   }
 
-  /** A resource that is gone without our finalizer having run (removed by hand, or while no operator ran): what it managed goes. */
+  /**
+   * A resource gone from this operator's view: what it managed goes, once the API server confirms
+   * that it is gone (or is another resource of the same name now). The informer's word is not
+   * enough: after a relist (a watch that expired, 410) it reports a resource that left the
+   * selection (labelled for another operator instance meanwhile) as deleted, with its old copy.
+   */
   private async gone(kind: ManifestKind, namespace: string, name: string): Promise<void> {
-    for (const object of await this.hub.owned(kind, { namespace, name })) await this.removeManaged(kind, object);
+    const owned = await this.hub.owned(kind, { namespace, name });
+    if (!owned.length) return;
+    let live: Resource | undefined;
+    try {
+      live = await readResource(this.custom, kind, namespace, name);
+    } catch (err) {
+      // A namespace the operator may not read: the resource counts as alive, as in ownerGone.
+      if (apiStatus(err) === 403) return;
+      throw err;
+    }
+    for (const object of owned) if (object.owner.uid !== live?.metadata.uid) await this.removeManaged(kind, object);
   }
 
   /**
