@@ -68,16 +68,29 @@ export function matchesSelector(labels: Record<string, string> | undefined, sele
     });
 }
 
+/** `full` cut to leave room within `max` characters for a dash and 8 hex digits of a hash of `hashed`, and those appended. */
+function suffixedWithHash(full: string, max: number, hashed: string): string {
+  const hash = createHash('sha256').update(hashed).digest('hex').slice(0, 8);
+  return `${full.slice(0, max - 9).replace(/[-.]+$/, '')}-${hash}`;
+}
+
 /** `name` cut to `max` characters with a hash of the whole when it is longer. */
 function cutWithHash(full: string, max: number): string {
-  if (full.length <= max) return full;
-  const hash = createHash('sha256').update(full).digest('hex').slice(0, 8);
-  return `${full.slice(0, max - 9).replace(/[-.]+$/, '')}-${hash}`;
+  return full.length <= max ? full : suffixedWithHash(full, max, full);
 }
 
 /** `<kind>-<namespace>-<name>` in lower case; a name too long for a CronJob is cut and suffixed with a hash. */
 export function cronJobName(kind: ManifestKind, namespace: string, name: string): string {
   return cutWithHash(`${kind.kind}-${namespace}-${name}`.toLowerCase(), CRONJOB_NAME_MAX);
+}
+
+/**
+ * The name a resource's CronJob takes when `cronJobName`'s is another resource's: that name is
+ * ambiguous where the namespace holds a dash (`team-a`/`x-y` and `team-a-x`/`y` both make
+ * `connector-team-a-x-y`). Always suffixed with a hash of kind, namespace and name, which tells them apart.
+ */
+export function cronJobAlternateName(kind: ManifestKind, namespace: string, name: string): string {
+  return suffixedWithHash(`${kind.kind}-${namespace}-${name}`.toLowerCase(), CRONJOB_NAME_MAX, `${kind.kind}/${namespace}/${name}`);
 }
 
 /** The CronJob name of the old layout (`<kind>-<name>` in the resource's own namespace, owned by the resource). */
@@ -167,14 +180,32 @@ async function removeLegacy(batch: BatchV1Api, kind: ManifestKind, resource: Res
 /** The Scheduled condition after making the CronJob match `schedule` (undefined: no schedule, no condition). */
 export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTemplate, kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string | null): Promise<Condition | undefined> {
   await removeLegacy(batch, kind, resource, target);
-  const name = cronJobName(kind, resource.metadata.namespace, resource.metadata.name);
   const namespace = target.namespace;
-  let existing = await batch.readNamespacedCronJob({ name, namespace }).catch((err: unknown) => {
-    if (apiStatus(err) === 404) return undefined;
-    throw err;
-  });
+  const read = (name: string) =>
+    batch.readNamespacedCronJob({ name, namespace }).catch((err: unknown) => {
+      if (apiStatus(err) === 404) return undefined;
+      throw err;
+    });
   const ours = (job: V1CronJob | undefined) => job?.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY;
-  const owned = ours(existing) && existing?.metadata?.labels?.[RESOURCE_UID] === resource.metadata.uid;
+  const isOwned = (job: V1CronJob | undefined) => ours(job) && job?.metadata?.labels?.[RESOURCE_UID] === resource.metadata.uid;
+  // Ours, but for a resource of another namespace or name that happens to make the same name.
+  const anotherResources = (job: V1CronJob | undefined) => {
+    const owner = job && ours(job) ? cronJobOwner(job, [kind]) : undefined;
+    return owner !== undefined && (owner.namespace !== resource.metadata.namespace || owner.name !== resource.metadata.name);
+  };
+  let name = cronJobName(kind, resource.metadata.namespace, resource.metadata.name);
+  let existing = await read(name);
+  if (!existing || anotherResources(existing)) {
+    // The name is another resource's: this one's CronJob takes the alternate name (and keeps it, so
+    // it is looked for there too, whether or not the other resource still exists).
+    const alternate = cronJobAlternateName(kind, resource.metadata.namespace, resource.metadata.name);
+    const there = await read(alternate);
+    if (existing || isOwned(there)) {
+      name = alternate;
+      existing = there;
+    }
+  }
+  const owned = isOwned(existing);
   if (!schedule) {
     if (existing && owned) {
       await deleteCronJob(batch, existing);

@@ -11,7 +11,7 @@ import { createManifestServices, type ManifestServices } from '../src/manifests/
 import { type MigratedDatabase, migratedDatabase } from '../test/harness/database.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { until } from '../test/harness/until.js';
-import { cronJobName, legacyCronJobName } from './cronjob.js';
+import { cronJobAlternateName, cronJobName, legacyCronJobName } from './cronjob.js';
 import { FINALIZER } from './finalizer.js';
 import { Operator, type OperatorOptions } from './reconciler.js';
 import type { Resource } from './resource.js';
@@ -288,7 +288,36 @@ describe('CronJobs in the release namespace', () => {
     }
   });
 
-  it('report a CronJob of that name that is not theirs as Scheduled=False CronJobConflict, and the resource as not Ready (Stalled)', async () => {
+  it('give two resources whose <kind>-<namespace>-<name> coincide (team-a/x-y, team-a-x/y) a CronJob each', async () => {
+    const op = operator('dashes', { namespaces: ['dash', 'dash-x'] });
+    api.apply('widgets', widget('dash', 'x-y', { schedule: '0 4 * * *' }));
+    await op.start();
+    try {
+      await until('the first scheduled', () => conditionOf('dash', 'x-y', 'Scheduled')?.status === 'True');
+      api.apply('widgets', widget('dash-x', 'y', { schedule: '0 5 * * *' }));
+      const second = await until('the second scheduled', () => conditionOf('dash-x', 'y', 'Scheduled')?.status === 'True' && conditionOf('dash-x', 'y', 'Scheduled'));
+      const alternate = cronJobAlternateName(WIDGET, 'dash-x', 'y');
+      expect(alternate).toMatch(/^widget-dash-x-y-[0-9a-f]{8}$/);
+      expect(second.message).toBe(`CronJob ${alternate} runs "0 5 * * *" (Etc/UTC)`);
+      expect(specOf(cronJob('widget-dash-x-y')).schedule).toBe('0 4 * * *');
+      expect(cronJob('widget-dash-x-y')!.metadata.labels?.['svc.io/resource-uid']).toBe(get('dash', 'x-y')!.metadata.uid);
+      expect(specOf(cronJob(alternate)).schedule).toBe('0 5 * * *');
+      expect(cronJob(alternate)!.metadata.labels?.['svc.io/resource-uid']).toBe(get('dash-x', 'y')!.metadata.uid);
+      // The first one deleted, the second keeps its CronJob under the alternate name: no second one
+      // under the plain name, which would run every slot twice.
+      api.remove(API_VERSION, 'widgets', 'dash', 'x-y');
+      await until('the first CronJob gone', () => !cronJob('widget-dash-x-y') && !get('dash', 'x-y'));
+      const before = api.requests.length;
+      api.apply('widgets', widget('dash-x', 'y', { schedule: '0 6 * * *' }));
+      await until('the second rescheduled', () => specOf(cronJob(alternate))?.schedule === '0 6 * * *');
+      expect(api.requests.slice(before).some((r) => r.method === 'GET' && r.path.endsWith('/cronjobs/widget-dash-x-y'))).toBe(true);
+      expect(cronJob('widget-dash-x-y')).toBeUndefined();
+    } finally {
+      await op.stop();
+    }
+  });
+
+  it('report a CronJob of that name that is not the operator\'s as Scheduled=False CronJobConflict, and the resource as not Ready (Stalled)', async () => {
     const op = operator('conflict', { namespaces: ['conflict'] });
     api.apply('cronjobs', { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'widget-conflict-taken', namespace: RELEASE_NS }, spec: jobSpec('1 1 * * *') });
     api.apply('widgets', widget('conflict', 'other', { schedule: '0 3 * * *' }));
@@ -303,8 +332,11 @@ describe('CronJobs in the release namespace', () => {
       api.apply('widgets', widget('conflict', 'shared', { schedule: '0 3 * * *' }));
       const taken = await until('taken in conflict', () => conditionOf('conflict', 'taken', 'Scheduled'));
       expect(taken).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringContaining('is not managed by the operator') });
-      const shared = await until('shared in conflict', () => conditionOf('conflict', 'shared', 'Scheduled'));
-      expect(shared).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringContaining(`belongs to another resource (uid ${otherUid})`) });
+      // One of ours for another resource (its namespace and name on its labels): not this one's, so
+      // this one's CronJob takes the alternate name, and the other is left alone.
+      const shared = await until('shared scheduled', () => conditionOf('conflict', 'shared', 'Scheduled'));
+      expect(shared).toMatchObject({ status: 'True', reason: 'CronJobReady', message: expect.stringContaining(cronJobAlternateName(WIDGET, 'conflict', 'shared')) });
+      expect(cronJob('widget-conflict-shared')!.metadata.labels?.['svc.io/resource-uid']).toBe(otherUid);
       // Applied in the hub, but nothing would ever run: not Ready, Stalled, so GitOps tools do not show it healthy.
       expect(conditionOf('conflict', 'taken', 'Ready')).toMatchObject({ status: 'False', reason: 'CronJobConflict', message: expect.stringMatching(/^applied to tenant default; not scheduled: /) });
       expect(conditionOf('conflict', 'taken', 'Stalled')).toMatchObject({ status: 'True', reason: 'CronJobConflict' });
