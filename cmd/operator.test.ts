@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { stringify } from 'yaml';
 import { Config } from '../src/config/config.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { operatorGrants } from '../kube/rbac.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { KubeApiStandIn } from '../test/harness/kube-api.js';
 import { loadRunJobTemplate, type OperatorProcess, operatorInstance, operatorLeaseName, startOperator, watchedNamespaces } from './operator.js';
@@ -60,6 +61,8 @@ beforeAll(async () => {
   ownerUrl = await createTestDatabase();
   // Every kind's CRD: an operator whose informers cannot list is not ready.
   api = await new KubeApiStandIn(MANIFEST_KINDS.map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true }))).start();
+  // The replicas may call only what the chart grants the operator (kube/rbac.ts), its Lease by name included.
+  api.enforceRbac(operatorGrants({ kinds: MANIFEST_KINDS, releaseNamespace: RELEASE_NS, leaseName: operatorLeaseName('svc-hub-dispatch') }));
 });
 
 afterAll(async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { kubeConfig } from '../kube/kube-config.js';
+import { operatorGrants } from '../kube/rbac.js';
 import type { AdminServices } from '../src/admin/services.js';
 import type { Tx } from '../src/db/database.js';
 import { ValidationError } from '../src/errors.js';
@@ -119,6 +120,13 @@ beforeAll(async () => {
   manifests = createManifestServices({ db: database.db, admin: admin as unknown as AdminServices });
   // The CRD the generator makes of the kind, as `npm run crds` would: the stand-in validates and prunes by it.
   api = await new KubeApiStandIn([crdOf(WIDGET) as never]).start();
+  // Every operator here may call only what the chart grants one (kube/rbac.ts), whatever its token.
+  api.enforceRbac([
+    ...operatorGrants({ kinds: [WIDGET], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }),
+    // What a cluster still holding the old layout's grants allows in one namespace: reading and
+    // deleting the CronJob of the old layout there (the chart no longer grants it; elsewhere the operator leaves such CronJobs alone).
+    { namespace: 'orphans', rules: [{ apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'delete'] }] },
+  ]);
 });
 
 afterAll(async () => {

@@ -9,6 +9,7 @@ import type { ManifestServices } from '../src/manifests/services.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
+import { operatorGrants } from '../kube/rbac.js';
 import { Operator, type OperatorOptions } from './reconciler.js';
 import { FINALIZER } from './finalizer.js';
 import { manifestOf, mergePatchOf, type Resource } from './resource.js';
@@ -84,7 +85,7 @@ async function hubGet(path: string, tenant: number | string = 1) {
 const operatorOptions = (manifests: ManifestServices = hub.services.manifests): OperatorOptions => ({
   kinds: MANIFEST_KINDS,
   manifests,
-  kc: kubeConfig({ server: api.url, token: 'stand-in' }),
+  kc: kubeConfig({ server: api.url, token: 'operator' }),
   resyncEvery: 3_600_000,
   runPollEvery: 100,
   backoffBase: 50,
@@ -101,6 +102,8 @@ beforeAll(async () => {
     [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
   ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  // The operator may call only what the chart grants it (kube/rbac.ts); the test's own calls ('stand-in') are an administrator's.
+  api.enforceRbac(operatorGrants({ kinds: [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }), ['stand-in']);
   operator = new Operator(operatorOptions());
   await operator.start();
 });

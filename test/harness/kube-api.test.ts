@@ -614,3 +614,46 @@ describe('10. names and namespaces (and the rest of what the server checks of an
     expect(owner.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'metadata.ownerReferences[0].uid', message: 'Invalid value: "": uid must not be empty' }]);
   });
 });
+
+describe('11. RBAC, when enforced: a service account may call only what its grants allow (403 Forbidden otherwise)', () => {
+  it('checks verb, resource and subresource, namespace (a Namespace in its own), and resourceNames', async () => {
+    const rbac = await new KubeApiStandIn([WIDGET_CRD]).start();
+    try {
+      rbac.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'mine' } });
+      rbac.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'theirs' } });
+      rbac.enforceRbac(
+        [
+          { namespace: 'mine', rules: [{ apiGroups: ['test.svc.io'], resources: ['widgets'], verbs: ['get', 'list', 'create'] }, { apiGroups: [''], resources: ['namespaces'], resourceNames: ['mine'], verbs: ['get'] }] },
+          { rules: [{ apiGroups: ['test.svc.io'], resources: ['widgets/status'], verbs: ['patch'] }] },
+        ],
+        ['admin'],
+      );
+      const as = (token: string) => kubeConfig({ server: rbac.url, token });
+      const sa = as('sa').makeApiClient(CustomObjectsApi);
+      const saCore = as('sa').makeApiClient(CoreV1Api);
+      const body = { apiVersion: 'test.svc.io/v1', kind: 'Widget', metadata: { name: 'w', namespace: 'mine' }, spec: { size: 1 } };
+      await sa.createNamespacedCustomObject({ ...WIDGET, namespace: 'mine', body });
+      await sa.getNamespacedCustomObject({ ...WIDGET, namespace: 'mine', name: 'w' });
+      await saCore.readNamespace({ name: 'mine' });
+      // Another verb, another namespace, another Namespace, the cluster scope: refused as kube-apiserver words it.
+      const replaced = await refusal(sa.replaceNamespacedCustomObject({ ...WIDGET, namespace: 'mine', name: 'w', body }));
+      expect(replaced).toMatchObject({
+        httpCode: 403,
+        reason: 'Forbidden',
+        message: 'widgets.test.svc.io "w" is forbidden: User "sa" cannot update resource "widgets" in API group "test.svc.io" in the namespace "mine"',
+      });
+      expect((await refusal(sa.listNamespacedCustomObject({ ...WIDGET, namespace: 'theirs' }))).httpCode).toBe(403);
+      expect((await refusal(saCore.readNamespace({ name: 'theirs' }))).httpCode).toBe(403);
+      expect((await refusal(saCore.listNamespace())).message).toBe('namespaces is forbidden: User "sa" cannot list resource "namespaces" in API group "" at the cluster scope');
+      expect((await refusal(sa.listClusterCustomObject({ ...WIDGET }))).httpCode).toBe(403);
+      // The status subresource is a resource of its own: granted cluster-wide here, the main resource's patch is not.
+      const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+      await sa.patchNamespacedCustomObjectStatus({ ...WIDGET, namespace: 'mine', name: 'w', body: { status: { phase: 'Ready' } } }, merge);
+      expect((await refusal(sa.patchNamespacedCustomObject({ ...WIDGET, namespace: 'mine', name: 'w', body: { spec: { size: 2 } } }, merge))).httpCode).toBe(403);
+      // An exempt token (the test's own, as an administrator) is not checked.
+      await as('admin').makeApiClient(CustomObjectsApi).replaceNamespacedCustomObject({ ...WIDGET, namespace: 'mine', name: 'w', body: rbac.get('test.svc.io/v1', 'widgets', 'mine', 'w')! });
+    } finally {
+      await rbac.close();
+    }
+  });
+});

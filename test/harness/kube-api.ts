@@ -5,6 +5,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
+import type { Grant, PolicyRule } from '../../kube/rbac.js';
 import { validateCronJob } from './kube-cron.js';
 import { canonicalQuantity, QUANTITY_REFUSED } from './kube-quantity.js';
 import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, prune, pruneObjectMeta, re2Problems, validateCustomResource } from './kube-schema.js';
@@ -377,6 +378,28 @@ function specPart(o: KubeObject): string {
 /** API groups the stand-in serves as built-in types; any other group is a custom resource. */
 const BUILT_IN_GROUPS = new Set(['', 'batch', 'coordination.k8s.io', 'events.k8s.io']);
 
+/** The verb RBAC checks for a request (what the API server's request info says). */
+function verbOf(method: string, named: boolean, watching: boolean): string {
+  if (method === 'GET') return named ? 'get' : watching ? 'watch' : 'list';
+  if (method === 'POST') return 'create';
+  if (method === 'PUT') return 'update';
+  if (method === 'PATCH') return 'patch';
+  if (method === 'DELETE') return named ? 'delete' : 'deletecollection';
+  return method.toLowerCase();
+}
+
+/** Whether RBAC's `rules` allow the request: group, resource (with its subresource), verb and, where a rule names them, the object's name. */
+function allows(rules: readonly PolicyRule[], request: { group: string; resource: string; verb: string; name?: string }): boolean {
+  return rules.some(
+    (r) =>
+      (r.apiGroups.includes(request.group) || r.apiGroups.includes('*')) &&
+      (r.resources.includes(request.resource) || r.resources.includes('*')) &&
+      (r.verbs.includes(request.verb) || r.verbs.includes('*')) &&
+      // A rule naming objects never allows create, list or watch (no name in the request).
+      (!r.resourceNames?.length || (request.name !== undefined && r.resourceNames.includes(request.name))),
+  );
+}
+
 export interface StandInOptions {
   /** Where the CRDs of custom types given without a schema are looked up (default: the repository's crds/). */
   crdDir?: string;
@@ -390,6 +413,7 @@ export class KubeApiStandIn {
   private rv = 1;
   private compactedTo = 0;
   private readonly failures: Failure[] = [];
+  private rbac: { grants: Grant[]; exempt: Set<string> } | undefined;
   private readonly watchers = new Set<Watcher>();
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
@@ -444,6 +468,16 @@ export class KubeApiStandIn {
   /** The next `times` requests of `method` whose path matches answer `status` (a Status body). */
   failNext(method: string, path: RegExp, code: number, times = 1, on: Failure['on'] = 'any'): void {
     this.failures.push({ method: method.toUpperCase(), path, status: code, times, on });
+  }
+
+  /**
+   * From now on every request is authorised as a cluster authorises a service account bound to
+   * `grants` (kube/rbac.ts): a call no rule allows is a 403 Forbidden, in the namespace of the
+   * request (a Namespace object's own name for a Namespace). Requests with a token in `exempt` (the
+   * test's own calls, as a cluster administrator would make them) are not checked.
+   */
+  enforceRbac(grants: Grant[], exempt: string[] = []): void {
+    this.rbac = { grants, exempt: new Set(exempt) };
   }
 
   /** Ends every open watch (the clients reconnect from their last resourceVersion). */
@@ -750,6 +784,19 @@ export class KubeApiStandIn {
     const route = this.route(url.pathname);
     if (!route) return this.send(req, res, url, query, body, 404, status(404, 'NotFound', `the stand-in does not serve ${url.pathname}`));
     const { type: t, namespace, name, subresource } = route;
+    const token = String(req.headers.authorization).slice('Bearer '.length);
+    if (this.rbac && !this.rbac.exempt.has(token)) {
+      const resource = subresource ? `${t.plural}/${subresource}` : t.plural;
+      const verb = verbOf(method, name !== undefined, watching);
+      // A Namespace's own requests are in that namespace (a Role there may grant get on it).
+      const inNamespace = t.group === '' && t.plural === 'namespaces' ? name : namespace;
+      const granted = this.rbac.grants.some((g) => (g.namespace === undefined || g.namespace === inNamespace) && allows(g.rules, { group: t.group, resource, verb, name }));
+      if (!granted) {
+        const where = inNamespace ? ` in the namespace "${inNamespace}"` : ' at the cluster scope';
+        const what = `${t.plural}${t.group ? `.${t.group}` : ''}${name ? ` "${name}"` : ''}`;
+        return this.send(req, res, url, query, body, 403, status(403, 'Forbidden', `${what} is forbidden: User "${token}" cannot ${verb} resource "${resource}" in API group "${t.group}"${where}`));
+      }
+    }
 
     if (method === 'GET' && !name) {
       const matches = this.selectors(t, query);

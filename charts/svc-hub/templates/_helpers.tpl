@@ -363,24 +363,21 @@ fails when a CRD in files/crds/ names a group or plural missing here.
 */}}
 {{- define "svc-hub.customResources" -}}
 connectors.svc.io: [connectors]
-apps.svc.io: [exports, entities, workflows, processes]
+apps.svc.io: [entities, exports, workflows, processes]
 {{- end }}
 
 {{/*
-Rules on the custom resources: read and watch them, update them (the finalizer svc.io/cleanup), their
-status, and their finalizers (needed for ownerReferences with blockOwnerDeletion). Argument: the
-chart context.
+Rules on the custom resources: read, list and watch them, replace them (the finalizer svc.io/cleanup
+is written with an update), and merge-patch their status; nothing else (kube/rbac.ts declares what
+the operator calls; test/chart.test.ts holds these rules to it). Argument: the chart context.
 */}}
 {{- define "svc-hub.operatorResourceRules" -}}
 {{- range $group, $plurals := (include "svc-hub.customResources" . | fromYaml) }}
 - apiGroups: [{{ $group }}]
   resources: [{{ join ", " $plurals }}]
-  verbs: [get, list, watch, update, patch]
+  verbs: [get, list, watch, update]
 - apiGroups: [{{ $group }}]
   resources: [{{ range $i, $p := $plurals }}{{ if $i }}, {{ end }}{{ $p }}/status{{ end }}]
-  verbs: [update, patch]
-- apiGroups: [{{ $group }}]
-  resources: [{{ range $i, $p := $plurals }}{{ if $i }}, {{ end }}{{ $p }}/finalizers{{ end }}]
-  verbs: [update]
+  verbs: [patch]
 {{- end }}
 {{- end }}
