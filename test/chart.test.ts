@@ -571,6 +571,9 @@ describe('values.schema.json and required values', () => {
     ['an unknown NetworkPolicy value', { networkPolicy: { enabled: true, ingress: [] } }, /networkPolicy/],
     ['a ServiceMonitor switch that is not a boolean', { metrics: { serviceMonitor: { enabled: 'always' } } }, /serviceMonitor\/enabled/],
     ['the watched namespaces among the config properties', { config: { 'svc.operator.namespace': 'team-a' } }, /svc\.operator\.namespace/],
+    // The chart grants CronJobs in the release namespace only: elsewhere the operator would never become ready.
+    ['the CronJobs\' namespace among the config properties', { config: { 'svc.operator.cronjob-namespace': 'elsewhere' } }, /svc\.operator\.cronjob-namespace/],
+    ['a Lease name Kubernetes would refuse', { config: { 'svc.leader.lease-name': 'Bad_Name' } }, /lease-name/],
   ];
   it.each(refused)('refuses %s', (_what, values, field) => {
     const result = template(values);
