@@ -10,6 +10,7 @@ import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
 import { operatorGrants } from '../kube/rbac.js';
+import { captureLogs } from '../test/harness/log-capture.js';
 import { Operator, type OperatorOptions } from './reconciler.js';
 import { FINALIZER } from './finalizer.js';
 import { manifestOf, mergePatchOf, type Resource } from './resource.js';
@@ -347,12 +348,23 @@ describe('a Connector resource', () => {
     const offset = example('offset.yaml');
     api.apply('connectors', { ...offset, metadata: { ...offset.metadata, namespace: NS } });
     await until('the CronJob back', () => cronJob('connector-team-a-demo-offset'));
-    api.remove(API_VERSION, 'connectors', NS, 'demo-offset');
-    await until('the resource gone', () => !connector('demo-offset'));
-    expect((await hubGet('/api/connectors/demo-offset')).status).toBe(404);
-    expect(cronJob('connector-team-a-demo-offset')).toBeUndefined();
-    // The other tenant's copy is untouched.
-    expect((await hubGet('/api/connectors/demo-offset', otherTenant)).status).toBe(200);
+    const logs = captureLogs('warn');
+    try {
+      api.remove(API_VERSION, 'connectors', NS, 'demo-offset');
+      await until('the resource gone', () => !connector('demo-offset'));
+      expect((await hubGet('/api/connectors/demo-offset')).status).toBe(404);
+      expect(cronJob('connector-team-a-demo-offset')).toBeUndefined();
+      // The other tenant's copy is untouched.
+      expect((await hubGet('/api/connectors/demo-offset', otherTenant)).status).toBe(200);
+      // A resource reconciled after it: the deletion's passes are over by then, and none failed (a
+      // second pass over a stale copy met the resource gone: that is no failure).
+      const open = example('open.yaml');
+      api.apply('connectors', { ...open, metadata: { ...open.metadata, name: 'after-delete', namespace: NS, labels: { 'svc.io/tenant': 'default' } } });
+      await until('the next resource Ready', () => ready('after-delete')?.status === 'True');
+      expect(logs.lines().filter((l) => String(l.msg).includes('demo-offset'))).toEqual([]);
+    } finally {
+      logs.restore();
+    }
   });
 
   it('serves every registered kind from its CRD name', () => {

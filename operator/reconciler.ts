@@ -601,7 +601,13 @@ export class Operator {
     }
     // No ownerReference can reach the release namespace: the CronJob is deleted here, found by the uid label.
     if (uid) await deleteCronJobsOf(this.batch, this.options.cronJobNamespace, uid);
-    await replaceResource(this.custom, kind, withoutFinalizer(resource));
+    try {
+      await replaceResource(this.custom, kind, withoutFinalizer(resource));
+    } catch (err) {
+      // Gone already: the finalizer was removed by an earlier pass over a stale copy (the informer
+      // hands the key over again while the resource leaves), and the API server deleted it.
+      if (apiStatus(err) !== 404) throw err;
+    }
   }
 
   /**
