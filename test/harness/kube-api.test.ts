@@ -657,3 +657,20 @@ describe('11. RBAC, when enforced: a service account may call only what its gran
     }
   });
 });
+
+describe('12. deletion', () => {
+  it('answers 409 to a DELETE whose preconditions the object no longer meets; a first deletion with finalizers bumps the generation', async () => {
+    const body = widget('gone-twice', { size: 1 });
+    const created = await createWidget({ ...body, metadata: { ...body.metadata, finalizers: ['test.svc.io/hold'] } });
+    const uid = created.metadata.uid!;
+    const wrongUid = await refusal(custom.deleteNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'gone-twice', body: { preconditions: { uid: 'not-the-uid' } } }));
+    expect(wrongUid).toMatchObject({ httpCode: 409, reason: 'Conflict', message: `Operation cannot be fulfilled on widgets.test.svc.io "gone-twice": Precondition failed: UID in precondition: not-the-uid, UID in object meta: ${uid}` });
+    const staleVersion = await refusal(custom.deleteNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'gone-twice', body: { preconditions: { resourceVersion: '1' } } }));
+    expect(staleVersion.httpCode).toBe(409);
+    expect(api.get('test.svc.io/v1', 'widgets', NS, 'gone-twice')?.metadata.deletionTimestamp).toBeUndefined();
+    await custom.deleteNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'gone-twice', body: { preconditions: { uid } } });
+    const marked = api.get('test.svc.io/v1', 'widgets', NS, 'gone-twice')!;
+    expect(marked.metadata.deletionTimestamp).toBeDefined();
+    expect(marked.metadata.generation).toBe((created.metadata.generation ?? 1) + 1);
+  });
+});

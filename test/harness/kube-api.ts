@@ -34,10 +34,13 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  * - one resourceVersion counter; an update (PUT) naming an older resourceVersion answers 409 Conflict;
  *   a PUT of a custom resource (or its status) without metadata.resourceVersion answers 422 (custom
  *   resources allow no unconditional update; core and batch types do, as in the real server);
- * - `metadata.generation` bumps when anything but metadata and status changes;
+ * - `metadata.generation` bumps when anything but metadata and status changes, and when a deletion
+ *   sets `deletionTimestamp`;
  * - the `status` subresource: the main resource ignores status changes, `/status` changes nothing else;
  * - finalizers: DELETE of an object with finalizers only sets `deletionTimestamp`; the object goes
  *   when an update empties them; deleting an owner deletes the objects whose ownerReferences name it;
+ *   a DELETE's preconditions (`uid`, `resourceVersion`) that the object no longer meets answer 409;
+ * - RBAC, once `enforceRbac` is called: a call the grants do not allow answers 403 Forbidden;
  * - list (per namespace or across) and watch from a resourceVersion (ADDED/MODIFIED/DELETED events,
  *   newline-delimited JSON, held open), both with `labelSelector` (`k=v`, `k==v`, `k!=v`,
  *   `k in (…)`, `k notin (…)`, `k`, `!k`, `k>n`, `k<n`, comma = AND) and `fieldSelector`
@@ -704,15 +707,26 @@ export class KubeApiStandIn {
     return this.read(t, next);
   }
 
-  private delete(t: ResourceType, namespace: string | undefined, name: string): KubeObject | Status {
+  private delete(t: ResourceType, namespace: string | undefined, name: string, options?: { preconditions?: { uid?: string; resourceVersion?: string } }): KubeObject | Status {
     const key = this.key(t, namespace, name);
     const current = this.objects.get(key);
-    if (!current) return status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
+    const what = `${t.plural}${t.group ? `.${t.group}` : ''} "${name}"`;
+    if (!current) return status(404, 'NotFound', `${what} not found`);
+    // DeleteOptions' preconditions: the object must still be the one the client means.
+    const { uid, resourceVersion } = options?.preconditions ?? {};
+    if (uid !== undefined && uid !== current.metadata.uid) {
+      return status(409, 'Conflict', `Operation cannot be fulfilled on ${what}: Precondition failed: UID in precondition: ${uid}, UID in object meta: ${current.metadata.uid}`);
+    }
+    if (resourceVersion !== undefined && resourceVersion !== current.metadata.resourceVersion) {
+      return status(409, 'Conflict', `Operation cannot be fulfilled on ${what}: Precondition failed: ResourceVersion in precondition: ${resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion}`);
+    }
     if ((current.metadata.finalizers ?? []).length > 0) {
       if (current.metadata.deletionTimestamp) return this.read(t, current);
       const next = clone(current);
       next.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
       next.metadata.deletionGracePeriodSeconds = 0;
+      // The first deletion of an object with finalizers is a change of its generation too.
+      if (next.metadata.generation !== undefined) next.metadata.generation += 1;
       this.bump(next);
       this.objects.set(key, next);
       this.emit(t, 'MODIFIED', next, current);
@@ -832,7 +846,7 @@ export class KubeApiStandIn {
         }
       }
     } else if (method === 'DELETE' && name) {
-      out = this.delete(t, namespace, name);
+      out = this.delete(t, namespace, name, body as { preconditions?: { uid?: string; resourceVersion?: string } } | undefined);
     } else {
       out = status(405, 'MethodNotAllowed', `${method} ${url.pathname}`);
     }
