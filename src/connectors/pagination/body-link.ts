@@ -1,13 +1,15 @@
 import { PaginationError } from '../engine/errors.js';
 import { queryCount, queryFirst, queryItems } from '../jsonpath.js';
 import type { Pagination } from '../types.js';
-import type { PaginationStrategy } from './types.js';
+import { type PaginationStrategy, PositionMemory } from './types.js';
 
 /**
  * A whole next URL in the body (DRF `$.next`): followed (absolute or relative to the request URL)
- * until link_path reads null, absent or empty. Sends no page size.
+ * until link_path reads null, absent or empty. Sends no page size. A link to a page this read has
+ * already read (the page just read, or one pages ago) fails the read.
  */
 export function bodyLinkPagination(p: Extract<Pagination, { kind: 'body-link' }>): PaginationStrategy {
+  const seen = new PositionMemory();
   return {
     kind: 'body-link',
     hasTotalPath: p.total_path !== undefined,
@@ -15,6 +17,7 @@ export function bodyLinkPagination(p: Extract<Pagination, { kind: 'body-link' }>
     items: (body) => queryItems(body, p.response_path),
     declaredTotal: (body) => (p.total_path ? queryCount(body, p.total_path) : undefined),
     next({ url, body }) {
+      seen.pageRead(url.href);
       const next = queryFirst(body, p.link_path);
       if (typeof next !== 'string' || next.trim() === '') return undefined;
       let resolved: URL;
@@ -23,7 +26,9 @@ export function bodyLinkPagination(p: Extract<Pagination, { kind: 'body-link' }>
       } catch {
         throw new PaginationError(`the next link at ${p.link_path} is not a URL`);
       }
-      if (resolved.href === url.href) throw new PaginationError(`pagination did not advance: ${p.link_path} points at the page just read`);
+      const pages = seen.cameBack(resolved.href);
+      if (pages === 1) throw new PaginationError(`pagination did not advance: ${p.link_path} points at the page just read`);
+      if (pages !== undefined) throw new PaginationError(`pagination did not advance: the next link at ${p.link_path} came back after ${pages} pages`);
       return { url: resolved.href, describe: 'the next link' };
     },
   };

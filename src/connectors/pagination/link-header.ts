@@ -1,13 +1,15 @@
 import { PaginationError } from '../engine/errors.js';
 import { queryItems } from '../jsonpath.js';
 import type { Pagination } from '../types.js';
-import type { PaginationStrategy } from './types.js';
+import { type PaginationStrategy, PositionMemory } from './types.js';
 
 /**
  * RFC 5988 / 8288 `Link` header: follows the link whose rel includes `next` (absolute or relative
- * to the request URL) until there is none. Sends no page size.
+ * to the request URL) until there is none. Sends no page size. A link to a page this read has
+ * already read (the page just read, or one pages ago) fails the read.
  */
 export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header' }>): PaginationStrategy {
+  const seen = new PositionMemory();
   return {
     kind: 'link-header',
     hasTotalPath: false,
@@ -15,10 +17,13 @@ export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header
     items: (body) => queryItems(body, p.response_path),
     declaredTotal: () => undefined,
     next({ url, headers }) {
+      seen.pageRead(url.href);
       const next = parseLinkHeader(headers.link).get('next');
       if (!next) return undefined;
       const resolved = new URL(next, url);
-      if (resolved.href === url.href) throw new PaginationError('pagination did not advance: the Link header points rel="next" at the page just read');
+      const pages = seen.cameBack(resolved.href);
+      if (pages === 1) throw new PaginationError('pagination did not advance: the Link header points rel="next" at the page just read');
+      if (pages !== undefined) throw new PaginationError(`pagination did not advance: the Link header's rel="next" came back after ${pages} pages`);
       return { url: resolved.href, describe: 'the next link' };
     },
   };

@@ -1,3 +1,5 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { PaginationError } from '../engine/errors.js';
 import { encodeCursor } from '../../demo-source/graphql.js';
@@ -5,12 +7,68 @@ import type { DemoSource } from '../../demo-source/server.js';
 import { connectorSpec, DEMO_AUTH, endpointSpec, engineContext, ids, range, readAll, startFixtureSource } from '../engine/testing/specs.js';
 import type { Auth } from '../types.js';
 import { parseLinkHeader } from './link-header.js';
+import { PositionMemory } from './types.js';
 
 let source: DemoSource;
+/** A loopback source of broken pagination (cycles, "more" without a cursor, a bad Link), answering per path. */
+let broken: Server;
+let brokenUrl: string;
+const brokenHits = new Map<string, number>();
+const hitsOf = (path: string) => brokenHits.get(path) ?? 0;
+
 beforeAll(async () => {
   source = await startFixtureSource(95);
+  broken = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    brokenHits.set(url.pathname, hitsOf(url.pathname) + 1);
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => (body += chunk));
+    req.on('end', () => {
+      const answer = brokenAnswer(url, body);
+      res.writeHead(answer ? 200 : 404, { 'Content-Type': 'application/json', ...answer?.headers });
+      res.end(answer ? JSON.stringify(answer.body) : '');
+    });
+  });
+  await new Promise<void>((resolve) => broken.listen(0, '127.0.0.1', resolve));
+  brokenUrl = `http://127.0.0.1:${(broken.address() as AddressInfo).port}`;
 });
-afterAll(() => source.close());
+afterAll(async () => {
+  await new Promise((resolve) => broken.close(resolve));
+  await source.close();
+});
+
+/** Positions that cycle first → A → B → A → B …: each position's page and the position after it. */
+const CYCLE: Record<string, string> = { '': 'A', A: 'B', B: 'A' };
+const rowsAt = (position: string) => [{ id: `${position || 'first'}-1` }, { id: `${position || 'first'}-2` }];
+
+/** The JSON body (and headers) the broken source answers at a path, undefined for a 404. */
+function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record<string, string> } | undefined {
+  const at = url.searchParams.get('p') ?? '';
+  const after = () => (JSON.parse(sent) as { variables: { after?: string } }).variables.after;
+  switch (url.pathname) {
+    case '/cursor-cycle':
+      return { body: { data: rowsAt(at), has_more: true, next: CYCLE[at] } };
+    case '/body-link-cycle':
+      return { body: { results: rowsAt(at), next: `/body-link-cycle?p=${CYCLE[at]}` } };
+    case '/link-header-cycle':
+      return { body: rowsAt(at), headers: { Link: `</link-header-cycle?p=${CYCLE[at]}>; rel="next"` } };
+    case '/link-header-first':
+      // Page 2 links back to the first page (the URL the read began with).
+      return { body: rowsAt(at), headers: { Link: at === '' ? '</link-header-first?p=A>; rel="next"' : '</link-header-first>; rel="next"' } };
+    case '/relay-cycle':
+      return { body: { data: { items: { nodes: rowsAt(after() ?? ''), pageInfo: { hasNextPage: true, endCursor: CYCLE[after() ?? ''] } } } } };
+    case '/stripe-empty':
+      // Page 2 is empty but still says has_more: the cursor (the last item's id) is gone.
+      return { body: url.searchParams.has('starting_after') ? { data: [], has_more: true } : { data: rowsAt(''), has_more: true } };
+    case '/relay-null':
+      return { body: { data: { items: { nodes: rowsAt(after() ?? ''), pageInfo: { hasNextPage: true, endCursor: after() ? null : 'c1' } } } } };
+    case '/link-header-bad':
+      return { body: rowsAt(''), headers: { Link: '<http://[::1>; rel="next"' } };
+    default:
+      return undefined;
+  }
+}
 
 describe('every strategy reads every row exactly once', () => {
   const cases: Array<[string, Auth, () => ReturnType<typeof endpointSpec>, number]> = [
@@ -100,6 +158,50 @@ describe('pagination that does not advance or leaves the source', () => {
     const result = await readAll(connectorSpec(source.url), endpointSpec('/elsewhere/partners?limit=10', { kind: 'body-link', link_path: '$.next', response_path: '$.results' }), engineContext());
     expect(result.pages).toHaveLength(1);
     expect(result.error?.message).toMatch(/the next link leaves the source \(http:\/\/example\.invalid/);
+  });
+});
+
+describe('a source that cycles through positions fails fast instead of looping to the page cap', () => {
+  // A page cap of 50: without the guard each read would end Partial after 50 requests.
+  const ctx = () => engineContext({}, { maxPages: 50 });
+  const relay = (path: string) =>
+    endpointSpec(path, { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.nodes' }, {
+      graphql: true,
+      method: 'POST',
+      query: 'query($after: String) { items(after: $after) { nodes { id } pageInfo { endCursor hasNextPage } } }',
+    });
+
+  it.each([
+    ['cursor', '/cursor-cycle', () => endpointSpec('/cursor-cycle', { kind: 'cursor', cursor_param: 'p', cursor_path: '$.next', has_more_path: '$.has_more', response_path: '$.data' }), /^pagination did not advance: cursor "A" came back after 2 pages \(cursor_path \$\.next\)$/],
+    ['relay', '/relay-cycle', () => relay('/relay-cycle'), /^pagination did not advance: cursor "A" came back after 2 pages \(cursor_path \$\.data\.items\.pageInfo\.endCursor\)$/],
+    ['body-link', '/body-link-cycle', () => endpointSpec('/body-link-cycle', { kind: 'body-link', link_path: '$.next', response_path: '$.results' }), /^pagination did not advance: the next link at \$\.next came back after 2 pages$/],
+    ['link-header', '/link-header-cycle', () => endpointSpec('/link-header-cycle', { kind: 'link-header', response_path: '$' }), /^pagination did not advance: the Link header's rel="next" came back after 2 pages$/],
+  ])('%s: first → A → B → A fails on the third page', async (_kind, path, endpoint, message) => {
+    const before = hitsOf(path);
+    const result = await readAll(connectorSpec(brokenUrl, { graphqlPath: path }), endpoint(), ctx());
+    expect(result.error).toBeInstanceOf(PaginationError);
+    expect(result.error?.message).toMatch(message);
+    expect(result.pages).toHaveLength(3);
+    expect(hitsOf(path) - before).toBe(3);
+  });
+
+  it('remembers long positions by their digest: a long cursor that comes back is still caught', () => {
+    const memory = new PositionMemory();
+    const long = (c: string) => c.repeat(500);
+    memory.pageRead();
+    expect(memory.cameBack(long('A'))).toBeUndefined();
+    memory.pageRead();
+    expect(memory.cameBack(long('B'))).toBeUndefined();
+    memory.pageRead();
+    expect(memory.cameBack(long('A'))).toBe(2);
+    expect(memory.cameBack(long('C'))).toBeUndefined();
+  });
+
+  it('link-header: a next link back to the first page fails on the second', async () => {
+    const before = hitsOf('/link-header-first');
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/link-header-first', { kind: 'link-header', response_path: '$' }), ctx());
+    expect(result.error?.message).toBe('pagination did not advance: the Link header\'s rel="next" came back after 2 pages');
+    expect(hitsOf('/link-header-first') - before).toBe(2);
   });
 });
 

@@ -1,16 +1,17 @@
 import { PaginationError } from '../engine/errors.js';
 import { queryFirst, queryFlag, queryItems } from '../jsonpath.js';
 import type { Pagination } from '../types.js';
-import { describeValue, isCursor, type PaginationStrategy } from './types.js';
+import { cursorCameBack, describeValue, isCursor, type PaginationStrategy, PositionMemory } from './types.js';
 
 /**
  * GraphQL Relay: every request POSTs `{query, variables}`; the first carries the static variables
  * only, each next one adds `cursor_var` = the scalar at cursor_path (pageInfo.endCursor). Stops
  * when has_more_path (pageInfo.hasNextPage) reads false or the cursor is null. The page size lives
- * in the query text.
+ * in the query text. A cursor that comes back (the same one twice in a row, or one read pages ago)
+ * fails the read.
  */
 export function relayPagination(p: Extract<Pagination, { kind: 'relay' }>): PaginationStrategy {
-  let previous: unknown;
+  const seen = new PositionMemory();
   return {
     kind: 'relay',
     hasTotalPath: false,
@@ -18,11 +19,13 @@ export function relayPagination(p: Extract<Pagination, { kind: 'relay' }>): Pagi
     items: (body) => queryItems(body, p.response_path),
     declaredTotal: () => undefined,
     next({ body }) {
+      seen.pageRead();
       if (queryFlag(body, p.has_more_path) === false) return undefined;
       const cursor = queryFirst(body, p.cursor_path);
       if (!isCursor(cursor)) return undefined;
-      if (cursor === previous) throw new PaginationError(`pagination did not advance: the source returned cursor ${describeValue(cursor)} twice in a row (cursor_path ${p.cursor_path})`);
-      previous = cursor;
+      // Typed: the variable is sent as JSON, where 1 and "1" are different cursors.
+      const pages = seen.cameBack(`${typeof cursor}:${String(cursor)}`);
+      if (pages !== undefined) throw new PaginationError(cursorCameBack(cursor, pages, p.cursor_path));
       return { variables: { [p.cursor_var]: cursor }, describe: `cursor ${describeValue(cursor)} (variable $${p.cursor_var})` };
     },
   };

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { PaginationKind } from '../types.js';
 
 /** Where the next request points, as a strategy sees it. */
@@ -54,4 +55,51 @@ export function isCursor(value: unknown): value is string | number | boolean {
   if (typeof value === 'string') return value !== '';
   if (typeof value === 'number') return Number.isFinite(value);
   return typeof value === 'boolean' || typeof value === 'bigint';
+}
+
+/** Positions longer than this are remembered as their SHA-256, so a read's memory stays small. */
+const KEPT_WHOLE = 64;
+
+/**
+ * The positions one read has requested (cursor values, next URLs), by the page that read them, so
+ * that a source cycling back to any of them, however far back, fails the read instead of looping
+ * to the page cap. At most two entries per page (a link strategy notes the URL it read and the one
+ * it follows), each a string of at most 64 characters.
+ */
+export class PositionMemory {
+  readonly #pages = new Map<string, number>();
+  #read = 0;
+
+  /** One more page was read; `at` is the position it was read at, when the strategy knows it (a link strategy's URL). */
+  pageRead(at?: string): void {
+    this.#read += 1;
+    if (at !== undefined) this.#note(at, this.#read);
+  }
+
+  /**
+   * The next page would read `position`: undefined when no page of this read has, and it is
+   * noted for the next page; otherwise how many pages ago it was read (1: the page just read).
+   */
+  cameBack(position: string): number | undefined {
+    const earlier = this.#pages.get(keyOf(position));
+    if (earlier !== undefined) return this.#read + 1 - earlier;
+    this.#note(position, this.#read + 1);
+    return undefined;
+  }
+
+  #note(position: string, page: number): void {
+    const key = keyOf(position);
+    if (!this.#pages.has(key)) this.#pages.set(key, page);
+  }
+}
+
+function keyOf(position: string): string {
+  return position.length > KEPT_WHOLE ? `sha256:${createHash('sha256').update(position).digest('base64')}` : position;
+}
+
+/** The message of a cursor that came back `pages` pages after it was first read. */
+export function cursorCameBack(cursor: unknown, pages: number, cursorPath: string): string {
+  return pages === 1
+    ? `pagination did not advance: the source returned cursor ${describeValue(cursor)} twice in a row (cursor_path ${cursorPath})`
+    : `pagination did not advance: cursor ${describeValue(cursor)} came back after ${pages} pages (cursor_path ${cursorPath})`;
 }
