@@ -1,12 +1,14 @@
 import { PaginationError } from '../engine/errors.js';
 import { queryFirst, queryFlag, queryItems } from '../jsonpath.js';
 import type { Pagination } from '../types.js';
-import { cursorCameBack, describeValue, isCursor, type PaginationStrategy, PositionMemory } from './types.js';
+import { cursorCameBack, describeValue, isCursor, noCursorMessage, type PaginationStrategy, PositionMemory } from './types.js';
 
 /**
  * Opaque cursor (Stripe style): the first request carries no cursor; each next one sends
  * `cursor_param` = the value at cursor_path (e.g. `$.data[-1:].id`). Stops when has_more_path reads
- * false or there is no cursor. Sends no page size (put one in the endpoint path's query string).
+ * false, or there is no cursor and no has_more_path reads true (an empty page that says has_more
+ * fails: it has no last item to take a cursor from). Sends no page size (put one in the endpoint
+ * path's query string).
  * A cursor that comes back (the same one twice in a row, or one read pages ago) fails the read
  * instead of looping to the page cap.
  */
@@ -20,9 +22,13 @@ export function cursorPagination(p: Extract<Pagination, { kind: 'cursor' }>): Pa
     declaredTotal: () => undefined,
     next({ body }) {
       seen.pageRead();
-      if (p.has_more_path && queryFlag(body, p.has_more_path) === false) return undefined;
+      const more = p.has_more_path ? queryFlag(body, p.has_more_path) : undefined;
+      if (more === false) return undefined;
       const cursor = queryFirst(body, p.cursor_path);
-      if (!isCursor(cursor)) return undefined;
+      if (!isCursor(cursor)) {
+        if (more && p.has_more_path) throw new PaginationError(noCursorMessage(p.has_more_path, p.cursor_path, cursor));
+        return undefined;
+      }
       const value = String(cursor);
       const pages = seen.cameBack(value);
       if (pages !== undefined) throw new PaginationError(cursorCameBack(value, pages, p.cursor_path));

@@ -205,6 +205,36 @@ describe('a source that cycles through positions fails fast instead of looping t
   });
 });
 
+describe('a source that says there are more pages but gives no cursor fails instead of completing short', () => {
+  it('cursor: an empty page with has_more true (no last item to take the cursor from)', async () => {
+    const result = await readAll(
+      connectorSpec(brokenUrl),
+      endpointSpec('/stripe-empty', { kind: 'cursor', cursor_param: 'starting_after', cursor_path: '$.data[-1:].id', has_more_path: '$.has_more', response_path: '$.data' }),
+      engineContext(),
+    );
+    expect(result.pages.map((p) => p.items.length)).toEqual([2, 0]);
+    expect(result.error).toBeInstanceOf(PaginationError);
+    expect(result.error?.message).toBe('pagination cannot continue: has_more_path $.has_more reads true (more pages) but cursor_path $.data[-1:].id gives no cursor');
+  });
+
+  it('relay: hasNextPage true with a null endCursor', async () => {
+    const result = await readAll(
+      connectorSpec(brokenUrl, { graphqlPath: '/relay-null' }),
+      endpointSpec('/relay-null', { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.nodes' }, {
+        graphql: true,
+        method: 'POST',
+        query: 'query($after: String) { items(after: $after) { nodes { id } pageInfo { endCursor hasNextPage } } }',
+      }),
+      engineContext(),
+    );
+    expect(result.pages).toHaveLength(2);
+    expect(result.error).toBeInstanceOf(PaginationError);
+    expect(result.error?.message).toBe(
+      'pagination cannot continue: has_more_path $.data.items.pageInfo.hasNextPage reads true (more pages) but cursor_path $.data.items.pageInfo.endCursor gives no cursor (null)',
+    );
+  });
+});
+
 describe('parseLinkHeader', () => {
   it('reads rel values, quoted or not, several per link, across header values', () => {
     const links = parseLinkHeader(['<https://a.test/p?page=2&x=1,2>; rel="next last"', '</p?page=1>; title="first, one"; rel=first, <https://a.test/p?page=9>; rel=prev']);

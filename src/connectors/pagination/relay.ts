@@ -1,12 +1,13 @@
 import { PaginationError } from '../engine/errors.js';
 import { queryFirst, queryFlag, queryItems } from '../jsonpath.js';
 import type { Pagination } from '../types.js';
-import { cursorCameBack, describeValue, isCursor, type PaginationStrategy, PositionMemory } from './types.js';
+import { cursorCameBack, describeValue, isCursor, noCursorMessage, type PaginationStrategy, PositionMemory } from './types.js';
 
 /**
  * GraphQL Relay: every request POSTs `{query, variables}`; the first carries the static variables
  * only, each next one adds `cursor_var` = the scalar at cursor_path (pageInfo.endCursor). Stops
- * when has_more_path (pageInfo.hasNextPage) reads false or the cursor is null. The page size lives
+ * when has_more_path (pageInfo.hasNextPage) reads false, or it is absent and there is no cursor; a
+ * hasNextPage true without a cursor (endCursor null) fails the read. The page size lives
  * in the query text. A cursor that comes back (the same one twice in a row, or one read pages ago)
  * fails the read.
  */
@@ -20,9 +21,13 @@ export function relayPagination(p: Extract<Pagination, { kind: 'relay' }>): Pagi
     declaredTotal: () => undefined,
     next({ body }) {
       seen.pageRead();
-      if (queryFlag(body, p.has_more_path) === false) return undefined;
+      const more = queryFlag(body, p.has_more_path);
+      if (more === false) return undefined;
       const cursor = queryFirst(body, p.cursor_path);
-      if (!isCursor(cursor)) return undefined;
+      if (!isCursor(cursor)) {
+        if (more) throw new PaginationError(noCursorMessage(p.has_more_path, p.cursor_path, cursor));
+        return undefined;
+      }
       // Typed: the variable is sent as JSON, where 1 and "1" are different cursors.
       const pages = seen.cameBack(`${typeof cursor}:${String(cursor)}`);
       if (pages !== undefined) throw new PaginationError(cursorCameBack(cursor, pages, p.cursor_path));

@@ -103,3 +103,12 @@ export function cursorCameBack(cursor: unknown, pages: number, cursorPath: strin
     ? `pagination did not advance: the source returned cursor ${describeValue(cursor)} twice in a row (cursor_path ${cursorPath})`
     : `pagination did not advance: cursor ${describeValue(cursor)} came back after ${pages} pages (cursor_path ${cursorPath})`;
 }
+
+/**
+ * The message of a source whose has_more_path reads true but whose cursor_path holds no usable
+ * cursor: the read cannot go on, and ending it would pass a short extract off as complete.
+ */
+export function noCursorMessage(hasMorePath: string, cursorPath: string, found: unknown): string {
+  const what = found === undefined ? '' : found !== null && typeof found === 'object' ? ' (not a scalar)' : ` (${describeValue(found)})`;
+  return `pagination cannot continue: has_more_path ${hasMorePath} reads true (more pages) but cursor_path ${cursorPath} gives no cursor${what}`;
+}
