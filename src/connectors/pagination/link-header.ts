@@ -20,7 +20,12 @@ export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header
       seen.pageRead(url.href);
       const next = parseLinkHeader(headers.link).get('next');
       if (!next) return undefined;
-      const resolved = new URL(next, url);
+      let resolved: URL;
+      try {
+        resolved = new URL(next, url);
+      } catch {
+        throw new PaginationError('the next link in the Link header (rel="next") is not a URL');
+      }
       const pages = seen.cameBack(resolved.href);
       if (pages === 1) throw new PaginationError('pagination did not advance: the Link header points rel="next" at the page just read');
       if (pages !== undefined) throw new PaginationError(`pagination did not advance: the Link header's rel="next" came back after ${pages} pages`);

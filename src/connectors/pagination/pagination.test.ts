@@ -235,6 +235,15 @@ describe('a source that says there are more pages but gives no cursor fails inst
   });
 });
 
+describe('a next link that is not a URL', () => {
+  it('link-header: fails naming the Link header, after the page that carried it', async () => {
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/link-header-bad', { kind: 'link-header', response_path: '$' }), engineContext());
+    expect(result.pages).toHaveLength(1);
+    expect(result.error).toBeInstanceOf(PaginationError);
+    expect(result.error?.message).toBe('the next link in the Link header (rel="next") is not a URL');
+  });
+});
+
 describe('parseLinkHeader', () => {
   it('reads rel values, quoted or not, several per link, across header values', () => {
     const links = parseLinkHeader(['<https://a.test/p?page=2&x=1,2>; rel="next last"', '</p?page=1>; title="first, one"; rel=first, <https://a.test/p?page=9>; rel=prev']);
