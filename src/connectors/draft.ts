@@ -23,8 +23,9 @@ interface DraftedEndpoint {
 
 /**
  * Drafts an endpoint fragment from a live path (spec 3): the first answer's envelope names a
- * pagination preset (`unknown` when unrecognised) and the first record's scalar fields become
- * promote entries. Upstream errors are refused naming the status.
+ * pagination preset (`none` for a bare array without a next link, `unknown` when unrecognised) and
+ * the first record's scalar fields become promote entries. Upstream errors are refused naming the
+ * status.
  */
 export async function draftEndpoint(connector: ConnectorSpec, request: { path: string; method?: HttpMethod }, context: EngineContext): Promise<DraftedEndpoint> {
   if (connector.connectorType !== 'rest-generic') {
@@ -72,7 +73,8 @@ export async function draftEndpoint(connector: ConnectorSpec, request: { path: s
 
 /** The preset an envelope looks like, and where its records are. */
 function recognise(body: unknown, link: string | undefined): { kind: string; records: unknown[]; pagination?: { kind: string } & Record<string, unknown> } {
-  if (Array.isArray(body)) return { kind: link && /rel="?next"?/.test(link) ? 'link-header' : 'unknown', records: body };
+  // A bare array without a next link is the whole collection: one page, which `none` reads (at `$`).
+  if (Array.isArray(body)) return { kind: link && /rel="?next"?/.test(link) ? 'link-header' : 'none', records: body };
   if (body === null || typeof body !== 'object') return { kind: 'unknown', records: [] };
   const b = body as Record<string, unknown>;
   if (Array.isArray(b.content) && 'totalPages' in b) return { kind: 'spring', records: b.content };

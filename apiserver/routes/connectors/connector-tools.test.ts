@@ -175,6 +175,19 @@ describe('draft', () => {
     expect(health.pagination.kind).toBe('unknown');
   });
 
+  it('a bare array without a next link is one page: pagination none, which apply takes', async () => {
+    const spec = { base_url: docsUrl, endpoints: [] };
+    const created = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: H, body: JSON.stringify({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'bare' }, connector_type: 'rest-generic', scopes: ['partners'], spec }) });
+    expect(created.status).toBe(201);
+    const res = await fetch(`${hub.url}/api/connectors/bare/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/records/keyed' }) });
+    expect(res.status).toBe(200);
+    const fragment = (await res.json()) as { pagination: { kind: string } };
+    expect(fragment.pagination).toEqual({ kind: 'none' });
+    const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'bare' }, connector_type: 'rest-generic', scopes: ['partners'], spec: { ...spec, endpoints: [fragment] } };
+    const check = (await (await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: H, body: JSON.stringify(manifest) })).json()) as { valid: boolean; errors: unknown[] };
+    expect(check).toMatchObject({ valid: true, errors: [] });
+  });
+
   it('a path that does not start with / is a 400 naming it, nothing sent (apply would refuse the fragment)', async () => {
     const before = demo.requests();
     for (const path of ['http://127.0.0.1:9/abs', '@127.0.0.1/at', 'spring/partners']) {
