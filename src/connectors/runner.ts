@@ -12,6 +12,7 @@ import { getWatermark, setWatermark } from './store.js';
 import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
+import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
@@ -368,10 +369,8 @@ export class ConnectorRunner {
       }
       const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
       for await (const page of untilAborted(reader.read(connector, endpoint, { signal: controller.signal, watermark }), controller.signal)) {
-        for (const item of page.items) {
-          buffer.push(item);
-          if (watermarking) candidate = maxOf(candidate, readPath(item, watermarking.watermark_path));
-        }
+        for (const item of page.items) buffer.push(item);
+        if (watermarking) candidate = maxOf(candidate, page.items.map((item) => readPath(item, watermarking.watermark_path)));
         while (buffer.length >= this.o.chunkSize) await flush(buffer.splice(0, this.o.chunkSize));
         // Besides the heartbeat (and a cancel served by this process, at once), the flag is looked
         // up at page boundaries, at most twice a second.
@@ -639,21 +638,61 @@ async function* untilAborted<T>(pages: AsyncIterable<T>, signal: AbortSignal): A
 }
 
 /**
- * The running maximum of watermark values: numbers numerically, anything else as text. An integer
- * beyond ±(2^53 − 1), read exactly as a bigint (engine/exact-json.ts), is a number too, held as its
- * digits.
+ * The running maximum of watermark values, taken over one page's values at a time: numbers
+ * numerically; ISO-8601 timestamps (as promoted columns read them, target/timestamp.ts) as instants
+ * when both the held maximum and the value are one (`2024-03-01T10:00:00+02:00` is before
+ * `2024-03-01T09:00:00.500Z`), keeping the greatest one's own text; anything else as text. An
+ * integer beyond ±(2^53 − 1), read exactly as a bigint (engine/exact-json.ts), is a number too,
+ * held as its digits.
  */
-export function maxOf(current: string | number | undefined, value: unknown): string | number | undefined {
-  if (value === undefined || value === null || value === '') return current;
-  if (typeof value === 'number' || typeof value === 'bigint') {
-    const next = typeof value === 'bigint' ? String(value) : value;
-    if (current === undefined) return next;
-    const held = typeof current === 'number' ? current : typeof value === 'bigint' || /^-?\d{16,}$/.test(current) ? wholeNumber(current) : undefined;
-    return held !== undefined && value > held ? next : current;
+export function maxOf(current: string | number | undefined, values: readonly unknown[]): string | number | undefined {
+  let max = current;
+  // The instant of `max` when it is a timestamp (undefined when it is not), read once it is needed.
+  let maxInstant: string | undefined;
+  let instantRead = false;
+  const take = (next: string | number) => {
+    max = next;
+    instantRead = false;
+  };
+  for (const value of values) {
+    if (value === undefined || value === null || value === '') continue;
+    if (typeof value === 'number' || typeof value === 'bigint') {
+      const next = typeof value === 'bigint' ? String(value) : value;
+      if (max === undefined) {
+        take(next);
+        continue;
+      }
+      const held = typeof max === 'number' ? max : typeof value === 'bigint' || /^-?\d{16,}$/.test(max) ? wholeNumber(max) : undefined;
+      if (held !== undefined && value > held) take(next);
+      continue;
+    }
+    const text = String(value);
+    if (max === undefined) {
+      take(text);
+      continue;
+    }
+    if (typeof max === 'string') {
+      if (!instantRead) {
+        maxInstant = instantOf(max);
+        instantRead = true;
+      }
+      const instant = maxInstant === undefined ? undefined : instantOf(text);
+      if (maxInstant !== undefined && instant !== undefined) {
+        if (instant > maxInstant) {
+          max = text;
+          maxInstant = instant;
+        }
+        continue;
+      }
+    }
+    if (String(max) < text) take(text);
   }
-  const text = String(value);
-  if (current === undefined) return text;
-  return String(current) < text ? text : current;
+  return max;
+}
+
+/** The instant of an ISO-8601 timestamp in one fixed form (`2024-03-01T08:00:00.000Z`, which orders as text), or undefined. */
+function instantOf(text: string): string | undefined {
+  return ISO_DATE_START.test(text) ? parseIsoTimestamp(text) : undefined;
 }
 
 function wholeNumber(text: string): bigint | undefined {

@@ -128,24 +128,34 @@ describe('preparing rows for ext.* tables', () => {
 });
 
 describe('watermark running maximum', () => {
-  it('keeps the largest value, numbers numerically and timestamps as text', () => {
-    let mark: string | number | undefined;
-    for (const v of ['2026-01-05T00:00:00Z', '2026-03-01T00:00:00Z', '2026-02-01T00:00:00Z', null, undefined]) mark = maxOf(mark, v);
-    expect(mark).toBe('2026-03-01T00:00:00Z');
-    let n: string | number | undefined;
-    for (const v of [9, 100, 20]) n = maxOf(n, v);
-    expect(n).toBe(100);
+  it('keeps the largest value, numbers numerically and timestamps as instants', () => {
+    expect(maxOf(undefined, ['2026-01-05T00:00:00Z', '2026-03-01T00:00:00Z', '2026-02-01T00:00:00Z', null, undefined])).toBe('2026-03-01T00:00:00Z');
+    expect(maxOf(undefined, [9, 100, 20])).toBe(100);
+    expect(maxOf(undefined, [])).toBeUndefined();
+    expect(maxOf('2026-03-01T00:00:00Z', [])).toBe('2026-03-01T00:00:00Z');
+  });
+
+  it('compares timestamps with different offsets and fractions as instants, keeping the greatest one\'s text', () => {
+    // 10:00+02:00 is 08:00Z: the latest is 09:00:00.500Z (as text, 10:00:00+02:00 sorted last).
+    expect(maxOf(undefined, ['2024-03-01T10:00:00+02:00', '2024-03-01T09:00:00Z', '2024-03-01T09:00:00.500Z'])).toBe('2024-03-01T09:00:00.500Z');
+    // Across pages: the held maximum is compared as an instant too.
+    expect(maxOf('2024-03-01T10:00:00+02:00', ['2024-03-01T09:00:00Z'])).toBe('2024-03-01T09:00:00Z');
+    expect(maxOf('2024-03-01T09:00:00.500Z', ['2024-03-01T04:00:01-05:00'])).toBe('2024-03-01T04:00:01-05:00');
+    // The same instant written two ways: the first one stays.
+    expect(maxOf('2024-03-01T08:00:00Z', ['2024-03-01T10:00:00+02:00'])).toBe('2024-03-01T08:00:00Z');
+    // A date alone is midnight UTC.
+    expect(maxOf('2024-02-29T23:00:00-02:00', ['2024-03-01'])).toBe('2024-02-29T23:00:00-02:00');
+    // Text that is not a timestamp on either side is compared as text, as before.
+    expect(maxOf('2024-03-01T10:00:00+02:00', ['zzz'])).toBe('zzz');
+    expect(maxOf('abc', ['2024-03-01T09:00:00Z', 'abd'])).toBe('abd');
   });
 
   it('compares integers beyond ±(2^53 − 1) (bigint, read exactly) numerically with numbers and with each other, kept as digits', () => {
-    let n: string | number | undefined;
-    for (const v of [5, 1234567890123456791n, 100, 1234567890123456795n, 1234567890123456793n, 9007199254740991]) n = maxOf(n, v);
-    expect(n).toBe('1234567890123456795');
-    let low: string | number | undefined;
-    for (const v of [-1234567890123456795n, -5]) low = maxOf(low, v);
-    expect(low).toBe(-5);
+    expect(maxOf(undefined, [5, 1234567890123456791n, 100, 1234567890123456795n, 1234567890123456793n, 9007199254740991])).toBe('1234567890123456795');
+    expect(maxOf('1234567890123456793', [1234567890123456795n])).toBe('1234567890123456795');
+    expect(maxOf(undefined, [-1234567890123456795n, -5])).toBe(-5);
     // Text as before: a number does not compare with a timestamp.
-    expect(maxOf('2026-03-01T00:00:00Z', 1234567890123456795n)).toBe('2026-03-01T00:00:00Z');
+    expect(maxOf('2026-03-01T00:00:00Z', [1234567890123456795n])).toBe('2026-03-01T00:00:00Z');
   });
 });
 
