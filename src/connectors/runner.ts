@@ -16,7 +16,7 @@ import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
-import { findUnstorableText, unstorableText } from '../validation/input-limits.js';
+import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** What the runner needs from the HTTP engine: the pages of one endpoint. */
@@ -460,6 +460,10 @@ export class ConnectorRunner {
     const losses: DeadLetterInput[] = [];
     const storable: PreparedRow[] = [];
     for (const row of prepared) {
+      if (row.tooDeep !== undefined) {
+        losses.push(tooDeep(endpoint, row));
+        continue;
+      }
       if (row.externalId === undefined) {
         losses.push({
           skipReason: 'missing_key',
@@ -598,6 +602,23 @@ function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): Dead
     errorMessage: `the row cannot be stored: ${why}`,
     payload: row.data,
     skipDetail: { table: endpoint.target.table, external_id: row.externalId ?? null },
+  };
+}
+
+/** What a dead letter keeps of a record nesting deeper than MAX_JSON_DEPTH in place of what is below it. */
+const CUT_MARKER = `(nested deeper than ${MAX_JSON_DEPTH} levels: not kept)`;
+
+/**
+ * A record nesting deeper than MAX_JSON_DEPTH (prepareRow stopped there): dead-lettered
+ * `unstorable`, its payload kept down to that depth (the whole of it would overflow the stack of the
+ * walks that keep it, and PostgreSQL's of its jsonb parser).
+ */
+function tooDeep(endpoint: EndpointSpec, row: PreparedRow): DeadLetterInput {
+  return {
+    skipReason: 'unstorable',
+    errorMessage: `the row cannot be stored: $ ${row.tooDeep}`,
+    payload: cutDeeperThan(row.data, MAX_JSON_DEPTH, CUT_MARKER),
+    skipDetail: { table: endpoint.target.table, external_id: null, max_depth: MAX_JSON_DEPTH },
   };
 }
 

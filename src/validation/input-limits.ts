@@ -170,6 +170,37 @@ export function depthOf(value: unknown, max = MAX_JSON_DEPTH): number {
 }
 
 /**
+ * A copy of `value` down to `max` levels (the value itself is level 1): each object or array below
+ * that becomes the text `marker`. Without recursion, so that a document of any depth can be cut. For
+ * keeping a record too deep to store (a dead letter's payload), never for data.
+ */
+export function cutDeeperThan(value: unknown, max: number, marker: string): unknown {
+  const root: { value: unknown } = { value: undefined };
+  const stack: Array<{ from: unknown; into: Record<string, unknown> | unknown[]; key: string | number; depth: number }> = [{ from: value, into: root as Record<string, unknown>, key: 'value', depth: 1 }];
+  while (stack.length) {
+    const { from, into, key, depth } = stack.pop()!;
+    let copy: unknown = from;
+    if (typeof from === 'object' && from !== null) {
+      if (depth > max) copy = marker;
+      else if (Array.isArray(from)) {
+        const array: unknown[] = new Array(from.length);
+        for (let i = 0; i < from.length; i++) stack.push({ from: from[i], into: array, key: i, depth: depth + 1 });
+        copy = array;
+      } else {
+        const object: Record<string, unknown> = {};
+        for (const [k, child] of Object.entries(from as Record<string, unknown>)) {
+          object[k] = undefined; // the source's key order
+          stack.push({ from: child, into: object, key: k, depth: depth + 1 });
+        }
+        copy = object;
+      }
+    }
+    (into as Record<string | number, unknown>)[key] = copy;
+  }
+  return root.value;
+}
+
+/**
  * A copy of a document PostgreSQL can store: NUL characters and unpaired surrogates in keys and
  * string values become U+FFFD. For keeping what could not be stored (dead letters), never for data.
  */

@@ -112,6 +112,67 @@ describe('rows PostgreSQL cannot store', () => {
   });
 });
 
+/**
+ * A record nesting deeper than the hub's cap (MAX_JSON_DEPTH, 64: the record is level 1) is
+ * dead-lettered `unstorable` naming the depth, and the run goes on: one of 10,000 levels used to
+ * exhaust the stack of the row's canonicalisation and fail the whole run, losing its page.
+ */
+describe('a record nesting deeper than 64 levels', () => {
+  let deep: Receiver;
+  const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+  // d1: 10,000 levels under the record; d2: 65 in all (one too many); d3: 64 in all (the cap).
+  const BODY_DEEP = `[{"id":"d0","n":0},{"id":"d1","x":${nested(10_000)}},{"id":"d2","x":${nested(64)}},{"id":"d3","x":${nested(63)}},{"id":"d4","n":4}]`;
+
+  beforeAll(async () => {
+    deep = await startReceiver(() => ({ headers: { 'Content-Type': 'application/json' }, body: BODY_DEEP }));
+  });
+  afterAll(async () => {
+    await deep?.close();
+  });
+
+  it('is dead-lettered unstorable naming the depth, its payload cut there; the other rows are stored and the run completes', async () => {
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'deep' },
+      connector_type: 'rest-generic',
+      spec: { base_url: deep.url, endpoints: [{ id: 'items', path: '/items', target: { kind: 'hybrid', table: 'ext.deep_items', unique_key: '$.id', promote: [{ name: 'x', path: '$.x', type: 'text' }] } }] },
+    };
+    const call = (path: string, body: unknown) => fetch(`${hub.url}${path}`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect([200, 201]).toContain((await call('/api/connectors/apply', manifest)).status);
+    const started = await call('/api/connectors/deep/runs', {});
+    expect(started.status).toBe(202);
+    const run = await finished(((await started.json()) as { runs: Array<{ id: string }> }).runs[0]!.id);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 5, recordsOut: 3, recordsSkipped: 2, deadLetterCount: 2, errorMessage: null });
+
+    const { rows } = await owner.query<{ external_id: string; depth: number }>(
+      `select external_id, coalesce(length(x) / 2, 0)::int + 1 as depth from ext_t1.deep_items order by external_id`,
+    );
+    expect(rows).toEqual([
+      { external_id: 'd0', depth: 1 },
+      { external_id: 'd3', depth: 64 },
+      { external_id: 'd4', depth: 1 },
+    ]);
+
+    const letters = (await (await fetch(`${hub.url}/api/platform/dlq?run=${run.id}`, { headers: H })).json()) as Array<{ id: number; skipReason: string; errorMessage: string }>;
+    expect(letters.map((l) => [l.skipReason, l.errorMessage])).toEqual([
+      ['unstorable', 'the row cannot be stored: $ nests objects and arrays deeper than 64 levels'],
+      ['unstorable', 'the row cannot be stored: $ nests objects and arrays deeper than 64 levels'],
+    ]);
+    // Kept down to the cap (the record and 63 levels of x), what is below it replaced by a marker.
+    const entries = await Promise.all(letters.map(async (l) => (await (await fetch(`${hub.url}/api/platform/dlq/${l.id}`, { headers: H })).json()) as { payload: { id: string; x: unknown } }));
+    for (const { payload } of entries) {
+      let node: unknown = payload.x;
+      for (let level = 2; level <= 64; level++) {
+        expect(Array.isArray(node)).toBe(true);
+        node = (node as unknown[])[0];
+      }
+      expect(node).toBe('(nested deeper than 64 levels: not kept)');
+    }
+    expect(entries.map((e) => e.payload.id).sort()).toEqual(['d1', 'd2']);
+  });
+});
+
 describe('a run that dead-letters more than svc.connectors.max-dead-letters-per-run', () => {
   let capped: TestHub;
   let keyless: Receiver;

@@ -3,6 +3,7 @@ import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
 import { ISO_DATE_START, parseIsoTimestamp, parseRfcTimestamp, timestampFromMillis } from './timestamp.js';
 import { jsonText } from '../engine/exact-json.js';
+import { MAX_JSON_DEPTH } from '../../validation/input-limits.js';
 
 /** One source item made ready for its ext.* table. */
 export interface PreparedRow {
@@ -16,6 +17,11 @@ export interface PreparedRow {
   promoted: Record<string, string | null>;
   /** Promoted values that failed their type or transform (kept as NULL; the payload stays intact). */
   rejects: Array<{ column: string; value: unknown; reason: string }>;
+  /**
+   * Set when the record nests deeper than MAX_JSON_DEPTH: it is not stored (dead-lettered
+   * `unstorable` with this reason), and `json` and `rowHash` are empty, no key or promoted value read.
+   */
+  tooDeep?: string;
 }
 
 /**
@@ -26,15 +32,29 @@ export interface PreparedRow {
 const quotedKeys = new Map<string, string>();
 const QUOTED_KEYS = 10_000;
 
-/** JSON with object keys sorted at every level: the same payload always hashes the same. */
-export function canonicalJson(value: unknown): string {
+/** A value nests objects and arrays deeper than MAX_JSON_DEPTH: canonicalJson stops there. */
+export class TooDeepError extends Error {
+  constructor() {
+    super(`nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`);
+    this.name = 'TooDeepError';
+  }
+}
+
+/**
+ * JSON with object keys sorted at every level: the same payload always hashes the same. A value
+ * nesting objects and arrays deeper than MAX_JSON_DEPTH (the value itself is level 1) throws
+ * TooDeepError: the recursion is bounded by the cap whatever a source sends (a record of 10,000
+ * levels would exhaust the stack), and the walk that writes the text is the one that counts.
+ */
+export function canonicalJson(value: unknown, depth = 1): string {
   // Loops rather than map/filter/join: this runs for every ingested row (twice the throughput).
   // An integer beyond ±(2^53 − 1), read exactly (engine/exact-json.ts): its digits, a JSON number.
   if (typeof value === 'bigint') return String(value);
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (depth > MAX_JSON_DEPTH) throw new TooDeepError();
   if (Array.isArray(value)) {
     let out = '[';
-    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + canonicalJson(value[i]);
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + canonicalJson(value[i], depth + 1);
     return `${out}]`;
   }
   const object = value as Record<string, unknown>;
@@ -59,7 +79,7 @@ export function canonicalJson(value: unknown): string {
     }
     if (!first) out += ',';
     out += quoted;
-    out += typeof v === 'string' ? JSON.stringify(v) : canonicalJson(v);
+    out += typeof v === 'string' ? JSON.stringify(v) : canonicalJson(v, depth + 1);
     first = false;
   }
   return `${out}}`;
@@ -86,6 +106,15 @@ export function externalIdOf(item: unknown, uniqueKey: string): string | undefin
 }
 
 export function prepareRow(item: unknown, target: Target): PreparedRow {
+  // First, so that a record too deep to store is never walked further (a JSONPath with `..`, a
+  // promoted object's text): it is dead-lettered as it is.
+  let json: string;
+  try {
+    json = canonicalJson(item);
+  } catch (err) {
+    if (!(err instanceof TooDeepError)) throw err;
+    return { externalId: undefined, data: item, json: '', rowHash: '', promoted: {}, rejects: [], tooDeep: err.message };
+  }
   const externalId = externalIdOf(item, target.unique_key);
   const promoted: Record<string, string | null> = {};
   const rejects: PreparedRow['rejects'] = [];
@@ -95,7 +124,6 @@ export function prepareRow(item: unknown, target: Target): PreparedRow {
     promoted[p.name] = result.value;
     if (result.reason) rejects.push({ column: p.name, value: raw, reason: result.reason });
   }
-  const json = canonicalJson(item);
   return { externalId, data: item, json, rowHash: hashOf(json), promoted, rejects };
 }
 
