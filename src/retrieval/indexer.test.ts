@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { ExtSchema } from '../connectors/target/ddl.js';
 import { prepareRow } from '../connectors/target/rows.js';
+import { upsertChunk } from '../connectors/target/writer.js';
 import type { Target } from '../connectors/types.js';
 import type { EmbeddingPort } from './embedding/port.js';
-import { embedPending, pendingIndexer } from './indexer.js';
+import { embedPending, expandPending, pendingIndexer } from './indexer.js';
 
 /**
  * Ingestion's hand-off as stored: a written chunk's pending entry carries its rows' hashes (1,000
@@ -105,5 +107,118 @@ describe('embedPending under a stop', () => {
     model.answer();
     expect(await pass).toBe(3);
     expect(await embedded()).toBe(3);
+  });
+});
+
+/**
+ * Entries of every tenant are expanded in one pass. Rows of one table with identical content (one
+ * row hash under two keys: after a unique_key changed) used to make the chunk insert fail (`ON
+ * CONFLICT DO UPDATE command cannot affect row a second time`), and with it the pass's transaction:
+ * no tenant's rows were indexed again, at every tick. Now they are one chunk naming the smallest
+ * key, and an entry that fails for whatever reason is set aside (under a savepoint) with a backoff.
+ */
+describe('expandPending: identical rows, and an entry that fails', () => {
+  let t: MigratedDatabase;
+  let ext: ExtSchema;
+  const connectorId = '00000000-0000-4000-8000-0000000000c1';
+  const endpointUuid = '00000000-0000-4000-8000-0000000000e1';
+  const byId: Target = { kind: 'hybrid', table: 'ext.twins', unique_key: '$.id', promote: [] };
+  const byN: Target = { ...byId, unique_key: '$.n' };
+
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'acme', 2: 'beta' });
+    ext = new ExtSchema(t.ownerUrl, TEST_ROLES);
+    await ext.ensureTable(1, 'ext.twins', []);
+    await ext.ensureTable(2, 'ext.others', []);
+  });
+  afterAll(async () => {
+    await ext?.close();
+    await t?.close();
+  });
+
+  /** Writes the items under `target`'s key and records their pending entry, as a run's chunk does. */
+  async function written(tenantId: number, target: Target, items: unknown[], corpus = 'crm') {
+    const rows = items.map((item) => prepareRow(item, target));
+    const ids = { tenantId, connectorId, endpointUuid };
+    await t.db.withTenant(tenantId, async (tx) => {
+      await upsertChunk(tx, target, rows, ids);
+      await pendingIndexer.rowsWritten(tx, { ...ids, connectorName: corpus, table: target.table, scopes: [], rows });
+    });
+    return rows;
+  }
+  const chunks = async (tenantId: number) =>
+    (await t.owner.query<{ row_hash: string; external_id: string; content: string }>('select row_hash, external_id, content from retrieval.chunks where tenant_id = $1 order by content', [tenantId])).rows;
+  const pending = async () =>
+    (await t.owner.query<{ id: number; tenant_id: string; attempts: number; last_error: string | null; waits: boolean }>(
+      'select id, tenant_id::text, attempts, last_error, retry_at > now() as waits from retrieval.pending order by id',
+    )).rows;
+
+  it('indexes rows of identical content once, naming the smallest key, and the other tenant\'s rows in the same pass', async () => {
+    const [first] = await written(1, byId, [{ id: 'r10', n: 10 }, { id: 'r11', n: 11 }]);
+    const [twin] = await written(1, byN, [{ id: 'r10', n: 10 }]); // the same record under its new key: two rows, one hash
+    expect(twin!.rowHash).toBe(first!.rowHash);
+    await written(2, { ...byId, table: 'ext.others' }, [{ id: 'b1', name: 'Beta' }], 'other');
+
+    // Every entry of the pass is taken, none fails: nothing stays pending.
+    expect(await expandPending(t.db)).toBe(3);
+    expect(await pending()).toEqual([]);
+    expect((await chunks(1)).map((c) => [c.external_id, c.content])).toEqual([
+      ['10', 'ext.twins 10: n: 10; id: r10'],
+      ['r11', 'ext.twins r11: n: 11; id: r11'],
+    ]);
+    expect((await chunks(2)).map((c) => c.content)).toEqual(['ext.others b1: id: b1; name: Beta']);
+
+    // Written again under its first key (a later entry reading both rows): still one chunk, the same.
+    await written(1, byId, [{ id: 'r10', n: 10 }]);
+    expect(await expandPending(t.db)).toBe(1);
+    expect((await chunks(1)).map((c) => [c.external_id, c.content])).toEqual([
+      ['10', 'ext.twins 10: n: 10; id: r10'],
+      ['r11', 'ext.twins r11: n: 11; id: r11'],
+    ]);
+
+    // The row a chunk named is rewritten while the other still holds that content: the chunk names the other.
+    const [changed] = await written(1, byN, [{ id: 'r10', n: 10, v: 2 }]);
+    expect(await expandPending(t.db)).toBe(1);
+    expect((await chunks(1)).map((c) => [c.row_hash, c.content])).toEqual([
+      [changed!.rowHash, 'ext.twins 10: n: 10; v: 2; id: r10'],
+      [first!.rowHash, 'ext.twins r10: n: 10; id: r10'],
+      [expect.any(String), 'ext.twins r11: n: 11; id: r11'],
+    ]);
+  });
+
+  it('sets an entry that fails aside with its error and a backoff; the other entries are indexed, and it is once it can be', async () => {
+    // A fault injected into the chunk insert of one corpus.
+    await t.owner.query(`create function retrieval.test_poison() returns trigger language plpgsql as $$
+      begin if new.corpus = 'poison' then raise exception 'poisoned entry'; end if; return new; end $$`);
+    await t.owner.query('create trigger test_poison before insert on retrieval.chunks for each row execute function retrieval.test_poison()');
+    await written(1, byId, [{ id: 'p1', n: 1 }], 'poison');
+    await written(2, { ...byId, table: 'ext.others' }, [{ id: 'b2', name: 'Beta two' }], 'other');
+
+    expect(await expandPending(t.db)).toBe(2);
+    expect((await chunks(2)).map((c) => c.content)).toEqual(['ext.others b1: id: b1; name: Beta', 'ext.others b2: id: b2; name: Beta two']);
+    const [failed, ...others] = await pending();
+    expect(others).toEqual([]);
+    expect(failed).toMatchObject({ tenant_id: '1', attempts: 1, last_error: 'poisoned entry', waits: true });
+    // Not tried again before its time: the next pass passes it over.
+    expect(await expandPending(t.db)).toBe(0);
+    expect(await pending()).toMatchObject([{ id: failed!.id, attempts: 1 }]);
+    // Its time come, failing again: the wait doubles.
+    await t.owner.query('update retrieval.pending set retry_at = now() where id = $1', [failed!.id]);
+    expect(await expandPending(t.db)).toBe(1);
+    const { rows: waits } = await t.owner.query<{ attempts: number; seconds: number }>(
+      'select attempts, extract(epoch from retry_at - now())::float as seconds from retrieval.pending where id = $1',
+      [failed!.id],
+    );
+    expect(waits[0]!.attempts).toBe(2);
+    expect(waits[0]!.seconds).toBeGreaterThan(1);
+    expect(waits[0]!.seconds).toBeLessThanOrEqual(2);
+
+    // The fault gone and the time come, the entry is indexed and leaves.
+    await t.owner.query('drop trigger test_poison on retrieval.chunks');
+    await t.owner.query('update retrieval.pending set retry_at = now() where id = $1', [failed!.id]);
+    expect(await expandPending(t.db)).toBe(1);
+    expect(await pending()).toEqual([]);
+    const { rows: poisoned } = await t.owner.query('select content from retrieval.chunks where corpus = $1', ['poison']);
+    expect(poisoned).toEqual([{ content: 'ext.twins p1: n: 1; id: p1' }]);
   });
 });

@@ -34,19 +34,50 @@ interface PendingEntry {
   row_hashes: string[];
 }
 
+/** The longest wait before an entry that failed is tried again (the wait doubles from 1 s up to it). */
+export const PENDING_RETRY_MAX_SECONDS = 3600;
+
 /**
- * Turns up to `limit` pending entries into chunks (text, scopes, corpus), each entry in the same
- * transaction that removes it: a crash leaves the entry for the next pass, never half a batch.
- * Returns how many entries were done.
+ * Turns up to `limit` pending entries (of every tenant, oldest first) into chunks (text, scopes,
+ * corpus), each entry under a savepoint of the transaction that removes it: a crash leaves the entry
+ * for the next pass, never half a batch, and an entry that fails (its rollback to the savepoint
+ * undoes its own work only) does not hold back the others. A failed entry stays, with its
+ * `attempts`, `last_error` and `retry_at`: it is passed over until `retry_at` (1 s after the first
+ * failure, doubling up to PENDING_RETRY_MAX_SECONDS), and each failure is logged once, as a warning
+ * naming the entry, its tenant, table and the next try. Returns how many entries were taken.
  */
 export async function expandPending(db: Database, limit = 20): Promise<number> {
   return db.crossTenant('retrieval-index', async (tx) => {
     const { rows: entries } = await tx.query<PendingEntry>(
-      `delete from retrieval.pending where id in (select id from retrieval.pending order by id limit $1 for update skip locked)
-       returning id, tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes`,
+      `select id, tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes
+         from retrieval.pending where retry_at is null or retry_at <= now() order by id limit $1 for update skip locked`,
       [limit],
     );
-    for (const entry of entries.sort((a, b) => a.id - b.id)) await expandEntry(tx, entry);
+    const done: number[] = [];
+    for (const entry of entries.sort((a, b) => a.id - b.id)) {
+      await tx.query('savepoint pending_entry');
+      try {
+        await expandEntry(tx, entry);
+        await tx.query('release savepoint pending_entry');
+        done.push(entry.id);
+      } catch (err) {
+        // A database that went away fails this too, and with it the pass (nothing is recorded).
+        await tx.query('rollback to savepoint pending_entry');
+        const message = err instanceof Error ? err.message : String(err);
+        const { rows } = await tx.query<{ attempts: number; retry_at: Date }>(
+          `update retrieval.pending set attempts = attempts + 1, last_error = $2,
+                  retry_at = now() + least(power(2, attempts), $3::int) * interval '1 second'
+            where id = $1 returning attempts, retry_at`,
+          [entry.id, message, PENDING_RETRY_MAX_SECONDS],
+        );
+        const failed = rows[0];
+        logger().warn(
+          { tenantId: entry.tenant_id, pendingId: entry.id, connectorId: entry.connector_id, table: entry.table_name, attempts: failed?.attempts, retryAt: failed?.retry_at, err: message },
+          `retrieval index: pending entry ${entry.id} (tenant ${entry.tenant_id}, ${entry.table_name}) failed ${failed?.attempts ?? 1} time(s), tried again at ${failed?.retry_at.toISOString() ?? 'the next pass'}: ${message}`,
+        );
+      }
+    }
+    if (done.length) await tx.query('delete from retrieval.pending where id = any($1::bigint[])', [done]);
     return entries.length;
   });
 }
@@ -65,19 +96,45 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
   if (!exists.rows[0]?.t) return;
   // Rows rewritten since have another hash now: their own later entry indexes them.
   // The payload as text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
-  const { rows } = await tx.query<{ external_id: string; row_hash: string; data: string }>(
-    `select external_id, row_hash, data::text as data from ${table} where tenant_id = $1 and row_hash = any($2)`,
-    [entry.tenant_id, entry.row_hashes],
-  );
+  // Every row of the table holding one of the hashes: rows of identical content under other keys too.
+  const read = (hashes: string[]) =>
+    tx.query<{ external_id: string; row_hash: string; data: string }>(
+      `select external_id, row_hash, data::text as data from ${table} where tenant_id = $1 and row_hash = any($2)`,
+      [entry.tenant_id, hashes],
+    );
+  const { rows } = await read(entry.row_hashes);
   if (rows.length === 0) return;
-  const externalIds = rows.map((r) => r.external_id);
-  const hashes = rows.map((r) => r.row_hash);
   // The earlier version of a rewritten row: its chunk describes data that is gone.
-  await tx.query(
+  const { rows: gone } = await tx.query<{ row_hash: string }>(
     `delete from retrieval.chunks c using unnest($3::text[], $4::text[]) as r(external_id, row_hash)
-      where c.connector_id = $1 and c.table_name = $2 and c.external_id = r.external_id and c.row_hash <> r.row_hash`,
-    [entry.connector_id, entry.table_name, externalIds, hashes],
+      where c.connector_id = $1 and c.table_name = $2 and c.external_id = r.external_id and c.row_hash <> r.row_hash
+      returning c.row_hash`,
+    [entry.connector_id, entry.table_name, rows.map((r) => r.external_id), rows.map((r) => r.row_hash)],
   );
+  // Content another row of the table still holds (identical rows, one of them rewritten) keeps a chunk: it names that row now.
+  const held = new Set(rows.map((r) => r.row_hash));
+  const orphans = [...new Set(gone.map((g) => g.row_hash))].filter((h) => !held.has(h));
+  if (orphans.length) rows.push(...(await read(orphans)).rows);
+  // Rows of identical content (one row hash, under several keys: after a unique_key changed, or two
+  // endpoints with different keys writing one table) are one chunk, as the unique index on
+  // (tenant, corpus, row_hash) wants: it names the row of the smallest key (byte order), the same
+  // whichever of them was written last. A chunk of that content naming another key of this table
+  // is replaced (its text names the key); without identical rows there is none.
+  const chosen = new Map<string, { external_id: string; row_hash: string; data: string }>();
+  for (const r of rows) {
+    const first = chosen.get(r.row_hash);
+    if (!first || Buffer.compare(Buffer.from(r.external_id), Buffer.from(first.external_id)) < 0) chosen.set(r.row_hash, r);
+  }
+  const unique = [...chosen.values()];
+  const externalIds = unique.map((r) => r.external_id);
+  const hashes = unique.map((r) => r.row_hash);
+  if (unique.length < rows.length) {
+    await tx.query(
+      `delete from retrieval.chunks c using unnest($4::text[], $5::text[]) as r(external_id, row_hash)
+        where c.tenant_id = $1 and c.corpus = $2 and c.table_name = $3 and c.row_hash = r.row_hash and c.external_id <> r.external_id`,
+      [entry.tenant_id, entry.corpus, entry.table_name, externalIds, hashes],
+    );
+  }
   await tx.query(
     `insert into retrieval.chunks (tenant_id, corpus, connector_id, endpoint_uuid, table_name, scopes, row_hash, external_id, content)
      select $1, $2, $3, $4, $5, $6, r.row_hash, r.external_id, r.content
@@ -87,7 +144,7 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
            endpoint_uuid = excluded.endpoint_uuid, connector_id = excluded.connector_id, updated_at = now()
        where (chunks.scopes, chunks.table_name, chunks.external_id, chunks.endpoint_uuid)
              is distinct from (excluded.scopes, excluded.table_name, excluded.external_id, excluded.endpoint_uuid)`,
-    [entry.tenant_id, entry.corpus, entry.connector_id, entry.endpoint_uuid, entry.table_name, scopes, hashes, externalIds, rows.map((r) => rowChunkText(entry.table_name, r.external_id, parseJsonExact(r.data)))],
+    [entry.tenant_id, entry.corpus, entry.connector_id, entry.endpoint_uuid, entry.table_name, scopes, hashes, externalIds, unique.map((r) => rowChunkText(entry.table_name, r.external_id, parseJsonExact(r.data)))],
   );
 }
 
