@@ -89,7 +89,11 @@ describe('retry policy', () => {
     // /retry-after: per query string a 429 with `Retry-After: <retry_after>`, a 503 without one, then the page.
     const retries: RetryEvent[] = [];
     let started = Date.now();
-    let result = await readAll(connectorSpec(source.url), endpointSpec('/retry-after/partners?tag=longer&retry_after=0.3', offset(100)), engineContext({}, { onRetry: (e) => retries.push(e) }));
+    let result = await readAll(
+      connectorSpec(source.url),
+      endpointSpec('/retry-after/partners?tag=longer&retry_after=0.3', offset(100)),
+      engineContext({}, { retry: { attempts: 5, baseDelayMs: 5, maxDelayMs: 1000 }, onRetry: (e) => retries.push(e) }),
+    );
     expect(result.error).toBeUndefined();
     expect(ids(result.items)).toEqual(range(95));
     expect(retries[0]).toMatchObject({ status: 429, delayMs: 300 });
@@ -107,6 +111,30 @@ describe('retry policy', () => {
     expect(retries).toEqual([expect.objectContaining({ status: 429, delayMs: 0 })]);
     expect(Date.now() - started).toBeLessThan(baseDelayMs / 5); // relative to the delay it did not wait
     expect(result.error?.message).toMatch(/^upstream returned HTTP 503 \(transient\)/);
+  });
+
+  it('a Retry-After longer than the cap waits the cap, and one past what a timer holds is no immediate retry (probe 31 M8)', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      for (const [tag, seconds] of [['cap', '120'], ['overflow', '2147484']] as const) {
+        const retries: RetryEvent[] = [];
+        const started = Date.now();
+        const result = await readAll(
+          connectorSpec(source.url),
+          endpointSpec(`/retry-after/partners?tag=${tag}&retry_after=${seconds}`, offset(100)),
+          engineContext({}, { retry: { attempts: 5, baseDelayMs: 5, maxDelayMs: 200 }, onRetry: (e) => retries.push(e) }),
+        );
+        expect(result.error).toBeUndefined();
+        expect(ids(result.items)).toEqual(range(95));
+        expect(retries[0]).toMatchObject({ status: 429, delayMs: 200 });
+        expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+      }
+      expect(warnings.filter((w) => w.name === 'TimeoutOverflowWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 
   it('network errors are retried, then Failed and retryable', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { quote, TRANSIENT_STATUSES, UpstreamHttpError } from './errors.js';
-import { backoffDelay, DEFAULT_RETRY, parseRetryAfter } from './retry.js';
+import { backoffDelay, DEFAULT_RETRY, MAX_TIMER_MS, parseRetryAfter } from './retry.js';
 
 describe('backoff', () => {
   it('is 1 s, 2 s, 4 s … capped at 60 s with the default policy (no jitter at the midpoint)', () => {
@@ -14,14 +14,25 @@ describe('backoff', () => {
     expect(backoffDelay(DEFAULT_RETRY, 10, undefined, () => 0)).toBe(54000);
   });
 
-  it('a numeric Retry-After wins, as given; an HTTP-date or junk does not', () => {
+  it('a numeric Retry-After wins, without jitter, up to the cap; an HTTP-date or junk does not', () => {
     expect(backoffDelay(DEFAULT_RETRY, 1, '7')).toBe(7000);
     expect(backoffDelay(DEFAULT_RETRY, 3, ['0'])).toBe(0);
-    expect(backoffDelay(DEFAULT_RETRY, 1, '120')).toBe(120_000);
+    expect(backoffDelay(DEFAULT_RETRY, 6, '45', () => 0.999999)).toBe(45_000);
+    // Longer than svc.connectors.retry.max-delay: the wait is the cap (probe 31 M8).
+    expect(backoffDelay(DEFAULT_RETRY, 1, '120')).toBe(60_000);
     expect(parseRetryAfter('1.5')).toBe(1500);
     expect(parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT')).toBeUndefined();
     expect(parseRetryAfter('-1')).toBeUndefined();
     expect(parseRetryAfter(undefined)).toBeUndefined();
+  });
+
+  it('never exceeds what a timer can hold (2^31 − 1 ms), whatever the source or the configuration asks', () => {
+    // 2147484 s overflowed setTimeout, which then fired after 1 ms: an immediate retry (probe 31 M8).
+    expect(backoffDelay(DEFAULT_RETRY, 1, '2147484')).toBe(60_000);
+    const days = { attempts: 5, baseDelayMs: 1000, maxDelayMs: 30 * 86_400_000 };
+    expect(backoffDelay(days, 1, '2147484')).toBe(MAX_TIMER_MS);
+    expect(backoffDelay(days, 40, undefined, () => 0.999999)).toBe(MAX_TIMER_MS);
+    expect(MAX_TIMER_MS).toBe(2_147_483_647);
   });
 
   it('the default policy is 5 attempts on 408, 429, 500, 502, 503, 504', () => {

@@ -1,7 +1,7 @@
 /**
  * The fixed retry policy of spec 3 (Limits): up to 5 attempts per request on HTTP 429, 500, 502,
  * 503, 504, 408 and on network errors; exponential backoff 1 s, 2 s, 4 s … capped at 60 s, with
- * 10 % jitter; a numeric `Retry-After` overrides the computed delay.
+ * 10 % jitter; a numeric `Retry-After` overrides the computed delay (capped as the backoff is).
  */
 export interface RetryPolicy {
   /** Attempts per request, the first included. */
@@ -14,15 +14,20 @@ export const DEFAULT_RETRY: Readonly<RetryPolicy> = Object.freeze({ attempts: 5,
 
 export const JITTER = 0.1;
 
+/** The longest wait a timer can hold (2^31 − 1 ms, about 24.8 days): a longer one would fire at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * The wait before attempt `failed + 1`, after `failed` failed attempts (1-based): base·2^(failed−1)
- * capped at maxDelayMs, then ±10 % jitter. A numeric Retry-After (seconds) wins as given.
+ * capped at maxDelayMs, then ±10 % jitter. A numeric Retry-After (seconds) replaces it, capped at
+ * maxDelayMs too (a source asking for longer is retried after maxDelayMs), without jitter. Never
+ * more than MAX_TIMER_MS.
  */
 export function backoffDelay(policy: RetryPolicy, failed: number, retryAfter?: string | string[], random: () => number = Math.random): number {
   const override = parseRetryAfter(retryAfter);
-  if (override !== undefined) return override;
+  if (override !== undefined) return Math.min(override, policy.maxDelayMs, MAX_TIMER_MS);
   const exponential = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, failed - 1));
-  return Math.max(0, Math.round(exponential * (1 + (random() * 2 - 1) * JITTER)));
+  return Math.min(MAX_TIMER_MS, Math.max(0, Math.round(exponential * (1 + (random() * 2 - 1) * JITTER))));
 }
 
 /** A numeric `Retry-After` (delay-seconds, decimals tolerated) in milliseconds; an HTTP-date or junk gives undefined. */
