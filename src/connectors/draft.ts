@@ -50,6 +50,8 @@ export async function draftEndpoint(connector: ConnectorSpec, request: { path: s
   // The connector's own fault (a credential that does not resolve or open): nothing was sent.
   if (report.unsent) throw new ConflictError(`nothing was sent to the source: ${report.verdict}`);
   if (report.verdict !== 'ok') {
+    // A 2xx whose body could not be read: the verdict says what the source answered and why it is unreadable.
+    if (report.status >= 200 && report.status < 300) throw new UpstreamRefused(`${method} ${request.path}: ${report.verdict}`);
     throw new UpstreamRefused(report.status ? `upstream answered HTTP ${report.status} for ${method} ${request.path}` : `upstream did not answer ${method} ${request.path}: ${report.verdict}`);
   }
   const { kind, records, pagination } = recognise(report.body, report.link);

@@ -71,8 +71,17 @@ const KINDS = {
     retryable: false,
     message: (detail: string) => `the request could not be sent: ${detail}`,
   },
-  /** A 2xx answer whose body is not JSON (or exceeds the page size bound). */
-  unreadable_response: { name: 'UnreadableResponseError', runStatus: 'Failed', retryable: false, message: (detail: string) => detail },
+  /**
+   * A 2xx answer whose body cannot be read as a page: not JSON (or not a SOAP envelope), empty, compressed
+   * unasked, past the page size bound. Carries the answer's status (the pre-flight reports it).
+   */
+  unreadable_response: {
+    name: 'UnreadableResponseError',
+    runStatus: 'Failed',
+    retryable: false,
+    message: (detail: string, _status?: number) => detail,
+    details: (_detail: string, status?: number) => ({ status }),
+  },
   /** total_path disagreed with the rows read, in either direction. */
   declared_total_mismatch: {
     name: 'DeclaredTotalMismatchError',

@@ -54,7 +54,8 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * Sends one request under the retry policy: takes a token from the connector's bucket before every
  * attempt, retries 408/429/500/502/503/504 and network errors (a failure while reading a 2xx body
  * included), and answers the final response: a 2xx with its JSON body parsed (one page in memory,
- * bounded by maxPageBytes), anything else with the start of its body as text. Cancellation (the
+ * bounded by maxPageBytes), anything else with the start of its body as text. An empty 2xx body other
+ * than a 204's is retried as a cut-off one, then unreadable; a compressed one is unreadable at once. Cancellation (the
  * signal) interrupts waits and the request in flight with a CancelledError.
  */
 export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promise<Exchange> {
@@ -101,8 +102,28 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
     const status = res.statusCode;
     const headers = res.headers as ResponseHeaders;
     if (status >= 200 && status < 300) {
+      const encoding = compressedWith(headers);
+      if (encoding !== undefined) {
+        await res.body.dump().catch(() => undefined);
+        const asked = Object.keys(req.headers).some((name) => name.toLowerCase() === 'accept-encoding');
+        throw new UnreadableResponseError(
+          `upstream answered HTTP ${status} with a ${encoding}-compressed body (Content-Encoding: ${encoding}), which the hub ${asked ? 'does not decode: remove the Accept-Encoding header the connector declares' : 'did not ask for and does not decode'}`,
+          status,
+        );
+      }
       try {
         const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES));
+        // An empty 2xx other than 204 is a page lost on the way (a proxy hiccup), not a page of no records.
+        if (status !== 204 && text.trim() === '') {
+          if (attempt >= attempts) {
+            throw new UnreadableResponseError(
+              `upstream answered HTTP ${status} with an empty body (content-type ${contentType(headers)}) after ${attempt} attempt(s): only HTTP 204 may answer no content, so the page is unreadable rather than empty`,
+              status,
+            );
+          }
+          await retryAfter({ attempt, status, error: 'empty body', delayMs: backoffDelay(o.policy, attempt) });
+          continue;
+        }
         const body = await (o.parse ?? parseJson)(text, status, headers);
         return { ok: true, status, headers, body, attempts: attempt };
       } catch (err) {
@@ -149,7 +170,7 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
     size += buf.length;
     if (size > maxBytes) {
       body.destroy();
-      throw new UnreadableResponseError(`upstream answered HTTP ${status} with a page larger than ${maxBytes} bytes; refusing to hold it in memory`);
+      throw new UnreadableResponseError(`upstream answered HTTP ${status} with a page larger than ${maxBytes} bytes; refusing to hold it in memory`, status);
     }
     text += decoder.write(buf);
   }
@@ -157,16 +178,26 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
   return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
+/** A 2xx body as JSON; a 204's (no content) is null, no records. */
 function parseJson(text: string, status: number, headers: ResponseHeaders): unknown {
-  if (text.trim() === '') return null;
+  if (status === 204 && text.trim() === '') return null;
   try {
     return parseJsonExact(text);
   } catch {
-    const type = headers['content-type'];
-    throw new UnreadableResponseError(
-      `upstream answered HTTP ${status} with a body that is not JSON (content-type ${Array.isArray(type) ? type.join(', ') : (type ?? 'none')}): ${quote(text, 200)}`,
-    );
+    throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body that is not JSON (content-type ${contentType(headers)}): ${quote(text, 200)}`, status);
   }
+}
+
+export function contentType(headers: ResponseHeaders): string {
+  const type = headers['content-type'];
+  return Array.isArray(type) ? type.join(', ') : (type ?? 'none');
+}
+
+/** The Content-Encoding of an answer other than identity (undici hands the body over as sent: the hub asks for none). */
+function compressedWith(headers: ResponseHeaders): string | undefined {
+  const value = headers['content-encoding'];
+  const text = (Array.isArray(value) ? value.join(', ') : (value ?? '')).trim();
+  return text === '' || text.toLowerCase() === 'identity' ? undefined : text;
 }
 
 async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {

@@ -198,7 +198,9 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
     });
   } catch (err) {
     if (err instanceof CancelledError || !(err instanceof EngineError)) throw err;
-    return { ...report, status: 0, items: [], verdict: err.message };
+    // An answer that could not be read (not JSON, empty, compressed) was answered all the same: its status is shown.
+    const status = (err as { status?: unknown }).status;
+    return { ...report, status: typeof status === 'number' ? status : 0, items: [], verdict: err.message };
   }
   if (!answer.ok) return { ...report, status: answer.status, items: [], verdict: endpoint.soap ? soapFailure(answer, endpoint, plan.auth).message : `HTTP ${answer.status}` };
   try {

@@ -2,7 +2,7 @@ import type { AuthParts } from '../auth/types.js';
 import { faultOf, readAnswer, type SoapAnswer, SoapEnvelopeError } from '../soap/envelope.js';
 import type { EndpointSpec, SoapCall } from '../types.js';
 import { type EngineError, quote, SoapFaultError, SoapUnauthorizedError, UnreadableResponseError, UpstreamHttpError } from './errors.js';
-import type { Exchange, ExchangeOptions, ResponseHeaders } from './http.js';
+import { contentType, type Exchange, type ExchangeOptions, type ResponseHeaders } from './http.js';
 import { redactText } from './request.js';
 
 /**
@@ -23,10 +23,7 @@ async function parseAnswer(text: string, status: number, headers: ResponseHeader
     return await readAnswer(text, call);
   } catch (err) {
     if (!(err instanceof SoapEnvelopeError)) throw err;
-    const type = headers['content-type'];
-    throw new UnreadableResponseError(
-      `upstream answered HTTP ${status} with a body that is not a SOAP envelope: ${err.message} (content-type ${Array.isArray(type) ? type.join(', ') : (type ?? 'none')}): ${quote(text, 200)}`,
-    );
+    throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body that is not a SOAP envelope: ${err.message} (content-type ${contentType(headers)}): ${quote(text, 200)}`, status);
   }
 }
 

@@ -1,0 +1,141 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { draftEndpoint } from '../draft.js';
+import type { Pagination } from '../types.js';
+import { UnreadableResponseError } from './errors.js';
+import type { RetryEvent } from './http.js';
+import { firstPage } from './read.js';
+import { connectorSpec, endpointSpec, engineContext, readAll } from './testing/specs.js';
+
+/**
+ * A loopback source answering what a proxy or a careless server may answer for a page: an empty
+ * 200, 204, a compressed body nobody asked for (probe 31 H4, L2, L3). Each route counts its hits.
+ */
+const ROWS = Array.from({ length: 12 }, (_, i) => ({ id: `r${i}` }));
+const hits = new Map<string, number>();
+let server: Server;
+let base: string;
+
+function page(res: ServerResponse, offset: number, limit: number): void {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ data: ROWS.slice(offset, offset + limit) }));
+}
+
+function route(req: IncomingMessage, res: ServerResponse): void {
+  const url = new URL(req.url ?? '/', 'http://x');
+  const key = `${url.pathname}?${url.searchParams}`;
+  const hit = (hits.get(key) ?? 0) + 1;
+  hits.set(key, hit);
+  const offset = Number(url.searchParams.get('offset') ?? 0);
+  const limit = Number(url.searchParams.get('limit') ?? 2);
+  const emptyOnce = url.searchParams.get('tag') === 'once';
+  switch (url.pathname) {
+    // offset 4 answers 200 with a zero-length JSON body (always, or only the first time with tag=once).
+    case '/off-emptybody':
+      if (offset === 4 && (!emptyOnce || hit === 1)) {
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': '0' });
+        res.end();
+        return;
+      }
+      page(res, offset, limit);
+      return;
+    // offset 4 answers 204 No Content: nothing more.
+    case '/off-204':
+      if (offset === 4) {
+        res.writeHead(204);
+        res.end();
+        return;
+      }
+      page(res, offset, limit);
+      return;
+    case '/html':
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<html><body>maintenance</body></html>');
+      return;
+    case '/gzip':
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      res.end(gzipSync(JSON.stringify([{ id: 1 }])));
+      return;
+    default:
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end('{"error":"not_found"}');
+  }
+}
+
+beforeAll(async () => {
+  server = createServer(route);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+const offset: Pagination = { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 2, response_path: '$.data' };
+const ids = (items: unknown[]) => items.map((i) => (i as { id: string }).id);
+
+describe('an empty 2xx body is unreadable, not a page of nothing (probe 31 H4)', () => {
+  it('mid-read, answered empty every time: retried per policy, then Failed naming it, never Completed with rows missing', async () => {
+    const retries: RetryEvent[] = [];
+    const result = await readAll(connectorSpec(base), endpointSpec('/off-emptybody', offset), engineContext({}, { onRetry: (e) => retries.push(e) }));
+    expect(ids(result.items)).toEqual(['r0', 'r1', 'r2', 'r3']);
+    expect(result.error).toBeInstanceOf(UnreadableResponseError);
+    expect(result.error?.message).toBe(
+      'upstream answered HTTP 200 with an empty body (content-type application/json) after 5 attempt(s): only HTTP 204 may answer no content, so the page is unreadable rather than empty',
+    );
+    expect(result.error).toMatchObject({ runStatus: 'Failed', status: 200 });
+    expect(hits.get('/off-emptybody?offset=4&limit=2')).toBe(5);
+    expect(retries.map((r) => [r.attempt, r.status, r.error])).toEqual([1, 2, 3, 4].map((n) => [n, 200, 'empty body']));
+  });
+
+  it('answered empty once: the retry reads the page and every row arrives', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/off-emptybody?tag=once', offset), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(ROWS.map((r) => r.id));
+  });
+
+  it('204 No Content still means no records: the read ends there', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/off-204', offset), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(['r0', 'r1', 'r2', 'r3']);
+    expect(hits.get('/off-204?offset=4&limit=2')).toBe(1);
+  });
+
+  it('the pre-flight of an empty 200 is no `ok` with 0 items, and shows the 200', async () => {
+    const report = await firstPage(connectorSpec(base), endpointSpec('/off-emptybody', { ...offset, start_offset: 4 } as const), engineContext());
+    expect(report).toMatchObject({ status: 200, items: [] });
+    expect(report.verdict).toBe(
+      'upstream answered HTTP 200 with an empty body (content-type application/json) after 1 attempt(s): only HTTP 204 may answer no content, so the page is unreadable rather than empty',
+    );
+  });
+});
+
+describe('an unreadable 200 keeps its status (probe 31 L2)', () => {
+  it('the pre-flight of a 200 that is not JSON reports status 200, not 0', async () => {
+    const report = await firstPage(connectorSpec(base), endpointSpec('/html', { kind: 'none', response_path: '$' }), engineContext());
+    expect(report).toMatchObject({ status: 200, items: [], verdict: 'upstream answered HTTP 200 with a body that is not JSON (content-type text/html): <html><body>maintenance</body></html>' });
+  });
+});
+
+describe('a compressed body the hub did not ask for (probe 31 L3)', () => {
+  const GZIP = 'upstream answered HTTP 200 with a gzip-compressed body (Content-Encoding: gzip), which the hub did not ask for and does not decode';
+
+  it('fails the read naming the encoding, without quoting binary noise', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/gzip', { kind: 'none', response_path: '$' }), engineContext());
+    expect(result.error).toBeInstanceOf(UnreadableResponseError);
+    expect(result.error?.message).toBe(GZIP);
+  });
+
+  it('says so when the connector asked for it in a declared header', async () => {
+    const connector = connectorSpec(base, { headers: [{ name: 'Accept-Encoding', value: 'gzip' }] });
+    const result = await readAll(connector, endpointSpec('/gzip', { kind: 'none', response_path: '$' }), engineContext());
+    expect(result.error?.message).toBe(
+      'upstream answered HTTP 200 with a gzip-compressed body (Content-Encoding: gzip), which the hub does not decode: remove the Accept-Encoding header the connector declares',
+    );
+  });
+
+  it('draft says the source answered 200 and why its answer is unreadable, not that it did not answer', async () => {
+    const err = await draftEndpoint(connectorSpec(base), { path: '/gzip' }, engineContext()).catch((e: unknown) => e);
+    expect((err as Error).message).toBe(`GET /gzip: ${GZIP}`);
+  });
+});
