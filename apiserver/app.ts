@@ -85,6 +85,9 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
       text: true,
       urlencoded: false,
       multipart: false,
+      // Text arrives byte for byte (latin1 maps each byte to one character): the router decodes it as
+      // UTF-8 and refuses bytes that are not, where a lenient decode would store U+FFFD in their place.
+      encoding: 'latin1',
       jsonLimit: limit,
       textLimit: limit,
       textTypes: ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'],

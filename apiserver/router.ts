@@ -102,6 +102,44 @@ function refuseUnstorable(value: unknown, root: string): void {
   if (found) throw new ValidationError(`${found.field} ${found.reason}`, found.field, 'text may hold neither NUL characters nor unpaired UTF-16 surrogates (the database cannot store them)');
 }
 
+/**
+ * A text body as sent (koa-body hands it over as latin1, one character per byte) decoded as UTF-8:
+ * bytes that are not UTF-8 are a 400 naming `body` and the offset of the first. A body declaring
+ * another charset is decoded leniently, as before (a route refusing such a charset names it).
+ */
+function textOf(ctx: Context, raw: unknown): unknown {
+  if (typeof raw !== 'string') return raw;
+  const bytes = Buffer.from(raw, 'latin1');
+  const charset = ctx.request.charset;
+  if (charset && !/^utf-?8$/i.test(charset)) return bytes.toString('utf8');
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new ValidationError(`body is not valid UTF-8: an invalid byte sequence at byte offset ${firstInvalidUtf8(bytes)}`, 'body', 'send the body encoded as UTF-8');
+  }
+}
+
+/** The offset of the byte where `bytes` stops being UTF-8 (the shortest prefix a decoder refuses ends with it; the length when only the end is cut). */
+function firstInvalidUtf8(bytes: Buffer): number {
+  const fails = (length: number) => {
+    try {
+      new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(0, length), { stream: true });
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  if (!fails(bytes.length)) return bytes.length;
+  let ok = 0;
+  let bad = bytes.length;
+  while (bad - ok > 1) {
+    const mid = (ok + bad) >> 1;
+    if (fails(mid)) bad = mid;
+    else ok = mid;
+  }
+  return bad - 1;
+}
+
 const JSON_TYPES = ['application/json', 'application/*+json'];
 const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml'];
 const tooDeep = () => new ValidationError(`body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, 'body', `at most ${MAX_JSON_DEPTH} levels of nesting are accepted`);
@@ -111,7 +149,7 @@ const tooDeep = () => new ValidationError(`body nests objects and arrays deeper 
  * with the nesting cap checked as they are read and unstorable text refused, naming its field.
  */
 function parseBody(ctx: Context, decl: RouteDecl): unknown {
-  const raw = (ctx.request as { body?: unknown }).body;
+  const raw = textOf(ctx, (ctx.request as { body?: unknown }).body);
   const types = decl.bodyTypes ?? ['application/json'];
   let value: unknown;
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {

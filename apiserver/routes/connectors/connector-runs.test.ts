@@ -312,6 +312,20 @@ describe('CSV ingest and dead letters', () => {
       status: 400,
       body: { error: 'the CSV body must be UTF-8; it was declared iso-8859-1 (convert it, or send Content-Type: text/csv; charset=utf-8)', field: 'body' },
     });
+    // Bytes that are not UTF-8 in an undeclared body are refused too, never stored as U+FFFD (probe 31 M4).
+    const undeclared = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=crm-import&table=contacts&key=id`, {
+      method: 'POST',
+      headers: { ...H, 'Content-Type': 'text/csv' },
+      body: Buffer.from('id,name\r\n1,caf\xe9\r\n', 'latin1'),
+    });
+    expect({ status: undeclared.status, body: await undeclared.json() }).toEqual({
+      status: 400,
+      body: { error: 'body is not valid UTF-8: an invalid byte sequence at byte offset 15', field: 'body', hint: 'send the body encoded as UTF-8' },
+    });
+    // Valid UTF-8 (a BOM, a real U+FFFD, an emoji) is read as sent.
+    const good = await ingest('\ufeffid,name\r\n1,caf\u00e9 \ufffd \u{1F98A}\r\n', 'connector=crm-import&table=utf8_kept&key=id');
+    expect(((await good.json()) as Run).status).toBe('Completed');
+    expect((await owner.query(`select name from ext_t1.utf8_kept`)).rows).toEqual([{ name: 'caf\u00e9 \ufffd \u{1F98A}' }]);
     // Line endings mixed in one body (LF, then CRLF, then CR): every record read alike, no stray CR.
     const mixed = await ingest('id,name\n1,Ann\r\n2,Bob\n3,"Carl\r\nJr."\r4,Dee\r\n', 'connector=crm-import&table=mixed_ends&key=id');
     expect(((await mixed.json()) as Run).status).toBe('Completed');

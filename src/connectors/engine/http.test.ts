@@ -22,11 +22,32 @@ describe('readPage', () => {
     for (const pieces of cuts(bytes)) await expect(readPage(body(pieces), 200, 1024)).resolves.toBe(text);
   });
 
-  it('keeps a byte order mark that is not the first character, and replaces invalid bytes as a decoder does', async () => {
+  it('keeps a byte order mark that is not the first character', async () => {
     await expect(readPage(body([Buffer.from('a\ufeffb')]), 200, 1024)).resolves.toBe('a\ufeffb');
-    await expect(readPage(body([Buffer.from([0x61, 0xc3]), Buffer.from([0x28, 0x62])]), 200, 1024)).resolves.toBe('a\ufffd(b');
+  });
+
+  it('refuses invalid UTF-8 naming the offset of the first bad byte, wherever the chunks are cut (probe 31 M4)', async () => {
+    // "ab" then a lead byte whose continuation is "(": byte 3 is where it stops being UTF-8.
+    const bytes = Buffer.from([0x61, 0x62, 0xc3, 0x28, 0x62]);
+    for (const pieces of cuts(bytes)) {
+      const err = await readPage(body(pieces), 200, 1024).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(UnreadableResponseError);
+      expect((err as Error).message).toMatch(/^upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset [23]$/);
+    }
+    const one = await readPage(body([bytes]), 200, 1024).catch((e: unknown) => e);
+    expect((one as Error).message).toBe('upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset 3');
     // A character left incomplete at the end of the body.
-    await expect(readPage(body([Buffer.from([0x61, 0xe6, 0x9d])]), 200, 1024)).resolves.toBe('a\ufffd');
+    const cut = await readPage(body([Buffer.from([0x61, 0xe6, 0x9d])]), 200, 1024).catch((e: unknown) => e);
+    expect((cut as Error).message).toBe('upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset 3');
+  });
+
+  it('decodes a declared charset the Encoding Standard knows, and names one it does not', async () => {
+    await expect(readPage(body([Buffer.from('{"n":"Jos\xe9 M\xfcller"}', 'latin1')]), 200, 1024, 'iso-8859-1')).resolves.toBe('{"n":"José Müller"}');
+    const err = await readPage(body([Buffer.from('{}')]), 200, 1024, 'x-klingon').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UnreadableResponseError);
+    expect((err as Error).message).toBe(
+      'upstream answered HTTP 200 with a body in charset x-klingon, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)',
+    );
   });
 
   it('refuses a page past maxBytes, as soon as it is past, and stops reading', async () => {

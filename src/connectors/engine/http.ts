@@ -1,4 +1,4 @@
-import { StringDecoder } from 'node:string_decoder';
+import { TextDecoder } from 'node:util';
 import { type Dispatcher, request } from 'undici';
 import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
@@ -112,7 +112,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
         );
       }
       try {
-        const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES));
+        const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES, charsetOf(headers)));
         // An empty 2xx other than 204 is a page lost on the way (a proxy hiccup), not a page of no records.
         if (status !== 204 && text.trim() === '') {
           if (attempt >= attempts) {
@@ -158,11 +158,19 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
 /**
  * A 2xx body as text, refused past maxBytes (one page in memory, never more). Each chunk is decoded
  * as it arrives (a character split between chunks waits in the decoder for its other bytes), so a
- * large page costs no buffer copy and no single long decode once its last byte is in. A leading
- * byte order mark is dropped.
+ * large page costs no buffer copy and no single long decode once its last byte is in. The charset
+ * is the one the content type declares (default UTF-8); bytes that are not valid in it are refused,
+ * naming the offset of the first, never replaced with U+FFFD. A leading byte order mark is dropped.
  */
-export async function readPage(body: AsyncIterable<unknown> & { destroy(): unknown }, status: number, maxBytes: number): Promise<string> {
-  const decoder = new StringDecoder('utf8');
+export async function readPage(body: AsyncIterable<unknown> & { destroy(): unknown }, status: number, maxBytes: number, charset = 'utf-8'): Promise<string> {
+  let decoder: TextDecoder;
+  try {
+    decoder = new TextDecoder(charset, { fatal: true });
+  } catch {
+    // Leaving the loop at once closes the body (as an error thrown inside it does below).
+    for await (const _ of body) break;
+    throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body in charset ${charset}, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)`, status);
+  }
   let text = '';
   let size = 0;
   for await (const chunk of body) {
@@ -172,10 +180,53 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
       body.destroy();
       throw new UnreadableResponseError(`upstream answered HTTP ${status} with a page larger than ${maxBytes} bytes; refusing to hold it in memory`, status);
     }
-    text += decoder.write(buf);
+    try {
+      text += decoder.decode(buf, { stream: true });
+    } catch {
+      throw notDecodable(status, decoder.encoding, size - buf.length + firstInvalid(decoder.encoding, buf));
+    }
   }
-  text += decoder.end();
+  try {
+    text += decoder.decode();
+  } catch {
+    throw notDecodable(status, decoder.encoding, size);
+  }
   return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+function notDecodable(status: number, encoding: string, offset: number): Error {
+  return new UnreadableResponseError(`upstream answered HTTP ${status} with a body that is not valid ${encoding}: an invalid byte sequence at byte offset ${offset}`, status);
+}
+
+/**
+ * Where in a chunk the decoder failed (only when it did): the shortest prefix a fresh decoder
+ * refuses ends with the offending byte. 0 when the chunk alone decodes (the bytes held over from
+ * the chunk before were at fault).
+ */
+function firstInvalid(encoding: string, chunk: Buffer): number {
+  const fails = (length: number) => {
+    try {
+      new TextDecoder(encoding, { fatal: true }).decode(chunk.subarray(0, length), { stream: true });
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  if (!fails(chunk.length)) return 0;
+  let ok = 0;
+  let bad = chunk.length;
+  while (bad - ok > 1) {
+    const mid = (ok + bad) >> 1;
+    if (fails(mid)) bad = mid;
+    else ok = mid;
+  }
+  return bad - 1;
+}
+
+/** The charset parameter of a content type, if any. */
+export function charsetOf(headers: ResponseHeaders): string | undefined {
+  const match = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType(headers));
+  return match?.[1];
 }
 
 /** A 2xx body as JSON; a 204's (no content) is null, no records. */

@@ -58,6 +58,18 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
       res.end(gzipSync(JSON.stringify([{ id: 1 }])));
       return;
+    case '/latin1':
+      res.writeHead(200, { 'content-type': 'application/json; charset=iso-8859-1' });
+      res.end(Buffer.from('[{"id":"1","name":"Jos\xe9 M\xfcller"}]', 'latin1'));
+      return;
+    case '/bad-utf8':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(Buffer.from('[{"id":"1","name":"Jos\xe9"}]', 'latin1'));
+      return;
+    case '/klingon':
+      res.writeHead(200, { 'content-type': 'application/json; charset=x-klingon' });
+      res.end('[]');
+      return;
     default:
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end('{"error":"not_found"}');
@@ -137,5 +149,31 @@ describe('a compressed body the hub did not ask for (probe 31 L3)', () => {
   it('draft says the source answered 200 and why its answer is unreadable, not that it did not answer', async () => {
     const err = await draftEndpoint(connectorSpec(base), { path: '/gzip' }, engineContext()).catch((e: unknown) => e);
     expect((err as Error).message).toBe(`GET /gzip: ${GZIP}`);
+  });
+});
+
+describe('charsets (probe 31 M4)', () => {
+  const none = { kind: 'none', response_path: '$' } as const;
+
+  it('a declared ISO-8859-1 page is decoded as declared, not into U+FFFD', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/latin1', none), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(result.items).toEqual([{ id: '1', name: 'José Müller' }]);
+  });
+
+  it('bytes that are not UTF-8 in an undeclared page fail the read naming the offset; the pre-flight says so with its 200', async () => {
+    const message = 'upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset 23';
+    const result = await readAll(connectorSpec(base), endpointSpec('/bad-utf8', none), engineContext());
+    expect(result.error).toBeInstanceOf(UnreadableResponseError);
+    expect(result.error?.message).toBe(message);
+    expect(hits.get('/bad-utf8?')).toBe(1); // not retried: the same bytes would come again
+    expect(await firstPage(connectorSpec(base), endpointSpec('/bad-utf8', none), engineContext())).toMatchObject({ status: 200, items: [], verdict: message });
+  });
+
+  it('a charset the hub cannot decode is named', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/klingon', none), engineContext());
+    expect(result.error?.message).toBe(
+      'upstream answered HTTP 200 with a body in charset x-klingon, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)',
+    );
   });
 });
