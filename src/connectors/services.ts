@@ -57,7 +57,7 @@ export interface ConnectorDeps {
  * and never for the hub's own settings, an environment variable, then a non-property key of the
  * configuration file. Every request goes through the outbound address policy's agent.
  */
-/** Connect timeout of a source request (the exchange is bounded by the retry policy and undici's own timeouts). */
+/** Connect timeout of a source request (headers and body: svc.connectors.http.*-timeout). */
 const CONNECT_TIMEOUT_MS = 10_000;
 
 export function createConnectorServices(deps: ConnectorDeps): ConnectorServices {
@@ -67,6 +67,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     baseDelayMs: config.duration('svc.connectors.retry.base-delay'),
     maxDelayMs: config.duration('svc.connectors.retry.max-delay'),
   };
+  const timeouts = { headersMs: config.duration('svc.connectors.http.headers-timeout'), bodyMs: config.duration('svc.connectors.http.body-timeout') };
   const sources: CredentialSources = credentialSources(config, deps.secrets);
   const egress = deps.egress ?? egressPolicy(config);
   const dispatcher = egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
@@ -74,6 +75,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     resolveCredential: createCredentialResolver(sources, connector.tenantId, `connector:${connector.name}`),
     dispatcher,
     retry,
+    timeouts,
     maxPages: config.int('svc.connectors.max-pages'),
   });
   const reader = new EnginePageReader(readContext);

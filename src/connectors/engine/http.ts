@@ -31,6 +31,8 @@ export interface ExchangeOptions {
   policy: RetryPolicy;
   signal?: AbortSignal;
   dispatcher?: Dispatcher;
+  /** How long the response headers may take, and the longest silence within a body (undici's defaults, 300 s, when absent). */
+  timeouts?: { headersMs: number; bodyMs: number };
   /** Largest page body read (default 64 MiB). */
   maxPageBytes?: number;
   onRetry?: (event: RetryEvent) => void;
@@ -88,6 +90,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
           body: req.body,
           dispatcher: o.dispatcher,
           signal: o.signal,
+          ...(o.timeouts ? { headersTimeout: o.timeouts.headersMs, bodyTimeout: o.timeouts.bodyMs } : {}),
         }),
       );
     } catch (err) {

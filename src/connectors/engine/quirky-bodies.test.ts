@@ -70,6 +70,13 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       res.writeHead(200, { 'content-type': 'application/json; charset=x-klingon' });
       res.end('[]');
       return;
+    // Headers and the start of a page, then silence; or no answer at all.
+    case '/stall':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('[{"id":"s1"},');
+      return;
+    case '/stall-headers':
+      return;
     default:
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end('{"error":"not_found"}');
@@ -81,7 +88,13 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
-afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+afterAll(
+  () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+);
 
 const offset: Pagination = { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 2, response_path: '$.data' };
 const ids = (items: unknown[]) => items.map((i) => (i as { id: string }).id);
@@ -175,5 +188,30 @@ describe('charsets (probe 31 M4)', () => {
     expect(result.error?.message).toBe(
       'upstream answered HTTP 200 with a body in charset x-klingon, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)',
     );
+  });
+});
+
+describe('a stalled source (probe 31 M7)', () => {
+  const none = { kind: 'none', response_path: '$' } as const;
+  const timeouts = { headersMs: 150, bodyMs: 150 };
+
+  it('a body that stalls after its headers times out per attempt and is retried per policy, then fails naming it', async () => {
+    const retries: RetryEvent[] = [];
+    const started = Date.now();
+    const result = await readAll(connectorSpec(base), endpointSpec('/stall', none), engineContext({}, { timeouts, retry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 }, onRetry: (e) => retries.push(e) }));
+    expect(result.error?.message).toBe('upstream could not be reached after 3 attempt(s): timeout: the response body stalled');
+    expect(retries.map((r) => [r.attempt, r.status, r.error])).toEqual([
+      [1, 200, 'UND_ERR_BODY_TIMEOUT'],
+      [2, 200, 'UND_ERR_BODY_TIMEOUT'],
+    ]);
+    expect(hits.get('/stall?')).toBe(3);
+    expect(Date.now() - started).toBeLessThan(10_000); // relative to undici's 300 s default
+  });
+
+  it('no headers at all: the headers timeout, retried likewise; the pre-flight names it after one attempt', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/stall-headers', none), engineContext({}, { timeouts, retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 20 } }));
+    expect(result.error?.message).toBe('upstream could not be reached after 2 attempt(s): timeout: no response');
+    const report = await firstPage(connectorSpec(base), endpointSpec('/stall-headers', none), engineContext({}, { timeouts }));
+    expect(report).toMatchObject({ status: 0, items: [], verdict: 'upstream could not be reached after 1 attempt(s): timeout: no response' });
   });
 });

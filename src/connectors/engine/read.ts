@@ -42,6 +42,11 @@ export interface EngineContext {
   retry?: { attempts: number; baseDelayMs: number; maxDelayMs: number };
   /** Default 10000. */
   maxPages?: number;
+  /**
+   * Headers timeout and body (idle) timeout of each request (svc.connectors.http.headers-timeout,
+   * svc.connectors.http.body-timeout); a timeout is a network error, retried per policy.
+   */
+  timeouts?: { headersMs: number; bodyMs: number };
   /** What requests go through: the outbound address policy's agent (src/egress); tests may omit it. */
   dispatcher?: Dispatcher;
   /** Called before each retry wait (logs, metrics, tests). */
@@ -100,6 +105,7 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
       policy,
       signal: ctx.signal,
       dispatcher: ctx.dispatcher,
+      timeouts: ctx.timeouts,
       onRetry: ctx.onRetry,
       ...(endpoint.soap ? soapExchange(endpoint.soap) : {}),
     });
@@ -194,6 +200,7 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
       policy: { ...DEFAULT_RETRY, attempts: 1 },
       signal: ctx.signal,
       dispatcher: ctx.dispatcher,
+      timeouts: ctx.timeouts,
       ...(endpoint.soap ? soapExchange(endpoint.soap) : {}),
     });
   } catch (err) {
