@@ -1,4 +1,5 @@
 import type { Tx } from '../../db/database.js';
+import { logger } from '../../observability/logger.js';
 import { tenantTableSql, tenantTableText } from './ddl.js';
 
 /**
@@ -9,10 +10,14 @@ import { tenantTableSql, tenantTableText } from './ddl.js';
  * that are empty, and the tenant's schema with its last table (connectors.drop_unused_ext_tables(),
  * an owner function acting on the current tenant's schema only). All of it commits or none of it.
  * The connector's retrieval chunks and pending index entries go too. Returns the `ext.<name>` tables dropped.
+ * A row is the last writer's (its `connector_id`), so the rows removed may include rows other
+ * endpoints read too: their watermarks are cleared (clearSharers).
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1', [connectorId]);
-  for (const { table_name } of rows) await deleteRows(tx, table_name, 'connector_id = $1', [connectorId]);
+  for (const { table_name } of rows) {
+    if ((await deleteRows(tx, table_name, 'connector_id = $1', [connectorId])) > 0) await clearSharers(tx, table_name, 'connector_id <> $2', [connectorId], 'a connector delete');
+  }
   await tx.query('delete from connectors.ext_tables where connector_id = $1', [connectorId]);
   await tx.query('delete from retrieval.chunks where connector_id = $1', [connectorId]);
   await tx.query('delete from retrieval.pending where connector_id = $1', [connectorId]);
@@ -26,19 +31,49 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
     connectorId,
     endpointUuid,
   ]);
-  for (const { table_name } of rows) await deleteRows(tx, table_name, 'endpoint_id = $1', [endpointUuid]);
+  for (const { table_name } of rows) {
+    if ((await deleteRows(tx, table_name, 'endpoint_id = $1', [endpointUuid])) > 0) await clearSharers(tx, table_name, 'uuid <> $2', [endpointUuid], 'an endpoint purge');
+  }
   await tx.query('delete from retrieval.chunks where connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid]);
   await tx.query('delete from retrieval.pending where connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid]);
 }
 
-async function deleteRows(tx: Tx, table: string, where: string, values: unknown[]): Promise<void> {
+/**
+ * A table's rows belong to whichever endpoint wrote them last, so rows another endpoint (of this or
+ * another connector) ingested may be among those a delete or purge removed: every other endpoint of
+ * the tenant that targets or registers `table` and holds a watermark has it cleared, in the same
+ * transaction, so its next run reads everything again and stores the rows back instead of asking
+ * only for what changed since (probe 31 H2). `others` picks the other endpoints (`$2` its value).
+ * Logged, naming the endpoints. Returns them as `connector/endpoint`.
+ */
+async function clearSharers(tx: Tx, table: string, others: string, values: unknown[], what: string): Promise<string[]> {
+  const { rows } = await tx.query<{ name: string }>(
+    `update connectors.endpoints w set watermark = null, watermark_updated_at = now()
+       from connectors.connectors c
+      where c.id = w.connector_id and w.watermark is not null and w.${others}
+        and (w.target_table = $1 or exists (select 1 from connectors.ext_tables t where t.endpoint_uuid = w.uuid and t.table_name = $1))
+      returning c.name || '/' || w.endpoint_id as name`,
+    [table, ...values],
+  );
+  const cleared = rows.map((r) => r.name).sort();
+  if (cleared.length > 0) {
+    logger().warn(
+      { table, endpoints: cleared },
+      `${what} removed rows of ${table}, which other endpoints also write: their watermarks are cleared, so that their next runs read everything again and store those rows back: ${cleared.join(', ')}`,
+    );
+  }
+  return cleared;
+}
+
+/** Deletes the rows of `table` matching `where`; answers how many went. */
+async function deleteRows(tx: Tx, table: string, where: string, values: unknown[]): Promise<number> {
   let sql: string;
   try {
     sql = tenantTableSql(tx.tenantId, table);
   } catch {
-    return; // a registration that names no usable table (never written by the runner)
+    return 0; // a registration that names no usable table (never written by the runner)
   }
   const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
-  if (!exists.rows[0]?.t) return;
-  await tx.query(`delete from ${sql} where ${where}`, values);
+  if (!exists.rows[0]?.t) return 0;
+  return (await tx.query(`delete from ${sql} where ${where}`, values)).rowCount ?? 0;
 }

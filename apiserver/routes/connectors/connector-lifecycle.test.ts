@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type pg from 'pg';
+import { stringify } from 'yaml';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
+import { ownerClient } from '../../../test/harness/api-client.js';
+
+/**
+ * A connector's life (apply, run, delete, purge) over rows that are really stored, on a real hub
+ * against a loopback source of this file (probe 31 H2, H3, M1, M2):
+ * - `/wm` serves rows a, b, c with `v` 1..3 and honours `since` (only rows with a greater `v`);
+ * - `/keys` serves six records with two candidate keys (`id` "r1"…, `n` 1…);
+ * - `/gate/<name>` holds its answer until the test opens that gate, so that a run is provably in
+ *   flight while the test acts (no fixed sleeps).
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let source: http.Server;
+let sourceUrl: string;
+
+const gates = new Map<string, { open: () => void; opened: Promise<void>; asked: number }>();
+function gate(name: string) {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  const g = { open, opened, asked: 0 };
+  gates.set(name, g);
+  return g;
+}
+
+const WM_ROWS = [
+  { id: 'a', v: 1 },
+  { id: 'b', v: 2 },
+  { id: 'c', v: 3 },
+];
+
+beforeAll(async () => {
+  source = http.createServer((req, res) => {
+    const url = new URL(req.url!, 'http://x');
+    const answer = (body: unknown) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (url.pathname === '/wm') {
+      const since = Number(url.searchParams.get('since') ?? '0');
+      return answer(WM_ROWS.filter((r) => r.v > since));
+    }
+    if (url.pathname === '/keys') return answer(Array.from({ length: 6 }, (_v, i) => ({ id: `r${i + 1}`, n: i + 1 })));
+    if (url.pathname.startsWith('/gate/')) {
+      const g = gates.get(url.pathname.slice('/gate/'.length));
+      if (!g) return answer([{ id: 'k', ver: 0 }]);
+      g.asked++;
+      void g.opened.then(() => answer([{ id: 'k', ver: g.asked }]));
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => source.listen(0, '127.0.0.1', resolve));
+  sourceUrl = `http://127.0.0.1:${(source.address() as AddressInfo).port}`;
+  hub = await startTestHub();
+  owner = await ownerClient(hub.ownerUrl);
+}, 60_000);
+
+afterAll(async () => {
+  for (const g of gates.values()) g.open();
+  await owner?.end();
+  await hub?.stop();
+  await new Promise((resolve) => source?.close(resolve));
+});
+
+async function call(method: string, path: string, body?: string, type = 'application/json') {
+  const headers: Record<string, string> = { 'X-Tenant-ID': '1' };
+  if (body !== undefined) headers['Content-Type'] = type;
+  const res = await fetch(`${hub.url}${path}`, { method, headers, body });
+  const text = await res.text();
+  // biome-ignore lint/suspicious/noExplicitAny: answers are read field by field
+  return { status: res.status, body: (text && res.headers.get('content-type')?.startsWith('application/json') ? JSON.parse(text) : text) as any };
+}
+
+type Run = { id: string; status: string; recordsIn: number; recordsOut: number; errorMessage: string | null };
+
+interface EndpointOptions {
+  id?: string;
+  path: string;
+  table: string;
+  key?: string;
+  watermark?: boolean;
+}
+
+function manifest(name: string, endpoints: EndpointOptions[]) {
+  return stringify({
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name },
+    connector_type: 'rest-generic',
+    spec: {
+      base_url: sourceUrl,
+      auth: { kind: 'none' },
+      endpoints: endpoints.map((e) => ({
+        id: e.id ?? 'e',
+        path: e.path,
+        pagination: { kind: 'none' },
+        ...(e.watermark ? { incremental: { mode: 'watermark', param: 'since', watermark_path: '$.v' } } : {}),
+        target: { table: e.table, unique_key: e.key ?? '$.id' },
+      })),
+    },
+  });
+}
+
+async function apply(name: string, endpoints: EndpointOptions[]) {
+  const applied = await call('POST', '/api/connectors/apply', manifest(name, endpoints), 'application/yaml');
+  expect([200, 201]).toContain(applied.status);
+  return applied.body as { warnings: Array<{ field: string; message: string }> };
+}
+
+async function start(name: string, endpoint?: string) {
+  return call('POST', `/api/connectors/${name}/runs`, JSON.stringify(endpoint ? { endpoint } : {}));
+}
+
+async function ended(id: string): Promise<Run> {
+  return until(`run ${id} to end`, async () => {
+    const r = (await call('GET', `/api/platform/runs/${id}`)).body as Run;
+    return r.status !== 'Running' && r;
+  }, 30_000);
+}
+
+async function run(name: string): Promise<Run> {
+  const started = await start(name);
+  expect(started.status).toBe(202);
+  return ended(started.body.runs[0].id);
+}
+
+const ids = async (table: string) => (await owner.query<{ external_id: string }>(`select external_id from ${table} order by external_id`)).rows.map((r) => r.external_id);
+const watermarkOf = async (connector: string) =>
+  (await owner.query<{ watermark: string | null }>('select e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = $1', [connector])).rows[0]
+    ?.watermark;
+
+describe('rows of a table several endpoints share (probe 31 H2)', () => {
+  it('deleting B, which wrote last over rows A ingested, clears A\'s watermark, so A\'s next run restores them', async () => {
+    await apply('share-a', [{ path: '/wm', table: 'ext.shared', watermark: true }]);
+    await apply('share-b', [{ path: '/wm', table: 'ext.shared' }]);
+    expect(await run('share-a')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    expect(await watermarkOf('share-a')).toBe('3');
+    expect(await run('share-b')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+
+    expect((await call('DELETE', '/api/connectors/share-b')).status).toBe(204);
+    // B's delete took the rows B wrote last, A's among them: A's watermark went with them.
+    expect(await ids('ext_t1.shared')).toEqual([]);
+    expect(await watermarkOf('share-a')).toBeNull();
+
+    expect(await run('share-a')).toMatchObject({ status: 'Completed', recordsIn: 3, recordsOut: 3 });
+    expect(await ids('ext_t1.shared')).toEqual(['a', 'b', 'c']);
+  });
+
+  it('purging one endpoint clears the watermark of another endpoint on the same table, not of one elsewhere', async () => {
+    await apply('purge-a', [
+      { id: 'one', path: '/wm', table: 'ext.shared_p', watermark: true },
+      { id: 'other', path: '/wm', table: 'ext.elsewhere', watermark: true },
+    ]);
+    await apply('purge-b', [{ path: '/wm', table: 'ext.shared_p' }]);
+    const first = await start('purge-a');
+    for (const r of first.body.runs) expect(await ended(r.id)).toMatchObject({ status: 'Completed' });
+    expect(await run('purge-b')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+
+    expect((await call('POST', '/api/connectors/purge-b/endpoints/e/purge')).status).toBe(204);
+    expect(await ids('ext_t1.shared_p')).toEqual([]);
+    const marks = await owner.query<{ endpoint_id: string; watermark: string | null }>(
+      "select e.endpoint_id, e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = 'purge-a' order by 1",
+    );
+    expect(marks.rows).toEqual([
+      { endpoint_id: 'one', watermark: null },
+      { endpoint_id: 'other', watermark: '3' },
+    ]);
+    const again = await start('purge-a', 'one');
+    expect(await ended(again.body.runs[0].id)).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    expect(await ids('ext_t1.shared_p')).toEqual(['a', 'b', 'c']);
+  });
+});
