@@ -2,7 +2,8 @@ import type { Tx } from '../db/database.js';
 import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import { checkManifest, type Issue, statesCredential } from './manifest/validate.js';
+import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
+import { tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 
@@ -89,6 +90,7 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
     [draft.name, draft.connectorType, draft.scopes, draft.schedule ?? null, JSON.stringify(manifest), opts.actor ?? null],
   );
   const { id, created } = upserted.rows[0]!;
+  const changes = created ? [] : await targetChanges(tx, draft);
 
   const ids = draft.endpoints.map((e) => e.id);
   await tx.query('delete from connectors.endpoints where connector_id = $1 and not (endpoint_id = any($2::text[]))', [id, ids]);
@@ -105,11 +107,74 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
     );
     endpoints.push({ ...endpoint, uuid: rows[0]!.uuid });
   }
+  // Rows read before the change are never read again under the new key (or into the new table)
+  // while the watermark stays: the next run reads everything.
+  for (const change of changes) await setWatermark(tx, change.uuid, null);
 
   const connector: ConnectorSpec = { ...draft, id, tenantId, endpoints };
   await tx.query('update connectors.connectors set spec = $2 where id = $1', [id, JSON.stringify(connector)]);
   if (!created) await retagChunks(tx, id, draft.scopes);
-  return { connector, created, warnings: check.warnings };
+  return { connector, created, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : []))] };
+}
+
+/**
+ * The endpoints of the stored connector of `draft`'s name that keep their id but change their
+ * `unique_key` or target table (probe 31 H3): the rows they stored stay as they are (a new key
+ * stores every row again beside them; a new table leaves them in the old one), so apply clears
+ * their watermarks and apply and validate warn, naming the endpoint, the rows and the purge that
+ * starts clean, when it has rows stored (counted in the table, as last written by it).
+ */
+export async function targetChanges(tx: Tx, draft: ConnectorDraft): Promise<Array<{ uuid: string; warning?: Issue }>> {
+  const { rows } = await tx.query<{ uuid: string; endpoint_id: string; watermark: string | null; target: { table: string; unique_key: string } }>(
+    `select w.uuid, w.endpoint_id, w.watermark, e -> 'target' as target
+       from connectors.connectors c join connectors.endpoints w on w.connector_id = c.id
+       join lateral jsonb_array_elements(c.spec -> 'endpoints') e on e ->> 'uuid' = w.uuid::text
+      where c.name = $1`,
+    [draft.name],
+  );
+  const changes: Array<{ uuid: string; warning?: Issue }> = [];
+  for (const [i, endpoint] of draft.endpoints.entries()) {
+    const stored = rows.find((r) => r.endpoint_id === endpoint.id);
+    if (!stored) continue;
+    const table = stored.target.table !== endpoint.target.table;
+    if (!table && stored.target.unique_key === endpoint.target.unique_key) continue;
+    const n = await storedRows(tx, stored.target.table, stored.uuid);
+    const cleared = stored.watermark !== null;
+    const purge = `POST /api/connectors/${draft.name}/endpoints/${endpoint.id}/purge`;
+    let warning: Issue | undefined;
+    if (n > 0 && table) {
+      warning = {
+        field: `spec.endpoints[${i}].target.table`,
+        message:
+          `endpoint ${endpoint.id} changes its table from ${stored.target.table} to ${endpoint.target.table} over ${n} rows stored in ${stored.target.table}: ` +
+          `they stay there until the connector is deleted${cleared ? ', and its watermark is cleared so that the next run reads everything' : ''}. To empty them, purge the endpoint (${purge})`,
+      };
+    } else if (n > 0) {
+      warning = {
+        field: `spec.endpoints[${i}].target.unique_key`,
+        message:
+          `endpoint ${endpoint.id} changes its unique_key from ${stored.target.unique_key} to ${endpoint.target.unique_key} over ${n} rows stored in ${stored.target.table}: ` +
+          `the next run stores every row again under the new key beside them${cleared ? ', and its watermark is cleared so that run reads everything' : ''}. ` +
+          `To start clean, purge the endpoint (${purge}) after applying`,
+      };
+    }
+    changes.push({ uuid: stored.uuid, warning });
+  }
+  return changes;
+}
+
+/** How many rows of the tenant's `table` an endpoint wrote last (0 when the table does not exist). */
+async function storedRows(tx: Tx, table: string, endpointUuid: string): Promise<number> {
+  let sql: string;
+  try {
+    sql = tenantTableSql(tx.tenantId, table);
+  } catch {
+    return 0;
+  }
+  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
+  if (!exists.rows[0]?.t) return 0;
+  const { rows } = await tx.query<{ n: string }>(`select count(*) as n from ${sql} where endpoint_id = $1`, [endpointUuid]);
+  return Number(rows[0]?.n ?? 0);
 }
 
 interface ConnectorRow {

@@ -7,7 +7,7 @@ import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDead
 import { getRun, listRunsJson, requestCancel, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
-import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnector, getConnector, listConnectorsJson, loadConnector, purgeEndpoint, resetCursor } from './store.js';
+import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnector, getConnector, listConnectorsJson, loadConnector, purgeEndpoint, resetCursor, targetChanges } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
@@ -19,8 +19,11 @@ export interface ConnectorTenantServices {
   byName(tenantId: TenantId, name: string): Promise<ConnectorSpec | undefined>;
   manifests: {
     apply(tenantId: TenantId, manifest: unknown, actor: string): Promise<ApplyResult>;
-    /** Every error and warning of a manifest; writes nothing. */
-    check(manifest: unknown): ManifestCheck;
+    /**
+     * Every error and warning of a manifest, those of its endpoints' stored rows included (an
+     * endpoint changing its unique_key or table over rows: store.ts targetChanges); writes nothing.
+     */
+    check(tenantId: TenantId, manifest: unknown): Promise<ManifestCheck>;
     /** Every connector, by name, as the answer's JSON text. */
     list(tenantId: TenantId): Promise<JsonText>;
     /** 404 when unknown. */
@@ -59,7 +62,13 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
     byName: (t, name) => db.readWithTenant(t, (tx) => loadConnector(tx, name)),
     manifests: {
       apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor, inlineCredentials })),
-      check: (manifest) => checkManifest(manifest, { inlineCredentials }),
+      check: async (t, manifest) => {
+        const check = checkManifest(manifest, { inlineCredentials });
+        const draft = check.connector;
+        if (!draft) return check;
+        const changes = await db.readWithTenant(t, (tx) => targetChanges(tx, draft));
+        return { ...check, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : []))] };
+      },
       list: (t) => db.readWithTenant(t, (tx) => listConnectorsJson(tx)),
       get: async (t, name) => {
         const found = await db.readWithTenant(t, (tx) => getConnector(tx, name));

@@ -21,15 +21,6 @@ let owner: pg.Client;
 let source: http.Server;
 let sourceUrl: string;
 
-const gates = new Map<string, { open: () => void; opened: Promise<void>; asked: number }>();
-function gate(name: string) {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  const g = { open, opened, asked: 0 };
-  gates.set(name, g);
-  return g;
-}
-
 const WM_ROWS = [
   { id: 'a', v: 1 },
   { id: 'b', v: 2 },
@@ -48,13 +39,6 @@ beforeAll(async () => {
       return answer(WM_ROWS.filter((r) => r.v > since));
     }
     if (url.pathname === '/keys') return answer(Array.from({ length: 6 }, (_v, i) => ({ id: `r${i + 1}`, n: i + 1 })));
-    if (url.pathname.startsWith('/gate/')) {
-      const g = gates.get(url.pathname.slice('/gate/'.length));
-      if (!g) return answer([{ id: 'k', ver: 0 }]);
-      g.asked++;
-      void g.opened.then(() => answer([{ id: 'k', ver: g.asked }]));
-      return;
-    }
     res.writeHead(404).end();
   });
   await new Promise<void>((resolve) => source.listen(0, '127.0.0.1', resolve));
@@ -64,7 +48,6 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const g of gates.values()) g.open();
   await owner?.end();
   await hub?.stop();
   await new Promise((resolve) => source?.close(resolve));
@@ -176,5 +159,49 @@ describe('rows of a table several endpoints share (probe 31 H2)', () => {
     const again = await start('purge-a', 'one');
     expect(await ended(again.body.runs[0].id)).toMatchObject({ status: 'Completed', recordsOut: 3 });
     expect(await ids('ext_t1.shared_p')).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('a changed unique_key over stored rows (probe 31 H3)', () => {
+  it('apply and validate warn, naming the endpoint and the purge; the watermark is cleared', async () => {
+    await apply('rekey', [{ id: 'link', path: '/wm', table: 'ext.rekey', watermark: true }]);
+    expect(await run('rekey')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    expect(await watermarkOf('rekey')).toBe('3');
+
+    const changed = manifest('rekey', [{ id: 'link', path: '/wm', table: 'ext.rekey', watermark: true, key: '$.v' }]);
+    const checked = await call('POST', '/api/connectors/validate', changed, 'application/yaml');
+    expect(checked.status).toBe(200);
+    const expected = {
+      field: 'spec.endpoints[0].target.unique_key',
+      message:
+        'endpoint link changes its unique_key from $.id to $.v over 3 rows stored in ext.rekey: the next run stores every row again under the new key beside them, and its watermark is cleared so that run reads everything. To start clean, purge the endpoint (POST /api/connectors/rekey/endpoints/link/purge) after applying',
+    };
+    expect(checked.body.warnings).toEqual([expected]);
+    expect(await watermarkOf('rekey')).toBe('3'); // validate writes nothing
+
+    const applied = await apply('rekey', [{ id: 'link', path: '/wm', table: 'ext.rekey', watermark: true, key: '$.v' }]);
+    expect(applied.warnings).toEqual([expected]);
+    expect(await watermarkOf('rekey')).toBeNull();
+
+    // An apply that changes nothing more warns no more.
+    expect((await apply('rekey', [{ id: 'link', path: '/wm', table: 'ext.rekey', watermark: true, key: '$.v' }])).warnings).toEqual([]);
+    expect(await run('rekey')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    expect(await ids('ext_t1.rekey')).toEqual(['1', '2', '3', 'a', 'b', 'c']);
+  });
+
+  it('a changed target table warns too, and a new endpoint or an unchanged key does not', async () => {
+    await apply('retable', [{ id: 'k', path: '/keys', table: 'ext.retable_old' }]);
+    expect(await run('retable')).toMatchObject({ status: 'Completed', recordsOut: 6 });
+    const applied = await apply('retable', [
+      { id: 'k', path: '/keys', table: 'ext.retable_new' },
+      { id: 'fresh', path: '/keys', table: 'ext.retable_old', key: '$.n' },
+    ]);
+    expect(applied.warnings).toEqual([
+      {
+        field: 'spec.endpoints[0].target.table',
+        message:
+          'endpoint k changes its table from ext.retable_old to ext.retable_new over 6 rows stored in ext.retable_old: they stay there until the connector is deleted. To empty them, purge the endpoint (POST /api/connectors/retable/endpoints/k/purge)',
+      },
+    ]);
   });
 });

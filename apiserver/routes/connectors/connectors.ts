@@ -100,8 +100,8 @@ export const connectorRoutes: RouteDecl[] = [
       400: { description: 'The body is not a YAML or JSON object', schema: errorBody },
       ...refusals(false),
     },
-    handler: ({ services, body }) => {
-      const { errors, warnings } = services.connectors.manifests.check(body);
+    handler: async ({ services, principal, body }) => {
+      const { errors, warnings } = await services.connectors.manifests.check(callerTenant(principal), body);
       return { valid: errors.length === 0, errors, warnings };
     },
   }),
