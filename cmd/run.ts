@@ -88,6 +88,10 @@ export async function runCommand(
         out(`connector ${args.name} has no schedule slot due`);
         return 0;
       }
+      if (outcome.kind === 'in-flight') {
+        out(`slot ${outcome.slot.toISOString()} skipped: ${outcome.reason}`);
+        return 0;
+      }
       if (outcome.kind !== 'started') {
         out(`slot ${outcome.slot.toISOString()} ${outcome.kind === 'already-claimed' ? 'already ran' : 'is outside the window'}: skipped`);
         return 0;
@@ -101,7 +105,8 @@ export async function runCommand(
     return runs.some((r) => r.status === 'Failed') ? 1 : 0;
   } catch (err) {
     logger().error({ err }, 'svc-hub run failed');
-    out(`error: ${(err as Error).message}`);
+    const hint = (err as { hint?: unknown }).hint;
+    out(`error: ${(err as Error).message}${typeof hint === 'string' ? ` (${hint})` : ''}`);
     return 1;
   } finally {
     stop?.removeEventListener('abort', onStop);

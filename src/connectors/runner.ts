@@ -7,7 +7,7 @@ import { logger } from '../observability/logger.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, type RunRecord, type RunStatus } from './runs/ledger.js';
+import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { getWatermark, setWatermark } from './store.js';
 import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath } from './jsonpath.js';
@@ -15,7 +15,7 @@ import { type PreparedRow, prepareRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
-import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
+import { describeRefusal, isUniqueViolation, refusedValueCode } from '../validation/database-refusals.js';
 import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
@@ -204,7 +204,13 @@ export class ConnectorRunner {
       if (!chosen.enabled) throw new ValidationError(`endpoint ${options.endpoint} is disabled`, 'endpoint');
       endpoints = [chosen];
     }
+    // One run in flight per endpoint (probe 31 M1): two at once would write over each other's rows and
+    // the slower would move the watermark back. The unique index runs_one_in_flight holds it across
+    // processes; a trigger finding one is a 409 naming it, and records none of its runs.
+    const uuids = endpoints.map((e) => e.uuid);
     const runs = await this.o.db.withTenant(tenantId, async (tx) => {
+      const running = await runInFlight(tx, uuids);
+      if (running) throw inFlightError(connector.name, running);
       const created: Array<{ run: RunRecord; endpoint: EndpointSpec }> = [];
       for (const endpoint of endpoints) {
         const run = await createRun(tx, {
@@ -226,6 +232,10 @@ export class ConnectorRunner {
         created.push({ run, endpoint });
       }
       return created;
+    }).catch(async (err: unknown) => {
+      // A run of the same endpoint recorded meanwhile by another trigger (any process).
+      if (!isUniqueViolation(err, ONE_IN_FLIGHT)) throw err;
+      throw inFlightError(connector.name, await this.o.db.withTenant(tenantId, (tx) => runInFlight(tx, uuids)));
     });
     const ids = runs.map(({ run }) => run.id);
     this.track(ids);

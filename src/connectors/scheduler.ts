@@ -1,4 +1,5 @@
 import type { Database, Tx } from '../db/database.js';
+import { ConflictError } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import type { ConnectorRunner, Triggered } from './runner.js';
 import { inWindow, latestSlot } from './schedule.js';
@@ -10,12 +11,14 @@ type SlotOutcome =
   | { kind: 'started'; slot: Date; triggered: Triggered }
   | { kind: 'already-claimed'; slot: Date }
   | { kind: 'outside-window'; slot: Date }
+  | { kind: 'in-flight'; slot: Date; reason: string }
   | { kind: 'not-due' };
 
 /**
  * Fires scheduled connectors: on each tick, the latest due slot of every connector's cron (UTC) is
  * claimed once in connectors.schedule_slots (so two hub processes, or a CronJob and a hub, run it
- * once) and run unless the window fence excludes it (skipped, never queued). No back-fill: only the
+ * once) and run unless the window fence excludes it (skipped, never queued), or unless a run of one
+ * of its endpoints is still in flight (skipped and logged: one run in flight per endpoint). No back-fill: only the
  * latest slot counts, and never one that fell due more than a minute (a tick) before the connector
  * was last applied; one due in that minute still runs, so that an apply right after a slot, which a
  * GitOps pipeline repeats, does not swallow it before a tick reached it.
@@ -68,7 +71,16 @@ export class ConnectorScheduler {
       return { outcome: undefined, connector, slot };
     });
     if (claim.outcome) return claim.outcome;
-    const triggered = await this.runner.trigger(tenantId, claim.connector!, { triggeredBy: 'schedule', slot: claim.slot, endpoint });
+    let triggered: Triggered;
+    try {
+      triggered = await this.runner.trigger(tenantId, claim.connector!, { triggeredBy: 'schedule', slot: claim.slot, endpoint });
+    } catch (err) {
+      // A run of the connector still in flight (a slow run, a manual one): this slot is skipped, not queued.
+      if (!(err instanceof ConflictError)) throw err;
+      const reason = `${err.message}: ${err.hint}`;
+      logger().warn({ connector: claim.connector!.name, slot: claim.slot!.toISOString() }, `scheduled connector run skipped: ${reason}`);
+      return { kind: 'in-flight', slot: claim.slot!, reason };
+    }
     logger().info({ connector: claim.connector!.name, slot: claim.slot!.toISOString(), runs: triggered.runs.length }, 'scheduled connector runs started');
     return { kind: 'started', slot: claim.slot!, triggered };
   }

@@ -6,6 +6,7 @@ import { stringify } from 'yaml';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
+import { runnerOverHub } from '../../../test/harness/connector-runner.js';
 
 /**
  * A connector's life (apply, run, delete, purge) over rows that are really stored, on a real hub
@@ -20,6 +21,15 @@ let hub: TestHub;
 let owner: pg.Client;
 let source: http.Server;
 let sourceUrl: string;
+
+const gates = new Map<string, { open: () => void; opened: Promise<void>; asked: number }>();
+function gate(name: string) {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  const g = { open, opened, asked: 0 };
+  gates.set(name, g);
+  return g;
+}
 
 const WM_ROWS = [
   { id: 'a', v: 1 },
@@ -39,6 +49,13 @@ beforeAll(async () => {
       return answer(WM_ROWS.filter((r) => r.v > since));
     }
     if (url.pathname === '/keys') return answer(Array.from({ length: 6 }, (_v, i) => ({ id: `r${i + 1}`, n: i + 1 })));
+    if (url.pathname.startsWith('/gate/')) {
+      const g = gates.get(url.pathname.slice('/gate/'.length));
+      if (!g) return answer([{ id: 'k', ver: 0 }]);
+      g.asked++;
+      void g.opened.then(() => answer([{ id: 'k', ver: g.asked }]));
+      return;
+    }
     res.writeHead(404).end();
   });
   await new Promise<void>((resolve) => source.listen(0, '127.0.0.1', resolve));
@@ -48,6 +65,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  for (const g of gates.values()) g.open();
   await owner?.end();
   await hub?.stop();
   await new Promise((resolve) => source?.close(resolve));
@@ -203,5 +221,57 @@ describe('a changed unique_key over stored rows (probe 31 H3)', () => {
           'endpoint k changes its table from ext.retable_old to ext.retable_new over 6 rows stored in ext.retable_old: they stay there until the connector is deleted. To empty them, purge the endpoint (POST /api/connectors/retable/endpoints/k/purge)',
       },
     ]);
+  });
+});
+
+describe('one run in flight per endpoint (probe 31 M1)', () => {
+  it('a second trigger while a run is in flight is a 409 naming it; once it ended a new one is accepted', async () => {
+    const g = gate('once');
+    await apply('single', [{ path: '/gate/once', table: 'ext.single' }]);
+    const first = await start('single');
+    expect(first.status).toBe(202);
+    const runId = first.body.runs[0].id as string;
+    await until('the first run to ask the source', () => g.asked === 1, 10_000);
+
+    const second = await start('single');
+    expect(second.status).toBe(409);
+    expect(second.body).toEqual({
+      error: 'connector single has a run in flight',
+      hint: `run ${runId} of endpoint e is Running; wait for it to end or cancel it (POST /api/platform/runs/${runId}/cancel)`,
+    });
+    const scheduled = await hub.services.connectors.runner
+      .trigger(1, (await hub.services.connectors.byName(1, 'single'))!, { triggeredBy: 'schedule' })
+      .then(() => 'started', (err: Error) => err.message);
+    expect(scheduled).toBe('connector single has a run in flight');
+
+    g.open();
+    expect(await ended(runId)).toMatchObject({ status: 'Completed', recordsOut: 1 });
+    expect(await run('single')).toMatchObject({ status: 'Completed' });
+    const runs = await owner.query<{ n: number }>("select count(*)::int as n from connectors.runs where connector_name = 'single'");
+    expect(runs.rows[0]!.n).toBe(2);
+  });
+
+  it('two processes triggering at once record one run; the database refuses a second Running run of an endpoint', async () => {
+    const g = gate('twice');
+    await apply('racing', [{ path: '/gate/twice', table: 'ext.racing' }]);
+    const connector = (await hub.services.connectors.byName(1, 'racing'))!;
+    const other = runnerOverHub(hub, 0);
+    const outcomes = await Promise.allSettled([hub.services.connectors.runner, other].map((r) => r.trigger(1, connector, { triggeredBy: 'test' })));
+    const started = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+    expect(started).toHaveLength(1);
+    expect(outcomes.flatMap((o) => (o.status === 'rejected' ? [(o.reason as Error).message] : []))).toEqual(['connector racing has a run in flight']);
+
+    const uuid = connector.endpoints[0]!.uuid;
+    const second = await owner
+      .query(
+        `insert into connectors.runs (tenant_id, connector_id, connector_name, endpoint_uuid, endpoint_id, status, triggered_by) values (1, $1, 'racing', $2, 'e', 'Running', 'test')`,
+        [connector.id, uuid],
+      )
+      .then(() => 'inserted', (err: { constraint?: string }) => err.constraint);
+    expect(second).toBe('runs_one_in_flight');
+    g.open();
+    const [done] = await started[0]!.done;
+    expect(done).toMatchObject({ status: 'Completed' });
+    await other.close();
   });
 });

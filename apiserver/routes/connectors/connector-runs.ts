@@ -20,6 +20,7 @@ export const connectorRunRoutes: RouteDecl[] = [
         },
       },
       404: { description: 'Unknown connector or endpoint', schema: errorBody },
+      409: { description: '`connector NAME has a run in flight`: a run of one of these endpoints is Running (one run in flight per endpoint); `hint` names it', schema: errorBody },
       ...refusals(false),
     },
     handler: async ({ services, principal, params, body, ctx }) => {

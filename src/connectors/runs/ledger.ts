@@ -43,6 +43,29 @@ export async function createRun(
   return rows[0]!;
 }
 
+/** The unique index that lets one Running run per endpoint exist (migrations/connectors/V7__one_run_in_flight.sql). */
+export const ONE_IN_FLIGHT = 'runs_one_in_flight';
+
+/** The oldest Running run of these endpoints, if any. */
+export async function runInFlight(tx: Tx, endpointUuids: readonly string[]): Promise<{ id: string; endpoint: string | null } | undefined> {
+  if (endpointUuids.length === 0) return undefined;
+  const { rows } = await tx.query<{ id: string; endpoint: string | null }>(
+    "select id, endpoint_id as endpoint from connectors.runs where endpoint_uuid = any($1::uuid[]) and status = 'Running' order by started_at, id limit 1",
+    [endpointUuids],
+  );
+  return rows[0];
+}
+
+/**
+ * The 409 of a connector whose run is in flight (a trigger of one of its endpoints running already, a
+ * delete): names the run and how to stop it. `then`: what to do once it has ended, when not run again.
+ */
+export function inFlightError(connector: string, run: { id: string; endpoint: string | null } | undefined, then = ''): ConflictError {
+  const which = run ? `run ${run.id} of endpoint ${run.endpoint ?? '(none)'} is Running` : 'a run has just been started';
+  const cancel = run ? ` or cancel it (POST /api/platform/runs/${run.id}/cancel)` : '';
+  return new ConflictError(`connector ${connector} has a run in flight`, undefined, `${which}; wait for it to end${cancel}${then}`);
+}
+
 /** Adds one chunk's counters; answers whether a cancel was requested meanwhile. */
 export async function addChunk(
   tx: Tx,
