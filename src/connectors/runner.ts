@@ -209,6 +209,11 @@ export class ConnectorRunner {
     // processes; a trigger finding one is a 409 naming it, and records none of its runs.
     const uuids = endpoints.map((e) => e.uuid);
     const runs = await this.o.db.withTenant(tenantId, async (tx) => {
+      // A delete of the connector waits for this transaction, then finds its runs (deleteConnector's
+      // 409); a delete that came first leaves no row: its runs would write for a deleted connector.
+      // (A CSV source needs no stored connector: its runs have their own reader.)
+      const stored = await tx.query('select 1 from connectors.connectors where id = $1 for key share', [connector.id]);
+      if (stored.rowCount === 0 && !options.reader) throw new NotFoundError(`connector ${connector.name} not found`);
       const running = await runInFlight(tx, uuids);
       if (running) throw inFlightError(connector.name, running);
       const created: Array<{ run: RunRecord; endpoint: EndpointSpec }> = [];

@@ -3,6 +3,7 @@ import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
+import { inFlightError } from './runs/ledger.js';
 import { tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
@@ -291,11 +292,19 @@ function redactSpec(spec: ConnectorSpec): ConnectorSpec {
 /**
  * Deletes a connector: its ingested data first (dropConnectorData: its rows in the ext.* tables and
  * its retrieval chunks), then the connector and its endpoints. false when there is no such name.
+ * 409 while a run of it is in flight (probe 31 M2: the run would write on into tables the delete
+ * empties or drops, leaving rows of a deleted connector or failing on a dropped table). The row lock
+ * waits for a trigger recording its runs (ConnectorRunner.trigger locks the row `for key share`).
  */
 export async function deleteConnector(tx: Tx, name: string): Promise<boolean> {
   const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 for update', [name]);
   const id = rows[0]?.id;
   if (!id) return false;
+  const running = await tx.query<{ id: string; endpoint: string | null }>(
+    "select id, endpoint_id as endpoint from connectors.runs where connector_id = $1 and status = 'Running' order by started_at, id limit 1",
+    [id],
+  );
+  if (running.rows[0]) throw inFlightError(name, running.rows[0], ', then delete the connector');
   await dropConnectorData(tx, id);
   await tx.query('delete from connectors.connectors where id = $1', [id]);
   return true;

@@ -275,3 +275,31 @@ describe('one run in flight per endpoint (probe 31 M1)', () => {
     await other.close();
   });
 });
+
+describe('deleting a connector while it runs (probe 31 M2)', () => {
+  it('is a 409 naming the run; once the run ended the delete goes through and leaves no row behind', async () => {
+    const g = gate('del');
+    await apply('keeper', [{ path: '/wm', table: 'ext.shared_d' }]);
+    await apply('delx', [{ path: '/gate/del', table: 'ext.shared_d' }]);
+    expect(await run('keeper')).toMatchObject({ status: 'Completed' });
+    const started = await start('delx');
+    const runId = started.body.runs[0].id as string;
+    await until('the run to ask the source', () => g.asked === 1, 10_000);
+
+    const refused = await call('DELETE', '/api/connectors/delx');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toEqual({
+      error: 'connector delx has a run in flight',
+      hint: `run ${runId} of endpoint e is Running; wait for it to end or cancel it (POST /api/platform/runs/${runId}/cancel), then delete the connector`,
+    });
+    expect((await call('GET', '/api/connectors/delx')).status).toBe(200);
+
+    g.open();
+    expect(await ended(runId)).toMatchObject({ status: 'Completed', recordsOut: 1 });
+    expect((await call('DELETE', '/api/connectors/delx')).status).toBe(204);
+    const orphans = await owner.query<{ n: number }>(
+      'select count(*)::int as n from ext_t1.shared_d r where not exists (select 1 from connectors.connectors c where c.id = r.connector_id)',
+    );
+    expect(orphans.rows[0]!.n).toBe(0);
+  });
+});

@@ -120,8 +120,13 @@ export const connectorRoutes: RouteDecl[] = [
   route({
     method: 'DELETE', path: '/api/connectors/{name}', operationId: 'deleteConnector', summary: 'Delete a connector, its ext.* rows and its retrieval chunks', tags: ['Connectors'],
     auth: ['svc_integrator', 'svc_admin'], params: nameParam,
-    description: 'Its run records stay. The name can be applied again (a new connector with new UUIDs).',
-    responses: { 204: { description: 'Deleted' }, ...notFound('Unknown connector'), ...refusals(false) },
+    description: 'Its run records stay. The name can be applied again (a new connector with new UUIDs). Refused while a run of it is in flight: cancel it or wait for it to end first.',
+    responses: {
+      204: { description: 'Deleted' },
+      ...notFound('Unknown connector'),
+      409: { description: '`connector NAME has a run in flight`: `hint` names the run; nothing was deleted', schema: errorBody },
+      ...refusals(false),
+    },
     handler: async ({ services, principal, params, ctx }) => {
       await services.connectors.manifests.remove(callerTenant(principal), params.name);
       ctx.status = 204;
