@@ -8,6 +8,7 @@ import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
+import { firstUndecodable } from '../src/validation/undecodable.js';
 import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { validate } from './validation.js';
 import { KUBECTL_YAML, kubectlRefusal } from '../src/manifests/yaml.js';
@@ -115,29 +116,8 @@ function textOf(ctx: Context, raw: unknown): unknown {
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
-    throw new ValidationError(`body is not valid UTF-8: an invalid byte sequence at byte offset ${firstInvalidUtf8(bytes)}`, 'body', 'send the body encoded as UTF-8');
+    throw new ValidationError(`body is not valid UTF-8: an invalid byte sequence at byte offset ${firstUndecodable('utf-8', bytes) ?? bytes.length}`, 'body', 'send the body encoded as UTF-8');
   }
-}
-
-/** The offset of the byte where `bytes` stops being UTF-8 (the shortest prefix a decoder refuses ends with it; the length when only the end is cut). */
-function firstInvalidUtf8(bytes: Buffer): number {
-  const fails = (length: number) => {
-    try {
-      new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(0, length), { stream: true });
-      return false;
-    } catch {
-      return true;
-    }
-  };
-  if (!fails(bytes.length)) return bytes.length;
-  let ok = 0;
-  let bad = bytes.length;
-  while (bad - ok > 1) {
-    const mid = (ok + bad) >> 1;
-    if (fails(mid)) bad = mid;
-    else ok = mid;
-  }
-  return bad - 1;
 }
 
 const JSON_TYPES = ['application/json', 'application/*+json'];

@@ -7,6 +7,7 @@ import { CancelledError, DestinationRefusedError, isNetworkError, quote, Request
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 import { parseJsonExact } from './exact-json.js';
+import { firstUndecodable } from '../../validation/undecodable.js';
 
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
@@ -186,7 +187,8 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
     try {
       text += decoder.decode(buf, { stream: true });
     } catch {
-      throw notDecodable(status, decoder.encoding, size - buf.length + firstInvalid(decoder.encoding, buf));
+      // The chunk alone decoding means the bytes held over from the chunk before were at fault: its start.
+      throw notDecodable(status, decoder.encoding, size - buf.length + (firstUndecodable(decoder.encoding, buf) ?? 0));
     }
   }
   try {
@@ -199,31 +201,6 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
 
 function notDecodable(status: number, encoding: string, offset: number): Error {
   return new UnreadableResponseError(`upstream answered HTTP ${status} with a body that is not valid ${encoding}: an invalid byte sequence at byte offset ${offset}`, status);
-}
-
-/**
- * Where in a chunk the decoder failed (only when it did): the shortest prefix a fresh decoder
- * refuses ends with the offending byte. 0 when the chunk alone decodes (the bytes held over from
- * the chunk before were at fault).
- */
-function firstInvalid(encoding: string, chunk: Buffer): number {
-  const fails = (length: number) => {
-    try {
-      new TextDecoder(encoding, { fatal: true }).decode(chunk.subarray(0, length), { stream: true });
-      return false;
-    } catch {
-      return true;
-    }
-  };
-  if (!fails(chunk.length)) return 0;
-  let ok = 0;
-  let bad = chunk.length;
-  while (bad - ok > 1) {
-    const mid = (ok + bad) >> 1;
-    if (fails(mid)) bad = mid;
-    else ok = mid;
-  }
-  return bad - 1;
 }
 
 /** The charset parameter of a content type, if any. */
