@@ -4,13 +4,14 @@ import { kubeConfig } from '../kube/kube-config.js';
 import { operatorGrants } from '../kube/rbac.js';
 import type { AdminServices } from '../src/admin/services.js';
 import type { Tx } from '../src/db/database.js';
-import { ValidationError } from '../src/errors.js';
+import { ConflictError, ValidationError } from '../src/errors.js';
 import { crdOf } from '../src/manifests/crd.js';
 import type { ManifestHandler } from '../src/manifests/handler.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
 import { type MigratedDatabase, migratedDatabase } from '../test/harness/database.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
+import { captureLogs } from '../test/harness/log-capture.js';
 import { until } from '../test/harness/until.js';
 import { cronJobAlternateName, cronJobName, legacyCronJobName } from './cronjob.js';
 import { FINALIZER } from './finalizer.js';
@@ -35,6 +36,8 @@ const API_VERSION = 'test.svc.io/v1';
 const calls: string[] = [];
 /** The widgets held per tenant: `tenant/name` → manifest and schedule. */
 const held = new Map<string, { manifest: unknown; schedule: string | null; appliedBy: string | null }>();
+/** Widgets whose delete the handler refuses with a 409 for now. */
+const busy = new Set<string>();
 const tenantOf = (tx: Tx) => (tx as unknown as { tenantId: number }).tenantId;
 
 const handler: ManifestHandler = {
@@ -50,6 +53,8 @@ const handler: ManifestHandler = {
     return { created, warnings: [], schedule };
   },
   remove: async (tx, name) => {
+    // A hub that refuses the delete for now (a connector whose run is in flight answers so).
+    if (busy.has(name)) throw new ConflictError(`widget ${name} has a run in flight`);
     calls.push(`remove ${tenantOf(tx)}/${name}`);
     // No table, so no trigger takes the owner record with the object: the handler does.
     await tx.query(`delete from manifests.owners where kind = 'Widget' and name = $1`, [name]);
@@ -161,6 +166,27 @@ describe('a kind registered only in this test', () => {
 });
 
 describe('leadership terms', () => {
+  it('a delete the hub refuses for now (409) is retried, and logged as the hub answered it, not as the hub being unavailable', async () => {
+    const op = operator('refused-delete', { namespaces: ['refusing'] });
+    await op.start();
+    const logs = captureLogs('warn');
+    try {
+      api.apply('widgets', widget('refusing', 'busy'));
+      await until('Ready', () => isReady('refusing', 'busy'));
+      busy.add('busy');
+      api.remove(API_VERSION, 'widgets', 'refusing', 'busy');
+      const refused = await until('the refusal logged', () => logs.lines().find((l) => String(l.msg).includes('refusing/busy') && String(l.err).includes('has a run in flight')));
+      expect(String(refused.err)).toBe('widget busy has a run in flight');
+      expect(get('refusing', 'busy')).toBeDefined();
+      busy.delete('busy');
+      await until('deleted once the hub takes it', () => !get('refusing', 'busy') && calls.includes('remove 1/busy'));
+    } finally {
+      busy.clear();
+      logs.restore();
+      await op.stop();
+    }
+  });
+
   it('a stopped operator started again (leadership regained) reconciles afresh, and reports whether it reconciles', async () => {
     const op = operator('terms', { namespaces: ['terms'] });
     expect(op.health().reconciling).toBe(false);

@@ -8,7 +8,7 @@ import {
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
 import { apiStatus } from '../kube/kube-config.js';
-import { ValidationError } from '../src/errors.js';
+import { ConflictError, ValidationError } from '../src/errors.js';
 import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import type { ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
@@ -701,13 +701,17 @@ function failureOf(err: unknown): { reason: string; message: string } {
   return { reason: 'ReconcileFailed', message };
 }
 
-/** The manifest services, their failures (other than a refused manifest) marked as the hub's. */
+/**
+ * The manifest services, their failures marked as the hub's being unavailable, but for its answers:
+ * a refused manifest (400) and a refusal for now (409: a connector whose run is in flight is not
+ * deleted), which are what the hub said, and retried as such.
+ */
 function hubCalls(m: ManifestServices): ManifestServices {
   const guard = async <T>(call: () => Promise<T>): Promise<T> => {
     try {
       return await call();
     } catch (err) {
-      throw err instanceof ValidationError || err instanceof HubUnavailable ? err : new HubUnavailable(err);
+      throw err instanceof ValidationError || err instanceof ConflictError || err instanceof HubUnavailable ? err : new HubUnavailable(err);
     }
   };
   return {
