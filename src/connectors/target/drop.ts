@@ -50,10 +50,12 @@ async function clearSharers(tx: Tx, table: string, others: string, values: unkno
   const { rows } = await tx.query<{ name: string }>(
     `update connectors.endpoints w set watermark = null, watermark_updated_at = now()
        from connectors.connectors c
-      where c.id = w.connector_id and w.watermark is not null and w.${others}
-        and (w.target_table = $1 or exists (select 1 from connectors.ext_tables t where t.endpoint_uuid = w.uuid and t.table_name = $1))
+      where c.id = w.connector_id and w.watermark is not null and w.${others} and w.tenant_id = $3
+        and (w.target_table = $1 or exists (select 1 from connectors.ext_tables t where t.endpoint_uuid = w.uuid and t.table_name = $1 and t.tenant_id = $3))
       returning c.name || '/' || w.endpoint_id as name`,
-    [table, ...values],
+    // The tenant named as well as enforced by row-level security: whatever role the transaction has,
+    // another tenant's endpoint on a table of the same name is never touched.
+    [table, ...values, tx.tenantId],
   );
   const cleared = rows.map((r) => r.name).sort();
   if (cleared.length > 0) {
