@@ -1,4 +1,5 @@
 import { JSONPath } from 'jsonpath-plus';
+import { depthOf } from '../validation/input-limits.js';
 
 /**
  * A thin wrapper over jsonpath-plus for the paths a connector declares (response_path, cursor_path,
@@ -7,10 +8,27 @@ import { JSONPath } from 'jsonpath-plus';
  * jsonpath-plus runs filter expressions (`?(@.x > 1)`) in its "safe" evaluator, never `eval`.
  */
 
+/**
+ * How deep a value a path searching at any depth (`..`) is run over. jsonpath-plus walks such paths
+ * recursively, so a hostile value (10,000 levels) would overflow the stack; a thousand levels is
+ * far from that and far past anything storable (rows nest MAX_JSON_DEPTH levels at most), so a page
+ * of storable records is never refused.
+ */
+const PATH_DEPTH_LIMIT = 1_000;
+
+/** A path searching at any depth (`..`) met a value nested past PATH_DEPTH_LIMIT. */
+export class TooDeepForPath extends Error {
+  constructor(readonly path: string) {
+    super(`the path ${path} searches at any depth (..), and the value nests objects and arrays deeper than ${PATH_DEPTH_LIMIT} levels`);
+  }
+}
+
 /** Every value the path selects, in document order; `[]` when nothing matches or the body is not JSON-shaped. */
 function queryAll(json: unknown, path: string): unknown[] {
   if (json === null || json === undefined) return [];
   if (typeof json !== 'object') return path === '$' ? [json] : [];
+  // Measured without recursion (depthOf stops past the limit), and only for such paths.
+  if (path.includes('..') && depthOf(json, PATH_DEPTH_LIMIT) > PATH_DEPTH_LIMIT) throw new TooDeepForPath(path);
   const found = JSONPath({ path, json: json as object, wrap: true, eval: 'safe' }) as unknown[] | undefined;
   return Array.isArray(found) ? found : [];
 }

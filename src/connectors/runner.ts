@@ -10,7 +10,7 @@ import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js'
 import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { getWatermark, setWatermark } from './store.js';
 import { type ExtSchema, tenantTableText } from './target/ddl.js';
-import { queryFirst as readPath } from './jsonpath.js';
+import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
@@ -385,7 +385,7 @@ export class ConnectorRunner {
       const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
       for await (const page of untilAborted(reader.read(connector, endpoint, { signal: controller.signal, watermark }), controller.signal)) {
         for (const item of page.items) buffer.push(item);
-        if (watermarking) candidate = maxOf(candidate, page.items.map((item) => readPath(item, watermarking.watermark_path)));
+        if (watermarking) candidate = maxOf(candidate, page.items.map((item) => watermarkOf(item, watermarking.watermark_path)));
         while (buffer.length >= this.o.chunkSize) await flush(buffer.splice(0, this.o.chunkSize));
         // Besides the heartbeat (and a cancel served by this process, at once), the flag is looked
         // up at page boundaries, at most twice a second.
@@ -618,6 +618,16 @@ function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): Dead
     payload: row.data,
     skipDetail: { table: endpoint.target.table, external_id: row.externalId ?? null },
   };
+}
+
+/** A record's watermark value; none from a record nested too deep for its path (it is dead-lettered, prepareRow's tooDeep). */
+function watermarkOf(item: unknown, path: string): unknown {
+  try {
+    return readPath(item, path);
+  } catch (err) {
+    if (err instanceof TooDeepForPath) return undefined;
+    throw err;
+  }
 }
 
 /** What a dead letter keeps of a record nesting deeper than MAX_JSON_DEPTH in place of what is below it. */

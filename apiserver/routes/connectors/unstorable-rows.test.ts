@@ -171,6 +171,28 @@ describe('a record nesting deeper than 64 levels', () => {
     }
     expect(entries.map((e) => e.payload.id).sort()).toEqual(['d1', 'd2']);
   });
+
+  it('does not break a watermark read at any depth ($..n): the deep records give it nothing, the others set it', async () => {
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'deep-wm' },
+      connector_type: 'rest-generic',
+      spec: {
+        base_url: deep.url,
+        endpoints: [{ id: 'items', path: '/items', incremental: { mode: 'watermark', param: 'since', watermark_path: '$..n' }, target: { kind: 'hybrid', table: 'ext.deep_wm', unique_key: '$.id' } }],
+      },
+    };
+    const call = (path: string, body: unknown) => fetch(`${hub.url}${path}`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    expect([200, 201]).toContain((await call('/api/connectors/apply', manifest)).status);
+    const started = await call('/api/connectors/deep-wm/runs', {});
+    const run = await finished(((await started.json()) as { runs: Array<{ id: string }> }).runs[0]!.id);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 5, recordsOut: 3, deadLetterCount: 2, errorMessage: null });
+    const { rows } = await owner.query<{ watermark: unknown }>(
+      `select e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = 'deep-wm'`,
+    );
+    expect(rows.map((r) => String(r.watermark))).toEqual(['4']);
+  });
 });
 
 describe('a run that dead-letters more than svc.connectors.max-dead-letters-per-run', () => {
