@@ -172,6 +172,28 @@ describe('a record nesting deeper than 64 levels', () => {
     expect(entries.map((e) => e.payload.id).sort()).toEqual(['d1', 'd2']);
   });
 
+  it('is shown by a pre-flight down to 64 levels (the sample), with a secret on the connector: no stack overflow, no 500', async () => {
+    const first = await startReceiver(() => ({ headers: { 'Content-Type': 'application/json' }, body: `[{"id":"d1","x":${nested(10_000)}}]` }));
+    try {
+      const manifest = {
+        apiVersion: 'connectors.svc.io/v1',
+        kind: 'Connector',
+        metadata: { name: 'deep-first' },
+        connector_type: 'rest-generic',
+        spec: { base_url: first.url, auth: { kind: 'bearer', token_value: 'deep-secret-token' }, endpoints: [{ id: 'items', path: '/items', target: { kind: 'hybrid', table: 'ext.deep_first', unique_key: '$.id' } }] },
+      };
+      const call = (path: string, body: unknown) => fetch(`${hub.url}${path}`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+      expect([200, 201]).toContain((await call('/api/connectors/apply', manifest)).status);
+      const res = await call('/api/connectors/deep-first/preflight', {});
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).toContain('(nested deeper than 64 levels: not shown)');
+      expect(text).not.toContain('deep-secret-token');
+    } finally {
+      await first.close();
+    }
+  });
+
   it('does not break a watermark read at any depth ($..n): the deep records give it nothing, the others set it', async () => {
     const manifest = {
       apiVersion: 'connectors.svc.io/v1',

@@ -23,6 +23,7 @@ import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, r
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
 import { bigIntsAsText, jsonText } from './exact-json.js';
+import { cutDeeperThan, MAX_JSON_DEPTH } from '../../validation/input-limits.js';
 
 export const DEFAULT_MAX_PAGES = 10_000;
 
@@ -219,7 +220,8 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   const items = strategy.items(answer.body);
   const link = answer.headers.link;
   const out: FirstPageReport = { ...report, status: answer.status, items, verdict: 'ok', body: answer.body, link: Array.isArray(link) ? link.join(', ') : link };
-  if (items.length > 0) out.sample = boundedSample(redactDeep(items[0], plan.auth));
+  // Cut to the depth a row may have first: redacting and serialising walk it recursively.
+  if (items.length > 0) out.sample = boundedSample(redactDeep(cutDeeperThan(items[0], MAX_JSON_DEPTH, DEEPER), plan.auth));
   return out;
 }
 
@@ -239,6 +241,9 @@ function checkGraphQLEnvelope(body: unknown, auth: AuthParts): void {
   }
   if (envelope?.data === null || envelope?.data === undefined) throw new GraphQLMalformedError(redactText(jsonText(body) ?? String(body), auth));
 }
+
+/** What a pre-flight sample shows in place of what a record nests below MAX_JSON_DEPTH. */
+const DEEPER = `(nested deeper than ${MAX_JSON_DEPTH} levels: not shown)`;
 
 function boundedSample(item: unknown): unknown {
   const text = jsonText(item);
