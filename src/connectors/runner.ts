@@ -8,7 +8,7 @@ import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
 import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
-import { getWatermark, setWatermark } from './store.js';
+import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
 import { type PreparedRow, prepareRow } from './target/rows.js';
@@ -285,6 +285,8 @@ export class ConnectorRunner {
     const stopped = () => (controller.signal.aborted ? (controller.signal.reason as EngineFailure) : undefined);
     const watermarking = endpoint.incremental.mode === 'watermark' ? endpoint.incremental : undefined;
     let candidate: string | number | undefined;
+    // The watermark as read at the start (value and when it was last set), for the compare-and-set at the end.
+    let watermarkRead: { value?: string; at: string | null } | undefined;
     let written = 0;
     let buffer: unknown[] = [];
     let cancelCheckedAt = Date.now();
@@ -382,7 +384,9 @@ export class ConnectorRunner {
           .catch(() => undefined);
         throw err;
       }
-      const watermark = watermarking ? await this.o.db.withTenant(tenantId, (tx) => getWatermark(tx, endpoint.uuid)) : undefined;
+      const read = watermarking ? await this.o.db.withTenant(tenantId, (tx) => readWatermark(tx, endpoint.uuid)) : undefined;
+      watermarkRead = read;
+      const watermark = read?.value;
       for await (const page of untilAborted(reader.read(connector, endpoint, { signal: controller.signal, watermark }), controller.signal)) {
         for (const item of page.items) buffer.push(item);
         if (watermarking) candidate = maxOf(candidate, page.items.map((item) => watermarkOf(item, watermarking.watermark_path)));
@@ -425,7 +429,14 @@ export class ConnectorRunner {
     }
 
     const finished = await this.untilWritten(run.id, outcome.status, () => this.o.db.withTenant(tenantId, async (tx) => {
-      if (outcome.status === 'Completed' && watermarking && candidate !== undefined) await setWatermark(tx, endpoint.uuid, String(candidate));
+      if (outcome.status === 'Completed' && watermarking && candidate !== undefined && watermarkRead) {
+        if (!(await advanceWatermark(tx, endpoint.uuid, watermarkRead, String(candidate)))) {
+          logger().warn(
+            { runId: run.id, connector: connector.name, endpoint: endpoint.id },
+            `the watermark of ${connector.name}/${endpoint.id} was set or cleared during run ${run.id} (a delete or purge of rows of its table, or a re-apply): left as it is, not advanced to what this run read`,
+          );
+        }
+      }
       const { ended, ...record } = await finishRun(tx, run.id, outcome.status, outcome.error?.message);
       if (ended) await this.emitEnd(tx, record, endpoint, Date.now() - started, written, outcome);
       else logger().warn({ runId: run.id, status: record.status }, `run ${run.id} ended ${outcome.status} after it had been closed as ${record.status}; the first end stands`);

@@ -312,9 +312,36 @@ export async function deleteConnector(tx: Tx, name: string): Promise<boolean> {
 
 /** The stored watermark of an endpoint (undefined: none, the next run is a full read). */
 export async function getWatermark(tx: Tx, endpointUuid: string): Promise<string | undefined> {
-  if (!UUID.test(endpointUuid)) return undefined;
-  const { rows } = await tx.query<{ watermark: string | null }>('select watermark from connectors.endpoints where uuid = $1', [endpointUuid]);
-  return rows[0]?.watermark ?? undefined;
+  return (await readWatermark(tx, endpointUuid)).value;
+}
+
+/**
+ * An endpoint's watermark and when it was last set or cleared (`at`, the database's text of
+ * `watermark_updated_at`): what a run read at its start, so that its end advances the watermark only
+ * if nothing set or cleared it meanwhile (advanceWatermark).
+ */
+export async function readWatermark(tx: Tx, endpointUuid: string): Promise<{ value?: string; at: string | null }> {
+  if (!UUID.test(endpointUuid)) return { at: null };
+  const { rows } = await tx.query<{ watermark: string | null; at: string | null }>(
+    'select watermark, watermark_updated_at::text as at from connectors.endpoints where uuid = $1',
+    [endpointUuid],
+  );
+  const row = rows[0];
+  return { ...(row?.watermark != null ? { value: row.watermark } : {}), at: row?.at ?? null };
+}
+
+/**
+ * Advances an endpoint's watermark to `value` unless it was set or cleared since `read` (a delete or
+ * purge of rows of its table, a re-apply that changed its key or table: they clear it so that the
+ * next run reads everything again, and a run that began before must not put it back). Says whether
+ * it was advanced.
+ */
+export async function advanceWatermark(tx: Tx, endpointUuid: string, read: { at: string | null }, value: string): Promise<boolean> {
+  const { rowCount } = await tx.query(
+    'update connectors.endpoints set watermark = $2, watermark_updated_at = now() where uuid = $1 and watermark_updated_at is not distinct from $3::timestamptz',
+    [endpointUuid, value, read.at],
+  );
+  return (rowCount ?? 0) > 0;
 }
 
 /** Stores (or, with null, clears) an endpoint's watermark. */

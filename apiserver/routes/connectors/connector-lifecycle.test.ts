@@ -155,6 +155,31 @@ describe('rows of a table several endpoints share (probe 31 H2)', () => {
     expect(await ids('ext_t1.shared')).toEqual(['a', 'b', 'c']);
   });
 
+  it('a run in flight when the watermark is cleared does not put it back at its end', async () => {
+    await call('POST', '/api/connectors/apply', stringify({
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'race-a' },
+      connector_type: 'rest-generic',
+      spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/gate/race', incremental: { mode: 'watermark', param: 'since', watermark_path: '$.ver' }, target: { table: 'ext.race', unique_key: '$.id' } }] },
+    }), 'application/yaml');
+    await apply('race-b', [{ path: '/wm', table: 'ext.race' }]);
+    expect(await run('race-a')).toMatchObject({ status: 'Completed', recordsOut: 1 });
+    expect(await watermarkOf('race-a')).toBe('0');
+    expect(await run('race-b')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    // A's run held at its source; meanwhile B's delete removes rows of the table and clears A's watermark.
+    const g = gate('race');
+    const started = await start('race-a');
+    expect(started.status).toBe(202);
+    await until('the held request', () => g.asked === 1);
+    expect((await call('DELETE', '/api/connectors/race-b')).status).toBe(204);
+    expect(await watermarkOf('race-a')).toBeNull();
+    g.open();
+    expect(await ended(started.body.runs[0].id)).toMatchObject({ status: 'Completed', recordsOut: 1 });
+    // Not advanced to what the run read (1): the next run reads everything again.
+    expect(await watermarkOf('race-a')).toBeNull();
+  });
+
   it('purging one endpoint clears the watermark of another endpoint on the same table, not of one elsewhere', async () => {
     await apply('purge-a', [
       { id: 'one', path: '/wm', table: 'ext.shared_p', watermark: true },
