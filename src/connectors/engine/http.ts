@@ -106,7 +106,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
     const status = res.statusCode;
     const headers = res.headers as ResponseHeaders;
     if (status >= 200 && status < 300) {
-      const encoding = compressedWith(headers);
+      const encoding = compressedWith(status, headers);
       if (encoding !== undefined) {
         await res.body.dump().catch(() => undefined);
         const asked = Object.keys(req.headers).some((name) => name.toLowerCase() === 'accept-encoding');
@@ -224,11 +224,19 @@ export function contentType(headers: ResponseHeaders): string {
   return Array.isArray(type) ? type.join(', ') : (type ?? 'none');
 }
 
-/** The Content-Encoding of an answer other than identity (undici hands the body over as sent: the hub asks for none). */
-function compressedWith(headers: ResponseHeaders): string | undefined {
+/** The content codings that compress (IANA's HTTP Content Coding registry, with the x- aliases). */
+const COMPRESSING = new Set(['gzip', 'x-gzip', 'deflate', 'br', 'compress', 'x-compress', 'zstd', 'dcb', 'dcz', 'exi', 'pack200-gzip', 'aes128gcm']);
+
+/**
+ * The Content-Encoding of an answer when it names a coding that compresses (undici hands the body
+ * over as sent: the hub asks for none). Anything else (identity, or a value some servers send by
+ * mistake such as `utf-8` or `none`) leaves the body to be read as it is; a 204 has no body to read.
+ */
+function compressedWith(status: number, headers: ResponseHeaders): string | undefined {
+  if (status === 204) return undefined;
   const value = headers['content-encoding'];
-  const text = (Array.isArray(value) ? value.join(', ') : (value ?? '')).trim();
-  return text === '' || text.toLowerCase() === 'identity' ? undefined : text;
+  const codings = (Array.isArray(value) ? value.join(',') : (value ?? '')).split(',').map((c) => c.trim().toLowerCase()).filter(Boolean);
+  return codings.some((c) => COMPRESSING.has(c)) ? codings.join(', ') : undefined;
 }
 
 async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {

@@ -58,6 +58,15 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
       res.end(gzipSync(JSON.stringify([{ id: 1 }])));
       return;
+    case '/mislabelled':
+      // Codings some servers send by mistake: nothing is compressed.
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': url.searchParams.get('as') ?? 'utf-8' });
+      res.end(JSON.stringify([{ id: 1 }]));
+      return;
+    case '/gzip-204':
+      res.writeHead(204, { 'content-encoding': 'gzip' });
+      res.end();
+      return;
     case '/latin1':
       res.writeHead(200, { 'content-type': 'application/json; charset=iso-8859-1' });
       res.end(Buffer.from('[{"id":"1","name":"Jos\xe9 M\xfcller"}]', 'latin1'));
@@ -157,6 +166,17 @@ describe('a compressed body the hub did not ask for (probe 31 L3)', () => {
     expect(result.error?.message).toBe(
       'upstream answered HTTP 200 with a gzip-compressed body (Content-Encoding: gzip), which the hub does not decode: remove the Accept-Encoding header the connector declares',
     );
+  });
+
+  it('reads a body whose Content-Encoding names no compression (utf-8, none, identity), and a 204 whatever it says', async () => {
+    for (const as of ['utf-8', 'none', 'Identity']) {
+      const result = await readAll(connectorSpec(base), endpointSpec(`/mislabelled?as=${as}`, { kind: 'none', response_path: '$' }), engineContext());
+      expect(result.error).toBeUndefined();
+      expect(result.items).toEqual([{ id: 1 }]);
+    }
+    const empty = await readAll(connectorSpec(base), endpointSpec('/gzip-204', { kind: 'none', response_path: '$' }), engineContext());
+    expect(empty.error).toBeUndefined();
+    expect(empty.items).toEqual([]);
   });
 
   it('draft says the source answered 200 and why its answer is unreadable, not that it did not answer', async () => {
