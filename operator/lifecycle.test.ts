@@ -171,13 +171,15 @@ describe('leadership terms', () => {
     await op.start();
     const logs = captureLogs('warn');
     try {
-      api.apply('widgets', widget('refusing', 'busy'));
-      await until('Ready', () => isReady('refusing', 'busy'));
+      api.apply('widgets', widget('refusing', 'busy', { schedule: '0 3 * * *' }));
+      await until('Ready and scheduled', () => isReady('refusing', 'busy') && cronJob('widget-refusing-busy'));
       busy.add('busy');
       api.remove(API_VERSION, 'widgets', 'refusing', 'busy');
       const refused = await until('the refusal logged', () => logs.lines().find((l) => String(l.msg).includes('refusing/busy') && String(l.err).includes('has a run in flight')));
       expect(String(refused.err)).toBe('widget busy has a run in flight');
       expect(get('refusing', 'busy')).toBeDefined();
+      // Its CronJob went first: no scheduled run keeps the hub refusing while the delete waits.
+      expect(cronJob('widget-refusing-busy')).toBeUndefined();
       busy.delete('busy');
       await until('deleted once the hub takes it', () => !get('refusing', 'busy') && calls.includes('remove 1/busy'));
     } finally {

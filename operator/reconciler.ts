@@ -588,6 +588,9 @@ export class Operator {
   private async finalize(kind: ManifestKind, resource: Resource): Promise<void> {
     if (!hasFinalizer(resource)) return;
     const uid = resource.metadata.uid;
+    // The CronJob first (no ownerReference can reach the release namespace: found by the uid label):
+    // while the hub refuses the delete (a run in flight), it must not start more runs.
+    if (uid) await deleteCronJobsOf(this.batch, this.options.cronJobNamespace, uid);
     const managed = uid ? await this.hub.owned(kind, { uid }) : [];
     for (const object of managed) await this.removeManaged(kind, object);
     const tenantCode = resource.status?.tenant;
@@ -599,8 +602,6 @@ export class Operator {
         logger().info({ kind: kind.kind, name: resource.metadata.name, tenant: tenantCode }, `${kind.kind} ${resource.metadata.name} deleted from tenant ${tenantCode}`);
       }
     }
-    // No ownerReference can reach the release namespace: the CronJob is deleted here, found by the uid label.
-    if (uid) await deleteCronJobsOf(this.batch, this.options.cronJobNamespace, uid);
     try {
       await replaceResource(this.custom, kind, withoutFinalizer(resource));
     } catch (err) {
