@@ -3,7 +3,7 @@ import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
-import { inFlightError } from './runs/ledger.js';
+import { inFlightError, runInFlight } from './runs/ledger.js';
 import { tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
@@ -94,6 +94,11 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const changes = created ? [] : await targetChanges(tx, draft);
 
   const ids = draft.endpoints.map((e) => e.id);
+  // An endpoint the manifest no longer lists goes, but not under a run of it: the run would write on
+  // for an endpoint that is gone, and the same id applied again (a new endpoint) could run beside it.
+  const dropped = await tx.query<{ uuid: string }>('select uuid from connectors.endpoints where connector_id = $1 and not (endpoint_id = any($2::text[]))', [id, ids]);
+  const running = await runInFlight(tx, dropped.rows.map((r) => r.uuid));
+  if (running) throw inFlightError(draft.name, running, `, then apply again (the manifest drops endpoint ${running.endpoint ?? '(none)'})`);
   await tx.query('delete from connectors.endpoints where connector_id = $1 and not (endpoint_id = any($2::text[]))', [id, ids]);
   const endpoints: EndpointSpec[] = [];
   for (const [position, endpoint] of draft.endpoints.entries()) {

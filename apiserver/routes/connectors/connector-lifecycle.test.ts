@@ -250,6 +250,25 @@ describe('a changed unique_key over stored rows (probe 31 H3)', () => {
 });
 
 describe('one run in flight per endpoint (probe 31 M1)', () => {
+  it('an apply that drops an endpoint whose run is in flight is a 409 naming it, and changes nothing', async () => {
+    const g = gate('dropped');
+    await apply('dropper', [{ id: 'slow', path: '/gate/dropped', table: 'ext.dropper' }, { id: 'fast', path: '/wm', table: 'ext.dropper_fast' }]);
+    const started = await start('dropper', 'slow');
+    expect(started.status).toBe(202);
+    const runId = started.body.runs[0].id as string;
+    await until('the run to ask the source', () => g.asked === 1, 10_000);
+    const refused = await call('POST', '/api/connectors/apply', manifest('dropper', [{ id: 'fast', path: '/wm', table: 'ext.dropper_fast' }]), 'application/yaml');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toEqual({
+      error: 'connector dropper has a run in flight',
+      hint: `run ${runId} of endpoint slow is Running; wait for it to end or cancel it (POST /api/platform/runs/${runId}/cancel), then apply again (the manifest drops endpoint slow)`,
+    });
+    expect((await call('GET', '/api/connectors/dropper')).body.endpoints.map((e: { id: string }) => e.id)).toEqual(['slow', 'fast']);
+    g.open();
+    expect(await ended(runId)).toMatchObject({ status: 'Completed' });
+    await apply('dropper', [{ id: 'fast', path: '/wm', table: 'ext.dropper_fast' }]);
+  });
+
   it('a second trigger while a run is in flight is a 409 naming it; once it ended a new one is accepted', async () => {
     const g = gate('once');
     await apply('single', [{ path: '/gate/once', table: 'ext.single' }]);

@@ -75,9 +75,9 @@ export const connectorRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/apply', operationId: 'applyConnector', summary: 'Apply a Connector manifest (create or update by name)', tags: ['Connectors'],
     auth: ['svc_integrator', 'svc_admin'],
-    description: 'YAML or JSON. 201 for a new name, 200 for an update; endpoint UUIDs stay stable while their ids stay in the manifest. Unknown spec keys are warnings.',
+    description: 'YAML or JSON. 201 for a new name, 200 for an update; endpoint UUIDs stay stable while their ids stay in the manifest. Unknown spec keys are warnings. A manifest that drops an endpoint whose run is in flight is a 409 naming the run.',
     bodyTypes: MANIFEST_TYPES, ...manifest,
-    responses: applyResponses(applied),
+    responses: { ...applyResponses(applied), 409: { description: 'The manifest drops an endpoint whose run is in flight: `{error, hint}` naming the run', schema: errorBody } },
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.connectors.manifests.apply(callerTenant(principal), body, actor(principal));
       ctx.status = result.created ? 201 : 200;
