@@ -145,6 +145,21 @@ describe('nesting is capped at 64 levels', () => {
   });
 });
 
+describe('a body in the charset it declares', () => {
+  it('is read in that charset; one the hub cannot decode, or bytes invalid in it, are a 400 naming body', async () => {
+    const send = (body: Buffer, type: string) => fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': type }, body });
+    // An unknown spec key comes back as a warning naming it: the text as the hub read it.
+    const latin1 = Buffer.from(JSON.stringify(manifestOf('charsets', { 'jos\u00e9': 1 })), 'latin1');
+    const read = (await (await send(latin1, 'application/json; charset=iso-8859-1')).json()) as { warnings: Array<{ field: string }> };
+    expect(read.warnings.map((w) => w.field)).toContain('spec.jos\u00e9');
+    const unknown = await send(latin1, 'application/json; charset=x-klingon');
+    expect({ status: unknown.status, body: await unknown.json() }).toEqual({ status: 400, body: { error: 'body declares charset x-klingon, which the hub cannot decode', field: 'body', hint: expect.any(String) } });
+    // Undeclared: UTF-8, and the latin-1 byte is refused where it stands.
+    const undeclared = await send(latin1, 'application/json');
+    expect(((await undeclared.json()) as { error: string }).error).toMatch(/^body is not valid UTF-8: an invalid byte sequence at byte offset \d+$/);
+  });
+});
+
 describe('a key given twice in one object', () => {
   it('is a 400 naming it, in JSON as in YAML, and nothing is stored', async () => {
     const text = JSON.stringify(manifestOf('twice')).replace('"metadata":{"name":"twice"}', '"metadata":{"name":"twice","name":"other"}');
