@@ -246,12 +246,28 @@ export class ConnectorRunner {
     this.track(ids);
     // The runs as the tenant's unit of work (a scheduler's job serves every tenant): their lines carry
     // the tenant, the credentials they resolve are scrubbed from their lines only.
+    const reader = options.reader ?? this.o.reader;
+    const executeRun = (run: RunRecord, endpoint: EndpointSpec, controller: AbortController) =>
+      runForTenant(tenantId, () => this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, reader, controller));
+    // A run waiting for the earlier endpoints of its trigger that is stopped (a cancel, the hub
+    // stopping) ends at once rather than when its turn comes: its endpoint is free again meanwhile.
+    const begun = new Map<string, Promise<RunRecord>>();
+    for (const { run, endpoint } of runs.slice(1)) {
+      const controller = this.active.get(run.id);
+      controller?.signal.addEventListener('abort', () => {
+        if (!begun.has(run.id)) begun.set(run.id, executeRun(run, endpoint, controller).finally(() => this.untrack([run.id])));
+      }, { once: true });
+    }
     const done = runForTenant(tenantId, async () => {
       const results: RunRecord[] = [];
       try {
         for (const { run, endpoint } of runs) {
-          const controller = this.active.get(run.id) ?? new AbortController();
-          results.push(await this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, options.reader ?? this.o.reader, controller));
+          let execution = begun.get(run.id);
+          if (!execution) {
+            execution = executeRun(run, endpoint, this.active.get(run.id) ?? new AbortController());
+            begun.set(run.id, execution);
+          }
+          results.push(await execution);
           this.untrack([run.id]);
         }
       } finally {

@@ -250,6 +250,25 @@ describe('a changed unique_key over stored rows (probe 31 H3)', () => {
 });
 
 describe('one run in flight per endpoint (probe 31 M1)', () => {
+  it('a run waiting for an earlier endpoint of its trigger ends at once when cancelled, freeing its endpoint', async () => {
+    const g = gate('queued');
+    await apply('queue', [{ id: 'slow', path: '/gate/queued', table: 'ext.queue_slow' }, { id: 'fast', path: '/wm', table: 'ext.queue_fast' }]);
+    const started = await start('queue');
+    expect(started.status).toBe(202);
+    const [slow, fast] = started.body.runs as Array<{ id: string; endpoint: string }>;
+    expect([slow!.endpoint, fast!.endpoint]).toEqual(['slow', 'fast']);
+    await until('the first run to ask the source', () => g.asked === 1, 10_000);
+    expect((await call('POST', `/api/platform/runs/${fast!.id}/cancel`)).status).toBe(202);
+    // Ended while the first run is still held at its source.
+    expect(await ended(fast!.id)).toMatchObject({ status: 'Cancelled', recordsOut: 0 });
+    expect((await call('GET', `/api/platform/runs/${slow!.id}`)).body.status).toBe('Running');
+    const again = await start('queue', 'fast');
+    expect(again.status).toBe(202);
+    expect(await ended(again.body.runs[0].id)).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    g.open();
+    expect(await ended(slow!.id)).toMatchObject({ status: 'Completed' });
+  });
+
   it('an apply that drops an endpoint whose run is in flight is a 409 naming it, and changes nothing', async () => {
     const g = gate('dropped');
     await apply('dropper', [{ id: 'slow', path: '/gate/dropped', table: 'ext.dropper' }, { id: 'fast', path: '/wm', table: 'ext.dropper_fast' }]);
