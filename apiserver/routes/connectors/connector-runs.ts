@@ -46,7 +46,12 @@ export const connectorRunRoutes: RouteDecl[] = [
     },
     bodyTypes: ['text/csv'],
     body: { type: 'string' },
-    responses: { 200: { description: 'The run', schema: runSchema }, 400: { description: 'Bad CSV, table or key', schema: errorBody }, ...refusals(true) },
+    responses: {
+      200: { description: 'The run', schema: runSchema },
+      400: { description: 'Bad CSV, table or key', schema: errorBody },
+      409: { description: 'An ingest into the same connector and table is in flight: `{error, hint}` naming its run', schema: errorBody },
+      ...refusals(true),
+    },
     handler: ({ services, principal, query, body, ctx }) => {
       const tenantId = callerTenant(principal);
       // The body is read as UTF-8: another declared charset would be stored as replacement characters.
