@@ -261,6 +261,12 @@ describe('a Connector resource', () => {
     api.remove(API_VERSION, 'connectors', 'bounded', 'elsewhere');
     await until('the resource gone', () => !at());
     expect((await hubGet('/api/connectors/elsewhere', otherTenant)).status).toBe(404);
+    // An annotation present but naming nothing (and no label) bounds the Namespace all the same.
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bounded-empty', annotations: { 'svc.io/tenants': ' , ' } } });
+    api.apply('connectors', { ...open, metadata: { name: 'anywhere', namespace: 'bounded-empty', labels: { 'svc.io/tenant': 'globex' } } });
+    const refused = await until('refused', () => (api.get(API_VERSION, 'connectors', 'bounded-empty', 'anywhere') as Resource | undefined)?.status?.conditions?.find((c) => c.type === 'Ready' && c.reason === 'TenantUnresolved'));
+    expect(refused.message).toBe('no tenant: tenant globex (label svc.io/tenant on the resource) is not one namespace bounded-empty allows (none: its label svc.io/tenant and annotation svc.io/tenants)');
+    expect((await hubGet('/api/connectors/anywhere', otherTenant)).status).toBe(404);
   });
 
   it('takes the tenant from its Namespace when it has no label, and says so when neither has one', async () => {

@@ -31,9 +31,12 @@ export async function resolveTenant(core: CoreV1Api, manifests: ManifestServices
   const fromNamespace = ns.labels?.[TENANT_LABEL];
   const listed = (ns.annotations?.[TENANTS_ANNOTATION] ?? '').split(',').map((t) => t.trim()).filter(Boolean);
   const allowed = [...(fromNamespace ? [fromNamespace] : []), ...listed];
-  if (own && allowed.length && !allowed.includes('*') && !allowed.includes(own)) {
+  // The label or the annotation present, even empty (`svc.io/tenants: ""`), bounds the Namespace:
+  // an empty one allows nothing more, it does not open it to every tenant.
+  const bounded = ns.labels?.[TENANT_LABEL] !== undefined || ns.annotations?.[TENANTS_ANNOTATION] !== undefined;
+  if (own && bounded && !allowed.includes('*') && !allowed.includes(own)) {
     return {
-      problem: `no tenant: tenant ${own} (label ${TENANT_LABEL} on the resource) is not one namespace ${namespace} allows (${allowed.join(', ')}: its label ${TENANT_LABEL} and annotation ${TENANTS_ANNOTATION})`,
+      problem: `no tenant: tenant ${own} (label ${TENANT_LABEL} on the resource) is not one namespace ${namespace} allows (${allowed.join(', ') || 'none'}: its label ${TENANT_LABEL} and annotation ${TENANTS_ANNOTATION})`,
     };
   }
   const code = own ?? fromNamespace;
