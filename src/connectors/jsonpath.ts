@@ -51,6 +51,16 @@ function simpleSegments(path: string): string[] | null {
   return segments;
 }
 
+/**
+ * Whether two paths select the same: written alike, or both plain chains of the same names and
+ * indexes however they are spelt (`$.id`, `$['id']`, `$["id"]`).
+ */
+export function samePath(a: string, b: string): boolean {
+  if (a === b) return true;
+  const [x, y] = [simpleSegments(a), simpleSegments(b)];
+  return x !== null && y !== null && x.length === y.length && x.every((segment, i) => segment === y[i]);
+}
+
 /** The first value the path selects, or undefined. */
 export function queryFirst(json: unknown, path: string): unknown {
   const segments = simpleSegments(path);

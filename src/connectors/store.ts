@@ -2,6 +2,7 @@ import type { Tx } from '../db/database.js';
 import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import { samePath } from './jsonpath.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
 import { tenantTableSql, tenantTableText } from './target/ddl.js';
@@ -143,7 +144,7 @@ export async function targetChanges(tx: Tx, draft: ConnectorDraft): Promise<Arra
     const stored = rows.find((r) => r.endpoint_id === endpoint.id);
     if (!stored) continue;
     const table = stored.target.table !== endpoint.target.table;
-    if (!table && stored.target.unique_key === endpoint.target.unique_key) continue;
+    if (!table && samePath(stored.target.unique_key, endpoint.target.unique_key)) continue;
     const n = await storedRows(tx, stored.target.table, stored.uuid);
     const cleared = stored.watermark !== null;
     const purge = `POST /api/connectors/${draft.name}/endpoints/${endpoint.id}/purge`;

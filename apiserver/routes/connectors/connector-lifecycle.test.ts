@@ -247,6 +247,15 @@ describe('a changed unique_key over stored rows (probe 31 H3)', () => {
       },
     ]);
   });
+
+  it('the same key spelt another way ($.id, $[\'id\'], $["id"]) is no change: no warning, the watermark kept', async () => {
+    await apply('respell', [{ id: 'w', path: '/wm', table: 'ext.respell', watermark: true }]);
+    expect(await run('respell')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    for (const key of ["$['id']", '$["id"]']) {
+      expect((await apply('respell', [{ id: 'w', path: '/wm', table: 'ext.respell', watermark: true, key }])).warnings).toEqual([]);
+      expect(await watermarkOf('respell')).toBe('3');
+    }
+  });
 });
 
 describe('one run in flight per endpoint (probe 31 M1)', () => {
