@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { tenantCapCases } from '../../test/harness/tenant-cap-cases.js';
 import { applyEntity } from '../entities/store.js';
-import { ValidationError } from '../errors.js';
 import { applyWorkflow, listWorkflows } from './store.js';
 
 /**
@@ -42,34 +42,14 @@ afterAll(async () => {
 });
 
 describe('workflows per tenant', () => {
-  it(`refuses a new workflow past ${LIMIT} per tenant with a 400 naming the limit; updates and other tenants go on`, async () => {
-    const names = Array.from({ length: LIMIT }, (_, i) => `w-${String(i).padStart(3, '0')}`);
-    // Concurrent applies cannot overshoot (one apply at a time per tenant).
-    await Promise.all(names.slice(0, 10).map((name) => apply(601, name)));
-    for (const name of names.slice(10)) await apply(601, name);
-    expect(await count(601)).toBe(LIMIT);
-
-    const refused = apply(601, 'one-more');
-    await expect(refused).rejects.toThrow(ValidationError);
-    const err = (await refused.catch((e: unknown) => e)) as ValidationError;
-    expect(err.field).toBe('metadata.name');
-    expect(err.message).toBe(`this tenant has ${LIMIT} workflows, the most a tenant may have (${LIMIT}): delete one before applying a new workflow one-more (an existing name can still be updated)`);
-    expect(err.render().status).toBe(400);
-    expect(await count(601)).toBe(LIMIT);
-
-    // Re-applying an existing name (any case) is an update, not one more.
-    expect(await apply(601, 'W-000', ['open', 'closed', 'lost'])).toMatchObject({ name: 'w-000', created: false });
-    // Another tenant has its own count.
-    expect(await apply(602, 'one-more')).toMatchObject({ created: true });
-    // After a delete there is room again.
-    await t.db.withTenant(601, (tx) => tx.query(`delete from workflows.workflows where name = 'w-099'`));
-    expect(await apply(601, 'one-more')).toMatchObject({ created: true });
-  }, 120_000);
-
-  it('does not let concurrent applies take the last place twice', async () => {
-    await t.db.withTenant(601, (tx) => tx.query(`delete from workflows.workflows where name = 'one-more'`));
-    const outcomes = await Promise.allSettled([apply(601, 'race-a'), apply(601, 'race-b'), apply(601, 'race-c')]);
-    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
-    expect(await count(601)).toBe(LIMIT);
+  tenantCapCases({
+    noun: 'workflow',
+    plural: 'workflows',
+    limit: LIMIT,
+    db: () => t.db,
+    apply: (tenant, name, changed) => apply(tenant, name, changed ? ['open', 'closed', 'lost'] : undefined),
+    count,
+    table: 'workflows.workflows',
+    timeoutMs: 120_000,
   });
 });

@@ -1,0 +1,61 @@
+import { expect, it } from '@jest/globals';
+import type { Database } from '../../src/db/database.js';
+import { ValidationError } from '../../src/errors.js';
+
+/**
+ * The cases every kind capped per tenant (src/manifests/tenant-cap.ts) is held to, on a real
+ * database with tenants 601 and 602: a new one past `limit` is a 400 naming the limit; an update
+ * (any case), another tenant and a delete make room as they should; concurrent applies never take
+ * the last place twice. The limit is given written out, so the cases also read against a store
+ * without it.
+ */
+export function tenantCapCases(o: {
+  /** The kind in the refusal's words (`workflow`, `process`) and its plural. */
+  noun: string;
+  plural: string;
+  limit: number;
+  db: () => Database;
+  /** Applies `name` in `tenant`; `changed` applies it with another spec (an update). */
+  apply: (tenant: number, name: string, changed?: boolean) => Promise<unknown>;
+  count: (tenant: number) => Promise<number>;
+  /** Where the kind is stored (`workflows.workflows`), for the deletes that make room. */
+  table: string;
+  timeoutMs?: number;
+}): void {
+  const { noun, plural, limit } = o;
+  const prefix = noun[0]!;
+  it(
+    `refuses a new ${noun} past ${limit} per tenant with a 400 naming the limit; updates and other tenants go on`,
+    async () => {
+      const names = Array.from({ length: limit }, (_, i) => `${prefix}-${String(i).padStart(3, '0')}`);
+      // Concurrent applies cannot overshoot (one apply at a time per tenant).
+      await Promise.all(names.slice(0, 10).map((name) => o.apply(601, name)));
+      for (const name of names.slice(10)) await o.apply(601, name);
+      expect(await o.count(601)).toBe(limit);
+
+      const refused = o.apply(601, 'one-more');
+      await expect(refused).rejects.toThrow(ValidationError);
+      const err = (await refused.catch((e: unknown) => e)) as ValidationError;
+      expect(err.field).toBe('metadata.name');
+      expect(err.message).toBe(`this tenant has ${limit} ${plural}, the most a tenant may have (${limit}): delete one before applying a new ${noun} one-more (an existing name can still be updated)`);
+      expect(err.render().status).toBe(400);
+      expect(await o.count(601)).toBe(limit);
+
+      // Re-applying an existing name (any case) is an update, not one more.
+      expect(await o.apply(601, `${prefix.toUpperCase()}-000`, true)).toMatchObject({ name: `${prefix}-000`, created: false });
+      // Another tenant has its own count.
+      expect(await o.apply(602, 'one-more')).toMatchObject({ created: true });
+      // After a delete there is room again.
+      await o.db().withTenant(601, (tx) => tx.query(`delete from ${o.table} where name = '${prefix}-099'`));
+      expect(await o.apply(601, 'one-more')).toMatchObject({ created: true });
+    },
+    o.timeoutMs,
+  );
+
+  it('does not let concurrent applies take the last place twice', async () => {
+    await o.db().withTenant(601, (tx) => tx.query(`delete from ${o.table} where name = 'one-more'`));
+    const outcomes = await Promise.allSettled([o.apply(601, 'race-a'), o.apply(601, 'race-b'), o.apply(601, 'race-c')]);
+    expect(outcomes.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
+    expect(await o.count(601)).toBe(limit);
+  });
+}
