@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { tenantCapCases } from '../../test/harness/tenant-cap-cases.js';
 import { applyProcess, listProcesses } from './store.js';
