@@ -159,10 +159,75 @@ describe('events tail: reconnections', () => {
     ]);
   });
 
+  it('rides out a connection cut mid-event, a 500 and a hub that is down, then restarted on its address: every event once, in order', async () => {
+    // A real hub's life on one loopback port: a stream cut while it sends event 3 (kill -9), the
+    // restarting hub's 500, no hub at all (connection refused), then the hub back with 3 and 4.
+    const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
+    const lastIds: string[] = [];
+    let connection = 0;
+    const server = createServer((req, res) => {
+      lastIds.push(String(req.headers['last-event-id'] ?? ''));
+      connection++;
+      if (connection === 1) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`retry: 10\n\n${frame(1)}${frame(2)}${frame(3).slice(0, 20)}`, () => res.socket?.destroy());
+      } else if (connection === 2) {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end('{"error":"internal error"}');
+      } else {
+        // the stream stays open until the tail has what it waits for
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(`retry: 10\n\n${frame(3)}${frame(4)}`);
+      }
+    });
+    const listen = (port: number) => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    await listen(0);
+    const port = (server.address() as AddressInfo).port;
+    const stop = new AbortController();
+    const hub = new Hub({ url: `http://127.0.0.1:${port}`, token: 'tok' }, stop.signal);
+    const ids: string[] = [];
+    const notices: string[] = [];
+    const waits: number[] = [];
+    try {
+      await tailEvents(hub, {
+        topics: [],
+        signal: stop.signal,
+        onEvent: (event) => {
+          ids.push(event.id);
+          if (ids.length === 4) stop.abort();
+        },
+        onNotice: (text) => notices.push(text),
+        wait: async (ms) => {
+          waits.push(ms);
+          // after the 500 the hub goes away; after the refused connection it is back on its port
+          if (waits.length === 2) {
+            server.closeAllConnections();
+            await new Promise<void>((resolve) => server.close(() => resolve()));
+          }
+          if (waits.length === 3) await listen(port);
+        },
+      });
+    } finally {
+      await hub.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    expect(ids).toEqual(['1', '2', '3', '4']);
+    // the half-sent event 3 is not printed; every reconnection asks for what came after event 2
+    expect(lastIds).toEqual(['', '2', '2']);
+    expect(waits).toEqual([1_000, 2_000, 4_000]);
+    expect(notices).toHaveLength(4);
+    expect(notices[0]).toMatch(/^stream lost: .+; waiting 1 s, then reconnecting after event 2$/);
+    expect(notices[1]).toBe('stream lost: internal error (HTTP 500); waiting 2 s, then reconnecting after event 2');
+    expect(notices[2]).toMatch(/^stream lost: cannot reach http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED.*; waiting 4 s, then reconnecting after event 2$/);
+    expect(notices[3]).toBe('reconnected after event 2');
+  });
+
   it('reconnectDelay: which failures are waited out, and how long', () => {
     expect(reconnectDelay(new HttpError(400, 'bad topic', undefined), 1, 3_000)).toBeUndefined();
     expect(reconnectDelay(new HttpError(401, 'no', undefined), 1, 3_000)).toBeUndefined();
-    expect(reconnectDelay(new HttpError(500, 'bug', undefined), 1, 3_000)).toBeUndefined();
+    for (const final of [400, 403, 404, 501, 505]) expect(reconnectDelay(new HttpError(final, 'no', undefined), 1, 3_000)).toBeUndefined();
+    for (const transient of [408, 500, 502, 503, 504, 507]) expect(reconnectDelay(new HttpError(transient, 'later', undefined), 1, 3_000)?.ms).toBe(3_000);
     expect(reconnectDelay(new HttpError(503, 'down', undefined, 0), 1, 3_000)?.ms).toBe(1_000);
     expect(reconnectDelay(new Error('socket hang up'), 1, 3_000)?.ms).toBe(3_000);
     expect(reconnectDelay(new Error('socket hang up'), 2, 3_000)?.ms).toBe(6_000);

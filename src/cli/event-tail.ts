@@ -6,9 +6,12 @@ import type { Hub } from './http.js';
  * `svc events tail` (and the TUI's Events view): reads the hub's Server-Sent Events stream
  * (/api/platform/events/stream) and passes each event on as it arrives. When the hub ends the stream
  * (a client that fell behind, a restart) it reconnects with Last-Event-ID after the `retry` delay, so
- * nothing is lost; a reconnection the hub answers with 429, 502, 503 or 504, or cannot be made at all,
- * is waited out (`reconnectDelay`) and tried again, still from Last-Event-ID. It stops when `signal`
- * aborts (Ctrl-C), and throws on any other HTTP error (a refused credential: 401, 403).
+ * nothing is lost; a stream cut off midway (the connection dropped, the hub killed), a reconnection
+ * that cannot be made at all, or one the hub answers with an error that retrying may change (408, 429,
+ * a 5xx other than 501 and 505: a restart, a database briefly away) is waited out (`reconnectDelay`)
+ * and tried again, still from Last-Event-ID, for as long as it takes, as an EventSource client does.
+ * It stops when `signal` aborts (Ctrl-C), and throws on an answer that retrying will not change (a
+ * refused credential: 401, 403; a refused topic or Last-Event-ID: 400; 404).
  */
 
 export interface StreamEvent {
@@ -39,8 +42,15 @@ export interface TailOptions {
 
 const STREAM = '/api/platform/events/stream';
 
-/** Answers a reconnection waits out: too many streams or a rate limit (429), a proxy or a hub that is restarting (502, 503, 504). */
-const TRANSIENT = new Set([429, 502, 503, 504]);
+/**
+ * Answers a reconnection waits out: a request timeout (408), too many streams or a rate limit (429),
+ * and a server error (a hub failing for a moment, a proxy or a hub that is restarting: 500, 502, 503,
+ * 504, …), except 501 and 505, which say the request itself is not served. Any other answer (400, 401,
+ * 403, 404, …) is the same however often it is asked.
+ */
+export function waitedOut(status: number): boolean {
+  return status === 408 || status === 429 || (status >= 500 && status !== 501 && status !== 505);
+}
 /** The longest wait between two connections: a longer Retry-After is cut to it. */
 export const MAX_WAIT_MS = 120_000;
 /** Without a Retry-After: the stream's retry delay (3 s, or the hub's `retry:`), at least 1 s, doubled per failure in a row, up to this. */
@@ -48,13 +58,13 @@ const MAX_BACKOFF_MS = 30_000;
 
 /**
  * How long to wait after `err`, the `failures`-th failed connection in a row (1 for the first), and
- * why; undefined when the failure is final (an HTTP error other than 429, 502, 503, 504: a refused
+ * why; undefined when the failure is final (an HTTP error `waitedOut` does not wait out: a refused
  * credential, a refused topic).
  */
 export function reconnectDelay(err: unknown, failures: number, retryMs: number): { ms: number; why: string } | undefined {
   const backoff = Math.min(MAX_BACKOFF_MS, Math.max(1_000, retryMs) * 2 ** Math.max(0, failures - 1));
   if (err instanceof HttpError) {
-    if (!TRANSIENT.has(err.status)) return undefined;
+    if (!waitedOut(err.status)) return undefined;
     if (err.retryAfterSeconds === undefined) return { ms: backoff, why: `${err.message} (HTTP ${err.status})` };
     return { ms: Math.min(MAX_WAIT_MS, Math.max(1_000, err.retryAfterSeconds * 1_000)), why: `${err.message} (HTTP ${err.status}, Retry-After: ${err.retryAfterSeconds})` };
   }
