@@ -5,7 +5,7 @@ import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
 import { runnerOverHub as overHub } from '../../test/harness/connector-runner.js';
-import { getRun, INTERRUPTED_MESSAGE, type RunRecord } from './runs/ledger.js';
+import { createRun, getRun, INTERRUPTED_MESSAGE, type RunRecord } from './runs/ledger.js';
 import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
@@ -141,5 +141,59 @@ describe('stopping a run that waits out a retry back-off', () => {
     const [run] = await (await closed.trigger(1, connector, { triggeredBy: 'manual:test' })).done;
     expect(run).toMatchObject({ status: 'Failed', errorMessage: INTERRUPTED_MESSAGE });
     expect(demo.count('/down/')).toBe(before);
+  });
+});
+
+describe('cancelling a run whose process died (kill -9: no heartbeat, no clean stop)', () => {
+  /**
+   * The run row a killed hub leaves: Running, its heartbeat older than svc.connectors.run-stale-after
+   * (45 s here; this hub runs no interrupted-run sweep, so only the cancel can end it).
+   */
+  async function orphan(connector: ConnectorSpec, heartbeatAge: string): Promise<string> {
+    const endpoint = connector.endpoints[0]!;
+    const run = await hub.services.db.withTenant(1, (tx) =>
+      createRun(tx, { connectorId: connector.id, connectorName: connector.name, endpointUuid: endpoint.uuid, endpointId: endpoint.id, triggeredBy: 'manual:test', syncMode: 'full' }),
+    );
+    await owner.query(`update connectors.runs set heartbeat_at = now() - $2::interval where id = $1`, [run.id, heartbeatAge]);
+    return run.id;
+  }
+  const trigger = (name: string) => fetch(`${hub.url}/api/connectors/${name}/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+
+  it('the cancel the 409 suggests ends it at once as the sweep would (Failed, interrupted, retryable), and the endpoint is free', async () => {
+    const connector = (await hub.services.connectors.byName(1, 'down')) as ConnectorSpec;
+    const id = await orphan(connector, '1 minute');
+    const blocked = await trigger('down');
+    expect(blocked.status).toBe(409);
+    expect(((await blocked.json()) as { hint: string }).hint).toContain(`cancel it (POST /api/platform/runs/${id}/cancel)`);
+
+    const res = await cancel(id);
+    expect(res.status).toBe(202);
+    expect(await res.json()).toMatchObject({ id, status: 'Failed', errorMessage: INTERRUPTED_MESSAGE, endedAt: expect.any(String) });
+    expect(await stored(id)).toMatchObject({ status: 'Failed', errorMessage: INTERRUPTED_MESSAGE });
+    expect(await eventsOf('connector.run.failed', id)).toEqual([{ run_id: id, error_message: INTERRUPTED_MESSAGE, retryable: true }]);
+    expect(await eventsOf('connector.run.cancelled', id)).toEqual([]);
+    // ended once: a second cancel finds it over
+    expect((await cancel(id)).status).toBe(409);
+
+    // the endpoint takes a run again (this process's: cancelled at once, to leave the source alone)
+    const before = demo.count('/down/');
+    const again = await trigger('down');
+    expect(again.status).toBe(202);
+    const [next] = ((await again.json()) as { runs: Array<{ id: string }> }).runs;
+    await backingOff(before);
+    expect((await cancel(next!.id)).status).toBe(202);
+    expect(await ended(next!.id)).toMatchObject({ status: 'Cancelled' });
+  });
+
+  it('a run whose heartbeat is fresh (its process alive elsewhere) is only asked to stop, as before', async () => {
+    const connector = (await hub.services.connectors.byName(1, 'down-two')) as ConnectorSpec;
+    const id = await orphan(connector, '10 seconds');
+    const res = await cancel(id);
+    expect(res.status).toBe(202);
+    expect(await res.json()).toMatchObject({ id, status: 'Running' });
+    const { rows } = await owner.query<{ status: string; cancel_requested: boolean }>('select status, cancel_requested from connectors.runs where id = $1', [id]);
+    expect(rows).toEqual([{ status: 'Running', cancel_requested: true }]);
+    expect(await eventsOf('connector.run.failed', id)).toEqual([]);
+    await owner.query(`update connectors.runs set status = 'Cancelled', ended_at = now() where id = $1`, [id]);
   });
 });

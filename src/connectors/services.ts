@@ -95,9 +95,13 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
   if (staleAfter <= config.duration('svc.connectors.heartbeat-every')) {
     throw new ConfigError('svc.connectors.run-stale-after', 'svc.connectors.run-stale-after must be longer than svc.connectors.heartbeat-every, or live runs would be failed as interrupted');
   }
+  /** A run failed as interrupted (by the sweep, or by a cancel of a run whose process died): its event, in the transaction that ended it. */
+  const emitInterrupted = async (tx: Tx, tenantId: number | undefined, runId: string) => {
+    await deps.events.emit(tx, 'connector.run.failed', { run_id: runId, error_message: INTERRUPTED_MESSAGE, retryable: true }, tenantId);
+  };
   const scheduler = new ConnectorScheduler(deps.db, runner, loadConnectorById);
   return {
-    ...connectorTenantServices(deps.db, runner, config.string('svc.profile') === 'dev'),
+    ...connectorTenantServices(deps.db, runner, config.string('svc.profile') === 'dev', { staleAfterMs: staleAfter, emit: emitInterrupted }),
     runner,
     scheduler,
     reader,
@@ -105,11 +109,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     load: loadConnector,
     context: (connector) => ({ ...readContext(connector), limiter: reader.limiterFor(connector) }),
     async sweepInterrupted() {
-      const closed = await deps.db.crossTenant('interrupted-runs', (tx) =>
-        failInterrupted(tx, staleAfter, async (tenantId, runId) => {
-          await deps.events.emit(tx, 'connector.run.failed', { run_id: runId, error_message: INTERRUPTED_MESSAGE, retryable: true }, tenantId);
-        }),
-      );
+      const closed = await deps.db.crossTenant('interrupted-runs', (tx) => failInterrupted(tx, staleAfter, (tenantId, runId) => emitInterrupted(tx, tenantId, runId)));
       for (const run of closed) logger().warn({ runId: run.id, tenantId: run.tenantId, connector: run.connector }, `run ${run.id} of connector ${run.connector} failed as interrupted: no heartbeat for ${staleAfter} ms`);
       return closed.length;
     },

@@ -1,6 +1,7 @@
-import type { Database, TenantId } from '../db/database.js';
+import type { Database, TenantId, Tx } from '../db/database.js';
 import type { JsonText } from '../db/json-text.js';
 import { NotFoundError } from '../errors.js';
+import { logger } from '../observability/logger.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
 import type { ConnectorRunner } from './runner.js';
 import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
@@ -37,6 +38,11 @@ export interface ConnectorTenantServices {
     /** The newest runs first, as the answer's JSON text. */
     list(tenantId: TenantId, limit: number): Promise<JsonText>;
     get(tenantId: TenantId, id: string): Promise<RunRecord>;
+    /**
+     * Flags a Running run for its process to stop (Cancelled); one whose heartbeat is stale (its
+     * process died) is ended at once as the interrupted-run sweep would (Failed, interrupted). 409 when
+     * already over.
+     */
     cancel(tenantId: TenantId, id: string): Promise<RunRecord>;
     /** One run upserting a CSV body into `ext.<table>` (csv-ingest.ts). */
     ingestCsv(tenantId: number, request: CsvIngestRequest): Promise<RunRecord>;
@@ -53,11 +59,19 @@ export interface ConnectorTenantServices {
   rowByHash(tenantId: TenantId, hash: string): Promise<Record<string, string>>;
 }
 
+/** How a run whose process died is told and ended (src/connectors/services.ts): the interrupted-run sweep's rule and event. */
+export interface InterruptedRuns {
+  /** `svc.connectors.run-stale-after`: a Running run without a heartbeat for this long has no process left. */
+  staleAfterMs: number;
+  /** Emits the run's `connector.run.failed` (interrupted, retryable) in the transaction that ended it. */
+  emit(tx: Tx, tenantId: number | undefined, runId: string): Promise<void>;
+}
+
 /**
  * `inlineCredentials`: whether a manifest may carry a credential value itself (a `token_value`, a
  * literal Authorization header): the dev profile only.
  */
-export function connectorTenantServices(db: Database, runner: ConnectorRunner, inlineCredentials: boolean): ConnectorTenantServices {
+export function connectorTenantServices(db: Database, runner: ConnectorRunner, inlineCredentials: boolean, interrupted: InterruptedRuns): ConnectorTenantServices {
   return {
     byName: (t, name) => db.readWithTenant(t, (tx) => loadConnector(tx, name)),
     manifests: {
@@ -86,7 +100,15 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
       list: (t, limit) => db.readWithTenant(t, (tx) => listRunsJson(tx, limit)),
       get: (t, id) => db.readWithTenant(t, (tx) => getRun(tx, id)),
       cancel: async (t, id) => {
-        const run = await db.withTenant(t, (tx) => requestCancel(tx, id));
+        const { run, interrupted: ended, tenantId } = await db.withTenant(t, async (tx) => {
+          const asked = await requestCancel(tx, id, interrupted.staleAfterMs);
+          if (asked.interrupted) await interrupted.emit(tx, tx.tenantId, id);
+          return { ...asked, tenantId: tx.tenantId };
+        });
+        if (ended) {
+          // Its process died (no heartbeat): ended now, as the interrupted-run sweep would have ended it.
+          logger().warn({ runId: id, tenantId, connector: run.connector }, `run ${id} of connector ${run.connector} failed as interrupted on cancel: no heartbeat for ${interrupted.staleAfterMs} ms`);
+        }
         // A run of this process stops now; one of another process at its next heartbeat or page.
         runner.cancel(id);
         return run;

@@ -63,9 +63,9 @@ export const runRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/platform/runs/{id}/cancel', operationId: 'cancelRun', summary: 'Cancel a running run', tags: ['Runs'],
     auth: ['svc_integrator'], params: idParam,
     description:
-      'A run of the process serving the request stops at once; a run of another process at its next heartbeat (`svc.connectors.heartbeat-every`) or page boundary. A retry back-off, a rate-limit wait or a request in flight is interrupted.',
+      'A run of the process serving the request stops at once; a run of another process at its next heartbeat (`svc.connectors.heartbeat-every`) or page boundary. A retry back-off, a rate-limit wait or a request in flight is interrupted. A run whose process died (no heartbeat for `svc.connectors.run-stale-after`) is ended at once as the interrupted-run sweep ends it: `Failed`, `interrupted: the hub stopped during the run`.',
     responses: {
-      202: { description: 'Cancellation requested; the run ends Cancelled', schema: runSchema },
+      202: { description: 'Cancellation requested; the run ends Cancelled (a run whose process died: ended Failed, interrupted, as this record says)', schema: runSchema },
       404: { description: 'Unknown run', schema: errorBody },
       409: { description: 'The run is already terminal', schema: errorBody },
       ...refusals(true),

@@ -127,12 +127,24 @@ export async function listRunsJson(tx: Tx, limit: number): Promise<JsonText> {
   return new JsonText(rows[0]!.body);
 }
 
-/** Cancel: 202 semantics for a running run (the flag its process reads: see ConnectorRunner), 409 when already over. */
-export async function requestCancel(tx: Tx, id: string): Promise<RunRecord> {
+/**
+ * Cancel: 202 semantics for a running run (the flag its process reads: see ConnectorRunner), 409 when
+ * already over. A run whose heartbeat is stale (`staleMs`, the rule of `failInterrupted`) has no
+ * process left to read the flag: it is ended at once as the interrupted-run sweep would end it (Failed,
+ * `INTERRUPTED_MESSAGE`), freeing its endpoint, and `interrupted` is true; the caller emits the
+ * sweep's event for it.
+ */
+export async function requestCancel(tx: Tx, id: string, staleMs: number): Promise<{ run: RunRecord; interrupted: boolean }> {
   const run = await getRun(tx, id);
   if (run.status !== 'Running') throw new ConflictError(`run ${id} is already ${run.status}`);
+  const { rows } = await tx.query<RunRecord>(
+    `update connectors.runs set status = 'Failed', ended_at = now(), error_message = $3
+      where id = $1 and status = 'Running' and ${STALE} returning ${COLUMNS}`,
+    [id, staleMs / 1000, INTERRUPTED_MESSAGE],
+  );
+  if (rows[0]) return { run: rows[0], interrupted: true };
   await tx.query('update connectors.runs set cancel_requested = true where id = $1', [id]);
-  return run;
+  return { run, interrupted: false };
 }
 
 /**
@@ -150,6 +162,9 @@ export async function heartbeat(tx: Tx, runIds: readonly string[]): Promise<stri
 
 export const INTERRUPTED_MESSAGE = 'interrupted: the hub stopped during the run';
 
+/** A run's heartbeat older than the stale limit (in seconds, parameter $2): its process died. */
+const STALE = 'heartbeat_at < now() - make_interval(secs => $2)';
+
 /**
  * Runs left Running by a process that died (no heartbeat for `staleMs`): closed as Failed, each
  * with its `connector.run.failed` event (retryable), in the transaction given, which must see every
@@ -157,10 +172,10 @@ export const INTERRUPTED_MESSAGE = 'interrupted: the hub stopped during the run'
  */
 export async function failInterrupted(tx: Tx, staleMs: number, emit: (tenantId: number, runId: string) => Promise<void>): Promise<Array<{ id: string; tenantId: number; connector: string }>> {
   const { rows } = await tx.query<{ id: string; tenant_id: string; connector_name: string }>(
-    `update connectors.runs set status = 'Failed', ended_at = now(), error_message = $2
-      where id in (select id from connectors.runs where status = 'Running' and heartbeat_at < now() - make_interval(secs => $1) for update skip locked)
+    `update connectors.runs set status = 'Failed', ended_at = now(), error_message = $1
+      where id in (select id from connectors.runs where status = 'Running' and ${STALE} for update skip locked)
       returning id, tenant_id, connector_name`,
-    [staleMs / 1000, INTERRUPTED_MESSAGE],
+    [INTERRUPTED_MESSAGE, staleMs / 1000],
   );
   const closed = rows.map((r) => ({ id: r.id, tenantId: Number(r.tenant_id), connector: r.connector_name }));
   for (const run of closed) await emit(run.tenantId, run.id);
