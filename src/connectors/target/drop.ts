@@ -1,5 +1,6 @@
 import type { Tx } from '../../db/database.js';
 import { logger } from '../../observability/logger.js';
+import { settleRowChunks } from '../../retrieval/row-chunks.js';
 import { tenantTableSql, tenantTableText } from './ddl.js';
 
 /**
@@ -11,29 +12,46 @@ import { tenantTableSql, tenantTableText } from './ddl.js';
  * an owner function acting on the current tenant's schema only). All of it commits or none of it.
  * The connector's retrieval chunks and pending index entries go too. Returns the `ext.<name>` tables dropped.
  * A row is the last writer's (its `connector_id`), so the rows removed may include rows other
- * endpoints read too: their watermarks are cleared (clearSharers).
+ * endpoints read too: their watermarks are cleared (clearSharers). Other connectors' chunks that
+ * cited a removed row (one of identical rows under several keys, or a row they wrote before this
+ * connector did) name a surviving identical row of their own connector instead, or go
+ * (settleRowChunks).
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1', [connectorId]);
+  const emptied: string[] = [];
   for (const { table_name } of rows) {
-    if ((await deleteRows(tx, table_name, 'connector_id = $1', [connectorId])) > 0) await clearSharers(tx, table_name, 'connector_id <> $2', [connectorId], 'a connector delete');
+    if ((await deleteRows(tx, table_name, 'connector_id = $1', [connectorId])) > 0) {
+      await clearSharers(tx, table_name, 'connector_id <> $2', [connectorId], 'a connector delete');
+      emptied.push(table_name);
+    }
   }
   await tx.query('delete from connectors.ext_tables where connector_id = $1', [connectorId]);
   await tx.query('delete from retrieval.chunks where connector_id = $1', [connectorId]);
   await tx.query('delete from retrieval.pending where connector_id = $1', [connectorId]);
+  const tenantId = tx.tenantId;
+  if (tenantId !== undefined) for (const table of emptied) await settleRowChunks(tx, tenantId, table);
   const dropped = await tx.query<{ name: string }>('select connectors.drop_unused_ext_tables() as name');
   return dropped.rows.map((r) => r.name);
 }
 
-/** Empties one endpoint's rows and their retrieval chunks (its registration stays: the next run writes the same table). */
+/**
+ * Empties one endpoint's rows and their retrieval chunks (its registration stays: the next run writes
+ * the same table). A chunk the endpoint carried, or that cited one of the removed rows, names a
+ * surviving identical row of its connector (another endpoint's, or one the endpoint wrote under
+ * another key) with that row's endpoint, or goes (settleRowChunks).
+ */
 export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUuid: string): Promise<void> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2', [
     connectorId,
     endpointUuid,
   ]);
+  const tenantId = tx.tenantId;
   for (const { table_name } of rows) {
     if ((await deleteRows(tx, table_name, 'endpoint_id = $1', [endpointUuid])) > 0) await clearSharers(tx, table_name, 'uuid <> $2', [endpointUuid], 'an endpoint purge');
+    if (tenantId !== undefined) await settleRowChunks(tx, tenantId, table_name, { endpoint: { connectorId, endpointUuid } });
   }
+  // What is left of its chunks: those of a table that is no more.
   await tx.query('delete from retrieval.chunks where connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid]);
   await tx.query('delete from retrieval.pending where connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid]);
 }

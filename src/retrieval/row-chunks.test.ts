@@ -1,0 +1,165 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { ExtSchema } from '../connectors/target/ddl.js';
+import { dropConnectorData, purgeEndpointData } from '../connectors/target/drop.js';
+import { prepareRow } from '../connectors/target/rows.js';
+import { upsertChunk } from '../connectors/target/writer.js';
+import type { Target } from '../connectors/types.js';
+import type { EmbeddingPort } from './embedding/port.js';
+import { expandPending, pendingIndexer } from './indexer.js';
+import { createRetrievalServices, type RetrievalServices } from './services.js';
+
+/**
+ * Rows of identical content under several keys of one table are one chunk per corpus (the unique
+ * index on tenant, corpus and row hash). A connector delete or an endpoint purge removes rows: a
+ * chunk that cited one of them, or that carried the purged endpoint, is made again naming a
+ * surviving identical row of its connector (with that row's endpoint), or removed where none
+ * survives. It never cites a removed row, nor another tenant's, and search answers follow.
+ */
+describe('chunks of identical rows when their rows are deleted or purged', () => {
+  let t: MigratedDatabase;
+  let ext: ExtSchema;
+  let retrieval: RetrievalServices;
+
+  const crm = { id: '00000000-0000-4000-8000-0000000000a1', name: 'crm', endpoint: '00000000-0000-4000-8000-0000000000a2' };
+  const erp = { id: '00000000-0000-4000-8000-0000000000b1', name: 'erp', endpoint: '00000000-0000-4000-8000-0000000000b2' };
+  const books = { id: '00000000-0000-4000-8000-0000000000c1', name: 'books', byId: '00000000-0000-4000-8000-0000000000c2', byN: '00000000-0000-4000-8000-0000000000c3' };
+  /** Tenant 2's connector: the same content in its own table, under the key tenant 1's chunks named. */
+  const other = { id: '00000000-0000-4000-8000-0000000000d1', name: 'crm', endpoint: '00000000-0000-4000-8000-0000000000d2' };
+  const byId = (table: string): Target => ({ kind: 'hybrid', table, unique_key: '$.id', promote: [] });
+  const byN = (table: string): Target => ({ kind: 'hybrid', table, unique_key: '$.n', promote: [] });
+
+  /** A constant model: every chunk is as near as any other, so a search answers them all. */
+  const port: EmbeddingPort = { provider: 'test', model: 'constant', dimensions: 4, embed: async (texts) => texts.map(() => Float32Array.from([1, 0, 0, 0])) };
+
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'acme', 2: 'beta' });
+    ext = new ExtSchema(t.ownerUrl, TEST_ROLES);
+    await ext.ensureTable(1, 'ext.shared', []);
+    await ext.ensureTable(2, 'ext.shared', []);
+    retrieval = createRetrievalServices({
+      db: t.db,
+      embedding: port,
+      chat: undefined,
+      statementTimeoutMs: 5000,
+      platformDocuments: () => [],
+      memoryBudgetBytes: 16 * 1024 * 1024,
+      embedBatch: 100,
+      vectorSearch: 'memory',
+    });
+  });
+  afterAll(async () => {
+    await retrieval?.close();
+    await ext?.close();
+    await t?.close();
+  });
+
+  /** A run's chunk: its rows written under `target`'s key, its table registered, its pending entry recorded. */
+  async function written(tenantId: number, connector: { id: string; name: string }, endpointUuid: string, target: Target, items: unknown[]): Promise<void> {
+    const rows = items.map((item) => prepareRow(item, target));
+    const ids = { tenantId, connectorId: connector.id, endpointUuid };
+    await t.db.withTenant(tenantId, async (tx) => {
+      await tx.query(
+        'insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values (core.current_tenant(), $1, $2, $3) on conflict do nothing',
+        [connector.id, endpointUuid, target.table],
+      );
+      await upsertChunk(tx, target, rows, ids);
+      await pendingIndexer.rowsWritten(tx, { ...ids, connectorName: connector.name, table: target.table, scopes: [connector.name], rows });
+    });
+  }
+
+  type Chunk = { corpus: string; key: string; endpoint: string; content: string };
+  async function chunks(tenantId: number, table: string): Promise<Chunk[]> {
+    const { rows } = await t.owner.query<Chunk>(
+      `select corpus, external_id as key, endpoint_uuid::text as endpoint, content from retrieval.chunks
+        where tenant_id = $1 and table_name = $2 order by corpus, content`,
+      [tenantId, table],
+    );
+    return rows;
+  }
+
+  /** Row chunks of the tenant whose row (table, key, hash) is not in the tenant's own table, or whose endpoint is not that row's though the row is their connector's. */
+  async function miscited(tenantId: number): Promise<string[]> {
+    const { rows: found } = await t.owner.query<{ id: string; table_name: string; external_id: string; row_hash: string; connector_id: string; endpoint_uuid: string }>(
+      'select id::text, table_name, external_id, row_hash, connector_id::text, endpoint_uuid::text from retrieval.chunks where tenant_id = $1 and row_hash is not null',
+      [tenantId],
+    );
+    const wrong: string[] = [];
+    for (const c of found) {
+      const { rows } = await t.owner.query<{ connector_id: string; endpoint_id: string }>(
+        `select connector_id::text, endpoint_id::text from ext_t${tenantId}.${c.table_name.slice(4)} where external_id = $1 and row_hash = $2`,
+        [c.external_id, c.row_hash],
+      );
+      const row = rows[0];
+      if (!row) wrong.push(`${c.table_name} ${c.external_id}: no such row`);
+      else if (row.connector_id === c.connector_id && row.endpoint_id !== c.endpoint_uuid) wrong.push(`${c.table_name} ${c.external_id}: endpoint ${c.endpoint_uuid}, the row's is ${row.endpoint_id}`);
+    }
+    return wrong;
+  }
+
+  /** What a search of everything cites (table, key, row hash), each checked against the tenant's rows. */
+  async function searchCitesOnlyRows(tenantId: number): Promise<number> {
+    for (;;) {
+      const done = await retrieval.indexPass();
+      if (done.expanded === 0 && done.embedded === 0) break;
+    }
+    const hits = await retrieval.search(tenantId, { query: 'anything', topK: 100 });
+    for (const hit of hits) {
+      const table = hit.metadata.table!;
+      const { rows } = await t.owner.query(`select 1 from ext_t${tenantId}.${table.slice(4)} where external_id = $1 and row_hash = $2`, [hit.metadata.key, hit.rowHash]);
+      expect({ table, key: hit.metadata.key, found: rows.length }).toEqual({ table, key: hit.metadata.key, found: 1 });
+    }
+    return hits.length;
+  }
+
+  it('a connector delete: a chunk of another connector that cited a removed row names its own identical row, or goes when it has none; the other tenant is untouched', async () => {
+    // erp keys by n, crm by id: Ada under keys '1' (erp) and 'a1' (crm), one hash; '1' is the smaller.
+    await written(1, erp, erp.endpoint, byN('ext.shared'), [{ id: 'a1', n: 1, name: 'Ada' }, { id: 'b2', n: 2, name: 'Bob' }, { id: '3', n: 3, name: 'Cy' }]);
+    await written(1, crm, crm.endpoint, byId('ext.shared'), [{ id: 'a1', n: 1, name: 'Ada' }]);
+    // Cy: crm's key '3' is erp's too, and erp writes it last: the row is erp's.
+    await written(1, crm, crm.endpoint, byId('ext.shared'), [{ id: '3', n: 3, name: 'Cy' }]);
+    await written(1, erp, erp.endpoint, byN('ext.shared'), [{ id: '3', n: 3, name: 'Cy' }]);
+    // Tenant 2 holds Ada too, under key '1': the same hash.
+    await written(2, other, other.endpoint, byN('ext.shared'), [{ id: 'a1', n: 1, name: 'Ada' }]);
+    while ((await expandPending(t.db)) > 0);
+    expect(await miscited(1)).toEqual([]);
+    expect(await searchCitesOnlyRows(1)).toBe(5);
+
+    await t.db.withTenant(1, (tx) => dropConnectorData(tx, erp.id));
+
+    // crm's Ada names crm's own row; crm's Cy had only erp's row, now removed: it goes (crm's next run stores it back).
+    expect(await chunks(1, 'ext.shared')).toEqual([{ corpus: 'crm', key: 'a1', endpoint: crm.endpoint, content: 'ext.shared a1: n: 1; id: a1; name: Ada' }]);
+    expect(await miscited(1)).toEqual([]);
+    expect(await chunks(2, 'ext.shared')).toEqual([{ corpus: 'crm', key: '1', endpoint: other.endpoint, content: 'ext.shared 1: n: 1; id: a1; name: Ada' }]);
+    expect(await miscited(2)).toEqual([]);
+    expect(await searchCitesOnlyRows(1)).toBe(1);
+    expect(await searchCitesOnlyRows(2)).toBe(1);
+  });
+
+  it('an endpoint purge: the chunk it carried names the identical row of another endpoint of the connector; a chunk that named a purged row is made again naming the survivor', async () => {
+    await ext.ensureTable(1, 'ext.twins', []);
+    // books writes Ada by n (key '1') then by id (key 'r1'): one chunk, naming '1'.
+    await written(1, books, books.byN, byN('ext.twins'), [{ id: 'r1', n: 1, name: 'Ada' }]);
+    await written(1, books, books.byId, byId('ext.twins'), [{ id: 'r1', n: 1, name: 'Ada' }, { id: 'r2', n: 2, name: 'Bob' }]);
+    while ((await expandPending(t.db)) > 0);
+
+    // Purging byId removes 'r1' and 'r2': Ada is still found, through '1'; Bob is gone.
+    await t.db.withTenant(1, (tx) => purgeEndpointData(tx, books.id, books.byId));
+    expect(await chunks(1, 'ext.twins')).toEqual([{ corpus: 'books', key: '1', endpoint: books.byN, content: 'ext.twins 1: n: 1; id: r1; name: Ada' }]);
+    expect(await miscited(1)).toEqual([]);
+    expect(await searchCitesOnlyRows(1)).toBe(2); // and crm's Ada of the case above
+
+    // byId stores Ada again, then byN is purged: the chunk names 'r1' now, byId's.
+    await written(1, books, books.byId, byId('ext.twins'), [{ id: 'r1', n: 1, name: 'Ada' }]);
+    while ((await expandPending(t.db)) > 0);
+    await t.db.withTenant(1, (tx) => purgeEndpointData(tx, books.id, books.byN));
+    expect(await chunks(1, 'ext.twins')).toEqual([{ corpus: 'books', key: 'r1', endpoint: books.byId, content: 'ext.twins r1: n: 1; id: r1; name: Ada' }]);
+    expect(await miscited(1)).toEqual([]);
+    expect(await searchCitesOnlyRows(1)).toBe(2);
+
+    // The last row of that content purged, its chunk goes.
+    await t.db.withTenant(1, (tx) => purgeEndpointData(tx, books.id, books.byId));
+    expect(await chunks(1, 'ext.twins')).toEqual([]);
+    expect(await searchCitesOnlyRows(1)).toBe(1);
+  });
+});
