@@ -5,6 +5,7 @@ import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { inExtension, vectorLiteral } from './pgvector.js';
+import { keyBefore, settleRowChunks } from './row-chunks.js';
 import { encodeVector } from './vectors-codec.js';
 import { parseJsonExact } from '../connectors/engine/exact-json.js';
 
@@ -97,55 +98,67 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
   // Rows rewritten since have another hash now: their own later entry indexes them.
   // The payload as text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
   // Every row of the table holding one of the hashes: rows of identical content under other keys too.
-  const read = (hashes: string[]) =>
-    tx.query<{ external_id: string; row_hash: string; data: string }>(
-      `select external_id, row_hash, data::text as data from ${table} where tenant_id = $1 and row_hash = any($2)`,
-      [entry.tenant_id, hashes],
-    );
-  const { rows } = await read(entry.row_hashes);
-  if (rows.length === 0) return;
-  // The earlier version of a rewritten row: its chunk describes data that is gone.
-  const { rows: gone } = await tx.query<{ row_hash: string }>(
-    `delete from retrieval.chunks c using unnest($3::text[], $4::text[]) as r(external_id, row_hash)
-      where c.connector_id = $1 and c.table_name = $2 and c.external_id = r.external_id and c.row_hash <> r.row_hash
-      returning c.row_hash`,
-    [entry.connector_id, entry.table_name, rows.map((r) => r.external_id), rows.map((r) => r.row_hash)],
+  const { rows } = await tx.query<IdenticalRow>(
+    `select external_id, row_hash, connector_id::text as connector_id, endpoint_id::text as endpoint_id, data::text as data
+       from ${table} where tenant_id = $1 and row_hash = any($2)`,
+    [entry.tenant_id, entry.row_hashes],
   );
-  // Content another row of the table still holds (identical rows, one of them rewritten) keeps a chunk: it names that row now.
-  const held = new Set(rows.map((r) => r.row_hash));
-  const orphans = [...new Set(gone.map((g) => g.row_hash))].filter((h) => !held.has(h));
-  if (orphans.length) rows.push(...(await read(orphans)).rows);
+  if (rows.length === 0) return;
+  // The earlier version of a rewritten row: the connector's chunk naming its key describes data that
+  // is gone. It names another row of the connector that still holds that content (identical rows,
+  // one of them rewritten), or goes.
+  await settleRowChunks(tx, entry.tenant_id, entry.table_name, { keys: { connectorId: entry.connector_id, externalIds: rows.map((r) => r.external_id) } });
   // Rows of identical content (one row hash, under several keys: after a unique_key changed, or two
   // endpoints with different keys writing one table) are one chunk, as the unique index on
-  // (tenant, corpus, row_hash) wants: it names the row of the smallest key (byte order), the same
-  // whichever of them was written last. A chunk of that content naming another key of this table
-  // is replaced (its text names the key); without identical rows there is none.
-  const chosen = new Map<string, { external_id: string; row_hash: string; data: string }>();
+  // (tenant, corpus, row_hash) wants: it names, among the rows the entry's connector wrote, the row
+  // of the smallest key (byte order), the same whichever of them was written last, and carries that
+  // row's endpoint. Only when the connector holds none of them (another connector wrote the same
+  // rows since) does it name the smallest key of all, with the entry's endpoint. A chunk of that
+  // content naming another key of this table is replaced (its text names the key).
+  const own = (r: IdenticalRow) => r.connector_id === entry.connector_id;
+  const chosen = new Map<string, IdenticalRow>();
   for (const r of rows) {
     const first = chosen.get(r.row_hash);
-    if (!first || Buffer.compare(Buffer.from(r.external_id), Buffer.from(first.external_id)) < 0) chosen.set(r.row_hash, r);
+    if (!first || (own(r) !== own(first) ? own(r) : keyBefore(r.external_id, first.external_id))) chosen.set(r.row_hash, r);
   }
   const unique = [...chosen.values()];
   const externalIds = unique.map((r) => r.external_id);
   const hashes = unique.map((r) => r.row_hash);
-  if (unique.length < rows.length) {
-    await tx.query(
-      `delete from retrieval.chunks c using unnest($4::text[], $5::text[]) as r(external_id, row_hash)
-        where c.tenant_id = $1 and c.corpus = $2 and c.table_name = $3 and c.row_hash = r.row_hash and c.external_id <> r.external_id`,
-      [entry.tenant_id, entry.corpus, entry.table_name, externalIds, hashes],
-    );
-  }
+  await tx.query(
+    `delete from retrieval.chunks c using unnest($4::text[], $5::text[]) as r(external_id, row_hash)
+      where c.tenant_id = $1 and c.corpus = $2 and c.table_name = $3 and c.row_hash = r.row_hash and c.external_id <> r.external_id`,
+    [entry.tenant_id, entry.corpus, entry.table_name, externalIds, hashes],
+  );
   await tx.query(
     `insert into retrieval.chunks (tenant_id, corpus, connector_id, endpoint_uuid, table_name, scopes, row_hash, external_id, content)
-     select $1, $2, $3, $4, $5, $6, r.row_hash, r.external_id, r.content
-       from unnest($7::text[], $8::text[], $9::text[]) as r(row_hash, external_id, content)
+     select $1, $2, $3, r.endpoint_uuid, $4, $5, r.row_hash, r.external_id, r.content
+       from unnest($6::text[], $7::text[], $8::text[], $9::uuid[]) as r(row_hash, external_id, content, endpoint_uuid)
      on conflict (tenant_id, corpus, row_hash) where row_hash is not null do update
        set scopes = excluded.scopes, table_name = excluded.table_name, external_id = excluded.external_id,
            endpoint_uuid = excluded.endpoint_uuid, connector_id = excluded.connector_id, updated_at = now()
-       where (chunks.scopes, chunks.table_name, chunks.external_id, chunks.endpoint_uuid)
-             is distinct from (excluded.scopes, excluded.table_name, excluded.external_id, excluded.endpoint_uuid)`,
-    [entry.tenant_id, entry.corpus, entry.connector_id, entry.endpoint_uuid, entry.table_name, scopes, hashes, externalIds, unique.map((r) => rowChunkText(entry.table_name, r.external_id, parseJsonExact(r.data)))],
+       where (chunks.scopes, chunks.table_name, chunks.external_id, chunks.endpoint_uuid, chunks.connector_id)
+             is distinct from (excluded.scopes, excluded.table_name, excluded.external_id, excluded.endpoint_uuid, excluded.connector_id)`,
+    [
+      entry.tenant_id,
+      entry.corpus,
+      entry.connector_id,
+      entry.table_name,
+      scopes,
+      hashes,
+      externalIds,
+      unique.map((r) => rowChunkText(entry.table_name, r.external_id, parseJsonExact(r.data))),
+      unique.map((r) => (own(r) ? r.endpoint_id : entry.endpoint_uuid)),
+    ],
   );
+}
+
+/** A row of the table holding one of an entry's row hashes (under the entry's key, or another). */
+interface IdenticalRow {
+  external_id: string;
+  row_hash: string;
+  connector_id: string;
+  endpoint_id: string;
+  data: string;
 }
 
 /**

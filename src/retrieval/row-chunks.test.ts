@@ -122,6 +122,11 @@ describe('chunks of identical rows when their rows are deleted or purged', () =>
     // Tenant 2 holds Ada too, under key '1': the same hash.
     await written(2, other, other.endpoint, byN('ext.shared'), [{ id: 'a1', n: 1, name: 'Ada' }]);
     while ((await expandPending(t.db)) > 0);
+    // Each corpus's Ada names a row its own connector wrote, though '1' (erp's) is the smaller key.
+    expect((await chunks(1, 'ext.shared')).filter((c) => c.content.endsWith('Ada'))).toEqual([
+      { corpus: 'crm', key: 'a1', endpoint: crm.endpoint, content: 'ext.shared a1: n: 1; id: a1; name: Ada' },
+      { corpus: 'erp', key: '1', endpoint: erp.endpoint, content: 'ext.shared 1: n: 1; id: a1; name: Ada' },
+    ]);
     expect(await miscited(1)).toEqual([]);
     expect(await searchCitesOnlyRows(1)).toBe(5);
 
@@ -138,10 +143,14 @@ describe('chunks of identical rows when their rows are deleted or purged', () =>
 
   it('an endpoint purge: the chunk it carried names the identical row of another endpoint of the connector; a chunk that named a purged row is made again naming the survivor', async () => {
     await ext.ensureTable(1, 'ext.twins', []);
-    // books writes Ada by n (key '1') then by id (key 'r1'): one chunk, naming '1'.
+    // books writes Ada by n (key '1') then by id (key 'r1'): one chunk, naming '1', with the endpoint that wrote '1'.
     await written(1, books, books.byN, byN('ext.twins'), [{ id: 'r1', n: 1, name: 'Ada' }]);
     await written(1, books, books.byId, byId('ext.twins'), [{ id: 'r1', n: 1, name: 'Ada' }, { id: 'r2', n: 2, name: 'Bob' }]);
     while ((await expandPending(t.db)) > 0);
+    expect(await chunks(1, 'ext.twins')).toEqual([
+      { corpus: 'books', key: '1', endpoint: books.byN, content: 'ext.twins 1: n: 1; id: r1; name: Ada' },
+      { corpus: 'books', key: 'r2', endpoint: books.byId, content: 'ext.twins r2: n: 2; id: r2; name: Bob' },
+    ]);
 
     // Purging byId removes 'r1' and 'r2': Ada is still found, through '1'; Bob is gone.
     await t.db.withTenant(1, (tx) => purgeEndpointData(tx, books.id, books.byId));
