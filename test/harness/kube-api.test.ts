@@ -568,7 +568,8 @@ describe('9. Events', () => {
     const involvedObject = { apiVersion: 'test.svc.io/v1', kind: 'Widget', name: 'w-valid', namespace: NS };
     const none = await refusal(core.createNamespacedEvent({ namespace: NS, body: { metadata: { generateName: 'w-valid.' }, reason: 'Applied', message: 'm' } as never }));
     expect(none.code).toBe(422);
-    expect(none.details!.causes).toEqual([{ reason: 'FieldValueRequired', field: 'involvedObject', message: 'Required value' }]);
+    // involvedObject is a struct: one not sent is decoded empty, whose namespace ('') is not the Event's.
+    expect(none.details!.causes).toEqual([{ reason: 'FieldValueInvalid', field: 'involvedObject.namespace', message: 'Invalid value: "": does not match event.namespace' }]);
     const elsewhere = await refusal(core.createNamespacedEvent({ namespace: NS, body: { metadata: { generateName: 'w-valid.' }, involvedObject: { ...involvedObject, namespace: 'other' }, reason: 'Applied', message: 'm' } }));
     expect(elsewhere.message).toBe('Event "" is invalid: involvedObject.namespace: Invalid value: "other": does not match event.namespace'.replace('""', `"${elsewhere.details!.name}"`));
     const created = await core.createNamespacedEvent({ namespace: NS, body: { metadata: { generateName: 'w-valid.' }, involvedObject, reason: 'Applied', message: 'applied', type: 'Normal', firstTimestamp: new Date(), count: 1 } });
@@ -672,5 +673,136 @@ describe('12. deletion', () => {
     const marked = api.get('test.svc.io/v1', 'widgets', NS, 'gone-twice')!;
     expect(marked.metadata.deletionTimestamp).toBeDefined();
     expect(marked.metadata.generation).toBe((created.metadata.generation ?? 1) + 1);
+  });
+});
+
+describe('13. built-in objects are decoded into their Go structs (unknown fields, omitempty, defaults)', () => {
+  /** A raw write to the stand-in: the answer's status, body and Warning headers. */
+  async function write(method: 'POST' | 'PUT', path: string, body: unknown) {
+    const res = await fetch(`${api.url}${path}`, { method, headers: { authorization: 'Bearer stand-in', 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> & { message?: string }, warning: res.headers.get('warning') };
+  }
+  const cronJobs = `/apis/batch/v1/namespaces/${NS}/cronjobs`;
+  const job = (name: string, container: Record<string, unknown>, podSpec: Record<string, unknown> = {}, spec: Record<string, unknown> = {}) => ({
+    apiVersion: 'batch/v1',
+    kind: 'CronJob',
+    metadata: { name, namespace: NS },
+    spec: { schedule: '0 * * * *', ...spec, jobTemplate: { spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'run', image: 'svc-hub:1', ...container }], ...podSpec } } } } },
+  });
+
+  it('drops empty omitempty values, keeps pointers to zero, and applies the defaults of the job and pod templates', async () => {
+    const created = await write(
+      'POST',
+      cronJobs,
+      job(
+        'decoded',
+        {
+          args: [],
+          env: [{ name: 'EMPTY', value: '' }, { name: 'SET', value: 'x' }, { name: 'POD', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }, { name: 'MEM', valueFrom: { resourceFieldRef: { resource: 'limits.memory' } } }],
+          volumeMounts: [{ name: 'tmp', mountPath: '/tmp', readOnly: false, subPath: '' }],
+          ports: [{ containerPort: 8080 }],
+          readinessProbe: { httpGet: { port: 8080 } },
+          securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true },
+          workingDir: '',
+        },
+        { automountServiceAccountToken: false, nodeSelector: {}, volumes: [{ name: 'tmp', emptyDir: {} }, { name: 'nothing' }, { name: 'cm', configMap: { name: 'x' } }], hostNetwork: false },
+        { suspend: false, startingDeadlineSeconds: 0 },
+      ),
+    );
+    expect(created.status).toBe(201);
+    expect(created.warning).toBeNull();
+    const stored = api.get('batch/v1', 'cronjobs', NS, 'decoded')!;
+    // biome-ignore lint/suspicious/noExplicitAny: a deep read of the stored CronJob
+    const spec = stored.spec as Record<string, any>;
+    expect(spec).toMatchObject({ concurrencyPolicy: 'Allow', suspend: false, startingDeadlineSeconds: 0, successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 1 });
+    expect(spec.jobTemplate.metadata).toEqual({ creationTimestamp: null });
+    const template = spec.jobTemplate.spec.template;
+    expect(template.metadata).toEqual({ creationTimestamp: null });
+    expect(template.spec).toEqual({
+      restartPolicy: 'Never',
+      automountServiceAccountToken: false,
+      containers: [
+        {
+          name: 'run',
+          image: 'svc-hub:1',
+          env: [{ name: 'EMPTY' }, { name: 'SET', value: 'x' }, { name: 'POD', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } }, { name: 'MEM', valueFrom: { resourceFieldRef: { resource: 'limits.memory', divisor: '0' } } }],
+          volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+          ports: [{ containerPort: 8080, protocol: 'TCP' }],
+          readinessProbe: { httpGet: { port: 8080, path: '/', scheme: 'HTTP' }, timeoutSeconds: 1, periodSeconds: 10, successThreshold: 1, failureThreshold: 3 },
+          securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true },
+          resources: {},
+          imagePullPolicy: 'IfNotPresent',
+          terminationMessagePath: '/dev/termination-log',
+          terminationMessagePolicy: 'File',
+        },
+      ],
+      volumes: [{ name: 'tmp', emptyDir: {} }, { name: 'nothing', emptyDir: {} }, { name: 'cm', configMap: { name: 'x', defaultMode: 420 } }],
+      dnsPolicy: 'ClusterFirst',
+      securityContext: {},
+      terminationGracePeriodSeconds: 30,
+      schedulerName: 'default-scheduler',
+    });
+    expect(stored.status).toEqual({});
+  });
+
+  it('pulls a :latest or untagged image Always, a tagged or pinned one IfNotPresent, and keeps an explicit policy', async () => {
+    const policies: Array<[Record<string, unknown>, string]> = [
+      [{ image: 'svc-hub:latest' }, 'Always'],
+      [{ image: 'registry.example.com:5000/svc-hub' }, 'Always'],
+      [{ image: 'registry.example.com:5000/svc-hub:1.2' }, 'IfNotPresent'],
+      [{ image: `svc-hub@sha256:${'a'.repeat(64)}` }, 'IfNotPresent'],
+      [{ image: 'svc-hub:latest', imagePullPolicy: 'Never' }, 'Never'],
+    ];
+    for (const [i, [container, expected]] of policies.entries()) {
+      expect((await write('POST', cronJobs, job(`pull-${i}`, container))).status).toBe(201);
+      // biome-ignore lint/suspicious/noExplicitAny: a deep read of the stored CronJob
+      expect((api.get('batch/v1', 'cronjobs', NS, `pull-${i}`)!.spec as any).jobTemplate.spec.template.spec.containers[0].imagePullPolicy).toBe(expected);
+    }
+  });
+
+  it('drops unknown fields with a Warning header (fieldValidation Warn, the default), silently with Ignore, and refuses them with Strict (400)', async () => {
+    const withUnknown = (name: string) => ({ ...job(name, { bogus: 1 }), spec: { ...job(name, { bogus: 1 }).spec, foo: 'bar' }, metadata: { name, namespace: NS, color: 'red' } });
+    const warned = await write('POST', cronJobs, withUnknown('unknown-warn'));
+    expect(warned.status).toBe(201);
+    // In the order of the body (spec.foo comes after jobTemplate in it).
+    expect(warned.warning).toBe('299 - "unknown field \\"metadata.color\\"", 299 - "unknown field \\"spec.jobTemplate.spec.template.spec.containers[0].bogus\\"", 299 - "unknown field \\"spec.foo\\""');
+    expect(api.requests.at(-1)!.warnings).toEqual(['unknown field "metadata.color"', 'unknown field "spec.jobTemplate.spec.template.spec.containers[0].bogus"', 'unknown field "spec.foo"']);
+    const stored = api.get('batch/v1', 'cronjobs', NS, 'unknown-warn')!;
+    expect(stored.spec!.foo).toBeUndefined();
+    expect(stored.metadata.color).toBeUndefined();
+    const ignored = await write('POST', `${cronJobs}?fieldValidation=Ignore`, withUnknown('unknown-ignore'));
+    expect([ignored.status, ignored.warning]).toEqual([201, null]);
+    const strict = await write('POST', `${cronJobs}?fieldValidation=Strict`, withUnknown('unknown-strict'));
+    expect(strict.status).toBe(400);
+    expect(strict.body).toMatchObject({
+      reason: 'BadRequest',
+      message:
+        'CronJob in version "v1" cannot be handled as a CronJob: strict decoding error: unknown field "metadata.color", unknown field "spec.jobTemplate.spec.template.spec.containers[0].bogus", unknown field "spec.foo"',
+    });
+    expect(api.get('batch/v1', 'cronjobs', NS, 'unknown-strict')).toBeUndefined();
+    // A custom resource too: its CRD's schema is its type.
+    const widgets = `/apis/test.svc.io/v1/namespaces/${NS}/widgets`;
+    const strictWidget = await write('POST', `${widgets}?fieldValidation=Strict`, widget('w-strict', { size: 1, foo: 1 }));
+    expect([strictWidget.status, strictWidget.body.message]).toEqual([400, 'Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.foo"']);
+    const warnedWidget = await write('POST', widgets, widget('w-warned', { size: 1, foo: 1 }));
+    expect([warnedWidget.status, warnedWidget.warning]).toEqual([201, '299 - "unknown field \\"spec.foo\\""']);
+  });
+
+  it('refuses a value of the wrong JSON type (400), as the Go decoder does', async () => {
+    const wrong = await write('POST', cronJobs, job('wrong-type', { env: [{ name: 'N', value: 5 }] }));
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.message).toBe('CronJob in version "v1" cannot be handled as a CronJob: json: cannot unmarshal number into Go struct field CronJob.spec.jobTemplate.spec.template.spec.containers.env.value of type string');
+  });
+
+  it('a Lease keeps an empty holderIdentity (a pointer) and drops an unknown field; an Event answers its times to the second, reportingComponent always', async () => {
+    const leases = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`;
+    const lease = await write('POST', leases, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'decoded' }, spec: { holderIdentity: '', leaseTransitions: 0, holder: 'x' } });
+    expect(lease.status).toBe(201);
+    expect(lease.body.spec).toEqual({ holderIdentity: '', leaseTransitions: 0 });
+    const involvedObject = { apiVersion: 'test.svc.io/v1', kind: 'Widget', name: 'w-valid', namespace: NS };
+    const event = await core.createNamespacedEvent({ namespace: NS, body: { metadata: { generateName: 'decoded.' }, involvedObject, reason: 'Applied', firstTimestamp: new Date('2026-01-02T03:04:05.678Z'), count: 0 } });
+    const stored = api.get('v1', 'events', NS, event.metadata!.name!)!;
+    expect(stored).toMatchObject({ firstTimestamp: '2026-01-02T03:04:05Z', lastTimestamp: null, eventTime: null, source: {}, reportingComponent: '', reportingInstance: '' });
+    expect(stored.count).toBeUndefined();
   });
 });

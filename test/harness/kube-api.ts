@@ -6,9 +6,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import type { Grant, PolicyRule } from '../../kube/rbac.js';
+import { BUILT_IN_STRUCTS, decodeGo, defaultCronJob, encodeGo, UndecodableError } from './kube-builtin.js';
 import { validateCronJob } from './kube-cron.js';
 import { canonicalQuantity, QUANTITY_REFUSED } from './kube-quantity.js';
-import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, prune, pruneObjectMeta, re2Problems, validateCustomResource } from './kube-schema.js';
+import { applyDefaults, type FieldError, fieldErrors, type JSONSchemaProps, OBJECT_META_FIELDS, prune, pruneObjectMeta, re2Problems, validateCustomResource } from './kube-schema.js';
 import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicate, parseFieldSelector, parseLabelSelector, SelectorError } from './kube-selectors.js';
 
 /**
@@ -51,8 +52,19 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  * - batch/v1 CronJobs are validated as the real server does: `spec.schedule` as robfig/cron's
  *   ParseStandard (5 fields or a descriptor; no `TZ=`/`CRON_TZ=`), `spec.timeZone` an IANA name,
  *   the name at most 52 characters, the job's pod template with containers and restartPolicy
- *   OnFailure or Never (a missing one defaults to Always, which is refused); the spec gets the
- *   server's defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1);
+ *   OnFailure or Never (a missing one defaults to Always, which is refused);
+ * - built-in objects the hub writes (batch/v1 CronJob with its job and pod templates,
+ *   coordination.k8s.io/v1 Lease, core v1 Event) are decoded into their Go structs as the server
+ *   does (test/harness/kube-builtin.ts): unknown fields dropped, a value of the wrong type a 400,
+ *   the server's defaults applied (CronJob concurrencyPolicy Allow, suspend false, history limits 3
+ *   and 1; the pod template's dnsPolicy, restartPolicy, schedulerName, securityContext,
+ *   terminationGracePeriodSeconds; each container's imagePullPolicy and termination message
+ *   fields; …), and what is stored drops the `omitempty` fields holding a zero value (an env var's
+ *   `value: ""`, a volumeMount's `readOnly: false`, empty lists and maps) while pointers keep theirs
+ *   (`suspend: false`, `automountServiceAccountToken: false`);
+ * - `fieldValidation` (any type): a field the type does not have is dropped with a `Warning: 299 -
+ *   "unknown field \"spec.foo\""` header (Warn, the default), silently (Ignore), or refused with 400
+ *   `… strict decoding error: unknown field "spec.foo"` (Strict); `requests[].warnings` holds them;
  *   a CronJob's resource quantities (`requests`, `limits`, `overhead`, `sizeLimit`, `divisor`) are stored and
  *   answered in canonical form (`1024Mi` as `1Gi`, the number 1 as `"1"`), one the server cannot
  *   read refused with 400 BadRequest (test/harness/kube-quantity.ts);
@@ -63,6 +75,8 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   else, such as JavaScript's millisecond `toISOString()`, answers 400 BadRequest.
  *
  * Not modelled: admission (a namespace need not exist), strategic merge or server-side apply patches,
+ * the decoding of Namespaces and events.k8s.io Events (stored as sent; the hub writes neither), the
+ * parts of a pod spec typed `any` in kube-builtin.ts (kept as sent), duplicate JSON fields,
  * CEL validation rules (x-kubernetes-validations), conversion between versions, pagination.
  *
  * Tests script failures with `failNext` and read every request in `requests`.
@@ -151,7 +165,20 @@ export interface RecordedRequest {
   status: number;
   /** The bearer token the client sent (tells two clients apart). */
   token: string;
+  /** The `Warning` headers of the answer (`unknown field "spec.foo"` for each field dropped when decoding). */
+  warnings?: string[];
 }
+
+/** How a write treats fields its type does not have (the `fieldValidation` query parameter). */
+export type FieldValidation = 'Strict' | 'Warn' | 'Ignore';
+
+/** A write's decoding: its fieldValidation, and the warnings its answer carries. */
+interface WriteContext {
+  fieldValidation: FieldValidation;
+  warnings: string[];
+}
+
+const lenient = (): WriteContext => ({ fieldValidation: 'Warn', warnings: [] });
 
 interface Failure {
   method: string;
@@ -277,16 +304,6 @@ function badTypeMeta(t: ResourceType, body: KubeObject): Status | undefined {
   return undefined;
 }
 
-/** The defaults the server gives a batch/v1 CronJob's spec. */
-function defaultCronJob(o: KubeObject): void {
-  const spec = o.spec;
-  if (!spec || typeof spec !== 'object') return;
-  spec.concurrencyPolicy ??= 'Allow';
-  spec.suspend ??= false;
-  spec.successfulJobsHistoryLimit ??= 3;
-  spec.failedJobsHistoryLimit ??= 1;
-}
-
 /** Maps whose values are resource quantities (a container's `resources`, a pod's `overhead`). */
 const QUANTITY_MAPS = new Set(['requests', 'limits', 'overhead']);
 
@@ -322,10 +339,9 @@ function decodeQuantities(t: ResourceType, o: KubeObject): Status | undefined {
   return status(400, 'BadRequest', `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}: ${QUANTITY_REFUSED} (got ${refused})`);
 }
 
-/** The errors of a core v1 Event: an involvedObject in the Event's namespace. */
+/** The errors of a core v1 Event: an involvedObject in the Event's namespace (decoded, an Event always has one: a struct, empty when not sent). */
 function eventErrors(o: KubeObject): FieldError[] {
-  const involved = o.involvedObject as Record<string, unknown> | undefined;
-  if (!involved || typeof involved !== 'object') return [fieldErrors.required('involvedObject')];
+  const involved = (o.involvedObject ?? {}) as Record<string, unknown>;
   const ns = String(involved.namespace ?? '');
   const own = o.metadata.namespace ?? '';
   if (ns === '' ? own !== '' && own !== 'default' : ns !== own) return [fieldErrors.invalid('involvedObject.namespace', ns, 'does not match event.namespace')];
@@ -583,8 +599,39 @@ export class KubeApiStandIn {
   }
 
   /**
-   * Decodes a written body as the server does for its type: metadata reduced to ObjectMeta; for a
-   * custom resource, unknown fields pruned and defaults applied. Returns the field errors.
+   * Decodes a written body, in place, as the server's decoder does: the fields its type does not
+   * have (its CRD's schema for a custom resource, its Go struct for a built-in type, ObjectMeta for
+   * `metadata`) are dropped, and reported as `context.fieldValidation` says: a warning (Warn, the
+   * default), nothing (Ignore), or a 400 BadRequest naming them all (Strict). A value of the wrong
+   * type in a built-in object is a 400 too.
+   */
+  private decode(t: ResourceType, o: KubeObject, context: WriteContext): Status | undefined {
+    const unknown: string[] = [];
+    const cannot = `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}`;
+    if (t.schema) prune(o, t.schema, true, unknown);
+    else {
+      for (const k of Object.keys(o.metadata ?? {})) if (!OBJECT_META_FIELDS.has(k)) unknown.push(`metadata.${k}`);
+      o.metadata = pruneObjectMeta(o.metadata) as KubeObject['metadata'];
+      const struct = BUILT_IN_STRUCTS[typeKey(t)];
+      if (struct) {
+        try {
+          decodeGo(o, struct, '', unknown);
+        } catch (err) {
+          if (err instanceof UndecodableError) return status(400, 'BadRequest', `${cannot}: ${err.message}`);
+          throw err;
+        }
+      }
+    }
+    if (unknown.length === 0 || context.fieldValidation === 'Ignore') return undefined;
+    if (context.fieldValidation === 'Strict') return status(400, 'BadRequest', `${cannot}: strict decoding error: ${unknown.map((f) => `unknown field "${f}"`).join(', ')}`);
+    context.warnings.push(...unknown.map((f) => `unknown field "${f}"`));
+    return undefined;
+  }
+
+  /**
+   * Admits a decoded body as the server does for its type: metadata reduced to ObjectMeta; for a
+   * custom resource, the schema's defaults; for a built-in type, the defaults of its Go type and the
+   * encoding of what is stored (kube-builtin.ts: omitempty zeros dropped). Returns the field errors.
    */
   private admit(t: ResourceType, o: KubeObject, statusOnly: boolean): FieldError[] {
     o.metadata = pruneObjectMeta(o.metadata) as KubeObject['metadata'];
@@ -594,15 +641,15 @@ export class KubeApiStandIn {
       applyDefaults(o, t.schema);
       return [...meta, ...validateCustomResource(o, t.schema, statusOnly ? 'status' : undefined)];
     }
-    if (t.group === 'batch' && t.plural === 'cronjobs') {
-      defaultCronJob(o);
-      return [...meta, ...validateCronJob(o)];
-    }
+    const struct = BUILT_IN_STRUCTS[typeKey(t)];
+    if (t.group === 'batch' && t.plural === 'cronjobs') defaultCronJob(o);
+    if (struct) encodeGo(o, struct);
+    if (t.group === 'batch' && t.plural === 'cronjobs') return [...meta, ...validateCronJob(o)];
     if (t.group === '' && t.plural === 'events') return [...meta, ...eventErrors(o)];
     return meta;
   }
 
-  private create(t: ResourceType, namespace: string | undefined, body: KubeObject): KubeObject | Status {
+  private create(t: ResourceType, namespace: string | undefined, body: KubeObject, context: WriteContext = lenient()): KubeObject | Status {
     if (!body || typeof body !== 'object' || typeof body.metadata !== 'object' || body.metadata === null) {
       return invalid(t, '', [fieldErrors.required('metadata.name', 'name or generateName is required')]);
     }
@@ -634,6 +681,8 @@ export class KubeApiStandIn {
     delete o.metadata.deletionGracePeriodSeconds;
     delete o.metadata.resourceVersion;
     if (!t.namespaced) delete o.metadata.namespace;
+    const refused = this.decode(t, o, context);
+    if (refused) return refused;
     if (t.statusSubresource) delete o.status;
     const undecodable = decodeQuantities(t, o);
     if (undecodable) return undecodable;
@@ -647,7 +696,7 @@ export class KubeApiStandIn {
     return this.read(t, o);
   }
 
-  private replace(t: ResourceType, namespace: string | undefined, name: string, body: KubeObject, statusOnly: boolean): KubeObject | Status {
+  private replace(t: ResourceType, namespace: string | undefined, name: string, body: KubeObject, statusOnly: boolean, context: WriteContext = lenient()): KubeObject | Status {
     if (!body || typeof body !== 'object' || typeof body.metadata !== 'object' || body.metadata === null) {
       return status(400, 'BadRequest', `the name of the object () does not match the name on the URL (${name})`);
     }
@@ -684,6 +733,8 @@ export class KubeApiStandIn {
         else next.status = clone(current.status);
       }
     }
+    const refused = this.decode(t, next, context);
+    if (refused) return refused;
     const undecodable = decodeQuantities(t, next);
     if (undecodable) return undecodable;
     const errors = this.admit(t, next, statusOnly);
@@ -821,14 +872,15 @@ export class KubeApiStandIn {
       return this.send(req, res, url, query, body, 200, list);
     }
     let out: unknown;
+    const context: WriteContext = { fieldValidation: query.fieldValidation === 'Strict' || query.fieldValidation === 'Ignore' ? query.fieldValidation : 'Warn', warnings: [] };
     if (method === 'GET') {
       const o = this.objects.get(this.key(t, namespace, name!));
       out = o ? this.read(t, o) : status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
     } else if (method === 'POST' && !name) {
-      out = this.create(t, namespace, body as KubeObject);
+      out = this.create(t, namespace, body as KubeObject, context);
     } else if (method === 'PUT' && name) {
       if (subresource && (subresource !== 'status' || !t.statusSubresource)) out = status(404, 'NotFound', `no subresource ${subresource}`);
-      else out = this.replace(t, namespace, name, body as KubeObject, subresource === 'status');
+      else out = this.replace(t, namespace, name, body as KubeObject, subresource === 'status', context);
     } else if (method === 'PATCH' && name) {
       const contentType = String(req.headers['content-type'] ?? '');
       if (!contentType.startsWith('application/merge-patch+json')) {
@@ -842,7 +894,7 @@ export class KubeApiStandIn {
           const merged = mergePatch(this.read(t, current), body) as KubeObject;
           const rvGiven = (body as KubeObject | undefined)?.metadata?.resourceVersion;
           merged.metadata.resourceVersion = rvGiven ?? current.metadata.resourceVersion;
-          out = this.replace(t, namespace, name, merged, subresource === 'status');
+          out = this.replace(t, namespace, name, merged, subresource === 'status', context);
         }
       }
     } else if (method === 'DELETE' && name) {
@@ -851,7 +903,7 @@ export class KubeApiStandIn {
       out = status(405, 'MethodNotAllowed', `${method} ${url.pathname}`);
     }
     const code = (out as { kind?: string; code?: number }).kind === 'Status' ? (out as { code: number }).code : method === 'POST' ? 201 : 200;
-    return this.send(req, res, url, query, body, code, out);
+    return this.send(req, res, url, query, body, code, out, context.warnings);
   }
 
   private route(pathname: string): { type: ResourceType; namespace?: string; name?: string; subresource?: string } | undefined {
@@ -900,9 +952,12 @@ export class KubeApiStandIn {
     req.on('close', () => this.watchers.delete(w));
   }
 
-  private send(req: IncomingMessage, res: ServerResponse, url: URL, query: Record<string, string>, body: unknown, code: number, out: unknown): void {
-    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query, body, status: code, token: tokenOf(req) });
-    res.writeHead(code, { 'content-type': 'application/json' });
+  private send(req: IncomingMessage, res: ServerResponse, url: URL, query: Record<string, string>, body: unknown, code: number, out: unknown, warnings: string[] = []): void {
+    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query, body, status: code, token: tokenOf(req), ...(warnings.length ? { warnings } : {}) });
+    // As kube-apiserver words them: `299 - "<text>"`, one header each.
+    const headers: Record<string, string | string[]> = { 'content-type': 'application/json' };
+    if (warnings.length) headers.warning = warnings.map((w) => `299 - ${JSON.stringify(w)}`);
+    res.writeHead(code, headers);
     res.end(JSON.stringify(out));
   }
 }

@@ -108,11 +108,15 @@ export function pruneObjectMeta(meta: unknown): Obj {
 
 // ---- pruning ------------------------------------------------------------------------------------
 
-/** Drops, in place, every field `schema` does not declare (unless under x-kubernetes-preserve-unknown-fields). */
-export function prune(value: unknown, schema: JSONSchemaProps | undefined, root = false): unknown {
+/**
+ * Drops, in place, every field `schema` does not declare (unless under x-kubernetes-preserve-unknown-fields);
+ * the path of each (`spec.foo`, `metadata.bar`) is pushed to `unknown` when given.
+ */
+export function prune(value: unknown, schema: JSONSchemaProps | undefined, root = false, unknown?: string[], path = ''): unknown {
   if (!schema) return value;
+  const at = (key: string) => (path ? `${path}.${key}` : key);
   if (Array.isArray(value)) {
-    if (schema.items) for (let i = 0; i < value.length; i++) value[i] = prune(value[i], schema.items);
+    if (schema.items) for (let i = 0; i < value.length; i++) value[i] = prune(value[i], schema.items, false, unknown, `${path}[${i}]`);
     return value;
   }
   if (!isObject(value)) return value;
@@ -122,13 +126,17 @@ export function prune(value: unknown, schema: JSONSchemaProps | undefined, root 
   for (const key of Object.keys(value)) {
     if (embedded && (key === 'apiVersion' || key === 'kind')) continue;
     if (embedded && key === 'metadata') {
+      if (isObject(value.metadata)) for (const k of Object.keys(value.metadata)) if (!OBJECT_META_FIELDS.has(k)) unknown?.push(at(`metadata.${k}`));
       value.metadata = pruneObjectMeta(value.metadata);
       continue;
     }
     const declared = schema.properties?.[key];
-    if (declared) value[key] = prune(value[key], declared);
-    else if (additional) value[key] = prune(value[key], additional);
-    else if (!preserve) delete value[key];
+    if (declared) value[key] = prune(value[key], declared, false, unknown, at(key));
+    else if (additional) value[key] = prune(value[key], additional, false, unknown, at(key));
+    else if (!preserve) {
+      unknown?.push(at(key));
+      delete value[key];
+    }
   }
   return value;
 }
