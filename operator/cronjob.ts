@@ -140,18 +140,58 @@ const QUANTITY_MAPS = new Set(['requests', 'limits', 'overhead']);
 const QUANTITY_VALUES = new Set(['sizeLimit', 'divisor']);
 
 /**
- * Whether `actual` holds everything `desired` says (the API server adds defaults, which do not
- * count). Resource quantities (`requests`, `limits`, `overhead`, `sizeLimit`, `divisor`) are
- * compared by value: the server answers them in canonical form (`1024Mi` as `1Gi`, 1 as `"1"`).
+ * The fields of a CronJob, its job and pod templates that are pointers in the Kubernetes types
+ * (k8s.io/api): the API server keeps a `false`, 0 or `""` written to them, and it means something
+ * (`automountServiceAccountToken: false`, `backoffLimit: 0`, `suspend: false`, `runAsUser: 0`).
+ * Every other scalar of those types is a plain field whose empty value means unset: the server drops
+ * it (`omitempty`) or puts its default in its place (`imagePullPolicy`, `restartPolicy`).
+ */
+const KEPT_WHEN_EMPTY = new Set([
+  // CronJobSpec, JobSpec
+  'startingDeadlineSeconds', 'suspend', 'successfulJobsHistoryLimit', 'failedJobsHistoryLimit', 'timeZone',
+  'parallelism', 'completions', 'activeDeadlineSeconds', 'backoffLimit', 'backoffLimitPerIndex', 'maxFailedIndexes', 'manualSelector', 'ttlSecondsAfterFinished', 'managedBy',
+  // PodSpec
+  'terminationGracePeriodSeconds', 'automountServiceAccountToken', 'shareProcessNamespace', 'priority', 'runtimeClassName', 'enableServiceLinks', 'setHostnameAsFQDN', 'hostUsers',
+  // SecurityContext, PodSecurityContext
+  'privileged', 'runAsUser', 'runAsGroup', 'runAsNonRoot', 'readOnlyRootFilesystem', 'allowPrivilegeEscalation', 'fsGroup', 'localhostProfile',
+  // key selectors and volume sources
+  'optional', 'defaultMode', 'mode', 'tolerationSeconds',
+]);
+
+/**
+ * The plain fields of those types that the API server defaults when they are empty (CronJob, pod
+ * template, container, port, fieldRef and probe defaults): written empty, they are read back with
+ * the default. The other plain fields written empty are read back without them.
+ */
+const DEFAULTED = new Set([
+  'concurrencyPolicy', 'restartPolicy', 'dnsPolicy', 'schedulerName', 'imagePullPolicy', 'terminationMessagePath', 'terminationMessagePolicy',
+  'protocol', 'apiVersion', 'timeoutSeconds', 'periodSeconds', 'successThreshold', 'failureThreshold', 'path', 'scheme',
+]);
+
+/** An empty value: what the API server drops or defaults in a plain field (see KEPT_WHEN_EMPTY). */
+const isEmpty = (v: unknown): boolean =>
+  v === null || v === '' || v === 0 || v === false || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && v !== null && Object.keys(v).length === 0);
+
+/**
+ * Whether `actual` holds everything `desired` says, as the API server answers what it was sent:
+ * the defaults it adds do not count, nor does an empty value (`value: ""`, `readOnly: false`, `[]`,
+ * `{}`, null) of a plain field, which it drops or defaults, so that a CronJob read back is not seen
+ * to differ on every reconcile; the empty values of pointer fields (KEPT_WHEN_EMPTY) it keeps, and
+ * they are compared. Resource quantities (`requests`, `limits`, `overhead`, `sizeLimit`, `divisor`)
+ * are compared by value: the server answers them in canonical form (`1024Mi` as `1Gi`, 1 as `"1"`).
  */
 export function covers(actual: unknown, desired: unknown, quantities: 'map' | 'value' | undefined = undefined): boolean {
   if (quantities === 'value') return sameQuantity(actual, desired);
   if (Array.isArray(desired)) return Array.isArray(actual) && actual.length === desired.length && desired.every((d, i) => covers(actual[i], d));
   if (desired && typeof desired === 'object') {
     if (!actual || typeof actual !== 'object' || Array.isArray(actual)) return false;
-    return Object.entries(desired).every(
-      ([k, v]) => v === undefined || covers((actual as Record<string, unknown>)[k], v, quantities === 'map' || QUANTITY_VALUES.has(k) ? 'value' : QUANTITY_MAPS.has(k) ? 'map' : undefined),
-    );
+    return Object.entries(desired).every(([k, v]) => {
+      if (v === undefined) return true;
+      const a = (actual as Record<string, unknown>)[k];
+      // A quantity map's entries are values, not fields: an empty one is compared.
+      if (quantities !== 'map' && !KEPT_WHEN_EMPTY.has(k) && isEmpty(v) && (a === undefined || isEmpty(a) || DEFAULTED.has(k))) return true;
+      return covers(a, v, quantities === 'map' || QUANTITY_VALUES.has(k) ? 'value' : QUANTITY_MAPS.has(k) ? 'map' : undefined);
+    });
   }
   return actual === desired;
 }

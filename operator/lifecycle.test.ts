@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
+import { loadRunJobTemplate } from '../cmd/operator.js';
 import { kubeConfig } from '../kube/kube-config.js';
 import { operatorGrants } from '../kube/rbac.js';
 import type { AdminServices } from '../src/admin/services.js';
@@ -10,6 +15,7 @@ import type { ManifestHandler } from '../src/manifests/handler.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
 import { type MigratedDatabase, migratedDatabase } from '../test/harness/database.js';
+import { helm } from '../test/harness/helm.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { captureLogs } from '../test/harness/log-capture.js';
 import { until } from '../test/harness/until.js';
@@ -321,6 +327,73 @@ describe('CronJobs in the release namespace', () => {
       await until('sunday ready', () => isReady('refused', 'sunday'));
     } finally {
       await op.stop();
+    }
+  });
+
+  it('are not written again when the API server answers them in its own form (defaults added, empty values dropped): a second reconcile writes nothing', async () => {
+    // The run pod template as the chart renders it with values that leave empty ones in it (an
+    // extraEnv and a config entry of value "", empty resource requests), as cmd/operator.ts reads it.
+    const dir = mkdtempSync(join(tmpdir(), 'svc-run-job-'));
+    let chartTemplate: V1PodTemplateSpec | undefined;
+    try {
+      const values = join(dir, 'values.yaml');
+      writeFileSync(values, stringify({ oidc: { issuer: 'https://login.example.com' }, extraEnv: [{ name: 'HTTPS_PROXY', value: '' }], config: { 'svc.log.format': '' }, operator: { runJobResources: { requests: {}, limits: { memory: '512Mi' } } } }));
+      const rendered = helm(['template', 'hub', 'charts/svc-hub', '--namespace', RELEASE_NS, '-f', values, '--show-only', 'templates/run-job-template.yaml']);
+      expect(rendered.stderr).toBe('');
+      const configMap = parseAllDocuments(rendered.stdout)[0]!.toJS() as { data: Record<string, string> };
+      writeFileSync(join(dir, 'pod-template.yaml'), configMap.data['pod-template.yaml']!);
+      chartTemplate = loadRunJobTemplate(join(dir, 'pod-template.yaml'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(chartTemplate?.spec?.containers[0]?.env).toContainEqual({ name: 'HTTPS_PROXY', value: '' });
+    // A hand-written one with the other empty values a template may hold.
+    const handWritten: V1PodTemplateSpec = {
+      spec: {
+        restartPolicy: 'Never',
+        hostNetwork: false,
+        nodeSelector: {},
+        containers: [{ name: 'run', image: 'svc-hub:test', workingDir: '', command: [], env: [{ name: 'EMPTY', value: '' }], volumeMounts: [{ name: 'tmp', mountPath: '/tmp', readOnly: false, subPath: '' }], ports: [] }],
+        volumes: [{ name: 'tmp', emptyDir: { medium: '' } }],
+      },
+    };
+    for (const [namespace, runJobTemplate] of [
+      ['drift-chart', chartTemplate],
+      ['drift-hand', handWritten],
+    ] as const) {
+      const op = operator(namespace, { namespaces: [namespace], runJobTemplate });
+      // Named apart: one name in one tenant is one hub object.
+      const name = `hourly-${namespace}`;
+      api.apply('widgets', widget(namespace, name, { schedule: '0 * * * *' }));
+      await op.start();
+      try {
+        await until(`${namespace}: Scheduled`, () => conditionOf(namespace, name, 'Scheduled')?.status === 'True');
+        const path = `/cronjobs/widget-${namespace}-${name}`;
+        const stored = specOf(cronJob(`widget-${namespace}-${name}`)).jobTemplate.spec.template.spec;
+        // The server's form: what was sent empty is not there, its defaults are.
+        expect(stored.containers[0].env.find((e: { name: string }) => e.name === (namespace === 'drift-chart' ? 'HTTPS_PROXY' : 'EMPTY'))).toEqual({ name: namespace === 'drift-chart' ? 'HTTPS_PROXY' : 'EMPTY' });
+        expect(stored).toMatchObject({ dnsPolicy: 'ClusterFirst', schedulerName: 'default-scheduler', terminationGracePeriodSeconds: 30 });
+        // The CronJob's own ADDED event has been reconciled (it reads the CronJob) and the dust has settled.
+        await new Promise((r) => setTimeout(r, 500));
+        const reads = () => api.requests.filter((r) => r.token === namespace && r.method === 'GET' && r.path.endsWith(path)).length;
+        const before = reads();
+        op.resyncAll();
+        await until(`${namespace}: the resync to read the CronJob`, () => reads() > before);
+        await new Promise((r) => setTimeout(r, 500));
+        // One write in all: the create.
+        expect(writesBy(namespace, path).map((r) => r.method)).toEqual([]);
+        expect(writesBy(namespace, '/cronjobs').map((r) => `${r.method} ${r.path.split('/').at(-1)}`)).toEqual([`POST cronjobs`]);
+        // What was written empty is still the operator's: a value put there by hand is taken out again.
+        const edited = cronJob(`widget-${namespace}-${name}`)!;
+        const pod = specOf(edited).jobTemplate.spec.template.spec;
+        pod.containers[0].env = pod.containers[0].env.map((e: { name: string }) => (e.name === 'HTTPS_PROXY' || e.name === 'EMPTY' ? { ...e, value: 'http://smuggled:3128' } : e));
+        api.apply('cronjobs', edited);
+        await until(`${namespace}: the empty value put back`, () =>
+          specOf(cronJob(`widget-${namespace}-${name}`)).jobTemplate.spec.template.spec.containers[0].env.every((e: { value?: string }) => e.value !== 'http://smuggled:3128'),
+        );
+      } finally {
+        await op.stop();
+      }
     }
   });
 
