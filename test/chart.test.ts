@@ -582,6 +582,45 @@ describe('values.schema.json and required values', () => {
     expect(result.stderr).toMatch(field);
   });
 
+  it('refuses an extra env entry (extraEnv or a role\'s env) naming a variable the chart sets: the later of two entries of one name wins in Kubernetes, so it would override the chart\'s', () => {
+    // E.g. operator.env SVC_LEADER_LEASE_NAME: the operator would elect on a Lease its Role does not name.
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy:3128' }, { name: 'SVC_LEADER_LEASE_NAME', value: 'other-dispatch' }] }, /extraEnv\/1\/name/],
+      [{ operator: { replicas: 1, env: [{ name: 'SVC_LEADER_LEASE_NAME', value: 'other-dispatch' }] } }, /operator\/env\/0\/name/],
+      [{ operator: { replicas: 1, env: [{ name: 'SVC_OPERATOR_NAMESPACE', value: '' }] } }, /operator\/env\/0\/name/],
+      [{ dispatcher: { replicas: 2, env: [{ name: 'POD_NAMESPACE', value: 'kube-system' }] } }, /dispatcher\/env\/0\/name/],
+      [{ apiserver: { replicas: 1, env: [{ name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'other', key: 'url' } } }] } }, /apiserver\/env\/0\/name/],
+    ];
+    for (const [values, field] of cases) {
+      const result = template(values);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain("values don't meet the specifications of the schema");
+      expect(result.stderr).toMatch(field);
+    }
+    // Every variable the chart sets, with every optional value on, is among those refused.
+    const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as { definitions: { envName: { not: { enum: string[] } } } };
+    const refusedNames = new Set(schema.definitions.envName.not.enum);
+    const objects = render({
+      oidc: { issuer: ISSUER, audience: 'svc-hub', jwksUri: `${ISSUER}/keys`, tenantClaim: 'tid' },
+      database: { existingSecret: 'pg', urlKey: 'url', appUrlKey: 'app', workerUrlKey: 'worker' },
+      operator: { replicas: 1, watchNamespaces: ['team-a'], instance: 'blue' },
+    });
+    const configMap = named(objects, 'ConfigMap', 'hub-svc-hub-run-job') as Obj & { data: Record<string, string> };
+    const pods = [...(ofKind(objects, 'Deployment') as Workload[]), ...(ofKind(objects, 'Job') as Workload[])].map((w) => w.spec.template.spec);
+    pods.push((parse(configMap.data['pod-template.yaml']!)[0] as unknown as { spec: PodSpec }).spec);
+    const chartNames = new Set(pods.flatMap((p) => p.containers.flatMap((c) => c.env.map((e) => e.name))));
+    expect(chartNames.size).toBeGreaterThan(15);
+    expect([...chartNames].filter((n) => !refusedNames.has(n))).toEqual([]);
+    // Other extra variables are rendered after the chart's, and no container holds a name twice.
+    const extra = render({ extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy:3128' }], operator: { replicas: 1, env: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=300' }] } });
+    for (const d of ofKind(extra, 'Deployment') as Workload[]) {
+      const names = container(d).env.map((e) => e.name);
+      expect(new Set(names).size).toBe(names.length);
+      expect(names).toContain('HTTPS_PROXY');
+    }
+    expect(env(container(named<Workload>(extra, 'Deployment', 'hub-svc-hub-operator')), 'NODE_OPTIONS')?.value).toBe('--max-old-space-size=300');
+  });
+
   it('accepts the new values: priorityClassName, topologySpreadConstraints, watchNamespaces, instance, networkPolicy, serviceMonitor', () => {
     const result = template({
       apiserver: { replicas: 2, priorityClassName: 'svc-critical', topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', minDomains: 2 }] },
