@@ -157,6 +157,22 @@ describe('a body in the charset it declares', () => {
     // Undeclared: UTF-8, and the latin-1 byte is refused where it stands.
     const undeclared = await send(latin1, 'application/json');
     expect(((await undeclared.json()) as { error: string }).error).toMatch(/^body is not valid UTF-8: an invalid byte sequence at byte offset \d+$/);
+
+    // The charset is read from the header as sent: one Koa cannot parse (a stray parameter) is still
+    // the charset declared, not UTF-8; an empty one, or two, name no charset to read the body in.
+    const stray = (await (await send(latin1, 'application/json; charset=iso-8859-1; stray')).json()) as { warnings: Array<{ field: string }> };
+    expect(stray.warnings.map((w) => w.field)).toContain('spec.jos\u00e9');
+    for (const [type, error] of [
+      ['application/json; charset=', 'body declares an empty charset'],
+      ['application/json; charset=""', 'body declares an empty charset'],
+      ['application/json; charset', 'body declares an empty charset'],
+      ['application/json; charset=utf-8; Charset=ISO-8859-1', 'body declares 2 charsets (utf-8, iso-8859-1)'],
+    ]) {
+      const refused = await send(Buffer.from(JSON.stringify(manifestOf('charsets'))), type!);
+      expect({ type, status: refused.status, body: await refused.json() }).toEqual({ type, status: 400, body: { error, field: 'body', hint: expect.any(String) } });
+    }
+    // The same charset twice, in any case or quoting, is one.
+    expect((await send(latin1, 'application/json; charset=ISO-8859-1; charset="iso-8859-1"')).status).toBe(200);
   });
 });
 

@@ -103,16 +103,39 @@ function refuseUnstorable(value: unknown, root: string): void {
   if (found) throw new ValidationError(`${found.field} ${found.reason}`, found.field, 'text may hold neither NUL characters nor unpaired UTF-16 surrogates (the database cannot store them)');
 }
 
+/** One parameter of a Content-Type: `; name=value`, the value a token or a quoted string (or nothing). */
+const PARAMETER = /;\s*([^;=\s]*)\s*(?:=\s*("(?:[^"\\]|\\.)*"|[^;]*))?/g;
+
+/**
+ * The charset a request's Content-Type declares, undefined when it declares none. Read from the
+ * header itself, not from Koa's `request.charset`, which is '' (so UTF-8) for a Content-Type it
+ * cannot parse, or whose charset is empty: `charset=` and `charset=""` name no charset, and two
+ * different ones leave the reading to whichever a reader takes; both are a 400 naming `body`.
+ */
+export function declaredCharset(contentType: string | undefined): string | undefined {
+  const given: string[] = [];
+  for (const [, name, raw] of (contentType ?? '').matchAll(PARAMETER)) {
+    if (name!.toLowerCase() !== 'charset') continue;
+    const text = (raw ?? '').trim();
+    given.push(text.length >= 2 && text.startsWith('"') && text.endsWith('"') ? text.slice(1, -1).replace(/\\(.)/g, '$1') : text);
+  }
+  if (!given.length) return undefined;
+  if (given.some((c) => c.trim() === '')) throw new ValidationError('body declares an empty charset', 'body', 'name the charset (Content-Type: …; charset=utf-8), or leave the parameter out for UTF-8');
+  const distinct = [...new Set(given.map((c) => c.toLowerCase()))];
+  if (distinct.length > 1) throw new ValidationError(`body declares ${distinct.length} charsets (${distinct.join(', ')})`, 'body', 'declare one charset');
+  return given[0]!;
+}
+
 /**
  * A text body as sent (koa-body hands it over as latin1, one character per byte) decoded in the
  * charset its Content-Type declares, UTF-8 when it declares none: bytes that are not valid in it are
- * a 400 naming `body` and the offset of the first, a charset the hub cannot decode a 400 naming it
- * (a route that takes UTF-8 only, as the CSV ingest, refuses other charsets itself).
+ * a 400 naming `body` and the offset of the first, a charset the hub cannot decode (or an empty one,
+ * or two) a 400 naming it (a route that takes UTF-8 only, as the CSV ingest, refuses other charsets itself).
  */
 function textOf(ctx: Context, raw: unknown): unknown {
   if (typeof raw !== 'string') return raw;
   const bytes = Buffer.from(raw, 'latin1');
-  const charset = ctx.request.charset || 'utf-8';
+  const charset = declaredCharset(ctx.get('Content-Type')) ?? 'utf-8';
   let decoder: InstanceType<typeof TextDecoder>;
   try {
     decoder = new TextDecoder(charset, { fatal: true });

@@ -15,6 +15,19 @@ export interface FuzzRequest {
   path: string;
   headers: Record<string, string>;
   body?: Buffer;
+  /**
+   * Set when the body cannot be read as its Content-Type declares (a charset the hub does not know,
+   * an empty one, bytes invalid in it): what a route that reads the body must answer with its 400.
+   */
+  unreadable?: Unreadable;
+}
+
+/** Why a body cannot be read, and where: the 400 the router must answer names it. */
+export interface Unreadable {
+  /** The 400's `error`, as a pattern. */
+  error: RegExp;
+  /** For invalid bytes: the offset they were put at (the 400 names an offset from there to its last byte). */
+  at?: number;
 }
 
 type Schema = JsonSchema & Record<string, unknown>;
@@ -293,6 +306,102 @@ function queryArbitrary(schema: Schema | undefined): fc.Arbitrary<string> {
   });
 }
 
+/**
+ * A charset parameter a client may send, and how it puts text into bytes. `decoded`: the name the
+ * hub's 400 gives it (the WHATWG encoding's), undefined for charsets it must refuse outright.
+ */
+interface CharsetSpelling {
+  param: string;
+  encode: (text: string) => Buffer;
+  /** The encoding's name in the router's 400 for bytes invalid in it. */
+  name?: string;
+  /** Byte sequences invalid in the encoding wherever they stand (between whole characters). */
+  invalid?: number[][];
+  /** The router's 400 for the charset itself (unknown, empty). */
+  refused?: RegExp;
+}
+
+const UTF8_INVALID = [[0xff], [0x80], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82, 0x41], [0xf4, 0x90, 0x80, 0x80], [0xfe, 0xfe]];
+const utf8 = (param: string): CharsetSpelling => ({ param, encode: (text) => Buffer.from(text, 'utf8'), name: 'UTF-8', invalid: UTF8_INVALID });
+/** windows-1252 (what iso-8859-1, latin1 and us-ascii name in the Encoding Standard) decodes every byte. */
+const singleByte = (param: string): CharsetSpelling => ({ param, encode: (text) => Buffer.from(text, 'latin1') });
+
+export const CHARSET_SPELLINGS: CharsetSpelling[] = [
+  utf8('utf-8'),
+  utf8('UTF-8'),
+  utf8('Utf-8'),
+  utf8('"utf-8"'),
+  utf8('"UTF-8"'),
+  utf8('utf8'),
+  singleByte('iso-8859-1'),
+  singleByte('ISO-8859-1'),
+  singleByte('latin1'),
+  singleByte('us-ascii'),
+  // An unpaired surrogate, as bytes: a low half with no high half before it.
+  { param: 'utf-16le', encode: (text) => Buffer.from(text, 'utf16le'), name: 'utf-16le', invalid: [[0x00, 0xdc], [0x41, 0xdf]] },
+  { param: 'x-nope', encode: (text) => Buffer.from(text, 'utf8'), refused: /^body declares charset x-nope, which the hub cannot decode$/ },
+  { param: '', encode: (text) => Buffer.from(text, 'utf8'), refused: /^body declares an empty charset\b/ },
+  { param: '""', encode: (text) => Buffer.from(text, 'utf8'), refused: /^body declares an empty charset\b/ },
+  { param: 'utf-8; charset=latin1', encode: (text) => Buffer.from(text, 'utf8'), refused: /^body declares 2 charsets \(utf-8, latin1\)$/ },
+];
+
+/** The Content-Type with the charset parameter spelt as given (`charset=` alone for the empty one). */
+const withCharset = (type: string, param: string) => `${type || 'application/json'}; charset=${param}`;
+
+/** Text as the charset's bytes, with the unpaired surrogates a UTF-16 encoding would carry as such made whole first. */
+const wholeText = (text: string) => text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
+
+/** Where an invalid sequence may go: between whole characters of the charset (UTF-16's are two bytes). */
+function boundaries(text: string, spelling: CharsetSpelling): number[] {
+  const out = [0];
+  let at = 0;
+  for (const ch of text) {
+    at += spelling.encode(ch).length;
+    out.push(at);
+  }
+  return out;
+}
+
+/**
+ * A body sent with a charset parameter: its text in that charset's bytes, sometimes with a sequence
+ * invalid in it put between two characters. `unreadable` says what the router must answer.
+ */
+export function charsetBody(body: fc.Arbitrary<{ type: string; text: string }>): fc.Arbitrary<{ type: string; bytes: Buffer; unreadable?: Unreadable }> {
+  return fc.tuple(body, fc.constantFrom(...CHARSET_SPELLINGS), fc.boolean(), fc.nat(), fc.nat()).map(([b, spelling, corrupt, where, which]) => {
+    const type = withCharset(b.type, spelling.param);
+    const text = wholeText(b.text);
+    const bytes = spelling.encode(text);
+    if (spelling.refused) return { type, bytes, unreadable: { error: spelling.refused } };
+    if (!corrupt || !spelling.invalid) return { type, bytes };
+    const cuts = boundaries(text, spelling);
+    const at = cuts[where % cuts.length]!;
+    const bad = Buffer.from(spelling.invalid[which % spelling.invalid.length]!);
+    const name = spelling.name!.replace(/[-]/g, '\\-');
+    return { type, bytes: Buffer.concat([bytes.subarray(0, at), bad, bytes.subarray(at)]), unreadable: { error: new RegExp(`^body is not valid ${name}: an invalid byte sequence at byte offset \\d+$`), at } };
+  });
+}
+
+/** Bytes that are not UTF-8, in a body that declares no charset (so UTF-8). */
+function undeclaredInvalid(body: fc.Arbitrary<{ type: string; text: string }>): fc.Arbitrary<{ type: string; bytes: Buffer; unreadable?: Unreadable }> {
+  const spelling = utf8('utf-8');
+  return fc.tuple(body, fc.nat(), fc.constantFrom(...UTF8_INVALID)).map(([b, where, bad]) => {
+    const cuts = boundaries(b.text, spelling);
+    const at = cuts[where % cuts.length]!;
+    const bytes = Buffer.from(b.text, 'utf8');
+    return { type: b.type, bytes: Buffer.concat([bytes.subarray(0, at), Buffer.from(bad), bytes.subarray(at)]), unreadable: { error: /^body is not valid UTF-8: an invalid byte sequence at byte offset \d+$/, at } };
+  });
+}
+
+/**
+ * Bodies that cannot be read as declared: an unknown or empty charset, or bytes invalid in the
+ * charset declared (UTF-8 when none is). A route that reads a body answers each with a 400 naming it.
+ */
+export function unreadableBodyArbitrary(decl: RouteDecl): fc.Arbitrary<{ type: string; bytes: Buffer; unreadable: Unreadable }> {
+  const types = decl.bodyTypes ?? ['application/json'];
+  const text = bodyArbitrary(decl).filter((b) => types.includes(b.type));
+  return fc.oneof(charsetBody(text), undeclaredInvalid(text)).filter((b): b is { type: string; bytes: Buffer; unreadable: Unreadable } => b.unreadable !== undefined);
+}
+
 /** Every request this route may receive, valid or not. */
 export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
   const names = [...decl.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
@@ -300,18 +409,47 @@ export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
   const params = fc.tuple(...names.map((n) => paramArbitrary(n, paramSchemas[n])), fc.constant(''));
   const rawJunk = rarely(fc.constantFrom(...RAW_PATH_JUNK), 15);
   const wantsBody = decl.body !== undefined || ['POST', 'PUT', 'PATCH'].includes(decl.method);
-  const body = wantsBody ? fc.oneof({ weight: 9, arbitrary: bodyArbitrary(decl) }, { weight: 1, arbitrary: fc.constant(undefined) }) : fc.constant(undefined);
+  // Most bodies as UTF-8 without a charset parameter; some with one (any spelling, known or not, and
+  // bytes invalid in it), some with bytes that are not UTF-8.
+  const plain = bodyArbitrary(decl).map((b) => ({ type: b.type, bytes: Buffer.from(b.text, 'utf8') }) as { type: string; bytes: Buffer; unreadable?: Unreadable });
+  const sent = fc.oneof({ weight: 6, arbitrary: plain }, { weight: 2, arbitrary: charsetBody(bodyArbitrary(decl)) }, { weight: 1, arbitrary: undeclaredInvalid(bodyArbitrary(decl)) });
+  const body = wantsBody ? fc.oneof({ weight: 9, arbitrary: sent }, { weight: 1, arbitrary: fc.constant(undefined) }) : fc.constant(undefined);
   return fc.record({ params, rawJunk, query: queryArbitrary(decl.query as Schema | undefined), headers: headersArbitrary, body }).map(({ params: values, rawJunk: junk, query, headers, body: b }) => {
     let i = 0;
     let path = decl.path.replace(/\{(\w+)\}/g, () => values[i++]!);
     if (junk && names.length) path = path.replace(/\/[^/]*$/, `/${junk}`);
     const out: FuzzRequest = { method: decl.method, path: `${path}${query}`, headers: { ...headers } };
     if (b) {
-      out.body = Buffer.from(b.text, 'utf8');
+      out.body = b.bytes;
       if (b.type) out.headers['Content-Type'] = b.type;
+      if (b.unreadable) out.unreadable = b.unreadable;
     }
     return out;
   });
+}
+
+/** A value its schema takes, for a path or query parameter: the tenant 1, a number, one of an enum, or a name. */
+function plainValue(name: string, schema: Schema | undefined): string {
+  if (name === 'tid') return '1';
+  if (Array.isArray(schema?.enum) && schema.enum.length) return String(schema.enum[0]);
+  if (schema?.format === 'uuid') return '00000000-0000-4000-8000-000000000001';
+  if (schema?.type === 'integer' || schema?.type === 'number') return String(Math.max(1, typeof schema.minimum === 'number' ? schema.minimum : 1));
+  if (schema?.type === 'boolean') return 'true';
+  return 'fuzz';
+}
+
+/**
+ * A request the route's gate and parameter checks let through (the dev bypass's tenant 1, path
+ * parameters and required query parameters their schemas take), with no body yet: what a route
+ * then answers depends on its body alone.
+ */
+export function plainRequest(decl: RouteDecl): FuzzRequest {
+  const paramSchemas = ((decl.params as Schema | undefined)?.properties ?? {}) as Record<string, Schema>;
+  const path = decl.path.replace(/\{(\w+)\}/g, (_, name: string) => enc(plainValue(name, paramSchemas[name])));
+  const query = (decl.query as Schema | undefined) ?? {};
+  const properties = (query.properties ?? {}) as Record<string, Schema>;
+  const required = ((query.required as string[] | undefined) ?? []).map((name) => `${enc(name)}=${enc(plainValue(name, properties[name]))}`);
+  return { method: decl.method, path: `${path}${required.length ? `?${required.join('&')}` : ''}`, headers: { 'X-Tenant-ID': '1' } };
 }
 
 /** What a fuzzed bearer token says (minted by the test issuer): roles, tenant, identity, and how it is signed. */

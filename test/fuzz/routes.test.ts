@@ -8,7 +8,7 @@ import { ownerClient } from '../harness/api-client.js';
 import { type Answer, DeclaredAnswers, mediaType } from '../harness/declared-answers.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
 import { startIssuer, type TestIssuer } from '../harness/tokens.js';
-import { type FuzzRequest, requestArbitrary, tokenArbitrary } from './arbitraries.js';
+import { type FuzzRequest, plainRequest, requestArbitrary, tokenArbitrary, type Unreadable, unreadableBodyArbitrary } from './arbitraries.js';
 import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
 
 /**
@@ -17,6 +17,9 @@ import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
  * No request may get a 500 (or hang, or crash the process), a status its operation does not
  * declare in the OpenAPI document or a body not of the shape declared for it, and the hub must still answer
  * /q/health/live at the end. A route joins by being declared: the table is the router's own.
+ * Bodies come as UTF-8 without a charset parameter, and with one (spelt in any case or quoted,
+ * latin-1, UTF-16, unknown, empty, two of them) or with bytes invalid in their charset: a route that
+ * reads a body answers those it cannot read with a 400 naming why (and the offset of invalid bytes).
  *
  * SVC_FUZZ_RUNS sets the requests per route (default 30, a third of that again with tokens: about
  * 20 s for the whole table);
@@ -120,6 +123,19 @@ const clip = (text: string, n = 120) => (text.length > n ? `${text.slice(0, n)}â
 const describeRequest = (req: FuzzRequest) =>
   JSON.stringify({ method: req.method, path: clip(req.path, 300), headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, clip(v)])), body: req.body && clip(req.body.toString('utf8'), 300) });
 
+/** The router's 400 for a body it cannot read: `field: "body"`, the error naming why (and where, for invalid bytes). */
+function expectRefusal(answer: Answer, unreadable: Unreadable, req: FuzzRequest): void {
+  const fail = (why: string) => new Error(`${why}: ${answer.status} ${clip(answer.body, 500)} for ${describeRequest(req)}`);
+  if (answer.status !== 400) throw fail('not a 400');
+  const body = JSON.parse(answer.body) as { error: string; field?: string };
+  if (body.field !== 'body' || !unreadable.error.test(body.error)) throw fail(`not the 400 expected (${unreadable.error})`);
+  if (unreadable.at !== undefined) {
+    const offset = Number(/byte offset (\d+)$/.exec(body.error)?.[1]);
+    // The invalid sequence starts at `at`; a decoder refuses it at one of its bytes (at most four).
+    if (!(offset >= unreadable.at && offset <= unreadable.at + 3)) throw fail(`the offset named is not that of the invalid bytes put at ${unreadable.at}`);
+  }
+}
+
 describe('every declared route, fuzzed', () => {
   it('covers the whole route table', () => {
     expect(routes.length).toBeGreaterThan(50);
@@ -137,6 +153,7 @@ describe('every declared route, fuzzed', () => {
         }
         const problem = declared.problem(decl, req.path, answer);
         if (problem) throw new Error(`${problem}: ${clip(answer.body, 500)} for ${describeRequest(req)}`);
+        if (req.unreadable && decl.body && answer.status < 300) throw new Error(`${answer.status}: a body that cannot be read as declared was taken, for ${describeRequest(req)}`);
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
@@ -160,6 +177,22 @@ describe('every declared route, fuzzed', () => {
         if (problem) throw new Error(`${problem}: ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
       }),
       { numRuns: Math.max(2, Math.ceil(RUNS / 3)), seed: SEED, endOnFailure: true },
+    );
+  }, 120_000);
+
+  const reading = routes.filter((r) => r.body !== undefined);
+  it.each(reading.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: a body in an unknown or empty charset, or with bytes invalid in its charset, is a 400 naming it', async (_name, decl) => {
+    const base = plainRequest(decl);
+    await fc.assert(
+      fc.asyncProperty(unreadableBodyArbitrary(decl), async ({ type, bytes, unreadable }) => {
+        const req: FuzzRequest = { ...base, headers: { ...base.headers, 'Content-Type': type }, body: bytes };
+        const answer = await send(req);
+        trace(`charset ${decl.method} ${decl.path}`, answer);
+        // The route's rate limit is checked before the body is read.
+        if (answer.status === 429 && decl.rateLimit) return;
+        expectRefusal(answer, unreadable, req);
+      }),
+      { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
   }, 120_000);
 

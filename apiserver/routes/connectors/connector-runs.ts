@@ -1,6 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { NotFoundError, ValidationError } from '../../../src/errors.js';
 import { route, type RouteDecl } from '../../route.js';
+import { declaredCharset } from '../../router.js';
 import { runSchema } from './runs.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -54,8 +55,8 @@ export const connectorRunRoutes: RouteDecl[] = [
     },
     handler: ({ services, principal, query, body, ctx }) => {
       const tenantId = callerTenant(principal);
-      // The body is read as UTF-8: another declared charset would be stored as replacement characters.
-      const charset = ctx.request.charset;
+      // Rows are stored as UTF-8 text as sent: a body declared in another charset is refused, not converted.
+      const charset = declaredCharset(ctx.get('Content-Type'));
       if (charset && !/^utf-?8$/i.test(charset)) throw new ValidationError(`the CSV body must be UTF-8; it was declared ${charset} (convert it, or send Content-Type: text/csv; charset=utf-8)`, 'body');
       if (typeof body !== 'string' || !body.trim()) throw new ValidationError('body must be CSV text with a header line', 'body');
       return services.connectors.runs.ingestCsv(tenantId, {
