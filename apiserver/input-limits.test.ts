@@ -67,7 +67,7 @@ describe('a NUL character is a 400 naming the field', () => {
     expect(r).toEqual({ status: 400, body: { error: 'body.value contains a NUL character (\\u0000)', field: 'body.value', hint: expect.any(String) } });
     r = await call('POST', '/api/connectors/validate', { body: JSON.stringify(manifestOf('ok', { defaults: { deep: [{ 'k\u0000': 1 }] } })) });
     expect(r.status).toBe(400);
-    expect(r.body.field).toBe('body.spec.defaults.deep[0].k\\u0000');
+    expect(r.body.field).toBe('body.spec.defaults.deep[0]["k\\u0000"]');
     r = await call('POST', '/api/connectors/apply', { body: JSON.stringify(manifestOf('a\u0000b')) });
     expect(r.status).toBe(400);
     expect(r.body.field).toBe('body.metadata.name');
@@ -90,7 +90,7 @@ describe('a NUL character is a 400 naming the field', () => {
     r = await call('GET', '/api/platform/runs?connector=%00');
     expect(r).toMatchObject({ status: 400, body: { field: 'query.connector' } });
     r = await call('GET', '/api/platform/runs?x%00=1');
-    expect(r).toMatchObject({ status: 400, body: { field: 'query.x\\u0000' } });
+    expect(r).toMatchObject({ status: 400, body: { field: 'query["x\\u0000"]' } });
   });
 
   it('in a header: refused by the HTTP parser with a 400, the hub still up', async () => {
@@ -194,6 +194,11 @@ describe('a key given twice in one object', () => {
     expect(secret.body).toMatchObject({ field: 'body.value' });
     const inList = await call('POST', '/api/connectors/validate', { body: JSON.stringify(manifestOf('listed')).replace('"id":"items"', '"id":"items","path":"/x"') });
     expect(inList.body).toMatchObject({ field: 'body.spec.endpoints[0].path' });
+    // A key that is empty, or holds a dot, a bracket or a quote, is named quoted in brackets.
+    const odd = await call('POST', '/api/connectors/validate', { body: '{"": 1, "": 2}' });
+    expect(odd).toEqual({ status: 400, body: { error: 'body[""] is given twice: a key may appear once in an object', field: 'body[""]', hint: expect.any(String) } });
+    const dotted = await call('POST', '/api/connectors/validate', { body: '{"spec": {"defaults": {"a.b": 1, "a.b": 2}}}' });
+    expect(dotted.body).toMatchObject({ field: 'body.spec.defaults["a.b"]' });
   });
 });
 

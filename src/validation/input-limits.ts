@@ -45,7 +45,8 @@ export function findUnstorableText(value: unknown, root: string, maxDepth = MAX_
     for (let i = entries.length - 1; i >= 0; i--) {
       const [key, child] = entries[i]!;
       const reason = unstorableText(key);
-      if (reason) return { field: joinField(field, key.replaceAll('\u0000', '\\u0000')), reason: `has a key that ${reason}` };
+      // Such a key is named quoted, with JSON's escapes: `body["k\u0000"]`.
+      if (reason) return { field: joinField(field, key), reason: `has a key that ${reason}` };
       stack.push({ value: child, field: joinField(field, key), depth: depth + 1 });
     }
   }

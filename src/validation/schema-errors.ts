@@ -30,9 +30,27 @@ export function fieldOf(instancePath: string): string {
     .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : joinField(acc, seg)), '');
 }
 
-/** `parent.key`, or `key` at the root. */
+/**
+ * `parent.key`, or `key` at the root; a key that would not read back as itself after a dot (empty,
+ * or holding a dot, a bracket, a double quote, white space or a control character) or that holds
+ * half a surrogate pair is quoted in brackets with JSON's escapes: `body[""]`,
+ * `spec.defaults["a.b"]`, `columns["a b"]`, `body["k\u0000"]`, `body["\ud800"]`.
+ */
 export function joinField(parent: string, key: string): string {
+  if (!plainKey(key)) return `${parent}[${JSON.stringify(key)}]`;
   return parent ? `${parent}.${key}` : key;
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Whether a key reads back as itself written after a dot in a field path. */
+function plainKey(key: string): boolean {
+  if (key === '' || /[.[\]"\s]/.test(key) || LONE_SURROGATE.test(key)) return false;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return false;
+  }
+  return true;
 }
 
 const article = (word: string) => (/^[aeiou]/.test(word) ? 'an' : 'a');

@@ -3,7 +3,23 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import fc from 'fast-check';
 import { checkManifest } from '../connectors/manifest/validate.js';
 import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, toStorable, unstorableText } from './input-limits.js';
-import { fieldOf, schemaIssue } from './schema-errors.js';
+import { fieldOf, joinField, schemaIssue } from './schema-errors.js';
+
+/** The keys (and indexes) a field path names: `body.a["b.c"][2]` -> ['body', 'a', 'b.c', 2]. */
+function readPath(field: string): Array<string | number> {
+  const out: Array<string | number> = [];
+  const step = /^(?:\.([^.[]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\])/;
+  const first = /^[^.[]+/.exec(field)![0];
+  out.push(first);
+  let rest = field.slice(first.length);
+  while (rest) {
+    const m = step.exec(rest);
+    if (!m) throw new Error(`not a field path: ${field} (at ${rest})`);
+    out.push(m[1] ?? (m[2] !== undefined ? Number(m[2]) : (JSON.parse(m[3]!) as string)));
+    rest = rest.slice(m[0].length);
+  }
+  return out;
+}
 
 const nest = (depth: number): unknown => (depth <= 1 ? {} : { a: nest(depth - 1) });
 
@@ -14,7 +30,10 @@ describe('input limits', () => {
     expect(unstorableText('\ud800')).toMatch(/surrogate/);
     expect(unstorableText('x\udc00')).toMatch(/surrogate/);
     expect(findUnstorableText({ spec: { list: [1, { name: 'a\u0000' }] } }, 'body')).toEqual({ field: 'body.spec.list[1].name', reason: 'contains a NUL character (\\u0000)' });
-    expect(findUnstorableText({ 'k\u0000': 1 }, 'body')?.field).toBe('body.k\\u0000');
+    expect(findUnstorableText({ 'k\u0000': 1 }, 'body')?.field).toBe('body["k\\u0000"]');
+    expect(findUnstorableText({ '': { 'a.b': ['\u0000'] } }, 'body')?.field).toBe('body[""]["a.b"][0]');
+    expect(findUnstorableText({ 'x\ud800': 1 }, 'body')?.field).toBe('body["x\\ud800"]');
+    expect(findUnstorableText({ '😀': '\udc00' }, 'body')?.field).toBe('body.😀');
     expect(findUnstorableText({ ok: ['x'] }, 'body')).toBeUndefined();
     expect(toStorable({ 'k\u0000': ['a\u0000', '\ud800x'] })).toEqual({ 'k\ufffd': ['a\ufffd', '\ufffdx'] });
   });
@@ -38,7 +57,16 @@ describe('input limits', () => {
     expect(twice('{"spec": {"list": [1, {"x": ":", "y": "a,b", "x" : 3}]}}')).toBe('body.spec.list[1].x');
     expect(twice('[{"k": 1}, {"k": 2}, {"n": {"k": 1, "k": 1}}]')).toBe('body[2].n.k');
     expect(twice('{"\\u0061": 1, "a": 2}')).toBe('body.a'); // the same key, once escaped
-    expect(twice('{"a\\"": 1, "a\\"" :2}')).toBe('body.a"');
+    expect(twice('{"a\\"": 1, "a\\"" :2}')).toBe('body["a\\""]');
+    // A key that is empty, or holds a dot, a bracket, a quote, white space or a control character, is
+    // quoted in brackets (JSON's escapes), as the hub names such keys elsewhere (`columns["a b"]`).
+    expect(twice('{"": 1, "": 2}')).toBe('body[""]');
+    expect(twice('{"x": {"a.b": 1, "a.b": 2}}')).toBe('body.x["a.b"]');
+    expect(twice('{"a[0]": 1, "a[0]": 2}')).toBe('body["a[0]"]');
+    expect(twice('{"": {"k": 1, "k": 2}}')).toBe('body[""].k');
+    expect(twice('{"a b": [{"k": 1}, {"k": 1, "k": 2}]}')).toBe('body["a b"][1].k');
+    expect(twice('{"\\n": 1, "\\n": 2}')).toBe('body["\\n"]');
+    expect(twice('{"x-api-key": 1, "x-api-key": 2}')).toBe('body.x-api-key');
     expect(twice('{"__proto__": 1, "__proto__": 2}')).toBe('body.__proto__');
     // Keys repeated in sibling or nested objects, keys that look like values, colons and quotes inside strings: no duplicate.
     const plain: Array<[string, number]> = [
@@ -57,6 +85,17 @@ describe('input limits', () => {
     }
   });
 
+  it('names every key so that the path reads back as the keys it was made of (property)', () => {
+    const keys = fc.array(fc.oneof(fc.string(), fc.string({ unit: 'binary', maxLength: 4 }), fc.constantFrom('', '.', 'a.b', '[0]', 'a"b', ' ', 'x-y', 'k\\', '\n', '😀')), { minLength: 1, maxLength: 4 });
+    fc.assert(
+      fc.property(keys, (path) => {
+        const field = path.reduce((acc, key) => joinField(acc, key), 'body');
+        expect(readPath(field)).toEqual(['body', ...path]);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
   it('finds no duplicate in any serialised document, and one in any object given a key again', () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.constantFrom(undefined, 1, '\t'), (value, indent) => {
@@ -66,7 +105,8 @@ describe('input limits', () => {
         if (typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length > 0) {
           const first = Object.keys(value)[0]!;
           const doubled = `${text.slice(0, text.lastIndexOf('}'))}, ${JSON.stringify(first)}: 0}`;
-          expect(duplicateJsonKey(doubled, JSON.parse(doubled), scanJsonText(doubled).keys, 'body')).toBe(`body.${first}`);
+          const named = duplicateJsonKey(doubled, JSON.parse(doubled), scanJsonText(doubled).keys, 'body');
+          expect(named === undefined ? undefined : readPath(named)).toEqual(['body', first]);
         }
       }),
       { numRuns: 300 },

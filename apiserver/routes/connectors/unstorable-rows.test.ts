@@ -96,7 +96,7 @@ describe('rows PostgreSQL cannot store', () => {
     expect(messages).toEqual(
       [
         'the row cannot be stored: $.name contains a NUL character (\\u0000)',
-        'the row cannot be stored: $.nested.we\\u0000ird has a key that contains a NUL character (\\u0000)',
+        'the row cannot be stored: $.nested["we\\u0000ird"] has a key that contains a NUL character (\\u0000)',
         'the row cannot be stored: $.name contains an unpaired UTF-16 surrogate',
         'the row cannot be stored: a number is out of range (database error 22003)',
         'the row cannot be stored: a value is too large to be stored or indexed (database error 54000)',
