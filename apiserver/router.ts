@@ -11,7 +11,7 @@ import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
 import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { validate } from './validation.js';
-import { KUBECTL_YAML, kubectlRefusal } from '../src/manifests/yaml.js';
+import { KUBECTL_MANIFEST, keysAsKubectl, kubectlRefusal } from '../src/manifests/yaml.js';
 
 const PLATFORM = '/api/platform/';
 /** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
@@ -164,10 +164,12 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
   let value: unknown;
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     try {
-      const doc = parseDocument(String(raw ?? ''), KUBECTL_YAML);
+      const doc = parseDocument(String(raw ?? ''), KUBECTL_MANIFEST);
       if (doc.errors[0]) throw doc.errors[0];
       const refusal = kubectlRefusal(doc);
       if (refusal) throw new ValidationError(`body is not a manifest kubectl would read the same: ${refusal}`, 'body');
+      const key = keysAsKubectl(doc, 'body');
+      if (key) throw new ValidationError(key.message, key.field, key.hint);
       value = doc.toJS();
     } catch (err) {
       if (err instanceof ValidationError) throw err;

@@ -88,6 +88,52 @@ describe('manifests read as kubectl reads them', () => {
   });
 });
 
+/** Keys that are not text, in every form go-yaml reads, each with a different value: kubectl's conversion to JSON makes text of them. */
+const KEYS = [
+  '1', '0x10', '0755', '0b101', '+12', '-0', '9223372036854775807', '-9223372036854775808', '99999999999999999999', '18446744073709551616', '-9223372036854775809',
+  '1.0e6', '0.00001', '3.14159265', '-0.0', '.5', '1e-7', '100000.0', '123456789.0', '08', '1_000.5', '2.', '6.8523015e+5',
+  'yes', 'Off', 'plain',
+];
+const keyBlock = (keys: string[]) => keys.map((k, i) => `    ${k}: v${i}`).join('\n');
+
+describe('keys that are not text', () => {
+  it('become the text kubectl makes of them (integers in decimal, floats as Go writes a float32, booleans true or false)', () => {
+    const text = manifest('keys', keyBlock(KEYS));
+    const kubectl = kubectlReads(text);
+    expect(parseManifests(text, 'keys.yaml').map((m) => m.body)).toEqual([kubectl]);
+    // So that the test can tell: what JavaScript would have made of some of them.
+    const defaults = (kubectl.spec as { defaults: Record<string, string> }).defaults;
+    expect(Object.keys(defaults)).toEqual(expect.arrayContaining(['1e+06', '1e-05', '3.1415927', '-0', '1.2345679e+08', '9223372036854775807', '1e+20', 'true', 'false']));
+  });
+
+  const REFUSED_KEYS: Array<[string, string, RegExp]> = [
+    ['a null key', '    ~: a', /^spec\.defaults has a null key \(~\), which kubectl refuses$/],
+    ['a null key spelt null', '    null: a', /^spec\.defaults has a null key \(null\), which kubectl refuses$/],
+    ['a sequence as a key', '    ? [a, b]\n    : c', /^spec\.defaults has a key that is a sequence, which kubectl refuses$/],
+    ['an integer of 64 bits unsigned', '    18446744073709551615: a', /^spec\.defaults has the key 18446744073709551615, an integer past 64 bits signed, which kubectl refuses$/],
+  ];
+  it.each(REFUSED_KEYS)('%s: kubectl refuses it, and so does svc apply, naming where', (_name, lines, why) => {
+    const text = manifest('refused-key', lines);
+    expect(kubectlFails(text)).toBe(true);
+    expect(() => parseManifests(text, 'k.yaml')).toThrow(new RegExp(`^k\\.yaml document 1: ${why.source.slice(1)}`));
+  });
+
+  const TWICE: Array<[string, string, string, string]> = [
+    ['1 and "1"', '    1: a\n    "1": b', '1', 'spec.defaults.1 is given twice: the keys 1 and "1" are both "1" in JSON'],
+    ['yes and \'true\'', "    yes: a\n    'true': b", 'true', 'spec.defaults.true is given twice: the keys yes and \'true\' are both "true" in JSON'],
+    ['1.0e6 and "1e+06"', '    1.0e6: a\n    "1e+06": b', '1e+06', 'spec.defaults.1e+06 is given twice: the keys 1.0e6 and "1e+06" are both "1e+06" in JSON'],
+    ['0x10 and 16', '    0x10: a\n    16: b', '16', 'spec.defaults.16 is given twice: the keys 0x10 and 16 are both "16" in JSON'],
+    ['1 and 1.0', '    1: a\n    1.0: b', '1', 'spec.defaults.1 is given twice: the keys 1 and 1.0 are both "1" in JSON'],
+    ['a and a', '    a: a\n    a: b', 'a', 'spec.defaults.a is given twice: a key may appear once in a mapping'],
+  ];
+  it.each(TWICE)('%s: one key once in JSON, which kubectl takes either of; refused naming it', (_name, lines, key, message) => {
+    const text = manifest('twice-key', lines);
+    const kept = (kubectlReads(text).spec as { defaults: Record<string, unknown> }).defaults;
+    expect(['a', 'b']).toContain(kept[key]);
+    expect(() => parseManifests(text, 't.yaml')).toThrow(`t.yaml document 1: ${message}`);
+  });
+});
+
 describe('what kubectl would read otherwise, or refuse, is refused', () => {
   const REFUSED: Array<[string, string, RegExp]> = [
     ['infinity', 'x: .inf', /\.inf is not a finite number/],
@@ -141,6 +187,23 @@ describe('the apply routes read YAML bodies as kubectl does', () => {
     const kubectl = kubectlReads(text) as { spec: { defaults: unknown; endpoints: Array<{ pagination: unknown }> } };
     expect(stored.manifest.spec.defaults).toEqual(kubectl.spec.defaults);
     expect((stored.manifest.spec.endpoints as Array<{ pagination: { limit: number } }>)[0]!.pagination.limit).toBe(64);
+  });
+
+  it('keys that are not text are stored as kubectl would send them; a null key, or one given twice once written as text, is a 400 naming it', async () => {
+    const post = (name: string, lines: string) => fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: manifest(name, lines) });
+    const text = manifest('keys-http', keyBlock(KEYS));
+    expect((await post('keys-http', keyBlock(KEYS))).status).toBe(201);
+    const stored = (await (await fetch(`${hub.url}/api/connectors/keys-http`, { headers: { 'X-Tenant-ID': '1' } })).json()) as { manifest: { spec: Record<string, unknown> } };
+    expect(stored.manifest.spec.defaults).toEqual((kubectlReads(text).spec as { defaults: unknown }).defaults);
+    for (const [lines, error, field] of [
+      ['    1: a\n    "1": b', 'body.spec.defaults.1 is given twice: the keys 1 and "1" are both "1" in JSON', 'body.spec.defaults.1'],
+      ['    ~: a', 'body.spec.defaults has a null key (~), which kubectl refuses', 'body.spec.defaults'],
+      ['    x:\n      - {"": 1}\n      - {"": 2, ? "": 3}', 'body.spec.defaults.x[1][""] is given twice: a key may appear once in a mapping', 'body.spec.defaults.x[1][""]'],
+    ] as const) {
+      const res = await post('refused-keys', lines);
+      expect({ status: res.status, body: await res.json() }).toEqual({ status: 400, body: { error, field, hint: expect.any(String) } });
+    }
+    expect((await fetch(`${hub.url}/api/connectors/refused-keys`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(404);
   });
 
   it('a body kubectl would read otherwise, or refuse, is a 400 naming why', async () => {

@@ -1,5 +1,5 @@
 import { parseAllDocuments } from 'yaml';
-import { KUBECTL_YAML, kubectlRefusal } from '../manifests/yaml.js';
+import { KUBECTL_MANIFEST, keysAsKubectl, kubectlRefusal } from '../manifests/yaml.js';
 import { CliError } from './errors.js';
 
 /**
@@ -29,9 +29,9 @@ const NOT_YET: string[] = [];
 
 export function parseManifests(text: string, file: string): Manifest[] {
   const objects: unknown[] = [];
-  for (const [i, doc] of parseAllDocuments(text, KUBECTL_YAML).entries()) {
+  for (const [i, doc] of parseAllDocuments(text, KUBECTL_MANIFEST).entries()) {
     const where = `${file} document ${i + 1}`;
-    const problem = doc.errors[0]?.message ?? kubectlRefusal(doc);
+    const problem = doc.errors[0]?.message ?? kubectlRefusal(doc) ?? keysAsKubectl(doc, '')?.message;
     if (problem) throw new CliError(`${where}: ${problem}`);
     let value: unknown;
     try {

@@ -1,4 +1,5 @@
-import { type CollectionTag, type Document, type DocumentOptions, type ParseOptions, type ScalarTag, type SchemaOptions, type ToStringOptions, visit } from 'yaml';
+import { type CollectionTag, type Document, type DocumentOptions, isAlias, isPair, isScalar, isSeq, type Node, type Pair, type ParseOptions, Scalar, type ScalarTag, type SchemaOptions, type ToStringOptions, visit } from 'yaml';
+import { joinField } from '../validation/schema-errors.js';
 
 /**
  * Integers with a prefix Go reads and YAML 1.1 does not (`0o17`, and `0O`, `0X`, `0B` in capitals):
@@ -66,6 +67,13 @@ export const KUBECTL_YAML: ParseOptions & DocumentOptions & SchemaOptions & ToSt
   ],
 };
 
+/**
+ * KUBECTL_YAML for reading a manifest whose keys `keysAsKubectl` then checks: a key given twice is
+ * found there, as kubectl's JSON has the keys, and named by its path. The yaml package's own check
+ * compares parsed values, which is not the same: it takes `-0` and `-0.0` (kubectl's "0" and "-0")
+ * for one key, and `1` and `"1"` (both "1") for two.
+ */
+export const KUBECTL_MANIFEST: typeof KUBECTL_YAML = { ...KUBECTL_YAML, uniqueKeys: false };
 
 /**
  * YAML 1.1 tags kubectl does not give their YAML meaning: a timestamp stays a string there, and
@@ -98,4 +106,154 @@ export function kubectlRefusal(doc: Document): string | undefined {
   });
   if (infinite !== undefined) return `${infinite} is not a finite number, which JSON cannot carry (kubectl refuses it too): quote it to mean the text`;
   return undefined;
+}
+
+/** A key kubectl would not read as the hub does: where, and why. */
+export interface KeyRefusal {
+  /** The path of the key (`body.data["1"]`), or of the mapping holding it when the key has no text. */
+  field: string;
+  message: string;
+  hint: string;
+}
+
+/**
+ * Writes every mapping key of `doc` as the text kubectl's conversion to JSON makes of it
+ * (sigs.k8s.io/yaml's convertToJSONableObject), so that `doc.toJS()` gives kubectl's keys: a string
+ * as it is, an integer in decimal (`0x10` is "16", `9223372036854775807` exactly), a float as Go's
+ * `strconv.FormatFloat(f, 'g', -1, 32)` writes it (`1.0e6` is "1e+06", `3.14159265` "3.1415927",
+ * `-0.0` "-0"), a boolean "true" or "false". Answers the first key that cannot be written so, as
+ * kubectl refuses it (a null key: `~`, `null`, an empty key; a sequence or mapping as a key; an
+ * integer past int64 that fits 64 bits unsigned), or that gives a mapping a key twice once written
+ * (`1` and `"1"`: kubectl keeps one of the two, not always the same one), naming it under `root`.
+ */
+export function keysAsKubectl(doc: Document, root: string): KeyRefusal | undefined {
+  let refusal: KeyRefusal | undefined;
+  visit(doc, {
+    Map(_key, map, path) {
+      const field = fieldOf(root, path, map);
+      const where = field || 'the document';
+      const seen = new Map<string, string>();
+      for (const pair of map.items) {
+        const given = pair.key as Node | null;
+        const key = isAlias(given) ? given.resolve(doc) : given;
+        // A `<<` merge key: the yaml package merges it as go-yaml does.
+        if (isScalar(key) && typeof key.value === 'symbol') continue;
+        if (key === null || key === undefined || (isScalar(key) && key.value === null)) {
+          refusal = { field: where, message: `${where} has a null key (${written(given)}), which kubectl refuses`, hint: 'quote the key to mean the text ("~"), or remove it' };
+          return visit.BREAK;
+        }
+        if (!isScalar(key)) {
+          refusal = { field: where, message: `${where} has a key that is a ${isSeq(key) ? 'sequence' : 'mapping'}, which kubectl refuses`, hint: 'a key must be text, a number or a boolean' };
+          return visit.BREAK;
+        }
+        const text = kubectlKey(key);
+        if (text === undefined) {
+          refusal = { field: where, message: `${where} has the key ${written(key)}, an integer past 64 bits signed, which kubectl refuses`, hint: 'quote the key to mean the text' };
+          return visit.BREAK;
+        }
+        const before = seen.get(text);
+        if (before !== undefined) {
+          const at = joinField(field, text);
+          const same = before === written(key) ? 'a key may appear once in a mapping' : `the keys ${before} and ${written(key)} are both ${JSON.stringify(text)} in JSON`;
+          refusal = { field: at, message: `${at} is given twice: ${same}`, hint: 'remove one of the two (kubectl keeps one of them, not always the same one)' };
+          return visit.BREAK;
+        }
+        seen.set(text, written(key));
+        // A new node, not the key's own changed: an alias key's anchor may be a value elsewhere.
+        // An anchored key keeps its anchor on the text (an alias of it then reads the text too).
+        if (key.value !== text) {
+          const replaced = new Scalar(text);
+          if (!isAlias(given) && key.anchor) replaced.anchor = key.anchor;
+          pair.key = replaced;
+        }
+      }
+      return undefined;
+    },
+  });
+  return refusal;
+}
+
+/** The path of `node` under `root`, from the keys (already written as kubectl's) and indexes above it. */
+function fieldOf(root: string, path: readonly unknown[], node: unknown): string {
+  let field = root;
+  const chain = [...path, node];
+  for (let i = 0; i < chain.length - 1; i++) {
+    const at = chain[i];
+    const next = chain[i + 1];
+    if (isPair(at) && at.value === next) {
+      const key = at.key as Node | null;
+      field = joinField(field, String((isScalar(key) ? key.value : null) ?? ''));
+    } else if (isSeq(at)) field = `${field}[${at.items.indexOf(next as Node)}]`;
+  }
+  return field;
+}
+
+/** A key as written: `1`, `"1"`, `'1'`, `~`. */
+function written(node: Node | Pair | null | undefined): string {
+  if (isAlias(node)) return `*${node.source}`;
+  if (!isScalar(node)) return 'an empty key';
+  const source = node.source ?? String(node.value);
+  if (source === '' && node.type === Scalar.PLAIN) return 'an empty key';
+  if (node.type === Scalar.QUOTE_DOUBLE) return JSON.stringify(source);
+  if (node.type === Scalar.QUOTE_SINGLE) return `'${source}'`;
+  return source;
+}
+
+/** An integer as Go's `strconv.ParseInt(text, 0, 64)` reads one (underscores already dropped). */
+const GO_INT = /^[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO]?[0-7]+|[1-9][0-9]*|0)$/;
+/** go-yaml v2's float syntax (`yamlStyleFloat`). */
+const GO_YAML_FLOAT = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/**
+ * The text sigs.k8s.io/yaml makes of a scalar key: undefined for one it refuses (go-yaml reads an
+ * integer past int64 that fits 64 bits unsigned as a uint64, a key type the conversion refuses).
+ */
+function kubectlKey(key: Scalar): string | undefined {
+  const value = key.value;
+  if (typeof value === 'string') return value;
+  if (typeof value === 'boolean') return String(value);
+  if (typeof value !== 'number' && typeof value !== 'bigint') return String(value);
+  const text = (key.source ?? String(value)).replaceAll('_', '');
+  if (GO_INT.test(text)) {
+    const digits = text.replace(/^[-+]/, '');
+    const magnitude = /^0[0-7]+$/.test(digits) ? BigInt(`0o${digits.slice(1)}`) : BigInt(digits);
+    const n = text.startsWith('-') ? -magnitude : magnitude;
+    if (n >= INT64_MIN && n <= INT64_MAX) return n.toString();
+    if (!/^[-+]/.test(text) && n <= UINT64_MAX) return undefined;
+    // Past 64 bits: go-yaml reads a decimal as a float, anything else as the text itself.
+    if (!GO_YAML_FLOAT.test(text)) return key.source;
+  }
+  return goFloat32(Number(value));
+}
+
+/** `strconv.FormatFloat(value, 'g', -1, 32)` as sigs.k8s.io/yaml writes a float key (`+Inf` as `.inf`). */
+export function goFloat32(value: number): string {
+  const f = Math.fround(value);
+  if (Number.isNaN(f)) return '.nan';
+  if (!Number.isFinite(f)) return f > 0 ? '.inf' : '-.inf';
+  if (f === 0) return Object.is(f, -0) ? '-0' : '0';
+  // The fewest significant digits that read back as the same float32.
+  let mantissa = '';
+  let exp = 0;
+  for (let precision = 1; precision <= 9; precision++) {
+    const [m, e] = Math.abs(f).toExponential(precision - 1).split('e') as [string, string];
+    if (Math.fround(Number(`${m}e${e}`)) === Math.abs(f)) {
+      mantissa = m.replace('.', '').replace(/0+$/, '') || '0';
+      exp = Number(e);
+      break;
+    }
+  }
+  const sign = f < 0 ? '-' : '';
+  // Go's shortest %g: the exponent form below 1e-4 and from 1e+06 on.
+  if (exp < -4 || exp >= 6) {
+    const digits = mantissa.length > 1 ? `${mantissa[0]}.${mantissa.slice(1)}` : mantissa;
+    return `${sign}${digits}e${exp < 0 ? '-' : '+'}${String(Math.abs(exp)).padStart(2, '0')}`;
+  }
+  if (exp < 0) return `${sign}0.${'0'.repeat(-exp - 1)}${mantissa}`;
+  const whole = mantissa.slice(0, exp + 1).padEnd(exp + 1, '0');
+  const fraction = mantissa.slice(exp + 1);
+  return `${sign}${whole}${fraction ? `.${fraction}` : ''}`;
 }
