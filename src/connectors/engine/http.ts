@@ -1,4 +1,5 @@
 import { TextDecoder } from 'node:util';
+import { type BrotliOptions, constants, createBrotliDecompress, createGunzip, createInflate, createInflateRaw, type ZlibOptions } from 'node:zlib';
 import { type Dispatcher, request } from 'undici';
 import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
@@ -57,8 +58,9 @@ const ERROR_BODY_BYTES = 64 * 1024;
  * Sends one request under the retry policy: takes a token from the connector's bucket before every
  * attempt, retries 408/429/500/502/503/504 and network errors (a failure while reading a 2xx body
  * included), and answers the final response: a 2xx with its JSON body parsed (one page in memory,
- * bounded by maxPageBytes), anything else with the start of its body as text. An empty 2xx body other
- * than a 204's is retried as a cut-off one, then unreadable; a compressed one is unreadable at once. Cancellation (the
+ * bounded by maxPageBytes), anything else with the start of its body as text (decompressed, or
+ * described when it is no text: errorText). An empty 2xx body other than a 204's or a 205's (no
+ * content, both) is retried as a cut-off one, then unreadable; a compressed one is unreadable at once. Cancellation (the
  * signal) interrupts waits and the request in flight with a CancelledError.
  */
 export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promise<Exchange> {
@@ -117,11 +119,11 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
       }
       try {
         const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES, charsetOf(headers)));
-        // An empty 2xx other than 204 is a page lost on the way (a proxy hiccup), not a page of no records.
-        if (status !== 204 && text.trim() === '') {
+        // An empty 2xx other than 204 or 205 is a page lost on the way (a proxy hiccup), not a page of no records.
+        if (!NO_CONTENT.has(status) && text.trim() === '') {
           if (attempt >= attempts) {
             throw new UnreadableResponseError(
-              `upstream answered HTTP ${status} with an empty body (content-type ${contentType(headers)}) after ${attempt} attempt(s): only HTTP 204 may answer no content, so the page is unreadable rather than empty`,
+              `upstream answered HTTP ${status} with an empty body (content-type ${contentType(headers)}) after ${attempt} attempt(s): only HTTP 204 or 205 may answer no content, so the page is unreadable rather than empty`,
               status,
             );
           }
@@ -138,7 +140,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
       }
     }
     if (TRANSIENT_STATUSES.has(status) && attempt < attempts && o.isFinal) {
-      const text = await guard(readText(res.body, ERROR_BODY_BYTES)).catch((err) => {
+      const text = await guard(errorText(res.body, status, headers, ERROR_BODY_BYTES)).catch((err) => {
         if (err instanceof CancelledError) throw err;
         return '';
       });
@@ -151,7 +153,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
       await retryAfter({ attempt, status, delayMs: backoffDelay(o.policy, attempt, headers['retry-after']) });
       continue;
     }
-    const text = await guard(readText(res.body, ERROR_BODY_BYTES)).catch((err) => {
+    const text = await guard(errorText(res.body, status, headers, ERROR_BODY_BYTES)).catch((err) => {
       if (err instanceof CancelledError) throw err;
       return '';
     });
@@ -209,9 +211,12 @@ export function charsetOf(headers: ResponseHeaders): string | undefined {
   return match?.[1];
 }
 
-/** A 2xx body as JSON; a 204's (no content) is null, no records. */
+/** The statuses that answer no content by definition: 204 No Content, 205 Reset Content. */
+const NO_CONTENT = new Set([204, 205]);
+
+/** A 2xx body as JSON; a 204's or 205's (no content) is null, no records. */
 function parseJson(text: string, status: number, headers: ResponseHeaders): unknown {
-  if (status === 204 && text.trim() === '') return null;
+  if (NO_CONTENT.has(status) && text.trim() === '') return null;
   try {
     return parseJsonExact(text);
   } catch {
@@ -230,16 +235,17 @@ const COMPRESSING = new Set(['gzip', 'x-gzip', 'deflate', 'br', 'compress', 'x-c
 /**
  * The Content-Encoding of an answer when it names a coding that compresses (undici hands the body
  * over as sent: the hub asks for none). Anything else (identity, or a value some servers send by
- * mistake such as `utf-8` or `none`) leaves the body to be read as it is; a 204 has no body to read.
+ * mistake such as `utf-8` or `none`) leaves the body to be read as it is; a 204 or 205 has no body to read.
  */
 function compressedWith(status: number, headers: ResponseHeaders): string | undefined {
-  if (status === 204) return undefined;
+  if (NO_CONTENT.has(status)) return undefined;
   const value = headers['content-encoding'];
   const codings = (Array.isArray(value) ? value.join(',') : (value ?? '')).split(',').map((c) => c.trim().toLowerCase()).filter(Boolean);
   return codings.some((c) => COMPRESSING.has(c)) ? codings.join(', ') : undefined;
 }
 
-async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {
+/** The start of a body: at most maxBytes of it, and whether there was more. */
+async function readStart(body: AsyncIterable<unknown>, maxBytes: number): Promise<{ bytes: Buffer; more: boolean }> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of body) {
@@ -248,7 +254,80 @@ async function readText(body: Dispatcher.ResponseData['body'], maxBytes: number)
     size += buf.length;
     if (size >= maxBytes) break;
   }
-  return Buffer.concat(chunks).subarray(0, maxBytes).toString('utf8');
+  return { bytes: Buffer.concat(chunks).subarray(0, maxBytes), more: size > maxBytes };
+}
+
+/** The content codings an error page is decompressed from; a cut-off stream is decompressed as far as it goes. */
+const DECOMPRESSORS: Record<string, (bytes: Buffer) => NodeJS.ReadWriteStream> = {
+  gzip: () => createGunzip(CUT_OFF_ZLIB),
+  'x-gzip': () => createGunzip(CUT_OFF_ZLIB),
+  // `deflate` is the zlib format; some servers send the raw one (no header whose 16 bits are a multiple of 31).
+  deflate: (bytes) => ((bytes[0]! & 0x0f) === 8 && ((bytes[0]! << 8) | bytes[1]!) % 31 === 0 ? createInflate(CUT_OFF_ZLIB) : createInflateRaw(CUT_OFF_ZLIB)),
+  br: () => createBrotliDecompress(CUT_OFF_BROTLI),
+};
+const CUT_OFF_ZLIB: ZlibOptions = { finishFlush: constants.Z_SYNC_FLUSH };
+const CUT_OFF_BROTLI: BrotliOptions = { finishFlush: constants.BROTLI_OPERATION_FLUSH };
+
+/** At most maxBytes of `bytes` decompressed from `coding`, or undefined when the hub has no decoder for it or nothing decompresses. */
+async function decompressed(bytes: Buffer, coding: string, maxBytes: number): Promise<Buffer | undefined> {
+  const make = DECOMPRESSORS[coding];
+  if (!make || bytes.length === 0) return undefined;
+  const stream = make(bytes);
+  stream.end(bytes);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    // Leaving the loop destroys the stream: a body that expands without end is decompressed no further.
+    for await (const chunk of stream) {
+      chunks.push(chunk as Buffer);
+      size += (chunk as Buffer).length;
+      if (size >= maxBytes) break;
+    }
+  } catch {
+    if (size === 0) return undefined;
+  }
+  return Buffer.concat(chunks).subarray(0, maxBytes);
+}
+
+/**
+ * The start of a non-2xx answer's body as text to quote, never binary: at most maxBytes read; a
+ * body compressed with gzip, deflate or br is decompressed (at most maxBytes of it, as a page is
+ * bounded); one in another coding (zstd, compress, several) or that does not decompress is named
+ * with its size instead, and so is one that is no text (a NUL, or more than a tenth of its
+ * characters control characters or bytes invalid in its charset). Text is decoded in the declared
+ * charset (UTF-8 when none), leniently: an error page is quoted, not stored.
+ */
+async function errorText(body: Dispatcher.ResponseData['body'], status: number, headers: ResponseHeaders, maxBytes: number): Promise<string> {
+  const { bytes, more } = await readStart(body, maxBytes);
+  const declared = Number(Array.isArray(headers['content-length']) ? headers['content-length'][0] : headers['content-length']);
+  const size = Number.isFinite(declared) && declared >= bytes.length ? `${declared} bytes` : more ? `more than ${maxBytes} bytes` : `${bytes.length} bytes`;
+  const coding = compressedWith(status, headers);
+  let text: Buffer = bytes;
+  if (coding !== undefined) {
+    const plain = await decompressed(bytes, coding, maxBytes);
+    if (plain === undefined) return `(a ${coding}-compressed body of ${size}, not shown)`;
+    text = plain;
+  }
+  let decoder: TextDecoder;
+  try {
+    decoder = new TextDecoder(charsetOf(headers) ?? 'utf-8');
+  } catch {
+    decoder = new TextDecoder('utf-8');
+  }
+  // stream: a character cut at maxBytes is not taken for an invalid one.
+  const decoded = decoder.decode(text, { stream: true });
+  return isText(decoded) ? decoded : `(a ${coding === undefined ? '' : `${coding}-compressed `}body of ${size} that is not text, content-type ${contentType(headers)}, not shown)`;
+}
+
+/** Whether decoded text reads as text: no NUL, and at most a tenth control characters (but tab and line breaks) or U+FFFD. */
+function isText(text: string): boolean {
+  let odd = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0) return false;
+    if ((c < 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d && c !== 0x0c) || c === 0x7f || c === 0xfffd) odd++;
+  }
+  return odd * 10 <= text.length;
 }
 
 function errorCode(err: unknown): string {

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { gzipSync } from 'node:zlib';
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { draftEndpoint } from '../draft.js';
 import type { Pagination } from '../types.js';
@@ -67,6 +67,33 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       res.writeHead(204, { 'content-encoding': 'gzip' });
       res.end();
       return;
+    // offset 4 answers 205 Reset Content, which has no body either.
+    case '/off-205':
+      if (offset === 4) {
+        res.writeHead(205);
+        res.end();
+        return;
+      }
+      page(res, offset, limit);
+      return;
+    case '/gzip-205':
+      res.writeHead(205, { 'content-encoding': 'gzip' });
+      res.end();
+      return;
+    // An error page compressed in the coding asked for (`raw`: deflate without its zlib wrapper).
+    case '/error': {
+      const as = url.searchParams.get('as') ?? 'gzip';
+      const text = url.searchParams.get('big') ? 'a'.repeat(10 * 1024 * 1024) : '{"error": "quota exceeded",\n "tenant": "acme"}';
+      const compress: Record<string, (b: Buffer) => Buffer> = { gzip: gzipSync, 'x-gzip': gzipSync, deflate: deflateSync, raw: deflateRawSync, br: brotliCompressSync };
+      const bytes = compress[as] ? compress[as](Buffer.from(text)) : Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x58, 0x61, 0x00, 0xff, 0x13]);
+      res.writeHead(Number(url.searchParams.get('status') ?? 400), { 'content-type': 'application/json', 'content-encoding': as === 'raw' ? 'deflate' : as, 'content-length': bytes.length });
+      res.end(bytes);
+      return;
+    }
+    case '/error-binary':
+      res.writeHead(400, { 'content-type': 'application/octet-stream' });
+      res.end(Buffer.from(Array.from({ length: 300 }, (_, i) => (i * 37) % 256)));
+      return;
     case '/latin1':
       res.writeHead(200, { 'content-type': 'application/json; charset=iso-8859-1' });
       res.end(Buffer.from('[{"id":"1","name":"Jos\xe9 M\xfcller"}]', 'latin1'));
@@ -115,7 +142,7 @@ describe('an empty 2xx body is unreadable, not a page of nothing (probe 31 H4)',
     expect(ids(result.items)).toEqual(['r0', 'r1', 'r2', 'r3']);
     expect(result.error).toBeInstanceOf(UnreadableResponseError);
     expect(result.error?.message).toBe(
-      'upstream answered HTTP 200 with an empty body (content-type application/json) after 5 attempt(s): only HTTP 204 may answer no content, so the page is unreadable rather than empty',
+      'upstream answered HTTP 200 with an empty body (content-type application/json) after 5 attempt(s): only HTTP 204 or 205 may answer no content, so the page is unreadable rather than empty',
     );
     expect(result.error).toMatchObject({ runStatus: 'Failed', status: 200 });
     expect(hits.get('/off-emptybody?offset=4&limit=2')).toBe(5);
@@ -135,11 +162,23 @@ describe('an empty 2xx body is unreadable, not a page of nothing (probe 31 H4)',
     expect(hits.get('/off-204?offset=4&limit=2')).toBe(1);
   });
 
+  it('205 Reset Content has no body either: no records, the read ends there, whatever its Content-Encoding', async () => {
+    const retries: RetryEvent[] = [];
+    const result = await readAll(connectorSpec(base), endpointSpec('/off-205', offset), engineContext({}, { onRetry: (e) => retries.push(e) }));
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(['r0', 'r1', 'r2', 'r3']);
+    expect(hits.get('/off-205?offset=4&limit=2')).toBe(1);
+    expect(retries).toEqual([]);
+    const empty = await readAll(connectorSpec(base), endpointSpec('/gzip-205', { kind: 'none', response_path: '$' }), engineContext());
+    expect(empty.error).toBeUndefined();
+    expect(empty.items).toEqual([]);
+  });
+
   it('the pre-flight of an empty 200 is no `ok` with 0 items, and shows the 200', async () => {
     const report = await firstPage(connectorSpec(base), endpointSpec('/off-emptybody', { ...offset, start_offset: 4 } as const), engineContext());
     expect(report).toMatchObject({ status: 200, items: [] });
     expect(report.verdict).toBe(
-      'upstream answered HTTP 200 with an empty body (content-type application/json) after 1 attempt(s): only HTTP 204 may answer no content, so the page is unreadable rather than empty',
+      'upstream answered HTTP 200 with an empty body (content-type application/json) after 1 attempt(s): only HTTP 204 or 205 may answer no content, so the page is unreadable rather than empty',
     );
   });
 });
@@ -182,6 +221,32 @@ describe('a compressed body the hub did not ask for (probe 31 L3)', () => {
   it('draft says the source answered 200 and why its answer is unreadable, not that it did not answer', async () => {
     const err = await draftEndpoint(connectorSpec(base), { path: '/gzip' }, engineContext()).catch((e: unknown) => e);
     expect((err as Error).message).toBe(`GET /gzip: ${GZIP}`);
+  });
+});
+
+describe('a compressed error page', () => {
+  const failed = async (path: string) => (await readAll(connectorSpec(base), endpointSpec(path, { kind: 'none', response_path: '$' }), engineContext())).error?.message;
+  const HTTP_400 = 'upstream returned HTTP 400 (permanent) — refusing to ingest its body as data: ';
+
+  it('is decompressed before it is quoted (gzip, deflate with or without its zlib wrapper, br)', async () => {
+    for (const as of ['gzip', 'x-gzip', 'deflate', 'raw', 'br']) expect({ as, message: await failed(`/error?as=${as}`) }).toEqual({ as, message: `${HTTP_400}{"error": "quota exceeded", "tenant": "acme"}` });
+  });
+
+  it('a transient one too, after its retries', async () => {
+    expect(await failed('/error?as=gzip&status=503')).toBe('upstream returned HTTP 503 (transient) — refusing to ingest its body as data: {"error": "quota exceeded", "tenant": "acme"}');
+  });
+
+  it('one that expands past 64 KiB (10 MB of text from 10 KB) is decompressed no further, and quoted as any long page is', async () => {
+    const message = await failed('/error?as=gzip&big=1');
+    expect(message).toBe(`${HTTP_400}${'a'.repeat(500)}…`);
+  });
+
+  it('in a coding the hub does not decode, it is named with its size, never quoted', async () => {
+    expect(await failed('/error?as=zstd')).toBe(`${HTTP_400}(a zstd-compressed body of 10 bytes, not shown)`);
+  });
+
+  it('a body that is not text is described, not quoted', async () => {
+    expect(await failed('/error-binary')).toBe(`${HTTP_400}(a body of 300 bytes that is not text, content-type application/octet-stream, not shown)`);
   });
 });
 
