@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { parseDocument } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
-import { AuthenticationRequired, Forbidden, MissingIntegratorRole, UnsupportedMediaType, ValidationError } from '../src/errors.js';
+import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
 import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
@@ -11,6 +11,7 @@ import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
 import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { validate } from './validation.js';
+import { MAX_YAML_BYTES, yamlNestsDeeperThan } from '../src/manifests/yaml-limits.js';
 import { KUBECTL_MANIFEST, keysAsKubectl, kubectlRefusal } from '../src/manifests/yaml.js';
 
 const PLATFORM = '/api/platform/';
@@ -163,8 +164,14 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
   const types = decl.bodyTypes ?? ['application/json'];
   let value: unknown;
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
+    const text = String(raw ?? '');
+    if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
+      throw new PayloadTooLarge('YAML body too large: at most 1 MiB', 'send the manifest as JSON (Content-Type: application/json), read up to svc.http.body-limit');
+    }
+    // Compact nesting is refused from the tokens, before the parser spends seconds on it.
+    if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) throw tooDeep();
     try {
-      const doc = parseDocument(String(raw ?? ''), KUBECTL_MANIFEST);
+      const doc = parseDocument(text, KUBECTL_MANIFEST);
       if (doc.errors[0]) throw doc.errors[0];
       const refusal = kubectlRefusal(doc);
       if (refusal) throw new ValidationError(`body is not a manifest kubectl would read the same: ${refusal}`, 'body');

@@ -46,6 +46,20 @@ export class UnsupportedMediaType extends HubError {
   }
 }
 
+/** 413 `{error, hint}`: a body the hub will not read at that size in the media type it came in. */
+export class PayloadTooLarge extends HubError {
+  constructor(
+    message: string,
+    readonly hint: string,
+  ) {
+    super(message);
+    this.name = 'PayloadTooLarge';
+  }
+  render(): Rendered {
+    return { status: 413, body: { json: { error: this.message, hint: this.hint } } };
+  }
+}
+
 /** 404 `{error}` */
 export class NotFoundError extends HubError {
   constructor(message = 'not found') {

@@ -2,6 +2,8 @@ import { type Dispatcher, request } from 'undici';
 import { describeNetworkError } from '../egress/network-error.js';
 import { parse as parseYaml, stringify } from 'yaml';
 import { ValidationError } from '../errors.js';
+import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
+import { MAX_YAML_BYTES, yamlNestsDeeperThan } from '../manifests/yaml-limits.js';
 import { KUBECTL_YAML } from '../manifests/yaml.js';
 
 type Schema = { type?: string; properties?: Record<string, Schema>; items?: Schema; $ref?: string; format?: string };
@@ -119,8 +121,15 @@ async function fetchDocument(url: URL, dispatcher: Dispatcher | undefined): Prom
   try {
     return JSON.parse(text) as OpenApi;
   } catch {
+    // YAML is read on the event loop, about a hundred times slower than JSON: at most 1 MiB of it,
+    // compact nesting refused from its tokens, and keys not compared with every earlier key of their
+    // mapping (the yaml package's check takes time growing with the square of their number).
+    if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
+      throw new ValidationError(`the document at ${url.href} is not JSON, and larger than the 1 MiB of YAML the hub reads`, 'openapiUrl', 'point openapiUrl at the JSON form of the document (read up to 5 MiB)');
+    }
+    if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
     try {
-      return parseYaml(text) as OpenApi;
+      return parseYaml(text, { uniqueKeys: false }) as OpenApi;
     } catch {
       return undefined;
     }

@@ -40,6 +40,9 @@ const openapi = {
   },
 };
 
+/** An OpenAPI document in YAML whose `paths` mapping holds 60,000 keys (about 0.8 MB). */
+const manyPaths = stringify({ ...openapi, paths: { ...openapi.paths, ...Object.fromEntries(Array.from({ length: 60_000 }, (_, i) => [`/p${i}`, {}])) } });
+
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', log: () => undefined });
   hub = await startTestHub({ 'svc.credentials.env-allow': 'TOOLS_DEMO_*' });
@@ -47,6 +50,9 @@ beforeAll(async () => {
     if (path === '/openapi.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(openapi) };
     if (path === '/openapi.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: stringify(openapi) };
     if (path === '/not-a-spec') return { body: '<html>hello</html>' };
+    if (path === '/many-paths.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: manyPaths };
+    if (path === '/large.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `${stringify(openapi)}# ${'x'.repeat(1024 * 1024)}\n` };
+    if (path === '/deep.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n` };
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
     if (path === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
     if (path === '/records/mixed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { name: 'no id' }, { id: '' }]) };
@@ -236,6 +242,29 @@ describe('scaffold', () => {
       const check = (await (await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: text })).json()) as { valid: boolean; errors: unknown[] };
       expect(check).toMatchObject({ valid: true, errors: [] });
     }
+  });
+
+  it('reads YAML in time growing with its length, and refuses YAML past 1 MiB or nested compactly past 64 levels', async () => {
+    // The yaml package's own duplicate-key check compares each key with every earlier key of its
+    // mapping: 60,000 paths took it minutes. The hub's reading must cost about what a plain read does.
+    let started = performance.now();
+    parse(manyPaths, { uniqueKeys: false });
+    const plainMs = performance.now() - started;
+    started = performance.now();
+    const drafted = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}/many-paths.yaml`, name: 'many' }) });
+    const hubMs = performance.now() - started;
+    expect(drafted.status).toBe(200);
+    expect({ hubMs, plainMs, within: hubMs < 5 * plainMs + 1000 }).toMatchObject({ within: true });
+
+    const refused = async (path: string) => {
+      const res = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}${path}`, name: 'x' }) });
+      return { status: res.status, body: (await res.json()) as { error: string; field: string; hint?: string } };
+    };
+    expect(await refused('/large.yaml')).toEqual({
+      status: 400,
+      body: { error: `the document at ${docsUrl}/large.yaml is not JSON, and larger than the 1 MiB of YAML the hub reads`, field: 'openapiUrl', hint: expect.stringContaining('JSON form') },
+    });
+    expect(await refused('/deep.yaml')).toEqual({ status: 400, body: { error: `the document at ${docsUrl}/deep.yaml nests deeper than 64 levels`, field: 'openapiUrl' } });
   });
 
   it('refuses a URL that holds no readable OpenAPI document', async () => {
