@@ -9,8 +9,10 @@ import { firstPage } from '../engine/read.js';
 import type { DemoSource } from '../../demo-source/server.js';
 import { connectorSpec, endpointSpec, engineContext, readAll, startFixtureSource } from '../engine/testing/specs.js';
 import type { Auth, ConnectorSpec, HeaderSpec } from '../types.js';
+import { parseRef } from '../../platform/secrets/store.js';
 import { composeHeaders } from './headers.js';
 import { resolveAuth } from './index.js';
+import { createCredentialResolver } from './resolver.js';
 import { resolveTemplates } from './template.js';
 
 let source: DemoSource;
@@ -129,6 +131,40 @@ describe('headers and auth on the wire', () => {
     const result = await readAll(connectorSpec(source.url), echoEndpoint({ method: 'POST', body: 'since={{env:NOT_SET_ANYWHERE}}' }), engineContext());
     expect(result.error).toBeInstanceOf(TemplateError);
     expect(result.error?.message).toBe("template {{env:NOT_SET_ANYWHERE}} in endpoint partners body did not resolve: the tenant has no stored secret NOT_SET_ANYWHERE (the hub's environment is read only for names allowed by svc.credentials.env-allow)");
+  });
+});
+
+describe('{{env:secret:NAME}}', () => {
+  // A secret store as the hub's is: per tenant, `secret:NAME` or NAME, a name of another form unknown.
+  const stored: Record<number, Record<string, string>> = { 1: { ETOK: 'tenant-one-value' }, 2: { X: 'tenant-two-value' } };
+  const secrets = { resolveSecret: async (tenantId: number, ref: string) => (parseRef(ref) !== undefined ? stored[tenantId]?.[parseRef(ref)!] : undefined) };
+  const ctx = () => engineContext({}, { resolveCredential: createCredentialResolver({ secrets, envAllow: ['*'], env: { ETOK: 'from-env', X: 'from-env' } }, 1, 'connector:t') });
+
+  it('resolves in a header value and a POST body as value_env secret:NAME does: the stored secret only', async () => {
+    const result = await readAll(
+      connectorSpec(source.url, { headers: [{ name: 'X-Val', value: '{{env:secret:ETOK}}' }, { name: 'X-Env', value_env: 'secret:ETOK' }] }),
+      echoEndpoint({ method: 'POST', body: { v: '{{ env:secret:ETOK }}' } }),
+      ctx(),
+    );
+    expect(result.error).toBeUndefined();
+    const seen = result.items[0] as Echo;
+    expect(seen.headers['x-val']).toBe('tenant-one-value');
+    expect(seen.headers['x-env']).toBe('tenant-one-value');
+    expect(JSON.parse(seen.body)).toEqual({ v: 'tenant-one-value' });
+  });
+
+  it('another tenant\'s secret or a path-like name never resolves and is never sent as written: the read fails naming it', async () => {
+    for (const name of ['secret:X', 'secret:../2/X', '2:X', 'secret:2:X']) {
+      const result = await readAll(connectorSpec(source.url, { headers: [{ name: 'X-Val', value: `{{env:${name}}}` }] }), echoEndpoint(), ctx());
+      expect(result.error).toBeInstanceOf(TemplateError);
+      expect(result.items).toEqual([]);
+    }
+    const missing = await readAll(connectorSpec(source.url, { headers: [{ name: 'X-Val', value: '{{env:secret:X}}' }] }), echoEndpoint(), ctx());
+    expect(missing.error?.message).toBe('template {{env:secret:X}} in header X-Val did not resolve: the tenant has no stored secret X');
+    const malformed = await readAll(connectorSpec(source.url), echoEndpoint({ method: 'POST', body: 'v={{env:secret:../2/X}}' }), ctx());
+    expect(malformed.error?.message).toBe(
+      "a {{env:…}} template in endpoint partners body names no value: a name is letters, digits, _, . and - (at most 128, not starting with . or -), or secret:NAME for the tenant's stored secret only",
+    );
   });
 });
 

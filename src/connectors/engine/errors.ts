@@ -1,4 +1,5 @@
 import { describeNetworkError } from '../../egress/network-error.js';
+import { isNamedValue, NAMED_VALUE_RULE } from '../auth/names.js';
 /**
  * What a connector read can end with, other than success. Each error carries the run status the
  * runner records (`runStatus`) and whether running again may help (`retryable`, reported on
@@ -27,6 +28,14 @@ interface Kind {
   /** Fields the error carries besides the message. */
   details?: (...args: Args) => object;
   cause?: (...args: Args) => unknown;
+}
+
+/** Why a `{{env:NAME}}` did not resolve: no such value (a `secret:NAME` reads the store only), or NAME is no name. */
+function templateProblem(variable: string, where: string): string {
+  // Not quoted: what stands there is no name, and could be anything the manifest's author wrote.
+  if (!isNamedValue(variable)) return `a {{env:…}} template in ${where} names no value: ${NAMED_VALUE_RULE}`;
+  if (variable.startsWith('secret:')) return `template {{env:${variable}}} in ${where} did not resolve: the tenant has no stored secret ${variable.slice('secret:'.length)}`;
+  return `template {{env:${variable}}} in ${where} did not resolve: the tenant has no stored secret ${variable} (the hub's environment is read only for names allowed by svc.credentials.env-allow)`;
 }
 
 /**
@@ -158,12 +167,12 @@ const KINDS = {
       `the stored secret ${credential} cannot be decrypted with this hub's svc.secret.master-key: the key was changed since it was stored (start the hub with the earlier key, or store the secret again)`,
     details: (credential: string) => ({ credential }),
   },
-  /** A `{{env:NAME}}` template naming a value that did not resolve. */
+  /** A `{{env:NAME}}` template naming a value that did not resolve, or a name of the wrong form. */
   template_unresolved: {
     name: 'TemplateError',
     runStatus: 'Failed',
     retryable: false,
-    message: (variable: string, where: string) => `template {{env:${variable}}} in ${where} did not resolve: the tenant has no stored secret ${variable} (the hub's environment is read only for names allowed by svc.credentials.env-allow)`,
+    message: (variable: string, where: string) => templateProblem(variable, where),
     details: (variable: string) => ({ variable }),
   },
   /** The pagination cannot go on: `custom` on its second page, a position that does not advance, a link off the source. */

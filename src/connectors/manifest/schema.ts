@@ -1,5 +1,6 @@
 import { said } from '../../manifests/checking.js';
 import { CONNECTOR_TYPES, PROMOTE_TYPES, TRANSFORMS } from '../types.js';
+import { NAMED_VALUE_PATTERN } from '../auth/names.js';
 import { PRESET_NAMES } from './presets.js';
 
 /**
@@ -52,7 +53,7 @@ const NAMED_VALUE =
 
 const credentialName = (description: string): Schema =>
   said(
-    { type: 'string', pattern: '^(secret:)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$', description: `${description} ${NAMED_VALUE} Never the value itself.` },
+    { type: 'string', pattern: NAMED_VALUE_PATTERN, description: `${description} ${NAMED_VALUE} Never the value itself.` },
     'must be a name (letters, digits, _, ., -; optionally secret:NAME), never the credential itself',
   );
 

@@ -58,6 +58,36 @@ describe('inline credentials', () => {
     const withPath = manifest({ endpoints: [{ id: 'p', path: '/items?key={{env:KEY}}', target: { kind: 'hybrid', table: 'ext.p', unique_key: '$.id' } }] });
     expect(errorsOf(withPath)).toEqual({ 'spec.endpoints[0].path': `spec.endpoints[0].path: ${REFUSALS.urlTemplate}` });
   });
+  it('{{env:secret:NAME}} is a template as value_env secret:NAME is a name; a credential header may take its value from one', () => {
+    const m = manifest({
+      headers: [
+        { name: 'X-Val', value: '{{env:secret:ETOK}}' },
+        { name: 'Authorization', value: 'Bearer {{ env:secret:TOK }}' },
+      ],
+      endpoints: [endpoint({ method: 'POST', body: { q: '{{env:secret:ETOK}}', '{{env:secret:K}}': 1 } })],
+    });
+    expect(valid(m).warnings).toEqual([]);
+  });
+  it('a {{env:…}} whose name is no name (another tenant, a path, a colon, empty, spaces) is refused naming the field, never taken as text', () => {
+    const rule = "a name is letters, digits, _, . and - (at most 128, not starting with . or -), or secret:NAME for the tenant's stored secret only (another tenant's secret or a path cannot be named)";
+    for (const name of ['secret:../2/X', '2:X', 'secret:2:X', 'secret:', '', 'a b', '../X', 'secret:secret:X']) {
+      const m = manifest({ headers: [{ name: 'X-Val', value: `v={{env:${name}}}` }] });
+      expect(errorsOf(m)).toEqual({ 'spec.headers[0].value': `spec.headers[0].value holds {{env:${name.trim()}}}, which names no value: ${rule}` });
+    }
+    const body = manifest({ endpoints: [endpoint({ method: 'POST', body: { filter: { token: ['ok', '{{env:secret:../2/X}}'] } } })] });
+    expect(errorsOf(body)).toEqual({ 'spec.endpoints[0].body.filter.token[1]': `spec.endpoints[0].body.filter.token[1] holds {{env:secret:../2/X}}, which names no value: ${rule}` });
+    const text = manifest({ endpoints: [endpoint({ method: 'POST', body: 'since={{env:2:X}}' })] });
+    expect(Object.keys(errorsOf(text))).toEqual(['spec.endpoints[0].body']);
+    const key = manifest({ endpoints: [endpoint({ method: 'POST', body: { '{{env:2:X}}': 1 } })] });
+    expect(Object.keys(errorsOf(key))).toEqual(['spec.endpoints[0].body.{{env:2:X}}']);
+    const variables = withEndpoint({ path: undefined, query: gqlQuery, variables: { t: '{{env:2:X}}' }, pagination: { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.partners.pageInfo.endCursor', has_more_path: '$.data.partners.pageInfo.hasNextPage', response_path: '$.data.partners.edges[*].node' } });
+    expect(Object.keys(errorsOf(variables))).toEqual(['spec.endpoints[0].variables.t']);
+    // A template that looks like a credential is not quoted back.
+    const credential = manifest({ headers: [{ name: 'X-Val', value: '{{env:sk_live_abc/def}}' }] });
+    expect(errorsOf(credential)['spec.headers[0].value']).toBe(`spec.headers[0].value holds a {{env:…}} template, which names no value: ${rule}`);
+    // In a URL every template is refused as before, whatever its name.
+    expect(errorsOf(manifest({ base_url: 'http://src.example/{{env:secret:P}}' }))).toEqual({ 'spec.base_url': `spec.base_url: ${REFUSALS.urlTemplate}` });
+  });
   it('a credential is known by its header name or by an authentication scheme in its value, whatever the name', () => {
     const headers = (h: Json[]) => manifest({ headers: h });
     const refused = [

@@ -1,10 +1,11 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { CronExpressionParser } from 'cron-parser';
-import { hasTemplate, withoutTemplates } from '../auth/template.js';
+import { NAMED_VALUE_RULE } from '../auth/names.js';
+import { hasTemplate, malformedTemplateNames, withoutTemplates } from '../auth/template.js';
 import { parseWindow } from '../schedule.js';
 import { EXT_COLUMNS, promoteColumnName, SYSTEM_COLUMNS } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
-import type { Issue } from '../../validation/schema-errors.js';
+import { type Issue, joinField } from '../../validation/schema-errors.js';
 import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
 import { connectorManifestSchema, PAGINATION_KINDS, SPEC_KEYS, STRATEGIES } from './schema.js';
@@ -241,6 +242,7 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   const headers = ((spec.headers as HeaderSpec[] | undefined) ?? []).map((h, i) => {
     if ((h.value === undefined) === (h.value_env === undefined)) errors.add(`spec.headers[${i}]`, REFUSALS.headerValue);
     else if (!inlineCredentials && h.value !== undefined && statesCredential(h.name, h.value)) errors.add(`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential);
+    if (h.value !== undefined) checkTemplateNames(h.value, `spec.headers[${i}].value`, errors);
     return h.value !== undefined ? { name: h.name, value: h.value } : { name: h.name, value_env: h.value_env };
   });
   const auth = normaliseAuth(spec.auth as Json | undefined, errors, warnings, inlineCredentials);
@@ -258,6 +260,8 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   if (baseProblem) errors.add('spec.base_url', `spec.base_url must be an absolute http or https URL: ${baseProblem}`);
   raw.forEach((e, i) => {
     if (typeof e.path === 'string' && hasTemplate(e.path)) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path: ${REFUSALS.urlTemplate}`);
+    if (e.body !== undefined) checkTemplateNames(e.body, `spec.endpoints[${i}].body`, errors);
+    if (e.variables !== undefined) checkTemplateNames(e.variables, `spec.endpoints[${i}].variables`, errors);
     const first = seen.get(e.id);
     if (first !== undefined) errors.add(`spec.endpoints[${i}].id`, `duplicate endpoint id ${quoted(e.id)}: spec.endpoints[${first}] has it too`);
     else seen.set(e.id, i);
@@ -284,6 +288,29 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   if (window) connector.window = window;
   if (Object.hasOwn(spec, 'defaults')) connector.defaults = spec.defaults;
   return connector;
+}
+
+/**
+ * Each `{{env:…}}` of a header value, a body or GraphQL variables (their keys too) must name a value
+ * as a `*_env` field does (`NAME` or `secret:NAME`): one of another form could never resolve, and
+ * must not be sent upstream as written. The error names the field and quotes the template unless it
+ * is long or has the form of a credential.
+ */
+function checkTemplateNames(value: unknown, field: string, errors: Issues): void {
+  if (typeof value === 'string') {
+    const name = malformedTemplateNames(value)[0];
+    if (name === undefined) return;
+    const shown = name.length <= 64 && !KNOWN_TOKEN.test(name) ? `{{env:${name}}}` : 'a {{env:…}} template';
+    errors.add(field, `${field} holds ${shown}, which names no value: ${NAMED_VALUE_RULE} (another tenant's secret or a path cannot be named)`);
+  } else if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) checkTemplateNames(v, `${field}[${i}]`, errors);
+  } else if (isObject(value)) {
+    for (const [k, v] of Object.entries(value)) {
+      const at = joinField(field, k);
+      checkTemplateNames(k, at, errors);
+      checkTemplateNames(v, at, errors);
+    }
+  }
 }
 
 /** Why `text` is not a URL a request can be sent to, or undefined. */
