@@ -28,7 +28,8 @@ const MAX_BYTES = 5 * 1024 * 1024;
  * base_url, one endpoint per GET operation without path parameters that answers JSON records, a
  * pagination preset guessed from the response schema, promotes from the record's scalar properties,
  * and auth from the security schemes (credentials as `*_env` names to fill in). A URL that holds no
- * readable document is refused, as is one the outbound address policy refuses (`dispatcher`).
+ * readable document is refused, as is one carrying credentials (`user:password@`) or one the outbound
+ * address policy refuses (`dispatcher`).
  */
 export async function scaffoldManifest(openapiUrl: string, name: string, dispatcher?: Dispatcher): Promise<string> {
   let url: URL;
@@ -38,6 +39,8 @@ export async function scaffoldManifest(openapiUrl: string, name: string, dispatc
     throw new ValidationError('openapiUrl is not a URL', 'openapiUrl');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ValidationError('openapiUrl must be http or https', 'openapiUrl');
+  // Never sent, and a relative server address would carry it into the drafted base_url (and every message quoting the URL).
+  if (url.username || url.password) throw new ValidationError('openapiUrl must not carry credentials (user:password@ before the host): they are never sent; publish the document where it can be read without them', 'openapiUrl');
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)) throw new ValidationError('name must be a lower-case name (letters, digits, dashes)', 'name');
   const doc = await fetchDocument(url, dispatcher);
   const unreadable = () => new ValidationError(`no readable OpenAPI document at ${url.href}`, 'openapiUrl');

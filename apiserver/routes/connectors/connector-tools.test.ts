@@ -267,6 +267,15 @@ describe('scaffold', () => {
     expect(await refused('/deep.yaml')).toEqual({ status: 400, body: { error: `the document at ${docsUrl}/deep.yaml nests deeper than 64 levels`, field: 'openapiUrl' } });
   });
 
+  it('refuses a URL carrying credentials, without quoting them (a relative server address carried them into base_url)', async () => {
+    const withUser = docsUrl.replace('://', '://user:sk_live_abc123@');
+    const res = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${withUser}/openapi.json`, name: 'x' }) });
+    const text = await res.text();
+    expect(res.status).toBe(400);
+    expect(JSON.parse(text)).toMatchObject({ field: 'openapiUrl', error: expect.stringContaining('must not carry credentials') });
+    expect(text).not.toContain('sk_live_abc123');
+  });
+
   it('refuses a URL that holds no readable OpenAPI document', async () => {
     for (const path of ['/not-a-spec', '/missing']) {
       const res = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}${path}`, name: 'x' }) });

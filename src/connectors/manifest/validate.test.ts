@@ -88,6 +88,17 @@ describe('inline credentials', () => {
     // In a URL every template is refused as before, whatever its name.
     expect(errorsOf(manifest({ base_url: 'http://src.example/{{env:secret:P}}' }))).toEqual({ 'spec.base_url': `spec.base_url: ${REFUSALS.urlTemplate}` });
   });
+  it('base_url carrying credentials (user:password@) is refused in every profile, the URL not quoted back', () => {
+    for (const base_url of ['http://user:sk_live_abc@src.example', 'https://user@src.example/v1', 'http://:pw@src.example', 'http://@src.example']) {
+      for (const options of [{}, { inlineCredentials: true }]) {
+        const result = checkManifest(manifest({ base_url }), options);
+        expect(result.errors).toEqual([{ field: 'spec.base_url', message: REFUSALS.urlCredentials }]);
+        expect(JSON.stringify(result)).not.toContain('sk_live_abc');
+      }
+    }
+    // An @ in the path, the query or the fragment is no userinfo.
+    for (const base_url of ['http://src.example/a@b', 'http://src.example\\a@b']) expect(errorsOf(manifest({ base_url }))).toEqual({});
+  });
   it('a credential is known by its header name or by an authentication scheme in its value, whatever the name', () => {
     const headers = (h: Json[]) => manifest({ headers: h });
     const refused = [

@@ -29,6 +29,7 @@ export const REFUSALS = {
   basicPassword: 'basic auth takes no inline password; set password_env to the name of a stored secret or environment variable',
   inlineToken: 'an inline token_value is accepted in the dev profile only; store the token as a secret and name it in token_env',
   inlineHeaderCredential: 'an inline credential in a header is accepted in the dev profile only; store it as a secret and name it in value_env (or a {{env:NAME}} template)',
+  urlCredentials: 'spec.base_url must not carry credentials (user:password@ before the host): they are never sent and would be stored and shown as written; store the credential as a secret and name it in spec.auth (kind basic with username and password_env, bearer with token_env, or api-key with value_env)',
   urlTemplate: '{{env:NAME}} templates resolve in header values, request bodies and GraphQL variables, not in a URL; send a key in the query with auth kind api-key (in: query, value_env: NAME)',
 } as const;
 
@@ -258,6 +259,7 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   // zone id in the host): each address is read as a request would read it.
   const baseProblem = urlProblem(spec.base_url as string);
   if (baseProblem) errors.add('spec.base_url', `spec.base_url must be an absolute http or https URL: ${baseProblem}`);
+  else if (hasUserinfo(spec.base_url as string)) errors.add('spec.base_url', REFUSALS.urlCredentials);
   raw.forEach((e, i) => {
     if (typeof e.path === 'string' && hasTemplate(e.path)) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path: ${REFUSALS.urlTemplate}`);
     if (e.body !== undefined) checkTemplateNames(e.body, `spec.endpoints[${i}].body`, errors);
@@ -311,6 +313,17 @@ function checkTemplateNames(value: unknown, field: string, errors: Issues): void
       checkTemplateNames(v, at, errors);
     }
   }
+}
+
+/**
+ * Whether a URL carries userinfo (`user:password@`). No request sends it (the engine builds each
+ * address from its parts), and it would be stored and shown wherever base_url is: refused, the
+ * text not quoted back, as a webhook's targetUrl is.
+ */
+function hasUserinfo(text: string): boolean {
+  if (typeof text !== 'string') return false;
+  const url = new URL(text);
+  return url.username !== '' || url.password !== '' || /^[a-z][a-z0-9+.-]*:\/\/[^/?#\\]*@/i.test(text);
 }
 
 /** Why `text` is not a URL a request can be sent to, or undefined. */
