@@ -104,6 +104,17 @@ describe('headers and auth on the wire', () => {
     expect(seen.every((r) => r.headers['x-api-key'] === undefined)).toBe(true);
   });
 
+  it("a path's own query string is kept and joined with the pagination, watermark and api-key parameters", async () => {
+    const result = await readAll(
+      connectorSpec(source.url, { auth: { kind: 'api-key', in: 'query', name: 'api_key', value_env: 'KEY' } }),
+      endpointSpec('/echo/partners?token=Y&limit=2', { kind: 'page', page_param: 'page', size_param: 'size', start_page: 1, size: 50, response_path: '$.data' }, { incremental: { mode: 'watermark', param: 'since', watermark_path: '$.x' } }),
+      // The echo source answers one record per page, whatever the page: the first request is enough.
+      engineContext({ KEY: 'the-key' }, { watermark: '2024-01-01', maxPages: 1 }),
+    );
+    const seen = result.items[0] as Echo;
+    expect(seen.url).toBe(`${source.url}/echo/partners?token=Y&limit=2&page=1&size=50&since=2024-01-01&api_key=the-key`);
+  });
+
   it('resolution: auth *_env, header value_env and templates all through the one resolver, before any request', async () => {
     const asked: string[] = [];
     const ctx = engineContext({}, {

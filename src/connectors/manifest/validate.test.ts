@@ -99,6 +99,16 @@ describe('inline credentials', () => {
     // An @ in the path, the query or the fragment is no userinfo.
     for (const base_url of ['http://src.example/a@b', 'http://src.example\\a@b']) expect(errorsOf(manifest({ base_url }))).toEqual({});
   });
+  it('base_url carrying a query string or a fragment is refused (the path would be appended after it), the URL not quoted back; a path may carry a query, not a fragment', () => {
+    for (const base_url of ['http://src.example/?api_key=X', 'http://src.example/v1?', 'http://src.example?api_key=X']) {
+      const result = checkManifest(manifest({ base_url }));
+      expect(result.errors).toEqual([{ field: 'spec.base_url', message: REFUSALS.baseQuery }]);
+      expect(JSON.stringify(result)).not.toContain('api_key=X');
+    }
+    for (const base_url of ['http://src.example/#top', 'http://src.example/v1#']) expect(errorsOf(manifest({ base_url }))).toEqual({ 'spec.base_url': REFUSALS.baseFragment });
+    expect(errorsOf(withEndpoint({ path: '/ui?token=Y' }))).toEqual({});
+    expect(errorsOf(withEndpoint({ path: '/ui?token=Y#x' }))).toEqual({ 'spec.endpoints[0].path': 'spec.endpoints[0].path must not carry a fragment (#…): it is never sent; an # meant for the source is written %23' });
+  });
   it('a credential is known by its header name or by an authentication scheme in its value, whatever the name', () => {
     const headers = (h: Json[]) => manifest({ headers: h });
     const refused = [

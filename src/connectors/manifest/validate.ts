@@ -30,6 +30,9 @@ export const REFUSALS = {
   inlineToken: 'an inline token_value is accepted in the dev profile only; store the token as a secret and name it in token_env',
   inlineHeaderCredential: 'an inline credential in a header is accepted in the dev profile only; store it as a secret and name it in value_env (or a {{env:NAME}} template)',
   urlCredentials: 'spec.base_url must not carry credentials (user:password@ before the host): they are never sent and would be stored and shown as written; store the credential as a secret and name it in spec.auth (kind basic with username and password_env, bearer with token_env, or api-key with value_env)',
+  baseQuery:
+    'spec.base_url must not carry a query string (?…): each endpoint path is appended to base_url, so its parameters would stand before the path; put parameters in the endpoint path (path: /items?key=value, joined with the pagination parameters) or a key in auth kind api-key with in: query',
+  baseFragment: 'spec.base_url must not carry a fragment (#…): it is never sent, and each endpoint path is appended to base_url',
   urlTemplate: '{{env:NAME}} templates resolve in header values, request bodies and GraphQL variables, not in a URL; send a key in the query with auth kind api-key (in: query, value_env: NAME)',
 } as const;
 
@@ -260,8 +263,11 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   const baseProblem = urlProblem(spec.base_url as string);
   if (baseProblem) errors.add('spec.base_url', `spec.base_url must be an absolute http or https URL: ${baseProblem}`);
   else if (hasUserinfo(spec.base_url as string)) errors.add('spec.base_url', REFUSALS.urlCredentials);
+  else if (typeof spec.base_url === 'string' && spec.base_url.includes('?')) errors.add('spec.base_url', REFUSALS.baseQuery);
+  else if (typeof spec.base_url === 'string' && spec.base_url.includes('#')) errors.add('spec.base_url', REFUSALS.baseFragment);
   raw.forEach((e, i) => {
     if (typeof e.path === 'string' && hasTemplate(e.path)) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path: ${REFUSALS.urlTemplate}`);
+    else if (typeof e.path === 'string' && e.path.includes('#')) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path must not carry a fragment (#…): it is never sent; an # meant for the source is written %23`);
     if (e.body !== undefined) checkTemplateNames(e.body, `spec.endpoints[${i}].body`, errors);
     if (e.variables !== undefined) checkTemplateNames(e.variables, `spec.endpoints[${i}].variables`, errors);
     const first = seen.get(e.id);
