@@ -26,6 +26,13 @@ const cases: Array<[Error, Record<string, unknown>]> = [
     { name: 'UpstreamHttpError', code: 'upstream_http', runStatus: 'Failed', retryable: false, transient: false, status: 404, message: 'upstream returned HTTP 404 (permanent) — refusing to ingest its body as data: gone' },
   ],
   [
+    new UpstreamHttpError(302, 'moved', 'https://other.example/p?sig=x'),
+    {
+      name: 'UpstreamHttpError', code: 'upstream_http', runStatus: 'Failed', retryable: false, transient: false, status: 302,
+      message: 'upstream answered HTTP 302, a redirect to https://other.example/p…; redirects are not followed (point spec.base_url or the endpoint path at the address it names) — its body is not ingested as data: moved',
+    },
+  ],
+  [
     new UpstreamNetworkError(3, Object.assign(new Error('connect failed'), { code: 'ECONNREFUSED' })),
     { name: 'UpstreamNetworkError', code: 'upstream_network', runStatus: 'Failed', retryable: true, message: 'upstream could not be reached after 3 attempt(s): ECONNREFUSED: connect failed' },
   ],

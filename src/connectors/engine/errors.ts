@@ -12,6 +12,14 @@ export type EngineRunStatus = 'Failed' | 'Partial' | 'Cancelled';
 /** Longest upstream body quoted in a message. */
 export const BODY_QUOTE_LIMIT = 500;
 
+/** The redirects: the engine follows none of them (a redirect could carry the connector's credentials to another host). */
+export const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
+
+/** A redirect's Location as a message shows it: its address without the query and fragment (which may carry a signed token), at most 200 characters. */
+function redirectTarget(location: string): string {
+  return quote(location.replace(/[?#][\s\S]*$/, '…'), 200);
+}
+
 /** The statuses the retry policy retries (spec 3 Limits). */
 export const TRANSIENT_STATUSES: ReadonlySet<number> = new Set([408, 429, 500, 502, 503, 504]);
 
@@ -48,8 +56,10 @@ const KINDS = {
     name: 'UpstreamHttpError',
     runStatus: 'Failed',
     retryable: false,
-    message: (status: number, body: string) =>
-      `upstream returned HTTP ${status} (${TRANSIENT_STATUSES.has(status) ? 'transient' : 'permanent'}) — refusing to ingest its body as data: ${quote(body)}`,
+    message: (status: number, body: string, location?: string) =>
+      REDIRECT_STATUSES.has(status)
+        ? `upstream answered HTTP ${status}, a redirect${location ? ` to ${redirectTarget(location)}` : ''}; redirects are not followed (point spec.base_url or the endpoint path at the address it names) — its body is not ingested as data: ${quote(body)}`
+        : `upstream returned HTTP ${status} (${TRANSIENT_STATUSES.has(status) ? 'transient' : status >= 400 ? 'permanent' : 'not a success'}) — refusing to ingest its body as data: ${quote(body)}`,
     details: (status: number) => ({ status, transient: TRANSIENT_STATUSES.has(status), retryable: TRANSIENT_STATUSES.has(status) }),
   },
   /** The request never got an answer (connection refused or reset, timeout), after retries. */

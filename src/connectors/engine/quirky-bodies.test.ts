@@ -113,6 +113,15 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       return;
     case '/stall-headers':
       return;
+    // A redirect, to an address whose query carries a signed token; a 304 is no redirect.
+    case '/moved':
+      res.writeHead(Number(url.searchParams.get('status') ?? 302), { location: 'https://elsewhere.example/v2/partners?sig=tok-signed-abc', 'content-type': 'text/plain' });
+      res.end('Found. Redirecting to https://elsewhere.example/v2/partners');
+      return;
+    case '/not-modified':
+      res.writeHead(304);
+      res.end();
+      return;
     default:
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end('{"error":"not_found"}');
@@ -273,6 +282,25 @@ describe('charsets (probe 31 M4)', () => {
     expect(result.error?.message).toBe(
       'upstream answered HTTP 200 with a body in charset x-klingon, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)',
     );
+  });
+});
+
+describe('a redirect (probe 34 L5)', () => {
+  const none = { kind: 'none', response_path: '$' } as const;
+
+  it('fails saying redirects are not followed, naming where it points without its query, and calling no 302 permanent', async () => {
+    for (const status of [301, 302, 303, 307, 308]) {
+      const result = await readAll(connectorSpec(base), endpointSpec(`/moved?status=${status}`, none), engineContext());
+      expect(result.error?.message).toBe(
+        `upstream answered HTTP ${status}, a redirect to https://elsewhere.example/v2/partners…; redirects are not followed (point spec.base_url or the endpoint path at the address it names) — its body is not ingested as data: Found. Redirecting to https://elsewhere.example/v2/partners`,
+      );
+      expect(result.error?.message).not.toContain('tok-signed-abc');
+    }
+  });
+
+  it('another 3xx is not a success, not permanent', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/not-modified', none), engineContext());
+    expect(result.error?.message).toBe('upstream returned HTTP 304 (not a success) — refusing to ingest its body as data: ');
   });
 });
 

@@ -19,7 +19,7 @@ import {
   UpstreamHttpError,
 } from './errors.js';
 import { type Exchange, exchange, type RetryEvent } from './http.js';
-import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl } from './request.js';
+import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
 import { bigIntsAsText, jsonText } from './exact-json.js';
@@ -227,7 +227,7 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
 
 function failure(answer: Extract<Exchange, { ok: false }>, req: ComposedRequest, auth: AuthParts, pagesRead: number): EngineError {
   if ((answer.status === 404 || answer.status === 410) && req.carriesPosition) return new StalePositionError(answer.status, req.position, pagesRead);
-  return new UpstreamHttpError(answer.status, redactText(answer.text, auth));
+  return new UpstreamHttpError(answer.status, redactText(answer.text, auth), redirectLocation(answer, auth));
 }
 
 /** A GraphQL 200 must carry data and no errors (spec 3 Errors). */

@@ -108,7 +108,13 @@ export function composeRequest(
   if (position.url !== undefined) {
     url = new URL(position.url, previous ?? plan.endpointUrl);
     if (url.origin !== plan.endpointUrl.origin) {
-      throw new PaginationError(`the next link leaves the source (${url.origin}, not ${plan.endpointUrl.origin}); refusing to send the connector's credentials there`);
+      // The rule holds without credentials too: the hub reads only from the address the manifest names.
+      const credentials = plan.auth.secrets.length > 0 || plan.auth.headers.length > 0 || plan.auth.query.length > 0;
+      throw new PaginationError(
+        credentials
+          ? `the next link leaves the source (${url.origin}, not ${plan.endpointUrl.origin}); refusing to send the connector's credentials there`
+          : `the next link leaves the source (${url.origin}, not ${plan.endpointUrl.origin}); next links are followed only on the origin of spec.base_url`,
+      );
     }
   } else {
     url = new URL(plan.endpointUrl);
@@ -139,6 +145,13 @@ export function redactUrl(url: URL, auth: AuthParts): string {
  */
 export function redactText(text: string, auth: AuthParts): string {
   return redactSecrets(text, auth.secrets);
+}
+
+/** The Location header of an answer, credentials masked, for the message of a redirect not followed. */
+export function redirectLocation(answer: { headers: Record<string, string | string[] | undefined> }, auth: AuthParts): string | undefined {
+  const location = answer.headers.location;
+  const first = Array.isArray(location) ? location[0] : location;
+  return first ? redactText(first, auth) : undefined;
 }
 
 /** A value (a sample record) with every string in it, keys included, passed through `redactText`. */

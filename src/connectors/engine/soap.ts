@@ -3,7 +3,7 @@ import { faultOf, readAnswer, type SoapAnswer, SoapEnvelopeError } from '../soap
 import type { EndpointSpec, SoapCall } from '../types.js';
 import { type EngineError, quote, SoapFaultError, SoapUnauthorizedError, UnreadableResponseError, UpstreamHttpError } from './errors.js';
 import { contentType, type Exchange, type ExchangeOptions, type ResponseHeaders } from './http.js';
-import { redactText } from './request.js';
+import { redactText, redirectLocation } from './request.js';
 
 /**
  * What a SOAP endpoint changes in the engine's HTTP path: bodies are read as SOAP envelopes (a real
@@ -44,5 +44,5 @@ export function soapFailure(answer: Extract<Exchange, { ok: false }>, endpoint: 
     return new SoapUnauthorizedError(fault === undefined ? undefined : redactText(fault, auth), advice);
   }
   if (fault !== undefined) return new SoapFaultError(answer.status, redactText(fault, auth));
-  return new UpstreamHttpError(answer.status, redactText(answer.text, auth));
+  return new UpstreamHttpError(answer.status, redactText(answer.text, auth), redirectLocation(answer, auth));
 }

@@ -159,6 +159,14 @@ describe('pagination that does not advance or leaves the source', () => {
     expect(result.pages).toHaveLength(1);
     expect(result.error?.message).toMatch(/the next link leaves the source \(http:\/\/example\.invalid/);
   });
+
+  it("says it sends no credentials off the source only when the connector has some (probe 34 L5)", async () => {
+    const endpoint = endpointSpec('/elsewhere/partners?limit=10', { kind: 'body-link', link_path: '$.next', response_path: '$.results' });
+    const none = await readAll(connectorSpec(source.url), endpoint, engineContext());
+    expect(none.error?.message).toBe(`the next link leaves the source (http://example.invalid, not ${source.url}); next links are followed only on the origin of spec.base_url`);
+    const bearer = await readAll(connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'TOK' } }), endpoint, engineContext({ TOK: 'tok-123456' }));
+    expect(bearer.error?.message).toBe(`the next link leaves the source (http://example.invalid, not ${source.url}); refusing to send the connector's credentials there`);
+  });
 });
 
 describe('a source that cycles through positions fails fast instead of looping to the page cap', () => {
