@@ -11,7 +11,7 @@ import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED
 import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, tenantTableText } from './target/ddl.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
-import { type PreparedRow, prepareRow } from './target/rows.js';
+import { externalIdOf, type PreparedRow, prepareRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
@@ -663,14 +663,19 @@ const CUT_MARKER = `(nested deeper than ${MAX_JSON_DEPTH} levels: not kept)`;
 /**
  * A record nesting deeper than MAX_JSON_DEPTH (prepareRow stopped there): dead-lettered
  * `unstorable`, its payload kept down to that depth (the whole of it would overflow the stack of the
- * walks that keep it, and PostgreSQL's of its jsonb parser).
+ * walks that keep it, and PostgreSQL's of its jsonb parser). Its key is read from the same levels,
+ * so the dead letter names the record when the key stands above the cut (`$.id`); one below it, or
+ * a path that reaches a cut subtree, reads as none (null), the deep part never walked.
  */
 function tooDeep(endpoint: EndpointSpec, row: PreparedRow): DeadLetterInput {
+  // A cut subtree is an empty object here: no key reads through it or as it (externalIdOf takes no object).
+  const kept = cutDeeperThan(row.data, MAX_JSON_DEPTH, {});
+  const externalId = externalIdOf(kept, endpoint.target.unique_key);
   return {
     skipReason: 'unstorable',
     errorMessage: `the row cannot be stored: $ ${row.tooDeep}`,
     payload: cutDeeperThan(row.data, MAX_JSON_DEPTH, CUT_MARKER),
-    skipDetail: { table: endpoint.target.table, external_id: null, max_depth: MAX_JSON_DEPTH },
+    skipDetail: { table: endpoint.target.table, external_id: externalId ?? null, max_depth: MAX_JSON_DEPTH },
   };
 }
 

@@ -172,10 +172,11 @@ export function depthOf(value: unknown, max = MAX_JSON_DEPTH): number {
 
 /**
  * A copy of `value` down to `max` levels (the value itself is level 1): each object or array below
- * that becomes the text `marker`. Without recursion, so that a document of any depth can be cut. For
- * keeping a record too deep to store (a dead letter's payload), never for data.
+ * that becomes `marker` (a text saying so). Without recursion, so that a document of any depth can
+ * be cut. For keeping a record too deep to store (a dead letter's payload, and reading its key from
+ * what is kept), never for data.
  */
-export function cutDeeperThan(value: unknown, max: number, marker: string): unknown {
+export function cutDeeperThan(value: unknown, max: number, marker: unknown): unknown {
   const root: { value: unknown } = { value: undefined };
   const stack: Array<{ from: unknown; into: Record<string, unknown> | unknown[]; key: string | number; depth: number }> = [{ from: value, into: root as Record<string, unknown>, key: 'value', depth: 1 }];
   while (stack.length) {

@@ -160,7 +160,9 @@ describe('a record nesting deeper than 64 levels', () => {
       ['unstorable', 'the row cannot be stored: $ nests objects and arrays deeper than 64 levels'],
     ]);
     // Kept down to the cap (the record and 63 levels of x), what is below it replaced by a marker.
-    const entries = await Promise.all(letters.map(async (l) => (await (await fetch(`${hub.url}/api/platform/dlq/${l.id}`, { headers: H })).json()) as { payload: { id: string; x: unknown } }));
+    const entries = await Promise.all(
+      letters.map(async (l) => (await (await fetch(`${hub.url}/api/platform/dlq/${l.id}`, { headers: H })).json()) as { payload: { id: string; x: unknown }; skipDetail: { external_id: string | null } }),
+    );
     for (const { payload } of entries) {
       let node: unknown = payload.x;
       for (let level = 2; level <= 64; level++) {
@@ -170,6 +172,11 @@ describe('a record nesting deeper than 64 levels', () => {
       expect(node).toBe('(nested deeper than 64 levels: not kept)');
     }
     expect(entries.map((e) => e.payload.id).sort()).toEqual(['d1', 'd2']);
+    // Each names its record: the key ($.id, at depth 1) is read from what is kept (probe 34 L7: it was null).
+    expect(entries.map((e) => e.skipDetail).sort((a, b) => String(a.external_id).localeCompare(String(b.external_id)))).toEqual([
+      { table: 'ext.deep_items', external_id: 'd1', max_depth: 64 },
+      { table: 'ext.deep_items', external_id: 'd2', max_depth: 64 },
+    ]);
   });
 
   it('is shown by a pre-flight down to 64 levels (the sample), with a secret on the connector: no stack overflow, no 500', async () => {
