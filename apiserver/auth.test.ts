@@ -335,6 +335,23 @@ describe('401 outside /api/platform/* is JSON', () => {
     expectJson401(await call('/api/bff/v1/me', { token: await token(['svc_user'], { tenant_id: 2 }, { rogue: true, alg: 'ES256' }) }));
   });
 
+  it('/api/bff/v1/me with a token giving a claim twice (the last is not taken): 401 as an invalid token', async () => {
+    const sub = (n: number) => ({ subject: `dup-${process.pid}-${n}` });
+    for (const [n, members] of [
+      '"realm_access":{"roles":["svc_user"]},"tenant_id":3,"tenant_id":2',
+      '"realm_access":{"roles":["svc_user"]},"tenant_id":3,"tenant_\\u0069d":2',
+      '"realm_access":{"roles":["svc_user"]},"realm_access":{"roles":["svc_user","svc_superadmin"]},"tenant_id":2',
+      '"realm_access":{"roles":["svc_user","svc_superadmin"]},"tenant_id":2,"acting_as_tenant":2,"acting_as_tenant":3',
+    ].entries()) {
+      expectJson401(await call('/api/bff/v1/me', { token: await issuer.mintText(members, sub(n)) }));
+      expectPlatform401(await call('/api/platform/health', { token: await issuer.mintText(members.replace('"svc_user"', '"svc_integrator"'), sub(n)) }));
+    }
+    // Each given once: accepted, acting as the tenant it names.
+    const once = await call('/api/bff/v1/me', { token: await issuer.mintText('"realm_access":{"roles":["svc_user"]},"tenant_\\u0069d":2', sub(9)) });
+    expect(once.status).toBe(200);
+    expect(once.json()).toMatchObject({ tenant: { id: 2 } });
+  });
+
   it('a tenant path without a token', async () => {
     expectJson401(await call('/api/tenants/2/probe'));
   });

@@ -96,6 +96,28 @@ describe('refusals', () => {
     expect((err as Error).message).toMatch(reason);
   });
 
+  it.each([
+    ['tenant_id twice', '"tenant_id":3,"tenant_id":2', 'tenant_id'],
+    ['tenant_id twice, once escaped', '"tenant_id":3,"tenant_\\u0069d":2', 'tenant_id'],
+    ['realm_access twice', '"realm_access":{"roles":["svc_user"]},"realm_access":{"roles":["svc_superadmin"]}', 'realm_access'],
+    ['roles twice inside realm_access', '"realm_access":{"roles":["svc_user"],"roles":["svc_superadmin"]}', 'realm_access.roles'],
+    ['acting_as_tenant twice', '"tenant_id":1,"acting_as_tenant":3,"acting_as_tenant":2', 'acting_as_tenant'],
+    ['exp twice', `"exp":${Math.floor(Date.now() / 1000) + 60}`, 'exp'],
+  ])('a payload giving a claim twice (%s): TokenRejected naming it', async (_name, members, claim) => {
+    const err = await verifier()
+      .verify(await issuer.mintText(`"aud":"hub",${members}`))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(TokenRejected);
+    expect((err as Error).message).toBe(`claim ${claim} is given twice`);
+  });
+
+  it('a payload whose claims are each given once is accepted, however its keys are escaped', async () => {
+    await expect(verifier().verify(await issuer.mintText('"aud":"hub","tenant_\\u0069d":3,"realm_access":{"roles":["a"]},"x":{"tenant_id":1}'))).resolves.toMatchObject({ tenant_id: 3 });
+  });
+
   it('garbage: TokenRejected', async () => {
     await expect(verifier().verify('not-a-jwt')).rejects.toThrow(TokenRejected);
     await expect(verifier().verify('a.b.c')).rejects.toThrow(TokenRejected);

@@ -1,6 +1,7 @@
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { Unavailable } from '../errors.js';
 import { logger } from '../observability/logger.js';
+import { duplicateJsonKey, scanJsonText } from '../validation/input-limits.js';
 
 export interface VerifierOptions {
   issuer: string;
@@ -25,9 +26,24 @@ export class TokenRejected extends Error {
 }
 
 /**
+ * A key the token's payload writes twice in one object, as a path of claims (`tenant_id`,
+ * `realm_access.roles`), or undefined. The payload is read as the JSON text the issuer signed
+ * (base64url-decoded, as jose decodes it): `JSON.parse` keeps the last of two keys without a word,
+ * and JSON readers differ on which one wins, so `{"tenant_id":3,"tenant_id":2}` (or
+ * `"tenant_\u0069d":2`) would act as tenant 2 here and maybe as 3 elsewhere.
+ */
+function claimGivenTwice(token: string): string | undefined {
+  const text = new TextDecoder().decode(Buffer.from(token.split('.')[1] ?? '', 'base64url'));
+  const { keys } = scanJsonText(text, Number.POSITIVE_INFINITY);
+  const path = duplicateJsonKey(text, JSON.parse(text), keys, 'token');
+  return path?.replace(/^token\.?/, '');
+}
+
+/**
  * Verifies bearer JWTs against the issuer's JWKS (RS256 and ES256), checking issuer, expiry (a token
- * must carry `exp`, at most `maxLifetimeSeconds` ahead) and, when configured, audience. The key set is fetched lazily and cached by jose, which refetches
- * when a token names an unknown key id.
+ * must carry `exp`, at most `maxLifetimeSeconds` ahead) and, when configured, audience. Once the
+ * signature holds, a payload giving a claim twice (at any depth) is refused too. The key set is
+ * fetched lazily and cached by jose, which refetches when a token names an unknown key id.
  */
 export class TokenVerifier {
   private keys: Promise<JWTVerifyGetKey> | undefined;
@@ -56,6 +72,8 @@ export class TokenVerifier {
       if (ahead > lifetime + CLOCK_TOLERANCE_S) {
         throw new TokenRejected(`exp is ${ahead} s ahead, more than svc.oidc.max-token-lifetime (${lifetime} s)`);
       }
+      const twice = claimGivenTwice(token);
+      if (twice) throw new TokenRejected(`claim ${twice} is given twice`);
       return payload;
     } catch (err) {
       if (err instanceof TokenRejected) throw err;

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload, type CryptoKey } from 'jose';
+import { CompactSign, exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload, type CryptoKey } from 'jose';
 
 /**
  * A real OIDC issuer on loopback for tests: it serves a discovery document and a JWKS with one RS256
@@ -12,6 +12,12 @@ export interface TestIssuer {
   /** How many times the JWKS was fetched. */
   jwksFetches(): number;
   mint(claims: JWTPayload, options?: MintOptions): Promise<string>;
+  /**
+   * A token whose payload is JSON text written as given: `members` (`"tenant_id":3,"tenant_id":2`)
+   * after the issuer's `iss`, `sub`, `iat` and `exp`, signed as `mint` signs. For payloads no JSON
+   * serialiser writes (a key given twice, escapes in a key).
+   */
+  mintText(members: string, options?: MintOptions): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -67,6 +73,16 @@ export async function startIssuer(): Promise<TestIssuer> {
       if (options.expiresIn !== null) jwt = jwt.setExpirationTime(now + (options.expiresIn ?? 300));
       if (options.audience) jwt = jwt.setAudience(options.audience);
       return jwt.sign(key.privateKey);
+    },
+    async mintText(members, options = {}) {
+      const alg = options.alg ?? 'RS256';
+      const key = alg === 'RS256' ? (options.rogue ? rogueRs : rs) : options.rogue ? rogueEs : es;
+      const now = Math.floor(Date.now() / 1000);
+      const standard: JWTPayload = { iss: options.issuer ?? base, sub: options.subject ?? 'user-1', iat: now - 10 };
+      if (options.expiresIn !== null) standard.exp = now + (options.expiresIn ?? 300);
+      if (options.audience) standard.aud = options.audience;
+      const text = `${JSON.stringify(standard).slice(0, -1)}${members ? `,${members}` : ''}}`;
+      return new CompactSign(new TextEncoder().encode(text)).setProtectedHeader({ alg, kid: key.kid, typ: 'JWT' }).sign(key.privateKey);
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
