@@ -124,6 +124,22 @@ describe('nesting is capped at 64 levels', () => {
     expect(huge.body.field).toBe('body');
   });
 
+  it('for token claims: 400 naming the claim, as a NUL in one is (the payload is level 1)', async () => {
+    const arrays = (depth: number) => `${'['.repeat(depth)}${']'.repeat(depth)}`;
+    const me = async (members: string, subject: string) =>
+      call('GET', '/api/bff/v1/me', { base: oidcHub.url, headers: { Authorization: `Bearer ${await issuer.mintText(`"tenant_id":1,${members}`, { subject })}` } });
+    const user = '"realm_access":{"roles":["svc_user"]}';
+    expect((await me(`${user},"x":${arrays(63)}`, 'deep-63')).status).toBe(200);
+    const refused = (claim: string, field = `token.${claim}`) => ({
+      status: 400,
+      body: { error: `token claim ${claim} nests objects and arrays deeper than 64 levels`, field, hint: "at most 64 levels of nesting are accepted (the token's payload is level 1)" },
+    });
+    expect(await me(`${user},"x":${arrays(64)}`, 'deep-64')).toEqual(refused('x'));
+    expect(await me(`${user},"x":${arrays(5_000)}`, 'deep-5000')).toEqual(refused('x'));
+    expect(await me(`"realm_access":{"roles":["svc_user"],"more":${arrays(4_000)}}`, 'deep-realm')).toEqual(refused('realm_access'));
+    expect(await me(`${user},"a.b":{"c":${arrays(100)}}`, 'deep-odd')).toEqual(refused('["a.b"]', 'token["a.b"]'));
+  });
+
   it('for YAML bodies, and the manifest validator agrees with apply', async () => {
     const at = (depth: number) => stringify(manifestOf(`deep-${depth}`, { defaults: JSON.parse(nested(depth)) }));
     // The manifest itself is level 1 and spec level 2: defaults may nest 62 levels.

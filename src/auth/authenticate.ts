@@ -1,7 +1,8 @@
 import type { JWTPayload } from 'jose';
 import { AuthenticationRequired, ForbiddenWithReason, ValidationError } from '../errors.js';
 import { logger } from '../observability/logger.js';
-import { findUnstorableText } from '../validation/input-limits.js';
+import { joinField } from '../validation/schema-errors.js';
+import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import type { Directory } from './directory.js';
 import { ROLES, type Principal } from './principal.js';
 import { TokenRejected, type TokenVerifier } from './verifier.js';
@@ -46,9 +47,15 @@ export class Authenticator {
   }
 
   private async tokenPrincipal(claims: JWTPayload, platformPath: boolean): Promise<Principal> {
-    // A signed token is still input: a claim PostgreSQL cannot store is the caller's 400, naming it.
+    // A signed token is still input: a claim nested deeper than a body may be, or one PostgreSQL
+    // cannot store, is the caller's 400, naming it.
+    const deep = tooDeepClaim(claims);
+    if (deep !== undefined) {
+      const field = joinField('token', deep);
+      throw new ValidationError(`token claim ${claimPath(field)} nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, field, `at most ${MAX_JSON_DEPTH} levels of nesting are accepted (the token's payload is level 1)`);
+    }
     const unstorable = findUnstorableText(claims, 'token');
-    if (unstorable) throw new ValidationError(`token claim ${unstorable.field.slice('token.'.length)} ${unstorable.reason}`, unstorable.field);
+    if (unstorable) throw new ValidationError(`token claim ${claimPath(unstorable.field)} ${unstorable.reason}`, unstorable.field);
     const roles = new Set(realmRoles(claims));
     const homeTenantId = claimedId(claims[this.options.tenantClaim]);
     if (homeTenantId === null) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);
@@ -111,6 +118,20 @@ export class Authenticator {
       login: userId ?? 'dev',
     };
   }
+}
+
+/**
+ * The first claim that nests objects and arrays deeper than bodies may (MAX_JSON_DEPTH, the payload
+ * being level 1, as a body is), or undefined. Measured without recursion.
+ */
+function tooDeepClaim(claims: JWTPayload): string | undefined {
+  if (depthOf(claims) <= MAX_JSON_DEPTH) return undefined;
+  return Object.keys(claims).find((name) => depthOf(claims[name], MAX_JSON_DEPTH - 1) > MAX_JSON_DEPTH - 1);
+}
+
+/** A field under `token` as the claim's path: `token.name` is `name`, `token["a.b"]` is `["a.b"]`. */
+function claimPath(field: string): string {
+  return field.replace(/^token\.?/, '');
 }
 
 function single(value: string | string[] | undefined): string | undefined {
