@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SignJWT, UnsecuredJWT, type JWTPayload } from 'jose';
 import pg from 'pg';
@@ -422,6 +423,41 @@ describe('the platform floor holds before routing: an unknown /api/platform/* pa
     expect(wrongMethod.status).toBe(405);
     expect(wrongMethod.headers.get('allow')).toBe('HEAD, GET');
     expect(await wrongMethod.json()).toEqual({ error: 'method DELETE is not allowed on this path; it takes HEAD, GET' });
+  });
+
+  // fetch refuses TRACE: these go through node:http.
+  const raw = (method: string, path: string, token?: string) =>
+    new Promise<{ status: number; type: string | undefined; allow: string | undefined; text: string }>((resolve, reject) => {
+      const url = new URL(path, hub.url);
+      const r = request({ host: url.hostname, port: url.port, method, path, headers: token ? { authorization: `Bearer ${token}` } : {} }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+        res.on('end', () => resolve({ status: res.statusCode!, type: res.headers['content-type'], allow: res.headers.allow, text }));
+        res.on('error', reject);
+      });
+      r.on('error', reject);
+      r.end();
+    });
+
+  it.each(['TRACE', 'PROPFIND', 'PURGE', 'OPTIONS'])('%s, which no route serves: 401 first, then 404 JSON on an unknown path and 405 JSON naming the methods on a declared one (never 501)', async (method) => {
+    const integrator = await token(['svc_integrator'], { tenant_id: 2 });
+    for (const path of ['/api/platform/nope', '/api/platform/health']) {
+      const anonymous = await raw(method, path);
+      expect({ status: anonymous.status, text: anonymous.text, allow: anonymous.allow }).toEqual({ status: 401, text: 'authentication required', allow: undefined });
+    }
+    const unknown = await raw(method, '/api/platform/nope', integrator);
+    expect(unknown).toMatchObject({ status: 404, text: '{"error":"not found"}', allow: undefined });
+    expect(unknown.type).toMatch(/^application\/json/);
+    expect(await raw(method, '/api/nothing-here')).toMatchObject({ status: 404, text: '{"error":"not found"}', allow: undefined });
+    const declared = await raw(method, '/api/platform/health', integrator);
+    if (method === 'OPTIONS') {
+      // OPTIONS asks which methods a path takes: answered with them, no body.
+      expect(declared).toMatchObject({ status: 200, allow: 'HEAD, GET', text: '' });
+      return;
+    }
+    expect(declared).toMatchObject({ status: 405, allow: 'HEAD, GET' });
+    expect(declared.type).toMatch(/^application\/json/);
+    expect(JSON.parse(declared.text)).toEqual({ error: `method ${method} is not allowed on this path; it takes HEAD, GET` });
   });
 
   it('outside /api/platform an unknown path stays a plain 404', async () => {

@@ -1,3 +1,4 @@
+import { METHODS } from 'node:http';
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { parseDocument } from 'yaml';
@@ -28,7 +29,10 @@ export function koaPath(path: string): string {
  * path check, the route's rate limit, validation of params, query and body, then the handler.
  */
 export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router {
-  const router = new Router();
+  // Every method Node's parser lets through is one the router knows: one no declaration serves is
+  // a 405 naming those that do (or a 404 on an unknown path), never @koa/router's bare 501 for a
+  // method outside its short default list (TRACE, PROPFIND, …) with an empty Allow on unknown paths.
+  const router = new Router({ methods: [...METHODS] });
   for (const decl of routes) {
     const audit = audited(decl);
     if (audit) router.register(koaPath(decl.path), [decl.method], auditCall(services, decl));

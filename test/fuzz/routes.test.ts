@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import { request, Agent } from 'node:http';
+import { METHODS, request, Agent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import type pg from 'pg';
@@ -94,7 +94,7 @@ async function seed(method: string, path: string, type: string, body: unknown): 
 }
 
 /** One request; an event stream is read only until its headers arrive, then dropped. */
-function send(req: FuzzRequest, to = port): Promise<Answer> {
+function send(req: FuzzRequest, to = port): Promise<Answer & { allow?: string }> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { ...req.headers };
     if (req.body) headers['Content-Length'] = req.body.length;
@@ -109,7 +109,7 @@ function send(req: FuzzRequest, to = port): Promise<Answer> {
       const type = mediaType(res.headers['content-type']);
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status, type, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () => resolve({ status, type, body: Buffer.concat(chunks).toString('utf8'), allow: res.headers.allow }));
       res.on('error', reject);
     });
     r.on('error', reject);
@@ -195,6 +195,41 @@ describe('every declared route, fuzzed', () => {
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
   }, 120_000);
+
+  // Every method Node's parser takes (CONNECT aside: it opens a tunnel, not a request; HEAD is GET's),
+  // on every declared path: one its declarations do not serve is a 405 naming those that do (an
+  // OPTIONS a 200 naming them), never a 501; and on a path nothing serves a 404.
+  const served = (path: string) => {
+    const bare = path.split('?')[0]!;
+    const pattern = (r: (typeof routes)[number]) => new RegExp(`^${r.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{\w+\}/g, '[^/]+')}/?$`, 'i');
+    const methods = new Set<string>(routes.filter((r) => pattern(r).test(bare)).map((r) => r.method));
+    if (methods.has('GET')) methods.add('HEAD');
+    return methods;
+  };
+  const odd = METHODS.filter((m) => m !== 'CONNECT' && m !== 'HEAD');
+  const paths = [...new Set(routes.map((r) => plainRequest(r).path))];
+  it.each(paths)('%s: a method no declaration serves is a 405 naming those that do, JSON, never a 501', async (path) => {
+    const allowed = served(path);
+    expect(allowed.size).toBeGreaterThan(0);
+    for (const method of odd.filter((m) => !allowed.has(m))) {
+      const answer = await send({ method, path, headers: { 'X-Tenant-ID': '1' } });
+      const allow = new Set(String(answer.allow ?? '').split(/,\s*/).filter(Boolean));
+      const seen = `${method} ${path}: ${answer.status} ${answer.type} ${clip(answer.body)} Allow: ${[...allow].join(', ')}`;
+      if (method === 'OPTIONS') {
+        expect({ seen, ok: answer.status === 200 && answer.body === '' }).toEqual({ seen, ok: true });
+      } else {
+        expect({ seen, ok: answer.status === 405 && answer.type === 'application/json' && /^\{"error":"method [A-Z-]+ is not allowed on this path; it takes /.test(answer.body) }).toEqual({ seen, ok: true });
+      }
+      expect({ seen, allow: [...allow].sort() }).toEqual({ seen, allow: [...allowed].sort() });
+    }
+  }, 120_000);
+
+  it.each(odd)('%s on a path nothing serves: 404 JSON, no Allow', async (method) => {
+    for (const path of ['/api/no-such-route', '/api/platform/no-such-route', '/API/Platform/No/Such/Route']) {
+      const answer = await send({ method, path, headers: { 'X-Tenant-ID': '1' } });
+      expect({ method, path, status: answer.status, type: answer.type, body: answer.body, allow: answer.allow }).toEqual({ method, path, status: 404, type: 'application/json', body: '{"error":"not found"}', allow: undefined });
+    }
+  });
 
   it('leaves the hubs alive, with no crash', async () => {
     expect((await send({ method: 'GET', path: '/q/health/live', headers: {} })).status).toBe(200);
