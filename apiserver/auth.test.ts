@@ -543,8 +543,25 @@ describe('tenant from the token', () => {
     expect((await call('/api/tenants/2/probe', { token: t })).status).toBe(200);
   });
 
-  it('{tid} written differently from the tenant id is refused', async () => {
-    expectEmpty403(await call('/api/tenants/02/probe', { token: await token(['svc_admin'], { tenant_id: 2 }) }));
+  it('{tid} written as the tenant id but not the one way (02, 2.0, +2, 002): 400 naming tid on every route, never another tenant', async () => {
+    const admin = await token(['svc_admin'], { tenant_id: 2 });
+    for (const [tid, canonical] of [['02', '2'], ['2.0', '2'], ['%2B2', '2'], ['002', '2'], ['03', '3'], ['3.00', '3'], ['00', '0'], ['-0', '0']] as const) {
+      for (const path of [`/api/tenants/${tid}/probe`, `/api/tenants/${tid}/integrations`, `/api/tenants/${tid}/orgs`, `/api/tenants/${tid}/users`]) {
+        const r = await call(path, { token: admin });
+        expect({ path, status: r.status, body: r.json() }).toEqual({
+          path, status: 400, body: { error: `tid must be written ${canonical}, not ${decodeURIComponent(tid)}`, field: 'tid', hint: 'write an integer without leading zeros, sign or fraction' },
+        });
+      }
+    }
+    expect((await call('/api/tenants/2.5/probe', { token: admin })).json()).toEqual({ error: 'tid must be an integer', field: 'tid' });
+    expect((await call('/api/tenants/2/integrations', { token: admin })).status).toBe(200);
+    expectEmpty403(await call('/api/tenants/3/integrations', { token: admin }));
+    // The tenants' own route reads its id the same way.
+    const superadmin = await token(['svc_superadmin'], { tenant_id: 2 });
+    expect((await call('/api/tenants/2', { token: superadmin })).status).toBe(200);
+    for (const [id, canonical] of [['02', '2'], ['2.0', '2'], ['01', '1']] as const) {
+      expect((await call(`/api/tenants/${id}`, { token: superadmin })).json()).toMatchObject({ error: `id must be written ${canonical}, not ${id}`, field: 'id' });
+    }
   });
 
   it('a numeric string tenant claim is accepted', async () => {

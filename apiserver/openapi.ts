@@ -110,7 +110,7 @@ function queryParameters(schema: JsonSchema | undefined): unknown[] {
 /** The 400 of an operation that declares none: what the router itself refuses. */
 export const INVALID_INPUT: ResponseDecl = {
   description:
-    'Invalid input `{error, field?, hint?}`: a path or query parameter, or the body, against its schema; malformed JSON or YAML; ' +
+    'Invalid input `{error, field?, hint?}`: a path or query parameter, or the body, against its schema (an integer parameter written with a leading zero, a sign or a fraction, `03` or `3.0`, is refused naming it); malformed JSON or YAML; ' +
     'a NUL character or half of a surrogate pair in any of them or in a token claim; with the dev bypass, a tenant header that is not a tenant id',
   schema: errorBody,
 };

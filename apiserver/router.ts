@@ -11,7 +11,7 @@ import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
 import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
-import { validate } from './validation.js';
+import { nonCanonicalInteger, validate } from './validation.js';
 import { MAX_YAML_BYTES, yamlNestsDeeperThan } from '../src/manifests/yaml-limits.js';
 import { KUBECTL_MANIFEST, keysAsKubectl, kubectlRefusal } from '../src/manifests/yaml.js';
 
@@ -84,7 +84,14 @@ async function gate(ctx: Context, decl: RouteDecl, services: AreaServices) {
   annotateContext({ tenantId: principal.tenantId === undefined ? undefined : String(principal.tenantId), userId: principal.userId });
   if (platform && !principal.roles.has('svc_integrator')) throw new MissingIntegratorRole();
   if (!satisfies(principal, decl.auth)) throw new Forbidden('role gate');
-  if (ctx.params.tid !== undefined && ctx.params.tid !== String(principal.tenantId)) throw new Forbidden('tenant mismatch');
+  if (ctx.params.tid !== undefined) {
+    // `{tid}` is compared as written: a form of a number other than the one way to write it (`03`,
+    // `3.0`) is a 400 naming it on every route, as path parameter validation refuses it, never a
+    // 403 here and the number elsewhere.
+    const odd = nonCanonicalInteger('tid', ctx.params.tid);
+    if (odd) throw odd;
+    if (ctx.params.tid !== String(principal.tenantId)) throw new Forbidden('tenant mismatch');
+  }
   ctx.state.principal = principal;
   return principal;
 }

@@ -36,10 +36,30 @@ export function validate(schema: JsonSchema, value: unknown, part: 'params' | 'q
 /** A number as a path or query value: decimal digits, an optional sign and fraction, nothing around them. */
 const DECIMAL = /^-?\d+(?:\.\d+)?$/;
 
+/** An integer as a path or query value, written the one way: no leading zero, sign or fraction. */
+const INTEGER = /^(?:0|-?[1-9]\d*)$/;
+
+/**
+ * The 400 for a decimal number written other than as the integer it is (`01`, `1.0`, `+1`, `-0`), naming
+ * the parameter and the one way to write it; undefined for any other text. Such forms read as the
+ * number under JSON Schema's coercion, but as other text where a value is compared as written (the
+ * tenant of `{tid}`): refused on every route, they cannot name a tenant one way here and another there.
+ */
+export function nonCanonicalInteger(name: string, given: string): ValidationError | undefined {
+  if (INTEGER.test(given)) return undefined;
+  const parts = /^([-+]?)(\d+)(?:\.(\d+))?$/.exec(given);
+  if (!parts) return undefined;
+  if (parts[3] !== undefined && !/^0+$/.test(parts[3])) return new ValidationError(`${name} must be an integer`, name);
+  const digits = parts[2]!.replace(/^0+(?=\d)/, '');
+  const canonical = digits === '0' || parts[1] !== '-' ? digits : `-${digits}`;
+  return new ValidationError(`${name} must be written ${canonical}, not ${given}`, name, 'write an integer without leading zeros, sign or fraction');
+}
+
 /**
  * ajv's coercion reads a path or query value as JavaScript's `Number()` does: a blank value is 0
  * (`?limit=%20` said "limit must be at least 1"), `0x10` is 16 and `1e2` 100. A value for a number
- * or integer parameter must be written as a decimal number; anything else is refused as not one.
+ * or integer parameter must be written as a decimal number; anything else is refused as not one. An
+ * integer must be written the one way too (`01`, `1.0` and `-0` are refused, naming the form to use).
  */
 function refuseLooseNumbers(schema: JsonSchema, value: unknown): void {
   const properties = schema.properties as Record<string, { type?: unknown }> | undefined;
@@ -48,6 +68,10 @@ function refuseLooseNumbers(schema: JsonSchema, value: unknown): void {
     const type = properties[name]?.type;
     if ((type === 'integer' || type === 'number') && typeof given === 'string' && !DECIMAL.test(given)) {
       throw new ValidationError(`${name} must be ${type === 'integer' ? 'an integer' : 'a number'}`, name);
+    }
+    if (type === 'integer' && typeof given === 'string') {
+      const refusal = nonCanonicalInteger(name, given);
+      if (refusal) throw refusal;
     }
   }
 }
