@@ -59,9 +59,19 @@ describe('the worker role’s plan cache', () => {
 
     // The burst: the next read is planned for the outbox as it is now, so it reads by the index.
     await t.owner.query(`insert into events.outbox (tenant_id, type, payload) select 2, 'org.updated', '{}' from generate_series(1, 20000)`);
-    const { events } = await consumer.read(100);
+    // Transaction ids are the cluster's: a transaction another suite holds open in another database
+    // of the shared test server holds the burst back until it ends, so read until it passes.
+    let reads = 0;
+    const events = await until('the burst to be read', async () => {
+      reads += 1;
+      const read = await consumer.read(100);
+      return read.events.length ? read.events : undefined;
+    });
     expect(events).toHaveLength(100);
-    expect(await planned('held_back')).toEqual([{ generic_plans: 0, custom_plans: 14 }]);
+    // One more plan made for the moment per read, none generic (a held-back read plans the same statement).
+    const after = await planned('held_back');
+    expect(after.map((p) => p.generic_plans)).toEqual(after.map(() => 0));
+    expect(after.reduce((sum, p) => sum + p.custom_plans, 0)).toBeGreaterThanOrEqual(13 + reads);
   });
 
   it('is warned about when a hub starts with a worker role made outside it that lacks it', async () => {
