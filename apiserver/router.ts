@@ -1,7 +1,6 @@
 import { METHODS } from 'node:http';
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { parseDocument } from 'yaml';
 import { satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
@@ -12,8 +11,8 @@ import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
 import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { nonCanonicalInteger, validate } from './validation.js';
-import { MAX_YAML_BYTES, yamlNestsDeeperThan } from '../src/manifests/yaml-limits.js';
-import { KUBECTL_MANIFEST, keysAsKubectl, kubectlRefusal } from '../src/manifests/yaml.js';
+import { MAX_YAML_BYTES, readManifestDocument, yamlNestsDeeperThan } from '../src/manifests/yaml-limits.js';
+import { keysAsKubectl, kubectlRefusal } from '../src/manifests/yaml.js';
 
 const PLATFORM = '/api/platform/';
 /** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
@@ -182,7 +181,7 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
     // Compact nesting is refused from the tokens, before the parser spends seconds on it.
     if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) throw tooDeep();
     try {
-      const doc = parseDocument(text, KUBECTL_MANIFEST);
+      const doc = readManifestDocument(text);
       if (doc.errors[0]) throw doc.errors[0];
       const refusal = kubectlRefusal(doc);
       if (refusal) throw new ValidationError(`body is not a manifest kubectl would read the same: ${refusal}`, 'body');

@@ -1,6 +1,5 @@
-import { parseAllDocuments } from 'yaml';
-import { KUBECTL_MANIFEST, keysAsKubectl, kubectlRefusal } from '../manifests/yaml.js';
-import { yamlNestsDeeperThan } from '../manifests/yaml-limits.js';
+import { keysAsKubectl, kubectlRefusal } from '../manifests/yaml.js';
+import { readManifestDocuments, yamlNestsDeeperThan } from '../manifests/yaml-limits.js';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import { CliError } from './errors.js';
 
@@ -33,7 +32,7 @@ export function parseManifests(text: string, file: string): Manifest[] {
   const objects: unknown[] = [];
   // Compact nesting (`[[[…`, `- - - …`) past the hub's cap is refused from the tokens, before the parser spends seconds on it.
   if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) throw new CliError(`${file}: nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels (the hub accepts at most ${MAX_JSON_DEPTH})`);
-  for (const [i, doc] of parseAllDocuments(text, KUBECTL_MANIFEST).entries()) {
+  for (const [i, doc] of readManifestDocuments(text).entries()) {
     const where = `${file} document ${i + 1}`;
     const problem = doc.errors[0]?.message ?? kubectlRefusal(doc) ?? keysAsKubectl(doc, '')?.message;
     if (problem) throw new CliError(`${where}: ${problem}`);

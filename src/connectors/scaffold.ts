@@ -126,13 +126,14 @@ async function fetchDocument(url: URL, dispatcher: Dispatcher | undefined): Prom
   } catch {
     // YAML is read on the event loop, about a hundred times slower than JSON: at most 1 MiB of it,
     // compact nesting refused from its tokens, and keys not compared with every earlier key of their
-    // mapping (the yaml package's check takes time growing with the square of their number).
+    // mapping (the yaml package's check takes time growing with the square of their number), nor
+    // errors marked with their lines (the package copies the whole line for each).
     if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
       throw new ValidationError(`the document at ${url.href} is not JSON, and larger than the 1 MiB of YAML the hub reads`, 'openapiUrl', 'point openapiUrl at the JSON form of the document (read up to 5 MiB)');
     }
     if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
     try {
-      return parseYaml(text, { uniqueKeys: false }) as OpenApi;
+      return parseYaml(text, { uniqueKeys: false, prettyErrors: false }) as OpenApi;
     } catch {
       return undefined;
     }

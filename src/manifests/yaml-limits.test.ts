@@ -1,7 +1,8 @@
 import fc from 'fast-check';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments, parseDocument, stringify } from 'yaml';
 import { depthOf } from '../validation/input-limits.js';
-import { yamlNestsDeeperThan } from './yaml-limits.js';
+import { readManifestDocument, readManifestDocuments, yamlNestsDeeperThan } from './yaml-limits.js';
+import { KUBECTL_MANIFEST, keysAsKubectl } from './yaml.js';
 
 /** The deepest nesting of the parsed documents (0 for scalars only), or undefined where the text is no YAML. */
 function parsedDepth(text: string): number | undefined {
@@ -82,5 +83,78 @@ describe('yamlNestsDeeperThan', () => {
     const whole = time(() => yamlNestsDeeperThan(flat, 64));
     const refused = time(() => expect(yamlNestsDeeperThan(deep, 64)).toBe(true));
     expect(refused).toBeLessThan(whole);
+  });
+});
+
+describe('reading a manifest document', () => {
+  const time = (f: () => unknown) => {
+    const t = performance.now();
+    f();
+    return performance.now() - t;
+  };
+
+  it('marks errors and warnings with the text the yaml package writes', () => {
+    const long = 'x'.repeat(200);
+    for (const text of [
+      'a: [1, 2\n',
+      'a: b: c\n',
+      `a: ${long} &x &y 1\n`,
+      `${long}: &a &b 1\nb: 2\n`,
+      'a:\n  - 1\n - 2\n',
+      `k: ${'&a !t '.repeat(30)}x\n`,
+      'a: !!binary aGk=\nb: !foo 1\n',
+      '"a\n',
+      `a: 1\n${' '.repeat(90)}b: [\n`,
+      `${'y'.repeat(100)}\n  - z: : :\n`,
+    ]) {
+      const ours = readManifestDocument(text);
+      const theirs = parseDocument(text, KUBECTL_MANIFEST);
+      expect({ text, errors: ours.errors.map((e) => e.message), warnings: ours.warnings.map((w) => w.message) }).toEqual({
+        text,
+        errors: theirs.errors.map((e) => e.message),
+        warnings: theirs.warnings.map((w) => w.message),
+      });
+      expect(readManifestDocuments(text).flatMap((d) => d.errors.map((e) => e.message))).toEqual(parseAllDocuments(text, KUBECTL_MANIFEST).flatMap((d) => d.errors.map((e) => e.message)));
+    }
+  });
+
+  it('in time growing with its length, however many errors one long line holds', () => {
+    // 20,000 anchors on one line: 40,000 errors, each of which the yaml package's own marking
+    // copied the whole 120 KB line for (15 s). Ours costs about what the parse without marking does.
+    const text = `a: ${'&a !t '.repeat(20_000)}x\n`;
+    const plain = time(() => parseDocument(text, { ...KUBECTL_MANIFEST, prettyErrors: false }));
+    let doc: ReturnType<typeof readManifestDocument> | undefined;
+    const marked = time(() => {
+      doc = readManifestDocument(text);
+    });
+    expect(doc!.errors[0]!.message).toMatch(/^A node can have at most one anchor at line 1, column \d+:\n\n/);
+    expect({ plain, marked, within: marked < 3 * plain + 100 }).toMatchObject({ within: true });
+  });
+});
+
+describe('keysAsKubectl', () => {
+  const time = (f: () => unknown) => {
+    const t = performance.now();
+    f();
+    return performance.now() - t;
+  };
+
+  it('costs about a parse, however many alias keys or mappings in a sequence a document holds', () => {
+    // Each alias key was resolved by walking the whole document (3,000 of them in 47 KB: 15 s), and
+    // each mapping of a sequence had its path found by looking its index up (40,000: ×4 per doubling).
+    for (const text of [`x: &k a\n${Array.from({ length: 3000 }, (_, i) => `k${i}: {*k : 1}\n`).join('')}`, `items: [${'{a: 1},'.repeat(40_000)}{}]\n`]) {
+      let doc: ReturnType<typeof readManifestDocument> | undefined;
+      const parse = time(() => {
+        doc = readManifestDocument(text);
+      });
+      const keys = time(() => expect(keysAsKubectl(doc!, 'body')).toBeUndefined());
+      expect({ text: text.slice(0, 12), parse, keys, within: keys < 2 * parse + 100 }).toMatchObject({ within: true });
+    }
+    // The paths of a refusal are still found: a duplicate inside the last mapping of a long sequence.
+    const doc = readManifestDocument(`items: [${'{a: 1},'.repeat(1000)}{a: 1, a: 2}]\n`);
+    expect(keysAsKubectl(doc, 'body')?.message).toBe('body.items[1000].a is given twice: a key may appear once in a mapping');
+    // An alias key reads what its anchor names, the last one before it (2, not 1).
+    const aliased = readManifestDocument('x: &k 1\ny: &k 2\nm: {*k : a, "2": b}\n');
+    expect(keysAsKubectl(aliased, 'body')?.message).toBe('body.m.2 is given twice: the keys 2 and "2" are both "2" in JSON');
   });
 });

@@ -127,33 +127,50 @@ export interface KeyRefusal {
  * (`1` and `"1"`: kubectl keeps one of the two, not always the same one), naming it under `root`.
  */
 export function keysAsKubectl(doc: Document, root: string): KeyRefusal | undefined {
+  // What each alias names, found in one pass as the yaml package finds it (the last node before the
+  // alias with its anchor): `Alias.resolve` walks the whole document on every call, so a body of a
+  // few thousand alias keys took minutes.
+  const anchored = new Map<string, Node>();
+  const named = new Map<Node, Node | undefined>();
+  visit(doc, {
+    Node(_key, node) {
+      if (isAlias(node)) named.set(node, anchored.get(node.source));
+      else if (node.anchor) anchored.set(node.anchor, node);
+    },
+  });
   let refusal: KeyRefusal | undefined;
   visit(doc, {
     Map(_key, map, path) {
-      const field = fieldOf(root, path, map);
-      const where = field || 'the document';
+      // The path only for a refusal: found for every mapping, a sequence of n mappings cost n² (each
+      // one's index looked up among the sequence's items).
+      let found: string | undefined;
+      const fieldHere = () => (found ??= fieldOf(root, path, map));
+      const whereHere = () => fieldHere() || 'the document';
       const seen = new Map<string, string>();
       for (const pair of map.items) {
         const given = pair.key as Node | null;
-        const key = isAlias(given) ? given.resolve(doc) : given;
+        const key = isAlias(given) ? named.get(given) : given;
         // A `<<` merge key: the yaml package merges it as go-yaml does.
         if (isScalar(key) && typeof key.value === 'symbol') continue;
         if (key === null || key === undefined || (isScalar(key) && key.value === null)) {
+          const where = whereHere();
           refusal = { field: where, message: `${where} has a null key (${written(given)}), which kubectl refuses`, hint: 'quote the key to mean the text ("~"), or remove it' };
           return visit.BREAK;
         }
         if (!isScalar(key)) {
+          const where = whereHere();
           refusal = { field: where, message: `${where} has a key that is a ${isSeq(key) ? 'sequence' : 'mapping'}, which kubectl refuses`, hint: 'a key must be text, a number or a boolean' };
           return visit.BREAK;
         }
         const text = kubectlKey(key);
         if (text === undefined) {
+          const where = whereHere();
           refusal = { field: where, message: `${where} has the key ${written(key)}, an integer past 64 bits signed, which kubectl refuses`, hint: 'quote the key to mean the text' };
           return visit.BREAK;
         }
         const before = seen.get(text);
         if (before !== undefined) {
-          const at = joinField(field, text);
+          const at = joinField(fieldHere(), text);
           const same = before === written(key) ? 'a key may appear once in a mapping' : `the keys ${before} and ${written(key)} are both ${JSON.stringify(text)} in JSON`;
           refusal = { field: at, message: `${at} is given twice: ${same}`, hint: 'remove one of the two (kubectl keeps one of them, not always the same one)' };
           return visit.BREAK;
