@@ -11,6 +11,13 @@ function parsedDepth(text: string): number | undefined {
   return Math.max(0, ...docs.map((d) => depthOf(d.toJS(), 10_000)));
 }
 
+/** How long `f` takes, in milliseconds. */
+function time(f: () => unknown): number {
+  const t = performance.now();
+  f();
+  return performance.now() - t;
+}
+
 /** The smallest `max` the pre-scan lets through: its count of the text's nesting. */
 function counted(text: string): number {
   let max = 0;
@@ -75,11 +82,6 @@ describe('yamlNestsDeeperThan', () => {
     // the text (measured against a lexer pass of a flat text of the same length).
     const deep = `a: ${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}\n`;
     const flat = `a: [${'1,'.repeat(999_999)}1]\n`;
-    const time = (f: () => unknown) => {
-      const t = performance.now();
-      f();
-      return performance.now() - t;
-    };
     const whole = time(() => yamlNestsDeeperThan(flat, 64));
     const refused = time(() => expect(yamlNestsDeeperThan(deep, 64)).toBe(true));
     expect(refused).toBeLessThan(whole);
@@ -87,12 +89,6 @@ describe('yamlNestsDeeperThan', () => {
 });
 
 describe('reading a manifest document', () => {
-  const time = (f: () => unknown) => {
-    const t = performance.now();
-    f();
-    return performance.now() - t;
-  };
-
   it('marks errors and warnings with the text the yaml package writes', () => {
     const long = 'x'.repeat(200);
     for (const text of [
@@ -133,12 +129,6 @@ describe('reading a manifest document', () => {
 });
 
 describe('keysAsKubectl', () => {
-  const time = (f: () => unknown) => {
-    const t = performance.now();
-    f();
-    return performance.now() - t;
-  };
-
   it('costs about a parse, however many alias keys or mappings in a sequence a document holds', () => {
     // Each alias key was resolved by walking the whole document (3,000 of them in 47 KB: 15 s), and
     // each mapping of a sequence had its path found by looking its index up (40,000: ×4 per doubling).
