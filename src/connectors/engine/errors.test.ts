@@ -32,6 +32,19 @@ const cases: Array<[Error, Record<string, unknown>]> = [
       message: 'upstream answered HTTP 302, a redirect to https://other.example/p…; redirects are not followed (point spec.base_url or the endpoint path at the address it names) — its body is not ingested as data: moved',
     },
   ],
+  ...[
+    ['http://user:pass@evil.example/x?token=abc#f', 'http://***@evil.example/x…'],
+    ['//u:p@evil.example/x', '//***@evil.example/x'],
+    ['http://evil%40x:secret@evil.example/x', 'http://***@evil.example/x'],
+    ['https:\\\\u:p@evil.example/x', 'https:\\\\***@evil.example/x'],
+    ['https://evil.example/a@b', 'https://evil.example/a@b'],
+  ].map(([location, shown]): [Error, Record<string, unknown>] => [
+    new UpstreamHttpError(307, '', location),
+    {
+      name: 'UpstreamHttpError', code: 'upstream_http', runStatus: 'Failed', retryable: false, transient: false, status: 307,
+      message: `upstream answered HTTP 307, a redirect to ${shown}; redirects are not followed (point spec.base_url or the endpoint path at the address it names) — its body is not ingested as data: `,
+    },
+  ]),
   [
     new UpstreamNetworkError(3, Object.assign(new Error('connect failed'), { code: 'ECONNREFUSED' })),
     { name: 'UpstreamNetworkError', code: 'upstream_network', runStatus: 'Failed', retryable: true, message: 'upstream could not be reached after 3 attempt(s): ECONNREFUSED: connect failed' },
