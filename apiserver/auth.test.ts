@@ -559,8 +559,8 @@ describe('tenant from the token', () => {
     // The tenants' own route reads its id the same way.
     const superadmin = await token(['svc_superadmin'], { tenant_id: 2 });
     expect((await call('/api/tenants/2', { token: superadmin })).status).toBe(200);
-    for (const [id, canonical] of [['02', '2'], ['2.0', '2'], ['01', '1']] as const) {
-      expect((await call(`/api/tenants/${id}`, { token: superadmin })).json()).toMatchObject({ error: `id must be written ${canonical}, not ${id}`, field: 'id' });
+    for (const [id, canonical] of [['02', '2'], ['2.0', '2'], ['01', '1'], ['%2B1', '1']] as const) {
+      expect((await call(`/api/tenants/${id}`, { token: superadmin })).json()).toMatchObject({ error: `id must be written ${canonical}, not ${decodeURIComponent(id)}`, field: 'id' });
     }
   });
 

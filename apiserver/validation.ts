@@ -34,7 +34,7 @@ export function validate(schema: JsonSchema, value: unknown, part: 'params' | 'q
 }
 
 /** A number as a path or query value: decimal digits, an optional sign and fraction, nothing around them. */
-const DECIMAL = /^-?\d+(?:\.\d+)?$/;
+const DECIMAL = /^[-+]?\d+(?:\.\d+)?$/;
 
 /** An integer as a path or query value, written the one way: no leading zero, sign or fraction. */
 const INTEGER = /^(?:0|-?[1-9]\d*)$/;
