@@ -8,6 +8,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../demo-source/server.js';
+import { cancelled } from './commands.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { main } from './main.js';
@@ -289,6 +290,14 @@ describe('apply and connectors', () => {
     const cancel = await svc(['runs', 'cancel', runs[0]!.id]);
     expect(cancel.code).toBe(1);
     expect(cancel.err).toMatch(/\(HTTP 409\)\n$/);
+  });
+});
+
+describe('svc runs cancel', () => {
+  it('says whether the run ended at once (a run whose process died) or was asked to stop', () => {
+    const ended = { id: 'r1', status: 'Failed', endedAt: '2026-12-04T19:00:00.000Z', errorMessage: 'interrupted: the hub stopped during the run' };
+    expect(cancelled('r1')(ended)).toBe('run r1: ended Failed (interrupted: the hub stopped during the run)');
+    expect(cancelled('r1')({ id: 'r1', status: 'Running', endedAt: null, errorMessage: null })).toBe('run r1: cancellation requested');
   });
 });
 

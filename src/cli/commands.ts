@@ -155,12 +155,19 @@ async function record(c: Ctx, route: string): Promise<void> {
 }
 
 /** A call answered with 204 (or a record nobody reads as a person): says `done` to people. */
-async function act(c: Ctx, method: 'POST' | 'PUT' | 'DELETE', route: string, done: string, options: { json?: unknown; query?: Query } = {}): Promise<void> {
+async function act(c: Ctx, method: 'POST' | 'PUT' | 'DELETE', route: string, done: string | ((body: unknown) => string), options: { json?: unknown; query?: Query } = {}): Promise<void> {
   const { body } = await c.hub().call(method, route, options);
   if (c.json) {
     if (body !== undefined) c.out(json(body));
-  } else c.out(`${done}\n`);
+  } else c.out(`${typeof done === 'string' ? done : done(body)}\n`);
 }
+
+/** What a cancel's answer says of a connector run: ended at once (a run whose process died ends as interrupted), or asked to stop. */
+export const cancelled = (id: string) => (body: unknown) => {
+  const run = (body ?? {}) as { status?: string; endedAt?: string | null; errorMessage?: string | null };
+  if (!run.endedAt) return `run ${id}: cancellation requested`;
+  return `run ${id}: ended ${run.status ?? ''}${run.errorMessage ? ` (${run.errorMessage})` : ''}`.trimEnd();
+};
 
 // ---- columns ----
 
@@ -613,7 +620,7 @@ export const COMMANDS: Command[] = [
     name: 'runs cancel',
     args: ['ID'],
     summary: 'Stop a running run (it ends Cancelled): at once when the process that answers runs it, else at its next heartbeat, page or chunk',
-    run: async (c) => void (await act(c, 'POST', path`/api/platform/runs/${c.args[0]!}/cancel`, `run ${c.args[0]}: cancellation requested`)),
+    run: async (c) => void (await act(c, 'POST', path`/api/platform/runs/${c.args[0]!}/cancel`, cancelled(c.args[0]!))),
   },
 
   {

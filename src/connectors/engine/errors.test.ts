@@ -84,6 +84,14 @@ const cases: Array<[Error, Record<string, unknown>]> = [
     },
   ],
   [
+    // A secret: name is read from the tenant's store alone: no word of the environment.
+    new CredentialError('secret:TOKEN', 'auth.token_env'),
+    {
+      name: 'CredentialError', code: 'credential_unresolved', runStatus: 'Failed', retryable: false, credential: 'secret:TOKEN', field: 'auth.token_env',
+      message: 'credential secret:TOKEN did not resolve (auth.token_env): the tenant has no stored secret TOKEN',
+    },
+  ],
+  [
     new TemplateError('HOST', 'spec.base_url'),
     {
       name: 'TemplateError', code: 'template_unresolved', runStatus: 'Failed', retryable: false, variable: 'HOST',

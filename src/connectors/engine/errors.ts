@@ -168,7 +168,9 @@ const KINDS = {
     runStatus: 'Failed',
     retryable: false,
     message: (credential: string, field: string) =>
-      `credential ${credential} did not resolve (${field}): the tenant has no stored secret of that name (the hub's environment is read only for names allowed by svc.credentials.env-allow)`,
+      credential.startsWith('secret:')
+        ? `credential ${credential} did not resolve (${field}): the tenant has no stored secret ${credential.slice('secret:'.length)}`
+        : `credential ${credential} did not resolve (${field}): the tenant has no stored secret of that name (the hub's environment is read only for names allowed by svc.credentials.env-allow)`,
     details: (credential: string, field: string) => ({ credential, field }),
   },
   /** A stored secret that does not open with this hub's master key (the key changed since it was stored). */
