@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import Koa from 'koa';
+import pg from 'pg';
+import { createTestDatabase } from '../../test/harness/database.js';
 import { captureLogs, type LogCapture } from '../../test/harness/log-capture.js';
 import { accessLog } from './access-log.js';
 import { errorMapper } from './errors.js';
@@ -35,6 +37,7 @@ beforeAll(async () => {
       ctx.status = 201;
       ctx.body = [{ id: 1 }];
     } else if (ctx.path === '/text') ctx.body = 'plain words';
+    else if (ctx.path === '/deadlock') await deadlock();
   });
   server = app.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
@@ -45,6 +48,29 @@ afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
   logs.restore();
 });
+
+/**
+ * Two transactions on a real PostgreSQL that each lock a row the other then wants: the server ends
+ * one of them (40P01), whose error is rethrown here, as a route's statement would throw it.
+ */
+async function deadlock(): Promise<void> {
+  const url = await createTestDatabase('deadlock');
+  const [a, b] = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+  await Promise.all([a.connect(), b.connect()]);
+  try {
+    await a.query('create table t (id int primary key); insert into t values (1), (2)');
+    await a.query('begin');
+    await b.query('begin');
+    await a.query('update t set id = id where id = 1');
+    await b.query('update t set id = id where id = 2');
+    const settled = await Promise.allSettled([a.query('update t set id = id where id = 2'), b.query('update t set id = id where id = 1')]);
+    await Promise.all([a.query('rollback'), b.query('rollback')]);
+    const failed = settled.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  } finally {
+    await Promise.all([a.end(), b.end()]);
+  }
+}
 
 function accessLine(requestId: string | null): Record<string, unknown> | undefined {
   return logs.lines().find((l) => l.msg === 'request' && l.reqId === requestId);
@@ -59,6 +85,21 @@ describe('a body that cannot be serialised', () => {
     expect(await res.json()).toEqual({ error: 'internal error', requestId });
     expect(accessLine(requestId)).toMatchObject({ method: 'GET', path, status: 500 });
     expect(logs.lines().some((l) => l.msg === 'request failed' && l.reqId === requestId)).toBe(true);
+  });
+});
+
+describe('a transaction the database rolled back to break a deadlock', () => {
+  it('is a 503 with Retry-After saying to retry, not a 500', async () => {
+    const res = await fetch(`${base}/deadlock`);
+    expect({ status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() }).toEqual({
+      status: 503,
+      retryAfter: '1',
+      body: {
+        error: "the database rolled the request's transaction back to resolve a conflict with another transaction (deadlock detected, database error 40P01)",
+        hint: 'nothing that transaction wrote was kept: retry the request',
+      },
+    });
+    expect(accessLine(res.headers.get('x-request-id'))).toMatchObject({ path: '/deadlock', status: 503 });
   });
 });
 

@@ -8,8 +8,9 @@ import { describeRefusal, refusedValueCode } from '../../src/validation/database
 /**
  * The one error mapper: every thrown error becomes the status and body the spec fixes. HubErrors
  * render themselves; Koa's own HTTP errors (malformed JSON, body too large) keep their status with
- * a JSON message; PostgreSQL's refusals of a value (classes 22 and 54) are a 400; anything else is
- * a 503 when the database cannot be reached (src/db/unavailable.ts); anything else is
+ * a JSON message; PostgreSQL's refusals of a value (classes 22 and 54) are a 400; a 503 when the
+ * database cannot be reached (src/db/unavailable.ts) or rolled a transaction back to break a
+ * deadlock or serialisation conflict (40P01, 40001: retrying may pass); anything else is
  * a 500 with no detail (the stack goes to the log, never the client).
  */
 export async function errorMapper(ctx: Context, next: Next): Promise<void> {
@@ -62,6 +63,19 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       };
       return;
     }
+    if (kind === 'rolledBack') {
+      // PostgreSQL ended the transaction to break a deadlock or a serialisation conflict with
+      // another (class 40): its work is undone, and the same request sent again may pass.
+      const code = (err as { code: string }).code;
+      logger().warn({ code, err: (err as Error).message }, 'database rolled a transaction of the request back');
+      ctx.status = 503;
+      ctx.set('Retry-After', '1');
+      ctx.body = {
+        error: `the database rolled the request's transaction back to resolve a conflict with another transaction (${code === '40P01' ? 'deadlock detected' : 'could not serialize'}, database error ${code})`,
+        hint: 'nothing that transaction wrote was kept: retry the request',
+      };
+      return;
+    }
     if (kind === 'notMigrated') {
       ctx.status = 503;
       ctx.body = { error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' };
@@ -73,7 +87,7 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
   }
 }
 
-type ErrorKind = 'hub' | 'client' | 'refused' | 'unavailable' | 'notMigrated' | 'internal';
+type ErrorKind = 'hub' | 'client' | 'refused' | 'unavailable' | 'rolledBack' | 'notMigrated' | 'internal';
 
 /** What a thrown error is, in the order `errorMapper` answers it: the classification is this module's alone. */
 function errorKind(err: unknown): ErrorKind {
@@ -81,6 +95,7 @@ function errorKind(err: unknown): ErrorKind {
   if (exposedClientError(err)) return 'client';
   if (refusedValueCode(err)) return 'refused';
   if (isDatabaseUnavailable(err)) return 'unavailable';
+  if (rolledBack(err)) return 'rolledBack';
   if (notMigrated(err)) return 'notMigrated';
   return 'internal';
 }
@@ -90,13 +105,19 @@ export function errorStatus(err: unknown): number {
   const kind = errorKind(err);
   if (kind === 'hub') return (err as HubError).render().status;
   if (kind === 'client') return (err as { status: number }).status;
-  return { refused: 400, unavailable: 503, notMigrated: 503, internal: 500 }[kind];
+  return { refused: 400, unavailable: 503, rolledBack: 503, notMigrated: 503, internal: 500 }[kind];
 }
 
 /** Koa's own HTTP errors (malformed JSON, body too large): a 4xx whose message is the client's to see. */
 function exposedClientError(err: unknown): boolean {
   const { status, expose } = err as { status?: number; expose?: boolean };
   return typeof status === 'number' && status >= 400 && status < 500 && expose === true;
+}
+
+/** A transaction PostgreSQL rolled back to break a deadlock (40P01) or a serialisation conflict (40001). */
+function rolledBack(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === '40P01' || code === '40001';
 }
 
 /** A table that does not exist yet: the hub runs on a database whose migrations are pending. */
