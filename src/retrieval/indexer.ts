@@ -5,7 +5,7 @@ import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { inExtension, vectorLiteral } from './pgvector.js';
-import { keyBefore, settleRowChunks } from './row-chunks.js';
+import { keyBefore, type Row, settleRowChunks } from './row-chunks.js';
 import { encodeVector } from './vectors-codec.js';
 import { parseJsonExact } from '../connectors/engine/exact-json.js';
 
@@ -98,7 +98,7 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
   // Rows rewritten since have another hash now: their own later entry indexes them.
   // The payload as text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
   // Every row of the table holding one of the hashes: rows of identical content under other keys too.
-  const { rows } = await tx.query<IdenticalRow>(
+  const { rows } = await tx.query<Row>(
     `select external_id, row_hash, connector_id::text as connector_id, endpoint_id::text as endpoint_id, data::text as data
        from ${table} where tenant_id = $1 and row_hash = any($2)`,
     [entry.tenant_id, entry.row_hashes],
@@ -115,8 +115,8 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
   // row's endpoint. Only when the connector holds none of them (another connector wrote the same
   // rows since) does it name the smallest key of all, with the entry's endpoint. A chunk of that
   // content naming another key of this table is replaced (its text names the key).
-  const own = (r: IdenticalRow) => r.connector_id === entry.connector_id;
-  const chosen = new Map<string, IdenticalRow>();
+  const own = (r: Row) => r.connector_id === entry.connector_id;
+  const chosen = new Map<string, Row>();
   for (const r of rows) {
     const first = chosen.get(r.row_hash);
     if (!first || (own(r) !== own(first) ? own(r) : keyBefore(r.external_id, first.external_id))) chosen.set(r.row_hash, r);
@@ -150,15 +150,6 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
       unique.map((r) => (own(r) ? r.endpoint_id : entry.endpoint_uuid)),
     ],
   );
-}
-
-/** A row of the table holding one of an entry's row hashes (under the entry's key, or another). */
-interface IdenticalRow {
-  external_id: string;
-  row_hash: string;
-  connector_id: string;
-  endpoint_id: string;
-  data: string;
 }
 
 /**

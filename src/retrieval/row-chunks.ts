@@ -26,7 +26,8 @@ interface Unsettled {
   external_id: string;
 }
 
-interface Row {
+/** A row of a tenant's table as chunks of identical rows are chosen from: its key, content hash, writer and payload text. */
+export interface Row {
   external_id: string;
   row_hash: string;
   connector_id: string;
