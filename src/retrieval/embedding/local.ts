@@ -1,8 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startWorker } from '../../runtime/worker-thread.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { LOCAL_DIMENSIONS, LOCAL_MODEL, loadEncoder } from './local-model.js';
 import type { EmbedRequest, EmbedResponse } from './local-worker.js';
@@ -98,12 +96,7 @@ class InThread implements Backend {
   async close(): Promise<void> {}
 }
 
-/**
- * The worker: started on first use, the model loaded in it once. The entry is local-worker.ts
- * (source checkout, tests) or local-worker.js (the build). A TypeScript entry needs tsx's loader,
- * which the main thread may have registered through its API (bin/launch.js) rather than a flag a
- * worker would inherit, so a tiny bootstrap registers it in the worker before importing the entry.
- */
+/** The worker: started on first use (startWorker: local-worker.ts or .js), the model loaded in it once. */
 class InWorker implements Backend {
   private worker: Worker | undefined;
   private nextId = 1;
@@ -131,11 +124,7 @@ class InWorker implements Backend {
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const here = import.meta.url;
-    const typescript = here.endsWith('.ts');
-    const entry = new URL(typescript ? './local-worker.ts' : './local-worker.js', here).href;
-    const tsx = typescript ? tsxEsmApi(here) : undefined;
-    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { entry, tsx } });
+    const worker = startWorker(import.meta.url, './local-worker');
     worker.on('message', (response: EmbedResponse) => {
       const waiting = this.pending.get(response.id);
       if (!waiting) return;
@@ -157,27 +146,3 @@ class InWorker implements Backend {
     return worker;
   }
 }
-
-/**
- * The file of tsx's ESM API (`tsx/esm/api` under the import condition): its CommonJS twin, what
- * `require.resolve` would find, cannot register the loader from a worker.
- */
-function tsxEsmApi(from: string): string {
-  const require = createRequire(from);
-  const manifest = require.resolve('tsx/package.json');
-  const { exports } = JSON.parse(readFileSync(manifest, 'utf8')) as { exports: Record<string, { import?: { default?: string } }> };
-  const file = exports['./esm/api']?.import?.default;
-  if (!file) throw new Error('tsx does not export ./esm/api for import');
-  return join(dirname(manifest), file);
-}
-
-/** Runs in the worker (CommonJS script): registers tsx when the entry is TypeScript, then imports it. */
-const BOOTSTRAP = `
-const { workerData } = require('node:worker_threads');
-const { pathToFileURL } = require('node:url');
-(async () => {
-  if (workerData.tsx) (await import(pathToFileURL(workerData.tsx).href)).register();
-  await import(workerData.entry);
-})().catch((err) => { setImmediate(() => { throw err; }); });
-`;
-
