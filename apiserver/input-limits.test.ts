@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { stringify } from 'yaml';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
@@ -187,6 +188,73 @@ describe('nesting is capped at 64 levels', () => {
     const json = await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded) });
     expect(json.status).toBe(200);
   });
+});
+
+describe('YAML bodies are read off the event loop', () => {
+  /** Slow to read for its length: one flow mapping per line (about 5 s a MiB on this machine's idle core). */
+  const slow = (kb: number) => `apiVersion: connectors.svc.io/v1\nitems:\n${'- {}\n'.repeat(Math.floor((kb * 1024) / 5))}`;
+  let limited: TestHub;
+  beforeAll(async () => {
+    limited = await startTestHub({ 'svc.http.yaml-read-timeout': '100ms', 'svc.datasource.url': hub.ownerUrl });
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    await owner.query(`insert into core.tenants (id, code, name) values (2, 'tenant-b', 'Tenant B') on conflict do nothing`);
+    await owner.end();
+  });
+  afterAll(async () => {
+    await limited?.stop();
+  });
+
+  it('the event loop, and the API on it, go on while a YAML body is read', async () => {
+    await call('POST', '/api/connectors/validate', { body: 'a: 1\n', type: 'application/yaml' }); // the reader started
+    // The hub runs in this process: a gap between two ticks of a 10 ms timer is a time its event loop was held.
+    let last = performance.now();
+    let longestGap = 0;
+    const ticks = setInterval(() => {
+      const now = performance.now();
+      longestGap = Math.max(longestGap, now - last);
+      last = now;
+    }, 10);
+    let reading = true;
+    let probes = 0;
+    const started = performance.now();
+    const read = call('POST', '/api/connectors/validate', { body: slow(384), type: 'application/yaml' }).finally(() => {
+      reading = false;
+    });
+    try {
+      while (reading) {
+        expect((await fetch(`${hub.url}/q/health/live`)).status).toBe(200);
+        probes += 1;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect((await read).status).toBe(200); // read whole, and answered as no valid manifest
+    } finally {
+      clearInterval(ticks);
+    }
+    const readMs = performance.now() - started;
+    // Read on the event loop, the gap would be the whole read and no probe answered meanwhile.
+    expect({ readMs, longestGap, probes, free: longestGap < readMs / 4 && probes >= 5 }).toMatchObject({ free: true });
+  }, 120_000);
+
+  it('a read past svc.http.yaml-read-timeout is a 413 whose hint is JSON, and the next one is read', async () => {
+    const post = (body: string) =>
+      fetch(`${limited.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body }).then(async (res) => ({ status: res.status, body: await res.json() }));
+    expect(await post(slow(512))).toEqual({ status: 413, body: { error: 'YAML body took longer than svc.http.yaml-read-timeout (100ms) to read', hint: expect.stringContaining('as JSON') } });
+    expect((await post(stringify(manifestOf('after-timeout')))).status).toBe(200);
+  }, 120_000);
+
+  it('a tenant has two YAML bodies read at once: a third is a 429, another tenant\'s is read', async () => {
+    const post = (tenant: string, body: string) =>
+      fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { 'X-Tenant-ID': tenant, 'Content-Type': 'application/yaml' }, body }).then(async (res) => ({ status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Record<string, unknown> }));
+    const two = [post('1', slow(128)), post('1', slow(128))];
+    // The two are taken up before the third arrives: each is in the reader once its request reached the route.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const third = await post('1', stringify(manifestOf('third')));
+    expect(third).toEqual({ status: 429, retryAfter: '1', body: { error: expect.stringMatching(/^2 YAML texts of the same tenant are being read already: .*as JSON$/) } });
+    expect((await post('2', stringify(manifestOf('other-tenant')))).status).toBe(200);
+    for (const answer of await Promise.all(two)) expect(answer.status).toBe(200);
+    expect((await post('1', stringify(manifestOf('after')))).status).toBe(200);
+  }, 120_000);
 });
 
 describe('a body in the charset it declares', () => {

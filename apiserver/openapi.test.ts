@@ -165,10 +165,12 @@ describe('GET /q/openapi', () => {
   it.each(declared().map((d) => [key(d.method, d.path), d] as const))('%s: responses and request body as declared', (_, decl) => {
     const op = doc.paths[decl.path]![decl.method.toLowerCase()]!;
     // A rate-limited route also documents its 429 (the router adds it: apiserver/rate-limit.test.ts checks it), and a
-    // route with a body its 415 (a body in another media type: apiserver/routes/connectors/connectors.test.ts).
+    // route with a body its 415 (a body in another media type: apiserver/routes/connectors/connectors.test.ts), and
+    // a route taking YAML its 429 (a third YAML body of a tenant under way: apiserver/input-limits.test.ts).
     const hasBody = (decl.documentedBody ?? decl.body) !== undefined;
     // Every operation also lists the router's own 400 (invalid input, a NUL character) when it declares none.
-    const added = [...(decl.rateLimit ? ['429'] : []), ...(hasBody && !decl.responses[415] ? ['415'] : []), ...(decl.responses[400] ? [] : ['400'])];
+    const takesYaml = decl.bodyTypes?.some((type) => type.includes('yaml')) ?? false;
+    const added = [...(decl.rateLimit || (takesYaml && !decl.responses[429]) ? ['429'] : []), ...(hasBody && !decl.responses[415] ? ['415'] : []), ...(decl.responses[400] ? [] : ['400'])];
     expect(Object.keys(op.responses).sort()).toEqual([...Object.keys(decl.responses), ...added].sort());
     if (hasBody) expect(op.responses['415']!.content).toEqual({ 'application/json': { schema: expect.objectContaining({ type: 'object' }) } });
     if (!decl.responses[400]) expect(op.responses['400']).toEqual({ description: INVALID_INPUT.description, content: { 'application/json': { schema: INVALID_INPUT.schema } } });

@@ -32,6 +32,13 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
         schema: errorBody,
       });
     }
+    if (decl.bodyTypes?.some((type) => type.includes('yaml'))) {
+      (operation.responses as Record<string, unknown>)['429'] ??= {
+        description: 'Two YAML bodies of the caller\'s tenant are being read already (the hub reads YAML on a thread of its own, two bodies of a tenant at once): `{error}`; send it again when they are answered, or as JSON',
+        headers: { 'Retry-After': { description: 'Whole seconds to wait', schema: { type: 'integer', minimum: 1 } } },
+        content: { 'application/json': { schema: errorBody } },
+      };
+    }
     if (decl.rateLimit) {
       (operation.responses as Record<string, unknown>)['429'] = {
         description: `Rate limit \`${decl.rateLimit}\` exhausted for the caller's tenant: \`{"error": "rate limit exceeded"}\``,

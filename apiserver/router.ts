@@ -1,18 +1,19 @@
 import { METHODS } from 'node:http';
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { satisfies } from '../src/auth/principal.js';
-import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
+import { type Principal, satisfies } from '../src/auth/principal.js';
+import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, RateLimited, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
 import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
-import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
+import { duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { nonCanonicalInteger, validate } from './validation.js';
-import { MAX_YAML_BYTES, readManifestDocument, yamlNestsDeeperThan } from '../src/manifests/yaml-limits.js';
-import { keysAsKubectl, kubectlRefusal } from '../src/manifests/yaml.js';
+import { MAX_YAML_BYTES } from '../src/manifests/yaml-limits.js';
+import type { YamlRead } from '../src/manifests/yaml-body.js';
+import { yamlReader, YamlReaderBusy, YamlReadStopped } from '../src/manifests/yaml-reader.js';
 
 const PLATFORM = '/api/platform/';
 /** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
@@ -46,7 +47,7 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
         refuseUnstorable({ ...ctx.query }, 'query');
         const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
         const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : { ...ctx.query };
-        const body = decl.body ? validate(decl.body, parseBody(ctx, decl), 'body') : undefined;
+        const body = decl.body ? validate(decl.body, await parseBody(ctx, decl, services, principal), 'body') : undefined;
         const result = await decl.handler({ params, query, body, principal, services, ctx });
         if (result !== undefined) {
           ctx.body = result;
@@ -166,10 +167,24 @@ const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml'];
 const tooDeep = () => new ValidationError(`body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, 'body', `at most ${MAX_JSON_DEPTH} levels of nesting are accepted`);
 
 /**
+ * A YAML body read on the YAML reader's thread (src/manifests/yaml-reader.ts), never on the event loop, within
+ * `svc.http.yaml-read-timeout`; the reader takes two bodies of a tenant at once.
+ */
+async function readYamlBody(text: string, services: AreaServices, tenantId: number | undefined): Promise<YamlRead> {
+  try {
+    return await yamlReader.manifest(text, 'body', services.config.duration('svc.http.yaml-read-timeout'), String(tenantId ?? 'public'));
+  } catch (err) {
+    if (err instanceof YamlReaderBusy) throw new RateLimited(1, `${err.message}: send this one when they are answered, or as JSON`);
+    if (err instanceof YamlReadStopped) throw new PayloadTooLarge(`YAML body ${err.message}`, 'send the manifest as JSON (Content-Type: application/json), which is read far faster');
+    throw err;
+  }
+}
+
+/**
  * The body in the declared media types: JSON and YAML parsed here (the body parser hands over text),
  * with the nesting cap checked as they are read and unstorable text refused, naming its field.
  */
-function parseBody(ctx: Context, decl: RouteDecl): unknown {
+async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined): Promise<unknown> {
   const raw = textOf(ctx, (ctx.request as { body?: unknown }).body);
   const types = decl.bodyTypes ?? ['application/json'];
   let value: unknown;
@@ -178,24 +193,9 @@ function parseBody(ctx: Context, decl: RouteDecl): unknown {
     if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
       throw new PayloadTooLarge('YAML body too large: at most 1 MiB', 'send the manifest as JSON (Content-Type: application/json), read up to svc.http.body-limit');
     }
-    // Compact nesting is refused from the tokens, before the parser spends seconds on it.
-    if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) throw tooDeep();
-    try {
-      const doc = readManifestDocument(text);
-      if (doc.errors[0]) throw doc.errors[0];
-      const refusal = kubectlRefusal(doc);
-      if (refusal) throw new ValidationError(`body is not a manifest kubectl would read the same: ${refusal}`, 'body');
-      const key = keysAsKubectl(doc, 'body');
-      if (key) throw new ValidationError(key.message, key.field, key.hint);
-      value = doc.toJS();
-    } catch (err) {
-      if (err instanceof ValidationError) throw err;
-      // A document nested past the parser's own stack (≈ 900 levels): the yaml library reports the
-      // RangeError as a parse error of its own, whose message says so.
-      if (err instanceof RangeError || /Maximum call stack size exceeded/.test((err as Error).message)) throw tooDeep();
-      throw new ValidationError(`body is not valid YAML: ${(err as Error).message}`);
-    }
-    if (depthOf(value) > MAX_JSON_DEPTH) throw tooDeep();
+    const read = await readYamlBody(text, services, principal?.tenantId);
+    if ('problem' in read) throw new ValidationError(read.problem.message, read.problem.field, read.problem.hint);
+    value = JSON.parse(read.json);
   } else if (ctx.request.length && !ctx.is(...types)) {
     const sent = ctx.request.type ? `not ${ctx.request.type}` : 'the request names no Content-Type';
     throw new UnsupportedMediaType(`body must be ${types.join(' or ')} (${sent})`, `send Content-Type: ${types[0]}`);

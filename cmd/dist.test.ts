@@ -2,6 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { freePort } from '../src/db/embedded.js';
 import { packageRoot } from '../src/package-root.js';
@@ -80,5 +81,11 @@ describe('the built executable (dist/)', () => {
 
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
+
+    // The YAML reading thread starts from the compiled entry (yaml-worker.js), without the tsx loader.
+    const reader = pathToFileURL(join(dir, 'dist', 'src', 'manifests', 'yaml-reader.js')).href;
+    const script = `import(${JSON.stringify(reader)}).then(async ({ yamlReader }) => { console.log(JSON.stringify(await yamlReader.manifest('kind: Connector\\nenabled: yes\\n', 'body', 30000, 'dist'))); await yamlReader.close(); })`;
+    const read = execFileSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+    expect(JSON.parse(read)).toEqual({ json: '{"kind":"Connector","enabled":true}' });
   }, 120_000);
 });

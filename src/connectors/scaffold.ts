@@ -1,9 +1,11 @@
 import { type Dispatcher, request } from 'undici';
 import { describeNetworkError } from '../egress/network-error.js';
-import { parse as parseYaml, stringify } from 'yaml';
-import { ValidationError } from '../errors.js';
+import { stringify } from 'yaml';
+import { RateLimited, ValidationError } from '../errors.js';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
-import { MAX_YAML_BYTES, yamlNestsDeeperThan } from '../manifests/yaml-limits.js';
+import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
+import type { YamlRead } from '../manifests/yaml-body.js';
+import { yamlReader, YamlReaderBusy, YamlReadStopped } from '../manifests/yaml-reader.js';
 import { KUBECTL_YAML } from '../manifests/yaml.js';
 
 type Schema = { type?: string; properties?: Record<string, Schema>; items?: Schema; $ref?: string; format?: string };
@@ -23,6 +25,15 @@ type OpenApi = {
 
 const MAX_BYTES = 5 * 1024 * 1024;
 
+export interface ScaffoldOptions {
+  /** The outbound address policy's dispatcher. */
+  dispatcher?: Dispatcher;
+  /** How long a YAML document may take to read (`svc.http.yaml-read-timeout`; default 30 s). */
+  yamlReadMs?: number;
+  /** Whose read it is (the tenant), for the YAML reader's share (yaml-reader.ts). */
+  owner?: string;
+}
+
 /**
  * Drafts a Connector manifest (YAML) from an OpenAPI 3 (or Swagger 2) document: the first server as
  * base_url, one endpoint per GET operation without path parameters that answers JSON records, a
@@ -31,7 +42,7 @@ const MAX_BYTES = 5 * 1024 * 1024;
  * readable document is refused, as is one carrying credentials (`user:password@`) or one the outbound
  * address policy refuses (`dispatcher`).
  */
-export async function scaffoldManifest(openapiUrl: string, name: string, dispatcher?: Dispatcher): Promise<string> {
+export async function scaffoldManifest(openapiUrl: string, name: string, options: ScaffoldOptions = {}): Promise<string> {
   let url: URL;
   try {
     url = new URL(openapiUrl);
@@ -42,7 +53,7 @@ export async function scaffoldManifest(openapiUrl: string, name: string, dispatc
   // Never sent, and a relative server address would carry it into the drafted base_url (and every message quoting the URL).
   if (url.username || url.password) throw new ValidationError('openapiUrl must not carry credentials (user:password@ before the host): they are never sent; publish the document where it can be read without them', 'openapiUrl');
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)) throw new ValidationError('name must be a lower-case name (letters, digits, dashes)', 'name');
-  const doc = await fetchDocument(url, dispatcher);
+  const doc = await fetchDocument(url, options);
   const unreadable = () => new ValidationError(`no readable OpenAPI document at ${url.href}`, 'openapiUrl');
   if (!doc || typeof doc !== 'object' || (!doc.openapi && !doc.swagger) || !doc.paths) throw unreadable();
 
@@ -101,7 +112,7 @@ export async function scaffoldManifest(openapiUrl: string, name: string, dispatc
   return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${stringify(manifest, KUBECTL_YAML)}`;
 }
 
-async function fetchDocument(url: URL, dispatcher: Dispatcher | undefined): Promise<OpenApi | undefined> {
+async function fetchDocument(url: URL, { dispatcher, yamlReadMs = 30_000, owner = 'scaffold' }: ScaffoldOptions): Promise<OpenApi | undefined> {
   let text: string;
   try {
     const res = await request(url, { method: 'GET', headers: { accept: 'application/json, application/yaml;q=0.9, */*;q=0.5' }, headersTimeout: 10_000, bodyTimeout: 10_000, dispatcher });
@@ -124,19 +135,21 @@ async function fetchDocument(url: URL, dispatcher: Dispatcher | undefined): Prom
   try {
     return JSON.parse(text) as OpenApi;
   } catch {
-    // YAML is read on the event loop, about a hundred times slower than JSON: at most 1 MiB of it,
-    // compact nesting refused from its tokens, and keys not compared with every earlier key of their
-    // mapping (the yaml package's check takes time growing with the square of their number), nor
-    // errors marked with their lines (the package copies the whole line for each).
+    // YAML is read on the YAML reader's thread (about a hundred times slower than JSON, never on the
+    // event loop), at most 1 MiB of it, compact nesting refused from its tokens, within the time limit.
     if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
       throw new ValidationError(`the document at ${url.href} is not JSON, and larger than the 1 MiB of YAML the hub reads`, 'openapiUrl', 'point openapiUrl at the JSON form of the document (read up to 5 MiB)');
     }
-    if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
+    let read: YamlRead | undefined;
     try {
-      return parseYaml(text, { uniqueKeys: false, prettyErrors: false }) as OpenApi;
-    } catch {
-      return undefined;
+      read = await yamlReader.document(text, yamlReadMs, owner);
+    } catch (err) {
+      if (err instanceof YamlReaderBusy) throw new RateLimited(1, `${err.message}: draft again when they are answered`);
+      if (err instanceof YamlReadStopped) throw new ValidationError(`the document at ${url.href} is not JSON, and as YAML it ${err.message}`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
+      throw err;
     }
+    if (read && 'problem' in read) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
+    return read ? (JSON.parse(read.json) as OpenApi) : undefined;
   }
 }
 

@@ -4,9 +4,8 @@ import { KUBECTL_MANIFEST } from './yaml.js';
 /**
  * The largest YAML text the hub reads on a tenant's behalf (a manifest body, an OpenAPI document to
  * draft from): 1 MiB. The yaml package reads about 1 MB a second on this hub's machines, a hundred
- * times slower than `JSON.parse`, and it reads on the event loop that serves every tenant, so the
- * limit bounds what one request can hold it for to about a second on an idle machine (several on a
- * busy one: a worker thread would take it off the event loop; not done). A manifest is far smaller (and a
+ * times slower than `JSON.parse`, so the limit bounds what one text can hold the YAML reader's
+ * thread for (yaml-reader.ts; never the event loop that serves every tenant) to seconds. A manifest is far smaller (and a
  * custom resource cannot exceed the 1.5 MiB Kubernetes stores); larger documents go as JSON, up to
  * `svc.http.body-limit`.
  */

@@ -70,12 +70,17 @@ export const connectorToolRoutes: RouteDecl[] = [
     responses: {
       200: { description: 'The drafted manifest', contentType: 'application/yaml', schema: { type: 'string' } },
       400: { description: 'No readable OpenAPI document at the URL', schema: errorBody },
+      429: { description: 'The document is YAML and two YAML texts of the caller\'s tenant are being read already: `{error}`, `Retry-After`', schema: errorBody },
       ...refusals(false),
     },
-    handler: async ({ services, body, ctx }) => {
+    handler: async ({ services, principal, body, ctx }) => {
       const { openapiUrl, name } = body;
       ctx.type = 'application/yaml';
-      ctx.body = await scaffoldManifest(openapiUrl, name, services.connectors.dispatcher);
+      ctx.body = await scaffoldManifest(openapiUrl, name, {
+        dispatcher: services.connectors.dispatcher,
+        yamlReadMs: services.config.duration('svc.http.yaml-read-timeout'),
+        owner: String(callerTenant(principal)),
+      });
       return undefined;
     },
   }),

@@ -1,0 +1,67 @@
+import { parse as parseYaml } from 'yaml';
+import { depthOf, MAX_JSON_DEPTH } from '../validation/input-limits.js';
+import { keysAsKubectl, kubectlRefusal } from './yaml.js';
+import { readManifestDocument, yamlNestsDeeperThan } from './yaml-limits.js';
+
+/** Why a YAML body was refused: the ValidationError the route answers (message, field, hint). */
+export interface YamlProblem {
+  message: string;
+  field?: string;
+  hint?: string;
+}
+
+/**
+ * What reading a YAML text gave: its value as JSON text, or why it was refused. JSON text, not the value: it is what
+ * crosses from the reading thread (yaml-reader.ts), and `JSON.parse` on the other side makes plain objects of that
+ * thread's own realm. Nothing is lost on the way: what is accepted is what kubectl would send as JSON (non-finite
+ * numbers and non-text keys are refused before); a `-0` arrives as `0`, as it is stored.
+ */
+export type YamlRead = { json: string } | { problem: YamlProblem };
+
+const tooDeep = (root: string): YamlProblem => ({
+  message: `${root} nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`,
+  field: root,
+  hint: `at most ${MAX_JSON_DEPTH} levels of nesting are accepted`,
+});
+
+/**
+ * A manifest body in YAML, read as kubectl reads it: compact nesting refused from the tokens before the parser spends
+ * time on it, the parser's first error, what kubectl would read otherwise (`kubectlRefusal`), keys as kubectl writes
+ * them (`keysAsKubectl`, named under `root`), and the nesting cap on the value. Synchronous and CPU-bound: the hub
+ * runs it on the reading thread, never on the event loop (yaml-reader.ts).
+ */
+export function readYamlManifest(text: string, root: string): YamlRead {
+  if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) return { problem: tooDeep(root) };
+  let value: unknown;
+  try {
+    const doc = readManifestDocument(text);
+    const error = doc.errors[0];
+    if (error) return { problem: { message: `${root} is not valid YAML: ${error.message}` } };
+    const refusal = kubectlRefusal(doc);
+    if (refusal) return { problem: { message: `${root} is not a manifest kubectl would read the same: ${refusal}`, field: root } };
+    const key = keysAsKubectl(doc, root);
+    if (key) return { problem: { message: key.message, field: key.field, hint: key.hint } };
+    value = doc.toJS();
+  } catch (err) {
+    // A document nested past the parser's own stack: the yaml library reports the RangeError as a
+    // parse error of its own, whose message says so.
+    if (err instanceof RangeError || /Maximum call stack size exceeded/.test((err as Error).message)) return { problem: tooDeep(root) };
+    return { problem: { message: `${root} is not valid YAML: ${(err as Error).message}` } };
+  }
+  if (depthOf(value) > MAX_JSON_DEPTH) return { problem: tooDeep(root) };
+  return { json: JSON.stringify(value ?? null) };
+}
+
+/**
+ * A document in YAML that is not a manifest (an OpenAPI description to draft from): read with the yaml package's
+ * defaults, keys not compared with every earlier key of their mapping (the package's check takes time growing with
+ * the square of their number), compact nesting refused from the tokens. Undefined when it is not YAML.
+ */
+export function readYamlDocument(text: string): YamlRead | undefined {
+  if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) return { problem: tooDeep('the document') };
+  try {
+    return { json: JSON.stringify(parseYaml(text, { uniqueKeys: false, prettyErrors: false }) ?? null) };
+  } catch {
+    return undefined;
+  }
+}

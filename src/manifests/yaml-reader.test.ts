@@ -1,0 +1,91 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { readYamlDocument, readYamlManifest } from './yaml-body.js';
+import { YAML_READS_PER_OWNER, YamlReader, YamlReaderBusy, YamlReadStopped } from './yaml-reader.js';
+
+/**
+ * The YAML reader: tenants' YAML read on a thread of its own (a real worker thread, started from the TypeScript source
+ * through tsx as the build starts the compiled one), with a time limit and a heap of its own.
+ */
+
+const readers: YamlReader[] = [];
+const reader = (heapMb?: number) => {
+  const r = new YamlReader(heapMb);
+  readers.push(r);
+  return r;
+};
+afterAll(async () => {
+  await Promise.all(readers.map((r) => r.close()));
+});
+
+/** Slow to read for its length: one flow mapping per line (about 5 s a MiB on this machine's idle core). */
+const slow = (kb: number) => `items:\n${'- {}\n'.repeat(Math.floor((kb * 1024) / 5))}`;
+
+describe('the YAML reader', () => {
+  it('reads on its thread what the same function reads on this one: values, refusals and errors alike', async () => {
+    const r = reader();
+    const texts = [
+      'apiVersion: v1\nkind: Connector\nmetadata: {name: a}\nspec: {n: 0x10, on: yes, t: 2024-01-01, k: [1, "1"]}\n',
+      'a: 1\na: 2\n', // a key twice, named by its path
+      'a: {1: x, "1": y}\n', // kubectl's keys: one key twice
+      'a: .inf\n', // not finite: refused as kubectl refuses it
+      'a: !!binary aGk=\n', // a tag kubectl reads otherwise
+      'a: [1, 2\n', // not YAML
+      `a: ${'['.repeat(70)}${']'.repeat(70)}\n`, // compact nesting past the cap
+      '', // nothing
+      '- just\n- a list\n',
+    ];
+    for (const text of texts) expect({ text, read: await r.manifest(text, 'body', 10_000, 't1') }).toEqual({ text, read: readYamlManifest(text, 'body') });
+    for (const text of ['openapi: 3.0.0\npaths: {}\n', 'a: [1, 2\n', `a: ${'{a: '.repeat(70)}1${'}'.repeat(70)}\n`]) {
+      expect({ text, read: await r.document(text, 10_000, 't1') }).toEqual({ text, read: readYamlDocument(text) });
+    }
+    expect(await r.manifest('a: 1\na: 2\n', 'body', 10_000, 't1')).toEqual({ problem: { message: expect.stringContaining('given twice'), field: 'body.a', hint: expect.any(String) } });
+  }, 60_000);
+
+  it('gives up a read past its time limit, and the next read gets a new thread', async () => {
+    const r = reader();
+    await r.manifest('warm: up\n', 'body', 10_000, 't1'); // the thread's start is not a read's time
+    const started = performance.now();
+    const stopped = await r.manifest(slow(256), 'body', 100, 't1').catch((err: unknown) => err);
+    const tookMs = performance.now() - started;
+    expect(stopped).toBeInstanceOf(YamlReadStopped);
+    expect(stopped).toMatchObject({ reason: 'time', message: 'took longer than svc.http.yaml-read-timeout (100ms) to read' });
+    // Given up at the limit, not when the text was read (about 1.2 s of a core for 256 KiB).
+    const whole = performance.now();
+    expect(await r.manifest(slow(256), 'body', 60_000, 't1')).toHaveProperty('json');
+    const wholeMs = performance.now() - whole;
+    expect({ tookMs, wholeMs, early: tookMs < wholeMs / 2 }).toMatchObject({ early: true });
+    expect(await r.manifest('after: [1]\n', 'body', 10_000, 't1')).toEqual({ json: '{"after":[1]}' });
+  }, 120_000);
+
+  it('reads one text at a time, each limit counted from when its read starts, not while it waits', async () => {
+    const r = reader();
+    await r.manifest('warm: up\n', 'body', 10_000, 't1');
+    const whole = performance.now();
+    await r.manifest(slow(64), 'body', 60_000, 'a');
+    const oneMs = performance.now() - whole;
+    // The first takes about three times oneMs, the second half of it and is allowed twice oneMs: it waits behind the
+    // first longer than its limit, then is read well in time.
+    const first = r.manifest(slow(192), 'body', 60_000, 'a');
+    const second = r.manifest(slow(32), 'body', Math.ceil(oneMs * 2), 'b');
+    await expect(first).resolves.toHaveProperty('json');
+    await expect(second).resolves.toHaveProperty('json');
+  }, 120_000);
+
+  it(`takes ${YAML_READS_PER_OWNER} texts of one owner at once, and another owner's beside them`, async () => {
+    const r = reader();
+    const held = Array.from({ length: YAML_READS_PER_OWNER }, () => r.manifest(slow(32), 'body', 60_000, 'hostile'));
+    await expect(r.manifest('a: 1\n', 'body', 60_000, 'hostile')).rejects.toBeInstanceOf(YamlReaderBusy);
+    expect(await r.manifest('b: 2\n', 'body', 60_000, 'other')).toEqual({ json: '{"b":2}' });
+    for (const read of held) await expect(read).resolves.toHaveProperty('json');
+    // Answered reads are no longer held.
+    expect(await r.manifest('a: 1\n', 'body', 60_000, 'hostile')).toEqual({ json: '{"a":1}' });
+  }, 120_000);
+
+  it('gives up a text that needs more than its heap, and the next read gets a new thread', async () => {
+    const r = reader(32);
+    const stopped = await r.manifest(slow(1024), 'body', 120_000, 't1').catch((err: unknown) => err);
+    expect(stopped).toBeInstanceOf(YamlReadStopped);
+    expect(stopped).toMatchObject({ reason: 'memory', message: 'needed more memory to read than the YAML reader has (32 MB)' });
+    expect(await r.manifest('after: [1]\n', 'body', 10_000, 't1')).toEqual({ json: '{"after":[1]}' });
+  }, 120_000);
+});

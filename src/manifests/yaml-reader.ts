@@ -1,0 +1,175 @@
+import type { Worker } from 'node:worker_threads';
+import { formatDuration } from '../config/duration.js';
+import { startWorker } from '../runtime/worker-thread.js';
+import type { YamlRead } from './yaml-body.js';
+import type { YamlRequest, YamlResponse } from './yaml-worker.js';
+
+/**
+ * Heap of the reading thread: reading 1 MiB of YAML (the most the hub reads) takes well under it; a text that needs
+ * more ends the thread, not the hub (`YamlReadStopped`, reason `memory`).
+ */
+export const YAML_READER_HEAP_MB = 512;
+
+/** How long the reading thread is kept after its last read: it is started again (in tens of milliseconds) when needed. */
+const IDLE_STOP_MS = 10_000;
+
+/** Reads of one owner (a tenant) in the reader at once, waiting or under way: more are refused (`YamlReaderBusy`). */
+export const YAML_READS_PER_OWNER = 2;
+
+/** A read refused because its owner already has `YAML_READS_PER_OWNER` reads in the reader. */
+export class YamlReaderBusy extends Error {
+  constructor() {
+    super(`${YAML_READS_PER_OWNER} YAML texts of the same tenant are being read already`);
+    this.name = 'YamlReaderBusy';
+  }
+}
+
+/** A read the hub gave up: it took longer than its time limit, or more memory than the reading thread has. The message completes "the YAML …". */
+export class YamlReadStopped extends Error {
+  constructor(
+    readonly reason: 'time' | 'memory',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'YamlReadStopped';
+  }
+}
+
+interface Job {
+  request: Omit<YamlRequest, 'id'>;
+  limitMs: number;
+  resolve: (read: YamlRead | undefined) => void;
+  reject: (err: Error) => void;
+}
+
+/**
+ * Reads tenants' YAML on a thread of its own, one text at a time, so that the event loop serving every tenant never
+ * waits on the yaml package (about 1 MB a second, and slower on inputs built for it). Each read has a time limit,
+ * counted from when the thread takes it up (not while it waits behind another): past it the thread is stopped and a
+ * new one serves the next read. The thread starts on the first read and stops when idle.
+ */
+export class YamlReader {
+  private worker: Worker | undefined;
+  private ready = false;
+  private nextId = 1;
+  private readonly queue: Job[] = [];
+  private current: { id: number; job: Job; timer: NodeJS.Timeout } | undefined;
+  private idle: NodeJS.Timeout | undefined;
+  private readonly owners = new Map<string, number>();
+
+  /** `heapMb`: the reading thread's heap (tests give it less). */
+  constructor(private readonly heapMb = YAML_READER_HEAP_MB) {}
+
+  /**
+   * A manifest body read as kubectl reads it, its keys and problems named under `root` (yaml-body.ts,
+   * readYamlManifest), for `owner` (the tenant: one tenant's reads cannot fill the queue every tenant waits in).
+   */
+  manifest(text: string, root: string, limitMs: number, owner: string): Promise<YamlRead> {
+    return this.submit({ text, root }, limitMs, owner) as Promise<YamlRead>;
+  }
+
+  /** A document that is not a manifest (readYamlDocument) for `owner`; undefined when it is not YAML. */
+  document(text: string, limitMs: number, owner: string): Promise<YamlRead | undefined> {
+    return this.submit({ text, root: undefined }, limitMs, owner);
+  }
+
+  /** Stops the thread; reads waiting or under way are refused. A later read starts it again. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    this.stop(new Error('the YAML reader was closed'));
+    for (const job of this.queue.splice(0)) job.reject(new Error('the YAML reader was closed'));
+    if (worker) await worker.terminate();
+  }
+
+  private submit(request: Omit<YamlRequest, 'id'>, limitMs: number, owner: string): Promise<YamlRead | undefined> {
+    const held = this.owners.get(owner) ?? 0;
+    if (held >= YAML_READS_PER_OWNER) return Promise.reject(new YamlReaderBusy());
+    this.owners.set(owner, held + 1);
+    const release = () => {
+      const left = (this.owners.get(owner) ?? 1) - 1;
+      if (left > 0) this.owners.set(owner, left);
+      else this.owners.delete(owner);
+    };
+    return new Promise<YamlRead | undefined>((resolve, reject) => {
+      this.queue.push({ request, limitMs, resolve, reject });
+      this.pump();
+    }).finally(release);
+  }
+
+  private pump(): void {
+    if (this.current || !this.queue.length) return;
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = undefined;
+    const worker = this.start();
+    // Held while reads wait: a process with nothing else to do (a command) waits for them.
+    worker.ref();
+    if (!this.ready) return;
+    const job = this.queue.shift()!;
+    const id = this.nextId++;
+    const timer = setTimeout(() => {
+      if (this.current?.id !== id) return;
+      this.stop(new YamlReadStopped('time', `took longer than svc.http.yaml-read-timeout (${formatDuration(job.limitMs)}) to read`));
+      this.pump();
+    }, job.limitMs);
+    this.current = { id, job, timer };
+    worker.postMessage({ id, ...job.request } satisfies YamlRequest);
+  }
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const worker = startWorker(import.meta.url, './yaml-worker', { maxOldGenerationSizeMb: this.heapMb });
+    this.worker = worker;
+    this.ready = false;
+    worker.on('message', (message: YamlResponse | 'ready') => {
+      if (this.worker !== worker) return;
+      if (message === 'ready') {
+        this.ready = true;
+        this.pump();
+        return;
+      }
+      const current = this.current;
+      if (current?.id !== message.id) return;
+      clearTimeout(current.timer);
+      this.current = undefined;
+      if ('error' in message) current.job.reject(new Error(`reading the YAML failed: ${message.error}`));
+      else current.job.resolve(message.read);
+      if (this.queue.length) this.pump();
+      else {
+        worker.unref();
+        this.idle = setTimeout(() => {
+          if (this.worker === worker && !this.current) this.stop();
+        }, IDLE_STOP_MS).unref();
+      }
+    });
+    const fail = (err: Error & { code?: string }) => {
+      if (this.worker !== worker) return;
+      const memory = err.code === 'ERR_WORKER_OUT_OF_MEMORY';
+      // A thread that never got ready cannot serve what waits either: refused, not retried in a loop.
+      if (!this.ready && !memory) for (const job of this.queue.splice(0)) job.reject(new Error(`the YAML reader did not start: ${err.message}`));
+      this.stop(memory ? new YamlReadStopped('memory', `needed more memory to read than the YAML reader has (${this.heapMb} MB)`) : new Error(`the YAML reader stopped: ${err.message}`));
+      this.pump();
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`exit code ${code}`)));
+    return worker;
+  }
+
+  /** Forgets the thread (terminating it) and refuses the read under way, if any, with `err`. */
+  private stop(err?: Error): void {
+    const worker = this.worker;
+    this.worker = undefined;
+    this.ready = false;
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = undefined;
+    const current = this.current;
+    this.current = undefined;
+    if (current) {
+      clearTimeout(current.timer);
+      current.job.reject(err ?? new Error('the YAML reader stopped'));
+    }
+    if (worker) void worker.terminate();
+  }
+}
+
+/** The process's one YAML reader. */
+export const yamlReader = new YamlReader();
