@@ -15,10 +15,12 @@ import { tenantTableSql, tenantTableText } from './ddl.js';
  * endpoints read too: their watermarks are cleared (clearSharers). Other connectors' chunks that
  * cited a removed row (one of identical rows under several keys, or a row they wrote before this
  * connector did) name a surviving identical row of their own connector instead, or go
- * (settleRowChunks).
+ * (settleRowChunks). Its pending entries, and every entry of the tenant on a table it registers,
+ * are locked first (claimPending: the lock order that keeps it from deadlocking with an indexer pass).
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1', [connectorId]);
+  await claimPending(tx, 'connector_id = $1', [connectorId], rows.map((r) => r.table_name));
   const emptied: string[] = [];
   for (const { table_name } of rows) {
     if ((await deleteRows(tx, table_name, 'connector_id = $1', [connectorId])) > 0) {
@@ -28,7 +30,6 @@ export async function dropConnectorData(tx: Tx, connectorId: string): Promise<st
   }
   await tx.query('delete from connectors.ext_tables where connector_id = $1', [connectorId]);
   await tx.query('delete from retrieval.chunks where connector_id = $1', [connectorId]);
-  await tx.query('delete from retrieval.pending where connector_id = $1', [connectorId]);
   const tenantId = tx.tenantId;
   if (tenantId !== undefined) for (const table of emptied) await settleRowChunks(tx, tenantId, table);
   const dropped = await tx.query<{ name: string }>('select connectors.drop_unused_ext_tables() as name');
@@ -39,13 +40,15 @@ export async function dropConnectorData(tx: Tx, connectorId: string): Promise<st
  * Empties one endpoint's rows and their retrieval chunks (its registration stays: the next run writes
  * the same table). A chunk the endpoint carried, or that cited one of the removed rows, names a
  * surviving identical row of its connector (another endpoint's, or one the endpoint wrote under
- * another key) with that row's endpoint, or goes (settleRowChunks).
+ * another key) with that row's endpoint, or goes (settleRowChunks). Its pending entries, and every
+ * entry of the tenant on a table it registers, are locked first (claimPending).
  */
 export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUuid: string): Promise<void> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2', [
     connectorId,
     endpointUuid,
   ]);
+  await claimPending(tx, 'connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid], rows.map((r) => r.table_name));
   const tenantId = tx.tenantId;
   for (const { table_name } of rows) {
     if ((await deleteRows(tx, table_name, 'endpoint_id = $1', [endpointUuid])) > 0) await clearSharers(tx, table_name, 'uuid <> $2', [endpointUuid], 'an endpoint purge');
@@ -53,7 +56,42 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
   }
   // What is left of its chunks: those of a table that is no more.
   await tx.query('delete from retrieval.chunks where connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid]);
-  await tx.query('delete from retrieval.pending where connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid]);
+}
+
+/**
+ * The lock order of a delete or purge, the same as an indexer pass's (src/retrieval/indexer.ts,
+ * expandPending), so that neither waits for the other while holding what the other waits for.
+ * An indexer pass:
+ *   1. locks its retrieval.pending entries, `for update skip locked` in id order (never waiting);
+ *   2. per entry, reads the entry's ext table (its rows are read, not locked), then locks the chunks
+ *      it settles, replaces or upserts (settleRowChunks with the entry's keys, its delete, its
+ *      insert … on conflict), waiting on a chunk another transaction locked or removed;
+ *   3. last, deletes the entries it holds (or updates one that failed).
+ * A delete or purge:
+ *   1. here, first, in id order, locks the tenant's pending entries a pass could be expanding into
+ *      chunks this transaction then settles or removes, waiting for a pass that holds one to commit:
+ *      the connector's (the endpoint's) own, `own`, deleted at once, and every entry of the tenant on
+ *      one of `tables`, the tables it registers (another connector's entry on a shared table makes
+ *      chunks of rows this removes);
+ *   2. deletes its rows (deleteRows) and clears other endpoints' watermarks (clearSharers);
+ *   3. locks chunks: deletes its own, settles those citing a removed row (settleRowChunks);
+ *   4. last, drops the ext tables nothing registers any more (drop_unused_ext_tables, exclusive).
+ * A pass that starts later skips the entries locked in 1. Before, the pending entries were deleted
+ * after the chunks: a pass holding an entry of the connector (the endpoint) and then waiting on one
+ * of the chunks the delete had removed or settled was a deadlock (40P01, the delete or purge failing
+ * with a 503), and a pass that had read rows the delete then removed wrote a chunk citing them after
+ * the delete had settled the table's chunks. Entries committed after step 1 are not waited for (a
+ * run writing one of the tables meanwhile: deleteConnector refuses a delete while a run of the
+ * connector itself is in flight).
+ */
+async function claimPending(tx: Tx, own: string, values: unknown[], tables: string[]): Promise<void> {
+  await tx.query(
+    `select id from retrieval.pending
+      where (${own}) or (tenant_id = $${values.length + 1} and table_name = any($${values.length + 2}::text[]))
+      order by id for update`,
+    [...values, tx.tenantId, tables],
+  );
+  await tx.query(`delete from retrieval.pending where ${own}`, values);
 }
 
 /**
