@@ -10,6 +10,7 @@ import { helm, helmBinary } from './harness/helm.js';
 import { loadRunJobTemplate, operatorLeaseName } from '../cmd/operator.js';
 import { CRONJOB_RULE, customResourceRules as rulesOfKinds, leaseRules, type PolicyRule, resourceNamespaceRules } from '../kube/rbac.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { envName, PROPERTIES } from '../src/config/properties.js';
 
 /**
  * The Helm chart, linted and rendered by the real helm (from the npm package
@@ -70,9 +71,9 @@ function valuesFile(values: Record<string, unknown>): string {
   return file;
 }
 
-/** `helm template` of the chart with the given values (the issuer set unless overridden). */
-function template(values: Record<string, unknown> = {}, chart = CHART) {
-  const result = helm(['template', 'hub', chart, '--namespace', 'svc', '-f', valuesFile({ oidc: { issuer: ISSUER }, ...values })]);
+/** `helm template` of the chart with the given values (the issuer set unless overridden), and further helm arguments. */
+function template(values: Record<string, unknown> = {}, chart = CHART, args: string[] = []) {
+  const result = helm(['template', 'hub', chart, '--namespace', 'svc', '-f', valuesFile({ oidc: { issuer: ISSUER }, ...values }), ...args]);
   return { ...result, objects: result.status === 0 ? parse(result.stdout) : [] };
 }
 
@@ -600,15 +601,7 @@ describe('values.schema.json and required values', () => {
     // Every variable the chart sets, with every optional value on, is among those refused.
     const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8')) as { definitions: { envName: { not: { enum: string[] } } } };
     const refusedNames = new Set(schema.definitions.envName.not.enum);
-    const objects = render({
-      oidc: { issuer: ISSUER, audience: 'svc-hub', jwksUri: `${ISSUER}/keys`, tenantClaim: 'tid' },
-      database: { existingSecret: 'pg', urlKey: 'url', appUrlKey: 'app', workerUrlKey: 'worker' },
-      operator: { replicas: 1, watchNamespaces: ['team-a'], instance: 'blue' },
-    });
-    const configMap = named(objects, 'ConfigMap', 'hub-svc-hub-run-job') as Obj & { data: Record<string, string> };
-    const pods = [...(ofKind(objects, 'Deployment') as Workload[]), ...(ofKind(objects, 'Job') as Workload[])].map((w) => w.spec.template.spec);
-    pods.push((parse(configMap.data['pod-template.yaml']!)[0] as unknown as { spec: PodSpec }).spec);
-    const chartNames = new Set(pods.flatMap((p) => p.containers.flatMap((c) => c.env.map((e) => e.name))));
+    const chartNames = chartEnvNames();
     expect(chartNames.size).toBeGreaterThan(15);
     expect([...chartNames].filter((n) => !refusedNames.has(n))).toEqual([]);
     // Other extra variables are rendered after the chart's, and no container holds a name twice.
@@ -619,6 +612,67 @@ describe('values.schema.json and required values', () => {
       expect(names).toContain('HTTPS_PROXY');
     }
     expect(env(container(named<Workload>(extra, 'Deployment', 'hub-svc-hub-operator')), 'NODE_OPTIONS')?.value).toBe('--max-old-space-size=300');
+  });
+
+  it('refuses a config key passed as a variable the chart sets itself, however it is spelled, naming the value to set instead', () => {
+    // `.` and `-` both become `_`: svc.http-port is SVC_HTTP_PORT as much as svc.http.port, and would override the chart's.
+    const cases: [string, unknown, string, string][] = [
+      ['svc.profile', 'dev', 'SVC_PROFILE', 'set the value profile instead'],
+      ['svc.http.port', '9999', 'SVC_HTTP_PORT', 'set the value httpPort instead'],
+      ['svc.http-port', 9999, 'SVC_HTTP_PORT', 'set the value httpPort instead'],
+      ['svc.http.host', '127.0.0.1', 'SVC_HTTP_HOST', 'the chart listens on 0.0.0.0'],
+      ['svc.scheduler-enabled', true, 'SVC_SCHEDULER_ENABLED', 'the operator\'s CronJobs fire the scheduled runs'],
+      ['svc.migrate.on.start', true, 'SVC_MIGRATE_ON_START', 'set the value migrations.job.enabled instead'],
+      // Refused whether or not the chart's value is set (oidc.audience is empty here).
+      ['svc.oidc.audience', 'svc-hub', 'SVC_OIDC_AUDIENCE', 'set the value oidc.audience instead'],
+      ['svc.oidc-tenant-claim', 'tid', 'SVC_OIDC_TENANT_CLAIM', 'set the value oidc.tenantClaim instead'],
+      // The hub reads SVC_DATASOURCE_URL before DATABASE_URL, SVC_OPERATOR_CRONJOB_NAMESPACE before POD_NAMESPACE.
+      ['svc.datasource-url', 'postgres://other:5432/db', 'SVC_DATASOURCE_URL', 'set the values database.existingSecret and database.urlKey instead'],
+      ['svc.operator.cronjob.namespace', 'elsewhere', 'SVC_OPERATOR_CRONJOB_NAMESPACE', 'the only one where the chart grants them'],
+      ['svc.operator-namespace', 'team-a', 'SVC_OPERATOR_NAMESPACE', 'set the value operator.watchNamespaces instead'],
+      ['svc.leader-lease.name', 'other-dispatch', 'SVC_LEADER_LEASE_NAME', 'spell the key svc.leader.lease-name'],
+    ];
+    for (const [key, value, name, instead] of cases) {
+      const result = template({ config: { 'svc.webhook.max-attempts': 5, [key]: value } });
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`config key ${key} is refused: it would be passed as ${name}, a variable the chart sets itself`);
+      expect(result.stderr).toContain(instead);
+    }
+    // svc.leader.lease-name itself is allowed (the chart leaves out its own), and so are other properties, however spelled.
+    const dispatcher = container(named<Workload>(render({ config: { 'svc.leader.lease-name': 'blue-dispatch', 'svc.webhook.max.attempts': 5 } }), 'Deployment', 'hub-svc-hub-dispatcher'));
+    expect(dispatcher.env.filter((e) => e.name === 'SVC_LEADER_LEASE_NAME')).toEqual([{ name: 'SVC_LEADER_LEASE_NAME', value: 'blue-dispatch' }]);
+    expect(env(dispatcher, 'SVC_WEBHOOK_MAX_ATTEMPTS')?.value).toBe('5');
+  });
+
+  it('refuses a config key for every variable the chart sets in any container, and for the properties whose alias it sets', () => {
+    const chartNames = chartEnvNames();
+    const names = new Set(chartNames);
+    for (const def of PROPERTIES) if (def.aliases?.some((a) => chartNames.has(a))) names.add(envName(def.name));
+    expect(names.size).toBe(chartNames.size + 2);
+    expect([...names]).toEqual(expect.arrayContaining(['SVC_DATASOURCE_URL', 'SVC_OPERATOR_CRONJOB_NAMESPACE']));
+    for (const name of names) {
+      // SVC_A_B_C as svc.a-b-c; POD_NAME as pod.name, which only the schema's key pattern refuses otherwise.
+      const key = name.toLowerCase().replace('_', '.').replaceAll('_', '-');
+      const args = /^(svc|otel)\./.test(key) ? [] : ['--skip-schema-validation'];
+      const result = template({ config: { [key]: 'x' } }, CHART, args);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`config key ${key} is refused: it would be passed as ${name}, a variable the chart sets itself`);
+    }
+  });
+
+  it('refuses two config keys of one variable, and a config value that is no string, number or boolean', () => {
+    const twice = template({ config: { 'svc.webhook.max-attempts': 5, 'svc.webhook.max.attempts': 6 } });
+    expect(twice.status).not.toBe(0);
+    expect(twice.stderr).toContain('config keys svc.webhook.max-attempts and svc.webhook.max.attempts are both passed as SVC_WEBHOOK_MAX_ATTEMPTS: keep one');
+    for (const value of [{ a: 1 }, [1, 2], null]) {
+      const result = template({ config: { 'svc.egress.allow': value } });
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain("values don't meet the specifications of the schema");
+      // Past the schema too (helm --skip-schema-validation): not `{"a":1}`, `[1,2]` or `null` as the variable's text.
+      const skipped = template({ config: { 'svc.egress.allow': value } }, CHART, ['--skip-schema-validation']);
+      expect(skipped.status).not.toBe(0);
+      expect(skipped.stderr).toContain(`config key svc.egress.allow is refused: its value ${JSON.stringify(value)} is no string, number or boolean`);
+    }
   });
 
   it('accepts the new values: priorityClassName, topologySpreadConstraints, watchNamespaces, instance, networkPolicy, serviceMonitor', () => {
@@ -791,6 +845,19 @@ describe('the helm harness', () => {
     expect(result.stdout).toMatch(/^v\d+\.\d+\.\d+/);
   });
 });
+
+/** The names of the variables the chart sets itself in any container (run template included), with every optional value on. */
+function chartEnvNames(): Set<string> {
+  const objects = render({
+    oidc: { issuer: ISSUER, audience: 'svc-hub', jwksUri: `${ISSUER}/keys`, tenantClaim: 'tid' },
+    database: { existingSecret: 'pg', urlKey: 'url', appUrlKey: 'app', workerUrlKey: 'worker' },
+    operator: { replicas: 1, watchNamespaces: ['team-a'], instance: 'blue' },
+  });
+  const configMap = named(objects, 'ConfigMap', 'hub-svc-hub-run-job') as Obj & { data: Record<string, string> };
+  const pods = [...(ofKind(objects, 'Deployment') as Workload[]), ...(ofKind(objects, 'Job') as Workload[])].map((w) => w.spec.template.spec);
+  pods.push((parse(configMap.data['pod-template.yaml']!)[0] as unknown as { spec: PodSpec }).spec);
+  return new Set(pods.flatMap((p) => p.containers.flatMap((c) => c.env.map((e) => e.name))));
+}
 
 function chartYaml(): { appVersion: string } {
   return parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))[0] as unknown as { appVersion: string };

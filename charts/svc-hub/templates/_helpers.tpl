@@ -55,6 +55,7 @@ app.kubernetes.io/component: {{ .component }}
 Environment shared by every role. Credentials only as secretKeyRef: the values never hold them.
 */}}
 {{- define "svc-hub.env" -}}
+{{- include "svc-hub.checkConfig" . }}
 {{- $v := .Values -}}
 - name: SVC_PROFILE
   value: {{ $v.profile | quote }}
@@ -125,11 +126,72 @@ Environment shared by every role. Credentials only as secretKeyRef: the values n
   value: {{ include "svc-hub.dispatchLease" . | quote }}
 {{- end }}
 {{- range $property, $value := $v.config }}
-- name: {{ regexReplaceAll "[^A-Z0-9]" (upper $property) "_" }}
+- name: {{ include "svc-hub.envName" $property }}
   value: {{ if kindIs "string" $value }}{{ $value | quote }}{{ else }}{{ $value | toJson | quote }}{{ end }}
 {{- end }}
 {{- with $v.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The environment variable of a hub property, as the hub reads it: svc.http.port -> SVC_HTTP_PORT. */}}
+{{- define "svc-hub.envName" -}}
+{{- regexReplaceAll "[^A-Z0-9]" (upper .) "_" }}
+{{- end }}
+
+{{/*
+Every variable the chart sets itself in some container (svc-hub.env, the operator's componentEnv),
+with the variables of the properties whose alias it sets (SVC_DATASOURCE_URL beside DATABASE_URL,
+SVC_OPERATOR_CRONJOB_NAMESPACE beside POD_NAMESPACE: the hub reads SVC_A_B_C before an alias), each
+with what to do instead of a config entry. test/chart.test.ts fails when the chart renders one missing here.
+*/}}
+{{- define "svc-hub.chartEnv" -}}
+SVC_PROFILE: set the value profile instead
+SVC_LOG_LEVEL: set the value logLevel instead
+SVC_HTTP_HOST: the chart listens on 0.0.0.0, where the probes and the Services reach the pods
+SVC_HTTP_PORT: set the value httpPort instead (the container port, the probes and the Services follow it)
+SVC_DATA_DIR: the chart keeps it on the /tmp emptyDir (/tmp/svc), the root filesystem being read-only
+SVC_SCHEDULER_ENABLED: the chart turns the in-process schedulers off, the operator's CronJobs fire the scheduled runs
+SVC_MIGRATE_ON_START: set the value migrations.job.enabled instead (false migrates at the start of every role)
+SVC_OIDC_ISSUER: set the value oidc.issuer instead
+SVC_OIDC_AUDIENCE: set the value oidc.audience instead
+SVC_OIDC_JWKS_URI: set the value oidc.jwksUri instead
+SVC_OIDC_TENANT_CLAIM: set the value oidc.tenantClaim instead
+DATABASE_URL: set the values database.existingSecret and database.urlKey instead
+SVC_DATASOURCE_URL: set the values database.existingSecret and database.urlKey instead (the chart passes the URL as DATABASE_URL)
+SVC_DATASOURCE_APP_URL: set the value database.appUrlKey instead
+SVC_DATASOURCE_WORKER_URL: set the value database.workerUrlKey instead
+SVC_SECRET_MASTER_KEY: set the values masterKey.existingSecret and masterKey.key instead
+POD_NAME: the chart passes the pod's name
+POD_NAMESPACE: the chart passes the pod's namespace
+SVC_LEADER_LEASE_NAME: spell the key svc.leader.lease-name (the chart then names the Leases and grants them by it)
+SVC_OPERATOR_NAMESPACE: set the value operator.watchNamespaces instead
+SVC_OPERATOR_INSTANCE: set the value operator.instance instead
+SVC_OPERATOR_CRONJOB_NAMESPACE: the CronJobs go to the release namespace (POD_NAMESPACE), the only one where the chart grants them
+{{- end }}
+
+{{/*
+Stops the render at a config entry that cannot be passed as it is: a value that is no string, number
+or boolean; two keys of one variable (svc.a.b and svc.a-b are both SVC_A_B); a key whose variable the
+chart sets itself (any spelling: svc.http-port as well as svc.http.port), which would override the
+chart's, Kubernetes taking the later of two entries of one name. svc.leader.lease-name itself is
+allowed: the chart then leaves out its own SVC_LEADER_LEASE_NAME.
+*/}}
+{{- define "svc-hub.checkConfig" -}}
+{{- $chartEnv := include "svc-hub.chartEnv" . | fromYaml }}
+{{- $seen := dict }}
+{{- range $property, $value := .Values.config }}
+{{- $name := include "svc-hub.envName" $property }}
+{{- if not (or (kindIs "string" $value) (kindIs "bool" $value) (kindIs "float64" $value) (kindIs "int64" $value) (kindIs "int" $value)) }}
+{{- fail (printf "config key %s is refused: its value %s is no string, number or boolean, what an environment variable (%s) can hold" $property (toJson $value) $name) }}
+{{- end }}
+{{- if and (hasKey $chartEnv $name) (ne $property "svc.leader.lease-name") }}
+{{- fail (printf "config key %s is refused: it would be passed as %s, a variable the chart sets itself (Kubernetes takes the later of two entries of one name, so it would override the chart's): %s" $property $name (get $chartEnv $name)) }}
+{{- end }}
+{{- if hasKey $seen $name }}
+{{- fail (printf "config keys %s and %s are both passed as %s: keep one" (get $seen $name) $property $name) }}
+{{- end }}
+{{- $_ := set $seen $name $property }}
 {{- end }}
 {{- end }}
 
