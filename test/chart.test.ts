@@ -591,6 +591,8 @@ describe('values.schema.json and required values', () => {
       [{ operator: { replicas: 1, env: [{ name: 'SVC_OPERATOR_NAMESPACE', value: '' }] } }, /operator\/env\/0\/name/],
       [{ dispatcher: { replicas: 2, env: [{ name: 'POD_NAMESPACE', value: 'kube-system' }] } }, /dispatcher\/env\/0\/name/],
       [{ apiserver: { replicas: 1, env: [{ name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: 'other', key: 'url' } } }] } }, /apiserver\/env\/0\/name/],
+      // The hub reads SVC_DATASOURCE_URL before DATABASE_URL.
+      [{ extraEnv: [{ name: 'SVC_DATASOURCE_URL', valueFrom: { secretKeyRef: { name: 'other', key: 'url' } } }] }, /extraEnv\/0\/name/],
     ];
     for (const [values, field] of cases) {
       const result = template(values);
@@ -604,6 +606,10 @@ describe('values.schema.json and required values', () => {
     const chartNames = chartEnvNames();
     expect(chartNames.size).toBeGreaterThan(15);
     expect([...chartNames].filter((n) => !refusedNames.has(n))).toEqual([]);
+    // So is the variable of every property whose alias the chart sets: the hub reads SVC_A_B_C before an alias.
+    const aliased = PROPERTIES.filter((d) => d.aliases?.some((a) => chartNames.has(a))).map((d) => envName(d.name));
+    expect(aliased.sort()).toEqual(['SVC_DATASOURCE_URL', 'SVC_OPERATOR_CRONJOB_NAMESPACE']);
+    expect(aliased.filter((n) => !refusedNames.has(n))).toEqual([]);
     // Other extra variables are rendered after the chart's, and no container holds a name twice.
     const extra = render({ extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy:3128' }], operator: { replicas: 1, env: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=300' }] } });
     for (const d of ofKind(extra, 'Deployment') as Workload[]) {
