@@ -118,6 +118,28 @@ describe('refusals', () => {
     await expect(verifier().verify(await issuer.mintText('"aud":"hub","tenant_\\u0069d":3,"realm_access":{"roles":["a"]},"x":{"tenant_id":1}'))).resolves.toMatchObject({ tenant_id: 3 });
   });
 
+  it.each([
+    ['kid twice', 'RS256', '"kid":"rs-1"', 'kid'],
+    ['kid twice, once escaped', 'ES256', '"k\\u0069d":"es-1"', 'kid'],
+    ['alg twice', 'RS256', '"alg":"RS256"', 'alg'],
+    ['alg twice (ES256)', 'ES256', '"alg":"ES256"', 'alg'],
+    ['typ twice', 'RS256', '"typ":"at+jwt"', 'typ'],
+  ] as const)('a protected header giving a parameter twice (%s): TokenRejected naming it', async (_name, alg, headerMembers, parameter) => {
+    const err = await verifier()
+      .verify(await issuer.mintText('"aud":"hub","tenant_id":3', { alg, headerMembers }))
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(TokenRejected);
+    expect((err as Error).message).toBe(`header parameter ${parameter} is given twice`);
+  });
+
+  it('a protected header whose parameters are each given once is accepted', async () => {
+    await expect(verifier().verify(await issuer.mintText('"aud":"hub","tenant_id":3', { headerMembers: '"cty":"k\\u0069d"' }))).resolves.toMatchObject({ tenant_id: 3 });
+    await expect(verifier().verify(await issuer.mintText('"aud":"hub","tenant_id":3', { alg: 'ES256' }))).resolves.toMatchObject({ tenant_id: 3 });
+  });
+
   it('garbage: TokenRejected', async () => {
     await expect(verifier().verify('not-a-jwt')).rejects.toThrow(TokenRejected);
     await expect(verifier().verify('a.b.c')).rejects.toThrow(TokenRejected);

@@ -26,25 +26,27 @@ export class TokenRejected extends Error {
 }
 
 /**
- * A key the token's payload writes twice in one object, as a path of claims (`tenant_id`,
- * `realm_access.roles`), or undefined. The payload is read as the JSON text the issuer signed
- * (base64url-decoded, as jose decodes it): `JSON.parse` keeps the last of two keys without a word,
- * and JSON readers differ on which one wins, so `{"tenant_id":3,"tenant_id":2}` (or
- * `"tenant_\u0069d":2`) would act as tenant 2 here and maybe as 3 elsewhere.
+ * A key one segment of the token (0: its protected header, 1: its payload) writes twice in one
+ * object, as a path (`kid`, `tenant_id`, `realm_access.roles`), or undefined. The segment is read as
+ * the JSON text the issuer signed (base64url-decoded, as jose decodes it): `JSON.parse` keeps the
+ * last of two keys without a word, and JSON readers differ on which one wins, so
+ * `{"tenant_id":3,"tenant_id":2}` (or `"tenant_\u0069d":2`) would act as tenant 2 here and maybe as 3
+ * elsewhere, and `{"alg":"RS256","kid":"a","kid":"b"}` picks key `b` here and maybe `a` elsewhere.
  */
-function claimGivenTwice(token: string, payload: JWTPayload): string | undefined {
-  const text = new TextDecoder().decode(Buffer.from(token.split('.')[1] ?? '', 'base64url'));
+function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | undefined {
+  const text = new TextDecoder().decode(Buffer.from(token.split('.')[segment] ?? '', 'base64url'));
   const { keys } = scanJsonText(text, Number.POSITIVE_INFINITY);
-  // `payload` is jose's parse of this same text: its keys against those the text writes.
-  const path = duplicateJsonKey(text, payload, keys, 'token');
+  // `parsed` is jose's parse of this same text: its keys against those the text writes.
+  const path = duplicateJsonKey(text, parsed, keys, 'token');
   return path?.replace(/^token\.?/, '');
 }
 
 /**
  * Verifies bearer JWTs against the issuer's JWKS (RS256 and ES256), checking issuer, expiry (a token
  * must carry `exp`, at most `maxLifetimeSeconds` ahead) and, when configured, audience. Once the
- * signature holds, a payload giving a claim twice (at any depth) is refused too. The key set is
- * fetched lazily and cached by jose, which refetches when a token names an unknown key id.
+ * signature holds, a protected header giving a parameter twice, or a payload giving a claim twice (at
+ * any depth), is refused too. The key set is fetched lazily and cached by jose, which refetches when
+ * a token names an unknown key id.
  */
 export class TokenVerifier {
   private keys: Promise<JWTVerifyGetKey> | undefined;
@@ -60,7 +62,7 @@ export class TokenVerifier {
       throw this.unreachable(err);
     }
     try {
-      const { payload } = await jwtVerify(token, keys, {
+      const { payload, protectedHeader } = await jwtVerify(token, keys, {
         issuer: this.options.issuer,
         audience: this.options.audience,
         algorithms: ['RS256', 'ES256'],
@@ -73,8 +75,10 @@ export class TokenVerifier {
       if (ahead > lifetime + CLOCK_TOLERANCE_S) {
         throw new TokenRejected(`exp is ${ahead} s ahead, more than svc.oidc.max-token-lifetime (${lifetime} s)`);
       }
-      const twice = claimGivenTwice(token, payload);
-      if (twice) throw new TokenRejected(`claim ${twice} is given twice`);
+      const parameter = keyGivenTwice(token, 0, protectedHeader);
+      if (parameter) throw new TokenRejected(`header parameter ${parameter} is given twice`);
+      const claim = keyGivenTwice(token, 1, payload);
+      if (claim) throw new TokenRejected(`claim ${claim} is given twice`);
       return payload;
     } catch (err) {
       if (err instanceof TokenRejected) throw err;

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CompactSign, exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload, type CryptoKey } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, type JWK, type JWTPayload, type CryptoKey } from 'jose';
 
 /**
  * A real OIDC issuer on loopback for tests: it serves a discovery document and a JWKS with one RS256
@@ -15,7 +15,8 @@ export interface TestIssuer {
   /**
    * A token whose payload is JSON text written as given: `members` (`"tenant_id":3,"tenant_id":2`)
    * after the issuer's `iss`, `sub`, `iat` and `exp`, signed as `mint` signs. For payloads no JSON
-   * serialiser writes (a key given twice, escapes in a key).
+   * serialiser writes (a key given twice, escapes in a key). The protected header is written the same
+   * way: `{"alg":…,"kid":…,"typ":"JWT"}`, then `options.headerMembers` when given.
    */
   mintText(members: string, options?: MintOptions): Promise<string>;
   close(): Promise<void>;
@@ -30,6 +31,8 @@ export interface MintOptions {
   subject?: string;
   /** Sign with a key the JWKS does not contain (a forged token). */
   rogue?: boolean;
+  /** mintText only: members written after the protected header's own (`"kid":"rs-1"` gives `kid` twice). */
+  headerMembers?: string;
 }
 
 type KeyPair = { privateKey: CryptoKey; publicKey: CryptoKey; kid: string };
@@ -82,7 +85,12 @@ export async function startIssuer(): Promise<TestIssuer> {
       if (options.expiresIn !== null) standard.exp = now + (options.expiresIn ?? 300);
       if (options.audience) standard.aud = options.audience;
       const text = `${JSON.stringify(standard).slice(0, -1)}${members ? `,${members}` : ''}}`;
-      return new CompactSign(new TextEncoder().encode(text)).setProtectedHeader({ alg, kid: key.kid, typ: 'JWT' }).sign(key.privateKey);
+      const header = `${JSON.stringify({ alg, kid: key.kid, typ: 'JWT' }).slice(0, -1)}${options.headerMembers ? `,${options.headerMembers}` : ''}}`;
+      // Signed by hand, not with jose's CompactSign, which writes the header from an object.
+      const input = `${Buffer.from(header).toString('base64url')}.${Buffer.from(text).toString('base64url')}`;
+      const algorithm = alg === 'RS256' ? { name: 'RSASSA-PKCS1-v1_5' } : { name: 'ECDSA', hash: 'SHA-256' };
+      const signature = await crypto.subtle.sign(algorithm, key.privateKey, new TextEncoder().encode(input));
+      return `${input}.${Buffer.from(signature).toString('base64url')}`;
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
