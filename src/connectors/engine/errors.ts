@@ -15,12 +15,19 @@ export const BODY_QUOTE_LIMIT = 500;
 /** The redirects: the engine follows none of them (a redirect could carry the connector's credentials to another host). */
 export const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
 
+/**
+ * An address with the credentials before its host (`user:pass@`, `//u:p@` without a scheme, `\\` as
+ * a special scheme's slashes) shown as `***@`, whoever's they are: `http://***@host/`. For every
+ * message and answer that quotes an address: a redirect's Location, a request's URL, a stored
+ * connector's base_url (one applied before apply refused credentials in it).
+ */
+export function maskUserinfo(address: string): string {
+  return address.replace(/^((?:[A-Za-z][A-Za-z0-9+.-]*:)?[\\/]{2})[^\\/?#]*@/, '$1***@');
+}
+
 /** A redirect's Location as a message shows it: its address without credentials, query and fragment (which may carry a signed token), at most 200 characters. */
 function redirectTarget(location: string): string {
-  // Credentials before the host (`user:pass@`, `//u:p@` without a scheme, `\\` as a special scheme's
-  // slashes) are masked whoever's they are: the connector's own are masked anyway, another's too.
-  const masked = location.replace(/^((?:[A-Za-z][A-Za-z0-9+.-]*:)?[\\/]{2})[^\\/?#]*@/, '$1***@');
-  return quote(masked.replace(/[?#][\s\S]*$/, '…'), 200);
+  return quote(maskUserinfo(location).replace(/[?#][\s\S]*$/, '…'), 200);
 }
 
 /** The statuses the retry policy retries (spec 3 Limits). */
