@@ -2,6 +2,7 @@ import type { Tx } from '../db/database.js';
 import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import { maskUserinfo } from './engine/errors.js';
 import { samePath } from './jsonpath.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
@@ -259,7 +260,8 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ id: string
 
 /**
  * One connector with its stored manifest and normalised spec, inline credential values (a dev
- * profile `token_value`, a literal credential header) replaced by REDACTED in both.
+ * profile `token_value`, a literal credential header) replaced by REDACTED in both, and credentials
+ * in base_url (`user:pass@`, stored before apply refused them) masked (`https://***@host/`).
  */
 export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetail | undefined> {
   const { rows } = await tx.query<{ record: string; manifest: unknown; spec: ConnectorSpec; id: string; tenant_id: number }>(
@@ -282,9 +284,10 @@ function redactHeaders(headers: Headers): Headers {
 }
 
 function redactManifest(manifest: unknown): unknown {
-  const m = manifest as { spec?: { auth?: Record<string, unknown>; headers?: Headers } } | null;
+  const m = manifest as { spec?: { base_url?: unknown; auth?: Record<string, unknown>; headers?: Headers } } | null;
   if (!m || typeof m !== 'object' || !m.spec || typeof m.spec !== 'object') return manifest;
   const spec = { ...m.spec };
+  if (typeof spec.base_url === 'string') spec.base_url = maskUserinfo(spec.base_url);
   if (spec.auth && typeof spec.auth === 'object' && spec.auth.token_value !== undefined) spec.auth = { ...spec.auth, token_value: REDACTED };
   if (Array.isArray(spec.headers)) spec.headers = redactHeaders(spec.headers);
   return { ...m, spec };
@@ -292,7 +295,7 @@ function redactManifest(manifest: unknown): unknown {
 
 function redactSpec(spec: ConnectorSpec): ConnectorSpec {
   const auth = spec.auth.kind === 'bearer' && spec.auth.token_value !== undefined ? { ...spec.auth, token_value: REDACTED } : spec.auth;
-  return { ...spec, auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'] };
+  return { ...spec, baseUrl: maskUserinfo(spec.baseUrl), auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'] };
 }
 
 /**

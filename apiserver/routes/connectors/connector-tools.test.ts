@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
+import { ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 
@@ -158,6 +159,60 @@ describe('pre-flight', () => {
     expect(report.ok).toBe(false);
     expect(report.endpoints[0]!.items).toBe(50);
     expect(report.endpoints[0]!.verdict).toMatch(/^unique_key \$\.nope resolves to nothing in all 50 records read: a run would dead-letter every row/);
+  });
+});
+
+describe('a base_url stored with credentials (applied before apply refused them)', () => {
+  const PASSWORD = 'sk_live_stored123';
+  const withUser = (url: string) => url.replace('://', `://user:${PASSWORD}@`);
+  const masked = (url: string) => url.replace('://', '://***@');
+
+  /** Applies a connector reading `path`, then writes `baseUrl` into its stored manifest and spec, bypassing apply's checks. */
+  async function storedWith(name: string, baseUrl: string, path: string): Promise<void> {
+    const spec = { base_url: docsUrl, endpoints: [{ id: 'e', path, target: { kind: 'hybrid', table: `ext.${name.replaceAll('-', '_')}_e`, unique_key: '$.id' } }] };
+    const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
+    expect((await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: H, body: JSON.stringify(manifest) })).status).toBe(201);
+    const owner = await ownerClient(hub.ownerUrl);
+    try {
+      const { rowCount } = await owner.query(
+        `update connectors.connectors set manifest = jsonb_set(manifest, '{spec,base_url}', to_jsonb($2::text)), spec = jsonb_set(spec, '{baseUrl}', to_jsonb($2::text))
+          where tenant_id = 1 and name = $1`,
+        [name, baseUrl],
+      );
+      expect(rowCount).toBe(1);
+    } finally {
+      await owner.end();
+    }
+  }
+
+  it('GET shows it masked in the manifest and the spec, and re-applying what it shows is the 400 of credentials in base_url', async () => {
+    await storedWith('userinfo', withUser(docsUrl), '/records/keyed');
+    const res = await fetch(`${hub.url}/api/connectors/userinfo`, { headers: H });
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text).not.toContain(PASSWORD);
+    const body = JSON.parse(text) as { manifest: { spec: { base_url: string } }; spec: { baseUrl: string } };
+    expect(body.manifest.spec.base_url).toBe(masked(docsUrl));
+    expect(body.spec.baseUrl).toBe(masked(docsUrl));
+    const again = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: H, body: JSON.stringify(body.manifest) });
+    expect(again.status).toBe(400);
+    expect(await again.json()).toMatchObject({ field: 'spec.base_url', error: expect.stringContaining('must not carry credentials') });
+  });
+
+  it('the pre-flight reports the address it read with them masked (they are never sent)', async () => {
+    await storedWith('userinfo-pre', withUser(docsUrl), '/records/keyed');
+    const res = await fetch(`${hub.url}/api/connectors/userinfo-pre/preflight`, { method: 'POST', headers: H });
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text).not.toContain(PASSWORD);
+    expect(JSON.parse(text)).toMatchObject({ ok: true, endpoints: [{ id: 'e', status: 200, items: 2, verdict: 'ok', url: `${masked(docsUrl)}/records/keyed` }] });
+  });
+
+  it('a stored base_url that is no URL (a port past 65535, accepted before apply read it as a request does) is quoted masked', async () => {
+    await storedWith('userinfo-port', withUser('http://127.0.0.1:99999'), '/records/keyed');
+    const text = await (await fetch(`${hub.url}/api/connectors/userinfo-port/preflight`, { method: 'POST', headers: H })).text();
+    expect(text).not.toContain(PASSWORD);
+    expect(JSON.parse(text)).toMatchObject({ ok: false, endpoints: [{ id: 'e', status: 0, verdict: expect.stringContaining('the address http://***@127.0.0.1:99999/records/keyed is not a valid URL') }] });
   });
 });
 

@@ -4,7 +4,7 @@ import type { AuthParts } from '../auth/types.js';
 import type { Position } from '../pagination/types.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
 import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
-import { CredentialError, PaginationError, quote, RequestInvalidError } from './errors.js';
+import { CredentialError, maskUserinfo, PaginationError, quote, RequestInvalidError } from './errors.js';
 import { redactSecrets } from '../../observability/secret-forms.js';
 import { jsonText } from './exact-json.js';
 
@@ -42,7 +42,7 @@ export function endpointUrl(connector: ConnectorSpec, endpoint: EndpointSpec): U
   try {
     return new URL(base + rest);
   } catch {
-    throw new RequestInvalidError(`the address ${quote(base + rest, 200)} is not a valid URL; fix spec.base_url (apply reads it as a request does)`);
+    throw new RequestInvalidError(`the address ${quote(maskUserinfo(base + rest), 200)} is not a valid URL; fix spec.base_url (apply reads it as a request does)`);
   }
 }
 
@@ -132,11 +132,14 @@ export function composeRequest(
   return { url, method: plan.method, headers: plan.headers, body, position: describe, carriesPosition: previous !== undefined };
 }
 
-/** The URL with auth query values and every resolved secret masked: for reports and messages. */
+/**
+ * The URL with credentials before its host (a stored base_url's, never sent), auth query values and
+ * every resolved secret masked: for reports and messages.
+ */
 export function redactUrl(url: URL, auth: AuthParts): string {
   const copy = new URL(url);
   for (const [name] of auth.query) if (copy.searchParams.has(name)) copy.searchParams.set(name, '***');
-  return redactText(copy.href, auth);
+  return redactText(maskUserinfo(copy.href), auth);
 }
 
 /**
