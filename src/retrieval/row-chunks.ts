@@ -68,9 +68,11 @@ export async function settleRowChunks(tx: Tx, tenantId: number, table: string, w
       ? `(${gone} or (c.connector_id = ${param(which.endpoint.connectorId)}::uuid and c.endpoint_uuid = ${param(which.endpoint.endpointUuid)}::uuid))`
       : gone,
   );
+  // Locked in id order: two transactions settling chunks of one table (a delete's, an indexer pass's) lock the ones
+  // both touch in the same order, and so never each hold one the other waits for.
   const { rows: unsettled } = await tx.query<Unsettled>(
     `select c.id::text as id, c.corpus, c.connector_id::text as connector_id, c.endpoint_uuid::text as endpoint_uuid, c.scopes, c.row_hash, c.external_id
-       from retrieval.chunks c where ${where.join(' and ')} for update`,
+       from retrieval.chunks c where ${where.join(' and ')} order by c.id for update`,
     values,
   );
   if (unsettled.length === 0) return { repointed: 0, removed: 0 };
