@@ -8,8 +8,8 @@ import { YAML_READS_PER_OWNER, YamlReader, YamlReaderBusy, YamlReadStopped } fro
  */
 
 const readers: YamlReader[] = [];
-const reader = (heapMb?: number) => {
-  const r = new YamlReader(heapMb);
+const reader = (heapMb?: number, startLimitMs?: number) => {
+  const r = new YamlReader(heapMb, startLimitMs);
   readers.push(r);
   return r;
 };
@@ -88,4 +88,11 @@ describe('the YAML reader', () => {
     expect(stopped).toMatchObject({ reason: 'memory', message: 'needed more memory to read than the YAML reader has (32 MB)' });
     expect(await r.manifest('after: [1]\n', 'body', 10_000, 't1')).toEqual({ json: '{"after":[1]}' });
   }, 120_000);
+
+  it('refuses the reads waiting for a thread that does not get ready in time, and the next read starts a thread again', async () => {
+    const r = reader(undefined, 1);
+    const waiting = [r.manifest('a: 1\n', 'body', 10_000, 'x'), r.manifest('b: 1\n', 'body', 10_000, 'y')];
+    for (const read of waiting) await expect(read).rejects.toThrow('the YAML reader did not start: not ready within 1ms of its start');
+    await expect(r.manifest('c: 1\n', 'body', 10_000, 'x')).rejects.toThrow('did not start');
+  }, 60_000);
 });

@@ -10,6 +10,9 @@ import type { YamlRequest, YamlResponse } from './yaml-worker.js';
  */
 export const YAML_READER_HEAP_MB = 512;
 
+/** How long a starting thread may take to be ready before the reads waiting for it are refused. */
+const START_LIMIT_MS = 60_000;
+
 /** How long the reading thread is kept after its last read: it is started again (in tens of milliseconds) when needed. */
 const IDLE_STOP_MS = 10_000;
 
@@ -57,8 +60,11 @@ export class YamlReader {
   private idle: NodeJS.Timeout | undefined;
   private readonly owners = new Map<string, number>();
 
-  /** `heapMb`: the reading thread's heap (tests give it less). */
-  constructor(private readonly heapMb = YAML_READER_HEAP_MB) {}
+  /** `heapMb`: the reading thread's heap; `startLimitMs`: how long it may take to start (tests give them less). */
+  constructor(
+    private readonly heapMb = YAML_READER_HEAP_MB,
+    private readonly startLimitMs = START_LIMIT_MS,
+  ) {}
 
   /**
    * A manifest body read as kubectl reads it, its keys and problems named under `root` (yaml-body.ts,
@@ -120,9 +126,11 @@ export class YamlReader {
     const worker = startWorker(import.meta.url, './yaml-worker', { maxOldGenerationSizeMb: this.heapMb });
     this.worker = worker;
     this.ready = false;
+    const starting = setTimeout(() => fail(new Error(`not ready within ${formatDuration(this.startLimitMs)} of its start`)), this.startLimitMs).unref();
     worker.on('message', (message: YamlResponse | 'ready') => {
       if (this.worker !== worker) return;
       if (message === 'ready') {
+        clearTimeout(starting);
         this.ready = true;
         this.pump();
         return;
@@ -142,6 +150,7 @@ export class YamlReader {
       }
     });
     const fail = (err: Error & { code?: string }) => {
+      clearTimeout(starting);
       if (this.worker !== worker) return;
       const memory = err.code === 'ERR_WORKER_OUT_OF_MEMORY';
       // A thread that never got ready cannot serve what waits either: refused, not retried in a loop.
