@@ -104,10 +104,12 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
     [entry.tenant_id, entry.row_hashes],
   );
   if (rows.length === 0) return;
-  // The earlier version of a rewritten row: the connector's chunk naming its key describes data that
-  // is gone. It names another row of the connector that still holds that content (identical rows,
-  // one of them rewritten), or goes.
-  await settleRowChunks(tx, entry.tenant_id, entry.table_name, { keys: { connectorId: entry.connector_id, externalIds: rows.map((r) => r.external_id) } });
+  // The earlier version of a rewritten row: a chunk naming its key describes data that is gone,
+  // whichever connector's chunk it is (a row belongs to its last writer: another connector of the
+  // tenant may have written the key before, its chunk citing that version). It names another row of
+  // its own connector that still holds that content (identical rows, one of them rewritten), or goes;
+  // never the row that replaced it, another connector's.
+  await settleRowChunks(tx, entry.tenant_id, entry.table_name, { keys: rows.map((r) => r.external_id) });
   // Rows of identical content (one row hash, under several keys: after a unique_key changed, or two
   // endpoints with different keys writing one table) are one chunk, as the unique index on
   // (tenant, corpus, row_hash) wants: it names, among the rows the entry's connector wrote, the row

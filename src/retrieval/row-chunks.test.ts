@@ -14,7 +14,8 @@ import { createRetrievalServices, type RetrievalServices } from './services.js';
  * index on tenant, corpus and row hash). A connector delete or an endpoint purge removes rows: a
  * chunk that cited one of them, or that carried the purged endpoint, is made again naming a
  * surviving identical row of its connector (with that row's endpoint), or removed where none
- * survives. It never cites a removed row, nor another tenant's, and search answers follow.
+ * survives; so is a chunk whose row another connector rewrote (the same key, other content). It
+ * never cites a removed row, nor another tenant's, and search answers follow.
  */
 describe('chunks of identical rows when their rows are deleted or purged', () => {
   let t: MigratedDatabase;
@@ -170,5 +171,58 @@ describe('chunks of identical rows when their rows are deleted or purged', () =>
     await t.db.withTenant(1, (tx) => purgeEndpointData(tx, books.id, books.byId));
     expect(await chunks(1, 'ext.twins')).toEqual([]);
     expect(await searchCitesOnlyRows(1)).toBe(1);
+  });
+
+  it('another connector rewriting a key: the chunk that cited the earlier row names an identical row of its own connector, or goes; the other tenant is untouched', async () => {
+    const hr = { id: '00000000-0000-4000-8000-0000000000e1', name: 'hr', byN: '00000000-0000-4000-8000-0000000000e2', byId: '00000000-0000-4000-8000-0000000000e3' };
+    const ops = { id: '00000000-0000-4000-8000-0000000000f1', name: 'ops', endpoint: '00000000-0000-4000-8000-0000000000f2' };
+    await ext.ensureTable(1, 'ext.staff', []);
+    await ext.ensureTable(2, 'ext.staff', []);
+    // hr holds Ada under '1' (by n) and 'p1' (by id): one chunk, naming '1'. Bob only under 'p2'.
+    await written(1, hr, hr.byN, byN('ext.staff'), [{ id: 'p1', n: 1, name: 'Ada' }]);
+    await written(1, hr, hr.byId, byId('ext.staff'), [{ id: 'p1', n: 1, name: 'Ada' }, { id: 'p2', n: 2, name: 'Bob' }]);
+    // Tenant 2's hr holds Ada under '1' too: the same hash, the same key.
+    await written(2, other, other.endpoint, byN('ext.staff'), [{ id: 'p1', n: 1, name: 'Ada' }]);
+    while ((await expandPending(t.db)) > 0);
+    expect(await chunks(1, 'ext.staff')).toEqual([
+      { corpus: 'hr', key: '1', endpoint: hr.byN, content: 'ext.staff 1: n: 1; id: p1; name: Ada' },
+      { corpus: 'hr', key: 'p2', endpoint: hr.byId, content: 'ext.staff p2: n: 2; id: p2; name: Bob' },
+    ]);
+    const before = await t.owner.query('select id, external_id, row_hash, content from retrieval.chunks where tenant_id = 2 order by id');
+    const earlier = await t.owner.query<{ key: string; hash: string }>("select external_id as key, row_hash as hash from ext_t1.staff where external_id in ('1', 'p2')");
+
+    // ops writes other content under keys '1' (by n) and 'p2' (by id): the rows are ops's now.
+    await written(1, ops, ops.endpoint, byN('ext.staff'), [{ id: 'x1', n: 1, name: 'Eve' }]);
+    await written(1, ops, ops.endpoint, byId('ext.staff'), [{ id: 'p2', n: 2, name: 'Bobby' }]);
+    while ((await expandPending(t.db)) > 0);
+
+    // hr's Ada names 'p1', its own row of that content (not ops's '1'); hr's Bob had no other row: it goes.
+    expect(await chunks(1, 'ext.staff')).toEqual([
+      { corpus: 'hr', key: 'p1', endpoint: hr.byId, content: 'ext.staff p1: n: 1; id: p1; name: Ada' },
+      { corpus: 'ops', key: '1', endpoint: ops.endpoint, content: 'ext.staff 1: n: 1; id: x1; name: Eve' },
+      { corpus: 'ops', key: 'p2', endpoint: ops.endpoint, content: 'ext.staff p2: n: 2; id: p2; name: Bobby' },
+    ]);
+    const { rows: stale } = await t.owner.query(
+      `select external_id from retrieval.chunks c join unnest($1::text[], $2::text[]) as e(key, hash) on c.external_id = e.key and c.row_hash = e.hash
+        where c.tenant_id = 1 and c.table_name = 'ext.staff'`,
+      [earlier.rows.map((r) => r.key), earlier.rows.map((r) => r.hash)],
+    );
+    expect(stale).toEqual([]);
+    expect(await miscited(1)).toEqual([]);
+    expect((await t.owner.query('select id, external_id, row_hash, content from retrieval.chunks where tenant_id = 2 order by id')).rows).toEqual(before.rows);
+    expect(await miscited(2)).toEqual([]);
+    expect(await searchCitesOnlyRows(1)).toBe(4); // and crm's Ada of the first case
+    expect(await searchCitesOnlyRows(2)).toBe(2);
+
+    // ops rewrites 'p1' as well: hr holds Ada nowhere else, its chunk goes.
+    await written(1, ops, ops.endpoint, byId('ext.staff'), [{ id: 'p1', n: 3, name: 'Ida' }]);
+    while ((await expandPending(t.db)) > 0);
+    expect((await chunks(1, 'ext.staff')).map((c) => [c.corpus, c.key])).toEqual([
+      ['ops', '1'],
+      ['ops', 'p1'],
+      ['ops', 'p2'],
+    ]);
+    expect(await miscited(1)).toEqual([]);
+    expect(await searchCitesOnlyRows(1)).toBe(4);
   });
 });

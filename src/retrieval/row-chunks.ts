@@ -10,8 +10,11 @@ export function keyBefore(a: string, b: string): boolean {
 
 /** Which chunks settleRowChunks looks at, beyond every chunk of the table that cites a row no longer there. */
 export interface ChunksToSettle {
-  /** Only chunks of this connector naming one of these keys (the indexer: the keys of the rows an entry wrote). */
-  keys?: { connectorId: string; externalIds: string[] };
+  /**
+   * Only chunks naming one of these keys, of whichever connector (the indexer: the keys of the rows
+   * an entry wrote, which may have replaced rows other connectors' chunks cite).
+   */
+  keys?: string[];
   /** Also the chunks this endpoint of the connector carries, whatever they name (an endpoint purge). */
   endpoint?: { connectorId: string; endpointUuid: string };
 }
@@ -38,14 +41,16 @@ export interface Row {
 /**
  * The row chunks of one of a tenant's tables (`ext.<name>`) that cite a row no longer there (no row
  * of the table holds their key with their row hash: it was deleted with its connector, purged, or
- * rewritten), and with `which.endpoint` those a purged endpoint carried. Each is made again naming
- * the row of the smallest key (byte order) among the rows of the table that hold its content and
- * that its own connector wrote, carrying that row's endpoint (its corpus, connector and scopes stay),
- * or removed where its connector holds no such row: a chunk never cites a row that is gone, nor a
- * row of identical content that only another connector ingested. A chunk made again is a new chunk
- * (its text names the key, so it is embedded again); one that keeps its key only takes the row's
- * endpoint. Only this tenant's table is read (and the tenant is named in every statement), so no
- * other tenant's row is ever cited. A table that does not exist is left to the caller.
+ * rewritten, by its connector or by another one writing the same key), and with `which.endpoint`
+ * those a purged endpoint carried. Each is made again naming the row of the smallest key (byte
+ * order) among the rows of the table that hold its content and that its own connector wrote,
+ * carrying that row's endpoint (its corpus, connector and scopes stay), or removed where its
+ * connector holds no such row: a chunk never cites a row that is gone, nor a row of identical
+ * content that only another connector ingested (a chunk whose row another connector rewrote never
+ * names that connector's row). A chunk made again is a new chunk (its text names the key, so it is
+ * embedded again); one that keeps its key only takes the row's endpoint. Only this tenant's table is
+ * read (and the tenant is named in every statement), so no other tenant's row is ever cited. A
+ * table that does not exist is left to the caller.
  * Returns how many chunks were made again (or re-labelled) and how many were removed.
  */
 export async function settleRowChunks(tx: Tx, tenantId: number, table: string, which: ChunksToSettle = {}): Promise<{ repointed: number; removed: number }> {
@@ -61,7 +66,8 @@ export async function settleRowChunks(tx: Tx, tenantId: number, table: string, w
   const values: unknown[] = [tenantId, table];
   const param = (value: unknown) => `$${values.push(value)}`;
   const where = ['c.tenant_id = $1', 'c.table_name = $2', 'c.row_hash is not null'];
-  if (which.keys) where.push(`c.connector_id = ${param(which.keys.connectorId)}::uuid`, `c.external_id = any(${param(which.keys.externalIds)}::text[])`);
+  // With keys, served by the index chunks_table_key (tenant, table, key: V5__chunks_table_key.sql).
+  if (which.keys) where.push(`c.external_id = any(${param(which.keys)}::text[])`);
   const gone = `not exists (select 1 from ${sql} r where r.tenant_id = $1 and r.external_id = c.external_id and r.row_hash = c.row_hash)`;
   where.push(
     which.endpoint

@@ -64,8 +64,9 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  * An indexer pass:
  *   1. locks its retrieval.pending entries, `for update skip locked` in id order (never waiting);
  *   2. per entry, reads the entry's ext table (its rows are read, not locked), then locks the chunks
- *      it settles, replaces or upserts (settleRowChunks with the entry's keys, its delete, its
- *      insert … on conflict), waiting on a chunk another transaction locked or removed;
+ *      it settles, replaces or upserts (settleRowChunks with the entry's keys: chunks of any
+ *      connector of the tenant naming them in that table; its delete, its insert … on conflict),
+ *      waiting on a chunk another transaction locked or removed;
  *   3. last, deletes the entries it holds (or updates one that failed).
  * A delete or purge:
  *   1. here, first, in id order, locks the tenant's pending entries a pass could be expanding into
