@@ -116,6 +116,8 @@ describe('embedPending under a stop', () => {
  * CONFLICT DO UPDATE command cannot affect row a second time`), and with it the pass's transaction:
  * no tenant's rows were indexed again, at every tick. Now they are one chunk naming the smallest
  * key, and an entry that fails for whatever reason is set aside (under a savepoint) with a backoff.
+ * The same content in two tables of a connector is one chunk too, naming the table written last: its
+ * text used to keep naming the other.
  */
 describe('expandPending: identical rows, and an entry that fails', () => {
   let t: MigratedDatabase;
@@ -220,5 +222,30 @@ describe('expandPending: identical rows, and an entry that fails', () => {
     expect(await pending()).toEqual([]);
     const { rows: poisoned } = await t.owner.query('select content from retrieval.chunks where corpus = $1', ['poison']);
     expect(poisoned).toEqual([{ content: 'ext.twins p1: n: 1; id: p1' }]);
+  });
+
+  it('a chunk taken over by the connector\'s identical row in another table names that table in its text too, and is embedded again', async () => {
+    await ext.ensureTable(1, 'ext.alpha', []);
+    await ext.ensureTable(1, 'ext.beta', []);
+    const port: EmbeddingPort = { provider: 'test', model: 'constant', dimensions: 4, embed: async (texts) => texts.map(() => Float32Array.from([1, 0, 0, 0])) };
+    const copy = async () =>
+      (await t.owner.query<{ table_name: string; external_id: string; content: string; embedded: boolean; model: string | null }>(
+        "select table_name, external_id, content, embedding is not null as embedded, model from retrieval.chunks where tenant_id = 1 and corpus = 'copies'",
+      )).rows;
+    const generation = async () => (await t.owner.query<{ g: string }>('select generation::text as g from retrieval.generations where tenant_id = 1')).rows[0]?.g ?? '0';
+
+    await written(1, { ...byId, table: 'ext.alpha' }, [{ id: 'c1', name: 'Ada' }], 'copies');
+    while ((await expandPending(t.db)) > 0);
+    while ((await embedPending(t.db, port, 100)) > 0);
+    expect(await copy()).toEqual([{ table_name: 'ext.alpha', external_id: 'c1', content: 'ext.alpha c1: id: c1; name: Ada', embedded: true, model: 'test:constant' }]);
+    const before = await generation();
+
+    // The same row written into ext.beta: one chunk of that content in the corpus, naming ext.beta now, text and all.
+    await written(1, { ...byId, table: 'ext.beta' }, [{ id: 'c1', name: 'Ada' }], 'copies');
+    while ((await expandPending(t.db)) > 0);
+    expect(await copy()).toEqual([{ table_name: 'ext.beta', external_id: 'c1', content: 'ext.beta c1: id: c1; name: Ada', embedded: false, model: null }]);
+    expect(BigInt(await generation())).toBeGreaterThan(BigInt(before));
+    while ((await embedPending(t.db, port, 100)) > 0);
+    expect((await copy()).map((c) => c.embedded)).toEqual([true]);
   });
 });

@@ -116,7 +116,10 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
   // of the smallest key (byte order), the same whichever of them was written last, and carries that
   // row's endpoint. Only when the connector holds none of them (another connector wrote the same
   // rows since) does it name the smallest key of all, with the entry's endpoint. A chunk of that
-  // content naming another key of this table is replaced (its text names the key).
+  // content naming another key of this table is replaced (its text names the key). One naming a row
+  // of another table (the connector wrote that content there too) is taken over: it names this
+  // table's row, its text with it, and loses its vector to be embedded again (a trigger moves the
+  // tenant's generation, in-memory indexes reload it).
   const own = (r: Row) => r.connector_id === entry.connector_id;
   const chosen = new Map<string, Row>();
   for (const r of rows) {
@@ -137,9 +140,14 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
        from unnest($6::text[], $7::text[], $8::text[], $9::uuid[]) as r(row_hash, external_id, content, endpoint_uuid)
      on conflict (tenant_id, corpus, row_hash) where row_hash is not null do update
        set scopes = excluded.scopes, table_name = excluded.table_name, external_id = excluded.external_id,
-           endpoint_uuid = excluded.endpoint_uuid, connector_id = excluded.connector_id, updated_at = now()
-       where (chunks.scopes, chunks.table_name, chunks.external_id, chunks.endpoint_uuid, chunks.connector_id)
-             is distinct from (excluded.scopes, excluded.table_name, excluded.external_id, excluded.endpoint_uuid, excluded.connector_id)`,
+           endpoint_uuid = excluded.endpoint_uuid, connector_id = excluded.connector_id, content = excluded.content,
+           embedding = case when chunks.content is distinct from excluded.content then null else chunks.embedding end,
+           model = case when chunks.content is distinct from excluded.content then null else chunks.model end,
+           embedded_seq = case when chunks.content is distinct from excluded.content then null else chunks.embedded_seq end,
+           embedded_at = case when chunks.content is distinct from excluded.content then null else chunks.embedded_at end,
+           updated_at = now()
+       where (chunks.scopes, chunks.table_name, chunks.external_id, chunks.endpoint_uuid, chunks.connector_id, chunks.content)
+             is distinct from (excluded.scopes, excluded.table_name, excluded.external_id, excluded.endpoint_uuid, excluded.connector_id, excluded.content)`,
     [
       entry.tenant_id,
       entry.corpus,
