@@ -5,6 +5,8 @@ import { stringify } from 'yaml';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
 import { route } from './route.js';
+import { yamlReader } from '../src/manifests/yaml-reader.js';
+import { until } from '../test/harness/until.js';
 
 /**
  * No input gives a 500: a NUL (or half a surrogate pair) anywhere in a body, path, query, header or
@@ -246,9 +248,9 @@ describe('YAML bodies are read off the event loop', () => {
   it('a tenant has two YAML bodies read at once: a third is a 429, another tenant\'s is read', async () => {
     const post = (tenant: string, body: string) =>
       fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { 'X-Tenant-ID': tenant, 'Content-Type': 'application/yaml' }, body }).then(async (res) => ({ status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Record<string, unknown> }));
-    const two = [post('1', slow(128)), post('1', slow(128))];
-    // The two are taken up before the third arrives: each is in the reader once its request reached the route.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    const two = [post('1', slow(256)), post('1', slow(256))];
+    // The third is sent once both are with the reader (the hub runs in this process: its reader is this one).
+    await until('both bodies with the reader', async () => yamlReader.held('1') === 2, { timeoutMs: 30_000, everyMs: 5 });
     const third = await post('1', stringify(manifestOf('third')));
     expect(third).toEqual({ status: 429, retryAfter: '1', body: { error: expect.stringMatching(/^2 YAML texts of the same tenant are being read already: .*as JSON$/) } });
     expect((await post('2', stringify(manifestOf('other-tenant')))).status).toBe(200);

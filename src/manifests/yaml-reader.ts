@@ -79,6 +79,11 @@ export class YamlReader {
     return this.submit({ text, root: undefined }, limitMs, owner);
   }
 
+  /** Reads of `owner` in the reader now, waiting or under way. */
+  held(owner: string): number {
+    return this.owners.get(owner) ?? 0;
+  }
+
   /** Stops the thread; reads waiting or under way are refused. A later read starts it again. */
   async close(): Promise<void> {
     const worker = this.worker;
