@@ -9,7 +9,7 @@ import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
-import { duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
+import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { nonCanonicalInteger, validate } from './validation.js';
 import { MAX_YAML_BYTES } from '../src/manifests/yaml-limits.js';
 import type { YamlRead } from '../src/manifests/yaml-body.js';
@@ -187,7 +187,6 @@ async function readYamlBody(text: string, services: AreaServices, tenantId: numb
 async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined): Promise<unknown> {
   const raw = textOf(ctx, (ctx.request as { body?: unknown }).body);
   const types = decl.bodyTypes ?? ['application/json'];
-  let value: unknown;
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     const text = String(raw ?? '');
     if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
@@ -195,26 +194,43 @@ async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, 
     }
     const read = await readYamlBody(text, services, principal?.tenantId);
     if ('problem' in read) throw new ValidationError(read.problem.message, read.problem.field, read.problem.hint);
-    value = JSON.parse(read.json);
-  } else if (ctx.request.length && !ctx.is(...types)) {
+    // JSON text written by JSON.stringify: no key twice in an object.
+    return readJsonBody(read.json, false);
+  }
+  if (ctx.request.length && !ctx.is(...types)) {
     const sent = ctx.request.type ? `not ${ctx.request.type}` : 'the request names no Content-Type';
     throw new UnsupportedMediaType(`body must be ${types.join(' or ')} (${sent})`, `send Content-Type: ${types[0]}`);
-  } else if (ctx.is(...JSON_TYPES) && typeof raw === 'string') {
-    if (raw.trim() === '') value = {};
-    else {
-      const scanned = scanJsonText(raw);
-      if (scanned.tooDeep) throw tooDeep();
-      try {
-        value = JSON.parse(raw);
-      } catch (err) {
-        throw new ValidationError(`body is not valid JSON: ${(err as Error).message}`, 'body');
-      }
-      const twice = duplicateJsonKey(raw, value, scanned.keys, 'body');
-      if (twice) throw new ValidationError(`${twice} is given twice: a key may appear once in an object`, twice, 'remove one of the two (JSON readers differ on which one wins)');
-    }
-  } else {
-    value = raw ?? {};
   }
+  if (ctx.is(...JSON_TYPES) && typeof raw === 'string') return raw.trim() === '' ? {} : readJsonBody(raw, true);
+  const value = raw ?? {};
   refuseUnstorable(value, 'body');
+  return value;
+}
+
+/**
+ * A JSON body's text (or a YAML body's, as the reader wrote it) as a value: nesting, the number of objects and arrays
+ * and keys given twice checked on the text before or beside `JSON.parse`, and text the database cannot store refused,
+ * naming its field (the parsed value is walked for it only when the text shows such a character).
+ */
+function readJsonBody(text: string, checkKeys: boolean): unknown {
+  const scanned = scanJsonText(text);
+  if (scanned.tooDeep) throw tooDeep();
+  if (scanned.containers > MAX_JSON_CONTAINERS) {
+    throw new PayloadTooLarge(
+      `body holds more than ${MAX_JSON_CONTAINERS.toLocaleString('en-US')} objects and arrays (${scanned.containers.toLocaleString('en-US')})`,
+      'a manifest holds far fewer; split the body into several requests',
+    );
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new ValidationError(`body is not valid JSON: ${(err as Error).message}`, 'body');
+  }
+  if (checkKeys) {
+    const twice = duplicateJsonKey(text, value, scanned.keys, 'body');
+    if (twice) throw new ValidationError(`${twice} is given twice: a key may appear once in an object`, twice, 'remove one of the two (JSON readers differ on which one wins)');
+  }
+  if (jsonTextMayHoldUnstorable(text)) refuseUnstorable(value, 'body');
   return value;
 }

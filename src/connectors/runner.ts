@@ -16,7 +16,7 @@ import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, isUniqueViolation, refusedValueCode } from '../validation/database-refusals.js';
-import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, unstorableText } from '../validation/input-limits.js';
+import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, UNSTORABLE_ESCAPE, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** What the runner needs from the HTTP engine: the pages of one endpoint. */
@@ -619,7 +619,7 @@ async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<{ ok: tr
  * backslash before it) is walked and found storable. The walk used to run for every row (≈ 15 % of
  * `prepareRow`'s time on the demo rows); the scan of the JSON text costs about a tenth of it.
  */
-const MAYBE_UNSTORABLE = /\\u0000|\\ud[89a-f][0-9a-f]{2}/i;
+const MAYBE_UNSTORABLE = UNSTORABLE_ESCAPE;
 
 /** Why a prepared row cannot be stored as it is (text PostgreSQL refuses), or undefined. */
 function unstorableRow(row: PreparedRow): string | undefined {

@@ -10,8 +10,29 @@ import { joinField } from './schema-errors.js';
 /** Deepest nesting of objects and arrays in any body or manifest (the document itself is level 1). */
 export const MAX_JSON_DEPTH = 64;
 
+/**
+ * Most objects and arrays in one body (JSON, or YAML once read). Parsing a body and walking it (the
+ * checks below, a manifest's validation) run on the event loop every tenant shares, at about a
+ * microsecond per object: a 10 MB body of three million `{}` held it for seconds. A manifest holds a
+ * few thousand at most.
+ */
+export const MAX_JSON_CONTAINERS = 50_000;
+
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+
+/** A NUL or a lone surrogate as JSON text writes it (an escape; JSON.stringify escapes lone surrogates). */
+export const UNSTORABLE_ESCAPE = /\\u0000|\\ud[89a-f][0-9a-f]{2}/i;
+
+/**
+ * Whether JSON text may give, once parsed, text PostgreSQL cannot store: it writes an escape of a NUL or
+ * of a surrogate, or holds one as it is. Text without them gives none, so a parsed body is walked for
+ * the field to name only when this is true (an escaped backslash before `u0000` is walked and found
+ * storable).
+ */
+export function jsonTextMayHoldUnstorable(text: string): boolean {
+  return UNSTORABLE_ESCAPE.test(text) || unstorableText(text) !== undefined;
+}
 
 /** Why a text cannot be stored as PostgreSQL text or jsonb, or undefined when it can. */
 export function unstorableText(text: string): string | undefined {
@@ -23,31 +44,54 @@ export function unstorableText(text: string): string | undefined {
 /**
  * The first place in a parsed document holding text PostgreSQL cannot store, in a key or a string
  * value at any depth: `{field, reason}` with the field as a path under `root`
- * (`body.spec.name`, `body.items[2]`), or undefined. Walks at most `maxDepth` levels.
+ * (`body.spec.name`, `body.items[2]`), or undefined. Walks at most `maxDepth` levels. Only objects
+ * and arrays are stacked, each with its parent and key, and a field's path is written only for what
+ * it names (the walk of a large document writes none).
  */
 export function findUnstorableText(value: unknown, root: string, maxDepth = MAX_JSON_DEPTH): { field: string; reason: string } | undefined {
-  const stack: Array<{ value: unknown; field: string; depth: number }> = [{ value, field: root, depth: 0 }];
-  const seen = new Set<object>();
+  if (typeof value === 'string') {
+    const reason = unstorableText(value);
+    return reason ? { field: root, reason } : undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  // Depth first in document order: each frame is an object or array being read, with where it is in it.
+  type Frame = { value: object; keys: string[] | undefined; next: number; parent: Frame | undefined; key: string | number; depth: number };
+  const pathOf = (frame: Frame, last: string | number): string => {
+    const keys: Array<string | number> = [last];
+    for (let f: Frame | undefined = frame; f?.parent; f = f.parent) keys.push(f.key);
+    let field = root;
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const key = keys[i]!;
+      field = typeof key === 'number' ? `${field}[${key}]` : joinField(field, key);
+    }
+    return field;
+  };
+  const seen = new Set<object>([value]);
+  const open = (v: object, parent: Frame | undefined, key: string | number, depth: number): Frame => ({ value: v, keys: Array.isArray(v) ? undefined : Object.keys(v), next: 0, parent, key, depth });
+  const stack: Frame[] = [open(value, undefined, '', 0)];
   while (stack.length) {
-    const { value: v, field, depth } = stack.pop()!;
-    if (typeof v === 'string') {
-      const reason = unstorableText(v);
-      if (reason) return { field, reason };
+    const frame = stack[stack.length - 1]!;
+    const length = frame.keys ? frame.keys.length : (frame.value as unknown[]).length;
+    if (frame.next >= length) {
+      stack.pop();
       continue;
     }
-    if (typeof v !== 'object' || v === null || depth > maxDepth || seen.has(v)) continue;
-    seen.add(v);
-    if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], field: `${field}[${i}]`, depth: depth + 1 });
-      continue;
-    }
-    const entries = Object.entries(v as Record<string, unknown>);
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const [key, child] = entries[i]!;
-      const reason = unstorableText(key);
+    const at = frame.next++;
+    let key: string | number = at;
+    let child: unknown;
+    if (frame.keys) {
+      key = frame.keys[at]!;
+      const keyReason = unstorableText(key);
       // Such a key is named quoted, with JSON's escapes: `body["k\u0000"]`.
-      if (reason) return { field: joinField(field, key), reason: `has a key that ${reason}` };
-      stack.push({ value: child, field: joinField(field, key), depth: depth + 1 });
+      if (keyReason) return { field: pathOf(frame, key), reason: `has a key that ${keyReason}` };
+      child = (frame.value as Record<string, unknown>)[key];
+    } else child = (frame.value as unknown[])[at];
+    if (typeof child === 'string') {
+      const reason = unstorableText(child);
+      if (reason) return { field: pathOf(frame, key), reason };
+    } else if (typeof child === 'object' && child !== null && frame.depth < maxDepth && !seen.has(child)) {
+      seen.add(child);
+      stack.push(open(child, frame, key, frame.depth + 1));
     }
   }
   return undefined;
@@ -58,12 +102,14 @@ const isJsonSpace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c =
 
 /**
  * One pass over JSON text without parsing it (so a document of a million brackets costs one pass
- * and no stack): whether it nests objects and arrays deeper than `max` (it stops there), and how
- * many object keys it writes (a string followed by `:`), duplicates included.
+ * and no stack): whether it nests objects and arrays deeper than `max` (it stops there), how many
+ * object keys it writes (a string followed by `:`), duplicates included, and how many objects and
+ * arrays it opens.
  */
-export function scanJsonText(text: string, max = MAX_JSON_DEPTH): { tooDeep: boolean; keys: number } {
+export function scanJsonText(text: string, max = MAX_JSON_DEPTH): { tooDeep: boolean; keys: number; containers: number } {
   let depth = 0;
   let keys = 0;
+  let containers = 0;
   let inString = false;
   let afterString = false;
   for (let i = 0; i < text.length; i++) {
@@ -86,10 +132,11 @@ export function scanJsonText(text: string, max = MAX_JSON_DEPTH): { tooDeep: boo
     }
     if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
-      if (++depth > max) return { tooDeep: true, keys };
+      containers++;
+      if (++depth > max) return { tooDeep: true, keys, containers };
     } else if (c === 0x5d || c === 0x7d) depth--;
   }
-  return { tooDeep: false, keys };
+  return { tooDeep: false, keys, containers };
 }
 
 /** How many keys the objects of a parsed JSON document hold, all levels together. */
