@@ -6,7 +6,6 @@ import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
 import { route } from './route.js';
 import { scanJsonText } from '../src/validation/input-limits.js';
-import { yamlReader } from '../src/manifests/yaml-reader.js';
 import { until } from '../test/harness/until.js';
 
 /**
@@ -271,14 +270,41 @@ describe('YAML bodies are read off the event loop', () => {
     expect((await post(stringify(manifestOf('after-timeout')))).status).toBe(200);
   }, 120_000);
 
+  it('a YAML body whose aliases make more JSON than svc.http.body-limit is a 413, as the same manifest as JSON is', async () => {
+    // 120 KB of YAML, 99 aliases of one 120,000-character text: 11.9 MB of manifest, past the 10mb default.
+    const text = `apiVersion: connectors.svc.io/v1\nkind: Connector\nmetadata:\n  name: bomb\n  annotations:\n    a: &a "${'x'.repeat(120_000)}"\n${Array.from({ length: 99 }, (_, i) => `    b${i}: *a\n`).join('')}`;
+    const refused = await call('POST', '/api/connectors/apply', { body: text, type: 'application/yaml' });
+    expect(refused).toEqual({ status: 413, body: { error: 'body (YAML) reads as more JSON than the 10,485,760 bytes a body may hold (svc.http.body-limit): its aliases repeat what they name', hint: expect.any(String) } });
+    expect((await call('GET', '/api/connectors/bomb')).status).toBe(404);
+  }, 60_000);
+
+  it('a stopping hub answers the YAML bodies it holds at once with a 503', async () => {
+    const stopping = await startTestHub({ 'svc.datasource.url': hub.ownerUrl });
+    const post = (body: string) =>
+      fetch(`${stopping.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body }).then(async (res) => ({ status: res.status, body: await res.json() }));
+    await post('a: 1\n'); // the reader started
+    const started = performance.now();
+    const read = post(slow(768));
+    await until('the body with the reader', async () => stopping.services.yamlReader.held('1') === 1, { timeoutMs: 30_000, everyMs: 5 });
+    const stopped = stopping.stop();
+    expect(await read).toEqual({ status: 503, body: { error: 'YAML was not read: the hub is stopping' } });
+    await stopped;
+    const tookMs = performance.now() - started;
+    // Answered when the hub began to stop, not once read (about 4 s of a core) nor after the shutdown grace.
+    const whole = performance.now();
+    await call('POST', '/api/connectors/validate', { body: slow(768), type: 'application/yaml' });
+    const wholeMs = performance.now() - whole;
+    expect({ tookMs, wholeMs, prompt: tookMs < wholeMs / 2 }).toMatchObject({ prompt: true });
+  }, 120_000);
+
   it('a tenant has two YAML bodies read at once: a third is a 429, another tenant\'s is read', async () => {
     const post = (tenant: string, body: string) =>
       fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { 'X-Tenant-ID': tenant, 'Content-Type': 'application/yaml' }, body }).then(async (res) => ({ status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as Record<string, unknown> }));
     const two = [post('1', slow(256)), post('1', slow(256))];
     // The third is sent once both are with the reader (the hub runs in this process: its reader is this one).
-    await until('both bodies with the reader', async () => yamlReader.held('1') === 2, { timeoutMs: 30_000, everyMs: 5 });
+    await until('both bodies with the reader', async () => hub.services.yamlReader.held('1') === 2, { timeoutMs: 30_000, everyMs: 5 });
     const third = await post('1', stringify(manifestOf('third')));
-    expect(third).toEqual({ status: 429, retryAfter: '1', body: { error: expect.stringMatching(/^2 YAML texts of the same tenant are being read already: .*as JSON$/) } });
+    expect(third).toEqual({ status: 429, retryAfter: '10', body: { error: expect.stringMatching(/^2 YAML texts of the same tenant are being read already: .*as JSON$/) } });
     expect((await post('2', stringify(manifestOf('other-tenant')))).status).toBe(200);
     for (const answer of await Promise.all(two)) expect(answer.status).toBe(200);
     expect((await post('1', stringify(manifestOf('after')))).status).toBe(200);

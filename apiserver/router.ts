@@ -2,7 +2,7 @@ import { METHODS } from 'node:http';
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { type Principal, satisfies } from '../src/auth/principal.js';
-import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, RateLimited, UnsupportedMediaType, ValidationError } from '../src/errors.js';
+import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
 import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
@@ -13,7 +13,7 @@ import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JS
 import { nonCanonicalInteger, validate } from './validation.js';
 import { MAX_YAML_BYTES } from '../src/manifests/yaml-limits.js';
 import type { YamlRead } from '../src/manifests/yaml-body.js';
-import { yamlReader, YamlReaderBusy, YamlReadStopped } from '../src/manifests/yaml-reader.js';
+import { yamlReadRefusal } from '../src/manifests/yaml-reader.js';
 
 const PLATFORM = '/api/platform/';
 /** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
@@ -167,17 +167,23 @@ const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml'];
 const tooDeep = () => new ValidationError(`body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, 'body', `at most ${MAX_JSON_DEPTH} levels of nesting are accepted`);
 
 /**
- * A YAML body read on the YAML reader's thread (src/manifests/yaml-reader.ts), never on the event loop, within
- * `svc.http.yaml-read-timeout`; the reader takes two bodies of a tenant at once.
+ * A YAML body read on the hub's YAML reader (src/manifests/yaml-reader.ts), never on the event loop: within
+ * `svc.http.yaml-read-timeout`, two bodies of a tenant at once, tenants taking turns, its value held to
+ * `svc.http.body-limit` of JSON as a JSON body is.
  */
 async function readYamlBody(text: string, services: AreaServices, tenantId: number | undefined): Promise<YamlRead> {
+  let read: YamlRead;
   try {
-    return await yamlReader.manifest(text, 'body', services.config.duration('svc.http.yaml-read-timeout'), String(tenantId ?? 'public'));
+    read = await services.yamlReader.manifest(text, 'body', {
+      limitMs: services.config.duration('svc.http.yaml-read-timeout'),
+      owner: String(tenantId ?? 'public'),
+      maxJsonBytes: services.config.bytes('svc.http.body-limit'),
+    });
   } catch (err) {
-    if (err instanceof YamlReaderBusy) throw new RateLimited(1, `${err.message}: send this one when they are answered, or as JSON`);
-    if (err instanceof YamlReadStopped) throw new PayloadTooLarge(`YAML body ${err.message}`, 'send the manifest as JSON (Content-Type: application/json), which is read far faster');
-    throw err;
+    throw yamlReadRefusal(err, 'send the manifest as JSON (Content-Type: application/json), which is read far faster');
   }
+  if ('problem' in read && read.problem.tooLarge) throw new PayloadTooLarge(read.problem.message, read.problem.hint ?? '');
+  return read;
 }
 
 /**

@@ -52,6 +52,7 @@ import { collectProcessMetrics } from '../src/observability/metrics.js';
 import { startTracing, stopTracing } from '../src/observability/tracing.js';
 import { packageVersion } from '../src/package-root.js';
 import { RateLimiter, rateLimitsFrom } from '../src/ratelimit/limiter.js';
+import { YamlReader } from '../src/manifests/yaml-reader.js';
 import { setupDatabase, type DatabaseSetup } from '../src/runtime/database-setup.js';
 import type { AreaServices } from '../src/runtime/services.js';
 
@@ -161,6 +162,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     directory,
     authenticator: new Authenticator({ devBypass, tenantClaim: config.string('svc.oidc.tenant-claim'), verifier, directory }),
     rateLimiter: new RateLimiter(rateLimitsFrom(config), options.now),
+    yamlReader: new YamlReader(),
     modules: catalog.versions(),
     catalog,
     events,
@@ -318,6 +320,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         const exportsClosed = exports.close();
         // Connector runs likewise (Failed `interrupted: the hub stopped during the run`, rows read so far written).
         const connectorRunsClosed = connectors.runner.close();
+        // YAML bodies being read or waiting are answered at once (503, the hub is stopping), not after the grace.
+        await services.yamlReader.close();
         // Event streams never end by themselves: end them first so the listener can close.
         await services.stream.stop();
         await server?.close(config.duration('svc.http.shutdown-grace'));

@@ -84,7 +84,7 @@ describe('the built executable (dist/)', () => {
 
     // The YAML reading thread starts from the compiled entry (yaml-worker.js), without the tsx loader.
     const reader = pathToFileURL(join(dir, 'dist', 'src', 'manifests', 'yaml-reader.js')).href;
-    const script = `import(${JSON.stringify(reader)}).then(async ({ yamlReader }) => { console.log(JSON.stringify(await yamlReader.manifest('kind: Connector\\nenabled: yes\\n', 'body', 30000, 'dist'))); await yamlReader.close(); })`;
+    const script = `import(${JSON.stringify(reader)}).then(async ({ YamlReader }) => { const reader = new YamlReader(); console.log(JSON.stringify(await reader.manifest('kind: Connector\\nenabled: yes\\n', 'body', { limitMs: 30000, owner: 'dist', maxJsonBytes: 1048576 }))); await reader.close(); })`;
     const read = execFileSync(process.execPath, ['-e', script], { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: process.env.HOME } });
     expect(JSON.parse(read)).toEqual({ json: '{"kind":"Connector","enabled":true}' });
   }, 120_000);

@@ -158,6 +158,11 @@ export class Config {
     return this.typed(name, 'boolean') as boolean;
   }
 
+  /** A size property (`10mb`) in bytes, as koa-body reads it (1 kb = 1,024 bytes). */
+  bytes(name: string): number {
+    return sizeInBytes(this.string(name)) ?? 0;
+  }
+
   /** The same sources with some properties replaced, validated again (tests, sub-commands). */
   with(overrides: Record<string, string | number | boolean>): Config {
     return Config.load({ ...this.options, overrides: { ...this.options.overrides, ...overrides } });
@@ -231,10 +236,8 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
       if (!def.values!.includes(text)) return fail(`one of ${def.values!.join(', ')}`);
       return text;
     case 'size': {
-      const size = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(text);
-      const bytes = size ? Number(size[1]) * 1024 ** ['b', 'kb', 'mb', 'gb'].indexOf((size[2] ?? 'b').toLowerCase()) : 0;
       // Less than a whole byte would be read as 0 (every body too large).
-      if (!size || bytes < 1) return fail('a positive size such as 512kb, 10mb or 1048576 (bytes), at least 1 byte');
+      if ((sizeInBytes(text) ?? 0) < 1) return fail('a positive size such as 512kb, 10mb or 1048576 (bytes), at least 1 byte');
       return text;
     }
     default:
@@ -266,4 +269,10 @@ function readYamlFile(path: string): Record<string, string | number | boolean> {
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/** Bytes of a size as configuration writes it (`512kb`, `10mb`, `1048576`), whole bytes; undefined when it is not a size. */
+export function sizeInBytes(text: string): number | undefined {
+  const size = /^(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?$/i.exec(text);
+  return size ? Math.floor(Number(size[1]) * 1024 ** ['b', 'kb', 'mb', 'gb'].indexOf((size[2] ?? 'b').toLowerCase())) : undefined;
 }

@@ -63,8 +63,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'How long a stopping process waits for in-flight requests before closing them.' }),
   p({ group: 'HTTP', name: 'svc.http.body-limit', kind: 'size', default: '10mb',
     description: 'Largest accepted request body (JSON, YAML, text): a positive size in bytes, `kb`, `mb` or `gb` (`512kb`, `10mb`); a larger body answers 413.' }),
-  p({ group: 'HTTP', name: 'svc.http.yaml-read-timeout', kind: 'duration', default: '30s',
-    description: 'How long the hub reads one YAML body (a manifest sent as YAML, an OpenAPI document to draft from) before it gives up with a 413 whose hint is to send JSON. YAML is read on a thread of its own, one text at a time (at most 1 MiB, and two texts of a tenant at once), so the time does not hold the API; the limit bounds how long one text holds the reader from every other tenant\'s. 1 MiB of YAML takes one to a few seconds.' }),
+  p({ group: 'HTTP', name: 'svc.http.yaml-read-timeout', kind: 'duration', default: '10s',
+    description: 'How long the hub reads one YAML text (a manifest body sent as YAML, an OpenAPI document to draft from) before it gives up with a 413 whose hint is to send JSON. YAML is read on a thread of its own, one text at a time, tenants taking turns, two texts of a tenant at once (a third is a 429 with this time as `Retry-After`), so reading never holds the API; the limit bounds how long one text holds the reader from other tenants\' texts. A manifest of a few kilobytes takes milliseconds; 1 MiB (the most the hub reads) takes one to a few seconds, texts built to be slow longer.' }),
 
   // Database
   p({ group: 'Database', name: 'svc.datasource.url', kind: 'url', schemes: ['postgres', 'postgresql'], aliases: ['DATABASE_URL'],

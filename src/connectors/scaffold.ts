@@ -1,11 +1,11 @@
 import { type Dispatcher, request } from 'undici';
 import { describeNetworkError } from '../egress/network-error.js';
 import { stringify } from 'yaml';
-import { RateLimited, ValidationError } from '../errors.js';
+import { ValidationError } from '../errors.js';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import type { YamlRead } from '../manifests/yaml-body.js';
-import { yamlReader, YamlReaderBusy, YamlReadStopped } from '../manifests/yaml-reader.js';
+import { type YamlReader, yamlReadRefusal, YamlReadStopped } from '../manifests/yaml-reader.js';
 import { KUBECTL_YAML } from '../manifests/yaml.js';
 
 type Schema = { type?: string; properties?: Record<string, Schema>; items?: Schema; $ref?: string; format?: string };
@@ -28,10 +28,12 @@ const MAX_BYTES = 5 * 1024 * 1024;
 export interface ScaffoldOptions {
   /** The outbound address policy's dispatcher. */
   dispatcher?: Dispatcher;
-  /** How long a YAML document may take to read (`svc.http.yaml-read-timeout`; default 30 s). */
-  yamlReadMs?: number;
-  /** Whose read it is (the tenant), for the YAML reader's share (yaml-reader.ts). */
-  owner?: string;
+  /** The hub's YAML reader, for a document in YAML (yaml-reader.ts). */
+  yamlReader: YamlReader;
+  /** How long a YAML document may take to read (`svc.http.yaml-read-timeout`). */
+  yamlReadMs: number;
+  /** Whose read it is (the tenant), for the YAML reader's turns. */
+  owner: string;
 }
 
 /**
@@ -42,7 +44,7 @@ export interface ScaffoldOptions {
  * readable document is refused, as is one carrying credentials (`user:password@`) or one the outbound
  * address policy refuses (`dispatcher`).
  */
-export async function scaffoldManifest(openapiUrl: string, name: string, options: ScaffoldOptions = {}): Promise<string> {
+export async function scaffoldManifest(openapiUrl: string, name: string, options: ScaffoldOptions): Promise<string> {
   let url: URL;
   try {
     url = new URL(openapiUrl);
@@ -112,7 +114,7 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
   return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${stringify(manifest, KUBECTL_YAML)}`;
 }
 
-async function fetchDocument(url: URL, { dispatcher, yamlReadMs = 30_000, owner = 'scaffold' }: ScaffoldOptions): Promise<OpenApi | undefined> {
+async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, owner }: ScaffoldOptions): Promise<OpenApi | undefined> {
   let text: string;
   try {
     const res = await request(url, { method: 'GET', headers: { accept: 'application/json, application/yaml;q=0.9, */*;q=0.5' }, headersTimeout: 10_000, bodyTimeout: 10_000, dispatcher });
@@ -142,12 +144,12 @@ async function fetchDocument(url: URL, { dispatcher, yamlReadMs = 30_000, owner 
     }
     let read: YamlRead | undefined;
     try {
-      read = await yamlReader.document(text, yamlReadMs, owner);
+      read = await yamlReader.document(text, { limitMs: yamlReadMs, owner, maxJsonBytes: MAX_BYTES });
     } catch (err) {
-      if (err instanceof YamlReaderBusy) throw new RateLimited(1, `${err.message}: draft again when they are answered`);
-      if (err instanceof YamlReadStopped) throw new ValidationError(`the document at ${url.href} is not JSON, and as YAML it ${err.message}`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
-      throw err;
+      if (err instanceof YamlReadStopped && err.reason !== 'closed') throw new ValidationError(`the document at ${url.href} is not JSON, and as YAML it ${err.message}`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
+      throw yamlReadRefusal(err, 'point openapiUrl at the JSON form of the document');
     }
+    if (read && 'problem' in read && read.problem.tooLarge) throw new ValidationError(`the document at ${url.href} is not JSON, and as YAML it reads as more than 5 MiB of JSON`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
     if (read && 'problem' in read) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
     return read ? (JSON.parse(read.json) as OpenApi) : undefined;
   }

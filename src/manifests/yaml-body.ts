@@ -3,11 +3,32 @@ import { depthOf, MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import { keysAsKubectl, kubectlRefusal } from './yaml.js';
 import { readManifestDocument, yamlNestsDeeperThan } from './yaml-limits.js';
 
-/** Why a YAML body was refused: the ValidationError the route answers (message, field, hint). */
+/** Why a YAML body was refused: the ValidationError the route answers (message, field, hint), a 413 when `tooLarge`. */
 export interface YamlProblem {
   message: string;
   field?: string;
   hint?: string;
+  tooLarge?: true;
+}
+
+/**
+ * The JSON text of a value read from YAML, or the problem of one larger than `maxJsonBytes`: aliases repeat what they
+ * name (the yaml package allows a hundredfold), so 1 MiB of YAML could make 100 MB of manifest. A value is held to
+ * what the same manifest sent as JSON may be.
+ */
+function jsonOf(value: unknown, maxJsonBytes: number, what: string): YamlRead {
+  const json = JSON.stringify(value ?? null);
+  // A string's length is at most its UTF-8 bytes: only what may be too large is measured in bytes.
+  if (json.length > maxJsonBytes || (json.length * 3 > maxJsonBytes && Buffer.byteLength(json) > maxJsonBytes)) {
+    return {
+      problem: {
+        message: `${what} reads as more JSON than the ${maxJsonBytes.toLocaleString('en-US')} bytes a body may hold (svc.http.body-limit): its aliases repeat what they name`,
+        hint: 'write the repeated parts once, or send the manifest as JSON',
+        tooLarge: true,
+      },
+    };
+  }
+  return { json };
 }
 
 /**
@@ -30,7 +51,7 @@ const tooDeep = (root: string): YamlProblem => ({
  * them (`keysAsKubectl`, named under `root`), and the nesting cap on the value. Synchronous and CPU-bound: the hub
  * runs it on the reading thread, never on the event loop (yaml-reader.ts).
  */
-export function readYamlManifest(text: string, root: string): YamlRead {
+export function readYamlManifest(text: string, root: string, maxJsonBytes = Number.POSITIVE_INFINITY): YamlRead {
   if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) return { problem: tooDeep(root) };
   let value: unknown;
   try {
@@ -49,7 +70,7 @@ export function readYamlManifest(text: string, root: string): YamlRead {
     return { problem: { message: `${root} is not valid YAML: ${(err as Error).message}` } };
   }
   if (depthOf(value) > MAX_JSON_DEPTH) return { problem: tooDeep(root) };
-  return { json: JSON.stringify(value ?? null) };
+  return jsonOf(value, maxJsonBytes, `${root} (YAML)`);
 }
 
 /**
@@ -57,11 +78,13 @@ export function readYamlManifest(text: string, root: string): YamlRead {
  * defaults, keys not compared with every earlier key of their mapping (the package's check takes time growing with
  * the square of their number), compact nesting refused from the tokens. Undefined when it is not YAML.
  */
-export function readYamlDocument(text: string): YamlRead | undefined {
+export function readYamlDocument(text: string, maxJsonBytes = Number.POSITIVE_INFINITY): YamlRead | undefined {
   if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) return { problem: tooDeep('the document') };
+  let value: unknown;
   try {
-    return { json: JSON.stringify(parseYaml(text, { uniqueKeys: false, prettyErrors: false }) ?? null) };
+    value = parseYaml(text, { uniqueKeys: false, prettyErrors: false });
   } catch {
     return undefined;
   }
+  return jsonOf(value, maxJsonBytes, 'the document');
 }

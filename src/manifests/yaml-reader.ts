@@ -1,5 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import { formatDuration } from '../config/duration.js';
+import { PayloadTooLarge, RateLimited, Unavailable } from '../errors.js';
 import { startWorker } from '../runtime/worker-thread.js';
 import type { YamlRead } from './yaml-body.js';
 import type { YamlRequest, YamlResponse } from './yaml-worker.js';
@@ -19,23 +20,39 @@ const IDLE_STOP_MS = 10_000;
 /** Reads of one owner (a tenant) in the reader at once, waiting or under way: more are refused (`YamlReaderBusy`). */
 export const YAML_READS_PER_OWNER = 2;
 
-/** A read refused because its owner already has `YAML_READS_PER_OWNER` reads in the reader. */
+/**
+ * A read refused because its owner already has `YAML_READS_PER_OWNER` reads in the reader; `retryAfterSeconds` is the
+ * time limit of one read, by when one of them is surely answered.
+ */
 export class YamlReaderBusy extends Error {
-  constructor() {
+  constructor(readonly retryAfterSeconds: number) {
     super(`${YAML_READS_PER_OWNER} YAML texts of the same tenant are being read already`);
     this.name = 'YamlReaderBusy';
   }
 }
 
-/** A read the hub gave up: it took longer than its time limit, or more memory than the reading thread has. The message completes "the YAML …". */
+/**
+ * A read the hub gave up: it took longer than its time limit, more memory than the reading thread has, or the reader
+ * was closed (the hub stopping). The message completes "the YAML …".
+ */
 export class YamlReadStopped extends Error {
   constructor(
-    readonly reason: 'time' | 'memory',
+    readonly reason: 'time' | 'memory' | 'closed',
     message: string,
   ) {
     super(message);
     this.name = 'YamlReadStopped';
   }
+}
+
+/** What a read is for and bounded by. */
+export interface YamlReadOptions {
+  /** Its time limit (`svc.http.yaml-read-timeout`), counted from when the thread takes it up. */
+  limitMs: number;
+  /** Whose read it is (the tenant): each owner has at most `YAML_READS_PER_OWNER` in the reader, and owners take turns. */
+  owner: string;
+  /** The most JSON text its value may make (aliases repeat what they name): past it, a problem `tooLarge`. */
+  maxJsonBytes: number;
 }
 
 interface Job {
@@ -49,13 +66,19 @@ interface Job {
  * Reads tenants' YAML on a thread of its own, one text at a time, so that the event loop serving every tenant never
  * waits on the yaml package (about 1 MB a second, and slower on inputs built for it). Each read has a time limit,
  * counted from when the thread takes it up (not while it waits behind another): past it the thread is stopped and a
- * new one serves the next read. The thread starts on the first read and stops when idle.
+ * new one serves the next read. Owners (tenants) take turns: the next read is the oldest of the waiting owner served
+ * least recently, so a tenant sending many slow texts delays another's by one read at most, not by all of its own. The
+ * thread starts on the first read and stops when idle.
  */
 export class YamlReader {
   private worker: Worker | undefined;
   private ready = false;
   private nextId = 1;
-  private readonly queue: Job[] = [];
+  /** Reads waiting, by owner, the owners in the order their first read came. */
+  private readonly waiting = new Map<string, Job[]>();
+  /** When each owner holding reads was last served (a count of reads taken up): the least recently served goes next. */
+  private readonly served = new Map<string, number>();
+  private taken = 0;
   private current: { id: number; job: Job; timer: NodeJS.Timeout } | undefined;
   private idle: NodeJS.Timeout | undefined;
   private readonly owners = new Map<string, number>();
@@ -70,13 +93,13 @@ export class YamlReader {
    * A manifest body read as kubectl reads it, its keys and problems named under `root` (yaml-body.ts,
    * readYamlManifest), for `owner` (the tenant: one tenant's reads cannot fill the queue every tenant waits in).
    */
-  manifest(text: string, root: string, limitMs: number, owner: string): Promise<YamlRead> {
-    return this.submit({ text, root }, limitMs, owner) as Promise<YamlRead>;
+  manifest(text: string, root: string, options: YamlReadOptions): Promise<YamlRead> {
+    return this.submit({ text, root, maxJsonBytes: options.maxJsonBytes }, options) as Promise<YamlRead>;
   }
 
-  /** A document that is not a manifest (readYamlDocument) for `owner`; undefined when it is not YAML. */
-  document(text: string, limitMs: number, owner: string): Promise<YamlRead | undefined> {
-    return this.submit({ text, root: undefined }, limitMs, owner);
+  /** A document that is not a manifest (readYamlDocument); undefined when it is not YAML. */
+  document(text: string, options: YamlReadOptions): Promise<YamlRead | undefined> {
+    return this.submit({ text, root: undefined, maxJsonBytes: options.maxJsonBytes }, options);
   }
 
   /** Reads of `owner` in the reader now, waiting or under way. */
@@ -84,38 +107,59 @@ export class YamlReader {
     return this.owners.get(owner) ?? 0;
   }
 
-  /** Stops the thread; reads waiting or under way are refused. A later read starts it again. */
+  /** Stops the thread; reads waiting or under way are refused (`YamlReadStopped`, reason `closed`). A later read starts it again. */
   async close(): Promise<void> {
     const worker = this.worker;
-    this.stop(new Error('the YAML reader was closed'));
-    for (const job of this.queue.splice(0)) job.reject(new Error('the YAML reader was closed'));
+    const closed = () => new YamlReadStopped('closed', 'was not read: the hub is stopping');
+    this.stop(closed());
+    for (const jobs of this.waiting.values()) for (const job of jobs) job.reject(closed());
+    this.waiting.clear();
     if (worker) await worker.terminate();
   }
 
-  private submit(request: Omit<YamlRequest, 'id'>, limitMs: number, owner: string): Promise<YamlRead | undefined> {
+  private submit(request: Omit<YamlRequest, 'id'>, { limitMs, owner }: YamlReadOptions): Promise<YamlRead | undefined> {
     const held = this.owners.get(owner) ?? 0;
-    if (held >= YAML_READS_PER_OWNER) return Promise.reject(new YamlReaderBusy());
+    if (held >= YAML_READS_PER_OWNER) return Promise.reject(new YamlReaderBusy(Math.ceil(limitMs / 1000)));
     this.owners.set(owner, held + 1);
     const release = () => {
       const left = (this.owners.get(owner) ?? 1) - 1;
       if (left > 0) this.owners.set(owner, left);
-      else this.owners.delete(owner);
+      else {
+        this.owners.delete(owner);
+        this.served.delete(owner);
+      }
     };
     return new Promise<YamlRead | undefined>((resolve, reject) => {
-      this.queue.push({ request, limitMs, resolve, reject });
+      const jobs = this.waiting.get(owner);
+      if (jobs) jobs.push({ request, limitMs, resolve, reject });
+      else this.waiting.set(owner, [{ request, limitMs, resolve, reject }]);
       this.pump();
     }).finally(release);
   }
 
+  /** The next read: the oldest of the waiting owner served least recently (one never served first, then by arrival). */
+  private next(): Job | undefined {
+    let owner: string | undefined;
+    for (const candidate of this.waiting.keys()) {
+      if (owner === undefined || (this.served.get(candidate) ?? 0) < (this.served.get(owner) ?? 0)) owner = candidate;
+    }
+    if (owner === undefined) return undefined;
+    const jobs = this.waiting.get(owner)!;
+    const job = jobs.shift()!;
+    if (!jobs.length) this.waiting.delete(owner);
+    this.served.set(owner, ++this.taken);
+    return job;
+  }
+
   private pump(): void {
-    if (this.current || !this.queue.length) return;
+    if (this.current || !this.waiting.size) return;
     if (this.idle) clearTimeout(this.idle);
     this.idle = undefined;
     const worker = this.start();
     // Held while reads wait: a process with nothing else to do (a command) waits for them.
     worker.ref();
     if (!this.ready) return;
-    const job = this.queue.shift()!;
+    const job = this.next()!;
     const id = this.nextId++;
     const timer = setTimeout(() => {
       if (this.current?.id !== id) return;
@@ -146,7 +190,7 @@ export class YamlReader {
       this.current = undefined;
       if ('error' in message) current.job.reject(new Error(`reading the YAML failed: ${message.error}`));
       else current.job.resolve(message.read);
-      if (this.queue.length) this.pump();
+      if (this.waiting.size) this.pump();
       else {
         worker.unref();
         this.idle = setTimeout(() => {
@@ -159,7 +203,10 @@ export class YamlReader {
       if (this.worker !== worker) return;
       const memory = err.code === 'ERR_WORKER_OUT_OF_MEMORY';
       // A thread that never got ready cannot serve what waits either: refused, not retried in a loop.
-      if (!this.ready && !memory) for (const job of this.queue.splice(0)) job.reject(new Error(`the YAML reader did not start: ${err.message}`));
+      if (!this.ready && !memory) {
+        for (const jobs of this.waiting.values()) for (const job of jobs) job.reject(new Error(`the YAML reader did not start: ${err.message}`));
+        this.waiting.clear();
+      }
       this.stop(memory ? new YamlReadStopped('memory', `needed more memory to read than the YAML reader has (${this.heapMb} MB)`) : new Error(`the YAML reader stopped: ${err.message}`));
       this.pump();
     };
@@ -185,5 +232,12 @@ export class YamlReader {
   }
 }
 
-/** The process's one YAML reader. */
-export const yamlReader = new YamlReader();
+/**
+ * The HTTP answer to a read the reader refused or gave up, `hint` saying what to send instead: the owner's reads all
+ * taken (429 with `Retry-After`), the time limit or the heap (413), the hub stopping (503); anything else as it is.
+ */
+export function yamlReadRefusal(err: unknown, hint: string): unknown {
+  if (err instanceof YamlReaderBusy) return new RateLimited(err.retryAfterSeconds, `${err.message}: send this one when they are answered, or as JSON`);
+  if (err instanceof YamlReadStopped) return err.reason === 'closed' ? new Unavailable(`YAML ${err.message}`) : new PayloadTooLarge(`YAML body ${err.message}`, hint);
+  return err;
+}

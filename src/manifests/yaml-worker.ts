@@ -12,6 +12,8 @@ export interface YamlRequest {
   id: number;
   text: string;
   root: string | undefined;
+  /** The most JSON text the value may make (readYamlManifest, readYamlDocument). */
+  maxJsonBytes: number;
 }
 
 export type YamlResponse = { id: number; read: YamlRead | undefined } | { id: number; error: string };
@@ -22,7 +24,7 @@ if (!port) throw new Error('yaml-worker.ts runs as a worker thread only');
 port.on('message', (request: YamlRequest) => {
   let response: YamlResponse;
   try {
-    response = { id: request.id, read: request.root === undefined ? readYamlDocument(request.text) : readYamlManifest(request.text, request.root) };
+    response = { id: request.id, read: request.root === undefined ? readYamlDocument(request.text, request.maxJsonBytes) : readYamlManifest(request.text, request.root, request.maxJsonBytes) };
   } catch (err) {
     response = { id: request.id, error: err instanceof Error ? err.message : String(err) };
   }

@@ -1,3 +1,4 @@
+import type { YamlReader } from '../manifests/yaml-reader.js';
 import type { AdminServices } from '../admin/services.js';
 import type { AuditRecorder } from '../audit/recorder.js';
 import type { Authenticator } from '../auth/authenticate.js';
@@ -72,6 +73,8 @@ export interface AreaServices {
   db: Database;
   directory: Directory;
   authenticator: Authenticator;
+  /** Reads tenants' YAML (manifest bodies, OpenAPI documents) on a thread of its own; closed when the hub stops. */
+  yamlReader: YamlReader;
   /** Inbound rate limits of the routes that declare a bucket (counts in memory, per process; read per request, so a test may replace it). */
   rateLimiter: RateLimiter;
   /** Installed modules and their versions (`/api/platform/health`). */

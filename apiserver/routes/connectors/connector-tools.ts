@@ -78,6 +78,7 @@ export const connectorToolRoutes: RouteDecl[] = [
       ctx.type = 'application/yaml';
       ctx.body = await scaffoldManifest(openapiUrl, name, {
         dispatcher: services.connectors.dispatcher,
+        yamlReader: services.yamlReader,
         yamlReadMs: services.config.duration('svc.http.yaml-read-timeout'),
         owner: String(callerTenant(principal)),
       });
