@@ -636,7 +636,7 @@ describe('values.schema.json and required values', () => {
       ['svc.datasource-url', 'postgres://other:5432/db', 'SVC_DATASOURCE_URL', 'set the values database.existingSecret and database.urlKey instead'],
       ['svc.operator.cronjob.namespace', 'elsewhere', 'SVC_OPERATOR_CRONJOB_NAMESPACE', 'the only one where the chart grants them'],
       ['svc.operator-namespace', 'team-a', 'SVC_OPERATOR_NAMESPACE', 'set the value operator.watchNamespaces instead'],
-      ['svc.leader-lease.name', 'other-dispatch', 'SVC_LEADER_LEASE_NAME', 'spell the key svc.leader.lease-name'],
+      ['svc.leader-lease.name', 'other-dispatch', 'SVC_LEADER_LEASE_NAME', 'set the config key svc.leader.lease-name, spelled so, instead'],
     ];
     for (const [key, value, name, instead] of cases) {
       const result = template({ config: { 'svc.webhook.max-attempts': 5, [key]: value } });
@@ -679,6 +679,102 @@ describe('values.schema.json and required values', () => {
       expect(skipped.status).not.toBe(0);
       expect(skipped.stderr).toContain(`config key svc.egress.allow is refused: its value ${JSON.stringify(value)} is no string, number or boolean`);
     }
+  });
+
+  // helm --skip-schema-validation passes over values.schema.json: the templates refuse these entries themselves.
+  it('refuses past --skip-schema-validation an extra env entry naming a variable the chart sets, in every list of extra entries, naming the value path, the variable and what to set instead', () => {
+    const cases: [Record<string, unknown>, string, string, string][] = [
+      // The dev profile's auth bypass on a production install.
+      [{ extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://proxy:3128' }, { name: 'SVC_PROFILE', value: 'dev' }] }, 'extraEnv[1]', 'SVC_PROFILE', 'set the value profile instead'],
+      [{ apiserver: { replicas: 1, env: [{ name: 'SVC_HTTP_PORT', value: '9999' }] } }, 'apiserver.env[0]', 'SVC_HTTP_PORT', 'set the value httpPort instead'],
+      [{ dispatcher: { replicas: 2, env: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=300' }, { name: 'POD_NAMESPACE', value: 'kube-system' }] } }, 'dispatcher.env[1]', 'POD_NAMESPACE', 'the chart passes the pod\'s namespace'],
+      [{ operator: { replicas: 1, env: [{ name: 'SVC_OPERATOR_NAMESPACE', value: 'kube-system' }] } }, 'operator.env[0]', 'SVC_OPERATOR_NAMESPACE', 'set the value operator.watchNamespaces instead'],
+      [{ operator: { replicas: 1, env: [{ name: 'SVC_LEADER_LEASE_NAME', value: 'other-dispatch' }] } }, 'operator.env[0]', 'SVC_LEADER_LEASE_NAME', 'set the config key svc.leader.lease-name'],
+      [{ extraEnv: [{ name: 'SVC_DATASOURCE_URL', valueFrom: { secretKeyRef: { name: 'other', key: 'url' } } }] }, 'extraEnv[0]', 'SVC_DATASOURCE_URL', 'set the values database.existingSecret and database.urlKey instead'],
+    ];
+    for (const [values, at, name, instead] of cases) {
+      const result = template(values, CHART, ['--skip-schema-validation']);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`${at} is refused: ${name} is a variable the chart sets itself`);
+      expect(result.stderr).toContain(instead);
+    }
+    // Each container checks its own lists: a chart holding only one of the templates still stops
+    // (extraEnv in the migrate Job and the CronJobs' run template too, the role's env in its Deployment).
+    // The operator's keeps the run template, whose checksum it carries (run-job-template.yaml alone renders no role env).
+    const only = (file: string) => {
+      const chart = join(tempDir(), 'svc-hub');
+      cpSync(CHART, chart, { recursive: true });
+      const keep = file === 'operator.yaml' ? [file, 'run-job-template.yaml'] : [file];
+      const workloads = ['apiserver.yaml', 'dispatcher.yaml', 'operator.yaml', 'migrate-job.yaml', 'run-job-template.yaml'];
+      for (const other of workloads) if (!keep.includes(other)) rmSync(join(chart, 'templates', other));
+      return chart;
+    };
+    const containers: [string, Record<string, unknown>, string][] = [
+      ['apiserver.yaml', { apiserver: { replicas: 1, env: [{ name: 'SVC_HTTP_PORT', value: '9999' }] } }, 'apiserver.env[0]'],
+      ['dispatcher.yaml', { dispatcher: { replicas: 2, env: [{ name: 'POD_NAMESPACE', value: 'kube-system' }] } }, 'dispatcher.env[0]'],
+      ['operator.yaml', { operator: { replicas: 1, env: [{ name: 'SVC_OPERATOR_NAMESPACE', value: 'kube-system' }] } }, 'operator.env[0]'],
+      ['migrate-job.yaml', { extraEnv: [{ name: 'SVC_PROFILE', value: 'dev' }] }, 'extraEnv[0]'],
+      ['run-job-template.yaml', { extraEnv: [{ name: 'SVC_PROFILE', value: 'dev' }] }, 'extraEnv[0]'],
+    ];
+    for (const [file, values, at] of containers) {
+      const chart = only(file);
+      expect(template({}, chart, ['--skip-schema-validation']).status).toBe(0);
+      const result = template(values, chart, ['--skip-schema-validation']);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`${at} is refused:`);
+    }
+  });
+
+  it('refuses past --skip-schema-validation, in extraEnv and in each role\'s env, every variable the chart sets in any container and those of the properties whose alias it sets', () => {
+    const chartNames = chartEnvNames();
+    const names = [...chartNames];
+    for (const def of PROPERTIES) if (def.aliases?.some((a) => chartNames.has(a))) names.push(envName(def.name));
+    expect(names.length).toBeGreaterThan(20);
+    const lists: [string, (entry: Record<string, unknown>) => Record<string, unknown>][] = [
+      ['extraEnv', (entry) => ({ extraEnv: [entry] })],
+      ['apiserver.env', (entry) => ({ apiserver: { replicas: 1, env: [entry] } })],
+      ['dispatcher.env', (entry) => ({ dispatcher: { replicas: 2, env: [entry] } })],
+      ['operator.env', (entry) => ({ operator: { replicas: 1, env: [entry] } })],
+    ];
+    // Each name in one list, the lists in turn (each list gets several).
+    names.forEach((name, i) => {
+      const [path, values] = lists[i % lists.length]!;
+      const result = template(values({ name, value: 'x' }), CHART, ['--skip-schema-validation']);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`${path}[0] is refused: ${name} is a variable the chart sets itself`);
+    });
+  });
+
+  it('refuses an extra env entry of a config key\'s variable, two extra entries of one name in a container, and an entry that is no EnvVar', () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ config: { 'svc.webhook.max-attempts': 5 }, extraEnv: [{ name: 'SVC_WEBHOOK_MAX_ATTEMPTS', value: '7' }] }, 'extraEnv[0] is refused: SVC_WEBHOOK_MAX_ATTEMPTS is also passed by the config key svc.webhook.max-attempts'],
+      [{ config: { 'svc.webhook.max.attempts': 5 }, dispatcher: { replicas: 2, env: [{ name: 'SVC_WEBHOOK_MAX_ATTEMPTS', value: '7' }] } }, 'dispatcher.env[0] is refused: SVC_WEBHOOK_MAX_ATTEMPTS is also passed by the config key svc.webhook.max.attempts'],
+      [{ extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://a:3128' }, { name: 'NO_PROXY', value: '.svc' }, { name: 'HTTPS_PROXY', value: 'http://b:3128' }] }, 'extraEnv[0] and extraEnv[2] both set HTTPS_PROXY in one container'],
+      [{ extraEnv: [{ name: 'HTTPS_PROXY', value: 'http://a:3128' }], apiserver: { replicas: 1, env: [{ name: 'HTTPS_PROXY', value: 'http://b:3128' }] } }, 'extraEnv[0] and apiserver.env[0] both set HTTPS_PROXY in one container'],
+      [{ operator: { replicas: 1, env: [{ name: 'NODE_OPTIONS', value: '--a' }, { name: 'NODE_OPTIONS', value: '--b' }] } }, 'operator.env[0] and operator.env[1] both set NODE_OPTIONS in one container'],
+    ];
+    for (const [values, message] of cases) {
+      // The schema has no word on these: the templates refuse them with or without it.
+      for (const args of [[], ['--skip-schema-validation']]) {
+        const result = template(values, CHART, args);
+        expect(result.status).not.toBe(0);
+        expect(result.stderr).toContain(message);
+      }
+    }
+    const malformed: [Record<string, unknown>, string][] = [
+      [{ extraEnv: 'HTTPS_PROXY=http://a:3128' }, 'extraEnv is refused: "HTTPS_PROXY=http://a:3128" is no list of environment variables'],
+      [{ operator: { replicas: 1, env: ['NODE_OPTIONS'] } }, 'operator.env[0] is refused: "NODE_OPTIONS" is no environment variable'],
+      [{ dispatcher: { replicas: 2, env: [{ value: 'x' }] } }, 'dispatcher.env[0] is refused: it has no name'],
+    ];
+    for (const [values, message] of malformed) {
+      const result = template(values, CHART, ['--skip-schema-validation']);
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(message);
+    }
+    // One name in two containers' lists is no conflict: each container holds it once.
+    const objects = render({ apiserver: { replicas: 1, env: [{ name: 'NODE_OPTIONS', value: '--a' }] }, dispatcher: { replicas: 2, env: [{ name: 'NODE_OPTIONS', value: '--b' }] } });
+    expect(env(container(named<Workload>(objects, 'Deployment', 'hub-svc-hub-apiserver')), 'NODE_OPTIONS')?.value).toBe('--a');
+    expect(env(container(named<Workload>(objects, 'Deployment', 'hub-svc-hub-dispatcher')), 'NODE_OPTIONS')?.value).toBe('--b');
   });
 
   it('accepts the new values: priorityClassName, topologySpreadConstraints, watchNamespaces, instance, networkPolicy, serviceMonitor', () => {

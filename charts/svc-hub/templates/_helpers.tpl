@@ -56,6 +56,7 @@ Environment shared by every role. Credentials only as secretKeyRef: the values n
 */}}
 {{- define "svc-hub.env" -}}
 {{- include "svc-hub.checkConfig" . }}
+{{- include "svc-hub.checkExtraEnv" (dict "root" . "lists" (list (dict "path" "extraEnv" "entries" .Values.extraEnv))) }}
 {{- $v := .Values -}}
 - name: SVC_PROFILE
   value: {{ $v.profile | quote }}
@@ -164,7 +165,7 @@ SVC_DATASOURCE_WORKER_URL: set the value database.workerUrlKey instead
 SVC_SECRET_MASTER_KEY: set the values masterKey.existingSecret and masterKey.key instead
 POD_NAME: the chart passes the pod's name
 POD_NAMESPACE: the chart passes the pod's namespace
-SVC_LEADER_LEASE_NAME: spell the key svc.leader.lease-name (the chart then names the Leases and grants them by it)
+SVC_LEADER_LEASE_NAME: set the config key svc.leader.lease-name, spelled so, instead (the chart then names the Leases and grants them by it)
 SVC_OPERATOR_NAMESPACE: set the value operator.watchNamespaces instead
 SVC_OPERATOR_INSTANCE: set the value operator.instance instead
 SVC_OPERATOR_CRONJOB_NAMESPACE: the CronJobs go to the release namespace (POD_NAMESPACE), the only one where the chart grants them
@@ -192,6 +193,51 @@ allowed: the chart then leaves out its own SVC_LEADER_LEASE_NAME.
 {{- fail (printf "config keys %s and %s are both passed as %s: keep one" (get $seen $name) $property $name) }}
 {{- end }}
 {{- $_ := set $seen $name $property }}
+{{- end }}
+{{- end }}
+
+{{/*
+Stops the render at an extra environment entry (extraEnv, <role>.env) that cannot be passed as it is,
+past helm --skip-schema-validation too (values.schema.json refuses only the names of svc-hub.chartEnv).
+Arguments: root (the chart context), lists (the extra lists of one container, in render order: each a
+dict of path, the value path the message names, and entries). Refused: a list that is no list; an
+entry that is no map or has no name; a name the chart sets itself in any container (svc-hub.chartEnv,
+the operator's SVC_OPERATOR_* included), which would override the chart's, Kubernetes taking the later
+of two entries of one name; a name a config key is passed as; a name two extra entries of the
+container set (the later would override the other unseen).
+*/}}
+{{- define "svc-hub.checkExtraEnv" -}}
+{{- $chartEnv := include "svc-hub.chartEnv" .root | fromYaml }}
+{{- $configEnv := dict }}
+{{- range $property, $_ := .root.Values.config }}
+{{- $_ := set $configEnv (include "svc-hub.envName" $property) $property }}
+{{- end }}
+{{- $seen := dict }}
+{{- range .lists }}
+{{- $path := .path }}
+{{- if not (or (kindIs "slice" .entries) (kindIs "invalid" .entries)) }}
+{{- fail (printf "%s is refused: %s is no list of environment variables (EnvVar objects)" $path (toJson .entries)) }}
+{{- end }}
+{{- range $i, $entry := .entries }}
+{{- $at := printf "%s[%d]" $path $i }}
+{{- if not (kindIs "map" $entry) }}
+{{- fail (printf "%s is refused: %s is no environment variable (an EnvVar object: name, and value or valueFrom)" $at (toJson $entry)) }}
+{{- end }}
+{{- $name := $entry.name }}
+{{- if not (and (kindIs "string" $name) $name) }}
+{{- fail (printf "%s is refused: it has no name (an EnvVar object: name, and value or valueFrom)" $at) }}
+{{- end }}
+{{- if hasKey $chartEnv $name }}
+{{- fail (printf "%s is refused: %s is a variable the chart sets itself (Kubernetes takes the later of two entries of one name, so it would override the chart's): %s" $at $name (get $chartEnv $name)) }}
+{{- end }}
+{{- if hasKey $configEnv $name }}
+{{- fail (printf "%s is refused: %s is also passed by the config key %s (Kubernetes takes the later of two entries of one name, so one would override the other unseen): keep one" $at $name (get $configEnv $name)) }}
+{{- end }}
+{{- if hasKey $seen $name }}
+{{- fail (printf "%s and %s both set %s in one container (Kubernetes takes the later of two entries of one name, so one would override the other unseen): keep one" (get $seen $name) $at $name) }}
+{{- end }}
+{{- $_ := set $seen $name $at }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -276,6 +322,7 @@ spec:
               protocol: TCP
           env:
             {{- include "svc-hub.env" $root | nindent 12 }}
+            {{- include "svc-hub.checkExtraEnv" (dict "root" $root "lists" (list (dict "path" "extraEnv" "entries" $root.Values.extraEnv) (dict "path" (printf "%s.env" .component) "entries" $c.env))) }}
             {{- with .componentEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
