@@ -299,15 +299,30 @@ function redactSpec(spec: ConnectorSpec): ConnectorSpec {
 }
 
 /**
+ * Locks the connector of that name `for update` and answers its id (undefined when there is no such
+ * name, or when the row this waited for was deleted meanwhile). The first lock of a connector delete
+ * and of an endpoint purge, before any of the locks of src/connectors/target/drop.ts (retrieval.pending
+ * entries, ext rows and tables, chunks, endpoint rows): a delete and a purge of one connector, or two
+ * purges of it, run one after the other instead of each taking part of those in its own order. A
+ * delete's last step drops the tables nothing registers any more (an exclusive table lock): a purge
+ * that had begun deleting rows of such a table, waiting on a row the delete holds while holding its
+ * own lock on the table, was a deadlock (40P01, the purge a 503). It also waits for a trigger
+ * recording runs of the connector (ConnectorRunner.trigger locks the row `for key share`).
+ */
+async function lockConnector(tx: Tx, name: string): Promise<string | undefined> {
+  const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 for update', [name]);
+  return rows[0]?.id;
+}
+
+/**
  * Deletes a connector: its ingested data first (dropConnectorData: its rows in the ext.* tables and
  * its retrieval chunks), then the connector and its endpoints. false when there is no such name.
  * 409 while a run of it is in flight (probe 31 M2: the run would write on into tables the delete
- * empties or drops, leaving rows of a deleted connector or failing on a dropped table). The row lock
- * waits for a trigger recording its runs (ConnectorRunner.trigger locks the row `for key share`).
+ * empties or drops, leaving rows of a deleted connector or failing on a dropped table). Its row is
+ * locked first (lockConnector).
  */
 export async function deleteConnector(tx: Tx, name: string): Promise<boolean> {
-  const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 for update', [name]);
-  const id = rows[0]?.id;
+  const id = await lockConnector(tx, name);
   if (!id) return false;
   const running = await tx.query<{ id: string; endpoint: string | null }>(
     "select id, endpoint_id as endpoint from connectors.runs where connector_id = $1 and status = 'Running' order by started_at, id limit 1",
@@ -380,9 +395,13 @@ export async function resetCursor(tx: Tx, connectorName: string, endpointId: str
 
 /**
  * Empties one endpoint's rows and retrieval chunks (purgeEndpointData) and clears its watermark, so
- * the next run reads everything again rather than only what changed since. 404 as resetCursor.
+ * the next run reads everything again rather than only what changed since. 404 as resetCursor. The
+ * connector's row is locked first, as a delete locks it (lockConnector): a purge that waited for a
+ * delete of its connector is a 404.
  */
 export async function purgeEndpoint(tx: Tx, connectorName: string, endpointId: string): Promise<void> {
+  if (!(await lockConnector(tx, connectorName))) throw new NotFoundError(`connector ${connectorName} not found`);
+  // Read after the lock (a statement of its own sees what committed while it waited).
   const { connectorId, uuid } = await findEndpoint(tx, connectorName, endpointId);
   await purgeEndpointData(tx, connectorId, uuid);
   await setWatermark(tx, uuid, null);

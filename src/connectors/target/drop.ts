@@ -16,7 +16,8 @@ import { tenantTableSql, tenantTableText } from './ddl.js';
  * cited a removed row (one of identical rows under several keys, or a row they wrote before this
  * connector did) name a surviving identical row of their own connector instead, or go
  * (settleRowChunks). Its pending entries, and every entry of the tenant on a table it registers,
- * are locked first (claimPending: the lock order that keeps it from deadlocking with an indexer pass).
+ * are locked first (claimPending: the lock order that keeps it from deadlocking with an indexer pass),
+ * after the connector's row, which the caller has locked (deleteConnector).
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1', [connectorId]);
@@ -41,7 +42,8 @@ export async function dropConnectorData(tx: Tx, connectorId: string): Promise<st
  * the same table). A chunk the endpoint carried, or that cited one of the removed rows, names a
  * surviving identical row of its connector (another endpoint's, or one the endpoint wrote under
  * another key) with that row's endpoint, or goes (settleRowChunks). Its pending entries, and every
- * entry of the tenant on a table it registers, are locked first (claimPending).
+ * entry of the tenant on a table it registers, are locked first (claimPending), after the connector's
+ * row, which the caller has locked (purgeEndpoint).
  */
 export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUuid: string): Promise<void> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2', [
@@ -69,6 +71,14 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  *      waiting on a chunk another transaction locked or removed;
  *   3. last, deletes the entries it holds (or updates one that failed).
  * A delete or purge:
+ *   0. before this, its caller (deleteConnector, purgeEndpoint in src/connectors/store.ts) has
+ *      locked the connector's row `for update`, so a delete and a purge of one connector (or two
+ *      purges of it) never interleave the steps below: the second waits there, holding nothing. They
+ *      did, the purge taking no such lock: a purge deleting rows of a table (holding its lock on the
+ *      table) while waiting on a row the delete had removed, and the delete then dropping that table
+ *      (step 4, waiting for the purge's table lock), was a deadlock (40P01, the purge a 503); two
+ *      purges of endpoints sharing a table each cleared the other's watermark (step 2), then waited
+ *      to clear its own. An indexer pass never locks the connector's row;
  *   1. here, first, in id order, locks the tenant's pending entries a pass could be expanding into
  *      chunks this transaction then settles or removes, waiting for a pass that holds one to commit:
  *      the connector's (the endpoint's) own, `own`, deleted at once, and every entry of the tenant on
