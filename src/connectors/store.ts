@@ -397,12 +397,17 @@ export async function resetCursor(tx: Tx, connectorName: string, endpointId: str
  * Empties one endpoint's rows and retrieval chunks (purgeEndpointData) and clears its watermark, so
  * the next run reads everything again rather than only what changed since. 404 as resetCursor. The
  * connector's row is locked first, as a delete locks it (lockConnector): a purge that waited for a
- * delete of its connector is a 404.
+ * delete of its connector is a 404. 409 while a run of the endpoint is in flight, as a delete is
+ * refused while a run of the connector is: the run would store rows again into what the purge
+ * empties (the endpoint not left empty), its writes meeting the purge's deletes on the same rows.
+ * A trigger recording a run of it meanwhile is waited for (the row lock), then refuses the purge.
  */
 export async function purgeEndpoint(tx: Tx, connectorName: string, endpointId: string): Promise<void> {
   if (!(await lockConnector(tx, connectorName))) throw new NotFoundError(`connector ${connectorName} not found`);
   // Read after the lock (a statement of its own sees what committed while it waited).
   const { connectorId, uuid } = await findEndpoint(tx, connectorName, endpointId);
+  const running = await runInFlight(tx, [uuid]);
+  if (running) throw inFlightError(connectorName, running, ', then purge the endpoint');
   await purgeEndpointData(tx, connectorId, uuid);
   await setWatermark(tx, uuid, null);
 }

@@ -375,3 +375,36 @@ describe('deleting a connector while it runs (probe 31 M2)', () => {
     expect(orphans.rows[0]!.n).toBe(0);
   });
 });
+
+describe('purging an endpoint while it runs', () => {
+  it('is a 409 naming the run, and purges nothing; another endpoint of the connector can be purged meanwhile; once the run ended the purge goes through', async () => {
+    await apply('purgex', [
+      { id: 'slow', path: '/gate/purged', table: 'ext.purgex' },
+      { id: 'other', path: '/wm', table: 'ext.purgex_other' },
+    ]);
+    // Both endpoints store their rows (no gate yet: the source answers at once).
+    const both = await start('purgex');
+    for (const r of both.body.runs) expect(await ended(r.id)).toMatchObject({ status: 'Completed' });
+    expect(await ids('ext_t1.purgex_other')).toEqual(['a', 'b', 'c']);
+    const g = gate('purged');
+    const started = await start('purgex', 'slow');
+    expect(started.status).toBe(202);
+    const runId = started.body.runs[0].id as string;
+    await until('the run to ask the source', () => g.asked === 1, 10_000);
+
+    const refused = await call('POST', '/api/connectors/purgex/endpoints/slow/purge');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toEqual({
+      error: 'connector purgex has a run in flight',
+      hint: `run ${runId} of endpoint slow is Running; wait for it to end or cancel it (POST /api/platform/runs/${runId}/cancel), then purge the endpoint`,
+    });
+    expect(await ids('ext_t1.purgex')).toEqual(['k']);
+    expect((await call('POST', '/api/connectors/purgex/endpoints/other/purge')).status).toBe(204);
+    expect(await ids('ext_t1.purgex_other')).toEqual([]);
+
+    g.open();
+    expect(await ended(runId)).toMatchObject({ status: 'Completed', recordsOut: 1 });
+    expect((await call('POST', '/api/connectors/purgex/endpoints/slow/purge')).status).toBe(204);
+    expect(await ids('ext_t1.purgex')).toEqual([]);
+  });
+});

@@ -147,8 +147,13 @@ export const connectorRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/{name}/endpoints/{id}/purge', operationId: 'purgeConnectorEndpoint', summary: 'Empty one endpoint\'s rows and retrieval chunks', tags: ['Connectors'],
     auth: ['svc_integrator', 'svc_admin'], params: endpointParams,
-    description: 'The connector stays; the endpoint\'s watermark is cleared too, so its next run reads everything again.',
-    responses: { 204: { description: 'Purged' }, ...notFound('Unknown connector or endpoint'), ...refusals(false) },
+    description: 'The connector stays; the endpoint\'s watermark is cleared too, so its next run reads everything again. Refused while a run of the endpoint is in flight: cancel it or wait for it to end first.',
+    responses: {
+      204: { description: 'Purged' },
+      ...notFound('Unknown connector or endpoint'),
+      409: { description: '`connector NAME has a run in flight`: `hint` names the run of the endpoint; nothing was purged', schema: errorBody },
+      ...refusals(false),
+    },
     handler: async ({ services, principal, params, ctx }) => {
       await services.connectors.manifests.purgeEndpoint(callerTenant(principal), params.name, params.id);
       ctx.status = 204;

@@ -93,7 +93,7 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  * with a 503), and a pass that had read rows the delete then removed wrote a chunk citing them after
  * the delete had settled the table's chunks. Entries committed after step 1 are not waited for (a
  * run writing one of the tables meanwhile: deleteConnector refuses a delete while a run of the
- * connector itself is in flight).
+ * connector itself is in flight, purgeEndpoint a purge while a run of the endpoint is).
  */
 async function claimPending(tx: Tx, own: string, values: unknown[], tables: string[]): Promise<void> {
   await tx.query(
