@@ -297,7 +297,7 @@ describe('svc runs cancel', () => {
   it('says whether the run ended at once (a run whose process died) or was asked to stop', () => {
     const ended = { id: 'r1', status: 'Failed', endedAt: '2026-12-04T19:00:00.000Z', errorMessage: 'interrupted: the hub stopped during the run' };
     expect(cancelled('r1')(ended)).toBe('run r1: ended Failed (interrupted: the hub stopped during the run)');
-    expect(cancelled('r1')({ id: 'r1', status: 'Running', endedAt: null, errorMessage: null })).toBe('run r1: cancellation requested');
+    expect(cancelled('r1')({ id: 'r1', status: 'Running', endedAt: null, errorMessage: null })).toMatch(/^run r1: cancellation requested \(.*svc\.connectors\.run-stale-after.*\)$/);
   });
 });
 

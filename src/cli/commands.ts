@@ -165,7 +165,7 @@ async function act(c: Ctx, method: 'POST' | 'PUT' | 'DELETE', route: string, don
 /** What a cancel's answer says of a connector run: ended at once (a run whose process died ends as interrupted), or asked to stop. */
 export const cancelled = (id: string) => (body: unknown) => {
   const run = (body ?? {}) as { status?: string; endedAt?: string | null; errorMessage?: string | null };
-  if (!run.endedAt) return `run ${id}: cancellation requested`;
+  if (!run.endedAt) return `run ${id}: cancellation requested (the process running it stops it within a heartbeat; if that process died, the run ends as interrupted once its last heartbeat is svc.connectors.run-stale-after old, and a cancel then ends it at once)`;
   return `run ${id}: ended ${run.status ?? ''}${run.errorMessage ? ` (${run.errorMessage})` : ''}`.trimEnd();
 };
 
