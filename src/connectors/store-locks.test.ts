@@ -10,13 +10,14 @@ import { upsertChunk } from './target/writer.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
- * A connector delete and an endpoint purge of the same connector (or two purges of it) sent at
- * once, on the real PostgreSQL, in a fixed interleaving: the first is held just after a chosen
- * statement, the second sent meanwhile, the first let go once the second waits on a lock. Both lock
- * the connector's row first (src/connectors/store.ts, lockConnector), so the second waits there,
- * holding nothing, and neither ends in a deadlock (40P01).
+ * A connector delete and an endpoint purge of the same connector (or two purges of it), or of
+ * connectors sharing tables, sent at once, on the real PostgreSQL, in a fixed interleaving: the
+ * first is held just after a chosen statement, the second sent meanwhile, the first let go once the
+ * second waits on a lock. Both lock the connector's row first (src/connectors/store.ts,
+ * lockConnector), then the tables they touch (src/connectors/target/drop.ts, lockTables), so the
+ * second waits there, holding nothing the first needs, and neither ends in a deadlock (40P01).
  */
-describe('a connector delete and an endpoint purge of one connector at once', () => {
+describe('connector deletes and endpoint purges at once', () => {
   let t: MigratedDatabase;
   let ext: ExtSchema;
 
@@ -147,5 +148,99 @@ describe('a connector delete and an endpoint purge of one connector at once', ()
       { endpoint_id: 'novels', watermark: null },
       { endpoint_id: 'poems', watermark: null },
     ]);
+  });
+  /** The watermarks of the connectors' endpoints, as `connector/endpoint: watermark`. */
+  async function watermarks(...connectors: ConnectorSpec[]): Promise<string[]> {
+    const { rows } = await t.owner.query<{ name: string }>(
+      `select c.name || '/' || w.endpoint_id || ': ' || coalesce(w.watermark, '(none)') as name
+         from connectors.endpoints w join connectors.connectors c on c.id = w.connector_id where c.id = any($1::uuid[]) order by 1`,
+      [connectors.map((c) => c.id)],
+    );
+    return rows.map((r) => r.name);
+  }
+
+  async function chunks(...connectors: ConnectorSpec[]): Promise<string[]> {
+    const { rows } = await t.owner.query<{ key: string }>('select external_id as key from retrieval.chunks where connector_id = any($1::uuid[]) order by 1', [
+      connectors.map((c) => c.id),
+    ]);
+    return rows.map((r) => r.key);
+  }
+
+  it('two purges of endpoints of different connectors sharing a table run one after the other: no deadlock', async () => {
+    const shop = await applied('shop', [{ id: 'orders', table: 'ext.sales' }]);
+    const till = await applied('till', [{ id: 'receipts', table: 'ext.sales' }]);
+    await written(shop, 'orders', [{ id: 'o1', total: 10 }]);
+    await written(till, 'receipts', [{ id: 'r1', total: 12 }]);
+
+    // The shop purge has removed its rows and cleared the watermark of the till's endpoint, which
+    // writes the same table; the till purge would clear the shop endpoint's and then wait to clear its own.
+    const orders = heldWork(/^update connectors\.endpoints w set watermark = null/, (tx) => purgeEndpoint(tx, 'shop', 'orders'));
+    const ended = await meanwhile(orders, (tx) => purgeEndpoint(tx, 'till', 'receipts'));
+
+    expect(ended).toEqual({ first: 'committed', second: 'committed' });
+    expect(await rows('sales')).toEqual([]);
+    expect(await watermarks(shop, till)).toEqual(['shop/orders: (none)', 'till/receipts: (none)']);
+    expect(await chunks(shop, till)).toEqual([]);
+  });
+
+  it('a connector delete and a purge of another connector sharing a table run one after the other: no deadlock', async () => {
+    const ledger = await applied('ledger', [
+      { id: 'invoices', table: 'ext.invoices' },
+      { id: 'notes', table: 'ext.ledger_notes' },
+    ]);
+    const billing = await applied('billing', [{ id: 'bills', table: 'ext.invoices' }]);
+    await written(ledger, 'invoices', [{ id: 'i1', amount: 5 }]);
+    await written(ledger, 'notes', [{ id: 'n1', text: 'paid' }]);
+    await written(billing, 'bills', [{ id: 'b1', amount: 7 }]);
+
+    // The delete has removed the ledger's rows of the shared table and cleared the billing endpoint's
+    // watermark; the purge would clear the ledger endpoint's (which the delete then removes) and then
+    // wait to clear its own.
+    const remove = heldWork(/^update connectors\.endpoints w set watermark = null/, (tx) => deleteConnector(tx, 'ledger'));
+    const ended = await meanwhile(remove, (tx) => purgeEndpoint(tx, 'billing', 'bills'));
+
+    expect(ended).toEqual({ first: 'committed: true', second: 'committed' });
+    // The shared table stays (the billing endpoint registers it), empty; the ledger's own one is dropped.
+    expect(await rows('invoices')).toEqual([]);
+    expect(await rows('ledger_notes')).toEqual(['(no table)']);
+    expect(await watermarks(ledger, billing)).toEqual(['billing/bills: (none)']);
+    expect(await chunks(ledger, billing)).toEqual([]);
+    const registered = await t.owner.query('select table_name from connectors.ext_tables where connector_id = any($1::uuid[]) order by 1', [[ledger.id, billing.id]]);
+    expect(registered.rows).toEqual([{ table_name: 'ext.invoices' }]);
+  });
+
+  it('two purges of tables no one of them shares, but which other endpoints both write, run one after the other: no deadlock', async () => {
+    // Each endpoint changed its table once, and so registers two: the purged ones a1 and a3, b2 and b4;
+    // the others (of a third connector) a1 and b4, a3 and b2. Each purge clears the watermarks of both.
+    const north = await applied('north', [{ id: 'n', table: 'ext.x1' }]);
+    const south = await applied('south', [{ id: 's', table: 'ext.x2' }]);
+    const other = await applied('other', [
+      { id: 'p', table: 'ext.x1' },
+      { id: 'q', table: 'ext.x3' },
+    ]);
+    await written(north, 'n', [{ id: 'n1' }]);
+    await written(south, 's', [{ id: 's1' }]);
+    await written(other, 'p', [{ id: 'p1' }]);
+    await written(other, 'q', [{ id: 'q1' }]);
+    const north2 = await applied('north', [{ id: 'n', table: 'ext.x3' }]);
+    const south2 = await applied('south', [{ id: 's', table: 'ext.x4' }]);
+    const other2 = await applied('other', [
+      { id: 'p', table: 'ext.x4' },
+      { id: 'q', table: 'ext.x2' },
+    ]);
+    await written(north2, 'n', [{ id: 'n3' }]);
+    await written(south2, 's', [{ id: 's4' }]);
+    await written(other2, 'p', [{ id: 'p4' }]);
+    await written(other2, 'q', [{ id: 'q2' }]);
+
+    // The north purge has emptied ext.x1 of its rows and cleared other/p's watermark; the south purge
+    // would clear other/q's (ext.x2), then wait for other/p (ext.x4), which north holds, while north
+    // would go on to ext.x3 and wait for other/q.
+    const n = heldWork(/^update connectors\.endpoints w set watermark = null/, (tx) => purgeEndpoint(tx, 'north', 'n'));
+    const ended = await meanwhile(n, (tx) => purgeEndpoint(tx, 'south', 's'));
+
+    expect(ended).toEqual({ first: 'committed', second: 'committed' });
+    expect([await rows('x1'), await rows('x2'), await rows('x3'), await rows('x4')]).toEqual([['p1'], ['q2'], ['q1'], ['p4']]);
+    expect(await watermarks(north, south, other)).toEqual(['north/n: (none)', 'other/p: (none)', 'other/q: (none)', 'south/s: (none)']);
   });
 });

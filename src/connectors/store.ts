@@ -301,9 +301,11 @@ function redactSpec(spec: ConnectorSpec): ConnectorSpec {
 /**
  * Locks the connector of that name `for update` and answers its id (undefined when there is no such
  * name, or when the row this waited for was deleted meanwhile). The first lock of a connector delete
- * and of an endpoint purge, before any of the locks of src/connectors/target/drop.ts (retrieval.pending
- * entries, ext rows and tables, chunks, endpoint rows): a delete and a purge of one connector, or two
- * purges of it, run one after the other instead of each taking part of those in its own order. A
+ * and of an endpoint purge, before any of the locks of src/connectors/target/drop.ts (advisory locks
+ * on the tables it touches, retrieval.pending entries, ext rows and tables, chunks, endpoint rows): a
+ * delete and a purge of one connector, or two purges of it, run one after the other instead of each
+ * taking part of those in its own order (operations on different connectors sharing a table are
+ * ordered by the table locks that come next: lockTables there). A
  * delete's last step drops the tables nothing registers any more (an exclusive table lock): a purge
  * that had begun deleting rows of such a table, waiting on a row the delete holds while holding its
  * own lock on the table, was a deadlock (40P01, the purge a 503). It also waits for a trigger

@@ -15,12 +15,15 @@ import { tenantTableSql, tenantTableText } from './ddl.js';
  * endpoints read too: their watermarks are cleared (clearSharers). Other connectors' chunks that
  * cited a removed row (one of identical rows under several keys, or a row they wrote before this
  * connector did) name a surviving identical row of their own connector instead, or go
- * (settleRowChunks). Its pending entries, and every entry of the tenant on a table it registers,
- * are locked first (claimPending: the lock order that keeps it from deadlocking with an indexer pass),
- * after the connector's row, which the caller has locked (deleteConnector).
+ * (settleRowChunks). The tables it touches are locked first (lockTables: the lock order that keeps a
+ * delete or purge of another connector sharing them from deadlocking with it), then its pending
+ * entries and every entry of the tenant on a table it registers (claimPending: the order that keeps
+ * it from deadlocking with an indexer pass), after the connector's row, which the caller has locked
+ * (deleteConnector).
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
-  const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1', [connectorId]);
+  const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1 order by 1', [connectorId]);
+  await lockTables(tx, rows.map((r) => r.table_name), 'connector_id', connectorId);
   await claimPending(tx, 'connector_id = $1', [connectorId], rows.map((r) => r.table_name));
   const emptied: string[] = [];
   for (const { table_name } of rows) {
@@ -41,15 +44,16 @@ export async function dropConnectorData(tx: Tx, connectorId: string): Promise<st
  * Empties one endpoint's rows and their retrieval chunks (its registration stays: the next run writes
  * the same table). A chunk the endpoint carried, or that cited one of the removed rows, names a
  * surviving identical row of its connector (another endpoint's, or one the endpoint wrote under
- * another key) with that row's endpoint, or goes (settleRowChunks). Its pending entries, and every
- * entry of the tenant on a table it registers, are locked first (claimPending), after the connector's
- * row, which the caller has locked (purgeEndpoint).
+ * another key) with that row's endpoint, or goes (settleRowChunks). The tables it touches are locked
+ * first (lockTables), then its pending entries and every entry of the tenant on a table it registers
+ * (claimPending), after the connector's row, which the caller has locked (purgeEndpoint).
  */
 export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUuid: string): Promise<void> {
-  const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2', [
-    connectorId,
-    endpointUuid,
-  ]);
+  const { rows } = await tx.query<{ table_name: string }>(
+    'select distinct table_name from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2 order by 1',
+    [connectorId, endpointUuid],
+  );
+  await lockTables(tx, rows.map((r) => r.table_name), 'uuid', endpointUuid);
   await claimPending(tx, 'connector_id = $1 and endpoint_uuid = $2', [connectorId, endpointUuid], rows.map((r) => r.table_name));
   const tenantId = tx.tenantId;
   for (const { table_name } of rows) {
@@ -76,24 +80,54 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  *      purges of it) never interleave the steps below: the second waits there, holding nothing. They
  *      did, the purge taking no such lock: a purge deleting rows of a table (holding its lock on the
  *      table) while waiting on a row the delete had removed, and the delete then dropping that table
- *      (step 4, waiting for the purge's table lock), was a deadlock (40P01, the purge a 503); two
- *      purges of endpoints sharing a table each cleared the other's watermark (step 2), then waited
+ *      (step 5, waiting for the purge's table lock), was a deadlock (40P01, the purge a 503); two
+ *      purges of endpoints sharing a table each cleared the other's watermark (step 3), then waited
  *      to clear its own. An indexer pass never locks the connector's row;
- *   1. here, first, in id order, locks the tenant's pending entries a pass could be expanding into
- *      chunks this transaction then settles or removes, waiting for a pass that holds one to commit:
- *      the connector's (the endpoint's) own, `own`, deleted at once, and every entry of the tenant on
- *      one of `tables`, the tables it registers (another connector's entry on a shared table makes
+ *   1. then locks the tenant's tables it touches (lockTables): a transaction-scoped advisory lock
+ *      per table, in the order of the keys, waiting for a delete or purge that holds one to commit.
+ *      It touches the tables it deletes rows of (those the connector, the endpoint, registers) and
+ *      every table registered or targeted by an endpoint whose row it writes: its own (the endpoints
+ *      a delete removes, the one a purge clears the watermark of) and those whose watermarks step 3
+ *      may clear (clearSharers: the endpoints registering or targeting one of its tables). This is
+ *      what orders operations on different connectors, which step 0 leaves apart. Two that share a
+ *      table, or write the row of one endpoint, hold a key in common: the later waits here, holding
+ *      only its connector's row (and keys before that one), until the earlier commits. Two that hold
+ *      no key in common meet nowhere below: no row (a row is in one table), no pending entry nor
+ *      chunk (each names one table, and an entry or chunk of the connector, the endpoint, names one it
+ *      registers), no endpoint row, and step 5 only drops tables that neither registers. Before, they
+ *      met in a deadlock (40P01, the one chosen a 503): two purges of endpoints of different
+ *      connectors sharing a table each cleared the other's watermark (step 3), then waited to clear
+ *      its own; a delete of C and a purge of D's endpoint sharing a table cleared each other's
+ *      watermarks, then the purge waited to clear its own and the delete to remove C's endpoints;
+ *      two purges of tables they did not share, each clearing the watermarks of two endpoints that
+ *      had written a table of both (an endpoint whose table changed registers both), each locked
+ *      one of them and waited for the other. The tables are read once, here: an endpoint that
+ *      registers one of them later (its first run into it, in flight) is not counted;
+ *   2. in id order, locks the tenant's pending entries a pass could be expanding into chunks this
+ *      transaction then settles or removes, waiting for a pass that holds one to commit: the
+ *      connector's (the endpoint's) own, `own`, deleted at once, and every entry of the tenant on one
+ *      of `tables`, the tables it registers (another connector's entry on a shared table makes
  *      chunks of rows this removes);
- *   2. deletes its rows (deleteRows) and clears other endpoints' watermarks (clearSharers);
- *   3. locks chunks: deletes its own, settles those citing a removed row (settleRowChunks);
- *   4. last, drops the ext tables nothing registers any more (drop_unused_ext_tables, exclusive).
- * A pass that starts later skips the entries locked in 1. Before, the pending entries were deleted
+ *   3. deletes its rows (deleteRows) and clears other endpoints' watermarks (clearSharers), table by
+ *      table in name order;
+ *   4. locks chunks: deletes its own, settles those citing a removed row (settleRowChunks);
+ *   5. last, drops the ext tables nothing registers any more (drop_unused_ext_tables, exclusive).
+ * A pass that starts later skips the entries locked in 2. Before, the pending entries were deleted
  * after the chunks: a pass holding an entry of the connector (the endpoint) and then waiting on one
  * of the chunks the delete had removed or settled was a deadlock (40P01, the delete or purge failing
  * with a 503), and a pass that had read rows the delete then removed wrote a chunk citing them after
- * the delete had settled the table's chunks. Entries committed after step 1 are not waited for (a
- * run writing one of the tables meanwhile: deleteConnector refuses a delete while a run of the
- * connector itself is in flight, purgeEndpoint a purge while a run of the endpoint is).
+ * the delete had settled the table's chunks. An indexer pass takes neither the connector's row nor
+ * the locks of step 1: a delete or purge waiting at step 0 or 1 holds no entry, chunk or table a pass
+ * could wait for, so the pass's order against steps 2 to 4 is as above. Nor does a run: its chunk
+ * transactions (rows of its table, dead letters, events, a new pending entry, its run's counters)
+ * wait only on rows of that table (a delete or purge at step 3 removing them) and on DDL of it, and
+ * no foreign key leads from what they write to a connector's row (only endpoints have one, to their
+ * connector); its end waits on its endpoint's row (the watermark) before it holds anything; a
+ * trigger waits on the connector's row (`for key share`) likewise. So a transaction waiting at step
+ * 0 or 1 is never waited for by a run's, and none closes a cycle through these locks. Entries
+ * committed after step 2 are not waited for (a run writing one of the tables meanwhile:
+ * deleteConnector refuses a delete while a run of the connector itself is in flight, purgeEndpoint a
+ * purge while a run of the endpoint is).
  */
 async function claimPending(tx: Tx, own: string, values: unknown[], tables: string[]): Promise<void> {
   await tx.query(
@@ -103,6 +137,34 @@ async function claimPending(tx: Tx, own: string, values: unknown[], tables: stri
     [...values, tx.tenantId, tables],
   );
   await tx.query(`delete from retrieval.pending where ${own}`, values);
+}
+
+/**
+ * Step 1 of the lock order above: a transaction-scoped advisory lock (pg_advisory_xact_lock) on
+ * every table of the tenant this delete or purge touches, taken one statement each in the order of
+ * the keys (so two transactions wanting several lock them in one order, and tables whose keys
+ * collide are one lock). `tables` are those it deletes rows of; `own` picks its own endpoints (`uuid`
+ * the purged one, `connector_id` the deleted connector's); the tables registered or targeted by them
+ * and by every endpoint registering or targeting one of `tables` (those clearSharers may clear) are
+ * locked too. A key is hashtextextended('svc-hub:ext-table:<tenant>:ext.<name>', 0), 64 bits in the
+ * space of single-key advisory locks (beside the `svc-hub:…` keys of src/db/migrations.ts,
+ * src/dispatch/leader.ts, the DDL lock of src/connectors/target/ddl.ts and others, each its own prefix).
+ */
+async function lockTables(tx: Tx, tables: string[], own: 'uuid' | 'connector_id', id: string): Promise<void> {
+  const { rows } = await tx.query<{ key: string }>(
+    `with touched as (
+       select w.uuid, w.target_table from connectors.endpoints w
+        where w.tenant_id = $3 and (w.${own} = $1 or w.target_table = any($2::text[])
+           or exists (select 1 from connectors.ext_tables r where r.endpoint_uuid = w.uuid and r.tenant_id = $3 and r.table_name = any($2::text[]))))
+     select key::text as key from (
+       select distinct hashtextextended('svc-hub:ext-table:' || $3::bigint::text || ':' || name, 0) as key
+         from (select unnest($2::text[]) as name
+               union select target_table from touched
+               union select r.table_name from connectors.ext_tables r join touched w on w.uuid = r.endpoint_uuid where r.tenant_id = $3) n
+     ) k order by k.key`,
+    [id, tables, tx.tenantId],
+  );
+  for (const { key } of rows) await tx.query('select pg_advisory_xact_lock($1::bigint)', [key]);
 }
 
 /**
