@@ -243,4 +243,26 @@ describe('connector deletes and endpoint purges at once', () => {
     expect([await rows('x1'), await rows('x2'), await rows('x3'), await rows('x4')]).toEqual([['p1'], ['q2'], ['q1'], ['p4']]);
     expect(await watermarks(north, south, other)).toEqual(['north/n: (none)', 'other/p: (none)', 'other/q: (none)', 'south/s: (none)']);
   });
+  it("a connector delete and a run's new column on a table it shares run one after the other: no deadlock", async () => {
+    const depot = await applied('depot', [
+      { id: 'stock', table: 'ext.stock' },
+      { id: 'moves', table: 'ext.depot_moves' },
+    ]);
+    const shelf = await applied('shelf', [{ id: 'items', table: 'ext.stock' }]);
+    await written(depot, 'stock', [{ id: 'd1', colour: 'red' }]);
+    await written(depot, 'moves', [{ id: 'm1' }]);
+    await written(shelf, 'items', [{ id: 's1', colour: 'blue' }]);
+
+    // The delete has removed its rows of the shared table; a run of the other connector then adds a
+    // promoted column to it (the tenant's DDL lock, then the table's exclusive lock), while the delete
+    // ends by dropping the tables nothing registers any more (under the same DDL lock).
+    const remove = heldWork(/^delete from "ext_t1"\."stock"/, (tx) => deleteConnector(tx, 'depot'));
+    const ended = await meanwhile(remove, () => ext.ensureTable(1, 'ext.stock', [{ name: 'colour', path: '$.colour', type: 'text' }]));
+
+    expect(ended).toEqual({ first: 'committed: true', second: 'committed' });
+    expect(await rows('stock')).toEqual(['s1']);
+    expect(await rows('depot_moves')).toEqual(['(no table)']);
+    const column = await t.owner.query(`select 1 from pg_attribute where attrelid = 'ext_t1.stock'::regclass and attname = 'colour'`);
+    expect(column.rows).toHaveLength(1);
+  });
 });

@@ -19,6 +19,15 @@ export function tenantSchema(tenantId: number | undefined): string {
   return `ext_t${tenantId}`;
 }
 
+/**
+ * The name of the advisory lock serialising a tenant's DDL (`pg_advisory_xact_lock(hashtext(name))`),
+ * taken by ExtSchema.ensureTable, by a connector delete before it touches a table (src/connectors/target/drop.ts)
+ * and by connectors.drop_unused_ext_tables().
+ */
+export function ddlLockName(schema: string): string {
+  return `svc-hub:ext:${schema}`;
+}
+
 /** The quoted SQL name of a tenant's `ext.<name>` table, e.g. `"ext_t7"."partners"`; throws on an unsafe name. */
 export function tenantTableSql(tenantId: number | undefined, table: string): string {
   const name = extTableName(table);
@@ -172,7 +181,7 @@ export class ExtSchema {
     const client = await this.pool.connect();
     try {
       await client.query('begin');
-      await client.query('select pg_advisory_xact_lock(hashtext($1))', [`svc-hub:ext:${schema}`]);
+      await client.query('select pg_advisory_xact_lock(hashtext($1))', [ddlLockName(schema)]);
       const result = await fn(client);
       await client.query('commit');
       return result;

@@ -1,7 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { logger } from '../../observability/logger.js';
 import { settleRowChunks } from '../../retrieval/row-chunks.js';
-import { tenantTableSql, tenantTableText } from './ddl.js';
+import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './ddl.js';
 
 /**
  * What deleting a connector or purging an endpoint does to the data it ingested, inside the
@@ -15,14 +15,17 @@ import { tenantTableSql, tenantTableText } from './ddl.js';
  * endpoints read too: their watermarks are cleared (clearSharers). Other connectors' chunks that
  * cited a removed row (one of identical rows under several keys, or a row they wrote before this
  * connector did) name a surviving identical row of their own connector instead, or go
- * (settleRowChunks). The tables it touches are locked first (lockTables: the lock order that keeps a
- * delete or purge of another connector sharing them from deadlocking with it), then its pending
+ * (settleRowChunks). The tenant's DDL lock and the tables it touches are locked first (lockTables: the
+ * lock order that keeps a delete or purge of another connector sharing them, or a run adding a
+ * column to one, from deadlocking with it), then its pending
  * entries and every entry of the tenant on a table it registers (claimPending: the order that keeps
  * it from deadlocking with an indexer pass), after the connector's row, which the caller has locked
  * (deleteConnector).
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1 order by 1', [connectorId]);
+  // The tenant's DDL lock, which drop_unused_ext_tables takes again at the end: before any table's.
+  if (tx.tenantId !== undefined) await tx.query('select pg_advisory_xact_lock(hashtext($1))', [ddlLockName(tenantSchema(tx.tenantId))]);
   await lockTables(tx, rows.map((r) => r.table_name), 'connector_id', connectorId);
   await claimPending(tx, 'connector_id = $1', [connectorId], rows.map((r) => r.table_name));
   const emptied: string[] = [];
@@ -102,7 +105,14 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  *      two purges of tables they did not share, each clearing the watermarks of two endpoints that
  *      had written a table of both (an endpoint whose table changed registers both), each locked
  *      one of them and waited for the other. The tables are read once, here: an endpoint that
- *      registers one of them later (its first run into it, in flight) is not counted;
+ *      registers one of them later (its first run into it, in flight) is not counted.
+ *      A delete takes the tenant's DDL lock before these (ddlLockName in ./ddl.ts: what a run takes
+ *      to create a table or add a column, ExtSchema.ensureTable, and step 5 takes again), so deletes
+ *      of one tenant run one after the other, and a run's DDL waits for a delete, holding nothing.
+ *      Before, a delete holding its rows of a shared table (a lock on the table) waited at step 5
+ *      for the DDL lock, held by a run adding a column to that table, which waited for the delete's
+ *      lock on it: a deadlock (40P01), the run's DDL failing (and the run). A purge takes no DDL lock
+ *      and never waits for one: a run's DDL of a table waits for a purge of it as for any writer;
  *   2. in id order, locks the tenant's pending entries a pass could be expanding into chunks this
  *      transaction then settles or removes, waiting for a pass that holds one to commit: the
  *      connector's (the endpoint's) own, `own`, deleted at once, and every entry of the tenant on one
