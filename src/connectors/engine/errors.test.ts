@@ -38,6 +38,9 @@ const cases: Array<[Error, Record<string, unknown>]> = [
     ['http://evil%40x:secret@evil.example/x', 'http://***@evil.example/x'],
     ['https:\\\\u:p@evil.example/x', 'https:\\\\***@evil.example/x'],
     ['https://evil.example/a@b', 'https://evil.example/a@b'],
+    [' http://u:secret@evil.example/x', 'http://***@evil.example/x'],
+    ['http:u:secret@evil.example/x', 'http://***@evil.example/x'],
+    ['http:/\t/u:secret@evil.example/x', 'http://***@evil.example/x'],
   ].map(([location, shown]): [Error, Record<string, unknown>] => [
     new UpstreamHttpError(307, '', location),
     {
