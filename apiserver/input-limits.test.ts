@@ -183,7 +183,7 @@ describe('nesting is capped at 64 levels', () => {
     }
   }, 120_000);
 
-  it('a body holds at most 50,000 objects and arrays, JSON or YAML: past it a 413, found before the body is parsed', async () => {
+  it('a body holds at most 50,000 objects and arrays and 50,000 keys, JSON or YAML: past them a 413, found before the body is parsed', async () => {
     const withItems = (n: number) => JSON.stringify({ ...manifestOf('many'), items: Array.from({ length: n }, () => ({})) });
     // The manifest itself opens 5 (the document, metadata, scopes, spec, the endpoints and their one target: 6 with items).
     const own = scanJsonText(withItems(0)).containers;
@@ -194,6 +194,11 @@ describe('nesting is capped at 64 levels', () => {
     expect(await call('POST', '/api/connectors/apply', { body: withItems(50_001 - own) })).toEqual(tooMany);
     const yaml = `${stringify(manifestOf('many'))}items:\n${'- {}\n'.repeat(50_001 - own)}`;
     expect(await call('POST', '/api/connectors/validate', { body: yaml, type: 'application/yaml' })).toEqual(tooMany);
+    // Keys likewise: one object of many keys is one container, and each key was a warning of the validator.
+    const keyed = (n: number) => JSON.stringify({ ...manifestOf('keys'), spec: { ...manifestOf('keys').spec, ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 0])) } });
+    const ownKeys = scanJsonText(keyed(0)).keys;
+    expect((await call('POST', '/api/connectors/validate', { body: keyed(50_000 - ownKeys) })).status).toBe(200);
+    expect(await call('POST', '/api/connectors/validate', { body: keyed(50_001 - ownKeys) })).toEqual({ status: 413, body: { error: 'body holds more than 50,000 keys (50,001)', hint: expect.any(String) } });
 
     // Three million of them in 9 MB: refused in less time than parsing the text alone takes (parsed and walked,
     // as it was, it held the event loop every tenant shares for seconds).

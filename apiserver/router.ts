@@ -9,7 +9,7 @@ import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
-import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
+import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_DEPTH, overJsonLimits, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { nonCanonicalInteger, validate } from './validation.js';
 import { MAX_YAML_BYTES } from '../src/manifests/yaml-limits.js';
 import type { YamlRead } from '../src/manifests/yaml-body.js';
@@ -221,12 +221,8 @@ async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, 
 function readJsonBody(text: string, checkKeys: boolean): unknown {
   const scanned = scanJsonText(text);
   if (scanned.tooDeep) throw tooDeep();
-  if (scanned.containers > MAX_JSON_CONTAINERS) {
-    throw new PayloadTooLarge(
-      `body holds more than ${MAX_JSON_CONTAINERS.toLocaleString('en-US')} objects and arrays (${scanned.containers.toLocaleString('en-US')})`,
-      'a manifest holds far fewer; split the body into several requests',
-    );
-  }
+  const over = overJsonLimits(scanned);
+  if (over) throw new PayloadTooLarge(`body ${over}`, 'a manifest holds far fewer; split the body into several requests');
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -25,6 +25,14 @@ type OpenApi = {
 
 const MAX_BYTES = 5 * 1024 * 1024;
 
+/**
+ * The most endpoints a draft holds, and promoted properties per endpoint: each endpoint's promotes are built from its
+ * record's properties, so a document of a few kilobytes (300 paths answering one schema of 1,000 properties) made a
+ * 21 MB draft, written on the event loop. A draft is a start to edit; the rest is named in its header.
+ */
+export const MAX_DRAFT_ENDPOINTS = 100;
+export const MAX_DRAFT_PROMOTES = 50;
+
 export interface ScaffoldOptions {
   /** The outbound address policy's dispatcher. */
   dispatcher?: Dispatcher;
@@ -73,9 +81,15 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
     return current;
   };
   const endpoints: unknown[] = [];
+  let endpointsLeft = 0;
+  let promotesLeft = 0;
   for (const [path, operations] of Object.entries(doc.paths)) {
-    const get = operations.get;
+    const get = operations?.get;
     if (!get || path.includes('{')) continue;
+    if (endpoints.length >= MAX_DRAFT_ENDPOINTS) {
+      endpointsLeft += 1;
+      continue;
+    }
     const ok = get.responses?.['200'] ?? get.responses?.['2XX'] ?? get.responses?.default;
     const schema = resolve(ok?.content?.['application/json']?.schema ?? ok?.schema);
     const shape = recordsOf(schema, resolve);
@@ -93,6 +107,8 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
         type: prop!.type === 'integer' ? 'bigint' : prop!.type === 'number' ? 'numeric' : prop!.type === 'boolean' ? 'boolean' : prop!.format === 'date-time' ? 'timestamptz' : 'text',
         ...(prop!.format === 'date-time' ? { transform: 'parse_iso8601' } : {}),
       }));
+    promotesLeft += Math.max(0, promote.length - MAX_DRAFT_PROMOTES);
+    promote.length = Math.min(promote.length, MAX_DRAFT_PROMOTES);
     endpoints.push({
       id,
       method: 'GET',
@@ -111,7 +127,11 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
     scopes: [name],
     spec: { base_url: baseUrl, auth: authOf(doc, name), endpoints },
   };
-  return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${stringify(manifest, KUBECTL_YAML)}`;
+  const left = [
+    endpointsLeft ? `# ${endpointsLeft} more GET operation(s) left out: a draft holds the first ${MAX_DRAFT_ENDPOINTS}.\n` : '',
+    promotesLeft ? `# ${promotesLeft} more scalar propert(ies) left out of promote: a draft promotes the first ${MAX_DRAFT_PROMOTES} of an endpoint.\n` : '',
+  ].join('');
+  return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${left}${stringify(manifest, KUBECTL_YAML)}`;
 }
 
 async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, owner }: ScaffoldOptions): Promise<OpenApi | undefined> {
@@ -134,6 +154,7 @@ async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, own
     if (err instanceof ValidationError) throw err;
     throw new ValidationError(`no readable OpenAPI document at ${url.href}: ${describeNetworkError(err)}`, 'openapiUrl');
   }
+  // Up to 5 MiB of JSON is parsed here (tens of milliseconds); what is built from it is bounded (MAX_DRAFT_ENDPOINTS).
   try {
     return JSON.parse(text) as OpenApi;
   } catch {

@@ -79,6 +79,7 @@ export class YamlReader {
   /** When each owner holding reads was last served (a count of reads taken up): the least recently served goes next. */
   private readonly served = new Map<string, number>();
   private taken = 0;
+  private closed = false;
   private current: { id: number; job: Job; timer: NodeJS.Timeout } | undefined;
   private idle: NodeJS.Timeout | undefined;
   private readonly owners = new Map<string, number>();
@@ -107,9 +108,13 @@ export class YamlReader {
     return this.owners.get(owner) ?? 0;
   }
 
-  /** Stops the thread; reads waiting or under way are refused (`YamlReadStopped`, reason `closed`). A later read starts it again. */
+  /**
+   * Stops the thread for good: reads waiting or under way, and any sent later (a body whose upload ends after the hub
+   * began to stop), are refused (`YamlReadStopped`, reason `closed`).
+   */
   async close(): Promise<void> {
     const worker = this.worker;
+    this.closed = true;
     const closed = () => new YamlReadStopped('closed', 'was not read: the hub is stopping');
     this.stop(closed());
     for (const jobs of this.waiting.values()) for (const job of jobs) job.reject(closed());
@@ -118,6 +123,7 @@ export class YamlReader {
   }
 
   private submit(request: Omit<YamlRequest, 'id'>, { limitMs, owner }: YamlReadOptions): Promise<YamlRead | undefined> {
+    if (this.closed) return Promise.reject(new YamlReadStopped('closed', 'was not read: the hub is stopping'));
     const held = this.owners.get(owner) ?? 0;
     if (held >= YAML_READS_PER_OWNER) return Promise.reject(new YamlReaderBusy(Math.ceil(limitMs / 1000)));
     this.owners.set(owner, held + 1);

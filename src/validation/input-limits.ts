@@ -18,6 +18,24 @@ export const MAX_JSON_DEPTH = 64;
  */
 export const MAX_JSON_CONTAINERS = 50_000;
 
+/**
+ * Most object keys in one body, all objects together: one object of 880,000 keys is one container, and
+ * the checks that read every key (a warning per unknown key, the duplicate-key count) held the event
+ * loop for seconds on it.
+ */
+export const MAX_JSON_KEYS = 50_000;
+
+/**
+ * What JSON text holds more of than a body may (scanJsonText's counts): `holds more than 50,000 objects
+ * and arrays (<n>)` or `… keys (<n>)`, completing a sentence about the text; undefined when it holds less.
+ */
+export function overJsonLimits(scanned: { containers: number; keys: number }): string | undefined {
+  const n = (count: number) => count.toLocaleString('en-US');
+  if (scanned.containers > MAX_JSON_CONTAINERS) return `holds more than ${n(MAX_JSON_CONTAINERS)} objects and arrays (${n(scanned.containers)})`;
+  if (scanned.keys > MAX_JSON_KEYS) return `holds more than ${n(MAX_JSON_KEYS)} keys (${n(scanned.keys)})`;
+  return undefined;
+}
+
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 

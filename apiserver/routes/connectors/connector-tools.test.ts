@@ -44,6 +44,15 @@ const openapi = {
 /** An OpenAPI document in YAML whose `paths` mapping holds 60,000 keys (about 0.8 MB). */
 const manyPaths = stringify({ ...openapi, paths: { ...openapi.paths, ...Object.fromEntries(Array.from({ length: 60_000 }, (_, i) => [`/p${i}`, {}])) } });
 
+/** 300 GET operations answering one schema of 1,000 scalar properties: 67 KB that drafted 21 MB of manifest. */
+const wide = {
+  openapi: '3.0.0',
+  paths: Object.fromEntries(
+    Array.from({ length: 300 }, (_, i) => [`/r${i}`, { get: { responses: { 200: { content: { 'application/json': { schema: { type: 'array', items: { $ref: '#/components/schemas/R' } } } } } } } }]),
+  ),
+  components: { schemas: { R: { type: 'object', properties: { id: { type: 'string' }, ...Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`p${i}`, { type: 'string' }])) } } } },
+};
+
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', log: () => undefined });
   hub = await startTestHub({ 'svc.credentials.env-allow': 'TOOLS_DEMO_*' });
@@ -52,6 +61,7 @@ beforeAll(async () => {
     if (path === '/openapi.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: stringify(openapi) };
     if (path === '/not-a-spec') return { body: '<html>hello</html>' };
     if (path === '/many-paths.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: manyPaths };
+    if (path === '/wide.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(wide) };
     if (path === '/large.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `${stringify(openapi)}# ${'x'.repeat(1024 * 1024)}\n` };
     if (path === '/deep.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n` };
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
@@ -320,6 +330,21 @@ describe('scaffold', () => {
       body: { error: `the document at ${docsUrl}/large.yaml is not JSON, and larger than the 1 MiB of YAML the hub reads`, field: 'openapiUrl', hint: expect.stringContaining('JSON form') },
     });
     expect(await refused('/deep.yaml')).toEqual({ status: 400, body: { error: `the document at ${docsUrl}/deep.yaml nests deeper than 64 levels`, field: 'openapiUrl' } });
+  });
+
+  it('drafts at most 100 endpoints of 50 promoted properties each, naming what it left out', async () => {
+    const started = performance.now();
+    const res = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}/wide.json`, name: 'wide' }) });
+    const text = await res.text();
+    const tookMs = performance.now() - started;
+    expect(res.status).toBe(200);
+    const manifest = parse(text) as { spec: { endpoints: Array<{ target: { promote: unknown[] } }> } };
+    expect(manifest.spec.endpoints).toHaveLength(100);
+    for (const endpoint of manifest.spec.endpoints) expect(endpoint.target.promote).toHaveLength(50);
+    expect(text).toContain('# 200 more GET operation(s) left out: a draft holds the first 100.');
+    expect(text).toContain('# 95000 more scalar propert(ies) left out of promote: a draft promotes the first 50 of an endpoint.');
+    // 21 MB and seconds of the event loop before; now a draft of a few hundred kilobytes.
+    expect({ bytes: text.length, tookMs, small: text.length < 1_000_000 }).toMatchObject({ small: true });
   });
 
   it('refuses a URL carrying credentials, without quoting them (a relative server address carried them into base_url)', async () => {
