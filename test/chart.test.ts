@@ -575,6 +575,9 @@ describe('values.schema.json and required values', () => {
     // The chart grants CronJobs in the release namespace only: elsewhere the operator would never become ready.
     ['the CronJobs\' namespace among the config properties', { config: { 'svc.operator.cronjob-namespace': 'elsewhere' } }, /svc\.operator\.cronjob-namespace/],
     ['a Lease name Kubernetes would refuse', { config: { 'svc.leader.lease-name': 'Bad_Name' } }, /lease-name/],
+    // Written into object names and labels: a newline there would add YAML of its own.
+    ['a nameOverride that is no DNS label', { nameOverride: 'hub\n  evil: true' }, /nameOverride/],
+    ['a fullnameOverride that is no DNS label', { fullnameOverride: 'Hub_A' }, /fullnameOverride/],
   ];
   it.each(refused)('refuses %s', (_what, values, field) => {
     const result = template(values);
@@ -775,6 +778,75 @@ describe('values.schema.json and required values', () => {
     const objects = render({ apiserver: { replicas: 1, env: [{ name: 'NODE_OPTIONS', value: '--a' }] }, dispatcher: { replicas: 2, env: [{ name: 'NODE_OPTIONS', value: '--b' }] } });
     expect(env(container(named<Workload>(objects, 'Deployment', 'hub-svc-hub-apiserver')), 'NODE_OPTIONS')?.value).toBe('--a');
     expect(env(container(named<Workload>(objects, 'Deployment', 'hub-svc-hub-dispatcher')), 'NODE_OPTIONS')?.value).toBe('--b');
+  });
+
+  // A value the templates write into a manifest as a scalar must stay one scalar past the schema:
+  // unquoted, a newline in image.pullPolicy added a `command:` to every container.
+  describe('past --skip-schema-validation, a value with a newline adds no YAML of its own', () => {
+    const inject = '\n          command: ["/usr/bin/env", "SVC_OIDC_ISSUER=https://evil.example"]';
+    const skip = (values: Record<string, unknown>) => template(values, CHART, ['--skip-schema-validation']);
+    /** Every container the chart renders: the Deployments', the migrate Job's and the run template's. */
+    const containers = (objects: Obj[]): Container[] => [
+      ...[...ofKind(objects, 'Deployment'), ...ofKind(objects, 'Job')].map((w) => container(w as Workload)),
+      ...ofKind(objects, 'ConfigMap').map((c) => (parse((c as Obj & { data: Record<string, string> }).data['pod-template.yaml']!)[0] as unknown as { spec: PodSpec }).spec.containers[0]!),
+    ];
+
+    const refused: [string, Record<string, unknown>][] = [
+      ['image.pullPolicy', { image: { repository: 'svc-hub', pullPolicy: `IfNotPresent${inject}` } }],
+      ['httpPort', { httpPort: `8080${inject}` }],
+      ['apiserver.replicas', { apiserver: { replicas: `1${inject}` } }],
+      ['operator.replicas', { operator: { replicas: 1.5 } }],
+      ['probes.startup.failureThreshold', { probes: { startup: { failureThreshold: `60${inject}` } } }],
+      ['probes.readiness.timeoutSeconds', { probes: { readiness: { timeoutSeconds: '3s' } } }],
+      ['terminationGracePeriodSeconds', { terminationGracePeriodSeconds: `30${inject}` }],
+      ['migrations.job.backoffLimit', { migrations: { job: { backoffLimit: `3${inject}` } } }],
+      ['migrations.job.activeDeadlineSeconds', { migrations: { job: { activeDeadlineSeconds: -1 } } }],
+      ['apiserver.service.port', { apiserver: { service: { port: `80${inject}` } } }],
+      ['apiserver.service.type', { apiserver: { service: { type: `ClusterIP${inject}` } } }],
+      ['dispatcher.podDisruptionBudget.minAvailable', { dispatcher: { replicas: 3, podDisruptionBudget: { enabled: true, minAvailable: `1${inject}` } } }],
+      ['nameOverride', { nameOverride: `hub${inject}` }],
+      ['fullnameOverride', { fullnameOverride: 'Hub_A' }],
+    ];
+    it.each(refused)('refuses %s that is not what the field takes, naming the value path', (path, values) => {
+      const result = skip(values);
+      expect(result.stdout).not.toContain('evil.example');
+      expect(result.status).not.toBe(0);
+      expect(result.stderr).toContain(`${path} is refused: `);
+    });
+
+    it('writes a string value with a newline as one quoted scalar, in every container; a number given as digits as a number', () => {
+      const value = (s: string) => `${s}${inject}`;
+      const objects = skip({
+        database: { existingSecret: value('svc-hub-database'), urlKey: value('url'), appUrlKey: value('app'), workerUrlKey: value('worker') },
+        masterKey: { existingSecret: value('svc-hub-master-key'), key: value('master-key') },
+        tmp: { sizeLimit: value('256Mi') },
+        operator: { replicas: 1, watchNamespaces: [value('team-a')] },
+        metrics: { serviceMonitor: { enabled: true, interval: value('1m'), scrapeTimeout: value('10s') } },
+        // helm --set-string gives numbers as strings: rendered as the numbers, a percentage as a string.
+        httpPort: '9090',
+        dispatcher: { replicas: '3', podDisruptionBudget: { enabled: true, minAvailable: '50%' } },
+      }).objects;
+      const all = containers(objects);
+      expect(all).toHaveLength(5);
+      for (const c of all) {
+        expect(c).not.toHaveProperty('command');
+        expect(env(c, 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-database'), key: value('url') });
+        expect(env(c, 'SVC_DATASOURCE_APP_URL')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-database'), key: value('app') });
+        expect(env(c, 'SVC_DATASOURCE_WORKER_URL')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-database'), key: value('worker') });
+        expect(env(c, 'SVC_SECRET_MASTER_KEY')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-master-key'), key: value('master-key') });
+      }
+      for (const w of [...ofKind(objects, 'Deployment'), ...ofKind(objects, 'Job')] as Workload[]) {
+        expect(w.spec.template.spec.volumes.find((v) => v.name === 'tmp')?.emptyDir).toEqual({ sizeLimit: value('256Mi') });
+      }
+      expect(ofKind(objects, 'Role').filter((r) => r.metadata.name.endsWith('-resources')).map((r) => r.metadata.namespace)).toEqual([value('team-a')]);
+      const monitor = ofKind(objects, 'ServiceMonitor')[0] as Obj & { spec: { endpoints: Record<string, unknown>[] } };
+      expect(monitor.spec.endpoints[0]).toMatchObject({ interval: value('1m'), scrapeTimeout: value('10s') });
+      const dispatcher = named<Workload>(objects, 'Deployment', 'hub-svc-hub-dispatcher');
+      expect(dispatcher.spec.replicas).toBe(3);
+      expect(container(dispatcher).ports[0]!.containerPort).toBe(9090);
+      expect(env(container(dispatcher), 'SVC_HTTP_PORT')?.value).toBe('9090');
+      expect((named(objects, 'PodDisruptionBudget', 'hub-svc-hub-dispatcher') as Obj & { spec: { minAvailable: unknown } }).spec.minAvailable).toBe('50%');
+    });
   });
 
   it('accepts the new values: priorityClassName, topologySpreadConstraints, watchNamespaces, instance, networkPolicy, serviceMonitor', () => {

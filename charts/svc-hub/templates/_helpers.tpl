@@ -1,9 +1,11 @@
 {{/* Names. */}}
 {{- define "svc-hub.name" -}}
+{{- include "svc-hub.checkNames" . }}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{- define "svc-hub.fullname" -}}
+{{- include "svc-hub.checkNames" . }}
 {{- if .Values.fullnameOverride }}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
 {{- else }}
@@ -14,6 +16,47 @@
 {{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+Stops the render at a nameOverride or fullnameOverride that is no DNS label (lower-case letters,
+digits and '-'): both are written into object names and label values unquoted, past
+helm --skip-schema-validation too.
+*/}}
+{{- define "svc-hub.checkNames" -}}
+{{- range $path := list "nameOverride" "fullnameOverride" }}
+{{- $v := index $.Values $path }}
+{{- if and $v (not (and (kindIs "string" $v) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $v))) }}
+{{- fail (printf "%s is refused: %s is no DNS label (lower-case letters, digits and '-', a letter or digit at each end), what object names and labels take" $path (toJson $v)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A whole number of the values, rendered as one: an integer, or a string of digits (helm --set-string).
+Anything else stops the render, past helm --skip-schema-validation too, naming the value path: a
+value written unquoted must not carry a newline or YAML of its own into the manifest. Arguments: path
+(the value path the message names), value.
+*/}}
+{{- define "svc-hub.int" -}}
+{{- $v := .value }}
+{{- $ok := or (kindIs "int" $v) (kindIs "int64" $v) (and (kindIs "float64" $v) (eq $v (float64 (int64 $v)))) (and (kindIs "string" $v) (regexMatch "^(0|[1-9][0-9]{0,17})$" $v)) }}
+{{- if or (not $ok) (lt (int64 $v) 0) }}
+{{- fail (printf "%s is refused: %s is no whole number of 0 or more" .path (toJson $v)) }}
+{{- end }}
+{{- int64 $v }}
+{{- end }}
+
+{{/*
+A value of a fixed set (an enum of the Kubernetes API), rendered quoted; anything else stops the
+render, past helm --skip-schema-validation too, naming the value path. Arguments: path, value,
+allowed (the list).
+*/}}
+{{- define "svc-hub.enum" -}}
+{{- if not (and (kindIs "string" .value) (has .value .allowed)) }}
+{{- fail (printf "%s is refused: %s is none of %s" .path (toJson .value) (join ", " .allowed)) }}
+{{- end }}
+{{- .value | quote }}
 {{- end }}
 
 {{/* "<fullname>-<component>", within the 63 characters of a label value. */}}
@@ -42,6 +85,11 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{/* image.pullPolicy, checked and quoted. Argument: the chart context. */}}
+{{- define "svc-hub.pullPolicy" -}}
+{{- include "svc-hub.enum" (dict "path" "image.pullPolicy" "value" .Values.image.pullPolicy "allowed" (list "Always" "IfNotPresent" "Never")) }}
+{{- end }}
+
 {{- define "svc-hub.image" -}}
 {{- $image := .Values.image }}
 {{- if $image.digest }}
@@ -65,7 +113,7 @@ Environment shared by every role. Credentials only as secretKeyRef: the values n
 - name: SVC_HTTP_HOST
   value: "0.0.0.0"
 - name: SVC_HTTP_PORT
-  value: {{ $v.httpPort | quote }}
+  value: {{ include "svc-hub.int" (dict "path" "httpPort" "value" $v.httpPort) | quote }}
 # The root filesystem is read-only; /tmp is an emptyDir.
 - name: SVC_DATA_DIR
   value: /tmp/svc
@@ -91,27 +139,27 @@ Environment shared by every role. Credentials only as secretKeyRef: the values n
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
-      name: {{ $v.database.existingSecret }}
-      key: {{ $v.database.urlKey }}
+      name: {{ $v.database.existingSecret | quote }}
+      key: {{ $v.database.urlKey | quote }}
 {{- with $v.database.appUrlKey }}
 - name: SVC_DATASOURCE_APP_URL
   valueFrom:
     secretKeyRef:
-      name: {{ $v.database.existingSecret }}
-      key: {{ . }}
+      name: {{ $v.database.existingSecret | quote }}
+      key: {{ . | quote }}
 {{- end }}
 {{- with $v.database.workerUrlKey }}
 - name: SVC_DATASOURCE_WORKER_URL
   valueFrom:
     secretKeyRef:
-      name: {{ $v.database.existingSecret }}
-      key: {{ . }}
+      name: {{ $v.database.existingSecret | quote }}
+      key: {{ . | quote }}
 {{- end }}
 - name: SVC_SECRET_MASTER_KEY
   valueFrom:
     secretKeyRef:
-      name: {{ $v.masterKey.existingSecret }}
-      key: {{ $v.masterKey.key }}
+      name: {{ $v.masterKey.existingSecret | quote }}
+      key: {{ $v.masterKey.key | quote }}
 # Identity and namespace of the pod: the Lease holder and the Lease namespace of the leader election.
 - name: POD_NAME
   valueFrom:
@@ -247,23 +295,23 @@ startupProbe:
   httpGet:
     path: /q/health/live
     port: http
-  periodSeconds: {{ $p.startup.periodSeconds }}
-  timeoutSeconds: {{ $p.startup.timeoutSeconds }}
-  failureThreshold: {{ $p.startup.failureThreshold }}
+  periodSeconds: {{ include "svc-hub.int" (dict "path" "probes.startup.periodSeconds" "value" $p.startup.periodSeconds) }}
+  timeoutSeconds: {{ include "svc-hub.int" (dict "path" "probes.startup.timeoutSeconds" "value" $p.startup.timeoutSeconds) }}
+  failureThreshold: {{ include "svc-hub.int" (dict "path" "probes.startup.failureThreshold" "value" $p.startup.failureThreshold) }}
 livenessProbe:
   httpGet:
     path: /q/health/live
     port: http
-  periodSeconds: {{ $p.liveness.periodSeconds }}
-  timeoutSeconds: {{ $p.liveness.timeoutSeconds }}
-  failureThreshold: {{ $p.liveness.failureThreshold }}
+  periodSeconds: {{ include "svc-hub.int" (dict "path" "probes.liveness.periodSeconds" "value" $p.liveness.periodSeconds) }}
+  timeoutSeconds: {{ include "svc-hub.int" (dict "path" "probes.liveness.timeoutSeconds" "value" $p.liveness.timeoutSeconds) }}
+  failureThreshold: {{ include "svc-hub.int" (dict "path" "probes.liveness.failureThreshold" "value" $p.liveness.failureThreshold) }}
 readinessProbe:
   httpGet:
     path: /q/health/ready
     port: http
-  periodSeconds: {{ $p.readiness.periodSeconds }}
-  timeoutSeconds: {{ $p.readiness.timeoutSeconds }}
-  failureThreshold: {{ $p.readiness.failureThreshold }}
+  periodSeconds: {{ include "svc-hub.int" (dict "path" "probes.readiness.periodSeconds" "value" $p.readiness.periodSeconds) }}
+  timeoutSeconds: {{ include "svc-hub.int" (dict "path" "probes.readiness.timeoutSeconds" "value" $p.readiness.timeoutSeconds) }}
+  failureThreshold: {{ include "svc-hub.int" (dict "path" "probes.readiness.failureThreshold" "value" $p.readiness.failureThreshold) }}
 {{- end }}
 
 {{/*
@@ -282,7 +330,7 @@ metadata:
   labels:
     {{- include "svc-hub.componentLabels" . | nindent 4 }}
 spec:
-  replicas: {{ $c.replicas }}
+  replicas: {{ include "svc-hub.int" (dict "path" (printf "%s.replicas" .component) "value" $c.replicas) }}
   revisionHistoryLimit: 5
   selector:
     matchLabels:
@@ -310,15 +358,15 @@ spec:
       {{- end }}
       securityContext:
         {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
-      terminationGracePeriodSeconds: {{ $root.Values.terminationGracePeriodSeconds }}
+      terminationGracePeriodSeconds: {{ include "svc-hub.int" (dict "path" "terminationGracePeriodSeconds" "value" $root.Values.terminationGracePeriodSeconds) }}
       containers:
         - name: {{ .component }}
           image: {{ include "svc-hub.image" $root | quote }}
-          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          imagePullPolicy: {{ include "svc-hub.pullPolicy" $root }}
           args: [{{ .role | quote }}]
           ports:
             - name: http
-              containerPort: {{ $root.Values.httpPort }}
+              containerPort: {{ include "svc-hub.int" (dict "path" "httpPort" "value" $root.Values.httpPort) }}
               protocol: TCP
           env:
             {{- include "svc-hub.env" $root | nindent 12 }}
@@ -343,7 +391,7 @@ spec:
       volumes:
         - name: tmp
           emptyDir:
-            sizeLimit: {{ $root.Values.tmp.sizeLimit }}
+            sizeLimit: {{ $root.Values.tmp.sizeLimit | quote }}
         {{- with .extraVolumes }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -409,7 +457,7 @@ metadata:
   labels:
     {{- include "svc-hub.componentLabels" . | nindent 4 }}
 spec:
-  minAvailable: {{ $pdb.minAvailable }}
+  minAvailable: {{ if and (kindIs "string" $pdb.minAvailable) (regexMatch "^[0-9]+%$" $pdb.minAvailable) }}{{ $pdb.minAvailable | quote }}{{ else }}{{ include "svc-hub.int" (dict "path" (printf "%s.podDisruptionBudget.minAvailable" .component) "value" $pdb.minAvailable) }}{{ end }}
   selector:
     matchLabels:
       {{- include "svc-hub.selectorLabels" . | nindent 6 }}
