@@ -10,6 +10,7 @@ import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js'
 import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, tenantTableText } from './target/ddl.js';
+import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
 import { externalIdOf, type PreparedRow, prepareRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
@@ -376,13 +377,10 @@ export class ConnectorRunner {
     try {
       // Stopped while queued behind an earlier endpoint (or the hub stopping as it was triggered).
       controller.signal.throwIfAborted();
-      // Registered before it exists, so the clean-up of unused tables never drops it under the run.
-      await this.o.db.withTenant(tenantId, (tx) =>
-        tx.query(
-          `insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values (core.current_tenant(), $1, $2, $3) on conflict do nothing`,
-          [connector.id, endpoint.uuid, endpoint.target.table],
-        ),
-      );
+      // Registered before it exists, under the tenant's DDL lock (shared): a delete of another
+      // connector either commits before (ensureTable then finds a table it dropped missing, and
+      // creates it) or sees the registration and keeps the table (registerTargetTable).
+      await this.o.db.withTenant(tenantId, (tx) => registerTargetTable(tx, connector.id, endpoint.uuid, endpoint.target.table));
       try {
         await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote);
       } catch (err) {

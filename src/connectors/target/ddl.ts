@@ -22,7 +22,8 @@ export function tenantSchema(tenantId: number | undefined): string {
 /**
  * The name of the advisory lock serialising a tenant's DDL (`pg_advisory_xact_lock(hashtext(name))`),
  * taken by ExtSchema.ensureTable, by a connector delete before it touches a table (src/connectors/target/drop.ts)
- * and by connectors.drop_unused_ext_tables().
+ * and by connectors.drop_unused_ext_tables(); a run's registration of its table takes it shared
+ * (registerTargetTable in src/connectors/target/register.ts).
  */
 export function ddlLockName(schema: string): string {
   return `svc-hub:ext:${schema}`;
@@ -107,7 +108,9 @@ export class ExtSchema {
       if (!column) throw new Error(`promote name ${p.name} is not a usable column name`);
       return { column, type: p.type };
     });
-    // The catalog first: a run of an existing table takes no lock and sends no DDL.
+    // The catalog first: a run of an existing table takes no lock and sends no DDL. A run reads it
+    // after its registration committed under the DDL lock (registerTargetTable): no delete that
+    // could still drop the table is in flight then, and none after it drops a registered table.
     const existing = await this.columns(this.pool, schema, name);
     if (existing && this.satisfied(table, existing, columns)) return;
 

@@ -111,8 +111,11 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  *      of one tenant run one after the other, and a run's DDL waits for a delete, holding nothing.
  *      Before, a delete holding its rows of a shared table (a lock on the table) waited at step 5
  *      for the DDL lock, held by a run adding a column to that table, which waited for the delete's
- *      lock on it: a deadlock (40P01), the run's DDL failing (and the run). A purge takes no DDL lock
- *      and never waits for one: a run's DDL of a table waits for a purge of it as for any writer;
+ *      lock on it: a deadlock (40P01), the run's DDL failing (and the run). A run's registration of
+ *      its table takes the DDL lock shared (registerTargetTable in ./register.ts), so step 5 sees
+ *      every registration of a run that could have found the table still there (it waits for the
+ *      delete otherwise). A purge takes no DDL lock and never waits for one, and drops no table: a
+ *      run's DDL of a table waits for a purge of it as for any writer;
  *   2. in id order, locks the tenant's pending entries a pass could be expanding into chunks this
  *      transaction then settles or removes, waiting for a pass that holds one to commit: the
  *      connector's (the endpoint's) own, `own`, deleted at once, and every entry of the tenant on one

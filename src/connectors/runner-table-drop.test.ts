@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { until } from '../../test/harness/until.js';
+import type { Tx } from '../db/database.js';
+import type { RowIndexer } from './indexer.js';
+import { ConnectorRunner, type PageReader } from './runner.js';
+import { applyConnector, deleteConnector } from './store.js';
+import type { ExtSchema } from './target/ddl.js';
+import type { ConnectorSpec } from './types.js';
+
+/**
+ * A run of a connector sharing a table with another connector being deleted, on the real
+ * PostgreSQL, in a fixed interleaving: the delete is held once it has dropped the tables nothing
+ * registered (uncommitted), the run is triggered meanwhile, and the delete let go once the run
+ * waits on a lock. The run's registration takes the tenant's DDL lock (shared), so it waits for the
+ * delete and then creates the table again; it used to find the table still there, and fail on
+ * `relation "ext_t1.…" does not exist` once the delete committed.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+const noIndex: RowIndexer = { async rowsWritten() {} };
+
+const items = (...ids: string[]): PageReader => ({
+  async *read() {
+    yield { number: 1, items: ids.map((id) => ({ id })) };
+  },
+});
+
+const runner = (ext: ExtSchema = hub.services.connectors.ext) =>
+  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext, reader: items(), indexer: noIndex, chunkSize: 10, subscribers: hub.services.subscribers });
+
+async function applied(name: string, table: string): Promise<ConnectorSpec> {
+  const spec = { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/e', target: { table, unique_key: '$.id' } }] };
+  const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
+  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
+}
+
+async function rows(table: string): Promise<string[]> {
+  const found = await owner.query<{ t: string | null }>('select to_regclass($1) as t', [`ext_t1.${table}`]);
+  if (!found.rows[0]?.t) return ['(no table)'];
+  const { rows } = await owner.query<{ key: string }>(`select external_id as key from ext_t1.${table} order by 1`);
+  return rows.map((r) => r.key);
+}
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+});
+
+describe("a run into a table another connector's delete drops", () => {
+  it('waits for the delete, creates the table again and writes its rows', async () => {
+    const cleaner = await applied('cleaner', 'ext.s1');
+    const [first] = await (await runner().trigger(1, cleaner, { triggeredBy: 'manual', reader: items('c1') })).done;
+    expect(first).toMatchObject({ status: 'Completed' });
+    const dyer = await applied('dyer', 'ext.s1');
+
+    // The delete has removed the cleaner's row and registration and dropped ext.s1, which nothing
+    // else registered yet; it is held there, uncommitted.
+    let reached = () => {};
+    let go = () => {};
+    const held = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    const released = new Promise<void>((resolve) => {
+      go = resolve;
+    });
+    const removed = hub.services.db.withTenant(1, (tx) =>
+      deleteConnector(
+        {
+          tenantId: tx.tenantId,
+          query: async (text, values, options) => {
+            const result = await tx.query(text, values, options);
+            if (/drop_unused_ext_tables/.test(text)) {
+              reached();
+              await released;
+            }
+            return result as never;
+          },
+        } satisfies Tx,
+        'cleaner',
+      ),
+    );
+    await held;
+
+    let ended = false;
+    const triggered = await runner().trigger(1, dyer, { triggeredBy: 'manual', reader: items('d1', 'd2') });
+    const done = triggered.done.finally(() => {
+      ended = true;
+    });
+    await until('the run to end or wait on a lock', async () => {
+      if (ended) return true;
+      const { rows } = await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+      return rows[0]!.n > 0;
+    });
+    go();
+
+    expect(await removed).toBe(true);
+    const [run] = await done;
+    expect(run).toMatchObject({ status: 'Completed', errorMessage: null, recordsOut: 2 });
+    expect(await rows('s1')).toEqual(['d1', 'd2']);
+    const registered = await owner.query('select table_name from connectors.ext_tables where connector_id = $1', [dyer.id]);
+    expect(registered.rows).toEqual([{ table_name: 'ext.s1' }]);
+  }, 30_000);
+});
