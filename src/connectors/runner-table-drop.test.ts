@@ -109,4 +109,18 @@ describe("a run into a table another connector's delete drops", () => {
     const registered = await owner.query('select table_name from connectors.ext_tables where connector_id = $1', [dyer.id]);
     expect(registered.rows).toEqual([{ table_name: 'ext.s1' }]);
   }, 30_000);
+
+  it("fails naming the missing table as the tenant knows it (ext.<name>), never the tenant's schema", async () => {
+    await hub.services.connectors.ext.ensureTable(1, 'ext.s2', []);
+    const lost = await applied('lost', 'ext.never_made');
+    // A table the run finds missing when it writes (as one dropped under it was).
+    const noDdl = { ensureTable: async () => {} } as unknown as ExtSchema;
+    const [run] = await (await runner(noDdl).trigger(1, lost, { triggeredBy: 'manual', reader: items('x1') })).done;
+    expect(run).toMatchObject({ status: 'Failed', errorMessage: 'relation "ext.never_made" does not exist' });
+    const event = await owner.query<{ message: string }>(
+      `select payload->>'error_message' as message from events.outbox where type = 'connector.run.failed' and payload->>'run_id' = $1`,
+      [run!.id],
+    );
+    expect(event.rows).toEqual([{ message: 'relation "ext.never_made" does not exist' }]);
+  }, 30_000);
 });

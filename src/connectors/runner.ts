@@ -9,7 +9,7 @@ import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
 import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
-import { type ExtSchema, tenantTableText } from './target/ddl.js';
+import { type ExtSchema, publicTableMessage, tenantTableText } from './target/ddl.js';
 import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
 import { externalIdOf, type PreparedRow, prepareRow } from './target/rows.js';
@@ -438,7 +438,10 @@ export class ConnectorRunner {
         logger().error({ err: flushErr, runId: run.id }, 'could not write the rows read before a run failure');
       }
       const status = failure.runStatus && failure.runStatus !== 'Running' ? failure.runStatus : 'Failed';
-      outcome = { status, error: failure };
+      // What the run's record and events say names the tenant's tables as the tenant does (ext.<name>),
+      // never by the schema that holds them (a `relation "ext_t5.s1" does not exist` from PostgreSQL).
+      const message = publicTableMessage(tenantId, failure.message);
+      outcome = { status, error: message === failure.message ? failure : Object.assign(new Error(message), { runStatus: failure.runStatus, retryable: failure.retryable }) };
       if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: failure.message }, 'connector run failed');
     }
 

@@ -43,6 +43,17 @@ export function tenantTableText(tenantId: number | undefined, table: string): st
   return `${tenantSchema(tenantId)}.${name}`;
 }
 
+/**
+ * `message` with the tenant's schema named as the tenant knows its tables: `ext_t5.s1`, `"ext_t5"."s1"`
+ * become `ext.s1`, `ext."s1"`, and the schema alone `ext` (a PostgreSQL error quoting the SQL name, in
+ * what a run's record or event says). Other text is left as it is.
+ */
+export function publicTableMessage(tenantId: number, message: string): string {
+  if (typeof message !== 'string') return message;
+  const schema = tenantSchema(tenantId);
+  return message.replace(new RegExp(`"${schema}"\\.`, 'g'), 'ext.').replace(new RegExp(`\\b${schema}\\b`, 'g'), 'ext');
+}
+
 /** The name of the GIN index on the `data` of table `name` (in the table's schema). */
 export function dataIndexName(name: string): string {
   return `${name}_data`;
