@@ -32,6 +32,17 @@ const MAX_BYTES = 5 * 1024 * 1024;
  */
 export const MAX_DRAFT_ENDPOINTS = 100;
 export const MAX_DRAFT_PROMOTES = 50;
+/** The most GET operations a draft looks at (those that answer no records included). */
+export const MAX_DRAFT_EXAMINED = 1000;
+
+/** `text` without its leading and trailing dashes (a regular expression for it backtracks on long runs of them). */
+function trimDashes(text: string): string {
+  let start = 0;
+  let end = text.length;
+  while (start < end && text.charCodeAt(start) === 0x2d) start++;
+  while (end > start && text.charCodeAt(end - 1) === 0x2d) end--;
+  return text.slice(start, end);
+}
 
 export interface ScaffoldOptions {
   /** The outbound address policy's dispatcher. */
@@ -74,47 +85,71 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
       : url.origin;
   const resolve = (schema: Schema | undefined): Schema | undefined => {
     let current = schema;
-    for (let i = 0; i < 10 && current?.$ref; i++) {
+    for (let i = 0; i < 10 && typeof current?.$ref === 'string'; i++) {
       const ref = current.$ref.split('/').pop()!;
       current = doc.components?.schemas?.[ref] ?? doc.definitions?.[ref];
     }
-    return current;
+    return current && typeof current === 'object' ? current : undefined;
   };
+  // The promotes of a record, worked out once per record schema (endpoints often answer the same one), reading its
+  // properties only until MAX_DRAFT_PROMOTES are found: `left` counts the properties not read.
+  const promotesOf = new Map<Schema, { promote: unknown[]; left: number }>();
+  const promotesFor = (record: Schema): { promote: unknown[]; left: number } => {
+    const known = promotesOf.get(record);
+    if (known) return known;
+    const promote: unknown[] = [];
+    let left = 0;
+    const props = record.properties && typeof record.properties === 'object' ? record.properties : {};
+    for (const key in props) {
+      if (promote.length >= MAX_DRAFT_PROMOTES) {
+        left += 1;
+        continue;
+      }
+      const prop = resolve(props[key]);
+      if (!/^[a-z_][a-z0-9_]{0,62}$/.test(key) || key === 'id' || !prop || !['string', 'integer', 'number', 'boolean'].includes(prop.type ?? '')) continue;
+      promote.push({
+        name: key,
+        path: `$.${key}`,
+        type: prop.type === 'integer' ? 'bigint' : prop.type === 'number' ? 'numeric' : prop.type === 'boolean' ? 'boolean' : prop.format === 'date-time' ? 'timestamptz' : 'text',
+        ...(prop.format === 'date-time' ? { transform: 'parse_iso8601' } : {}),
+      });
+    }
+    const found = { promote, left };
+    promotesOf.set(record, found);
+    return found;
+  };
+  const shapes = new Map<Schema, ReturnType<typeof recordsOf>>();
   const endpoints: unknown[] = [];
   let endpointsLeft = 0;
   let promotesLeft = 0;
-  for (const [path, operations] of Object.entries(doc.paths)) {
-    const get = operations?.get;
+  let examined = 0;
+  for (const path in doc.paths) {
+    const get = doc.paths[path]?.get;
     if (!get || path.includes('{')) continue;
-    if (endpoints.length >= MAX_DRAFT_ENDPOINTS) {
+    // Bounded work: at most MAX_DRAFT_ENDPOINTS drafted, MAX_DRAFT_EXAMINED operations looked at.
+    if (endpoints.length >= MAX_DRAFT_ENDPOINTS || examined >= MAX_DRAFT_EXAMINED) {
       endpointsLeft += 1;
       continue;
     }
+    examined += 1;
     const ok = get.responses?.['200'] ?? get.responses?.['2XX'] ?? get.responses?.default;
     const schema = resolve(ok?.content?.['application/json']?.schema ?? ok?.schema);
-    const shape = recordsOf(schema, resolve);
+    // Once per response schema: a document's operations often answer the same one, and reading it goes through its
+    // properties (so the work stays within the document's size).
+    let shape = schema ? shapes.get(schema) : undefined;
+    if (schema && !shapes.has(schema)) shapes.set(schema, (shape = recordsOf(schema, resolve)));
     if (!shape) continue;
-    const id = path.split('/').filter(Boolean).join('-').toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '') || 'root';
+    const id = trimDashes(trimDashes(path.split('/').filter(Boolean).join('-').toLowerCase().replace(/[^a-z0-9-]+/g, '-')).slice(0, 63)) || 'root';
     const table = `ext.${id.replace(/-/g, '_').replace(/^(\d)/, 't_$1')}`.slice(0, 67);
     const record = resolve(shape.record);
-    const props = record?.properties ?? {};
-    const promote = Object.entries(props)
-      .map(([key, prop]) => [key, resolve(prop)] as const)
-      .filter(([key, prop]) => /^[a-z_][a-z0-9_]{0,62}$/.test(key) && key !== 'id' && prop && ['string', 'integer', 'number', 'boolean'].includes(prop.type ?? ''))
-      .map(([key, prop]) => ({
-        name: key,
-        path: `$.${key}`,
-        type: prop!.type === 'integer' ? 'bigint' : prop!.type === 'number' ? 'numeric' : prop!.type === 'boolean' ? 'boolean' : prop!.format === 'date-time' ? 'timestamptz' : 'text',
-        ...(prop!.format === 'date-time' ? { transform: 'parse_iso8601' } : {}),
-      }));
-    promotesLeft += Math.max(0, promote.length - MAX_DRAFT_PROMOTES);
-    promote.length = Math.min(promote.length, MAX_DRAFT_PROMOTES);
+    const { promote, left } = record ? promotesFor(record) : { promote: [], left: 0 };
+    promotesLeft += left;
     endpoints.push({
       id,
       method: 'GET',
       path,
       pagination: shape.pagination,
-      target: { kind: 'hybrid', table, unique_key: 'id' in props ? '$.id' : '$.REPLACE_ME', promote },
+      target: { kind: 'hybrid', table, unique_key: record?.properties && typeof record.properties === 'object' && 'id' in record.properties ? '$.id' : '$.REPLACE_ME', promote },
     });
   }
   if (endpoints.length === 0) throw new ValidationError(`the OpenAPI document at ${url.href} has no GET operation answering JSON records`, 'openapiUrl');
@@ -128,10 +163,11 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
     spec: { base_url: baseUrl, auth: authOf(doc, name), endpoints },
   };
   const left = [
-    endpointsLeft ? `# ${endpointsLeft} more GET operation(s) left out: a draft holds the first ${MAX_DRAFT_ENDPOINTS}.\n` : '',
-    promotesLeft ? `# ${promotesLeft} more scalar propert(ies) left out of promote: a draft promotes the first ${MAX_DRAFT_PROMOTES} of an endpoint.\n` : '',
+    endpointsLeft ? `# ${endpointsLeft} more GET operation(s) left out: a draft looks at the first ${MAX_DRAFT_EXAMINED} and holds at most ${MAX_DRAFT_ENDPOINTS}.\n` : '',
+    promotesLeft ? `# ${promotesLeft} more record propert(ies) left out of promote: a draft promotes the first ${MAX_DRAFT_PROMOTES} scalar ones of an endpoint.\n` : '',
   ].join('');
-  return `# Drafted from ${url.href}${doc.info?.title ? ` (${doc.info.title})` : ''}: review pagination, unique_key and credentials before applying.\n${left}${stringify(manifest, KUBECTL_YAML)}`;
+  const title = typeof doc.info?.title === 'string' ? doc.info.title.replace(/[\p{Cc}\u2028\u2029]+/gu, ' ').slice(0, 200) : '';
+  return `# Drafted from ${url.href}${title ? ` (${title})` : ''}: review pagination, unique_key and credentials before applying.\n${left}${stringify(manifest, KUBECTL_YAML)}`;
 }
 
 async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, owner }: ScaffoldOptions): Promise<OpenApi | undefined> {
@@ -179,7 +215,7 @@ async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, own
 function recordsOf(schema: Schema | undefined, resolve: (s: Schema | undefined) => Schema | undefined): { record: Schema | undefined; pagination: Record<string, unknown> } | undefined {
   if (!schema) return undefined;
   if (schema.type === 'array') return { record: schema.items, pagination: { kind: 'none', response_path: '$' } };
-  const props = schema.properties ?? {};
+  const props = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
   const arrayProp = (key: string) => resolve(props[key])?.type === 'array' ? resolve(props[key])!.items : undefined;
   if (arrayProp('content') && props.totalPages) return { record: arrayProp('content'), pagination: { kind: 'spring' } };
   if (arrayProp('data') && props.has_more) return { record: arrayProp('data'), pagination: { kind: 'stripe' } };
@@ -195,9 +231,11 @@ function authOf(doc: OpenApi, name: string): Record<string, unknown> {
   const schemes = Object.values(doc.components?.securitySchemes ?? doc.securityDefinitions ?? {});
   const env = name.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
   for (const s of schemes) {
-    if (s.type === 'http' && s.scheme?.toLowerCase() === 'bearer') return { kind: 'bearer', token_env: `${env}_TOKEN` };
-    if ((s.type === 'http' && s.scheme?.toLowerCase() === 'basic') || s.type === 'basic') return { kind: 'basic', username: 'REPLACE_ME', password_env: `${env}_PASSWORD` };
-    if (s.type === 'apiKey' && (s.in === 'header' || s.in === 'query') && s.name) return { kind: 'api-key', in: s.in, name: s.name, value_env: `${env}_API_KEY` };
+    if (!s || typeof s !== 'object') continue;
+    const scheme = typeof s.scheme === 'string' ? s.scheme.toLowerCase() : undefined;
+    if (s.type === 'http' && scheme === 'bearer') return { kind: 'bearer', token_env: `${env}_TOKEN` };
+    if ((s.type === 'http' && scheme === 'basic') || s.type === 'basic') return { kind: 'basic', username: 'REPLACE_ME', password_env: `${env}_PASSWORD` };
+    if (s.type === 'apiKey' && (s.in === 'header' || s.in === 'query') && typeof s.name === 'string' && s.name) return { kind: 'api-key', in: s.in, name: s.name, value_env: `${env}_API_KEY` };
   }
   return { kind: 'none' };
 }

@@ -53,6 +53,24 @@ const wide = {
   components: { schemas: { R: { type: 'object', properties: { id: { type: 'string' }, ...Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`p${i}`, { type: 'string' }])) } } } },
 };
 
+/**
+ * Work a draft must not multiply: 900 operations answering one object of 20,000 properties that is no list of
+ * records, a path of 100,000 dashes (a regular expression trimming them backtracked), a `$ref` and a security scheme
+ * that are no text (a 500 before), and a title that breaks its line (it wrote YAML into the draft).
+ */
+const odd = {
+  swagger: '2.0',
+  info: { title: 'Odd\nspec:\n  base_url: http://evil.example\n#' },
+  securityDefinitions: { a: { type: 'http', scheme: 5 }, b: { type: 'http', scheme: 'bearer' } },
+  paths: {
+    ...Object.fromEntries(Array.from({ length: 900 }, (_, i) => [`/o${i}`, { get: { responses: { 200: { schema: { $ref: '#/definitions/B' } } } } }])),
+    '/numeric-ref': { get: { responses: { 200: { schema: { $ref: 5 } } } } },
+    [`/a${'-'.repeat(100_000)}a`]: { get: { responses: { 200: { schema: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' } } } } } } } },
+    '/items': { get: { responses: { 200: { schema: { type: 'array', items: { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' } } } } } } } },
+  },
+  definitions: { B: { type: 'object', properties: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`p${i}`, {}])) } },
+};
+
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', log: () => undefined });
   hub = await startTestHub({ 'svc.credentials.env-allow': 'TOOLS_DEMO_*' });
@@ -62,6 +80,7 @@ beforeAll(async () => {
     if (path === '/not-a-spec') return { body: '<html>hello</html>' };
     if (path === '/many-paths.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: manyPaths };
     if (path === '/wide.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(wide) };
+    if (path === '/odd.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(odd) };
     if (path === '/large.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `${stringify(openapi)}# ${'x'.repeat(1024 * 1024)}\n` };
     if (path === '/deep.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n` };
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
@@ -341,10 +360,25 @@ describe('scaffold', () => {
     const manifest = parse(text) as { spec: { endpoints: Array<{ target: { promote: unknown[] } }> } };
     expect(manifest.spec.endpoints).toHaveLength(100);
     for (const endpoint of manifest.spec.endpoints) expect(endpoint.target.promote).toHaveLength(50);
-    expect(text).toContain('# 200 more GET operation(s) left out: a draft holds the first 100.');
-    expect(text).toContain('# 95000 more scalar propert(ies) left out of promote: a draft promotes the first 50 of an endpoint.');
+    expect(text).toContain('# 200 more GET operation(s) left out: a draft looks at the first 1000 and holds at most 100.');
+    expect(text).toContain('# 95000 more record propert(ies) left out of promote: a draft promotes the first 50 scalar ones of an endpoint.');
     // 21 MB and seconds of the event loop before; now a draft of a few hundred kilobytes.
     expect({ bytes: text.length, tookMs, small: text.length < 1_000_000 }).toMatchObject({ small: true });
+  });
+
+  it('drafts in time bounded by the document: operations answering no records, long paths, odd values, a title breaking its line', async () => {
+    const started = performance.now();
+    const res = await fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}/odd.json`, name: 'odd' }) });
+    const text = await res.text();
+    const tookMs = performance.now() - started;
+    expect({ status: res.status, text: res.status === 200 ? '' : text }).toEqual({ status: 200, text: '' });
+    // 900 × 20,000 properties read once each, and 100,000 dashes trimmed once: seconds to minutes before.
+    expect({ tookMs, bounded: tookMs < 3000 }).toMatchObject({ bounded: true });
+    const manifest = parse(text) as { spec: { base_url: string; auth: unknown; endpoints: Array<{ id: string; path: string }> } };
+    expect(text.split('\n')[0]).toBe(`# Drafted from ${docsUrl}/odd.json (Odd spec:   base_url: http://evil.example #): review pagination, unique_key and credentials before applying.`);
+    expect(manifest.spec.base_url).toBe(docsUrl);
+    expect(manifest.spec.auth).toEqual({ kind: 'bearer', token_env: 'ODD_TOKEN' });
+    expect(manifest.spec.endpoints.map((e) => e.id)).toEqual(['a', 'items']);
   });
 
   it('refuses a URL carrying credentials, without quoting them (a relative server address carried them into base_url)', async () => {
