@@ -21,17 +21,27 @@ export function closest(word: string, candidates: Iterable<string>): string | un
   return tied ? undefined : best;
 }
 
+/**
+ * The restricted Damerau edit distance of `a` and `b`, or any number of at least 3 once it is surely 3 or more (all
+ * closest needs): three rolling rows, and the rows stop as soon as none of a row's cells is below 3.
+ */
 function distance(a: string, b: string): number {
   if (Math.abs(a.length - b.length) > 2) return 3;
-  const rows: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
-  for (let j = 1; j <= b.length; j++) rows[0]![j] = j;
+  let before = new Array<number>(b.length + 1).fill(0);
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  let row = new Array<number>(b.length + 1).fill(0);
   for (let i = 1; i <= a.length; i++) {
+    row[0] = i;
+    let least = i;
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, rows[i - 2]![j - 2]! + 1);
-      rows[i]![j] = d;
+      let d = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, before[j - 2]! + 1);
+      row[j] = d;
+      if (d < least) least = d;
     }
+    if (least >= 3) return 3;
+    [before, previous, row] = [previous, row, before];
   }
-  return rows[a.length]![b.length]!;
+  return previous[b.length]!;
 }
