@@ -213,6 +213,14 @@ describe('nesting is capped at 64 levels', () => {
     expect({ refusedMs, parseMs, quicker: refusedMs < parseMs }).toMatchObject({ quicker: true });
   }, 120_000);
 
+  it('an answer names a long key cut at 300 characters, not whole (a 4 MB key given twice was answered twice over)', async () => {
+    const key = 'k'.repeat(4 * 1024 * 1024);
+    const twice = await call('POST', '/api/connectors/validate', { body: `{"${key}":1,"${key}":2}` });
+    expect(twice).toEqual({ status: 400, body: { error: `body.${'k'.repeat(295)}… is given twice: a key may appear once in an object`, field: `body.${'k'.repeat(295)}…`, hint: expect.any(String) } });
+    const nul = await call('POST', '/api/connectors/validate', { body: `{"${key}\\u0000":1}` });
+    expect(nul).toEqual({ status: 400, body: { error: `body["${'k'.repeat(294)}… has a key that contains a NUL character (\\u0000)`, field: `body["${'k'.repeat(294)}…`, hint: expect.any(String) } });
+  }, 60_000);
+
   it('YAML bodies are read up to 1 MiB; the same manifest as JSON is read up to the body limit', async () => {
     const padded = { ...manifestOf('padded'), metadata: { name: 'padded', annotations: { note: 'x'.repeat(1024 * 1024) } } };
     const yaml = await call('POST', '/api/connectors/validate', { body: stringify(padded), type: 'application/yaml' });

@@ -109,10 +109,21 @@ function refuseUnstorableHeaders(ctx: Context): void {
   }
 }
 
+/**
+ * A field path (or message) as an answer shows it: at most `max` characters, cut with `…`. A path names the keys it
+ * goes through, and a key may be megabytes long: the answer quoted it whole, twice.
+ */
+function shownField(field: string, max = 300): string {
+  return field.length > max ? `${field.slice(0, max)}…` : field;
+}
+
 /** A NUL (or half a surrogate pair) anywhere in a request part: 400 naming the field (`body.spec.name`). */
 function refuseUnstorable(value: unknown, root: string): void {
   const found = findUnstorableText(value, root);
-  if (found) throw new ValidationError(`${found.field} ${found.reason}`, found.field, 'text may hold neither NUL characters nor unpaired UTF-16 surrogates (the database cannot store them)');
+  if (found) {
+    const field = shownField(found.field);
+    throw new ValidationError(`${field} ${found.reason}`, field, 'text may hold neither NUL characters nor unpaired UTF-16 surrogates (the database cannot store them)');
+  }
 }
 
 /** One parameter of a Content-Type: `; name=value`, the value a token or a quoted string (or nothing). */
@@ -199,7 +210,7 @@ async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, 
       throw new PayloadTooLarge('YAML body too large: at most 1 MiB', 'send the manifest as JSON (Content-Type: application/json), read up to svc.http.body-limit');
     }
     const read = await readYamlBody(text, services, principal?.tenantId);
-    if ('problem' in read) throw new ValidationError(read.problem.message, read.problem.field, read.problem.hint);
+    if ('problem' in read) throw new ValidationError(shownField(read.problem.message, 2000), read.problem.field === undefined ? undefined : shownField(read.problem.field), read.problem.hint);
     // JSON text written by JSON.stringify: no key twice in an object.
     return readJsonBody(read.json, false);
   }
@@ -230,7 +241,8 @@ function readJsonBody(text: string, checkKeys: boolean): unknown {
     throw new ValidationError(`body is not valid JSON: ${(err as Error).message}`, 'body');
   }
   if (checkKeys) {
-    const twice = duplicateJsonKey(text, value, scanned.keys, 'body');
+    const found = duplicateJsonKey(text, value, scanned.keys, 'body');
+    const twice = found === undefined ? undefined : shownField(found);
     if (twice) throw new ValidationError(`${twice} is given twice: a key may appear once in an object`, twice, 'remove one of the two (JSON readers differ on which one wins)');
   }
   if (jsonTextMayHoldUnstorable(text)) refuseUnstorable(value, 'body');
