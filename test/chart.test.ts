@@ -868,6 +868,23 @@ describe('values.schema.json and required values', () => {
   });
 });
 
+describe('the release namespace', () => {
+  it('is written as one quoted scalar everywhere, and a name no namespace can have stops a cluster-wide render', () => {
+    // `helm template -n` takes any text (helm install would not): a line break in it wrote YAML of its own.
+    const hostile = 'ns\n  evil: x';
+    const values = valuesFile({ oidc: { issuer: ISSUER }, networkPolicy: { enabled: true }, operator: { watchNamespaces: ['apps'] } });
+    const namespaced = helm(['template', 'hub', CHART, '--namespace', hostile, '-f', values]);
+    expect(namespaced.status).toBe(0);
+    for (const object of parse(namespaced.stdout)) {
+      expect(object.metadata).not.toHaveProperty('evil');
+      if (object.metadata.namespace !== undefined) expect([hostile, 'apps']).toContain(object.metadata.namespace);
+    }
+    const clusterWide = helm(['template', 'hub', CHART, '--namespace', hostile, '-f', valuesFile({ oidc: { issuer: ISSUER } })]);
+    expect(clusterWide.status).not.toBe(0);
+    expect(clusterWide.stderr).toContain('the release namespace "ns\\n  evil: x" is refused: a namespace is a DNS label');
+  });
+});
+
 describe('NOTES.txt', () => {
   it('tells how to port-forward and to apply a first connector with kubectl apply -f', () => {
     const result = helm(['install', 'hub', CHART, '--dry-run=client', '--namespace', 'svc', '-f', valuesFile({ oidc: { issuer: ISSUER } })]);

@@ -326,7 +326,7 @@ apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: {{ include "svc-hub.componentName" . }}
-  namespace: {{ $root.Release.Namespace }}
+  namespace: {{ $root.Release.Namespace | quote }}
   labels:
     {{- include "svc-hub.componentLabels" . | nindent 4 }}
 spec:
@@ -453,7 +453,7 @@ apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:
   name: {{ include "svc-hub.componentName" . }}
-  namespace: {{ .root.Release.Namespace }}
+  namespace: {{ .root.Release.Namespace | quote }}
   labels:
     {{- include "svc-hub.componentLabels" . | nindent 4 }}
 spec:
@@ -470,7 +470,7 @@ apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: {{ include "svc-hub.componentName" . }}
-  namespace: {{ .root.Release.Namespace }}
+  namespace: {{ .root.Release.Namespace | quote }}
   labels:
     {{- include "svc-hub.componentLabels" . | nindent 4 }}
   {{- with .values.serviceAccount.annotations }}
@@ -482,6 +482,9 @@ automountServiceAccountToken: {{ .automountToken }}
 
 {{/* The name of a cluster-scoped object of a component: prefixed by the release namespace, so that releases of the same name in two namespaces do not collide. */}}
 {{- define "svc-hub.clusterName" -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .root.Release.Namespace) }}
+{{- fail (printf "the release namespace %s is refused: a namespace is a DNS label (lower-case letters, digits, dashes; at most 63)" (toJson .root.Release.Namespace)) }}
+{{- end }}
 {{- printf "%s-%s" .root.Release.Namespace (include "svc-hub.componentName" .) }}
 {{- end }}
 
