@@ -136,8 +136,8 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
     const schema = resolve(ok?.content?.['application/json']?.schema ?? ok?.schema);
     // Once per response schema: a document's operations often answer the same one, and reading it goes through its
     // properties (so the work stays within the document's size).
-    let shape = schema ? shapes.get(schema) : undefined;
-    if (schema && !shapes.has(schema)) shapes.set(schema, (shape = recordsOf(schema, resolve)));
+    if (schema && !shapes.has(schema)) shapes.set(schema, recordsOf(schema, resolve));
+    const shape = schema ? shapes.get(schema) : undefined;
     if (!shape) continue;
     const id = trimDashes(trimDashes(path.split('/').filter(Boolean).join('-').toLowerCase().replace(/[^a-z0-9-]+/g, '-')).slice(0, 63)) || 'root';
     const table = `ext.${id.replace(/-/g, '_').replace(/^(\d)/, 't_$1')}`.slice(0, 67);
