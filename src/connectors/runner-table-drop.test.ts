@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
-import { until } from '../../test/harness/until.js';
-import type { Tx } from '../db/database.js';
+import { holdAfter, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import type { RowIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
 import { applyConnector, deleteConnector } from './store.js';
@@ -64,43 +63,17 @@ describe("a run into a table another connector's delete drops", () => {
 
     // The delete has removed the cleaner's row and registration and dropped ext.s1, which nothing
     // else registered yet; it is held there, uncommitted.
-    let reached = () => {};
-    let go = () => {};
-    const held = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    const released = new Promise<void>((resolve) => {
-      go = resolve;
-    });
-    const removed = hub.services.db.withTenant(1, (tx) =>
-      deleteConnector(
-        {
-          tenantId: tx.tenantId,
-          query: async (text, values, options) => {
-            const result = await tx.query(text, values, options);
-            if (/drop_unused_ext_tables/.test(text)) {
-              reached();
-              await released;
-            }
-            return result as never;
-          },
-        } satisfies Tx,
-        'cleaner',
-      ),
-    );
-    await held;
+    const hold = holdAfter(/drop_unused_ext_tables/);
+    const removed = hub.services.db.withTenant(1, (tx) => deleteConnector(hold.wrap(tx), 'cleaner'));
+    await hold.held;
 
     let ended = false;
     const triggered = await runner().trigger(1, dyer, { triggeredBy: 'manual', reader: items('d1', 'd2') });
     const done = triggered.done.finally(() => {
       ended = true;
     });
-    await until('the run to end or wait on a lock', async () => {
-      if (ended) return true;
-      const { rows } = await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
-      return rows[0]!.n > 0;
-    });
-    go();
+    await untilEndedOrWaiting(owner, () => ended, 'the run');
+    hold.go();
 
     expect(await removed).toBe(true);
     const [run] = await done;

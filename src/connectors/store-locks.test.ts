@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
-import { until } from '../../test/harness/until.js';
+import { type Hold, holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import type { Tx } from '../db/database.js';
 import { expandPending, pendingIndexer } from '../retrieval/indexer.js';
 import { applyConnector, deleteConnector, purgeEndpoint } from './store.js';
@@ -56,52 +56,19 @@ describe('connector deletes and endpoint purges at once', () => {
   }
 
   /** `work` on a transaction held once its first statement matching `at` has answered: `held` resolves then, `go` lets it on. */
-  function heldWork(at: RegExp, work: (tx: Tx) => Promise<unknown>): { held: Promise<void>; go: () => void; outcome: Promise<string> } {
-    let reached = () => {};
-    let go = () => {};
-    const held = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    const released = new Promise<void>((resolve) => {
-      go = resolve;
-    });
-    let stopped = false;
-    const hold = (tx: Tx): Tx => ({
-      tenantId: tx.tenantId,
-      query: async (text, values, options) => {
-        const result = await tx.query(text, values, options);
-        if (!stopped && at.test(text)) {
-          stopped = true;
-          reached();
-          await released;
-        }
-        return result as never;
-      },
-    });
-    return { held, go: () => go(), outcome: outcome(t.db.withTenant(1, (tx) => work(hold(tx)))) };
-  }
-
-  function outcome(work: Promise<unknown>): Promise<string> {
-    return work.then(
-      (value) => `committed${value === undefined ? '' : `: ${String(value)}`}`,
-      (err: unknown) => `failed: ${err instanceof Error ? err.message : String(err)}`,
-    );
+  function heldWork(at: RegExp, work: (tx: Tx) => Promise<unknown>): Hold & { outcome: Promise<string> } {
+    const hold = holdAfter(at);
+    return { ...hold, outcome: outcome(t.db.withTenant(1, (tx) => work(hold.wrap(tx))), true) };
   }
 
   /** Sends `second` while `first` is held, then lets `first` go once `second` has ended or waits on a lock. */
   async function meanwhile(first: ReturnType<typeof heldWork>, second: (tx: Tx) => Promise<unknown>): Promise<{ first: string; second: string }> {
     await first.held;
     let ended = false;
-    const done = outcome(t.db.withTenant(1, second)).finally(() => {
+    const done = outcome(t.db.withTenant(1, second), true).finally(() => {
       ended = true;
     });
-    await until('the second to end or wait on a lock', async () => {
-      if (ended) return true;
-      const { rows } = await t.owner.query<{ n: number }>(
-        `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
-      );
-      return rows[0]!.n > 0;
-    });
+    await untilEndedOrWaiting(t.owner, () => ended, 'the second');
     first.go();
     return { first: await first.outcome, second: await done };
   }

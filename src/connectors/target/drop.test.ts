@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../../test/harness/database.js';
 import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
-import { until } from '../../../test/harness/until.js';
+import { type Hold, holdAfter, outcome, untilEndedOrWaiting } from '../../../test/harness/held-transaction.js';
 import type { Database, Tx } from '../../db/database.js';
 import { expandPending, pendingIndexer } from '../../retrieval/indexer.js';
 import type { Target } from '../types.js';
@@ -57,37 +57,10 @@ describe('a connector delete or an endpoint purge during an indexer pass', () =>
    * An indexer pass taking up to `limit` entries, held once its first statement matching `at` has
    * answered: `held` resolves then, `go` lets it on, `outcome` is how it ended.
    */
-  function heldPass(at: RegExp, limit: number): { held: Promise<void>; go: () => void; outcome: Promise<string> } {
-    let reached = () => {};
-    let go = () => {};
-    const held = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    const released = new Promise<void>((resolve) => {
-      go = resolve;
-    });
-    let stopped = false;
-    const hold = (tx: Tx): Tx => ({
-      tenantId: tx.tenantId,
-      query: async (text, values, options) => {
-        const result = await tx.query(text, values, options);
-        if (!stopped && at.test(text)) {
-          stopped = true;
-          reached();
-          await released;
-        }
-        return result as never;
-      },
-    });
-    const db = { crossTenant: <T>(job: string, fn: (tx: Tx) => Promise<T>) => t.db.crossTenant(job, (tx) => fn(hold(tx))) } as unknown as Database;
-    return { held, go: () => go(), outcome: outcome(expandPending(db, limit)) };
-  }
-
-  function outcome(work: Promise<unknown>): Promise<string> {
-    return work.then(
-      () => 'committed',
-      (err: unknown) => `failed: ${err instanceof Error ? err.message : String(err)}`,
-    );
+  function heldPass(at: RegExp, limit: number): Hold & { outcome: Promise<string> } {
+    const hold = holdAfter(at);
+    const db = { crossTenant: <T>(job: string, fn: (tx: Tx) => Promise<T>) => t.db.crossTenant(job, (tx) => fn(hold.wrap(tx))) } as unknown as Database;
+    return { ...hold, outcome: outcome(expandPending(db, limit)) };
   }
 
   /** Sends `work` while a pass is held, then lets the pass go once `work` has ended or waits on a lock. */
@@ -97,13 +70,7 @@ describe('a connector delete or an endpoint purge during an indexer pass', () =>
     const done = outcome(work()).finally(() => {
       ended = true;
     });
-    await until('the delete or purge to end or wait on a lock', async () => {
-      if (ended) return true;
-      const { rows } = await t.owner.query<{ n: number }>(
-        `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
-      );
-      return rows[0]!.n > 0;
-    });
+    await untilEndedOrWaiting(t.owner, () => ended, 'the delete or purge');
     pass.go();
     const [workOutcome, passOutcome] = await Promise.all([done, pass.outcome]);
     // An entry that failed (a deadlock the server broke on the pass's side) is logged, not thrown.
