@@ -76,13 +76,15 @@ export class YamlReader {
   private nextId = 1;
   /** Reads waiting, by owner, the owners in the order their first read came. */
   private readonly waiting = new Map<string, Job[]>();
-  /** When each owner holding reads was last served (a count of reads taken up): the least recently served goes next. */
-  private readonly served = new Map<string, number>();
   private taken = 0;
   private closed = false;
   private current: { id: number; job: Job; timer: NodeJS.Timeout } | undefined;
   private idle: NodeJS.Timeout | undefined;
-  private readonly owners = new Map<string, number>();
+  /**
+   * Each owner holding reads (waiting or under way): how many, and when it was last served (a count of reads taken
+   * up, 0 before its first): the least recently served goes next. Forgotten when it holds none.
+   */
+  private readonly owners = new Map<string, { held: number; served: number }>();
 
   /** `heapMb`: the reading thread's heap; `startLimitMs`: how long it may take to start (tests give them less). */
   constructor(
@@ -105,7 +107,7 @@ export class YamlReader {
 
   /** Reads of `owner` in the reader now, waiting or under way. */
   held(owner: string): number {
-    return this.owners.get(owner) ?? 0;
+    return this.owners.get(owner)?.held ?? 0;
   }
 
   /**
@@ -124,16 +126,13 @@ export class YamlReader {
 
   private submit(request: Omit<YamlRequest, 'id'>, { limitMs, owner }: YamlReadOptions): Promise<YamlRead | undefined> {
     if (this.closed) return Promise.reject(new YamlReadStopped('closed', 'was not read: the hub is stopping'));
-    const held = this.owners.get(owner) ?? 0;
-    if (held >= YAML_READS_PER_OWNER) return Promise.reject(new YamlReaderBusy(Math.ceil(limitMs / 1000)));
-    this.owners.set(owner, held + 1);
+    const state = this.owners.get(owner) ?? { held: 0, served: 0 };
+    if (state.held >= YAML_READS_PER_OWNER) return Promise.reject(new YamlReaderBusy(Math.ceil(limitMs / 1000)));
+    state.held += 1;
+    this.owners.set(owner, state);
     const release = () => {
-      const left = (this.owners.get(owner) ?? 1) - 1;
-      if (left > 0) this.owners.set(owner, left);
-      else {
-        this.owners.delete(owner);
-        this.served.delete(owner);
-      }
+      state.held -= 1;
+      if (state.held === 0) this.owners.delete(owner);
     };
     return new Promise<YamlRead | undefined>((resolve, reject) => {
       const jobs = this.waiting.get(owner);
@@ -143,17 +142,22 @@ export class YamlReader {
     }).finally(release);
   }
 
+  private servedAt(owner: string): number {
+    return this.owners.get(owner)?.served ?? 0;
+  }
+
   /** The next read: the oldest of the waiting owner served least recently (one never served first, then by arrival). */
   private next(): Job | undefined {
     let owner: string | undefined;
     for (const candidate of this.waiting.keys()) {
-      if (owner === undefined || (this.served.get(candidate) ?? 0) < (this.served.get(owner) ?? 0)) owner = candidate;
+      if (owner === undefined || this.servedAt(candidate) < this.servedAt(owner)) owner = candidate;
     }
     if (owner === undefined) return undefined;
     const jobs = this.waiting.get(owner)!;
     const job = jobs.shift()!;
     if (!jobs.length) this.waiting.delete(owner);
-    this.served.set(owner, ++this.taken);
+    const state = this.owners.get(owner);
+    if (state) state.served = ++this.taken;
     return job;
   }
 
