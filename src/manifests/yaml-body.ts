@@ -1,5 +1,5 @@
 import { parse as parseYaml } from 'yaml';
-import { depthOf, MAX_JSON_DEPTH } from '../validation/input-limits.js';
+import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import { keysAsKubectl, kubectlRefusal } from './yaml.js';
 import { readManifestDocument, yamlNestsDeeperThan } from './yaml-limits.js';
 
@@ -48,7 +48,8 @@ const tooDeep = (root: string): YamlProblem => ({
 /**
  * A manifest body in YAML, read as kubectl reads it: compact nesting refused from the tokens before the parser spends
  * time on it, the parser's first error, what kubectl would read otherwise (`kubectlRefusal`), keys as kubectl writes
- * them (`keysAsKubectl`, named under `root`), and the nesting cap on the value. Synchronous and CPU-bound: the hub
+ * them (`keysAsKubectl`, named under `root`), and the JSON text's size. The nesting cap and the object and key counts
+ * are the router's, on that JSON text, as for a JSON body (one check for both). Synchronous and CPU-bound: the hub
  * runs it on the reading thread, never on the event loop (yaml-reader.ts).
  */
 export function readYamlManifest(text: string, root: string, maxJsonBytes = Number.POSITIVE_INFINITY): YamlRead {
@@ -69,7 +70,6 @@ export function readYamlManifest(text: string, root: string, maxJsonBytes = Numb
     if (err instanceof RangeError || /Maximum call stack size exceeded/.test((err as Error).message)) return { problem: tooDeep(root) };
     return { problem: { message: `${root} is not valid YAML: ${(err as Error).message}` } };
   }
-  if (depthOf(value) > MAX_JSON_DEPTH) return { problem: tooDeep(root) };
   return jsonOf(value, maxJsonBytes, `${root} (YAML)`);
 }
 
