@@ -142,6 +142,8 @@ describe('what kubectl would read otherwise, or refuse, is refused', () => {
     ['a binary tag', 'x: !!binary aGVsbG8=', /Unresolved tag: tag:yaml\.org,2002:binary/],
     ['a set', 'x: !!set {a, b}', /Unresolved tag: tag:yaml\.org,2002:set/],
     ['an ordered map', 'x: !!omap [a: 1]', /Unresolved tag: tag:yaml\.org,2002:omap/],
+    ['a sequence that contains itself', 'x: &self [1, *self]', /the alias \*self is inside the value its anchor &self names/],
+    ['a mapping that contains itself, deeper down', 'x: &loop {y: [2, {z: *loop}]}', /the alias \*loop is inside the value its anchor &loop names/],
   ];
   it.each(REFUSED)('%s: svc apply names the document and why', (_name, line, why) => {
     const text = manifest('refused', `    ${line}`);
@@ -164,8 +166,13 @@ describe('what kubectl would read otherwise, or refuse, is refused', () => {
     expect(parseManifests(text, 'l.yaml').map((m) => m.body)).toEqual([kubectlReads(text)]);
   });
 
-  it('kubectl refuses the non-finite numbers too', () => {
-    for (const line of ['x: .inf', 'x: .NaN']) expect(kubectlFails(manifest('refused', `    ${line}`))).toBe(true);
+  it('kubectl refuses the non-finite numbers and the values that contain themselves too', () => {
+    for (const line of ['x: .inf', 'x: .NaN', 'x: &self [1, *self]', 'x: &loop {y: [2, {z: *loop}]}']) expect({ line, fails: kubectlFails(manifest('refused', `    ${line}`)) }).toEqual({ line, fails: true });
+  });
+
+  it('an alias of an anchor it is not inside is read as kubectl reads it, even beside itself', () => {
+    const text = manifest('aliases', '    a: &a [1, {b: 2}]\n    c: [*a, *a, {d: *a}]');
+    expect(parseManifests(text, 'a.yaml').map((m) => m.body)).toEqual([kubectlReads(text)]);
   });
 });
 
@@ -207,7 +214,11 @@ describe('the apply routes read YAML bodies as kubectl does', () => {
   });
 
   it('a body kubectl would read otherwise, or refuse, is a 400 naming why', async () => {
-    for (const [line, why] of [['x: .inf', '.inf is not a finite number'], ['x: !!binary aGVsbG8=', 'Unresolved tag: tag:yaml.org,2002:binary']]) {
+    for (const [line, why] of [
+      ['x: .inf', '.inf is not a finite number'],
+      ['x: !!binary aGVsbG8=', 'Unresolved tag: tag:yaml.org,2002:binary'],
+      ['x: &a [*a]', 'the alias *a is inside the value its anchor &a names'],
+    ]) {
       const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: manifest('refused-http', `    ${line}`) });
       const body = (await res.json()) as { error: string; field: string };
       expect({ status: res.status, field: body.field }).toEqual({ status: 400, field: 'body' });

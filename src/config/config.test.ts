@@ -150,6 +150,12 @@ describe('configuration sources', () => {
     const err = loadError({ SVC_CONFIG: file });
     expect(err.message).toContain(file);
   });
+
+  it('a mapping that contains itself is refused naming the file and the alias, not walked without end', () => {
+    const file = yamlFile('svc: &loop\n  http:\n    again: *loop\n');
+    const err = loadError({ SVC_CONFIG: file });
+    expect({ property: err.property, message: err.message }).toEqual({ property: 'svc.config', message: expect.stringContaining(`${file} is not valid YAML: the alias *loop is inside the value its anchor &loop names`) });
+  });
 });
 
 describe('validation at start', () => {

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { parseDocument } from 'yaml';
+import { selfContainingAlias } from '../manifests/yaml.js';
 import { CLI_ENVIRONMENT } from '../cli/config.js';
 import { parseDuration } from './duration.js';
 import { envName, PROPERTIES, type PropertyDef, type PropertyValue } from './properties.js';
@@ -248,7 +249,12 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
 function readYamlFile(path: string): Record<string, string | number | boolean> {
   let doc: unknown;
   try {
-    doc = parseYaml(readFileSync(path, 'utf8'));
+    const read = parseDocument(readFileSync(path, 'utf8'));
+    if (read.errors[0]) throw read.errors[0];
+    // A mapping that contains itself would be walked below without end.
+    const circular = selfContainingAlias(read);
+    if (circular) throw new Error(circular);
+    doc = read.toJS();
   } catch (err) {
     throw new ConfigError('svc.config', `svc.config: ${path} is not valid YAML: ${(err as Error).message}`);
   }

@@ -1,6 +1,6 @@
-import { parse as parseYaml } from 'yaml';
+import { parseDocument } from 'yaml';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
-import { keysAsKubectl, kubectlRefusal } from './yaml.js';
+import { keysAsKubectl, kubectlRefusal, selfContainingAlias } from './yaml.js';
 import { readManifestDocument, yamlNestsDeeperThan } from './yaml-limits.js';
 
 /** Why a YAML body was refused: the ValidationError the route answers (message, field, hint), a 413 when `tooLarge`. */
@@ -82,7 +82,11 @@ export function readYamlDocument(text: string, maxJsonBytes = Number.POSITIVE_IN
   if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) return { problem: tooDeep('the document') };
   let value: unknown;
   try {
-    value = parseYaml(text, { uniqueKeys: false, prettyErrors: false });
+    const doc = parseDocument(text, { uniqueKeys: false, prettyErrors: false });
+    if (doc.errors.length) return undefined;
+    const circular = selfContainingAlias(doc);
+    if (circular) return { problem: { message: `the document cannot be read: ${circular}` } };
+    value = doc.toJS();
   } catch {
     return undefined;
   }

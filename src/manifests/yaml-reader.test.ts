@@ -35,12 +35,15 @@ describe('the YAML reader', () => {
       `a: ${'['.repeat(70)}${']'.repeat(70)}\n`, // compact nesting past the cap
       '', // nothing
       '- just\n- a list\n',
+      'a: &a [*a]\n', // a value that contains itself: no JSON carries it
     ];
     for (const text of texts) expect({ text, read: await r.manifest(text, 'body', opts(10_000, 't1')) }).toEqual({ text, read: readYamlManifest(text, 'body') });
-    for (const text of ['openapi: 3.0.0\npaths: {}\n', 'a: [1, 2\n', `a: ${'{a: '.repeat(70)}1${'}'.repeat(70)}\n`]) {
+    for (const text of ['openapi: 3.0.0\npaths: {}\n', 'a: [1, 2\n', `a: ${'{a: '.repeat(70)}1${'}'.repeat(70)}\n`, 'a: &a {b: *a}\n']) {
       expect({ text, read: await r.document(text, opts(10_000, 't1')) }).toEqual({ text, read: readYamlDocument(text) });
     }
     expect(await r.manifest('a: 1\na: 2\n', 'body', opts(10_000, 't1'))).toEqual({ problem: { message: expect.stringContaining('given twice'), field: 'body.a', hint: expect.any(String) } });
+    expect(await r.manifest('a: &a [*a]\n', 'body', opts(10_000, 't1'))).toEqual({ problem: { message: expect.stringContaining('the alias *a is inside the value its anchor &a names'), field: 'body' } });
+    expect(await r.document('a: &a {b: *a}\n', opts(10_000, 't1'))).toEqual({ problem: { message: expect.stringContaining('the alias *a is inside the value its anchor &a names') } });
   }, 60_000);
 
   it('gives up a read past its time limit, and the next read gets a new thread', async () => {

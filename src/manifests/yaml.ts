@@ -98,6 +98,8 @@ export function kubectlRefusal(doc: Document): string | undefined {
     // A local tag (`!foo`) is read as if untagged, as go-yaml reads it; a YAML tag it does not resolve as kubectl would is refused.
     if (first.includes('tag:yaml.org,2002:')) return `${first}: write the value without the tag (kubectl would read it otherwise, or refuse it)`;
   }
+  const circular = selfContainingAlias(doc);
+  if (circular) return circular;
   let infinite: string | undefined;
   visit(doc, {
     Scalar(_key, node) {
@@ -106,6 +108,30 @@ export function kubectlRefusal(doc: Document): string | undefined {
   });
   if (infinite !== undefined) return `${infinite} is not a finite number, which JSON cannot carry (kubectl refuses it too): quote it to mean the text`;
   return undefined;
+}
+
+/**
+ * Why `doc` holds a value that contains itself, or undefined: an alias inside the very node its anchor names
+ * (`a: &a [*a]`). The yaml package reads it as a circular value, which no JSON can carry; kubectl refuses it ("anchor
+ * 'a' value contains itself"). Each alias names the last node before it with its anchor, found in one pass (as
+ * keysAsKubectl finds it); the alias is circular when that node is one of its ancestors.
+ */
+export function selfContainingAlias(doc: Document): string | undefined {
+  const anchored = new Map<string, Node>();
+  let found: string | undefined;
+  visit(doc, {
+    Node(_key, node, path) {
+      if (isAlias(node)) {
+        const target = anchored.get(node.source);
+        if (target && path.includes(target)) {
+          found = `the alias *${node.source} is inside the value its anchor &${node.source} names, a value that would contain itself (kubectl refuses it too): repeat the part instead of aliasing it`;
+          return visit.BREAK;
+        }
+      } else if (node.anchor) anchored.set(node.anchor, node);
+      return undefined;
+    },
+  });
+  return found;
 }
 
 /** A key kubectl would not read as the hub does: where, and why. */
