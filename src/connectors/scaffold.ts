@@ -207,7 +207,8 @@ async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, own
       throw yamlReadRefusal(err, 'point openapiUrl at the JSON form of the document');
     }
     if (read && 'problem' in read && read.problem.tooLarge) throw new ValidationError(`the document at ${url.href} is not JSON, and as YAML it reads as more than 5 MiB of JSON`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
-    if (read && 'problem' in read) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
+    if (read && 'problem' in read && read.problem.tooDeep) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
+    if (read && 'problem' in read) throw new ValidationError(`the document at ${url.href} is not JSON, and cannot be read as YAML: ${read.problem.message}`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
     return read ? (JSON.parse(read.json) as OpenApi) : undefined;
   }
 }

@@ -9,6 +9,8 @@ export interface YamlProblem {
   field?: string;
   hint?: string;
   tooLarge?: true;
+  /** Nested past MAX_JSON_DEPTH. */
+  tooDeep?: true;
 }
 
 /**
@@ -43,6 +45,7 @@ const tooDeep = (root: string): YamlProblem => ({
   message: `${root} nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`,
   field: root,
   hint: `at most ${MAX_JSON_DEPTH} levels of nesting are accepted`,
+  tooDeep: true,
 });
 
 /**
@@ -85,7 +88,7 @@ export function readYamlDocument(text: string, maxJsonBytes = Number.POSITIVE_IN
     const doc = parseDocument(text, { uniqueKeys: false, prettyErrors: false });
     if (doc.errors.length) return undefined;
     const circular = selfContainingAlias(doc);
-    if (circular) return { problem: { message: `the document cannot be read: ${circular}` } };
+    if (circular) return { problem: { message: circular } };
     value = doc.toJS();
   } catch {
     return undefined;

@@ -82,6 +82,7 @@ beforeAll(async () => {
     if (path === '/wide.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(wide) };
     if (path === '/odd.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(odd) };
     if (path === '/large.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `${stringify(openapi)}# ${'x'.repeat(1024 * 1024)}\n` };
+    if (path === '/circular.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: 'openapi: 3.0.0\npaths: &paths\n  /items: {get: {x: *paths}}\n' };
     if (path === '/deep.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n` };
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
     if (path === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
@@ -349,6 +350,10 @@ describe('scaffold', () => {
       body: { error: `the document at ${docsUrl}/large.yaml is not JSON, and larger than the 1 MiB of YAML the hub reads`, field: 'openapiUrl', hint: expect.stringContaining('JSON form') },
     });
     expect(await refused('/deep.yaml')).toEqual({ status: 400, body: { error: `the document at ${docsUrl}/deep.yaml nests deeper than 64 levels`, field: 'openapiUrl' } });
+    expect(await refused('/circular.yaml')).toEqual({
+      status: 400,
+      body: { error: `the document at ${docsUrl}/circular.yaml is not JSON, and cannot be read as YAML: the alias *paths is inside the value its anchor &paths names, a value that would contain itself (kubectl refuses it too): repeat the part instead of aliasing it`, field: 'openapiUrl', hint: expect.stringContaining('JSON form') },
+    });
   });
 
   it('drafts at most 100 endpoints of 50 promoted properties each, naming what it left out', async () => {
