@@ -4,6 +4,7 @@ import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { maskUserinfo } from './engine/errors.js';
 import { samePath } from './jsonpath.js';
+import { redactQueryCredentials } from './auth/stated-credentials.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
 import { tenantTableSql, tenantTableText } from './target/ddl.js';
@@ -222,7 +223,8 @@ export async function loadConnectorById(tx: Tx, id: string): Promise<ConnectorSp
  * (migrations/connectors/V6__endpoint_summary.sql), so that a list reads columns, not the spec.
  */
 function summaryOf(e: Omit<EndpointSpec, 'uuid'>): [kind: EndpointSummary['kind'], method: string, path: string, pagination: PaginationKind, table: string, syncMode: string] {
-  return [e.graphql ? 'graphql' : 'rest', e.method, e.path, e.pagination.kind, e.target.table, e.incremental.mode];
+  // The summary is what lists show: a credential stated in the path's query (dev profile only) is stored redacted.
+  return [e.graphql ? 'graphql' : 'rest', e.method, redactQueryCredentials(e.path), e.pagination.kind, e.target.table, e.incremental.mode];
 }
 
 /**
@@ -283,19 +285,25 @@ function redactHeaders(headers: Headers): Headers {
   return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && statesCredential(h.name, h.value) ? { ...h, value: REDACTED } : h));
 }
 
+/** Endpoints with each credential their path's query states (dev profile only) written `[REDACTED]`. */
+function redactPaths<E extends { path?: unknown }>(endpoints: E[]): E[] {
+  return endpoints.map((e) => (e && typeof e === 'object' && typeof e.path === 'string' ? { ...e, path: redactQueryCredentials(e.path) } : e));
+}
+
 function redactManifest(manifest: unknown): unknown {
-  const m = manifest as { spec?: { base_url?: unknown; auth?: Record<string, unknown>; headers?: Headers } } | null;
+  const m = manifest as { spec?: { base_url?: unknown; auth?: Record<string, unknown>; headers?: Headers; endpoints?: unknown } } | null;
   if (!m || typeof m !== 'object' || !m.spec || typeof m.spec !== 'object') return manifest;
   const spec = { ...m.spec };
   if (typeof spec.base_url === 'string') spec.base_url = maskUserinfo(spec.base_url);
   if (spec.auth && typeof spec.auth === 'object' && spec.auth.token_value !== undefined) spec.auth = { ...spec.auth, token_value: REDACTED };
   if (Array.isArray(spec.headers)) spec.headers = redactHeaders(spec.headers);
+  if (Array.isArray(spec.endpoints)) spec.endpoints = redactPaths(spec.endpoints as Array<{ path?: unknown }>);
   return { ...m, spec };
 }
 
 function redactSpec(spec: ConnectorSpec): ConnectorSpec {
   const auth = spec.auth.kind === 'bearer' && spec.auth.token_value !== undefined ? { ...spec.auth, token_value: REDACTED } : spec.auth;
-  return { ...spec, baseUrl: maskUserinfo(spec.baseUrl), auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'] };
+  return { ...spec, baseUrl: maskUserinfo(spec.baseUrl), auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'], endpoints: redactPaths(spec.endpoints) };
 }
 
 /**

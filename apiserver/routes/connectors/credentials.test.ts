@@ -144,6 +144,32 @@ describe('connector credentials', () => {
     expect(got.spec.headers).toEqual(expected);
   });
 
+  it('a credential stated in an endpoint path\'s query (dev profile) is sent, returned redacted by the connector, its list and the pre-flight', async () => {
+    const headers = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+    const path = '/query-cred?limit=5&api_key=inline-query-0006&view=full';
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'inline-query' },
+      connector_type: 'rest-generic',
+      spec: { base_url: receiver.url, endpoints: [{ id: 'items', path, target: { kind: 'hybrid', table: 'ext.cred_query', unique_key: '$.id' } }] },
+    };
+    expect((await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers, body: JSON.stringify(manifest) })).status).toBe(201);
+    const shown = '/query-cred?limit=5&api_key=[REDACTED]&view=full';
+    const one = await (await fetch(`${hub.url}/api/connectors/inline-query`, { headers })).text();
+    const list = await (await fetch(`${hub.url}/api/connectors`, { headers })).text();
+    const before = receiver.received.length;
+    const preflight = await (await fetch(`${hub.url}/api/connectors/inline-query/preflight`, { method: 'POST', headers })).text();
+    for (const text of [one, list, preflight]) expect(text).not.toContain('inline-query-0006');
+    const got = JSON.parse(one) as { manifest: { spec: { endpoints: Array<{ path: string }> } }; spec: { endpoints: Array<{ path: string }> }; endpoints: Array<{ path: string }> };
+    expect([got.manifest.spec.endpoints[0]!.path, got.spec.endpoints[0]!.path, got.endpoints[0]!.path]).toEqual([shown, shown, shown]);
+    const listed = (JSON.parse(list) as Array<{ name: string; endpoints: Array<{ path: string }> }>).find((c) => c.name === 'inline-query');
+    expect(listed?.endpoints.map((e) => e.path)).toEqual([shown]);
+    expect((JSON.parse(preflight) as { endpoints: Array<{ url: string; verdict: string }> }).endpoints[0]).toMatchObject({ verdict: 'ok', url: expect.stringContaining('api_key=[REDACTED]') });
+    // The source is sent the value as written.
+    expect(receiver.received.slice(before).map((r) => r.path)).toEqual([expect.stringContaining('api_key=inline-query-0006')]);
+  });
+
   it.each([
     ['token_env naming the master key', 'token-key', { auth: { kind: 'bearer', token_env: 'SVC_SECRET_MASTER_KEY' } }, {}],
     ['password_env naming DATABASE_URL', 'basic-db', { auth: { kind: 'basic', username: 'u', password_env: 'DATABASE_URL' } }, {}],

@@ -6,6 +6,7 @@ import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
 import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
 import { CredentialError, maskUserinfo, PaginationError, quote, RequestInvalidError } from './errors.js';
 import { redactSecrets } from '../../observability/secret-forms.js';
+import { queryCredentials } from '../auth/stated-credentials.js';
 import { jsonText } from './exact-json.js';
 
 /** One composed HTTP request. */
@@ -59,6 +60,8 @@ export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, l
     if (value !== undefined) resolved.add(value);
     return value;
   };
+  // A credential the path's query states as written (the dev profile only) is kept out of messages as a resolved one is.
+  for (const stated of queryCredentials(endpoint.path)) resolved.add(stated.value).add(stated.raw);
   const headers = composeHeaders(connector.headers ?? [], env, auth);
   const plan: RequestPlan = { endpointUrl: endpointUrl(connector, endpoint), method: endpoint.graphql ? 'POST' : endpoint.method, headers, auth };
   if (endpoint.soap) {

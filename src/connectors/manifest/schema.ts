@@ -60,7 +60,7 @@ const credentialName = (description: string): Schema =>
 const paramName = (description: string): Schema => ({ type: 'string', minLength: 1, maxLength: 200, description });
 
 const requestPath = said(
-  { type: 'string', pattern: '^/', maxLength: 2000, description: 'Request path appended to base_url; may carry a query string (a page size goes here for strategies that send none).' },
+  { type: 'string', pattern: '^/', maxLength: 2000, description: 'Request path appended to base_url; may carry a query string (a page size goes here for strategies that send none). A credential in it (api_key=…, token=…, sig=…, or a well-known key) is accepted in the dev profile only: use auth kind api-key with in: query.' },
   'must start with /',
 );
 

@@ -52,6 +52,18 @@ describe('inline credentials', () => {
     expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer {{env:TOKEN}}' }, { name: 'X-Auth-Token', value_env: 'TOKEN' }]))).toEqual({});
     expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer abc' }]), { inlineCredentials: true })).toEqual({});
   });
+  it('a credential stated in an endpoint path\'s query is refused outside the dev profile, naming the parameter; other parameters pass', () => {
+    const paths = (...list: string[]) => manifest({ endpoints: list.map((path, i) => endpoint({ id: `e${i}`, path, target: { table: `ext.e${i}`, unique_key: '$.id' } })) });
+    const refusal = (i: number, name: string) => [`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path states a credential in its query (${name}=…): ${REFUSALS.inlineQueryCredential}`];
+    const stated = ['/a?api_key=k-123', '/a?x=1&apiKey=k', '/a?access_token=t', '/a?key=AIzaSy', '/a?sig=abc%2Fdef', '/a?X-Amz-Signature=ff00', '/a?q=sk_live_abc123', '/a?client_secret=s'];
+    expect(errorsOf(paths(...stated))).toEqual(Object.fromEntries([
+      refusal(0, 'api_key'), refusal(1, 'apiKey'), refusal(2, 'access_token'), refusal(3, 'key'), refusal(4, 'sig'), refusal(5, 'X-Amz-Signature'), refusal(6, 'q'), refusal(7, 'client_secret'),
+    ]));
+    // Names holding a credential's word among others, and credential names without a value, state none.
+    expect(errorsOf(paths('/a?sort_key=name&page_token=&page_size=10', '/a?token=', '/a?session_length=5&key_prefix=x', '/a?api_key'))).toEqual({});
+    expect(errorsOf(paths(...stated), { inlineCredentials: true })).toEqual({});
+  });
+
   it('a {{env:NAME}} template in base_url or an endpoint path is refused (it would be sent as written)', () => {
     const withUrl = manifest({ base_url: 'http://src.example/{{env:TENANT_PATH}}' });
     expect(errorsOf(withUrl)).toEqual({ 'spec.base_url': `spec.base_url: ${REFUSALS.urlTemplate}` });
@@ -106,8 +118,8 @@ describe('inline credentials', () => {
       expect(JSON.stringify(result)).not.toContain('api_key=X');
     }
     for (const base_url of ['http://src.example/#top', 'http://src.example/v1#']) expect(errorsOf(manifest({ base_url }))).toEqual({ 'spec.base_url': REFUSALS.baseFragment });
-    expect(errorsOf(withEndpoint({ path: '/ui?token=Y' }))).toEqual({});
-    expect(errorsOf(withEndpoint({ path: '/ui?token=Y#x' }))).toEqual({ 'spec.endpoints[0].path': 'spec.endpoints[0].path must not carry a fragment (#…): it is never sent; an # meant for the source is written %23' });
+    expect(errorsOf(withEndpoint({ path: '/ui?view=Y' }))).toEqual({});
+    expect(errorsOf(withEndpoint({ path: '/ui?view=Y#x' }))).toEqual({ 'spec.endpoints[0].path': 'spec.endpoints[0].path must not carry a fragment (#…): it is never sent; an # meant for the source is written %23' });
   });
   it('a credential is known by its header name or by an authentication scheme in its value, whatever the name', () => {
     const headers = (h: Json[]) => manifest({ headers: h });

@@ -1,6 +1,7 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { CronExpressionParser } from 'cron-parser';
 import { NAMED_VALUE_RULE } from '../auth/names.js';
+import { KNOWN_TOKEN, queryCredentials } from '../auth/stated-credentials.js';
 import { hasTemplate, malformedTemplateNames, withoutTemplates } from '../auth/template.js';
 import { parseWindow } from '../schedule.js';
 import { EXT_COLUMNS, promoteColumnName, SYSTEM_COLUMNS } from '../target/ddl.js';
@@ -29,6 +30,8 @@ export const REFUSALS = {
   basicPassword: 'basic auth takes no inline password; set password_env to the name of a stored secret or environment variable',
   inlineToken: 'an inline token_value is accepted in the dev profile only; store the token as a secret and name it in token_env',
   inlineHeaderCredential: 'an inline credential in a header is accepted in the dev profile only; store it as a secret and name it in value_env (or a {{env:NAME}} template)',
+  inlineQueryCredential:
+    'an inline credential in a query is accepted in the dev profile only (it would be stored, and shown, as written); store it as a secret and name it in spec.auth (kind api-key with in: query, name and value_env)',
   urlCredentials: 'spec.base_url must not carry credentials (user:password@ before the host): they are never sent and would be stored and shown as written; store the credential as a secret and name it in spec.auth (kind basic with username and password_env, bearer with token_env, or api-key with value_env)',
   baseQuery:
     'spec.base_url must not carry a query string (?…): each endpoint path is appended to base_url, so its parameters would stand before the path; put parameters in the endpoint path (path: /items?key=value, joined with the pagination parameters) or a key in auth kind api-key with in: query',
@@ -77,13 +80,6 @@ const SCHEME = new RegExp(`^\\s*(${SCHEMES})(?=\\s|$)`, 'i');
  * `the basic plan` or `token ring` stays a plain value.
  */
 const SCHEME_INSIDE = new RegExp(`[\\s,;](${SCHEMES})\\s+(?=[\\w.~+/-]*\\d)(?=[\\w.~+/-]*[A-Za-z])[\\w.~+/-]{16,}`, 'i');
-/**
- * Values that are credentials by their form, wherever they stand in the value and whatever the
- * header: a JWT, and the prefixes of well-known API keys (Stripe, GitHub, Slack, GitLab, AWS,
- * Google, OpenAI).
- */
-const KNOWN_TOKEN =
-  /(?<![\w-])(eyJ[\w-]{8,}\.[\w-]{8,}\.|(sk|rk|pk)_(live|test)_\w|gh[pousr]_\w{20}|github_pat_\w|xox[abpr]-\w|glpat-\w|AKIA[0-9A-Z]{16}|AIza[\w-]{35}|sk-(proj-|svcacct-|admin-)?[\w-]{20,})/;
 
 export type EndpointDraft = Omit<EndpointSpec, 'uuid'>;
 
@@ -268,6 +264,10 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   raw.forEach((e, i) => {
     if (typeof e.path === 'string' && hasTemplate(e.path)) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path: ${REFUSALS.urlTemplate}`);
     else if (typeof e.path === 'string' && e.path.includes('#')) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path must not carry a fragment (#…): it is never sent; an # meant for the source is written %23`);
+    else if (typeof e.path === 'string' && !inlineCredentials) {
+      const stated = queryCredentials(e.path)[0];
+      if (stated) errors.add(`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path states a credential in its query (${stated.name}=…): ${REFUSALS.inlineQueryCredential}`);
+    }
     if (e.body !== undefined) checkTemplateNames(e.body, `spec.endpoints[${i}].body`, errors);
     if (e.variables !== undefined) checkTemplateNames(e.variables, `spec.endpoints[${i}].variables`, errors);
     const first = seen.get(e.id);
