@@ -285,6 +285,9 @@ function redactHeaders(headers: Headers): Headers {
   return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && statesCredential(h.name, h.value) ? { ...h, value: REDACTED } : h));
 }
 
+/** A stored base_url as shown: one stored before apply refused credentials and a query in it, with those masked. */
+const shownBaseUrl = (url: string) => redactQueryCredentials(maskUserinfo(url));
+
 /** Endpoints with each credential their path's query states (dev profile only) written `[REDACTED]`. */
 function redactPaths<E extends { path?: unknown }>(endpoints: E[]): E[] {
   return endpoints.map((e) => (e && typeof e === 'object' && typeof e.path === 'string' ? { ...e, path: redactQueryCredentials(e.path) } : e));
@@ -294,7 +297,7 @@ function redactManifest(manifest: unknown): unknown {
   const m = manifest as { spec?: { base_url?: unknown; auth?: Record<string, unknown>; headers?: Headers; endpoints?: unknown } } | null;
   if (!m || typeof m !== 'object' || !m.spec || typeof m.spec !== 'object') return manifest;
   const spec = { ...m.spec };
-  if (typeof spec.base_url === 'string') spec.base_url = maskUserinfo(spec.base_url);
+  if (typeof spec.base_url === 'string') spec.base_url = shownBaseUrl(spec.base_url);
   if (spec.auth && typeof spec.auth === 'object' && spec.auth.token_value !== undefined) spec.auth = { ...spec.auth, token_value: REDACTED };
   if (Array.isArray(spec.headers)) spec.headers = redactHeaders(spec.headers);
   if (Array.isArray(spec.endpoints)) spec.endpoints = redactPaths(spec.endpoints as Array<{ path?: unknown }>);
@@ -303,7 +306,7 @@ function redactManifest(manifest: unknown): unknown {
 
 function redactSpec(spec: ConnectorSpec): ConnectorSpec {
   const auth = spec.auth.kind === 'bearer' && spec.auth.token_value !== undefined ? { ...spec.auth, token_value: REDACTED } : spec.auth;
-  return { ...spec, baseUrl: maskUserinfo(spec.baseUrl), auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'], endpoints: redactPaths(spec.endpoints) };
+  return { ...spec, baseUrl: shownBaseUrl(spec.baseUrl), auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'], endpoints: redactPaths(spec.endpoints) };
 }
 
 /**

@@ -238,6 +238,18 @@ describe('a base_url stored with credentials (applied before apply refused them)
     expect(JSON.parse(text)).toMatchObject({ ok: true, endpoints: [{ id: 'e', status: 200, items: 2, verdict: 'ok', url: `${masked(docsUrl)}/records/keyed` }] });
   });
 
+  it('a credential in a stored base_url\'s query (applied before apply refused a query there) is shown [REDACTED] by GET and the pre-flight', async () => {
+    const QUERY_KEY = 'stored-query-key-0007';
+    await storedWith('base-query', `${docsUrl}/?api_key=${QUERY_KEY}`, '/records/keyed');
+    const text = await (await fetch(`${hub.url}/api/connectors/base-query`, { headers: H })).text();
+    expect(text).not.toContain(QUERY_KEY);
+    const body = JSON.parse(text) as { manifest: { spec: { base_url: string } }; spec: { baseUrl: string } };
+    expect([body.manifest.spec.base_url, body.spec.baseUrl]).toEqual([`${docsUrl}/?api_key=[REDACTED]`, `${docsUrl}/?api_key=[REDACTED]`]);
+    const report = await (await fetch(`${hub.url}/api/connectors/base-query/preflight`, { method: 'POST', headers: H })).text();
+    expect(report).not.toContain(QUERY_KEY);
+    expect(JSON.parse(report)).toMatchObject({ endpoints: [{ id: 'e', url: expect.stringContaining('api_key=[REDACTED]') }] });
+  });
+
   it('a stored base_url that is no URL (a port past 65535, accepted before apply read it as a request does) is quoted masked', async () => {
     await storedWith('userinfo-port', withUser('http://127.0.0.1:99999'), '/records/keyed');
     const text = await (await fetch(`${hub.url}/api/connectors/userinfo-port/preflight`, { method: 'POST', headers: H })).text();

@@ -61,7 +61,8 @@ export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, l
     return value;
   };
   // A credential the path's query states as written (the dev profile only) is kept out of messages as a resolved one is.
-  for (const stated of queryCredentials(endpoint.path)) resolved.add(stated.value).add(stated.raw);
+  // So is one in a base_url stored before apply refused a query in it.
+  for (const stated of [...queryCredentials(endpoint.path), ...queryCredentials(connector.baseUrl)]) resolved.add(stated.value).add(stated.raw);
   const headers = composeHeaders(connector.headers ?? [], env, auth);
   const plan: RequestPlan = { endpointUrl: endpointUrl(connector, endpoint), method: endpoint.graphql ? 'POST' : endpoint.method, headers, auth };
   if (endpoint.soap) {
