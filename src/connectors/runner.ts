@@ -447,10 +447,10 @@ export class ConnectorRunner {
 
     const finished = await this.untilWritten(run.id, outcome.status, () => this.o.db.withTenant(tenantId, async (tx) => {
       if (outcome.status === 'Completed' && watermarking && candidate !== undefined && watermarkRead) {
-        if (!(await advanceWatermark(tx, endpoint.uuid, watermarkRead, String(candidate)))) {
+        if (!(await advanceWatermark(tx, endpoint.uuid, watermarkRead, String(candidate), endpoint.target))) {
           logger().warn(
             { runId: run.id, connector: connector.name, endpoint: endpoint.id },
-            `the watermark of ${connector.name}/${endpoint.id} was set or cleared during run ${run.id} (a delete or purge of rows of its table, or a re-apply): left as it is, not advanced to what this run read`,
+            `the watermark of ${connector.name}/${endpoint.id} was set or cleared during run ${run.id} (a delete or purge of rows of its table, or a re-apply), or the endpoint no longer writes ${endpoint.target.table} keyed by ${endpoint.target.unique_key} as this run did (a re-apply): left as it is, not advanced to what this run read`,
           );
         }
       }

@@ -370,13 +370,22 @@ export async function readWatermark(tx: Tx, endpointUuid: string): Promise<{ val
 /**
  * Advances an endpoint's watermark to `value` unless it was set or cleared since `read` (a delete or
  * purge of rows of its table, a re-apply that changed its key or table: they clear it so that the
- * next run reads everything again, and a run that began before must not put it back). Says whether
- * it was advanced.
+ * next run reads everything again, and a run that began before must not put it back), and unless the
+ * endpoint as stored no longer writes `target` (the table and unique_key the run wrote with). The
+ * second holds a run to the re-apply that moved its endpoint before the run read the watermark: a
+ * run queued behind an earlier endpoint of its trigger reads it only when its turn comes, and a
+ * trigger runs the spec its caller read before (the scheduler's claim, the route's lookup), so such
+ * a run read the watermark the apply had cleared, wrote the old table, and set the watermark of the
+ * new one (whose next run then read only what changed since, leaving it without the rows before).
+ * Says whether it was advanced.
  */
-export async function advanceWatermark(tx: Tx, endpointUuid: string, read: { at: string | null }, value: string): Promise<boolean> {
+export async function advanceWatermark(tx: Tx, endpointUuid: string, read: { at: string | null }, value: string, target: { table: string; unique_key: string }): Promise<boolean> {
   const { rowCount } = await tx.query(
-    'update connectors.endpoints set watermark = $2, watermark_updated_at = now() where uuid = $1 and watermark_updated_at is not distinct from $3::timestamptz',
-    [endpointUuid, value, read.at],
+    `update connectors.endpoints w set watermark = $2, watermark_updated_at = now()
+      where w.uuid = $1 and w.watermark_updated_at is not distinct from $3::timestamptz and w.target_table = $4
+        and exists (select 1 from connectors.connectors c cross join lateral jsonb_array_elements(c.spec -> 'endpoints') e
+                     where c.id = w.connector_id and e ->> 'uuid' = w.uuid::text and e -> 'target' ->> 'unique_key' = $5)`,
+    [endpointUuid, value, read.at, target.table, target.unique_key],
   );
   return (rowCount ?? 0) > 0;
 }

@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import type { RowIndexer } from './indexer.js';
+import { ConnectorRunner, type PageReader } from './runner.js';
+import { applyConnector } from './store.js';
+import type { ConnectorSpec, EndpointSpec } from './types.js';
+
+/**
+ * A connector run meeting what may happen at the same time on its connector, on the real
+ * PostgreSQL, in a fixed interleaving: a re-apply of the connector while one of its runs waits for
+ * its turn behind an earlier endpoint's run.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+const noIndex: RowIndexer = { async rowsWritten() {} };
+
+const runner = (reader: PageReader) =>
+  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndex, chunkSize: 10, subscribers: hub.services.subscribers });
+
+type Endpoint = { id: string; table: string };
+function manifest(name: string, endpoints: Endpoint[]) {
+  const spec = {
+    base_url: 'http://127.0.0.1:9',
+    endpoints: endpoints.map((e) => ({
+      id: e.id,
+      path: `/${e.id}`,
+      incremental: { mode: 'watermark', param: 'since', watermark_path: '$.v' },
+      target: { table: e.table, unique_key: '$.id' },
+    })),
+  };
+  return { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
+}
+
+async function applied(name: string, endpoints: Endpoint[]): Promise<ConnectorSpec> {
+  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest(name, endpoints)))).connector;
+}
+
+async function rows(table: string): Promise<string[]> {
+  const found = await owner.query<{ t: string | null }>('select to_regclass($1) as t', [`ext_t1.${table}`]);
+  if (!found.rows[0]?.t) return ['(no table)'];
+  const { rows } = await owner.query<{ key: string }>(`select external_id as key from ext_t1.${table} order by 1`);
+  return rows.map((r) => r.key);
+}
+
+async function watermarks(connector: ConnectorSpec): Promise<Record<string, string | null>> {
+  const { rows } = await owner.query<{ endpoint_id: string; watermark: string | null }>('select endpoint_id, watermark from connectors.endpoints where connector_id = $1 order by 1', [
+    connector.id,
+  ]);
+  return Object.fromEntries(rows.map((r) => [r.endpoint_id, r.watermark]));
+}
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+});
+
+describe('a re-apply of the connector while a run of it waits for its turn', () => {
+  it("that moves the waiting endpoint to another table leaves its watermark cleared: the run, writing the old table, does not set it", async () => {
+    const before = [
+      { id: 'first', table: 'ext.rl_first' },
+      { id: 'second', table: 'ext.rl_old' },
+    ];
+    const connector = await applied('relay', before);
+    // The second endpoint has read up to 5 into its table.
+    const primed = await runner(pagesOf({ second: [{ id: 's1', v: 5 }] })).trigger(1, connector, { endpoint: 'second', triggeredBy: 'manual' });
+    expect((await primed.done)[0]).toMatchObject({ status: 'Completed' });
+    expect(await watermarks(connector)).toEqual({ first: null, second: '5' });
+
+    // Both endpoints run, one after the other: the first's run is held reading, the second's is Running, queued behind it.
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let reading = () => {};
+    const firstReading = new Promise<void>((resolve) => {
+      reading = resolve;
+    });
+    const reader: PageReader = {
+      async *read(_c, endpoint: EndpointSpec) {
+        if (endpoint.id === 'first') {
+          reading();
+          await gate;
+          yield { number: 1, items: [{ id: 'f1', v: 1 }] };
+        } else yield { number: 1, items: [{ id: 's2', v: 9 }] };
+      },
+    };
+    const triggered = await runner(reader).trigger(1, connector, { triggeredBy: 'manual' });
+    await firstReading;
+
+    // The second endpoint now writes ext.rl_new: apply clears its watermark, so that its next run reads everything into it.
+    const reapplied = await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest('relay', [before[0]!, { id: 'second', table: 'ext.rl_new' }])));
+    expect(reapplied.created).toBe(false);
+    expect(await watermarks(connector)).toEqual({ first: null, second: null });
+
+    release();
+    const runs = await triggered.done;
+    expect(runs.map((r) => r.status)).toEqual(['Completed', 'Completed']);
+    // The queued run ran as triggered (the old table), and left the watermark as the apply did.
+    expect(await rows('rl_old')).toEqual(['s1', 's2']);
+    expect(await watermarks(connector)).toEqual({ first: '1', second: null });
+  }, 30_000);
+});
+
+/** A reader answering each endpoint (by id) one page of the items given. */
+function pagesOf(items: Record<string, unknown[]>): PageReader {
+  return {
+    async *read(_c, endpoint: EndpointSpec) {
+      yield { number: 1, items: items[endpoint.id] ?? [] };
+    },
+  };
+}
