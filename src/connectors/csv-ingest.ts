@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { parse } from 'csv-parse/sync';
 import type { Tx } from '../db/database.js';
-import { ValidationError } from '../errors.js';
+import { NotFoundError, ValidationError } from '../errors.js';
 import { csvBytesReadTotal, csvOpenTotal } from './metrics.js';
 import type { ConnectorRunner, PageReader } from './runner.js';
 import type { RunRecord } from './runs/ledger.js';
@@ -64,7 +64,7 @@ export async function ingestCsv(
   csvOpenTotal().inc({ ...file, result: 'ok' });
   if (!header.includes(request.key)) throw new ValidationError(`key column ${request.key} is not in the CSV header`, 'key');
 
-  const connectorId = (await withTenant((tx) => findConnectorId(tx, request.connector))) ?? stableUuid(`csv:${tenantId}:${request.connector}`);
+  const storedId = await withTenant((tx) => findConnectorId(tx, request.connector));
   const endpoint: EndpointSpec = {
     id: `csv-${extTableName(table)!.replace(/_/g, '-')}`,
     uuid: stableUuid(`csv:${tenantId}:${request.connector}:${table}`),
@@ -81,8 +81,8 @@ export async function ingestCsv(
       promote: header.filter((c) => promoteColumnName(c)).map((c) => ({ name: c, path: `$[${JSON.stringify(c)}]`, type: 'text' as const })),
     },
   };
-  const connector: ConnectorSpec = {
-    id: connectorId,
+  const connectorOf = (id: string): ConnectorSpec => ({
+    id,
     name: request.connector,
     tenantId,
     connectorType: 'rest-generic',
@@ -93,14 +93,24 @@ export async function ingestCsv(
     graphqlPath: '/graphql',
     headers: [],
     endpoints: [endpoint],
-  };
+  });
   const reader: PageReader = {
     async *read(): AsyncIterable<Page> {
       const size = 1000;
       for (let i = 0; i < records.length; i += size) yield { number: i / size + 1, items: records.slice(i, i + size) };
     },
   };
-  const triggered = await runner.trigger(tenantId, connector, { triggeredBy: request.triggeredBy, emitsRowChanges: true, reader });
+  const trigger = (id: string, connectorStored: boolean) =>
+    runner.trigger(tenantId, connectorOf(id), { triggeredBy: request.triggeredBy, emitsRowChanges: true, reader, connectorStored });
+  // The rows of a stored connector carry its id (its delete removes them); those of a name no connector
+  // has, a stable id of the name. A connector found stored whose delete commits before the run is
+  // recorded (the trigger waits for it: ConnectorRunner.trigger) is gone: the rows are the name's.
+  const triggered = storedId
+    ? await trigger(storedId, true).catch((err: unknown) => {
+        if (!(err instanceof NotFoundError)) throw err;
+        return trigger(stableUuid(`csv:${tenantId}:${request.connector}`), false);
+      })
+    : await trigger(stableUuid(`csv:${tenantId}:${request.connector}`), false);
   const [run] = await triggered.done;
   return run!;
 }

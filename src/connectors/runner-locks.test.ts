@@ -1,15 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
+import { holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { RowIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
-import { applyConnector } from './store.js';
+import { applyConnector, deleteConnector } from './store.js';
 import type { ConnectorSpec, EndpointSpec } from './types.js';
 
 /**
  * A connector run meeting what may happen at the same time on its connector, on the real
  * PostgreSQL, in a fixed interleaving: a re-apply of the connector while one of its runs waits for
- * its turn behind an earlier endpoint's run.
+ * its turn behind an earlier endpoint's run, and a CSV ingest naming a connector whose delete is
+ * held uncommitted.
  */
 
 let hub: TestHub;
@@ -106,6 +108,32 @@ describe('a re-apply of the connector while a run of it waits for its turn', () 
     // The queued run ran as triggered (the old table), and left the watermark as the apply did.
     expect(await rows('rl_old')).toEqual(['s1', 's2']);
     expect(await watermarks(connector)).toEqual({ first: '1', second: null });
+  }, 30_000);
+});
+
+describe('a CSV ingest naming a connector being deleted', () => {
+  it('waits for the delete, then writes its rows as for a connector that is not stored: none tagged with the deleted connector', async () => {
+    const crm = await applied('crm', [{ id: 'people', table: 'ext.rl_people' }]);
+
+    // The delete has removed the connector's row, uncommitted; the ingest finds the connector still there.
+    const hold = holdAfter(/^delete from connectors\.connectors/);
+    const removed = outcome(hub.services.db.withTenant(1, (tx) => deleteConnector(hold.wrap(tx), 'crm')), true);
+    await hold.held;
+
+    let ended = false;
+    const ingested = outcome(hub.services.connectors.runs.ingestCsv(1, { connector: 'crm', table: 'rl_contacts', key: 'id', csv: 'id,name\nc1,Ada\n', triggeredBy: 'csv:test' }).then((run) => run.status), true).finally(() => {
+      ended = true;
+    });
+    await untilEndedOrWaiting(owner, () => ended, 'the ingest');
+    hold.go();
+
+    expect(await removed).toBe('committed: true');
+    expect(await ingested).toBe('committed: Completed');
+    expect(await rows('rl_contacts')).toEqual(['c1']);
+    const tagged = await owner.query('select external_id from ext_t1.rl_contacts where connector_id = $1', [crm.id]);
+    expect(tagged.rows).toEqual([]);
+    const registered = await owner.query('select table_name from connectors.ext_tables where connector_id = $1', [crm.id]);
+    expect(registered.rows).toEqual([]);
   }, 30_000);
 });
 

@@ -60,6 +60,12 @@ export interface TriggerOptions {
   emitsRowChanges?: boolean;
   /** Where the pages come from, when not the HTTP engine (the CSV ingest path). */
   reader?: PageReader;
+  /**
+   * With `reader`: the connector is one found stored (a CSV ingest naming it), whose row must still be
+   * there when the runs are recorded, as for the engine's runs (404 once its delete has committed).
+   * Without it, a connector given with a reader may be one that is not stored (a CSV source's name).
+   */
+  connectorStored?: boolean;
 }
 
 export interface Triggered {
@@ -212,9 +218,11 @@ export class ConnectorRunner {
     const runs = await this.o.db.withTenant(tenantId, async (tx) => {
       // A delete of the connector waits for this transaction, then finds its runs (deleteConnector's
       // 409); a delete that came first leaves no row: its runs would write for a deleted connector.
-      // (A CSV source needs no stored connector: its runs have their own reader.)
+      // (A CSV source needs no stored connector: its runs have their own reader. One that named a
+      // stored connector does: it found the connector before this lock waited for its delete, and
+      // wrote rows and registrations carrying the deleted connector's id that nothing removed.)
       const stored = await tx.query('select 1 from connectors.connectors where id = $1 for key share', [connector.id]);
-      if (stored.rowCount === 0 && !options.reader) throw new NotFoundError(`connector ${connector.name} not found`);
+      if (stored.rowCount === 0 && (!options.reader || options.connectorStored)) throw new NotFoundError(`connector ${connector.name} not found`);
       const running = await runInFlight(tx, uuids);
       if (running) throw inFlightError(connector.name, running);
       const created: Array<{ run: RunRecord; endpoint: EndpointSpec }> = [];
