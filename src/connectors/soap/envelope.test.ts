@@ -22,6 +22,19 @@ describe('readAnswer and faultOf', () => {
     await expect(readAnswer('<s:Envelope xmlns:s="urn:s"/>', call)).rejects.toThrow('the SOAP envelope has no Body');
   });
 
+  it('reads the fault string of a cut error answer in time linear in its length, whatever tags it repeats', () => {
+    // An unclosed `<Text` (or `<faultstring`) again and again, to the 64 KiB read of an error answer:
+    // a search for the tag's end that ran past the next `<` scanned to the end from each of them
+    // (half a second of the event loop per 64 KiB, twice per answer in a run).
+    for (const tag of ['<Text', '<a:faultstring']) {
+      const text = `<s:Envelope><s:Body><s:Fault>${tag.repeat(Math.floor(65_536 / tag.length))}`;
+      const started = performance.now();
+      expect(faultOf(text)).toBe('fault without a reason (its answer was cut before one)');
+      expect(performance.now() - started).toBeLessThan(50);
+    }
+    expect(faultOf(`<s:Envelope><s:Body><s:Fault><faultstring a=">">no &amp; such</faultstring>`)).toBe('no & such');
+  });
+
   it('refuses an answer with more elements than a page may build, naming the limit', async () => {
     const small = envelope(`<R>${'<Partner/>'.repeat(20)}</R>`);
     await expect(readAnswer(small, call, { maxElements: 20 })).rejects.toThrow(
