@@ -16,9 +16,10 @@ import {
   GraphQLMalformedError,
   PageCapError,
   StalePositionError,
+  UnreadableResponseError,
   UpstreamHttpError,
 } from './errors.js';
-import { type Exchange, exchange, type RetryEvent } from './http.js';
+import { type Exchange, exchange, type ExchangeOptions, type RetryEvent } from './http.js';
 import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
@@ -101,7 +102,7 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
   while (position) {
     if (ctx.signal?.aborted) throw new CancelledError();
     const req = composeRequest(plan, endpoint, position, previous, ctx.watermark);
-    const answer = await exchange(req, {
+    const answer = await exchangeMasked(req, {
       limiter: ctx.limiter,
       policy,
       signal: ctx.signal,
@@ -109,7 +110,7 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
       timeouts: ctx.timeouts,
       onRetry: ctx.onRetry,
       ...(endpoint.soap ? soapExchange(endpoint.soap) : {}),
-    });
+    }, plan.auth);
     if (!answer.ok) throw endpoint.soap ? soapFailure(answer, endpoint, plan.auth) : failure(answer, req, plan.auth, number);
     if (endpoint.graphql) checkGraphQLEnvelope(answer.body, plan.auth);
     if (endpoint.soap) checkSoapAnswer(answer.status, answer.body, plan.auth);
@@ -196,14 +197,14 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   const report = { url: redactUrl(req.url, plan.auth), method: req.method, ...(unsent.length > 0 ? { warnings: unsent } : {}) };
   let answer: Exchange;
   try {
-    answer = await exchange(req, {
+    answer = await exchangeMasked(req, {
       limiter: ctx.limiter,
       policy: { ...DEFAULT_RETRY, attempts: 1 },
       signal: ctx.signal,
       dispatcher: ctx.dispatcher,
       timeouts: ctx.timeouts,
       ...(endpoint.soap ? soapExchange(endpoint.soap) : {}),
-    });
+    }, plan.auth);
   } catch (err) {
     if (err instanceof CancelledError || !(err instanceof EngineError)) throw err;
     // An answer that could not be read (not JSON, empty, compressed) was answered all the same: its status is shown.
@@ -223,6 +224,20 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   // Cut to the depth a row may have first: redacting and serialising walk it recursively.
   if (items.length > 0) out.sample = boundedSample(redactDeep(cutDeeperThan(items[0], MAX_JSON_DEPTH, DEEPER), plan.auth));
   return out;
+}
+
+/**
+ * exchange, with the start of a 2xx body that could not be read (not JSON, not a SOAP envelope),
+ * which its message quotes, masked as every other upstream text is: a page that echoes the request
+ * back (a gateway's error page) would otherwise show the credentials it carried.
+ */
+async function exchangeMasked(req: ComposedRequest, options: ExchangeOptions, auth: AuthParts): Promise<Exchange> {
+  try {
+    return await exchange(req, options);
+  } catch (err) {
+    if (err instanceof UnreadableResponseError) throw new UnreadableResponseError(redactText(err.message, auth), err.status);
+    throw err;
+  }
 }
 
 function failure(answer: Extract<Exchange, { ok: false }>, req: ComposedRequest, auth: AuthParts, pagesRead: number): EngineError {

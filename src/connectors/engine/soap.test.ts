@@ -22,6 +22,7 @@ beforeAll(async () => {
     hitCounts.set(req.url ?? '', (hitCounts.get(req.url ?? '') ?? 0) + 1);
     if (req.url === '/huge') return streamHuge(res);
     if (req.url === '/echo') return echoRequest(req, res);
+    if (req.url === '/echo200') return echoRequest(req, res, 200);
     const answer = answers.get(req.url ?? '') ?? { status: 404, body: '' };
     res.writeHead(answer.status, { 'Content-Type': 'text/xml; charset=utf-8' });
     res.end(answer.body);
@@ -30,14 +31,17 @@ beforeAll(async () => {
   hostileUrl = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
 });
 
-/** A 400 that quotes the request's body back, as some services do with a request they refuse. */
-function echoRequest(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse): void {
+/**
+ * A 400 that quotes the request's body back, as some services do with a request they refuse (or, with
+ * `status` 200, a gateway's page that is not the answer): its Authorization header, then its body.
+ */
+function echoRequest(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, status = 400): void {
   let sent = '';
   req.setEncoding('utf8');
   req.on('data', (chunk: string) => (sent += chunk));
   req.on('end', () => {
-    res.writeHead(400, { 'Content-Type': 'text/plain; charset=utf-8' });
-    res.end(`bad request: ${sent}`);
+    res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8' });
+    res.end(`bad request: ${req.headers.authorization ?? ''} ${sent}`);
   });
 }
 
@@ -217,6 +221,21 @@ describe('hostile and broken answers', () => {
     expect(error?.message).toContain('bad request: ');
     expect(error?.message).toContain('<ns:SessionToken xmlns:ns="urn:x">[REDACTED]</ns:SessionToken>');
     expect(error?.message).not.toContain('TOKEN-1234');
+  });
+
+  it('a 200 that is not an envelope, quoting the request back, has its credentials masked in the run and the pre-flight (a REST page too)', async () => {
+    const token = 'session-TOKEN-5678';
+    const session = { token_env: 'CRM_SESSION_TOKEN', header: '<t>{{token}}</t>' };
+    const endpoint = { ...soapEndpoint('x', { session }), path: '/echo200' };
+    const spec = connectorSpec(hostileUrl, { connectorType: 'soap-generic' });
+    const { error } = await readAll(spec, endpoint, engineContext({ CRM_SESSION_TOKEN: token }));
+    expect(error?.message).toMatch(/^upstream answered HTTP 200 with a body that is not a SOAP envelope: .*<soap:Header><t>\[REDACTED\]<\/t><\/soap:Header>/);
+    const report = await firstPage(spec, endpoint, engineContext({ CRM_SESSION_TOKEN: token }));
+    expect(report.verdict).toContain('<t>[REDACTED]</t>');
+    expect(`${error?.message} ${report.verdict}`).not.toContain('TOKEN-5678');
+
+    const rest = await readAll(connectorSpec(hostileUrl, { auth: { kind: 'bearer', token_env: 'ECHO_TOKEN' } }), endpointSpec('/echo200', { kind: 'none', response_path: '$' }), engineContext({ ECHO_TOKEN: token }));
+    expect(rest.error?.message).toBe('upstream answered HTTP 200 with a body that is not JSON (content-type text/plain; charset=utf-8): bad request: Bearer [REDACTED]');
   });
 
   it('nesting deeper than the bound is refused', async () => {
