@@ -365,6 +365,12 @@ describe('replay and the journal', () => {
     const unknown = await t1.get('/api/platform/deliveries?integrationId=987654');
     expect(unknown).toMatchObject({ status: 404, body: { error: 'integration 987654 not found' } });
     expect((await t1.get('/api/platform/deliveries?integrationId=987654&status=failed')).status).toBe(404);
+    // An id past what a JSON number holds exactly is refused naming the parameter: it was rounded (a 404
+    // naming another id) or, past a bigint, reached the database (a 400 naming no field).
+    for (const big of ['9007199254740993', '9223372036854775807', '99999999999999999999']) {
+      expect(await t1.get(`/api/platform/deliveries?integrationId=${big}`)).toMatchObject({ status: 400, body: { error: 'integrationId must be at most 9007199254740991', field: 'integrationId' } });
+    }
+    expect(await t1.get('/api/platform/deliveries?integrationId=9007199254740991')).toMatchObject({ status: 404, body: { error: 'integration 9007199254740991 not found' } });
     expect(((await t1.get('/api/platform/deliveries?limit=2')).body as Delivery[]).length).toBe(2);
     // A limit between the statements' steps (10, 50, 100, 200): exactly that many, the first of the longer list.
     for (const limit of [1, 3, 11, 51]) {

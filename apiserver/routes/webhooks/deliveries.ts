@@ -14,7 +14,10 @@ export const deliveryRoutes: RouteDecl[] = [
       type: 'object',
       properties: {
         status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
-        integrationId: { type: 'integer', minimum: 1, description: 'Only this integration\'s deliveries (a deleted one\'s too); 404 when the tenant has no integration of that id' },
+        integrationId: {
+          type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER,
+          description: 'Only this integration\'s deliveries (a deleted one\'s too); 404 when the tenant has no integration of that id',
+        },
         limit: { type: 'integer', minimum: 1, default: 50, description: 'At most this many (default 50, capped at 200)' },
       },
     },
