@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from '@jest/globals';
+import fc from 'fast-check';
 import { parse as parseYaml } from 'yaml';
 import { GuardRefusal } from './ast.js';
 import { guardQuery } from './guards.js';
+import { likeMatches } from './value-domains.js';
 import type { SchemaCard } from './schema-card.js';
 
 interface HostileStatement {
@@ -140,6 +142,38 @@ describe('guardQuery', () => {
   it('accepts LIKE … ESCAPE and leaves its pattern unchecked', async () => {
     const result = await guardQuery("select name from ext.partners where name like 'a!%%' escape '!'", card, { resolveRelation });
     expect(result).toEqual({ ok: true, sql: "SELECT name FROM ext_t7.partners AS partners WHERE name LIKE pg_catalog.like_escape('a!%%', '!') LIMIT 500", limit: 500 });
+  });
+
+  it('checks a LIKE pattern against declared values in time linear in each, whatever the pattern', async () => {
+    // As a regular expression (`^[\s\S]*a[\s\S]*a…b$`) this pattern backtracked exponentially
+    // against a value of 40 `a`: seconds of a blocked event loop for one model answer.
+    const long: SchemaCard = { ...card, relations: [{ name: 'ext.notes', columns: [{ name: 'kind', type: 'text', values: ['a'.repeat(40), 'FR'] }] }] };
+    const started = performance.now();
+    const refused = await guardQuery(`select count(*) from ext.notes where kind like '${'%a'.repeat(8)}%b'`, long, { resolveRelation });
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(refused).toMatchObject({ ok: false, guard: 3 });
+    expect(await guardQuery(`select count(*) from ext.notes where kind ilike '${'%A'.repeat(8)}%'`, long, { resolveRelation })).toMatchObject({ ok: true });
+  });
+
+  it('matches LIKE and ILIKE patterns as their regular expressions do (property, small alphabets)', () => {
+    const asRegExp = (pattern: string, ci: boolean) => {
+      let source = '';
+      const chars = Array.from(pattern);
+      for (let i = 0; i < chars.length; i++) {
+        const c = chars[i]!;
+        if (c === '\\' && i + 1 < chars.length) source += chars[++i]!.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+        else source += c === '%' ? '[\\s\\S]*' : c === '_' ? '[\\s\\S]' : c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+      }
+      return new RegExp(`^${source}$`, ci ? 'iu' : 'u');
+    };
+    const value = fc.string({ unit: fc.constantFrom('a', 'B', 'b', '%', '_', '\\', 'é', '😀'), maxLength: 10 });
+    const pattern = fc.string({ unit: fc.constantFrom('a', 'A', 'b', '%', '_', '\\', 'É', '😀'), maxLength: 8 });
+    fc.assert(
+      fc.property(pattern, value, fc.boolean(), (p, v, ci) => {
+        expect(likeMatches(p, v, ci)).toBe(asRegExp(p, ci).test(v));
+      }),
+      { numRuns: 3000 },
+    );
   });
 
   it('never lets an unqualified name reach a hidden column through an outer or sibling relation', async () => {

@@ -51,8 +51,7 @@ export function domainViolation(
     const pattern = literalText(rightNode);
     const values = left.column.values;
     if (pattern === undefined || !values) return undefined;
-    const regex = likeToRegExp(pattern, kind === 'AEXPR_ILIKE');
-    if (values.some((v) => regex.test(v))) return undefined;
+    if (values.some((v) => likeMatches(pattern, v, kind === 'AEXPR_ILIKE'))) return undefined;
     return `The pattern '${pattern}' matches no declared value of column ${left.column.name} (${left.relation}); declared values: ${values.join(', ')}.`;
   }
   return undefined;
@@ -110,19 +109,46 @@ export function parseArrayLiteral(text: string): (string | undefined)[] {
   return out;
 }
 
-/** LIKE's pattern language (`%`, `_`, backslash escape) as an anchored regular expression. */
-export function likeToRegExp(pattern: string, caseInsensitive: boolean): RegExp {
-  let source = '';
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i]!;
-    if (c === '\\' && i + 1 < pattern.length) source += escapeRegExp(pattern[++i]!);
-    else if (c === '%') source += '[\\s\\S]*';
-    else if (c === '_') source += '[\\s\\S]';
-    else source += escapeRegExp(c);
-  }
-  return new RegExp(`^${source}$`, caseInsensitive ? 'iu' : 'u');
-}
+const ANY = Symbol('%');
+const ONE = Symbol('_');
 
-function escapeRegExp(c: string): string {
-  return c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+/**
+ * Whether `value` matches LIKE's pattern language (`%` any run of characters, `_` any one
+ * character, a backslash escaping the next one), case-insensitively for ILIKE. Greedy with one
+ * remembered `%`, as src/validation/wildcard.ts: at most (n + 1) × (m + 1) steps for a pattern of m
+ * characters against a value of n, whatever the pattern. As a regular expression
+ * (`^[\s\S]*a[\s\S]*a…b$`) it backtracked exponentially: `'%a%a%a%a%a%a%a%b'` against a declared
+ * value of 40 `a` held the event loop for seconds, and the pattern is the model's to write.
+ */
+export function likeMatches(pattern: string, value: string, caseInsensitive: boolean): boolean {
+  // Each token is a character to match, or ANY (`%`) or ONE (`_`); characters are code points.
+  const tokens: (string | typeof ANY | typeof ONE)[] = [];
+  const chars = Array.from(pattern);
+  for (let i = 0; i < chars.length; i++) {
+    const c = chars[i]!;
+    if (c === '\\' && i + 1 < chars.length) tokens.push(chars[++i]!);
+    else tokens.push(c === '%' ? ANY : c === '_' ? ONE : c);
+  }
+  const text = Array.from(value);
+  const same = (a: string, b: string) => a === b || (caseInsensitive && (a.toLowerCase() === b.toLowerCase() || a.toUpperCase() === b.toUpperCase()));
+  let p = 0;
+  let t = 0;
+  let star = -1;
+  let resume = 0;
+  while (t < text.length) {
+    const token = tokens[p];
+    if (token === ANY) {
+      star = p++;
+      resume = t;
+    } else if (token === ONE || (token !== undefined && same(token, text[t]!))) {
+      p++;
+      t++;
+    } else if (star >= 0) {
+      // Let the last % take one more character and try the rest of the pattern from there.
+      p = star + 1;
+      t = ++resume;
+    } else return false;
+  }
+  while (tokens[p] === ANY) p++;
+  return p === tokens.length;
 }
