@@ -19,9 +19,19 @@
  */
 interface Matcher {
   anchor: string | undefined;
-  pattern: RegExp;
+  /** Undefined for a value with more than MAX_SPELLED escapable characters: its `literals` say it all. */
+  pattern: RegExp | undefined;
   literals: string[];
 }
+
+/**
+ * The most characters other than ASCII letters and digits a value may have to be looked for in
+ * every spelling. The pattern holds one group of alternatives per such character: V8 compiles it
+ * in about 0.1 ms per group and gives up ("Invalid regular expression: … Stack overflow", the
+ * message spelling the whole value) past about 8,000. A longer value (a stored secret may have
+ * 65,536 characters) is looked for in the forms common escapers write whole (`literalForms`).
+ */
+const MAX_SPELLED = 256;
 
 const matchers = new Map<string, Matcher>();
 
@@ -32,14 +42,54 @@ function matcherOf(secret: string, minLength: number): Matcher {
     const base64 = Buffer.from(secret, 'utf8').toString('base64').replace(/=+$/, '');
     matcher = {
       anchor: (secret.match(/[A-Za-z0-9]+/g) ?? []).reduce<string | undefined>((longest, run) => (run.length > (longest?.length ?? 0) ? run : longest), undefined),
-      pattern: new RegExp([...secret].map(spellings).join(''), 'g'),
-      literals: [...new Set([base64, base64.replaceAll('+', '-').replaceAll('/', '_')])].filter((form) => form.length >= minLength),
+      pattern: escapable(secret) > MAX_SPELLED ? undefined : new RegExp([...secret].map(spellings).join(''), 'g'),
+      literals: [base64, base64.replaceAll('+', '-').replaceAll('/', '_')],
     };
+    if (!matcher.pattern) matcher.literals.push(...literalForms(secret));
+    matcher.literals = [...new Set(matcher.literals)].filter((form) => form.length >= minLength);
     if (matcher.anchor !== undefined && matcher.anchor.length < 3) matcher.anchor = undefined;
     if (matchers.size >= 1_000) matchers.clear();
     matchers.set(key, matcher);
   }
   return matcher;
+}
+
+/** How many characters of `secret` are not ASCII letters or digits (those an escaper may rewrite). */
+function escapable(secret: string): number {
+  let n = 0;
+  for (const ch of secret) if (!/^[A-Za-z0-9]$/.test(ch)) n++;
+  return n;
+}
+
+/**
+ * A long value as common escapers write it whole, longest first: as it is, `encodeURIComponent` (hex
+ * digits in either case), a form body, a parsed URL's query, JSON.stringify (with `\/`, and in ASCII with `\u00e9`), and HTML or XML
+ * escaped with named, decimal or hexadecimal references. A value spelled half one way, half
+ * another, is not recognised.
+ */
+function literalForms(secret: string): string[] {
+  const uri = encodeURIComponent(secret);
+  const json = JSON.stringify(secret).slice(1, -1);
+  const asciiJson = json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const markup = (entities: Record<string, string>) => secret.replace(/[&<>"']/g, (c) => entities[c]!);
+  return [
+    secret,
+    uri,
+    uri.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()),
+    new URLSearchParams({ v: secret }).toString().slice(2),
+    new URL(`http://x/?${secret.replaceAll('%', '%25').replaceAll('#', '%23').replaceAll('&', '%26')}`).search.slice(1),
+    new URL(`http://x/?${uri}`).search.slice(1),
+    json,
+    json.replaceAll('/', '\\/'),
+    asciiJson,
+    asciiJson.replaceAll('/', '\\/'),
+    markup({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }),
+    markup({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' }),
+    markup({ '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#39;' }),
+    markup({ '&': '&#x26;', '<': '&#x3c;', '>': '&#x3e;', '"': '&#x22;', "'": '&#x27;' }),
+    markup({ '&': '&#x26;', '<': '&#x3C;', '>': '&#x3E;', '"': '&#x22;', "'": '&#x27;' }),
+    markup({ '&': '&#38;', '<': '&#60;', '>': '&#62;', '"': '&#34;', "'": '&#x27;' }),
+  ].sort(longestFirst);
 }
 
 /** A regular expression's source matching a literal backslash. */
@@ -86,7 +136,7 @@ export function redactSecrets(text: string, secrets: Iterable<string>, minLength
   for (const secret of ordered) {
     if (secret.length < minLength) continue;
     const matcher = matcherOf(secret, minLength);
-    if (matcher.anchor === undefined || out.includes(matcher.anchor)) out = out.replace(matcher.pattern, '[REDACTED]');
+    if (matcher.pattern && (matcher.anchor === undefined || out.includes(matcher.anchor))) out = out.replace(matcher.pattern, '[REDACTED]');
     for (const form of matcher.literals) if (out.includes(form)) out = out.split(form).join('[REDACTED]');
   }
   return out;
