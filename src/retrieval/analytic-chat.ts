@@ -7,6 +7,7 @@ import { ConflictError, ScopeNotGranted } from '../errors.js';
 import { GuardRefusal } from './analytic/ast.js';
 import { guardQuery, MAX_ROWS } from './analytic/guards.js';
 import type { AnalyticGate } from './analytic/gate.js';
+import { AnalyticRefusal } from './analytic/refusal.js';
 import { runReadOnly } from './analytic/run.js';
 import type { SchemaCard } from './analytic/schema-card.js';
 import type { ChatPort } from './chat/port.js';
@@ -157,7 +158,10 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
     const run = () => runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes });
     result = await (deps.gate ? deps.gate.run(tenantId, sql, deps.statementTimeoutMs, run) : run());
   } catch (err) {
-    return refusal(`Refused (guard 5): ${(err as Error).message}`, sql);
+    // A refusal of guard 5 (PostgreSQL refusing the statement, the gate turning it away) is an answer; anything else
+    // (a lost connection, a server out of resources) is the hub's failure, answered as such.
+    if (!(err instanceof AnalyticRefusal)) throw err;
+    return refusal(`Refused (guard 5): ${err.message}`, sql);
   }
   const answer: AnalyticAnswer = { answer: phrase(result.rows, verdict.limit), sql, rowCount: result.rowCount, rows: result.rows, otherDoors };
   if (asOf) answer.dataAsOf = asOf;

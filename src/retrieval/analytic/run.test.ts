@@ -178,7 +178,14 @@ describe('runReadOnly', () => {
     expect(await runReadOnly(t.db, 7, 'select name from ext_t7.partners where false', options)).toEqual({ rows: [], rowCount: 0 });
   });
 
-  it('throws other database errors as they are', async () => {
-    await expect(runReadOnly(t.db, 7, 'select 1 / 0', options)).rejects.toMatchObject({ code: '22012' });
+  it('answers a failure of the statement itself as a refusal naming PostgreSQL\'s message and code', async () => {
+    for (const [sql, message] of [
+      ['select 1 / 0', 'The query failed in the database: division by zero (database error 22012).'],
+      ["select 'x'::int", 'The query failed in the database: invalid input syntax for type integer: "x" (database error 22P02).'],
+      ['select (select name from ext_t7.partners)', 'The query failed in the database: more than one row returned by a subquery used as an expression (database error 21000).'],
+    ]) {
+      const err = await refusal(sql!);
+      expect({ guard: err.guard, message: err.message }).toEqual({ guard: 5, message });
+    }
   });
 });

@@ -29,6 +29,16 @@ const REFUSALS: Record<string, (timeoutMs: number) => string> = {
 };
 
 /**
+ * The classes of SQLSTATE that say the statement itself failed, not the hub or the database: a data exception
+ * (22: a division by zero, an overflow, a bad cast), a cardinality violation (21: a scalar subquery of several rows),
+ * a feature not supported (0A), an undefined function or operator or another syntax or access rule (42), an SQL
+ * routine's or an external routine's exception (2F, 38, 39) and a program limit (54). Guard 5 answers them as a
+ * refusal naming PostgreSQL's message (the question may be put another way); any other error (a lost connection,
+ * a server out of resources) is the hub's failure and is thrown.
+ */
+const QUERY_FAILURE = /^(0A|21|22|2F|38|39|42|54)[0-9A-Z]{3}$/;
+
+/**
  * The read-only transaction has nothing to audit atomically with (it cannot write), and the
  * request's audit hook would try an INSERT in it, which a read-only transaction refuses: it runs
  * with this hook instead, and the call's audit entry is written when the call finishes.
@@ -51,8 +61,8 @@ let loaded: Promise<void> | undefined;
  * slipped past guards 1-4 cannot write, cannot run for long, and cannot see another tenant's rows.
  *
  * The text is parsed again first and must be one SELECT (guard 1): several statements would let
- * a COMMIT end the read-only transaction. A timeout, a write or a missing privilege becomes an
- * AnalyticRefusal of guard 5; any other database error is thrown as it is.
+ * a COMMIT end the read-only transaction. A timeout, a write, a missing privilege or a failure of the statement
+ * itself (QUERY_FAILURE) becomes an AnalyticRefusal of guard 5; any other error is thrown as it is.
  */
 export async function runReadOnly(db: Database, tenantId: number, sql: string, options: RunOptions): Promise<RunResult> {
   const { timeoutMs, maxRows, maxBytes } = options;
@@ -75,6 +85,7 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
           if (code === ANSWER_TOO_LARGE) throw new AnalyticRefusal(5, (err as Error).message, sql);
           const refusal = typeof code === 'string' ? REFUSALS[code] : undefined;
           if (refusal) throw new AnalyticRefusal(5, refusal(timeoutMs), sql);
+          if (typeof code === 'string' && QUERY_FAILURE.test(code)) throw new AnalyticRefusal(5, `The query failed in the database: ${(err as Error).message} (database error ${code}).`, sql);
           throw err;
         }
         const kept = rows.slice(0, maxRows);
