@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
+import { type Hold, holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import type { Database } from '../db/database.js';
 import type { RowIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
+import { ConnectorScheduler } from './scheduler.js';
 import { applyConnector, deleteConnector } from './store.js';
 import type { ConnectorSpec, EndpointSpec } from './types.js';
 
@@ -18,13 +20,20 @@ let hub: TestHub;
 let owner: pg.Client;
 const noIndex: RowIndexer = { async rowsWritten() {} };
 
-const runner = (reader: PageReader) =>
-  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndex, chunkSize: 10, subscribers: hub.services.subscribers });
+const runner = (reader: PageReader, db: Database = hub.services.db) =>
+  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndex, chunkSize: 10, subscribers: hub.services.subscribers });
+
+/** The hub's database, each of its tenant transactions held as `hold` says (the first statement matching its pattern). */
+function heldDb(hold: Hold): Database {
+  const db = hub.services.db;
+  return Object.assign(Object.create(db) as Database, { withTenant: ((tenantId, fn) => db.withTenant(tenantId, (tx) => fn(hold.wrap(tx)))) as Database['withTenant'] });
+}
 
 type Endpoint = { id: string; table: string };
-function manifest(name: string, endpoints: Endpoint[]) {
+function manifest(name: string, endpoints: Endpoint[], schedule?: string) {
   const spec = {
     base_url: 'http://127.0.0.1:9',
+    ...(schedule ? { schedule } : {}),
     endpoints: endpoints.map((e) => ({
       id: e.id,
       path: `/${e.id}`,
@@ -35,8 +44,26 @@ function manifest(name: string, endpoints: Endpoint[]) {
   return { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
 }
 
-async function applied(name: string, endpoints: Endpoint[]): Promise<ConnectorSpec> {
-  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest(name, endpoints)))).connector;
+async function applied(name: string, endpoints: Endpoint[], schedule?: string): Promise<ConnectorSpec> {
+  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest(name, endpoints, schedule)))).connector;
+}
+
+/** The runs recorded of the connector, as `endpoint: status`. */
+async function runsOf(connector: ConnectorSpec): Promise<string[]> {
+  const { rows } = await owner.query<{ name: string }>("select endpoint_id || ': ' || status as name from connectors.runs where connector_id = $1 order by started_at, endpoint_id", [
+    connector.id,
+  ]);
+  return rows.map((r) => r.name);
+}
+
+/** The runs recorded of the connector whose endpoint is not stored (a re-apply removed it). */
+async function runsOfGoneEndpoints(connector: ConnectorSpec): Promise<string[]> {
+  const { rows } = await owner.query<{ name: string }>(
+    `select r.endpoint_id as name from connectors.runs r
+      where r.connector_id = $1 and not exists (select 1 from connectors.endpoints w where w.uuid = r.endpoint_uuid) order by 1`,
+    [connector.id],
+  );
+  return rows.map((r) => r.name);
 }
 
 async function rows(table: string): Promise<string[]> {
@@ -134,6 +161,97 @@ describe('a CSV ingest naming a connector being deleted', () => {
     expect(tagged.rows).toEqual([]);
     const registered = await owner.query('select table_name from connectors.ext_tables where connector_id = $1', [crm.id]);
     expect(registered.rows).toEqual([]);
+  }, 30_000);
+});
+
+describe('a trigger built from a spec read before a re-apply that removes one of its endpoints', () => {
+  const both = [
+    { id: 'kept', table: 'ext.rg_kept' },
+    { id: 'gone', table: 'ext.rg_gone' },
+  ];
+  const pages = pagesOf({ kept: [{ id: 'k1', v: 1 }], gone: [{ id: 'g1', v: 1 }] });
+
+  it('after the re-apply has committed: a run of the removed endpoint named is a 404 saying so, of all endpoints a 409; nothing runs', async () => {
+    const stale = await applied('rg-after', both);
+    await applied('rg-after', [both[0]!]);
+
+    const named = await outcome(runner(pages).trigger(1, stale, { endpoint: 'gone', triggeredBy: 'manual' }));
+    expect(named).toBe('failed: connector rg-after has no endpoint gone: a re-apply of the connector removed it after this run was asked for (no run started)');
+    const all = runner(pages).trigger(1, stale, { triggeredBy: 'manual' });
+    await expect(all).rejects.toMatchObject({
+      message: 'connector rg-after was re-applied while its runs were being started',
+      hint: 'endpoint gone is no longer in its manifest (a re-apply removed it); no run was started: ask again to run its endpoints as applied now',
+    });
+    expect(await runsOf(stale)).toEqual([]);
+  }, 30_000);
+
+  it('after the re-apply has committed: the scheduler runs the endpoints still there and leaves the removed one out', async () => {
+    const stale = await applied('rg-sched', both, '* * * * *');
+    await applied('rg-sched', [both[0]!], '* * * * *');
+
+    const scheduler = new ConnectorScheduler(hub.services.db, runner(pages), async () => stale);
+    const fired = await scheduler.fire(1, stale.id);
+    expect(fired.kind).toBe('started');
+    if (fired.kind !== 'started') return;
+    expect(fired.triggered.runs.map((r) => r.endpoint)).toEqual(['kept']);
+    expect((await fired.triggered.done).map((r) => r.status)).toEqual(['Completed']);
+    expect(await runsOf(stale)).toEqual(['kept: Completed']);
+  }, 30_000);
+
+  it('a re-apply sent while the trigger records its runs waits for it, then finds the run in flight and is a 409', async () => {
+    const stale = await applied('rg-race1', both);
+
+    // The trigger has recorded the run of the endpoint the re-apply removes, uncommitted.
+    const hold = holdAfter(/^insert into connectors\.runs/);
+    const triggered = outcome(runner(pages, heldDb(hold)).trigger(1, stale, { endpoint: 'gone', triggeredBy: 'manual' }).then((t) => t.done).then((runs) => runs.map((r) => r.status).join()), true);
+    await hold.held;
+    let ended = false;
+    const reapplied = outcome(hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest('rg-race1', [both[0]!])).then(() => 'applied')), true).finally(() => {
+      ended = true;
+    });
+    await untilEndedOrWaiting(owner, () => ended, 'the re-apply');
+    hold.go();
+
+    expect(await triggered).toBe('committed: Completed');
+    expect(await reapplied).toBe('failed: connector rg-race1 has a run in flight');
+    expect(await runsOfGoneEndpoints(stale)).toEqual([]);
+    expect(await runsOf(stale)).toEqual(['gone: Completed']);
+  }, 30_000);
+
+  it('a trigger sent while the re-apply has removed the endpoint waits for it, then is a 404: no run of the removed endpoint', async () => {
+    const stale = await applied('rg-race2', both);
+
+    // The re-apply has deleted the endpoint's row, uncommitted; the trigger runs the spec read before.
+    const hold = holdAfter(/^delete from connectors\.endpoints/);
+    const reapplied = outcome(hub.services.db.withTenant(1, (tx) => applyConnector(hold.wrap(tx), manifest('rg-race2', [both[0]!])).then(() => 'applied')), true);
+    await hold.held;
+    let ended = false;
+    const triggered = outcome(runner(pages).trigger(1, stale, { endpoint: 'gone', triggeredBy: 'manual' }).then((t) => t.done).then((runs) => runs.map((r) => r.status).join()), true).finally(() => {
+      ended = true;
+    });
+    await untilEndedOrWaiting(owner, () => ended, 'the trigger');
+    hold.go();
+
+    expect(await reapplied).toBe('committed: applied');
+    expect(await triggered).toBe('failed: connector rg-race2 has no endpoint gone: a re-apply of the connector removed it after this run was asked for (no run started)');
+    expect(await runsOf(stale)).toEqual([]);
+    // (ext.rg_gone holds the rows of the other connectors here.)
+    const written = await owner.query('select external_id from ext_t1.rg_gone where connector_id = $1', [stale.id]);
+    expect(written.rows).toEqual([]);
+  }, 30_000);
+
+  it('two triggers of the connector at once do not wait for each other', async () => {
+    const connector = await applied('rg-twice', both);
+
+    // The first trigger holds its lock on the connector's row; the second records and runs its run meanwhile.
+    const hold = holdAfter(/^select 1 from connectors\.connectors/);
+    const first = outcome(runner(pages, heldDb(hold)).trigger(1, connector, { endpoint: 'kept', triggeredBy: 'manual' }).then((t) => t.done).then((runs) => runs.map((r) => r.status).join()), true);
+    await hold.held;
+    const second = await outcome(runner(pages).trigger(1, connector, { endpoint: 'gone', triggeredBy: 'manual' }).then((t) => t.done).then((runs) => runs.map((r) => r.status).join()), true);
+    expect(second).toBe('committed: Completed');
+    hold.go();
+    expect(await first).toBe('committed: Completed');
+    expect((await runsOf(connector)).sort()).toEqual(['gone: Completed', 'kept: Completed']);
   }, 30_000);
 });
 

@@ -1,5 +1,5 @@
 import type { Database, Tx } from '../db/database.js';
-import { NotFoundError, ValidationError } from '../errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
@@ -66,6 +66,12 @@ export interface TriggerOptions {
    * Without it, a connector given with a reader may be one that is not stored (a CSV source's name).
    */
   connectorStored?: boolean;
+  /**
+   * Without `endpoint`: endpoints of `connector` that are no longer stored (a re-apply removed them
+   * after the caller read the connector) are left out, each logged, and the others run, instead of
+   * refusing the trigger (409). The scheduler's runs: its claim read the connector before.
+   */
+  leaveOutRemoved?: boolean;
 }
 
 export interface Triggered {
@@ -214,16 +220,24 @@ export class ConnectorRunner {
     // One run in flight per endpoint (probe 31 M1): two at once would write over each other's rows and
     // the slower would move the watermark back. The unique index runs_one_in_flight holds it across
     // processes; a trigger finding one is a 409 naming it, and records none of its runs.
-    const uuids = endpoints.map((e) => e.uuid);
     const runs = await this.o.db.withTenant(tenantId, async (tx) => {
       // A delete of the connector waits for this transaction, then finds its runs (deleteConnector's
       // 409); a delete that came first leaves no row: its runs would write for a deleted connector.
       // (A CSV source needs no stored connector: its runs have their own reader. One that named a
       // stored connector does: it found the connector before this lock waited for its delete, and
       // wrote rows and registrations carrying the deleted connector's id that nothing removed.)
-      const stored = await tx.query('select 1 from connectors.connectors where id = $1 for key share', [connector.id]);
+      // `for share`, not `for key share`: a re-apply's upsert of the row (applyConnector, `for no key
+      // update`) waits for this transaction too, and then finds its runs in flight before it drops an
+      // endpoint; a re-apply that came first is waited for, and its endpoints read below. Triggers of
+      // one connector share the lock and do not wait for each other here. Nothing is held before it.
+      const stored = await tx.query('select 1 from connectors.connectors where id = $1 for share', [connector.id]);
       if (stored.rowCount === 0 && (!options.reader || options.connectorStored)) throw new NotFoundError(`connector ${connector.name} not found`);
-      const running = await runInFlight(tx, uuids);
+      // The engine's endpoints as stored now: a caller's spec read before a re-apply may name one it
+      // removed, whose run would write rows tagged with an endpoint that is gone (nothing purges them),
+      // and whose id applied again (a new endpoint) could run beside it. A CSV ingest's endpoint is
+      // none a manifest declares (its own reader; a UUID derived from its name and table): not looked up.
+      if (!options.reader) endpoints = await storedOnly(tx, connector, endpoints, options);
+      const running = await runInFlight(tx, uuidsOf(endpoints));
       if (running) throw inFlightError(connector.name, running);
       const created: Array<{ run: RunRecord; endpoint: EndpointSpec }> = [];
       for (const endpoint of endpoints) {
@@ -249,7 +263,7 @@ export class ConnectorRunner {
     }).catch(async (err: unknown) => {
       // A run of the same endpoint recorded meanwhile by another trigger (any process).
       if (!isUniqueViolation(err, ONE_IN_FLIGHT)) throw err;
-      throw inFlightError(connector.name, await this.o.db.withTenant(tenantId, (tx) => runInFlight(tx, uuids)));
+      throw inFlightError(connector.name, await this.o.db.withTenant(tenantId, (tx) => runInFlight(tx, uuidsOf(endpoints))));
     });
     const ids = runs.map(({ run }) => run.id);
     this.track(ids);
@@ -594,6 +608,42 @@ export class ConnectorRunner {
         await this.o.events.emit(tx, 'connector.run.failed', { run_id: run.id, error_message: outcome.error?.message ?? 'failed', retryable: outcome.error?.retryable ?? false });
     }
   }
+}
+
+const uuidsOf = (endpoints: readonly EndpointSpec[]) => endpoints.map((e) => e.uuid);
+
+/**
+ * The endpoints of `chosen` still stored as endpoints of `connector` (in the caller's transaction,
+ * which holds the connector's row `for share`, so no re-apply changes them until it ends). One the
+ * caller named that a re-apply removed is a 404 naming it; of all enabled endpoints, any removed is
+ * a 409 (asked again, the trigger reads the connector as applied now), or, with `leaveOutRemoved`
+ * (the scheduler), left out and logged.
+ */
+async function storedOnly(tx: Tx, connector: ConnectorSpec, chosen: EndpointSpec[], options: TriggerOptions): Promise<EndpointSpec[]> {
+  if (chosen.length === 0) return chosen;
+  const { rows } = await tx.query<{ uuid: string }>('select uuid::text as uuid from connectors.endpoints where connector_id = $1 and uuid = any($2::uuid[])', [
+    connector.id,
+    uuidsOf(chosen),
+  ]);
+  const present = new Set(rows.map((r) => r.uuid.toLowerCase()));
+  const gone = chosen.filter((e) => !present.has(e.uuid.toLowerCase()));
+  if (gone.length === 0) return chosen;
+  const names = gone.map((e) => e.id).join(', ');
+  if (options.endpoint !== undefined) {
+    throw new NotFoundError(`connector ${connector.name} has no endpoint ${options.endpoint}: a re-apply of the connector removed it after this run was asked for (no run started)`);
+  }
+  if (!options.leaveOutRemoved) {
+    throw new ConflictError(
+      `connector ${connector.name} was re-applied while its runs were being started`,
+      undefined,
+      `endpoint${gone.length > 1 ? 's' : ''} ${names} ${gone.length > 1 ? 'are' : 'is'} no longer in its manifest (a re-apply removed ${gone.length > 1 ? 'them' : 'it'}); no run was started: ask again to run its endpoints as applied now`,
+    );
+  }
+  logger().warn(
+    { connector: connector.name, endpoints: gone.map((e) => e.id) },
+    `endpoint${gone.length > 1 ? 's' : ''} ${names} of connector ${connector.name} ${gone.length > 1 ? 'were' : 'was'} removed by a re-apply after this trigger read the connector: not run`,
+  );
+  return chosen.filter((e) => present.has(e.uuid.toLowerCase()));
 }
 
 /** How a chunk is written (see ConnectorRunner.store). */

@@ -73,7 +73,8 @@ export class ConnectorScheduler {
     if (claim.outcome) return claim.outcome;
     let triggered: Triggered;
     try {
-      triggered = await this.runner.trigger(tenantId, claim.connector!, { triggeredBy: 'schedule', slot: claim.slot, endpoint });
+      // The connector as the claim read it: an endpoint a re-apply removed since is left out (logged), the others run.
+      triggered = await this.runner.trigger(tenantId, claim.connector!, { triggeredBy: 'schedule', slot: claim.slot, endpoint, leaveOutRemoved: true });
     } catch (err) {
       // A run of the connector still in flight (a slow run, a manual one): this slot is skipped, not queued.
       if (!(err instanceof ConflictError)) throw err;

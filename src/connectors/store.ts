@@ -99,6 +99,9 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const ids = draft.endpoints.map((e) => e.id);
   // An endpoint the manifest no longer lists goes, but not under a run of it: the run would write on
   // for an endpoint that is gone, and the same id applied again (a new endpoint) could run beside it.
+  // A trigger recording runs of the connector holds its row `for share` (ConnectorRunner.trigger),
+  // which the upsert above waited for: its runs are committed and seen here. One that comes after
+  // waits for this transaction, then finds the endpoint gone and records no run of it.
   const dropped = await tx.query<{ uuid: string }>('select uuid from connectors.endpoints where connector_id = $1 and not (endpoint_id = any($2::text[]))', [id, ids]);
   const running = await runInFlight(tx, dropped.rows.map((r) => r.uuid));
   if (running) throw inFlightError(draft.name, running, `, then apply again (the manifest drops endpoint ${running.endpoint ?? '(none)'})`);
@@ -320,7 +323,7 @@ function redactSpec(spec: ConnectorSpec): ConnectorSpec {
  * delete's last step drops the tables nothing registers any more (an exclusive table lock): a purge
  * that had begun deleting rows of such a table, waiting on a row the delete holds while holding its
  * own lock on the table, was a deadlock (40P01, the purge a 503). It also waits for a trigger
- * recording runs of the connector (ConnectorRunner.trigger locks the row `for key share`).
+ * recording runs of the connector (ConnectorRunner.trigger locks the row `for share`).
  */
 async function lockConnector(tx: Tx, name: string): Promise<string | undefined> {
   const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 for update', [name]);

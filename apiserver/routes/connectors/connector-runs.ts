@@ -20,8 +20,13 @@ export const connectorRunRoutes: RouteDecl[] = [
           properties: { runs: { type: 'array', items: { type: 'object', required: ['id', 'endpointId'], properties: { id: { type: 'string' }, endpointId: { type: 'string' }, endpoint: { type: 'string' } } } } },
         },
       },
-      404: { description: 'Unknown connector or endpoint', schema: errorBody },
-      409: { description: '`connector NAME has a run in flight`: a run of one of these endpoints is Running (one run in flight per endpoint); `hint` names it', schema: errorBody },
+      404: { description: 'Unknown connector or endpoint (also an endpoint named that a re-apply removed after the connector was read: `connector NAME has no endpoint E: a re-apply of the connector removed it …`)', schema: errorBody },
+      409: {
+        description:
+          '`connector NAME has a run in flight`: a run of one of these endpoints is Running (one run in flight per endpoint); `hint` names it. ' +
+          '`connector NAME was re-applied while its runs were being started`: a re-apply removed one of its endpoints meanwhile (`hint` names it); no run was started, ask again',
+        schema: errorBody,
+      },
       ...refusals(false),
     },
     handler: async ({ services, principal, params, body, ctx }) => {

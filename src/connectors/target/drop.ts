@@ -136,7 +136,7 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  * wait only on rows of that table (a delete or purge at step 3 removing them) and on DDL of it, and
  * no foreign key leads from what they write to a connector's row (only endpoints have one, to their
  * connector); its end waits on its endpoint's row (the watermark) before it holds anything; a
- * trigger waits on the connector's row (`for key share`) likewise. So a transaction waiting at step
+ * trigger waits on the connector's row (`for share`) likewise. So a transaction waiting at step
  * 0 or 1 is never waited for by a run's, and none closes a cycle through these locks. Entries
  * committed after step 2 are not waited for (a run writing one of the tables meanwhile:
  * deleteConnector refuses a delete while a run of the connector itself is in flight, purgeEndpoint a
