@@ -30,10 +30,13 @@ describe('connector deletes and endpoint purges at once', () => {
     await t?.close();
   });
 
-  async function applied(name: string, endpoints: Array<{ id: string; table: string }>): Promise<ConnectorSpec> {
+  function manifestOf(name: string, endpoints: Array<{ id: string; table: string }>) {
     const spec = { base_url: 'http://127.0.0.1:9', endpoints: endpoints.map((e) => ({ id: e.id, path: `/${e.id}`, target: { table: e.table, unique_key: '$.id' } })) };
-    const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
-    return (await t.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
+    return { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
+  }
+
+  async function applied(name: string, endpoints: Array<{ id: string; table: string }>): Promise<ConnectorSpec> {
+    return (await t.db.withTenant(1, (tx) => applyConnector(tx, manifestOf(name, endpoints)))).connector;
   }
 
   /** A run's chunk of one endpoint: its rows written, its table registered, its pending entry recorded; then indexed, and its watermark set. */
@@ -231,5 +234,45 @@ describe('connector deletes and endpoint purges at once', () => {
     expect(await rows('depot_moves')).toEqual(['(no table)']);
     const column = await t.owner.query(`select 1 from pg_attribute where attrelid = 'ext_t1.stock'::regclass and attname = 'colour'`);
     expect(column.rows).toHaveLength(1);
+  });
+
+  it("a re-apply counting the rows of its endpoints' old tables and a delete dropping them run one after the other: no deadlock", async () => {
+    // The dock registers ext.rb_a and ext.rb_b (its runs wrote them); the crate's endpoints target
+    // them, never having run: its re-apply moves them elsewhere, counting their rows in the old
+    // tables first (rb_b, then rb_a), while the dock's delete drops them once nothing registers them
+    // (rb_a, then rb_b: name order).
+    const dock = await applied('dock', [
+      { id: 'a', table: 'ext.rb_a' },
+      { id: 'b', table: 'ext.rb_b' },
+    ]);
+    await written(dock, 'a', [{ id: 'a1' }]);
+    await written(dock, 'b', [{ id: 'b1' }]);
+    await applied('crate', [
+      { id: 'x', table: 'ext.rb_b' },
+      { id: 'y', table: 'ext.rb_a' },
+    ]);
+
+    const moved = manifestOf('crate', [
+      { id: 'x', table: 'ext.rb_x2' },
+      { id: 'y', table: 'ext.rb_y2' },
+    ]);
+    const reapply = heldWork(/^select count\(\*\) as n from "ext_t1"\."rb_b"/, (tx) => applyConnector(tx, moved).then(() => undefined));
+    const ended = await meanwhile(reapply, (tx) => deleteConnector(tx, 'dock'));
+
+    expect(ended).toEqual({ first: 'committed', second: 'committed: true' });
+    expect([await rows('rb_a'), await rows('rb_b')]).toEqual([['(no table)'], ['(no table)']]);
+  });
+
+  it("a re-apply sent while a delete has dropped its endpoint's old table waits for the delete, then counts no rows there", async () => {
+    const quay = await applied('quay', [{ id: 'c', table: 'ext.rb_c' }]);
+    await written(quay, 'c', [{ id: 'c1' }]);
+    await applied('barge', [{ id: 'z', table: 'ext.rb_c' }]);
+
+    // The delete has dropped ext.rb_c (nothing registers it once the quay's registrations are gone), uncommitted.
+    const remove = heldWork(/^select connectors\.drop_unused_ext_tables/, (tx) => deleteConnector(tx, 'quay'));
+    const ended = await meanwhile(remove, (tx) => applyConnector(tx, manifestOf('barge', [{ id: 'z', table: 'ext.rb_z2' }])).then(() => undefined));
+
+    expect(ended).toEqual({ first: 'committed: true', second: 'committed' });
+    expect(await rows('rb_c')).toEqual(['(no table)']);
   });
 });

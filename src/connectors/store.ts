@@ -7,7 +7,7 @@ import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
-import { tenantTableSql, tenantTableText } from './target/ddl.js';
+import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 
@@ -175,7 +175,18 @@ export async function targetChanges(tx: Tx, draft: ConnectorDraft): Promise<Arra
   return changes;
 }
 
-/** How many rows of the tenant's `table` an endpoint wrote last (0 when the table does not exist). */
+/**
+ * How many rows of the tenant's `table` an endpoint wrote last (0 when the table does not exist).
+ * Under the tenant's DDL lock, shared (ddlLockName in ./target/ddl.ts, as a run's registration takes
+ * it: registerTargetTable), taken before the table is looked up and held to the end of the caller's
+ * transaction, after the connector's row (applyConnector's upsert), as a delete takes its own
+ * (exclusive) after its connector's row (dropConnectorData). A delete of another connector drops
+ * the tables nothing registers any more (drop_unused_ext_tables, under the same lock, exclusive):
+ * it now runs before this or after the apply commits. Before, the count's lock on a table (held to
+ * the commit) met the delete's drop of it: a re-apply counting two old tables, one the delete had
+ * dropped and one it was about to drop, was a deadlock (40P01); one counting a table the delete had
+ * dropped, uncommitted, waited for it and then failed (`relation … does not exist`).
+ */
 async function storedRows(tx: Tx, table: string, endpointUuid: string): Promise<number> {
   let sql: string;
   try {
@@ -183,6 +194,7 @@ async function storedRows(tx: Tx, table: string, endpointUuid: string): Promise<
   } catch {
     return 0;
   }
+  if (tx.tenantId !== undefined) await tx.query('select pg_advisory_xact_lock_shared(hashtext($1))', [ddlLockName(tenantSchema(tx.tenantId))]);
   const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
   if (!exists.rows[0]?.t) return 0;
   const { rows } = await tx.query<{ n: string }>(`select count(*) as n from ${sql} where endpoint_id = $1`, [endpointUuid]);

@@ -23,7 +23,8 @@ export function tenantSchema(tenantId: number | undefined): string {
  * The name of the advisory lock serialising a tenant's DDL (`pg_advisory_xact_lock(hashtext(name))`),
  * taken by ExtSchema.ensureTable, by a connector delete before it touches a table (src/connectors/target/drop.ts)
  * and by connectors.drop_unused_ext_tables(); a run's registration of its table takes it shared
- * (registerTargetTable in src/connectors/target/register.ts).
+ * (registerTargetTable in src/connectors/target/register.ts), and so does a re-apply before it counts
+ * the rows of an endpoint's old table (storedRows in src/connectors/store.ts).
  */
 export function ddlLockName(schema: string): string {
   return `svc-hub:ext:${schema}`;

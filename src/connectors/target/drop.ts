@@ -114,7 +114,8 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  *      lock on it: a deadlock (40P01), the run's DDL failing (and the run). A run's registration of
  *      its table takes the DDL lock shared (registerTargetTable in ./register.ts), so step 5 sees
  *      every registration of a run that could have found the table still there (it waits for the
- *      delete otherwise). A purge takes no DDL lock and never waits for one, and drops no table: a
+ *      delete otherwise). A re-apply counting the rows of an endpoint's old table takes it shared too
+ *      (storedRows in ../store.ts, after its connector's row): step 5 never drops a table it reads. A purge takes no DDL lock and never waits for one, and drops no table: a
  *      run's DDL of a table waits for a purge of it as for any writer;
  *   2. in id order, locks the tenant's pending entries a pass could be expanding into chunks this
  *      transaction then settles or removes, waiting for a pass that holds one to commit: the
