@@ -270,3 +270,28 @@ describe('openApiDocument', () => {
     expect(off.paths).toEqual(on.paths);
   });
 });
+
+describe('route declarations', () => {
+  it('every integer path or query parameter is bounded, at most 2^53 - 1 (Number.MAX_SAFE_INTEGER)', () => {
+    // A value past what a JSON number holds exactly was rounded (an id naming another row) or, past
+    // a bigint, reached the database as an out-of-range number naming no field: each one is a 400
+    // naming the parameter (`tenantId must be at most 9007199254740991`) instead.
+    const integers: string[] = [];
+    const unbounded: string[] = [];
+    for (const decl of allRoutes()) {
+      for (const part of ['params', 'query'] as const) {
+        const properties = (decl[part]?.properties ?? {}) as Record<string, JsonSchema>;
+        for (const [name, schema] of Object.entries(properties)) {
+          const types = ([] as unknown[]).concat(schema.type ?? []);
+          if (!types.includes('integer')) continue;
+          const where = `${key(decl.method, decl.path)} ${part}.${name}`;
+          integers.push(where);
+          if (typeof schema.maximum !== 'number' || schema.maximum > Number.MAX_SAFE_INTEGER) unbounded.push(where);
+        }
+      }
+    }
+    expect(integers.length).toBeGreaterThan(50);
+    expect(integers).toContain('POST /api/platform/hooks/{hookId}/toggle query.tenantId');
+    expect(unbounded).toEqual([]);
+  });
+});

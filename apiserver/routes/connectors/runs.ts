@@ -49,7 +49,7 @@ const capped = (value: unknown, fallback: number) => Math.min(Number(value ?? fa
 export const runRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/runs', operationId: 'listRuns', summary: 'Connector runs, newest first', tags: ['Runs'], auth: ['svc_integrator'],
-    query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, default: 50, description: 'default 50, capped at 200' } } },
+    query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 50, description: 'default 50, capped at 200' } } },
     responses: { 200: { description: 'Run records', schema: { type: 'array', items: runSchema } }, ...refusals(true) },
     handler: ({ services, principal, query }) => services.connectors.runs.list(callerTenant(principal), capped(query.limit, 50)),
   }),
@@ -82,7 +82,7 @@ export const runRoutes: RouteDecl[] = [
     query: {
       type: 'object',
       properties: {
-        limit: { type: 'integer', minimum: 1, default: 100, description: 'default 100, capped at 200' },
+        limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 100, description: 'default 100, capped at 200' },
         connector: { type: 'string', description: 'connector name or id' },
         run: { type: 'string', description: 'run id' },
       },

@@ -184,6 +184,15 @@ describe('with declared hooks', () => {
     const missing = await call('POST', '/api/platform/hooks/orphan/toggle?tenantId=999999', SUPER);
     expect(missing.status).toBe(404);
     expect(missing.json()).toEqual({ error: 'tenant 999999 not found' });
+    // A tenant id past what a JSON number holds exactly is a 400 naming tenantId, for either role: it was
+    // rounded (a 404 naming another tenant) or, past a bigint, reached the database as out of range.
+    for (const big of ['9007199254740993', '9223372036854775807', '99999999999999999999']) {
+      for (const roles of [SUPER, undefined]) {
+        const res = await call('POST', `/api/platform/hooks/orphan/toggle?tenantId=${big}`, roles);
+        expect({ status: res.status, body: res.json() }).toEqual({ status: 400, body: { error: 'tenantId must be at most 9007199254740991', field: 'tenantId' } });
+      }
+    }
+    expect((await call('POST', '/api/platform/hooks/orphan/toggle?tenantId=9007199254740991', SUPER)).json()).toEqual({ error: 'tenant 9007199254740991 not found' });
   });
 
   it('the runner runs enabled hooks in priority order and skips disabled ones, per tenant', async () => {

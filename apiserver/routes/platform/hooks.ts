@@ -45,7 +45,7 @@ export const hookRoutes: RouteDecl[] = [
     query: {
       type: 'object',
       properties: {
-        tenantId: { type: 'integer', minimum: 0, description: 'The tenant whose override is recorded (default: the caller\'s)' },
+        tenantId: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'The tenant whose override is recorded (default: the caller\'s)' },
         enabled: { type: 'boolean', description: 'Set the flag instead of flipping it' },
       },
     },

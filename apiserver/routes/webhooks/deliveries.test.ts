@@ -371,6 +371,8 @@ describe('replay and the journal', () => {
       expect(await t1.get(`/api/platform/deliveries?integrationId=${big}`)).toMatchObject({ status: 400, body: { error: 'integrationId must be at most 9007199254740991', field: 'integrationId' } });
     }
     expect(await t1.get('/api/platform/deliveries?integrationId=9007199254740991')).toMatchObject({ status: 404, body: { error: 'integration 9007199254740991 not found' } });
+    // So is a limit past it (it was capped at 200 after rounding): every integer parameter holds to the same bound.
+    expect(await t1.get('/api/platform/deliveries?limit=9007199254740993')).toMatchObject({ status: 400, body: { error: 'limit must be at most 9007199254740991', field: 'limit' } });
     expect(((await t1.get('/api/platform/deliveries?limit=2')).body as Delivery[]).length).toBe(2);
     // A limit between the statements' steps (10, 50, 100, 200): exactly that many, the first of the longer list.
     for (const limit of [1, 3, 11, 51]) {

@@ -18,7 +18,7 @@ export const deliveryRoutes: RouteDecl[] = [
           type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER,
           description: 'Only this integration\'s deliveries (a deleted one\'s too); 404 when the tenant has no integration of that id',
         },
-        limit: { type: 'integer', minimum: 1, default: 50, description: 'At most this many (default 50, capped at 200)' },
+        limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 50, description: 'At most this many (default 50, capped at 200)' },
       },
     },
     responses: {

@@ -133,7 +133,7 @@ const listQuery = <const E extends Record<string, JsonSchema> = Record<never, Js
     properties: {
       status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
       ...extra,
-      limit: { type: 'integer', minimum: 1, default: 50, description: 'At most this many (default 50, capped at 200)' },
+      limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 50, description: 'At most this many (default 50, capped at 200)' },
     },
   }) as const;
 
