@@ -3,8 +3,8 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { SubscriberCheck } from '../events/subscribers.js';
 import { CLOSED_REASON, type Integration, type IntegrationInput, type IntegrationPatch } from './model.js';
-import { sealIntegrationSecret } from './secret.js';
-import { normalizeEventTypes, normalizeName, normalizeTargetUrl } from './validation.js';
+import { openIntegrationSecret, sealIntegrationSecret } from './secret.js';
+import { BEARER_SECRET_RULE, normalizeEventTypes, normalizeName, normalizeTargetUrl, unsendableBearerSecret } from './validation.js';
 import { isUniqueViolation } from '../validation/database-refusals.js';
 
 /**
@@ -83,10 +83,13 @@ function uniqueName(err: unknown, name: string): never {
  * A secret that counts: a non-blank string (null and blank are ignored, spec 1 PUT). One written
  * `whsec_…` must be that prefix and canonical standard base64 of at least one byte, as the Standard
  * Webhooks libraries decode it: a lenient reading (stray characters, URL-safe letters, a newline)
- * would sign with another key than the receiver's verifier derives.
+ * would sign with another key than the receiver's verifier derives. In `BEARER` mode it must be
+ * sendable in the Authorization header (unsendableBearerSecret).
  */
-function presentSecret(secret: string | null | undefined): string | undefined {
+function presentSecret(secret: string | null | undefined, authMode: Integration['authMode']): string | undefined {
   if (typeof secret !== 'string' || secret.trim() === '') return undefined;
+  const unsendable = authMode === 'BEARER' ? unsendableBearerSecret(secret) : undefined;
+  if (unsendable) throw new ValidationError(`secret: ${BEARER_SECRET_RULE}; it holds ${unsendable}`, 'secret', 'use the token exactly as issued, without a trailing line break');
   if (secret.startsWith('whsec_')) {
     const encoded = secret.slice('whsec_'.length);
     const key = Buffer.from(encoded, 'base64');
@@ -129,6 +132,7 @@ export async function createIntegration(tx: Tx, input: IntegrationInput, rules: 
   const name = normalizeName(input.name);
   const targetUrl = normalizeTargetUrl(input.targetUrl, rules.egress);
   const eventTypes = normalizeEventTypes(input.eventTypes);
+  const secret = presentSecret(input.secret, input.authMode ?? 'HMAC');
   let id: number;
   try {
     const { rows } = await tx.query<{ id: number }>(
@@ -140,7 +144,6 @@ export async function createIntegration(tx: Tx, input: IntegrationInput, rules: 
   } catch (err) {
     uniqueName(err, name);
   }
-  const secret = presentSecret(input.secret);
   if (secret !== undefined) await storeSecret(tx, tenantId, id, secret, rules.key);
   return getIntegration(tx, id);
 }
@@ -172,7 +175,8 @@ export async function updateIntegration(tx: Tx, id: string | number, patch: Inte
     set('enabled', patch.enabled);
     if (patch.enabled && !current.enabled) sets.push('active_since = now()');
   }
-  const secret = presentSecret(patch.secret);
+  const secret = presentSecret(patch.secret, patch.authMode ?? current.authMode);
+  if (secret === undefined && patch.authMode === 'BEARER' && current.authMode !== 'BEARER') await storedSecretSendable(tx, tenantId, current.id, rules.key);
   if (sets.length > 0 || secret !== undefined) {
     values.push(by ?? null);
     sets.push(`updated_by = $${values.length}`, 'updated_at = now()');
@@ -195,6 +199,26 @@ export async function deleteIntegration(tx: Tx, id: string | number, by?: string
       where integration_id = $1 and not succeeded and closed_reason is null`,
     [current.id, CLOSED_REASON],
   );
+}
+
+/**
+ * Switching to `BEARER` without a new secret: the stored one (set for HMAC, where any text keys the
+ * signature) must be sendable in the Authorization header, or the 400 names `authMode`. A secret that
+ * does not open (another master key) is left to the deliveries, which record that fault.
+ */
+async function storedSecretSendable(tx: Tx, tenantId: number, id: number, key: Buffer): Promise<void> {
+  const { rows } = await tx.query<{ secret_iv: Buffer | null; secret_tag: Buffer | null; secret_ciphertext: Buffer | null }>(
+    'select secret_iv, secret_tag, secret_ciphertext from hub.integrations where id = $1',
+    [id],
+  );
+  let stored: string | undefined;
+  try {
+    stored = rows[0] ? openIntegrationSecret(key, tenantId, id, rows[0]) : undefined;
+  } catch {
+    return;
+  }
+  const unsendable = stored === undefined ? undefined : unsendableBearerSecret(stored);
+  if (unsendable) throw new ValidationError(`authMode: the stored secret holds ${unsendable}, and ${BEARER_SECRET_RULE}`, 'authMode', 'send a new secret along with authMode BEARER');
 }
 
 async function storeSecret(tx: Tx, tenantId: number, id: number, secret: string, key: Buffer): Promise<void> {

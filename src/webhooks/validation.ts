@@ -73,3 +73,20 @@ export function normalizeTargetUrl(value: string, egress?: EgressPolicy): string
   if (refused) throw new ValidationError(`targetUrl: ${refused.message}`, field);
   return text;
 }
+
+/**
+ * A `BEARER` secret travels as the `Authorization: Bearer <secret>` header, one byte per character:
+ * it may hold printable ASCII and Latin-1 only (U+0020–U+007E, U+00A0–U+00FF). A line break, another
+ * control character (tab included) or a character past U+00FF cannot be sent (the HTTP client refused
+ * every delivery with `invalid Authorization header`). Returns which kind of character the secret
+ * holds, never the secret itself; undefined for a sendable one.
+ */
+export function unsendableBearerSecret(secret: string): string | undefined {
+  const bad = /[^\x20-\x7e\xa0-\xff]/.exec(secret);
+  if (!bad) return undefined;
+  const code = bad[0].codePointAt(0)!;
+  return code === 0x0a || code === 0x0d ? 'a line break' : code > 0xff ? 'a character outside Latin-1' : 'a control character';
+}
+
+export const BEARER_SECRET_RULE =
+  'a BEARER secret is sent as the HTTP header Authorization: Bearer <secret>, so it may hold only printable ASCII or Latin-1 characters (no line breaks or other control characters)';

@@ -165,6 +165,8 @@ describe('the webhook consumer', () => {
 
   it('BEARER sends Authorization; NONE sends no authentication; Standard Webhooks headers on request', async () => {
     const bearer = await integration(t1, 1, { name: 'bearer', targetUrl: `${receiver.url}/bearer`, authMode: 'BEARER', secret: 'tok-123456789', eventTypes: ['org.updated'] });
+    // A Latin-1 token (the most a BEARER secret may hold) goes out one byte per character.
+    const latin1 = await integration(t1, 1, { name: 'bearer-latin1', targetUrl: `${receiver.url}/bearer-latin1`, authMode: 'BEARER', secret: 'tök én~ÿ', eventTypes: ['org.updated'] });
     const none = await integration(t1, 1, { name: 'none', targetUrl: `${receiver.url}/none`, authMode: 'NONE', eventTypes: ['org.updated'] });
     const std = await integration(t1, 1, { name: 'std', targetUrl: `${receiver.url}/std`, secret: 'whsec_c2VjcmV0LWtleS1ieXRlcw==', standardWebhooks: true, eventTypes: ['org.updated'] });
     const rawSecret = 'plain sécret ключ 🔑';
@@ -172,11 +174,13 @@ describe('the webhook consumer', () => {
     const org = await t1.post('/api/tenants/1/orgs', { code: 'renamed', name: 'Before' });
     await t1.put(`/api/tenants/1/orgs/${(org.body as { id: number }).id}`, { name: 'After' });
     const [b] = await receiver.waitFor(1, '/bearer');
+    const [l] = await receiver.waitFor(1, '/bearer-latin1');
     const [n] = await receiver.waitFor(1, '/none');
     const [s] = await receiver.waitFor(1, '/std');
     const [r] = await receiver.waitFor(1, '/std-raw');
     expect(b!.headers.authorization).toBe('Bearer tok-123456789');
     expect(b!.headers['x-svc-signature']).toBeUndefined();
+    expect(l!.headers.authorization).toBe('Bearer tök én~ÿ');
     expect(n!.headers.authorization).toBeUndefined();
     expect(n!.headers['x-svc-signature']).toBeUndefined();
     expect(n!.headers['x-svc-event']).toBe('org.updated');
@@ -196,7 +200,7 @@ describe('the webhook consumer', () => {
     expect(() => new Webhook('whsec_b3RoZXIta2V5').verify(s!.body, headersOf(s!))).toThrow(WebhookVerificationError);
     expect(() => new Webhook(rawSecret, { format: 'raw' }).verify(r!.body, headersOf(r!))).toThrow('No matching signature found');
     // The outcome is written back after the answer reached the hub: moments after the receiver saw the request.
-    for (const id of [bearer, none, std, raw]) {
+    for (const id of [bearer, latin1, none, std, raw]) {
       const [d] = await until('the outcome', async () => {
         const list = await deliveries(id);
         return list[0]?.attempts ? list : undefined;

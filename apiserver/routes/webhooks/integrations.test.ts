@@ -197,6 +197,40 @@ describe('update', () => {
     expect((await call('PUT', `${base}/${id}`, { body: { secret: ROTATED } })).status).toBe(200);
   });
 
+  it('a BEARER secret must be sendable in the Authorization header (printable ASCII or Latin-1, no line breaks): 400 naming the field, on create and on PUT, never quoting it', async () => {
+    // Every delivery of such an integration failed: the HTTP client refuses the header (`invalid Authorization header`).
+    const rule = 'a BEARER secret is sent as the HTTP header Authorization: Bearer <secret>, so it may hold only printable ASCII or Latin-1 characters (no line breaks or other control characters)';
+    const bearer = { ...minimal, name: 'bearer-strict', authMode: 'BEARER' };
+    const cases = [
+      ['bearer-token-abc\n', 'a line break'], ['bearer-token-abc\r\n', 'a line break'], ['bearer-\r-token', 'a line break'],
+      ['bearer-token-\tabc', 'a control character'], ['bearer-token-\u007f', 'a control character'], ['bearer-token-\u0085', 'a control character'],
+      ['bearer-token-\u20ac', 'a character outside Latin-1'], ['bearer-token-\u{1f511}', 'a character outside Latin-1'],
+    ] as const;
+    const bearerId = (await call('POST', base, { body: { ...bearer, secret: 'bearer-token-ok' } })).body!.id as number;
+    for (const [secret, holds] of cases) {
+      for (const res of [await call('POST', base, { body: { ...bearer, name: 'bearer-strict-2', secret } }), await call('PUT', `${base}/${bearerId}`, { body: { secret } }), await call('PUT', `${base}/${id}`, { body: { authMode: 'BEARER', secret } })]) {
+        expect({ secret, status: res.status, body: res.body }).toEqual({
+          secret, status: 400, body: { error: `secret: ${rule}; it holds ${holds}`, field: 'secret', hint: 'use the token exactly as issued, without a trailing line break' },
+        });
+        expect(res.text).not.toContain('bearer-token');
+      }
+    }
+    expect((await call('GET', `${base}/${id}`)).body).toMatchObject({ authMode: 'HMAC' });
+    // Printable ASCII and Latin-1 are taken (sent one byte per character); HMAC keys with any text.
+    expect((await call('PUT', `${base}/${bearerId}`, { body: { secret: 'b\u00e9arer token ~!' } })).status).toBe(200);
+    const hmac = await call('POST', base, { body: { ...minimal, name: 'hmac-any', secret: 'line\nbreak-\u20ac' } });
+    expect(hmac.status).toBe(201);
+    // Switching that one to BEARER without a new secret would send the stored one: 400 naming authMode, nothing changed.
+    const switched = await call('PUT', `${base}/${hmac.body!.id}`, { body: { authMode: 'BEARER', enabled: false } });
+    expect(switched).toMatchObject({ status: 400, body: { error: `authMode: the stored secret holds a line break, and ${rule}`, field: 'authMode', hint: 'send a new secret along with authMode BEARER' } });
+    expect(switched.text).not.toContain('break-');
+    expect((await call('GET', `${base}/${hmac.body!.id}`)).body).toMatchObject({ authMode: 'HMAC', enabled: true });
+    expect((await call('PUT', `${base}/${hmac.body!.id}`, { body: { authMode: 'BEARER', secret: 'bearer-token-new' } })).body).toMatchObject({ authMode: 'BEARER', hasSecret: true });
+    // Leaving BEARER, any secret is taken again.
+    expect((await call('PUT', `${base}/${bearerId}`, { body: { authMode: 'HMAC', secret: 'line\nbreak' } })).status).toBe(200);
+    for (const gone of [bearerId, hmac.body!.id]) expect((await call('DELETE', `${base}/${gone}`)).status).toBe(204);
+  });
+
   it('accepts a record sent back whole (read-only fields ignored)', async () => {
     const record = (await call('GET', `${base}/${id}`)).body!;
     const res = await call('PUT', `${base}/${id}`, { body: { ...record, name: 'erp-2' } });

@@ -98,7 +98,9 @@ const fields = {
   authMode: { enum: [...AUTH_MODES], description: '`HMAC` (default): `X-Svc-Signature`; `BEARER`: `Authorization: Bearer <secret>`; `NONE`' },
   secret: {
     type: ['string', 'null'], maxLength: SECRET_MAX,
-    description: 'Write-only, stored encrypted, never returned. Null or blank is ignored (on update: the stored one stays; any other value rotates it)',
+    description:
+      'Write-only, stored encrypted, never returned. Null or blank is ignored (on update: the stored one stays; any other value rotates it). ' +
+      'With authMode `BEARER` it is sent in the Authorization header: printable ASCII or Latin-1 only, no line breaks or other control characters (400 otherwise)',
   },
   eventTypes: {
     type: 'array', maxItems: EVENT_TYPES_MAX, items: { type: 'string', maxLength: 200 },
