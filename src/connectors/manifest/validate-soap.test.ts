@@ -80,6 +80,16 @@ describe('soap-generic manifests', () => {
         'spec.endpoints[0].soap.action': 'spec.endpoints[0].soap.action must be sendable in an HTTP header: tabs, printable ASCII and Latin-1 letters only (no line breaks)',
       });
     }
+    // SOAP 1.1's SOAPAction is a URI reference between double quotes, with no escape: a double quote in the action
+    // is refused (it was dropped from the header as sent). 1.2 carries it escaped in the content type's action parameter.
+    for (const soap of [{ action: 'urn:a"b' }, { action: '"QueryPartners"' }, { version: undefined, action: '"' }]) {
+      expect(errorsOf(manifest([soapEndpoint({}, soap)]))).toEqual({
+        'spec.endpoints[0].soap.action':
+          'spec.endpoints[0].soap.action must not contain a double quote (") with SOAP version 1.1: the SOAPAction header is the action as a URI reference between double quotes, which has no way to carry one (a URI writes it %22)',
+      });
+    }
+    expect(checkManifest(manifest([soapEndpoint({}, { version: '1.2', action: 'urn:a"b' })])).errors).toEqual([]);
+    expect(checkManifest(manifest([soapEndpoint({}, { action: 'urn:a%22b\\c' })])).errors).toEqual([]);
     expect(errorsOf(manifest([soapEndpoint({}, { envelope: 'x', page: 1 })]))).toEqual({
       'spec.endpoints[0].soap.envelope': 'spec.endpoints[0].soap.envelope is not a known field',
       'spec.endpoints[0].soap.page': 'spec.endpoints[0].soap.page is not a known field',

@@ -571,6 +571,15 @@ function normaliseSoapEndpoint(e: RawEndpoint, at: string, errors: Issues, warni
     } else pagination = expandPagination(e.pagination, `${at}.pagination`, errors, warnings);
   }
   if (e.incremental && e.incremental.mode !== 'full') errors.add(`${at}.incremental.mode`, `${at}.incremental.mode must be full on a soap-generic endpoint: a watermark has no request parameter to travel in`);
+  // SOAP 1.1 (section 6.1.1): `SOAPAction: "<URI-reference>"`. A URI reference cannot hold a double quote and the
+  // header has no escape for one (it is not a quoted-string): sent, it was dropped from the action. 1.2 sends the
+  // action as a quoted-string parameter of the content type, which escapes it (\").
+  if (raw && (raw.version ?? '1.1') === '1.1' && typeof raw.action === 'string' && raw.action.includes('"')) {
+    errors.add(
+      `${at}.soap.action`,
+      `${at}.soap.action must not contain a double quote (") with SOAP version 1.1: the SOAPAction header is the action as a URI reference between double quotes, which has no way to carry one (a URI writes it %22)`,
+    );
+  }
   const session = raw?.session as SoapCall['session'] | undefined;
   if (session && !session.header.includes('{{token}}')) errors.add(`${at}.soap.session.header`, `${at}.soap.session.header must carry {{token}} where the session token goes`);
   const target = normaliseTarget(e.target, `${at}.target`, errors, soapFieldPath);

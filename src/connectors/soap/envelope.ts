@@ -30,6 +30,8 @@ export function soapHeaders(call: SoapCall): Record<string, string> {
     const action = call.action === undefined ? '' : `; action="${call.action.replace(/["\\]/g, '\\$&')}"`;
     return { 'Content-Type': `application/soap+xml; charset=utf-8${action}` };
   }
+  // SOAP 1.1's `"<URI-reference>"` has no escape for a double quote: manifest validation refuses one in a 1.1
+  // action; the strip only keeps the header well-formed for a connector stored before that check.
   return { 'Content-Type': 'text/xml; charset=utf-8', SOAPAction: `"${(call.action ?? '').replace(/"/g, '')}"` };
 }
 
