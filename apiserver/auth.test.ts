@@ -564,6 +564,23 @@ describe('tenant from the token', () => {
     }
   });
 
+  it('a number written otherwise than the one way whose value is out of range is refused for the range, as that value is: {tid} and ids alike', async () => {
+    const admin = await token(['svc_admin'], { tenant_id: 2 });
+    // {tid} (0 to 2^53 - 1) is read before the tenant check: "tid must be written -1, not -01" named a value refused too.
+    for (const [tid, error] of [['-01', 'tid must be at least 0'], ['-1.0', 'tid must be at least 0'], ['09007199254740992', 'tid must be at most 9007199254740991'], ['%2B9007199254740993', 'tid must be at most 9007199254740991']] as const) {
+      for (const path of [`/api/tenants/${tid}/integrations`, `/api/tenants/${tid}/orgs`, `/api/tenants/${tid}/users`]) {
+        const r = await call(path, { token: admin });
+        expect({ path, status: r.status, body: r.json() }).toEqual({ path, status: 400, body: { error, field: 'tid' } });
+      }
+    }
+    // An id of at least 1: -0, 00 and 0.0 are 0, refused as 0 is.
+    for (const id of ['-0', '00', '0.0', '%2B0', '0']) {
+      expect((await call(`/api/tenants/2/orgs/${id}`, { token: admin })).json()).toEqual({ error: 'id must be at least 1', field: 'id' });
+    }
+    expect((await call('/api/tenants/2/orgs/09007199254740992', { token: admin })).json()).toEqual({ error: 'id must be at most 9007199254740991', field: 'id' });
+    expect((await call('/api/tenants/2/orgs/01', { token: admin })).json()).toMatchObject({ error: 'id must be written 1, not 01', field: 'id' });
+  });
+
   it('a numeric string tenant claim is accepted', async () => {
     const r = await call('/api/tenants/3/probe', { token: await token(['svc_admin'], { tenant_id: '3' }) });
     expect(r.status).toBe(200);

@@ -9,6 +9,7 @@ import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { allRoutes } from './app.js';
 import { INVALID_INPUT, openApiDocument } from './openapi.js';
 import { route, type JsonSchema, type RouteDecl } from './route.js';
+import { validate } from './validation.js';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under ESM.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (
@@ -293,5 +294,39 @@ describe('route declarations', () => {
     expect(integers.length).toBeGreaterThan(50);
     expect(integers).toContain('POST /api/platform/hooks/{hookId}/toggle query.tenantId');
     expect(unbounded).toEqual([]);
+  });
+
+  it('an integer parameter written otherwise than the one way is refused for its range when its value is out of it, on every route', () => {
+    // "must be written 0, not -0" named a value the bounds refuse too (`limit=-0` with a minimum of 1).
+    const refusal = (schema: JsonSchema, part: 'params' | 'query', name: string, text: string) => {
+      try {
+        validate(schema, { [name]: text }, part);
+      } catch (err) {
+        const e = err as { message: string; field?: string };
+        return { message: e.message, field: e.field };
+      }
+      return undefined;
+    };
+    let checked = 0;
+    for (const decl of allRoutes()) {
+      for (const part of ['params', 'query'] as const) {
+        const schema = decl[part];
+        for (const [name, property] of Object.entries((schema?.properties ?? {}) as Record<string, JsonSchema>)) {
+          if (property.type !== 'integer' || typeof property.minimum !== 'number' || typeof property.maximum !== 'number') continue;
+          const where = `${key(decl.method, decl.path)} ${part}.${name}`;
+          const { minimum, maximum } = property;
+          const below = minimum - 1;
+          for (const text of [below < 0 ? `-0${-below}` : `0${below}`, `${below}.0`, ...(below === 0 ? ['-0', '+0'] : [])]) {
+            expect({ where, text, refusal: refusal(schema!, part, name, text) }).toEqual({ where, text, refusal: { message: `${name} must be at least ${minimum}`, field: name } });
+          }
+          for (const text of [`0${maximum + 1}`, `+${maximum + 1}`, `${maximum + 1}.0`]) {
+            expect({ where, text, refusal: refusal(schema!, part, name, text) }).toEqual({ where, text, refusal: { message: `${name} must be at most ${maximum}`, field: name } });
+          }
+          expect({ where, refusal: refusal(schema!, part, name, `0${minimum + 1}`) }).toEqual({ where, refusal: { message: `${name} must be written ${minimum + 1}, not 0${minimum + 1}`, field: name } });
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(50);
   });
 });

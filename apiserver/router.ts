@@ -88,7 +88,7 @@ async function gate(ctx: Context, decl: RouteDecl, services: AreaServices) {
     // `{tid}` is compared as written: a form of a number other than the one way to write it (`03`,
     // `3.0`) is a 400 naming it on every route, as path parameter validation refuses it, never a
     // 403 here and the number elsewhere.
-    const odd = nonCanonicalInteger('tid', ctx.params.tid);
+    const odd = nonCanonicalInteger('tid', ctx.params.tid, (decl.params?.properties as Record<string, object> | undefined)?.tid);
     if (odd) throw odd;
     if (ctx.params.tid !== String(principal.tenantId)) throw new Forbidden('tenant mismatch');
   }

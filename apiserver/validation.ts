@@ -39,19 +39,38 @@ const DECIMAL = /^[-+]?\d+(?:\.\d+)?$/;
 /** An integer as a path or query value, written the one way: no leading zero, sign or fraction. */
 const INTEGER = /^(?:0|-?[1-9]\d*)$/;
 
+/** The bounds a parameter's schema may declare. */
+type Bounds = { minimum?: unknown; maximum?: unknown; exclusiveMinimum?: unknown; exclusiveMaximum?: unknown };
+
+/** The 400 for a value outside the declared bounds, in the words of a schema violation (schema-errors.ts); undefined within them. */
+function outOfRange(name: string, value: number, bounds: Bounds): ValidationError | undefined {
+  const { minimum, maximum, exclusiveMinimum, exclusiveMaximum } = bounds;
+  if (typeof minimum === 'number' && value < minimum) return new ValidationError(`${name} must be at least ${minimum}`, name);
+  if (typeof exclusiveMinimum === 'number' && value <= exclusiveMinimum) return new ValidationError(`${name} must be more than ${exclusiveMinimum}`, name);
+  if (typeof maximum === 'number' && value > maximum) return new ValidationError(`${name} must be at most ${maximum}`, name);
+  if (typeof exclusiveMaximum === 'number' && value >= exclusiveMaximum) return new ValidationError(`${name} must be less than ${exclusiveMaximum}`, name);
+  return undefined;
+}
+
 /**
  * The 400 for a decimal number written other than as the integer it is (`01`, `1.0`, `+1`, `-0`), naming
  * the parameter and the one way to write it; undefined for any other text. Such forms read as the
  * number under JSON Schema's coercion, but as other text where a value is compared as written (the
  * tenant of `{tid}`): refused on every route, they cannot name a tenant one way here and another there.
+ * When that one way would itself be refused by the parameter's declared bounds (`limit=-0` with a
+ * minimum of 1), the 400 says so instead (`limit must be at least 1`), as it does for the number written
+ * the one way: "must be written 0" pointed at a value that is not allowed either.
  */
-export function nonCanonicalInteger(name: string, given: string): ValidationError | undefined {
+export function nonCanonicalInteger(name: string, given: string, bounds: Bounds = {}): ValidationError | undefined {
   if (INTEGER.test(given)) return undefined;
   const parts = /^([-+]?)(\d+)(?:\.(\d+))?$/.exec(given);
   if (!parts) return undefined;
   if (parts[3] !== undefined && !/^0+$/.test(parts[3])) return new ValidationError(`${name} must be an integer`, name);
   const digits = parts[2]!.replace(/^0+(?=\d)/, '');
   const canonical = digits === '0' || parts[1] !== '-' ? digits : `-${digits}`;
+  // Number() of the canonical text: exact up to 2^53 - 1 and at least 2^53 past it, so compared rightly with any bound up to 2^53 - 1.
+  const range = outOfRange(name, Number(canonical), bounds);
+  if (range) return range;
   return new ValidationError(`${name} must be written ${canonical}, not ${given}`, name, 'write an integer without leading zeros, sign or fraction');
 }
 
@@ -62,7 +81,7 @@ export function nonCanonicalInteger(name: string, given: string): ValidationErro
  * integer must be written the one way too (`01`, `1.0` and `-0` are refused, naming the form to use).
  */
 function refuseLooseNumbers(schema: JsonSchema, value: unknown): void {
-  const properties = schema.properties as Record<string, { type?: unknown }> | undefined;
+  const properties = schema.properties as Record<string, { type?: unknown } & Bounds> | undefined;
   if (!properties || typeof value !== 'object' || value === null) return;
   for (const [name, given] of Object.entries(value)) {
     const type = properties[name]?.type;
@@ -70,7 +89,7 @@ function refuseLooseNumbers(schema: JsonSchema, value: unknown): void {
       throw new ValidationError(`${name} must be ${type === 'integer' ? 'an integer' : 'a number'}`, name);
     }
     if (type === 'integer' && typeof given === 'string') {
-      const refusal = nonCanonicalInteger(name, given);
+      const refusal = nonCanonicalInteger(name, given, properties[name]);
       if (refusal) throw refusal;
     }
   }

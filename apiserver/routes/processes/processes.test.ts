@@ -229,6 +229,21 @@ describe('the consumer, the inbox and acks', () => {
     if (/%20|0x|1e1|=$/.test(query)) expect(res.body.error).toBe('limit must be an integer');
   });
 
+  it('a limit written otherwise than the one way whose value is out of range is refused for the range, as that value is', async () => {
+    // `limit=-0` said "must be written 0, not -0", though 0 is refused too (minimum 1).
+    for (const [query, error] of [
+      ['limit=-0', 'limit must be at least 1'], ['limit=00', 'limit must be at least 1'], ['limit=%2B0', 'limit must be at least 1'], ['limit=0.0', 'limit must be at least 1'],
+      ['limit=-01', 'limit must be at least 1'], ['limit=0201', 'limit must be at most 200'], ['limit=201.0', 'limit must be at most 200'], ['limit=%2B99999999999999999999', 'limit must be at most 200'],
+    ] as const) {
+      expect({ query, ...(await call('GET', `/api/inbox?${query}`)) }).toEqual({ query, status: 400, body: { error, field: 'limit' } });
+    }
+    // The same answer as the number written the one way.
+    expect(await call('GET', '/api/inbox?limit=0')).toEqual({ status: 400, body: { error: 'limit must be at least 1', field: 'limit' } });
+    expect(await call('GET', '/api/inbox?limit=201')).toEqual({ status: 400, body: { error: 'limit must be at most 200', field: 'limit' } });
+    // Within the range, the one way to write it is named.
+    expect((await call('GET', '/api/inbox?limit=05')).body).toEqual({ error: 'limit must be written 5, not 05', field: 'limit', hint: 'write an integer without leading zeros, sign or fraction' });
+  });
+
   it('never feeds decisions to processes, and decisions from any source land in the inbox', async () => {
     // A process on every annotation.* event: the ack above emitted one, so a decision follows; no process sees decisions.
     expect((await call('POST', '/api/processes/apply', { body: processManifest('acks', { event: 'annotation.*', decision: 'decision.acked-seen', message: '{{payload.by}} acked {{payload.decision_id}}; {{payload.nothing}}|{{payload}}' }) })).status).toBe(201);
