@@ -27,10 +27,22 @@ export function validate(schema: JsonSchema, value: unknown, part: 'params' | 'q
     cache.set(schema, check);
   }
   if (check(value)) return value;
-  const error = check.errors?.[0];
+  const error = shownError(check.errors);
   if (!error) throw new ValidationError(`invalid ${part}`);
   const issue = schemaIssue(error, { root: part });
   throw new ValidationError(issue.message, issue.field || undefined);
+}
+
+/**
+ * The error a 400 names. Where a value matches none of the alternatives of an `anyOf` or `oneOf` (a topic given as
+ * one string or as a list), ajv reports each alternative's first error in order, so the first is most often a type
+ * that was not meant (`topic must be a string` for a list of 51 topics): the error of an alternative whose type the
+ * value has says what to fix (`topic must have at most 50 items`).
+ */
+function shownError(errors: ValidateFunction['errors']): NonNullable<ValidateFunction['errors']>[number] | undefined {
+  const first = errors?.[0];
+  if (!errors?.some((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf')) return first;
+  return errors.find((e) => /\/(anyOf|oneOf)\/\d+\//.test(e.schemaPath) && e.keyword !== 'type' && e.keyword !== 'anyOf' && e.keyword !== 'oneOf') ?? first;
 }
 
 /** A number as a path or query value: decimal digits, an optional sign and fraction, nothing around them. */

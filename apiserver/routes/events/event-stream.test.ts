@@ -195,9 +195,10 @@ describe('GET /api/platform/events/stream', () => {
     expect(bad.status).toBe(400);
     // Topics are bounded: at most 50, each at most 200 characters.
     const long = await fetch(`${hub.url}/api/platform/events/stream?topic=${'*'.repeat(201)}`, { headers: { 'X-Tenant-ID': '1' } });
-    expect(long.status).toBe(400);
+    expect({ status: long.status, body: await long.json() }).toEqual({ status: 400, body: { error: 'topic must be at most 200 characters', field: 'topic' } });
     const many = await fetch(`${hub.url}/api/platform/events/stream?${Array.from({ length: 51 }, (_, i) => `topic=t${i}`).join('&')}`, { headers: { 'X-Tenant-ID': '1' } });
-    expect(many.status).toBe(400);
+    // The error of the alternative the value is (a list), not of the other (one string).
+    expect({ status: many.status, body: await many.json() }).toEqual({ status: 400, body: { error: 'topic must have at most 50 items', field: 'topic' } });
   });
 
   it('a tenant holds at most svc.events.stream.max-per-tenant streams open; one more is a 429, other tenants unaffected', async () => {
