@@ -70,6 +70,7 @@ const ACCEPTED: [question: string, sql: string, runs: string][] = [
   ["LIMIT ALL means no limit: it becomes 500", "select name from ext.partners limit all", "SELECT name FROM ext_t7.partners AS partners LIMIT 500"],
   ["LIMIT 1e9 is lowered", "select name from ext.partners limit 1e9", "SELECT name FROM ext_t7.partners AS partners LIMIT 500"],
   ["LIMIT with OFFSET", "select name from ext.partners order by name limit 20 offset 40", "SELECT name FROM ext_t7.partners AS partners ORDER BY name LIMIT 20 OFFSET 40"],
+  ["the largest OFFSET a bigint holds", "select name from ext.partners offset 9223372036854775807", "SELECT name FROM ext_t7.partners AS partners LIMIT 500 OFFSET 9223372036854775807"],
   ["FETCH FIRST n ROWS ONLY", "select name from ext.partners order by created_at fetch first 5 rows only", "SELECT name FROM ext_t7.partners AS partners ORDER BY created_at LIMIT 5"],
   ["casts to allowed types", "select id::text, total::int, ordered_at::date from ext.orders", "SELECT id::text, total::int, ordered_at::date FROM ext_t7.orders AS orders LIMIT 500"],
   ["current_date", "select count(*) from ext.orders where ordered_at::date = current_date", "SELECT count(*) FROM ext_t7.orders AS orders WHERE ordered_at::date = CURRENT_DATE LIMIT 500"],

@@ -21,14 +21,20 @@ export function boundLimit(s: Body, maxRows: number): number {
   return limit;
 }
 
-/** A constant non-negative whole number; `all` for LIMIT ALL/NULL; undefined for anything else. */
+const MAX_BIGINT = 9223372036854775807n;
+
+/** A constant non-negative whole number a bigint holds; `all` for LIMIT ALL/NULL; undefined for anything else. */
 function constantCount(node: unknown): number | 'all' | undefined {
   const c = bodyOf(node, 'A_Const');
   if (!c) return undefined;
   if (c.isnull === true) return 'all';
   let n: number | undefined;
   if (isBody(c.ival)) n = typeof c.ival.ival === 'number' ? c.ival.ival : 0;
-  else if (isBody(c.fval) && typeof c.fval.fval === 'string') n = Number(c.fval.fval);
-  if (n === undefined || !Number.isFinite(n) || !Number.isInteger(n) || n < 0) return undefined;
+  else if (isBody(c.fval) && typeof c.fval.fval === 'string') {
+    // Past a bigint PostgreSQL refuses the count as out of range: what it cannot take is no whole number here either.
+    if (/^\d+$/.test(c.fval.fval)) return BigInt(c.fval.fval) > MAX_BIGINT ? undefined : Number(c.fval.fval);
+    n = Number(c.fval.fval);
+  }
+  if (n === undefined || !Number.isFinite(n) || !Number.isInteger(n) || n < 0 || n >= 2 ** 63) return undefined;
   return n;
 }
