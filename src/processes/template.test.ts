@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { renderMessage } from './template.js';
+import { RENDERED_MESSAGE_MAX, renderMessage } from './template.js';
 
 describe('message templates', () => {
   const event = { id: 42, type: 'connector.run.completed', tenantId: 1, payload: { run_id: 'r1', records_out: 1500, tables: { 'ext.a': 3 }, ok: true, none: null, nested: { deep: 'x' } } };
@@ -10,5 +10,13 @@ describe('message templates', () => {
     expect(renderMessage('[{{payload.missing}}][{{payload.run_id.length}}][{{nope}}]', event)).toBe('[][][]');
     expect(renderMessage('{{type}} #{{id}} of tenant {{tenantId}}', event)).toBe('connector.run.completed #42 of tenant 1');
     expect(renderMessage('no placeholders, {{ not a path }}', event)).toBe('no placeholders, {{ not a path }}');
+  });
+
+  it(`keeps at most ${RENDERED_MESSAGE_MAX} characters, saying where it cut: a template naming a large payload many times`, () => {
+    const large = { ...event, payload: { text: 'x'.repeat(5000) } };
+    const rendered = renderMessage('{{payload}} '.repeat(180), large);
+    expect(rendered).toBe(`${`${JSON.stringify(large.payload)} `.repeat(180).slice(0, RENDERED_MESSAGE_MAX)}… (cut at 16,384 characters)`);
+    // Under the limit, as rendered before.
+    expect(renderMessage('{{payload.text}}|{{payload.text}}', large)).toBe(`${'x'.repeat(5000)}|${'x'.repeat(5000)}`);
   });
 });
