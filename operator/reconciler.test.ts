@@ -623,6 +623,33 @@ describe('status, ownership and conflicts', () => {
     expect((await owned(get('moving')!.metadata.uid!)).map((o) => o.tenant)).toEqual(['globex']);
   });
 
+  it('keeps the object and its CronJob in the old tenant when a tenant relabel comes with a manifest the new tenant refuses', async () => {
+    const offset = example('offset.yaml');
+    const endpoints = (offset.spec as { endpoints: Array<Record<string, unknown>> }).endpoints;
+    const at = (tenant: string, spec: object) => api.apply('connectors', { ...offset, metadata: { name: 'relabel-invalid', namespace: NS, labels: { 'svc.io/tenant': tenant } }, spec: spec as Record<string, unknown> });
+    at('default', offset.spec as object);
+    await readyTrue('relabel-invalid');
+    const job = () => cronJob('connector-team-a-relabel-invalid');
+    await until('its CronJob', () => job());
+    expect(job()!.metadata!.labels!['svc.io/tenant']).toBe('default');
+    // Relabelled to globex together with an invalid change: the apply in globex is refused.
+    at('globex', { ...(offset.spec as object), endpoints: [{ ...endpoints[0], pagination: { kind: 'soap' } }] });
+    const refused = await until('Invalid', () => cond('relabel-invalid', 'Ready')?.reason === 'Invalid' && cond('relabel-invalid', 'Ready'));
+    expect(refused.message).toMatch(/spec\.endpoints\[0\]\.pagination/);
+    await settled();
+    // The hub keeps the last valid version where it was, with its CronJob, as for any refused change.
+    expect((await hubGet('/api/connectors/relabel-invalid')).status).toBe(200);
+    expect((await hubGet('/api/connectors/relabel-invalid', otherTenant)).status).toBe(404);
+    expect(job()!.metadata!.labels!['svc.io/tenant']).toBe('default');
+    expect(get('relabel-invalid')!.status!.tenant).toBe('default');
+    // Fixed, it moves.
+    at('globex', offset.spec as object);
+    await until('moved to globex', () => get('relabel-invalid')?.status?.tenant === 'globex' && cond('relabel-invalid', 'Ready')?.status === 'True');
+    expect((await hubGet('/api/connectors/relabel-invalid')).status).toBe(404);
+    expect((await hubGet('/api/connectors/relabel-invalid', otherTenant)).status).toBe(200);
+    await until('the CronJob follows', () => job()?.metadata?.labels?.['svc.io/tenant'] === 'globex');
+  });
+
   it('refuses a resource of the same name in another namespace of the tenant: Conflict naming the owner; deleting it deletes nothing', async () => {
     put('shared', NS, { baseUrl: 'http://first.example' });
     const first = await readyTrue('shared');

@@ -500,10 +500,20 @@ export class Operator {
     if (!uid) throw new Error(`${kind.kind} ${resource.metadata.namespace}/${name} has no metadata.uid`);
     const owner: ManifestOwner = { namespace: resource.metadata.namespace, name, uid };
 
-    // Relabelled to another tenant: what the resource manages elsewhere goes first.
-    for (const object of await this.hub.owned(kind, { uid })) {
-      if (object.tenantId !== tenant.id) await this.removeManaged(kind, object);
+    // Relabelled to another tenant: what the resource manages elsewhere goes first, once the new
+    // tenant's apply service takes the manifest. A change it refuses (Invalid) leaves the object,
+    // and its CronJob, where they were, as any refused change does.
+    const elsewhere = (await this.hub.owned(kind, { uid })).filter((object) => object.tenantId !== tenant.id);
+    let heldIn: string | undefined;
+    if (elsewhere.length) {
+      try {
+        await this.hub.checkApply(kind, tenant.id, manifestOf(resource), this.actor);
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        heldIn = elsewhere[0]!.tenant;
+      }
     }
+    if (!heldIn) for (const object of elsewhere) await this.removeManaged(kind, object);
 
     let applied = await this.apply(kind, resource, tenant, owner);
     if ('conflict' in applied && applied.conflict.by === 'resource' && (await this.ownerGone(kind, applied.conflict.owner))) {
@@ -516,7 +526,7 @@ export class Operator {
     }
     if (!applied.ok) {
       // The hub keeps the last valid version (and its CronJob).
-      return { status: status({ state: 'stalled', reason: 'Invalid', message: applied.message }, { tenant: previous.tenant === tenant.code ? tenant.code : undefined, lastRun: previous.lastRun, scheduled: scheduledOf(previous) }) };
+      return { status: status({ state: 'stalled', reason: 'Invalid', message: applied.message }, { tenant: heldIn ?? (previous.tenant === tenant.code ? tenant.code : undefined), lastRun: previous.lastRun, scheduled: scheduledOf(previous) }) };
     }
 
     // An apply that changed nothing has no warnings to say: the message of the apply that did (same
@@ -718,6 +728,7 @@ function hubCalls(m: ManifestServices): ManifestServices {
   return {
     tenantByCode: (code) => guard(() => m.tenantByCode(code)),
     applyIfChanged: (...args) => guard(() => m.applyIfChanged(...args)),
+    checkApply: (...args) => guard(() => m.checkApply(...args)),
     owned: (kind, by) => guard(() => m.owned(kind, by)),
     removeOwned: (kind, tenantId, name, by) => guard(() => m.removeOwned(kind, tenantId, name, by)),
     lastRun: (kind, tenantId, name) => guard(() => m.lastRun(kind, tenantId, name)),

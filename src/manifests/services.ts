@@ -52,6 +52,12 @@ export interface ManifestServices {
    */
   applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<ApplyOutcome>;
   /**
+   * Whether the kind's apply service would take `manifest` in that tenant: it runs in a transaction
+   * that is rolled back (nothing stored, no owner recorded). Throws the kind's ValidationError
+   * naming the field.
+   */
+  checkApply(kind: ManifestKind, tenantId: TenantId, manifest: Record<string, unknown>, actor: string): Promise<void>;
+  /**
    * Across tenants: the hub objects of `kind` recorded as managed by the resource of that uid, or of
    * that namespace and name, or every one (`all`, in one namespace when given).
    */
@@ -113,6 +119,17 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         }
         return outcome;
       }),
+    checkApply: async (kind, tenantId, manifest, actor) => {
+      const rollback = new Error('checked: rolled back');
+      try {
+        await db.withTenant(tenantId, async (tx) => {
+          await kind.handler.apply(tx, manifest, actor);
+          throw rollback;
+        });
+      } catch (err) {
+        if (err !== rollback) throw err;
+      }
+    },
     owned: (kind, by) =>
       db.crossTenant('operator-owned', async (tx) => {
         const [where, values] =
