@@ -175,6 +175,20 @@ describe('login, whoami, logout', () => {
     expect(env.err).toContain(`without /api (${hub.url})`);
   });
 
+  it('refuses a URL holding a user name or password, at login and in SVC_URL, without printing the password', async () => {
+    // No credential of a URL is ever sent (the HTTP client drops it), and errors print the URL.
+    const file = join(dir, 'userinfo.json');
+    const withPassword = hub.url.replace('http://', 'http://alice:s3cret-pw@');
+    const login = await svc(['login', '--url', withPassword, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+    expect(login.code).toBe(2);
+    expect(login.err).toContain('--url must not hold a user name or password');
+    expect(existsSync(file)).toBe(false);
+    const down = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: file, SVC_URL: 'http://alice:s3cret-pw@127.0.0.1:1', SVC_DEV_TENANT: '1' } });
+    expect(down).toMatchObject({ code: 1, out: '' });
+    expect(down.err).toContain('SVC_URL must not hold a user name or password');
+    for (const result of [login, down]) expect(result.out + result.err).not.toContain('s3cret-pw');
+  });
+
   it('logout removes the file; commands then say how to log in', async () => {
     const file = join(dir, 'gone.json');
     await svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { normaliseUrl, removeConfig, type Target, writeConfig } from './config.js';
+import { holdsUserInfo, normaliseUrl, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
 import { download, pollEvery, startRun } from './exports.js';
@@ -219,6 +219,7 @@ async function login(c: Ctx): Promise<number> {
     // refused below
   }
   if (!parsed || !['http:', 'https:'].includes(parsed.protocol)) throw new UsageError(`--url must be an http or https URL, not '${url}'`);
+  if (holdsUserInfo(url)) throw new UsageError(`--url ${USER_INFO_REFUSED}`);
   const given = ['token', 'token-stdin', 'dev-tenant'].filter((name) => c.opts[name] !== undefined);
   if (given.length !== 1) throw new UsageError('give exactly one of --token, --token-stdin, --dev-tenant');
   const target: Target = { url };

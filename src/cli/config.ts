@@ -85,11 +85,27 @@ export function resolveTarget(env: Env, path: string): Target {
   const stored = readConfig(path);
   const url = normaliseUrl(env.SVC_URL || stored?.url || '');
   if (!url) throw new CliError('not logged in: run `svc login --url URL --token T` (or `--dev-tenant ID`), or set SVC_URL');
+  if (holdsUserInfo(url)) throw new CliError(`${env.SVC_URL ? 'SVC_URL' : `the URL in ${path}`} ${USER_INFO_REFUSED}`);
   if (env.SVC_TOKEN) return { url, token: env.SVC_TOKEN, tokenFrom: 'environment' };
   if (env.SVC_DEV_TENANT) return { url, devTenant: env.SVC_DEV_TENANT };
   if (stored && normaliseUrl(stored.url) === url) return { url, token: stored.token, devTenant: stored.devTenant };
   return stored?.url ? { url, storedFor: normaliseUrl(stored.url) } : { url };
 }
+
+/**
+ * A user name or password in the URL (`http://alice:pw@hub`): never sent (the HTTP client drops it;
+ * the hub takes a bearer token), and every message naming the URL would print it. Refused.
+ */
+export function holdsUserInfo(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.username !== '' || parsed.password !== '';
+  } catch {
+    return false;
+  }
+}
+
+export const USER_INFO_REFUSED = 'must not hold a user name or password (svc would send neither, and would print them with the URL): give the URL without them, and the credential with svc login --token-stdin or SVC_TOKEN';
 
 export function normaliseUrl(url: string): string {
   return url.trim().replace(/\/+$/, '');
