@@ -1,6 +1,8 @@
 import { firstPage } from './engine/read.js';
 import type { EngineContext } from './engine/read.js';
+import { TooDeepForPath } from './jsonpath.js';
 import { externalIdOf } from './target/rows.js';
+import { cutDeeperThan, MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec } from './types.js';
 
 interface PreflightEndpoint {
@@ -55,7 +57,7 @@ export async function preflight(connector: ConnectorSpec, context: (connector: C
  */
 function keyCheck(endpoint: EndpointSpec, items: unknown[]): { verdict?: string; warning?: string } {
   const key = endpoint.target.unique_key;
-  const missing = items.filter((item) => externalIdOf(item, key) === undefined).length;
+  const missing = items.filter((item) => keyOf(item, key) === undefined).length;
   if (missing === 0) return {};
   if (missing === items.length) {
     return {
@@ -63,4 +65,18 @@ function keyCheck(endpoint: EndpointSpec, items: unknown[]): { verdict?: string;
     };
   }
   return { warning: `unique_key ${key} resolves to nothing in ${missing} of the ${items.length} records read: a run dead-letters those rows (missing_key)` };
+}
+
+/**
+ * A record's key as a run reads it. A key path searching at any depth (..) is not run over a record
+ * nesting past its limit: a run dead-letters such a record (unstorable, deeper than MAX_JSON_DEPTH)
+ * with the key read from the levels it keeps, and so is it read here.
+ */
+function keyOf(item: unknown, key: string): string | undefined {
+  try {
+    return externalIdOf(item, key);
+  } catch (err) {
+    if (!(err instanceof TooDeepForPath)) throw err;
+    return externalIdOf(cutDeeperThan(item, MAX_JSON_DEPTH, {}), key);
+  }
 }

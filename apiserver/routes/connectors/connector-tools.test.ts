@@ -87,6 +87,9 @@ beforeAll(async () => {
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
     if (path === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
     if (path === '/records/mixed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { name: 'no id' }, { id: '' }]) };
+    // A page nesting past the 1,000 levels a path searching at any depth (..) is run over: beside the records, and in one of them.
+    if (path === '/records/deep-page') return { headers: { 'Content-Type': 'application/json' }, body: `{"data":[{"id":1}],"x":${'['.repeat(5000)}${']'.repeat(5000)}}` };
+    if (path === '/records/deep-record') return { headers: { 'Content-Type': 'application/json' }, body: `[{"id":1},{"id":2,"x":${'['.repeat(5000)}${']'.repeat(5000)}}]` };
     return { status: 404 };
   });
   docsUrl = docs.url;
@@ -180,6 +183,19 @@ describe('pre-flight', () => {
       verdict: 'unique_key $.nope resolves to nothing in all 2 records read: a run would dead-letter every row (missing_key) and store none; fix target.unique_key',
     });
     expect(byId.mixed).toMatchObject({ status: 200, items: 3, verdict: 'ok', warnings: ['unique_key $.id resolves to nothing in 2 of the 3 records read: a run dead-letters those rows (missing_key)'] });
+    expect(report.ok).toBe(false);
+  });
+
+  it('a path searching at any depth (..) over a page nesting past 1,000 levels is a verdict naming it, never a 500', async () => {
+    const report = await preflightOf('deep', docsUrl, [
+      ['page', '/records/deep-page', '$.id', { kind: 'none', response_path: '$..data' }],
+      ['record', '/records/deep-record', '$..id'],
+    ]);
+    const byId = Object.fromEntries(report.endpoints.map((e) => [e.id, e]));
+    // As the run fails on it.
+    expect(byId.page).toMatchObject({ status: 200, items: 0, verdict: 'the path $..data searches at any depth (..), and the value nests objects and arrays deeper than 1000 levels' });
+    // A run dead-letters the deep record (unstorable, nesting past 64 levels), its key read from the 64 levels kept: the key check reads it so.
+    expect(byId.record).toMatchObject({ status: 200, items: 2, verdict: 'ok' });
     expect(report.ok).toBe(false);
   });
 

@@ -25,6 +25,7 @@ import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
 import { bigIntsAsText, jsonText } from './exact-json.js';
 import { cutDeeperThan, MAX_JSON_DEPTH } from '../../validation/input-limits.js';
+import { TooDeepForPath } from '../jsonpath.js';
 
 export const DEFAULT_MAX_PAGES = 10_000;
 
@@ -218,7 +219,14 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   } catch (err) {
     return { ...report, status: answer.status, items: [], verdict: (err as Error).message };
   }
-  const items = strategy.items(answer.body);
+  let items: unknown[];
+  try {
+    items = strategy.items(answer.body);
+  } catch (err) {
+    // A response_path searching at any depth (..) over a page nesting past its limit: the run fails on it too.
+    if (!(err instanceof TooDeepForPath)) throw err;
+    return { ...report, status: answer.status, items: [], verdict: err.message };
+  }
   const link = answer.headers.link;
   const out: FirstPageReport = { ...report, status: answer.status, items, verdict: 'ok', body: answer.body, link: Array.isArray(link) ? link.join(', ') : link };
   // Cut to the depth a row may have first: redacting and serialising walk it recursively.
