@@ -290,6 +290,11 @@ const NETWORK_CODES = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
+  // An answer that is not HTTP/1.1 as undici reads it: headers past its limit, a body shorter or
+  // longer than its Content-Length (a body cut off mid-read); the parser's own below (HTTPParserError,
+  // which carries no code: `Response does not match the HTTP/1.1 protocol (Invalid response status)`).
+  'UND_ERR_HEADERS_OVERFLOW',
+  'UND_ERR_RES_CONTENT_LENGTH_MISMATCH',
 ]);
 
 /** A transport failure the retry policy retries (undici and node socket errors). */
@@ -298,6 +303,7 @@ export function isNetworkError(err: unknown): boolean {
   for (let depth = 0; depth < 4 && current && typeof current === 'object'; depth++) {
     const code = (current as { code?: unknown }).code;
     if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+    if ((current as { name?: unknown }).name === 'HTTPParserError') return true;
     // Node 20's happy-eyeballs connect reports an AggregateError of per-address failures.
     const inner = (current as { errors?: unknown }).errors;
     if (Array.isArray(inner) && inner.some((e) => isNetworkError(e))) return true;

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -15,7 +16,7 @@ import {
   UpstreamNetworkError,
 } from './errors.js';
 import type { RetryEvent } from './http.js';
-import { readEndpoint } from './read.js';
+import { firstPage, readEndpoint } from './read.js';
 import type { DemoSource } from '../../demo-source/server.js';
 import { connectorSpec, DEMO_AUTH, endpointSpec, engineContext, ids, range, readAll, startFixtureSource } from './testing/specs.js';
 
@@ -150,6 +151,46 @@ describe('retry policy', () => {
     const result = await readAll(connectorSpec('http://127.0.0.1:1'), endpointSpec('/x', offset()), engineContext({}, { retry: { attempts: 2, baseDelayMs: 1, maxDelayMs: 1 } }));
     expect(result.error).toBeInstanceOf(UpstreamNetworkError);
     expect(result.error?.message).toMatch(/ECONNREFUSED/);
+  });
+
+  it('an answer that is not valid HTTP/1.1 (garbage, a bad status or header, a bad chunk, headers past the limit, a body shorter than its Content-Length) is a network error: retried, then Failed naming it; the pre-flight names it too', async () => {
+    const answers: Record<string, string> = {
+      garbage: 'garbage\r\n\r\n',
+      status: 'HTTP/1.1 999999 X\r\nContent-Length: 2\r\n\r\n[]',
+      header: 'HTTP/1.1 200 OK\r\nX-A\x01: b\r\nContent-Length: 2\r\n\r\n[]',
+      chunk: 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n[]\r\n0\r\n\r\n',
+      overflow: `HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(1 << 20)}\r\nContent-Length: 2\r\n\r\n[]`,
+      short: 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n[]\r\n0\r\n\r\n',
+    };
+    let answer = '';
+    let requests = 0;
+    const sockets = new Set<Socket>();
+    const raw = createNetServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.once('data', () => {
+        requests++;
+        socket.end(answer);
+      });
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(raw.address() as AddressInfo).port}`;
+    try {
+      for (const [name, text] of Object.entries(answers)) {
+        answer = text;
+        requests = 0;
+        const result = await readAll(connectorSpec(url), endpointSpec('/x', offset()), engineContext());
+        expect([name, result.error]).toEqual([name, expect.any(UpstreamNetworkError)]);
+        expect(result.error?.message).toMatch(/^upstream could not be reached after 5 attempt\(s\): /);
+        expect(result.error).toMatchObject({ runStatus: 'Failed', retryable: true });
+        expect(requests).toBe(5);
+        const report = await firstPage(connectorSpec(url), endpointSpec('/x', offset()), engineContext());
+        expect([name, report.status, report.verdict]).toEqual([name, 0, expect.stringMatching(/^upstream could not be reached after 1 attempt\(s\): /)]);
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => raw.close(resolve));
+    }
   });
 
   it('a 2xx body that is not JSON fails the run, quoting it', async () => {
