@@ -13,7 +13,7 @@ import type { ConnectorSpec, EndpointSpec } from './types.js';
  * A connector run meeting what may happen at the same time on its connector, on the real
  * PostgreSQL, in a fixed interleaving: a re-apply of the connector while one of its runs waits for
  * its turn behind an earlier endpoint's run, and a CSV ingest naming a connector whose delete is
- * held uncommitted.
+ * held uncommitted, and a trigger built from a spec read before a re-apply that changed its endpoints.
  */
 
 let hub: TestHub;
@@ -29,13 +29,14 @@ function heldDb(hold: Hold): Database {
   return Object.assign(Object.create(db) as Database, { withTenant: ((tenantId, fn) => db.withTenant(tenantId, (tx) => fn(hold.wrap(tx)))) as Database['withTenant'] });
 }
 
-type Endpoint = { id: string; table: string };
+type Endpoint = { id: string; table: string; enabled?: boolean };
 function manifest(name: string, endpoints: Endpoint[], schedule?: string) {
   const spec = {
     base_url: 'http://127.0.0.1:9',
     ...(schedule ? { schedule } : {}),
     endpoints: endpoints.map((e) => ({
       id: e.id,
+      ...(e.enabled === false ? { enabled: false } : {}),
       path: `/${e.id}`,
       incremental: { mode: 'watermark', param: 'since', watermark_path: '$.v' },
       target: { table: e.table, unique_key: '$.id' },
@@ -244,7 +245,7 @@ describe('a trigger built from a spec read before a re-apply that removes one of
     const connector = await applied('rg-twice', both);
 
     // The first trigger holds its lock on the connector's row; the second records and runs its run meanwhile.
-    const hold = holdAfter(/^select 1 from connectors\.connectors/);
+    const hold = holdAfter(/^select spec from connectors\.connectors .* for share$/);
     const first = outcome(runner(pages, heldDb(hold)).trigger(1, connector, { endpoint: 'kept', triggeredBy: 'manual' }).then((t) => t.done).then((runs) => runs.map((r) => r.status).join()), true);
     await hold.held;
     const second = await outcome(runner(pages).trigger(1, connector, { endpoint: 'gone', triggeredBy: 'manual' }).then((t) => t.done).then((runs) => runs.map((r) => r.status).join()), true);
@@ -252,6 +253,80 @@ describe('a trigger built from a spec read before a re-apply that removes one of
     hold.go();
     expect(await first).toBe('committed: Completed');
     expect((await runsOf(connector)).sort()).toEqual(['gone: Completed', 'kept: Completed']);
+  }, 30_000);
+});
+
+describe('a trigger built from a spec read before a re-apply that disables, enables or adds endpoints', () => {
+  // Read before the re-apply: `on` and `off` enabled, `later` disabled. Applied now: `on` enabled,
+  // `off` disabled, `later` enabled, `added` new.
+  const before: Endpoint[] = [
+    { id: 'on', table: 'ext.re_on' },
+    { id: 'off', table: 'ext.re_off' },
+    { id: 'later', table: 'ext.re_later', enabled: false },
+  ];
+  const after: Endpoint[] = [
+    { id: 'on', table: 'ext.re_on' },
+    { id: 'off', table: 'ext.re_off', enabled: false },
+    { id: 'later', table: 'ext.re_later' },
+    { id: 'added', table: 'ext.re_added' },
+  ];
+  const pages = pagesOf({ on: [{ id: 'o1', v: 1 }], off: [{ id: 'x1', v: 1 }], later: [{ id: 'l1', v: 1 }], added: [{ id: 'a1', v: 1 }] });
+  const status = (t: { done: Promise<Array<{ status: string }>> }) => t.done.then((runs) => runs.map((r) => r.status).join());
+
+  it('after the re-apply has committed: the endpoint it disabled, named, is a 400 as for any disabled endpoint; nothing runs', async () => {
+    const stale = await applied('re-named', before);
+    await applied('re-named', after);
+
+    const named = runner(pages).trigger(1, stale, { endpoint: 'off', triggeredBy: 'manual' });
+    await expect(named).rejects.toMatchObject({ message: 'endpoint off is disabled', field: 'endpoint' });
+    expect(await runsOf(stale)).toEqual([]);
+  }, 30_000);
+
+  it('after the re-apply has committed: the endpoint it enabled, named, runs', async () => {
+    const stale = await applied('re-enabled', before);
+    await applied('re-enabled', after);
+
+    const named = await outcome(runner(pages).trigger(1, stale, { endpoint: 'later', triggeredBy: 'manual' }).then(status), true);
+    expect(named).toBe('committed: Completed');
+    expect(await runsOf(stale)).toEqual(['later: Completed']);
+  }, 30_000);
+
+  it('after the re-apply has committed: all enabled endpoints are those enabled now (manual and scheduled)', async () => {
+    const stale = await applied('re-all', before, '* * * * *');
+    await applied('re-all', after, '* * * * *');
+
+    const manual = await runner(pages).trigger(1, stale, { triggeredBy: 'manual' });
+    expect(manual.runs.map((r) => r.endpoint)).toEqual(['on', 'later', 'added']);
+    expect(await status(manual)).toBe('Completed,Completed,Completed');
+
+    const scheduler = new ConnectorScheduler(hub.services.db, runner(pages), async () => stale);
+    const fired = await scheduler.fire(1, stale.id);
+    expect(fired.kind).toBe('started');
+    if (fired.kind !== 'started') return;
+    expect(fired.triggered.runs.map((r) => r.endpoint)).toEqual(['on', 'later', 'added']);
+    expect(await status(fired.triggered)).toBe('Completed,Completed,Completed');
+    expect((await runsOf(stale)).filter((r) => r.startsWith('off'))).toEqual([]);
+    expect(await rows('re_off')).toEqual(['(no table)']);
+  }, 30_000);
+
+  it('a trigger sent while the re-apply is storing its spec waits for it, then runs the endpoints as re-applied', async () => {
+    const stale = await applied('re-race', before);
+
+    // The re-apply has stored its endpoints and spec, uncommitted; the trigger runs the spec read before.
+    const hold = holdAfter(/^update connectors\.connectors set spec/);
+    const reapplied = outcome(hub.services.db.withTenant(1, (tx) => applyConnector(hold.wrap(tx), manifest('re-race', after)).then(() => 'applied')), true);
+    await hold.held;
+    let ended = false;
+    const triggered = outcome(runner(pages).trigger(1, stale, { triggeredBy: 'manual' }).then(status), true).finally(() => {
+      ended = true;
+    });
+    await untilEndedOrWaiting(owner, () => ended, 'the trigger');
+    hold.go();
+
+    expect(await reapplied).toBe('committed: applied');
+    expect(await triggered).toBe('committed: Completed,Completed,Completed');
+    expect(await runsOf(stale)).toEqual(expect.arrayContaining(['on: Completed', 'later: Completed', 'added: Completed']));
+    expect(await runsOf(stale)).toHaveLength(3);
   }, 30_000);
 });
 

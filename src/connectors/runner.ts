@@ -209,14 +209,14 @@ export class ConnectorRunner {
     }
   }
 
-  async trigger(tenantId: number, connector: ConnectorSpec, options: TriggerOptions): Promise<Triggered> {
-    let endpoints = connector.endpoints.filter((e) => e.enabled);
-    if (options.endpoint !== undefined) {
-      const chosen = connector.endpoints.find((e) => e.id === options.endpoint);
-      if (!chosen) throw new NotFoundError(`connector ${connector.name} has no endpoint ${options.endpoint}`);
-      if (!chosen.enabled) throw new ValidationError(`endpoint ${options.endpoint} is disabled`, 'endpoint');
-      endpoints = [chosen];
-    }
+  async trigger(tenantId: number, asked: ConnectorSpec, options: TriggerOptions): Promise<Triggered> {
+    // The connector the runs run: for the engine's runs, the connector as stored when they are
+    // recorded (read below, under the row lock); for a trigger with its own reader, the one given.
+    let connector = asked;
+    // Chosen here from the given connector only for a trigger with its own reader (a CSV ingest):
+    // the engine's endpoints are chosen from the connector as stored (endpointsNow).
+    let endpoints: EndpointSpec[] = [];
+    if (options.reader) endpoints = chooseEndpoints(asked, options.endpoint, () => `connector ${asked.name} has no endpoint ${options.endpoint}`);
     // One run in flight per endpoint (probe 31 M1): two at once would write over each other's rows and
     // the slower would move the watermark back. The unique index runs_one_in_flight holds it across
     // processes; a trigger finding one is a 409 naming it, and records none of its runs.
@@ -230,13 +230,22 @@ export class ConnectorRunner {
       // update`) waits for this transaction too, and then finds its runs in flight before it drops an
       // endpoint; a re-apply that came first is waited for, and its endpoints read below. Triggers of
       // one connector share the lock and do not wait for each other here. Nothing is held before it.
-      const stored = await tx.query('select 1 from connectors.connectors where id = $1 for share', [connector.id]);
-      if (stored.rowCount === 0 && (!options.reader || options.connectorStored)) throw new NotFoundError(`connector ${connector.name} not found`);
-      // The engine's endpoints as stored now: a caller's spec read before a re-apply may name one it
-      // removed, whose run would write rows tagged with an endpoint that is gone (nothing purges them),
-      // and whose id applied again (a new endpoint) could run beside it. A CSV ingest's endpoint is
-      // none a manifest declares (its own reader; a UUID derived from its name and table): not looked up.
-      if (!options.reader) endpoints = await storedOnly(tx, connector, endpoints, options);
+      // The row as it is once the lock is granted (a re-apply waited for included): its spec is the
+      // connector as applied now, which no re-apply changes until this transaction ends.
+      const stored = await tx.query<{ spec: ConnectorSpec }>('select spec from connectors.connectors where id = $1 for share', [asked.id]);
+      const row = stored.rows[0];
+      if (!row && (!options.reader || options.connectorStored)) throw new NotFoundError(`connector ${asked.name} not found`);
+      // The engine's runs run the connector as stored now, not the caller's spec: one read before a
+      // re-apply (the scheduler's claim, the route's lookup) may name an endpoint it removed, whose run
+      // would write rows tagged with an endpoint that is gone (nothing purges them) and whose id
+      // applied again (a new endpoint) could run beside it; one it disabled; and, of all enabled
+      // endpoints, miss one it added or enabled (and run with the base URL, auth and headers it
+      // replaced). A CSV ingest's endpoint is none a manifest declares (its own reader; a UUID derived
+      // from its name and table): not looked up.
+      if (!options.reader && row) {
+        connector = { ...row.spec, id: asked.id, tenantId };
+        endpoints = endpointsNow(asked, connector, options);
+      }
       const running = await runInFlight(tx, uuidsOf(endpoints));
       if (running) throw inFlightError(connector.name, running);
       const created: Array<{ run: RunRecord; endpoint: EndpointSpec }> = [];
@@ -613,37 +622,51 @@ export class ConnectorRunner {
 const uuidsOf = (endpoints: readonly EndpointSpec[]) => endpoints.map((e) => e.uuid);
 
 /**
- * The endpoints of `chosen` still stored as endpoints of `connector` (in the caller's transaction,
- * which holds the connector's row `for share`, so no re-apply changes them until it ends). One the
- * caller named that a re-apply removed is a 404 naming it; of all enabled endpoints, any removed is
- * a 409 (asked again, the trigger reads the connector as applied now), or, with `leaveOutRemoved`
- * (the scheduler), left out and logged.
+ * The endpoint `named` of `connector` ([that one]), or all its enabled endpoints when none is named.
+ * An id it does not have is a 404 (`missing` says it), a disabled endpoint named a 400.
  */
-async function storedOnly(tx: Tx, connector: ConnectorSpec, chosen: EndpointSpec[], options: TriggerOptions): Promise<EndpointSpec[]> {
-  if (chosen.length === 0) return chosen;
-  const { rows } = await tx.query<{ uuid: string }>('select uuid::text as uuid from connectors.endpoints where connector_id = $1 and uuid = any($2::uuid[])', [
-    connector.id,
-    uuidsOf(chosen),
-  ]);
-  const present = new Set(rows.map((r) => r.uuid.toLowerCase()));
-  const gone = chosen.filter((e) => !present.has(e.uuid.toLowerCase()));
+function chooseEndpoints(connector: ConnectorSpec, named: string | undefined, missing: () => string): EndpointSpec[] {
+  if (named === undefined) return connector.endpoints.filter((e) => e.enabled);
+  const chosen = connector.endpoints.find((e) => e.id === named);
+  if (!chosen) throw new NotFoundError(missing());
+  if (!chosen.enabled) throw new ValidationError(`endpoint ${named} is disabled`, 'endpoint');
+  return [chosen];
+}
+
+/**
+ * The endpoints a trigger of the engine runs, chosen from `stored`, the connector as stored now (read
+ * in the trigger's transaction, which holds its row `for share`, so no re-apply changes it until it
+ * ends), as a trigger asked from it would choose them: one disabled since the caller read `asked` is
+ * not run (named, a 400 as for any disabled endpoint), and of all enabled endpoints one added or
+ * enabled since is run. An endpoint of `asked` a re-apply removed: named, a 404 saying so; of all
+ * enabled endpoints, a 409 (asked again, the trigger runs the connector as applied now), or, with
+ * `leaveOutRemoved` (the scheduler), left out and logged, the others run.
+ */
+function endpointsNow(asked: ConnectorSpec, stored: ConnectorSpec, options: TriggerOptions): EndpointSpec[] {
+  const named = options.endpoint;
+  const removedNamed = named !== undefined && asked.endpoints.some((e) => e.id === named);
+  const chosen = chooseEndpoints(stored, named, () =>
+    removedNamed
+      ? `connector ${stored.name} has no endpoint ${named}: a re-apply of the connector removed it after this run was asked for (no run started)`
+      : `connector ${stored.name} has no endpoint ${named}`,
+  );
+  if (named !== undefined) return chosen;
+  const kept = new Set(stored.endpoints.map((e) => e.id));
+  const gone = asked.endpoints.filter((e) => e.enabled && !kept.has(e.id));
   if (gone.length === 0) return chosen;
   const names = gone.map((e) => e.id).join(', ');
-  if (options.endpoint !== undefined) {
-    throw new NotFoundError(`connector ${connector.name} has no endpoint ${options.endpoint}: a re-apply of the connector removed it after this run was asked for (no run started)`);
-  }
   if (!options.leaveOutRemoved) {
     throw new ConflictError(
-      `connector ${connector.name} was re-applied while its runs were being started`,
+      `connector ${stored.name} was re-applied while its runs were being started`,
       undefined,
       `endpoint${gone.length > 1 ? 's' : ''} ${names} ${gone.length > 1 ? 'are' : 'is'} no longer in its manifest (a re-apply removed ${gone.length > 1 ? 'them' : 'it'}); no run was started: ask again to run its endpoints as applied now`,
     );
   }
   logger().warn(
-    { connector: connector.name, endpoints: gone.map((e) => e.id) },
-    `endpoint${gone.length > 1 ? 's' : ''} ${names} of connector ${connector.name} ${gone.length > 1 ? 'were' : 'was'} removed by a re-apply after this trigger read the connector: not run`,
+    { connector: stored.name, endpoints: gone.map((e) => e.id) },
+    `endpoint${gone.length > 1 ? 's' : ''} ${names} of connector ${stored.name} ${gone.length > 1 ? 'were' : 'was'} removed by a re-apply after this trigger read the connector: not run`,
   );
-  return chosen.filter((e) => present.has(e.uuid.toLowerCase()));
+  return chosen;
 }
 
 /** How a chunk is written (see ConnectorRunner.store). */

@@ -388,11 +388,11 @@ export async function readWatermark(tx: Tx, endpointUuid: string): Promise<{ val
  * next run reads everything again, and a run that began before must not put it back), and unless the
  * endpoint as stored no longer writes `target` (the table and unique_key the run wrote with). The
  * second holds a run to the re-apply that moved its endpoint before the run read the watermark: a
- * run queued behind an earlier endpoint of its trigger reads it only when its turn comes, and a
- * trigger runs the spec its caller read before (the scheduler's claim, the route's lookup), so such
- * a run read the watermark the apply had cleared, wrote the old table, and set the watermark of the
- * new one (whose next run then read only what changed since, leaving it without the rows before).
- * Says whether it was advanced.
+ * run queued behind an earlier endpoint of its trigger reads it only when its turn comes and runs the
+ * spec as stored when its trigger recorded it (ConnectorRunner.trigger), so such a run read the
+ * watermark the apply had cleared, wrote the old table, and set the watermark of the new one (whose
+ * next run then read only what changed since, leaving it without the rows before). Says whether it
+ * was advanced.
  */
 export async function advanceWatermark(tx: Tx, endpointUuid: string, read: { at: string | null }, value: string, target: { table: string; unique_key: string }): Promise<boolean> {
   const { rowCount } = await tx.query(

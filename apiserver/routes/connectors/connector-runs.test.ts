@@ -122,6 +122,20 @@ describe('connector runs against the demo source', () => {
     expect(events.rows[1].payload).toMatchObject({ records_in: 2400, records_out: 2400, tables: { 'ext.partners': 2400 } });
   });
 
+  it('a disabled endpoint named is a 400 naming it, an unknown one a 404; nothing runs', async () => {
+    await apply(manifest('switched', [offsetEndpoint('live', '/offset/partners', 'ext.switched'), { ...offsetEndpoint('paused', '/offset/partners', 'ext.switched'), enabled: false }]));
+    const post = (endpoint: string) =>
+      fetch(`${hub.url}/api/connectors/switched/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: JSON.stringify({ endpoint }) });
+    const disabled = await post('paused');
+    expect(disabled.status).toBe(400);
+    expect(await disabled.json()).toEqual({ error: 'endpoint paused is disabled', field: 'endpoint' });
+    const unknown = await post('nope');
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({ error: 'connector switched has no endpoint nope' });
+    const runs = await owner.query("select count(*)::int as n from connectors.runs where connector_name = 'switched'");
+    expect(runs.rows[0].n).toBe(0);
+  });
+
   it('never reports a short extract as complete: the liar fails naming both figures, rows stay', async () => {
     await apply(manifest('liar', [offsetEndpoint('liar', '/liar/partners', 'ext.liar_partners')]));
     const [result] = await run('liar');

@@ -9,7 +9,7 @@ export const connectorRunRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/{name}/runs', operationId: 'runConnector', summary: 'Start one run per enabled endpoint (or the one named)', tags: ['Connectors'],
     auth: ['svc_integrator'],
-    description: 'Manual runs ignore the window fence. Answers once the runs are recorded; follow them on /api/platform/runs/{id} or the live stream (`connector.run.*`).',
+    description: 'Manual runs ignore the window fence. The endpoints run are those of the connector as applied when the runs are recorded (a re-apply just before included). Answers once the runs are recorded; follow them on /api/platform/runs/{id} or the live stream (`connector.run.*`).',
     params: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
     body: { type: 'object', additionalProperties: false, properties: { endpoint: { type: 'string', description: 'endpoint id from the manifest' } } },
     responses: {
@@ -19,6 +19,12 @@ export const connectorRunRoutes: RouteDecl[] = [
           type: 'object', required: ['runs'],
           properties: { runs: { type: 'array', items: { type: 'object', required: ['id', 'endpointId'], properties: { id: { type: 'string' }, endpointId: { type: 'string' }, endpoint: { type: 'string' } } } } },
         },
+      },
+      400: {
+        description:
+          'The endpoint named is disabled in the connector as applied when the runs are recorded (a re-apply that disabled it after the connector was read included): `{error: "endpoint E is disabled", field: "endpoint"}`; ' +
+          'or invalid input `{error, field?, hint?}` (the body against its schema, malformed JSON, a NUL character)',
+        schema: errorBody,
       },
       404: { description: 'Unknown connector or endpoint (also an endpoint named that a re-apply removed after the connector was read: `connector NAME has no endpoint E: a re-apply of the connector removed it …`)', schema: errorBody },
       409: {
