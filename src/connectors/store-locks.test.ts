@@ -3,7 +3,8 @@ import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/
 import { type Hold, holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import type { Tx } from '../db/database.js';
 import { expandPending, pendingIndexer } from '../retrieval/indexer.js';
-import { applyConnector, deleteConnector, purgeEndpoint } from './store.js';
+import { checkManifest } from './manifest/validate.js';
+import { applyConnector, deleteConnector, purgeEndpoint, targetChanges } from './store.js';
 import { ExtSchema } from './target/ddl.js';
 import { prepareRow } from './target/rows.js';
 import { upsertChunk } from './target/writer.js';
@@ -274,5 +275,24 @@ describe('connector deletes and endpoint purges at once', () => {
 
     expect(ended).toEqual({ first: 'committed: true', second: 'committed' });
     expect(await rows('rb_c')).toEqual(['(no table)']);
+  });
+
+  it("a validate that found its endpoint's old table, sent while a delete drops it, counts no rows there instead of failing (relation does not exist)", async () => {
+    const pier = await applied('pier', [{ id: 'd', table: 'ext.rb_d' }]);
+    await written(pier, 'd', [{ id: 'd1' }]);
+    const raft = await applied('raft', [{ id: 'w', table: 'ext.rb_d' }]);
+
+    // A validate reads through Database.readWithTenant, each statement its own transaction: the DDL
+    // lock it takes ends with its statement. It has found ext.rb_d; the delete drops it and commits
+    // before the count.
+    const draft = checkManifest(manifestOf('raft', [{ id: 'w', table: 'ext.rb_w2' }])).connector!;
+    const hold = holdAfter(/^select to_regclass/);
+    const validated = outcome(t.db.readWithTenant(1, (tx) => targetChanges(hold.wrap(tx), draft)).then((changes) => JSON.stringify(changes)), true);
+    await hold.held;
+    expect(await outcome(t.db.withTenant(1, (tx) => deleteConnector(tx, 'pier')), true)).toBe('committed: true');
+    expect(await rows('rb_d')).toEqual(['(no table)']);
+    hold.go();
+
+    expect(await validated).toBe(`committed: ${JSON.stringify([{ uuid: raft.endpoints[0]!.uuid }])}`);
   });
 });

@@ -186,6 +186,14 @@ export async function targetChanges(tx: Tx, draft: ConnectorDraft): Promise<Arra
  * the commit) met the delete's drop of it: a re-apply counting two old tables, one the delete had
  * dropped and one it was about to drop, was a deadlock (40P01); one counting a table the delete had
  * dropped, uncommitted, waited for it and then failed (`relation … does not exist`).
+ *
+ * A validate (POST /api/connectors/validate) counts through Database.readWithTenant, where each
+ * statement is its own transaction: the lock ends with its statement and holds nothing off, so a
+ * delete may drop the table between the look-up and the count (or hold it dropped, uncommitted,
+ * while the count waits for it). The count then fails with 42P01 (`relation … does not exist`),
+ * which the API answered as a 503 saying migrations are pending: a table gone is counted as none,
+ * as one not found is. (In a transaction, as an apply's, the lock rules this out; were it to happen
+ * there, the transaction would be aborted all the same, and its next statement would fail.)
  */
 async function storedRows(tx: Tx, table: string, endpointUuid: string): Promise<number> {
   let sql: string;
@@ -197,9 +205,17 @@ async function storedRows(tx: Tx, table: string, endpointUuid: string): Promise<
   if (tx.tenantId !== undefined) await tx.query('select pg_advisory_xact_lock_shared(hashtext($1))', [ddlLockName(tenantSchema(tx.tenantId))]);
   const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
   if (!exists.rows[0]?.t) return 0;
-  const { rows } = await tx.query<{ n: string }>(`select count(*) as n from ${sql} where endpoint_id = $1`, [endpointUuid]);
-  return Number(rows[0]?.n ?? 0);
+  try {
+    const { rows } = await tx.query<{ n: string }>(`select count(*) as n from ${sql} where endpoint_id = $1`, [endpointUuid]);
+    return Number(rows[0]?.n ?? 0);
+  } catch (err) {
+    if ((err as { code?: unknown }).code === UNDEFINED_TABLE) return 0;
+    throw err;
+  }
 }
+
+/** PostgreSQL's `undefined_table`: `relation … does not exist`. */
+const UNDEFINED_TABLE = '42P01';
 
 interface ConnectorRow {
   id: string;
