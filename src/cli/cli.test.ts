@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -256,6 +256,31 @@ describe('apply and connectors', () => {
     const refused = await svc(['apply', '-f', '-'], { stdin: mixed });
     expect(refused).toEqual({ code: 1, out: '', err: 'error: stdin#2: unknown kind Widget (this hub applies Connector, Entity, Export, Workflow, Process)\n' });
     expect((await svc(['connectors', 'get', 'never-applied'])).code).toBe(1);
+  });
+
+  it('applies a directory\'s .json, .yaml and .yml files in the order of their names, every kind checked before anything is sent', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-apply-dir-'));
+    try {
+      const named = (name: string) => readFileSync(EXAMPLE, 'utf8').replace('demo-open', name);
+      writeFileSync(join(dir, 'b.yml'), named('dir-b'));
+      writeFileSync(join(dir, 'a.yaml'), `${named('dir-a1')}\n---\n${named('dir-a2')}`);
+      writeFileSync(join(dir, 'c.json'), JSON.stringify(parse(named('dir-c'))));
+      writeFileSync(join(dir, 'notes.txt'), 'not a manifest');
+      mkdirSync(join(dir, 'sub'));
+      writeFileSync(join(dir, 'sub', 'd.yaml'), named('dir-d'));
+      expect(await svc(['apply', '-f', dir])).toEqual({ code: 0, out: 'connector/dir-a1 created\nconnector/dir-a2 created\nconnector/dir-b created\nconnector/dir-c created\n', err: '' });
+      expect((await svc(['connectors', 'get', 'dir-d'])).code).toBe(1);
+      // A file of an unknown kind stops the whole directory before anything is sent.
+      writeFileSync(join(dir, 'z.yaml'), 'kind: Widget\nmetadata: {name: w}\n');
+      writeFileSync(join(dir, 'b.yml'), named('dir-b-never'));
+      expect(await svc(['apply', '-f', dir])).toEqual({ code: 1, out: '', err: `error: ${join(dir, 'z.yaml')}: unknown kind Widget (this hub applies Connector, Entity, Export, Workflow, Process)\n` });
+      expect((await svc(['connectors', 'get', 'dir-b-never'])).code).toBe(1);
+      const empty = join(dir, 'sub', 'empty');
+      mkdirSync(empty);
+      expect(await svc(['apply', '-f', empty])).toEqual({ code: 1, out: '', err: `error: ${empty}: no .json, .yaml, .yml file in it\n` });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('runs a connector against the demo source and waits for the run; runs ls filters by connector', async () => {

@@ -4,7 +4,7 @@ import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
 import { download, pollEvery, startRun } from './exports.js';
 import { path, type Query } from './http.js';
-import { readSource, readStdin, secretValue } from './input.js';
+import { manifestFiles, readSource, readStdin, secretValue } from './input.js';
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, type Row, table } from './output.js';
 import { runTui } from './tui.js';
@@ -264,8 +264,10 @@ interface Applied {
 }
 
 async function readManifests(c: Ctx): Promise<Manifest[]> {
-  const file = str(c, 'file')!;
-  return parseManifests(await readSource(file, c.io.stdin), file === '-' ? 'stdin' : file);
+  const manifests: Manifest[] = [];
+  // A directory's files are all read (and every kind checked) before anything is sent.
+  for (const file of await manifestFiles(str(c, 'file')!)) manifests.push(...parseManifests(await readSource(file, c.io.stdin), file === '-' ? 'stdin' : file));
+  return manifests;
 }
 
 /** Re-throws an HTTP error naming the document it was about. */
@@ -516,7 +518,7 @@ async function secretBody(c: Ctx, name: string): Promise<Row> {
 const VALUE_STDIN: Flag = { type: 'boolean', help: 'read the value from stdin (without it: a prompt that does not echo)' };
 const DESCRIPTION: Flag = { type: 'string', arg: 'TEXT', help: 'a description shown by secrets ls' };
 const NO_WAIT: Flag = { type: 'boolean', help: 'print the run id and return at once (follow it with svc exports runs NAME)' };
-const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YAML or JSON, several documents allowed; - reads stdin' };
+const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YAML or JSON, several documents allowed; a directory: its .json, .yaml and .yml files by name; - reads stdin' };
 
 export const COMMANDS: Command[] = [
   {

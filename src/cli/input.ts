@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { extname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { CliError, Interrupted, UsageError } from './errors.js';
 
@@ -20,6 +21,34 @@ export async function readSource(file: string, stdin: Readable): Promise<string>
   } catch (err) {
     throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
+}
+
+/** The file extensions `svc apply -f DIR` reads, as kubectl does. */
+const MANIFEST_EXTENSIONS = ['.json', '.yaml', '.yml'];
+
+/**
+ * The files `-f` names: the file itself, or, for a directory, its `.json`, `.yaml` and `.yml` files in
+ * the order of their names (not its subdirectories), as `kubectl apply -f DIR` reads them. `-` is stdin.
+ */
+export async function manifestFiles(path: string): Promise<string[]> {
+  if (path === '-') return [path];
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await stat(path)).isDirectory();
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (!isDirectory) return [path];
+  const entries = await readdir(path, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+    throw new CliError(`cannot read ${path}: ${err.code ?? err.message}`);
+  });
+  const files = entries
+    .filter((e) => !e.isDirectory() && MANIFEST_EXTENSIONS.includes(extname(e.name).toLowerCase()))
+    .map((e) => e.name)
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+    .map((name) => join(path, name));
+  if (files.length === 0) throw new CliError(`${path}: no ${MANIFEST_EXTENSIONS.join(', ')} file in it`);
+  return files;
 }
 
 /**
