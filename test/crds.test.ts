@@ -10,6 +10,8 @@ import { checkAgainstEntity, checkExportManifest } from '../src/exports/manifest
 import { crdOf, renderCrds } from '../src/manifests/crd.js';
 import { AGE_COLUMN, crdNameOf, type ManifestKind, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { packageRoot } from '../src/package-root.js';
+import { re2Pattern } from '../src/manifests/re2.js';
+import { re2Problem, re2RegExp } from './harness/kube-schema.js';
 import { checkWorkflowManifest } from '../src/workflows/manifest/validate.js';
 
 /**
@@ -129,7 +131,8 @@ function undeclared(value: unknown, schema: Schema, path = ''): string[] {
 }
 
 function crdValidator(schema: Schema): ValidateFunction {
-  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+  // Patterns read as kube-apiserver reads them (RE2), not as JavaScript does.
+  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false, code: { regExp: re2RegExp as never } });
   for (const keyword of X_KEYWORDS) ajv.addKeyword(keyword);
   return ajv.compile(schema);
 }
@@ -203,6 +206,29 @@ describe('crds/', () => {
     const endpointProps = endpoint.properties as Record<string, Schema>;
     expect(endpointProps.body).toEqual(expect.objectContaining({ 'x-kubernetes-preserve-unknown-fields': true }));
     expect(endpointProps.variables).toEqual(expect.objectContaining({ type: 'object', 'x-kubernetes-preserve-unknown-fields': true }));
+  });
+});
+
+/** Every `pattern` string in a schema. */
+function patternsOf(schema: unknown): string[] {
+  if (Array.isArray(schema)) return schema.flatMap(patternsOf);
+  if (schema === null || typeof schema !== 'object') return [];
+  return Object.entries(schema as Schema).flatMap(([key, value]) => (key === 'pattern' && typeof value === 'string' ? [value] : key === 'enum' ? [] : patternsOf(value)));
+}
+
+describe('patterns, as the hub reads them (JavaScript) and as kube-apiserver reads the CRD (RE2)', () => {
+  const hubPatterns = [...new Set(MANIFEST_KINDS.flatMap((k) => patternsOf(k.schema)))];
+  // Each whitespace and line end the two read differently, alone and between and around other text.
+  const odd = ['\t', '\n', '\v', '\f', '\r', ' ', '\u00a0', '\u1680', '\u2000', '\u200a', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000', '\ufeff', '\u0085', '\u180e', '\u200b'];
+  const samples = (base: string[]) => base.flatMap((b) => [b, ...odd.flatMap((o) => [`${b}${o}`, `${o}${b}`, `${b.slice(0, 1)}${o}${b.slice(1)}`])]);
+  const bases = ['a', 'crm', 'http://h/x', 'https://h.example:8443/v1', 'ext.a_b', 'secret:X', '/items', 'decision.x', '09:00-17:00', '10/m', ''];
+
+  it.each(hubPatterns)('%s reads the same in the CRD', (pattern) => {
+    const crd = re2Pattern(pattern);
+    expect(re2Problem(crd)).toBeUndefined();
+    const hub = new RegExp(pattern, 'u');
+    const differ = samples(bases).filter((text) => hub.test(text) !== re2RegExp(crd).test(text));
+    expect(differ.map((t) => JSON.stringify(t))).toEqual([]);
   });
 });
 
@@ -318,6 +344,14 @@ describe('examples/', () => {
       expect({ field, crd: validate(manifest) }).toEqual({ field, crd: false });
       expect(checkManifest(manifest).errors.map((e) => e.field)).toContain(field);
     }
+  });
+
+  it('a scope holding a non-breaking space is refused by the CRD schema as by the apply path (RE2\'s \\s alone would take it)', () => {
+    const base = load('offset.yaml');
+    const manifest = { ...structuredClone(base), scopes: ['crm\u00a0sales'] };
+    expect(validate(manifest)).toBe(false);
+    expect(checkManifest(manifest).errors.map((e) => e.field)).toContain('scopes[0]');
+    expect(re2RegExp('^\\S{1,100}$').test('crm\u00a0sales')).toBe(true);
   });
 });
 

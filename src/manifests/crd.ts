@@ -1,4 +1,5 @@
 import { stringify } from 'yaml';
+import { re2Pattern } from './re2.js';
 import { apiVersionOf, crdNameOf, type ManifestKind, MANIFEST_KINDS } from './kinds.js';
 
 /**
@@ -122,7 +123,7 @@ function toStructural(input: unknown, root: Schema): Schema {
   const type = types[0]!;
   out.type = type;
   if (nullable) out.nullable = true;
-  for (const key of SCALAR_KEYWORDS[type] ?? []) if (node[key] !== undefined) out[key] = node[key];
+  for (const key of SCALAR_KEYWORDS[type] ?? []) if (node[key] !== undefined) out[key] = key === 'pattern' ? re2Pattern(node[key] as string) : node[key];
   if (type === 'integer' || type === 'number') {
     for (const [exclusive, bound] of [['exclusiveMinimum', 'minimum'], ['exclusiveMaximum', 'maximum']] as const) {
       if (typeof node[exclusive] === 'number') {

@@ -235,7 +235,7 @@ export function validate(value: unknown, schema: JSONSchemaProps | undefined, pa
     const length = [...value].length;
     if (schema.maxLength !== undefined && length > schema.maxLength) errors.push(fieldErrors.tooLong(at, schema.maxLength));
     if (schema.minLength !== undefined && length < schema.minLength) invalid(value, `should be at least ${schema.minLength} chars long`);
-    if (schema.pattern !== undefined && !new RegExp(schema.pattern, 'u').test(value)) invalid(value, `should match '${schema.pattern}'`);
+    if (schema.pattern !== undefined && !re2RegExp(schema.pattern).test(value)) invalid(value, `should match '${schema.pattern}'`);
     const format = schema.format ? FORMATS[schema.format] : undefined;
     if (format && !format(value)) invalid(value, `must be of type ${schema.format}: ${JSON.stringify(value)}`);
   }
@@ -320,6 +320,49 @@ export function validateCustomResource(object: Obj, schema: JSONSchemaProps, onl
   }
   const { metadata: _m, ...rest } = object;
   return validate(rest, { ...schema, properties: props }, '', errors);
+}
+
+const compiled = new Map<string, RegExp>();
+
+/**
+ * A CRD's `pattern` as kube-apiserver reads it (Go's regexp, RE2), as a JavaScript RegExp: `\s` is the
+ * ASCII whitespace `\t\n\f\r ` only (JavaScript's also takes `\v` and Unicode spaces), `.` stops at
+ * `\n` only (JavaScript's also at `\r`, U+2028, U+2029), `\x{HHHH}` is a code point. A construct the
+ * two read differently and this does not translate is refused, so that no test reads a pattern more
+ * leniently than the API server would. Written apart from src/manifests/re2.ts (the generator's
+ * reverse translation) on purpose: it checks what the generator writes, so it shares none of its code.
+ */
+export function re2RegExp(pattern: string): RegExp {
+  let re = compiled.get(pattern);
+  if (re) return re;
+  const ascii = '\\t\\n\\f\\r ';
+  let out = '';
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (c === '\\') {
+      const next = pattern[i + 1] ?? '';
+      i++;
+      if (next === 's') out += inClass ? ascii : `[${ascii}]`;
+      else if (next === 'S' && !inClass) out += `[^${ascii}]`;
+      else if (next === 'x' && pattern[i + 1] === '{') {
+        const end = pattern.indexOf('}', i);
+        out += `\\u{${pattern.slice(i + 2, end)}}`;
+        i = end;
+      } else if ('SAzQEpPC'.includes(next)) throw new Error(`the kube stand-in does not read \\${next} in a pattern as RE2 does: ${pattern}`);
+      else out += `\\${next}`;
+    } else if (c === '[' && !inClass) {
+      inClass = true;
+      out += c;
+    } else if (c === ']' && inClass) {
+      inClass = false;
+      out += c;
+    } else if (c === '.' && !inClass) out += '[^\\n]';
+    else out += c;
+  }
+  re = new RegExp(out, 'u');
+  compiled.set(pattern, re);
+  return re;
 }
 
 /**
