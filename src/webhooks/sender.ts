@@ -2,6 +2,7 @@ import type { Agent, Dispatcher } from 'undici';
 import { egressAgent } from '../egress/dispatcher.js';
 import { describeNetworkError } from '../egress/network-error.js';
 import { EgressPolicy } from '../egress/policy.js';
+import { redactSecrets } from '../observability/secret-forms.js';
 import { type AttemptOutcome, RESPONSE_BODY_MAX } from './model.js';
 
 /**
@@ -11,7 +12,8 @@ import { type AttemptOutcome, RESPONSE_BODY_MAX } from './model.js';
  * start of the response body read and kept (RESPONSE_BODY_MAX characters; the connection is dropped
  * when more comes). An answer whose body is cut short (that limit, a reset, the whole-exchange
  * limit) keeps its status and what was read. Never throws: every failure becomes an outcome with
- * `error`.
+ * `error`. The secrets it is given (the integration's) are masked in the answer's body before it is
+ * cut and kept: an echo service quotes the request's `Authorization` header back.
  *
  * The attempt goes through undici's dispatcher interface with one handler object per attempt
  * (`Exchange`) rather than `request()`: no response stream, async iterator or AbortController per
@@ -51,7 +53,7 @@ export class WebhookSender {
     });
   }
 
-  send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<AttemptOutcome> {
+  send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal, secrets: readonly string[] = []): Promise<AttemptOutcome> {
     const attemptedAt = new Date();
     const started = performance.now();
     let target: Target;
@@ -62,7 +64,7 @@ export class WebhookSender {
     }
     if (signal?.aborted) return Promise.resolve(failed(ABORTED, started, attemptedAt));
     return new Promise<AttemptOutcome>((resolve) => {
-      const exchange = new Exchange(resolve, this.options, started, attemptedAt, signal);
+      const exchange = new Exchange(resolve, this.options, started, attemptedAt, signal, secrets);
       try {
         this.agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { 'User-Agent': this.options.userAgent, ...headers }, body }, exchange);
       } catch (err) {
@@ -114,6 +116,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly started: number,
     private readonly attemptedAt: Date,
     private readonly signal: AbortSignal | undefined,
+    private readonly secrets: readonly string[],
   ) {
     this.timer = setTimeout(() => this.stop('timeout'), options.connectTimeoutMs + options.timeoutMs);
     signal?.addEventListener('abort', this, { once: true });
@@ -167,7 +170,9 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (status !== null) {
       // An answer: its status decides, whatever happened to the rest of its body.
       const bytes = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
-      const text = truncate(utf8.decode(bytes.length > READ_MAX_BYTES ? bytes.subarray(0, READ_MAX_BYTES) : bytes));
+      const read = utf8.decode(bytes.length > READ_MAX_BYTES ? bytes.subarray(0, READ_MAX_BYTES) : bytes);
+      // Masked before the cut, so no part of a secret is left at the end of what is kept.
+      const text = truncate(this.secrets.length > 0 ? redactSecrets(read, this.secrets) : read);
       const durationMs = Math.round(performance.now() - this.started);
       this.resolve({ ok: status >= 200 && status < 300, httpStatus: status, responseBody: text, error: null, durationMs, attemptedAt: this.attemptedAt });
       return;

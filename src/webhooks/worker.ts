@@ -279,7 +279,8 @@ export class DeliveryWorker {
     if ('fault' in request) {
       outcome = { ok: false, httpStatus: null, responseBody: null, error: request.fault, durationMs: 0, attemptedAt: new Date() };
     } else {
-      outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal);
+      // The secret masked in the answer, should it quote it (an echo service): the journal and the test answer show `[REDACTED]`.
+      outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal, secret ? [secret] : []);
       // Stopping: the lease brings the row back to a live process; record nothing.
       if (this.stopping && !outcome.ok && outcome.httpStatus === null) return { result: { kind: 'lost' } };
     }

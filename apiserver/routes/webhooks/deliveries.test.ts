@@ -28,10 +28,12 @@ const LONG_BODY = 'x'.repeat(4500);
 const EXCHANGE_TIMEOUT_MS = 1500;
 
 beforeAll(async () => {
-  receiver = await startReceiver((path) => {
+  receiver = await startReceiver((path, received) => {
     if (path.startsWith('/fail')) return { status: 500, body: LONG_BODY };
     if (path.startsWith('/hang')) return 'hang';
     if (path.startsWith('/slow-fail')) return { status: 503, body: 'busy', delayMs: 600 };
+    // An echo service (httpbin's /anything, a request inspector): the request's headers in the answer.
+    if (path.startsWith('/echo')) return { status: 400, body: JSON.stringify({ headers: received.headers, body: received.body }) };
     return { status: 200, body: 'thanks' };
   });
   hub = await startTestHub(
@@ -420,6 +422,26 @@ describe('the test operation', () => {
     expect(down.body).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: expect.stringMatching(/ECONNREFUSED/) });
     await twoSweepsLater(); // tests are never retried
     expect(receiver.on('/fail-test').length).toBe(1);
+  });
+
+  it('an answer quoting the integration\'s secret (an echo service) is stored and answered with it [REDACTED]', async () => {
+    const token = 'echoed-bearer-T0ken/+=';
+    const echoed = await integration(t1, 1, { name: 'tested-echo', targetUrl: `${receiver.url}/echo`, authMode: 'BEARER', secret: token });
+    const res = await t1.post(`/api/tenants/1/integrations/${echoed}/test`, { eventType: 'org.created' });
+    expect(res.status).toBe(200);
+    const [got] = receiver.on('/echo');
+    expect(got!.headers.authorization).toBe(`Bearer ${token}`);
+    const answer = res.body as { responseBody: string };
+    expect(answer.responseBody).toContain('"authorization":"Bearer [REDACTED]"');
+    const [d] = await deliveries(echoed);
+    const one = await t1.get(`/api/tenants/1/integrations/${echoed}/deliveries/${d!.id}`);
+    const platform = await t1.get(`/api/platform/deliveries?integrationId=${echoed}`);
+    for (const text of [JSON.stringify(res.body), JSON.stringify(d), JSON.stringify(one.body), JSON.stringify(platform.body)]) {
+      expect(text).not.toContain(token);
+      expect(text).not.toContain('echoed-bearer-T0ken');
+      expect(text).not.toContain(encodeURIComponent(token));
+    }
+    expect(JSON.stringify(one.body)).toContain('Bearer [REDACTED]');
   });
 
   it('400 `Unknown event type: <type>` for an uncatalogued or decision.* type', async () => {
