@@ -155,7 +155,18 @@ export class EmailConsumer {
         text: renderTemplate(rule.body, ctx),
         headers: { 'X-Svc-Event': event.type, 'X-Svc-Event-Id': String(event.id), 'X-Svc-Email-Rule': String(rule.id) },
       });
-      if (result.outcome === 'sent') logger().info({ ...where, messageId: result.messageId }, `e-mail rule ${rule.name}: sent event ${event.id} to ${to.join(', ')}`);
+      if (result.outcome === 'sent') {
+        // A server may take some recipients and refuse others (no such mailbox): the message went to those it took only.
+        const refused = result.refused ?? [];
+        const sentTo = refused.length > 0 ? (result.accepted ?? to.filter((a) => !refused.includes(a))) : to;
+        if (refused.length > 0) {
+          logger().warn(
+            { ...where, refused },
+            `e-mail rule ${rule.name}: the server refused ${refused.join(', ')} for event ${event.id}; sent to the other recipients only (best effort, not retried)`,
+          );
+        }
+        logger().info({ ...where, to: sentTo, messageId: result.messageId }, `e-mail rule ${rule.name}: sent event ${event.id} to ${sentTo.join(', ')}`);
+      }
       return { ruleId: rule.id, outcome: result.outcome };
     } catch (err) {
       logger().warn({ ...where, error: sendFailure(err) }, `e-mail rule ${rule.name}: sending event ${event.id} failed; skipped (best effort)`);

@@ -40,6 +40,20 @@ describe('the SMTP mailer', () => {
     mailer.close();
   });
 
+  it('a recipient the server refuses: sent to the others, and the refused one named in the result', async () => {
+    const refusing = await startSmtpServer({ refuse: ['dev@example.org'] });
+    try {
+      const mailer = createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': refusing.port, 'svc.mail.from': 'hub@example.net' }));
+      const result = await mailer.send(mail);
+      expect(result).toMatchObject({ outcome: 'sent', accepted: ['ops@example.com'], refused: ['dev@example.org'] });
+      const [got] = await refusing.waitFor(1);
+      expect(got!.rcptTo).toEqual(['ops@example.com']);
+      mailer.close();
+    } finally {
+      await refusing.close();
+    }
+  });
+
   it('a wrong password fails with EAUTH 535, and what may be logged of it carries no password', async () => {
     const mailer = new SmtpMailer({ host: '127.0.0.1', port: plain.port, secure: false, requireStartTls: false, username: 'hub', password: 'wrong-password-123', from: 'hub@example.net', timeoutMs: 5000 });
     const failures = plain.authFailures;

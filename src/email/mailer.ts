@@ -21,6 +21,10 @@ interface SendResult {
   messageId?: string;
   /** The server's reply to the message. */
   response?: string;
+  /** Recipients the server took (all of them when it does not say). */
+  accepted?: string[];
+  /** Recipients the server refused at RCPT TO while it took the others: they get nothing. */
+  refused?: string[];
 }
 
 /** The port e-mail rules send through. A failure is thrown; the caller decides what it means. */
@@ -93,7 +97,8 @@ export class SmtpMailer implements Mailer {
       text: mail.text,
       headers: mail.headers,
     });
-    return { outcome: 'sent', messageId: info.messageId, response: info.response };
+    const address = (a: string | { address: string }) => (typeof a === 'string' ? a : a.address);
+    return { outcome: 'sent', messageId: info.messageId, response: info.response, accepted: (info.accepted ?? []).map(address), refused: (info.rejected ?? []).map(address) };
   }
 
   close(): void {

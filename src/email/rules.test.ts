@@ -163,10 +163,12 @@ class RecordingMailer implements Mailer {
   readonly mode = 'smtp' as const;
   readonly sent: OutgoingMail[] = [];
   failFor = new Set<string>();
+  /** Recipients the server refuses at RCPT TO while it takes the others. */
+  refuse = new Set<string>();
   async send(mail: OutgoingMail) {
     if (mail.to.some((a) => this.failFor.has(a))) throw Object.assign(new Error('Invalid login: 535 Authentication failed'), { code: 'EAUTH', responseCode: 535, command: 'AUTH PLAIN AGh1YgBzZWNyZXQ=' });
     this.sent.push(mail);
-    return { outcome: 'sent' as const };
+    return { outcome: 'sent' as const, accepted: mail.to.filter((a) => !this.refuse.has(a)), refused: mail.to.filter((a) => this.refuse.has(a)) };
   }
   close() {}
 }
@@ -219,6 +221,25 @@ describe('the e-mail consumer', () => {
       expect(logs.raw()).not.toContain('AGh1YgBzZWNyZXQ=');
     } finally {
       logs.restore();
+    }
+  });
+
+  it('a recipient the server refuses while it takes the others: logged at warn naming it; the sent line names only those it took', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set();
+    mailer.refuse = new Set(['b@initech.example']);
+    const logs = captureLogs('info');
+    try {
+      const e = event(3, 'org.updated', { orgId: 9, tenantId: 3 });
+      expect((await consumer.handle(e)).map((o) => o.outcome)).toEqual(['sent']);
+      const warn = logs.lines().filter((l) => l.level === 'warn');
+      expect(warn).toEqual([expect.objectContaining({ rule: 'org-watch', eventId: e.id, refused: ['b@initech.example'] })]);
+      const sent = logs.lines().find((l) => l.level === 'info' && /sent event/.test(String(l.msg)));
+      expect(sent).toMatchObject({ rule: 'org-watch', to: ['a@initech.example'] });
+      expect(String(sent!.msg)).not.toContain('b@initech.example');
+    } finally {
+      logs.restore();
+      mailer.refuse = new Set();
     }
   });
 

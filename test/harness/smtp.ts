@@ -41,6 +41,8 @@ export interface SmtpServerOptions {
   username?: string;
   password?: string;
   tls?: { key: string; cert: string };
+  /** Recipients refused at RCPT TO (550 5.1.1), as a server without such a mailbox does. */
+  refuse?: string[];
 }
 
 export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<TestSmtpServer> {
@@ -55,6 +57,10 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
     allowInsecureAuth: true,
     disabledCommands: options.tls ? [] : ['STARTTLS'],
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
+    onRcptTo(address, _session, callback) {
+      if (options.refuse?.includes(address.address)) return callback(Object.assign(new Error('5.1.1 no such mailbox'), { responseCode: 550 }));
+      return callback();
+    },
     onAuth(auth, _session, callback) {
       if (auth.username === options.username && auth.password === password) return callback(null, { user: auth.username });
       authFailures++;
