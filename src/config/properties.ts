@@ -192,7 +192,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Mail', name: 'svc.mail.recipients-per-minute', kind: 'int', min: 10, default: 300,
     description: 'Recipients one tenant\'s e-mail rules may send to per minute, in all (a message to three addresses counts three; a burst up to the whole budget is allowed; a message goes while any of the budget is left, the budget then owing the rest). A message sent with none left is not sent: it is logged as `throttled` and skipped, as a failed send is. At least 10, the most recipients of one rule.' }),
   p({ group: 'Mail', name: 'svc.mail.timeout', kind: 'duration', default: '10s',
-    description: 'Connect, greeting and idle-socket timeout of one send; a send that runs out is logged as failed and skipped.' }),
+    description: 'Connect, greeting and idle-socket timeout of one send, and the whole send at most three times it (a server that keeps a reply going is cut off then); a send that runs out is logged as failed and skipped.' }),
 
   // Connectors (spec 3 Limits)
   p({ group: 'Connectors', name: 'svc.connectors.chunk-size', kind: 'int', min: 1, default: 1000, description: 'Rows written per transactional chunk of a connector run.' }),

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Config } from '../config/config.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
@@ -51,6 +52,42 @@ describe('the SMTP mailer', () => {
       mailer.close();
     } finally {
       await refusing.close();
+    }
+  });
+
+  it('a server that keeps a reply going a line at a time, never idle: the send fails once three times svc.mail.timeout have run out', async () => {
+    // Answers EHLO with continuation lines, one every 100 ms, for ever: the socket is never idle.
+    const sockets = new Set<Socket>();
+    const dripping = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.write('220 drip ESMTP\r\n');
+      socket.once('data', () => {
+        socket.write('250-drip\r\n');
+        const timer = setInterval(() => socket.write('250-still here\r\n'), 100);
+        socket.on('close', () => {
+          clearInterval(timer);
+          sockets.delete(socket);
+        });
+      });
+    });
+    await new Promise<void>((resolve) => dripping.listen(0, '127.0.0.1', resolve));
+    try {
+      const mailer = createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': (dripping.address() as AddressInfo).port, 'svc.mail.from': 'hub@example.net', 'svc.mail.timeout': '300ms' }));
+      const started = Date.now();
+      const outcome = await Promise.race([
+        mailer.send(mail).then(
+          () => 'sent',
+          (err: unknown) => sendFailure(err),
+        ),
+        new Promise((resolve) => setTimeout(() => resolve('still sending after 5 s'), 5_000)),
+      ]);
+      expect(outcome).toMatchObject({ message: expect.stringMatching(/900 ms/) });
+      expect(Date.now() - started).toBeLessThan(2_000);
+      mailer.close();
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => dripping.close(() => resolve()));
     }
   });
 

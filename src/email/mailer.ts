@@ -65,6 +65,9 @@ interface SmtpSettings {
   timeoutMs: number;
 }
 
+/** A whole send may take this many times `svc.mail.timeout`. */
+const SEND_LIMIT_FACTOR = 3;
+
 /** Sends over SMTP with nodemailer: one connection per message (rule mail is low volume). */
 export class SmtpMailer implements Mailer {
   readonly mode = 'smtp' as const;
@@ -90,13 +93,25 @@ export class SmtpMailer implements Mailer {
   }
 
   async send(mail: OutgoingMail): Promise<SendResult> {
-    const info = await this.transport.sendMail({
-      from: this.settings.from,
-      to: mail.to,
-      subject: mail.subject,
-      text: mail.text,
-      headers: mail.headers,
-    });
+    // nodemailer's timeouts are per phase and for an idle socket: a server that keeps a reply going
+    // a line at a time would hold the send (and the consumer's later events) for ever. The whole
+    // send gets three times the timeout (connect, greeting, the conversation), then the connection goes.
+    const limitMs = this.settings.timeoutMs * SEND_LIMIT_FACTOR;
+    const deadline = AbortSignal.timeout(limitMs);
+    let info: SMTPTransport.SentMessageInfo;
+    try {
+      info = await this.transport.sendMail({
+        from: this.settings.from,
+        to: mail.to,
+        subject: mail.subject,
+        text: mail.text,
+        headers: mail.headers,
+        signal: deadline,
+      });
+    } catch (err) {
+      if (!deadline.aborted) throw err;
+      throw Object.assign(new Error(`timeout: the send did not complete within ${limitMs} ms (three times svc.mail.timeout)`), { code: 'ETIMEDOUT' });
+    }
     const address = (a: string | { address: string }) => (typeof a === 'string' ? a : a.address);
     return { outcome: 'sent', messageId: info.messageId, response: info.response, accepted: (info.accepted ?? []).map(address), refused: (info.rejected ?? []).map(address) };
   }
