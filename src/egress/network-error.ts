@@ -25,6 +25,9 @@ export function describeNetworkError(err: unknown, context: NetworkErrorContext 
     case 'UND_ERR_BODY_TIMEOUT':
       return `timeout: the response body stalled${context.timeoutMs === undefined ? '' : ` for ${context.timeoutMs} ms`}`;
     case 'UND_ERR_SOCKET':
+      // undici drops the connection itself on these (its SocketError, as for a close): the other side did not close it.
+      if (e.message === 'bad response') return 'bad response: an interim 100 Continue answer the request did not ask for (no Expect: 100-continue was sent); the connection was dropped';
+      if (e.message === 'bad upgrade') return 'bad response: a 101 Switching Protocols answer to a request that asked for no upgrade; the connection was dropped';
       return `connection closed by the other side${typeof e.cause?.message === 'string' && e.cause.message ? ` (${e.cause.message})` : ''}`;
     case 'UND_ERR_ABORTED':
     case 'ABORT_ERR':

@@ -70,6 +70,9 @@ beforeAll(async () => {
     res.socket?.on('close', () => clearInterval(timer));
   });
   routes.set('/empty', (_req, res) => res.writeHead(204).end());
+  // Interim or upgrade answers the request never asked for; the connection stays open on this side.
+  routes.set('/continue', (_req, res) => res.socket?.write('HTTP/1.1 100 Continue\r\n\r\n'));
+  routes.set('/upgrade', (_req, res) => res.socket?.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'));
 });
 
 afterAll(async () => {
@@ -155,6 +158,16 @@ describe('WebhookSender', () => {
     const outcome = await withSender((s) => s.send(`${base}/slow-head`, {}, '{}'), { connectTimeoutMs: 200, timeoutMs: 400 });
     expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null });
     expect(outcome.error).toMatch(/^timeout: /);
+  });
+
+  it('an answer the request did not ask for (100 Continue, 101 Switching Protocols) is named as such, not as a connection the receiver closed', async () => {
+    await withSender(async (s) => {
+      const continued = await s.send(`${base}/continue`, {}, '{}');
+      expect(continued).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: expect.stringMatching(/^bad response: .*100 Continue/) });
+      const upgraded = await s.send(`${base}/upgrade`, {}, '{}');
+      expect(upgraded).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: expect.stringMatching(/^bad response: .*101 Switching Protocols/) });
+      for (const outcome of [continued, upgraded]) expect(outcome.error).not.toMatch(/closed by the other side/);
+    });
   });
 
   it('a refused connection: an error naming it, never a throw', async () => {
