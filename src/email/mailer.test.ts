@@ -107,6 +107,16 @@ describe('the SMTP mailer', () => {
     mailer.close();
   });
 
+  it('what may be logged of a failure keeps the start of a huge server reply only (a relay may answer in a megabyte of lines)', () => {
+    const reply = Array.from({ length: 12_000 }, () => `550-${'q'.repeat(70)}`).join('\n');
+    const logged = sendFailure(Object.assign(new Error(`Can't send mail - all recipients were rejected: ${reply}`), { code: 'EENVELOPE', responseCode: 550, command: 'RCPT TO' }));
+    expect(logged.message.startsWith("Can't send mail - all recipients were rejected: 550-qqq")).toBe(true);
+    expect(logged.message.length).toBeLessThanOrEqual(2_100);
+    expect(logged.message).toMatch(/… \(\d+ more characters\)$/);
+    expect(logged).toMatchObject({ code: 'EENVELOPE', responseCode: 550, command: 'RCPT TO' });
+    expect(sendFailure(new Error('short')).message).toBe('short');
+  });
+
   it('requiring STARTTLS refuses a server that does not offer it', async () => {
     const mailer = createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': plain.port, 'svc.mail.starttls': true, 'svc.mail.username': 'hub', 'svc.mail.password': PASSWORD }));
     const before = plain.messages.length;

@@ -121,6 +121,9 @@ export class SmtpMailer implements Mailer {
   }
 }
 
+/** Characters of a failure's message logged at most. */
+const MESSAGE_MAX = 2_000;
+
 /**
  * What a failed send may log: never the error object itself (nodemailer errors can carry the
  * command that was sent), only its message and codes. The password is also registered with the
@@ -128,7 +131,11 @@ export class SmtpMailer implements Mailer {
  */
 export function sendFailure(err: unknown): { message: string; code?: string; responseCode?: number; command?: string } {
   const e = err as { message?: string; code?: string; responseCode?: number; command?: string };
-  const out: { message: string; code?: string; responseCode?: number; command?: string } = { message: String(e?.message ?? err) };
+  const message = String(e?.message ?? err);
+  // A relay's reply is quoted in the message, and may run to a megabyte of lines: the start of it says what went wrong.
+  const out: { message: string; code?: string; responseCode?: number; command?: string } = {
+    message: message.length > MESSAGE_MAX ? `${message.slice(0, MESSAGE_MAX)}… (${message.length - MESSAGE_MAX} more characters)` : message,
+  };
   if (typeof e?.code === 'string') out.code = e.code;
   if (typeof e?.responseCode === 'number') out.responseCode = e.responseCode;
   // `AUTH PLAIN`, `RCPT TO`…: the verb only, never an argument.
