@@ -4,7 +4,7 @@ import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
  * A TCP relay in front of a real server (OpenSSH, the S3 stand-in) that can stop passing bytes, in
  * both directions, while keeping every connection open: the server, as its client sees it, has
  * stopped answering (a process stopped, a network path lost without a reset). What is sent after
- * `stall()` is read and dropped.
+ * `stall()` is read and dropped. `cut()` closes every connection at once (a connection lost).
  */
 export interface StallRelay {
   readonly port: number;
@@ -12,6 +12,8 @@ export interface StallRelay {
   readonly endpoint: string;
   /** From now on nothing passes, either way; connections stay open. */
   stall(): void;
+  /** Cuts every connection now (both sides see it closed). */
+  cut(): void;
   close(): Promise<void>;
 }
 
@@ -37,6 +39,9 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
     endpoint: `http://127.0.0.1:${port}`,
     stall() {
       stalled = true;
+    },
+    cut() {
+      for (const socket of sockets) socket.destroy();
     },
     close() {
       for (const socket of sockets) socket.destroy();

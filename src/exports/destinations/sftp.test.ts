@@ -379,6 +379,35 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       }
     });
 
+    it('a connection cut mid-upload: publication at once, naming the connection and the .part it could not remove', async () => {
+      const relay = await startStallRelay(sshd.port);
+      try {
+        const dir = freshDir();
+        const body = Readable.from(
+          (async function* () {
+            yield Buffer.alloc(64 * 1024, 'a');
+            await until('the .part file on the server', () => partFiles(dir).length === 1);
+            relay.cut();
+            yield Buffer.alloc(64 * 1024, 'b');
+          })(),
+          { objectMode: false },
+        );
+        const started = performance.now();
+        const err = (await destination(join(dir, 'cut.csv'), { port: relay.port })
+          .publish(body, { digest: () => '' })
+          .catch((e: unknown) => e)) as PublishError;
+        expect(err).toBeInstanceOf(PublishError);
+        expect(err.code).toBe('publication');
+        expect(err.reason).toMatch(/^the connection to 127\.0\.0\.1:\d+ failed while writing \/.+\.part\b.*; the partial file \/.+\.part could not be removed/);
+        // Not held until the run's time limit (ssh2's write stream waited for ever for its answer).
+        expect(performance.now() - started).toBeLessThan(10_000);
+        expect(existsSync(join(dir, 'cut.csv'))).toBe(false);
+        expect(partFiles(dir)).toHaveLength(1);
+      } finally {
+        await relay.close();
+      }
+    });
+
     it('refuses a loopback host under deny-private before connecting (sshd sees no connection)', async () => {
       const before = sshd.connections();
       const err = (await destination(join(sshd.root, 'never.csv'), { egress: new EgressPolicy({ denyPrivate: true }) })

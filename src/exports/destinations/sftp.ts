@@ -225,17 +225,29 @@ export class SftpDestination implements Destination {
         else reject(new PublishError('publication', `the upload of ${part} to ${this.endpoint} ended before every byte was written`));
       };
       const onAbort = () => stop(signal!.reason);
+      // ssh2's write stream is not told when the connection goes: a write sent after the SFTP channel
+      // closed waits for an answer for ever. The connection's own error or close ends the upload.
+      const connection = rawClient(client);
+      let lost: unknown;
+      const onConnectionError = (err: unknown) => {
+        lost ??= err;
+      };
+      const onConnectionClose = () => stop(this.refusal(lost ?? new Error('connection closed'), `writing ${part}`));
       const cleanup = () => {
         body.off('data', onData);
         body.off('error', onBodyError);
         writer.off('error', onWriterError);
         writer.off('close', onClose);
         signal?.removeEventListener('abort', onAbort);
+        connection?.off('error', onConnectionError);
+        connection?.off('close', onConnectionClose);
         writer.on('error', () => {});
       };
       body.once('error', onBodyError);
       writer.once('error', onWriterError);
       writer.once('close', onClose);
+      connection?.on('error', onConnectionError);
+      connection?.once('close', onConnectionClose);
       if (signal?.aborted) return onAbort();
       signal?.addEventListener('abort', onAbort, { once: true });
       if (body.errored) return onBodyError(body.errored);
@@ -294,8 +306,9 @@ export class SftpDestination implements Destination {
 }
 
 /** The ssh2 connection under ssh2-sftp-client (not in its type declarations). */
-function rawClient(client: SftpClient): { destroy(): void; setNoDelay(noDelay: boolean): void } | undefined {
-  return (client as unknown as { client?: { destroy(): void; setNoDelay(noDelay: boolean): void } }).client;
+type RawConnection = Pick<ssh2.Client, 'destroy' | 'setNoDelay' | 'on' | 'once' | 'off'>;
+function rawClient(client: SftpClient): RawConnection | undefined {
+  return (client as unknown as { client?: RawConnection }).client;
 }
 
 /** ssh2-sftp-client's code for a failed stat: ENOENT (status 2 or 4), EACCES, or the numeric SFTP status. */
