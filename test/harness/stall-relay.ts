@@ -4,7 +4,8 @@ import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
  * A TCP relay in front of a real server (OpenSSH, the S3 stand-in) that can stop passing bytes, in
  * both directions, while keeping every connection open: the server, as its client sees it, has
  * stopped answering (a process stopped, a network path lost without a reset). What is sent after
- * `stall()` is read and dropped. `cut()` closes every connection at once (a connection lost).
+ * `stall()` is read and dropped. `cut()` closes every connection at once (a connection lost);
+ * `dropAnswers()` lets requests through to the server and drops its answers (an answer lost).
  */
 export interface StallRelay {
   readonly port: number;
@@ -12,6 +13,8 @@ export interface StallRelay {
   readonly endpoint: string;
   /** From now on nothing passes, either way; connections stay open. */
   stall(): void;
+  /** From now on the server's answers are dropped; what the client sends still reaches the server. */
+  dropAnswers(): void;
   /** Cuts every connection now (both sides see it closed). */
   cut(): void;
   close(): Promise<void>;
@@ -19,6 +22,7 @@ export interface StallRelay {
 
 export async function startStallRelay(upstreamPort: number, upstreamHost = '127.0.0.1'): Promise<StallRelay> {
   let stalled = false;
+  let answering = true;
   const sockets = new Set<Socket>();
   const relay = createServer((client) => {
     const server = connect(upstreamPort, upstreamHost);
@@ -28,7 +32,7 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
       socket.on('error', () => undefined);
     }
     client.on('data', (chunk) => void (stalled || server.write(chunk)));
-    server.on('data', (chunk) => void (stalled || client.write(chunk)));
+    server.on('data', (chunk) => void (stalled || !answering || client.write(chunk)));
     client.on('end', () => void (stalled || server.end()));
     server.on('end', () => void (stalled || client.end()));
   });
@@ -39,6 +43,9 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
     endpoint: `http://127.0.0.1:${port}`,
     stall() {
       stalled = true;
+    },
+    dropAnswers() {
+      answering = false;
     },
     cut() {
       for (const socket of sockets) socket.destroy();

@@ -408,6 +408,33 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       }
     });
 
+    it('a connection lost after the rename was sent: publication, saying the file may have been published (it was)', async () => {
+      const relay = await startStallRelay(sshd.port);
+      try {
+        const dir = freshDir();
+        const path = join(dir, 'renamed.csv');
+        const bytes = Buffer.from('"a","b"\r\n"1","2"\r\n');
+        const err = (await destination(path, { port: relay.port })
+          .publish(bodyOf(bytes), {
+            digest: () => '',
+            // The rename goes out and the server performs it; its answer never comes back, then the connection is cut.
+            beforeCommit: async () => {
+              relay.dropAnswers();
+              setTimeout(() => relay.cut(), 500);
+            },
+          })
+          .catch((e: unknown) => e)) as PublishError;
+        expect(err).toBeInstanceOf(PublishError);
+        expect(err.code).toBe('publication');
+        expect(err.reason).toMatch(/^the connection to 127\.0\.0\.1:\d+ was lost while renaming \/.+\.part to renamed\.csv: the file may have been published\. Retry it: a collision on retry means it was/);
+        // It was: the server renamed it before the connection was cut.
+        expect(readFileSync(path)).toEqual(bytes);
+        expect(partFiles(dir)).toEqual([]);
+      } finally {
+        await relay.close();
+      }
+    });
+
     it('refuses a loopback host under deny-private before connecting (sshd sees no connection)', async () => {
       const before = sshd.connections();
       const err = (await destination(join(sshd.root, 'never.csv'), { egress: new EgressPolicy({ denyPrivate: true }) })

@@ -268,6 +268,14 @@ export class SftpDestination implements Destination {
         // Reported below as the rename's failure.
       }
       if (exists) throw new PublishError('collision', `${this.options.path} appeared on ${this.endpoint} while the file was uploaded; it was left untouched`);
+      // No SFTP status: the server's answer was lost with the connection, after the rename was sent.
+      // The server may have renamed the file, so "nothing was published" cannot be said.
+      if (typeof sftpCode(err) !== 'number' && sftpCode(err) !== 'ERR_NOT_CONNECTED') {
+        throw new PublishError(
+          'publication',
+          `the connection to ${this.endpoint} was lost while renaming ${part} to ${this.name}: the file may have been published. Retry it: a collision on retry means it was`,
+        );
+      }
       throw this.refusal(err, `renaming ${part} to ${this.name}`);
     }
   }
