@@ -226,6 +226,26 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       expect(readdirSync(dir)).toEqual([]);
     });
 
+    it('reports a full disk as publication with the SFTP status of the refused write, and removes the .part', async () => {
+      const dir = freshDir();
+      // A 64 KiB file system where the file should go (mounting needs root, as the sshd harness does).
+      await run('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0755', 'tmpfs', dir]);
+      try {
+        const { uid, gid } = statSync(sshd.root);
+        chownSync(dir, uid, gid);
+        const err = (await destination(join(dir, 'full.csv'))
+          .publish(bodyOf(Buffer.alloc(1024 * 1024, 'x')), { digest: () => '' })
+          .catch((e: unknown) => e)) as PublishError;
+        expect(err).toBeInstanceOf(PublishError);
+        expect(err.code).toBe('publication');
+        // As docs/exports-destinations.md says (was: 'the upload of … ended before every byte was written').
+        expect(err.reason).toMatch(/^127\.0\.0\.1:\d+ refused writing \/.+\.part \(SFTP status 4, failure\)$/);
+        expect(readdirSync(dir)).toEqual([]);
+      } finally {
+        await run('umount', [dir]);
+      }
+    });
+
     it('ends in collision when the final name exists, leaving it untouched and no .part behind', async () => {
       const dir = freshDir();
       const path = join(dir, 'taken.csv');

@@ -221,7 +221,10 @@ export class SftpDestination implements Destination {
       const onWriterError = (err: unknown) => stop(this.refusal(err, `writing ${part}`));
       const onClose = () => {
         cleanup();
-        if (body.readableEnded && writer.writableEnded && (writer as unknown as { bytesWritten: number }).bytesWritten === received) resolve();
+        // A write the server refused (a full disk) destroys the stream, closing its handle, before
+        // its error is emitted: the close comes first, with the error already recorded.
+        if (writer.errored) reject(this.refusal(writer.errored, `writing ${part}`));
+        else if (body.readableEnded && writer.writableEnded && (writer as unknown as { bytesWritten: number }).bytesWritten === received) resolve();
         else reject(new PublishError('publication', `the upload of ${part} to ${this.endpoint} ended before every byte was written`));
       };
       const onAbort = () => stop(signal!.reason);
