@@ -428,6 +428,42 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       }
     });
 
+    it('an SFTP server that stalls while SSH still answers: publication once a request waits requestTimeoutMs, the connection cut', async () => {
+      const dir = freshDir();
+      const sftpProcesses = async () => {
+        const { stdout } = await run('pgrep', ['-f', `sshd: ${sshd.user}@internal-sftp`]).catch(() => ({ stdout: '' }));
+        return stdout.split('\n').filter(Boolean);
+      };
+      const before = new Set(await sftpProcesses());
+      let stopped: string[] = [];
+      const body = Readable.from(
+        (async function* () {
+          yield Buffer.alloc(64 * 1024, 'a');
+          await until('the .part file on the server', () => partFiles(dir).length === 1);
+          // This connection's SFTP process stops; its SSH process goes on answering keepalives.
+          stopped = (await sftpProcesses()).filter((pid) => !before.has(pid));
+          expect(stopped).toHaveLength(1);
+          await run('kill', ['-STOP', ...stopped]);
+          yield Buffer.alloc(1024 * 1024, 'b');
+        })(),
+        { objectMode: false },
+      );
+      try {
+        const started = performance.now();
+        const err = (await destination(join(dir, 'stalled.csv'), { requestTimeoutMs: 1_000, cleanupMs: 300 })
+          .publish(body, { digest: () => '' })
+          .catch((e: unknown) => e)) as PublishError;
+        expect(err).toBeInstanceOf(PublishError);
+        expect(err.code).toBe('publication');
+        expect(err.reason).toMatch(/^127\.0\.0\.1:\d+ answered no SFTP request for 1 s \(its SFTP server stalled\), so the connection was cut: .*; the partial file \/.+\.part could not be removed/);
+        // Not held until the run's time limit.
+        expect(performance.now() - started).toBeLessThan(10_000);
+        expect(existsSync(join(dir, 'stalled.csv'))).toBe(false);
+      } finally {
+        if (stopped.length) await run('kill', ['-CONT', ...stopped]);
+      }
+    });
+
     it('a connection lost after the rename was sent: publication, saying the file may have been published (it was)', async () => {
       const relay = await startStallRelay(sshd.port);
       try {

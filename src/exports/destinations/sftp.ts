@@ -32,6 +32,8 @@ export interface SftpDestinationOptions {
   connectTimeoutMs?: number;
   /** How long the cleanup after a failure or a stop may take (test hook; default CLEANUP_MS). */
   cleanupMs?: number;
+  /** An SFTP request (a write, the rename) unanswered for this long cuts the connection and fails the publication (default 120 s). */
+  requestTimeoutMs?: number;
 }
 
 /** SFTP status codes (draft-ietf-secsh-filexfer-02), named in reasons. */
@@ -66,9 +68,11 @@ export class SftpDestination implements Destination {
   private readonly name: string;
   private readonly endpoint: string;
   private readonly cleanupMs: number;
+  private readonly requestTimeoutMs: number;
 
   constructor(private readonly options: SftpDestinationOptions) {
     this.cleanupMs = options.cleanupMs ?? CLEANUP_MS;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 120_000;
     const host = isIP(options.host) === 6 ? `[${options.host}]` : options.host;
     this.endpoint = `${host}:${options.port}`;
     const path = options.path.startsWith('/') ? options.path : `/~/${options.path}`;
@@ -82,9 +86,15 @@ export class SftpDestination implements Destination {
     const abort = abortion(opts.signal);
     const client = new SftpClient('svc-export', { error: () => {}, end: () => {}, close: () => {} });
     let part: string | undefined;
+    let stalled = false;
+    let unwatch = () => {};
     try {
       if (watch.error) throw watch.error.error; // generation failed before publication began
       await Promise.race([this.connect(client), abort.promise]);
+      unwatch = this.watchAnswers(client, () => {
+        stalled = true;
+        rawClient(client)?.destroy();
+      });
       await Promise.race([this.checkTarget(client), abort.promise]);
       part = posix.join(this.dir, `${this.name}.${randomUUID()}.part`);
       await this.upload(client, body, part, opts.signal);
@@ -94,10 +104,14 @@ export class SftpDestination implements Destination {
       return { location: this.location };
     } catch (err) {
       let failure = this.classify(err);
+      if (stalled && failure.code === 'publication') {
+        failure = new PublishError('publication', `${this.endpoint} answered no SFTP request for ${this.requestTimeoutMs / 1000} s (its SFTP server stalled), so the connection was cut: ${failure.reason}`);
+      }
       const leftover = part ? await this.removePart(client, part) : undefined;
       if (leftover) failure = new PublishError(failure.code, `${failure.reason}; ${leftover}`, leftover);
       throw outcome(watch, opts.signal, failure, leftover);
     } finally {
+      unwatch();
       abort.dispose();
       watch.release();
       // A server that stopped answering never confirms the close: the connection is cut after a while.
@@ -194,6 +208,31 @@ export class SftpDestination implements Destination {
       throw this.refusal(err, `checking ${this.options.path}`);
     }
     if (existing) throw new PublishError('collision', `${this.options.path} already exists on ${this.endpoint}; it was left untouched`);
+  }
+
+  /**
+   * Calls `onStall` once the oldest SFTP request has waited `requestTimeoutMs` for its answer. SSH
+   * keepalives only show that the SSH connection lives: a server whose SFTP process is stuck answers
+   * them, and its SFTP requests would wait until the run's time limit.
+   */
+  private watchAnswers(client: SftpClient, onStall: () => void): () => void {
+    let oldest: string | undefined;
+    let since = Date.now();
+    const timer = setInterval(
+      () => {
+        const first = pendingRequests(client)[0];
+        if (first !== oldest) {
+          oldest = first;
+          since = Date.now();
+        } else if (first !== undefined && Date.now() - since >= this.requestTimeoutMs) {
+          clearInterval(timer);
+          onStall();
+        }
+      },
+      Math.max(10, Math.min(1_000, this.requestTimeoutMs / 10)),
+    );
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   /** Streams the body into the .part file (created exclusively) and waits until the server has closed it. */
@@ -320,6 +359,12 @@ export class SftpDestination implements Destination {
 type RawConnection = Pick<ssh2.Client, 'destroy' | 'setNoDelay' | 'on' | 'once' | 'off'>;
 function rawClient(client: SftpClient): RawConnection | undefined {
   return (client as unknown as { client?: RawConnection }).client;
+}
+
+/** The ids of the SFTP requests waiting for their answer, oldest first (ssh2's SFTP channel; not in its type declarations). */
+function pendingRequests(client: SftpClient): string[] {
+  const requests = (client as unknown as { sftp?: { _requests?: Record<string, unknown> } }).sftp?._requests;
+  return requests ? Object.keys(requests) : [];
 }
 
 /** ssh2-sftp-client's code for a failed stat: ENOENT (status 2 or 4), EACCES, or the numeric SFTP status. */
