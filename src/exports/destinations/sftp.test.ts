@@ -246,6 +246,16 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       }
     });
 
+    it('publishes a file whose name is near the 255-byte limit (its .part name is shortened to fit)', async () => {
+      const dir = freshDir();
+      const name = `${'é'.repeat(100)}${'n'.repeat(50)}.csv`; // 254 bytes
+      const bytes = Buffer.from('"a"\r\n"1"\r\n');
+      const receipt = await destination(join(dir, name)).publish(bodyOf(bytes), { digest: () => '' });
+      expect(receipt.location).toBe(`sftp://${sshd.user}@127.0.0.1:${sshd.port}${join(dir, name)}`);
+      expect(readFileSync(join(dir, name))).toEqual(bytes);
+      expect(partFiles(dir)).toEqual([]);
+    });
+
     it('ends in collision when the final name exists, leaving it untouched and no .part behind', async () => {
       const dir = freshDir();
       const path = join(dir, 'taken.csv');

@@ -96,7 +96,7 @@ export class SftpDestination implements Destination {
         rawClient(client)?.destroy();
       });
       await Promise.race([this.checkTarget(client), abort.promise]);
-      part = posix.join(this.dir, `${this.name}.${randomUUID()}.part`);
+      part = posix.join(this.dir, partName(this.name));
       await this.upload(client, body, part, opts.signal);
       await admitCommit(opts);
       await Promise.race([this.commit(client, part), abort.promise]);
@@ -359,6 +359,17 @@ export class SftpDestination implements Destination {
 type RawConnection = Pick<ssh2.Client, 'destroy' | 'setNoDelay' | 'on' | 'once' | 'off'>;
 function rawClient(client: SftpClient): RawConnection | undefined {
   return (client as unknown as { client?: RawConnection }).client;
+}
+
+/**
+ * `<name>.<uuid>.part`, the name shortened (by whole characters) so that it stays within 255 bytes,
+ * the usual limit of a file name: a final name near that limit would otherwise never be published.
+ */
+function partName(name: string): string {
+  const suffix = `.${randomUUID()}.part`;
+  const kept = Array.from(name);
+  while (kept.length > 0 && Buffer.byteLength(kept.join('')) + suffix.length > 255) kept.pop();
+  return kept.join('') + suffix;
 }
 
 /** The ids of the SFTP requests waiting for their answer, oldest first (ssh2's SFTP channel; not in its type declarations). */
