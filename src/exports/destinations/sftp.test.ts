@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import ssh2 from 'ssh2';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { describeRequiring } from '../../../test/harness/requires.js';
@@ -471,6 +472,32 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
         expect(existsSync(join(dir, 'stalled.csv'))).toBe(false);
       } finally {
         if (stopped.length) await run('kill', ['-CONT', ...stopped]);
+      }
+    });
+
+    it('an SSH server that logs the user in and never answers SFTP: publication within connectTimeoutMs', async () => {
+      // ssh2's own server: login accepted, the sftp subsystem accepted as a bare channel that never speaks.
+      const hostKey = ssh2.utils.generateKeyPairSync('ed25519');
+      const parsed = ssh2.utils.parseKey(hostKey.private);
+      if (parsed instanceof Error || Array.isArray(parsed)) throw new Error('host key');
+      const server = new ssh2.Server({ hostKeys: [hostKey.private] }, (conn) => {
+        conn.on('error', () => undefined);
+        conn.on('authentication', (ctx) => ctx.accept());
+        conn.on('session', (accept) => accept().on('subsystem', (acceptSubsystem) => void acceptSubsystem()));
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      try {
+        const port = (server.address() as AddressInfo).port;
+        const started = performance.now();
+        const err = (await destination('/x/silent.csv', { port, hostKeyFingerprint: sshFingerprint(parsed.getPublicSSH()), connectTimeoutMs: 1_000 })
+          .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+          .catch((e: unknown) => e)) as PublishError;
+        expect(err).toBeInstanceOf(PublishError);
+        expect(err.code).toBe('publication');
+        expect(err.reason).toBe(`no SSH session with 127.0.0.1:${port} within 1000 ms (connect, handshake, login and opening SFTP)`);
+        expect(performance.now() - started).toBeLessThan(5_000);
+      } finally {
+        await new Promise((resolve) => server.close(resolve));
       }
     });
 

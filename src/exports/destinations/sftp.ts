@@ -146,8 +146,21 @@ export class SftpDestination implements Destination {
     };
     client.on('error', onError);
     const timeout = o.connectTimeoutMs ?? 20_000;
+    // readyTimeout ends with the login: the SFTP session opened after it (the server's answer to
+    // SFTP's INIT) must come within the same time, or a server whose SFTP process never answers
+    // would hold the run until its time limit.
+    let timer: NodeJS.Timeout | undefined;
+    let late = false;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        late = true;
+        rawClient(client)?.destroy();
+        reject(new Error('no SFTP session in time'));
+      }, timeout);
+    });
+    deadline.catch(() => {});
     try {
-      await client.connect({
+      const connected = client.connect({
         host: address,
         port: o.port,
         username: o.user,
@@ -164,6 +177,8 @@ export class SftpDestination implements Destination {
           return presented === expected;
         },
       });
+      connected.catch(() => {});
+      await Promise.race([connected, deadline]);
       // Each SFTP write waits for its acknowledgement: without TCP_NODELAY, Nagle's algorithm and
       // delayed ACKs hold every small packet back for tens of milliseconds.
       rawClient(client)?.setNoDelay(true);
@@ -179,8 +194,8 @@ export class SftpDestination implements Destination {
         const secret = o.privateKey !== undefined ? 'the key named in key_env' : 'the password named in password_env';
         throw new PublishError('publication', `${this.endpoint} refused the login of user ${o.user} with ${secret}`);
       }
-      if (cause.level === 'client-timeout') {
-        throw new PublishError('publication', `no SSH session with ${this.endpoint} within ${timeout} ms (connect, handshake and login)`);
+      if (cause.level === 'client-timeout' || late) {
+        throw new PublishError('publication', `no SSH session with ${this.endpoint} within ${timeout} ms (connect, handshake, login and opening SFTP)`);
       }
       if (typeof cause.code === 'string' && NETWORK_CODES.has(cause.code)) {
         throw new PublishError('publication', `could not connect to ${this.endpoint}: ${describeNetworkError(cause)}`);
@@ -188,6 +203,7 @@ export class SftpDestination implements Destination {
       const detail = typeof cause.code === 'string' ? cause.code : cause.level ? `${cause.level} error` : 'connection failed';
       throw new PublishError('publication', `the SSH connection to ${this.endpoint} failed (${detail})`);
     } finally {
+      clearTimeout(timer);
       client.removeListener('error', onError);
     }
   }
