@@ -145,6 +145,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Delivery attempts in flight at once in one process (docs/integrations.md).' }),
   p({ group: 'Clocks', name: 'svc.webhook.concurrency-per-integration', kind: 'int', min: 1, default: 8,
     description: 'Delivery attempts in flight at once for one integration, so an endpoint that is slow or down never holds the whole pool.' }),
+  p({ group: 'Clocks', name: 'svc.webhook.concurrency-per-tenant', kind: 'int', min: 1, default: 16,
+    description: 'Delivery attempts in flight at once in one process for one tenant, all its integrations together, so one tenant\'s endpoints that are slow or down never hold the whole pool and other tenants\' deliveries go first; a tenant at its cap waits (its attempts stay queued, no attempt counted), and a retry sweep claims at most twice this many of its rows. A value above `svc.webhook.concurrency` means no cap beyond the pool (docs/integrations.md).' }),
   p({ group: 'Clocks', name: 'svc.leader.check-every', kind: 'duration', default: '5s',
     description: 'Leader election of the dispatchers and the operator: how often a follower tries to take over and the leader confirms it still leads; with the Kubernetes backend also the Lease renew period. Must be well under `svc.leader.lease-duration` (a value not below it is refused); the leader gives up when it has not renewed for the lease duration minus this period.' }),
   p({ group: 'Clocks', name: 'svc.leader.backend', kind: 'enum', values: ['auto', 'postgres', 'kubernetes'], default: 'auto',

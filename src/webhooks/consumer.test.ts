@@ -6,13 +6,15 @@ import type { QueryOptions, Tx } from '../db/database.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
+import { Config } from '../config/config.js';
 import { WebhookConsumer } from './consumer.js';
 import { writeBackMany } from './journal.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch } from './model.js';
 import { AttemptPool } from './pool.js';
 import { WebhookSender } from './sender.js';
-import { type Claim, DeliveryWorker } from './worker.js';
+import { createWebhookServices } from './services.js';
+import { type AttemptTarget, type Claim, DeliveryWorker } from './worker.js';
 import { until } from '../../test/harness/until.js';
 
 /**
@@ -28,11 +30,11 @@ let receiver: Receiver;
 
 const submitted: Array<{ integrationId: number; deliveryId: number; token: string }> = [];
 const recording = {
-  submit: (integrationId: number, deliveryId: number, token: string) => {
+  submit: ({ integrationId }: AttemptTarget, deliveryId: number, token: string) => {
     submitted.push({ integrationId, deliveryId, token });
     return true;
   },
-  submitWait: async (integrationId: number, deliveryId: number, token: string) => {
+  submitWait: async ({ integrationId }: AttemptTarget, deliveryId: number, token: string) => {
     submitted.push({ integrationId, deliveryId, token });
     return true;
   },
@@ -164,8 +166,8 @@ describe('the consumer', () => {
     const claims: Claim[] = [];
     const claiming = {
       ...recording,
-      submit: (_i: number, _d: number, _t: string, claim: Claim) => claims.push(claim) > 0,
-      submitWait: async (_i: number, _d: number, _t: string, _w: number, claim: Claim) => claims.push(claim) > 0,
+      submit: (_i: AttemptTarget, _d: number, _t: string, claim: Claim) => claims.push(claim) > 0,
+      submitWait: async (_i: AttemptTarget, _d: number, _t: string, _w: number, claim: Claim) => claims.push(claim) > 0,
     } as unknown as DeliveryWorker;
     expect(await consumer(claiming).handleBatch(await events(ids))).toBe(6);
     expect(claims.map((c) => c.row.id)).toEqual([...claims.map((c) => c.row.id)].sort((x, y) => x - y));
@@ -589,5 +591,118 @@ describe('the worker', () => {
       expect(receiver.on(`/${name}`).length).toBe(0);
     }
     await w.stop();
+  });
+});
+
+describe('the tenant cap (svc.webhook.concurrency-per-tenant)', () => {
+  // A small pool, set through configuration: 6 attempts in the process, 2 per integration, 3 per
+  // tenant. Tenant A's four integrations at a receiver that never answers within the test could
+  // hold 8 attempts without the tenant cap: the whole pool, and tenant B would wait for their
+  // exchange timeout (30 s).
+  const CAP = 3;
+  const config = () =>
+    Config.load({
+      env: {},
+      overrides: {
+        'svc.webhook.concurrency': 6,
+        'svc.webhook.concurrency-per-integration': 2,
+        'svc.webhook.concurrency-per-tenant': CAP,
+        'svc.webhook.timeout': '30s',
+        'svc.webhook.connect-timeout': '1s',
+        'svc.webhook.lease': '60s',
+        'svc.webhook.retry-every': '10s',
+        'svc.egress.deny-private': false,
+      },
+    });
+  let hanging: Receiver;
+  let healthy: Receiver;
+  let tenantA: number;
+  let tenantB: number;
+
+  beforeAll(async () => {
+    hanging = await startReceiver(() => 'hang');
+    healthy = await startReceiver(() => ({ status: 200, body: 'ok' }));
+    tenantA = (await t.owner.query(`insert into core.tenants (id, code, name) values (901, 'cap-a', 'Cap A') returning id`)).rows[0].id;
+    tenantB = (await t.owner.query(`insert into core.tenants (id, code, name) values (902, 'cap-b', 'Cap B') returning id`)).rows[0].id;
+  });
+
+  afterAll(async () => {
+    await hanging.close();
+    await healthy.close();
+  });
+
+  const at = (tenant: number, name: string, url: string) =>
+    t.db.withTenant(tenant, (tx) => createIntegration(tx, { name, targetUrl: `${url}/${name}`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules));
+
+  /** Out of the other sweeps' way: every row of the two tenants closed, their integrations disabled. */
+  async function closeAll(): Promise<void> {
+    await t.owner.query("update hub.deliveries set closed_reason = 'test over', lease_until = null, lease_token = null where tenant_id = any($1::bigint[])", [[tenantA, tenantB]]);
+    await t.owner.query('update hub.integrations set enabled = false where tenant_id = any($1::bigint[])', [[tenantA, tenantB]]);
+  }
+
+  const delivered = async (integrationId: number) =>
+    (await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and succeeded', [integrationId])).rows[0]!.n;
+
+  it('first attempts: a tenant whose endpoints hang holds its cap only; another tenant\'s deliveries go through meanwhile', async () => {
+    const services = createWebhookServices(config(), { db: t.db, catalog: loadCatalog(), key: KEY, version: 'test' });
+    try {
+      for (let k = 0; k < 4; k++) await at(tenantA, `cap-hang-${k}`, hanging.url);
+      const b = await at(tenantB, 'cap-healthy', healthy.url);
+      const fromA: number[] = [];
+      for (let k = 0; k < 4; k++) fromA.push(await emit(tenantA, 100 + k));
+      expect(await services.consumer.handleBatch(await events(fromA))).toBe(16);
+      await hanging.waitFor(CAP);
+      const fromB: number[] = [];
+      for (let k = 0; k < 10; k++) fromB.push(await emit(tenantB, 200 + k));
+      const started = Date.now();
+      expect(await services.consumer.handleBatch(await events(fromB))).toBe(10);
+      // Without the tenant cap they waited for tenant A's attempts to time out (30 s).
+      await until('tenant B\'s deliveries', async () => (await delivered(b.id)) === 10, 10_000);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      // Tenant A never held more than its cap; its other attempts wait queued, none counted.
+      await new Promise((r) => setTimeout(r, 200)); // room for a request over the cap to arrive
+      expect(hanging.received).toHaveLength(CAP);
+      const { rows } = await t.owner.query<{ attempts: number; n: number }>(
+        'select attempts, count(*)::int as n from hub.deliveries where tenant_id = $1 group by attempts',
+        [tenantA],
+      );
+      expect(rows).toEqual([{ attempts: 0, n: 16 }]);
+    } finally {
+      await services.stop();
+      await closeAll();
+      hanging.received.length = 0;
+    }
+  });
+
+  it('the retry sweep: a tenant is claimed twice its cap at most and holds its cap only; another tenant\'s retries drain meanwhile', async () => {
+    const services = createWebhookServices(config(), { db: t.db, catalog: loadCatalog(), key: KEY, version: 'test' });
+    const insert = (tenant: number, integrationId: number, count: number, firstEvent: number) =>
+      t.owner.query(
+        `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, lease_until, lease_token)
+         select $1, $2, 'event', $3 + g, 'org.updated', '{"orgId":1}', 1, now() - interval '1 second', gen_random_uuid() from generate_series(1, $4) g`,
+        [tenant, integrationId, firstEvent, count],
+      );
+    let going = true;
+    try {
+      // The earlier tests' open rows (of tenants 1 and 2, some at receivers closed since) out of this sweep's way.
+      await t.owner.query("update hub.deliveries set closed_reason = 'test over' where not succeeded and closed_reason is null and tenant_id <> all($1::bigint[])", [[tenantA, tenantB]]);
+      for (let k = 0; k < 4; k++) await insert(tenantA, (await at(tenantA, `cap-sweep-hang-${k}`, hanging.url)).id, 10, 60_000 + 100 * k);
+      const b = await at(tenantB, 'cap-sweep-healthy', healthy.url);
+      await insert(tenantB, b.id, 30, 61_000);
+      const sweeping = services.consumer.sweep(() => going);
+      await until('tenant B\'s retries', async () => (await delivered(b.id)) === 30, 15_000);
+      await hanging.waitFor(CAP);
+      await new Promise((r) => setTimeout(r, 200)); // room for a request over the cap to arrive
+      expect(hanging.received).toHaveLength(CAP);
+      // Leased at most twice the tenant's cap (its queue never outgrows what a lease covers).
+      const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where tenant_id = $1 and lease_until > now()', [tenantA]);
+      expect(rows[0]!.n).toBe(2 * CAP);
+      going = false;
+      await sweeping;
+    } finally {
+      going = false;
+      await services.stop();
+      await closeAll();
+    }
   });
 });

@@ -22,6 +22,12 @@ interface WebhookConsumerOptions {
   maxAttempts: number;
   /** Rows of one integration claimed per sweep at most (its queue never outgrows what a lease covers). */
   perIntegrationClaim: number;
+  /**
+   * Rows of one tenant claimed per sweep at most, those of its claims before still in flight
+   * included (its queues never outgrow what a lease covers at `svc.webhook.concurrency-per-tenant`);
+   * default: no limit but the others.
+   */
+  perTenantClaim?: number;
   /** Rows claimed per sweep at most. */
   sweepBatch: number;
   /**
@@ -33,7 +39,7 @@ interface WebhookConsumerOptions {
   refillWaitMs?: number;
 }
 
-type Inserted = { id: number; integration_id: number };
+type Inserted = { id: number; tenant_id: number; integration_id: number };
 
 /**
  * A row the consumer's statement recorded: its integration's columns come on the first row of each
@@ -116,7 +122,7 @@ export class WebhookConsumer {
     // its own pace row after row.
     const full = new Map<number, ClaimedRow[]>();
     for (const row of rows) {
-      if (this.o.worker.submit(row.integration_id, row.id, token, { row, stamp })) continue;
+      if (this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, { row, stamp })) continue;
       const lane = full.get(row.integration_id);
       if (lane) lane.push(row);
       else full.set(row.integration_id, [row]);
@@ -126,7 +132,8 @@ export class WebhookConsumer {
     await Promise.all(
       [...full.values()].map(async (lane) => {
         for (const row of lane) {
-          if (!(await this.o.worker.submitWait(row.integration_id, row.id, token, Math.max(0, deadline - Date.now()), { row, stamp }))) deferred.push(row.id);
+          const target = { tenantId: row.tenant_id, integrationId: row.integration_id };
+          if (!(await this.o.worker.submitWait(target, row.id, token, Math.max(0, deadline - Date.now()), { row, stamp }))) deferred.push(row.id);
         }
       }),
     );
@@ -150,14 +157,21 @@ export class WebhookConsumer {
   async sweep(keepGoing: () => boolean = () => true): Promise<number> {
     // This sweep's attempts not yet over, per integration; `wake` when one integration has none left.
     const inFlight = new Map<number, number>();
+    // The same per tenant; `wake` also when a tenant whose claim was full has half of it or less left.
+    const tenantInFlight = new Map<number, number>();
+    const perTenantClaim = this.o.perTenantClaim;
     let wake: (() => void) | undefined;
-    const over = (integrationId: number) => () => {
+    const over = (tenantId: number, integrationId: number) => () => {
       const left = inFlight.get(integrationId)! - 1;
       if (left > 0) inFlight.set(integrationId, left);
       else {
         inFlight.delete(integrationId);
         wake?.();
       }
+      const tenantLeft = tenantInFlight.get(tenantId)! - 1;
+      if (tenantLeft > 0) tenantInFlight.set(tenantId, tenantLeft);
+      else tenantInFlight.delete(tenantId);
+      if (perTenantClaim !== undefined && tenantLeft <= perTenantClaim / 2) wake?.();
     };
     let total = 0;
     // A row is attempted at most once per sweep: a failed attempt frees the row at once, and a
@@ -170,22 +184,29 @@ export class WebhookConsumer {
       if (refill && (!keepGoing() || this.o.worker.isStopping())) return total;
       // An integration with attempts of this sweep still going waits for them: its queue never
       // outgrows one claim (the first claim leaves nothing out, as a sweep without refill).
-      const rows = await this.claim([...inFlight.keys()], refill ? started : null, (integrationId) => {
+      // A tenant is claimed up to perTenantClaim rows with this sweep's attempts still going: its
+      // queues never outgrow one tenant claim either.
+      const rows = await this.claim([...inFlight.keys()], new Map(tenantInFlight), refill ? started : null, (tenantId, integrationId) => {
         inFlight.set(integrationId, (inFlight.get(integrationId) ?? 0) + 1);
-        return over(integrationId);
+        tenantInFlight.set(tenantId, (tenantInFlight.get(tenantId) ?? 0) + 1);
+        return over(tenantId, integrationId);
       });
       total += rows.length;
       if (this.o.refillWaitMs === undefined || rows.length === 0) return total;
       const perIntegration = new Map<number, number>();
       for (const row of rows) perIntegration.set(row.integration_id, (perIntegration.get(row.integration_id) ?? 0) + 1);
       const full = [...perIntegration].filter(([, n]) => n >= this.o.perIntegrationClaim).map(([id]) => id);
-      if (full.length === 0 && rows.length < this.o.sweepBatch) return total;
+      const tenants = new Set(rows.map((row) => row.tenant_id));
+      const fullTenants = perTenantClaim === undefined ? [] : [...tenants].filter((id) => (tenantInFlight.get(id) ?? 0) >= perTenantClaim);
+      if (full.length === 0 && fullTenants.length === 0 && rows.length < this.o.sweepBatch) return total;
       refill = true;
-      // More may wait: claim again once one of the integrations it filled is done with this sweep's attempts.
-      const waitFor = full.length > 0 ? full : [...perIntegration.keys()];
+      // More may wait: claim again once one of the integrations it filled is done with this sweep's
+      // attempts, or one of the tenants it filled has half of its claim or less in flight.
+      const waitFor = full.length > 0 || fullTenants.length > 0 ? full : [...perIntegration.keys()];
       const deadline = Date.now() + this.o.refillWaitMs;
       for (;;) {
         if (waitFor.some((id) => !inFlight.has(id))) break;
+        if (fullTenants.some((id) => (tenantInFlight.get(id) ?? 0) <= perTenantClaim! / 2)) break;
         const left = deadline - Date.now();
         // Checked every second: the clock stopped, the leadership lost, the worker stopping.
         if (left <= 0 || !keepGoing() || this.o.worker.isStopping()) return total;
@@ -202,24 +223,35 @@ export class WebhookConsumer {
   }
 
   /**
-   * One claim, integrations in `busy` left out and, given `attemptedBefore`, rows attempted since
-   * then (a refill never takes back a row its sweep attempted); its attempts queued, `track` told
-   * of each.
+   * One claim, integrations in `busy` left out, each tenant's rows up to `perTenantClaim` less its
+   * rows in `tenantBusy` (this sweep's attempts still in flight) and, given `attemptedBefore`, rows
+   * attempted since then (a refill never takes back a row its sweep attempted); its attempts
+   * queued, `track` told of each.
    */
-  private async claim(busy: number[], attemptedBefore: Date | null, track: (integrationId: number) => () => void): Promise<Inserted[]> {
+  private async claim(
+    busy: number[],
+    tenantBusy: Map<number, number>,
+    attemptedBefore: Date | null,
+    track: (tenantId: number, integrationId: number) => () => void,
+  ): Promise<Inserted[]> {
     const token = randomUUID();
+    const perTenant = this.o.perTenantClaim ?? null;
     const rows = await this.o.db.crossTenant('webhook-retry', async (tx) => {
       const { rows } = await tx.query<Inserted>(
         `with candidates as (
-           select id, row_number() over (partition by integration_id order by id) as rn
+           select id, tenant_id, row_number() over (partition by integration_id order by id) as rn
              from hub.deliveries
             where not succeeded and closed_reason is null and kind <> 'test' and attempts < $1
               and (lease_until is null or lease_until < now())
               and integration_id <> all($6::bigint[])
               and ($7::timestamptz is null or attempted_at is null or attempted_at < $7)
+         ), per_tenant as (
+           select id, tenant_id, row_number() over (partition by tenant_id order by id) as tn
+             from candidates where rn <= $2
          ), picked as (
-           select d.id from hub.deliveries d join candidates c on c.id = d.id
-            where c.rn <= $2
+           select d.id from hub.deliveries d join per_tenant c on c.id = d.id
+             left join unnest($9::bigint[], $10::integer[]) as b (tenant_id, running) on b.tenant_id = c.tenant_id
+            where ($8::integer is null or c.tn <= $8::integer - coalesce(b.running, 0))
               and not d.succeeded and d.closed_reason is null and d.attempts < $1
               and (d.lease_until is null or d.lease_until < now())
               and ($7::timestamptz is null or d.attempted_at is null or d.attempted_at < $7)
@@ -229,16 +261,27 @@ export class WebhookConsumer {
          )
          update hub.deliveries d set lease_until = now() + make_interval(secs => $4::double precision / 1000), lease_token = $5
            from picked where d.id = picked.id
-         returning d.id, d.integration_id`,
-        [this.o.maxAttempts, this.o.perIntegrationClaim, this.o.sweepBatch, this.o.leaseMs, token, busy, attemptedBefore],
+         returning d.id, d.tenant_id, d.integration_id`,
+        [
+          this.o.maxAttempts,
+          this.o.perIntegrationClaim,
+          this.o.sweepBatch,
+          this.o.leaseMs,
+          token,
+          busy,
+          attemptedBefore,
+          perTenant,
+          [...tenantBusy.keys()],
+          [...tenantBusy.values()],
+        ],
       );
       return rows;
     });
     rows.sort((a, b) => a.id - b.id);
     for (const row of rows) {
-      const done = track(row.integration_id);
+      const done = track(row.tenant_id, row.integration_id);
       // Not queued (the worker stopping): the row waits for its lease, and counts as over here.
-      if (!this.o.worker.submit(row.integration_id, row.id, token, undefined, done)) done();
+      if (!this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, undefined, done)) done();
     }
     if (rows.length > 0) logger().debug({ claimed: rows.length }, 'webhook retry sweep');
     return rows;

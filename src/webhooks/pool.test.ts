@@ -50,6 +50,42 @@ describe('attempt pool', () => {
     expect(pool.size()).toBe(6); // 2 slow running + 4 queued
   });
 
+  it('bounds each group (a tenant) across its keys; a group at its cap waits and the others go first', async () => {
+    const pool = new AttemptPool(6, 2, 100, 3);
+    const g = gate();
+    // Group A: four keys that never finish; alone they would take the whole pool.
+    for (const key of ['a1', 'a2', 'a3', 'a4']) for (let i = 0; i < 3; i++) pool.offer(key, g.job(key), 'A');
+    await tick();
+    expect(g.order.length).toBe(3);
+    // Group B's jobs start at once, taking turns with nobody: A is at its cap.
+    for (let i = 0; i < 5; i++) pool.offer('b1', g.job('b1'), 'B');
+    await tick();
+    expect(g.order.filter((k) => k === 'b1').length).toBe(2); // its key's cap
+    for (let round = 0; round < 10; round++) {
+      g.order.forEach((k, i) => {
+        if (k === 'b1') g.releases[i]!();
+      });
+      await tick();
+    }
+    expect(g.order.filter((k) => k === 'b1').length).toBe(5);
+    expect(g.order.filter((k) => k.startsWith('a')).length).toBe(3);
+    // One of A's jobs ends: exactly one more of A's starts (another key's turn), none counted lost.
+    const firstA = g.order.findIndex((k) => k.startsWith('a'));
+    g.releases[firstA]!();
+    await tick();
+    expect(g.order.filter((k) => k.startsWith('a')).length).toBe(4);
+    expect(pool.size()).toBe(12 - 1); // A: 3 running + 8 queued
+  });
+
+  it('a group cap above the total is no cap beyond the total; keys without a group have none', async () => {
+    const pool = new AttemptPool(4, 4, 100, 10);
+    const g = gate();
+    for (let i = 0; i < 6; i++) pool.offer('k', g.job('k'), 'A');
+    for (let i = 0; i < 2; i++) pool.offer('n', g.job('n'));
+    await tick();
+    expect(g.peak()).toBe(4);
+  });
+
   it('refuses a job when the key\'s queue is full; offerWait marks a key that never frees a slot as stalled', async () => {
     const pool = new AttemptPool(10, 1, 2);
     const g = gate();

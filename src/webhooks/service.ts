@@ -135,7 +135,7 @@ export class IntegrationService {
       const newId = inserted.rows[0]!.id;
       return { record: await recordById(tx, newId), integrationId: original.integration_id };
     });
-    this.o.worker.submit(created.integrationId, created.record.id, token);
+    this.o.worker.submit({ tenantId, integrationId: created.integrationId }, created.record.id, token);
     return created.record;
   }
 

@@ -35,13 +35,16 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
   const leaseMs = config.duration('svc.webhook.lease');
   const egress = deps.egress ?? egressPolicy(config);
   const perIntegration = config.int('svc.webhook.concurrency-per-integration');
+  const total = config.int('svc.webhook.concurrency');
+  // Above the pool, no cap beyond the pool's.
+  const perTenant = Math.min(config.int('svc.webhook.concurrency-per-tenant'), total);
   const sender = new WebhookSender({
     connectTimeoutMs: config.duration('svc.webhook.connect-timeout'),
     timeoutMs: config.duration('svc.webhook.timeout'),
     egress,
     userAgent: `svc-hub-webhooks/${deps.version}`,
   });
-  const pool = new AttemptPool(config.int('svc.webhook.concurrency'), perIntegration, QUEUE_PER_INTEGRATION);
+  const pool = new AttemptPool(total, perIntegration, QUEUE_PER_INTEGRATION, perTenant);
   const worker = new DeliveryWorker({ db: deps.db, key: deps.key, sender, pool, leaseMs });
   const consumer = new WebhookConsumer({
     db: deps.db,
@@ -49,6 +52,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     leaseMs,
     maxAttempts: config.int('svc.webhook.max-attempts'),
     perIntegrationClaim: perIntegration * 2,
+    perTenantClaim: perTenant * 2,
     sweepBatch: SWEEP_BATCH,
     refillWaitMs: config.duration('svc.webhook.retry-every'),
   });

@@ -54,6 +54,12 @@ export interface Claim {
   stamp: ClaimStamp;
 }
 
+/** Whose attempt: its integration (the pool's lane) and that integration's tenant (the lane's group, `svc.webhook.concurrency-per-tenant`). */
+export interface AttemptTarget {
+  tenantId: number;
+  integrationId: number;
+}
+
 interface ClaimStamp {
   /** performance.now() */
   at: number;
@@ -136,16 +142,17 @@ export class DeliveryWorker {
   }
 
   /**
-   * Queues an attempt; false when the integration's queue is full (the row waits for its lease to
-   * run out and the retry sweep). `onDone` is called when the queued attempt's job ends (not when it
-   * is dropped because the worker stops).
+   * Queues an attempt in its integration's lane of the pool (the tenant's cap applies: it starts
+   * when its integration and its tenant both have a free slot); false when the integration's queue
+   * is full (the row waits for its lease to run out and the retry sweep). `onDone` is called when
+   * the queued attempt's job ends (not when it is dropped because the worker stops).
    */
-  submit(integrationId: number, deliveryId: number, token: string, claim?: Claim, onDone?: () => void): boolean {
+  submit(target: AttemptTarget, deliveryId: number, token: string, claim?: Claim, onDone?: () => void): boolean {
     if (this.stopping) return false;
     const job = this.job(deliveryId, token, claim);
     // Noted before the offer: the pool may start the job at once, which forgets it again.
     this.queued.set(deliveryId, token);
-    const taken = this.o.pool.offer(integrationId, onDone ? () => job().finally(onDone) : job);
+    const taken = this.o.pool.offer(target.integrationId, onDone ? () => job().finally(onDone) : job, target.tenantId);
     if (!taken) this.queued.delete(deliveryId);
     return taken;
   }
@@ -155,10 +162,10 @@ export class DeliveryWorker {
   }
 
   /** Like `submit`, waiting a moment for room when the integration's queue is full and not stalled. */
-  async submitWait(integrationId: number, deliveryId: number, token: string, waitMs: number, claim?: Claim): Promise<boolean> {
+  async submitWait(target: AttemptTarget, deliveryId: number, token: string, waitMs: number, claim?: Claim): Promise<boolean> {
     if (this.stopping) return false;
     this.queued.set(deliveryId, token);
-    const taken = await this.o.pool.offerWait(integrationId, this.job(deliveryId, token, claim), waitMs);
+    const taken = await this.o.pool.offerWait(target.integrationId, this.job(deliveryId, token, claim), waitMs, target.tenantId);
     if (!taken && this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
     return taken;
   }
@@ -189,7 +196,10 @@ export class DeliveryWorker {
     };
   }
 
-  /** One attempt now, outside the pool, its outcome written (the test operation waits for it). */
+  /**
+   * One attempt now, outside the pool and its caps, its outcome written (the test operation waits
+   * for it: its caller's request holds it, one exchange timeout at most; it takes no slot of the pool).
+   */
   async attempt(deliveryId: number, token: string): Promise<AttemptResult> {
     const { result, written } = await this.track(this.run(deliveryId, token));
     if (result.kind !== 'attempted' || !written) return result;
