@@ -245,7 +245,14 @@ describe('the consumer, the inbox and acks', () => {
   });
 
   it('never feeds decisions to processes, and decisions from any source land in the inbox', async () => {
-    // A process on every annotation.* event: the ack above emitted one, so a decision follows; no process sees decisions.
+    // The consumer past every event written so far (the acks of the tests above among them): a process sees only
+    // events after its apply, and a consumer running behind (a loaded machine) would show it those acks too.
+    const { rows: head } = await owner.query('select coalesce(max(id), 0)::int as id from events.outbox');
+    await until('the process cursor past the events so far', async () => {
+      const { rows } = await owner.query(`select last_id::int as last_id from events.consumer_cursors where consumer = 'processes'`);
+      return rows[0]?.last_id >= head[0].id;
+    });
+    // A process on every annotation.* event: the ack below emits one, so a decision follows; no process sees decisions.
     expect((await call('POST', '/api/processes/apply', { body: processManifest('acks', { event: 'annotation.*', decision: 'decision.acked-seen', message: '{{payload.by}} acked {{payload.decision_id}}; {{payload.nothing}}|{{payload}}' }) })).status).toBe(201);
     // A fresh decision to ack, written as the workflow sweep would (a decision with no message).
     await owner.query(`insert into events.outbox (tenant_id, type, payload) values (1, 'decision.dormant.onboarding', '{"workflow":"onboarding","key":"P1","state":"prospect","since":"2026-01-01T00:00:00Z","after":"30d"}')`);
