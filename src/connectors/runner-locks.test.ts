@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
+import type pg from 'pg';
 import { type Hold, holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
+import { ownerClient } from '../../test/harness/api-client.js';
+import { storedKeys } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database } from '../db/database.js';
-import type { RowIndexer } from './indexer.js';
+import { noIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
 import { ConnectorScheduler } from './scheduler.js';
 import { applyConnector, deleteConnector } from './store.js';
@@ -18,10 +20,9 @@ import type { ConnectorSpec, EndpointSpec } from './types.js';
 
 let hub: TestHub;
 let owner: pg.Client;
-const noIndex: RowIndexer = { async rowsWritten() {} };
 
 const runner = (reader: PageReader, db: Database = hub.services.db) =>
-  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndex, chunkSize: 10, subscribers: hub.services.subscribers });
+  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndexer, chunkSize: 10, subscribers: hub.services.subscribers });
 
 /** The hub's database, each of its tenant transactions held as `hold` says (the first statement matching its pattern). */
 function heldDb(hold: Hold): Database {
@@ -67,13 +68,6 @@ async function runsOfGoneEndpoints(connector: ConnectorSpec): Promise<string[]> 
   return rows.map((r) => r.name);
 }
 
-async function rows(table: string): Promise<string[]> {
-  const found = await owner.query<{ t: string | null }>('select to_regclass($1) as t', [`ext_t1.${table}`]);
-  if (!found.rows[0]?.t) return ['(no table)'];
-  const { rows } = await owner.query<{ key: string }>(`select external_id as key from ext_t1.${table} order by 1`);
-  return rows.map((r) => r.key);
-}
-
 async function watermarks(connector: ConnectorSpec): Promise<Record<string, string | null>> {
   const { rows } = await owner.query<{ endpoint_id: string; watermark: string | null }>('select endpoint_id, watermark from connectors.endpoints where connector_id = $1 order by 1', [
     connector.id,
@@ -83,8 +77,7 @@ async function watermarks(connector: ConnectorSpec): Promise<Record<string, stri
 
 beforeAll(async () => {
   hub = await startTestHub();
-  owner = new pg.Client({ connectionString: hub.ownerUrl });
-  await owner.connect();
+  owner = await ownerClient(hub.ownerUrl);
 });
 
 afterAll(async () => {
@@ -134,7 +127,7 @@ describe('a re-apply of the connector while a run of it waits for its turn', () 
     const runs = await triggered.done;
     expect(runs.map((r) => r.status)).toEqual(['Completed', 'Completed']);
     // The queued run ran as triggered (the old table), and left the watermark as the apply did.
-    expect(await rows('rl_old')).toEqual(['s1', 's2']);
+    expect(await storedKeys(owner, 'rl_old')).toEqual(['s1', 's2']);
     expect(await watermarks(connector)).toEqual({ first: '1', second: null });
   }, 30_000);
 });
@@ -157,7 +150,7 @@ describe('a CSV ingest naming a connector being deleted', () => {
 
     expect(await removed).toBe('committed: true');
     expect(await ingested).toBe('committed: Completed');
-    expect(await rows('rl_contacts')).toEqual(['c1']);
+    expect(await storedKeys(owner, 'rl_contacts')).toEqual(['c1']);
     const tagged = await owner.query('select external_id from ext_t1.rl_contacts where connector_id = $1', [crm.id]);
     expect(tagged.rows).toEqual([]);
     const registered = await owner.query('select table_name from connectors.ext_tables where connector_id = $1', [crm.id]);
@@ -306,7 +299,7 @@ describe('a trigger built from a spec read before a re-apply that disables, enab
     expect(fired.triggered.runs.map((r) => r.endpoint)).toEqual(['on', 'later', 'added']);
     expect(await status(fired.triggered)).toBe('Completed,Completed,Completed');
     expect((await runsOf(stale)).filter((r) => r.startsWith('off'))).toEqual([]);
-    expect(await rows('re_off')).toEqual(['(no table)']);
+    expect(await storedKeys(owner, 're_off')).toEqual(['(no table)']);
   }, 30_000);
 
   it('a trigger sent while the re-apply is storing its spec waits for it, then runs the endpoints as re-applied', async () => {

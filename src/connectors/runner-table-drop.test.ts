@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
+import type pg from 'pg';
+import { ownerClient } from '../../test/harness/api-client.js';
+import { storedKeys } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { holdAfter, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
-import type { RowIndexer } from './indexer.js';
+import { noIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
 import { applyConnector, deleteConnector } from './store.js';
 import type { ExtSchema } from './target/ddl.js';
@@ -19,7 +21,6 @@ import type { ConnectorSpec } from './types.js';
 
 let hub: TestHub;
 let owner: pg.Client;
-const noIndex: RowIndexer = { async rowsWritten() {} };
 
 const items = (...ids: string[]): PageReader => ({
   async *read() {
@@ -28,7 +29,7 @@ const items = (...ids: string[]): PageReader => ({
 });
 
 const runner = (ext: ExtSchema = hub.services.connectors.ext) =>
-  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext, reader: items(), indexer: noIndex, chunkSize: 10, subscribers: hub.services.subscribers });
+  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext, reader: items(), indexer: noIndexer, chunkSize: 10, subscribers: hub.services.subscribers });
 
 async function applied(name: string, table: string): Promise<ConnectorSpec> {
   const spec = { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/e', target: { table, unique_key: '$.id' } }] };
@@ -36,17 +37,9 @@ async function applied(name: string, table: string): Promise<ConnectorSpec> {
   return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
 }
 
-async function rows(table: string): Promise<string[]> {
-  const found = await owner.query<{ t: string | null }>('select to_regclass($1) as t', [`ext_t1.${table}`]);
-  if (!found.rows[0]?.t) return ['(no table)'];
-  const { rows } = await owner.query<{ key: string }>(`select external_id as key from ext_t1.${table} order by 1`);
-  return rows.map((r) => r.key);
-}
-
 beforeAll(async () => {
   hub = await startTestHub();
-  owner = new pg.Client({ connectionString: hub.ownerUrl });
-  await owner.connect();
+  owner = await ownerClient(hub.ownerUrl);
 });
 
 afterAll(async () => {
@@ -78,7 +71,7 @@ describe("a run into a table another connector's delete drops", () => {
     expect(await removed).toBe(true);
     const [run] = await done;
     expect(run).toMatchObject({ status: 'Completed', errorMessage: null, recordsOut: 2 });
-    expect(await rows('s1')).toEqual(['d1', 'd2']);
+    expect(await storedKeys(owner, 's1')).toEqual(['d1', 'd2']);
     const registered = await owner.query('select table_name from connectors.ext_tables where connector_id = $1', [dyer.id]);
     expect(registered.rows).toEqual([{ table_name: 'ext.s1' }]);
   }, 30_000);
