@@ -110,28 +110,48 @@ export function kubectlRefusal(doc: Document): string | undefined {
   return undefined;
 }
 
+/** What each alias of a document names, and the first alias inside the very node its anchor names. */
+interface Aliases {
+  named: Map<Node, Node | undefined>;
+  circular: string | undefined;
+}
+
+const aliasesRead = new WeakMap<Document, Aliases>();
+
 /**
- * Why `doc` holds a value that contains itself, or undefined: an alias inside the very node its anchor names
- * (`a: &a [*a]`). The yaml package reads it as a circular value, which no JSON can carry; kubectl refuses it ("anchor
- * 'a' value contains itself"). Each alias names the last node before it with its anchor, found in one pass (as
- * keysAsKubectl finds it); the alias is circular when that node is one of its ancestors.
+ * The aliases of `doc`, found in one pass as the yaml package finds them (each names the last node
+ * before it with its anchor) and kept for the document: `Alias.resolve` walks the whole document on
+ * every call, so a body of a few thousand alias keys took minutes. An alias is circular when the node
+ * it names is one of its ancestors. Read before keysAsKubectl rewrites any key.
  */
-export function selfContainingAlias(doc: Document): string | undefined {
+function aliasesOf(doc: Document): Aliases {
+  let read = aliasesRead.get(doc);
+  if (read) return read;
   const anchored = new Map<string, Node>();
-  let found: string | undefined;
+  const found: Aliases = { named: new Map(), circular: undefined };
   visit(doc, {
     Node(_key, node, path) {
       if (isAlias(node)) {
         const target = anchored.get(node.source);
-        if (target && path.includes(target)) {
-          found = `the alias *${node.source} is inside the value its anchor &${node.source} names, a value that would contain itself (kubectl refuses it too): repeat the part instead of aliasing it`;
-          return visit.BREAK;
+        found.named.set(node, target);
+        if (found.circular === undefined && target && path.includes(target)) {
+          found.circular = `the alias *${node.source} is inside the value its anchor &${node.source} names, a value that would contain itself (kubectl refuses it too): repeat the part instead of aliasing it`;
         }
       } else if (node.anchor) anchored.set(node.anchor, node);
-      return undefined;
     },
   });
-  return found;
+  read = found;
+  aliasesRead.set(doc, read);
+  return read;
+}
+
+/**
+ * Why `doc` holds a value that contains itself, or undefined: an alias inside the very node its anchor names
+ * (`a: &a [*a]`). The yaml package reads it as a circular value, which no JSON can carry; kubectl refuses it ("anchor
+ * 'a' value contains itself").
+ */
+export function selfContainingAlias(doc: Document): string | undefined {
+  return aliasesOf(doc).circular;
 }
 
 /** A key kubectl would not read as the hub does: where, and why. */
@@ -153,17 +173,7 @@ export interface KeyRefusal {
  * (`1` and `"1"`: kubectl keeps one of the two, not always the same one), naming it under `root`.
  */
 export function keysAsKubectl(doc: Document, root: string): KeyRefusal | undefined {
-  // What each alias names, found in one pass as the yaml package finds it (the last node before the
-  // alias with its anchor): `Alias.resolve` walks the whole document on every call, so a body of a
-  // few thousand alias keys took minutes.
-  const anchored = new Map<string, Node>();
-  const named = new Map<Node, Node | undefined>();
-  visit(doc, {
-    Node(_key, node) {
-      if (isAlias(node)) named.set(node, anchored.get(node.source));
-      else if (node.anchor) anchored.set(node.anchor, node);
-    },
-  });
+  const { named } = aliasesOf(doc);
   let refusal: KeyRefusal | undefined;
   visit(doc, {
     Map(_key, map, path) {
