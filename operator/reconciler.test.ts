@@ -650,6 +650,42 @@ describe('status, ownership and conflicts', () => {
     await until('the CronJob follows', () => job()?.metadata?.labels?.['svc.io/tenant'] === 'globex');
   });
 
+  it('keeps the object and its CronJob in the old tenant when the new tenant holds the name from HTTP (Conflict); it moves once the name is free', async () => {
+    const offset = example('offset.yaml');
+    const at = (tenant: string) => api.apply('connectors', { ...offset, metadata: { name: 'relabel-conflict', namespace: NS, labels: { 'svc.io/tenant': tenant } }, spec: offset.spec as Record<string, unknown> });
+    at('default');
+    await readyTrue('relabel-conflict');
+    const job = () => cronJob('connector-team-a-relabel-conflict');
+    await until('its CronJob', () => job());
+    // globex holds a connector of that name, created over HTTP.
+    const created = await fetch(`${hub.url}/api/connectors/apply`, {
+      method: 'POST',
+      headers: { 'X-Tenant-ID': String(otherTenant), 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...open, metadata: { name: 'relabel-conflict' } }),
+    });
+    expect(created.status).toBe(201);
+    const theirs = (await hubGet('/api/connectors/relabel-conflict', otherTenant)).body!;
+    at('globex');
+    const refused = await until('Conflict', () => cond('relabel-conflict', 'Ready')?.reason === 'Conflict' && cond('relabel-conflict', 'Ready'));
+    expect(refused.message).toContain('created over HTTP');
+    expect(refused.message).toContain("the tenant change is not applied: this resource's Connector stays in tenant default");
+    await settled();
+    // Nothing moved: the object and its CronJob stay in default; globex's own connector is untouched.
+    expect((await hubGet('/api/connectors/relabel-conflict')).status).toBe(200);
+    expect(job()!.metadata!.labels!['svc.io/tenant']).toBe('default');
+    expect(get('relabel-conflict')!.status!.tenant).toBe('default');
+    const after = (await hubGet('/api/connectors/relabel-conflict', otherTenant)).body!;
+    expect([after.updatedAt, after.manifest]).toEqual([theirs.updatedAt, theirs.manifest]);
+    // Once globex's connector is deleted, the resource moves.
+    const deleted = await fetch(`${hub.url}/api/connectors/relabel-conflict`, { method: 'DELETE', headers: { 'X-Tenant-ID': String(otherTenant) } });
+    expect(deleted.status).toBe(204);
+    operator.resyncAll();
+    await until('moved to globex', () => get('relabel-conflict')?.status?.tenant === 'globex' && cond('relabel-conflict', 'Ready')?.status === 'True');
+    expect((await hubGet('/api/connectors/relabel-conflict')).status).toBe(404);
+    expect((await hubGet('/api/connectors/relabel-conflict', otherTenant)).status).toBe(200);
+    await until('the CronJob follows', () => job()?.metadata?.labels?.['svc.io/tenant'] === 'globex');
+  });
+
   it('refuses a resource of the same name in another namespace of the tenant: Conflict naming the owner; deleting it deletes nothing', async () => {
     put('shared', NS, { baseUrl: 'http://first.example' });
     const first = await readyTrue('shared');

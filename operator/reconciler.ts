@@ -501,13 +501,16 @@ export class Operator {
     const owner: ManifestOwner = { namespace: resource.metadata.namespace, name, uid };
 
     // Relabelled to another tenant: what the resource manages elsewhere goes first, once the new
-    // tenant's apply service takes the manifest. A change it refuses (Invalid) leaves the object,
-    // and its CronJob, where they were, as any refused change does.
+    // tenant would take the manifest from this resource. A change its apply service refuses
+    // (Invalid), or a name there that another resource manages or that was created over HTTP
+    // (Conflict), leaves the object, and its CronJob, where they were, as any refused change does.
     const elsewhere = (await this.hub.owned(kind, { uid })).filter((object) => object.tenantId !== tenant.id);
     let heldIn: string | undefined;
     if (elsewhere.length) {
       try {
-        await this.hub.checkApply(kind, tenant.id, manifestOf(resource), this.actor);
+        const conflict = await this.hub.checkApply(kind, tenant.id, name, manifestOf(resource), this.actor, owner);
+        // A conflict with a resource that is gone is not one: the apply below takes the object over.
+        if (conflict && !(conflict.by === 'resource' && (await this.ownerGone(kind, conflict.owner)))) heldIn = elsewhere[0]!.tenant;
       } catch (err) {
         if (!(err instanceof ValidationError)) throw err;
         heldIn = elsewhere[0]!.tenant;
@@ -522,7 +525,7 @@ export class Operator {
       applied = await this.apply(kind, resource, tenant, owner);
     }
     if ('conflict' in applied) {
-      return { status: status({ state: 'stalled', reason: 'Conflict', message: conflictMessage(kind, name, tenant.code, applied.conflict) }, { scheduled: scheduledOf(previous) }) };
+      return { status: status({ state: 'stalled', reason: 'Conflict', message: conflictMessage(kind, name, tenant.code, applied.conflict, heldIn) }, { tenant: heldIn, scheduled: scheduledOf(previous) }) };
     }
     if (!applied.ok) {
       // The hub keeps the last valid version (and its CronJob).
@@ -736,10 +739,14 @@ function hubCalls(m: ManifestServices): ManifestServices {
   };
 }
 
-function conflictMessage(kind: ManifestKind, name: string, tenant: string, conflict: OwnershipConflict): string {
+/** The Conflict status message; `heldIn`: the tenant a refused relabel leaves the resource's object in. */
+function conflictMessage(kind: ManifestKind, name: string, tenant: string, conflict: OwnershipConflict, heldIn?: string): string {
   const owner =
     conflict.by === 'resource'
       ? `is managed by ${kind.kind} ${conflict.owner.namespace}/${conflict.owner.name} (uid ${conflict.owner.uid})`
       : `was created over HTTP (last applied by ${conflict.appliedBy ?? 'unknown'})`;
-  return `${kind.kind} ${name} in tenant ${tenant} ${owner}: this resource is not applied, and deleting it deletes nothing in the hub`;
+  const outcome = heldIn
+    ? `the tenant change is not applied: this resource's ${kind.kind} stays in tenant ${heldIn}`
+    : 'this resource is not applied, and deleting it deletes nothing in the hub';
+  return `${kind.kind} ${name} in tenant ${tenant} ${owner}: ${outcome}`;
 }

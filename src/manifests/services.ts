@@ -52,11 +52,11 @@ export interface ManifestServices {
    */
   applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<ApplyOutcome>;
   /**
-   * Whether the kind's apply service would take `manifest` in that tenant: it runs in a transaction
-   * that is rolled back (nothing stored, no owner recorded). Throws the kind's ValidationError
-   * naming the field.
+   * Whether `owner` could apply `manifest` in that tenant: the ownership conflict `applyIfChanged`
+   * would answer, if any; else the kind's apply service runs in a transaction that is rolled back
+   * (nothing stored, no owner recorded). Throws the kind's ValidationError naming the field.
    */
-  checkApply(kind: ManifestKind, tenantId: TenantId, manifest: Record<string, unknown>, actor: string): Promise<void>;
+  checkApply(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<OwnershipConflict | undefined>;
   /**
    * Across tenants: the hub objects of `kind` recorded as managed by the resource of that uid, or of
    * that namespace and name, or every one (`all`, in one namespace when given).
@@ -90,18 +90,28 @@ async function ownerOf(tx: Tx, kind: ManifestKind, name: string): Promise<Manife
   return row && { namespace: row.namespace, name: row.resource, uid: row.uid };
 }
 
+/**
+ * The owner record and the stored object of that name in the transaction's tenant, and the conflict
+ * that keeps `owner` from applying it: another resource's record, or (no record) an object created
+ * or last applied over HTTP. An object the operator applied before records existed is adopted.
+ */
+async function ownership(tx: Tx, kind: ManifestKind, name: string, owner: ManifestOwner, actor: string) {
+  const recorded = await ownerOf(tx, kind, name);
+  const stored = await kind.handler.stored(tx, name);
+  let conflict: OwnershipConflict | undefined;
+  if (recorded && recorded.uid !== owner.uid) conflict = { by: 'resource', owner: recorded };
+  else if (!recorded && stored && stored.appliedBy !== actor) conflict = { by: 'http', appliedBy: stored.appliedBy ?? null };
+  return { recorded, stored, conflict };
+}
+
 export function createManifestServices(deps: { db: Database; admin: AdminServices }): ManifestServices {
   const { db, admin } = deps;
   return {
     tenantByCode: (code) => admin.tenants.byCode(code),
     applyIfChanged: (kind, tenantId, name, manifest, actor, owner) =>
       db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
-        const recorded = await ownerOf(tx, kind, name);
-        const stored = await kind.handler.stored(tx, name);
-        if (recorded && recorded.uid !== owner.uid) return { conflict: { by: 'resource', owner: recorded } };
-        // No record: an object the operator applied before records existed is adopted; one created
-        // or last applied over HTTP is not the resource's to take.
-        if (!recorded && stored && stored.appliedBy !== actor) return { conflict: { by: 'http', appliedBy: stored.appliedBy ?? null } };
+        const { recorded, stored, conflict } = await ownership(tx, kind, name, owner, actor);
+        if (conflict) return { conflict };
         let outcome: ApplyOutcome;
         if (stored && canonical(stored.manifest) === canonical(manifest)) {
           outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [] };
@@ -119,16 +129,19 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         }
         return outcome;
       }),
-    checkApply: async (kind, tenantId, manifest, actor) => {
+    checkApply: async (kind, tenantId, name, manifest, actor, owner) => {
       const rollback = new Error('checked: rolled back');
+      let conflict: OwnershipConflict | undefined;
       try {
         await db.withTenant(tenantId, async (tx) => {
-          await kind.handler.apply(tx, manifest, actor);
+          conflict = (await ownership(tx, kind, name, owner, actor)).conflict;
+          if (!conflict) await kind.handler.apply(tx, manifest, actor);
           throw rollback;
         });
       } catch (err) {
         if (err !== rollback) throw err;
       }
+      return conflict;
     },
     owned: (kind, by) =>
       db.crossTenant('operator-owned', async (tx) => {
