@@ -241,7 +241,10 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     await hookLoop.start(leaderClocks, listener);
     // E-mail rules: one message per matching event and rule, best effort (services.mailer is read
     // per event, so a replaced mailer takes effect).
-    const email = new EmailConsumer(db, () => services.mailer, undefined, { recipientsPerMinute: config.int('svc.mail.recipients-per-minute') });
+    const email = new EmailConsumer(db, () => services.mailer, undefined, {
+      recipientsPerMinute: config.int('svc.mail.recipients-per-minute'),
+      backoffMs: config.duration('svc.mail.backoff'),
+    });
     const emailLoop = new OutboxLoop(db, {
       name: 'email',
       every: config.duration('svc.email.sweep-every'),

@@ -195,6 +195,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Recipients one tenant\'s e-mail rules may send to per minute, in all (a message to three addresses counts three; a burst up to the whole budget is allowed; a message goes while any of the budget is left, the budget then owing the rest). A message sent with none left is not sent: it is logged as `throttled` and skipped, as a failed send is. At least 10, the most recipients of one rule.' }),
   p({ group: 'Mail', name: 'svc.mail.timeout', kind: 'duration', default: '10s',
     description: 'Connect, greeting and idle-socket timeout of one send, and the whole send at most three times it (a server that keeps a reply going is cut off then); a send that runs out is logged as failed and skipped.' }),
+  p({ group: 'Mail', name: 'svc.mail.backoff', kind: 'duration', default: '30s',
+    description: 'How long e-mail rules wait, once a send found the SMTP server not answering (connection refused or lost, `svc.mail.timeout` run out, `421`), before checking it again (a connection and its greeting, no message), and again after each check it fails. That send is logged as failed and skipped; the later events wait meanwhile, unsent and in order, and go out once a check finds the server answering, instead of each paying the timeout.' }),
 
   // Connectors (spec 3 Limits)
   p({ group: 'Connectors', name: 'svc.connectors.chunk-size', kind: 'int', min: 1, default: 1000, description: 'Rows written per transactional chunk of a connector run.' }),

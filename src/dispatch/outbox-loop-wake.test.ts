@@ -6,7 +6,8 @@ import { loadCatalog } from '../events/catalog.js';
 import { OutboxListener } from '../events/listener.js';
 import type { OutboxConsumer } from '../events/consumer.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
-import { OutboxLoop } from './outbox-loop.js';
+import { OutboxLoop, Postpone } from './outbox-loop.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
 
 /**
@@ -80,6 +81,49 @@ describe('outbox loop wake-ups', () => {
     await emit(2); // NOTIFY arrives while the first is still being handled
     await until('the second event', () => seen.length === 2, 2_000);
     expect(seen).toEqual([1, 2]);
+    loop.stop();
+    await clock.stop();
+  });
+
+  it('a Postpone thrown for an event: no pass until its time (NOTIFYs and triggers meanwhile read nothing), then that event and the later ones, in order, with no sweep', async () => {
+    const seen: number[] = [];
+    let postponeUntil = 0;
+    const clock = new ClockRunner();
+    const loop = new OutboxLoop(t.db, {
+      name: 'postponed',
+      every: 60_000,
+      batch: 10,
+      handle: async (event) => {
+        const orgId = event.payload.orgId as number;
+        if (orgId === 21 && postponeUntil === 0) {
+          postponeUntil = performance.now() + 1_500;
+          throw new Postpone(postponeUntil, 'server away');
+        }
+        seen.push(orgId);
+      },
+    });
+    await loop.start(clock, listener);
+    clock.start();
+    const reads = countCalls(loop, 'read');
+    const logs = captureLogs('info');
+    try {
+      await emit(20);
+      await emit(21);
+      await until('the postponed event', () => postponeUntil > 0);
+      const readsWhenPostponed = reads.count;
+      // NOTIFYs and a trigger during the pause: no pass reads the outbox.
+      await emit(22);
+      await emit(23);
+      await clock.trigger(loop.job);
+      expect(performance.now()).toBeLessThan(postponeUntil);
+      expect(reads.count).toBe(readsWhenPostponed);
+      await until('the events after the pause', () => seen.length === 4, 10_000);
+      expect(performance.now()).toBeGreaterThanOrEqual(postponeUntil);
+      expect(seen).toEqual([20, 21, 22, 23]);
+      expect(logs.lines().filter((l) => l.level === 'error')).toEqual([]);
+    } finally {
+      logs.restore();
+    }
     loop.stop();
     await clock.stop();
   });

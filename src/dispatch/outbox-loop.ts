@@ -14,6 +14,8 @@ interface OutboxLoopOptions {
   batch: number;
   /**
    * Handles one event. A throw stops the batch there; the event is read again on the next pass.
+   * A `Postpone` thrown says the event cannot be handled before a given time (the server it needs is
+   * away): the loop then makes no pass until then, and logs nothing (the handler says why).
    * Returning `false` says the event needed nothing (no rule, no hook matched): the cursor then
    * moves past it with the next event that did need something, or at the end of the batch, so a
    * run of such events costs one cursor write instead of one each (a crash re-reads them, harmlessly).
@@ -87,6 +89,8 @@ export class OutboxLoop {
   private dormantTimer: NodeJS.Timeout | undefined;
   /** performance.now() when the last pass ended. */
   private lastPassEnded = 0;
+  /** performance.now() before which no pass runs (the handler threw a Postpone); 0: none. */
+  private pausedUntil = 0;
 
   constructor(
     private readonly db: Database,
@@ -116,7 +120,8 @@ export class OutboxLoop {
    * a busy outbox would otherwise make it pass the events a few at a time, one statement each.
    */
   wake(): void {
-    if (this.halted || !this.clock) return;
+    // A postponed loop is woken by its own timer when the time comes (lookAgainSoon).
+    if (this.halted || !this.clock || this.paused) return;
     if (this.dormant) {
       if (this.dormantTimer) return;
       const wait = this.lastPassEnded + Math.min(IDLE_WAKE_MS, this.options.every) - performance.now();
@@ -132,6 +137,10 @@ export class OutboxLoop {
     }
     this.again = true;
     void this.clock.trigger(this.job);
+  }
+
+  private get paused(): boolean {
+    return this.pausedUntil > performance.now();
   }
 
   /** Stopped, or its clock is (a pass already running ends after the batch in hand). */
@@ -151,13 +160,13 @@ export class OutboxLoop {
   }
 
   private async pass(): Promise<void> {
-    if (this.halted) return;
+    if (this.halted || this.paused) return;
     // A NOTIFY that arrives while this pass runs sets `again`; its trigger was skipped because the
     // job was running, so the pass goes round again.
     do {
       this.again = false;
       await this.drain();
-    } while (this.again && !this.stopped && !this.dormant);
+    } while (this.again && !this.stopped && !this.dormant && !this.paused);
     this.lastPassEnded = performance.now();
     this.lookAgainSoon();
   }
@@ -167,7 +176,19 @@ export class OutboxLoop {
    * failed: look again soon, with a back-off, instead of waiting for the sweep.
    */
   private lookAgainSoon(): void {
-    if (this.stopped || this.pollTimer) return;
+    if (this.stopped) return;
+    if (this.paused) {
+      // The time the handler asked for replaces a shorter look-again (its wake would be ignored).
+      if (this.pollTimer) clearTimeout(this.pollTimer);
+      this.pollTimer = setTimeout(() => {
+        this.pollTimer = undefined;
+        this.pausedUntil = 0;
+        this.wake();
+      }, this.pausedUntil - performance.now());
+      this.pollTimer.unref();
+      return;
+    }
+    if (this.pollTimer) return;
     if (!this.pending) {
       this.pollDelay = 0;
       return;
@@ -248,6 +269,11 @@ export class OutboxLoop {
             acted = await runForTenant(event.tenantId, () => this.options.handle!(event));
           } catch (err) {
             if (skipped) await this.consumer.advance(skipped);
+            if (err instanceof Postpone) {
+              this.pausedUntil = err.until;
+              this.pending = false;
+              return handled;
+            }
             logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
             return handled;
           }
@@ -269,6 +295,19 @@ export class OutboxLoop {
       // outbox is drained: under a backlog that could take minutes.
       if (this.halted) return handled;
     }
+  }
+}
+
+/**
+ * Thrown by a `handle` that cannot handle its event before `until` (performance.now() time): the
+ * event stays unhandled, and the loop makes no pass before then.
+ */
+export class Postpone extends Error {
+  constructor(
+    readonly until: number,
+    reason: string,
+  ) {
+    super(reason);
   }
 }
 

@@ -1,7 +1,9 @@
 import type { Database } from '../db/database.js';
+import { Postpone } from '../dispatch/outbox-loop.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
-import { type Mailer, sendFailure } from './mailer.js';
+import { lazyGauge } from '../observability/metrics.js';
+import { type Mailer, sendFailure, serverUnavailable } from './mailer.js';
 import { type ActiveRule, activeRules, normalizeRecipient, recipients, rulesMatch } from './rules.js';
 import { renderTemplate, subjectLine, type TemplateContext } from './templates.js';
 
@@ -50,12 +52,73 @@ class RecipientBudget {
   }
 }
 
+/** 1 while the e-mail consumer waits for the mail server to answer again, 0 once it does. */
+const serverWaiting = lazyGauge({ name: 'svc_mail_server_waiting', help: 'Whether e-mail rules are waiting for the SMTP server to answer again (1) or sending (0)' });
+
+/**
+ * The mail server as the consumer last found it. A send that finds it unreachable or not answering
+ * (serverUnavailable) is a failed send like any other (logged and skipped), and from then on the
+ * later events wait, unsent and in order, instead of each paying the timeout: every `backoffMs` the
+ * server is checked (a connection and its greeting, no message), and once it answers the events that
+ * waited are sent as usual, each once. Kept per mailer (a replaced mailer starts afresh) in the
+ * process that runs the consumer.
+ */
+class ServerGate {
+  private waiting: { mailer: Mailer; since: number; until: number; checks: number; afterEventId: number } | undefined;
+
+  constructor(private readonly backoffMs: number) {}
+
+  /** Returns when the server may be sent to; throws a Postpone (the event waits) while it does not answer. */
+  async pass(mailer: Mailer, event: OutboxEvent): Promise<void> {
+    const waiting = this.waiting;
+    if (!waiting) return;
+    if (waiting.mailer !== mailer) {
+      this.waiting = undefined;
+      return;
+    }
+    if (performance.now() < waiting.until) throw new Postpone(waiting.until, `mail server ${mailer.server} not answering`);
+    try {
+      await mailer.check();
+    } catch (err) {
+      // Any other failure is an answer: the server is there, and the sends say what it thinks of them.
+      if (serverUnavailable(err)) {
+        waiting.checks += 1;
+        waiting.until = performance.now() + this.backoffMs;
+        logger().warn(
+          { server: mailer.server, eventId: event.id, waitingSince: waiting.afterEventId, checks: waiting.checks, error: sendFailure(err) },
+          `mail server ${mailer.server} still not answering (check ${waiting.checks}, ${Math.round((performance.now() - waiting.since) / 1000)} s since it stopped): e-mail event ${event.id} and the later ones wait, unsent; next check in ${this.backoffMs} ms (svc.mail.backoff)`,
+        );
+        throw new Postpone(waiting.until, `mail server ${mailer.server} not answering`);
+      }
+    }
+    this.waiting = undefined;
+    serverWaiting().set(0);
+    logger().info(
+      { server: mailer.server, eventId: event.id, checks: waiting.checks },
+      `mail server ${mailer.server} answers again (after ${Math.round((performance.now() - waiting.since) / 1000)} s): sending the e-mail events that waited, in order, from event ${event.id} on`,
+    );
+  }
+
+  /** A send found the server unavailable: the later events wait for it (logged once, until it answers). */
+  unavailable(mailer: Mailer, event: OutboxEvent): void {
+    if (this.waiting?.mailer === mailer) return;
+    const now = performance.now();
+    this.waiting = { mailer, since: now, until: now + this.backoffMs, checks: 0, afterEventId: event.id };
+    serverWaiting().set(1);
+    logger().warn(
+      { server: mailer.server, eventId: event.id },
+      `mail server ${mailer.server} is not answering: the e-mail events after event ${event.id} wait, unsent and in order, and go out once it answers; next check in ${this.backoffMs} ms (svc.mail.backoff)`,
+    );
+  }
+}
+
 /**
  * The e-mail consumer's handler (run by an OutboxLoop named `email`): for one event, every enabled
  * rule of the event's tenant that matches its type and existed when it was written gets one message.
  * Best effort (spec 1 Events rule 5): a failed send is logged and skipped, never retried, and the
- * cursor moves on. Reading the rules is the only thing that can throw (the database is away); the
- * loop then reads the event again later.
+ * cursor moves on. Reading the rules can throw (the database is away); the loop then reads the event
+ * again later. While the mail server does not answer (ServerGate), an event with something to send
+ * throws a Postpone: it and the later events wait, unsent, until a check finds the server back.
  */
 export class EmailConsumer {
   /** A tenant's enabled rules as read at `readAt` (database time), for at most `maxAgeMs`. */
@@ -63,14 +126,20 @@ export class EmailConsumer {
 
   private readonly budget: RecipientBudget;
 
+  private readonly gate: ServerGate;
+
   constructor(
     private readonly db: Database,
     private readonly mailer: () => Mailer,
     private readonly maxAgeMs = 1_000,
-    /** Recipients per tenant and minute (svc.mail.recipients-per-minute); `now` for tests. */
-    limits: { recipientsPerMinute?: number; now?: () => number } = {},
+    /**
+     * Recipients per tenant and minute (svc.mail.recipients-per-minute); the wait between checks of
+     * a mail server that does not answer (svc.mail.backoff); `now` for tests.
+     */
+    limits: { recipientsPerMinute?: number; backoffMs?: number; now?: () => number } = {},
   ) {
     this.budget = new RecipientBudget(limits.recipientsPerMinute ?? 300, limits.now);
+    this.gate = new ServerGate(limits.backoffMs ?? 30_000);
   }
 
   /**
@@ -94,6 +163,7 @@ export class EmailConsumer {
     const due = rules.filter((rule) => rule.createdAt.getTime() <= event.createdAt.getTime());
     if (!due.length) return [];
     const mailer = this.mailer();
+    await this.gate.pass(mailer, event);
     return Promise.all(
       due.map((rule) => {
         if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
@@ -170,6 +240,7 @@ export class EmailConsumer {
       return { ruleId: rule.id, outcome: result.outcome };
     } catch (err) {
       logger().warn({ ...where, error: sendFailure(err) }, `e-mail rule ${rule.name}: sending event ${event.id} failed; skipped (best effort)`);
+      if (serverUnavailable(err)) this.gate.unavailable(mailer, event);
       return { ruleId: rule.id, outcome: 'failed' };
     }
   }

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Config } from '../config/config.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { type SelfSigned, selfSignedCertificate, startSmtpServer, type TestSmtpServer, toAddresses } from '../../test/harness/smtp.js';
-import { createMailer, MockedMailer, sendFailure, SmtpMailer } from './mailer.js';
+import { startStallRelay } from '../../test/harness/stall-relay.js';
+import { createMailer, type Mailer, MockedMailer, sendFailure, serverUnavailable, SmtpMailer } from './mailer.js';
 
 /** The mailer port against a real SMTP server on loopback (smtp-server), read back with mailparser. */
 
@@ -19,6 +20,32 @@ afterAll(async () => {
 });
 
 const config = (overrides: Record<string, string | number | boolean>) => Config.load({ env: {}, overrides });
+
+/** A server that greets, then answers EHLO with continuation lines, one every 100 ms, for ever: the socket is never idle. */
+async function drippingServer(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    socket.write('220 drip ESMTP\r\n');
+    socket.once('data', () => {
+      socket.write('250-drip\r\n');
+      const timer = setInterval(() => socket.write('250-still here\r\n'), 100);
+      socket.on('close', () => {
+        clearInterval(timer);
+        sockets.delete(socket);
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 const mail = { to: ['ops@example.com', 'dev@example.org'], subject: 'Org 7 created', text: 'Hello\nline two', headers: { 'X-Svc-Event': 'org.created', 'X-Svc-Event-Id': '42' } };
 
@@ -56,24 +83,9 @@ describe('the SMTP mailer', () => {
   });
 
   it('a server that keeps a reply going a line at a time, never idle: the send fails once three times svc.mail.timeout have run out', async () => {
-    // Answers EHLO with continuation lines, one every 100 ms, for ever: the socket is never idle.
-    const sockets = new Set<Socket>();
-    const dripping = createServer((socket) => {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.write('220 drip ESMTP\r\n');
-      socket.once('data', () => {
-        socket.write('250-drip\r\n');
-        const timer = setInterval(() => socket.write('250-still here\r\n'), 100);
-        socket.on('close', () => {
-          clearInterval(timer);
-          sockets.delete(socket);
-        });
-      });
-    });
-    await new Promise<void>((resolve) => dripping.listen(0, '127.0.0.1', resolve));
+    const dripping = await drippingServer();
     try {
-      const mailer = createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': (dripping.address() as AddressInfo).port, 'svc.mail.from': 'hub@example.net', 'svc.mail.timeout': '300ms' }));
+      const mailer = createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': dripping.port, 'svc.mail.from': 'hub@example.net', 'svc.mail.timeout': '300ms' }));
       const started = Date.now();
       const outcome = await Promise.race([
         mailer.send(mail).then(
@@ -86,8 +98,7 @@ describe('the SMTP mailer', () => {
       expect(Date.now() - started).toBeLessThan(2_000);
       mailer.close();
     } finally {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => dripping.close(() => resolve()));
+      await dripping.close();
     }
   });
 
@@ -123,6 +134,32 @@ describe('the SMTP mailer', () => {
     await expect(mailer.send(mail)).rejects.toThrow(/STARTTLS/i);
     expect(plain.messages.length).toBe(before);
     mailer.close();
+  });
+
+  it('check: a server that answers passes without being sent anything; one that is stalled, closed or keeps a reply going fails as not answering', async () => {
+    const at = (port: number, extra: Record<string, string> = {}) => createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': port, 'svc.mail.from': 'hub@example.net', 'svc.mail.timeout': '300ms', ...extra }));
+    const failure = (mailer: Mailer) => mailer.check().then(() => 'answered', (err: unknown) => ({ unavailable: serverUnavailable(err), ...sendFailure(err) }));
+    const before = plain.messages.length;
+    expect(await failure(at(plain.port))).toBe('answered');
+    expect(plain.messages.length).toBe(before);
+    // STARTTLS required and not offered: the server answers (a send would fail, and say why).
+    expect(await failure(at(plain.port, { 'svc.mail.starttls': 'true' }))).toMatchObject({ unavailable: false });
+
+    const relay = await startStallRelay(plain.port);
+    relay.stall();
+    expect(await failure(at(relay.port))).toMatchObject({ unavailable: true, code: 'ETIMEDOUT' });
+    await relay.close();
+    expect(await failure(at(relay.port))).toMatchObject({ unavailable: true });
+
+    // A reply kept going: cut off after three times the timeout.
+    const dripping = await drippingServer();
+    try {
+      const started = Date.now();
+      expect(await failure(at(dripping.port))).toMatchObject({ unavailable: true, message: expect.stringMatching(/check did not complete within 900 ms/) });
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      await dripping.close();
+    }
   });
 
   it('refuses an unusable svc.mail.from or svc.mail.tls-ca at start, naming the property', () => {

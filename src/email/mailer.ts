@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import nodemailer, { type Transporter } from 'nodemailer';
+import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js';
 import { type Config, ConfigError } from '../config/config.js';
 import { logger, registerSecret } from '../observability/logger.js';
@@ -31,12 +32,30 @@ interface SendResult {
 export interface Mailer {
   readonly mode: 'smtp' | 'mocked';
   send(mail: OutgoingMail): Promise<SendResult>;
+  /**
+   * Whether the server answers, without sending anything: connect, greeting, EHLO (and STARTTLS as
+   * a send would), then QUIT. Throws as a send would when it does not (see `serverUnavailable`).
+   */
+  check(): Promise<void>;
+  /** Where messages go, for log lines (`host:port`). */
+  readonly server: string;
   close(): void;
+}
+
+/**
+ * Whether a failure says the server could not be reached or stopped answering (connection refused
+ * or lost, a timeout, DNS, `421 service not available`), rather than refusing what was sent: the next
+ * send would most likely meet the same, paying its timeout again.
+ */
+export function serverUnavailable(err: unknown): boolean {
+  const e = err as { code?: unknown; responseCode?: unknown };
+  return e?.responseCode === 421 || ['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS'].includes(String(e?.code));
 }
 
 /** Without `svc.mail.host`: nothing leaves the process, each message is logged as mocked. */
 export class MockedMailer implements Mailer {
   readonly mode = 'mocked' as const;
+  readonly server = 'mocked';
 
   async send(mail: OutgoingMail): Promise<SendResult> {
     logger().info(
@@ -46,6 +65,8 @@ export class MockedMailer implements Mailer {
     logger().debug({ mail: 'mocked', body: mail.text }, 'mocked e-mail body');
     return { outcome: 'mocked' };
   }
+
+  async check(): Promise<void> {}
 
   close(): void {}
 }
@@ -71,33 +92,71 @@ const SEND_LIMIT_FACTOR = 3;
 /** Sends over SMTP with nodemailer: one connection per message (rule mail is low volume). */
 export class SmtpMailer implements Mailer {
   readonly mode = 'smtp' as const;
+  readonly server: string;
   private readonly transport: Transporter<SMTPTransport.SentMessageInfo>;
+  /** How a connection is made (a send's and a check's alike). */
+  private readonly connection: SMTPConnection.Options;
 
   constructor(private readonly settings: SmtpSettings) {
     registerSecret(settings.password);
-    const options: SMTPTransport.Options = {
+    this.server = `${settings.host}:${settings.port}`;
+    this.connection = {
       host: settings.host,
       port: settings.port,
       secure: settings.secure,
       requireTLS: settings.requireStartTls,
-      auth: settings.username ? { user: settings.username, pass: settings.password ?? '' } : undefined,
       // Node's `ca` replaces the built-in authorities: keep them, and add the configured ones.
       tls: settings.ca ? { ca: [...rootCertificates, settings.ca] } : undefined,
       connectionTimeout: settings.timeoutMs,
       greetingTimeout: settings.timeoutMs,
       socketTimeout: settings.timeoutMs,
+    };
+    this.transport = nodemailer.createTransport({
+      ...this.connection,
+      auth: settings.username ? { user: settings.username, pass: settings.password ?? '' } : undefined,
       disableFileAccess: true,
       disableUrlAccess: true,
-    };
-    this.transport = nodemailer.createTransport(options);
+    });
+  }
+
+  /** The whole of a send or a check may take this long, then the connection goes. */
+  private get limitMs(): number {
+    return this.settings.timeoutMs * SEND_LIMIT_FACTOR;
+  }
+
+  private overLimit(what: string): Error {
+    return Object.assign(new Error(`timeout: the ${what} did not complete within ${this.limitMs} ms (three times svc.mail.timeout)`), { code: 'ETIMEDOUT' });
+  }
+
+  async check(): Promise<void> {
+    const connection = new SMTPConnection(this.connection);
+    await new Promise<void>((resolve, reject) => {
+      // A server that keeps its greeting going a line at a time is cut off as a send is.
+      const timer = setTimeout(() => done(this.overLimit('check')), this.limitMs);
+      let settled = false;
+      const done = (err?: Error) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (err) {
+          connection.close();
+          reject(err);
+        } else {
+          connection.quit();
+          resolve();
+        }
+      };
+      connection.on('error', done);
+      connection.on('end', () => done(Object.assign(new Error('the server closed the connection during the check'), { code: 'ECONNECTION' })));
+      connection.connect((err) => done(err));
+    });
   }
 
   async send(mail: OutgoingMail): Promise<SendResult> {
     // nodemailer's timeouts are per phase and for an idle socket: a server that keeps a reply going
     // a line at a time would hold the send (and the consumer's later events) for ever. The whole
     // send gets three times the timeout (connect, greeting, the conversation), then the connection goes.
-    const limitMs = this.settings.timeoutMs * SEND_LIMIT_FACTOR;
-    const deadline = AbortSignal.timeout(limitMs);
+    const deadline = AbortSignal.timeout(this.limitMs);
     let info: SMTPTransport.SentMessageInfo;
     try {
       info = await this.transport.sendMail({
@@ -110,7 +169,7 @@ export class SmtpMailer implements Mailer {
       });
     } catch (err) {
       if (!deadline.aborted) throw err;
-      throw Object.assign(new Error(`timeout: the send did not complete within ${limitMs} ms (three times svc.mail.timeout)`), { code: 'ETIMEDOUT' });
+      throw this.overLimit('send');
     }
     const address = (a: string | { address: string }) => (typeof a === 'string' ? a : a.address);
     return { outcome: 'sent', messageId: info.messageId, response: info.response, accepted: (info.accepted ?? []).map(address), refused: (info.rejected ?? []).map(address) };

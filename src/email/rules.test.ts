@@ -161,6 +161,7 @@ describe('rules in the database', () => {
 
 class RecordingMailer implements Mailer {
   readonly mode = 'smtp' as const;
+  readonly server = 'recording';
   readonly sent: OutgoingMail[] = [];
   failFor = new Set<string>();
   /** Recipients the server refuses at RCPT TO while it takes the others. */
@@ -170,6 +171,7 @@ class RecordingMailer implements Mailer {
     this.sent.push(mail);
     return { outcome: 'sent' as const, accepted: mail.to.filter((a) => !this.refuse.has(a)), refused: mail.to.filter((a) => this.refuse.has(a)) };
   }
+  async check() {}
   close() {}
 }
 

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Registry, type CounterConfiguration } from 'prom-client';
+import { collectDefaultMetrics, Counter, type CounterConfiguration, Gauge, type GaugeConfiguration, Registry } from 'prom-client';
 
 /** The one registry every module shares; /q/metrics serves it. */
 export const registry = new Registry();
@@ -17,11 +17,18 @@ export function collectProcessMetrics(): void {
  * /q/metrics rather than shown at zero.
  */
 export function lazyCounter<L extends string>(config: Omit<CounterConfiguration<L>, 'registers'>): () => Counter<L> {
-  let metric: Counter<L> | undefined;
+  return lazyMetric(config.name, () => new Counter<L>({ ...config, registers: [registry] }));
+}
+
+/** A gauge registered on first use, as counters are (lazyCounter). */
+export function lazyGauge<L extends string>(config: Omit<GaugeConfiguration<L>, 'registers'>): () => Gauge<L> {
+  return lazyMetric(config.name, () => new Gauge<L>({ ...config, registers: [registry] }));
+}
+
+function lazyMetric<M>(name: string, make: () => M): () => M {
+  let metric: M | undefined;
   return () => {
-    if (!metric) {
-      metric = (registry.getSingleMetric(config.name) as Counter<L> | undefined) ?? new Counter<L>({ ...config, registers: [registry] });
-    }
+    metric ??= (registry.getSingleMetric(name) as M | undefined) ?? make();
     return metric;
   };
 }

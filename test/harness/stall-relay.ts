@@ -4,7 +4,8 @@ import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
  * A TCP relay in front of a real server (OpenSSH, the S3 stand-in) that can stop passing bytes, in
  * both directions, while keeping every connection open: the server, as its client sees it, has
  * stopped answering (a process stopped, a network path lost without a reset). What is sent after
- * `stall()` is read and dropped. `cut()` closes every connection at once (a connection lost);
+ * `stall()` is read and dropped; `resume()` lets bytes pass again (connections opened from then on
+ * work: the server is back). `cut()` closes every connection at once (a connection lost);
  * `dropAnswers()` lets requests through to the server and drops its answers (an answer lost).
  */
 export interface StallRelay {
@@ -13,6 +14,10 @@ export interface StallRelay {
   readonly endpoint: string;
   /** From now on nothing passes, either way; connections stay open. */
   stall(): void;
+  /** From now on bytes pass again (what was dropped meanwhile stays lost). */
+  resume(): void;
+  /** Connections the relay has taken from clients so far. */
+  readonly connections: number;
   /** From now on the server's answers are dropped; what the client sends still reaches the server. */
   dropAnswers(): void;
   /** Cuts every connection now (both sides see it closed). */
@@ -24,7 +29,9 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
   let stalled = false;
   let answering = true;
   const sockets = new Set<Socket>();
+  let connections = 0;
   const relay = createServer((client) => {
+    connections += 1;
     const server = connect(upstreamPort, upstreamHost);
     for (const socket of [client, server]) {
       sockets.add(socket);
@@ -43,6 +50,12 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
     endpoint: `http://127.0.0.1:${port}`,
     stall() {
       stalled = true;
+    },
+    resume() {
+      stalled = false;
+    },
+    get connections() {
+      return connections;
     },
     dropAnswers() {
       answering = false;
