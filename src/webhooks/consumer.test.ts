@@ -10,7 +10,7 @@ import { Config } from '../config/config.js';
 import { WebhookConsumer } from './consumer.js';
 import { writeBackMany } from './journal.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
-import { CLOSED_REASON, type IntegrationPatch } from './model.js';
+import { CLOSED_REASON, type IntegrationPatch, TEST_INTERRUPTED_REASON } from './model.js';
 import { AttemptPool } from './pool.js';
 import { WebhookSender } from './sender.js';
 import { createWebhookServices } from './services.js';
@@ -591,6 +591,49 @@ describe('the worker', () => {
       expect(receiver.on(`/${name}`).length).toBe(0);
     }
     await w.stop();
+  });
+
+  /** A test delivery as the test operation records it: leased to `token`, not attempted; `leaseMs` from now (negative: run out). */
+  async function testRow(integrationId: number, token: string, leaseMs = 60_000): Promise<number> {
+    const { rows } = await t.owner.query(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
+       values (1, $1, 'test', null, 'org.updated', '{"orgId":1}', now() + make_interval(secs => $3::double precision / 1000), $2) returning id`,
+      [integrationId, token, leaseMs],
+    );
+    return rows[0].id;
+  }
+
+  it('a test send under way when the worker stops: its attempt is recorded as it ended (tests are never retried), not left open', async () => {
+    const hanging = await startReceiver(() => 'hang');
+    try {
+      const i = await t.db.withTenant(1, (tx) => createIntegration(tx, { name: 'test-stopped', targetUrl: `${hanging.url}/t`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules));
+      const token = randomUUID();
+      const id = await testRow(i.id, token);
+      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 30_000, userAgent: 'test' }), pool: new AttemptPool(4, 2, 10), leaseMs: 60_000 });
+      const attempt = w.attempt(id, token);
+      await hanging.waitFor(1);
+      await w.stop();
+      expect(await attempt).toMatchObject({ kind: 'attempted', attempts: 1, outcome: { ok: false, httpStatus: null, error: 'aborted: the process is stopping' } });
+      const [row] = await rowsOf(i.id);
+      expect(row).toMatchObject({ kind: 'test', attempts: 1, lease_token: null, closed_reason: null });
+    } finally {
+      await hanging.close();
+    }
+  });
+
+  it('a test delivery whose process died before recording its outcome: the retry sweep closes it once its lease has run out, sending nothing', async () => {
+    const i = await integration(1, 'test-orphaned');
+    const orphan = await testRow(i.id, randomUUID(), -1_000);
+    const underWay = await testRow(i.id, randomUUID());
+    submitted.length = 0;
+    await consumer().sweep();
+    const rows = await rowsOf(i.id);
+    expect(rows.find((r) => r.id === orphan)).toMatchObject({ attempts: 0, closed_reason: TEST_INTERRUPTED_REASON, lease_token: null });
+    // A test still within its lease is its process's (which records its outcome).
+    expect(rows.find((r) => r.id === underWay)).toMatchObject({ attempts: 0, closed_reason: null });
+    expect(submitted.filter((s) => s.integrationId === i.id)).toEqual([]);
+    expect(receiver.on('/test-orphaned')).toEqual([]);
+    await t.owner.query(`update hub.deliveries set closed_reason = 'test over' where id = $1`, [underWay]);
   });
 });
 

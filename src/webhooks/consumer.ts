@@ -5,6 +5,7 @@ import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
 import { type ClaimedRow, type IntegrationColumns, integrationColumns } from './journal.js';
+import { TEST_INTERRUPTED_REASON } from './model.js';
 import type { DeliveryWorker } from './worker.js';
 
 /**
@@ -155,6 +156,7 @@ export class WebhookConsumer {
    * Returns how many rows it claimed.
    */
   async sweep(keepGoing: () => boolean = () => true): Promise<number> {
+    await this.closeInterruptedTests();
     // This sweep's attempts not yet over, per integration; `wake` when one integration has none left.
     const inFlight = new Map<number, number>();
     // The same per tenant; `wake` also when a tenant whose claim was full has half of it or less left.
@@ -220,6 +222,21 @@ export class WebhookConsumer {
         wake = undefined;
       }
     }
+  }
+
+  /**
+   * Test deliveries whose process died mid-send (no outcome recorded, the lease run out): never
+   * retried, they are closed with TEST_INTERRUPTED_REASON instead of staying open for ever.
+   */
+  private async closeInterruptedTests(): Promise<void> {
+    const { rowCount } = await this.o.db.crossTenant('webhook-retry', (tx) =>
+      tx.query(
+        `update hub.deliveries set closed_reason = $1, lease_until = null, lease_token = null
+          where kind = 'test' and attempts = 0 and closed_reason is null and lease_until < now()`,
+        [TEST_INTERRUPTED_REASON],
+      ),
+    );
+    if (rowCount) logger().info({ closed: rowCount }, 'webhook retry sweep: closed test deliveries whose process stopped before recording their outcome');
   }
 
   /**

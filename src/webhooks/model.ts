@@ -17,6 +17,12 @@ export const FAULT_NO_BEARER_TOKEN = 'Bearer mode but no token configured';
 /** Closes a delivery whose integration was disabled, deleted or stopped matching between attempts (spec 1 Errors). */
 export const CLOSED_REASON = 'endpoint gone, unsubscribed, or entity_filter no longer matches — retries stopped';
 
+/**
+ * Closes a test delivery whose process stopped (died) before its outcome was recorded: tests are
+ * never retried, so the retry sweep closes it once its lease has run out.
+ */
+export const TEST_INTERRUPTED_REASON = 'test send interrupted: the process sending it stopped before its outcome was recorded — not retried';
+
 /** Stored response bodies are cut at this many characters (spec 1 Limits). */
 export const RESPONSE_BODY_MAX = 2000;
 

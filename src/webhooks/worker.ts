@@ -291,8 +291,9 @@ export class DeliveryWorker {
     } else {
       // The secret masked in the answer, should it quote it (an echo service): the journal and the test answer show `[REDACTED]`.
       outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal, secret ? [secret] : []);
-      // Stopping: the lease brings the row back to a live process; record nothing.
-      if (this.stopping && !outcome.ok && outcome.httpStatus === null) return { result: { kind: 'lost' } };
+      // Stopping: the lease brings the row back to a live process; record nothing. Except a test,
+      // which is never retried: its attempt is recorded as it ended (`aborted: the process is stopping`).
+      if (this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test') return { result: { kind: 'lost' } };
     }
     const written = this.outcomes.write(id, token, outcome);
     if (outcome.ok) {
