@@ -310,6 +310,24 @@ describe('the retry sweep', () => {
     expect(submitted.every((s) => s.token)).toBe(true);
   });
 
+  it('a row attempted moments ago waits minGapMs after that attempt ended: a receiver that fails at once is not asked again at once', async () => {
+    const k = await integration(1, 'gap');
+    const { rows } = await t.owner.query(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, attempted_at, duration_ms)
+       values (1, $1, 'event', 6001, 'org.updated', '{}', 1, now() - interval '1 second', 10),
+              (1, $1, 'event', 6002, 'org.updated', '{}', 1, now() - interval '20 seconds', 8000),
+              (1, $1, 'event', 6003, 'org.updated', '{}', 1, now() - interval '20 seconds', 10)
+       returning id`,
+      [k.id],
+    );
+    const gapped = new WebhookConsumer({ db: t.db, worker: recording, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 10, sweepBatch: 100, minGapMs: 15_000 });
+    submitted.length = 0;
+    await gapped.sweep();
+    // 6001 failed a second ago; 6002's attempt ended 12 s ago (it took 8 s); 6003's 20 s ago.
+    expect(submitted.filter((s) => s.integrationId === k.id).map((s) => s.deliveryId)).toEqual([rows[2].id]);
+    await t.owner.query(`update hub.deliveries set closed_reason = 'test over' where integration_id = $1`, [k.id]);
+  });
+
   it('two sweepers at once never claim the same row (FOR UPDATE SKIP LOCKED)', async () => {
     const k = await integration(1, 'contended');
     await t.owner.query(

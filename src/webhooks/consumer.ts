@@ -38,6 +38,12 @@ interface WebhookConsumerOptions {
    * died, drains at the endpoints' pace instead of a claim per sweep. Without it, one claim.
    */
   refillWaitMs?: number;
+  /**
+   * A row is claimed only once this long has passed since its last attempt ended (half of
+   * `svc.webhook.retry-every`): a first attempt that failed just before a sweep, or a retry late in
+   * one sweep's refill, is not sent again moments later. Default 0.
+   */
+  minGapMs?: number;
 }
 
 type Inserted = { id: number; tenant_id: number; integration_id: number };
@@ -262,6 +268,7 @@ export class WebhookConsumer {
               and (lease_until is null or lease_until < now())
               and integration_id <> all($6::bigint[])
               and ($7::timestamptz is null or attempted_at is null or attempted_at < $7)
+              and (attempted_at is null or attempted_at + make_interval(secs => (coalesce(duration_ms, 0) + $11::double precision) / 1000) < now())
          ), per_tenant as (
            select id, tenant_id, row_number() over (partition by tenant_id order by id) as tn
              from candidates where rn <= $2
@@ -272,6 +279,7 @@ export class WebhookConsumer {
               and not d.succeeded and d.closed_reason is null and d.attempts < $1
               and (d.lease_until is null or d.lease_until < now())
               and ($7::timestamptz is null or d.attempted_at is null or d.attempted_at < $7)
+              and (d.attempted_at is null or d.attempted_at + make_interval(secs => (coalesce(d.duration_ms, 0) + $11::double precision) / 1000) < now())
             order by d.id
             limit $3
             for update of d skip locked
@@ -290,6 +298,7 @@ export class WebhookConsumer {
           perTenant,
           [...tenantBusy.keys()],
           [...tenantBusy.values()],
+          this.o.minGapMs ?? 0,
         ],
       );
       return rows;

@@ -55,6 +55,8 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     perTenantClaim: perTenant * 2,
     sweepBatch: SWEEP_BATCH,
     refillWaitMs: config.duration('svc.webhook.retry-every'),
+    // Retries at least half a sweep apart, whatever the phase of the attempt before (docs/integrations.md).
+    minGapMs: config.duration('svc.webhook.retry-every') / 2,
   });
   const integrations = new IntegrationService({
     db: deps.db,
