@@ -88,7 +88,7 @@ export async function runCommand(
         out(`connector ${args.name} has no schedule slot due`);
         return 0;
       }
-      if (outcome.kind === 'in-flight') {
+      if (outcome.kind === 'in-flight' || outcome.kind === 'withdrawn') {
         out(`slot ${outcome.slot.toISOString()} skipped: ${outcome.reason}`);
         return 0;
       }

@@ -8,7 +8,7 @@ import type { Database } from '../db/database.js';
 import { noIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
 import { ConnectorScheduler } from './scheduler.js';
-import { applyConnector, deleteConnector } from './store.js';
+import { applyConnector, deleteConnector, loadConnectorById } from './store.js';
 import type { ConnectorSpec, EndpointSpec } from './types.js';
 
 /**
@@ -31,10 +31,11 @@ function heldDb(hold: Hold): Database {
 }
 
 type Endpoint = { id: string; table: string; enabled?: boolean };
-function manifest(name: string, endpoints: Endpoint[], schedule?: string) {
+function manifest(name: string, endpoints: Endpoint[], schedule?: string, window?: string) {
   const spec = {
     base_url: 'http://127.0.0.1:9',
     ...(schedule ? { schedule } : {}),
+    ...(window ? { window } : {}),
     endpoints: endpoints.map((e) => ({
       id: e.id,
       ...(e.enabled === false ? { enabled: false } : {}),
@@ -46,8 +47,8 @@ function manifest(name: string, endpoints: Endpoint[], schedule?: string) {
   return { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
 }
 
-async function applied(name: string, endpoints: Endpoint[], schedule?: string): Promise<ConnectorSpec> {
-  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest(name, endpoints, schedule)))).connector;
+async function applied(name: string, endpoints: Endpoint[], schedule?: string, window?: string): Promise<ConnectorSpec> {
+  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest(name, endpoints, schedule, window)))).connector;
 }
 
 /** The runs recorded of the connector, as `endpoint: status`. */
@@ -320,6 +321,99 @@ describe('a trigger built from a spec read before a re-apply that disables, enab
     expect(await triggered).toBe('committed: Completed,Completed,Completed');
     expect(await runsOf(stale)).toEqual(expect.arrayContaining(['on: Completed', 'later: Completed', 'added: Completed']));
     expect(await runsOf(stale)).toHaveLength(3);
+  }, 30_000);
+});
+
+describe('a scheduled slot claimed before a re-apply that changes the schedule', () => {
+  const endpoints = [{ id: 'items', table: 'ext.rs_items' }];
+  const pages = pagesOf({ items: [{ id: 'i1', v: 1 }] });
+  /** `HH:MM` of a number of minutes after midnight (wrapped to a day). */
+  const hhmm = (minutes: number) => {
+    const m = ((minutes % 1440) + 1440) % 1440;
+    return `${String(Math.floor(m / 60)).padStart(2, '0')}:${String(m % 60).padStart(2, '0')}`;
+  };
+
+  /**
+   * A scheduler whose claim (on the connector as stored then) commits, then `between` runs (a re-apply, committed or
+   * held), then the trigger records the runs. Its clock stands still at `now`, so the slot is this minute.
+   */
+  function scheduler(now: Date, between: () => Promise<void>) {
+    const real = runner(pages);
+    const staged = Object.assign(Object.create(real) as ConnectorRunner, {
+      trigger: async (...args: Parameters<ConnectorRunner['trigger']>) => {
+        await between();
+        return real.trigger(...args);
+      },
+    });
+    return new ConnectorScheduler(hub.services.db, staged, loadConnectorById, () => now);
+  }
+
+  const now = () => new Date(Math.floor(Date.now() / 60_000) * 60_000 + 30_000);
+  const minuteOfDay = (at: Date) => at.getUTCHours() * 60 + at.getUTCMinutes();
+
+  it('that removes the schedule: the slot is not run', async () => {
+    const at = now();
+    const connector = await applied('rs-gone', endpoints, '* * * * *');
+    const fired = await scheduler(at, async () => {
+      await applied('rs-gone', endpoints);
+    }).fire(1, connector.id);
+    expect(fired).toMatchObject({ kind: 'withdrawn', reason: expect.stringContaining('has no schedule now') });
+    expect(await runsOf(connector)).toEqual([]);
+  }, 30_000);
+
+  it('that changes the cron to one without that slot: the slot is not run', async () => {
+    const at = now();
+    const other = `${(at.getUTCMinutes() + 30) % 60} * * * *`;
+    const connector = await applied('rs-cron', endpoints, '* * * * *');
+    const fired = await scheduler(at, async () => {
+      await applied('rs-cron', endpoints, other);
+    }).fire(1, connector.id);
+    expect(fired).toMatchObject({ kind: 'withdrawn', reason: expect.stringContaining(`its schedule "${other}" has no slot at`) });
+    expect(await runsOf(connector)).toEqual([]);
+  }, 30_000);
+
+  it('that moves the window away from the slot: the slot is not run', async () => {
+    const at = now();
+    const window = `${hhmm(minuteOfDay(at) + 60)}-${hhmm(minuteOfDay(at) + 120)}`;
+    const connector = await applied('rs-window', endpoints, '* * * * *');
+    const fired = await scheduler(at, async () => {
+      await applied('rs-window', endpoints, '* * * * *', window);
+    }).fire(1, connector.id);
+    expect(fired).toMatchObject({ kind: 'withdrawn', reason: expect.stringContaining(`is outside its window ${window} now`) });
+    expect(await runsOf(connector)).toEqual([]);
+  }, 30_000);
+
+  it('that keeps a cron naming the slot: the slot runs, with the endpoints as re-applied', async () => {
+    const at = now();
+    const connector = await applied('rs-kept', endpoints, '* * * * *');
+    const fired = await scheduler(at, async () => {
+      await applied('rs-kept', [...endpoints, { id: 'more', table: 'ext.rs_more' }], `${at.getUTCMinutes()} * * * *`);
+    }).fire(1, connector.id);
+    expect(fired.kind).toBe('started');
+    if (fired.kind !== 'started') return;
+    expect(fired.triggered.runs.map((r) => r.endpoint)).toEqual(['items', 'more']);
+    expect((await fired.triggered.done).map((r) => r.status)).toEqual(['Completed', 'Completed']);
+  }, 30_000);
+
+  it('that is storing its spec as the trigger locks the connector: the trigger waits for it, then does not run the slot', async () => {
+    const at = now();
+    const connector = await applied('rs-race', endpoints, '* * * * *');
+    const hold = holdAfter(/^update connectors\.connectors set spec/);
+    let reapplied: Promise<string> = Promise.resolve('not sent');
+    let ended = false;
+    const fired = scheduler(at, async () => {
+      reapplied = outcome(hub.services.db.withTenant(1, (tx) => applyConnector(hold.wrap(tx), manifest('rs-race', endpoints)).then(() => 'applied')), true);
+      await hold.held;
+      // The trigger goes on to lock the connector's row, which the held re-apply has updated.
+      void untilEndedOrWaiting(owner, () => ended, 'the trigger').then(() => hold.go());
+    })
+      .fire(1, connector.id)
+      .finally(() => {
+        ended = true;
+      });
+    expect(await fired).toMatchObject({ kind: 'withdrawn', reason: expect.stringContaining('has no schedule now') });
+    expect(await reapplied).toBe('committed: applied');
+    expect(await runsOf(connector)).toEqual([]);
   }, 30_000);
 });
 

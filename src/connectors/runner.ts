@@ -10,6 +10,7 @@ import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js'
 import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, publicTableMessage, tenantTableText } from './target/ddl.js';
+import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
 import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
 import { externalIdOf, type PreparedRow, prepareRow } from './target/rows.js';
@@ -51,7 +52,10 @@ export interface TriggerOptions {
   /** Kebab-case endpoint id; all enabled endpoints when absent. */
   endpoint?: string;
   triggeredBy: string;
-  /** The schedule slot of a scheduled run. */
+  /**
+   * The schedule slot of a scheduled run. Its runs are recorded only if the connector as stored then
+   * still names the slot (schedule, cron and window); otherwise SlotWithdrawn and no run.
+   */
   slot?: Date;
   /**
    * A source whose new or changed rows emit `data.row.changed` when something subscribes (CSV,
@@ -244,6 +248,11 @@ export class ConnectorRunner {
       // from its name and table): not looked up.
       if (!options.reader && row) {
         connector = { ...row.spec, id: asked.id, tenantId };
+        // A scheduled slot is run only if the schedule as stored now still names it: a re-apply
+        // committed since the claim that removed the schedule, changed its cron or moved its window
+        // withdrew it (under this lock: a re-apply that comes after waits for these runs).
+        const withdrawn = options.slot && slotWithdrawn(connector, options.slot);
+        if (withdrawn) throw new SlotWithdrawn(withdrawn);
         endpoints = endpointsNow(asked, connector, options);
       }
       const running = await runInFlight(tx, uuidsOf(endpoints));

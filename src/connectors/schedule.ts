@@ -25,3 +25,30 @@ export function inWindow(slot: Date, window: { start: number; end: number } | un
   if (window.start === window.end) return true;
   return window.start < window.end ? minute >= window.start && minute < window.end : minute >= window.start || minute < window.end;
 }
+
+/** `{start, end}` minutes after midnight -> `HH:MM-HH:MM` (as a manifest writes it). */
+export function windowText(window: { start: number; end: number }): string {
+  const hhmm = (minutes: number) => `${String(Math.floor(minutes / 60)).padStart(2, '0')}:${String(minutes % 60).padStart(2, '0')}`;
+  return `${hhmm(window.start)}-${hhmm(window.end)}`;
+}
+
+/**
+ * Why a slot claimed on a connector's schedule is not one of its schedule as stored now (a re-apply
+ * committed between the claim and the recording of its runs removed the schedule, changed its cron,
+ * or moved its window away from the slot), or undefined when the stored schedule still names it.
+ */
+export function slotWithdrawn(connector: { name: string; schedule?: string; window?: { start: number; end: number } }, slot: Date): string | undefined {
+  const claimed = `connector ${connector.name} was re-applied after its slot ${slot.toISOString()} was claimed, and`;
+  if (!connector.schedule) return `${claimed} has no schedule now: the slot is not run`;
+  if (latestSlot(connector.schedule, slot).getTime() !== slot.getTime()) return `${claimed} its schedule "${connector.schedule}" has no slot at that time now: the slot is not run`;
+  if (!inWindow(slot, connector.window)) return `${claimed} the slot is outside its window ${windowText(connector.window!)} now: the slot is not run`;
+  return undefined;
+}
+
+/** A scheduled trigger whose slot the connector as stored when its runs would be recorded no longer names (slotWithdrawn): no run is recorded. */
+export class SlotWithdrawn extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SlotWithdrawn';
+  }
+}

@@ -2,7 +2,7 @@ import type { Database, Tx } from '../db/database.js';
 import { ConflictError } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import type { ConnectorRunner, Triggered } from './runner.js';
-import { inWindow, latestSlot } from './schedule.js';
+import { inWindow, latestSlot, SlotWithdrawn } from './schedule.js';
 import type { ConnectorSpec } from './types.js';
 
 type ConnectorLookup = (tx: Tx, connectorId: string) => Promise<ConnectorSpec | undefined>;
@@ -12,12 +12,14 @@ type SlotOutcome =
   | { kind: 'already-claimed'; slot: Date }
   | { kind: 'outside-window'; slot: Date }
   | { kind: 'in-flight'; slot: Date; reason: string }
+  | { kind: 'withdrawn'; slot: Date; reason: string }
   | { kind: 'not-due' };
 
 /**
  * Fires scheduled connectors: on each tick, the latest due slot of every connector's cron (UTC) is
  * claimed once in connectors.schedule_slots (so two hub processes, or a CronJob and a hub, run it
- * once) and run unless the window fence excludes it (skipped, never queued), or unless a run of one
+ * once) and run unless the window fence excludes it (skipped, never queued), unless a re-apply since
+ * the claim no longer schedules it (the trigger checks the stored schedule under its row lock), or unless a run of one
  * of its endpoints is still in flight (skipped and logged: one run in flight per endpoint). No back-fill: only the
  * latest slot counts, and never one that fell due more than a minute (a tick) before the connector
  * was last applied; one due in that minute still runs, so that an apply right after a slot, which a
@@ -76,6 +78,12 @@ export class ConnectorScheduler {
       // The connector as the claim read it: an endpoint a re-apply removed since is left out (logged), the others run.
       triggered = await this.runner.trigger(tenantId, claim.connector!, { triggeredBy: 'schedule', slot: claim.slot, endpoint, leaveOutRemoved: true });
     } catch (err) {
+      // A re-apply committed since the claim that no longer schedules this slot (schedule removed, cron
+      // changed, window moved): skipped, no run.
+      if (err instanceof SlotWithdrawn) {
+        logger().warn({ connector: claim.connector!.name, slot: claim.slot!.toISOString() }, `scheduled connector run skipped: ${err.message}`);
+        return { kind: 'withdrawn', slot: claim.slot!, reason: err.message };
+      }
       // A run of the connector still in flight (a slow run, a manual one): this slot is skipped, not queued.
       if (!(err instanceof ConflictError)) throw err;
       const reason = `${err.message}: ${err.hint}`;
