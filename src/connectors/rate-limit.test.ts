@@ -1,4 +1,5 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
+import { MAX_TIMER_MS } from './engine/retry.js';
 import { TokenBucket } from './rate-limit.js';
 
 describe('TokenBucket', () => {
@@ -56,6 +57,46 @@ describe('TokenBucket', () => {
     expect(performance.now() - asked).toBeLessThan(500);
     await expect(first).rejects.toThrow('given up');
     clearTimeout(giveUp);
+  });
+
+  it('a clock that goes back refills nothing and takes nothing away', () => {
+    let now = 1_000_000;
+    const bucket = new TokenBucket({ count: 20, windowMs: 1000 }, () => now);
+    for (let i = 0; i < 20; i++) expect(bucket.tryTake()).toBe(true);
+    now -= 3_600_000;
+    expect(bucket.tryTake()).toBe(false);
+    // 50 ms on from where it went back: one token, as 50 ms anywhere.
+    now += 50;
+    expect(bucket.tryTake()).toBe(true);
+    expect(bucket.tryTake()).toBe(false);
+  });
+
+  it('a limit slower than a timer holds (1/999999h) waits in timers node can hold, not in a 1 ms poll', async () => {
+    let reads = 0;
+    let thirdRead = () => {};
+    const waiting = new Promise<void>((resolve) => {
+      thirdRead = resolve;
+    });
+    // Read at construction, at the first take, then at the second take before it waits.
+    const bucket = new TokenBucket({ count: 1, windowMs: 999_999 * 3_600_000 }, () => {
+      if (++reads === 3) thirdRead();
+      return performance.now();
+    });
+    await bucket.take();
+    const timers = jest.spyOn(global, 'setTimeout');
+    try {
+      const controller = new AbortController();
+      const second = bucket.take(controller.signal);
+      await waiting;
+      await new Promise((resolve) => setImmediate(resolve));
+      const delays = timers.mock.calls.map((call) => call[1] ?? 0);
+      expect(delays.length).toBeGreaterThan(0);
+      expect(Math.max(...delays)).toBeLessThanOrEqual(MAX_TIMER_MS);
+      controller.abort(new Error('stop'));
+      await expect(second).rejects.toThrow('stop');
+    } finally {
+      timers.mockRestore();
+    }
   });
 
   it('refuses a nonsense limit', () => {

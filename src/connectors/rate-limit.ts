@@ -1,3 +1,4 @@
+import { MAX_TIMER_MS } from './engine/retry.js';
 import type { RateLimit } from './types.js';
 
 /**
@@ -56,7 +57,8 @@ export class TokenBucket {
 
   private refill(): void {
     const now = this.now();
-    this.tokens = Math.min(this.capacity, this.tokens + (now - this.last) * this.rate);
+    // A clock that went back (a clock given that is not monotonic) refills nothing, rather than taking tokens away.
+    this.tokens = Math.min(this.capacity, this.tokens + Math.max(0, now - this.last) * this.rate);
     this.last = now;
   }
 
@@ -68,7 +70,9 @@ export class TokenBucket {
         this.tokens -= 1;
         return;
       }
-      await delay(Math.max(1, Math.ceil((1 - this.tokens) / this.rate)), signal);
+      // A slow limit (`1/1000h`) waits longer than a timer holds (2^31 - 1 ms; a longer one fires after 1 ms, which
+      // would poll every millisecond): it waits in steps, the loop checking again after each.
+      await delay(Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil((1 - this.tokens) / this.rate))), signal);
     }
   }
 }
