@@ -122,6 +122,10 @@ async function runExport(services: AreaServices, tenantId: number, args: RunArgs
       out(`export ${args.name} has no schedule slot due`);
       return 0;
     }
+    if (outcome.kind === 'withdrawn') {
+      out(`slot ${outcome.slot.toISOString()} skipped: ${outcome.reason}`);
+      return 0;
+    }
     if (outcome.kind !== 'started') {
       out(`slot ${outcome.slot.toISOString()} ${outcome.kind === 'already-run' ? 'already ran' : 'waits: a run is in flight'}: skipped`);
       return 0;

@@ -251,7 +251,7 @@ export class ConnectorRunner {
         // A scheduled slot is run only if the schedule as stored now still names it: a re-apply
         // committed since the claim that removed the schedule, changed its cron or moved its window
         // withdrew it (under this lock: a re-apply that comes after waits for these runs).
-        const withdrawn = options.slot && slotWithdrawn(connector, options.slot);
+        const withdrawn = options.slot && slotWithdrawn(`connector ${connector.name} was re-applied after its slot ${options.slot.toISOString()} was claimed`, connector, options.slot);
         if (withdrawn) throw new SlotWithdrawn(withdrawn);
         endpoints = endpointsNow(asked, connector, options);
       }

@@ -33,19 +33,19 @@ export function windowText(window: { start: number; end: number }): string {
 }
 
 /**
- * Why a slot claimed on a connector's schedule is not one of its schedule as stored now (a re-apply
- * committed between the claim and the recording of its runs removed the schedule, changed its cron,
- * or moved its window away from the slot), or undefined when the stored schedule still names it.
+ * Why a slot found due on a schedule is not one of the schedule as stored now (a re-apply committed
+ * since the slot was claimed removed the schedule, changed its cron, or moved its window away from
+ * the slot), or undefined when the stored schedule still names it. `since` says what happened after
+ * what (`connector NAME was re-applied after its slot … was claimed`).
  */
-export function slotWithdrawn(connector: { name: string; schedule?: string; window?: { start: number; end: number } }, slot: Date): string | undefined {
-  const claimed = `connector ${connector.name} was re-applied after its slot ${slot.toISOString()} was claimed, and`;
-  if (!connector.schedule) return `${claimed} has no schedule now: the slot is not run`;
-  if (latestSlot(connector.schedule, slot).getTime() !== slot.getTime()) return `${claimed} its schedule "${connector.schedule}" has no slot at that time now: the slot is not run`;
-  if (!inWindow(slot, connector.window)) return `${claimed} the slot is outside its window ${windowText(connector.window!)} now: the slot is not run`;
+export function slotWithdrawn(since: string, stored: { schedule?: string; window?: { start: number; end: number } }, slot: Date): string | undefined {
+  if (!stored.schedule) return `${since}, and has no schedule now: the slot is not run`;
+  if (latestSlot(stored.schedule, slot).getTime() !== slot.getTime()) return `${since}, and its schedule "${stored.schedule}" has no slot at that time now: the slot is not run`;
+  if (!inWindow(slot, stored.window)) return `${since}, and the slot is outside its window ${windowText(stored.window!)} now: the slot is not run`;
   return undefined;
 }
 
-/** A scheduled trigger whose slot the connector as stored when its runs would be recorded no longer names (slotWithdrawn): no run is recorded. */
+/** A scheduled trigger whose slot the connector or export as stored when its runs would be recorded no longer names (slotWithdrawn): no run is recorded. */
 export class SlotWithdrawn extends Error {
   constructor(message: string) {
     super(message);

@@ -9,7 +9,7 @@ import type { Principal } from '../auth/principal.js';
 import { type Config, ConfigError } from '../config/config.js';
 import { entityShape } from './entity-shape.js';
 import { credentialSources } from '../connectors/auth/resolver.js';
-import { latestSlot } from '../connectors/schedule.js';
+import { latestSlot, SlotWithdrawn } from '../connectors/schedule.js';
 import type { Database, Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
@@ -31,6 +31,7 @@ export type SlotOutcome =
   | { kind: 'not-due' }
   | { kind: 'already-run'; slot: Date }
   | { kind: 'busy'; slot: Date }
+  | { kind: 'withdrawn'; slot: Date; reason: string }
   | { kind: 'started'; slot: Date; run: ExportRun; done: Promise<ExportRun> };
 
 export interface Download {
@@ -162,6 +163,11 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       return { kind: 'started', slot, run: started.run, done: started.done };
     } catch (err) {
       if (err instanceof ConflictError) return { kind: 'busy', slot };
+      // A re-apply or delete committed since the export was read no longer schedules this slot: no run.
+      if (err instanceof SlotWithdrawn) {
+        logger().warn({ export: exp.name, slot: slot.toISOString() }, `scheduled export run skipped: ${err.message}`);
+        return { kind: 'withdrawn', slot, reason: err.message };
+      }
       throw err;
     }
   };

@@ -1,6 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { FailureCode } from '../types.js';
+import { SlotWithdrawn, slotWithdrawn } from '../../connectors/schedule.js';
 
 /**
  * The export run ledger (spec 3 "Export run record" and "Export run"): one row per run, from claim
@@ -121,6 +122,17 @@ export const ALREADY_DELIVERED = 'already delivered';
  * for a scheduled slot already claimed, answers undefined (the slot runs once).
  */
 export async function claimRun(tx: Tx, target: ClaimTarget, claim: Claim): Promise<ExportRun | undefined> {
+  // A scheduled slot (not a retry of one) is run only if the export as stored now still schedules it:
+  // the scheduler read the export before, and a re-apply or delete committed since may have removed the
+  // schedule or changed its cron. The row is held `for share` until the run is recorded: a re-apply
+  // or delete sent meanwhile waits for it (and one that came first is waited for here).
+  if (claim.trigger === 'scheduled' && claim.slot && !claim.retryOf) {
+    const { rows } = await tx.query<{ schedule: string | null }>('select schedule from exports.exports where id = $1 for share', [target.exportId]);
+    const at = claim.slot.toISOString();
+    if (!rows[0]) throw new SlotWithdrawn(`export ${target.exportName} was deleted after its slot ${at} fell due: the slot is not run`);
+    const withdrawn = slotWithdrawn(`export ${target.exportName} was re-applied after its slot ${at} fell due`, { schedule: rows[0].schedule ?? undefined }, claim.slot);
+    if (withdrawn) throw new SlotWithdrawn(withdrawn);
+  }
   // The name's run in flight may belong to an export deleted while it ran (and applied again since).
   const earlier = await runningUnderName(tx, target.exportName, target.exportId);
   if (earlier) throw new ConflictError(IN_FLIGHT, undefined, `export ${target.exportName} is running run ${earlier} (of the export deleted before it was applied again); wait for it to end`);
