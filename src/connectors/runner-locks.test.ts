@@ -383,6 +383,15 @@ describe('a scheduled slot claimed before a re-apply that changes the schedule',
     expect(await runsOf(connector)).toEqual([]);
   }, 30_000);
 
+  it('or a delete of the connector: the slot is not run, and that is no error', async () => {
+    const connector = await applied('rs-deleted', endpoints, '* * * * *');
+    const fired = await scheduler(now(), async () => {
+      expect(await hub.services.db.withTenant(1, (tx) => deleteConnector(tx, 'rs-deleted'))).toBe(true);
+    }).fire(1, connector.id);
+    expect(fired).toMatchObject({ kind: 'withdrawn', reason: expect.stringMatching(/^connector rs-deleted was deleted after its slot \S+ was claimed: the slot is not run$/) });
+    expect(await runsOf(connector)).toEqual([]);
+  }, 30_000);
+
   it('that keeps a cron naming the slot: the slot runs, with the endpoints as re-applied', async () => {
     const at = now();
     const connector = await applied('rs-kept', endpoints, '* * * * *');

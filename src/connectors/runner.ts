@@ -238,6 +238,8 @@ export class ConnectorRunner {
       // connector as applied now, which no re-apply changes until this transaction ends.
       const stored = await tx.query<{ spec: ConnectorSpec }>('select spec from connectors.connectors where id = $1 for share', [asked.id]);
       const row = stored.rows[0];
+      // A scheduled slot of a connector deleted since its claim: withdrawn, as one whose schedule a re-apply removed.
+      if (!row && options.slot && !options.reader) throw new SlotWithdrawn(`connector ${asked.name} was deleted after its slot ${options.slot.toISOString()} was claimed: the slot is not run`);
       if (!row && (!options.reader || options.connectorStored)) throw new NotFoundError(`connector ${asked.name} not found`);
       // The engine's runs run the connector as stored now, not the caller's spec: one read before a
       // re-apply (the scheduler's claim, the route's lookup) may name an endpoint it removed, whose run
