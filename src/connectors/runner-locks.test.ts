@@ -7,6 +7,7 @@ import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database } from '../db/database.js';
 import { noIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
+import { windowText } from './schedule.js';
 import { ConnectorScheduler } from './scheduler.js';
 import { applyConnector, deleteConnector, loadConnectorById } from './store.js';
 import type { ConnectorSpec, EndpointSpec } from './types.js';
@@ -327,11 +328,6 @@ describe('a trigger built from a spec read before a re-apply that disables, enab
 describe('a scheduled slot claimed before a re-apply that changes the schedule', () => {
   const endpoints = [{ id: 'items', table: 'ext.rs_items' }];
   const pages = pagesOf({ items: [{ id: 'i1', v: 1 }] });
-  /** `HH:MM` of a number of minutes after midnight (wrapped to a day). */
-  const hhmm = (minutes: number) => {
-    const m = ((minutes % 1440) + 1440) % 1440;
-    return `${String(Math.floor(m / 60)).padStart(2, '0')}:${String(m % 60).padStart(2, '0')}`;
-  };
 
   /**
    * A scheduler whose claim (on the connector as stored then) commits, then `between` runs (a re-apply, committed or
@@ -374,7 +370,7 @@ describe('a scheduled slot claimed before a re-apply that changes the schedule',
 
   it('that moves the window away from the slot: the slot is not run', async () => {
     const at = now();
-    const window = `${hhmm(minuteOfDay(at) + 60)}-${hhmm(minuteOfDay(at) + 120)}`;
+    const window = windowText({ start: (minuteOfDay(at) + 60) % 1440, end: (minuteOfDay(at) + 120) % 1440 });
     const connector = await applied('rs-window', endpoints, '* * * * *');
     const fired = await scheduler(at, async () => {
       await applied('rs-window', endpoints, '* * * * *', window);
