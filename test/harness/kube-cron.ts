@@ -22,6 +22,8 @@ function parseNumber(field: (typeof FIELDS)[number], s: string): number {
   const named = field.names?.[s.toLowerCase()];
   if (named !== undefined) return named;
   if (!/^-?\d+$/.test(s)) throw new Error(`failed to parse int from ${s}: strconv.Atoi: parsing ${JSON.stringify(s)}: invalid syntax`);
+  // Go's int (64 bits).
+  if (BigInt(s) > 2n ** 63n - 1n || BigInt(s) < -(2n ** 63n)) throw new Error(`failed to parse int from ${s}: strconv.Atoi: parsing ${JSON.stringify(s)}: value out of range`);
   const n = Number(s);
   if (n < 0) throw new Error(`negative number (${n}) not allowed: ${s}`);
   return n;

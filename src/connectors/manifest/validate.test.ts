@@ -339,11 +339,22 @@ describe('the spec level', () => {
       ['0 2 L * *', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
       ['0 2 * * 5L', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
       ['0 2 * * 1#2', 'L (last) and # (nth weekday) are not supported: a Kubernetes CronJob cannot express them'],
+      ['0 0 1 1/99999999999999999999 *', 'the month field 1/99999999999999999999: 99999999999999999999 is out of range: a Kubernetes CronJob reads numbers up to 9223372036854775807'],
+      ...['0 0 */1 * 1', '0 0 ?/1 * MON', '0 0 */01 * 1-5'].map(
+        (cron) =>
+          [
+            cron,
+            `the day-of-month field ${cron.split(' ')[2]} with a day-of-week field given runs on other days in a Kubernetes CronJob (which reads it as *): write * to run on the day-of-week field's days only, or name the days`,
+          ] as [string, string],
+      ),
+      ['0 0 1 * */1', "the day-of-week field */1 with a day-of-month field given runs on other days in a Kubernetes CronJob (which reads it as *): write * to run on the day-of-month field's days only, or name the days"],
       ...['0 0 * * 7', '0 0 * * 5-7', '0 0 * * 0-7', '0 0 * * 1-7/2', '0 0 * * 1,7', '0 0 * * 7-7'].map(
         (cron) => [cron, 'day of week 7 is not supported: write Sunday as 0 (a Kubernetes CronJob reads days of week 0-6)'] as [string, string],
       ),
     ];
-    for (const cron of ['0 2 1 JUL *', '0 0 * * 0', '0 0 * * SUN', '0 0 * * */7', '0 0 * * 5-6,0', '0 7 7 7 1-6', '7 7 * * 0/2']) expect(cronProblem(cron)).toBeUndefined();
+    for (const cron of ['0 2 1 JUL *', '0 0 * * 0', '0 0 * * SUN', '0 0 * * */7', '0 0 * * 5-6,0', '0 7 7 7 1-6', '7 7 * * 0/2', '0 0 */1 * *', '0 0 */1 * */1', '0 0 */2 * 1', '*/1 */1 * */1 *']) {
+      expect(cronProblem(cron)).toBeUndefined();
+    }
     for (const [cron, problem] of refused) {
       expect(cronProblem(cron)).toBe(problem);
       expect(errorsOf(manifest({ schedule: cron }))).toEqual({
@@ -354,7 +365,7 @@ describe('the spec level', () => {
   });
 
   it('every schedule accepted at apply is one a Kubernetes CronJob accepts (robfig/cron ParseStandard, as the stand-in parses it)', () => {
-    const atoms = ['*', '?', '0', '1', '5', '6', '7', '8', '12', '23', '24', '31', '32', '59', '60', '1-5', '5-7', '0-7', '2-1', '*/7', '*/0', '1-7/2', '0/15', 'mon', 'SUN', 'mon-fri', 'jan', 'jan-mar', '1,2', '15W', 'LW', '5L', '1#2', '-1'];
+    const atoms = ['*', '?', '0', '1', '5', '6', '7', '8', '12', '23', '24', '31', '32', '59', '60', '1-5', '5-7', '0-7', '2-1', '*/7', '*/0', '1-7/2', '0/15', 'mon', 'SUN', 'mon-fri', 'jan', 'jan-mar', '1,2', '15W', 'LW', '5L', '1#2', '-1', '1/99999999999999999999'];
     fc.assert(
       fc.property(fc.array(fc.constantFrom(...atoms), { minLength: 5, maxLength: 5 }), (fields) => {
         const cron = fields.join(' ');

@@ -369,11 +369,29 @@ export function cronProblem(text: string): string | undefined {
     const problem = cronLibraryProblem(alone);
     if (problem !== undefined) return `the ${CRON_FIELDS[i]!.name} field ${fields[i]}: ${cronFieldProblem(problem, CRON_FIELDS[i]!)}`;
   }
+  // A Kubernetes CronJob (robfig/cron) reads a number with strconv.Atoi: a step past 2^63 - 1 is refused there.
+  for (let i = 0; i < 5; i++) {
+    const huge = fields[i]!.match(/\d+/g)?.find((n) => BigInt(n) > GO_INT_MAX);
+    if (huge !== undefined) return `the ${CRON_FIELDS[i]!.name} field ${fields[i]}: ${huge} is out of range: a Kubernetes CronJob reads numbers up to ${GO_INT_MAX}`;
+  }
+  // Days of month and days of week: both given, a day matching either runs; one of them `*`, the other
+  // alone picks the days. A CronJob takes a field holding `*` or `?` with no step, or a step of 1
+  // (`*/1`, `*,5`), for `*`; cron-parser only the field `*` or `?` itself. With the other day field
+  // given, the two would run on other days (`0 0 */1 * 1`: Mondays in a CronJob, every day here).
+  const starOnlyForCronJob = (f: string) => !/^[*?]$/.test(f) && f.split(',').some((part) => /^[*?](\/0*1)?$/.test(part));
+  for (const [at, other] of [[2, 4], [4, 2]] as const) {
+    if (starOnlyForCronJob(fields[at]!) && !/^[*?]$/.test(fields[other]!) && !starOnlyForCronJob(fields[other]!)) {
+      return `the ${CRON_FIELDS[at]!.name} field ${fields[at]} with a ${CRON_FIELDS[other]!.name} field given runs on other days in a Kubernetes CronJob (which reads it as *): write * to run on the ${CRON_FIELDS[other]!.name} field's days only, or name the days`;
+    }
+  }
   const problem = cronLibraryProblem(text);
   if (problem === undefined) return undefined;
   if (/day of month/i.test(problem)) return `day of month ${fields[2]} never comes in month ${fields[3]}, so it would never run`;
   return problem;
 }
+
+/** The largest number a Kubernetes CronJob's cron parser reads (Go's int, strconv.Atoi). */
+const GO_INT_MAX = 2n ** 63n - 1n;
 
 /** The fields of a 5-field cron, with what each takes (days of week as a Kubernetes CronJob reads them). */
 const CRON_FIELDS = [
