@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { inWindow, latestSlot, parseWindow } from './schedule.js';
+import { inWindow, latestSlot, parseWindow, slotWithdrawn, windowText } from './schedule.js';
 
 const at = (iso: string) => new Date(iso);
 
@@ -26,5 +26,16 @@ describe('schedules', () => {
 
   it('refuses malformed windows', () => {
     for (const text of ['9:00-17:00', '24:00-01:00', '09:00 - 17:00', '09:00']) expect(parseWindow(text)).toBeUndefined();
+  });
+
+  it('a claimed slot is withdrawn when the schedule as stored now no longer names it', () => {
+    const slot = at('2026-11-22T03:30:00Z');
+    const since = 'connector c was re-applied after its slot 2026-11-22T03:30:00.000Z was claimed';
+    expect(slotWithdrawn(since, { schedule: '*/15 * * * *' }, slot)).toBeUndefined();
+    expect(slotWithdrawn(since, { schedule: '30 3 * * *', window: parseWindow('03:00-04:00') }, slot)).toBeUndefined();
+    expect(slotWithdrawn(since, {}, slot)).toBe(`${since}, and has no schedule now: the slot is not run`);
+    expect(slotWithdrawn(since, { schedule: '0 * * * *' }, slot)).toBe(`${since}, and its schedule "0 * * * *" has no slot at that time now: the slot is not run`);
+    expect(slotWithdrawn(since, { schedule: '*/15 * * * *', window: parseWindow('22:00-03:30') }, slot)).toBe(`${since}, and the slot is outside its window 22:00-03:30 now: the slot is not run`);
+    expect(windowText({ start: 0, end: 1439 })).toBe('00:00-23:59');
   });
 });
