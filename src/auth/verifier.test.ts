@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { Unavailable } from '../errors.js';
@@ -24,6 +26,31 @@ describe('key discovery', () => {
       const err = await verifier.verify(token).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(Unavailable);
       expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
+    }
+  });
+
+  it('an identity provider answering an outage (503, 502 from a proxy, 429) for its discovery document or key set is a 503 too, not a refused token', async () => {
+    let status = 503;
+    const down = createServer((_req, res) => {
+      res.statusCode = status;
+      res.end('down');
+    });
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(down.address() as AddressInfo).port}`;
+    try {
+      const token = await issuer.mint({ tenant_id: 1 });
+      for (status of [503, 502, 429]) {
+        for (const verifier of [new TokenVerifier({ issuer: base }), new TokenVerifier({ issuer: issuer.issuer, jwksUri: `${base}/jwks` })]) {
+          const err = await verifier.verify(token).catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(Unavailable);
+          expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
+        }
+      }
+      // An answer that will not pass (the wrong URL: 404) stays a refused token.
+      status = 404;
+      await expect(new TokenVerifier({ issuer: issuer.issuer, jwksUri: `${base}/jwks` }).verify(token)).rejects.toThrow(TokenRejected);
+    } finally {
+      await new Promise<void>((resolve) => down.close(() => resolve()));
     }
   });
 

@@ -1,5 +1,6 @@
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { Unavailable } from '../errors.js';
+import { mayPass } from '../http-status.js';
 import { logger } from '../observability/logger.js';
 import { duplicateJsonKey, scanJsonText } from '../validation/input-limits.js';
 
@@ -23,6 +24,24 @@ export class TokenRejected extends Error {
     super(reason);
     this.name = 'TokenRejected';
   }
+}
+
+/**
+ * The identity provider answered the discovery document or the key set with a status that may pass
+ * (503 while it restarts, 502 from a proxy in front of it, 429, …): an outage, not a refused token.
+ */
+class ProviderOutage extends Error {
+  constructor(what: string, status: number) {
+    super(`${what} answered ${status}`);
+    this.name = 'ProviderOutage';
+  }
+}
+
+/** fetch for jose's key set: an answer that may pass is an outage (jose would make any non-200 a JOSEError, so a 401). */
+async function keySetFetch(url: string, init: RequestInit): Promise<Response> {
+  const response = await fetch(url, init);
+  if (mayPass(response.status)) throw new ProviderOutage(`key set ${url}`, response.status);
+  return response;
 }
 
 /**
@@ -82,7 +101,7 @@ export class TokenVerifier {
       return payload;
     } catch (err) {
       if (err instanceof TokenRejected) throw err;
-      if (err instanceof joseErrors.JWKSTimeout) throw this.unreachable(err);
+      if (err instanceof joseErrors.JWKSTimeout || err instanceof ProviderOutage) throw this.unreachable(err);
       if (err instanceof joseErrors.JOSEError) throw new TokenRejected(`${err.code}: ${err.message}`);
       // fetch could not reach the key set (checked by name: the error may come from another realm)
       if ((err as Error | undefined)?.name === 'TypeError') throw this.unreachable(err);
@@ -98,7 +117,7 @@ export class TokenVerifier {
 
   private keySet(): Promise<JWTVerifyGetKey> {
     if (!this.keys) {
-      this.keys = this.resolveJwksUri().then((uri) => createRemoteJWKSet(new URL(uri), { cooldownDuration: 30_000, timeoutDuration: 5_000 }));
+      this.keys = this.resolveJwksUri().then((uri) => createRemoteJWKSet(new URL(uri), { cooldownDuration: 30_000, timeoutDuration: 5_000, [customFetch]: keySetFetch }));
       this.keys.catch(() => {
         this.keys = undefined; // try discovery again on the next request
       });
@@ -110,6 +129,7 @@ export class TokenVerifier {
     if (this.options.jwksUri) return this.options.jwksUri;
     const discovery = `${this.options.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
     const response = await fetch(discovery, { signal: AbortSignal.timeout(5_000) });
+    if (mayPass(response.status)) throw new ProviderOutage(`OIDC discovery ${discovery}`, response.status);
     if (!response.ok) throw new TokenRejected(`OIDC discovery ${discovery} answered ${response.status}`);
     const document = (await response.json()) as { jwks_uri?: string };
     if (!document.jwks_uri) throw new TokenRejected(`OIDC discovery ${discovery} names no jwks_uri`);

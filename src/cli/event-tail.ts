@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { mayPass } from '../http-status.js';
 import { HttpError } from './errors.js';
 import type { Hub } from './http.js';
 
@@ -42,15 +43,6 @@ export interface TailOptions {
 
 const STREAM = '/api/platform/events/stream';
 
-/**
- * Answers a reconnection waits out: a request timeout (408), too many streams or a rate limit (429),
- * and a server error (a hub failing for a moment, a proxy or a hub that is restarting: 500, 502, 503,
- * 504, …), except 501 and 505, which say the request itself is not served. Any other answer (400, 401,
- * 403, 404, …) is the same however often it is asked.
- */
-export function waitedOut(status: number): boolean {
-  return status === 408 || status === 429 || (status >= 500 && status !== 501 && status !== 505);
-}
 /** The longest wait between two connections: a longer Retry-After is cut to it. */
 export const MAX_WAIT_MS = 120_000;
 /** Without a Retry-After: the stream's retry delay (3 s, or the hub's `retry:`), at least 1 s, doubled per failure in a row, up to this. */
@@ -58,13 +50,13 @@ const MAX_BACKOFF_MS = 30_000;
 
 /**
  * How long to wait after `err`, the `failures`-th failed connection in a row (1 for the first), and
- * why; undefined when the failure is final (an HTTP error `waitedOut` does not wait out: a refused
+ * why; undefined when the failure is final (an HTTP error that `mayPass` says will not pass: a refused
  * credential, a refused topic).
  */
 export function reconnectDelay(err: unknown, failures: number, retryMs: number): { ms: number; why: string } | undefined {
   const backoff = Math.min(MAX_BACKOFF_MS, Math.max(1_000, retryMs) * 2 ** Math.max(0, failures - 1));
   if (err instanceof HttpError) {
-    if (!waitedOut(err.status)) return undefined;
+    if (!mayPass(err.status)) return undefined;
     if (err.retryAfterSeconds === undefined) return { ms: backoff, why: `${err.message} (HTTP ${err.status})` };
     return { ms: Math.min(MAX_WAIT_MS, Math.max(1_000, err.retryAfterSeconds * 1_000)), why: `${err.message} (HTTP ${err.status}, Retry-After: ${err.retryAfterSeconds})` };
   }
