@@ -23,7 +23,7 @@ function fakes(claims: JWTPayload | Error, options: { devBypass?: boolean; tenan
     async verify(token: string) {
       verified.push(token);
       if (claims instanceof Error) throw claims;
-      return { iss: 'https://idp.example.com', sub: 'subject-1', ...claims };
+      return { iss: 'https://idp.example.com', sub: 'subject-1', exp: EXP, ...claims };
     },
   } as unknown as TokenVerifier;
   const directory = {
@@ -42,6 +42,8 @@ function fakes(claims: JWTPayload | Error, options: { devBypass?: boolean; tenan
 }
 
 const bearer = { authorization: 'Bearer header.payload.signature' };
+/** The `exp` every fake token carries (the verifier requires one). */
+const EXP = 2_000_000_000;
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(
@@ -92,6 +94,8 @@ describe('Authenticator with tokens', () => {
     expect(p).toEqual({
       via: 'token', issuer: 'https://idp.example.com', subject: 'subject-1', roles: new Set(['svc_user', 'svc_admin']),
       homeTenantId: 2, tenantId: 2, impersonating: false, userId: '42', login: 'ann',
+      // exp plus the 5 s of clock tolerance: when the verifier starts refusing the token.
+      validUntil: (EXP + 5) * 1000,
     });
     expect(f.identities).toEqual([
       { tenantId: 2, issuer: 'https://idp.example.com', subject: 'subject-1', userId: undefined, login: 'ann', name: 'Ann', email: 'ann@example.com' },

@@ -5,7 +5,7 @@ import { joinField } from '../validation/schema-errors.js';
 import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import type { Directory } from './directory.js';
 import { ROLES, type Principal } from './principal.js';
-import { TokenRejected, type TokenVerifier } from './verifier.js';
+import { CLOCK_TOLERANCE_S, TokenRejected, type TokenVerifier } from './verifier.js';
 
 export interface AuthenticatorOptions {
   devBypass: boolean;
@@ -98,6 +98,8 @@ export class Authenticator {
       impersonating,
       userId: String(user.id),
       login: user.login,
+      // The verifier required a numeric exp.
+      validUntil: ((claims.exp as number) + CLOCK_TOLERANCE_S) * 1000,
     };
   }
 

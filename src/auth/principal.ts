@@ -18,6 +18,12 @@ export interface Principal {
   /** The hub user (provisioned just in time for tokens; X-User-ID in the dev bypass). */
   readonly userId?: string;
   readonly login?: string;
+  /**
+   * When the credential stops being valid (ms since the epoch): the token's `exp` plus the clock
+   * tolerance, the moment the verifier starts refusing it. A call that outlives it (an event stream)
+   * ends there. Undefined under the dev bypass.
+   */
+  readonly validUntil?: number;
 }
 
 export function hasRole(principal: Principal, role: string): boolean {

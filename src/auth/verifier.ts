@@ -16,7 +16,7 @@ export interface VerifierOptions {
 }
 
 /** Seconds of clock skew allowed between the issuer and the hub, on every time claim. */
-const CLOCK_TOLERANCE_S = 5;
+export const CLOCK_TOLERANCE_S = 5;
 
 /** Why a token was refused; logged, never sent to the caller (who gets a plain 401). */
 export class TokenRejected extends Error {

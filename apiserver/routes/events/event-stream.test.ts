@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { until } from '../../../test/harness/until.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
 
 /** The live stream over real HTTP: a client that parses Server-Sent Events as EventSource does. */
 
@@ -17,6 +18,8 @@ class SseClient {
   private waiters: Array<() => void> = [];
   status = 0;
   contentType = '';
+  /** The hub ended the stream (its body is over). */
+  ended = false;
 
   static async open(url: string, headers: Record<string, string>): Promise<SseClient> {
     const client = new SseClient();
@@ -48,6 +51,7 @@ class SseClient {
         }
         for (const w of this.waiters.splice(0)) w();
       }
+      this.ended = true;
     } catch {
       // aborted
     }
@@ -490,6 +494,54 @@ describe('a live client that reads promptly', () => {
       expect(hub3.services.stream.countFor(1)).toBe(1);
     } finally {
       client.close();
+    }
+  });
+});
+
+describe('the stream of a token that expires', () => {
+  let issuer: TestIssuer;
+  let oidc: TestHub;
+
+  beforeAll(async () => {
+    issuer = await startIssuer();
+    oidc = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.events.stream.poll-every': '200ms' });
+  });
+
+  afterAll(async () => {
+    await oidc?.stop();
+    await issuer?.close();
+  });
+
+  const integrator = (expiresIn: number, subject: string) => issuer.mint({ tenant_id: 1, realm_access: { roles: ['svc_integrator'] } }, { expiresIn, subject });
+  const emitThere = (orgId: number) => oidc.services.db.withTenant(1, (tx) => oidc.services.events.emit(tx, 'org.updated', { orgId, tenantId: 1 }));
+
+  it('ends when the hub would refuse its token (exp plus the 5 s of clock tolerance), while a stream of a valid token goes on', async () => {
+    // Expired a second ago: still accepted for about 4 s (the clock tolerance), then refused.
+    const short = await integrator(-1, 'stream-short');
+    const long = await integrator(300, 'stream-long');
+    const expiring = await SseClient.open(`${oidc.url}/api/platform/events/stream`, { Authorization: `Bearer ${short}` });
+    const lasting = await SseClient.open(`${oidc.url}/api/platform/events/stream`, { Authorization: `Bearer ${long}` });
+    try {
+      expect([expiring.status, lasting.status]).toEqual([200, 200]);
+      await expiring.waitFor(() => expiring.frames.some((f) => f.comment === 'connected'));
+      await lasting.waitFor(() => lasting.frames.some((f) => f.comment === 'connected'));
+      await until('both subscriptions', () => oidc.services.stream.countFor(1) === 2);
+      await emitThere(1);
+      await expiring.waitFor(() => expiring.events().length === 1 || expiring.ended, 10_000);
+      await expiring.waitFor(() => expiring.ended, 15_000);
+      expect(expiring.frames.at(-1)?.comment).toBe('the token expired; reconnect with Last-Event-ID');
+      await until('the expired subscription released', () => oidc.services.stream.countFor(1) === 1);
+      // Nothing after its end reaches it; the other stream gets it.
+      const after = await emitThere(2);
+      await lasting.waitFor(() => lasting.events().some((e) => e.id === String(after)), 10_000);
+      expect(expiring.events().map((e) => e.payload.orgId)).not.toContain(2);
+      // Reconnecting with the same token is refused.
+      const again = await fetch(`${oidc.url}/api/platform/events/stream`, { headers: { Authorization: `Bearer ${short}`, 'Last-Event-ID': String(after) } });
+      expect(again.status).toBe(401);
+      await again.body?.cancel();
+    } finally {
+      expiring.close();
+      lasting.close();
     }
   });
 });

@@ -34,7 +34,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`.',
+      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token.',
     query: {
       type: 'object',
       properties: {
@@ -72,9 +72,11 @@ export const eventStreamRoutes: RouteDecl[] = [
       // client still gets what was written, then the reason, and reconnects from there.
       out.write('retry: 3000\n: connected\n\n');
       let heartbeat: NodeJS.Timeout | undefined;
+      let expiry: NodeJS.Timeout | undefined;
       const heartbeatMs = services.config.duration('svc.events.stream.heartbeat');
       const finish = (note?: string) => {
         if (heartbeat) clearInterval(heartbeat);
+        if (expiry) clearTimeout(expiry);
         if (!out.writableEnded) out.end(note ? `: ${note}\n\n` : undefined);
         // Ended by the hub (a live client too slow, the outbox unreadable): what is left goes to a
         // client that reads, and the connection closes after it (Connection: close). One that does
@@ -131,6 +133,17 @@ export const eventStreamRoutes: RouteDecl[] = [
           if (!out.writableEnded) out.write(': ping\n\n');
         }, heartbeatMs);
         heartbeat.unref();
+        // The stream reads no longer than its token is valid: once the verifier would refuse it, the
+        // stream ends (the client reconnects with a new token and Last-Event-ID, losing nothing).
+        const validUntil = principal?.validUntil;
+        const expire = () => {
+          const left = validUntil! - Date.now();
+          if (left <= 0) return subscription.end('the token expired');
+          // A timer holds at most 2^31 - 1 ms (about 24.8 days); a longer wait takes several.
+          expiry = setTimeout(expire, Math.min(left, 2_147_483_647));
+          expiry.unref();
+        };
+        if (validUntil !== undefined) expire();
       }
       ctx.status = 200;
       ctx.set('Content-Type', 'text/event-stream; charset=utf-8');
