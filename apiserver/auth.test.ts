@@ -353,6 +353,17 @@ describe('401 outside /api/platform/* is JSON', () => {
     expect(once.json()).toMatchObject({ tenant: { id: 2 } });
   });
 
+  it('/api/bff/v1/me with a subject that is not a string: 401 as an invalid token, never the user its text would name', async () => {
+    // ["seed-ann"] would read as ann's subject, and every object as the one user "[object Object]".
+    for (const sub of [['seed-ann'], { a: 1 }, 7, true]) {
+      // mintText writes the subject as JSON, whatever it is.
+      const token = await issuer.mintText('"realm_access":{"roles":["svc_user","svc_integrator"]},"tenant_id":2', { subject: sub as unknown as string });
+      expectJson401(await call('/api/bff/v1/me', { token }));
+      expectPlatform401(await call('/api/platform/health', { token }));
+    }
+    expect(await userRows('[object Object]')).toEqual([]);
+  });
+
   it('a tenant path without a token', async () => {
     expectJson401(await call('/api/tenants/2/probe'));
   });

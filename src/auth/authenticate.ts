@@ -75,7 +75,10 @@ export class Authenticator {
       impersonating = true;
     }
     if (homeTenantId !== undefined) await this.options.directory.requireActiveTenant(homeTenantId);
-    const subject = String(claims.sub ?? '');
+    // The subject is a string (RFC 7519): String() of another value would make ["ann"] the user "ann"
+    // and every object the one user "[object Object]".
+    if (claims.sub !== undefined && typeof claims.sub !== 'string') throw new AuthenticationRequired(platformPath, 'claim sub is not a string');
+    const subject = claims.sub ?? '';
     if (!subject) throw new AuthenticationRequired(platformPath, 'token has no subject');
     const userIdClaim = claimedId(claims.user_id);
     if (userIdClaim === null) throw new AuthenticationRequired(platformPath, 'claim user_id is not a user id');
