@@ -72,7 +72,9 @@ export class Authenticator {
       if (target === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, 'claim acting_as_tenant names the system tenant');
       await this.options.directory.requireActiveTenant(target);
       tenantId = target;
-      impersonating = true;
+      // Acting as one's own tenant is no impersonation: the caller is still themselves there (and
+      // may not, say, lock their own account).
+      impersonating = target !== homeTenantId;
     }
     if (homeTenantId !== undefined) await this.options.directory.requireActiveTenant(homeTenantId);
     // The subject is a string (RFC 7519): String() of another value would make ["ann"] the user "ann"

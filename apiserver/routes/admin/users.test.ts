@@ -301,6 +301,13 @@ describe('with real tokens', () => {
       expect(r.status).toBe(409);
       expect(r.body).toEqual({ error: `you cannot ${what} your own account; another svc_admin of the tenant can` });
     }
+    // A superadmin naming their own tenant in acting_as_tenant is still themselves there, not an impersonator.
+    const acting = tokenClient(oidc.url, await mint(['svc_admin', 'svc_superadmin', 'svc_user'], { acting_as_tenant: TT }));
+    const actingMe = await acting.get('/api/bff/v1/me');
+    expect(actingMe.body).toMatchObject({ tenant: { id: TT, homeId: TT, impersonating: false } });
+    const actingId = (actingMe.body as { user: { id: string } }).user.id;
+    const locking = await acting.put(`${base}/${actingId}`, { locked: true });
+    expect({ status: locking.status, body: locking.body }).toEqual({ status: 409, body: { error: 'you cannot lock your own account; another svc_admin of the tenant can' } });
     // Still in, and the profile of one's own account can still be edited.
     expect((await self.put(`${base}/${myId}`, { description: 'me' })).status).toBe(200);
     expect((await self.get('/api/bff/v1/me')).status).toBe(200);
