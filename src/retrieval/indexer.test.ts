@@ -4,6 +4,7 @@ import { ExtSchema } from '../connectors/target/ddl.js';
 import { prepareRow } from '../connectors/target/rows.js';
 import { upsertChunk } from '../connectors/target/writer.js';
 import type { Target } from '../connectors/types.js';
+import { EmbeddingUnavailable } from './embedding/errors.js';
 import type { EmbeddingPort } from './embedding/port.js';
 import { embedPending, expandPending, pendingIndexer } from './indexer.js';
 
@@ -247,5 +248,129 @@ describe('expandPending: identical rows, and an entry that fails', () => {
     expect(BigInt(await generation())).toBeGreaterThan(BigInt(before));
     while ((await embedPending(t.db, port, 100)) > 0);
     expect((await copy()).map((c) => c.embedded)).toEqual([true]);
+  });
+});
+
+/**
+ * One text the model refuses (a self-hosted model's context too short for it, say) used to fail the
+ * call of every pass: the indexer always embeds the oldest chunks without a vector, so no chunk of any
+ * tenant got a vector again. A batch failed for its texts' sake is now split until the chunk that
+ * fails alone is found, which is set aside with a backoff; a failure that says nothing about the
+ * texts (no answer, a 429) leaves the batch as it was for the next pass. And a vector is stored only
+ * on a chunk whose text is still the one the model embedded.
+ */
+describe('embedPending: a text the model refuses, failures of the endpoint, a text changed meanwhile', () => {
+  let t: MigratedDatabase;
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'acme', 2: 'beta' });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** Chunks of `tenantId` with these texts, in this order (ids ascending). */
+  async function chunksOf(tenantId: number, texts: string[]): Promise<void> {
+    await t.owner.query(
+      `insert into retrieval.chunks (tenant_id, corpus, row_hash, table_name, external_id, content)
+       select $1::bigint, 'crm', md5($1::bigint::text || t.text), 'ext.rows', t.n::text, t.text from unnest($2::text[]) with ordinality as t(text, n)`,
+      [tenantId, texts],
+    );
+  }
+  type State = { tenant: number; content: string; embedded: boolean; attempts: number; error: string | null; waits: boolean };
+  const state = async () =>
+    (await t.owner.query<State>(
+      `select tenant_id::int as tenant, content, embedding is not null as embedded, embed_attempts as attempts, embed_error as error,
+              coalesce(embed_retry_at > now(), false) as waits from retrieval.chunks order by id`,
+    )).rows;
+
+  /** As the OpenAI-compatible port fails: an HTTP 400 for a text it refuses, whatever else the call holds. */
+  function refusing(word: string, fail?: () => EmbeddingUnavailable) {
+    const calls: number[] = [];
+    const port: EmbeddingPort = {
+      provider: 'test', model: 'refusing', dimensions: 4,
+      embed: async (texts) => {
+        calls.push(texts.length);
+        const failure = fail?.();
+        if (failure) throw failure;
+        if (texts.some((x) => x.includes(word))) throw new EmbeddingUnavailable('status', 'the embedding endpoint answered HTTP 400: input is too long', { httpStatus: 400 });
+        return texts.map(() => Float32Array.from([1, 0, 0, 0]));
+      },
+    };
+    return { port, calls };
+  }
+
+  it('sets aside the chunk the model refuses alone, with its error and a backoff; every other chunk, of every tenant, gets its vector', async () => {
+    await chunksOf(1, ['a TOO-LONG text', 'a1', 'a2']);
+    await chunksOf(2, ['b1', 'b2', 'b3', 'b4', 'b5']);
+    const model = refusing('TOO-LONG');
+    expect(await embedPending(t.db, model.port, 8)).toBe(7);
+    // Halves down to the one text: a bounded number of calls (at most 2n - 1).
+    expect(model.calls.length).toBeLessThanOrEqual(15);
+    expect(await state()).toEqual([
+      { tenant: 1, content: 'a TOO-LONG text', embedded: false, attempts: 1, error: 'the embedding endpoint answered HTTP 400: input is too long', waits: true },
+      ...['a1', 'a2'].map((content) => ({ tenant: 1, content, embedded: true, attempts: 0, error: null, waits: false })),
+      ...['b1', 'b2', 'b3', 'b4', 'b5'].map((content) => ({ tenant: 2, content, embedded: true, attempts: 0, error: null, waits: false })),
+    ]);
+    // Not tried again before its time; a chunk written since is embedded meanwhile.
+    await chunksOf(2, ['b6']);
+    model.calls.length = 0;
+    expect(await embedPending(t.db, model.port, 8)).toBe(1);
+    expect(model.calls).toEqual([1]);
+    // Its time come, failing again: the wait doubles.
+    await t.owner.query("update retrieval.chunks set embed_retry_at = now() where content = 'a TOO-LONG text'");
+    expect(await embedPending(t.db, model.port, 8)).toBe(0);
+    const { rows } = await t.owner.query<{ attempts: number; seconds: number }>(
+      "select embed_attempts as attempts, extract(epoch from embed_retry_at - now())::float as seconds from retrieval.chunks where content = 'a TOO-LONG text'",
+    );
+    expect(rows[0]!.attempts).toBe(2);
+    expect(rows[0]!.seconds).toBeGreaterThan(1);
+    expect(rows[0]!.seconds).toBeLessThanOrEqual(2);
+    // Its text changed (rewritten by the indexer), it is a new text: embedded at the next call, its failures forgotten.
+    await t.owner.query("update retrieval.chunks set content = 'a shorter text' where content = 'a TOO-LONG text'");
+    expect(await embedPending(t.db, model.port, 8)).toBe(1);
+    expect((await state())[0]).toEqual({ tenant: 1, content: 'a shorter text', embedded: true, attempts: 0, error: null, waits: false });
+  });
+
+  it('leaves the batch as it was when the endpoint does not answer or limits the rate: the same chunks are tried at the next pass', async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    await chunksOf(1, ['c1', 'c2', 'c3']);
+    for (const failure of [
+      new EmbeddingUnavailable('unreachable', 'the embedding endpoint did not answer within 40000 ms'),
+      new EmbeddingUnavailable('status', 'the embedding endpoint answered HTTP 429: slow down', { httpStatus: 429 }),
+    ]) {
+      const model = refusing('never', () => failure);
+      await expect(embedPending(t.db, model.port, 8)).rejects.toBe(failure);
+      expect(model.calls).toEqual([3]);
+      expect((await state()).map((s) => [s.content, s.embedded, s.attempts, s.waits])).toEqual([['c1', false, 0, false], ['c2', false, 0, false], ['c3', false, 0, false]]);
+    }
+    expect(await embedPending(t.db, refusing('never').port, 8)).toBe(3);
+  });
+
+  it('stores no vector on a chunk whose text changed while the model embedded it; the next call embeds the new text', async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    await chunksOf(1, ['ext.alpha c1: name: Ada']);
+    let answer: () => void = () => {};
+    const seen: string[] = [];
+    const port: EmbeddingPort = {
+      provider: 'test', model: 'held', dimensions: 4,
+      embed: (texts) => {
+        seen.push(...texts);
+        return new Promise((resolve) => {
+          answer = () => resolve(texts.map(() => Float32Array.from([1, 0, 0, 0])));
+        });
+      },
+    };
+    const pass = embedPending(t.db, port, 8);
+    while (seen.length === 0) await new Promise((r) => setTimeout(r, 5));
+    // The indexer names another table's row of that content meanwhile: the text changes, the vector is of the old one.
+    await t.owner.query("update retrieval.chunks set content = 'ext.beta c1: name: Ada', table_name = 'ext.beta'");
+    answer();
+    expect(await pass).toBe(0);
+    expect((await state()).map((s) => [s.content, s.embedded])).toEqual([['ext.beta c1: name: Ada', false]]);
+    const next = embedPending(t.db, port, 8);
+    while (seen.length === 1) await new Promise((r) => setTimeout(r, 5));
+    answer();
+    expect(await next).toBe(1);
+    expect(seen).toEqual(['ext.alpha c1: name: Ada', 'ext.beta c1: name: Ada']);
   });
 });

@@ -3,6 +3,7 @@ import { tenantTableSql } from '../connectors/target/ddl.js';
 import type { Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
+import { EmbeddingUnavailable } from './embedding/errors.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { inExtension, vectorLiteral } from './pgvector.js';
 import { keyBefore, type Row, settleRowChunks } from './row-chunks.js';
@@ -162,37 +163,101 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
   );
 }
 
+/** A chunk waiting for its vector, as embedPending reads it. */
+interface Unembedded {
+  id: number;
+  tenant_id: number;
+  content: string;
+}
+
+/** What a batch came to: the vectors of the texts the model took, and the chunks it refused, alone. */
+interface Embedded {
+  vectors: Array<{ chunk: Unembedded; vector: Float32Array }>;
+  refused: Array<{ chunk: Unembedded; error: string }>;
+}
+
 /**
- * Embeds up to `batch` chunks that have no vector yet (oldest first), outside any transaction while
- * the model works, then stores the vectors under one advisory lock so that `embedded_seq` values
- * become visible in their order (in-memory indexes load what is newer than the last they saw).
+ * Embeds up to `batch` chunks that have no vector yet (oldest first, a chunk set aside until its
+ * `embed_retry_at`), outside any transaction while the model works, then stores the vectors under
+ * one advisory lock so that `embedded_seq` values become visible in their order (in-memory indexes
+ * load what is newer than the last they saw). A vector is stored only on a chunk whose text is
+ * still the one embedded: a chunk whose text changed meanwhile (its table or key named anew, a
+ * workflow applied again) is embedded again by a later call.
+ *
+ * A call the model fails for the texts' sake (an HTTP error other than 429, an answer it cannot
+ * use, the local model failing) is split in halves, each embedded on its own, down to single texts:
+ * a chunk that fails alone is set aside (`embed_attempts`, `embed_error`, `embed_retry_at`: 1 s
+ * after its first failure, doubling up to PENDING_RETRY_MAX_SECONDS), logged once a failure as a
+ * warning naming it and its tenant, and the others get their vectors. A failure that says nothing
+ * about the texts (no answer, an address the outbound policy refuses, a 429) ends the call as
+ * before: nothing is stored or set aside, the same chunks are tried at the next pass.
  * Returns how many chunks got a vector.
  */
 export async function embedPending(db: Database, port: EmbeddingPort, batch: number, pgvector?: { schema: string }, signal?: AbortSignal): Promise<number> {
-  const { rows } = await db.crossTenantQuery<{ id: number; content: string }>(
+  const { rows } = await db.crossTenantQuery<Unembedded>(
     'retrieval-embed',
-    'select id, content from retrieval.chunks where embedding is null order by id limit $1',
+    `select id, tenant_id, content from retrieval.chunks
+      where embedding is null and (embed_retry_at is null or embed_retry_at <= now()) order by id limit $1`,
     [batch],
   );
   if (rows.length === 0 || signal?.aborted) return 0;
   // No transaction is open while the model works: on `signal` the batch is dropped (its chunks stay
   // pending), the model's answer, should it still come, is ignored.
-  const vectors = await unlessAborted(port.embed(rows.map((r) => r.content)), signal);
-  if (vectors === undefined) return 0;
-  return db.crossTenant('retrieval-embed', async (tx) => {
+  const done = await embedSplitting(port, rows, signal);
+  if (done === undefined) return 0;
+  const { vectors, refused } = done;
+  const stored = await db.crossTenant('retrieval-embed', async (tx) => {
+    if (refused.length) {
+      const { rows: failed } = await tx.query<{ id: number; tenant_id: number; attempts: number; retry_at: Date; error: string }>(
+        `update retrieval.chunks c set embed_attempts = c.embed_attempts + 1, embed_error = f.error,
+                embed_retry_at = now() + least(power(2, c.embed_attempts), $4::int) * interval '1 second'
+           from unnest($1::bigint[], $2::text[], $3::text[]) as f(id, content, error)
+          where c.id = f.id and c.embedding is null and c.content = f.content
+          returning c.id, c.tenant_id, c.embed_attempts as attempts, c.embed_retry_at as retry_at, f.error`,
+        [refused.map((r) => r.chunk.id), refused.map((r) => r.chunk.content), refused.map((r) => r.error), PENDING_RETRY_MAX_SECONDS],
+      );
+      for (const f of failed) {
+        logger().warn(
+          { tenantId: f.tenant_id, chunkId: f.id, attempts: f.attempts, retryAt: f.retry_at, err: f.error },
+          `retrieval embed: chunk ${f.id} (tenant ${f.tenant_id}) failed ${f.attempts} time(s) alone, tried again at ${f.retry_at.toISOString()}: ${f.error}`,
+        );
+      }
+    }
+    if (vectors.length === 0) return 0;
     await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
     // With pgvector (src/retrieval/pgvector.ts) the same vector is written to `vec` as well.
     const vec = pgvector
-      ? { set: `, vec = v.vec::${inExtension(pgvector.schema, 'vector')}`, from: ', $4::text[]', as: ', vec', values: [vectors.map(vectorLiteral)] }
+      ? { set: `, vec = v.vec::${inExtension(pgvector.schema, 'vector')}`, from: ', $5::text[]', as: ', vec', values: [vectors.map((v) => vectorLiteral(v.vector))] }
       : { set: '', from: '', as: '', values: [] };
     const result = await tx.query(
-      `update retrieval.chunks c set embedding = v.embedding${vec.set}, model = $3, embedded_seq = nextval('retrieval.embedded_seq'), embedded_at = now()
-         from unnest($1::bigint[], $2::bytea[]${vec.from}) as v(id, embedding${vec.as})
-        where c.id = v.id and c.embedding is null`,
-      [rows.map((r) => r.id), vectors.map(encodeVector), modelName(port), ...vec.values],
+      `update retrieval.chunks c set embedding = v.embedding${vec.set}, model = $4, embedded_seq = nextval('retrieval.embedded_seq'), embedded_at = now(),
+              embed_attempts = 0, embed_error = null, embed_retry_at = null
+         from unnest($1::bigint[], $2::text[], $3::bytea[]${vec.from}) as v(id, content, embedding${vec.as})
+        where c.id = v.id and c.embedding is null and c.content = v.content`,
+      [vectors.map((v) => v.chunk.id), vectors.map((v) => v.chunk.content), vectors.map((v) => encodeVector(v.vector)), modelName(port), ...vec.values],
     );
     return result.rowCount ?? 0;
   });
+  return stored;
+}
+
+/**
+ * The vectors of `chunks` in one call of the model; when the model fails it for the texts' sake,
+ * those of each half (and so on down), a text it fails alone refused. Undefined on `signal`.
+ */
+async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal: AbortSignal | undefined): Promise<Embedded | undefined> {
+  let answer: Float32Array[] | undefined;
+  try {
+    answer = await unlessAborted(port.embed(chunks.map((c) => c.content)), signal);
+  } catch (err) {
+    if (err instanceof EmbeddingUnavailable && err.aboutTheEndpoint) throw err;
+    if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: err instanceof Error ? err.message : String(err) }] };
+    const half = Math.ceil(chunks.length / 2);
+    const first = await embedSplitting(port, chunks.slice(0, half), signal);
+    const second = first && (await embedSplitting(port, chunks.slice(half), signal));
+    return second && { vectors: [...first.vectors, ...second.vectors], refused: [...first.refused, ...second.refused] };
+  }
+  return answer && { vectors: answer.map((vector, i) => ({ chunk: chunks[i]!, vector })), refused: [] };
 }
 
 /** `work`'s value, or undefined as soon as `signal` aborts (work's own outcome is then ignored). */
@@ -219,7 +284,8 @@ function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Pr
  * Vectors made by another model cannot be compared with this one's: they are cleared (and embedded
  * again by the next passes); the tenants concerned reload their in-memory indexes (a trigger moves
  * their generation). So are vectors of another length under the same model name (an
- * OpenAI-compatible model asked for other `dimensions`).
+ * OpenAI-compatible model asked for other `dimensions`). Chunks embedPending set aside are tried again
+ * at once. Run once a process, before its first pass.
  */
 export async function forgetOtherModels(db: Database, port: EmbeddingPort): Promise<number> {
   return db.crossTenant('retrieval-model', async (tx) => {
@@ -232,6 +298,9 @@ export async function forgetOtherModels(db: Database, port: EmbeddingPort): Prom
     if (rows.length) {
       logger().info({ chunks: rows.length, model: modelName(port) }, 'embedding model changed: chunks will be embedded again');
     }
+    // Chunks set aside by embedPending are tried at once by this model (a start often follows a fix of
+    // the model's configuration: its key, its address, the model itself).
+    await tx.query('update retrieval.chunks set embed_attempts = 0, embed_error = null, embed_retry_at = null where embedding is null and embed_attempts > 0');
     return rows.length;
   });
 }

@@ -26,12 +26,24 @@ const HINTS: Record<EmbeddingFailure, string> = {
  * it is a dependency failure (503), as the database being away is.
  */
 export class EmbeddingUnavailable extends PortUnavailable {
+  /** With `status`: the HTTP status the endpoint answered. */
+  readonly httpStatus: number | undefined;
   constructor(
     readonly failure: EmbeddingFailure,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; httpStatus?: number },
   ) {
     super(message, HINTS[failure], options);
     this.name = 'EmbeddingUnavailable';
+    this.httpStatus = options?.httpStatus;
+  }
+
+  /**
+   * Whether the failure says nothing about the texts sent (no answer, an address the policy
+   * refuses, a rate limit): the indexer tries the same batch again later rather than looking for a
+   * text the model refuses (src/retrieval/indexer.ts, embedPending).
+   */
+  get aboutTheEndpoint(): boolean {
+    return this.failure === 'unreachable' || this.failure === 'refused' || this.httpStatus === 429;
   }
 }

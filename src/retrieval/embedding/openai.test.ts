@@ -92,6 +92,14 @@ describe('OpenAiEmbedding against a stand-in OpenAI-compatible endpoint', () => 
     expect(err.failure).toBe('status');
     expect(err.message).toMatch(/^the embedding endpoint answered HTTP 500/);
     expect(standIn.received).toHaveLength(2);
+    // It may be the texts' fault: the indexer looks for a text the model refuses (a 429 is the endpoint's).
+    expect([err.httpStatus, err.aboutTheEndpoint]).toEqual([500, false]);
+  });
+
+  it('answers a 429 as an HTTP status failure about the endpoint, not the texts', async () => {
+    standIn.behave = () => ({ status: 429, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: { message: 'slow down' } }) });
+    const err = await failure(client({ maxRetries: 0 }).embed(['x']));
+    expect([err.failure, err.httpStatus, err.aboutTheEndpoint]).toEqual(['status', 429, true]);
   });
 
   it('answers a body that is not JSON, or JSON of another shape, as a bad answer', async () => {

@@ -139,7 +139,7 @@ export class OpenAiEmbedding implements EmbeddingPort {
       return new EmbeddingUnavailable('unreachable', `the embedding endpoint is unreachable: ${describeNetworkError(rootCause(err), this.timeouts)}`, { cause: err });
     }
     if (err instanceof APIError && typeof err.status === 'number') {
-      return new EmbeddingUnavailable('status', `the embedding endpoint answered HTTP ${err.status}${err.message ? `: ${err.message}` : ''}`, { cause: err });
+      return new EmbeddingUnavailable('status', `the embedding endpoint answered HTTP ${err.status}${err.message ? `: ${err.message}` : ''}`, { cause: err, httpStatus: err.status });
     }
     // The client parses a JSON content type itself; a body that is not JSON ends here as a SyntaxError.
     return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
