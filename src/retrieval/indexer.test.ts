@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { holdAfter, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { ExtSchema } from '../connectors/target/ddl.js';
 import { prepareRow } from '../connectors/target/rows.js';
 import { upsertChunk } from '../connectors/target/writer.js';
 import type { Target } from '../connectors/types.js';
+import type { Database, Tx } from '../db/database.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
 import type { EmbeddingPort } from './embedding/port.js';
 import { embedPending, expandPending, pendingIndexer } from './indexer.js';
@@ -223,6 +225,26 @@ describe('expandPending: identical rows, and an entry that fails', () => {
     expect(await pending()).toEqual([]);
     const { rows: poisoned } = await t.owner.query('select content from retrieval.chunks where corpus = $1', ['poison']);
     expect(poisoned).toEqual([{ content: 'ext.twins p1: n: 1; id: p1' }]);
+  });
+
+  it('two passes at once, a row rewritten between them: the index ends with the latest version only', async () => {
+    // Pass A (another process) has read the row's first version when the rewrite commits; pass B takes the rewrite's entry.
+    await written(1, byId, [{ id: 'twice', name: 'first' }]);
+    const hold = holdAfter(/^select external_id, row_hash/);
+    const held = { crossTenant: (name: string, fn: (tx: Tx) => Promise<unknown>) => t.db.crossTenant(name, (tx) => fn(hold.wrap(tx))) } as unknown as Database;
+    const a = expandPending(held);
+    await hold.held;
+    const [latest] = await written(1, byId, [{ id: 'twice', name: 'second' }]);
+    let bEnded = false;
+    const b = expandPending(t.db).finally(() => {
+      bEnded = true;
+    });
+    // B waits for A (the same tenant and table); before, it indexed the rewrite at once.
+    await untilEndedOrWaiting(t.owner, () => bEnded, 'the second pass');
+    hold.go();
+    expect([await a, await b]).toEqual([1, 1]);
+    const { rows } = await t.owner.query<{ row_hash: string; content: string }>("select row_hash, content from retrieval.chunks where tenant_id = 1 and external_id = 'twice'");
+    expect(rows).toEqual([{ row_hash: latest!.rowHash, content: 'ext.twins twice: id: twice; name: second' }]);
   });
 
   it('a chunk taken over by the connector\'s identical row in another table names that table in its text too, and is embedded again', async () => {

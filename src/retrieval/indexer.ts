@@ -55,6 +55,23 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
          from retrieval.pending where retry_at is null or retry_at <= now() order by id limit $1 for update skip locked`,
       [limit],
     );
+    // Two passes (two processes) expanding entries of one table at once: the later waits for the
+    // earlier to commit (a transaction-scoped advisory lock per tenant and table, taken in the order of
+    // the keys, so passes wanting several never each hold one the other waits for). Without it, a pass
+    // that had read a row before its rewrite committed wrote its chunk of the earlier version while
+    // another pass indexed the rewrite's entry without seeing that chunk (uncommitted) to settle it:
+    // the chunk cited a version of the row that was gone, for good. A delete or purge never takes
+    // these locks: it waits for the entries, which a pass holds before them (src/connectors/target/drop.ts).
+    if (entries.length) {
+      const { rows: keys } = await tx.query<{ key: string }>(
+        `select key::text as key from (
+           select distinct hashtextextended('svc-hub:retrieval-expand:' || e.tenant_id::text || ':' || e.table_name, 0) as key
+             from unnest($1::bigint[], $2::text[]) as e(tenant_id, table_name)
+         ) k order by k.key`,
+        [entries.map((e) => e.tenant_id), entries.map((e) => e.table_name)],
+      );
+      for (const { key } of keys) await tx.query('select pg_advisory_xact_lock($1::bigint)', [key]);
+    }
     const done: number[] = [];
     for (const entry of entries.sort((a, b) => a.id - b.id)) {
       await tx.query('savepoint pending_entry');

@@ -71,7 +71,9 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  * The lock order of a delete or purge, the same as an indexer pass's (src/retrieval/indexer.ts,
  * expandPending), so that neither waits for the other while holding what the other waits for.
  * An indexer pass:
- *   1. locks its retrieval.pending entries, `for update skip locked` in id order (never waiting);
+ *   1. locks its retrieval.pending entries, `for update skip locked` in id order (never waiting),
+ *      then an advisory lock per tenant and table of its entries, in the order of the keys, waiting
+ *      only for another pass holding one (a delete or purge never takes them);
  *   2. per entry, reads the entry's ext table (its rows are read, not locked), then locks the chunks
  *      it settles, replaces or upserts (settleRowChunks with the entry's keys: chunks of any
  *      connector of the tenant naming them in that table; its delete, its insert … on conflict),
