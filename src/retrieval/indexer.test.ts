@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
-import { holdAfter, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
+import { type Hold, holdAfter, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
+import { demoPartnersConnector } from '../../test/harness/retrieval.js';
+import { applyConnector } from '../connectors/store.js';
 import { ExtSchema } from '../connectors/target/ddl.js';
 import { prepareRow } from '../connectors/target/rows.js';
 import { upsertChunk } from '../connectors/target/writer.js';
@@ -394,5 +396,77 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
     answer();
     expect(await next).toBe(1);
     expect(seen).toEqual(['ext.alpha c1: name: Ada', 'ext.beta c1: name: Ada']);
+  });
+});
+
+/**
+ * A chunk carries its connector's tags, and a re-apply that changes them re-tags the connector's
+ * chunks in its transaction. A pass that had read the tags before the re-apply committed wrote its
+ * chunks after it with the old tags (and took the re-tag back from a chunk it updated): a scope the
+ * connector no longer declared went on showing them. The pass now holds the connector's row (shared)
+ * from that read to its commit, or leaves the entry for later while the row is being written.
+ */
+describe('expandPending and a re-apply changing the connector\'s scopes', () => {
+  let t: MigratedDatabase;
+  let ext: ExtSchema;
+  const target: Target = { kind: 'hybrid', table: 'ext.pay', unique_key: '$.id', promote: [] };
+  const manifest = (scopes: string[]) => demoPartnersConnector('payroll', scopes, 'ext.pay', 'http://127.0.0.1:9');
+
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'acme' });
+    ext = new ExtSchema(t.ownerUrl, TEST_ROLES);
+    await ext.ensureTable(1, 'ext.pay', []);
+  });
+  afterAll(async () => {
+    await ext?.close();
+    await t?.close();
+  });
+
+  /** The connector applied with `scopes` (stored, its chunks re-tagged), in a transaction held after its first statement when `hold` is given. */
+  const apply = (scopes: string[], hold?: Hold) =>
+    t.db.withTenant(1, (tx) => applyConnector(hold ? hold.wrap(tx) : tx, manifest(scopes))).then((r) => r.connector);
+  /** A run's chunk of the connector: a row written and its pending entry. */
+  async function written(connector: { id: string; endpoints: Array<{ uuid?: string }> }, item: Record<string, unknown>, scopes: string[]) {
+    const rows = [prepareRow(item, target)];
+    const ids = { tenantId: 1, connectorId: connector.id, endpointUuid: connector.endpoints[0]!.uuid! };
+    await t.db.withTenant(1, async (tx) => {
+      await upsertChunk(tx, target, rows, ids);
+      await pendingIndexer.rowsWritten(tx, { ...ids, connectorName: 'payroll', table: target.table, scopes, rows });
+    });
+  }
+  const tags = async () => (await t.owner.query<{ key: string; scopes: string[] }>('select external_id as key, scopes from retrieval.chunks order by external_id')).rows;
+
+  it('a re-apply committing while a pass expands the connector\'s entry waits for the pass, then re-tags what it made', async () => {
+    const connector = await apply(['hr']);
+    await written(connector, { id: 'e1', salary: 100 }, ['hr']);
+    const hold = holdAfter(/from connectors\.connectors where id = \$1/);
+    const held = { crossTenant: (name: string, fn: (tx: Tx) => Promise<unknown>) => t.db.crossTenant(name, (tx) => fn(hold.wrap(tx))) } as unknown as Database;
+    const pass = expandPending(held);
+    await hold.held;
+    let ended = false;
+    const reapplied = apply(['public']).finally(() => {
+      ended = true;
+    });
+    await untilEndedOrWaiting(t.owner, () => ended, 'the re-apply');
+    hold.go();
+    expect(await pass).toBe(1);
+    await reapplied;
+    expect(await tags()).toEqual([{ key: 'e1', scopes: ['public'] }]);
+  });
+
+  it('a pass meeting a re-apply in progress leaves the entry for the next pass, which tags it as re-applied', async () => {
+    await written(await apply(['public']), { id: 'e2', salary: 200 }, ['public']);
+    const hold = holdAfter(/^update connectors\.connectors set spec/);
+    const reapplied = apply(['finance'], hold);
+    await hold.held;
+    try {
+      expect(await expandPending(t.db)).toBe(0);
+      expect((await t.owner.query('select 1 from retrieval.pending')).rows).toHaveLength(1);
+    } finally {
+      hold.go();
+      await reapplied;
+    }
+    expect(await expandPending(t.db)).toBe(1);
+    expect(await tags()).toEqual([{ key: 'e1', scopes: ['finance'] }, { key: 'e2', scopes: ['finance'] }]);
   });
 });

@@ -46,7 +46,9 @@ export const PENDING_RETRY_MAX_SECONDS = 3600;
  * undoes its own work only) does not hold back the others. A failed entry stays, with its
  * `attempts`, `last_error` and `retry_at`: it is passed over until `retry_at` (1 s after the first
  * failure, doubling up to PENDING_RETRY_MAX_SECONDS), and each failure is logged once, as a warning
- * naming the entry, its tenant, table and the next try. Returns how many entries were taken.
+ * naming the entry, its tenant, table and the next try. An entry whose connector's row is being
+ * written (a re-apply, a delete) is left for a later pass. Returns how many entries were taken
+ * (indexed or set aside).
  */
 export async function expandPending(db: Database, limit = 20): Promise<number> {
   return db.crossTenant('retrieval-index', async (tx) => {
@@ -73,12 +75,14 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
       for (const { key } of keys) await tx.query('select pg_advisory_xact_lock($1::bigint)', [key]);
     }
     const done: number[] = [];
+    let later = 0;
     for (const entry of entries.sort((a, b) => a.id - b.id)) {
       await tx.query('savepoint pending_entry');
       try {
-        await expandEntry(tx, entry);
+        const expanded = await expandEntry(tx, entry);
         await tx.query('release savepoint pending_entry');
-        done.push(entry.id);
+        if (expanded) done.push(entry.id);
+        else later += 1;
       } catch (err) {
         // A database that went away fails this too, and with it the pass (nothing is recorded).
         await tx.query('rollback to savepoint pending_entry');
@@ -97,22 +101,36 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
       }
     }
     if (done.length) await tx.query('delete from retrieval.pending where id = any($1::bigint[])', [done]);
-    return entries.length;
+    return entries.length - later;
   });
 }
 
-async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
-  // The connector's current tags (re-applied since the run?); a CSV import keeps the entry's.
-  const { rows: owners } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where id = $1', [entry.connector_id]);
+/**
+ * One entry into chunks. `false`: not now, its connector's row being written (a re-apply, a
+ * delete): the entry stays as it is for a later pass.
+ */
+async function expandEntry(tx: Tx, entry: PendingEntry): Promise<boolean> {
+  // The connector's current tags (re-applied since the run?); a CSV import (no connector row) keeps
+  // the entry's. Read under a share lock on the connector's row, held to the commit: a re-apply
+  // changing the tags waits for this pass, then re-tags the chunks it made (retagChunks in
+  // src/connectors/store.ts). Before, a re-apply committing between this read and the pass's commit
+  // left the chunks it made or updated with the old tags (an existing chunk even lost its re-tag):
+  // a scope the connector no longer declares went on showing them. A row being written is skipped,
+  // never waited for: a delete holds it while it waits for the entries this pass holds.
+  const { rows: owners } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where id = $1 for share skip locked', [entry.connector_id]);
+  if (!owners[0]) {
+    const { rows: busy } = await tx.query('select 1 from connectors.connectors where id = $1', [entry.connector_id]);
+    if (busy.length) return false;
+  }
   const scopes = owners[0]?.scopes ?? entry.scopes;
   let table: string;
   try {
     table = tenantTableSql(entry.tenant_id, entry.table_name);
   } catch {
-    return;
+    return true;
   }
   const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [table]);
-  if (!exists.rows[0]?.t) return;
+  if (!exists.rows[0]?.t) return true;
   // Rows rewritten since have another hash now: their own later entry indexes them.
   // The payload as text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
   // Every row of the table holding one of the hashes: rows of identical content under other keys too.
@@ -121,7 +139,7 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
        from ${table} where tenant_id = $1 and row_hash = any($2)`,
     [entry.tenant_id, entry.row_hashes],
   );
-  if (rows.length === 0) return;
+  if (rows.length === 0) return true;
   // The earlier version of a rewritten row: a chunk naming its key describes data that is gone,
   // whichever connector's chunk it is (a row belongs to its last writer: another connector of the
   // tenant may have written the key before, its chunk citing that version). It names another row of
@@ -178,6 +196,7 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<void> {
       unique.map((r) => (own(r) ? r.endpoint_id : entry.endpoint_uuid)),
     ],
   );
+  return true;
 }
 
 /** A chunk waiting for its vector, as embedPending reads it. */

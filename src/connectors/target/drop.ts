@@ -87,7 +87,9 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  *      table) while waiting on a row the delete had removed, and the delete then dropping that table
  *      (step 5, waiting for the purge's table lock), was a deadlock (40P01, the purge a 503); two
  *      purges of endpoints sharing a table each cleared the other's watermark (step 3), then waited
- *      to clear its own. An indexer pass never locks the connector's row;
+ *      to clear its own. An indexer pass locks a connector's row only shared and `skip locked`
+ *      (src/retrieval/indexer.ts, expandEntry: never waiting for it, leaving the entry for later);
+ *      a delete or purge waiting here for a pass's lock holds nothing the pass waits for;
  *   1. then locks the tenant's tables it touches (lockTables): a transaction-scoped advisory lock
  *      per table, in the order of the keys, waiting for a delete or purge that holds one to commit.
  *      It touches the tables it deletes rows of (those the connector, the endpoint, registers) and
@@ -132,8 +134,8 @@ export async function purgeEndpointData(tx: Tx, connectorId: string, endpointUui
  * after the chunks: a pass holding an entry of the connector (the endpoint) and then waiting on one
  * of the chunks the delete had removed or settled was a deadlock (40P01, the delete or purge failing
  * with a 503), and a pass that had read rows the delete then removed wrote a chunk citing them after
- * the delete had settled the table's chunks. An indexer pass takes neither the connector's row nor
- * the locks of step 1: a delete or purge waiting at step 0 or 1 holds no entry, chunk or table a pass
+ * the delete had settled the table's chunks. An indexer pass never waits for the connector's row
+ * and takes none of the locks of step 1: a delete or purge waiting at step 0 or 1 holds no entry, chunk or table a pass
  * could wait for, so the pass's order against steps 2 to 4 is as above. Nor does a run: its chunk
  * transactions (rows of its table, dead letters, events, a new pending entry, its run's counters)
  * wait only on rows of that table (a delete or purge at step 3 removing them) and on DDL of it, and
