@@ -355,12 +355,14 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
     expect((await state())[0]).toEqual({ tenant: 1, content: 'a shorter text', embedded: true, attempts: 0, error: null, waits: false });
   });
 
-  it('leaves the batch as it was when the endpoint does not answer or limits the rate: the same chunks are tried at the next pass', async () => {
+  it('leaves the batch as it was when the failure is the endpoint\'s (no answer, a rate limit, a bad key, another length): the same chunks are tried at the next pass', async () => {
     await t.owner.query('delete from retrieval.chunks');
     await chunksOf(1, ['c1', 'c2', 'c3']);
     for (const failure of [
       new EmbeddingUnavailable('unreachable', 'the embedding endpoint did not answer within 40000 ms'),
       new EmbeddingUnavailable('status', 'the embedding endpoint answered HTTP 429: slow down', { httpStatus: 429 }),
+      new EmbeddingUnavailable('status', 'the embedding endpoint answered HTTP 401: invalid key', { httpStatus: 401 }),
+      new EmbeddingUnavailable('dimensions', 'the embedding model m answered 8 dimensions, 4 are configured'),
     ]) {
       const model = refusing('never', () => failure);
       await expect(embedPending(t.db, model.port, 8)).rejects.toBe(failure);

@@ -220,13 +220,13 @@ interface Embedded {
  * still the one embedded: a chunk whose text changed meanwhile (its table or key named anew, a
  * workflow applied again) is embedded again by a later call.
  *
- * A call the model fails for the texts' sake (an HTTP error other than 429, an answer it cannot
+ * A call the model fails for the texts' sake (an HTTP error about the request, an answer it cannot
  * use, the local model failing) is split in halves, each embedded on its own, down to single texts:
  * a chunk that fails alone is set aside (`embed_attempts`, `embed_error`, `embed_retry_at`: 1 s
  * after its first failure, doubling up to PENDING_RETRY_MAX_SECONDS), logged once a failure as a
  * warning naming it and its tenant, and the others get their vectors. A failure that says nothing
- * about the texts (no answer, an address the outbound policy refuses, a 429) ends the call as
- * before: nothing is stored or set aside, the same chunks are tried at the next pass.
+ * about the texts (EmbeddingUnavailable.aboutTheEndpoint: no answer, a refused address, a 401 or a
+ * 429, vectors of another length) ends the call as before: nothing is stored or set aside, the same chunks are tried at the next pass.
  * Returns how many chunks got a vector.
  */
 export async function embedPending(db: Database, port: EmbeddingPort, batch: number, pgvector?: { schema: string }, signal?: AbortSignal): Promise<number> {

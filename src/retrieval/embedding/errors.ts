@@ -20,6 +20,9 @@ const HINTS: Record<EmbeddingFailure, string> = {
   model: 'the bundled sentence encoder could not run; see the hub’s log',
 };
 
+/** HTTP statuses of an embedding endpoint that are about the endpoint (key, address, proxy, rate), never the texts. */
+const ENDPOINT_STATUSES = new Set([401, 403, 404, 407, 408, 429]);
+
 /**
  * 503 `{error, hint}`: the embedding backend is unreachable or answered something unusable. Search
  * and indexing cannot proceed without vectors, but nothing is wrong with the caller's request, so
@@ -40,10 +43,12 @@ export class EmbeddingUnavailable extends PortUnavailable {
 
   /**
    * Whether the failure says nothing about the texts sent (no answer, an address the policy
-   * refuses, a rate limit): the indexer tries the same batch again later rather than looking for a
+   * refuses, vectors of another length, an HTTP status naming the key, the address or the rate: 401,
+   * 403, 404, 407, 408, 429): the indexer tries the same batch again later rather than looking for a
    * text the model refuses (src/retrieval/indexer.ts, embedPending).
    */
   get aboutTheEndpoint(): boolean {
-    return this.failure === 'unreachable' || this.failure === 'refused' || this.httpStatus === 429;
+    if (this.failure === 'unreachable' || this.failure === 'refused' || this.failure === 'dimensions') return true;
+    return this.httpStatus !== undefined && ENDPOINT_STATUSES.has(this.httpStatus);
   }
 }
