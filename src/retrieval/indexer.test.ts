@@ -10,7 +10,7 @@ import type { Target } from '../connectors/types.js';
 import type { Database, Tx } from '../db/database.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
 import type { EmbeddingPort } from './embedding/port.js';
-import { embedPending, expandPending, pendingIndexer } from './indexer.js';
+import { embedPending, expandPending, pendingIndexer, SPLIT_BUDGET_MS } from './indexer.js';
 
 /**
  * Ingestion's hand-off as stored: a written chunk's pending entry carries its rows' hashes (1,000
@@ -370,6 +370,30 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
       expect((await state()).map((s) => [s.content, s.embedded, s.attempts, s.waits])).toEqual([['c1', false, 0, false], ['c2', false, 0, false], ['c3', false, 0, false]]);
     }
     expect(await embedPending(t.db, refusing('never').port, 8)).toBe(3);
+  });
+
+  it('splits a failing call for a bounded time: an endpoint failing every call with a 500 is not called 2n - 1 times a pass', async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    await chunksOf(1, Array.from({ length: 64 }, (_, i) => `d${i}`));
+    let calls = 0;
+    const outage = new EmbeddingUnavailable('status', 'the embedding endpoint answered HTTP 500: overloaded', { httpStatus: 500 });
+    const port: EmbeddingPort = {
+      provider: 'test', model: 'down', dimensions: 4,
+      // An answer takes 50 ms, as the client's own retries of a 5xx at least do.
+      embed: () => {
+        calls += 1;
+        return new Promise((_, reject) => setTimeout(() => reject(outage), 50));
+      },
+    };
+    const began = Date.now();
+    await embedPending(t.db, port, 64).catch(() => 0);
+    // Splitting all the way down is 127 calls (6 s and more); the budget allows about 40.
+    expect(calls).toBeLessThanOrEqual(SPLIT_BUDGET_MS / 50 + 20);
+    expect(Date.now() - began).toBeLessThan(SPLIT_BUDGET_MS + 2_000);
+    // What was tried alone in that time is set aside; nothing got a vector, nothing is lost.
+    const after = await state();
+    expect(after).toHaveLength(64);
+    expect(after.filter((s) => s.embedded)).toEqual([]);
   });
 
   it('stores no vector on a chunk whose text changed while the model embedded it; the next call embeds the new text', async () => {

@@ -224,7 +224,9 @@ interface Embedded {
  * use, the local model failing) is split in halves, each embedded on its own, down to single texts:
  * a chunk that fails alone is set aside (`embed_attempts`, `embed_error`, `embed_retry_at`: 1 s
  * after its first failure, doubling up to PENDING_RETRY_MAX_SECONDS), logged once a failure as a
- * warning naming it and its tenant, and the others get their vectors. A failure that says nothing
+ * warning naming it and its tenant, and the others get their vectors. The splitting stops
+ * SPLIT_BUDGET_MS after the call's failure (an endpoint failing every call is not called 2n - 1
+ * times a pass): what was not tried by then waits for the next pass. A failure that says nothing
  * about the texts (EmbeddingUnavailable.aboutTheEndpoint: no answer, a refused address, a 401 or a
  * 429, vectors of another length) ends the call as before: nothing is stored or set aside, the same chunks are tried at the next pass.
  * Returns how many chunks got a vector.
@@ -277,21 +279,34 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
   return stored;
 }
 
+/** How long a failed call may be split further, from its failure: an endpoint failing every call (a 5xx outage) costs a pass this much, not 2n - 1 calls. */
+export const SPLIT_BUDGET_MS = 2000;
+
 /**
  * The vectors of `chunks` in one call of the model; when the model fails it for the texts' sake,
- * those of each half (and so on down), a text it fails alone refused. Undefined on `signal`.
+ * those of each half (and so on down), a text it fails alone refused, for SPLIT_BUDGET_MS from the
+ * first failure (the parts not tried by then wait for the next pass). When nothing came of the
+ * splitting, the first failure is thrown as it came. Undefined on `signal`.
  */
-async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal: AbortSignal | undefined): Promise<Embedded | undefined> {
+async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal: AbortSignal | undefined, until?: number): Promise<Embedded | undefined> {
   let answer: Float32Array[] | undefined;
   try {
     answer = await unlessAborted(port.embed(chunks.map((c) => c.content)), signal);
   } catch (err) {
     if (err instanceof EmbeddingUnavailable && err.aboutTheEndpoint) throw err;
     if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: err instanceof Error ? err.message : String(err) }] };
+    const deadline = until ?? Date.now() + SPLIT_BUDGET_MS;
+    const found: Embedded = { vectors: [], refused: [] };
     const half = Math.ceil(chunks.length / 2);
-    const first = await embedSplitting(port, chunks.slice(0, half), signal);
-    const second = first && (await embedSplitting(port, chunks.slice(half), signal));
-    return second && { vectors: [...first.vectors, ...second.vectors], refused: [...first.refused, ...second.refused] };
+    for (const part of [chunks.slice(0, half), chunks.slice(half)]) {
+      if (Date.now() >= deadline) break;
+      const done = await embedSplitting(port, part, signal, deadline);
+      if (done === undefined) return undefined;
+      found.vectors.push(...done.vectors);
+      found.refused.push(...done.refused);
+    }
+    if (until === undefined && found.vectors.length === 0 && found.refused.length === 0) throw err;
+    return found;
   }
   return answer && { vectors: answer.map((vector, i) => ({ chunk: chunks[i]!, vector })), refused: [] };
 }
