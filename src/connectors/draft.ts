@@ -1,6 +1,7 @@
 import { ConflictError, HubError, type Rendered, ValidationError } from '../errors.js';
 import { type EngineContext, firstPage } from './engine/read.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod, PromoteType } from './types.js';
+import { ExactNumber } from './engine/exact-json.js';
 
 /** The source refused the drafting request: 502 naming the upstream status. */
 class UpstreamRefused extends HubError {
@@ -58,7 +59,7 @@ export async function draftEndpoint(connector: ConnectorSpec, request: { path: s
   const first = records.find((r) => r !== null && typeof r === 'object' && !Array.isArray(r)) as Record<string, unknown> | undefined;
   const promote = first
     ? Object.entries(first)
-        .filter(([key, value]) => /^[a-z_][a-z0-9_]{0,62}$/i.test(key) && value !== null && typeof value !== 'object')
+        .filter(([key, value]) => /^[a-z_][a-z0-9_]{0,62}$/i.test(key) && value !== null && (typeof value !== 'object' || value instanceof ExactNumber))
         .filter(([key]) => !['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id'].includes(key.toLowerCase()))
         .map(([key, value]) => ({ name: key.toLowerCase(), path: `$.${key}`, ...typeOf(value) }))
     : [];
@@ -103,6 +104,7 @@ function typeOf(value: unknown): { type: PromoteType; transform?: string } {
   if (typeof value === 'boolean') return { type: 'boolean' };
   if (typeof value === 'number') return Number.isInteger(value) ? { type: 'bigint' } : { type: 'numeric' };
   if (typeof value === 'bigint') return value >= -9223372036854775808n && value <= 9223372036854775807n ? { type: 'bigint' } : { type: 'numeric' };
+  if (value instanceof ExactNumber) return { type: 'numeric' };
   if (typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}/.test(value) && !Number.isNaN(Date.parse(value))) return { type: 'timestamptz', transform: 'parse_iso8601' };
   return { type: 'text' };
 }

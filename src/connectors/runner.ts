@@ -18,6 +18,7 @@ import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, isUniqueViolation, refusedValueCode } from '../validation/database-refusals.js';
+import { compareNumbers, ExactNumber } from './engine/exact-json.js';
 import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, UNSTORABLE_ESCAPE, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
@@ -343,7 +344,7 @@ export class ConnectorRunner {
     /** Why the run was stopped (CancelledByRequest, HubStopped), once it was. */
     const stopped = () => (controller.signal.aborted ? (controller.signal.reason as EngineFailure) : undefined);
     const watermarking = endpoint.incremental.mode === 'watermark' ? endpoint.incremental : undefined;
-    let candidate: string | number | undefined;
+    let candidate: Watermark | undefined;
     // The watermark as read at the start (value and when it was last set), for the compare-and-set at the end.
     let watermarkRead: { value?: string; at: string | null } | undefined;
     let written = 0;
@@ -807,27 +808,29 @@ async function* untilAborted<T>(pages: AsyncIterable<T>, signal: AbortSignal): A
  * when both the held maximum and the value are one (`2024-03-01T10:00:00+02:00` is before
  * `2024-03-01T09:00:00.500Z`), keeping the greatest one's own text; anything else as text. An
  * integer beyond ±(2^53 − 1), read exactly as a bigint (engine/exact-json.ts), is a number too,
- * held as its digits.
+ * held as its digits; so is a number past a double's range (an ExactNumber, `1e400`), compared
+ * exactly and held as it is (its text is what is stored and sent back).
  */
-export function maxOf(current: string | number | undefined, values: readonly unknown[]): string | number | undefined {
+export function maxOf(current: Watermark | undefined, values: readonly unknown[]): Watermark | undefined {
   let max = current;
   // The instant of `max` when it is a timestamp (undefined when it is not), read once it is needed.
   let maxInstant: string | undefined;
   let instantRead = false;
-  const take = (next: string | number) => {
+  const take = (next: Watermark) => {
     max = next;
     instantRead = false;
   };
   for (const value of values) {
     if (value === undefined || value === null || value === '') continue;
-    if (typeof value === 'number' || typeof value === 'bigint') {
+    if (typeof value === 'number' || typeof value === 'bigint' || value instanceof ExactNumber) {
       const next = typeof value === 'bigint' ? String(value) : value;
       if (max === undefined) {
         take(next);
         continue;
       }
-      const held = typeof max === 'number' ? max : typeof value === 'bigint' || /^-?\d{16,}$/.test(max) ? wholeNumber(max) : undefined;
-      if (held !== undefined && value > held) take(next);
+      // A held text is a number when it is a bigint's digits.
+      const numeric = typeof max !== 'string' || ((typeof value !== 'number' || /^-?\d{16,}$/.test(max)) && /^-?\d+$/.test(max));
+      if (numeric && (compareNumbers(value, max) ?? 0) > 0) take(next);
       continue;
     }
     const text = String(value);
@@ -859,6 +862,5 @@ function instantOf(text: string): string | undefined {
   return ISO_DATE_START.test(text) ? parseIsoTimestamp(text) : undefined;
 }
 
-function wholeNumber(text: string): bigint | undefined {
-  return /^-?\d+$/.test(text) ? BigInt(text) : undefined;
-}
+/** A running watermark: a number, a bigint's digits or other text, or a number past a double's range. */
+type Watermark = string | number | ExactNumber;

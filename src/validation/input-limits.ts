@@ -1,3 +1,4 @@
+import { ExactNumber, fitsNumeric } from '../connectors/engine/exact-json.js';
 import { joinField } from './schema-errors.js';
 
 /**
@@ -223,7 +224,7 @@ export function depthOf(value: unknown, max = MAX_JSON_DEPTH): number {
   const reached = new Map<object, number>();
   while (stack.length) {
     const { value: v, depth } = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
+    if (typeof v !== 'object' || v === null || v instanceof ExactNumber) continue;
     if (depth > max) return max + 1;
     if ((reached.get(v) ?? 0) >= depth) continue;
     reached.set(v, depth);
@@ -247,7 +248,7 @@ export function cutDeeperThan(value: unknown, max: number, marker: unknown): unk
   while (stack.length) {
     const { from, into, key, depth } = stack.pop()!;
     let copy: unknown = from;
-    if (typeof from === 'object' && from !== null) {
+    if (typeof from === 'object' && from !== null && !(from instanceof ExactNumber)) {
       if (depth > max) copy = marker;
       else if (Array.isArray(from)) {
         const array: unknown[] = new Array(from.length);
@@ -269,11 +270,13 @@ export function cutDeeperThan(value: unknown, max: number, marker: unknown): unk
 
 /**
  * A copy of a document PostgreSQL can store: NUL characters and unpaired surrogates in keys and
- * string values become U+FFFD. For keeping what could not be stored (dead letters), never for data.
+ * string values become U+FFFD, and a number past what a jsonb number holds (`1e200000`) its text in
+ * a string. For keeping what could not be stored (dead letters), never for data.
  */
 export function toStorable(value: unknown): unknown {
   if (typeof value === 'string') return unstorableText(value) ? value.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATES, '\ufffd') : value;
   if (typeof value !== 'object' || value === null) return value;
+  if (value instanceof ExactNumber) return fitsNumeric(String(value)) ? value : String(value);
   if (Array.isArray(value)) return value.map(toStorable);
   const out: Record<string, unknown> = {};
   for (const [key, child] of Object.entries(value as Record<string, unknown>)) out[toStorable(key) as string] = toStorable(child);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { canonicalJson } from '../target/rows.js';
-import { bigIntsAsText, jsonText, parseJsonExact } from './exact-json.js';
+import { compareNumbers, ExactNumber, exactNumbersAsText, fitsNumeric, jsonText, parseJsonExact } from './exact-json.js';
 
 /** Upstream JSON read without losing integers (src/connectors/engine/exact-json.ts). */
 
@@ -62,13 +62,82 @@ describe('parseJsonExact', () => {
   });
 });
 
-describe('jsonText and bigIntsAsText', () => {
-  it('write a bigint as its digits: a JSON number in jsonText, a string in bigIntsAsText', () => {
+describe('jsonText and exactNumbersAsText', () => {
+  it('write a bigint as its digits: a JSON number in jsonText, a string in exactNumbersAsText', () => {
     const value = { id: 1234567890123456789n, list: [1, -98765432109876543210n], s: 'x' };
     expect(jsonText(value)).toBe('{"id":1234567890123456789,"list":[1,-98765432109876543210],"s":"x"}');
     expect(jsonText(value, 2)).toContain('"id": 1234567890123456789');
     expect(jsonText({ a: 1 })).toBe('{"a":1}');
-    expect(bigIntsAsText(value)).toEqual({ id: '1234567890123456789', list: [1, '-98765432109876543210'], s: 'x' });
+    expect(exactNumbersAsText(value)).toEqual({ id: '1234567890123456789', list: [1, '-98765432109876543210'], s: 'x' });
     expect(() => JSON.stringify(value)).toThrow(TypeError);
+  });
+});
+
+describe('numbers past a double\'s range', () => {
+  it('are kept as their text where JSON.parse reads ±Infinity or 0: ids 1e400 and 2e400 stay two', () => {
+    const text = '{"items":[{"id":1e400},{"id":2e400},{"id":-2.5E+400},{"id":1e-400},{"id":-0.5e-999}],"big":1' + '0'.repeat(400) + '.5}';
+    const page = parseJsonExact(text) as { items: Array<{ id: unknown }>; big: unknown };
+    expect(page.items.map((i) => i.id instanceof ExactNumber)).toEqual([true, true, true, true, true]);
+    expect(page.items.map((i) => String(i.id))).toEqual(['1e400', '2e400', '-2.5E+400', '1e-400', '-0.5e-999']);
+    expect(String(page.big)).toBe(`1${'0'.repeat(400)}.5`);
+    // What JSON.parse makes of them.
+    expect(JSON.parse(text).items.map((i: { id: number }) => String(i.id))).toEqual(['Infinity', 'Infinity', '-Infinity', '0', '0']);
+    // Compared with < and >, they are what JSON.parse read.
+    expect((page.items[0]!.id as number) > 1e308).toBe(true);
+    // An integer written out in digits past a double's range is a bigint, as any long integer.
+    expect(parseJsonExact(`[1${'0'.repeat(400)}]`)).toEqual([10n ** 400n]);
+  });
+
+  it('leaves what a double holds as JSON.parse reads it: 1e308, 1e-320 (rounded, not lost), 0e-999, exponents in strings', () => {
+    const text = String.raw`{"a":1e308,"b":1e-320,"c":0e-999,"d":-0.0e500,"e":1.5e300,"s":"1e400","k":{"1e400":"x\\"},"t":"\"1e400","u":"a\\\"1e400"}`;
+    expect(parseJsonExact(text)).toEqual(JSON.parse(text));
+  });
+
+  it('marks only numbers outside strings, whatever the strings hold (property)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.string(), (value, text) => {
+        const page = `[${JSON.stringify(value)},${JSON.stringify(`${text}"1e400,\\`)},1e400]`;
+        const read = parseJsonExact(page) as unknown[];
+        expect(read.slice(0, 2)).toEqual(exactly(JSON.parse(page).slice(0, 2)));
+        expect(String(read[2])).toBe('1e400');
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('refuses what JSON.parse refuses (an invalid token with a large exponent)', () => {
+    for (const text of ['[01e400]', '[1.e400]', '[1e400e5]', '[1e400x]', '[1e+-400]', '[.5e400]', '{"a":1e400']) expect(() => parseJsonExact(text)).toThrow(SyntaxError);
+  });
+
+  it('jsonText writes them as JSON numbers as written, JSON.stringify and exactNumbersAsText as their text in a string', () => {
+    const value = parseJsonExact('{"id":1e400,"list":[-2E+400,1e-400,3]}');
+    expect(jsonText(value)).toBe('{"id":1e400,"list":[-2E+400,1e-400,3]}');
+    expect(jsonText(value, 1)).toContain('"id": 1e400');
+    expect(jsonText((value as { id: unknown }).id)).toBe('1e400');
+    expect(JSON.stringify(value)).toBe('{"id":"1e400","list":["-2E+400","1e-400",3]}');
+    expect(exactNumbersAsText(value)).toEqual({ id: '1e400', list: ['-2E+400', '1e-400', 3] });
+  });
+
+  it('read back exactly what jsonText and canonicalJson write (property)', () => {
+    const huge = fc
+      .tuple(fc.boolean(), fc.integer({ min: 1, max: 9 }), fc.nat({ max: 999 }), fc.integer({ min: 330, max: 5000 }), fc.boolean(), fc.constantFrom('e', 'E', 'e+', 'E-', 'e-'))
+      .map(([neg, lead, frac, exp, withFrac, e]) => `${neg ? '-' : ''}${lead}${withFrac ? `.${frac}` : ''}${e}${exp}`);
+    fc.assert(
+      fc.property(fc.array(fc.oneof(huge, fc.integer().map(String)), { maxLength: 6 }), (tokens) => {
+        const text = `[${tokens.join(',')}]`;
+        const value = parseJsonExact(text) as unknown[];
+        expect(jsonText(value)).toBe(text);
+        expect(canonicalJson(value)).toBe(text);
+        expect(value.map(String)).toEqual(tokens);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('compareNumbers compares exactly, fitsNumeric says what PostgreSQL\'s numeric holds', () => {
+    const [a, b, c] = parseJsonExact('[1e400, 10e399, 1.0000000000000000001e400]') as ExactNumber[];
+    expect([compareNumbers(a, b), compareNumbers(a, c), compareNumbers(c, a), compareNumbers(-1, a), compareNumbers('1e-400', 0), compareNumbers('-1e-400', '-2e-400')]).toEqual([0, -1, 1, -1, 1, 1]);
+    expect([compareNumbers(1e21, '1000000000000000000000'), compareNumbers(12345678901234567891n, '1.2345678901234567890e19'), compareNumbers('x', 1), compareNumbers(Number.NaN, 1)]).toEqual([0, 1, undefined, undefined]);
+    expect(['1e131071', '1e131072', '1e-16383', '1e-16384', '0.5e-16382', `1${'0'.repeat(20000)}`, '12.5'].map(fitsNumeric)).toEqual([true, false, true, false, true, true, true]);
   });
 });

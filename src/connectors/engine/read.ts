@@ -23,7 +23,7 @@ import { type Exchange, exchange, type ExchangeOptions, type RetryEvent } from '
 import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
-import { bigIntsAsText, jsonText } from './exact-json.js';
+import { exactNumbersAsText, jsonText } from './exact-json.js';
 import { cutDeeperThan, MAX_JSON_DEPTH } from '../../validation/input-limits.js';
 import { TooDeepForPath } from '../jsonpath.js';
 
@@ -270,7 +270,7 @@ const DEEPER = `(nested deeper than ${MAX_JSON_DEPTH} levels: not shown)`;
 
 function boundedSample(item: unknown): unknown {
   const text = jsonText(item);
-  // An answer goes out through JSON.stringify: a bigint (an integer beyond ±(2^53 − 1)) as its digits in a string.
-  if (text === undefined || text.length <= SAMPLE_CHARS) return bigIntsAsText(item);
+  // An answer goes out through JSON.stringify: a bigint (an integer beyond ±(2^53 − 1)) or a number past a double's range as its text in a string.
+  if (text === undefined || text.length <= SAMPLE_CHARS) return exactNumbersAsText(item);
   return `${text.slice(0, SAMPLE_CHARS)}…`;
 }

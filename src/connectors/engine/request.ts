@@ -7,7 +7,7 @@ import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
 import { CredentialError, maskUserinfo, PaginationError, quote, RequestInvalidError } from './errors.js';
 import { redactSecrets } from '../../observability/secret-forms.js';
 import { queryCredentials } from '../auth/stated-credentials.js';
-import { jsonText } from './exact-json.js';
+import { ExactNumber, jsonText } from './exact-json.js';
 
 /** One composed HTTP request. */
 export interface ComposedRequest {
@@ -166,7 +166,7 @@ export function redactDeep(value: unknown, auth: AuthParts): unknown {
   if (auth.secrets.length === 0) return value;
   if (typeof value === 'string') return redactText(value, auth);
   if (Array.isArray(value)) return value.map((v) => redactDeep(v, auth));
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [redactText(k, auth), redactDeep(v, auth)]));
+  if (value && typeof value === 'object' && !(value instanceof ExactNumber)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [redactText(k, auth), redactDeep(v, auth)]));
   return value;
 }
 

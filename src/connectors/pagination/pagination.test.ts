@@ -14,6 +14,8 @@ let source: DemoSource;
 let broken: Server;
 let brokenUrl: string;
 const brokenHits = new Map<string, number>();
+/** The request bodies each path received. */
+const brokenBodies = new Map<string, string[]>();
 const hitsOf = (path: string) => brokenHits.get(path) ?? 0;
 
 beforeAll(async () => {
@@ -25,9 +27,10 @@ beforeAll(async () => {
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => (body += chunk));
     req.on('end', () => {
+      brokenBodies.set(url.pathname, [...(brokenBodies.get(url.pathname) ?? []), body]);
       const answer = brokenAnswer(url, body);
       res.writeHead(answer ? 200 : 404, { 'Content-Type': 'application/json', ...answer?.headers });
-      res.end(answer ? JSON.stringify(answer.body) : '');
+      res.end(answer ? (typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body)) : '');
     });
   });
   await new Promise<void>((resolve) => broken.listen(0, '127.0.0.1', resolve));
@@ -42,7 +45,7 @@ afterAll(async () => {
 const CYCLE: Record<string, string> = { '': 'A', A: 'B', B: 'A' };
 const rowsAt = (position: string) => [{ id: `${position || 'first'}-1` }, { id: `${position || 'first'}-2` }];
 
-/** The JSON body (and headers) the broken source answers at a path, undefined for a 404. */
+/** The JSON body (and headers) the broken source answers at a path (a string: as written), undefined for a 404. */
 function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record<string, string> } | undefined {
   const at = url.searchParams.get('p') ?? '';
   const after = () => (JSON.parse(sent) as { variables: { after?: string } }).variables.after;
@@ -63,12 +66,25 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       return { body: url.searchParams.has('starting_after') ? { data: [], has_more: true } : { data: rowsAt(''), has_more: true } };
     case '/relay-null':
       return { body: { data: { items: { nodes: rowsAt(after() ?? ''), pageInfo: { hasNextPage: true, endCursor: after() ? null : 'c1' } } } } };
+    case '/relay-huge':
+      // A cursor past a double's range (JSON.parse reads Infinity), written as the source writes it.
+      return after() === undefined
+        ? { body: '{"data":{"items":{"nodes":[{"id":1e400}],"pageInfo":{"hasNextPage":true,"endCursor":1e400}}}}' }
+        : { body: '{"data":{"items":{"nodes":[{"id":2e400}],"pageInfo":{"hasNextPage":false,"endCursor":null}}}}' };
     case '/link-header-bad':
       return { body: rowsAt(''), headers: { Link: '<http://[::1>; rel="next"' } };
     default:
       return undefined;
   }
 }
+
+/** A GraphQL endpoint at `path` paging Relay-style through `items` (the broken source's relay paths). */
+const relay = (path: string) =>
+  endpointSpec(path, { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.nodes' }, {
+    graphql: true,
+    method: 'POST',
+    query: 'query($after: String) { items(after: $after) { nodes { id } pageInfo { endCursor hasNextPage } } }',
+  });
 
 describe('every strategy reads every row exactly once', () => {
   const cases: Array<[string, Auth, () => ReturnType<typeof endpointSpec>, number]> = [
@@ -172,12 +188,6 @@ describe('pagination that does not advance or leaves the source', () => {
 describe('a source that cycles through positions fails fast instead of looping to the page cap', () => {
   // A page cap of 50: without the guard each read would end Partial after 50 requests.
   const ctx = () => engineContext({}, { maxPages: 50 });
-  const relay = (path: string) =>
-    endpointSpec(path, { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.nodes' }, {
-      graphql: true,
-      method: 'POST',
-      query: 'query($after: String) { items(after: $after) { nodes { id } pageInfo { endCursor hasNextPage } } }',
-    });
 
   it.each([
     ['cursor', '/cursor-cycle', () => endpointSpec('/cursor-cycle', { kind: 'cursor', cursor_param: 'p', cursor_path: '$.next', has_more_path: '$.has_more', response_path: '$.data' }), /^pagination did not advance: cursor "A" came back after 2 pages \(cursor_path \$\.next\)$/],
@@ -213,6 +223,17 @@ describe('a source that cycles through positions fails fast instead of looping t
   });
 });
 
+describe('a cursor past a double\'s range (1e400)', () => {
+  it('relay: is sent back in the GraphQL variables as the source wrote it, a JSON number', async () => {
+    const result = await readAll(connectorSpec(brokenUrl, { graphqlPath: '/relay-huge' }), relay('/relay-huge'), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(result.pages.flatMap((p) => p.items.map((i) => String((i as { id: unknown }).id)))).toEqual(['1e400', '2e400']);
+    const sent = brokenBodies.get('/relay-huge')!.slice(-2);
+    expect(sent[0]).not.toContain('"after"');
+    expect(sent[1]).toContain('"variables":{"after":1e400}');
+  });
+});
+
 describe('a source that says there are more pages but gives no cursor fails instead of completing short', () => {
   it('cursor: an empty page with has_more true (no last item to take the cursor from)', async () => {
     const result = await readAll(
@@ -226,15 +247,7 @@ describe('a source that says there are more pages but gives no cursor fails inst
   });
 
   it('relay: hasNextPage true with a null endCursor', async () => {
-    const result = await readAll(
-      connectorSpec(brokenUrl, { graphqlPath: '/relay-null' }),
-      endpointSpec('/relay-null', { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.nodes' }, {
-        graphql: true,
-        method: 'POST',
-        query: 'query($after: String) { items(after: $after) { nodes { id } pageInfo { endCursor hasNextPage } } }',
-      }),
-      engineContext(),
-    );
+    const result = await readAll(connectorSpec(brokenUrl, { graphqlPath: '/relay-null' }), relay('/relay-null'), engineContext());
     expect(result.pages).toHaveLength(2);
     expect(result.error).toBeInstanceOf(PaginationError);
     expect(result.error?.message).toBe(

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PaginationKind } from '../types.js';
+import { ExactNumber } from '../engine/exact-json.js';
 
 /** Where the next request points, as a strategy sees it. */
 export interface Position {
@@ -50,11 +51,14 @@ export function describeValue(value: unknown): string {
   return text.length > 120 ? `${text.slice(0, 120)}…` : text;
 }
 
-/** A usable cursor: a non-empty string, or a finite number/bigint/boolean. null, undefined, '' and objects are none. */
-export function isCursor(value: unknown): value is string | number | boolean {
+/**
+ * A usable cursor: a non-empty string, or a finite number/bigint/boolean, or a number past a
+ * double's range (an ExactNumber, sent back as written). null, undefined, '' and objects are none.
+ */
+export function isCursor(value: unknown): value is string | number | bigint | boolean | ExactNumber {
   if (typeof value === 'string') return value !== '';
   if (typeof value === 'number') return Number.isFinite(value);
-  return typeof value === 'boolean' || typeof value === 'bigint';
+  return typeof value === 'boolean' || typeof value === 'bigint' || value instanceof ExactNumber;
 }
 
 /** Positions longer than this are remembered as their SHA-256, so a read's memory stays small. */

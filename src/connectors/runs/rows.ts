@@ -1,7 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { NotFoundError } from '../../errors.js';
 import { extTableName, tenantTableSql, tenantTableText } from '../target/ddl.js';
-import { jsonText, parseJsonExact } from '../engine/exact-json.js';
+import { ExactNumber, jsonText, parseJsonExact } from '../engine/exact-json.js';
 
 /**
  * Follows a citation's row hash to its raw source row in the current tenant: every ext.* table the
@@ -28,7 +28,7 @@ export async function rowByHash(tx: Tx, hash: string): Promise<Record<string, st
  * JSON text, null becomes the empty string, everything else its text form.
  */
 export function flatten(value: unknown, prefix = '', out: Record<string, string> = {}): Record<string, string> {
-  if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+  if (value !== null && typeof value === 'object' && !Array.isArray(value) && !(value instanceof ExactNumber)) {
     for (const [key, child] of Object.entries(value as Record<string, unknown>)) flatten(child, prefix ? `${prefix}.${key}` : key, out);
     return out;
   }

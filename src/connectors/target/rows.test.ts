@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
+import { ExactNumber, parseJsonExact } from '../engine/exact-json.js';
 import { flatten } from '../runs/rows.js';
 import { maxOf } from '../runner.js';
 import type { Target } from '../types.js';
 import { canonicalJson, prepareRow, rowHash } from './rows.js';
+import { cutDeeperThan, depthOf, toStorable } from '../../validation/input-limits.js';
 
 const target: Target = {
   kind: 'hybrid',
@@ -157,6 +159,16 @@ describe('watermark running maximum', () => {
     // Text as before: a number does not compare with a timestamp.
     expect(maxOf('2026-03-01T00:00:00Z', [1234567890123456795n])).toBe('2026-03-01T00:00:00Z');
   });
+
+  it('compares numbers past a double\'s range (1e400, read exactly) exactly with numbers, bigints and each other, kept as written', () => {
+    const [one, twoAndAHalf, minus, tiny] = parseJsonExact('[1e400, 2.5E+400, -1e400, 1e-400]') as ExactNumber[];
+    expect(String(maxOf(undefined, [5, one, 1234567890123456795n, twoAndAHalf, 7]))).toBe('2.5E+400');
+    expect(String(maxOf(undefined, [minus, -5]))).toBe('-5');
+    expect(String(maxOf(undefined, [0, tiny]))).toBe('1e-400');
+    expect(String(maxOf(undefined, [tiny, 1e-300]))).toBe('1e-300');
+    expect(String(maxOf('1234567890123456793', [one]))).toBe('1e400');
+    expect(maxOf('2026-03-01T00:00:00Z', [one])).toBe('2026-03-01T00:00:00Z');
+  });
 });
 
 describe('flat rows for /api/platform/data/row/{hash}', () => {
@@ -169,6 +181,42 @@ describe('flat rows for /api/platform/data/row/{hash}', () => {
       'address.geo.lat': '45.7',
       tags: '["a","b"]',
     });
+  });
+});
+
+describe('numbers past a double\'s range in rows (engine/exact-json.ts)', () => {
+  const item = parseJsonExact(
+    '{"id":1e400,"n":[2e400,-1E+400,1e-400],"credit_limit":1e400,"ratio":-2.5e400,"name":1e400,"tiny":1e-400,"deep":{"x":1e400}}',
+  ) as Record<string, unknown>;
+
+  it('key, canonical JSON and promoted columns keep the text as the source wrote it', () => {
+    const row = prepareRow(item, { ...target, promote: [...target.promote, { name: 'tiny', path: '$.tiny', type: 'bigint' }] });
+    expect(row.externalId).toBe('1e400');
+    expect(prepareRow(parseJsonExact('{"id":2e400}'), target).externalId).toBe('2e400');
+    expect(row.json).toBe('{"credit_limit":1e400,"deep":{"x":1e400},"id":1e400,"n":[2e400,-1E+400,1e-400],"name":1e400,"ratio":-2.5e400,"tiny":1e-400}');
+    expect(row.rowHash).not.toBe(prepareRow(parseJsonExact(row.json.replace('"id":1e400', '"id":2e400')), target).rowHash);
+    expect(row.promoted).toMatchObject({ name: '1e400', ratio: '-2.5e400', credit_limit: null, tiny: null });
+    expect(row.rejects).toEqual([
+      { column: 'credit_limit', value: item.credit_limit, reason: 'bigint: out of range' },
+      { column: 'tiny', value: item.tiny, reason: 'bigint: not a whole number' },
+    ]);
+  });
+
+  it('a numeric column takes any number text (a SOAP or CSV text too): PostgreSQL\'s numeric holds 1e400', () => {
+    const numeric: Target = { ...target, promote: [{ name: 'ratio', path: '$.ratio', type: 'numeric' }] };
+    expect(prepareRow({ id: 1, ratio: '1e400' }, numeric).promoted.ratio).toBe('1e400');
+    expect(prepareRow({ id: 1, ratio: ' -1E-400 ' }, numeric).promoted.ratio).toBe('-1E-400');
+    expect(prepareRow({ id: 1, ratio: 'Infinity' }, numeric).rejects.map((r) => r.reason)).toEqual(['numeric: not a number']);
+  });
+
+  it('is a scalar to the walks over a record: flat rows, depth, cuts and dead letters', () => {
+    expect(flatten(item)).toMatchObject({ id: '1e400', n: '[2e400,-1E+400,1e-400]', 'deep.x': '1e400' });
+    expect(depthOf(item)).toBe(2);
+    expect(cutDeeperThan(item, 64, '-')).toEqual(item);
+    expect((cutDeeperThan(item, 64, '-') as Record<string, unknown>).id).toBeInstanceOf(ExactNumber);
+    expect(toStorable(item)).toEqual(item);
+    // Past what a jsonb number holds: a dead letter keeps its text.
+    expect(toStorable(parseJsonExact('{"a":[1e200000]}'))).toEqual({ a: ['1e200000'] });
   });
 });
 

@@ -2,7 +2,7 @@ import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
 import { ISO_DATE_START, parseIsoTimestamp, parseRfcTimestamp, timestampFromMillis } from './timestamp.js';
-import { jsonText } from '../engine/exact-json.js';
+import { ExactNumber, jsonText } from '../engine/exact-json.js';
 import { MAX_JSON_DEPTH } from '../../validation/input-limits.js';
 
 /** One source item made ready for its ext.* table. */
@@ -51,6 +51,8 @@ export function canonicalJson(value: unknown, depth = 1): string {
   // An integer beyond ±(2^53 − 1), read exactly (engine/exact-json.ts): its digits, a JSON number.
   if (typeof value === 'bigint') return String(value);
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  // A number past a double's range, read exactly: its text as the source wrote it, a JSON number.
+  if (value instanceof ExactNumber) return value.toString();
   if (depth > MAX_JSON_DEPTH) throw new TooDeepError();
   if (Array.isArray(value)) {
     let out = '[';
@@ -99,10 +101,13 @@ const hashOf: (json: string) => string =
     ? (json) => (crypto as unknown as { hash(algorithm: string, data: string, encoding: 'hex'): string }).hash('sha256', json, 'hex')
     : (json) => crypto.createHash('sha256').update(json).digest('hex');
 
-/** A record's key: what `uniqueKey` reads from it as text, undefined when that is nothing (absent, null, empty, an object or array). */
+/**
+ * A record's key: what `uniqueKey` reads from it as text, undefined when that is nothing (absent,
+ * null, empty, an object or array). A number past a double's range is its text as written (`1e400`).
+ */
 export function externalIdOf(item: unknown, uniqueKey: string): string | undefined {
   const key = readPath(item, uniqueKey);
-  return key === undefined || key === null || key === '' || typeof key === 'object' ? undefined : String(key);
+  return key === undefined || key === null || key === '' || (typeof key === 'object' && !(key instanceof ExactNumber)) ? undefined : String(key);
 }
 
 export function prepareRow(item: unknown, target: Target): PreparedRow {
@@ -164,6 +169,8 @@ function typed(type: PromoteType, value: unknown): { value: string | null; reaso
     case 'bigint': {
       // The common case, a whole number JSON gave as a number, needs neither the pattern nor BigInt.
       if (typeof value === 'number' && Number.isSafeInteger(value)) return { value: String(value) };
+      // A number past a double's range: far beyond a bigint, or a fraction near 0.
+      if (value instanceof ExactNumber) return { value: null, reason: Number(value) === 0 ? 'bigint: not a whole number' : 'bigint: out of range' };
       const text = typeof value === 'number' ? (Number.isInteger(value) ? String(value) : '') : String(value).trim();
       if (!/^-?\d{1,19}$/.test(text)) return { value: null, reason: 'bigint: not a whole number' };
       const n = BigInt(text);
@@ -171,8 +178,10 @@ function typed(type: PromoteType, value: unknown): { value: string | null; reaso
       return { value: text };
     }
     case 'numeric': {
+      // Any number's text, exactly: `1e400` too (from a source's JSON, or a text). One past what the
+      // column holds (`1e200000`) is refused by PostgreSQL, and its row dead-lettered.
       const text = typeof value === 'number' ? String(value) : String(value).trim();
-      if (!/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text) || !Number.isFinite(Number(text))) return { value: null, reason: 'numeric: not a number' };
+      if (!/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text)) return { value: null, reason: 'numeric: not a number' };
       return { value: text };
     }
     case 'boolean': {
