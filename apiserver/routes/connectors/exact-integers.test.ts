@@ -31,7 +31,7 @@ const BODY = `[
 const HUGE_BODY = `[
   {"id": 1e400, "seq": 1e400, "amount": 1e400, "count": 1e400, "tiny": 1e-400, "label": 1e400},
   {"id": 2e400, "seq": 2.5E+400, "amount": -2E+400, "count": 2, "tiny": -1e-400, "label": 2e400},
-  {"id": 3, "seq": 7, "amount": 1e200000}
+  {"id": 3, "seq": 7, "amount": 1e200000, "ref": 1e400, "snowflake": 1234567890123456789}
 ]`;
 
 beforeAll(async () => {
@@ -169,6 +169,10 @@ describe('numbers past a double\'s range from a source (1e400, read by JSON.pars
     // The dead letter keeps the record, the number jsonb cannot hold as its text.
     const { rows: letters } = await owner.query(`select skip_reason, error_message, payload->>'amount' as amount, payload->'id' as id from connectors.dead_letters where payload->>'id' = '3'`);
     expect(letters).toEqual([{ skip_reason: 'unstorable', error_message: 'the row cannot be stored: a number is out of range (database error 22003)', amount: '1e200000', id: 3 }]);
+    // Shown through the API with its numbers exact, as text (as JSON numbers they would read as Infinity and rounded).
+    const { rows: ids } = await owner.query(`select id from connectors.dead_letters where payload->>'id' = '3'`);
+    const letter = (await (await fetch(`${hub.url}/api/platform/dlq/${ids[0].id}`, { headers: H })).json()) as { payload: unknown };
+    expect(letter.payload).toEqual({ id: 3, seq: 7, amount: '1e200000', ref: `1${'0'.repeat(400)}`, snowflake: '1234567890123456789' });
     // Read back through the API as a citation's row: the same values.
     const { rows: hashed } = await owner.query(`select row_hash from ext_t1.huge_numbers where external_id = '1e400'`);
     const cited = (await (await fetch(`${hub.url}/api/platform/data/row/${hashed[0].row_hash}`, { headers: H })).json()) as Record<string, string>;

@@ -1,7 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import { toStorable } from '../../validation/input-limits.js';
-import { jsonText } from '../engine/exact-json.js';
+import { exactNumbersAsText, jsonText, parseJsonExact } from '../engine/exact-json.js';
 
 export interface DeadLetterInput {
   skipReason: string;
@@ -82,12 +82,15 @@ export async function listDeadLetters(tx: Tx, query: { limit: number; runId?: st
 
 export async function getDeadLetter(tx: Tx, id: string): Promise<DeadLetter> {
   if (!/^\d{1,18}$/.test(id)) throw new NotFoundError('dead-letter entry not found');
-  const { rows } = await tx.query<Row>(
-    `select ${SUMMARY}, payload, skip_detail as "skipDetail" from connectors.dead_letters where id = $1 and erased_at is null`,
+  // The payload as text, read as the engine reads a source: a number a double cannot hold (an integer
+  // beyond ±(2^53 − 1), 1e400) comes out as its text in a string, as the pre-flight's sample shows it.
+  const { rows } = await tx.query<Row & { payload: string | null }>(
+    `select ${SUMMARY}, payload::text as payload, skip_detail as "skipDetail" from connectors.dead_letters where id = $1 and erased_at is null`,
     [id],
   );
   if (!rows[0]) throw new NotFoundError('dead-letter entry not found');
-  return toEntry(rows[0]);
+  const { payload } = rows[0];
+  return toEntry({ ...rows[0], payload: payload === null ? null : exactNumbersAsText(parseJsonExact(payload)) });
 }
 
 export async function markReplayed(tx: Tx, id: string, newRunId?: string): Promise<void> {
