@@ -194,6 +194,13 @@ describe('numbers past a double\'s range from a source (1e400, read by JSON.pars
     expect(huge.received.slice(before).map((r) => new URL(r.path, 'http://x').searchParams.get('cursor'))).toEqual([null, '1e400']);
   });
 
+  it('a draft suggests numeric columns for them (1e-400 is no whole number, 1e400 past a bigint)', async () => {
+    const res = await fetch(`${hub.url}/api/connectors/huge-numbers/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/items' }) });
+    expect(res.status).toBe(200);
+    const fragment = (await res.json()) as { target: { promote: Array<{ name: string; type: string }> } };
+    expect(Object.fromEntries(fragment.target.promote.map((p) => [p.name, p.type]))).toEqual({ seq: 'numeric', amount: 'numeric', count: 'numeric', tiny: 'numeric', label: 'numeric' });
+  });
+
   it('preflight shows them as their text', async () => {
     const res = await fetch(`${hub.url}/api/connectors/huge-numbers/preflight`, { method: 'POST', headers: H, body: JSON.stringify({ endpoint: 'items' }) });
     expect(res.status).toBe(200);
