@@ -134,6 +134,30 @@ describe('keys that are not text', () => {
   });
 });
 
+describe('a byte order mark (U+FEFF) at the start of a document', () => {
+  const BOM = '\uFEFF';
+  const second = (name: string) => manifest(name, '').replace(/^apiVersion: (.*)\nkind: (.*)\n/, 'kind: $2\napiVersion: $1\n');
+
+  it('after a `---` that ends a document (files that each begin with one, joined): skipped, as kubectl skips it', () => {
+    const text = `${manifest('first', '')}---\n${BOM}${second('second')}`;
+    // kubectl reads the second document alone once the first has ended (a comment is the first here).
+    const expected = [kubectlReads(manifest('first', '')), kubectlReads(`# joined\n---\n${BOM}${second('second')}`)];
+    expect((expected[1] as { kind: string }).kind).toBe('Connector');
+    expect(parseManifests(text, 'joined.yaml').map((m) => m.body)).toEqual(expected);
+  });
+
+  it('after a `---` that begins the file, or inside a document: kept as the key\'s first character, as kubectl keeps it, and named when it hides the kind', () => {
+    const leading = `---\n${BOM}${manifest('leading', '')}`;
+    expect(Object.keys(kubectlReads(leading))).toContain(`${BOM}apiVersion`);
+    expect(parseManifests(leading, 'l.yaml').map((m) => m.body)).toEqual([kubectlReads(leading)]);
+    const why = 'no kind (expected one of Connector, Entity, Export, Workflow, Process): its key kind begins with a byte order mark (U+FEFF), which kubectl reads as part of the key too; remove the mark';
+    for (const text of [`---\n${BOM}${second('hidden')}`, manifest('inside', '').replace('\nkind:', `\n${BOM}kind:`)]) {
+      expect(kubectlFails(text)).toBe(true);
+      expect(() => parseManifests(text, 'h.yaml')).toThrow(`h.yaml: ${why}`);
+    }
+  });
+});
+
 describe('what kubectl would read otherwise, or refuse, is refused', () => {
   const REFUSED: Array<[string, string, RegExp]> = [
     ['infinity', 'x: .inf', /\.inf is not a finite number/],
@@ -211,6 +235,13 @@ describe('the apply routes read YAML bodies as kubectl does', () => {
       expect({ status: res.status, body: await res.json() }).toEqual({ status: 400, body: { error, field, hint: expect.any(String) } });
     }
     expect((await fetch(`${hub.url}/api/connectors/refused-keys`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(404);
+  });
+
+  it('a byte order mark at the start of a document a `---` line cut from text before it is skipped, as kubectl skips it', async () => {
+    const text = `# joined from files that each begin with a mark\n---\n\uFEFF${manifest('bom-http', '')}`;
+    expect(kubectlReads(text).apiVersion).toBe('connectors.svc.io/v1');
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: text });
+    expect(`${applied.status} ${await applied.text()}`).toMatch(/^201 /);
   });
 
   it('a body kubectl would read otherwise, or refuse, is a 400 naming why', async () => {

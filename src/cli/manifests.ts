@@ -53,7 +53,11 @@ export function parseManifests(text: string, file: string): Manifest[] {
     if (!value || typeof value !== 'object' || Array.isArray(value)) throw new CliError(`${source}: a manifest must be an object`);
     const body = value as Record<string, unknown>;
     const kind = body.kind;
-    if (typeof kind !== 'string' || !kind) throw new CliError(`${source}: no kind (expected one of ${Object.keys(APPLY_PATHS).join(', ')})`);
+    if (typeof kind !== 'string' || !kind) {
+      // A mark kubectl keeps too (after a `---` that begins the file, or inside a document) is invisible where the file is read.
+      const marked = '\uFEFFkind' in body ? ': its key kind begins with a byte order mark (U+FEFF), which kubectl reads as part of the key too; remove the mark' : '';
+      throw new CliError(`${source}: no kind (expected one of ${Object.keys(APPLY_PATHS).join(', ')})${marked}`);
+    }
     const name = (body.metadata as { name?: unknown } | undefined)?.name;
     return { kind, name: typeof name === 'string' ? name : '', body, source };
   });

@@ -100,8 +100,42 @@ function markPositions(src: string, lines: LineCounter): (error: YAMLError) => v
   };
 }
 
+const BOM = '\uFEFF';
+
+/** A line kubectl's reader splits documents at, and YAML reads as a document start: `---`, alone or with a comment. */
+const SEPARATOR = /^---(?:[ \t]*|[ \t]+#.*)\r?$/;
+
+/**
+ * `text` with the byte order mark (U+FEFF) removed where kubectl skips it: at the start of a document
+ * that a `---` line separates from text before it. kubectl cuts a file into documents at its `---`
+ * lines first (k8s.io/apimachinery's YAMLReader, the separator line dropped) and reads each as a
+ * stream of its own, whose leading mark go-yaml skips, so files that each begin with a mark can be
+ * joined with `---` lines. The yaml package skips one only before a document's `---` (at the start
+ * of the stream), and would read it after one as the first character of the first key
+ * (`\uFEFFkind`). Elsewhere kubectl keeps it as text too, and so does this: after a `---` that
+ * begins the file (kubectl's reader keeps that line with the document), or inside a document.
+ */
+export function withoutKubectlBoms(text: string): string {
+  if (!text.includes(BOM)) return text;
+  const lines = text.split('\n');
+  // Whether kubectl's reader holds text of the document being read (a `---` then ends it), and whether this line begins a document it has cut.
+  let held = false;
+  let cut = false;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (cut && line.startsWith(BOM)) lines[i] = line.slice(1);
+    cut = false;
+    if (held && SEPARATOR.test(line)) {
+      held = false;
+      cut = true;
+    } else held = true;
+  }
+  return lines.join('\n');
+}
+
 /** One manifest document read as kubectl reads it (KUBECTL_MANIFEST), its errors and warnings marked with their positions in linear time. */
-export function readManifestDocument(text: string): Document {
+export function readManifestDocument(source: string): Document {
+  const text = withoutKubectlBoms(source);
   const lines = new LineCounter();
   const doc = parseDocument(text, { ...KUBECTL_MANIFEST, prettyErrors: false, lineCounter: lines });
   const mark = markPositions(text, lines);
@@ -111,7 +145,8 @@ export function readManifestDocument(text: string): Document {
 }
 
 /** Every manifest document of a file read as kubectl reads them, as readManifestDocument reads one. */
-export function readManifestDocuments(text: string): Document[] {
+export function readManifestDocuments(source: string): Document[] {
+  const text = withoutKubectlBoms(source);
   const lines = new LineCounter();
   const docs = parseAllDocuments(text, { ...KUBECTL_MANIFEST, prettyErrors: false, lineCounter: lines });
   if (!Array.isArray(docs)) return [];
