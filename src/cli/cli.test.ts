@@ -12,6 +12,7 @@ import { cancelled } from './commands.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { main } from './main.js';
+import { printable } from './output.js';
 
 /**
  * The `svc` client against a real hub on loopback (dev bypass) and the real demo source: main()
@@ -407,6 +408,19 @@ describe('usage errors', () => {
 
 describe('secrets', () => {
   const VALUE = 'sk_test_8c1d2e3f-cli-value';
+
+  it('text from the hub reaches the terminal with its control characters shown (\\x1b, …), never obeyed; --json is the hub\'s JSON', async () => {
+    const description = 'note \x1b[2J\x1b]0;title\x07 end';
+    expect((await svc(['secrets', 'create', 'escaped', '--value-stdin', '--description', description], { stdin: 'v' })).code).toBe(0);
+    const ls = await svc(['secrets', 'ls']);
+    expect(ls.out).toContain('note \\x1b[2J\\x1b]0;title\\x07 end');
+    expect(ls.out).toBe(printable(ls.out)); // nothing left to show otherwise
+    expect(JSON.parse((await svc(['secrets', 'get', 'escaped', '--json'])).out).description).toBe(description);
+    // the hub's error message names what was asked for, as typed
+    const missing = await svc(['secrets', 'get', 'a\x1b[31mx']);
+    expect(missing).toMatchObject({ code: 1, err: 'error: secret a\\x1b[31mx not found (HTTP 404)\n' });
+    expect((await svc(['secrets', 'rm', 'escaped'])).code).toBe(0);
+  });
 
   it('creates from stdin; ls shows the name, never the value; rotate and rm', async () => {
     const created = await svc(['secrets', 'create', 'crm-key', '--value-stdin', '--description', 'CRM API key'], { stdin: `${VALUE}\n` });

@@ -4,6 +4,7 @@ import { COMMANDS, type Command, type Ctx, type Flag, type Io } from './commands
 import { configPath, resolveTarget, type Target } from './config.js';
 import { CliError, HttpError, Interrupted, UsageError } from './errors.js';
 import { Hub } from './http.js';
+import { printable } from './output.js';
 import { closest } from '../validation/closest.js';
 
 /**
@@ -111,7 +112,8 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
       if (!target) loggedIn = hub;
       return hub;
     },
-    out,
+    // For people, text from the hub is shown, never obeyed by the terminal; --json is the hub's JSON as sent.
+    out: parsed.values.json === true ? out : (text: string) => out(printable(text)),
     err,
   };
   try {
@@ -119,9 +121,9 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   } catch (e) {
     if (controller.signal.aborted || e instanceof Interrupted) return 130;
     if (e instanceof UsageError) return usageError(err, `svc ${command.name}: ${e.message}`, commandHelp(command));
-    if (e instanceof HttpError) err(`error: ${e.message} (HTTP ${e.status})\n`);
-    else if (e instanceof CliError) err(`error: ${e.message}\n`);
-    else err(`error: ${(e as Error).message ?? String(e)}\n`);
+    if (e instanceof HttpError) err(`error: ${printable(e.message)} (HTTP ${e.status})\n`);
+    else if (e instanceof CliError) err(`error: ${printable(e.message)}\n`);
+    else err(`error: ${printable((e as Error).message ?? String(e))}\n`);
     return 1;
   } finally {
     if (io.signal) io.signal.removeEventListener('abort', onSigint);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { columnsOf, field, table } from './output.js';
+import { columnsOf, field, printable, table } from './output.js';
 
 /** svc's plain tables: cells are measured, cut and padded in terminal columns (CJK and emoji take two). */
 
@@ -25,4 +25,20 @@ describe('table', () => {
     expect(columnsOf('顧客')).toBe(4);
     expect(columnsOf('👍')).toBe(2);
   });
+
+  it('shows control characters as \\x1b, \\x07, … (a terminal would obey them, and columns would not line up)', () => {
+    const rows = [
+      { name: 'plain', note: 'ok', at: 'x' },
+      // an escape sequence that colours and clears the screen, a bell, an OSC title, C1's CSI
+      { name: 'red \x1b[31mRED\x1b[0m\x1b[2J \x07 \x1b]0;title\x07 \x9b1m \x7f', note: 'ok', at: 'y' },
+    ];
+    const out = table(rows, [field('NAME', 'name'), field('NOTE', 'note'), field('AT', 'at')]);
+    expect(printable(out)).toBe(out); // nothing left to show otherwise
+    const lines = out.trimEnd().split('\n');
+    expect(lines[2]).toBe('red \\x1b[31mRED\\x1b[0m\\x1b[2J \\x07 \\x1b]0;title\\x07 \\x9b1m \\x7f  ok    y');
+    expect(lines.map((l) => columnsOf(l.slice(0, l.search(/ok|NOTE/))))).toEqual([lines[2]!.indexOf('ok'), lines[2]!.indexOf('ok'), lines[2]!.indexOf('ok')]);
+    // tabs and newlines are whitespace in a cell, kept in other text
+    expect(printable('a\tb\nc\rd\x00')).toBe('a\tb\nc\\x0dd\\x00');
+  });
 });
+

@@ -29,12 +29,27 @@ export function table(rows: Row[], columns: Column[]): string {
   return `${[line(columns.map((c) => c.header)), ...cells.map(line)].join('\n')}\n`;
 }
 
-/** One value as a table cell: `-` for nothing, lists joined with commas, objects as JSON. */
+/** One value as a table cell: `-` for nothing, lists joined with commas, objects as JSON; control characters shown, never sent as they are. */
 export function cell(value: unknown): string {
   if (value === null || value === undefined || value === '') return '-';
-  if (Array.isArray(value)) return value.length ? value.map((v) => (typeof v === 'object' ? JSON.stringify(v) : String(v))).join(',') : '-';
-  if (typeof value === 'object') return JSON.stringify(value);
-  return String(value).replace(/\s+/g, ' ');
+  if (Array.isArray(value)) return value.length ? printable(value.map((v) => (typeof v === 'object' ? JSON.stringify(v) : String(v))).join(',')) : '-';
+  if (typeof value === 'object') return printable(JSON.stringify(value));
+  return printable(String(value).replace(/\s+/g, ' '));
+}
+
+/** C0 and C1 control characters but tab and newline, and DEL. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/**
+ * Text for a terminal, written as `\x1b`, `\x07`, … where it holds a control character but a tab or a
+ * newline. What people read comes from the hub (a description, a run's error, a decision's message
+ * that other users of the tenant wrote, or a remote system's text): as it was, an escape sequence in
+ * it would be obeyed by the terminal (colours, a cleared screen, a window title, the clipboard) and
+ * columns counted without it would no longer line up.
+ */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }
 
 /** A record for people: its fields as YAML, nested values included. */

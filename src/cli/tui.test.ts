@@ -15,7 +15,7 @@ import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
-import { columnsOf, type Row } from './output.js';
+import { columnsOf, printable, type Row } from './output.js';
 import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, loaded, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
 
 /**
@@ -132,6 +132,19 @@ describe('render', () => {
     expect(coloured[2]).toContain('\x1b[7m'); // the selection in reverse video
     const stripped = coloured.map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;]*m/, ''))).join(''));
     expect(stripped).toEqual(narrow);
+  });
+
+  it('shows control characters in the hub\'s text as \\x1b, … (the terminal would obey them): only render\'s own SGR codes reach it', () => {
+    const s = withStatus(loaded(withRuns(2), 'runs', [run(1, { errorMessage: 'boom \x1b[2J\x1b]0;pwned\x07 \x9b31m' }), run(2)]), 'runs: \x1b[31mrefused\x07 (HTTP 500)', true);
+    const wide = { columns: 160, rows: 12 };
+    const lines = plain(s, wide);
+    expect(printable(lines.join(''))).toBe(lines.join('')); // nothing left to show otherwise
+    expect(lines[2]).toContain('boom \\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m');
+    expect(lines.at(-2)).toContain('runs: \\x1b[31mrefused\\x07 (HTTP 500)');
+    for (const line of lines) expect(columnsOf(line)).toBe(wide.columns);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: render's own SGR codes, taken out
+    const coloured = render(s, wide).join('').replace(/\u001b\[[0-9;]*m/g, '');
+    expect(printable(coloured)).toBe(coloured);
   });
 
   it('counts terminal columns: CJK and emoji take two, are never cut in half, and the columns stay aligned', () => {

@@ -2,7 +2,7 @@ import type { Ctx } from './context.js';
 import { HttpError, UsageError } from './errors.js';
 import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
 import type { Hub } from './http.js';
-import { cell, clipTo, columnsOf, padTo as pad, type Row } from './output.js';
+import { cell, clipTo, columnsOf, padTo as pad, printable, type Row } from './output.js';
 
 /**
  * `svc tui`: a full-screen terminal UI over the same HTTP API as the other commands. The screen is
@@ -361,7 +361,7 @@ export function render(state: State, size: Size, options: { color?: boolean } = 
   const width = Math.max(1, size.columns);
   const height = Math.max(1, size.rows);
   const line = (text: string, code?: string) => {
-    const fitted = pad(clipTo(text, width), width);
+    const fitted = pad(clipTo(printable(text), width), width);
     return code ? paint(color, code, fitted) : fitted;
   };
 
