@@ -102,6 +102,16 @@ describe('reduce', () => {
   it('decodes raw terminal input into keys', () => {
     expect(decodeKeys('\x1b[A\x1b[Bjk\r\t\x1b[Z\x1b\x03q1')).toEqual(['up', 'down', 'j', 'k', 'enter', 'tab', 'shift-tab', 'escape', 'ctrl-c', 'q', '1']);
   });
+
+  it('a key that is not bound does nothing: F1-F12, Insert, Delete, Ctrl-arrows are not Esc (they left the detail pane)', () => {
+    // F1 (SS3), F5, Insert, Delete, Ctrl-Up, Shift-F1 (xterm), F1 (linux console)
+    const unbound = ['\x1bOP', '\x1b[15~', '\x1b[2~', '\x1b[3~', '\x1b[1;5A', '\x1b[1;2P', '\x1b[[A'];
+    for (const sequence of unbound) expect({ sequence, keys: decodeKeys(sequence) }).toEqual({ sequence, keys: [] });
+    const open = keys(withRuns(3), 'enter');
+    expect(open.detail).toBeDefined();
+    expect(unbound.flatMap(decodeKeys).reduce(reduce, open).detail).toBeDefined();
+    expect(decodeKeys(`\x1bOPj\x1b[2~\x1b`)).toEqual(['j', 'escape']);
+  });
 });
 
 describe('render', () => {

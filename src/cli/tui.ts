@@ -110,14 +110,20 @@ export function decodeKeys(data: string): string[] {
         i += seq.length;
         continue;
       }
-      keys.push('escape');
       i++;
-      // an unknown CSI sequence is skipped whole
+      // An unknown CSI sequence (F5, Insert, Ctrl-arrows) or SS3 one (F1-F4) is skipped whole: a key
+      // that is not bound does nothing (it was read as Esc, which closes the detail pane).
       if (data[i] === '[') {
         i++;
         while (i < data.length && !/[A-Za-z~]/.test(data[i]!)) i++;
         i++;
+        continue;
       }
+      if (data[i] === 'O' && i + 1 < data.length) {
+        i += 2;
+        continue;
+      }
+      keys.push('escape');
       continue;
     }
     if (ch === '\r' || ch === '\n') keys.push('enter');
