@@ -75,6 +75,8 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
     });
   }
   const limit = services.config.string('svc.http.body-limit');
+  // What a client is told: the limit, so that it knows what to send instead.
+  const tooLarge = `body too large: more than the ${services.config.bytes('svc.http.body-limit').toLocaleString('en-US')} bytes a body may hold (svc.http.body-limit)`;
   app.use(requestContext);
   app.use(accessLog);
   app.use(errorMapper);
@@ -93,7 +95,7 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
       textTypes: ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'],
       parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
       onError: (err, ctx) => {
-        ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? 'body too large' : `body is not valid: ${err.message}`);
+        ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? tooLarge : `body is not valid: ${err.message}`);
       },
     }),
   );

@@ -228,6 +228,12 @@ describe('nesting is capped at 64 levels', () => {
     const json = await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded) });
     expect(json.status).toBe(200);
   });
+
+  it('a body past svc.http.body-limit is a 413 that names the limit', async () => {
+    const padded = { ...manifestOf('too-large'), metadata: { name: 'too-large', annotations: { note: 'x'.repeat(10 * 1024 * 1024) } } };
+    const refused = await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded) });
+    expect(refused).toEqual({ status: 413, body: { error: 'body too large: more than the 10,485,760 bytes a body may hold (svc.http.body-limit)' } });
+  });
 });
 
 describe('YAML bodies are read off the event loop', () => {

@@ -259,6 +259,23 @@ describe('apply and connectors', () => {
     expect((await svc(['connectors', 'get', 'never-applied'])).code).toBe(1);
   });
 
+  it('a file that takes long to read says so first; a document the hub finds too large is named with its size and the hub\'s limit', async () => {
+    const small = await startTestHub({ 'svc.http.body-limit': '512kb', 'svc.datasource.url': hub.ownerUrl });
+    try {
+      const note = 'x'.repeat(1024 * 1024 + 100);
+      const text = stringify({ apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'large', annotations: { note } }, connector_type: 'rest-generic', scopes: ['x'], spec: {} });
+      const sent = Buffer.byteLength(JSON.stringify(parse(text))).toLocaleString('en-US');
+      const refused = await svc(['apply', '-f', '-'], { stdin: text, env: { SVC_URL: small.url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: config } });
+      expect(refused).toEqual({
+        code: 1,
+        out: '',
+        err: `reading stdin (1.0 MiB)…\nerror: stdin: body too large: more than the 524,288 bytes a body may hold (svc.http.body-limit); stdin is ${sent} bytes as JSON (HTTP 413)\n`,
+      });
+    } finally {
+      await small.stop();
+    }
+  });
+
   it('applies a directory\'s .json, .yaml and .yml files in the order of their names, every kind checked before anything is sent', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-apply-dir-'));
     try {

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { holdsUserInfo, normaliseUrl, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
-import { download, pollEvery, startRun } from './exports.js';
+import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
+import { download, humanBytes, pollEvery, startRun } from './exports.js';
 import { path, type Query } from './http.js';
 import { manifestFiles, readSource, readStdin, secretValue } from './input.js';
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
@@ -266,17 +267,26 @@ interface Applied {
 async function readManifests(c: Ctx): Promise<Manifest[]> {
   const manifests: Manifest[] = [];
   // A directory's files are all read (and every kind checked) before anything is sent.
-  for (const file of await manifestFiles(str(c, 'file')!)) manifests.push(...parseManifests(await readSource(file, c.io.stdin), file === '-' ? 'stdin' : file));
+  for (const file of await manifestFiles(str(c, 'file')!)) {
+    const text = await readSource(file, c.io.stdin);
+    const name = file === '-' ? 'stdin' : file;
+    // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time.
+    const slow = text.length > MAX_YAML_BYTES;
+    if (slow) c.err(`reading ${name} (${humanBytes(Buffer.byteLength(text))})…${c.io.stderr.isTTY ? '' : '\n'}`);
+    manifests.push(...parseManifests(text, name));
+    if (slow && c.io.stderr.isTTY) c.err('\r\u001b[K');
+  }
   return manifests;
 }
 
-/** Re-throws an HTTP error naming the document it was about. */
+/** Re-throws an HTTP error naming the document it was about (and, when the hub found it too large, its size as sent). */
 async function about<T>(manifest: Manifest, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {
-    if (err instanceof HttpError) throw new HttpError(err.status, `${manifest.source}: ${err.message}`, err.body);
-    throw err;
+    if (!(err instanceof HttpError)) throw err;
+    const size = err.status === 413 ? `; ${manifest.source} is ${Buffer.byteLength(JSON.stringify(manifest.body)).toLocaleString('en-US')} bytes as JSON` : '';
+    throw new HttpError(err.status, `${manifest.source}: ${err.message}${size}`, err.body);
   }
 }
 
