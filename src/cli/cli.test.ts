@@ -217,6 +217,17 @@ describe('login, whoami, logout', () => {
     expect(refused.err).toBe(
       `error: no tenant in security context; the stored login is for ${hub.url}, and SVC_URL names ${other}: a credential is sent only to the URL it was stored for (svc login --url ${other}, or the same spelling of the URL) (HTTP 401)\n`,
     );
+    // No login at all: what to give. A SVC_URL that is no URL is named as such, not as a hub that cannot be reached.
+    const none = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url } });
+    expect(none).toEqual({
+      code: 1,
+      out: '',
+      err: `error: no tenant in security context; no credential was sent: svc login --url ${hub.url} --token-stdin (or --dev-tenant ID), or set SVC_TOKEN (or SVC_DEV_TENANT) (HTTP 401)\n`,
+    });
+    for (const url of ['127.0.0.1:8080', 'ftp://hub']) {
+      const notUrl = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: url, SVC_DEV_TENANT: '1' } });
+      expect(notUrl).toEqual({ code: 1, out: '', err: `error: SVC_URL must be an http or https URL (the hub's base, http://127.0.0.1:8080), not '${url}'\n` });
+    }
   });
 });
 

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { holdsUserInfo, normaliseUrl, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
+import { holdsUserInfo, isHttpUrl, normaliseUrl, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
@@ -213,13 +213,7 @@ function whoText(target: Target, me: Me): Row {
 
 async function login(c: Ctx): Promise<number> {
   const url = normaliseUrl(str(c, 'url') ?? '');
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(url);
-  } catch {
-    // refused below
-  }
-  if (!parsed || !['http:', 'https:'].includes(parsed.protocol)) throw new UsageError(`--url must be an http or https URL, not '${url}'`);
+  if (!isHttpUrl(url)) throw new UsageError(`--url must be an http or https URL, not '${url}'`);
   if (holdsUserInfo(url)) throw new UsageError(`--url ${USER_INFO_REFUSED}`);
   const given = ['token', 'token-stdin', 'dev-tenant'].filter((name) => c.opts[name] !== undefined);
   if (given.length !== 1) throw new UsageError('give exactly one of --token, --token-stdin, --dev-tenant');

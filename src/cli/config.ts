@@ -85,11 +85,22 @@ export function resolveTarget(env: Env, path: string): Target {
   const stored = readConfig(path);
   const url = normaliseUrl(env.SVC_URL || stored?.url || '');
   if (!url) throw new CliError('not logged in: run `svc login --url URL --token T` (or `--dev-tenant ID`), or set SVC_URL');
-  if (holdsUserInfo(url)) throw new CliError(`${env.SVC_URL ? 'SVC_URL' : `the URL in ${path}`} ${USER_INFO_REFUSED}`);
+  const where = env.SVC_URL ? 'SVC_URL' : `the URL in ${path}`;
+  if (!isHttpUrl(url)) throw new CliError(`${where} must be an http or https URL (the hub's base, http://127.0.0.1:8080), not '${url}'`);
+  if (holdsUserInfo(url)) throw new CliError(`${where} ${USER_INFO_REFUSED}`);
   if (env.SVC_TOKEN) return { url, token: env.SVC_TOKEN, tokenFrom: 'environment' };
   if (env.SVC_DEV_TENANT) return { url, devTenant: env.SVC_DEV_TENANT };
   if (stored && normaliseUrl(stored.url) === url) return { url, token: stored.token, devTenant: stored.devTenant };
   return stored?.url ? { url, storedFor: normaliseUrl(stored.url) } : { url };
+}
+
+/** An absolute http or https URL: what login takes, and what SVC_URL and the config file must hold (else every call failed as 'cannot reach URL: Invalid URL'). */
+export function isHttpUrl(url: string): boolean {
+  try {
+    return ['http:', 'https:'].includes(new URL(url).protocol);
+  } catch {
+    return false;
+  }
 }
 
 /**

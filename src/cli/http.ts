@@ -97,6 +97,9 @@ export class Hub {
     if (status === 401 && this.target.storedFor) {
       return `${message}; the stored login is for ${this.target.storedFor}, and SVC_URL names ${this.target.url}: a credential is sent only to the URL it was stored for (svc login --url ${this.target.url}, or the same spelling of the URL)`;
     }
+    if (status === 401) {
+      return `${message}; no credential was sent: svc login --url ${this.target.url} --token-stdin (or --dev-tenant ID), or set SVC_TOKEN (or SVC_DEV_TENANT)`;
+    }
     if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})`;
     return message;
   }
