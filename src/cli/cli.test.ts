@@ -392,6 +392,9 @@ describe('usage errors', () => {
     [['runs', 'ls', '--limit', '500'], 'svc runs ls: --limit must be at most 200, not 500', 'Usage: svc runs ls'],
     [['inbox', 'ls', '--limit', '201'], 'svc inbox ls: --limit must be at most 200, not 201', 'Usage: svc inbox ls'],
     [[], 'no command given', 'Commands:'],
+    // node's three sentences on a value that begins with a dash, as one
+    [['runs', 'ls', '--connector', '-x'], 'svc runs ls: --connector needs a value; one that begins with a dash is written --connector=-VALUE\n\nUsage', 'Usage: svc runs ls'],
+    [['apply', '-f', '-x'], 'svc apply: -f needs a value; one that begins with a dash is written --file=-VALUE\n\nUsage', 'Usage: svc apply'],
   ])('svc %j exits 2 with the usage', async (args, message, usage) => {
     const result = await svc(args);
     expect(result.code).toBe(2);

@@ -175,6 +175,9 @@ function parseProblem(e: Error & { code?: string }, flags: Record<string, Flag>)
   if (missing) return `${missing[1]} needs a value`;
   const unwanted = /^Option '(.+?)' does not take an argument$/.exec(stripped);
   if (unwanted) return `${unwanted[1]} takes no value`;
+  // node's three sentences, as one: `--connector -x` may be a forgotten value or a value beginning with a dash.
+  const ambiguous = /^Option '(.+?)' argument is ambiguous\..*use '(--[^=']+)=-XYZ'/s.exec(stripped);
+  if (ambiguous) return `${ambiguous[1]} needs a value; one that begins with a dash is written ${ambiguous[2]}=-VALUE`;
   const message = stripped.charAt(0).toLowerCase() + stripped.slice(1);
   if (e.code !== 'ERR_PARSE_ARGS_UNKNOWN_OPTION') return message;
   const option = /'([^']+)'/.exec(message)?.[1] ?? '';
