@@ -221,6 +221,12 @@ describe('render', () => {
     // The same failure of every list is said once, naming the lists.
     const down = { call: async () => { throw new Error('cannot reach http://127.0.0.1:9 (ECONNREFUSED)'); } } as unknown as Hub;
     expect((await refreshLists(down, s, NOW)).status).toEqual({ text: 'runs, dead letters, deliveries, inbox: cannot reach http://127.0.0.1:9 (ECONNREFUSED)', error: true });
+    // A list that never loaded does not say the hub has nothing: the dead letters here, every list of a hub down from the start.
+    expect(plain(keys(s, '2'))[2]).toMatch(/^Not loaded yet \(the status line says why\)\. +$/);
+    const never = await refreshLists(down, initialState(), NOW);
+    for (const key of ['1', '2', '3', '5']) expect(plain(keys(never, key))[2]).toMatch(/^Not loaded yet \(the status line says why\)\. +$/);
+    expect(plain(initialState())[2]).toMatch(/^Loading… +$/);
+    expect(plain(keys(s, '3'))[2]).toMatch(/^No deliveries\. +$/);
   });
 
   it('events: newest at the bottom, a bounded buffer, the selection follows new ones', () => {

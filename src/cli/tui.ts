@@ -38,6 +38,8 @@ const EVENT_BUFFER = 500;
 export interface State {
   view: View;
   lists: Record<ListView, Row[]>;
+  /** The list views loaded at least once: until then an empty one says so, not that the hub has nothing (a hub that cannot be reached). */
+  loadedOnce: Record<ListView, boolean>;
   events: StreamEvent[];
   selected: Record<View, number>;
   /** The selected item shown as JSON instead of the list (Enter; Esc closes it). */
@@ -66,6 +68,7 @@ export function initialState(title = '', now = Date.now()): State {
   return {
     view: 'runs',
     lists: { runs: [], dlq: [], deliveries: [], inbox: [] },
+    loadedOnce: { runs: false, dlq: false, deliveries: false, inbox: false },
     events: [],
     selected: { runs: 0, dlq: 0, deliveries: 0, inbox: 0, events: 0 },
     status: { text: 'loading…', error: false },
@@ -214,6 +217,7 @@ export function loaded(state: State, view: ListView, rows: Row[]): State {
   return {
     ...state,
     lists: { ...state.lists, [view]: rows },
+    loadedOnce: { ...state.loadedOnce, [view]: true },
     selected: { ...state.selected, [view]: rows.length ? clamp(state.selected[view], rows.length) : 0 },
   };
 }
@@ -396,7 +400,8 @@ function listBody(state: State, height: number, width: number, line: (text: stri
   const view = state.view;
   const items = itemsOf(state) as Row[];
   const columns = COLUMNS[view];
-  const empty = view === 'inbox' && state.unacked ? 'No unacknowledged decisions.' : EMPTY[view];
+  const notYet = view !== 'events' && !state.loadedOnce[view];
+  const empty = notYet ? (state.status.error ? 'Not loaded yet (the status line says why).' : 'Loading…') : view === 'inbox' && state.unacked ? 'No unacknowledged decisions.' : EMPTY[view];
   if (!items.length) return [line(columns.map((c) => c.header).join('  '), '1'), line(empty)];
   const cells = items.map((row) => columns.map((c) => clipTo(c.value(row, state.now), c.max ?? width)));
   const widths = columns.map((c, i) => Math.max(columnsOf(c.header), ...cells.map((r) => columnsOf(r[i]!))));
@@ -499,7 +504,7 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
     try {
       const next = await refreshLists(hub, state);
       // keys pressed while loading are kept: only the lists, clock and status come from the load
-      state = { ...state, lists: next.lists, selected: { ...state.selected, ...pick(next.selected) }, status: next.status, now: next.now };
+      state = { ...state, lists: next.lists, loadedOnce: next.loadedOnce, selected: { ...state.selected, ...pick(next.selected) }, status: next.status, now: next.now };
       draw();
     } catch (err) {
       fail(err);
