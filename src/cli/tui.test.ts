@@ -145,12 +145,13 @@ describe('render', () => {
   });
 
   it('shows control characters in the hub\'s text as \\x1b, … (the terminal would obey them): only render\'s own SGR codes reach it', () => {
-    const s = withStatus(loaded(withRuns(2), 'runs', [run(1, { errorMessage: 'boom \x1b[2J\x1b]0;pwned\x07 \x9b31m' }), run(2)]), 'runs: \x1b[31mrefused\x07 (HTTP 500)', true);
+    const s = withStatus(loaded(withRuns(2), 'runs', [run(1, { errorMessage: 'boom \x1b[2J\x1b]0;pwned\x07 \x9b31m' }), run(2)]), 'runs: \x1b[31mrefused\x07\n\tfor good (HTTP 500)', true);
     const wide = { columns: 160, rows: 12 };
     const lines = plain(s, wide);
     expect(printable(lines.join(''))).toBe(lines.join('')); // nothing left to show otherwise
     expect(lines[2]).toContain('boom \\x1b[2J\\x1b]0;pwned\\x07 \\x9b31m');
-    expect(lines.at(-2)).toContain('runs: \\x1b[31mrefused\\x07 (HTTP 500)');
+    expect(lines.at(-2)).toContain('runs: \\x1b[31mrefused\\x07 for good (HTTP 500)');
+    expect(lines.join('')).not.toMatch(/[\t\n]/);
     for (const line of lines) expect(columnsOf(line)).toBe(wide.columns);
     // biome-ignore lint/suspicious/noControlCharactersInRegex: render's own SGR codes, taken out
     const coloured = render(s, wide).join('').replace(/\u001b\[[0-9;]*m/g, '');

@@ -371,7 +371,8 @@ export function render(state: State, size: Size, options: { color?: boolean } = 
   const width = Math.max(1, size.columns);
   const height = Math.max(1, size.rows);
   const line = (text: string, code?: string) => {
-    const fitted = pad(clipTo(printable(text), width), width);
+    // one screen line: a tab or newline in a message (the hub's, an unreachable hub's) would move the cursor
+    const fitted = pad(clipTo(printable(text.replace(/[\t\n\r]+/g, ' ')), width), width);
     return code ? paint(color, code, fitted) : fitted;
   };
 
