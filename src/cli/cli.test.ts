@@ -491,6 +491,35 @@ describe('secrets', () => {
     expect((await svc(['secrets', 'ls'])).out).not.toContain('typed');
   });
 
+  it('--token-stdin and --value-stdin at a terminal prompt without echo (read as piped, the credential was shown as typed)', async () => {
+    const typed = async (args: string[], question: string, value: string, env: Record<string, string>) => {
+      const stdin = Object.assign(new PassThrough(), { isTTY: true, modes: [] as boolean[], setRawMode(on: boolean) { this.modes.push(on); return this; } });
+      let err = '';
+      let out = '';
+      const code = await main(args, {
+        stdout: { write: (text: string) => (out += text) },
+        stderr: {
+          write: (text: string) => {
+            err += text;
+            if (text === question) stdin.write(`${value}\r`);
+          },
+        },
+        stdin,
+        env,
+      });
+      return { code, out, err, modes: stdin.modes };
+    };
+    const file = join(dir, 'typed-token.json');
+    const token = 'tok-typed-at-a-terminal';
+    const login = await typed(['login', '--url', hub.url, '--token-stdin'], 'Token: ', token, { SVC_CLI_CONFIG: file });
+    expect(login).toMatchObject({ code: 0, err: 'Token: \n', modes: [true, false] });
+    expect(login.out).not.toContain(token);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token });
+    const secret = await typed(['secrets', 'create', 'typed-value', '--value-stdin'], 'Value of typed-value: ', 'v1', { SVC_CLI_CONFIG: config });
+    expect(secret).toMatchObject({ code: 0, out: 'secret/typed-value created\n', err: 'Value of typed-value: \n', modes: [true, false] });
+    expect((await svc(['secrets', 'rm', 'typed-value'])).code).toBe(0);
+  });
+
   it('refuses a value it cannot read without echo: no terminal and no --value-stdin, or an empty value', async () => {
     const noTty = await svc(['secrets', 'create', 'other'], { stdin: VALUE });
     expect(noTty.code).toBe(2);

@@ -5,7 +5,7 @@ import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
 import { path, type Query } from './http.js';
-import { manifestFiles, readSource, readStdin, secretValue } from './input.js';
+import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, type Row, table } from './output.js';
 import { runTui } from './tui.js';
@@ -224,7 +224,7 @@ async function login(c: Ctx): Promise<number> {
     target.devTenant = tenant;
     target.tokenFrom = 'login';
   } else {
-    target.token = (given[0] === 'token' ? str(c, 'token')! : await readStdin(c.io.stdin)).trim();
+    target.token = (given[0] === 'token' ? str(c, 'token')! : await pipedOrHidden(c.io.stdin, c.err, 'Token: ')).trim();
     if (!target.token) throw new UsageError('the token is empty');
     target.tokenFrom = 'login';
   }

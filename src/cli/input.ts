@@ -57,12 +57,23 @@ export async function manifestFiles(path: string): Promise<string[]> {
  * and the shell history would see it.
  */
 export async function secretValue(fromStdin: boolean, stdin: Stdin, prompt: (text: string) => void, what: string): Promise<string> {
-  let value: string;
-  if (fromStdin) value = (await readStdin(stdin)).replace(/\r?\n$/, '');
-  else if (stdin.isTTY && stdin.setRawMode) value = await promptHidden(stdin, prompt, `Value of ${what}: `);
-  else throw new UsageError('no terminal to prompt on: pipe the value in with --value-stdin');
+  if (!fromStdin && !atTerminal(stdin)) throw new UsageError('no terminal to prompt on: pipe the value in with --value-stdin');
+  const value = (await pipedOrHidden(stdin, prompt, `Value of ${what}: `)).replace(/\r?\n$/, '');
   if (!value) throw new UsageError('the value is empty');
   return value;
+}
+
+function atTerminal(stdin: Stdin): boolean {
+  return stdin.isTTY === true && typeof stdin.setRawMode === 'function';
+}
+
+/**
+ * A credential from stdin (`--value-stdin`, `--token-stdin`): all of it when it is piped in; typed
+ * without echo after `question` when stdin is the terminal, where read as it was it would be shown
+ * as typed, and stay in the scrollback, with no word of what was being waited for.
+ */
+export function pipedOrHidden(stdin: Stdin, prompt: (text: string) => void, question: string): Promise<string> {
+  return atTerminal(stdin) ? promptHidden(stdin, prompt, question) : readStdin(stdin);
 }
 
 function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: string): Promise<string> {
