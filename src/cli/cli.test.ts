@@ -285,6 +285,16 @@ describe('apply and connectors', () => {
     } finally {
       await small.stop();
     }
+    // On a terminal the line is cleared once the file is read, also when it could not be (before the error).
+    let err = '';
+    const code = await main(['apply', '-f', '-'], {
+      stdout: { write: () => undefined },
+      stderr: { isTTY: true, write: (text: string) => (err += text) },
+      stdin: Readable.from([Buffer.from(`${'x'.repeat(1024 * 1024 + 100)}: [\n`)]),
+      env: { SVC_CLI_CONFIG: config },
+    });
+    expect(code).toBe(1);
+    expect(err.startsWith('reading stdin (1.0 MiB)…\r\u001b[Kerror: stdin document 1: ')).toBe(true);
   });
 
   it('applies a directory\'s .json, .yaml and .yml files in the order of their names, every kind checked before anything is sent', async () => {

@@ -267,8 +267,12 @@ async function readManifests(c: Ctx): Promise<Manifest[]> {
     // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time.
     const slow = text.length > MAX_YAML_BYTES;
     if (slow) c.err(`reading ${name} (${humanBytes(Buffer.byteLength(text))})…${c.io.stderr.isTTY ? '' : '\n'}`);
-    manifests.push(...parseManifests(text, name));
-    if (slow && c.io.stderr.isTTY) c.err('\r\u001b[K');
+    try {
+      manifests.push(...parseManifests(text, name));
+    } finally {
+      // cleared on a terminal, also before the error that says why the file was not read
+      if (slow && c.io.stderr.isTTY) c.err('\r\u001b[K');
+    }
   }
   return manifests;
 }
