@@ -159,6 +159,9 @@ describe('svc-hub run connector', () => {
   it('names what is missing', async () => {
     expect((await cli(['connector', 'nope', '--tenant', 'default'])).lines[0]).toBe('connector nope not found in tenant default');
     expect((await cli(['connector', 'liar', '--tenant', 'ghost'])).lines[0]).toBe('tenant ghost not found');
+    // The system tenant's code names no tenant: nothing runs as tenant 0.
+    expect((await cli(['connector', 'liar', '--tenant', 'system'])).lines[0]).toBe('tenant system not found');
+    expect((await cli(['export', 'liar', '--tenant', 'system'])).lines[0]).toBe('tenant system not found');
     expect(parseRunArgs(['connector', 'x'])).toBe('--tenant CODE is required');
     expect(parseRunArgs(['connector', 'x', '--tenant'])).toBe('--tenant needs a value');
     expect(parseRunArgs(['job', 'x'])).toBe("unknown run target 'job'");

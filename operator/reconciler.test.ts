@@ -283,6 +283,9 @@ describe('a Connector resource', () => {
     expect(condition).toMatchObject({ status: 'False', reason: 'TenantUnresolved', message: `no tenant: label svc.io/tenant is set neither on the resource nor on its namespace ${NS}` });
     api.apply('connectors', { ...open, metadata: { name: 'nobody', namespace: NS, labels: { 'svc.io/tenant': 'initech' } } });
     await until('unknown tenant', () => ready('nobody')?.message === 'no tenant: tenant initech (label svc.io/tenant on the resource) does not exist');
+    // The system tenant's code (tenant 0) names no tenant: no resource applies as it.
+    api.apply('connectors', { ...open, metadata: { name: 'nobody', namespace: NS, labels: { 'svc.io/tenant': 'system' } } });
+    await until('system tenant refused', () => ready('nobody')?.message === 'no tenant: tenant system (label svc.io/tenant on the resource) does not exist');
     // Once the namespace is labelled, the next resync applies it.
     api.apply('connectors', unlabelled('nobody', NS));
     await until('TenantUnresolved again', () => ready('nobody')?.reason === 'TenantUnresolved');

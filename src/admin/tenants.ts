@@ -45,9 +45,13 @@ export async function getTenant(tx: Tx, id: number, lock = false): Promise<Tenan
   return rows[0];
 }
 
-/** The tenant of that code, active or not (`svc-hub run --tenant`, the operator's tenant label). */
+/**
+ * The tenant of that code, active or not (`svc-hub run --tenant`, the operator's tenant label).
+ * The system tenant's code (`system`) names no tenant here, as its id does everywhere else: nothing
+ * may run or apply as tenant 0.
+ */
 export async function tenantByCode(tx: Tx, code: string): Promise<{ id: number; active: boolean } | undefined> {
-  const { rows } = await tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1', [code]);
+  const { rows } = await tx.query<{ id: number; active: boolean }>('select id, active from core.tenants where code = $1 and id <> $2', [code, SYSTEM_TENANT]);
   return rows[0] ? { id: Number(rows[0].id), active: rows[0].active } : undefined;
 }
 
