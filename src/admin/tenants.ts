@@ -28,7 +28,8 @@ export interface TenantPatch {
   description?: string | null;
 }
 
-const SYSTEM_TENANT = 0;
+/** The system tenant: the platform itself, as which no caller acts. */
+export const SYSTEM_TENANT = 0;
 
 const COLUMNS = 'id, code, name, description, active, created_at as "createdAt", updated_at as "updatedAt"';
 

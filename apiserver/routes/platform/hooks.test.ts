@@ -184,6 +184,10 @@ describe('with declared hooks', () => {
     const missing = await call('POST', '/api/platform/hooks/orphan/toggle?tenantId=999999', SUPER);
     expect(missing.status).toBe(404);
     expect(missing.json()).toEqual({ error: 'tenant 999999 not found' });
+    // The system tenant 0 is a row of the registry, but no caller acts for it: a 404 too, and no override is written.
+    const system = await call('POST', '/api/platform/hooks/orphan/toggle?tenantId=0&enabled=false', SUPER);
+    expect({ status: system.status, body: system.json() }).toEqual({ status: 404, body: { error: 'tenant 0 not found' } });
+    expect((await owner.query('select count(*)::int as n from platform.hook_overrides where tenant_id = 0')).rows[0].n).toBe(0);
     // A tenant id past what a JSON number holds exactly is a 400 naming tenantId, for either role: it was
     // rounded (a 404 naming another tenant) or, past a bigint, reached the database as out of range.
     for (const big of ['9007199254740993', '9223372036854775807', '99999999999999999999']) {

@@ -2,6 +2,7 @@ import { Forbidden, NoTenantError, NotFoundError } from '../../../src/errors.js'
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { SYSTEM_TENANT } from '../../../src/admin/tenants.js';
 
 const hookProperties = {
   id: { type: 'string' },
@@ -62,7 +63,8 @@ export const hookRoutes: RouteDecl[] = [
       if (tenantId !== own && !principal!.roles.has('svc_superadmin')) throw new Forbidden('hook toggle for another tenant');
       const hookId = params.hookId;
       if (!services.hooks.find(hookId)) throw new NotFoundError(`hook ${hookId} not found`);
-      if (tenantId !== own && !(await services.directory.tenant(tenantId))) throw new NotFoundError(`tenant ${tenantId} not found`);
+      // The system tenant is a row of the registry but no tenant anyone acts for (docs/authentication.md).
+      if (tenantId !== own && (tenantId === SYSTEM_TENANT || !(await services.directory.tenant(tenantId)))) throw new NotFoundError(`tenant ${tenantId} not found`);
       const hook = await services.hooks.toggle(tenantId, hookId, query.enabled, actor(principal));
       return { ...hook, tenantId };
     },
