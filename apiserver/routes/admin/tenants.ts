@@ -67,7 +67,7 @@ export const tenantRoutes: RouteDecl[] = [
     method: 'DELETE', path: '/api/tenants/{id}', operationId: 'deactivateTenant', summary: 'Deactivate a tenant (soft delete)', tags: ['Tenants'],
     auth: ['svc_superadmin'],
     description:
-      'Sets `active: false`; the tenant and its data stay. Its callers are refused from their next call (403 `tenant inactive`). Repeating it changes nothing. ' +
+      'Sets `active: false`; the tenant and its data stay. Its callers are refused from their next call (403 `tenant inactive`; by another hub process within 10 seconds). Repeating it changes nothing. ' +
       'The caller\'s own tenant (the one the token belongs to) is a 409: deactivation is final, and the caller would shut themselves out.',
     params: tenantParams,
     responses: { 204: { description: 'Deactivated' }, ...errors({ 400: 'Invalid id', 404: 'Unknown tenant', 409: 'The caller\'s own tenant' }), ...tenantRefusals },
