@@ -106,6 +106,15 @@ describe('login, whoami, logout', () => {
     // A tenant the hub does not have, and a server that is not a hub: refused, nothing stored.
     const unknown = await svc(['login', '--url', hub.url, '--dev-tenant', '99'], { env: { SVC_CLI_CONFIG: file } });
     expect(unknown).toMatchObject({ code: 1, err: 'error: unknown tenant 99; nothing was stored (HTTP 403)\n' });
+    // The system tenant and a deactivated tenant (deactivation is final) could never work either.
+    const system = await svc(['login', '--url', hub.url, '--dev-tenant', '0'], { env: { SVC_CLI_CONFIG: file } });
+    expect(system).toMatchObject({ code: 1, err: 'error: X-Tenant-ID names the system tenant; nothing was stored (HTTP 403)\n' });
+    const admin = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+    const gone = (await (await fetch(`${hub.url}/api/tenants`, { method: 'POST', headers: admin, body: JSON.stringify({ code: 'cli-gone', name: 'Gone' }) })).json()) as { id: number };
+    expect((await fetch(`${hub.url}/api/tenants/${gone.id}`, { method: 'DELETE', headers: admin })).status).toBe(204);
+    const inactive = await svc(['login', '--url', hub.url, '--dev-tenant', String(gone.id)], { env: { SVC_CLI_CONFIG: file } });
+    expect(inactive).toMatchObject({ code: 1, err: 'error: tenant inactive; nothing was stored (HTTP 403)\n' });
+    expect(existsSync(file)).toBe(false);
     const notHub = createServer((_req, res) => res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"not_found"}'));
     await new Promise<void>((resolve) => notHub.listen(0, '127.0.0.1', resolve));
     const other = `http://127.0.0.1:${(notHub.address() as AddressInfo).port}`;

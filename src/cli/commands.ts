@@ -234,8 +234,11 @@ async function login(c: Ctx): Promise<number> {
     me = (await c.hub(target).call<Me>('GET', '/api/bff/v1/me')).body;
   } catch (err) {
     if (!(err instanceof HttpError)) throw err;
-    // A tenant the hub does not have: the credential could never work.
-    if (err.status === 403 && /^unknown tenant \d+$/.test(err.message)) throw new HttpError(403, `${err.message}; nothing was stored`, err.body);
+    // A tenant the hub does not have, one deactivated (deactivation is final) or the system tenant
+    // (no caller acts as it): the credential could never work.
+    if (err.status === 403 && /^(unknown tenant \d+|tenant inactive|X-Tenant-ID names the system tenant)$/.test(err.message)) {
+      throw new HttpError(403, `${err.message}; nothing was stored`, err.body);
+    }
     if (err.status === 404 && !/\/api\/*$/i.test(url)) {
       throw new HttpError(404, `${err.message}; ${url} does not serve GET /api/bff/v1/me: not a svc-hub, or not its base URL; nothing was stored`, err.body);
     }
