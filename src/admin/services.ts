@@ -79,7 +79,9 @@ export function createAdminServices(deps: { db: Database; events: Events; direct
       list: () => db.withoutTenant(listTenants),
       get: (id) => db.withoutTenant((tx) => getTenant(tx, id)),
       byCode: (code) => db.withoutTenant((tx) => tenantByCode(tx, code)),
-      create: (input) => db.withoutTenant((tx) => createTenant(tx, input)),
+      // A caller refused as `unknown tenant N` before the tenant existed is cached so: the new tenant
+      // must be usable at once.
+      create: async (input) => changedSignIn(true, await db.withoutTenant((tx) => createTenant(tx, input))),
       update: (id, patch) => db.withoutTenant((tx) => updateTenant(tx, id, patch)),
       deactivate: async (id) => {
         const changed = await db.withoutTenant((tx) => deactivateTenant(tx, id));

@@ -206,6 +206,21 @@ describe('DELETE /api/tenants/{id}', () => {
     expect(r.body).toEqual({ error: 'tenant inactive' });
   });
 
+  it('a new tenant is usable at once, even by a caller refused a moment before as unknown', async () => {
+    // The id the next tenant gets: a caller naming it is refused, and the refusal is cached.
+    const { rows } = await owner.query<{ next: string }>(
+      "select coalesce(last_value, start_value - 1) + 1 as next from pg_sequences where schemaname = 'core' and sequencename = 'tenants_id_seq'",
+    );
+    const next = Number(rows[0]!.next);
+    const early = devClient(hub.url, next);
+    expect((await early.get('/api/bff/v1/me')).body).toEqual({ error: `unknown tenant ${next}` });
+    const t = await create('just-made');
+    expect(t.id).toBe(next);
+    const me = await early.get('/api/bff/v1/me');
+    expect(me.status).toBe(200);
+    expect(me.body).toMatchObject({ tenant: { id: next, code: 'just-made' } });
+  });
+
   it('unknown and system tenants are 404s; the system tenant stays active', async () => {
     expect((await api.del('/api/tenants/987654')).status).toBe(404);
     expect((await api.del('/api/tenants/0')).status).toBe(404);
