@@ -73,6 +73,27 @@ export class Directory {
     return user;
   }
 
+  /**
+   * Whether a principal authenticated earlier may still act (a call that outlives its request, such
+   * as an event stream): its tenants still active and, for a token's user, the account neither
+   * locked nor deactivated. Throws the ForbiddenWithReason a new call would get; read through the
+   * same cache, so a change takes effect within `ttlMs`.
+   */
+  async recheck(principal: { via: string; homeTenantId?: number; tenantId?: number; userId?: string }): Promise<void> {
+    for (const id of new Set([principal.homeTenantId, principal.tenantId])) if (id !== undefined) await this.requireActiveTenant(id);
+    if (principal.via !== 'token' || principal.userId === undefined) return;
+    const tenantId = principal.homeTenantId ?? 0;
+    const key = `${tenantId}\u0000#${principal.userId}`;
+    const cached = this.users.get(key);
+    let user = cached && Date.now() - cached.at < this.ttlMs ? cached.user : undefined;
+    if (!user) {
+      user = await this.db.withTenant(tenantId, (tx) => byId(tx, Number(principal.userId)));
+      this.users.set(key, { user, at: Date.now() });
+    }
+    if (!user.active) throw new ForbiddenWithReason('account inactive');
+    if (user.locked) throw new ForbiddenWithReason('account locked');
+  }
+
   /** Forget cached state (after an administrator changes a tenant or a user). */
   invalidate(): void {
     this.tenants.clear();

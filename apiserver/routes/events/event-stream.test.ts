@@ -504,7 +504,7 @@ describe('the stream of a token that expires', () => {
 
   beforeAll(async () => {
     issuer = await startIssuer();
-    oidc = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.events.stream.poll-every': '200ms' });
+    oidc = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.events.stream.poll-every': '200ms', 'svc.events.stream.heartbeat': '300ms' });
   });
 
   afterAll(async () => {
@@ -542,6 +542,37 @@ describe('the stream of a token that expires', () => {
     } finally {
       expiring.close();
       lasting.close();
+    }
+  });
+  it('ends at a heartbeat once its tenant is deactivated or its user locked, with the reason a new call gets', async () => {
+    await oidc.services.db.withoutTenant((tx) => tx.query(`insert into core.tenants (id, code, name) values (71, 'stream-gone', 'Stream gone'), (72, 'stream-lock', 'Stream lock') on conflict do nothing`));
+    const reader = (tenant: number, subject: string) => issuer.mint({ tenant_id: tenant, realm_access: { roles: ['svc_integrator'] } }, { expiresIn: 300, subject });
+    const deactivated = await SseClient.open(`${oidc.url}/api/platform/events/stream`, { Authorization: `Bearer ${await reader(71, 'stream-tenant')}` });
+    const locked = await SseClient.open(`${oidc.url}/api/platform/events/stream`, { Authorization: `Bearer ${await reader(72, 'stream-locked')}` });
+    const bystander = await SseClient.open(`${oidc.url}/api/platform/events/stream`, { Authorization: `Bearer ${await reader(72, 'stream-other')}` });
+    try {
+      expect([deactivated.status, locked.status, bystander.status]).toEqual([200, 200, 200]);
+      // A few heartbeats with everything allowed: every stream stays open.
+      await bystander.waitFor(() => bystander.frames.filter((f) => f.comment === 'ping').length >= 3, 10_000);
+      expect([deactivated.ended, locked.ended, bystander.ended]).toEqual([false, false, false]);
+      await oidc.services.db.withoutTenant((tx) => tx.query('update core.tenants set active = false where id = 71'));
+      const lockedRows = await oidc.services.db.withTenant(72, (tx) => tx.query(`update core.users set locked = true where subject = 'stream-locked'`));
+      expect(lockedRows.rowCount).toBe(1);
+      // Past the directory's cache, as an administrator's change through the API would be.
+      oidc.services.directory.invalidate();
+      await deactivated.waitFor(() => deactivated.ended, 10_000);
+      await locked.waitFor(() => locked.ended, 10_000);
+      expect(deactivated.frames.at(-1)?.comment).toBe('access ended: tenant inactive; reconnect with Last-Event-ID');
+      expect(locked.frames.at(-1)?.comment).toBe('access ended: account locked; reconnect with Last-Event-ID');
+      await until('their subscriptions released', () => oidc.services.stream.countFor(71) === 0 && oidc.services.stream.countFor(72) === 1);
+      // Another user of the tenant reads on.
+      const pings = bystander.frames.filter((f) => f.comment === 'ping').length;
+      await bystander.waitFor(() => bystander.frames.filter((f) => f.comment === 'ping').length > pings + 2, 10_000);
+      expect(bystander.ended).toBe(false);
+    } finally {
+      deactivated.close();
+      locked.close();
+      bystander.close();
     }
   });
 });

@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream';
 import { callerTenant } from '../../../src/auth/principal.js';
-import { RateLimited, ValidationError } from '../../../src/errors.js';
+import { ForbiddenWithReason, RateLimited, ValidationError } from '../../../src/errors.js';
 import type { OutboxEvent } from '../../../src/events/outbox.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
@@ -34,7 +34,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token.',
+      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state).',
     query: {
       type: 'object',
       properties: {
@@ -129,8 +129,23 @@ export const eventStreamRoutes: RouteDecl[] = [
         return undefined;
       }
       if (!out.writableEnded) {
+        // Each heartbeat also asks whether the caller may still read: a tenant deactivated or an
+        // account locked since the stream opened ends it with the reason a new call would get (read
+        // through the directory's cache). A failure to ask (the database away) keeps the stream.
+        let checking = false;
         heartbeat = setInterval(() => {
-          if (!out.writableEnded) out.write(': ping\n\n');
+          if (out.writableEnded) return;
+          out.write(': ping\n\n');
+          if (checking || !principal) return;
+          checking = true;
+          services.directory
+            .recheck(principal)
+            .catch((err) => {
+              if (err instanceof ForbiddenWithReason) subscription.end(`access ended: ${err.message}`);
+            })
+            .finally(() => {
+              checking = false;
+            });
         }, heartbeatMs);
         heartbeat.unref();
         // The stream reads no longer than its token is valid: once the verifier would refuse it, the
