@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { ROLES } from '../src/auth/principal.js';
@@ -96,6 +97,23 @@ describe('dev bypass', () => {
   it('X-User-ID names the user', async () => {
     const r = await call('/api/bff/v1/me', { 'X-Tenant-ID': '1', 'X-User-ID': 'alice' });
     expect(r.json()).toMatchObject({ user: { id: 'alice', login: 'alice', subject: 'alice' } });
+  });
+
+  it.each(['X-Tenant-ID', 'X-Impersonate-Tenant', 'X-User-ID'])('%s given twice: 400 naming it, never one of the two (or both joined)', async (name) => {
+    // fetch joins repeated headers into one: this goes through node:http, headers as sent.
+    const r = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const url = new URL('/api/bff/v1/me', hub.url);
+      const req = request({ host: url.hostname, port: url.port, path: url.pathname, headers: ['Host', url.host, 'X-Tenant-ID', '1', name, '2', name.toLowerCase(), '1'] }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+        res.on('end', () => resolve({ status: res.statusCode!, text }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.text)).toMatchObject({ error: `${name} is given twice`, field: name });
   });
 
   it('X-Impersonate-Tenant switches the tenant', async () => {

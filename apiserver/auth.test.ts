@@ -353,6 +353,34 @@ describe('401 outside /api/platform/* is JSON', () => {
     expect(once.json()).toMatchObject({ tenant: { id: 2 } });
   });
 
+  it('a request with two Authorization headers: 401 as an invalid token, whichever comes first (Node would keep only the first)', async () => {
+    // fetch joins repeated headers into one: these go through node:http, headers as sent.
+    const twice = (path: string, headers: string[]) =>
+      new Promise<{ status: number; type: string | undefined; text: string; www: string | undefined }>((resolve, reject) => {
+        const url = new URL(path, hub.url);
+        const r = request({ host: url.hostname, port: url.port, method: 'GET', path, headers: ['Host', url.host, ...headers] }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+          res.on('end', () => resolve({ status: res.statusCode!, type: res.headers['content-type'], text, www: res.headers['www-authenticate'] as string | undefined }));
+          res.on('error', reject);
+        });
+        r.on('error', reject);
+        r.end();
+      });
+    const good = `Bearer ${await token(['svc_user', 'svc_integrator'], { tenant_id: 2 })}`;
+    const other = `Bearer ${await token(['svc_user', 'svc_integrator'], { tenant_id: 3 })}`;
+    for (const [first, second] of [[good, 'Bearer garbage'], ['Bearer garbage', good], [good, other], [good, good]]) {
+      const me = await twice('/api/bff/v1/me', ['Authorization', first!, 'authorization', second!]);
+      expect(me).toMatchObject({ status: 401, text: '{"error":"authentication required"}', www: 'Bearer' });
+      const platform = await twice('/api/platform/health', ['Authorization', first!, 'Authorization', second!]);
+      expect(platform).toMatchObject({ status: 401, text: 'authentication required', www: 'Bearer' });
+      expect(platform.type).toMatch(/^text\/plain/);
+      // Undeclared platform paths hold the same floor.
+      expect(await twice('/api/platform/nope', ['Authorization', first!, 'Authorization', second!])).toMatchObject({ status: 401, text: 'authentication required' });
+    }
+    expect(await twice('/api/bff/v1/me', ['Authorization', good])).toMatchObject({ status: 200 });
+  });
+
   it('/api/bff/v1/me with a subject that is not a string: 401 as an invalid token, never the user its text would name', async () => {
     // ["seed-ann"] would read as ann's subject, and every object as the one user "[object Object]".
     for (const sub of [['seed-ann'], { a: 1 }, 7, true]) {

@@ -64,7 +64,7 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
   // caller cannot map the route table. Declared routes answer before this; with credentials and
   // svc_integrator the request falls through to the usual 404 or 405.
   router.all(PLATFORM_PATHS, async (ctx: Context, next) => {
-    const principal = await services.authenticator.authenticate(ctx.headers, true);
+    const principal = await services.authenticator.authenticate(ctx.headers, true, ctx.req.rawHeaders);
     if (!principal) throw new AuthenticationRequired(true);
     if (!principal.roles.has('svc_integrator')) throw new MissingIntegratorRole();
     // Not a route of its own: the 405's Allow list names only what declarations serve.
@@ -79,7 +79,7 @@ async function gate(ctx: Context, decl: RouteDecl, services: AreaServices) {
   if (decl.auth === 'public') return undefined;
   // The declared path, not ctx.path: the router also matches /API/Platform/... and the floor must hold there.
   const platform = decl.path.startsWith(PLATFORM);
-  const principal = await services.authenticator.authenticate(ctx.headers, platform);
+  const principal = await services.authenticator.authenticate(ctx.headers, platform, ctx.req.rawHeaders);
   if (!principal) throw new AuthenticationRequired(platform);
   annotateContext({ tenantId: principal.tenantId === undefined ? undefined : String(principal.tenantId), userId: principal.userId });
   if (platform && !principal.roles.has('svc_integrator')) throw new MissingIntegratorRole();

@@ -57,40 +57,40 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
 describe('Authenticator with tokens', () => {
   it('no Authorization header: undefined, the verifier is not called', async () => {
     const f = fakes({});
-    await expect(f.auth.authenticate({}, false)).resolves.toBeUndefined();
-    await expect(f.auth.authenticate({ authorization: '' }, true)).resolves.toBeUndefined();
+    await expect(f.auth.authenticate({}, false, [])).resolves.toBeUndefined();
+    await expect(f.auth.authenticate({ authorization: '' }, true, [])).resolves.toBeUndefined();
     expect(f.verified).toEqual([]);
   });
 
   it('a non-bearer header: AuthenticationRequired rendered per path', async () => {
     const f = fakes({});
-    const platform = (await rejection(f.auth.authenticate({ authorization: 'Basic abc' }, true))) as AuthenticationRequired;
+    const platform = (await rejection(f.auth.authenticate({ authorization: 'Basic abc' }, true, []))) as AuthenticationRequired;
     expect(platform).toBeInstanceOf(AuthenticationRequired);
     expect(platform.render()).toEqual({ status: 401, headers: { 'WWW-Authenticate': 'Bearer' }, body: { text: 'authentication required' } });
-    const other = (await rejection(f.auth.authenticate({ authorization: 'Basic abc' }, false))) as AuthenticationRequired;
+    const other = (await rejection(f.auth.authenticate({ authorization: 'Basic abc' }, false, []))) as AuthenticationRequired;
     expect(other.render()).toEqual({ status: 401, headers: { 'WWW-Authenticate': 'Bearer' }, body: { json: { error: 'authentication required' } } });
     expect(f.verified).toEqual([]);
   });
 
   it('passes the bearer token to the verifier', async () => {
     const f = fakes({ tenant_id: 2 });
-    await f.auth.authenticate({ authorization: 'Bearer  abc.def.ghi ' }, false);
+    await f.auth.authenticate({ authorization: 'Bearer  abc.def.ghi ' }, false, []);
     expect(f.verified).toEqual(['abc.def.ghi']);
   });
 
   it('a token the verifier rejects: AuthenticationRequired', async () => {
     const f = fakes(new TokenRejected('ERR_JWT_EXPIRED: "exp" claim timestamp check failed'));
-    expect(await rejection(f.auth.authenticate(bearer, true))).toBeInstanceOf(AuthenticationRequired);
+    expect(await rejection(f.auth.authenticate(bearer, true, []))).toBeInstanceOf(AuthenticationRequired);
   });
 
   it('any other verifier failure is not disguised as a 401', async () => {
     const f = fakes(new TypeError('fetch failed'));
-    expect(await rejection(f.auth.authenticate(bearer, true))).toBeInstanceOf(TypeError);
+    expect(await rejection(f.auth.authenticate(bearer, true, []))).toBeInstanceOf(TypeError);
   });
 
   it('builds the principal from the claims', async () => {
     const f = fakes({ tenant_id: 2, realm_access: { roles: ['svc_user', 'svc_admin'] }, preferred_username: 'ann', name: 'Ann', email: 'ann@example.com' });
-    const p = await f.auth.authenticate(bearer, false);
+    const p = await f.auth.authenticate(bearer, false, []);
     expect(p).toEqual({
       via: 'token', issuer: 'https://idp.example.com', subject: 'subject-1', roles: new Set(['svc_user', 'svc_admin']),
       homeTenantId: 2, tenantId: 2, impersonating: false, userId: '42', login: 'ann',
@@ -105,37 +105,37 @@ describe('Authenticator with tokens', () => {
 
   it('roles come from realm_access.roles only, strings only', async () => {
     const f = fakes({ tenant_id: 2, realm_access: { roles: ['svc_user', 7, null, { role: 'svc_admin' }] }, roles: ['svc_admin'], scope: 'svc_admin' });
-    expect([...(await f.auth.authenticate(bearer, false))!.roles]).toEqual(['svc_user']);
+    expect([...(await f.auth.authenticate(bearer, false, []))!.roles]).toEqual(['svc_user']);
   });
 
   it('the tenant claim name is configurable', async () => {
     const f = fakes({ org: '7', tenant_id: 2 }, { tenantClaim: 'org' });
-    expect(await f.auth.authenticate(bearer, false)).toMatchObject({ homeTenantId: 7, tenantId: 7 });
+    expect(await f.auth.authenticate(bearer, false, [])).toMatchObject({ homeTenantId: 7, tenantId: 7 });
   });
 
   it('no tenant claim: no tenant, the user lives in the system tenant 0', async () => {
     const f = fakes({});
-    expect(await f.auth.authenticate(bearer, false)).toMatchObject({ homeTenantId: undefined, tenantId: undefined });
+    expect(await f.auth.authenticate(bearer, false, [])).toMatchObject({ homeTenantId: undefined, tenantId: undefined });
     expect(f.identities[0]).toMatchObject({ tenantId: 0 });
     expect(f.tenantsChecked).toEqual([]);
   });
 
   it('an unknown tenant is refused by the directory', async () => {
-    const err = await rejection(fakes({ tenant_id: 404 }).auth.authenticate(bearer, false));
+    const err = await rejection(fakes({ tenant_id: 404 }).auth.authenticate(bearer, false, []));
     expect(err).toBeInstanceOf(ForbiddenWithReason);
     expect((err as Error).message).toBe('unknown tenant 404');
   });
 
   it('impersonation switches the tenant, keeps the roles and provisions the user in the home tenant', async () => {
     const f = fakes({ tenant_id: 2, acting_as_tenant: 3, realm_access: { roles: ['svc_superadmin'] } });
-    expect(await f.auth.authenticate(bearer, false)).toMatchObject({ homeTenantId: 2, tenantId: 3, impersonating: true, roles: new Set(['svc_superadmin']) });
+    expect(await f.auth.authenticate(bearer, false, [])).toMatchObject({ homeTenantId: 2, tenantId: 3, impersonating: true, roles: new Set(['svc_superadmin']) });
     expect(f.tenantsChecked.sort()).toEqual([2, 3]);
     expect(f.identities[0]).toMatchObject({ tenantId: 2 });
   });
 
   it('impersonation without svc_superadmin is refused before anything is looked up', async () => {
     const f = fakes({ tenant_id: 2, acting_as_tenant: 3, realm_access: { roles: [...ROLES].filter((r) => r !== 'svc_superadmin') } });
-    const err = await rejection(f.auth.authenticate(bearer, true));
+    const err = await rejection(f.auth.authenticate(bearer, true, []));
     expect(err).toBeInstanceOf(ForbiddenWithReason);
     expect((err as ForbiddenWithReason).render()).toEqual({ status: 403, body: { json: { error: 'svc_superadmin required to impersonate a tenant' } } });
     expect(f.tenantsChecked).toEqual([]);
@@ -143,40 +143,40 @@ describe('Authenticator with tokens', () => {
   });
 
   it('an acting_as_tenant that is not a tenant id is refused', async () => {
-    const err = await rejection(fakes({ tenant_id: 2, acting_as_tenant: 'globex', realm_access: { roles: ['svc_superadmin'] } }).auth.authenticate(bearer, false));
+    const err = await rejection(fakes({ tenant_id: 2, acting_as_tenant: 'globex', realm_access: { roles: ['svc_superadmin'] } }).auth.authenticate(bearer, false, []));
     expect(err).toBeInstanceOf(ForbiddenWithReason);
     expect((err as Error).message).toBe('acting_as_tenant is not a tenant id');
   });
 
   it.each([['acme'], [-1], [1.5], [true], [[2]], [{ id: 2 }]])('a tenant claim %p that is not a tenant id: AuthenticationRequired', async (value) => {
     const f = fakes({ tenant_id: value });
-    expect(await rejection(f.auth.authenticate(bearer, true))).toBeInstanceOf(AuthenticationRequired);
+    expect(await rejection(f.auth.authenticate(bearer, true, []))).toBeInstanceOf(AuthenticationRequired);
     expect(f.identities).toEqual([]);
   });
 
   it('claim user_id names the hub user (number or numeric string)', async () => {
     for (const value of [17, '17']) {
       const f = fakes({ tenant_id: 2, user_id: value });
-      expect(await f.auth.authenticate(bearer, false)).toMatchObject({ userId: '17' });
+      expect(await f.auth.authenticate(bearer, false, [])).toMatchObject({ userId: '17' });
       expect(f.identities[0]).toMatchObject({ userId: 17, tenantId: 2 });
     }
   });
 
   it.each([['abc'], [-1], [1.5], [true], [false], [[5]], [{ id: 5 }]])('a user_id claim %p that is not a user id: AuthenticationRequired', async (value) => {
     const f = fakes({ tenant_id: 2, user_id: value });
-    expect(await rejection(f.auth.authenticate(bearer, false))).toBeInstanceOf(AuthenticationRequired);
+    expect(await rejection(f.auth.authenticate(bearer, false, []))).toBeInstanceOf(AuthenticationRequired);
     expect(f.identities).toEqual([]);
   });
 
   it('a token without a subject: AuthenticationRequired', async () => {
-    expect(await rejection(fakes({ tenant_id: 2, sub: '' }).auth.authenticate(bearer, false))).toBeInstanceOf(AuthenticationRequired);
+    expect(await rejection(fakes({ tenant_id: 2, sub: '' }).auth.authenticate(bearer, false, []))).toBeInstanceOf(AuthenticationRequired);
   });
 });
 
 describe('Authenticator with the dev bypass', () => {
   it('ignores any token and grants every role', async () => {
     const f = fakes({}, { devBypass: true });
-    const p = await f.auth.authenticate({ authorization: 'Bearer whatever', 'x-tenant-id': '2', 'x-user-id': 'alice' }, true);
+    const p = await f.auth.authenticate({ authorization: 'Bearer whatever', 'x-tenant-id': '2', 'x-user-id': 'alice' }, true, []);
     expect(p).toEqual({
       via: 'dev-bypass', subject: 'alice', roles: new Set(ROLES), homeTenantId: 2, tenantId: 2, impersonating: false, userId: 'alice', login: 'alice',
     });
@@ -185,13 +185,13 @@ describe('Authenticator with the dev bypass', () => {
 
   it('X-Impersonate-Tenant switches the tenant', async () => {
     const f = fakes({}, { devBypass: true });
-    expect(await f.auth.authenticate({ 'x-tenant-id': '2', 'x-impersonate-tenant': '3' }, false)).toMatchObject({ homeTenantId: 2, tenantId: 3, impersonating: true });
+    expect(await f.auth.authenticate({ 'x-tenant-id': '2', 'x-impersonate-tenant': '3' }, false, [])).toMatchObject({ homeTenantId: 2, tenantId: 3, impersonating: true });
     expect(f.tenantsChecked.sort()).toEqual([2, 3]);
   });
 
   it('a non-numeric tenant header: 400 naming the header', async () => {
     const f = fakes({}, { devBypass: true });
-    const err = (await rejection(f.auth.authenticate({ 'x-tenant-id': 'acme' }, false))) as ValidationError;
+    const err = (await rejection(f.auth.authenticate({ 'x-tenant-id': 'acme' }, false, []))) as ValidationError;
     expect(err).toBeInstanceOf(ValidationError);
     expect(err.render().status).toBe(400);
     expect(err.field).toBe('X-Tenant-ID');

@@ -25,10 +25,23 @@ export class Authenticator {
 
   /**
    * The principal of a request, or undefined when it carries no credentials. Invalid credentials
-   * throw AuthenticationRequired (rendered plain text or JSON by the route's gate).
+   * throw AuthenticationRequired (rendered plain text or JSON by the route's gate). `rawHeaders` are
+   * the request's headers as sent (Node's `req.rawHeaders`): a credential header given twice is
+   * refused, where `headers` would show only the first Authorization (Node drops the others) or the
+   * dev-bypass headers joined with `, `.
    */
-  async authenticate(headers: Headers, platformPath: boolean): Promise<Principal | undefined> {
-    if (this.options.devBypass) return this.devPrincipal(headers);
+  async authenticate(headers: Headers, platformPath: boolean, rawHeaders: readonly string[]): Promise<Principal | undefined> {
+    if (this.options.devBypass) {
+      const twice = givenTwice(rawHeaders, DEV_HEADERS);
+      if (twice) throw new ValidationError(`${twice} is given twice`, twice, 'send the header once (readers differ on which of the two wins)');
+      return this.devPrincipal(headers);
+    }
+    // Node keeps the first Authorization and drops the rest without a word: "good, then bad" would
+    // pass here and a proxy or log reading the last would see another caller.
+    if (givenTwice(rawHeaders, ['Authorization'])) {
+      logger().info({ reason: 'header Authorization is given twice' }, 'bearer token refused');
+      throw new AuthenticationRequired(platformPath, 'header Authorization is given twice');
+    }
     const header = single(headers.authorization);
     if (!header) return undefined;
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -139,6 +152,19 @@ function tooDeepClaim(claims: JWTPayload): string | undefined {
 /** A field under `token` as the claim's path: `token.name` is `name`, `token["a.b"]` is `["a.b"]`. */
 function claimPath(field: string): string {
   return field.replace(/^token\.?/, '');
+}
+
+/** The headers that say who calls under the dev bypass, as documented. */
+const DEV_HEADERS = ['X-Tenant-ID', 'X-Impersonate-Tenant', 'X-User-ID'];
+
+/** The first of `names` (matched in any letter case) that `rawHeaders` (name, value, name, value, …) gives more than once. */
+function givenTwice(rawHeaders: readonly string[], names: readonly string[]): string | undefined {
+  const counts = new Map<string, number>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    counts.set(name, (counts.get(name) ?? 0) + 1);
+  }
+  return names.find((name) => (counts.get(name.toLowerCase()) ?? 0) > 1);
 }
 
 function single(value: string | string[] | undefined): string | undefined {
