@@ -307,7 +307,7 @@ describe('bearer token verification (on /api/platform/health: 401 plain text)', 
     expectPlatform401(await call('/api/platform/health', { token: none }));
   });
 
-  it.each([['acme'], [-2], [2.5], [true], [[3]], [{ id: 3 }]])('refuses a token whose tenant claim %p is not a tenant id', async (tenantId) => {
+  it.each([['acme'], [''], [-2], [2.5], [true], [false], [[3]], [{ id: 3 }]])('refuses a token whose tenant claim %p is not a tenant id', async (tenantId) => {
     expectPlatform401(await call('/api/platform/health', { token: await token(['svc_integrator'], { tenant_id: tenantId }) }));
     expectJson401(await call('/api/bff/v1/me', { token: await token(['svc_user'], { tenant_id: tenantId }) }));
   });
@@ -726,6 +726,14 @@ describe('impersonation (acting_as_tenant)', () => {
     expectPlatform401(await call('/api/platform/health', { token: t }));
     const homeless = await token(['svc_superadmin', 'svc_user'], { acting_as_tenant: acting });
     expectJson401(await call('/api/bff/v1/me', { token: homeless }));
+  });
+
+  it.each([[[3]], [''], [false], ['globex'], [{ id: 3 }]])('a token whose acting_as_tenant %p is not a tenant id is refused as an invalid token: 401, with or without svc_superadmin', async (acting) => {
+    for (const roles of [['svc_superadmin', 'svc_user', 'svc_integrator'], ['svc_user', 'svc_integrator']]) {
+      const t = await token(roles, { tenant_id: 2, acting_as_tenant: acting });
+      expectJson401(await call('/api/bff/v1/me', { token: t }));
+      expectPlatform401(await call('/api/platform/health', { token: t }));
+    }
   });
 
   it('impersonating an unknown tenant is refused', async () => {

@@ -142,13 +142,21 @@ describe('Authenticator with tokens', () => {
     expect(f.identities).toEqual([]);
   });
 
-  it('an acting_as_tenant that is not a tenant id is refused', async () => {
-    const err = await rejection(fakes({ tenant_id: 2, acting_as_tenant: 'globex', realm_access: { roles: ['svc_superadmin'] } }).auth.authenticate(bearer, false, []));
-    expect(err).toBeInstanceOf(ForbiddenWithReason);
-    expect((err as Error).message).toBe('acting_as_tenant is not a tenant id');
+  it.each([['globex'], [''], [false], [true], [[3]], [{ id: 3 }], [-1], [1.5]])('an acting_as_tenant %p that is not a tenant id: AuthenticationRequired (an invalid token), with or without svc_superadmin', async (value) => {
+    for (const roles of [['svc_superadmin'], ['svc_user']]) {
+      const f = fakes({ tenant_id: 2, acting_as_tenant: value, realm_access: { roles } });
+      const err = await rejection(f.auth.authenticate(bearer, false, []));
+      expect(err).toBeInstanceOf(AuthenticationRequired);
+      expect((err as AuthenticationRequired).reason).toBe('claim acting_as_tenant is not a tenant id');
+      expect(f.identities).toEqual([]);
+    }
   });
 
-  it.each([['acme'], [-1], [1.5], [true], [[2]], [{ id: 2 }]])('a tenant claim %p that is not a tenant id: AuthenticationRequired', async (value) => {
+  it('acting_as_tenant null is no claim', async () => {
+    expect(await fakes({ tenant_id: 2, acting_as_tenant: null }).auth.authenticate(bearer, false, [])).toMatchObject({ tenantId: 2, impersonating: false });
+  });
+
+  it.each([['acme'], [''], [-1], [1.5], [true], [false], [[2]], [{ id: 2 }]])('a tenant claim %p that is not a tenant id: AuthenticationRequired', async (value) => {
     const f = fakes({ tenant_id: value });
     expect(await rejection(f.auth.authenticate(bearer, true, []))).toBeInstanceOf(AuthenticationRequired);
     expect(f.identities).toEqual([]);
@@ -162,7 +170,7 @@ describe('Authenticator with tokens', () => {
     }
   });
 
-  it.each([['abc'], [-1], [1.5], [true], [false], [[5]], [{ id: 5 }]])('a user_id claim %p that is not a user id: AuthenticationRequired', async (value) => {
+  it.each([['abc'], [''], [-1], [1.5], [true], [false], [[5]], [{ id: 5 }]])('a user_id claim %p that is not a user id: AuthenticationRequired', async (value) => {
     const f = fakes({ tenant_id: 2, user_id: value });
     expect(await rejection(f.auth.authenticate(bearer, false, []))).toBeInstanceOf(AuthenticationRequired);
     expect(f.identities).toEqual([]);

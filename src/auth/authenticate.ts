@@ -75,14 +75,15 @@ export class Authenticator {
     // The system tenant is the platform's own: no token may name it (a token without a tenant claim
     // still provisions its user there, but acts as no tenant).
     if (homeTenantId === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} names the system tenant`);
-    const acting = claims.acting_as_tenant;
+    // A malformed or system-tenant acting_as_tenant makes the token invalid (401) whatever its roles,
+    // as a malformed tenant_id does; a well-formed one without svc_superadmin is spec 1's 403.
+    const target = claimedId(claims.acting_as_tenant);
+    if (target === null) throw new AuthenticationRequired(platformPath, 'claim acting_as_tenant is not a tenant id');
+    if (target === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, 'claim acting_as_tenant names the system tenant');
     let tenantId = homeTenantId;
     let impersonating = false;
-    if (acting !== undefined && acting !== null) {
+    if (target !== undefined) {
       if (!roles.has('svc_superadmin')) throw new ForbiddenWithReason('svc_superadmin required to impersonate a tenant');
-      const target = claimedId(acting);
-      if (target === null || target === undefined) throw new ForbiddenWithReason('acting_as_tenant is not a tenant id');
-      if (target === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, 'claim acting_as_tenant names the system tenant');
       await this.options.directory.requireActiveTenant(target);
       tenantId = target;
       // Acting as one's own tenant is no impersonation: the caller is still themselves there (and
@@ -176,9 +177,12 @@ function realmRoles(claims: JWTPayload): string[] {
   return Array.isArray(realm?.roles) ? realm.roles.filter((r): r is string => typeof r === 'string') : [];
 }
 
-/** A numeric id claim (tenant, user). undefined: no claim; null: a claim that is not an id. */
+/**
+ * A numeric id claim (tenant, user). undefined: no claim (absent or JSON null); null: a claim that is
+ * not an id, the empty string included (an id written as nothing is malformed, not absent).
+ */
 function claimedId(value: unknown): number | undefined | null {
-  if (value === undefined || value === null || value === '') return undefined;
+  if (value === undefined || value === null) return undefined;
   if (typeof value !== 'number' && typeof value !== 'string') return null; // [3] would stringify to '3'
   const text = String(value);
   if (!/^\d+$/.test(text)) return null;
