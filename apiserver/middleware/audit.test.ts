@@ -179,6 +179,34 @@ describe('audit', () => {
     expect(await ofIt()).toEqual([{ tenant_id: 1, actor: 'una', action: 'POST /api/probe/users', target: '/api/probe/users', outcome: 'failure', status: 503, request_id: res.headers.get('x-request-id') }]);
   });
 
+  it('an impersonating call is recorded in the tenant it acted as, with the home tenant and impersonating true', async () => {
+    await owner.query(`insert into core.tenants (id, code, name, active) values (7, 'audit-seven', 'Seven', true) on conflict do nothing`);
+    const as = (home: string, acting?: string) => ({ 'X-Tenant-ID': home, 'X-User-ID': 'sue', 'Content-Type': 'application/json', ...(acting ? { 'X-Impersonate-Tenant': acting } : {}) });
+    // A write (the entry commits with it), a call that writes nothing (inserted whole at the end), and the caller's own tenant.
+    const wrote = await fetch(`${hub.url}/api/probe/users`, { method: 'POST', headers: as('1', '7'), body: JSON.stringify({ login: 'imp-ivy' }) });
+    expect(wrote.status).toBe(201);
+    const refused = await fetch(`${hub.url}/api/probe/things`, { method: 'POST', headers: as('1', '7'), body: JSON.stringify({ name: 'taken' }) });
+    expect(refused.status).toBe(400);
+    const own = await fetch(`${hub.url}/api/probe/things`, { method: 'POST', headers: as('1'), body: JSON.stringify({ name: 'own' }) });
+    expect(own.status).toBe(201);
+    const ids = [wrote, refused, own].map((r) => r.headers.get('x-request-id'));
+    const { rows } = await owner.query(
+      'select request_id, tenant_id, home_tenant_id, impersonating, actor, status from audit.entries where request_id = any($1) order by id',
+      [ids],
+    );
+    expect(rows).toEqual([
+      { request_id: ids[0], tenant_id: 7, home_tenant_id: 1, impersonating: true, actor: 'sue', status: 201 },
+      { request_id: ids[1], tenant_id: 7, home_tenant_id: 1, impersonating: true, actor: 'sue', status: 400 },
+      { request_id: ids[2], tenant_id: 1, home_tenant_id: 1, impersonating: false, actor: 'sue', status: 201 },
+    ]);
+    // The retry buffer keeps them too.
+    hub.services.audit.record({ tenantId: 7, homeTenantId: 1, impersonating: true, actor: 'retry-imp', action: 'POST /x', target: '/x', outcome: 'success', status: 200, at: new Date() });
+    expect(await hub.services.audit.flush()).toBe(1);
+    expect((await owner.query(`select tenant_id, home_tenant_id, impersonating from audit.entries where actor = 'retry-imp'`)).rows).toEqual([
+      { tenant_id: 7, home_tenant_id: 1, impersonating: true },
+    ]);
+  });
+
   it('a refused call is recorded as the platform (tenant 0, anonymous)', async () => {
     // The dev bypass refuses a non-numeric tenant header before the handler.
     const res = await fetch(`${hub.url}/api/probe/things`, { method: 'POST', headers: { 'X-Tenant-ID': 'acme', 'Content-Type': 'application/json' }, body: '{"name":"c"}' });

@@ -54,6 +54,8 @@ function subject(decl: RouteDecl, ctx: Context, final: boolean): AuditSubject | 
     action: `${decl.method} ${decl.path}`,
     target: auditTarget(ctx),
     requestId: ctx.state.requestId as string | undefined,
+    homeTenantId: principal?.homeTenantId,
+    impersonating: principal?.impersonating ?? false,
   };
 }
 
@@ -66,15 +68,5 @@ export function recordCall(recorder: AuditRecorder, decl: RouteDecl, ctx: Contex
     ctx.state.auditStatus = status;
     return;
   }
-  const principal = ctx.state.principal as Principal | undefined;
-  recorder.record({
-    tenantId: principal?.tenantId ?? 0,
-    actor: principal ? actor(principal) : 'anonymous',
-    action: `${decl.method} ${decl.path}`,
-    target: auditTarget(ctx),
-    outcome: status < 400 ? 'success' : 'failure',
-    status,
-    requestId: ctx.state.requestId as string | undefined,
-    at: new Date(),
-  });
+  recorder.record({ ...subject(decl, ctx, true)!, outcome: status < 400 ? 'success' : 'failure', status, at: new Date() });
 }

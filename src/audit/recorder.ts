@@ -10,15 +10,30 @@ export interface AuditEntry {
   outcome: 'success' | 'failure';
   status?: number;
   requestId?: string;
+  /** The caller's own tenant, where `tenantId` is the one it acted as; undefined for a caller of no tenant. */
+  homeTenantId?: number;
+  /** The caller acted as another tenant than its own (acting_as_tenant, X-Impersonate-Tenant). */
+  impersonating?: boolean;
   at: Date;
   /** The row the call's own write inserted already: the retry completes it (outcome, status) instead of inserting. */
   rowId?: number;
 }
 
 /** Who did what, known once authentication has run (`undefined` before). */
-export type AuditSubject = Pick<AuditEntry, 'tenantId' | 'actor' | 'action' | 'target' | 'requestId'>;
+export type AuditSubject = Pick<AuditEntry, 'tenantId' | 'actor' | 'action' | 'target' | 'requestId' | 'homeTenantId' | 'impersonating'>;
 
-const INSERT = 'insert into audit.entries (tenant_id, actor, action, target, outcome, status, request_id, at)';
+const COLUMNS = ['tenant_id', 'actor', 'action', 'target', 'outcome', 'status', 'request_id', 'at', 'home_tenant_id', 'impersonating'];
+const INSERT = `insert into audit.entries (${COLUMNS.join(', ')})`;
+
+/** `$1, $2, …` for one row of COLUMNS, numbered from `base + 1`. */
+function placeholders(base = 0): string {
+  return COLUMNS.map((_, k) => `$${base + k + 1}`).join(', ');
+}
+
+/** An entry's values in the order of COLUMNS. */
+function rowOf(e: AuditSubject & Pick<AuditEntry, 'outcome' | 'status' | 'at'>): unknown[] {
+  return [e.tenantId, e.actor, e.action, e.target, e.outcome, e.status ?? null, e.requestId ?? null, e.at, e.homeTenantId ?? null, e.impersonating ?? false];
+}
 
 /** PostgreSQL text cannot hold NUL: a path or claim carrying one is recorded with U+FFFD instead of failing the write. */
 function storable(text: string): string;
@@ -64,8 +79,8 @@ export class RequestAudit implements CommitHook {
     this.state = 'writing';
     try {
       const { rows } = await tx.query<{ id: number }>(
-        `${INSERT} select $1, $2, $3, $4, 'success', null, $5, $6 where pg_current_xact_id_if_assigned() is not null returning id`,
-        [subject.tenantId, subject.actor, subject.action, subject.target, subject.requestId ?? null, new Date()],
+        `${INSERT} select ${placeholders()} where pg_current_xact_id_if_assigned() is not null returning id`,
+        rowOf({ ...subject, outcome: 'success', at: new Date() }),
       );
       const id = rows[0]?.id;
       if (id === undefined) {
@@ -100,9 +115,7 @@ export class RequestAudit implements CommitHook {
         if (this.rowId !== undefined) {
           await db.crossTenantQuery('audit', 'update audit.entries set outcome = $2, status = $3 where id = $1', [this.rowId, outcome, status]);
         } else {
-          await db.crossTenantQuery('audit', `${INSERT} values ($1, $2, $3, $4, $5, $6, $7, $8)`, [
-            subject.tenantId, subject.actor, subject.action, subject.target, outcome, status, subject.requestId ?? null, new Date(),
-          ]);
+          await db.crossTenantQuery('audit', `${INSERT} values (${placeholders()})`, rowOf({ ...subject, outcome, status, at: new Date() }));
         }
         return;
       } catch (err) {
@@ -155,14 +168,10 @@ export class AuditRecorder {
           const rows = inserts.slice(i, i + ROWS_PER_INSERT);
           const values: unknown[] = [];
           const tuples = rows.map((e, r) => {
-            values.push(e.tenantId, e.actor, e.action, e.target, e.outcome, e.status ?? null, e.requestId ?? null, e.at);
-            const base = r * 8;
-            return `(${Array.from({ length: 8 }, (_, k) => `$${base + k + 1}`).join(', ')})`;
+            values.push(...rowOf(e));
+            return `(${placeholders(r * COLUMNS.length)})`;
           });
-          await tx.query(
-            `insert into audit.entries (tenant_id, actor, action, target, outcome, status, request_id, at) values ${tuples.join(', ')}`,
-            values,
-          );
+          await tx.query(`${INSERT} values ${tuples.join(', ')}`, values);
         }
       });
       return batch.length;
