@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -94,6 +94,53 @@ describe('login, whoami, logout', () => {
     const json = await svc(['login', '--url', hub.url, '--token', token, '--json'], { env: { SVC_CLI_CONFIG: file } });
     expect(json.out).not.toContain(token);
     expect(JSON.parse(json.out)).toMatchObject({ via: 'dev-bypass' });
+  });
+
+  it('tightens its own config folder to 0700 and writes the token into a temporary file it created itself', async () => {
+    const token = 'tok-8c21d0-folder-and-temp';
+    const xdg = join(dir, 'xdg');
+    const folder = join(xdg, 'svc');
+    mkdirSync(folder, { recursive: true });
+    chmodSync(folder, 0o755); // an existing, looser folder
+    // A link where the temporary file goes (main runs in this process: same pid), to a file others may read.
+    const leak = join(dir, 'leak.txt');
+    writeFileSync(leak, 'nothing\n', { mode: 0o644 });
+    symlinkSync(leak, join(folder, `config.json.${process.pid}.tmp`));
+    const result = await svc(['login', '--url', hub.url, '--token-stdin'], { env: { XDG_CONFIG_HOME: xdg }, stdin: `${token}\n` });
+    expect(result).toMatchObject({ code: 0, err: '' });
+    expect(statSync(folder).mode & 0o777).toBe(0o700);
+    expect(readFileSync(leak, 'utf8')).toBe('nothing\n');
+    const file = join(folder, 'config.json');
+    expect(lstatSync(file).isSymbolicLink()).toBe(false);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token });
+    // A folder SVC_CLI_CONFIG chose is the user's: left as it is.
+    const chosen = join(dir, 'chosen');
+    mkdirSync(chosen, { mode: 0o755 });
+    chmodSync(chosen, 0o755);
+    expect((await svc(['login', '--url', hub.url, '--token', token], { env: { SVC_CLI_CONFIG: join(chosen, 'c.json') } })).code).toBe(0);
+    expect(statSync(chosen).mode & 0o777).toBe(0o755);
+  });
+
+  it('refuses to send a token over plain http to a host other than loopback without --allow-http, and warns with it', async () => {
+    const token = 'tok-5e77b1-in-clear';
+    // 0.0.0.0 is not a loopback name, yet Linux connects it to this machine, where the hub listens.
+    const remote = hub.url.replace('127.0.0.1', '0.0.0.0');
+    const file = join(dir, 'plain-http.json');
+    for (const args of [['--token', token], ['--token-stdin']]) {
+      const refused = await svc(['login', '--url', remote, ...args], { env: { SVC_CLI_CONFIG: file }, stdin: `${token}\n` });
+      expect(refused.code).toBe(2);
+      expect(refused.err).toContain(`--url ${remote} is plain http to another machine: the token would travel in clear`);
+      expect(refused.out + refused.err).not.toContain(token);
+      expect(existsSync(file)).toBe(false);
+    }
+    const allowed = await svc(['login', '--url', remote, '--token', token, '--allow-http'], { env: { SVC_CLI_CONFIG: file } });
+    expect(allowed.code).toBe(0);
+    expect(allowed.err).toBe(`warning: the token travels in clear to ${new URL(remote).host} (plain http, --allow-http)\n`);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: remote, token });
+    // No token, nothing in clear: a dev tenant is not refused; nor is a token to loopback by name.
+    expect(await svc(['login', '--url', remote, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
+    expect(await svc(['login', '--url', hub.url.replace('127.0.0.1', 'localhost'), '--token', token], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
   });
 
   it('keeps nothing when the hub cannot be reached, and refuses a bad command line with 2', async () => {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { holdsUserInfo, isHttpUrl, normaliseUrl, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
+import { holdsUserInfo, isHttpUrl, normaliseUrl, ownsConfigFolder, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
@@ -9,6 +9,7 @@ import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.j
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, type Row, table } from './output.js';
 import { runTui } from './tui.js';
+import { isLoopback } from '../loopback.js';
 import type { Ctx, Io } from './context.js';
 
 export type { Ctx, Io };
@@ -224,6 +225,14 @@ async function login(c: Ctx): Promise<number> {
     target.devTenant = tenant;
     target.tokenFrom = 'login';
   } else {
+    // A bearer token over plain http to another machine can be read (and replayed) by anyone on the way.
+    const parsed = new URL(url);
+    if (parsed.protocol === 'http:' && !isLoopback(parsed.hostname)) {
+      if (c.opts['allow-http'] !== true) {
+        throw new UsageError(`--url ${url} is plain http to another machine: the token would travel in clear, at login and in every later call; use https, or give --allow-http if the network to the hub is trusted`);
+      }
+      c.err(`warning: the token travels in clear to ${parsed.host} (plain http, --allow-http)\n`);
+    }
     target.token = (given[0] === 'token' ? str(c, 'token')! : await pipedOrHidden(c.io.stdin, c.err, 'Token: ')).trim();
     if (!target.token) throw new UsageError('the token is empty');
     target.tokenFrom = 'login';
@@ -245,7 +254,7 @@ async function login(c: Ctx): Promise<number> {
     if (err.status !== 403) throw err;
     c.err(`warning: the hub refused /api/bff/v1/me (${err.message}, HTTP 403); storing the credential anyway\n`);
   }
-  writeConfig(c.configFile, target);
+  writeConfig(c.configFile, target, ownsConfigFolder(c.io.env));
   if (c.json) c.out(json(me ?? null));
   else {
     const who = me ? whoText(target, me) : undefined;
@@ -534,13 +543,14 @@ const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YA
 export const COMMANDS: Command[] = [
   {
     name: 'login',
-    synopsis: '--url URL (--token T | --token-stdin | --dev-tenant ID)',
+    synopsis: '--url URL (--token T | --token-stdin | --dev-tenant ID) [--allow-http]',
     summary: 'Check a credential against the hub and store it with the URL in the config file',
     flags: {
       url: { type: 'string', arg: 'URL', required: true, help: 'base URL of the hub, e.g. http://127.0.0.1:8080' },
       token: { type: 'string', arg: 'T', help: 'an access token of the hub\'s identity provider (visible in the process list: prefer --token-stdin)' },
       'token-stdin': { type: 'boolean', help: 'read the token from stdin' },
       'dev-tenant': { type: 'string', arg: 'ID', help: 'development hubs without an identity provider: act as this tenant id (X-Tenant-ID)' },
+      'allow-http': { type: 'boolean', help: 'send the token over plain http to a host other than loopback (it travels in clear: only on a trusted network)' },
     },
     run: login,
   },

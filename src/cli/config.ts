@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CliError } from './errors.js';
@@ -39,8 +39,13 @@ export interface Target extends Credentials {
   storedFor?: string;
 }
 
+/** Whether the config file's folder is svc's own (`…/svc`), not one `$SVC_CLI_CONFIG` chose. */
+export function ownsConfigFolder(env: Env): boolean {
+  return !env.SVC_CLI_CONFIG;
+}
+
 export function configPath(env: Env): string {
-  if (env.SVC_CLI_CONFIG) return env.SVC_CLI_CONFIG;
+  if (!ownsConfigFolder(env)) return env.SVC_CLI_CONFIG!;
   const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config');
   return join(base, 'svc', 'config.json');
 }
@@ -58,15 +63,30 @@ function readConfig(path: string): Target | undefined {
   return { url: config.url, token: str(config.token), devTenant: str(config.devTenant) };
 }
 
-/** Written to a temporary file with mode 0600 and renamed over the old one, so no reader sees half. */
-export function writeConfig(path: string, target: Target): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+/**
+ * Written to a temporary file created afresh with mode 0600 (never one left behind, whose mode would
+ * stay as it was while the token went into it) and renamed over the old one, so no reader sees half.
+ * The folder is made 0700, an existing one tightened to it: the token must not sit in a folder
+ * others may list or write to. Not when `ownFolder` is false (`$SVC_CLI_CONFIG` names the file
+ * itself, in a folder of the user's choosing, /tmp say, which is left as it is).
+ */
+export function writeConfig(path: string, target: Target, ownFolder: boolean): void {
+  const folder = dirname(path);
+  mkdirSync(folder, { recursive: true, mode: 0o700 });
+  if (ownFolder) chmodSync(folder, 0o700);
   const temporary = `${path}.${process.pid}.tmp`;
   const stored: Target = { url: target.url };
   if (target.token) stored.token = target.token;
   if (target.devTenant) stored.devTenant = target.devTenant;
-  writeFileSync(temporary, `${JSON.stringify(stored, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(temporary, 0o600);
+  rmSync(temporary, { force: true });
+  // 'wx': created here or not at all (no file or link of that name followed); the mode is set at creation.
+  const fd = openSync(temporary, 'wx', 0o600);
+  try {
+    fchmodSync(fd, 0o600); // whatever the umask
+    writeFileSync(fd, `${JSON.stringify(stored, null, 2)}\n`);
+  } finally {
+    closeSync(fd);
+  }
   renameSync(temporary, path);
 }
 

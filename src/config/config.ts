@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import { selfContainingAlias } from '../manifests/yaml.js';
 import { CLI_ENVIRONMENT } from '../cli/config.js';
+import { isLoopback } from '../loopback.js';
 import { parseDuration } from './duration.js';
 import { envName, PROPERTIES, type PropertyDef, type PropertyValue } from './properties.js';
 
@@ -271,10 +272,6 @@ function readYamlFile(path: string): Record<string, string | number | boolean> {
   };
   walk(doc, '');
   return flat;
-}
-
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 /** Bytes of a size as configuration writes it (`512kb`, `10mb`, `1048576`), whole bytes; undefined when it is not a size. */
