@@ -124,6 +124,12 @@ describe('dev bypass', () => {
     expect(probe.json()).toEqual({ tid: '2', tenantId: 2, impersonating: true });
   });
 
+  it('X-Impersonate-Tenant naming the X-Tenant-ID tenant is no impersonation', async () => {
+    const r = await call('/api/bff/v1/me', { 'X-Tenant-ID': '2', 'X-Impersonate-Tenant': '2' });
+    expect(r.json()).toMatchObject({ tenant: { id: 2, code: 'acme', homeId: 2, impersonating: false } });
+    expect((await call('/api/tenants/2/probe', { 'X-Tenant-ID': '2', 'X-Impersonate-Tenant': '2' })).json()).toEqual({ tid: '2', tenantId: 2, impersonating: false });
+  });
+
   it('every gate passes: platform floor, svc_admin, combined gate', async () => {
     const health = await call('/api/platform/health');
     expect(health.status).toBe(200);

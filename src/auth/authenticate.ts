@@ -134,7 +134,8 @@ export class Authenticator {
       roles: new Set(ROLES),
       homeTenantId: home,
       tenantId: acting ?? home,
-      impersonating: acting !== undefined,
+      // As with acting_as_tenant: naming one's own tenant is no impersonation.
+      impersonating: acting !== undefined && acting !== home,
       userId,
       login: userId ?? 'dev',
     };
