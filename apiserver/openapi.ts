@@ -118,7 +118,7 @@ function queryParameters(schema: JsonSchema | undefined): unknown[] {
 export const INVALID_INPUT: ResponseDecl = {
   description:
     'Invalid input `{error, field?, hint?}`: a path or query parameter, or the body, against its schema (an integer parameter written with a leading zero, a sign or a fraction, `03` or `3.0`, is refused naming it); malformed JSON or YAML; ' +
-    'a NUL character or half of a surrogate pair in any of them or in a token claim; with the dev bypass, a tenant header that is not a tenant id',
+    'a NUL character or half of a surrogate pair in any of them or in a token claim; with the dev bypass, a tenant header that is not a tenant id, or X-Tenant-ID, X-Impersonate-Tenant or X-User-ID given twice',
   schema: errorBody,
 };
 
