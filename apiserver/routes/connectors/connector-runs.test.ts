@@ -136,6 +136,27 @@ describe('connector runs against the demo source', () => {
     expect(runs.rows[0].n).toBe(0);
   });
 
+  it('an endpoint or connector name longer than the manifest allows (63) is a 400 naming it, never quoted back; nothing runs', async () => {
+    await apply(manifest('bounded', [offsetEndpoint('live', '/offset/partners', 'ext.bounded')]));
+    const long = 'e'.repeat(100_000);
+    const named = await fetch(`${hub.url}/api/connectors/bounded/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: JSON.stringify({ endpoint: long }) });
+    expect(named.status).toBe(400);
+    const namedText = await named.text();
+    expect(JSON.parse(namedText)).toMatchObject({ error: 'endpoint must be at most 63 characters', field: 'endpoint' });
+    expect(namedText.length).toBeLessThan(1000);
+    const atBound = await fetch(`${hub.url}/api/connectors/bounded/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: JSON.stringify({ endpoint: 'e'.repeat(63) }) });
+    expect(atBound.status).toBe(404);
+    const longName = 'c'.repeat(4000);
+    const paths: [string, string][] = [['POST', `${longName}/runs`], ['GET', longName], ['DELETE', longName], ['POST', `${longName}/preflight`], ['POST', `bounded/endpoints/${longName}/reset-cursor`]];
+    for (const [method, path] of paths) {
+      const res = await fetch(`${hub.url}/api/connectors/${path}`, { method, headers: { ...H, 'Content-Type': 'application/json' }, body: method === 'POST' ? '{}' : undefined });
+      const text = await res.text();
+      expect({ path: path.slice(-20), status: res.status, quoted: text.includes(longName) }).toEqual({ path: path.slice(-20), status: 400, quoted: false });
+    }
+    const runs = await owner.query("select count(*)::int as n from connectors.runs where connector_name = 'bounded'");
+    expect(runs.rows[0].n).toBe(0);
+  });
+
   it('never reports a short extract as complete: the liar fails naming both figures, rows stay', async () => {
     await apply(manifest('liar', [offsetEndpoint('liar', '/liar/partners', 'ext.liar_partners')]));
     const [result] = await run('liar');

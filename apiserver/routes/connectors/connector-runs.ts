@@ -4,14 +4,15 @@ import { route, type RouteDecl } from '../../route.js';
 import { declaredCharset } from '../../router.js';
 import { runSchema } from './runs.js';
 import { errorBody, refusals } from '../schemas.js';
+import { connectorNameParam, endpointIdProperty } from './connectors.js';
 
 export const connectorRunRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/{name}/runs', operationId: 'runConnector', summary: 'Start one run per enabled endpoint (or the one named)', tags: ['Connectors'],
     auth: ['svc_integrator'],
     description: 'Manual runs ignore the window fence. The endpoints run are those of the connector as applied when the runs are recorded (a re-apply just before included). Answers once the runs are recorded; follow them on /api/platform/runs/{id} or the live stream (`connector.run.*`).',
-    params: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
-    body: { type: 'object', additionalProperties: false, properties: { endpoint: { type: 'string', description: 'endpoint id from the manifest' } } },
+    params: connectorNameParam,
+    body: { type: 'object', additionalProperties: false, properties: { endpoint: endpointIdProperty } },
     responses: {
       202: {
         description: 'Runs started',

@@ -1,13 +1,14 @@
 import { callerTenant } from '../../../src/auth/principal.js';
 import { draftEndpoint } from '../../../src/connectors/draft.js';
 import { preflight } from '../../../src/connectors/preflight.js';
+import { NAME_MAX_LENGTH } from '../../../src/connectors/manifest/schema.js';
 import { scaffoldManifest } from '../../../src/connectors/scaffold.js';
 import { NotFoundError } from '../../../src/errors.js';
 import type { AreaServices } from '../../../src/runtime/services.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
+import { connectorNameParam } from './connectors.js';
 
-const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string' } } } as const;
 
 async function connectorOf(services: AreaServices, tenantId: number, name: string) {
   const connector = await services.connectors.byName(tenantId, name);
@@ -18,7 +19,7 @@ async function connectorOf(services: AreaServices, tenantId: number, name: strin
 export const connectorToolRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/{name}/preflight', operationId: 'preflightConnector', summary: 'Send the first request of every enabled endpoint once; write nothing', tags: ['Connectors'],
-    auth: ['svc_integrator'], params: nameParam,
+    auth: ['svc_integrator'], params: connectorNameParam,
     description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data, or answered records in none of which its `unique_key` finds a key (the verdict says so: a run would dead-letter every row); a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`. `warnings` names what a run would leave out of the request (a declared header whose value_env resolves to nothing) and records of the answer without a key (a run dead-letters them).',
     responses: {
       200: {
@@ -48,7 +49,7 @@ export const connectorToolRoutes: RouteDecl[] = [
   }),
   route({
     method: 'POST', path: '/api/connectors/{name}/draft', operationId: 'draftEndpoint', summary: 'Draft an endpoint fragment from a live path of the connector\'s source', tags: ['Connectors'],
-    auth: ['svc_integrator'], params: nameParam,
+    auth: ['svc_integrator'], params: connectorNameParam,
     description: 'Guesses the pagination preset from the first answer (`unknown` when unrecognised) and promotes the first record\'s scalar fields. Upstream errors answer 502 naming the status; a credential of the connector that does not resolve (or open) answers 409, nothing sent.',
     body: { type: 'object', required: ['path'], additionalProperties: false, properties: { path: { type: 'string', pattern: '^/', maxLength: 2000, description: 'Request path appended to base_url, as an endpoint\'s `path`: starts with /' }, method: { enum: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] } } },
     responses: {
@@ -66,7 +67,7 @@ export const connectorToolRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/scaffold', operationId: 'scaffoldConnector', summary: 'Draft a Connector manifest (YAML) from an OpenAPI document', tags: ['Connectors'],
     auth: ['svc_integrator'],
-    body: { type: 'object', required: ['openapiUrl', 'name'], additionalProperties: false, properties: { openapiUrl: { type: 'string' }, name: { type: 'string' } } },
+    body: { type: 'object', required: ['openapiUrl', 'name'], additionalProperties: false, properties: { openapiUrl: { type: 'string', maxLength: 2000 }, name: { type: 'string', maxLength: NAME_MAX_LENGTH } } },
     responses: {
       200: { description: 'The drafted manifest', contentType: 'application/yaml', schema: { type: 'string' } },
       400: { description: 'No readable OpenAPI document at the URL', schema: errorBody },

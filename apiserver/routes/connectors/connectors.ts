@@ -1,5 +1,5 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
-import { connectorManifestSchema } from '../../../src/connectors/manifest/schema.js';
+import { connectorManifestSchema, ENDPOINT_ID_MAX_LENGTH, NAME_MAX_LENGTH } from '../../../src/connectors/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies, manifestIssue } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
@@ -61,11 +61,18 @@ const connectorDetail: JsonSchema = {
 
 const applied = appliedSchema({ withId: true });
 
-const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the connector' } } } as const;
+/** A connector's name in a path, bounded as the manifest bounds it: a longer one is a 400 naming it, not quoted back in a 404. */
+export const connectorNameParam = {
+  type: 'object',
+  required: ['name'],
+  properties: { name: { type: 'string', maxLength: NAME_MAX_LENGTH, description: 'metadata.name of the connector' } },
+} as const;
+/** An endpoint id as a body or path field, bounded as the manifest bounds it. */
+export const endpointIdProperty = { type: 'string', maxLength: ENDPOINT_ID_MAX_LENGTH, description: 'endpoint id from the manifest' } as const;
 const endpointParams = {
   type: 'object',
   required: ['name', 'id'],
-  properties: { name: { type: 'string', description: 'metadata.name of the connector' }, id: { type: 'string', description: 'endpoint id from the manifest' } },
+  properties: { name: connectorNameParam.properties.name, id: endpointIdProperty },
 } as const;
 
 
@@ -113,13 +120,13 @@ export const connectorRoutes: RouteDecl[] = [
   }),
   route({
     method: 'GET', path: '/api/connectors/{name}', operationId: 'getConnector', summary: 'One connector with its stored manifest', tags: ['Connectors'],
-    auth: ['svc_integrator'], params: nameParam,
+    auth: ['svc_integrator'], params: connectorNameParam,
     responses: { 200: { description: 'The connector', schema: connectorDetail }, ...notFound('Unknown connector'), ...refusals(false) },
     handler: ({ services, principal, params }) => services.connectors.manifests.get(callerTenant(principal), params.name),
   }),
   route({
     method: 'DELETE', path: '/api/connectors/{name}', operationId: 'deleteConnector', summary: 'Delete a connector, its ext.* rows and its retrieval chunks', tags: ['Connectors'],
-    auth: ['svc_integrator', 'svc_admin'], params: nameParam,
+    auth: ['svc_integrator', 'svc_admin'], params: connectorNameParam,
     description: 'Its run records stay. The name can be applied again (a new connector with new UUIDs). Refused while a run of it is in flight: cancel it or wait for it to end first.',
     responses: {
       204: { description: 'Deleted' },

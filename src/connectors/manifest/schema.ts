@@ -37,6 +37,9 @@ export const SPEC_KEYS = ['base_url', 'auth', 'default_rate_limit', 'schedule', 
 
 export const NAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$';
 export const ENDPOINT_ID_PATTERN = '^[a-z0-9]+(-[a-z0-9]+)*$';
+/** The longest connector name (NAME_PATTERN, a DNS label) and endpoint id: what the routes that take one accept, so a longer one is a 400 naming it, never quoted back. */
+export const NAME_MAX_LENGTH = 63;
+export const ENDPOINT_ID_MAX_LENGTH = 63;
 export const EXT_TABLE_PATTERN = '^ext\\.[a-z_][a-z0-9_]{0,62}$';
 export const COLUMN_PATTERN = '^[a-z_][a-z0-9_]{0,62}$';
 export const RATE_LIMIT_PATTERN = '^([1-9][0-9]{0,8})/([1-9][0-9]{0,5})?([smh])$';
@@ -192,7 +195,7 @@ const endpoint: Schema = {
   additionalProperties: false,
   properties: {
     id: said(
-      { type: 'string', pattern: ENDPOINT_ID_PATTERN, maxLength: 63, description: 'Kebab-case, unique in the connector; keeps its UUID across applies.' },
+      { type: 'string', pattern: ENDPOINT_ID_PATTERN, maxLength: ENDPOINT_ID_MAX_LENGTH, description: 'Kebab-case, unique in the connector; keeps its UUID across applies.' },
       'must be kebab-case: lower-case letters and digits, words joined by single dashes',
     ),
     enabled: { type: 'boolean', description: 'Default true; a disabled endpoint is skipped by runs and counted by the pre-flight.' },
