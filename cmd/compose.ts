@@ -19,6 +19,7 @@ import { egressAgent } from '../src/egress/dispatcher.js';
 import { chatFromConfig } from '../src/retrieval/chat/from-config.js';
 import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
 import { noIndexer } from '../src/connectors/indexer.js';
+import { purgeScheduleSlots } from '../src/connectors/scheduler.js';
 import { pendingIndexer } from '../src/retrieval/indexer.js';
 import type { VectorSearchMode } from '../src/retrieval/pgvector.js';
 import { createRetrievalServices } from '../src/retrieval/services.js';
@@ -194,6 +195,11 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     clocks.schedule('outbox-retention', { dailyAt: '04:30' }, async () => {
       const purged = await purgeOutbox(db, config.int('svc.events.retention-days'));
       logger().info({ purged }, 'outbox retention purge');
+    });
+    // Wherever slots are claimed: the in-process scheduler, or `svc-hub run --scheduled` CronJobs.
+    clocks.schedule('schedule-slot-retention', { dailyAt: '04:15' }, async () => {
+      const purged = await purgeScheduleSlots(db);
+      logger().info({ purged }, 'schedule slot retention purge');
     });
     clocks.schedule('audit-retention', { dailyAt: '04:45' }, async () => {
       const purged = await purgeAudit(db, config.int('svc.audit.retention-days'));

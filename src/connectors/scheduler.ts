@@ -94,3 +94,30 @@ export class ConnectorScheduler {
     return { kind: 'started', slot: claim.slot!, triggered };
   }
 }
+
+/**
+ * How long a claimed slot is kept once a later slot of its connector has been claimed: a claim only
+ * ever takes the latest due slot of the connector's cron, never one from before its last apply, so a
+ * slot with a later one claimed is never claimed again; the day is a margin for the clocks of
+ * replicas and CronJob pods that disagree. The latest slot of each connector is kept whatever its
+ * age (a yearly cron's slot stays the latest all year, and its row is what keeps it from running twice).
+ */
+export const SLOT_KEEP_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * The daily purge of connectors.schedule_slots: the slots of connectors deleted since (the delete
+ * removes its own; a claim committed while the delete ran leaves one), and every slot older than
+ * SLOT_KEEP_MS with a later slot of its connector claimed. Returns how many rows went.
+ */
+export async function purgeScheduleSlots(db: Database, keepMs: number = SLOT_KEEP_MS): Promise<number> {
+  return db.crossTenant('schedule-slot-retention', async (tx) => {
+    const { rowCount } = await tx.query(
+      `delete from connectors.schedule_slots s
+        where not exists (select 1 from connectors.connectors c where c.id = s.connector_id)
+           or (s.slot < now() - make_interval(secs => $1::double precision / 1000)
+               and exists (select 1 from connectors.schedule_slots later where later.connector_id = s.connector_id and later.slot > s.slot))`,
+      [keepMs],
+    );
+    return rowCount ?? 0;
+  });
+}

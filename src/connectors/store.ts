@@ -374,6 +374,8 @@ export async function deleteConnector(tx: Tx, name: string): Promise<boolean> {
   );
   if (running.rows[0]) throw inFlightError(name, running.rows[0], ', then delete the connector');
   await dropConnectorData(tx, id);
+  // Its claimed schedule slots mean nothing once it is gone (a new connector of the name gets a new id).
+  await tx.query('delete from connectors.schedule_slots where connector_id = $1', [id]);
   await tx.query('delete from connectors.connectors where id = $1', [id]);
   return true;
 }
