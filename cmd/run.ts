@@ -70,8 +70,18 @@ export async function runCommand(
   try {
     const { services } = hub;
     const tenant = await services.admin.tenants.byCode(args.tenant);
-    if (!tenant?.active) {
+    if (!tenant) {
       out(`tenant ${args.tenant} not found`);
+      return 1;
+    }
+    // A deactivated tenant's schedules do not fire (the hub's own scheduler skips them too): its
+    // CronJob's run is skipped and succeeds, so Kubernetes counts no failure; a run asked for by hand is refused.
+    if (!tenant.active) {
+      if (args.scheduled) {
+        out(`${args.kind} ${args.name} skipped: tenant ${args.tenant} is deactivated, and its schedules do not fire`);
+        return 0;
+      }
+      out(`tenant ${args.tenant} is deactivated: no run`);
       return 1;
     }
     if (args.kind === 'export') return await runExport(services, tenant.id, args, out);

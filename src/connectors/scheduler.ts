@@ -5,6 +5,26 @@ import type { ConnectorRunner, Triggered } from './runner.js';
 import { inWindow, latestSlot, SlotWithdrawn } from './schedule.js';
 import type { ConnectorSpec } from './types.js';
 
+/**
+ * The scheduled connectors or exports of every active tenant, for a scheduler's tick: a deactivated
+ * tenant's schedules do not fire (its callers are refused, and `svc-hub run --scheduled` skips its
+ * slots), and no slot of theirs is claimed. How many were left out is logged at debug, once a tick.
+ */
+export async function scheduledOfActiveTenants(
+  db: Database,
+  job: string,
+  table: 'connectors.connectors' | 'exports.exports',
+): Promise<{ id: string; tenant_id: number }[]> {
+  const { rows } = await db.crossTenant(job, (tx) =>
+    tx.query<{ id: string; tenant_id: number; active: boolean }>(
+      `select s.id, s.tenant_id, t.active from ${table} s join core.tenants t on t.id = s.tenant_id where s.schedule is not null order by s.id`,
+    ),
+  );
+  const inactive = rows.filter((r) => !r.active);
+  if (inactive.length > 0) logger().debug({ job, skipped: inactive.length }, 'scheduled runs of deactivated tenants skipped');
+  return rows.filter((r) => r.active).map(({ id, tenant_id }) => ({ id, tenant_id }));
+}
+
 type ConnectorLookup = (tx: Tx, connectorId: string) => Promise<ConnectorSpec | undefined>;
 
 type SlotOutcome =
@@ -35,11 +55,9 @@ export class ConnectorScheduler {
 
   /** One scheduler tick across tenants; returns the slots it started. */
   async tick(): Promise<number> {
-    const scheduled = await this.db.crossTenant('connector-scheduler', (tx) =>
-      tx.query<{ id: string; tenant_id: number }>('select id, tenant_id from connectors.connectors where schedule is not null order by id'),
-    );
+    const scheduled = await scheduledOfActiveTenants(this.db, 'connector-scheduler', 'connectors.connectors');
     let started = 0;
-    for (const row of scheduled.rows) {
+    for (const row of scheduled) {
       // A stopping hub claims no more slots: a slot claimed now would only fail `interrupted`.
       if (!this.runner.accepting) break;
       try {

@@ -10,6 +10,7 @@ import { type Config, ConfigError } from '../config/config.js';
 import { entityShape } from './entity-shape.js';
 import { credentialSources } from '../connectors/auth/resolver.js';
 import { latestSlot, SlotWithdrawn } from '../connectors/schedule.js';
+import { scheduledOfActiveTenants } from '../connectors/scheduler.js';
 import type { Database, Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
@@ -277,11 +278,9 @@ export function createExportServices(deps: ExportDeps): ExportServices {
     },
     scheduler: {
       async tick() {
-        const scheduled = await db.crossTenant('export-scheduler', (tx) =>
-          tx.query<{ id: string; tenant_id: number }>('select id, tenant_id from exports.exports where schedule is not null order by id'),
-        );
+        const scheduled = await scheduledOfActiveTenants(db, 'export-scheduler', 'exports.exports');
         let started = 0;
-        for (const row of scheduled.rows) {
+        for (const row of scheduled) {
           // A stopping hub claims no more slots: a slot claimed now would only fail `interrupted`.
           if (!runner.accepting) break;
           try {
