@@ -21,9 +21,23 @@ export function parseWindow(text: string): { start: number; end: number } | unde
 /** Whether a slot falls inside the fence (end exclusive; a window that crosses midnight wraps). */
 export function inWindow(slot: Date, window: { start: number; end: number } | undefined): boolean {
   if (!window) return true;
-  const minute = slot.getUTCHours() * 60 + slot.getUTCMinutes();
+  return minuteInWindow(slot.getUTCHours() * 60 + slot.getUTCMinutes(), window);
+}
+
+/** Whether a minute of the day (0 to 1439, UTC) falls inside the fence. */
+function minuteInWindow(minute: number, window: { start: number; end: number }): boolean {
   if (window.start === window.end) return true;
   return window.start < window.end ? minute >= window.start && minute < window.end : minute >= window.start || minute < window.end;
+}
+
+/**
+ * Whether some slot of `cron` (a valid one) falls inside the fence: a slot's time of day is one its
+ * minute and hour fields name, whatever its day fields, so a cron none of whose times of day the
+ * window holds (`0 12 * * *` with `00:00-06:00`) has every slot skipped.
+ */
+export function someSlotInWindow(cron: string, window: { start: number; end: number }): boolean {
+  const { fields } = CronExpressionParser.parse(cron, { tz: 'UTC' });
+  return fields.hour.values.some((hour) => fields.minute.values.some((minute) => minuteInWindow(Number(hour) * 60 + Number(minute), window)));
 }
 
 /** `{start, end}` minutes after midnight -> `HH:MM-HH:MM` (as a manifest writes it). */

@@ -239,6 +239,20 @@ describe('POST /api/connectors/apply', () => {
     expect((await owner.query('select spec from connectors.connectors where name = $1', [name])).rows[0].spec).not.toHaveProperty('retries');
   });
 
+  it('warns when no slot of the schedule falls in the window (every scheduled run would be skipped), and still applies', async () => {
+    const name = fresh('never-in-window');
+    const r = await apply(manifest(name, { schedule: '0 12 * * *', window: '00:00-06:00' }));
+    expect(r.status).toBe(201);
+    expect(r.body).toEqual({
+      name,
+      id: expect.any(String),
+      warnings: [
+        { field: 'spec.window', message: 'no slot of spec.schedule falls in the window 00:00-06:00 (UTC): every scheduled run would be skipped; widen the window or change the schedule' },
+      ],
+    });
+    expect((await apply(manifest(name, { schedule: '0 3 * * *', window: '00:00-06:00' }))).body).toMatchObject({ warnings: [] });
+  });
+
   it('refuses a bad manifest with 400 {error, field} and stores nothing', async () => {
     const name = fresh('refused');
     const cases: Array<[Json, Json]> = [

@@ -390,6 +390,20 @@ describe('the spec level', () => {
     expect(errorsOf(manifest({ schedule: '0 * * * *', window: '10:00-10:00' }))).toEqual({ 'spec.window': 'spec.window must end at another time than it starts' });
   });
 
+  it('warns when no slot of the schedule falls in the window: its minute and hour fields name no time of day the window holds', () => {
+    const never = (window: string) => [
+      { field: 'spec.window', message: `no slot of spec.schedule falls in the window ${window} (UTC): every scheduled run would be skipped; widen the window or change the schedule` },
+    ];
+    expect(valid(manifest({ schedule: '0 12 * * *', window: '00:00-06:00' })).warnings).toEqual(never('00:00-06:00'));
+    // The end is exclusive; a window crossing midnight wraps; the day fields do not move a slot's time of day.
+    expect(valid(manifest({ schedule: '0 6 * * *', window: '00:00-06:00' })).warnings).toEqual(never('00:00-06:00'));
+    expect(valid(manifest({ schedule: '30 12 * * 1-5', window: '22:00-04:30' })).warnings).toEqual(never('22:00-04:30'));
+    expect(valid(manifest({ schedule: '59 5 * * *', window: '00:00-06:00' })).warnings).toEqual([]);
+    expect(valid(manifest({ schedule: '15 3 1 1 *', window: '22:00-04:30' })).warnings).toEqual([]);
+    expect(valid(manifest({ schedule: '*/20 * * * *', window: '10:05-10:15' })).warnings).toEqual(never('10:05-10:15'));
+    expect(valid(manifest({ schedule: '*/20 * * * *', window: '10:05-10:25' })).warnings).toEqual([]);
+  });
+
   it('graphql_path defaults to /graphql', () => {
     expect(valid(manifest({ graphql_path: '/api/gql' })).connector.graphqlPath).toBe('/api/gql');
     expect(errorsOf(manifest({ graphql_path: 'graphql' }))).toEqual({ 'spec.graphql_path': 'spec.graphql_path must start with /' });

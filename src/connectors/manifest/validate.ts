@@ -3,7 +3,7 @@ import { CronExpressionParser } from 'cron-parser';
 import { NAMED_VALUE_RULE } from '../auth/names.js';
 import { KNOWN_TOKEN, queryCredentials } from '../auth/stated-credentials.js';
 import { hasTemplate, malformedTemplateNames, withoutTemplates } from '../auth/template.js';
-import { parseWindow } from '../schedule.js';
+import { parseWindow, someSlotInWindow, windowText } from '../schedule.js';
 import { EXT_COLUMNS, promoteColumnName, SYSTEM_COLUMNS } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
 import { type Issue, joinField } from '../../validation/schema-errors.js';
@@ -226,16 +226,20 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   const rateLimit = parseRateLimit(rateLimitText);
 
   const schedule = spec.schedule as string | undefined;
-  if (schedule !== undefined) {
-    const problem = cronProblem(schedule);
-    if (problem) errors.add('spec.schedule', `spec.schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, UTC): ${problem}`);
-  }
+  const scheduleProblem = schedule === undefined ? undefined : cronProblem(schedule);
+  if (scheduleProblem) errors.add('spec.schedule', `spec.schedule must be a 5-field cron expression (minute hour day-of-month month day-of-week, UTC): ${scheduleProblem}`);
 
   let window: ConnectorSpec['window'];
   if (spec.window !== undefined) {
     window = parseWindow(spec.window as string);
     if (window && window.start === window.end) errors.add('spec.window', 'spec.window must end at another time than it starts');
     if (schedule === undefined) warnings.push({ field: 'spec.window', message: 'the window fences scheduled runs only, and this connector has no schedule' });
+    else if (window && window.start !== window.end && !scheduleProblem && !someSlotInWindow(schedule, window)) {
+      warnings.push({
+        field: 'spec.window',
+        message: `no slot of spec.schedule falls in the window ${windowText(window)} (UTC): every scheduled run would be skipped; widen the window or change the schedule`,
+      });
+    }
   }
 
   const graphqlPath = (spec.graphql_path as string | undefined) ?? DEFAULT_GRAPHQL_PATH;
