@@ -239,6 +239,21 @@ describe('GET /q/openapi', () => {
     }
   });
 
+  it('a manifest name in a path longer than a manifest takes (63) is a 400 naming it, not quoted back in a 404', async () => {
+    const long = 'n'.repeat(4000);
+    for (const path of [`/api/exports/${long}`, `/api/entities/${long}`, `/api/processes/${long}`, `/api/platform/workflows/${long}`, `/api/connectors/${long}`, `/api/exports/entities/${long}/download`]) {
+      const res = await fetch(`${hub.url}${path}`, { headers: { 'X-Tenant-ID': '1' } });
+      const text = await res.text();
+      const where = path.replace(long, 'LONG');
+      expect({ where, status: res.status, quoted: text.includes(long), field: (JSON.parse(text) as { field?: string }).field }).toEqual({
+        where,
+        status: 400,
+        quoted: false,
+        field: where.endsWith('/download') ? 'entity' : 'name',
+      });
+    }
+  });
+
   it('is public: no token or tenant needed', async () => {
     const res = await fetch(`${hub.url}/q/openapi`, { headers: { authorization: 'Bearer not-a-token' } });
     expect(res.status).toBe(200);
@@ -296,11 +311,12 @@ describe('route declarations', () => {
     expect(unbounded).toEqual([]);
   });
 
-  it('every string a request body names, and every name or id in a connector path, is bounded: a longer one is a 400 naming it, never quoted back', () => {
-    // `POST /api/connectors/{name}/runs {endpoint}` echoed a 100 KB endpoint name back in its 404.
-    // Bounded: a maxLength, an enum or const, a format, or an anchored pattern without an open-ended
-    // repetition. Tenant and organisation codes are refused by their handler with a fixed text that
-    // does not quote them (docs/admin.md states it), so they keep that text.
+  it('every string a request body names, every manifest name in a path, and every name or id in a connector path or query, is bounded: a longer one is a 400 naming it, never quoted back', () => {
+    // `POST /api/connectors/{name}/runs {endpoint}` echoed a 100 KB endpoint name back in its 404, and
+    // every `/api/<kind>/{name}` its name (`export NAME not found`). Bounded: a maxLength, an enum or
+    // const, a format, or an anchored pattern without an open-ended repetition. Tenant and
+    // organisation codes are refused by their handler with a fixed text that does not quote them
+    // (docs/admin.md states it), so they keep that text.
     const fixedText = new Set(['POST /api/tenants body.code', 'POST /api/tenants/{tid}/orgs body.code']);
     const bounded = (schema: JsonSchema) =>
       typeof schema.maxLength === 'number' ||
@@ -311,11 +327,12 @@ describe('route declarations', () => {
     const strings: string[] = [];
     const unbounded: string[] = [];
     for (const decl of allRoutes()) {
-      const parts = decl.path.startsWith('/api/connectors/') ? (['body', 'params', 'query'] as const) : (['body'] as const);
-      for (const part of parts) {
+      const connectorRoute = decl.path.startsWith('/api/connectors/');
+      for (const part of ['body', 'params', 'query'] as const) {
         const properties = (decl[part]?.properties ?? {}) as Record<string, JsonSchema>;
         for (const [name, schema] of Object.entries(properties)) {
           if (!([] as unknown[]).concat(schema.type ?? []).includes('string')) continue;
+          if (part !== 'body' && !connectorRoute && !(part === 'params' && (name === 'name' || name === 'entity'))) continue;
           const where = `${key(decl.method, decl.path)} ${part}.${name}`;
           strings.push(where);
           if (!bounded(schema) && !fixedText.has(where)) unbounded.push(where);
@@ -324,6 +341,8 @@ describe('route declarations', () => {
     }
     expect(strings).toContain('POST /api/connectors/{name}/runs body.endpoint');
     expect(strings).toContain('POST /api/connectors/{name}/endpoints/{id}/purge params.id');
+    expect(strings).toContain('GET /api/exports/entities/{entity}/download params.entity');
+    expect(strings).toContain('DELETE /api/processes/{name} params.name');
     expect(unbounded).toEqual([]);
   });
 

@@ -83,6 +83,8 @@ export function manifestObject(input: unknown, errors: Issues, expected: string)
 
 /** The name of an `apps.svc.io` manifest: a slug, stored lower-case (upper case is accepted). */
 export const SLUG_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$';
+/** The longest slug SLUG_PATTERN takes: what a route naming such a manifest accepts, so a longer name is a 400 naming it, never quoted back in a 404. */
+export const SLUG_MAX_LENGTH = 63;
 
 /**
  * The JSON Schema of a whole `apps.svc.io/v1` manifest of `kind` around its `spec` schema: the

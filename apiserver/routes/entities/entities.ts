@@ -3,6 +3,7 @@ import { COLUMN_TYPES, entityManifestSchema } from '../../../src/entities/manife
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
+import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
 /**
  * Entity manifests (docs/entities.md): apply, list, read, delete. The
@@ -61,7 +62,7 @@ const entityDetail: JsonSchema = {
 
 const applied = appliedSchema({ withId: true });
 
-const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the entity (case-insensitive)' } } } as const;
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'metadata.name of the entity (case-insensitive)' } } } as const;
 
 const notFound = { 404: { description: 'Unknown entity', schema: errorBody } };
 

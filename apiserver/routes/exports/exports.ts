@@ -5,6 +5,7 @@ import { FAILURE_CODES } from '../../../src/exports/types.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
+import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
 /**
  * Export manifests and runs (spec 3 "Endpoints"; list, read and delete for the CLI). Every path is
@@ -72,11 +73,11 @@ export const exportRunSchema: JsonSchema = {
   },
 };
 
-const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the export (case-insensitive)' } } } as const;
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'metadata.name of the export (case-insensitive)' } } } as const;
 const runParams = {
   type: 'object',
   required: ['name', 'id'],
-  properties: { name: { type: 'string', description: 'metadata.name of the export' }, id: { type: 'string', description: 'run id' } },
+  properties: { name: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'metadata.name of the export' }, id: { type: 'string', description: 'run id' } },
 } as const;
 const runId: JsonSchema = { type: 'object', required: ['runId'], properties: { runId: { type: 'string', format: 'uuid' } } };
 const scopeRefusal = { description: 'Empty body when a role is missing; `{"error": "scope not granted"}` when the caller does not hold the export\'s scope', schema: errorBody };
@@ -186,7 +187,7 @@ export const exportRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/exports/entities/{entity}/download', operationId: 'downloadEntity', summary: 'One-shot CSV of an entity', tags: ['Exports'],
     auth: ['svc_integrator'], audit: 'egress',
-    params: { type: 'object', required: ['entity'], properties: { entity: { type: 'string', description: 'entity name (case-insensitive)' } } } as const,
+    params: { type: 'object', required: ['entity'], properties: { entity: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'entity name (case-insensitive)' } } } as const,
     description:
       'Every canonical column in declared order, the default format (comma, header, the CSV byte rules of exports), rows sorted by the entity key then the other columns. Audited as data egress with its rows, bytes and SHA-256 (also sent as headers `X-Row-Count` and `X-Content-SHA256`). Needs one of the entity\'s scopes.',
     responses: {

@@ -3,6 +3,7 @@ import { processManifestSchema } from '../../../src/processes/manifest/schema.js
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { appliedSchema, applyResponses, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
+import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
 /**
  * Process manifests and the decision inbox (docs/processes.md). The manifest is checked by
@@ -50,7 +51,7 @@ const inboxItem: JsonSchema = {
   },
 };
 
-const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the process (case-insensitive)' } } } as const;
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'metadata.name of the process (case-insensitive)' } } } as const;
 const notFound = { 404: { description: 'Unknown process', schema: errorBody } };
 const READ_GATE = [['svc_admin', 'svc_integrator']] as const;
 

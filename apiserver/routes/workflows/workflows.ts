@@ -3,6 +3,7 @@ import { workflowManifestSchema } from '../../../src/workflows/manifest/schema.j
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
+import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
 /**
  * Workflow manifests (docs/workflows.md): apply and delete (svc_admin), list and read under
@@ -45,7 +46,7 @@ const workflowDetail: JsonSchema = {
 
 const applied = appliedSchema({ withId: false });
 
-const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', description: 'metadata.name of the workflow (case-insensitive)' } } } as const;
+const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'metadata.name of the workflow (case-insensitive)' } } } as const;
 const notFound = { 404: { description: 'Unknown workflow', schema: errorBody } };
 
 export const workflowRoutes: RouteDecl[] = [
