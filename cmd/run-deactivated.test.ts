@@ -44,7 +44,37 @@ beforeAll(async () => {
   await owner.query(`insert into core.tenants (id, code, name) values (31, 'gone', 'Gone'), (32, 'still', 'Still') on conflict do nothing`);
   deactivated = (await hub.services.db.withTenant(31, (tx) => applyConnector(tx, manifest('minutely')))).connector;
   active = (await hub.services.db.withTenant(32, (tx) => applyConnector(tx, manifest('minutely')))).connector;
-  // Deactivated after its connector was applied, as DELETE /api/tenants/{id} does.
+  // A scheduled export of each tenant too (to a destination nothing listens on: a run of it is recorded, then fails).
+  for (const tenant of ['31', '32']) {
+    const call = (path: string, body: unknown) =>
+      fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': tenant, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    for (const name of ['KEY', 'SECRET']) expect((await call('/api/platform/secrets', { name, value: 'not-used' })).status).toBe(201);
+    const entity = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: 'item' },
+      spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }], sources: [{ table: 'ext.gone_items', key: 'external_id', columns: { id: 'external_id' } }] },
+    };
+    const entityApplied = await call('/api/entities/apply', entity);
+    expect([entityApplied.status, await entityApplied.text()]).toEqual([201, expect.any(String)]);
+    const exported = await call('/api/exports/apply', {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Export',
+      metadata: { name: 'minutely' },
+      spec: {
+        scope: 'crm',
+        source: { entity: 'item' },
+        columns: ['id'],
+        order: ['id'],
+        format: { kind: 'csv' },
+        destination: { kind: 's3', bucket: 'drops', filename: 'items.csv', endpoint: 'http://127.0.0.1:9', region: 'us-east-1', access_key_env: 'KEY', secret_key_env: 'SECRET' },
+        mode: 'snapshot',
+        schedule: '* * * * *',
+      },
+    });
+    expect([exported.status, await exported.text()]).toEqual([201, expect.any(String)]);
+  }
+  // Deactivated after its connector and export were applied, as DELETE /api/tenants/{id} does.
   await owner.query(`update core.tenants set active = false where id = 31`);
 });
 
@@ -59,6 +89,12 @@ describe('a deactivated tenant', () => {
     expect(await slotsOf(active)).toBe(1);
     expect(await slotsOf(deactivated)).toBe(0);
     expect(await runsOf(deactivated)).toBe(0);
+  });
+
+  it("the hub's export scheduler tick runs none of its exports; an active tenant's export runs", async () => {
+    await hub.services.exports.scheduler.tick();
+    const runs = await owner.query<{ tenant_id: string; n: string }>(`select tenant_id, count(*) as n from exports.runs where export_name = 'minutely' group by tenant_id order by tenant_id`);
+    expect(runs.rows.map((r) => [Number(r.tenant_id), Number(r.n)])).toEqual([[32, 1]]);
   });
 
   it('svc-hub run --scheduled skips the slot and exits 0 (connector and export); without --scheduled it is refused, exit 1', async () => {
