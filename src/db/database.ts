@@ -38,11 +38,17 @@ export interface QueryOptions {
    * The name is derived from the text (`statementName`) and the connection: one text, one statement per connection.
    */
   prepare?: boolean;
+  /**
+   * How this statement's result values are read (node-postgres's per-query `types`), instead of the
+   * process's parsers: for one statement whose values must be read otherwise (the analytic chat's
+   * query reads json and jsonb numbers exactly, src/retrieval/analytic/run.ts).
+   */
+  types?: pg.CustomTypesConfig;
 }
 
 /** What a unit of work may do with its transaction. */
 export interface Tx {
-  /** One statement in the transaction; test doubles may ignore `options` (it changes how, not what). */
+  /** One statement in the transaction; test doubles may ignore `options` (`prepare` changes how, not what; `types` how values are read). */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
   /**
    * `COPY … FROM STDIN` on the transaction's own connection: `rows` is the text-format data (lines
@@ -150,7 +156,7 @@ export class Database {
         return await fn({
           tenantId: id,
           query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) =>
-            traced<R>(client, text, values, opening, nameFor(client, text, options)).catch((err: unknown) => {
+            traced<R>(client, text, values, opening, nameFor(client, text, options), options?.types).catch((err: unknown) => {
               // A statement that failed on the wire (not in the server) may have left the connection mid-message.
               if (!(err instanceof pg.DatabaseError)) broken = true;
               throw err;
@@ -178,13 +184,13 @@ export class Database {
    * it (two round trips fewer), for background work whose unit is a single statement.
    */
   async crossTenantQuery<R extends pg.QueryResultRow = pg.QueryResultRow>(job: string, text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>> {
-    if (!options?.prepare) return runWithContext({ job }, () => traced<R>(this.worker, text, values));
+    if (!options?.prepare) return runWithContext({ job }, () => traced<R>(this.worker, text, values, undefined, undefined, options?.types));
     // A named statement's name is its connection's own (`nameFor`): the connection is taken here.
     return runWithContext({ job }, async () => {
       const client = await this.worker.connect();
       let failure: Error | undefined;
       try {
-        return await traced<R>(client, text, values, undefined, nameFor(client, text, options));
+        return await traced<R>(client, text, values, undefined, nameFor(client, text, options), options?.types);
       } catch (err) {
         // As pool.query does, but a connection whose statement the server refused stays usable.
         if (!(err instanceof pg.DatabaseError)) failure = err instanceof Error ? err : new Error(String(err));
@@ -239,8 +245,8 @@ export class Database {
       tenantId,
       query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) => {
         const name = nameFor(client, text, options);
-        if (opened) return traced<R>(client, text, values, undefined, name);
-        const first = traced<R>(client, text, values, opening, name);
+        if (opened) return traced<R>(client, text, values, undefined, name, options?.types);
+        const first = traced<R>(client, text, values, opening, name, options?.types);
         // The first statement's own failure is the caller's to handle (as any statement's); what
         // matters from here on is only that the transaction was opened.
         opened = first.then(
@@ -316,13 +322,17 @@ function inTenantContext<T>(id: number, work: () => Promise<T>): Promise<T> {
   return runWithContext({ tenantId: String(id) }, work);
 }
 
-/** One statement in a span; with `opening`, the statements that open its transaction go with it (one round trip). */
+/**
+ * One statement in a span; with `opening`, the statements that open its transaction go with it (one
+ * round trip); with `types`, its values are read by those parsers (QueryOptions.types).
+ */
 function traced<R extends pg.QueryResultRow>(
   client: pg.PoolClient | pg.Pool,
   text: string,
   values?: unknown[],
   opening?: readonly string[],
   name?: string,
+  types?: pg.CustomTypesConfig,
 ): Promise<pg.QueryResult<R>> {
   const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
   return inSpan(
@@ -330,9 +340,9 @@ function traced<R extends pg.QueryResultRow>(
     { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
     () =>
       opening
-        ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values, name)
-        : name
-          ? client.query<R>({ name, text, values: values as unknown[] })
+        ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values, name, types)
+        : name || types
+          ? client.query<R>({ name, text, values: values as unknown[], types })
           : client.query<R>(text, values as unknown[]),
     SpanKind.CLIENT,
   );

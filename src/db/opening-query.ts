@@ -36,11 +36,12 @@ class OpeningQuery extends Query {
     values: unknown[] | undefined,
     callback: (err: Error | undefined, result: pg.QueryResult) => void,
     name?: string,
+    types?: pg.CustomTypesConfig,
   ) {
     // A statement with parameters or a name goes through the extended protocol; one with neither, as
     // one joined text of the simple protocol.
     const extended = (values !== undefined && values.length > 0) || name !== undefined;
-    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? (values ?? []) : undefined, name }, callback);
+    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? (values ?? []) : undefined, name, types }, callback);
   }
 
   override prepare(connection: pg.Connection): void {
@@ -80,9 +81,10 @@ export function queryAfterOpening<R extends pg.QueryResultRow>(
   text: string,
   values?: unknown[],
   name?: string,
+  types?: pg.CustomTypesConfig,
 ): Promise<pg.QueryResult<R>> {
   return new Promise((resolve, reject) => {
-    const query = new OpeningQuery(opening, text, values, (err, result) => (err ? reject(err) : resolve(result as pg.QueryResult<R>)), name);
+    const query = new OpeningQuery(opening, text, values, (err, result) => (err ? reject(err) : resolve(result as pg.QueryResult<R>)), name, types);
     client.query(query as unknown as pg.Submittable);
   });
 }

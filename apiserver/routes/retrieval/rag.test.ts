@@ -312,6 +312,16 @@ describe('analytic chat', () => {
     });
   });
 
+  it('keeps the numbers of numeric[] and bigint[] exactly, as a numeric and a bigint are given', async () => {
+    // node-postgres reads a numeric[] as doubles: 1e400 came back null, the long one rounded.
+    const big = '12345678901234567890.5';
+    nextAnswer = `select array_agg(n) as na from (select ${big} as n union all select 1e400) as s`;
+    const res = await admin.post('/api/platform/rag/chat', { question: 'the exact ones', mode: 'analytic', scope: 'partners' });
+    expect(res.body).toMatchObject({ rowCount: 1, rows: [{ na: [big, `1${'0'.repeat(400)}`] }], answer: `na: ["${big}","1${'0'.repeat(400)}"]` });
+    nextAnswer = 'select array_agg(n) as ba from (select 9007199254740993::bigint as n union all select 2::bigint) as s';
+    expect((await admin.post('/api/platform/rag/chat', { question: 'ids', mode: 'analytic', scope: 'partners' })).body).toMatchObject({ rows: [{ ba: ['9007199254740993', 2] }] });
+  });
+
   it('refuses hostile SQL as a 200 answer naming the guard, with the refused SQL and no rows', async () => {
     const before = (await owner.query(`select count(*)::int as n from ext_t${T}.partners`)).rows[0].n;
     for (const [sql, guard] of [

@@ -188,4 +188,22 @@ describe('runReadOnly', () => {
       expect({ guard: err.guard, message: err.message }).toEqual({ guard: 5, message });
     }
   });
+
+  it('reads json, jsonb and numeric[] exactly: a number a double cannot hold as a string of its text; the process\'s parsers untouched', async () => {
+    const big = '1234567890123456789';
+    const zeros = `1${'0'.repeat(400)}`;
+    const sql = `select '{"id": ${big}, "huge": 1e400, "tiny": -1e-400, "n": 1.5, "s": "1e400"}'::jsonb as j, '[${big}, 2]'::json as a,
+      array['{"id": ${big}}'::jsonb, null, '3'] as ja, array[${big}.5, 1e400, null]::numeric[] as na, array[${big}, 7]::bigint[] as ba`;
+    expect((await runReadOnly(t.db, 7, sql, options)).rows).toEqual([
+      {
+        j: { id: big, huge: zeros, tiny: `-0.${'0'.repeat(399)}1`, n: 1.5, s: '1e400' },
+        a: [big, 2],
+        ja: [{ id: big }, null, 3],
+        na: [`${big}.5`, zeros, null],
+        ba: [big, 7],
+      },
+    ]);
+    // Any other query still reads them with node-postgres's parsers.
+    expect((await t.db.withTenant(7, (tx) => tx.query(`select '{"n": ${big}}'::jsonb as j`))).rows).toEqual([{ j: { n: Number(big) } }]);
+  });
 });

@@ -1,4 +1,6 @@
 import { loadModule, parse } from 'libpg-query';
+import pg from 'pg';
+import { exactNumbersAsText, parseJsonExact } from '../../connectors/engine/exact-json.js';
 import { type CommitHook, type Database, runWithCommitHook } from '../../db/database.js';
 import { GuardRefusal } from './ast.js';
 import { AnalyticRefusal } from './refusal.js';
@@ -79,7 +81,7 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
         );
         let rows: Record<string, unknown>[];
         try {
-          rows = (await tx.query<Record<string, unknown>>(bounded(sql, maxRows, maxBytes))).rows;
+          rows = (await tx.query<Record<string, unknown>>(bounded(sql, maxRows, maxBytes), undefined, { types: EXACT_TYPES })).rows;
         } catch (err) {
           const code = (err as { code?: unknown }).code;
           if (code === ANSWER_TOO_LARGE) throw new AnalyticRefusal(5, (err as Error).message, sql);
@@ -98,6 +100,44 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
   }
   throw new Error('unreachable: the read-only transaction ended without a result');
 }
+
+const JSON_OID = 114;
+const JSONB_OID = 3802;
+const JSON_ARRAY_OID = 199;
+const JSONB_ARRAY_OID = 3807;
+const NUMERIC_ARRAY_OID = 1231;
+const INT8_ARRAY_OID = 1016;
+const TEXT_ARRAY_OID = 1009;
+
+/** A bigint as the process reads one (src/db/database.ts): a number, or its digits past ±(2^53 − 1). */
+const readInt8 = pg.types.getTypeParser(pg.types.builtins.INT8, 'text') as (text: string) => unknown;
+/** A json or jsonb value read as a connector reads a source: a number a double cannot hold as its text in a string. */
+const exactJson = (text: string): unknown => exactNumbersAsText(parseJsonExact(text));
+/** PostgreSQL's array text as nested arrays of the elements' text (null for NULL), as node-postgres reads a text[]. */
+const arrayOfText = pg.types.getTypeParser(TEXT_ARRAY_OID as never, 'text') as (text: string) => unknown;
+const eachElement = (value: unknown, read: (text: string) => unknown): unknown =>
+  Array.isArray(value) ? value.map((v) => eachElement(v, read)) : value === null ? null : read(value as string);
+
+/**
+ * How the analytic query's values are read, where node-postgres's own parsers would change a number:
+ * json and jsonb (JSON.parse: 1e400 as Infinity, written null in the answer; an integer beyond
+ * ±(2^53 − 1) rounded) and their arrays are read with parseJsonExact, such numbers given as strings of
+ * their text (as jsonb writes them: `1e400` in digits); a numeric[] (read as doubles) gives each element
+ * as its text, as a numeric is given; a bigint[] (read as strings) each element as a bigint is given
+ * (a number, or its digits past ±(2^53 − 1), src/db/database.ts). Every other type is read as
+ * node-postgres reads it.
+ */
+const EXACT_TYPES: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: string) => {
+    if (format !== 'binary') {
+      if (oid === JSON_OID || oid === JSONB_OID) return exactJson;
+      if (oid === JSON_ARRAY_OID || oid === JSONB_ARRAY_OID) return (text: string) => eachElement(arrayOfText(text), exactJson);
+      if (oid === NUMERIC_ARRAY_OID) return arrayOfText;
+      if (oid === INT8_ARRAY_OID) return (text: string) => eachElement(arrayOfText(text), readInt8);
+    }
+    return pg.types.getTypeParser(oid, format as 'text');
+  }) as pg.CustomTypesConfig['getTypeParser'],
+};
 
 /** retrieval.analytic_answer_fits's SQLSTATE (src/retrieval/migrations/retrieval/V3__analytic_answer_bound.sql). */
 const ANSWER_TOO_LARGE = 'SV001';
