@@ -209,6 +209,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'How long a source may take to answer a request with its status and headers (after the connection, whose timeout is 10 s). Running out is a network error: retried per the retry policy, then `upstream could not be reached after 5 attempt(s): timeout: no response`; a pre-flight (one attempt) names it at once.' }),
   p({ group: 'Connectors', name: 'svc.connectors.http.body-timeout', kind: 'duration', default: '60s',
     description: 'The longest a source may go silent in the middle of a body (between two chunks, not the whole body). Running out is a network error: retried per the retry policy, then `upstream could not be reached after 5 attempt(s): timeout: the response body stalled`.' }),
+  p({ group: 'Connectors', name: 'svc.connectors.preflight.max-token-wait', kind: 'duration', default: '10s',
+    description: 'The longest a pre-flight or an endpoint draft (requests a client waits on) waits for a token of the connector\'s `default_rate_limit`. When the bucket would take longer to give one, nothing is sent: the pre-flight reports the endpoint `not checked` with the seconds until its next request is allowed, a draft answers 429 with `Retry-After`. A client that disconnects ends the wait at once.' }),
   p({ group: 'Connectors', name: 'svc.connectors.heartbeat-every', kind: 'duration', default: '10s',
     description: 'How often a process marks the connector runs it is running as alive (also while a run waits for a page or for an earlier endpoint); also when a cancel served by another process reaches its runs.' }),
   p({ group: 'Connectors', name: 'svc.connectors.run-stale-after', kind: 'duration', default: '45s',

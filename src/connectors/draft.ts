@@ -1,5 +1,5 @@
-import { ConflictError, HubError, type Rendered, ValidationError } from '../errors.js';
-import { type EngineContext, firstPage } from './engine/read.js';
+import { ConflictError, HubError, RateLimited, type Rendered, ValidationError } from '../errors.js';
+import { type EngineContext, firstPage, rateLimitWait } from './engine/read.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod, PromoteType } from './types.js';
 import { ExactNumber } from './engine/exact-json.js';
 
@@ -48,6 +48,7 @@ export async function draftEndpoint(connector: ConnectorSpec, request: { path: s
     target: { kind: 'hybrid', table: 'ext.draft', unique_key: '$.id', promote: [] },
   };
   const report = await firstPage(connector, probe, context);
+  if (report.rateLimitedMs !== undefined) throw new RateLimited(Math.ceil(report.rateLimitedMs / 1000), `nothing was sent to the source: ${rateLimitWait(report.rateLimitedMs)}`);
   // The connector's own fault (a credential that does not resolve or open): nothing was sent.
   if (report.unsent) throw new ConflictError(`nothing was sent to the source: ${report.verdict}`);
   if (report.verdict !== 'ok') {

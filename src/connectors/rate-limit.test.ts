@@ -59,6 +59,21 @@ describe('TokenBucket', () => {
     clearTimeout(giveUp);
   });
 
+  it('waitMs: how long a take() made now would wait, counting the waiters ahead (a cancelled one no longer)', async () => {
+    let now = 0;
+    const bucket = new TokenBucket({ count: 1, windowMs: 3_600_000 }, () => now);
+    expect(bucket.waitMs()).toBe(0);
+    await bucket.take();
+    now = 600_000;
+    expect(bucket.waitMs()).toBeCloseTo(3_000_000, -1);
+    const ahead = new AbortController();
+    const waiting = bucket.take(ahead.signal);
+    expect(bucket.waitMs()).toBeCloseTo(6_600_000, -1);
+    ahead.abort(new Error('gone'));
+    await expect(waiting).rejects.toThrow('gone');
+    expect(bucket.waitMs()).toBeCloseTo(3_000_000, -1);
+  });
+
   it('a clock that goes back refills nothing and takes nothing away', () => {
     let now = 1_000_000;
     const bucket = new TokenBucket({ count: 20, windowMs: 1000 }, () => now);

@@ -13,6 +13,8 @@ export class TokenBucket {
   private tokens: number;
   private last: number;
   private queue: Promise<void> = Promise.resolve();
+  /** take() calls not served yet (neither holding a token nor cancelled). */
+  private waiting = 0;
 
   constructor(limit: RateLimit, private readonly now: () => number = () => performance.now()) {
     if (!Number.isFinite(limit.count) || limit.count < 1) throw new RangeError(`rate limit count must be at least 1, got ${limit.count}`);
@@ -33,18 +35,38 @@ export class TokenBucket {
    * also while earlier waiters are still ahead of it (its turn then passes without taking a token).
    */
   take(signal?: AbortSignal): Promise<void> {
-    const turn = this.queue.then(() => this.acquire(signal));
+    this.waiting++;
+    let left = false;
+    const leave = () => {
+      if (left) return;
+      left = true;
+      this.waiting--;
+    };
+    const turn = this.queue.then(() => this.acquire(signal)).finally(leave);
     this.queue = turn.then(
       () => undefined,
       () => undefined,
     );
     if (!signal) return turn;
     return new Promise<void>((resolve, reject) => {
-      const onAbort = () => reject(signal.reason);
+      const onAbort = () => {
+        leave();
+        reject(signal.reason);
+      };
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
       turn.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
     });
+  }
+
+  /**
+   * About how long a take() made now would wait, in milliseconds: 0 when a token is there and nobody
+   * waits, else the time for the bucket to refill the tokens of every waiter ahead and this one's.
+   */
+  waitMs(): number {
+    this.refill();
+    const short = this.waiting + 1 - this.tokens;
+    return short <= 0 ? 0 : Math.ceil(short / this.rate);
   }
 
   /** Takes a token if one is available now; never waits. */

@@ -107,7 +107,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     reader,
     ext,
     load: loadConnector,
-    context: (connector) => ({ ...readContext(connector), limiter: reader.limiterFor(connector) }),
+    context: (connector) => ({ ...readContext(connector), limiter: reader.limiterFor(connector), maxTokenWaitMs: config.duration('svc.connectors.preflight.max-token-wait') }),
     async sweepInterrupted() {
       const closed = await deps.db.crossTenant('interrupted-runs', (tx) => failInterrupted(tx, staleAfter, (tenantId, runId) => emitInterrupted(tx, tenantId, runId)));
       for (const run of closed) logger().warn({ runId: run.id, tenantId: run.tenantId, connector: run.connector }, `run ${run.id} of connector ${run.connector} failed as interrupted: no heartbeat for ${staleAfter} ms`);

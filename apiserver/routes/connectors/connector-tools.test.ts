@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
+import { captureLogs } from '../../../test/harness/log-capture.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 
@@ -85,7 +86,7 @@ beforeAll(async () => {
     if (path === '/circular.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: 'openapi: 3.0.0\npaths: &paths\n  /items: {get: {x: *paths}}\n' };
     if (path === '/deep.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n` };
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
-    if (path === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
+    if (path.split('?')[0] === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
     if (path === '/records/mixed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { name: 'no id' }, { id: '' }]) };
     // A page nesting past the 1,000 levels a path searching at any depth (..) is run over: beside the records, and in one of them.
     if (path === '/records/deep-page') return { headers: { 'Content-Type': 'application/json' }, body: `{"data":[{"id":1}],"x":${'['.repeat(5000)}${']'.repeat(5000)}}` };
@@ -205,6 +206,57 @@ describe('pre-flight', () => {
     expect(report.ok).toBe(false);
     expect(report.endpoints[0]!.items).toBe(50);
     expect(report.endpoints[0]!.verdict).toMatch(/^unique_key \$\.nope resolves to nothing in all 50 records read: a run would dead-letter every row/);
+  });
+});
+
+describe('a connector rate limit slower than the client waits', () => {
+  /** Applies a connector of `rate` with two endpoints on the records of the document server. */
+  async function applyLimited(base: string, name: string, rate: string): Promise<void> {
+    const endpoints = ['first', 'second'].map((id) => ({ id, path: `/records/keyed?${name}-${id}`, target: { kind: 'hybrid', table: `ext.${name}_${id}`, unique_key: '$.id' } }));
+    const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec: { base_url: docsUrl, default_rate_limit: rate, endpoints } };
+    expect((await fetch(`${base}/api/connectors/apply`, { method: 'POST', headers: H, body: JSON.stringify(manifest) })).status).toBe(201);
+  }
+  const sent = (name: string, id: string) => docs.on(`/records/keyed?${name}-${id}`).length;
+
+  it('a pre-flight does not wait past svc.connectors.preflight.max-token-wait for a token: the endpoint is not checked, nothing sent; a draft is a 429', async () => {
+    // 1/h: the second endpoint's token comes an hour after the first (it waited that hour inside the request).
+    await applyLimited(hub.url, 'hourly', '1/h');
+    const report = (await (await fetch(`${hub.url}/api/connectors/hourly/preflight`, { method: 'POST', headers: H })).json()) as { ok: boolean; endpoints: Array<{ id: string; status: number; items: number; verdict: string }> };
+    expect(report.ok).toBe(false);
+    expect(report.endpoints[0]).toMatchObject({ id: 'first', status: 200, items: 2, verdict: 'ok' });
+    expect(report.endpoints[1]).toMatchObject({ id: 'second', status: 0, items: 0 });
+    expect(report.endpoints[1]!.verdict).toMatch(/^not checked: the connector's rate limit \(default_rate_limit\) allows its next request in 3[56]\d\d s; nothing was sent$/);
+    expect([sent('hourly', 'first'), sent('hourly', 'second')]).toEqual([1, 0]);
+    const draft = await fetch(`${hub.url}/api/connectors/hourly/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path: '/records/keyed?hourly-draft' }) });
+    expect(draft.status).toBe(429);
+    expect(Number(draft.headers.get('retry-after'))).toBeGreaterThan(3500);
+    expect(((await draft.json()) as { error: string }).error).toMatch(/^nothing was sent to the source: the connector's rate limit \(default_rate_limit\) allows its next request in 3[56]\d\d s$/);
+    expect(docs.on('/records/keyed?hourly-draft')).toEqual([]);
+  });
+
+  it('a client that gives up ends the pre-flight\'s wait for a token (a bound long enough to wait)', async () => {
+    const logs = captureLogs('info');
+    const patient = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.connectors.preflight.max-token-wait': '2h' });
+    try {
+      await applyLimited(patient.url, 'patient', '1/h');
+      const client = new AbortController();
+      const asked = fetch(`${patient.url}/api/connectors/patient/preflight`, { method: 'POST', headers: H, signal: client.signal }).catch((err: unknown) => err);
+      // The first endpoint is answered; the second waits for its token (an hour away): the client gives up.
+      await docs.waitFor(1, '/records/keyed?patient-first');
+      client.abort();
+      expect(await asked).toMatchObject({ name: 'AbortError' });
+      // The request ends (its access line, 499) rather than holding its wait for the hour.
+      let line: Record<string, unknown> | undefined;
+      for (let i = 0; i < 400 && !line; i++) {
+        line = logs.lines().find((l) => l.msg === 'request' && l.path === '/api/connectors/patient/preflight');
+        if (!line) await new Promise((r) => setTimeout(r, 25));
+      }
+      expect(line).toMatchObject({ status: 499 });
+      expect(sent('patient', 'second')).toBe(0);
+    } finally {
+      logs.restore();
+      await patient.stop();
+    }
   });
 });
 

@@ -3,7 +3,9 @@ import { draftEndpoint } from '../../../src/connectors/draft.js';
 import { preflight } from '../../../src/connectors/preflight.js';
 import { NAME_MAX_LENGTH } from '../../../src/connectors/manifest/schema.js';
 import { scaffoldManifest } from '../../../src/connectors/scaffold.js';
-import { NotFoundError } from '../../../src/errors.js';
+import type { Context } from 'koa';
+import { CancelledError } from '../../../src/connectors/engine/errors.js';
+import { HubError, NotFoundError, type Rendered } from '../../../src/errors.js';
 import type { AreaServices } from '../../../src/runtime/services.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
@@ -16,11 +18,38 @@ async function connectorOf(services: AreaServices, tenantId: number, name: strin
   return connector;
 }
 
+/** The client went away before its probe was answered: nothing more is sent for it (nobody reads the status; the access log shows 499). */
+class ClientGone extends HubError {
+  render(): Rendered {
+    return { status: 499, body: { json: { error: 'the client closed the connection before the answer' } } };
+  }
+}
+
+/**
+ * Runs a probe of the connector's source with a signal that aborts when the client disconnects
+ * before its answer is sent: a wait for the connector's rate limit or a request in flight ends then.
+ */
+async function whileClientWaits<T>(ctx: Context, probe: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const onClose = () => {
+    if (!ctx.res.writableFinished) controller.abort();
+  };
+  ctx.res.once('close', onClose);
+  try {
+    return await probe(controller.signal);
+  } catch (err) {
+    if (err instanceof CancelledError && controller.signal.aborted) throw new ClientGone('the client closed the connection before the answer');
+    throw err;
+  } finally {
+    ctx.res.off('close', onClose);
+  }
+}
+
 export const connectorToolRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/{name}/preflight', operationId: 'preflightConnector', summary: 'Send the first request of every enabled endpoint once; write nothing', tags: ['Connectors'],
     auth: ['svc_integrator'], params: connectorNameParam,
-    description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data, or answered records in none of which its `unique_key` finds a key (the verdict says so: a run would dead-letter every row); a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`. `warnings` names what a run would leave out of the request (a declared header whose value_env resolves to nothing) and records of the answer without a key (a run dead-letters them).',
+    description: 'No retry, no write. `ok` is false when any endpoint did not answer readable data, or answered records in none of which its `unique_key` finds a key (the verdict says so: a run would dead-letter every row); a 200 with 0 items means response_path matched nothing. Disabled endpoints are counted in `skipped`. An endpoint the connector\'s `default_rate_limit` would let through only after svc.connectors.preflight.max-token-wait is not sent: its verdict is `not checked: … allows its next request in N s; nothing was sent` (status 0, `ok` false). `warnings` names what a run would leave out of the request (a declared header whose value_env resolves to nothing) and records of the answer without a key (a run dead-letters them).',
     responses: {
       200: {
         description: 'The pre-flight report',
@@ -42,9 +71,9 @@ export const connectorToolRoutes: RouteDecl[] = [
       404: { description: 'Unknown connector', schema: errorBody },
       ...refusals(false),
     },
-    handler: async ({ services, principal, params }) => {
+    handler: async ({ services, principal, params, ctx }) => {
       const connector = await connectorOf(services, callerTenant(principal), params.name);
-      return preflight(connector, (c) => services.connectors.context(c));
+      return whileClientWaits(ctx, (signal) => preflight(connector, (c) => ({ ...services.connectors.context(c), signal })));
     },
   }),
   route({
@@ -56,12 +85,13 @@ export const connectorToolRoutes: RouteDecl[] = [
       200: { description: 'An endpoint fragment to paste into spec.endpoints', schema: { type: 'object' } },
       404: { description: 'Unknown connector', schema: errorBody },
       409: { description: 'Nothing was sent: a credential of the connector does not resolve, or its stored secret does not open', schema: errorBody },
+      429: { description: 'Nothing was sent: the connector\'s rate limit would not allow a request within svc.connectors.preflight.max-token-wait; `Retry-After` says when', schema: errorBody },
       502: { description: 'The source answered an error', schema: errorBody },
       ...refusals(false),
     },
-    handler: async ({ services, principal, params, body }) => {
+    handler: async ({ services, principal, params, body, ctx }) => {
       const connector = await connectorOf(services, callerTenant(principal), params.name);
-      return draftEndpoint(connector, body, services.connectors.context(connector));
+      return whileClientWaits(ctx, (signal) => draftEndpoint(connector, body, { ...services.connectors.context(connector), signal }));
     },
   }),
   route({

@@ -39,6 +39,11 @@ export interface EngineContext {
   limiter: TokenBucket;
   /** Cancellation: stop at the next page boundary with a CancelledError. */
   signal?: AbortSignal;
+  /**
+   * firstPage only (a probe a client waits on): the longest it waits for a token of `limiter`; when the
+   * bucket would take longer, nothing is sent and the report says when the next request is allowed.
+   */
+  maxTokenWaitMs?: number;
   /** Stored mark: sent as query param `incremental.param` on the first request only. */
   watermark?: string;
   /** Default 5, 1000, 60000 (tests shorten). */
@@ -166,6 +171,8 @@ export interface FirstPageReport {
   body?: unknown;
   /** The `Link` header of the answer, if any. */
   link?: string;
+  /** Nothing was sent: the connector's rate limit allows the next request only after this many milliseconds (past `maxTokenWaitMs`). */
+  rateLimitedMs?: number;
 }
 
 const SAMPLE_CHARS = 2000;
@@ -173,8 +180,9 @@ const SAMPLE_CHARS = 2000;
 /**
  * The pre-flight's probe: composes the first request a run would send (method, path, declared
  * headers, auth, pagination parameters, watermark), sends it once (no retry; a token is taken from
- * the connector's bucket), writes nothing and never throws for an upstream or configuration fault:
- * the verdict names it. Only cancellation throws.
+ * the connector's bucket, waiting at most `maxTokenWaitMs` for it: past that nothing is sent and
+ * `rateLimitedMs` says when the next request is allowed), writes nothing and never throws for an
+ * upstream or configuration fault: the verdict names it. Only cancellation throws.
  */
 export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec, ctx: EngineContext): Promise<FirstPageReport> {
   const strategy = createStrategy(endpoint.pagination, endpoint.soap);
@@ -196,6 +204,10 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
 
   const unsent = unsentHeaders(connector.headers ?? [], named);
   const report = { url: redactUrl(req.url, plan.auth), method: req.method, ...(unsent.length > 0 ? { warnings: unsent } : {}) };
+  const waitMs = ctx.maxTokenWaitMs === undefined ? 0 : ctx.limiter.waitMs();
+  if (waitMs > ctx.maxTokenWaitMs!) {
+    return { ...report, status: 0, items: [], verdict: `not checked: ${rateLimitWait(waitMs)}; nothing was sent`, rateLimitedMs: waitMs };
+  }
   let answer: Exchange;
   try {
     answer = await exchangeMasked(req, {
@@ -232,6 +244,11 @@ export async function firstPage(connector: ConnectorSpec, endpoint: EndpointSpec
   // Cut to the depth a row may have first: redacting and serialising walk it recursively.
   if (items.length > 0) out.sample = boundedSample(redactDeep(cutDeeperThan(items[0], MAX_JSON_DEPTH, DEEPER), plan.auth));
   return out;
+}
+
+/** Why a probe sent nothing: the wait for the connector's next token, in whole seconds (rounded up). */
+export function rateLimitWait(waitMs: number): string {
+  return `the connector's rate limit (default_rate_limit) allows its next request in ${Math.ceil(waitMs / 1000)} s`;
 }
 
 /**
