@@ -10,7 +10,11 @@ import type { Target } from '../connectors/types.js';
 import type { Database, Tx } from '../db/database.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
 import type { EmbeddingPort } from './embedding/port.js';
-import { embedPending, expandPending, pendingIndexer, SPLIT_BUDGET_MS } from './indexer.js';
+import { embedPending, expandPending, pendingIndexer, REASON_CHARS, SPLIT_BUDGET_MS } from './indexer.js';
+import { OpenAiEmbedding } from './embedding/openai.js';
+import { EgressPolicy } from '../egress/policy.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
+import { startReceiver } from '../../test/harness/receiver.js';
 
 /**
  * Ingestion's hand-off as stored: a written chunk's pending entry carries its rows' hashes (1,000
@@ -394,6 +398,42 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
     const after = await state();
     expect(after).toHaveLength(64);
     expect(after.filter((s) => s.embedded)).toEqual([]);
+  });
+
+  it('an endpoint quoting the input in its error: the warning and the stored error mask the text sent and are cut short', async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    const secret = 'Jane Roe, IBAN FR76 3000 6000 0112 3456 7890 189, owes 1,200 EUR';
+    await chunksOf(1, [secret]);
+    // As some servers answer: the input quoted in the error (one refused alone; a 401 about the endpoint, the whole batch).
+    let status = 400;
+    const standIn = await startReceiver((_path, received) => {
+      const input = (JSON.parse(received.body) as { input: string[] }).input;
+      return { status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: { message: `Input '${input.join("', '")}' is rejected: ${'x'.repeat(500)}`, type: 'invalid_request_error' } }) };
+    });
+    const port = new OpenAiEmbedding({ baseUrl: `${standIn.url}/v1`, model: 'stand-in-embed', apiKey: 'sk-test', dimensions: 4, egress: EgressPolicy.open(), maxRetries: 0 });
+    const logs = captureLogs('warn');
+    try {
+      expect(await embedPending(t.db, port, 8)).toBe(0);
+      const [chunk] = await state();
+      expect(chunk!.error).toMatch(/^the embedding endpoint answered HTTP 400: .*Input '\[text sent\]' is rejected: x+…$/);
+      expect(chunk!.error!.length).toBeLessThanOrEqual(REASON_CHARS);
+      const warning = logs.lines().find((l) => String(l.msg).startsWith('retrieval embed: chunk'));
+      expect(warning).toMatchObject({ err: chunk!.error });
+      expect(String(warning!.msg)).toContain("Input '[text sent]' is rejected");
+      // The pass's own failure (logged by its clock job): the same masking.
+      status = 401;
+      await t.owner.query('update retrieval.chunks set embed_retry_at = null');
+      const failed = (await embedPending(t.db, port, 8).catch((e: unknown) => e)) as EmbeddingUnavailable;
+      expect(failed).toBeInstanceOf(EmbeddingUnavailable);
+      expect(failed).toMatchObject({ failure: 'status', httpStatus: 401, aboutTheEndpoint: true });
+      expect(failed.message).toMatch(/^the embedding endpoint answered HTTP 401: .*Input '\[text sent\]' is rejected: x+…$/);
+      expect(logs.raw()).not.toContain('FR76 3000');
+      expect(logs.raw()).not.toContain('Jane Roe');
+    } finally {
+      logs.restore();
+      await port.close();
+      await standIn.close();
+    }
   });
 
   it('stores no vector on a chunk whose text changed while the model embedded it; the next call embeds the new text', async () => {

@@ -241,7 +241,12 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
   if (rows.length === 0 || signal?.aborted) return 0;
   // No transaction is open while the model works: on `signal` the batch is dropped (its chunks stay
   // pending), the model's answer, should it still come, is ignored.
-  const done = await embedSplitting(port, rows, signal);
+  let done: Embedded | undefined;
+  try {
+    done = await embedSplitting(port, rows, signal);
+  } catch (err) {
+    throw withoutTextsSent(err, rows.map((r) => r.content));
+  }
   if (done === undefined) return 0;
   const { vectors, refused } = done;
   const stored = await db.crossTenant('retrieval-embed', async (tx) => {
@@ -279,6 +284,46 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
   return stored;
 }
 
+/** The longest failure reason the indexer logs or stores (`embed_error`); longer ones are cut, ending in `…`. */
+export const REASON_CHARS = 200;
+/** A run of this many characters of a text sent, found in a failure's message, is masked. */
+const ECHO_CHARS = 12;
+/** What a masked run of a text sent reads as. */
+const MASKED = '[text sent]';
+
+/**
+ * A failure's message as the indexer logs and stores it: an embedding endpoint's error text is the
+ * server's own, and some servers quote the input in it (`Input 'the tenant's row…' is too long`): the
+ * rows' text would reach the hub's logs. Every run of ECHO_CHARS characters or more of a text sent
+ * is masked ([text sent]), then the message is cut to REASON_CHARS.
+ */
+export function failureReason(message: string, sent: readonly string[]): string {
+  // Looked at up to a bound: a masked message is cut to REASON_CHARS anyway.
+  const text = message.slice(0, 4 * REASON_CHARS);
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const at = i + ECHO_CHARS <= text.length ? sent.find((s) => s.includes(text.slice(i, i + ECHO_CHARS))) : undefined;
+    if (at === undefined) {
+      out += text[i];
+      i++;
+      continue;
+    }
+    let end = i + ECHO_CHARS;
+    while (end < text.length && at.includes(text.slice(i, end + 1))) end++;
+    out += MASKED;
+    i = end;
+  }
+  return out.length > REASON_CHARS || text.length < message.length ? `${out.slice(0, REASON_CHARS - 1)}…` : out;
+}
+
+/** The failure of a pass (logged by its clock job) without the texts sent: an EmbeddingUnavailable of the same kind and status whose message is failureReason's. */
+function withoutTextsSent(err: unknown, sent: readonly string[]): unknown {
+  if (!(err instanceof EmbeddingUnavailable)) return err;
+  const reason = failureReason(err.message, sent);
+  return reason === err.message ? err : new EmbeddingUnavailable(err.failure, reason, { httpStatus: err.httpStatus });
+}
+
 /** How long a failed call may be split further, from its failure: an endpoint failing every call (a 5xx outage) costs a pass this much, not 2n - 1 calls. */
 export const SPLIT_BUDGET_MS = 2000;
 
@@ -294,7 +339,7 @@ async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal:
     answer = await unlessAborted(port.embed(chunks.map((c) => c.content)), signal);
   } catch (err) {
     if (err instanceof EmbeddingUnavailable && err.aboutTheEndpoint) throw err;
-    if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: err instanceof Error ? err.message : String(err) }] };
+    if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: failureReason(err instanceof Error ? err.message : String(err), [chunks[0]!.content]) }] };
     const deadline = until ?? Date.now() + SPLIT_BUDGET_MS;
     const found: Embedded = { vectors: [], refused: [] };
     const half = Math.ceil(chunks.length / 2);
