@@ -1,5 +1,5 @@
 import type { Database, Tx } from '../db/database.js';
-import { type OutboxEvent, type OutboxRow, type Position, START, toEvent } from './outbox.js';
+import { headPosition, type OutboxEvent, type OutboxRow, type Position, START, toEvent } from './outbox.js';
 
 /**
  * Whether an event after cursor `c` is committed but not readable yet: its transaction is not older
@@ -180,16 +180,21 @@ export class OutboxConsumer {
     await tx.query(ADVANCE, [this.name, to.txid, to.id]);
   }
 
-  /** Starts the cursor at the current head: a new consumer is not retroactive. */
+  /**
+   * Starts the cursor at the current head (`headPosition`: the newest event readable now): a new
+   * consumer is not retroactive. Not the newest event committed: an event of a transaction still
+   * running when the consumer starts comes before such a one in the outbox's order, and a cursor
+   * set past it would skip it for ever once it commits.
+   */
   async startAtHead(): Promise<void> {
-    await this.db.crossTenant(`outbox:${this.name}`, (tx) =>
-      tx.query(
-        `insert into events.consumer_cursors (consumer, txid, last_id)
-         select $1, coalesce(max(txid), '0'), coalesce(max(id), 0) from events.outbox
+    await this.db.crossTenant(`outbox:${this.name}`, async (tx) => {
+      const head = await headPosition((t) => tx.query(t));
+      await tx.query(
+        `insert into events.consumer_cursors (consumer, txid, last_id) values ($1, $2::xid8, $3::bigint)
          on conflict (consumer) do nothing`,
-        [this.name],
-      ),
-    );
+        [this.name, head.txid, head.id],
+      );
+    });
   }
 }
 

@@ -167,6 +167,26 @@ describe('consumers', () => {
     expect(later.map((e) => e.payload.orgId)).toEqual([20, 21]);
   });
 
+  it('a consumer started while a transaction holds an uncommitted event gets that event once it commits', async () => {
+    // The older transaction takes its transaction id and event first, a later one commits past it,
+    // and only then does the consumer start: the newest committed event is not its start, or the
+    // older event, committed after the start but before it in the outbox's order, is skipped for ever.
+    const slow = await db.app.connect();
+    try {
+      await slow.query('begin');
+      await slow.query("select set_config('svc.tenant_id', '201', true)");
+      await slow.query(`insert into events.outbox (tenant_id, type, payload) values (201, 'org.updated', '{"orgId": 50, "tenantId": 201}')`);
+      await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 51, tenantId: 201 }));
+      const consumer = new OutboxConsumer(db, 'test-start-in-flight');
+      await consumer.startAtHead();
+      await slow.query('commit');
+      const seen = await nextUntil(consumer, 2);
+      expect(seen.map((e) => e.payload.orgId)).toEqual([50, 51]);
+    } finally {
+      slow.release();
+    }
+  });
+
   it('an insert wakes a listener at commit', async () => {
     const listener = new OutboxListener(roleUrl(ownerUrl, TEST_ROLES.worker));
     await listener.start();
