@@ -80,9 +80,9 @@ async function record(tx: Tx, runId: string, outcome: RunOutcome): Promise<void>
 const ENDED_ELSEWHERE = 'the run was failed as interrupted while it ran (its heartbeats were held up past svc.export.run-stale-after); it stopped and published nothing';
 
 /**
- * The run's row locked from just before its file appears until its end is recorded, in one
- * transaction: the interrupted-run sweep skips locked rows, so it cannot fail a run that is
- * publishing, and a run it failed before (its heartbeats held up by a stalled database or a full
+ * The run's publication lock (`lockRunning`) held from just before its file appears until its end
+ * is recorded, in one transaction: the interrupted-run sweep skips a run whose lock is held, so it
+ * cannot fail a run that is publishing, and a run it failed before (its heartbeats held up by a stalled database or a full
  * pool) finds its record ended here and publishes nothing. Without it, a run failed as
  * `interrupted` could still publish its file, its receipt lost. A crash between the publication and
  * the commit releases the lock with the run still Running: the sweep then fails it, file published
@@ -149,8 +149,8 @@ interface Progress {
   csv?: CsvSnapshot;
   digest?: DigestStream;
   /**
-   * Every byte has gone to the destination and the fence admitted the publication (the run's record
-   * locked, still Running): the destination is making the file appear (an S3 upload's last request,
+   * Every byte has gone to the destination and the fence admitted the publication (the run's
+   * publication lock held, its record still Running): the destination is making the file appear (an S3 upload's last request,
    * an SFTP rename). Nothing stops the run from then on (a cancel, the hub stopping, the time limit):
    * it ends as the publication does. Cut there, the file could be published with the run recorded Failed.
    */

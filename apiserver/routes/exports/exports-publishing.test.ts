@@ -9,6 +9,7 @@ import { captureLogs } from '../../../test/harness/log-capture.js';
 import { itemS3Export, seedItemExports } from '../../../test/harness/export-manifests.js';
 import type { Tx } from '../../../src/db/database.js';
 import { failInterrupted } from '../../../src/exports/runs/ledger.js';
+import { after, headPosition, positionOf } from '../../../src/events/outbox.js';
 
 /**
  * The publication of an export run, once admitted (every byte at S3, the run's record locked and
@@ -98,7 +99,10 @@ describe('an export run publishing (S3 has stored the object, its answer held)',
     const id = await start('lost-lock');
     await stored;
     // The fence's connection (idle in its transaction, holding the lock) cut, then the sweep's statement.
-    const cut = await owner.query("select pg_terminate_backend(pid) as cut from pg_stat_activity where state = 'idle in transaction' and query ilike '%for key share%'");
+    const cut = await owner.query(
+      `select pg_terminate_backend(a.pid) as cut from pg_stat_activity a
+        where a.datname = current_database() and a.state = 'idle in transaction' and exists (select 1 from pg_locks l where l.pid = a.pid and l.locktype = 'advisory' and l.granted)`,
+    );
     expect(cut.rows).toEqual([{ cut: true }]);
     const tx = { tenantId: undefined, query: (text: string, values?: unknown[]) => owner.query(text, values) } as unknown as Tx;
     await until('the sweep to fail the run', async () => (await failInterrupted(tx, 0)).some((r) => r.id === id));
@@ -107,6 +111,33 @@ describe('an export run publishing (S3 has stored the object, its answer held)',
     release();
     await until('the record to be corrected', async () => (await runOf('lost-lock', id)).status === 'Completed');
     await expectPublished('lost-lock', await runOf('lost-lock', id), answeredAt);
+  }, 30_000);
+
+  it('holds no transaction id while it publishes: events committed meanwhile are read by the outbox consumers at once', async () => {
+    await exportTo('no-xid');
+    const { stored, release } = relay.hold('no-xid.csv');
+    const id = await start('no-xid');
+    try {
+      await stored;
+      // The publication is admitted and under way (its answer held): an event committed now must be
+      // readable (its transaction older than every one still running on the server) without waiting
+      // for the destination, or every outbox consumer of the server waits for it too.
+      const query = (text: string, values?: unknown[]) => owner.query(text, values);
+      const eventId = await hub.services.db.withTenant(1, (tx) => hub.services.events.emit(tx, 'org.updated', { orgId: 1, tenantId: 1 }));
+      const written = (await positionOf(query, eventId))!;
+      await until('the event to be readable while the publication is held', async () => !after(written, await headPosition(query)), {
+        timeoutMs: 5_000,
+        detail: () => 'a transaction of the publication holds a transaction id',
+      });
+      // The sweep passes over the publishing run all the same (its lock is held), however stale.
+      const tx = { tenantId: undefined, query: (text: string, values?: unknown[]) => owner.query(text, values) } as unknown as Tx;
+      expect((await failInterrupted(tx, 0)).map((r) => r.id)).not.toContain(id);
+      expect((await runOf('no-xid', id)).status).toBe('Running');
+    } finally {
+      release();
+    }
+    const run = await ended('no-xid', id);
+    expect({ status: run.status, failureReason: run.failureReason }).toEqual({ status: 'Completed', failureReason: null });
   }, 30_000);
 
   it('waits out a worker pool with no connection free before it publishes (no spurious publication failure)', async () => {

@@ -225,14 +225,24 @@ export async function heartbeat(tx: Tx, id: string, progress: { rows: number; by
 }
 
 /**
- * Locks a run's row until the transaction ends, if it is still Running: the interrupted-run sweep
- * (`for update skip locked`) skips it, so a run that holds it while its file is published and its
- * end recorded cannot be failed meanwhile. The weakest lock that does it (`for key share`): the
- * updates of a run's other columns (a heartbeat, a cancel's stop request) do not wait for it, so a
- * cancel during the publication is answered at once. False when the run has ended already.
+ * The key of a run's publication lock (transaction-scoped, advisory), `id` the SQL of the run's id:
+ * what `lockRunning` holds and the interrupted-run sweep tries for each run it would fail.
+ */
+const publicationLock = (id: string) => `hashtextextended('svc-hub:export-publication:' || ${id}::text, 0)`;
+
+/**
+ * Locks a run's publication until the transaction ends and answers whether the run is still
+ * Running: the interrupted-run sweep passes over a run whose lock is held, so a run that holds it
+ * while its file is published and its end recorded cannot be failed meanwhile. An advisory lock, not
+ * a lock of the run's row: a row lock gives the transaction a transaction id, and one held while a
+ * destination answers (minutes at worst) held back every outbox consumer of the server (they read
+ * below the oldest transaction id still running). Nothing else waits for it: a heartbeat or a
+ * cancel's stop request during the publication is answered at once. The status is read after the
+ * lock is granted (a statement of its own, so its snapshot sees a sweep that held the lock first).
  */
 export async function lockRunning(tx: Tx, id: string): Promise<boolean> {
-  const { rows } = await tx.query<{ status: ExportRun['status'] }>('select status from exports.runs where id = $1 for key share', [id]);
+  await tx.query(`select pg_advisory_xact_lock(${publicationLock('$1')})`, [id]);
+  const { rows } = await tx.query<{ status: ExportRun['status'] }>('select status from exports.runs where id = $1', [id]);
   return rows[0]?.status === 'Running';
 }
 
@@ -346,12 +356,23 @@ export const INTERRUPTED_REASON = 'the hub stopped during the run; a partial fil
 
 /**
  * Across tenants (a crossTenant transaction): Running runs whose process stopped beating for
- * `staleMs` become Failed `interrupted`. Returns them.
+ * `staleMs` become Failed `interrupted`, except one publishing (its publication lock held,
+ * `lockRunning`): the sweep takes that lock of each run it fails, until its transaction ends, so a
+ * publication that comes after waits and then finds the run Failed. Returns them.
  */
 export async function failInterrupted(tx: Tx, staleMs: number): Promise<Array<{ id: string; tenantId: number; exportName: string }>> {
   const { rows } = await tx.query<{ id: string; tenant_id: number; export_name: string }>(
-    `update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = $2
-      where id in (select id from exports.runs where status = 'Running' and heartbeat_at < now() - make_interval(secs => $1) for update skip locked)
+    // The lock is tried on the stale runs alone (a condition of the materialised CTE's rows, never
+    // pushed down to a scan of every run); the status is checked again on the row locked.
+    `with stale as materialized (
+       select id from exports.runs where status = 'Running' and heartbeat_at < now() - make_interval(secs => $1)
+     )
+     update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = $2
+      where id in (
+        select r.id from exports.runs r
+         where r.id in (select s.id from stale s where pg_try_advisory_xact_lock(${publicationLock('s.id')}))
+           and r.status = 'Running'
+           for update of r skip locked)
       returning id, tenant_id, export_name`,
     [staleMs / 1000, INTERRUPTED_REASON],
   );
