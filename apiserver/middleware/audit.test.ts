@@ -114,6 +114,35 @@ describe('audit', () => {
     expect(rows).toEqual([{ actor: 'recent' }]);
   });
 
+  it('the daily purge deletes in short transactions: the batches before a row it waits on are committed already', async () => {
+    const { rows: made } = await owner.query<{ id: string }>(
+      `insert into audit.entries (tenant_id, actor, action, target, outcome, at)
+       select 1, 'batched', 'POST /x', '/x', 'success', now() - interval '400 days' + n * interval '1 second' from generate_series(1, 5) n
+       returning id`,
+    );
+    const ids = made.map((r) => Number(r.id)).sort((a, b) => a - b);
+    // Another transaction holds the newest of them: the purge, two entries a transaction, waits on it in its third.
+    const holder = new pg.Client({ connectionString: hub.ownerUrl });
+    await holder.connect();
+    let purge: Promise<number> | undefined;
+    try {
+      await holder.query('begin');
+      await holder.query('select id from audit.entries where id = $1 for update', [ids[4]]);
+      purge = purgeAudit(hub.services.db, 365, 2);
+      await until('the purge to wait on the held entry', async () => {
+        const { rows } = await owner.query("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike '%delete from audit.entries%'");
+        return rows.length > 0;
+      });
+      // What it deleted before is gone for every reader: no transaction of the purge is held open over it.
+      const { rows } = await owner.query(`select id from audit.entries where actor = 'batched' order by id`);
+      expect(rows.map((r) => Number(r.id))).toEqual([ids[4]]);
+    } finally {
+      await holder.query('commit');
+      await holder.end();
+    }
+    expect(await purge).toBe(5);
+  });
+
   it('nothing is buffered: the entry is written before the response, whatever the flush clock', async () => {
     const own = await startTestHub({ 'svc.audit.dispatch-every': '1h' }, probes);
     const client = new pg.Client({ connectionString: own.ownerUrl });

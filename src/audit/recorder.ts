@@ -1,3 +1,4 @@
+import { deleteInBatches } from '../db/batches.js';
 import type { CommitFollowUp, CommitHook, Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 
@@ -182,11 +183,18 @@ export class AuditRecorder {
   }
 }
 
-/** The daily audit purge (04:45 UTC): entries older than the retention; 0 days disables it. */
-export async function purgeAudit(db: Database, retentionDays: number): Promise<number> {
+/**
+ * The daily audit purge (04:45 UTC): entries older than the retention, `batch` a transaction
+ * (`deleteInBatches`: one transaction over them all held every outbox consumer back while it ran);
+ * 0 days disables it.
+ */
+export async function purgeAudit(db: Database, retentionDays: number, batch?: number): Promise<number> {
   if (retentionDays <= 0) return 0;
-  return db.crossTenant('audit-retention', async (tx) => {
-    const { rowCount } = await tx.query(`delete from audit.entries where at < now() - make_interval(days => $1)`, [retentionDays]);
-    return rowCount ?? 0;
-  });
+  return deleteInBatches(
+    db,
+    'audit-retention',
+    'delete from audit.entries where id in (select id from audit.entries where at < now() - make_interval(days => $1) order by at limit $2)',
+    [retentionDays],
+    batch,
+  );
 }

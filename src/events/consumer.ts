@@ -1,3 +1,4 @@
+import { deleteInBatches } from '../db/batches.js';
 import type { Database, Tx } from '../db/database.js';
 import { headPosition, type OutboxEvent, type OutboxRow, type Position, START, toEvent } from './outbox.js';
 
@@ -200,16 +201,20 @@ export class OutboxConsumer {
 
 /**
  * The daily outbox purge: rows older than the retention, but never one that a consumer has not seen
- * yet. Returns how many rows went.
+ * yet, `batch` rows a transaction (`deleteInBatches`: one transaction over millions of rows held
+ * every consumer back while it ran). Returns how many rows went.
  */
-export async function purgeOutbox(db: Database, retentionDays: number): Promise<number> {
-  return db.crossTenant('outbox-retention', async (tx) => {
-    const { rowCount } = await tx.query(
-      `delete from events.outbox o
+export async function purgeOutbox(db: Database, retentionDays: number, batch?: number): Promise<number> {
+  return deleteInBatches(
+    db,
+    'outbox-retention',
+    `delete from events.outbox where id in (
+       select o.id from events.outbox o
         where o.created_at < now() - make_interval(days => $1)
-          and not exists (select 1 from events.consumer_cursors c where (c.txid, c.last_id) < (o.txid, o.id))`,
-      [retentionDays],
-    );
-    return rowCount ?? 0;
-  });
+          and not exists (select 1 from events.consumer_cursors c where (c.txid, c.last_id) < (o.txid, o.id))
+        order by o.id
+        limit $2)`,
+    [retentionDays],
+    batch,
+  );
 }

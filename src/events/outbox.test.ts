@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type pg from 'pg';
+import pg from 'pg';
 import { migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import type { Database } from '../db/database.js';
+import { until } from '../../test/harness/until.js';
 import { roleUrl } from '../db/roles.js';
 import { loadCatalog, parseModule } from './catalog.js';
 import { OutboxConsumer, purgeOutbox } from './consumer.js';
@@ -220,5 +221,32 @@ describe('consumers', () => {
     await owner.query(`update events.outbox set created_at = now() - interval '10 days'`);
     await slowest.advance((await nextUntil(slowest, 2)).at(-1)!.position);
     expect(await purgeOutbox(db, 30)).toBe(0);
+  });
+  it('the retention purge deletes in short transactions: the batches before a row it waits on are committed already', async () => {
+    await owner.query('delete from events.consumer_cursors');
+    await owner.query('delete from events.outbox');
+    const ids: number[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 60 + i, tenantId: 201 })));
+    await owner.query(`update events.outbox set created_at = now() - interval '40 days'`);
+    // Another transaction holds the newest of them: the purge, two rows a transaction, waits on it in its third.
+    const holder = new pg.Client({ connectionString: ownerUrl });
+    await holder.connect();
+    let purge: Promise<number> | undefined;
+    try {
+      await holder.query('begin');
+      await holder.query('select id from events.outbox where id = $1 for update', [ids[4]]);
+      purge = purgeOutbox(db, 30, 2);
+      await until('the purge to wait on the held row', async () => {
+        const { rows } = await owner.query("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike '%delete from events.outbox%'");
+        return rows.length > 0;
+      });
+      // What it deleted before is gone for every reader: no transaction of the purge is held open over it.
+      expect((await owner.query('select id from events.outbox order by id')).rows.map((r) => r.id)).toEqual([ids[4]]);
+    } finally {
+      await holder.query('commit');
+      await holder.end();
+    }
+    expect(await purge).toBe(5);
+    expect((await owner.query('select count(*)::int as n from events.outbox')).rows[0].n).toBe(0);
   });
 });
