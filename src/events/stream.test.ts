@@ -14,7 +14,7 @@ const events = new EventWriter(loadCatalog());
 beforeAll(async () => {
   // Its own server: the outbox is read below the oldest transaction open on the whole server, and
   // these tests wait for events to become readable (see migratedDatabase).
-  testDb = await migratedDatabase({ 301: 'x' }, 4, { ownServer: true });
+  testDb = await migratedDatabase({ 301: 'x', 302: 'y' }, 4, { ownServer: true });
   db = testDb.db;
   stream = new LiveStream(db, { pollEvery: 30, batch: 500 });
   stream.start();
@@ -158,5 +158,55 @@ describe('live stream bounds', () => {
     await own.stop();
     expect(reasons).toEqual(['server stopping', 'server stopping']);
     expect(own.count()).toBe(0);
+  });
+});
+
+describe('resuming after an event id (Last-Event-ID)', () => {
+  /** A subscription's deliveries until `last` arrives. */
+  async function resumed(afterId: number, last: number, tenantId = 301): Promise<number[]> {
+    const seen: number[] = [];
+    const sub = await stream.subscribe({ tenantId, topics: [], afterId, deliver: (event) => seen.push(event.payload.orgId as number) > 0 });
+    try {
+      await until(`event ${last} to arrive`, () => seen.includes(last), { timeoutMs: 20_000, detail: () => seen.join(',') });
+      return seen;
+    } finally {
+      sub.close();
+    }
+  }
+
+  it('an event whose transaction commits after a later one is not skipped, live or resumed from before it', async () => {
+    const before = await emit(9000);
+    const live: number[] = [];
+    const sub = await stream.subscribe({ tenantId: 301, topics: [], deliver: (event) => live.push(event.payload.orgId as number) > 0 });
+    const slow = await db.app.connect();
+    try {
+      await slow.query('begin');
+      await slow.query("select set_config('svc.tenant_id', '301', true)");
+      await slow.query(`insert into events.outbox (tenant_id, type, payload) values (301, 'org.updated', '{"orgId": 9001, "tenantId": 301}')`);
+      await emit(9002);
+      await slow.query('commit');
+      await until('both events live', () => live.includes(9002) && live.includes(9001), { timeoutMs: 20_000, detail: () => live.join(',') });
+      // In commit order: the late one first (its transaction is the older).
+      expect(live.filter((n) => n >= 9000)).toEqual([9001, 9002]);
+    } finally {
+      slow.release();
+      sub.close();
+    }
+    expect(await resumed(before, 9002)).toEqual([9001, 9002]);
+  });
+
+  it("another tenant's event id resumes the caller's own events after it, and none of the other tenant's", async () => {
+    const first = await emit(9100);
+    const theirs = await db.withTenant(302, (tx) => events.emit(tx, 'org.updated', { orgId: 9101, tenantId: 302 }));
+    await emit(9102);
+    expect(first).toBeLessThan(theirs);
+    expect(await resumed(theirs, 9102)).toEqual([9102]);
+  });
+
+  it('an id the outbox no longer holds (purged) resumes from the oldest event kept', async () => {
+    const gone = [await emit(9200), await emit(9201)];
+    await emit(9202);
+    await testDb.owner.query('delete from events.outbox where id = any($1::int[]) or id < $2', [gone, gone[0]]);
+    expect(await resumed(gone[1]!, 9202)).toEqual([9202]);
   });
 });
