@@ -12,8 +12,8 @@ import { failInterrupted } from '../../../src/exports/runs/ledger.js';
 import { after, headPosition, positionOf } from '../../../src/events/outbox.js';
 
 /**
- * The publication of an export run, once admitted (every byte at S3, the run's record locked and
- * still Running), is never cut and its record says what happened: the time limit passing, the
+ * The publication of an export run, once admitted (every byte at S3, its publication lock held,
+ * its record still Running), is never cut and its record says what happened: the time limit passing, the
  * hub stopping, or the sweep failing the run after the publication's lock was lost with its
  * connection, all while S3 has stored the object and its answer is on its way (a relay holds it,
  * test/harness/s3-relay.ts). And a worker pool with no connection free just before the
