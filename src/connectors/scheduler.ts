@@ -9,6 +9,12 @@ import type { ConnectorSpec } from './types.js';
  * The scheduled connectors or exports of every active tenant, for a scheduler's tick: a deactivated
  * tenant's schedules do not fire (its callers are refused, and `svc-hub run --scheduled` skips its
  * slots), and no slot of theirs is claimed. How many were left out is logged at debug, once a tick.
+ *
+ * Round-robin across tenants: every tenant's first schedule (by id), then every tenant's second, and
+ * so on. A tick fires them one after the other (a claim and a trigger each), so in id order alone a
+ * tenant with thousands of schedules would hold the others' back for most of the tick (and a tick
+ * longer than the cadence makes the next one skip). No per-tenant bound: a schedule left out of a tick
+ * would only fire late or lose its slot even when the tick had time for it.
  */
 export async function scheduledOfActiveTenants(
   db: Database,
@@ -17,7 +23,8 @@ export async function scheduledOfActiveTenants(
 ): Promise<{ id: string; tenant_id: number }[]> {
   const { rows } = await db.crossTenant(job, (tx) =>
     tx.query<{ id: string; tenant_id: number; active: boolean }>(
-      `select s.id, s.tenant_id, t.active from ${table} s join core.tenants t on t.id = s.tenant_id where s.schedule is not null order by s.id`,
+      `select s.id, s.tenant_id, t.active from ${table} s join core.tenants t on t.id = s.tenant_id where s.schedule is not null
+        order by row_number() over (partition by s.tenant_id order by s.id), s.tenant_id`,
     ),
   );
   const inactive = rows.filter((r) => !r.active);
