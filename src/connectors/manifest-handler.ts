@@ -1,7 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { listRuns } from './runs/ledger.js';
-import { applyConnector, deleteConnector, storedManifest } from './store.js';
+import { applyConnector, deleteConnectorOrSource, storedManifest } from './store.js';
 
 /**
  * What the operator (or any other manifest source) does with a Connector: the very functions the
@@ -14,7 +14,7 @@ export const connectorHandler: ManifestHandler = {
     const result = await applyConnector(tx, manifest, { actor });
     return { created: result.created, warnings: warningLines(result.warnings), schedule: result.connector.schedule ?? null };
   },
-  remove: (tx: Tx, name: string) => deleteConnector(tx, name),
+  remove: (tx: Tx, name: string) => deleteConnectorOrSource(tx, name),
   async lastRun(tx: Tx, name: string) {
     const found = await storedManifest(tx, name);
     if (!found) return undefined;

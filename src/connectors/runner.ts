@@ -4,6 +4,7 @@ import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
+import { lockCsvSource } from './csv-ingest.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
@@ -237,6 +238,8 @@ export class ConnectorRunner {
       // one connector share the lock and do not wait for each other here. Nothing is held before it.
       // The row as it is once the lock is granted (a re-apply waited for included): its spec is the
       // connector as applied now, which no re-apply changes until this transaction ends.
+      // A CSV source with no manifest has no row to lock: its own lock stands in (its delete, deleteCsvSource).
+      if (options.reader && !options.connectorStored) await lockCsvSource(tx, asked.id, 'shared');
       const stored = await tx.query<{ spec: ConnectorSpec }>('select spec from connectors.connectors where id = $1 for share', [asked.id]);
       const row = stored.rows[0];
       // A scheduled slot of a connector deleted since its claim: withdrawn, as one whose schedule a re-apply removed.

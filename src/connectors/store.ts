@@ -2,6 +2,7 @@ import type { Tx } from '../db/database.js';
 import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import { csvSourceId, lockCsvSource } from './csv-ingest.js';
 import { maskUserinfo } from './engine/errors.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
@@ -358,6 +359,15 @@ async function lockConnector(tx: Tx, name: string): Promise<string | undefined> 
   return rows[0]?.id;
 }
 
+/** A delete's 409 while a run of the connector (or CSV source) is in flight. */
+async function refuseWhileRunning(tx: Tx, id: string, name: string): Promise<void> {
+  const running = await tx.query<{ id: string; endpoint: string | null }>(
+    "select id, endpoint_id as endpoint from connectors.runs where connector_id = $1 and status = 'Running' order by started_at, id limit 1",
+    [id],
+  );
+  if (running.rows[0]) throw inFlightError(name, running.rows[0], ', then delete the connector');
+}
+
 /**
  * Deletes a connector: its ingested data first (dropConnectorData: its rows in the ext.* tables and
  * its retrieval chunks), then the connector and its endpoints. false when there is no such name.
@@ -368,16 +378,45 @@ async function lockConnector(tx: Tx, name: string): Promise<string | undefined> 
 export async function deleteConnector(tx: Tx, name: string): Promise<boolean> {
   const id = await lockConnector(tx, name);
   if (!id) return false;
-  const running = await tx.query<{ id: string; endpoint: string | null }>(
-    "select id, endpoint_id as endpoint from connectors.runs where connector_id = $1 and status = 'Running' order by started_at, id limit 1",
-    [id],
-  );
-  if (running.rows[0]) throw inFlightError(name, running.rows[0], ', then delete the connector');
+  await refuseWhileRunning(tx, id, name);
   await dropConnectorData(tx, id);
   // Its claimed schedule slots mean nothing once it is gone (a new connector of the name gets a new id).
   await tx.query('delete from connectors.schedule_slots where connector_id = $1', [id]);
   await tx.query('delete from connectors.connectors where id = $1', [id]);
   return true;
+}
+
+/**
+ * Deletes what a CSV source with no manifest (`POST /api/platform/sources/csv/ingest?connector=NAME`
+ * naming no stored connector) ingested into the current tenant: its rows, its table registrations
+ * (tables nothing registers any more and left empty are dropped) and its chunks, as a connector's
+ * delete does (dropConnectorData); its run records stay. false when the tenant has no such source
+ * (no run in flight, nothing registered, no chunk). 409 while a run of it is in flight; a run being
+ * recorded is waited for (lockCsvSource), then refuses the delete the same way.
+ */
+export async function deleteCsvSource(tx: Tx, name: string): Promise<boolean> {
+  if (tx.tenantId === undefined) return false;
+  const id = csvSourceId(tx.tenantId, name);
+  await lockCsvSource(tx, id, 'exclusive');
+  await refuseWhileRunning(tx, id, name);
+  const found = await tx.query(
+    'select 1 from connectors.ext_tables where connector_id = $1 union all select 1 from retrieval.chunks where connector_id = $1 limit 1',
+    [id],
+  );
+  if (found.rowCount === 0) return false;
+  await dropConnectorData(tx, id);
+  return true;
+}
+
+/**
+ * What every delete path of a name does (DELETE /api/connectors/{name}, the operator's finalizer):
+ * the stored connector of the name (deleteConnector), and what a CSV source of the name ingested
+ * with no manifest (before one was applied, or with none ever: deleteCsvSource), in the caller's
+ * transaction. false when there was neither.
+ */
+export async function deleteConnectorOrSource(tx: Tx, name: string): Promise<boolean> {
+  const connector = await deleteConnector(tx, name);
+  return (await deleteCsvSource(tx, name)) || connector;
 }
 
 /** The stored watermark of an endpoint (undefined: none, the next run is a full read). */

@@ -8,7 +8,7 @@ import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDead
 import { getRun, listRunsJson, requestCancel, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
-import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnector, getConnector, listConnectorsJson, loadConnector, purgeEndpoint, resetCursor, targetChanges } from './store.js';
+import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnectorOrSource, getConnector, listConnectorsJson, loadConnector, purgeEndpoint, resetCursor, targetChanges } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
@@ -90,7 +90,7 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         return found;
       },
       remove: async (t, name) => {
-        const deleted = await db.withTenant(t, (tx) => deleteConnector(tx, name));
+        const deleted = await db.withTenant(t, (tx) => deleteConnectorOrSource(tx, name));
         if (!deleted) throw new NotFoundError(`connector ${name} not found`);
       },
       resetCursor: (t, name, endpointId) => db.withTenant(t, (tx) => resetCursor(tx, name, endpointId)),

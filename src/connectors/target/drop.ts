@@ -20,7 +20,7 @@ import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './dd
  * column to one, from deadlocking with it), then its pending
  * entries and every entry of the tenant on a table it registers (claimPending: the order that keeps
  * it from deadlocking with an indexer pass), after the connector's row, which the caller has locked
- * (deleteConnector).
+ * (deleteConnector; for a CSV source with no manifest, the source's lock: deleteCsvSource).
  */
 export async function dropConnectorData(tx: Tx, connectorId: string): Promise<string[]> {
   const { rows } = await tx.query<{ table_name: string }>('select distinct table_name from connectors.ext_tables where connector_id = $1 order by 1', [connectorId]);
