@@ -402,6 +402,13 @@ describe('apply and connectors', () => {
     const file = join(dir, 'local-open.yaml');
     writeFileSync(file, manifest);
     expect(await svc(['connectors', 'validate', '-f', file])).toEqual({ code: 0, out: `${file}: connector/local-open is valid\n`, err: '' });
+    // a warning quoting the manifest (an unknown spec key) is shown on stderr, never obeyed
+    writeFileSync(file, manifest.replace('spec:\n', 'spec:\n  "ext\\u202Era\\e[2J": 1\n'));
+    const warned2 = await svc(['connectors', 'validate', '-f', file]);
+    expect(warned2).toMatchObject({ code: 0, out: `${file}: connector/local-open is valid\n` });
+    expect(warned2.err).toMatch(/^warning: .*: spec\.ext\\u202era\\x1b\[2J: /);
+    expect(warned2.err).toBe(printable(warned2.err));
+    writeFileSync(file, manifest);
     const fromFile = await svc(['connectors', 'preflight', '-f', file]);
     expect(fromFile).toMatchObject({ code: 0, err: '' });
     expect(fromFile.out).toMatch(/^connector\/local-open: ok\n/);
@@ -517,6 +524,21 @@ describe('secrets', () => {
     const missing = await svc(['secrets', 'get', 'a\x1b[31mx']);
     expect(missing).toMatchObject({ code: 1, err: 'error: secret a\\x1b[31mx not found (HTTP 404)\n' });
     expect((await svc(['secrets', 'rm', 'escaped'])).code).toBe(0);
+  });
+
+  it('text from the hub shows its invisible format characters as \\u202e, \\u200b, … (a bidi override makes one name read as another); --json is the hub\'s JSON', async () => {
+    // "pay \u202Eexe.fdp" reads as "pay pdf.exe"; a zero-width space and an isolate would hide too
+    const description = 'pay \u202Eexe.fdp\u202C ad\u200Bmin \u2067x\u2069';
+    expect((await svc(['secrets', 'create', 'bidi', '--value-stdin', '--description', description], { stdin: 'v' })).code).toBe(0);
+    const ls = await svc(['secrets', 'ls']);
+    expect(ls.out).toMatch(/\nbidi +pay \\u202eexe\.fdp\\u202c ad\\u200bmin \\u2067x\\u2069 +\d{4}-/);
+    expect(ls.out).toBe(printable(ls.out));
+    const get = await svc(['secrets', 'get', 'bidi']);
+    expect(get.out).toContain('description: pay \\u202eexe.fdp\\u202c ad\\u200bmin \\u2067x\\u2069\n');
+    expect(JSON.parse((await svc(['secrets', 'get', 'bidi', '--json'])).out).description).toBe(description);
+    // stderr too: the hub's error quotes the name as typed
+    expect(await svc(['secrets', 'get', 'a\u202Eb'])).toMatchObject({ code: 1, err: 'error: secret a\\u202eb not found (HTTP 404)\n' });
+    expect((await svc(['secrets', 'rm', 'bidi'])).code).toBe(0);
   });
 
   it('creates from stdin; ls shows the name, never the value; rotate and rm', async () => {

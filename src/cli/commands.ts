@@ -7,7 +7,7 @@ import { download, humanBytes, pollEvery, startRun } from './exports.js';
 import { path, type Query } from './http.js';
 import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
-import { type Column, cell, detail, field, json, type Row, table } from './output.js';
+import { type Column, cell, detail, field, json, printable, type Row, table } from './output.js';
 import { runTui } from './tui.js';
 import { isLoopback } from '../loopback.js';
 import type { Ctx, Io } from './context.js';
@@ -147,7 +147,7 @@ async function warnUnknownConnector(c: Ctx, rows: Row[], connector: string | und
   try {
     await c.hub().call('GET', path`/api/connectors/${connector}`);
   } catch (err) {
-    if (err instanceof HttpError && err.status === 404) c.err(`warning: the tenant has no connector named '${connector}'\n`);
+    if (err instanceof HttpError && err.status === 404) warn(c, `the tenant has no connector named '${connector}'`);
   }
 }
 
@@ -231,7 +231,7 @@ async function login(c: Ctx): Promise<number> {
       if (c.opts['allow-http'] !== true) {
         throw new UsageError(`--url ${url} is plain http to another machine: the token would travel in clear, at login and in every later call; use https, or give --allow-http if the network to the hub is trusted`);
       }
-      c.err(`warning: the token travels in clear to ${parsed.host} (plain http, --allow-http)\n`);
+      warn(c, `the token travels in clear to ${parsed.host} (plain http, --allow-http)`);
     }
     target.token = (given[0] === 'token' ? str(c, 'token')! : await pipedOrHidden(c.io.stdin, c.err, 'Token: ')).trim();
     if (!target.token) throw new UsageError('the token is empty');
@@ -252,7 +252,7 @@ async function login(c: Ctx): Promise<number> {
       throw new HttpError(404, `${err.message}; ${url} does not serve GET /api/bff/v1/me: not a svc-hub, or not its base URL; nothing was stored`, err.body);
     }
     if (err.status !== 403) throw err;
-    c.err(`warning: the hub refused /api/bff/v1/me (${err.message}, HTTP 403); storing the credential anyway\n`);
+    warn(c, `the hub refused /api/bff/v1/me (${err.message}, HTTP 403); storing the credential anyway`);
   }
   writeConfig(c.configFile, target, ownsConfigFolder(c.io.env));
   if (c.json) c.out(json(me ?? null));
@@ -308,7 +308,7 @@ async function apply(c: Ctx): Promise<number> {
     const { status, body } = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
     results.push(body);
     if (!c.json) c.out(`${manifest.kind.toLowerCase()}/${body.name ?? manifest.name} ${status === 201 ? 'created' : 'configured'}\n`);
-    for (const w of body.warnings ?? []) c.err(`warning: ${manifest.source}: ${w.field}: ${w.message}\n`);
+    for (const w of body.warnings ?? []) warn(c, `${manifest.source}: ${w.field}: ${w.message}`);
   }
   if (c.json) c.out(json(results.length === 1 ? results[0] : results));
   return 0;
@@ -335,7 +335,7 @@ async function validateAll(c: Ctx, manifests: Manifest[], printValid: boolean): 
     if (c.json) continue;
     if (body.valid && printValid) c.out(`${manifest.source}: connector/${manifest.name} is valid\n`);
     if (!body.valid) c.out(`${manifest.source}: connector/${manifest.name} is not valid\n${table(body.errors, ISSUE_COLUMNS)}`);
-    for (const w of body.warnings) c.err(`warning: ${manifest.source}: ${w.field}: ${w.message}\n`);
+    for (const w of body.warnings) warn(c, `${manifest.source}: ${w.field}: ${w.message}`);
   }
   return { ok: verdicts.every((v) => v.valid), verdicts };
 }
@@ -377,7 +377,7 @@ async function preflight(c: Ctx): Promise<number> {
         throw err;
       }
       if (canonical(applied.manifest) !== canonical(manifest.body))
-        c.err(`warning: ${manifest.source}: the applied connector ${manifest.name} differs from this file; the pre-flight uses the applied one (svc apply -f ${file} to change it)\n`);
+        warn(c, `${manifest.source}: the applied connector ${manifest.name} differs from this file; the pre-flight uses the applied one (svc apply -f ${file} to change it)`);
       names.push(manifest.name);
     }
   } else names = [byName!];
@@ -390,7 +390,7 @@ async function preflight(c: Ctx): Promise<number> {
       `connector/${name}: ${body.ok ? 'ok' : 'NOT OK'}${body.skipped ? ` (${body.skipped} disabled endpoint${body.skipped > 1 ? 's' : ''} skipped)` : ''}\n` +
         table(body.endpoints, [field('ENDPOINT', 'id'), field('METHOD', 'method'), field('STATUS', 'status'), field('ITEMS', 'items'), field('VERDICT', 'verdict', 60), field('URL', 'url')]),
     );
-    for (const endpoint of body.endpoints) for (const warning of (endpoint.warnings as string[] | undefined) ?? []) c.err(`warning: connector/${name} endpoint ${String(endpoint.id)}: ${warning}\n`);
+    for (const endpoint of body.endpoints) for (const warning of (endpoint.warnings as string[] | undefined) ?? []) warn(c, `connector/${name} endpoint ${String(endpoint.id)}: ${warning}`);
   }
   if (c.json) c.out(json(reports.length === 1 ? reports[0] : reports));
   return reports.every((r) => r.ok) ? 0 : 1;
@@ -521,7 +521,7 @@ async function tail(c: Ctx): Promise<number> {
       if (c.json) c.out(`${JSON.stringify(event)}\n`);
       else c.out(`${event.capturedAt}  ${event.id}  ${event.topic}  ${event.payload}\n`);
     },
-    onNotice: (text) => c.err(`${text}\n`),
+    onNotice: (text) => c.err(`${printable(text)}\n`),
   });
   return 0;
 }
@@ -1007,3 +1007,8 @@ export const COMMANDS: Command[] = [
     run: runTui,
   },
 ];
+
+/** A warning on stderr: its text may quote the hub or a manifest, so it is shown, never obeyed by the terminal. */
+function warn(c: Ctx, text: string): void {
+  c.err(`warning: ${printable(text)}\n`);
+}

@@ -40,5 +40,30 @@ describe('table', () => {
     // tabs and newlines are whitespace in a cell, kept in other text
     expect(printable('a\tb\nc\rd\x00')).toBe('a\tb\nc\\x0dd\\x00');
   });
+
+  it('shows invisible format characters as \\u202e, \\u200b, … (a bidi override would make one name read as another)', () => {
+    // "invoice\u202Efdp.exe" reads as invoiceexe.pdf; an isolate, a zero-width space, marks, joiners, a tag
+    const rows = [
+      { name: 'invoice\u202Efdp.exe', note: 'ok' },
+      { name: 'ad\u200Bmin \u2066x\u2069 \u200E\u200F\u061C\u2060\u200C \u202A\u202B\u202D\u202C \u{E0041}', note: 'ok' },
+      { name: 'plain', note: 'ok' },
+    ];
+    const out = table(rows, [field('NAME', 'name'), field('NOTE', 'note')]);
+    expect(printable(out)).toBe(out);
+    const lines = out.trimEnd().split('\n');
+    expect(lines[1]).toBe(`invoice\\u202efdp.exe${' '.repeat(lines[2]!.indexOf('ok') - 'invoice\\u202efdp.exe'.length)}ok`);
+    expect(lines[2]).toBe('ad\\u200bmin \\u2066x\\u2069 \\u200e\\u200f\\u061c\\u2060\\u200c \\u202a\\u202b\\u202d\\u202c \\u{e0041}  ok');
+    // NOTE starts at the same column on every line: what is shown is what is counted
+    expect(new Set(lines.map((l) => columnsOf(l.slice(0, l.search(/ok$|NOTE/)))))).toEqual(new Set([lines[2]!.indexOf('ok')]));
+    // an emoji's own joiners stay: a ZWJ sequence and a subdivision flag; a joiner elsewhere is shown
+    const family = '\u{1F468}\u200D\u{1F469}\u200D\u{1F467}';
+    const england = '\u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}';
+    expect(printable(`${family} ${england} a\u200Db \u{1F600}\u200D`)).toBe(`${family} ${england} a\\u200db \u{1F600}\\u200d`);
+    expect(printable('\u{1F600}\u200D\u202Ex')).toBe('\u{1F600}\\u200d\\u202ex');
+    // a BOM (whitespace to JavaScript, so a space in a cell) is shown in other text
+    expect(printable('\uFEFFname: x')).toBe('\\ufeffname: x');
+    // printable letters of any script are left alone
+    expect(printable('顧客 Ünïcödé עברית العربية')).toBe('顧客 Ünïcödé עברית العربية');
+  });
 });
 

@@ -37,19 +37,47 @@ export function cell(value: unknown): string {
   return printable(String(value).replace(/\s+/g, ' '));
 }
 
-/** C0 and C1 control characters but tab and newline, and DEL. */
+/** C0 and C1 control characters but tab and newline, and DEL; and the invisible format characters (Unicode's Cf: bidi overrides and isolates, zero-width characters, the BOM, …). */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const SHOWN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]|\p{Cf}/gu;
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+const PICTOGRAPHIC = /^\p{Extended_Pictographic}/u;
+const ZWJ = '\u200d';
+const BLACK_FLAG = '\u{1f3f4}';
+/** The tag characters that spell a subdivision flag (🏴 followed by gbeng and its cancel tag). */
+const JOINERS = /[\u200d\u{e0020}-\u{e007f}]/u;
+const isTag = (ch: string) => ch.codePointAt(0)! >= 0xe0020 && ch.codePointAt(0)! <= 0xe007f;
 
 /**
  * Text for a terminal, written as `\x1b`, `\x07`, … where it holds a control character but a tab or a
- * newline. What people read comes from the hub (a description, a run's error, a decision's message
- * that other users of the tenant wrote, or a remote system's text): as it was, an escape sequence in
- * it would be obeyed by the terminal (colours, a cleared screen, a window title, the clipboard) and
- * columns counted without it would no longer line up.
+ * newline, and as `\u202e`, `\u200b`, … (`\u{e0041}` beyond four digits) where it holds an invisible
+ * format character. What people read comes from the hub (a description, a run's error, a decision's
+ * message that other users of the tenant wrote, or a remote system's text): as it was, an escape
+ * sequence in it would be obeyed by the terminal (colours, a cleared screen, a window title, the
+ * clipboard), a bidi override or isolate would reorder what follows so that one name reads as another,
+ * a zero-width character would make two different names look the same, and columns counted without
+ * them would no longer line up. An emoji's own joiners stay: the zero-width joiner inside one emoji
+ * (👩‍💻) and the tag characters of a subdivision flag.
  */
 export function printable(text: string): string {
-  return text.replace(CONTROL, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  if (!JOINERS.test(text)) return text.replace(SHOWN, escaped);
+  let out = '';
+  for (const { segment } of graphemes.segment(text)) out += PICTOGRAPHIC.test(segment) ? emojiShown(segment) : segment.replace(SHOWN, escaped);
+  return out;
+}
+
+/** One emoji grapheme: its inner joiners (and a black flag's tags) kept, any other format character shown. */
+function emojiShown(segment: string): string {
+  const points = [...segment];
+  const flag = points[0] === BLACK_FLAG;
+  return points.map((ch, i) => ((ch === ZWJ && i < points.length - 1) || (flag && isTag(ch)) ? ch : ch.replace(SHOWN, escaped))).join('');
+}
+
+function escaped(ch: string): string {
+  const code = ch.codePointAt(0)!;
+  if (code <= 0x9f) return `\\x${code.toString(16).padStart(2, '0')}`;
+  return code <= 0xffff ? `\\u${code.toString(16).padStart(4, '0')}` : `\\u{${code.toString(16)}}`;
 }
 
 /** A record for people: its fields as YAML, nested values included. */
@@ -67,8 +95,6 @@ function clip(text: string, max: number | undefined): string {
 }
 
 // ---- terminal columns: a CJK character or an emoji takes two, a combining mark none ----
-
-const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
 
 /** How many terminal columns `text` takes (string-width, grapheme by grapheme). */
 export function columnsOf(text: string): number {

@@ -158,6 +158,16 @@ describe('render', () => {
     expect(printable(coloured)).toBe(coloured);
   });
 
+  it('shows invisible format characters in the hub\'s text as \\u202e, \\u200b, … (a bidi override would reorder the line), counted as shown', () => {
+    const s = withStatus(loaded(withRuns(2), 'runs', [run(1, { errorMessage: 'boom \u202Eexe.fdp\u202C \u200B\u2066x\u2069' }), run(2)]), 'runs: \u202Erefused\uFEFF', true);
+    const wide = { columns: 160, rows: 12 };
+    const lines = plain(s, wide);
+    expect(printable(lines.join(''))).toBe(lines.join(''));
+    expect(lines[2]).toContain('boom \\u202eexe.fdp\\u202c \\u200b\\u2066x\\u2069');
+    expect(lines.at(-2)).toContain('runs: \\u202erefused\\ufeff');
+    for (const line of lines) expect(columnsOf(line)).toBe(wide.columns);
+  });
+
   it('counts terminal columns: CJK and emoji take two, are never cut in half, and the columns stay aligned', () => {
     expect(clipTo('日本語テキスト', 6)).toBe('日本…');
     expect(clipTo('日本語テキスト', 7)).toBe('日本語…');
