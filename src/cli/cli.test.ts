@@ -137,10 +137,56 @@ describe('login, whoami, logout', () => {
     const allowed = await svc(['login', '--url', remote, '--token', token, '--allow-http'], { env: { SVC_CLI_CONFIG: file } });
     expect(allowed.code).toBe(0);
     expect(allowed.err).toBe(`warning: the token travels in clear to ${new URL(remote).host} (plain http, --allow-http)\n`);
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: remote, token });
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: remote, token, allowHttp: true });
+    // The consent is recorded with the token: later calls to that URL send it without asking again.
+    expect(await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
     // No token, nothing in clear: a dev tenant is not refused; nor is a token to loopback by name.
     expect(await svc(['login', '--url', remote, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
     expect(await svc(['login', '--url', hub.url.replace('127.0.0.1', 'localhost'), '--token', token], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
+  });
+
+  it('refuses to send SVC_TOKEN or a stored token over plain http to a host other than loopback, unless login --allow-http or SVC_ALLOW_HTTP=1 consented', async () => {
+    const token = 'tok-0b93c4-every-call';
+    const file = join(dir, 'in-clear.json');
+    // A server that records the Authorization header of every request, reached as 0.0.0.0 (not a loopback name) and as 127.0.0.1.
+    const seen: Array<string | undefined> = [];
+    const spy = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.setHeader('content-type', 'application/json');
+      res.end('[]');
+    });
+    await new Promise<void>((resolve) => spy.listen(0, '0.0.0.0', resolve));
+    const port = (spy.address() as AddressInfo).port;
+    const remote = `http://0.0.0.0:${port}`;
+    const refusal = (url: string, whose: string) => `error: ${url} is plain http to another machine: ${whose} would travel in clear to ${new URL(url).host}; use https, or, if the network to the hub is trusted, svc login --allow-http or set SVC_ALLOW_HTTP=1\n`;
+    const ls = (env: Record<string, string>) => svc(['secrets', 'ls'], { env: { SVC_CLI_CONFIG: file, ...env } });
+    try {
+      // SVC_TOKEN with SVC_URL: refused before anything is sent
+      expect(await ls({ SVC_URL: remote, SVC_TOKEN: token })).toEqual({ code: 1, out: '', err: refusal(remote, 'the token in SVC_TOKEN') });
+      expect(seen).toEqual([]);
+      expect(await ls({ SVC_URL: remote, SVC_TOKEN: token, SVC_ALLOW_HTTP: '1' })).toMatchObject({ code: 0, err: '' });
+      expect(seen.splice(0)).toEqual([`Bearer ${token}`]);
+      // to loopback, or without a token (a dev tenant): nothing is refused
+      expect(await ls({ SVC_URL: `http://127.0.0.1:${port}`, SVC_TOKEN: token })).toMatchObject({ code: 0, err: '' });
+      expect(await ls({ SVC_URL: remote, SVC_DEV_TENANT: '1' })).toMatchObject({ code: 0, err: '' });
+      expect(seen.splice(0)).toEqual([`Bearer ${token}`, undefined]);
+      // A stored token without the recorded consent (a config written by hand, or by an older svc)
+      writeFileSync(file, JSON.stringify({ url: remote, token }));
+      expect(await ls({})).toEqual({ code: 1, out: '', err: refusal(remote, 'the stored token') });
+      expect(seen).toEqual([]);
+      expect(await ls({ SVC_ALLOW_HTTP: '1' })).toMatchObject({ code: 0, err: '' });
+      // with it (svc login --allow-http writes it), for that URL: the stored token, and SVC_TOKEN to it
+      writeFileSync(file, JSON.stringify({ url: remote, token, allowHttp: true }));
+      expect(await ls({})).toMatchObject({ code: 0, err: '' });
+      expect(await ls({ SVC_TOKEN: 'tok-other' })).toMatchObject({ code: 0, err: '' });
+      expect(seen.splice(0)).toEqual([`Bearer ${token}`, `Bearer ${token}`, 'Bearer tok-other']);
+      // not for another URL
+      const elsewhere = `http://0.0.0.0:${port}/elsewhere`;
+      expect(await ls({ SVC_URL: elsewhere, SVC_TOKEN: token })).toEqual({ code: 1, out: '', err: refusal(elsewhere, 'the token in SVC_TOKEN') });
+      expect(seen).toEqual([]);
+    } finally {
+      await new Promise((resolve) => spy.close(resolve));
+    }
   });
 
   it('keeps nothing when the hub cannot be reached, and refuses a bad command line with 2', async () => {

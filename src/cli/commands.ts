@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { holdsUserInfo, isHttpUrl, normaliseUrl, ownsConfigFolder, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
+import { holdsUserInfo, inClearTo, isHttpUrl, normaliseUrl, ownsConfigFolder, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
@@ -9,7 +9,6 @@ import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.j
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, printable, type Row, table } from './output.js';
 import { runTui } from './tui.js';
-import { isLoopback } from '../loopback.js';
 import type { Ctx, Io } from './context.js';
 
 export type { Ctx, Io };
@@ -226,12 +225,13 @@ async function login(c: Ctx): Promise<number> {
     target.tokenFrom = 'login';
   } else {
     // A bearer token over plain http to another machine can be read (and replayed) by anyone on the way.
-    const parsed = new URL(url);
-    if (parsed.protocol === 'http:' && !isLoopback(parsed.hostname)) {
+    const host = inClearTo(url);
+    if (host) {
       if (c.opts['allow-http'] !== true) {
         throw new UsageError(`--url ${url} is plain http to another machine: the token would travel in clear, at login and in every later call; use https, or give --allow-http if the network to the hub is trusted`);
       }
-      warn(c, `the token travels in clear to ${parsed.host} (plain http, --allow-http)`);
+      warn(c, `the token travels in clear to ${host} (plain http, --allow-http)`);
+      target.allowHttp = true; // recorded with the token: later calls to this URL send it without asking again
     }
     target.token = (given[0] === 'token' ? str(c, 'token')! : await pipedOrHidden(c.io.stdin, c.err, 'Token: ')).trim();
     if (!target.token) throw new UsageError('the token is empty');

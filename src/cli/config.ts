@@ -2,6 +2,7 @@ import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, read
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CliError } from './errors.js';
+import { isLoopback } from '../loopback.js';
 
 /**
  * Where `svc` finds the hub and how it authenticates: the config file written by `svc login`,
@@ -18,7 +19,7 @@ export type Env = Record<string, string | undefined>;
  * prefix, so the hub's configuration knows them as the client's and does not warn that they name no
  * property when both run from one shell.
  */
-export const CLI_ENVIRONMENT: readonly string[] = ['SVC_URL', 'SVC_TOKEN', 'SVC_DEV_TENANT', 'SVC_CLI_CONFIG', 'SVC_CLI_POLL_MS'];
+export const CLI_ENVIRONMENT: readonly string[] = ['SVC_URL', 'SVC_TOKEN', 'SVC_DEV_TENANT', 'SVC_ALLOW_HTTP', 'SVC_CLI_CONFIG', 'SVC_CLI_POLL_MS'];
 
 /** A bearer token, or the dev bypass's tenant id (sent as X-Tenant-ID), or neither. */
 interface Credentials {
@@ -37,6 +38,8 @@ export interface Target extends Credentials {
   tokenFrom?: 'login' | 'environment';
   /** The stored login's URL when SVC_URL names another one (its credential is withheld). Never written. */
   storedFor?: string;
+  /** `svc login --allow-http` consented to its token travelling in clear to this plain-http URL; written with it. */
+  allowHttp?: boolean;
 }
 
 /** Whether the config file's folder is svc's own (`…/svc`), not one `$SVC_CLI_CONFIG` chose. */
@@ -60,7 +63,7 @@ function readConfig(path: string): Target | undefined {
   }
   const config = parsed as Partial<Target> | null;
   if (!config || typeof config.url !== 'string') throw new CliError(`${path} is not a svc config file: no "url"; run svc login again`);
-  return { url: config.url, token: str(config.token), devTenant: str(config.devTenant) };
+  return { url: config.url, token: str(config.token), devTenant: str(config.devTenant), allowHttp: config.allowHttp === true };
 }
 
 /**
@@ -78,6 +81,7 @@ export function writeConfig(path: string, target: Target, ownFolder: boolean): v
   const stored: Target = { url: target.url };
   if (target.token) stored.token = target.token;
   if (target.devTenant) stored.devTenant = target.devTenant;
+  if (target.token && target.allowHttp) stored.allowHttp = true;
   rmSync(temporary, { force: true });
   // 'wx': created here or not at all (no file or link of that name followed); the mode is set at creation.
   const fd = openSync(temporary, 'wx', 0o600);
@@ -108,10 +112,34 @@ export function resolveTarget(env: Env, path: string): Target {
   const where = env.SVC_URL ? 'SVC_URL' : `the URL in ${path}`;
   if (!isHttpUrl(url)) throw new CliError(`${where} must be an http or https URL (the hub's base, http://127.0.0.1:8080), not '${url}'`);
   if (holdsUserInfo(url)) throw new CliError(`${where} ${USER_INFO_REFUSED}`);
-  if (env.SVC_TOKEN) return { url, token: env.SVC_TOKEN, tokenFrom: 'environment' };
+  const consented = stored?.allowHttp === true && normaliseUrl(stored.url) === url;
+  if (env.SVC_TOKEN) return inClearChecked(env, { url, token: env.SVC_TOKEN, tokenFrom: 'environment' }, consented);
   if (env.SVC_DEV_TENANT) return { url, devTenant: env.SVC_DEV_TENANT };
-  if (stored && normaliseUrl(stored.url) === url) return { url, token: stored.token, devTenant: stored.devTenant };
+  if (stored && normaliseUrl(stored.url) === url) return inClearChecked(env, { url, token: stored.token, devTenant: stored.devTenant }, consented);
   return stored?.url ? { url, storedFor: normaliseUrl(stored.url) } : { url };
+}
+
+/**
+ * The host a token sent to `url` reaches in clear: plain http to a host other than loopback (as
+ * written, no name resolved); undefined for https or loopback. Anyone on the way can read the token
+ * and replay it.
+ */
+export function inClearTo(url: string): string | undefined {
+  const parsed = new URL(url);
+  return parsed.protocol === 'http:' && !isLoopback(parsed.hostname) ? parsed.host : undefined;
+}
+
+/**
+ * A token goes over plain http to another machine only with consent, the rule `svc login` applies:
+ * its `--allow-http`, recorded in the config file for that URL, or SVC_ALLOW_HTTP=1 in the environment.
+ */
+function inClearChecked(env: Env, target: Target, consented: boolean): Target {
+  const host = target.token ? inClearTo(target.url) : undefined;
+  if (!host || consented || env.SVC_ALLOW_HTTP === '1') return target;
+  const whose = target.tokenFrom === 'environment' ? 'the token in SVC_TOKEN' : 'the stored token';
+  throw new CliError(
+    `${target.url} is plain http to another machine: ${whose} would travel in clear to ${host}; use https, or, if the network to the hub is trusted, svc login --allow-http or set SVC_ALLOW_HTTP=1`,
+  );
 }
 
 /** An absolute http or https URL: what login takes, and what SVC_URL and the config file must hold (else every call failed as 'cannot reach URL: Invalid URL'). */
