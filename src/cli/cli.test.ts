@@ -511,6 +511,17 @@ describe('usage errors', () => {
     [['runs', 'ls', '--limit', '500'], 'svc runs ls: --limit must be at most 200, not 500', 'Usage: svc runs ls'],
     [['inbox', 'ls', '--limit', '201'], 'svc inbox ls: --limit must be at most 200, not 201', 'Usage: svc inbox ls'],
     [[], 'no command given', 'Commands:'],
+    // a blank argument is refused before anything is sent (an empty NAME would name the collection: secrets get '' listed them)
+    [['search', ''], 'svc search: QUERY must not be empty\n', 'Usage: svc search QUERY'],
+    [['search', '  '], 'svc search: QUERY must not be empty\n', 'Usage: svc search QUERY'],
+    [['chat', '\t'], 'svc chat: QUESTION must not be empty\n', 'Usage: svc chat QUESTION'],
+    [['secrets', 'get', ''], 'svc secrets get: NAME must not be empty\n', 'Usage: svc secrets get NAME'],
+    [['secrets', 'rm', ' '], 'svc secrets rm: NAME must not be empty\n', 'Usage: svc secrets rm NAME'],
+    [['connectors', 'get', ''], 'svc connectors get: NAME must not be empty\n', 'Usage: svc connectors get NAME'],
+    [['connectors', 'preflight', ''], 'svc connectors preflight: NAME must not be empty\n', 'Usage: svc connectors preflight'],
+    [['runs', 'get', ''], 'svc runs get: ID must not be empty\n', 'Usage: svc runs get ID'],
+    [['exports', 'runs', 'x', '--limit', '5', ''], "svc exports runs: unexpected argument ''\n", 'Usage: svc exports runs'],
+    [['exports', 'download', ''], 'svc exports download: ENTITY must not be empty\n', 'Usage: svc exports download ENTITY'],
     // node's three sentences on a value that begins with a dash, as one
     [['runs', 'ls', '--connector', '-x'], 'svc runs ls: --connector needs a value; one that begins with a dash is written --connector=-VALUE\n\nUsage', 'Usage: svc runs ls'],
     [['apply', '-f', '-x'], 'svc apply: -f needs a value; one that begins with a dash is written --file=-VALUE\n\nUsage', 'Usage: svc apply'],

@@ -214,6 +214,10 @@ function argumentProblem(command: Command, positionals: string[], values: Ctx['o
   const required = names.filter((a) => !a.startsWith('[')).length;
   if (positionals.length < required) return `missing ${names.slice(positionals.length, required).join(' ')}`;
   if (positionals.length > names.length) return `unexpected argument '${positionals[names.length]}'`;
+  // No argument is meaningful blank (names, ids, a query, a question), and the hub would not take one: an
+  // empty name would even name the collection (`secrets get ''` was GET /api/platform/secrets/, the list).
+  const blank = positionals.findIndex((p) => p.trim() === '');
+  if (blank >= 0) return `${names[blank]!.replace(/^\[(.*)\]$/, '$1')} must not be empty`;
   for (const [name, flag] of Object.entries(command.flags ?? {})) {
     if (flag.required && values[name] === undefined) return `${flagName(name, flag)} is required`;
     if (flag.type === 'string' && !flag.multiple && values[name] === '') return `${flagName(name, flag)} needs a value`;
