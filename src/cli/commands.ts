@@ -276,15 +276,14 @@ async function readManifests(c: Ctx): Promise<Manifest[]> {
   for (const file of await manifestFiles(str(c, 'file')!)) {
     const text = await readSource(file, c.io.stdin);
     const name = file === '-' ? 'stdin' : file;
-    // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time.
-    const slow = text.length > MAX_YAML_BYTES;
-    if (slow) c.err(`reading ${name} (${humanBytes(Buffer.byteLength(text))})…${c.io.stderr.isTTY ? '' : '\n'}`);
-    try {
-      manifests.push(...parseManifests(text, name));
-    } finally {
+    // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time (JSON.parse reads most JSON at once).
+    const slow = {
+      above: MAX_YAML_BYTES,
+      reading: () => c.err(`reading ${name} (${humanBytes(Buffer.byteLength(text))})…${c.io.stderr.isTTY ? '' : '\n'}`),
       // cleared on a terminal, also before the error that says why the file was not read
-      if (slow && c.io.stderr.isTTY) c.err('\r\u001b[K');
-    }
+      done: () => c.io.stderr.isTTY && c.err('\r\u001b[K'),
+    };
+    manifests.push(...parseManifests(text, name, slow));
   }
   return manifests;
 }
