@@ -180,6 +180,8 @@ describe('login, whoami, logout', () => {
       expect(await ls({})).toMatchObject({ code: 0, err: '' });
       expect(await ls({ SVC_TOKEN: 'tok-other' })).toMatchObject({ code: 0, err: '' });
       expect(seen.splice(0)).toEqual([`Bearer ${token}`, `Bearer ${token}`, 'Bearer tok-other']);
+      // the overview says how to consent
+      expect((await svc(['--help'])).out).toContain('a token goes over plain http to another\nmachine only after svc login --allow-http, or with SVC_ALLOW_HTTP=1.');
       // not for another URL
       const elsewhere = `http://0.0.0.0:${port}/elsewhere`;
       expect(await ls({ SVC_URL: elsewhere, SVC_TOKEN: token })).toEqual({ code: 1, out: '', err: refusal(elsewhere, 'the token in SVC_TOKEN') });

@@ -253,7 +253,8 @@ const FOOTER = `Global options:
 
 Configuration: svc login writes $SVC_CLI_CONFIG (default $XDG_CONFIG_HOME/svc/config.json, else
 ~/.config/svc/config.json; mode 0600);
-SVC_URL, SVC_TOKEN and SVC_DEV_TENANT override it. Exit codes: 0 ok, 1 failed (an HTTP error
+SVC_URL, SVC_TOKEN and SVC_DEV_TENANT override it; a token goes over plain http to another
+machine only after svc login --allow-http, or with SVC_ALLOW_HTTP=1. Exit codes: 0 ok, 1 failed (an HTTP error
 prints the hub's message and status), 2 wrong command line, 130 interrupted. See docs/cli.md.
 `;
 
