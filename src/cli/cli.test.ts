@@ -524,6 +524,11 @@ describe('usage errors', () => {
     [['runs', 'get', ''], 'svc runs get: ID must not be empty\n', 'Usage: svc runs get ID'],
     [['exports', 'runs', 'x', '--limit', '5', ''], "svc exports runs: unexpected argument ''\n", 'Usage: svc exports runs'],
     [['exports', 'download', ''], 'svc exports download: ENTITY must not be empty\n', 'Usage: svc exports download ENTITY'],
+    // so is a blank flag value (rediscover --scope ' ' was the hub's 400, search --scope ' ' found nothing), but free text's
+    [['rediscover', '--scope', ' '], 'svc rediscover: --scope needs a value\n', 'Usage: svc rediscover'],
+    [['search', 'x', '--scope', '\t'], 'svc search: --scope needs a value\n', 'Usage: svc search'],
+    [['runs', 'ls', '--connector', ' '], 'svc runs ls: --connector needs a value\n', 'Usage: svc runs ls'],
+    [['connectors', 'run', 'x', '--endpoint', '  '], 'svc connectors run: --endpoint needs a value\n', 'Usage: svc connectors run'],
     // node's three sentences on a value that begins with a dash, as one
     [['runs', 'ls', '--connector', '-x'], 'svc runs ls: --connector needs a value; one that begins with a dash is written --connector=-VALUE\n\nUsage', 'Usage: svc runs ls'],
     [['apply', '-f', '-x'], 'svc apply: -f needs a value; one that begins with a dash is written --file=-VALUE\n\nUsage', 'Usage: svc apply'],
@@ -598,6 +603,9 @@ describe('secrets', () => {
     // stderr too: the hub's error quotes the name as typed
     expect(await svc(['secrets', 'get', 'a\u202Eb'])).toMatchObject({ code: 1, err: 'error: secret a\\u202eb not found (HTTP 404)\n' });
     expect((await svc(['secrets', 'rm', 'bidi'])).code).toBe(0);
+    // a blank description is free text, taken as given
+    expect(await svc(['secrets', 'create', 'blank-note', '--value-stdin', '--description', ' '], { stdin: 'v' })).toMatchObject({ code: 0, err: '' });
+    expect((await svc(['secrets', 'rm', 'blank-note'])).code).toBe(0);
   });
 
   it('creates from stdin; ls shows the name, never the value; rotate and rm', async () => {

@@ -26,6 +26,8 @@ export interface Flag {
   required?: boolean;
   /** Placeholder of a string flag's value in help: `--endpoint ID`. */
   arg?: string;
+  /** Free text, which may be blank (`--description ' '`); any other string flag's value may not. */
+  text?: boolean;
   help: string;
 }
 
@@ -535,7 +537,7 @@ async function secretBody(c: Ctx, name: string): Promise<Row> {
 // ---- the table ----
 
 const VALUE_STDIN: Flag = { type: 'boolean', help: 'read the value from stdin (without it: a prompt that does not echo)' };
-const DESCRIPTION: Flag = { type: 'string', arg: 'TEXT', help: 'a description shown by secrets ls' };
+const DESCRIPTION: Flag = { type: 'string', arg: 'TEXT', text: true, help: 'a description shown by secrets ls' };
 const NO_WAIT: Flag = { type: 'boolean', help: 'print the run id and return at once (follow it with svc exports runs NAME)' };
 const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YAML or JSON, several documents allowed; a directory: its .json, .yaml and .yml files by name; - reads stdin' };
 

@@ -220,7 +220,9 @@ function argumentProblem(command: Command, positionals: string[], values: Ctx['o
   if (blank >= 0) return `${names[blank]!.replace(/^\[(.*)\]$/, '$1')} must not be empty`;
   for (const [name, flag] of Object.entries(command.flags ?? {})) {
     if (flag.required && values[name] === undefined) return `${flagName(name, flag)} is required`;
-    if (flag.type === 'string' && !flag.multiple && values[name] === '') return `${flagName(name, flag)} needs a value`;
+    // A name, an id, a scope, a file: never blank (`rediscover --scope ' '` was the hub's 400, `search --scope ' '` found nothing).
+    const value = values[name];
+    if (flag.type === 'string' && !flag.multiple && typeof value === 'string' && (value === '' || (!flag.text && value.trim() === ''))) return `${flagName(name, flag)} needs a value`;
   }
   return undefined;
 }
