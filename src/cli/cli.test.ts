@@ -529,6 +529,9 @@ describe('usage errors', () => {
     [['search', 'x', '--scope', '\t'], 'svc search: --scope needs a value\n', 'Usage: svc search'],
     [['runs', 'ls', '--connector', ' '], 'svc runs ls: --connector needs a value\n', 'Usage: svc runs ls'],
     [['connectors', 'run', 'x', '--endpoint', '  '], 'svc connectors run: --endpoint needs a value\n', 'Usage: svc connectors run'],
+    // what was typed is quoted as shown, never obeyed
+    [['connectors', 'ls', 'a\u202Eb\x1b[2J'], "svc connectors ls: unexpected argument 'a\\u202eb\\x1b[2J'\n", 'Usage: svc connectors ls'],
+    [['events', 'tail', '--since', '\u200B1'], "svc events tail: --since must be an event id, not '\\u200b1'\n", 'Usage: svc events tail'],
     // node's three sentences on a value that begins with a dash, as one
     [['runs', 'ls', '--connector', '-x'], 'svc runs ls: --connector needs a value; one that begins with a dash is written --connector=-VALUE\n\nUsage', 'Usage: svc runs ls'],
     [['apply', '-f', '-x'], 'svc apply: -f needs a value; one that begins with a dash is written --file=-VALUE\n\nUsage', 'Usage: svc apply'],

@@ -141,7 +141,8 @@ function processIo(): Io {
 }
 
 function usageError(err: (text: string) => void, message: string, usage: string): number {
-  err(`${message}\n\n${usage}`);
+  // The message quotes what was typed, which a script may have taken from elsewhere (the hub, a file).
+  err(`${printable(message)}\n\n${usage}`);
   return 2;
 }
 
