@@ -386,6 +386,9 @@ describe('apply and connectors', () => {
         out: '',
         err: `reading stdin (1.0 MiB)…\nerror: stdin: body too large: more than the 524,288 bytes a body may hold (svc.http.body-limit); stdin is ${sent} bytes as JSON (HTTP 413)\n`,
       });
+      // the same as JSON is read at once (JSON.parse): nothing to say while it is read
+      const asJson = await svc(['apply', '-f', '-'], { stdin: JSON.stringify(parse(text), null, 2), env: { SVC_URL: small.url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: config } });
+      expect(asJson).toEqual({ code: 1, out: '', err: `error: stdin: body too large: more than the 524,288 bytes a body may hold (svc.http.body-limit); stdin is ${sent} bytes as JSON (HTTP 413)\n` });
     } finally {
       await small.stop();
     }
