@@ -195,6 +195,32 @@ describe('resuming after an event id (Last-Event-ID)', () => {
     expect(await resumed(before, 9002)).toEqual([9001, 9002]);
   });
 
+  it('an id of an event not readable yet (an older transaction still open) resumes from the readable head: the older event is not skipped', async () => {
+    const slow = await db.app.connect();
+    const seen: number[] = [];
+    let sub: Awaited<ReturnType<typeof stream.subscribe>> | undefined;
+    try {
+      await slow.query('begin');
+      await slow.query("select set_config('svc.tenant_id', '301', true)");
+      await slow.query(`insert into events.outbox (tenant_id, type, payload) values (301, 'org.updated', '{"orgId": 9301, "tenantId": 301}')`);
+      // Committed, but not readable while the older transaction is open: its id reached the client
+      // some other way (as an inbox entry's eventId does).
+      const later = await emit(9302);
+      sub = await stream.subscribe({ tenantId: 301, topics: [], afterId: later, deliver: (event) => seen.push(event.payload.orgId as number) > 0 });
+      await slow.query('commit');
+    } finally {
+      slow.release();
+    }
+    try {
+      await emit(9303);
+      await until('the marker event', () => seen.includes(9303), { timeoutMs: 20_000, detail: () => seen.join(',') });
+      // The older transaction's event arrives; the one named comes again (at least once).
+      expect(seen).toEqual([9301, 9302, 9303]);
+    } finally {
+      sub?.close();
+    }
+  });
+
   it("another tenant's event id resumes the caller's own events after it, and none of the other tenant's", async () => {
     const first = await emit(9100);
     const theirs = await db.withTenant(302, (tx) => events.emit(tx, 'org.updated', { orgId: 9101, tenantId: 302 }));

@@ -233,7 +233,14 @@ export class LiveStream {
       }
       const from = await this.db.crossTenant('event-stream', async (tx) => {
         const found = await positionOf((t, v) => tx.query(t, v), options.afterId!);
-        if (found) return found;
+        if (found) {
+          // An event not readable yet (a transaction older than its own is still open): the client
+          // learnt its id elsewhere (an inbox entry). Resuming after it would pass over the events of
+          // that older transaction for good, so the resume starts at the readable head instead: the
+          // event itself, and what follows it, come again (at least once, never lost).
+          const { rows } = await tx.query<{ readable: boolean }>('select $1::xid8 < pg_snapshot_xmin(pg_current_snapshot()) as readable', [found.txid]);
+          return rows[0]?.readable ? found : headPosition((t) => tx.query(t));
+        }
         // Above every id the outbox holds (a client of another database, a typo): nothing after it
         // exists yet, so it starts at the head instead of replaying the whole retention.
         const { rows } = await tx.query<{ newer: boolean }>('select exists (select 1 from events.outbox where id > $1) as newer', [options.afterId]);
