@@ -114,6 +114,11 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
         audience: config.optional('svc.oidc.audience'),
         maxLifetimeSeconds: config.duration('svc.oidc.max-token-lifetime') / 1000,
       });
+  // Without an audience, every token the issuer signs is taken, those it hands out to other clients
+  // (ID tokens of other applications of the same realm) too: said at start in the prod profile.
+  if (verifier && config.string('svc.profile') === 'prod' && !config.optional('svc.oidc.audience')) {
+    logger().warn('svc.oidc.audience is not set: the hub takes any token its issuer signs, including those issued to other clients of that issuer. Set it to the audience your identity provider puts in the hub\'s access tokens');
+  }
   // Integrations and deliveries: the API facade everywhere (replays and tests are sent from the
   // process serving the call), the consumer and the retry sweep in the background roles.
   const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion(), egress });

@@ -94,7 +94,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     defaultText: "the `jwks_uri` of the issuer's `/.well-known/openid-configuration`",
     description: 'Where the signing keys are fetched (RS256 and ES256 are accepted).' }),
   p({ group: 'Security', name: 'svc.oidc.audience', kind: 'string',
-    description: 'When set, tokens must name it in `aud`.' }),
+    description: 'When set, tokens must name it in `aud`. Unset, any token the issuer signs is taken (those it issues to other clients too): a prod hub warns at start.' }),
   p({ group: 'Security', name: 'svc.oidc.max-token-lifetime', kind: 'duration', default: '24h',
     description: 'How far ahead a token\'s `exp` may be: a token still valid for longer (a year, or 9999) is refused (401) as one without `exp` is. Raise it for an issuer that hands out longer-lived access tokens.' }),
   p({ group: 'Security', name: 'svc.oidc.tenant-claim', kind: 'string', default: 'tenant_id',
