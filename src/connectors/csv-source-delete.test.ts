@@ -5,7 +5,8 @@ import { runnerOverHub } from '../../test/harness/connector-runner.js';
 import { holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database, Tx } from '../db/database.js';
-import { csvSourceId, ingestCsv } from './csv-ingest.js';
+import { ingestCsv } from './csv-ingest.js';
+import { csvSourceId } from './csv-source.js';
 
 /**
  * A CSV source needs no manifest (POST /api/platform/sources/csv/ingest?connector=NAME), and its rows,

@@ -4,7 +4,7 @@ import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
-import { lockCsvSource } from './csv-ingest.js';
+import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';

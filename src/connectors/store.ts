@@ -2,7 +2,7 @@ import type { Tx } from '../db/database.js';
 import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import { csvSourceId, lockCsvSource } from './csv-ingest.js';
+import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { maskUserinfo } from './engine/errors.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
