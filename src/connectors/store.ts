@@ -11,6 +11,7 @@ import { inFlightError, runInFlight } from './runs/ledger.js';
 import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
+import { isUuid } from '../validation/uuid.js';
 
 /**
  * Connectors as stored (schema `connectors`, migrations/connectors/V1__connectors.sql). Every
@@ -232,7 +233,6 @@ interface ConnectorRow {
 }
 
 const COLUMNS = 'id, tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_at, updated_at';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const specOf = (row: Pick<ConnectorRow, 'spec' | 'id' | 'tenant_id'>): ConnectorSpec => ({ ...row.spec, id: row.id, tenantId: Number(row.tenant_id) });
 
@@ -244,7 +244,7 @@ export async function loadConnector(tx: Tx, name: string): Promise<ConnectorSpec
 
 /** The connector with that id in the caller's tenant (undefined for a malformed id too). */
 export async function loadConnectorById(tx: Tx, id: string): Promise<ConnectorSpec | undefined> {
-  if (!UUID.test(id)) return undefined;
+  if (!isUuid(id)) return undefined;
   const { rows } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where id = $1`, [id]);
   return rows[0] ? specOf(rows[0]) : undefined;
 }
@@ -430,7 +430,7 @@ export async function getWatermark(tx: Tx, endpointUuid: string): Promise<string
  * if nothing set or cleared it meanwhile (advanceWatermark).
  */
 export async function readWatermark(tx: Tx, endpointUuid: string): Promise<{ value?: string; at: string | null }> {
-  if (!UUID.test(endpointUuid)) return { at: null };
+  if (!isUuid(endpointUuid)) return { at: null };
   const { rows } = await tx.query<{ watermark: string | null; at: string | null }>(
     'select watermark, watermark_updated_at::text as at from connectors.endpoints where uuid = $1',
     [endpointUuid],

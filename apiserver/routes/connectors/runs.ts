@@ -48,7 +48,8 @@ const capped = (value: unknown, fallback: number) => Math.min(Number(value ?? fa
 
 export const runRoutes: RouteDecl[] = [
   route({
-    method: 'GET', path: '/api/platform/runs', operationId: 'listRuns', summary: 'Connector runs, newest first', tags: ['Runs'], auth: ['svc_integrator'],
+    method: 'GET', path: '/api/platform/runs', operationId: 'listRuns', summary: 'Connector runs, newest first', tags: ['Runs'],
+    description: 'Newest first by the instant each run started (to the microsecond, then by id), so a smaller `limit` answers the first runs of a larger one.', auth: ['svc_integrator'],
     query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 50, description: 'default 50, capped at 200' } } },
     responses: { 200: { description: 'Run records', schema: { type: 'array', items: runSchema } }, ...refusals(true) },
     handler: ({ services, principal, query }) => services.connectors.runs.list(callerTenant(principal), capped(query.limit, 50)),
@@ -83,8 +84,8 @@ export const runRoutes: RouteDecl[] = [
       type: 'object',
       properties: {
         limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 100, description: 'default 100, capped at 200' },
-        connector: { type: 'string', description: 'connector name or id' },
-        run: { type: 'string', description: 'run id' },
+        connector: { type: 'string', description: 'connector name or id (the `connectorId` of runs and entries, either case)' },
+        run: { type: 'string', description: 'run id (a UUID, either case); any other text lists nothing' },
       },
     },
     responses: { 200: { description: 'Entries (without payloads)', schema: { type: 'array', items: deadLetterSchema } }, ...refusals(true) },

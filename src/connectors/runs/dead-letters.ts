@@ -2,6 +2,7 @@ import type { Tx } from '../../db/database.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import { toStorable } from '../../validation/input-limits.js';
 import { exactNumbersAsText, jsonText, parseJsonExact } from '../engine/exact-json.js';
+import { isUuid } from '../../validation/uuid.js';
 
 export interface DeadLetterInput {
   skipReason: string;
@@ -46,13 +47,16 @@ export async function insertDeadLetters(tx: Tx, ids: { runId: string; connectorI
   );
 }
 
-/** A manifest connector by name or id, or a source known only from its runs (CSV ingest). */
+/**
+ * A manifest connector by name or id, or a source known only from its runs (CSV ingest), by name or
+ * id too. An id is a UUID in either case, as the run records and entries show it.
+ */
 export async function connectorIdOf(tx: Tx, ref: string): Promise<string | undefined> {
   const { rows } = await tx.query<{ id: string }>(
-    `select id from connectors.connectors where name = $1 or id::text = $1
-     union all select connector_id from connectors.runs where connector_name = $1
+    `select id from connectors.connectors where name = $1 or id = $2::uuid
+     union all select connector_id from connectors.runs where connector_name = $1 or connector_id = $2::uuid
      limit 1`,
-    [ref],
+    [ref, isUuid(ref) ? ref : null],
   );
   return rows[0]?.id;
 }
@@ -64,7 +68,7 @@ export async function connectorIdOf(tx: Tx, ref: string): Promise<string | undef
  */
 export async function listDeadLetters(tx: Tx, query: { limit: number; runId?: string; connectorId?: string }): Promise<DeadLetter[]> {
   if (query.runId) {
-    if (!/^[0-9a-f-]{36}$/i.test(query.runId)) return [];
+    if (!isUuid(query.runId)) return [];
     const { rows } = await tx.query<Row>(
       `select ${SUMMARY} from connectors.dead_letters where erased_at is null and run_id = $1 order by id desc limit $2`,
       [query.runId, query.limit],

@@ -1,7 +1,8 @@
 import type { Tx } from '../../db/database.js';
-import { JsonText, jsonArraySql } from '../../db/json-text.js';
+import { JsonText } from '../../db/json-text.js';
 import { isoTimestampSql } from '../../db/timestamps.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
+import { isUuid } from '../../validation/uuid.js';
 
 export type RunStatus = 'Running' | 'Completed' | 'Partial' | 'Failed' | 'Cancelled';
 
@@ -100,7 +101,7 @@ export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus
 }
 
 export async function getRun(tx: Tx, id: string): Promise<RunRecord> {
-  if (!/^[0-9a-f-]{36}$/i.test(id)) throw new NotFoundError('run not found');
+  if (!isUuid(id)) throw new NotFoundError('run not found');
   const { rows } = await tx.query<RunRecord>(`select ${COLUMNS} from connectors.runs where id = $1`, [id]);
   if (!rows[0]) throw new NotFoundError('run not found');
   return rows[0];
@@ -118,12 +119,20 @@ export async function listRuns(tx: Tx, limit: number, connectorId?: string): Pro
 }
 
 /**
- * The tenant's newest runs as the answer's JSON text (src/db/json-text.ts); the order of `listRuns`
- * over the output's columns: `startedAt` is ISO 8601 text of one width, so its bytes sort as its
- * instants do.
+ * The tenant's newest runs as the answer's JSON text (src/db/json-text.ts), in the order of
+ * `listRuns`: by the start instant itself, not by `startedAt`, whose text stops at milliseconds (two
+ * runs started within one millisecond sorted by their ids there, so the newest `limit` runs were
+ * chosen by one order and shown in another: `limit=1` answered the newer run, `limit=2` the older
+ * one first). Each record is made from its row beside the row's own start and id.
  */
 export async function listRunsJson(tx: Tx, limit: number): Promise<JsonText> {
-  const { rows } = await tx.query<{ body: string }>(jsonArraySql(runsSql(undefined), 'r."startedAt" collate "C" desc, r.id'), [limit], { prepare: true });
+  const { rows } = await tx.query<{ body: string }>(
+    `select coalesce('[' || string_agg(row_to_json(r)::text, ',' order by n.started_at desc, n.id) || ']', '[]') as body
+       from (select * from connectors.runs order by started_at desc, id limit $1) n
+       cross join lateral (select ${COLUMNS} from (select n.*) as run) r`,
+    [limit],
+    { prepare: true },
+  );
   return new JsonText(rows[0]!.body);
 }
 

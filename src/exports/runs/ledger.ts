@@ -2,6 +2,7 @@ import type { Tx } from '../../db/database.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { FailureCode } from '../types.js';
 import { SlotWithdrawn, slotWithdrawn } from '../../connectors/schedule.js';
+import { isUuid } from '../../validation/uuid.js';
 
 /**
  * The export run ledger (spec 3 "Export run record" and "Export run"): one row per run, from claim
@@ -65,8 +66,6 @@ interface RunRow {
 
 const COLUMNS =
   'id, export_id, export_name, entity, scope, destination, status, trigger, attempt, retry_of, artifact_time, slot, started_at, ended_at, row_count, byte_count, sha256, location, etag, version_id, failure_code, failure_reason';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export function runRecord(row: RunRow): ExportRun {
   const run: ExportRun = {
@@ -172,7 +171,7 @@ export async function claimRun(tx: Tx, target: ClaimTarget, claim: Claim): Promi
 
 /** One run of an export; 404 when the id is not a run of that export. */
 export async function getRun(tx: Tx, exportName: string, id: string): Promise<ExportRun> {
-  if (!UUID.test(id)) throw new NotFoundError(`export ${exportName} has no run ${id}`);
+  if (!isUuid(id)) throw new NotFoundError(`export ${exportName} has no run ${id}`);
   const { rows } = await tx.query<RunRow>(`select ${COLUMNS} from exports.runs where id = $1 and export_name = $2`, [id, exportName]);
   if (!rows[0]) throw new NotFoundError(`export ${exportName} has no run ${id}`);
   return runRecord(rows[0]);
