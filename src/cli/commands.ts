@@ -3,6 +3,7 @@ import { holdsUserInfo, inClearTo, isHttpUrl, normaliseUrl, ownsConfigFolder, re
 import { CliError, HttpError, UsageError } from './errors.js';
 import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
+import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
 import { path, type Query } from './http.js';
 import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
@@ -135,16 +136,13 @@ async function listing(c: Ctx, route: string, columns: Column[], empty: string, 
   return body;
 }
 
-/** A UUID as the hub writes them: a connector's or a run's id. */
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * A list filtered by a connector's name came back empty: when the tenant has no connector of that
  * name, a warning says so (a typo in the name would otherwise list nothing, silently). An id is
  * not checked.
  */
 async function warnUnknownConnector(c: Ctx, rows: Row[], connector: string | undefined): Promise<void> {
-  if (rows.length > 0 || connector === undefined || UUID.test(connector)) return;
+  if (rows.length > 0 || connector === undefined || isUuid(connector)) return;
   try {
     await c.hub().call('GET', path`/api/connectors/${connector}`);
   } catch (err) {
@@ -679,7 +677,7 @@ export const COMMANDS: Command[] = [
     summary: 'Mark an entry replayed',
     run: async (c) => {
       const newRun = str(c, 'new-run');
-      if (newRun !== undefined && !UUID.test(newRun)) throw new UsageError(`--new-run must be a run id (a UUID, as svc runs ls --json shows), not '${newRun}'`);
+      if (newRun !== undefined && !isUuid(newRun)) throw new UsageError(`--new-run must be a run id (a UUID, as svc runs ls --json shows), not '${newRun}'`);
       await act(c, 'POST', path`/api/platform/dlq/${c.args[0]!}/replayed`, `dead letter ${c.args[0]} marked replayed`, { query: { newRunId: newRun } });
     },
   },
