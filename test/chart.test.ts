@@ -6,10 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parseAllDocuments, stringify } from 'yaml';
 import { packageRoot } from '../src/package-root.js';
 import { CHART_CRDS_DIR, chartCrdsDrift } from '../scripts/chart-crds.js';
-import { helm, helmBinary } from './harness/helm.js';
+import { helm, helmBinary, kubectlBinary } from './harness/helm.js';
 import { loadRunJobTemplate, operatorLeaseName } from '../cmd/operator.js';
 import { CRONJOB_RULE, customResourceRules as rulesOfKinds, leaseRules, type PolicyRule, resourceNamespaceRules } from '../kube/rbac.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { KUBECTL_YAML } from '../src/manifests/yaml.js';
 import { envName, PROPERTIES } from '../src/config/properties.js';
 
 /**
@@ -67,7 +68,8 @@ function tempDir(): string {
 
 function valuesFile(values: Record<string, unknown>): string {
   const file = join(tempDir(), 'values.yaml');
-  writeFileSync(file, stringify(values));
+  // Written as helm reads values files (YAML 1.1): a string `y` or `off` stays a string.
+  writeFileSync(file, stringify(values, KUBECTL_YAML));
   return file;
 }
 
@@ -83,8 +85,9 @@ function render(values: Record<string, unknown> = {}, chart = CHART): Obj[] {
   return result.objects;
 }
 
+/** The rendered manifests read as helm and Kubernetes read them: YAML 1.1 (`on` and `no` are booleans, `0755` octal). */
 function parse(text: string): Obj[] {
-  return parseAllDocuments(text)
+  return parseAllDocuments(text, KUBECTL_YAML)
     .map((doc) => {
       if (doc.errors.length) throw new Error(`rendered YAML does not parse: ${doc.errors[0]!.message}`);
       return doc.toJS() as Obj | null;
@@ -865,6 +868,35 @@ describe('values.schema.json and required values', () => {
     const result = helm(['template', 'hub', CHART]);
     expect(result.status).not.toBe(0);
     expect(result.stderr).toContain('oidc.issuer is required');
+  });
+});
+
+describe('release names and name overrides YAML 1.1 reads otherwise', () => {
+  // helm takes `on`, `no`, `y`, `123`, `0755` and `1e3` as release names; written plain, a label value
+  // or object name of that text was a boolean or a number to YAML 1.1, and every object with it failed
+  // to decode (`cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels of type string`).
+  const stringsIn = (map: unknown): boolean => map === undefined || Object.values(map as Record<string, unknown>).every((v) => typeof v === 'string');
+  it.each([
+    ['on', {}],
+    ['123', {}],
+    ['hub', { nameOverride: '0755' }],
+    ['hub', { fullnameOverride: '1e3' }],
+    ['no', { nameOverride: 'y', fullnameOverride: 'off' }],
+  ])('release %s with %j renders labels and names as strings', (release, overrides) => {
+    const values = valuesFile({ oidc: { issuer: ISSUER }, ...overrides, apiserver: { replicas: 2 }, networkPolicy: { enabled: true }, metrics: { serviceMonitor: { enabled: true } } });
+    const result = helm(['template', release, CHART, '--namespace', 'svc', '-f', values]);
+    expect(result.stderr).toBe('');
+    const objects = parse(result.stdout);
+    const runTemplates = ofKind(objects, 'ConfigMap').map((c) => parse((c as Obj & { data: Record<string, string> }).data['pod-template.yaml']!)[0] as Obj);
+    for (const object of [...objects, ...runTemplates]) {
+      const spec = object.spec as { selector?: { matchLabels?: unknown }; podSelector?: { matchLabels?: unknown }; template?: { metadata?: { labels?: unknown } } } | undefined;
+      if (object.kind) expect(typeof object.metadata.name).toBe('string');
+      for (const map of [object.metadata.labels, spec?.selector?.matchLabels, spec?.podSelector?.matchLabels, spec?.template?.metadata?.labels]) expect(stringsIn(map)).toBe(true);
+    }
+    // kubectl decodes every object (it refuses a label value that is no string).
+    const kubectl = spawnSync(kubectlBinary(), ['label', '--local', '-f', '-', 'probe=1', '-o', 'name'], { input: result.stdout, encoding: 'utf8', env: { ...process.env, KUBECONFIG: '/dev/null' } });
+    expect(kubectl.stderr).toBe('');
+    expect(kubectl.status).toBe(0);
   });
 });
 

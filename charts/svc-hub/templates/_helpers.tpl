@@ -66,8 +66,8 @@ allowed (the list).
 
 {{- define "svc-hub.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/name: {{ include "svc-hub.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "svc-hub.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: svc-hub
@@ -80,8 +80,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{- define "svc-hub.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "svc-hub.name" .root }}
-app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/name: {{ include "svc-hub.name" .root | quote }}
+app.kubernetes.io/instance: {{ .root.Release.Name | quote }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
