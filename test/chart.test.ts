@@ -566,6 +566,13 @@ describe('values.schema.json and required values', () => {
     ['a pull policy Kubernetes does not know', { image: { repository: 'svc-hub', pullPolicy: 'Sometimes' } }, /pullPolicy/],
     ['a credential among the config properties', { config: { 'svc.secret.master-key': 'c2VjcmV0' } }, /svc\.secret\.master-key/],
     ['a writable root filesystem', { containerSecurityContext: { readOnlyRootFilesystem: false, allowPrivilegeEscalation: false } }, /readOnlyRootFilesystem/],
+    // The container's setting overrides the pod's: runAsNonRoot false there let a root image run as root.
+    ['runAsNonRoot false in the container security context', { containerSecurityContext: { runAsNonRoot: false } }, /containerSecurityContext\/runAsNonRoot/],
+    ['a capability added beyond NET_BIND_SERVICE', { containerSecurityContext: { capabilities: { drop: ['ALL'], add: ['SYS_ADMIN'] } } }, /capabilities\/add/],
+    ['capabilities that do not drop ALL', { containerSecurityContext: { capabilities: { drop: ['NET_RAW'] } } }, /capabilities\/drop/],
+    ['no capabilities entry', { containerSecurityContext: { capabilities: null } }, /capabilities/],
+    ['an Unconfined seccomp profile of the pods', { podSecurityContext: { seccompProfile: { type: 'Unconfined' } } }, /podSecurityContext\/seccompProfile/],
+    ['an Unconfined seccomp profile of the containers', { containerSecurityContext: { seccompProfile: { type: 'Unconfined' } } }, /containerSecurityContext\/seccompProfile/],
     ['zero dispatchers', { dispatcher: { replicas: 0 } }, /replicas/],
     ['a priorityClassName that is not a string', { apiserver: { replicas: 1, priorityClassName: 5 } }, /apiserver\/priorityClassName/],
     ['topologySpreadConstraints that are not a list', { dispatcher: { replicas: 2, topologySpreadConstraints: 'spread' } }, /dispatcher\/topologySpreadConstraints/],
@@ -862,6 +869,15 @@ describe('values.schema.json and required values', () => {
     });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
+  });
+
+  it('accepts a security context within the restricted Pod Security Standard: NET_BIND_SERVICE added, a Localhost seccomp profile', () => {
+    const result = template({
+      podSecurityContext: { seccompProfile: { type: 'Localhost', localhostProfile: 'svc.json' } },
+      containerSecurityContext: { runAsNonRoot: true, capabilities: { drop: ['ALL'], add: ['NET_BIND_SERVICE'] }, seccompProfile: { type: 'RuntimeDefault' } },
+    });
+    expect(result.stderr).toBe('');
+    expect(container(named<Workload>(result.objects, 'Deployment', 'hub-svc-hub-apiserver')).securityContext).toEqual(expect.objectContaining({ capabilities: { drop: ['ALL'], add: ['NET_BIND_SERVICE'] } }));
   });
 
   it('stops an install without an OIDC issuer, naming the value to set', () => {
