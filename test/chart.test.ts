@@ -573,6 +573,8 @@ describe('values.schema.json and required values', () => {
     ['no capabilities entry', { containerSecurityContext: { capabilities: null } }, /capabilities/],
     ['an Unconfined seccomp profile of the pods', { podSecurityContext: { seccompProfile: { type: 'Unconfined' } } }, /podSecurityContext\/seccompProfile/],
     ['an Unconfined seccomp profile of the containers', { containerSecurityContext: { seccompProfile: { type: 'Unconfined' } } }, /containerSecurityContext\/seccompProfile/],
+    // Written after the chart's labels in one mapping, the later wins: the pods left the Deployment's selector.
+    ['a pod label the chart sets itself', { apiserver: { replicas: 1, podLabels: { 'app.kubernetes.io/component': 'x' } } }, /app\.kubernetes\.io\/component/],
     ['zero dispatchers', { dispatcher: { replicas: 0 } }, /replicas/],
     ['a priorityClassName that is not a string', { apiserver: { replicas: 1, priorityClassName: 5 } }, /apiserver\/priorityClassName/],
     ['topologySpreadConstraints that are not a list', { dispatcher: { replicas: 2, topologySpreadConstraints: 'spread' } }, /dispatcher\/topologySpreadConstraints/],
@@ -869,6 +871,18 @@ describe('values.schema.json and required values', () => {
     });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
+  });
+
+  it('refuses past --skip-schema-validation a pod label the chart sets itself (the Deployment\'s selector would no longer match its pods), and takes others', () => {
+    for (const role of ['apiserver', 'dispatcher', 'operator']) {
+      for (const label of ['app.kubernetes.io/component', 'app.kubernetes.io/instance', 'helm.sh/chart']) {
+        const result = template({ [role]: { replicas: 2, podLabels: { [label]: 'other' } } }, CHART, ['--skip-schema-validation']);
+        expect(result.status).not.toBe(0);
+        expect(result.stderr).toContain(`${role}.podLabels is refused: ${label} is a label the chart sets on the pods itself`);
+      }
+    }
+    const taken = named<Workload>(render({ dispatcher: { replicas: 2, podLabels: { team: 'a' } } }), 'Deployment', 'hub-svc-hub-dispatcher');
+    expect(taken.spec.template.metadata.labels).toEqual(expect.objectContaining({ team: 'a', ...taken.spec.selector!.matchLabels }));
   });
 
   it('accepts a security context within the restricted Pod Security Standard: NET_BIND_SERVICE added, a Localhost seccomp profile', () => {

@@ -79,6 +79,20 @@ app.kubernetes.io/part-of: svc-hub
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{/*
+Stops the render at a <role>.podLabels key the chart sets on the pods itself, past
+helm --skip-schema-validation too: written twice in one mapping, the later (the value's) wins, and a
+pod whose selector label changed leaves its Deployment's selector (which the API server refuses).
+Arguments: path, labels (the value), chart (the chart's labels of the pods).
+*/}}
+{{- define "svc-hub.checkPodLabels" -}}
+{{- range $key, $_ := .labels }}
+{{- if hasKey $.chart $key }}
+{{- fail (printf "%s is refused: %s is a label the chart sets on the pods itself (%s)" $.path $key (keys $.chart | sortAlpha | join ", ")) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "svc-hub.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "svc-hub.name" .root | quote }}
 app.kubernetes.io/instance: {{ .root.Release.Name | quote }}
@@ -340,6 +354,7 @@ spec:
       labels:
         {{- include "svc-hub.componentLabels" . | nindent 8 }}
         {{- with $c.podLabels }}
+        {{- include "svc-hub.checkPodLabels" (dict "path" (printf "%s.podLabels" $.component) "labels" . "chart" (include "svc-hub.componentLabels" $ | fromYaml)) }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
       {{- with (merge (dict) (.extraAnnotations | default dict) $c.podAnnotations) }}
