@@ -930,6 +930,28 @@ describe('release names and name overrides YAML 1.1 reads otherwise', () => {
   });
 });
 
+describe('Service names', () => {
+  const withMonitor = () => valuesFile({ oidc: { issuer: ISSUER }, metrics: { serviceMonitor: { enabled: true } } });
+  it('stay within the 63 characters of a DNS label for the longest release name helm takes (53)', () => {
+    // The metrics Services were `<component name>-metrics`: 71 characters, which the API server refuses.
+    const release = 'a'.repeat(53);
+    const result = helm(['template', release, CHART, '--namespace', 'svc', '-f', withMonitor()]);
+    expect(result.stderr).toBe('');
+    const services = ofKind(parse(result.stdout), 'Service');
+    expect(services).toHaveLength(3);
+    for (const service of services) expect(service.metadata.name).toMatch(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/);
+  });
+
+  it('stop a release name with a dot (helm takes it; a Service name cannot hold one), unless fullnameOverride names them', () => {
+    const dotted = helm(['template', 'hub.prod', CHART, '--namespace', 'svc', '-f', withMonitor()]);
+    expect(dotted.status).not.toBe(0);
+    expect(dotted.stderr).toMatch(/the Service name "hub\.prod-svc-hub[-a-z]*" is refused: a Service name is a DNS label .* which the release name "hub\.prod" does not make: set fullnameOverride/);
+    const overridden = helm(['template', 'hub.prod', CHART, '--namespace', 'svc', '-f', withMonitor(), '--set', 'fullnameOverride=hub-prod']);
+    expect(overridden.stderr).toBe('');
+    expect(ofKind(parse(overridden.stdout), 'Service').map((s) => s.metadata.name).sort()).toEqual(['hub-prod', 'hub-prod-dispatcher-metrics', 'hub-prod-operator-metrics']);
+  });
+});
+
 describe('the release namespace', () => {
   it('is written as one quoted scalar everywhere, and a name no namespace can have stops a cluster-wide render', () => {
     // `helm template -n` takes any text (helm install would not): a line break in it wrote YAML of its own.

@@ -93,6 +93,19 @@ Arguments: path, labels (the value), chart (the chart's labels of the pods).
 {{- end }}
 {{- end }}
 
+{{/*
+A Service's name, checked and quoted: a DNS label (lower-case letters, digits and '-', at most 63
+characters). Object names of other kinds may hold dots; a Service's may not, so a release name with a
+dot (helm takes `hub.prod`) would have stopped the install at the API server, after the migration
+hook had run. Argument: the chart context and the name.
+*/}}
+{{- define "svc-hub.serviceName" -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" .name) }}
+{{- fail (printf "the Service name %s is refused: a Service name is a DNS label (lower-case letters, digits and '-', at most 63 characters), which the release name %s does not make: set fullnameOverride" (toJson .name) (toJson .root.Release.Name)) }}
+{{- end }}
+{{- .name | quote }}
+{{- end }}
+
 {{- define "svc-hub.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "svc-hub.name" .root | quote }}
 app.kubernetes.io/instance: {{ .root.Release.Name | quote }}
