@@ -794,6 +794,19 @@ describe('13. built-in objects are decoded into their Go structs (unknown fields
     expect(wrong.body.message).toBe('CronJob in version "v1" cannot be handled as a CronJob: json: cannot unmarshal number into Go struct field CronJob.spec.jobTemplate.spec.template.spec.containers.env.value of type string');
   });
 
+  it('a Lease needs a duration of at least 1 s and no negative transition count (422), on create and update', async () => {
+    const leases = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`;
+    const body = (spec: Record<string, unknown>) => ({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'validated' }, spec: { holderIdentity: 'a', ...spec } });
+    const zero = await write('POST', leases, body({ leaseDurationSeconds: 0, leaseTransitions: -1 }));
+    expect(zero.status).toBe(422);
+    expect(zero.body.message).toBe('Lease.coordination.k8s.io "validated" is invalid: [spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0, spec.leaseTransitions: Invalid value: -1: must to greater or equal than 0]');
+    const created = await write('POST', leases, body({ leaseDurationSeconds: 15, leaseTransitions: 0 }));
+    expect(created.status).toBe(201);
+    const updated = await write('PUT', `${leases}/validated`, { ...created.body, spec: { ...(created.body.spec as object), leaseDurationSeconds: -5 } });
+    expect(updated.status).toBe(422);
+    expect(updated.body.message).toBe('Lease.coordination.k8s.io "validated" is invalid: spec.leaseDurationSeconds: Invalid value: -5: must be greater than 0');
+  });
+
   it('a Lease keeps an empty holderIdentity (a pointer) and drops an unknown field; an Event answers its times to the second, reportingComponent always', async () => {
     const leases = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`;
     const lease = await write('POST', leases, { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'decoded' }, spec: { holderIdentity: '', leaseTransitions: 0, holder: 'x' } });

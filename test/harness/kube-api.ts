@@ -339,6 +339,18 @@ function decodeQuantities(t: ResourceType, o: KubeObject): Status | undefined {
   return status(400, 'BadRequest', `${t.kind} in version "${t.version}" cannot be handled as a ${t.kind}: ${QUANTITY_REFUSED} (got ${refused})`);
 }
 
+/**
+ * The errors of a coordination.k8s.io/v1 Lease, as ValidateLeaseSpec words them: a duration of at
+ * least 1 s and no negative transition count (422, on create and update).
+ */
+function leaseErrors(o: KubeObject): FieldError[] {
+  const spec = (o.spec ?? {}) as { leaseDurationSeconds?: number; leaseTransitions?: number };
+  const errors: FieldError[] = [];
+  if (spec.leaseDurationSeconds !== undefined && spec.leaseDurationSeconds <= 0) errors.push(fieldErrors.invalid('spec.leaseDurationSeconds', spec.leaseDurationSeconds, 'must be greater than 0'));
+  if (spec.leaseTransitions !== undefined && spec.leaseTransitions < 0) errors.push(fieldErrors.invalid('spec.leaseTransitions', spec.leaseTransitions, 'must to greater or equal than 0'));
+  return errors;
+}
+
 /** The errors of a core v1 Event: an involvedObject in the Event's namespace (decoded, an Event always has one: a struct, empty when not sent). */
 function eventErrors(o: KubeObject): FieldError[] {
   const involved = (o.involvedObject ?? {}) as Record<string, unknown>;
@@ -646,6 +658,7 @@ export class KubeApiStandIn {
     if (struct) encodeGo(o, struct);
     if (t.group === 'batch' && t.plural === 'cronjobs') return [...meta, ...validateCronJob(o)];
     if (t.group === '' && t.plural === 'events') return [...meta, ...eventErrors(o)];
+    if (t.group === 'coordination.k8s.io' && t.plural === 'leases') return [...meta, ...leaseErrors(o)];
     return meta;
   }
 
