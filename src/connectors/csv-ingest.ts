@@ -2,7 +2,7 @@ import { parse } from 'csv-parse/sync';
 import type { Tx } from '../db/database.js';
 import { csvSourceId, stableUuid } from './csv-source.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import { csvBytesReadTotal, csvOpenTotal } from './metrics.js';
+import { connectorLabel, csvBytesReadTotal, csvOpenTotal } from './metrics.js';
 import type { ConnectorRunner, PageReader } from './runner.js';
 import type { RunRecord } from './runs/ledger.js';
 import { extTableName, promoteColumnName } from './target/ddl.js';
@@ -38,7 +38,7 @@ export async function ingestCsv(
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(request.connector)) throw new ValidationError('connector must be a lower-case name (letters, digits, dashes)', 'connector');
   let records: Array<Record<string, string>>;
   let header: string[];
-  const file = { transport: 'upload', connector: request.connector };
+  const file = { transport: 'upload', connector: connectorLabel(tenantId, request.connector) };
   csvBytesReadTotal().inc(file, Buffer.byteLength(request.csv));
   try {
     // The header record alone first (a quoted name may span lines): each name once, none empty.

@@ -15,3 +15,29 @@ export const deadLettersTotal = lazyCounter({ name: 'svc_dead_letters_total', he
  */
 export const csvOpenTotal = lazyCounter({ name: 'csv_filesource_open_total', help: 'CSV files opened for a one-shot ingest', labelNames: ['transport', 'connector', 'result'] });
 export const csvBytesReadTotal = lazyCounter({ name: 'csv_filesource_bytes_read_total', help: 'Bytes of CSV files read by one-shot ingests', labelNames: ['transport', 'connector'] });
+
+/**
+ * The most connector names of one tenant that label the csv_filesource series of a process. The
+ * name is the caller's to choose, and each new one would add series that stay until the process
+ * ends: without a bound a tenant could grow /q/metrics (and every scraper's store) without end,
+ * each with a request that writes nothing (a body refused as not CSV).
+ */
+export const CONNECTOR_LABELS_PER_TENANT = 100;
+
+/** What counts a tenant's further names: no connector name can be it (names are lower-case letters, digits and dashes). */
+export const OTHER_CONNECTORS = '_other';
+
+const labelledConnectors = new Map<number, Set<string>>();
+
+/**
+ * The `connector` label of a tenant's CSV source: its name while the tenant has labelled fewer than
+ * CONNECTOR_LABELS_PER_TENANT names in this process (or this one already), OTHER_CONNECTORS after.
+ */
+export function connectorLabel(tenantId: number, name: string): string {
+  const names = labelledConnectors.get(tenantId) ?? new Set<string>();
+  labelledConnectors.set(tenantId, names);
+  if (names.has(name)) return name;
+  if (names.size >= CONNECTOR_LABELS_PER_TENANT) return OTHER_CONNECTORS;
+  names.add(name);
+  return name;
+}

@@ -264,6 +264,32 @@ describe('CSV ingest and dead letters', () => {
     expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="metrics-csv",result="error"} 1');
   });
 
+  it('labels the csv_filesource series with at most 100 connector names of a tenant; its further names count as _other', async () => {
+    // Tenant 2 makes up names, each in a request refused as not CSV (nothing is written).
+    const bad = 'a,a\n1,2\n';
+    for (let i = 0; i < 130; i++) {
+      const res = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=made-up-${i}&table=t&key=a`, {
+        method: 'POST',
+        headers: { 'X-Tenant-ID': '2', 'Content-Type': 'text/csv' },
+        body: bad,
+      });
+      expect(res.status).toBe(400);
+    }
+    const metrics = await (await fetch(`${hub.url}/q/metrics`)).text();
+    const named = metrics.split('\n').filter((l) => l.startsWith('csv_filesource_open_total{') && l.includes('connector="made-up-'));
+    expect(named).toHaveLength(100);
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="made-up-99",result="error"} 1');
+    expect(metrics).not.toContain('connector="made-up-100"');
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="_other",result="error"} 30');
+    expect(metrics).toContain(`csv_filesource_bytes_read_total{transport="upload",connector="_other"} ${30 * Buffer.byteLength(bad)}`);
+    // A name already labelled keeps its series; another tenant's names are not held back.
+    await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=made-up-0&table=t&key=a`, { method: 'POST', headers: { 'X-Tenant-ID': '2', 'Content-Type': 'text/csv' }, body: bad });
+    expect((await ingest(bad, 'connector=tenant-one-source&table=t&key=a')).status).toBe(400);
+    const after = await (await fetch(`${hub.url}/q/metrics`)).text();
+    expect(after).toContain('csv_filesource_open_total{transport="upload",connector="made-up-0",result="error"} 2');
+    expect(after).toContain('csv_filesource_open_total{transport="upload",connector="tenant-one-source",result="error"} 1');
+  });
+
   it('upserts rows, dead-letters a row without a key, and counts in = out + skipped', async () => {
     const res = await ingest(csv(['1,Ann,Lyon', '2,Bob,Paris', ',Nobody,Nowhere', '3,"Carl, Jr.",Nice']));
     expect(res.status).toBe(200);
