@@ -79,7 +79,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Database', name: 'svc.datasource.worker-role', kind: 'string', default: 'svc_worker',
     description: 'Name of the cross-tenant worker role (BYPASSRLS, used only by background work that must see every tenant).' }),
   p({ group: 'Database', name: 'svc.health.database-timeout', kind: 'duration', default: '2s',
-    description: 'How long readiness (`/q/health/ready`) waits for the database to answer `select 1`: no answer in time is a 503 naming the wait, so a database that accepts connections but does not answer (a hung server, a network path lost without a reset) takes the hub out of service instead of holding the probe.' }),
+    description: 'How long readiness (`/q/health/ready`) waits for the database to answer each of its reads (`select 1`, then the migration history): no answer in time is a 503 naming the wait, so a database that accepts connections but does not answer (a hung server, a network path lost without a reset) takes the hub out of service instead of holding the probe.' }),
   p({ group: 'Database', name: 'svc.datasource.pool-size', kind: 'int', min: 3, max: 1000, default: 10,
     description: 'Connections per pool (application and worker pools each); at least 3: a streaming export run holds one, and the rest of the hub needs 2 beside it (`svc.export.concurrency`).' }),
   p({ group: 'Database', name: 'svc.datasource.connect-timeout', kind: 'duration', default: '10s',

@@ -204,14 +204,23 @@ export class Database {
   /**
    * `select 1` on the application pool, given up after `timeoutMs`: a database that accepts
    * connections but does not answer (a hung server, a network path lost without a reset) fails the
-   * ping instead of holding it. The connection of a ping that timed out is dropped, not reused.
+   * ping instead of holding it.
    */
   async ping(timeoutMs = 2_000): Promise<void> {
+    await this.answerWithin('select 1', timeoutMs);
+  }
+
+  /**
+   * A read on the application pool, given up after `timeoutMs` (the wait for a connection
+   * included), as the health checks need: the connection of a statement that timed out is dropped,
+   * not reused.
+   */
+  async answerWithin(text: string, timeoutMs: number): Promise<pg.QueryResult> {
     let timer: NodeJS.Timeout | undefined;
-    const answered = this.app.query({ text: 'select 1', query_timeout: timeoutMs } as pg.QueryConfig);
+    const answered = this.app.query({ text, query_timeout: timeoutMs } as pg.QueryConfig);
     answered.catch(() => undefined);
     try {
-      await Promise.race([
+      return await Promise.race([
         answered,
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`the database did not answer within ${timeoutMs} ms`)), timeoutMs);

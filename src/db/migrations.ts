@@ -146,9 +146,12 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
   return applied;
 }
 
-/** `[{schema, currentVersion, pending, lastApplied}]`, read with any role that may see the history. */
-export async function migrationStatus(query: (sql: string) => Promise<pg.QueryResult>, sets: MigrationSet[] = MIGRATION_SETS): Promise<SchemaStatus[]> {
-  const files = readMigrations(sets);
+/**
+ * `[{schema, currentVersion, pending, lastApplied}]`, read with any role that may see the history.
+ * `files`: the migrations to compare it with (read from `sets` when not given); a running hub passes
+ * those it read as it started, so that a status (every readiness probe asks for one) reads no file.
+ */
+export async function migrationStatus(query: (sql: string) => Promise<pg.QueryResult>, sets: MigrationSet[] = MIGRATION_SETS, files: MigrationFile[] = readMigrations(sets)): Promise<SchemaStatus[]> {
   const result = await query(
     'select schema, version, applied_at from public.svc_schema_history order by schema, version',
   ).catch((err: { code?: string }) => {

@@ -85,7 +85,8 @@ export interface AreaServices {
   subscribers: Subscribers;
   /** Answers when the database does (health checks). */
   ping(): Promise<void>;
-  migrationStatus(): Promise<SchemaStatus[]>;
+  /** Each schema's migrations; with `timeoutMs`, given up when the database has not answered by then (the health checks). */
+  migrationStatus(timeoutMs?: number): Promise<SchemaStatus[]>;
   /**
    * Readiness checks a role adds to the database and migration checks of `/q/health/ready` (the
    * operator: reconciling while it leads). Registered once at start; each answers quickly.

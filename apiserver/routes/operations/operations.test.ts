@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { MIGRATION_SETS, readMigrations } from '../../../src/db/migrations.js';
 import { lazyCounter } from '../../../src/observability/metrics.js';
 import { createTestDatabase } from '../../../test/harness/database.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
 import { route, type RouteDecl } from '../../route.js';
 
 /** Probe routes mounted through the real pipeline (gate, validation, error mapper). */
@@ -81,6 +83,70 @@ describe('health', () => {
       expect((await fetch(`${hub.url}/q/health/ready`)).status).toBe(200);
     } finally {
       hub.services.readinessChecks.splice(hub.services.readinessChecks.indexOf(check), 1);
+    }
+  });
+
+  it('probes that arrive together share one database check, so a flood of them takes one connection of the pool', async () => {
+    // The database check holds until released; a check of the role counts the probes that arrived.
+    let pings = 0;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const ping = hub.services.ping;
+    hub.services.ping = async () => {
+      pings++;
+      await released;
+      return ping();
+    };
+    let arrived = 0;
+    const check = () => {
+      arrived++;
+      return { name: 'counted', status: 'UP' as const };
+    };
+    hub.services.readinessChecks.push(check);
+    try {
+      const probes = Array.from({ length: 20 }, (_, i) => fetch(`${hub.url}/q/health${i % 2 ? '/ready' : ''}`));
+      await until('every probe to reach readiness', () => arrived === 20);
+      release();
+      const answers = await Promise.all(probes);
+      expect(answers.map((a) => a.status)).toEqual(Array(20).fill(200));
+      expect(pings).toBe(1);
+      // The next probe checks again.
+      expect((await fetch(`${hub.url}/q/health/ready`)).status).toBe(200);
+      expect(pings).toBe(2);
+    } finally {
+      hub.services.ping = ping;
+      hub.services.readinessChecks.splice(hub.services.readinessChecks.indexOf(check), 1);
+    }
+  });
+
+  it('a migration history the database does not answer for is a DOWN check after svc.health.database-timeout, and the next probe checks again', async () => {
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      await owner.query('begin');
+      await owner.query('lock table public.svc_schema_history in access exclusive mode');
+      const started = Date.now();
+      const res = await fetch(`${hub.url}/q/health/ready`, { signal: AbortSignal.timeout(15_000) });
+      expect(res.status).toBe(503);
+      expect(((await res.json()) as { checks: unknown[] }).checks).toContainEqual({ name: 'migrations', status: 'DOWN', data: { error: 'the database did not answer within 2000 ms' } });
+      expect(Date.now() - started).toBeLessThan(8_000);
+    } finally {
+      await owner.query('rollback');
+      await owner.end();
+    }
+    expect((await fetch(`${hub.url}/q/health/ready`)).status).toBe(200);
+  });
+
+  it('reads no migration file to answer a probe: those of the build were read at start', async () => {
+    // Every folder of migrations moved away after the start: a probe that read them would fail.
+    const dirs = MIGRATION_SETS.map((set) => set.dir);
+    for (const set of MIGRATION_SETS) set.dir = `/nonexistent/${set.dir}`;
+    try {
+      const res = await fetch(`${hub.url}/q/health/ready`);
+      expect(await res.json()).toEqual({ status: 'UP', checks: [{ name: 'database', status: 'UP' }, { name: 'migrations', status: 'UP', data: { pending: 0 } }] });
+      expect(res.status).toBe(200);
+    } finally {
+      for (const [i, set] of MIGRATION_SETS.entries()) set.dir = dirs[i]!;
     }
   });
 

@@ -26,12 +26,32 @@ function answer(ctx: { status: number }, checks: Check[]) {
   return { status: up ? 'UP' : 'DOWN', checks };
 }
 
-async function readinessChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
+type Services = Parameters<RouteDecl['handler']>[0]['services'];
+
+async function readinessChecks(services: Services): Promise<Check[]> {
   const added = (services.readinessChecks ?? []).map((check) => check());
-  return [...(await storageChecks(services)), ...added];
+  return [...(await sharedStorageChecks(services)), ...added];
 }
 
-async function storageChecks(services: Parameters<RouteDecl['handler']>[0]['services']): Promise<Check[]> {
+/** The database checks under way, by hub: a probe that arrives meanwhile takes their answer. */
+const storageChecking = new WeakMap<Services, Promise<Check[]>>();
+
+/**
+ * The database checks, one run at a time per hub: probes arriving while one runs share it, so that
+ * the callers of `/q/health*` (no authentication) take at most one connection of the pool, however
+ * many they send at once. Each check gives up after `svc.health.database-timeout`, so none holds the
+ * probes after it.
+ */
+function sharedStorageChecks(services: Services): Promise<Check[]> {
+  let running = storageChecking.get(services);
+  if (!running) {
+    running = storageChecks(services).finally(() => storageChecking.delete(services));
+    storageChecking.set(services, running);
+  }
+  return running;
+}
+
+async function storageChecks(services: Services): Promise<Check[]> {
   try {
     await services.ping();
   } catch (err) {
@@ -41,7 +61,7 @@ async function storageChecks(services: Parameters<RouteDecl['handler']>[0]['serv
     ];
   }
   try {
-    const status = await services.migrationStatus();
+    const status = await services.migrationStatus(services.config.duration('svc.health.database-timeout'));
     const pending = status.reduce((n, s) => n + s.pending, 0);
     return [
       { name: 'database', status: 'UP' },
