@@ -53,12 +53,18 @@ describe('OpenTelemetry tracing', () => {
       headers: { 'X-Tenant-ID': '1', traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
     });
     expect(res.status).toBe(200);
+    // A path no route serves names no span: its name is the method, the path an attribute only.
+    const madeUp = `/api/made-up-${Date.now()}`;
+    expect((await fetch(`${hub.url}${madeUp}`)).status).toBe(404);
     await hub.stop(); // flushes the batch processor
     const all = Buffer.concat(received);
     expect(received.length).toBeGreaterThan(0);
     expect(all.includes('svc-hub-under-test')).toBe(true);
     expect(all.includes('GET /api/platform/migrations')).toBe(true);
     expect(all.includes('db SELECT')).toBe(true);
+    const occurrences = (text: string) => all.toString('latin1').split(text).length - 1;
+    expect(occurrences(madeUp)).toBe(1);
+    expect(occurrences(`GET ${madeUp}`)).toBe(0);
     expect(all.includes('postgresql')).toBe(true);
     // trace ids travel as 16 raw bytes in OTLP protobuf
     expect(all.includes(Buffer.from(traceId, 'hex'))).toBe(true);

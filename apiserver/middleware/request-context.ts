@@ -17,8 +17,11 @@ export async function requestContext(ctx: Context, next: Next): Promise<void> {
   ctx.set('X-Request-Id', requestId);
   await runWithContext({ requestId }, () =>
     context.with(extractContext(ctx.headers), () =>
+      // Named by the method until the route is known (OpenTelemetry's rule for HTTP server spans):
+      // the path as sent is the caller's to make up, and a span name per path (every 404 its own)
+      // grows a tracing backend's list of operations without end. The path is `url.path`.
       inSpan(
-        `${ctx.method} ${ctx.path}`,
+        ctx.method,
         { 'http.request.method': ctx.method, 'url.path': ctx.path },
         async (span) => {
           await next();
