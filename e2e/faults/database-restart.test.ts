@@ -66,6 +66,11 @@ describe('PostgreSQL stopped and restarted under load', () => {
     const ready = async () => (await fetch(`${hub.url}/q/health/ready`).catch(() => undefined))?.status;
     const hubLog = () => `exit ${hub.child.exitCode}; ${hub.output().slice(-4000)}`;
     await until('readiness to go down', async () => (await ready()) === 503, { timeoutMs: 20_000, everyMs: 100, detail: hubLog });
+    // The probe needs no credentials: it says the database is unreachable, not where it is (the
+    // driver's `connect ECONNREFUSED 127.0.0.1:<port>` goes to the hub's log).
+    const health = (await (await fetch(`${hub.url}/q/health/ready`)).json()) as { checks: Array<{ name: string; data?: { error?: string } }> };
+    expect(health.checks.find((c) => c.name === 'database')?.data?.error).toBe('database unreachable');
+    expect(JSON.stringify(health)).not.toContain(String(port));
     await until('requests during the outage', () => statuses.some((s) => s.at > down && s.status === 503), { timeoutMs: 20_000, detail: () => JSON.stringify(statuses.filter((s) => s.at > down).map((s) => s.status)) });
 
     const up = Date.now();

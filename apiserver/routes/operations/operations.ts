@@ -1,3 +1,4 @@
+import { logger } from '../../../src/observability/logger.js';
 import { registry } from '../../../src/observability/metrics.js';
 import { route, type RouteDecl } from '../../route.js';
 
@@ -51,12 +52,35 @@ function sharedStorageChecks(services: Services): Promise<Check[]> {
   return running;
 }
 
+/** The hub's own timeout message (no address, no user name in it): shown as it is. */
+const OWN_TIMEOUT = /^the database did not answer within \d+ ms$/;
+/** When each failure text was last logged: a flood of probes during an outage logs it once a minute. */
+const failureLogged = new Map<string, number>();
+
+/**
+ * What a failed check shows to the callers of `/q/health*`, who need no credentials: the hub's own
+ * timeout text, else `shown`; the driver's message (`connect ECONNREFUSED 10.0.3.7:5432`, `getaddrinfo
+ * ENOTFOUND db.internal`, `password authentication failed for user "svc"`) names addresses and users
+ * of the deployment, so it goes to the log (warn, once a minute per text) instead.
+ */
+function publicFailure(err: unknown, check: string, shown: string): string {
+  const message = err instanceof Error ? err.message : String(err);
+  if (OWN_TIMEOUT.test(message)) return message;
+  const now = Date.now();
+  if ((failureLogged.get(message) ?? 0) <= now - 60_000) {
+    if (failureLogged.size > 100) failureLogged.clear();
+    failureLogged.set(message, now);
+    logger().warn({ check, err: message }, `health check ${check} failed: ${shown}`);
+  }
+  return shown;
+}
+
 async function storageChecks(services: Services): Promise<Check[]> {
   try {
     await services.ping();
   } catch (err) {
     return [
-      { name: 'database', status: 'DOWN', data: { error: (err as Error).message } },
+      { name: 'database', status: 'DOWN', data: { error: publicFailure(err, 'database', 'database unreachable') } },
       { name: 'migrations', status: 'DOWN', data: { error: 'database unreachable' } },
     ];
   }
@@ -70,7 +94,7 @@ async function storageChecks(services: Services): Promise<Check[]> {
   } catch (err) {
     return [
       { name: 'database', status: 'UP' },
-      { name: 'migrations', status: 'DOWN', data: { error: (err as Error).message } },
+      { name: 'migrations', status: 'DOWN', data: { error: publicFailure(err, 'migrations', 'the migration history cannot be read') } },
     ];
   }
 }
