@@ -62,6 +62,14 @@ describe('logging', () => {
     expect(logs.raw()).toContain('[REDACTED]');
   });
 
+  it('keeps at most 2,048 characters of a path, saying how long it was', async () => {
+    const long = `/api/made-up-${'x'.repeat(12_000)}`;
+    const res = await fetch(`${hub.url}${long}`);
+    await res.arrayBuffer();
+    const line = logs.lines().find((l) => l.msg === 'request' && typeof l.path === 'string' && l.path.startsWith('/api/made-up-'));
+    expect(line?.path).toBe(`${long.slice(0, 2_048)}… (${long.length} characters)`);
+  });
+
   it('puts the tenant and the request id on every line written while serving a request', async () => {
     const token = await issuer.mint({ realm_access: { roles: ['svc_user'] }, tenant_id: 1, sub: 'tenant-line-user' });
     const before = logs.lines().length;
