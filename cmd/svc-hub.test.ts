@@ -151,6 +151,35 @@ describe('svc-hub executable', () => {
     expect(stopping.split('\n').filter((line) => /"level":(40|50)|\bWARN\b|\bERROR\b/.test(line))).toEqual([]);
   }, 120_000);
 
+  it('a signal during the start stops the hub once started, its PostgreSQL too; SIGHUP (a closed terminal) stops it like SIGTERM', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const first = start(['all'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    // Mid-start: the embedded PostgreSQL runs and the migrations are being applied.
+    await until('a migration to be applied', () => first.output().includes('applied migration'), 60_000);
+    const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    first.child.kill('SIGTERM');
+    // Was: node killed by the signal (143), its PostgreSQL left running and hub.pid left behind.
+    expect(await first.exited).toBe(0);
+    expect(first.output()).toContain('SIGTERM: stopping once the start has finished');
+    expect(first.output()).toContain('embedded PostgreSQL stopped');
+    expect(first.output()).not.toContain('svc-hub ready');
+    expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+    expect(() => process.kill(pgPid, 0)).toThrow();
+
+    const again = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    await waitReady(url);
+    const againPg = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    again.child.kill('SIGHUP');
+    // Was: 129, the PostgreSQL left running.
+    expect(await again.exited).toBe(0);
+    expect(again.output()).toContain('SIGHUP: stopping (in-flight requests finish first)');
+    expect(again.output()).toContain('embedded PostgreSQL stopped');
+    expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+    expect(() => process.kill(againPg, 0)).toThrow();
+  }, 120_000);
+
   it('after a kill -9 of the hub, the next start stops the orphaned PostgreSQL and serves the same data', async () => {
     const dataDir = join(tempDir(), 'data');
     const port = await freePort();

@@ -69,9 +69,16 @@ export async function main(argv: string[]): Promise<number> {
   registerSecret(config.optional('svc.secret.master-key'));
   for (const warning of config.warnings) logger().warn(warning);
 
+  // Set before anything is started: a signal that comes while the process is still starting (the
+  // embedded PostgreSQL starting, the migrations) stops it once the start has finished, instead of
+  // killing node and leaving the embedded server running and the data directory marked as taken.
+  let serving = false;
+  const stop = stopSignal(() =>
+    role === 'run' ? 'stopping' : role === 'migrate' ? 'stopping once the migrations are applied' : serving ? 'stopping (in-flight requests finish first)' : 'stopping once the start has finished',
+  );
   try {
-    if (role === 'run') return await runCommand(config, rest, undefined, stopSignal());
-    return await run(role as RoleName, config);
+    if (role === 'run') return await runCommand(config, rest, undefined, stop);
+    return await run(role as RoleName, config, stop, () => (serving = true));
   } catch (err) {
     // A property that passed loading but is unusable (checked as the hub starts: svc.egress.allow,
     // svc.secret.master-key, svc.mail.from, the Lease settings …) is reported as loading reports one.
@@ -85,7 +92,7 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-async function run(role: RoleName, config: Config): Promise<number> {
+async function run(role: RoleName, config: Config, stop: AbortSignal, serving: () => void): Promise<number> {
   if (role === 'migrate') {
     const setup = await setupDatabase(config, { migrate: true });
     await setup.close();
@@ -95,59 +102,61 @@ async function run(role: RoleName, config: Config): Promise<number> {
   if (role === 'dispatch') {
     // No API: only the operations routes, on svc.http.port, for liveness and readiness probes.
     const hub: Hub = await startHub(config, { api: true, operationsOnly: true, background: true, stopsOnSignals: true });
-    logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`);
-    await untilSignal(hub);
+    serving();
+    if (!stop.aborted) logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`);
+    await stopped(hub, stop);
     return 0;
   }
   if (role === 'operator') {
     const operator = await startOperator(config, { stopsOnSignals: true });
-    logger().info(`svc-hub operator started (health and metrics at ${operator.hub.url}/q/health, ${operator.hub.url}/q/metrics)`);
-    await untilSignal(operator);
+    serving();
+    if (!stop.aborted) logger().info(`svc-hub operator started (health and metrics at ${operator.hub.url}/q/health, ${operator.hub.url}/q/metrics)`);
+    await stopped(operator, stop);
     return 0;
   }
   const hub: Hub = await startHub(config, { api: true, background: role === 'all', stopsOnSignals: true });
-  announce(config, hub.url!);
-  await untilSignal(hub);
+  serving();
+  if (!stop.aborted) announce(config, hub.url!);
+  await stopped(hub, stop);
   return 0;
 }
 
+/** The signals that stop every role: Ctrl-C, a process manager's stop, and a closed terminal. */
+const STOP_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
 /**
- * Aborted by the first SIGINT or SIGTERM (what `svc-hub run` stops on, and every role); a second
- * signal exits at once. `what` ends the log line of the first.
+ * Aborted by the first SIGINT, SIGTERM or SIGHUP (what `svc-hub run` stops on, and every role); a
+ * second signal exits at once. `what` ends the log line of the first.
  */
-function stopSignal(what = 'stopping'): AbortSignal {
+function stopSignal(what: () => string): AbortSignal {
   const controller = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
     if (controller.signal.aborted) {
       logger().warn(`${signal} again: exiting now`);
       process.exit(130);
     }
-    logger().info(`${signal}: ${what}`);
+    logger().info(`${signal}: ${what()}`);
     controller.abort();
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   return controller.signal;
 }
 
-/** Resolves once a SIGINT or SIGTERM has stopped the hub; a second signal exits at once. */
-function untilSignal(hub: { stop(): Promise<void> }): Promise<void> {
-  const stop = stopSignal('stopping (in-flight requests finish first)');
+/** Resolves once `stop` (a first signal, maybe one that came during the start) has stopped the hub. */
+function stopped(hub: { stop(): Promise<void> }, stop: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    stop.addEventListener(
-      'abort',
-      () =>
-        hub.stop().then(
-          () => {
-            logger().info('stopped');
-            resolve();
-          },
-          (err: unknown) => {
-            logger().error({ err }, 'stop failed');
-            resolve();
-          },
-        ),
-      { once: true },
-    );
+    const onStop = () =>
+      hub.stop().then(
+        () => {
+          logger().info('stopped');
+          resolve();
+        },
+        (err: unknown) => {
+          logger().error({ err }, 'stop failed');
+          resolve();
+        },
+      );
+    if (stop.aborted) onStop();
+    else stop.addEventListener('abort', onStop, { once: true });
   });
 }
