@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { createTestDatabase } from '../../test/harness/database.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { migrate, migrationStatus, readMigrations, type MigrationSet } from './migrations.js';
 
 const roles = { app: 'svc_app', worker: 'svc_worker' };
@@ -71,6 +72,24 @@ describe('migrations', () => {
     await migrate(url, roles, [{ schema: 'demo', dir }]);
     writeFileSync(join(dir, 'V1__a.sql'), 'create table demo.a (x int, y int);');
     await expect(migrate(url, roles, [{ schema: 'demo', dir }])).rejects.toThrow(/demo V1 \(V1__a.sql\) was changed after it was applied/);
+  });
+
+  it('on a database a newer hub migrated, says which versions it does not have and runs on it', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__a.sql': 'create table demo.a (x int);', 'V2__b.sql': 'create table demo.b (x int);' });
+    await migrate(url, roles, [{ schema: 'demo', dir }]);
+    // The older hub: its build ends at V1.
+    rmSync(join(dir, 'V2__b.sql'));
+    const logs = captureLogs('warn');
+    try {
+      expect(await migrate(url, roles, [{ schema: 'demo', dir }])).toBe(0);
+    } finally {
+      logs.restore();
+    }
+    // Was: nothing said at all.
+    expect(logs.lines().map((l) => l.msg)).toEqual([
+      'the database has migrations this hub does not have (demo V2 b): it was migrated by a newer hub; this one (demo up to V1) runs on it as it is, without undoing them',
+    ]);
   });
 
   it('a failing file leaves nothing half-applied and names itself', async () => {

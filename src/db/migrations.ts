@@ -99,9 +99,13 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
     await client.query('select pg_advisory_lock(hashtext($1))', [LOCK_KEY]);
     await client.query(HISTORY_DDL);
     if (roles) await ensureRoles(client, ownerUrl, roles);
-    const done = await client.query<{ schema: string; version: number; checksum: string }>('select schema, version, checksum from public.svc_schema_history');
+    const done = await client.query<{ schema: string; version: number; description: string; checksum: string }>(
+      'select schema, version, description, checksum from public.svc_schema_history order by schema, version',
+    );
     const key = (s: string, v: number) => `${s}:${v}`;
     const history = new Map(done.rows.map((r) => [key(r.schema, r.version), r.checksum]));
+    const unknown = unknownApplied(files, done.rows);
+    if (unknown) logger().warn(unknown);
     for (const file of files) {
       const recorded = history.get(key(file.schema, file.version));
       if (recorded !== undefined) {
@@ -144,6 +148,22 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
     await client.end();
   }
   return applied;
+}
+
+/**
+ * What to say when the history holds migrations this build has no file for (a newer hub migrated
+ * the database, and this older one was started on it: a rollback): it runs on the database as it
+ * is, naming the versions, since a newer schema is meant to keep serving the hub before it.
+ */
+function unknownApplied(files: MigrationFile[], applied: Array<{ schema: string; version: number; description: string }>): string | undefined {
+  const extra = applied.filter((r) => !files.some((f) => f.schema === r.schema && f.version === r.version));
+  if (!extra.length) return undefined;
+  const schemas = [...new Set(extra.map((r) => r.schema))];
+  const latest = schemas.map((schema) => {
+    const versions = files.filter((f) => f.schema === schema).map((f) => f.version);
+    return versions.length ? `${schema} up to V${Math.max(...versions)}` : `none of schema ${schema}`;
+  });
+  return `the database has migrations this hub does not have (${extra.map((r) => `${r.schema} V${r.version} ${r.description}`).join(', ')}): it was migrated by a newer hub; this one (${latest.join(', ')}) runs on it as it is, without undoing them`;
 }
 
 /**
