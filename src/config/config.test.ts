@@ -133,6 +133,36 @@ describe('configuration sources', () => {
     expect(typos).toEqual(['environment SVC_CLI_CONFG names no property (ignored)', 'environment SVC_TOKN names no property (ignored)']);
   });
 
+  it('a property in another form (case, underscores) in the file or the environment is named in the warning', () => {
+    const file = yamlFile('SVC_HTTP_PORT: 7070\nSVC:\n  WEBHOOK:\n    LEASE: 1s\nsvc.config: /elsewhere.yaml\n');
+    const config = Config.load({ env: { SVC_CONFIG: file, svc_http_port: '7071', Svc_Webhook_Lease: '2s' } });
+    expect(config.int('svc.http.port')).toBe(8080);
+    // Was: not one word (only `svc.`-keys and `SVC_`-variables were looked at).
+    expect(config.warnings).toEqual([
+      `${file}: unknown property SVC_HTTP_PORT (ignored): the property is svc.http.port`,
+      `${file}: unknown property SVC.WEBHOOK.LEASE (ignored): the property is svc.webhook.lease`,
+      `${file}: svc.config is read from the environment only (SVC_CONFIG) (ignored)`,
+      'environment svc_http_port names no property (ignored): the variable is SVC_HTTP_PORT',
+      'environment Svc_Webhook_Lease names no property (ignored): the variable is SVC_WEBHOOK_LEASE',
+    ]);
+  });
+
+  it('a property given twice in the file (nested and dotted), a mapping as its value, or a file that is no mapping is refused', () => {
+    // Was: the later of the two taken silently.
+    const twice = yamlFile('svc:\n  http:\n    port: 7070\nsvc.http.port: 7071\n');
+    expect(loadError({ SVC_CONFIG: twice }).message).toBe(`svc.http.port: ${twice} gives it twice (as nested keys and as a dotted key)`);
+    // Was: a warning about svc.http.port.x, the port left at its default.
+    const mapping = yamlFile('svc:\n  http:\n    port:\n      x: 1\n');
+    expect(loadError({ SVC_CONFIG: mapping }).message).toBe(`svc.http.port: ${mapping} gives a mapping where a single value is expected`);
+    // Was: a single value ignored without a word; a list refused as ': <file> gives a list …'.
+    const scalar = yamlFile('svc.http.port=7070\n');
+    expect(loadError({ SVC_CONFIG: scalar }).message).toBe(`svc.config: ${scalar} holds a single value, not a mapping of properties`);
+    const list = yamlFile('- svc.http.port: 7070\n');
+    expect(loadError({ SVC_CONFIG: list }).message).toBe(`svc.config: ${list} holds a list, not a mapping of properties`);
+    // An empty file (or one of comments only) is no configuration at all.
+    expect(Config.load({ env: { SVC_CONFIG: yamlFile('# nothing yet\n') } }).int('svc.http.port')).toBe(8080);
+  });
+
   it('keys of the file that are not hub properties stay readable for connector credentials', () => {
     const file = yamlFile('svc:\n  http:\n    port: 7070\nCRM_TOKEN: from-file\n');
     const config = Config.load({ env: { SVC_CONFIG: file } });

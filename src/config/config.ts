@@ -55,9 +55,12 @@ export class Config {
     const configPath = env.SVC_CONFIG ?? './application.yaml';
     if (existsSync(configPath)) {
       for (const [key, value] of Object.entries(readYamlFile(configPath))) {
-        if (!PROPERTIES.some((d) => d.name === key)) {
+        if (key === 'svc.config') {
+          warnings.push(`${configPath}: svc.config is read from the environment only (SVC_CONFIG) (ignored)`);
+        } else if (!PROPERTIES.some((d) => d.name === key)) {
           extras.set(key, String(value));
-          if (key.startsWith('svc.')) warnings.push(`${configPath}: unknown property ${key} (ignored)`);
+          // `SVC_HTTP_PORT` or `SVC.HTTP.PORT` in the file (a property in another form) too.
+          if (/^svc[._]/i.test(key)) warnings.push(`${configPath}: unknown property ${key} (ignored)${meant(key, 'property', (d) => d.name)}`);
         } else raw.set(key, { value, origin: configPath });
       }
     } else if (env.SVC_CONFIG) {
@@ -76,7 +79,8 @@ export class Config {
     // The `svc` client's own variables are not the hub's, and not typos either.
     const known = new Set([...PROPERTIES.flatMap((d) => [envName(d.name), ...(d.aliases ?? [])]), ...CLI_ENVIRONMENT]);
     for (const name of Object.keys(env)) {
-      if (name.startsWith('SVC_') && !known.has(name)) warnings.push(`environment ${name} names no property (ignored)`);
+      // Names are case-sensitive: `svc_http_port` is not read either.
+      if (name.toUpperCase().startsWith('SVC_') && !known.has(name)) warnings.push(`environment ${name} names no property (ignored)${meant(name, 'variable', (d) => envName(d.name))}`);
     }
     for (const [key, value] of Object.entries(options.overrides ?? {})) {
       if (!PROPERTIES.some((d) => d.name === key)) throw new ConfigError(key, `${key}: unknown property`);
@@ -247,6 +251,12 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
   }
 }
 
+/** `: the <what> is <form>` when `name` writes a property in another form (case, dots or underscores), else nothing. */
+function meant(name: string, what: string, form: (def: PropertyDef) => string): string {
+  const def = PROPERTIES.find((d) => envName(d.name) === envName(name));
+  return def ? `: the ${what} is ${form(def)}` : '';
+}
+
 function readYamlFile(path: string): Record<string, string | number | boolean> {
   let doc: unknown;
   try {
@@ -260,11 +270,18 @@ function readYamlFile(path: string): Record<string, string | number | boolean> {
     throw new ConfigError('svc.config', `svc.config: ${path} is not valid YAML: ${(err as Error).message}`);
   }
   const flat: Record<string, string | number | boolean> = {};
+  if (doc !== null && doc !== undefined && (typeof doc !== 'object' || Array.isArray(doc))) {
+    throw new ConfigError('svc.config', `svc.config: ${path} holds ${Array.isArray(doc) ? 'a list' : 'a single value'}, not a mapping of properties`);
+  }
   const walk = (node: unknown, prefix: string): void => {
     if (node === null || node === undefined) return;
     if (typeof node === 'object' && !Array.isArray(node)) {
+      // A property's value written as a mapping would otherwise be unknown keys under it, the property left at its default.
+      if (PROPERTIES.some((d) => d.name === prefix)) throw new ConfigError(prefix, `${prefix}: ${path} gives a mapping where a single value is expected`);
       for (const [key, child] of Object.entries(node)) walk(child, prefix ? `${prefix}.${key}` : key);
     } else if (typeof node === 'string' || typeof node === 'number' || typeof node === 'boolean') {
+      // Nested keys and a dotted key may name the same property: the file gives it twice, as YAML refuses a repeated key.
+      if (prefix in flat) throw new ConfigError(prefix, `${prefix}: ${path} gives it twice (as nested keys and as a dotted key)`);
       flat[prefix] = node;
     } else {
       throw new ConfigError(prefix, `${prefix}: ${path} gives a list where a single value is expected`);
