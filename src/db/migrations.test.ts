@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { createTestDatabase } from '../../test/harness/database.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
+import { until } from '../../test/harness/until.js';
 import { migrate, migrationStatus, readMigrations, type MigrationSet } from './migrations.js';
 
 const roles = { app: 'svc_app', worker: 'svc_worker' };
@@ -52,6 +53,25 @@ describe('migrations', () => {
       ['core', coreVersion, 0],
       ['demo', '2', 0],
     ]);
+  });
+
+  it('a replica that finds another applying the migrations says so, names its session, and waits for it', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__a.sql': 'create table demo.a (x int);' });
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    const logs = captureLogs('info');
+    try {
+      const pid = (await holder.query("select pg_backend_pid() as pid, pg_advisory_lock(hashtext('svc-hub:migrations'))")).rows[0].pid as number;
+      const waiting = migrate(url, roles, [{ schema: 'demo', dir }]);
+      // Was: a start that waited without a word.
+      await until('the waiting line', () => logs.lines().some((l) => l.msg === `another process is applying the migrations (database session pid ${pid}): waiting for it to finish`), 30_000);
+      await holder.query("select pg_advisory_unlock(hashtext('svc-hub:migrations'))");
+      expect(await waiting).toBe(1);
+    } finally {
+      logs.restore();
+      await holder.end();
+    }
   });
 
   it('reports pending files before they are applied', async () => {

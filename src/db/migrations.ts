@@ -96,7 +96,17 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
   await client.connect();
   let applied = 0;
   try {
-    await client.query('select pg_advisory_lock(hashtext($1))', [LOCK_KEY]);
+    // Another process applying them (a replica starting at the same time, or one stuck): said, then waited for.
+    const free = await client.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtext($1)) as locked', [LOCK_KEY]);
+    if (!free.rows[0]!.locked) {
+      const holder = await client.query<{ pid: number }>(
+        `select pid from pg_locks where locktype = 'advisory' and granted and objid = hashtext($1)::oid and database = (select oid from pg_database where datname = current_database())`,
+        [LOCK_KEY],
+      );
+      const pid = holder.rows[0]?.pid;
+      logger().info(`another process is applying the migrations${pid ? ` (database session pid ${pid})` : ''}: waiting for it to finish`);
+      await client.query('select pg_advisory_lock(hashtext($1))', [LOCK_KEY]);
+    }
     await client.query(HISTORY_DDL);
     if (roles) await ensureRoles(client, ownerUrl, roles);
     const done = await client.query<{ schema: string; version: number; description: string; checksum: string }>(
