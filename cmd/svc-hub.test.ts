@@ -73,6 +73,16 @@ describe('svc-hub executable', () => {
     expect(run.output()).toContain('svc-hub --help | --version');
   });
 
+  it('--help after a role prints the usage (that of run for run) and exits 0', async () => {
+    // Was: exit 2, 'unexpected arguments: --help' and "unknown run target '--help'".
+    const serve = start(['serve', '--help'], {});
+    expect(await serve.exited).toBe(0);
+    expect(serve.output()).toMatch(/^usage: svc-hub <role>/);
+    const run = start(['run', 'connector', '-h'], {});
+    expect(await run.exited).toBe(0);
+    expect(run.output()).toBe(RUN_USAGE);
+  });
+
   it('prints usage and exits 2 with no role', async () => {
     const run = start([], {});
     expect(await run.exited).toBe(2);

@@ -44,6 +44,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${role ? `svc-hub: unknown role '${role}'` : 'svc-hub: no role given'}\n\n${USAGE}`);
     return 2;
   }
+  // `svc-hub serve --help`, `svc-hub run --help`: the usage, not an argument error.
+  if (rest.some((arg) => arg === '--help' || arg === '-h')) {
+    process.stdout.write(role === 'run' ? RUN_USAGE : USAGE);
+    return 0;
+  }
   if (role === 'run') {
     const problem = parseRunArgs(rest);
     if (typeof problem === 'string') {
