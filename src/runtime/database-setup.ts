@@ -110,10 +110,13 @@ async function bootstrap(ownerUrl: string, config: Config): Promise<void> {
   try {
     const pgvector = await preparePgvector(client, config.string('svc.retrieval.vector-search') as VectorSearchMode, embeddingDimensions(config));
     if (pgvector.reason) logger().info({ reason: pgvector.reason }, 'vector search: in-process index');
+    // Outside the migration lock: a hub starting at the same time may be inserting it too, and the
+    // one that finds its row (code default) once the other commits has nothing to create.
     const created = await client.query(
       `insert into core.tenants (code, name, description)
        select 'default', 'Default tenant', 'Created at first start'
        where not exists (select 1 from core.tenants where id <> 0)
+       on conflict (code) do nothing
        returning id`,
     );
     if (created.rowCount) logger().info({ tenantId: created.rows[0].id }, 'created tenant default');
