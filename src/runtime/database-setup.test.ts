@@ -3,6 +3,7 @@ import pg from 'pg';
 import { Config } from '../config/config.js';
 import { migrate } from '../db/migrations.js';
 import { createTestDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
 import { setupDatabase } from './database-setup.js';
 
@@ -34,5 +35,27 @@ describe('setupDatabase', () => {
       await other.end();
       await watcher.end();
     }
+  });
+
+  it('svc.migrate.on-start false with migrations pending: the start says so, naming the schemas', async () => {
+    const url = await createTestDatabase();
+    await migrate(url, TEST_ROLES);
+    const owner = new pg.Client({ connectionString: url });
+    await owner.connect();
+    // One not yet applied: as if this hub's build had one more than the database.
+    await owner.query(`delete from public.svc_schema_history where schema = 'core' and version = (select max(version) from public.svc_schema_history where schema = 'core')`);
+    await owner.end();
+    const config = Config.load({ env: { SVC_CONFIG: '/dev/null', SVC_DATASOURCE_URL: url, SVC_MIGRATE_ON_START: 'false' } });
+    const logs = captureLogs('warn');
+    try {
+      const setup = await setupDatabase(config, { migrate: false });
+      await setup.close();
+    } finally {
+      logs.restore();
+    }
+    // Was: nothing at start (only readiness, 503, said why).
+    expect(logs.lines().map((l) => l.msg)).toContain(
+      'svc.migrate.on-start is false and migrations are pending (core: 1): readiness answers 503, and requests that need them fail, until svc-hub migrate applies them',
+    );
   });
 });

@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { Config } from '../config/config.js';
 import { Database } from '../db/database.js';
 import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
-import { migrate } from '../db/migrations.js';
+import { migrate, migrationStatus } from '../db/migrations.js';
 import { roleUrl, type RoleNames, WORKER_PLAN_CACHE_MODE } from '../db/roles.js';
 import { logger, registerSecret } from '../observability/logger.js';
 import { embeddingDimensions } from '../retrieval/embedding/from-config.js';
@@ -43,13 +43,24 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
       const applied = await migrate(ownerUrl, managed ? roles : null);
       if (applied > 0) logger().info({ applied }, 'migrations applied');
       await bootstrap(ownerUrl, config);
-    } else if (managed) {
-      // The roles the hub connects as are made by the migrations: without them every connection
-      // would fail as "password authentication failed", which points the wrong way.
-      const missing = await missingRoles(ownerUrl, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]);
-      if (missing.length) {
-        throw new Error(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
-      }
+    } else {
+      await withOwner(ownerUrl, async (client) => {
+        if (managed) {
+          // The roles the hub connects as are made by the migrations: without them every connection
+          // would fail as "password authentication failed", which points the wrong way.
+          const missing = await missingRoles(client, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]);
+          if (missing.length) {
+            throw new Error(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
+          }
+        }
+        // Said at start, not only by readiness: the hub serves, out of service until they are applied.
+        const pending = (await migrationStatus((sql) => client.query(sql))).filter((s) => s.pending > 0);
+        if (pending.length) {
+          logger().warn(
+            `svc.migrate.on-start is false and migrations are pending (${pending.map((s) => `${s.schema}: ${s.pending}`).join(', ')}): readiness answers 503, and requests that need them fail, until svc-hub migrate applies them`,
+          );
+        }
+      });
     }
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
@@ -76,16 +87,20 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
   }
 }
 
-/** Which of `names` no role of the server has. */
-async function missingRoles(ownerUrl: string, names: string[]): Promise<string[]> {
+async function withOwner<T>(ownerUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: ownerUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ rolname: string }>('select rolname from pg_roles where rolname = any($1)', [names]);
-    return names.filter((name) => !rows.some((r) => r.rolname === name));
+    return await work(client);
   } finally {
     await client.end();
   }
+}
+
+/** Which of `names` no role of the server has. */
+async function missingRoles(client: pg.Client, names: string[]): Promise<string[]> {
+  const { rows } = await client.query<{ rolname: string }>('select rolname from pg_roles where rolname = any($1)', [names]);
+  return names.filter((name) => !rows.some((r) => r.rolname === name));
 }
 
 /**
@@ -105,9 +120,7 @@ export async function workerPlanCacheWarning(db: Database): Promise<string | und
  * first `npm start` has a tenant to use.
  */
 async function bootstrap(ownerUrl: string, config: Config): Promise<void> {
-  const client = new pg.Client({ connectionString: ownerUrl });
-  await client.connect();
-  try {
+  await withOwner(ownerUrl, async (client) => {
     const pgvector = await preparePgvector(client, config.string('svc.retrieval.vector-search') as VectorSearchMode, embeddingDimensions(config));
     if (pgvector.reason) logger().info({ reason: pgvector.reason }, 'vector search: in-process index');
     // Outside the migration lock: a hub starting at the same time may be inserting it too, and the
@@ -120,7 +133,5 @@ async function bootstrap(ownerUrl: string, config: Config): Promise<void> {
        returning id`,
     );
     if (created.rowCount) logger().info({ tenantId: created.rows[0].id }, 'created tenant default');
-  } finally {
-    await client.end();
-  }
+  });
 }
