@@ -44,23 +44,23 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
       if (applied > 0) logger().info({ applied }, 'migrations applied');
       await bootstrap(ownerUrl, config);
     } else {
-      await withOwner(ownerUrl, async (client) => {
-        if (managed) {
-          // The roles the hub connects as are made by the migrations: without them every connection
-          // would fail as "password authentication failed", which points the wrong way.
-          const missing = await missingRoles(client, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]);
-          if (missing.length) {
-            throw new Error(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
-          }
+      if (managed) {
+        // The roles the hub connects as are made by the migrations: without them every connection
+        // would fail as "password authentication failed", which points the wrong way.
+        const missing = await withOwner(ownerUrl, (client) => missingRoles(client, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]));
+        if (missing.length) {
+          throw new Error(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
         }
-        // Said at start, not only by readiness: the hub serves, out of service until they are applied.
-        const pending = (await migrationStatus((sql) => client.query(sql))).filter((s) => s.pending > 0);
-        if (pending.length) {
-          logger().warn(
-            `svc.migrate.on-start is false and migrations are pending (${pending.map((s) => `${s.schema}: ${s.pending}`).join(', ')}): readiness answers 503, and requests that need them fail, until svc-hub migrate applies them`,
-          );
-        }
-      });
+      }
+      // Said at start, not only by readiness: the hub serves, out of service until they are applied.
+      // Advisory: a database that does not answer now fails no start here (readiness says so).
+      const pending = await withOwner(ownerUrl, (client) => migrationStatus((sql) => client.query(sql))).catch(() => []);
+      const waiting = pending.filter((s) => s.pending > 0);
+      if (waiting.length) {
+        logger().warn(
+          `svc.migrate.on-start is false and migrations are pending (${waiting.map((s) => `${s.schema}: ${s.pending}`).join(', ')}): readiness answers 503, and requests that need them fail, until svc-hub migrate applies them`,
+        );
+      }
     }
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
