@@ -10,6 +10,7 @@ import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { until } from '../test/harness/until.js';
 import { RUN_USAGE } from './run.js';
+import { stopped } from './svc-hub.js';
 
 /** The svc-hub executable, run as users run it: a child process, its exit code and its output. */
 
@@ -81,6 +82,23 @@ describe('svc-hub executable', () => {
     const run = start(['run', 'connector', '-h'], {});
     expect(await run.exited).toBe(0);
     expect(run.output()).toBe(RUN_USAGE);
+  });
+
+  it('exits 0 after a clean stop and 1 after a failed one (something may be left behind)', async () => {
+    const signal = AbortSignal.abort();
+    expect(await stopped({ stop: async () => undefined }, signal)).toBe(0);
+    expect(await stopped({ stop: async () => Promise.reject(new Error('the embedded PostgreSQL did not stop')) }, signal)).toBe(1);
+    // Not before the signal.
+    const controller = new AbortController();
+    let done = false;
+    const exit = stopped({ stop: async () => undefined }, controller.signal).then((code) => {
+      done = true;
+      return code;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(done).toBe(false);
+    controller.abort();
+    expect(await exit).toBe(0);
   });
 
   it('prints usage and exits 2 with no role', async () => {

@@ -109,21 +109,18 @@ async function run(role: RoleName, config: Config, stop: AbortSignal, serving: (
     const hub: Hub = await startHub(config, { api: true, operationsOnly: true, background: true, stopsOnSignals: true });
     serving();
     if (!stop.aborted) logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`);
-    await stopped(hub, stop);
-    return 0;
+    return stopped(hub, stop);
   }
   if (role === 'operator') {
     const operator = await startOperator(config, { stopsOnSignals: true });
     serving();
     if (!stop.aborted) logger().info(`svc-hub operator started (health and metrics at ${operator.hub.url}/q/health, ${operator.hub.url}/q/metrics)`);
-    await stopped(operator, stop);
-    return 0;
+    return stopped(operator, stop);
   }
   const hub: Hub = await startHub(config, { api: true, background: role === 'all', stopsOnSignals: true });
   serving();
   if (!stop.aborted) announce(config, hub.url!);
-  await stopped(hub, stop);
-  return 0;
+  return stopped(hub, stop);
 }
 
 /** The signals that stop every role: Ctrl-C, a process manager's stop, and a closed terminal. */
@@ -147,18 +144,22 @@ function stopSignal(what: () => string): AbortSignal {
   return controller.signal;
 }
 
-/** Resolves once `stop` (a first signal, maybe one that came during the start) has stopped the hub. */
-function stopped(hub: { stop(): Promise<void> }, stop: AbortSignal): Promise<void> {
+/**
+ * Resolves once `stop` (a first signal, maybe one that came during the start) has stopped the hub:
+ * the exit code, 0, or 1 when the stop failed (a process manager then sees that something was left
+ * behind, as the log line says).
+ */
+export function stopped(hub: { stop(): Promise<void> }, stop: AbortSignal): Promise<number> {
   return new Promise((resolve) => {
     const onStop = () =>
       hub.stop().then(
         () => {
           logger().info('stopped');
-          resolve();
+          resolve(0);
         },
         (err: unknown) => {
           logger().error({ err }, 'stop failed');
-          resolve();
+          resolve(1);
         },
       );
     if (stop.aborted) onStop();
