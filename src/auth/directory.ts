@@ -60,17 +60,9 @@ export class Directory {
   }
 
   /** The hub user of a token, provisioned on first sight; refuses locked and inactive accounts. */
-  async userFor(identity: TokenIdentity): Promise<HubUser> {
+  userFor(identity: TokenIdentity): Promise<HubUser> {
     const key = `${identity.tenantId}\u0000${identity.issuer}\u0000${identity.subject}\u0000${identity.userId ?? ''}`;
-    const cached = this.users.get(key);
-    let user = cached && Date.now() - cached.at < this.ttlMs ? cached.user : undefined;
-    if (!user) {
-      user = await this.db.withTenant(identity.tenantId, (tx) => (identity.userId !== undefined ? byId(tx, identity.userId) : provision(tx, identity)));
-      this.users.set(key, { user, at: Date.now() });
-    }
-    if (!user.active) throw new ForbiddenWithReason('account inactive');
-    if (user.locked) throw new ForbiddenWithReason('account locked');
-    return user;
+    return this.allowedUser(key, identity.tenantId, (tx) => (identity.userId !== undefined ? byId(tx, identity.userId) : provision(tx, identity)));
   }
 
   /**
@@ -83,15 +75,20 @@ export class Directory {
     for (const id of new Set([principal.homeTenantId, principal.tenantId])) if (id !== undefined) await this.requireActiveTenant(id);
     if (principal.via !== 'token' || principal.userId === undefined) return;
     const tenantId = principal.homeTenantId ?? 0;
-    const key = `${tenantId}\u0000#${principal.userId}`;
+    await this.allowedUser(`${tenantId}\u0000#${principal.userId}`, tenantId, (tx) => byId(tx, Number(principal.userId)));
+  }
+
+  /** The user cached under `key` (read by `load` in `tenantId` when stale), refused when locked or inactive. */
+  private async allowedUser(key: string, tenantId: number, load: (tx: Tx) => Promise<HubUser>): Promise<HubUser> {
     const cached = this.users.get(key);
     let user = cached && Date.now() - cached.at < this.ttlMs ? cached.user : undefined;
     if (!user) {
-      user = await this.db.withTenant(tenantId, (tx) => byId(tx, Number(principal.userId)));
+      user = await this.db.withTenant(tenantId, load);
       this.users.set(key, { user, at: Date.now() });
     }
     if (!user.active) throw new ForbiddenWithReason('account inactive');
     if (user.locked) throw new ForbiddenWithReason('account locked');
+    return user;
   }
 
   /** Forget cached state (after an administrator changes a tenant or a user). */
