@@ -17,12 +17,21 @@ import { killAll, startHubProcess } from './processes.js';
  */
 
 const dirs: string[] = [];
-let server: EmbeddedDatabase | undefined;
+// Every server started here, each stopped at the end (a second test's server once replaced the
+// first test's restarted one in a single variable: that one was left running while its directory
+// was removed, ENOTEMPTY in pg_wal).
+const servers: EmbeddedDatabase[] = [];
 let receiver: Receiver | undefined;
+
+async function startServer(options: Parameters<typeof startEmbedded>[0]): Promise<EmbeddedDatabase> {
+  const started = await startEmbedded(options);
+  servers.push(started);
+  return started;
+}
 
 afterAll(async () => {
   await killAll();
-  await server?.stop();
+  for (const started of servers) await started.stop();
   await receiver?.close();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
@@ -35,7 +44,7 @@ describe('PostgreSQL stopped and restarted under load', () => {
     chmodSync(dir, 0o755);
     dirs.push(dir);
     const port = await freePort();
-    server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port });
+    let server = await startServer({ dataDir: join(dir, 'data'), database: 'svc', port });
     const hub = await startHubProcess('all', server.url, { SVC_LEADER_CHECK_EVERY: '300ms', SVC_WEBHOOK_SWEEP_EVERY: '500ms' });
     receiver = await startReceiver();
     const integration = await fetch(`${hub.url}/api/tenants/1/integrations`, { method: 'POST', headers: H, body: JSON.stringify({ name: 'after-outage', targetUrl: `${receiver.url}/hook`, eventTypes: ['org.updated'], authMode: 'NONE' }) });
@@ -74,7 +83,7 @@ describe('PostgreSQL stopped and restarted under load', () => {
     await until('requests during the outage', () => statuses.some((s) => s.at > down && s.status === 503), { timeoutMs: 20_000, detail: () => JSON.stringify(statuses.filter((s) => s.at > down).map((s) => s.status)) });
 
     const up = Date.now();
-    server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port });
+    server = await startServer({ dataDir: join(dir, 'data'), database: 'svc', port });
     await until('readiness to come back', async () => (await ready()) === 200, { timeoutMs: 30_000, everyMs: 100, detail: hubLog });
     await until('requests to succeed again', () => statuses.filter((s) => s.at > up && s.status === 200).length >= 20, { timeoutMs: 30_000 });
     loading = false;
@@ -97,13 +106,14 @@ describe('PostgreSQL stopped and restarted under load', () => {
     const lastFailure = Math.max(...statuses.filter((s) => s.status === 503).map((s) => s.at));
     expect(statuses.filter((s) => s.at > lastFailure).every((s) => s.status === 200 || s.status === 201)).toBe(true);
     expect(await hub.stop()).toBe(0);
+    await server.stop();
   }, 120_000);
 
   it('a database that stops answering (every server process stopped with SIGSTOP): readiness answers 503 within svc.health.database-timeout, and 200 once it answers again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'svc-fault-pg-'));
     chmodSync(dir, 0o755);
     dirs.push(dir);
-    server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc' });
+    const server = await startServer({ dataDir: join(dir, 'data'), database: 'svc' });
     // A small pool and a short connection wait: requests beyond the pool fail fast while it hangs.
     const hub = await startHubProcess('serve', server.url, { SVC_HEALTH_DATABASE_TIMEOUT: '500ms', SVC_DATASOURCE_POOL_SIZE: '3', SVC_DATASOURCE_CONNECT_TIMEOUT: '2s', SVC_AUDIT_DISPATCH_EVERY: '200ms' });
     const ready = async () => {
@@ -171,6 +181,5 @@ describe('PostgreSQL stopped and restarted under load', () => {
     expect(hub.child.exitCode).toBeNull();
     expect(await hub.stop()).toBe(0);
     await server.stop();
-    server = undefined;
   }, 120_000);
 });

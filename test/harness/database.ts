@@ -17,7 +17,7 @@ async function ownServer(): Promise<{ url: string; stop(): Promise<void> }> {
     url: server.url,
     async stop() {
       await server.stop();
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
     },
   };
 }
