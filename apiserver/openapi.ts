@@ -124,8 +124,11 @@ export const INVALID_INPUT: ResponseDecl = {
 
 function documentedResponse(response: ResponseDecl): Record<string, unknown> {
   const content = response.content ?? (response.schema ? { [response.contentType ?? 'application/json']: response.schema } : undefined);
-  if (!content) return { description: response.description };
-  return { description: response.description, content: Object.fromEntries(Object.entries(content).map(([type, schema]) => [type, { schema }])) };
+  return {
+    description: response.description,
+    ...(response.headers ? { headers: response.headers } : {}),
+    ...(content ? { content: Object.fromEntries(Object.entries(content).map(([type, schema]) => [type, { schema }])) } : {}),
+  };
 }
 
 /** Whether a request without a body (which the router reads as `{}`) passes the route's body schema. */

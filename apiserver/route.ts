@@ -14,6 +14,8 @@ export interface ResponseDecl {
   contentType?: string;
   /** A response answered in several media types, each with its schema (instead of `schema`). */
   content?: Record<string, JsonSchema>;
+  /** Response headers the client reads (OpenAPI Header Objects: `description`, `schema`). */
+  headers?: Record<string, { description: string; schema: JsonSchema }>;
 }
 
 /**

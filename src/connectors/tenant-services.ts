@@ -1,11 +1,12 @@
 import type { Database, TenantId, Tx } from '../db/database.js';
 import type { JsonText } from '../db/json-text.js';
+import type { Page, PageRequest } from '../db/keyset.js';
 import { NotFoundError } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
 import type { ConnectorRunner } from './runner.js';
 import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
-import { getRun, listRunsJson, requestCancel, type RunRecord } from './runs/ledger.js';
+import { getRun, listRunsJson, requestCancel, type RunFilter, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
 import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnectorOrSource, getConnector, listConnectorsJson, loadConnector, purgeEndpoint, resetCursor, targetChanges } from './store.js';
@@ -35,8 +36,8 @@ export interface ConnectorTenantServices {
     purgeEndpoint(tenantId: TenantId, name: string, endpointId: string): Promise<void>;
   };
   runs: {
-    /** The newest runs first, as the answer's JSON text. */
-    list(tenantId: TenantId, limit: number): Promise<JsonText>;
+    /** A page of the runs, newest first, as the answer's JSON text; with `connector` (a name or an id), only its runs. */
+    list(tenantId: TenantId, page: PageRequest, filter?: RunFilter): Promise<Page<JsonText>>;
     get(tenantId: TenantId, id: string): Promise<RunRecord>;
     /**
      * Flags a Running run for its process to stop (Cancelled); one whose heartbeat is stale (its
@@ -49,7 +50,7 @@ export interface ConnectorTenantServices {
   };
   deadLetters: {
     /** `run` wins over `connector` (a name or id); an unknown connector has none. */
-    list(tenantId: TenantId, query: { limit: number; run?: string; connector?: string }): Promise<DeadLetter[]>;
+    list(tenantId: TenantId, page: PageRequest, query: { run?: string; connector?: string }): Promise<Page<DeadLetter[]>>;
     get(tenantId: TenantId, id: string): Promise<DeadLetter>;
     markReplayed(tenantId: TenantId, id: string, newRunId?: string): Promise<void>;
     discard(tenantId: TenantId, id: string): Promise<void>;
@@ -97,7 +98,7 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
       purgeEndpoint: (t, name, endpointId) => db.withTenant(t, (tx) => purgeEndpoint(tx, name, endpointId)),
     },
     runs: {
-      list: (t, limit) => db.readWithTenant(t, (tx) => listRunsJson(tx, limit)),
+      list: (t, page, filter) => db.readWithTenant(t, (tx) => listRunsJson(tx, page, filter)),
       get: (t, id) => db.readWithTenant(t, (tx) => getRun(tx, id)),
       cancel: async (t, id) => {
         const { run, interrupted: ended, tenantId } = await db.withTenant(t, async (tx) => {
@@ -117,14 +118,14 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request),
     },
     deadLetters: {
-      list: (t, query) =>
+      list: (t, page, query) =>
         db.readWithTenant(t, async (tx) => {
           let connectorId: string | undefined;
           if (query.connector && !query.run) {
             connectorId = await connectorIdOf(tx, query.connector);
-            if (!connectorId) return [];
+            if (!connectorId) return { items: [] };
           }
-          return listDeadLetters(tx, { limit: query.limit, runId: query.run, connectorId });
+          return listDeadLetters(tx, page, { runId: query.run, connectorId });
         }),
       get: (t, id) => db.readWithTenant(t, (tx) => getDeadLetter(tx, id)),
       markReplayed: (t, id, newRunId) => db.withTenant(t, (tx) => markReplayed(tx, id, newRunId)),

@@ -12,6 +12,7 @@ import { credentialSources } from '../connectors/auth/resolver.js';
 import { latestSlot, SlotWithdrawn } from '../connectors/schedule.js';
 import { scheduledOfActiveTenants } from '../connectors/scheduler.js';
 import type { Database, Tx } from '../db/database.js';
+import type { Page, PageRequest } from '../db/keyset.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
@@ -58,7 +59,11 @@ export interface ExportServices {
   runs: {
     /** 202 `{runId}` once claimed; 409 `already has a run in flight`. */
     start(tenantId: number, caller: Caller, name: string, actor: string): Promise<ExportRun>;
-    list(tenantId: number, caller: Caller, name: string, limit: number): Promise<ExportRun[]>;
+    /**
+     * A page of the runs, newest first: those the caller may read of the page's runs (one holding
+     * none of them may be empty while `next` says more follow).
+     */
+    list(tenantId: number, caller: Caller, name: string, page: PageRequest): Promise<Page<ExportRun[]>>;
     get(tenantId: number, caller: Caller, name: string, id: string): Promise<ExportRun>;
     retry(tenantId: number, caller: Caller, name: string, id: string, actor: string): Promise<ExportRun>;
     /** Stops a Running run: it ends Failed `interrupted` (Completed if it had published); 409 when it is not Running. */
@@ -204,8 +209,15 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         const started = await runner.start(t, exp, { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
         return started!.run;
       },
-      list: (t, caller, name, limit) =>
-        db.withTenant(t, (tx) => history(tx, caller, name, false, (n) => listRuns(tx, n, limit))),
+      list: (t, caller, name, page) =>
+        db.withTenant(t, async (tx) => {
+          const read: Partial<Page<ExportRun[]>> = {};
+          const items = await history(tx, caller, name, false, async (n) => {
+            Object.assign(read, await listRuns(tx, n, page));
+            return read.items ?? [];
+          });
+          return { items, ...(read.next ? { next: read.next } : {}) };
+        }),
       get: (t, caller, name, id) =>
         db.withTenant(t, async (tx) => (await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]))[0]!),
       async cancel(t, caller, name, id, actor) {

@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import { type Page, type PageRequest, pageOfRows } from '../db/keyset.js';
 import type { EventWriter } from '../events/outbox.js';
 
 /**
@@ -50,10 +51,17 @@ const itemOf = (r: Row): InboxItem => ({
   ackedBy: r.acked_by,
 });
 
-export async function listInbox(tx: Tx, opts: { limit: number; acked?: boolean }): Promise<InboxItem[]> {
-  const filter = opts.acked === undefined ? '' : opts.acked ? 'where acked_at is not null' : 'where acked_at is null';
-  const { rows } = await tx.query<Row>(`select ${COLUMNS} from events.inbox ${filter} order by id desc limit $1`, [opts.limit]);
-  return rows.map(itemOf);
+/** A page of the inbox, newest first (a page after a key: the smaller ids); `acked`: only the acknowledged items, or only the others. */
+export async function listInbox(tx: Tx, page: PageRequest, opts: { acked?: boolean }): Promise<Page<InboxItem[]>> {
+  const values: unknown[] = [page.limit];
+  const where: string[] = [];
+  if (opts.acked !== undefined) where.push(opts.acked ? 'acked_at is not null' : 'acked_at is null');
+  if (page.after) {
+    values.push(page.after[0]);
+    where.push(`id < $${values.length}::bigint`);
+  }
+  const { rows } = await tx.query<Row>(`select ${COLUMNS} from events.inbox ${where.length ? `where ${where.join(' and ')}` : ''} order by id desc limit $1 + 1`, values);
+  return pageOfRows(rows, page.limit, (row) => [String(row.id)], itemOf);
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Database, TenantId } from '../db/database.js';
+import type { Page, PageRequest } from '../db/keyset.js';
 import { NotFoundError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import { ackInbox, type InboxItem, listInbox } from './inbox.js';
@@ -16,7 +17,8 @@ export interface ProcessServices {
   /** Case-insensitive name; 404 when unknown. */
   remove(tenantId: TenantId, name: string): Promise<void>;
   inbox: {
-    list(tenantId: TenantId, opts: { limit: number; acked?: boolean }): Promise<InboxItem[]>;
+    /** A page of the inbox, newest first. */
+    list(tenantId: TenantId, page: PageRequest, opts: { acked?: boolean }): Promise<Page<InboxItem[]>>;
     /** 404 `decision not found` for an unknown id or another tenant's. */
     ack(tenantId: TenantId, id: number, by: string): Promise<InboxItem>;
   };
@@ -36,7 +38,7 @@ export function createProcessServices(deps: { db: Database; events: EventWriter 
       if (!(await db.withTenant(t, (tx) => deleteProcess(tx, name)))) throw new NotFoundError(`process ${name.toLowerCase()} not found`);
     },
     inbox: {
-      list: (t, opts) => db.withTenant(t, (tx) => listInbox(tx, opts)),
+      list: (t, page, opts) => db.withTenant(t, (tx) => listInbox(tx, page, opts)),
       ack: async (t, id, by) => {
         const item = Number.isSafeInteger(id) && id > 0 ? await db.withTenant(t, (tx) => ackInbox(tx, events, id, by)) : undefined;
         if (!item) throw new NotFoundError('decision not found');

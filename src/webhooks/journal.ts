@@ -1,5 +1,6 @@
 import type { Tx } from '../db/database.js';
-import { JsonText, jsonArraySql } from '../db/json-text.js';
+import { JsonText } from '../db/json-text.js';
+import { jsonPageSql, type Page, type PageRequest } from '../db/keyset.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError } from '../errors.js';
 import type { AttemptOutcome, AttemptRecord, DeliveryKind, DeliveryRecord } from './model.js';
@@ -13,7 +14,7 @@ import { integrationNotFound, parseId } from './integrations.js';
 /**
  * A record's columns, each named as the record's field and its times as the text of the answer
  * (`isoTimestampSql`): a row is a DeliveryRecord as it is, and the lists are the rows as the
- * database serialises them (`jsonArraySql`).
+ * database serialises them (`jsonPageSql`, src/db/keyset.ts).
  */
 const RECORD_COLUMNS = `d.id, d.integration_id as "integrationId", d.event_type as "eventType", d.event_id as "eventId", d.kind,
   d.replay_of as "replayOf", d.attempts, d.succeeded, d.closed_reason as "closedReason", d.http_status, d.response_body, d.error,
@@ -25,9 +26,10 @@ const RECORD_COLUMNS = `d.id, d.integration_id as "integrationId", d.event_type 
  * generic plan after five executions). With the limit a parameter, PostgreSQL estimated the generic
  * plan for a tenth of the table and planned every execution anew (≈ 0.2–0.4 ms of the server's
  * time per list under load, as much as running it). The text takes the smallest of a few steps that
- * covers the limit asked for, and the limit itself is a parameter of the outer statement over at
- * most that many rows (which leaves the plan as it is), so a connection holds a handful of these
- * statements whatever limits callers choose, not one per limit.
+ * covers the limit asked for (and one row past it, which says whether another page follows), and
+ * the limit itself is a parameter of the outer statement over at most that many rows (which leaves
+ * the plan as it is), so a connection holds a handful of these statements whatever limits callers
+ * choose, not one per limit.
  */
 const PREPARED = { prepare: true } as const;
 const LIMIT_STEPS = [10, 50, 100, 200] as const;
@@ -43,54 +45,67 @@ const FAILED = '(not d.succeeded and (d.attempts > 0 or d.closed_reason is not n
 
 interface ListOptions {
   failedOnly: boolean;
-  limit: number;
   integrationId?: number;
 }
 
 /**
- * One integration's deliveries, newest first, as the answer's JSON text; 404 when the tenant has no
- * integration of that id (a deleted one keeps its deliveries). One statement: whether the
- * integration exists, and its deliveries.
+ * A page of deliveries as the answer's JSON text, with the last one's sort key when more follow:
+ * the rows of `where` (over `d`) in `order` (unqualified columns), one past the step covering the
+ * limit written into the text (`limitStep`), the page's limit a parameter.
  */
-export async function listForIntegration(tx: Tx, integrationId: string | number, options: ListOptions): Promise<JsonText> {
-  const id = parseId(integrationId);
-  if (id === undefined) throw integrationNotFound(integrationId);
-  const deliveries = `select ${RECORD_COLUMNS} from hub.deliveries d
-     where d.integration_id = $1 ${options.failedOnly ? `and ${FAILED}` : ''}
-     order by d.id desc limit ${limitStep(options.limit)}`;
-  const { rows } = await tx.query<{ found: boolean; body: string }>(
-    `select exists (select 1 from hub.integrations i where i.id = $1) as found, (${jsonArraySql(deliveries, 'r.id desc', '$2')}) as body`,
-    [id, options.limit],
-    PREPARED,
-  );
-  if (!rows[0]?.found) throw integrationNotFound(integrationId);
-  return new JsonText(rows[0].body);
+async function deliveryPage(tx: Tx, q: { found: string; where: string[]; order: string; key: string; values: unknown[]; limit: number }): Promise<{ found: boolean; page: Page<JsonText> }> {
+  const values = [...q.values, q.limit];
+  const rows = `select d.* from hub.deliveries d ${q.where.length ? `where ${q.where.join(' and ')}` : ''} order by ${q.order} limit ${limitStep(q.limit) + 1}`;
+  const page = jsonPageSql({ rows, order: q.order, limit: `$${values.length}::integer`, record: RECORD_COLUMNS, alias: 'd', key: q.key });
+  const { rows: answer } = await tx.query<{ found: boolean; body: string; next: string[] | null }>(`select ${q.found} as found, p.body, p.next from (${page}) p`, values, PREPARED);
+  const row = answer[0]!;
+  return { found: row.found, page: { items: new JsonText(row.body), ...(row.next ? { next: row.next } : {}) } };
 }
 
 /**
- * The tenant's deliveries across integrations, failures first, then newest first, as the answer's
- * JSON text. Filtered by an integration id the tenant has no integration of: 404, as that
- * integration's own list (an empty list would hide a wrong id); a deleted one keeps its deliveries.
+ * A page of one integration's deliveries, newest first (a page after a key: the smaller ids), as the
+ * answer's JSON text; 404 when the tenant has no integration of that id (a deleted one keeps its
+ * deliveries). One statement: whether the integration exists, and its deliveries.
  */
-export async function listForTenant(tx: Tx, options: ListOptions): Promise<JsonText> {
+export async function listForIntegration(tx: Tx, integrationId: string | number, page: PageRequest, options: ListOptions): Promise<Page<JsonText>> {
+  const id = parseId(integrationId);
+  if (id === undefined) throw integrationNotFound(integrationId);
+  const values: unknown[] = [id];
+  const where = ['d.integration_id = $1'];
+  if (options.failedOnly) where.push(FAILED);
+  if (page.after) {
+    values.push(page.after[0]);
+    where.push(`d.id < $${values.length}::bigint`);
+  }
+  const listed = await deliveryPage(tx, { found: 'exists (select 1 from hub.integrations i where i.id = $1)', where, order: 'id desc', key: 'array[id::text]', values, limit: page.limit });
+  if (!listed.found) throw integrationNotFound(integrationId);
+  return listed.page;
+}
+
+/**
+ * A page of the tenant's deliveries across integrations, failures first, then newest first (a page
+ * after a key: the rest of its group, then the later group), as the answer's JSON text. Filtered by
+ * an integration id the tenant has no integration of: 404, as that integration's own list (an empty
+ * list would hide a wrong id); a deleted one keeps its deliveries.
+ */
+export async function listForTenant(tx: Tx, page: PageRequest, options: ListOptions): Promise<Page<JsonText>> {
   const values: unknown[] = [];
-  let where = 'true';
+  const where: string[] = [];
   let found = 'true';
-  if (options.failedOnly) where += ` and ${FAILED}`;
+  if (options.failedOnly) where.push(FAILED);
   if (options.integrationId !== undefined) {
     values.push(options.integrationId);
-    where += ` and d.integration_id = $${values.length}`;
+    where.push(`d.integration_id = $${values.length}`);
     found = `exists (select 1 from hub.integrations i where i.id = $${values.length})`;
   }
-  values.push(options.limit);
-  const deliveries = `select ${RECORD_COLUMNS} from hub.deliveries d where ${where} order by d.succeeded, d.id desc limit ${limitStep(options.limit)}`;
-  const { rows } = await tx.query<{ found: boolean; body: string }>(
-    `select ${found} as found, (${jsonArraySql(deliveries, 'r.succeeded, r.id desc', `$${values.length}`)}) as body`,
-    values,
-    PREPARED,
-  );
-  if (!rows[0]!.found) throw integrationNotFound(options.integrationId!);
-  return new JsonText(rows[0]!.body);
+  if (page.after) {
+    values.push(page.after[0], page.after[1]);
+    const [succeeded, id] = [`$${values.length - 1}::boolean`, `$${values.length}::bigint`];
+    where.push(`d.succeeded >= ${succeeded} and (d.succeeded > ${succeeded} or d.id < ${id})`);
+  }
+  const listed = await deliveryPage(tx, { found, where, order: 'succeeded, id desc', key: 'array[succeeded::text, id::text]', values, limit: page.limit });
+  if (!listed.found) throw integrationNotFound(options.integrationId!);
+  return listed.page;
 }
 
 /** One delivery of the tenant (optionally of one integration) with every attempt; 404 otherwise. */

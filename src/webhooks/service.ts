@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database } from '../db/database.js';
 import type { JsonText } from '../db/json-text.js';
+import type { Page, PageRequest } from '../db/keyset.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { type Catalog, type CatalogEntry, isDecision } from '../events/catalog.js';
 import {
@@ -31,16 +32,10 @@ interface IntegrationServiceOptions {
   leaseMs: number;
 }
 
-const LIST_DEFAULT = 50;
-const LIST_CAP = 200;
-
 interface ListQuery {
   failedOnly?: boolean;
-  limit?: number;
   integrationId?: number;
 }
-
-const capped = (limit: number | undefined) => Math.min(Math.max(1, limit ?? LIST_DEFAULT), LIST_CAP);
 
 /** A sample payload from a catalog declaration: every declared field with a value of its type. */
 function samplePayload(entry: CatalogEntry): Record<string, unknown> {
@@ -85,9 +80,9 @@ export class IntegrationService {
     }
   }
 
-  /** One integration's deliveries (deleted integrations keep theirs), newest first, as the answer's JSON text. */
-  deliveries(tenantId: number, integrationId: string, query: ListQuery): Promise<JsonText> {
-    return this.o.db.readWithTenant(tenantId, (tx) => listForIntegration(tx, integrationId, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit) }));
+  /** A page of one integration's deliveries (deleted integrations keep theirs), newest first, as the answer's JSON text. */
+  deliveries(tenantId: number, integrationId: string, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
+    return this.o.db.readWithTenant(tenantId, (tx) => listForIntegration(tx, integrationId, page, { failedOnly: query.failedOnly ?? false }));
   }
 
   delivery(tenantId: number, integrationId: string, deliveryId: string): Promise<DeliveryRecord & { attemptLog: AttemptRecord[] }> {
@@ -97,11 +92,9 @@ export class IntegrationService {
     });
   }
 
-  /** The tenant's deliveries across integrations, failures first, as the answer's JSON text. */
-  platformDeliveries(tenantId: number, query: ListQuery): Promise<JsonText> {
-    return this.o.db.readWithTenant(tenantId, (tx) =>
-      listForTenant(tx, { failedOnly: query.failedOnly ?? false, limit: capped(query.limit), integrationId: query.integrationId }),
-    );
+  /** A page of the tenant's deliveries across integrations, failures first, as the answer's JSON text. */
+  platformDeliveries(tenantId: number, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
+    return this.o.db.readWithTenant(tenantId, (tx) => listForTenant(tx, page, { failedOnly: query.failedOnly ?? false, integrationId: query.integrationId }));
   }
 
   /**

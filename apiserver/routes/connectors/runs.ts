@@ -1,4 +1,5 @@
 import { callerTenant } from '../../../src/auth/principal.js';
+import { paging } from '../../paging.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -44,15 +45,31 @@ const deadLetterSchema = {
 };
 
 const idParam = { type: 'object', required: ['id'], properties: { id: { type: 'string' } } } as const;
-const capped = (value: unknown, fallback: number) => Math.min(Number(value ?? fallback), 200);
+
+const RUNS = paging({
+  name: 'runs', key: ['instant', 'uuid'], defaultLimit: 50,
+  filters: { connector: { type: 'string', description: 'Only this connector\'s runs: its name (runs of a deleted connector keep theirs) or its id (the `connectorId` of runs, either case); a name no run has lists nothing' } },
+});
+
+const DEAD_LETTERS = paging({
+  name: 'dlq', key: ['id'], defaultLimit: 100,
+  filters: {
+    connector: { type: 'string', description: 'connector name or id (the `connectorId` of runs and entries, either case)' },
+    run: { type: 'string', description: 'run id (a UUID, either case); any other text lists nothing' },
+  },
+});
 
 export const runRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/runs', operationId: 'listRuns', summary: 'Connector runs, newest first', tags: ['Runs'],
-    description: 'Newest first by the instant each run started (to the microsecond, then by id), so a smaller `limit` answers the first runs of a larger one.', auth: ['svc_integrator'],
-    query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 50, description: 'default 50, capped at 200' } } },
-    responses: { 200: { description: 'Run records', schema: { type: 'array', items: runSchema } }, ...refusals(true) },
-    handler: ({ services, principal, query }) => services.connectors.runs.list(callerTenant(principal), capped(query.limit, 50)),
+    description:
+      'Newest first by the instant each run started (to the microsecond, then by id), so a smaller `limit` answers the first runs of a larger one. ' +
+      'Paged: with more runs after the page, a `Link` header (rel="next") names the next page (`before`), which holds the runs after the last one shown.',
+    auth: ['svc_integrator'],
+    query: RUNS.query,
+    responses: { 200: RUNS.ok('Run records', runSchema), ...refusals(true) },
+    handler: async ({ services, principal, query, ctx }) =>
+      RUNS.answer(ctx, query, await services.connectors.runs.list(callerTenant(principal), RUNS.asked(query), { connector: query.connector })),
   }),
   route({
     method: 'GET', path: '/api/platform/runs/{id}', operationId: 'getRun', summary: 'One run record', tags: ['Runs'], auth: ['svc_integrator'],
@@ -79,18 +96,13 @@ export const runRoutes: RouteDecl[] = [
   }),
   route({
     method: 'GET', path: '/api/platform/dlq', operationId: 'listDeadLetters', summary: 'Dead-letter entries', tags: ['Dead letters'], auth: ['svc_integrator'],
-    description: 'With `run`: that run\'s whole history (it wins over `connector`). With `connector` (name or id): its unresolved entries. With neither: every active entry.',
-    query: {
-      type: 'object',
-      properties: {
-        limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 100, description: 'default 100, capped at 200' },
-        connector: { type: 'string', description: 'connector name or id (the `connectorId` of runs and entries, either case)' },
-        run: { type: 'string', description: 'run id (a UUID, either case); any other text lists nothing' },
-      },
-    },
-    responses: { 200: { description: 'Entries (without payloads)', schema: { type: 'array', items: deadLetterSchema } }, ...refusals(true) },
-    handler: ({ services, principal, query }) =>
-      services.connectors.deadLetters.list(callerTenant(principal), { limit: capped(query.limit, 100), run: query.run, connector: query.connector }),
+    description:
+      'With `run`: that run\'s whole history (it wins over `connector`). With `connector` (name or id): its unresolved entries. With neither: every active entry. ' +
+      'Newest (largest id) first; paged as the runs are (`Link` rel="next", `before`).',
+    query: DEAD_LETTERS.query,
+    responses: { 200: DEAD_LETTERS.ok('Entries (without payloads)', deadLetterSchema), ...refusals(true) },
+    handler: async ({ services, principal, query, ctx }) =>
+      DEAD_LETTERS.answer(ctx, query, await services.connectors.deadLetters.list(callerTenant(principal), DEAD_LETTERS.asked(query), { run: query.run, connector: query.connector })),
   }),
   route({
     method: 'GET', path: '/api/platform/dlq/{id}', operationId: 'getDeadLetter', summary: 'One entry with payload and skipDetail', tags: ['Dead letters'], auth: ['svc_integrator'],

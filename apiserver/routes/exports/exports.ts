@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { exportManifestSchema } from '../../../src/exports/manifest/schema.js';
 import { FAILURE_CODES } from '../../../src/exports/types.js';
+import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
@@ -83,6 +84,7 @@ const runId: JsonSchema = { type: 'object', required: ['runId'], properties: { r
 const scopeRefusal = { description: 'Empty body when a role is missing; `{"error": "scope not granted"}` when the caller does not hold the export\'s scope', schema: errorBody };
 const refused = { ...refusals(false), 403: scopeRefusal };
 const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
+const EXPORT_RUNS = paging({ name: 'export-runs', key: ['instant', 'uuid'], defaultLimit: 50 });
 
 export const exportRoutes: RouteDecl[] = [
   route({
@@ -140,9 +142,13 @@ export const exportRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/exports/{name}/runs', operationId: 'listExportRuns', summary: 'Runs of an export, newest first', tags: ['Exports'],
     auth: ['svc_integrator'], params: nameParam,
-    query: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 200, default: 50, description: '1 to 200, default 50' } } },
-    responses: { 200: { description: 'Run records', schema: { type: 'array', items: exportRunSchema } }, ...notFound('Unknown export'), ...refused },
-    handler: ({ services, principal, params, query }) => services.exports.runs.list(callerTenant(principal), principal, params.name, query.limit ?? 50),
+    description:
+      'Newest first by the instant each run started (to the microsecond, then by id). Paged: with more runs after the page, a `Link` header (rel="next") names the next page (`before`). ' +
+      'A page leaves out the runs whose scope the caller does not hold, so it may hold fewer than `limit` runs, none even, while a next page follows.',
+    query: EXPORT_RUNS.query,
+    responses: { 200: EXPORT_RUNS.ok('Run records', exportRunSchema), ...notFound('Unknown export'), ...refused },
+    handler: async ({ services, principal, params, query, ctx }) =>
+      EXPORT_RUNS.answer(ctx, query, await services.exports.runs.list(callerTenant(principal), principal, params.name, EXPORT_RUNS.asked(query))),
   }),
   route({
     method: 'GET', path: '/api/exports/{name}/runs/{id}', operationId: 'getExportRun', summary: 'One run', tags: ['Exports'],

@@ -1,5 +1,6 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { processManifestSchema } from '../../../src/processes/manifest/schema.js';
+import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { appliedSchema, applyResponses, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
@@ -53,6 +54,10 @@ const inboxItem: JsonSchema = {
 
 const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'metadata.name of the process (case-insensitive)' } } } as const;
 const notFound = { 404: { description: 'Unknown process', schema: errorBody } };
+const INBOX = paging({
+  name: 'inbox', key: ['id'], defaultLimit: 50,
+  filters: { acked: { type: 'string', enum: ['true', 'false'], description: '`true`: only acknowledged items; `false`: only items not acknowledged yet' } },
+});
 const READ_GATE = [['svc_admin', 'svc_integrator']] as const;
 
 export const processRoutes: RouteDecl[] = [
@@ -94,20 +99,15 @@ export const processRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/inbox', operationId: 'listInbox', summary: 'The decision inbox of the caller\'s tenant, newest first', tags: ['Inbox'],
     auth: ['svc_user'],
-    query: {
-      type: 'object',
-      properties: {
-        limit: { type: 'integer', minimum: 1, maximum: 200, default: 50, description: 'At most this many (1–200, default 50)' },
-        acked: { type: 'string', enum: ['true', 'false'], description: '`true`: only acknowledged items; `false`: only items not acknowledged yet' },
-      },
-    },
+    description: 'Newest first. Paged: with more items after the page, a `Link` header (rel="next") names the next page (`before`).',
+    query: INBOX.query,
     responses: {
-      200: { description: 'Inbox items', schema: { type: 'array', items: inboxItem } },
+      200: INBOX.ok('Inbox items', inboxItem),
       400: { description: 'Invalid query `{error, field}`', schema: errorBody },
       ...refusals(false),
     },
-    handler: ({ services, principal, query }) =>
-      services.processes.inbox.list(callerTenant(principal), { limit: query.limit ?? 50, acked: query.acked === undefined ? undefined : query.acked === 'true' }),
+    handler: async ({ services, principal, query, ctx }) =>
+      INBOX.answer(ctx, query, await services.processes.inbox.list(callerTenant(principal), INBOX.asked(query), { acked: query.acked === undefined ? undefined : query.acked === 'true' })),
   }),
   route({
     method: 'POST', path: '/api/inbox/{id}/ack', operationId: 'ackInboxItem', summary: 'Acknowledge a decision', tags: ['Inbox'],

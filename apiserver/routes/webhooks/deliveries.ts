@@ -1,38 +1,42 @@
 import { callerTenant } from '../../../src/auth/principal.js';
+import { paging } from '../../paging.js';
 import { route, type RouteDecl } from '../../route.js';
-import { deliverySchema } from './integrations.js';
+import { deliverySchema, deliveryStatus } from './integrations.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /** The tenant's delivery journal across integrations (spec 1 Platform surface; CONTRACTS.md section 4). */
+
+const DELIVERIES = paging({
+  name: 'platform-deliveries', key: ['flag', 'id'], defaultLimit: 50,
+  filters: {
+    status: deliveryStatus,
+    integrationId: {
+      type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER,
+      description: 'Only this integration\'s deliveries (a deleted one\'s too); 404 when the tenant has no integration of that id',
+    },
+  },
+});
 
 export const deliveryRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/deliveries', operationId: 'listDeliveries', summary: 'Deliveries across the tenant\'s integrations, failures first', tags: ['Deliveries'],
     auth: ['svc_integrator', ['svc_admin', 'svc_superadmin']],
-    description: 'Unsuccessful deliveries first, then the rest, newest first within each. Deleted integrations keep their history here.',
-    query: {
-      type: 'object',
-      properties: {
-        status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
-        integrationId: {
-          type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER,
-          description: 'Only this integration\'s deliveries (a deleted one\'s too); 404 when the tenant has no integration of that id',
-        },
-        limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 50, description: 'At most this many (default 50, capped at 200)' },
-      },
-    },
+    description:
+      'Unsuccessful deliveries first, then the rest, newest first within each. Deleted integrations keep their history here. ' +
+      'Paged: with more deliveries after the page, a `Link` header (rel="next") names the next page (`before`).',
+    query: DELIVERIES.query,
     responses: {
-      200: { description: 'Delivery records', schema: { type: 'array', items: deliverySchema } },
+      200: DELIVERIES.ok('Delivery records', deliverySchema),
       400: { description: 'Invalid query `{error, field}`', schema: errorBody },
       404: { description: '`integrationId` names no integration of the tenant (another tenant\'s included: existence is not confirmed)', schema: errorBody },
       ...refusals(true),
     },
-    handler: ({ services, principal, query }) =>
-      services.integrations.platformDeliveries(callerTenant(principal), {
-        failedOnly: query.status === 'failed',
-        integrationId: query.integrationId,
-        limit: query.limit,
-      }),
+    handler: async ({ services, principal, query, ctx }) =>
+      DELIVERIES.answer(
+        ctx,
+        query,
+        await services.integrations.platformDeliveries(callerTenant(principal), DELIVERIES.asked(query), { failedOnly: query.status === 'failed', integrationId: query.integrationId }),
+      ),
   }),
   route({
     method: 'POST', path: '/api/platform/deliveries/{id}/replay', operationId: 'replayDelivery', summary: 'Replay a delivery by its id', tags: ['Deliveries'],

@@ -1,6 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { EVENT_TYPES_MAX, NAME_MAX, SECRET_MAX, URL_MAX } from '../../../src/webhooks/validation.js';
 import { AUTH_MODES, type IntegrationInput, type IntegrationPatch, PLATFORMS } from '../../../src/webhooks/model.js';
+import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 import { tenantIdParam } from '../admin/admin-schemas.js';
@@ -129,15 +130,10 @@ const notFound = (what: string) => ({ 404: { description: what, schema: errorBod
 const invalid = { 400: { description: 'Invalid body `{error, field}`', schema: errorBody } };
 const tenantRefusals = refusals(false);
 
-const listQuery = <const E extends Record<string, JsonSchema> = Record<never, JsonSchema>>(extra: E = {} as E) =>
-  ({
-    type: 'object',
-    properties: {
-      status: { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' },
-      ...extra,
-      limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: 50, description: 'At most this many (default 50, capped at 200)' },
-    },
-  }) as const;
+/** The `status` filter of the delivery lists. */
+export const deliveryStatus = { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' } as const;
+
+const DELIVERIES = paging({ name: 'deliveries', key: ['id'], defaultLimit: 50, filters: { status: deliveryStatus } });
 
 export const integrationRoutes: RouteDecl[] = [
   route({
@@ -235,12 +231,14 @@ export const integrationRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/tenants/{tid}/integrations/{id}/deliveries', operationId: 'listIntegrationDeliveries', summary: 'Delivery history of an integration', tags: ['Integrations'],
     auth: ['svc_admin'],
-    description: 'Newest first. A deleted integration keeps its history. Each record shows its latest attempt; `…/deliveries/{did}` lists every attempt.',
+    description:
+      'Newest first. A deleted integration keeps its history. Each record shows its latest attempt; `…/deliveries/{did}` lists every attempt. ' +
+      'Paged: with more deliveries after the page, a `Link` header (rel="next") names the next page (`before`).',
     params: tenantPath({ id: 'Integration id' }),
-    query: listQuery(),
-    responses: { 200: { description: 'Delivery records', schema: { type: 'array', items: deliverySchema } }, ...notFound('Never existed'), ...tenantRefusals },
-    handler: ({ services, principal, params, query }) =>
-      services.integrations.deliveries(callerTenant(principal), params.id, { failedOnly: query.status === 'failed', limit: query.limit }),
+    query: DELIVERIES.query,
+    responses: { 200: DELIVERIES.ok('Delivery records', deliverySchema), ...notFound('Never existed'), ...tenantRefusals },
+    handler: async ({ services, principal, params, query, ctx }) =>
+      DELIVERIES.answer(ctx, query, await services.integrations.deliveries(callerTenant(principal), params.id, DELIVERIES.asked(query), { failedOnly: query.status === 'failed' })),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/integrations/{id}/deliveries/{did}', operationId: 'getIntegrationDelivery', summary: 'One delivery with every attempt', tags: ['Integrations'],

@@ -1,4 +1,5 @@
 import type { Tx } from '../../db/database.js';
+import { type Page, type PageRequest, pageOfRows } from '../../db/keyset.js';
 import { NotFoundError, ValidationError } from '../../errors.js';
 import { toStorable } from '../../validation/input-limits.js';
 import { exactNumbersAsText, jsonText, parseJsonExact } from '../engine/exact-json.js';
@@ -64,24 +65,29 @@ export async function connectorIdOf(tx: Tx, ref: string): Promise<string | undef
 /**
  * Spec 1 list semantics: with `run`, that run's whole history (every reason and resolution) and it
  * wins over `connector`; with `connector`, only its unresolved entries; with neither, every active
- * (unresolved) entry. Erased entries never appear.
+ * (unresolved) entry. Erased entries never appear. Newest (largest id) first: a page after a key
+ * holds the entries of smaller ids.
  */
-export async function listDeadLetters(tx: Tx, query: { limit: number; runId?: string; connectorId?: string }): Promise<DeadLetter[]> {
+export async function listDeadLetters(tx: Tx, page: PageRequest, query: { runId?: string; connectorId?: string }): Promise<Page<DeadLetter[]>> {
+  if (query.runId && !isUuid(query.runId)) return { items: [] };
+  const values: unknown[] = [page.limit];
+  const where = ['erased_at is null'];
   if (query.runId) {
-    if (!isUuid(query.runId)) return [];
-    const { rows } = await tx.query<Row>(
-      `select ${SUMMARY} from connectors.dead_letters where erased_at is null and run_id = $1 order by id desc limit $2`,
-      [query.runId, query.limit],
-    );
-    return rows.map(toEntry);
+    values.push(query.runId);
+    where.push(`run_id = $${values.length}`);
+  } else {
+    where.push('resolution is null');
+    if (query.connectorId !== undefined) {
+      values.push(query.connectorId);
+      where.push(`connector_id = $${values.length}`);
+    }
   }
-  const { rows } = await tx.query<Row>(
-    `select ${SUMMARY} from connectors.dead_letters
-      where erased_at is null and resolution is null and ($2::uuid is null or connector_id = $2)
-      order by id desc limit $1`,
-    [query.limit, query.connectorId ?? null],
-  );
-  return rows.map(toEntry);
+  if (page.after) {
+    values.push(page.after[0]);
+    where.push(`id < $${values.length}::bigint`);
+  }
+  const { rows } = await tx.query<Row>(`select ${SUMMARY} from connectors.dead_letters where ${where.join(' and ')} order by id desc limit $1 + 1`, values);
+  return pageOfRows(rows, page.limit, (row) => [String(row.id)], toEntry);
 }
 
 export async function getDeadLetter(tx: Tx, id: string): Promise<DeadLetter> {

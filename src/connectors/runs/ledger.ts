@@ -1,6 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { JsonText } from '../../db/json-text.js';
 import { isoTimestampSql } from '../../db/timestamps.js';
+import { jsonPageSql, keyInstantSql, type Page, type PageRequest } from '../../db/keyset.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { isUuid } from '../../validation/uuid.js';
 
@@ -118,22 +119,48 @@ export async function listRuns(tx: Tx, limit: number, connectorId?: string): Pro
   return rows;
 }
 
+/** A run list's filter: a connector by its name (runs of a deleted connector keep it) or its id. */
+export interface RunFilter {
+  connector?: string;
+}
+
 /**
- * The tenant's newest runs as the answer's JSON text (src/db/json-text.ts), in the order of
- * `listRuns`: by the start instant itself, not by `startedAt`, whose text stops at milliseconds (two
- * runs started within one millisecond sorted by their ids there, so the newest `limit` runs were
- * chosen by one order and shown in another: `limit=1` answered the newer run, `limit=2` the older
- * one first). Each record is made from its row beside the row's own start and id.
+ * A page of the tenant's runs, newest first, as the answer's JSON text (src/db/json-text.ts) with the
+ * last run's sort key when more follow (src/db/keyset.ts). The order is the start instant itself
+ * (to the microsecond), then the id: not `startedAt`, whose text stops at milliseconds (two runs
+ * started within one millisecond sorted by their ids there, so the newest `limit` runs were chosen
+ * by one order and shown in another: `limit=1` answered the newer run, `limit=2` the older one
+ * first). A page after a key holds the runs after it in that order, so paging meets every run once.
+ * With `connector`, only the runs recorded under that name or connector id (none for a name no run
+ * has). Each record is made from its row beside the row's own start and id.
  */
-export async function listRunsJson(tx: Tx, limit: number): Promise<JsonText> {
-  const { rows } = await tx.query<{ body: string }>(
-    `select coalesce('[' || string_agg(row_to_json(r)::text, ',' order by n.started_at desc, n.id) || ']', '[]') as body
-       from (select * from connectors.runs order by started_at desc, id limit $1) n
-       cross join lateral (select ${COLUMNS} from (select n.*) as run) r`,
-    [limit],
+export async function listRunsJson(tx: Tx, page: PageRequest, filter: RunFilter = {}): Promise<Page<JsonText>> {
+  const where: string[] = [];
+  const values: unknown[] = [page.limit];
+  if (filter.connector) {
+    values.push(filter.connector, isUuid(filter.connector) ? filter.connector : null);
+    where.push(`(connector_name = $${values.length - 1} or connector_id = $${values.length}::uuid)`);
+  }
+  if (page.after) {
+    values.push(page.after[0], page.after[1]);
+    const [at, id] = [`$${values.length - 1}::timestamptz`, `$${values.length}::uuid`];
+    // The first term bounds the index scan (runs_tenant_started); the second drops the ties already shown.
+    where.push(`started_at <= ${at} and (started_at < ${at} or id > ${id})`);
+  }
+  // A named statement per shape (filtered or not, first page or not), each with a plan of its own.
+  const { rows } = await tx.query<{ body: string; next: string[] | null }>(
+    jsonPageSql({
+      rows: `select * from connectors.runs ${where.length ? `where ${where.join(' and ')}` : ''} order by started_at desc, id limit $1::integer + 1`,
+      order: 'started_at desc, id',
+      limit: '$1::integer',
+      record: COLUMNS,
+      alias: 'run',
+      key: `array[${keyInstantSql('started_at')}, id::text]`,
+    }),
+    values,
     { prepare: true },
   );
-  return new JsonText(rows[0]!.body);
+  return { items: new JsonText(rows[0]!.body), ...(rows[0]!.next ? { next: rows[0]!.next } : {}) };
 }
 
 /**

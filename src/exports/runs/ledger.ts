@@ -1,4 +1,5 @@
 import type { Tx } from '../../db/database.js';
+import { keyInstantSql, type Page, type PageRequest, pageOfRows } from '../../db/keyset.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { FailureCode } from '../types.js';
 import { SlotWithdrawn, slotWithdrawn } from '../../connectors/schedule.js';
@@ -183,15 +184,27 @@ export async function runById(tx: Tx, id: string): Promise<ExportRun | undefined
   return rows[0] && runRecord(rows[0]);
 }
 
-/** Runs of an export, newest first. */
-export async function listRuns(tx: Tx, exportName: string, limit: number): Promise<ExportRun[]> {
-  const { rows } = await tx.query<RunRow>(`select ${COLUMNS} from exports.runs where export_name = $1 order by started_at desc, id desc limit $2`, [exportName, limit]);
-  return rows.map(runRecord);
+/**
+ * A page of the runs of an export, newest first: by the start instant to the microsecond, then the
+ * id, both descending (a page after a key: the runs before it in that order).
+ */
+export async function listRuns(tx: Tx, exportName: string, page: PageRequest): Promise<Page<ExportRun[]>> {
+  const values: unknown[] = [exportName, page.limit];
+  let after = '';
+  if (page.after) {
+    values.push(page.after[0], page.after[1]);
+    after = 'and started_at <= $3::timestamptz and (started_at, id) < ($3::timestamptz, $4::uuid)';
+  }
+  const { rows } = await tx.query<RunRow & { page_key: string }>(
+    `select ${COLUMNS}, ${keyInstantSql('started_at')} as page_key from exports.runs where export_name = $1 ${after} order by started_at desc, id desc limit $2 + 1`,
+    values,
+  );
+  return pageOfRows(rows, page.limit, (row) => [row.page_key, row.id], runRecord);
 }
 
 /** The latest run of an export (the operator's `lastRun`). */
 export async function latestRun(tx: Tx, exportName: string): Promise<ExportRun | undefined> {
-  return (await listRuns(tx, exportName, 1))[0];
+  return (await listRuns(tx, exportName, { limit: 1 })).items[0];
 }
 
 /** Whether another run of the same slot (the slot's first run or a retry of it) delivered. */

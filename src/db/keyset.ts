@@ -1,0 +1,51 @@
+/**
+ * Keyset paging of the API's growing lists (runs, dead letters, deliveries, export runs, the inbox):
+ * a page is the first `limit` items of a list in its order that come after an item's sort key, read
+ * in the caller's tenant transaction as every list is (row-level security), so a key says where to
+ * start and never which rows may be read. A list reads one row past its limit: that row's presence
+ * is what says more items follow, and the last item kept gives the key the next page starts after.
+ */
+
+/** A sort key: its values as text, in the order of the list's sort (each cast back in the statement). */
+export type PageKey = readonly string[];
+
+/** What a list is asked for: at most `limit` items, after the item whose sort key is `after`. */
+export interface PageRequest {
+  limit: number;
+  after?: PageKey;
+}
+
+/** A page of a list: its items (an array, or the array's JSON text) and, when more items follow, the last one's sort key. */
+export interface Page<T> {
+  items: T;
+  next?: PageKey;
+}
+
+/** A sort instant to the microsecond, as text a key holds (`2026-12-05T05:23:58.123456Z`): timestamptz's whole precision. */
+export function keyInstantSql(expression: string): string {
+  return `to_char((${expression}) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+}
+
+/** The page of rows read one past `limit` (in the list's order): the first `limit`, and the last one's key when more follow. */
+export function pageOfRows<R, T>(rows: readonly R[], limit: number, key: (row: R) => PageKey, item: (row: R) => T): Page<T[]> {
+  const kept = rows.slice(0, limit);
+  return { items: kept.map(item), ...(rows.length > limit && kept.length ? { next: key(kept[kept.length - 1]!) } : {}) };
+}
+
+/**
+ * A statement answering one row with `body` (the JSON text of the page's items) and `next` (the
+ * last item's sort key as a text array when more follow, else null), from `rows`: a select of the
+ * list's rows in its order, already limited to at least one past `limit` (a parameter's placeholder,
+ * or an integer). `order` orders those rows by their own columns (unqualified), `record` makes one
+ * answer record (a select list over the row, aliased `alias`), `key` the sort key (an array
+ * expression over the row's unqualified columns). The records are serialised by the database as
+ * `jsonArraySql`'s are (src/db/json-text.ts).
+ */
+export function jsonPageSql(page: { rows: string; order: string; limit: string; record: string; alias: string; key: string }): string {
+  const { rows, order, limit, record, alias, key } = page;
+  return `with n as (select p.*, row_number() over (order by ${order}) as page_ord from (${rows}) p)
+    select coalesce((select '[' || string_agg(row_to_json(r)::text, ',' order by n.page_ord) || ']'
+                       from n cross join lateral (select ${record} from (select n.*) as ${alias}) r
+                      where n.page_ord <= ${limit}), '[]') as body,
+           (select ${key} from n where n.page_ord = ${limit} and exists (select 1 from n m where m.page_ord > ${limit})) as next`;
+}
