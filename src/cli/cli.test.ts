@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../demo-source/server.js';
 import { cancelled } from './commands.js';
@@ -478,6 +479,21 @@ describe('apply and connectors', () => {
 
     const runs = JSON.parse((await svc(['runs', 'ls', '--connector', 'local-open', '--json'])).out) as Array<{ id: string; connector: string }>;
     expect(runs.map((r) => r.connector)).toEqual(['local-open']);
+    // The hub filters: a newer run of another connector does not hide it from the newest --limit
+    // (filtered on the client, `--limit 1` read that newer run alone and listed nothing).
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      await owner.query(`insert into connectors.runs (tenant_id, connector_id, connector_name, status, triggered_by, started_at) values (1, gen_random_uuid(), 'newer', 'Completed', 'manual', now() + interval '1 day')`);
+    } finally {
+      await owner.end();
+    }
+    const filtered = JSON.parse((await svc(['runs', 'ls', '--connector', 'local-open', '--limit', '1', '--json'])).out) as Array<{ id: string }>;
+    expect(filtered.map((r) => r.id)).toEqual([runs[0]!.id]);
+    // --all: page after page of --limit, by the hub's Link headers: the whole list.
+    const whole = JSON.parse((await svc(['runs', 'ls', '--json'])).out) as Array<{ id: string }>;
+    expect(whole.length).toBeGreaterThan(1);
+    expect(JSON.parse((await svc(['runs', 'ls', '--limit', '1', '--all', '--json'])).out)).toEqual(whole);
     expect(JSON.parse((await svc(['runs', 'get', runs[0]!.id, '--json'])).out)).toMatchObject({ status: 'Completed', recordsOut: 120 });
     const cancel = await svc(['runs', 'cancel', runs[0]!.id]);
     expect(cancel.code).toBe(1);

@@ -111,7 +111,7 @@ async function chat(c: Ctx): Promise<number> {
   return 0;
 }
 
-/** The most entries a listing answers (the hub refuses or caps more). */
+/** The most entries a listing answers: a page of the hub's lists (it reads a larger limit as this). */
 const MAX_LIMIT = 200;
 const LIMIT: Flag = { type: 'string', arg: 'N', help: `at most N entries (1 to ${MAX_LIMIT})` };
 
@@ -129,9 +129,16 @@ function show(c: Ctx, body: unknown, human: () => string): void {
   c.out(c.json ? json(body) : human());
 }
 
-async function listing(c: Ctx, route: string, columns: Column[], empty: string, query?: Query, keep?: (row: Row) => boolean): Promise<Row[]> {
-  let { body } = await c.hub().call<Row[]>('GET', route, { query });
-  if (keep) body = body.filter(keep);
+/** --all on a paged list: every page, one after another (the `before` of each answer's Link header). */
+const ALL: Flag = { type: 'boolean', help: 'every entry, page after page (of --limit entries each, default the hub\'s), not the first page alone' };
+
+async function listing(c: Ctx, route: string, columns: Column[], empty: string, query?: Query): Promise<Row[]> {
+  let { body, next } = await c.hub().call<Row[]>('GET', route, { query });
+  while (next !== undefined && bool(c, 'all')) {
+    const page = await c.hub().call<Row[]>('GET', route, { query: { ...query, before: next } });
+    body = [...body, ...page.body];
+    next = page.next;
+  }
   show(c, body, () => (body.length ? table(body, columns) : `${empty}\n`));
   return body;
 }
@@ -628,13 +635,11 @@ export const COMMANDS: Command[] = [
 
   {
     name: 'runs ls',
-    flags: { connector: { type: 'string', arg: 'NAME', help: 'only this connector\'s runs, among the newest --limit (default 200 then)' }, limit: LIMIT },
+    flags: { connector: { type: 'string', arg: 'NAME', help: 'only this connector\'s runs (a name or an id)' }, limit: LIMIT, all: ALL },
     summary: 'Connector runs, newest first',
     run: async (c) => {
       const connector = str(c, 'connector');
-      const limit = limitFlag(c) ?? (connector ? MAX_LIMIT : undefined);
-      const keep = connector ? (r: Row) => r.connector === connector || r.connectorId === connector : undefined;
-      await warnUnknownConnector(c, await listing(c, '/api/platform/runs', RUN_COLUMNS, 'No runs.', { limit }, keep), connector);
+      await warnUnknownConnector(c, await listing(c, '/api/platform/runs', RUN_COLUMNS, 'No runs.', { connector, limit: limitFlag(c) }), connector);
       return 0;
     },
   },
@@ -652,6 +657,7 @@ export const COMMANDS: Command[] = [
       connector: { type: 'string', arg: 'NAME', help: 'a connector\'s unresolved entries (name or id)' },
       run: { type: 'string', arg: 'ID', help: 'a run\'s entries, resolved ones included' },
       limit: LIMIT,
+      all: ALL,
     },
     summary: 'Dead-letter entries (without payloads)',
     run: async (c) => {
@@ -700,6 +706,7 @@ export const COMMANDS: Command[] = [
       failed: { type: 'boolean', help: 'only deliveries not (yet) successful' },
       integration: { type: 'string', arg: 'ID', help: 'only this integration\'s deliveries' },
       limit: LIMIT,
+      all: ALL,
     },
     summary: 'Webhook deliveries of the tenant, failures first',
     run: async (c) => {
@@ -850,7 +857,7 @@ export const COMMANDS: Command[] = [
 
   {
     name: 'inbox ls',
-    flags: { unacked: { type: 'boolean', help: 'only decisions not acknowledged yet' }, limit: LIMIT },
+    flags: { unacked: { type: 'boolean', help: 'only decisions not acknowledged yet' }, limit: LIMIT, all: ALL },
     summary: 'The decision inbox of the tenant, newest first',
     run: async (c) => {
       const query = { acked: bool(c, 'unacked') ? 'false' : undefined, limit: limitFlag(c) };

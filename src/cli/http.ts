@@ -17,6 +17,18 @@ interface CallOptions {
 export interface Reply<T> {
   status: number;
   body: T;
+  /** A paged list's next page: the `before` cursor its `Link: <…>; rel="next"` header names, when more items follow. */
+  next?: string;
+}
+
+/** The `before` cursor of a `Link` header's `rel="next"` target, undefined without one. */
+export function nextCursor(link: string | string[] | undefined): string | undefined {
+  for (const value of ([] as string[]).concat(link ?? [])) {
+    const target = /<([^>]*)>\s*;\s*rel="?next"?/.exec(value)?.[1];
+    const before = target === undefined ? null : new URL(target, 'http://hub.invalid').searchParams.get('before');
+    if (before) return before;
+  }
+  return undefined;
 }
 
 /** A path with every interpolated value percent-encoded: path`/api/connectors/${name}`. */
@@ -50,7 +62,8 @@ export class Hub {
     const res = await this.send(method, route, { query: options.query, headers, body });
     if (res.statusCode >= 400) throw await this.refusal(res);
     const text = await res.body.text();
-    return { status: res.statusCode, body: parse(text, String(res.headers['content-type'] ?? '')) as T };
+    const next = nextCursor(res.headers.link);
+    return { status: res.statusCode, body: parse(text, String(res.headers['content-type'] ?? '')) as T, ...(next ? { next } : {}) };
   }
 
   /**
