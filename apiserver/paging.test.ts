@@ -188,7 +188,7 @@ describe('paging the growing lists', () => {
     expect(await ids('/api/platform/runs?limit=4')).toEqual([uuid(1), uuid(2), uuid(3), uuid(5)]);
   });
 
-  it('a limit above 200 reads as 200 on every list, never refused; the next page then holds the rest', async () => {
+  it('a limit above 200 reads as 200 on runs, dead letters and deliveries, and is refused on export runs and the inbox (1 to 200); the next page then holds the rest', async () => {
     const first = await get('/api/platform/runs?limit=500', { 'X-Tenant-ID': '3' });
     expect(first.status).toBe(200);
     expect(first.body).toHaveLength(200);
@@ -198,13 +198,17 @@ describe('paging the growing lists', () => {
     expect(pages.map((p) => p.length)).toEqual([5]);
     const all = [...(first.body as Array<{ id: string }>), ...(pages[0] as Array<{ id: string }>)].map((r) => r.id);
     expect(new Set(all).size).toBe(205);
+    const ranged = (template: string) => template.startsWith('/api/inbox') || template.startsWith('/api/exports/');
     for (const template of LISTS.map(([, path]) => path)) {
       const answer = await get(withQuery(resolved(template), 'limit=201'));
-      expect({ template, status: answer.status, link: answer.link }).toEqual({ template, status: 200, link: null });
+      const expected = ranged(template) ? { status: 400, link: null } : { status: 200, link: null };
+      expect({ template, status: answer.status, link: answer.link }).toEqual({ template, ...expected });
     }
-    for (const limit of ['0', '9007199254740992']) {
-      const answer = await get(`/api/inbox?limit=${limit}`);
-      expect({ limit, status: answer.status, field: (answer.body as { field?: string }).field }).toEqual({ limit, status: 400, field: 'limit' });
+    for (const path of ['/api/inbox', '/api/exports/gone/runs', '/api/platform/runs']) {
+      for (const limit of ['0', '9007199254740992']) {
+        const answer = await get(`${path}?limit=${limit}`);
+        expect({ path, limit, status: answer.status, field: (answer.body as { field?: string }).field }).toEqual({ path, limit, status: 400, field: 'limit' });
+      }
     }
   });
 

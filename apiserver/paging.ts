@@ -6,8 +6,10 @@ import type { JsonSchema, ResponseDecl } from './route.js';
 
 /**
  * `limit` and `before`, declared once for every list that grows (runs, dead letters, deliveries,
- * export runs, the inbox): one rule for `limit` (an integer from 1; a value above the list's most,
- * 200, is read as that most, never refused, up to 2^53 − 1 as every integer parameter), and keyset
+ * export runs, the inbox): `limit` is an integer from 1, and a value above the list's most, 200, is
+ * either read as that most (up to 2^53 − 1 as every integer parameter: runs, dead letters,
+ * deliveries, whose `limit` is documented as capped) or refused (`over: 'refuse'`: export runs and
+ * the inbox, documented as 1 to 200, anything else a 400 naming `limit`), and keyset
  * paging: `before` takes the cursor the `Link` header of a page names, and the page after it holds
  * the items that follow that page's last one in the list's order (docs/architecture.md, "Lists:
  * `limit` and paging").
@@ -79,6 +81,8 @@ export function paging<const F extends Record<string, JsonSchema> = Record<never
   key: readonly KeyPart[];
   defaultLimit: number;
   filters?: F;
+  /** A `limit` above MAX_PAGE: read as MAX_PAGE (`cap`, the default) or a 400 naming `limit` (`refuse`). */
+  over?: 'cap' | 'refuse';
 }): Paging<F> {
   const encode = (key: PageKey) => Buffer.from(JSON.stringify([list.name, ...key])).toString('base64url');
   const refused = () =>
@@ -102,10 +106,12 @@ export function paging<const F extends Record<string, JsonSchema> = Record<never
   };
   const filters = (list.filters ?? {}) as F;
   const properties: PageProperties = {
-    limit: {
-      type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: list.defaultLimit,
-      description: `At most this many items (default ${list.defaultLimit}); a value above ${MAX_PAGE} reads as ${MAX_PAGE}`,
-    },
+    limit: list.over === 'refuse'
+      ? { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: list.defaultLimit, description: `At most this many items: 1 to ${MAX_PAGE} (default ${list.defaultLimit})` }
+      : {
+          type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, default: list.defaultLimit,
+          description: `At most this many items (default ${list.defaultLimit}); a value above ${MAX_PAGE} reads as ${MAX_PAGE}`,
+        },
     before: {
       type: 'string', maxLength: 1000,
       description: 'The next page: the cursor the `Link` header (rel="next") of the previous page names; anything else is a 400 naming `before`',

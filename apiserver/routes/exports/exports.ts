@@ -84,7 +84,7 @@ const runId: JsonSchema = { type: 'object', required: ['runId'], properties: { r
 const scopeRefusal = { description: 'Empty body when a role is missing; `{"error": "scope not granted"}` when the caller does not hold the export\'s scope', schema: errorBody };
 const refused = { ...refusals(false), 403: scopeRefusal };
 const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
-const EXPORT_RUNS = paging({ name: 'export-runs', key: ['instant', 'uuid'], defaultLimit: 50 });
+const EXPORT_RUNS = paging({ name: 'export-runs', key: ['instant', 'uuid'], defaultLimit: 50, over: 'refuse' });
 
 export const exportRoutes: RouteDecl[] = [
   route({

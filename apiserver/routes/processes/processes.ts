@@ -55,7 +55,7 @@ const inboxItem: JsonSchema = {
 const nameParam = { type: 'object', required: ['name'], properties: { name: { type: 'string', maxLength: SLUG_MAX_LENGTH, description: 'metadata.name of the process (case-insensitive)' } } } as const;
 const notFound = { 404: { description: 'Unknown process', schema: errorBody } };
 const INBOX = paging({
-  name: 'inbox', key: ['id'], defaultLimit: 50,
+  name: 'inbox', key: ['id'], defaultLimit: 50, over: 'refuse',
   filters: { acked: { type: 'string', enum: ['true', 'false'], description: '`true`: only acknowledged items; `false`: only items not acknowledged yet' } },
 });
 const READ_GATE = [['svc_admin', 'svc_integrator']] as const;
