@@ -43,7 +43,7 @@ import { OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
 import { LiveStream } from '../src/events/stream.js';
 import { HookRunner } from '../src/platform/hooks/runner.js';
-import { loadMasterKey } from '../src/platform/secrets/master-key.js';
+import { loadMasterKeys } from '../src/platform/secrets/master-key.js';
 import { SecretStore } from '../src/platform/secrets/store.js';
 import { createConnectorServices } from '../src/connectors/services.js';
 import { createExportServices } from '../src/exports/services.js';
@@ -91,8 +91,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
     logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
   }
-  // Before the database: a malformed svc.secret.master-key stops the start naming the property.
-  const masterKey = loadMasterKey(config);
+  // Before the database: a malformed svc.secret.master-key (or previous key) stops the start naming the property.
+  const masterKey = loadMasterKeys(config);
   // Likewise an unusable svc.mail.from or svc.mail.tls-ca.
   const mailer = createMailer(config);
   // And an unusable svc.egress.allow. One outbound address policy for every request made for a tenant.
@@ -124,10 +124,13 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion(), egress });
   const secrets = new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') });
   // Advisory: a database whose migrations are pending (svc.migrate.on-start off) has no table to try yet.
-  if ((await secrets.keyOpensStored().catch(() => undefined)) === false) {
+  const sealedUnder = await secrets.newestSealedUnder().catch(() => undefined);
+  if (sealedUnder === 'none') {
     logger().error(
-      'svc.secret.master-key does not open the stored secrets (the newest was sealed with another key): connector runs, pre-flights and exports that use them fail naming the secret. Start with the key they were stored with, or store them again',
+      'svc.secret.master-key does not open the stored secrets, nor does any of svc.secret.previous-master-keys (the newest was sealed with another key): connector runs, pre-flights and exports that use them fail naming the secret. Start with the key they were stored with (as the master key, or among the previous keys), or store them again',
     );
+  } else if (sealedUnder === 'previous') {
+    logger().info('the newest stored secret is sealed under one of svc.secret.previous-master-keys: run `svc-hub secrets rekey` to re-seal the stored values under svc.secret.master-key, then remove the previous key');
   }
   const subscribers = new Subscribers();
   const connectors = createConnectorServices({

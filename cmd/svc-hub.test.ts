@@ -67,10 +67,11 @@ describe('svc-hub executable', () => {
     expect(run.output()).toContain('usage: svc-hub <role>');
     expect(run.output()).toMatch(/all\s+the API/);
     // Every role, and every command line `svc-hub run` takes (its own usage), is listed.
-    for (const role of ['all', 'serve', 'dispatch', 'migrate', 'operator', 'run']) expect(run.output()).toMatch(new RegExp(`^  ${role} +\\S`, 'm'));
+    for (const role of ['all', 'serve', 'dispatch', 'migrate', 'operator', 'run', 'secrets']) expect(run.output()).toMatch(new RegExp(`^  ${role} +\\S`, 'm'));
     const runForms = [...RUN_USAGE.matchAll(/^(?:usage:)? +(svc-hub run \S+ .*)$/gm)].map((m) => m[1]!);
     expect(runForms).toEqual([expect.stringContaining('run connector NAME'), expect.stringContaining('run export NAME')]);
     for (const form of runForms) expect(run.output()).toContain(`       ${form}\n`);
+    expect(run.output()).toContain('       svc-hub secrets rekey [--batch N]\n');
     expect(run.output()).toContain('svc-hub --help | --version');
   });
 
@@ -123,6 +124,22 @@ describe('svc-hub executable', () => {
     expect(allow.output()).not.toContain('    at ');
     expect(allow.output()).not.toContain('FATAL');
   }, 90_000); // three cold starts of the executable: 30 s was exceeded once on a loaded machine
+
+  it('secrets rekey: a malformed previous key stops it naming the property, never the text; a good one re-seals and exits 0', async () => {
+    const usage = start(['secrets'], {});
+    expect(await usage.exited).toBe(2);
+    expect(usage.output()).toContain('svc-hub secrets: a command is required (rekey)');
+    expect(usage.output()).toContain('usage: svc-hub secrets rekey [--batch N]');
+    const url = await createTestDatabase();
+    const key = Buffer.alloc(32, 0x5a).toString('base64');
+    const bad = start(['secrets', 'rekey'], { DATABASE_URL: url, SVC_SECRET_MASTER_KEY: key, SVC_SECRET_PREVIOUS_MASTER_KEYS: 'not-a-key-at-all' });
+    expect(await bad.exited).toBe(1);
+    expect(bad.output()).toContain('svc-hub: configuration error: svc.secret.previous-master-keys (SVC_SECRET_PREVIOUS_MASTER_KEYS): not a valid key; expected 32 bytes');
+    expect(bad.output()).not.toContain('not-a-key-at-all');
+    const good = start(['secrets', 'rekey', '--batch', '10'], { DATABASE_URL: url, SVC_SECRET_MASTER_KEY: key, SVC_SECRET_PREVIOUS_MASTER_KEYS: Buffer.alloc(32, 1).toString('hex') });
+    expect(await good.exited).toBe(0);
+    expect(good.output()).toContain('re-sealed 0 values, 0 already under the current key, 0 could not be opened with any configured key\n');
+  }, 90_000);
 
   it('migrate applies the migrations to an external database and exits 0', async () => {
     const url = await createTestDatabase();

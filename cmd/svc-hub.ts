@@ -1,15 +1,18 @@
 import { Config, ConfigError } from '../src/config/config.js';
 import { DataDirInUse } from '../src/db/embedded.js';
-import { createLogger, logger, registerSecret, setLogger } from '../src/observability/logger.js';
+import { createLogger, logger, setLogger } from '../src/observability/logger.js';
+import { registerKeyTexts } from '../src/platform/secrets/master-key.js';
 import { packageVersion } from '../src/package-root.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
 import { announce, startHub, type Hub } from './compose.js';
 import { startOperator } from './operator.js';
 import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
+import { parseSecretsArgs, SECRETS_USAGE, secretsCommand } from './secrets.js';
 
 const USAGE = `usage: svc-hub <role>
        svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
        svc-hub run export NAME --tenant CODE [--scheduled]
+       svc-hub secrets rekey [--batch N]
        svc-hub --help | --version
 
 roles:
@@ -23,11 +26,14 @@ roles:
   run        one run of a connector (its enabled endpoints, or the one named) or of an export in
              this process, then exit, non-zero when a run failed; --scheduled takes the latest due
              slot of the stored schedule (what a CronJob runs)
+  secrets    rekey: re-seal every stored sealed value under svc.secret.master-key (after a rotation,
+             while it still reads svc.secret.previous-master-keys), then exit; non-zero when a value
+             opened under no configured key
 
 Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
 `;
 
-const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run'] as const;
+const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run', 'secrets'] as const;
 type RoleName = (typeof ROLES)[number];
 
 export async function main(argv: string[]): Promise<number> {
@@ -46,13 +52,19 @@ export async function main(argv: string[]): Promise<number> {
   }
   // `svc-hub serve --help`, `svc-hub run --help`: the usage, not an argument error.
   if (rest.some((arg) => arg === '--help' || arg === '-h')) {
-    process.stdout.write(role === 'run' ? RUN_USAGE : USAGE);
+    process.stdout.write(role === 'run' ? RUN_USAGE : role === 'secrets' ? SECRETS_USAGE : USAGE);
     return 0;
   }
   if (role === 'run') {
     const problem = parseRunArgs(rest);
     if (typeof problem === 'string') {
       process.stderr.write(`svc-hub run: ${problem}\n\n${RUN_USAGE}`);
+      return 2;
+    }
+  } else if (role === 'secrets') {
+    const problem = parseSecretsArgs(rest);
+    if (typeof problem === 'string') {
+      process.stderr.write(`svc-hub secrets: ${problem}\n\n${SECRETS_USAGE}`);
       return 2;
     }
   } else if (rest.length) {
@@ -71,7 +83,7 @@ export async function main(argv: string[]): Promise<number> {
     throw err;
   }
   setLogger(createLogger({ level: config.string('svc.log.level'), json: config.string('svc.profile') === 'prod' }));
-  registerSecret(config.optional('svc.secret.master-key'));
+  registerKeyTexts(config);
   for (const warning of config.warnings) logger().warn(warning);
 
   // Set before anything is started: a signal that comes while the process is still starting (the
@@ -79,10 +91,11 @@ export async function main(argv: string[]): Promise<number> {
   // killing node and leaving the embedded server running and the data directory marked as taken.
   let serving = false;
   const stop = stopSignal(() =>
-    role === 'run' ? 'stopping' : role === 'migrate' ? 'stopping once the migrations are applied' : serving ? 'stopping (in-flight requests finish first)' : 'stopping once the start has finished',
+    role === 'run' ? 'stopping' : role === 'secrets' ? 'stopping after the batch in progress' : role === 'migrate' ? 'stopping once the migrations are applied' : serving ? 'stopping (in-flight requests finish first)' : 'stopping once the start has finished',
   );
   try {
     if (role === 'run') return await runCommand(config, rest, undefined, stop);
+    if (role === 'secrets') return await secretsCommand(config, rest, undefined, stop);
     return await run(role as RoleName, config, stop, () => (serving = true));
   } catch (err) {
     // A property that passed loading but is unusable (checked as the hub starts: svc.egress.allow,

@@ -210,7 +210,10 @@ describe('the rendered chart', () => {
   });
 
   it('reads the database URL and the master key from existing Secrets, never from values', () => {
-    const objects = render({ database: { existingSecret: 'pg-owner', urlKey: 'uri', appUrlKey: 'app-uri' }, masterKey: { existingSecret: 'hub-keys', key: 'mk' } });
+    // No previous master keys unless their key is named.
+    const plain = render({});
+    for (const w of [...ofKind(plain, 'Deployment'), ...ofKind(plain, 'Job')] as Workload[]) expect(env(container(w), 'SVC_SECRET_PREVIOUS_MASTER_KEYS')).toBeUndefined();
+    const objects = render({ database: { existingSecret: 'pg-owner', urlKey: 'uri', appUrlKey: 'app-uri' }, masterKey: { existingSecret: 'hub-keys', key: 'mk', previousKeysKey: 'previous-mks' } });
     expect(ofKind(objects, 'Secret')).toEqual([]);
     for (const w of [...ofKind(objects, 'Deployment'), ...ofKind(objects, 'Job')] as Workload[]) {
       const c = container(w);
@@ -218,6 +221,7 @@ describe('the rendered chart', () => {
       expect(env(c, 'SVC_DATASOURCE_APP_URL')).toEqual({ name: 'SVC_DATASOURCE_APP_URL', valueFrom: { secretKeyRef: { name: 'pg-owner', key: 'app-uri' } } });
       expect(env(c, 'SVC_DATASOURCE_WORKER_URL')).toBeUndefined();
       expect(env(c, 'SVC_SECRET_MASTER_KEY')).toEqual({ name: 'SVC_SECRET_MASTER_KEY', valueFrom: { secretKeyRef: { name: 'hub-keys', key: 'mk' } } });
+      expect(env(c, 'SVC_SECRET_PREVIOUS_MASTER_KEYS')).toEqual({ name: 'SVC_SECRET_PREVIOUS_MASTER_KEYS', valueFrom: { secretKeyRef: { name: 'hub-keys', key: 'previous-mks' } } });
       // Nothing credential-shaped carries a literal value.
       for (const e of c.env) if (/URL$|KEY|PASSWORD|TOKEN|SECRET/.test(e.name)) expect(e.value).toBeUndefined();
     }
@@ -565,6 +569,8 @@ describe('values.schema.json and required values', () => {
     ['an empty database Secret name', { database: { existingSecret: '', urlKey: 'url' } }, /existingSecret/],
     ['a pull policy Kubernetes does not know', { image: { repository: 'svc-hub', pullPolicy: 'Sometimes' } }, /pullPolicy/],
     ['a credential among the config properties', { config: { 'svc.secret.master-key': 'c2VjcmV0' } }, /svc\.secret\.master-key/],
+    ['the previous master keys among the config properties', { config: { 'svc.secret.previous-master-keys': 'c2VjcmV0' } }, /svc\.secret\.previous-master-keys/],
+    ['a previous master keys key Kubernetes would refuse', { masterKey: { existingSecret: 'svc-hub-master-key', key: 'master-key', previousKeysKey: 'a/b' } }, /previousKeysKey/],
     ['a writable root filesystem', { containerSecurityContext: { readOnlyRootFilesystem: false, allowPrivilegeEscalation: false } }, /readOnlyRootFilesystem/],
     // The container's setting overrides the pod's: runAsNonRoot false there let a root image run as root.
     ['runAsNonRoot false in the container security context', { containerSecurityContext: { runAsNonRoot: false } }, /containerSecurityContext\/runAsNonRoot/],
@@ -830,7 +836,7 @@ describe('values.schema.json and required values', () => {
       const value = (s: string) => `${s}${inject}`;
       const objects = skip({
         database: { existingSecret: value('svc-hub-database'), urlKey: value('url'), appUrlKey: value('app'), workerUrlKey: value('worker') },
-        masterKey: { existingSecret: value('svc-hub-master-key'), key: value('master-key') },
+        masterKey: { existingSecret: value('svc-hub-master-key'), key: value('master-key'), previousKeysKey: value('previous') },
         tmp: { sizeLimit: value('256Mi') },
         operator: { replicas: 1, watchNamespaces: [value('team-a')] },
         metrics: { serviceMonitor: { enabled: true, interval: value('1m'), scrapeTimeout: value('10s') } },
@@ -846,6 +852,7 @@ describe('values.schema.json and required values', () => {
         expect(env(c, 'SVC_DATASOURCE_APP_URL')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-database'), key: value('app') });
         expect(env(c, 'SVC_DATASOURCE_WORKER_URL')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-database'), key: value('worker') });
         expect(env(c, 'SVC_SECRET_MASTER_KEY')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-master-key'), key: value('master-key') });
+        expect(env(c, 'SVC_SECRET_PREVIOUS_MASTER_KEYS')?.valueFrom?.secretKeyRef).toEqual({ name: value('svc-hub-master-key'), key: value('previous') });
       }
       for (const w of [...ofKind(objects, 'Deployment'), ...ofKind(objects, 'Job')] as Workload[]) {
         expect(w.spec.template.spec.volumes.find((v) => v.name === 'tmp')?.emptyDir).toEqual({ sizeLimit: value('256Mi') });
@@ -1126,6 +1133,7 @@ function chartEnvNames(): Set<string> {
   const objects = render({
     oidc: { issuer: ISSUER, audience: 'svc-hub', jwksUri: `${ISSUER}/keys`, tenantClaim: 'tid' },
     database: { existingSecret: 'pg', urlKey: 'url', appUrlKey: 'app', workerUrlKey: 'worker' },
+    masterKey: { existingSecret: 'svc-hub-master-key', key: 'master-key', previousKeysKey: 'previous' },
     operator: { replicas: 1, watchNamespaces: ['team-a'], instance: 'blue' },
   });
   const configMap = named(objects, 'ConfigMap', 'hub-svc-hub-run-job') as Obj & { data: Record<string, string> };

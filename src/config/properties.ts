@@ -105,6 +105,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Development only: no token; tenant, user and impersonation come from the headers `X-Tenant-ID`, `X-User-ID`, `X-Impersonate-Tenant`, and every role is active. Refused in the `prod` profile.' }),
   p({ group: 'Security', name: 'svc.secret.master-key', kind: 'secret',
     description: 'Key that encrypts stored secrets (32 bytes as base64 or 64 hex characters). Required in the `prod` profile; in `dev` one is generated once into the data directory.' }),
+  p({ group: 'Security', name: 'svc.secret.previous-master-keys', kind: 'secret',
+    description: 'Earlier master keys during a rotation, comma-separated, each written as `svc.secret.master-key` is: a stored value that the master key does not open is tried with each of them in order. `svc-hub secrets rekey` re-seals such values under the master key, after which they can be removed (docs/secrets-and-hooks.md, Rotating the master key).' }),
   p({ group: 'Security', name: 'svc.secret.cache-ttl', kind: 'duration', default: '30s',
     description: 'How long a resolved secret value stays in memory; a rotation or delete clears it at once in the process that made it, other processes follow within this time.' }),
 

@@ -4,6 +4,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { SubscriberCheck } from '../events/subscribers.js';
 import { CLOSED_REASON, type Integration, type IntegrationInput, type IntegrationPatch } from './model.js';
 import { openIntegrationSecret, sealIntegrationSecret } from './secret.js';
+import type { Keys } from '../platform/secrets/crypto.js';
 import { BEARER_SECRET_RULE, normalizeEventTypes, normalizeName, normalizeTargetUrl, unsendableBearerSecret } from './validation.js';
 import { isUniqueViolation } from '../validation/database-refusals.js';
 
@@ -15,8 +16,8 @@ import { isUniqueViolation } from '../validation/database-refusals.js';
  */
 
 export interface IntegrationRules {
-  /** The master key that seals secrets. */
-  key: Buffer;
+  /** The master keys: the current one seals secrets, previous ones still open them. */
+  key: Keys;
   /** The outbound address policy: target URLs it refuses without resolving a name are refused at once (default: none). */
   egress?: EgressPolicy;
 }
@@ -206,7 +207,7 @@ export async function deleteIntegration(tx: Tx, id: string | number, by?: string
  * signature) must be sendable in the Authorization header, or the 400 names `authMode`. A secret that
  * does not open (another master key) is left to the deliveries, which record that fault.
  */
-async function storedSecretSendable(tx: Tx, tenantId: number, id: number, key: Buffer): Promise<void> {
+async function storedSecretSendable(tx: Tx, tenantId: number, id: number, key: Keys): Promise<void> {
   const { rows } = await tx.query<{ secret_iv: Buffer | null; secret_tag: Buffer | null; secret_ciphertext: Buffer | null }>(
     'select secret_iv, secret_tag, secret_ciphertext from hub.integrations where id = $1',
     [id],
@@ -221,7 +222,7 @@ async function storedSecretSendable(tx: Tx, tenantId: number, id: number, key: B
   if (unsendable) throw new ValidationError(`authMode: the stored secret holds ${unsendable}, and ${BEARER_SECRET_RULE}`, 'authMode', 'send a new secret along with authMode BEARER');
 }
 
-async function storeSecret(tx: Tx, tenantId: number, id: number, secret: string, key: Buffer): Promise<void> {
+async function storeSecret(tx: Tx, tenantId: number, id: number, secret: string, key: Keys): Promise<void> {
   const sealed = sealIntegrationSecret(key, tenantId, id, secret);
   await tx.query('update hub.integrations set secret_iv = $2, secret_tag = $3, secret_ciphertext = $4 where id = $1', [id, sealed.iv, sealed.tag, sealed.ciphertext]);
 }

@@ -31,4 +31,16 @@ describe('opening integration secrets', () => {
     expect(() => openIntegrationSecret(key, 1, 10, row)).toThrow(/cannot be decrypted/);
     expect(openIntegrationSecret(key, 1, 9, row)).toBe('secret');
   });
+
+  it('opens a secret sealed under a previous key; answered from memory only for keys that include it', () => {
+    const earlier = randomBytes(32);
+    const current = randomBytes(32);
+    const row = columns(sealIntegrationSecret(earlier, 1, 11, 'sealed-before-rotation'));
+    expect(openIntegrationSecret({ current, previous: [earlier] }, 1, 11, row)).toBe('sealed-before-rotation');
+    expect(() => openIntegrationSecret(current, 1, 11, row)).toThrow(/cannot be decrypted/);
+    expect(() => openIntegrationSecret({ current, previous: [randomBytes(32)] }, 1, 11, row)).toThrow(/cannot be decrypted/);
+    // A new secret seals under the current key.
+    const fresh = columns(sealIntegrationSecret({ current, previous: [earlier] }, 1, 11, 'sealed-after'));
+    expect(openIntegrationSecret(current, 1, 11, fresh)).toBe('sealed-after');
+  });
 });

@@ -1,3 +1,4 @@
+import type { Keys } from '../platform/secrets/crypto.js';
 import type { Config } from '../config/config.js';
 import type { Database } from '../db/database.js';
 import { egressPolicy } from '../egress/config.js';
@@ -31,7 +32,7 @@ const QUEUE_PER_INTEGRATION = 1_000;
 const CONSUMER_BATCH = 500;
 const SWEEP_BATCH = 500;
 
-export function createWebhookServices(config: Config, deps: { db: Database; catalog: Catalog; key: Buffer; version: string; egress?: EgressPolicy }): WebhookServices {
+export function createWebhookServices(config: Config, deps: { db: Database; catalog: Catalog; key: Keys; version: string; egress?: EgressPolicy }): WebhookServices {
   const leaseMs = config.duration('svc.webhook.lease');
   const egress = deps.egress ?? egressPolicy(config);
   const perIntegration = config.int('svc.webhook.concurrency-per-integration');

@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type { Database, Tx } from '../db/database.js';
 import { patternsMatch } from '../events/subscribers.js';
 import { logger } from '../observability/logger.js';
-import { UnsealError } from '../platform/secrets/crypto.js';
+import { type Keys, UnsealError } from '../platform/secrets/crypto.js';
 import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, takeLease } from './journal.js';
 import { type AttemptOutcome, CLOSED_REASON } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
@@ -32,8 +32,8 @@ import { deliveryRequest } from './signing.js';
 
 interface WorkerOptions {
   db: Database;
-  /** The master key integration secrets are sealed with. */
-  key: Buffer;
+  /** The master keys integration secrets open with (current, then previous ones). */
+  key: Keys;
   sender: WebhookSender;
   pool: AttemptPool;
   leaseMs: number;
@@ -273,7 +273,7 @@ export class DeliveryWorker {
       secret = openIntegrationSecret(this.o.key, row.tenant_id, row.integration_id, row);
     } catch (err) {
       if (!(err instanceof UnsealError)) throw err;
-      unsealFailure = 'the integration secret cannot be decrypted (was svc.secret.master-key changed?)';
+      unsealFailure = 'the integration secret cannot be decrypted (was svc.secret.master-key changed without the earlier key in svc.secret.previous-master-keys?)';
     }
     const request = unsealFailure
       ? { fault: unsealFailure }

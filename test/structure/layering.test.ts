@@ -4,7 +4,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The transaction rule (docs/architecture.md): routes, the operator and `svc-hub run` call an area's service,
+ * The transaction rule (docs/architecture.md): routes, the operator, `svc-hub run` and `svc-hub secrets` call an area's service,
  * whose methods open their own transaction; they never reach the database or write SQL themselves.
  * Handler inputs are typed from their schemas (apiserver/route.ts), so no non-null casts either.
  */
@@ -17,7 +17,7 @@ function sources(dir: string): string[] {
     .map((e) => relative(root, join(e.parentPath, e.name)));
 }
 
-const callers = [...sources('apiserver/routes'), ...sources('operator'), 'cmd/run.ts', 'cmd/operator.ts'];
+const callers = [...sources('apiserver/routes'), ...sources('operator'), 'cmd/run.ts', 'cmd/operator.ts', 'cmd/secrets.ts'];
 
 describe('layering', () => {
   it('finds the route files', () => {

@@ -185,7 +185,7 @@ describe('connector credentials', () => {
   });
 
   it('a stored secret sealed under another master key: the run fails naming it, the pre-flight says so (no 500), the start-up check sees it', async () => {
-    expect(await hub.services.secrets.keyOpensStored()).toBe(true);
+    expect(await hub.services.secrets.newestSealedUnder()).toBe('current');
     // What a hub started with another svc.secret.master-key than the secret was stored under finds.
     const { seal } = await import('../../../src/platform/secrets/crypto.js');
     const { randomBytes } = await import('node:crypto');
@@ -204,7 +204,7 @@ describe('connector credentials', () => {
     const report = (await res.json()) as { ok: boolean; endpoints: Array<{ verdict: string }> };
     expect(report.ok).toBe(false);
     expect(report.endpoints[0]!.verdict).toContain(message);
-    expect(await hub.services.secrets.keyOpensStored()).toBe(false);
+    expect(await hub.services.secrets.newestSealedUnder()).toBe('none');
   });
 
   it('no request the hub sent carries a value of its own environment', () => {

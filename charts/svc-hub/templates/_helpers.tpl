@@ -187,6 +187,13 @@ Environment shared by every role. Credentials only as secretKeyRef: the values n
     secretKeyRef:
       name: {{ $v.masterKey.existingSecret | quote }}
       key: {{ $v.masterKey.key | quote }}
+{{- with $v.masterKey.previousKeysKey }}
+- name: SVC_SECRET_PREVIOUS_MASTER_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.masterKey.existingSecret | quote }}
+      key: {{ . | quote }}
+{{- end }}
 # Identity and namespace of the pod: the Lease holder and the Lease namespace of the leader election.
 - name: POD_NAME
   valueFrom:
@@ -238,6 +245,7 @@ SVC_DATASOURCE_URL: set the values database.existingSecret and database.urlKey i
 SVC_DATASOURCE_APP_URL: set the value database.appUrlKey instead
 SVC_DATASOURCE_WORKER_URL: set the value database.workerUrlKey instead
 SVC_SECRET_MASTER_KEY: set the values masterKey.existingSecret and masterKey.key instead
+SVC_SECRET_PREVIOUS_MASTER_KEYS: set the value masterKey.previousKeysKey instead
 POD_NAME: the chart passes the pod's name
 POD_NAMESPACE: the chart passes the pod's namespace
 SVC_LEADER_LEASE_NAME: set the config key svc.leader.lease-name, spelled so, instead (the chart then names the Leases and grants them by it)

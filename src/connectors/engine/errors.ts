@@ -197,7 +197,7 @@ const KINDS = {
     runStatus: 'Failed',
     retryable: false,
     message: (credential: string) =>
-      `the stored secret ${credential} cannot be decrypted with this hub's svc.secret.master-key: the key was changed since it was stored (start the hub with the earlier key, or store the secret again)`,
+      `the stored secret ${credential} cannot be decrypted with this hub's svc.secret.master-key: the key was changed since it was stored (add the earlier key to svc.secret.previous-master-keys, or store the secret again)`,
     details: (credential: string) => ({ credential }),
   },
   /** A `{{env:NAME}}` template naming a value that did not resolve, or a name of the wrong form. */

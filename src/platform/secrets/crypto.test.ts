@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
-import { aad, IV_BYTES, parseMasterKey, seal, UnsealError, unseal } from './crypto.js';
+import { aad, IV_BYTES, parseMasterKey, seal, UnsealError, unseal, unsealWith } from './crypto.js';
 
 const key = randomBytes(32);
 const VALUE = 'sk_live_correct-horse-battery-staple';
@@ -66,6 +66,33 @@ describe('seal / unseal (AES-256-GCM)', () => {
 
   it('refuses a key that is not 32 bytes', () => {
     expect(() => seal(randomBytes(16), 1, 'n', 'v')).toThrow('32 bytes');
+  });
+});
+
+describe('a hub\'s keys: the current one seals, it and the previous ones open', () => {
+  const previous = randomBytes(32);
+  const older = randomBytes(32);
+  const keys = { current: key, previous: [previous, older] };
+
+  it('opens a value sealed under any of them, saying whether it was the current key', () => {
+    for (const sealer of [key, previous, older]) {
+      const opened = unsealWith(keys, 1, 'api-token', seal(sealer, 1, 'api-token', VALUE));
+      expect(opened).toEqual({ value: VALUE, key: sealer, current: sealer === key });
+      expect(unseal(keys, 1, 'api-token', seal(sealer, 1, 'api-token', VALUE))).toBe(VALUE);
+    }
+  });
+
+  it('seals under the current key only', () => {
+    const sealed = seal(keys, 1, 'api-token', VALUE);
+    expect(unseal(key, 1, 'api-token', sealed)).toBe(VALUE);
+    expect(() => unseal(previous, 1, 'api-token', sealed)).toThrow(UnsealError);
+  });
+
+  it('a value none of them opens (another key, another tenant or name, altered bytes) throws UnsealError', () => {
+    expect(() => unseal(keys, 1, 'api-token', seal(randomBytes(32), 1, 'api-token', VALUE))).toThrow(UnsealError);
+    expect(() => unseal(keys, 2, 'api-token', seal(previous, 1, 'api-token', VALUE))).toThrow(UnsealError);
+    const sealed = seal(older, 1, 'api-token', VALUE);
+    expect(() => unseal(keys, 1, 'api-token', { ...sealed, tag: Buffer.alloc(16) })).toThrow(UnsealError);
   });
 });
 

@@ -18,6 +18,25 @@ export interface Sealed {
   ciphertext: Buffer;
 }
 
+/**
+ * The keys of a hub: `current` (svc.secret.master-key) seals every new value; a value is opened with
+ * it, else with each of `previous` (svc.secret.previous-master-keys) in order. The sealed format
+ * carries no key id: AES-GCM's tag tells a wrong key (a chance of 2^-128 otherwise), so trying the
+ * few configured keys costs one failed tag check each, and values sealed before rotation existed
+ * need no other format. `svc-hub secrets rekey` re-seals what only a previous key opens.
+ */
+export interface MasterKeys {
+  readonly current: Buffer;
+  readonly previous: readonly Buffer[];
+}
+
+/** One key (no previous ones), or a hub's keys. */
+export type Keys = Buffer | MasterKeys;
+
+export function masterKeys(keys: Keys): MasterKeys {
+  return Buffer.isBuffer(keys) ? { current: keys, previous: [] } : keys;
+}
+
 /** Thrown when a value does not open: wrong key, wrong tenant or name, or tampered bytes. */
 export class UnsealError extends Error {
   constructor(message = 'secret value cannot be decrypted (wrong master key, or the stored bytes were altered)') {
@@ -48,7 +67,9 @@ export function aad(tenantId: number, name: string): Buffer {
   return Buffer.from(`svc-hub/secret/v1\u0000${tenantId}\u0000${name}`, 'utf8');
 }
 
-export function seal(key: Buffer, tenantId: number, name: string, value: string): Sealed {
+/** Sealed under the current key. */
+export function seal(keys: Keys, tenantId: number, name: string, value: string): Sealed {
+  const key = masterKeys(keys).current;
   checkKey(key);
   const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv(ALGORITHM, key, iv, { authTagLength: TAG_BYTES });
@@ -57,17 +78,33 @@ export function seal(key: Buffer, tenantId: number, name: string, value: string)
   return { iv, tag: cipher.getAuthTag(), ciphertext };
 }
 
-export function unseal(key: Buffer, tenantId: number, name: string, sealed: Sealed): string {
-  checkKey(key);
+/** The value, opened with the current key or else a previous one. Throws UnsealError when none opens it. */
+export function unseal(keys: Keys, tenantId: number, name: string, sealed: Sealed): string {
+  return unsealWith(keys, tenantId, name, sealed).value;
+}
+
+/**
+ * The value and the key that opened it (`current`: whether that is the current key, under which
+ * nothing needs re-sealing). Keys are tried current first, then the previous ones in their order.
+ * Throws UnsealError when none opens it.
+ */
+export function unsealWith(keys: Keys, tenantId: number, name: string, sealed: Sealed): { value: string; key: Buffer; current: boolean } {
+  const { current, previous } = masterKeys(keys);
   if (sealed.iv.length !== IV_BYTES || sealed.tag.length !== TAG_BYTES) throw new UnsealError('secret value cannot be decrypted (malformed IV or tag)');
-  try {
-    const decipher = createDecipheriv(ALGORITHM, key, sealed.iv, { authTagLength: TAG_BYTES });
-    decipher.setAAD(aad(tenantId, name));
-    decipher.setAuthTag(sealed.tag);
-    return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]).toString('utf8');
-  } catch {
-    throw new UnsealError();
+  const data = aad(tenantId, name);
+  for (const key of [current, ...previous]) {
+    checkKey(key);
+    try {
+      const decipher = createDecipheriv(ALGORITHM, key, sealed.iv, { authTagLength: TAG_BYTES });
+      decipher.setAAD(data);
+      decipher.setAuthTag(sealed.tag);
+      const value = Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]).toString('utf8');
+      return { value, key, current: key === current };
+    } catch {
+      // Not this key (or altered bytes): the next one.
+    }
   }
+  throw new UnsealError();
 }
 
 function checkKey(key: Buffer): void {

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Config, ConfigError } from '../../config/config.js';
 import { createLogger, logger, setLogger } from '../../observability/logger.js';
-import { DEV_KEY_FILE, devKey, loadMasterKey } from './master-key.js';
+import { DEV_KEY_FILE, devKey, loadMasterKey, loadMasterKeys } from './master-key.js';
 
 let raw = '';
 const capture = new Writable({
@@ -96,5 +96,47 @@ describe('loadMasterKey', () => {
 
   it('the prod profile never generates one (configuration already requires the key)', () => {
     expect(() => load({ 'svc.profile': 'prod', 'svc.oidc.issuer': 'https://idp.example.com' })).toThrow(ConfigError);
+  });
+});
+
+describe('loadMasterKeys: svc.secret.previous-master-keys', () => {
+  const current = Buffer.alloc(32, 0x11);
+  const first = Buffer.alloc(32, 0x22);
+  const second = Buffer.alloc(32, 0xfb); // base64 with + and /
+
+  it('reads a comma-separated list in the master key\'s forms, in order, registered with the logger in every form', () => {
+    const keys = loadMasterKeys(load({ 'svc.secret.master-key': current.toString('hex'), 'svc.secret.previous-master-keys': ` ${first.toString('hex')} ,${second.toString('base64url')}` }));
+    expect(keys).toEqual({ current, previous: [first, second] });
+    const forms = [first, second].flatMap((k) => [k.toString('hex'), k.toString('base64'), k.toString('base64').replace(/=+$/, ''), k.toString('base64url')]);
+    logger().info(`careless: ${forms.join(' ')}`);
+    for (const form of forms) expect(raw).not.toContain(form);
+  });
+
+  it('none configured: the current key alone; the current key or a repeated one among them is dropped', () => {
+    expect(loadMasterKeys(load({ 'svc.secret.master-key': current.toString('hex') }))).toEqual({ current, previous: [] });
+    const keys = loadMasterKeys(load({ 'svc.secret.master-key': current.toString('hex'), 'svc.secret.previous-master-keys': `${current.toString('base64')},${first.toString('hex')},${first.toString('base64')}` }));
+    expect(keys).toEqual({ current, previous: [first] });
+  });
+
+  it('refuses a malformed entry in the master key\'s words, naming the property and the entry, never the text', () => {
+    const bad = Buffer.from('previous-key-that-must-never-be-logged').toString('base64');
+    for (const [text, which] of [
+      [bad, ''],
+      [`${first.toString('hex')},${bad}`, 'entry 2 of 2: '],
+      [`${first.toString('hex')},`, 'entry 2 of 2: '],
+    ] as const) {
+      let error: unknown;
+      try {
+        loadMasterKeys(load({ 'svc.secret.master-key': current.toString('hex'), 'svc.secret.previous-master-keys': text }));
+      } catch (err) {
+        error = err;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).property).toBe('svc.secret.previous-master-keys');
+      expect((error as Error).message).toContain(`svc.secret.previous-master-keys (SVC_SECRET_PREVIOUS_MASTER_KEYS): ${which}not a valid key; expected 32 bytes`);
+      expect((error as Error).message).not.toContain(bad);
+    }
+    logger().info(`careless: ${bad}`);
+    expect(raw).not.toContain(bad);
   });
 });

@@ -4,12 +4,49 @@ import { join, resolve } from 'node:path';
 import { type Config, ConfigError } from '../../config/config.js';
 import { envName } from '../../config/properties.js';
 import { logger, registerSecret } from '../../observability/logger.js';
-import { KEY_BYTES, parseMasterKey } from './crypto.js';
+import { KEY_BYTES, type MasterKeys, parseMasterKey } from './crypto.js';
 
 const PROPERTY = 'svc.secret.master-key';
+const PREVIOUS = 'svc.secret.previous-master-keys';
 export const DEV_KEY_FILE = 'master.key';
 
 const FORMAT = `32 bytes written as base64 (44 characters, or 43 without padding) or as 64 hexadecimal characters`;
+
+/**
+ * The hub's keys: the current one (`loadMasterKey`) and those of `svc.secret.previous-master-keys`,
+ * comma-separated, each in the master key's forms; a malformed entry stops the start with the
+ * master key's message, naming the property and the entry's position, never its text. Every entry
+ * is registered with the logger in every form. An entry equal to the current key or to an earlier
+ * entry is dropped (it would only be tried twice).
+ */
+export function loadMasterKeys(config: Config): MasterKeys {
+  const current = loadMasterKey(config);
+  const previous: Buffer[] = [];
+  const entries = registerKeyTexts(config);
+  entries.forEach((entry, i) => {
+    const key = parseMasterKey(entry);
+    const which = entries.length > 1 ? `entry ${i + 1} of ${entries.length}: ` : '';
+    if (!key) throw new ConfigError(PREVIOUS, `${PREVIOUS} (${envName(PREVIOUS)}): ${which}not a valid key; expected ${FORMAT}, comma-separated (got ${entry.length} characters)`);
+    register(key);
+    if (!key.equals(current) && !previous.some((k) => k.equals(key))) previous.push(key);
+  });
+  return { current, previous };
+}
+
+/**
+ * The configured key texts (the master key; the previous keys, whole and each entry), registered
+ * with the logger as soon as configuration is read, before anything could log them. Returns the
+ * previous keys' entries.
+ */
+export function registerKeyTexts(config: Config): string[] {
+  registerSecret(config.optional(PROPERTY));
+  const configured = config.optional(PREVIOUS);
+  if (configured === undefined) return [];
+  registerSecret(configured);
+  const entries = configured.split(',').map((entry) => entry.trim());
+  for (const entry of entries) registerSecret(entry);
+  return entries;
+}
 
 /**
  * The key that seals stored secrets. `svc.secret.master-key` when set (a malformed value stops the

@@ -2,7 +2,8 @@ import type { Database, Tx } from '../../db/database.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { EventWriter } from '../../events/outbox.js';
 import { logger, registerOperationSecret } from '../../observability/logger.js';
-import { type Sealed, seal, UnsealError, unseal } from './crypto.js';
+import { type Keys, type Sealed, seal, UnsealError, unseal, unsealWith } from './crypto.js';
+import type { SealedValues } from './rekey.js';
 
 /**
  * The connector credential store (spec 1 "Secret"): per tenant, values sealed at rest (crypto.ts),
@@ -72,7 +73,8 @@ export class SecretStore {
   constructor(
     private readonly db: Database,
     private readonly events: EventWriter,
-    private readonly key: Buffer,
+    /** The current master key seals; it and the previous ones open. */
+    private readonly key: Keys,
     private readonly options: SecretStoreOptions,
   ) {
     this.now = options.now ?? Date.now;
@@ -199,11 +201,12 @@ export class SecretStore {
   }
 
   /**
-   * Whether the master key opens the stored secrets, tried on the newest one (across tenants):
-   * undefined when none is stored. A hub started with another key than the one they were sealed
-   * with reads none of them; said once at start rather than at every use.
+   * Which of the hub's keys opens the stored secrets, tried on the newest one (across tenants):
+   * `current`, `previous` (one of svc.secret.previous-master-keys: a rotation not re-sealed yet),
+   * `none`, or undefined when none is stored. A hub started with another key than the one they
+   * were sealed with reads none of them; said once at start rather than at every use.
    */
-  async keyOpensStored(): Promise<boolean | undefined> {
+  async newestSealedUnder(): Promise<'current' | 'previous' | 'none' | undefined> {
     const { rows } = await this.db.crossTenantQuery<Sealed & { tenant_id: string; name: string }>(
       'secret-key-check',
       'select tenant_id, name, iv, tag, ciphertext from platform.secrets where deleted_at is null order by created_at desc limit 1',
@@ -211,10 +214,9 @@ export class SecretStore {
     const row = rows[0];
     if (!row) return undefined;
     try {
-      unseal(this.key, Number(row.tenant_id), row.name, row);
-      return true;
+      return unsealWith(this.key, Number(row.tenant_id), row.name, row).current ? 'current' : 'previous';
     } catch (err) {
-      if (err instanceof UnsealError) return false;
+      if (err instanceof UnsealError) return 'none';
       throw err;
     }
   }
@@ -231,6 +233,14 @@ export class SecretStore {
     this.generations.set(key, (this.generations.get(key) ?? 0) + 1);
   }
 }
+
+/** The secret store's values for `svc-hub secrets rekey` (rekey.ts); deleted secrets hold none. */
+export const SECRET_VALUES: SealedValues = {
+  kind: 'secret',
+  table: 'platform.secrets',
+  columns: { iv: 'iv', tag: 'tag', ciphertext: 'ciphertext' },
+  aadName: (row) => row.name,
+};
 
 /** `secret:NAME` or `NAME` -> NAME; undefined when it cannot name a secret. */
 export function parseRef(ref: string): string | undefined {
