@@ -206,6 +206,33 @@ describe('svc-hub secrets rekey', () => {
   });
 });
 
+describe('a stop', () => {
+  it('ends the rekey after the batch in progress, with the counts so far; the command says so and exits 1', async () => {
+    const h = await hub({ 'svc.secret.master-key': B_TEXT, 'svc.secret.previous-master-keys': A_TEXT });
+    const controller = new AbortController();
+    let batches = 0;
+    const db = h.services.db;
+    const wrapped: Pick<Database, 'crossTenant'> = {
+      crossTenant: (job, fn) =>
+        db.crossTenant(job, async (tx) => {
+          const done = await fn(tx);
+          batches++;
+          controller.abort();
+          return done;
+        }),
+    };
+    const report = await rekey(wrapped, { current: B, previous: [A] }, SEALED_VALUES, { batch: 1, stop: controller.signal });
+    expect(batches).toBe(1);
+    expect(report.stopped).toBe(true);
+    expect(report.resealed + report.current + report.unopened.length).toBe(1);
+
+    const lines: string[] = [];
+    expect(await secretsCommand(h.config, ['rekey'], (line) => lines.push(line), AbortSignal.abort())).toBe(1);
+    expect(lines).toEqual(['stopped before the end: re-sealed 0 values, 0 already under the current key, 0 could not be opened with any configured key']);
+    await stop(h);
+  }, 30_000);
+});
+
 describe('arguments', () => {
   it('takes rekey and --batch N only', () => {
     expect(parseSecretsArgs(['rekey'])).toEqual({ batch: 100 });
