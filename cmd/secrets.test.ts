@@ -183,6 +183,27 @@ describe('svc-hub secrets rekey', () => {
       expect(await underBOnly().resolveSecret(1, 'race-1')).toBe('new-value-0001');
     }, 30_000);
 
+    it('an integration\'s new secret, sent while the rekey holds its row, stands too', async () => {
+      const sealedUnderA = await hub({ 'svc.secret.master-key': A_TEXT });
+      const id = (await sealedUnderA.services.integrations.create(1, { name: 'race-hook', targetUrl: 'https://hooks.example.com/race', eventTypes: ['org.created'], secret: 'old-hook-secret-0001' }, 'ada')).id;
+      await stop(sealedUnderA);
+      const hold = holdAfter(/^select id, tenant_id, name, /);
+      const db = rotated.services.db;
+      const wrapped: Pick<Database, 'crossTenant'> = { crossTenant: (job, fn) => db.crossTenant(job, (tx) => fn(hold.wrap(tx))) };
+      const rekeyed = rekey(wrapped, ring, SEALED_VALUES.filter((set) => set.table === 'hub.integrations'), { batch: 1000 });
+      await hold.held;
+      let ended = false;
+      const change = outcome(rotated.services.integrations.update(1, String(id), { secret: 'new-hook-secret-0001' }, 'ada')).finally(() => {
+        ended = true;
+      });
+      await untilEndedOrWaiting(owner, () => ended, 'the change');
+      hold.go();
+      expect((await rekeyed).resealed).toBeGreaterThanOrEqual(1);
+      expect(await change).toBe('committed');
+      const { rows } = await owner.query('select secret_iv, secret_tag, secret_ciphertext from hub.integrations where id = $1', [id]);
+      expect(openIntegrationSecret(B, 1, id, rows[0])).toBe('new-hook-secret-0001');
+    }, 30_000);
+
     it('the rotation holds the row first: the rekey waits, then finds the new value under the current key', async () => {
       await underA().create(1, { name: 'race-2', value: 'old-value-0002' }, 'ada');
       const hold = holdAfter(/update platform\.secrets/);
