@@ -15,7 +15,8 @@ const emit = (orgId: number) => t.db.withTenant(401, (tx) => events.emit(tx, 'or
 beforeAll(async () => {
   // Its own server: a consumer starts at the readable head, which a transaction of another suite
   // open on a shared server holds back, so an event emitted before the start would be handed over.
-  t = await migratedDatabase({ 401: 'loop' }, 4, { ownServer: true });
+  t = await migratedDatabase({ 401: 'loop', 402: 'gone' }, 4, { ownServer: true });
+  await t.owner.query('update core.tenants set active = false where id = 402');
 });
 
 afterAll(async () => {
@@ -378,5 +379,38 @@ describe('outbox loop', () => {
     await second.drain();
     await first.drain();
     expect(await decisions()).toEqual({ n: 10, ids: 10 });
+  });
+
+  it('hands no event of a deactivated tenant over, in any of its forms; the cursor moves past them all the same', async () => {
+    const emitGone = (orgId: number) => t.db.withTenant(402, (tx) => events.emit(tx, 'org.updated', { orgId, tenantId: 402 }));
+    const seen: Record<string, Array<[number, number]>> = { 'loop-gone-one': [], 'loop-gone-batch': [], 'loop-gone-tx': [] };
+    const note = (name: string, batch: Array<{ tenantId: number; payload: Record<string, unknown> }>) => {
+      for (const event of batch) seen[name]!.push([event.tenantId, event.payload.orgId as number]);
+    };
+    const loops = [
+      new OutboxLoop(t.db, { name: 'loop-gone-one', every: 60_000, batch: 100, handle: async (event) => note('loop-gone-one', [event]) }),
+      new OutboxLoop(t.db, { name: 'loop-gone-batch', every: 60_000, batch: 100, handleBatch: async (batch) => note('loop-gone-batch', batch) }),
+      new OutboxLoop(t.db, { name: 'loop-gone-tx', every: 60_000, batch: 100, handleBatchInTx: async (_tx, batch) => note('loop-gone-tx', batch) }),
+    ];
+    const clock = new ClockRunner();
+    for (const loop of loops) await loop.start(clock);
+    /** Drains every loop until its cursor is at event `id` (readable once no older transaction is open). */
+    const drainTo = async (id: number) => {
+      for (const loop of loops) {
+        const name = loop.job.replace('outbox:', '');
+        await until(`${name} past event ${id}`, async () => {
+          await loop.drain();
+          return (await cursorOf(name)) >= id;
+        });
+      }
+    };
+    // A batch of the deactivated tenant's events alone; then its events around an active tenant's.
+    await drainTo(await emitGone(1));
+    await emitGone(2);
+    await emit(3);
+    await drainTo(await emitGone(4));
+    expect(seen).toEqual({ 'loop-gone-one': [[401, 3]], 'loop-gone-batch': [[401, 3]], 'loop-gone-tx': [[401, 3]] });
+    for (const loop of loops) expect(await loop.drain()).toBe(0);
+    await clock.stop();
   });
 });

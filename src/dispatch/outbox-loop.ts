@@ -72,7 +72,9 @@ const IDLE_WAKE_MS = 1_000;
  * events already committed but held back by an older transaction still running (the outbox is
  * read in commit order, docs/operations.md; the read that ends a pass also says whether there are
  * any) are polled for with a short back-off instead of waiting for the sweep, as is a batch whose
- * handler failed. Starts at the head: a new consumer is not retroactive.
+ * handler failed. Starts at the head: a new consumer is not retroactive. The events of a deactivated
+ * tenant are never handed over (its background work stops, docs/admin.md); the cursor moves past
+ * them with the batch they were read in.
  */
 export class OutboxLoop {
   private readonly consumer: OutboxConsumer;
@@ -223,41 +225,40 @@ export class OutboxLoop {
     this.pending = true;
     let handled = 0;
     for (;;) {
-      const { events, heldBack, from } = await this.consumer.read(this.options.batch);
-      if (this.options.handleBatchInTx) {
-        if (events.length > 0) {
-          const handleInTx = this.options.handleBatchInTx;
-          try {
-            await this.db.crossTenant(this.job, async (tx) => {
-              // The cursor locked and checked first: a process that believed it led a moment too
-              // long (its leadership lost while it read) finds it moved and handles nothing.
-              if (!(await this.consumer.claimIn(tx, from))) throw new CursorMoved();
-              await handleInTx(tx, events);
-              await this.consumer.advanceIn(tx, events.at(-1)!.position);
-            });
-          } catch (err) {
-            if (err instanceof CursorMoved) {
-              logger().warn({ consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name}: another process holds or moved its cursor since this one read a batch from event ${events[0]!.id}; the batch was left to it`);
-              return handled;
-            }
-            logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
+      // Events of deactivated tenants are read but not handed over (`read`): the cursor moves past them all the same, to `to`.
+      const { events, heldBack, from, read, to } = await this.consumer.read(this.options.batch);
+      if (events.length === 0) {
+        if (to) await this.consumer.advance(to);
+      } else if (this.options.handleBatchInTx) {
+        const handleInTx = this.options.handleBatchInTx;
+        try {
+          await this.db.crossTenant(this.job, async (tx) => {
+            // The cursor locked and checked first: a process that believed it led a moment too
+            // long (its leadership lost while it read) finds it moved and handles nothing.
+            if (!(await this.consumer.claimIn(tx, from))) throw new CursorMoved();
+            await handleInTx(tx, events);
+            await this.consumer.advanceIn(tx, to!);
+          });
+        } catch (err) {
+          if (err instanceof CursorMoved) {
+            logger().warn({ consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name}: another process holds or moved its cursor since this one read a batch from event ${events[0]!.id}; the batch was left to it`);
             return handled;
           }
-          handled += events.length;
+          logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
+          return handled;
         }
+        handled += events.length;
       } else if (this.options.handleBatch) {
-        if (events.length > 0) {
-          // biome-ignore lint/suspicious/noConfusingVoidType: what `handleBatch` returns
-          let moved: boolean | void;
-          try {
-            moved = await this.options.handleBatch(events, { consumer: this.options.name, to: events.at(-1)!.position });
-          } catch (err) {
-            logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
-            return handled;
-          }
-          if (moved !== true) await this.consumer.advance(events.at(-1)!.position);
-          handled += events.length;
+        // biome-ignore lint/suspicious/noConfusingVoidType: what `handleBatch` returns
+        let moved: boolean | void;
+        try {
+          moved = await this.options.handleBatch(events, { consumer: this.options.name, to: to! });
+        } catch (err) {
+          logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
+          return handled;
         }
+        if (moved !== true) await this.consumer.advance(to!);
+        handled += events.length;
       } else {
         // The position of handled events that needed nothing, not yet written to the cursor.
         let skipped: OutboxEvent['position'] | undefined;
@@ -285,9 +286,10 @@ export class OutboxLoop {
           await this.consumer.advance(event.position);
           skipped = undefined;
         }
-        if (skipped) await this.consumer.advance(skipped);
+        // Past the last event handed over too: events of deactivated tenants read after it.
+        if (skipped || to!.id !== events.at(-1)!.id) await this.consumer.advance(to!);
       }
-      if (events.length < this.options.batch) {
+      if (read < this.options.batch) {
         this.pending = heldBack;
         return handled;
       }

@@ -71,7 +71,7 @@ export class OutboxConsumer {
     });
   }
 
-  /** Up to `limit` events after the cursor (`read` without its held-back flag). */
+  /** Up to `limit` events after the cursor (`read` without its held-back flag): of active tenants only. */
   async next(limit: number): Promise<OutboxEvent[]> {
     return (await this.read(limit)).events;
   }
@@ -81,20 +81,27 @@ export class OutboxConsumer {
    * (readAfter's order and visibility rule), and in the same statement whether an event after the
    * cursor is committed but not readable yet (held back by an older transaction still running:
    * the caller looks again soon). The first read of a consumer without a cursor row creates it.
+   *
+   * The events of a deactivated tenant are read but not handed over (its background work stops,
+   * docs/admin.md): `events` holds the others', `read` counts them all and `to` is the position of
+   * the last one read, where the cursor goes once the batch is handled.
    */
-  async read(limit: number): Promise<{ events: OutboxEvent[]; heldBack: boolean; from: Position }> {
-    const { rows } = await this.db.crossTenantQuery<(OutboxRow | { [K in keyof OutboxRow]: null }) & { held_back: boolean; from_txid: string; from_id: number }>(
+  async read(limit: number): Promise<{ events: OutboxEvent[]; heldBack: boolean; from: Position; read: number; to: Position | undefined }> {
+    const { rows } = await this.db.crossTenantQuery<
+      (OutboxRow | { [K in keyof OutboxRow]: null }) & { tenant_active: boolean | null; held_back: boolean; from_txid: string; from_id: number }
+    >(
       `outbox:${this.name}`,
-      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, h.held_back,
+      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, o.tenant_active, h.held_back,
               c.txid::text as from_txid, c.last_id as from_id
          from events.consumer_cursors c
          cross join lateral (select ${HELD_BACK} as held_back) h
          left join lateral (
-           select id, tenant_id, type, payload, created_at, txid
-             from events.outbox
-            where (txid, id) > (c.txid, c.last_id)
-              and txid < pg_snapshot_xmin(pg_current_snapshot())
-            order by txid, id
+           select e.id, e.tenant_id, e.type, e.payload, e.created_at, e.txid, t.active is not false as tenant_active
+             from events.outbox e
+             left join core.tenants t on t.id = e.tenant_id
+            where (e.txid, e.id) > (c.txid, c.last_id)
+              and e.txid < pg_snapshot_xmin(pg_current_snapshot())
+            order by e.txid, e.id
             limit $2
          ) o on true
         where c.consumer = $1`,
@@ -107,10 +114,13 @@ export class OutboxConsumer {
       return this.read(limit);
     }
     const head = rows[0]!;
+    const read = rows.filter((row): row is OutboxRow & { tenant_active: boolean; held_back: boolean; from_txid: string; from_id: number } => row.id !== null);
     return {
-      events: rows.filter((row): row is OutboxRow & { held_back: boolean; from_txid: string; from_id: number } => row.id !== null).map(toEvent),
+      events: read.filter((row) => row.tenant_active).map(toEvent),
       heldBack: head.held_back,
       from: { txid: head.from_txid, id: head.from_id },
+      read: read.length,
+      to: read.length > 0 ? toEvent(read.at(-1)!).position : undefined,
     };
   }
 
