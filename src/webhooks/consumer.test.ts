@@ -8,9 +8,9 @@ import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { Config } from '../config/config.js';
 import { WebhookConsumer } from './consumer.js';
-import { writeBackMany } from './journal.js';
+import { listForTenant, writeBackMany } from './journal.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
-import { CLOSED_REASON, type IntegrationPatch, TEST_INTERRUPTED_REASON } from './model.js';
+import { CLOSED_REASON, type IntegrationPatch, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import { AttemptPool } from './pool.js';
 import { WebhookSender } from './sender.js';
 import { createWebhookServices } from './services.js';
@@ -765,5 +765,78 @@ describe('the tenant cap (svc.webhook.concurrency-per-tenant)', () => {
       await services.stop();
       await closeAll();
     }
+  });
+});
+
+/**
+ * A deactivated tenant sends nothing more (docs/admin.md): the retry sweep closes its open
+ * deliveries instead of claiming them, and an attempt already queued closes when it starts.
+ */
+describe('a deactivated tenant', () => {
+  const GONE = 903;
+  let gone: { id: number };
+  let live: { id: number };
+
+  beforeAll(async () => {
+    await t.owner.query(`insert into core.tenants (id, code, name) values ($1, 'gone', 'Gone')`, [GONE]);
+    gone = await integration(GONE, 'gone');
+    live = await integration(1, 'live');
+    // Earlier suites' open rows are done with: only this suite's rows are claimed here.
+    await t.owner.query("update hub.deliveries set closed_reason = 'test over', lease_until = null, lease_token = null where not succeeded and closed_reason is null");
+  });
+
+  const insert = (tenantId: number, integrationId: number, values: string) =>
+    t.owner.query(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded, lease_until, lease_token)
+       select $1, $2, v.kind, v.event_id, 'org.updated', '{}', v.attempts, v.succeeded, v.lease_until, v.lease_token
+         from (values ${values}) as v (kind, event_id, attempts, succeeded, lease_until, lease_token)`,
+      [tenantId, integrationId],
+    );
+
+  it('the retry sweep closes its open rows with attempts left (pending, retrying, a lease run out) and claims none; exhausted, succeeded and leased rows stay as they were', async () => {
+    await insert(
+      GONE,
+      gone.id,
+      `('event', 9101, 0, false, null::timestamptz, null::uuid),
+       ('event', 9102, 1, false, null, null),
+       ('replay', null, 2, false, now() - interval '1 second', gen_random_uuid()),
+       ('event', 9104, 3, false, null, null),
+       ('event', 9105, 1, true, null, null),
+       ('event', 9106, 1, false, now() + interval '1 minute', gen_random_uuid())`,
+    );
+    await insert(1, live.id, `('event', 9201, 1, false, null::timestamptz, null::uuid)`);
+    await t.owner.query('update core.tenants set active = false where id = $1', [GONE]);
+    submitted.length = 0;
+    expect(await consumer().sweep()).toBe(1);
+    expect(submitted.map((s) => s.integrationId)).toEqual([live.id]);
+    const rows = await rowsOf(gone.id);
+    expect(rows.map((r) => [r.kind, r.attempts, r.closed_reason])).toEqual([
+      ['event', 0, TENANT_INACTIVE_REASON],
+      ['event', 1, TENANT_INACTIVE_REASON],
+      ['replay', 2, TENANT_INACTIVE_REASON],
+      ['event', 3, null],
+      ['event', 1, null],
+      ['event', 1, null],
+    ]);
+    expect(rows.slice(0, 3).every((r) => r.lease_token === null && r.lease_until === null)).toBe(true);
+    // Listed as failed, with the reason.
+    const listed = await t.db.withTenant(GONE, (tx) => listForTenant(tx, { failedOnly: true, limit: 100 }));
+    expect((JSON.parse(listed.text) as Array<{ closedReason: string | null }>).filter((d) => d.closedReason === TENANT_INACTIVE_REASON)).toHaveLength(3);
+  });
+
+  it('an attempt queued before the deactivation closes when it starts: nothing is sent', async () => {
+    const token = randomUUID();
+    await t.owner.query('update core.tenants set active = true where id = $1', [GONE]);
+    await insert(GONE, gone.id, `('event', 9301, 1, false, now() + interval '1 minute', '${token}'::uuid)`);
+    await t.owner.query('update core.tenants set active = false where id = $1', [GONE]);
+    const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }), pool: new AttemptPool(4, 2, 10), leaseMs: 5_000 });
+    try {
+      const [row] = (await rowsOf(gone.id)).filter((r) => r.event_id === 9301);
+      expect(await w.attempt(row!.id, token)).toEqual({ kind: 'closed' });
+    } finally {
+      await w.stop();
+    }
+    expect(receiver.on('/gone')).toEqual([]);
+    expect((await rowsOf(gone.id)).find((r) => r.event_id === 9301)).toMatchObject({ attempts: 1, closed_reason: TENANT_INACTIVE_REASON, lease_token: null });
   });
 });

@@ -5,7 +5,7 @@ import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
 import { type ClaimedRow, type IntegrationColumns, integrationColumns } from './journal.js';
-import { TEST_INTERRUPTED_REASON } from './model.js';
+import { TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import type { DeliveryWorker } from './worker.js';
 
 /**
@@ -156,13 +156,14 @@ export class WebhookConsumer {
   }
 
   /**
-   * The retry sweep: claims unsuccessful open rows with attempts left whose lease is free or ran out
+   * The retry sweep: closes the open rows of deactivated tenants (`closeOfInactiveTenants`), claims unsuccessful open rows with attempts left whose lease is free or ran out
    * (`FOR UPDATE SKIP LOCKED`, so concurrent sweepers never take the same row), leases them, and
    * queues their attempts; with `refillWaitMs`, again while the claims come back full (see there).
    * Returns how many rows it claimed.
    */
   async sweep(keepGoing: () => boolean = () => true): Promise<number> {
     await this.closeInterruptedTests();
+    await this.closeOfInactiveTenants();
     // This sweep's attempts not yet over, per integration; `wake` when one integration has none left.
     const inFlight = new Map<number, number>();
     // The same per tenant; `wake` also when a tenant whose claim was full has half of it or less left.
@@ -243,6 +244,25 @@ export class WebhookConsumer {
       ),
     );
     if (rowCount) logger().info({ closed: rowCount }, 'webhook retry sweep: closed test deliveries whose process stopped before recording their outcome');
+  }
+
+  /**
+   * Open rows of deactivated tenants with attempts left (pending, or failed and waiting for a retry)
+   * whose lease is free or ran out: closed with TENANT_INACTIVE_REASON, never attempted again. A
+   * row leased meanwhile is closed by its attempt instead (the worker reads the tenant with the lease).
+   */
+  private async closeOfInactiveTenants(): Promise<void> {
+    const { rowCount } = await this.o.db.crossTenant('webhook-retry', (tx) =>
+      tx.query(
+        `update hub.deliveries d set closed_reason = $1, lease_until = null, lease_token = null
+           from core.tenants t
+          where t.id = d.tenant_id and not t.active
+            and not d.succeeded and d.closed_reason is null and d.kind <> 'test' and d.attempts < $2
+            and (d.lease_until is null or d.lease_until < now())`,
+        [TENANT_INACTIVE_REASON, this.o.maxAttempts],
+      ),
+    );
+    if (rowCount) logger().info({ closed: rowCount }, 'webhook retry sweep: closed open deliveries of deactivated tenants');
   }
 
   /**

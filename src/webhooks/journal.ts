@@ -150,6 +150,8 @@ export type ClaimedRow = {
   enabled: boolean;
   deleted: boolean;
   standard_webhooks: boolean;
+  /** Read by `takeLease`: false once the tenant is deactivated (a Claim's row is of an active tenant: the consumer hands over no other). */
+  tenant_active?: boolean;
 };
 
 /** What an attempt needs of its integration (part of ClaimedRow). */
@@ -185,9 +187,9 @@ export async function readIntegration(tx: Tx, id: number): Promise<IntegrationCo
 }
 
 /**
- * Renews the lease of a row this worker holds (its token) and reads what the attempt needs.
- * Undefined when the row is no longer this worker's (the lease ran out and someone else claimed
- * it), or is done (succeeded or closed).
+ * Renews the lease of a row this worker holds (its token) and reads what the attempt needs, and
+ * whether its tenant is still active. Undefined when the row is no longer this worker's (the lease
+ * ran out and someone else claimed it), or is done (succeeded or closed).
  */
 export async function takeLease(tx: Tx, id: number, token: string, leaseMs: number): Promise<ClaimedRow | undefined> {
   const { rows } = await tx.query<ClaimedRow>(
@@ -195,7 +197,8 @@ export async function takeLease(tx: Tx, id: number, token: string, leaseMs: numb
        from hub.integrations i
       where d.id = $1 and d.lease_token = $2 and i.id = d.integration_id and not d.succeeded and d.closed_reason is null
       returning d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.body, d.attempts, i.id as integration_id, i.target_url, i.auth_mode,
-                i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks`,
+                i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks,
+                (select t.active from core.tenants t where t.id = d.tenant_id) is not false as tenant_active`,
     [id, token, leaseMs],
   );
   return rows[0];

@@ -18,6 +18,12 @@ export const FAULT_NO_BEARER_TOKEN = 'Bearer mode but no token configured';
 export const CLOSED_REASON = 'endpoint gone, unsubscribed, or entity_filter no longer matches — retries stopped';
 
 /**
+ * Closes an open delivery of a deactivated tenant (docs/integrations.md): its retries stop, and
+ * nothing more of the tenant is sent.
+ */
+export const TENANT_INACTIVE_REASON = 'tenant inactive: the tenant was deactivated — retries stopped';
+
+/**
  * Closes a test delivery whose process stopped (died) before its outcome was recorded: tests are
  * never retried, so the retry sweep closes it once its lease has run out.
  */

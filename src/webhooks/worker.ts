@@ -4,7 +4,7 @@ import { patternsMatch } from '../events/subscribers.js';
 import { logger } from '../observability/logger.js';
 import { type Keys, UnsealError } from '../platform/secrets/crypto.js';
 import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, takeLease } from './journal.js';
-import { type AttemptOutcome, CLOSED_REASON } from './model.js';
+import { type AttemptOutcome, CLOSED_REASON, TENANT_INACTIVE_REASON } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
 import type { AttemptPool } from './pool.js';
 import { openIntegrationSecret } from './secret.js';
@@ -16,7 +16,8 @@ import { deliveryRequest } from './signing.js';
  * written when the row was inserted or claimed): it renews the lease and reads the row with its
  * integration in one short statement, sends with no transaction open, and writes the outcome back
  * (through the OutcomeWriter, in batches). A deleted integration, or for event deliveries a
- * disabled or no longer matching one, closes the row instead (spec 1 Errors: the closing reason).
+ * disabled or no longer matching one, closes the row instead (spec 1 Errors: the closing reason), as
+ * does a deactivated tenant (TENANT_INACTIVE_REASON).
  * A worker that dies mid-attempt, or before the outcome was written, writes nothing back: its lease
  * runs out and the retry sweep claims the row again.
  *
@@ -260,6 +261,12 @@ export class DeliveryWorker {
   private async run(id: number, token: string, claim?: Claim): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
     const row = (await this.fromClaim(claim, id)) ?? (await takeLease(this.direct, id, token, this.o.leaseMs));
     if (!row) return { result: { kind: 'lost' } };
+    // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
+    if (row.tenant_active === false) {
+      await closeRow(this.direct, id, token, TENANT_INACTIVE_REASON);
+      attemptLog(row, id).info('delivery closed: its tenant was deactivated');
+      return { result: { kind: 'closed' } };
+    }
     const gone = row.deleted || (row.kind === 'event' && (!row.enabled || !patternsMatch(row.event_types, row.event_type)));
     if (gone) {
       await closeRow(this.direct, id, token, CLOSED_REASON);
