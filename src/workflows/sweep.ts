@@ -9,7 +9,7 @@ import type { WorkflowSpec } from './types.js';
 
 /**
  * The dormancy sweep (docs/workflows.md, "Dormancy"), run on `svc.workflow.sweep.every` by the
- * leader. For each workflow of every tenant it reads the entity's fused rows (key and state column)
+ * leader. For each workflow of every active tenant it reads the entity's fused rows (key and state column)
  * in key order through one cursor (one read of the relation per pass, in a transaction of its own),
  * `svc.workflow.sweep.batch` rows at a time; each batch is written in one transaction in the tenant
  * (row-level security) which, for the key range the batch covers, does this:
@@ -66,7 +66,13 @@ const UNREADABLE_MAX = 10_000;
 
 export async function sweepWorkflows(db: Database, events: EventWriter, opts: { batch: number }): Promise<SweepResult> {
   const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
-  const { rows } = await db.crossTenantQuery<WorkflowRow>('workflow-sweep', 'select id, tenant_id, name, spec, tracked_since from workflows.workflows order by tenant_id, name');
+  // A deactivated tenant's workflows are not swept: no spell changes, no decision (docs/workflows.md).
+  const { rows } = await db.crossTenantQuery<WorkflowRow>(
+    'workflow-sweep',
+    `select w.id, w.tenant_id, w.name, w.spec, w.tracked_since from workflows.workflows w
+       join core.tenants t on t.id = w.tenant_id and t.active
+      order by w.tenant_id, w.name`,
+  );
   for (const w of rows) {
     try {
       const one = await sweepWorkflow(db, events, w, opts.batch);

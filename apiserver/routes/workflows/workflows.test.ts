@@ -307,6 +307,36 @@ describe('dormancy', () => {
     expect(fired.map((d) => d.key).sort()).toEqual(['r1', 'r2']);
   });
 
+  it('leaves a deactivated tenant\'s workflows out: its spells stay as they were and nothing is announced; an active tenant\'s are swept', async () => {
+    await owner.query(`insert into core.tenants (id, code, name) values (5, 'dormant', 'Dormant')`);
+    await hub.services.connectors.ext.ensureTable(5, 'ext.partners', [{ name: 'status', path: '$.status', type: 'text' }]);
+    expect((await call('POST', '/api/entities/apply', { tenant: 5, body: stringify(partnerEntity) })).status).toBe(201);
+    await owner.query(
+      `insert into ext_t5.partners (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status)
+       values (5, 'd1', md5('d1'), '{"name":"Partner d1"}', $1, $2, 'prospect')`,
+      [CONNECTOR, ENDPOINT],
+    );
+    await partners([['d1', 'prospect']]);
+    const lively = manifest('lively', { dormancy: { after: '1s', states: ['prospect'] } });
+    for (const tenant of [1, 5]) expect((await apply(lively, tenant)).status).toBe(201);
+    await sweep();
+    const spellOf = async (tenant: number) =>
+      (
+        await owner.query<{ due: boolean; notified_at: Date | null }>(
+          `select s.since <= now() - interval '1 second' as due, s.notified_at
+             from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.tenant_id = $1 and w.name = 'lively' and s.record_key = 'd1'`,
+          [tenant],
+        )
+      ).rows[0];
+    await until('d1 due in both tenants', async () => (await spellOf(1))?.due && (await spellOf(5))?.due);
+    expect((await call('DELETE', '/api/tenants/5')).status).toBe(204);
+    await sweep();
+    expect((await decisions('lively')).filter((d) => d.key === 'd1')).toHaveLength(1);
+    const announced = await owner.query<{ n: number }>(`select count(*)::int as n from events.outbox where tenant_id = 5 and type like 'decision.dormant.%'`);
+    expect(announced.rows[0]!.n).toBe(0);
+    expect(await spellOf(5)).toMatchObject({ notified_at: null });
+  });
+
   it('over an entity fused from two sources, in batches of two: one spell per record across batch boundaries, the gone ones ended, each due spell announced once', async () => {
     await hub.services.connectors.ext.ensureTable(1, 'ext.fused_a', [{ name: 'status', path: '$.status', type: 'text' }]);
     await hub.services.connectors.ext.ensureTable(1, 'ext.fused_b', []);
