@@ -536,3 +536,70 @@ describe('expandPending and a re-apply changing the connector\'s scopes', () => 
     expect(await tags()).toEqual([{ key: 'e1', scopes: ['finance'] }, { key: 'e2', scopes: ['finance'] }]);
   });
 });
+
+/**
+ * A deactivated tenant's rows leave the hub no more (docs/admin.md): the indexer neither expands its
+ * pending entries nor sends its chunks to the embedding model; an active tenant's, in the same pass,
+ * are.
+ */
+describe('the indexer and a deactivated tenant', () => {
+  let t: MigratedDatabase;
+  let ext: ExtSchema;
+  const ids = { connectorId: '00000000-0000-4000-8000-0000000000c2', endpointUuid: '00000000-0000-4000-8000-0000000000e2' };
+  const target: Target = { kind: 'hybrid', table: 'ext.items', unique_key: '$.id', promote: [] };
+
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'acme', 2: 'gone' });
+    ext = new ExtSchema(t.ownerUrl, TEST_ROLES);
+    for (const tenantId of [1, 2]) await ext.ensureTable(tenantId, 'ext.items', []);
+  });
+  afterAll(async () => {
+    await ext?.close();
+    await t?.close();
+  });
+
+  async function written(tenantId: number, items: unknown[]) {
+    const rows = items.map((item) => prepareRow(item, target));
+    await t.db.withTenant(tenantId, async (tx) => {
+      await upsertChunk(tx, target, rows, { tenantId, ...ids });
+      await pendingIndexer.rowsWritten(tx, { tenantId, ...ids, connectorName: 'crm', table: target.table, scopes: [], rows });
+    });
+  }
+
+  it('leaves its pending entries and its chunks as they are', async () => {
+    await written(1, [{ id: 'a1' }]);
+    await written(2, [{ id: 'g1' }]);
+    // A chunk the tenant had before it was deactivated, not embedded yet.
+    await t.owner.query(
+      `insert into retrieval.chunks (tenant_id, corpus, row_hash, table_name, external_id, content) values (2, 'crm', md5('g0'), 'ext.items', 'g0', 'ext.items g0: id: g0')`,
+    );
+    await t.owner.query('update core.tenants set active = false where id = 2');
+
+    expect(await expandPending(t.db)).toBe(1);
+    const pending = await t.owner.query<{ tenant_id: string }>('select tenant_id::text from retrieval.pending');
+    expect(pending.rows).toEqual([{ tenant_id: '2' }]);
+
+    const sent: string[] = [];
+    const port: EmbeddingPort = {
+      provider: 'test',
+      model: 'recording',
+      dimensions: 4,
+      embed: async (texts) => {
+        sent.push(...texts);
+        return texts.map(() => Float32Array.from([1, 0, 0, 0]));
+      },
+    };
+    expect(await embedPending(t.db, port, 10)).toBe(1);
+    expect(sent).toEqual(['ext.items a1: id: a1']);
+    const { rows } = await t.owner.query<{ tenant_id: string; content: string; embedded: boolean }>(
+      'select tenant_id::text, content, embedding is not null as embedded from retrieval.chunks order by tenant_id, id',
+    );
+    expect(rows).toEqual([
+      { tenant_id: '1', content: 'ext.items a1: id: a1', embedded: true },
+      { tenant_id: '2', content: 'ext.items g0: id: g0', embedded: false },
+    ]);
+    // Nothing more for a later pass either.
+    expect(await expandPending(t.db)).toBe(0);
+    expect(await embedPending(t.db, port, 10)).toBe(0);
+  });
+});

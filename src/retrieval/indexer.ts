@@ -36,11 +36,17 @@ interface PendingEntry {
   row_hashes: string[];
 }
 
+/**
+ * SQL, true for a row `p` of an active tenant: the entries and chunks of a deactivated tenant are
+ * left as they are, neither expanded nor sent to the embedding model (docs/retrieval.md).
+ */
+const OF_ACTIVE_TENANT = 'exists (select 1 from core.tenants t where t.id = p.tenant_id and t.active)';
+
 /** The longest wait before an entry that failed is tried again (the wait doubles from 1 s up to it). */
 export const PENDING_RETRY_MAX_SECONDS = 3600;
 
 /**
- * Turns up to `limit` pending entries (of every tenant, oldest first) into chunks (text, scopes,
+ * Turns up to `limit` pending entries (of every active tenant, oldest first) into chunks (text, scopes,
  * corpus), each entry under a savepoint of the transaction that removes it: a crash leaves the entry
  * for the next pass, never half a batch, and an entry that fails (its rollback to the savepoint
  * undoes its own work only) does not hold back the others. A failed entry stays, with its
@@ -54,7 +60,7 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
   return db.crossTenant('retrieval-index', async (tx) => {
     const { rows: entries } = await tx.query<PendingEntry>(
       `select id, tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes
-         from retrieval.pending where retry_at is null or retry_at <= now() order by id limit $1 for update skip locked`,
+         from retrieval.pending p where (retry_at is null or retry_at <= now()) and ${OF_ACTIVE_TENANT} order by id limit $1 for update skip locked`,
       [limit],
     );
     // Two passes (two processes) expanding entries of one table at once: the later waits for the
@@ -213,7 +219,7 @@ interface Embedded {
 }
 
 /**
- * Embeds up to `batch` chunks that have no vector yet (oldest first, a chunk set aside until its
+ * Embeds up to `batch` chunks of active tenants that have no vector yet (oldest first, a chunk set aside until its
  * `embed_retry_at`), outside any transaction while the model works, then stores the vectors under
  * one advisory lock so that `embedded_seq` values become visible in their order (in-memory indexes
  * load what is newer than the last they saw). A vector is stored only on a chunk whose text is
@@ -234,8 +240,8 @@ interface Embedded {
 export async function embedPending(db: Database, port: EmbeddingPort, batch: number, pgvector?: { schema: string }, signal?: AbortSignal): Promise<number> {
   const { rows } = await db.crossTenantQuery<Unembedded>(
     'retrieval-embed',
-    `select id, tenant_id, content from retrieval.chunks
-      where embedding is null and (embed_retry_at is null or embed_retry_at <= now()) order by id limit $1`,
+    `select id, tenant_id, content from retrieval.chunks p
+      where embedding is null and (embed_retry_at is null or embed_retry_at <= now()) and ${OF_ACTIVE_TENANT} order by id limit $1`,
     [batch],
   );
   if (rows.length === 0 || signal?.aborted) return 0;
