@@ -839,4 +839,23 @@ describe('a deactivated tenant', () => {
     expect(receiver.on('/gone')).toEqual([]);
     expect((await rowsOf(gone.id)).find((r) => r.event_id === 9301)).toMatchObject({ attempts: 1, closed_reason: TENANT_INACTIVE_REASON, lease_token: null });
   });
+
+  it('a first attempt the consumer queued before the deactivation: its integration read again (freshMs), the row closes, nothing is sent', async () => {
+    await t.owner.query('update core.tenants set active = true where id = $1', [GONE]);
+    const pool = new AttemptPool(1, 1, 10);
+    let release: () => void = () => undefined;
+    pool.offer('blocker', () => new Promise<void>((resolve) => (release = resolve)));
+    const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }), pool, leaseMs: 5_000, freshMs: 0 });
+    try {
+      const e = await emit(GONE, 23);
+      expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
+      await t.owner.query('update core.tenants set active = false where id = $1', [GONE]);
+      release();
+      const closed = await until('the row closed', async () => (await rowsOf(gone.id)).find((r) => Number(r.event_id) === e && r.closed_reason));
+      expect(closed).toMatchObject({ attempts: 0, closed_reason: TENANT_INACTIVE_REASON, lease_token: null });
+    } finally {
+      await w.stop();
+    }
+    expect(receiver.on('/gone')).toEqual([]);
+  });
 });

@@ -4,7 +4,7 @@ import { advanceSql, advanceValues, type CursorMove } from '../events/consumer.j
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
-import { type ClaimedRow, type IntegrationColumns, integrationColumns } from './journal.js';
+import { type ClaimedRow, type IntegrationColumns, integrationColumns, TENANT_ACTIVE_SQL } from './journal.js';
 import { TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import type { DeliveryWorker } from './worker.js';
 
@@ -116,7 +116,8 @@ export class WebhookConsumer {
        )
        ${cursor ? `, moved as (${advanceSql(5)} returning 1)` : ''}
        select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.attempts, d.integration_id, i.target_url, i.auth_mode,
-              i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks
+              i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks,
+              ${TENANT_ACTIVE_SQL}
          from (select inserted.*, row_number() over (partition by integration_id) as nth from inserted) d
          left join hub.integrations i on i.id = d.integration_id and d.nth = 1`,
       [events.map((e) => e.id), bodies, this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],

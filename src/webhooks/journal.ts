@@ -150,15 +150,18 @@ export type ClaimedRow = {
   enabled: boolean;
   deleted: boolean;
   standard_webhooks: boolean;
-  /** Read by `takeLease`: false once the tenant is deactivated (a Claim's row is of an active tenant: the consumer hands over no other). */
-  tenant_active?: boolean;
+  /** Read with the integration: false once its tenant is deactivated (the attempt then closes the row). */
+  tenant_active: boolean;
 };
 
 /** What an attempt needs of its integration (part of ClaimedRow). */
 export type IntegrationColumns = Pick<
   ClaimedRow,
-  'integration_id' | 'target_url' | 'auth_mode' | 'secret_iv' | 'secret_tag' | 'secret_ciphertext' | 'event_types' | 'enabled' | 'deleted' | 'standard_webhooks'
+  'integration_id' | 'target_url' | 'auth_mode' | 'secret_iv' | 'secret_tag' | 'secret_ciphertext' | 'event_types' | 'enabled' | 'deleted' | 'standard_webhooks' | 'tenant_active'
 >;
+
+/** SQL, the `tenant_active` column of integration `i`: whether its tenant is still active. */
+export const TENANT_ACTIVE_SQL = '(select t.active from core.tenants t where t.id = i.tenant_id) is not false as tenant_active';
 
 export function integrationColumns(row: IntegrationColumns): IntegrationColumns {
   return {
@@ -172,6 +175,7 @@ export function integrationColumns(row: IntegrationColumns): IntegrationColumns 
     enabled: row.enabled,
     deleted: row.deleted,
     standard_webhooks: row.standard_webhooks,
+    tenant_active: row.tenant_active,
   };
 }
 
@@ -179,7 +183,7 @@ export function integrationColumns(row: IntegrationColumns): IntegrationColumns 
 export async function readIntegration(tx: Tx, id: number): Promise<IntegrationColumns | undefined> {
   const { rows } = await tx.query<IntegrationColumns>(
     `select i.id as integration_id, i.target_url, i.auth_mode, i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled,
-            i.deleted_at is not null as deleted, i.standard_webhooks
+            i.deleted_at is not null as deleted, i.standard_webhooks, ${TENANT_ACTIVE_SQL}
        from hub.integrations i where i.id = $1`,
     [id],
   );
@@ -187,9 +191,9 @@ export async function readIntegration(tx: Tx, id: number): Promise<IntegrationCo
 }
 
 /**
- * Renews the lease of a row this worker holds (its token) and reads what the attempt needs, and
- * whether its tenant is still active. Undefined when the row is no longer this worker's (the lease
- * ran out and someone else claimed it), or is done (succeeded or closed).
+ * Renews the lease of a row this worker holds (its token) and reads what the attempt needs.
+ * Undefined when the row is no longer this worker's (the lease ran out and someone else claimed
+ * it), or is done (succeeded or closed).
  */
 export async function takeLease(tx: Tx, id: number, token: string, leaseMs: number): Promise<ClaimedRow | undefined> {
   const { rows } = await tx.query<ClaimedRow>(
@@ -198,7 +202,7 @@ export async function takeLease(tx: Tx, id: number, token: string, leaseMs: numb
       where d.id = $1 and d.lease_token = $2 and i.id = d.integration_id and not d.succeeded and d.closed_reason is null
       returning d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.body, d.attempts, i.id as integration_id, i.target_url, i.auth_mode,
                 i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks,
-                (select t.active from core.tenants t where t.id = d.tenant_id) is not false as tenant_active`,
+                ${TENANT_ACTIVE_SQL}`,
     [id, token, leaseMs],
   );
   return rows[0];

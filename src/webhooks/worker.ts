@@ -28,7 +28,8 @@ import { deliveryRequest } from './signing.js';
  * Claim's, or a read again (one statement per integration, shared by the attempts starting
  * meanwhile) once that is `freshMs` old or an integration was changed through this process since.
  * So a change made through this process stops queued first attempts at once, one made elsewhere
- * within `freshMs`, and a backlog costs one read per integration and `freshMs`, not one per attempt.
+ * (a tenant deactivated, too: its state is read with the integration) within `freshMs`, and a
+ * backlog costs one read per integration and `freshMs`, not one per attempt.
  */
 
 interface WorkerOptions {
@@ -262,7 +263,7 @@ export class DeliveryWorker {
     const row = (await this.fromClaim(claim, id)) ?? (await takeLease(this.direct, id, token, this.o.leaseMs));
     if (!row) return { result: { kind: 'lost' } };
     // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
-    if (row.tenant_active === false) {
+    if (!row.tenant_active) {
       await closeRow(this.direct, id, token, TENANT_INACTIVE_REASON);
       attemptLog(row, id).info('delivery closed: its tenant was deactivated');
       return { result: { kind: 'closed' } };
