@@ -38,6 +38,8 @@ beforeAll(async () => {
       ctx.body = [{ id: 1 }];
     } else if (ctx.path === '/text') ctx.body = 'plain words';
     else if (ctx.path === '/deadlock') await deadlock();
+    else if (ctx.path === '/refused') await statement('select $1::int', [`given-${VALUE}`]);
+    else if (ctx.path === '/duplicate') await statement(`create temp table u (v text unique); insert into u values ('${VALUE}'), ('${VALUE}')`);
   });
   server = app.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
@@ -72,6 +74,20 @@ async function deadlock(): Promise<void> {
   }
 }
 
+/** A value a tenant sent or an upstream record held: never in the hub's log. */
+const VALUE = 'tenant-value-8xK';
+
+/** `sql` on a real PostgreSQL: its error is thrown as a route's statement would throw it. */
+async function statement(sql: string, params: unknown[] = []): Promise<void> {
+  const client = new pg.Client({ connectionString: await createTestDatabase('refusal') });
+  await client.connect();
+  try {
+    await client.query(sql, params);
+  } finally {
+    await client.end();
+  }
+}
+
 function accessLine(requestId: string | null): Record<string, unknown> | undefined {
   return logs.lines().find((l) => l.msg === 'request' && l.reqId === requestId);
 }
@@ -100,6 +116,28 @@ describe('a transaction the database rolled back to break a deadlock', () => {
       },
     });
     expect(accessLine(res.headers.get('x-request-id'))).toMatchObject({ path: '/deadlock', status: 503 });
+  });
+});
+
+describe('a PostgreSQL error quoting a value of the request', () => {
+  it('a refused value (22P02) is a 400 whose log line has the code, not the value', async () => {
+    const res = await fetch(`${base}/refused`);
+    expect(res.status).toBe(400);
+    const requestId = res.headers.get('x-request-id');
+    const line = logs.lines().find((l) => l.msg === 'database refused a value of the request' && l.reqId === requestId);
+    // Was: err: 'invalid input syntax for type integer: "given-tenant-value-8xK"'.
+    expect(line).toMatchObject({ code: '22P02', err: 'invalid input syntax for type integer: "…"' });
+    expect(logs.raw()).not.toContain(VALUE);
+  });
+
+  it('a unique violation (a 500 here) is logged with its constraint and table, the key value masked', async () => {
+    const res = await fetch(`${base}/duplicate`);
+    expect(res.status).toBe(500);
+    const requestId = res.headers.get('x-request-id');
+    const line = logs.lines().find((l) => l.msg === 'request failed' && l.reqId === requestId);
+    // Was: detail 'Key (v)=(tenant-value-8xK) already exists.'
+    expect(line?.err).toMatchObject({ code: '23505', constraint: 'u_v_key', table: 'u', detail: 'Key (v)=(…) already exists.' });
+    expect(logs.raw()).not.toContain(VALUE);
   });
 });
 

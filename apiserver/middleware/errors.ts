@@ -1,6 +1,7 @@
 import { JsonText } from '../../src/db/json-text.js';
 import type { Context, Next } from 'koa';
 import { HubError } from '../../src/errors.js';
+import { databaseErrorFields } from '../../src/observability/database-errors.js';
 import { logger } from '../../src/observability/logger.js';
 import { isConnectionWaitTimeout, isDatabaseUnavailable } from '../../src/db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../../src/validation/database-refusals.js';
@@ -44,7 +45,8 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       return;
     }
     if (kind === 'refused') {
-      logger().info({ code: (err as { code?: string }).code, err: (err as Error).message }, 'database refused a value of the request');
+      // The database's words without the value they may quote (a tenant's data): the code and the names locate it.
+      logger().info(databaseErrorFields(err), 'database refused a value of the request');
       ctx.status = 400;
       ctx.body = refusedByDatabase(err);
       return;

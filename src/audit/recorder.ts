@@ -1,6 +1,7 @@
 import { deleteInBatches } from '../db/batches.js';
 import type { CommitFollowUp, CommitHook, Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
+import { loggableMessage } from '../observability/database-errors.js';
 
 /** One audited act. `tenantId` 0 is the platform itself (calls that resolved no tenant). */
 export interface AuditEntry {
@@ -120,7 +121,7 @@ export class RequestAudit implements CommitHook {
         }
         return;
       } catch (err) {
-        logger().error({ err: (err as Error).message, status }, 'audit entry not written with its call: retried later');
+        logger().error({ err: loggableMessage(err), status }, 'audit entry not written with its call: retried later');
       }
     }
     // Retried by the recorder: the whole entry, or the completion of the row already written.

@@ -4,6 +4,7 @@ import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
@@ -488,7 +489,7 @@ export class ConnectorRunner {
       // never by the schema that holds them (a `relation "ext_t5.s1" does not exist` from PostgreSQL).
       const message = publicTableMessage(tenantId, failure.message);
       outcome = { status, error: message === failure.message ? failure : Object.assign(new Error(message), { runStatus: failure.runStatus, retryable: failure.retryable }) };
-      if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: failure.message }, 'connector run failed');
+      if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: loggableMessage(failure) }, 'connector run failed');
     }
 
     const finished = await this.untilWritten(run.id, outcome.status, () => this.o.db.withTenant(tenantId, async (tx) => {
@@ -526,7 +527,7 @@ export class ConnectorRunner {
         if (this.closed || !(isDatabaseUnavailable(err) || isOutOfResources(err))) throw err;
         if (!told) {
           told = true;
-          logger().warn({ runId, status, err: (err as Error).message }, `run ${runId} ended ${status} but the database cannot take its end yet; trying again until it does`);
+          logger().warn({ runId, status, err: loggableMessage(err) }, `run ${runId} ended ${status} but the database cannot take its end yet; trying again until it does`);
         }
         await new Promise((resolve) => setTimeout(resolve, delay));
         delay = Math.min(delay * 2, END_RETRY_MAX_MS);

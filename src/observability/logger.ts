@@ -2,6 +2,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { LOG_LEVELS } from '../config/properties.js';
 import { currentContext } from './context.js';
+import { loggableError } from './database-errors.js';
 import { longestFirst, redactSecrets } from './secret-forms.js';
 
 export type { Logger } from 'pino';
@@ -82,6 +83,8 @@ export function createLogger(options: LoggerOptions): Logger {
       base: undefined,
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
+      // A PostgreSQL error is logged without the values its texts quote (src/observability/database-errors.ts).
+      serializers: { err: (err: unknown) => pino.stdSerializers.err(loggableError(err) as Error) },
       formatters: { level: (label) => ({ level: label }) },
       mixin() {
         const ctx = currentContext();

@@ -4,6 +4,7 @@ import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import type { EventWriter } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { durationInterval } from './duration.js';
 import type { WorkflowSpec } from './types.js';
 
@@ -85,7 +86,7 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
       total.skipped += one.skipped;
     } catch (err) {
       // One workflow's trouble (a source table dropped mid-pass) does not stop the others.
-      logger().warn({ err: (err as Error).message, tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep failed for one workflow');
+      logger().warn({ err: loggableMessage(err), tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep failed for one workflow');
     }
   }
   return total;

@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { createTestDatabase } from '../../test/harness/database.js';
+import { captureLogs, type LogCapture } from '../../test/harness/log-capture.js';
+import { databaseErrorFields, loggableMessage } from './database-errors.js';
+import { logger } from './logger.js';
+
+/**
+ * Errors a real PostgreSQL raises over a value a tenant or an upstream record chose: the log lines
+ * written with them (`{err}` through the logger's serializer, or the fields of one) keep the code and
+ * the names, never the value.
+ */
+const SECRET = 'tenant-data-7Q2';
+
+let client: pg.Client;
+let logs: LogCapture;
+
+beforeAll(async () => {
+  client = new pg.Client({ connectionString: await createTestDatabase('dberr') });
+  await client.connect();
+  await client.query(`
+    create table parent (id int primary key);
+    create table t (
+      id serial primary key,
+      email text not null unique,
+      note text check (note <> 'forbidden-${SECRET}'),
+      parent int references parent (id),
+      other text not null default 'x'
+    );
+    insert into t (email) values ('taken-${SECRET}');`);
+  logs = captureLogs('debug');
+});
+
+afterAll(async () => {
+  logs.restore();
+  await client.end();
+});
+
+async function failure(sql: string, params: unknown[] = []): Promise<Error> {
+  try {
+    await client.query(sql, params);
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error(`no error from ${sql}`);
+}
+
+/** The error's line as the logger writes it, with `{err}` and with `databaseErrorFields`. */
+function logged(err: Error): string {
+  const before = logs.raw().length;
+  logger().error({ err }, 'statement failed');
+  logger().info(databaseErrorFields(err), 'statement refused');
+  return logs.raw().slice(before);
+}
+
+describe('a PostgreSQL error that quotes a value', () => {
+  it.each([
+    ['22P02 invalid text for an integer', 'select $1::int', [SECRET], '22P02', 'invalid input syntax for type integer: "…"'],
+    ['22P02 a value holding quotes and newlines', 'select $1::int', [`x"${SECRET}\n"y\nz`], '22P02', 'invalid input syntax for type integer: "…"'],
+    ['22P02 invalid JSON (the document in where)', 'select $1::jsonb', [`{"a": "${SECRET}`], '22P02', 'invalid input syntax for type json'],
+    ['22003 a number out of range', 'select $1::text::int', ['99999999999'], '22003', 'value "…" is out of range for type integer'],
+    ['22007 a date', 'select $1::date', [SECRET], '22007', 'invalid input syntax for type date: "…"'],
+  ])('%s: logged with its code and without the value', async (_what, sql, params, code, message) => {
+    const err = await failure(sql, params);
+    expect((err as unknown as { code: string }).code).toBe(code);
+    const text = logged(err);
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain('99999999999');
+    const [full, fields] = text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(full.err).toMatchObject({ code, message });
+    expect(full.err.stack).toContain(message);
+    expect(fields).toMatchObject({ code, err: message });
+    expect(loggableMessage(err)).toBe(message);
+  });
+
+  it.each([
+    ['23505 a unique violation', `insert into t (email) values ('taken-${SECRET}')`, '23505', { constraint: 't_email_key', detail: 'Key (email)=(…) already exists.' }],
+    ['23514 a check violation', `insert into t (email, note) values ('a', 'forbidden-${SECRET}')`, '23514', { constraint: 't_note_check', detail: 'Failing row contains (…).' }],
+    ['23502 a not-null violation', `insert into t (email, other) values ('${SECRET}', null)`, '23502', { column: 'other', detail: 'Failing row contains (…).' }],
+    ['23503 a foreign key violation', `insert into t (email, parent) values ('${SECRET}', 424242)`, '23503', { constraint: 't_parent_fkey', detail: 'Key (parent)=(…) is not present in table "parent".' }],
+  ])('%s: the constraint and column kept, the values of its detail masked', async (_what, sql, code, kept) => {
+    const err = await failure(sql);
+    expect((err as unknown as { detail: string }).detail).toMatch(/\(.*(7Q2|424242)/);
+    const text = logged(err);
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain('424242');
+    const [full, fields] = text.trim().split('\n').map((l) => JSON.parse(l));
+    expect(full.err).toMatchObject({ code, table: 't', ...kept, message: err.message });
+    const { detail: _detail, ...names } = kept;
+    expect(fields).toMatchObject({ code, table: 't', ...names, err: err.message });
+  });
+
+  it('a value quoted by an error a trigger raised in PL/pgSQL is masked in its context too, and a cause is masked as the error', async () => {
+    const err = await failure(`do $$ begin perform '${SECRET}'::int; end $$`);
+    const wrapped = new Error('could not write the chunk', { cause: err });
+    const text = logged(wrapped);
+    expect((err as unknown as { where: string }).where).toContain('PL/pgSQL');
+    expect(text).not.toContain(SECRET);
+    expect(JSON.parse(text.split('\n')[0]!).err.message).toBe('could not write the chunk: invalid input syntax for type integer: "…"');
+    // The error itself is not changed: the caller's handling still sees the database's words.
+    expect(err.message).toContain(SECRET);
+  });
+
+  it('leaves other errors as they are: an undefined table names it', async () => {
+    const err = await failure('select * from no_such_table');
+    expect(loggableMessage(err)).toBe('relation "no_such_table" does not exist');
+    expect(JSON.parse(logged(err).split('\n')[0]!).err.message).toBe('relation "no_such_table" does not exist');
+  });
+});
