@@ -72,11 +72,54 @@ export interface LoggerOptions {
   level: string;
   /** JSON lines (prod) or readable lines (dev). */
   json: boolean;
+  /** Where the lines go (JSON or readable, as `json` says); standard output when not given. */
   destination?: DestinationStream;
 }
 
+/**
+ * Control characters (C0, DEL, C1), which a terminal acts on, and the invisible format characters
+ * (Unicode's Cf: bidi overrides, which reorder what follows them, zero-width characters), and the
+ * two Unicode line separators.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]|\p{Cf}/gu;
+const NAMED_ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** `text` with every such character written as its escape (`\n`, `\u001b`, `\u202e`): one line, no terminal sequence. */
+function escapeControls(text: string): string {
+  return text.replace(CONTROL, (c) => NAMED_ESCAPES[c] ?? `\\u${c.codePointAt(0)!.toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * A JSON line made safe for pino-pretty (the dev profile's readable lines): it prints the message
+ * and the top-level keys as they are, where a newline (a connector name or a request path holds
+ * one) would start what reads as another log line, and drops an ESC but leaves the rest of its
+ * sequence; it prints other values as JSON, which leaves DEL, the C1 controls and the format
+ * characters as they are. Every key and string is escaped here, pino-pretty shows the escapes as
+ * they are; only an error's stack keeps its lines, which pino-pretty indents under its key.
+ */
+function prettySafe(line: string): string {
+  // JSON writes a C0 control character as an escape: a line without a backslash or a character of
+  // the other kinds (written as they are) holds none.
+  if (!line.includes('\\') && !/[\u007f-\u009f\u2028\u2029]|\p{Cf}/u.test(line)) return line;
+  try {
+    return `${JSON.stringify(escapedValue(JSON.parse(line), ''))}\n`;
+  } catch {
+    return line;
+  }
+}
+
+function escapedValue(value: unknown, key: string): unknown {
+  if (typeof value === 'string') return key === 'stack' ? value.split('\n').map(escapeControls).join('\n') : escapeControls(value);
+  if (Array.isArray(value)) return value.map((v) => escapedValue(v, ''));
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [escapeControls(k), escapedValue(v, k)]));
+}
+
 export function createLogger(options: LoggerOptions): Logger {
-  const destination = options.destination ?? (options.json ? pino.destination(1) : pretty({ colorize: process.stdout.isTTY, destination: 1 }));
+  const destination = options.json
+    ? (options.destination ?? pino.destination(1))
+    : pretty({ colorize: !options.destination && process.stdout.isTTY, destination: options.destination ?? 1 });
   return pino(
     {
       level: options.level,
@@ -96,7 +139,7 @@ export function createLogger(options: LoggerOptions): Logger {
         if (ctx.job) out.job = ctx.job;
         return out;
       },
-      hooks: { streamWrite: scrub },
+      hooks: { streamWrite: options.json ? scrub : (line) => prettySafe(scrub(line)) },
     },
     destination,
   );
