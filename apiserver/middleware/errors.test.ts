@@ -38,6 +38,9 @@ beforeAll(async () => {
       ctx.body = [{ id: 1 }];
     } else if (ctx.path === '/text') ctx.body = 'plain words';
     else if (ctx.path === '/deadlock') await deadlock();
+    else if (ctx.path === '/undefined-column') await statement('create temp table c (a int); select b from c');
+    else if (ctx.path === '/undefined-function') await statement('select no_such_function(1)');
+    else if (ctx.path === '/undefined-table') await statement('select * from no_such_table');
     else if (ctx.path === '/refused') await statement('select $1::int', [`given-${VALUE}`]);
     else if (ctx.path === '/duplicate') await statement(`create temp table u (v text unique); insert into u values ('${VALUE}'), ('${VALUE}')`);
   });
@@ -138,6 +141,24 @@ describe('a PostgreSQL error quoting a value of the request', () => {
     // Was: detail 'Key (v)=(tenant-value-8xK) already exists.'
     expect(line?.err).toMatchObject({ code: '23505', constraint: 'u_v_key', table: 'u', detail: 'Key (v)=(…) already exists.' });
     expect(logs.raw()).not.toContain(VALUE);
+  });
+});
+
+describe('what the statements name and the database lacks', () => {
+  it.each([
+    ['/undefined-table', '42P01'],
+    ['/undefined-column', '42703'],
+    ['/undefined-function', '42883'],
+  ])('%s (%s): a 503 saying to migrate, the database words in the log', async (path, code) => {
+    const res = await fetch(`${base}${path}`);
+    // Was: a 500 for 42703 and 42883.
+    expect({ status: res.status, body: await res.json() }).toEqual({
+      status: 503,
+      body: { error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' },
+    });
+    const requestId = res.headers.get('x-request-id');
+    expect(logs.lines().find((l) => l.reqId === requestId && l.level === 'warn')).toMatchObject({ code, msg: 'the database lacks a table, column or function the request needs' });
+    expect(accessLine(requestId)).toMatchObject({ path, status: 503 });
   });
 });
 

@@ -79,6 +79,8 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       return;
     }
     if (kind === 'notMigrated') {
+      // The database's words name what is missing (`column "x" does not exist`): for the operator.
+      logger().warn({ code: (err as { code: string }).code, err: (err as Error).message }, 'the database lacks a table, column or function the request needs');
       ctx.status = 503;
       ctx.body = { error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' };
       return;
@@ -122,9 +124,16 @@ function rolledBack(err: unknown): boolean {
   return code === '40P01' || code === '40001';
 }
 
-/** A table that does not exist yet: the hub runs on a database whose migrations are pending. */
+/**
+ * What the hub's statements name and the database lacks: an undefined table (42P01), column (42703)
+ * or function (42883). The hub runs on a database whose migrations are pending, half applied, or
+ * altered by hand.
+ */
+const NOT_MIGRATED_CODES = new Set(['42P01', '42703', '42883']);
+
 function notMigrated(err: unknown): boolean {
-  return (err as { code?: string }).code === '42P01';
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && NOT_MIGRATED_CODES.has(code);
 }
 
 /**

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { MIGRATION_SETS, readMigrations } from '../../../src/db/migrations.js';
 import { lazyCounter } from '../../../src/observability/metrics.js';
 import { createTestDatabase } from '../../../test/harness/database.js';
+import { captureLogs } from '../../../test/harness/log-capture.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
 import { route, type RouteDecl } from '../../route.js';
@@ -170,6 +171,28 @@ describe('health', () => {
       expect(((await tenantCall.json()) as { error: string }).error).toBe('database not migrated: run svc-hub migrate');
     } finally {
       await pending.stop();
+    }
+  });
+
+  it('a column dropped by hand from a migrated database: a 503 saying to migrate, as a missing table, with the column named in the log', async () => {
+    const altered = await startTestHub();
+    const logs = captureLogs('warn');
+    const owner = new pg.Client({ connectionString: altered.ownerUrl });
+    await owner.connect();
+    try {
+      await owner.query('alter table platform.secrets drop column deleted_at');
+      const res = await fetch(`${altered.url}/api/platform/secrets`, { headers: dev });
+      // Was: 500 internal error (42703 undefined column), where 42P01 answered this 503.
+      expect(res.status).toBe(503);
+      expect(await res.json()).toEqual({ error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' });
+      expect(logs.lines().find((l) => l.msg === 'the database lacks a table, column or function the request needs')).toMatchObject({
+        code: '42703',
+        err: expect.stringContaining('deleted_at'),
+      });
+    } finally {
+      logs.restore();
+      await owner.end();
+      await altered.stop();
     }
   });
 
