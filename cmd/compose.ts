@@ -9,6 +9,7 @@ import { Directory } from '../src/auth/directory.js';
 import { TokenVerifier } from '../src/auth/verifier.js';
 import type { Config } from '../src/config/config.js';
 import { MIGRATION_SETS, migrationStatus, readMigrations } from '../src/db/migrations.js';
+import { StartRefused } from '../src/errors.js';
 import { loadCatalog } from '../src/events/catalog.js';
 import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
 import { ClockRunner, type Now } from '../src/clock/clock.js';
@@ -324,7 +325,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       await exports.close();
       await connectors.close();
       await database.close();
-      throw new Error(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`);
+      throw new StartRefused(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`, { cause: err });
     }
   }
 

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
@@ -10,7 +11,7 @@ import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { until } from '../test/harness/until.js';
 import { RUN_USAGE } from './run.js';
-import { stopped } from './svc-hub.js';
+import { expectedFailure, stopped } from './svc-hub.js';
 
 /** The svc-hub executable, run as users run it: a child process, its exit code and its output. */
 
@@ -140,6 +141,39 @@ describe('svc-hub executable', () => {
     expect(await good.exited).toBe(0);
     expect(good.output()).toContain('re-sealed 0 values, 0 already under the current key, 0 could not be opened with any configured key\n');
   }, 90_000);
+
+  it('an expected start failure (database unreachable, port in use) is one line and exit 1, its stack only at debug', async () => {
+    const closed = await freePort();
+    const unreachable = start(['serve'], { DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${closed}/svc` });
+    expect(await unreachable.exited).toBe(1);
+    // Was: the same line followed by the error's stack trace.
+    expect(unreachable.output()).toContain(`svc-hub serve failed: the database cannot be reached: connect ECONNREFUSED 127.0.0.1:${closed}`);
+    expect(unreachable.output()).not.toContain('    at ');
+    expect(unreachable.output()).not.toContain('pw-not-logged');
+    const debug = start(['serve'], { DATABASE_URL: `postgres://svc:pw-not-logged@127.0.0.1:${closed}/svc`, SVC_LOG_LEVEL: 'debug' });
+    expect(await debug.exited).toBe(1);
+    expect(debug.output()).toContain('the start failure in full');
+    expect(debug.output()).toContain('    at ');
+
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const busy = start(['serve'], { DATABASE_URL: await createTestDatabase(), PORT: String(port), SVC_HTTP_HOST: '127.0.0.1' });
+      expect(await busy.exited).toBe(1);
+      expect(busy.output()).toContain(`svc-hub serve failed: cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`);
+      expect(busy.output()).not.toContain('    at ');
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  }, 120_000);
+
+  it('an unexpected start failure keeps its stack', () => {
+    expect(expectedFailure(new TypeError("Cannot read properties of undefined (reading 'x')"))).toBeUndefined();
+    expect(expectedFailure(Object.assign(new Error('password authentication failed for user "svc"'), { code: '28P01' }))).toBe(
+      'the database refused the connection: password authentication failed for user "svc"',
+    );
+  });
 
   it('migrate applies the migrations to an external database and exits 0', async () => {
     const url = await createTestDatabase();

@@ -1,5 +1,6 @@
 import { Config, ConfigError } from '../src/config/config.js';
-import { DataDirInUse } from '../src/db/embedded.js';
+import { isDatabaseUnavailable } from '../src/db/unavailable.js';
+import { StartRefused } from '../src/errors.js';
 import { createLogger, logger, setLogger } from '../src/observability/logger.js';
 import { registerKeyTexts } from '../src/platform/secrets/master-key.js';
 import { packageVersion } from '../src/package-root.js';
@@ -104,10 +105,34 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`svc-hub: configuration error: ${err.message}\n`);
       return 1;
     }
-    if (err instanceof DataDirInUse) logger().fatal(err.message);
-    else logger().fatal({ err }, `svc-hub ${role} failed: ${(err as Error).message}`);
+    const expected = expectedFailure(err);
+    if (expected) {
+      // One line that says it all; the stack and the causes only for whoever asks (svc.log.level=debug).
+      logger().debug({ err }, 'the start failure in full');
+      logger().fatal(`svc-hub ${role} failed: ${expected}`);
+    } else logger().fatal({ err }, `svc-hub ${role} failed: ${(err as Error).message}`);
     return 1;
   }
+}
+
+/**
+ * What to print of a start failure whose message says all there is to it (a refused start, the
+ * database unreachable or refusing the hub's connection), or undefined for an unexpected one, which
+ * is logged with its stack.
+ */
+export function expectedFailure(err: unknown): string | undefined {
+  if (err instanceof StartRefused) return err.message;
+  if (isDatabaseUnavailable(err)) return `the database cannot be reached: ${reasonOf(err)}`;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  // 28000/28P01: the role or its password refused; 3D000: no such database.
+  if (code === '28000' || code === '28P01' || code === '3D000') return `the database refused the connection: ${reasonOf(err)}`;
+  return undefined;
+}
+
+/** An error's message; Node's connect to every address of a name (an AggregateError) has none of its own. */
+function reasonOf(err: unknown): string {
+  const { message, errors, code } = err as { message?: string; errors?: Array<{ message?: string }>; code?: string };
+  return message || errors?.map((e) => e.message).join('; ') || code || String(err);
 }
 
 async function run(role: RoleName, config: Config, stop: AbortSignal, serving: () => void): Promise<number> {

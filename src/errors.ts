@@ -197,3 +197,16 @@ export class PortUnavailable extends HubError {
     return { status: 503, body: { json: { error: this.message, hint: this.hint } } };
   }
 }
+
+/**
+ * A start the hub refuses for a reason its message says in full (the HTTP port taken, a migration
+ * changed or added out of order, a database never set up, a data directory another hub uses):
+ * `svc-hub` prints that one line and exits 1, without a stack trace, which would point into the
+ * hub's code where there is nothing to fix (it is logged at debug, as the cause is).
+ */
+export class StartRefused extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'StartRefused';
+  }
+}

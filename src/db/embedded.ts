@@ -18,9 +18,10 @@ import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
+import { StartRefused } from '../errors.js';
 
 /** A data directory that another live hub process holds. */
-export class DataDirInUse extends Error {
+export class DataDirInUse extends StartRefused {
   constructor(
     readonly dataDir: string,
     readonly pid: number,

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { StartRefused } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
 import { ensureRoles, grantSchema, type RoleNames } from './roles.js';
@@ -120,7 +121,7 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
       const recorded = history.get(key(file.schema, file.version));
       if (recorded !== undefined) {
         if (recorded !== file.checksum) {
-          throw new Error(`migration ${file.schema} V${file.version} (${file.file}) was changed after it was applied; restore it and add a new version instead`);
+          throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) was changed after it was applied; restore it and add a new version instead`);
         }
         continue;
       }
@@ -139,7 +140,7 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
         await client.query('commit');
       } catch (err) {
         await client.query('rollback');
-        throw new Error(`migration ${file.schema} V${file.version} (${file.file}) failed: ${(err as Error).message}`);
+        throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${(err as Error).message}`, { cause: err });
       }
       applied++;
       logger().info({ schema: file.schema, version: file.version, ms: Date.now() - started }, `applied migration ${file.file}`);

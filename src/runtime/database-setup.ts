@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Config } from '../config/config.js';
+import { StartRefused } from '../errors.js';
 import { Database } from '../db/database.js';
 import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
 import { migrate, migrationStatus } from '../db/migrations.js';
@@ -49,7 +50,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
         // would fail as "password authentication failed", which points the wrong way.
         const missing = await withOwner(ownerUrl, (client) => missingRoles(client, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]));
         if (missing.length) {
-          throw new Error(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
+          throw new StartRefused(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
         }
       }
       // Said at start, not only by readiness: the hub serves, out of service until they are applied.
