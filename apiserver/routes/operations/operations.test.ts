@@ -277,6 +277,14 @@ describe('errors', () => {
     expect(kept.headers.get('x-request-id')).toBe('abc-123');
     const replaced = await fetch(`${hub.url}/q/health/live`, { headers: { 'X-Request-Id': 'a b<script>' } });
     expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    // At most 128 characters, of ASCII letters and digits and _ . : - (no space, tab or non-ASCII
+    // letter; Node's parser refuses other control characters): anything else is replaced, never cut.
+    const longest = `${'a'.repeat(120)}:trace.1`;
+    expect((await fetch(`${hub.url}/q/health/live`, { headers: { 'X-Request-Id': longest } })).headers.get('x-request-id')).toBe(longest);
+    for (const given of [`${longest}9`, 'caf\u00e9', 'a\tb']) {
+      const res = await fetch(`${hub.url}/q/health/live`, { headers: { 'X-Request-Id': given } });
+      expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    }
   });
 });
 
