@@ -6,6 +6,7 @@ import pg from 'pg';
 import { createTestDatabase } from '../../test/harness/database.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
+import { StartRefused } from '../errors.js';
 import { migrate, migrationStatus, readMigrations, type MigrationSet } from './migrations.js';
 
 const roles = { app: 'svc_app', worker: 'svc_worker' };
@@ -92,6 +93,29 @@ describe('migrations', () => {
     await migrate(url, roles, [{ schema: 'demo', dir }]);
     writeFileSync(join(dir, 'V1__a.sql'), 'create table demo.a (x int, y int);');
     await expect(migrate(url, roles, [{ schema: 'demo', dir }])).rejects.toThrow(/demo V1 \(V1__a.sql\) was changed after it was applied/);
+  });
+
+  it('refuses to start, naming it, a file added below the version its schema has applied, and applies nothing', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__a.sql': 'create table demo.a (x int);', 'V3__c.sql': 'create table demo.c (x int);' });
+    await migrate(url, roles, [{ schema: 'demo', dir }]);
+    // A merge brought a V2 (and a V4) after V3 was applied.
+    writeFileSync(join(dir, 'V2__b.sql'), 'create table demo.b (x int);');
+    writeFileSync(join(dir, 'V4__d.sql'), 'create table demo.d (x int);');
+    // Was: V2 applied after V3 without a word (and V4 with it).
+    const refusal = migrate(url, roles, [{ schema: 'demo', dir }]);
+    await expect(refusal).rejects.toThrow(
+      'migration demo V2 (V2__b.sql) is not applied, but the database has schema demo at V3: it would run after versions meant to follow it; give it a version above V3 (rename it V4__b.sql)',
+    );
+    await expect(refusal).rejects.toBeInstanceOf(StartRefused);
+    const history = await query(url, "select version from public.svc_schema_history where schema = 'demo' order by 1");
+    expect(history.rows.map((r) => r.version)).toEqual([1, 3]);
+    // Renumbered above V3 (and V4 moved up), it is applied; the applied ones below are never concerned.
+    rmSync(join(dir, 'V2__b.sql'));
+    rmSync(join(dir, 'V4__d.sql'));
+    writeFileSync(join(dir, 'V4__b.sql'), 'create table demo.b (x int);');
+    writeFileSync(join(dir, 'V5__d.sql'), 'create table demo.d (x int);');
+    expect(await migrate(url, roles, [{ schema: 'demo', dir }])).toBe(2);
   });
 
   it('on a database a newer hub migrated, says which versions it does not have and runs on it', async () => {

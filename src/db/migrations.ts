@@ -10,7 +10,8 @@ import { ensureRoles, grantSchema, type RoleNames } from './roles.js';
 /**
  * Versioned SQL migrations, one folder per schema, applied in the order of MIGRATION_SETS under a
  * PostgreSQL advisory lock so replicas that start together apply each file exactly once. Files are
- * named `V<version>__<description>.sql`; an applied file whose content changed stops the start.
+ * named `V<version>__<description>.sql`; an applied file whose content changed, or a file not
+ * applied below its schema's applied version, stops the start.
  */
 
 export interface MigrationSet {
@@ -117,6 +118,9 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
     const history = new Map(done.rows.map((r) => [key(r.schema, r.version), r.checksum]));
     const unknown = unknownApplied(files, done.rows);
     if (unknown) logger().warn(unknown);
+    // Before anything is applied: a start refused here has changed nothing.
+    const late = outOfOrder(files, done.rows);
+    if (late) throw new StartRefused(late);
     for (const file of files) {
       const recorded = history.get(key(file.schema, file.version));
       if (recorded !== undefined) {
@@ -159,6 +163,26 @@ export async function migrate(ownerUrl: string, roles: RoleNames | null, sets: M
     await client.end();
   }
   return applied;
+}
+
+/**
+ * What to say when a file that is not applied has a version below one its schema has applied (a
+ * branch merged with a migration numbered before the other branch's, applied meanwhile): applying
+ * it now would run it after the versions that were meant to follow it, against a schema it was not
+ * written for, so the start is refused, as Flyway refuses an out-of-order migration by default. The
+ * file is given a version above the schema's applied one. An applied file is never concerned.
+ */
+function outOfOrder(files: MigrationFile[], applied: Array<{ schema: string; version: number }>): string | undefined {
+  const highest = new Map<string, number>();
+  for (const r of applied) highest.set(r.schema, Math.max(highest.get(r.schema) ?? 0, r.version));
+  const late = files.filter((f) => f.version < (highest.get(f.schema) ?? 0) && !applied.some((r) => r.schema === f.schema && r.version === f.version));
+  if (!late.length) return undefined;
+  return late
+    .map((f) => {
+      const top = highest.get(f.schema)!;
+      return `migration ${f.schema} V${f.version} (${f.file}) is not applied, but the database has schema ${f.schema} at V${top}: it would run after versions meant to follow it; give it a version above V${top} (rename it V${top + 1}__${f.description}.sql)`;
+    })
+    .join('; ');
 }
 
 /**
