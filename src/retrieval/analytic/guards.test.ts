@@ -3,7 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { parse as parseYaml } from 'yaml';
 import { GuardRefusal } from './ast.js';
-import { guardQuery } from './guards.js';
+import { guardQuery, MAX_QUERY_CHARS } from './guards.js';
 import { likeMatches } from './value-domains.js';
 import type { SchemaCard } from './schema-card.js';
 
@@ -138,6 +138,25 @@ describe('guardQuery', () => {
   it('refuses a statement nested deeper than any question needs, without throwing', async () => {
     const deep = `select name from ext.partners where id in ${'(select '.repeat(1000)}1${')'.repeat(1000)}`;
     expect(await guardQuery(deep, card, { resolveRelation })).toMatchObject({ ok: false, guard: 1 });
+  });
+
+  it('refuses a query longer than MAX_QUERY_CHARS before parsing it (5,000 CTEs, 128 KB, held the event loop for 5 s)', async () => {
+    const ctes = (n: number) => `with ${Array.from({ length: n }, (_, i) => `c${i} as (select 1 as a)`).join(', ')} select 1 as x`;
+    const started = performance.now();
+    const long = ctes(5000);
+    expect(await guardQuery(long, card, { resolveRelation })).toEqual({
+      ok: false,
+      guard: 1,
+      reason: `The query is ${long.length} characters long, more than the ${MAX_QUERY_CHARS} allowed.`,
+    });
+    expect(performance.now() - started).toBeLessThan(500);
+    // Up to the bound, the query is read as any other, whatever its form.
+    let most = ctes(1);
+    for (let n = 2; ctes(n).length <= MAX_QUERY_CHARS; n++) most = ctes(n);
+    expect(await guardQuery(most, card, { resolveRelation })).toMatchObject({ ok: true });
+    const ors = `select count(*) from ext.orders where id = 0${' or id = 1'.repeat((MAX_QUERY_CHARS - 60) / 10)}`;
+    expect(ors.length).toBeLessThanOrEqual(MAX_QUERY_CHARS);
+    expect(await guardQuery(ors, card, { resolveRelation })).toMatchObject({ ok: true });
   });
 
   it('accepts LIKE … ESCAPE and leaves its pattern unchecked', async () => {

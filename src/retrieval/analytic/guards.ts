@@ -9,6 +9,14 @@ import { checkStatementShape } from './statement-shape.js';
 /** The largest answer analytic chat returns; a larger LIMIT is lowered to it. */
 export const MAX_ROWS = 500;
 
+/**
+ * The longest query the guards read, in characters. Parsing, walking, rendering and parsing again
+ * run on the hub's event loop, and some of it grows faster than the text (5,000 CTEs, 128 KB, held
+ * it for 5 s; 20,000, 200 s): a longer query is refused (guard 1) before it is parsed. A question
+ * over a schema card needs a few hundred characters, a large one a few thousand.
+ */
+export const MAX_QUERY_CHARS = 20_000;
+
 export type GuardResult =
   | {
       ok: true;
@@ -59,6 +67,9 @@ export async function guardQuery(sql: string, card: SchemaCard, options: GuardOp
   const maxRows = options.maxRows ?? MAX_ROWS;
   let tree: { stmts?: unknown[] };
   if (sql.trim() === '') return { ok: false, guard: 1, reason: 'The query is empty.' };
+  if (sql.length > MAX_QUERY_CHARS) {
+    return { ok: false, guard: 1, reason: `The query is ${sql.length} characters long, more than the ${MAX_QUERY_CHARS} allowed.` };
+  }
   try {
     tree = await parse(sql);
   } catch (err) {
