@@ -183,6 +183,8 @@ describe('runReadOnly', () => {
       ['select 1 / 0', 'The query failed in the database: division by zero (database error 22012).'],
       ["select 'x'::int", 'The query failed in the database: invalid input syntax for type integer: "x" (database error 22P02).'],
       ['select (select name from ext_t7.partners)', 'The query failed in the database: more than one row returned by a subquery used as an expression (database error 21000).'],
+      // A card relation whose table is gone: named as the card names it, not by the tenant's schema.
+      ['select count(*) from ext_t7.gone', 'The query failed in the database: relation "ext.gone" does not exist (database error 42P01).'],
     ]) {
       const err = await refusal(sql!);
       expect({ guard: err.guard, message: err.message }).toEqual({ guard: 5, message });

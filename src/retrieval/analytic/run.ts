@@ -1,6 +1,7 @@
 import { loadModule, parse } from 'libpg-query';
 import pg from 'pg';
 import { exactNumbersAsText, parseJsonExact } from '../../connectors/engine/exact-json.js';
+import { publicTableMessage } from '../../connectors/target/ddl.js';
 import { type CommitHook, type Database, runWithCommitHook } from '../../db/database.js';
 import { GuardRefusal } from './ast.js';
 import { AnalyticRefusal } from './refusal.js';
@@ -87,7 +88,12 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
           if (code === ANSWER_TOO_LARGE) throw new AnalyticRefusal(5, (err as Error).message, sql);
           const refusal = typeof code === 'string' ? REFUSALS[code] : undefined;
           if (refusal) throw new AnalyticRefusal(5, refusal(timeoutMs), sql);
-          if (typeof code === 'string' && QUERY_FAILURE.test(code)) throw new AnalyticRefusal(5, `The query failed in the database: ${(err as Error).message} (database error ${code}).`, sql);
+          if (typeof code === 'string' && QUERY_FAILURE.test(code)) {
+            // PostgreSQL names the tenant's tables as they run (`ext_t7.gone`, a card older than its table's
+            // removal); the user knows them as the card does (`ext.gone`).
+            const message = publicTableMessage(tenantId, (err as Error).message);
+            throw new AnalyticRefusal(5, `The query failed in the database: ${message} (database error ${code}).`, sql);
+          }
           throw err;
         }
         const kept = rows.slice(0, maxRows);
