@@ -12,6 +12,7 @@ import { EmbeddingUnavailable } from './embedding/errors.js';
 import type { EmbeddingPort } from './embedding/port.js';
 import { embedPending, expandPending, pendingIndexer, REASON_CHARS, SPLIT_BUDGET_MS } from './indexer.js';
 import { OpenAiEmbedding } from './embedding/openai.js';
+import { createRetrievalServices } from './services.js';
 import { EgressPolicy } from '../egress/policy.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { startReceiver } from '../../test/harness/receiver.js';
@@ -339,6 +340,12 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
       ...['a1', 'a2'].map((content) => ({ tenant: 1, content, embedded: true, attempts: 0, error: null, waits: false })),
       ...['b1', 'b2', 'b3', 'b4', 'b5'].map((content) => ({ tenant: 2, content, embedded: true, attempts: 0, error: null, waits: false })),
     ]);
+    // GET …/rag/status counts the chunk set aside, of its tenant only: not one merely waiting for the indexer.
+    const retrieval = createRetrievalServices({
+      db: t.db, embedding: model.port, chat: undefined, statementTimeoutMs: 5000, platformDocuments: () => [], memoryBudgetBytes: 1 << 20, embedBatch: 8, vectorSearch: 'memory',
+    });
+    expect(await retrieval.status(1)).toMatchObject({ chunks: 3, embedded: 2, setAside: 1 });
+    expect(await retrieval.status(2)).toMatchObject({ chunks: 5, embedded: 5, setAside: 0 });
     // Not tried again before its time; a chunk written since is embedded meanwhile.
     await chunksOf(2, ['b6']);
     model.calls.length = 0;
@@ -357,6 +364,8 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
     await t.owner.query("update retrieval.chunks set content = 'a shorter text' where content = 'a TOO-LONG text'");
     expect(await embedPending(t.db, model.port, 8)).toBe(1);
     expect((await state())[0]).toEqual({ tenant: 1, content: 'a shorter text', embedded: true, attempts: 0, error: null, waits: false });
+    expect(await retrieval.status(1)).toMatchObject({ chunks: 3, embedded: 3, setAside: 0 });
+    await retrieval.close();
   });
 
   it('leaves the batch as it was when the failure is the endpoint\'s (no answer, a rate limit, a bad key, another length): the same chunks are tried at the next pass', async () => {

@@ -56,6 +56,12 @@ export interface RetrievalStatus {
   embeddingModel: string;
   /** Chunks with a vector of the configured model (0 without an embedding port): `chunks - embedded` are still waiting for one. */
   embedded: number;
+  /**
+   * Chunks without a vector that the embedding model refused on their own and that are set aside
+   * (`embed_attempts` > 0: passed over until `embed_retry_at`, tried again then); they are among
+   * `chunks - embedded` but are not merely waiting for the indexer.
+   */
+  setAside: number;
   /** Where search runs: `memory` (in process), `pgvector`, or `none` (no embedding port). */
   vectorSearch: 'memory' | 'pgvector' | 'none';
 }
@@ -194,9 +200,10 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
 
   async function status(tenantId: number): Promise<RetrievalStatus> {
     const { rows } = await db.withTenant(tenantId, (tx) =>
-      tx.query<{ chunks: number; embedded: number; current: number; at: Date | null }>(
+      tx.query<{ chunks: number; embedded: number; current: number; aside: number; at: Date | null }>(
         `select count(*)::int as chunks, count(embedding)::int as embedded,
-                (count(*) filter (where embedding is not null and model = $2))::int as current, max(embedded_at) as at
+                (count(*) filter (where embedding is not null and model = $2))::int as current,
+                (count(*) filter (where embedding is null and embed_attempts > 0))::int as aside, max(embedded_at) as at
            from retrieval.chunks where tenant_id = $1`,
         [tenantId, embedding ? modelName(embedding) : null],
       ),
@@ -219,6 +226,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       provider: embedding?.provider ?? 'none',
       embeddingModel: embedding?.model ?? 'none',
       embedded: r.current,
+      setAside: r.aside,
       vectorSearch: path,
     };
   }
