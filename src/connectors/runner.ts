@@ -17,7 +17,7 @@ import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
 import { externalIdOf, type PreparedRow, prepareRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
-import { isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
+import { inKeyOrder, isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, isUniqueViolation, refusedValueCode } from '../validation/database-refusals.js';
 import { compareNumbers, ExactNumber } from './engine/exact-json.js';
@@ -598,8 +598,13 @@ export class ConnectorRunner {
         : { written: await upsertChunk(tx, endpoint.target, batch, ids, options), changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }> };
     if (!how.rowByRow) return { ...(await write(rows, { expectNew: how.expectNew })), rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
     const result = { written: 0, changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }>, rows: [] as PreparedRow[], refused: [] as Array<{ row: PreparedRow; message: string }> };
+    // Written in KEY_ORDER, as a whole chunk is (a run beside this one writing the same table waits
+    // for it, never deadlocks with it); told in the order read.
+    const attempt = (row: PreparedRow) => underSavepoint(tx, () => write([row]));
+    const outcomes = new Map<PreparedRow, Awaited<ReturnType<typeof attempt>>>();
+    for (const row of inKeyOrder(rows)) outcomes.set(row, await attempt(row));
     for (const row of rows) {
-      const one = await underSavepoint(tx, () => write([row]));
+      const one = outcomes.get(row)!;
       if (one.ok) {
         result.written += one.value.written;
         result.changed.push(...one.value.changed);

@@ -2,6 +2,7 @@ import type { Tx } from '../../db/database.js';
 import { logger } from '../../observability/logger.js';
 import { settleRowChunks } from '../../retrieval/row-chunks.js';
 import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './ddl.js';
+import { KEY_ORDER_SQL } from './writer.js';
 
 /**
  * What deleting a connector or purging an endpoint does to the data it ingested, inside the
@@ -214,7 +215,13 @@ async function clearSharers(tx: Tx, table: string, others: string, values: unkno
   return cleared;
 }
 
-/** Deletes the rows of `table` matching `where`; answers how many went. */
+/**
+ * Deletes the rows of `table` matching `where`; answers how many went. They are locked first in
+ * KEY_ORDER, the order a run's chunk writes them in: a run of another connector writing the table
+ * meanwhile waits for the delete or the delete for it. (Deleted in the table's physical order, a
+ * delete holding rows at one end of the keys and a chunk holding them at the other each waited
+ * for the other: a deadlock, the delete a 503 or the run failed on `deadlock detected`.)
+ */
 async function deleteRows(tx: Tx, table: string, where: string, values: unknown[]): Promise<number> {
   let sql: string;
   try {
@@ -224,5 +231,5 @@ async function deleteRows(tx: Tx, table: string, where: string, values: unknown[
   }
   const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
   if (!exists.rows[0]?.t) return 0;
-  return (await tx.query(`delete from ${sql} where ${where}`, values)).rowCount ?? 0;
+  return (await tx.query(`delete from ${sql} where id in (select id from ${sql} where ${where} order by ${KEY_ORDER_SQL} for update)`, values)).rowCount ?? 0;
 }

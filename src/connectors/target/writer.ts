@@ -11,6 +11,7 @@ import type { PreparedRow } from './rows.js';
  * JSON array instead).
  * Rows sharing an external id within the chunk collapse to the last one (it is what the source said
  * last). Returns how many rows were written (every row given: a duplicate overwrote its twin).
+ * The rows are written (so locked) in KEY_ORDER.
  */
 export async function upsertChunk(
   tx: Tx,
@@ -50,6 +51,35 @@ export interface WriteOptions {
 /** The error of an `expectNew` write whose rows were not all new: a key of the chunk is stored already. */
 export const isKeyConflict = (err: unknown): boolean => isUniqueViolation(err);
 
+/**
+ * The order every writer of an ext table locks rows in: `external_id` by the bytes of its UTF-8, the
+ * order of PostgreSQL's `C` collation (`KEY_ORDER_SQL`; `inKeyOrder` in JavaScript, the same order).
+ * Two transactions writing overlapping keys of one table (the chunks of two connectors sharing it,
+ * a delete of one connector beside another's run) then never each hold a row the other waits for:
+ * the later waits for the earlier. Written in the order the source gave them, a chunk of keys 1..n
+ * beside a chunk of the same keys n..1 of another connector was a deadlock (40P01), and one of the
+ * runs failed on `deadlock detected`.
+ */
+export const KEY_ORDER_SQL = 'external_id collate "C"';
+
+/** `rows` sorted in KEY_ORDER (a copy). */
+export function inKeyOrder<T extends { externalId?: string }>(rows: readonly T[]): T[] {
+  return rows
+    .map((row) => ({ row, key: Buffer.from(row.externalId ?? '', 'utf8') }))
+    .sort((a, b) => Buffer.compare(a.key, b.key))
+    .map((r) => r.row);
+}
+
+/** `changed` in the order of `rows` (the order the rows were read), whatever order they were written in. */
+export function inRowOrder<T extends { externalId: string }>(changed: T[], rows: readonly PreparedRow[]): T[] {
+  if (changed.length < 2) return changed;
+  const position = new Map<string, number>();
+  rows.forEach((row, i) => {
+    if (row.externalId !== undefined && !position.has(row.externalId)) position.set(row.externalId, i);
+  });
+  return changed.sort((a, b) => (position.get(a.externalId) ?? 0) - (position.get(b.externalId) ?? 0));
+}
+
 /** Chunks smaller than this go as one JSON array (one round trip); larger ones are staged with COPY. */
 const STAGE_FROM_ROWS = 64;
 
@@ -84,7 +114,7 @@ async function writeRows(
       : ''
     : ` on conflict (tenant_id, external_id) do update set ${updates.join(', ')}${changedOnly}`;
   const merge = (source: string) => `insert into ${table} (${insertColumns.join(', ')})
-     select ${selects.join(', ')} from ${source}${resolve}`;
+     select ${selects.join(', ')} from ${source} order by x.${KEY_ORDER_SQL}${resolve}`;
   let result: pg.QueryResult<{ external_id: string; inserted: boolean }>;
   if (tx.copyFrom && byKey.size >= STAGE_FROM_ROWS) {
     // A chunk is COPYed into a temporary staging table on the transaction's own connection, then
@@ -120,7 +150,8 @@ async function writeRows(
     payload += ']';
     result = await tx.query(merge(`jsonb_to_recordset($4::jsonb) as x(${recordColumns.join(', ')})`), [ids.tenantId, ids.connectorId, ids.endpointUuid, payload]);
   }
-  const changed = onlyChanged ? result.rows.map((r) => ({ externalId: r.external_id, op: r.inserted ? ('insert' as const) : ('update' as const) })) : [];
+  // Written in KEY_ORDER; the changes are told in the order the rows were read.
+  const changed = onlyChanged ? inRowOrder(result.rows.map((r) => ({ externalId: r.external_id, op: r.inserted ? ('insert' as const) : ('update' as const) })), writable) : [];
   return { written: writable.length, changed };
 }
 
