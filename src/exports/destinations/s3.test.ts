@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -276,6 +277,70 @@ describe('S3Destination against fauxqs', () => {
     expect(s3.getObject(BUCKET, key)).toBeUndefined();
     expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
     expect(s3.requests.slice(from).map((r) => `${r.method} ${r.status}`)).toContain('DELETE 204');
+  });
+
+  it('a body failing while a part is being sent: the abort waits for that part (cancelled past the cleanup bound), never overtakes it', async () => {
+    // S3 may store a part whose upload was in progress when the upload was aborted, after the
+    // abort: storage no listing shows. A proxy in front of the store holds part 2 unanswered.
+    const events: string[] = [];
+    let held: { socket: import('node:net').Socket; closed: Promise<void> } | undefined;
+    let arrived = () => {};
+    const partHeld = new Promise<void>((resolve) => (arrived = resolve));
+    const upstream = new URL(s3.endpoint);
+    const proxy = createHttpServer(async (req, res) => {
+      if (req.method === 'PUT' && /[?&]partNumber=2(&|$)/.test(req.url ?? '')) {
+        events.push('part 2 arrived');
+        // Read and dropped (so the client's close is heard), never answered.
+        req.resume();
+        const closed = new Promise<void>((resolve) => req.socket.once('close', resolve));
+        held = { socket: req.socket, closed };
+        void closed.then(() => {
+          if (held?.socket === req.socket) events.push('part 2 cancelled');
+          held = undefined;
+        });
+        arrived();
+        return;
+      }
+      if (req.method === 'DELETE') {
+        // A client that cancelled part 2 before sending this closed its connection first; the
+        // proxy may hear of it a moment after this request, so it is given a moment (the bound is
+        // only ever reached when part 2 is still in flight).
+        const stuck = held;
+        if (stuck) await Promise.race([stuck.closed, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+        events.push(held ? 'abort while part 2 is in flight' : 'abort');
+        held = undefined;
+        stuck?.socket.destroy();
+      }
+      const forward = httpRequest({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      forward.on('error', () => res.destroy());
+      req.pipe(forward);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const key = freshKey();
+      const failure_ = new Error('the snapshot query failed');
+      const body = Readable.from(
+        (async function* () {
+          yield randomBytes(5 * MiB);
+          yield randomBytes(5 * MiB + 1);
+          await partHeld;
+          throw failure_;
+        })(),
+        { objectMode: false },
+      );
+      const endpoint = `http://127.0.0.1:${(proxy.address() as import('node:net').AddressInfo).port}`;
+      const err = await failure(destination(key, { partSize: 5 * MiB, endpoint, cleanupMs: 300 }).publish(body, { digest: () => 'x' }));
+      expect(err).toBe(failure_);
+      expect(events).toEqual(['part 2 arrived', 'part 2 cancelled', 'abort']);
+      expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+      expect(s3.getObject(BUCKET, key)).toBeUndefined();
+    } finally {
+      proxy.closeAllConnections();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
   });
 
   it('rethrows the body’s own error before anything was uploaded (single-part size)', async () => {

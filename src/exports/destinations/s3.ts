@@ -15,7 +15,7 @@ import {
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressDeniedError, type EgressPolicy, isEgressDenied, parseAddress } from '../../egress/policy.js';
-import { abortion, admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError } from './destination.js';
+import { abortion, admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
 
 /**
  * Publication to S3 or an S3-compatible store (docs/exports-destinations.md). A HeadObject first
@@ -157,6 +157,8 @@ export class S3Destination implements Destination {
     // cannot fail it.
     const commitClient = new S3Client({ ...config, requestHandler: handler(false), maxAttempts: 1 });
     let uploadId: string | undefined;
+    /** The part being sent (settled once answered), and how to cancel it. */
+    let sending: { done: Promise<void>; cancel: AbortController } | undefined;
     try {
       await this.admitEndpoint();
       await this.precheck(client, signal);
@@ -191,19 +193,20 @@ export class S3Destination implements Destination {
       if (!uploadId) throw new PublishError('publication', `${this.endpointName} answered CreateMultipartUpload without an upload id`);
       const parts: Array<{ PartNumber: number; ETag: string }> = [];
       let current = first;
-      let inflight: Promise<void> | undefined;
       for (let partNumber = 1; ; partNumber++) {
-        if (inflight) await inflight; // one part uploading while the next one is read: about two parts in memory
+        if (sending) await sending.done; // one part uploading while the next one is read: about two parts in memory
         if (partNumber > MAX_PARTS) {
           throw new PublishError('publication', `the file needs more than ${MAX_PARTS} parts of ${this.partSize} bytes, the most S3 accepts in one upload`);
         }
-        inflight = this.uploadPart(client, uploadId, partNumber, current.part, parts, signal);
-        inflight.catch(() => {});
+        const cancel = new AbortController();
+        const done = this.uploadPart(client, uploadId, partNumber, current.part, parts, signal ? AbortSignal.any([signal, cancel.signal]) : cancel.signal);
+        done.catch(() => {});
+        sending = { done, cancel };
         if (!current.more) break;
-        const failed = inflight.then(() => new Promise<never>(() => {}));
+        const failed = done.then(() => new Promise<never>(() => {}));
         current = await Promise.race([reader.next(), abort.promise, failed]);
       }
-      await inflight;
+      await sending.done;
       await admitCommit(opts);
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       const out = await commitClient.send(
@@ -220,7 +223,7 @@ export class S3Destination implements Destination {
       return this.receipt(out.ETag, out.VersionId);
     } catch (err) {
       let failure = this.classify(err);
-      const left = uploadId ? await this.abortUpload(client, uploadId) : undefined;
+      const left = uploadId ? await this.abortUpload(client, uploadId, sending) : undefined;
       if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`, left);
       throw outcome(watch, signal, failure, left);
     } finally {
@@ -278,12 +281,21 @@ export class S3Destination implements Destination {
 
   /**
    * Aborts the multipart upload (not under the caller's signal, within CLEANUP_MS in all, retries
-   * included); answers what to add to the reason when it could not.
+   * included); answers what to add to the reason when it could not. A part still being sent (the
+   * body failed while it was) is waited for first, within CLEANUP_MS, then cancelled: S3 may store
+   * a part whose upload was in progress when the abort came, after the abort ("it might be
+   * necessary to abort a given multipart upload multiple times"), which then holds storage no
+   * listing of uploads shows.
    */
-  private async abortUpload(client: S3Client, uploadId: string): Promise<string | undefined> {
+  private async abortUpload(client: S3Client, uploadId: string, sending: { done: Promise<void>; cancel: AbortController } | undefined): Promise<string | undefined> {
+    const ms = this.options.cleanupMs ?? CLEANUP_MS;
+    if (sending && (await within(sending.done.then(settled, settled), ms)) === undefined) {
+      sending.cancel.abort();
+      await sending.done.catch(() => {});
+    }
     try {
       await client.send(new AbortMultipartUploadCommand({ Bucket: this.options.bucket, Key: this.options.key, UploadId: uploadId }), {
-        abortSignal: AbortSignal.timeout(this.options.cleanupMs ?? CLEANUP_MS),
+        abortSignal: AbortSignal.timeout(ms),
       });
       return undefined;
     } catch (err) {
@@ -349,6 +361,8 @@ export class S3Destination implements Destination {
     return 'no answer';
   }
 }
+
+const settled = () => true;
 
 function findEgressError(err: unknown): EgressDeniedError {
   let current: unknown = err;
