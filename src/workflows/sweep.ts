@@ -92,7 +92,7 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
   return total;
 }
 
-/** One complete pass over one workflow's entity; undefined when its entity cannot be read now. */
+/** One complete pass over one workflow's entity; undefined when its entity cannot be read now, or another pass has it. */
 async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, batch: number): Promise<Omit<SweepResult, 'workflows'> | undefined> {
   const result = { records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
   let firstSkipped: string | undefined;
@@ -125,7 +125,15 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
   // One read of the fused relation per pass: a cursor in a transaction of its own, fetched a batch
   // at a time while each batch is written in its own short transaction. (Keyset pages, each its own
   // `where _entity_id > $last … limit`, cost the whole FULL JOIN per page over several sources.)
-  await db.withTenant(w.tenant_id, async (reader) => {
+  const swept = await db.withTenant(w.tenant_id, async (reader) => {
+    // One pass per workflow at a time, whichever process sweeps: another pass under way (a second
+    // replica's, a leader change's overlap) has this workflow, and this one leaves it out. Two passes
+    // at once wrote the same spells side by side and deadlocked (their last batches each held the
+    // workflow's row shared and waited for the other's to mark the baseline done; a batch's upserts
+    // met the other's marking of due spells), failing one pass per workflow with `deadlock detected`.
+    // The lock goes with the reader's transaction, which takes no transaction id.
+    const { rows: turn } = await reader.query<{ mine: boolean }>('select pg_try_advisory_xact_lock(hashtextextended($1, 0)) as mine', [`svc-hub:workflow-sweep:${w.id}`]);
+    if (!turn[0]?.mine) return false;
     await reader.query(`declare sweep no scroll cursor for ${read}`);
     let prev: string | null = null;
     for (;;) {
@@ -157,7 +165,12 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
       prev = last;
     }
     await reader.query('close sweep');
+    return true;
   });
+  if (!swept) {
+    logger().debug({ tenantId: w.tenant_id, workflow: w.name }, `workflow ${w.name} is being swept by another pass: left to it`);
+    return undefined;
+  }
   if (firstSkipped !== undefined) {
     logger().warn(
       { tenantId: w.tenant_id, workflow: w.name, skipped: result.skipped },
