@@ -76,6 +76,35 @@ describe("a run into a table another connector's delete drops", () => {
     expect(registered.rows).toEqual([{ table_name: 'ext.s1' }]);
   }, 30_000);
 
+  it('a delete leaves a table being read (an export, a sweep) for a later delete, instead of waiting for the reader', async () => {
+    const source = await applied('source', 'ext.s3');
+    const [first] = await (await runner().trigger(1, source, { triggeredBy: 'manual', reader: items('r1', 'r2') })).done;
+    expect(first).toMatchObject({ status: 'Completed' });
+    // A long read of the table (an export's snapshot of an entity over it), still open.
+    const reading = await ownerClient(hub.ownerUrl);
+    try {
+      await reading.query('begin');
+      await reading.query('select count(*) from ext_t1.s3');
+      let ended = false;
+      const removed = hub.services.db.withTenant(1, (tx) => deleteConnector(tx, 'source')).finally(() => {
+        ended = true;
+      });
+      removed.catch(() => undefined);
+      await untilEndedOrWaiting(owner, () => ended, 'the delete');
+      expect(ended).toBe(true);
+      expect(await removed).toBe(true);
+      // Left there, empty and registered by nothing.
+      expect(await storedKeys(owner, 's3')).toEqual([]);
+    } finally {
+      await reading.query('commit');
+      await reading.end();
+    }
+    // The next delete of the tenant drops it.
+    await applied('bystander', 'ext.s3_other');
+    expect(await hub.services.db.withTenant(1, (tx) => deleteConnector(tx, 'bystander'))).toBe(true);
+    expect(await storedKeys(owner, 's3')).toEqual(['(no table)']);
+  }, 30_000);
+
   it("fails naming the missing table as the tenant knows it (ext.<name>), never the tenant's schema", async () => {
     await hub.services.connectors.ext.ensureTable(1, 'ext.s2', []);
     const lost = await applied('lost', 'ext.never_made');
