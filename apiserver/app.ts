@@ -16,6 +16,7 @@ import { operationRoutes } from './routes/operations/operations.js';
 import { eventStreamRoutes } from './routes/events/event-stream.js';
 import { eventRoutes } from './routes/events/events.js';
 import { platformRoutes } from './routes/platform/platform.js';
+import { auditRoutes } from './routes/platform/audit.js';
 import { defaultScopeRoutes } from './routes/platform/default-scope.js';
 import { adminRoutes } from './routes/admin/admin.js';
 import { hookRoutes } from './routes/platform/hooks.js';
@@ -32,7 +33,7 @@ import { deliveryRoutes } from './routes/webhooks/deliveries.js';
 
 /** Every route of the API; an area adds its file's declarations here. */
 export function allRoutes(): RouteDecl[] {
-  return [...operationRoutes, ...platformRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...entityRoutes, ...workflowRoutes, ...processRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes, ...exportRoutes];
+  return [...operationRoutes, ...platformRoutes, ...auditRoutes, ...defaultScopeRoutes, ...bffRoutes, ...eventRoutes, ...eventStreamRoutes, ...secretRoutes, ...hookRoutes, ...adminRoutes, ...connectorRoutes, ...entityRoutes, ...workflowRoutes, ...processRoutes, ...emailRuleRoutes, ...integrationRoutes, ...deliveryRoutes, ...runRoutes, ...connectorRunRoutes, ...connectorToolRoutes, ...ragRoutes, ...exportRoutes];
 }
 
 export interface ApiOptions {

@@ -5,10 +5,10 @@ import { isUuid } from '../src/validation/uuid.js';
 import type { JsonSchema, ResponseDecl } from './route.js';
 
 /**
- * `limit` and `before`, declared once for every list that grows (runs, dead letters, deliveries,
+ * `limit` and `before`, declared once for every list that grows (runs, dead letters, deliveries, the audit trail,
  * export runs, the inbox): `limit` is an integer from 1, and a value above the list's most, 200, is
  * either read as that most (up to 2^53 − 1 as every integer parameter: runs, dead letters,
- * deliveries, whose `limit` is documented as capped) or refused (`over: 'refuse'`: export runs and
+ * deliveries, the audit trail, whose `limit` is documented as capped) or refused (`over: 'refuse'`: export runs and
  * the inbox, documented as 1 to 200, anything else a 400 naming `limit`), and keyset
  * paging: `before` takes the cursor the `Link` header of a page names, and the page after it holds
  * the items that follow that page's last one in the list's order (docs/architecture.md, "Lists:

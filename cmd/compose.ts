@@ -12,6 +12,7 @@ import { MIGRATION_SETS, migrationStatus, readMigrations } from '../src/db/migra
 import { StartRefused } from '../src/errors.js';
 import { loadCatalog } from '../src/events/catalog.js';
 import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
+import { AuditTrail } from '../src/audit/trail.js';
 import { ClockRunner, type Now } from '../src/clock/clock.js';
 import { purgeOutbox } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
@@ -183,6 +184,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     secrets,
     hooks: new HookRunner(catalog, db, { ttlMs: config.duration('svc.hooks.cache-ttl') }),
     audit: new AuditRecorder(db),
+    auditTrail: new AuditTrail(db),
     stream: new LiveStream(db, { pollEvery: config.duration('svc.events.stream.poll-every'), batch: config.int('svc.events.stream.batch') }),
     ping: () => db.ping(config.duration('svc.health.database-timeout')),
     migrationStatus: (timeoutMs) => migrationStatus((sql) => (timeoutMs === undefined ? db.app.query(sql) : db.answerWithin(sql, timeoutMs)), MIGRATION_SETS, shippedMigrations),

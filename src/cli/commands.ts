@@ -856,6 +856,35 @@ export const COMMANDS: Command[] = [
   },
 
   {
+    name: 'audit ls',
+    flags: {
+      actor: { type: 'string', arg: 'A', help: 'only this actor\'s entries (exactly as ACTOR shows it)' },
+      action: { type: 'string', arg: 'X', help: 'only this action, exactly: \'DELETE /api/platform/dlq/{id}\'' },
+      outcome: { type: 'string', arg: 'O', help: 'only success or failure' },
+      since: { type: 'string', arg: 'T', help: 'only entries at or after this instant (2026-12-01T00:00:00Z)' },
+      until: { type: 'string', arg: 'T', help: 'only entries before this instant' },
+      limit: LIMIT,
+      all: ALL,
+    },
+    summary: 'The audit trail of the tenant, newest first (needs svc_admin)',
+    run: async (c) => {
+      const outcome = str(c, 'outcome');
+      if (outcome !== undefined && outcome !== 'success' && outcome !== 'failure') throw new UsageError(`--outcome must be success or failure, not '${outcome}'`);
+      const query = { actor: str(c, 'actor'), action: str(c, 'action'), outcome, since: str(c, 'since'), until: str(c, 'until'), limit: limitFlag(c) };
+      const columns: Column[] = [
+        { header: 'AT', value: when('at') },
+        field('ACTOR', 'actor', 30),
+        field('ACTION', 'action', 50),
+        field('TARGET', 'target', 50),
+        field('STATUS', 'status'),
+        { header: 'FROM', value: (row) => (row.impersonating ? `tenant ${String(row.homeTenantId ?? '?')}` : null) },
+      ];
+      await listing(c, '/api/platform/audit', columns, 'No audit entries.', query);
+      return 0;
+    },
+  },
+
+  {
     name: 'inbox ls',
     flags: { unacked: { type: 'boolean', help: 'only decisions not acknowledged yet' }, limit: LIMIT, all: ALL },
     summary: 'The decision inbox of the tenant, newest first',

@@ -1,5 +1,5 @@
 /**
- * Keyset paging of the API's growing lists (runs, dead letters, deliveries, export runs, the inbox):
+ * Keyset paging of the API's growing lists (runs, dead letters, deliveries, export runs, the inbox, the audit trail):
  * a page is the first `limit` items of a list in its order that come after an item's sort key, read
  * in the caller's tenant transaction as every list is (row-level security), so a key says where to
  * start and never which rows may be read. A list reads one row past its limit: that row's presence

@@ -1,6 +1,7 @@
 import type { YamlReader } from '../manifests/yaml-reader.js';
 import type { AdminServices } from '../admin/services.js';
 import type { AuditRecorder } from '../audit/recorder.js';
+import type { AuditTrail } from '../audit/trail.js';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { ConnectorServices } from '../connectors/services.js';
 import type { Directory } from '../auth/directory.js';
@@ -61,6 +62,8 @@ export interface AreaServices {
   stream: LiveStream;
   /** Buffers audit entries of mutating calls and data egress. */
   audit: AuditRecorder;
+  /** Reads a tenant's own audit trail (`GET /api/platform/audit`). */
+  auditTrail: AuditTrail;
   /** Where e-mail rule messages go: SMTP when `svc.mail.host` is set, else mocked (read per message, so a test may replace it). */
   mailer: Mailer;
 
