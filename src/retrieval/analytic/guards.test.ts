@@ -5,12 +5,16 @@ import { parse as parseYaml } from 'yaml';
 import { GuardRefusal } from './ast.js';
 import { guardQuery, MAX_QUERY_CHARS } from './guards.js';
 import { likeMatches } from './value-domains.js';
+import { FUNCTION_SIZES } from './value-size.js';
+import { ALLOWED_FUNCTIONS } from './allowlist.js';
 import type { SchemaCard } from './schema-card.js';
 
 interface HostileStatement {
   sql: string;
   guard: 1 | 2 | 3 | 4;
   why: string;
+  /** When set, a text the refusal must contain (it was refused for this reason, not another). */
+  reason?: string;
 }
 
 const corpus = parseYaml(readFileSync(new URL('./hostile-corpus.yaml', import.meta.url), 'utf8')) as { card: SchemaCard; statements: HostileStatement[] };
@@ -29,6 +33,7 @@ describe('the hostile corpus', () => {
     const result = await guardQuery(statement.sql, card, { resolveRelation });
     expect(result).toMatchObject({ ok: false, guard: statement.guard });
     if (!result.ok) expect(result.reason.length).toBeGreaterThan(10);
+    if (!result.ok && statement.reason !== undefined) expect(result.reason).toContain(statement.reason);
   });
 });
 
@@ -82,6 +87,12 @@ const ACCEPTED: [question: string, sql: string, runs: string][] = [
   ["VALUES ordered by an output column", "values (2, 'b'), (1, 'a') order by column1", "VALUES (2, 'b'), (1, 'a') ORDER BY column1 LIMIT 500"],
   ["UNION of limited arms", "(select name from ext.partners order by name limit 3) union all (select name from ext.partners where country = 'DE' limit 2)", "(SELECT name FROM ext_t7.partners AS partners ORDER BY name LIMIT 3) UNION ALL (SELECT name FROM ext_t7.partners AS partners WHERE country = 'DE' LIMIT 2) LIMIT 500"],
   ["a subquery column named after its function", "select s.lower from (select lower(name) from ext.partners) s", "SELECT s.lower FROM ( SELECT lower(name) FROM ext_t7.partners AS partners ) AS s LIMIT 500"],
+  ["a CTE column read back into ||", "with n as (select name, country from ext.partners) select n.name || ' (' || n.country || ')' from n", "WITH n AS (SELECT name, country FROM ext_t7.partners AS partners) SELECT ((n.name || ' (') || n.country) || ')' FROM n LIMIT 500"],
+  ["string_agg of a concatenation", "select country, string_agg(name || ' ' || status, ', ') from ext.partners group by country", "SELECT country, string_agg((name || ' ') || status, ', ') FROM ext_t7.partners AS partners GROUP BY country LIMIT 500"],
+  ["a count as text with ||", "select count(*)::text || ' partners' from ext.partners", "SELECT (count(*))::text || ' partners' FROM ext_t7.partners AS partners LIMIT 500"],
+  ["to_char with a literal pattern in a CTE, read back into ||", "with m as (select to_char(ordered_at, 'YYYY-MM') as month from ext.orders) select month || '-01' from m", "WITH m AS (SELECT to_char(ordered_at, 'YYYY-MM') AS month FROM ext_t7.orders AS orders) SELECT month || '-01' FROM m LIMIT 500"],
+  ["concat and coalesce over a subquery's plain columns", "select concat(d.name, ' ', coalesce(d.country, '?')) from (select name, country from ext.partners) d", "SELECT concat(d.name, ' ', COALESCE(d.country, '?')) FROM ( SELECT name, country FROM ext_t7.partners AS partners ) AS d LIMIT 500"],
+  ["string_agg over a CTE's plain column", "with n as (select upper(name) as name from ext.partners) select string_agg(n.name, ', ') from n", "WITH n AS (SELECT upper(name) AS name FROM ext_t7.partners AS partners) SELECT string_agg(n.name, ', ') FROM n LIMIT 500"],
   ["HAVING and ORDER BY an output alias", "select country, count(*) as n from ext.partners group by country having count(*) > 1 order by n desc", "SELECT country, count(*) AS n FROM ext_t7.partners AS partners GROUP BY country HAVING count(*) > 1 ORDER BY n DESC LIMIT 500"],
 ];
 
@@ -157,6 +168,21 @@ describe('guardQuery', () => {
     const ors = `select count(*) from ext.orders where id = 0${' or id = 1'.repeat((MAX_QUERY_CHARS - 60) / 10)}`;
     expect(ors.length).toBeLessThanOrEqual(MAX_QUERY_CHARS);
     expect(await guardQuery(ors, card, { resolveRelation })).toMatchObject({ ok: true });
+  });
+
+  it('refuses a value grown through eight levels of CTEs before it runs (10^9 characters: it took PostgreSQL past its memory)', async () => {
+    const levels = ["c0 as (select 'xxxxxxxxxx'::text s)"];
+    for (let i = 1; i <= 8; i++) levels.push(`c${i} as (select ${Array(10).fill(`c${i - 1}.s`).join('||')} as s from c${i - 1})`);
+    const result = await guardQuery(`with ${levels.join(', ')} select length(s) from c8`, card, { resolveRelation });
+    expect(result).toEqual({
+      ok: false,
+      guard: 2,
+      reason: 'The query builds a value from a derived column (c1.s) with ||: not allowed, it could grow without bound.',
+    });
+  });
+
+  it('knows how every allowlisted function sizes its output, and nothing else', () => {
+    expect(Object.keys(FUNCTION_SIZES).sort()).toEqual([...ALLOWED_FUNCTIONS].sort());
   });
 
   it('accepts LIKE … ESCAPE and leaves its pattern unchecked', async () => {

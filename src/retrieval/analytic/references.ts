@@ -4,6 +4,7 @@ import { type Body, bodyOf, GuardRefusal, integerConst, isBody, list, literalTex
 import type { CardColumn, CardRelation, SchemaCard } from './schema-card.js';
 import { checkSelectBody } from './statement-shape.js';
 import { domainViolation, type Origin } from './value-domains.js';
+import { BOUNDED, FUNCTION_SIZES, grow, largest, readBack, type Size } from './value-size.js';
 
 /** A relation in a FROM clause, as column references see it. */
 interface Item {
@@ -13,6 +14,8 @@ interface Item {
   card?: { relation: CardRelation; schema: string; rel: string; explicitAlias: boolean };
   /** The columns known by name, in order, with the card column each one reads when that is known. */
   columns: Map<string, Origin | undefined>;
+  /** For a CTE, subquery or VALUES list: how large each named column's values can be (value-size.ts). */
+  sizes?: Map<string, Size>;
   /** True when some of its columns have names the guard cannot predict (a subquery's unnamed expression). */
   opaque: boolean;
   /** A card relation computed at read time: the parsed SELECT (wrapped) that replaces it in FROM. */
@@ -29,6 +32,8 @@ interface Level {
 interface Output {
   name: string | undefined;
   origin: Origin | undefined;
+  /** How large its values can be (value-size.ts). */
+  size: Size;
 }
 
 type Ctes = ReadonlyMap<string, Output[]>;
@@ -103,6 +108,10 @@ function isSystemSchema(schema: string): boolean {
 export class ReferenceWalker {
   private readonly relations = new Map<string, CardRelation>();
   valueRefusal: string | undefined;
+  /** The size of each expression node walked so far (guard 2's bound on what a statement builds). */
+  private readonly sizes = new WeakMap<object, Size>();
+  /** The output columns of each subquery of a SubLink walked so far. */
+  private readonly subqueryOutputs = new WeakMap<object, Output[]>();
 
   constructor(
     private readonly card: SchemaCard,
@@ -138,21 +147,22 @@ export class ReferenceWalker {
     if (setOperation) {
       if (!isBody(s.larg) || !isBody(s.rarg)) throw new GuardRefusal(2, 'A set operation without both of its queries cannot be checked.');
       const left = this.select(s.larg, outer, visible);
-      this.select(s.rarg, outer, visible);
+      const right = this.select(s.rarg, outer, visible);
       for (const sort of list(s.sortClause)) this.setOperationSort(sort, left);
       this.nonTopLimit(s, { items: [], parent: outer }, visible);
-      return left.map((o) => ({ name: o.name, origin: undefined }));
+      return left.map((o, i) => ({ name: o.name, origin: undefined, size: largest([o.size, right[i]?.size ?? BOUNDED]) }));
     }
 
     if (list(s.valuesLists).length > 0) {
       const level: Level = { items: [], parent: outer };
-      let width = 0;
+      const sizes: Size[] = [];
       for (const row of list(s.valuesLists)) {
-        const items = list(this.expect(row, 'List').items);
-        width = Math.max(width, items.length);
-        for (const item of items) this.expr(item, level, visible);
+        list(this.expect(row, 'List').items).forEach((item, i) => {
+          this.expr(item, level, visible);
+          sizes[i] = largest([sizes[i] ?? BOUNDED, this.sizeOf(item)]);
+        });
       }
-      const outputs = Array.from({ length: width }, (_, i) => ({ name: `column${i + 1}`, origin: undefined }));
+      const outputs = sizes.map((size, i) => ({ name: `column${i + 1}`, origin: undefined, size }));
       for (const sort of list(s.sortClause)) this.setOperationSort(sort, outputs);
       this.nonTopLimit(s, level, visible);
       return outputs;
@@ -168,7 +178,7 @@ export class ReferenceWalker {
       const t = this.expect(target, 'ResTarget');
       const origin = this.expr(t.val, level, visible);
       const name = typeof t.name === 'string' ? t.name : figureName(t.val);
-      outputs.push({ name, origin: isBody(bodyOf(t.val, 'ColumnRef')) ? origin : undefined });
+      outputs.push({ name, origin: isBody(bodyOf(t.val, 'ColumnRef')) ? origin : undefined, size: this.sizeOf(t.val) });
     }
     const outputNames = new Set(outputs.map((o) => o.name).filter((n): n is string => n !== undefined));
 
@@ -403,8 +413,18 @@ export class ReferenceWalker {
 
   // ---------------------------------------------------------------- expressions
 
-  /** Checks one expression; answers the card column it is (a bare column reference, possibly cast), if any. */
+  /**
+   * Checks one expression; answers the card column it is (a bare column reference, possibly cast),
+   * if any. Its size (value-size.ts) is kept for the expressions around it, and a growing
+   * operation over an operand that grew already is refused.
+   */
   private expr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
+    const origin = this.checkExpr(node, level, ctes);
+    if (isBody(node) && !this.sizes.has(node)) this.sizes.set(node, this.measure(node));
+    return origin;
+  }
+
+  private checkExpr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
     const n = nodeOf(node);
     if (!n) throw new GuardRefusal(2, 'An expression cannot be read.');
     const b = n.body;
@@ -413,8 +433,11 @@ export class ReferenceWalker {
     if (!KNOWN_KEYS[n.type]) throw new GuardRefusal(2, `The construct ${n.type} is not allowed.`);
     this.known(n.type, b);
     switch (n.type) {
-      case 'ColumnRef':
-        return this.columnRef(b, level);
+      case 'ColumnRef': {
+        const { origin, size } = this.columnRef(b, level);
+        this.sizes.set(node as Body, size);
+        return origin;
+      }
       case 'A_Const':
         return undefined;
       case 'A_Expr': {
@@ -479,7 +502,7 @@ export class ReferenceWalker {
         if (b.testexpr !== undefined) this.expr(b.testexpr, level, ctes);
         const query = bodyOf(b.subselect, 'SelectStmt');
         if (!query) throw new GuardRefusal(2, 'A subquery must be a SELECT.');
-        this.select(query, level, ctes);
+        this.subqueryOutputs.set(query, this.select(query, level, ctes));
         return undefined;
       }
       case 'SQLValueFunction':
@@ -507,14 +530,14 @@ export class ReferenceWalker {
 
   // ---------------------------------------------------------------- column references
 
-  private columnRef(ref: Body, level: Level): Origin | undefined {
+  private columnRef(ref: Body, level: Level): { origin: Origin | undefined; size: Size } {
     const fields = names(ref.fields);
     if (!fields) throw new GuardRefusal(2, '* may only stand alone in the select list (use count(*) to count rows).');
     if (fields.length === 1) {
       const name = fields[0]!;
       for (let l: Level | undefined = level; l; l = l.parent) {
         const found = l.items.find((i) => i.columns.has(name));
-        if (found) return found.columns.get(name);
+        if (found) return { origin: found.columns.get(name), size: columnSize(found, name) };
         const cards = l.items.filter((i) => i.card);
         if (cards.length > 0) {
           throw new GuardRefusal(2, `Column "${name}" is not on the schema card for ${cards.map((i) => i.card!.relation.name).join(', ')}.`);
@@ -531,7 +554,7 @@ export class ReferenceWalker {
     }
     // schema.relation.column: the relation now carries its card name as alias.
     if (fields.length === 3) ref.fields = [item.alias!, column].map((sval) => ({ String: { sval } }));
-    return item.columns.get(column);
+    return { origin: item.columns.get(column), size: columnSize(item, column) };
   }
 
   /** The item a qualifier (`p`, `partners` or `ext.partners`) names, innermost level first, as PostgreSQL looks it up. */
@@ -546,6 +569,69 @@ export class ReferenceWalker {
     const text = qualifier.join('.');
     if (qualifier.length === 2 && isSystemSchema(qualifier[0]!)) throw new GuardRefusal(2, `System catalog "${text}" cannot be queried.`);
     throw new GuardRefusal(2, `"${text}" is not a relation of the query's FROM clause.`);
+  }
+
+  // ---------------------------------------------------------------- value sizes
+
+  /** The size of an expression walked already (one not walked is taken as grown: refused wherever size matters). */
+  private sizeOf(node: unknown): Size {
+    return (isBody(node) ? this.sizes.get(node) : undefined) ?? { level: 2, what: 'an expression of unknown size' };
+  }
+
+  /** The size of an expression node whose operands were walked; refuses a growing operation over grown operands. */
+  private measure(node: Body): Size {
+    const n = nodeOf(node);
+    if (!n) return BOUNDED;
+    const b = n.body;
+    const of = (x: unknown) => this.sizeOf(x);
+    switch (n.type) {
+      case 'A_Expr':
+        if (b.kind === 'AEXPR_OP' && names(b.name)?.[0] === '||') return grow('||', [of(b.lexpr), of(b.rexpr)], true, { level: 1, op: '||' });
+        return b.kind === 'AEXPR_NULLIF' ? of(b.lexpr) : BOUNDED;
+      case 'List':
+        return largest(list(b.items).map(of));
+      case 'TypeCast': {
+        const arg = of(b.arg);
+        return arg.level === 1 ? { level: 2, what: `a cast of the result of ${arg.op}` } : arg;
+      }
+      case 'CaseExpr':
+        return largest([...list(b.args).map((w) => of(bodyOf(w, 'CaseWhen')?.result)), ...(b.defresult === undefined ? [] : [of(b.defresult)])]);
+      case 'CoalesceExpr':
+      case 'MinMaxExpr':
+        return largest(list(b.args).map(of));
+      case 'A_ArrayExpr':
+        return grow('ARRAY[…]', list(b.elements).map(of), true, { level: 2, what: 'ARRAY[…]' });
+      case 'SubLink': {
+        const first = this.subqueryOutputs.get(bodyOf(b.subselect, 'SelectStmt') ?? {})?.[0];
+        if (b.subLinkType === 'ARRAY_SUBLINK') {
+          return grow('ARRAY(subquery)', [first?.size ?? BOUNDED], true, { level: 2, what: 'ARRAY(subquery)' });
+        }
+        return b.subLinkType === 'EXPR_SUBLINK' ? readBack(first?.size, 'a scalar subquery') : BOUNDED;
+      }
+      case 'FuncCall': {
+        const name = names(b.funcname)?.at(-1) ?? '';
+        const args = [...list(b.args), ...list(b.agg_order).map((o) => bodyOf(o, 'SortBy')?.node)].map(of);
+        switch (FUNCTION_SIZES[name]) {
+          case 'gathers':
+            return grow(name, args, true, { level: 2, what: `the output of ${name}` });
+          case 'sums':
+            return grow(name, args, false, { level: 1, op: name });
+          case 'expands': {
+            // to_char with a literal pattern makes a short value of its own.
+            const result: Size = name === 'to_char' && literalText(list(b.args)[1]) !== undefined ? BOUNDED : { level: 1, op: name };
+            return grow(name, args, false, result);
+          }
+          case 'keeps':
+            return largest(args);
+          case 'own':
+            return BOUNDED;
+          default:
+            return { level: 2, what: `the output of ${name}` };
+        }
+      }
+      default:
+        return BOUNDED;
+    }
   }
 
   // ---------------------------------------------------------------- helpers
@@ -572,18 +658,27 @@ export class ReferenceWalker {
 /** A derived relation (subquery or CTE) as an item. */
 function derivedItem(alias: string | undefined, outputs: Output[]): Item {
   const columns = new Map<string, Origin | undefined>();
+  const sizes = new Map<string, Size>();
   let opaque = false;
   for (const o of outputs) {
     if (o.name === undefined) opaque = true;
-    else if (!columns.has(o.name)) columns.set(o.name, o.origin);
+    else if (!columns.has(o.name)) {
+      columns.set(o.name, o.origin);
+      sizes.set(o.name, o.size);
+    }
   }
-  return { alias, columns, opaque };
+  return { alias, columns, sizes, opaque };
+}
+
+/** The size of a column as read: a card column is bounded, a derived one that was built is grown. */
+function columnSize(item: Item, column: string): Size {
+  return readBack(item.sizes?.get(column), `a derived column (${item.alias ?? 'subquery'}.${column})`);
 }
 
 /** Column aliases (`x(a, b)`) rename the first outputs. */
 function renamed(outputs: Output[], aliases: string[]): Output[] {
   if (aliases.length > outputs.length) throw new GuardRefusal(2, 'More column aliases than columns.');
-  return outputs.map((o, i) => (i < aliases.length ? { name: aliases[i], origin: o.origin } : o));
+  return outputs.map((o, i) => (i < aliases.length ? { ...o, name: aliases[i] } : o));
 }
 
 /** A lone one-name column reference (`ORDER BY total`). */
