@@ -93,6 +93,13 @@ const ACCEPTED: [question: string, sql: string, runs: string][] = [
   ["to_char with a literal pattern in a CTE, read back into ||", "with m as (select to_char(ordered_at, 'YYYY-MM') as month from ext.orders) select month || '-01' from m", "WITH m AS (SELECT to_char(ordered_at, 'YYYY-MM') AS month FROM ext_t7.orders AS orders) SELECT month || '-01' FROM m LIMIT 500"],
   ["concat and coalesce over a subquery's plain columns", "select concat(d.name, ' ', coalesce(d.country, '?')) from (select name, country from ext.partners) d", "SELECT concat(d.name, ' ', COALESCE(d.country, '?')) FROM ( SELECT name, country FROM ext_t7.partners AS partners ) AS d LIMIT 500"],
   ["string_agg over a CTE's plain column", "with n as (select upper(name) as name from ext.partners) select string_agg(n.name, ', ') from n", "WITH n AS (SELECT upper(name) AS name FROM ext_t7.partners AS partners) SELECT string_agg(n.name, ', ') FROM n LIMIT 500"],
+  ["a gathered CTE column compared and measured in place", "with c as (select string_agg(name, ',') as s from ext.partners) select length(s), s = '' from c", "WITH c AS (SELECT string_agg(name, ',') AS s FROM ext_t7.partners AS partners) SELECT length(s), s = '' FROM c LIMIT 500"],
+  ["functions, LIKE and lag over a CTE's plain column", "with n as (select name, created_at from ext.partners) select upper(n.name), lag(n.name) over (order by n.created_at) from n where n.name like 'A%'", "WITH n AS (SELECT name, created_at FROM ext_t7.partners AS partners) SELECT upper(n.name), lag(n.name) OVER (ORDER BY n.created_at) FROM n WHERE n.name LIKE 'A%' LIMIT 500"],
+  [
+    "a || chain of 100 pieces (MAX_PIECES)",
+    `select ${Array(100).fill('name').join(' || ')} from ext.partners`,
+    `SELECT ${'('.repeat(98)}name || name${') || name'.repeat(98)} FROM ext_t7.partners AS partners LIMIT 500`,
+  ],
   ["HAVING and ORDER BY an output alias", "select country, count(*) as n from ext.partners group by country having count(*) > 1 order by n desc", "SELECT country, count(*) AS n FROM ext_t7.partners AS partners GROUP BY country HAVING count(*) > 1 ORDER BY n DESC LIMIT 500"],
 ];
 

@@ -4,7 +4,7 @@ import { type Body, bodyOf, GuardRefusal, integerConst, isBody, list, literalTex
 import type { CardColumn, CardRelation, SchemaCard } from './schema-card.js';
 import { checkSelectBody } from './statement-shape.js';
 import { domainViolation, type Origin } from './value-domains.js';
-import { BOUNDED, FUNCTION_SIZES, grow, largest, readBack, type Size } from './value-size.js';
+import { BOUNDED, build, copy, FUNCTION_SIZES, grow, largest, readBack, type Size } from './value-size.js';
 
 /** A relation in a FROM clause, as column references see it. */
 interface Item {
@@ -93,6 +93,8 @@ const ALLOWED_EXPR_KINDS = new Set([
   'AEXPR_OP', 'AEXPR_OP_ANY', 'AEXPR_OP_ALL', 'AEXPR_DISTINCT', 'AEXPR_NOT_DISTINCT', 'AEXPR_NULLIF', 'AEXPR_IN', 'AEXPR_LIKE',
   'AEXPR_ILIKE', 'AEXPR_SIMILAR', 'AEXPR_BETWEEN', 'AEXPR_NOT_BETWEEN', 'AEXPR_BETWEEN_SYM', 'AEXPR_NOT_BETWEEN_SYM',
 ]);
+/** Operators that compare two values in place (A_Expr names; IN, BETWEEN and IS DISTINCT FROM use them too). */
+const COMPARISONS = new Set(['=', '<>', '<', '>', '<=', '>=']);
 const ALLOWED_SUBLINKS = new Set(['EXISTS_SUBLINK', 'ALL_SUBLINK', 'ANY_SUBLINK', 'EXPR_SUBLINK', 'ARRAY_SUBLINK']);
 
 function isSystemSchema(schema: string): boolean {
@@ -585,13 +587,18 @@ export class ReferenceWalker {
     const b = n.body;
     const of = (x: unknown) => this.sizeOf(x);
     switch (n.type) {
-      case 'A_Expr':
-        if (b.kind === 'AEXPR_OP' && names(b.name)?.[0] === '||') return grow('||', [of(b.lexpr), of(b.rexpr)], true, { level: 1, op: '||' });
-        return b.kind === 'AEXPR_NULLIF' ? of(b.lexpr) : BOUNDED;
+      case 'A_Expr': {
+        const op = names(b.name)?.[0] ?? '';
+        if (b.kind === 'AEXPR_OP' && op === '||') return build('||', [of(b.lexpr), of(b.rexpr)], true);
+        if (b.kind === 'AEXPR_NULLIF') return of(b.lexpr);
+        // Comparing reads a value in place; LIKE, ILIKE, SIMILAR TO and regular expressions may copy it.
+        if (!COMPARISONS.has(op.replace(/^(NOT )?BETWEEN.*/, '='))) copy(op, [of(b.lexpr), of(b.rexpr)]);
+        return BOUNDED;
+      }
       case 'List':
         return largest(list(b.items).map(of));
       case 'TypeCast': {
-        const arg = of(b.arg);
+        const arg = copy('a cast', [of(b.arg)]);
         return arg.level === 1 ? { level: 2, what: `a cast of the result of ${arg.op}` } : arg;
       }
       case 'CaseExpr':
@@ -615,14 +622,16 @@ export class ReferenceWalker {
           case 'gathers':
             return grow(name, args, true, { level: 2, what: `the output of ${name}` });
           case 'sums':
-            return grow(name, args, false, { level: 1, op: name });
+            return build(name, args, false);
           case 'expands': {
             // to_char with a literal pattern makes a short value of its own.
-            const result: Size = name === 'to_char' && literalText(list(b.args)[1]) !== undefined ? BOUNDED : { level: 1, op: name };
-            return grow(name, args, false, result);
+            const built = build(name, args, false);
+            return name === 'to_char' && literalText(list(b.args)[1]) !== undefined ? BOUNDED : built;
           }
           case 'keeps':
             return largest(args);
+          case 'copies':
+            return copy(name, args);
           case 'own':
             return BOUNDED;
           default:

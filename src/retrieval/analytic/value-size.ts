@@ -7,31 +7,40 @@ import { GuardRefusal } from './ast.js';
  * the previous level's, eight levels deep) took a server past its machine's memory. So a value may
  * grow only once, from values that did not grow:
  *
- * - level 0, bounded: a literal, a column of a card relation, or what keeps its argument's size
- *   (lower, substr, a cast, coalesce, min, lag …) or has a size of its own (a number, a date);
- *   also a column of a CTE, subquery or VALUES list that is bounded in turn;
- * - level 1, summed: `||` (text, arrays, jsonb) over bounded or summed values, or concat,
- *   concat_ws and to_char over bounded ones: as large as the text of the expression that writes
- *   it times the largest value it reads, never more;
+ * - level 0, bounded: a literal, a column of a card relation, what has a size of its own (a
+ *   number, a date) or keeps its argument's (coalesce, CASE, min); also a column of a CTE,
+ *   subquery or VALUES list that is bounded in turn;
+ * - level 1, built: `||` (text, arrays, jsonb) over bounded or built values, or concat, concat_ws
+ *   and to_char over bounded ones, at most MAX_PIECES of them: never more than MAX_PIECES times
+ *   the largest value it reads;
  * - level 2, grown: an aggregate that gathers rows (string_agg, array_agg, ARRAY(subquery)),
- *   ARRAY[…], a cast of a summed value (an array's text doubles its quotes), and any summed or
+ *   ARRAY[…], a cast of a built value (an array's text doubles its quotes), and any built or
  *   grown value read back through a CTE or subquery column, or a scalar subquery.
  *
- * An operand of a growing operation that is grown (or, for the operations that expand what they
- * read, summed) is refused.
+ * A grown operand of a growing operation is refused, and so is a built one of an operation that
+ * expands what it reads; a grown operand of an operation that copies it (lower, a cast, lag, LIKE)
+ * is refused too, since every copy is kept until the row is done.
  */
-export type Size = { level: 0 } | { level: 1; op: string } | { level: 2; what: string };
+export type Size = { level: 0 } | { level: 1; op: string; pieces: number } | { level: 2; what: string };
+
+/**
+ * The most bounded values one built value may join (`a || b || c` joins three). Each `||` keeps its
+ * result until the row is done, so a chain of n pieces holds about n²/2 pieces' worth: 3,000
+ * column references (the most a query's text can hold) would be 4.5 million copies of a stored value.
+ */
+export const MAX_PIECES = 100;
 
 export const BOUNDED: Size = { level: 0 };
 
 /**
- * What each allowlisted function does to the size of what it reads (guards.test.ts checks that every
- * allowed function is here; one that is not counts as growing). `gathers`: aggregates a value over rows; `sums`: one value of its
- * bounded arguments laid end to end; `expands`: can be larger than the sum of its arguments (a
- * to_char pattern, an escaped pattern); `keeps`: its output is (part of) one argument's value;
+ * What each allowlisted function does to the size of what it reads (guards.test.ts checks that
+ * every allowed function is here; one that is not counts as growing). `gathers`: aggregates a
+ * value over rows; `sums`: one value of its bounded arguments laid end to end; `expands`: can be larger than the sum of its arguments (a
+ * to_char pattern, an escaped pattern); `keeps`: its output is one argument's value (an aggregate
+ * picking one); `copies`: a new value no larger than its argument's (lag, lower, substr);
  * `own`: its output has a bounded size of its own (numbers, booleans, dates).
  */
-export const FUNCTION_SIZES: Readonly<Record<string, 'gathers' | 'sums' | 'expands' | 'keeps' | 'own'>> = {
+export const FUNCTION_SIZES: Readonly<Record<string, 'gathers' | 'sums' | 'expands' | 'copies' | 'keeps' | 'own'>> = {
   string_agg: 'gathers',
   array_agg: 'gathers',
   concat: 'sums',
@@ -40,10 +49,14 @@ export const FUNCTION_SIZES: Readonly<Record<string, 'gathers' | 'sums' | 'expan
   similar_to_escape: 'expands',
   like_escape: 'expands',
   ...Object.fromEntries(
+    ['min', 'max', 'mode', 'percentile_disc'].map((f) => [f, 'keeps' as const]),
+  ),
+  ...Object.fromEntries(
     [
-      'min', 'max', 'mode', 'percentile_disc', 'lag', 'lead', 'first_value', 'last_value', 'nth_value',
       'lower', 'upper', 'initcap', 'btrim', 'ltrim', 'rtrim', 'substring', 'substr', 'left', 'right', 'split_part',
-    ].map((f) => [f, 'keeps' as const]),
+      // A window function's value is copied out of the row it was read from.
+      'lag', 'lead', 'first_value', 'last_value', 'nth_value',
+    ].map((f) => [f, 'copies' as const]),
   ),
   ...Object.fromEntries(
     [
@@ -73,6 +86,28 @@ export function grow(op: string, operands: Size[], summedOk: boolean, result: Si
     if (s.level === 1 && !summedOk) throw tooLarge(`the result of ${s.op}`, op);
   }
   return result;
+}
+
+/**
+ * An operation that makes a new value no larger than its operands (lower, substr, a cast, LIKE):
+ * a grown operand is refused, since each copy is kept until the row is done (a thousand calls on a
+ * 100 MB value of string_agg would hold 100 GB). Answers the largest operand's size.
+ */
+export function copy(op: string, operands: Size[]): Size {
+  for (const s of operands) {
+    if (s.level === 2) throw new GuardRefusal(2, `The query copies ${s.what} with ${op}: not allowed, each copy is kept until the row is done.`);
+  }
+  return largest(operands);
+}
+
+/** A built value joining `operands` (each bounded value one piece), checked as grow() does and held to MAX_PIECES. */
+export function build(op: string, operands: Size[], summedOk: boolean): Size {
+  grow(op, operands, summedOk, BOUNDED);
+  const pieces = operands.reduce((n, s) => n + (s.level === 1 ? s.pieces : 1), 0);
+  if (pieces > MAX_PIECES) {
+    throw new GuardRefusal(2, `The query joins ${pieces} values into one with ${op}: not allowed, more than ${MAX_PIECES} could grow without bound.`);
+  }
+  return { level: 1, op, pieces };
 }
 
 /** A value read back through a column of a CTE, subquery or VALUES list (`what` names it). */
