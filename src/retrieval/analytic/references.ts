@@ -613,7 +613,10 @@ export class ReferenceWalker {
         if (b.subLinkType === 'ARRAY_SUBLINK') {
           return grow('ARRAY(subquery)', [first?.size ?? BOUNDED], true, { level: 2, what: 'ARRAY(subquery)' });
         }
-        return b.subLinkType === 'EXPR_SUBLINK' ? readBack(first?.size, 'a scalar subquery') : BOUNDED;
+        if (b.subLinkType === 'EXPR_SUBLINK') return readBack(first?.size, 'a scalar subquery');
+        const op = b.operName === undefined ? '=' : (names(b.operName)?.[0] ?? '');
+        if (!COMPARISONS.has(op)) copy(op, [of(b.testexpr), first?.size ?? BOUNDED]);
+        return BOUNDED;
       }
       case 'FuncCall': {
         const name = names(b.funcname)?.at(-1) ?? '';
