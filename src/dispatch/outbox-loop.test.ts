@@ -5,6 +5,8 @@ import type { QueryOptions } from '../db/database.js';
 import { loadCatalog } from '../events/catalog.js';
 import { advanceSql, advanceValues, OutboxConsumer } from '../events/consumer.js';
 import { EventWriter } from '../events/outbox.js';
+import { NO_ENABLED_RULES } from '../email/rules.js';
+import { NO_PROCESSES } from '../processes/store.js';
 import { OutboxLoop } from './outbox-loop.js';
 import { until } from '../../test/harness/until.js';
 
@@ -412,5 +414,29 @@ describe('outbox loop', () => {
     expect(seen).toEqual({ 'loop-gone-one': [[401, 3]], 'loop-gone-batch': [[401, 3]], 'loop-gone-tx': [[401, 3]] });
     for (const loop of loops) expect(await loop.drain()).toBe(0);
     await clock.stop();
+  });
+
+  it("the e-mail and process consumers' idle conditions count the rules and processes of active tenants only", async () => {
+    // As the loop evaluates them: in a statement of the worker role.
+    const idle = async () => {
+      const { rows } = await t.db.crossTenantQuery<{ rules: boolean; processes: boolean }>('test', `select ${NO_ENABLED_RULES} as rules, ${NO_PROCESSES} as processes`);
+      return rows[0];
+    };
+    const add = (tenant: number) =>
+      Promise.all([
+        t.owner.query(`insert into email.rules (tenant_id, name, event_types, recipient, subject, body) values ($1, 'r', '{org.updated}', 'a@example.com', 's', 'b')`, [tenant]),
+        t.owner.query(`insert into processes.processes (tenant_id, name, event, decision, manifest) values ($1, 'p', 'org.updated', 'decision.x', '{}')`, [tenant]),
+      ]);
+    try {
+      expect(await idle()).toEqual({ rules: true, processes: true });
+      // Only the deactivated tenant has a rule and a process: its events are handed to no consumer, so still idle.
+      await add(402);
+      expect(await idle()).toEqual({ rules: true, processes: true });
+      await add(401);
+      expect(await idle()).toEqual({ rules: false, processes: false });
+    } finally {
+      await t.owner.query('delete from email.rules');
+      await t.owner.query('delete from processes.processes');
+    }
   });
 });

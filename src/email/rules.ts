@@ -233,8 +233,13 @@ export async function activeRules(tx: Tx): Promise<{ rules: ActiveRule[]; readAt
 
 export const rulesMatch = (rule: ActiveRule, type: string): boolean => patternsMatch(rule.eventTypes, type);
 
-/** SQL, true when no tenant has an enabled rule: the e-mail consumer then has nothing to send for any event (its OutboxLoop `idleWhen`). */
-export const NO_ENABLED_RULES = 'not exists (select 1 from email.rules where enabled and deleted_at is null)';
+/**
+ * SQL, true when no active tenant has an enabled rule: the e-mail consumer then has nothing to send
+ * for any event (its OutboxLoop `idleWhen`; a deactivated tenant's events are handed to no consumer,
+ * so its rules alone must not make the consumer read every event).
+ */
+export const NO_ENABLED_RULES =
+  'not exists (select 1 from email.rules r join core.tenants t on t.id = r.tenant_id and t.active where r.enabled and r.deleted_at is null)';
 
 /**
  * For the subscriber registry (src/events/subscribers.ts): an enabled rule matching the type counts

@@ -114,8 +114,12 @@ export async function processesOfTenants(tx: Tx, tenantIds: number[]): Promise<A
   return rows.map((r) => ({ tenantId: r.tenant_id, name: r.name, event: r.event, when: r.when_expr, decision: r.decision, message: r.message, updatedAt: r.updated_at }));
 }
 
-/** SQL, true when no tenant has a process: the process consumer then has nothing to evaluate for any event (its OutboxLoop `idleWhen`). */
-export const NO_PROCESSES = 'not exists (select 1 from processes.processes)';
+/**
+ * SQL, true when no active tenant has a process: the process consumer then has nothing to evaluate
+ * for any event (its OutboxLoop `idleWhen`; a deactivated tenant's events are handed to no consumer,
+ * so its processes alone must not make the consumer read every event).
+ */
+export const NO_PROCESSES = 'not exists (select 1 from processes.processes p join core.tenants t on t.id = p.tenant_id and t.active)';
 
 /** Whether a process of the tenant of `tx` watches `type` (the Subscribers registry: data.row.changed is written only when watched). */
 export async function anyProcessWatches(tx: Tx, type: string): Promise<boolean> {
