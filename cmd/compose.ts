@@ -14,7 +14,7 @@ import { loadCatalog } from '../src/events/catalog.js';
 import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
 import { AuditTrail } from '../src/audit/trail.js';
 import { ClockRunner, type Now } from '../src/clock/clock.js';
-import { purgeOutbox } from '../src/events/consumer.js';
+import { consumerStates, outboxRetention, recordConsumerLags } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
 import { Leadership } from '../src/dispatch/leader.js';
 import { egressAgent } from '../src/egress/dispatcher.js';
@@ -26,6 +26,7 @@ import { pendingIndexer } from '../src/retrieval/indexer.js';
 import type { VectorSearchMode } from '../src/retrieval/pgvector.js';
 import { createRetrievalServices } from '../src/retrieval/services.js';
 import { platformDocuments } from './platform-corpus.js';
+import { HUB_CONSUMERS } from './outbox.js';
 import { leaderElector } from './leader.js';
 import { integrationSubscriber } from '../src/webhooks/integrations.js';
 import { createWebhookServices } from '../src/webhooks/services.js';
@@ -208,8 +209,11 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   });
   if (options.background) {
     clocks.schedule('outbox-retention', { dailyAt: '04:30' }, async () => {
-      const purged = await purgeOutbox(db, config.int('svc.events.retention-days'));
-      logger().info({ purged }, 'outbox retention purge');
+      // The purge, then one warning naming the consumers that hold it back (docs/operations.md).
+      await outboxRetention(db, config.int('svc.events.retention-days'), Object.values(HUB_CONSUMERS));
+    });
+    clocks.schedule('outbox-consumer-lag', { every: 60_000 }, async () => {
+      recordConsumerLags(await consumerStates(db));
     });
     // Wherever slots are claimed: the in-process scheduler, or `svc-hub run --scheduled` CronJobs.
     clocks.schedule('schedule-slot-retention', { dailyAt: '04:15' }, async () => {
@@ -252,7 +256,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     // Declared hooks run for every event, in priority order (services.hooks is read per event, so
     // a replaced runner takes effect).
     const hookLoop = new OutboxLoop(db, {
-      name: 'hooks',
+      name: HUB_CONSUMERS.hooks,
       every: config.duration('svc.hooks.sweep-every'),
       batch: 500,
       handle: async (event) => (await services.hooks.run({ tenantId: event.tenantId, type: event.type, payload: event.payload, id: event.id })).length > 0,
@@ -267,7 +271,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       backoffMs: config.duration('svc.mail.backoff'),
     });
     const emailLoop = new OutboxLoop(db, {
-      name: 'email',
+      name: HUB_CONSUMERS.email,
       every: config.duration('svc.email.sweep-every'),
       batch: 100,
       handle: async (event) => (await email.handle(event)).length > 0,

@@ -7,6 +7,7 @@ import { packageVersion } from '../src/package-root.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
 import { announce, startHub, type Hub } from './compose.js';
 import { startOperator } from './operator.js';
+import { OUTBOX_USAGE, outboxCommand, parseOutboxArgs } from './outbox.js';
 import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
 import { parseSecretsArgs, SECRETS_USAGE, secretsCommand } from './secrets.js';
 
@@ -14,6 +15,7 @@ const USAGE = `usage: svc-hub <role>
        svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
        svc-hub run export NAME --tenant CODE [--scheduled]
        svc-hub secrets rekey [--batch N]
+       svc-hub outbox consumers | drop-consumer NAME
        svc-hub --help | --version
 
 roles:
@@ -30,11 +32,14 @@ roles:
   secrets    rekey: re-seal every stored sealed value under svc.secret.master-key (after a rotation,
              while it still reads svc.secret.previous-master-keys), then exit; non-zero when a value
              opened under no configured key
+  outbox     consumers: list the outbox consumers' cursors (position, lag, last advanced);
+             drop-consumer NAME: remove the cursor of a consumer no hub runs any more, so the
+             purge no longer keeps events for it (a consumer this version runs is refused)
 
 Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
 `;
 
-const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run', 'secrets'] as const;
+const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run', 'secrets', 'outbox'] as const;
 type RoleName = (typeof ROLES)[number];
 
 export async function main(argv: string[]): Promise<number> {
@@ -53,7 +58,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   // `svc-hub serve --help`, `svc-hub run --help`: the usage, not an argument error.
   if (rest.some((arg) => arg === '--help' || arg === '-h')) {
-    process.stdout.write(role === 'run' ? RUN_USAGE : role === 'secrets' ? SECRETS_USAGE : USAGE);
+    process.stdout.write(role === 'run' ? RUN_USAGE : role === 'secrets' ? SECRETS_USAGE : role === 'outbox' ? OUTBOX_USAGE : USAGE);
     return 0;
   }
   if (role === 'run') {
@@ -66,6 +71,12 @@ export async function main(argv: string[]): Promise<number> {
     const problem = parseSecretsArgs(rest);
     if (typeof problem === 'string') {
       process.stderr.write(`svc-hub secrets: ${problem}\n\n${SECRETS_USAGE}`);
+      return 2;
+    }
+  } else if (role === 'outbox') {
+    const problem = parseOutboxArgs(rest);
+    if (typeof problem === 'string') {
+      process.stderr.write(`svc-hub outbox: ${problem}\n\n${OUTBOX_USAGE}`);
       return 2;
     }
   } else if (rest.length) {
@@ -97,6 +108,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     if (role === 'run') return await runCommand(config, rest, undefined, stop);
     if (role === 'secrets') return await secretsCommand(config, rest, undefined, stop);
+    if (role === 'outbox') return await outboxCommand(config, rest);
     return await run(role as RoleName, config, stop, () => (serving = true));
   } catch (err) {
     // A property that passed loading but is unusable (checked as the hub starts: svc.egress.allow,

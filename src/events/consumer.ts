@@ -1,5 +1,7 @@
 import { deleteInBatches } from '../db/batches.js';
 import type { Database, Tx } from '../db/database.js';
+import { logger } from '../observability/logger.js';
+import { lazyGauge } from '../observability/metrics.js';
 import { headPosition, type OutboxEvent, type OutboxRow, type Position, START, toEvent } from './outbox.js';
 
 /**
@@ -227,4 +229,108 @@ export async function purgeOutbox(db: Database, retentionDays: number, batch?: n
     [retentionDays],
     batch,
   );
+}
+
+/** How far behind a consumer may be before the daily purge names it in a warning (docs/operations.md). */
+export const LAGGING_AFTER_SECONDS = 24 * 60 * 60;
+
+/** At most this many cursors get a lag gauge, the furthest behind first: the label set stays bounded. */
+export const LAG_GAUGE_CONSUMERS = 20;
+
+/** One cursor of events.consumer_cursors, as `svc-hub outbox consumers` lists it. */
+export interface ConsumerState {
+  consumer: string;
+  position: Position;
+  /** Seconds since the oldest event it has not passed was written: 0 when it passed them all. */
+  lagSeconds: number;
+  /** How many events come after its cursor (only when counted: a count scans them). */
+  lagEvents?: number;
+  /** When its cursor last moved (or was made). */
+  advancedAt: Date;
+}
+
+/**
+ * Every cursor with its lag, the furthest behind first: the age of the oldest event after it (one
+ * index lookup a cursor) and, with `countEvents`, how many events come after it.
+ */
+export async function consumerStates(db: Database, options: { countEvents?: boolean } = {}): Promise<ConsumerState[]> {
+  const after = 'from events.outbox o where (o.txid, o.id) > (c.txid, c.last_id)';
+  const { rows } = await db.crossTenantQuery<{ consumer: string; txid: string; last_id: string; updated_at: Date; lag_seconds: number; lag_events?: string }>(
+    'outbox-consumers',
+    `select c.consumer, c.txid::text as txid, c.last_id, c.updated_at,
+            greatest(0, coalesce(extract(epoch from now() - (select o.created_at ${after} order by o.txid, o.id limit 1)), 0))::float8 as lag_seconds
+            ${options.countEvents ? `, (select count(*) ${after}) as lag_events` : ''}
+       from events.consumer_cursors c
+      order by lag_seconds desc, c.consumer`,
+  );
+  return rows.map((r) => ({
+    consumer: r.consumer,
+    position: { txid: r.txid, id: Number(r.last_id) },
+    lagSeconds: Math.floor(r.lag_seconds),
+    ...(r.lag_events === undefined ? {} : { lagEvents: Number(r.lag_events) }),
+    advancedAt: r.updated_at,
+  }));
+}
+
+const consumerLag = lazyGauge({
+  name: 'svc_outbox_consumer_lag_seconds',
+  help: `Age of the oldest outbox event each consumer cursor has not passed (0: none); the ${LAG_GAUGE_CONSUMERS} furthest behind`,
+  labelNames: ['consumer'],
+});
+
+/** Sets the lag gauge to `states` (consumerStates' order): a dropped cursor's series goes. */
+export function recordConsumerLags(states: readonly ConsumerState[]): void {
+  const gauge = consumerLag();
+  gauge.reset();
+  for (const state of states.slice(0, LAG_GAUGE_CONSUMERS)) gauge.set({ consumer: state.consumer }, state.lagSeconds);
+}
+
+/** "3 d 4 h", "5 h 2 min", "40 s": a lag for people. */
+export function formatLag(seconds: number): string {
+  const units: Array<[string, number]> = [['d', 86_400], ['h', 3_600], ['min', 60], ['s', 1]];
+  const parts: string[] = [];
+  let rest = Math.floor(seconds);
+  for (const [unit, size] of units) {
+    if (rest >= size || (unit === 's' && parts.length === 0)) parts.push(`${Math.floor(rest / size)} ${unit}`);
+    rest %= size;
+    if (parts.length === 2) break;
+  }
+  return parts.join(' ');
+}
+
+/**
+ * The daily outbox retention: the purge, then the lag of every cursor (the gauge), and one warning
+ * naming each consumer more than `laggingAfter` seconds behind (it keeps the purge from deleting
+ * anything from its cursor on), saying which of them this hub does not run (`running`): those are
+ * left behind by an older version and only `svc-hub outbox drop-consumer` removes them.
+ */
+export async function outboxRetention(
+  db: Database,
+  retentionDays: number,
+  running: readonly string[],
+  options: { batch?: number; laggingAfter?: number } = {},
+): Promise<{ purged: number; lagging: ConsumerState[] }> {
+  const purged = await purgeOutbox(db, retentionDays, options.batch);
+  logger().info({ purged }, 'outbox retention purge');
+  const states = await consumerStates(db);
+  recordConsumerLags(states);
+  const lagging = states.filter((s) => s.lagSeconds > (options.laggingAfter ?? LAGGING_AFTER_SECONDS));
+  if (lagging.length > 0) {
+    const named = lagging.map((s) => `${s.consumer} (${formatLag(s.lagSeconds)} behind${running.includes(s.consumer) ? '' : ', not run by this version of the hub'})`);
+    logger().warn(
+      { consumers: lagging.map((s) => ({ consumer: s.consumer, lagSeconds: s.lagSeconds, running: running.includes(s.consumer) })) },
+      `outbox consumers behind by more than ${formatLag(options.laggingAfter ?? LAGGING_AFTER_SECONDS)} keep the purge from deleting the events they have not passed: ${named.join(', ')}; svc-hub outbox consumers lists them, svc-hub outbox drop-consumer NAME removes one that no longer runs`,
+    );
+  }
+  return { purged, lagging };
+}
+
+/** Removes a cursor: the purge no longer waits for it. Its state before, or undefined when there was none. */
+export async function dropConsumer(db: Database, name: string): Promise<Position | undefined> {
+  const { rows } = await db.crossTenantQuery<{ txid: string; last_id: string }>(
+    'outbox-consumers',
+    'delete from events.consumer_cursors where consumer = $1 returning txid::text as txid, last_id',
+    [name],
+  );
+  return rows[0] ? { txid: rows[0].txid, id: Number(rows[0].last_id) } : undefined;
 }

@@ -5,7 +5,9 @@ import type { Database } from '../db/database.js';
 import { until } from '../../test/harness/until.js';
 import { roleUrl } from '../db/roles.js';
 import { loadCatalog, parseModule } from './catalog.js';
-import { OutboxConsumer, purgeOutbox } from './consumer.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
+import { registry } from '../observability/metrics.js';
+import { consumerStates, dropConsumer, OutboxConsumer, outboxRetention, purgeOutbox } from './consumer.js';
 import { OutboxListener } from './listener.js';
 import { EventRejected, EventWriter } from './outbox.js';
 
@@ -250,5 +252,52 @@ describe('consumers', () => {
     }
     expect(await purge).toBe(5);
     expect((await owner.query('select count(*)::int as n from events.outbox')).rows[0].n).toBe(0);
+  });
+
+  it('the retention names once each consumer holding the purge back by more than the threshold, sets the lag gauge, and a dropped cursor no longer holds it', async () => {
+    await owner.query('delete from events.consumer_cursors');
+    await owner.query('delete from events.outbox');
+    await new OutboxConsumer(db, 'test-stale').startAtHead();
+    await new OutboxConsumer(db, 'test-stale-too').startAtHead();
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await db.withTenant(201, (tx) => events.emit(tx, 'org.updated', { orgId: 70 + i, tenantId: 201 })));
+    await owner.query(`update events.outbox set created_at = now() - interval '2 days'`);
+    const live = new OutboxConsumer(db, 'test-live');
+    await live.startAtHead();
+    await until('the live consumer at the newest event', async () => {
+      await live.skipVisible();
+      return (await owner.query(`select last_id::int as id from events.consumer_cursors where consumer = 'test-live'`)).rows[0].id === ids[2];
+    });
+    const states = await consumerStates(db, { countEvents: true });
+    expect(states.map((s) => [s.consumer, s.lagEvents, s.lagSeconds > 47 * 3600 && s.lagSeconds < 49 * 3600])).toEqual([
+      ['test-stale', 3, true],
+      ['test-stale-too', 3, true],
+      ['test-live', 0, false],
+    ]);
+    expect(states[2]!.lagSeconds).toBe(0);
+    const gauge = async () =>
+      Object.fromEntries(((await registry.getSingleMetric('svc_outbox_consumer_lag_seconds')?.get())?.values ?? []).map((v) => [v.labels.consumer, v.value > 0]));
+    const logs = captureLogs('info');
+    try {
+      // Retention 1 day: the events are 2 days old, but the stale cursors keep them all.
+      expect(await outboxRetention(db, 1, ['test-live', 'test-stale-too'])).toMatchObject({ purged: 0 });
+      const warnings = logs.lines().filter((l) => l.level === 'warn');
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.msg).toMatch(/test-stale \(2 d behind, not run by this version of the hub\), test-stale-too \(2 d behind\)/);
+      expect(warnings[0]!.msg).not.toMatch(/test-live/);
+      expect(await gauge()).toEqual({ 'test-stale': true, 'test-stale-too': true, 'test-live': false });
+      // A threshold above their lag: no warning.
+      expect(await outboxRetention(db, 1, [], { laggingAfter: 3 * 86_400 })).toEqual({ purged: 0, lagging: [] });
+      expect(logs.lines().filter((l) => l.level === 'warn')).toHaveLength(1);
+      // Both dropped: the purge deletes the three, nothing is named, and the gauge forgets them.
+      expect(await dropConsumer(db, 'test-stale')).toEqual({ txid: expect.any(String), id: expect.any(Number) });
+      expect(await dropConsumer(db, 'test-stale-too')).toBeDefined();
+      expect(await dropConsumer(db, 'test-stale')).toBeUndefined();
+      expect(await outboxRetention(db, 1, ['test-live'])).toEqual({ purged: 3, lagging: [] });
+      expect(logs.lines().filter((l) => l.level === 'warn')).toHaveLength(1);
+      expect(await gauge()).toEqual({ 'test-live': false });
+    } finally {
+      logs.restore();
+    }
   });
 });

@@ -17,6 +17,9 @@ import { DeliveryWorker } from './worker.js';
  * that serves the API: replays and tests are sent from there), and the webhook consumer and retry
  * sweep that the background roles start on a leader-gated clock.
  */
+/** The webhook consumer's name: its cursor in events.consumer_cursors. */
+export const WEBHOOK_CONSUMER = 'webhooks';
+
 export interface WebhookServices {
   integrations: IntegrationService;
   worker: DeliveryWorker;
@@ -67,7 +70,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     rules: { key: deps.key, egress },
   });
   const loop = new OutboxLoop(deps.db, {
-    name: 'webhooks',
+    name: WEBHOOK_CONSUMER,
     every: config.duration('svc.webhook.sweep-every'),
     batch: CONSUMER_BATCH,
     // The statement that records and leases the batch's deliveries also moves the cursor past it.

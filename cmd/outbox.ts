@@ -1,0 +1,79 @@
+import type { Config } from '../src/config/config.js';
+import { type ConsumerState, consumerStates, dropConsumer, formatLag } from '../src/events/consumer.js';
+import { PROCESS_CONSUMER } from '../src/processes/consumer.js';
+import { setupDatabase } from '../src/runtime/database-setup.js';
+import { WEBHOOK_CONSUMER } from '../src/webhooks/services.js';
+
+/** The outbox consumers this version of the hub runs (cmd/compose.ts), each with what it does. */
+export const HUB_CONSUMERS = {
+  hooks: 'hooks',
+  email: 'email',
+  processes: PROCESS_CONSUMER,
+  webhooks: WEBHOOK_CONSUMER,
+} as const;
+
+const RUNNING: readonly string[] = Object.values(HUB_CONSUMERS);
+
+export const OUTBOX_USAGE = `usage: svc-hub outbox consumers
+       svc-hub outbox drop-consumer NAME
+
+  consumers: lists every cursor of events.consumer_cursors, the furthest behind first: its name,
+  its position (transaction id / event id), how far behind it is (the events after it and the age
+  of the oldest of them), when it last advanced, and whether this version of the hub runs it.
+  drop-consumer: removes the cursor NAME, so the daily purge no longer keeps events for it; for a
+  consumer that no hub runs any more (left by an older version). A consumer this version runs
+  (${RUNNING.join(', ')}) is refused: dropping its cursor would make it start over.
+`;
+
+type OutboxArgs = { command: 'consumers' } | { command: 'drop-consumer'; name: string };
+
+export function parseOutboxArgs(argv: string[]): OutboxArgs | string {
+  const [command, ...rest] = argv;
+  if (command === 'consumers') return rest.length ? `unexpected argument '${rest[0]}'` : { command };
+  if (command === 'drop-consumer') {
+    if (rest.length === 0 || !rest[0]) return 'drop-consumer needs the NAME of a consumer';
+    return rest.length > 1 ? `unexpected argument '${rest[1]}'` : { command, name: rest[0] };
+  }
+  return command ? `unknown command '${command}'` : 'a command is required (consumers, drop-consumer)';
+}
+
+/** One line of `svc-hub outbox consumers`. */
+export function consumerLine(state: ConsumerState): string {
+  const lag = state.lagEvents === 0 ? 'up to date' : `${state.lagEvents ?? '?'} events behind, the oldest ${formatLag(state.lagSeconds)} old`;
+  const run = RUNNING.includes(state.consumer) ? 'run by this hub' : 'not run by this version of the hub';
+  return `${state.consumer}  at ${state.position.txid}/${state.position.id}  ${lag}  last advanced ${state.advancedAt.toISOString()}  ${run}`;
+}
+
+/**
+ * `svc-hub outbox consumers | drop-consumer NAME`: the database reached as the other roles reach it.
+ * Exit 0, or 1 when drop-consumer refused or found nothing.
+ */
+export async function outboxCommand(config: Config, argv: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+  const args = parseOutboxArgs(argv);
+  if (typeof args === 'string') {
+    process.stderr.write(`svc-hub outbox: ${args}\n\n${OUTBOX_USAGE}`);
+    return 2;
+  }
+  if (args.command === 'drop-consumer' && RUNNING.includes(args.name)) {
+    out(`refused: '${args.name}' is a consumer this version of the hub runs (${RUNNING.join(', ')}); its cursor is not dropped`);
+    return 1;
+  }
+  const setup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
+  try {
+    if (args.command === 'consumers') {
+      const states = await consumerStates(setup.db, { countEvents: true });
+      if (states.length === 0) out('no consumer cursors');
+      for (const state of states) out(consumerLine(state));
+      return 0;
+    }
+    const dropped = await dropConsumer(setup.db, args.name);
+    if (!dropped) {
+      out(`no consumer '${args.name}' (svc-hub outbox consumers lists them): nothing dropped`);
+      return 1;
+    }
+    out(`dropped consumer '${args.name}' (it was at ${dropped.txid}/${dropped.id}): the purge no longer keeps events for it`);
+    return 0;
+  } finally {
+    await setup.close();
+  }
+}
