@@ -68,11 +68,12 @@ describe('svc-hub executable', () => {
     expect(run.output()).toContain('usage: svc-hub <role>');
     expect(run.output()).toMatch(/all\s+the API/);
     // Every role, and every command line `svc-hub run` takes (its own usage), is listed.
-    for (const role of ['all', 'serve', 'dispatch', 'migrate', 'operator', 'run', 'secrets']) expect(run.output()).toMatch(new RegExp(`^  ${role} +\\S`, 'm'));
+    for (const role of ['all', 'serve', 'dispatch', 'migrate', 'operator', 'run', 'secrets', 'outbox']) expect(run.output()).toMatch(new RegExp(`^  ${role} +\\S`, 'm'));
     const runForms = [...RUN_USAGE.matchAll(/^(?:usage:)? +(svc-hub run \S+ .*)$/gm)].map((m) => m[1]!);
     expect(runForms).toEqual([expect.stringContaining('run connector NAME'), expect.stringContaining('run export NAME')]);
     for (const form of runForms) expect(run.output()).toContain(`       ${form}\n`);
     expect(run.output()).toContain('       svc-hub secrets rekey [--batch N]\n');
+    expect(run.output()).toContain('       svc-hub outbox consumers | drop-consumer NAME\n');
     expect(run.output()).toContain('svc-hub --help | --version');
   });
 
@@ -174,6 +175,20 @@ describe('svc-hub executable', () => {
       'the database refused the connection: password authentication failed for user "svc"',
     );
   });
+
+  it('outbox: a bad command prints its usage and exits 2; consumers lists the cursors, drop-consumer refuses a consumer this version runs', async () => {
+    const usage = start(['outbox', 'drop-consumer'], {});
+    expect(await usage.exited).toBe(2);
+    expect(usage.output()).toContain('svc-hub outbox: drop-consumer needs the NAME of a consumer');
+    expect(usage.output()).toContain('usage: svc-hub outbox consumers');
+    const url = await createTestDatabase();
+    const list = start(['outbox', 'consumers'], { DATABASE_URL: url });
+    expect(await list.exited).toBe(0);
+    expect(list.output()).toContain('no consumer cursors\n');
+    const refused = start(['outbox', 'drop-consumer', 'webhooks'], { DATABASE_URL: url });
+    expect(await refused.exited).toBe(1);
+    expect(refused.output()).toContain("refused: 'webhooks' is a consumer this version of the hub runs");
+  }, 90_000);
 
   it('migrate applies the migrations to an external database and exits 0', async () => {
     const url = await createTestDatabase();
