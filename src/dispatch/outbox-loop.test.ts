@@ -416,6 +416,28 @@ describe('outbox loop', () => {
     await clock.stop();
   });
 
+  it('a running loop whose cursor is dropped goes on from the head: the events it had handed over are not handed over again', async () => {
+    const seen: number[] = [];
+    const loop = new OutboxLoop(t.db, { name: 'loop-dropped', every: 60_000, batch: 100, handle: async (event) => void seen.push(event.payload.orgId as number) });
+    const clock = new ClockRunner();
+    await loop.start(clock);
+    try {
+      for (let i = 91; i <= 93; i++) await emit(i);
+      expect(await drainUntil(loop, 3)).toBe(3);
+      // `svc-hub outbox drop-consumer` under a hub that still runs it.
+      await t.owner.query(`delete from events.consumer_cursors where consumer = 'loop-dropped'`);
+      await until('the cursor made again at the head', async () => {
+        await loop.drain();
+        return (await t.owner.query(`select 1 from events.consumer_cursors where consumer = 'loop-dropped'`)).rows.length === 1;
+      });
+      await emit(94);
+      expect(await drainUntil(loop, 1)).toBe(1);
+      expect(seen).toEqual([91, 92, 93, 94]);
+    } finally {
+      await clock.stop();
+    }
+  });
+
   it("the e-mail and process consumers' idle conditions count the rules and processes of active tenants only", async () => {
     // As the loop evaluates them: in a statement of the worker role.
     const idle = async () => {

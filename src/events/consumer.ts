@@ -2,7 +2,7 @@ import { deleteInBatches } from '../db/batches.js';
 import type { Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { lazyGauge } from '../observability/metrics.js';
-import { headPosition, type OutboxEvent, type OutboxRow, type Position, START, toEvent } from './outbox.js';
+import { headPosition, type OutboxEvent, type OutboxRow, type Position, toEvent } from './outbox.js';
 
 /**
  * Whether an event after cursor `c` is committed but not readable yet: its transaction is not older
@@ -61,18 +61,6 @@ export class OutboxConsumer {
     readonly name: string,
   ) {}
 
-  async position(): Promise<Position> {
-    return this.db.crossTenant(`outbox:${this.name}`, async (tx) => {
-      const { rows } = await tx.query<{ txid: string; last_id: number }>(
-        `insert into events.consumer_cursors (consumer) values ($1)
-         on conflict (consumer) do update set consumer = excluded.consumer
-         returning txid::text as txid, last_id`,
-        [this.name],
-      );
-      return rows[0] ? { txid: rows[0].txid, id: rows[0].last_id } : START;
-    });
-  }
-
   /** Up to `limit` events after the cursor (`read` without its held-back flag): of active tenants only. */
   async next(limit: number): Promise<OutboxEvent[]> {
     return (await this.read(limit)).events;
@@ -82,7 +70,8 @@ export class OutboxConsumer {
    * Up to `limit` events after the cursor, every tenant: the cursor and the events in one statement
    * (readAfter's order and visibility rule), and in the same statement whether an event after the
    * cursor is committed but not readable yet (held back by an older transaction still running:
-   * the caller looks again soon). The first read of a consumer without a cursor row creates it.
+   * the caller looks again soon). The first read of a consumer without a cursor row creates it at
+   * the head (`startAtHead`).
    *
    * The events of a deactivated tenant are read but not handed over (its background work stops,
    * docs/admin.md): `events` holds the others', `read` counts them all and `to` is the position of
@@ -111,8 +100,11 @@ export class OutboxConsumer {
       PREPARED,
     );
     if (rows.length === 0) {
-      // No cursor row yet: made at the current start (`position`), then read as above.
-      await this.position();
+      // No cursor row (yet, or no longer: dropped while this consumer ran, `svc-hub outbox
+      // drop-consumer` under a hub of an older version): made at the head, as a new consumer's is
+      // (`startAtHead`), then read as above. Made at the start of the outbox, it handed every event
+      // still kept (up to the retention's days) over again.
+      await this.startAtHead();
       return this.read(limit);
     }
     const head = rows[0]!;
