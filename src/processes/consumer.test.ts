@@ -120,9 +120,11 @@ describe('process batch handler', () => {
       clearInterval(timer);
       logs.restore();
     }
-    // CPU time, which a machine busy with other work does not inflate: tenant 503's evaluations
-    // stopped once the budget was spent (the whole batch, this process's work, within 3 × budget).
-    expect(cpuMs(started)).toBeLessThan(3 * TENANT_BUDGET_MS);
+    // CPU time, which a machine busy with other work inflates far less than wall time: tenant 503's
+    // evaluations stopped once the budget was spent. Without the bound the batch costs 4.5 s; with
+    // it about 2 × budget, but a loaded CI machine once saw 608 ms (a stopped evaluation burns CPU
+    // until the late timer ends it), so the bound is 10 × budget, still a third of the unbounded cost.
+    expect(cpuMs(started)).toBeLessThan(10 * TENANT_BUDGET_MS);
     // The event loop ran all along: no stretch as long as the tenant's whole budget (3 stopped
     // evaluations, 150 ms: what one stretch would be without yielding between them).
     expect(gaps.length).toBeGreaterThanOrEqual(3);
