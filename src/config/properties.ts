@@ -171,7 +171,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Bytes of earlier polls a live event-stream client may still have unread when a poll starts delivering to it; more, and the hub closes its stream (it reconnects with Last-Event-ID and loses nothing). One poll\'s burst never ends a client, so the hub holds at most this much plus one poll\'s frames for it; a resume catching up waits for its client instead, holding at most this much.' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep (docs/workflows.md); runs in the background roles, on the leader.' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.batch', kind: 'int', min: 1, default: 10000,
-    description: 'Records of a workflow\'s entity the dormancy sweep fetches at a time from its one cursor over the entity (in key order), and writes per transaction (spells, decisions).' }),
+    description: 'Records of a workflow\'s entity the dormancy sweep fetches at a time from its one cursor over the entity (in key order); it writes them (spells, decisions) 1,000 at most per transaction.' }),
   p({ group: 'Clocks', name: 'svc.hooks.sweep-every', kind: 'duration', default: '5s', description: 'Hook consumer sweep of the outbox (NOTIFY wakes it sooner); runs in the background roles.' }),
   p({ group: 'Clocks', name: 'svc.hooks.cache-ttl', kind: 'duration', default: '60s', description: 'Time to live of the per-tenant hook override cache.' }),
 
