@@ -11,22 +11,21 @@ import type { Config } from '../src/config/config.js';
 import { MIGRATION_SETS, migrationStatus, readMigrations } from '../src/db/migrations.js';
 import { StartRefused } from '../src/errors.js';
 import { loadCatalog } from '../src/events/catalog.js';
-import { AuditRecorder, purgeAudit } from '../src/audit/recorder.js';
+import { AuditRecorder } from '../src/audit/recorder.js';
 import { AuditTrail } from '../src/audit/trail.js';
 import { ClockRunner, type Now } from '../src/clock/clock.js';
-import { consumerStates, outboxRetention, recordConsumerLags } from '../src/events/consumer.js';
 import { OutboxLoop } from '../src/dispatch/outbox-loop.js';
 import { Leadership } from '../src/dispatch/leader.js';
 import { egressAgent } from '../src/egress/dispatcher.js';
 import { chatFromConfig } from '../src/retrieval/chat/from-config.js';
 import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
 import { noIndexer } from '../src/connectors/indexer.js';
-import { purgeScheduleSlots } from '../src/connectors/scheduler.js';
 import { pendingIndexer } from '../src/retrieval/indexer.js';
 import type { VectorSearchMode } from '../src/retrieval/pgvector.js';
 import { createRetrievalServices } from '../src/retrieval/services.js';
 import { platformDocuments } from './platform-corpus.js';
 import { HUB_CONSUMERS } from './outbox.js';
+import { scheduleHousekeeping } from './housekeeping.js';
 import { leaderElector } from './leader.js';
 import { integrationSubscriber } from '../src/webhooks/integrations.js';
 import { createWebhookServices } from '../src/webhooks/services.js';
@@ -201,29 +200,13 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   services.subscribers.register(integrationSubscriber);
   services.subscribers.register(anyProcessWatches);
 
-  // Per-process clocks: the audit flush wherever calls are served; the daily purges in the
-  // background roles (spec 1 Clocks, UTC).
+  // Per-process clocks: the audit flush wherever calls are served; in the background roles the
+  // retrieval indexing and the schedulers, then (below) the housekeeping and the leader's jobs.
   const clocks = new ClockRunner();
   clocks.schedule('audit-flush', { every: config.duration('svc.audit.dispatch-every') }, async () => {
     await services.audit.flush();
   });
   if (options.background) {
-    clocks.schedule('outbox-retention', { dailyAt: '04:30' }, async () => {
-      // The purge, then one warning naming the consumers that hold it back (docs/operations.md).
-      await outboxRetention(db, config.int('svc.events.retention-days'), Object.values(HUB_CONSUMERS));
-    });
-    clocks.schedule('outbox-consumer-lag', { every: 60_000 }, async () => {
-      recordConsumerLags(await consumerStates(db));
-    });
-    // Wherever slots are claimed: the in-process scheduler, or `svc-hub run --scheduled` CronJobs.
-    clocks.schedule('schedule-slot-retention', { dailyAt: '04:15' }, async () => {
-      const purged = await purgeScheduleSlots(db);
-      logger().info({ purged }, 'schedule slot retention purge');
-    });
-    clocks.schedule('audit-retention', { dailyAt: '04:45' }, async () => {
-      const purged = await purgeAudit(db, config.int('svc.audit.retention-days'));
-      logger().info({ purged }, 'audit retention purge');
-    });
     // Written rows become chunks and vectors after their run commits; the platform corpus is built
     // once per start. Pending work is claimed row by row, so several processes may index at once.
     clocks.schedule('retrieval-index', { every: config.duration('svc.retrieval.index-every') }, async () => {
@@ -253,6 +236,8 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   if (options.background) {
     leadership = new Leadership(leaderElector(config, database.workerUrl), { checkEvery: config.duration('svc.leader.check-every') });
     const leaderClocks = leadership.gate(clocks);
+    // The daily purges (on the leader only) and the outbox lag gauge (cmd/housekeeping.ts).
+    scheduleHousekeeping(clocks, leaderClocks, { db, config });
     // Declared hooks run for every event, in priority order (services.hooks is read per event, so
     // a replaced runner takes effect).
     const hookLoop = new OutboxLoop(db, {

@@ -125,8 +125,13 @@ export class AdvisoryLockElector implements LeaderElector {
 }
 
 /** Clock jobs that tick only while this process leads (what OutboxLoop and the sweeps are given). */
-interface LeaderClock {
-  schedule(name: string, cadence: Cadence, task: () => Promise<void>): void;
+export interface LeaderClock {
+  /**
+   * A job that runs on its cadence only while this process leads, and at once each time this
+   * process becomes the leader (catching up what the outbox holds), unless `atElection` is false
+   * (the daily purges: the new leader runs the next one at its time).
+   */
+  schedule(name: string, cadence: Cadence, task: () => Promise<void>, options?: { atElection?: boolean }): void;
   trigger(name: string): Promise<boolean>;
   /** The clock ticks and this process leads (a long job checks it to give up early). */
   running(): boolean;
@@ -140,8 +145,9 @@ interface LeadershipOptions {
 /**
  * Keeps trying to lead (at once, then every `checkEvery`), confirms leadership on the same cadence,
  * and runs the gated jobs only meanwhile: when this process becomes the leader every gated job runs
- * at once (catching up what the outbox holds); when it stops leading, gated ticks and wake-ups do
- * nothing (a pass already running finishes; the cursors and leases keep the work consistent).
+ * at once (catching up what the outbox holds), but those scheduled with `atElection: false`; when
+ * it stops leading, gated ticks and wake-ups do nothing (a pass already running finishes; the
+ * cursors and leases keep the work consistent).
  */
 export class Leadership {
   private timer: NodeJS.Timeout | undefined;
@@ -173,8 +179,8 @@ export class Leadership {
   /** A view of `clock` whose jobs run only while this process leads. */
   gate(clock: ClockRunner): LeaderClock {
     return {
-      schedule: (name, cadence, task) => {
-        this.gated.push({ clock, name });
+      schedule: (name, cadence, task, options) => {
+        if (options?.atElection !== false) this.gated.push({ clock, name });
         clock.schedule(name, cadence, async () => {
           if (this.elector.isLeader()) await task();
         });
