@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { stringify } from 'yaml';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { holdAfter, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { applySweptWorkflow } from '../../test/harness/workflow-fixture.js';
 import { until } from '../../test/harness/until.js';
 import type { Database } from '../db/database.js';
 import { sweepWorkflows } from './sweep.js';
@@ -21,33 +21,17 @@ import { sweepWorkflows } from './sweep.js';
 
 let hub: TestHub;
 let owner: pg.Client;
-const CONNECTOR = '00000000-0000-0000-0000-00000000000c';
-const ENDPOINT = '00000000-0000-0000-0000-00000000000e';
-
-async function post(path: string, body: unknown): Promise<void> {
-  const res = await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: stringify(body) });
-  expect(res.status).toBe(201);
-}
 
 beforeAll(async () => {
   hub = await startTestHub();
   owner = await ownerClient(hub.ownerUrl);
-  await hub.services.connectors.ext.ensureTable(1, 'ext.overlap_partners', [{ name: 'status', path: '$.status', type: 'text' }]);
-  await owner.query(
-    `insert into ext_t1.overlap_partners (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status)
-     select 1, 'p' || g, md5(g::text), '{}', $1, $2, (array['prospect', 'active', 'closed'])[1 + g % 3] from generate_series(1, 9) g`,
-    [CONNECTOR, ENDPOINT],
-  );
-  const columns = [
-    { name: 'id', type: 'text' },
-    { name: 'status', type: 'text' },
-  ];
-  await post('/api/entities/apply', { apiVersion: 'apps.svc.io/v1', kind: 'Entity', metadata: { name: 'overlap' }, spec: { scope: 'crm', key: 'id', columns, sources: [{ table: 'ext.overlap_partners', key: 'external_id', columns: { id: 'external_id', status: 'status' } }] } });
-  await post('/api/workflows/apply', {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Workflow',
-    metadata: { name: 'overlap-status' },
-    spec: { entity: 'overlap', stateColumn: 'status', states: ['prospect', 'active', 'closed'], dormancy: { after: '1s', states: ['prospect', 'active'] } },
+  await applySweptWorkflow(hub, owner, {
+    name: 'overlap',
+    records: 9,
+    key: "'p' || g",
+    status: "(array['prospect', 'active', 'closed'])[1 + g % 3]",
+    states: ['prospect', 'active', 'closed'],
+    dormancy: { after: '1s', states: ['prospect', 'active'] },
   });
 });
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { stringify } from 'yaml';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { applySweptWorkflow } from '../../test/harness/workflow-fixture.js';
 import { until } from '../../test/harness/until.js';
 import { sweepWorkflows } from './sweep.js';
 
@@ -16,34 +16,18 @@ import { sweepWorkflows } from './sweep.js';
 
 let hub: TestHub;
 let owner: pg.Client;
-const CONNECTOR = '00000000-0000-0000-0000-00000000000c';
-const ENDPOINT = '00000000-0000-0000-0000-00000000000e';
 const RECORDS = 2_500;
-
-async function post(path: string, body: unknown): Promise<void> {
-  const res = await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: stringify(body) });
-  expect(res.status).toBe(201);
-}
 
 beforeAll(async () => {
   hub = await startTestHub();
   owner = await ownerClient(hub.ownerUrl);
-  await hub.services.connectors.ext.ensureTable(1, 'ext.write_partners', [{ name: 'status', path: '$.status', type: 'text' }]);
-  await owner.query(
-    `insert into ext_t1.write_partners (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status)
-     select 1, 'p' || lpad(g::text, 5, '0'), md5(g::text), '{}', $1, $2, 'prospect' from generate_series(1, $3) g`,
-    [CONNECTOR, ENDPOINT, RECORDS],
-  );
-  const columns = [
-    { name: 'id', type: 'text' },
-    { name: 'status', type: 'text' },
-  ];
-  await post('/api/entities/apply', { apiVersion: 'apps.svc.io/v1', kind: 'Entity', metadata: { name: 'written' }, spec: { scope: 'crm', key: 'id', columns, sources: [{ table: 'ext.write_partners', key: 'external_id', columns: { id: 'external_id', status: 'status' } }] } });
-  await post('/api/workflows/apply', {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Workflow',
-    metadata: { name: 'written-status' },
-    spec: { entity: 'written', stateColumn: 'status', states: ['prospect', 'active'], dormancy: { after: '1s', states: ['prospect'] } },
+  await applySweptWorkflow(hub, owner, {
+    name: 'written',
+    records: RECORDS,
+    key: "'p' || lpad(g::text, 5, '0')",
+    status: "'prospect'",
+    states: ['prospect', 'active'],
+    dormancy: { after: '1s', states: ['prospect'] },
   });
 });
 
