@@ -216,7 +216,7 @@ async function benchDataset(name: string, data: Chunk[], queries: Float32Array[]
  */
 async function benchPgvector(data: Chunk[], queries: Float32Array[], reference: number[][], commonReference: number[][], paths: Record<string, PathFigures>) {
   const server = await startPgvectorServer();
-  const roles = { app: 'svc_app', worker: 'svc_worker' };
+  const roles = { app: 'svc_app', worker: 'svc_worker', analytic: 'svc_analytic' };
   const owner = new pg.Client({ connectionString: server.url });
   const db = new Database({ appUrl: roleUrl(server.url, roles.app), workerUrl: roleUrl(server.url, roles.worker), poolSize: 2 });
   try {

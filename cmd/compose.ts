@@ -142,7 +142,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     subscribers,
     secrets,
     ownerUrl: database.ownerUrl,
-    roles: { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') },
+    roles: database.roles,
     egress,
     indexer: config.bool('svc.retrieval.index-rows') ? pendingIndexer : noIndexer,
   });

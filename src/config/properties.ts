@@ -78,6 +78,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Name of the application database role (no BYPASSRLS, not an owner).' }),
   p({ group: 'Database', name: 'svc.datasource.worker-role', kind: 'string', default: 'svc_worker',
     description: 'Name of the cross-tenant worker role (BYPASSRLS, used only by background work that must see every tenant).' }),
+  p({ group: 'Database', name: 'svc.datasource.analytic-role', kind: 'string', default: 'svc_analytic',
+    description: 'Name of the role the analytic chat\'s model-written SQL runs as (NOLOGIN, taken by the application role with `SET LOCAL ROLE`; it may read the tenants\' ext tables only). The hub creates it with the other roles; where an administrator makes the roles (`svc.datasource.app-url` and `worker-url` set), create it too (docs/operations.md, "Starting and stopping").' }),
   p({ group: 'Database', name: 'svc.health.database-timeout', kind: 'duration', default: '2s',
     description: 'How long readiness (`/q/health/ready`) waits for the database to answer each of its reads (`select 1`, then the migration history): no answer in time is a 503 naming the wait, so a database that accepts connections but does not answer (a hung server, a network path lost without a reset) takes the hub out of service instead of holding the probe.' }),
   p({ group: 'Database', name: 'svc.datasource.pool-size', kind: 'int', min: 3, max: 1000, default: 10,

@@ -9,6 +9,7 @@ import { annotateContext, currentContext, runWithContext } from '../observabilit
 import { inSpan, SpanKind } from '../observability/tracing.js';
 import { queryAfterOpening } from './opening-query.js';
 import { endPool, resilientPool } from './pool.js';
+import { DEFAULT_ANALYTIC_ROLE } from './roles.js';
 
 // The `COPY … TO STDOUT` half of pg-copy-streams, beside the `from` that types/pg-copy-streams.d.ts declares.
 declare module 'pg-copy-streams' {
@@ -105,6 +106,8 @@ interface DatabaseOptions {
    * before it fails as the database being unavailable; unset: as long as it takes.
    */
   connectTimeoutMs?: number;
+  /** The role the analytic chat's SQL runs as (`svc.datasource.analytic-role`); unset: `svc_analytic`. */
+  analyticRole?: string;
 }
 
 /**
@@ -116,8 +119,11 @@ interface DatabaseOptions {
 export class Database {
   readonly app: pg.Pool;
   readonly worker: pg.Pool;
+  /** The role the analytic chat's SQL takes with `SET LOCAL ROLE` (src/retrieval/analytic/run.ts). */
+  readonly analyticRole: string;
 
   constructor(options: DatabaseOptions) {
+    this.analyticRole = options.analyticRole ?? DEFAULT_ANALYTIC_ROLE;
     // No connection within the timeout: pg-pool's "timeout exceeded when trying to connect", which
     // `isDatabaseUnavailable` reads as unavailable (a 503). Nothing of the unit was sent yet, so
     // giving up leaves no outcome unknown: a hung database, or a pool whose connections all wait

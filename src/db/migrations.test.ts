@@ -9,7 +9,7 @@ import { until } from '../../test/harness/until.js';
 import { StartRefused } from '../errors.js';
 import { migrate, migrationStatus, readMigrations, type MigrationSet } from './migrations.js';
 
-const roles = { app: 'svc_app', worker: 'svc_worker' };
+const roles = { app: 'svc_app', worker: 'svc_worker', analytic: 'svc_analytic' };
 
 const folders: string[] = [];
 afterAll(() => {
@@ -155,6 +155,30 @@ describe('migrations', () => {
               pg_has_role('svc_app', (select tableowner from pg_tables where schemaname = 'demo' and tablename = 't'), 'member') as app_owns`,
     );
     expect(rights.rows[0]).toEqual({ app_insert: true, worker_delete: true, app_owns: false });
+  });
+
+  it('makes the analytic role (NOLOGIN, taken by the application role) and grants it the ext schemas an older hub made, nothing of the hub\'s own', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__t.sql': 'create table demo.t (id bigint generated always as identity, x int);' });
+    await migrate(url, roles, [{ schema: 'demo', dir }]);
+    // An ext schema and table as a hub before the analytic role left them: grants to the two login roles only.
+    await query(url, 'create schema ext_t5; create table ext_t5.partners (id bigint, tenant_id bigint); grant usage on schema ext_t5 to svc_app; grant select on ext_t5.partners to svc_app');
+    await query(url, 'revoke all on schema ext_t5 from svc_analytic; revoke all on ext_t5.partners from svc_analytic');
+    await migrate(url, roles, [{ schema: 'demo', dir }]);
+    await query(url, 'create table ext_t5.later (id bigint)');
+    const rights = await query(
+      url,
+      `select r.rolcanlogin as login, r.rolbypassrls as bypass, pg_has_role('svc_app', 'svc_analytic', 'member') as app_member,
+              has_schema_privilege('svc_analytic', 'ext_t5', 'usage') as ext_usage,
+              has_table_privilege('svc_analytic', 'ext_t5.partners', 'select') as ext_select,
+              has_table_privilege('svc_analytic', 'ext_t5.later', 'select') as later_select,
+              has_table_privilege('svc_analytic', 'ext_t5.partners', 'insert') as ext_insert,
+              has_schema_privilege('svc_analytic', 'demo', 'usage') as hub_usage
+         from pg_roles r where r.rolname = 'svc_analytic'`,
+    );
+    expect(rights.rows).toEqual([
+      { login: false, bypass: false, app_member: true, ext_usage: true, ext_select: true, later_select: true, ext_insert: false, hub_usage: false },
+    ]);
   });
 
   it('refuses badly named files and duplicate versions', () => {

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { StartRefused } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
-import { ensureRoles, grantSchema, type RoleNames } from './roles.js';
+import { ensureRoles, grantAnalyticExt, grantSchema, type RoleNames } from './roles.js';
 
 /**
  * Versioned SQL migrations, one folder per schema, applied in the order of MIGRATION_SETS under a
@@ -161,7 +161,11 @@ export async function migrate(
       // with their grants; granting them here again covers schemas a migration split or an older
       // hub created.
       const tenantSchemas = await client.query<{ nspname: string }>(`select nspname from pg_namespace where nspname ~ '^ext_t[0-9]+$' order by 1`);
-      for (const { nspname } of tenantSchemas.rows) await grantSchema(client, nspname, roles);
+      for (const { nspname } of tenantSchemas.rows) {
+        await grantSchema(client, nspname, roles);
+        // The analytic role reads them (and nothing of the hub's own schemas above).
+        await grantAnalyticExt(client, nspname, roles);
+      }
       await client.query(`grant select on public.svc_schema_history to ${pg.escapeIdentifier(roles.app)}, ${pg.escapeIdentifier(roles.worker)}`);
     }
   } finally {

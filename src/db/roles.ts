@@ -2,18 +2,26 @@ import { createHmac } from 'node:crypto';
 import pg from 'pg';
 
 /**
- * The three database roles: the owner (whoever the datasource URL names; runs migrations and owns
+ * The database roles: the owner (whoever the datasource URL names; runs migrations and owns
  * every table), the application role (subject to row-level security, cannot bypass it, owns
- * nothing), and the cross-tenant worker role (BYPASSRLS, for background work that must see every
- * tenant). When no explicit URLs are configured the hub creates the two login roles itself, with
- * passwords derived from the owner's credentials so every replica and every database on the same
- * server agrees on them without storing anything.
+ * nothing), the cross-tenant worker role (BYPASSRLS, for background work that must see every
+ * tenant), and the analytic role (NOLOGIN, granted to the application role, which takes it with
+ * `SET LOCAL ROLE` for the analytic chat's model-written SELECT: it may read the tenants' ext
+ * tables, under row-level security, and nothing of the hub's own schemas). When no explicit URLs
+ * are configured the hub creates the roles itself, the two login roles with passwords derived
+ * from the owner's credentials so every replica and every database on the same server agrees on
+ * them without storing anything.
  */
 
 export interface RoleNames {
   app: string;
   worker: string;
+  /** The role the analytic chat's SQL runs as (src/retrieval/analytic/run.ts). */
+  analytic: string;
 }
+
+/** The analytic role's name when none is configured (`svc.datasource.analytic-role`). */
+export const DEFAULT_ANALYTIC_ROLE = 'svc_analytic';
 
 /** Roles are server-wide, so the password depends on the server and the owner, not the database. */
 export function derivePassword(ownerUrl: string, role: string): string {
@@ -46,14 +54,17 @@ export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles:
   const spec: Array<[string, string, string[]]> = [
     [roles.app, 'NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN', []],
     [roles.worker, 'NOSUPERUSER BYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT LOGIN', [`set plan_cache_mode = ${WORKER_PLAN_CACHE_MODE}`]],
+    // No password: nobody logs in as it; the application role takes it with SET LOCAL ROLE.
+    [roles.analytic, 'NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT NOLOGIN', []],
   ];
   for (const [role, attributes, settings] of spec) {
     const ident = pg.escapeIdentifier(role);
-    const password = pg.escapeLiteral(derivePassword(ownerUrl, role));
+    const login = role !== roles.analytic;
+    const password = login ? ` password ${pg.escapeLiteral(derivePassword(ownerUrl, role))}` : ' password null';
     const exists = await owner.query('select 1 from pg_roles where rolname = $1', [role]);
     if (exists.rowCount === 0) {
       try {
-        await owner.query(`create role ${ident} ${attributes} password ${password}`);
+        await owner.query(`create role ${ident} ${attributes}${password}`);
       } catch (err) {
         // Another replica or database created it in the meantime.
         if ((err as { code?: string }).code !== '42710' && (err as { code?: string }).code !== '23505') throw err;
@@ -63,7 +74,7 @@ export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles:
     // "tuple concurrently updated" to all but one. The value is the same for all: try again.
     for (let attempt = 1; ; attempt++) {
       try {
-        await owner.query(`alter role ${ident} ${attributes} password ${password}`);
+        await owner.query(`alter role ${ident} ${attributes}${password}`);
         for (const setting of settings) await owner.query(`alter role ${ident} ${setting}`);
         break;
       } catch (err) {
@@ -72,6 +83,38 @@ export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles:
       }
     }
   }
+  await grantAnalyticToApp(owner, roles);
+}
+
+/**
+ * The application role's right to take the analytic role (`SET LOCAL ROLE`). Granted by the owner,
+ * which made both roles; run after ensureRoles.
+ */
+async function grantAnalyticToApp(owner: pg.ClientBase, roles: RoleNames): Promise<void> {
+  const member = await owner.query('select 1 from pg_auth_members m join pg_roles r on r.oid = m.roleid join pg_roles a on a.oid = m.member where r.rolname = $1 and a.rolname = $2', [
+    roles.analytic,
+    roles.app,
+  ]);
+  if (member.rowCount !== 0) return;
+  try {
+    await owner.query(`grant ${pg.escapeIdentifier(roles.analytic)} to ${pg.escapeIdentifier(roles.app)}`);
+  } catch (err) {
+    // Another hub on the same server granted it in the meantime.
+    if ((err as { code?: string }).code !== '23505' && !/concurrently updated/.test((err as Error).message)) throw err;
+  }
+}
+
+/**
+ * The analytic role's rights on one tenant's ext schema (`ext_t<id>`): USAGE on the schema and
+ * SELECT on its tables, those made later included (default privileges of the owner, who makes
+ * them: src/connectors/target/ddl.ts). Nothing else: no sequence, no write.
+ */
+export async function grantAnalyticExt(owner: pg.ClientBase, schema: string, roles: RoleNames): Promise<void> {
+  const s = pg.escapeIdentifier(schema);
+  const analytic = pg.escapeIdentifier(roles.analytic);
+  await owner.query(`grant usage on schema ${s} to ${analytic}`);
+  await owner.query(`alter default privileges in schema ${s} grant select on tables to ${analytic}`);
+  await owner.query(`grant select on all tables in schema ${s} to ${analytic}`);
 }
 
 /** Table, sequence and function rights of the two roles on one migrated schema. */

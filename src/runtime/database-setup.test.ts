@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { Config } from '../config/config.js';
 import { migrate } from '../db/migrations.js';
+import { roleUrl } from '../db/roles.js';
 import { createTestDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
@@ -34,6 +36,41 @@ describe('setupDatabase', () => {
     } finally {
       await other.end();
       await watcher.end();
+    }
+  });
+
+  it('roles an administrator made: a start without the analytic role, or without the application role able to take it, is refused saying what to run', async () => {
+    const url = await createTestDatabase();
+    await migrate(url, TEST_ROLES);
+    // A name of this test's alone: roles are the server's, and other suites use svc_analytic.
+    const analytic = `svc_analytic_${randomBytes(4).toString('hex')}`;
+    const config = Config.load({
+      env: {
+        SVC_CONFIG: '/dev/null',
+        SVC_DATASOURCE_URL: url,
+        SVC_DATASOURCE_APP_URL: roleUrl(url, TEST_ROLES.app),
+        SVC_DATASOURCE_WORKER_URL: roleUrl(url, TEST_ROLES.worker),
+        SVC_DATASOURCE_ANALYTIC_ROLE: analytic,
+        SVC_MIGRATE_ON_START: 'false',
+      },
+    });
+    const owner = new pg.Client({ connectionString: url });
+    await owner.connect();
+    try {
+      await expect(setupDatabase(config, { migrate: false })).rejects.toThrow(
+        `the database has no role ${analytic} (svc.datasource.analytic-role), which the analytic chat's SQL runs as: run "create role ${analytic} nologin; grant ${analytic} to svc_app" as an administrator (docs/operations.md, "Starting and stopping")`,
+      );
+      await owner.query(`create role ${analytic} nologin`);
+      await expect(setupDatabase(config, { migrate: false })).rejects.toThrow(
+        `the application role svc_app may not take the role ${analytic} (svc.datasource.analytic-role): run "grant ${analytic} to svc_app" as an administrator (docs/operations.md, "Starting and stopping")`,
+      );
+      await owner.query(`grant ${analytic} to svc_app`);
+      const setup = await setupDatabase(config, { migrate: false });
+      expect(setup.db.analyticRole).toBe(analytic);
+      await setup.close();
+    } finally {
+      await owner.query(`drop role if exists ${analytic}`);
+      await owner.end();
     }
   });
 

@@ -13,6 +13,8 @@ export interface DatabaseSetup {
   ownerUrl: string;
   /** The worker role's connection (cross-tenant listeners). */
   workerUrl: string;
+  /** The role names configured (`svc.datasource.*-role`). */
+  roles: RoleNames;
   db: Database;
   embedded?: EmbeddedDatabase;
   /** Closes the pools, then stops the embedded server if there is one. */
@@ -38,7 +40,11 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
   try {
     const explicitApp = config.optional('svc.datasource.app-url');
     const explicitWorker = config.optional('svc.datasource.worker-url');
-    const roles: RoleNames = { app: config.string('svc.datasource.app-role'), worker: config.string('svc.datasource.worker-role') };
+    const roles: RoleNames = {
+      app: config.string('svc.datasource.app-role'),
+      worker: config.string('svc.datasource.worker-role'),
+      analytic: config.string('svc.datasource.analytic-role'),
+    };
     const managed = !explicitApp || !explicitWorker;
     if (options.migrate) {
       const applied = await migrate(ownerUrl, managed ? roles : null);
@@ -63,10 +69,22 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
         );
       }
     }
+    if (!managed) {
+      // Roles an administrator made: the analytic chat's role must be there, and the application role able to
+      // take it (docs/operations.md); without it every new ext table's grants, and every analytic query, would fail.
+      const problem = await withOwner(ownerUrl, (client) => analyticRoleProblem(client, roles));
+      if (problem) throw new StartRefused(problem);
+    }
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
     for (const url of [appUrl, workerUrl]) registerSecret(decodeURIComponent(new URL(url).password) || undefined);
-    const db = new Database({ appUrl, workerUrl, poolSize: config.int('svc.datasource.pool-size'), connectTimeoutMs: config.duration('svc.datasource.connect-timeout') });
+    const db = new Database({
+      appUrl,
+      workerUrl,
+      analyticRole: roles.analytic,
+      poolSize: config.int('svc.datasource.pool-size'),
+      connectTimeoutMs: config.duration('svc.datasource.connect-timeout'),
+    });
     // Not waited for: a start neither waits on the check nor fails with it (the database may be down at start).
     workerPlanCacheWarning(db).then(
       (warning) => warning && logger().warn(warning),
@@ -75,6 +93,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
     return {
       ownerUrl,
       workerUrl,
+      roles,
       db,
       embedded,
       async close() {
@@ -102,6 +121,20 @@ async function withOwner<T>(ownerUrl: string, work: (client: pg.Client) => Promi
 async function missingRoles(client: pg.Client, names: string[]): Promise<string[]> {
   const { rows } = await client.query<{ rolname: string }>('select rolname from pg_roles where rolname = any($1)', [names]);
   return names.filter((name) => !rows.some((r) => r.rolname === name));
+}
+
+/** Why the analytic role (roles managed outside the hub) cannot serve, or undefined. */
+async function analyticRoleProblem(client: pg.Client, roles: RoleNames): Promise<string | undefined> {
+  const { rows } = await client.query<{ exists: boolean; member: boolean | null }>(
+    `select exists (select 1 from pg_roles where rolname = $1) as exists,
+            case when exists (select 1 from pg_roles where rolname = $1) and exists (select 1 from pg_roles where rolname = $2)
+                 then pg_has_role($2, $1, 'member') end as member`,
+    [roles.analytic, roles.app],
+  );
+  const create = `create role ${roles.analytic} nologin; grant ${roles.analytic} to ${roles.app}`;
+  if (!rows[0]!.exists) return `the database has no role ${roles.analytic} (svc.datasource.analytic-role), which the analytic chat's SQL runs as: run "${create}" as an administrator (docs/operations.md, "Starting and stopping")`;
+  if (!rows[0]!.member) return `the application role ${roles.app} may not take the role ${roles.analytic} (svc.datasource.analytic-role): run "grant ${roles.analytic} to ${roles.app}" as an administrator (docs/operations.md, "Starting and stopping")`;
+  return undefined;
 }
 
 /**

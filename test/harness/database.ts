@@ -23,7 +23,7 @@ async function ownServer(): Promise<{ url: string; stop(): Promise<void> }> {
 }
 
 /** The role names every test database uses (the hub's defaults). */
-export const TEST_ROLES = { app: 'svc_app', worker: 'svc_worker' };
+export const TEST_ROLES = { app: 'svc_app', worker: 'svc_worker', analytic: 'svc_analytic' };
 
 /** The owner URL of the run's PostgreSQL server (set by global-setup.ts). */
 export function serverUrl(): string {
@@ -66,7 +66,7 @@ export async function migratedDatabase(tenants: Record<number, string> = {}, poo
   const own = options.ownServer ? await ownServer() : undefined;
   const ownerUrl = own ? own.url : await createTestDatabase();
   await migrate(ownerUrl, TEST_ROLES);
-  const db = new Database({ appUrl: roleUrl(ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(ownerUrl, TEST_ROLES.worker), poolSize });
+  const db = new Database({ appUrl: roleUrl(ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(ownerUrl, TEST_ROLES.worker), analyticRole: TEST_ROLES.analytic, poolSize });
   const owner = new pg.Client({ connectionString: ownerUrl });
   await owner.connect();
   for (const [id, code] of Object.entries(tenants)) {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { endPool, resilientPool } from '../../db/pool.js';
-import type { RoleNames } from '../../db/roles.js';
+import { grantAnalyticExt, type RoleNames } from '../../db/roles.js';
 import type { Promote, PromoteType } from '../types.js';
 
 /** `ext.<name>` -> `name`, or undefined when the name is not a safe identifier. */
@@ -132,6 +132,8 @@ export class ExtSchema {
       await client.query(`create schema if not exists ${pg.escapeIdentifier(schema)}`);
       await client.query(`grant usage on schema ${pg.escapeIdentifier(schema)} to ${both}`);
       await client.query(`alter default privileges in schema ${pg.escapeIdentifier(schema)} grant select, insert, update, delete on tables to ${both}`);
+      // The analytic chat's role (src/retrieval/analytic/run.ts) reads the tenants' tables, nothing else.
+      await grantAnalyticExt(client, schema, this.roles);
       const now = await this.columns(client, schema, name);
       if (!now) {
         await client.query(`

@@ -148,3 +148,14 @@ describe('upsertChunk (staged with COPY)', () => {
     expect((await stored()).get(fresh[0]!.externalId!)!.n).toBe(base * 3);
   });
 });
+
+describe('ExtSchema grants', () => {
+  it('lets the analytic role (src/retrieval/analytic/run.ts) read the table it makes, and nothing more', async () => {
+    const { rows: found } = await m.owner.query(
+      `select has_schema_privilege($1, 'ext_t1', 'usage') as usage, has_table_privilege($1, 'ext_t1.writer_rows', 'select') as select,
+              has_table_privilege($1, 'ext_t1.writer_rows', 'insert') as insert, has_table_privilege($1, 'ext_t1.writer_rows', 'delete') as delete`,
+      [TEST_ROLES.analytic],
+    );
+    expect(found).toEqual([{ usage: true, select: true, insert: false, delete: false }]);
+  });
+});

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../../test/harness/database.js';
+import pg from 'pg';
 import { runWithCommitHook } from '../../db/database.js';
+import { grantAnalyticExt, roleUrl } from '../../db/roles.js';
 import { guardQuery } from './guards.js';
 import { AnalyticRefusal } from './refusal.js';
 import { runReadOnly } from './run.js';
@@ -13,8 +15,9 @@ const card: SchemaCard = {
 
 /**
  * Guard 5 against a real PostgreSQL: the tenant's table is made the way the hub makes ext tables
- * (owner DDL, row-level security, the application role granted select and writes), so what stops
- * a write below is the read-only transaction, not a missing grant.
+ * (owner DDL, row-level security, the application role granted select and writes, the analytic role
+ * select), so what stops a write below is the read-only transaction, which PostgreSQL checks before
+ * the privileges.
  */
 describe('runReadOnly', () => {
   let t: MigratedDatabase;
@@ -23,17 +26,19 @@ describe('runReadOnly', () => {
   beforeAll(async () => {
     // One connection: every transaction below reuses it, so leaked session state would show.
     t = await migratedDatabase({ 7: 'seven', 8: 'eight' }, 1);
-    const app = TEST_ROLES.app;
+    const { app, analytic } = TEST_ROLES;
     await t.owner.query(`
       create schema ext_t7;
-      grant usage on schema ext_t7 to ${app};
+      grant usage on schema ext_t7 to ${app}, ${analytic};
       create table ext_t7.partners (id bigint primary key, tenant_id bigint not null, name text not null, country text, data jsonb);
       alter table ext_t7.partners enable row level security;
       create policy tenant_isolation on ext_t7.partners using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant());
       grant select, insert, update, delete on ext_t7.partners to ${app};
+      grant select on ext_t7.partners to ${analytic};
       insert into ext_t7.partners values (1, 7, 'Acme', 'FR', '{}'), (2, 7, 'Bolt', 'DE', '{}'), (3, 7, 'Cogs', 'FR', '{}'), (4, 8, 'Other tenant', 'FR', '{}');
       create sequence ext_t7.seq;
-      grant usage on sequence ext_t7.seq to ${app};
+      -- The sequence's right to the analytic role too (ext tables give it none): what stops nextval below is the read-only transaction.
+      grant usage on sequence ext_t7.seq to ${app}, ${analytic};
       create function ext_t7.wipe() returns bigint language sql as $$ delete from ext_t7.partners returning id $$;
       create table ext_t7.secrets (x text);
       insert into ext_t7.secrets values ('s');
@@ -105,7 +110,7 @@ describe('runReadOnly', () => {
 
   it('cuts a long cross join within the timeout, inside the bounded answer as well as in a sort', async () => {
     await t.owner.query(`create table if not exists ext_t7.wide as select g as n, 7::bigint as tenant_id from generate_series(1, 3000) g;
-      grant select on ext_t7.wide to ${TEST_ROLES.app}`);
+      grant select on ext_t7.wide to ${TEST_ROLES.app}, ${TEST_ROLES.analytic}`);
     for (const sql of [
       'select count(*) from ext_t7.wide a, ext_t7.wide b, ext_t7.wide c',
       'select a.n, b.n, c.n from ext_t7.wide a, ext_t7.wide b, ext_t7.wide c order by a.n + b.n * c.n desc',
@@ -123,6 +128,52 @@ describe('runReadOnly', () => {
     const err = await refusal('select x from ext_t7.secrets');
     expect(err.guard).toBe(5);
     expect(err.message).toBe('The query reached data it is not allowed to read.');
+  });
+
+  it('runs the statement as the analytic role: the hub\'s own schemas and functions are refused by PostgreSQL, below the guards', async () => {
+    expect((await runReadOnly(t.db, 7, 'select current_user as who', options)).rows).toEqual([{ who: TEST_ROLES.analytic }]);
+    // The application role may read these (under row-level security) and call the functions; the analytic role may not.
+    for (const sql of ['select count(*) from core.tenants', 'select count(*) from retrieval.chunks', 'select count(*) from public.svc_schema_history', 'select core.current_tenant()']) {
+      const err = await refusal(sql);
+      expect({ sql, guard: err.guard, message: err.message }).toEqual({ sql, guard: 5, message: 'The query reached data it is not allowed to read.' });
+    }
+    await t.db.withTenant(7, async (tx) => {
+      expect((await tx.query('select count(*)::int as n from core.tenants')).rows).toEqual([{ n: 3 }]);
+    });
+  });
+
+  it("reads another tenant's ext schema, named directly past guard 2, with row-level security on the tenant set: none of its rows", async () => {
+    await t.owner.query(`
+      create schema if not exists ext_t8;
+      create table if not exists ext_t8.partners (id bigint primary key, tenant_id bigint not null, name text not null);
+      alter table ext_t8.partners enable row level security;
+      drop policy if exists tenant_isolation on ext_t8.partners;
+      create policy tenant_isolation on ext_t8.partners using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant());
+      insert into ext_t8.partners values (1, 8, 'Eight''s partner') on conflict do nothing`);
+    await grantAnalyticExt(t.owner, 'ext_t8', TEST_ROLES);
+    expect(await runReadOnly(t.db, 7, 'select name from ext_t8.partners', options)).toEqual({ rows: [], rowCount: 0 });
+    expect((await runReadOnly(t.db, 8, 'select name from ext_t8.partners', options)).rows).toEqual([{ name: "Eight's partner" }]);
+  });
+
+  it("cannot read other sessions' query text nor signal them, though they run as the application role", async () => {
+    const other = new pg.Client({ connectionString: roleUrl(t.ownerUrl, TEST_ROLES.app), application_name: 'svc-hub other session' });
+    await other.connect();
+    try {
+      await other.query("select 'other-session-marker' as m");
+      const { pid } = (await other.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!;
+      // The application role reads the text of its own role's sessions…
+      const asApp = await t.db.withTenant(7, (tx) => tx.query<{ query: string }>('select query from pg_stat_activity where pid = $1', [pid]));
+      expect(asApp.rows).toEqual([{ query: 'select pg_backend_pid() as pid' }]);
+      // …the analytic role does not, nor may it cancel or end them.
+      expect((await runReadOnly(t.db, 7, `select query from pg_stat_activity where pid = ${pid}`, options)).rows).toEqual([{ query: '<insufficient privilege>' }]);
+      for (const sql of [`select pg_cancel_backend(${pid})`, `select pg_terminate_backend(${pid})`]) {
+        const err = await refusal(sql);
+        expect({ sql, guard: err.guard, message: err.message }).toEqual({ sql, guard: 5, message: 'The query reached data it is not allowed to read.' });
+      }
+      expect((await other.query<{ alive: number }>('select 1 as alive')).rows).toEqual([{ alive: 1 }]);
+    } finally {
+      await other.end();
+    }
   });
 
   it('leaves no session state behind: timeout, search_path and settings a function changed are gone', async () => {
@@ -176,6 +227,9 @@ describe('runReadOnly', () => {
       { id: 1, name: 'Acme', twice: 2, none: false },
     ]);
     expect(await runReadOnly(t.db, 7, 'select name from ext_t7.partners where false', options)).toEqual({ rows: [], rowCount: 0 });
+    // The name a hub of the previous version calls, as the application role, still measures.
+    const older = t.db.withTenant(7, (tx) => tx.query('select retrieval.analytic_answer_fits(5, 4)'));
+    await expect(older).rejects.toMatchObject({ code: 'SV001', message: 'The answer is 5 bytes, more than the 4 allowed (svc.analytic.max-answer-bytes): ask for fewer rows or shorter values.' });
   });
 
   it('answers a failure of the statement itself as a refusal naming PostgreSQL\'s message and code', async () => {

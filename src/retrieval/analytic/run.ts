@@ -56,12 +56,15 @@ class Done {
 let loaded: Promise<void> | undefined;
 
 /**
- * Guard 5: runs an already guarded SELECT in the tenant's transaction (the application role under
- * row-level security, as every request does) made read-only, with a statement timeout and a
- * search_path of pg_catalog alone (relations arrive resolved and schema-qualified; unqualified
- * functions and operators can only be the built-in ones). The transaction is always rolled back,
- * which also undoes any session setting a function might have changed. So even a statement that
- * slipped past guards 1-4 cannot write, cannot run for long, and cannot see another tenant's rows.
+ * Guard 5: runs an already guarded SELECT in the tenant's transaction made read-only, with a
+ * statement timeout, a search_path of pg_catalog alone (relations arrive resolved and
+ * schema-qualified; unqualified functions and operators can only be the built-in ones), and as the
+ * analytic role (`db.analyticRole`, src/db/roles.ts), which may read the tenants' ext tables under
+ * row-level security and nothing of the hub's schemas, nor other sessions' query texts, nor signal
+ * them. The transaction is always rolled back, which also undoes the role and any session setting a
+ * function might have changed. So even a statement that slipped past guards 1-4 cannot write,
+ * cannot run for long, and cannot see another tenant's rows (while guard 2 refuses set_config,
+ * which could change the tenant, or the role back to the application role: docs/analytic-guards.md).
  *
  * The text is parsed again first and must be one SELECT (guard 1): several statements would let
  * a COMMIT end the read-only transaction. A timeout, a write, a missing privilege or a failure of the statement
@@ -76,9 +79,11 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
   try {
     await runWithCommitHook(NO_COMMIT_WORK, () =>
       db.withTenant(tenantId, async (tx) => {
-        // One round trip; timeoutMs is a checked integer, so inlining it is safe.
+        // One round trip; timeoutMs is a checked integer, so inlining it is safe. The role last: the settings
+        // are the application role's, the statement the analytic role's (it may read the tenants' ext tables
+        // only; row-level security on the tenant set above applies to it as to the application role).
         await tx.query(
-          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local search_path = pg_catalog; set local standard_conforming_strings = on`,
+          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}`,
         );
         let rows: Record<string, unknown>[];
         try {
@@ -145,7 +150,7 @@ const EXACT_TYPES: pg.CustomTypesConfig = {
   }) as pg.CustomTypesConfig['getTypeParser'],
 };
 
-/** retrieval.analytic_answer_fits's SQLSTATE (src/retrieval/migrations/retrieval/V3__analytic_answer_bound.sql). */
+/** analytic_bound.analytic_answer_fits's SQLSTATE (made by src/retrieval/migrations/retrieval/V3__analytic_answer_bound.sql, moved by V7). */
 const ANSWER_TOO_LARGE = 'SV001';
 
 /**
@@ -159,7 +164,7 @@ const ANSWER_TOO_LARGE = 'SV001';
 function bounded(sql: string, maxRows: number, maxBytes: number): string {
   // `bounded_answer.*`, not the bare name: a column of the answer could carry that name.
   return `with bounded_answer as materialized (select * from (${sql}\n) as bounded_answer limit ${maxRows}),
-     measured as materialized (select retrieval.analytic_answer_fits(coalesce(sum(octet_length(to_json(bounded_answer.*)::text)), 0), ${maxBytes}) as fits from bounded_answer)
+     measured as materialized (select analytic_bound.analytic_answer_fits(coalesce(sum(octet_length(to_json(bounded_answer.*)::text)), 0), ${maxBytes}) as fits from bounded_answer)
 select bounded_answer.* from bounded_answer where (select fits from measured)`;
 }
 
