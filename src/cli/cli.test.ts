@@ -403,6 +403,15 @@ describe('apply and connectors', () => {
     });
     expect(code).toBe(1);
     expect(err.startsWith('reading stdin (1.0 MiB)…\r\u001b[Kerror: stdin document 1: ')).toBe(true);
+    // TERM=dumb: a terminal that cannot erase a line gets the line ended instead
+    let dumb = '';
+    await main(['apply', '-f', '-'], {
+      stdout: { write: () => undefined },
+      stderr: { isTTY: true, write: (text: string) => (dumb += text) },
+      stdin: Readable.from([Buffer.from(`${'x'.repeat(1024 * 1024 + 100)}: [\n`)]),
+      env: { SVC_CLI_CONFIG: config, TERM: 'dumb' },
+    });
+    expect(dumb.startsWith('reading stdin (1.0 MiB)…\nerror: stdin document 1: ')).toBe(true);
   });
 
   it('applies a directory\'s .json, .yaml and .yml files in the order of their names, every kind checked before anything is sent', async () => {

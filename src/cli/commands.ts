@@ -10,7 +10,7 @@ import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.j
 import { applyPath, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, printable, type Row, table } from './output.js';
 import { runTui } from './tui.js';
-import type { Ctx, Io } from './context.js';
+import { type Ctx, type Io, rewritesLines } from './context.js';
 
 export type { Ctx, Io };
 
@@ -286,9 +286,9 @@ async function readManifests(c: Ctx): Promise<Manifest[]> {
     // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time (JSON.parse reads most JSON at once).
     const slow = {
       above: MAX_YAML_BYTES,
-      reading: () => c.err(`reading ${name} (${humanBytes(Buffer.byteLength(text))})…${c.io.stderr.isTTY ? '' : '\n'}`),
+      reading: () => c.err(`reading ${name} (${humanBytes(Buffer.byteLength(text))})…${rewritesLines(c.io) ? '' : '\n'}`),
       // cleared on a terminal, also before the error that says why the file was not read
-      done: () => c.io.stderr.isTTY && c.err('\r\u001b[K'),
+      done: () => rewritesLines(c.io) && c.err('\r\u001b[K'),
     };
     manifests.push(...parseManifests(text, name, slow));
   }

@@ -34,3 +34,18 @@ export interface Ctx {
   out(text: string): void;
   err(text: string): void;
 }
+
+/** `TERM=dumb`: a terminal that moves no cursor and takes no escape sequence (Emacs' shell, some CI logs). */
+export function dumbTerminal(env: Env): boolean {
+  return env.TERM === 'dumb';
+}
+
+/** Whether `out` is a terminal whose lines can be rewritten in place (`\r` and erase-line): a TTY that is not `TERM=dumb`. */
+export function rewritesLines(io: Io, out: Output = io.stderr): boolean {
+  return out.isTTY === true && !dumbTerminal(io.env);
+}
+
+/** https://no-color.org: `NO_COLOR` set to any non-empty value turns colour off (bold, dim and reverse video stay: they are not colour). */
+export function colourWanted(env: Env): boolean {
+  return !env.NO_COLOR && !dumbTerminal(env);
+}

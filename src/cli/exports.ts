@@ -6,7 +6,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Env } from './config.js';
-import type { Ctx, Output } from './context.js';
+import { type Ctx, type Output, rewritesLines } from './context.js';
 import { CliError } from './errors.js';
 import { path } from './http.js';
 import { json } from './output.js';
@@ -98,7 +98,7 @@ export function runOutcome(name: string, run: ExportRun): string {
  * failure on stdout (`--json`: the final run record). Exit 0 when Completed, 1 when Failed.
  */
 export async function followRun(c: Ctx, name: string, runId: string, every = pollEvery(c.io.env)): Promise<number> {
-  const tty = c.io.stderr.isTTY === true && !c.json;
+  const tty = rewritesLines(c.io) && !c.json;
   const began = Date.now();
   let shown = '';
   let drawn = false;

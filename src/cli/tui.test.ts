@@ -49,6 +49,12 @@ function withRuns(n: number): State {
   return loaded(initialState('http://hub', NOW), 'runs', Array.from({ length: n }, (_, i) => run(i + 1)));
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the escape character is what it finds
+const SGR = /\x1b\[([0-9;]*)m/g;
+/** The colour codes among the SGR sequences of `text` (30-38, 40-48, 90-107), but the defaults (39, 49) tmux writes itself. */
+const colours = (text: string) =>
+  [...text.matchAll(SGR)].flatMap((m) => m[1]!.split(';').map(Number)).filter((n) => (n >= 30 && n <= 48 && n !== 39) || (n >= 90 && n <= 107));
+
 const keys = (state: State, ...pressed: string[]) => pressed.reduce(reduce, state);
 const plain = (state: State, size = SIZE) => render(state, size, { color: false });
 
@@ -142,6 +148,15 @@ describe('render', () => {
     expect(coloured[2]).toContain('\x1b[7m'); // the selection in reverse video
     const stripped = coloured.map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;]*m/, ''))).join(''));
     expect(stripped).toEqual(narrow);
+  });
+
+  it('NO_COLOR (mono): bold, dim and reverse video stay, no colour; an error in the status line is bold instead of red', () => {
+    const s = withStatus(withRuns(2), 'runs: database unavailable (HTTP 503)', true);
+    const mono = render(s, SIZE, { color: 'mono' });
+    expect(colours(mono.join('\n'))).toEqual([]);
+    expect(mono[2]).toContain('\x1b[7m'); // the selection still shows
+    expect(mono[SIZE.rows - 2]!.startsWith('\x1b[1mruns: database unavailable')).toBe(true);
+    expect(render(s, SIZE)[SIZE.rows - 2]!.startsWith('\x1b[31m')).toBe(true);
   });
 
   it('shows control characters in the hub\'s text as \\x1b, … (the terminal would obey them): only render\'s own SGR codes reach it', () => {
@@ -551,5 +566,49 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux)', ()
     session.sendKeys('q');
     await until('svc tui to quit', () => session.ended(), { timeoutMs: 15_000, detail: () => session.capture().join('\n') });
     expect(session.capture().join('\n')).not.toContain('[5 Inbox]');
+  });
+});
+
+describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux): NO_COLOR and TERM=dumb', () => {
+  const sessions: TmuxSession[] = [];
+  afterAll(() => {
+    for (const session of sessions) session.kill();
+  });
+  /** svc tui against a hub that cannot be reached: its status line is an error at once. */
+  const tui = (prefix: string, env: Record<string, string> = {}) => {
+    const session = startTmux({
+      command: `${prefix}'${process.execPath}' bin/svc.js tui; echo "exit $?"`,
+      cwd: packageRoot(),
+      env: { SVC_URL: 'http://127.0.0.1:9', SVC_CLI_CONFIG: '/nonexistent/svc-tui-tmux-colour.json', ...env },
+      columns: 120,
+      rows: 12,
+    });
+    sessions.push(session);
+    return session;
+  };
+  const statusRow = (screen: string) => screen.split('\n').find((l) => l.includes('cannot reach'))!;
+
+  it('colours the error red; with NO_COLOR set no colour reaches the terminal, the selection and bold stay; TERM=dumb is refused (exit 2)', async () => {
+    const coloured = tui('');
+    const normal = await coloured.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'), 15_000, true);
+    expect(statusRow(normal)).toContain('\x1b[31m');
+
+    const mono = tui('', { NO_COLOR: '1' });
+    const screen = await mono.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'), 15_000, true);
+    expect(colours(screen)).toEqual([]);
+    expect(statusRow(screen)).toContain('\x1b[1m');
+    expect(screen.split('\n')[0]).toContain('\x1b[1m'); // the header is bold
+
+    // An empty NO_COLOR is not set (no-color.org)
+    const empty = tui('', { NO_COLOR: '' });
+    expect(statusRow(await empty.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'), 15_000, true))).toContain('\x1b[31m');
+
+    // (an empty line first: tmux scrolls a dead pane's first line away)
+    const dumb = tui('echo; TERM=dumb ');
+    const refused = await dumb.waitFor((s) => /exit \d/.test(s));
+    expect(refused.replace(/\n/g, '')).toContain('svc tui: needs a terminal that can move the cursor, and TERM=dumb says this one cannot'); // as the terminal wrapped it
+    expect(refused).toMatch(/exit 2/);
+    for (const session of [coloured, mono, empty]) session.sendKeys('q');
+    for (const session of [coloured, mono, empty]) await until('svc tui to quit', () => session.ended(), { timeoutMs: 15_000, detail: () => session.capture().join('\n') });
   });
 });

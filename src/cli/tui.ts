@@ -1,4 +1,4 @@
-import type { Ctx } from './context.js';
+import { type Ctx, colourWanted, dumbTerminal } from './context.js';
 import { HttpError, UsageError } from './errors.js';
 import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
 import type { Hub } from './http.js';
@@ -360,20 +360,28 @@ const EMPTY: Record<View, string> = { runs: 'No runs.', dlq: 'No dead letters.',
 export { clipTo };
 
 const ESC = '\x1b[';
-const paint = (on: boolean, code: string, text: string) => (on ? `${ESC}${code}m${text}${ESC}0m` : text);
+/** SGR codes that are colours (red); the others (bold 1, dim 2, reverse 7) are styles. */
+const COLOURS = new Set(['31']);
 
 /**
  * The whole screen: exactly `size.rows` lines, each `size.columns` terminal columns wide. Without
- * `color` the lines are plain text; with it they carry SGR colour codes only (no cursor movement).
+ * `color` the lines are plain text; with it they carry SGR codes only (no cursor movement). `color:
+ * 'mono'` (NO_COLOR) keeps bold, dim and reverse video (the selected row) but no colour: an error in
+ * the status line is bold instead of red.
  */
-export function render(state: State, size: Size, options: { color?: boolean } = {}): string[] {
+export function render(state: State, size: Size, options: { color?: boolean | 'mono' } = {}): string[] {
   const color = options.color ?? true;
   const width = Math.max(1, size.columns);
   const height = Math.max(1, size.rows);
+  const paint = (code: string, text: string) => {
+    if (color === false) return text;
+    const shown = color === 'mono' && COLOURS.has(code) ? '1' : code;
+    return `${ESC}${shown}m${text}${ESC}0m`;
+  };
   const line = (text: string, code?: string) => {
     // one screen line: a tab or newline in a message (the hub's, an unreachable hub's) would move the cursor
     const fitted = pad(clipTo(printable(text.replace(/[\t\n\r]+/g, ' ')), width), width);
-    return code ? paint(color, code, fitted) : fitted;
+    return code ? paint(code, fitted) : fitted;
   };
 
   const tabs = VIEWS.map((v, i) => (v === state.view ? `[${i + 1} ${TITLES[v]}]` : ` ${i + 1} ${TITLES[v]} `)).join(' ');
@@ -448,6 +456,11 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
     c.err('svc tui: needs an interactive terminal (stdin and stdout must be a TTY); in scripts use svc runs ls, svc dlq ls, svc deliveries ls, svc events tail\n');
     return 2;
   }
+  if (dumbTerminal(c.io.env)) {
+    c.err('svc tui: needs a terminal that can move the cursor, and TERM=dumb says this one cannot; use svc runs ls, svc dlq ls, svc deliveries ls, svc inbox ls, svc events tail\n');
+    return 2;
+  }
+  const color = colourWanted(c.io.env) ? true : 'mono';
   const topics = (c.opts.topic as string[] | undefined) ?? [];
   const term = stdout as Terminal;
   const hub = c.hub();
@@ -479,7 +492,7 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
 
   const draw = () => {
     if (restored) return;
-    const lines = render({ ...state, now: Date.now() }, { columns: term.columns ?? 80, rows: term.rows ?? 24 });
+    const lines = render({ ...state, now: Date.now() }, { columns: term.columns ?? 80, rows: term.rows ?? 24 }, { color });
     term.write(`${ESC}H${lines.join(`${ESC}K\r\n`)}${ESC}K`);
   };
   const guard =

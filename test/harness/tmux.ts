@@ -18,10 +18,14 @@ export interface TmuxSession {
   name: string;
   /** Keys as tmux names them (`Tab`, `Enter`, `Down`, `C-c`) or literal text. */
   sendKeys(...keys: string[]): void;
-  /** The visible screen, one string per row (trailing spaces as tmux prints them). */
-  capture(): string[];
-  /** Waits until `test` holds for the screen; throws with the last screen after `timeoutMs`. */
-  waitFor(test: (screen: string) => boolean, timeoutMs?: number): Promise<string>;
+  /**
+   * The visible screen, one string per row (trailing spaces as tmux prints them). With `styled`
+   * (`capture-pane -e`) each row carries the SGR codes of its colours and attributes as tmux keeps
+   * them (`\x1b[1m` bold, `\x1b[7m` reverse, `\x1b[31m` red, …): what can be asserted of colour.
+   */
+  capture(options?: { styled?: boolean }): string[];
+  /** Waits until `test` holds for the screen (`styled`: as capture's); throws with the last screen after `timeoutMs`. */
+  waitFor(test: (screen: string) => boolean, timeoutMs?: number, styled?: boolean): Promise<string>;
   /**
    * Whether the command has ended (its pane stays, dead: remain-on-exit). tmux may notice the end
    * (the terminal closed) before it learns the exit status, so only that is asked.
@@ -62,18 +66,18 @@ export function startTmux(options: TmuxOptions): TmuxSession {
     throw err;
   }
   let killed = false;
-  const capture = () => tmux('capture-pane', '-p', '-t', name).split('\n');
+  const capture = (options: { styled?: boolean } = {}) => tmux('capture-pane', '-p', ...(options.styled ? ['-e'] : []), '-t', name).split('\n');
   return {
     name,
     sendKeys: (...keys) => {
       tmux('send-keys', '-t', name, ...keys);
     },
     capture,
-    waitFor: async (test, timeoutMs = 15_000) => {
+    waitFor: async (test, timeoutMs = 15_000, styled = false) => {
       const deadline = Date.now() + timeoutMs;
       let screen = '';
       for (;;) {
-        screen = capture().join('\n');
+        screen = capture({ styled }).join('\n');
         if (test(screen)) return screen;
         if (Date.now() > deadline) throw new Error(`tmux session ${name}: the screen did not show what was expected within ${timeoutMs} ms:\n${screen}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
