@@ -963,7 +963,7 @@ export const COMMANDS: Command[] = [
   {
     name: 'exports runs',
     args: ['NAME'],
-    flags: { limit: { type: 'string', arg: 'N', help: `at most N runs (1 to ${MAX_LIMIT}, default 50)` } },
+    flags: { limit: { type: 'string', arg: 'N', help: `at most N runs (1 to ${MAX_LIMIT}, default 50)` }, all: ALL },
     summary: 'Runs of an export, newest first',
     run: async (c) => {
       await listing(c, path`/api/exports/${c.args[0]!}/runs`, EXPORT_RUN_COLUMNS, 'No runs.', { limit: limitFlag(c) });

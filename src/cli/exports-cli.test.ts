@@ -387,6 +387,11 @@ describe('runs', () => {
     expect(rows[0]).toMatch(/\s+collision$/);
     const limited = await svc(['exports', 'runs', 'partners-s3', '--limit', '1']);
     expect(limited.out.trimEnd().split('\n')).toHaveLength(2);
+    // --all follows the hub's Link rel="next" page after page: the three runs, one per page
+    const whole = JSON.parse((await svc(['exports', 'runs', 'partners-s3', '--json'])).out) as Array<{ id: string }>;
+    expect(whole).toHaveLength(3);
+    expect(JSON.parse((await svc(['exports', 'runs', 'partners-s3', '--limit', '1', '--all', '--json'])).out)).toEqual(whole);
+    expect((await svc(['exports', 'runs', 'partners-s3', '--limit', '1', '--all'])).out.trimEnd().split('\n')).toHaveLength(4);
     expect((await svc(['exports', 'runs', 'partners-s3', '--limit', 'x'])).code).toBe(2);
     expect(await svc(['exports', 'runs', 'partners-s3', '--limit', '500'])).toMatchObject({ code: 2, out: '' });
     expect((await svc(['exports', 'runs', 'partners-s3', '--limit', '200'])).code).toBe(0);
