@@ -182,7 +182,7 @@ describe('login, whoami, logout', () => {
       expect(await ls({ SVC_TOKEN: 'tok-other' })).toMatchObject({ code: 0, err: '' });
       expect(seen.splice(0)).toEqual([`Bearer ${token}`, `Bearer ${token}`, 'Bearer tok-other']);
       // the overview says how to consent
-      expect((await svc(['--help'])).out).toContain('a token goes over plain http to another\nmachine only after svc login --allow-http, or with SVC_ALLOW_HTTP=1.');
+      expect((await svc(['--help'])).out.replace(/\s+/g, ' ')).toContain('a token goes over plain http to another machine only after svc login --allow-http, or with SVC_ALLOW_HTTP=1.');
       // not for another URL
       const elsewhere = `http://0.0.0.0:${port}/elsewhere`;
       expect(await ls({ SVC_URL: elsewhere, SVC_TOKEN: token })).toEqual({ code: 1, out: '', err: refusal(elsewhere, 'the token in SVC_TOKEN') });
@@ -776,6 +776,46 @@ describe('deliveries, dead letters and events', () => {
       expect(event.id).toMatch(/^\d+$/);
     }
     for (const event of ours) expect(JSON.parse(event.payload)).toEqual({ orgId: 5, tenantId: 1, name: 'Ops' });
+  });
+});
+
+describe('help wrapped to the terminal', () => {
+  async function help(args: string[], stdout: { isTTY?: boolean; columns?: number }) {
+    let out = '';
+    let err = '';
+    const code = await main(args, {
+      stdout: { ...stdout, write: (text: string) => (out += text) },
+      stderr: { ...stdout, write: (text: string) => (err += text) },
+      stdin: Readable.from([]),
+      env: { SVC_CLI_CONFIG: '/nonexistent/svc-help.json' },
+    });
+    return { code, out, err };
+  }
+  const widest = (text: string) => Math.max(...text.split('\n').map((l) => l.length));
+
+  it('wraps svc --help, a group\'s and a command\'s help to the terminal\'s columns (at least 40; 80 when not a terminal), the help column aligned', async () => {
+    for (const [stdout, width] of [[{ isTTY: true, columns: 60 }, 60], [{ isTTY: true, columns: 120 }, 120], [{ isTTY: true, columns: 20 }, 40], [{}, 80], [{ columns: 200 }, 80]] as const) {
+      for (const args of [['--help'], ['exports', '--help'], ['runs', 'ls', '--help'], ['help', 'login']]) {
+        const { code, out } = await help(args, stdout);
+        expect(code).toBe(0);
+        expect({ args, width, widest: widest(out) <= width }).toEqual({ args, width, widest: true });
+      }
+    }
+    // runs ls at 60 columns: a flag's help goes on under itself, not under the flags
+    const { out } = await help(['runs', 'ls', '--help'], { isTTY: true, columns: 60 });
+    const lines = out.split('\n');
+    const all = lines.findIndex((l) => l.startsWith('  --all '));
+    const at = lines[all]!.indexOf('every entry');
+    expect(at).toBeGreaterThan(8);
+    expect(lines[all + 1]!.slice(0, at).trim()).toBe('');
+    expect(lines[all + 1]![at]).not.toBe(' ');
+    expect(out.replace(/\s+/g, ' ')).toContain("--all every entry, page after page (of --limit entries each, default the hub's), not the first page alone");
+    // the usage after a usage error is wrapped to stderr's width
+    const bad = await help(['runs', 'ls', '--bogus'], { isTTY: true, columns: 50 });
+    expect(bad.code).toBe(2);
+    expect(widest(bad.err.split('\n\n').slice(1).join('\n\n'))).toBeLessThanOrEqual(50);
+    // on a wide terminal nothing is cut that fits: the whole summary of a command on its line
+    expect((await help(['--help'], { isTTY: true, columns: 200 })).out).toMatch(/^ {2}svc exports runs NAME \[--limit N\] \[--all\] +Runs of an export, newest first$/m);
   });
 });
 

@@ -9,6 +9,8 @@ export interface Output {
   write(chunk: string | Uint8Array): unknown;
   /** A terminal: progress lines are rewritten in place. */
   isTTY?: boolean;
+  /** A terminal's width in columns (help is wrapped to it). */
+  columns?: number;
   /** A stream's `drain`, awaited when `write` answers false (a slow pipe). */
   once?(event: 'drain', listener: () => void): unknown;
 }

@@ -1,10 +1,11 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { packageVersion } from '../package-root.js';
 import { COMMANDS, type Command, type Ctx, type Flag, type Io } from './commands.js';
+import type { Output } from './context.js';
 import { configPath, resolveTarget, type Target } from './config.js';
 import { CliError, HttpError, Interrupted, UsageError } from './errors.js';
 import { Hub } from './http.js';
-import { printable } from './output.js';
+import { columnsOf, padTo, printable } from './output.js';
 import { closest } from '../validation/closest.js';
 
 /**
@@ -21,6 +22,9 @@ const GLOBAL: Record<string, Flag> = {
 export async function main(argv: string[], io: Io = processIo()): Promise<number> {
   const out = (text: string) => void io.stdout.write(text);
   const err = (text: string) => void io.stderr.write(text);
+  // help on stdout (--help, svc help) is wrapped to stdout's width, the usage after an error to stderr's
+  const w = helpWidth(io.stdout);
+  const ew = helpWidth(io.stderr);
 
   const words: string[] = [];
   const rest = [...argv];
@@ -35,10 +39,10 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   if (words[0] === 'help') {
     const topic = [...words.slice(1), ...rest].filter((w) => !w.startsWith('-')).join(' ');
     const found = topic ? COMMANDS.find((c) => c.name === topic) : undefined;
-    if (found) out(commandHelp(found));
-    else if (topic && isGroup(topic)) out(groupHelp(topic));
-    else if (topic) return usageError(err, `unknown command '${topic}'${meant(topic, [...topWords(), ...COMMANDS.map((c) => c.name)])}`, overview());
-    else out(overview());
+    if (found) out(commandHelp(found, w));
+    else if (topic && isGroup(topic)) out(groupHelp(topic, w));
+    else if (topic) return usageError(err, `unknown command '${topic}'${meant(topic, [...topWords(), ...COMMANDS.map((c) => c.name)])}`, overview(ew));
+    else out(overview(w));
     return 0;
   }
   if (!words.length) {
@@ -47,12 +51,12 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
       return 0;
     }
     if (wantsHelp) {
-      out(overview());
+      out(overview(w));
       return 0;
     }
     const option = rest[0];
     const near = option?.startsWith('--') ? meant(option.slice(2), ['version', ...Object.keys(GLOBAL)], '--') : '';
-    return usageError(err, option !== undefined ? `unknown option '${option}'${near}` : 'no command given', overview());
+    return usageError(err, option !== undefined ? `unknown option '${option}'${near}` : 'no command given', overview(ew));
   }
 
   const [group, verb] = words;
@@ -65,16 +69,16 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   if (isGroup(group!)) {
     if (!verb) {
       if (wantsHelp) {
-        out(groupHelp(group!));
+        out(groupHelp(group!, w));
         return 0;
       }
-      return usageError(err, `svc ${group}: which one?`, groupHelp(group!));
+      return usageError(err, `svc ${group}: which one?`, groupHelp(group!, ew));
     }
     command = COMMANDS.find((c) => c.name === `${group} ${verb}`);
-    if (!command) return usageError(err, `svc ${group}: unknown command '${verb}'${meant(verb!, verbsOf(group!))}`, groupHelp(group!));
+    if (!command) return usageError(err, `svc ${group}: unknown command '${verb}'${meant(verb!, verbsOf(group!))}`, groupHelp(group!, ew));
   } else {
     command = COMMANDS.find((c) => c.name === group);
-    if (!command) return usageError(err, `unknown command '${group}'${meant(group!, topWords())}`, overview());
+    if (!command) return usageError(err, `unknown command '${group}'${meant(group!, topWords())}`, overview(ew));
   }
 
   let parsed: { values: Ctx['opts']; positionals: string[] };
@@ -82,14 +86,14 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     const result = parseArgs({ args: negativeValues(rest, { ...command.flags, ...GLOBAL }), options: parseOptions({ ...command.flags, ...GLOBAL }), allowPositionals: true, strict: true });
     parsed = { values: result.values as Ctx['opts'], positionals: result.positionals };
   } catch (e) {
-    return usageError(err, `svc ${command.name}: ${parseProblem(e as Error & { code?: string }, { ...command.flags, ...GLOBAL })}`, commandHelp(command));
+    return usageError(err, `svc ${command.name}: ${parseProblem(e as Error & { code?: string }, { ...command.flags, ...GLOBAL })}`, commandHelp(command, ew));
   }
   if (parsed.values.help) {
-    out(commandHelp(command));
+    out(commandHelp(command, w));
     return 0;
   }
   const problem = argumentProblem(command, parsed.positionals, parsed.values);
-  if (problem) return usageError(err, `svc ${command.name}: ${problem}`, commandHelp(command));
+  if (problem) return usageError(err, `svc ${command.name}: ${problem}`, commandHelp(command, ew));
 
   const controller = new AbortController();
   const onSigint = () => controller.abort();
@@ -120,7 +124,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     return (await command.run!(ctx)) ?? 0;
   } catch (e) {
     if (controller.signal.aborted || e instanceof Interrupted) return 130;
-    if (e instanceof UsageError) return usageError(err, `svc ${command.name}: ${e.message}`, commandHelp(command));
+    if (e instanceof UsageError) return usageError(err, `svc ${command.name}: ${e.message}`, commandHelp(command, ew));
     if (e instanceof HttpError) err(`error: ${printable(e.message)} (HTTP ${e.status})\n`);
     else if (e instanceof CliError) err(`error: ${printable(e.message)}\n`);
     else err(`error: ${printable((e as Error).message ?? String(e))}\n`);
@@ -244,52 +248,96 @@ function synopsis(command: Command): string {
   return `svc ${[command.name, ...parts].join(' ')}`;
 }
 
-function commandList(commands: Command[]): string {
-  const rows = commands.map((c) => [c.unavailable ? `svc ${c.name}` : synopsis(c), c.unavailable ? `${c.summary} (not available yet)` : c.summary] as const);
-  const width = Math.min(48, Math.max(...rows.map(([s]) => s.length)));
-  return rows.map(([s, summary]) => (s.length > width ? `  ${s}\n  ${' '.repeat(width)}  ${summary}` : `  ${s.padEnd(width)}  ${summary}`)).join('\n');
+/** Help is wrapped to the terminal's width (at least 40 columns), to 80 when it is not a terminal. */
+function helpWidth(stream: Output): number {
+  return stream.isTTY && stream.columns ? Math.max(40, stream.columns) : 80;
 }
 
-const FOOTER = `Global options:
-  --json       print the hub's JSON, indented (for scripts)
-  -h, --help   help for any command: svc connectors run --help
+/**
+ * `text` wrapped at its spaces to `width` terminal columns: the first line starts at column `start`,
+ * the others are indented `indent` spaces. A word longer than a line stays whole.
+ */
+function wrap(text: string, width: number, indent: number, start = indent): string {
+  const rows: string[] = [];
+  let row = '';
+  let room = width - start;
+  for (const word of text.split(/ +/).filter(Boolean)) {
+    if (row && columnsOf(row) + 1 + columnsOf(word) > room) {
+      rows.push(row);
+      row = word;
+      room = width - indent;
+    } else row = row ? `${row} ${word}` : word;
+  }
+  rows.push(row);
+  return rows.join(`\n${' '.repeat(indent)}`);
+}
 
-Configuration: svc login writes $SVC_CLI_CONFIG (default $XDG_CONFIG_HOME/svc/config.json, else
-~/.config/svc/config.json; mode 0600);
-SVC_URL, SVC_TOKEN and SVC_DEV_TENANT override it; a token goes over plain http to another
-machine only after svc login --allow-http, or with SVC_ALLOW_HTTP=1. Exit codes: 0 ok, 1 failed (an HTTP error
-prints the hub's message and status), 2 wrong command line, 130 interrupted. See docs/cli.md.
-`;
+/**
+ * Two columns (commands and their summaries, options and their help), the right one wrapped within
+ * its column. A left cell wider than `maxLeft` has a line of its own; where the right column would
+ * be narrower than 24, every right cell goes on the next line, indented 6.
+ */
+function twoColumns(rows: ReadonlyArray<readonly [string, string]>, width: number, maxLeft = Infinity): string {
+  const left = Math.min(maxLeft, Math.max(...rows.map(([l]) => columnsOf(l))));
+  const at = 2 + left + 2;
+  const hang = width - at >= 24 ? at : 6;
+  return rows
+    .map(([l, r]) => (columnsOf(l) > left || hang !== at ? `  ${wrap(l, width, 6, 2)}\n${' '.repeat(hang)}${wrap(r, width, hang)}` : `  ${padTo(l, left)}  ${wrap(r, width, at)}`))
+    .join('\n');
+}
 
-function overview(): string {
+function commandList(commands: Command[], width: number): string {
+  const rows = commands.map((c) => [c.unavailable ? `svc ${c.name}` : synopsis(c), c.unavailable ? `${c.summary} (not available yet)` : c.summary] as const);
+  // the commands' column: up to 48 wide, less on a narrow terminal so that the summaries keep room
+  return twoColumns(rows, width, Math.min(48, Math.floor(width * 0.45)));
+}
+
+const GLOBAL_HELP = [
+  ['--json', "print the hub's JSON, indented (for scripts)"],
+  ['-h, --help', 'help for any command: svc connectors run --help'],
+] as const;
+
+function footer(width: number): string {
+  const paragraph = (text: string) => `${wrap(text, width, 0)}\n`;
+  return `Global options:
+${twoColumns(GLOBAL_HELP, width)}
+
+${paragraph(
+  'Configuration: svc login writes $SVC_CLI_CONFIG (default $XDG_CONFIG_HOME/svc/config.json, else ~/.config/svc/config.json; mode 0600); SVC_URL, SVC_TOKEN and SVC_DEV_TENANT override it; a token goes over plain http to another machine only after svc login --allow-http, or with SVC_ALLOW_HTTP=1.',
+)}${paragraph('Exit codes: 0 ok, 1 failed (an HTTP error prints the hub\'s message and status), 2 wrong command line, 130 interrupted. See docs/cli.md.')}`;
+}
+
+function overview(width: number): string {
   return `svc: the command-line client of svc-hub
 
 Usage: svc COMMAND [ARGS] [OPTIONS]
 
 Commands:
-${commandList(COMMANDS)}
+${commandList(COMMANDS, width)}
 
-${FOOTER}`;
+${footer(width)}`;
 }
 
-function groupHelp(group: string): string {
+function groupHelp(group: string, width: number): string {
   return `Usage: svc ${group} COMMAND
 
-${commandList(COMMANDS.filter((c) => c.name.startsWith(`${group} `)))}
+${commandList(
+  COMMANDS.filter((c) => c.name.startsWith(`${group} `)),
+  width,
+)}
 `;
 }
 
-function commandHelp(command: Command): string {
+function commandHelp(command: Command, width: number): string {
   const flags = Object.entries({ ...command.flags, ...GLOBAL }).map(([name, f]) => {
     const left = `${f.short ? `-${f.short}, ` : ''}--${name}${f.type === 'string' ? ` ${f.arg ?? 'VALUE'}` : ''}`;
     return [left, f.help] as const;
   });
-  const width = Math.max(...flags.map(([l]) => l.length));
-  return `Usage: ${synopsis(command)}
+  return `Usage: ${wrap(synopsis(command), width, 4, 7)}
 
-${command.summary}.
+${wrap(`${command.summary}.`, width, 0)}
 
 Options:
-${flags.map(([l, h]) => `  ${l.padEnd(width)}  ${h}`).join('\n')}
+${twoColumns(flags, width)}
 `;
 }
