@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { Unavailable } from '../errors.js';
 import { freePort } from '../db/embedded.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
+import { loggableText, loggableUrl } from '../observability/url-redaction.js';
 import { TokenRejected, TokenVerifier } from './verifier.js';
 
 /** The token verifier against a real loopback issuer: discovery vs an explicit jwks-uri, algorithms, claims. */
@@ -16,6 +18,16 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await issuer?.close();
+});
+
+describe('loggableUrl', () => {
+  it('keeps scheme, host, port and path; masks userinfo and every query value; drops a fragment', () => {
+    expect(loggableUrl('https://u:p@hooks.example.com:8443/a/b?token=abc&x=1#frag')).toBe('https://***@hooks.example.com:8443/a/b?token=***&x=***');
+    expect(loggableUrl('https://hooks.example.com/hook')).toBe('https://hooks.example.com/hook');
+    expect(loggableUrl('https://user@x.example/')).toBe('https://***@x.example/');
+    expect(loggableUrl('not a url //user:pass@x')).toBe('not a url //***@x');
+    expect(loggableText('cannot fetch http://u:p@h.example/k?t=1, then https://h.example/x')).toBe('cannot fetch http://***@h.example/k?t=***, then https://h.example/x');
+  });
 });
 
 describe('key discovery', () => {
@@ -45,6 +57,22 @@ describe('key discovery', () => {
           expect(err).toBeInstanceOf(Unavailable);
           expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
         }
+      }
+      // A key set URL carrying a credential in its query or userinfo: the log names the host and path, not the credential.
+      status = 503;
+      const logs = captureLogs('info');
+      try {
+        const secretive = `http://keys:pw-in-userinfo@127.0.0.1:${(down.address() as AddressInfo).port}/jwks?access_token=tok-in-query&realm=x`;
+        await expect(new TokenVerifier({ issuer: issuer.issuer, jwksUri: secretive }).verify(token)).rejects.toThrow(Unavailable);
+        const warned = logs.lines().find((l) => l.msg === 'identity provider unreachable');
+        // fetch refuses a URL with userinfo, quoting it whole in its message
+        expect(warned?.err).toBe(`Request cannot be constructed from a URL that includes credentials: http://***@127.0.0.1:${(down.address() as AddressInfo).port}/jwks?access_token=***&realm=***`);
+        const queried = `http://127.0.0.1:${(down.address() as AddressInfo).port}/jwks?access_token=tok-in-query`;
+        await expect(new TokenVerifier({ issuer: issuer.issuer, jwksUri: queried }).verify(token)).rejects.toThrow(Unavailable);
+        expect(logs.lines().filter((l) => l.msg === 'identity provider unreachable').at(-1)?.err).toBe(`key set http://127.0.0.1:${(down.address() as AddressInfo).port}/jwks?access_token=*** answered 503`);
+        expect(logs.raw()).not.toMatch(/tok-in-query|pw-in-userinfo/);
+      } finally {
+        logs.restore();
       }
       // An answer that will not pass (the wrong URL: 404) stays a refused token.
       status = 404;

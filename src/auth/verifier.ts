@@ -2,6 +2,7 @@ import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type 
 import { Unavailable } from '../errors.js';
 import { mayPass } from '../http-status.js';
 import { logger } from '../observability/logger.js';
+import { loggableText, loggableUrl } from '../observability/url-redaction.js';
 import { duplicateJsonKey, scanJsonText } from '../validation/input-limits.js';
 
 export interface VerifierOptions {
@@ -40,7 +41,7 @@ class ProviderOutage extends Error {
 /** fetch for jose's key set: an answer that may pass is an outage (jose would make any non-200 a JOSEError, so a 401). */
 async function keySetFetch(url: string, init: RequestInit): Promise<Response> {
   const response = await fetch(url, init);
-  if (mayPass(response.status)) throw new ProviderOutage(`key set ${url}`, response.status);
+  if (mayPass(response.status)) throw new ProviderOutage(`key set ${loggableUrl(url)}`, response.status);
   return response;
 }
 
@@ -111,7 +112,8 @@ export class TokenVerifier {
 
   /** The identity provider cannot be reached: a 503, not the caller's fault. */
   private unreachable(err: unknown): Unavailable {
-    logger().warn({ err: (err as Error).message, issuer: this.options.issuer }, 'identity provider unreachable');
+    // the message may quote a URL (fetch refuses one with userinfo, quoting it whole): its credentials stay out of the log
+    logger().warn({ err: loggableText((err as Error).message), issuer: loggableUrl(this.options.issuer) }, 'identity provider unreachable');
     return new Unavailable('identity provider unreachable');
   }
 
@@ -129,11 +131,11 @@ export class TokenVerifier {
     if (this.options.jwksUri) return this.options.jwksUri;
     const discovery = `${this.options.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
     const response = await fetch(discovery, { signal: AbortSignal.timeout(5_000) });
-    if (mayPass(response.status)) throw new ProviderOutage(`OIDC discovery ${discovery}`, response.status);
-    if (!response.ok) throw new TokenRejected(`OIDC discovery ${discovery} answered ${response.status}`);
+    if (mayPass(response.status)) throw new ProviderOutage(`OIDC discovery ${loggableUrl(discovery)}`, response.status);
+    if (!response.ok) throw new TokenRejected(`OIDC discovery ${loggableUrl(discovery)} answered ${response.status}`);
     const document = (await response.json()) as { jwks_uri?: string };
-    if (!document.jwks_uri) throw new TokenRejected(`OIDC discovery ${discovery} names no jwks_uri`);
-    logger().info({ jwksUri: document.jwks_uri }, 'signing keys located through OIDC discovery');
+    if (!document.jwks_uri) throw new TokenRejected(`OIDC discovery ${loggableUrl(discovery)} names no jwks_uri`);
+    logger().info({ jwksUri: loggableUrl(document.jwks_uri) }, 'signing keys located through OIDC discovery');
     return document.jwks_uri;
   }
 }
