@@ -69,6 +69,15 @@ export class TokenBucket {
     return short <= 0 ? 0 : Math.ceil(short / this.rate);
   }
 
+  /**
+   * Nobody waits and the bucket has refilled to its capacity: it holds nothing a new bucket of the
+   * same limit would not (a bucket starts full), so whoever keeps it may drop it.
+   */
+  idle(): boolean {
+    this.refill();
+    return this.waiting === 0 && this.tokens >= this.capacity;
+  }
+
   /** Takes a token if one is available now; never waits. */
   tryTake(): boolean {
     this.refill();

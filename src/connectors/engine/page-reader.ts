@@ -6,6 +6,9 @@ import { type EngineContext, readEndpoint } from './read.js';
 /** What a read needs beyond the bucket, the signal and the watermark (credentials are per tenant). */
 export type ReadContext = Omit<EngineContext, 'limiter' | 'signal' | 'watermark'>;
 
+/** Above this many buckets, adding one first drops the idle ones (see `limiterFor`). */
+export const BUCKETS_KEPT = 256;
+
 /**
  * The HTTP engine as the runner's PageReader: one token bucket per connector (shared by its
  * endpoints and by the pre-flight through `limiterFor`), replaced when the connector's rate limit
@@ -19,14 +22,20 @@ export class EnginePageReader implements PageReader {
   limiterFor(connector: ConnectorSpec): TokenBucket {
     const known = this.buckets.get(connector.id);
     if (known && known.capacity === connector.rateLimit.count && known.windowMs === connector.rateLimit.windowMs) return known;
+    // A connector deleted (in whichever process) or gone quiet leaves its bucket behind: past
+    // BUCKETS_KEPT, the idle ones (full, nobody waiting: a new bucket would start the same) go, so the
+    // map holds the connectors in use, not every connector this process ever read.
+    if (!known && this.buckets.size >= BUCKETS_KEPT) {
+      for (const [id, bucket] of this.buckets) if (bucket.idle()) this.buckets.delete(id);
+    }
     const bucket = new TokenBucket(connector.rateLimit);
     this.buckets.set(connector.id, bucket);
     return bucket;
   }
 
-  /** Forget a deleted connector's bucket. */
-  forget(connectorId: string): void {
-    this.buckets.delete(connectorId);
+  /** How many buckets this reader holds (for tests). */
+  get bucketCount(): number {
+    return this.buckets.size;
   }
 
   read(connector: ConnectorSpec, endpoint: EndpointSpec, options: { signal: AbortSignal; watermark?: string }): AsyncIterable<Page> {
