@@ -303,7 +303,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Retrieval', name: 'svc.llm.model', kind: 'string', default: 'gpt-4o-mini', description: 'Chat model asked of `svc.llm.base-url`.' }),
   p({ group: 'Retrieval', name: 'svc.llm.api-key', kind: 'secret',
     description: 'Key of the chat completions endpoint (sent as a bearer token; never logged).' }),
-  p({ group: 'Retrieval', name: 'svc.llm.timeout', kind: 'duration', default: '60s', description: 'How long one model call may take before chat answers 503.' }),
+  p({ group: 'Retrieval', name: 'svc.llm.timeout', kind: 'duration', default: '60s', description: 'How long one model call may take, its answer read whole, before chat answers 503 (an answer sent a byte now and then is given up then too).' }),
   p({ group: 'Retrieval', name: 'svc.analytic.statement-timeout', kind: 'duration', default: '5s',
     description: 'Statement timeout of the one read-only query an analytic chat runs.' }),
   p({ group: 'Retrieval', name: 'svc.analytic.max-answer-bytes', kind: 'int', min: 1024, default: 4194304,

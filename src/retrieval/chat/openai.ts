@@ -1,23 +1,41 @@
 import OpenAI from 'openai';
 import type { Dispatcher } from 'undici';
 import { PortUnavailable } from '../../errors.js';
-import { openAiClient } from '../openai-client.js';
+import { ModelAnswerRefused, openAiClient } from '../openai-client.js';
 import type { ChatMessage, ChatPort } from './port.js';
 
 export interface OpenAiChatOptions {
   baseUrl: string;
   model: string;
   apiKey?: string;
+  /** The whole call: the answer's headers and its whole body. */
   timeoutMs: number;
+  /** Test hook: the most bytes of an answer read (default MAX_CHAT_ANSWER_BYTES). */
+  maxAnswerBytes?: number;
   /** The outbound address policy's agent: the model endpoint is reached like any other destination. */
   dispatcher: Dispatcher;
 }
+
+/**
+ * The most bytes of a chat completion read: one choice of text (the hub asks for no logprobs, tools
+ * or stream). The largest output windows of today's models are about 128,000 tokens, some 0.5 MB
+ * of text and at most 3 MB in JSON escapes (\uXXXX for each character), twice that with a server's
+ * reasoning text beside it: 16 MiB is well above any answer, and bounds a broken or hostile endpoint.
+ */
+export const MAX_CHAT_ANSWER_BYTES = 16 * 1024 * 1024;
 
 const HINT = 'check svc.llm.base-url, svc.llm.model and svc.llm.api-key, and that the endpoint is allowed by svc.egress.allow';
 
 /** Chat through the `openai` package against any OpenAI-compatible endpoint, deterministic (temperature 0), no retries. */
 export function openAiChat(options: OpenAiChatOptions): ChatPort {
-  const client = openAiClient({ baseUrl: options.baseUrl, apiKey: options.apiKey ?? 'unused', timeoutMs: options.timeoutMs, maxRetries: 0, dispatcher: options.dispatcher });
+  const client = openAiClient({
+    baseUrl: options.baseUrl,
+    apiKey: options.apiKey ?? 'unused',
+    timeoutMs: options.timeoutMs,
+    maxAnswerBytes: options.maxAnswerBytes ?? MAX_CHAT_ANSWER_BYTES,
+    maxRetries: 0,
+    dispatcher: options.dispatcher,
+  });
   return {
     model: options.model,
     async complete(messages: ChatMessage[]): Promise<string> {
@@ -35,6 +53,7 @@ export function openAiChat(options: OpenAiChatOptions): ChatPort {
 }
 
 function describe(err: unknown): string {
+  if (err instanceof ModelAnswerRefused) return err.reason === 'time' ? `timed out after ${err.limit} ms` : `its answer is larger than ${err.limit} bytes (read no further)`;
   if (err instanceof OpenAI.APIError && err.status !== undefined) return `HTTP ${err.status}`;
   if (err instanceof OpenAI.APIConnectionTimeoutError) return 'timed out';
   if (err instanceof OpenAI.APIConnectionError) return `unreachable (${(err.cause as Error | undefined)?.message ?? err.message})`;

@@ -6,16 +6,18 @@ import { PortUnavailable } from '../../errors.js';
  * - `refused`: the outbound address policy refuses the endpoint's address;
  * - `status`: the endpoint answered with an HTTP error (bad key, unknown model, its own failure);
  * - `dimensions`: vectors of another length than the model is configured for;
+ * - `oversized`: an answer far larger than the vectors asked for (the hub stops reading it): the endpoint's doing, whatever the texts;
  * - `answer`: anything else malformed (not JSON, wrong count, non-numbers, zero vectors);
  * - `model`: the local model failed to load or to run.
  */
-export type EmbeddingFailure = 'unreachable' | 'refused' | 'status' | 'dimensions' | 'answer' | 'model';
+export type EmbeddingFailure = 'unreachable' | 'refused' | 'status' | 'dimensions' | 'oversized' | 'answer' | 'model';
 
 const HINTS: Record<EmbeddingFailure, string> = {
   unreachable: 'check that the embedding endpoint is running and reachable from the hub; searches and indexing resume when it answers',
   refused: 'the endpoint is on an address the outbound policy refuses: add it to svc.egress.allow, or use the local embedding provider',
   status: 'check the embedding endpoint’s URL, API key and model name',
   dimensions: 'the configured dimensions must match what the model produces; changing them requires re-embedding every chunk',
+  oversized: 'the endpoint answered far more than the vectors asked for: check that svc.embedding.base-url is an OpenAI-compatible embeddings endpoint',
   answer: 'the endpoint does not speak the OpenAI embeddings API (POST /embeddings answering {data: [{embedding, index}]})',
   model: 'the bundled sentence encoder could not run; see the hub’s log',
 };
@@ -43,12 +45,12 @@ export class EmbeddingUnavailable extends PortUnavailable {
 
   /**
    * Whether the failure says nothing about the texts sent (no answer, an address the policy
-   * refuses, vectors of another length, an HTTP status naming the key, the address or the rate: 401,
+   * refuses, vectors of another length, an answer far too large, an HTTP status naming the key, the address or the rate: 401,
    * 403, 404, 407, 408, 429): the indexer tries the same batch again later rather than looking for a
    * text the model refuses (src/retrieval/indexer.ts, embedPending).
    */
   get aboutTheEndpoint(): boolean {
-    if (this.failure === 'unreachable' || this.failure === 'refused' || this.failure === 'dimensions') return true;
+    if (this.failure === 'unreachable' || this.failure === 'refused' || this.failure === 'dimensions' || this.failure === 'oversized') return true;
     return this.httpStatus !== undefined && ENDPOINT_STATUSES.has(this.httpStatus);
   }
 }

@@ -96,6 +96,12 @@ describe('OpenAiEmbedding against a stand-in OpenAI-compatible endpoint', () => 
     expect([err.httpStatus, err.aboutTheEndpoint]).toEqual([500, false]);
   });
 
+  it('quotes the start of an endpoint\'s error text only, however long it is', async () => {
+    standIn.behave = () => ({ status: 500, headers: { 'content-type': 'text/plain' }, body: `model crashed: ${'z'.repeat(100_000)}` });
+    const err = await failure(client().embed(['x']));
+    expect(err.message).toBe(`the embedding endpoint answered HTTP 500: 500 model crashed: ${'z'.repeat(500 - '500 model crashed: '.length)}…`);
+  });
+
   it('answers a 429 as an HTTP status failure about the endpoint, not the texts', async () => {
     standIn.behave = () => ({ status: 429, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: { message: 'slow down' } }) });
     const err = await failure(client({ maxRetries: 0 }).embed(['x']));

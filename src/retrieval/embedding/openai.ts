@@ -4,7 +4,7 @@ import type { Agent } from 'undici';
 import { egressAgent } from '../../egress/dispatcher.js';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
-import { openAiClient } from '../openai-client.js';
+import { ModelAnswerRefused, openAiClient } from '../openai-client.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { type EmbeddingPort, unitVector } from './port.js';
 
@@ -28,6 +28,20 @@ export interface OpenAiEmbeddingOptions {
   maxRetries?: number;
   /** Texts per request (default 128; OpenAI takes up to 2048). */
   batchSize?: number;
+}
+
+/**
+ * The most bytes of an answer read, per number a batch's vectors hold: a float as JSON text is at
+ * most 24 characters (`-1.2345678901234567e-05`), with its comma and a pretty-printer's newline and
+ * indentation about 36; 64 is well above it.
+ */
+const BYTES_PER_NUMBER = 64;
+/** …plus the answer's envelope (object names, indexes, usage, a server's extras). */
+const ANSWER_ENVELOPE_BYTES = 1024 * 1024;
+
+/** The most bytes of an embeddings answer read for `batchSize` texts of `dimensions` numbers each. */
+export function maxEmbeddingAnswerBytes(batchSize: number, dimensions: number): number {
+  return batchSize * dimensions * BYTES_PER_NUMBER + ANSWER_ENVELOPE_BYTES;
 }
 
 /** Output lengths of well-known models, for when `dimensions` is not configured. */
@@ -54,6 +68,8 @@ export class OpenAiEmbedding implements EmbeddingPort {
   private readonly agent: Agent;
   private readonly client: OpenAI;
   private readonly timeouts: { connectTimeoutMs: number; timeoutMs: number };
+  /** The most bytes of one answer read (maxEmbeddingAnswerBytes of a full batch). */
+  private readonly maxAnswerBytes: number;
 
   constructor(options: OpenAiEmbeddingOptions) {
     const dimensions = options.dimensions ?? KNOWN_DIMENSIONS[options.model];
@@ -64,6 +80,7 @@ export class OpenAiEmbedding implements EmbeddingPort {
     this.dimensions = dimensions;
     this.requestDimensions = options.dimensions;
     this.batchSize = Math.max(1, options.batchSize ?? 128);
+    this.maxAnswerBytes = maxEmbeddingAnswerBytes(this.batchSize, dimensions);
     this.timeouts = { connectTimeoutMs: options.connectTimeoutMs ?? 10_000, timeoutMs: options.timeoutMs ?? 30_000 };
     this.agent = egressAgent(options.egress, {
       connectTimeoutMs: this.timeouts.connectTimeoutMs,
@@ -74,6 +91,7 @@ export class OpenAiEmbedding implements EmbeddingPort {
       baseUrl: options.baseUrl,
       apiKey: options.apiKey,
       timeoutMs: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs,
+      maxAnswerBytes: this.maxAnswerBytes,
       maxRetries: options.maxRetries ?? 2,
       dispatcher: this.agent,
     });
@@ -132,17 +150,26 @@ export class OpenAiEmbedding implements EmbeddingPort {
 
   private failure(err: unknown): EmbeddingUnavailable {
     if (isEgressDenied(err)) return new EmbeddingUnavailable('refused', `embedding endpoint: ${egressMessage(err)}`, { cause: err });
-    if (err instanceof APIConnectionTimeoutError) {
+    if (err instanceof ModelAnswerRefused && err.reason === 'size') {
+      return new EmbeddingUnavailable(
+        'oversized',
+        `the embedding endpoint answered more than ${err.limit} bytes for at most ${this.batchSize} texts of ${this.dimensions} dimensions; the hub stopped reading it`,
+        { cause: err },
+      );
+    }
+    if (err instanceof APIConnectionTimeoutError || err instanceof ModelAnswerRefused) {
       return new EmbeddingUnavailable('unreachable', `the embedding endpoint did not answer within ${this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs} ms`, { cause: err });
     }
     if (err instanceof APIConnectionError) {
       return new EmbeddingUnavailable('unreachable', `the embedding endpoint is unreachable: ${describeNetworkError(rootCause(err), this.timeouts)}`, { cause: err });
     }
     if (err instanceof APIError && typeof err.status === 'number') {
-      return new EmbeddingUnavailable('status', `the embedding endpoint answered HTTP ${err.status}${err.message ? `: ${err.message}` : ''}`, { cause: err, httpStatus: err.status });
+      // The endpoint's own error text, its start only: a server may send megabytes of it.
+      const text = err.message ? `: ${describe(err.message, MAX_ERROR_TEXT)}` : '';
+      return new EmbeddingUnavailable('status', `the embedding endpoint answered HTTP ${err.status}${text}`, { cause: err, httpStatus: err.status });
     }
     // The client parses a JSON content type itself; a body that is not JSON ends here as a SyntaxError.
-    return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${describe(err instanceof Error ? err.message : String(err), MAX_ERROR_TEXT)}`, { cause: err });
   }
 }
 
@@ -167,7 +194,10 @@ function egressMessage(err: unknown): string {
   return 'refused by the outbound address policy';
 }
 
-function describe(value: unknown): string {
+/** The most characters of an endpoint's error text quoted in a failure's message. */
+const MAX_ERROR_TEXT = 500;
+
+function describe(value: unknown, max = 80): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
-  return text === undefined ? String(value) : text.length > 80 ? `${text.slice(0, 80)}…` : text;
+  return text === undefined ? String(value) : text.length > max ? `${text.slice(0, max)}…` : text;
 }

@@ -1,0 +1,181 @@
+import { once } from 'node:events';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import type { Agent } from 'undici';
+import { egressAgent } from '../egress/dispatcher.js';
+import { EgressPolicy } from '../egress/policy.js';
+import { MAX_CHAT_ANSWER_BYTES, openAiChat } from './chat/openai.js';
+import { EmbeddingUnavailable } from './embedding/errors.js';
+import { maxEmbeddingAnswerBytes, OpenAiEmbedding } from './embedding/openai.js';
+
+/**
+ * The answers of a model endpoint are bounded (src/retrieval/openai-client.ts): against a real
+ * HTTP server on loopback that answers without end (a body far past the limit, written as fast as
+ * the hub reads it) or a byte now and then, chat and embeddings give up with a clear error, the
+ * connection closed, instead of holding the whole answer in memory or waiting for ever.
+ */
+
+const KEY = 'sk-secret-model-key';
+
+interface Endless {
+  /** The body bytes written until the hub closed the connection. */
+  written: number;
+  /** Resolves when the hub closed the connection. */
+  closed: Promise<void>;
+}
+
+describe('answers of a model endpoint are bounded in size and time', () => {
+  let server: Server;
+  let base: string;
+  const sockets = new Set<Socket>();
+  /** What the server answers to the request in hand. */
+  let behave: (res: ServerResponse) => void = () => undefined;
+  const agent: Agent = egressAgent(EgressPolicy.open());
+  const embeddings: OpenAiEmbedding[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => behave(res));
+    });
+    server.on('connection', (socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  });
+  afterEach(async () => {
+    await Promise.all(embeddings.splice(0).map((e) => e.close()));
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await agent.close();
+  });
+
+  /** A 200 JSON answer: `head`, then `filler` repeated up to `total` bytes as fast as the hub reads, unless it closes first. */
+  function endless(head: string, filler: string, total: number, status = 200): Endless {
+    const state: Endless = { written: 0, closed: Promise.resolve() };
+    state.closed = new Promise<void>((resolve) => {
+      behave = (res) => {
+        res.on('close', () => resolve());
+        res.writeHead(status, { 'content-type': 'application/json' });
+        const chunk = Buffer.from(filler.repeat(Math.ceil(65_536 / filler.length)));
+        const pump = () => {
+          while (!res.destroyed && state.written < total) {
+            state.written += chunk.length;
+            if (!res.write(chunk)) return void res.once('drain', pump);
+          }
+          if (!res.destroyed) res.end();
+        };
+        res.write(head);
+        pump();
+      };
+    });
+    return state;
+  }
+
+  /** A 200 JSON answer: `head`, then one byte every 50 ms until the hub closes the connection. */
+  function drip(head: string): Endless {
+    const state: Endless = { written: 0, closed: Promise.resolve() };
+    state.closed = new Promise<void>((resolve) => {
+      behave = (res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(head);
+        const timer = setInterval(() => {
+          state.written += 1;
+          res.write(' ');
+        }, 50);
+        res.on('close', () => {
+          clearInterval(timer);
+          resolve();
+        });
+      };
+    });
+    return state;
+  }
+
+  const chat = (timeoutMs = 10_000) => openAiChat({ baseUrl: base, model: 'stand-in-chat', apiKey: KEY, timeoutMs, dispatcher: agent });
+
+  function embedding(options: { timeoutMs?: number; connectTimeoutMs?: number } = {}): OpenAiEmbedding {
+    const port = new OpenAiEmbedding({ baseUrl: base, model: 'stand-in-embed', apiKey: KEY, dimensions: 4, egress: EgressPolicy.open(), maxRetries: 0, ...options });
+    embeddings.push(port);
+    return port;
+  }
+
+  async function rejection(promise: Promise<unknown>): Promise<Error> {
+    const outcome = await promise.then(
+      () => new Error('expected a rejection, the call answered'),
+      (err: unknown) => err as Error,
+    );
+    expect(outcome.message).not.toBe('expected a rejection, the call answered');
+    // Neither the key nor the endpoint's address are in what reaches the caller and the log.
+    expect(outcome.message).not.toContain(KEY);
+    expect(outcome.message).not.toContain('127.0.0.1');
+    return outcome;
+  }
+
+  it('chat still reads a well-formed answer through the bounded fetch', async () => {
+    behave = (res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: 'forty-two' } }] }));
+    };
+    await expect(chat().complete([{ role: 'user', content: 'question' }])).resolves.toBe('forty-two');
+  });
+
+  it(`chat gives up on an answer past ${MAX_CHAT_ANSWER_BYTES} bytes and closes the connection`, async () => {
+    const total = 4 * MAX_CHAT_ANSWER_BYTES;
+    const answer = endless('{"choices":[{"index":0,"message":{"role":"assistant","content":"', 'x', total);
+    const err = await rejection(chat().complete([{ role: 'user', content: 'question' }]));
+    expect(err.message).toBe(`the language model did not answer: its answer is larger than ${MAX_CHAT_ANSWER_BYTES} bytes (read no further)`);
+    await answer.closed;
+    // Read no further than the limit and what the sockets' buffers hold, never the whole answer.
+    expect(answer.written).toBeLessThan(total / 2);
+  }, 20_000);
+
+  it('chat gives up on an answer that drips past its time, body included', async () => {
+    const answer = drip('{"choices":[');
+    const started = Date.now();
+    const err = await rejection(chat(1_000).complete([{ role: 'user', content: 'question' }]));
+    expect(err.message).toBe('the language model did not answer: timed out after 1000 ms');
+    expect(Date.now() - started).toBeLessThan(8_000);
+    await answer.closed;
+  }, 15_000);
+
+  it('embeddings give up on an answer far past a batch of vectors, as a failure about the endpoint', async () => {
+    const limit = maxEmbeddingAnswerBytes(128, 4);
+    const total = 64 * limit;
+    const answer = endless('{"object":"list","data":[{"object":"embedding","index":0,"embedding":[1', ',0.25', total);
+    const err = await rejection(embedding().embed(['text']));
+    expect(err).toBeInstanceOf(EmbeddingUnavailable);
+    const failure = err as EmbeddingUnavailable;
+    expect(failure.message).toBe(`the embedding endpoint answered more than ${limit} bytes for at most 128 texts of 4 dimensions; the hub stopped reading it`);
+    // The texts are not to blame: the indexer tries the same batch later instead of setting texts aside.
+    expect([failure.failure, failure.aboutTheEndpoint, failure.render().status]).toEqual(['oversized', true, 503]);
+    await answer.closed;
+    expect(answer.written).toBeLessThan(total / 2);
+  }, 20_000);
+
+  it('embeddings read no more than the limit of an error answer either', async () => {
+    const limit = maxEmbeddingAnswerBytes(128, 4);
+    const answer = endless('{"error":{"message":"', 'y', 64 * limit, 500);
+    const err = (await rejection(embedding().embed(['text']))) as EmbeddingUnavailable;
+    expect(err.failure).toBe('status');
+    expect(err.message).toContain(`the model endpoint's answer is larger than ${limit} bytes; the hub stopped reading it`);
+    await answer.closed;
+    expect(answer.written).toBeLessThan(32 * limit);
+  }, 20_000);
+
+  it('embeddings give up on an answer that drips past the request time, body included', async () => {
+    // Each byte comes well within the idle limit between two reads (400 ms): only the whole request's time ends it.
+    const answer = drip('{"object":"list","data":[');
+    const started = Date.now();
+    const err = (await rejection(embedding({ timeoutMs: 400, connectTimeoutMs: 400 }).embed(['text']))) as EmbeddingUnavailable;
+    expect([err.failure, err.message]).toEqual(['unreachable', 'the embedding endpoint did not answer within 800 ms']);
+    expect(Date.now() - started).toBeLessThan(8_000);
+    await answer.closed;
+  }, 15_000);
+});
