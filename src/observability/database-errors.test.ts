@@ -107,3 +107,56 @@ describe('a PostgreSQL error that quotes a value', () => {
     expect(JSON.parse(logged(err).split('\n')[0]!).err.message).toBe('relation "no_such_table" does not exist');
   });
 });
+
+describe('a PostgreSQL error quoting a value, held by another error or logged without a message', () => {
+  type Line = Record<string, unknown> & { msg?: string; err: { message?: string; aggregateErrors?: unknown; first?: unknown } };
+
+  /** The JSON lines written by `write`. */
+  function lines(write: () => void): Line[] {
+    const before = logs.raw().length;
+    write();
+    const text = logs.raw().slice(before);
+    expect(text).not.toContain(SECRET);
+    return text.trim().split('\n').map((l) => JSON.parse(l));
+  }
+
+  it('the members of an AggregateError (Promise.any) are masked as the error itself', async () => {
+    const err = await Promise.any([client.query('select $1::int', [SECRET]), client.query('select $1::date', [`d-${SECRET}`])]).then(
+      () => new Error('a query answered'),
+      (e: unknown) => e as Error,
+    );
+    expect(err).toBeInstanceOf(AggregateError);
+    const [line] = lines(() => logger().error({ err }, 'every attempt failed'));
+    expect(line!.err.aggregateErrors).toMatchObject([
+      { code: '22P02', message: 'invalid input syntax for type integer: "…"' },
+      { code: '22007', message: 'invalid input syntax for type date: "…"' },
+    ]);
+    // …as a cause of an error, too.
+    const [wrapped] = lines(() => logger().error({ err: new Error('could not connect', { cause: err }) }, 'start failed'));
+    expect(wrapped!.err.message).toBe('could not connect: All promises were rejected');
+  });
+
+  it('an error held under another property of an error (which the serializer writes out) is masked', async () => {
+    const pgErr = await failure('select $1::int', [SECRET]);
+    const [line] = lines(() => logger().warn({ err: Object.assign(new Error('the batch failed'), { first: pgErr, all: [pgErr] }) }, 'batch failed'));
+    expect(line!.err.first).toMatchObject({ code: '22P02', message: 'invalid input syntax for type integer: "…"' });
+  });
+
+  it("logged alone or under err without a message, the line's message (which pino takes from the error) is masked", async () => {
+    const err = await failure(`insert into t (email, note) values ('b', 'forbidden-${SECRET}')`);
+    const conversion = await failure('select $1::int', [SECRET]);
+    const [alone, underErr, withMessage] = lines(() => {
+      logger().error(conversion);
+      logger().warn({ err: conversion });
+      logger().warn({ err }, 'kept as given');
+    });
+    expect([alone!.msg, underErr!.msg, withMessage!.msg]).toEqual(['invalid input syntax for type integer: "…"', 'invalid input syntax for type integer: "…"', 'kept as given']);
+    expect(alone!.err).toMatchObject({ code: '22P02', message: 'invalid input syntax for type integer: "…"' });
+  });
+
+  it('an error under a key other than err is written as an error, masked (pino would write its fields as they are)', async () => {
+    const err = await failure(`insert into t (email) values ('taken-${SECRET}')`);
+    const [line] = lines(() => logger().warn({ error: err, attempt: 2 }, 'insert failed'));
+    expect(line).toMatchObject({ attempt: 2, error: { type: 'DatabaseError', code: '23505', detail: 'Key (email)=(…) already exists.', message: err.message } });
+  });
+});

@@ -71,22 +71,37 @@ function maskedMessage(err: DatabaseErrorFields): string {
 
 /**
  * `err` as a log line may hold it (the logger's `err` serializer): the same error when nothing of it
- * quotes a value, else a copy (of the same class, with the same causes) whose message, stack,
- * detail and context have the values masked and which has no `internalQuery`.
+ * quotes a value, else a copy (of the same class) whose message, stack, detail and context have the
+ * values masked and which has no `internalQuery`. The errors it holds are made loggable the same way:
+ * its cause, the members of an AggregateError (`errors`: Promise.any, a connection tried at every
+ * address of a name), and any other property holding an error or a list of them, all of which the
+ * serializer writes out.
  */
 export function loggableError(err: unknown, depth = 0): unknown {
   if (!(err instanceof Error) || depth > 8) return err;
-  const cause = (err as { cause?: unknown }).cause;
-  const loggableCause = loggableError(cause, depth + 1);
+  const held = new Map<string, unknown>();
+  for (const key of Object.getOwnPropertyNames(err)) {
+    const descriptor = Object.getOwnPropertyDescriptor(err, key)!;
+    if (!('value' in descriptor)) continue;
+    const loggable = loggableHeld(descriptor.value, depth + 1);
+    if (loggable !== descriptor.value) held.set(key, loggable);
+  }
   const own = quotesValues(err);
-  if (!own && loggableCause === cause) return err;
+  if (!own && held.size === 0) return err;
   const copy = Object.create(Object.getPrototypeOf(err)) as Record<string, unknown>;
   for (const key of Object.getOwnPropertyNames(err)) {
     const descriptor = Object.getOwnPropertyDescriptor(err, key)!;
-    if ('value' in descriptor) descriptor.value = key === 'cause' ? loggableCause : own ? maskedField(err, key) : descriptor.value;
+    if ('value' in descriptor) descriptor.value = held.has(key) ? held.get(key) : own ? maskedField(err, key) : descriptor.value;
     Object.defineProperty(copy, key, descriptor);
   }
   return copy;
+}
+
+/** A value an error holds, loggable: an error as loggableError makes it, a list with its errors so (the same value when nothing changes). */
+function loggableHeld(value: unknown, depth: number): unknown {
+  if (!Array.isArray(value)) return loggableError(value, depth);
+  const items = value.map((item) => loggableError(item, depth));
+  return items.some((item, i) => item !== value[i]) ? items : value;
 }
 
 function maskedField(err: Error & DatabaseErrorFields, key: string): unknown {

@@ -2,7 +2,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { LOG_LEVELS } from '../config/properties.js';
 import { currentContext } from './context.js';
-import { loggableError } from './database-errors.js';
+import { loggableError, loggableMessage } from './database-errors.js';
 import { longestFirst, redactSecrets } from './secret-forms.js';
 
 export type { Logger } from 'pino';
@@ -116,6 +116,39 @@ function escapedValue(value: unknown, key: string): unknown {
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [escapeControls(k), escapedValue(v, k)]));
 }
 
+/** An error as the `err` serializer writes it: without the values a PostgreSQL error quotes (src/observability/database-errors.ts). */
+function serializeError(err: unknown): unknown {
+  return pino.stdSerializers.err(loggableError(err) as Error);
+}
+
+/**
+ * The logged object with every error among its top-level values written as the `err` serializer
+ * writes one: pino applies it to the key `err` only, and writes an error under any other key as
+ * JSON, that is its enumerable fields (a PostgreSQL error's `detail`, `where`: the values it quotes).
+ */
+function errorsSerialized(object: Record<string, unknown>): Record<string, unknown> {
+  let out = object;
+  for (const key of Object.keys(object)) {
+    if (key === 'err' || !(object[key] instanceof Error)) continue;
+    if (out === object) out = { ...object };
+    out[key] = serializeError(object[key]);
+  }
+  return out;
+}
+
+/**
+ * The error whose message pino would take as the line's message: the only argument an error
+ * (`log.error(err)`), or an object with one under `err` and no message (`log.error({ err })`).
+ */
+function messageFromError(args: unknown[]): Error | undefined {
+  if (args.length !== 1) return undefined;
+  const [only] = args;
+  if (only instanceof Error) return only;
+  if (typeof only !== 'object' || only === null) return undefined;
+  const { err, msg } = only as { err?: unknown; msg?: unknown };
+  return err instanceof Error && msg === undefined ? err : undefined;
+}
+
 export function createLogger(options: LoggerOptions): Logger {
   const destination = options.json
     ? (options.destination ?? pino.destination(1))
@@ -127,8 +160,8 @@ export function createLogger(options: LoggerOptions): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
       // A PostgreSQL error is logged without the values its texts quote (src/observability/database-errors.ts).
-      serializers: { err: (err: unknown) => pino.stdSerializers.err(loggableError(err) as Error) },
-      formatters: { level: (label) => ({ level: label }) },
+      serializers: { err: serializeError },
+      formatters: { level: (label) => ({ level: label }), log: errorsSerialized },
       mixin() {
         const ctx = currentContext();
         if (!ctx) return {};
@@ -139,7 +172,14 @@ export function createLogger(options: LoggerOptions): Logger {
         if (ctx.job) out.job = ctx.job;
         return out;
       },
-      hooks: { streamWrite: options.json ? scrub : (line) => prettySafe(scrub(line)) },
+      hooks: {
+        // An error logged without a message gives pino its own message as the line's, unmasked: the masked one is given instead.
+        logMethod(args, method) {
+          const err = messageFromError(args);
+          return err ? method.apply(this, [args[0] as object, loggableMessage(err)]) : method.apply(this, args);
+        },
+        streamWrite: options.json ? scrub : (line) => prettySafe(scrub(line)),
+      },
     },
     destination,
   );
