@@ -9,9 +9,10 @@ import { freePort } from '../src/db/embedded.js';
 import { readMigrations } from '../src/db/migrations.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
+import { captureLogs } from '../test/harness/log-capture.js';
 import { until } from '../test/harness/until.js';
 import { RUN_USAGE } from './run.js';
-import { expectedFailure, stopped } from './svc-hub.js';
+import { expectedFailure, logStartFailure, stopped } from './svc-hub.js';
 
 /** The svc-hub executable, run as users run it: a child process, its exit code and its output. */
 
@@ -174,6 +175,19 @@ describe('svc-hub executable', () => {
     expect(expectedFailure(Object.assign(new Error('password authentication failed for user "svc"'), { code: '28P01' }))).toBe(
       'the database refused the connection: password authentication failed for user "svc"',
     );
+  });
+
+  it('an unexpected start failure that is a PostgreSQL error quoting a value is logged without the value, in its message too', () => {
+    const value = 'row-value-Kp30';
+    const err = Object.assign(new Error(`invalid input syntax for type integer: "${value}"`), { severity: 'ERROR', code: '22P02' });
+    const logs = captureLogs('info');
+    try {
+      logStartFailure('all', err);
+    } finally {
+      logs.restore();
+    }
+    expect(logs.raw()).not.toContain(value);
+    expect(logs.lines()).toMatchObject([{ level: 'fatal', msg: 'svc-hub all failed: invalid input syntax for type integer: "…"', err: { code: '22P02' } }]);
   });
 
   it('outbox: a bad command prints its usage and exits 2; consumers lists the cursors, drop-consumer refuses a consumer this version runs', async () => {

@@ -1,6 +1,7 @@
 import { Config, ConfigError } from '../src/config/config.js';
 import { isDatabaseUnavailable } from '../src/db/unavailable.js';
 import { StartRefused } from '../src/errors.js';
+import { loggableMessage } from '../src/observability/database-errors.js';
 import { createLogger, logger, setLogger } from '../src/observability/logger.js';
 import { registerKeyTexts } from '../src/platform/secrets/master-key.js';
 import { packageVersion } from '../src/package-root.js';
@@ -117,14 +118,20 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`svc-hub: configuration error: ${err.message}\n`);
       return 1;
     }
-    const expected = expectedFailure(err);
-    if (expected) {
-      // One line that says it all; the stack and the causes only for whoever asks (svc.log.level=debug).
-      logger().debug({ err }, 'the start failure in full');
-      logger().fatal(`svc-hub ${role} failed: ${expected}`);
-    } else logger().fatal({ err }, `svc-hub ${role} failed: ${(err as Error).message}`);
+    logStartFailure(role, err);
     return 1;
   }
+}
+
+/** The log line of a start that failed: one line for an expected failure, its stack with an unexpected one. */
+export function logStartFailure(role: string, err: unknown): void {
+  const expected = expectedFailure(err);
+  if (expected) {
+    // One line that says it all; the stack and the causes only for whoever asks (svc.log.level=debug).
+    logger().debug({ err }, 'the start failure in full');
+    logger().fatal(`svc-hub ${role} failed: ${expected}`);
+    // The message as `err` is written: without a value a PostgreSQL error quotes.
+  } else logger().fatal({ err }, `svc-hub ${role} failed: ${loggableMessage(err)}`);
 }
 
 /**

@@ -144,6 +144,19 @@ describe('migrations', () => {
     expect(tables.rows.map((r) => r.table_name)).toEqual(['ok']);
   });
 
+  it('a data migration that cannot convert a value names itself and the error, never the value', async () => {
+    const url = await createTestDatabase();
+    const value = 'row-value-Zq81';
+    const dir = folder({ 'V1__t.sql': `create table demo.t (v text); insert into demo.t values ('${value}');`, 'V2__convert.sql': 'alter table demo.t alter column v type int using v::int;' });
+    const err = await migrate(url, roles, [{ schema: 'demo', dir }]).then(
+      () => new Error('migrated'),
+      (e: unknown) => e as Error,
+    );
+    expect(err).toBeInstanceOf(StartRefused);
+    // Printed and logged as the start's failure: the database's words, the value masked.
+    expect(err.message).toBe('migration demo V2 (V2__convert.sql) failed: invalid input syntax for type integer: "…"');
+  });
+
   it('grants the application and worker roles what they need on migrated schemas', async () => {
     const url = await createTestDatabase();
     const dir = folder({ 'V1__t.sql': 'create table demo.t (id bigint generated always as identity, x int);' });

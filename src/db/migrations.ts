@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { StartRefused } from '../errors.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
 import { ensureRoles, grantAnalyticExt, grantSchema, type RoleNames } from './roles.js';
@@ -150,7 +151,8 @@ export async function migrate(
         await client.query('commit');
       } catch (err) {
         await client.query('rollback');
-        throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${(err as Error).message}`, { cause: err });
+        // Printed and logged as it is: a value the database quotes (a row a data migration cannot convert) is masked.
+        throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${loggableMessage(err)}`, { cause: err });
       }
       applied++;
       logger().info({ schema: file.schema, version: file.version, ms: Date.now() - started }, `applied migration ${file.file}`);
