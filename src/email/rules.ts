@@ -1,3 +1,4 @@
+import { activeTenant } from '../db/active-tenant.js';
 import type { Tx } from '../db/database.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { patternsMatch, type SubscriberCheck } from '../events/subscribers.js';
@@ -238,8 +239,7 @@ export const rulesMatch = (rule: ActiveRule, type: string): boolean => patternsM
  * for any event (its OutboxLoop `idleWhen`; a deactivated tenant's events are handed to no consumer,
  * so its rules alone must not make the consumer read every event).
  */
-export const NO_ENABLED_RULES =
-  'not exists (select 1 from email.rules r join core.tenants t on t.id = r.tenant_id and t.active where r.enabled and r.deleted_at is null)';
+export const NO_ENABLED_RULES = `not exists (select 1 from email.rules r where r.enabled and r.deleted_at is null and ${activeTenant('r.tenant_id')})`;
 
 /**
  * For the subscriber registry (src/events/subscribers.ts): an enabled rule matching the type counts

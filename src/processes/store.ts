@@ -1,3 +1,4 @@
+import { activeTenant } from '../db/active-tenant.js';
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { takeTenantPlace } from '../manifests/tenant-cap.js';
@@ -119,7 +120,7 @@ export async function processesOfTenants(tx: Tx, tenantIds: number[]): Promise<A
  * for any event (its OutboxLoop `idleWhen`; a deactivated tenant's events are handed to no consumer,
  * so its processes alone must not make the consumer read every event).
  */
-export const NO_PROCESSES = 'not exists (select 1 from processes.processes p join core.tenants t on t.id = p.tenant_id and t.active)';
+export const NO_PROCESSES = `not exists (select 1 from processes.processes p where ${activeTenant('p.tenant_id')})`;
 
 /** Whether a process of the tenant of `tx` watches `type` (the Subscribers registry: data.row.changed is written only when watched). */
 export async function anyProcessWatches(tx: Tx, type: string): Promise<boolean> {

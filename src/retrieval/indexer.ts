@@ -1,5 +1,6 @@
 import type { RowIndexer } from '../connectors/indexer.js';
 import { tenantTableSql } from '../connectors/target/ddl.js';
+import { activeTenant } from '../db/active-tenant.js';
 import type { Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
@@ -40,7 +41,7 @@ interface PendingEntry {
  * SQL, true for a row `p` of an active tenant: the entries and chunks of a deactivated tenant are
  * left as they are, neither expanded nor sent to the embedding model (docs/retrieval.md).
  */
-const OF_ACTIVE_TENANT = 'exists (select 1 from core.tenants t where t.id = p.tenant_id and t.active)';
+const OF_ACTIVE_TENANT = activeTenant('p.tenant_id');
 
 /** The longest wait before an entry that failed is tried again (the wait doubles from 1 s up to it). */
 export const PENDING_RETRY_MAX_SECONDS = 3600;

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { activeTenant } from '../db/active-tenant.js';
 import type { Database, Tx } from '../db/database.js';
 import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
@@ -80,7 +81,7 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
   const { rows } = await db.crossTenantQuery<WorkflowRow>(
     'workflow-sweep',
     `select w.id, w.tenant_id, w.name, w.spec, w.tracked_since from workflows.workflows w
-       join core.tenants t on t.id = w.tenant_id and t.active
+      where ${activeTenant('w.tenant_id')}
       order by w.tenant_id, w.name`,
   );
   for (const w of rows) {
