@@ -3,7 +3,7 @@ import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
-import { maskUserinfo } from './engine/errors.js';
+import { maskUserinfo } from '../observability/url-redaction.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';

@@ -1,4 +1,5 @@
 import { describeNetworkError } from '../../egress/network-error.js';
+import { maskUserinfo } from '../../observability/url-redaction.js';
 import { isNamedValue, NAMED_VALUE_RULE } from '../auth/names.js';
 /**
  * What a connector read can end with, other than success. Each error carries the run status the
@@ -14,27 +15,6 @@ export const BODY_QUOTE_LIMIT = 500;
 
 /** The redirects: the engine follows none of them (a redirect could carry the connector's credentials to another host). */
 export const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
-
-/**
- * An address with the credentials before its host (`user:pass@`, `//u:p@` without a scheme, `\\` as
- * a special scheme's slashes, or any other spelling a URL parser takes them from) shown as `***@`,
- * whoever's they are: `http://***@host/`. For every
- * message and answer that quotes an address: a redirect's Location, a request's URL, a stored
- * connector's base_url (one applied before apply refused credentials in it).
- */
-export function maskUserinfo(address: string): string {
-  const masked = address.replace(/^((?:[A-Za-z][A-Za-z0-9+.-]*:)?[\\/]{2})[^\\/?#]*@/, '$1***@');
-  if (masked !== address) return masked;
-  // Other spellings a URL parser reads credentials from (` http://u:p@h`, `http:u:p@h`, `http:/\t/u:p@h`): shown as
-  // the address it parses, credentials masked.
-  let url: URL;
-  try {
-    url = new URL(address);
-  } catch {
-    return address;
-  }
-  return url.username || url.password ? `${url.protocol}//***@${url.host}${url.pathname}${url.search}${url.hash}` : address;
-}
 
 /** A redirect's Location as a message shows it: its address without credentials, query and fragment (which may carry a signed token), at most 200 characters. */
 function redirectTarget(location: string): string {
