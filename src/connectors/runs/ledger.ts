@@ -138,8 +138,14 @@ export async function listRunsJson(tx: Tx, page: PageRequest, filter: RunFilter 
   const where: string[] = [];
   const values: unknown[] = [page.limit];
   if (filter.connector) {
-    values.push(filter.connector, isUuid(filter.connector) ? filter.connector : null);
-    where.push(`(connector_name = $${values.length - 1} or connector_id = $${values.length}::uuid)`);
+    // A name is read through runs_tenant_connector_name in the list's order (connectors V10); an id,
+    // which may be a name too, joins the runs of that connector id (runs_connector) and is sorted.
+    values.push(filter.connector);
+    const name = `connector_name = $${values.length}`;
+    if (isUuid(filter.connector)) {
+      values.push(filter.connector);
+      where.push(`(${name} or connector_id = $${values.length}::uuid)`);
+    } else where.push(name);
   }
   if (page.after) {
     values.push(page.after[0], page.after[1]);
