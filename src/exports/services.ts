@@ -117,9 +117,19 @@ async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail
  * Runs of an export by name, its history kept after a delete (and across a re-apply). A run is
  * read with the scope it was made under: the caller needs the export's scope while it exists, and
  * each run's own; without the export (deleted), 404 when no run has the name. `one`: a single
- * run is asked for, and one the caller cannot read is a 403 (a listing leaves it out).
+ * run is asked for, and one the caller cannot read is a 403. A listing leaves such runs out, in its
+ * statement (`read` is given the scopes a scope-bound caller holds) so that a page holds `limit`
+ * runs the caller reads while that many follow; the first page of a deleted export's runs empty
+ * for the caller (none of them of a scope it holds) is a 403.
  */
-async function history(tx: Tx, caller: Caller, name: string, one: boolean, read: (name: string) => Promise<ExportRun[]>): Promise<ExportRun[]> {
+async function history(
+  tx: Tx,
+  caller: Caller,
+  name: string,
+  one: boolean,
+  read: (name: string, scopes: readonly string[] | undefined) => Promise<ExportRun[]>,
+  firstPage = true,
+): Promise<ExportRun[]> {
   const exp = await getExport(tx, name);
   const access = await scopeAccess(tx, caller);
   const granted = (scope: string) => holds(access, scope);
@@ -130,9 +140,9 @@ async function history(tx: Tx, caller: Caller, name: string, one: boolean, read:
     const { rows } = await tx.query('select 1 from exports.runs where export_name = $1 limit 1', [lower]);
     if (rows.length === 0) throw new NotFoundError(`export ${lower} not found`);
   }
-  const runs = await read(exp?.name ?? lower);
+  const runs = await read(exp?.name ?? lower, access.bound ? access.granted : undefined);
   const visible = runs.filter((r) => granted(r.scope));
-  if (visible.length === 0 && runs.length > 0 && (one || !exp)) throw new ScopeNotGranted();
+  if (visible.length === 0 && (one ? runs.length > 0 : !exp && firstPage)) throw new ScopeNotGranted();
   return visible;
 }
 
@@ -212,10 +222,17 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       list: (t, caller, name, page) =>
         db.withTenant(t, async (tx) => {
           const read: Partial<Page<ExportRun[]>> = {};
-          const items = await history(tx, caller, name, false, async (n) => {
-            Object.assign(read, await listRuns(tx, n, page));
-            return read.items ?? [];
-          });
+          const items = await history(
+            tx,
+            caller,
+            name,
+            false,
+            async (n, scopes) => {
+              Object.assign(read, await listRuns(tx, n, page, scopes));
+              return read.items ?? [];
+            },
+            !page.after,
+          );
           return { items, ...(read.next ? { next: read.next } : {}) };
         }),
       get: (t, caller, name, id) =>

@@ -144,7 +144,7 @@ export const exportRoutes: RouteDecl[] = [
     auth: ['svc_integrator'], params: nameParam,
     description:
       'Newest first by the instant each run started (to the microsecond, then by id). Paged: with more runs after the page, a `Link` header (rel="next") names the next page (`before`). ' +
-      'A page leaves out the runs whose scope the caller does not hold, so it may hold fewer than `limit` runs, none even, while a next page follows.',
+      'The runs whose scope the caller does not hold are left out as the page is read: a page holds `limit` runs while that many follow.',
     query: EXPORT_RUNS.query,
     responses: { 200: EXPORT_RUNS.ok('Run records', exportRunSchema), ...notFound('Unknown export'), ...refused },
     handler: async ({ services, principal, params, query, ctx }) =>

@@ -186,17 +186,23 @@ export async function runById(tx: Tx, id: string): Promise<ExportRun | undefined
 
 /**
  * A page of the runs of an export, newest first: by the start instant to the microsecond, then the
- * id, both descending (a page after a key: the runs before it in that order).
+ * id, both descending (a page after a key: the runs before it in that order). With `scopes`, only
+ * the runs of those scopes, left out by the statement: a page holds `limit` of them while that
+ * many follow (filtered after the read, a page held fewer, none even, with more to come).
  */
-export async function listRuns(tx: Tx, exportName: string, page: PageRequest): Promise<Page<ExportRun[]>> {
+export async function listRuns(tx: Tx, exportName: string, page: PageRequest, scopes?: readonly string[]): Promise<Page<ExportRun[]>> {
   const values: unknown[] = [exportName, page.limit];
-  let after = '';
+  const where = ['export_name = $1'];
   if (page.after) {
     values.push(page.after[0], page.after[1]);
-    after = 'and started_at <= $3::timestamptz and (started_at, id) < ($3::timestamptz, $4::uuid)';
+    where.push(`started_at <= $${values.length - 1}::timestamptz and (started_at, id) < ($${values.length - 1}::timestamptz, $${values.length}::uuid)`);
+  }
+  if (scopes) {
+    values.push(scopes);
+    where.push(`scope = any($${values.length}::text[])`);
   }
   const { rows } = await tx.query<RunRow & { page_key: string }>(
-    `select ${COLUMNS}, ${keyInstantSql('started_at')} as page_key from exports.runs where export_name = $1 ${after} order by started_at desc, id desc limit $2 + 1`,
+    `select ${COLUMNS}, ${keyInstantSql('started_at')} as page_key from exports.runs where ${where.join(' and ')} order by started_at desc, id desc limit $2 + 1`,
     values,
   );
   return pageOfRows(rows, page.limit, (row) => [row.page_key, row.id], runRecord);
