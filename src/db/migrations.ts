@@ -6,7 +6,7 @@ import { StartRefused } from '../errors.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
-import { ensureRoles, grantAnalyticExt, grantSchema, type RoleNames } from './roles.js';
+import { ensureRoles, grantAnalyticExt, grantSchema, keepSetConfigFromAnalytic, type RoleNames } from './roles.js';
 
 /**
  * Versioned SQL migrations, one folder per schema, applied in the order of MIGRATION_SETS under a
@@ -169,6 +169,8 @@ export async function migrate(
         await grantAnalyticExt(client, nspname, roles);
       }
       await client.query(`grant select on public.svc_schema_history to ${pg.escapeIdentifier(roles.app)}, ${pg.escapeIdentifier(roles.worker)}`);
+      // Under the lock: replicas starting at once would otherwise update set_config's rights together.
+      await keepSetConfigFromAnalytic(client, roles);
     }
   } finally {
     await client.query('select pg_advisory_unlock(hashtext($1))', [LOCK_KEY]).catch(() => undefined);

@@ -104,6 +104,78 @@ async function grantAnalyticToApp(owner: pg.ClientBase, roles: RoleNames): Promi
   }
 }
 
+/** PostgreSQL's function that changes a setting, `role` and the tenant (`svc.tenant_id`) included; EXECUTE is PUBLIC's by default. */
+const SET_CONFIG = 'pg_catalog.set_config(text, text, boolean)';
+
+/** Who of the hub's roles may call set_config (roles the server lacks are left out), and whether `client`'s role is a superuser. */
+async function setConfigRights(client: pg.ClientBase, roles: RoleNames): Promise<{ owner: string; superuser: boolean; may: Map<string, boolean> }> {
+  const { rows } = await client.query<{ rolname: string; may: boolean }>(
+    `select rolname, has_function_privilege(oid, '${SET_CONFIG}', 'execute') as may from pg_roles where rolname = any($1)`,
+    [[roles.app, roles.worker, roles.analytic]],
+  );
+  const me = await client.query<{ owner: string; superuser: boolean }>(`select current_user as owner, current_setting('is_superuser') = 'on' as superuser`);
+  return { ...me.rows[0]!, may: new Map(rows.map((r) => [r.rolname, r.may])) };
+}
+
+/**
+ * What the hub's database must say about set_config: the application and worker roles call it
+ * (every tenant transaction sets `svc.tenant_id` with it; exports and vector search set their
+ * settings), the analytic role must not. The analytic chat's statement runs after `SET LOCAL ROLE`
+ * to the analytic role, and PostgreSQL checks a function's EXECUTE against that role: without the
+ * right, `set_config('role', …)` (back to the application role, the session's) and
+ * `set_config('svc.tenant_id', …)` (another tenant under row-level security) are refused (42501),
+ * in any spelling and from any depth (inside query_to_xml's statement, through pg_settings' update
+ * rule), so a statement past guard 2 (docs/analytic-guards.md) can undo neither. `owner` is granted
+ * too: the owner's own tools (pg_dump sets search_path with it) keep working. Only set_config's owner (the bootstrap superuser)
+ * or another superuser may change its rights.
+ */
+function setConfigStatements(owner: string, roles: RoleNames): string {
+  return `begin; grant execute on function ${SET_CONFIG} to ${[...new Set([owner, roles.app, roles.worker])].join(', ')}; revoke execute on function ${SET_CONFIG} from public, ${roles.analytic}; commit`;
+}
+
+/**
+ * Keeps set_config from the analytic role (setConfigStatements) where `owner` is a superuser and
+ * it is not done yet: granted to the application and worker roles, then revoked from PUBLIC in the
+ * same transaction, so no hub's transaction finds it missing. Idempotent; a non-superuser changes
+ * nothing (the start then warns: setConfigCheck).
+ */
+export async function keepSetConfigFromAnalytic(owner: pg.ClientBase, roles: RoleNames): Promise<void> {
+  const { superuser, may } = await setConfigRights(owner, roles);
+  if (!superuser || (may.get(roles.analytic) === false && may.get(roles.app) && may.get(roles.worker))) return;
+  const fn = `function ${SET_CONFIG}`;
+  await owner.query('begin');
+  try {
+    await owner.query(`grant execute on ${fn} to ${pg.escapeIdentifier(roles.app)}, ${pg.escapeIdentifier(roles.worker)}`);
+    await owner.query(`revoke execute on ${fn} from public, ${pg.escapeIdentifier(roles.analytic)}`);
+    await owner.query('commit');
+  } catch (err) {
+    await owner.query('rollback').catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * At start, as the owner: a refusal when the application or worker role may not call set_config
+ * (every request would fail), a warning when the analytic role may (the hub could not take the
+ * right away: no superuser; or roles made by an administrator). Roles the server lacks are
+ * another check's business.
+ */
+export async function setConfigCheck(owner: pg.ClientBase, roles: RoleNames): Promise<{ refusal?: string; warning?: string }> {
+  const rights = await setConfigRights(owner, roles);
+  const lacking = [roles.app, roles.worker].filter((role) => rights.may.get(role) === false);
+  if (lacking.length) {
+    return {
+      refusal: `the role${lacking.length > 1 ? 's' : ''} ${lacking.join(' and ')} may not call set_config, with which the hub sets each transaction's tenant: run "grant execute on function ${SET_CONFIG} to ${lacking.join(', ')}" in the hub's database as a superuser (docs/operations.md, "Starting and stopping")`,
+    };
+  }
+  if (rights.may.get(roles.analytic)) {
+    return {
+      warning: `the analytic role ${roles.analytic} may call set_config, with which SQL of the analytic chat that got past its guards could take another tenant's rows or the application role back: run "${setConfigStatements(rights.owner, roles)}" in the hub's database as a superuser (docs/operations.md, "Starting and stopping")`,
+    };
+  }
+  return {};
+}
+
 /**
  * The analytic role's rights on one tenant's ext schema (`ext_t<id>`): USAGE on the schema and
  * SELECT on its tables, those made later included (default privileges of the owner, who makes

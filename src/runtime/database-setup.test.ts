@@ -7,7 +7,7 @@ import { roleUrl } from '../db/roles.js';
 import { createTestDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
-import { setupDatabase } from './database-setup.js';
+import { type DatabaseSetup, setupDatabase } from './database-setup.js';
 
 describe('setupDatabase', () => {
   it('two hubs starting at once on a new database: the one that finds tenant default being created by the other starts too', async () => {
@@ -44,16 +44,7 @@ describe('setupDatabase', () => {
     await migrate(url, TEST_ROLES);
     // A name of this test's alone: roles are the server's, and other suites use svc_analytic.
     const analytic = `svc_analytic_${randomBytes(4).toString('hex')}`;
-    const config = Config.load({
-      env: {
-        SVC_CONFIG: '/dev/null',
-        SVC_DATASOURCE_URL: url,
-        SVC_DATASOURCE_APP_URL: roleUrl(url, TEST_ROLES.app),
-        SVC_DATASOURCE_WORKER_URL: roleUrl(url, TEST_ROLES.worker),
-        SVC_DATASOURCE_ANALYTIC_ROLE: analytic,
-        SVC_MIGRATE_ON_START: 'false',
-      },
-    });
+    const config = adminRolesConfig(url, { SVC_DATASOURCE_ANALYTIC_ROLE: analytic });
     const owner = new pg.Client({ connectionString: url });
     await owner.connect();
     try {
@@ -74,25 +65,110 @@ describe('setupDatabase', () => {
     }
   });
 
+  it("a database an older hub migrated: the migration takes set_config from the analytic role (a superuser owner), the application and worker roles keep it, and a tenant's transaction still sets its tenant", async () => {
+    const { url, owner } = await migratedWithOwner();
+    try {
+      // As PostgreSQL makes it, and as the database of a hub before this one was.
+      await owner.query('grant execute on function pg_catalog.set_config(text, text, boolean) to public');
+      const config = Config.load({ env: { SVC_CONFIG: '/dev/null', SVC_DATASOURCE_URL: url } });
+      for (let start = 1; start <= 2; start++) {
+        const warnings = await startWarnings(config, { migrate: true }, async (setup) => {
+          expect(await setConfigRights(owner)).toEqual({ [TEST_ROLES.analytic]: false, [TEST_ROLES.app]: true, [TEST_ROLES.worker]: true, public: false });
+          const tenant = await setup.db.withTenant(1, (tx) => tx.query<{ t: string }>("select current_setting('svc.tenant_id') as t"));
+          expect(tenant.rows).toEqual([{ t: '1' }]);
+          const worker = await setup.db.crossTenantQuery<{ s: string }>('test', "select set_config('statement_timeout', '5s', true) as s");
+          expect(worker.rows).toEqual([{ s: '5s' }]);
+        });
+        expect(warnings.filter((m) => /set_config/.test(m))).toEqual([]);
+      }
+    } finally {
+      await owner.end();
+    }
+  });
+
+  it("roles an administrator made, set_config still PUBLIC's: the start warns naming what to run, and is quiet once it ran; a role of the hub without it is refused", async () => {
+    const { url, owner } = await migratedWithOwner();
+    const config = adminRolesConfig(url);
+    const warnings = async () => (await startWarnings(config, { migrate: false })).filter((m) => /set_config/.test(m));
+    try {
+      await owner.query('grant execute on function pg_catalog.set_config(text, text, boolean) to public');
+      // Was: nothing said; the analytic role could call set_config.
+      const ownerRole = decodeURIComponent(new URL(url).username);
+      const statements = `begin; grant execute on function pg_catalog.set_config(text, text, boolean) to ${ownerRole}, svc_app, svc_worker; revoke execute on function pg_catalog.set_config(text, text, boolean) from public, svc_analytic; commit`;
+      expect(await warnings()).toEqual([
+        `the analytic role svc_analytic may call set_config, with which SQL of the analytic chat that got past its guards could take another tenant's rows or the application role back: run "${statements}" in the hub's database as a superuser (docs/operations.md, "Starting and stopping")`,
+      ]);
+      await owner.query(statements);
+      expect(await warnings()).toEqual([]);
+      expect(await setConfigRights(owner)).toEqual({ [TEST_ROLES.analytic]: false, [TEST_ROLES.app]: true, [TEST_ROLES.worker]: true, public: false });
+      // Half of it done: the worker role left without it would fail every background transaction.
+      await owner.query('revoke execute on function pg_catalog.set_config(text, text, boolean) from svc_worker');
+      await expect(setupDatabase(config, { migrate: false })).rejects.toThrow(
+        `the role svc_worker may not call set_config, with which the hub sets each transaction's tenant: run "grant execute on function pg_catalog.set_config(text, text, boolean) to svc_worker" in the hub's database as a superuser (docs/operations.md, "Starting and stopping")`,
+      );
+    } finally {
+      await owner.end();
+    }
+  });
+
   it('svc.migrate.on-start false with migrations pending: the start says so, naming the schemas', async () => {
-    const url = await createTestDatabase();
-    await migrate(url, TEST_ROLES);
-    const owner = new pg.Client({ connectionString: url });
-    await owner.connect();
+    const { url, owner } = await migratedWithOwner();
     // One not yet applied: as if this hub's build had one more than the database.
     await owner.query(`delete from public.svc_schema_history where schema = 'core' and version = (select max(version) from public.svc_schema_history where schema = 'core')`);
     await owner.end();
     const config = Config.load({ env: { SVC_CONFIG: '/dev/null', SVC_DATASOURCE_URL: url, SVC_MIGRATE_ON_START: 'false' } });
-    const logs = captureLogs('warn');
-    try {
-      const setup = await setupDatabase(config, { migrate: false });
-      await setup.close();
-    } finally {
-      logs.restore();
-    }
     // Was: nothing at start (only readiness, 503, said why).
-    expect(logs.lines().map((l) => l.msg)).toContain(
+    expect(await startWarnings(config, { migrate: false })).toContain(
       'svc.migrate.on-start is false and migrations are pending (core: 1): readiness answers 503, and requests that need them fail, until svc-hub migrate applies them',
     );
   });
 });
+
+/** Whether each of the test roles, and PUBLIC, may call set_config in the database of `owner`. */
+async function setConfigRights(owner: pg.Client): Promise<Record<string, boolean>> {
+  const { rows } = await owner.query<{ rolname: string; may: boolean }>(
+    `select rolname, has_function_privilege(oid, 'pg_catalog.set_config(text, text, boolean)', 'execute') as may from pg_roles where rolname = any($1)
+     union all select 'public', exists (select 1 from pg_proc p, aclexplode(p.proacl) a where p.oid = 'pg_catalog.set_config(text, text, boolean)'::regprocedure and a.grantee = 0 and a.privilege_type = 'EXECUTE')`,
+    [[TEST_ROLES.app, TEST_ROLES.worker, TEST_ROLES.analytic]],
+  );
+  return Object.fromEntries(rows.map((r) => [r.rolname, r.may]));
+}
+
+/** A new migrated test database and a connected owner client of it (the caller ends it). */
+async function migratedWithOwner(): Promise<{ url: string; owner: pg.Client }> {
+  const url = await createTestDatabase();
+  await migrate(url, TEST_ROLES);
+  const owner = new pg.Client({ connectionString: url });
+  await owner.connect();
+  return { url, owner };
+}
+
+/** The warnings a start logs (`during` runs while it is up), the start closed again. */
+async function startWarnings(config: Config, options: { migrate: boolean }, during?: (setup: DatabaseSetup) => Promise<void>): Promise<string[]> {
+  const logs = captureLogs('warn');
+  try {
+    const setup = await setupDatabase(config, options);
+    try {
+      await during?.(setup);
+    } finally {
+      await setup.close();
+    }
+  } finally {
+    logs.restore();
+  }
+  return logs.lines().map((l) => String(l.msg));
+}
+
+/** A start on roles an administrator made (the test roles, through their own URLs), migrations not applied. */
+function adminRolesConfig(url: string, env: Record<string, string> = {}): Config {
+  return Config.load({
+    env: {
+      SVC_CONFIG: '/dev/null',
+      SVC_DATASOURCE_URL: url,
+      SVC_DATASOURCE_APP_URL: roleUrl(url, TEST_ROLES.app),
+      SVC_DATASOURCE_WORKER_URL: roleUrl(url, TEST_ROLES.worker),
+      SVC_MIGRATE_ON_START: 'false',
+      ...env,
+    },
+  });
+}

@@ -4,7 +4,7 @@ import { StartRefused } from '../errors.js';
 import { Database } from '../db/database.js';
 import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
 import { migrate, migrationStatus } from '../db/migrations.js';
-import { roleUrl, type RoleNames, WORKER_PLAN_CACHE_MODE } from '../db/roles.js';
+import { roleUrl, type RoleNames, setConfigCheck, WORKER_PLAN_CACHE_MODE } from '../db/roles.js';
 import { logger, registerSecret } from '../observability/logger.js';
 import { embeddingDimensions } from '../retrieval/embedding/from-config.js';
 import { preparePgvector, type VectorSearchMode } from '../retrieval/pgvector.js';
@@ -69,12 +69,16 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
         );
       }
     }
-    if (!managed) {
+    const { refusal, warning } = await withOwner(ownerUrl, async (client): Promise<{ refusal?: string; warning?: string }> => {
       // Roles an administrator made: the analytic chat's role must be there, and the application role able to
       // take it (docs/operations.md); without it every new ext table's grants, and every analytic query, would fail.
-      const problem = await withOwner(ownerUrl, (client) => analyticRoleProblem(client, roles));
-      if (problem) throw new StartRefused(problem);
-    }
+      const problem = managed ? undefined : await analyticRoleProblem(client, roles);
+      return problem ? { refusal: problem } : setConfigCheck(client, roles);
+    });
+    if (refusal) throw new StartRefused(refusal);
+    // Not refused: a hub whose owner is no superuser (or whose roles an administrator made) cannot take the right
+    // itself, and guard 2 still refuses set_config; an upgrade keeps starting.
+    if (warning) logger().warn(warning);
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
     for (const url of [appUrl, workerUrl]) registerSecret(decodeURIComponent(new URL(url).password) || undefined);

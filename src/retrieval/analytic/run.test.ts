@@ -176,8 +176,41 @@ describe('runReadOnly', () => {
     }
   });
 
-  it('leaves no session state behind: timeout, search_path and settings a function changed are gone', async () => {
-    await runReadOnly(t.db, 7, "select pg_catalog.set_config('svc.probe', 'changed', false)", options);
+  it("is refused set_config by PostgreSQL (guard 2 bypassed): neither the role nor the tenant can be changed, no other tenant's row comes back", async () => {
+    const { app } = TEST_ROLES;
+    for (const sql of [
+      `select set_config('role', '${app}', true) as r, current_user as who`,
+      `select name from ext_t7.partners where pg_catalog.set_config('role', '${app}', true) is not null`,
+      "select pg_catalog.set_config('svc.tenant_id', '8', true) as t, (select string_agg(name, ',') from ext_t7.partners) as names",
+      `select name from ext_t7.partners where "set_config"('svc.tenant_id', '8', true) = '8'`,
+      "select name from ext_t7.partners where PG_CATALOG.SET_CONFIG('svc.tenant_id', '8', true) = '8'",
+      // From inside another function's statement: the right is checked at every call.
+      "select query_to_xml('select pg_catalog.set_config(''svc.tenant_id'', ''8'', true), name from ext_t7.partners', false, false, '') as x",
+    ]) {
+      const err = await refusal(sql);
+      // 42501: permission denied for function set_config.
+      expect({ sql, guard: err.guard, message: err.message }).toEqual({ sql, guard: 5, message: 'The query reached data it is not allowed to read.' });
+    }
+    // The database itself: the analytic role may not call it; the roles the hub's own SQL runs as may.
+    const { rows } = await t.owner.query<{ rolname: string; may: boolean }>(
+      `select rolname, has_function_privilege(oid, 'pg_catalog.set_config(text, text, boolean)', 'execute') as may from pg_roles where rolname = any($1) order by rolname`,
+      [[TEST_ROLES.app, TEST_ROLES.worker, TEST_ROLES.analytic]],
+    );
+    expect(rows).toEqual([
+      { rolname: TEST_ROLES.analytic, may: false },
+      { rolname: TEST_ROLES.app, may: true },
+      { rolname: TEST_ROLES.worker, may: true },
+    ]);
+    // The tenant's own rows as before, and the application role's transaction still sets its tenant with set_config.
+    expect((await runReadOnly(t.db, 7, 'select name from ext_t7.partners order by name', options)).rows).toEqual([{ name: 'Acme' }, { name: 'Bolt' }, { name: 'Cogs' }]);
+    expect((await t.db.withTenant(8, (tx) => tx.query("select current_setting('svc.tenant_id') as t"))).rows).toEqual([{ t: '8' }]);
+    expect((await t.db.readWithTenant(8, (tx) => tx.query('select name from ext_t7.partners'))).rows).toEqual([{ name: 'Other tenant' }]);
+  });
+
+  it('leaves no session state behind: timeout, search_path and settings are gone', async () => {
+    // A function that changes a session setting is refused to the analytic role (set_config, above); were it not, the rollback would undo it.
+    await refusal("select pg_catalog.set_config('svc.probe', 'changed', false)");
+    await runReadOnly(t.db, 7, 'select 1 as one', options);
     const { rows } = await t.db.withTenant(7, (tx) =>
       tx.query<{ probe: string | null; timeout: string; path: string; ro: string }>(
         "select current_setting('svc.probe', true) as probe, current_setting('statement_timeout') as timeout, " +

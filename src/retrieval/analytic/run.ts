@@ -63,8 +63,10 @@ let loaded: Promise<void> | undefined;
  * row-level security and nothing of the hub's schemas, nor other sessions' query texts, nor signal
  * them. The transaction is always rolled back, which also undoes the role and any session setting a
  * function might have changed. So even a statement that slipped past guards 1-4 cannot write,
- * cannot run for long, and cannot see another tenant's rows (while guard 2 refuses set_config,
- * which could change the tenant, or the role back to the application role: docs/analytic-guards.md).
+ * cannot run for long, and cannot see another tenant's rows: set_config, which could change the
+ * tenant, or the role back to the application role, is refused to the analytic role by PostgreSQL
+ * where the hub could take it from PUBLIC (src/db/roles.ts, keepSetConfigFromAnalytic; the start
+ * warns where it could not), and by guard 2 everywhere (docs/analytic-guards.md).
  *
  * The text is parsed again first and must be one SELECT (guard 1): several statements would let
  * a COMMIT end the read-only transaction. A timeout, a write, a missing privilege or a failure of the statement
