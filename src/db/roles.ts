@@ -57,7 +57,17 @@ export async function ensureRoles(owner: pg.ClientBase, ownerUrl: string, roles:
     // No password: nobody logs in as it; the application role takes it with SET LOCAL ROLE.
     [roles.analytic, 'NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT NOLOGIN', []],
   ];
-  for (const [role, attributes, settings] of spec) {
+  // An owner may name an attribute (even to deny it: NOSUPERUSER, NOCREATEDB) only if it holds the
+  // attribute itself. One that is no superuser (CREATEROLE and BYPASSRLS, as a managed PostgreSQL's
+  // administrator) leaves those words out: a role it makes starts without them, and it could not
+  // have given them since.
+  const { rows: me } = await owner.query<{ rolsuper: boolean; rolcreatedb: boolean }>('select rolsuper, rolcreatedb from pg_roles where rolname = current_user');
+  const held = { NOSUPERUSER: me[0]?.rolsuper === true, NOCREATEDB: me[0]?.rolcreatedb === true };
+  for (const [role, all, settings] of spec) {
+    const attributes = all
+      .split(' ')
+      .filter((word) => held[word as keyof typeof held] !== false)
+      .join(' ');
     const ident = pg.escapeIdentifier(role);
     const login = role !== roles.analytic;
     const password = login ? ` password ${pg.escapeLiteral(derivePassword(ownerUrl, role))}` : ' password null';
