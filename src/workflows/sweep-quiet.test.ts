@@ -1,0 +1,182 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { ownerClient } from '../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { applySweptWorkflow } from '../../test/harness/workflow-fixture.js';
+import { until } from '../../test/harness/until.js';
+import type { Database } from '../db/database.js';
+import { sweepWorkflows } from './sweep.js';
+
+/**
+ * A quiet tick of the dormancy sweep, on the real PostgreSQL: a part of the records read (WRITE_ROWS,
+ * 1,000) with nothing to start, end or announce opens no write transaction, so it takes no
+ * transaction id (which would hold back every outbox consumer while it ran) and costs no commit.
+ * Each part with something to do still writes it: a changed record, a gone one, a due spell
+ * (announced once), the baseline of an unfinished first pass marked done at the end of the next;
+ * the part after one that wrote is written without asking. A re-apply on another state column
+ * during a pass still stops it at the next part. Every transaction the sweep opens is recorded with its statements and the transaction id it
+ * held at its end (`pg_current_xact_id_if_assigned()`, null without one).
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+const RECORDS = 2_500;
+const WORKFLOW = 'quiet-status';
+
+interface Opened {
+  statements: string[];
+  xid: string | null;
+}
+const opened: Opened[] = [];
+let recording: Database;
+/** Called once each statement of the sweep has answered. */
+let afterStatement: ((text: string) => Promise<void>) | undefined;
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = await ownerClient(hub.ownerUrl);
+  await applySweptWorkflow(hub, owner, {
+    name: 'quiet',
+    records: RECORDS,
+    key: "'p' || lpad(g::text, 5, '0')",
+    status: "'prospect'",
+    states: ['prospect', 'active'],
+    dormancy: { after: '1s', states: ['prospect'] },
+  });
+  const db = hub.services.db;
+  recording = Object.create(db) as Database;
+  recording.withTenant = (tenantId, fn) =>
+    db.withTenant(tenantId, async (tx) => {
+      const one: Opened = { statements: [], xid: null };
+      opened.push(one);
+      const result = await fn({
+        tenantId: tx.tenantId,
+        query: async (text, values, options) => {
+          one.statements.push(text);
+          const answered = await tx.query(text, values, options);
+          await afterStatement?.(text);
+          return answered as never;
+        },
+      });
+      one.xid = (await tx.query<{ xid: string | null }>('select pg_current_xact_id_if_assigned()::text as xid')).rows[0]!.xid;
+      return result;
+    });
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+});
+
+/**
+ * One sweep through `recording`: its result, the transactions that held a transaction id, the parts
+ * asked about before any write (the reader's digest of their spells) and the parts written (the
+ * workflow's row share-locked).
+ */
+async function tick(batch = 10_000) {
+  opened.length = 0;
+  const result = await sweepWorkflows(recording, hub.services.events, { batch });
+  return {
+    result,
+    withXid: opened.filter((t) => t.xid !== null).length,
+    asked: opened.flatMap((t) => t.statements).filter((s) => s.includes('sha256(')).length,
+    written: opened.filter((t) => t.statements.some((s) => / for share$/.test(s))).length,
+  };
+}
+
+const spell = async (key: string) =>
+  (
+    await owner.query<{ state: string; due: boolean; notified: boolean }>(
+      `select s.state, s.since <= now() - interval '1 second' as due, s.notified_at is not null as notified
+         from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = $1 and s.record_key = $2`,
+      [WORKFLOW, key],
+    )
+  ).rows[0];
+
+const decisions = async (key: string) =>
+  (await owner.query<{ n: number }>(`select count(*)::int as n from events.outbox where tenant_id = 1 and type = $1 and payload->>'key' = $2`, [`decision.dormant.${WORKFLOW}`, key])).rows[0]!.n;
+
+describe('a quiet tick of the dormancy sweep', () => {
+  it('opens no write transaction and takes no transaction id; a part with something to do is still written, once', async () => {
+    await until('the spells to come due at the first pass', async () => (await owner.query(`select now() - tracked_since > interval '1.1 seconds' as due from workflows.workflows where name = $1`, [WORKFLOW])).rows[0]?.due);
+    const first = await tick();
+    expect(first.result).toMatchObject({ workflows: 1, records: RECORDS, started: RECORDS, emitted: RECORDS, ended: 0 });
+    expect(first.written).toBe(3);
+    expect(first.withXid).toBe(3);
+
+    // Nothing changed, nothing due: each part only read, whatever the batch read at a time.
+    for (const [batch, parts] of [
+      [10_000, 3],
+      [1_000, 3],
+      [700, 4],
+    ]) {
+      const quiet = await tick(batch);
+      expect(quiet.result).toMatchObject({ workflows: 1, records: RECORDS, started: 0, ended: 0, emitted: 0, skipped: 0 });
+      expect({ batch, asked: quiet.asked, written: quiet.written, withXid: quiet.withXid }).toEqual({ batch, asked: parts, written: 0, withXid: 0 });
+    }
+
+    // A first pass that stopped before its end: the next marks the baseline done, in its last part only.
+    await owner.query('update workflows.workflows set baseline_done = false where name = $1', [WORKFLOW]);
+    const baseline = await tick();
+    expect(baseline.result).toMatchObject({ records: RECORDS, started: 0, ended: 0, emitted: 0 });
+    expect(baseline.written).toBe(1);
+    expect((await owner.query('select baseline_done from workflows.workflows where name = $1', [WORKFLOW])).rows[0].baseline_done).toBe(true);
+    expect((await tick()).written).toBe(0);
+
+    // One record of the last part changes state, then back: each time that part is written, a new spell started.
+    await owner.query(`update ext_t1.quiet_partners set status = 'active' where external_id = 'p02345'`);
+    const changed = await tick();
+    expect(changed.result).toMatchObject({ records: RECORDS, started: 1, ended: 0, emitted: 0 });
+    expect(changed).toMatchObject({ asked: 3, written: 1, withXid: 1 });
+    expect(await spell('p02345')).toMatchObject({ state: 'active', notified: false });
+    await owner.query(`update ext_t1.quiet_partners set status = 'prospect' where external_id = 'p02345'`);
+    expect(await tick()).toMatchObject({ result: { started: 1, emitted: 0 }, written: 1 });
+
+    // Its new spell in a dormancy state comes due: announced once, in one part's transaction.
+    await until('the new spell of p02345 due', async () => (await spell('p02345'))?.due);
+    const due = await tick();
+    expect(due.result).toMatchObject({ started: 0, ended: 0, emitted: 1 });
+    expect(due.written).toBe(1);
+    expect(await decisions('p02345')).toBe(2);
+    expect(await tick()).toMatchObject({ result: { emitted: 0 }, written: 0, withXid: 0 });
+    expect(await decisions('p02345')).toBe(2);
+
+    // A record gone from the first part and the last of all: their spells end. The part after one
+    // that wrote is written without asking (changes come in numbers), the one after that asked again.
+    await owner.query(`delete from ext_t1.quiet_partners where external_id in ('p00042', 'p02500')`);
+    const gone = await tick();
+    expect(gone.result).toMatchObject({ records: RECORDS - 2, started: 0, ended: 2, emitted: 0 });
+    expect(gone).toMatchObject({ asked: 2, written: 3 });
+    const asked = await tick(1_000);
+    expect(asked).toMatchObject({ result: { records: RECORDS - 2, started: 0, ended: 0 }, written: 0, withXid: 0 });
+    expect(await spell('p00042')).toBeUndefined();
+  });
+
+  it('stops at the next part when the workflow is re-applied on another state column during the pass', async () => {
+    expect((await tick()).written).toBe(0);
+    let parts = 0;
+    afterStatement = async (text) => {
+      // Once the first part was found quiet, before the second is looked at.
+      if (text.includes('sha256(') && ++parts === 1) {
+        await hub.services.workflows.apply(1, { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: WORKFLOW }, spec: { entity: 'quiet', stateColumn: 'id', states: ['prospect', 'active'], dormancy: { after: '1s', states: ['prospect'] } } }, 'test');
+      }
+    };
+    let stopped: Awaited<ReturnType<typeof tick>>;
+    try {
+      stopped = await tick(1_000);
+    } finally {
+      afterStatement = undefined;
+    }
+    expect(parts).toBe(2);
+    expect(stopped.result).toMatchObject({ workflows: 1, records: 1_000, started: 0, ended: 0, emitted: 0 });
+    expect(stopped.written).toBe(0);
+    const spells = async () => (await owner.query<{ n: number }>(`select count(*)::int as n from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = $1`, [WORKFLOW])).rows[0]!.n;
+    expect(await spells()).toBe(0);
+    // The next tick starts afresh: a spell per record (its key its state), the baseline done.
+    const records = (await owner.query<{ n: number }>('select count(*)::int as n from ext_t1.quiet_partners')).rows[0]!.n;
+    expect((await tick()).result).toMatchObject({ records, started: records, ended: 0 });
+    expect(await spells()).toBe(records);
+    expect(await spell('p00001')).toMatchObject({ state: 'p00001' });
+    expect((await owner.query('select baseline_done from workflows.workflows where name = $1', [WORKFLOW])).rows[0].baseline_done).toBe(true);
+  });
+});
