@@ -62,12 +62,34 @@ describe('svc-hub outbox', () => {
     expect(await cursors()).toEqual(['hooks']);
   });
 
+  it('drop-consumer keeps a cursor that advanced in the last 15 minutes (a hub may still run it) unless --force', async () => {
+    await owner.query(`insert into events.consumer_cursors (consumer, updated_at) values ('older-hub-export', now() - interval '1 minute')`);
+    const refused = await command(['drop-consumer', 'older-hub-export']);
+    expect(refused.code).toBe(1);
+    expect(refused.lines).toHaveLength(1);
+    expect(refused.lines[0]).toMatch(
+      /^refused: 'older-hub-export' advanced at \S+Z, in the last 15 minutes: a hub may still run it, and without its cursor it would start again at the outbox's head; stop that hub first, or pass --force$/,
+    );
+    expect(await cursors()).toContain('older-hub-export');
+    // Quiet for longer than that: dropped without --force.
+    await owner.query(`update events.consumer_cursors set updated_at = now() - interval '16 minutes' where consumer = 'older-hub-export'`);
+    expect((await command(['drop-consumer', 'older-hub-export'])).code).toBe(0);
+    await owner.query(`insert into events.consumer_cursors (consumer) values ('older-hub-export')`);
+    expect(await command(['drop-consumer', '--force', 'older-hub-export'])).toEqual({
+      code: 0,
+      lines: ["dropped consumer 'older-hub-export' (it was at 0/0): the purge no longer keeps events for it"],
+    });
+    expect(await cursors()).not.toContain('older-hub-export');
+  });
+
   it('refuses malformed arguments', () => {
     expect(parseOutboxArgs([])).toBe('a command is required (consumers, drop-consumer)');
     expect(parseOutboxArgs(['list'])).toBe("unknown command 'list'");
     expect(parseOutboxArgs(['drop-consumer'])).toBe('drop-consumer needs the NAME of a consumer');
     expect(parseOutboxArgs(['drop-consumer', 'a', 'b'])).toBe("unexpected argument 'b'");
     expect(parseOutboxArgs(['consumers', '--all'])).toBe("unexpected argument '--all'");
-    expect(parseOutboxArgs(['drop-consumer', 'a'])).toEqual({ command: 'drop-consumer', name: 'a' });
+    expect(parseOutboxArgs(['drop-consumer', 'a'])).toEqual({ command: 'drop-consumer', name: 'a', force: false });
+    expect(parseOutboxArgs(['drop-consumer', 'a', '--force'])).toEqual({ command: 'drop-consumer', name: 'a', force: true });
+    expect(parseOutboxArgs(['drop-consumer', '--forse', 'a'])).toBe("unknown option '--forse'");
   });
 });

@@ -14,25 +14,34 @@ export const HUB_CONSUMERS = {
 
 const RUNNING: readonly string[] = Object.values(HUB_CONSUMERS);
 
+/** drop-consumer keeps a cursor that advanced more recently than this, unless --force. */
+export const QUIET_MINUTES = 15;
+
 export const OUTBOX_USAGE = `usage: svc-hub outbox consumers
-       svc-hub outbox drop-consumer NAME
+       svc-hub outbox drop-consumer NAME [--force]
 
   consumers: lists every cursor of events.consumer_cursors, the furthest behind first: its name,
   its position (transaction id / event id), how far behind it is (the events after it and the age
   of the oldest of them), when it last advanced, and whether this version of the hub runs it.
   drop-consumer: removes the cursor NAME, so the daily purge no longer keeps events for it; for a
   consumer that no hub runs any more (left by an older version). A consumer this version runs
-  (${RUNNING.join(', ')}) is refused: dropping its cursor would make it start over.
+  (${RUNNING.join(', ')}) is refused: dropping its cursor would make it start over. So is one
+  that advanced in the last ${QUIET_MINUTES} minutes (a hub may still run it, and without its cursor it
+  would start again at the outbox's head, passing over what came in between), unless --force.
 `;
 
-type OutboxArgs = { command: 'consumers' } | { command: 'drop-consumer'; name: string };
+type OutboxArgs = { command: 'consumers' } | { command: 'drop-consumer'; name: string; force: boolean };
 
 export function parseOutboxArgs(argv: string[]): OutboxArgs | string {
   const [command, ...rest] = argv;
   if (command === 'consumers') return rest.length ? `unexpected argument '${rest[0]}'` : { command };
   if (command === 'drop-consumer') {
-    if (rest.length === 0 || !rest[0]) return 'drop-consumer needs the NAME of a consumer';
-    return rest.length > 1 ? `unexpected argument '${rest[1]}'` : { command, name: rest[0] };
+    const force = rest.includes('--force');
+    const names = rest.filter((a) => a !== '--force');
+    const flag = names.find((a) => a.startsWith('--'));
+    if (flag) return `unknown option '${flag}'`;
+    if (names.length === 0 || !names[0]) return 'drop-consumer needs the NAME of a consumer';
+    return names.length > 1 ? `unexpected argument '${names[1]}'` : { command, name: names[0], force };
   }
   return command ? `unknown command '${command}'` : 'a command is required (consumers, drop-consumer)';
 }
@@ -66,12 +75,19 @@ export async function outboxCommand(config: Config, argv: string[], out: (line: 
       for (const state of states) out(consumerLine(state));
       return 0;
     }
-    const dropped = await dropConsumer(setup.db, args.name);
+    const dropped = await dropConsumer(setup.db, args.name, { quietSeconds: args.force ? 0 : QUIET_MINUTES * 60 });
     if (!dropped) {
       out(`no consumer '${args.name}' (svc-hub outbox consumers lists them): nothing dropped`);
       return 1;
     }
-    out(`dropped consumer '${args.name}' (it was at ${dropped.txid}/${dropped.id}): the purge no longer keeps events for it`);
+    if ('advancedAt' in dropped) {
+      out(
+        `refused: '${args.name}' advanced at ${dropped.advancedAt.toISOString()}, in the last ${QUIET_MINUTES} minutes: a hub may still run it, and without its cursor it would start again at the outbox's head; stop that hub first, or pass --force`,
+      );
+      return 1;
+    }
+    const { position } = dropped;
+    out(`dropped consumer '${args.name}' (it was at ${position.txid}/${position.id}): the purge no longer keeps events for it`);
     return 0;
   } finally {
     await setup.close();

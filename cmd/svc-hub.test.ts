@@ -74,7 +74,7 @@ describe('svc-hub executable', () => {
     expect(runForms).toEqual([expect.stringContaining('run connector NAME'), expect.stringContaining('run export NAME')]);
     for (const form of runForms) expect(run.output()).toContain(`       ${form}\n`);
     expect(run.output()).toContain('       svc-hub secrets rekey [--batch N]\n');
-    expect(run.output()).toContain('       svc-hub outbox consumers | drop-consumer NAME\n');
+    expect(run.output()).toContain('       svc-hub outbox consumers | drop-consumer NAME [--force]\n');
     expect(run.output()).toContain('svc-hub --help | --version');
   });
 

@@ -16,7 +16,7 @@ const USAGE = `usage: svc-hub <role>
        svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
        svc-hub run export NAME --tenant CODE [--scheduled]
        svc-hub secrets rekey [--batch N]
-       svc-hub outbox consumers | drop-consumer NAME
+       svc-hub outbox consumers | drop-consumer NAME [--force]
        svc-hub --help | --version
 
 roles:
@@ -35,7 +35,8 @@ roles:
              opened under no configured key
   outbox     consumers: list the outbox consumers' cursors (position, lag, last advanced);
              drop-consumer NAME: remove the cursor of a consumer no hub runs any more, so the
-             purge no longer keeps events for it (a consumer this version runs is refused)
+             purge no longer keeps events for it (a consumer this version runs is refused, and one
+             that advanced in the last 15 minutes unless --force)
 
 Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
 `;

@@ -317,12 +317,24 @@ export async function outboxRetention(
   return { purged, lagging };
 }
 
-/** Removes a cursor: the purge no longer waits for it. Its state before, or undefined when there was none. */
-export async function dropConsumer(db: Database, name: string): Promise<Position | undefined> {
-  const { rows } = await db.crossTenantQuery<{ txid: string; last_id: string }>(
+/**
+ * Removes a cursor: the purge no longer waits for it. Its state before (`position`), or undefined
+ * when there was none. With `quietSeconds`, a cursor that advanced more recently is kept and its last
+ * advance answered (`advancedAt`): a consumer that moves may still run somewhere (an older hub beside
+ * this one), and without its cursor it would start again at the outbox's head, passing over what
+ * came in between.
+ */
+export async function dropConsumer(db: Database, name: string, options: { quietSeconds?: number } = {}): Promise<{ position: Position } | { advancedAt: Date } | undefined> {
+  const { rows } = await db.crossTenantQuery<{ updated_at: Date; txid: string | null; last_id: string | null }>(
     'outbox-consumers',
-    'delete from events.consumer_cursors where consumer = $1 returning txid::text as txid, last_id',
-    [name],
+    `with c as (select consumer, updated_at from events.consumer_cursors where consumer = $1 for update),
+          d as (delete from events.consumer_cursors x using c
+                 where x.consumer = c.consumer and ($2::integer = 0 or c.updated_at <= now() - make_interval(secs => $2::integer))
+             returning x.txid::text as txid, x.last_id)
+     select c.updated_at, d.txid, d.last_id from c left join d on true`,
+    [name, options.quietSeconds ?? 0],
   );
-  return rows[0] ? { txid: rows[0].txid, id: Number(rows[0].last_id) } : undefined;
+  const row = rows[0];
+  if (!row) return undefined;
+  return row.txid === null ? { advancedAt: row.updated_at } : { position: { txid: row.txid, id: Number(row.last_id) } };
 }

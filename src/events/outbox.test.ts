@@ -290,7 +290,7 @@ describe('consumers', () => {
       expect(await outboxRetention(db, 1, [], { laggingAfter: 3 * 86_400 })).toEqual({ purged: 0, lagging: [] });
       expect(logs.lines().filter((l) => l.level === 'warn')).toHaveLength(1);
       // Both dropped: the purge deletes the three, nothing is named, and the gauge forgets them.
-      expect(await dropConsumer(db, 'test-stale')).toEqual({ txid: expect.any(String), id: expect.any(Number) });
+      expect(await dropConsumer(db, 'test-stale')).toEqual({ position: { txid: expect.any(String), id: expect.any(Number) } });
       expect(await dropConsumer(db, 'test-stale-too')).toBeDefined();
       expect(await dropConsumer(db, 'test-stale')).toBeUndefined();
       expect(await outboxRetention(db, 1, ['test-live'])).toEqual({ purged: 3, lagging: [] });
