@@ -17,6 +17,12 @@ import { applyConnector, getConnector, listConnectorsJson, loadConnector } from 
  * the columns from the specs already stored.
  */
 
+interface PlanNode {
+  'Actual Rows': number;
+  'Actual Loops': number;
+  Plans?: PlanNode[];
+}
+
 let hub: TestHub;
 let owner: pg.Client;
 const EXAMPLES = new URL('../../examples/', import.meta.url);
@@ -127,6 +133,39 @@ describe('listConnectorsJson', () => {
     const record = (JSON.parse(changed.database) as Array<{ name: string; endpoints: Array<{ id: string; path: string; method: string }> }>).find((c) => c.name === several.metadata.name)!;
     expect(record.endpoints.map((e) => e.id)).toEqual(reordered.map((e) => e.id));
     expect(record.endpoints[0]).toMatchObject({ path: '/moved/here', method: 'POST' });
+  });
+
+  it("makes each endpoint's JSON once: no step of the list's plan yields more rows than the tenant has connectors or endpoints", async () => {
+    // The example connectors of the test above, several of them with several endpoints. The tables
+    // are small and not analyzed, as on most hubs: an aggregate over all the tenant's endpoints
+    // joined to the connectors was run again for each connector (every endpoint's JSON made once per
+    // connector: a plan step yielding connectors × endpoints / 2 rows).
+    const { rows: counts } = await owner.query<{ connectors: number; endpoints: number }>(
+      'select (select count(*) from connectors.connectors where tenant_id = 1)::int as connectors, (select count(*) from connectors.endpoints where tenant_id = 1)::int as endpoints',
+    );
+    const { connectors, endpoints } = counts[0]!;
+    expect(connectors).toBeGreaterThan(10);
+    expect(endpoints).toBeGreaterThan(connectors);
+    const plan = await hub.services.db.readWithTenant(1, async (tx) => {
+      let explained: unknown;
+      const explaining: Tx = {
+        ...tx,
+        query: async (text, values) => {
+          const { rows } = await tx.query(`explain (analyze, format json) ${text}`, values);
+          explained = rows[0]!['QUERY PLAN'];
+          return { rows: [{ body: '[]' }] } as unknown as pg.QueryResult;
+        },
+      };
+      await listConnectorsJson(explaining);
+      return explained as Array<{ Plan: PlanNode }>;
+    });
+    const yielded: number[] = [];
+    const walk = (node: PlanNode) => {
+      yielded.push(Math.round(node['Actual Rows'] * node['Actual Loops']));
+      for (const child of node.Plans ?? []) walk(child);
+    };
+    walk(plan[0]!.Plan);
+    expect(Math.max(...yielded)).toBeLessThanOrEqual(endpoints);
   });
 
   it('the migration that stores the summary fills it from the specs already stored', async () => {

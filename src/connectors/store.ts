@@ -262,18 +262,24 @@ function summaryOf(e: Omit<EndpointSpec, 'uuid'>): [kind: EndpointSummary['kind'
 /**
  * The statement selecting connector records (`ConnectorRecord`, each column named as its field,
  * times as the answer's text) from `connectors.connectors c` with `where`. Each record's endpoints
- * are one JSON array made by the database: for the whole list, aggregated once per connector over
- * the tenant's endpoints (`grouped`); for one connector, by a sub-select over its own.
+ * are one JSON array made by the database, by a sub-select over the connector's own endpoints (an
+ * index scan of endpoints' (connector_id, endpoint_id)), for the whole list as for one connector.
+ * `to_json(array_agg(…))` writes the same text as `'[' || string_agg(row_to_json(…)::text, ',') || ']'`
+ * and is `json` as it is: the text cast to `json` was parsed again to be checked.
+ *
+ * Not one aggregate over all the tenant's endpoints joined to the connectors: with the few rows of
+ * these tables (below autovacuum's threshold, never analyzed) the planner expected one connector
+ * and ran the aggregate again for each one, every endpoint's JSON made once per connector of the
+ * tenant (≈ 1 ms of the server's CPU for 20 connectors, against ≈ 0.27 ms this way:
+ * docs/performance.md, "Levers already in the code").
  */
-function recordsSql(where: string, grouped: boolean): string {
+function recordsSql(where: string): string {
   const endpoint = `select w.endpoint_id as id, w.uuid, w.enabled, w.kind, w.method, w.path, w.pagination, w.target_table as "table",
            w.sync_mode as "syncMode", w.watermark, ${isoTimestampSql('w.watermark_updated_at')} as "watermarkUpdatedAt"`;
-  const array = `('[' || string_agg(row_to_json((select s from (${endpoint}) s))::text, ',' order by w.position) || ']')::json`;
-  const endpoints = grouped ? 'e.endpoints' : `(select ${array} from connectors.endpoints w where w.connector_id = c.id)`;
-  const join = grouped ? `left join (select w.connector_id, ${array} as endpoints from connectors.endpoints w group by w.connector_id) e on e.connector_id = c.id` : '';
+  const endpoints = `(select to_json(array_agg((select s from (${endpoint}) s) order by w.position)) from connectors.endpoints w where w.connector_id = c.id)`;
   return `select c.id, c.name, c.connector_type as "connectorType", c.scopes, c.schedule, coalesce(${endpoints}, '[]') as endpoints,
       ${isoTimestampSql('c.created_at')} as "createdAt", ${isoTimestampSql('c.updated_at')} as "updatedAt"
-    from connectors.connectors c ${join} where ${where}`;
+    from connectors.connectors c where ${where}`;
 }
 
 /**
@@ -282,7 +288,7 @@ function recordsSql(where: string, grouped: boolean): string {
  * (store-json.test.ts holds both to the stored spec and watermarks).
  */
 export async function listConnectorsJson(tx: Tx): Promise<JsonText> {
-  const { rows } = await tx.query<{ body: string }>(jsonArraySql(`${recordsSql('true', true)} order by c.name`, 'r.name'), [], { prepare: true });
+  const { rows } = await tx.query<{ body: string }>(jsonArraySql(`${recordsSql('true')} order by c.name`, 'r.name'), [], { prepare: true });
   return new JsonText(rows[0]!.body);
 }
 
@@ -300,7 +306,7 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ id: string
 export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetail | undefined> {
   const { rows } = await tx.query<{ record: string; manifest: unknown; spec: ConnectorSpec; id: string; tenant_id: number }>(
     `select row_to_json(r)::text as record, c.manifest, c.spec, c.id, c.tenant_id
-       from (${recordsSql('c.name = $1', false)}) r join connectors.connectors c on c.id = r.id`,
+       from (${recordsSql('c.name = $1')}) r join connectors.connectors c on c.id = r.id`,
     [name],
   );
   const row = rows[0];
