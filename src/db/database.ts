@@ -207,13 +207,23 @@ export class Database {
     });
   }
 
+  /** The ping under way, which callers arriving meanwhile share. */
+  private pinging: Promise<void> | undefined;
+
   /**
    * `select 1` on the application pool, given up after `timeoutMs`: a database that accepts
    * connections but does not answer (a hung server, a network path lost without a reset) fails the
-   * ping instead of holding it.
+   * ping instead of holding it. Callers that ask while a ping is under way take its answer (and its
+   * timeout) instead of sending their own: a burst of health requests (`GET /api/platform/health`)
+   * takes one connection and wakes the server once, not once per request.
    */
-  async ping(timeoutMs = 2_000): Promise<void> {
-    await this.answerWithin('select 1', timeoutMs);
+  ping(timeoutMs = 2_000): Promise<void> {
+    this.pinging ??= this.answerWithin('select 1', timeoutMs)
+      .then(() => undefined)
+      .finally(() => {
+        this.pinging = undefined;
+      });
+    return this.pinging;
   }
 
   /**
