@@ -7,7 +7,7 @@ import { CopyRecords } from './copy-records.js';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
 import { inSpan, SpanKind } from '../observability/tracing.js';
-import { queryAfterOpening } from './opening-query.js';
+import { type Opening, queryAfterOpening } from './opening-query.js';
 import { endPool, resilientPool } from './pool.js';
 import { DEFAULT_ANALYTIC_ROLE } from './roles.js';
 
@@ -154,9 +154,11 @@ export class Database {
    */
   async readWithTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>): Promise<T> {
     const id = checkedTenant(tenantId);
-    const opening = [`select ${tenantSetting(id)}, set_config('transaction_read_only', 'on', true)`];
+    const text = `select ${tenantSetting(id)}, set_config('transaction_read_only', 'on', true)`;
     const work = async () => {
       const client = await this.app.connect();
+      // Through the extended protocol, the settings are a named statement of the connection's, bound with the tenant.
+      const opening = [{ text, prepared: { name: nameFor(client, READ_OPENING, { prepare: true })!, text: READ_OPENING, values: [String(id)] } }];
       let broken = false;
       try {
         return await fn({
@@ -329,6 +331,8 @@ function checkedTenant(tenantId: TenantId | undefined | null): number {
 
 /** The expression that sets the tenant until the transaction ends; `id` comes from `checkedTenant`, so inlining it is safe. */
 const tenantSetting = (id: number) => `set_config('svc.tenant_id', '${id}', true)`;
+/** `readWithTenant`'s settings as a named statement: the tenant id its parameter. */
+const READ_OPENING = `select set_config('svc.tenant_id', $1, true), set_config('transaction_read_only', 'on', true)`;
 
 /**
  * Runs `work` with the tenant in the logging context: a request's context is annotated with it
@@ -355,7 +359,7 @@ function traced<R extends pg.QueryResultRow>(
   client: pg.PoolClient | pg.Pool,
   text: string,
   values?: unknown[],
-  opening?: readonly string[],
+  opening?: readonly Opening[],
   name?: string,
   types?: pg.CustomTypesConfig,
 ): Promise<pg.QueryResult<R>> {

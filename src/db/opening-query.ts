@@ -17,21 +17,49 @@ import pg from 'pg';
  * the opening statements' results are dropped.
  *
  * `opening` holds fixed SQL without parameters; the caller inlines only checked values (an integer
- * tenant id).
+ * tenant id). An opening statement may also carry a `prepared` form, the same statement with its
+ * values as parameters: through the extended protocol it is then a named statement, parsed and
+ * planned once per connection and afterwards only bound with its values (the inline text is parsed
+ * and planned on every use, a noticeable part of a short read's cost on the server).
+ *
+ * node-postgres takes every ParseComplete of the message for the named statement's own: when the
+ * message fails, that mark is withdrawn, and a Parse of a named statement not known to the
+ * connection is preceded by a Close of its name (no error when there is none), so a statement whose
+ * Parse failed, or succeeded in a message that failed later, is parsed again the next time.
  */
+export interface PreparedOpening {
+  /** A name of the connection's own (`nameFor`). */
+  name: string;
+  text: string;
+  values: unknown[];
+}
+
+export type Opening = string | { text: string; prepared: PreparedOpening };
+
+const inline = (opening: Opening) => (typeof opening === 'string' ? opening : opening.text);
 // node-postgres's Query is a Submittable whose protocol hooks (`prepare`, `handleReadyForQuery`) and
 // result fields (`_results`) are not in its type declarations: reached through this loose view.
 interface QueryInternals {
   _results: unknown;
+  name?: string;
   prepare(connection: pg.Connection): void;
+  hasBeenParsed(connection: pg.Connection): boolean;
+  handleError(err: Error, connection: pg.Connection): void;
   handleReadyForQuery(connection: pg.Connection): void;
 }
+/** The named statements node-postgres knows a connection to hold (name to text). */
+const parsedOn = (connection: pg.Connection) => (connection as unknown as { parsedStatements: Record<string, string> }).parsedStatements;
 type QueryCtor = new (config: pg.QueryConfig, callback: (err: Error | undefined, result: pg.QueryResult) => void) => QueryInternals;
 const Query = pg.Query as unknown as QueryCtor;
 
 class OpeningQuery extends Query {
+  /** This message parses the named statement itself (its first use on the connection). */
+  private parsesOwn = false;
+  /** The opening went through the extended protocol (prepare), its prepared forms with it. */
+  private extendedProtocol = false;
+
   constructor(
-    private readonly opening: readonly string[],
+    private readonly opening: readonly Opening[],
     text: string,
     values: unknown[] | undefined,
     callback: (err: Error | undefined, result: pg.QueryResult) => void,
@@ -41,27 +69,51 @@ class OpeningQuery extends Query {
     // A statement with parameters or a name goes through the extended protocol; one with neither, as
     // one joined text of the simple protocol.
     const extended = (values !== undefined && values.length > 0) || name !== undefined;
-    super({ text: extended ? text : [...opening, text].join(';\n'), values: extended ? (values ?? []) : undefined, name, types }, callback);
+    super({ text: extended ? text : [...opening.map(inline), text].join(';\n'), values: extended ? (values ?? []) : undefined, name, types }, callback);
   }
 
   override prepare(connection: pg.Connection): void {
     // node-postgres corks the stream around prepare(): these messages leave in one write.
     const wire = connection as unknown as {
+      close(m: { type: 'S'; name: string }): void;
       parse(q: { text: string; name: string; types: unknown[] }): void;
       bind(c: { portal: string; statement: string; values: unknown[] }): void;
       describe(m: { type: 'P'; name: string }): void;
       execute(c: { portal: string; rows: number }): void;
     };
-    for (const text of this.opening) {
-      wire.parse({ text, name: '', types: [] });
-      wire.bind({ portal: '', statement: '', values: [] });
+    const parsed = parsedOn(connection);
+    this.extendedProtocol = true;
+    for (const opening of this.opening) {
+      const prepared = typeof opening === 'string' ? undefined : opening.prepared;
+      if (prepared) {
+        if (parsed[prepared.name] !== prepared.text) {
+          wire.close({ type: 'S', name: prepared.name });
+          wire.parse({ text: prepared.text, name: prepared.name, types: [] });
+        }
+        wire.bind({ portal: '', statement: prepared.name, values: prepared.values });
+      } else {
+        wire.parse({ text: opening as string, name: '', types: [] });
+        wire.bind({ portal: '', statement: '', values: [] });
+      }
       wire.describe({ type: 'P', name: '' });
       wire.execute({ portal: '', rows: 0 });
+    }
+    if (this.name && !this.hasBeenParsed(connection)) {
+      this.parsesOwn = true;
+      wire.close({ type: 'S', name: this.name });
     }
     super.prepare(connection);
   }
 
+  override handleError(err: Error, connection: pg.Connection): void {
+    // An opening's ParseComplete may have marked this statement parsed although its own Parse failed.
+    if (this.parsesOwn && this.name) delete parsedOn(connection)[this.name];
+    super.handleError(err, connection);
+  }
+
   override handleReadyForQuery(connection: pg.Connection): void {
+    // Reached only when the message succeeded: the prepared openings it sent are on the connection.
+    if (this.extendedProtocol) for (const opening of this.opening) if (typeof opening !== 'string') parsedOn(connection)[opening.prepared.name] = opening.prepared.text;
     // One result per statement: drop the opening statements' (an array of one is the statement's own).
     if (Array.isArray(this._results)) {
       const own = this._results.slice(this.opening.length);
@@ -77,7 +129,7 @@ class OpeningQuery extends Query {
  */
 export function queryAfterOpening<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
-  opening: readonly string[],
+  opening: readonly Opening[],
   text: string,
   values?: unknown[],
   name?: string,

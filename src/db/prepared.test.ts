@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
-import { statementName } from './database.js';
+import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { Database, statementName } from './database.js';
+import { roleUrl } from './roles.js';
 
 /**
  * Named (prepared) statements (`{prepare: true}`): one name per text, prepared on the server, and the
@@ -70,6 +71,38 @@ describe('prepared statements', () => {
     const text = 'select $1::int / $2::int as q';
     await expect(t.db.withTenant(1, (tx) => tx.query(text, [1, 0], PREPARED))).rejects.toThrow(/division by zero/);
     for (let i = 0; i < 4; i++) expect((await t.db.withTenant(1, (tx) => tx.query<{ q: number }>(text, [6, 3], PREPARED))).rows).toEqual([{ q: 2 }]);
+  });
+
+  it("a read's settings are a named statement of the connection, bound with each read's tenant", async () => {
+    const text = `select current_setting('svc.tenant_id') as tenant, current_setting('transaction_read_only') as read_only,
+      (select count(*) from pg_prepared_statements where statement like 'select set_config(''svc.tenant_id'', $1, true)%')::int as openings`;
+    // One connection, new: its first read a statement without parameters nor name (simple protocol),
+    // which carries the settings' text instead and prepares nothing.
+    const db = new Database({ appUrl: roleUrl(t.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(t.ownerUrl, TEST_ROLES.worker), analyticRole: TEST_ROLES.analytic, poolSize: 1 });
+    try {
+      for (const tenant of [1, 2, 1]) {
+        expect((await db.readWithTenant(tenant, (tx) => tx.query(`select current_setting('svc.tenant_id') as tenant`))).rows).toEqual([{ tenant: String(tenant) }]);
+        const { rows } = await db.readWithTenant(tenant, (tx) => tx.query(text, [], PREPARED));
+        expect(rows).toEqual([{ tenant: String(tenant), read_only: 'on', openings: 1 }]);
+      }
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('a named statement the server refused to parse is parsed again next time, with or without an opening before it', async () => {
+    // The opening's own ParseComplete came first and was taken for the statement's: the connection
+    // then bound the name without parsing it ('prepared statement … does not exist') for as long as it lived.
+    for (const [run, fn] of [
+      ['read', (text: string) => t.db.readWithTenant(1, (tx) => tx.query<{ n: number }>(text, [2], PREPARED))],
+      ['transaction', (text: string) => t.db.withTenant(1, (tx) => tx.query<{ n: number }>(text, [2], PREPARED))],
+      ['autocommit', (text: string) => t.db.crossTenantQuery<{ n: number }>('test', text, [2], PREPARED)],
+    ] as const) {
+      const text = `select public.later_${run}($1::int) as n`;
+      await expect(fn(text)).rejects.toThrow(/function public\.later_\w+\(integer\) does not exist/);
+      await t.owner.query(`create function public.later_${run}(int) returns int language sql immutable as 'select $1 * 21'`);
+      for (let i = 0; i < 3; i++) expect((await fn(text)).rows).toEqual([{ n: 42 }]);
+    }
   });
 
   it('answers as the unnamed statement, before and after a generic plan may be chosen', async () => {
