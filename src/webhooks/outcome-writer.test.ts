@@ -218,6 +218,23 @@ describe('the outcome writer', () => {
     expect((await rowsById([id!]))[0]!.response_body).toBe('a\ufffdb');
   });
 
+  it('add: the callbacks get what write would resolve or reject with (the attempt number; the refusal of the row alone)', async () => {
+    const token = randomUUID();
+    const [good, bad] = await leasedRows(2, token);
+    // The batch is refused, then its rows one by one: only the bad row's statement fails.
+    const writer = new OutcomeWriter({ tx: countingTx((text, values) => text.includes('unnest(') || values?.[0] === bad), delayMs: 0, maxBatch: 100, maxPending: 100 });
+    const settled = await Promise.all(
+      [good!, bad!].map(
+        (id) =>
+          new Promise<{ attempt?: number; error?: string }>((resolve) =>
+            writer.add(id, token, ok(), (attempt) => resolve({ attempt }), (err) => resolve({ error: (err as Error).message })),
+          ),
+      ),
+    );
+    expect(settled).toEqual([{ attempt: 1 }, { error: 'refused by the test' }]);
+    expect((await rowsById([good!, bad!])).map((r) => r.journal)).toEqual([[1], null]);
+  });
+
   it('pushes back when full: room() waits for a flush', async () => {
     const token = randomUUID();
     const ids = await leasedRows(3, token);
@@ -227,13 +244,15 @@ describe('the outcome writer', () => {
     expect(writer.size()).toBe(3);
     let roomAt: number | undefined;
     const started = Date.now();
-    await writer.room().then(() => {
+    const room = writer.room();
+    expect(room).toBeDefined();
+    await room!.then(() => {
       roomAt = Date.now();
     });
     expect(roomAt! - started).toBeGreaterThanOrEqual(150);
     await Promise.all(written);
     expect(writer.size()).toBe(0);
-    await writer.room(); // room at once
+    expect(writer.room()).toBeUndefined(); // room at once
   });
 
   it('a process that dies with outcomes not yet written leaves the rows leased; the retry sweep sends them again', async () => {

@@ -56,12 +56,15 @@ export class OutcomeWriter {
 
   /** Queues an outcome; resolves with the attempt's number once written (undefined: the row is gone). */
   write(id: number, token: string, outcome: AttemptOutcome): Promise<number | undefined> {
-    return new Promise((resolve, reject) => {
-      this.pending.push({ id, token, outcome, resolve, reject });
-      if (this.pending.length >= this.o.maxBatch) this.kick();
-      else if (!this.scheduled) this.schedule();
-      else if (this.waitingForCompany && !this.moreComing()) this.kick();
-    });
+    return new Promise((resolve, reject) => this.add(id, token, outcome, resolve, reject));
+  }
+
+  /** `write` with callbacks instead of a promise (the pool's attempts: no promise per outcome). */
+  add(id: number, token: string, outcome: AttemptOutcome, resolve: (attempt: number | undefined) => void, reject: (err: unknown) => void): void {
+    this.pending.push({ id, token, outcome, resolve, reject });
+    if (this.pending.length >= this.o.maxBatch) this.kick();
+    else if (!this.scheduled) this.schedule();
+    else if (this.waitingForCompany && !this.moreComing()) this.kick();
   }
 
   /** Outcomes not written yet. */
@@ -69,9 +72,9 @@ export class OutcomeWriter {
     return this.pending.length;
   }
 
-  /** Resolves when fewer than `maxPending` outcomes wait (at once when there is room). */
-  room(): Promise<void> {
-    if (this.pending.length < this.o.maxPending) return Promise.resolve();
+  /** Resolves when fewer than `maxPending` outcomes wait; undefined when there is room now (nothing to wait for). */
+  room(): Promise<void> | undefined {
+    if (this.pending.length < this.o.maxPending) return undefined;
     return new Promise((resolve) => this.roomWaiters.push(resolve));
   }
 

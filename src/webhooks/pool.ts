@@ -142,27 +142,36 @@ export class AttemptPool {
       if (group) group.running++;
       // Back of the line for its next job.
       if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
-      void job()
-        .catch(() => undefined)
-        .finally(() => {
-          lane.running--;
-          this.running--;
-          if (group) {
-            group.running--;
-            // A slot of the group is free: its waiting keys take their turns again (at the back).
-            for (const waiting of group.waiting) {
-              const other = this.lanes.get(waiting);
-              if (other && other.queue.length > 0 && other.running < this.perKey) this.ready.add(waiting);
-            }
-            group.waiting.clear();
-            if (group.running === 0) this.groups.delete(lane.group!);
-          }
-          if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
-          else if (lane.queue.length === 0 && lane.running === 0 && lane.roomWaiters.length === 0) this.lanes.delete(key);
-          this.pump();
-          this.checkIdle();
-        });
+      void this.runJob(job, key, lane, group);
     }
+  }
+
+  /**
+   * Runs a started job, then frees its slots. One async function, not `job().catch().finally()`:
+   * every promise costs the process's async-context hooks, and a drain runs thousands of jobs a second.
+   */
+  private async runJob(job: Job, key: string | number, lane: Lane, group: { running: number; waiting: Set<string | number> } | undefined): Promise<void> {
+    try {
+      await job();
+    } catch {
+      // A job handles its own failures; one that throws only ends.
+    }
+    lane.running--;
+    this.running--;
+    if (group) {
+      group.running--;
+      // A slot of the group is free: its waiting keys take their turns again (at the back).
+      for (const waiting of group.waiting) {
+        const other = this.lanes.get(waiting);
+        if (other && other.queue.length > 0 && other.running < this.perKey) this.ready.add(waiting);
+      }
+      group.waiting.clear();
+      if (group.running === 0) this.groups.delete(lane.group!);
+    }
+    if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
+    else if (lane.queue.length === 0 && lane.running === 0 && lane.roomWaiters.length === 0) this.lanes.delete(key);
+    this.pump();
+    this.checkIdle();
   }
 
   private checkIdle(): void {

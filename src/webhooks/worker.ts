@@ -85,7 +85,12 @@ interface Snapshot {
   columns: IntegrationColumns;
   at: number;
   changes: number;
+  /** The Claims' statement it was read in, when it was. */
+  stamp?: ClaimStamp;
 }
+
+/** The attempt number an outcome was written as, when nobody waits for it. */
+const ignore = () => undefined;
 
 type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
 
@@ -183,19 +188,22 @@ export class DeliveryWorker {
       if (this.stopping) return;
       this.queued.delete(deliveryId);
       try {
-        const { written } = await this.track(this.run(deliveryId, token, claim));
-        if (written) {
-          written.catch((err) => {
-            // The row keeps its lease and comes back to the retry sweep (the attempt is made again).
-            if (!this.stopping) logger().error({ err, deliveryId }, 'writing a delivery outcome failed; the retry sweep takes the row up after its lease');
-          });
-          await this.outcomes.room();
+        const { result } = await this.track(this.run(deliveryId, token, claim, (err) => this.writeFailed(err, deliveryId)));
+        if (result.kind === 'attempted') {
+          const room = this.outcomes.room();
+          if (room) await room;
         }
       } catch (err) {
         // A database failure: the row keeps its lease and comes back to the retry sweep.
         if (!this.stopping) logger().error({ err, deliveryId }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
       }
     };
+  }
+
+  /** An outcome of the pool's attempts that could not be written. */
+  private writeFailed(err: unknown, deliveryId: number): void {
+    // The row keeps its lease and comes back to the retry sweep (the attempt is made again).
+    if (!this.stopping) logger().error({ err, deliveryId }, 'writing a delivery outcome failed; the retry sweep takes the row up after its lease');
   }
 
   /**
@@ -211,7 +219,12 @@ export class DeliveryWorker {
 
   private track<T>(run: Promise<T>): Promise<T> {
     this.running.add(run);
-    void run.finally(() => this.running.delete(run)).catch(() => undefined);
+    // One reaction for both ends (not finally + catch: every promise costs the process's
+    // async-context hooks, several per delivery in a drain).
+    const forget = () => {
+      this.running.delete(run);
+    };
+    run.then(forget, forget);
     return run;
   }
 
@@ -219,17 +232,21 @@ export class DeliveryWorker {
    * The row of a Claim with its integration as fresh as `freshMs` (see the class comment);
    * undefined when the Claim is too old for its lease (renew and read instead).
    */
-  private async fromClaim(claim: Claim | undefined, id: number): Promise<ClaimedRow | undefined> {
+  private fromClaim(claim: Claim | undefined, id: number): ClaimedRow | Promise<ClaimedRow | undefined> | undefined {
     if (!claim || claim.row.id !== id) return undefined;
     if (performance.now() - claim.stamp.at >= this.o.leaseMs / 4) return undefined;
     const integrationId = claim.row.integration_id;
     let snapshot = this.snapshots.get(integrationId);
     if (claim.stamp.changes === this.changes && (!snapshot || claim.stamp.at > snapshot.at)) {
-      snapshot = { columns: integrationColumns(claim.row), at: claim.stamp.at, changes: claim.stamp.changes };
+      snapshot = { columns: integrationColumns(claim.row), at: claim.stamp.at, changes: claim.stamp.changes, stamp: claim.stamp };
       this.remember(integrationId, snapshot);
     }
-    if (!snapshot || snapshot.changes !== this.changes || performance.now() - snapshot.at >= this.freshMs) snapshot = await this.readAgain(integrationId);
-    return snapshot ? { ...claim.row, ...snapshot.columns } : undefined;
+    if (!snapshot || snapshot.changes !== this.changes || performance.now() - snapshot.at >= this.freshMs) {
+      return this.readAgain(integrationId).then((fresh) => (fresh ? { ...claim.row, ...fresh.columns } : undefined));
+    }
+    // The newest read is the one of the Claim's own statement: the row carries it already.
+    if (snapshot.stamp === claim.stamp) return claim.row;
+    return { ...claim.row, ...snapshot.columns };
   }
 
   /** Reads an integration again; the attempts that need it meanwhile share the read (one started after the last change). */
@@ -259,8 +276,18 @@ export class DeliveryWorker {
     this.snapshots.set(integrationId, snapshot);
   }
 
-  private async run(id: number, token: string, claim?: Claim): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
-    const row = (await this.fromClaim(claim, id)) ?? (await takeLease(this.direct, id, token, this.o.leaseMs));
+  /**
+   * One attempt. Its outcome goes to the writer: with `onWriteFailed` (the pool's attempts) without a
+   * promise to wait on, otherwise as `written`.
+   */
+  private async run(
+    id: number,
+    token: string,
+    claim?: Claim,
+    onWriteFailed?: (err: unknown) => void,
+  ): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
+    const claimed = this.fromClaim(claim, id);
+    const row = (claimed instanceof Promise ? await claimed : claimed) ?? (await takeLease(this.direct, id, token, this.o.leaseMs));
     if (!row) return { result: { kind: 'lost' } };
     // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
     if (!row.tenant_active) {
@@ -303,7 +330,9 @@ export class DeliveryWorker {
       // which is never retried: its attempt is recorded as it ended (`aborted: the process is stopping`).
       if (this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test') return { result: { kind: 'lost' } };
     }
-    const written = this.outcomes.write(id, token, outcome);
+    let written: Promise<number | undefined> | undefined;
+    if (onWriteFailed) this.outcomes.add(id, token, outcome, ignore, onWriteFailed);
+    else written = this.outcomes.write(id, token, outcome);
     if (outcome.ok) {
       if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
     } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
