@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { arrayLiteral } from '../db/array-literal.js';
 import type { Database } from '../db/database.js';
 import { advanceSql, advanceValues, type CursorMove } from '../events/consumer.js';
 import type { OutboxEvent } from '../events/outbox.js';
@@ -120,7 +121,7 @@ export class WebhookConsumer {
               ${TENANT_ACTIVE_SQL}
          from (select inserted.*, row_number() over (partition by integration_id) as nth from inserted) d
          left join hub.integrations i on i.id = d.integration_id and d.nth = 1`,
-      [events.map((e) => e.id), bodies, this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
+      [arrayLiteral(events.map((e) => e.id)), arrayLiteral(bodies), this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
     const rows = claimedRows(recorded, events, bodies);
     // Every row whose integration's queue has room is queued at once; the rest wait for room in

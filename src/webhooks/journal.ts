@@ -1,3 +1,4 @@
+import { arrayLiteral } from '../db/array-literal.js';
 import type { Tx } from '../db/database.js';
 import { JsonText } from '../db/json-text.js';
 import { jsonPageSql, type Page, type PageRequest } from '../db/keyset.js';
@@ -273,15 +274,16 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
      insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
      select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at from row
      returning delivery_id, attempt`,
+    // The arrays' literals made here in one pass each (src/db/array-literal.ts), not by node-postgres.
     [
-      outcomes.map((o) => o.id),
-      outcomes.map((o) => o.token),
-      outcomes.map((o) => o.outcome.ok),
-      outcomes.map((o) => o.outcome.httpStatus),
-      outcomes.map((o) => storable(o.outcome.responseBody)),
-      outcomes.map((o) => storable(o.outcome.error)),
-      outcomes.map((o) => o.outcome.durationMs),
-      outcomes.map((o) => o.outcome.attemptedAt.toISOString()),
+      arrayLiteral(outcomes.map((o) => o.id)),
+      arrayLiteral(outcomes.map((o) => o.token)),
+      arrayLiteral(outcomes.map((o) => o.outcome.ok)),
+      arrayLiteral(outcomes.map((o) => o.outcome.httpStatus)),
+      arrayLiteral(outcomes.map((o) => storable(o.outcome.responseBody))),
+      arrayLiteral(outcomes.map((o) => storable(o.outcome.error))),
+      arrayLiteral(outcomes.map((o) => o.outcome.durationMs)),
+      arrayLiteral(outcomes.map((o) => o.outcome.attemptedAt.toISOString())),
     ],
   );
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
