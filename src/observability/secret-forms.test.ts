@@ -129,6 +129,21 @@ describe('a long value', () => {
   });
 });
 
+describe('short texts and many secrets', () => {
+  it('a text shorter than the shortest secret form is left as it is; one as long is masked', () => {
+    expect(redactSecrets('ok', ['okay-a-long-secret'])).toBe('ok');
+    expect(redactSecrets('abc', ['abcd'])).toBe('abc');
+    expect(redactSecrets('abcd', ['abcd'])).toBe('[REDACTED]');
+    expect(redactSecrets('a b', ['a b'], 3)).toBe('[REDACTED]');
+    expect(redactSecrets('a+b', ['a b'], 3)).toBe('[REDACTED]');
+  });
+
+  it('masks after more secrets than the matchers kept (the cache starts again), at each minimum length', () => {
+    for (let i = 0; i < 1_100; i++) expect(redactSecrets(`said secret-${i}-value`, [`secret-${i}-value`], i % 2 === 0 ? 4 : 8)).toBe('said [REDACTED]');
+    expect(redactSecrets('said secret-0-value', ['secret-0-value'], 4)).toBe('said [REDACTED]');
+  });
+});
+
 describe('the log scrubber', () => {
   it('scrubs every form of a secret of the unit of work from its lines', () => {
     const logs = captureLogs('info');

@@ -33,11 +33,17 @@ interface Matcher {
  */
 const MAX_SPELLED = 256;
 
-const matchers = new Map<string, Matcher>();
+/** Matchers by minimum length, then secret: no key string to build per call (a delivery's answer is masked per attempt). */
+const matchers = new Map<number, Map<string, Matcher>>();
+let matcherCount = 0;
 
 function matcherOf(secret: string, minLength: number): Matcher {
-  const key = `${minLength}:${secret}`;
-  let matcher = matchers.get(key);
+  let ofLength = matchers.get(minLength);
+  if (!ofLength) {
+    ofLength = new Map();
+    matchers.set(minLength, ofLength);
+  }
+  let matcher = ofLength.get(secret);
   if (!matcher) {
     const base64 = Buffer.from(secret, 'utf8').toString('base64').replace(/=+$/, '');
     matcher = {
@@ -48,8 +54,12 @@ function matcherOf(secret: string, minLength: number): Matcher {
     if (!matcher.pattern) matcher.literals.push(...literalForms(secret));
     matcher.literals = [...new Set(matcher.literals)].filter((form) => form.length >= minLength);
     if (matcher.anchor !== undefined && matcher.anchor.length < 3) matcher.anchor = undefined;
-    if (matchers.size >= 1_000) matchers.clear();
-    matchers.set(key, matcher);
+    if (matcherCount >= 1_000) {
+      for (const other of matchers.values()) other.clear();
+      matcherCount = 0;
+    }
+    ofLength.set(secret, matcher);
+    matcherCount++;
   }
   return matcher;
 }
@@ -129,6 +139,9 @@ export const longestFirst = (a: string, b: string): number => b.length - a.lengt
  * apart and leave the rest of it readable.
  */
 export function redactSecrets(text: string, secrets: Iterable<string>, minLength = 4): string {
+  // Every form of a secret is at least `minLength` long (shorter secrets are left alone): a shorter
+  // text (a webhook receiver's `ok`) holds none.
+  if (text.length < minLength) return text;
   let out = text;
   const list = Array.isArray(secrets) ? (secrets as readonly string[]) : [...secrets];
   // A list already longest first (the log scrubber's) is used as it is: no copy, no sort per call.
