@@ -76,6 +76,60 @@ function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string
 /** How long a batch of the consumer waits, in all, for room in full, not stalled, integration queues before leaving their first attempts to the sweep. */
 const QUEUE_WAIT_MS = 1_000;
 
+/**
+ * The retry sweep's claim (`claim` below): $1 max attempts, $2 rows per integration, $3 rows in all,
+ * $4 lease ms, $5 lease token, $6 integrations left out, $7 attempted before, $8 rows per tenant,
+ * $9/$10 each tenant's attempts running, $11 the gap after an attempt (ms). Exported for its plan's test.
+ */
+export const SWEEP_CLAIM_SQL = `with recursive integrations (id) as (
+   -- The integrations with open rows, one index probe each (deliveries_open_by_integration):
+   -- from one to the next, never reading the open rows of one to find the next.
+   (select integration_id from hub.deliveries
+     where not succeeded and closed_reason is null and kind <> 'test'
+     order by integration_id limit 1)
+   union all
+   select (select d.integration_id from hub.deliveries d
+            where not d.succeeded and d.closed_reason is null and d.kind <> 'test' and d.integration_id > i.id
+            order by d.integration_id limit 1)
+     from integrations i where i.id is not null
+ ), candidates as (
+   -- Each integration's first $2 rows to attempt, in id order, read from its open rows alone.
+   select c.id, c.tenant_id
+     from integrations i
+     cross join lateral (
+       select d.id, d.tenant_id
+         from hub.deliveries d
+        where d.integration_id = i.id
+          and not d.succeeded and d.closed_reason is null and d.kind <> 'test' and d.attempts < $1
+          and (d.lease_until is null or d.lease_until < now())
+          and ($7::timestamptz is null or d.attempted_at is null or d.attempted_at < $7)
+          and (d.attempted_at is null or d.attempted_at + make_interval(secs => (coalesce(d.duration_ms, 0) + $11::double precision) / 1000) < now())
+        order by d.id
+        limit $2
+     ) c
+    where i.id is not null and i.id <> all($6::bigint[])
+ ), per_tenant as (
+   select id, tenant_id, row_number() over (partition by tenant_id order by id) as tn
+     from candidates
+ ), picked as (
+   -- The candidates' rows looked up by id (a join let the planner walk the whole journal in id order).
+   select d.id from hub.deliveries d
+    where d.id = any (array(
+            select c.id from per_tenant c
+              left join unnest($9::bigint[], $10::integer[]) as b (tenant_id, running) on b.tenant_id = c.tenant_id
+             where $8::integer is null or c.tn <= $8::integer - coalesce(b.running, 0)))
+      and not d.succeeded and d.closed_reason is null and d.attempts < $1
+      and (d.lease_until is null or d.lease_until < now())
+      and ($7::timestamptz is null or d.attempted_at is null or d.attempted_at < $7)
+      and (d.attempted_at is null or d.attempted_at + make_interval(secs => (coalesce(d.duration_ms, 0) + $11::double precision) / 1000) < now())
+    order by d.id
+    limit $3
+    for update of d skip locked
+ )
+ update hub.deliveries d set lease_until = now() + make_interval(secs => $4::double precision / 1000), lease_token = $5
+   from picked where d.id = picked.id
+ returning d.id, d.tenant_id, d.integration_id`;
+
 export class WebhookConsumer {
   constructor(private readonly o: WebhookConsumerOptions) {}
 
@@ -283,32 +337,7 @@ export class WebhookConsumer {
     const perTenant = this.o.perTenantClaim ?? null;
     const rows = await this.o.db.crossTenant('webhook-retry', async (tx) => {
       const { rows } = await tx.query<Inserted>(
-        `with candidates as (
-           select id, tenant_id, row_number() over (partition by integration_id order by id) as rn
-             from hub.deliveries
-            where not succeeded and closed_reason is null and kind <> 'test' and attempts < $1
-              and (lease_until is null or lease_until < now())
-              and integration_id <> all($6::bigint[])
-              and ($7::timestamptz is null or attempted_at is null or attempted_at < $7)
-              and (attempted_at is null or attempted_at + make_interval(secs => (coalesce(duration_ms, 0) + $11::double precision) / 1000) < now())
-         ), per_tenant as (
-           select id, tenant_id, row_number() over (partition by tenant_id order by id) as tn
-             from candidates where rn <= $2
-         ), picked as (
-           select d.id from hub.deliveries d join per_tenant c on c.id = d.id
-             left join unnest($9::bigint[], $10::integer[]) as b (tenant_id, running) on b.tenant_id = c.tenant_id
-            where ($8::integer is null or c.tn <= $8::integer - coalesce(b.running, 0))
-              and not d.succeeded and d.closed_reason is null and d.attempts < $1
-              and (d.lease_until is null or d.lease_until < now())
-              and ($7::timestamptz is null or d.attempted_at is null or d.attempted_at < $7)
-              and (d.attempted_at is null or d.attempted_at + make_interval(secs => (coalesce(d.duration_ms, 0) + $11::double precision) / 1000) < now())
-            order by d.id
-            limit $3
-            for update of d skip locked
-         )
-         update hub.deliveries d set lease_until = now() + make_interval(secs => $4::double precision / 1000), lease_token = $5
-           from picked where d.id = picked.id
-         returning d.id, d.tenant_id, d.integration_id`,
+        SWEEP_CLAIM_SQL,
         [
           this.o.maxAttempts,
           this.o.perIntegrationClaim,
