@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Tx } from '../../db/database.js';
 import type { PageKey } from '../../db/keyset.js';
 import { type MigratedDatabase, migratedDatabase } from '../../../test/harness/database.js';
+import { explainingTx } from '../../../test/harness/explain.js';
 import { listRunsJson } from './ledger.js';
 
 /**
@@ -66,14 +66,7 @@ describe('the run list filtered by a connector', () => {
     const first = await t.db.withTenant(T, (tx) => listRunsJson(tx, { limit: 50 }, { connector: 'conn-7' }));
     await t.db.withTenant(T, async (tx) => {
       // The statements as listRunsJson sends them, planned in the tenant's transaction (explain does not run them).
-      const explaining: Tx = {
-        tenantId: T,
-        query: async (text: string, values?: unknown[]) => {
-          const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`explain ${text}`, values);
-          plans.push(rows.map((r) => r['QUERY PLAN']).join('\n'));
-          return { rows: [{ body: '[]', next: null }] } as never;
-        },
-      };
+      const explaining = explainingTx(tx, plans, { rows: [{ body: '[]', next: null }] });
       await listRunsJson(explaining, { limit: 50 }, { connector: 'conn-7' });
       await listRunsJson(explaining, { limit: 50, after: first.next! }, { connector: 'conn-7' });
     });

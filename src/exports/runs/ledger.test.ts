@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Tx } from '../../db/database.js';
 import type { PageKey } from '../../db/keyset.js';
 import { type MigratedDatabase, migratedDatabase } from '../../../test/harness/database.js';
+import { explainingTx } from '../../../test/harness/explain.js';
 import { latestRun, listRuns } from './ledger.js';
 
 /**
@@ -67,14 +67,7 @@ describe("one export's runs", () => {
     const first = await t.db.withTenant(T, (tx) => listRuns(tx, 'export-7', { limit: 50 }));
     await t.db.withTenant(T, async (tx) => {
       // The statements as listRuns sends them, planned in the tenant's transaction (explain does not run them).
-      const explaining: Tx = {
-        tenantId: T,
-        query: async (text: string, values?: unknown[]) => {
-          const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`explain ${text}`, values);
-          plans.push(rows.map((r) => r['QUERY PLAN']).join('\n'));
-          return { rows: [] } as never;
-        },
-      };
+      const explaining = explainingTx(tx, plans);
       await listRuns(explaining, 'export-7', { limit: 50 });
       await listRuns(explaining, 'export-7', { limit: 50, after: first.next! });
       await listRuns(explaining, 'export-7', { limit: 50 }, ['crm']);
