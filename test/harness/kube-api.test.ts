@@ -819,3 +819,174 @@ describe('13. built-in objects are decoded into their Go structs (unknown fields
     expect(stored.count).toBeUndefined();
   });
 });
+
+describe('14. chunked lists: limit and continue, as kube-apiserver serves them from etcd', () => {
+  interface Page {
+    metadata: { resourceVersion?: string; continue?: string; remainingItemCount?: number };
+    items: KubeObject[];
+  }
+  const CHUNKS = 'chunks';
+  const listPage = (params: { namespace?: string; limit?: number; _continue?: string; labelSelector?: string; resourceVersion?: string }) =>
+    (params.namespace === undefined
+      ? custom.listClusterCustomObject({ ...WIDGET, ...params })
+      : custom.listNamespacedCustomObject({ ...WIDGET, ...params, namespace: params.namespace })) as Promise<Page>;
+  const names = (page: Page) => page.items.map((o) => o.metadata.name);
+  const put = (namespace: string, name: string, size = 1, labels: Record<string, string> = {}) =>
+    api.apply('widgets', { ...widget(name, { size }), metadata: { name, namespace, labels } } as KubeObject);
+  /** A GET of the widgets of `namespace` with a raw query, answered as sent. */
+  const raw = async (namespace: string, query: string) => {
+    const res = await fetch(`${api.url}/apis/test.svc.io/v1/namespaces/${namespace}/widgets?${query}`, { headers: { Authorization: 'Bearer stand-in' } });
+    return { status: res.status, body: (await res.json()) as StatusBody & Page };
+  };
+  const token = (json: unknown) => Buffer.from(JSON.stringify(json)).toString('base64url');
+
+  beforeAll(() => {
+    // Created out of order: a list answers them in key order all the same.
+    for (const name of ['w-c', 'w-a', 'w-e', 'w-b', 'w-d']) put(CHUNKS, name);
+  });
+
+  it('answers at most `limit` items in key order, a continue token and remainingItemCount while more remain; the pages make the unchunked list', async () => {
+    const whole = await listPage({ namespace: CHUNKS });
+    expect(names(whole)).toEqual(['w-a', 'w-b', 'w-c', 'w-d', 'w-e']);
+    expect(whole.metadata.continue).toBeUndefined();
+    expect(whole.metadata.remainingItemCount).toBeUndefined();
+
+    const first = await listPage({ namespace: CHUNKS, limit: 2 });
+    expect(names(first)).toEqual(['w-a', 'w-b']);
+    expect(first.metadata.remainingItemCount).toBe(3);
+    expect(first.metadata.continue).toMatch(/^[A-Za-z0-9_-]+$/);
+    const second = await listPage({ namespace: CHUNKS, limit: 2, _continue: first.metadata.continue });
+    expect(names(second)).toEqual(['w-c', 'w-d']);
+    expect(second.metadata.remainingItemCount).toBe(1);
+    const last = await listPage({ namespace: CHUNKS, limit: 2, _continue: second.metadata.continue });
+    expect(names(last)).toEqual(['w-e']);
+    // The last page: neither a token nor a count (a limit that ends exactly on the last item too).
+    expect(last.metadata.continue).toBeUndefined();
+    expect(last.metadata.remainingItemCount).toBeUndefined();
+    expect((await listPage({ namespace: CHUNKS, limit: 5 })).metadata.continue).toBeUndefined();
+    expect([...names(first), ...names(second), ...names(last)]).toEqual(names(whole));
+    // The token is kube-apiserver's: the revision of the first page and the key after the last item answered.
+    expect(JSON.parse(Buffer.from(first.metadata.continue!, 'base64url').toString())).toEqual({ v: 'meta.k8s.io/v1', rv: Number(first.metadata.resourceVersion), start: 'w-b\u0000' });
+    // A limit of 0 (or below) is no limit; one that is not a number is refused.
+    expect(names(await listPage({ namespace: CHUNKS, limit: 0 }))).toEqual(names(whole));
+    const notANumber = await raw(CHUNKS, 'limit=ten');
+    expect(notANumber.status).toBe(400);
+    expect(notANumber.body.reason).toBe('BadRequest');
+  });
+
+  it('orders a list across namespaces by <namespace>/<name> byte by byte, as etcd keys sort ("order-b/…" < "order/…" < "order0/…")', async () => {
+    put('order', 'x');
+    put('order-b', 'y');
+    put('order0', 'z');
+    const across = (page: Page) => page.items.filter((o) => o.metadata.namespace!.startsWith('order')).map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+    expect(across(await listPage({}))).toEqual(['order-b/y', 'order/x', 'order0/z']);
+    // Chunked the same way: the token's key is <namespace>/<name> across namespaces.
+    const first = await listPage({ limit: 1, labelSelector: '!absent' });
+    expect(JSON.parse(Buffer.from(first.metadata.continue!, 'base64url').toString()).start).toBe(`${first.items[0]!.metadata.namespace}/${first.items[0]!.metadata.name}\u0000`);
+  });
+
+  it('serves every page at the first page\'s resourceVersion: what is created, changed or deleted after it does not show', async () => {
+    const first = await listPage({ namespace: CHUNKS, limit: 2 });
+    const rv = first.metadata.resourceVersion;
+    const before = api.get('test.svc.io/v1', 'widgets', CHUNKS, 'w-c')!;
+    put(CHUNKS, 'w-bb'); // sorts into the second page
+    put(CHUNKS, 'w-c', 7); // changed
+    api.remove('test.svc.io/v1', 'widgets', CHUNKS, 'w-d'); // deleted
+    const second = await listPage({ namespace: CHUNKS, limit: 2, _continue: first.metadata.continue });
+    expect(names(second)).toEqual(['w-c', 'w-d']);
+    expect(second.items[0]).toEqual(before);
+    expect(second.metadata.resourceVersion).toBe(rv);
+    const last = await listPage({ namespace: CHUNKS, limit: 2, _continue: second.metadata.continue });
+    expect(names(last)).toEqual(['w-e']);
+    expect(last.metadata.resourceVersion).toBe(rv);
+    // A new list sees the new state, at the new revision.
+    const now = await listPage({ namespace: CHUNKS });
+    expect(names(now)).toEqual(['w-a', 'w-b', 'w-bb', 'w-c', 'w-e']);
+    expect((now.items[3]!.spec as { size: number }).size).toBe(7);
+    expect(Number(now.metadata.resourceVersion)).toBeGreaterThan(Number(rv));
+  });
+
+  it('with a labelSelector: only matching items, at most `limit`, no remainingItemCount; a page may hold fewer, even none, and only the token says more remain', async () => {
+    const SEL = 'chunks-sel';
+    for (const [name, color] of [['s-a', 'red'], ['s-b', 'blue'], ['s-c', 'red'], ['s-d', 'blue'], ['s-e', 'blue']] as const) put(SEL, name, 1, { color });
+    const first = await listPage({ namespace: SEL, limit: 2, labelSelector: 'color=red' });
+    expect(names(first)).toEqual(['s-a', 's-c']);
+    expect(first.metadata.remainingItemCount).toBeUndefined();
+    // Keys remain after s-c (s-d, s-e), though none matches: the token is there.
+    expect(first.metadata.continue).toBeDefined();
+    const second = await listPage({ namespace: SEL, limit: 2, labelSelector: 'color=red', _continue: first.metadata.continue });
+    expect(names(second)).toEqual([]);
+    expect(second.metadata.continue).toBeUndefined();
+    expect(second.metadata.resourceVersion).toBe(first.metadata.resourceVersion);
+    const blue = await listPage({ namespace: SEL, limit: 1, labelSelector: 'color=blue' });
+    const pages = [names(blue)];
+    for (let page = blue; page.metadata.continue; ) {
+      page = await listPage({ namespace: SEL, limit: 1, labelSelector: 'color=blue', _continue: page.metadata.continue });
+      pages.push(names(page));
+    }
+    expect(pages).toEqual([['s-b'], ['s-d'], ['s-e']]);
+  });
+
+  it.each([
+    ['not base64url', 'a+b/c', 'invalid continue token: continue key is not valid: illegal base64 data at input byte 1'],
+    ['not JSON', Buffer.from('{rv').toString('base64url'), 'invalid continue token: continue key is not valid: '],
+    ['another version', token({ v: 'meta.k8s.io/v2', rv: 5, start: 'w-a\u0000' }), 'invalid continue token: continue key is not valid: server does not recognize this encoded version meta.k8s.io/v2'],
+    ['no revision', token({ v: 'meta.k8s.io/v1', rv: 0, start: 'w-a\u0000' }), 'invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)'],
+    ['a revision that is not a number', token({ v: 'meta.k8s.io/v1', rv: '5', start: 'w-a\u0000' }), 'invalid continue token: continue key is not valid: json: cannot unmarshal string'],
+    ['no start key', token({ v: 'meta.k8s.io/v1', rv: 5, start: '' }), 'invalid continue token: continue key is not valid: encoded start key empty (version meta.k8s.io/v1)'],
+    ['a start key out of the prefix', token({ v: 'meta.k8s.io/v1', rv: 5, start: '../other/x' }), 'invalid continue token: continue key is not valid: ../other/x'],
+  ])('refuses a continue token that is %s: 400 BadRequest', async (_what, continueToken, message) => {
+    const { status: code, body } = await raw(CHUNKS, `limit=2&continue=${encodeURIComponent(continueToken)}`);
+    expect(code).toBe(400);
+    expect(body).toMatchObject({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 400 });
+    expect(body.message.startsWith(message)).toBe(true);
+  });
+
+  it('refuses a continue token with a resourceVersion: 400 BadRequest', async () => {
+    const first = await listPage({ namespace: CHUNKS, limit: 2 });
+    const { status: code, body } = await raw(CHUNKS, `limit=2&continue=${first.metadata.continue}&resourceVersion=${first.metadata.resourceVersion}`);
+    expect(code).toBe(400);
+    expect(body.message).toBe('specifying resource version is not allowed when using continue');
+  });
+
+  it('answers 410 Expired to a token whose revision was compacted, with a token to continue inconsistently; a new list works', async () => {
+    const first = await listPage({ namespace: CHUNKS, limit: 2 });
+    // Compaction at the current revision leaves it readable: the token still works.
+    api.compact();
+    expect(names(await listPage({ namespace: CHUNKS, limit: 2, _continue: first.metadata.continue }))).toEqual(['w-bb', 'w-c']);
+    // A write, then compaction past the token's revision: it has expired.
+    put(CHUNKS, 'w-ab');
+    api.compact();
+    const expired = await refusal(listPage({ namespace: CHUNKS, limit: 2, _continue: first.metadata.continue }));
+    expect(expired.httpCode).toBe(410);
+    const { httpCode: _, ...body } = expired;
+    expect(body).toEqual({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: { continue: expect.any(String) },
+      status: 'Failure',
+      message:
+        'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.',
+      reason: 'Expired',
+      code: 410,
+    });
+    // That token continues after the same key, from the latest revision: w-ab (created since) is not there, being before it.
+    const inconsistent = await listPage({ namespace: CHUNKS, limit: 10, _continue: (body as unknown as Page).metadata.continue });
+    expect(names(inconsistent)).toEqual(['w-bb', 'w-c', 'w-e']);
+    expect(inconsistent.metadata.resourceVersion).toBe(api.resourceVersion);
+    // Starting again: every page of the new list is served.
+    const again = await listPage({ namespace: CHUNKS, limit: 3 });
+    expect(names(again)).toEqual(['w-a', 'w-ab', 'w-b']);
+    expect(names(await listPage({ namespace: CHUNKS, limit: 3, _continue: again.metadata.continue }))).toEqual(['w-bb', 'w-c', 'w-e']);
+  });
+
+  it('beforeList runs a scripted write before a later page is served', async () => {
+    let ran = 0;
+    api.beforeList(new RegExp(`/namespaces/${CHUNKS}/widgets$`), () => ran++, { continued: true });
+    const first = await listPage({ namespace: CHUNKS, limit: 2 });
+    expect(ran).toBe(0);
+    await listPage({ namespace: CHUNKS, limit: 2, _continue: first.metadata.continue });
+    await listPage({ namespace: CHUNKS, limit: 2, _continue: first.metadata.continue });
+    expect(ran).toBe(1);
+  });
+});

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import type { Grant, PolicyRule } from '../../kube/rbac.js';
+import { byKey, decodeContinue, encodeContinue, EXPIRED_CONTINUE, pageOf, parseLimit } from './kube-api-paging.js';
 import { BUILT_IN_STRUCTS, decodeGo, defaultCronJob, encodeGo, UndecodableError } from './kube-builtin.js';
 import { validateCronJob } from './kube-cron.js';
 import { canonicalQuantity, QUANTITY_REFUSED } from './kube-quantity.js';
@@ -49,6 +50,13 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   watched object that stops (starts) matching is seen DELETED (ADDED). A watch from a
  *   resourceVersion older than `compact()` answers 200 and then one ERROR event carrying a 410
  *   Expired Status, and closes, as kube-apiserver does (the informer lists again);
+ * - lists in the order of their etcd keys (namespace/name), chunked by `limit` and `continue` as
+ *   kube-apiserver serves them from etcd (kube-api-paging.ts): at most `limit` items, a continue token
+ *   while keys remain and `remainingItemCount` when no selector filters the list; every page read at
+ *   the first page's resourceVersion (the history of every object is kept until `compact()`); a
+ *   token that does not decode is 400 BadRequest, one whose revision was compacted 410 Expired (with
+ *   a token to continue inconsistently, as the server gives one); `beforeList` scripts a write
+ *   between two pages;
  * - batch/v1 CronJobs are validated as the real server does: `spec.schedule` as robfig/cron's
  *   ParseStandard (5 fields or a descriptor; no `TZ=`/`CRON_TZ=`), `spec.timeZone` an IANA name,
  *   the name at most 52 characters, the job's pod template with containers and restartPolicy
@@ -77,7 +85,8 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  * Not modelled: admission (a namespace need not exist), strategic merge or server-side apply patches,
  * the decoding of Namespaces and events.k8s.io Events (stored as sent; the hub writes neither), the
  * parts of a pod spec typed `any` in kube-builtin.ts (kept as sent), duplicate JSON fields,
- * CEL validation rules (x-kubernetes-validations), conversion between versions, pagination.
+ * CEL validation rules (x-kubernetes-validations), conversion between versions, lists served from the
+ * watch cache (`resourceVersion=0`, `resourceVersionMatch`): every list reads etcd's latest revision.
  *
  * Tests script failures with `failNext` and read every request in `requests`.
  */
@@ -187,6 +196,15 @@ interface Failure {
   times: number;
   /** For a GET of a collection: only its list, only its watch, or either. */
   on: 'list' | 'watch' | 'any';
+}
+
+/** Something a test does when a list request arrives, before it is answered (`beforeList`). */
+interface ListHook {
+  path: RegExp;
+  /** Only on a request with a continue token (true), only on a first page (false), or on either. */
+  continued?: boolean;
+  times: number;
+  action: (query: Record<string, string>) => void;
 }
 
 interface WatchEvent {
@@ -440,10 +458,13 @@ export class KubeApiStandIn {
   readonly requests: RecordedRequest[] = [];
   private readonly types = new Map<string, ResourceType>();
   private readonly objects = new Map<string, KubeObject>(); // typeKey|ns|name
+  /** Every version of every object since the compaction, as etcd keeps them (a deletion has no object): chunked lists read their revision. */
+  private readonly history = new Map<string, Array<{ rv: number; object?: KubeObject }>>();
   private readonly log: WatchEvent[] = [];
   private rv = 1;
   private compactedTo = 0;
   private readonly failures: Failure[] = [];
+  private readonly listHooks: ListHook[] = [];
   private rbac: { grants: Grant[]; exempt: Set<string> } | undefined;
   private readonly watchers = new Set<Watcher>();
   private readonly sockets = new Set<Socket>();
@@ -511,16 +532,39 @@ export class KubeApiStandIn {
     this.rbac = { grants, exempt: new Set(exempt) };
   }
 
+  /**
+   * The next `times` list requests (not watches) whose path matches run `action` before they are
+   * answered: with `continued` true only those carrying a continue token (a later page), false only
+   * those without. What the action writes is in the store when the request is served.
+   */
+  beforeList(path: RegExp, action: (query: Record<string, string>) => void, options: { continued?: boolean; times?: number } = {}): void {
+    this.listHooks.push({ path, action, continued: options.continued, times: options.times ?? 1 });
+  }
+
   /** Ends every open watch (the clients reconnect from their last resourceVersion). */
   closeWatches(): void {
     for (const w of this.watchers) w.res.end();
     this.watchers.clear();
   }
 
-  /** Forgets the event history: a watch from an older resourceVersion gets a 410 Expired ERROR event. */
+  /**
+   * Compacts the history at the current resourceVersion, as etcd does: a watch from an older
+   * resourceVersion gets a 410 Expired ERROR event, and a list continued with a token of an older
+   * resourceVersion (issued before a later write) is 410 Expired.
+   */
   compact(): void {
     this.compactedTo = this.rv;
     this.log.length = 0;
+    for (const [key, versions] of this.history) {
+      // Kept: the version current at the compaction (unless a deletion) and every later one.
+      let at = -1;
+      versions.forEach((v, i) => {
+        if (v.rv <= this.compactedTo) at = i;
+      });
+      const kept = versions.slice(Math.max(at, 0)).filter((v, i) => !(i === 0 && at >= 0 && !v.object));
+      if (kept.length) this.history.set(key, kept);
+      else this.history.delete(key);
+    }
     this.closeWatches();
   }
 
@@ -568,11 +612,85 @@ export class KubeApiStandIn {
 
   // ---- the store --------------------------------------------------------------------------------
 
+  /** The objects of a type (in a namespace, or all), in the order of their etcd keys, as a list answers them. */
   private itemsOf(t: ResourceType, namespace: string | undefined): KubeObject[] {
+    return this.keyed(t, namespace, this.objects.entries()).map((e) => e.object);
+  }
+
+  /**
+   * The objects of a type (in a namespace, or all) with their keys relative to the list's etcd
+   * prefix (`<namespace>/<name>` across namespaces, `<name>` in one), ordered by key: as they were
+   * at revision `rv` (from the history), or now.
+   */
+  private keyed(t: ResourceType, namespace: string | undefined, entries: Iterable<[string, KubeObject]>): Array<{ key: string; object: KubeObject }> {
     const prefix = `${typeKey(t)}|`;
-    return [...this.objects.entries()]
+    const across = t.namespaced && namespace === undefined;
+    return [...entries]
       .filter(([k, o]) => k.startsWith(prefix) && (namespace === undefined || o.metadata.namespace === namespace))
-      .map(([, o]) => o);
+      .map(([, o]) => ({ key: across ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name, object: o }))
+      .sort(byKey);
+  }
+
+  /** Every object as it was at revision `rv` (not older than the compaction): each key's last version at or before it, unless a deletion. */
+  private objectsAt(rv: number): Array<[string, KubeObject]> {
+    const out: Array<[string, KubeObject]> = [];
+    for (const [key, versions] of this.history) {
+      let at: { rv: number; object?: KubeObject } | undefined;
+      for (const v of versions) if (v.rv <= rv) at = v;
+      if (at?.object) out.push([key, at.object]);
+    }
+    return out;
+  }
+
+  /** Stores an object (a write at its resourceVersion) and keeps the version in the history. */
+  private store(key: string, o: KubeObject): void {
+    this.objects.set(key, o);
+    this.remember(key, Number(o.metadata.resourceVersion), clone(o));
+  }
+
+  /** Removes an object (a deletion at `rv`), keeping the deletion in the history. */
+  private unstore(key: string, rv: number): void {
+    this.objects.delete(key);
+    this.remember(key, rv, undefined);
+  }
+
+  private remember(key: string, rv: number, object: KubeObject | undefined): void {
+    const versions = this.history.get(key) ?? [];
+    versions.push({ rv, object });
+    this.history.set(key, versions);
+  }
+
+  /**
+   * A list (one page of it with `limit`), or the Status refusing it: from the current revision, or
+   * from the revision of its continue token, as kube-apiserver serves it from etcd (kube-api-paging.ts).
+   */
+  private listOf(t: ResourceType, namespace: string | undefined, query: Record<string, string>, matches: (o: KubeObject) => boolean): object {
+    const limit = parseLimit(query.limit);
+    if (typeof limit !== 'number') return status(400, 'BadRequest', limit.error);
+    let rv = this.rv;
+    let start: string | undefined;
+    if (query.continue) {
+      const token = decodeContinue(query.continue);
+      if ('error' in token) return status(400, 'BadRequest', `invalid continue token: ${token.error}`);
+      if (query.resourceVersion && query.resourceVersion !== '0') return status(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
+      if (token.rv > 0 && token.rv < this.compactedTo) {
+        // etcd compacted the token's revision: the list must start again (or continue, inconsistently, with the token given).
+        return { ...status(410, 'Expired', EXPIRED_CONTINUE), metadata: { continue: encodeContinue(token.start, -1) } };
+      }
+      if (token.rv > this.rv) return status(500, 'InternalError', 'etcdserver: mvcc: required revision is a future revision');
+      // A negative revision (the token of a 410): the latest one.
+      if (token.rv > 0) rv = token.rv;
+      start = token.start;
+    }
+    const entries = rv === this.rv ? this.objects.entries() : this.objectsAt(rv);
+    const page = pageOf(this.keyed(t, namespace, entries), matches, limit, start);
+    const filtered = Boolean(query.labelSelector || query.fieldSelector);
+    const metadata: Record<string, unknown> = { resourceVersion: String(rv) };
+    if (page.hasMore) {
+      metadata.continue = encodeContinue(`${page.lastKey}\u0000`, rv);
+      if (!filtered) metadata.remainingItemCount = page.remaining;
+    }
+    return { apiVersion: t.group ? `${t.group}/${t.version}` : t.version, kind: `${t.kind}List`, metadata, items: page.items.map((o) => this.read(t, o)) };
   }
 
   private key(t: ResourceType, namespace: string | undefined, name: string): string {
@@ -704,7 +822,7 @@ export class KubeApiStandIn {
     const key = this.key(t, namespace, name);
     if (this.objects.has(key)) return status(409, 'AlreadyExists', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" already exists`);
     this.bump(o);
-    this.objects.set(key, o);
+    this.store(key, o);
     this.emit(t, 'ADDED', o);
     return this.read(t, o);
   }
@@ -762,7 +880,7 @@ export class KubeApiStandIn {
     next.metadata.resourceVersion = current.metadata.resourceVersion;
     if (JSON.stringify(next) === JSON.stringify(current)) return this.read(t, current); // a no-op update writes nothing
     this.bump(next);
-    this.objects.set(key, next);
+    this.store(key, next);
     if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
       this.finish(t, key, next);
     } else {
@@ -792,7 +910,7 @@ export class KubeApiStandIn {
       // The first deletion of an object with finalizers is a change of its generation too.
       if (next.metadata.generation !== undefined) next.metadata.generation += 1;
       this.bump(next);
-      this.objects.set(key, next);
+      this.store(key, next);
       this.emit(t, 'MODIFIED', next, current);
       return this.read(t, next);
     }
@@ -803,7 +921,7 @@ export class KubeApiStandIn {
 
   /** Removes an object for good and collects its dependents (background cascading deletion). */
   private finish(t: ResourceType, key: string, o: KubeObject): void {
-    this.objects.delete(key);
+    this.unstore(key, Number(o.metadata.resourceVersion));
     this.emit(t, 'DELETED', o);
     for (const [depKey, dep] of [...this.objects.entries()]) {
       if ((dep.metadata.ownerReferences ?? []).some((r) => r.uid === o.metadata.uid)) {
@@ -880,9 +998,14 @@ export class KubeApiStandIn {
       const matches = this.selectors(t, query);
       if (typeof matches !== 'function') return this.send(req, res, url, query, body, 400, matches);
       if (watching) return this.watch(req, res, url, query, t, namespace, matches);
-      const items = this.itemsOf(t, namespace).filter(matches);
-      const list = { apiVersion: t.group ? `${t.group}/${t.version}` : t.version, kind: `${t.kind}List`, metadata: { resourceVersion: String(this.rv) }, items: items.map((o) => this.read(t, o)) };
-      return this.send(req, res, url, query, body, 200, list);
+      const hook = this.listHooks.find((h) => h.times > 0 && h.path.test(url.pathname) && (h.continued === undefined || h.continued === Boolean(query.continue)));
+      if (hook) {
+        hook.times -= 1;
+        hook.action(query);
+      }
+      const list = this.listOf(t, namespace, query, matches);
+      const code = (list as { kind?: string; code?: number }).kind === 'Status' ? (list as Status).code : 200;
+      return this.send(req, res, url, query, body, code, list);
     }
     let out: unknown;
     const context: WriteContext = { fieldValidation: query.fieldValidation === 'Strict' || query.fieldValidation === 'Ignore' ? query.fieldValidation : 'Warn', warnings: [] };
