@@ -88,6 +88,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     runJobTemplate,
     runJobTemplatePath: templatePath,
     workers,
+    listPageSize: config.int('svc.operator.list-page-size'),
   });
   let elector: ReturnType<typeof leaderElector>;
   try {

@@ -5,6 +5,7 @@ import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import { logger } from '../src/observability/logger.js';
 import type { Condition, Resource } from './resource.js';
+import { listAll } from './paging.js';
 import { condition, MANAGED_BY } from './status.js';
 import { TENANT_LABEL } from './tenant.js';
 import { sameQuantity } from './quantity.js';
@@ -120,10 +121,10 @@ export async function deleteCronJob(batch: BatchV1Api, job: V1CronJob): Promise<
     .catch(ignoreNotFound);
 }
 
-/** Deletes the CronJobs in `namespace` labelled with the resource's uid (the finalizer); returns how many. */
-export async function deleteCronJobsOf(batch: BatchV1Api, namespace: string, uid: string): Promise<number> {
+/** Deletes the CronJobs in `namespace` labelled with the resource's uid (the finalizer), listed `pageSize` at a time; returns how many. */
+export async function deleteCronJobsOf(batch: BatchV1Api, namespace: string, uid: string, pageSize?: number): Promise<number> {
   const selector = `${MANAGED_BY_LABEL}=${MANAGED_BY},${RESOURCE_UID}=${uid}`;
-  const list = await batch.listNamespacedCronJob({ namespace, labelSelector: selector });
+  const list = await listAll(`cronjobs.batch in namespace ${namespace} of uid ${uid}`, (page) => batch.listNamespacedCronJob({ namespace, labelSelector: selector, ...page }), pageSize);
   let n = 0;
   for (const job of list.items) {
     if (!matchesSelector(job.metadata?.labels, selector)) continue;

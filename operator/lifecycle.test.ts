@@ -21,6 +21,7 @@ import { captureLogs } from '../test/harness/log-capture.js';
 import { until } from '../test/harness/until.js';
 import { cronJobAlternateName, cronJobName, legacyCronJobName } from './cronjob.js';
 import { FINALIZER } from './finalizer.js';
+import { LIST_PAGE_SIZE, LIST_RESTARTS } from './paging.js';
 import { Operator, type OperatorOptions } from './reconciler.js';
 import type { Resource } from './resource.js';
 
@@ -540,5 +541,165 @@ describe('operator instances and namespaces', () => {
     } finally {
       await op.stop();
     }
+  });
+});
+
+describe('paged lists', () => {
+  const PAGED = 'paged';
+  const NAMES = ['p-1', 'p-2', 'p-3', 'p-4', 'p-5', 'p-6', 'p-7'];
+  const WIDGETS_PATH = /^\/apis\/test\.svc\.io\/v1\/namespaces\/paged\/widgets$/;
+  /** The list requests (not watches, not reads of one object) of widgets and CronJobs an operator made. */
+  const lists = (token: string, plural: 'widgets' | 'cronjobs' = 'widgets') =>
+    api.requests.filter((r) => r.token === token && r.method === 'GET' && r.query.watch === undefined && r.path.endsWith(`/${plural}`));
+  const owners = async () => (await manifests.owned(WIDGET, { all: true, namespace: PAGED })).map((o) => o.name).sort();
+  const removals = (since: number) => calls.slice(since).filter((c) => c.startsWith('remove '));
+  /** What `kubectl patch … finalizers=null` does (an update: all the operator's grants allow). */
+  async function dropFinalizer(name: string): Promise<void> {
+    const current = get(PAGED, name)!;
+    const res = await fetch(`${api.url}/apis/test.svc.io/v1/namespaces/${PAGED}/widgets/${name}`, {
+      method: 'PUT',
+      headers: { 'Content-Type': 'application/json', Authorization: 'Bearer test' },
+      body: JSON.stringify({ ...current, metadata: { ...current.metadata, finalizers: [] } }),
+    });
+    expect(res.status).toBe(200);
+  }
+
+  beforeAll(async () => {
+    // Applied once (so that each test below finds owner records to sweep), by an operator of the default page size.
+    for (const name of NAMES) api.apply('widgets', widget(PAGED, name, { color: 'red', schedule: '0 3 * * *' }));
+    const setup = operator('paged-setup', { namespaces: [PAGED] });
+    await setup.start();
+    try {
+      await until('every widget Ready and scheduled', () => NAMES.every((n) => isReady(PAGED, n) && cronJob(`widget-paged-${n}`)));
+    } finally {
+      await setup.stop();
+    }
+  });
+
+  it('the informers and the orphan sweep read every page: more resources than a page are all reconciled, and none on a later page is taken for an orphan', async () => {
+    const started = calls.length;
+    const first = operator('paged', { namespaces: [PAGED], listPageSize: 3 });
+    await first.start();
+    try {
+      await until('every widget Ready and scheduled', () => NAMES.every((n) => isReady(PAGED, n) && cronJob(`widget-paged-${n}`)));
+      // A sweep that read only its first page would take p-4 … p-7 for orphans.
+      expect(await first.collectOrphans()).toBe(0);
+      expect(removals(started)).toEqual([]);
+      expect(await owners()).toEqual(NAMES);
+      // The informer read 7 widgets 3 at a time, following the token.
+      const informerList = lists('paged').filter((r) => r.query.labelSelector);
+      expect(informerList.map((r) => [r.query.limit, Boolean(r.query.continue)])).toEqual([['3', false], ['3', true], ['3', true]]);
+    } finally {
+      await first.stop();
+    }
+
+    // While no operator runs, p-4 (on the second page) is deleted without its finalizer: its object is an orphan; the rest are not.
+    await dropFinalizer('p-4');
+    api.remove(API_VERSION, 'widgets', PAGED, 'p-4');
+    expect(get(PAGED, 'p-4')).toBeUndefined();
+    const since = calls.length;
+    const deletesBefore = api.requests.length;
+    const again = operator('paged-again', { namespaces: [PAGED], listPageSize: 3 });
+    await again.start();
+    try {
+      // The term's first sweep: p-4's object and CronJob go, and nothing else.
+      await until('the orphan removed', () => calls.slice(since).includes('remove 1/p-4') && !cronJob('widget-paged-p-4'));
+      expect(await again.collectOrphans()).toBe(0);
+      expect(await again.removeOrphanedCronJobs()).toBe(0);
+      expect(removals(since)).toEqual(['remove 1/p-4']);
+      const cronJobDeletes = api.requests.slice(deletesBefore).filter((r) => r.method === 'DELETE' && r.path.includes('/cronjobs/'));
+      expect(cronJobDeletes.map((r) => r.path.split('/').pop())).toEqual(['widget-paged-p-4']);
+      expect(await owners()).toEqual(NAMES.filter((n) => n !== 'p-4'));
+      // The sweep listed every widget, whatever its instance label, 3 at a time.
+      const sweep = lists('paged-again').filter((r) => r.query.labelSelector === undefined);
+      expect(sweep.length).toBeGreaterThanOrEqual(2);
+      expect(sweep.every((r) => r.query.limit === '3')).toBe(true);
+      expect(sweep.some((r) => r.query.continue)).toBe(true);
+
+      // The CronJob informer read its CronJobs 3 at a time too: one edited by hand on its last page is put back.
+      const cronJobLists = lists('paged-again', 'cronjobs');
+      expect(cronJobLists.some((r) => r.query.limit === '3' && r.query.continue)).toBe(true);
+      const job = cronJob('widget-paged-p-7')!;
+      api.apply('cronjobs', { ...job, spec: { ...job.spec, schedule: '1 1 * * *' } });
+      await until('the edited CronJob put back', () => specOf(cronJob('widget-paged-p-7'))?.schedule === '0 3 * * *');
+
+      // The finalizer's lookup of a resource's CronJobs pages too.
+      api.remove(API_VERSION, 'widgets', PAGED, 'p-6');
+      await until('p-6 gone with its CronJob', () => !get(PAGED, 'p-6') && !cronJob('widget-paged-p-6'));
+      expect(lists('paged-again', 'cronjobs').some((r) => r.query.labelSelector?.includes('svc.io/resource-uid=') && r.query.limit === '3')).toBe(true);
+      // Every list this operator made asked for pages.
+      expect([...lists('paged-again'), ...lists('paged-again', 'cronjobs')].every((r) => r.query.limit === '3')).toBe(true);
+    } finally {
+      await again.stop();
+    }
+  });
+
+  it('a continue token that expires mid-list (410 Expired) starts the list again from its first page, for the informer and for the sweep', async () => {
+    const since = calls.length;
+    // Between the first and the second page of the informer's list: a widget created on the page
+    // already read, then the history compacted, so that the token's revision is gone.
+    api.beforeList(WIDGETS_PATH, () => {
+      api.apply('widgets', widget(PAGED, 'p-0', { color: 'blue' }));
+      api.compact();
+    }, { continued: true });
+    const op = operator('paged-expiry', { namespaces: [PAGED], listPageSize: 3 });
+    await op.start();
+    try {
+      // Listed again from the first page after the 410; the new list holds p-0.
+      const informerList = lists('paged-expiry').filter((r) => r.query.labelSelector);
+      expect(informerList.slice(0, 3).map((r) => [r.status, Boolean(r.query.continue)])).toEqual([[200, false], [410, true], [200, false]]);
+      expect(informerList.at(-1)).toMatchObject({ status: 200 });
+      expect(op.health().reconciling).toBe(true);
+      await until('p-0 Ready', () => isReady(PAGED, 'p-0'));
+      await until('every widget Ready', () => api.list(API_VERSION, 'widgets', PAGED).every((w) => isReady(PAGED, w.metadata.name)));
+    } finally {
+      await op.stop();
+    }
+    const owned = await owners();
+    expect(owned).toEqual(api.list(API_VERSION, 'widgets', PAGED).map((w) => w.metadata.name));
+
+    // The sweep (of an operator not started: only the sweep lists): its token expires once; it lists again and takes nothing for an orphan.
+    api.beforeList(WIDGETS_PATH, () => {
+      api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'moves-the-counter' } });
+      api.compact();
+    }, { continued: true });
+    const sweeper = operator('paged-sweep', { namespaces: [PAGED], listPageSize: 3 });
+    expect(await sweeper.collectOrphans()).toBe(0);
+    const sweep = lists('paged-sweep');
+    expect(sweep.slice(0, 3).map((r) => [r.status, Boolean(r.query.continue)])).toEqual([[200, false], [410, true], [200, false]]);
+    expect(sweep.at(-1)).toMatchObject({ status: 200 });
+    expect(removals(since)).toEqual([]);
+    expect(await owners()).toEqual(owned);
+  });
+
+  it(`gives a list up after ${LIST_RESTARTS} restarts in a row, naming it; nothing is taken for an orphan`, async () => {
+    const owned = await owners();
+    const since = calls.length;
+    // Every continued page finds its token expired (an operator not started: only its sweep lists).
+    api.beforeList(WIDGETS_PATH, () => {
+      api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: `moves-it-${api.resourceVersion}` } });
+      api.compact();
+    }, { continued: true, times: LIST_RESTARTS + 1 });
+    const op = operator('paged-give-up', { namespaces: [PAGED], listPageSize: 3 });
+    await expect(op.collectOrphans()).rejects.toThrow(
+      `cannot list widgets.test.svc.io in namespace paged: its continue token expired (410 Expired) ${LIST_RESTARTS + 1} times in a row, each time after 1 page(s) of 3; the list is given up for now`,
+    );
+    expect(lists('paged-give-up').map((r) => r.status)).toEqual(Array.from({ length: LIST_RESTARTS + 1 }, () => [200, 410]).flat());
+    expect(removals(since)).toEqual([]);
+    expect(await owners()).toEqual(owned);
+  });
+
+  it(`asks for ${LIST_PAGE_SIZE} items a page by default`, async () => {
+    const op = operator('paged-default', { namespaces: [PAGED] });
+    await op.start();
+    try {
+      await until('the first sweep listed', () => lists('paged-default').some((r) => r.query.labelSelector === undefined));
+      expect(await op.collectOrphans()).toBe(0);
+    } finally {
+      await op.stop();
+    }
+    const made = [...lists('paged-default'), ...lists('paged-default', 'cronjobs')];
+    expect(made.length).toBeGreaterThanOrEqual(3);
+    expect(made.every((r) => r.query.limit === String(LIST_PAGE_SIZE) && !r.query.continue)).toBe(true);
   });
 });

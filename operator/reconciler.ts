@@ -15,6 +15,7 @@ import type { ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } 
 import { logger } from '../src/observability/logger.js';
 import { cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
 import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
+import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
 import { type Condition, Conflict, manifestOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
 import { announce, condition, type Health, healthConditions, keepTransitions, MANAGED_BY } from './status.js';
@@ -76,6 +77,8 @@ export interface OperatorOptions {
   /** Where that template was looked for (for the condition message when it is missing). */
   runJobTemplatePath?: string;
   workers?: number;
+  /** Items asked for per list request (the informers' lists, the orphan sweep, the finalizer's CronJob lookup); default LIST_PAGE_SIZE (500). */
+  listPageSize?: number;
   /** Recorded as the applying actor in the hub. */
   actor?: string;
   now?: () => Date;
@@ -163,7 +166,12 @@ export class Operator {
     const cronJobs = makeInformer<V1CronJob & { metadata: NonNullable<Resource['metadata']> }>(
       this.options.kc,
       `/apis/batch/v1/namespaces/${this.options.cronJobNamespace}/cronjobs`,
-      () => this.batch.listNamespacedCronJob({ namespace: this.options.cronJobNamespace, labelSelector: this.cronJobSelector() }) as never,
+      () =>
+        listAll(
+          `cronjobs.batch in namespace ${this.options.cronJobNamespace}`,
+          (page) => this.batch.listNamespacedCronJob({ namespace: this.options.cronJobNamespace, labelSelector: this.cronJobSelector(), ...page }),
+          this.pageSize,
+        ) as never,
       this.cronJobSelector(),
     );
     // An edited or deleted CronJob: its resource is reconciled, which puts the CronJob back. Status
@@ -393,12 +401,27 @@ export class Operator {
     return `/apis/${kind.group}/${kind.version}/${namespace ? `namespaces/${namespace}/` : ''}${kind.plural}`;
   }
 
+  /** The informer's list: this instance's resources of a kind (in a namespace, or all), page by page. */
   private list(kind: ManifestKind, namespace: string | undefined) {
+    return this.listResources(kind, namespace, this.selector);
+  }
+
+  /** Every resource of a kind in a namespace (or all), of the label selector's if one is given, read page by page. */
+  private listResources(kind: ManifestKind, namespace: string | undefined, labelSelector?: string) {
     const { group, version, plural } = kind;
-    const labelSelector = this.selector;
-    return namespace
-      ? this.custom.listNamespacedCustomObject({ group, version, plural, namespace, labelSelector })
-      : this.custom.listClusterCustomObject({ group, version, plural, labelSelector });
+    const selected = labelSelector ? { labelSelector } : {};
+    return listAll<Resource>(
+      `${plural}.${group} in ${namespace ? `namespace ${namespace}` : 'all namespaces'}`,
+      (page) =>
+        namespace
+          ? this.custom.listNamespacedCustomObject({ group, version, plural, namespace, ...selected, ...page })
+          : this.custom.listClusterCustomObject({ group, version, plural, ...selected, ...page }),
+      this.pageSize,
+    );
+  }
+
+  private get pageSize(): number {
+    return this.options.listPageSize ?? LIST_PAGE_SIZE;
   }
 
   private async work(term: Term): Promise<void> {
@@ -603,7 +626,7 @@ export class Operator {
     const uid = resource.metadata.uid;
     // The CronJob first (no ownerReference can reach the release namespace: found by the uid label):
     // while the hub refuses the delete (a run in flight), it must not start more runs.
-    if (uid) await deleteCronJobsOf(this.batch, this.options.cronJobNamespace, uid);
+    if (uid) await deleteCronJobsOf(this.batch, this.options.cronJobNamespace, uid, this.pageSize);
     const managed = uid ? await this.hub.owned(kind, { uid }) : [];
     for (const object of managed) await this.removeManaged(kind, object);
     const tenantCode = resource.status?.tenant;
@@ -656,13 +679,10 @@ export class Operator {
       for (const namespace of this.namespaces.length ? this.namespaces : [undefined]) {
         const records = await this.hub.owned(kind, { all: true, ...(namespace ? { namespace } : {}) });
         if (!records.length) continue;
-        // Every resource of the namespace, whichever operator instance it belongs to: a record is an
-        // orphan only when no resource at all has its uid.
-        const { group, version, plural } = kind;
-        const listed = (await (namespace
-          ? this.custom.listNamespacedCustomObject({ group, version, plural, namespace })
-          : this.custom.listClusterCustomObject({ group, version, plural }))) as { items?: Resource[] };
-        const alive = new Set((listed.items ?? []).map((o) => o.metadata.uid));
+        // Every resource of the namespace, whichever operator instance it belongs to, from every page
+        // of the list: a record is an orphan only when no resource at all has its uid.
+        const listed = await this.listResources(kind, namespace);
+        const alive = new Set(listed.items.map((o) => o.metadata.uid));
         for (const object of records) {
           if (alive.has(object.owner.uid)) continue;
           await this.removeManaged(kind, object);

@@ -271,6 +271,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Retries of failed reconciles per second across all resources once `svc.operator.rate-limit.burst` is spent (a retry waits for the longer of its own backoff and this token bucket, client-go\'s default controller rate limiter); 0 disables the overall limit.' }),
   p({ group: 'Operator', name: 'svc.operator.rate-limit.burst', kind: 'int', min: 1, default: 100,
     description: 'Retries of failed reconciles taken at once before `svc.operator.rate-limit.qps` applies.' }),
+  p({ group: 'Operator', name: 'svc.operator.list-page-size', kind: 'int', min: 1, default: 500,
+    description: 'Items the operator asks for per list request (its informers\' lists, the orphan sweep, the finalizer\'s CronJob lookup): every list is read in pages of this size, following the API server\'s `continue` token, as client-go\'s informers do (500). A token that expired (410 Expired) starts the list again from its first page, at most 3 times in a row.' }),
   p({ group: 'Operator', name: 'svc.operator.run-job-template', kind: 'string', default: '/etc/svc-hub/run-job/pod-template.yaml',
     description: 'Pod template (YAML) of the scheduled runs the operator\'s CronJobs start; the Helm chart mounts it from a ConfigMap. Missing: resources with a schedule report `Scheduled=False` and `Ready=False`, reason `NoRunTemplate` (applied, but nothing would run them).' }),
   // Retrieval (docs/retrieval.md)
