@@ -634,6 +634,24 @@ describe('paged lists', () => {
     }
   });
 
+  it('a resource created while the informer reads its pages arrives by the watch, which starts from the resourceVersion of the pages (the first page\'s snapshot)', async () => {
+    let snapshot: string | undefined;
+    api.beforeList(WIDGETS_PATH, () => {
+      snapshot = api.resourceVersion;
+      api.apply('widgets', widget(PAGED, 'p-00', { color: 'green' }));
+    }, { continued: true });
+    const op = operator('paged-snapshot', { namespaces: [PAGED], listPageSize: 3 });
+    await op.start();
+    try {
+      await until('p-00 Ready', () => isReady(PAGED, 'p-00'));
+      const watches = api.requests.filter((r) => r.token === 'paged-snapshot' && r.query.watch === 'true' && r.path.endsWith('/widgets'));
+      expect(snapshot).toBeDefined();
+      expect(watches[0]?.query.resourceVersion).toBe(snapshot);
+    } finally {
+      await op.stop();
+    }
+  });
+
   it('a continue token that expires mid-list (410 Expired) starts the list again from its first page, for the informer and for the sweep', async () => {
     const since = calls.length;
     // Between the first and the second page of the informer's list: a widget created on the page
