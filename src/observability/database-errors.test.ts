@@ -160,3 +160,83 @@ describe('a PostgreSQL error quoting a value, held by another error or logged wi
     expect(line).toMatchObject({ attempt: 2, error: { type: 'DatabaseError', code: '23505', detail: 'Key (email)=(…) already exists.', message: err.message } });
   });
 });
+
+describe('errors held deeper than the top level of a logged object', () => {
+  /** A credential in an address an error quotes (a driver's connection string, a URL fetch refused). */
+  const PASSWORD = 'pw-Zk81-not-for-logs';
+  const addressError = () => new Error(`could not reach postgres://svc:${PASSWORD}@db.internal:5432/hub nor https://u:${PASSWORD}@h.example/x?token=${PASSWORD}`);
+
+  /** The JSON line written by `write`, which holds neither the row value nor the password. */
+  // biome-ignore lint/suspicious/noExplicitAny: a parsed JSON line, read field by field
+  function line(write: () => void): Record<string, any> {
+    const before = logs.raw().length;
+    write();
+    const text = logs.raw().slice(before);
+    expect(text).not.toContain(SECRET);
+    expect(text).not.toContain(PASSWORD);
+    const lines = text.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    return JSON.parse(lines[0]!);
+  }
+
+  const unique = () => failure(`insert into t (email) values ('taken-${SECRET}')`);
+  const maskedUnique = { type: 'DatabaseError', code: '23505', constraint: 't_email_key', detail: 'Key (email)=(…) already exists.' };
+  const maskedAddress = { type: 'Error', message: 'could not reach postgres://***@db.internal:5432/hub nor https://***@h.example/x?token=***' };
+
+  it('at depth 2 and 3, under any key, written as the err serializer writes one, masked', async () => {
+    const pgErr = await unique();
+    // Was: {"result":{"err":{…,"detail":"Key (email)=(taken-tenant-data-7Q2) already exists.",…}}}
+    const two = line(() => logger().warn({ result: { err: pgErr, attempts: 2 } }, 'insert failed'));
+    expect(two.result).toMatchObject({ attempts: 2, err: { ...maskedUnique, message: pgErr.message } });
+    expect(two.result.err.stack).toContain('duplicate key value violates unique constraint');
+    const three = line(() => logger().warn({ outcome: { attempt: { error: addressError() } } }, 'connect failed'));
+    expect(three.outcome.attempt.error).toMatchObject(maskedAddress);
+    expect(three.outcome.attempt.error.stack).toContain('postgres://***@db.internal');
+    expect(line(() => logger().warn({ a: { b: { c: { d: { e: pgErr } } } } }, 'deep')).a.b.c.d.e).toMatchObject(maskedUnique);
+  });
+
+  it('in lists, and in objects in lists', async () => {
+    const pgErr = await unique();
+    const written = line(() => logger().warn({ errors: [pgErr, addressError()], batch: { failures: [{ row: 1, err: pgErr }] } }, 'batch failed'));
+    expect(written.errors).toMatchObject([maskedUnique, maskedAddress]);
+    expect(written.batch.failures).toMatchObject([{ row: 1, err: maskedUnique }]);
+  });
+
+  it('in a cause chain, of the logged error and of one held deeper, and in what an error holds', async () => {
+    const pgErr = await unique();
+    const chained = () => new Error('the write failed', { cause: new Error('the batch failed', { cause: addressError() }) });
+    const top = line(() => logger().error({ err: chained() }, 'failed'));
+    expect(top.err.message).toBe(`the write failed: the batch failed: ${maskedAddress.message}`);
+    expect(top.err.stack).toContain('caused by: Error: could not reach postgres://***@');
+    const deep = line(() => logger().error({ job: { last: chained() } }, 'failed'));
+    expect(deep.job.last.message).toBe(top.err.message);
+    // The serializer writes an error's enumerable fields as they are: an error in an object there is masked too.
+    const held = line(() => logger().error({ err: Object.assign(new Error('the batch failed'), { response: { first: pgErr, all: [{ e: pgErr }] } }) }, 'failed'));
+    expect(held.err.response.first).toMatchObject({ code: '23505', detail: 'Key (email)=(…) already exists.' });
+    expect(held.err.response.all[0].e).toMatchObject({ code: '23505', detail: 'Key (email)=(…) already exists.' });
+  });
+
+  it('a cycle (an object holding itself, an error its own cause) is written once, masked, without end', async () => {
+    const pgErr = await unique();
+    const looped = addressError();
+    (looped as { cause?: unknown }).cause = looped;
+    const node: Record<string, unknown> = { name: 'n', err: pgErr, other: looped };
+    for (let i = 0; i < 50; i++) node[`self${i}`] = node;
+    const written = line(() => logger().warn({ node, list: [node, node] }, 'cycle'));
+    expect(written.node).toMatchObject({ name: 'n', err: maskedUnique, other: { message: `${maskedAddress.message}: ${maskedAddress.message}: ...` }, self0: '[Circular]' });
+    expect(written.list[1].self49).toBe('[Circular]');
+  });
+
+  it('objects without errors are written as they are; deeper than ten levels as [Object]', () => {
+    const when = new Date('2026-12-05T10:00:00Z');
+    const value = { a: { b: { c: [1, { d: 'x', url: 'https://h.example/?q=1' }], when } }, list: [[1, 2], []], n: null };
+    const written = line(() => logger().info({ value, count: 3 }, 'plain'));
+    expect(written.value).toEqual(JSON.parse(JSON.stringify(value)));
+    expect(written.count).toBe(3);
+    let deep: Record<string, unknown> = { err: new Error(`postgres://svc:${PASSWORD}@db`) };
+    for (let i = 0; i < 12; i++) deep = { next: deep };
+    let at = line(() => logger().info({ deep }, 'deep')).deep;
+    for (let i = 0; i < 9; i++) at = at.next;
+    expect(at.next).toBe('[Object]');
+  });
+});

@@ -1,3 +1,5 @@
+import { loggableText } from './url-redaction.js';
+
 /**
  * PostgreSQL's texts of an error that refuses a value quote the value: `invalid input syntax for type
  * integer: "<value>"`, `Key (email)=(<value>) already exists.`, `Failing row contains (<the row>).`,
@@ -59,10 +61,13 @@ function maskWhere(where: string): string {
   return maskQuoted(where.replace(/^(JSON data, line \d+: ).*$/gm, `$1${HIDDEN}`));
 }
 
-/** `err.message` as a log line may hold it: a value a PostgreSQL error quotes is masked. */
+/**
+ * `err.message` as a log line may hold it: a value a PostgreSQL error quotes is masked, and so are
+ * the credentials of an address it quotes (a URL's userinfo and query values, url-redaction.ts).
+ */
 export function loggableMessage(err: unknown): string {
-  if (!quotesValues(err)) return err instanceof Error ? err.message : String(err);
-  return maskedMessage(err);
+  const text = !(err instanceof Error) ? String(err) : quotesValues(err) ? maskedMessage(err) : String(err.message);
+  return loggableText(text);
 }
 
 function maskedMessage(err: DatabaseErrorFields): string {
@@ -70,38 +75,88 @@ function maskedMessage(err: DatabaseErrorFields): string {
 }
 
 /**
- * `err` as a log line may hold it (the logger's `err` serializer): the same error when nothing of it
- * quotes a value, else a copy (of the same class) whose message, stack, detail and context have the
- * values masked and which has no `internalQuery`. The errors it holds are made loggable the same way:
- * its cause, the members of an AggregateError (`errors`: Promise.any, a connection tried at every
- * address of a name), and any other property holding an error or a list of them, all of which the
- * serializer writes out.
+ * How many levels of a logged value are looked into for errors: a log line rarely holds more. An
+ * error held deeper is written as its masked message only, any other object or list deeper as
+ * `[Object]` or `[Array]` (as pino writes a circular object's deep levels).
  */
-export function loggableError(err: unknown, depth = 0): unknown {
-  if (!(err instanceof Error) || depth > 8) return err;
-  const held = new Map<string, unknown>();
-  for (const key of Object.getOwnPropertyNames(err)) {
-    const descriptor = Object.getOwnPropertyDescriptor(err, key)!;
-    if (!('value' in descriptor)) continue;
-    const loggable = loggableHeld(descriptor.value, depth + 1);
-    if (loggable !== descriptor.value) held.set(key, loggable);
+export const MAX_LOGGED_DEPTH = 10;
+
+/** What one walk over a logged value keeps: the objects on the path to the current one (a cycle), the errors already made loggable. */
+export interface ErrorWalk {
+  /** At most MAX_LOGGED_DEPTH of them: a list is cheaper to keep than a set. */
+  ancestors: object[];
+  errors: Map<Error, Error>;
+}
+
+export const newErrorWalk = (): ErrorWalk => ({ ancestors: [], errors: new Map() });
+
+/**
+ * `value` with every error it holds at any depth (in objects and lists, to MAX_LOGGED_DEPTH) replaced by
+ * `onError`'s answer; the same value when it holds none, else a copy of the objects and lists on the
+ * way to each one (plain objects, as JSON writes them: their own enumerable fields). A circular
+ * reference becomes `[Circular]` (pino's own word for one). Objects JSON writes by their own `toJSON`
+ * (a Date, a Buffer) or as `{}` (a Map, a Set) are left as they are. It reads each value once, so it
+ * costs less than the JSON text pino writes of the same value.
+ */
+export function withLoggableErrors(value: unknown, depth: number, walk: ErrorWalk, onError: (err: Error, depth: number, walk: ErrorWalk) => unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (value instanceof Error) return onError(value, depth, walk);
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function' || ArrayBuffer.isView(value) || value instanceof Map || value instanceof Set) return value;
+  if (walk.ancestors.includes(value)) return '[Circular]';
+  if (depth > MAX_LOGGED_DEPTH) return Array.isArray(value) ? '[Array]' : '[Object]';
+  walk.ancestors.push(value);
+  let copy: unknown[] | Record<string, unknown> | undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      // (a text or a number, most of what a log holds, without a call)
+      if (typeof item !== 'object' || item === null) continue;
+      const loggable = withLoggableErrors(item, depth + 1, walk, onError);
+      if (loggable === item) continue;
+      copy ??= value.slice();
+      (copy as unknown[])[i] = loggable;
+    }
+  } else {
+    for (const key of Object.keys(value)) {
+      const item = (value as Record<string, unknown>)[key];
+      if (typeof item !== 'object' || item === null) continue;
+      const loggable = withLoggableErrors(item, depth + 1, walk, onError);
+      if (loggable === item) continue;
+      copy ??= { ...value };
+      (copy as Record<string, unknown>)[key] = loggable;
+    }
   }
+  walk.ancestors.pop();
+  return copy ?? value;
+}
+
+/**
+ * `err` as a log line may hold it (the logger's `err` serializer): a copy (of the same class) whose
+ * message and stack, and every other text of its own, have the credentials of an address masked
+ * (`loggableText`); a PostgreSQL error's copy has the values its message, stack, detail and context
+ * quote masked too, and no `internalQuery`. The errors it holds are made loggable the same way, at
+ * any depth: its cause, the members of an AggregateError (`errors`: Promise.any, a connection tried
+ * at every address of a name), and an error under any other property, or in an object or a list
+ * there, all of which the serializer writes out. An error met again (a cause that is the error
+ * itself) is the same copy; deeper than MAX_LOGGED_DEPTH, an error is its masked message.
+ */
+export function loggableError(err: unknown, depth = 0, walk: ErrorWalk = newErrorWalk()): unknown {
+  if (!(err instanceof Error)) return err;
+  const known = walk.errors.get(err);
+  if (known) return known;
+  if (depth > MAX_LOGGED_DEPTH) return loggableMessage(err);
+  const copy = Object.create(Object.getPrototypeOf(err)) as Error;
+  walk.errors.set(err, copy);
   const own = quotesValues(err);
-  if (!own && held.size === 0) return err;
-  const copy = Object.create(Object.getPrototypeOf(err)) as Record<string, unknown>;
   for (const key of Object.getOwnPropertyNames(err)) {
     const descriptor = Object.getOwnPropertyDescriptor(err, key)!;
-    if ('value' in descriptor) descriptor.value = held.has(key) ? held.get(key) : own ? maskedField(err, key) : descriptor.value;
+    if ('value' in descriptor) {
+      const value = own ? maskedField(err, key) : descriptor.value;
+      descriptor.value = typeof value === 'string' ? loggableText(value) : withLoggableErrors(value, depth + 1, walk, loggableError);
+    }
     Object.defineProperty(copy, key, descriptor);
   }
   return copy;
-}
-
-/** A value an error holds, loggable: an error as loggableError makes it, a list with its errors so (the same value when nothing changes). */
-function loggableHeld(value: unknown, depth: number): unknown {
-  if (!Array.isArray(value)) return loggableError(value, depth);
-  const items = value.map((item) => loggableError(item, depth));
-  return items.some((item, i) => item !== value[i]) ? items : value;
 }
 
 function maskedField(err: Error & DatabaseErrorFields, key: string): unknown {

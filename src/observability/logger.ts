@@ -2,7 +2,7 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { LOG_LEVELS } from '../config/properties.js';
 import { currentContext } from './context.js';
-import { loggableError, loggableMessage } from './database-errors.js';
+import { type ErrorWalk, loggableError, loggableMessage, newErrorWalk, withLoggableErrors } from './database-errors.js';
 import { longestFirst, redactSecrets } from './secret-forms.js';
 
 export type { Logger } from 'pino';
@@ -116,22 +116,33 @@ function escapedValue(value: unknown, key: string): unknown {
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [escapeControls(k), escapedValue(v, k)]));
 }
 
-/** An error as the `err` serializer writes it: without the values a PostgreSQL error quotes (src/observability/database-errors.ts). */
-function serializeError(err: unknown): unknown {
-  return pino.stdSerializers.err(loggableError(err) as Error);
+/** An error as the `err` serializer writes it: without the values a PostgreSQL error quotes, nor an address's credentials (src/observability/database-errors.ts). */
+function serializeError(err: unknown, depth = 0, walk: ErrorWalk = newErrorWalk()): unknown {
+  const loggable = loggableError(err, depth, walk);
+  return loggable instanceof Error ? pino.stdSerializers.err(loggable) : loggable;
 }
 
 /**
- * The logged object with every error among its top-level values written as the `err` serializer
- * writes one: pino applies it to the key `err` only, and writes an error under any other key as
- * JSON, that is its enumerable fields (a PostgreSQL error's `detail`, `where`: the values it quotes).
+ * The logged object with every error it holds, at any depth (in objects and lists under any key,
+ * database-errors.ts's `withLoggableErrors`), written as the `err` serializer writes one: pino
+ * applies it to the key `err` only, and writes an error elsewhere as JSON, that is its enumerable
+ * fields (a PostgreSQL error's `detail`, `where`: the values it quotes). An error under `err` is
+ * left to the serializer. A line of plain values (most of them) is given back as it is, with no walk.
  */
 function errorsSerialized(object: Record<string, unknown>): Record<string, unknown> {
   let out = object;
+  let walk: ErrorWalk | undefined;
   for (const key of Object.keys(object)) {
-    if (key === 'err' || !(object[key] instanceof Error)) continue;
+    const value = object[key];
+    if (typeof value !== 'object' || value === null || (key === 'err' && value instanceof Error)) continue;
+    if (!walk) {
+      walk = newErrorWalk();
+      walk.ancestors.push(object);
+    }
+    const loggable = withLoggableErrors(value, 1, walk, serializeError);
+    if (loggable === value) continue;
     if (out === object) out = { ...object };
-    out[key] = serializeError(object[key]);
+    out[key] = loggable;
   }
   return out;
 }
@@ -160,7 +171,7 @@ export function createLogger(options: LoggerOptions): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
       // A PostgreSQL error is logged without the values its texts quote (src/observability/database-errors.ts).
-      serializers: { err: serializeError },
+      serializers: { err: (err: unknown) => serializeError(err) },
       formatters: { level: (label) => ({ level: label }), log: errorsSerialized },
       mixin() {
         const ctx = currentContext();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { loggableUrl, maskUserinfo } from './url-redaction.js';
+import { loggableText, loggableUrl, maskUserinfo } from './url-redaction.js';
 
 // The connector errors' cases are in src/connectors/engine/errors.test.ts, loggableUrl's own in src/auth/verifier.test.ts.
 describe('maskUserinfo and loggableUrl', () => {
@@ -21,5 +21,15 @@ describe('maskUserinfo and loggableUrl', () => {
       expect(loggableUrl(text)).toBe(maskUserinfo(text));
     }
     expect(maskUserinfo('see http://u:p@h.example/x')).toBe('see http://***@h.example/x');
+  });
+});
+
+describe('loggableText', () => {
+  it('shows every http(s) URL in a text as loggableUrl does, and masks the credentials of an address of any other scheme', () => {
+    expect(loggableText('connect to postgres://svc:pw@db:5432/hub failed; see https://u:p@h.example/x?token=t#f.')).toBe(
+      'connect to postgres://***@db:5432/hub failed; see https://***@h.example/x?token=***.',
+    );
+    expect(loggableText('redis://:pw@cache:6379 and amqp://guest@mq/ and file:///a@b and postgres://db/hub')).toBe('redis://***@cache:6379 and amqp://***@mq/ and file:///a@b and postgres://db/hub');
+    expect(loggableText('no address here: a@b')).toBe('no address here: a@b');
   });
 });

@@ -41,8 +41,16 @@ export function loggableUrl(address: string): string {
   return url.href;
 }
 
-/** `text` (an error's message: fetch quotes the URL it refused) with every http(s) URL in it as `loggableUrl` shows it. */
+/**
+ * `text` (an error's message: fetch quotes the URL it refused, a driver its connection string) with
+ * every http(s) URL in it as `loggableUrl` shows it, and the credentials before the host of an
+ * address of any other scheme (`postgres://user:pass@host/db`, `redis://:pass@host`) as `***@`.
+ */
 export function loggableText(text: string): string {
+  // Most texts hold no address at all: nothing to look for without a `//`.
+  if (!text.includes('//')) return text;
   // a sentence's punctuation after a URL stays outside it
-  return text.replace(/\bhttps?:\/\/[^\s"'<>]*[^\s"'<>.,;:!?)\]]/gi, (url) => loggableUrl(url));
+  return text
+    .replace(/\bhttps?:\/\/[^\s"'<>]*[^\s"'<>.,;:!?)\]]/gi, (url) => loggableUrl(url))
+    .replace(/\b([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^\s"'<>/?#@]*@/g, (whole, scheme: string) => (whole === `${scheme}***@` ? whole : `${scheme}***@`));
 }
