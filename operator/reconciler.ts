@@ -12,6 +12,7 @@ import { ConflictError, ValidationError } from '../src/errors.js';
 import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import type { ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
+import { loggableMessage } from '../src/observability/database-errors.js';
 import { logger } from '../src/observability/logger.js';
 import { cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
 import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
@@ -197,7 +198,7 @@ export class Operator {
       watched.informer.on('error', (err: unknown) => {
         if (!term.active) return;
         const delay = Math.min(this.options.backoffMax, Math.max(this.options.backoffBase, 1_000));
-        logger().warn({ err: (err as Error)?.message }, `watch of ${watched.what} failed; restarting in ${delay} ms`);
+        logger().warn({ err: loggableMessage(err) }, `watch of ${watched.what} failed; restarting in ${delay} ms`);
         if (watched.restart) clearTimeout(watched.restart);
         watched.restart = setTimeout(() => void this.startInformer(term, watched), delay);
       });
@@ -268,7 +269,7 @@ export class Operator {
     try {
       await this.collectOrphans();
     } catch (err) {
-      logger().warn({ err: (err as Error).message }, 'cannot look for hub objects whose resource is gone; trying again at the next resync');
+      logger().warn({ err: loggableMessage(err) }, 'cannot look for hub objects whose resource is gone; trying again at the next resync');
     }
     await this.removeOrphanedCronJobs();
   }
@@ -291,7 +292,7 @@ export class Operator {
         removed++;
         logger().info(`CronJob ${job.metadata?.namespace}/${job.metadata?.name} deleted: its ${owner.kind.kind} ${owner.namespace}/${owner.name} (uid ${owner.uid}) no longer exists`);
       } catch (err) {
-        logger().warn({ err: (err as Error).message }, `cannot delete the orphaned CronJob ${job.metadata?.name}; trying again at the next resync`);
+        logger().warn({ err: loggableMessage(err) }, `cannot delete the orphaned CronJob ${job.metadata?.name}; trying again at the next resync`);
       }
     }
     return removed;
@@ -317,7 +318,7 @@ export class Operator {
         }
       }
     } catch (err) {
-      logger().warn({ err: (err as Error).message }, 'cannot look for new runs; trying again');
+      logger().warn({ err: loggableMessage(err) }, 'cannot look for new runs; trying again');
     }
   }
 
@@ -327,7 +328,7 @@ export class Operator {
     try {
       await watched.informer.start();
     } catch (err) {
-      logger().warn({ err: (err as Error).message }, `cannot list ${watched.what}; retrying`);
+      logger().warn({ err: loggableMessage(err) }, `cannot list ${watched.what}; retrying`);
     }
     // A failed list leaves no resourceVersion (the informer reported it as an error and retries).
     if (!watched.synced && (watched.informer as unknown as { latestResourceVersion(): string }).latestResourceVersion()) {
@@ -436,7 +437,7 @@ export class Operator {
         } catch (err) {
           const delay = term.queue.addRateLimited(key);
           const conflict = err instanceof Conflict || apiStatus(err) === 409;
-          logger()[conflict ? 'debug' : 'warn']({ err: (err as Error).message, key }, `reconcile of ${key} ${conflict ? 'met a newer version' : 'failed'}; again in ${delay} ms`);
+          logger()[conflict ? 'debug' : 'warn']({ err: loggableMessage(err), key }, `reconcile of ${key} ${conflict ? 'met a newer version' : 'failed'}; again in ${delay} ms`);
         } finally {
           term.queue.done(key);
         }
@@ -493,7 +494,7 @@ export class Operator {
       wrote = (await writeStatus(this.custom, kind, current, previous, status)) !== undefined;
     } catch (err) {
       if (!retry) throw err;
-      logger().debug({ err: (err as Error).message, key }, 'cannot write the status of a failed reconcile');
+      logger().debug({ err: loggableMessage(err), key }, 'cannot write the status of a failed reconcile');
       wrote = false;
     }
     if (wrote) announce(this.core, this.now(), kind, current, previous, status);

@@ -1,5 +1,6 @@
 import type { CoreV1Api } from '@kubernetes/client-node';
 import type { ManifestKind } from '../src/manifests/kinds.js';
+import { loggableMessage } from '../src/observability/database-errors.js';
 import { logger } from '../src/observability/logger.js';
 import type { Condition, Resource, ResourceStatus } from './resource.js';
 
@@ -85,5 +86,5 @@ export function announce(core: CoreV1Api, now: Date, kind: ManifestKind, resourc
     lastTimestamp: now,
     count: 1,
   };
-  void core.createNamespacedEvent({ namespace: resource.metadata.namespace, body }).catch((err: unknown) => logger().debug({ err: (err as Error).message }, 'cannot record a Kubernetes Event'));
+  void core.createNamespacedEvent({ namespace: resource.metadata.namespace, body }).catch((err: unknown) => logger().debug({ err: loggableMessage(err) }, 'cannot record a Kubernetes Event'));
 }

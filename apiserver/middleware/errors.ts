@@ -1,7 +1,7 @@
 import { JsonText } from '../../src/db/json-text.js';
 import type { Context, Next } from 'koa';
 import { HubError } from '../../src/errors.js';
-import { databaseErrorFields } from '../../src/observability/database-errors.js';
+import { databaseErrorFields, loggableMessage } from '../../src/observability/database-errors.js';
 import { logger } from '../../src/observability/logger.js';
 import { isConnectionWaitTimeout, isDatabaseUnavailable } from '../../src/db/unavailable.js';
 import { describeRefusal, refusedValueCode } from '../../src/validation/database-refusals.js';
@@ -54,7 +54,7 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     if (kind === 'unavailable') {
       // Stopped, restarting or out of connections: the request can be retried once it is back
       // (readiness says when); not a defect of the hub, so no stack in the log.
-      logger().warn({ err: (err as Error).message }, 'database unavailable');
+      logger().warn({ err: loggableMessage(err) }, 'database unavailable');
       ctx.status = 503;
       ctx.set('Retry-After', '1');
       ctx.body = {
@@ -69,7 +69,7 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
       // PostgreSQL ended the transaction to break a deadlock or a serialisation conflict with
       // another (class 40): its work is undone, and the same request sent again may pass.
       const code = (err as { code: string }).code;
-      logger().warn({ code, err: (err as Error).message }, 'database rolled a transaction of the request back');
+      logger().warn({ code, err: loggableMessage(err) }, 'database rolled a transaction of the request back');
       ctx.status = 503;
       ctx.set('Retry-After', '1');
       ctx.body = {
@@ -80,7 +80,7 @@ export async function errorMapper(ctx: Context, next: Next): Promise<void> {
     }
     if (kind === 'notMigrated') {
       // The database's words name what is missing (`column "x" does not exist`): for the operator.
-      logger().warn({ code: (err as { code: string }).code, err: (err as Error).message }, 'the database lacks a table, column or function the request needs');
+      logger().warn({ code: (err as { code: string }).code, err: loggableMessage(err) }, 'the database lacks a table, column or function the request needs');
       ctx.status = 503;
       ctx.body = { error: 'database not migrated: run svc-hub migrate', hint: 'see GET /api/platform/migrations' };
       return;

@@ -1,5 +1,6 @@
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { runWithContext } from '../observability/context.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
 /**
@@ -127,7 +128,7 @@ export class ClockRunner {
         job.stats.failures++;
         // The database away (stopped, restarting): one line, not an error with its stack every tick.
         if (isDatabaseUnavailable(err)) {
-          if (!job.databaseDown) logger().warn({ job: job.name, err: (err as Error).message }, `clock job ${job.name}: the database is unavailable; trying again at every tick (logged once)`);
+          if (!job.databaseDown) logger().warn({ job: job.name, err: loggableMessage(err) }, `clock job ${job.name}: the database is unavailable; trying again at every tick (logged once)`);
           job.databaseDown = true;
         } else logger().error({ err, job: job.name }, `clock job ${job.name} failed`);
       }

@@ -212,7 +212,7 @@ export class ConnectorRunner {
       const cancelled = await this.o.db.crossTenant('run-heartbeat', (tx) => heartbeat(tx, ids));
       for (const id of cancelled) this.cancel(id);
     } catch (err) {
-      logger().warn({ err: (err as Error).message, runs: ids.length }, 'run heartbeat failed; trying again');
+      logger().warn({ err: loggableMessage(err), runs: ids.length }, 'run heartbeat failed; trying again');
     }
   }
 

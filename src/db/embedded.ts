@@ -16,6 +16,7 @@ import { createServer } from 'node:net';
 import { arch, platform, userInfo } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
 import { StartRefused } from '../errors.js';
@@ -212,7 +213,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
               supervise(next, restartDelay);
             } catch (err) {
               const again = Math.min(wait * 2, 30_000);
-              logger().error({ err: (err as Error).message }, `embedded PostgreSQL could not be started again; trying again in ${again} ms`);
+              logger().error({ err: loggableMessage(err) }, `embedded PostgreSQL could not be started again; trying again in ${again} ms`);
               retry(again);
             }
           })();

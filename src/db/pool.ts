@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
 /**
@@ -13,11 +14,11 @@ export function resilientPool(config: pg.PoolConfig): pg.Pool {
   const name = config.application_name ?? 'svc-hub';
   const open = new Set<pg.PoolClient>();
   connections.set(pool, open);
-  pool.on('error', (err) => logger().warn({ pool: name, err: err.message }, 'idle database connection failed'));
+  pool.on('error', (err) => logger().warn({ pool: name, err: loggableMessage(err) }, 'idle database connection failed'));
   pool.on('connect', (client) => {
     open.add(client);
     client.once('end', () => open.delete(client));
-    client.on('error', (err) => logger().debug({ pool: name, err: err.message }, 'database connection failed'));
+    client.on('error', (err) => logger().debug({ pool: name, err: loggableMessage(err) }, 'database connection failed'));
   });
   return pool;
 }

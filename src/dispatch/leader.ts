@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Cadence, ClockRunner } from '../clock/clock.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
 /**
@@ -229,7 +230,7 @@ export class Leadership {
           for (const { clock, name } of this.gated) void clock.trigger(name);
         }
       } catch (err) {
-        logger().warn({ err: (err as Error).message }, `leader election failed (${this.elector.description}); trying again`);
+        logger().warn({ err: loggableMessage(err) }, `leader election failed (${this.elector.description}); trying again`);
       }
     })().finally(() => {
       this.checking = undefined;

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
 /**
@@ -29,7 +30,7 @@ export class OutboxListener {
       for (const wake of this.wakers) wake();
     });
     client.on('error', (err) => {
-      logger().warn({ err: err.message }, 'outbox listener lost its connection; reconnecting');
+      logger().warn({ err: loggableMessage(err) }, 'outbox listener lost its connection; reconnecting');
       this.reconnectLater();
     });
     try {
@@ -37,7 +38,7 @@ export class OutboxListener {
       await client.query('listen svc_outbox');
       this.client = client;
     } catch (err) {
-      logger().warn({ err: (err as Error).message }, 'outbox listener could not connect; retrying');
+      logger().warn({ err: loggableMessage(err) }, 'outbox listener could not connect; retrying');
       await client.end().catch(() => undefined);
       this.reconnectLater();
     }

@@ -8,6 +8,7 @@ import { loadEntity } from '../entities/store.js';
 import { ConflictError } from '../errors.js';
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { runForTenant } from '../observability/context.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { AttemptPool } from '../webhooks/pool.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
@@ -359,7 +360,7 @@ export class ExportRunner {
       opened(fence);
       const admitted = await fence.admitted;
       if (!(admitted instanceof Error) || !isDatabaseUnavailable(admitted) || signal.aborted) return admitted;
-      logger().warn({ runId: run.id, export: run.exportName, err: admitted.message }, 'export run: no database connection to check its record before publishing; trying again');
+      logger().warn({ runId: run.id, export: run.exportName, err: loggableMessage(admitted) }, 'export run: no database connection to check its record before publishing; trying again');
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, 1_000);
         function done() {

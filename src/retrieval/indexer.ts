@@ -2,6 +2,7 @@ import type { RowIndexer } from '../connectors/indexer.js';
 import { tenantTableSql } from '../connectors/target/ddl.js';
 import { activeTenant } from '../db/active-tenant.js';
 import type { Database, Tx } from '../db/database.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
@@ -101,9 +102,10 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
           [entry.id, message, PENDING_RETRY_MAX_SECONDS],
         );
         const failed = rows[0];
+        const logged = loggableMessage(err);
         logger().warn(
-          { tenantId: entry.tenant_id, pendingId: entry.id, connectorId: entry.connector_id, table: entry.table_name, attempts: failed?.attempts, retryAt: failed?.retry_at, err: message },
-          `retrieval index: pending entry ${entry.id} (tenant ${entry.tenant_id}, ${entry.table_name}) failed ${failed?.attempts ?? 1} time(s), tried again at ${failed?.retry_at.toISOString() ?? 'the next pass'}: ${message}`,
+          { tenantId: entry.tenant_id, pendingId: entry.id, connectorId: entry.connector_id, table: entry.table_name, attempts: failed?.attempts, retryAt: failed?.retry_at, err: logged },
+          `retrieval index: pending entry ${entry.id} (tenant ${entry.tenant_id}, ${entry.table_name}) failed ${failed?.attempts ?? 1} time(s), tried again at ${failed?.retry_at.toISOString() ?? 'the next pass'}: ${logged}`,
         );
       }
     }
@@ -346,7 +348,7 @@ async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal:
     answer = await unlessAborted(port.embed(chunks.map((c) => c.content)), signal);
   } catch (err) {
     if (err instanceof EmbeddingUnavailable && err.aboutTheEndpoint) throw err;
-    if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: failureReason(err instanceof Error ? err.message : String(err), [chunks[0]!.content]) }] };
+    if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: failureReason(loggableMessage(err), [chunks[0]!.content]) }] };
     const deadline = until ?? Date.now() + SPLIT_BUDGET_MS;
     const found: Embedded = { vectors: [], refused: [] };
     const half = Math.ceil(chunks.length / 2);

@@ -1,5 +1,6 @@
 import type { Database } from '../db/database.js';
 import { PortUnavailable } from '../errors.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import type { ResolvedScope } from '../admin/scope-access.js';
 import { type AnalyticAnswer, analyticChat } from './analytic-chat.js';
@@ -238,7 +239,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
         const result = await rebuildPlatformCorpus(db, deps.platformDocuments());
         logger().info(result, 'platform corpus rebuilt');
       } catch (err) {
-        logger().warn({ err: (err as Error).message }, 'platform corpus rebuild failed');
+        logger().warn({ err: loggableMessage(err) }, 'platform corpus rebuild failed');
       } finally {
         reindexing = undefined;
       }

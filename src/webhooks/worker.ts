@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Database, Tx } from '../db/database.js';
 import { patternsMatch } from '../events/subscribers.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { type Keys, UnsealError } from '../platform/secrets/crypto.js';
 import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, takeLease } from './journal.js';
@@ -367,7 +368,7 @@ export class DeliveryWorker {
         [entries.map(([id]) => id), entries.map(([, token]) => token)],
       );
     } catch (err) {
-      logger().warn({ err: (err as Error).message, deliveries: entries.length }, 'queued delivery attempts could not be released at stop; their leases run out instead');
+      logger().warn({ err: loggableMessage(err), deliveries: entries.length }, 'queued delivery attempts could not be released at stop; their leases run out instead');
     }
   }
 }

@@ -1,3 +1,4 @@
+import { loggableMessage } from '../../../src/observability/database-errors.js';
 import { logger } from '../../../src/observability/logger.js';
 import { registry } from '../../../src/observability/metrics.js';
 import { route, type RouteDecl } from '../../route.js';
@@ -70,7 +71,7 @@ function publicFailure(err: unknown, check: string, shown: string): string {
   if ((failureLogged.get(message) ?? 0) <= now - 60_000) {
     if (failureLogged.size > 100) failureLogged.clear();
     failureLogged.set(message, now);
-    logger().warn({ check, err: message }, `health check ${check} failed: ${shown}`);
+    logger().warn({ check, err: loggableMessage(err) }, `health check ${check} failed: ${shown}`);
   }
   return shown;
 }

@@ -1,6 +1,7 @@
 import type { Database } from '../../db/database.js';
 import type { HookDecl } from '../../events/catalog.js';
 import { matchesSubscription } from '../../events/topics.js';
+import { loggableMessage } from '../../observability/database-errors.js';
 import { logger } from '../../observability/logger.js';
 
 /**
@@ -136,7 +137,7 @@ export class HookRunner {
         outcomes.push({ id: hook.id, target: hook.target, status: 'ran' });
       } catch (err) {
         const message = (err as Error)?.message ?? String(err);
-        logger().error({ hook: hook.id, target: hook.target, eventType: event.type, eventId: event.id, err }, `hook ${hook.id} failed: ${message}`);
+        logger().error({ hook: hook.id, target: hook.target, eventType: event.type, eventId: event.id, err }, `hook ${hook.id} failed: ${loggableMessage(err)}`);
         outcomes.push({ id: hook.id, target: hook.target, status: 'failed', error: message });
       }
     }
