@@ -31,11 +31,14 @@ describe('answers of a model endpoint are bounded in size and time', () => {
   const sockets = new Set<Socket>();
   /** What the server answers to the request in hand. */
   let behave: (res: ServerResponse) => void = () => undefined;
+  /** Requests the server has had. */
+  let requests = 0;
   const agent: Agent = egressAgent(EgressPolicy.open());
   const embeddings: OpenAiEmbedding[] = [];
 
   beforeAll(async () => {
     server = createServer((req, res) => {
+      requests++;
       req.resume();
       req.on('end', () => behave(res));
     });
@@ -100,7 +103,7 @@ describe('answers of a model endpoint are bounded in size and time', () => {
 
   const chat = (timeoutMs = 10_000) => openAiChat({ baseUrl: base, model: 'stand-in-chat', apiKey: KEY, timeoutMs, dispatcher: agent });
 
-  function embedding(options: { timeoutMs?: number; connectTimeoutMs?: number } = {}): OpenAiEmbedding {
+  function embedding(options: { timeoutMs?: number; connectTimeoutMs?: number; maxRetries?: number } = {}): OpenAiEmbedding {
     const port = new OpenAiEmbedding({ baseUrl: base, model: 'stand-in-embed', apiKey: KEY, dimensions: 4, egress: EgressPolicy.open(), maxRetries: 0, ...options });
     embeddings.push(port);
     return port;
@@ -178,4 +181,68 @@ describe('answers of a model endpoint are bounded in size and time', () => {
     expect(Date.now() - started).toBeLessThan(8_000);
     await answer.closed;
   }, 15_000);
+
+  describe('retries stay within the time of the whole call', () => {
+    /** A JSON error answer of `status` with `headers`, after `delayMs`. */
+    const failing = (status: number, headers: Record<string, string> = {}, delayMs = 0) => (res: ServerResponse) => {
+      setTimeout(() => {
+        res.writeHead(status, { 'content-type': 'application/json', ...headers });
+        res.end(JSON.stringify({ error: { message: `stand-in ${status}` } }));
+      }, delayMs);
+    };
+
+    /** How long `promise` took to be refused, and with what. */
+    async function timed(promise: Promise<unknown>): Promise<{ ms: number; err: EmbeddingUnavailable }> {
+      const started = Date.now();
+      const err = (await rejection(promise)) as EmbeddingUnavailable;
+      expect(err).toBeInstanceOf(EmbeddingUnavailable);
+      return { ms: Date.now() - started, err };
+    }
+
+    it('embeddings retry 5xx answers while the wait ends within the time, then fail with the last answer', async () => {
+      // 250 ms an answer, waits of 0.5 s, 1 s, 2 s…: with 10 retries the client went on for about a minute.
+      requests = 0;
+      behave = failing(503, {}, 250);
+      const { ms, err } = await timed(embedding({ connectTimeoutMs: 1_000, timeoutMs: 2_000, maxRetries: 10 }).embed(['text']));
+      expect([err.failure, err.httpStatus]).toEqual(['status', 503]);
+      expect(err.message).toBe('the embedding endpoint answered HTTP 503: 503 stand-in 503');
+      expect(ms).toBeLessThan(3_000);
+      // Retried as long as a retry's wait ended within the time: 250 + ≤500 + 250 + ≤1,000 + 250 ms.
+      expect(requests).toBeGreaterThanOrEqual(3);
+      expect(requests).toBeLessThan(5);
+    }, 90_000);
+
+    it("embeddings do not wait out a server's Retry-After past the time: the 429 is the answer at once", async () => {
+      requests = 0;
+      behave = failing(429, { 'retry-after': '3600' });
+      const { ms, err } = await timed(embedding({ connectTimeoutMs: 1_000, timeoutMs: 2_000, maxRetries: 2 }).embed(['text']));
+      expect([err.failure, err.httpStatus, err.message]).toEqual(['status', 429, 'the embedding endpoint answered HTTP 429: 429 stand-in 429']);
+      expect(ms).toBeLessThan(1_000);
+      expect(requests).toBe(1);
+    }, 20_000);
+
+    it('a retry in flight when the time is up is given up then, as a call that did not answer', async () => {
+      // The first answer (a 500) takes 1 s; the retry's answer drips without end. The retry had 2 s
+      // of its own: the call ended about 3.4 s after it began.
+      requests = 0;
+      let answered = 0;
+      const dripped = drip('{"object":"list","data":[');
+      const dripping = behave;
+      behave = (res) => (answered++ === 0 ? failing(500, {}, 1_000)(res) : dripping(res));
+      const { ms, err } = await timed(embedding({ connectTimeoutMs: 500, timeoutMs: 1_500, maxRetries: 2 }).embed(['text']));
+      expect([err.failure, err.message]).toEqual(['unreachable', 'the embedding endpoint did not answer within 2000 ms']);
+      expect(ms).toBeGreaterThanOrEqual(1_900);
+      expect(ms).toBeLessThan(2_900);
+      expect(requests).toBe(2);
+      await dripped.closed;
+    }, 20_000);
+
+    it('chat tries once: an answer of 500 is the answer', async () => {
+      requests = 0;
+      behave = failing(500);
+      const err = await rejection(chat(5_000).complete([{ role: 'user', content: 'question' }]));
+      expect(err.message).toBe('the language model did not answer: HTTP 500');
+      expect(requests).toBe(1);
+    });
+  });
 });

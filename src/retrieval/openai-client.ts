@@ -1,4 +1,4 @@
-import OpenAI from 'openai';
+import OpenAI, { APIConnectionError, APIError } from 'openai';
 import { type Dispatcher, Response, fetch as undiciFetch } from 'undici';
 
 /**
@@ -28,7 +28,6 @@ export interface OpenAiClientOptions {
   timeoutMs: number;
   /** The most bytes of one answer's body (after content decoding) read: past them the request is given up. */
   maxAnswerBytes: number;
-  maxRetries: number;
   /** The outbound address policy's agent. */
   dispatcher: Dispatcher;
 }
@@ -42,14 +41,15 @@ export interface OpenAiClientOptions {
  * each answer is bounded here: its body is read through a counter that gives the request up past
  * `maxAnswerBytes` (an endpoint sending gigabytes, or without end), and the request is given up
  * `timeoutMs` after it was sent, body included (an endpoint sending a byte now and then). Either
- * fails the call with a ModelAnswerRefused, the connection closed.
+ * fails the call with a ModelAnswerRefused, the connection closed. The client itself does not
+ * retry: `withinTimeLimit` does, within the call's time.
  */
 export function openAiClient(options: OpenAiClientOptions): OpenAI {
   return new OpenAI({
     baseURL: options.baseUrl,
     apiKey: options.apiKey,
     timeout: options.timeoutMs,
-    maxRetries: options.maxRetries,
+    maxRetries: 0,
     fetch: (input, init) => boundedFetch(input, init, options) as unknown as Promise<Response>,
   });
 }
@@ -90,4 +90,71 @@ async function boundedFetch(input: unknown, init: unknown, options: OpenAiClient
   );
   // A deadline passing while the body is read errors the source with the ModelAnswerRefused, and so the counted body.
   return new Response(counted, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/** What `withinTimeLimit` gives each attempt: the call's deadline as a signal, and no retries of the client's own. */
+export interface AttemptOptions {
+  signal: AbortSignal;
+  maxRetries: 0;
+}
+
+/**
+ * One call to a model endpoint (`attempt`, a request of the `openai` client given these options),
+ * retried up to `maxRetries` times where the client would retry it (no answer, a 408, 409, 429 or
+ * 5xx, or a server's `x-should-retry: true`), with the client's waits (its backoff of 0.5 s doubling
+ * up to 8 s, or the server's `retry-after-ms` / `Retry-After`) — all of it within `timeoutMs`. The
+ * client's own retries make a call take (retries + 1) × its timeout plus the waits, and wait as long
+ * as a server's Retry-After asks (an hour, if it says so). Here the attempt in flight is given up
+ * when `timeoutMs` has passed since the call began (a ModelAnswerRefused 'time', the connection
+ * closed), and a retry whose wait would end after that is not made: the call fails with the last
+ * attempt's own error (an HTTP 500 stays an HTTP 500).
+ */
+export async function withinTimeLimit<T>(limits: { timeoutMs: number; maxRetries: number }, attempt: (options: AttemptOptions) => Promise<T>): Promise<T> {
+  const { timeoutMs, maxRetries } = limits;
+  const deadline = Date.now() + timeoutMs;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new ModelAnswerRefused('time', timeoutMs)), timeoutMs);
+  timer.unref();
+  try {
+    for (let retry = 0; ; retry++) {
+      try {
+        return await attempt({ signal: controller.signal, maxRetries: 0 });
+      } catch (err) {
+        // The client answers an abort as its own APIUserAbortError: the deadline is the reason.
+        if (controller.signal.aborted) throw controller.signal.reason;
+        const wait = retry < maxRetries ? retryWait(err, retry) : undefined;
+        if (wait === undefined || Date.now() + wait >= deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** How long the `openai` client would wait before retrying after `err` (its rules), or undefined where it would not retry. */
+function retryWait(err: unknown, retry: number): number | undefined {
+  if (err instanceof APIConnectionError) return backoff(retry);
+  if (!(err instanceof APIError) || typeof err.status !== 'number') return undefined;
+  const headers = err.headers as Headers | undefined;
+  const told = headers?.get('x-should-retry');
+  if (told === 'false') return undefined;
+  if (told !== 'true' && ![408, 409, 429].includes(err.status) && err.status < 500) return undefined;
+  return retryAfter(headers) ?? backoff(retry);
+}
+
+/** The wait a server asks for: `retry-after-ms`, else `Retry-After` in seconds or as a date. */
+function retryAfter(headers: Headers | undefined): number | undefined {
+  const ms = Number.parseFloat(headers?.get('retry-after-ms') ?? '');
+  if (!Number.isNaN(ms)) return Math.max(0, ms);
+  const value = headers?.get('retry-after');
+  if (!value) return undefined;
+  const seconds = Number.parseFloat(value);
+  const wait = Number.isNaN(seconds) ? Date.parse(value) - Date.now() : seconds * 1000;
+  return Number.isNaN(wait) ? undefined : Math.max(0, wait);
+}
+
+/** The client's backoff: 0.5 s doubling per retry up to 8 s, less up to a quarter at random. */
+function backoff(retry: number): number {
+  return Math.min(0.5 * 2 ** retry, 8) * (1 - Math.random() * 0.25) * 1000;
 }

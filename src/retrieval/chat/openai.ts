@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { Dispatcher } from 'undici';
 import { PortUnavailable } from '../../errors.js';
-import { ModelAnswerRefused, openAiClient } from '../openai-client.js';
+import { ModelAnswerRefused, openAiClient, withinTimeLimit } from '../openai-client.js';
 import type { ChatMessage, ChatPort } from './port.js';
 
 export interface OpenAiChatOptions {
@@ -33,7 +33,6 @@ export function openAiChat(options: OpenAiChatOptions): ChatPort {
     apiKey: options.apiKey ?? 'unused',
     timeoutMs: options.timeoutMs,
     maxAnswerBytes: options.maxAnswerBytes ?? MAX_CHAT_ANSWER_BYTES,
-    maxRetries: 0,
     dispatcher: options.dispatcher,
   });
   return {
@@ -41,7 +40,10 @@ export function openAiChat(options: OpenAiChatOptions): ChatPort {
     async complete(messages: ChatMessage[]): Promise<string> {
       let answer: unknown;
       try {
-        const completion = await client.chat.completions.create({ model: options.model, messages, temperature: 0 });
+        // No retry: a person waits for the answer, and svc.llm.timeout is all of the call.
+        const completion = await withinTimeLimit({ timeoutMs: options.timeoutMs, maxRetries: 0 }, (attempt) =>
+          client.chat.completions.create({ model: options.model, messages, temperature: 0 }, attempt),
+        );
         answer = completion.choices?.[0]?.message?.content;
       } catch (err) {
         throw new PortUnavailable(`the language model did not answer: ${describe(err)}`, HINT);

@@ -4,7 +4,7 @@ import type { Agent } from 'undici';
 import { egressAgent } from '../../egress/dispatcher.js';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
-import { ModelAnswerRefused, openAiClient } from '../openai-client.js';
+import { ModelAnswerRefused, openAiClient, withinTimeLimit } from '../openai-client.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { type EmbeddingPort, unitVector } from './port.js';
 
@@ -24,7 +24,10 @@ export interface OpenAiEmbeddingOptions {
   connectTimeoutMs?: number;
   /** Per request: waiting for the answer and reading it (default 30 s). */
   timeoutMs?: number;
-  /** Retries of a request that got no answer, a 429 or a 5xx, with the client's backoff (default 2). */
+  /**
+   * Retries of a request that got no answer, a 429 or a 5xx, with the client's backoff (default 2):
+   * within the request's time (connect timeout + timeout), which bounds the whole call.
+   */
   maxRetries?: number;
   /** Texts per request (default 128; OpenAI takes up to 2048). */
   batchSize?: number;
@@ -68,6 +71,7 @@ export class OpenAiEmbedding implements EmbeddingPort {
   private readonly agent: Agent;
   private readonly client: OpenAI;
   private readonly timeouts: { connectTimeoutMs: number; timeoutMs: number };
+  private readonly maxRetries: number;
   /** The most bytes of one answer read (maxEmbeddingAnswerBytes of a full batch). */
   private readonly maxAnswerBytes: number;
 
@@ -92,9 +96,9 @@ export class OpenAiEmbedding implements EmbeddingPort {
       apiKey: options.apiKey,
       timeoutMs: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs,
       maxAnswerBytes: this.maxAnswerBytes,
-      maxRetries: options.maxRetries ?? 2,
       dispatcher: this.agent,
     });
+    this.maxRetries = options.maxRetries ?? 2;
   }
 
   async embed(texts: string[]): Promise<Float32Array[]> {
@@ -113,12 +117,11 @@ export class OpenAiEmbedding implements EmbeddingPort {
   private async embedBatch(texts: string[]): Promise<Float32Array[]> {
     let answer: unknown;
     try {
-      answer = await this.client.embeddings.create({
-        model: this.model,
-        input: texts,
-        encoding_format: 'float',
-        ...(this.requestDimensions === undefined ? {} : { dimensions: this.requestDimensions }),
-      });
+      const body = { model: this.model, input: texts, encoding_format: 'float' as const, ...(this.requestDimensions === undefined ? {} : { dimensions: this.requestDimensions }) };
+      // Retries included, the call ends within the request's time.
+      answer = await withinTimeLimit({ timeoutMs: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs, maxRetries: this.maxRetries }, (attempt) =>
+        this.client.embeddings.create(body, attempt),
+      );
     } catch (err) {
       throw this.failure(err);
     }
