@@ -16,7 +16,7 @@ import type { WorkflowSpec } from './types.js';
  * in key order through one cursor (one read of the relation per pass, in a transaction of its own),
  * `svc.workflow.sweep.batch` rows at a time; they are written WRITE_ROWS (1,000) at most per
  * transaction, each in the tenant (row-level security), which for the key range its records cover does this
- * (a part with nothing to do, found by one read beside the cursor, opens no transaction: see partWork):
+ * (a part with nothing to do, found by one read per fetch beside the cursor, opens no transaction: see fetchWork):
  *
  * - a record seen in a state it had no spell in gets a new spell (`since`: now, or the workflow's
  *   `tracked_since` during the first complete pass after the entity or state column was set);
@@ -147,29 +147,38 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
     const { rows: turn } = await reader.query<{ mine: boolean }>('select pg_try_advisory_xact_lock(hashtextextended($1, 0)) as mine', [`svc-hub:workflow-sweep:${w.id}`]);
     if (!turn[0]?.mine) return false;
     await reader.query(`declare sweep no scroll cursor for ${read}`);
+    // fetchWork's reads, the rest of this transaction, read their ranges of the spells through the
+    // spells' primary key in key order, which is the order their digests need: a bitmap scan (which
+    // PostgreSQL picks while the spells' statistics are too few, as after a first pass) loses the
+    // order, and each range was then sorted again. The cursor's plan is made already.
+    await reader.query('set local enable_bitmapscan = off');
     let prev: string | null = null;
-    let wrote = false;
+    let wroteAll = false;
     for (;;) {
       const { rows } = await reader.query<{ k: string; s: string | null }>(`fetch forward ${batch} from sweep`);
       // The records read are written WRITE_ROWS at a time, each part in its own transaction (the
       // last part of the last read runs to the end of the keys): see WRITE_ROWS.
       const end = rows.length < batch;
-      let stop = false;
-      for (let from = 0; !stop && (from === 0 || from < rows.length); from += WRITE_ROWS) {
-        const part = rows.slice(from, from + WRITE_ROWS);
-        const last: string | null = end && from + WRITE_ROWS >= rows.length ? null : part[part.length - 1]!.k;
-        const stated = part.filter((r) => r.s !== null && r.s !== '');
+      const parts: Part[] = [];
+      for (let from = 0, after = prev; from === 0 || from < rows.length; from += WRITE_ROWS) {
+        const records = rows.slice(from, from + WRITE_ROWS);
+        const last: string | null = end && from + WRITE_ROWS >= rows.length ? null : records[records.length - 1]!.k;
+        const stated = records.filter((r) => r.s !== null && r.s !== '');
         // A key too long for the spells' indexes would fail this part, and so the pass, at every tick.
-        const seen = stated.filter((r) => !tooLong(r.k));
-        // Most parts of most ticks have nothing to write: asked first on the reader's connection
-        // (no transaction id), the write transaction is opened only for a part that has, and runs
-        // only the statements it needs. A part after one that wrote something is not asked (changes
-        // come in numbers: it most likely has some too) and written whole, as every part used to be.
-        const todo = wrote ? EVERYTHING : await partWork(reader, w, prev, last, seen, interval);
-        if (todo === 'stop') {
-          stop = true;
-          break;
-        }
+        parts.push({ records, prev: after, last, stated, seen: stated.filter((r) => !tooLong(r.k)) });
+        after = last;
+      }
+      // Most parts of most ticks have nothing to write: the fetch's parts are asked about first, in
+      // one read on the reader's connection (no transaction id), and a write transaction is opened
+      // only for a part that has something to write, and runs only the statements it needs. After
+      // a fetch whose every part wrote something, the next is written whole without asking (changes
+      // come in numbers: it most likely has some in every part too), until a part writes nothing.
+      const work = wroteAll ? parts.map(() => EVERYTHING) : await fetchWork(reader, w, parts, interval);
+      if (work === 'stop') break;
+      let stop = false;
+      wroteAll = true;
+      for (const [i, { records, last, stated, seen }] of parts.entries()) {
+        const todo = work[i]!;
         const before = result.started + result.ended + result.emitted;
         if (todo.spells || todo.due || todo.baseline) {
           stop = await db.withTenant(w.tenant_id, async (tx) => {
@@ -188,12 +197,12 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
           });
         }
         if (stop) break;
-        wrote = result.started + result.ended + result.emitted > before;
+        if (result.started + result.ended + result.emitted === before) wroteAll = false;
         if (seen.length < stated.length) {
           result.skipped += stated.length - seen.length;
           firstSkipped ??= stated.find((r) => tooLong(r.k))!.k;
         }
-        result.records += part.length;
+        result.records += records.length;
         stop = last === null;
         prev = last;
       }
@@ -218,41 +227,88 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
 /** What a part written without asking does: all of it, as the write transaction finds it. */
 const EVERYTHING = { spells: true, due: true, baseline: true } as const;
 
+/** A part of a fetch: its records, the key range (prev, last] they cover (to the end when `last` is null), those with a state, and those tracked. */
+interface Part {
+  records: Array<{ k: string; s: string | null }>;
+  prev: string | null;
+  last: string | null;
+  stated: Array<{ k: string; s: string | null }>;
+  seen: Array<{ k: string; s: string | null }>;
+}
+
 /** Deleted, or its entity or state column changed since the pass began: the pass stops, the next tick starts afresh. */
 const changedSince = (now: { tracked_since: Date }, w: WorkflowRow) => now.tracked_since.getTime() !== w.tracked_since.getTime();
 
 /**
- * What the key range (prev, last] (to the end when `last` is null) has to write, in one read on the
- * reader's connection: READ COMMITTED, so it sees what is committed now (not the cursor's snapshot),
- * and a read takes no transaction id. 'stop' when the workflow was deleted or re-applied on another
- * entity or state column. Otherwise `spells` when the range's spells are not exactly the records
- * `seen` in their states (a spell to start, change or end), `due` when one of its spells is due (at
- * the statement's time, which precedes the write transaction's `now()`), `baseline` for the last
- * part of the first complete pass (the baseline to mark done). Only the pass itself writes the
- * workflow's spells (one pass at a time) and a re-apply that drops them stops it, so what the read
- * found holds in the write transaction; a spell that comes due in between is announced at the next tick.
+ * What each part of a fetch has to write, in one read on the reader's connection: READ COMMITTED,
+ * so it sees what is committed now (not the cursor's snapshot), and a read takes no transaction id.
+ * 'stop' when the workflow was deleted or re-applied on another entity or state column. Otherwise,
+ * for each part, `spells` when its range's spells are not exactly its records `seen` in their
+ * states (a spell to start, change or end), `due` when one of its spells is due (at the statement's
+ * time, which precedes the write transaction's `now()`), `baseline` for the last part of the first
+ * complete pass (the baseline to mark done). Only the pass itself writes the workflow's spells (one
+ * pass at a time), each part only its own range, and a re-apply that drops them stops it, so what
+ * the read found holds in each part's write transaction; a spell that comes due in between is
+ * announced at the next tick.
  */
-async function partWork(reader: Tx, w: WorkflowRow, prev: string | null, last: string | null, seen: Array<{ k: string; s: string | null }>, interval: string | undefined): Promise<'stop' | { spells: boolean; due: boolean; baseline: boolean }> {
-  // The spells and the records are compared as one digest each (SHA-256 of every key and state, in
-  // key order, each prefixed with its length in bytes) rather than sending the records (two arrays
-  // of 1,000): a quiet tick cost a fifth less. Digests that differ for another reason (another
-  // order or encoding) would only cost a write transaction that finds nothing to do.
-  const digest = createHash('sha256')
-    .update(seen.map((r) => `${Buffer.byteLength(r.k)}:${r.k}${Buffer.byteLength(r.s!)}:${r.s}`).join(''))
-    .digest('hex');
-  const { rows } = await reader.query<{ tracked_since: Date; baseline_done: boolean; same: boolean; due: boolean | null }>(
-    `select w.tracked_since, w.baseline_done, r.digest = $4 as same, r.due
-       from workflows.workflows w,
-            lateral (select encode(sha256(convert_to(coalesce(string_agg(octet_length(s.record_key) || ':' || s.record_key || octet_length(s.state) || ':' || s.state, '' order by s.record_key), ''), 'UTF8')), 'hex') as digest,
-                            bool_or(s.notified_at is null and s.state = any($5::text[]) and s.since <= statement_timestamp() - $6::interval) as due
-                       from workflows.spells s
-                      where s.workflow_id = $1 and ($2::text is null or s.record_key > $2) and ($3::text is null or s.record_key <= $3)) r
-      where w.id = $1`,
-    [w.id, prev, last, digest, w.spec.dormancy?.states ?? null, interval ?? null],
-  );
+async function fetchWork(reader: Tx, w: WorkflowRow, parts: Part[], interval: string | undefined): Promise<'stop' | Array<{ spells: boolean; due: boolean; baseline: boolean }>> {
+  // The spells and the records of a part are compared as one digest each rather than sending the
+  // records (two arrays of 1,000: a quiet tick cost a fifth less): SHA-256 of the keys' array and
+  // the states' array, in key order, in PostgreSQL's binary array form (`array_send`: each element
+  // preceded by its length in bytes), which a range's spells give in one pass of their index
+  // without building a text per row. Digests that differ for another reason (another order or
+  // encoding) would only cost a write transaction that finds nothing to do. One subquery per part,
+  // each on its own key range of the index, in one statement: one round trip for the fetch.
+  const values: unknown[] = [w.id, w.spec.dormancy?.states ?? null, interval ?? null];
+  const param = (value: unknown) => `$${values.push(value)}`;
+  const ranges = parts.map(({ prev, last, seen }) => {
+    const bounds = [prev === null ? '' : ` and s.record_key > ${param(prev)}::text`, last === null ? '' : ` and s.record_key <= ${param(last)}::text`].join('');
+    return `(select case when sha256(coalesce(array_send(array_agg(s.record_key order by s.record_key)) || array_send(array_agg(s.state order by s.record_key)), '')) = ${param(arraysDigest(seen))} then 0 else 1 end
+                    + case when bool_or(s.notified_at is null and s.state = any($2::text[]) and s.since <= statement_timestamp() - $3::interval) then 2 else 0 end
+               from workflows.spells s where s.workflow_id = $1${bounds})`;
+  });
+  // Each part's answer is a scalar subquery (1: its spells differ, 2: one is due), planned on its
+  // own: as joined subqueries, ten of them cost PostgreSQL ~7 ms of planning, more than their reads.
+  const text = `select w.tracked_since, w.baseline_done, array[${ranges.join(',\n              ')}]::int[] as work
+       from workflows.workflows w where w.id = $1`;
+  const { rows } = await reader.query<{ tracked_since: Date; baseline_done: boolean; work: number[] }>(text, values);
   const now = rows[0];
   if (!now || changedSince(now, w)) return 'stop';
-  return { spells: !now.same, due: now.due === true, baseline: last === null && !now.baseline_done };
+  return parts.map((part, i) => ({ spells: (now.work[i]! & 1) !== 0, due: (now.work[i]! & 2) !== 0, baseline: part.last === null && !now.baseline_done }));
+}
+
+/** PostgreSQL's binary form of a one-dimensional text[] without nulls (`array_send`): its header, then each element's length in bytes and its UTF-8 bytes. */
+const ARRAY_HEADER = 20;
+const TEXT_OID = 25;
+
+/**
+ * SHA-256 of `array_send` of the records' keys, then of their states (empty input for no record),
+ * as fetchWork's statement computes it over a range's spells.
+ */
+function arraysDigest(seen: Array<{ k: string; s: string | null }>): Buffer {
+  const hash = createHash('sha256');
+  if (!seen.length) return hash.digest();
+  // Room for the longest UTF-8 form (three bytes per UTF-16 unit): no byte length counted apart.
+  let room = 2 * ARRAY_HEADER;
+  for (const r of seen) room += 8 + 3 * (r.k.length + r.s!.length);
+  const out = Buffer.allocUnsafe(room);
+  let at = 0;
+  for (const which of ['k', 's'] as const) {
+    at = out.writeInt32BE(1, at); // dimensions
+    at = out.writeInt32BE(0, at); // no nulls
+    at = out.writeInt32BE(TEXT_OID, at);
+    at = out.writeInt32BE(seen.length, at);
+    at = out.writeInt32BE(1, at); // lower bound
+    for (const r of seen) {
+      const bytes = out.write(r[which]!, at + 4, 'utf8');
+      out[at] = bytes >>> 24;
+      out[at + 1] = (bytes >>> 16) & 0xff;
+      out[at + 2] = (bytes >>> 8) & 0xff;
+      out[at + 3] = bytes & 0xff;
+      at += 4 + bytes;
+    }
+  }
+  return hash.update(out.subarray(0, at)).digest();
 }
 
 /** Spells of the key range (prev, last] (to the end when `last` is null) from the records seen there; the spells started. */
