@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
@@ -223,20 +224,30 @@ describe('nesting is capped at 64 levels', () => {
     expect({ refusedMs, parseMs, quicker: refusedMs < parseMs }).toMatchObject({ quicker: true });
   }, 120_000);
 
-  it('an answer names a long key cut at 300 characters, not whole (a 4 MB key given twice was answered twice over)', async () => {
-    const key = 'k'.repeat(4 * 1024 * 1024);
+  it('an answer names a long key cut at 300 characters, not whole (a 4 MB key given twice was answered twice over; 400 KB now, within 1 MiB)', async () => {
+    const key = 'k'.repeat(400 * 1024);
     const twice = await call('POST', '/api/connectors/validate', { body: `{"${key}":1,"${key}":2}` });
     expect(twice).toEqual({ status: 400, body: { error: `body.${'k'.repeat(295)}… is given twice: a key may appear once in an object`, field: `body.${'k'.repeat(295)}…`, hint: expect.any(String) } });
     const nul = await call('POST', '/api/connectors/validate', { body: `{"${key}\\u0000":1}` });
     expect(nul).toEqual({ status: 400, body: { error: `body["${'k'.repeat(294)}… has a key that contains a NUL character (\\u0000)`, field: `body["${'k'.repeat(294)}…`, hint: expect.any(String) } });
   }, 60_000);
 
-  it('YAML bodies are read up to 1 MiB; the same manifest as JSON is read up to the body limit', async () => {
-    const padded = { ...manifestOf('padded'), metadata: { name: 'padded', annotations: { note: 'x'.repeat(1024 * 1024) } } };
-    const yaml = await call('POST', '/api/connectors/validate', { body: stringify(padded), type: 'application/yaml' });
-    expect(yaml).toEqual({ status: 413, body: { error: 'YAML body too large: at most 1 MiB', hint: expect.stringContaining('as JSON') } });
-    const json = await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded) });
-    expect(json.status).toBe(200);
+  it('JSON and YAML bodies are read up to 1 MiB, the CSV ingest up to the body limit', async () => {
+    const padded = (n: number) => ({ ...manifestOf('padded'), metadata: { name: 'padded', annotations: { note: 'x'.repeat(n) } } });
+    const tooLarge = { status: 413, body: { error: 'body too large: more than the 1,048,576 bytes a JSON or YAML body may hold', hint: expect.stringContaining('svc.http.body-limit') } };
+    expect(await call('POST', '/api/connectors/validate', { body: stringify(padded(1024 * 1024)), type: 'application/yaml' })).toEqual(tooLarge);
+    // Sent in latin-1 under 1 MiB, but more as UTF-8 (each é two bytes): the YAML reader's own limit.
+    const latin1 = Buffer.from(stringify(padded(0)).replace(/note: .*/, `note: ${'é'.repeat(600_000)}`), 'latin1');
+    const res = await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml; charset=latin1' }, body: latin1 });
+    expect({ status: res.status, body: await res.json() }).toEqual({ status: 413, body: { error: 'YAML body too large: at most 1 MiB', hint: expect.stringContaining('1 MiB') } });
+    expect(await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded(1024 * 1024)) })).toEqual(tooLarge);
+    expect(await call('POST', '/api/platform/secrets', { body: JSON.stringify({ name: 'n', value: 'x'.repeat(1024 * 1024) }) })).toEqual(tooLarge);
+    const fits = JSON.stringify(padded(1024 * 1024 - 1024));
+    expect(Buffer.byteLength(fits)).toBeLessThan(1024 * 1024);
+    expect((await call('POST', '/api/connectors/validate', { body: fits })).status).toBe(200);
+    // A CSV body of 2 MiB is read (and refused for its query, after the body)
+    const csv = await call('POST', '/api/platform/sources/csv/ingest?connector=c&table=t&key=nokey', { body: `id,a\n1,${'x'.repeat(2 * 1024 * 1024)}\n`, type: 'text/csv' });
+    expect(csv).toEqual({ status: 400, body: { error: 'key column nokey is not in the CSV header', field: 'key' } });
   });
 
   it('a body past svc.http.body-limit is a 413 that names the limit', async () => {
@@ -244,6 +255,68 @@ describe('nesting is capped at 64 levels', () => {
     const refused = await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded) });
     expect(refused).toEqual({ status: 413, body: { error: 'body too large: more than the 10,485,760 bytes a body may hold (svc.http.body-limit)' } });
   });
+});
+
+describe('no body holds the event loop longer than JSON.parse of the slowest body svc.http.body-limit allows', () => {
+  /** A POST of `body` (made before the clock starts) and the longest time the event loop was held meanwhile. */
+  async function held(path: string, type: string, body: Buffer): Promise<{ status: number; heldMs: number }> {
+    // The hub runs in this process: a gap between two ticks of a 2 ms timer is a time its event loop was held.
+    let last = performance.now();
+    let heldMs = 0;
+    const ticks = setInterval(() => {
+      const now = performance.now();
+      heldMs = Math.max(heldMs, now - last);
+      last = now;
+    }, 2);
+    try {
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = request(`${hub.url}${path}`, { method: 'POST', headers: { ...H, 'Content-Type': type, 'Content-Length': body.length } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+      await new Promise((resolve) => setTimeout(resolve, 10)); // the tick after the answer
+      return { status, heldMs };
+    } finally {
+      clearInterval(ticks);
+    }
+  }
+
+  it('crafted JSON manifests: up to 1 MiB taken, up to the body limit refused', async () => {
+    const limit = 10 * 1024 * 1024; // svc.http.body-limit's default, the hub's
+    // A manifest whose spec.defaults (free-form) is `inner`, `bytes` long.
+    const manifest = (bytes: number, shape: (room: number) => string) => {
+      const around = JSON.stringify({ ...manifestOf('crafted', { defaults: 0 }) }).replace('"defaults":0', '"defaults":@');
+      return Buffer.from(around.replace('@', shape(bytes - around.length - 16)));
+    };
+    const shapes: Record<string, (room: number) => string> = {
+      // Each slower to read than its size says: five million numbers, two and a half million empty texts, one long text.
+      numbers: (room) => `[${'1,'.repeat(Math.floor(room / 2) - 1)}1]`,
+      emptyTexts: (room) => `[${'"",'.repeat(Math.floor(room / 3) - 1)}""]`,
+      longText: (room) => `"${'x'.repeat(room - 2)}"`,
+      emoji: (room) => `"${'\u{1F600}'.repeat(Math.floor((room - 2) / 4))}"`,
+    };
+    // The reference: JSON.parse of the slowest of them at the body limit, timed here, on the same machine under the same load.
+    const slowest = manifest(limit - 1024, shapes.numbers!).toString();
+    let parseMs = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < 3; i++) {
+      const started = performance.now();
+      JSON.parse(slowest);
+      parseMs = Math.min(parseMs, performance.now() - started);
+    }
+    // Each route answered once first: what its first request compiles (schemas, code paths) is not the body's cost.
+    await held('/api/connectors/apply', 'application/json', manifest(4096, shapes.numbers!));
+    const found: Record<string, { status: number; heldMs: number }> = {};
+    for (const [name, shape] of Object.entries(shapes)) {
+      for (const bytes of [1024 * 1024 - 1024, limit - 1024]) {
+        found[`${name} ${bytes} bytes to /api/connectors/apply`] = await held('/api/connectors/apply', 'application/json', manifest(bytes, shape));
+      }
+    }
+    const over = Object.entries(found).filter(([, f]) => f.heldMs > parseMs * 1.5 || f.status >= 500);
+    expect({ parseMs, over }).toEqual({ parseMs, over: [] });
+  }, 180_000);
 });
 
 describe('YAML bodies are read off the event loop', () => {
@@ -305,6 +378,12 @@ describe('YAML bodies are read off the event loop', () => {
     const refused = await call('POST', '/api/connectors/apply', { body: text, type: 'application/yaml' });
     expect(refused).toEqual({ status: 413, body: { error: 'body (YAML) reads as more JSON than the 10,485,760 bytes a body may hold (svc.http.body-limit): its aliases repeat what they name', hint: expect.any(String) } });
     expect((await call('GET', '/api/connectors/bomb')).status).toBe(404);
+    // 9 aliases of it: 1.2 MB of manifest, past the 1 MiB a JSON body may hold
+    const smaller = text.split('\n').filter((line) => !/^ {4}b(9|[1-9]\d):/.test(line)).join('\n');
+    expect(await call('POST', '/api/connectors/apply', { body: smaller, type: 'application/yaml' })).toEqual({
+      status: 413,
+      body: { error: 'body (YAML) reads as more JSON than the 1,048,576 bytes a JSON body may hold', hint: expect.stringContaining('aliases') },
+    });
   }, 60_000);
 
   it('a stopping hub answers the YAML bodies it holds at once with a 503', async () => {

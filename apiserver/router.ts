@@ -1,4 +1,5 @@
 import { METHODS } from 'node:http';
+import { setImmediate as turn } from 'node:timers/promises';
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { type Principal, satisfies } from '../src/auth/principal.js';
@@ -9,7 +10,7 @@ import { annotateContext } from '../src/observability/context.js';
 import type { RouteDecl } from './route.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
-import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_DEPTH, overJsonLimits, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
+import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH, overJsonLimits, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { nonCanonicalInteger, validate } from './validation.js';
 import { MAX_YAML_BYTES } from '../src/manifests/yaml-limits.js';
 import type { YamlRead } from '../src/manifests/yaml-body.js';
@@ -155,7 +156,7 @@ export function declaredCharset(contentType: string | undefined): string | undef
  * a 400 naming `body` and the offset of the first, a charset the hub cannot decode (or an empty one,
  * or two) a 400 naming it (a route that takes UTF-8 only, as the CSV ingest, refuses other charsets itself).
  */
-function textOf(ctx: Context, raw: unknown): unknown {
+async function textOf(ctx: Context, raw: unknown): Promise<unknown> {
   if (typeof raw !== 'string') return raw;
   const bytes = Buffer.from(raw, 'latin1');
   const charset = declaredCharset(ctx.get('Content-Type')) ?? 'utf-8';
@@ -166,14 +167,35 @@ function textOf(ctx: Context, raw: unknown): unknown {
     throw new ValidationError(`body declares charset ${charset}, which the hub cannot decode`, 'body', 'send the body encoded as UTF-8 (Content-Type: …; charset=utf-8)');
   }
   try {
-    return decoder.decode(bytes);
+    if (bytes.length <= DECODE_SLICE_BYTES) return decoder.decode(bytes);
+    // A body larger than a JSON body (the CSV ingest's, up to svc.http.body-limit) in slices, a turn of the event loop between two.
+    let text = '';
+    for (let at = 0; at < bytes.length; at += DECODE_SLICE_BYTES) {
+      text += decoder.decode(bytes.subarray(at, at + DECODE_SLICE_BYTES), { stream: true });
+      await turn();
+    }
+    return text + decoder.decode();
   } catch {
     const name = decoder.encoding === 'utf-8' ? 'UTF-8' : decoder.encoding;
     throw new ValidationError(`body is not valid ${name}: an invalid byte sequence at byte offset ${firstUndecodable(decoder.encoding, bytes) ?? bytes.length}`, 'body', 'send the body encoded as UTF-8');
   }
 }
 
+/** Bytes decoded between two turns of the event loop (a few milliseconds). */
+const DECODE_SLICE_BYTES = 1024 * 1024;
+
 const JSON_TYPES = ['application/json', 'application/*+json'];
+const isJsonOrYaml = (type: string) => type.includes('json') || type.includes('yaml');
+
+/**
+ * A JSON or YAML body past MAX_JSON_BODY_BYTES, refused from its length before it is decoded: reading and
+ * checking it would hold the event loop every tenant shares in proportion to its size.
+ */
+const jsonBodyTooLarge = () =>
+  new PayloadTooLarge(
+    `body too large: more than the ${MAX_JSON_BODY_BYTES.toLocaleString('en-US')} bytes a JSON or YAML body may hold`,
+    'a manifest or a request of the API holds far less; only the CSV ingest reads bodies up to svc.http.body-limit',
+  );
 const YAML_TYPES = ['application/yaml', 'application/x-yaml', 'text/yaml'];
 const tooDeep = () => new ValidationError(`body nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, 'body', `at most ${MAX_JSON_DEPTH} levels of nesting are accepted`);
 
@@ -202,15 +224,25 @@ async function readYamlBody(text: string, services: AreaServices, tenantId: numb
  * with the nesting cap checked as they are read and unstorable text refused, naming its field.
  */
 async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined): Promise<unknown> {
-  const raw = textOf(ctx, (ctx.request as { body?: unknown }).body);
+  const sent = (ctx.request as { body?: unknown }).body;
   const types = decl.bodyTypes ?? ['application/json'];
+  // koa-body hands text over as latin1, one character per byte: its length is the bytes sent, known before decoding them.
+  if (typeof sent === 'string' && sent.length > MAX_JSON_BODY_BYTES && types.every(isJsonOrYaml)) throw jsonBodyTooLarge();
+  const raw = await textOf(ctx, sent);
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     const text = String(raw ?? '');
     if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
-      throw new PayloadTooLarge('YAML body too large: at most 1 MiB', 'send the manifest as JSON (Content-Type: application/json), read up to svc.http.body-limit');
+      throw new PayloadTooLarge('YAML body too large: at most 1 MiB', 'JSON and YAML bodies are read up to 1 MiB (as UTF-8): write the repeated parts once, or split the manifest');
     }
     const read = await readYamlBody(text, services, principal?.tenantId);
     if ('problem' in read) throw new ValidationError(shownField(read.problem.message, 2000), read.problem.field === undefined ? undefined : shownField(read.problem.field), read.problem.hint);
+    // Held to what the same manifest sent as JSON may be (the reader stops at svc.http.body-limit, before writing more).
+    if (read.json.length > MAX_JSON_BODY_BYTES || Buffer.byteLength(read.json) > MAX_JSON_BODY_BYTES) {
+      throw new PayloadTooLarge(
+        `body (YAML) reads as more JSON than the ${MAX_JSON_BODY_BYTES.toLocaleString('en-US')} bytes a JSON body may hold`,
+        'aliases repeat what they name: write the repeated parts once, or split the manifest',
+      );
+    }
     // JSON text written by JSON.stringify: no key twice in an object.
     return readJsonBody(read.json, false);
   }

@@ -62,7 +62,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'HTTP', name: 'svc.http.shutdown-grace', kind: 'duration', default: '10s',
     description: 'How long a stopping process waits for in-flight requests before closing them.' }),
   p({ group: 'HTTP', name: 'svc.http.body-limit', kind: 'size', default: '10mb',
-    description: 'Largest accepted request body (JSON, YAML, text): a positive size in bytes, `kb`, `mb` or `gb` (`512kb`, `10mb`); a larger body answers 413.' }),
+    description: 'Largest accepted request body: a positive size in bytes, `kb`, `mb` or `gb` (`512kb`, `10mb`); a larger body answers 413. A JSON or YAML body is held to 1 MiB below it; only the CSV ingest reads bodies up to this limit.' }),
   p({ group: 'HTTP', name: 'svc.http.yaml-read-timeout', kind: 'duration', default: '10s',
     description: 'How long the hub reads one YAML text (a manifest body sent as YAML, an OpenAPI document to draft from) before it gives up with a 413 whose hint is to send JSON. YAML is read on a thread of its own, one text at a time, tenants taking turns, two texts of a tenant at once (a third is a 429 with this time as `Retry-After`), so reading never holds the API; the limit bounds how long one text holds the reader from other tenants\' texts. A manifest of a few kilobytes takes milliseconds; 1 MiB (the most the hub reads) takes one to a few seconds, texts built to be slow longer.' }),
 

@@ -12,6 +12,17 @@ import { joinField } from './schema-errors.js';
 export const MAX_JSON_DEPTH = 64;
 
 /**
+ * Most bytes of a JSON or YAML body, as sent (every route but the CSV ingest, which reads up to
+ * `svc.http.body-limit`), and of the JSON a YAML body reads as. What the hub does with such a body runs
+ * on the event loop every tenant shares and grows with its size whatever the caps below: a 10 MB body
+ * built to be slow (five million numbers in an array, two and a half million empty strings) held it
+ * 0.3 to 0.6 s, about twice what `JSON.parse` alone takes of it; 1 MiB holds it some tens of
+ * milliseconds. A manifest, the largest body an API route takes, is a few kilobytes to some hundreds,
+ * and its YAML is read up to the same 1 MiB.
+ */
+export const MAX_JSON_BODY_BYTES = 1024 * 1024;
+
+/**
  * Most objects and arrays in one body (JSON, or YAML once read). Parsing a body and walking it (the
  * checks below, a manifest's validation) run on the event loop every tenant shares, at about a
  * microsecond per object: a 10 MB body of three million `{}` held it for seconds. A manifest holds a
