@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { METHODS } from 'node:http';
 import { setImmediate as turn } from 'node:timers/promises';
 import Router from '@koa/router';
@@ -168,7 +169,22 @@ async function textOf(ctx: Context, raw: unknown): Promise<unknown> {
   }
   try {
     if (bytes.length <= DECODE_SLICE_BYTES) return decoder.decode(bytes);
-    // A body larger than a JSON body (the CSV ingest's, up to svc.http.body-limit) in slices, a turn of the event loop between two.
+    // A body larger than a JSON body (the CSV ingest's, up to svc.http.body-limit) in slices, a turn of the event loop
+    // between two. UTF-8 checked whole first (a fast pass) and decoded by Node, slices cut between two characters:
+    // TextDecoder's streaming decode makes two-byte strings of ASCII, which every later pass reads at half the speed.
+    if (decoder.encoding === 'utf-8') {
+      if (!isUtf8(bytes)) throw new TypeError('not UTF-8');
+      let text = '';
+      // TextDecoder drops a leading byte order mark; so does this.
+      for (let at = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0; at < bytes.length; ) {
+        let end = Math.min(at + DECODE_SLICE_BYTES, bytes.length);
+        while (end < bytes.length && (bytes[end]! & 0xc0) === 0x80) end--; // not inside a character
+        text += bytes.toString('utf8', at, end);
+        at = end;
+        await turn();
+      }
+      return text;
+    }
     let text = '';
     for (let at = 0; at < bytes.length; at += DECODE_SLICE_BYTES) {
       text += decoder.decode(bytes.subarray(at, at + DECODE_SLICE_BYTES), { stream: true });

@@ -127,8 +127,13 @@ const END_RETRY_MAX_MS = 2_000;
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
 const WRITES_IN_FLIGHT = 2;
-/** Rows prepared between two turns of the event loop (≈ 1 ms of work). */
+/** Rows prepared between two turns of the event loop (≈ 1 ms of work for rows of a few fields). */
 const PREPARE_SLICE = 100;
+/**
+ * And at most this long: a wide row takes longer (100 CSV rows of 1,600 columns held the event loop 0.25 s), so a
+ * slice also ends once it has run this long.
+ */
+const PREPARE_SLICE_MS = 10;
 
 /**
  * Runs connector endpoints: one run per endpoint, one after the other (they share the connector's
@@ -407,9 +412,15 @@ export class ConnectorRunner {
       // In slices, letting the event loop in between: the transactions in flight wait for it to send
       // their next statement, and a chunk's preparation would otherwise hold them for its whole length.
       const prepared: PreparedRow[] = [];
+      let sliceRows = 0;
+      let sliceStarted = performance.now();
       for (let i = 0; i < items.length; i++) {
         prepared.push(prepareRow(items[i], endpoint.target));
-        if (i % PREPARE_SLICE === PREPARE_SLICE - 1 && i < items.length - 1) await new Promise((resolve) => setImmediate(resolve));
+        if (++sliceRows >= PREPARE_SLICE || performance.now() - sliceStarted >= PREPARE_SLICE_MS) {
+          if (i < items.length - 1) await new Promise((resolve) => setImmediate(resolve));
+          sliceRows = 0;
+          sliceStarted = performance.now();
+        }
       }
       const keys = new Set<string>();
       for (const row of prepared) if (row.externalId !== undefined) keys.add(row.externalId);

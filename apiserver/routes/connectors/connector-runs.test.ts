@@ -347,8 +347,12 @@ describe('CSV ingest and dead letters', () => {
     expect(badTable.status).toBe(400);
   });
 
-  it('a table PostgreSQL cannot make (more than 1,600 columns) fails the run and is not left registered', async () => {
-    const names = ['id', ...Array.from({ length: 1_700 }, (_, i) => `c${i}`)];
+  it('a table PostgreSQL cannot make (more than 1,600 columns) fails the run and is not left registered; a CSV of more than 1,600 columns is a 400', async () => {
+    const wider = ['id', ...Array.from({ length: 1_600 }, (_, i) => `c${i}`)];
+    const refused = await ingest(`${wider.join(',')}\r\n${wider.map((_, i) => String(i)).join(',')}\r\n`, 'connector=crm-import&table=too_wide&key=id');
+    expect({ status: refused.status, body: await refused.json() }).toEqual({ status: 400, body: { error: 'the CSV header names 1,601 columns: at most 1,600', field: 'body' } });
+    // 1,600 columns, each a column of the table besides those every ext table has: one table too many
+    const names = wider.slice(0, 1_600);
     const res = await ingest(`${names.join(',')}\r\n${names.map((_, i) => String(i)).join(',')}\r\n`, 'connector=crm-import&table=too_wide&key=id');
     expect(res.status).toBe(200);
     const run = (await res.json()) as Run & { errorMessage: string | null };
