@@ -313,13 +313,25 @@ describe('no body holds the event loop longer than JSON.parse of the slowest bod
       JSON.parse(slowest);
       parseMs = Math.min(parseMs, performance.now() - started);
     }
+    // A body's cost holds the loop at every try; a garbage collection of the whole test process, or the
+    // machine's other work (other test files beside this one), only at some: a time over the bound is
+    // taken again, at most three times in all, and the shortest kept.
+    const bound = () => parseMs * 1.5;
+    const heldLeast = async (path: string, type: string, body: Buffer) => {
+      let least = await held(path, type, body);
+      for (let again = 0; again < 2 && least.status < 500 && least.heldMs > bound(); again++) {
+        const next = await held(path, type, body);
+        if (next.status >= 500 || next.heldMs < least.heldMs) least = next;
+      }
+      return least;
+    };
     // Each route answered once first: what its first request compiles (schemas, code paths) is not the body's cost.
     await held('/api/connectors/apply', 'application/json', manifest(4096, shapes.numbers!));
     await held('/api/platform/sources/csv/ingest?connector=held&table=held&key=id', 'text/csv', Buffer.from('id,a\n1,x\n'));
     const found: Record<string, { status: number; heldMs: number }> = {};
     for (const [name, shape] of Object.entries(shapes)) {
       for (const bytes of [1024 * 1024 - 1024, limit - 1024]) {
-        found[`${name} ${bytes} bytes to /api/connectors/apply`] = await held('/api/connectors/apply', 'application/json', manifest(bytes, shape));
+        found[`${name} ${bytes} bytes to /api/connectors/apply`] = await heldLeast('/api/connectors/apply', 'application/json', manifest(bytes, shape));
       }
     }
     // CSV, the one body read up to the limit: one field of the whole body (parsed in one go, 0.5 s) and rows of 1,600
@@ -335,9 +347,9 @@ describe('no body holds the event loop longer than JSON.parse of the slowest bod
       wide: ['C0', `${columns(1600, 'C')}\n${Array.from({ length: Math.floor((limit - 16_000) / 3210) }, (_, i) => `${i},${Array(1599).fill('x').join(',')}\n`).join('')}`],
     };
     for (const [name, [key, text]] of Object.entries(csvs)) {
-      found[`CSV ${name}`] = await held(`/api/platform/sources/csv/ingest?connector=held&table=held&key=${key}`, 'text/csv', Buffer.from(text));
+      found[`CSV ${name}`] = await heldLeast(`/api/platform/sources/csv/ingest?connector=held&table=held&key=${key}`, 'text/csv', Buffer.from(text));
     }
-    const over = Object.entries(found).filter(([, f]) => f.heldMs > parseMs * 1.5 || f.status >= 500);
+    const over = Object.entries(found).filter(([, f]) => f.heldMs > bound() || f.status >= 500);
     expect({ parseMs, over }).toEqual({ parseMs, over: [] });
   }, 300_000);
 });
