@@ -5,7 +5,7 @@ import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { applySweptWorkflow } from '../../test/harness/workflow-fixture.js';
 import { until } from '../../test/harness/until.js';
 import type { Database } from '../db/database.js';
-import { sweepWorkflows } from './sweep.js';
+import { ASK_PARTS, sweepWorkflows } from './sweep.js';
 
 /**
  * A quiet tick of the dormancy sweep, on the real PostgreSQL: a part of the records read (WRITE_ROWS,
@@ -206,5 +206,23 @@ describe('a quiet tick of the dormancy sweep', () => {
     // (and writes nothing); the third is asked about again.
     await owner.query(`update ext_t1.scripts_partners set status = '😀 prospect' where external_id = 'ключ-13-éééééé'`);
     expect(await tick(700)).toMatchObject({ result: { started: 1 }, asked: 2, written: 2, withXid: 2 });
+  });
+  it('asks about at most ASK_PARTS parts in one statement, whatever the batch', async () => {
+    await owner.query('delete from workflows.workflows where name = $1', ['scripts-status']);
+    // 11,500 records: twelve parts of at most 1,000, all in one fetch of 100,000.
+    await applySweptWorkflow(hub, owner, {
+      name: 'many',
+      records: 11_500,
+      key: "'m' || lpad(g::text, 6, '0')",
+      status: "'active'",
+      states: ['prospect', 'active'],
+      dormancy: { after: '1h', states: ['prospect'] },
+    });
+    expect(ASK_PARTS).toBe(10);
+    expect((await tick(100_000)).result).toMatchObject({ records: 11_500, started: 11_500 });
+    expect(await tick(100_000)).toMatchObject({ result: { records: 11_500, started: 0 }, asked: 2, written: 0, withXid: 0 });
+    // A change in the twelfth part, asked about in the second statement: that part alone written.
+    await owner.query(`update ext_t1.many_partners set status = 'prospect' where external_id = 'm011400'`);
+    expect(await tick(100_000)).toMatchObject({ result: { started: 1 }, asked: 2, written: 1 });
   });
 });

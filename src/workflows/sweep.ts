@@ -173,7 +173,7 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
       // only for a part that has something to write, and runs only the statements it needs. After
       // a fetch whose every part wrote something, the next is written whole without asking (changes
       // come in numbers: it most likely has some in every part too), until a part writes nothing.
-      const work = wroteAll ? parts.map(() => EVERYTHING) : await fetchWork(reader, w, parts, interval);
+      const work = wroteAll ? parts.map(() => EVERYTHING) : await partsWork(reader, w, parts, interval);
       if (work === 'stop') break;
       let stop = false;
       wroteAll = true;
@@ -240,7 +240,25 @@ interface Part {
 const changedSince = (now: { tracked_since: Date }, w: WorkflowRow) => now.tracked_since.getTime() !== w.tracked_since.getTime();
 
 /**
- * What each part of a fetch has to write, in one read on the reader's connection: READ COMMITTED,
+ * The most parts asked about in one statement: a fetch of `svc.workflow.sweep.batch` records (10,000
+ * by default: 10 parts) is asked about in one, a larger fetch in several, so that no statement grows
+ * with the setting (its plan, its parameters).
+ */
+export const ASK_PARTS = 10;
+
+/** What each part of a fetch has to write (fetchWork), ASK_PARTS parts per statement; 'stop' as fetchWork says. */
+async function partsWork(reader: Tx, w: WorkflowRow, parts: Part[], interval: string | undefined): Promise<'stop' | Array<{ spells: boolean; due: boolean; baseline: boolean }>> {
+  const work: Array<{ spells: boolean; due: boolean; baseline: boolean }> = [];
+  for (let from = 0; from < parts.length; from += ASK_PARTS) {
+    const some = await fetchWork(reader, w, parts.slice(from, from + ASK_PARTS), interval);
+    if (some === 'stop') return 'stop';
+    work.push(...some);
+  }
+  return work;
+}
+
+/**
+ * What each of some parts of a fetch has to write, in one read on the reader's connection: READ COMMITTED,
  * so it sees what is committed now (not the cursor's snapshot), and a read takes no transaction id.
  * 'stop' when the workflow was deleted or re-applied on another entity or state column. Otherwise,
  * for each part, `spells` when its range's spells are not exactly its records `seen` in their
