@@ -25,6 +25,7 @@ const H = { 'X-Tenant-ID': '1' };
 const probes = [
   route({
     method: 'GET', path: '/api/probe/cast', operationId: 'probeCast', summary: 'probe', tags: ['Probe'], auth: 'public', hidden: true,
+    query: { type: 'object', properties: { type: { type: 'string' }, value: { type: 'string' } } },
     responses: { 200: { description: 'ok' } },
     handler: async ({ services, query }) => {
       const casts: Record<string, string> = { int: 'int', timestamptz: 'timestamptz', uuid: 'uuid', numeric: 'numeric(3,0)' };

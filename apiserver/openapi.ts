@@ -79,6 +79,7 @@ export function openApiDocument(routes: RouteDecl[], info: OpenApiInfo): Record<
       version: info.version,
       description:
         'Multi-tenant integration hub. Every call carries `Authorization: Bearer <token>`; roles come from the token\'s `realm_access.roles` and the tenant from its `tenant_id` claim.' +
+        ' An operation takes the query parameters it lists and no other: one it does not list is a 400 naming it, never ignored.' +
         (info.devBypass ? ' This instance runs with the development bypass: no token, tenant from `X-Tenant-ID`.' : ''),
     },
     servers: [{ url: '/' }],
@@ -117,7 +118,8 @@ function queryParameters(schema: JsonSchema | undefined): unknown[] {
 /** The 400 of an operation that declares none: what the router itself refuses. */
 export const INVALID_INPUT: ResponseDecl = {
   description:
-    'Invalid input `{error, field?, hint?}`: a path or query parameter, or the body, against its schema (an integer parameter written with a leading zero, a sign or a fraction, `03` or `3.0`, is refused naming it); malformed JSON or YAML; ' +
+    'Invalid input `{error, field?, hint?}`: a path or query parameter, or the body, against its schema (an integer parameter written with a leading zero, a sign or a fraction, `03` or `3.0`, is refused naming it); ' +
+    'a query parameter the operation does not list, or one it takes once given twice (`unknown query parameter conector: this route takes connector, limit, before`); malformed JSON or YAML; ' +
     'a NUL character or half of a surrogate pair in any of them or in a token claim; with the dev bypass, a tenant header that is not a tenant id, or X-Tenant-ID, X-Impersonate-Tenant or X-User-ID given twice',
   schema: errorBody,
 };

@@ -8,7 +8,9 @@ import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLar
 import { auditCall, audited, recordCall } from './middleware/audit.js';
 import { errorStatus } from './middleware/errors.js';
 import { annotateContext } from '../src/observability/context.js';
-import type { RouteDecl } from './route.js';
+import type { JsonSchema, RouteDecl } from './route.js';
+import { closest } from '../src/validation/closest.js';
+import { joinField } from '../src/validation/schema-errors.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
 import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH, overJsonLimits, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
@@ -47,8 +49,9 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
         if (decl.rateLimit) services.rateLimiter.admit(decl.rateLimit, principal?.tenantId);
         refuseUnstorable({ ...ctx.params }, 'path');
         refuseUnstorable({ ...ctx.query }, 'query');
+        refuseUndeclaredQuery(decl, ctx.query);
         const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
-        const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : { ...ctx.query };
+        const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : {};
         const body = decl.body ? validate(decl.body, await parseBody(ctx, decl, services, principal), 'body') : undefined;
         const result = await decl.handler({ params, query, body, principal, services, ctx });
         if (result !== undefined) {
@@ -126,6 +129,40 @@ function refuseUnstorable(value: unknown, root: string): void {
     const field = shownField(found.field);
     throw new ValidationError(`${field} ${found.reason}`, field, 'text may hold neither NUL characters nor unpaired UTF-16 surrogates (the database cannot store them)');
   }
+}
+
+/**
+ * A query parameter the route does not declare is a 400 naming it, on every route: read by nothing, it
+ * would be answered as if it were not given (`?conector=x` listing every run, unfiltered). The names
+ * are compared as written (`Limit` is not `limit`). A parameter given twice where the route takes one
+ * value is a 400 naming it too: JSON Schema's coercion would read neither value. Checked after the gate
+ * and the rate limit, with the other checks of the request, before the handler runs.
+ */
+function refuseUndeclaredQuery(decl: RouteDecl, query: Record<string, string | string[] | undefined>): void {
+  const properties = (decl.query?.properties ?? {}) as Record<string, JsonSchema>;
+  const names = Object.keys(properties);
+  for (const [name, value] of Object.entries(query)) {
+    if (!Object.hasOwn(properties, name)) {
+      const shown = shownField(joinField('', name));
+      const takes = names.length ? `this route takes ${names.join(', ')}` : 'this route takes no query parameters';
+      const near = names.length ? closest(name, names) : undefined;
+      throw new ValidationError(
+        `unknown query parameter ${shown}: ${takes}`,
+        shown,
+        near ? `did you mean ${near}?` : 'leave it out: the hub refuses a query parameter a route does not read, rather than answer as if it were not given',
+      );
+    }
+    if (Array.isArray(value) && !takesList(properties[name]!)) {
+      throw new ValidationError(`query parameter ${name} is given ${value.length} times: it takes one value`, name, `send ${name} once`);
+    }
+  }
+}
+
+/** Whether a parameter's schema takes a list (`?topic=a&topic=b`): an array type, or an alternative of one. */
+function takesList(schema: JsonSchema): boolean {
+  const type = schema.type;
+  if (type === 'array' || (Array.isArray(type) && type.includes('array'))) return true;
+  return [schema.anyOf, schema.oneOf].some((options) => Array.isArray(options) && options.some((option) => takesList(option as JsonSchema)));
 }
 
 /** One parameter of a Content-Type: `; name=value`, the value a token or a quoted string (or nothing). */

@@ -36,15 +36,16 @@ export function consoleRoutes(document: () => Record<string, unknown>): RouteDec
   return [
     route({
       method: 'GET', path: '/q/openapi', operationId: 'openapi', summary: 'OpenAPI 3.1 document of this build', tags: ['Operations'], auth: 'public',
+      query: { type: 'object', properties: { format: { type: 'string', enum: ['json', 'yaml'], description: '`yaml` for the document as YAML; without it, JSON unless `Accept` prefers `application/yaml`' } } },
       responses: {
         200: {
-          description: 'The document: JSON, or YAML for `?format=yaml` or an `Accept` that prefers `application/yaml`',
+          description: 'The document: JSON (also for `?format=json`), or YAML for `?format=yaml` or, without `format`, an `Accept` that prefers `application/yaml`',
           content: { 'application/json': { type: 'object' }, 'application/yaml': { type: 'string' } },
         },
       },
       hidden: true,
-      handler: async ({ ctx }) => {
-        if (ctx.query.format === 'yaml' || ctx.accepts('application/json', 'application/yaml') === 'application/yaml') {
+      handler: async ({ ctx, query }) => {
+        if (query.format === 'yaml' || (query.format === undefined && ctx.accepts('application/json', 'application/yaml') === 'application/yaml')) {
           const { stringify } = await import('yaml');
           ctx.type = 'application/yaml';
           // The declarations share schema objects; without this they would come out as YAML anchors and aliases.
