@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { stringify as toYaml } from 'yaml';
 import type { JsonSchema, RouteDecl } from '../../apiserver/route.js';
+import { unstorableText } from '../../src/validation/input-limits.js';
 
 /**
  * Generators of requests for one route declaration: values derived from its JSON Schemas (so many
@@ -20,6 +21,11 @@ export interface FuzzRequest {
    * an empty one, bytes invalid in it): what a route that reads the body must answer with its 400.
    */
   unreadable?: Unreadable;
+  /**
+   * The query parameters the route does not declare, in the order sent (as the hub decodes them, where
+   * they can be decoded): the router must refuse the request, never answer it as if they were not given.
+   */
+  undeclared?: string[];
 }
 
 /** Why a body cannot be read, and where: the 400 the router must answer names it. */
@@ -292,17 +298,49 @@ function paramArbitrary(name: string, schema: Schema | undefined): fc.Arbitrary<
 
 const RAW_PATH_JUNK = ['%', '%zz', '%E0%A4%A', '%C0%AF', '%ED%A0%80', '%00'];
 
-/** Query strings: the declared parameters (often valid), repeated keys and junk keys and values. */
-function queryArbitrary(schema: Schema | undefined): fc.Arbitrary<string> {
+/** A query string, and the parameters in it the route does not declare. */
+interface FuzzQuery {
+  text: string;
+  undeclared: string[];
+}
+
+/**
+ * A name a route does not declare: a near miss of one it does (another case, a letter dropped or
+ * doubled, a plural), a plain name, or any text the database can store; never a declared name.
+ */
+export function undeclaredNameArbitrary(schema: Schema | undefined): fc.Arbitrary<string> {
+  const properties = (schema?.properties ?? {}) as Record<string, Schema>;
+  const names = Object.keys(properties);
+  const near = names.length
+    ? fc.tuple(fc.constantFrom(...names), fc.constantFrom('upper', 'capital', 'drop', 'double', 'plural'), fc.nat()).map(([name, how, at]) => {
+        const i = at % name.length;
+        if (how === 'upper') return name.toUpperCase();
+        if (how === 'capital') return `${name[0]!.toUpperCase()}${name.slice(1)}`;
+        if (how === 'drop') return `${name.slice(0, i)}${name.slice(i + 1)}`;
+        if (how === 'double') return `${name.slice(0, i)}${name[i]}${name.slice(i)}`;
+        return `${name}s`;
+      })
+    : fc.constantFrom('limit', 'before', 'format', 'tenantId');
+  const plain = fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_.-]{0,20}$/);
+  // Text PostgreSQL can store (a NUL or half a surrogate pair is refused as such first: input-limits.test.ts).
+  const any = fc.string({ maxLength: 20 }).filter((t) => unstorableText(t) === undefined);
+  return fc.oneof({ weight: 3, arbitrary: near }, { weight: 2, arbitrary: plain }, { weight: 1, arbitrary: any }).filter((name) => !Object.hasOwn(properties, name));
+}
+
+/** Query strings: the declared parameters (often valid), repeated keys, undeclared and junk keys and values. */
+function queryArbitrary(schema: Schema | undefined): fc.Arbitrary<FuzzQuery> {
   const properties = (schema?.properties ?? {}) as Record<string, Schema>;
   const declared = Object.entries(properties).map(([key, sub]) =>
     rarely(fc.array(fromSchema(sub).map((v) => (typeof v === 'string' ? v : JSON.stringify(v) ?? '')), { minLength: 1, maxLength: 2 }), 2).map((values) => (values ?? []).map((v) => `${enc(key)}=${enc(v)}`)),
   );
-  const junk = rarely(fc.array(fc.tuple(nastyString, nastyString).map(([k, v]) => `${enc(k)}=${enc(v)}`), { minLength: 1, maxLength: 2 }), 8).map((j) => j ?? []);
+  const undeclaredNames = rarely(fc.array(fc.tuple(undeclaredNameArbitrary(schema), nastyString), { minLength: 1, maxLength: 2 }), 8).map((u) => u ?? []);
+  const junk = rarely(fc.array(fc.tuple(nastyString, nastyString), { minLength: 1, maxLength: 2 }), 8).map((j) => j ?? []);
   const raw = rarely(fc.constantFrom(...RAW_PATH_JUNK).map((j) => `x=${j}`), 12);
-  return fc.tuple(fc.tuple(...declared, fc.constant([] as string[])), junk, raw).map(([parts, extra, r]) => {
-    const all = [...parts.flat(), ...extra, ...(r ? [r] : [])];
-    return all.length ? `?${all.join('&')}` : '';
+  return fc.tuple(fc.tuple(...declared, fc.constant([] as string[])), undeclaredNames, junk, raw).map(([parts, named, extra, r]) => {
+    const pairs = [...named, ...extra];
+    const all = [...parts.flat(), ...pairs.map(([k, v]) => `${enc(k)}=${enc(v)}`), ...(r ? [r] : [])];
+    const undeclared = [...pairs.map(([k]) => k), ...(r ? ['x'] : [])].filter((k) => !Object.hasOwn(properties, k));
+    return { text: all.length ? `?${all.join('&')}` : '', undeclared };
   });
 }
 
@@ -418,7 +456,8 @@ export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
     let i = 0;
     let path = decl.path.replace(/\{(\w+)\}/g, () => values[i++]!);
     if (junk && names.length) path = path.replace(/\/[^/]*$/, `/${junk}`);
-    const out: FuzzRequest = { method: decl.method, path: `${path}${query}`, headers: { ...headers } };
+    const out: FuzzRequest = { method: decl.method, path: `${path}${query.text}`, headers: { ...headers } };
+    if (query.undeclared.length) out.undeclared = query.undeclared;
     if (b) {
       out.body = b.bytes;
       if (b.type) out.headers['Content-Type'] = b.type;

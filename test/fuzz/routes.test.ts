@@ -8,7 +8,9 @@ import { ownerClient } from '../harness/api-client.js';
 import { type Answer, DeclaredAnswers, mediaType } from '../harness/declared-answers.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
 import { startIssuer, type TestIssuer } from '../harness/tokens.js';
-import { type FuzzRequest, plainRequest, requestArbitrary, tokenArbitrary, type Unreadable, unreadableBodyArbitrary } from './arbitraries.js';
+import { unstorableText } from '../../src/validation/input-limits.js';
+import { joinField } from '../../src/validation/schema-errors.js';
+import { type FuzzRequest, plainRequest, requestArbitrary, tokenArbitrary, type Unreadable, undeclaredNameArbitrary, unreadableBodyArbitrary } from './arbitraries.js';
 import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
 
 /**
@@ -136,6 +138,16 @@ function expectRefusal(answer: Answer, unreadable: Unreadable, req: FuzzRequest)
   }
 }
 
+/**
+ * A request with a query parameter its route does not declare is refused (4xx: the 400 naming it, or a
+ * refusal before the parameters are read: 401, 403, 404, 429, 431), never answered as if it were not given.
+ */
+function expectUndeclaredRefused(answer: Answer, req: FuzzRequest): void {
+  if (req.undeclared?.length && (answer.status < 400 || answer.status >= 500)) {
+    throw new Error(`${answer.status}: undeclared query parameters ${JSON.stringify(req.undeclared.map((n) => clip(n, 40)))} were not refused: ${clip(answer.body, 300)} for ${describeRequest(req)}`);
+  }
+}
+
 describe('every declared route, fuzzed', () => {
   it('covers the whole route table', () => {
     expect(routes.length).toBeGreaterThan(50);
@@ -154,6 +166,7 @@ describe('every declared route, fuzzed', () => {
         const problem = declared.problem(decl, req.path, answer);
         if (problem) throw new Error(`${problem}: ${clip(answer.body, 500)} for ${describeRequest(req)}`);
         if (req.unreadable && decl.body && answer.status < 300) throw new Error(`${answer.status}: a body that cannot be read as declared was taken, for ${describeRequest(req)}`);
+        expectUndeclaredRefused(answer, req);
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
@@ -175,6 +188,7 @@ describe('every declared route, fuzzed', () => {
         }
         const problem = declared.problem(decl, req.path, answer);
         if (problem) throw new Error(`${problem}: ${clip(answer.body, 500)} for ${describeRequest(req)} with claims ${JSON.stringify(token)}`);
+        expectUndeclaredRefused(answer, req);
       }),
       { numRuns: Math.max(2, Math.ceil(RUNS / 3)), seed: SEED, endOnFailure: true },
     );
@@ -191,6 +205,31 @@ describe('every declared route, fuzzed', () => {
         // The route's rate limit is checked before the body is read.
         if (answer.status === 429 && decl.rateLimit) return;
         expectRefusal(answer, unreadable, req);
+      }),
+      { numRuns: RUNS, seed: SEED, endOnFailure: true },
+    );
+  }, 120_000);
+
+  // A request the gate and the parameter checks let through, with query parameters the route does not
+  // declare added (after the declared ones it needs): a 400 naming the first of them and the names
+  // the route takes, whatever else the request holds (a route's rate limit is checked before it).
+  it.each(routes.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: a query parameter it does not declare is a 400 naming it', async (_name, decl) => {
+    const base = plainRequest(decl);
+    const properties = Object.keys(((decl.query as { properties?: object } | undefined)?.properties ?? {}) as object);
+    const takes = properties.length ? `this route takes ${properties.join(', ')}` : 'this route takes no query parameters';
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.tuple(undeclaredNameArbitrary(decl.query as Record<string, unknown> | undefined), fc.string({ maxLength: 10 }).filter((v) => unstorableText(v) === undefined)), { minLength: 1, maxLength: 3 }), async (extra) => {
+        const added = extra.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
+        const req: FuzzRequest = { ...base, path: `${base.path}${base.path.includes('?') ? '&' : '?'}${added}`, undeclared: extra.map(([k]) => k) };
+        const answer = await send(req);
+        trace(`undeclared ${decl.method} ${decl.path}`, answer);
+        if (answer.status === 429 && decl.rateLimit) return;
+        // One of them (the first the parsed query holds: JavaScript puts integer-like names before the others).
+        const body = (answer.type === 'application/json' ? JSON.parse(answer.body) : {}) as { error?: string; field?: string };
+        const named = extra.map(([k]) => joinField('', k)).find((field) => field === body.field) ?? joinField('', extra[0]![0]);
+        const expected = { status: 400, error: `unknown query parameter ${named}: ${takes}`, field: named };
+        const seen = { status: answer.status, error: body.error, field: body.field };
+        if (JSON.stringify(seen) !== JSON.stringify(expected)) throw new Error(`${JSON.stringify(seen)}, not ${JSON.stringify(expected)}, for ${describeRequest(req)}`);
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     );
