@@ -8,7 +8,7 @@ import { ownerClient } from '../harness/api-client.js';
 import { type Answer, DeclaredAnswers, mediaType } from '../harness/declared-answers.js';
 import { startTestHub, type TestHub } from '../harness/hub.js';
 import { startIssuer, type TestIssuer } from '../harness/tokens.js';
-import { unstorableText } from '../../src/validation/input-limits.js';
+import { MAX_JSON_BODY_BYTES, unstorableText } from '../../src/validation/input-limits.js';
 import { joinField } from '../../src/validation/schema-errors.js';
 import { type FuzzRequest, plainRequest, requestArbitrary, tokenArbitrary, type Unreadable, undeclaredNameArbitrary, unreadableBodyArbitrary } from './arbitraries.js';
 import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
@@ -204,6 +204,15 @@ describe('every declared route, fuzzed', () => {
         trace(`charset ${decl.method} ${decl.path}`, answer);
         // The route's rate limit is checked before the body is read.
         if (answer.status === 429 && decl.rateLimit) return;
+        // A JSON or YAML body past MAX_JSON_BODY_BYTES (a deep value in UTF-16 can be) is refused for its
+        // length, before it is decoded: that 413, not the charset's 400.
+        if (bytes.length > MAX_JSON_BODY_BYTES && (decl.bodyTypes ?? ['application/json']).every((t) => /json|yaml/.test(t))) {
+          expect({ status: answer.status, error: (JSON.parse(answer.body) as { error?: string }).error }).toEqual({
+            status: 413,
+            error: `body too large: more than the ${MAX_JSON_BODY_BYTES.toLocaleString('en-US')} bytes a JSON or YAML body may hold`,
+          });
+          return;
+        }
         expectRefusal(answer, unreadable, req);
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
