@@ -39,15 +39,13 @@ export function pageOfRows<R, T>(rows: readonly R[], limit: number, key: (row: R
  * or an integer). `order` orders those rows by their own columns (unqualified), `record` makes one
  * answer record (a select list over the row, aliased `alias`), `key` the sort key (an array
  * expression over the row's unqualified columns). The records are serialised by the database as
- * `jsonArraySql`'s are (src/db/json-text.ts). One pass over the rows: one aggregate makes the body
- * (the page's rows) and says whether a row follows them; the key is made for the page's last row
- * only, the record for the page's rows only.
+ * `jsonArraySql`'s are (src/db/json-text.ts).
  */
 export function jsonPageSql(page: { rows: string; order: string; limit: string; record: string; alias: string; key: string }): string {
   const { rows, order, limit, record, alias, key } = page;
-  return `select coalesce('[' || string_agg(row_to_json(r)::text, ',' order by n.page_ord) filter (where n.page_ord <= ${limit}) || ']', '[]') as body,
-           case when count(*) > ${limit} then max(k.page_key) end as next
-      from (select p.*, row_number() over (order by ${order}) as page_ord from (${rows}) p) n
-      left join lateral (select ${record} from (select n.*) as ${alias} where n.page_ord <= ${limit}) r on true
-      left join lateral (select ${key} as page_key from (select n.*) as q where n.page_ord = ${limit}) k on true`;
+  return `with n as (select p.*, row_number() over (order by ${order}) as page_ord from (${rows}) p)
+    select coalesce((select '[' || string_agg(row_to_json(r)::text, ',' order by n.page_ord) || ']'
+                       from n cross join lateral (select ${record} from (select n.*) as ${alias}) r
+                      where n.page_ord <= ${limit}), '[]') as body,
+           (select ${key} from n where n.page_ord = ${limit} and exists (select 1 from n m where m.page_ord > ${limit})) as next`;
 }
