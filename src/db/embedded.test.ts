@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { Config } from '../config/config.js';
 import { setupDatabase } from '../runtime/database-setup.js';
-import { freePort, startEmbedded } from './embedded.js';
+import { embeddedUrl, freePort, socketDirFor, startEmbedded } from './embedded.js';
 import { endPool, resilientPool } from './pool.js';
 import { until } from '../../test/harness/until.js';
 
@@ -153,6 +153,69 @@ describe('embedded PostgreSQL', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(existsSync(join(db.clusterDir, 'postmaster.pid'))).toBe(false);
   }, 180_000);
+
+  it('the hub connects through a Unix socket in the 0700 cluster directory, with the password; TCP on 127.0.0.1 stays for tools', async () => {
+    const db = await startEmbedded({ dataDir: join(tempDir(), 'data') });
+    try {
+      expect(db.socketDir).toBe(db.clusterDir);
+      expect(statSync(db.clusterDir).mode & 0o777).toBe(0o700);
+      expect(statSync(join(db.clusterDir, `.s.PGSQL.${db.port}`)).isSocket()).toBe(true);
+      // Through the socket: a session without a client address.
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        expect((await client.query('select inet_client_addr() as addr')).rows[0].addr).toBeNull();
+      } finally {
+        await client.end();
+      }
+      // The URL's host and port still name the TCP listener, for psql and the like.
+      const url = new URL(db.url);
+      url.search = '';
+      const tcp = new pg.Client({ connectionString: url.toString() });
+      await tcp.connect();
+      try {
+        expect((await tcp.query('select host(inet_client_addr()) as addr')).rows[0].addr).toBe('127.0.0.1');
+      } finally {
+        await tcp.end();
+      }
+      // The socket asks for the password as TCP does (initdb's scram-sha-256 for local connections).
+      const wrong = new URL(db.url);
+      wrong.password = 'not-the-password';
+      await expect(answers(wrong.toString())).rejects.toThrow(/password authentication failed/);
+    } finally {
+      await db.stop();
+    }
+  }, 120_000);
+
+  it('a cluster directory too long for a Unix socket\'s path: TCP on 127.0.0.1 only', async () => {
+    const dataDir = join(tempDir(), 'd'.repeat(100));
+    expect(socketDirFor(join(dataDir, 'pg'), 65535)).toBeUndefined();
+    const db = await startEmbedded({ dataDir });
+    try {
+      expect(db.socketDir).toBeUndefined();
+      expect(new URL(db.url).search).toBe('');
+      expect(existsSync(join(db.clusterDir, `.s.PGSQL.${db.port}`))).toBe(false);
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        expect((await client.query('select host(inet_client_addr()) as addr')).rows[0].addr).toBe('127.0.0.1');
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await db.stop();
+    }
+  }, 120_000);
+
+  it('the socket directory: within a Unix socket\'s path length (107 bytes with the socket\'s name) and without characters unix_socket_directories would need quoted', () => {
+    const fits = `/${'a'.repeat(107 - '/.s.PGSQL.65535'.length - 1)}`;
+    expect(socketDirFor(fits, 65535)).toBe(fits);
+    expect(socketDirFor(`${fits}a`, 65535)).toBeUndefined();
+    expect(socketDirFor(`${fits}a`, 5432)).toBe(`${fits}a`);
+    for (const odd of ['/tmp/a,b', '/tmp/a b', '/tmp/"a"', "/tmp/a'b"]) expect(socketDirFor(odd, 5432)).toBeUndefined();
+    expect(embeddedUrl('pw', 5432, 'svc', '/tmp/x')).toBe('postgres://postgres:pw@127.0.0.1:5432/svc?host=%2Ftmp%2Fx');
+    expect(embeddedUrl('pw', 5432, 'svc', undefined)).toBe('postgres://postgres:pw@127.0.0.1:5432/svc');
+  });
 
   it('the server runs without the allocator setting of the hub\'s process, and with the rest of its environment', async () => {
     const before = { threshold: process.env.MALLOC_MMAP_THRESHOLD_, marker: process.env.SVC_EMBEDDED_ENV_MARKER };

@@ -42,6 +42,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   for (let depth = 0; depth < 5 && current && typeof current === 'object'; depth++) {
     const { code, message, errors, cause } = current as { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown };
     if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
+    // A Unix socket (the embedded PostgreSQL's) whose server is away: its socket file is gone.
+    if (code === 'ENOENT' && (current as { syscall?: unknown }).syscall === 'connect') return true;
     if (typeof message === 'string' && UNAVAILABLE_MESSAGES.some((re) => re.test(message))) return true;
     // Node's happy-eyeballs connect reports an AggregateError of per-address failures.
     if (Array.isArray(errors) && errors.some((e) => isDatabaseUnavailable(e))) return true;
