@@ -46,3 +46,41 @@ describe('the dev profile readable lines', () => {
     expect(raw()).toMatch(/\n {10}Error: it broke\n {14}at /);
   });
 });
+
+describe('a child logger\'s bindings', () => {
+  it('are masked as a log call\'s object is: a bound error at any depth, a credential in a bound address', async () => {
+    let raw = '';
+    const destination = new Writable({
+      write(chunk, _encoding, done) {
+        raw += chunk.toString();
+        done();
+      },
+    });
+    const log = createLogger({ level: 'info', json: true, destination });
+    // A PostgreSQL error (it has a severity) of a class whose texts quote values: its detail quotes the row.
+    const refused = Object.assign(new Error('duplicate key value violates unique constraint "users_email"'), {
+      severity: 'ERROR',
+      code: '23505',
+      detail: 'Key (email)=(ann@example.com) already exists.',
+    });
+    const child = log.child({
+      source: 'https://svc:Child-pa55@db.internal.example/hub?token=t0ps3cret',
+      nested: { attempt: { error: refused, via: ['postgres://app:Other-pa55@db:5432/hub'] } },
+      err: new Error('connect to https://u:Err-pa55@h.example/ failed'),
+    });
+    child.info('bound');
+    await until('the line', () => raw.includes('bound'));
+    const line = JSON.parse(raw) as Record<string, unknown>;
+    // Was: the addresses as given, and the nested error written as JSON writes it: its enumerable fields, the detail quoting the row.
+    expect(raw).not.toMatch(/Child-pa55|Other-pa55|Err-pa55|t0ps3cret|ann@example\.com/);
+    expect(line.source).toBe('https://***@db.internal.example/hub?token=***');
+    expect(line.nested).toMatchObject({ attempt: { error: { type: 'Error', message: 'duplicate key value violates unique constraint "users_email"', detail: 'Key (email)=(…) already exists.' }, via: ['postgres://***@db:5432/hub'] } });
+    expect(line.err).toMatchObject({ message: 'connect to https://***@h.example/ failed' });
+    // A grandchild's bindings too; the parent's stay as they were.
+    raw = '';
+    child.child({ target: 'https://a:Grand-pa55@x.example/' }).info('grandchild');
+    await until('the line', () => raw.includes('grandchild'));
+    expect(raw).not.toContain('Grand-pa55');
+    expect(JSON.parse(raw)).toMatchObject({ target: 'https://***@x.example/', source: 'https://***@db.internal.example/hub?token=***' });
+  });
+});

@@ -2,7 +2,8 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { LOG_LEVELS } from '../config/properties.js';
 import { currentContext } from './context.js';
-import { type ErrorWalk, loggableError, loggableMessage, newErrorWalk, withLoggableErrors } from './database-errors.js';
+import { type ErrorWalk, loggableError, loggableMessage, MAX_LOGGED_DEPTH, newErrorWalk, withLoggableErrors } from './database-errors.js';
+import { loggableText } from './url-redaction.js';
 import { longestFirst, redactSecrets } from './secret-forms.js';
 
 export type { Logger } from 'pino';
@@ -48,6 +49,19 @@ function scrub(line: string): string {
   const out = redactSecrets(line, operation?.size ? [...hubSecretsByLength, ...operation].sort(longestFirst) : hubSecretsByLength, MIN_SECRET_LENGTH);
   // Bearer tokens and basic credentials, wherever they appear in text.
   return out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, '$1 [REDACTED]');
+}
+
+/**
+ * An error's text as the hub may store it and answer it later (a run's `errorMessage`, a dead
+ * letter's, an export run's `failureReason`, a retrieval queue's `last_error`, a delivery's
+ * `error`, an event's `error_message`): masked exactly as a log line is, by the same code. The
+ * values a PostgreSQL error quotes and the credentials of an address it holds (`loggableMessage`),
+ * then the hub's own secrets and those of the current unit of work (a connector's token, a tenant
+ * secret it just read) in every form they may take, and Bearer and Basic credentials (`scrub`).
+ * What locates the fault (a status code, names, positions) stays.
+ */
+export function storableMessage(err: unknown): string {
+  return scrub(loggableMessage(err));
 }
 
 /** Keys whose values are removed wherever they appear in a logged object. */
@@ -148,6 +162,27 @@ function errorsSerialized(object: Record<string, unknown>): Record<string, unkno
 }
 
 /**
+ * A child logger's bindings (`logger.child({...})`, written once into every line of the child) as
+ * a log call's object is written: every error in them at any depth as the `err` serializer writes
+ * one (`errorsSerialized`; pino applies the serializer to a bound `err` only, and writes an error
+ * elsewhere as its enumerable fields: a PostgreSQL error's `detail`, which quotes values), and, since
+ * bindings are made once per child rather than per line, every text in them (to MAX_LOGGED_DEPTH)
+ * with the credentials of an address it holds masked (`loggableText`: a bound request URL's
+ * `user:pass@` and query values).
+ */
+function bindingsMasked(bindings: Record<string, unknown>): Record<string, unknown> {
+  return textsMasked(errorsSerialized(bindings), 0) as Record<string, unknown>;
+}
+
+function textsMasked(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return loggableText(value);
+  if (typeof value !== 'object' || value === null || depth > MAX_LOGGED_DEPTH) return value;
+  if (Array.isArray(value)) return value.map((item) => textsMasked(item, depth + 1));
+  if (Object.getPrototypeOf(value) !== Object.prototype) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, textsMasked(item, depth + 1)]));
+}
+
+/**
  * The error whose message pino would take as the line's message: the only argument an error
  * (`log.error(err)`), or an object with one under `err` and no message (`log.error({ err })`).
  */
@@ -164,7 +199,7 @@ export function createLogger(options: LoggerOptions): Logger {
   const destination = options.json
     ? (options.destination ?? pino.destination(1))
     : pretty({ colorize: !options.destination && process.stdout.isTTY, destination: options.destination ?? 1 });
-  return pino(
+  const log = pino(
     {
       level: options.level,
       base: undefined,
@@ -194,6 +229,13 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     destination,
   );
+  // pino gives a child's bindings to no formatter (`formatters.bindings` sees the root's `base`
+  // only): they are masked on their way in. Every child inherits this `child` from the root.
+  const child = log.child;
+  log.child = function (this: Logger, bindings, childOptions) {
+    return child.call(this, bindingsMasked(bindings), childOptions);
+  } as Logger['child'];
+  return log;
 }
 
 /** The process logger until configuration is read: SVC_LOG_LEVEL when it names a level (the configuration refuses any other value, naming svc.log.level). */

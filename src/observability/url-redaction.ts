@@ -25,7 +25,8 @@ export function maskUserinfo(address: string): string {
  * written `***@` (`maskUserinfo`), every query value `***` (names kept) and a fragment dropped. A
  * key set's, a webhook's or a base URL may carry a credential in either place
  * (`https://x/hook?token=…`, `https://user:pass@x/`), and no log needs it to say where a call went.
- * Text that does not parse as a URL comes back as `maskUserinfo` shows it.
+ * An address with none of these comes back as written. Text that does not parse as a URL comes
+ * back as `maskUserinfo` shows it.
  */
 export function loggableUrl(address: string): string {
   const masked = maskUserinfo(address);
@@ -36,6 +37,8 @@ export function loggableUrl(address: string): string {
     return masked;
   }
   const names = [...url.searchParams.keys()];
+  // Nothing to mask: the address as written (not as the parser writes it back: `http://h:9` stays without a `/`).
+  if (masked === address && !names.length && !url.hash && !address.endsWith('#')) return address;
   if (names.length) url.search = names.map((name) => `${encodeURIComponent(name)}=***`).join('&');
   url.hash = '';
   return url.href;
