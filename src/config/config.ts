@@ -3,6 +3,7 @@ import { parseDocument } from 'yaml';
 import { selfContainingAlias } from '../manifests/yaml.js';
 import { CLI_ENVIRONMENT } from '../cli/config.js';
 import { isLoopback } from '../loopback.js';
+import { registerSecret } from '../observability/logger.js';
 import { parseDuration } from './duration.js';
 import { envName, PROPERTIES, type PropertyDef, type PropertyValue } from './properties.js';
 
@@ -105,6 +106,9 @@ export class Config {
       return value;
     };
     for (const def of PROPERTIES) resolve(def.name);
+    // A credential of the hub's configuration (the embedding and chat endpoints' keys, the mail
+    // password, the master keys) is masked wherever a log line or a stored error text quotes it.
+    for (const def of PROPERTIES) if (def.kind === 'secret' && typeof values.get(def.name) === 'string') registerSecret(values.get(def.name) as string);
 
     const config = new Config(values, warnings, options, extras);
     config.checkCombinations();
