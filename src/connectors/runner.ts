@@ -3,7 +3,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
-import { logger } from '../observability/logger.js';
+import { logger, storableMessage } from '../observability/logger.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
@@ -497,8 +497,9 @@ export class ConnectorRunner {
       }
       const status = failure.runStatus && failure.runStatus !== 'Running' ? failure.runStatus : 'Failed';
       // What the run's record and events say names the tenant's tables as the tenant does (ext.<name>),
-      // never by the schema that holds them (a `relation "ext_t5.s1" does not exist` from PostgreSQL).
-      const message = publicTableMessage(tenantId, failure.message);
+      // never by the schema that holds them (a `relation "ext_t5.s1" does not exist` from PostgreSQL),
+      // and is masked as a log line is (a credential in an address, the hub's and this run's secrets).
+      const message = publicTableMessage(tenantId, storableMessage(failure));
       outcome = { status, error: message === failure.message ? failure : Object.assign(new Error(message), { runStatus: failure.runStatus, retryable: failure.retryable }) };
       if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: loggableMessage(failure) }, 'connector run failed');
     }

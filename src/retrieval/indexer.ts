@@ -3,7 +3,7 @@ import { tenantTableSql } from '../connectors/target/ddl.js';
 import { activeTenant } from '../db/active-tenant.js';
 import type { Database, Tx } from '../db/database.js';
 import { loggableMessage } from '../observability/database-errors.js';
-import { logger } from '../observability/logger.js';
+import { logger, storableMessage } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
@@ -94,7 +94,8 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
       } catch (err) {
         // A database that went away fails this too, and with it the pass (nothing is recorded).
         await tx.query('rollback to savepoint pending_entry');
-        const message = err instanceof Error ? err.message : String(err);
+        // Stored as a log line shows it: the values a database error quotes, a credential in an address, the hub's secrets masked.
+        const message = storableMessage(err);
         const { rows } = await tx.query<{ attempts: number; retry_at: Date }>(
           `update retrieval.pending set attempts = attempts + 1, last_error = $2,
                   retry_at = now() + least(power(2, attempts), $3::int) * interval '1 second'
@@ -348,7 +349,7 @@ async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal:
     answer = await unlessAborted(port.embed(chunks.map((c) => c.content)), signal);
   } catch (err) {
     if (err instanceof EmbeddingUnavailable && err.aboutTheEndpoint) throw err;
-    if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: failureReason(loggableMessage(err), [chunks[0]!.content]) }] };
+    if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: failureReason(storableMessage(err), [chunks[0]!.content]) }] };
     const deadline = until ?? Date.now() + SPLIT_BUDGET_MS;
     const found: Embedded = { vectors: [], refused: [] };
     const half = Math.ceil(chunks.length / 2);

@@ -4,6 +4,7 @@ import { JsonText } from '../db/json-text.js';
 import { jsonPageSql, type Page, type PageRequest } from '../db/keyset.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError } from '../errors.js';
+import { storableMessage } from '../observability/logger.js';
 import type { AttemptOutcome, AttemptRecord, DeliveryKind, DeliveryRecord } from './model.js';
 import { integrationNotFound, parseId } from './integrations.js';
 
@@ -237,7 +238,7 @@ export async function writeBack(tx: Tx, id: number, token: string, outcome: Atte
      insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
      select id, attempts, tenant_id, $4, $5, $6, $7, $8 from row
      returning attempt`,
-    [id, token, outcome.ok, outcome.httpStatus, storable(outcome.responseBody), storable(outcome.error), outcome.durationMs, outcome.attemptedAt],
+    [id, token, outcome.ok, outcome.httpStatus, storable(outcome.responseBody), storableError(outcome.error), outcome.durationMs, outcome.attemptedAt],
   );
   return rows[0]?.attempt;
 }
@@ -281,7 +282,7 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
       arrayLiteral(outcomes.map((o) => o.outcome.ok)),
       arrayLiteral(outcomes.map((o) => o.outcome.httpStatus)),
       arrayLiteral(outcomes.map((o) => storable(o.outcome.responseBody))),
-      arrayLiteral(outcomes.map((o) => storable(o.outcome.error))),
+      arrayLiteral(outcomes.map((o) => storableError(o.outcome.error))),
       arrayLiteral(outcomes.map((o) => o.outcome.durationMs)),
       arrayLiteral(outcomes.map((o) => o.outcome.attemptedAt.toISOString())),
     ],
@@ -290,6 +291,11 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
 }
 
 /** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead. */
+/** An attempt's error (a network failure's description) as stored: masked as a log line is (src/observability/logger.ts, `storableMessage`). */
+function storableError(text: string | null): string | null {
+  return text === null ? null : storable(storableMessage(text));
+}
+
 function storable(text: string | null): string | null {
   return text?.includes('\u0000') ? text.replaceAll('\u0000', '\ufffd') : text;
 }

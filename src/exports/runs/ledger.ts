@@ -4,6 +4,7 @@ import { ConflictError, NotFoundError } from '../../errors.js';
 import type { FailureCode } from '../types.js';
 import { SlotWithdrawn, slotWithdrawn } from '../../connectors/schedule.js';
 import { isUuid } from '../../validation/uuid.js';
+import { storableMessage } from '../../observability/logger.js';
 
 /**
  * The export run ledger (spec 3 "Export run record" and "Export run"): one row per run, from claim
@@ -361,11 +362,11 @@ export async function wasSwept(tx: Tx, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** Running -> Failed with its code and reason. */
+/** Running -> Failed with its code and reason, the reason masked as a log line is (src/observability/logger.ts, `storableMessage`). */
 export async function failRun(tx: Tx, id: string, code: FailureCode, reason: string): Promise<boolean> {
   const { rowCount } = await tx.query(
     "update exports.runs set status = 'Failed', ended_at = clock_timestamp(), failure_code = $2, failure_reason = $3 where id = $1 and status = 'Running'",
-    [id, code, reason],
+    [id, code, storableMessage(reason)],
   );
   return rowCount === 1;
 }
