@@ -52,9 +52,9 @@ function scrub(line: string): string {
 }
 
 /**
- * An error's text as the hub may store it and answer it later (a run's `errorMessage`, a dead
- * letter's, an export run's `failureReason`, a retrieval queue's `last_error`, a delivery's
- * `error`, an event's `error_message`): masked exactly as a log line is, by the same code. The
+ * An error's text as the hub may store it and answer it later (a run's `errorMessage` and its
+ * event's `error_message`, an export run's `failureReason`, the retrieval indexer's `last_error`
+ * and `embed_error`, a delivery attempt's `error`): masked exactly as a log line is, by the same code. The
  * values a PostgreSQL error quotes and the credentials of an address it holds (`loggableMessage`),
  * then the hub's own secrets and those of the current unit of work (a connector's token, a tenant
  * secret it just read) in every form they may take, and Bearer and Basic credentials (`scrub`).

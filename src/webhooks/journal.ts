@@ -290,12 +290,12 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
 }
 
-/** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead. */
 /** An attempt's error (a network failure's description) as stored: masked as a log line is (src/observability/logger.ts, `storableMessage`). */
 function storableError(text: string | null): string | null {
   return text === null ? null : storable(storableMessage(text));
 }
 
+/** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead. */
 function storable(text: string | null): string | null {
   return text?.includes('\u0000') ? text.replaceAll('\u0000', '\ufffd') : text;
 }
