@@ -1,17 +1,11 @@
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Database } from '../../db/database.js';
 import { createTestDatabase } from '../../../test/harness/database.js';
+import { retained } from '../../../test/harness/memory.js';
 import { DigestStream } from './digest.js';
 import { csvSnapshot } from './writer.js';
-
-// A full collection on demand: what is sampled is what the process keeps, not garbage the
-// collector has not reached yet (which, left alone, can be tens of MB at any moment).
-setFlagsFromString('--expose-gc');
-const collectGarbage = runInNewContext('gc') as () => void;
 
 let db: Database;
 
@@ -36,22 +30,6 @@ function expectedBytes(delimiterBytes: number): number {
     total += 2 + 7 + delimiterBytes + 2 + PAD + digits + delimiterBytes + (g % 10 === 0 ? 0 : 2 + 3 + digits) + 2;
   }
   return total;
-}
-
-/**
- * Live JavaScript objects and buffers after full collections. The memory of a dead buffer is
- * released by a background sweep after the collection: a turn of the event loop and a second
- * collection let that finish, so that only what is still referenced is counted.
- */
-function retained(): Promise<number> {
-  collectGarbage();
-  return new Promise((resolve) =>
-    setImmediate(() => {
-      collectGarbage();
-      const m = process.memoryUsage();
-      resolve(m.heapUsed + m.arrayBuffers);
-    }),
-  );
 }
 
 describe.each([
