@@ -34,27 +34,42 @@ const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
  * loop every tenant shares for half a second. 16 KiB is a few milliseconds of parsing whatever the text holds (20 rows
  * of 1,600 columns at 64 KiB, and the garbage they make, took 0.2 s). The parser keeps a record (a field, a quoted value, a line end) that
  * spans slices.
+ *
+ * The records are handed over as they are parsed, those of one slice at a time (at most 8,192: a record takes two
+ * characters at least, empty lines being skipped), and the next slice is parsed only when the consumer asks for more:
+ * what is held is the records of one slice, never those of the whole text (10 MB of tiny rows are millions of
+ * records, hundreds of MB). Left early (`return`), the parser is dropped.
  */
-async function parseCsv(text: string, options: Options): Promise<Array<Record<string, string>>> {
+async function* csvRecords(text: string, options: Options): AsyncGenerator<Array<Record<string, string>>> {
   const parser = new Parser(options);
-  const records: Array<Record<string, string>> = [];
+  let records: Array<Record<string, string>> = [];
   parser.on('data', (record: Record<string, string>) => records.push(record));
   const ended = new Promise<void>((resolve, reject) => {
     parser.on('end', resolve);
     parser.on('error', reject);
   });
   ended.catch(() => undefined); // awaited below; refused meanwhile, the slices stop
-  for (let at = 0; at < text.length && !parser.destroyed; ) {
-    // Slices of the text, each made bytes as it is written: a surrogate pair is never cut in two.
-    let end = Math.min(at + CSV_SLICE_CHARS, text.length);
-    if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
-    parser.write(Buffer.from(text.slice(at, end)));
-    at = end;
-    await turn();
+  const taken = () => {
+    const slice = records;
+    records = [];
+    return slice;
+  };
+  try {
+    for (let at = 0; at < text.length && !parser.destroyed; ) {
+      // Slices of the text, each made bytes as it is written: a surrogate pair is never cut in two.
+      let end = Math.min(at + CSV_SLICE_CHARS, text.length);
+      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
+      parser.write(Buffer.from(text.slice(at, end)));
+      at = end;
+      await turn();
+      if (records.length > 0 && !parser.destroyed) yield taken();
+    }
+    if (!parser.destroyed) parser.end();
+    await ended;
+    if (records.length > 0) yield taken();
+  } finally {
+    if (!parser.destroyed) parser.destroy();
   }
-  if (!parser.destroyed) parser.end();
-  await ended;
-  return records;
 }
 
 /**
@@ -67,6 +82,15 @@ async function parseCsv(text: string, options: Options): Promise<Array<Record<st
 /** Records end at CRLF, LF or CR, mixed in one body (files pasted together); inside quotes each is data. */
 const LINE_ENDS = ['\r\n', '\n', '\r'];
 
+/** How an ingest's body is parsed, `columns` naming (or skipping: `false`) each column of the header record. */
+const csvOptions = (columns: (header: string[]) => Array<string | false>): Options => ({
+  columns,
+  skip_empty_lines: true,
+  bom: true,
+  relax_column_count: false,
+  record_delimiter: LINE_ENDS,
+});
+
 export async function ingestCsv(
   runner: ConnectorRunner,
   tenantId: number,
@@ -77,7 +101,6 @@ export async function ingestCsv(
   const table = request.table.startsWith('ext.') ? request.table : `ext.${request.table}`;
   if (!extTableName(table)) throw new ValidationError('table must be a lower-case identifier (letters, digits, underscores), optionally prefixed ext.', 'table');
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(request.connector)) throw new ValidationError('connector must be a lower-case name (letters, digits, dashes)', 'connector');
-  let records: Array<Record<string, string>>;
   let header: string[] | undefined;
   const file = { transport: 'upload', connector: connectorLabel(tenantId, request.connector) };
   csvBytesReadTotal().inc(file, Buffer.byteLength(request.csv));
@@ -96,7 +119,13 @@ export async function ingestCsv(
     };
     // An empty first line is a header of one empty name, not a line to skip.
     if (/^\ufeff?[\r\n]/.test(request.csv)) columns(['']);
-    records = await parseCsv(request.csv, { columns, skip_empty_lines: true, bom: true, relax_column_count: false, record_delimiter: LINE_ENDS });
+    // The whole body is parsed once before anything is stored, only to find what refuses it (a bad header, an unclosed
+    // quote, a row of another number of fields, wherever it is): an ingest that is refused writes nothing. Every column
+    // is skipped (`false`), so each record is an empty object, dropped at once, at half the cost of a row's; the same
+    // parser with the same options then reads the rows again as the run writes them (`reader` below).
+    for await (const _ of csvRecords(request.csv, csvOptions((names) => columns(names).map(() => false)))) {
+      // each slice's empty objects are dropped
+    }
     header ??= [];
   } catch (err) {
     csvOpenTotal().inc({ ...file, result: 'error' });
@@ -136,10 +165,25 @@ export async function ingestCsv(
     headers: [],
     endpoints: [endpoint],
   });
+  // The rows flow: a slice of the body is parsed when the run asks for its next page, so what is held of the rows at
+  // any moment is the runner's chunks (up to three: docs/connector-runs.md) and the records of one slice, whatever
+  // the body's size. The body parsed without an error above parses without one here.
+  const names = header;
   const reader: PageReader = {
     async *read(): AsyncIterable<Page> {
       const size = 1000;
-      for (let i = 0; i < records.length; i += size) yield { number: i / size + 1, items: records.slice(i, i + size) };
+      let number = 0;
+      let items: Array<Record<string, string>> = [];
+      for await (const records of csvRecords(request.csv, csvOptions(() => names))) {
+        for (const record of records) {
+          items.push(record);
+          if (items.length === size) {
+            yield { number: ++number, items };
+            items = [];
+          }
+        }
+      }
+      if (items.length > 0) yield { number: ++number, items };
     },
   };
   const trigger = (id: string, connectorStored: boolean) =>

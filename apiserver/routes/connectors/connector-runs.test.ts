@@ -407,6 +407,26 @@ describe('CSV ingest and dead letters', () => {
     expect(((await headerOnly.json()) as Run).recordsIn).toBe(0);
   });
 
+  it('refuses a body whose last line does not parse (an unclosed quote, a field short) before writing any row: no run, no table', async () => {
+    // 5,000 rows before it: five chunks of the run and several slices of the parser (16 KiB each).
+    const rows = Array.from({ length: 5_000 }, (_, i) => `${i},Name ${i},City ${i}`);
+    const query = 'connector=late-errors&table=late_errors&key=id';
+    for (const [last, error] of [
+      ['5000,"Unclosed,Paris', 'body is not valid CSV: Quote Not Closed: the parsing is finished with an opening quote at line 5002'],
+      ['5000,Short', 'body is not valid CSV: Invalid Record Length: columns length is 3, got 2 on line 5002'],
+    ]) {
+      const refused = await ingest(csv([...rows, last!]), query);
+      expect({ status: refused.status, body: await refused.json() }).toEqual({ status: 400, body: { error, field: 'body' } });
+    }
+    const runs = await (await fetch(`${hub.url}/api/platform/runs?connector=late-errors`, { headers: H })).json();
+    expect(runs).toEqual([]);
+    expect((await owner.query(`select to_regclass('ext_t1.late_errors') as t`)).rows[0].t).toBeNull();
+    // The same rows with a last line that parses: every one stored.
+    const res = await ingest(csv([...rows, '5000,Last,Paris']), query);
+    expect(await res.json()).toMatchObject({ status: 'Completed', recordsIn: 5_001, recordsOut: 5_001, chunkCount: 6 });
+    expect((await owner.query('select count(distinct external_id)::int as n from ext_t1.late_errors')).rows[0].n).toBe(5_001);
+  });
+
   it('REST runs never emit data.row.changed; CSV ingest does for new or changed rows only when something subscribes', async () => {
     const before = await owner.query(`select count(*)::int as n from events.outbox where type = 'data.row.changed'`);
     await ingest(csv(['1,Ann,Lyon']));
