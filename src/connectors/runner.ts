@@ -3,6 +3,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
+import { unlessAborted } from '../abortable.js';
 import { logger, storableMessage } from '../observability/logger.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
@@ -792,34 +793,18 @@ function tooDeep(endpoint: EndpointSpec, row: PreparedRow): DeadLetterInput {
  * never waits for a reader that is slow to notice it (the engine's does at once; a reader given by
  * a caller may not).
  *
- * Each wait for a page listens for the abort only while it lasts. (A `Promise.race` of every page
- * against one promise of the run's abort left a reaction on that promise per page, each keeping its
- * page: a run held every row it had read until it ended, 100 bytes and more per row.)
+ * Each wait for a page listens for the abort only while it lasts (`unlessAborted`): a run keeps no
+ * page it has written.
  */
 async function* untilAborted<T>(pages: AsyncIterable<T>, signal: AbortSignal): AsyncGenerator<T> {
   const iterator = pages[Symbol.asyncIterator]();
-  const nextPage = () =>
-    new Promise<IteratorResult<T>>((resolve, reject) => {
-      const onAbort = () => reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      iterator.next().then(
-        (next) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(next);
-        },
-        (err: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      );
-    });
   let done = false;
   let waiting = false;
   try {
     for (;;) {
       signal.throwIfAborted();
       waiting = true;
-      const next = await nextPage();
+      const next = await unlessAborted(iterator.next(), signal);
       waiting = false;
       if (next.done) {
         done = true;

@@ -154,15 +154,3 @@ export async function within<T>(work: Promise<T>, ms: number): Promise<T | undef
   }
 }
 
-/** A promise rejected with `signal.reason` when it aborts (never settles otherwise), and its disposal. */
-export function abortion(signal: AbortSignal | undefined): { promise: Promise<never>; dispose: () => void } {
-  if (!signal) return { promise: new Promise<never>(() => {}), dispose: () => {} };
-  let onAbort: () => void = () => {};
-  const promise = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  promise.catch(() => {});
-  return { promise, dispose: () => signal.removeEventListener('abort', onAbort) };
-}

@@ -15,7 +15,8 @@ import {
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressDeniedError, type EgressPolicy, isEgressDenied, parseAddress } from '../../egress/policy.js';
-import { abortion, admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
+import { unlessAborted } from '../../abortable.js';
+import { admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
 
 /**
  * Publication to S3 or an S3-compatible store (docs/exports-destinations.md). A HeadObject first
@@ -128,7 +129,6 @@ export class S3Destination implements Destination {
 
   async publish(body: Readable, opts: PublishOptions): Promise<PublishReceipt> {
     const watch = new BodyWatch(body);
-    const abort = abortion(opts.signal);
     const signal = opts.signal;
     const handler = (keepAlive: boolean) => {
       const agentOptions = { keepAlive, lookup: egressLookup(this.options.egress) };
@@ -163,7 +163,7 @@ export class S3Destination implements Destination {
       await this.admitEndpoint();
       await this.precheck(client, signal);
       const reader = new PartReader(body, this.partSize);
-      const first = await Promise.race([reader.next(), abort.promise]);
+      const first = await unlessAborted(reader.next(), signal);
       if (!first.more) {
         const digest = opts.digest();
         await admitCommit(opts);
@@ -204,7 +204,7 @@ export class S3Destination implements Destination {
         sending = { done, cancel };
         if (!current.more) break;
         const failed = done.then(() => new Promise<never>(() => {}));
-        current = await Promise.race([reader.next(), abort.promise, failed]);
+        current = await unlessAborted(Promise.race([reader.next(), failed]), signal);
       }
       await sending.done;
       await admitCommit(opts);
@@ -227,7 +227,6 @@ export class S3Destination implements Destination {
       if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`, left);
       throw outcome(watch, signal, failure, left);
     } finally {
-      abort.dispose();
       watch.release();
       client.destroy();
       commitClient.destroy();

@@ -6,7 +6,8 @@ import ssh2 from 'ssh2';
 import SftpClient from 'ssh2-sftp-client';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
-import { abortion, admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
+import { unlessAborted } from '../../abortable.js';
+import { admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
 
 /**
  * Publication to SFTP (docs/exports-destinations.md): the host passes the outbound address policy,
@@ -83,23 +84,22 @@ export class SftpDestination implements Destination {
 
   async publish(body: Readable, opts: PublishOptions): Promise<PublishReceipt> {
     const watch = new BodyWatch(body);
-    const abort = abortion(opts.signal);
     const client = new SftpClient('svc-export', { error: () => {}, end: () => {}, close: () => {} });
     let part: string | undefined;
     let stalled = false;
     let unwatch = () => {};
     try {
       if (watch.error) throw watch.error.error; // generation failed before publication began
-      await Promise.race([this.connect(client), abort.promise]);
+      await unlessAborted(this.connect(client), opts.signal);
       unwatch = this.watchAnswers(client, () => {
         stalled = true;
         rawClient(client)?.destroy();
       });
-      await Promise.race([this.checkTarget(client), abort.promise]);
+      await unlessAborted(this.checkTarget(client), opts.signal);
       part = posix.join(this.dir, partName(this.name));
       await this.upload(client, body, part, opts.signal);
       await admitCommit(opts);
-      await Promise.race([this.commit(client, part), abort.promise]);
+      await unlessAborted(this.commit(client, part), opts.signal);
       part = undefined;
       return { location: this.location };
     } catch (err) {
@@ -112,7 +112,6 @@ export class SftpDestination implements Destination {
       throw outcome(watch, opts.signal, failure, leftover);
     } finally {
       unwatch();
-      abort.dispose();
       watch.release();
       // A server that stopped answering never confirms the close: the connection is cut after a while.
       await within(client.end().catch(() => {}), this.cleanupMs);
