@@ -14,18 +14,19 @@ import { EventRejected, EventWriter } from './outbox.js';
 let ownerUrl: string;
 let db: Database;
 let owner: pg.Client;
+let close: () => Promise<void>;
 const catalog = loadCatalog();
 const events = new EventWriter(catalog);
 
 beforeAll(async () => {
   // Its own server: a new consumer starts at the readable head, which a transaction of another suite
   // open on a shared server holds back, so events written before the start would be handed over.
-  ({ ownerUrl, db, owner } = await migratedDatabase({ 201: 'a', 202: 'b' }, 4, { ownServer: true }));
+  ({ ownerUrl, db, owner, close } = await migratedDatabase({ 201: 'a', 202: 'b' }, 4, { ownServer: true }));
 });
 
 afterAll(async () => {
-  await owner.end();
-  await db.close();
+  // Ends the owner's client and the pools, then stops the suite's own server and removes its directory.
+  await close();
 });
 
 /**
