@@ -207,6 +207,25 @@ describe('embedded PostgreSQL', () => {
     }
   }, 120_000);
 
+  it('a server that cannot make its Unix socket is started again on TCP only, and the hub connects over TCP', async () => {
+    // A directory that does not exist stands for a file system that holds no sockets: PostgreSQL
+    // stops at start, as it does when it can make none of its sockets.
+    const db = await startEmbedded({ dataDir: join(tempDir(), 'data'), socketDir: join(tempDir(), 'missing', 'dir') });
+    try {
+      expect(db.socketDir).toBeUndefined();
+      expect(new URL(db.url).search).toBe('');
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        expect((await client.query('select host(inet_client_addr()) as addr')).rows[0].addr).toBe('127.0.0.1');
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await db.stop();
+    }
+  }, 120_000);
+
   it('the socket directory: within a Unix socket\'s path length (107 bytes with the socket\'s name) and without characters unix_socket_directories would need quoted', () => {
     const fits = `/${'a'.repeat(107 - '/.s.PGSQL.65535'.length - 1)}`;
     expect(socketDirFor(fits, 65535)).toBe(fits);

@@ -68,6 +68,11 @@ export interface EmbeddedOptions {
    * Ctrl-C of a test or bench run stops it with the run.
    */
   ownProcessGroup?: boolean;
+  /**
+   * The directory of the server's Unix socket, through which `url` connects; default the cluster
+   * directory (when the socket's path fits, see socketDirFor); `false`: TCP on 127.0.0.1 only.
+   */
+  socketDir?: string | false;
   /** How long after the server exited unexpectedly it is started again (doubling after each failed try, at most 30 s); default 1000. */
   restartDelayMs?: number;
 }
@@ -78,8 +83,8 @@ const CREDENTIALS_FILE = 'postgres.json';
 const CLUSTER_POINTER = 'cluster-dir';
 const DEFAULT_RUNTIME_DIR = '/var/lib/svc-hub';
 const FLAGS = ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'];
-/** A Unix socket's path is at most this long (`sun_path` holds 108 bytes with its NUL). */
-const MAX_SOCKET_PATH = 107;
+/** A Unix socket's path is at most this long (`sun_path` holds 108 bytes with its NUL on Linux, 104 on macOS and the BSDs). */
+const MAX_SOCKET_PATH = platform() === 'linux' ? 107 : 103;
 
 /**
  * Where the server also listens on a Unix socket, and the hub connects through it: the cluster
@@ -88,7 +93,9 @@ const MAX_SOCKET_PATH = 107;
  * every connection still authenticates with the password (initdb's `scram-sha-256`, for local
  * connections too). A statement's round trip through a Unix socket costs both processes less CPU
  * than through TCP on loopback (docs/operations.md "The embedded PostgreSQL"). Undefined when the
- * socket's path would be longer than a Unix socket's path may be: then TCP on 127.0.0.1 only.
+ * socket's path would be longer than a Unix socket's path may be: then TCP on 127.0.0.1 only. A
+ * server that cannot make its socket there (a file system without sockets) refuses to start: it is
+ * started again on TCP only (`startCluster`).
  */
 export function socketDirFor(clusterDir: string, port: number): string | undefined {
   // unix_socket_directories is a comma-separated list: a path that needs quoting there is left out.
@@ -160,7 +167,8 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
   await stopOrphan(clusterDir);
 
   const port = options.port ?? (await freePort());
-  const socketDir = socketDirFor(clusterDir, port);
+  // `let`: a server that cannot make its socket is started again without one (below).
+  let socketDir = options.socketDir === false ? undefined : (options.socketDir ?? socketDirFor(clusterDir, port));
   const output: string[] = [];
   const keep = (text: string) => {
     for (const line of text.split('\n')) if (line.trim()) output.push(line.trim());
@@ -201,7 +209,17 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
     }
     return { child, exited };
   };
-  let server = await launch();
+  let server: { child: ChildProcess; exited: Promise<void> };
+  try {
+    server = await launch();
+  } catch (err) {
+    // PostgreSQL stops when it can make none of its Unix sockets (a directory on a file system that
+    // holds none, a mount of another machine's): TCP on 127.0.0.1 serves as it did before sockets.
+    if (!socketDir || !/Unix-domain socket|\.s\.PGSQL\.\d+/i.test((err as Error).message)) throw err;
+    logger().warn({ socketDir, err: loggableMessage(err) }, 'the embedded PostgreSQL could not make its Unix socket; it listens on 127.0.0.1 only');
+    socketDir = undefined;
+    server = await launch();
+  }
 
   const database = options.database ?? 'svc';
   const url = embeddedUrl(password, port, database, socketDir);
