@@ -1,18 +1,22 @@
 import { randomBytes } from 'node:crypto';
+import { expect } from '@jest/globals';
 import pg from 'pg';
 import { Database } from '../../src/db/database.js';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureDatabase, startEmbedded } from '../../src/db/embedded.js';
 import { migrate } from '../../src/db/migrations.js';
 import { roleUrl } from '../../src/db/roles.js';
+import { OWN_SERVER_MARKER, OWN_SERVER_PREFIX } from './start-postgres.js';
 
 /** An embedded PostgreSQL of the caller's alone, in a temporary directory removed when it stops. */
 async function ownServer(): Promise<{ url: string; stop(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'svc-own-pg-'));
+  const dir = mkdtempSync(join(tmpdir(), OWN_SERVER_PREFIX));
   chmodSync(dir, 0o755);
   const server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'own' });
+  // Which run and file started it: the run's teardown stops a server a file left running and names the file.
+  writeFileSync(join(dir, OWN_SERVER_MARKER), JSON.stringify({ run: process.env.SVC_TEST_RUN_ID ?? '', file: expect.getState().testPath ?? '' }));
   return {
     url: server.url,
     async stop() {

@@ -1,4 +1,5 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -10,6 +11,8 @@ import { setLogger, createLogger } from '../../src/observability/logger.js';
  * (test/harness/database.ts). SVC_TEST_DATABASE_URL points the suite at an existing server instead.
  */
 export async function startTestPostgres(): Promise<void> {
+  // Inherited by the workers: marks the servers of this run's own (test/harness/database.ts ownServer).
+  process.env.SVC_TEST_RUN_ID = randomBytes(8).toString('hex');
   if (process.env.SVC_TEST_DATABASE_URL) return;
   setLogger(createLogger({ level: 'warn', json: true }));
   const dir = mkdtempSync(join(tmpdir(), 'svc-test-pg-'));
@@ -39,7 +42,62 @@ async function endLeakedTransactions(url: string): Promise<void> {
   }
 }
 
+/** Written into an own server's temporary directory (`svc-own-pg-*`): `{run, file}`. */
+export const OWN_SERVER_MARKER = 'test-run.json';
+export const OWN_SERVER_PREFIX = 'svc-own-pg-';
+
+/**
+ * The servers of their own (`migratedDatabase({ownServer: true})`) that this run's test files left
+ * running: each is stopped and its directory removed, and the run fails naming the files. A file
+ * that never closes its database leaves a PostgreSQL that outlives the test worker (a jest worker
+ * ends without running the launcher's exit handler), holding memory and a port on the machine for
+ * good.
+ */
+async function stopLeftOwnServers(): Promise<string[]> {
+  const run = process.env.SVC_TEST_RUN_ID;
+  if (!run) return [];
+  const files: string[] = [];
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith(OWN_SERVER_PREFIX)) continue;
+    const dir = join(tmpdir(), name);
+    let marker: { run?: string; file?: string };
+    try {
+      marker = JSON.parse(readFileSync(join(dir, OWN_SERVER_MARKER), 'utf8')) as { run?: string; file?: string };
+    } catch {
+      continue; // another run's, or one being made
+    }
+    if (marker.run !== run) continue;
+    const pidFile = join(dir, 'data', 'pg', 'postmaster.pid');
+    const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
+    if (pid > 0 && alive(pid)) {
+      files.push(marker.file || dir);
+      process.kill(pid, 'SIGINT');
+      for (let waited = 0; alive(pid) && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return files;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function stopTestPostgres(): Promise<void> {
+  const left = await stopLeftOwnServers();
+  if (left.length > 0) {
+    await stopSharedServer();
+    throw new Error(`test files left their own PostgreSQL running (stopped now; close the database of migratedDatabase({ownServer: true}) in afterAll): ${left.join(', ')}`);
+  }
+  await stopSharedServer();
+}
+
+async function stopSharedServer(): Promise<void> {
   const server = (globalThis as { __svcTestPg?: EmbeddedDatabase }).__svcTestPg;
   if (!server) return;
   await server.stop();
