@@ -22,7 +22,7 @@
  *   node --import tsx bench/entities.ts
  *   ENTITY_ROWS=20000 BENCH_ROUNDS=2 node --import tsx bench/entities.ts   # a quick look
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -124,6 +124,9 @@ async function main(): Promise<void> {
   const loadAtStart = loadavg().map((l) => round(l, 2));
   await probeMachine(log);
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-entities-'));
+  // mkdtemp makes it 0700: run as root, PostgreSQL (the postgres user) could not enter it and its
+  // cluster would go to /var/lib/svc-hub/clusters, which removing `dir` does not remove.
+  chmodSync(dir, 0o755);
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   let hub: Hub | undefined;
   let owner: pg.Client | undefined;

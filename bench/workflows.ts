@@ -16,7 +16,7 @@
  * same state. Verified before anything is reported: one spell per record with a state, one
  * decision per due spell in the outbox (distinct keys), none more after the last tick.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -206,6 +206,9 @@ async function main(): Promise<void> {
   const loadAtStart = loadavg().map((l) => round(l, 2));
   await probeMachine(log);
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-workflows-'));
+  // mkdtemp makes it 0700: run as root, PostgreSQL (the postgres user) could not enter it and its
+  // cluster would go to /var/lib/svc-hub/clusters, which removing `dir` does not remove.
+  chmodSync(dir, 0o755);
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   let hub: Hub | undefined;
   let owner: pg.Client | undefined;
