@@ -1,3 +1,4 @@
+import { unlessAborted } from '../abortable.js';
 import type { RowIndexer } from '../connectors/indexer.js';
 import { tenantTableSql } from '../connectors/target/ddl.js';
 import { activeTenant } from '../db/active-tenant.js';
@@ -346,7 +347,7 @@ export const SPLIT_BUDGET_MS = 2000;
 async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal: AbortSignal | undefined, until?: number): Promise<Embedded | undefined> {
   let answer: Float32Array[] | undefined;
   try {
-    answer = await unlessAborted(port.embed(chunks.map((c) => c.content)), signal);
+    answer = await valueUnlessAborted(port.embed(chunks.map((c) => c.content)), signal);
   } catch (err) {
     if (err instanceof EmbeddingUnavailable && err.aboutTheEndpoint) throw err;
     if (chunks.length === 1) return { vectors: [], refused: [{ chunk: chunks[0]!, error: failureReason(storableMessage(err), [chunks[0]!.content]) }] };
@@ -367,22 +368,10 @@ async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal:
 }
 
 /** `work`'s value, or undefined as soon as `signal` aborts (work's own outcome is then ignored). */
-function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
-  if (!signal) return work;
-  return new Promise<T | undefined>((resolve, reject) => {
-    const onAbort = () => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        if (signal.aborted) resolve(undefined);
-        else reject(err);
-      },
-    );
+function valueUnlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  return unlessAborted(work, signal).catch((err: unknown) => {
+    if (signal?.aborted) return undefined;
+    throw err;
   });
 }
 
