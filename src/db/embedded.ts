@@ -492,7 +492,7 @@ function signal(pid: number, name: NodeJS.Signals): void {
 }
 
 /** Alive and not a zombie. */
-function isLive(pid: number): boolean {
+export function isLive(pid: number): boolean {
   if (!isAlive(pid)) return false;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

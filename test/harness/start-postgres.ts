@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { startEmbedded, type EmbeddedDatabase } from '../../src/db/embedded.js';
+import { isLive, startEmbedded, type EmbeddedDatabase } from '../../src/db/embedded.js';
 import { setLogger, createLogger } from '../../src/observability/logger.js';
 
 /**
@@ -69,23 +69,14 @@ async function stopLeftOwnServers(): Promise<string[]> {
     if (marker.run !== run) continue;
     const pidFile = join(dir, 'data', 'pg', 'postmaster.pid');
     const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
-    if (pid > 0 && alive(pid)) {
+    if (pid > 0 && isLive(pid)) {
       files.push(marker.file || dir);
       process.kill(pid, 'SIGINT');
-      for (let waited = 0; alive(pid) && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+      for (let waited = 0; isLive(pid) && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
     }
     rmSync(dir, { recursive: true, force: true });
   }
   return files;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export async function stopTestPostgres(): Promise<void> {
