@@ -5,9 +5,9 @@
  *
  * - fetch: a plain undici `request()` loop that only fetches and JSON-parses the same pages;
  * - copy: a plain `COPY … FROM STDIN` of the same rows into a table of the same shape (same columns,
- *   same indexes) as the ext.* table the hub writes, in one stream and in two concurrent streams
- *   (two connections, half the rows each: the hub writes two chunks at once); the ceiling of a
- *   round is the faster of the two.
+ *   same indexes) as the ext.* table the hub writes, in one stream and in two and three concurrent
+ *   streams (as many connections, an equal share of the rows each: the hub writes up to three chunks
+ *   at once); the ceiling of a round is the fastest of the three.
  *
  * Every table is made before its clock starts: the COPY's by the ceiling, the hub's by the same
  * ExtSchema.ensureTable the runner calls (timed apart as `tableSetupSeconds`), so the run finds it in
@@ -25,7 +25,7 @@
  *   DEMO_ROWS=20000 npm run bench:ingest       # a quick look
  *
  * Each figure is measured in BENCH_ROUNDS rounds (default 3; a round = both hub runs, both fetch
- * loops, the COPY in one stream and in two, each into fresh tables) and reported as the median,
+ * loops, the COPY in one, two and three streams, each into fresh tables) and reported as the median,
  * ratios as the median of the per-round ratios: a 2-core machine shared with other work gives noisy
  * single figures.
  *
@@ -54,7 +54,7 @@ import { parseRateLimit } from '../src/connectors/manifest/validate.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { generatePartners, type Partner } from '../src/demo-source/data.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
-import { type CopyFigures, copyCeilingInProcess } from './support/copy-ceiling.js';
+import { type CopyFigures, type CopyStreams, copyCeilingInProcess } from './support/copy-ceiling.js';
 import { CpuMeter, type CpuSplit, type DemoSourceProcess, machineFacts, probeMachine, mib, perSecond, postmasterPid, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
 
@@ -377,20 +377,24 @@ async function fetchCursor(sourceUrl: string, maxPages = Number.POSITIVE_INFINIT
 
 // ---------------------------------------------------------------------------------------------
 // Ceiling B: COPY the same rows into a same-shape table, in a child process (bench/support/copy-ceiling.ts),
-// in one stream and in two concurrent streams; the round's ceiling is the faster.
+// in one stream and in two and three concurrent streams; the round's ceiling is the fastest.
+
+/** The forms of the COPY ceiling, by streams. */
+const COPY_FORMS = [1, 2, 3] as const satisfies readonly CopyStreams[];
+const STREAMS_NAME: Record<CopyStreams, string> = { 1: 'one stream', 2: 'two streams', 3: 'three streams' };
 
 /**
- * A round's COPY ceiling: the faster of the two forms by rows/s; with the merge, the shorter of the
- * two forms' COPY + pending-list merge. Both forms stay in the results.
+ * A round's COPY ceiling: the fastest of the forms by rows/s; with the merge, the shortest of the
+ * forms' COPY + pending-list merge. Every form stays in the results.
  */
-function copyCeilingOf(one: CopyRound, two: CopyRound): { copy: CopyRound; copyWithMergeSeconds: number } {
+function copyCeilingOf(forms: readonly CopyRound[]): { copy: CopyRound; copyWithMergeSeconds: number } {
   return {
-    copy: two.rowsPerSec > one.rowsPerSec ? two : one,
-    copyWithMergeSeconds: Math.min(one.seconds + one.merge!.seconds, two.seconds + two.merge!.seconds),
+    copy: forms.reduce((best, form) => (form.rowsPerSec > best.rowsPerSec ? form : best)),
+    copyWithMergeSeconds: Math.min(...forms.map((form) => form.seconds + form.merge!.seconds)),
   };
 }
 
-async function copyRound(owner: pg.Client, ownerUrl: string, name: string, gin: boolean, streams: 1 | 2, meter: CpuMeter): Promise<CopyRound> {
+async function copyRound(owner: pg.Client, ownerUrl: string, name: string, gin: boolean, streams: CopyStreams, meter: CpuMeter): Promise<CopyRound> {
   meter.start();
   const figures = await copyCeilingInProcess({ ownerUrl, rows: ROWS, table: name, gin, streams });
   const around = meter.stop();
@@ -480,14 +484,16 @@ interface Round {
   /** The same rows read from the demo source's SOAP 1.1 service (`soap-generic`). */
   soap: HubFigures;
   fetch: Record<Dialect, FetchFigures>;
-  /** The round's COPY ceiling: the faster of `copyOne` and `copyTwo`. */
+  /** The round's COPY ceiling: the fastest of `copyOne`, `copyTwo` and `copyThree`. */
   copy: CopyRound;
-  /** The shorter of the two forms' COPY + GIN pending-list merge: the ceiling of the ratios "with the merge". */
+  /** The shortest of the forms' COPY + GIN pending-list merge: the ceiling of the ratios "with the merge". */
   copyWithMergeSeconds: number;
   /** One COPY on one connection. */
   copyOne: CopyRound;
   /** Two concurrent COPYs on two connections, half the rows each. */
   copyTwo: CopyRound;
+  /** Three concurrent COPYs on three connections, a third of the rows each. */
+  copyThree: CopyRound;
   /** RSS of this process before the round's hub runs. */
   baselineRssMb: number;
 }
@@ -592,14 +598,14 @@ async function main(): Promise<void> {
         if (fetchFigures[dialect].rows !== ROWS) throw new Error(`the ${dialect} fetch ceiling read ${fetchFigures[dialect].rows} rows, expected ${ROWS}`);
       }
 
-      // Alternating order (one stream first in odd rounds, two streams first in even ones), so warming up favours neither.
-      const copies = {} as Record<1 | 2, CopyRound>;
-      for (const streams of r % 2 === 1 ? ([1, 2] as const) : ([2, 1] as const)) {
-        log(`round ${r}/${ROUNDS}: copy ceiling, ${streams === 1 ? 'one stream' : 'two concurrent streams'} …`);
-        copies[streams] = await copyRound(owner, database.url, streams === 1 ? 'copy_partners' : 'copy_partners_two', true, streams, meter);
+      // Alternating order (one stream first in odd rounds, three streams first in even ones), so warming up favours none.
+      const copies = {} as Record<CopyStreams, CopyRound>;
+      for (const streams of r % 2 === 1 ? COPY_FORMS : [...COPY_FORMS].reverse()) {
+        log(`round ${r}/${ROUNDS}: copy ceiling, ${STREAMS_NAME[streams]} …`);
+        copies[streams] = await copyRound(owner, database.url, `copy_partners_${streams}`, true, streams, meter);
       }
-      const ceiling = copyCeilingOf(copies[1], copies[2]);
-      rounds.push({ hub: hubFigures, unindexed, soap, fetch: fetchFigures, ...ceiling, copyOne: copies[1], copyTwo: copies[2], baselineRssMb });
+      const ceiling = copyCeilingOf(COPY_FORMS.map((streams) => copies[streams]));
+      rounds.push({ hub: hubFigures, unindexed, soap, fetch: fetchFigures, ...ceiling, copyOne: copies[1], copyTwo: copies[2], copyThree: copies[3], baselineRssMb });
     }
     const maxRssMb = mib(process.resourceUsage().maxRSS * 1024);
 
@@ -673,22 +679,25 @@ async function main(): Promise<void> {
       /**
        * Every table was counted before this report: count(*) = count(distinct external_id) = rows, all
        * of them the source's ids (the hub's runs: offset, cursor, soap, without the hand-off; the
-       * COPYs: one stream, two streams, without the GIN index).
+       * COPYs: one, two and three streams, without the GIN index).
        */
-      verified: { storedRowsMatchSource: true, runsChecked: rounds.length * (DIALECTS.length + 2), copiesChecked: rounds.length * 2 + 1 },
-      /** Median over the rounds of each round's ceiling: the faster of the one-stream and two-stream COPY. */
+      verified: { storedRowsMatchSource: true, runsChecked: rounds.length * (DIALECTS.length + 2), copiesChecked: rounds.length * COPY_FORMS.length + 1 },
+      /** Median over the rounds of each round's ceiling: the fastest of the one-, two- and three-stream COPY. */
       ceilingCopyRowsPerSec: copyRowsPerSec,
       ceilingCopy: {
-        note: "the round's ceiling is the faster of one COPY on one connection and two concurrent COPYs on two connections (half the rows each, the same table, bytes and indexes); the hub writes two chunks at once",
+        note: "the round's ceiling is the fastest of one COPY on one connection and two and three concurrent COPYs on as many connections (an equal share of the rows each, the same table, bytes and indexes); the hub writes up to three chunks at once",
         oneStreamRowsPerSec: Math.round(median(rounds.map((r) => r.copyOne.rowsPerSec))),
         twoStreamsRowsPerSec: Math.round(median(rounds.map((r) => r.copyTwo.rowsPerSec))),
+        threeStreamsRowsPerSec: Math.round(median(rounds.map((r) => r.copyThree.rowsPerSec))),
         /** Which form was the ceiling, round by round. */
-        fasterByRound: rounds.map((r) => (r.copy.streams === 2 ? 'two streams' : 'one stream')),
+        fasterByRound: rounds.map((r) => STREAMS_NAME[r.copy.streams]),
         oneStreamCpuSeconds: meanCpu(rounds.map((r) => r.copyOne.cpu)),
         twoStreamsCpuSeconds: meanCpu(rounds.map((r) => r.copyTwo.cpu)),
+        threeStreamsCpuSeconds: meanCpu(rounds.map((r) => r.copyThree.cpu)),
         oneStreamMergeSeconds: round(median(rounds.map((r) => r.copyOne.merge!.seconds)), 2),
         twoStreamsMergeSeconds: round(median(rounds.map((r) => r.copyTwo.merge!.seconds)), 2),
-        /** Median of the rounds' ceiling with the merge: the shorter of the two forms' COPY + merge. */
+        threeStreamsMergeSeconds: round(median(rounds.map((r) => r.copyThree.merge!.seconds)), 2),
+        /** Median of the rounds' ceiling with the merge: the shortest of the forms' COPY + merge. */
         withMergeRowsPerSec: Math.round(median(rounds.map((r) => ROWS / r.copyWithMergeSeconds))),
       },
       breakdown: {
@@ -722,7 +731,8 @@ async function main(): Promise<void> {
         copyRowsPerSec: r.copy.rowsPerSec,
         copyOneStreamRowsPerSec: r.copyOne.rowsPerSec,
         copyTwoStreamsRowsPerSec: r.copyTwo.rowsPerSec,
-        copyStoredRows: { oneStream: r.copyOne.stored, twoStreams: r.copyTwo.stored },
+        copyThreeStreamsRowsPerSec: r.copyThree.rowsPerSec,
+        copyStoredRows: { oneStream: r.copyOne.stored, twoStreams: r.copyTwo.stored, threeStreams: r.copyThree.stored },
         tableSetupSeconds: { offset: r.hub.offset.tableSetupSeconds, cursor: r.hub.cursor.tableSetupSeconds, soap: r.soap.tableSetupSeconds, unindexed: r.unindexed.tableSetupSeconds },
       })),
       ...machineFacts(benchStart, loadAtStart),
@@ -763,6 +773,7 @@ async function main(): Promise<void> {
           ['COPY, same shape: the ceiling (median of the rounds)', copyRowsPerSec, round(median(rounds.map((r) => r.copy.seconds)), 2)],
           ['COPY, same shape, one stream', result.ceilingCopy.oneStreamRowsPerSec, round(median(rounds.map((r) => r.copyOne.seconds)), 2)],
           ['COPY, same shape, two concurrent streams', result.ceilingCopy.twoStreamsRowsPerSec, round(median(rounds.map((r) => r.copyTwo.seconds)), 2)],
+          ['COPY, same shape, three concurrent streams', result.ceilingCopy.threeStreamsRowsPerSec, round(median(rounds.map((r) => r.copyThree.seconds)), 2)],
           ['COPY, same shape without the GIN index on data', copyNoGin.rowsPerSec, copyNoGin.seconds],
         ],
       ),
@@ -781,6 +792,7 @@ async function main(): Promise<void> {
           cpuRow('fetch ceiling, cursor', meanWall((r) => r.fetch.cursor.seconds), meanCpu(rounds.map((r) => r.fetch.cursor.cpu!))),
           cpuRow('COPY ceiling, one stream', meanWall((r) => r.copyOne.seconds), result.ceilingCopy.oneStreamCpuSeconds),
           cpuRow('COPY ceiling, two streams', meanWall((r) => r.copyTwo.seconds), result.ceilingCopy.twoStreamsCpuSeconds),
+          cpuRow('COPY ceiling, three streams', meanWall((r) => r.copyThree.seconds), result.ceilingCopy.threeStreamsCpuSeconds),
           cpuRow('pending-list merge after a hub run, offset', meanWall((r) => r.hub.offset.merge!.seconds), result.breakdown.hubMergeCpuSeconds.offset),
           cpuRow('pending-list merge after a hub run, cursor', meanWall((r) => r.hub.cursor.merge!.seconds), result.breakdown.hubMergeCpuSeconds.cursor),
           cpuRow('pending-list merge after the COPY', meanWall((r) => r.copy.merge!.seconds), result.breakdown.copyMergeCpuSeconds),

@@ -67,10 +67,12 @@ function ingest(r: Json): string {
   lines.push(`Target hub/COPY ≥ 0.8, with and without the merge: ${met(worst >= 0.8)} (${f(worst, 3)} at the lowest).`);
   if (r.ceilingCopy) {
     const c = r.ceilingCopy;
-    const two = c.fasterByRound.filter((x: string) => x === 'two streams').length;
+    const times = (form: string) => c.fasterByRound.filter((x: string) => x === form).length;
     lines.push('');
     lines.push(
-      `COPY ceiling: each round's faster of one stream (${n(c.oneStreamRowsPerSec)} rows/s, median) and two concurrent streams on two connections (${n(c.twoStreamsRowsPerSec)} rows/s); two streams were the faster in ${two} of ${c.fasterByRound.length} rounds.`,
+      c.threeStreamsRowsPerSec === undefined
+        ? `COPY ceiling: each round's faster of one stream (${n(c.oneStreamRowsPerSec)} rows/s, median) and two concurrent streams on two connections (${n(c.twoStreamsRowsPerSec)} rows/s); two streams were the faster in ${times('two streams')} of ${c.fasterByRound.length} rounds.`
+        : `COPY ceiling: each round's fastest of one stream (${n(c.oneStreamRowsPerSec)} rows/s, median), two concurrent streams on two connections (${n(c.twoStreamsRowsPerSec)} rows/s) and three on three (${n(c.threeStreamsRowsPerSec)} rows/s); the fastest was one stream in ${times('one stream')}, two in ${times('two streams')} and three in ${times('three streams')} of ${c.fasterByRound.length} rounds.`,
     );
   }
   if (r.rateLimit && typeof r.rateLimit === 'object') {
@@ -84,7 +86,7 @@ function ingest(r: Json): string {
   if (r.breakdown.copyMergeSeconds !== undefined) {
     lines.push('');
     lines.push(
-      `Deferred index work: a run and the COPY leave new entries of the GIN index on \`data\` in its pending list; the bench merges it after each (\`gin_clean_pending_list\`) and times it: ${f(r.dialects.offset.mergeSeconds, 2)} s after an offset run, ${f(r.dialects.cursor.mergeSeconds, 2)} s after a cursor run, ${f(r.breakdown.copyMergeSeconds, 2)} s after the COPY (medians). "with the merge" adds each side's merge to its time${r.ceilingCopy ? ' (the COPY side: the shorter of its two forms with their merges)' : ''}.`,
+      `Deferred index work: a run and the COPY leave new entries of the GIN index on \`data\` in its pending list; the bench merges it after each (\`gin_clean_pending_list\`) and times it: ${f(r.dialects.offset.mergeSeconds, 2)} s after an offset run, ${f(r.dialects.cursor.mergeSeconds, 2)} s after a cursor run, ${f(r.breakdown.copyMergeSeconds, 2)} s after the COPY (medians). "with the merge" adds each side's merge to its time${r.ceilingCopy ? ' (the COPY side: the shortest of its forms with their merges)' : ''}.`,
     );
   }
   if (r.soap) {
@@ -111,6 +113,7 @@ function ingest(r: Json): string {
   if (r.ceilingCopy) {
     lines.push(row(['COPY, same shape, one stream', n(r.ceilingCopy.oneStreamRowsPerSec)]));
     lines.push(row(['COPY, same shape, two concurrent streams', n(r.ceilingCopy.twoStreamsRowsPerSec)]));
+    if (r.ceilingCopy.threeStreamsRowsPerSec !== undefined) lines.push(row(['COPY, same shape, three concurrent streams', n(r.ceilingCopy.threeStreamsRowsPerSec)]));
   }
   lines.push(row(['COPY, same shape without the GIN index on `data`', n(r.breakdown.copyWithoutGinIndexRowsPerSec)]));
   lines.push('');
@@ -121,6 +124,7 @@ function ingest(r: Json): string {
   if (r.ceilingCopy) {
     lines.push(row(['COPY ceiling, one stream', cpu(r.ceilingCopy.oneStreamCpuSeconds)]));
     lines.push(row(['COPY ceiling, two streams', cpu(r.ceilingCopy.twoStreamsCpuSeconds)]));
+    if (r.ceilingCopy.threeStreamsCpuSeconds) lines.push(row(['COPY ceiling, three streams', cpu(r.ceilingCopy.threeStreamsCpuSeconds)]));
   } else lines.push(row(['COPY ceiling', cpu(r.breakdown.copyCpuSeconds)]));
   if (r.breakdown.copyMergeCpuSeconds) {
     lines.push(row(['pending-list merge after a hub run, offset', cpu(r.breakdown.hubMergeCpuSeconds.offset)]));

@@ -4,9 +4,9 @@
  *
  * A plain `COPY … FROM STDIN` (text format) of the demo source's rows into a table shaped like the
  * hub's ext.* tables (src/connectors/target/ddl.ts: same columns, same indexes, the three promoted
- * columns of the benchmark's manifests), in one stream (one connection, one statement) or in two
- * concurrent streams (two connections, each one statement over half the rows, into the same table:
- * the hub writes two chunks at once, each in its own transaction). The timed part includes
+ * columns of the benchmark's manifests), in one stream (one connection, one statement) or in two or
+ * three concurrent streams (as many connections, each one statement over its share of the rows, into
+ * the same table: the hub writes up to three chunks at once, each in its own transaction). The timed part includes
  * formatting the lines (JSON text, a sha256 row_hash, escaping) as any client would. The table is
  * created before the clock starts; after the COPY its rows are checked: count(*), distinct keys and
  * every key one of the source's ids.
@@ -28,12 +28,15 @@ export interface CopyRequest {
   table: string;
   /** With the GIN index on `data` the hub's tables have (false: measure without it). */
   gin: boolean;
-  /** 1: one COPY on one connection; 2: two concurrent COPYs on two connections, half the rows each. */
-  streams: 1 | 2;
+  /** 1: one COPY on one connection; 2 or 3: as many concurrent COPYs on as many connections, an equal share of the rows each. */
+  streams: CopyStreams;
 }
 
+/** The forms of the COPY ceiling: concurrent streams, each on its own connection. */
+export type CopyStreams = 1 | 2 | 3;
+
 export interface CopyFigures {
-  streams: 1 | 2;
+  streams: CopyStreams;
   seconds: number;
   rowsPerSec: number;
   /** CPU seconds of the COPY client process during the COPY. */
@@ -86,11 +89,11 @@ function* copyLines(rows: readonly Partner[], ids: { connectorId: string; endpoi
 }
 
 /**
- * Creates the table, then COPYs every row, in one statement or in two concurrent statements on two
- * connections (the first half of the rows and the second); checks what the table holds. The caller
+ * Creates the table, then COPYs every row, in one statement or in two or three concurrent statements
+ * on as many connections (consecutive shares of the rows); checks what the table holds. The caller
  * drops the table.
  */
-export async function copyCeiling(ownerUrl: string, rows: readonly Partner[], name: string, options: { gin: boolean; streams: 1 | 2 }): Promise<CopyFigures> {
+export async function copyCeiling(ownerUrl: string, rows: readonly Partner[], name: string, options: { gin: boolean; streams: CopyStreams }): Promise<CopyFigures> {
   const clients = Array.from({ length: options.streams }, () => new pg.Client({ connectionString: ownerUrl }));
   try {
     for (const client of clients) await client.connect();

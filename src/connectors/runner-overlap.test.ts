@@ -8,8 +8,8 @@ import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
- * The runner overlaps reading with writing (two chunks in flight, each in its own transaction): the
- * reader is asked for the next page while the previous chunk's transaction is still open; a third
+ * The runner overlaps reading with writing (three chunks in flight, each in its own transaction): the
+ * reader is asked for the next page while the previous chunk's transaction is still open; a fourth
  * chunk waits for the first; a chunk sharing a key with one in flight waits for it, so the key's
  * last version lands last; a write
  * that fails surfaces and fails the run with what was written before it kept; a run inserts until a
@@ -49,7 +49,7 @@ afterAll(async () => {
 });
 
 describe('the runner', () => {
-  it('reads the next page while a chunk is being written, and writes at most two chunks at once', async () => {
+  it('reads the next page while a chunk is being written, and writes at most three chunks at once', async () => {
     const log: string[] = [];
     const slow: RowIndexer = {
       async rowsWritten(_tx, batch) {
@@ -59,15 +59,16 @@ describe('the runner', () => {
         log.push(`write ${page} ends`);
       },
     };
-    const triggered = await runner(slow).trigger(1, connector, { triggeredBy: 'manual', reader: pages(3, log) });
+    const triggered = await runner(slow).trigger(1, connector, { triggeredBy: 'manual', reader: pages(4, log) });
     const [run] = await triggered.done;
-    expect(run).toMatchObject({ status: 'Completed', recordsIn: 30, recordsOut: 30, chunkCount: 3 });
-    // Page 2 was asked for before chunk 1 was committed; chunk 2 was written beside chunk 1; chunk 3 waited for chunk 1.
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 40, recordsOut: 40, chunkCount: 4 });
+    // Page 2 was asked for before chunk 1 was committed; chunks 2 and 3 were written beside chunk 1; chunk 4 waited for chunk 1.
     expect(log.indexOf('read 2')).toBeLessThan(log.indexOf('write 1 ends'));
     expect(log.indexOf('write 2 begins')).toBeLessThan(log.indexOf('write 1 ends'));
-    expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 3 begins'));
+    expect(log.indexOf('write 3 begins')).toBeLessThan(log.indexOf('write 1 ends'));
+    expect(log.indexOf('write 1 ends')).toBeLessThan(log.indexOf('write 4 begins'));
     const { rows } = await owner.query(`select count(*)::int as n from ext_t1.overlap_rows where tenant_id = 1`);
-    expect(rows[0].n).toBe(30);
+    expect(rows[0].n).toBe(40);
   });
 
   it('a chunk sharing a key with a chunk in flight waits for it: the last version of a row wins', async () => {
@@ -125,9 +126,13 @@ describe('the runner', () => {
         };
         return fn(watched);
       });
-    // Chunk 1 is slow, so chunk 3 begins after chunk 2 has met the stored keys.
+    // Chunk 1 is slow, so chunk 2 is refused while it is in flight; page 3 is read only once chunk 2 was
+    // written again merged, so chunk 3 begins after chunk 2 has met the stored keys.
     const slowFirst: RowIndexer = { rowsWritten: async (_tx, batch) => void (await new Promise((r) => setTimeout(r, (batch.rows[0]!.data as { page: number }).page === 1 ? 200 : 0))) };
-    const [run] = await (await runner(slowFirst, recording).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, []) })).done;
+    const afterMerge = async (n: number) => {
+      while (n === 3 && !writes.some((w) => w.page === 2 && w.merge)) await new Promise((r) => setTimeout(r, 5));
+    };
+    const [run] = await (await runner(slowFirst, recording).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, [], afterMerge) })).done;
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 50, recordsOut: 50, deadLetterCount: 0 });
     expect(writes).toEqual([
       { page: 1, merge: false },

@@ -127,7 +127,7 @@ class DeadLetterCapError extends Error {
 const END_RETRY_MAX_MS = 2_000;
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
-const WRITES_IN_FLIGHT = 2;
+const WRITES_IN_FLIGHT = 3;
 /** Rows prepared between two turns of the event loop (≈ 1 ms of work for rows of a few fields). */
 const PREPARE_SLICE = 100;
 /**
