@@ -822,4 +822,20 @@ describe('status, ownership and conflicts', () => {
     expect(cond('flaky', 'Stalled')).toMatchObject({ status: 'False' });
     await restart(() => undefined);
   });
+
+  it('masks the credentials an error carries before it writes them on the status', async () => {
+    const real = hub.services.manifests;
+    const leaky: ManifestServices = {
+      ...real,
+      applyIfChanged: async () => {
+        throw new Error('could not reach postgres://svc_app:hunter2-in-the-url@db.internal:5432/hub with Authorization: Bearer abcdefgh12345678');
+      },
+    };
+    await restart(() => undefined, leaky);
+    put('leaky');
+    const ready = await until('Ready=Unknown', () => cond('leaky', 'Ready')?.reason === 'HubUnavailable' && cond('leaky', 'Ready'));
+    expect(ready.message).toMatch(/^the hub is unavailable: could not reach postgres:\/\/.*db\.internal:5432\/hub with Authorization: Bearer \[REDACTED\]$/);
+    expect(JSON.stringify(get('leaky'))).not.toMatch(/hunter2|abcdefgh12345678/);
+    await restart(() => undefined);
+  });
 });

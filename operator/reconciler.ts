@@ -13,7 +13,7 @@ import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import type { ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
 import { loggableMessage } from '../src/observability/database-errors.js';
-import { logger } from '../src/observability/logger.js';
+import { logger, storableMessage } from '../src/observability/logger.js';
 import { cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
 import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { LIST_PAGE_SIZE, listAll } from './paging.js';
@@ -719,7 +719,12 @@ export class Operator {
 /** The Scheduled condition of a status, kept when a reconcile does not get as far as the CronJob. */
 const scheduledOf = (status: ResourceStatus): Condition[] => status.conditions?.filter((c) => c.type === 'Scheduled') ?? [];
 
-const firstLine = (err: unknown): string => String((err as Error)?.message ?? err).split('\n')[0]!;
+/**
+ * The first line of an error as a status condition may show it: masked as the hub stores an error's
+ * text (the credentials of an address, the hub's own secrets, Bearer and Basic credentials), since
+ * anyone who may read the resource reads its conditions.
+ */
+const firstLine = (err: unknown): string => storableMessage(err).split('\n')[0]!;
 
 /** A hub call failed for another reason than a refused manifest (the database unreachable, say). */
 class HubUnavailable extends Error {
