@@ -58,6 +58,12 @@ export class XmlTooManyElementsError extends XmlError {
   }
 }
 
+/** The attributes of every element without any (most of a SOAP answer's): one frozen object, never written. */
+const NO_ATTRIBUTES: Record<string, string> = Object.freeze({}) as Record<string, string>;
+
+/** Distinct element and attribute names whose local part one parse keeps (a document of generated names cannot grow it past this). */
+const MAX_CACHED_NAMES = 1024;
+
 /** A qualified name without its prefix. */
 const localName = (name: string): string => {
   const colon = name.indexOf(':');
@@ -101,6 +107,16 @@ function treeBuilder({ maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS 
   const stack: XmlElement[] = [];
   let root: XmlElement | undefined;
   let elements = 0;
+  // Each distinct qualified name's local part, cut once: a page repeats a few names thousands of times.
+  const locals = new Map<string, string>();
+  const localOf = (name: string): string => {
+    let local = locals.get(name);
+    if (local === undefined) {
+      local = localName(name);
+      if (locals.size < MAX_CACHED_NAMES) locals.set(name, local);
+    }
+    return local;
+  };
   const fail = (message: string): never => {
     throw new XmlError(`${parser.line}:${parser.column}: ${message}`);
   };
@@ -113,12 +129,13 @@ function treeBuilder({ maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS 
   parser.on('opentag', (tag) => {
     if (++elements > maxElements) throw new XmlTooManyElementsError(maxElements);
     if (stack.length >= maxDepth) fail(`elements nest deeper than ${maxDepth} levels`);
-    const attributes: Record<string, string> = {};
+    let attributes = NO_ATTRIBUTES;
     for (const name in tag.attributes) {
       if (name === 'xmlns' || name.startsWith('xmlns:')) continue;
-      attributes[localName(name)] = tag.attributes[name] as string;
+      if (attributes === NO_ATTRIBUTES) attributes = {};
+      attributes[localOf(name)] = tag.attributes[name] as string;
     }
-    const element: XmlElement = { local: localName(tag.name), attributes, children: [], text: '' };
+    const element: XmlElement = { local: localOf(tag.name), attributes, children: [], text: '' };
     const parent = stack[stack.length - 1];
     if (parent) parent.children.push(element);
     else root = element;
@@ -182,7 +199,7 @@ export type XmlJson = string | { [name: string]: XmlJson | XmlJson[] };
  * its text. `asObject` keeps even a text-only element an object (records are always objects).
  */
 export function toJson(element: XmlElement, asObject = false): XmlJson {
-  const attributes = Object.entries(element.attributes);
+  const attributes = element.attributes === NO_ATTRIBUTES ? [] : Object.entries(element.attributes);
   if (element.children.length === 0 && attributes.length === 0 && !asObject) return element.text;
   // A plain object (fast properties, unlike a prototype-less one: about a tenth of a SOAP run's CPU
   // goes to reading records); a name is looked up as an own key only, so `constructor` or
