@@ -102,7 +102,7 @@ export async function ingestCsv(
   if (!extTableName(table)) throw new ValidationError('table must be a lower-case identifier (letters, digits, underscores), optionally prefixed ext.', 'table');
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(request.connector)) throw new ValidationError('connector must be a lower-case name (letters, digits, dashes)', 'connector');
   let header: string[] | undefined;
-  const file = { transport: 'upload', connector: connectorLabel(tenantId, request.connector) };
+  const file = { transport: 'upload', connector: connectorLabel(tenantId, request.connector), tenant: String(tenantId) };
   csvBytesReadTotal().inc(file, Buffer.byteLength(request.csv));
   try {
     // The header record (a quoted name may span lines): each name once, none empty, at most MAX_CSV_COLUMNS.

@@ -12,9 +12,12 @@ export const deadLettersTotal = lazyCounter({ name: 'svc_dead_letters_total', he
  * as CSV (`result` ok, or error when it is refused as not CSV), its bytes are the body's. An upload
  * has no listing and no post-ingest action, so `csv_filesource_list_total`,
  * `csv_filesource_list_duration_seconds` and `csv_filesource_after_process_total` never fire.
+ * `tenant` (the tenant's id) keeps each tenant's series its own: the connector name is the caller's
+ * to choose, and /q/metrics is unauthenticated, so without it one tenant ingesting under another's
+ * connector name would add to that tenant's series.
  */
-export const csvOpenTotal = lazyCounter({ name: 'csv_filesource_open_total', help: 'CSV files opened for a one-shot ingest', labelNames: ['transport', 'connector', 'result'] });
-export const csvBytesReadTotal = lazyCounter({ name: 'csv_filesource_bytes_read_total', help: 'Bytes of CSV files read by one-shot ingests', labelNames: ['transport', 'connector'] });
+export const csvOpenTotal = lazyCounter({ name: 'csv_filesource_open_total', help: 'CSV files opened for a one-shot ingest', labelNames: ['transport', 'connector', 'tenant', 'result'] });
+export const csvBytesReadTotal = lazyCounter({ name: 'csv_filesource_bytes_read_total', help: 'Bytes of CSV files read by one-shot ingests', labelNames: ['transport', 'connector', 'tenant'] });
 
 /**
  * The most connector names of one tenant that label the csv_filesource series of a process. The

@@ -396,7 +396,7 @@ export const NOT_TENANT_SCOPED: Record<string, string> = {
   'GET /q/health': 'public health probe',
   'GET /q/health/live': 'public health probe',
   'GET /q/health/ready': 'public health probe',
-  'GET /q/metrics': 'public metrics, no tenant data',
+  'GET /q/metrics': 'public metrics; the CSV ingest series name a tenant\'s connector with its tenant id, each tenant\'s series its own (apiserver/routes/connectors/connector-runs.test.ts)',
   'GET /api/platform/health': 'the hub\'s health, no tenant data',
   'GET /api/platform/migrations': 'schema versions, no tenant data',
   'GET /api/tenants': 'platform administration: svc_superadmin only (apiserver/admin-tenants.test.ts)',

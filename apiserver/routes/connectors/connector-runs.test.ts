@@ -259,9 +259,9 @@ describe('CSV ingest and dead letters', () => {
     expect((await ingest(body, 'connector=metrics-csv&table=metrics_contacts&key=id')).status).toBe(200);
     expect((await ingest('id,name\n"unclosed', 'connector=metrics-csv&table=metrics_contacts&key=id')).status).toBe(400);
     const metrics = await (await fetch(`${hub.url}/q/metrics`)).text();
-    expect(metrics).toContain(`csv_filesource_bytes_read_total{transport="upload",connector="metrics-csv"} ${Buffer.byteLength(body) + Buffer.byteLength('id,name\n"unclosed')}`);
-    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="metrics-csv",result="ok"} 1');
-    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="metrics-csv",result="error"} 1');
+    expect(metrics).toContain(`csv_filesource_bytes_read_total{transport="upload",connector="metrics-csv",tenant="1"} ${Buffer.byteLength(body) + Buffer.byteLength('id,name\n"unclosed')}`);
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="metrics-csv",tenant="1",result="ok"} 1');
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="metrics-csv",tenant="1",result="error"} 1');
   });
 
   it('labels the csv_filesource series with at most 100 connector names of a tenant; its further names count as _other', async () => {
@@ -278,16 +278,30 @@ describe('CSV ingest and dead letters', () => {
     const metrics = await (await fetch(`${hub.url}/q/metrics`)).text();
     const named = metrics.split('\n').filter((l) => l.startsWith('csv_filesource_open_total{') && l.includes('connector="made-up-'));
     expect(named).toHaveLength(100);
-    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="made-up-99",result="error"} 1');
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="made-up-99",tenant="2",result="error"} 1');
     expect(metrics).not.toContain('connector="made-up-100"');
-    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="_other",result="error"} 30');
-    expect(metrics).toContain(`csv_filesource_bytes_read_total{transport="upload",connector="_other"} ${30 * Buffer.byteLength(bad)}`);
+    expect(metrics).toContain('csv_filesource_open_total{transport="upload",connector="_other",tenant="2",result="error"} 30');
+    expect(metrics).toContain(`csv_filesource_bytes_read_total{transport="upload",connector="_other",tenant="2"} ${30 * Buffer.byteLength(bad)}`);
     // A name already labelled keeps its series; another tenant's names are not held back.
     await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=made-up-0&table=t&key=a`, { method: 'POST', headers: { 'X-Tenant-ID': '2', 'Content-Type': 'text/csv' }, body: bad });
     expect((await ingest(bad, 'connector=tenant-one-source&table=t&key=a')).status).toBe(400);
     const after = await (await fetch(`${hub.url}/q/metrics`)).text();
-    expect(after).toContain('csv_filesource_open_total{transport="upload",connector="made-up-0",result="error"} 2');
-    expect(after).toContain('csv_filesource_open_total{transport="upload",connector="tenant-one-source",result="error"} 1');
+    expect(after).toContain('csv_filesource_open_total{transport="upload",connector="made-up-0",tenant="2",result="error"} 2');
+    expect(after).toContain('csv_filesource_open_total{transport="upload",connector="tenant-one-source",tenant="1",result="error"} 1');
+  });
+
+  it('keeps each tenant\'s csv_filesource series apart: another tenant ingesting under the same connector name counts in its own', async () => {
+    // /q/metrics is unauthenticated: a tenant choosing another's connector name must not add to that tenant's series.
+    await owner.query(`insert into core.tenants (id, code, name) values (3, 'third', 'Third') on conflict do nothing`);
+    const body = csv(['1,Ann,Lyon']);
+    expect((await ingest(body, 'connector=shared-name&table=shared_name_rows&key=id')).status).toBe(200);
+    const theirs = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=shared-name&table=shared_name_rows&key=id`, { method: 'POST', headers: { 'X-Tenant-ID': '3', 'Content-Type': 'text/csv' }, body });
+    expect(theirs.status).toBe(200);
+    const lines = (await (await fetch(`${hub.url}/q/metrics`)).text()).split('\n').filter((l) => l.startsWith('csv_filesource_open_total{') && l.includes('connector="shared-name"'));
+    expect(lines.sort()).toEqual([
+      'csv_filesource_open_total{transport="upload",connector="shared-name",tenant="1",result="ok"} 1',
+      'csv_filesource_open_total{transport="upload",connector="shared-name",tenant="3",result="ok"} 1',
+    ]);
   });
 
   it('upserts rows, dead-letters a row without a key, and counts in = out + skipped', async () => {
