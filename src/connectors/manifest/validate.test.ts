@@ -64,6 +64,25 @@ describe('inline credentials', () => {
     expect(errorsOf(paths(...stated), { inlineCredentials: true })).toEqual({});
   });
 
+  it('a well-known key or a JWT written in a request body, GraphQL variables or a SOAP body or session header is refused outside the dev profile, naming the field', () => {
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl';
+    const post = (body: unknown) => withEndpoint({ method: 'POST', body });
+    expect(errorsOf(post('{"key": "sk_live_51HxYzAbc"}'))).toStrictEqual({ 'spec.endpoints[0].body': REFUSALS.inlineBodyCredential });
+    expect(errorsOf(post({ auth: { token: jwt } }))).toStrictEqual({ 'spec.endpoints[0].body.auth.token': REFUSALS.inlineBodyCredential });
+    expect(errorsOf(post({ keys: ['x', 'AKIAABCDEFGHIJKLMNOP'] }))).toStrictEqual({ 'spec.endpoints[0].body.keys[1]': REFUSALS.inlineBodyCredential });
+    const relay = { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.partners.pageInfo.endCursor', has_more_path: '$.data.partners.pageInfo.hasNextPage', response_path: '$.data.partners.edges[*].node' };
+    const gql = withEndpoint({ path: undefined, query: gqlQuery, variables: { token: 'ghp_abcdefghijklmnopqrstuvwxyz' }, pagination: relay });
+    expect(errorsOf(gql)).toStrictEqual({ 'spec.endpoints[0].variables.token': REFUSALS.inlineBodyCredential });
+    const soap = (call: Json) => manifest({ endpoints: [endpoint({ soap: { body: '<List/>', records: 'Row', ...call } })] }, { connector_type: 'soap-generic' });
+    expect(errorsOf(soap({ body: `<List><Key>sk_live_51HxYzAbc</Key></List>` }))).toStrictEqual({ 'spec.endpoints[0].soap.body': REFUSALS.inlineSoapCredential });
+    expect(errorsOf(soap({ session: { token_env: 'T', header: `<S>{{token}}</S><K>${jwt}</K>` } }))).toStrictEqual({ 'spec.endpoints[0].soap.session.header': REFUSALS.inlineSoapCredential });
+    // Templates, plain data and the dev profile pass.
+    expect(errorsOf(post({ key: '{{env:STRIPE_KEY}}', plan: 'the basic plan', sort: 'sk_name' }))).toStrictEqual({});
+    expect(errorsOf(soap({ session: { token_env: 'T', header: '<S>{{token}}</S>' } }))).toStrictEqual({});
+    expect(errorsOf(post({ key: 'sk_live_51HxYzAbc' }), { inlineCredentials: true })).toStrictEqual({});
+    expect(errorsOf(soap({ body: `<K>sk_live_51HxYzAbc</K>` }), { inlineCredentials: true })).toStrictEqual({});
+  });
+
   it('a {{env:NAME}} template in base_url or an endpoint path is refused (it would be sent as written)', () => {
     const withUrl = manifest({ base_url: 'http://src.example/{{env:TENANT_PATH}}' });
     expect(errorsOf(withUrl)).toEqual({ 'spec.base_url': `spec.base_url: ${REFUSALS.urlTemplate}` });

@@ -32,6 +32,10 @@ export const REFUSALS = {
   inlineHeaderCredential: 'an inline credential in a header is accepted in the dev profile only; store it as a secret and name it in value_env (or a {{env:NAME}} template)',
   inlineQueryCredential:
     'an inline credential in a query is accepted in the dev profile only (it would be stored, and shown, as written); store it as a secret and name it in spec.auth (kind api-key with in: query, name and value_env)',
+  inlineBodyCredential:
+    'a credential of a well-known form (a JWT, sk_live_…, ghp_…, AKIA…) written in a request body or GraphQL variables is accepted in the dev profile only (it would be stored, and shown, as written); store it as a secret and write {{env:NAME}} where it goes',
+  inlineSoapCredential:
+    'a credential of a well-known form (a JWT, sk_live_…, ghp_…, AKIA…) written in a SOAP body or session header is accepted in the dev profile only (it would be stored, and shown, as written); store it as a secret, name it in soap.session.token_env and write {{token}} in soap.session.header where it goes',
   urlCredentials: 'spec.base_url must not carry credentials (user:password@ before the host): they are never sent and would be stored and shown as written; store the credential as a secret and name it in spec.auth (kind basic with username and password_env, bearer with token_env, or api-key with value_env)',
   baseQuery:
     'spec.base_url must not carry a query string (?…): each endpoint path is appended to base_url, so its parameters would stand before the path; put parameters in the endpoint path (path: /items?key=value, joined with the pagination parameters) or a key in auth kind api-key with in: query',
@@ -274,6 +278,13 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
     }
     if (e.body !== undefined) checkTemplateNames(e.body, `spec.endpoints[${i}].body`, errors);
     if (e.variables !== undefined) checkTemplateNames(e.variables, `spec.endpoints[${i}].variables`, errors);
+    if (!inlineCredentials) {
+      checkStatedTokens(e.body, `spec.endpoints[${i}].body`, REFUSALS.inlineBodyCredential, errors);
+      checkStatedTokens(e.variables, `spec.endpoints[${i}].variables`, REFUSALS.inlineBodyCredential, errors);
+      const soap = isObject(e.soap) ? e.soap : undefined;
+      checkStatedTokens(soap?.body, `spec.endpoints[${i}].soap.body`, REFUSALS.inlineSoapCredential, errors);
+      checkStatedTokens(isObject(soap?.session) ? soap.session.header : undefined, `spec.endpoints[${i}].soap.session.header`, REFUSALS.inlineSoapCredential, errors);
+    }
     const first = seen.get(e.id);
     if (first !== undefined) errors.add(`spec.endpoints[${i}].id`, `duplicate endpoint id ${quoted(e.id)}: spec.endpoints[${first}] has it too`);
     else seen.set(e.id, i);
@@ -308,6 +319,25 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
  * must not be sent upstream as written. The error names the field and quotes the template unless it
  * is long or has the form of a credential.
  */
+/**
+ * A credential of a well-known form (KNOWN_TOKEN: a JWT, `sk_live_…`, `ghp_…`, `AKIA…`) written in a body, GraphQL
+ * variables or a SOAP text, its `{{env:NAME}}` templates taken out: refused outside the dev profile as an inline
+ * header credential is, naming the string that holds it (a body's keys and values at any depth).
+ */
+function checkStatedTokens(value: unknown, field: string, refusal: string, errors: Issues): void {
+  if (typeof value === 'string') {
+    if (KNOWN_TOKEN.test(withoutTemplates(value))) errors.add(field, refusal);
+  } else if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) checkStatedTokens(v, `${field}[${i}]`, refusal, errors);
+  } else if (isObject(value)) {
+    for (const [k, v] of Object.entries(value)) {
+      const at = joinField(field, k);
+      checkStatedTokens(k, at, refusal, errors);
+      checkStatedTokens(v, at, refusal, errors);
+    }
+  }
+}
+
 function checkTemplateNames(value: unknown, field: string, errors: Issues): void {
   if (typeof value === 'string') {
     const name = malformedTemplateNames(value)[0];
