@@ -83,6 +83,17 @@ describe('inline credentials', () => {
     expect(errorsOf(soap({ body: `<K>sk_live_51HxYzAbc</K>` }), { inlineCredentials: true })).toStrictEqual({});
   });
 
+  it('a {{env:NAME}} template in a SOAP body, action or session header is refused in every profile (it would be sent as written)', () => {
+    const soap = (call: Json) => manifest({ endpoints: [endpoint({ soap: { body: '<List/>', records: 'Row', ...call } })] }, { connector_type: 'soap-generic' });
+    for (const options of [{}, { inlineCredentials: true }]) {
+      expect(errorsOf(soap({ body: '<List><Key>{{env:TOKEN}}</Key></List>' }), options)).toStrictEqual({ 'spec.endpoints[0].soap.body': REFUSALS.soapTemplate });
+      expect(errorsOf(soap({ action: 'urn:list/{{ env:TOKEN }}' }), options)).toStrictEqual({ 'spec.endpoints[0].soap.action': REFUSALS.soapTemplate });
+      expect(errorsOf(soap({ session: { token_env: 'T', header: '<S>{{token}}</S><K>{{env:secret:OTHER}}</K>' } }), options)).toStrictEqual({ 'spec.endpoints[0].soap.session.header': REFUSALS.soapTemplate });
+    }
+    // The SOAP placeholders are no templates.
+    expect(errorsOf(soap({ body: '<List><Size>{{page_size}}</Size><From>{{start_row}}</From></List>', session: { token_env: 'T', header: '<S>{{token}}</S>' } }))).toStrictEqual({});
+  });
+
   it('a {{env:NAME}} template in base_url or an endpoint path is refused (it would be sent as written)', () => {
     const withUrl = manifest({ base_url: 'http://src.example/{{env:TENANT_PATH}}' });
     expect(errorsOf(withUrl)).toEqual({ 'spec.base_url': `spec.base_url: ${REFUSALS.urlTemplate}` });

@@ -40,6 +40,8 @@ export const REFUSALS = {
   baseQuery:
     'spec.base_url must not carry a query string (?…): each endpoint path is appended to base_url, so its parameters would stand before the path; put parameters in the endpoint path (path: /items?key=value, joined with the pagination parameters) or a key in auth kind api-key with in: query',
   baseFragment: 'spec.base_url must not carry a fragment (#…): it is never sent, and each endpoint path is appended to base_url',
+  soapTemplate:
+    '{{env:NAME}} templates do not resolve in a SOAP body, action or session header (they would be sent as written); a SOAP source\'s credential is its session token: name it in soap.session.token_env and write {{token}} in soap.session.header',
   urlTemplate: '{{env:NAME}} templates resolve in header values, request bodies and GraphQL variables, not in a URL; send a key in the query with auth kind api-key (in: query, value_env: NAME)',
 } as const;
 
@@ -278,6 +280,12 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
     }
     if (e.body !== undefined) checkTemplateNames(e.body, `spec.endpoints[${i}].body`, errors);
     if (e.variables !== undefined) checkTemplateNames(e.variables, `spec.endpoints[${i}].variables`, errors);
+    if (isObject(e.soap)) {
+      const soap = e.soap;
+      for (const [field, text] of [['body', soap.body], ['action', soap.action], ['session.header', isObject(soap.session) ? soap.session.header : undefined]] as const) {
+        if (typeof text === 'string' && hasTemplate(text)) errors.add(`spec.endpoints[${i}].soap.${field}`, REFUSALS.soapTemplate);
+      }
+    }
     if (!inlineCredentials) {
       checkStatedTokens(e.body, `spec.endpoints[${i}].body`, REFUSALS.inlineBodyCredential, errors);
       checkStatedTokens(e.variables, `spec.endpoints[${i}].variables`, REFUSALS.inlineBodyCredential, errors);
