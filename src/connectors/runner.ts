@@ -4,7 +4,7 @@ import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
 import { unlessAborted } from '../abortable.js';
-import { logger, storableMessage } from '../observability/logger.js';
+import { logger, storableMessage, storableUpstreamMessage } from '../observability/logger.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
@@ -21,6 +21,7 @@ import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { inKeyOrder, isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, isUniqueViolation, refusedValueCode } from '../validation/database-refusals.js';
+import { EngineError } from './engine/errors.js';
 import { compareNumbers, ExactNumber } from './engine/exact-json.js';
 import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, UNSTORABLE_ESCAPE, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
@@ -500,7 +501,9 @@ export class ConnectorRunner {
       // What the run's record and events say names the tenant's tables as the tenant does (ext.<name>),
       // never by the schema that holds them (a `relation "ext_t5.s1" does not exist` from PostgreSQL),
       // and is masked as a log line is (a credential in an address, the hub's and this run's secrets).
-      const message = publicTableMessage(tenantId, storableMessage(failure));
+      // A failure of the exchange with the source (EngineError) quotes what the tenant's own source sent: masked
+      // without the hub's own secrets, which the source cannot have been sent (storableUpstreamMessage).
+      const message = publicTableMessage(tenantId, failure instanceof EngineError ? storableUpstreamMessage(failure) : storableMessage(failure));
       outcome = { status, error: message === failure.message ? failure : Object.assign(new Error(message), { runStatus: failure.runStatus, retryable: failure.retryable }) };
       if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: loggableMessage(failure) }, 'connector run failed');
     }

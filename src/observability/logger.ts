@@ -42,11 +42,12 @@ export function registerOperationSecret(value: string | undefined): void {
   ctx.secrets.add(value);
 }
 
-function scrub(line: string): string {
+function scrub(line: string, hubOwn = true): string {
   // Each secret in every form it may take in a line (src/observability/secret-forms.ts).
   // The hub's and the unit of work's secrets in one pass: a shorter one must not cut a longer one apart first.
   const operation = currentContext()?.secrets;
-  const out = redactSecrets(line, operation?.size ? [...hubSecretsByLength, ...operation].sort(longestFirst) : hubSecretsByLength, MIN_SECRET_LENGTH);
+  const hub = hubOwn ? hubSecretsByLength : [];
+  const out = redactSecrets(line, operation?.size ? [...hub, ...operation].sort(longestFirst) : hub, MIN_SECRET_LENGTH);
   // Bearer tokens and basic credentials, wherever they appear in text.
   return out.replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}/g, '$1 [REDACTED]');
 }
@@ -62,6 +63,18 @@ function scrub(line: string): string {
  */
 export function storableMessage(err: unknown): string {
   return scrub(loggableMessage(err));
+}
+
+/**
+ * The stored text of a failed exchange with a tenant's own counterpart (a connector's source: the
+ * text it answered, quoted), masked as `storableMessage` masks but for the hub's own secrets. The
+ * hub never sends those to a tenant's source, so the source can only quote what the tenant chose;
+ * masking them there would answer the tenant which of its guesses is one of them (`welcome1
+ * [REDACTED] letmein`). The unit of work's secrets (the connector's token the source may echo),
+ * credentials in addresses and Bearer and Basic credentials are masked as before.
+ */
+export function storableUpstreamMessage(err: unknown): string {
+  return scrub(loggableMessage(err), false);
 }
 
 /** Keys whose values are removed wherever they appear in a logged object. */

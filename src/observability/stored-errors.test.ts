@@ -37,6 +37,8 @@ function expectNoCredential(text: unknown, more: string[] = []): void {
 
 describe('through the hub: a connector run and an export run that fail with a credential in their error', () => {
   const TOKEN = 'tenant-upstream-token-4f7c1e9a';
+  /** A credential of the hub's own configuration (svc.mail.password), which a tenant must not be able to test guesses against. */
+  const HUB_PASSWORD = 'mail-pa55word';
   let hub: TestHub;
   let owner: pg.Client;
   let api: Client;
@@ -57,6 +59,7 @@ describe('through the hub: a connector run and an export run that fail with a cr
       'svc.connectors.retry.base-delay': '1ms',
       'svc.connectors.retry.max-delay': '1ms',
       'svc.export.heartbeat-every': '100ms',
+      'svc.mail.password': HUB_PASSWORD,
     });
     owner = await ownerClient(hub.ownerUrl);
     api = devClient(hub.url, 1);
@@ -98,6 +101,32 @@ describe('through the hub: a connector run and an export run that fail with a cr
     expect(rows[0]!.error_message).toContain('Bearer [REDACTED]');
     expect(record.errorMessage).toBe(rows[0]!.error_message);
     expect(events[0]!.payload.error_message).toBe(rows[0]!.error_message);
+  }, 60_000);
+
+  it('a run failed by an upstream quoting guesses at the hub\'s own credentials: each guess is stored as the upstream sent it, the right one as a wrong one (no oracle)', async () => {
+    // Masking the hub's secrets in what a tenant's own upstream sent would tell the tenant which of its guesses is one
+    // (`welcome1 [REDACTED] letmein`); the hub never sends its credentials to a tenant's upstream, and the pre-flight
+    // shows the same text unmasked. The tenant's own credentials, addresses' and Bearer credentials stay masked.
+    const guessing = await startReceiver(() => ({ status: 500, body: `guesses: welcome1 ${HUB_PASSWORD} mail-pa55wore ${TOKEN}` }));
+    try {
+      const applied = await api.post('/api/connectors/apply', {
+        apiVersion: 'connectors.svc.io/v1',
+        kind: 'Connector',
+        metadata: { name: 'guessing' },
+        connector_type: 'rest-generic',
+        spec: { base_url: guessing.url, auth: { kind: 'bearer', token_env: 'UPSTREAM_TOKEN' }, endpoints: [{ id: 'items', path: '/items', target: { table: 'ext.guessing', unique_key: '$.id' } }] },
+      });
+      expect(applied.status).toBeLessThan(300);
+      const started = await api.post('/api/connectors/guessing/runs', {});
+      const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
+      const record = await until('the run to fail', async () => {
+        const got = await api.get(`/api/platform/runs/${id}`);
+        return (got.body as { status: string }).status === 'Failed' && (got.body as { errorMessage: string });
+      });
+      expect(record.errorMessage).toBe(`upstream returned HTTP 500 (transient) — refusing to ingest its body as data: guesses: welcome1 ${HUB_PASSWORD} mail-pa55wore [REDACTED]`);
+    } finally {
+      await guessing.close();
+    }
   }, 60_000);
 
   it('an export run whose snapshot query fails with a database error quoting a credential URL: neither its record nor its API answer holds it; the reason does', async () => {
