@@ -66,9 +66,9 @@ export function storableMessage(err: unknown): string {
 }
 
 /**
- * The stored text of a failed exchange with a tenant's own counterpart (a connector's source: the
- * text it answered, quoted), masked as `storableMessage` masks but for the hub's own secrets. The
- * hub never sends those to a tenant's source, so the source can only quote what the tenant chose;
+ * The stored text of a failed exchange with a tenant's own counterpart (a connector's source, an
+ * export's destination: what it answered, quoted), masked as `storableMessage` masks but for the hub's own secrets. The
+ * hub never sends those to a tenant's counterpart, so it can only quote what the tenant chose;
  * masking them there would answer the tenant which of its guesses is one of them (`welcome1
  * [REDACTED] letmein`). The unit of work's secrets (the connector's token the source may echo),
  * credentials in addresses and Bearer and Basic credentials are masked as before.

@@ -159,6 +159,33 @@ describe('through the hub: a connector run and an export run that fail with a cr
       await owner.query('drop policy test_leaky on ext_t1.items');
     }
   }, 60_000);
+
+  it('an export run failed by an S3-compatible store answering guesses at the hub\'s own credentials as its error code: stored as the store sent it, the right one as a wrong one (no oracle)', async () => {
+    await hub.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
+    await owner.query(
+      `insert into ext_t1.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label)
+         values (1, 'k1', 'h1', '{}', '00000000-0000-0000-0000-0000000000c5', '00000000-0000-0000-0000-0000000000e5', 'label 1') on conflict do nothing`,
+    );
+    expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBeLessThan(300);
+    const outcomes: Record<string, string> = {};
+    for (const guess of [HUB_PASSWORD, 'mail-pa55wore']) {
+      const store = await startReceiver(() => ({ status: 400, headers: { 'content-type': 'application/xml' }, body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${guess}</Code><Message>m</Message></Error>` }));
+      try {
+        const name = `guess-${Object.keys(outcomes).length}`;
+        expect((await api.post('/api/exports/apply', itemS3Export(name, store.url))).status).toBeLessThan(300);
+        const id = ((await api.post(`/api/exports/${name}/runs`, {})).body as { runId: string }).runId;
+        const run = await until('the export run to fail', async () => {
+          const got = await api.get(`/api/exports/${name}/runs/${id}`);
+          return (got.body as { status: string }).status === 'Failed' && (got.body as { failureReason: string });
+        });
+        outcomes[guess] = run.failureReason.replace(name, 'NAME');
+      } finally {
+        await store.close();
+      }
+    }
+    expect(outcomes[HUB_PASSWORD]).toContain(`HTTP 400 ${HUB_PASSWORD} while publishing`);
+    expect(outcomes[HUB_PASSWORD]!.replace(HUB_PASSWORD, 'GUESS')).toBe(outcomes['mail-pa55wore']!.replace('mail-pa55wore', 'GUESS'));
+  }, 60_000);
 });
 
 describe('the retrieval indexer: an entry and a chunk set aside with an error quoting a credential', () => {

@@ -4,7 +4,7 @@ import { ConflictError, NotFoundError } from '../../errors.js';
 import type { FailureCode } from '../types.js';
 import { SlotWithdrawn, slotWithdrawn } from '../../connectors/schedule.js';
 import { isUuid } from '../../validation/uuid.js';
-import { storableMessage } from '../../observability/logger.js';
+import { storableMessage, storableUpstreamMessage } from '../../observability/logger.js';
 
 /**
  * The export run ledger (spec 3 "Export run record" and "Export run"): one row per run, from claim
@@ -362,11 +362,17 @@ export async function wasSwept(tx: Tx, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** Running -> Failed with its code and reason, the reason masked as a log line is (src/observability/logger.ts, `storableMessage`). */
+/**
+ * Running -> Failed with its code and reason, the reason masked as a log line is (src/observability/logger.ts,
+ * `storableMessage`). A publication or collision failure names what the tenant's own destination answered (an S3
+ * error code is the store's to choose): masked without the hub's own credentials (`storableUpstreamMessage`), which
+ * would otherwise confirm a tenant's guesses at them.
+ */
 export async function failRun(tx: Tx, id: string, code: FailureCode, reason: string): Promise<boolean> {
+  const stored = code === 'publication' || code === 'collision' ? storableUpstreamMessage(reason) : storableMessage(reason);
   const { rowCount } = await tx.query(
     "update exports.runs set status = 'Failed', ended_at = clock_timestamp(), failure_code = $2, failure_reason = $3 where id = $1 and status = 'Running'",
-    [id, code, storableMessage(reason)],
+    [id, code, stored],
   );
   return rowCount === 1;
 }
