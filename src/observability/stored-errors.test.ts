@@ -75,22 +75,28 @@ describe('through the hub: a connector run and an export run that fail with a cr
     await s3?.stop();
   });
 
-  it('a run failed by an upstream 500 echoing the token and a credential URL: neither its record, its API answers nor its event holds them; the status does', async () => {
+  /** Connector `name` (bearer UPSTREAM_TOKEN) reading `baseUrl`, run once until it fails: the run's id and API record. */
+  async function failedRun(name: string, baseUrl: string): Promise<{ id: string; record: { errorMessage: string } }> {
     const applied = await api.post('/api/connectors/apply', {
       apiVersion: 'connectors.svc.io/v1',
       kind: 'Connector',
-      metadata: { name: 'leaky' },
+      metadata: { name },
       connector_type: 'rest-generic',
-      spec: { base_url: upstream.url, auth: { kind: 'bearer', token_env: 'UPSTREAM_TOKEN' }, endpoints: [{ id: 'items', path: '/items', target: { table: 'ext.leaky', unique_key: '$.id' } }] },
+      spec: { base_url: baseUrl, auth: { kind: 'bearer', token_env: 'UPSTREAM_TOKEN' }, endpoints: [{ id: 'items', path: '/items', target: { table: `ext.${name}`, unique_key: '$.id' } }] },
     });
     expect(applied.status).toBeLessThan(300);
-    const started = await api.post('/api/connectors/leaky/runs', {});
+    const started = await api.post(`/api/connectors/${name}/runs`, {});
     expect(started.status).toBe(202);
     const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
     const record = await until('the run to fail', async () => {
       const got = await api.get(`/api/platform/runs/${id}`);
       return (got.body as { status: string }).status === 'Failed' && (got.body as { errorMessage: string });
     });
+    return { id, record };
+  }
+
+  it('a run failed by an upstream 500 echoing the token and a credential URL: neither its record, its API answers nor its event holds them; the status does', async () => {
+    const { id, record } = await failedRun('leaky', upstream.url);
 
     const { rows } = await owner.query<{ error_message: string }>('select error_message from connectors.runs where id = $1', [id]);
     const { rows: events } = await owner.query<{ payload: { error_message: string } }>(`select payload from events.outbox where type = 'connector.run.failed' and payload->>'run_id' = $1`, [id]);
@@ -109,20 +115,7 @@ describe('through the hub: a connector run and an export run that fail with a cr
     // shows the same text unmasked. The tenant's own credentials, addresses' and Bearer credentials stay masked.
     const guessing = await startReceiver(() => ({ status: 500, body: `guesses: welcome1 ${HUB_PASSWORD} mail-pa55wore ${TOKEN}` }));
     try {
-      const applied = await api.post('/api/connectors/apply', {
-        apiVersion: 'connectors.svc.io/v1',
-        kind: 'Connector',
-        metadata: { name: 'guessing' },
-        connector_type: 'rest-generic',
-        spec: { base_url: guessing.url, auth: { kind: 'bearer', token_env: 'UPSTREAM_TOKEN' }, endpoints: [{ id: 'items', path: '/items', target: { table: 'ext.guessing', unique_key: '$.id' } }] },
-      });
-      expect(applied.status).toBeLessThan(300);
-      const started = await api.post('/api/connectors/guessing/runs', {});
-      const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
-      const record = await until('the run to fail', async () => {
-        const got = await api.get(`/api/platform/runs/${id}`);
-        return (got.body as { status: string }).status === 'Failed' && (got.body as { errorMessage: string });
-      });
+      const { record } = await failedRun('guessing', guessing.url);
       expect(record.errorMessage).toBe(`upstream returned HTTP 500 (transient) — refusing to ingest its body as data: guesses: welcome1 ${HUB_PASSWORD} mail-pa55wore [REDACTED]`);
     } finally {
       await guessing.close();
