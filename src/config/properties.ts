@@ -243,7 +243,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Requests per minute per tenant for the chat and search buckets that set none; 0 disables.' }),
   p({ group: 'Rate limits', name: 'svc.ratelimit.view-generate.rpm', kind: 'int', min: 0,
     default: (get) => (get('svc.profile') === 'dev' ? 0 : 10), defaultText: '10 (0 in `dev`)',
-    description: 'POST /api/views/generate per tenant per minute; 0 disables.' }),
+    description: 'POST /api/views/generate per tenant per minute; 0 disables. This version has no such operation yet (docs/rate-limits.md): the setting is read and limits nothing.' }),
   p({ group: 'Rate limits', name: 'svc.ratelimit.platform-chat.rpm', kind: 'int', min: 0,
     default: (get) => get('svc.ratelimit.default.rpm'), defaultText: '`svc.ratelimit.default.rpm`',
     description: 'POST /api/platform/rag/chat per tenant per minute; 0 disables.' }),
