@@ -11,6 +11,8 @@ import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { captureLogs } from '../test/harness/log-capture.js';
 import { until } from '../test/harness/until.js';
+import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { HUB_CONSUMERS } from './outbox.js';
 import { RUN_USAGE } from './run.js';
 import { expectedFailure, logStartFailure, stopped } from './svc-hub.js';
 
@@ -70,6 +72,10 @@ describe('svc-hub executable', () => {
     expect(run.output()).toMatch(/all\s+the API/);
     // Every role, and every command line `svc-hub run` takes (its own usage), is listed.
     for (const role of ['all', 'serve', 'dispatch', 'migrate', 'operator', 'run', 'secrets', 'outbox']) expect(run.output()).toMatch(new RegExp(`^  ${role} +\\S`, 'm'));
+    // A role's lines name what it runs: every outbox consumer of this version, every kind the operator reconciles.
+    const roleText = (role: string) => run.output().match(new RegExp(`^  ${role} +([\\s\\S]*?)\\n(?=  \\S)`, 'm'))?.[1]?.replace(/\s+/g, ' ') ?? '';
+    for (const consumer of Object.keys(HUB_CONSUMERS)) expect(roleText('dispatch')).toContain(consumer === 'email' ? 'e-mail rules' : consumer);
+    for (const { kind } of MANIFEST_KINDS) expect(roleText('operator')).toContain(kind);
     const runForms = [...RUN_USAGE.matchAll(/^(?:usage:)? +(svc-hub run \S+ .*)$/gm)].map((m) => m[1]!);
     expect(runForms).toEqual([expect.stringContaining('run connector NAME'), expect.stringContaining('run export NAME')]);
     for (const form of runForms) expect(run.output()).toContain(`       ${form}\n`);

@@ -22,11 +22,13 @@ const USAGE = `usage: svc-hub <role>
 roles:
   all        the API, the outbox dispatchers and the schedulers in one process (what npm start runs)
   serve      the HTTP API only
-  dispatch   the outbox consumers (webhooks, e-mail rules, hooks) and the sweeps, leader-elected:
-             several may run, one works at a time; serves only /q/health* and /q/metrics
+  dispatch   the outbox consumers (webhooks, e-mail rules, hooks, processes) and the sweeps,
+             leader-elected: several may run, one works at a time; serves only /q/health* and
+             /q/metrics
   migrate    apply pending database migrations and exit
-  operator   the Kubernetes operator: reconciles Connector resources into the hub, owns their
-             CronJobs, writes their status; leader-elected; serves only /q/health* and /q/metrics
+  operator   the Kubernetes operator: reconciles Connector, Entity, Export, Workflow and Process
+             resources into the hub, owns their CronJobs, writes their status; leader-elected;
+             serves only /q/health* and /q/metrics
   run        one run of a connector (its enabled endpoints, or the one named) or of an export in
              this process, then exit, non-zero when a run failed; --scheduled takes the latest due
              slot of the stored schedule (what a CronJob runs)
