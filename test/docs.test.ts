@@ -89,6 +89,14 @@ describe('documentation', () => {
     expect(runIt).toContain(`npm ${npm} or later`);
   });
 
+  it("README's test section names each Debian package .ci/run installs, as `apt-get install <package>`", () => {
+    const ci = readFileSync(join(ROOT, '.ci', 'run'), 'utf8');
+    const packages = ci.match(/apt-get install [^\n]*?-o Dpkg::Use-Pty=0 ([a-z0-9 .+-]+?) <\/dev\/null/)?.[1]?.split(' ') ?? [];
+    expect(packages.length).toBeGreaterThan(0);
+    const testIt = readFileSync(join(ROOT, 'README.md'), 'utf8').split('## Test it')[1]?.split('\n## ')[0] ?? '';
+    expect(packages.filter((name) => !testIt.includes(`\`apt-get install ${name}\``))).toEqual([]);
+  });
+
   /** Named in the docs, but not served by this version (docs/rate-limits.md says so). */
   const NOT_SERVED = new Set(['POST /api/views/generate']);
 

@@ -129,12 +129,20 @@ export interface SelfSigned {
   remove(): void;
 }
 
+const opensslBinary = () => ['/usr/bin/openssl', '/usr/local/bin/openssl', '/bin/openssl'].find((p) => existsSync(p));
+
+/** Why a self-signed certificate cannot be made here (no openssl command), or undefined when it can. */
+export function opensslProblem(): string | undefined {
+  if (!opensslBinary()) return 'openssl not found: install it with `apt-get install openssl` (Debian) to run the STARTTLS test';
+  return undefined;
+}
+
 /**
  * A self-signed certificate for 127.0.0.1 and localhost, made with the `openssl` command (Node
  * cannot make X.509 certificates by itself). Undefined when openssl is not installed.
  */
 export function selfSignedCertificate(): SelfSigned | undefined {
-  const openssl = ['/usr/bin/openssl', '/usr/local/bin/openssl', '/bin/openssl'].find((p) => existsSync(p));
+  const openssl = opensslBinary();
   if (!openssl) return undefined;
   const dir = mkdtempSync(join(tmpdir(), 'svc-smtp-'));
   const keyFile = join(dir, 'key.pem');
