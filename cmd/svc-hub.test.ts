@@ -316,6 +316,9 @@ describe('svc-hub executable', () => {
     const again = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
     await waitReady(url);
     expect(again.output()).toContain('stopping the embedded PostgreSQL a previous hub left running');
+    // The orphan's pid is a field of its own: as `pid`, the log printer showed it as the writer's (`WARN (4242): …`).
+    expect(again.output()).toContain(`postgresPid: ${pgPid}`);
+    expect(again.output()).not.toMatch(/\(\d+\): stopping the embedded PostgreSQL/);
     await until('the orphan to be gone', () => {
       try {
         process.kill(pgPid, 0);

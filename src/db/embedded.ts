@@ -467,7 +467,7 @@ export async function stopOrphan(clusterDir: string): Promise<void> {
   const file = readPidFile(clusterDir);
   if (!file) return;
   if (file.pid > 0 && isPostgresOf(file.pid, clusterDir)) {
-    logger().warn({ pid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
+    logger().warn({ postgresPid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
     signal(file.pid, 'SIGINT');
     const deadline = Date.now() + 30_000;
     while (isLive(file.pid)) {
@@ -479,7 +479,7 @@ export async function stopOrphan(clusterDir: string): Promise<void> {
     }
     return; // a clean shutdown removes postmaster.pid
   }
-  logger().info({ pid: file.pid, dataDir: clusterDir }, 'removing a stale postmaster.pid');
+  logger().info({ postgresPid: file.pid, dataDir: clusterDir }, 'removing a stale postmaster.pid');
   rmSync(join(clusterDir, 'postmaster.pid'), { force: true });
 }
 
