@@ -25,7 +25,7 @@ function markdownFiles(): string[] {
       else if (name.endsWith('.md')) files.push(path);
     }
   };
-  for (const dir of ['docs', 'bench', 'e2e', 'operator', 'charts']) if (existsSync(join(ROOT, dir))) walk(dir);
+  for (const dir of ['docs', 'bench', 'e2e', 'operator', 'charts', 'examples', 'crds']) if (existsSync(join(ROOT, dir))) walk(dir);
   return files;
 }
 
