@@ -285,10 +285,15 @@ describe('svc-hub executable', () => {
     const again = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
     await waitReady(url);
     const againPg = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    // A closed terminal sends SIGHUP twice: the shell passes it on to its jobs, and the kernel sends
+    // it to the foreground job when the shell has gone.
     again.child.kill('SIGHUP');
-    // Was: 129, the PostgreSQL left running.
+    await until('the stop to begin', () => again.output().includes('SIGHUP: stopping'), { everyMs: 5 });
+    expect(again.child.kill('SIGHUP')).toBe(true);
+    // Was: 129, the PostgreSQL left running; then the second SIGHUP cut the stop short ('SIGHUP again: exiting now', 130).
     expect(await again.exited).toBe(0);
     expect(again.output()).toContain('SIGHUP: stopping (in-flight requests finish first)');
+    expect(again.output()).not.toContain('exiting now');
     expect(again.output()).toContain('embedded PostgreSQL stopped');
     expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
     expect(() => process.kill(againPg, 0)).toThrow();

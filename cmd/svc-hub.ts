@@ -188,12 +188,15 @@ const STOP_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /**
  * Aborted by the first SIGINT, SIGTERM or SIGHUP (what `svc-hub run` stops on, and every role); a
- * second signal exits at once. `what` ends the log line of the first.
+ * second signal exits at once, but for SIGHUP: a closed terminal sends it twice (the shell passes it
+ * on to its jobs, and the kernel sends it to the foreground job once the shell is gone), and nobody
+ * is there to be in a hurry. `what` ends the log line of the first.
  */
 function stopSignal(what: () => string): AbortSignal {
   const controller = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => {
     if (controller.signal.aborted) {
+      if (signal === 'SIGHUP') return;
       logger().warn(`${signal} again: exiting now`);
       process.exit(130);
     }
