@@ -89,6 +89,13 @@ describe('documentation', () => {
     expect(runIt).toContain(`npm ${npm} or later`);
   });
 
+  it.each(files)('%s names only repository files that exist (src/…/x.ts, docs/x.md, …)', (file) => {
+    const text = readFileSync(join(ROOT, file), 'utf8');
+    // A path from the repository's root, not one inside another (dist/src/…, ../src/…).
+    const named = /(?<![\w./-])((?:apiserver|bench|bin|charts|cmd|crds|docs|e2e|examples|kube|operator|scripts|src|test|types)\/[\w./-]*[\w-]\.(?:js|json|md|mjs|sh|sql|tpl|ts|yaml|yml))\b/g;
+    expect([...text.matchAll(named)].map((m) => m[1] ?? '').filter((path) => !existsSync(join(ROOT, path)))).toEqual([]);
+  });
+
   it("README's test section names each Debian package .ci/run installs, as `apt-get install <package>`", () => {
     const ci = readFileSync(join(ROOT, '.ci', 'run'), 'utf8');
     const packages = ci.match(/apt-get install [^\n]*?-o Dpkg::Use-Pty=0 ([a-z0-9 .+-]+?) <\/dev\/null/)?.[1]?.split(' ') ?? [];
