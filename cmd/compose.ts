@@ -316,7 +316,9 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
       await exports.close();
       await connectors.close();
       await database.close();
-      throw new StartRefused(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}`, { cause: err });
+      // A port another process holds is the usual case (a hub started twice): say what to do about it.
+      const taken = (err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? ' (another process holds the port, perhaps a svc-hub already running: stop it, or choose another port with PORT)' : '';
+      throw new StartRefused(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}${taken}`, { cause: err });
     }
   }
 

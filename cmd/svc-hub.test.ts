@@ -170,6 +170,7 @@ describe('svc-hub executable', () => {
       const busy = start(['serve'], { DATABASE_URL: await createTestDatabase(), PORT: String(port), SVC_HTTP_HOST: '127.0.0.1' });
       expect(await busy.exited).toBe(1);
       expect(busy.output()).toContain(`svc-hub serve failed: cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`);
+      expect(busy.output()).toContain('(another process holds the port, perhaps a svc-hub already running: stop it, or choose another port with PORT)');
       expect(busy.output()).not.toContain('    at ');
     } finally {
       await new Promise((resolve) => taken.close(resolve));

@@ -197,6 +197,7 @@ describe('login, whoami, logout', () => {
     const down = await svc(['login', '--url', 'http://127.0.0.1:1', '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
     expect(down.code).toBe(1);
     expect(down.err).toContain('cannot reach http://127.0.0.1:1');
+    expect(down.err).toContain('ECONNREFUSED 127.0.0.1:1; is the hub running there? (npm start serves http://127.0.0.1:8080; svc login --url <base URL> names another)');
     expect(existsSync(file)).toBe(false);
 
     // A tenant the hub does not have, and a server that is not a hub: refused, nothing stored.

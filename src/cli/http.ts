@@ -149,7 +149,9 @@ export class Hub {
     } catch (err) {
       if (this.signal?.aborted) throw err;
       const cause = (err as { cause?: Error }).cause;
-      throw new CliError(`cannot reach ${this.target.url}: ${(err as Error).message}${cause?.message ? ` (${cause.message})` : ''}`);
+      // Nothing listening there: most often a hub not started, or another address than the one it serves on.
+      const refused = [(err as NodeJS.ErrnoException).code, (cause as NodeJS.ErrnoException | undefined)?.code].includes('ECONNREFUSED') ? '; is the hub running there? (npm start serves http://127.0.0.1:8080; svc login --url <base URL> names another)' : '';
+      throw new CliError(`cannot reach ${this.target.url}: ${(err as Error).message}${cause?.message ? ` (${cause.message})` : ''}${refused}`);
     }
   }
 
