@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
+import { ITEM_ENTITY, itemS3Export } from '../test/harness/export-manifests.js';
 import { startReceiver, type Receiver } from '../test/harness/receiver.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
@@ -123,6 +124,71 @@ describe('connectors', () => {
     const res = await post(allowing, '/api/connectors/scaffold', { openapiUrl: `${receiver.url}/openapi.json`, name: 'items' });
     expect(res.status).toBe(200);
     expect(res.text).toContain('base_url');
+  });
+});
+
+/** The warning an apply answers for an address the policy refuses (src/egress/policy.ts applyWarning). */
+const refusedWarning = (field: string, host: string, reason: string) => ({
+  field,
+  message: `${host} is ${reason}: refused by the outbound address policy (svc.egress.deny-private); runs will fail until svc.egress.allow admits it`,
+});
+
+const connectorAt = (name: string, baseUrl: string) => ({
+  apiVersion: 'connectors.svc.io/v1',
+  kind: 'Connector',
+  metadata: { name },
+  connector_type: 'rest-generic',
+  scopes: ['items'],
+  spec: { base_url: baseUrl, endpoints: [{ id: 'items', path: '/items', target: { kind: 'hybrid', table: 'ext.egress_items', unique_key: '$.id' } }] },
+});
+
+describe('apply warns of a refused address and still applies (a manifest in Git stays valid when svc.egress.allow changes)', () => {
+  it('connector: a loopback base_url answers 201 with a warning naming spec.base_url; allow-listed, none; a public literal, none', async () => {
+    const applied = await post(strict, '/api/connectors/apply', connectorAt('warned-source', 'http://127.0.0.1:8080/api'));
+    expect(applied.status).toBe(201);
+    expect(applied.body.warnings).toEqual([refusedWarning('spec.base_url', '127.0.0.1', 'a loopback address')]);
+    const again = await post(allowing, '/api/connectors/apply', connectorAt('warned-source', 'http://127.0.0.1:8080/api'));
+    expect(again.status).toBe(200);
+    expect(again.body.warnings).toEqual([]);
+    const open = await post(strict, '/api/connectors/apply', connectorAt('public-source', 'https://93.184.216.34/api'));
+    expect(open.status).toBe(201);
+    expect(open.body.warnings).toEqual([]);
+  });
+
+  it.each([
+    ['http://[::1]:8080', '::1', 'a loopback address'],
+    ['http://10.0.0.5', '10.0.0.5', 'a private address'],
+    ['http://169.254.169.254/latest', '169.254.169.254', 'a link-local address'],
+    ['http://localhost:8080', 'localhost', 'a loopback name'],
+    ['http://2130706433:8080', '127.0.0.1', 'a loopback address'],
+  ])('connector validate: %s is valid, with the warning', async (baseUrl, host, reason) => {
+    const checked = await post(strict, '/api/connectors/validate', connectorAt('checked-source', baseUrl));
+    expect(checked.status).toBe(200);
+    expect(checked.body).toEqual({ valid: true, errors: [], warnings: [refusedWarning('spec.base_url', host, reason)] });
+  });
+
+  it('export: a loopback S3 endpoint or SFTP host answers 201 with a warning naming the field; allow-listed, none; a public literal, none', async () => {
+    expect((await post(strict, '/api/entities/apply', ITEM_ENTITY)).status).toBe(201);
+    const s3 = itemS3Export('warned-s3', 'https://127.0.0.1:9000');
+    const applied = await post(strict, '/api/exports/apply', s3);
+    expect(applied.status).toBe(201);
+    expect(applied.body.warnings).toEqual([refusedWarning('spec.destination.endpoint', '127.0.0.1', 'a loopback address')]);
+    expect((await post(allowing, '/api/exports/apply', s3)).body).toMatchObject({ warnings: [] });
+    const open = await post(strict, '/api/exports/apply', itemS3Export('public-s3', 'https://93.184.216.34'));
+    expect(open.status).toBe(201);
+    expect(open.body.warnings).toEqual([]);
+
+    const sftp = {
+      ...s3,
+      metadata: { name: 'warned-sftp' },
+      spec: {
+        ...s3.spec,
+        destination: { kind: 'sftp', host: '10.0.0.5', user: 'drop', path: '/out/items.csv', password_env: 'SFTP_PASSWORD', host_key_fingerprint: `SHA256:${'A'.repeat(43)}` },
+      },
+    };
+    const sftpApplied = await post(strict, '/api/exports/apply', sftp);
+    expect(sftpApplied.status).toBe(201);
+    expect(sftpApplied.body.warnings).toEqual([refusedWarning('spec.destination.host', '10.0.0.5', 'a private address')]);
   });
 });
 

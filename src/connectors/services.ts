@@ -101,7 +101,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
   };
   const scheduler = new ConnectorScheduler(deps.db, runner, loadConnectorById);
   return {
-    ...connectorTenantServices(deps.db, runner, config.string('svc.profile') === 'dev', { staleAfterMs: staleAfter, emit: emitInterrupted }),
+    ...connectorTenantServices(deps.db, runner, config.string('svc.profile') === 'dev', { staleAfterMs: staleAfter, emit: emitInterrupted }, egress),
     runner,
     scheduler,
     reader,

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { maskUserinfo } from '../observability/url-redaction.js';
@@ -24,6 +25,8 @@ export interface ApplyOptions {
   actor?: string;
   /** Accept inline credential values (`token_value`, a literal Authorization header): the dev profile only. */
   inlineCredentials?: boolean;
+  /** The outbound address policy: a base_url it refuses is a warning (manifest/validate.ts CheckOptions). */
+  egress?: EgressPolicy;
 }
 
 export interface ApplyResult {
@@ -81,7 +84,7 @@ function tenantOf(tx: Tx): number {
  */
 export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const tenantId = tenantOf(tx);
-  const check = checkManifest(manifest, { inlineCredentials: opts.inlineCredentials === true });
+  const check = checkManifest(manifest, { inlineCredentials: opts.inlineCredentials === true, egress: opts.egress });
   const first = check.errors[0];
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;

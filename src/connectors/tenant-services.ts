@@ -1,6 +1,7 @@
 import type { Database, TenantId, Tx } from '../db/database.js';
 import type { JsonText } from '../db/json-text.js';
 import type { Page, PageRequest } from '../db/keyset.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
@@ -70,15 +71,16 @@ export interface InterruptedRuns {
 
 /**
  * `inlineCredentials`: whether a manifest may carry a credential value itself (a `token_value`, a
- * literal Authorization header): the dev profile only.
+ * literal Authorization header): the dev profile only. `egress`: the outbound address policy, whose
+ * refusal of a base_url apply and validate answer as a warning.
  */
-export function connectorTenantServices(db: Database, runner: ConnectorRunner, inlineCredentials: boolean, interrupted: InterruptedRuns): ConnectorTenantServices {
+export function connectorTenantServices(db: Database, runner: ConnectorRunner, inlineCredentials: boolean, interrupted: InterruptedRuns, egress: EgressPolicy): ConnectorTenantServices {
   return {
     byName: (t, name) => db.readWithTenant(t, (tx) => loadConnector(tx, name)),
     manifests: {
-      apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor, inlineCredentials })),
+      apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor, inlineCredentials, egress })),
       check: async (t, manifest) => {
-        const check = checkManifest(manifest, { inlineCredentials });
+        const check = checkManifest(manifest, { inlineCredentials, egress });
         const draft = check.connector;
         if (!draft) return check;
         const changes = await db.readWithTenant(t, (tx) => targetChanges(tx, draft));

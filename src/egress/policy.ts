@@ -170,6 +170,17 @@ export class EgressPolicy {
     return undefined;
   }
 
+  /**
+   * The warning an apply answers for an address a manifest stores and the hub will connect to (a
+   * connector's base_url, an export's S3 endpoint or SFTP host): `refusal`'s reason, said, not
+   * refused, so that a manifest kept in Git does not turn invalid when `svc.egress.allow` changes.
+   * Undefined when the policy admits it (or is off); a name is resolved only when connecting.
+   */
+  applyWarning(hostname: string): string | undefined {
+    const refused = this.refusal(hostname);
+    return refused && `${refused.message}; runs will fail until svc.egress.allow admits it`;
+  }
+
   /** Why an address is refused, or undefined when it may be connected to (allow-list applied). */
   reasonFor(address: string): string | undefined {
     const plain = address.replace(/%.*$/, '');

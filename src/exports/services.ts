@@ -192,7 +192,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
     manifests: {
       apply: (t, caller, manifest, actor) =>
         db.withTenant(t, async (tx) => {
-          const result = await applyExport(tx, manifest, { actor, entity: entityShape });
+          const result = await applyExport(tx, manifest, { actor, entity: entityShape, egress: deps.egress });
           await requireScope(tx, caller, result.spec.scope);
           return { name: result.spec.name, id: result.id, created: result.created, warnings: result.warnings };
         }),

@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
@@ -39,14 +40,15 @@ export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undef
 
 /**
  * Validates and stores a manifest: a ValidationError (400 naming the field) on the first error,
- * else an insert or an update of the same (lower-cased) name.
+ * else an insert or an update of the same (lower-cased) name. With `egress`, a destination address
+ * the outbound address policy refuses is a warning (checkExportManifest).
  */
 export async function applyExport(
   tx: Tx,
   manifest: unknown,
-  opts: { actor?: string; entity: EntityLookup },
+  opts: { actor?: string; entity: EntityLookup; egress?: EgressPolicy },
 ): Promise<{ id: string; spec: ExportSpec; created: boolean; warnings: Issue[] }> {
-  const check = checkExportManifest(manifest);
+  const check = checkExportManifest(manifest, { egress: opts.egress });
   const first = check.errors[0];
   if (first || !check.spec) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const spec = check.spec;

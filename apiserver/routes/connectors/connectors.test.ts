@@ -239,6 +239,16 @@ describe('POST /api/connectors/apply', () => {
     expect((await owner.query('select spec from connectors.connectors where name = $1', [name])).rows[0].spec).not.toHaveProperty('retries');
   });
 
+  // The prod profile's outbound address policy warns of these (apiserver/egress.test.ts); in dev it is off.
+  it('dev profile: a loopback, private or metadata base_url applies without an address warning', async () => {
+    for (const baseUrl of ['http://127.0.0.1:8080', 'http://[::1]:8080', 'http://10.0.0.5', 'http://169.254.169.254']) {
+      const name = fresh('dev-address');
+      const r = await apply(manifest(name, { base_url: baseUrl }));
+      expect(r.status).toBe(201);
+      expect(r.body).toEqual({ name, id: expect.any(String), warnings: [] });
+    }
+  });
+
   it('warns when no slot of the schedule falls in the window (every scheduled run would be skipped), and still applies', async () => {
     const name = fresh('never-in-window');
     const r = await apply(manifest(name, { schedule: '0 12 * * *', window: '00:00-06:00' }));

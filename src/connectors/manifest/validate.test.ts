@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { parseStandardCron } from '../../../test/harness/kube-cron.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { EgressPolicy } from '../../egress/policy.js';
 import { PROMOTE_TYPES, TRANSFORMS } from '../types.js';
 import { PRESET_NAMES } from './presets.js';
 import { connectorManifestSchema } from './schema.js';
@@ -304,6 +305,25 @@ describe('the envelope', () => {
       'scopes[1]': 'scopes[1] must be a non-blank scope tag without whitespace (at most 100 characters)',
     });
     expect(errorsOf(manifest({}, { scopes: 'crm' }))).toEqual({ scopes: 'scopes must be an array' });
+  });
+});
+
+describe('base_url and the outbound address policy', () => {
+  const denying = new EgressPolicy({ denyPrivate: true, allow: ['api.internal'] });
+  const reason = (host: string, label: string) => `${host} is ${label}: refused by the outbound address policy (svc.egress.deny-private); runs will fail until svc.egress.allow admits it`;
+
+  it('a host the policy refuses without resolving a name is a warning naming spec.base_url, not an error', () => {
+    expect(valid(manifest({ base_url: 'http://127.0.0.1:8080/api' }), { egress: denying }).warnings).toEqual([{ field: 'spec.base_url', message: reason('127.0.0.1', 'a loopback address') }]);
+    expect(valid(manifest({ base_url: 'http://[fd00:ec2::254]' }), { egress: denying }).warnings).toEqual([{ field: 'spec.base_url', message: reason('fd00:ec2::254', 'a unique-local address') }]);
+    expect(valid(manifest(), { egress: denying }).warnings).toEqual([{ field: 'spec.base_url', message: reason('localhost', 'a loopback name') }]);
+  });
+
+  it('none for a name (checked when connecting), an allow-listed name, a public address, or with the policy off or absent', () => {
+    for (const base_url of ['https://api.example.com', 'http://api.internal:8080', 'https://93.184.216.34']) {
+      expect(valid(manifest({ base_url }), { egress: denying }).warnings).toEqual([]);
+    }
+    expect(valid(manifest({ base_url: 'http://127.0.0.1' }), { egress: EgressPolicy.open() }).warnings).toEqual([]);
+    expect(valid(manifest({ base_url: 'http://127.0.0.1' })).warnings).toEqual([]);
   });
 });
 

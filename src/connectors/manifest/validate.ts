@@ -6,6 +6,7 @@ import { hasTemplate, malformedTemplateNames, withoutTemplates } from '../auth/t
 import { parseWindow, someSlotInWindow, windowText } from '../schedule.js';
 import { EXT_COLUMNS, promoteColumnName, SYSTEM_COLUMNS } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
+import type { EgressPolicy } from '../../egress/policy.js';
 import { type Issue, joinField } from '../../validation/schema-errors.js';
 import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
@@ -48,6 +49,12 @@ export const REFUSALS = {
 export interface CheckOptions {
   /** Accept inline credential values (`token_value`, a literal Authorization header): the dev profile only. Default false. */
   inlineCredentials?: boolean;
+  /**
+   * The outbound address policy: a base_url whose host it refuses without resolving a name (an IP
+   * literal in any spelling, `localhost`, a metadata name) is a warning, not an error (runs fail at
+   * connect until `svc.egress.allow` admits it). Absent: no such warning.
+   */
+  egress?: EgressPolicy;
 }
 
 /**
@@ -128,7 +135,11 @@ export function checkManifest(given: unknown, options: CheckOptions = {}): Manif
   if (errors.count) return { errors: errors.list, warnings };
 
   const connector = normalise(input, errors, warnings, options.inlineCredentials === true);
-  return errors.count ? { errors: errors.list, warnings } : { errors: [], warnings, connector };
+  if (errors.count || !connector) return { errors: errors.list, warnings };
+  // The one address a connector's requests go to: every path, graphql_path and SOAP call is appended to it.
+  const refused = options.egress?.applyWarning(new URL(connector.baseUrl).hostname);
+  if (refused) warnings.push({ field: 'spec.base_url', message: refused });
+  return { errors: [], warnings, connector };
 }
 
 /** Refusals whose text spec 3 fixes, reported before the schema's generic "not a known field". */

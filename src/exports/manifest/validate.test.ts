@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
+import { EgressPolicy } from '../../egress/policy.js';
 import { resolveTokens, unknownToken } from '../tokens.js';
 import { checkAgainstEntity, checkExportManifest } from './validate.js';
 
@@ -209,6 +210,32 @@ spec:
     expect(errors).toEqual([]);
     expect(spec?.format).toEqual({ kind: 'csv', delimiter: ';', encoding: 'UTF-8', header: false });
     expect(warnings.map((w) => w.field)).toEqual(['spec.destination.endpoint']);
+  });
+});
+
+describe('destination addresses and the outbound address policy', () => {
+  const denying = new EgressPolicy({ denyPrivate: true, allow: ['10.9.0.0/16'] });
+  const S3 = { kind: 's3', bucket: 'drops', filename: 'f.csv' };
+  const warned = (destination: Record<string, unknown>, egress?: EgressPolicy) => {
+    const { errors, warnings } = checkExportManifest(manifest({}, destination), { egress });
+    expect(errors).toEqual([]);
+    return warnings;
+  };
+  const reason = (host: string, label: string) => `${host} is ${label}: refused by the outbound address policy (svc.egress.deny-private); runs will fail until svc.egress.allow admits it`;
+
+  it('warns, naming the field, of an SFTP host or S3 endpoint host the policy refuses without resolving a name', () => {
+    expect(warned({ ...SFTP, host: '[::1]' }, denying)).toEqual([{ field: 'spec.destination.host', message: reason('::1', 'a loopback address') }]);
+    expect(warned({ ...SFTP, host: 'LOCALHOST.' }, denying)).toEqual([{ field: 'spec.destination.host', message: reason('LOCALHOST.', 'a loopback name') }]);
+    expect(warned({ ...S3, endpoint: 'https://0xa9.254.169.254' }, denying)).toEqual([{ field: 'spec.destination.endpoint', message: reason('169.254.169.254', 'a link-local address') }]);
+  });
+
+  it('says nothing of a name (checked when connecting), an allow-listed or public address, AWS itself, or with the policy off', () => {
+    expect(warned({ ...SFTP, host: 'sftp.internal' }, denying)).toEqual([]);
+    expect(warned({ ...SFTP, host: '10.9.1.2' }, denying)).toEqual([]);
+    expect(warned({ ...S3, endpoint: 'https://93.184.216.34' }, denying)).toEqual([]);
+    expect(warned(S3, denying)).toEqual([]);
+    expect(warned({ ...SFTP, host: '127.0.0.1' }, EgressPolicy.open())).toEqual([]);
+    expect(warned({ ...SFTP, host: '127.0.0.1' })).toEqual([]);
   });
 });
 

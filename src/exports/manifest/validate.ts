@@ -1,5 +1,6 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { cronProblem } from '../../connectors/manifest/validate.js';
+import type { EgressPolicy } from '../../egress/policy.js';
 import { closest } from '../../validation/closest.js';
 import type { Issue } from '../../validation/schema-errors.js';
 import { addSchemaErrors, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
@@ -53,7 +54,12 @@ const S3_FIELDS = ['kind', 'bucket', 'prefix', 'filename', 'region', 'endpoint',
 
 const DESTINATION = 'spec.destination';
 
-export function checkExportManifest(given: unknown): ExportCheck {
+/**
+ * `egress`: the outbound address policy. A destination address it refuses without resolving a name
+ * (the S3 endpoint's host or the SFTP host: an IP literal in any spelling, `localhost`, a metadata
+ * name) is a warning, not an error: runs fail at connect until `svc.egress.allow` admits it.
+ */
+export function checkExportManifest(given: unknown, options: { egress?: EgressPolicy } = {}): ExportCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
   const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
@@ -76,7 +82,17 @@ export function checkExportManifest(given: unknown): ExportCheck {
   if (errors.list.length) return { errors: errors.list, warnings };
 
   const spec = normalise(input, errors, warnings);
-  return errors.list.length ? { errors: errors.list, warnings } : { errors: [], warnings, spec };
+  if (errors.list.length || !spec) return { errors: errors.list, warnings };
+  const refused = options.egress && destinationWarning(options.egress, spec.destination);
+  if (refused) warnings.push(refused);
+  return { errors: [], warnings, spec };
+}
+
+/** The policy's refusal of the address a destination connects to, as a warning naming its field. */
+function destinationWarning(egress: EgressPolicy, d: ExportTarget): Issue | undefined {
+  const [field, host] = d.kind === 'sftp' ? ['host', d.host] : ['endpoint', d.endpoint === undefined ? undefined : new URL(d.endpoint).hostname];
+  const message = host === undefined ? undefined : egress.applyWarning(host);
+  return message === undefined ? undefined : { field: `${DESTINATION}.${field}`, message };
 }
 
 const translate = (e: ErrorObject): [string, string] => schemaError(e);
