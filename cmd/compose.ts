@@ -167,7 +167,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   const shippedMigrations = readMigrations(MIGRATION_SETS);
   const services: AreaServices = {
     admin,
-    manifests: createManifestServices({ db, admin }),
+    manifests: createManifestServices({ db, admin, egress }),
     email: createEmailServices({ db }),
     entities: createEntityServices({ db }),
     processes: createProcessServices({ db, events }),

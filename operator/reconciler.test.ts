@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { V1PodTemplateSpec } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { createRun, finishRun } from '../src/connectors/runs/ledger.js';
+import { EgressPolicy } from '../src/egress/policy.js';
 import { crdOf } from '../src/manifests/crd.js';
 import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.js';
-import type { ManifestServices } from '../src/manifests/services.js';
+import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
@@ -836,6 +837,20 @@ describe('status, ownership and conflicts', () => {
     const ready = await until('Ready=Unknown', () => cond('leaky', 'Ready')?.reason === 'HubUnavailable' && cond('leaky', 'Ready'));
     expect(ready.message).toMatch(/^the hub is unavailable: could not reach postgres:\/\/.*db\.internal:5432\/hub with Authorization: Bearer \[REDACTED\]$/);
     expect(JSON.stringify(get('leaky'))).not.toMatch(/hunter2|abcdefgh12345678/);
+    await restart(() => undefined);
+  });
+
+  it('is Ready with the warning for a base_url the outbound address policy refuses (as the prod profile applies it)', async () => {
+    // The hub's manifest services as a prod hub composes them (cmd/compose.ts): its policy lent to each kind's apply.
+    const denying = createManifestServices({ db: hub.services.db, admin: hub.services.admin, egress: new EgressPolicy({ denyPrivate: true }) });
+    await restart(() => undefined, denying);
+    put('warned', NS, { baseUrl: 'http://127.0.0.1:8080' });
+    const ready = await readyTrue('warned');
+    expect(ready.status!.conditions!.find((c) => c.type === 'Ready')).toMatchObject({
+      reason: 'Applied',
+      message:
+        'applied to tenant default; warnings: spec.base_url: 127.0.0.1 is a loopback address: refused by the outbound address policy (svc.egress.deny-private); runs will fail until svc.egress.allow admits it',
+    });
     await restart(() => undefined);
   });
 });

@@ -1,5 +1,5 @@
 import type { Tx } from '../db/database.js';
-import { type ManifestHandler, warningLines } from '../manifests/handler.js';
+import { type ApplyContext, type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { listRuns } from './runs/ledger.js';
 import { applyConnector, deleteConnectorOrSource, storedManifest } from './store.js';
 
@@ -10,8 +10,8 @@ import { applyConnector, deleteConnectorOrSource, storedManifest } from './store
  */
 export const connectorHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
-  async apply(tx: Tx, manifest: unknown, actor: string) {
-    const result = await applyConnector(tx, manifest, { actor });
+  async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
+    const result = await applyConnector(tx, manifest, { actor, egress: context?.egress });
     return { created: result.created, warnings: warningLines(result.warnings), schedule: result.connector.schedule ?? null };
   },
   remove: (tx: Tx, name: string) => deleteConnectorOrSource(tx, name),

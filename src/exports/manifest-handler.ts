@@ -1,5 +1,5 @@
 import type { Tx } from '../db/database.js';
-import { type ManifestHandler, warningLines } from '../manifests/handler.js';
+import { type ApplyContext, type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { entityShape } from './entity-shape.js';
 import { latestRun } from './runs/ledger.js';
 import { applyExport, deleteExport, storedManifest } from './store.js';
@@ -11,8 +11,8 @@ import { applyExport, deleteExport, storedManifest } from './store.js';
  */
 export const exportHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
-  async apply(tx: Tx, manifest: unknown, actor: string) {
-    const result = await applyExport(tx, manifest, { actor, entity: entityShape });
+  async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
+    const result = await applyExport(tx, manifest, { actor, entity: entityShape, egress: context?.egress });
     return { created: result.created, warnings: warningLines(result.warnings), schedule: result.spec.schedule ?? null };
   },
   // A run in flight stops at its process's next heartbeat, as with DELETE /api/exports/{name}.

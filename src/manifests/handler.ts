@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import type { Issue } from '../validation/schema-errors.js';
 
 /**
@@ -12,8 +13,12 @@ export interface ManifestHandler {
    * actor or an HTTP caller), or undefined when the hub holds no such name.
    */
   stored(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null; appliedBy: string | null } | undefined>;
-  /** Validates and stores (create or update by name); throws ValidationError naming the field. */
-  apply(tx: Tx, manifest: unknown, actor: string): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
+  /**
+   * Validates and stores (create or update by name); throws ValidationError naming the field.
+   * `context.egress`: the hub's outbound address policy, for the warnings of kinds that store an
+   * address the hub connects to (as their HTTP apply answers them).
+   */
+  apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
   /** Deletes by name (with what it owns in the hub); false when there was none. */
   remove(tx: Tx, name: string): Promise<boolean>;
   /** The latest run (kinds with `lastRun`). */
@@ -25,6 +30,11 @@ export interface ManifestHandler {
   runsSince?(tx: Tx, since: Date): Promise<Array<{ tenant: string; name: string }>>;
   /** The words after `svc-hub run` that run it once (kinds with schedules): `['connector', name]`. */
   runArgs?(name: string): string[];
+}
+
+/** What the hub lends a kind's apply besides the transaction. */
+export interface ApplyContext {
+  egress?: EgressPolicy;
 }
 
 /** Apply's warnings as the operator shows them (an event, a status condition): one line each, the field first. */

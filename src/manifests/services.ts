@@ -1,5 +1,6 @@
 import type { AdminServices } from '../admin/services.js';
 import type { Database, TenantId, Tx } from '../db/database.js';
+import type { EgressPolicy } from '../egress/policy.js';
 import { canonical } from './canonical.js';
 import type { ManifestKind } from './kinds.js';
 
@@ -104,8 +105,10 @@ async function ownership(tx: Tx, kind: ManifestKind, name: string, owner: Manife
   return { recorded, stored, conflict };
 }
 
-export function createManifestServices(deps: { db: Database; admin: AdminServices }): ManifestServices {
+/** `egress`: the hub's outbound address policy, lent to each kind's apply for its warnings (ApplyContext). */
+export function createManifestServices(deps: { db: Database; admin: AdminServices; egress?: EgressPolicy }): ManifestServices {
   const { db, admin } = deps;
+  const context = { egress: deps.egress };
   return {
     tenantByCode: (code) => admin.tenants.byCode(code),
     applyIfChanged: (kind, tenantId, name, manifest, actor, owner) =>
@@ -116,7 +119,7 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         if (stored && canonical(stored.manifest) === canonical(manifest)) {
           outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [] };
         } else {
-          const result = await kind.handler.apply(tx, manifest, actor);
+          const result = await kind.handler.apply(tx, manifest, actor, context);
           outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings };
         }
         if (!recorded || recorded.namespace !== owner.namespace || recorded.name !== owner.name) {
@@ -135,7 +138,7 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
       try {
         await db.withTenant(tenantId, async (tx) => {
           conflict = (await ownership(tx, kind, name, owner, actor)).conflict;
-          if (!conflict) await kind.handler.apply(tx, manifest, actor);
+          if (!conflict) await kind.handler.apply(tx, manifest, actor, context);
           throw rollback;
         });
       } catch (err) {
