@@ -5,6 +5,7 @@ import type { Database, Tx } from '../db/database.js';
 import type { RowIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
 import { applyConnector } from './store.js';
+import { currentContext, runWithContext } from '../observability/context.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
@@ -197,6 +198,41 @@ describe('the runner', () => {
     expect(runs.map((r) => r.recordsOut)).toEqual([60, 60]);
     const { rows } = await owner.query('select count(*)::int as n, count(distinct external_id)::int as k from ext_t1.overlap_rows');
     expect(rows[0]).toEqual({ n: 60, k: 60 });
+  });
+
+  it('writes at most writeSlots chunks at once over all its runs, each chunk in its own run\'s context', async () => {
+    const apply = async (name: string) =>
+      (await hub.services.db.withTenant(1, (tx) =>
+        applyConnector(tx, { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'p', path: '/p', target: { table: `ext.${name.replace(/-/g, '_')}`, unique_key: '$.id' } }] } }),
+      )).connector;
+    const connectors = [await apply('slots-a'), await apply('slots-b'), await apply('slots-c')];
+    let writing = 0;
+    let most = 0;
+    const contexts: Array<{ connector: string; job: string | undefined }> = [];
+    const slow: RowIndexer = {
+      async rowsWritten(_tx, batch) {
+        contexts.push({ connector: batch.connectorName, job: currentContext()?.job });
+        most = Math.max(most, ++writing);
+        await new Promise((r) => setTimeout(r, 30));
+        writing--;
+      },
+    };
+    const run = async (writeSlots: number | undefined) => {
+      writing = 0;
+      most = 0;
+      contexts.length = 0;
+      const shared = new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer: slow, chunkSize: CHUNK, subscribers: hub.services.subscribers, writeSlots });
+      // Each run started in a context of its own: a chunk must run in its run's, whichever chunk's end let it start.
+      const triggered = await Promise.all(connectors.map((c) => runWithContext({ job: c.name }, () => shared.trigger(1, c, { triggeredBy: 'manual', reader: pages(6, []) }))));
+      const runs = (await Promise.all(triggered.map((t) => t.done))).flat();
+      expect(runs.map((r) => [r.status, r.recordsOut])).toEqual(connectors.map(() => ['Completed', 60]));
+      return most;
+    };
+    // Without a bound, three runs of three chunks in flight each write more than two at once.
+    expect(await run(undefined)).toBeGreaterThan(2);
+    expect(await run(2)).toBe(2);
+    expect(contexts).toHaveLength(18);
+    for (const seen of contexts) expect(seen.job).toBe(seen.connector);
   });
 
   it('fails the run when a chunk write fails, keeping the chunks written before it', async () => {

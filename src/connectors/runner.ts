@@ -3,7 +3,9 @@ import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
+import { AsyncResource } from 'node:async_hooks';
 import { unlessAborted } from '../abortable.js';
+import { AttemptPool } from '../webhooks/pool.js';
 import { logger, storableMessage, storableUpstreamMessage } from '../observability/logger.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
@@ -51,6 +53,13 @@ export interface RunnerOptions {
    * when a cancel served by another process reaches them; 0: never (tests).
    */
   heartbeatEvery?: number;
+  /**
+   * Chunk transactions of all this process's runs in flight at once (`svc.datasource.pool-size` − 2
+   * in the hub: each holds a connection of the pool, and the API and the rest of the hub keep two
+   * beside them); further chunks wait, tenants taking turns. Undefined: no bound beyond each run's
+   * own WRITES_IN_FLIGHT (tests).
+   */
+  writeSlots?: number;
 }
 
 export interface TriggerOptions {
@@ -154,7 +163,26 @@ export class ConnectorRunner {
   private beat: NodeJS.Timeout | undefined;
   private closed = false;
 
-  constructor(private readonly o: RunnerOptions) {}
+  /** The chunk transactions of every run of this process (RunnerOptions.writeSlots), tenants taking turns. */
+  private readonly writes: AttemptPool | undefined;
+
+  constructor(private readonly o: RunnerOptions) {
+    const slots = o.writeSlots;
+    if (slots !== undefined && (!Number.isSafeInteger(slots) || slots < 1)) throw new Error(`writeSlots must be a positive integer, not ${slots}`);
+    // One lane per tenant (its runs' chunks queue in it, in order), each lane up to every slot: lanes take turns.
+    this.writes = slots === undefined ? undefined : new AttemptPool(slots, slots, Number.POSITIVE_INFINITY);
+  }
+
+  /** `work` (a chunk's transaction) once a write slot is free for the tenant. */
+  private inWriteSlot<T>(tenantId: number, work: () => Promise<T>): Promise<T> {
+    const writes = this.writes;
+    if (!writes) return work();
+    return new Promise<T>((resolve, reject) => {
+      // Bound to this run's async context: a queued chunk starts when another run's chunk ends, and must
+      // not run in that run's context (its tenant and its secrets for the logs' masking).
+      writes.offer(tenantId, AsyncResource.bind(() => work().then(resolve, reject)));
+    });
+  }
 
   /** Not closed: a scheduler claims a slot only while its runner will run it. */
   get accepting(): boolean {
@@ -378,8 +406,8 @@ export class ConnectorRunner {
       let how: ChunkWriting = { expectNew, rowByRow: false };
       for (;;) {
         try {
-          const { cancelRequested, deadLetterCount } = await this.o.db.withTenant(tenantId, (tx) =>
-            this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how),
+          const { cancelRequested, deadLetterCount } = await this.inWriteSlot(tenantId, () =>
+            this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how)),
           );
           written += items.length;
           const cap = this.o.maxDeadLetters ?? DEFAULT_MAX_DEAD_LETTERS;
