@@ -9,6 +9,7 @@ import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { Config } from '../config/config.js';
 import { WebhookConsumer } from './consumer.js';
 import { listForTenant, writeBackMany } from './journal.js';
+import { registerSecret } from '../observability/logger.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import { AttemptPool } from './pool.js';
@@ -212,6 +213,24 @@ describe('the consumer', () => {
     }
     const { rows } = await t.owner.query('select succeeded, attempts from hub.deliveries where integration_id = $1', [i.id]);
     expect(rows).toEqual([{ succeeded: true, attempts: 1 }]);
+  });
+
+  it('an attempt\'s error is stored as the endpoint made it but for its credentials: the hub\'s own secret as a wrong guess (no oracle), a Bearer credential masked', async () => {
+    const secret = 'hub-own-secret-a1b2c3d4';
+    registerSecret(secret);
+    const sent: unknown[][] = [];
+    const capturing: Tx = {
+      tenantId: undefined,
+      query: async (_text: string, values?: unknown[]) => {
+        sent.push(values ?? []);
+        return { rows: [] } as never;
+      },
+    };
+    const error = `TLS: Host: hooks.example is not in the cert's altnames: DNS:hub-own-secret-a1b2c3d5, DNS:${secret} (Authorization: Bearer abcdefgh12345678)`;
+    const outcome = { ok: false, httpStatus: null, responseBody: null, error, durationMs: 1, attemptedAt: new Date() };
+    await writeBackMany(capturing, [{ id: 1, token: randomUUID(), outcome }]);
+    // The sixth parameter: the errors, one array literal.
+    expect(String(sent[0]![5])).toContain(`DNS:hub-own-secret-a1b2c3d5, DNS:${secret} (Authorization: Bearer [REDACTED])`);
   });
 
   it('the journal keeps no foreign key at all: not to the rows every delivery shares, nor to its own rows (an attempt to its delivery, a replay to its original)', async () => {

@@ -4,7 +4,7 @@ import { JsonText } from '../db/json-text.js';
 import { jsonPageSql, type Page, type PageRequest } from '../db/keyset.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError } from '../errors.js';
-import { storableMessage } from '../observability/logger.js';
+import { storableUpstreamMessage } from '../observability/logger.js';
 import type { AttemptOutcome, AttemptRecord, DeliveryKind, DeliveryRecord } from './model.js';
 import { integrationNotFound, parseId } from './integrations.js';
 
@@ -290,9 +290,14 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
 }
 
-/** An attempt's error (a network failure's description) as stored: masked as a log line is (src/observability/logger.ts, `storableMessage`). */
+/**
+ * An attempt's error (a network failure's description) as stored: masked as a log line is, but for the hub's own
+ * secrets (src/observability/logger.ts, `storableUpstreamMessage`). It describes the exchange with the tenant's own
+ * endpoint, which may choose what it quotes (a certificate's names in a TLS refusal), and the hub never sends its
+ * credentials there: masking them would tell the tenant which of its guesses is one.
+ */
 function storableError(text: string | null): string | null {
-  return text === null ? null : storable(storableMessage(text));
+  return text === null ? null : storable(storableUpstreamMessage(text));
 }
 
 /** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead. */
