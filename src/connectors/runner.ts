@@ -3,7 +3,6 @@ import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
-import { AsyncResource } from 'node:async_hooks';
 import { unlessAborted } from '../abortable.js';
 import { AttemptPool } from '../webhooks/pool.js';
 import { logger, storableMessage, storableUpstreamMessage } from '../observability/logger.js';
@@ -177,10 +176,9 @@ export class ConnectorRunner {
   private inWriteSlot<T>(tenantId: number, work: () => Promise<T>): Promise<T> {
     const writes = this.writes;
     if (!writes) return work();
+    // The pool starts a queued chunk in this run's context, not in that of the chunk whose end frees the slot.
     return new Promise<T>((resolve, reject) => {
-      // Bound to this run's async context: a queued chunk starts when another run's chunk ends, and must
-      // not run in that run's context (its tenant and its secrets for the logs' masking).
-      writes.offer(tenantId, AsyncResource.bind(() => work().then(resolve, reject)));
+      writes.offer(tenantId, () => work().then(resolve, reject));
     });
   }
 

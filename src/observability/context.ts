@@ -20,6 +20,16 @@ export function currentContext(): WorkContext | undefined {
   return storage.getStore();
 }
 
+/**
+ * `fn`, to be called later in the context current now (or outside any, if none is): a job queued
+ * for a slot starts when another job ends, and must not run in that job's context (its tenant, its
+ * request, the secrets its lines are masked for). Costs a closure, not an async resource.
+ */
+export function inCurrentContext<T>(fn: () => T): () => T {
+  const store = storage.getStore();
+  return store === undefined ? () => storage.exit(fn) : () => storage.run(store, fn);
+}
+
 /** Runs fn with ctx merged over the surrounding context. */
 export function runWithContext<T>(ctx: WorkContext, fn: () => T): T {
   const parent = storage.getStore();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { AttemptPool } from './pool.js';
+import { currentContext, runForTenant } from '../observability/context.js';
 
 const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
 
@@ -112,6 +113,27 @@ describe('attempt pool', () => {
     await tick();
     g.releases[0]!();
     expect(await waiting).toBe(true);
+  });
+
+  it('runs each job in the context it was offered in, not in that of the job whose end started it', async () => {
+    const pool = new AttemptPool(1, 1, 10);
+    const seen: Array<string | undefined> = [];
+    let release!: () => void;
+    const first = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const job = (ends?: Promise<void>) => async () => {
+      seen.push(currentContext()?.tenantId);
+      await ends;
+    };
+    runForTenant(1, () => pool.offer('a', job(first)));
+    runForTenant(2, () => pool.offer('b', job()));
+    pool.offer('c', job());
+    // Only tenant 1's job runs; the others start, one after the other, when it ends (in its continuation).
+    expect(seen).toEqual(['1']);
+    release();
+    await pool.idle();
+    expect(seen).toEqual(['1', '2', undefined]);
   });
 
   it('idle() resolves when everything ran; clear() drops what is queued', async () => {

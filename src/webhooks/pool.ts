@@ -1,3 +1,5 @@
+import { inCurrentContext } from '../observability/context.js';
+
 /**
  * Bounded concurrency for delivery attempts: at most `total` jobs run at once in the process, at
  * most `perKey` of them for one key (an integration), and at most `perGroup` for one group of keys
@@ -44,7 +46,8 @@ export class AttemptPool {
   offer(key: string | number, job: Job, group?: string | number): boolean {
     const lane = this.lane(key, group);
     if (lane.queue.length >= this.maxQueuedPerKey) return false;
-    lane.queue.push(job);
+    // In the context of whoever offered it, not of the job whose end starts it (src/observability/context.ts).
+    lane.queue.push(inCurrentContext(job));
     if (lane.running < this.perKey) this.ready.add(key);
     this.pump();
     return true;
