@@ -1,6 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { AttemptPool } from './pool.js';
 import { currentContext, runForTenant } from '../observability/context.js';
+import { trace } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
+import { startTracing, stopTracing } from '../observability/tracing.js';
 
 const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
 
@@ -134,6 +137,34 @@ describe('attempt pool', () => {
     release();
     await pool.idle();
     expect(seen).toEqual(['1', '2', undefined]);
+  });
+
+  it('runs each job under the trace span it was offered under, with tracing on', async () => {
+    startTracing({ serviceName: 'pool-test', endpoint: 'http://127.0.0.1:9', processor: new SimpleSpanProcessor(new InMemorySpanExporter()) });
+    try {
+      const pool = new AttemptPool(1, 1, 10);
+      const seen: Array<string | undefined> = [];
+      let release!: () => void;
+      const first = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const job = (ends?: Promise<void>) => async () => {
+        seen.push(trace.getActiveSpan()?.spanContext().spanId);
+        await ends;
+      };
+      const offerUnder = (name: string, work: () => void) => trace.getTracer('pool-test').startActiveSpan(name, (span) => {
+        work();
+        span.end();
+        return span.spanContext().spanId;
+      });
+      const a = offerUnder('a', () => pool.offer('a', job(first)));
+      const b = offerUnder('b', () => pool.offer('b', job()));
+      release();
+      await pool.idle();
+      expect(seen).toEqual([a, b]);
+    } finally {
+      await stopTracing();
+    }
   });
 
   it('idle() resolves when everything ran; clear() drops what is queued', async () => {
