@@ -338,38 +338,36 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
  * must not be sent upstream as written. The error names the field and quotes the template unless it
  * is long or has the form of a credential.
  */
+function checkTemplateNames(value: unknown, field: string, errors: Issues): void {
+  eachString(value, field, (text, at) => {
+    const name = malformedTemplateNames(text)[0];
+    if (name === undefined) return;
+    const shown = name.length <= 64 && !KNOWN_TOKEN.test(name) ? `{{env:${name}}}` : 'a {{env:…}} template';
+    errors.add(at, `${at} holds ${shown}, which names no value: ${NAMED_VALUE_RULE} (another tenant's secret or a path cannot be named)`);
+  });
+}
+
 /**
  * A credential of a well-known form (KNOWN_TOKEN: a JWT, `sk_live_…`, `ghp_…`, `AKIA…`) written in a body, GraphQL
  * variables or a SOAP text, its `{{env:NAME}}` templates taken out: refused outside the dev profile as an inline
  * header credential is, naming the string that holds it (a body's keys and values at any depth).
  */
 function checkStatedTokens(value: unknown, field: string, refusal: string, errors: Issues): void {
-  if (typeof value === 'string') {
-    if (KNOWN_TOKEN.test(withoutTemplates(value))) errors.add(field, refusal);
-  } else if (Array.isArray(value)) {
-    for (const [i, v] of value.entries()) checkStatedTokens(v, `${field}[${i}]`, refusal, errors);
-  } else if (isObject(value)) {
-    for (const [k, v] of Object.entries(value)) {
-      const at = joinField(field, k);
-      checkStatedTokens(k, at, refusal, errors);
-      checkStatedTokens(v, at, refusal, errors);
-    }
-  }
+  eachString(value, field, (text, at) => {
+    if (KNOWN_TOKEN.test(withoutTemplates(text))) errors.add(at, refusal);
+  });
 }
 
-function checkTemplateNames(value: unknown, field: string, errors: Issues): void {
-  if (typeof value === 'string') {
-    const name = malformedTemplateNames(value)[0];
-    if (name === undefined) return;
-    const shown = name.length <= 64 && !KNOWN_TOKEN.test(name) ? `{{env:${name}}}` : 'a {{env:…}} template';
-    errors.add(field, `${field} holds ${shown}, which names no value: ${NAMED_VALUE_RULE} (another tenant's secret or a path cannot be named)`);
-  } else if (Array.isArray(value)) {
-    for (const [i, v] of value.entries()) checkTemplateNames(v, `${field}[${i}]`, errors);
+/** Every string of a JSON value (an object's keys too, each named by its key's field), with the field that holds it. */
+function eachString(value: unknown, field: string, visit: (text: string, field: string) => void): void {
+  if (typeof value === 'string') visit(value, field);
+  else if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) eachString(v, `${field}[${i}]`, visit);
   } else if (isObject(value)) {
     for (const [k, v] of Object.entries(value)) {
       const at = joinField(field, k);
-      checkTemplateNames(k, at, errors);
-      checkTemplateNames(v, at, errors);
+      visit(k, at);
+      eachString(v, at, visit);
     }
   }
 }
