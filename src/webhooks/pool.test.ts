@@ -118,18 +118,32 @@ describe('attempt pool', () => {
     expect(await waiting).toBe(true);
   });
 
-  it('runs each job in the context it was offered in, not in that of the job whose end started it', async () => {
+  /**
+   * A pool of one slot whose jobs record `look()` as they start; the first job offered holds the slot until `release`,
+   * so the others start in its continuation.
+   */
+  function oneSlot(look: () => string | undefined) {
     const pool = new AttemptPool(1, 1, 10);
     const seen: Array<string | undefined> = [];
     let release!: () => void;
     const first = new Promise<void>((resolve) => {
       release = resolve;
     });
-    const job = (ends?: Promise<void>) => async () => {
-      seen.push(currentContext()?.tenantId);
-      await ends;
+    let holds = true;
+    const job = () => {
+      const ends = holds ? first : undefined;
+      holds = false;
+      return async () => {
+        seen.push(look());
+        await ends;
+      };
     };
-    runForTenant(1, () => pool.offer('a', job(first)));
+    return { pool, seen, job, release: () => release() };
+  }
+
+  it('runs each job in the context it was offered in, not in that of the job whose end started it', async () => {
+    const { pool, seen, job, release } = oneSlot(() => currentContext()?.tenantId);
+    runForTenant(1, () => pool.offer('a', job()));
     runForTenant(2, () => pool.offer('b', job()));
     pool.offer('c', job());
     // Only tenant 1's job runs; the others start, one after the other, when it ends (in its continuation).
@@ -142,22 +156,13 @@ describe('attempt pool', () => {
   it('runs each job under the trace span it was offered under, with tracing on', async () => {
     startTracing({ serviceName: 'pool-test', endpoint: 'http://127.0.0.1:9', processor: new SimpleSpanProcessor(new InMemorySpanExporter()) });
     try {
-      const pool = new AttemptPool(1, 1, 10);
-      const seen: Array<string | undefined> = [];
-      let release!: () => void;
-      const first = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      const job = (ends?: Promise<void>) => async () => {
-        seen.push(trace.getActiveSpan()?.spanContext().spanId);
-        await ends;
-      };
+      const { pool, seen, job, release } = oneSlot(() => trace.getActiveSpan()?.spanContext().spanId);
       const offerUnder = (name: string, work: () => void) => trace.getTracer('pool-test').startActiveSpan(name, (span) => {
         work();
         span.end();
         return span.spanContext().spanId;
       });
-      const a = offerUnder('a', () => pool.offer('a', job(first)));
+      const a = offerUnder('a', () => pool.offer('a', job()));
       const b = offerUnder('b', () => pool.offer('b', job()));
       release();
       await pool.idle();
