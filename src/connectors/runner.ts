@@ -4,7 +4,7 @@ import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
 import { unlessAborted } from '../abortable.js';
-import { AttemptPool } from '../webhooks/pool.js';
+import { SlotPool } from '../concurrency/slot-pool.js';
 import { logger, storableMessage, storableUpstreamMessage } from '../observability/logger.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
@@ -163,13 +163,13 @@ export class ConnectorRunner {
   private closed = false;
 
   /** The chunk transactions of every run of this process (RunnerOptions.writeSlots), tenants taking turns. */
-  private readonly writes: AttemptPool | undefined;
+  private readonly writes: SlotPool | undefined;
 
   constructor(private readonly o: RunnerOptions) {
     const slots = o.writeSlots;
     if (slots !== undefined && (!Number.isSafeInteger(slots) || slots < 1)) throw new Error(`writeSlots must be a positive integer, not ${slots}`);
     // One lane per tenant (its runs' chunks queue in it, in order), each lane up to every slot: lanes take turns.
-    this.writes = slots === undefined ? undefined : new AttemptPool(slots, slots, Number.POSITIVE_INFINITY);
+    this.writes = slots === undefined ? undefined : new SlotPool(slots, slots, Number.POSITIVE_INFINITY);
   }
 
   /** `work` (a chunk's transaction) once a write slot is free for the tenant. */

@@ -10,7 +10,7 @@ import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { runForTenant } from '../observability/context.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
-import { AttemptPool } from '../webhooks/pool.js';
+import { SlotPool } from '../concurrency/slot-pool.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
 import { LeftBehind, PublishError } from './destinations/destination.js';
@@ -168,12 +168,12 @@ export class ExportRunner {
   private readonly running = new Map<string, { controller: AbortController; progress: Progress; done: Promise<ExportRun> }>();
   private closed = false;
   /** The streaming slots (see ExportRunnerOptions.concurrency). */
-  private readonly slots: AttemptPool;
+  private readonly slots: SlotPool;
   private readonly slotCount: number;
 
   constructor(private readonly options: ExportRunnerOptions) {
     this.slotCount = options.concurrency?.total ?? 4;
-    this.slots = new AttemptPool(this.slotCount, options.concurrency?.perTenant ?? 2, WAITING_PER_TENANT);
+    this.slots = new SlotPool(this.slotCount, options.concurrency?.perTenant ?? 2, WAITING_PER_TENANT);
   }
 
   /**

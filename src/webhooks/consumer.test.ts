@@ -12,7 +12,7 @@ import { listForTenant, writeBackMany } from './journal.js';
 import { registerSecret } from '../observability/logger.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
-import { AttemptPool } from './pool.js';
+import { SlotPool } from '../concurrency/slot-pool.js';
 import { WebhookSender } from './sender.js';
 import { createWebhookServices } from './services.js';
 import { type AttemptTarget, type Claim, DeliveryWorker } from './worker.js';
@@ -126,7 +126,7 @@ describe('the consumer', () => {
     // Only this test's integrations match its events.
     await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
     const slowReceiver = await startReceiver(() => ({ status: 200, body: 'ok', delayMs: 400 }));
-    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5000, userAgent: 'test' }), pool: new AttemptPool(8, 2, 4), leaseMs: 60_000 });
+    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5000, userAgent: 'test' }), pool: new SlotPool(8, 2, 4), leaseMs: 60_000 });
     try {
       const slow = await t.db.withTenant(2, (tx) => createIntegration(tx, { name: 'lane-slow', targetUrl: `${slowReceiver.url}/slow`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules));
       const fast = await integration(2, 'lane-fast');
@@ -381,7 +381,7 @@ describe('the retry sweep, refilling', () => {
       db: t.db,
       key: KEY,
       sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs, userAgent: 'test' }),
-      pool: new AttemptPool(4, 2, 1_000),
+      pool: new SlotPool(4, 2, 1_000),
       leaseMs: 60_000,
     });
 
@@ -439,7 +439,7 @@ describe('the retry sweep, refilling', () => {
   it('an integration busy with other attempts (first attempts, say) still gets its retries, all of them', async () => {
     const i = await integration(1, 'refill-busy');
     await orphaned(i.id, 10, 40_000);
-    const pool = new AttemptPool(4, 2, 1_000);
+    const pool = new SlotPool(4, 2, 1_000);
     let release: () => void = () => undefined;
     pool.offer(i.id, () => new Promise<void>((resolve) => (release = resolve))); // holds one of its two slots
     const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5_000, userAgent: 'test' }), pool, leaseMs: 60_000 });
@@ -487,7 +487,7 @@ describe('the worker', () => {
       db: t.db,
       key: KEY,
       sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }),
-      pool: new AttemptPool(4, 2, 10),
+      pool: new SlotPool(4, 2, 10),
       leaseMs: 5_000,
     });
 
@@ -520,7 +520,7 @@ describe('the worker', () => {
     const sender = () => new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' });
     /** A worker on a one-slot pool held by another job until `release()`. */
     function heldWorker(freshMs?: number) {
-      const pool = new AttemptPool(1, 1, 10);
+      const pool = new SlotPool(1, 1, 10);
       let release: () => void = () => undefined;
       pool.offer('blocker', () => new Promise<void>((resolve) => (release = resolve)));
       const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool, leaseMs: 5_000, ...(freshMs === undefined ? {} : { freshMs }) });
@@ -541,7 +541,7 @@ describe('the worker', () => {
         return original(text, values);
       }) as typeof t.db.worker.query;
       t.db.worker.query = spy;
-      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool: new AttemptPool(4, 2, 10), leaseMs: 5_000 });
+      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: sender(), pool: new SlotPool(4, 2, 10), leaseMs: 5_000 });
       try {
         const e = await emit(1, 20);
         expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
@@ -646,7 +646,7 @@ describe('the worker', () => {
       const i = await t.db.withTenant(1, (tx) => createIntegration(tx, { name: 'test-stopped', targetUrl: `${hanging.url}/t`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules));
       const token = randomUUID();
       const id = await testRow(i.id, token);
-      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 30_000, userAgent: 'test' }), pool: new AttemptPool(4, 2, 10), leaseMs: 60_000 });
+      const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 30_000, userAgent: 'test' }), pool: new SlotPool(4, 2, 10), leaseMs: 60_000 });
       const attempt = w.attempt(id, token);
       await hanging.waitFor(1);
       await w.stop();
@@ -848,7 +848,7 @@ describe('a deactivated tenant', () => {
     await t.owner.query('update core.tenants set active = true where id = $1', [GONE]);
     await insert(GONE, gone.id, `('event', 9301, 1, false, now() + interval '1 minute', '${token}'::uuid)`);
     await t.owner.query('update core.tenants set active = false where id = $1', [GONE]);
-    const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }), pool: new AttemptPool(4, 2, 10), leaseMs: 5_000 });
+    const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }), pool: new SlotPool(4, 2, 10), leaseMs: 5_000 });
     try {
       const [row] = (await rowsOf(gone.id)).filter((r) => r.event_id === 9301);
       expect(await w.attempt(row!.id, token)).toEqual({ kind: 'closed' });
@@ -861,7 +861,7 @@ describe('a deactivated tenant', () => {
 
   it('a first attempt the consumer queued before the deactivation: its integration read again (freshMs), the row closes, nothing is sent', async () => {
     await t.owner.query('update core.tenants set active = true where id = $1', [GONE]);
-    const pool = new AttemptPool(1, 1, 10);
+    const pool = new SlotPool(1, 1, 10);
     let release: () => void = () => undefined;
     pool.offer('blocker', () => new Promise<void>((resolve) => (release = resolve)));
     const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }), pool, leaseMs: 5_000, freshMs: 0 });

@@ -8,7 +8,7 @@ import { WebhookConsumer } from './consumer.js';
 import { createIntegration } from './integrations.js';
 import type { AttemptOutcome } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
-import { AttemptPool } from './pool.js';
+import { SlotPool } from '../concurrency/slot-pool.js';
 import { WebhookSender } from './sender.js';
 import { DeliveryWorker } from './worker.js';
 
@@ -285,7 +285,7 @@ describe('the outcome writer', () => {
       db: t.db,
       key: KEY,
       sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 1000, userAgent: 'test' }),
-      pool: new AttemptPool(4, 2, 10),
+      pool: new SlotPool(4, 2, 10),
       leaseMs: 5_000,
     });
     const sweeper = new WebhookConsumer({ db: t.db, worker, leaseMs: 5_000, maxAttempts: 3, perIntegrationClaim: 10, sweepBatch: 10 });

@@ -7,7 +7,7 @@ import { type LoopClock, OutboxLoop } from '../dispatch/outbox-loop.js';
 import type { Catalog } from '../events/catalog.js';
 import type { OutboxListener } from '../events/listener.js';
 import { WebhookConsumer } from './consumer.js';
-import { AttemptPool } from './pool.js';
+import { SlotPool } from '../concurrency/slot-pool.js';
 import { WebhookSender } from './sender.js';
 import { IntegrationService } from './service.js';
 import { DeliveryWorker } from './worker.js';
@@ -48,7 +48,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     egress,
     userAgent: `svc-hub-webhooks/${deps.version}`,
   });
-  const pool = new AttemptPool(total, perIntegration, QUEUE_PER_INTEGRATION, perTenant);
+  const pool = new SlotPool(total, perIntegration, QUEUE_PER_INTEGRATION, perTenant);
   const worker = new DeliveryWorker({ db: deps.db, key: deps.key, sender, pool, leaseMs });
   const consumer = new WebhookConsumer({
     db: deps.db,

@@ -7,7 +7,7 @@ import { type Keys, UnsealError } from '../platform/secrets/crypto.js';
 import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, takeLease } from './journal.js';
 import { type AttemptOutcome, CLOSED_REASON, TENANT_INACTIVE_REASON } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
-import type { AttemptPool } from './pool.js';
+import type { SlotPool } from '../concurrency/slot-pool.js';
 import { openIntegrationSecret } from './secret.js';
 import type { WebhookSender } from './sender.js';
 import { deliveryRequest } from './signing.js';
@@ -38,7 +38,7 @@ interface WorkerOptions {
   /** The master keys integration secrets open with (current, then previous ones). */
   key: Keys;
   sender: WebhookSender;
-  pool: AttemptPool;
+  pool: SlotPool;
   leaseMs: number;
   /** How long a read of an integration stands for the first attempts of Claims; default the lesser of 1 s and a quarter of the lease. */
   freshMs?: number;

@@ -1,4 +1,4 @@
-import { AttemptPool } from '../../webhooks/pool.js';
+import { SlotPool } from '../../concurrency/slot-pool.js';
 import { AnalyticRefusal } from './refusal.js';
 
 /** Queries of one tenant waiting for a slot at most; one more is refused at once. */
@@ -13,7 +13,7 @@ const WAITING_PER_TENANT = 16;
  * timeout: the time a running query may take) is refused by guard 5 and holds nothing.
  */
 export class AnalyticGate {
-  private readonly slots: AttemptPool;
+  private readonly slots: SlotPool;
 
   constructor(
     readonly total: number,
@@ -21,7 +21,7 @@ export class AnalyticGate {
   ) {
     if (!Number.isSafeInteger(total) || total < 1) throw new Error(`total must be a positive integer, not ${total}`);
     if (!Number.isSafeInteger(perTenant) || perTenant < 1) throw new Error(`perTenant must be a positive integer, not ${perTenant}`);
-    this.slots = new AttemptPool(total, perTenant, WAITING_PER_TENANT);
+    this.slots = new SlotPool(total, perTenant, WAITING_PER_TENANT);
   }
 
   /** `work` once a slot is free for the tenant; an AnalyticRefusal (guard 5) of `sql` if none frees within `waitMs`. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { AttemptPool } from './pool.js';
+import { SlotPool } from './slot-pool.js';
 import { currentContext, runForTenant } from '../observability/context.js';
 import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
@@ -28,9 +28,9 @@ function gate() {
   return { job, releases, order, peak: () => peak, peaks };
 }
 
-describe('attempt pool', () => {
+describe('slot pool', () => {
   it('bounds the total and each key; keys take turns', async () => {
-    const pool = new AttemptPool(4, 2, 100);
+    const pool = new SlotPool(4, 2, 100);
     const g = gate();
     for (let i = 0; i < 6; i++) pool.offer('slow', g.job('slow'));
     for (let i = 0; i < 3; i++) pool.offer('a', g.job('a'));
@@ -55,7 +55,7 @@ describe('attempt pool', () => {
   });
 
   it('bounds each group (a tenant) across its keys; a group at its cap waits and the others go first', async () => {
-    const pool = new AttemptPool(6, 2, 100, 3);
+    const pool = new SlotPool(6, 2, 100, 3);
     const g = gate();
     // Group A: four keys that never finish; alone they would take the whole pool.
     for (const key of ['a1', 'a2', 'a3', 'a4']) for (let i = 0; i < 3; i++) pool.offer(key, g.job(key), 'A');
@@ -82,7 +82,7 @@ describe('attempt pool', () => {
   });
 
   it('a group cap above the total is no cap beyond the total; keys without a group have none', async () => {
-    const pool = new AttemptPool(4, 4, 100, 10);
+    const pool = new SlotPool(4, 4, 100, 10);
     const g = gate();
     for (let i = 0; i < 6; i++) pool.offer('k', g.job('k'), 'A');
     for (let i = 0; i < 2; i++) pool.offer('n', g.job('n'));
@@ -91,7 +91,7 @@ describe('attempt pool', () => {
   });
 
   it('refuses a job when the key\'s queue is full; offerWait marks a key that never frees a slot as stalled', async () => {
-    const pool = new AttemptPool(10, 1, 2);
+    const pool = new SlotPool(10, 1, 2);
     const g = gate();
     expect(pool.offer('k', g.job('k'))).toBe(true); // runs
     expect(pool.offer('k', g.job('k'))).toBe(true); // queued
@@ -108,7 +108,7 @@ describe('attempt pool', () => {
   });
 
   it('offerWait takes the job as soon as a slot frees', async () => {
-    const pool = new AttemptPool(10, 1, 1);
+    const pool = new SlotPool(10, 1, 1);
     const g = gate();
     pool.offer('k', g.job('k'));
     pool.offer('k', g.job('k'));
@@ -123,7 +123,7 @@ describe('attempt pool', () => {
    * so the others start in its continuation.
    */
   function oneSlot(look: () => string | undefined) {
-    const pool = new AttemptPool(1, 1, 10);
+    const pool = new SlotPool(1, 1, 10);
     const seen: Array<string | undefined> = [];
     let release!: () => void;
     const first = new Promise<void>((resolve) => {
@@ -173,7 +173,7 @@ describe('attempt pool', () => {
   });
 
   it('idle() resolves when everything ran; clear() drops what is queued', async () => {
-    const pool = new AttemptPool(1, 1, 10);
+    const pool = new SlotPool(1, 1, 10);
     let ran = 0;
     for (let i = 0; i < 3; i++) pool.offer('k', async () => void ran++);
     await pool.idle();

@@ -1,15 +1,19 @@
 import { inCurrentContext } from '../observability/context.js';
 
 /**
- * Bounded concurrency for delivery attempts: at most `total` jobs run at once in the process, at
- * most `perKey` of them for one key (an integration), and at most `perGroup` for one group of keys
- * (a tenant, given with the job), so one slow or hung endpoint holds a few slots and never the whole
- * pool, and neither do many of them of one tenant. Keys take turns (round robin); a key whose group
- * is at its cap waits (its jobs stay queued, not started) and the other groups' keys go first. A
- * key's queue is bounded too: a job offered to a full queue is refused (or, with `offerWait`, waits
- * a moment for room), and the caller leaves it to the retry sweep. A key whose queue stayed full for
- * a whole wait is marked stalled: further offers are refused at once until its queue is half empty
- * again, so one endpoint that does not answer costs the caller one wait, not one per job.
+ * Bounded concurrency with a lane per key: at most `total` jobs run at once in the process, at most
+ * `perKey` of them for one key, and at most `perGroup` for one group of keys (given with the job).
+ * Its users: delivery attempts (key an integration, group its tenant: one slow or hung endpoint
+ * holds a few slots and never the whole pool, and neither do many of them of one tenant), export
+ * runs and analytic queries (`svc.export.concurrency`, the analytic gate) and connector chunk
+ * writes (a lane per tenant, so tenants take turns for the database pool). Keys take turns (round
+ * robin); a key whose group is at its cap waits (its jobs stay queued, not started) and the other
+ * groups' keys go first. A key's queue is bounded too: a job offered to a full queue is refused (or,
+ * with `offerWait`, waits a moment for room), and the caller decides what then (a delivery is left to
+ * the retry sweep). A key whose queue stayed full for a whole wait is marked stalled: further offers
+ * are refused at once until its queue is half empty again, so one endpoint that does not answer
+ * costs the caller one wait, not one per job. A queued job runs in the async context it was offered
+ * in (src/observability/context.ts `inCurrentContext`), not in that of the job whose end starts it.
  */
 
 type Job = () => Promise<void>;
@@ -22,7 +26,7 @@ interface Lane {
   roomWaiters: Array<() => void>;
 }
 
-export class AttemptPool {
+export class SlotPool {
   private readonly lanes = new Map<string | number, Lane>();
   /** Keys with queued work and a free per-key slot, in turn order. */
   private readonly ready = new Set<string | number>();
