@@ -125,6 +125,10 @@ describe('refusals', () => {
     await expect(week.verify(await issuer.mint({}, { audience: 'hub', expiresIn: 8 * 86_400 }))).rejects.toThrow(/604800 s/);
   });
 
+  it('a token issued up to 5 s in the future (clock difference) is accepted', async () => {
+    await expect(verifier().verify(await issuer.mint({}, { audience: 'hub', issuedAt: 4 }))).resolves.toMatchObject({ aud: 'hub' });
+  });
+
   it('accepts the right audience', async () => {
     await expect(verifier().verify(await issuer.mint({}, { audience: 'hub' }))).resolves.toMatchObject({ aud: 'hub' });
     await expect(verifier().verify(await issuer.mint({}, { audience: ['other', 'hub'] }))).resolves.toMatchObject({ aud: ['other', 'hub'] });
@@ -135,6 +139,8 @@ describe('refusals', () => {
     ['no exp claim', { audience: 'hub', expiresIn: null }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*exp/],
     ['exp in 9999', { audience: 'hub', expiresIn: 253402300799 - Math.floor(Date.now() / 1000) }, /exp is \d+ s ahead, more than svc.oidc.max-token-lifetime \(86400 s\)/],
     ['exp a day and a minute ahead', { audience: 'hub', expiresIn: 86_460 }, /more than svc.oidc.max-token-lifetime/],
+    ['iat an hour in the future', { audience: 'hub', issuedAt: 3_600 }, /iat is 3600 s in the future/],
+    ['iat a minute in the future', { audience: 'hub', issuedAt: 60 }, /iat is 60 s in the future/],
     ['wrong issuer', { audience: 'hub', issuer: 'https://evil.example.com' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*iss/],
     ['wrong audience', { audience: 'other' }, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],
     ['no audience', {}, /ERR_JWT_CLAIM_VALIDATION_FAILED.*aud/],

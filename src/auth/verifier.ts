@@ -63,10 +63,10 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
 
 /**
  * Verifies bearer JWTs against the issuer's JWKS (RS256 and ES256), checking issuer, expiry (a token
- * must carry `exp`, at most `maxLifetimeSeconds` ahead) and, when configured, audience. Once the
- * signature holds, a protected header giving a parameter twice, or a payload giving a claim twice (at
- * any depth), is refused too. The key set is fetched lazily and cached by jose, which refetches when
- * a token names an unknown key id.
+ * must carry `exp`, at most `maxLifetimeSeconds` ahead; an `iat` must not lie in the future) and, when
+ * configured, audience. Once the signature holds, a protected header giving a parameter twice, or a
+ * payload giving a claim twice (at any depth), is refused too. The key set is fetched lazily and
+ * cached by jose, which refetches when a token names an unknown key id.
  */
 export class TokenVerifier {
   private keys: Promise<JWTVerifyGetKey> | undefined;
@@ -91,9 +91,15 @@ export class TokenVerifier {
         requiredClaims: ['exp'],
       });
       const lifetime = this.options.maxLifetimeSeconds ?? 86_400;
-      const ahead = (payload.exp as number) - Math.floor(Date.now() / 1000);
+      const now = Math.floor(Date.now() / 1000);
+      const ahead = (payload.exp as number) - now;
       if (ahead > lifetime + CLOCK_TOLERANCE_S) {
         throw new TokenRejected(`exp is ${ahead} s ahead, more than svc.oidc.max-token-lifetime (${lifetime} s)`);
+      }
+      // jose checks `iat` only against a maximum age; a token issued in the future comes from an
+      // issuer whose clock is wrong, or was made to outlive the lifetime bound from its issue time.
+      if (typeof payload.iat === 'number' && payload.iat - now > CLOCK_TOLERANCE_S) {
+        throw new TokenRejected(`iat is ${payload.iat - now} s in the future`);
       }
       const parameter = keyGivenTwice(token, 0, protectedHeader);
       if (parameter) throw new TokenRejected(`header parameter ${parameter} is given twice`);

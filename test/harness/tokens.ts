@@ -26,6 +26,8 @@ export interface MintOptions {
   alg?: 'RS256' | 'ES256';
   /** Seconds from now; negative for an expired token; null for a token without `exp`. Default 300. */
   expiresIn?: number | null;
+  /** `iat` in seconds from now (default −10: issued ten seconds ago). */
+  issuedAt?: number;
   issuer?: string;
   audience?: string | string[];
   subject?: string;
@@ -72,7 +74,7 @@ export async function startIssuer(): Promise<TestIssuer> {
         .setProtectedHeader({ alg, kid: key.kid, typ: 'JWT' })
         .setIssuer(options.issuer ?? base)
         .setSubject(options.subject ?? (claims.sub as string | undefined) ?? 'user-1')
-        .setIssuedAt(now - 10);
+        .setIssuedAt(now + (options.issuedAt ?? -10));
       if (options.expiresIn !== null) jwt = jwt.setExpirationTime(now + (options.expiresIn ?? 300));
       if (options.audience) jwt = jwt.setAudience(options.audience);
       return jwt.sign(key.privateKey);
