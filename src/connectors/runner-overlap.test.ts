@@ -253,6 +253,22 @@ describe('the runner', () => {
     expect(run!.recordsOut).toBe(rows.length * CHUNK);
   });
 
+  it('a chunk read when an earlier chunk\'s failure surfaces is written on the way out, not dropped', async () => {
+    if ((await owner.query(`select to_regclass('ext_t1.overlap_rows') as t`)).rows[0].t) await owner.query('truncate ext_t1.overlap_rows');
+    const failing: RowIndexer = {
+      async rowsWritten(_tx, batch) {
+        if ((batch.rows[0]!.data as { page: number }).page === 2) throw new Error('the index is unavailable');
+      },
+    };
+    // Chunks 1-3 in flight; chunk 4 waits for chunk 1; chunk 5 waits for chunk 2, whose failure then fails the run.
+    const triggered = await runner(failing).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, []) });
+    const [run] = await triggered.done;
+    expect(run).toMatchObject({ status: 'Failed', errorMessage: 'the index is unavailable' });
+    const { rows } = await owner.query(`select distinct (data->>'page')::int as page from ext_t1.overlap_rows where tenant_id = 1 order by 1`);
+    expect(rows.map((r: { page: number }) => r.page)).toEqual([1, 3, 4, 5]);
+    expect(run!.recordsOut).toBe(4 * CHUNK);
+  });
+
   // Last: it registers a subscriber for the rest of the file.
   it('emits the data.row.changed events of a chunk in one statement, in the order of its rows', async () => {
     await owner.query(`select case when to_regclass('ext_t1.overlap_rows') is not null then 1 end`).then(({ rows }) => (rows[0].case ? owner.query('truncate ext_t1.overlap_rows') : undefined));

@@ -394,6 +394,8 @@ export class ConnectorRunner {
     // so a key's last version always lands last. Memory holds WRITES_IN_FLIGHT + 1 chunks at most;
     // a write error surfaces at the next flush (or at the end) and fails the run as before.
     const inFlight: Array<{ done: Promise<void>; keys: Set<string> }> = [];
+    /** The chunk in hand when an earlier chunk's failure surfaced as it waited for room: written on the way out. */
+    let held: unknown[] = [];
     // Every run starts by inserting (cheaper than merging) until a chunk meets a stored key: see store().
     let expectNew = true;
     const write = async (items: unknown[], prepared: PreparedRow[]) => {
@@ -453,7 +455,12 @@ export class ConnectorRunner {
       const keys = new Set<string>();
       for (const row of prepared) if (row.externalId !== undefined) keys.add(row.externalId);
       const overlaps = () => inFlight.some((w) => [...keys].some((k) => w.keys.has(k)));
-      while (inFlight.length >= WRITES_IN_FLIGHT || (inFlight.length > 0 && overlaps())) await settleOne();
+      try {
+        while (inFlight.length >= WRITES_IN_FLIGHT || (inFlight.length > 0 && overlaps())) await settleOne();
+      } catch (err) {
+        held = items;
+        throw err;
+      }
       const done = write(items, prepared);
       done.catch(() => undefined); // awaited by a later settle; no unhandled rejection meanwhile
       inFlight.push({ done, keys });
@@ -518,7 +525,12 @@ export class ConnectorRunner {
         });
         const rest = buffer;
         buffer = [];
-        if (!(failure instanceof DeadLetterCapError)) await flush(rest);
+        if (!(failure instanceof DeadLetterCapError)) {
+          const before = held;
+          held = [];
+          await flush(before);
+          await flush(rest);
+        }
         await settle();
       } catch (flushErr) {
         logger().error({ err: flushErr, runId: run.id }, 'could not write the rows read before a run failure');
