@@ -1,3 +1,7 @@
+import { spawnSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from '@jest/globals';
 import { until } from '../../test/harness/until.js';
@@ -83,4 +87,45 @@ describe('a child logger\'s bindings', () => {
     expect(raw).not.toContain('Grand-pa55');
     expect(JSON.parse(raw)).toMatchObject({ target: 'https://***@x.example/', source: 'https://***@db.internal.example/hub?token=***' });
   });
+});
+
+describe('standard output', () => {
+  // The hub's last lines, then process.exit (bin/svc-hub.js), as a stop ends. libuv's thread pool is
+  // given one thread, kept busy: a write handed to it waits there, as it may on a loaded machine.
+  const script = (json: boolean) => `
+    import { pbkdf2 } from 'node:crypto';
+    import { createLogger, logger, setLogger } from ${JSON.stringify(new URL('./logger.ts', import.meta.url).href)};
+    setLogger(createLogger({ level: 'info', json: ${json} }));
+    pbkdf2('password', 'salt', 5_000_000, 32, 'sha256', () => undefined);
+    logger().info('embedded PostgreSQL stopped');
+    logger().info('stopped');
+    process.exit(0);
+  `;
+
+  it.each([
+    ['JSON lines', true],
+    ['readable lines', false],
+  ])('%s: a process that exits right after logging has written every line, in order', (_name, json) => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-log-exit-'));
+    try {
+      const file = join(dir, 'log');
+      const fd = openSync(file, 'w');
+      const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(json)], {
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, UV_THREADPOOL_SIZE: '1' },
+        stdio: ['ignore', fd, fd],
+        timeout: 30_000,
+      });
+      closeSync(fd);
+      expect(result.status).toBe(0);
+      const lines = readFileSync(file, 'utf8').split('\n').filter((line) => line.trim());
+      // Was: only `stopped` (the line before it still waiting for the thread pool when the process
+      // exited), or the two swapped.
+      expect(lines).toHaveLength(2);
+      expect(lines[0]).toContain('embedded PostgreSQL stopped');
+      expect(lines[1]).toMatch(/\bstopped"?\}?$/);
+      expect(lines[1]).not.toContain('PostgreSQL');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

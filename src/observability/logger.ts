@@ -209,9 +209,14 @@ function messageFromError(args: unknown[]): Error | undefined {
 }
 
 export function createLogger(options: LoggerOptions): Logger {
+  // Standard output is written synchronously, each line as it is logged (docs/operations.md "Logs").
+  // Written asynchronously (a write handed to libuv's thread pool), a line could still be on its way
+  // when the process exits: pino's exit handler then wrote the lines buffered behind it first, or the
+  // line was lost (a stop's last lines read `stopped`, then `embedded PostgreSQL stopped`). One line
+  // a request at info: a write each costs little.
   const destination = options.json
-    ? (options.destination ?? pino.destination(1))
-    : pretty({ colorize: !options.destination && process.stdout.isTTY, destination: options.destination ?? 1 });
+    ? (options.destination ?? pino.destination({ dest: 1, sync: true }))
+    : pretty({ colorize: !options.destination && process.stdout.isTTY, destination: options.destination ?? 1, sync: true });
   const log = pino(
     {
       level: options.level,
