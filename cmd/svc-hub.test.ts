@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -10,6 +10,8 @@ import { readMigrations } from '../src/db/migrations.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { captureLogs } from '../test/harness/log-capture.js';
+import { describeRequiring } from '../test/harness/requires.js';
+import { startTmux, tmuxProblem } from '../test/harness/tmux.js';
 import { until } from '../test/harness/until.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { HUB_CONSUMERS } from './outbox.js';
@@ -31,15 +33,24 @@ function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH, HOME: process.env.HOME, SVC_LOG_LEVEL: 'info', SVC_CONFIG: '/dev/null', ...extra };
 }
 
-/** `group`: the hub leads a process group of its own, as a shell's foreground job does (Ctrl-C signals the whole group). */
-function start(args: string[], env: Record<string, string>, group = false) {
-  const child = spawn(process.execPath, [BIN, ...args], { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: group });
+/**
+ * `group`: the hub leads a process group of its own, as a shell's foreground job does (Ctrl-C signals the whole group).
+ * `redirected`: its standard input is that descriptor and its output goes to that file (`< TTY > FILE 2>&1`); else pipes read here.
+ */
+function start(args: string[], env: Record<string, string>, group = false, redirected?: { stdin: number; log: string }) {
+  const log = redirected && openSync(redirected.log, 'a');
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: baseEnv(env),
+    stdio: redirected ? [redirected.stdin, log!, log!] : ['ignore', 'pipe', 'pipe'],
+    detached: group,
+  });
+  if (log !== undefined) closeSync(log);
   children.push(child);
   let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
+  child.stdout?.on('data', (d) => (output += d));
+  child.stderr?.on('data', (d) => (output += d));
   const exited = new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : -1))));
-  return { child, exited, output: () => output };
+  return { child, exited, output: () => (redirected ? readFileSync(redirected.log, 'utf8') : output) };
 }
 
 async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
@@ -337,5 +348,37 @@ describe('svc-hub executable', () => {
     expect(secrets.map((s) => s.name)).toContain('SURVIVES_KILL');
     again.child.kill('SIGINT');
     expect(await again.exited).toBe(0);
+  }, 120_000);
+});
+
+describeRequiring(tmuxProblem(), 'tmux', 'svc-hub started from a terminal that has gone since', () => {
+  it('all, its logs in a file: SIGTERM stops it with exit 0, every line written, `stopped` the last', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    // A terminal (tmux's pane) the hub's standard input is, as a shell's job's: `svc-hub all > LOG 2>&1`.
+    const terminal = startTmux({ command: 'sleep 600', env: {}, cwd: tmpdir() });
+    let hub: ReturnType<typeof start>;
+    try {
+      const tty = openSync(terminal.tty(), constants.O_RDWR | constants.O_NOCTTY);
+      try {
+        hub = start(['all'], { SVC_DATA_DIR: dataDir, PORT: String(port) }, false, { stdin: tty, log: join(tempDir(), 'hub.log') });
+      } finally {
+        closeSync(tty);
+      }
+      await waitReady(url);
+    } finally {
+      // Closed, as a terminal window or a logged-out session is: its descriptors answer EIO from now on.
+      terminal.kill();
+    }
+    hub.child.kill('SIGTERM');
+    // Was: 128 (SIGABRT): node 20 aborted at exit, failing to restore the settings of the terminal
+    // gone (`Assertion failed` in `node::ResetStdio`, in the log), after a clean stop.
+    expect(await hub.exited).toBe(0);
+    expect(hub.output()).not.toContain('Assertion failed');
+    const lines = hub.output().trimEnd().split('\n');
+    expect(lines.at(-2)).toMatch(/INFO: embedded PostgreSQL stopped$/);
+    expect(lines.at(-1)).toMatch(/INFO: stopped$/);
+    expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
   }, 120_000);
 });

@@ -1,3 +1,5 @@
+import { closeSync, openSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import { Config, ConfigError } from '../src/config/config.js';
 import { isDatabaseUnavailable } from '../src/db/unavailable.js';
 import { StartRefused } from '../src/errors.js';
@@ -88,6 +90,7 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
 
+  releaseTerminalInput();
   let config: Config;
   try {
     config = Config.load();
@@ -124,6 +127,25 @@ export async function main(argv: string[]): Promise<number> {
     logStartFailure(role, err);
     return 1;
   }
+}
+
+/**
+ * The hub reads nothing from standard input: when it is a terminal, it is replaced by /dev/null
+ * before anything else is opened, as a daemon's is. Node 20 restores the terminal's settings at
+ * exit (`tcsetattr` on each standard stream that was a terminal at start), and aborts when that
+ * fails (`Assertion failed` in `node::ResetStdio`, exit status 134 instead of the hub's own) as it
+ * does once the terminal has gone: closed, or its session logged out, the hub still running in the
+ * background (docs/operations.md, "The hub's process: standard input and the terminal"). A stream
+ * replaced by another file is left alone. Ctrl-C and SIGHUP come from the terminal as before: they
+ * are the session's, not standard input's.
+ */
+export function releaseTerminalInput(): void {
+  if (process.platform === 'win32' || !isatty(0)) return;
+  closeSync(0);
+  // The lowest free descriptor: 0, unless a thread of the pool took it meanwhile (nothing is under
+  // way yet); either way descriptor 0 is no longer the terminal.
+  const fd = openSync('/dev/null', 'r');
+  if (fd !== 0) closeSync(fd);
 }
 
 /** The log line of a start that failed: one line for an expected failure, its stack with an unexpected one. */

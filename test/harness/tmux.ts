@@ -31,6 +31,8 @@ export interface TmuxSession {
    * (the terminal closed) before it learns the exit status, so only that is asked.
    */
   ended(): boolean;
+  /** The terminal device of the session's pane (`/dev/pts/N`); `kill` closes it, as closing a terminal window does. */
+  tty(): string;
   /** Ends the session and its tmux server; safe to call twice. */
   kill(): void;
 }
@@ -84,6 +86,7 @@ export function startTmux(options: TmuxOptions): TmuxSession {
       }
     },
     ended: () => tmux('display-message', '-p', '-t', name, '#{pane_dead}').trim() === '1',
+    tty: () => tmux('display-message', '-p', '-t', name, '#{pane_tty}').trim(),
     kill: () => {
       if (killed) return;
       killed = true;
