@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
-import type { Database, Tx } from '../db/database.js';
+import { Database, type Tx } from '../db/database.js';
+import { roleUrl } from '../db/roles.js';
+import { TEST_ROLES } from '../../test/harness/database.js';
 import type { RowIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
 import { applyConnector } from './store.js';
@@ -200,7 +202,7 @@ describe('the runner', () => {
     expect(rows[0]).toEqual({ n: 60, k: 60 });
   });
 
-  it('writes at most writeSlots chunks at once over all its runs, each chunk in its own run\'s context', async () => {
+  it('writes at most the pool less two chunks at once over all its runs, each chunk in its own run\'s context', async () => {
     const apply = async (name: string) =>
       (await hub.services.db.withTenant(1, (tx) =>
         applyConnector(tx, { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'p', path: '/p', target: { table: `ext.${name.replace(/-/g, '_')}`, unique_key: '$.id' } }] } }),
@@ -217,20 +219,27 @@ describe('the runner', () => {
         writing--;
       },
     };
-    const run = async (writeSlots: number | undefined) => {
+    const run = async (db: Database) => {
       writing = 0;
       most = 0;
       contexts.length = 0;
-      const shared = new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer: slow, chunkSize: CHUNK, subscribers: hub.services.subscribers, writeSlots });
+      const shared = runner(slow, db);
       // Each run started in a context of its own: a chunk must run in its run's, whichever chunk's end let it start.
       const triggered = await Promise.all(connectors.map((c) => runWithContext({ job: c.name }, () => shared.trigger(1, c, { triggeredBy: 'manual', reader: pages(6, []) }))));
       const runs = (await Promise.all(triggered.map((t) => t.done))).flat();
       expect(runs.map((r) => [r.status, r.recordsOut])).toEqual(connectors.map(() => ['Completed', 60]));
       return most;
     };
-    // Without a bound, three runs of three chunks in flight each write more than two at once.
-    expect(await run(undefined)).toBeGreaterThan(2);
-    expect(await run(2)).toBe(2);
+    // With the pool of 10 (8 places), three runs of three chunks in flight each write more than two at once.
+    expect(hub.services.db.heldLimit).toBe(8);
+    expect(await run(hub.services.db)).toBeGreaterThan(2);
+    // With a pool of 4, two at once: the API keeps two connections.
+    const small = new Database({ appUrl: roleUrl(hub.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(hub.ownerUrl, TEST_ROLES.worker), poolSize: 4 });
+    try {
+      expect(await run(small)).toBe(2);
+    } finally {
+      await small.close();
+    }
     expect(contexts).toHaveLength(18);
     for (const seen of contexts) expect(seen.job).toBe(seen.connector);
   });

@@ -4,7 +4,6 @@ import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
 import { runForTenant } from '../observability/context.js';
 import { unlessAborted } from '../abortable.js';
-import { SlotPool } from '../concurrency/slot-pool.js';
 import { logger, storableMessage, storableUpstreamMessage } from '../observability/logger.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
@@ -52,13 +51,6 @@ export interface RunnerOptions {
    * when a cancel served by another process reaches them; 0: never (tests).
    */
   heartbeatEvery?: number;
-  /**
-   * Chunk transactions of all this process's runs in flight at once (`svc.datasource.pool-size` − 2
-   * in the hub: each holds a connection of the pool, and the API and the rest of the hub keep two
-   * beside them); further chunks wait, tenants taking turns. Undefined: no bound beyond each run's
-   * own WRITES_IN_FLIGHT (tests).
-   */
-  writeSlots?: number;
 }
 
 export interface TriggerOptions {
@@ -162,24 +154,15 @@ export class ConnectorRunner {
   private beat: NodeJS.Timeout | undefined;
   private closed = false;
 
-  /** The chunk transactions of every run of this process (RunnerOptions.writeSlots), tenants taking turns. */
-  private readonly writes: SlotPool | undefined;
+  constructor(private readonly o: RunnerOptions) {}
 
-  constructor(private readonly o: RunnerOptions) {
-    const slots = o.writeSlots;
-    if (slots !== undefined && (!Number.isSafeInteger(slots) || slots < 1)) throw new Error(`writeSlots must be a positive integer, not ${slots}`);
-    // One lane per tenant (its runs' chunks queue in it, in order), each lane up to every slot: lanes take turns.
-    this.writes = slots === undefined ? undefined : new SlotPool(slots, slots, Number.POSITIVE_INFINITY);
-  }
-
-  /** `work` (a chunk's transaction) once a write slot is free for the tenant. */
+  /**
+   * `work` (a chunk's transaction) once the database has a place for it among the units that hold a
+   * connection for long (Database.holdConnection: the chunk transactions of every run of the process,
+   * export streams and analytic queries together at most the pool less two), tenants taking turns.
+   */
   private inWriteSlot<T>(tenantId: number, work: () => Promise<T>): Promise<T> {
-    const writes = this.writes;
-    if (!writes) return work();
-    // The pool starts a queued chunk in this run's context, not in that of the chunk whose end frees the slot.
-    return new Promise<T>((resolve, reject) => {
-      writes.offer(tenantId, () => work().then(resolve, reject));
-    });
+    return this.o.db.holdConnection(tenantId, work);
   }
 
   /** Not closed: a scheduler claims a slot only while its runner will run it. */

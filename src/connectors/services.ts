@@ -90,8 +90,6 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     maxDeadLetters: config.int('svc.connectors.max-dead-letters-per-run'),
     subscribers: deps.subscribers,
     heartbeatEvery: config.duration('svc.connectors.heartbeat-every'),
-    // Chunk transactions of all runs at once: the pool's connections but two, kept for the API and the rest of the hub.
-    writeSlots: Math.max(1, config.int('svc.datasource.pool-size') - 2),
   });
   const staleAfter = config.duration('svc.connectors.run-stale-after');
   if (staleAfter <= config.duration('svc.connectors.heartbeat-every')) {

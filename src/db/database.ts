@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { finished, type Readable } from 'node:stream';
 import pg, { type Submittable } from 'pg';
 import { from as copyFromStdin } from 'pg-copy-streams';
+import { SlotPool } from '../concurrency/slot-pool.js';
 import { CopyRecords } from './copy-records.js';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
@@ -119,6 +120,9 @@ interface DatabaseOptions {
 export class Database {
   readonly app: pg.Pool;
   readonly worker: pg.Pool;
+  /** Units holding an application connection for long, at once at most (see `holdConnection`). */
+  readonly heldLimit: number;
+  private readonly held: SlotPool;
   /** The role the analytic chat's SQL takes with `SET LOCAL ROLE` (src/retrieval/analytic/run.ts). */
   readonly analyticRole: string;
 
@@ -131,6 +135,28 @@ export class Database {
     const connectionTimeoutMillis = options.connectTimeoutMs ?? 0;
     this.app = resilientPool({ connectionString: options.appUrl, max: options.poolSize, connectionTimeoutMillis, application_name: 'svc-hub' });
     this.worker = resilientPool({ connectionString: options.workerUrl, max: options.poolSize, connectionTimeoutMillis, application_name: 'svc-hub worker' });
+    this.heldLimit = Math.max(1, options.poolSize - 2);
+    this.held = new SlotPool(this.heldLimit, this.heldLimit, Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * Runs `work`, which holds one application connection for long (a connector run's chunk
+   * transaction, an export's streaming snapshot, an analytic query), once a place among such units
+   * is free: at most the pool less two of them run at once in the process, whatever their kind, so
+   * the API and the rest of the hub always find two connections of the pool (`heldLimit`; one place
+   * at least, with the smallest pool of three). Further units wait, tenants taking turns. `work`
+   * must open one connection at a time, and never wait for another held unit.
+   */
+  holdConnection<T>(tenantId: number, work: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      // The pool starts a queued unit in the context it was asked for in, not in that of the unit whose end frees the place.
+      this.held.offer(tenantId, () => work().then(resolve, reject));
+    });
+  }
+
+  /** `withTenant` as a unit holding its connection for long: see `holdConnection`. */
+  withTenantHeld<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.holdConnection(tenantId, () => this.withTenant(tenantId, fn));
   }
 
   /** One transaction as the application role with `svc.tenant_id` set for its duration. */

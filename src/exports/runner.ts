@@ -320,11 +320,16 @@ export class ExportRunner {
     };
     let outcome: RunOutcome;
     try {
-      const receipt = await this.inSlot(tenantId, run.id, AbortSignal.any([signal, ended.signal]), () => {
-        timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
-        timer.unref();
-        return this.generateAndPublish(tenantId, run, progress, work.signal, beforeCommit);
-      });
+      // The snapshot's transaction is open for the whole stream: a unit holding its connection for long
+      // (Database.holdConnection), counted with connector chunk writes and analytic queries; the time
+      // limit starts once it has its place.
+      const receipt = await this.inSlot(tenantId, run.id, AbortSignal.any([signal, ended.signal]), () =>
+        this.options.db.holdConnection(tenantId, () => {
+          timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
+          timer.unref();
+          return this.generateAndPublish(tenantId, run, progress, work.signal, beforeCommit);
+        }),
+      );
       outcome = { receipt };
     } catch (err) {
       outcome = this.classify(err, work.signal, run);

@@ -110,7 +110,7 @@ interface Searcher {
 export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices {
   const { db, embedding } = deps;
   const mode = deps.vectorSearch ?? 'auto';
-  const analyticGate = new AnalyticGate(deps.analyticConcurrency?.total ?? 4, deps.analyticConcurrency?.perTenant ?? 2);
+  const analyticGate = new AnalyticGate(deps.analyticConcurrency?.total ?? 4, deps.analyticConcurrency?.perTenant ?? 2, (tenantId, work) => deps.db.holdConnection(tenantId, work));
   let chosen: Promise<{ searcher: Searcher; pgvector?: PgvectorFound }> | undefined;
   /**
    * The search path, decided once per process from what the database has (the owner prepared it

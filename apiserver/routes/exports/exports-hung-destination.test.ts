@@ -124,6 +124,30 @@ describe('export runs to a destination that never answers', () => {
     await until('the run of B to reach the endpoint', () => sockets.size >= 3);
     await new Promise((r) => setTimeout(r, 300));
     expect(sockets.size).toBe(3);
+
+    // The three streams hold three of the pool's 6 − 2 = 4 places for work that holds a connection
+    // for long (Database.holdConnection, shared with connector chunk writes and analytic queries):
+    // one more such unit starts, the next waits for a place, and the API still answers meanwhile.
+    expect(hub.services.db.heldLimit).toBe(4);
+    let release: () => void = () => undefined;
+    const entered: string[] = [];
+    const fourth = hub.services.db.holdConnection(A, async () => {
+      entered.push('fourth');
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    });
+    const fifth = hub.services.db.holdConnection(B, async () => {
+      entered.push('fifth');
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(entered).toEqual(['fourth']);
+    const meanwhile = Date.now();
+    expect((await clients[B]!.get('/api/entities')).status).toBe(200);
+    expect(Date.now() - meanwhile).toBeLessThan(2_000);
+    release();
+    await Promise.all([fourth, fifth]);
+    expect(entered).toEqual(['fourth', 'fifth']);
   }, 30_000);
 
   type Run = { id: string; status: string; failureCode: string | null; failureReason: string | null };

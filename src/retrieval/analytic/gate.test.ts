@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { SlotPool } from '../../concurrency/slot-pool.js';
 import { AnalyticGate } from './gate.js';
 import { AnalyticRefusal } from './refusal.js';
 
@@ -105,5 +106,38 @@ describe('AnalyticGate', () => {
     const gate = new AnalyticGate(1, 1);
     await expect(gate.run(1, 's', 1_000, async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     await expect(gate.run(1, 's', 1_000, async () => 'next')).resolves.toBe('next');
+  });
+
+  it('waits for a place among the held connections within the same wait; refused, it hands the place back unused', async () => {
+    // One place, taken by other work (a chunk write, an export stream) until the test frees it.
+    const budget = new SlotPool(1, 1, Number.POSITIVE_INFINITY);
+    let free: () => void = () => undefined;
+    budget.offer(9, () => new Promise<void>((resolve) => {
+      free = resolve;
+    }));
+    const hold = <T>(tenantId: number, work: () => Promise<T>) =>
+      new Promise<T>((resolve, reject) => {
+        budget.offer(tenantId, () => work().then(resolve, reject));
+      });
+    const gate = new AnalyticGate(4, 2, hold);
+    const query = held();
+    const started = Date.now();
+    await expect(gate.run(1, 'select 1', 200, query.work)).rejects.toMatchObject({ guard: 5, sql: 'select 1' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(query.started()).toBe(false);
+    free();
+    await tick();
+    expect(query.started()).toBe(false);
+    expect(budget.size()).toBe(0);
+    // With a place free, a query runs inside it.
+    const next = held();
+    const answer = gate.run(1, 'select 2', 1_000, next.work);
+    await tick();
+    expect(next.started()).toBe(true);
+    expect(budget.size()).toBe(1);
+    next.finish('done');
+    await expect(answer).resolves.toBe('done');
+    await tick();
+    expect(budget.size()).toBe(0);
   });
 });

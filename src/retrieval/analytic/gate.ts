@@ -15,9 +15,15 @@ const WAITING_PER_TENANT = 16;
 export class AnalyticGate {
   private readonly slots: SlotPool;
 
+  /**
+   * `hold`: where a query that has its turn waits for a place among the process's units that hold a
+   * connection for long (Database.holdConnection, shared with connector chunk writes and export
+   * streams); its wait counts against `waitMs` too. Unset: no such wait (tests of the gate alone).
+   */
   constructor(
     readonly total: number,
     readonly perTenant: number,
+    private readonly hold: <T>(tenantId: number, work: () => Promise<T>) => Promise<T> = (_tenantId, work) => work(),
   ) {
     if (!Number.isSafeInteger(total) || total < 1) throw new Error(`total must be a positive integer, not ${total}`);
     if (!Number.isSafeInteger(perTenant) || perTenant < 1) throw new Error(`perTenant must be a positive integer, not ${perTenant}`);
@@ -41,12 +47,16 @@ export class AnalyticGate {
       const timer = setTimeout(() => {
         if (state === 'waiting') refuse();
       }, waitMs);
-      // A query refused while waiting stays in the queue; when its turn comes it hands the slot straight back.
+      // A query refused while waiting stays in the queue; when its turn comes it hands the slot (and
+      // its place among the held connections) straight back.
       const job = (): Promise<void> => {
         if (state !== 'waiting') return Promise.resolve();
-        state = 'started';
-        clearTimeout(timer);
-        return work().then(resolve, reject);
+        return this.hold(tenantId, () => {
+          if (state !== 'waiting') return Promise.resolve();
+          state = 'started';
+          clearTimeout(timer);
+          return work().then(resolve, reject);
+        });
       };
       if (!this.slots.offer(tenantId, job)) {
         clearTimeout(timer);
