@@ -853,4 +853,65 @@ describe('status, ownership and conflicts', () => {
     });
     await restart(() => undefined);
   });
+
+  it('shows the outbound address policy in force on Ready: restarted with svc.egress.allow admitting the host, the warning goes (and comes back when it no longer does) without a change or a second apply', async () => {
+    // A prod hub's manifest services with this svc.egress.allow; every apply that changed something is counted.
+    const applies: string[] = [];
+    const policy = (allow: string[]): ManifestServices => {
+      const real = createManifestServices({ db: hub.services.db, admin: hub.services.admin, egress: new EgressPolicy({ denyPrivate: true, allow }) });
+      return {
+        ...real,
+        applyIfChanged: async (...args) => {
+          const outcome = await real.applyIfChanged(...args);
+          if (!outcome.conflict && outcome.changed) applies.push(args[2]);
+          return outcome;
+        },
+      };
+    };
+    const name = 'egress-refresh';
+    const window = 'spec.window: the window fences scheduled runs only, and this connector has no schedule';
+    const refused =
+      'spec.base_url: 10.0.0.5 is a private address: refused by the outbound address policy (svc.egress.deny-private); runs will fail until svc.egress.allow admits it';
+    const message = () => cond(name, 'Ready')?.message;
+    const statusWrites = () => api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith(`/connectors/${name}/status`)).length;
+
+    await restart(() => undefined, policy([]));
+    api.apply('connectors', { ...open, metadata: { name, namespace: NS, labels: { 'svc.io/tenant': 'default' } }, spec: { ...(open.spec as object), base_url: 'http://10.0.0.5:8080', window: '01:00-05:00' } });
+    await until('Ready with both warnings', () => message() === `applied to tenant default; warnings: ${window}; ${refused}`);
+    await settled();
+    expect(applies).toEqual([name]);
+    const applied = cond(name, 'Ready')!;
+    const { generation } = get(name)!.metadata;
+    const updatedAt = (await hubGet(`/api/connectors/${name}`)).body!.updatedAt;
+
+    // Restarted with an allow-list that admits the host: its start's reconcile drops the policy's
+    // warning (the apply's own stays), with one status write, no change and no apply.
+    let writesBefore = statusWrites();
+    await restart(() => undefined, policy(['10.0.0.0/24']));
+    await until('the policy warning gone', () => message() === `applied to tenant default; warnings: ${window}`);
+    await settled();
+    expect(cond(name, 'Ready')).toMatchObject({ status: 'True', reason: 'Applied', observedGeneration: generation, lastTransitionTime: applied.lastTransitionTime });
+    expect(get(name)!.metadata.generation).toBe(generation);
+    expect(statusWrites()).toBe(writesBefore + 1);
+    expect(applies).toEqual([name]);
+    expect((await hubGet(`/api/connectors/${name}`)).body!.updatedAt).toBe(updatedAt);
+
+    // A resync with the message as it is writes nothing.
+    const before = writes();
+    const reads = api.requests.length;
+    operator.resyncAll();
+    await until('the resync to read', () => api.requests.length > reads);
+    await settled();
+    expect(writes()).toBe(before);
+
+    // Restarted with the host no longer admitted: the warning is back, still without an apply.
+    writesBefore = statusWrites();
+    await restart(() => undefined, policy(['10.0.1.0/24']));
+    await until('the policy warning back', () => message() === `applied to tenant default; warnings: ${window}; ${refused}`);
+    await settled();
+    expect(statusWrites()).toBe(writesBefore + 1);
+    expect(applies).toEqual([name]);
+    expect((await hubGet(`/api/connectors/${name}`)).body!.updatedAt).toBe(updatedAt);
+    await restart(() => undefined);
+  });
 });

@@ -19,7 +19,7 @@ import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
 import { type Condition, Conflict, manifestOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
-import { announce, condition, type Health, healthConditions, keepTransitions, MANAGED_BY } from './status.js';
+import { announce, appliedMessage, condition, type Health, healthConditions, keepTransitions, MANAGED_BY, otherWarnings } from './status.js';
 import { resolveTenant } from './tenant.js';
 
 /**
@@ -556,11 +556,14 @@ export class Operator {
       return { status: status({ state: 'stalled', reason: 'Invalid', message: applied.message }, { tenant: heldIn ?? (previous.tenant === tenant.code ? tenant.code : undefined), lastRun: previous.lastRun, scheduled: scheduledOf(previous) }) };
     }
 
-    // An apply that changed nothing has no warnings to say: the message of the apply that did (same
-    // generation, same tenant) stands, so a resync does not rewrite the status.
+    // An apply that changed nothing has no warnings to say: those of the apply that did (same
+    // generation, same tenant) stand, read back from its message, so a resync does not rewrite the
+    // status. But the outbound address policy's are the policy's in force, recomputed every time: an
+    // operator started with another svc.egress.allow shows the warning gone, or a new one, at once.
     const before = previous.conditions?.find((c) => c.type === 'Ready');
     const kept = !applied.changed && previous.tenant === tenant.code && before?.reason === 'Applied' && before.observedGeneration === generation ? before.message : undefined;
-    const message = kept ?? `applied to tenant ${tenant.code}${applied.warnings.length ? `; warnings: ${applied.warnings.join('; ')}` : ''}`;
+    const others = kept !== undefined ? otherWarnings(kept) : applied.warnings.filter((w) => !applied.policyWarnings.includes(w)).join('; ');
+    const message = appliedMessage(tenant.code, others, applied.policyWarnings);
     let health: Health = { state: 'done', message };
     let retry: Error | undefined;
     const scheduled: Condition[] = [];
@@ -590,7 +593,7 @@ export class Operator {
     resource: Resource,
     tenant: { code: string; id: number },
     owner: ManifestOwner,
-  ): Promise<{ ok: true; changed: boolean; schedule: string | null; warnings: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
+  ): Promise<{ ok: true; changed: boolean; schedule: string | null; warnings: string[]; policyWarnings: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
     const manifest = manifestOf(resource);
     const where = `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name}`;
     try {
@@ -599,7 +602,7 @@ export class Operator {
       const log = { kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code };
       if (result.adopted) logger().info(log, `${where} adopts ${kind.kind} ${resource.metadata.name} of tenant ${tenant.code} (applied by the operator before ownership was recorded)`);
       if (result.changed) logger().info(log, `${where} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
-      return { ok: true as const, changed: result.changed, schedule: result.schedule, warnings: result.warnings };
+      return { ok: true as const, changed: result.changed, schedule: result.schedule, warnings: result.warnings, policyWarnings: result.policyWarnings };
     } catch (err) {
       if (err instanceof ValidationError) {
         const field = err.field && !err.message.includes(err.field) ? `${err.field}: ` : '';

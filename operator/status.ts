@@ -1,4 +1,5 @@
 import type { CoreV1Api } from '@kubernetes/client-node';
+import { APPLY_WARNING_TAIL } from '../src/egress/policy.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import { loggableMessage } from '../src/observability/database-errors.js';
 import { logger } from '../src/observability/logger.js';
@@ -60,6 +61,28 @@ export function healthConditions(now: Date, generation: number | undefined, heal
         condition(now, 'Stalled', 'False', 'Progressing', `reconciling ${gen}`, generation),
       ];
   }
+}
+
+const WARNINGS = '; warnings: ';
+/** One warning of the outbound address policy in a message: `<field>: <reason>; runs will fail until svc.egress.allow admits it`, with the separator before it. */
+const POLICY_WARNING = new RegExp(`(?:^|; )spec\\.[^:;]*: [^;]*${APPLY_WARNING_TAIL.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?=; |$)`, 'g');
+
+/**
+ * The Ready message of an applied resource: `applied to tenant <code>`, then its warnings, the apply's
+ * others (`others`, as written) first and the outbound address policy's last.
+ */
+export function appliedMessage(tenant: string, others: string, policy: readonly string[]): string {
+  const warnings = [...(others ? [others] : []), ...policy].join('; ');
+  return `applied to tenant ${tenant}${warnings ? `${WARNINGS}${warnings}` : ''}`;
+}
+
+/**
+ * The warnings of an `appliedMessage` other than the outbound address policy's (which end in
+ * APPLY_WARNING_TAIL, wherever they stand): '' when there are none.
+ */
+export function otherWarnings(message: string): string {
+  const at = message.indexOf(WARNINGS);
+  return at < 0 ? '' : message.slice(at + WARNINGS.length).replace(POLICY_WARNING, '').replace(/^; /, '');
 }
 
 /** `conditions` keeping the previous `lastTransitionTime` of each condition whose status did not change. */

@@ -1,5 +1,6 @@
 import type { Tx } from '../db/database.js';
 import { type ApplyContext, type ManifestHandler, warningLines } from '../manifests/handler.js';
+import { baseUrlWarning, checkManifest } from './manifest/validate.js';
 import { listRuns } from './runs/ledger.js';
 import { applyConnector, deleteConnectorOrSource, storedManifest } from './store.js';
 
@@ -13,6 +14,13 @@ export const connectorHandler: ManifestHandler = {
   async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
     const result = await applyConnector(tx, manifest, { actor, egress: context?.egress });
     return { created: result.created, warnings: warningLines(result.warnings), schedule: result.connector.schedule ?? null };
+  },
+  // Its one address, base_url, as the policy in force sees it.
+  policyWarnings(manifest: unknown, context: ApplyContext) {
+    if (!context.egress) return [];
+    const { connector } = checkManifest(manifest);
+    const warning = connector && baseUrlWarning(connector.baseUrl, context.egress);
+    return warning ? warningLines([warning]) : [];
   },
   remove: (tx: Tx, name: string) => deleteConnectorOrSource(tx, name),
   async lastRun(tx: Tx, name: string) {

@@ -83,6 +83,9 @@ function family(address: string): 'ipv4' | 'ipv6' {
 /** A host name of the allow-list: dot-separated labels of letters, digits, '-' and '_' (1 to 63 each, at most 253 in all). */
 const HOST_NAME = /^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$/;
 
+/** How every `applyWarning` ends (the operator tells the policy's warnings from an apply's others by it). */
+export const APPLY_WARNING_TAIL = '; runs will fail until svc.egress.allow admits it';
+
 export class EgressPolicy {
   readonly denyPrivate: boolean;
   private readonly denied: Array<{ label: string; list: BlockList }>;
@@ -178,7 +181,7 @@ export class EgressPolicy {
    */
   applyWarning(hostname: string): string | undefined {
     const refused = this.refusal(hostname);
-    return refused && `${refused.message}; runs will fail until svc.egress.allow admits it`;
+    return refused && `${refused.message}${APPLY_WARNING_TAIL}`;
   }
 
   /** Why an address is refused, or undefined when it may be connected to (allow-list applied). */

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { type ApplyContext, type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { entityShape } from './entity-shape.js';
+import { checkExportManifest, destinationWarning } from './manifest/validate.js';
 import { latestRun } from './runs/ledger.js';
 import { applyExport, deleteExport, storedManifest } from './store.js';
 
@@ -14,6 +15,13 @@ export const exportHandler: ManifestHandler = {
   async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
     const result = await applyExport(tx, manifest, { actor, entity: entityShape, egress: context?.egress });
     return { created: result.created, warnings: warningLines(result.warnings), schedule: result.spec.schedule ?? null };
+  },
+  // Its destination's address (the S3 endpoint's host, the SFTP host), as the policy in force sees it.
+  policyWarnings(manifest: unknown, context: ApplyContext) {
+    if (!context.egress) return [];
+    const { spec } = checkExportManifest(manifest);
+    const warning = spec && destinationWarning(context.egress, spec.destination);
+    return warning ? warningLines([warning]) : [];
   },
   // A run in flight stops at its process's next heartbeat, as with DELETE /api/exports/{name}.
   remove: async (tx: Tx, name: string) => (await deleteExport(tx, name)).deleted,

@@ -19,6 +19,12 @@ export interface ManifestHandler {
    * address the hub connects to (as their HTTP apply answers them).
    */
   apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
+  /**
+   * The lines of `apply`'s warnings that follow the hub's configuration (its outbound address policy,
+   * `context.egress`) rather than the manifest: what an apply of `manifest`, already stored, would
+   * warn of now, found without storing anything. Kinds that store an address the hub connects to.
+   */
+  policyWarnings?(manifest: unknown, context: ApplyContext): string[];
   /** Deletes by name (with what it owns in the hub); false when there was none. */
   remove(tx: Tx, name: string): Promise<boolean>;
   /** The latest run (kinds with `lastRun`). */

@@ -40,7 +40,20 @@ export type OwnershipConflict = { by: 'resource'; owner: ManifestOwner } | { by:
 
 export type ApplyOutcome =
   | { conflict: OwnershipConflict }
-  | { conflict?: undefined; changed: boolean; created: boolean; adopted: boolean; schedule: string | null; warnings: string[] };
+  | {
+      conflict?: undefined;
+      changed: boolean;
+      created: boolean;
+      adopted: boolean;
+      schedule: string | null;
+      /** The apply's warnings; none when nothing changed (nothing was applied). */
+      warnings: string[];
+      /**
+       * The outbound address policy's warnings for the manifest under the policy in force
+       * (ManifestHandler.policyWarnings), whether or not it changed: among `warnings` when it did.
+       */
+      policyWarnings: string[];
+    };
 
 export interface ManifestServices {
   /** The tenant of that code, active or not (the admin area owns tenants). */
@@ -109,6 +122,7 @@ async function ownership(tx: Tx, kind: ManifestKind, name: string, owner: Manife
 export function createManifestServices(deps: { db: Database; admin: AdminServices; egress?: EgressPolicy }): ManifestServices {
   const { db, admin } = deps;
   const context = { egress: deps.egress };
+  const policyWarnings = (kind: ManifestKind, manifest: unknown) => kind.handler.policyWarnings?.(manifest, context) ?? [];
   return {
     tenantByCode: (code) => admin.tenants.byCode(code),
     applyIfChanged: (kind, tenantId, name, manifest, actor, owner) =>
@@ -117,10 +131,10 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         if (conflict) return { conflict };
         let outcome: ApplyOutcome;
         if (stored && canonical(stored.manifest) === canonical(manifest)) {
-          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [] };
+          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [], policyWarnings: policyWarnings(kind, manifest) };
         } else {
           const result = await kind.handler.apply(tx, manifest, actor, context);
-          outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings };
+          outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings, policyWarnings: policyWarnings(kind, manifest) };
         }
         if (!recorded || recorded.namespace !== owner.namespace || recorded.name !== owner.name) {
           await tx.query(

@@ -137,9 +137,15 @@ export function checkManifest(given: unknown, options: CheckOptions = {}): Manif
   const connector = normalise(input, errors, warnings, options.inlineCredentials === true);
   if (errors.count || !connector) return { errors: errors.list, warnings };
   // The one address a connector's requests go to: every path, graphql_path and SOAP call is appended to it.
-  const refused = options.egress?.applyWarning(new URL(connector.baseUrl).hostname);
-  if (refused) warnings.push({ field: 'spec.base_url', message: refused });
+  const refused = baseUrlWarning(connector.baseUrl, options.egress);
+  if (refused) warnings.push(refused);
   return { errors: [], warnings, connector };
+}
+
+/** The outbound address policy's warning for a connector's base_url, or undefined (no policy, or the host admitted). */
+export function baseUrlWarning(baseUrl: string, egress: EgressPolicy | undefined): Issue | undefined {
+  const message = egress?.applyWarning(new URL(baseUrl).hostname);
+  return message === undefined ? undefined : { field: 'spec.base_url', message };
 }
 
 /** Refusals whose text spec 3 fixes, reported before the schema's generic "not a known field". */

@@ -1,6 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
 import { EgressPolicy } from '../../egress/policy.js';
+import { warningLines } from '../../manifests/handler.js';
+import { exportHandler } from '../manifest-handler.js';
 import { resolveTokens, unknownToken } from '../tokens.js';
 import { checkAgainstEntity, checkExportManifest } from './validate.js';
 
@@ -236,6 +238,15 @@ describe('destination addresses and the outbound address policy', () => {
     expect(warned(S3, denying)).toEqual([]);
     expect(warned({ ...SFTP, host: '127.0.0.1' }, EgressPolicy.open())).toEqual([]);
     expect(warned({ ...SFTP, host: '127.0.0.1' })).toEqual([]);
+  });
+
+  it("are recomputed alone by the kind's policyWarnings (the operator's Ready message follows the policy in force): not the endpoint's other warning", () => {
+    const m = manifest({}, { ...S3, endpoint: 'http://127.0.0.1:9000' });
+    const policy = `spec.destination.endpoint: ${reason('127.0.0.1', 'a loopback address')}`;
+    expect(warningLines(checkExportManifest(m, { egress: denying }).warnings)).toEqual(['spec.destination.endpoint: a plain http endpoint sends the file unencrypted', policy]);
+    expect(exportHandler.policyWarnings!(m, { egress: denying })).toEqual([policy]);
+    expect(exportHandler.policyWarnings!(m, { egress: new EgressPolicy({ denyPrivate: true, allow: ['127.0.0.0/8'] }) })).toEqual([]);
+    expect(exportHandler.policyWarnings!(m, {})).toEqual([]);
   });
 });
 

@@ -89,7 +89,7 @@ export function checkExportManifest(given: unknown, options: { egress?: EgressPo
 }
 
 /** The policy's refusal of the address a destination connects to, as a warning naming its field. */
-function destinationWarning(egress: EgressPolicy, d: ExportTarget): Issue | undefined {
+export function destinationWarning(egress: EgressPolicy, d: ExportTarget): Issue | undefined {
   const [field, host] = d.kind === 'sftp' ? ['host', d.host] : ['endpoint', d.endpoint === undefined ? undefined : new URL(d.endpoint).hostname];
   const message = host === undefined ? undefined : egress.applyWarning(host);
   return message === undefined ? undefined : { field: `${DESTINATION}.${field}`, message };
