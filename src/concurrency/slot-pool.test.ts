@@ -153,6 +153,22 @@ describe('slot pool', () => {
     expect(seen).toEqual(['1', '2', undefined]);
   });
 
+  it('a job offered outside any context stays outside it after a unit of work of its own (no context of the job before it comes back)', async () => {
+    const { pool, seen, job, release } = oneSlot(() => currentContext()?.tenantId);
+    runForTenant(1, () => pool.offer('a', job()));
+    const after: Array<string | undefined> = [];
+    pool.offer('b', async () => {
+      runForTenant(2, () => undefined);
+      after.push(currentContext()?.tenantId);
+      await tick(1);
+      after.push(currentContext()?.tenantId);
+    });
+    release();
+    await pool.idle();
+    expect(seen).toEqual(['1']);
+    expect(after).toEqual([undefined, undefined]);
+  });
+
   it('runs each job under the trace span it was offered under, with tracing on', async () => {
     startTracing({ serviceName: 'pool-test', endpoint: 'http://127.0.0.1:9', processor: new SimpleSpanProcessor(new InMemorySpanExporter()) });
     try {

@@ -6,7 +6,7 @@ import { from as copyFromStdin } from 'pg-copy-streams';
 import { SlotPool } from '../concurrency/slot-pool.js';
 import { CopyRecords } from './copy-records.js';
 import { NoTenantError } from '../errors.js';
-import { annotateContext, currentContext, runWithContext } from '../observability/context.js';
+import { annotateContext, carryIntoQueuedJobs, currentContext, runWithContext } from '../observability/context.js';
 import { inSpan, SpanKind } from '../observability/tracing.js';
 import { type Opening, queryAfterOpening } from './opening-query.js';
 import { endPool, resilientPool } from './pool.js';
@@ -92,6 +92,9 @@ export interface CommitFollowUp {
 }
 
 const commitHooks = new AsyncLocalStorage<CommitHook>();
+// A job queued in a slot pool writes under the hook of whoever offered it (none, outside a request),
+// not under that of the job whose end started it.
+carryIntoQueuedJobs(commitHooks);
 
 /** Runs fn with `hook` called before the commit of every transaction it (and work it starts) opens. */
 export function runWithCommitHook<T>(hook: CommitHook, fn: () => T): T {

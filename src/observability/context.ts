@@ -22,17 +22,40 @@ export function currentContext(): WorkContext | undefined {
 }
 
 /**
+ * The async-local stores a queued job must find as they were when it was offered (`inCurrentContext`):
+ * this module's logging store, and those other modules register with `carryIntoQueuedJobs` (the
+ * request's audit commit hook, src/db/database.ts). Registered here rather than imported, so that
+ * observability depends on none of its users.
+ */
+const carried: Array<AsyncLocalStorage<unknown>> = [storage as AsyncLocalStorage<unknown>];
+
+/** Registers a store that `inCurrentContext` takes at offer time and restores when the job runs. */
+export function carryIntoQueuedJobs<S>(store: AsyncLocalStorage<S>): void {
+  const own = store as AsyncLocalStorage<unknown>;
+  if (!carried.includes(own)) carried.push(own);
+}
+
+/**
  * `fn`, to be called later in the context current now (or outside any, if none is): a job queued
  * for a slot starts when another job ends, and must not run in that job's context (its tenant, its
- * request, the secrets its lines are masked for, the span its own spans belong to). The logging
- * store and OpenTelemetry's active context are taken now and restored then: a closure, not an async
- * resource (`AsyncResource.bind` costs microseconds per call on Node 20).
+ * request and that request's audit hook, the secrets its lines are masked for, the span its own
+ * spans belong to). Every registered store (`carryIntoQueuedJobs`) and OpenTelemetry's active
+ * context are taken now and restored then, a store that was empty now emptied then: a closure of
+ * nested `run`s, not an async resource (`AsyncResource.bind` and `AsyncLocalStorage.snapshot` cost
+ * microseconds per call on Node 20). An empty store is restored with `run(undefined, …)`, not
+ * `exit`: on Node 20 a `run` of the same store inside an `exit` brings the outer store back for
+ * the rest of the job (a job offered outside any context that starts a tenant's unit of work would
+ * then carry, after it, the tenant of the job whose end started it).
  */
 export function inCurrentContext<T>(fn: () => T): () => T {
-  const store = storage.getStore();
   const traced = otelContext.active();
-  const within = () => otelContext.with(traced, fn);
-  return store === undefined ? () => storage.exit(within) : () => storage.run(store, within);
+  let call = () => otelContext.with(traced, fn);
+  for (const store of carried) {
+    const value = store.getStore();
+    const inner = call;
+    call = () => store.run(value, inner);
+  }
+  return call;
 }
 
 /** Runs fn with ctx merged over the surrounding context. */
