@@ -3,7 +3,7 @@ import type { BatchV1Api, V1CronJob, V1PodTemplateSpec } from '@kubernetes/clien
 import { apiStatus } from '../kube/kube-config.js';
 import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
-import { logger } from '../src/observability/logger.js';
+import { logger, storableUpstreamMessage } from '../src/observability/logger.js';
 import type { Condition, Resource } from './resource.js';
 import { listAll } from './paging.js';
 import { condition, MANAGED_BY } from './status.js';
@@ -296,9 +296,22 @@ export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTempl
   return condition(now, 'Scheduled', 'True', 'CronJobReady', `CronJob ${name} runs "${schedule}" (Etc/UTC)`);
 }
 
-/** What the API server said of a refused object: its Status message, else the error's first line. */
+/**
+ * What the API server said of a refused object: its Status message, else the error's first line;
+ * masked as a Kubernetes API answer is (reconciler.ts, `firstLine`).
+ */
 function refusalOf(err: unknown): string {
-  const body = (err as { body?: unknown }).body;
+  return storableUpstreamMessage(apiAnswer(err) ?? String((err as Error)?.message ?? err).split('\n')[0]!);
+}
+
+/**
+ * The message of the Status the API server answered a failed call with (its first line), or
+ * undefined when it sent none (or the error is not an API server's answer): the client's own error reads `HTTP-Code: 403` on its first line,
+ * and the Status message says what failed (`cronjobs.batch "…" is forbidden: …`).
+ */
+export function apiAnswer(err: unknown): string | undefined {
+  if (apiStatus(err) === undefined) return undefined;
+  const body = (err as { body?: unknown } | undefined)?.body;
   let message: unknown;
   if (typeof body === 'string') {
     try {
@@ -307,7 +320,7 @@ function refusalOf(err: unknown): string {
       message = undefined;
     }
   } else if (body && typeof body === 'object') message = (body as { message?: unknown }).message;
-  return (typeof message === 'string' && message ? message : String((err as Error)?.message ?? err)).split('\n')[0]!;
+  return typeof message === 'string' && message ? message.split('\n')[0]! : undefined;
 }
 
 /** The CronJob of a resource's schedule: `svc-hub run … --scheduled` in the run pod template, in the release's namespace, labelled with its resource. */

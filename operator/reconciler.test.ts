@@ -12,6 +12,8 @@ import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
 import { operatorGrants } from '../kube/rbac.js';
 import { captureLogs } from '../test/harness/log-capture.js';
+import { ConflictError } from '../src/errors.js';
+import { registerSecret } from '../src/observability/logger.js';
 import { Operator, type OperatorOptions } from './reconciler.js';
 import { FINALIZER } from './finalizer.js';
 import { manifestOf, mergePatchOf, type Resource } from './resource.js';
@@ -837,6 +839,44 @@ describe('status, ownership and conflicts', () => {
     const ready = await until('Ready=Unknown', () => cond('leaky', 'Ready')?.reason === 'HubUnavailable' && cond('leaky', 'Ready'));
     expect(ready.message).toMatch(/^the hub is unavailable: could not reach postgres:\/\/.*db\.internal:5432\/hub with Authorization: Bearer \[REDACTED\]$/);
     expect(JSON.stringify(get('leaky'))).not.toMatch(/hunter2|abcdefgh12345678/);
+    await restart(() => undefined);
+  });
+
+  it('keeps the names the tenant chose in what the Kubernetes API and the hub answered, also one that equals a secret of the hub; masks that secret in the hub\'s own failures', async () => {
+    // A tenant that names a resource after a guess at the hub's database password must not learn
+    // from the status whether it guessed right (`[REDACTED]` where the name was).
+    const guess = 'guessed-hub-password';
+    registerSecret(guess);
+    const grants = () => operatorGrants({ kinds: [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' });
+    // The chart without its CronJob rule: the API server refuses the CronJob's read, naming it (after the resource).
+    api.enforceRbac(grants().map((g) => ({ ...g, rules: g.rules.filter((r) => !r.resources?.includes('cronjobs')) })), ['stand-in']);
+    try {
+      put(guess);
+      const ready = await until('CronJobFailed', () => cond(guess, 'Ready')?.reason === 'CronJobFailed' && cond(guess, 'Ready'));
+      const refusal = `cannot write the CronJob: HTTP 403: cronjobs.batch "connector-${NS}-${guess}" is forbidden: User "operator" cannot get resource "cronjobs" in API group "batch" in the namespace "${RELEASE_NS}"`;
+      expect(ready.message).toBe(`applied to tenant default; ${refusal}`);
+      expect(cond(guess, 'Scheduled')!.message).toBe(refusal);
+    } finally {
+      api.enforceRbac(grants(), ['stand-in']);
+    }
+    await readyTrue(guess);
+
+    // The hub's refusal quoting a name the tenant chose keeps it; the hub's own failure masks its secret.
+    const real = hub.services.manifests;
+    let answer: Error = new ConflictError(`export ${guess} is running run 7; wait for it to end`);
+    const failing: ManifestServices = {
+      ...real,
+      applyIfChanged: async () => {
+        throw answer;
+      },
+    };
+    await restart(() => undefined, failing);
+    put('refused');
+    const refused = await until('ReconcileFailed', () => cond('refused', 'Ready')?.reason === 'ReconcileFailed' && cond('refused', 'Ready'));
+    expect(refused.message).toBe(`export ${guess} is running run 7; wait for it to end`);
+    answer = new Error(`password authentication failed for user "svc_app" (password ${guess})`);
+    const own = await until('HubUnavailable', () => cond('refused', 'Ready')?.reason === 'HubUnavailable' && cond('refused', 'Ready'));
+    expect(own.message).toBe('the hub is unavailable: password authentication failed for user "svc_app" (password [REDACTED])');
     await restart(() => undefined);
   });
 

@@ -13,8 +13,8 @@ import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
 import type { ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
 import { loggableMessage } from '../src/observability/database-errors.js';
-import { logger, storableMessage } from '../src/observability/logger.js';
-import { cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
+import { logger, storableMessage, storableUpstreamMessage } from '../src/observability/logger.js';
+import { apiAnswer, cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
 import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
@@ -723,11 +723,26 @@ export class Operator {
 const scheduledOf = (status: ResourceStatus): Condition[] => status.conditions?.filter((c) => c.type === 'Scheduled') ?? [];
 
 /**
- * The first line of an error as a status condition may show it: masked as the hub stores an error's
- * text (the credentials of an address, the hub's own secrets, Bearer and Basic credentials), since
- * anyone who may read the resource reads its conditions.
+ * The first line of an error as a status condition may show it (read by anyone who may read the
+ * resource), masked by its source. What the Kubernetes API answered (it quotes the names the
+ * tenant chose: the resource's, its CronJob's, its namespace's) and the hub's refusals of the
+ * tenant's manifest (a ValidationError or ConflictError: they quote its names and values) are
+ * masked without the hub's own secrets (`storableUpstreamMessage`): the hub's secrets reach
+ * neither, so such text holds one only where the tenant wrote it, and masking it would answer the
+ * tenant which of its guesses is one (a resource named after a guess shown `[REDACTED]`). The
+ * hub's own failures (its database, a network error on the way to the API server, anything else)
+ * are masked with them (`storableMessage`). Credentials in addresses and Bearer and Basic
+ * credentials are masked in both. A Kubernetes API error is shown as its status code and the
+ * message of the Status the API server answered (`HTTP 403: cronjobs.batch "…" is forbidden: …`).
  */
-const firstLine = (err: unknown): string => storableMessage(err).split('\n')[0]!;
+function firstLine(err: unknown): string {
+  const answered = apiAnswer(err);
+  if (answered !== undefined) return `HTTP ${apiStatus(err)}: ${storableUpstreamMessage(answered)}`;
+  return (quotesTenant(err) ? storableUpstreamMessage(err) : storableMessage(err)).split('\n')[0]!;
+}
+
+/** Whether an error's text is an answer about what the tenant chose (see `firstLine`). */
+const quotesTenant = (err: unknown): boolean => apiStatus(err) !== undefined || err instanceof ValidationError || err instanceof ConflictError;
 
 /** A hub call failed for another reason than a refused manifest (the database unreachable, say). */
 class HubUnavailable extends Error {
