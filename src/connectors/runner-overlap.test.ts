@@ -278,6 +278,36 @@ describe('the runner', () => {
     expect(run!.recordsOut).toBe(4 * CHUNK);
   });
 
+  it('a run failed by its source writes nothing more once a chunk in flight crossed the dead-letter cap', async () => {
+    if ((await owner.query(`select to_regclass('ext_t1.overlap_rows') as t`)).rows[0].t) await owner.query('truncate ext_t1.overlap_rows');
+    let sourceFailed!: () => void;
+    const failing = new Promise<void>((resolve) => {
+      sourceFailed = resolve;
+    });
+    // Chunk 1 (4 rows, 6 without a key: past the cap of 5) stays in its transaction until the source has failed.
+    const slow: RowIndexer = {
+      async rowsWritten() {
+        await failing;
+      },
+    };
+    const reader: PageReader = {
+      async *read() {
+        yield { number: 1, items: Array.from({ length: CHUNK }, (_, i) => (i < 4 ? { id: 1000 + i, page: 1 } : { page: 1 })) };
+        // Half a chunk, left in the buffer: 3 rows and 3 more without a key.
+        yield { number: 2, items: Array.from({ length: 6 }, (_, i) => (i < 3 ? { id: 2000 + i, page: 2 } : { page: 2 })) };
+        sourceFailed();
+        throw new Error('the source failed');
+      },
+    };
+    const capped = new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: slow, chunkSize: CHUNK, subscribers: hub.services.subscribers, maxDeadLetters: 5 });
+    const [run] = await (await capped.trigger(1, connector, { triggeredBy: 'manual' })).done;
+    expect(run).toMatchObject({ status: 'Failed', errorMessage: 'the source failed', deadLetterCount: 6, recordsOut: 4 });
+    const { rows } = await owner.query(`select distinct (data->>'page')::int as page from ext_t1.overlap_rows where tenant_id = 1 order by 1`);
+    expect(rows.map((r: { page: number }) => r.page)).toEqual([1]);
+    const letters = await owner.query('select count(*)::int as n from connectors.dead_letters where run_id = $1', [run!.id]);
+    expect(letters.rows[0].n).toBe(6);
+  });
+
   // Last: it registers a subscriber for the rest of the file.
   it('emits the data.row.changed events of a chunk in one statement, in the order of its rows', async () => {
     await owner.query(`select case when to_regclass('ext_t1.overlap_rows') is not null then 1 end`).then(({ rows }) => (rows[0].case ? owner.query('truncate ext_t1.overlap_rows') : undefined));

@@ -500,21 +500,29 @@ export class ConnectorRunner {
     } catch (err) {
       // A stop (a cancel, the hub stopping) aborts the reader wherever it is: its reason is the run's end.
       const failure = stopped() ?? (err as EngineFailure);
-      // Whatever was read before the failure is written: a failed run is not rolled back (but past
-      // the dead-letter cap, what is left would only add dead letters).
-      try {
-        await settle().catch((writeErr: unknown) => {
-          if (!(writeErr instanceof DeadLetterCapError)) logger().error({ err: writeErr, runId: run.id }, 'a chunk write failed');
-        });
-        const rest = buffer;
-        buffer = [];
-        if (!(failure instanceof DeadLetterCapError)) {
-          const before = held;
-          held = [];
-          await flush(before);
-          await flush(rest);
+      // Whatever was read before the failure is written: a failed run is not rolled back. But past
+      // the dead-letter cap, what is left would only add dead letters: once the failure is the cap,
+      // or a chunk in flight crosses it, nothing more is written. So the chunks left are written one
+      // after the other, each settled before the next.
+      let capped = failure instanceof DeadLetterCapError;
+      /** Waits for every chunk in flight; notes a crossed cap, logs any other write failure. */
+      const settleAfterFailure = async () => {
+        for (const result of await Promise.allSettled(inFlight.splice(0).map((w) => w.done))) {
+          if (result.status === 'fulfilled') continue;
+          if (result.reason instanceof DeadLetterCapError) capped = true;
+          else logger().error({ err: result.reason, runId: run.id }, 'a chunk write failed');
         }
-        await settle();
+      };
+      try {
+        await settleAfterFailure();
+        const left = [held, buffer];
+        held = [];
+        buffer = [];
+        for (const items of left) {
+          if (capped) break;
+          await flush(items);
+          await settleAfterFailure();
+        }
       } catch (flushErr) {
         logger().error({ err: flushErr, runId: run.id }, 'could not write the rows read before a run failure');
       }
