@@ -7,7 +7,7 @@ import type { ExportRun } from './runs/ledger.js';
  * How a run's failure reads (ExportRunner's classification), where a stop and the destination's
  * cleanup meet: the reason names what was left behind instead of claiming the cleanup.
  */
-type Classify = (err: unknown, signal: AbortSignal, run: ExportRun) => { code: string; reason: string };
+type Classify = (err: unknown, signal: AbortSignal, run: ExportRun) => { code: string; reason: string; origin: string };
 const runner = new ExportRunner({ heartbeatEveryMs: 1_000, timeoutMs: 60_000 } as unknown as ExportRunnerOptions);
 const classify = (runner as unknown as { classify: Classify }).classify.bind(runner);
 const run = { id: 'r1', exportName: 'x' } as ExportRun;
@@ -28,13 +28,13 @@ describe('an export run\'s failure reason after a stop', () => {
 
   it('a stop whose cleanup left something: the leftover in place of the cleanup claim', () => {
     const signal = cancelled();
-    expect(classify(new LeftBehind(signal.reason, leftover), signal, run)).toEqual({ code: 'interrupted', reason: expected });
+    expect(classify(new LeftBehind(signal.reason, leftover), signal, run)).toEqual({ code: 'interrupted', reason: expected, origin: 'hub' });
   });
 
   it('a stop that came after the destination had failed and named its leftover: the stop, with the leftover', () => {
     const signal = cancelled();
     const failure = new PublishError('publication', `the server refused the write; ${leftover}`, leftover);
-    expect(classify(failure, signal, run)).toEqual({ code: 'interrupted', reason: expected });
+    expect(classify(failure, signal, run)).toEqual({ code: 'interrupted', reason: expected, origin: 'hub' });
   });
 
   it('a stop with nothing left: the stop\'s own reason', () => {

@@ -24,6 +24,7 @@ import {
   completeRun,
   type ExportRun,
   failRun,
+  type FailureOrigin,
   getRun,
   heartbeat,
   lockRunning,
@@ -67,14 +68,14 @@ export interface ExportRunnerOptions {
   concurrency?: { total: number; perTenant: number };
 }
 
-/** How a run ended, as this process saw it. */
-type Failure = { code: FailureCode; reason: string };
+/** How a run ended, as this process saw it; `origin` decides how the reason is masked (ledger.ts, `FailureOrigin`). */
+type Failure = { code: FailureCode; reason: string; origin: FailureOrigin };
 type RunOutcome = Failure | { receipt: Receipt };
 
 /** Records a run's end; a run that has ended already (swept meanwhile) keeps its record. */
 async function record(tx: Tx, runId: string, outcome: RunOutcome): Promise<void> {
   if ('receipt' in outcome) await completeRun(tx, runId, outcome.receipt);
-  else await failRun(tx, runId, outcome.code, outcome.reason);
+  else await failRun(tx, runId, outcome.code, outcome.reason, outcome.origin);
 }
 
 /** Why a run stops when its record says it has ended (only logged: the record keeps its own reason). */
@@ -140,6 +141,8 @@ class RunFailure extends Error {
   constructor(
     readonly code: FailureCode,
     readonly reason: string,
+    /** `tenant` when the reason quotes only what the tenant chose (a secret's name) around the hub's wording. */
+    readonly origin: FailureOrigin = 'hub',
   ) {
     super(reason);
   }
@@ -316,7 +319,8 @@ export class ExportRunner {
       if (admitted === true) {
         if (!work.signal.aborted) progress.committing = true;
       } else if (admitted === false) endedElsewhere();
-      else ended.abort(new RunFailure('publication', `the run's record could not be checked before publishing (${admitted.message}); nothing was published. Retry it`));
+      // The hub's own failure (its database): masked with the hub's credentials.
+      else ended.abort(new RunFailure('publication', `the run's record could not be checked before publishing (${admitted.message}); nothing was published. Retry it`, 'hub'));
     };
     let outcome: RunOutcome;
     try {
@@ -394,16 +398,17 @@ export class ExportRunner {
     if (err instanceof LeftBehind) {
       const failure = this.classify(err.cause, signal, run);
       const reason = failure.reason.includes(CLEANED_UP) ? failure.reason.replace(CLEANED_UP, `; ${err.leftover}`) : `${failure.reason}; ${err.leftover}`;
-      return { code: failure.code, reason };
+      return { code: failure.code, reason, origin: failure.origin };
     }
     const cause = signal.aborted && signal.reason instanceof RunFailure ? signal.reason : err;
-    if (cause instanceof RunFailure) return { code: cause.code, reason: cause.reason };
-    if (cause instanceof PublishError) return { code: cause.code, reason: cause.reason };
-    if (cause instanceof EntityDefinitionError) return { code: 'definition', reason: cause.message };
-    if (cause instanceof GenerationError) return { code: 'generation', reason: cause.message };
-    if ((cause as { code?: string }).code === QUERY_CANCELED) return { code: 'generation', reason: this.timeLimitReason() };
+    if (cause instanceof RunFailure) return { code: cause.code, reason: cause.reason, origin: cause.origin };
+    // What the tenant's own destination answered (or the exchange with it).
+    if (cause instanceof PublishError) return { code: cause.code, reason: cause.reason, origin: 'tenant' };
+    if (cause instanceof EntityDefinitionError) return { code: 'definition', reason: cause.message, origin: 'hub' };
+    if (cause instanceof GenerationError) return { code: 'generation', reason: cause.message, origin: 'hub' };
+    if ((cause as { code?: string }).code === QUERY_CANCELED) return { code: 'generation', reason: this.timeLimitReason(), origin: 'hub' };
     logger().error({ err, runId: run.id, export: run.exportName }, 'export run failed unexpectedly');
-    return { code: 'generation', reason: `the snapshot could not be produced: ${(err as Error).message ?? String(err)}; nothing was published` };
+    return { code: 'generation', reason: `the snapshot could not be produced: ${(err as Error).message ?? String(err)}; nothing was published`, origin: 'hub' };
   }
 
   /** Inside one tenant transaction: the definition checked again, then the bytes streamed out. */
@@ -455,10 +460,12 @@ export class ExportRunner {
     const resolve = createCredentialResolver(this.options.sources, tenantId, `export:${spec.name}`);
     const need = async (field: string, name: string): Promise<string> => {
       const value = await resolve(name).catch((err: unknown) => {
-        if (err instanceof CredentialUnreadableError) throw new RunFailure('publication', `${err.message} (spec.destination.${field})`);
+        // The hub's wording around the secret's name, which the tenant chose: masked as such (a
+        // secret named after a guess at a hub credential must not come back [REDACTED]).
+        if (err instanceof CredentialUnreadableError) throw new RunFailure('publication', `${err.message} (spec.destination.${field})`, 'tenant');
         throw err;
       });
-      if (value === undefined) throw new RunFailure('publication', `no secret named ${name} is stored in this tenant (spec.destination.${field}): store it (POST /api/platform/secrets), then retry`);
+      if (value === undefined) throw new RunFailure('publication', `no secret named ${name} is stored in this tenant (spec.destination.${field}): store it (POST /api/platform/secrets), then retry`, 'tenant');
       return value;
     };
     const d = spec.destination;

@@ -12,6 +12,8 @@ import { ExtSchema } from '../connectors/target/ddl.js';
 import { prepareRow } from '../connectors/target/rows.js';
 import { upsertChunk } from '../connectors/target/writer.js';
 import { EgressPolicy } from '../egress/policy.js';
+import type { Database, Tx } from '../db/database.js';
+import { createExportServices } from '../exports/services.js';
 import { embeddingFromConfig } from '../retrieval/embedding/from-config.js';
 import { embedPending, expandPending, pendingIndexer } from '../retrieval/indexer.js';
 
@@ -95,6 +97,16 @@ describe('through the hub: a connector run and an export run that fail with a cr
     return { id, record };
   }
 
+  /** Entity `item` applied over `ext.items` holding one row (kept if an earlier test made it). */
+  async function oneItem(): Promise<void> {
+    await hub.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
+    await owner.query(
+      `insert into ext_t1.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label)
+         values (1, 'k1', 'h1', '{}', '00000000-0000-0000-0000-0000000000c5', '00000000-0000-0000-0000-0000000000e5', 'label 1') on conflict do nothing`,
+    );
+    expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBeLessThan(300);
+  }
+
   it('a run failed by an upstream 500 echoing the token and a credential URL: neither its record, its API answers nor its event holds them; the status does', async () => {
     const { id, record } = await failedRun('leaky', upstream.url);
 
@@ -154,12 +166,7 @@ describe('through the hub: a connector run and an export run that fail with a cr
   }, 60_000);
 
   it('an export run failed by an S3-compatible store answering guesses at the hub\'s own credentials as its error code: stored as the store sent it, the right one as a wrong one (no oracle)', async () => {
-    await hub.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
-    await owner.query(
-      `insert into ext_t1.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label)
-         values (1, 'k1', 'h1', '{}', '00000000-0000-0000-0000-0000000000c5', '00000000-0000-0000-0000-0000000000e5', 'label 1') on conflict do nothing`,
-    );
-    expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBeLessThan(300);
+    await oneItem();
     const outcomes: Record<string, string> = {};
     for (const guess of [HUB_PASSWORD, 'mail-pa55wore']) {
       const store = await startReceiver(() => ({ status: 400, headers: { 'content-type': 'application/xml' }, body: `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${guess}</Code><Message>m</Message></Error>` }));
@@ -178,6 +185,27 @@ describe('through the hub: a connector run and an export run that fail with a cr
     }
     expect(outcomes[HUB_PASSWORD]).toContain(`HTTP 400 ${HUB_PASSWORD} while publishing`);
     expect(outcomes[HUB_PASSWORD]!.replace(HUB_PASSWORD, 'GUESS')).toBe(outcomes['mail-pa55wore']!.replace('mail-pa55wore', 'GUESS'));
+  }, 60_000);
+
+  it('an export run failed by the hub\'s own database as it checks the run before publishing (a publication failure): the hub\'s credential in the error is masked', async () => {
+    // Coded `publication` as the destination's own refusals are, but the hub's failure: masked with the hub's credentials.
+    await oneItem();
+    expect((await api.post('/api/exports/apply', itemS3Export('fenced', s3.endpoint))).status).toBeLessThan(300);
+    // The hub's database, but for the publication fence's transaction (the worker pool), which fails quoting the hub's credential.
+    const real = hub.services.db;
+    const failing = Object.create(real) as Database;
+    failing.crossTenant = ((job: string, fn: (tx: Tx) => Promise<unknown>) =>
+      job === 'export-publication' ? Promise.reject(new Error(`password authentication failed (tried ${HUB_PASSWORD})`)) : real.crossTenant(job, fn)) as Database['crossTenant'];
+    const services = createExportServices({ config: hub.config, db: failing, secrets: hub.services.secrets, egress: new EgressPolicy({ denyPrivate: false }) });
+    try {
+      const run = await services.runNow(1, 'fenced');
+      expect(run).toMatchObject({ status: 'Failed', failureCode: 'publication' });
+      expect(run.failureReason).toBe("the run's record could not be checked before publishing (password authentication failed (tried [REDACTED])); nothing was published. Retry it");
+      const { rows } = await owner.query<{ failure_reason: string }>('select failure_reason from exports.runs where id = $1', [run.id]);
+      expect(rows[0]!.failure_reason).toBe(run.failureReason);
+    } finally {
+      await services.close();
+    }
   }, 60_000);
 });
 

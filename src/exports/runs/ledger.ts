@@ -363,13 +363,20 @@ export async function wasSwept(tx: Tx, id: string): Promise<boolean> {
 }
 
 /**
- * Running -> Failed with its code and reason, the reason masked as a log line is (src/observability/logger.ts,
- * `storableMessage`). A publication or collision failure names what the tenant's own destination answered (an S3
- * error code is the store's to choose): masked without the hub's own credentials (`storableUpstreamMessage`), which
- * would otherwise confirm a tenant's guesses at them.
+ * Where a failure's reason comes from, which decides how it is masked: `hub`, the hub's own failure
+ * (its database, its snapshot query, anything unexpected), masked as a log line is
+ * (src/observability/logger.ts, `storableMessage`); `tenant`, text the tenant chose or its own
+ * destination answered (an S3 error code is the store's to choose, a secret's name the tenant's),
+ * masked without the hub's own credentials (`storableUpstreamMessage`): the hub never sends them
+ * there, so such text holds one only where the tenant wrote it, and masking it would confirm a
+ * tenant's guesses at them. Decided where the failure is made, not by its code: a `publication`
+ * failure may be either.
  */
-export async function failRun(tx: Tx, id: string, code: FailureCode, reason: string): Promise<boolean> {
-  const stored = code === 'publication' || code === 'collision' ? storableUpstreamMessage(reason) : storableMessage(reason);
+export type FailureOrigin = 'hub' | 'tenant';
+
+/** Running -> Failed with its code and reason, the reason masked by its origin (`FailureOrigin`). */
+export async function failRun(tx: Tx, id: string, code: FailureCode, reason: string, origin: FailureOrigin): Promise<boolean> {
+  const stored = origin === 'tenant' ? storableUpstreamMessage(reason) : storableMessage(reason);
   const { rowCount } = await tx.query(
     "update exports.runs set status = 'Failed', ended_at = clock_timestamp(), failure_code = $2, failure_reason = $3 where id = $1 and status = 'Running'",
     [id, code, stored],
