@@ -404,7 +404,8 @@ export class ExportRunner {
     if (cause instanceof RunFailure) return { code: cause.code, reason: cause.reason, origin: cause.origin };
     // What the tenant's own destination answered (or the exchange with it).
     if (cause instanceof PublishError) return { code: cause.code, reason: cause.reason, origin: 'tenant' };
-    if (cause instanceof EntityDefinitionError) return { code: 'definition', reason: cause.message, origin: 'hub' };
+    // The hub's wording around names the tenant chose (its entity, tables, columns, mappings): no oracle for them.
+    if (cause instanceof EntityDefinitionError) return { code: 'definition', reason: cause.message, origin: 'tenant' };
     if (cause instanceof GenerationError) return { code: 'generation', reason: cause.message, origin: 'hub' };
     if ((cause as { code?: string }).code === QUERY_CANCELED) return { code: 'generation', reason: this.timeLimitReason(), origin: 'hub' };
     logger().error({ err, runId: run.id, export: run.exportName }, 'export run failed unexpectedly');
@@ -424,11 +425,11 @@ export class ExportRunner {
       const start = await runStart(tx, run.id);
       if (start?.stop) throw new RunFailure(start.stop.code, start.stop.reason);
       const exp = start && (await getExportById(tx, start.exportId));
-      if (!exp) throw new RunFailure('definition', `export ${run.exportName} was deleted before the run started`);
+      if (!exp) throw new RunFailure('definition', `export ${run.exportName} was deleted before the run started`, 'tenant');
       const spec = exp.spec;
       const entity = await loadEntity(tx, spec.entity);
       const problem = checkAgainstEntity(spec, entity && shapeOf(entity))[0];
-      if (problem || !entity) throw new RunFailure('definition', `${problem?.message ?? `entity ${spec.entity} does not exist`}: fix the entity or the export, then retry`);
+      if (problem || !entity) throw new RunFailure('definition', `${problem?.message ?? `entity ${spec.entity} does not exist`}: fix the entity or the export, then retry`, 'tenant');
       const relation = await entityRelation(tx, entity);
       const destination = await this.destination(tenantId, spec, new Date(run.artifactTime));
       signal.throwIfAborted();
@@ -477,7 +478,7 @@ export class ExportRunner {
     }
     const { S3Destination } = await import('./destinations/s3.js');
     const key = resolveTokens(d.prefix + d.filename, artifactTime);
-    if (key.startsWith('/')) throw new RunFailure('definition', `the object key ${key} starts with /: fix spec.destination.prefix`);
+    if (key.startsWith('/')) throw new RunFailure('definition', `the object key ${key} starts with /: fix spec.destination.prefix`, 'tenant');
     return new S3Destination({
       bucket: d.bucket,
       key,

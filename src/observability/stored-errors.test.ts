@@ -187,6 +187,27 @@ describe('through the hub: a connector run and an export run that fail with a cr
     expect(outcomes[HUB_PASSWORD]!.replace(HUB_PASSWORD, 'GUESS')).toBe(outcomes['mail-pa55wore']!.replace('mail-pa55wore', 'GUESS'));
   }, 60_000);
 
+  it('an export run failed on its definition, which quotes the names the tenant chose: a name guessing at the hub\'s own credentials is stored as written, the right one as a wrong one (no oracle)', async () => {
+    const outcomes: Record<string, string> = {};
+    for (const guess of [HUB_PASSWORD, 'mail-pa55wore']) {
+      // An entity named after the guess, over a table that does not exist (applied with a warning): its export fails `definition`.
+      const entity = { ...ITEM_ENTITY, metadata: { name: guess }, spec: { ...ITEM_ENTITY.spec, sources: [{ ...ITEM_ENTITY.spec.sources[0]!, table: 'ext.not_there' }] } };
+      expect((await api.post('/api/entities/apply', entity)).status).toBeLessThan(300);
+      const name = `definition-${Object.keys(outcomes).length}`;
+      const exp = itemS3Export(name, s3.endpoint);
+      expect((await api.post('/api/exports/apply', { ...exp, spec: { ...exp.spec, source: { entity: guess } } })).status).toBeLessThan(300);
+      const id = ((await api.post(`/api/exports/${name}/runs`, {})).body as { runId: string }).runId;
+      const run = await until('the export run to fail', async () => {
+        const got = await api.get(`/api/exports/${name}/runs/${id}`);
+        return (got.body as { status: string }).status === 'Failed' && (got.body as { failureCode: string; failureReason: string });
+      });
+      expect(run.failureCode).toBe('definition');
+      outcomes[guess] = run.failureReason;
+    }
+    expect(outcomes[HUB_PASSWORD]).toContain(`entity ${HUB_PASSWORD}`);
+    expect(outcomes[HUB_PASSWORD]!.replace(HUB_PASSWORD, 'GUESS')).toBe(outcomes['mail-pa55wore']!.replace('mail-pa55wore', 'GUESS'));
+  }, 60_000);
+
   it('an export run failed by the hub\'s own database as it checks the run before publishing (a publication failure): the hub\'s credential in the error is masked', async () => {
     // Coded `publication` as the destination's own refusals are, but the hub's failure: masked with the hub's credentials.
     await oneItem();
