@@ -157,11 +157,6 @@ export class Database {
     });
   }
 
-  /** `withTenant` as a unit holding its connection for long: see `holdConnection`. */
-  withTenantHeld<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.holdConnection(tenantId, () => this.withTenant(tenantId, fn));
-  }
-
   /** One transaction as the application role with `svc.tenant_id` set for its duration. */
   async withTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>): Promise<T> {
     const id = checkedTenant(tenantId);
