@@ -153,7 +153,14 @@ export class Database {
   holdConnection<T>(tenantId: number, work: () => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       // The pool starts a queued unit in the context it was asked for in, not in that of the unit whose end frees the place.
-      this.held.offer(tenantId, () => work().then(resolve, reject));
+      this.held.offer(tenantId, () => {
+        try {
+          return work().then(resolve, reject);
+        } catch (err) {
+          reject(err); // thrown before it returned a promise: the place is free again at once
+          return Promise.resolve();
+        }
+      });
     });
   }
 
