@@ -210,6 +210,14 @@ export async function takeLease(tx: Tx, id: number, token: string, leaseMs: numb
   return rows[0];
 }
 
+/**
+ * Renews the lease of a row whose attempt is still under way (an exchange that may outlast half the
+ * lease); nothing when the row is no longer this worker's (its outcome written, or claimed by another).
+ */
+export async function renewLease(tx: Tx, id: number, token: string, leaseMs: number): Promise<void> {
+  await tx.query('update hub.deliveries set lease_until = now() + make_interval(secs => $3::double precision / 1000) where id = $1 and lease_token = $2', [id, token, leaseMs]);
+}
+
 /** Closes a row this worker holds with a reason (no attempt made); its lease goes. */
 export async function closeRow(tx: Tx, id: number, token: string, reason: string): Promise<void> {
   await tx.query(

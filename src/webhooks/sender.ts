@@ -41,10 +41,13 @@ interface Target {
 }
 
 export class WebhookSender {
+  /** The longest an attempt's exchange lasts: connect + exchange timeouts (the whole-exchange limit). */
+  readonly exchangeMs: number;
   private readonly agent: Agent;
   private readonly targets = new Map<string, Target>();
 
   constructor(private readonly options: SenderOptions) {
+    this.exchangeMs = options.connectTimeoutMs + options.timeoutMs;
     this.agent = egressAgent(options.egress ?? EgressPolicy.open(), {
       connectTimeoutMs: options.connectTimeoutMs,
       headersTimeout: options.timeoutMs,

@@ -4,7 +4,7 @@ import { patternsMatch } from '../events/subscribers.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { type Keys, UnsealError } from '../platform/secrets/crypto.js';
-import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, takeLease } from './journal.js';
+import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, renewLease, takeLease } from './journal.js';
 import { type AttemptOutcome, CLOSED_REASON, TENANT_INACTIVE_REASON } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
 import type { SlotPool } from '../concurrency/slot-pool.js';
@@ -288,7 +288,14 @@ export class DeliveryWorker {
     onWriteFailed?: (err: unknown) => void,
   ): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
     const claimed = this.fromClaim(claim, id);
-    const row = (claimed instanceof Promise ? await claimed : claimed) ?? (await takeLease(this.direct, id, token, this.o.leaseMs));
+    let row = claimed instanceof Promise ? await claimed : claimed;
+    // When the lease this attempt holds began, at the latest: the Claim's statement, or the renewal here.
+    let leasedAt: number;
+    if (row) leasedAt = claim!.stamp.at;
+    else {
+      leasedAt = performance.now();
+      row = await takeLease(this.direct, id, token, this.o.leaseMs);
+    }
     if (!row) return { result: { kind: 'lost' } };
     // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
     if (!row.tenant_active) {
@@ -325,8 +332,11 @@ export class DeliveryWorker {
     if ('fault' in request) {
       outcome = { ok: false, httpStatus: null, responseBody: null, error: request.fault, durationMs: 0, attemptedAt: new Date() };
     } else {
+      // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
+      const keeper = this.keepLease(id, token, leasedAt);
       // The secret masked in the answer, should it quote it (an echo service): the journal and the test answer show `[REDACTED]`.
       outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal, secret ? [secret] : []);
+      if (keeper) keeper.stop();
       // Stopping: the lease brings the row back to a live process; record nothing. Except a test,
       // which is never retried: its attempt is recorded as it ended (`aborted: the process is stopping`).
       if (this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test') return { result: { kind: 'lost' } };
@@ -338,6 +348,42 @@ export class DeliveryWorker {
       if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
     } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
     return { result: { kind: 'attempted', outcome, attempts: row.attempts + 1 }, written };
+  }
+
+  /**
+   * While an attempt's exchange may outlast half of the lease it holds (from `leasedAt`: the
+   * exchange timeouts together above half the lease, or a Claim already that old), its lease is
+   * renewed every half lease until the answer comes, so that no retry sweep, here or in another
+   * process, claims the row while its attempt is under way and sends it a second time at once.
+   * Undefined (no timer) when the attempt ends within half the lease whatever happens: the default
+   * configuration (an exchange of 15 s at most, a lease of 60 s) never needs one.
+   */
+  private keepLease(id: number, token: string, leasedAt: number): { stop(): void } | undefined {
+    const half = this.o.leaseMs / 2;
+    const due = leasedAt + half - performance.now();
+    if (this.o.sender.exchangeMs < due) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const renew = () => {
+      const issued = performance.now();
+      renewLease(this.direct, id, token, this.o.leaseMs).then(
+        () => {
+          if (!stopped) timer = setTimeout(renew, Math.max(0, issued + half - performance.now()));
+        },
+        (err: unknown) => {
+          if (stopped) return;
+          logger().warn({ err: loggableMessage(err), deliveryId: id }, 'renewing the lease of a delivery attempt under way failed; trying again');
+          timer = setTimeout(renew, half / 2);
+        },
+      );
+    };
+    timer = setTimeout(renew, Math.max(0, due));
+    return {
+      stop: () => {
+        stopped = true;
+        clearTimeout(timer);
+      },
+    };
   }
 
   /**
