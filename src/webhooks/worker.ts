@@ -187,7 +187,9 @@ export class DeliveryWorker {
     return async () => {
       // Queued just as the worker stopped: its lease is released by stop() for the retry sweep.
       if (this.stopping) return;
-      this.queued.delete(deliveryId);
+      // Forgotten only if the entry is this attempt's: the row may have been queued again meanwhile
+      // under a newer lease (a later sweep's claim), whose lease a stop must still give back.
+      if (this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
       try {
         const { result } = await this.track(this.run(deliveryId, token, claim, (err) => this.writeFailed(err, deliveryId)));
         if (result.kind === 'attempted') {
