@@ -90,6 +90,18 @@ describe('the consumer', () => {
     await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
   });
 
+  it('an event written after the integration became active, by a transaction that began before, is delivered (events are timed when written, not when their transaction began)', async () => {
+    const [i, e] = await t.db.withTenant(1, async (tx) => {
+      await tx.query('select 1');
+      // The integration is created and committed while this transaction is open; the event is written after.
+      const created = await integration(1, 'began-before');
+      return [created, await writer.emit(tx, 'org.updated', { orgId: 30, tenantId: 1 })] as const;
+    });
+    expect(await consumer().handleBatch(await events([e]))).toBe(1);
+    expect((await rowsOf(i.id)).map((r) => r.event_id)).toEqual([e]);
+    await t.owner.query('update hub.integrations set enabled = false where id = $1', [i.id]);
+  });
+
   it('given a cursor, moves it past the batch in the statement that records the rows (never back), one statement in all', async () => {
     const i = await integration(1, 'moves-cursor');
     const batch = await events([await emit(1, 7), await emit(1, 8)]);
