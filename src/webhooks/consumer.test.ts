@@ -406,6 +406,8 @@ describe('the retry sweep, refilling', () => {
     expect(ended).toBe(4); // one claim of perIntegrationClaim rows, refused by the worker; no refill
     const attempted = (await rowsOf(i.id)).filter((r) => r.attempts > 0);
     expect(attempted).toEqual([]);
+    // The claim's leases given back at once: the next leader's sweep takes the rows up without waiting for them.
+    expect((await rowsOf(i.id)).filter((r) => r.lease_until !== null && r.lease_until > new Date())).toEqual([]);
     await t.owner.query('delete from hub.deliveries where integration_id = $1', [i.id]);
   });
 

@@ -202,10 +202,7 @@ export class WebhookConsumer {
     );
     if (deferred.length > 0) {
       // Their integrations do not keep up: free the rows for the next retry sweep at once.
-      await this.o.db.crossTenantQuery('outbox:webhooks', 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2', [
-        deferred,
-        token,
-      ]);
+      await this.release('outbox:webhooks', deferred, token);
       logger().warn({ deferred: deferred.length }, `${deferred.length} first attempt(s) left to the retry sweep: their integrations' queues are full`);
     }
     return rows.length;
@@ -355,12 +352,23 @@ export class WebhookConsumer {
       return rows;
     });
     rows.sort((a, b) => a.id - b.id);
+    const refused: number[] = [];
     for (const row of rows) {
       const done = track(row.tenant_id, row.integration_id);
-      // Not queued (the worker stopping): the row waits for its lease, and counts as over here.
-      if (!this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, undefined, done)) done();
+      if (this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, undefined, done)) continue;
+      // Not queued: it counts as over here. Its integration's queue full, the row waits for its
+      // lease (a refill would only claim it again at once); the worker stopping (a claim made as the
+      // process stops), its lease is given back so the next leader's sweep takes it up at once.
+      done();
+      if (this.o.worker.isStopping()) refused.push(row.id);
     }
+    if (refused.length > 0) await this.release('webhook-retry', refused, token);
     if (rows.length > 0) logger().debug({ claimed: rows.length }, 'webhook retry sweep');
     return rows;
+  }
+
+  /** Gives back the leases of rows leased under `token` and never queued. */
+  private async release(job: string, ids: number[], token: string): Promise<void> {
+    await this.o.db.crossTenantQuery(job, 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2', [ids, token]);
   }
 }
