@@ -142,7 +142,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.webhook.sweep-every', kind: 'duration', default: '5s', description: 'Webhook consumer sweep of the outbox (NOTIFY wakes it sooner).' }),
   p({ group: 'Clocks', name: 'svc.webhook.retry-every', kind: 'duration', default: '30s', description: 'Webhook retry sweep; a sweep whose claim came back full claims again as the endpoints answer, waiting this long at most; a delivery is attempted again no sooner than half of this after its previous attempt ended (docs/integrations.md).' }),
   p({ group: 'Clocks', name: 'svc.webhook.lease', kind: 'duration', default: '60s', description: 'Lease on a claimed delivery row; an attempt that may outlast half of it (`svc.webhook.connect-timeout` + `svc.webhook.timeout`) renews it every half lease while it waits for the answer (docs/integrations.md).' }),
-  p({ group: 'Clocks', name: 'svc.webhook.max-attempts', kind: 'int', min: 1, default: 3, description: 'Attempts per delivery, the first included.' }),
+  p({ group: 'Clocks', name: 'svc.webhook.max-attempts', kind: 'int', min: 1, default: 3, description: 'Attempts per delivery, the first included; a delivery that failed them all is closed by the next retry sweep (`closedReason` `retries exhausted: …`, docs/integrations.md).' }),
   p({ group: 'Clocks', name: 'svc.webhook.connect-timeout', kind: 'duration', default: '5s', description: 'Connect timeout of one delivery attempt.' }),
   p({ group: 'Clocks', name: 'svc.webhook.timeout', kind: 'duration', default: '10s', description: 'Exchange timeout of one delivery attempt.' }),
   p({ group: 'Clocks', name: 'svc.webhook.concurrency', kind: 'int', min: 1, default: 64,

@@ -11,7 +11,7 @@ import { WebhookConsumer } from './consumer.js';
 import { listForTenant, writeBackMany } from './journal.js';
 import { registerSecret } from '../observability/logger.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
-import { CLOSED_REASON, type IntegrationPatch, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
+import { CLOSED_REASON, type IntegrationPatch, RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import { SlotPool } from '../concurrency/slot-pool.js';
 import { WebhookSender } from './sender.js';
 import { createWebhookServices } from './services.js';
@@ -339,6 +339,28 @@ describe('the retry sweep', () => {
     expect(await consumer().sweep()).toBe(0);
     expect(new Set(submitted.map((s) => s.deliveryId)).size).toBe(4);
     expect(submitted.every((s) => s.token)).toBe(true);
+  });
+
+  it('closes the rows that failed every attempt allowed (their lease free), so claims no longer read past them; a leased one is left to its attempt', async () => {
+    const k = await integration(1, 'exhausted');
+    await t.owner.query(
+      `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded, lease_until, lease_token)
+       values (1, $1, 'event', 7001, 'org.updated', '{}', 3, false, null, null),
+              (1, $1, 'replay', null, 'org.updated', '{}', 4, false, now() - interval '1 second', gen_random_uuid()),
+              (1, $1, 'event', 7003, 'org.updated', '{}', 3, false, now() + interval '1 minute', gen_random_uuid()),
+              (1, $1, 'event', 7004, 'org.updated', '{}', 2, false, null, null)`,
+      [k.id],
+    );
+    await consumer().sweep();
+    const rows = await rowsOf(k.id);
+    expect(rows.map((r) => [r.attempts, r.closed_reason])).toEqual([
+      [3, RETRIES_EXHAUSTED_REASON],
+      [4, RETRIES_EXHAUSTED_REASON],
+      [3, null],
+      [2, null],
+    ]);
+    expect(rows.slice(0, 2).every((r) => r.lease_token === null && r.lease_until === null)).toBe(true);
+    await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id = $1", [k.id]);
   });
 
   it('a row attempted moments ago waits minGapMs after that attempt ended: a receiver that fails at once is not asked again at once', async () => {
@@ -826,7 +848,7 @@ describe('a deactivated tenant', () => {
       [tenantId, integrationId],
     );
 
-  it('the retry sweep closes its open rows with attempts left (pending, retrying, a lease run out) and claims none; exhausted, succeeded and leased rows stay as they were', async () => {
+  it('the retry sweep closes its open rows with attempts left (pending, retrying, a lease run out) and claims none; an exhausted row closes as exhausted, succeeded and leased rows stay as they were', async () => {
     await insert(
       GONE,
       gone.id,
@@ -847,7 +869,7 @@ describe('a deactivated tenant', () => {
       ['event', 0, TENANT_INACTIVE_REASON],
       ['event', 1, TENANT_INACTIVE_REASON],
       ['replay', 2, TENANT_INACTIVE_REASON],
-      ['event', 3, null],
+      ['event', 3, RETRIES_EXHAUSTED_REASON],
       ['event', 1, null],
       ['event', 1, null],
     ]);

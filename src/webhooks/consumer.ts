@@ -6,7 +6,7 @@ import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
 import { type ClaimedRow, type IntegrationColumns, integrationColumns, TENANT_ACTIVE_SQL } from './journal.js';
-import { TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
+import { RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import type { DeliveryWorker } from './worker.js';
 
 /**
@@ -81,6 +81,15 @@ const QUEUE_WAIT_MS = 1_000;
  * $4 lease ms, $5 lease token, $6 integrations left out, $7 attempted before, $8 rows per tenant,
  * $9/$10 each tenant's attempts running, $11 the gap after an attempt (ms). Exported for its plan's test.
  */
+/**
+ * Closes the open rows that failed every attempt allowed ($2 = svc.webhook.max-attempts) and hold no
+ * lease, with RETRIES_EXHAUSTED_REASON ($1). Left open, they stayed in deliveries_open_by_integration
+ * for ever, and every claim read past all of them (30,000 exhausted rows: 30,000 rows read a claim).
+ */
+export const CLOSE_EXHAUSTED_SQL = `update hub.deliveries set closed_reason = $1, lease_until = null, lease_token = null
+  where not succeeded and closed_reason is null and kind <> 'test' and attempts >= $2
+    and (lease_until is null or lease_until < now())`;
+
 export const SWEEP_CLAIM_SQL = `with recursive integrations (id) as (
    -- The integrations with open rows, one index probe each (deliveries_open_by_integration):
    -- from one to the next, never reading the open rows of one to find the next.
@@ -209,7 +218,8 @@ export class WebhookConsumer {
   }
 
   /**
-   * The retry sweep: closes the open rows of deactivated tenants (`closeOfInactiveTenants`), claims unsuccessful open rows with attempts left whose lease is free or ran out
+   * The retry sweep: closes the open rows of deactivated tenants (`closeOfInactiveTenants`) and those
+   * that failed every attempt allowed (`closeExhausted`), claims unsuccessful open rows with attempts left whose lease is free or ran out
    * (`FOR UPDATE SKIP LOCKED`, so concurrent sweepers never take the same row), leases them, and
    * queues their attempts; with `refillWaitMs`, again while the claims come back full (see there).
    * Returns how many rows it claimed.
@@ -217,6 +227,7 @@ export class WebhookConsumer {
   async sweep(keepGoing: () => boolean = () => true): Promise<number> {
     await this.closeInterruptedTests();
     await this.closeOfInactiveTenants();
+    await this.closeExhausted();
     // This sweep's attempts not yet over, per integration; `wake` when one integration has none left.
     const inFlight = new Map<number, number>();
     // The same per tenant; `wake` also when a tenant whose claim was full has half of it or less left.
@@ -297,6 +308,12 @@ export class WebhookConsumer {
       ),
     );
     if (rowCount) logger().info({ closed: rowCount }, 'webhook retry sweep: closed test deliveries whose process stopped before recording their outcome');
+  }
+
+  /** Open rows that failed every attempt allowed: closed (CLOSE_EXHAUSTED_SQL), out of the claims' way. */
+  private async closeExhausted(): Promise<void> {
+    const { rowCount } = await this.o.db.crossTenant('webhook-retry', (tx) => tx.query(CLOSE_EXHAUSTED_SQL, [RETRIES_EXHAUSTED_REASON, this.o.maxAttempts]));
+    if (rowCount) logger().info({ closed: rowCount }, 'webhook retry sweep: closed deliveries that failed every attempt allowed');
   }
 
   /**

@@ -29,6 +29,12 @@ export const TENANT_INACTIVE_REASON = 'tenant inactive: the tenant was deactivat
  */
 export const TEST_INTERRUPTED_REASON = 'test send interrupted: the process sending it stopped before its outcome was recorded — not retried';
 
+/**
+ * Closes a delivery that failed every attempt `svc.webhook.max-attempts` allows: nothing will send it
+ * again (a replay will), and closed it leaves the open rows the retry sweep reads at every claim.
+ */
+export const RETRIES_EXHAUSTED_REASON = 'retries exhausted: every attempt svc.webhook.max-attempts allows failed — replay it to send it again';
+
 /** Stored response bodies are cut at this many characters (spec 1 Limits). */
 export const RESPONSE_BODY_MAX = 2000;
 

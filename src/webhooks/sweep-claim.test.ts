@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
-import { SWEEP_CLAIM_SQL } from './consumer.js';
+import { CLOSE_EXHAUSTED_SQL, SWEEP_CLAIM_SQL } from './consumer.js';
+import { RETRIES_EXHAUSTED_REASON } from './model.js';
 
 /**
  * The retry sweep's claim on a journal with a backlog: it reads each integration's first open rows,
@@ -95,6 +96,34 @@ describe('the retry sweep claim', () => {
       // Each integration's first rows, the skips from one integration to the next, the 15 rows locked and updated.
       expect(read).toBeGreaterThan(0);
       expect(read).toBeLessThan(200);
+    } finally {
+      await t.owner.query('rollback');
+    }
+  });
+
+  it('reads past failed rows with no attempt left until the sweep closes them; then a few rows again', async () => {
+    const [a] = integrations as [number, number, number, number];
+    await t.owner.query('begin');
+    try {
+      // 30,000 deliveries of a that failed all 5 attempts, older than its backlog (ids before it), one of them leased (an attempt under way).
+      await t.owner.query(
+        `insert into hub.deliveries (id, tenant_id, integration_id, kind, event_id, event_type, body, attempts, lease_until) overriding system value
+         select -g, $1, $2, 'event', 100000 + g, 'org.updated', '{}', 5, case when g = 1 then now() + interval '1 hour' end from generate_series(1, 30000) g`,
+        [T, a],
+      );
+      const readByClaim = async () => {
+        await t.owner.query('savepoint claim');
+        const { rows } = await t.owner.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`explain (analyze, format json) ${SWEEP_CLAIM_SQL}`, params());
+        await t.owner.query('rollback to savepoint claim');
+        return deliveriesRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan);
+      };
+      expect(await readByClaim()).toBeGreaterThan(30_000);
+      const closed = await t.owner.query(CLOSE_EXHAUSTED_SQL, [RETRIES_EXHAUSTED_REASON, 5]);
+      expect(closed.rowCount).toBe(29_999);
+      expect(await readByClaim()).toBeLessThan(200);
+      // The backlog (fewer attempts) and the leased row stay open.
+      const { rows } = await t.owner.query<{ open: number }>('select count(*)::int as open from hub.deliveries where integration_id = $1 and closed_reason is null and not succeeded', [a]);
+      expect(rows[0]!.open).toBe(BACKLOG + 1);
     } finally {
       await t.owner.query('rollback');
     }
