@@ -14,6 +14,7 @@ import { createIntegration, integrationSubscriber, updateIntegration } from './i
 import { CLOSED_REASON, type IntegrationPatch, RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import { SlotPool } from '../concurrency/slot-pool.js';
 import { WebhookSender } from './sender.js';
+import { IntegrationService } from './service.js';
 import { createWebhookServices } from './services.js';
 import { type AttemptTarget, type Claim, DeliveryWorker } from './worker.js';
 import { until } from '../../test/harness/until.js';
@@ -360,6 +361,22 @@ describe('the retry sweep', () => {
       [2, null],
     ]);
     expect(rows.slice(0, 2).every((r) => r.lease_token === null && r.lease_until === null)).toBe(true);
+    await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id = $1", [k.id]);
+  });
+
+  it('a replay the worker does not queue (its integration\'s queue full, the process stopping) gives its lease back: the next sweep sends it', async () => {
+    const k = await integration(1, 'replayed');
+    await t.owner.query(`insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded) values (1, $1, 'event', 7101, 'org.updated', '{}', 1, true)`, [k.id]);
+    const original = (await rowsOf(k.id))[0]!;
+    const refusing = { submit: () => false } as unknown as DeliveryWorker;
+    const service = new IntegrationService({ db: t.db, catalog: loadCatalog(), worker: refusing, rules, leaseMs: 60_000 });
+    const replay = await service.replay(1, String(original.id));
+    const row = (await rowsOf(k.id)).find((r) => r.id === Number(replay.id))!;
+    expect(row).toMatchObject({ kind: 'replay', attempts: 0, lease_token: null, lease_until: null });
+    // The sweep takes it up at once.
+    submitted.length = 0;
+    await consumer().sweep();
+    expect(submitted.map((s) => s.deliveryId)).toContain(Number(replay.id));
     await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id = $1", [k.id]);
   });
 

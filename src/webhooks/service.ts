@@ -128,7 +128,11 @@ export class IntegrationService {
       const newId = inserted.rows[0]!.id;
       return { record: await recordById(tx, newId), integrationId: original.integration_id };
     });
-    this.o.worker.submit({ tenantId, integrationId: created.integrationId }, created.record.id, token);
+    if (!this.o.worker.submit({ tenantId, integrationId: created.integrationId }, created.record.id, token)) {
+      // Not queued (its integration's queue full, the process stopping): its lease is given back, so the
+      // next retry sweep sends it, instead of the sweep after the lease ran out.
+      await this.o.db.withTenant(tenantId, (tx) => tx.query('update hub.deliveries set lease_until = null, lease_token = null where id = $1 and lease_token = $2', [created.record.id, token]));
+    }
     return created.record;
   }
 
