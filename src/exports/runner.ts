@@ -184,22 +184,10 @@ export class ExportRunner {
    * (its heartbeat goes on); its time limit starts with the work.
    */
   private inSlot<T>(tenantId: number, runId: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      // Stopped while it waits (cancelled, its export deleted, the hub stopping): it ends now, and
-      // when its turn comes it gives the slot straight back.
-      const onAbort = () => reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      const job = () => {
-        signal.removeEventListener('abort', onAbort);
-        return signal.aborted ? Promise.resolve() : work().then(resolve, reject);
-      };
-      if (!this.slots.offer(tenantId, job)) {
-        signal.removeEventListener('abort', onAbort);
-        reject(new RunFailure('generation', `more than ${WAITING_PER_TENANT} export runs of this tenant are waiting to start in this process; nothing was published. Retry it later`));
-        return;
-      }
-      if (this.slots.size() > this.slotCount) logger().info({ runId }, 'export run waiting for a slot (svc.export.concurrency)');
-    });
+    const refused = new RunFailure('generation', `more than ${WAITING_PER_TENANT} export runs of this tenant are waiting to start in this process; nothing was published. Retry it later`);
+    const turn = whenTurn(signal, (job) => this.slots.offer(tenantId, job), work, refused);
+    if (this.slots.size() > this.slotCount) logger().info({ runId }, 'export run waiting for a slot (svc.export.concurrency)');
+    return turn;
   }
 
   /**
@@ -490,6 +478,31 @@ export class ExportRunner {
       ...(this.options.s3PartSize ? { partSize: this.options.s3PartSize } : {}),
     });
   }
+}
+
+/**
+ * `work` when the job handed to `offer` is started (a slot, a held connection's place). Stopped while
+ * it waits (cancelled, its export deleted, the hub stopping), the run ends now, and when its turn
+ * comes the job gives it straight back. `offer` answers false when it refuses the job: `refused` then.
+ */
+function whenTurn<T>(signal: AbortSignal, offer: (job: () => Promise<void>) => boolean, work: () => Promise<T>, refused?: Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    // Stopped before it asks (claimed as the hub began to stop): an abort listener added now would never be called.
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const job = () => {
+      signal.removeEventListener('abort', onAbort);
+      return signal.aborted ? Promise.resolve() : work().then(resolve, reject);
+    };
+    if (!offer(job)) {
+      signal.removeEventListener('abort', onAbort);
+      reject(refused);
+    }
+  });
 }
 
 /** PostgreSQL's SQLSTATE for a statement cancelled (here: by statement_timeout). */

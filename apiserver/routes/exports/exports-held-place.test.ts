@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type pg from 'pg';
+import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
+import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifests.js';
+
+/**
+ * An export run claimed while the hub stops its runs (a scheduler tick or a request already claiming
+ * as the stop begins) ends at once, `interrupted`: it was stopped before it asked for its slot, and
+ * waited for an abort that had come already, Running with its heartbeats going on. The stand-in S3
+ * endpoint only accepts connections: a run that reached it would show as a connection.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let silent: Server;
+let endpoint: string;
+let api: Client;
+const sockets = new Set<Socket>();
+/** Connections the endpoint has accepted, ever. */
+let accepted = 0;
+const A = 1;
+/** Releases the units holding every place, when a test holds them. */
+let releaseHeld: () => void = () => undefined;
+
+type Run = { id: string; status: string; failureCode: string | null; failureReason: string | null };
+const runOf = async (name: string, id: string) => (await api.get(`/api/exports/${name}/runs/${id}`)).body as Run;
+const ended = (name: string, id: string) => until(`run ${name} to end`, async () => ((await runOf(name, id)).status !== 'Running' ? runOf(name, id) : undefined), 3_000);
+
+async function startRun(name: string): Promise<string> {
+  expect((await api.post('/api/exports/apply', itemS3Export(name, endpoint))).status).toBe(201);
+  const started = await api.post(`/api/exports/${name}/runs`);
+  expect(started.status).toBe(202);
+  return (started.body as { runId: string }).runId;
+}
+
+beforeAll(async () => {
+  silent = createServer((socket) => {
+    sockets.add(socket);
+    accepted++;
+    socket.on('data', () => undefined);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+  endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  // A pool of 4: two places for units holding a connection for long, two export slots.
+  hub = await startTestHub({
+    'svc.datasource.pool-size': '4',
+    'svc.export.concurrency': '2',
+    'svc.export.concurrency-per-tenant': '2',
+    'svc.export.heartbeat-every': '200ms',
+    'svc.export.run-stale-after': '1s',
+  });
+  owner = await ownerClient(hub.ownerUrl);
+  api = devClient(hub.url, A);
+  await hub.services.connectors.ext.ensureTable(A, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
+  await owner.query(
+    `insert into ext_t1.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label)
+     values (1, 'a', 'h-a', '{}', '00000000-0000-0000-0000-0000000000c7', '00000000-0000-0000-0000-0000000000e7', 'one')`,
+  );
+  for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) expect((await api.post('/api/platform/secrets', { name, value })).status).toBe(201);
+  expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBe(201);
+});
+
+afterAll(async () => {
+  releaseHeld();
+  await owner?.end();
+  await hub?.stop();
+  for (const socket of sockets) socket.destroy();
+  await new Promise((resolve) => silent?.close(resolve));
+});
+
+describe('an export run stopped before it starts', () => {
+  it('a run claimed while the hub stops its runs ends at once, interrupted', async () => {
+    // What a scheduler tick or a request already claiming as the stop begins meets.
+    await hub.services.exports.close();
+    const id = await startRun('held-closing');
+    const run = await ended('held-closing', id);
+    expect({ status: run.status, code: run.failureCode, reason: run.failureReason }).toEqual({
+      status: 'Failed',
+      code: 'interrupted',
+      reason: 'the hub was stopping when the run was claimed. Retry it',
+    });
+    expect(accepted).toBe(0);
+  }, 20_000);
+});
