@@ -191,6 +191,18 @@ export class ExportRunner {
   }
 
   /**
+   * `work` once the run has its place among the process's units holding a connection for long
+   * (Database.holdConnection): stopped while it waits for it (a connector's chunk writes or analytic
+   * queries holding every place), it ends at once, as a run waiting for a slot does.
+   */
+  private withHeldConnection<T>(tenantId: number, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+    return whenTurn(signal, (job) => {
+      void this.options.db.holdConnection(tenantId, job);
+      return true;
+    }, work);
+  }
+
+  /**
    * Stops a run of this process now (POST …/cancel, its export deleted): it ends Failed with this
    * code and reason, unless it has published already. False when the run is not running here.
    */
@@ -315,8 +327,9 @@ export class ExportRunner {
       // The snapshot's transaction is open for the whole stream: a unit holding its connection for long
       // (Database.holdConnection), counted with connector chunk writes and analytic queries; the time
       // limit starts once it has its place.
-      const receipt = await this.inSlot(tenantId, run.id, AbortSignal.any([signal, ended.signal]), () =>
-        this.options.db.holdConnection(tenantId, () => {
+      const waiting = AbortSignal.any([signal, ended.signal]);
+      const receipt = await this.inSlot(tenantId, run.id, waiting, () =>
+        this.withHeldConnection(tenantId, waiting, () => {
           timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
           timer.unref();
           return this.generateAndPublish(tenantId, run, progress, work.signal, beforeCommit);

@@ -7,10 +7,11 @@ import { until } from '../../../test/harness/until.js';
 import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifests.js';
 
 /**
- * An export run claimed while the hub stops its runs (a scheduler tick or a request already claiming
- * as the stop begins) ends at once, `interrupted`: it was stopped before it asked for its slot, and
- * waited for an abort that had come already, Running with its heartbeats going on. The stand-in S3
- * endpoint only accepts connections: a run that reached it would show as a connection.
+ * An export run that has its streaming slot still waits for a place among the process's units
+ * holding a connection for long (Database.holdConnection, shared with connector chunk writes and
+ * analytic queries). Stopped while it waits there (a cancel, a delete), it ends at once, and gives
+ * the place straight back when it comes; a run claimed while the hub stops ends at once too. The
+ * stand-in S3 endpoint only accepts connections: a run that reached it would show as a connection.
  */
 
 let hub: TestHub;
@@ -72,7 +73,47 @@ afterAll(async () => {
   await new Promise((resolve) => silent?.close(resolve));
 });
 
-describe('an export run stopped before it starts', () => {
+describe('an export run waiting for a place among the units holding a connection', () => {
+  it('ends at once when cancelled or its export deleted, and never streams when the place comes', async () => {
+    expect(hub.services.db.heldLimit).toBe(2);
+    // Two units (a connector's chunk writes, analytic queries) hold both places.
+    const release = new Promise<void>((resolve) => {
+      releaseHeld = resolve;
+    });
+    const entered: number[] = [];
+    const held = [1, 2].map((n) =>
+      hub.services.db.holdConnection(A, async () => {
+        entered.push(n);
+        await release;
+      }),
+    );
+    await until('both places to be held', () => entered.length === 2);
+
+    const cancelled = await startRun('held-cancel');
+    const deleted = await startRun('held-delete');
+    await new Promise((r) => setTimeout(r, 600)); // beyond run-stale-after's half: heartbeats go on meanwhile
+    expect((await runOf('held-cancel', cancelled)).status).toBe('Running');
+    expect((await runOf('held-delete', deleted)).status).toBe('Running');
+
+    expect((await api.post(`/api/exports/held-cancel/runs/${cancelled}/cancel`)).status).toBe(202);
+    const one = await ended('held-cancel', cancelled);
+    expect({ status: one.status, code: one.failureCode }).toEqual({ status: 'Failed', code: 'interrupted' });
+    expect(one.failureReason).toMatch(/^cancelled by .+ during the run; nothing was published/);
+
+    expect((await api.del('/api/exports/held-delete')).status).toBe(204);
+    const two = await ended('held-delete', deleted);
+    expect({ status: two.status, code: two.failureCode }).toEqual({ status: 'Failed', code: 'definition' });
+    expect(two.failureReason).toMatch(/^the export was deleted during the run/);
+
+    // The places free: the stopped runs give theirs straight back, and neither reaches the endpoint.
+    releaseHeld();
+    await Promise.all(held);
+    const after = hub.services.db.holdConnection(A, async () => 'free');
+    await expect(after).resolves.toBe('free');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(accepted).toBe(0);
+  }, 20_000);
+
   it('a run claimed while the hub stops its runs ends at once, interrupted', async () => {
     // What a scheduler tick or a request already claiming as the stop begins meets.
     await hub.services.exports.close();
