@@ -268,6 +268,11 @@ export class ExportRunner {
     const progress: Progress = {};
     // The run as its tenant's unit of work (the scheduler's job serves every tenant): see runForTenant.
     const done = runForTenant(tenantId, () => this.execute(tenantId, run, progress, controller.signal)).finally(() => this.running.delete(run.id));
+    // Whoever starts a run need not wait for it (a request, the scheduler): a run whose end could not
+    // be recorded is logged here, and is never an unhandled rejection, which would end the process.
+    done.catch((err: unknown) =>
+      logger().error({ runId: run.id, export: run.exportName, err: loggableMessage(err) }, 'export run: its end could not be recorded; the interrupted-run sweep will fail it'),
+    );
     this.running.set(run.id, { controller, progress, done });
     return done;
   }
@@ -345,17 +350,41 @@ export class ExportRunner {
     }
     // Past the fence, the end is recorded under its lock (the sweep cannot have failed the run).
     const fenced = fence?.holding ? await fence.end(outcome) : undefined;
-    const final = fenced ?? (await db.withTenant(tenantId, async (tx) => {
-      // The fence's connection lost while the file was published (its lock went with it): the sweep
-      // may have failed the run meanwhile; a receipt corrects such a record (see completeRun).
-      if ('receipt' in outcome && fence?.holding && (await wasSwept(tx, run.id))) {
-        logger().warn({ runId: run.id, export: run.exportName }, 'export run published its file after the sweep had failed it as interrupted (its lock was lost with its connection); its record now says Completed');
-      }
-      await record(tx, run.id, outcome);
-      return (await runById(tx, run.id))!;
-    }));
+    const final =
+      fenced ??
+      (await this.untilRecorded(run, () =>
+        db.withTenant(tenantId, async (tx) => {
+          // The fence's connection lost while the file was published (its lock went with it): the sweep
+          // may have failed the run meanwhile; a receipt corrects such a record (see completeRun).
+          if ('receipt' in outcome && fence?.holding && (await wasSwept(tx, run.id))) {
+            logger().warn({ runId: run.id, export: run.exportName }, 'export run published its file after the sweep had failed it as interrupted (its lock was lost with its connection); its record now says Completed');
+          }
+          await record(tx, run.id, outcome);
+          return (await runById(tx, run.id))!;
+        }),
+      ));
     logger().info({ runId: run.id, export: run.exportName, status: final.status, failureCode: final.failureCode, rows: final.rowCount, bytes: final.byteCount }, `export run ${final.status}`);
     return final;
+  }
+
+  /**
+   * `write`, which records a run's end, tried again once a second while the database cannot be
+   * reached (stopped, restarting, no connection to be had): a run that failed because the database
+   * went away (its snapshot cut) or published meanwhile has its end recorded once it is back. A
+   * stopping hub gives up at the next failure: the run is left Running, and the interrupted-run sweep
+   * fails it. Recording twice is harmless (a run's end is written only over a Running record, or a
+   * receipt over the sweep's `interrupted`).
+   */
+  private async untilRecorded<T>(run: ExportRun, write: () => Promise<T>): Promise<T> {
+    for (let warned = false; ; warned = true) {
+      try {
+        return await write();
+      } catch (err) {
+        if (!isDatabaseUnavailable(err) || this.closed) throw err;
+        if (!warned) logger().warn({ runId: run.id, export: run.exportName, err: loggableMessage(err) }, 'export run: its end could not be recorded (the database is unavailable); trying again every second');
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
   }
 
   /**

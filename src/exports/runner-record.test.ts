@@ -1,0 +1,83 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import type pg from 'pg';
+import { type Client, devClient, ownerClient } from '../../test/harness/api-client.js';
+import { ITEM_ENTITY, itemS3Export } from '../../test/harness/export-manifests.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { Database } from '../db/database.js';
+import { egressPolicy } from '../egress/config.js';
+import { createExportServices, type ExportServices } from './services.js';
+
+/**
+ * The database goes away as an export run ends (here: as soon as the run reaches its destination,
+ * which then fails the publication): the run's end is recorded once it is back, and the run's
+ * promise settles with that record. Before, the record's failure rejected the run's promise, which
+ * nobody waits for when a request or the scheduler starts a run: an unhandled rejection, which ends
+ * the hub's process. "Away" is a real refusal: the tenant transactions of the run's services go to
+ * a port nothing listens on while it lasts.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let api: Client;
+let endpoint: Server;
+let services: ExportServices | undefined;
+const away = new Database({ appUrl: 'postgres://svc_app@127.0.0.1:9/none', workerUrl: 'postgres://svc_worker@127.0.0.1:9/none', poolSize: 3 });
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = await ownerClient(hub.ownerUrl);
+  api = devClient(hub.url, 1);
+  await hub.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
+  await owner.query(
+    `insert into ext_t1.items (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, label)
+     values (1, 'a', 'h-a', '{}', '00000000-0000-0000-0000-0000000000c8', '00000000-0000-0000-0000-0000000000e8', 'one')`,
+  );
+  for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) expect((await api.post('/api/platform/secrets', { name, value })).status).toBe(201);
+  expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBe(201);
+});
+
+afterAll(async () => {
+  await services?.close();
+  await away.app.end();
+  await away.worker.end();
+  await new Promise((resolve) => endpoint?.close(resolve));
+  await owner?.end();
+  await hub?.stop();
+});
+
+describe('an export run whose end cannot be recorded at once', () => {
+  it('is recorded once the database is back, and its promise settles with the record', async () => {
+    let gone = false;
+    // The destination: every connection is cut at once (the publication fails), and the first one
+    // takes the database away for 1.5 s.
+    endpoint = createServer((socket) => {
+      socket.destroy();
+      if (gone) return;
+      gone = true;
+      setTimeout(() => {
+        gone = false;
+      }, 1_500);
+    });
+    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', () => resolve()));
+    const url = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}`;
+    expect((await api.post('/api/exports/apply', itemS3Export('away', url))).status).toBe(201);
+
+    const db = hub.services.db;
+    let refused = 0;
+    const staged = Object.assign(Object.create(db) as Database, {
+      withTenant: (async (tenantId, fn) => {
+        if (!gone) return db.withTenant(tenantId, fn);
+        refused++;
+        return away.withTenant(tenantId, fn);
+      }) as Database['withTenant'],
+    });
+    services = createExportServices({ config: hub.config, db: staged, secrets: hub.services.secrets, egress: egressPolicy(hub.config) });
+    const run = await services.runNow(1, 'away');
+    expect(refused).toBeGreaterThan(0);
+    expect({ status: run.status, code: run.failureCode }).toEqual({ status: 'Failed', code: 'publication' });
+    expect(run.failureReason).toMatch(/could not reach/);
+    const { rows } = await owner.query<{ status: string; failure_code: string }>('select status, failure_code from exports.runs where id = $1', [run.id]);
+    expect(rows[0]).toEqual({ status: 'Failed', failure_code: 'publication' });
+  }, 30_000);
+});
