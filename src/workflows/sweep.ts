@@ -183,15 +183,19 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
         if (todo.spells || todo.due || todo.baseline) {
           stop = await db.withTenant(w.tenant_id, async (tx) => {
             // The workflow as it is now, locked against a re-apply until this part commits.
-            const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; since: Date }>(
-              'select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since from workflows.workflows where id = $1 for share',
+            const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; since: Date; spec: WorkflowSpec }>(
+              'select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since, spec from workflows.workflows where id = $1 for share',
               [w.id],
             );
             const now = current[0];
             if (!now || changedSince(now, w)) return true;
             const started = todo.spells ? await batchSpells(tx, w, prev, last, seen, now.since, result) : 0;
+            // Announced by the dormancy as stored now: a re-apply since the tick read the workflows
+            // (another `after`, other states, none) keeps the spells, and its dormancy decides, not the tick's copy.
+            const stored = { ...w, spec: now.spec };
+            const dueAfter = now.spec.dormancy ? durationInterval(now.spec.dormancy.after) : undefined;
             // A spell started now may be due at once (the first pass dates its spells from the apply).
-            if (interval && (todo.due || started > 0)) await emitDue(tx, events, w, prev, last, interval, result);
+            if (dueAfter && (todo.due || started > 0)) await emitDue(tx, events, stored, prev, last, dueAfter, result);
             if (last === null && !now.baseline_done) await tx.query('update workflows.workflows set baseline_done = true where id = $1', [w.id]);
             return false;
           });
