@@ -91,11 +91,15 @@ export async function evaluateRetryingTimeouts(
   return outcome;
 }
 
-/** Compiled `when`s, by tenant, name and version (updatedAt): compiled once per version. */
+/**
+ * Compiled `when`s, by tenant, name, version (updatedAt) and the condition's text: compiled once per
+ * version. The text is part of the key: `updatedAt` is read to the millisecond, and two applies whose
+ * transactions began in the same one leave two versions the time alone would not tell apart.
+ */
 const compiled = new Map<string, CompiledWhen | Error>();
 
 function whenOf(p: ActiveProcess): CompiledWhen | Error {
-  const key = `${p.tenantId}/${p.name}/${p.updatedAt.getTime()}`;
+  const key = `${p.tenantId}/${p.name}/${p.updatedAt.getTime()}/${p.when}`;
   let c = compiled.get(key);
   if (!c) {
     try {
