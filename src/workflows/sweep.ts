@@ -286,7 +286,7 @@ async function fetchWork(reader: Tx, w: WorkflowRow, parts: Part[], interval: st
   const ranges = parts.map(({ prev, last, seen }) => {
     const bounds = [prev === null ? '' : ` and s.record_key > ${param(prev)}::text`, last === null ? '' : ` and s.record_key <= ${param(last)}::text`].join('');
     return `(select case when sha256(coalesce(array_send(array_agg(s.record_key order by s.record_key)) || array_send(array_agg(s.state order by s.record_key)), '')) = ${param(arraysDigest(seen))} then 0 else 1 end
-                    + case when bool_or(s.notified_at is null and s.state = any($2::text[]) and s.since <= statement_timestamp() - $3::interval) then 2 else 0 end
+                    + case when bool_or(s.notified_at is null and s.state = any($2::text[]) and s.since <= ${dueBefore('statement_timestamp()')}) then 2 else 0 end
                from workflows.spells s where s.workflow_id = $1${bounds})`;
   });
   // Each part's answer is a scalar subquery (1: its spells differ, 2: one is due), planned on its
@@ -359,12 +359,20 @@ async function batchSpells(tx: Tx, w: WorkflowRow, prev: string | null, last: st
   return started.rowCount ?? 0;
 }
 
+/**
+ * SQL of the instant before which a spell that started is due, `at` less `$3` (the dormancy's
+ * interval), counted in UTC: in the session's time zone (the database's, which initdb takes from the
+ * machine) a day across a daylight-saving clock change is 23 or 25 hours, and a spell came due an
+ * hour early or late. In UTC a day is 24 hours and a month a calendar month of UTC.
+ */
+const dueBefore = (at: string) => `((${at} at time zone 'UTC') - $3::interval) at time zone 'UTC'`;
+
 /** Marks the range's due spells notified and emits their decisions, in the caller's transaction. */
 async function emitDue(tx: Tx, events: EventWriter, w: WorkflowRow, prev: string | null, last: string | null, interval: string, result: { emitted: number }): Promise<void> {
   const dormancy = w.spec.dormancy!;
   const { rows } = await tx.query<{ record_key: string; state: string; since: Date }>(
     `update workflows.spells set notified_at = now()
-      where workflow_id = $1 and notified_at is null and state = any($2::text[]) and since <= now() - $3::interval
+      where workflow_id = $1 and notified_at is null and state = any($2::text[]) and since <= ${dueBefore('now()')}
         and ($4::text is null or record_key > $4) and ($5::text is null or record_key <= $5)
       returning record_key, state, since`,
     [w.id, dormancy.states, interval, prev, last],
