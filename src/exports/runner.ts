@@ -442,8 +442,32 @@ export class ExportRunner {
     return { code: 'generation', reason: `the snapshot could not be produced: ${(err as Error).message ?? String(err)}; nothing was published`, origin: 'hub' };
   }
 
-  /** Inside one tenant transaction: the definition checked again, then the bytes streamed out. */
+  /** The snapshot streamed out and published (streamInTransaction): the receipt once the destination gave it. */
   private async generateAndPublish(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal, beforeCommit: () => Promise<void>): Promise<Receipt> {
+    let published: Receipt | undefined;
+    try {
+      return await this.streamInTransaction(tenantId, run, progress, signal, beforeCommit, (receipt) => {
+        published = receipt;
+      });
+    } catch (err) {
+      // The destination published the file, the snapshot read whole: the end of its read-only
+      // transaction failing (its connection lost while the publication answered: the database
+      // restarted, an idle-in-transaction timeout) changes nothing of either. The run is Completed.
+      if (!published) throw err;
+      logger().warn({ runId: run.id, export: run.exportName, err: loggableMessage(err) }, 'export run: its snapshot transaction could not be ended after the file was published; the run is recorded with its receipt');
+      return published;
+    }
+  }
+
+  /** Inside one tenant transaction: the definition checked again, then the bytes streamed out; `onPublished` as soon as the destination answered. */
+  private async streamInTransaction(
+    tenantId: number,
+    run: ExportRun,
+    progress: Progress,
+    signal: AbortSignal,
+    beforeCommit: () => Promise<void>,
+    onPublished: (receipt: Receipt) => void,
+  ): Promise<Receipt> {
     return this.options.db.withTenant(tenantId, async (tx) => {
       signal.throwIfAborted();
       // The time limit holds inside PostgreSQL too: a statement that waits (a lock held on a source
@@ -475,8 +499,10 @@ export class ExportRunner {
       const onAbort = () => csv.destroy(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
       signal.addEventListener('abort', onAbort, { once: true });
       try {
-        const receipt = await destination.publish(csv.pipe(digest), { digest: () => digest.sha256(), signal, beforeCommit });
-        return { rowCount: csv.rows, byteCount: digest.bytes, sha256: digest.sha256(), ...receipt };
+        const published = await destination.publish(csv.pipe(digest), { digest: () => digest.sha256(), signal, beforeCommit });
+        const receipt = { rowCount: csv.rows, byteCount: digest.bytes, sha256: digest.sha256(), ...published };
+        onPublished(receipt);
+        return receipt;
       } finally {
         signal.removeEventListener('abort', onAbort);
         // A destination that gave up before reading everything (a collision found by its pre-check)

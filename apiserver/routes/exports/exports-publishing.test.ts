@@ -16,8 +16,8 @@ import { after, headPosition, positionOf } from '../../../src/events/outbox.js';
  * its record still Running), is never cut and its record says what happened: the time limit passing, the
  * hub stopping, or the sweep failing the run after the publication's lock was lost with its
  * connection, all while S3 has stored the object and its answer is on its way (a relay holds it,
- * test/harness/s3-relay.ts). And a worker pool with no connection free just before the
- * publication is waited out, not reported as a failed publication.
+ * test/harness/s3-relay.ts), or its snapshot's connection lost. And a worker pool with no
+ * connection free just before the publication is waited out, not reported as a failed publication.
  */
 
 let s3: TestS3;
@@ -162,6 +162,23 @@ describe('an export run publishing (S3 has stored the object, its answer held)',
   }, 30_000);
 
   // Last: it closes the runner of this hub.
+  it('ends Completed when its snapshot connection is lost meanwhile (the snapshot read whole, the file published)', async () => {
+    await exportTo('lost-snapshot');
+    const { stored, release } = relay.hold('lost-snapshot.csv');
+    const id = await start('lost-snapshot');
+    await stored;
+    // The snapshot's transaction stays open, idle, until the publication answers: its connection
+    // lost then (the database restarted, an idle_in_transaction_session_timeout) changes nothing.
+    const { rows } = await owner.query<{ killed: boolean }>(
+      `select pg_terminate_backend(pid) as killed from pg_stat_activity
+        where datname = current_database() and usename = 'svc_app' and state = 'idle in transaction' and query ilike 'copy (%'`,
+    );
+    expect(rows).toEqual([{ killed: true }]);
+    const answeredAt = Date.now();
+    release();
+    await expectPublished('lost-snapshot', await ended('lost-snapshot', id), answeredAt);
+  }, 30_000);
+
   it('is not cut by the hub stopping: the run ends Completed once S3 answers', async () => {
     await exportTo('at-stop');
     const { stored, release } = relay.hold('at-stop.csv');
