@@ -8,7 +8,7 @@ import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { Config } from '../config/config.js';
 import { WebhookConsumer } from './consumer.js';
-import { listForTenant, writeBackMany } from './journal.js';
+import { listForTenant, writeBack, writeBackMany } from './journal.js';
 import { registerSecret } from '../observability/logger.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch, RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
@@ -226,6 +226,25 @@ describe('the consumer', () => {
     }
     const { rows } = await t.owner.query('select succeeded, attempts from hub.deliveries where integration_id = $1', [i.id]);
     expect(rows).toEqual([{ succeeded: true, attempts: 1 }]);
+  });
+
+  it('an outcome written late, of an attempt older than the one recorded (its lease lost meanwhile), is counted and logged but leaves the latest attempt\'s fields', async () => {
+    const k = await integration(1, 'late-outcome');
+    const direct: Tx = { tenantId: undefined, query: (text, values) => t.db.worker.query(text, values as unknown[]) };
+    for (const write of ['many', 'one'] as const) {
+      const { rows } = await t.owner.query<{ id: string }>(`insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body) values (1, $1, 'event', $2, 'org.updated', '{}') returning id`, [k.id, write === 'many' ? 7201 : 7202]);
+      const id = Number(rows[0]!.id);
+      const older = { ok: false, httpStatus: 500, responseBody: 'late', error: null, durationMs: 9_000, attemptedAt: new Date(Date.now() - 60_000) };
+      const newer = { ok: true, httpStatus: 200, responseBody: 'ok', error: null, durationMs: 3, attemptedAt: new Date() };
+      const put = (outcome: typeof older) => (write === 'many' ? writeBackMany(direct, [{ id, token: randomUUID(), outcome }]) : writeBack(direct, id, randomUUID(), outcome));
+      await put(newer);
+      await put(older);
+      const stored = await t.owner.query('select succeeded, attempts, http_status, response_body, duration_ms, attempted_at from hub.deliveries where id = $1', [id]);
+      expect(stored.rows[0]).toEqual({ succeeded: true, attempts: 2, http_status: 200, response_body: 'ok', duration_ms: 3, attempted_at: newer.attemptedAt });
+      const log = await t.owner.query('select attempt, http_status from hub.delivery_attempts where delivery_id = $1 order by attempt', [id]);
+      expect(log.rows).toEqual([{ attempt: 1, http_status: 200 }, { attempt: 2, http_status: 500 }]);
+    }
+    await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id = $1", [k.id]);
   });
 
   it('an attempt\'s error is stored as the endpoint made it but for its credentials: the hub\'s own secret as a wrong guess (no oracle), a Bearer credential masked', async () => {

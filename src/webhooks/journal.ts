@@ -236,8 +236,13 @@ export async function writeBack(tx: Tx, id: number, token: string, outcome: Atte
   // One statement: the row and its journal entry together, with no transaction to open around them.
   const { rows } = await tx.query<{ attempt: number }>(
     `with row as (
-       update hub.deliveries set attempts = attempts + 1, succeeded = succeeded or $3, http_status = $4, response_body = $5, error = $6,
-              duration_ms = $7, attempted_at = $8,
+       update hub.deliveries set attempts = attempts + 1, succeeded = succeeded or $3,
+              -- the latest attempt's fields: an outcome written late, of an attempt older than the one recorded, leaves them
+              http_status = case when attempted_at > $8 then http_status else $4 end,
+              response_body = case when attempted_at > $8 then response_body else $5 end,
+              error = case when attempted_at > $8 then error else $6 end,
+              duration_ms = case when attempted_at > $8 then duration_ms else $7 end,
+              attempted_at = greatest(attempted_at, $8),
               lease_until = case when lease_token = $2 then null else lease_until end,
               lease_token = case when lease_token = $2 then null else lease_token end
         where id = $1
@@ -272,8 +277,13 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
        select * from unnest($1::bigint[], $2::uuid[], $3::boolean[], $4::integer[], $5::text[], $6::text[], $7::integer[], $8::timestamptz[])
          as v (id, token, ok, http_status, response_body, error, duration_ms, attempted_at)
      ), row as (
-       update hub.deliveries d set attempts = d.attempts + 1, succeeded = d.succeeded or v.ok, http_status = v.http_status,
-              response_body = v.response_body, error = v.error, duration_ms = v.duration_ms, attempted_at = v.attempted_at,
+       update hub.deliveries d set attempts = d.attempts + 1, succeeded = d.succeeded or v.ok,
+              -- the latest attempt's fields: an outcome written late, of an attempt older than the one recorded, leaves them
+              http_status = case when d.attempted_at > v.attempted_at then d.http_status else v.http_status end,
+              response_body = case when d.attempted_at > v.attempted_at then d.response_body else v.response_body end,
+              error = case when d.attempted_at > v.attempted_at then d.error else v.error end,
+              duration_ms = case when d.attempted_at > v.attempted_at then d.duration_ms else v.duration_ms end,
+              attempted_at = greatest(d.attempted_at, v.attempted_at),
               lease_until = case when d.lease_token = v.token then null else d.lease_until end,
               lease_token = case when d.lease_token = v.token then null else d.lease_token end
          from v
