@@ -275,7 +275,9 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       const path = join(tmpdir(), `svc-hub-download-${randomUUID()}.csv`);
       const dispose = () => rm(path, { force: true });
       try {
-        return await db.withTenant(t, async (tx) => {
+        // The snapshot's transaction is open while the file is written: a unit holding its connection
+        // for long (Database.holdConnection), counted with export runs, chunk writes and analytic queries.
+        return await db.holdConnection(t, () => db.withTenant(t, async (tx) => {
           const entity = await loadEntity(tx, entityName);
           if (!entity) throw new NotFoundError(`entity ${entityName.toLowerCase()} not found`);
           const access = await scopeAccess(tx, caller);
@@ -290,7 +292,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           const digest = new DigestStream();
           await pipeline(csv, digest, createWriteStream(path, { mode: 0o600 }));
           return { path, filename: `${entity.name}.csv`, rows: csv.rows, bytes: digest.bytes, sha256: digest.sha256(), dispose };
-        });
+        }));
       } catch (err) {
         await dispose();
         throw err;

@@ -11,6 +11,7 @@ import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifest
  * holding a connection for long (Database.holdConnection, shared with connector chunk writes and
  * analytic queries). Stopped while it waits there (a cancel, a delete), it ends at once, and gives
  * the place straight back when it comes; a run claimed while the hub stops ends at once too. The
+ * one-shot download takes a place as well. The
  * stand-in S3 endpoint only accepts connections: a run that reached it would show as a connection.
  */
 
@@ -112,6 +113,33 @@ describe('an export run waiting for a place among the units holding a connection
     await expect(after).resolves.toBe('free');
     await new Promise((r) => setTimeout(r, 300));
     expect(accepted).toBe(0);
+  }, 20_000);
+
+  it('the one-shot download takes a place too: it waits while both are held, and the API answers meanwhile', async () => {
+    const release = new Promise<void>((resolve) => {
+      releaseHeld = resolve;
+    });
+    const entered: number[] = [];
+    const held = [1, 2].map((n) =>
+      hub.services.db.holdConnection(A, async () => {
+        entered.push(n);
+        await release;
+      }),
+    );
+    await until('both places to be held', () => entered.length === 2);
+    let answered = false;
+    const download = api.get('/api/exports/entities/item/download').then((r) => {
+      answered = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(answered).toBe(false);
+    expect((await api.get('/api/exports')).status).toBe(200);
+    releaseHeld();
+    await Promise.all(held);
+    const got = await download;
+    expect(got.status).toBe(200);
+    expect(got.headers.get('x-row-count')).toBe('1');
   }, 20_000);
 
   it('a run claimed while the hub stops its runs ends at once, interrupted', async () => {
