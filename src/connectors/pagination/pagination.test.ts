@@ -71,6 +71,14 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       return after() === undefined
         ? { body: '{"data":{"items":{"nodes":[{"id":1e400}],"pageInfo":{"hasNextPage":true,"endCursor":1e400}}}}' }
         : { body: '{"data":{"items":{"nodes":[{"id":2e400}],"pageInfo":{"hasNextPage":false,"endCursor":null}}}}' };
+    case '/jsonapi-objects': {
+      // JSON:API 1.1 link objects: `links.next` is `{"href": …}` on every page but the last (null).
+      const page = Number(at || '1');
+      return { body: { data: rowsAt(String(page)), links: { self: `/jsonapi-objects?p=${page}`, next: page < 3 ? { href: `/jsonapi-objects?p=${page + 1}`, meta: { page: page + 1 } } : null } } };
+    }
+    case '/next-number':
+      // A link_path that holds no URL (a page number) but is not the end either.
+      return { body: { results: rowsAt(at), next: url.searchParams.has('false') ? false : at === '' ? 2 : null } };
     case '/link-header-bad':
       return { body: rowsAt(''), headers: { Link: '<http://[::1>; rel="next"' } };
     default:
@@ -257,6 +265,23 @@ describe('a source that says there are more pages but gives no cursor fails inst
 });
 
 describe('a next link that is not a URL', () => {
+  it('body-link: a JSON:API link object is followed by its href (it ended the read after page 1, Completed)', async () => {
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/jsonapi-objects', { kind: 'body-link', link_path: '$.links.next', response_path: '$.data' }), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(['1-1', '1-2', '2-1', '2-2', '3-1', '3-2']);
+  });
+
+  it('body-link: a value that is no URL and not null fails the read after its page instead of ending it', async () => {
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/next-number', { kind: 'body-link', link_path: '$.next', response_path: '$.results' }), engineContext());
+    expect(result.pages).toHaveLength(1);
+    expect(result.error).toBeInstanceOf(PaginationError);
+    expect(result.error?.message).toBe('the next link at $.next is not a URL (a number)');
+    // false says "no next page" as null does.
+    const last = await readAll(connectorSpec(brokenUrl), endpointSpec('/next-number?false=1', { kind: 'body-link', link_path: '$.next', response_path: '$.results' }), engineContext());
+    expect(last.error).toBeUndefined();
+    expect(last.pages).toHaveLength(1);
+  });
+
   it('link-header: fails naming the Link header, after the page that carried it', async () => {
     const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/link-header-bad', { kind: 'link-header', response_path: '$' }), engineContext());
     expect(result.pages).toHaveLength(1);
