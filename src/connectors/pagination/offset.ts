@@ -5,11 +5,13 @@ import type { PaginationStrategy } from './types.js';
 /**
  * Offset and limit: `offset_param` from `start_offset` (default 0), `limit_param` = `limit`. The
  * offset advances by the records actually received (a source that caps the limit loses nothing).
- * Stops on an empty page; when the source declares a total (total_path), once the offset reaches
- * it; otherwise on a short page (fewer records than `limit`).
+ * Stops on an empty page; when the source declares a total (total_path), once the records read
+ * reach it (the offset less start_offset: a source counting from 1 has its last record at offset
+ * total); otherwise on a short page (fewer records than `limit`).
  */
 export function offsetPagination(p: Extract<Pagination, { kind: 'offset' }>): PaginationStrategy {
-  let offset = p.start_offset ?? 0;
+  const start = p.start_offset ?? 0;
+  let offset = start;
   const position = (n: number) => ({ params: { [p.offset_param]: String(n), [p.limit_param]: String(p.limit) }, describe: `offset ${n}` });
   return {
     kind: 'offset',
@@ -22,7 +24,7 @@ export function offsetPagination(p: Extract<Pagination, { kind: 'offset' }>): Pa
       offset += items.length;
       const total = p.total_path ? queryCount(body, p.total_path) : undefined;
       if (total !== undefined) {
-        if (offset >= total) return undefined;
+        if (offset - start >= total) return undefined;
       } else if (items.length < p.limit) {
         return undefined;
       }

@@ -76,6 +76,12 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       const page = Number(at || '1');
       return { body: { data: rowsAt(String(page)), links: { self: `/jsonapi-objects?p=${page}`, next: page < 3 ? { href: `/jsonapi-objects?p=${page + 1}`, meta: { page: page + 1 } } : null } } };
     }
+    case '/offset-from-1': {
+      // Offsets counting from 1 (start_offset 1): five records, the last at offset 5.
+      const from = Number(url.searchParams.get('offset'));
+      const limit = Number(url.searchParams.get('limit'));
+      return { body: { data: range(5).slice(from - 1, from - 1 + limit).map((id) => ({ id })), total: 5 } };
+    }
     case '/next-number':
       // A link_path that holds no URL (a page number) but is not the end either.
       return { body: { results: rowsAt(at), next: url.searchParams.has('false') ? false : at === '' ? 2 : null } };
@@ -157,6 +163,19 @@ describe('every strategy reads every row exactly once', () => {
     const start = source.seen().length;
     await readAll(connectorSpec(source.url, { auth: DEMO_AUTH.basic }), endpointSpec('/spring/partners', { kind: 'page', page_param: 'page', size_param: 'size', start_page: 0, size: 50, total_pages_path: '$.totalPages', response_path: '$.content' }), engineContext());
     expect(source.seen().slice(start).map((r) => r.url.search)).toEqual(['?page=0&size=50', '?page=1&size=50']);
+  });
+});
+
+describe('offset from start_offset', () => {
+  it('a source counting offsets from 1 is read to its last record, at offset total (it stopped one short: Failed, or Completed without it on a watermark endpoint)', async () => {
+    const before = hitsOf('/offset-from-1');
+    const endpoint = endpointSpec('/offset-from-1', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 2, start_offset: 1, response_path: '$.data', total_path: '$.total' });
+    const result = await readAll(connectorSpec(brokenUrl), endpoint, engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(5));
+    expect(hitsOf('/offset-from-1') - before).toBe(3);
+    const watermarked = await readAll(connectorSpec(brokenUrl), { ...endpoint, incremental: { mode: 'watermark', param: 'since', watermark_path: '$.id' } }, engineContext());
+    expect(ids(watermarked.items)).toEqual(range(5));
   });
 });
 
