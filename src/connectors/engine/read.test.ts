@@ -138,6 +138,22 @@ describe('retry policy', () => {
     }
   });
 
+  it('an HTTP-date Retry-After is waited for (up to the cap), not replaced by the computed delay', async () => {
+    // An hour from now, as a source's 429 may say it: the wait is the cap (200 ms here), where 5 ms was waited.
+    const date = new Date(Date.now() + 3_600_000).toUTCString();
+    const retries: RetryEvent[] = [];
+    const started = Date.now();
+    const result = await readAll(
+      connectorSpec(source.url),
+      endpointSpec(`/retry-after/partners?tag=date&retry_after=${encodeURIComponent(date)}`, offset(100)),
+      engineContext({}, { retry: { attempts: 5, baseDelayMs: 5, maxDelayMs: 200 }, onRetry: (e) => retries.push(e) }),
+    );
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(95));
+    expect(retries[0]).toMatchObject({ status: 429, delayMs: 200 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+  });
+
   it('network errors are retried, then Failed and retryable', async () => {
     const before = source.count('/reset/');
     const result = await readAll(connectorSpec(source.url), endpointSpec('/reset/partners', offset()), engineContext());

@@ -14,7 +14,7 @@ describe('backoff', () => {
     expect(backoffDelay(DEFAULT_RETRY, 10, undefined, () => 0)).toBe(54000);
   });
 
-  it('a numeric Retry-After wins, without jitter, up to the cap; an HTTP-date or junk does not', () => {
+  it('a numeric Retry-After wins, without jitter, up to the cap; junk or an HTTP-date gone by does not', () => {
     expect(backoffDelay(DEFAULT_RETRY, 1, '7')).toBe(7000);
     expect(backoffDelay(DEFAULT_RETRY, 3, ['0'])).toBe(0);
     expect(backoffDelay(DEFAULT_RETRY, 6, '45', () => 0.999999)).toBe(45_000);
@@ -24,6 +24,21 @@ describe('backoff', () => {
     expect(parseRetryAfter('Wed, 21 Oct 2015 07:28:00 GMT')).toBeUndefined();
     expect(parseRetryAfter('-1')).toBeUndefined();
     expect(parseRetryAfter(undefined)).toBeUndefined();
+  });
+
+  it('an HTTP-date Retry-After waits until then, up to the cap; one gone by or not an IMF-fixdate is the computed delay', () => {
+    const now = () => Date.parse('2026-12-05T20:00:00.000Z');
+    const mid = () => 0.5;
+    expect(parseRetryAfter('Sat, 05 Dec 2026 20:00:30 GMT', now)).toBe(30_000);
+    expect(backoffDelay(DEFAULT_RETRY, 1, 'Sat, 05 Dec 2026 20:00:30 GMT', mid, now)).toBe(30_000);
+    // Further than svc.connectors.retry.max-delay: the cap, as a number of seconds is.
+    expect(backoffDelay(DEFAULT_RETRY, 1, 'Sun, 06 Dec 2026 20:00:00 GMT', mid, now)).toBe(60_000);
+    // A date that has passed (the source's clock behind the hub's), or now: the computed delay.
+    expect(backoffDelay(DEFAULT_RETRY, 2, 'Sat, 05 Dec 2026 19:59:00 GMT', mid, now)).toBe(2000);
+    expect(backoffDelay(DEFAULT_RETRY, 2, 'Sat, 05 Dec 2026 20:00:00 GMT', mid, now)).toBe(2000);
+    // Not an HTTP-date: a weekday that is not the date's, a day the month lacks.
+    expect(parseRetryAfter('Fri, 05 Dec 2026 20:00:30 GMT', now)).toBeUndefined();
+    expect(parseRetryAfter('Mon, 31 Nov 2026 20:00:30 GMT', now)).toBeUndefined();
   });
 
   it('never exceeds what a timer can hold (2^31 − 1 ms), whatever the source or the configuration asks', () => {
