@@ -1,9 +1,9 @@
-import { composeHeaders } from '../auth/headers.js';
+import { composeHeaders, DEFAULT_HEADERS } from '../auth/headers.js';
 import { resolveTemplate, resolveTemplates } from '../auth/template.js';
 import type { AuthParts } from '../auth/types.js';
 import type { Position } from '../pagination/types.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
-import { soapEnvelope, soapHeaders } from '../soap/envelope.js';
+import { soapAccept, soapEnvelope, soapHeaders } from '../soap/envelope.js';
 import { maskUserinfo } from '../../observability/url-redaction.js';
 import { CredentialError, PaginationError, quote, RequestInvalidError } from './errors.js';
 import { redactSecrets } from '../../observability/secret-forms.js';
@@ -64,7 +64,7 @@ export function planRequests(connector: ConnectorSpec, endpoint: EndpointSpec, l
   // A credential the path's query states as written (the dev profile only) is kept out of messages as a resolved one is.
   // So is one in a base_url stored before apply refused a query in it.
   for (const stated of [...queryCredentials(endpoint.path), ...queryCredentials(connector.baseUrl)]) resolved.add(stated.value).add(stated.raw);
-  const headers = composeHeaders(connector.headers ?? [], env, auth);
+  const headers = composeHeaders(connector.headers ?? [], env, auth, endpoint.soap ? { ...DEFAULT_HEADERS, Accept: soapAccept(endpoint.soap) } : DEFAULT_HEADERS);
   const plan: RequestPlan = { endpointUrl: endpointUrl(connector, endpoint), method: endpoint.graphql ? 'POST' : endpoint.method, headers, auth };
   if (endpoint.soap) {
     for (const [name, value] of Object.entries(soapHeaders(endpoint.soap))) {

@@ -23,6 +23,7 @@ beforeAll(async () => {
     if (req.url === '/huge') return streamHuge(res);
     if (req.url === '/echo') return echoRequest(req, res);
     if (req.url === '/echo200') return echoRequest(req, res, 200);
+    if (req.url === '/negotiate') return negotiate(req, res);
     const answer = answers.get(req.url ?? '') ?? { status: 404, body: '' };
     res.writeHead(answer.status, { 'Content-Type': 'text/xml; charset=utf-8' });
     res.end(answer.body);
@@ -43,6 +44,23 @@ function echoRequest(req: import('node:http').IncomingMessage, res: import('node
     res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8' });
     res.end(`bad request: ${req.headers.authorization ?? ''} ${sent}`);
   });
+}
+
+/**
+ * A service behind a gateway that negotiates the answer's type by Accept, as HTTP allows: 406 to a
+ * request accepting none of the envelope types, one record otherwise. It records the Accept sent.
+ */
+const accepted: Array<string | undefined> = [];
+function negotiate(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse): void {
+  const accept = req.headers.accept;
+  accepted.push(accept);
+  req.resume();
+  if (accept !== undefined && !/\b(text\/xml|application\/soap\+xml|\*\/\*)\b/.test(accept)) {
+    res.writeHead(406, { 'Content-Type': 'text/plain; charset=utf-8' });
+    return void res.end(`not acceptable: ${accept}`);
+  }
+  res.writeHead(200, { 'Content-Type': 'text/xml; charset=utf-8' });
+  res.end('<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body><Partner><id>1</id></Partner></s:Body></s:Envelope>');
 }
 
 /** A 1 GiB envelope of records, written as the client reads it, until the client hangs up. */
@@ -150,6 +168,19 @@ describe('SOAP reads against the demo source', () => {
     expect(sent.headers['content-type']).toBe('application/soap+xml; charset=utf-8; action="QueryPartners"');
     expect(sent.headers.soapaction).toBeUndefined();
     expect(sent.body).toContain('xmlns:soap="http://www.w3.org/2003/05/soap-envelope"');
+  });
+
+  it('accepts the envelope type of its version, not JSON; a declared Accept wins (a negotiating service answered 406)', async () => {
+    const endpoint = (version: '1.1' | '1.2') => ({ ...soapEndpoint('negotiate', { version, stop: undefined }), path: '/negotiate' });
+    accepted.length = 0;
+    for (const version of ['1.1', '1.2'] as const) {
+      const { items, error } = await readAll(connectorSpec(hostileUrl, { connectorType: 'soap-generic' }), endpoint(version), engineContext());
+      expect(error).toBeUndefined();
+      expect(items).toEqual([{ id: '1' }]);
+    }
+    const declared = await readAll(connectorSpec(hostileUrl, { connectorType: 'soap-generic', headers: [{ name: 'accept', value: 'text/xml; q=1, */*; q=0.1' }] }), endpoint('1.1'), engineContext());
+    expect(declared.error).toBeUndefined();
+    expect(accepted).toEqual(['text/xml', 'application/soap+xml', 'text/xml; q=1, */*; q=0.1']);
   });
 
   it('the pre-flight reads the first page and names a Fault', async () => {

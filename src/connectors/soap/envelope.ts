@@ -35,6 +35,15 @@ export function soapHeaders(call: SoapCall): Record<string, string> {
   return { 'Content-Type': 'text/xml; charset=utf-8', SOAPAction: `"${(call.action ?? '').replace(/"/g, '')}"` };
 }
 
+/**
+ * The `Accept` a SOAP request sends unless the connector declares one: the envelope's own media type
+ * (1.1 `text/xml`, 1.2 `application/soap+xml`), never the JSON a REST read asks for (a service or a
+ * gateway that negotiates would answer 406, or JSON).
+ */
+export function soapAccept(call: SoapCall): string {
+  return call.version === '1.2' ? 'application/soap+xml' : 'text/xml';
+}
+
 /** The envelope of one page: the session header (token filled) and the operation body (paging filled). */
 export function soapEnvelope(call: SoapCall, paging: { pageSize: number; startRow: number }, token?: string): string {
   const ns = ENVELOPE_NS[call.version];
