@@ -10,7 +10,8 @@ import { cursorCameBack, describeValue, isCursor, noCursorMessage, type Paginati
  * fails: it has no last item to take a cursor from). Sends no page size (put one in the endpoint
  * path's query string).
  * A cursor that comes back (the same one twice in a row, or one read pages ago) fails the read
- * instead of looping to the page cap.
+ * instead of looping to the page cap, but for an empty page handing back the cursor it was read
+ * with (a change feed at its end), which ends the read unless has_more_path reads true.
  */
 export function cursorPagination(p: Extract<Pagination, { kind: 'cursor' }>): PaginationStrategy {
   const seen = new PositionMemory();
@@ -20,7 +21,7 @@ export function cursorPagination(p: Extract<Pagination, { kind: 'cursor' }>): Pa
     first: () => ({ describe: 'the first page' }),
     items: (body) => queryItems(body, p.response_path),
     declaredTotal: () => undefined,
-    next({ body }) {
+    next({ body, items }) {
       seen.pageRead();
       const more = p.has_more_path ? queryFlag(body, p.has_more_path) : undefined;
       if (more === false) return undefined;
@@ -31,6 +32,9 @@ export function cursorPagination(p: Extract<Pagination, { kind: 'cursor' }>): Pa
       }
       const value = String(cursor);
       const pages = seen.cameBack(value);
+      // An empty page that hands back the cursor it was asked with (a change feed's last_seq) is the end:
+      // asking again would answer the same nothing. Unless has_more_path says there is more.
+      if (pages === 1 && items.length === 0 && more === undefined) return undefined;
       if (pages !== undefined) throw new PaginationError(cursorCameBack(value, pages, p.cursor_path));
       return { params: { [p.cursor_param]: value }, describe: `cursor ${describeValue(value)}` };
     },

@@ -82,6 +82,16 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       const limit = Number(url.searchParams.get('limit'));
       return { body: { data: range(5).slice(from - 1, from - 1 + limit).map((id) => ({ id })), total: 5 } };
     }
+    case '/relay-feed':
+      // No hasNextPage: the last page is empty and hands back the cursor it was asked with.
+      return { body: { data: { items: { nodes: after() === undefined ? rowsAt('') : [], pageInfo: { endCursor: 'c1' } } } } };
+    case '/changes': {
+      // A change feed (CouchDB's _changes): each answer hands back the position to ask from next, the
+      // same one when nothing is left; two pages of records, then an empty page at the end.
+      const since = Number(url.searchParams.get('since') ?? '0');
+      const results = since < 4 ? [{ id: since + 1 }, { id: since + 2 }] : [];
+      return { body: { results, last_seq: String(since + results.length), ...(url.searchParams.has('more') ? { pending: results.length > 0 || since < 6 } : {}) } };
+    }
     case '/next-number':
       // A link_path that holds no URL (a page number) but is not the end either.
       return { body: { results: rowsAt(at), next: url.searchParams.has('false') ? false : at === '' ? 2 : null } };
@@ -163,6 +173,28 @@ describe('every strategy reads every row exactly once', () => {
     const start = source.seen().length;
     await readAll(connectorSpec(source.url, { auth: DEMO_AUTH.basic }), endpointSpec('/spring/partners', { kind: 'page', page_param: 'page', size_param: 'size', start_page: 0, size: 50, total_pages_path: '$.totalPages', response_path: '$.content' }), engineContext());
     expect(source.seen().slice(start).map((r) => r.url.search)).toEqual(['?page=0&size=50', '?page=1&size=50']);
+  });
+});
+
+describe('a cursor handed back on an empty page', () => {
+  it('ends the read (a change feed at its end), where it failed as a cursor that did not advance', async () => {
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/changes', { kind: 'cursor', cursor_param: 'since', cursor_path: '$.last_seq', response_path: '$.results' }), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(4));
+    expect(result.pages.map((p) => p.items.length)).toEqual([2, 2, 0]);
+  });
+
+  it('relay: ends the read too when hasNextPage is absent', async () => {
+    const result = await readAll(connectorSpec(brokenUrl, { graphqlPath: '/relay-feed' }), relay('/relay-feed'), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(result.pages.map((p) => p.items.length)).toEqual([2, 0]);
+  });
+
+  it('still fails when has_more_path says there is more, and on a page with records', async () => {
+    const more = await readAll(connectorSpec(brokenUrl), endpointSpec('/changes?more=1', { kind: 'cursor', cursor_param: 'since', cursor_path: '$.last_seq', has_more_path: '$.pending', response_path: '$.results' }), engineContext());
+    expect(more.error?.message).toBe('pagination did not advance: the source returned cursor "4" twice in a row (cursor_path $.last_seq)');
+    const stuck = await readAll(connectorSpec(source.url), endpointSpec('/stuck/partners?limit=10', { kind: 'cursor', cursor_param: 'starting_after', cursor_path: '$.data[-1:].id', response_path: '$.data' }), engineContext());
+    expect(stuck.error?.message).toMatch(/^pagination did not advance: the source returned cursor "10" twice in a row/);
   });
 });
 

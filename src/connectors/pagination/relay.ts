@@ -19,7 +19,7 @@ export function relayPagination(p: Extract<Pagination, { kind: 'relay' }>): Pagi
     first: () => ({ describe: 'the first page' }),
     items: (body) => queryItems(body, p.response_path),
     declaredTotal: () => undefined,
-    next({ body }) {
+    next({ body, items }) {
       seen.pageRead();
       const more = queryFlag(body, p.has_more_path);
       if (more === false) return undefined;
@@ -30,6 +30,8 @@ export function relayPagination(p: Extract<Pagination, { kind: 'relay' }>): Pagi
       }
       // Typed: the variable is sent as JSON, where 1 and "1" are different cursors.
       const pages = seen.cameBack(`${typeof cursor}:${String(cursor)}`);
+      // An empty page handing back the cursor it was read with is the end, unless hasNextPage says more (cursor.ts).
+      if (pages === 1 && items.length === 0 && more === undefined) return undefined;
       if (pages !== undefined) throw new PaginationError(cursorCameBack(cursor, pages, p.cursor_path));
       return { variables: { [p.cursor_var]: cursor }, describe: `cursor ${describeValue(cursor)} (variable $${p.cursor_var})` };
     },
