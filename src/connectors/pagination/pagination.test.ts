@@ -92,6 +92,12 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       const results = since < 4 ? [{ id: since + 1 }, { id: since + 2 }] : [];
       return { body: { results, last_seq: String(since + results.length), ...(url.searchParams.has('more') ? { pending: results.length > 0 || since < 6 } : {}) } };
     }
+    case '/capped-offset': {
+      // Seven records served at most three a page, whatever limit is asked (as many sources cap it).
+      const from = Number(url.searchParams.get('offset'));
+      const limit = Math.min(Number(url.searchParams.get('limit')), 3);
+      return { body: { data: range(7).slice(from, from + limit).map((id) => ({ id })) } };
+    }
     case '/next-number':
       // A link_path that holds no URL (a page number) but is not the end either.
       return { body: { results: rowsAt(at), next: url.searchParams.has('false') ? false : at === '' ? 2 : null } };
@@ -208,6 +214,23 @@ describe('offset from start_offset', () => {
     expect(hitsOf('/offset-from-1') - before).toBe(3);
     const watermarked = await readAll(connectorSpec(brokenUrl), { ...endpoint, incremental: { mode: 'watermark', param: 'since', watermark_path: '$.id' } }, engineContext());
     expect(ids(watermarked.items)).toEqual(range(5));
+  });
+});
+
+describe('offset without total_path', () => {
+  it('a source that caps the limit is read whole: its short first page is not the last (it was: 3 of 7 rows, Completed)', async () => {
+    const before = hitsOf('/capped-offset');
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/capped-offset', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 5, response_path: '$.data' }), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(7));
+    // 3, 3, then 1 (shorter than the pages before it: the last).
+    expect(result.pages.map((p) => p.items.length)).toEqual([3, 3, 1]);
+    expect(hitsOf('/capped-offset') - before).toBe(3);
+  });
+
+  it('a first page short of the limit costs one request more, answered empty', async () => {
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/capped-offset', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 5, start_offset: 4, response_path: '$.data' }), engineContext());
+    expect(result.pages.map((p) => p.items.length)).toEqual([3, 0]);
   });
 });
 
