@@ -123,18 +123,48 @@ export function composeRequest(
     }
   } else {
     url = new URL(plan.endpointUrl);
-    for (const [name, value] of Object.entries(position.params ?? {})) url.searchParams.set(name, value);
+    for (const [name, value] of Object.entries(position.params ?? {})) setQueryParameter(url, name, value);
   }
   if (watermark !== undefined && endpoint.incremental.mode === 'watermark') {
-    url.searchParams.set(endpoint.incremental.param, watermark);
+    setQueryParameter(url, endpoint.incremental.param, watermark);
   }
-  for (const [name, value] of plan.auth.query) url.searchParams.set(name, value);
+  for (const [name, value] of plan.auth.query) setQueryParameter(url, name, value);
 
   let body = plan.body;
   if (endpoint.soap) body = soapEnvelope(endpoint.soap, position.soap ?? { pageSize: 0, startRow: 0 }, plan.soapToken);
   else if (endpoint.graphql) body = jsonText({ query: endpoint.query ?? '', variables: { ...plan.variables, ...position.variables } });
   if (position.url !== undefined) describe = `${describe} ${redactUrl(url, plan.auth)}`;
   return { url, method: plan.method, headers: plan.headers, body, position: describe, carriesPosition: previous !== undefined };
+}
+
+/**
+ * Sets one query parameter of `url` (replacing every parameter of that name, as
+ * `URLSearchParams.set` does) and leaves the other parameters as written: `searchParams.set`
+ * serialises the whole query again (`%20` becomes `+`, `~` becomes `%7E`), which breaks a next link
+ * signed over its exact query, or a cursor its source compares as sent.
+ */
+export function setQueryParameter(url: URL, name: string, value: string): void {
+  const segment = `${encodeURIComponent(name)}=${encodeURIComponent(value)}`;
+  const kept: string[] = [];
+  let placed = false;
+  for (const part of url.search.length > 1 ? url.search.slice(1).split('&') : []) {
+    if (part !== '' && queryName(part) === name) {
+      if (!placed) kept.push(segment);
+      placed = true;
+    } else kept.push(part);
+  }
+  if (!placed) kept.push(segment);
+  url.search = kept.join('&');
+}
+
+/** A query segment's parameter name, decoded as URLSearchParams decodes it (`+` a space); as written when it does not decode. */
+function queryName(part: string): string {
+  const raw = part.split('=', 1)[0]!.replace(/\+/g, ' ');
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }
 
 /**
