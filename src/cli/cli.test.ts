@@ -282,6 +282,37 @@ describe('login, whoami, logout', () => {
     expect(env.err).toContain(`without /api (${hub.url})`);
   });
 
+  it('a redirect (an ingress sending http to https) is an error naming where it points, at login and in every command, never a success', async () => {
+    // As ingress-nginx answers plain http once the host has TLS (ssl-redirect): 308 to https, for every method, with an HTML page.
+    const ingress = createServer((req, res) => {
+      res.writeHead(308, { 'Content-Type': 'text/html', Location: `https://hub.example.test${req.url}` });
+      res.end('<html>\r\n<head><title>308 Permanent Redirect</title></head>\r\n<body>\r\n<center><h1>308 Permanent Redirect</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n');
+    });
+    await new Promise<void>((resolve) => ingress.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const url = `http://127.0.0.1:${(ingress.address() as AddressInfo).port}`;
+      const file = join(dir, 'redirected.json');
+      const login = await svc(['login', '--url', url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+      expect(login).toEqual({
+        code: 1,
+        out: '',
+        err: `error: ${url} answered 308 Permanent Redirect to https://hub.example.test/api/bff/v1/me; svc follows no redirect (the credential would go along): give the hub's URL as it serves it, svc login --url https://hub.example.test; nothing was stored (HTTP 308)\n`,
+      });
+      expect(existsSync(file)).toBe(false);
+      const env = { SVC_CLI_CONFIG: file, SVC_URL: url, SVC_DEV_TENANT: '1' };
+      const apply = await svc(['apply', '-f', EXAMPLE], { env });
+      expect(apply).toMatchObject({ code: 1, out: '' });
+      expect(apply.err).toBe(`error: ${EXAMPLE}: ${url} answered 308 Permanent Redirect to https://hub.example.test/api/connectors/apply; svc follows no redirect (the credential would go along): give the hub's URL as it serves it, svc login --url https://hub.example.test (HTTP 308)\n`);
+      for (const args of [['connectors', 'rm', 'demo-open'], ['connectors', 'ls'], ['exports', 'download', 'partner'], ['events', 'tail']]) {
+        const result = await svc(args, { env });
+        expect(result).toMatchObject({ code: 1, out: '' });
+        expect(result.err).toMatch(/^error: .* answered 308 Permanent Redirect to https:\/\/hub\.example\.test\/api\/.*svc follows no redirect .*\(HTTP 308\)\n$/);
+      }
+    } finally {
+      await new Promise((resolve) => ingress.close(resolve));
+    }
+  });
+
   it('refuses a URL holding a user name or password, at login and in SVC_URL, without printing the password', async () => {
     // No credential of a URL is ever sent (the HTTP client drops it), and errors print the URL.
     const file = join(dir, 'userinfo.json');

@@ -51,7 +51,7 @@ export class Hub {
     private readonly signal?: AbortSignal,
   ) {}
 
-  /** A JSON call; any status of 400 or more throws an HttpError carrying the hub's message. */
+  /** A JSON call; any status of 400 or more throws an HttpError carrying the hub's message, and so does a redirect (3xx), which is not followed. */
   async call<T = unknown>(method: Dispatcher.HttpMethod, route: string, options: CallOptions = {}): Promise<Reply<T>> {
     const headers: Record<string, string> = { accept: 'application/json', ...options.headers };
     let body: string | undefined;
@@ -60,7 +60,7 @@ export class Hub {
       body = JSON.stringify(options.json);
     }
     const res = await this.send(method, route, { query: options.query, headers, body });
-    if (res.statusCode >= 400) throw await this.refusal(res);
+    if (res.statusCode >= 300) throw await this.refusal(res, route);
     const text = await res.body.text();
     const next = nextCursor(res.headers.link);
     return { status: res.statusCode, body: parse(text, String(res.headers['content-type'] ?? '')) as T, ...(next ? { next } : {}) };
@@ -68,7 +68,7 @@ export class Hub {
 
   /**
    * A streaming GET (Server-Sent Events, `events tail`): no body timeout; the response with its body
-   * unread, or, for a status of 400 or more, an HttpError like `call`'s (the hint of a 401 included).
+   * unread, or, for a redirect or a status of 400 or more, an HttpError like `call`'s (the hint of a 401 included).
    */
   open(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
     return this.stream(route, query, headers);
@@ -76,7 +76,7 @@ export class Hub {
 
   /**
    * A streaming GET of a file (no body timeout): the response with its body unread, or, for a
-   * status of 400 or more, an HttpError carrying the hub's message.
+   * redirect or a status of 400 or more, an HttpError carrying the hub's message.
    */
   fetch(route: string, headers: Record<string, string> = {}): Promise<Dispatcher.ResponseData> {
     return this.stream(route, {}, headers);
@@ -84,12 +84,20 @@ export class Hub {
 
   private async stream(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
     const res = await this.send('GET', route, { query, headers, bodyTimeout: 0 });
-    if (res.statusCode < 400) return res;
-    throw await this.refusal(res);
+    if (res.statusCode < 300) return res;
+    throw await this.refusal(res, route);
   }
 
-  /** The HttpError for an answer of 400 or more: the hub's message with its hint, and its Retry-After. */
-  private async refusal(res: Dispatcher.ResponseData): Promise<HttpError> {
+  /**
+   * The HttpError for an answer of 300 or more: the hub's message with its hint, and its Retry-After.
+   * A redirect (3xx) is not followed (the credential would go wherever it points, and a POST may come
+   * back as a GET): it is an error naming where it points, never a success whose body nobody reads.
+   */
+  private async refusal(res: Dispatcher.ResponseData, route: string): Promise<HttpError> {
+    if (res.statusCode < 400) {
+      await res.body.dump();
+      return new HttpError(res.statusCode, this.redirected(res.statusCode, header(res.headers.location), route), undefined);
+    }
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
     return new HttpError(res.statusCode, this.withHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed, retryAfter(res.headers['retry-after']));
@@ -115,6 +123,21 @@ export class Hub {
     }
     if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})`;
     return message;
+  }
+
+  /**
+   * What a redirect says: where it points and, when that is the same route under another base (an
+   * ingress sending http to https, a moved hub), the base URL to log in with instead.
+   */
+  private redirected(status: number, location: string | undefined, route: string): string {
+    const what = `${status} ${STATUS_CODES[status] ?? 'redirect'}`;
+    const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
+    if (!location) return `${this.target.url} answered ${what} without a Location; svc follows no redirect${stored}`;
+    const target = URL.canParse(location, this.url(route)) ? new URL(location, this.url(route)) : undefined;
+    const routePath = route.split('?')[0]!;
+    const base = target?.pathname.endsWith(routePath) ? `${target.origin}${target.pathname.slice(0, -routePath.length)}` : undefined;
+    const instead = base && base !== this.target.url ? `: give the hub's URL as it serves it, svc login --url ${base}` : '';
+    return `${this.target.url} answered ${what} to ${target?.href ?? location}; svc follows no redirect (the credential would go along)${instead}${stored}`;
   }
 
   close(): Promise<void> {
@@ -160,6 +183,10 @@ export class Hub {
     if (this.target.devTenant) return { 'x-tenant-id': this.target.devTenant };
     return {};
   }
+}
+
+function header(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }
 
 /** `Retry-After` as whole seconds; an HTTP date (or anything else) is ignored. */
