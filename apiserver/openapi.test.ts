@@ -187,8 +187,8 @@ describe('GET /q/openapi', () => {
       }
     }
     if (decl.body) {
-      // Optional exactly when an absent body (read as {}) passes the body schema.
-      expect(op.requestBody?.required).toBe(!ajv2020.validate(decl.body, {}));
+      // Optional exactly when an absent body (read as {}) passes the body schema, and the one documented.
+      expect(op.requestBody?.required).toBe(!ajv2020.validate(decl.body, {}) || (decl.documentedBody !== undefined && !ajv2020.validate(decl.documentedBody, {})));
       expect(Object.keys(op.requestBody!.content)).toEqual(decl.bodyTypes ?? ['application/json']);
       for (const media of Object.values(op.requestBody!.content)) expect(media.schema).toEqual(decl.documentedBody ?? decl.body);
     } else {
@@ -236,6 +236,14 @@ describe('GET /q/openapi', () => {
         expect(schema).toMatchObject({ type: 'object', required: connectorManifestSchema.required, properties: { spec: { type: 'object' } } });
         expect(Object.keys(schema.properties as object).sort()).toEqual(Object.keys(connectorManifestSchema.properties as object).sort());
       }
+    }
+  });
+
+  it('an apply route, which refuses a request without a body, documents its body as required', async () => {
+    for (const path of ['/api/connectors/apply', '/api/entities/apply', '/api/exports/apply', '/api/workflows/apply', '/api/processes/apply']) {
+      const res = await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1' } });
+      expect({ path, status: res.status, body: await res.json() }).toEqual({ path, status: 400, body: { error: 'apiVersion is required', field: 'apiVersion' } });
+      expect({ path, required: doc.paths[path]!.post!.requestBody!.required }).toEqual({ path, required: true });
     }
   });
 

@@ -133,13 +133,20 @@ function documentedResponse(response: ResponseDecl): Record<string, unknown> {
   };
 }
 
-/** Whether a request without a body (which the router reads as `{}`) passes the route's body schema. */
+/**
+ * Whether a request without a body (which the router reads as `{}`) passes the route's body schema, and
+ * the schema the document shows for it: a manifest route's router schema takes any object, but its
+ * handler checks the manifest (`apiVersion is required`), so a body its documented schema refuses
+ * empty is required.
+ */
 function acceptsEmptyBody(decl: RouteDecl): boolean {
-  if (!decl.body) return true;
-  try {
-    validate(decl.body, {}, 'body');
-    return true;
-  } catch {
-    return false;
+  for (const schema of [decl.body, decl.documentedBody]) {
+    if (!schema) continue;
+    try {
+      validate(schema, {}, 'body');
+    } catch {
+      return false;
+    }
   }
+  return true;
 }
