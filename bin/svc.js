@@ -6,4 +6,8 @@ import { loadMain } from './launch.js';
 const main = await loadMain('src/cli/main');
 const code = await main(process.argv.slice(2));
 // Exit once stdout is flushed (a pipe may still hold output); open keep-alive sockets do not wait.
-process.stdout.write('', () => process.exit(code));
+// A turn later: a write that failed is reported by stdout's error listener (main.ts), which exits 1.
+setImmediate(() => {
+  if (process.stdout.writableLength === 0) process.exit(code);
+  else process.stdout.write('', () => process.exit(code));
+});

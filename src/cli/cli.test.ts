@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -861,6 +861,28 @@ describe('the executable', () => {
     expect(code).toBe(0);
     expect(out).toContain('Usage: svc COMMAND');
     expect(out).toContain('svc connectors run NAME [--endpoint ID] [--wait]');
+  });
+
+  it('output it cannot write (a full disk: stdout on /dev/full) exits 1 saying so, never 0 with the output lost; a usage error stays 2', async () => {
+    const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' };
+    const run = async (args: string[]) => {
+      const full = openSync('/dev/full', 'w');
+      try {
+        const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), ...args], { env, stdio: ['ignore', full, 'pipe'] });
+        let err = '';
+        child.stderr!.on('data', (d) => (err += d));
+        const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+        return { code, err };
+      } finally {
+        closeSync(full);
+      }
+    };
+    const lost = { code: 1, err: 'error: cannot write to standard output: ENOSPC; what was printed is incomplete\n' };
+    expect(await run(['events', 'ls', '--json'])).toEqual(lost);
+    expect(await run(['runs', 'ls'])).toEqual(lost);
+    expect(await run(['--help'])).toEqual(lost);
+    // Nothing written to stdout, nothing lost: the command's own exit.
+    expect(await run(['nonsense'])).toMatchObject({ code: 2, err: expect.stringContaining("unknown command 'nonsense'") });
   });
 
   it('events tail prints live events and stops on SIGINT with exit 0', async () => {

@@ -137,9 +137,12 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
 }
 
 function processIo(): Io {
-  // `svc runs ls | head`: a closed pipe ends the output, not with a stack trace.
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    // `svc runs ls | head`: a closed pipe ends the output, not with a stack trace.
     if (e.code === 'EPIPE') process.exit(0);
+    // Any other failure to write (a full disk: ENOSPC, EIO) lost output a script reads: never a success.
+    process.stderr.write(`error: cannot write to standard output: ${e.code ?? e.message}; what was printed is incomplete\n`);
+    process.exit(1);
   });
   return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
 }
