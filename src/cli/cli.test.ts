@@ -313,6 +313,27 @@ describe('login, whoami, logout', () => {
     }
   });
 
+  it('a 200 that is not the hub\'s JSON (a web console answering its page for every path) is an error, at login and in every command, never a success', async () => {
+    // As a single-page app's server answers (nginx try_files … /index.html): its page, 200, for any GET; 405 for a POST.
+    const spa = createServer((req, res) => {
+      if (req.method !== 'GET') return void res.writeHead(405, { 'Content-Type': 'text/html' }).end('<html><head><title>405 Not Allowed</title></head></html>\n');
+      res.writeHead(200, { 'Content-Type': 'text/html' }).end('<!doctype html><html><head><title>Console</title></head><body><div id="root"></div></body></html>\n');
+    });
+    await new Promise<void>((resolve) => spa.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const url = `http://127.0.0.1:${(spa.address() as AddressInfo).port}`;
+      const file = join(dir, 'console.json');
+      const login = await svc(['login', '--url', url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
+      expect(login).toEqual({ code: 1, out: '', err: `error: ${url} answered GET /api/bff/v1/me with 200 text/html, not the hub's JSON: not a svc-hub, or not its base URL; nothing was stored\n` });
+      expect(existsSync(file)).toBe(false);
+      const env = { SVC_CLI_CONFIG: file, SVC_URL: url, SVC_DEV_TENANT: '1' };
+      expect(await svc(['whoami'], { env })).toEqual({ code: 1, out: '', err: `error: ${url} answered GET /api/bff/v1/me with 200 text/html, not the hub's JSON: not a svc-hub, or not its base URL\n` });
+      expect(await svc(['runs', 'ls', '--json'], { env })).toEqual({ code: 1, out: '', err: `error: ${url} answered GET /api/platform/runs with 200 text/html, not the hub's JSON: not a svc-hub, or not its base URL\n` });
+    } finally {
+      await new Promise((resolve) => spa.close(resolve));
+    }
+  });
+
   it('refuses a URL holding a user name or password, at login and in SVC_URL, without printing the password', async () => {
     // No credential of a URL is ever sent (the HTTP client drops it), and errors print the URL.
     const file = join(dir, 'userinfo.json');

@@ -62,8 +62,17 @@ export class Hub {
     const res = await this.send(method, route, { query: options.query, headers, body });
     if (res.statusCode >= 300) throw await this.refusal(res, route);
     const text = await res.body.text();
+    const type = String(res.headers['content-type'] ?? '');
+    // The hub answers JSON (or nothing: a 204). Anything else is another server at the URL (a web
+    // console's page answered for every path), whose 200 is no success of the call.
+    if (text && !type.includes('json')) {
+      const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
+      throw new CliError(
+        `${this.target.url} answered ${method} ${route.split('?')[0]} with ${res.statusCode} ${type.split(';')[0] || 'and no Content-Type'}, not the hub's JSON: not a svc-hub, or not its base URL${stored}`,
+      );
+    }
     const next = nextCursor(res.headers.link);
-    return { status: res.statusCode, body: parse(text, String(res.headers['content-type'] ?? '')) as T, ...(next ? { next } : {}) };
+    return { status: res.statusCode, body: parse(text, type) as T, ...(next ? { next } : {}) };
   }
 
   /**
