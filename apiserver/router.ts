@@ -299,7 +299,7 @@ async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, 
     // JSON text written by JSON.stringify: no key twice in an object.
     return readJsonBody(read.json, false);
   }
-  if (ctx.request.length && !ctx.is(...types)) {
+  if (sentBody(ctx) && !ctx.is(...types)) {
     const sent = ctx.request.type ? `not ${ctx.request.type}` : 'the request names no Content-Type';
     throw new UnsupportedMediaType(`body must be ${types.join(' or ')} (${sent})`, `send Content-Type: ${types[0]}`);
   }
@@ -307,6 +307,14 @@ async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, 
   const value = raw ?? {};
   refuseUnstorable(value, 'body');
   return value;
+}
+
+/**
+ * Whether the request sends a body: a Content-Length above 0, or a body in chunks (`Transfer-Encoding`, no length
+ * given: a client streaming what it sends). Its media type is then checked, whichever way it comes.
+ */
+function sentBody(ctx: Context): boolean {
+  return ctx.request.length === undefined ? ctx.get('Transfer-Encoding') !== '' : ctx.request.length > 0;
 }
 
 /**

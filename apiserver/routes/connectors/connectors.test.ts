@@ -228,6 +228,20 @@ describe('POST /api/connectors/apply', () => {
     const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
     expect(untyped.status).toBe(415);
     expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
+    // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
+    for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
+      const body = new ReadableStream({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(stringify(manifest(name))));
+          controller.close();
+        },
+      });
+      const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
+      expect({ status: chunked.status, body: await chunked.json() }).toEqual({
+        status: 415,
+        body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
+      });
+    }
     expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
   });
 
@@ -294,6 +308,20 @@ describe('POST /api/connectors/apply', () => {
     const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
     expect(untyped.status).toBe(415);
     expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
+    // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
+    for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
+      const body = new ReadableStream({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(stringify(manifest(name))));
+          controller.close();
+        },
+      });
+      const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
+      expect({ status: chunked.status, body: await chunked.json() }).toEqual({
+        status: 415,
+        body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
+      });
+    }
     expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
   });
 
@@ -367,6 +395,20 @@ describe('POST /api/connectors/validate', () => {
     const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
     expect(untyped.status).toBe(415);
     expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
+    // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
+    for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
+      const body = new ReadableStream({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(stringify(manifest(name))));
+          controller.close();
+        },
+      });
+      const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
+      expect({ status: chunked.status, body: await chunked.json() }).toEqual({
+        status: 415,
+        body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
+      });
+    }
     expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
   });
 
