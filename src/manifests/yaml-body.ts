@@ -49,6 +49,16 @@ const tooDeep = (root: string): YamlProblem => ({
 });
 
 /**
+ * A body of several YAML documents (`---` between them): one request applies one manifest. The yaml package's own
+ * words ask for a function of its API (`please use YAML.parseAllDocuments()`), which is no advice to a caller.
+ */
+const severalDocuments = (root: string, line: number | undefined): YamlProblem => ({
+  message: `${root} holds more than one YAML document${line === undefined ? '' : ` (the second begins at line ${line})`}: a request takes one manifest`,
+  field: root,
+  hint: 'send each document in a request of its own (svc apply -f FILE sends the documents of a file one after the other)',
+});
+
+/**
  * A manifest body in YAML, read as kubectl reads it: compact nesting refused from the tokens before the parser spends
  * time on it, the parser's first error, what kubectl would read otherwise (`kubectlRefusal`), keys as kubectl writes
  * them (`keysAsKubectl`, named under `root`), and the JSON text's size. The nesting cap and the object and key counts
@@ -61,6 +71,7 @@ export function readYamlManifest(text: string, root: string, maxJsonBytes = Numb
   try {
     const doc = readManifestDocument(text);
     const error = doc.errors[0];
+    if (error?.code === 'MULTIPLE_DOCS') return { problem: severalDocuments(root, error.linePos?.[0].line) };
     if (error) return { problem: { message: `${root} is not valid YAML: ${error.message}` } };
     const refusal = kubectlRefusal(doc);
     if (refusal) return { problem: { message: `${root} is not a manifest kubectl would read the same: ${refusal}`, field: root } };

@@ -338,6 +338,16 @@ describe('POST /api/connectors/apply', () => {
     const bad = await call('POST', '/api/connectors/apply', { body: 'spec: [unclosed' });
     expect(bad.status).toBe(400);
     expect(bad.body).toEqual({ error: expect.stringMatching(/^body is not valid YAML: /) });
+    // Two documents: one request applies one manifest, said in the API's words (not the YAML library's advice to call one of its functions).
+    const two = await call('POST', '/api/connectors/apply', { body: `${stringify(manifest(fresh('first')))}---\n${stringify(manifest(fresh('second')))}` });
+    expect(two).toMatchObject({
+      status: 400,
+      body: {
+        error: `body holds more than one YAML document (the second begins at line ${stringify(manifest(fresh('first'))).split('\n').length}): a request takes one manifest`,
+        field: 'body',
+        hint: 'send each document in a request of its own (svc apply -f FILE sends the documents of a file one after the other)',
+      },
+    });
     const scalar = await call('POST', '/api/connectors/apply', { body: 'just text' });
     expect(scalar.status).toBe(400);
     expect(scalar.body).toEqual({ error: 'body must be an object' });
