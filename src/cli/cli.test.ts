@@ -329,6 +329,9 @@ describe('login, whoami, logout', () => {
       const env = { SVC_CLI_CONFIG: file, SVC_URL: url, SVC_DEV_TENANT: '1' };
       expect(await svc(['whoami'], { env })).toEqual({ code: 1, out: '', err: `error: ${url} answered GET /api/bff/v1/me with 200 text/html, not the hub's JSON: not a svc-hub, or not its base URL\n` });
       expect(await svc(['runs', 'ls', '--json'], { env })).toEqual({ code: 1, out: '', err: `error: ${url} answered GET /api/platform/runs with 200 text/html, not the hub's JSON: not a svc-hub, or not its base URL\n` });
+      // The event stream too (it read the page as an empty stream, then reconnected every 3 s for ever, saying 'reconnected').
+      const tail = await svc(['events', 'tail'], { env, signal: AbortSignal.timeout(8_000) });
+      expect(tail).toEqual({ code: 1, out: '', err: `error: ${url} answered GET /api/platform/events/stream with 200 text/html, not an event stream: not a svc-hub, or not its base URL\n` });
     } finally {
       await new Promise((resolve) => spa.close(resolve));
     }

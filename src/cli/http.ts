@@ -65,12 +65,7 @@ export class Hub {
     const type = String(res.headers['content-type'] ?? '');
     // The hub answers JSON (or nothing: a 204). Anything else is another server at the URL (a web
     // console's page answered for every path), whose 200 is no success of the call.
-    if (text && !type.includes('json')) {
-      const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
-      throw new CliError(
-        `${this.target.url} answered ${method} ${route.split('?')[0]} with ${res.statusCode} ${type.split(';')[0] || 'and no Content-Type'}, not the hub's JSON: not a svc-hub, or not its base URL${stored}`,
-      );
-    }
+    if (text && !type.includes('json')) throw this.notTheHub(method, route, res.statusCode, type, "the hub's JSON");
     const next = nextCursor(res.headers.link);
     return { status: res.statusCode, body: parse(text, type) as T, ...(next ? { next } : {}) };
   }
@@ -79,8 +74,21 @@ export class Hub {
    * A streaming GET (Server-Sent Events, `events tail`): no body timeout; the response with its body
    * unread, or, for a redirect or a status of 400 or more, an HttpError like `call`'s (the hint of a 401 included).
    */
-  open(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
-    return this.stream(route, query, headers);
+  async open(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
+    const res = await this.stream(route, query, headers);
+    const type = String(res.headers['content-type'] ?? '');
+    if (res.statusCode === 200 && !type.startsWith('text/event-stream')) {
+      await res.body.dump();
+      throw this.notTheHub('GET', route, res.statusCode, type, 'an event stream');
+    }
+    return res;
+  }
+
+  /** A success that is not what the hub answers (another server at the URL: a web console's page for every path). */
+  private notTheHub(method: string, route: string, status: number, type: string, expected: string): CliError {
+    const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
+    const media = type.split(';')[0] || 'and no Content-Type';
+    return new CliError(`${this.target.url} answered ${method} ${route.split('?')[0]} with ${status} ${media}, not ${expected}: not a svc-hub, or not its base URL${stored}`);
   }
 
   /**
