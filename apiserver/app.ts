@@ -57,7 +57,7 @@ export function routeTable(options: Pick<ApiOptions, 'routes' | 'extraRoutes'>, 
 
 /**
  * The Koa application. Middleware, top to bottom: request id + trace span, access log, the error
- * mapper, body parsing, the routes (each with its gate and validation).
+ * mapper, the routes (each with its gate, then its body read, then validation).
  */
 export function createApi(services: AreaServices, options: ApiOptions): Koa {
   const routes = [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? [])];
@@ -81,26 +81,26 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   app.use(requestContext);
   app.use(accessLog);
   app.use(errorMapper);
-  app.use(
-    koaBody({
-      // JSON arrives as text and is parsed by the router, which caps its nesting as it reads it.
-      json: false,
-      text: true,
-      urlencoded: false,
-      multipart: false,
-      // Text arrives byte for byte (latin1 maps each byte to one character): the router decodes it as
-      // UTF-8 and refuses bytes that are not, where a lenient decode would store U+FFFD in their place.
-      encoding: 'latin1',
-      jsonLimit: limit,
-      textLimit: limit,
-      textTypes: ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'],
-      parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
-      onError: (err, ctx) => {
-        ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? tooLarge : `body is not valid: ${err.message}`);
-      },
-    }),
-  );
-  const router = mountRoutes(routeTable(options, documentOnce), services);
+  // Read by the router once the caller is authenticated and passed the route's gate and rate limit, for a route that
+  // takes a body: an anonymous caller could otherwise make the hub read and hold svc.http.body-limit per request.
+  const readBody = koaBody({
+    // JSON arrives as text and is parsed by the router, which caps its nesting as it reads it.
+    json: false,
+    text: true,
+    urlencoded: false,
+    multipart: false,
+    // Text arrives byte for byte (latin1 maps each byte to one character): the router decodes it as
+    // UTF-8 and refuses bytes that are not, where a lenient decode would store U+FFFD in their place.
+    encoding: 'latin1',
+    jsonLimit: limit,
+    textLimit: limit,
+    textTypes: ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'],
+    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+    onError: (err, ctx) => {
+      ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? tooLarge : `body is not valid: ${err.message}`);
+    },
+  });
+  const router = mountRoutes(routeTable(options, documentOnce), services, readBody);
   app.use(unanswered);
   app.use(router.routes());
   app.use(router.allowedMethods());

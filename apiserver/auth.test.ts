@@ -438,6 +438,48 @@ describe('the platform floor: svc_integrator on every /api/platform/* path', () 
   });
 });
 
+describe('a body is read only once the caller passed authentication and the gate', () => {
+  /**
+   * Sends the head of a request announcing `length` bytes of body and only the first few of them, and
+   * waits for the answer: one given while the body is still being sent was given without reading it.
+   */
+  function answerBeforeBody(path: string, headers: Record<string, string>, length = 5_000_000): Promise<{ status: number; text: string } | 'waited for the body'> {
+    return new Promise((resolve, reject) => {
+      const url = new URL(path, hub.url);
+      const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'Content-Type': 'application/json', 'Content-Length': String(length), ...headers } });
+      const timer = setTimeout(() => {
+        req.destroy();
+        resolve('waited for the body');
+      }, 3_000);
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (chunk: Buffer) => (text += chunk));
+        res.on('end', () => {
+          clearTimeout(timer);
+          req.destroy();
+          resolve({ status: res.statusCode!, text });
+        });
+      });
+      req.on('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      req.write('{"name": "');
+    });
+  }
+
+  it('without a token (401), without the platform role or the route\'s own (403), the hub answers without waiting for the body it announced', async () => {
+    expect(await answerBeforeBody('/api/platform/secrets', {})).toEqual({ status: 401, text: 'authentication required' });
+    expect(await answerBeforeBody('/api/platform/no-such-route', {})).toEqual({ status: 401, text: 'authentication required' });
+    expect(await answerBeforeBody('/api/connectors/apply', {})).toEqual({ status: 401, text: '{"error":"authentication required"}' });
+    const user = `Bearer ${await token(['svc_user'], { tenant_id: 2 })}`;
+    expect(await answerBeforeBody('/api/platform/secrets', { Authorization: user })).toEqual({ status: 403, text: 'missing role svc_integrator' });
+    expect(await answerBeforeBody('/api/connectors/apply', { Authorization: user })).toEqual({ status: 403, text: '' });
+    // Past the gate the body is read: the answer waits for it.
+    expect(await answerBeforeBody('/api/platform/secrets', { Authorization: `Bearer ${await token(['svc_integrator', 'svc_admin'], { tenant_id: 2 })}` })).toBe('waited for the body');
+  });
+});
+
 describe('the platform floor holds before routing: an unknown /api/platform/* path is not told apart', () => {
   it.each(['/api/platform/no-such-route', '/api/platform/health/deeper', '/API/Platform/nothing-here', '/api/platform'])(
     'without credentials %s is a 401 like a declared path',

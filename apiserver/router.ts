@@ -2,7 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { METHODS } from 'node:http';
 import { setImmediate as turn } from 'node:timers/promises';
 import Router from '@koa/router';
-import type { Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { type Principal, satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
@@ -32,7 +32,7 @@ export function koaPath(path: string): string {
  * Mounts route declarations: authentication and the role gate in the order spec 1 fixes, the tenant
  * path check, the route's rate limit, validation of params, query and body, then the handler.
  */
-export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router {
+export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBody: Middleware): Router {
   // Every method Node's parser lets through is one the router knows: one no declaration serves is
   // a 405 naming those that do (or a 404 on an unknown path), never @koa/router's bare 501 for a
   // method outside its short default list (TRACE, PROPFIND, …) with an empty Allow on unknown paths.
@@ -52,7 +52,7 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices): Router
         refuseUndeclaredQuery(decl, ctx.query);
         const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
         const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : {};
-        const body = decl.body ? validate(decl.body, await parseBody(ctx, decl, services, principal), 'body') : undefined;
+        const body = decl.body ? validate(decl.body, await parseBody(ctx, decl, services, principal, readBody), 'body') : undefined;
         const result = await decl.handler({ params, query, body, principal, services, ctx });
         if (result !== undefined) {
           ctx.body = result;
@@ -276,7 +276,8 @@ async function readYamlBody(text: string, services: AreaServices, tenantId: numb
  * The body in the declared media types: JSON and YAML parsed here (the body parser hands over text),
  * with the nesting cap checked as they are read and unstorable text refused, naming its field.
  */
-async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined): Promise<unknown> {
+async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined, readBody: Middleware): Promise<unknown> {
+  await readBody(ctx, async () => undefined);
   const sent = (ctx.request as { body?: unknown }).body;
   const types = decl.bodyTypes ?? ['application/json'];
   // koa-body hands text over as latin1, one character per byte: its length is the bytes sent, known before decoding them.
