@@ -12,6 +12,7 @@ import { startDemoSource } from '../demo-source/server.js';
 import { cancelled } from './commands.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { main } from './main.js';
 import { printable } from './output.js';
 
@@ -389,6 +390,44 @@ describe('login, whoami, logout', () => {
       const notUrl = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: url, SVC_DEV_TENANT: '1' } });
       expect(notUrl).toEqual({ code: 1, out: '', err: `error: SVC_URL must be an http or https URL (the hub's base, http://127.0.0.1:8080), not '${url}'\n` });
     }
+  });
+});
+
+describe('login at a hub that checks tokens', () => {
+  let issuer: TestIssuer;
+  let checking: TestHub;
+  beforeAll(async () => {
+    issuer = await startIssuer();
+    checking = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.datasource.url': hub.ownerUrl });
+  });
+  afterAll(async () => {
+    await checking?.stop();
+    await issuer?.close();
+  });
+
+  it('keeps nothing for a token the hub refuses on every call (impersonation without svc_superadmin, a user it does not have or has deactivated); stores one a role is missing for', async () => {
+    const admin = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+    const user = (await (await fetch(`${hub.url}/api/tenants/1/users`, { method: 'POST', headers: admin, body: JSON.stringify({ login: 'cli-left', name: 'Left' }) })).json()) as { id: number };
+    expect((await fetch(`${hub.url}/api/tenants/1/users/${user.id}`, { method: 'DELETE', headers: admin })).status).toBe(204);
+    const file = join(dir, 'checked.json');
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ realm_access: { roles: ['svc_user'] }, tenant_id: 1, acting_as_tenant: 2 }, 'svc_superadmin required to impersonate a tenant'],
+      [{ realm_access: { roles: ['svc_user'] }, tenant_id: 1, user_id: 987_654 }, 'unknown user'],
+      [{ realm_access: { roles: ['svc_user'] }, tenant_id: 1, user_id: user.id }, 'account inactive'],
+    ];
+    for (const [claims, refusal] of cases) {
+      const token = await issuer.mint(claims, { subject: `cli-${refusal.length}` });
+      const login = await svc(['login', '--url', checking.url, '--token-stdin'], { env: { SVC_CLI_CONFIG: file }, stdin: token });
+      expect({ refusal, login }).toEqual({ refusal, login: { code: 1, out: '', err: `error: ${refusal}; nothing was stored (HTTP 403)\n` } });
+      expect(existsSync(file)).toBe(false);
+      // As every later command would be refused.
+      expect(await svc(['runs', 'ls'], { env: { SVC_CLI_CONFIG: file, SVC_URL: checking.url, SVC_TOKEN: token } })).toMatchObject({ code: 1, err: `error: ${refusal} (HTTP 403)\n` });
+    }
+    // Without svc_user, /api/bff/v1/me is refused, but other routes may serve the token: stored, with a warning.
+    const integrator = await issuer.mint({ realm_access: { roles: ['svc_integrator'] }, tenant_id: 1 }, { subject: 'cli-integrator' });
+    const stored = await svc(['login', '--url', checking.url, '--token-stdin'], { env: { SVC_CLI_CONFIG: file }, stdin: integrator });
+    expect(stored).toMatchObject({ code: 0, err: 'warning: the hub refused /api/bff/v1/me (forbidden, HTTP 403); storing the credential anyway\n' });
+    expect(existsSync(file)).toBe(true);
   });
 });
 

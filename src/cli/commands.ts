@@ -218,6 +218,9 @@ function whoText(target: Target, me: Me): Row {
   };
 }
 
+/** The 403s of `GET /api/bff/v1/me` that the hub gives the credential on every call, whatever the route (its authentication refuses it). */
+const NEVER_WORKS = /^(unknown tenant \d+|tenant inactive|X-Tenant-ID names the system tenant|svc_superadmin required to impersonate a tenant|unknown user|account inactive)$/;
+
 async function login(c: Ctx): Promise<number> {
   const url = normaliseUrl(str(c, 'url') ?? '');
   if (!isHttpUrl(url)) throw new UsageError(`--url must be an http or https URL, not '${url}'`);
@@ -251,8 +254,9 @@ async function login(c: Ctx): Promise<number> {
   } catch (err) {
     if (!(err instanceof HttpError)) throw err;
     // A tenant the hub does not have, one deactivated (deactivation is final) or the system tenant
-    // (no caller acts as it): the credential could never work.
-    if (err.status === 403 && /^(unknown tenant \d+|tenant inactive|X-Tenant-ID names the system tenant)$/.test(err.message)) {
+    // (no caller acts as it); a token impersonating without svc_superadmin, naming a user the hub
+    // does not have, or one deactivated: the hub refuses the credential on every call, it could never work.
+    if (err.status === 403 && NEVER_WORKS.test(err.message)) {
       throw new HttpError(403, `${err.message}; nothing was stored`, err.body);
     }
     if (err.status === 404 && !/\/api\/*$/i.test(url)) {
