@@ -534,6 +534,16 @@ describe('apply and connectors', () => {
     }
   });
 
+  it('run --wait of a connector whose endpoints are all disabled exits 1: the hub started no run, nothing was waited for', async () => {
+    const manifest = readFileSync(EXAMPLE, 'utf8').replace('demo-open', 'all-disabled').replace('http://demo-source:8099', demo.url).replace('    - id: open-partners\n', '    - id: open-partners\n      enabled: false\n');
+    expect(await svc(['apply', '-f', '-'], { stdin: manifest })).toMatchObject({ code: 0, out: 'connector/all-disabled created\n' });
+    expect(await svc(['connectors', 'run', 'all-disabled', '--wait'])).toEqual({
+      code: 1,
+      out: '',
+      err: 'error: connector all-disabled started no run: every endpoint of it is disabled (enabled: false in its manifest)\n',
+    });
+  });
+
   it('runs a connector against the demo source and waits for the run; runs ls filters by connector', async () => {
     const manifest = readFileSync(EXAMPLE, 'utf8').replace('demo-open', 'local-open').replace('http://demo-source:8099', demo.url);
     expect((await svc(['apply', '-f', '-'], { stdin: manifest })).out).toBe('connector/local-open created\n');
