@@ -2,6 +2,7 @@ import { closeSync, openSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { Config, ConfigError } from '../src/config/config.js';
 import { isDatabaseUnavailable } from '../src/db/unavailable.js';
+import { installCrashLogging } from '../src/observability/crash.js';
 import { StartRefused } from '../src/errors.js';
 import { loggableMessage } from '../src/observability/database-errors.js';
 import { createLogger, logger, setLogger } from '../src/observability/logger.js';
@@ -103,6 +104,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   setLogger(createLogger({ level: config.string('svc.log.level'), json: config.string('svc.profile') === 'prod' }));
   registerKeyTexts(config);
+  // From here an error nothing caught is logged masked before the process ends (src/observability/crash.ts).
+  installCrashLogging();
   for (const warning of config.warnings) logger().warn(warning);
 
   // Set before anything is started: a signal that comes while the process is still starting (the
