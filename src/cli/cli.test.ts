@@ -283,6 +283,25 @@ describe('login, whoami, logout', () => {
     expect(env.err).toContain(`without /api (${hub.url})`);
   });
 
+  it('--all lists a record once when it moved to a later page between two pages (deliveries, failures first)', async () => {
+    // The hub's pages as they come when delivery 7 succeeded between the two reads: on page 1 as failed, then again on page 2.
+    const paging = createServer((req, res) => {
+      const second = (req.url ?? '').includes('before=');
+      const rows = second ? [{ id: 7, succeeded: true }, { id: 3, succeeded: true }] : [{ id: 9, succeeded: false }, { id: 7, succeeded: false }];
+      res.writeHead(200, { 'Content-Type': 'application/json', ...(second ? {} : { Link: '</api/platform/deliveries?limit=2&before=7>; rel="next"' }) });
+      res.end(JSON.stringify(rows));
+    });
+    await new Promise<void>((resolve) => paging.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const url = `http://127.0.0.1:${(paging.address() as AddressInfo).port}`;
+      const listed = await svc(['deliveries', 'ls', '--limit', '2', '--all', '--json'], { env: { SVC_CLI_CONFIG: join(dir, 'paging.json'), SVC_URL: url, SVC_DEV_TENANT: '1' } });
+      expect(listed.code).toBe(0);
+      expect((JSON.parse(listed.out) as Array<{ id: number }>).map((row) => row.id)).toEqual([9, 7, 3]);
+    } finally {
+      await new Promise((resolve) => paging.close(resolve));
+    }
+  });
+
   it('a redirect (an ingress sending http to https) is an error naming where it points, at login and in every command, never a success', async () => {
     // As ingress-nginx answers plain http once the host has TLS (ssl-redirect): 308 to https, for every method, with an HTML page.
     const ingress = createServer((req, res) => {

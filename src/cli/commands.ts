@@ -134,9 +134,14 @@ const ALL: Flag = { type: 'boolean', help: 'every entry, page after page (of --l
 
 async function listing(c: Ctx, route: string, columns: Column[], empty: string, query?: Query): Promise<Row[]> {
   let { body, next } = await c.hub().call<Row[]>('GET', route, { query });
+  // A list ordered by something that changes (deliveries, failures first) may show a record again on a
+  // later page once it moved (failed, then delivered): each id is listed once, where it was first seen.
+  const seen = new Set(body.map((row) => row.id).filter((id) => id !== undefined && id !== null));
   while (next !== undefined && bool(c, 'all')) {
     const page = await c.hub().call<Row[]>('GET', route, { query: { ...query, before: next } });
-    body = [...body, ...page.body];
+    const fresh = page.body.filter((row) => row.id === undefined || row.id === null || !seen.has(row.id));
+    for (const row of fresh) if (row.id !== undefined && row.id !== null) seen.add(row.id);
+    body = [...body, ...fresh];
     next = page.next;
   }
   show(c, body, () => (body.length ? table(body, columns) : `${empty}\n`));
