@@ -315,21 +315,26 @@ describe('no body holds the event loop longer than JSON.parse of the slowest bod
       parseMs = Math.min(parseMs, performance.now() - started);
     }
     // A body's cost holds the loop at every try; a garbage collection of the whole test process, or the
-    // machine's other work (other test files beside this one), only at some: a time over the bound is
-    // taken again, at most three times in all, and the shortest kept.
-    const bound = () => parseMs * 1.5;
+    // machine's other work (other test files beside this one, a hub process another file started), only
+    // at some: a time over the bound is taken again, at most three times in all, each try against the
+    // reference timed again right after it (the same load), and the try nearest its bound kept.
+    const reference = () => {
+      const started = performance.now();
+      JSON.parse(slowest);
+      return performance.now() - started;
+    };
     const heldLeast = async (path: string, type: string, body: Buffer) => {
-      let least = await held(path, type, body);
-      for (let again = 0; again < 2 && least.status < 500 && least.heldMs > bound(); again++) {
-        const next = await held(path, type, body);
-        if (next.status >= 500 || next.heldMs < least.heldMs) least = next;
+      let least = { ...(await held(path, type, body)), boundMs: Math.max(parseMs, reference()) * 1.5 };
+      for (let again = 0; again < 2 && least.status < 500 && least.heldMs > least.boundMs; again++) {
+        const next = { ...(await held(path, type, body)), boundMs: Math.max(parseMs, reference()) * 1.5 };
+        if (next.status >= 500 || next.heldMs / next.boundMs < least.heldMs / least.boundMs) least = next;
       }
       return least;
     };
     // Each route answered once first: what its first request compiles (schemas, code paths) is not the body's cost.
     await held('/api/connectors/apply', 'application/json', manifest(4096, shapes.numbers!));
     await held('/api/platform/sources/csv/ingest?connector=held&table=held&key=id', 'text/csv', Buffer.from('id,a\n1,x\n'));
-    const found: Record<string, { status: number; heldMs: number }> = {};
+    const found: Record<string, { status: number; heldMs: number; boundMs: number }> = {};
     for (const [name, shape] of Object.entries(shapes)) {
       for (const bytes of [1024 * 1024 - 1024, limit - 1024]) {
         found[`${name} ${bytes} bytes to /api/connectors/apply`] = await heldLeast('/api/connectors/apply', 'application/json', manifest(bytes, shape));
@@ -350,7 +355,7 @@ describe('no body holds the event loop longer than JSON.parse of the slowest bod
     for (const [name, [key, text]] of Object.entries(csvs)) {
       found[`CSV ${name}`] = await heldLeast(`/api/platform/sources/csv/ingest?connector=held&table=held&key=${key}`, 'text/csv', Buffer.from(text));
     }
-    const over = Object.entries(found).filter(([, f]) => f.heldMs > bound() || f.status >= 500);
+    const over = Object.entries(found).filter(([, f]) => f.heldMs > f.boundMs || f.status >= 500);
     expect({ parseMs, over }).toEqual({ parseMs, over: [] });
   }, 300_000);
 });
