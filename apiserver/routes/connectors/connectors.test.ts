@@ -65,6 +65,31 @@ const fresh = (prefix: string) => `${prefix}-${++seq}`;
 
 const endpoint = (id: string, over: Json = {}): Json => ({ id, path: `/open/${id}`, target: { table: 'ext.partners', unique_key: '$.id' }, ...over });
 
+/**
+ * A manifest sent to apply with no Content-Type, or in chunks (Transfer-Encoding: chunked, no Content-Length) as
+ * text/plain or untyped: each a 415 naming the media types taken, and nothing stored under `name`.
+ */
+async function expectUntypedRefused(name: string): Promise<void> {
+  const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
+  expect(untyped.status).toBe(415);
+  expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
+  // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
+  for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(stringify(manifest(name))));
+        controller.close();
+      },
+    });
+    const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
+    expect({ status: chunked.status, body: await chunked.json() }).toEqual({
+      status: 415,
+      body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
+    });
+  }
+  expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
+}
+
 function manifest(name: string, spec: Json = {}, top: Json = {}): Json {
   return {
     apiVersion: 'connectors.svc.io/v1',
@@ -225,24 +250,7 @@ describe('POST /api/connectors/apply', () => {
       status: 415,
       body: { error: 'body must be application/yaml or text/yaml or application/json (not text/plain)', hint: 'send Content-Type: application/yaml' },
     });
-    const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
-    expect(untyped.status).toBe(415);
-    expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
-    // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
-    for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
-      const body = new ReadableStream({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(stringify(manifest(name))));
-          controller.close();
-        },
-      });
-      const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
-      expect({ status: chunked.status, body: await chunked.json() }).toEqual({
-        status: 415,
-        body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
-      });
-    }
-    expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
+    await expectUntypedRefused(name);
   });
 
   it('answers unknown spec keys as warnings and still applies', async () => {
@@ -305,24 +313,7 @@ describe('POST /api/connectors/apply', () => {
       expect(r.body).toEqual(body.error ? body : { error: expect.any(String), ...body });
       expect(Object.keys(r.body as Json).sort()).toEqual(['error', 'field']);
     }
-    const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
-    expect(untyped.status).toBe(415);
-    expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
-    // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
-    for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
-      const body = new ReadableStream({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(stringify(manifest(name))));
-          controller.close();
-        },
-      });
-      const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
-      expect({ status: chunked.status, body: await chunked.json() }).toEqual({
-        status: 415,
-        body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
-      });
-    }
-    expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
+    await expectUntypedRefused(name);
   });
 
   it('an update that fails leaves the stored connector as it was', async () => {
@@ -402,24 +393,7 @@ describe('POST /api/connectors/validate', () => {
         { field: 'spec.window', message: 'the window fences scheduled runs only, and this connector has no schedule' },
       ],
     });
-    const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
-    expect(untyped.status).toBe(415);
-    expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
-    // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
-    for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
-      const body = new ReadableStream({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(stringify(manifest(name))));
-          controller.close();
-        },
-      });
-      const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
-      expect({ status: chunked.status, body: await chunked.json() }).toEqual({
-        status: 415,
-        body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
-      });
-    }
-    expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
+    await expectUntypedRefused(name);
   });
 
   it('answers every error with its field (JSON body)', async () => {
