@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
+import { type SilentEndpoint, startSilentEndpoint } from '../../../test/harness/silent-endpoint.js';
 import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifests.js';
 
 /**
@@ -17,12 +17,9 @@ import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifest
 
 let hub: TestHub;
 let owner: pg.Client;
-let silent: Server;
+let silent: SilentEndpoint;
 let endpoint: string;
 let api: Client;
-const sockets = new Set<Socket>();
-/** Connections the endpoint has accepted, ever. */
-let accepted = 0;
 const A = 1;
 /** Releases the units holding every place, when a test holds them. */
 let releaseHeld: () => void = () => undefined;
@@ -38,15 +35,25 @@ async function startRun(name: string): Promise<string> {
   return (started.body as { runId: string }).runId;
 }
 
-beforeAll(async () => {
-  silent = createServer((socket) => {
-    sockets.add(socket);
-    accepted++;
-    socket.on('data', () => undefined);
-    socket.on('error', () => undefined);
+/** Two units holding both places (as a connector's chunk writes and analytic queries would) until `releaseHeld()`: their ends. */
+async function holdBothPlaces(): Promise<Array<Promise<void>>> {
+  const release = new Promise<void>((resolve) => {
+    releaseHeld = resolve;
   });
-  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
-  endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  const entered: number[] = [];
+  const held = [1, 2].map((n) =>
+    hub.services.db.holdConnection(A, async () => {
+      entered.push(n);
+      await release;
+    }),
+  );
+  await until('both places to be held', () => entered.length === 2);
+  return held;
+}
+
+beforeAll(async () => {
+  silent = await startSilentEndpoint();
+  endpoint = silent.url;
   // A pool of 4: two places for units holding a connection for long, two export slots.
   hub = await startTestHub({
     'svc.datasource.pool-size': '4',
@@ -70,25 +77,14 @@ afterAll(async () => {
   releaseHeld();
   await owner?.end();
   await hub?.stop();
-  for (const socket of sockets) socket.destroy();
-  await new Promise((resolve) => silent?.close(resolve));
+  await silent?.close();
 });
 
 describe('an export run waiting for a place among the units holding a connection', () => {
   it('ends at once when cancelled or its export deleted, and never streams when the place comes', async () => {
     expect(hub.services.db.heldLimit).toBe(2);
     // Two units (a connector's chunk writes, analytic queries) hold both places.
-    const release = new Promise<void>((resolve) => {
-      releaseHeld = resolve;
-    });
-    const entered: number[] = [];
-    const held = [1, 2].map((n) =>
-      hub.services.db.holdConnection(A, async () => {
-        entered.push(n);
-        await release;
-      }),
-    );
-    await until('both places to be held', () => entered.length === 2);
+    const held = await holdBothPlaces();
 
     const cancelled = await startRun('held-cancel');
     const deleted = await startRun('held-delete');
@@ -112,21 +108,11 @@ describe('an export run waiting for a place among the units holding a connection
     const after = hub.services.db.holdConnection(A, async () => 'free');
     await expect(after).resolves.toBe('free');
     await new Promise((r) => setTimeout(r, 300));
-    expect(accepted).toBe(0);
+    expect(silent.accepted()).toBe(0);
   }, 20_000);
 
   it('the one-shot download takes a place too: it waits while both are held, and the API answers meanwhile', async () => {
-    const release = new Promise<void>((resolve) => {
-      releaseHeld = resolve;
-    });
-    const entered: number[] = [];
-    const held = [1, 2].map((n) =>
-      hub.services.db.holdConnection(A, async () => {
-        entered.push(n);
-        await release;
-      }),
-    );
-    await until('both places to be held', () => entered.length === 2);
+    const held = await holdBothPlaces();
     let answered = false;
     const download = api.get('/api/exports/entities/item/download').then((r) => {
       answered = true;
@@ -152,6 +138,6 @@ describe('an export run waiting for a place among the units holding a connection
       code: 'interrupted',
       reason: 'the hub was stopping when the run was claimed. Retry it',
     });
-    expect(accepted).toBe(0);
+    expect(silent.accepted()).toBe(0);
   }, 20_000);
 });

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type pg from 'pg';
 import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
+import { type SilentEndpoint, startSilentEndpoint } from '../../../test/harness/silent-endpoint.js';
 import { ITEM_ENTITY, itemS3Export } from '../../../test/harness/export-manifests.js';
 import type { Promote } from '../../../src/connectors/types.js';
 
@@ -18,11 +18,8 @@ import type { Promote } from '../../../src/connectors/types.js';
 
 let hub: TestHub;
 let owner: pg.Client;
-let silent: Server;
+let silent: SilentEndpoint;
 let endpoint: string;
-const sockets = new Set<Socket>();
-/** Connections the endpoint has accepted, ever. */
-let accepted = 0;
 const A = 1;
 const B = 2;
 const CONNECTOR = '00000000-0000-0000-0000-0000000000c3';
@@ -36,14 +33,8 @@ function manifests(name: string) {
 }
 
 beforeAll(async () => {
-  silent = createServer((socket) => {
-    sockets.add(socket);
-    accepted++;
-    socket.on('data', () => undefined);
-    socket.on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
-  endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  silent = await startSilentEndpoint();
+  endpoint = silent.url;
   hub = await startTestHub(
     {
       'svc.datasource.pool-size': '6',
@@ -75,8 +66,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await owner?.end();
   await hub?.stop(); // stopped already by the last test
-  for (const socket of sockets) socket.destroy();
-  await new Promise((resolve) => silent?.close(resolve));
+  await silent?.close();
 });
 
 async function startRun(tenant: number, name: string): Promise<string> {
@@ -91,9 +81,9 @@ describe('export runs to a destination that never answers', () => {
     const runs: Array<[string, string]> = [];
     for (let i = 1; i <= 5; i++) runs.push([`hang-${i}`, await startRun(A, `hang-${i}`)]);
     // Each streaming run connects to the endpoint (its pre-check waits there for ever): two do.
-    await until('two runs of A to reach the endpoint', () => sockets.size >= 2);
+    await until('two runs of A to reach the endpoint', () => silent.sockets.size >= 2);
     await new Promise((r) => setTimeout(r, 1_500)); // longer than run-stale-after: heartbeats must have gone on
-    expect(sockets.size).toBe(2);
+    expect(silent.sockets.size).toBe(2);
 
     const started = Date.now();
     expect((await clients[B]!.get('/api/entities')).status).toBe(200);
@@ -121,9 +111,9 @@ describe('export runs to a destination that never answers', () => {
 
     // Another tenant's run takes the third slot of the process.
     await startRun(B, 'other-hang');
-    await until('the run of B to reach the endpoint', () => sockets.size >= 3);
+    await until('the run of B to reach the endpoint', () => silent.sockets.size >= 3);
     await new Promise((r) => setTimeout(r, 300));
-    expect(sockets.size).toBe(3);
+    expect(silent.sockets.size).toBe(3);
 
     // The three streams hold three of the pool's 6 − 2 = 4 places for work that holds a connection
     // for long (Database.holdConnection, shared with connector chunk writes and analytic queries):
@@ -157,7 +147,7 @@ describe('export runs to a destination that never answers', () => {
   it('cancel: a streaming run ends Failed interrupted at once and gives its slot to a waiting run; a waiting one ends at once; 409 once ended, 404 unknown', async () => {
     const list = async (name: string) => ((await clients[A]!.get(`/api/exports/${name}/runs`)).body as Run[])[0]!.id;
     const streaming = await list('hang-1');
-    const before = accepted;
+    const before = silent.accepted();
     const cancel = await clients[A]!.post(`/api/exports/hang-1/runs/${streaming}/cancel`);
     expect(cancel.status).toBe(202);
     expect((cancel.body as Run).id).toBe(streaming);
@@ -166,14 +156,14 @@ describe('export runs to a destination that never answers', () => {
     expect(one.failureCode).toBe('interrupted');
     expect(one.failureReason).toMatch(/^cancelled by .+ during the run; nothing was published/);
     // Its slot went to a waiting run of A (hang-3), which connects to the endpoint.
-    await until('a waiting run to take the freed slot', () => accepted === before + 1, 5_000);
+    await until('a waiting run to take the freed slot', () => silent.accepted() === before + 1, 5_000);
 
     // A run still waiting for a slot ends at once, never connecting.
     const waiting = await list('hang-5');
     expect((await clients[A]!.post(`/api/exports/hang-5/runs/${waiting}/cancel`)).status).toBe(202);
     expect((await ended('hang-5', waiting)).failureCode).toBe('interrupted');
     await new Promise((r) => setTimeout(r, 300));
-    expect(accepted).toBe(before + 1);
+    expect(silent.accepted()).toBe(before + 1);
 
     const again = await clients[A]!.post(`/api/exports/hang-1/runs/${streaming}/cancel`);
     expect(again.status).toBe(409);
@@ -187,7 +177,7 @@ describe('export runs to a destination that never answers', () => {
     const runs = (await clients[A]!.get('/api/exports/hang-2/runs')).body as Run[];
     const id = runs[0]!.id;
     expect(runs[0]!.status).toBe('Running');
-    const before = accepted;
+    const before = silent.accepted();
     expect((await clients[A]!.del('/api/exports/hang-2')).status).toBe(204);
     const run = await ended('hang-2', id);
     expect(run.status).toBe('Failed');
@@ -200,7 +190,7 @@ describe('export runs to a destination that never answers', () => {
     expect((await clients[A]!.get('/api/exports/never-was/runs')).status).toBe(404);
     expect((await clients[B]!.get('/api/exports/hang-2/runs')).status).toBe(404);
     // The freed slot went to the last waiting run of A (hang-4).
-    await until('a waiting run to take the freed slot', () => accepted === before + 1, 5_000);
+    await until('a waiting run to take the freed slot', () => silent.accepted() === before + 1, 5_000);
   }, 30_000);
 
   it('a stop asked by another process is read with the next heartbeat', async () => {
@@ -279,7 +269,7 @@ describe('export runs to a destination that never answers', () => {
     const started = await clients[B]!.post('/api/exports/at-stop/runs');
     expect(started.status).toBe(202);
     const id = (started.body as { runId: string }).runId;
-    await until('the run to stream (its connection accepted)', async () => accepted > 0 && (await owner.query("select 1 from pg_stat_activity where query ilike '%copy%'")).rows.length > 0);
+    await until('the run to stream (its connection accepted)', async () => silent.accepted() > 0 && (await owner.query("select 1 from pg_stat_activity where query ilike '%copy%'")).rows.length > 0);
     // A request that never ends (its body never does): the server waits the whole grace (4 s) for it.
     const { request } = await import('node:http');
     const held = request(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(B), 'content-type': 'application/json', 'transfer-encoding': 'chunked' } });
