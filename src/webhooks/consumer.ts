@@ -5,7 +5,7 @@ import { advanceSql, advanceValues, type CursorMove } from '../events/consumer.j
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
-import { type ClaimedRow, type IntegrationColumns, integrationColumns, TENANT_ACTIVE_SQL } from './journal.js';
+import { type ClaimedRow, type IntegrationColumns, integrationColumns, RELEASE_LEASES_SQL, TENANT_ACTIVE_SQL } from './journal.js';
 import { RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import type { DeliveryWorker } from './worker.js';
 
@@ -386,6 +386,6 @@ export class WebhookConsumer {
 
   /** Gives back the leases of rows leased under `token` and never queued. */
   private async release(job: string, ids: number[], token: string): Promise<void> {
-    await this.o.db.crossTenantQuery(job, 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2', [ids, token]);
+    await this.o.db.crossTenantQuery(job, RELEASE_LEASES_SQL, [ids, token]);
   }
 }

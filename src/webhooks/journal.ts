@@ -218,6 +218,9 @@ export async function renewLease(tx: Tx, id: number, token: string, leaseMs: num
   await tx.query('update hub.deliveries set lease_until = now() + make_interval(secs => $3::double precision / 1000) where id = $1 and lease_token = $2', [id, token, leaseMs]);
 }
 
+/** Gives back the leases of rows ($1, ids) leased under a token ($2) and never queued: the next retry sweep takes them. */
+export const RELEASE_LEASES_SQL = 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2';
+
 /** Closes a row this worker holds with a reason (no attempt made); its lease goes. */
 export async function closeRow(tx: Tx, id: number, token: string, reason: string): Promise<void> {
   await tx.query(

@@ -14,7 +14,7 @@ import {
   parseId,
   updateIntegration,
 } from './integrations.js';
-import { getDelivery, listForIntegration, listForTenant, recordById } from './journal.js';
+import { getDelivery, listForIntegration, listForTenant, RELEASE_LEASES_SQL, recordById } from './journal.js';
 import type { AttemptRecord, DeliveryRecord, Integration, IntegrationInput, IntegrationPatch, TestResult } from './model.js';
 import type { DeliveryWorker } from './worker.js';
 
@@ -131,7 +131,7 @@ export class IntegrationService {
     if (!this.o.worker.submit({ tenantId, integrationId: created.integrationId }, created.record.id, token)) {
       // Not queued (its integration's queue full, the process stopping): its lease is given back, so the
       // next retry sweep sends it, instead of the sweep after the lease ran out.
-      await this.o.db.withTenant(tenantId, (tx) => tx.query('update hub.deliveries set lease_until = null, lease_token = null where id = $1 and lease_token = $2', [created.record.id, token]));
+      await this.o.db.withTenant(tenantId, (tx) => tx.query(RELEASE_LEASES_SQL, [[created.record.id], token]));
     }
     return created.record;
   }
