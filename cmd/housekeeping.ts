@@ -6,6 +6,7 @@ import type { Database } from '../src/db/database.js';
 import type { LeaderClock } from '../src/dispatch/leader.js';
 import { consumerStates, outboxRetention, recordConsumerLags } from '../src/events/consumer.js';
 import { logger } from '../src/observability/logger.js';
+import { purgeJournal } from '../src/webhooks/retention.js';
 import { HUB_CONSUMERS } from './outbox.js';
 
 /**
@@ -37,6 +38,15 @@ export function scheduleHousekeeping(clocks: ClockRunner, leaderClocks: LeaderCl
     async () => {
       const purged = await purgeScheduleSlots(db);
       logger().info({ purged }, 'schedule slot retention purge');
+    },
+    { atElection: false },
+  );
+  leaderClocks.schedule(
+    'webhook-journal-retention',
+    { dailyAt: '04:40' },
+    async () => {
+      const purged = await purgeJournal(db, config.int('svc.webhook.journal-retention-days'));
+      logger().info({ purged }, 'webhook journal retention purge');
     },
     { atElection: false },
   );
