@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { METHODS } from 'node:http';
 import { setImmediate as turn } from 'node:timers/promises';
-import Router from '@koa/router';
+import Router, { type Layer } from '@koa/router';
 import type { Context, Middleware } from 'koa';
 import { type Principal, satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
@@ -39,8 +39,10 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBod
   const router = new Router({ methods: [...METHODS] });
   for (const decl of routes) {
     const audit = audited(decl);
-    if (audit) router.register(koaPath(decl.path), [decl.method], auditCall(services, decl));
-    router.register(koaPath(decl.path), [decl.method], async (ctx: Context) => {
+    // One path, so each registration is a Layer (a list of paths would answer the router itself).
+    const layers: Layer[] = [];
+    if (audit) layers.push(router.register(koaPath(decl.path), [decl.method], auditCall(services, decl)) as Layer);
+    layers.push(router.register(koaPath(decl.path), [decl.method], async (ctx: Context) => {
       ctx.state.routePath = decl.path;
       try {
         refuseUnstorableHeaders(ctx);
@@ -62,7 +64,9 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBod
         if (audit) recordCall(services.audit, decl, ctx, errorStatus(err));
         throw err;
       }
-    });
+    }) as Layer);
+    // @koa/router serves HEAD with a GET's handler: taken back where that handler is more than a read.
+    if (decl.method === 'GET' && !servesHead(decl)) for (const layer of layers) layer.methods = layer.methods.filter((m) => m !== 'HEAD');
   }
   // The platform floor holds before routing: a /api/platform/* path no declaration serves (or a
   // method it does not serve) gets the same 401, then 403, as a declared one, so an unauthenticated
@@ -78,6 +82,15 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBod
     await next();
   });
   return router;
+}
+
+/**
+ * Whether HEAD is served on a route, answered by its GET handler without the body: not on a route audited as
+ * data egress (the CSV download, the event stream, a row by its hash), where HEAD would do all the work of
+ * the GET and record data leaving the hub that never left. There HEAD is a 405 naming GET.
+ */
+export function servesHead(decl: RouteDecl): boolean {
+  return decl.method === 'GET' && decl.audit !== 'egress';
 }
 
 async function gate(ctx: Context, decl: RouteDecl, services: AreaServices) {
