@@ -553,14 +553,16 @@ describe('apply and connectors', () => {
     }
   });
 
-  it('run --wait of a connector whose endpoints are all disabled exits 1: the hub started no run, nothing was waited for', async () => {
+  it('run (--wait or not) of a connector whose endpoints are all disabled exits 1 with the hub\'s 409: no run started, nothing waited for', async () => {
     const manifest = readFileSync(EXAMPLE, 'utf8').replace('demo-open', 'all-disabled').replace('http://demo-source:8099', demo.url).replace('    - id: open-partners\n', '    - id: open-partners\n      enabled: false\n');
     expect(await svc(['apply', '-f', '-'], { stdin: manifest })).toMatchObject({ code: 0, out: 'connector/all-disabled created\n' });
-    expect(await svc(['connectors', 'run', 'all-disabled', '--wait'])).toEqual({
+    const refused = {
       code: 1,
       out: '',
-      err: 'error: connector all-disabled started no run: every endpoint of it is disabled (enabled: false in its manifest)\n',
-    });
+      err: 'error: connector all-disabled has no enabled endpoint: every endpoint of it is disabled (enabled: false in its manifest); no run was started; hint: enable an endpoint (enabled: true) and apply the manifest again (HTTP 409)\n',
+    };
+    expect(await svc(['connectors', 'run', 'all-disabled', '--wait'])).toEqual(refused);
+    expect(await svc(['connectors', 'run', 'all-disabled'])).toEqual(refused);
   });
 
   it('runs a connector against the demo source and waits for the run; runs ls filters by connector', async () => {

@@ -428,8 +428,7 @@ async function runConnector(c: Ctx): Promise<number> {
   const endpoint = str(c, 'endpoint');
   const every = pollEvery(c.io.env);
   const { body } = await c.hub().call<{ runs: Row[] }>('POST', path`/api/connectors/${name}/runs`, { json: endpoint ? { endpoint } : {} });
-  // Every endpoint disabled: the hub starts none (202, no run). Nothing ran, so nothing was waited for either.
-  if (body.runs.length === 0 && bool(c, 'wait')) throw new CliError(`connector ${name} started no run: every endpoint of it is disabled (enabled: false in its manifest)`);
+  // Every endpoint disabled: the hub starts none and says so (409), which call() reports as an error, exit 1.
   if (!bool(c, 'wait')) {
     show(c, body, () => table(body.runs, [field('RUN', 'id'), field('ENDPOINT', 'endpoint'), field('ENDPOINT UUID', 'endpointId')]));
     return 0;

@@ -277,6 +277,15 @@ export class ConnectorRunner {
         const withdrawn = options.slot && slotWithdrawn(`connector ${connector.name} was re-applied after its slot ${options.slot.toISOString()} was claimed`, connector, options.slot);
         if (withdrawn) throw new SlotWithdrawn(withdrawn);
         endpoints = endpointsNow(asked, connector, options);
+        // Asked for all its endpoints and none is enabled: a refusal saying so, not a trigger that records no run and
+        // looks started (a 202 with an empty list). A scheduled slot of it just runs nothing.
+        if (endpoints.length === 0 && !options.slot) {
+          throw new ConflictError(
+            `connector ${connector.name} has no enabled endpoint: every endpoint of it is disabled (enabled: false in its manifest); no run was started`,
+            undefined,
+            'enable an endpoint (enabled: true) and apply the manifest again',
+          );
+        }
       }
       const running = await runInFlight(tx, uuidsOf(endpoints));
       if (running) throw inFlightError(connector.name, running);

@@ -136,6 +136,20 @@ describe('connector runs against the demo source', () => {
     expect(runs.rows[0].n).toBe(0);
   });
 
+  it('a connector whose endpoints are all disabled is a 409 saying so, not a 202 with no run; nothing runs', async () => {
+    await apply(manifest('dormant', [{ ...offsetEndpoint('a', '/offset/partners', 'ext.dormant'), enabled: false }, { ...offsetEndpoint('b', '/offset/partners', 'ext.dormant'), enabled: false }]));
+    const res = await fetch(`${hub.url}/api/connectors/dormant/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+    expect({ status: res.status, body: await res.json() }).toEqual({
+      status: 409,
+      body: {
+        error: 'connector dormant has no enabled endpoint: every endpoint of it is disabled (enabled: false in its manifest); no run was started',
+        hint: 'enable an endpoint (enabled: true) and apply the manifest again',
+      },
+    });
+    const runs = await owner.query("select count(*)::int as n from connectors.runs where connector_name = 'dormant'");
+    expect(runs.rows[0].n).toBe(0);
+  });
+
   it('an endpoint or connector name longer than the manifest allows (63) is a 400 naming it, never quoted back; nothing runs', async () => {
     await apply(manifest('bounded', [offsetEndpoint('live', '/offset/partners', 'ext.bounded')]));
     const long = 'e'.repeat(100_000);

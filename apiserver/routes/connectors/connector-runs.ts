@@ -31,7 +31,8 @@ export const connectorRunRoutes: RouteDecl[] = [
       409: {
         description:
           '`connector NAME has a run in flight`: a run of one of these endpoints is Running (one run in flight per endpoint); `hint` names it. ' +
-          '`connector NAME was re-applied while its runs were being started`: a re-apply removed one of its endpoints meanwhile (`hint` names it); no run was started, ask again',
+          '`connector NAME was re-applied while its runs were being started`: a re-apply removed one of its endpoints meanwhile (`hint` names it); no run was started, ask again. ' +
+          '`connector NAME has no enabled endpoint: every endpoint of it is disabled (enabled: false in its manifest); no run was started`: asked for all its endpoints, none is enabled (in the connector as applied when the runs were to be recorded)',
         schema: errorBody,
       },
       ...refusals(false),
