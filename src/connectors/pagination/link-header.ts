@@ -34,17 +34,82 @@ export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header
   };
 }
 
-/** The links of a `Link` header (one value or several) by rel; the first link of each rel wins. */
+/** A parameter's name, and a value that is not quoted (a token), read where the parser stands. */
+const PARAM_NAME = /[^\s;,="]*/y;
+const TOKEN_VALUE = /[^\s;,]*/y;
+
+/**
+ * The links of a `Link` header (one value or several) by rel; the first link of each rel wins. Read as RFC 8288
+ * writes it: `<target>` then `; name=value` parameters, a value a token or a quoted string (`\\` escapes), links
+ * apart by commas. A `<`, `>`, `,`, `;` or `rel=` inside a quoted value is text of it (`title="a<b"`), never a
+ * link or a parameter; of a `rel` given twice in one link the first counts (RFC 8288 3.3).
+ */
 export function parseLinkHeader(value: string | string[] | undefined): Map<string, string> {
   const links = new Map<string, string>();
   if (value === undefined) return links;
   const text = Array.isArray(value) ? value.join(', ') : value;
-  for (const match of text.matchAll(/<([^>]*)>([^<]*)/g)) {
-    const target = match[1]!.trim();
-    const params = match[2] ?? '';
-    const rel = /;\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))/i.exec(params);
-    if (!rel) continue;
-    for (const name of (rel[1] ?? rel[2] ?? '').toLowerCase().split(/\s+/)) {
+  let at = 0;
+  const skipSpace = () => {
+    while (at < text.length && (text[at] === ' ' || text[at] === '\t')) at++;
+  };
+  /** Past the rest of a link that does not parse: to the next comma outside a quoted string, or the end. */
+  const skipLink = () => {
+    while (at < text.length && text[at] !== ',') {
+      if (text[at] === '"') quoted();
+      else at++;
+    }
+  };
+  /** The text `pattern` (sticky) matches at `at`, which then ends past it. */
+  const word = (pattern: RegExp): string => {
+    pattern.lastIndex = at;
+    const found = pattern.exec(text)?.[0] ?? '';
+    at += found.length;
+    return found;
+  };
+  /** A quoted string from its opening quote; `at` ends past its closing one (or at the end of an unclosed one). */
+  function quoted(): string {
+    let out = '';
+    for (at++; at < text.length && text[at] !== '"'; at++) {
+      if (text[at] === '\\' && at + 1 < text.length) at++;
+      out += text[at];
+    }
+    at++;
+    return out;
+  }
+  while (at < text.length) {
+    skipSpace();
+    if (text[at] === ',') {
+      at++;
+      continue;
+    }
+    if (text[at] !== '<') {
+      skipLink();
+      continue;
+    }
+    const close = text.indexOf('>', at);
+    if (close < 0) break;
+    const target = text.slice(at + 1, close).trim();
+    at = close + 1;
+    let rel: string | undefined;
+    for (;;) {
+      skipSpace();
+      if (text[at] !== ';') break;
+      at++;
+      skipSpace();
+      const name = word(PARAM_NAME);
+      skipSpace();
+      let param = '';
+      if (text[at] === '=') {
+        at++;
+        skipSpace();
+        if (text[at] === '"') param = quoted();
+        else param = word(TOKEN_VALUE);
+      }
+      if (name.toLowerCase() === 'rel' && rel === undefined) rel = param;
+    }
+    // Anything else before the next comma is not of this grammar: the link is read as far as it went.
+    skipLink();
+    for (const name of (rel ?? '').toLowerCase().split(/\s+/)) {
       if (name && !links.has(name)) links.set(name, target);
     }
   }

@@ -373,4 +373,16 @@ describe('parseLinkHeader', () => {
     expect(links.get('prev')).toBe('https://a.test/p?page=9');
     expect(parseLinkHeader(undefined).size).toBe(0);
   });
+
+  it('reads a quoted parameter as one value (RFC 8288): a `<`, `>`, `,`, `;` or `rel=` inside quotes is text, not a link or a parameter', () => {
+    expect([...parseLinkHeader('<https://a.test/next>; rel="next"; title="a<b"')]).toEqual([['next', 'https://a.test/next']]);
+    expect([...parseLinkHeader('<https://a.test/p2>; title="a<b>c"; rel="next", <https://a.test/p9>; rel="last"')]).toEqual([
+      ['next', 'https://a.test/p2'],
+      ['last', 'https://a.test/p9'],
+    ]);
+    // A rel spelled inside another parameter's quoted value is not the link's rel.
+    expect([...parseLinkHeader('<https://evil.test/x>; title="; rel=next", <https://a.test/p2>; rel=next')]).toEqual([['next', 'https://a.test/p2']]);
+    // Escapes inside a quoted string; a rel given twice: the first counts (RFC 8288 3.3).
+    expect([...parseLinkHeader('<https://a.test/p2>; title="say \\"hi\\", <x>"; rel=next; rel=prev')]).toEqual([['next', 'https://a.test/p2']]);
+  });
 });
