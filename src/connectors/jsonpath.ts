@@ -76,8 +76,38 @@ export function queryFirst(json: unknown, path: string): unknown {
 }
 
 /**
+ * Whether a path's last selector picks members, each a record of its own: a wildcard (`[*]`, `.*`), a filter
+ * (`[?(…)]`), a slice (`[-1:]`) or a union (`[0,5]`), names in quotes read as text (`['a:b']` is one name).
+ */
+function endsPickingMembers(path: string): boolean {
+  const p = path.trim();
+  if (p.endsWith('.*')) return true;
+  if (!p.endsWith(']')) return false;
+  let depth = 0;
+  let last = -1;
+  let quote: string | undefined;
+  for (let i = 0; i < p.length; i++) {
+    const c = p[i]!;
+    if (quote) {
+      if (c === '\\') i++;
+      else if (c === quote) quote = undefined;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === '[' || c === '(') {
+      if (depth === 0) last = i;
+      depth++;
+    } else if (c === ']' || c === ')') depth--;
+  }
+  if (last < 0) return false;
+  const inside = p.slice(last + 1, -1).trim();
+  if (inside === '*' || inside.startsWith('?')) return true;
+  return /[:,]/.test(inside.replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/g, ''));
+}
+
+/**
  * The records a response carries at `path` (a response_path):
- * - the path selects one array (`$.content`, `$.data`, `$` on a bare array): its elements;
+ * - the path selects one array (`$.content`, `$.data`, `$` on a bare array, `$..results`): its elements,
+ *   unless its last selector picks members (`$.rows[*]`, a filter, a slice, a union): each value it selects is
+ *   a record, so rows sent as arrays are one record each also on a page holding one;
  * - it selects several values (`$.data.partners.edges[*].node`): those values;
  * - it selects one object: that object as a single record;
  * - it selects nothing, null or undefined: no records.
@@ -86,7 +116,7 @@ export function queryItems(json: unknown, path: string): unknown[] {
   const found = queryAll(json, path);
   if (found.length === 1) {
     const only = found[0];
-    if (Array.isArray(only)) return only;
+    if (Array.isArray(only)) return endsPickingMembers(path) ? [only] : only;
     if (only === null || only === undefined) return [];
     return [only];
   }
