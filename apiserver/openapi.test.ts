@@ -231,7 +231,7 @@ describe('GET /q/openapi', () => {
   it('the manifest paths carry the Connector manifest schema as their request body, in every media type', () => {
     for (const path of ['/api/connectors/apply', '/api/connectors/validate']) {
       const content = doc.paths[path]!.post!.requestBody!.content;
-      expect(Object.keys(content).sort()).toEqual(['application/json', 'application/yaml', 'text/yaml']);
+      expect(Object.keys(content).sort()).toEqual(['application/json', 'application/x-yaml', 'application/yaml', 'text/yaml']);
       for (const { schema } of Object.values(content)) {
         expect(schema).toMatchObject({ type: 'object', required: connectorManifestSchema.required, properties: { spec: { type: 'object' } } });
         expect(Object.keys(schema.properties as object).sort()).toEqual(Object.keys(connectorManifestSchema.properties as object).sort());

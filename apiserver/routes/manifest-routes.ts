@@ -7,8 +7,11 @@ import { errorBody, refusals } from './schemas.js';
  * an object; these pieces keep the five routes' bodies and answers the same in /q/openapi.
  */
 
-/** YAML is what people write and `kubectl apply` takes; JSON is what tools send. Both parse to the same object. */
-export const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/json'];
+/**
+ * YAML is what people write and `kubectl apply` takes (`application/x-yaml` is its older name, which some
+ * clients still send); JSON is what tools send. All parse to the same object.
+ */
+export const MANIFEST_TYPES = ['application/yaml', 'text/yaml', 'application/x-yaml', 'application/json'];
 
 /**
  * The router checks the body only as an object, so the manifest module can answer `{error, field}`

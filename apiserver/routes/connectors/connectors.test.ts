@@ -72,7 +72,7 @@ const endpoint = (id: string, over: Json = {}): Json => ({ id, path: `/open/${id
 async function expectUntypedRefused(name: string): Promise<void> {
   const untyped = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1' }, body: new TextEncoder().encode(stringify(manifest(name))) });
   expect(untyped.status).toBe(415);
-  expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/json (the request names no Content-Type)' });
+  expect(await untyped.json()).toMatchObject({ error: 'body must be application/yaml or text/yaml or application/x-yaml or application/json (the request names no Content-Type)' });
   // The same sent in chunks (Transfer-Encoding: chunked, no Content-Length), as a client streaming its body sends it.
   for (const [type, sent] of [['text/plain', 'not text/plain'], [undefined, 'the request names no Content-Type']] as const) {
     const body = new ReadableStream({
@@ -84,7 +84,7 @@ async function expectUntypedRefused(name: string): Promise<void> {
     const chunked = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', ...(type ? { 'Content-Type': type } : {}) }, body, duplex: 'half' } as RequestInit);
     expect({ status: chunked.status, body: await chunked.json() }).toEqual({
       status: 415,
-      body: { error: `body must be application/yaml or text/yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
+      body: { error: `body must be application/yaml or text/yaml or application/x-yaml or application/json (${sent})`, hint: 'send Content-Type: application/yaml' },
     });
   }
   expect((await owner.query('select 1 from connectors.connectors where name = $1', [name])).rowCount).toBe(0);
@@ -239,16 +239,20 @@ describe('POST /api/connectors/apply', () => {
     expect(after.rows[0]).toMatchObject({ scopes: ['billing'], spec: { baseUrl: 'https://api.example.com', scopes: ['billing'] } });
   });
 
-  it('takes JSON and text/yaml too', async () => {
+  it('takes JSON, text/yaml and application/x-yaml too', async () => {
     const json = await applyJson(manifest(fresh('json')));
     expect(json.status).toBe(201);
     const text = await call('POST', '/api/connectors/apply', { body: stringify(manifest(fresh('textyaml'))), type: 'text/yaml' });
-    expect(text.status).toBe(201);    // Another media type is a 415 naming the ones taken; nothing is stored.
+    expect(text.status).toBe(201);
+    // application/x-yaml, the older name of YAML some clients send, is taken as the others are (listed in /q/openapi: openapi.test.ts).
+    const xyaml = await call('POST', '/api/connectors/apply', { body: stringify(manifest(fresh('xyaml'))), type: 'application/x-yaml' });
+    expect(xyaml.status).toBe(201);
+    // Another media type is a 415 naming the ones taken; nothing is stored.
     const name = fresh('plain');
     const plain = await call('POST', '/api/connectors/apply', { body: stringify(manifest(name)), type: 'text/plain' });
     expect(plain).toMatchObject({
       status: 415,
-      body: { error: 'body must be application/yaml or text/yaml or application/json (not text/plain)', hint: 'send Content-Type: application/yaml' },
+      body: { error: 'body must be application/yaml or text/yaml or application/x-yaml or application/json (not text/plain)', hint: 'send Content-Type: application/yaml' },
     });
     await expectUntypedRefused(name);
   });
