@@ -27,6 +27,7 @@ beforeAll(async () => {
     ['liar', { endpoints: [endpoint('liar', '/liar/partners')] }],
     ['yearly', { schedule: '0 0 1 1 *', endpoints: [endpoint('yearly', '/open/partners')] }],
     ['down', { endpoints: [endpoint('down', '/down/partners')] }],
+    ['dormant', { schedule: '* * * * *', endpoints: [{ ...endpoint('dormant', '/open/partners'), enabled: false }] }],
   ] as const) {
     const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec: { base_url: demo.url, ...spec } };
     const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: JSON.stringify(manifest) });
@@ -117,6 +118,16 @@ describe('svc-hub run connector', () => {
     await owner.connect();
     const { rows } = await owner.query<{ slot: Date }>("select slot from connectors.runs where connector_name = 'yearly'").finally(() => owner.end());
     expect(rows.map((r) => r.slot.toISOString())).toEqual([slot.toISOString()]);
+  });
+
+  it('a connector whose endpoints are all disabled: no run, exit 1 saying why; its scheduled slot runs nothing, exit 0', async () => {
+    expect(await cli(['connector', 'dormant', '--tenant', 'default'])).toEqual({
+      code: 1,
+      lines: ['error: connector dormant has no enabled endpoint: every endpoint of it is disabled (enabled: false in its manifest); no run was started (enable an endpoint (enabled: true) and apply the manifest again)'],
+    });
+    expect(await cli(['connector', 'dormant', '--tenant', 'default', '--scheduled'])).toEqual({ code: 0, lines: [] });
+    const runs = (await (await fetch(`${hub.url}/api/platform/runs?connector=dormant`, { headers: { 'X-Tenant-ID': '1' } })).json()) as unknown[];
+    expect(runs).toEqual([]);
   });
 
   it('exits 1 when a run failed, with the error on the line', async () => {
