@@ -98,6 +98,12 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       const limit = Math.min(Number(url.searchParams.get('limit')), 3);
       return { body: { data: range(7).slice(from, from + limit).map((id) => ({ id })) } };
     }
+    case '/capped-page': {
+      // Seven records served at most three a page, whatever size is asked, with their count (pages from 1).
+      const page = Number(url.searchParams.get('page'));
+      const size = Math.min(Number(url.searchParams.get('size')), 3);
+      return { body: { data: range(7).slice((page - 1) * size, page * size).map((id) => ({ id })), total: 7 } };
+    }
     case '/next-number':
       // A link_path that holds no URL (a page number) but is not the end either.
       return { body: { results: rowsAt(at), next: url.searchParams.has('false') ? false : at === '' ? 2 : null } };
@@ -231,6 +237,17 @@ describe('offset without total_path', () => {
   it('a first page short of the limit costs one request more, answered empty', async () => {
     const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/capped-offset', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 5, start_offset: 4, response_path: '$.data' }), engineContext());
     expect(result.pages.map((p) => p.items.length)).toEqual([3, 0]);
+  });
+});
+
+describe('page with total_path and no total_pages_path', () => {
+  it('is read to its first empty page: pages x size is never taken for the rows served (a source capping the size serves fewer)', async () => {
+    const before = hitsOf('/capped-page');
+    const result = await readAll(connectorSpec(brokenUrl), endpointSpec('/capped-page', { kind: 'page', page_param: 'page', size_param: 'size', start_page: 1, size: 5, response_path: '$.data', total_path: '$.total' }), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(range(7));
+    expect(result.pages.map((p) => p.items.length)).toEqual([3, 3, 1, 0]);
+    expect(hitsOf('/capped-page') - before).toBe(4);
   });
 });
 
