@@ -215,7 +215,16 @@ export async function takeLease(tx: Tx, id: number, token: string, leaseMs: numb
  * lease); nothing when the row is no longer this worker's (its outcome written, or claimed by another).
  */
 export async function renewLease(tx: Tx, id: number, token: string, leaseMs: number): Promise<void> {
-  await tx.query('update hub.deliveries set lease_until = now() + make_interval(secs => $3::double precision / 1000) where id = $1 and lease_token = $2', [id, token, leaseMs]);
+  await renewLeases(tx, [{ id, token }], leaseMs);
+}
+
+/** `renewLease` for many rows in one statement (outcomes waiting to be written: outcome-writer.ts). */
+export async function renewLeases(tx: Tx, rows: ReadonlyArray<{ id: number; token: string }>, leaseMs: number): Promise<void> {
+  await tx.query(
+    `update hub.deliveries d set lease_until = now() + make_interval(secs => $3::double precision / 1000)
+       from unnest($1::bigint[], $2::uuid[]) as q (id, token) where d.id = q.id and d.lease_token = q.token`,
+    [rows.map((r) => r.id), rows.map((r) => r.token), leaseMs],
+  );
 }
 
 /** Gives back the leases of rows ($1, ids) leased under a token ($2) and never queued: the next retry sweep takes them. */

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
-import { type Outcome, writeBack, writeBackMany } from './journal.js';
+import { type Outcome, renewLeases, writeBack, writeBackMany } from './journal.js';
 import type { AttemptOutcome } from './model.js';
 
 /**
@@ -19,7 +20,11 @@ import type { AttemptOutcome } from './model.js';
  * was made, and until it is written the row keeps the lease it was sent under, so a process that
  * dies with outcomes still waiting here loses only the record of those attempts: their leases run
  * out and the retry sweep sends them again (at least once), exactly as for a process that dies
- * mid-attempt. A batch the database refuses is written again row by row, so one bad row fails alone.
+ * mid-attempt. In a live process the lease holds while the outcome waits: given `leaseMs`, the
+ * leases of outcomes waiting here (or in a statement under way) half a lease after their lease began
+ * are renewed together, one statement for all that are due, so a slow database never lets a retry
+ * sweep claim and send again a delivery whose outcome is still to be written. A batch the database
+ * refuses is written again row by row, so one bad row fails alone.
  */
 
 interface OutcomeWriterOptions {
@@ -36,9 +41,13 @@ interface OutcomeWriterOptions {
   maxBatch: number;
   /** Outcomes waiting at most before `room()` makes callers wait for a flush (backpressure). */
   maxPending: number;
+  /** The lease a waiting outcome's row holds (renewed every half of it while the outcome waits); none: no renewal. */
+  leaseMs?: number;
 }
 
 interface Pending extends Outcome {
+  /** When the row's lease began at the latest (performance.now(), taken before the statement that set it). */
+  leasedAt: number;
   resolve(attempt: number | undefined): void;
   reject(err: unknown): void;
 }
@@ -51,17 +60,33 @@ export class OutcomeWriter {
   private waitingForCompany = false;
   private flushing: Promise<void> | undefined;
   private roomWaiters: Array<() => void> = [];
+  /** The outcomes of the statement(s) under way (`writeBatch`): waiting still, their leases are kept too. */
+  private writing: Pending[] = [];
+  /** The next renewal of waiting outcomes' leases, while any wait (`leaseMs`). */
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private renewing = false;
 
   constructor(private readonly o: OutcomeWriterOptions) {}
 
   /** Queues an outcome; resolves with the attempt's number once written (undefined: the row is gone). */
-  write(id: number, token: string, outcome: AttemptOutcome): Promise<number | undefined> {
-    return new Promise((resolve, reject) => this.add(id, token, outcome, resolve, reject));
+  write(id: number, token: string, outcome: AttemptOutcome, leasedAt = performance.now()): Promise<number | undefined> {
+    return new Promise((resolve, reject) => this.add(id, token, outcome, resolve, reject, leasedAt));
   }
 
-  /** `write` with callbacks instead of a promise (the pool's attempts: no promise per outcome). */
-  add(id: number, token: string, outcome: AttemptOutcome, resolve: (attempt: number | undefined) => void, reject: (err: unknown) => void): void {
-    this.pending.push({ id, token, outcome, resolve, reject });
+  /**
+   * `write` with callbacks instead of a promise (the pool's attempts: no promise per outcome).
+   * `leasedAt`: when the row's lease began at the latest (performance.now()); default now.
+   */
+  add(
+    id: number,
+    token: string,
+    outcome: AttemptOutcome,
+    resolve: (attempt: number | undefined) => void,
+    reject: (err: unknown) => void,
+    leasedAt = performance.now(),
+  ): void {
+    this.pending.push({ id, token, outcome, leasedAt, resolve, reject });
+    if (this.leaseTimer === undefined) this.watchLeases();
     if (this.pending.length >= this.o.maxBatch) this.kick();
     else if (!this.scheduled) this.schedule();
     else if (this.waitingForCompany && !this.moreComing()) this.kick();
@@ -113,6 +138,7 @@ export class OutcomeWriter {
     if (this.flushing || this.pending.length === 0) return;
     this.flushing = this.writeBatch().finally(() => {
       this.flushing = undefined;
+      this.watchLeases();
       // Outcomes that came in while the batch was written: the next batch. It too waits for
       // company while more attempts are under way (a backlog: larger batches, fewer statements);
       // a full batch, or nothing more coming, goes at once.
@@ -139,6 +165,7 @@ export class OutcomeWriter {
       } else rest.push(p);
     }
     this.pending = rest;
+    this.writing = batch;
     this.wakeRoom();
     try {
       const attempts = await writeBackMany(this.o.tx, batch);
@@ -158,7 +185,48 @@ export class OutcomeWriter {
           }
         }),
       );
+    } finally {
+      this.writing = [];
     }
+  }
+
+  /**
+   * Arms the renewal of waiting outcomes' leases for the first one due (half a lease after its lease
+   * began), or disarms it when nothing waits. One timer for the writer, not one per outcome.
+   */
+  private watchLeases(): void {
+    const leaseMs = this.o.leaseMs;
+    if (leaseMs === undefined || this.renewing) return;
+    clearTimeout(this.leaseTimer);
+    this.leaseTimer = undefined;
+    let first = Number.POSITIVE_INFINITY;
+    for (const p of this.writing) if (p.leasedAt < first) first = p.leasedAt;
+    for (const p of this.pending) if (p.leasedAt < first) first = p.leasedAt;
+    if (first === Number.POSITIVE_INFINITY) return;
+    this.leaseTimer = setTimeout(() => void this.renewDue(), Math.max(0, first + leaseMs / 2 - performance.now()));
+    // Holds no process open: outcomes not written when it ends are lost with it, leases and all.
+    this.leaseTimer.unref();
+  }
+
+  /** Renews, in one statement, the leases of the waiting outcomes half a lease old or more (their tokens checked). */
+  private async renewDue(): Promise<void> {
+    const leaseMs = this.o.leaseMs!;
+    this.leaseTimer = undefined;
+    const now = performance.now();
+    const due = [...this.writing, ...this.pending].filter((p) => p.leasedAt + leaseMs / 2 <= now);
+    if (due.length === 0) return this.watchLeases();
+    this.renewing = true;
+    try {
+      await renewLeases(this.o.tx, due, leaseMs);
+      for (const p of due) p.leasedAt = now;
+    } catch (err) {
+      logger().warn({ err: loggableMessage(err), deliveries: due.length }, 'renewing the leases of delivery outcomes waiting to be written failed; trying again');
+      // Tried again a quarter of a lease later (the leases still have that long at least).
+      for (const p of due) p.leasedAt = Math.max(p.leasedAt, now - leaseMs / 4);
+    } finally {
+      this.renewing = false;
+    }
+    this.watchLeases();
   }
 
   private wakeRoom(): void {

@@ -136,6 +136,8 @@ export class DeliveryWorker {
       maxPending: o.outcomes?.maxPending ?? OUTCOME_PENDING,
       // The pool's jobs running or queued, this attempt's own among them.
       othersUnderWay: () => o.pool.size() - 1,
+      // An outcome waiting to be written keeps its row's lease, as the attempt did.
+      leaseMs: o.leaseMs,
     });
   }
 
@@ -338,14 +340,15 @@ export class DeliveryWorker {
       const keeper = this.keepLease(id, token, leasedAt);
       // The secret masked in the answer, should it quote it (an echo service): the journal and the test answer show `[REDACTED]`.
       outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal, secret ? [secret] : []);
-      if (keeper) keeper.stop();
+      if (keeper) leasedAt = keeper.stop();
       // Stopping: the lease brings the row back to a live process; record nothing. Except a test,
       // which is never retried: its attempt is recorded as it ended (`aborted: the process is stopping`).
       if (this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test') return { result: { kind: 'lost' } };
     }
     let written: Promise<number | undefined> | undefined;
-    if (onWriteFailed) this.outcomes.add(id, token, outcome, ignore, onWriteFailed);
-    else written = this.outcomes.write(id, token, outcome);
+    // The writer keeps the lease from when it began (renewed at half of it) until the outcome is written.
+    if (onWriteFailed) this.outcomes.add(id, token, outcome, ignore, onWriteFailed, leasedAt);
+    else written = this.outcomes.write(id, token, outcome, leasedAt);
     if (outcome.ok) {
       if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
     } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
@@ -358,18 +361,22 @@ export class DeliveryWorker {
    * renewed every half lease until the answer comes, so that no retry sweep, here or in another
    * process, claims the row while its attempt is under way and sends it a second time at once.
    * Undefined (no timer) when the attempt ends within half the lease whatever happens: the default
-   * configuration (an exchange of 15 s at most, a lease of 60 s) never needs one.
+   * configuration (an exchange of 15 s at most, a lease of 60 s) never needs one. `stop` answers
+   * when the lease began at the latest (its last renewal that answered, or `leasedAt`): the outcome
+   * writer keeps it from there.
    */
-  private keepLease(id: number, token: string, leasedAt: number): { stop(): void } | undefined {
+  private keepLease(id: number, token: string, leasedAt: number): { stop(): number } | undefined {
     const half = this.o.leaseMs / 2;
     const due = leasedAt + half - performance.now();
     if (this.o.sender.exchangeMs < due) return undefined;
     let timer: NodeJS.Timeout | undefined;
     let stopped = false;
+    let renewedAt = leasedAt;
     const renew = () => {
       const issued = performance.now();
       renewLease(this.direct, id, token, this.o.leaseMs).then(
         () => {
+          renewedAt = Math.max(renewedAt, issued);
           if (!stopped) timer = setTimeout(renew, Math.max(0, issued + half - performance.now()));
         },
         (err: unknown) => {
@@ -384,6 +391,7 @@ export class DeliveryWorker {
       stop: () => {
         stopped = true;
         clearTimeout(timer);
+        return renewedAt;
       },
     };
   }
