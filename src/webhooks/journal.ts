@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { arrayLiteral } from '../db/array-literal.js';
 import type { Tx } from '../db/database.js';
 import { JsonText } from '../db/json-text.js';
@@ -242,12 +243,16 @@ export async function closeRow(tx: Tx, id: number, token: string, reason: string
 /**
  * Writes an attempt's outcome back: the row's latest outcome and attempt count, and the attempt in
  * the journal. The lease is released only if this worker still holds it. An outcome is recorded
- * even if the lease ran out meanwhile (the attempt did happen).
+ * even if the lease ran out meanwhile (the attempt did happen). Written again under the same
+ * `outcomeId` (a batch whose commit succeeded but whose answer was lost, written again row by row),
+ * it changes nothing and answers the attempt number it was written as.
  */
-export async function writeBack(tx: Tx, id: number, token: string, outcome: AttemptOutcome): Promise<number | undefined> {
+export async function writeBack(tx: Tx, id: number, token: string, outcome: AttemptOutcome, outcomeId: string = randomUUID()): Promise<number | undefined> {
   // One statement: the row and its journal entry together, with no transaction to open around them.
   const { rows } = await tx.query<{ attempt: number }>(
-    `with row as (
+    `with written as (
+       select attempt from hub.delivery_attempts where delivery_id = $1 and outcome_id = $9
+     ), row as (
        update hub.deliveries set attempts = attempts + 1, succeeded = succeeded or $3,
               -- the latest attempt's fields: an outcome written late, of an attempt older than the one recorded, leaves them
               http_status = case when attempted_at > $8 then http_status else $4 end,
@@ -257,13 +262,15 @@ export async function writeBack(tx: Tx, id: number, token: string, outcome: Atte
               attempted_at = greatest(attempted_at, $8),
               lease_until = case when lease_token = $2 then null else lease_until end,
               lease_token = case when lease_token = $2 then null else lease_token end
-        where id = $1
+        where id = $1 and not exists (select 1 from written)
         returning id, attempts, tenant_id
+     ), inserted as (
+       insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at, outcome_id)
+       select id, attempts, tenant_id, $4, $5, $6, $7, $8, $9 from row
+       returning attempt
      )
-     insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
-     select id, attempts, tenant_id, $4, $5, $6, $7, $8 from row
-     returning attempt`,
-    [id, token, outcome.ok, outcome.httpStatus, storable(outcome.responseBody), storableError(outcome.error), outcome.durationMs, outcome.attemptedAt],
+     select attempt from inserted union all select attempt from written`,
+    [id, token, outcome.ok, outcome.httpStatus, storable(outcome.responseBody), storableError(outcome.error), outcome.durationMs, outcome.attemptedAt, outcomeId],
   );
   return rows[0]?.attempt;
 }
@@ -273,6 +280,8 @@ export interface Outcome {
   id: number;
   token: string;
   outcome: AttemptOutcome;
+  /** The outcome's id in the journal (`writeBack`: written again under it, it counts once); default a new one. */
+  outcomeId?: string;
 }
 
 /**
@@ -286,8 +295,8 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
   if (outcomes.length === 0) return new Map();
   const { rows } = await tx.query<{ delivery_id: number; attempt: number }>(
     `with v as (
-       select * from unnest($1::bigint[], $2::uuid[], $3::boolean[], $4::integer[], $5::text[], $6::text[], $7::integer[], $8::timestamptz[])
-         as v (id, token, ok, http_status, response_body, error, duration_ms, attempted_at)
+       select * from unnest($1::bigint[], $2::uuid[], $3::boolean[], $4::integer[], $5::text[], $6::text[], $7::integer[], $8::timestamptz[], $9::uuid[])
+         as v (id, token, ok, http_status, response_body, error, duration_ms, attempted_at, outcome_id)
      ), row as (
        update hub.deliveries d set attempts = d.attempts + 1, succeeded = d.succeeded or v.ok,
               -- the latest attempt's fields: an outcome written late, of an attempt older than the one recorded, leaves them
@@ -300,10 +309,10 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
               lease_token = case when d.lease_token = v.token then null else d.lease_token end
          from v
         where d.id = v.id and d.id = any($1::bigint[])
-        returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at
+        returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at, v.outcome_id
      )
-     insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at)
-     select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at from row
+     insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at, outcome_id)
+     select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at, outcome_id from row
      returning delivery_id, attempt`,
     // The arrays' literals made here in one pass each (src/db/array-literal.ts), not by node-postgres.
     [
@@ -315,6 +324,7 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
       arrayLiteral(outcomes.map((o) => storableError(o.outcome.error))),
       arrayLiteral(outcomes.map((o) => o.outcome.durationMs)),
       arrayLiteral(outcomes.map((o) => o.outcome.attemptedAt.toISOString())),
+      arrayLiteral(outcomes.map((o) => o.outcomeId ?? randomUUID())),
     ],
   );
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));

@@ -1,8 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import type { Tx } from '../db/database.js';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
+import { startStallRelay } from '../../test/harness/stall-relay.js';
+import { roleUrl } from '../db/roles.js';
+import { TEST_ROLES } from '../../test/harness/database.js';
 import { until } from '../../test/harness/until.js';
 import { WebhookConsumer } from './consumer.js';
 import { createIntegration } from './integrations.js';
@@ -208,6 +212,48 @@ describe('the outcome writer', () => {
       [0, token],
       [1, null],
     ]);
+  });
+
+  it('a batch committed whose answer was lost (the connection cut after the commit) is written again row by row, each attempt counted once', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(3, token);
+    // The batch's statement goes through a relay in front of the real server: it reaches PostgreSQL
+    // and commits there (autocommit), its answer is dropped, then the connection is cut.
+    const server = new URL(t.ownerUrl);
+    const relay = await startStallRelay(Number(server.port));
+    const url = new URL(roleUrl(t.ownerUrl, TEST_ROLES.worker));
+    url.host = `127.0.0.1:${relay.port}`;
+    url.searchParams.delete('host'); // TCP through the relay, not the server's socket
+    const cutAfterCommit = new pg.Client({ connectionString: url.toString() });
+    cutAfterCommit.on('error', () => undefined);
+    await cutAfterCommit.connect();
+    const tx = countingTx();
+    const lossy: Tx = {
+      tenantId: undefined,
+      query: async (text, values) => {
+        if (!text.includes('unnest')) return tx.query(text, values);
+        relay.dropAnswers();
+        const sent = cutAfterCommit.query(text, values as unknown[]);
+        sent.catch(() => undefined);
+        await until('the batch committed', async () => (await rowsById(ids)).every((r) => r.attempts === 1));
+        relay.cut();
+        return (await sent) as never;
+      },
+    };
+    try {
+      const writer = new OutcomeWriter({ tx: lossy, delayMs: 10, maxBatch: 100, maxPending: 1000 });
+      expect(await Promise.all(ids.map((id) => writer.write(id, token, ok())))).toEqual([1, 1, 1]);
+      // Written again one by one: nothing more recorded.
+      expect(tx.statements.length).toBe(3);
+      expect((await rowsById(ids)).map((r) => [r.attempts, r.journal, r.lease_token])).toEqual([
+        [1, [1], null],
+        [1, [1], null],
+        [1, [1], null],
+      ]);
+    } finally {
+      await cutAfterCommit.end().catch(() => undefined);
+      await relay.close();
+    }
   });
 
   it('stores a response body with a NUL character (PostgreSQL text has none) instead of failing', async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Tx } from '../db/database.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
@@ -24,7 +25,8 @@ import type { AttemptOutcome } from './model.js';
  * leases of outcomes waiting here (or in a statement under way) half a lease after their lease began
  * are renewed together, one statement for all that are due, so a slow database never lets a retry
  * sweep claim and send again a delivery whose outcome is still to be written. A batch the database
- * refuses is written again row by row, so one bad row fails alone.
+ * refuses is written again row by row, so one bad row fails alone; each outcome carries its id in
+ * the journal, so a batch that did commit (its answer lost with the connection) is not counted twice.
  */
 
 interface OutcomeWriterOptions {
@@ -46,6 +48,7 @@ interface OutcomeWriterOptions {
 }
 
 interface Pending extends Outcome {
+  outcomeId: string;
   /** When the row's lease began at the latest (performance.now(), taken before the statement that set it). */
   leasedAt: number;
   resolve(attempt: number | undefined): void;
@@ -85,7 +88,7 @@ export class OutcomeWriter {
     reject: (err: unknown) => void,
     leasedAt = performance.now(),
   ): void {
-    this.pending.push({ id, token, outcome, leasedAt, resolve, reject });
+    this.pending.push({ id, token, outcome, outcomeId: randomUUID(), leasedAt, resolve, reject });
     if (this.leaseTimer === undefined) this.watchLeases();
     if (this.pending.length >= this.o.maxBatch) this.kick();
     else if (!this.scheduled) this.schedule();
@@ -179,7 +182,8 @@ export class OutcomeWriter {
       await Promise.all(
         batch.map(async (p) => {
           try {
-            p.resolve(await writeBack(this.o.tx, p.id, p.token, p.outcome));
+            // Under the outcome's id: one the failed batch did write (its commit's answer lost) is not counted again.
+            p.resolve(await writeBack(this.o.tx, p.id, p.token, p.outcome, p.outcomeId));
           } catch (e) {
             p.reject(e);
           }
