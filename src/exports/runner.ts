@@ -19,6 +19,7 @@ import { checkAgainstEntity } from './manifest/validate.js';
 import {
   ALREADY_DELIVERED,
   type Claim,
+  type ClaimTarget,
   CLEANED_UP,
   claimRun,
   completeRun,
@@ -167,6 +168,25 @@ export interface Started {
   done: Promise<ExportRun>;
 }
 
+
+/** A run's snapshot to stream and publish (`generateAndPublish`); `callerScope` as `launch` has it. */
+interface StreamJob {
+  tenantId: number;
+  run: ExportRun;
+  progress: Progress;
+  signal: AbortSignal;
+  beforeCommit: () => Promise<void>;
+  callerScope: string | undefined;
+}
+
+/** Reads the export in the claim's transaction and checks that the caller holds its scope (services.ts). */
+type CheckedForCaller = (tx: Tx) => Promise<ExportDetail>;
+
+/** What a claim records of the export it is for. */
+function claimTarget(exp: ExportDetail): ClaimTarget {
+  return { exportId: exp.id, exportName: exp.name, entity: exp.entity, scope: exp.scope, destination: exp.destination };
+}
+
 export class ExportRunner {
   private readonly running = new Map<string, { controller: AbortController; progress: Progress; done: Promise<ExportRun> }>();
   private closed = false;
@@ -219,13 +239,15 @@ export class ExportRunner {
     return !this.closed;
   }
 
-  /** Claims a run of `exp` and starts it; 409 when one is in flight. undefined: a scheduled slot already claimed. */
-  async start(tenantId: number, exp: ExportDetail, claim: Claim): Promise<Started | undefined> {
-    const run = await this.options.db.withTenant(tenantId, (tx) =>
-      claimRun(tx, { exportId: exp.id, exportName: exp.name, entity: exp.entity, scope: exp.scope, destination: exp.destination }, claim),
-    );
+  /**
+   * Claims a run of `exp` and starts it; 409 when one is in flight. undefined: a scheduled slot already
+   * claimed. A caller's run gives `exp` as a function, which reads it and checks the caller's scope in
+   * the claim's transaction: the run then streams a definition of that scope only (`callerScope`).
+   */
+  async start(tenantId: number, exp: ExportDetail | CheckedForCaller, claim: Claim): Promise<Started | undefined> {
+    const run = await this.options.db.withTenant(tenantId, async (tx) => claimRun(tx, claimTarget(typeof exp === 'function' ? await exp(tx) : exp), claim));
     if (!run) return undefined;
-    return { run, done: this.launch(tenantId, run) };
+    return { run, done: this.launch(tenantId, run, typeof exp === 'function' ? run.scope : undefined) };
   }
 
   /**
@@ -233,8 +255,9 @@ export class ExportRunner {
    * file name: a collision then means the earlier attempt did publish). 409 for a run that is not
    * Failed, or whose scheduled slot another attempt delivered.
    */
-  async retry(tenantId: number, exp: ExportDetail, runId: string, requestedBy?: string): Promise<Started> {
+  async retry(tenantId: number, checked: ExportDetail | CheckedForCaller, runId: string, requestedBy?: string): Promise<Started> {
     const run = await this.options.db.withTenant(tenantId, async (tx) => {
+      const exp = typeof checked === 'function' ? await checked(tx) : checked;
       const previous = await getRun(tx, exp.name, runId);
       if (previous.status !== 'Failed') throw notRetryable(runId, previous.status);
       // A run of an export deleted since (the name applied again, perhaps with another destination):
@@ -243,7 +266,7 @@ export class ExportRunner {
       if (previous.slot && (await slotDelivered(tx, exp.id, new Date(previous.slot)))) {
         throw new ConflictError(ALREADY_DELIVERED, undefined, `the slot ${previous.slot} of export ${exp.name} was delivered by another attempt`);
       }
-      return claimRun(tx, { exportId: exp.id, exportName: exp.name, entity: exp.entity, scope: exp.scope, destination: exp.destination }, {
+      return claimRun(tx, claimTarget(exp), {
         trigger: previous.trigger,
         artifactTime: new Date(previous.artifactTime),
         ...(previous.slot ? { slot: new Date(previous.slot) } : {}),
@@ -252,7 +275,7 @@ export class ExportRunner {
         requestedBy,
       });
     });
-    return { run: run!, done: this.launch(tenantId, run!) };
+    return { run: run!, done: this.launch(tenantId, run!, typeof checked === 'function' ? run!.scope : undefined) };
   }
 
   /** Aborts the runs of this process (they end Failed `interrupted`) and waits for them. */
@@ -262,12 +285,13 @@ export class ExportRunner {
     await Promise.allSettled([...this.running.values()].map((r) => r.done));
   }
 
-  private launch(tenantId: number, run: ExportRun): Promise<ExportRun> {
+  /** `callerScope`: the scope the caller who started the run held at its claim (its definition must still be of it). */
+  private launch(tenantId: number, run: ExportRun, callerScope?: string): Promise<ExportRun> {
     const controller = new AbortController();
     if (this.closed) controller.abort(new RunFailure('interrupted', 'the hub was stopping when the run was claimed. Retry it'));
     const progress: Progress = {};
     // The run as its tenant's unit of work (the scheduler's job serves every tenant): see runForTenant.
-    const done = runForTenant(tenantId, () => this.execute(tenantId, run, progress, controller.signal)).finally(() => this.running.delete(run.id));
+    const done = runForTenant(tenantId, () => this.execute(tenantId, run, progress, controller.signal, callerScope)).finally(() => this.running.delete(run.id));
     // Whoever starts a run need not wait for it (a request, the scheduler): a run whose end could not
     // be recorded is logged here, and is never an unhandled rejection, which would end the process.
     done.catch((err: unknown) =>
@@ -277,7 +301,7 @@ export class ExportRunner {
     return done;
   }
 
-  private async execute(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal): Promise<ExportRun> {
+  private async execute(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal, callerScope: string | undefined): Promise<ExportRun> {
     const { db } = this.options;
     // The run's end as this process sees it, when its record says it ended already (the sweep failed
     // it while its beats were held up): whatever it was doing stops and nothing is published.
@@ -337,7 +361,7 @@ export class ExportRunner {
         this.withHeldConnection(tenantId, waiting, () => {
           timer = setTimeout(() => timeout.abort(new RunFailure('generation', this.timeLimitReason())), this.options.timeoutMs);
           timer.unref();
-          return this.generateAndPublish(tenantId, run, progress, work.signal, beforeCommit);
+          return this.generateAndPublish({ tenantId, run, progress, signal: work.signal, beforeCommit, callerScope });
         }),
       );
       outcome = { receipt };
@@ -443,10 +467,11 @@ export class ExportRunner {
   }
 
   /** The snapshot streamed out and published (streamInTransaction): the receipt once the destination gave it. */
-  private async generateAndPublish(tenantId: number, run: ExportRun, progress: Progress, signal: AbortSignal, beforeCommit: () => Promise<void>): Promise<Receipt> {
+  private async generateAndPublish(job: StreamJob): Promise<Receipt> {
+    const { run } = job;
     let published: Receipt | undefined;
     try {
-      return await this.streamInTransaction(tenantId, run, progress, signal, beforeCommit, (receipt) => {
+      return await this.streamInTransaction(job, (receipt) => {
         published = receipt;
       });
     } catch (err) {
@@ -460,14 +485,8 @@ export class ExportRunner {
   }
 
   /** Inside one tenant transaction: the definition checked again, then the bytes streamed out; `onPublished` as soon as the destination answered. */
-  private async streamInTransaction(
-    tenantId: number,
-    run: ExportRun,
-    progress: Progress,
-    signal: AbortSignal,
-    beforeCommit: () => Promise<void>,
-    onPublished: (receipt: Receipt) => void,
-  ): Promise<Receipt> {
+  private async streamInTransaction(job: StreamJob, onPublished: (receipt: Receipt) => void): Promise<Receipt> {
+    const { tenantId, run, progress, signal, beforeCommit, callerScope } = job;
     return this.options.db.withTenant(tenantId, async (tx) => {
       signal.throwIfAborted();
       // The time limit holds inside PostgreSQL too: a statement that waits (a lock held on a source
@@ -480,6 +499,12 @@ export class ExportRunner {
       if (start?.stop) throw new RunFailure(start.stop.code, start.stop.reason);
       const exp = start && (await getExportById(tx, start.exportId));
       if (!exp) throw new RunFailure('definition', `export ${run.exportName} was deleted before the run started`, 'tenant');
+      // Running an export needs its scope: a caller's run streams a definition of the scope checked at
+      // its claim, not one re-applied since to a scope the caller may not hold. (A scheduled run has no
+      // caller: it streams the definition stored, as spec 3 says.)
+      if (callerScope !== undefined && exp.scope !== callerScope) {
+        throw new RunFailure('definition', `export ${run.exportName} was re-applied to scope ${exp.scope} after the run was claimed under scope ${callerScope}: nothing was published; run it again`, 'tenant');
+      }
       const spec = exp.spec;
       const entity = await loadEntity(tx, spec.entity);
       const problem = checkAgainstEntity(spec, entity && shapeOf(entity))[0];

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../test/harness/api-client.js';
-import { ITEM_ENTITY, itemS3Export } from '../../test/harness/export-manifests.js';
+import { itemS3Export, prepareItemExports } from '../../test/harness/export-manifests.js';
 import { holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database } from '../db/database.js';
@@ -26,9 +26,7 @@ beforeAll(async () => {
   hub = await startTestHub();
   owner = await ownerClient(hub.ownerUrl);
   api = devClient(hub.url, 1);
-  await hub.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
-  for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) expect((await api.post('/api/platform/secrets', { name, value })).status).toBe(201);
-  expect((await api.post('/api/entities/apply', ITEM_ENTITY)).status).toBe(201);
+  await prepareItemExports(hub, api);
 });
 
 afterAll(async () => {

@@ -106,8 +106,9 @@ async function requireScope(tx: Tx, caller: Caller, scope: string): Promise<void
   if (!holds(access, scope)) throw new ScopeNotGranted();
 }
 
-async function found(tx: Tx, caller: Caller, name: string): Promise<ExportDetail> {
-  const exp = await getExport(tx, name);
+/** The export of that name if the caller holds its scope (404, 403); `forShare` as getExport's. */
+async function found(tx: Tx, caller: Caller, name: string, forShare = false): Promise<ExportDetail> {
+  const exp = await getExport(tx, name, forShare);
   if (!exp) throw new NotFoundError(`export ${name.toLowerCase()} not found`);
   await requireScope(tx, caller, exp.scope);
   return exp;
@@ -215,8 +216,9 @@ export function createExportServices(deps: ExportDeps): ExportServices {
     },
     runs: {
       async start(t, caller, name, actor) {
-        const exp = await db.withTenant(t, (tx) => found(tx, caller, name));
-        const started = await runner.start(t, exp, { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
+        // The caller's scope checked in the claim's transaction, the export's row held until the run is
+        // recorded: a re-apply to another scope cannot come between (it waits, or was read first).
+        const started = await runner.start(t, (tx) => found(tx, caller, name, true), { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
         return started!.run;
       },
       list: (t, caller, name, page) =>
@@ -256,19 +258,20 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         return run;
       },
       async retry(t, caller, name, id, actor) {
-        const exp = await db.withTenant(t, async (tx) => {
+        // Checked in the claim's transaction, the export's row held until the retry is recorded (as start).
+        const checked = async (tx: Tx) => {
           // The run retried is read with its own scope (it may be of an earlier export of the name).
           const [run] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
           // Its export deleted and the name not applied again: a 409 as when it was (runner.retry).
-          const exp = await getExport(tx, name);
+          const exp = await getExport(tx, name, true);
           if (!exp) {
             if (run!.status !== 'Failed') throw notRetryable(id, run!.status);
             throw deletedSince(id, name.toLowerCase());
           }
           await requireScope(tx, caller, exp.scope);
           return exp;
-        });
-        return (await runner.retry(t, exp, id, actor)).run;
+        };
+        return (await runner.retry(t, checked, id, actor)).run;
       },
     },
     async download(t, caller, entityName) {

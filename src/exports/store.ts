@@ -96,9 +96,12 @@ function detail(row: ExportRow): ExportDetail {
   };
 }
 
-/** The export of that name (case-insensitive) in the caller's tenant. */
-export async function getExport(tx: Tx, name: string): Promise<ExportDetail | undefined> {
-  const { rows } = await tx.query<ExportRow>(`select ${COLUMNS} from exports.exports where name = lower($1)`, [name]);
+/**
+ * The export of that name (case-insensitive) in the caller's tenant. `forShare`: its row held until
+ * the transaction ends (a re-apply or delete sent meanwhile waits; one under way is waited for).
+ */
+export async function getExport(tx: Tx, name: string, forShare = false): Promise<ExportDetail | undefined> {
+  const { rows } = await tx.query<ExportRow>(`select ${COLUMNS} from exports.exports where name = lower($1)${forShare ? ' for share' : ''}`, [name]);
   return rows[0] && detail(rows[0]);
 }
 

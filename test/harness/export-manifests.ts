@@ -53,3 +53,20 @@ export async function seedItemExports(
   const applied = await api.post('/api/entities/apply', ITEM_ENTITY);
   if (applied.status !== 201) throw new Error(`applying entity item: HTTP ${applied.status}`);
 }
+
+/**
+ * Tenant 1 of `hub` ready to export entity `item` to an S3 endpoint that is never reached: `ext.items`
+ * made (no rows), the S3 secrets `S3_KEY` and `S3_SECRET` stored, the entity applied.
+ */
+export async function prepareItemExports(
+  hub: { services: { connectors: { ext: { ensureTable(tenant: number, table: string, promote: Array<{ name: string; path: string; type: 'text' }>): Promise<unknown> } } } },
+  api: { post(path: string, body: unknown): Promise<{ status: number }> },
+): Promise<void> {
+  await hub.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
+  for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) {
+    const stored = await api.post('/api/platform/secrets', { name, value });
+    if (stored.status !== 201) throw new Error(`secret ${name}: ${stored.status}`);
+  }
+  const applied = await api.post('/api/entities/apply', ITEM_ENTITY);
+  if (applied.status !== 201) throw new Error(`entity item: ${applied.status}`);
+}

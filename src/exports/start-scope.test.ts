@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { type Client, devClient, ownerClient } from '../../test/harness/api-client.js';
+import { ITEM_ENTITY, itemS3Export, prepareItemExports } from '../../test/harness/export-manifests.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import type { Database } from '../db/database.js';
+import { egressPolicy } from '../egress/config.js';
+import { ScopeNotGranted } from '../errors.js';
+import { type Caller, createExportServices, type ExportServices } from './services.js';
+
+/**
+ * A caller holding scope crm starts (or retries) a run of an export of scope crm while an admin
+ * re-applies the export to scope sales (another entity) between the caller's scope check and the
+ * run's claim, or between the claim and the run's stream, on the real PostgreSQL: the caller never
+ * gets a run of the sales definition. Its scope was checked in one transaction and the run claimed
+ * in the next, and a run streams the definition stored when it starts.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let api: Client;
+let crmOnly: Caller;
+const made: ExportServices[] = [];
+
+/** Entity `ledger`: `item`'s rows under scope sales. */
+const LEDGER_ENTITY = { ...ITEM_ENTITY, metadata: { name: 'ledger' }, spec: { ...ITEM_ENTITY.spec, scope: 'sales' } };
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = await ownerClient(hub.ownerUrl);
+  api = devClient(hub.url, 1);
+  await prepareItemExports(hub, api);
+  expect((await api.post('/api/entities/apply', LEDGER_ENTITY)).status).toBe(201);
+  const created = await api.post('/api/tenants/1/users', { login: 'crm-only', name: 'CRM only' });
+  const userId = (created.body as { id: number }).id;
+  expect((await api.put(`/api/tenants/1/users/${userId}/scopes`, { scopes: ['crm'] })).status).toBe(200);
+  crmOnly = { userId: String(userId) };
+});
+
+afterAll(async () => {
+  for (const services of made) await services.close();
+  await owner?.end();
+  await hub?.stop();
+});
+
+/** Export `name` of `item` (scope crm) to an endpoint nothing listens on; `sales`: of `ledger`, scope sales. */
+function manifest(name: string, sales = false) {
+  const exp = itemS3Export(name, 'http://127.0.0.1:9');
+  return sales ? { ...exp, spec: { ...exp.spec, scope: 'sales', source: { entity: 'ledger' } } } : exp;
+}
+
+/** Export services whose tenant transaction number `nth` waits for `between` first. */
+function services(nth: number, between: () => Promise<void>) {
+  const db = hub.services.db;
+  let transactions = 0;
+  const staged = Object.assign(Object.create(db) as Database, {
+    withTenant: (async (tenantId, fn) => {
+      if (++transactions === nth) await between();
+      return db.withTenant(tenantId, fn);
+    }) as Database['withTenant'],
+  });
+  const made1 = createExportServices({ config: hub.config, db: staged, secrets: hub.services.secrets, egress: egressPolicy(hub.config) });
+  made.push(made1);
+  return made1;
+}
+
+const reapplyToSales = (name: string) => async () => {
+  expect((await api.post('/api/exports/apply', manifest(name, true))).status).toBe(200);
+};
+
+/** The run's end, or the refusal of its start. */
+async function outcome(start: () => Promise<{ id: string }>): Promise<string> {
+  try {
+    const run = await start();
+    for (let k = 0; k < 100; k++) {
+      const { rows } = await owner.query<{ status: string; failure_code: string | null; failure_reason: string | null }>(
+        'select status, failure_code, failure_reason from exports.runs where id = $1',
+        [run.id],
+      );
+      if (rows[0]!.status !== 'Running') return `${rows[0]!.status} ${rows[0]!.failure_code}: ${rows[0]!.failure_reason}`;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return 'still running';
+  } catch (err) {
+    if (err instanceof ScopeNotGranted) return 'refused: scope not granted';
+    throw err;
+  }
+}
+
+describe('an export re-applied to a scope the caller does not hold while the caller starts a run', () => {
+  it('between the scope check and the claim, or the claim and the stream: no run of the new definition', async () => {
+    expect((await api.post('/api/exports/apply', manifest('rescoped'))).status).toBe(201);
+    const ended = await outcome(() => services(2, reapplyToSales('rescoped')).runs.start(1, crmOnly, 'rescoped', 'crm-only'));
+    // It reached the destination with the sales definition before (Failed publication: nothing listens there).
+    expect(ended).toMatch(/^(refused: scope not granted|Failed definition: export rescoped was re-applied to scope sales after the run was claimed under scope crm)/);
+  }, 30_000);
+
+  it('a retry: the same', async () => {
+    expect((await api.post('/api/exports/apply', manifest('rescoped-retry'))).status).toBe(201);
+    const first = await outcome(() => services(0, async () => undefined).runs.start(1, crmOnly, 'rescoped-retry', 'crm-only'));
+    expect(first).toMatch(/^Failed publication/);
+    const { rows } = await owner.query<{ id: string }>("select id from exports.runs where export_name = 'rescoped-retry'");
+    const ended = await outcome(() => services(2, reapplyToSales('rescoped-retry')).runs.retry(1, crmOnly, 'rescoped-retry', rows[0]!.id, 'crm-only'));
+    expect(ended).toMatch(/^(refused: scope not granted|Failed definition: export rescoped-retry was re-applied to scope sales after the run was claimed under scope crm)/);
+  }, 30_000);
+});
