@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
+import { startCommitRelay } from '../../../test/harness/s3-relay.js';
 import { until } from '../../../test/harness/until.js';
 import { EgressPolicy } from '../../egress/policy.js';
 import { LeftBehind, PublishError } from './destination.js';
@@ -546,12 +547,28 @@ describe('S3Destination against fauxqs', () => {
       const err = (await failure(destination(freshKey(), { endpoint, requestTimeoutMs: 500 }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
       expect(err).toBeInstanceOf(PublishError);
       expect(err.code).toBe('publication');
-      expect(err.reason).toBe(`could not reach ${endpoint}: no answer within 500 ms (requestTimeout), the request sent up to three times`);
+      expect(err.reason).toBe(`could not reach ${endpoint}: no answer within 500 ms (requestTimeout), the request sent 3 times`);
       expect(Date.now() - started).toBeLessThan(10_000);
       expect(sockets.size).toBeGreaterThan(0);
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('a committing request unanswered after requestTimeoutMs: its timeout says it was sent once (it is never sent again)', async () => {
+    const relay = await startCommitRelay(s3.endpoint, BUCKET);
+    const key = freshKey();
+    const held = relay.hold(key);
+    try {
+      const from = s3.requests.length;
+      const err = (await failure(destination(key, { endpoint: relay.endpoint, requestTimeoutMs: 1_000 }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.reason).toBe(`could not reach ${relay.endpoint}: no answer within 1000 ms (requestTimeout), the request sent once`);
+      expect(requestsSince(from)).toEqual([`HEAD /${BUCKET}/${key}`, `PUT /${BUCKET}/${key}`]);
+    } finally {
+      held.release();
+      await relay.close();
     }
   });
 

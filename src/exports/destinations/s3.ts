@@ -106,7 +106,8 @@ interface S3Failure {
   Code?: string;
   code?: unknown;
   message?: string;
-  $metadata?: { httpStatusCode?: number };
+  /** `attempts`: how many times the SDK sent the request (its retries included), set on the error it gives up with. */
+  $metadata?: { httpStatusCode?: number; attempts?: number };
 }
 
 export class S3Destination implements Destination {
@@ -345,9 +346,12 @@ export class S3Destination implements Destination {
   /** The local (Node.js) description of a failed connection: its error code, never a server's text. */
   private networkDetail(err: unknown): string {
     const e = (err ?? {}) as S3Failure;
-    // The request handler's own time limit (its message names the handler, not the cause).
+    // The request handler's own time limit (its message names the handler, not the cause), with how
+    // many times the request went: up to three (the SDK's retries), once for the committing request.
     if (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) {
-      return `no answer within ${this.options.requestTimeoutMs ?? 120_000} ms (requestTimeout), the request sent up to three times`;
+      const attempts = e.$metadata?.attempts;
+      const sent = attempts === undefined ? '' : attempts === 1 ? ', the request sent once' : `, the request sent ${attempts} times`;
+      return `no answer within ${this.options.requestTimeoutMs ?? 120_000} ms (requestTimeout)${sent}`;
     }
     if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) {
       return describeNetworkError(err, { connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000 });
