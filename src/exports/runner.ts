@@ -169,6 +169,16 @@ export interface Started {
 }
 
 
+/**
+ * The failure a stop asked for ends a run with: its reason is the hub's wording around what the
+ * tenant chose (the name of the user who cancelled), masked as tenant text (`FailureOrigin`), as
+ * the other failures quoting the tenant's names are: masked with the hub's own credentials, a user
+ * named after a guess at one showed `[REDACTED]` when the guess was right.
+ */
+function stopFailure(stop: StopRequest): RunFailure {
+  return new RunFailure(stop.code, stop.reason, 'tenant');
+}
+
 /** A run's snapshot to stream and publish (`generateAndPublish`); `callerScope` as `launch` has it. */
 interface StreamJob {
   tenantId: number;
@@ -230,7 +240,7 @@ export class ExportRunner {
     const running = this.running.get(runId);
     if (!running) return false;
     // Publishing already, the abort does not reach the publication (execute's gate): the run ends as it does.
-    running.controller.abort(new RunFailure(stop.code, stop.reason));
+    running.controller.abort(stopFailure(stop));
     return true;
   }
 
@@ -496,7 +506,7 @@ export class ExportRunner {
       // applied after a delete, with another destination. A stop asked for meanwhile (a cancel or a
       // delete served by another process) holds even before this process's heartbeat reads it.
       const start = await runStart(tx, run.id);
-      if (start?.stop) throw new RunFailure(start.stop.code, start.stop.reason);
+      if (start?.stop) throw stopFailure(start.stop);
       const exp = start && (await getExportById(tx, start.exportId));
       if (!exp) throw new RunFailure('definition', `export ${run.exportName} was deleted before the run started`, 'tenant');
       // Running an export needs its scope: a caller's run streams a definition of the scope checked at

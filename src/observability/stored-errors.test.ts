@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { devClient, ownerClient, type Client } from '../../test/harness/api-client.js';
+import { client, devClient, ownerClient, type Client } from '../../test/harness/api-client.js';
 import { ITEM_ENTITY, itemS3Export } from '../../test/harness/export-manifests.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
+import { startSilentEndpoint } from '../../test/harness/silent-endpoint.js';
 import { until } from '../../test/harness/until.js';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import { Config } from '../config/config.js';
@@ -205,6 +206,34 @@ describe('through the hub: a connector run and an export run that fail with a cr
       outcomes[guess] = run.failureReason;
     }
     expect(outcomes[HUB_PASSWORD]).toContain(`entity ${HUB_PASSWORD}`);
+    expect(outcomes[HUB_PASSWORD]!.replace(HUB_PASSWORD, 'GUESS')).toBe(outcomes['mail-pa55wore']!.replace('mail-pa55wore', 'GUESS'));
+  }, 60_000);
+
+  it('an export run cancelled by a user whose name guesses at the hub\'s own credentials: the reason names the user as written, the right guess as a wrong one (no oracle)', async () => {
+    await oneItem();
+    // A destination that never answers: the run stays Running until it is cancelled.
+    const silent = await startSilentEndpoint();
+    const outcomes: Record<string, string> = {};
+    try {
+      for (const guess of [HUB_PASSWORD, 'mail-pa55wore']) {
+        const name = `cancelled-${Object.keys(outcomes).length}`;
+        expect((await api.post('/api/exports/apply', itemS3Export(name, silent.url))).status).toBeLessThan(300);
+        const id = ((await api.post(`/api/exports/${name}/runs`, {})).body as { runId: string }).runId;
+        await until('the run to reach the destination', async () => silent.sockets.size > 0);
+        const user = client(hub.url, { 'X-Tenant-ID': '1', 'X-User-ID': guess });
+        expect((await user.post(`/api/exports/${name}/runs/${id}/cancel`, {})).status).toBe(202);
+        const run = await until('the cancelled run to end', async () => {
+          const got = await api.get(`/api/exports/${name}/runs/${id}`);
+          return (got.body as { status: string }).status === 'Failed' && (got.body as { failureCode: string; failureReason: string });
+        });
+        expect(run.failureCode).toBe('interrupted');
+        outcomes[guess] = run.failureReason;
+        for (const socket of silent.sockets) socket.destroy();
+      }
+    } finally {
+      await silent.close();
+    }
+    expect(outcomes[HUB_PASSWORD]).toContain(`cancelled by ${HUB_PASSWORD} during the run`);
     expect(outcomes[HUB_PASSWORD]!.replace(HUB_PASSWORD, 'GUESS')).toBe(outcomes['mail-pa55wore']!.replace('mail-pa55wore', 'GUESS'));
   }, 60_000);
 
