@@ -556,7 +556,7 @@ describe('S3Destination against fauxqs', () => {
     }
   });
 
-  it('a committing request unanswered after requestTimeoutMs: its timeout says it was sent once (it is never sent again)', async () => {
+  it('a committing request unanswered after requestTimeoutMs: the reason says it was sent once (it is never sent again) and that the file may have been published (it was)', async () => {
     const relay = await startCommitRelay(s3.endpoint, BUCKET);
     const key = freshKey();
     const held = relay.hold(key);
@@ -564,8 +564,11 @@ describe('S3Destination against fauxqs', () => {
       const from = s3.requests.length;
       const err = (await failure(destination(key, { endpoint: relay.endpoint, requestTimeoutMs: 1_000 }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
       expect(err).toBeInstanceOf(PublishError);
-      expect(err.reason).toBe(`could not reach ${relay.endpoint}: no answer within 1000 ms (requestTimeout), the request sent once`);
+      expect(err.reason).toBe(
+        `the answer to the request publishing s3://${BUCKET}/${key} did not come from ${relay.endpoint} (no answer within 1000 ms (requestTimeout), the request sent once): the file may have been published. Retry it: a collision on retry means it was`,
+      );
       expect(requestsSince(from)).toEqual([`HEAD /${BUCKET}/${key}`, `PUT /${BUCKET}/${key}`]);
+      expect(s3.getObject(BUCKET, key)).toBeDefined();
     } finally {
       held.release();
       await relay.close();

@@ -179,7 +179,7 @@ export class S3Destination implements Destination {
             Metadata: { 'svc-sha256': digest },
           }),
           signal ? { abortSignal: signal } : {},
-        );
+        ).catch((err: unknown) => this.commitFailed(err));
         return this.receipt(out.ETag, out.VersionId);
       }
       const created = await client.send(
@@ -219,7 +219,7 @@ export class S3Destination implements Destination {
           IfNoneMatch: '*',
         }),
         signal ? { abortSignal: signal } : {},
-      );
+      ).catch((err: unknown) => this.commitFailed(err));
       uploadId = undefined;
       return this.receipt(out.ETag, out.VersionId);
     } catch (err) {
@@ -232,6 +232,22 @@ export class S3Destination implements Destination {
       client.destroy();
       commitClient.destroy();
     }
+  }
+
+  /**
+   * The committing request failed: when it may have reached S3 and only its answer is missing (no
+   * answer within requestTimeout, the connection reset or closed once it was sent), S3 may have
+   * stored the object, and the reason says so (as the SFTP rename's does); otherwise as any failure.
+   */
+  private commitFailed(err: unknown): never {
+    const e = (err ?? {}) as S3Failure;
+    const sent =
+      (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) || e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.message === 'socket hang up';
+    if (e.$metadata?.httpStatusCode !== undefined || !sent) throw err;
+    throw new PublishError(
+      'publication',
+      `the answer to the request publishing ${this.location} did not come from ${this.endpointName} (${this.networkDetail(err)}): the file may have been published. Retry it: a collision on retry means it was`,
+    );
   }
 
   /** An endpoint given as an IP literal is connected to without a name lookup: check it here. */
