@@ -301,6 +301,26 @@ describe('the outcome writer', () => {
     expect(writer.room()).toBeUndefined(); // room at once
   });
 
+  it('renews the lease of an outcome waiting to be written first for the one due first, whatever the order they came in', async () => {
+    const token = randomUUID();
+    // Leases of 2 s: one taken just now, one 1.5 s ago (0.5 s left in the database).
+    const [fresh] = await leasedRows(1, token, "interval '2 seconds'");
+    const [old] = await leasedRows(1, token, "interval '500 milliseconds'");
+    let underWay = 1;
+    // The outcomes wait for company (others under way) for a minute: nothing is written meanwhile.
+    const writer = new OutcomeWriter({ tx: countingTx(), delayMs: 60_000, maxBatch: 100, maxPending: 1000, othersUnderWay: () => underWay, leaseMs: 2_000 });
+    const now = performance.now();
+    const written = [writer.write(fresh!, token, ok(), now), writer.write(old!, token, ok(), now - 1_500)];
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    // Past the 0.5 s the older lease had left, both hold for more than 1 s still: the older one was
+    // renewed at once (a renewal armed for the fresh one's half lease came 0.5 s after it ran out).
+    const { rows } = await t.owner.query("select id, lease_until > now() + interval '1 second' as holding from hub.deliveries where id = any($1::bigint[]) order by id", [[fresh, old]]);
+    expect(rows.map((r) => r.holding)).toEqual([true, true]);
+    underWay = 0;
+    await writer.flush();
+    expect(await Promise.all(written)).toEqual([1, 1]);
+  });
+
   it('a process that dies with outcomes not yet written leaves the rows leased; the retry sweep sends them again', async () => {
     // An integration of its own: the failed rows of the other tests are the sweep's too.
     const swept = await t.db.withTenant(1, (tx) =>

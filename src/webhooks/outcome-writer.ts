@@ -65,8 +65,9 @@ export class OutcomeWriter {
   private roomWaiters: Array<() => void> = [];
   /** The outcomes of the statement(s) under way (`writeBatch`): waiting still, their leases are kept too. */
   private writing: Pending[] = [];
-  /** The next renewal of waiting outcomes' leases, while any wait (`leaseMs`). */
+  /** The next renewal of waiting outcomes' leases, while any wait (`leaseMs`), and when it is due (performance.now()). */
   private leaseTimer: NodeJS.Timeout | undefined;
+  private leaseDue = Number.POSITIVE_INFINITY;
   private renewing = false;
 
   constructor(private readonly o: OutcomeWriterOptions) {}
@@ -89,7 +90,8 @@ export class OutcomeWriter {
     leasedAt = performance.now(),
   ): void {
     this.pending.push({ id, token, outcome, outcomeId: randomUUID(), leasedAt, resolve, reject });
-    if (this.leaseTimer === undefined) this.watchLeases();
+    // The renewal armed for the first lease due: an outcome whose lease is due before re-arms it.
+    if (this.o.leaseMs !== undefined && leasedAt + this.o.leaseMs / 2 < this.leaseDue) this.watchLeases();
     if (this.pending.length >= this.o.maxBatch) this.kick();
     else if (!this.scheduled) this.schedule();
     else if (this.waitingForCompany && !this.moreComing()) this.kick();
@@ -203,21 +205,27 @@ export class OutcomeWriter {
     if (leaseMs === undefined || this.renewing) return;
     clearTimeout(this.leaseTimer);
     this.leaseTimer = undefined;
+    this.leaseDue = Number.POSITIVE_INFINITY;
     let first = Number.POSITIVE_INFINITY;
     for (const p of this.writing) if (p.leasedAt < first) first = p.leasedAt;
     for (const p of this.pending) if (p.leasedAt < first) first = p.leasedAt;
     if (first === Number.POSITIVE_INFINITY) return;
-    this.leaseTimer = setTimeout(() => void this.renewDue(), Math.max(0, first + leaseMs / 2 - performance.now()));
+    this.leaseDue = first + leaseMs / 2;
+    this.leaseTimer = setTimeout(() => void this.renewDue(), Math.max(0, this.leaseDue - performance.now()));
     // Holds no process open: outcomes not written when it ends are lost with it, leases and all.
     this.leaseTimer.unref();
   }
 
-  /** Renews, in one statement, the leases of the waiting outcomes half a lease old or more (their tokens checked). */
+  /**
+   * Renews, in one statement, the leases of the waiting outcomes half a lease old or more, and of
+   * those that will be within a quarter lease (fewer statements for a backlog); their tokens checked.
+   */
   private async renewDue(): Promise<void> {
     const leaseMs = this.o.leaseMs!;
     this.leaseTimer = undefined;
+    this.leaseDue = Number.POSITIVE_INFINITY;
     const now = performance.now();
-    const due = [...this.writing, ...this.pending].filter((p) => p.leasedAt + leaseMs / 2 <= now);
+    const due = [...this.writing, ...this.pending].filter((p) => p.leasedAt + leaseMs / 4 <= now);
     if (due.length === 0) return this.watchLeases();
     this.renewing = true;
     try {
