@@ -7,6 +7,7 @@ import type { OutboxEvent } from '../events/outbox.js';
 import { Subscribers } from '../events/subscribers.js';
 import { EmailConsumer } from './consumer.js';
 import { type Mailer, MockedMailer, type OutgoingMail } from './mailer.js';
+import { RENDERED_MAX } from './templates.js';
 import {
   createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, MAX_RULES, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
 } from './rules.js';
@@ -331,6 +332,21 @@ describe('the e-mail consumer', () => {
       expect((budgeted as unknown as { budget: { take(tenant: number, recipients: number): boolean } }).budget.take(1, 5)).toBe(true);
     } finally {
       logs.restore();
+    }
+  });
+
+  it('a body naming a large payload hundreds of times sends one bounded message, not hundreds of copies', async () => {
+    mailer.sent.length = 0;
+    mailer.failFor = new Set();
+    const rule = await t2((tx) => createRule(tx, { name: 'copies', eventTypes: ['decision.copies'], recipient: 'big@globex.example', body: '{{ payload }}'.repeat(1500) }));
+    try {
+      const outcomes = await consumer.handle(event(2, 'decision.copies', { message: 'm'.repeat(16 * 1024) }));
+      expect(outcomes).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      expect(mailer.sent).toHaveLength(1);
+      expect(mailer.sent[0]!.text.length).toBeLessThan(RENDERED_MAX + 100);
+      expect(mailer.sent[0]!.text).toMatch(/… \(cut at 262,144 characters\)$/);
+    } finally {
+      await t2((tx) => deleteRule(tx, rule.id));
     }
   });
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { ValidationError } from '../errors.js';
-import { checkTemplate, renderTemplate, subjectLine, type TemplateContext } from './templates.js';
+import { checkTemplate, RENDERED_MAX, renderTemplate, subjectLine, type TemplateContext } from './templates.js';
 
 const ctx: TemplateContext = {
   type: 'org.created',
@@ -48,5 +48,17 @@ describe('e-mail templates', () => {
   it('make a subject one header line', () => {
     expect(subjectLine(' a\r\nBcc: x@y.z\tb ')).toBe('a Bcc: x@y.z b');
     expect(subjectLine('x'.repeat(2000))).toHaveLength(998);
+  });
+
+  it('cut what a template renders at RENDERED_MAX characters, the cut said: a body naming a large payload 1,800 times does not carry 1,800 copies', () => {
+    const large: TemplateContext = { ...ctx, payload: { message: 'm'.repeat(16 * 1024) } };
+    const body = '{{payload}}'.repeat(1800);
+    expect(() => checkTemplate(body, 'body')).not.toThrow();
+    const rendered = renderTemplate(body, large);
+    expect(rendered).toHaveLength(RENDERED_MAX + ` (cut at ${RENDERED_MAX.toLocaleString('en-US')} characters)`.length + 1);
+    expect(rendered.endsWith(`… (cut at ${RENDERED_MAX.toLocaleString('en-US')} characters)`)).toBe(true);
+    expect(rendered.startsWith(JSON.stringify(large.payload).repeat(3))).toBe(true);
+    // Under the limit nothing changes.
+    expect(renderTemplate('{{payload.message}}|{{payload.message}}', large)).toBe(`${'m'.repeat(16 * 1024)}|${'m'.repeat(16 * 1024)}`);
   });
 });

@@ -51,28 +51,57 @@ function unclosed(field: string): ValidationError {
   return new ValidationError(`${field}: a {{ is never closed with }}`, field, 'every {{ starts a placeholder such as {{type}}');
 }
 
-/** Renders a checked template. Unknown names (a template saved before a check existed) render empty. */
+/**
+ * The most characters a rendered template keeps. A body of at most 20,000 characters may name the
+ * whole payload some 1,800 times (`{{payload}}` is 11 characters): with a payload of a few kilobytes
+ * (a decision's message alone may hold 16,384 characters) every message would carry tens of
+ * megabytes. What is past the limit is cut, the cut said; rendering stops there.
+ */
+export const RENDERED_MAX = 256 * 1024;
+
+/**
+ * Renders a checked template, each placeholder rendered once however often it is named, cut at
+ * RENDERED_MAX characters. Unknown names (a template saved before a check existed) render empty.
+ */
 export function renderTemplate(template: string, ctx: TemplateContext): string {
-  return template.replace(SLOT, (_all, raw: string) => {
-    const name = raw.trim();
-    if (!NAME.test(name)) return '';
-    switch (name) {
-      case 'type':
-        return ctx.type;
-      case 'id':
-        return String(ctx.id);
-      case 'tenantId':
-        return String(ctx.tenantId);
-      case 'createdAt':
-        return ctx.createdAt.toISOString();
-      case 'rule':
-        return ctx.rule;
-      case 'payload':
-        return JSON.stringify(ctx.payload);
-      default:
-        return text(lookup(ctx.payload, name.split('.').slice(1)));
+  const rendered = new Map<string, string>();
+  let out = '';
+  let from = 0;
+  for (const match of template.matchAll(SLOT)) {
+    const name = match[1]!.trim();
+    let value = rendered.get(name);
+    if (value === undefined) {
+      value = placeholder(name, ctx);
+      rendered.set(name, value);
     }
-  });
+    out += template.slice(from, match.index) + value;
+    from = match.index + match[0].length;
+    if (out.length > RENDERED_MAX) return cut(out);
+  }
+  out += template.slice(from);
+  return out.length > RENDERED_MAX ? cut(out) : out;
+}
+
+const cut = (text: string) => `${text.slice(0, RENDERED_MAX)}… (cut at ${RENDERED_MAX.toLocaleString('en-US')} characters)`;
+
+function placeholder(name: string, ctx: TemplateContext): string {
+  if (!NAME.test(name)) return '';
+  switch (name) {
+    case 'type':
+      return ctx.type;
+    case 'id':
+      return String(ctx.id);
+    case 'tenantId':
+      return String(ctx.tenantId);
+    case 'createdAt':
+      return ctx.createdAt.toISOString();
+    case 'rule':
+      return ctx.rule;
+    case 'payload':
+      return JSON.stringify(ctx.payload);
+    default:
+      return text(lookup(ctx.payload, name.split('.').slice(1)));
+  }
 }
 
 /** A payload field by path; only the payload's own fields (never inherited ones such as `constructor`). */
