@@ -1,11 +1,12 @@
-import { type AddressInfo, createServer, type Socket } from 'node:net';
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Config } from '../config/config.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { describeRequiring } from '../../test/harness/requires.js';
 import { opensslProblem, type SelfSigned, selfSignedCertificate, startSmtpServer, type TestSmtpServer, toAddresses } from '../../test/harness/smtp.js';
 import { startStallRelay } from '../../test/harness/stall-relay.js';
-import { createMailer, type Mailer, MockedMailer, sendFailure, serverUnavailable, SmtpMailer } from './mailer.js';
+import { createMailer, isLoopback, type Mailer, MockedMailer, sendFailure, serverUnavailable, SmtpMailer } from './mailer.js';
 
 /** The mailer port against a real SMTP server on loopback (smtp-server), read back with mailparser. */
 
@@ -46,6 +47,13 @@ async function drippingServer(): Promise<{ port: number; close(): Promise<void> 
       return new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** An IPv4 address of this machine that is not loopback (the test server is reached through it as a remote one is). */
+function nonLoopbackAddress(): string | undefined {
+  return Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a && a.family === 'IPv4' && !a.internal)?.address;
 }
 
 const mail = { to: ['ops@example.com', 'dev@example.org'], subject: 'Org 7 created', text: 'Hello\nline two', headers: { 'X-Svc-Event': 'org.created', 'X-Svc-Event-Id': '42' } };
@@ -135,6 +143,40 @@ describe('the SMTP mailer', () => {
     await expect(mailer.send(mail)).rejects.toThrow(/STARTTLS/i);
     expect(plain.messages.length).toBe(before);
     mailer.close();
+  });
+
+  it('credentials go to a server off this machine only over TLS: a server (or a network) that does not offer STARTTLS gets no AUTH, though svc.mail.starttls is off', async () => {
+    const address = nonLoopbackAddress();
+    if (!address) throw new Error('this machine has no IPv4 address besides loopback to reach the test server through');
+    // The plain server (no STARTTLS) through a relay on a non-loopback address, recording what the hub sends.
+    const sent: Buffer[] = [];
+    const relay = createServer((client) => {
+      const upstream = connect(plain.port, '127.0.0.1');
+      client.on('data', (chunk: Buffer) => sent.push(chunk));
+      client.pipe(upstream).pipe(client);
+      for (const socket of [client, upstream]) socket.on('error', () => undefined);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, address, resolve));
+    try {
+      const port = (relay.address() as AddressInfo).port;
+      const before = plain.messages.length;
+      const mailer = createMailer(config({ 'svc.mail.host': address, 'svc.mail.port': port, 'svc.mail.username': 'hub', 'svc.mail.password': PASSWORD }));
+      await expect(mailer.send(mail)).rejects.toThrow(/STARTTLS/i);
+      expect(plain.messages.length).toBe(before);
+      const conversation = Buffer.concat(sent).toString('latin1');
+      expect(conversation).toMatch(/^EHLO /m);
+      expect(conversation).not.toMatch(/^AUTH/im);
+      expect(conversation).not.toContain(Buffer.from(`\0hub\0${PASSWORD}`).toString('base64'));
+      mailer.close();
+      // What counts as this machine (a relay there may take credentials plain: the first test above).
+      expect(isLoopback(address)).toBe(false);
+      expect(['127.0.0.1', '127.8.0.1', 'localhost', 'LOCALHOST', '::1', '[::1]'].every(isLoopback)).toBe(true);
+      expect(['10.0.0.1', 'mail.example.com', 'localhost.example.com', '::2'].some(isLoopback)).toBe(false);
+    } finally {
+      await new Promise<void>((resolve) => relay.close(() => resolve()));
+    }
   });
 
   it('check: a server that answers passes without being sent anything; one that is stalled, closed or keeps a reply going fails as not answering', async () => {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIPv4, isIPv6 } from 'node:net';
 import { rootCertificates } from 'node:tls';
 import nodemailer, { type Transporter } from 'nodemailer';
 import SMTPConnection from 'nodemailer/lib/smtp-connection/index.js';
@@ -86,6 +87,15 @@ interface SmtpSettings {
   timeoutMs: number;
 }
 
+/** Whether `host` names this machine: `localhost` or a loopback address (127.0.0.0/8, ::1). */
+export function isLoopback(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (isIPv4(h)) return h.startsWith('127.');
+  if (isIPv6(h)) return h === '::1' || h === '0:0:0:0:0:0:0:1' || h.startsWith('::ffff:127.');
+  return false;
+}
+
 /** A whole send may take this many times `svc.mail.timeout`. */
 const SEND_LIMIT_FACTOR = 3;
 
@@ -104,7 +114,10 @@ export class SmtpMailer implements Mailer {
       host: settings.host,
       port: settings.port,
       secure: settings.secure,
-      requireTLS: settings.requireStartTls,
+      // Credentials never cross a network in clear: with a username, a server off this machine
+      // must upgrade with STARTTLS (one that does not offer it, or a network that strips the offer,
+      // gets nothing), whatever svc.mail.starttls says. A relay on loopback may take them plain.
+      requireTLS: settings.requireStartTls || (Boolean(settings.username) && !isLoopback(settings.host)),
       // Node's `ca` replaces the built-in authorities: keep them, and add the configured ones.
       tls: settings.ca ? { ca: [...rootCertificates, settings.ca] } : undefined,
       connectionTimeout: settings.timeoutMs,
