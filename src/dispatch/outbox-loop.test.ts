@@ -133,6 +133,40 @@ describe('outbox loop', () => {
     await clock2.stop();
   });
 
+  it('a stopping clock ends a one-event-at-a-time pass after the event in hand, not at the end of its batch (e-mail: a batch of 100 sends); the next start goes on from the next event', async () => {
+    const seen: number[] = [];
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-stop-each',
+      every: 60_000,
+      batch: 100,
+      handle: async (event) => {
+        seen.push(event.payload.orgId as number);
+        await new Promise((r) => setTimeout(r, 20)); // a send takes its time
+      },
+    });
+    const clock = new ClockRunner();
+    await loop.start(clock);
+    clock.start();
+    await t.db.withTenant(401, async (tx) => {
+      for (let i = 0; i < 100; i++) await events.emit(tx, 'org.updated', { orgId: 3000 + i, tenantId: 401 });
+    });
+    const pass = clock.trigger(loop.job);
+    await until('the pass to be under way', () => seen.length >= 5);
+    await clock.stop();
+    await pass;
+    const handed = seen.length;
+    // One batch of a hundred 20 ms events: to its end, the stop would have waited for all 100.
+    expect(handed).toBeLessThan(50);
+    expect(await cursorOf('loop-stop-each')).toBe((await t.db.crossTenant('test', async (tx) => (await tx.query<{ id: number }>("select id from events.outbox where payload->>'orgId' = $1", [String(3000 + handed - 1)])).rows[0]!.id)));
+    // A new loop of the same consumer (the next leader) goes on after the last event handed over.
+    const next = new OutboxLoop(t.db, { name: 'loop-stop-each', every: 60_000, batch: 100, handle: async (event) => void seen.push(event.payload.orgId as number) });
+    const clock2 = new ClockRunner();
+    await next.start(clock2);
+    expect(await drainUntil(next, 100 - handed)).toBe(100 - handed);
+    expect(seen).toEqual(Array.from({ length: 100 }, (_, i) => 3000 + i));
+    await clock2.stop();
+  });
+
   it('moves the cursor past events that needed nothing once per run of them, and never hands them over twice', async () => {
     let cursorWrites = 0;
     const counting = countingDb((text) => {
