@@ -79,7 +79,7 @@ export const emailRuleRoutes: RouteDecl[] = [
   route({
     method: 'PUT', path: '/api/tenants/{tid}/email-rules/{id}', operationId: 'updateEmailRule', summary: 'Update an e-mail rule', tags: ['E-mail rules'],
     auth: ['svc_admin'],
-    description: 'Only the fields present are applied, each checked as on create. Takes effect for the next event the consumer reads.',
+    description: 'Only the fields present are applied, each checked as on create. Takes effect for the next event the consumer reads (events written before the update may still go out under the rule as it was for up to a second).',
     params: tenantParams(RULE),
     body: { type: 'object', additionalProperties: false, minProperties: 1, properties: fields },
     responses: {
