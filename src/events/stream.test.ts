@@ -27,6 +27,43 @@ afterAll(async () => {
 
 const emit = (orgId: number) => db.withTenant(301, (tx) => events.emit(tx, 'org.updated', { orgId, tenantId: 301 }));
 
+/**
+ * A subscription of tenant 301 resuming after `afterId` whose consumer is full after each event
+ * while `state.full`, and waits for the test to make room (`release`, once `held`).
+ */
+async function pacedSubscription(own: LiveStream, afterId: number, topics: string[] = []) {
+  const delivered: number[] = [];
+  const state = { full: true };
+  let waiting: (() => void) | undefined;
+  const sub = await own.subscribe({
+    tenantId: 301,
+    topics,
+    afterId,
+    deliver: (event) => {
+      delivered.push(event.id);
+      return !state.full;
+    },
+    room: () => new Promise<void>((resolve) => (waiting = resolve)),
+  });
+  const inside = sub as unknown as { pending: unknown[]; drops: number };
+  // Generous: the outbox is read up to the oldest transaction open on the server, and other
+  // suites' transactions on the same server hold that back now and then.
+  const patience = { timeoutMs: 45_000, detail: () => `delivered ${delivered.join(',')}; queued ${inside.pending.length}; drops ${inside.drops}` };
+  return {
+    sub,
+    delivered,
+    state,
+    inside,
+    patience,
+    held: () => until('the catch-up to wait for room', () => waiting !== undefined, patience),
+    release: () => {
+      const go = waiting!;
+      waiting = undefined;
+      go();
+    },
+  };
+}
+
 describe('live stream bounds', () => {
   it('a subscriber that cannot keep up is ended, not buffered without bound', async () => {
     const delivered: number[] = [];
@@ -106,29 +143,7 @@ describe('live stream bounds', () => {
     own.start();
     try {
       const backlog = [await emit(8001), await emit(8002)];
-      const delivered: number[] = [];
-      let full = true;
-      let waiting: (() => void) | undefined;
-      const sub = await own.subscribe({
-        tenantId: 301,
-        topics: [],
-        afterId: backlog[0]! - 1,
-        deliver: (event) => {
-          delivered.push(event.id);
-          return !full;
-        },
-        room: () => new Promise<void>((resolve) => (waiting = resolve)),
-      });
-      const inside = sub as unknown as { pending: unknown[]; drops: number };
-      // Generous: the outbox is read up to the oldest transaction open on the server, and other
-      // suites' transactions on the same server hold that back now and then.
-      const patience = { timeoutMs: 45_000, detail: () => `delivered ${delivered.join(',')}; queued ${inside.pending.length}; drops ${inside.drops}` };
-      const held = () => until('the catch-up to wait for room', () => waiting !== undefined, patience);
-      const release = () => {
-        const go = waiting!;
-        waiting = undefined;
-        go();
-      };
+      const { sub, delivered, state, inside, patience, held, release } = await pacedSubscription(own, backlog[0]! - 1);
       await held(); // after the first event of the backlog
       const live = [await emit(8003), await emit(8004), await emit(8005)];
       await until('the live events to be queued', () => inside.pending.length === 3, patience);
@@ -139,7 +154,37 @@ describe('live stream bounds', () => {
       expect(delivered).toEqual([...backlog, live[0]]);
       for (let i = 6; i <= 15; i++) live.push(await emit(8000 + i));
       await until('some queued events to be dropped', () => inside.drops === 1 && inside.pending.length === 4, patience);
-      full = false;
+      state.full = false;
+      release();
+      await sub.caughtUp;
+      expect(sub.live).toBe(true);
+      expect(delivered).toEqual([...backlog, ...live]);
+    } finally {
+      await own.stop();
+    }
+  }, 120_000);
+
+  it('a catch-up queues only the live events its topics want, and no more bytes of them than catchUpQueueBytes: beyond, they are read from the table, none lost or twice', async () => {
+    const own = new LiveStream(db, { pollEvery: 20, batch: 7, catchUpQueueBytes: 40_000 });
+    own.start();
+    const archived = (id: number, size: number) => db.withTenant(301, (tx) => events.emit(tx, 'org.archived', { id, code: 'c'.repeat(size) }));
+    try {
+      const backlog = [await archived(1, 10), await archived(2, 10)];
+      const { sub, delivered, state, inside, patience, held, release } = await pacedSubscription(own, backlog[0]! - 1, ['org.archived']);
+      const polled = () => (own as unknown as { position?: { id: number } }).position?.id ?? 0;
+      await held();
+      // Events its topics do not want are not queued for it.
+      let unwanted = 0;
+      for (let i = 0; i < 5; i++) unwanted = await emit(12_000 + i);
+      await until('the poller past them', () => polled() >= unwanted, patience);
+      expect(inside.pending).toHaveLength(0);
+      // Ten of 8,000 bytes: more than 40,000 bytes, though far fewer than 10,000 events.
+      const live: number[] = [];
+      for (let i = 0; i < 10; i++) live.push(await archived(100 + i, 8_000));
+      await until('the poller past them', () => polled() >= live.at(-1)!, patience);
+      expect(inside.drops).toBeGreaterThan(0);
+      expect(inside.pending.length).toBeLessThan(5);
+      state.full = false;
       release();
       await sub.caughtUp;
       expect(sub.live).toBe(true);

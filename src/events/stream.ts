@@ -16,10 +16,24 @@ interface StreamOptions {
   pollEvery: number;
   batch: number;
   /**
-   * Live events one subscriber may hold while it catches up (default 10,000). Beyond that they are
-   * dropped and the catch-up reads them from the table instead: memory stays bounded, nothing is lost.
+   * Live events one subscriber may hold while it catches up (default 10,000), and their bytes
+   * (`catchUpQueueBytes`, default 16 MiB: an event's payload may hold tens of kilobytes, a decision's
+   * message alone 16,384 characters). Beyond either they are dropped and the catch-up reads them
+   * from the table instead: memory stays bounded, nothing is lost.
    */
   catchUpQueue?: number;
+  catchUpQueueBytes?: number;
+}
+
+/** An event's size as a subscriber's queue counts it (its type and JSON payload), worked out once per event. */
+const sizes = new WeakMap<OutboxEvent, number>();
+function sizeOf(event: OutboxEvent): number {
+  let size = sizes.get(event);
+  if (size === undefined) {
+    size = event.type.length + JSON.stringify(event.payload).length;
+    sizes.set(event, size);
+  }
+  return size;
 }
 
 interface SubscribeOptions {
@@ -62,11 +76,14 @@ class Subscription {
   /** How many times live events queued during the catch-up were dropped (the table has them). */
   drops = 0;
   private pending: OutboxEvent[] = [];
+  /** sizeOf the pending events, together. */
+  private pendingBytes = 0;
 
   constructor(
     readonly options: SubscribeOptions,
     private readonly stream: LiveStream,
     private readonly queueLimit: number,
+    private readonly queueBytes: number,
   ) {
     options.signal?.addEventListener('abort', this, { once: true });
   }
@@ -89,10 +106,14 @@ class Subscription {
   offer(event: OutboxEvent, seq = -1): void {
     if (this.closed) return;
     if (!this.live) {
+      // Only what this subscriber wants waits: the others would be delivered to nobody.
+      if (!this.wants(event)) return;
       this.pending.push(event);
-      if (this.pending.length > this.queueLimit) {
+      this.pendingBytes += sizeOf(event);
+      if (this.pending.length > this.queueLimit || this.pendingBytes > this.queueBytes) {
         // Every event dropped here is in the table, and the catch-up reads on past it.
         this.pending = [];
+        this.pendingBytes = 0;
         this.drops++;
       }
       return;
@@ -141,6 +162,7 @@ class Subscription {
     while (this.pending.length > 0) {
       const queued = this.pending;
       this.pending = [];
+      this.pendingBytes = 0;
       for (const event of queued) {
         if (!(await this.pace(event))) return 'closed';
         if (this.drops !== drops) return 'reread';
@@ -165,6 +187,7 @@ class Subscription {
   close(): void {
     this.closed = true;
     this.pending = [];
+    this.pendingBytes = 0;
     this.options.signal?.removeEventListener('abort', this);
     this.stream.remove(this);
   }
@@ -218,7 +241,7 @@ export class LiveStream {
    * catch-up after `afterId` then runs on (`caughtUp`), delivering at the consumer's pace.
    */
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    const sub = new Subscription(options, this, this.options.catchUpQueue ?? 10_000);
+    const sub = new Subscription(options, this, this.options.catchUpQueue ?? 10_000, this.options.catchUpQueueBytes ?? 16 * 1024 * 1024);
     if (options.signal?.aborted) {
       sub.close();
       return sub;
