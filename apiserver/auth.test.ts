@@ -819,6 +819,24 @@ describe('hub users: just-in-time provisioning', () => {
     expect((await userRows('jit-taken'))[0]).toMatchObject({ tenant_id: 2, login: 'taken#jit-taken' });
   });
 
+  it('a login taken with the subject appended too still provisions the user (a login with a tail), never a 500', async () => {
+    await owner.query('insert into core.users (tenant_id, login) values (2, $1), (2, $2)', ['twice.taken', 'twice.taken#jit-twice']);
+    const r = await call('/api/bff/v1/me', { token: await token(['svc_user'], { tenant_id: 2, preferred_username: 'twice.taken' }, { subject: 'jit-twice' }) });
+    expect(r.status).toBe(200);
+    const rows = await userRows('jit-twice');
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.login).toMatch(/^twice\.taken#jit-twice#[0-9a-f]{8}$/);
+    expect(r.json()).toMatchObject({ user: { id: String(rows[0]!.id), login: rows[0]!.login } });
+  });
+
+  it('the first calls of one new user at the same moment provision one row', async () => {
+    const tokens = await Promise.all(Array.from({ length: 6 }, () => token(['svc_user'], { tenant_id: 2, preferred_username: 'eager' }, { subject: 'jit-eager' })));
+    const replies = await Promise.all(tokens.map((t) => call('/api/bff/v1/me', { token: t })));
+    expect(replies.map((r) => r.status)).toEqual(tokens.map(() => 200));
+    expect(await userRows('jit-eager')).toEqual([expect.objectContaining({ login: 'eager' })]);
+    expect(new Set(replies.map((r) => (r.json() as { user: { id: string } }).user.id)).size).toBe(1);
+  });
+
   it('a token with no tenant provisions its user in the system tenant 0', async () => {
     const r = await call('/api/platform/health', { token: await token(['svc_integrator'], {}, { subject: 'jit-system' }) });
     expect(r.status).toBe(200);

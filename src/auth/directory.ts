@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Database } from '../db/database.js';
 import { ForbiddenWithReason } from '../errors.js';
 
@@ -109,19 +110,38 @@ async function byId(tx: Tx, id: number): Promise<HubUser> {
 }
 
 async function provision(tx: Tx, identity: TokenIdentity): Promise<HubUser> {
-  const found = await tx.query<HubUser>(
-    `update core.users set last_login_at = now() where issuer = $1 and subject = $2 returning ${USER_COLUMNS}`,
-    [identity.issuer, identity.subject],
-  );
-  if (found.rows[0]) return found.rows[0];
+  const found = await signedIn(tx, identity);
+  if (found) return found;
   const base = identity.login || identity.email || identity.subject;
-  // A login already taken by someone else gets the subject appended, so provisioning never fails.
-  const created = await tx.query<HubUser>(
-    `insert into core.users (tenant_id, login, name, email, issuer, subject, last_login_at)
-     values ($1, case when exists (select 1 from core.users where login = $2) then $2 || '#' || $5 else $2 end, $3, $4, $6, $5, now())
-     on conflict (tenant_id, issuer, subject) do update set last_login_at = now()
-     returning ${USER_COLUMNS}`,
-    [identity.tenantId, base, identity.name ?? null, identity.email ?? null, identity.subject, identity.issuer],
-  );
-  return created.rows[0]!;
+  // The login is the first of these not taken in the tenant: the token's, then with the subject
+  // appended, then with a random tail as well (an administrator may have created `ann#<sub>` too, or
+  // another new user of the same login may be provisioned at the same moment). Provisioning never
+  // fails on a login: a unique violation here was a 500 on every call of that user.
+  for (let attempt = 0; ; attempt++) {
+    const login = attempt === 0 ? base : attempt === 1 ? `${base}#${identity.subject}` : `${base}#${identity.subject}#${randomBytes(4).toString('hex')}`;
+    const created = await tx.query<HubUser>(
+      `insert into core.users (tenant_id, login, name, email, issuer, subject, last_login_at)
+       values ($1, $2, $3, $4, $5, $6, now())
+       on conflict do nothing
+       returning ${USER_COLUMNS}`,
+      [identity.tenantId, login, identity.name ?? null, identity.email ?? null, identity.issuer, identity.subject],
+    );
+    if (created.rows[0]) return created.rows[0];
+    // Nothing inserted: the login is taken, or a concurrent first call provisioned this (iss, sub).
+    const meanwhile = await signedIn(tx, identity);
+    if (meanwhile) return meanwhile;
+    if (attempt >= MAX_LOGIN_ATTEMPTS) throw new Error(`no free login for a new hub user after ${attempt + 1} attempts`);
+  }
+}
+
+/** Logins tried for a new user before giving up (the third and later carry a random tail: practically never reached). */
+const MAX_LOGIN_ATTEMPTS = 5;
+
+/** The user of (iss, sub) in the transaction's tenant, its last login set to now; undefined when none. */
+async function signedIn(tx: Tx, identity: TokenIdentity): Promise<HubUser | undefined> {
+  const { rows } = await tx.query<HubUser>(`update core.users set last_login_at = now() where issuer = $1 and subject = $2 returning ${USER_COLUMNS}`, [
+    identity.issuer,
+    identity.subject,
+  ]);
+  return rows[0];
 }
