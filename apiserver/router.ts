@@ -13,6 +13,7 @@ import { closest } from '../src/validation/closest.js';
 import { joinField } from '../src/validation/schema-errors.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
+import { jsonSyntaxMessage } from '../src/validation/json-syntax.js';
 import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH, overJsonLimits, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { nonCanonicalInteger, validate } from './validation.js';
 import { MAX_YAML_BYTES } from '../src/manifests/yaml-limits.js';
@@ -345,7 +346,8 @@ function readJsonBody(text: string, checkKeys: boolean): unknown {
   try {
     value = JSON.parse(text);
   } catch (err) {
-    throw new ValidationError(`body is not valid JSON: ${(err as Error).message}`, 'body');
+    // V8's words for an unexpected token quote the text around it: the caller's data, a secret among it.
+    throw new ValidationError(`body is not valid JSON: ${jsonSyntaxMessage(text, err)}`, 'body');
   }
   if (checkKeys) {
     const found = duplicateJsonKey(text, value, scanned.keys, 'body');

@@ -28,6 +28,7 @@ const VALUES = {
   ttl: 'ttl-value-abc',
   tamper: 'tamper-me-please',
   cached: 'cached-value-scrub-me',
+  unquoted: 'sk_live_unquoted-0123456789',
 };
 
 let issuer: TestIssuer;
@@ -68,6 +69,8 @@ interface Call {
   roles?: Roles | null;
   tenant?: number;
   body?: unknown;
+  /** Sent as it is (application/json), instead of `body` serialised. */
+  rawBody?: string;
   login?: string;
 }
 
@@ -75,8 +78,9 @@ interface Call {
 async function call(method: string, path: string, options: Call = {}) {
   const headers: Record<string, string> = {};
   if (options.roles !== null) headers.Authorization = `Bearer ${await token(options.roles ?? ADMIN, options.tenant ?? 1, options.login)}`;
-  if (options.body !== undefined) headers['Content-Type'] = 'application/json';
-  const res = await fetch(`${hub.url}${path}`, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) });
+  if (options.body !== undefined || options.rawBody !== undefined) headers['Content-Type'] = 'application/json';
+  const body = options.rawBody ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
+  const res = await fetch(`${hub.url}${path}`, { method, headers, body });
   const text = await res.text();
   responses.push({ what: `${method} ${path}`, status: res.status, text, headers: JSON.stringify([...res.headers]) });
   return { status: res.status, text, json: () => JSON.parse(text) as unknown, headers: res.headers };
@@ -123,6 +127,21 @@ describe('refusals', () => {
       expect(res.text).toBe('');
       expect(res.headers.get('content-type')).toBeNull();
     }
+    expect(await outbox()).toEqual([]);
+  });
+
+  it('a body that is not JSON (the value unquoted, as a shell writes `"value": $TOKEN`): 400 naming the position, quoting none of it', async () => {
+    const create = await call('POST', '/api/platform/secrets', { rawBody: `{"name":"unquoted","value":${VALUES.unquoted}}` });
+    expect({ status: create.status, body: create.json() }).toEqual({
+      status: 400,
+      body: { error: 'body is not valid JSON: Unexpected character in JSON at position 27', field: 'body' },
+    });
+    const rotate = await call('PUT', '/api/platform/secrets/unquoted', { rawBody: `{"value":${VALUES.unquoted}, "description":"x"}` });
+    expect({ status: rotate.status, body: rotate.json() }).toEqual({
+      status: 400,
+      body: { error: 'body is not valid JSON: Unexpected character in JSON at position 9', field: 'body' },
+    });
+    for (const text of [create.text, rotate.text]) expect(text).not.toContain(VALUES.unquoted.slice(0, 7));
     expect(await outbox()).toEqual([]);
   });
 
