@@ -82,6 +82,68 @@ describe('key discovery', () => {
     }
   });
 
+  it('a provider that goes down after the keys were fetched: the keys fetched last verify tokens, asked again every outageRetryMs, and a key they lack is a 503', async () => {
+    // The key set as the issuer serves it, but the RS256 key only; `mode` switches the server to an outage.
+    const { keys } = (await (await fetch(issuer.jwksUri)).json()) as { keys: Array<{ kid: string }> };
+    let mode: 'up' | 'down' | 'hang' = 'up';
+    let hits = 0;
+    const relay = createServer((_req, res) => {
+      hits++;
+      if (mode === 'hang') return; // no answer: jose gives up after 5 s
+      res.statusCode = mode === 'up' ? 200 : 503;
+      res.setHeader('content-type', 'application/json');
+      res.end(mode === 'up' ? JSON.stringify({ keys: keys.filter((k) => k.kid === 'rs-1') }) : 'down');
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const jwksUri = `http://127.0.0.1:${(relay.address() as AddressInfo).port}/jwks`;
+    const logs = captureLogs('info');
+    try {
+      const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 60_000 } });
+      const rs = () => issuer.mint({ tenant_id: 1 }, { alg: 'RS256' });
+      await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      expect(hits).toBe(1);
+
+      // Past the key set's age, the provider answers 503: the keys fetched before verify the token.
+      mode = 'down';
+      await new Promise((resolve) => setTimeout(resolve, 80));
+      await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      expect(hits).toBe(2);
+      expect(logs.lines().filter((l) => l.msg === 'identity provider unreachable: verifying tokens with the signing keys fetched last')).toHaveLength(1);
+      // Within outageRetryMs the provider is not asked again, and each call answers at once.
+      for (let i = 0; i < 3; i++) await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      expect(hits).toBe(2);
+      // A key the set fetched last lacks may be one the provider has added since: 503, not a refused token.
+      const es = await issuer.mint({ tenant_id: 1 }, { alg: 'ES256' });
+      await expect(verifier.verify(es)).rejects.toThrow(Unavailable);
+      // A forged token stays refused.
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'RS256', rogue: true }))).rejects.toThrow(TokenRejected);
+
+      // A provider that does not answer at all: after outageRetryMs one call waits for the fetch to give up, then it goes on.
+      mode = 'hang';
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      expect(hits).toBe(3);
+
+      // Back up: after outageRetryMs the key set is fetched again and used.
+      mode = 'up';
+      await new Promise((resolve) => setTimeout(resolve, 350));
+      await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      expect(hits).toBe(4);
+      await expect(verifier.verify(es)).rejects.toThrow(TokenRejected); // up: a key the set lacks is refused (401)
+
+      // Keys fetched longer ago than staleMaxMs stand in for nothing.
+      const strict = new TokenVerifier({ issuer: issuer.issuer, jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 60 } });
+      await expect(strict.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      mode = 'down';
+      await new Promise((resolve) => setTimeout(resolve, 80));
+      await expect(strict.verify(await rs())).rejects.toThrow(Unavailable);
+    } finally {
+      logs.restore();
+      relay.closeAllConnections();
+      await new Promise<void>((resolve) => relay.close(() => resolve()));
+    }
+  }, 20_000);
+
   it('finds the JWKS through <issuer>/.well-known/openid-configuration and fetches it once', async () => {
     const verifier = new TokenVerifier({ issuer: issuer.issuer });
     const before = issuer.jwksFetches();

@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors as joseErrors, type ExportedJWKSCache, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { Unavailable } from '../errors.js';
 import { mayPass } from '../http-status.js';
 import { logger } from '../observability/logger.js';
@@ -14,7 +14,21 @@ export interface VerifierOptions {
    * as one without `exp` is: a token valid until 9999 is a token valid forever. Default 24 hours.
    */
   maxLifetimeSeconds?: number;
+  /** Tests: shorter times than the key set's (KEY_SET_TIMINGS). */
+  timings?: Partial<KeySetTimings>;
 }
+
+/** How long a fetched key set is used, and how the verifier rides out a provider it cannot reach. */
+export interface KeySetTimings {
+  /** A key set older than this is fetched again before its next use. */
+  maxAgeMs: number;
+  /** After a fetch failed for an outage, the last key set answers alone for this long before a fetch is tried again. */
+  outageRetryMs: number;
+  /** The last key set stands in for the provider at most this long after it was fetched. */
+  staleMaxMs: number;
+}
+
+export const KEY_SET_TIMINGS: KeySetTimings = { maxAgeMs: 10 * 60_000, outageRetryMs: 30_000, staleMaxMs: 24 * 3_600_000 };
 
 /** Seconds of clock skew allowed between the issuer and the hub, on every time claim. */
 export const CLOCK_TOLERANCE_S = 5;
@@ -66,12 +80,23 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * must carry `exp`, at most `maxLifetimeSeconds` ahead; an `iat` must not lie in the future) and, when
  * configured, audience. Once the signature holds, a protected header giving a parameter twice, or a
  * payload giving a claim twice (at any depth), is refused too. The key set is fetched lazily and
- * cached by jose, which refetches when a token names an unknown key id.
+ * cached by jose for `maxAgeMs` (10 minutes), which refetches it then, and when a token names an unknown
+ * key id (at most every 30 s). When such a fetch finds the provider down (no connection, no answer
+ * within 5 s, a status that may pass), the key set fetched last verifies tokens instead, for up to
+ * `staleMaxMs` (24 hours) after it was fetched, trying the provider again every `outageRetryMs` (30 s);
+ * a token naming a key that set lacks is the outage's 503.
  */
 export class TokenVerifier {
   private keys: Promise<JWTVerifyGetKey> | undefined;
+  /** The key set as last fetched, with when (jose writes both after every fetch that succeeds). */
+  private readonly lastFetched: Partial<ExportedJWKSCache> = {};
+  /** While a fetch failed for an outage lately: until when the last key set answers alone (ms since the epoch). */
+  private outageUntil = 0;
+  private readonly timings: KeySetTimings;
 
-  constructor(private readonly options: VerifierOptions) {}
+  constructor(private readonly options: VerifierOptions) {
+    this.timings = { ...KEY_SET_TIMINGS, ...options.timings };
+  }
 
   async verify(token: string): Promise<JWTPayload> {
     let keys: JWTVerifyGetKey;
@@ -81,39 +106,71 @@ export class TokenVerifier {
       if (err instanceof TokenRejected) throw err;
       throw this.unreachable(err);
     }
+    const stale = this.staleKeys();
+    // The provider could not be reached a moment ago: the last key set answers without asking again.
+    if (stale && Date.now() < this.outageUntil) return this.verifyStale(token, stale, undefined);
     try {
-      const { payload, protectedHeader } = await jwtVerify(token, keys, {
-        issuer: this.options.issuer,
-        audience: this.options.audience,
-        algorithms: ['RS256', 'ES256'],
-        clockTolerance: CLOCK_TOLERANCE_S,
-        // A token without an expiry would be valid forever: refused like an expired one.
-        requiredClaims: ['exp'],
-      });
-      const lifetime = this.options.maxLifetimeSeconds ?? 86_400;
-      const now = Math.floor(Date.now() / 1000);
-      const ahead = (payload.exp as number) - now;
-      if (ahead > lifetime + CLOCK_TOLERANCE_S) {
-        throw new TokenRejected(`exp is ${ahead} s ahead, more than svc.oidc.max-token-lifetime (${lifetime} s)`);
-      }
-      // jose checks `iat` only against a maximum age; a token issued in the future comes from an
-      // issuer whose clock is wrong, or was made to outlive the lifetime bound from its issue time.
-      if (typeof payload.iat === 'number' && payload.iat - now > CLOCK_TOLERANCE_S) {
-        throw new TokenRejected(`iat is ${payload.iat - now} s in the future`);
-      }
-      const parameter = keyGivenTwice(token, 0, protectedHeader);
-      if (parameter) throw new TokenRejected(`header parameter ${parameter} is given twice`);
-      const claim = keyGivenTwice(token, 1, payload);
-      if (claim) throw new TokenRejected(`claim ${claim} is given twice`);
-      return payload;
+      return await this.checked(token, keys);
     } catch (err) {
-      if (err instanceof TokenRejected) throw err;
-      if (err instanceof joseErrors.JWKSTimeout || err instanceof ProviderOutage) throw this.unreachable(err);
-      if (err instanceof joseErrors.JOSEError) throw new TokenRejected(`${err.code}: ${err.message}`);
-      // fetch could not reach the key set (checked by name: the error may come from another realm)
-      if ((err as Error | undefined)?.name === 'TypeError') throw this.unreachable(err);
-      throw err;
+      if (!isOutage(err)) throw refusal(err);
+      if (!stale) throw this.unreachable(err);
+      // The key set was due again (or the token names a key it lacks) and the provider is down: the
+      // keys fetched before still verify what they signed, so calls go on rather than all answer 503.
+      logger().warn(
+        { err: loggableText((err as Error).message), issuer: loggableUrl(this.options.issuer), fetchedAt: new Date(this.lastFetched.uat!).toISOString() },
+        'identity provider unreachable: verifying tokens with the signing keys fetched last',
+      );
+      this.outageUntil = Date.now() + this.timings.outageRetryMs;
+      return this.verifyStale(token, stale, err);
     }
+  }
+
+  /**
+   * A token verified with the key set fetched last, while the provider is down. A key it lacks may be
+   * one the provider has since added: that is the outage's 503, not a refused token.
+   */
+  private async verifyStale(token: string, keys: JWTVerifyGetKey, outage: unknown): Promise<JWTPayload> {
+    try {
+      return await this.checked(token, keys);
+    } catch (err) {
+      if (err instanceof joseErrors.JWKSNoMatchingKey) throw this.unreachable(outage ?? err);
+      throw refusal(err);
+    }
+  }
+
+  /** The key set fetched last, while it may stand in for an unreachable provider; undefined otherwise. */
+  private staleKeys(): JWTVerifyGetKey | undefined {
+    const { jwks, uat } = this.lastFetched;
+    if (!jwks || uat === undefined || Date.now() - uat > this.timings.staleMaxMs) return undefined;
+    return createLocalJWKSet(jwks);
+  }
+
+  /** The signature and claims checked with `keys`; jose's refusals and outages are thrown as they come. */
+  private async checked(token: string, keys: JWTVerifyGetKey): Promise<JWTPayload> {
+    const { payload, protectedHeader } = await jwtVerify(token, keys, {
+      issuer: this.options.issuer,
+      audience: this.options.audience,
+      algorithms: ['RS256', 'ES256'],
+      clockTolerance: CLOCK_TOLERANCE_S,
+      // A token without an expiry would be valid forever: refused like an expired one.
+      requiredClaims: ['exp'],
+    });
+    const lifetime = this.options.maxLifetimeSeconds ?? 86_400;
+    const now = Math.floor(Date.now() / 1000);
+    const ahead = (payload.exp as number) - now;
+    if (ahead > lifetime + CLOCK_TOLERANCE_S) {
+      throw new TokenRejected(`exp is ${ahead} s ahead, more than svc.oidc.max-token-lifetime (${lifetime} s)`);
+    }
+    // jose checks `iat` only against a maximum age; a token issued in the future comes from an
+    // issuer whose clock is wrong, or was made to outlive the lifetime bound from its issue time.
+    if (typeof payload.iat === 'number' && payload.iat - now > CLOCK_TOLERANCE_S) {
+      throw new TokenRejected(`iat is ${payload.iat - now} s in the future`);
+    }
+    const parameter = keyGivenTwice(token, 0, protectedHeader);
+    if (parameter) throw new TokenRejected(`header parameter ${parameter} is given twice`);
+    const claim = keyGivenTwice(token, 1, payload);
+    if (claim) throw new TokenRejected(`claim ${claim} is given twice`);
+    return payload;
   }
 
   /** The identity provider cannot be reached: a 503, not the caller's fault. */
@@ -125,7 +182,15 @@ export class TokenVerifier {
 
   private keySet(): Promise<JWTVerifyGetKey> {
     if (!this.keys) {
-      this.keys = this.resolveJwksUri().then((uri) => createRemoteJWKSet(new URL(uri), { cooldownDuration: 30_000, timeoutDuration: 5_000, [customFetch]: keySetFetch }));
+      this.keys = this.resolveJwksUri().then((uri) =>
+        createRemoteJWKSet(new URL(uri), {
+          cooldownDuration: 30_000,
+          timeoutDuration: 5_000,
+          cacheMaxAge: this.timings.maxAgeMs,
+          [customFetch]: keySetFetch,
+          [jwksCache]: this.lastFetched as ExportedJWKSCache,
+        }),
+      );
       this.keys.catch(() => {
         this.keys = undefined; // try discovery again on the next request
       });
@@ -144,4 +209,17 @@ export class TokenVerifier {
     logger().info({ jwksUri: loggableUrl(document.jwks_uri) }, 'signing keys located through OIDC discovery');
     return document.jwks_uri;
   }
+}
+
+/** The provider could not be reached, or answered an outage: no connection, no answer in time, a status that may pass. */
+function isOutage(err: unknown): boolean {
+  // fetch could not reach the key set (checked by name: the error may come from another realm)
+  return err instanceof joseErrors.JWKSTimeout || err instanceof ProviderOutage || (err as Error | undefined)?.name === 'TypeError';
+}
+
+/** A failed verification as the caller's refusal (TokenRejected, a 401); anything else as it came. */
+function refusal(err: unknown): unknown {
+  if (err instanceof TokenRejected) return err;
+  if (err instanceof joseErrors.JOSEError) return new TokenRejected(`${err.code}: ${err.message}`);
+  return err;
 }
