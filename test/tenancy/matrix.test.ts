@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { existsSync } from 'node:fs';
 import pg from 'pg';
 import { stringify } from 'yaml';
 import { allRoutes } from '../../apiserver/app.js';
@@ -192,6 +193,12 @@ describe('the tenancy matrix is complete', () => {
     expect({ missingFromMatrix: routes.filter((r) => !covered.has(r)) }).toEqual({ missingFromMatrix: [] });
     const known = new Set(routes);
     expect({ notARoute: [...covered].filter((r) => !known.has(r)) }).toEqual({ notARoute: [] });
+  });
+
+  it('every test file a reason points to exists', () => {
+    const named = Object.values(NOT_TENANT_SCOPED).flatMap((reason) => reason.match(/[\w./-]+\.test\.ts/g) ?? []);
+    expect(named.length).toBeGreaterThan(0);
+    expect({ missingFiles: [...new Set(named)].filter((file) => !existsSync(file)) }).toEqual({ missingFiles: [] });
   });
 
   it('calls every /api/tenants/{tid} route with their tenant id, and every other tenant route with mine', () => {
