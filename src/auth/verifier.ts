@@ -92,6 +92,8 @@ export class TokenVerifier {
   private readonly lastFetched: Partial<ExportedJWKSCache> = {};
   /** While a fetch failed for an outage lately: until when the last key set answers alone (ms since the epoch). */
   private outageUntil = 0;
+  /** The key set fetched last as jose's local set, made when first needed. */
+  private stale: { uat: number; keys: JWTVerifyGetKey } | undefined;
   private readonly timings: KeySetTimings;
 
   constructor(private readonly options: VerifierOptions) {
@@ -142,7 +144,9 @@ export class TokenVerifier {
   private staleKeys(): JWTVerifyGetKey | undefined {
     const { jwks, uat } = this.lastFetched;
     if (!jwks || uat === undefined || Date.now() - uat > this.timings.staleMaxMs) return undefined;
-    return createLocalJWKSet(jwks);
+    // One local set per fetch: it keeps the keys it imported.
+    if (this.stale?.uat !== uat) this.stale = { uat, keys: createLocalJWKSet(jwks) };
+    return this.stale.keys;
   }
 
   /** The signature and claims checked with `keys`; jose's refusals and outages are thrown as they come. */
