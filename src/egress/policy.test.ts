@@ -150,6 +150,22 @@ describe('the address policy, one regression test per bypass form', () => {
     await expect(allowing.admit('corp.example.evil')).rejects.toMatchObject({ code: 'ENOTFOUND' }); // resolved, not admitted by name
   });
 
+  it('an allow-list name never admits an IP literal: a wildcard whose last label is a number (*.0.1, *.1) lets no address through', async () => {
+    const allowing = strict(['*.0.1', '*.1', '*.254']);
+    for (const host of ['127.0.0.1', '10.0.0.1', '169.254.169.254', '0x7f.1', '2130706433', '127.0.0.1.']) {
+      expect(await refusal(allowing, host)).toBeInstanceOf(EgressDeniedError);
+      expect(allowing.refusal(host)).toBeInstanceOf(EgressDeniedError);
+    }
+  });
+
+  it('an allow entry written as an address with a trailing dot, or in brackets, is that address', async () => {
+    const allowing = strict(['127.0.0.1.', '[::1]']);
+    expect(await allowing.admit('127.0.0.1')).toBe('127.0.0.1');
+    expect(await allowing.admit('[::1]')).toBe('::1');
+    expect(allowing.refusal('127.0.0.1')).toBeUndefined();
+    expect(await refusal(allowing, '127.0.0.2')).toBeInstanceOf(EgressDeniedError);
+  });
+
   it('refuses an allow entry that is not a CIDR', () => {
     expect(() => strict(['10.0.0.0/33'])).toThrow(/svc\.egress\.allow: 10\.0\.0\.0\/33 is not a CIDR/);
     expect(() => strict(['hooks/8'])).toThrow(/is not a CIDR/);

@@ -107,7 +107,7 @@ export class EgressPolicy {
       if (!entry) continue;
       const slash = entry.indexOf('/');
       const address = slash < 0 ? entry : entry.slice(0, slash);
-      const literal = parseAddress(address);
+      const literal = parseAddress(normaliseHost(address));
       if (literal) {
         const prefix = slash < 0 ? (isIP(literal) === 6 ? 128 : 32) : Number(entry.slice(slash + 1));
         const max = isIP(literal) === 6 ? 128 : 32;
@@ -140,12 +140,14 @@ export class EgressPolicy {
   async admit(hostname: string): Promise<string> {
     if (!this.denyPrivate) return stripBrackets(hostname);
     const host = normaliseHost(hostname);
-    if (this.nameAllowed(host)) return host;
+    // An IP literal is judged as an address (the allow-list's CIDRs and addresses), never by the
+    // allow-list's names: `*.0.1` names no host, and must not let 127.0.0.1 through.
     const literal = parseAddress(host);
     if (literal) {
       this.checkAddress(hostname, literal);
       return literal;
     }
+    if (this.nameAllowed(host)) return host;
     this.checkName(hostname, host);
     const addresses = await this.resolveName(host);
     if (addresses.length === 0) throw Object.assign(new Error(`${host} resolves to no address`), { code: 'ENOTFOUND' });
@@ -161,11 +163,10 @@ export class EgressPolicy {
   refusal(hostname: string): EgressDeniedError | undefined {
     if (!this.denyPrivate) return undefined;
     const host = normaliseHost(hostname);
-    if (this.nameAllowed(host)) return undefined;
     try {
       const literal = parseAddress(host);
       if (literal) this.checkAddress(hostname, literal);
-      else this.checkName(hostname, host);
+      else if (!this.nameAllowed(host)) this.checkName(hostname, host);
     } catch (err) {
       if (err instanceof EgressDeniedError) return err;
       throw err;
