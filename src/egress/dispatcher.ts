@@ -1,4 +1,4 @@
-import { Agent, buildConnector } from 'undici';
+import { Agent, buildConnector, errors } from 'undici';
 import type { EgressPolicy } from './policy.js';
 
 export type Connector = buildConnector.connector;
@@ -8,16 +8,41 @@ export type Connector = buildConnector.connector;
  * IP literal) is admitted (resolved and checked) before the connector is called, and the connector
  * is given the checked address, so a refused destination never sees a packet and a name is never
  * resolved twice. TLS keeps the original name for SNI and certificate checks (`host` is unchanged).
+ *
+ * The name is resolved here, before undici's connector and so outside its connect timeout: the
+ * resolution and the connection together are held to `timeoutMs` (a name whose DNS server does not
+ * answer fails as undici's own connect timeout does, UND_ERR_CONNECT_TIMEOUT, instead of holding the
+ * request for as long as the system resolver keeps trying).
  */
-export function guardConnector(policy: EgressPolicy, connector: Connector): Connector {
+export function guardConnector(policy: EgressPolicy, connector: Connector, timeoutMs = DEFAULT_CONNECT_TIMEOUT_MS): Connector {
   if (!policy.denyPrivate) return connector;
   return (options, callback) => {
+    let settled = false;
+    const finish: Parameters<Connector>[1] = (err, socket) => {
+      if (settled) {
+        socket?.destroy(); // connected after the time was up: nobody waits for it
+        return;
+      }
+      settled = true;
+      clearTimeout(timer);
+      if (err) callback(err, null);
+      else callback(null, socket!);
+    };
+    const timer = setTimeout(
+      () => finish(new errors.ConnectTimeoutError(`Connect Timeout Error (attempted address: ${options.hostname}:${options.port}, timeout: ${timeoutMs}ms)`), null),
+      timeoutMs,
+    );
     policy.admit(options.hostname).then(
-      (address) => connector({ ...options, hostname: address }, callback),
-      (err: Error) => callback(err, null),
+      (address) => {
+        if (!settled) connector({ ...options, hostname: address }, finish);
+      },
+      (err: Error) => finish(err, null),
     );
   };
 }
+
+/** undici's own default connect timeout. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 export interface EgressAgentOptions extends Omit<Agent.Options, 'connect'> {
   /** Connect timeout in milliseconds (default 10 s). */
@@ -33,6 +58,7 @@ export interface EgressAgentOptions extends Omit<Agent.Options, 'connect'> {
  */
 export function egressAgent(policy: EgressPolicy, options: EgressAgentOptions = {}): Agent {
   const { connectTimeoutMs, connector, ...agent } = options;
-  const base = connector ?? buildConnector({ timeout: connectTimeoutMs ?? 10_000 });
-  return new Agent({ ...agent, connect: guardConnector(policy, base) });
+  const timeout = connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const base = connector ?? buildConnector({ timeout });
+  return new Agent({ ...agent, connect: guardConnector(policy, base, timeout) });
 }

@@ -244,6 +244,45 @@ describe('the egress agent refuses before any connection', () => {
     }
   });
 
+  it('a name whose DNS server never answers fails within the connect timeout, as undici\'s own connect timeout, the connector never called', async () => {
+    const { connector, hosts } = counting();
+    const silent = new EgressPolicy({ denyPrivate: true, resolve: (hostname) => (hostname === 'silent.test' ? new Promise(() => undefined) : resolve(hostname)) });
+    const agent = egressAgent(silent, { connector, connectTimeoutMs: 200 });
+    const started = Date.now();
+    try {
+      const err = await request('http://silent.test/', { dispatcher: agent }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ code: 'UND_ERR_CONNECT_TIMEOUT' });
+      expect(describeNetworkError(err, { connectTimeoutMs: 200 })).toBe('connect timeout: no connection within 200 ms');
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(hosts).toEqual([]);
+    } finally {
+      await agent.destroy();
+    }
+  });
+
+  it('the resolution and the connection share the connect timeout: a connection made after it is dropped, not used', async () => {
+    const real = buildConnector({ timeout: 2_000 });
+    let opened: import('node:net').Socket | undefined;
+    // Connects at once, but answers the socket only after the time is up.
+    const late: Connector = (options, callback) =>
+      real(options, (err, socket) => {
+        opened = socket ?? undefined;
+        setTimeout(() => (err ? callback(err, null) : callback(null, socket!)), 300);
+      });
+    const agent = egressAgent(strict(['127.0.0.1']), { connector: late, connectTimeoutMs: 100 });
+    try {
+      const err = await request(`http://127.0.0.1:${port}/`, { dispatcher: agent }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'UND_ERR_CONNECT_TIMEOUT' });
+      await new Promise((done) => setTimeout(done, 400));
+      expect(opened?.destroyed).toBe(true);
+    } finally {
+      await agent.destroy();
+    }
+  });
+
   it('a loopback receiver refused by default is reached once allow-listed, through the checked address', async () => {
     const denied = counting();
     const refusing = egressAgent(strict(), { connector: denied.connector });
