@@ -41,6 +41,8 @@ export class Directory {
   constructor(
     private readonly db: Database,
     private readonly ttlMs = 10_000,
+    /** Past this many entries in a cache, those older than `ttlMs` are dropped (they would be read again anyway). */
+    private readonly maxEntries = 10_000,
   ) {}
 
   async tenant(id: number): Promise<TenantEntry | null> {
@@ -48,7 +50,7 @@ export class Directory {
     if (cached && Date.now() - cached.at < this.ttlMs) return cached.entry;
     const { rows } = await this.db.withoutTenant((tx) => tx.query<TenantEntry>('select id, code, active from core.tenants where id = $1', [id]));
     const entry = rows[0] ?? null;
-    this.tenants.set(id, { entry, at: Date.now() });
+    this.remember(this.tenants, id, { entry, at: Date.now() });
     return entry;
   }
 
@@ -85,12 +87,28 @@ export class Directory {
     let user = cached && Date.now() - cached.at < this.ttlMs ? cached.user : undefined;
     if (!user) {
       user = await this.db.withTenant(tenantId, load);
-      this.users.set(key, { user, at: Date.now() });
+      this.remember(this.users, key, { user, at: Date.now() });
     }
     if (!user.active) throw new ForbiddenWithReason('account inactive');
     if (user.locked) throw new ForbiddenWithReason('account locked');
     return user;
   }
+
+  /**
+   * Caches an entry. Every user ever seen (and, under the dev bypass, every tenant id a header named)
+   * would otherwise stay in memory for the life of the process: past `maxEntries`, the stale ones go.
+   */
+  private remember<K, V extends { at: number }>(cache: Map<K, V>, key: K, value: V): void {
+    cache.set(key, value);
+    if (cache.size <= this.maxEntries) return;
+    // At most one pass per `ttlMs` and cache: with more fresh entries than `maxEntries`, a pass would drop none.
+    const now = Date.now();
+    if (now - (this.prunedAt.get(cache) ?? 0) < this.ttlMs) return;
+    this.prunedAt.set(cache, now);
+    for (const [k, v] of cache) if (now - v.at >= this.ttlMs) cache.delete(k);
+  }
+
+  private readonly prunedAt = new Map<Map<unknown, unknown>, number>();
 
   /** Forget cached state (after an administrator changes a tenant or a user). */
   invalidate(): void {
