@@ -100,6 +100,7 @@ const ACCEPTED: [question: string, sql: string, runs: string][] = [
     `select ${Array(100).fill('name').join(' || ')} from ext.partners`,
     `SELECT ${'('.repeat(98)}name || name${') || name'.repeat(98)} FROM ext_t7.partners AS partners LIMIT 500`,
   ],
+  ["char(n) up to the longest query pads no more than a literal could", "select country::char(2), name::character(20000) from ext.partners", "SELECT CAST(country AS char(2)), CAST(name AS char(20000)) FROM ext_t7.partners AS partners LIMIT 500"],
   ["HAVING and ORDER BY an output alias", "select country, count(*) as n from ext.partners group by country having count(*) > 1 order by n desc", "SELECT country, count(*) AS n FROM ext_t7.partners AS partners GROUP BY country HAVING count(*) > 1 ORDER BY n DESC LIMIT 500"],
 ];
 

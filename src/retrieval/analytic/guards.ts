@@ -4,18 +4,12 @@ import { canonical, GuardRefusal } from './ast.js';
 import { boundLimit } from './limit.js';
 import { ReferenceWalker } from './references.js';
 import type { SchemaCard } from './schema-card.js';
-import { checkStatementShape } from './statement-shape.js';
+import { checkStatementShape, MAX_QUERY_CHARS } from './statement-shape.js';
 
 /** The largest answer analytic chat returns; a larger LIMIT is lowered to it. */
 export const MAX_ROWS = 500;
 
-/**
- * The longest query the guards read, in characters. Parsing, walking, rendering and parsing again
- * run on the hub's event loop, and some of it grows faster than the text (5,000 CTEs, 128 KB, held
- * it for 5 s; 20,000, 200 s): a longer query is refused (guard 1) before it is parsed. A question
- * over a schema card needs a few hundred characters, a large one a few thousand.
- */
-export const MAX_QUERY_CHARS = 20_000;
+export { MAX_QUERY_CHARS };
 
 export type GuardResult =
   | {

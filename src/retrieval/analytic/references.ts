@@ -2,7 +2,7 @@ import { parseSync } from 'libpg-query';
 import { ALLOWED_CAST_TYPES, ALLOWED_FUNCTIONS, ALLOWED_OPERATORS, ALLOWED_SQL_VALUE_FUNCTIONS } from './allowlist.js';
 import { type Body, bodyOf, GuardRefusal, integerConst, isBody, list, literalText, names, nodeOf, stringOf } from './ast.js';
 import type { CardColumn, CardRelation, SchemaCard } from './schema-card.js';
-import { checkSelectBody } from './statement-shape.js';
+import { checkSelectBody, MAX_QUERY_CHARS } from './statement-shape.js';
 import { domainViolation, type Origin } from './value-domains.js';
 import { BOUNDED, build, copy, FUNCTION_SIZES, grow, largest, readBack, type Size } from './value-size.js';
 
@@ -480,6 +480,7 @@ export class ReferenceWalker {
           throw new GuardRefusal(2, `A cast to ${type ? type.join('.') : 'this type'} is not allowed.`);
         }
         if (typeName.setof !== undefined || typeName.pct_type !== undefined) throw new GuardRefusal(2, 'This cast is not allowed.');
+        if (last === 'bpchar') paddedLength(list(typeName.typmods));
         for (const mod of list(typeName.typmods)) this.expr(mod, level, ctes);
         return this.expr(b.arg, level, ctes);
       }
@@ -685,6 +686,23 @@ function derivedItem(alias: string | undefined, outputs: Output[]): Item {
 /** The size of a column as read: a card column is bounded, a derived one that was built is grown. */
 function columnSize(item: Item, column: string): Size {
   return readBack(item.sizes?.get(column), `a derived column (${item.alias ?? 'subquery'}.${column})`);
+}
+
+/**
+ * A cast to char(n) (bpchar) pads every value to n characters whatever it reads: `'a'::char(10485760)`
+ * is 10 MB from one letter, and `concat` of a hundred such casts 1 GB, so such a cast is no copy of
+ * its operand (value-size.ts). A char(n) may pad to at most MAX_QUERY_CHARS, no longer than a
+ * literal the query could hold; bpchar without a length does not pad.
+ */
+function paddedLength(typmods: unknown[]): void {
+  if (typmods.length === 0) return;
+  const text = typmods.length === 1 ? literalText(typmods[0]) : undefined;
+  const n = text === undefined || text.trim() === '' ? Number.NaN : Number(text);
+  if (n <= MAX_QUERY_CHARS) return;
+  throw new GuardRefusal(
+    2,
+    `A cast to char(${text ?? '…'}) pads every value to that many characters: at most char(${MAX_QUERY_CHARS}) is allowed, no longer than the query itself; cast to text or varchar.`,
+  );
 }
 
 /** Column aliases (`x(a, b)`) rename the first outputs. */

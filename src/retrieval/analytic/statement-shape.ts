@@ -1,5 +1,13 @@
 import { type Body, GuardRefusal, isBody, list, nodeOf } from './ast.js';
 
+/**
+ * The longest query the guards read, in characters. Parsing, walking, rendering and parsing again
+ * run on the hub's event loop, and some of it grows faster than the text (5,000 CTEs, 128 KB, held
+ * it for 5 s; 20,000, 200 s): a longer query is refused (guard 1) before it is parsed. A question
+ * over a schema card needs a few hundred characters, a large one a few thousand.
+ */
+export const MAX_QUERY_CHARS = 20_000;
+
 /** How a refusal names a statement type the parser reports (`DeleteStmt` -> `DELETE`). */
 const STATEMENT_NAMES: Record<string, string> = {
   InsertStmt: 'INSERT',
