@@ -310,6 +310,17 @@ describe('analytic chat', () => {
       rows: [{ t: '2026-01-01T22:04:05.678Z' }],
       answer: 't: 2026-01-01T22:04:05.678Z',
     });
+    // A time a JavaScript Date cannot hold is PostgreSQL's text of it: the sentence failed on it (a 500), rows gave null.
+    nextAnswer = "select timestamp '294276-12-31 23:59:59' as t";
+    expect(await admin.post('/api/platform/rag/chat', { question: 'the last second?', mode: 'analytic', scope: 'partners' })).toMatchObject({
+      status: 200,
+      body: { rows: [{ t: '294276-12-31 23:59:59' }], answer: 't: 294276-12-31 23:59:59' },
+    });
+    nextAnswer = "select max(d) as until from (values ('infinity'::date), ('2026-01-02')) as v(d)";
+    expect((await admin.post('/api/platform/rag/chat', { question: 'valid until?', mode: 'analytic', scope: 'partners' })).body).toMatchObject({
+      rows: [{ until: 'infinity' }],
+      answer: 'until: infinity',
+    });
   });
 
   it('keeps the numbers of numeric[] and bigint[] exactly, as a numeric and a bigint are given', async () => {

@@ -295,4 +295,20 @@ describe('runReadOnly', () => {
     // Any other query still reads them with node-postgres's parsers.
     expect((await t.db.withTenant(7, (tx) => tx.query(`select '{"n": ${big}}'::jsonb as j`))).rows).toEqual([{ j: { n: Number(big) } }]);
   });
+
+  it('reads a date or time a JavaScript Date cannot hold as PostgreSQL\'s text of it, never as null or an invalid Date', async () => {
+    // node-postgres reads infinity as the number Infinity and a year past 275760 as an invalid Date: both written null.
+    const sql = `select 'infinity'::timestamptz as up, '-infinity'::date as down, '294276-12-31 23:59:59'::timestamp as last,
+      '2026-01-02'::date as day, array['2026-01-02', 'infinity', null]::date[] as days, array['294276-01-01 00:00:00']::timestamp[] as far`;
+    const [row] = (await runReadOnly(t.db, 7, sql, options)).rows;
+    expect(row).toEqual({
+      up: 'infinity',
+      down: '-infinity',
+      last: '294276-12-31 23:59:59',
+      day: new Date(2026, 0, 2),
+      days: [new Date(2026, 0, 2), 'infinity', null],
+      far: ['294276-01-01 00:00:00'],
+    });
+    expect(JSON.parse(JSON.stringify(row))).toMatchObject({ up: 'infinity', last: '294276-12-31 23:59:59', days: [expect.any(String), 'infinity', null] });
+  });
 });

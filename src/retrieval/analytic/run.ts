@@ -121,6 +121,13 @@ const JSONB_ARRAY_OID = 3807;
 const NUMERIC_ARRAY_OID = 1231;
 const INT8_ARRAY_OID = 1016;
 const TEXT_ARRAY_OID = 1009;
+/** date, timestamp, timestamptz and their arrays. */
+const TIME_OIDS: ReadonlySet<number> = new Set([1082, 1114, 1184]);
+const TIME_ARRAY_OIDS: ReadonlyMap<number, number> = new Map([
+  [1182, 1082],
+  [1115, 1114],
+  [1185, 1184],
+]);
 
 /** A bigint as the process reads one (src/db/database.ts): a number, or its digits past ±(2^53 − 1). */
 const readInt8 = pg.types.getTypeParser(pg.types.builtins.INT8, 'text') as (text: string) => unknown;
@@ -130,6 +137,18 @@ const exactJson = (text: string): unknown => exactNumbersAsText(parseJsonExact(t
 const arrayOfText = pg.types.getTypeParser(TEXT_ARRAY_OID as never, 'text') as (text: string) => unknown;
 const eachElement = (value: unknown, read: (text: string) => unknown): unknown =>
   Array.isArray(value) ? value.map((v) => eachElement(v, read)) : value === null ? null : read(value as string);
+/**
+ * A date or time as node-postgres reads it (a Date), or PostgreSQL's text of it where a Date cannot
+ * hold it: `infinity` and `-infinity` (read as the numbers ±Infinity, written null in the answer) and
+ * a year past JavaScript's 275760 (an invalid Date, written null; the one-cell sentence failed on it).
+ */
+const readTime = (oid: number) => {
+  const read = pg.types.getTypeParser(oid as never, 'text') as (text: string) => unknown;
+  return (text: string): unknown => {
+    const value = read(text);
+    return value instanceof Date && Number.isFinite(value.getTime()) ? value : text;
+  };
+};
 
 /**
  * How the analytic query's values are read, where node-postgres's own parsers would change a number:
@@ -137,8 +156,9 @@ const eachElement = (value: unknown, read: (text: string) => unknown): unknown =
  * ±(2^53 − 1) rounded) and their arrays are read with parseJsonExact, such numbers given as strings of
  * their text (as jsonb writes them: `1e400` in digits); a numeric[] (read as doubles) gives each element
  * as its text, as a numeric is given; a bigint[] (read as strings) each element as a bigint is given
- * (a number, or its digits past ±(2^53 − 1), src/db/database.ts). Every other type is read as
- * node-postgres reads it.
+ * (a number, or its digits past ±(2^53 − 1), src/db/database.ts); a date or time a Date cannot hold
+ * (`infinity`, a year past 275760), and such an element of an array of them, as PostgreSQL's text.
+ * Every other type is read as node-postgres reads it.
  */
 const EXACT_TYPES: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: string) => {
@@ -147,6 +167,12 @@ const EXACT_TYPES: pg.CustomTypesConfig = {
       if (oid === JSON_ARRAY_OID || oid === JSONB_ARRAY_OID) return (text: string) => eachElement(arrayOfText(text), exactJson);
       if (oid === NUMERIC_ARRAY_OID) return arrayOfText;
       if (oid === INT8_ARRAY_OID) return (text: string) => eachElement(arrayOfText(text), readInt8);
+      if (TIME_OIDS.has(oid)) return readTime(oid);
+      const element = TIME_ARRAY_OIDS.get(oid);
+      if (element !== undefined) {
+        const read = readTime(element);
+        return (text: string) => eachElement(arrayOfText(text), read);
+      }
     }
     return pg.types.getTypeParser(oid, format as 'text');
   }) as pg.CustomTypesConfig['getTypeParser'],
