@@ -296,6 +296,13 @@ describe('runReadOnly', () => {
     expect((await t.db.withTenant(7, (tx) => tx.query(`select '{"n": ${big}}'::jsonb as j`))).rows).toEqual([{ j: { n: Number(big) } }]);
   });
 
+  it('reads a float JSON cannot hold as PostgreSQL\'s text of it, never as null', async () => {
+    // node-postgres reads NaN and ±Infinity as those numbers, which the answer's JSON writes null.
+    const sql = `select 'NaN'::float8 as nan, '-Infinity'::float4 as low, 1.5::float8 as x, array[2.5, 'Infinity', null]::float8[] as xs`;
+    const [row] = (await runReadOnly(t.db, 7, sql, options)).rows;
+    expect(JSON.parse(JSON.stringify(row))).toEqual({ nan: 'NaN', low: '-Infinity', x: 1.5, xs: [2.5, 'Infinity', null] });
+  });
+
   it('reads a date or time a JavaScript Date cannot hold as PostgreSQL\'s text of it, never as null or an invalid Date', async () => {
     // node-postgres reads infinity as the number Infinity and a year past 275760 as an invalid Date: both written null.
     const sql = `select 'infinity'::timestamptz as up, '-infinity'::date as down, '294276-12-31 23:59:59'::timestamp as last,

@@ -121,13 +121,18 @@ const JSONB_ARRAY_OID = 3807;
 const NUMERIC_ARRAY_OID = 1231;
 const INT8_ARRAY_OID = 1016;
 const TEXT_ARRAY_OID = 1009;
-/** date, timestamp, timestamptz and their arrays. */
-const TIME_OIDS: ReadonlySet<number> = new Set([1082, 1114, 1184]);
-const TIME_ARRAY_OIDS: ReadonlyMap<number, number> = new Map([
+/**
+ * Types node-postgres reads into a value that cannot hold every one of theirs, by their array types:
+ * date, timestamp and timestamptz (a Date), float4 and float8 (a number).
+ */
+const HELD_BY_ARRAY: ReadonlyMap<number, number> = new Map([
   [1182, 1082],
   [1115, 1114],
   [1185, 1184],
+  [1021, 700],
+  [1022, 701],
 ]);
+const HELD: ReadonlySet<number> = new Set(HELD_BY_ARRAY.values());
 
 /** A bigint as the process reads one (src/db/database.ts): a number, or its digits past ±(2^53 − 1). */
 const readInt8 = pg.types.getTypeParser(pg.types.builtins.INT8, 'text') as (text: string) => unknown;
@@ -138,15 +143,17 @@ const arrayOfText = pg.types.getTypeParser(TEXT_ARRAY_OID as never, 'text') as (
 const eachElement = (value: unknown, read: (text: string) => unknown): unknown =>
   Array.isArray(value) ? value.map((v) => eachElement(v, read)) : value === null ? null : read(value as string);
 /**
- * A date or time as node-postgres reads it (a Date), or PostgreSQL's text of it where a Date cannot
- * hold it: `infinity` and `-infinity` (read as the numbers ±Infinity, written null in the answer) and
- * a year past JavaScript's 275760 (an invalid Date, written null; the one-cell sentence failed on it).
+ * A date, time or float as node-postgres reads it (a Date, a number), or PostgreSQL's text of it where
+ * that cannot hold it, which the answer's JSON would write null: a time's `infinity` and `-infinity`
+ * (read as the numbers ±Infinity), a year past JavaScript's 275760 (an invalid Date, on which the
+ * one-cell sentence failed), a float's `NaN`, `Infinity` and `-Infinity`.
  */
-const readTime = (oid: number) => {
+const readHeld = (oid: number) => {
   const read = pg.types.getTypeParser(oid as never, 'text') as (text: string) => unknown;
   return (text: string): unknown => {
     const value = read(text);
-    return value instanceof Date && Number.isFinite(value.getTime()) ? value : text;
+    const held = value instanceof Date ? Number.isFinite(value.getTime()) : typeof value === 'number' && Number.isFinite(value);
+    return held ? value : text;
   };
 };
 
@@ -157,7 +164,8 @@ const readTime = (oid: number) => {
  * their text (as jsonb writes them: `1e400` in digits); a numeric[] (read as doubles) gives each element
  * as its text, as a numeric is given; a bigint[] (read as strings) each element as a bigint is given
  * (a number, or its digits past ±(2^53 − 1), src/db/database.ts); a date or time a Date cannot hold
- * (`infinity`, a year past 275760), and such an element of an array of them, as PostgreSQL's text.
+ * (`infinity`, a year past 275760) and a float JSON cannot (`NaN`, `Infinity`), alone or in an array, as
+ * PostgreSQL's text.
  * Every other type is read as node-postgres reads it.
  */
 const EXACT_TYPES: pg.CustomTypesConfig = {
@@ -167,10 +175,10 @@ const EXACT_TYPES: pg.CustomTypesConfig = {
       if (oid === JSON_ARRAY_OID || oid === JSONB_ARRAY_OID) return (text: string) => eachElement(arrayOfText(text), exactJson);
       if (oid === NUMERIC_ARRAY_OID) return arrayOfText;
       if (oid === INT8_ARRAY_OID) return (text: string) => eachElement(arrayOfText(text), readInt8);
-      if (TIME_OIDS.has(oid)) return readTime(oid);
-      const element = TIME_ARRAY_OIDS.get(oid);
+      if (HELD.has(oid)) return readHeld(oid);
+      const element = HELD_BY_ARRAY.get(oid);
       if (element !== undefined) {
-        const read = readTime(element);
+        const read = readHeld(element);
         return (text: string) => eachElement(arrayOfText(text), read);
       }
     }
