@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { parse as parseYaml } from 'yaml';
 import { GuardRefusal } from './ast.js';
 import { guardQuery, MAX_QUERY_CHARS } from './guards.js';
-import { likeMatches } from './value-domains.js';
+import { LIKE_STEPS, likeMatches } from './value-domains.js';
 import { FUNCTION_SIZES } from './value-size.js';
 import { ALLOWED_FUNCTIONS } from './allowlist.js';
 import type { SchemaCard } from './schema-card.js';
@@ -207,6 +207,31 @@ describe('guardQuery', () => {
     expect(performance.now() - started).toBeLessThan(500);
     expect(refused).toMatchObject({ ok: false, guard: 3 });
     expect(await guardQuery(`select count(*) from ext.notes where kind ilike '${'%A'.repeat(8)}%'`, long, { resolveRelation })).toMatchObject({ ok: true });
+  });
+
+  it('matches the LIKE patterns of one query within LIKE_STEPS in all, over the largest domain an entity may declare', async () => {
+    // A thousand values of 200 characters (an entity's most) and a hundred patterns of 80 characters matching none:
+    // 16,000 steps each against each value, 1.6 billion in all (217 such patterns held the event loop for 21 s).
+    const values = Array.from({ length: 1000 }, (_, i) => `${'a'.repeat(195)}${String(i).padStart(5, '0')}`);
+    const big: SchemaCard = { ...card, relations: [{ name: 'ext.notes', columns: [{ name: 'kind', type: 'text', values }] }] };
+    const like = `kind like '%${'a'.repeat(78)}z'`;
+    const many = `select count(*) from ext.notes where ${Array(100).fill(like).join(' or ')}`;
+    const started = performance.now();
+    expect(await guardQuery(many, big, { resolveRelation })).toEqual({
+      ok: false,
+      guard: 3,
+      reason: `The query's LIKE and ILIKE patterns take more than ${LIKE_STEPS} steps to check against declared values (column kind of ext.notes): use fewer or shorter patterns.`,
+    });
+    expect(performance.now() - started).toBeLessThan(2000);
+    // A few patterns over the same domain, matching none or the last value, are checked as before.
+    expect(await guardQuery("select count(*) from ext.notes where kind like 'b%' or kind like '%x%'", big, { resolveRelation })).toMatchObject({
+      ok: false,
+      guard: 3,
+      reason: expect.stringContaining("The pattern 'b%' matches no declared value of column kind (ext.notes)"),
+    });
+    expect(await guardQuery("select count(*) from ext.notes where kind like '%00999' or kind ilike '%A00998'", big, { resolveRelation })).toMatchObject({ ok: true });
+    // Guard 2 still outranks the spent budget.
+    expect(await guardQuery(`${many} or data is null`, big, { resolveRelation })).toMatchObject({ ok: false, guard: 2 });
   });
 
   it('matches LIKE and ILIKE patterns as their regular expressions do (property, small alphabets)', () => {

@@ -3,7 +3,7 @@ import { ALLOWED_CAST_TYPES, ALLOWED_FUNCTIONS, ALLOWED_OPERATORS, ALLOWED_SQL_V
 import { type Body, bodyOf, GuardRefusal, integerConst, isBody, list, literalText, names, nodeOf, stringOf } from './ast.js';
 import type { CardColumn, CardRelation, SchemaCard } from './schema-card.js';
 import { checkSelectBody, MAX_QUERY_CHARS } from './statement-shape.js';
-import { domainViolation, type Origin } from './value-domains.js';
+import { domainViolation, LIKE_STEPS, type Origin } from './value-domains.js';
 import { BOUNDED, build, copy, FUNCTION_SIZES, grow, largest, readBack, type Size } from './value-size.js';
 
 /** A relation in a FROM clause, as column references see it. */
@@ -114,6 +114,8 @@ export class ReferenceWalker {
   private readonly sizes = new WeakMap<object, Size>();
   /** The output columns of each subquery of a SubLink walked so far. */
   private readonly subqueryOutputs = new WeakMap<object, Output[]>();
+  /** What is left of the query's steps of LIKE matching against declared values (guard 3). */
+  private readonly likeBudget = { left: LIKE_STEPS };
 
   constructor(
     private readonly card: SchemaCard,
@@ -453,7 +455,7 @@ export class ReferenceWalker {
         }
         const left = b.lexpr === undefined ? undefined : this.expr(b.lexpr, level, ctes);
         const right = b.rexpr === undefined ? undefined : this.expr(b.rexpr, level, ctes);
-        this.noteValue(domainViolation(kind, name, b.lexpr, left, b.rexpr, right));
+        this.noteValue(domainViolation(kind, name, b.lexpr, left, b.rexpr, right, this.likeBudget));
         return undefined;
       }
       case 'List':
@@ -489,7 +491,7 @@ export class ReferenceWalker {
         for (const w of list(b.args)) {
           const when = this.expect(w, 'CaseWhen');
           const value = this.expr(when.expr, level, ctes);
-          if (b.arg !== undefined) this.noteValue(domainViolation('AEXPR_OP', '=', b.arg, subject, when.expr, value));
+          if (b.arg !== undefined) this.noteValue(domainViolation('AEXPR_OP', '=', b.arg, subject, when.expr, value, this.likeBudget));
           this.expr(when.result, level, ctes);
         }
         if (b.defresult !== undefined) this.expr(b.defresult, level, ctes);

@@ -8,6 +8,21 @@ export interface Origin {
 }
 
 /**
+ * The most steps of LIKE matching (likeMatches: one per character of a declared value read, one per
+ * step of the match) guard 3 takes for one query, in all its patterns: a few tens of milliseconds
+ * of the hub's event loop. Each comparison is linear in the pattern times the value, but a query
+ * holds hundreds of patterns and a domain a thousand values of 200 characters (an entity's): 217
+ * patterns of 80 characters held the event loop for 21 s. A query that needs more is refused; one
+ * LIKE with a short pattern that matches none of such a domain takes some 400,000.
+ */
+export const LIKE_STEPS = 2_000_000;
+
+/** What is left of one query's LIKE_STEPS. */
+export interface LikeBudget {
+  left: number;
+}
+
+/**
  * Guard 3: a literal compared with a column that declares `values` must be one of them, exactly
  * (case-sensitive, as stored): a model that filters `status = 'deleted'` when the domain is
  * active/dormant gets a refusal naming the value instead of a silent empty answer.
@@ -15,7 +30,9 @@ export interface Origin {
  * Checked: `=`, `<>`, IS [NOT] DISTINCT FROM (either side), [NOT] IN lists, `= ANY`/`<> ALL` over
  * an ARRAY[…] or a '{…}' literal, CASE column WHEN literal, and LIKE/ILIKE, whose pattern must
  * match at least one declared value. Not checked: ordering comparisons, BETWEEN, SIMILAR TO,
- * regular expressions, and a column wrapped in a function (`lower(country) = 'fr'`).
+ * regular expressions, and a column wrapped in a function (`lower(country) = 'fr'`). LIKE patterns
+ * are matched within `budget` (shared by the query's patterns); once it is spent, every LIKE over a
+ * domain is refused.
  * Answers the refusal message, or undefined.
  */
 export function domainViolation(
@@ -25,6 +42,7 @@ export function domainViolation(
   left: Origin | undefined,
   rightNode: unknown,
   right: Origin | undefined,
+  budget: LikeBudget = { left: Number.POSITIVE_INFINITY },
 ): string | undefined {
   const equality = operator === '=' || operator === '<>';
   if ((kind === 'AEXPR_OP' || kind === 'AEXPR_DISTINCT' || kind === 'AEXPR_NOT_DISTINCT') && equality) {
@@ -51,7 +69,15 @@ export function domainViolation(
     const pattern = literalText(rightNode);
     const values = left.column.values;
     if (pattern === undefined || !values) return undefined;
-    if (values.some((v) => likeMatches(pattern, v, kind === 'AEXPR_ILIKE'))) return undefined;
+    const tokens = likeTokens(pattern);
+    budget.left -= tokens.length;
+    for (const value of values) {
+      const matches = likeWithin(tokens, value, kind === 'AEXPR_ILIKE', budget);
+      if (matches === undefined) {
+        return `The query's LIKE and ILIKE patterns take more than ${LIKE_STEPS} steps to check against declared values (column ${left.column.name} of ${left.relation}): use fewer or shorter patterns.`;
+      }
+      if (matches) return undefined;
+    }
     return `The pattern '${pattern}' matches no declared value of column ${left.column.name} (${left.relation}); declared values: ${values.join(', ')}.`;
   }
   return undefined;
@@ -121,14 +147,30 @@ const ONE = Symbol('_');
  * value of 40 `a` held the event loop for seconds, and the pattern is the model's to write.
  */
 export function likeMatches(pattern: string, value: string, caseInsensitive: boolean): boolean {
-  // Each token is a character to match, or ANY (`%`) or ONE (`_`); characters are code points.
-  const tokens: (string | typeof ANY | typeof ONE)[] = [];
+  return likeWithin(likeTokens(pattern), value, caseInsensitive, { left: Number.POSITIVE_INFINITY }) === true;
+}
+
+type LikeToken = string | typeof ANY | typeof ONE;
+
+/** A LIKE pattern's tokens: each a character to match, or ANY (`%`) or ONE (`_`); characters are code points. */
+function likeTokens(pattern: string): LikeToken[] {
+  const tokens: LikeToken[] = [];
   const chars = Array.from(pattern);
   for (let i = 0; i < chars.length; i++) {
     const c = chars[i]!;
     if (c === '\\' && i + 1 < chars.length) tokens.push(chars[++i]!);
     else tokens.push(c === '%' ? ANY : c === '_' ? ONE : c);
   }
+  return tokens;
+}
+
+/**
+ * likeMatches over a pattern's tokens, taking from `budget` one step per character of the value read
+ * and one per step of the match; undefined once the budget is spent.
+ */
+function likeWithin(tokens: LikeToken[], value: string, caseInsensitive: boolean, budget: LikeBudget): boolean | undefined {
+  budget.left -= value.length + 1;
+  if (budget.left < 0) return undefined;
   const text = Array.from(value);
   const same = (a: string, b: string) => a === b || (caseInsensitive && (a.toLowerCase() === b.toLowerCase() || a.toUpperCase() === b.toUpperCase()));
   let p = 0;
@@ -136,6 +178,7 @@ export function likeMatches(pattern: string, value: string, caseInsensitive: boo
   let star = -1;
   let resume = 0;
   while (t < text.length) {
+    if (--budget.left < 0) return undefined;
     const token = tokens[p];
     if (token === ANY) {
       star = p++;
