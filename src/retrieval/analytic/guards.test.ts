@@ -234,6 +234,18 @@ describe('guardQuery', () => {
     expect(await guardQuery(`${many} or data is null`, big, { resolveRelation })).toMatchObject({ ok: false, guard: 2 });
   });
 
+  it('checks no comparison against declared values once one is refused (each refusal names every declared value)', async () => {
+    // A discovered domain holds up to 20 stored values of any length: here 2 MB of them, named in each refusal.
+    const values = Array.from({ length: 20 }, (_, i) => `${'v'.repeat(100_000)}${i}`);
+    const wide: SchemaCard = { ...card, relations: [{ name: 'ext.notes', columns: [{ name: 'kind', type: 'text', values }] }] };
+    const many = `select count(*) from ext.notes where ${Array(1500).fill("kind='x'").join(' or ')}`;
+    await guardQuery('select 1', wide, { resolveRelation }); // the parser loaded
+    const started = performance.now();
+    const refused = await guardQuery(many, wide, { resolveRelation });
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(refused).toMatchObject({ ok: false, guard: 3, reason: expect.stringMatching(/^'x' is not a declared value of column kind \(ext\.notes\); declared values: v+0, /) });
+  });
+
   it('matches LIKE and ILIKE patterns as their regular expressions do (property, small alphabets)', () => {
     const asRegExp = (pattern: string, ci: boolean) => {
       let source = '';
