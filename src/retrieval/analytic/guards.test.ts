@@ -234,6 +234,21 @@ describe('guardQuery', () => {
     expect(await guardQuery(`${many} or data is null`, big, { resolveRelation })).toMatchObject({ ok: false, guard: 2 });
   });
 
+  it('lets * stand for at most 1664 columns in one query: ten thousand of them made a statement of megabytes', async () => {
+    const stars = (n: number) => `select ${Array(n).fill('*').join(',')} from ext.partners p`;
+    // 9,985 stars over 5 card columns rendered 1 MB, parsed again on the event loop (seconds), which PostgreSQL then refused.
+    expect(await guardQuery(stars(9985), card, { resolveRelation })).toEqual({
+      ok: false,
+      guard: 2,
+      reason: "The query's * stand for more than 1664 columns in all, the most PostgreSQL takes in one select list: name the columns the question needs.",
+    });
+    // Counted over the whole query: subqueries and CTEs too.
+    const nested = `with a as (${stars(200)}), b as (${stars(200)}) select count(*) from a, b`;
+    expect(await guardQuery(nested, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('more than 1664 columns') });
+    const most = await guardQuery(stars(332), card, { resolveRelation });
+    expect(most.ok && most.sql.split(', p.').length).toBe(332 * 5);
+  });
+
   it('checks no comparison against declared values once one is refused (each refusal names every declared value)', async () => {
     // A discovered domain holds up to 20 stored values of any length: here 2 MB of them, named in each refusal.
     const values = Array.from({ length: 20 }, (_, i) => `${'v'.repeat(100_000)}${i}`);
