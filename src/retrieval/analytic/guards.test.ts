@@ -333,6 +333,28 @@ describe('a card relation computed at read time (an entity)', () => {
     }
   });
 
+  it('holds a query to 100,000 characters of entity SQL in all, each naming counting (each puts the whole SELECT in the statement)', async () => {
+    const names = (n: number) => `select count(*) from ${Array.from({ length: n }, (_, i) => `entity.partner p${i}`).join(', ')}`;
+    const most = Math.floor(100_000 / fused.length);
+    expect(await guard(names(most))).toMatchObject({ ok: true });
+    expect(await guard(names(most + 1))).toEqual({
+      ok: false,
+      guard: 2,
+      reason: `The query's entity relations stand for more than 100000 characters of SQL in all (entity.partner: ${fused.length} each time it is named): name them fewer times.`,
+    });
+    // 900 namings fit in a query of 20,000 characters: a statement of megabytes, parsed again on the event loop.
+    expect(names(900).length).toBeLessThan(20_000);
+    expect(await guard(names(900))).toMatchObject({ ok: false, guard: 2 });
+    // An entity whose SELECT alone is larger cannot be named at all.
+    const huge = `select e.email from (select ${Array(5000).fill("coalesce(nullif(t.email, ''), t.email)").join(' || ')} as email from "ext_t7"."partners" t) e`;
+    const card1: SchemaCard = { ...card, relations: [{ name: 'entity.partner', entity: 'partner', columns: [{ name: 'email', type: 'text' }] }] };
+    expect(await guardQuery('select email from entity.partner', card1, { resolveRelation, resolveSubquery: () => huge })).toMatchObject({
+      ok: false,
+      guard: 2,
+      reason: expect.stringContaining(`(entity.partner: ${huge.length} each time it is named)`),
+    });
+  });
+
   it('holds it to its card columns and declared values like any relation', async () => {
     expect(await guard('select _conflicts from entity.partner')).toMatchObject({ ok: false, guard: 2 });
     expect(await guard('select e.data from entity.partner e')).toMatchObject({ ok: false, guard: 2 });

@@ -106,6 +106,15 @@ const ALLOWED_SUBLINKS = new Set(['EXISTS_SUBLINK', 'ALL_SUBLINK', 'ANY_SUBLINK'
  */
 const MAX_STAR_COLUMNS = 1664;
 
+/**
+ * The most characters of entity relations' SQL (resolveSubquery) one query may hold, each naming of
+ * one counting: five times the longest query the guards read. Each naming puts the entity's whole
+ * SELECT in the statement, which the hub parses and renders three times on its event loop: 1,300
+ * namings of a 343-character entity in a query of 20,000 characters made a statement of 484 KB (1 s),
+ * and an entity's SELECT alone reaches 74 KB with 5 sources and 30 columns, 5 MB with 16 and 200.
+ */
+const MAX_ENTITY_SQL_CHARS = 5 * MAX_QUERY_CHARS;
+
 function isSystemSchema(schema: string): boolean {
   return schema === 'information_schema' || schema.startsWith('pg_');
 }
@@ -127,6 +136,8 @@ export class ReferenceWalker {
   private readonly likeBudget = { left: LIKE_STEPS };
   /** The columns `*` has stood for so far, in the whole query (at most MAX_STAR_COLUMNS). */
   private starColumns = 0;
+  /** The characters of entity relations' SQL put in the query so far (at most MAX_ENTITY_SQL_CHARS). */
+  private entitySqlChars = 0;
 
   constructor(
     private readonly card: SchemaCard,
@@ -308,6 +319,13 @@ export class ReferenceWalker {
     const item: Item = { alias: name, card: { relation, schema, rel, explicitAlias: aliasName !== undefined }, columns, opaque: false };
     const computed = this.resolveSubquery(full);
     if (computed !== undefined) {
+      this.entitySqlChars += computed.length;
+      if (this.entitySqlChars > MAX_ENTITY_SQL_CHARS) {
+        throw new GuardRefusal(
+          2,
+          `The query's entity relations stand for more than ${MAX_ENTITY_SQL_CHARS} characters of SQL in all (${full}: ${computed.length} each time it is named): name them fewer times.`,
+        );
+      }
       item.subquery = this.computed(full, computed);
       return item;
     }
