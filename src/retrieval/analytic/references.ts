@@ -99,10 +99,10 @@ const ALLOWED_SUBLINKS = new Set(['EXISTS_SUBLINK', 'ALL_SUBLINK', 'ANY_SUBLINK'
 
 /**
  * The most columns `*` may stand for in one query, all its select lists together: PostgreSQL's most
- * for one select list (MaxTupleAttributeNumber). `*` is the one thing the guards' rewriting grows: a
- * query of 20,000 characters holds 10,000 of them, and over a card relation of 6 columns they made a
- * statement of 1.1 MB, over 50 columns 10 MB, whose rendering and parsing again held the hub's event
- * loop for 2.6 s and 29 s before PostgreSQL refused it.
+ * for one select list (MaxTupleAttributeNumber). `*` grows the query as the guards rewrite it (as
+ * entity relations do, MAX_ENTITY_SQL_CHARS): a query of 20,000 characters holds 10,000 of them, and
+ * over a card relation of 6 columns they made a statement of 1.1 MB, over 50 columns 10 MB, whose
+ * rendering and parsing again held the hub's event loop for 2.6 s and 29 s before PostgreSQL refused it.
  */
 const MAX_STAR_COLUMNS = 1664;
 
