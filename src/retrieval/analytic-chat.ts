@@ -70,13 +70,26 @@ async function entityRelations(tx: Tx, card: SchemaCard | undefined): Promise<Ma
   return out;
 }
 
-/** The statement in a model's answer: the first fenced block if any, else the whole text; undefined when the model abstains. */
+/**
+ * The statement in a model's answer: the first fenced block if any (```` ``` ````, an optional `sql`
+ * and white space, up to the next ```` ``` ````), else the whole text; undefined when the model
+ * abstains. Read by position, not by a regular expression: `` /```(?:sql)?\s*([\s\S]*?)```/ `` backtracked
+ * over white space quadratically when no fence closed, and the answer is the model's (up to 16 MiB,
+ * docs/retrieval.md): a fence and 160,000 spaces held the event loop for 3 s, 1 MB would for minutes.
+ */
 export function extractSql(answer: string): { sql?: string; abstained?: string } {
   const text = answer.trim();
   const abstain = /^ABSTAIN:?\s*(.*)$/is.exec(text);
   if (abstain) return { abstained: abstain[1]!.trim() || 'the schema card cannot answer this question' };
-  const fenced = /```(?:sql)?\s*([\s\S]*?)```/i.exec(text);
-  return { sql: (fenced ? fenced[1]! : text).trim() };
+  const open = text.indexOf('```');
+  if (open >= 0) {
+    let start = open + 3;
+    if (text.slice(start, start + 3).toLowerCase() === 'sql') start += 3;
+    while (start < text.length && /\s/.test(text[start]!)) start++;
+    const close = text.indexOf('```', start);
+    if (close >= 0) return { sql: text.slice(start, close).trim() };
+  }
+  return { sql: text };
 }
 
 /** Deterministic wording of a result: the value of a one-cell answer, else the row count (the rows are in `rows`). */
