@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../../test/harness/database.js';
 import pg from 'pg';
-import { runWithCommitHook } from '../../db/database.js';
+import { Database, runWithCommitHook } from '../../db/database.js';
 import { grantAnalyticExt, roleUrl } from '../../db/roles.js';
 import { guardQuery } from './guards.js';
 import { AnalyticRefusal } from './refusal.js';
@@ -275,6 +275,27 @@ describe('runReadOnly', () => {
     ]) {
       const err = await refusal(sql!);
       expect({ guard: err.guard, message: err.message }).toEqual({ guard: 5, message });
+    }
+  });
+
+  it('answers a statement past the server\'s temp_file_limit as a refusal, not as the hub\'s failure', async () => {
+    // The limit an operator sets against sorts and hashes that spill without end; sessions opened from now on take it.
+    const { rows } = await t.owner.query<{ name: string }>('select current_database() as name');
+    const database = pg.escapeIdentifier(rows[0]!.name);
+    await t.owner.query(`alter database ${database} set temp_file_limit = '1MB'`);
+    const limited = new Database({ appUrl: roleUrl(t.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(t.ownerUrl, TEST_ROLES.worker), analyticRole: TEST_ROLES.analytic, poolSize: 1 });
+    try {
+      const ten = '(values (0), (1), (2), (3), (4), (5), (6), (7), (8), (9))';
+      const sql = `select a.x, b.x, c.x, d.x, e.x, f.x from ${['a', 'b', 'c', 'd', 'e', 'f'].map((n) => `${ten} ${n}(x)`).join(', ')} order by f.x, e.x, d.x, c.x, b.x, a.x desc offset 999990`;
+      const err = await runReadOnly(limited, 7, sql, { ...options, timeoutMs: 20_000 }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AnalyticRefusal);
+      expect((err as AnalyticRefusal).message).toBe('The query failed in the database: temporary file size exceeds "temp_file_limit" (1024kB) (database error 53400).');
+    } finally {
+      await limited.close();
+      await t.owner.query(`alter database ${database} reset temp_file_limit`);
     }
   });
 

@@ -35,11 +35,13 @@ const REFUSALS: Record<string, (timeoutMs: number) => string> = {
  * The classes of SQLSTATE that say the statement itself failed, not the hub or the database: a data exception
  * (22: a division by zero, an overflow, a bad cast), a cardinality violation (21: a scalar subquery of several rows),
  * a feature not supported (0A), an undefined function or operator or another syntax or access rule (42), an SQL
- * routine's or an external routine's exception (2F, 38, 39) and a program limit (54). Guard 5 answers them as a
- * refusal naming PostgreSQL's message (the question may be put another way); any other error (a lost connection,
- * a server out of resources) is the hub's failure and is thrown.
+ * routine's or an external routine's exception (2F, 38, 39), a program limit (54), and of class 53 (insufficient
+ * resources) only 53400, a limit the server sets on one statement (`temp_file_limit`: a sort or hash over a cross
+ * join spilling more than it allows). Guard 5 answers them as a refusal naming PostgreSQL's message (the question
+ * may be put another way); any other error (a lost connection, a server out of memory or disk) is the hub's
+ * failure and is thrown.
  */
-const QUERY_FAILURE = /^(0A|21|22|2F|38|39|42|54)[0-9A-Z]{3}$/;
+const QUERY_FAILURE = /^((0A|21|22|2F|38|39|42|54)[0-9A-Z]{3}|53400)$/;
 
 /**
  * The read-only transaction has nothing to audit atomically with (it cannot write), and the
