@@ -121,6 +121,24 @@ describe('answers of a model endpoint are bounded in size and time', () => {
     return outcome;
   }
 
+  it('a base URL with credentials: neither chat nor embeddings answer them (fetch refuses such a URL, quoting it)', async () => {
+    // What a tenant's caller reads in the 503 `{error}`: the operator's proxy password once stood in it.
+    const withCredentials = base.replace('http://', 'http://proxy-user:proxy-pass-w0rd@');
+    const chatErr = await rejection(openAiChat({ baseUrl: withCredentials, model: 'stand-in-chat', apiKey: KEY, timeoutMs: 5_000, dispatcher: agent }).complete([{ role: 'user', content: 'question' }]));
+    const port = new OpenAiEmbedding({ baseUrl: withCredentials, model: 'stand-in-embed', apiKey: KEY, dimensions: 4, egress: EgressPolicy.open(), maxRetries: 0 });
+    embeddings.push(port);
+    expect(chatErr.message).toBe("the language model did not answer: unreachable (Request cannot be constructed from a URL that includes credentials: [the endpoint's address])");
+    // The embedding port names its endpoint's address (docs/retrieval.md), credentials masked.
+    const embedErr = (await port.embed(['text']).catch((err: unknown) => err)) as EmbeddingUnavailable;
+    expect(embedErr).toBeInstanceOf(EmbeddingUnavailable);
+    expect(embedErr.message).not.toContain('proxy-pass-w0rd');
+    expect(embedErr.message).not.toContain('proxy-user');
+    expect(embedErr.message).not.toContain(KEY);
+    expect(embedErr.message).toContain('http://***@127.0.0.1:');
+    // Still a failure about the endpoint (the indexer sets no chunk aside for it).
+    expect([embedErr.failure, embedErr.aboutTheEndpoint]).toEqual(['unreachable', true]);
+  });
+
   it('chat still reads a well-formed answer through the bounded fetch', async () => {
     behave = (res) => {
       res.writeHead(200, { 'content-type': 'application/json' });

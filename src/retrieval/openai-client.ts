@@ -1,5 +1,6 @@
 import OpenAI, { APIConnectionError, APIError } from 'openai';
 import { type Dispatcher, Response, fetch as undiciFetch } from 'undici';
+import { loggableText } from '../observability/url-redaction.js';
 
 /**
  * Why the hub stopped reading a model endpoint's answer: it grew past `limit` bytes (`size`), or it
@@ -67,7 +68,7 @@ async function boundedFetch(input: unknown, init: unknown, options: OpenAiClient
     response = await undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...given, signal, dispatcher });
   } catch (err) {
     clearTimeout(timer);
-    throw err;
+    throw withoutCredentials(err);
   }
   if (!response.body) {
     clearTimeout(timer);
@@ -90,6 +91,21 @@ async function boundedFetch(input: unknown, init: unknown, options: OpenAiClient
   );
   // A deadline passing while the body is read errors the source with the ModelAnswerRefused, and so the counted body.
   return new Response(counted, { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
+/**
+ * A failed request's error with the credentials of an address its message quotes masked (`***@`,
+ * query values `***`). fetch refuses a URL with credentials before it connects and quotes that URL
+ * whole (`Request cannot be constructed from a URL that includes credentials: https://user:pass@…`);
+ * the chat and embedding ports put the message in their 503 `{error}`, which every tenant's caller
+ * reads. The error itself is kept (its kind and cause decide how the ports classify the failure).
+ */
+function withoutCredentials(err: unknown): unknown {
+  if (err instanceof Error) {
+    const masked = loggableText(err.message);
+    if (masked !== err.message) err.message = masked;
+  }
+  return err;
 }
 
 /** What `withinTimeLimit` gives each attempt: the call's deadline as a signal, and no retries of the client's own. */

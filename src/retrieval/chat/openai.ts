@@ -58,6 +58,11 @@ function describe(err: unknown): string {
   if (err instanceof ModelAnswerRefused) return err.reason === 'time' ? `timed out after ${err.limit} ms` : `its answer is larger than ${err.limit} bytes (read no further)`;
   if (err instanceof OpenAI.APIError && err.status !== undefined) return `HTTP ${err.status}`;
   if (err instanceof OpenAI.APIConnectionTimeoutError) return 'timed out';
-  if (err instanceof OpenAI.APIConnectionError) return `unreachable (${(err.cause as Error | undefined)?.message ?? err.message})`;
-  return err instanceof Error ? err.message : String(err);
+  if (err instanceof OpenAI.APIConnectionError) return `unreachable (${withoutAddress((err.cause as Error | undefined)?.message ?? err.message)})`;
+  return withoutAddress(err instanceof Error ? err.message : String(err));
+}
+
+/** A message without the addresses it quotes (fetch refusing a URL with credentials quotes it whole): every tenant's caller reads it. */
+function withoutAddress(message: string): string {
+  return message.replace(/\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]*[^\s"'<>.,;:!?)\]]/gi, "[the endpoint's address]");
 }
