@@ -228,6 +228,26 @@ describe('indexing and search', () => {
     expect(agree).toBeGreaterThanOrEqual(9);
   });
 
+  it('a chunk embedded again by a process searching in process: the index never answers its earlier vector', async () => {
+    // Chunk 4's text changes (the indexer's upsert clears its vector and model, not `vec`: the column is pgvector's)…
+    const changed = `update retrieval.chunks set content = $1, embedding = null, model = null, embedded_seq = null, embedded_at = null
+                      where tenant_id = 1 and external_id = '4'`;
+    await owner.query(changed, ['other 0']);
+    // …and a process searching in process (`memory`: no `vec` written) embeds it first.
+    expect(await embedPending(db, port(), 100)).toBe(1);
+    const nearest = async () => (await pgv.search(1, { query: 'chunk 4', topK: 1 }))[0]!;
+    // Its earlier text's vector no longer answers for it: the search finds its new text's nearest, or nothing of it.
+    expect(await nearest()).not.toMatchObject({ metadata: { key: '4' }, similarity: 1 });
+    await indexAll(pgv);
+    const { rows } = await owner.query<{ embedding: Buffer; vec: string }>(`select embedding, vec::text as vec from retrieval.chunks where tenant_id = 1 and external_id = '4'`);
+    expect(Float32Array.from(JSON.parse(rows[0]!.vec) as number[])).toEqual(decodeVector(rows[0]!.embedding));
+    expect((await pgv.search(1, { query: 'other 0', topK: 1 }))[0]).toMatchObject({ metadata: { key: '4' }, similarity: 1 });
+    // Back as it was, for the tests after this one.
+    await owner.query(changed, ['chunk 4']);
+    await indexAll(pgv);
+    expect(await nearest()).toMatchObject({ metadata: { key: '4' }, similarity: 1 });
+  });
+
   it('a new model\'s vectors replace the old: chunks leave the search until embedded again, then come back', async () => {
     const other = port('scripted-2');
     const next = services('auto', other);

@@ -76,6 +76,21 @@ async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimen
   const { version, schema } = rows[0]!;
   const type = inExtension(schema, 'vector');
   await owner.query(`alter table retrieval.chunks add column if not exists vec ${type}`);
+  // `vec` follows its record: a statement changing `embedding` without writing `vec` (a text
+  // changed, a model change clearing vectors, a process searching in process storing a new vector)
+  // clears it, and fillVectorColumn copies the new record. Before, such a chunk kept its earlier
+  // text's vector in the index, and once embedded again in process it was searched by it.
+  await owner.query(`create or replace function retrieval.vec_follows_embedding() returns trigger language plpgsql set search_path = pg_catalog as $$
+    begin
+      if new.vec::text is not distinct from old.vec::text then new.vec := null; end if;
+      return new;
+    end $$`);
+  // Created once (no `create or replace trigger` before PostgreSQL 14); replicas prepare one after the other.
+  const trigger = await owner.query(`select 1 from pg_trigger where tgrelid = 'retrieval.chunks'::regclass and tgname = 'chunks_vec_follows'`);
+  if (trigger.rowCount === 0) {
+    await owner.query(`create trigger chunks_vec_follows before update of embedding on retrieval.chunks
+      for each row when (old.embedding is distinct from new.embedding and old.vec is not null) execute function retrieval.vec_follows_embedding()`);
+  }
   const index = hnswIndexName(dimensions);
   const others = await owner.query<{ name: string }>(
     `select indexname as name from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and starts_with(indexname, $2) and indexname <> $1`,
