@@ -6,6 +6,8 @@ import { type Client, client, devClient, ownerClient } from '../../../test/harne
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 import { demoPartnersConnector, indexAll } from '../../../test/harness/retrieval.js';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { ragRoutes } from './rag.js';
 
 /**
  * Retrieval through the public API: connectors ingest the real demo source under two scopes, the
@@ -321,6 +323,25 @@ describe('analytic chat', () => {
       rows: [{ until: 'infinity' }],
       answer: 'until: infinity',
     });
+  });
+
+  it('both doors answer either mode as their OpenAPI 200 schema says (the user door documented a semantic answer only)', async () => {
+    const ajv = new Ajv2020({ strict: false });
+    const documented = (operationId: string) => ajv.compile(ragRoutes.find((r) => r.operationId === operationId)!.responses[200]!.schema!);
+    for (const [path, operationId] of [['/api/rag/chat', 'ragChatUser'], ['/api/platform/rag/chat', 'ragChatPlatform']] as const) {
+      const valid = documented(operationId);
+      nextAnswer = 'select count(*) as partners from ext.partners';
+      const analytic = await admin.post(path, { question: 'How many partners?', mode: 'analytic', scope: 'partners' });
+      expect(analytic.body).toMatchObject({ rowCount: 1, otherDoors: [] });
+      expect([valid(analytic.body), valid.errors]).toEqual([true, null]);
+      nextAnswer = 'delete from ext.partners';
+      const refused = await admin.post(path, { question: 'Remove them', mode: 'analytic', scope: 'partners' });
+      expect(refused.body).toMatchObject({ rowCount: 0, rows: [] });
+      expect([valid(refused.body), valid.errors]).toEqual([true, null]);
+      nextAnswer = 'Nothing indexed says so.';
+      const semantic = await admin.post(path, { question: 'Which partners?', scope: 'partners', topK: 2 });
+      expect([valid(semantic.body), valid.errors]).toEqual([true, null]);
+    }
   });
 
   it('keeps the numbers of numeric[] and bigint[] exactly, as a numeric and a bigint are given', async () => {

@@ -64,9 +64,27 @@ const hitSchema: JsonSchema = {
 
 const semanticAnswer: JsonSchema = {
   type: 'object',
+  description: 'Semantic mode',
   required: ['answer', 'citations'],
   properties: { answer: { type: 'string', description: 'Inline `[row:<hash>]` tags for the rows the model used' }, citations: { type: 'array', items: { type: 'string' } } },
 };
+
+const analyticAnswer: JsonSchema = {
+  type: 'object',
+  description: 'Analytic mode (a guard\'s refusal too: its message in `answer`, `rowCount` 0, `rows` `[]`)',
+  required: ['answer', 'sql', 'rowCount', 'rows', 'otherDoors'],
+  properties: {
+    answer: { type: 'string' },
+    sql: { type: 'string', description: 'The query that ran or was refused; empty when the model abstained' },
+    rowCount: { type: 'integer' },
+    rows: { type: 'array', items: { type: 'object' }, description: 'One column-to-value map per row, at most 500' },
+    dataAsOf: { type: 'string', description: 'ISO 8601: the end of the scope\'s last completed run; absent without one, and on refusals' },
+    otherDoors: { type: 'array', items: { type: 'string' }, description: '`lifecycle`, `conflicts` (pass over others): where else to ask when this door abstains' },
+  },
+};
+
+/** Both doors answer either mode's answer. */
+const chatAnswer: JsonSchema = { oneOf: [semanticAnswer, analyticAnswer] };
 
 /** The tags a read may see: `undefined` for no tag filter. */
 async function readableScopes(services: AreaServices, principal: Principal | undefined, requested: string | undefined, useDefault: boolean): Promise<string[] | undefined> {
@@ -146,7 +164,7 @@ export const ragRoutes: RouteDecl[] = [
     description: chatDescription,
     body: chatBody,
     responses: {
-      200: { description: 'The semantic answer `{answer, citations}`, or the analytic answer `{answer, sql, rowCount, rows, dataAsOf?, otherDoors}`', schema: { type: 'object' } },
+      200: { description: 'The semantic answer `{answer, citations}`, or the analytic answer `{answer, sql, rowCount, rows, dataAsOf?, otherDoors}`', schema: chatAnswer },
       400: { description: '`question is required`, or an invalid field', schema: errorBody },
       ...platformRefusals(true),
       409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
@@ -162,7 +180,7 @@ export const ragRoutes: RouteDecl[] = [
     description: chatDescription,
     body: chatBody,
     responses: {
-      200: { description: 'As the platform door', schema: semanticAnswer },
+      200: { description: 'As the platform door: the semantic answer `{answer, citations}`, or the analytic answer `{answer, sql, rowCount, rows, dataAsOf?, otherDoors}`', schema: chatAnswer },
       400: { description: '`question is required`, or an invalid field', schema: errorBody },
       ...refusals(false),
       409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
