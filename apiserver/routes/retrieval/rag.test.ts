@@ -521,6 +521,13 @@ describe('the platform corpus and deletes', () => {
     const after = ((await admin.post('/api/platform/rag/search', { query: 'partner', topK: 5, scope: 'sales' })).body as { results: Hit[] }).results;
     expect(after).toHaveLength(5);
     expect(new Set(after.map((h) => h.metadata.corpus))).toEqual(new Set(['crm']));
+    // A corpus of two tags counts each chunk once (it counted one per tag), for a caller granted either or both.
+    const corpora = (await admin.get('/api/platform/rag/corpora')).body as Array<{ name: string; chunkCount: number }>;
+    expect(corpora.find((c) => c.name === 'crm')).toEqual({ name: 'crm', chunkCount: ROWS });
+    const both = await scopedUser(['partners', 'sales']);
+    expect((await both.get('/api/platform/rag/corpora')).body).toEqual([{ name: 'crm', chunkCount: ROWS }]);
+    const scopes = (await admin.get('/api/platform/rag/scopes')).body as Array<{ scope: string; connectors: number; chunks: number }>;
+    expect(scopes.filter((s) => s.scope !== 'finance').map((s) => [s.scope, s.connectors, s.chunks])).toEqual([['partners', 1, ROWS], ['sales', 1, ROWS]]);
   });
 
   it('a connector delete removes its chunks from the table and from search', async () => {
