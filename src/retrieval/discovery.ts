@@ -13,6 +13,22 @@ const HIDDEN = new Set(['id', 'tenant_id', 'row_hash', 'data', 'connector_id', '
  */
 const MAX_DOMAIN = 20;
 const TEXT_TYPES = new Set(['text', 'character varying']);
+/**
+ * The longest example a card holds, in characters; a longer value is cut, ending in `…`. The card is
+ * served as is and is the model's system message at every analytic question: three whole values of
+ * a column of long texts (descriptions, notes, documents) made it megabytes, past a model's context.
+ * Declared domains (`values`) are never cut: the value guard holds literals to them exactly.
+ */
+export const MAX_EXAMPLE_CHARS = 200;
+
+function example(value: string): string {
+  if (value.length <= MAX_EXAMPLE_CHARS) return value;
+  let end = MAX_EXAMPLE_CHARS - 1;
+  // Never half of a pair: the card is jsonb, which refuses a lone surrogate.
+  const last = value.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return `${value.slice(0, end)}…`;
+}
 
 export interface StoredCard {
   card: SchemaCard;
@@ -71,7 +87,7 @@ export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: stri
         `select ${col}::text as v, count(*)::int as n from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
       );
       const seen = values.reduce((sum, r) => sum + r.n, 0);
-      const column: CardColumn = { name: c.name, type: c.type, examples: values.slice(0, 3).map((r) => r.v) };
+      const column: CardColumn = { name: c.name, type: c.type, examples: values.slice(0, 3).map((r) => example(r.v)) };
       if (c.name === 'external_id') column.description = 'the row\'s key at the source';
       const categorical = values.length > 0 && values.length <= MAX_DOMAIN && seen >= 2 * values.length;
       if (TEXT_TYPES.has(c.type) && c.name !== 'external_id' && categorical) column.values = values.map((r) => r.v).sort();

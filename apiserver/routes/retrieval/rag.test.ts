@@ -291,6 +291,24 @@ describe('analytic chat', () => {
     expect(card.relations[0]!.columns.find((c) => c.name === 'country')!.values).toContain('FR');
   });
 
+  it('a card holds examples of at most 200 characters, never half a character; declared values stay whole', async () => {
+    // Half the rows in one long city, an emoji pair where the cut falls: the card held three whole values of each column.
+    const long = `${'x'.repeat(198)}${'😀'.repeat(300)}`;
+    const { rows: kept } = await owner.query<{ external_id: string; city: string }>(`select external_id, city from ext_t${T}.partners where external_id::int <= 30`);
+    await owner.query(`update ext_t${T}.partners set city = $1 where external_id::int <= 30`, [long]);
+    try {
+      expect((await admin.post('/api/platform/rag/rediscover?scope=partners')).status).toBe(200);
+      const card = (await admin.get('/api/platform/rag/schema?scope=partners')).body as { relations: Array<{ columns: Array<{ name: string; examples?: string[]; values?: string[] }> }> };
+      const city = card.relations[0]!.columns.find((c) => c.name === 'city')!;
+      expect(city.examples![0]).toBe(`${'x'.repeat(198)}…`);
+      for (const c of card.relations[0]!.columns) for (const e of c.examples ?? []) expect(e.length).toBeLessThanOrEqual(200);
+      if (city.values) expect(city.values).toContain(long);
+    } finally {
+      for (const r of kept) await owner.query(`update ext_t${T}.partners set city = $2 where external_id = $1`, [r.external_id, r.city]);
+      expect((await admin.post('/api/platform/rag/rediscover?scope=partners')).status).toBe(200);
+    }
+  });
+
   it('runs the one SELECT the guards approve, as the tenant, with dataAsOf', async () => {
     nextAnswer = "```sql\nselect count(*) as partners from ext.partners where country = 'FR'\n```";
     const res = await admin.post('/api/platform/rag/chat', { question: 'How many French partners?', mode: 'analytic', scope: 'partners' });
