@@ -544,6 +544,13 @@ describe('the platform corpus and deletes', () => {
     expect(corpora.find((c) => c.name === 'crm')).toEqual({ name: 'crm', chunkCount: ROWS });
     const both = await scopedUser(['partners', 'sales']);
     expect((await both.get('/api/platform/rag/corpora')).body).toEqual([{ name: 'crm', chunkCount: ROWS }]);
+    // A user granted sales alone is not told the chunks' other tag (the scope list hides it from them too); one granted both is.
+    const sales = await scopedUser(['sales']);
+    expect((await sales.get('/api/platform/rag/scopes')).body).toEqual([{ scope: 'sales', connectors: 1, chunks: ROWS, lastIndexed: expect.any(String) }]);
+    const seen = ((await sales.post('/api/platform/rag/search', { query: 'partner', topK: 5 })).body as { results: Array<Hit & { metadata: { scopes: string[] } }> }).results;
+    expect(seen.map((h) => h.metadata.scopes)).toEqual(Array(5).fill(['sales']));
+    const all = ((await both.post('/api/platform/rag/search', { query: 'partner', topK: 5 })).body as { results: Array<Hit & { metadata: { scopes: string[] } }> }).results;
+    expect(all.map((h) => [...h.metadata.scopes].sort())).toEqual(Array(5).fill(['partners', 'sales']));
     const scopes = (await admin.get('/api/platform/rag/scopes')).body as Array<{ scope: string; connectors: number; chunks: number }>;
     expect(scopes.filter((s) => s.scope !== 'finance').map((s) => [s.scope, s.connectors, s.chunks])).toEqual([['partners', 1, ROWS], ['sales', 1, ROWS]]);
   });

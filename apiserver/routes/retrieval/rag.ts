@@ -86,11 +86,16 @@ const analyticAnswer: JsonSchema = {
 /** Both doors answer either mode's answer. */
 const chatAnswer: JsonSchema = { oneOf: [semanticAnswer, analyticAnswer] };
 
-/** The tags a read may see: `undefined` for no tag filter. */
-async function readableScopes(services: AreaServices, principal: Principal | undefined, requested: string | undefined, useDefault: boolean): Promise<string[] | undefined> {
+/** The tags a read may see (`undefined` for no tag filter), and the granted set of a scope-bound caller (`undefined` for everyone else). */
+async function readableScopes(
+  services: AreaServices,
+  principal: Principal | undefined,
+  requested: string | undefined,
+  useDefault: boolean,
+): Promise<{ scopes: string[] | undefined; granted: string[] | undefined }> {
   const access = await services.admin.users.scopeAccess(callerTenant(principal), principal);
   const resolved = resolveScope(requested, access, { useDefault });
-  return resolved.scope !== undefined ? [resolved.scope] : resolved.allowed;
+  return { scopes: resolved.scope !== undefined ? [resolved.scope] : resolved.allowed, granted: access.bound ? access.granted : undefined };
 }
 
 /** The granted set of a scope-bound caller, `undefined` for everyone else. */
@@ -128,7 +133,7 @@ async function chat(services: AreaServices, principal: Principal | undefined, bo
   if (typeof topK !== 'number' || !Number.isInteger(topK)) throw new ValidationError('topK must be an integer', 'topK');
   if (topK < 1) throw new ValidationError('topK must be at least 1', 'topK');
   if (topK > MAX_TOP_K) throw new ValidationError(`topK must be at most ${MAX_TOP_K}`, 'topK');
-  const scopes = await readableScopes(services, principal, body.scope, true);
+  const { scopes } = await readableScopes(services, principal, body.scope, true);
   return services.retrieval.chat(tenantId, question, { topK, corpus: corpus || undefined, scopes });
 }
 
@@ -152,8 +157,11 @@ export const ragRoutes: RouteDecl[] = [
     },
     handler: async ({ services, principal, body }) => {
       const query = required(body.query, 'query');
-      const scopes = await readableScopes(services, principal, body.scope, false);
-      return { results: await services.retrieval.search(callerTenant(principal), { query, topK: body.topK ?? 10, corpus: body.corpus || undefined, scopes }) };
+      const { scopes, granted } = await readableScopes(services, principal, body.scope, false);
+      const results = await services.retrieval.search(callerTenant(principal), { query, topK: body.topK ?? 10, corpus: body.corpus || undefined, scopes });
+      // A chunk's other tags are named to a scope-bound caller only where granted: the scope list hides the others from them too.
+      if (granted) for (const hit of results) hit.metadata.scopes = hit.metadata.scopes.filter((tag) => granted.includes(tag));
+      return { results };
     },
   }),
   route({
