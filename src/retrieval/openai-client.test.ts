@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Agent } from 'undici';
@@ -30,7 +30,7 @@ describe('answers of a model endpoint are bounded in size and time', () => {
   let base: string;
   const sockets = new Set<Socket>();
   /** What the server answers to the request in hand. */
-  let behave: (res: ServerResponse) => void = () => undefined;
+  let behave: (res: ServerResponse, req: IncomingMessage) => void = () => undefined;
   /** Requests the server has had. */
   let requests = 0;
   const agent: Agent = egressAgent(EgressPolicy.open());
@@ -40,7 +40,7 @@ describe('answers of a model endpoint are bounded in size and time', () => {
     server = createServer((req, res) => {
       requests++;
       req.resume();
-      req.on('end', () => behave(res));
+      req.on('end', () => behave(res, req));
     });
     server.on('connection', (socket) => {
       sockets.add(socket);
@@ -137,6 +137,20 @@ describe('answers of a model endpoint are bounded in size and time', () => {
     expect(embedErr.message).toContain('http://***@127.0.0.1:');
     // Still a failure about the endpoint (the indexer sets no chunk aside for it).
     expect([embedErr.failure, embedErr.aboutTheEndpoint]).toEqual(['unreachable', true]);
+  });
+
+  it('an endpoint echoing the key it was sent: the 503 every tenant\'s caller reads does not carry it', async () => {
+    // As some servers and proxies do (`Invalid key: Bearer sk-…`, `Received API Key = sk-…`); the embedding port quotes their error text.
+    for (const echo of [(auth: string) => `Invalid key: ${auth}`, (auth: string) => `Received API Key = ${auth.slice('Bearer '.length)}, check it`]) {
+      behave = (res, req) => {
+        res.writeHead(401, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: echo(String(req.headers.authorization)) } }));
+      };
+      const err = (await rejection(embedding().embed(['text']))) as EmbeddingUnavailable;
+      expect([err.failure, err.httpStatus]).toEqual(['status', 401]);
+      expect(err.message).toMatch(/^the embedding endpoint answered HTTP 401: 401 (Invalid key: Bearer|Received API Key =) \[REDACTED\]/);
+    }
+    expect((await rejection(chat().complete([{ role: 'user', content: 'question' }]))).message).toBe('the language model did not answer: HTTP 401');
   });
 
   it('chat still reads a well-formed answer through the bounded fetch', async () => {
@@ -246,7 +260,7 @@ describe('answers of a model endpoint are bounded in size and time', () => {
       let answered = 0;
       const dripped = drip('{"object":"list","data":[');
       const dripping = behave;
-      behave = (res) => (answered++ === 0 ? failing(500, {}, 1_000)(res) : dripping(res));
+      behave = (res, req) => (answered++ === 0 ? failing(500, {}, 1_000)(res) : dripping(res, req));
       const { ms, err } = await timed(embedding({ connectTimeoutMs: 500, timeoutMs: 1_500, maxRetries: 2 }).embed(['text']));
       expect([err.failure, err.message]).toEqual(['unreachable', 'the embedding endpoint did not answer within 2000 ms']);
       expect(ms).toBeGreaterThanOrEqual(1_900);

@@ -1,5 +1,7 @@
 import OpenAI, { APIConnectionError, APIError } from 'openai';
 import { type Dispatcher, Response, fetch as undiciFetch } from 'undici';
+import { storableMessage } from '../observability/logger.js';
+import { redactSecrets } from '../observability/secret-forms.js';
 import { loggableText } from '../observability/url-redaction.js';
 
 /**
@@ -106,6 +108,20 @@ function withoutCredentials(err: unknown): unknown {
     if (masked !== err.message) err.message = masked;
   }
   return err;
+}
+
+/** The shortest key masked by its value (a key-less endpoint is given a placeholder such as `unused`, a word an error text may hold). */
+const MIN_KEY_CHARS = 8;
+
+/**
+ * An endpoint's own text (its error message, quoted in a port's 503 `{error}` that every tenant's
+ * caller reads) without the key the hub sent it, in any form a server may echo it (some do:
+ * `Invalid key: Bearer sk-…`, `Received API Key = sk-…`), nor any other secret of the hub's, Bearer
+ * or Basic credentials, or an address's credentials: masked as a log line is (`[REDACTED]`).
+ */
+export function withoutKey(text: string, apiKey: string | undefined): string {
+  const masked = storableMessage(text);
+  return apiKey && apiKey.length >= MIN_KEY_CHARS ? redactSecrets(masked, [apiKey], MIN_KEY_CHARS) : masked;
 }
 
 /** What `withinTimeLimit` gives each attempt: the call's deadline as a signal, and no retries of the client's own. */

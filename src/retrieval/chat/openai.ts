@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { Dispatcher } from 'undici';
 import { PortUnavailable } from '../../errors.js';
-import { ModelAnswerRefused, openAiClient, withinTimeLimit } from '../openai-client.js';
+import { ModelAnswerRefused, openAiClient, withinTimeLimit, withoutKey } from '../openai-client.js';
 import type { ChatMessage, ChatPort } from './port.js';
 
 export interface OpenAiChatOptions {
@@ -46,7 +46,7 @@ export function openAiChat(options: OpenAiChatOptions): ChatPort {
         );
         answer = completion.choices?.[0]?.message?.content;
       } catch (err) {
-        throw new PortUnavailable(`the language model did not answer: ${describe(err)}`, HINT);
+        throw new PortUnavailable(`the language model did not answer: ${describe(err, options.apiKey)}`, HINT);
       }
       if (typeof answer !== 'string') throw new PortUnavailable('the language model answered without any text', HINT);
       return answer;
@@ -54,12 +54,12 @@ export function openAiChat(options: OpenAiChatOptions): ChatPort {
   };
 }
 
-function describe(err: unknown): string {
+function describe(err: unknown, apiKey: string | undefined): string {
   if (err instanceof ModelAnswerRefused) return err.reason === 'time' ? `timed out after ${err.limit} ms` : `its answer is larger than ${err.limit} bytes (read no further)`;
   if (err instanceof OpenAI.APIError && err.status !== undefined) return `HTTP ${err.status}`;
   if (err instanceof OpenAI.APIConnectionTimeoutError) return 'timed out';
   if (err instanceof OpenAI.APIConnectionError) return `unreachable (${withoutAddress((err.cause as Error | undefined)?.message ?? err.message)})`;
-  return withoutAddress(err instanceof Error ? err.message : String(err));
+  return withoutAddress(withoutKey(err instanceof Error ? err.message : String(err), apiKey));
 }
 
 /** A message without the addresses it quotes (fetch refusing a URL with credentials quotes it whole): every tenant's caller reads it. */

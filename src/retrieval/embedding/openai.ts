@@ -4,7 +4,7 @@ import type { Agent } from 'undici';
 import { egressAgent } from '../../egress/dispatcher.js';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
-import { ModelAnswerRefused, openAiClient, withinTimeLimit } from '../openai-client.js';
+import { ModelAnswerRefused, openAiClient, withinTimeLimit, withoutKey } from '../openai-client.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { type EmbeddingPort, unitVector } from './port.js';
 
@@ -74,6 +74,8 @@ export class OpenAiEmbedding implements EmbeddingPort {
   private readonly maxRetries: number;
   /** The most bytes of one answer read (maxEmbeddingAnswerBytes of a full batch). */
   private readonly maxAnswerBytes: number;
+  /** Masked wherever the endpoint's own text is quoted. */
+  private readonly apiKey: string;
 
   constructor(options: OpenAiEmbeddingOptions) {
     const dimensions = options.dimensions ?? KNOWN_DIMENSIONS[options.model];
@@ -83,6 +85,7 @@ export class OpenAiEmbedding implements EmbeddingPort {
     this.model = options.model;
     this.dimensions = dimensions;
     this.requestDimensions = options.dimensions;
+    this.apiKey = options.apiKey;
     this.batchSize = Math.max(1, options.batchSize ?? 128);
     this.maxAnswerBytes = maxEmbeddingAnswerBytes(this.batchSize, dimensions);
     this.timeouts = { connectTimeoutMs: options.connectTimeoutMs ?? 10_000, timeoutMs: options.timeoutMs ?? 30_000 };
@@ -167,12 +170,12 @@ export class OpenAiEmbedding implements EmbeddingPort {
       return new EmbeddingUnavailable('unreachable', `the embedding endpoint is unreachable: ${describeNetworkError(rootCause(err), this.timeouts)}`, { cause: err });
     }
     if (err instanceof APIError && typeof err.status === 'number') {
-      // The endpoint's own error text, its start only: a server may send megabytes of it.
-      const text = err.message ? `: ${describe(err.message, MAX_ERROR_TEXT)}` : '';
+      // The endpoint's own error text, its start only (a server may send megabytes of it), without the key should it echo it.
+      const text = err.message ? `: ${describe(withoutKey(err.message, this.apiKey), MAX_ERROR_TEXT)}` : '';
       return new EmbeddingUnavailable('status', `the embedding endpoint answered HTTP ${err.status}${text}`, { cause: err, httpStatus: err.status });
     }
     // The client parses a JSON content type itself; a body that is not JSON ends here as a SyntaxError.
-    return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${describe(err instanceof Error ? err.message : String(err), MAX_ERROR_TEXT)}`, { cause: err });
+    return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${describe(withoutKey(err instanceof Error ? err.message : String(err), this.apiKey), MAX_ERROR_TEXT)}`, { cause: err });
   }
 }
 
