@@ -11,7 +11,7 @@ import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { embedPending } from './indexer.js';
 import { findPgvector, hnswIndexName, preparePgvector, searchStatement } from './pgvector.js';
 import { createRetrievalServices, type RetrievalServices } from './services.js';
-import { decodeVector } from './vectors-codec.js';
+import { decodeVector, encodeVector } from './vectors-codec.js';
 import { bruteForce, clusteredUnitVectors, normalise, recall, seeded } from './vectors/testing.js';
 
 /**
@@ -337,5 +337,25 @@ describe('without pgvector (the embedded server)', () => {
     expect(await services('pgvector', port(), plain).status(1)).toMatchObject({ provider: 'test', vectorSearch: 'none' });
     expect(await services('auto', port(), plain).status(1)).toMatchObject({ provider: 'test', vectorSearch: 'memory' });
     expect(await services('auto', port(), plain).search(1, { query: 'query 0', topK: 3 })).toEqual([]);
+  });
+
+  it('vectors of another length under the model\'s name (its dimensions changed, not yet cleared by an indexer pass): search passes over them', async () => {
+    // An api-role process runs no indexer pass; before, loading the tenant failed on the first such vector (a 500 at every search).
+    const client = new pg.Client({ connectionString: ownerUrl });
+    await client.connect();
+    try {
+      await client.query(`insert into core.tenants (id, code, name) values (1, 'one', 'One') on conflict do nothing`);
+      await client.query(
+        `insert into retrieval.chunks (tenant_id, corpus, row_hash, table_name, external_id, content, embedding, model, embedded_seq, embedded_at)
+         values (1, 'crm', 'short', 'ext.rows', 'short', 'chunk 1', $1, $3, nextval('retrieval.embedded_seq'), now()),
+                (1, 'crm', 'whole', 'ext.rows', 'whole', 'chunk 0', $2, $3, nextval('retrieval.embedded_seq'), now())`,
+        [encodeVector(normalise(vectors[1]!.slice(0, 16))), encodeVector(vectors[0]!), modelName(port())],
+      );
+      const hits = await services('memory', port(), plain).search(1, { query: 'chunk 0', topK: 3 });
+      expect(hits.map((h) => [h.rowHash, h.similarity])).toEqual([['whole', 1]]);
+    } finally {
+      await client.query(`delete from retrieval.chunks where tenant_id = 1 and row_hash in ('short', 'whole')`);
+      await client.end();
+    }
   });
 });

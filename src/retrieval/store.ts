@@ -23,7 +23,7 @@ export class VectorStore {
   constructor(
     private readonly db: Database,
     private readonly model: string,
-    dimensions: number,
+    private readonly dimensions: number,
     budgetBytes: number,
   ) {
     this.index = new VectorIndex({ dimensions, budgetBytes, load: (tenantId) => this.load(tenantId) });
@@ -69,9 +69,11 @@ export class VectorStore {
 
   private async rows(tx: Tx, tenantId: number, after: number): Promise<Array<VectorRow & { seq: number }>> {
     const { rows } = await tx.query<{ id: number; embedding: Buffer; corpus: string; scopes: string[]; embedded_seq: number }>(
+      // Of the model's length too: vectors of another length under its name (its dimensions changed) wait for an
+      // indexer pass to clear them (forgetOtherModels), which a process that runs none never does; the index refuses them.
       `select id, embedding, corpus, scopes, embedded_seq from retrieval.chunks
-        where tenant_id = $1 and embedded_seq > $2 and embedding is not null and model = $3 order by embedded_seq`,
-      [tenantId, after, this.model],
+        where tenant_id = $1 and embedded_seq > $2 and embedding is not null and model = $3 and octet_length(embedding) = $4::int * 4 order by embedded_seq`,
+      [tenantId, after, this.model, this.dimensions],
     );
     return rows.map((r) => ({ id: r.id, vector: decodeVector(r.embedding), meta: { corpus: r.corpus, scopes: r.scopes }, seq: r.embedded_seq }));
   }
