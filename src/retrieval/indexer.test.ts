@@ -234,6 +234,28 @@ describe('expandPending: identical rows, and an entry that fails', () => {
     expect(poisoned).toEqual([{ content: 'ext.twins p1: n: 1; id: p1' }]);
   });
 
+  it('an entry failing for weeks (past 1,024 failures) is set aside for an hour again, and the pass goes on; before, 2^attempts overflowed and failed every pass', async () => {
+    await t.owner.query(`create function retrieval.test_poison_long() returns trigger language plpgsql as $$
+      begin if new.corpus = 'poison-long' then raise exception 'poisoned entry'; end if; return new; end $$`);
+    await t.owner.query('create trigger test_poison_long before insert on retrieval.chunks for each row execute function retrieval.test_poison_long()');
+    try {
+      await written(1, byId, [{ id: 'pl1', n: 1 }], 'poison-long');
+      await t.owner.query("update retrieval.pending set attempts = 1100 where corpus = 'poison-long'");
+      await written(2, { ...byId, table: 'ext.others' }, [{ id: 'b3', name: 'Beta three' }], 'other');
+      expect(await expandPending(t.db)).toBe(2);
+      expect((await chunks(2)).map((c) => c.content)).toContain('ext.others b3: id: b3; name: Beta three');
+      const { rows } = await t.owner.query<{ attempts: number; seconds: number }>(
+        "select attempts, extract(epoch from retry_at - now())::float as seconds from retrieval.pending where corpus = 'poison-long'",
+      );
+      expect(rows[0]!.attempts).toBe(1101);
+      expect(rows[0]!.seconds).toBeGreaterThan(3590);
+      expect(rows[0]!.seconds).toBeLessThanOrEqual(3600);
+    } finally {
+      await t.owner.query('drop trigger test_poison_long on retrieval.chunks');
+      await t.owner.query("delete from retrieval.pending where corpus = 'poison-long'");
+    }
+  });
+
   it('two passes at once, a row rewritten between them: the index ends with the latest version only', async () => {
     // Pass A (another process) has read the row's first version when the rewrite commits; pass B takes the rewrite's entry.
     await written(1, byId, [{ id: 'twice', name: 'first' }]);
@@ -366,6 +388,21 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
     expect((await state())[0]).toEqual({ tenant: 1, content: 'a shorter text', embedded: true, attempts: 0, error: null, waits: false });
     expect(await retrieval.status(1)).toMatchObject({ chunks: 3, embedded: 3, setAside: 0 });
     await retrieval.close();
+  });
+
+  it('a chunk the model has refused for weeks (past 1,024 failures) is set aside for an hour again; before, 2^attempts overflowed and no chunk of any tenant got a vector', async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    await chunksOf(1, ['a TOO-LONG text', 'a1']);
+    await chunksOf(2, ['b1']);
+    // About 42 days of a refused text, tried once an hour after the first dozen tries.
+    await t.owner.query("update retrieval.chunks set embed_attempts = 1100, embed_retry_at = now() where content = 'a TOO-LONG text'");
+    expect(await embedPending(t.db, refusing('TOO-LONG').port, 8)).toBe(2);
+    const { rows } = await t.owner.query<{ attempts: number; seconds: number }>(
+      "select embed_attempts as attempts, extract(epoch from embed_retry_at - now())::float as seconds from retrieval.chunks where content = 'a TOO-LONG text'",
+    );
+    expect(rows[0]!.attempts).toBe(1101);
+    expect(rows[0]!.seconds).toBeGreaterThan(3590);
+    expect(rows[0]!.seconds).toBeLessThanOrEqual(3600);
   });
 
   it('leaves the batch as it was when the failure is the endpoint\'s (no answer, a rate limit, a bad key, another length): the same chunks are tried at the next pass', async () => {

@@ -47,6 +47,13 @@ const OF_ACTIVE_TENANT = activeTenant('p.tenant_id');
 
 /** The longest wait before an entry that failed is tried again (the wait doubles from 1 s up to it). */
 export const PENDING_RETRY_MAX_SECONDS = 3600;
+/**
+ * The largest power of two a backoff is computed from (2^12 s is past PENDING_RETRY_MAX_SECONDS):
+ * 2^attempts overflows a double from 1,024 failures on (about six weeks of a text a model always
+ * refuses, tried hourly), and PostgreSQL's `value out of range: overflow` failed the statement that
+ * records the failure, and with it every pass, for every tenant.
+ */
+const BACKOFF_EXPONENT_MAX = 12;
 
 /**
  * Turns up to `limit` pending entries (of every active tenant, oldest first) into chunks (text, scopes,
@@ -99,7 +106,7 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
         const message = storableMessage(err);
         const { rows } = await tx.query<{ attempts: number; retry_at: Date }>(
           `update retrieval.pending set attempts = attempts + 1, last_error = $2,
-                  retry_at = now() + least(power(2, attempts), $3::int) * interval '1 second'
+                  retry_at = now() + least(power(2, least(attempts, ${BACKOFF_EXPONENT_MAX})), $3::int) * interval '1 second'
             where id = $1 returning attempts, retry_at`,
           [entry.id, message, PENDING_RETRY_MAX_SECONDS],
         );
@@ -264,7 +271,7 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
     if (refused.length) {
       const { rows: failed } = await tx.query<{ id: number; tenant_id: number; attempts: number; retry_at: Date; error: string }>(
         `update retrieval.chunks c set embed_attempts = c.embed_attempts + 1, embed_error = f.error,
-                embed_retry_at = now() + least(power(2, c.embed_attempts), $4::int) * interval '1 second'
+                embed_retry_at = now() + least(power(2, least(c.embed_attempts, ${BACKOFF_EXPONENT_MAX})), $4::int) * interval '1 second'
            from unnest($1::bigint[], $2::text[], $3::text[]) as f(id, content, error)
           where c.id = f.id and c.embedding is null and c.content = f.content
           returning c.id, c.tenant_id, c.embed_attempts as attempts, c.embed_retry_at as retry_at, f.error`,
