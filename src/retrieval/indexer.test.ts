@@ -299,6 +299,19 @@ describe('expandPending: identical rows, and an entry that fails', () => {
     expect(BigInt(await generation())).toBeGreaterThan(BigInt(before));
     while ((await embedPending(t.db, port, 100)) > 0);
     expect((await copy()).map((c) => c.embedded)).toEqual([true]);
+
+    // The row it names is rewritten: ext.alpha's row still holds that content, and is searchable again (it had no chunk any more).
+    await t.owner.query(
+      `insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values (1, $1, $2, 'ext.alpha'), (1, $1, $2, 'ext.beta') on conflict do nothing`,
+      [connectorId, endpointUuid],
+    );
+    await written(1, { ...byId, table: 'ext.beta' }, [{ id: 'c1', name: 'Bob' }], 'copies');
+    while ((await expandPending(t.db)) > 0);
+    expect((await copy()).map((c) => [c.table_name, c.external_id, c.content]).sort()).toEqual([
+      ['ext.alpha', 'c1', 'ext.alpha c1: id: c1; name: Ada'],
+      ['ext.beta', 'c1', 'ext.beta c1: id: c1; name: Bob'],
+    ]);
+    expect(await pending()).toEqual([]);
   });
 });
 

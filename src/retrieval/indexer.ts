@@ -1,6 +1,5 @@
 import { unlessAborted } from '../abortable.js';
 import type { RowIndexer } from '../connectors/indexer.js';
-import { tenantTableSql } from '../connectors/target/ddl.js';
 import { activeTenant } from '../db/active-tenant.js';
 import type { Database, Tx } from '../db/database.js';
 import { loggableMessage } from '../observability/database-errors.js';
@@ -9,7 +8,7 @@ import { rowChunkText } from './content.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { inExtension, vectorLiteral } from './pgvector.js';
-import { keyBefore, type Row, settleRowChunks } from './row-chunks.js';
+import { existingTable, keyBefore, type Row, settleRowChunks } from './row-chunks.js';
 import { encodeVector } from './vectors-codec.js';
 import { parseJsonExact } from '../connectors/engine/exact-json.js';
 
@@ -141,14 +140,8 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<boolean> {
     if (busy.length) return false;
   }
   const scopes = owners[0]?.scopes ?? entry.scopes;
-  let table: string;
-  try {
-    table = tenantTableSql(entry.tenant_id, entry.table_name);
-  } catch {
-    return true;
-  }
-  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [table]);
-  if (!exists.rows[0]?.t) return true;
+  const table = await existingTable(tx, entry.tenant_id, entry.table_name);
+  if (table === undefined) return true;
   // Rows rewritten since have another hash now: their own later entry indexes them.
   // The payload as text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
   // Every row of the table holding one of the hashes: rows of identical content under other keys too.

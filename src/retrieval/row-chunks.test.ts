@@ -173,6 +173,31 @@ describe('chunks of identical rows when their rows are deleted or purged', () =>
     expect(await searchCitesOnlyRows(1)).toBe(1);
   });
 
+  it('an endpoint purge: the content its chunk stood for in another table of the connector is made a chunk again, naming that table\'s row', async () => {
+    // One connector writes Ada into two tables (an endpoint each): one chunk in its corpus, naming the table indexed last.
+    const copies = { id: '00000000-0000-4000-8000-0000000000e1', name: 'copies', left: '00000000-0000-4000-8000-0000000000e2', right: '00000000-0000-4000-8000-0000000000e3' };
+    await ext.ensureTable(1, 'ext.left', []);
+    await ext.ensureTable(1, 'ext.right', []);
+    await written(1, copies, copies.left, byId('ext.left'), [{ id: 'c1', name: 'Ada' }]);
+    await written(1, copies, copies.right, byId('ext.right'), [{ id: 'c1', name: 'Ada' }]);
+    while ((await expandPending(t.db)) > 0);
+    expect([...(await chunks(1, 'ext.left')), ...(await chunks(1, 'ext.right'))]).toEqual([
+      { corpus: 'copies', key: 'c1', endpoint: copies.right, content: 'ext.right c1: id: c1; name: Ada' },
+    ]);
+
+    // Purging the right endpoint removed that chunk, and ext.left's Ada was found by no search any more.
+    await t.db.withTenant(1, (tx) => purgeEndpointData(tx, copies.id, copies.right));
+    await searchCitesOnlyRows(1);
+    expect([...(await chunks(1, 'ext.left')), ...(await chunks(1, 'ext.right'))]).toEqual([
+      { corpus: 'copies', key: 'c1', endpoint: copies.left, content: 'ext.left c1: id: c1; name: Ada' },
+    ]);
+    expect(await miscited(1)).toEqual([]);
+    // Its last row purged, it goes (no table of the connector holds Ada any more).
+    await t.db.withTenant(1, (tx) => purgeEndpointData(tx, copies.id, copies.left));
+    await searchCitesOnlyRows(1);
+    expect([...(await chunks(1, 'ext.left')), ...(await chunks(1, 'ext.right'))]).toEqual([]);
+  });
+
   it('another connector rewriting a key: the chunk that cited the earlier row names an identical row of its own connector, or goes; the other tenant is untouched', async () => {
     const hr = { id: '00000000-0000-4000-8000-0000000000e1', name: 'hr', byN: '00000000-0000-4000-8000-0000000000e2', byId: '00000000-0000-4000-8000-0000000000e3' };
     const ops = { id: '00000000-0000-4000-8000-0000000000f1', name: 'ops', endpoint: '00000000-0000-4000-8000-0000000000f2' };

@@ -8,6 +8,18 @@ export function keyBefore(a: string, b: string): boolean {
   return Buffer.compare(Buffer.from(a), Buffer.from(b)) < 0;
 }
 
+/** The SQL name of a tenant's table (`ext.<name>`), or undefined when the name is not one or the table does not exist. */
+export async function existingTable(tx: Tx, tenantId: number, table: string): Promise<string | undefined> {
+  let sql: string;
+  try {
+    sql = tenantTableSql(tenantId, table);
+  } catch {
+    return undefined;
+  }
+  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tenantId, table)]);
+  return exists.rows[0]?.t ? sql : undefined;
+}
+
 /** Which chunks settleRowChunks looks at, beyond every chunk of the table that cites a row no longer there. */
 export interface ChunksToSettle {
   /**
@@ -50,18 +62,13 @@ export interface Row {
  * names that connector's row). A chunk made again is a new chunk (its text names the key, so it is
  * embedded again); one that keeps its key only takes the row's endpoint. Only this tenant's table is
  * read (and the tenant is named in every statement), so no other tenant's row is ever cited. A
- * table that does not exist is left to the caller.
+ * chunk removed whose content another table of its connector holds gets a pending entry for that
+ * table (requeueElsewhere). A table that does not exist is left to the caller.
  * Returns how many chunks were made again (or re-labelled) and how many were removed.
  */
 export async function settleRowChunks(tx: Tx, tenantId: number, table: string, which: ChunksToSettle = {}): Promise<{ repointed: number; removed: number }> {
-  let sql: string;
-  try {
-    sql = tenantTableSql(tenantId, table);
-  } catch {
-    return { repointed: 0, removed: 0 };
-  }
-  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tenantId, table)]);
-  if (!exists.rows[0]?.t) return { repointed: 0, removed: 0 };
+  const sql = await existingTable(tx, tenantId, table);
+  if (sql === undefined) return { repointed: 0, removed: 0 };
 
   const values: unknown[] = [tenantId, table];
   const param = (value: unknown) => `$${values.push(value)}`;
@@ -110,6 +117,9 @@ export async function settleRowChunks(tx: Tx, tenantId: number, table: string, w
     }
   }
   if (drop.length) await tx.query('delete from retrieval.chunks where tenant_id = $1 and id = any($2::bigint[])', [tenantId, drop]);
+  const removed = new Set(drop);
+  for (const m of remade) removed.delete(m.chunk.id);
+  await requeueElsewhere(tx, tenantId, table, unsettled.filter((c) => removed.has(c.id)));
   if (relabel.length) {
     await tx.query(
       `update retrieval.chunks c set endpoint_uuid = r.endpoint, updated_at = now()
@@ -136,4 +146,49 @@ export async function settleRowChunks(tx: Tx, tenantId: number, table: string, w
     );
   }
   return { repointed: relabel.length + remade.length, removed: drop.length - remade.length };
+}
+
+/**
+ * Chunks removed because no row of their table holds their content for their connector any more may
+ * stand for a row of another table of that connector holding it: the same content written into two
+ * tables is one chunk in the corpus, naming the table indexed last (src/retrieval/indexer.ts,
+ * expandEntry). Before, that row was left without a chunk (unsearchable until rewritten) when the
+ * row the chunk named was rewritten, purged or removed. For each other table of the chunks' connector
+ * holding some of that content (read, not locked), a pending entry of those hashes is recorded, in
+ * this transaction: an indexer pass makes the chunk again from what the table holds then, under its
+ * own locks (the lock order of passes, deletes and purges is left as it is).
+ */
+async function requeueElsewhere(tx: Tx, tenantId: number, table: string, removed: Unsettled[]): Promise<void> {
+  const byConnector = new Map<string, Unsettled[]>();
+  for (const chunk of removed) byConnector.set(chunk.connector_id, [...(byConnector.get(chunk.connector_id) ?? []), chunk]);
+  for (const [connectorId, chunks] of byConnector) {
+    const { rows: tables } = await tx.query<{ table_name: string }>(
+      'select distinct table_name from connectors.ext_tables where tenant_id = $1 and connector_id = $2::uuid and table_name <> $3 order by 1',
+      [tenantId, connectorId, table],
+    );
+    for (const { table_name } of tables) {
+      const sql = await existingTable(tx, tenantId, table_name);
+      if (sql === undefined) continue;
+      const { rows: held } = await tx.query<{ row_hash: string; endpoint_id: string }>(
+        `select distinct on (row_hash) row_hash, endpoint_id::text as endpoint_id from ${sql}
+          where tenant_id = $1 and connector_id = $2::uuid and row_hash = any($3::text[]) order by row_hash, endpoint_id`,
+        [tenantId, connectorId, [...new Set(chunks.map((c) => c.row_hash))]],
+      );
+      // One entry per corpus and tags (a connector's chunks share them, but for a re-tag in flight).
+      const entries = new Map<string, { corpus: string; scopes: string[]; hashes: string[] }>();
+      for (const chunk of chunks) {
+        if (!held.some((h) => h.row_hash === chunk.row_hash)) continue;
+        const key = JSON.stringify([chunk.corpus, chunk.scopes]);
+        const entry = entries.get(key) ?? { corpus: chunk.corpus, scopes: chunk.scopes, hashes: [] };
+        entry.hashes.push(chunk.row_hash);
+        entries.set(key, entry);
+      }
+      for (const entry of entries.values()) {
+        await tx.query(
+          'insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes) values ($1, $2, $3, $4, $5, $6, $7)',
+          [tenantId, connectorId, entry.corpus, entry.scopes, held[0]!.endpoint_id, table_name, entry.hashes],
+        );
+      }
+    }
+  }
 }
