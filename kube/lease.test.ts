@@ -123,8 +123,9 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     expect(after.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-b', leaseTransitions: 1 }));
     expect(after.spec.acquireTime).not.toBe(before.spec.acquireTime);
     expect(after.spec.acquireTime).toMatch(MICRO);
-    // The old leader finds out at its next renewal.
-    expect(a.isLeader()).toBe(true);
+    // The old leader stopped counting itself the leader at its renew deadline, before the follower
+    // could take over (never two leaders); its next renewal reports the loss.
+    expect(a.isLeader()).toBe(false);
     expect(await a.renew()).toBe(false);
     expect(a.isLeader()).toBe(false);
     expect(a.losses).toHaveLength(1);
@@ -207,6 +208,37 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     await sleep(320);
     expect(await a.renew()).toBe(false);
     expect(a.losses).toHaveLength(1);
+  });
+
+  it('a leader paused past its renew deadline does not count itself the leader when it resumes: its gated job does not run, and the next check finds the Lease taken over', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 2, renewDeadlineMs: 600 });
+    const leadership = new Leadership(a, { checkEvery: 300 });
+    const clock = new ClockRunner();
+    let runs = 0;
+    leadership.gate(clock).schedule('job', { every: 20 }, async () => {
+      runs++;
+    });
+    clock.start();
+    await leadership.start();
+    try {
+      await until('a few runs', () => runs >= 3);
+      // The process is paused past its renew deadline (no timer, no I/O runs: SIGSTOP, a long GC
+      // pause), and meanwhile a follower takes the Lease over, which the paused process cannot see.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 700);
+      const stored = lease(name)!;
+      api.apply('leases', { ...stored, spec: { ...stored.spec, holderIdentity: 'pod-b', leaseTransitions: 1 } });
+      const before = runs;
+      expect(a.isLeader()).toBe(false);
+      // Resumed: the job's overdue ticks come before any answer of the API server, and do nothing.
+      await until('the loss noticed', () => a.losses.length === 1);
+      await sleep(100);
+      expect(runs).toBe(before);
+      expect(a.isLeader()).toBe(false);
+    } finally {
+      await clock.stop();
+      await leadership.stop();
+    }
   });
 
   it('Leadership driving two Lease electors gates a job: only the leader runs it, the follower takes over on release', async () => {

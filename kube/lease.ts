@@ -114,8 +114,15 @@ export class LeaseElector implements LeaderElector {
     this.description = `Kubernetes Lease ${this.namespace}/${this.name} as ${this.identity}`;
   }
 
+  /**
+   * Leading, and sure of it: the last successful acquisition or renewal began less than the renew
+   * deadline ago. A process that was paused past it (SIGSTOP, a long GC pause, a frozen node or VM)
+   * cannot know whether a follower took the Lease over meanwhile, so its gated work does not run
+   * (Leadership, the operator's workers) until a renewal succeeds again; the next check renews, or
+   * finds the leadership gone (`onLost`).
+   */
   isLeader(): boolean {
-    return this.leader;
+    return this.leader && monotonic() - this.renewedAt < this.renewDeadlineMs;
   }
 
   onLost(listener: () => void): () => void {
