@@ -152,6 +152,66 @@ describe('svc-hub operator', () => {
     await until('its CronJob in the release namespace', () => api.get('batch/v1', 'cronjobs', RELEASE_NS, 'connector-lease-ns-after-outage'));
   });
 
+  it('resumed after a pause past its renew deadline while another replica took its Lease, writes nothing (hub or API server) before it has renewed', async () => {
+    for (const o of operators.splice(0)) await o.stop();
+    const namespace = 'pause-ns';
+    const lease = 'svc-hub-operator';
+    const op = await startOperator(await config({ 'svc.leader.backend': 'kubernetes', 'svc.leader.lease-duration': '3s', 'svc.operator.namespace': namespace }), {
+      kube: { server: api.url, token: 'paused-holder' },
+      env: { POD_NAMESPACE: RELEASE_NS, POD_NAME: 'operator-paused' },
+    });
+    operators.push(op);
+    await op.transition();
+    api.apply('connectors', connector('paused', '0 3 * * *', namespace));
+    await until('paused Ready', () => ready('paused', namespace)?.status === 'True');
+    // Settled: no reconcile under way (its own status write brings one more, which writes nothing).
+    const reconciling = () => api.requests.filter((r) => !r.path.includes('/leases/')).length;
+    let seen = reconciling();
+    let quietSince = Date.now();
+    await until('the operator to settle', () => {
+      if (reconciling() !== seen) [seen, quietSince] = [reconciling(), Date.now()];
+      return Date.now() - quietSince >= 500;
+    });
+    const schedule = async () =>
+      (await op.hub.services.db.crossTenant('test', (tx) => tx.query<{ schedule: string }>(`select schedule from connectors.connectors where name = 'paused'`))).rows[0]?.schedule;
+    expect(await schedule()).toBe('0 3 * * *');
+
+    // What another replica does while this one is paused: it takes the Lease over and applies the
+    // resource's edit (0 4) to the hub, as its owner. (Written first: the paused process sees none of it.)
+    const kind = MANIFEST_KINDS.find((k) => k.kind === 'Connector')!;
+    const resource = api.get('connectors.svc.io/v1', 'connectors', namespace, 'paused')!;
+    const edited = connector('paused', '0 4 * * *', namespace);
+    const tenant = (await op.hub.services.manifests.tenantByCode('default'))!;
+    await op.hub.services.manifests.applyIfChanged(kind, tenant.id, 'paused', edited, 'operator', { namespace, name: 'paused', uid: resource.metadata.uid! });
+    expect(await schedule()).toBe('0 4 * * *');
+    // This replica had a resync under way (its cache still holds 0 3) when it was paused (no timer,
+    // no I/O) past its renew deadline (3 s - 200 ms); meanwhile the Lease was taken over and the edit made.
+    op.operator.resyncAll();
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3_000);
+    const held = api.get('coordination.k8s.io/v1', 'leases', RELEASE_NS, lease)!;
+    api.apply('leases', { ...held, spec: { ...held.spec, holderIdentity: 'operator-other', leaseTransitions: 1 } });
+    api.apply('connectors', edited);
+    const mark = api.requests.length;
+
+    // Resumed: its workers go on before any answer of the API server could tell it the Lease is gone.
+    await until('the term ended', () => op.operator.health().data.reason === 'not started');
+    // The stop waited for the reconciles under way; the requests they sent have landed.
+    await op.transition();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await schedule()).toBe('0 4 * * *');
+    const written = api.requests.slice(mark).filter((r) => r.token === 'paused-holder' && r.method !== 'GET' && r.path.includes('/connectors/'));
+    expect(written).toEqual([]);
+
+    // The other replica never renews: this one takes the Lease over once it expires, and reconciles in a fresh term.
+    await until('it leads again', () => op.leadership.isLeader(), 20_000);
+    await op.transition();
+    await until('the edit reconciled', () => {
+      const status = api.get('connectors.svc.io/v1', 'connectors', namespace, 'paused')?.status as { observedGeneration?: number } | undefined;
+      return status?.observedGeneration === 2 && ready('paused', namespace)?.status === 'True';
+    }, 20_000);
+    expect(await schedule()).toBe('0 4 * * *');
+  });
+
   it('refuses a schedule Kubernetes cannot express (L, #): Ready=False Invalid, no CronJob', async () => {
     for (const o of operators.splice(0)) await o.stop();
     const namespace = 'schedules';

@@ -71,6 +71,13 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
   const cronJobNamespace =
     config.optional('svc.operator.cronjob-namespace') || (opts.env ?? process.env).POD_NAMESPACE || kc.getContextObject(kc.getCurrentContext())?.namespace || 'default';
   const hub = await startHub(config, { api: true, operationsOnly: true, background: false, stopsOnSignals: opts.stopsOnSignals });
+  let elector: ReturnType<typeof leaderElector>;
+  try {
+    elector = leaderElector(config, hub.workerUrl, { leaseName: operatorLeaseName(config.string('svc.leader.lease-name')), env: opts.env, kube: opts.kube });
+  } catch (err) {
+    await hub.stop();
+    throw err;
+  }
   const workers = 2;
   const operator = new Operator({
     kinds: MANIFEST_KINDS,
@@ -89,14 +96,9 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     runJobTemplatePath: templatePath,
     workers,
     listPageSize: config.int('svc.operator.list-page-size'),
+    // A replica resumed after a pause past its renew deadline writes nothing until it has renewed.
+    leading: () => elector.isLeader(),
   });
-  let elector: ReturnType<typeof leaderElector>;
-  try {
-    elector = leaderElector(config, hub.workerUrl, { leaseName: operatorLeaseName(config.string('svc.leader.lease-name')), env: opts.env, kube: opts.kube });
-  } catch (err) {
-    await hub.stop();
-    throw err;
-  }
   const leadership = new Leadership(elector, { checkEvery: config.duration('svc.leader.check-every') });
   // Readiness: a leader is ready while it reconciles (its term started, every informer listed, its
   // workers alive); a follower is ready as a standby (it would take over; not being ready would only

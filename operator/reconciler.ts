@@ -83,6 +83,15 @@ export interface OperatorOptions {
   /** Recorded as the applying actor in the hub. */
   actor?: string;
   now?: () => Date;
+  /**
+   * Whether this process may act as the leader at this moment (the elector's `isLeader`, which a
+   * Lease elector bounds by its renew deadline). Asked before each reconcile and before each write
+   * to the hub: an operator resumed after a pause past its renew deadline (SIGSTOP, a long GC
+   * pause, a frozen node) may have been replaced by another replica meanwhile, so it writes nothing
+   * until a renewal confirms it still leads (or finds it does not, which ends the term); the keys
+   * wait meanwhile. Undefined: always.
+   */
+  leading?: () => boolean;
 }
 
 type Informer<T> = ReturnType<typeof makeInformer<T & { metadata: NonNullable<Resource['metadata']> }>>;
@@ -437,7 +446,8 @@ export class Operator {
         } catch (err) {
           const delay = term.queue.addRateLimited(key);
           const conflict = err instanceof Conflict || apiStatus(err) === 409;
-          logger()[conflict ? 'debug' : 'warn']({ err: loggableMessage(err), key }, `reconcile of ${key} ${conflict ? 'met a newer version' : 'failed'}; again in ${delay} ms`);
+          const what = conflict ? 'met a newer version' : err instanceof NotLeading ? 'waits: the leadership is not confirmed' : 'failed';
+          logger()[conflict || err instanceof NotLeading ? 'debug' : 'warn']({ err: loggableMessage(err), key }, `reconcile of ${key} ${what}; again in ${delay} ms`);
         } finally {
           term.queue.done(key);
         }
@@ -448,6 +458,7 @@ export class Operator {
   }
 
   async reconcileKey(key: string): Promise<void> {
+    this.mustLead();
     const [kindId, namespace, name] = key.split('/') as [string, string, string];
     const kind = this.options.kinds.find((k) => `${k.plural}.${k.group}` === kindId);
     if (!kind) return;
@@ -483,7 +494,7 @@ export class Operator {
     try {
       ({ status, retry } = await this.converge(kind, current, previous));
     } catch (err) {
-      if (err instanceof Conflict || apiStatus(err) === 409) throw err;
+      if (err instanceof Conflict || err instanceof NotLeading || apiStatus(err) === 409) throw err;
       // A temporary failure: on the status as well as retried, so the resource never looks healthy meanwhile.
       retry = err as Error;
       status = { ...previous, observedGeneration: generation, conditions: [...healthConditions(this.now(), generation, { state: 'retrying', ...failureOf(err) }), ...scheduledOf(previous)] };
@@ -597,6 +608,7 @@ export class Operator {
     const manifest = manifestOf(resource);
     const where = `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name}`;
     try {
+      this.mustLead();
       const result = await this.hub.applyIfChanged(kind, tenant.id, resource.metadata.name, manifest, this.actor, owner);
       if (result.conflict) return { conflict: result.conflict };
       const log = { kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code };
@@ -702,6 +714,7 @@ export class Operator {
    * of that kind and name (in Conflict while it existed) are reconciled again at once.
    */
   private async removeManaged(kind: ManifestKind, object: OwnedObject): Promise<void> {
+    this.mustLead();
     const removed = await this.hub.removeOwned(kind, object.tenantId, object.name, { uid: object.owner.uid });
     if (!removed) return;
     logger().info({ kind: kind.kind, name: object.name, tenant: object.tenant }, `${kind.kind} ${object.name} deleted from tenant ${object.tenant} (managed by ${object.owner.namespace}/${object.owner.name})`);
@@ -716,6 +729,18 @@ export class Operator {
 
   private get actor(): string {
     return this.options.actor ?? 'operator';
+  }
+
+  /** Throws NotLeading when this process may not act as the leader now (`leading`). */
+  private mustLead(): void {
+    if (this.options.leading && !this.options.leading()) throw new NotLeading();
+  }
+}
+
+/** This process is not sure it leads (a renewal is due): nothing is written; the key is tried again. */
+class NotLeading extends Error {
+  constructor() {
+    super('this process is not sure it still leads (its Lease renewal is due): nothing is written until a renewal confirms it');
   }
 }
 
