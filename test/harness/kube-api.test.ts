@@ -676,6 +676,22 @@ describe('12. deletion', () => {
   });
 });
 
+describe('12b. garbage collection by ownerReferences', () => {
+  it('deleting an owner deletes its dependents; a dependent written naming an absent owner (no such object, or one of another uid) is deleted at once', async () => {
+    const owner = await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'gc-owner' }, data: {} } });
+    const ref = (uid: string) => [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'gc-owner', uid }];
+    const job = (name: string, uid: string) => ({ ...cronJob(name, '0 * * * *'), metadata: { name, ownerReferences: ref(uid) } });
+    await batch.createNamespacedCronJob({ namespace: NS, body: job('gc-kept', owner.metadata!.uid!) });
+    // The write is answered (201), then the collector finds the owner absent.
+    await batch.createNamespacedCronJob({ namespace: NS, body: job('gc-stale', 'not-the-owners-uid') });
+    await batch.createNamespacedCronJob({ namespace: NS, body: { ...cronJob('gc-nobody', '0 * * * *'), metadata: { name: 'gc-nobody', ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'no-such-map', uid: 'u' }] } } });
+    const names = () => api.list('batch/v1', 'cronjobs', NS).map((o) => o.metadata.name).filter((n) => n.startsWith('gc-'));
+    expect(names()).toEqual(['gc-kept']);
+    await core.deleteNamespacedConfigMap({ name: 'gc-owner', namespace: NS });
+    expect(names()).toEqual([]);
+  });
+});
+
 describe('13. built-in objects are decoded into their Go structs (unknown fields, omitempty, defaults)', () => {
   /** A raw write to the stand-in: the answer's status, body and Warning headers. */
   async function write(method: 'POST' | 'PUT', path: string, body: unknown) {

@@ -40,7 +40,9 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   sets `deletionTimestamp`;
  * - the `status` subresource: the main resource ignores status changes, `/status` changes nothing else;
  * - finalizers: DELETE of an object with finalizers only sets `deletionTimestamp`; the object goes
- *   when an update empties them; deleting an owner deletes the objects whose ownerReferences name it;
+ *   when an update empties them; deleting an owner deletes the objects whose ownerReferences name it,
+ *   and an object written with ownerReferences that all name an absent owner (none of that kind and
+ *   name in its namespace, or one of another uid) is deleted at once, as the garbage collector does;
  *   a DELETE's preconditions (`uid`, `resourceVersion`) that the object no longer meets answer 409;
  * - RBAC, once `enforceRbac` is called: a call the grants do not allow answers 403 Forbidden;
  * - list (per namespace or across) and watch from a resourceVersion (ADDED/MODIFIED/DELETED events,
@@ -83,7 +85,7 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   else, such as JavaScript's millisecond `toISOString()`, answers 400 BadRequest.
  *
  * Not modelled: admission (a namespace need not exist), strategic merge or server-side apply patches,
- * the decoding of Namespaces and events.k8s.io Events (stored as sent; the hub writes neither), the
+ * the decoding of Namespaces, ConfigMaps and events.k8s.io Events (stored as sent; the hub writes none), the
  * parts of a pod spec typed `any` in kube-builtin.ts (kept as sent), duplicate JSON fields,
  * CEL validation rules (x-kubernetes-validations), conversion between versions, lists served from the
  * watch cache (`resourceVersion=0`, `resourceVersionMatch`): every list reads etcd's latest revision.
@@ -227,6 +229,7 @@ interface Watcher {
 export const CORE_TYPES: ResourceType[] = [
   { group: '', version: 'v1', plural: 'namespaces', kind: 'Namespace', namespaced: false, statusSubresource: false },
   { group: '', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false },
+  { group: '', version: 'v1', plural: 'configmaps', kind: 'ConfigMap', namespaced: true, statusSubresource: false },
   { group: 'events.k8s.io', version: 'v1', plural: 'events', kind: 'Event', namespaced: true, statusSubresource: false },
   { group: 'batch', version: 'v1', plural: 'cronjobs', kind: 'CronJob', namespaced: true, statusSubresource: true },
   { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', kind: 'Lease', namespaced: true, statusSubresource: false },
@@ -824,7 +827,9 @@ export class KubeApiStandIn {
     this.bump(o);
     this.store(key, o);
     this.emit(t, 'ADDED', o);
-    return this.read(t, o);
+    const answer = this.read(t, o);
+    this.collectOrphan(t, o);
+    return answer;
   }
 
   private replace(t: ResourceType, namespace: string | undefined, name: string, body: KubeObject, statusOnly: boolean, context: WriteContext = lenient()): KubeObject | Status {
@@ -886,7 +891,28 @@ export class KubeApiStandIn {
     } else {
       this.emit(t, 'MODIFIED', next, current);
     }
-    return this.read(t, next);
+    const answer = this.read(t, next);
+    if (this.objects.get(key) === next) this.collectOrphan(t, next);
+    return answer;
+  }
+
+  /**
+   * The garbage collector's view of a dependent just written: when every ownerReference names an
+   * absent owner (no object of that kind and name in the dependent's namespace, or one of another
+   * uid), the dependent is deleted (after the write was answered, as the collector works afterwards).
+   * An owner of a type the stand-in does not serve is taken as present.
+   */
+  private collectOrphan(t: ResourceType, o: KubeObject): void {
+    const refs = o.metadata.ownerReferences ?? [];
+    if (refs.length === 0) return;
+    const absent = refs.every((r) => {
+      const [group, version] = r.apiVersion.includes('/') ? r.apiVersion.split('/') : ['', r.apiVersion];
+      const ownerType = [...this.types.values()].find((x) => x.group === group && x.version === version && x.kind === r.kind);
+      if (!ownerType) return false;
+      const owner = this.objects.get(this.key(ownerType, o.metadata.namespace, r.name));
+      return owner?.metadata.uid !== r.uid;
+    });
+    if (absent) this.delete(t, o.metadata.namespace, o.metadata.name);
   }
 
   private delete(t: ResourceType, namespace: string | undefined, name: string, options?: { preconditions?: { uid?: string; resourceVersion?: string } }): KubeObject | Status {
