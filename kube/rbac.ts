@@ -26,6 +26,11 @@ export function leaseRules(name: string): PolicyRule[] {
 /** The operator's CronJobs in the release namespace (operator/cronjob.ts: read, listed and watched, created, replaced, deleted). */
 export const CRONJOB_RULE: PolicyRule = { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] };
 
+/** The run pod template's ConfigMap, read by name for its uid (operator/cronjob.ts: the CronJobs' owner). */
+export function runJobConfigMapRule(name: string): PolicyRule {
+  return { apiGroups: [''], resources: ['configmaps'], resourceNames: [name], verbs: ['get'] };
+}
+
 /**
  * The custom resources of `kinds`, a pair of rules per API group (groups in alphabetical order,
  * plurals as `kinds` lists them): read, list and watch them, replace them (the finalizer
@@ -62,12 +67,22 @@ export interface Grant {
 }
 
 /**
- * The operator's grants as the Helm chart binds them: in the release namespace its Lease and the
- * CronJobs; the custom resources of `kinds` with their Namespaces and Events cluster-wide, or in each
+ * The operator's grants as the Helm chart binds them: in the release namespace its Lease, the
+ * CronJobs and the run pod template's ConfigMap (read); the custom resources of `kinds` with their Namespaces and Events cluster-wide, or in each
  * watched namespace (`watchNamespaces`) with only that Namespace.
  */
-export function operatorGrants(options: { kinds: readonly Pick<ManifestKind, 'group' | 'plural'>[]; releaseNamespace: string; leaseName: string; watchNamespaces?: readonly string[] }): Grant[] {
-  const release: Grant = { namespace: options.releaseNamespace, rules: [...leaseRules(options.leaseName), CRONJOB_RULE] };
+export function operatorGrants(options: {
+  kinds: readonly Pick<ManifestKind, 'group' | 'plural'>[];
+  releaseNamespace: string;
+  leaseName: string;
+  watchNamespaces?: readonly string[];
+  /** The run pod template's ConfigMap (the chart's `<release>-svc-hub-run-job`), read for its uid. */
+  runJobConfigMap?: string;
+}): Grant[] {
+  const release: Grant = {
+    namespace: options.releaseNamespace,
+    rules: [...leaseRules(options.leaseName), CRONJOB_RULE, ...(options.runJobConfigMap ? [runJobConfigMapRule(options.runJobConfigMap)] : [])],
+  };
   const resources = customResourceRules(options.kinds);
   const watched = options.watchNamespaces?.length
     ? options.watchNamespaces.map((namespace) => ({ namespace, rules: [...resources, ...resourceNamespaceRules(namespace)] }))

@@ -15,7 +15,9 @@ import { sameQuantity } from './quantity.js';
  * database URL and master key Secrets are) that runs `svc-hub run … --scheduled`, and its Scheduled
  * condition. An ownerReference cannot point across namespaces, so the CronJob names its resource in
  * labels and annotations instead: the finalizer deletes it (found by the uid label), the resync
- * deletes those whose resource is gone.
+ * deletes those whose resource is gone. Its owner is the run pod template's ConfigMap in the
+ * release's namespace (when the operator is told its name), so that uninstalling the release, which
+ * deletes the ConfigMap, has the garbage collector delete every CronJob: no run starts afterwards.
  */
 
 /** The annotation on a CronJob holding the hash of the spec the operator last wrote. */
@@ -44,6 +46,18 @@ export interface RunTemplate {
   legacyChecked?: Set<string>;
   /** Whether a CronJob of ours names a resource that no longer exists (it may then be replaced). */
   orphaned?: (job: V1CronJob) => boolean;
+  /**
+   * The ConfigMap of the run pod template (in `namespace`), which every CronJob names as its owner
+   * so that deleting it (`helm uninstall`) deletes them: its name, and how to read its uid now
+   * (throws when it does not exist or cannot be read: no CronJob is written without its owner, as
+   * it would outlive the release).
+   */
+  ownerConfigMap?: { name: string; uid: () => Promise<string> };
+}
+
+/** Whether a CronJob names the run template's ConfigMap as an owner (any uid: a stale one is the garbage collector's to act on). */
+function ownedByConfigMap(job: V1CronJob, name: string): boolean {
+  return (job.metadata?.ownerReferences ?? []).some((r) => r.apiVersion === 'v1' && r.kind === 'ConfigMap' && r.name === name);
 }
 
 /** The label selector of an operator instance's resources: `svc.io/operator-instance=<instance>`, or `!svc.io/operator-instance` without one. */
@@ -276,11 +290,19 @@ export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTempl
   }
   const desired = cronJobFor(kind, resource, tenantCode, schedule, name, template, target);
   const hash = desired.metadata!.annotations![SPEC_HASH]!;
+  const differs = existing && (existing.metadata?.annotations?.[SPEC_HASH] !== hash || !covers(existing.spec, desired.spec) || !covers(existing.metadata?.labels, desired.metadata?.labels));
+  const owner = target.ownerConfigMap;
+  const unowned = existing && owner !== undefined && !ownedByConfigMap(existing, owner.name);
+  // The owner's uid read as the CronJob is written, never remembered: a CronJob naming a ConfigMap
+  // that was deleted and created again (another uid) would be deleted by the garbage collector.
+  const ownerUid = owner && (!existing || differs || unowned) ? await owner.uid() : undefined;
+  if (owner && ownerUid) desired.metadata!.ownerReferences = [{ apiVersion: 'v1', kind: 'ConfigMap', name: owner.name, uid: ownerUid }];
+  else if (existing?.metadata?.ownerReferences) desired.metadata!.ownerReferences = existing.metadata.ownerReferences;
   try {
     if (!existing) {
       await batch.createNamespacedCronJob({ namespace, body: desired });
       logger().info(`CronJob ${namespace}/${name} created: "${schedule}" (Etc/UTC)`);
-    } else if (existing.metadata?.annotations?.[SPEC_HASH] !== hash || !covers(existing.spec, desired.spec) || !covers(existing.metadata?.labels, desired.metadata?.labels)) {
+    } else if (differs || unowned) {
       desired.metadata!.resourceVersion = existing.metadata?.resourceVersion;
       await batch.replaceNamespacedCronJob({ name, namespace, body: desired });
       logger().info(`CronJob ${namespace}/${name} updated: "${schedule}" (Etc/UTC)`);

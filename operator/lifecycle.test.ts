@@ -37,6 +37,8 @@ import type { Resource } from './resource.js';
  */
 
 const RELEASE_NS = 'svc-system';
+/** The chart's run-job ConfigMap in the release namespace (only the test that names it to its operator creates it). */
+const RUN_JOB_CONFIGMAP = 'hub-svc-hub-run-job';
 const API_VERSION = 'test.svc.io/v1';
 
 /** What the fake handler was asked to do, in order. */
@@ -134,7 +136,7 @@ beforeAll(async () => {
   api = await new KubeApiStandIn([crdOf(WIDGET) as never]).start();
   // Every operator here may call only what the chart grants one (kube/rbac.ts), whatever its token.
   api.enforceRbac([
-    ...operatorGrants({ kinds: [WIDGET], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }),
+    ...operatorGrants({ kinds: [WIDGET], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator', runJobConfigMap: RUN_JOB_CONFIGMAP }),
     // What a cluster still holding the old layout's grants allows in one namespace: reading and
     // deleting the CronJob of the old layout there (the chart no longer grants it; elsewhere the operator leaves such CronJobs alone).
     { namespace: 'orphans', rules: [{ apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'delete'] }] },
@@ -279,6 +281,50 @@ describe('CronJobs in the release namespace', () => {
       expect(cronJob('widget-cron-nightly')).toBeUndefined();
     } finally {
       await op.stop();
+    }
+  });
+
+  it('are owned by the run template\'s ConfigMap when the operator is told its name: deleting it (helm uninstall) deletes them, and none is written while it is gone', async () => {
+    const configMap = () => api.get('v1', 'configmaps', RELEASE_NS, RUN_JOB_CONFIGMAP);
+    api.apply('configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: RUN_JOB_CONFIGMAP, namespace: RELEASE_NS }, data: { 'pod-template.yaml': stringify(template) } });
+    const owners = (name: string) => cronJob(name)?.metadata.ownerReferences;
+    const ownedBy = (uid: string | undefined) => [{ apiVersion: 'v1', kind: 'ConfigMap', name: RUN_JOB_CONFIGMAP, uid }];
+    // A CronJob written by an operator that was not told the ConfigMap (an older release): no owner.
+    const before = operator('owned-old', { namespaces: ['owned'] });
+    await before.start();
+    api.apply('widgets', widget('owned', 'early', { schedule: '0 1 * * *' }));
+    await until('the early CronJob', () => cronJob('widget-owned-early'));
+    expect(owners('widget-owned-early')).toBeUndefined();
+    await before.stop();
+
+    const op = operator('owned', { namespaces: ['owned'], runJobConfigMap: RUN_JOB_CONFIGMAP });
+    await op.start();
+    try {
+      // The operator that knows it gives the CronJob its owner, and writes new ones with it.
+      await until('the early CronJob owned', () => owners('widget-owned-early'));
+      expect(owners('widget-owned-early')).toEqual(ownedBy(configMap()!.metadata.uid));
+      api.apply('widgets', widget('owned', 'late', { schedule: '0 2 * * *' }));
+      await until('the late CronJob', () => cronJob('widget-owned-late'));
+      expect(owners('widget-owned-late')).toEqual(ownedBy(configMap()!.metadata.uid));
+      await until('both Ready', () => isReady('owned', 'early') && isReady('owned', 'late'));
+
+      // helm uninstall deletes the ConfigMap: the garbage collector takes the CronJobs along, and the
+      // operator (still running a moment) writes none without its owner, which would outlive the release.
+      api.remove('v1', 'configmaps', RELEASE_NS, RUN_JOB_CONFIGMAP);
+      expect([cronJob('widget-owned-early'), cronJob('widget-owned-late')]).toEqual([undefined, undefined]);
+      await until('the loss reported', () => conditionOf('owned', 'late', 'Scheduled')?.reason === 'CronJobFailed');
+      expect(conditionOf('owned', 'late', 'Scheduled')?.message).toContain(`the ConfigMap ${RELEASE_NS}/${RUN_JOB_CONFIGMAP}`);
+      await new Promise((r) => setTimeout(r, 300));
+      expect([cronJob('widget-owned-early'), cronJob('widget-owned-late')]).toEqual([undefined, undefined]);
+
+      // The ConfigMap back (another uid): the retries write the CronJobs again, owned by it.
+      api.apply('configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: RUN_JOB_CONFIGMAP, namespace: RELEASE_NS }, data: {} });
+      const uid = configMap()!.metadata.uid;
+      await until('both CronJobs back', () => cronJob('widget-owned-early') && cronJob('widget-owned-late'), 10_000);
+      expect([owners('widget-owned-early'), owners('widget-owned-late')]).toEqual([ownedBy(uid), ownedBy(uid)]);
+    } finally {
+      await op.stop();
+      api.remove('v1', 'configmaps', RELEASE_NS, RUN_JOB_CONFIGMAP);
     }
   });
 

@@ -77,6 +77,11 @@ export interface OperatorOptions {
   runJobTemplate?: V1PodTemplateSpec;
   /** Where that template was looked for (for the condition message when it is missing). */
   runJobTemplatePath?: string;
+  /**
+   * The ConfigMap in `cronJobNamespace` holding that template (the chart's `<release>-svc-hub-run-job`):
+   * the owner of every CronJob, so that deleting it deletes them. Undefined: CronJobs have no owner.
+   */
+  runJobConfigMap?: string;
   workers?: number;
   /** Items asked for per list request (the informers' lists, the orphan sweep, the finalizer's CronJob lookup); default LIST_PAGE_SIZE (500). */
   listPageSize?: number;
@@ -400,7 +405,28 @@ export class Operator {
       instance: this.instance,
       legacyChecked: term?.legacyChecked,
       orphaned: (job) => (term ? this.cronJobResource(term, job).gone : false),
+      ownerConfigMap: this.options.runJobConfigMap ? { name: this.options.runJobConfigMap, uid: () => this.runJobConfigMapUid() } : undefined,
     };
+  }
+
+  /**
+   * The uid of the run template's ConfigMap as it is now. Gone (the release being uninstalled) or
+   * unreadable: an error, so that no CronJob is written without its owner (it would outlive the
+   * release); the reconcile is retried.
+   */
+  private async runJobConfigMapUid(): Promise<string> {
+    const name = this.options.runJobConfigMap!;
+    const namespace = this.options.cronJobNamespace;
+    let uid: string | undefined;
+    try {
+      uid = (await this.core.readNamespacedConfigMap({ name, namespace })).metadata?.uid;
+    } catch (err) {
+      const status = apiStatus(err);
+      if (status !== 404 && status !== 403) throw err;
+      uid = undefined;
+    }
+    if (!uid) throw new Error(`the ConfigMap ${namespace}/${name} (the run pod template, owner of every CronJob) cannot be read: no CronJob is written without its owner`);
+    return uid;
   }
 
   private keyOf(kind: ManifestKind, namespace: string, name: string): string {

@@ -8,7 +8,7 @@ import { packageRoot } from '../src/package-root.js';
 import { CHART_CRDS_DIR, chartCrdsDrift } from '../scripts/chart-crds.js';
 import { helm, helmBinary, kubectlBinary } from './harness/helm.js';
 import { loadRunJobTemplate, operatorLeaseName } from '../cmd/operator.js';
-import { CRONJOB_RULE, customResourceRules as rulesOfKinds, leaseRules, type PolicyRule, resourceNamespaceRules } from '../kube/rbac.js';
+import { CRONJOB_RULE, customResourceRules as rulesOfKinds, leaseRules, type PolicyRule, resourceNamespaceRules, runJobConfigMapRule } from '../kube/rbac.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { KUBECTL_YAML } from '../src/manifests/yaml.js';
 import { envName, PROPERTIES } from '../src/config/properties.js';
@@ -303,7 +303,7 @@ describe('the rendered chart', () => {
 
     const operator = grantsOf('hub-svc-hub-operator');
     expect(operator.map((g) => g.kind).sort()).toEqual(['ClusterRole', 'Role']);
-    expect(operator.find((g) => g.kind === 'Role')!.rules).toEqual([...leaseRules(operatorLeaseName('hub-svc-hub-dispatch')), cronJobRule]);
+    expect(operator.find((g) => g.kind === 'Role')!.rules).toEqual([...leaseRules(operatorLeaseName('hub-svc-hub-dispatch')), cronJobRule, runJobConfigMapRule('hub-svc-hub-run-job')]);
     expect(operator.find((g) => g.kind === 'ClusterRole')!.rules).toEqual([
       ...customResourceRules,
       ...resourceNamespaceRules(),
@@ -322,6 +322,9 @@ describe('the rendered chart', () => {
 
   it('hands the operator the pod template of its CronJobs’ runs: same image and Secrets, no API token', () => {
     const configMap = named(objects, 'ConfigMap', 'hub-svc-hub-run-job') as Obj & { data: Record<string, string> };
+    // The ConfigMap owns the CronJobs (helm uninstall deletes it, and the garbage collector them): the operator is told its name.
+    const operatorContainer = container(named<Workload>(objects, 'Deployment', 'hub-svc-hub-operator'));
+    expect(env(operatorContainer, 'SVC_OPERATOR_RUN_JOB_CONFIGMAP')).toEqual({ name: 'SVC_OPERATOR_RUN_JOB_CONFIGMAP', value: configMap.metadata.name });
     const template = parse(configMap.data['pod-template.yaml']!)[0] as unknown as { spec: PodSpec & { restartPolicy: string } };
     expect(template.spec.restartPolicy).toBe('Never');
     expect(template.spec.automountServiceAccountToken).toBe(false);
@@ -424,7 +427,7 @@ describe('operator RBAC by watched namespaces (operator.watchNamespaces)', () =>
   it('names the Leases the grants allow after the config override of svc.leader.lease-name too', () => {
     const objects = render({ config: { 'svc.leader.lease-name': 'blue-dispatch' } });
     expect((named(objects, 'Role', 'hub-svc-hub-dispatcher') as Role).rules).toEqual(leaseRules('blue-dispatch'));
-    expect((named(objects, 'Role', 'hub-svc-hub-operator') as Role).rules).toEqual([...leaseRules(operatorLeaseName('blue-dispatch')), cronJobRule]);
+    expect((named(objects, 'Role', 'hub-svc-hub-operator') as Role).rules).toEqual([...leaseRules(operatorLeaseName('blue-dispatch')), cronJobRule, runJobConfigMapRule('hub-svc-hub-run-job')]);
   });
 
   it('passes operator.instance as SVC_OPERATOR_INSTANCE', () => {

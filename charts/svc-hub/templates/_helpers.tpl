@@ -252,6 +252,7 @@ SVC_LEADER_LEASE_NAME: set the config key svc.leader.lease-name, spelled so, ins
 SVC_OPERATOR_NAMESPACE: set the value operator.watchNamespaces instead
 SVC_OPERATOR_INSTANCE: set the value operator.instance instead
 SVC_OPERATOR_CRONJOB_NAMESPACE: the CronJobs go to the release namespace (POD_NAMESPACE), the only one where the chart grants them
+SVC_OPERATOR_RUN_JOB_CONFIGMAP: the chart passes its run-job ConfigMap, the CronJobs' owner (the operator may read that one only)
 {{- end }}
 
 {{/*
