@@ -97,7 +97,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     runJobConfigMap: config.optional('svc.operator.run-job-configmap')?.trim() || undefined,
     workers,
     listPageSize: config.int('svc.operator.list-page-size'),
-    // A replica resumed after a pause past its renew deadline writes nothing until it has renewed.
+    // A replica resumed after a pause past its lease duration writes nothing until it has renewed.
     leading: () => elector.isLeader(),
   });
   const leadership = new Leadership(elector, { checkEvery: config.duration('svc.leader.check-every') });

@@ -115,14 +115,16 @@ export class LeaseElector implements LeaderElector {
   }
 
   /**
-   * Leading, and sure of it: the last successful acquisition or renewal began less than the renew
-   * deadline ago. A process that was paused past it (SIGSTOP, a long GC pause, a frozen node or VM)
-   * cannot know whether a follower took the Lease over meanwhile, so its gated work does not run
-   * (Leadership, the operator's workers) until a renewal succeeds again; the next check renews, or
-   * finds the leadership gone (`onLost`).
+   * Leading, and sure of it: the last successful acquisition or renewal began less than the lease
+   * duration ago. A follower takes the Lease over only once it has seen the same record for the
+   * duration, and it saw that record no earlier than its write, which came after the renewal began:
+   * until then no other process can lead. A process that was paused past it (SIGSTOP, a long GC
+   * pause, a frozen node or VM) cannot know whether a follower took the Lease over meanwhile, so its
+   * gated work does not run (Leadership, the operator's workers) until a renewal succeeds again; the
+   * next check renews, or finds the leadership gone (`onLost`).
    */
   isLeader(): boolean {
-    return this.leader && monotonic() - this.renewedAt < this.renewDeadlineMs;
+    return this.leader && monotonic() - this.renewedAt < this.durationSeconds * 1000;
   }
 
   onLost(listener: () => void): () => void {

@@ -90,8 +90,8 @@ export interface OperatorOptions {
   now?: () => Date;
   /**
    * Whether this process may act as the leader at this moment (the elector's `isLeader`, which a
-   * Lease elector bounds by its renew deadline). Asked before each reconcile and before each write
-   * to the hub: an operator resumed after a pause past its renew deadline (SIGSTOP, a long GC
+   * Lease elector bounds by the lease duration). Asked before each reconcile and before each write
+   * to the hub: an operator resumed after a pause past its lease duration (SIGSTOP, a long GC
    * pause, a frozen node) may have been replaced by another replica meanwhile, so it writes nothing
    * until a renewal confirms it still leads (or finds it does not, which ends the term); the keys
    * wait meanwhile. Undefined: always.
