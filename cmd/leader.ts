@@ -31,8 +31,11 @@ export function leaderBackend(config: Config, env: NodeJS.ProcessEnv = process.e
   return env.KUBERNETES_SERVICE_HOST && env.POD_NAMESPACE ? 'kubernetes' : 'postgres';
 }
 
-/** The timing of the election, checked: the renew period must be well under the lease duration. */
-export function leaderTiming(config: Config): { checkEvery: number; leaseDurationSeconds: number; renewDeadlineMs: number } {
+/**
+ * The timing of the election, checked: the renew period must be under the lease duration, and with
+ * a Lease (`lease`) well under it: within the renew deadline, with room to spare.
+ */
+export function leaderTiming(config: Config, lease = true): { checkEvery: number; leaseDurationSeconds: number; renewDeadlineMs: number } {
   const checkEvery = config.duration('svc.leader.check-every');
   const leaseDuration = config.duration('svc.leader.lease-duration');
   if (checkEvery >= leaseDuration) {
@@ -43,16 +46,26 @@ export function leaderTiming(config: Config): { checkEvery: number; leaseDuratio
   }
   const leaseDurationSeconds = Math.ceil(leaseDuration / 1000);
   // The leader steps down once a whole renew period could pass before a follower sees the Lease expire.
-  return { checkEvery, leaseDurationSeconds, renewDeadlineMs: leaseDurationSeconds * 1000 - checkEvery };
+  const renewDeadlineMs = leaseDurationSeconds * 1000 - checkEvery;
+  // A renewal past the renew deadline is given up (kube/lease.ts), so renewals a period apart must
+  // start well within it: client-go's rule, renew deadline > 1.2 × retry period.
+  if (lease && renewDeadlineMs <= 1.2 * checkEvery) {
+    throw new ConfigError(
+      'svc.leader.check-every',
+      `svc.leader.check-every (SVC_LEADER_CHECK_EVERY, ${checkEvery} ms) must be well under svc.leader.lease-duration (SVC_LEADER_LEASE_DURATION, ${leaseDuration} ms): the renew deadline (the duration less one period, ${renewDeadlineMs} ms) must exceed 1.2 periods, or every renewal would come after it and the leadership be given up at every check; take a period below ${Math.floor((leaseDurationSeconds * 1000) / 2.2)} ms`,
+    );
+  }
+  return { checkEvery, leaseDurationSeconds, renewDeadlineMs };
 }
 
 const LEASE_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
 export function leaderElector(config: Config, workerUrl: string, opts: LeaderElectorOptions = {}): LeaderElector {
   const env = opts.env ?? process.env;
-  const timing = leaderTiming(config);
+  const postgres = leaderBackend(config, env) === 'postgres';
+  const timing = leaderTiming(config, !postgres);
   const name = opts.leaseName ?? config.string('svc.leader.lease-name');
-  if (leaderBackend(config, env) === 'postgres') {
+  if (postgres) {
     return new AdvisoryLockElector(workerUrl, opts.leaseName ? `svc-hub:${opts.leaseName}` : 'svc-hub:dispatch');
   }
   if (name.length > 253 || !LEASE_NAME.test(name)) {

@@ -321,14 +321,32 @@ describe('the leader elector factory (cmd/leader.ts)', () => {
     expect(timing).toBeInstanceOf(ConfigError);
     expect(timing.property).toBe('svc.leader.check-every');
     expect(timing.message).toMatch(/svc\.leader\.check-every .* must be well under svc\.leader\.lease-duration/);
+    // Under the duration but not under half of it: the renew deadline (duration - period) would be
+    // shorter than the period, so every renewal would come after it and be given up (a leadership
+    // lost and taken again at every check, the operator's term ended and started again each time).
+    for (const [every, duration] of [['10s', '15s'], ['7s', '15s'], ['1500ms', '3s']]) {
+      const tooSlow = err(() => leaderElector(load({ 'svc.leader.check-every': every!, 'svc.leader.lease-duration': duration! }), 'u', { env: inPod, kube: target }));
+      expect(tooSlow.property).toBe('svc.leader.check-every');
+      expect(tooSlow.message).toContain('renew deadline');
+    }
+    expect(leaderElector(load({ 'svc.leader.check-every': '6s', 'svc.leader.lease-duration': '15s' }), 'u', { env: inPod, kube: target })).toBeInstanceOf(LeaseElector);
+    // The advisory lock has no renew deadline: only a period not under the duration is refused there.
+    expect(leaderElector(load({ 'svc.leader.check-every': '10s', 'svc.leader.lease-duration': '15s' }), 'u', { env: {} })).toBeInstanceOf(AdvisoryLockElector);
     expect(err(() => leaderElector(load({ 'svc.leader.lease-name': 'Not_A_Name' }), 'u', { env: inPod })).property).toBe('svc.leader.lease-name');
     expect(err(() => leaderElector(load({ 'svc.leader.backend': 'kubernetes' }), 'u', { env: {} })).message).toContain('POD_NAMESPACE');
   });
 
-  it('a factory-made Lease elector leads through the stand-in, with the configured duration', async () => {
+  it('a factory-made Lease elector leads through the stand-in, with the configured duration, and keeps leading over renewals a period apart', async () => {
     const e = leaderElector(load({ 'svc.leader.lease-name': 'factory-made', 'svc.leader.lease-duration': '2500ms', 'svc.leader.check-every': '500ms' }), 'u', { env: inPod, kube: target });
+    let losses = 0;
+    e.onLost(() => losses++);
     expect(await e.acquire()).toBe(true);
     expect(lease('factory-made')!.spec).toEqual(expect.objectContaining({ holderIdentity: 'hub-dispatcher-0', leaseDurationSeconds: 3 }));
+    for (let i = 0; i < 3; i++) {
+      await sleep(500);
+      expect(await e.renew()).toBe(true);
+    }
+    expect(losses).toBe(0);
     await e.release();
   });
 });
