@@ -147,7 +147,7 @@ interface LeadershipOptions {
  * Keeps trying to lead (at once, then every `checkEvery`), confirms leadership on the same cadence,
  * and runs the gated jobs only meanwhile: when this process becomes the leader every gated job runs
  * at once (catching up what the outbox holds), but those scheduled with `atElection: false`; when
- * it stops leading, gated ticks and wake-ups do nothing (a pass already running finishes; the
+ * it stops leading, gated ticks and wake-ups do nothing (a pass already running ends after the event or batch in hand; the
  * cursors and leases keep the work consistent).
  */
 export class Leadership {

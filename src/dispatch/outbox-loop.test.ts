@@ -167,6 +167,41 @@ describe('outbox loop', () => {
     await clock2.stop();
   });
 
+  it('with handle, a loop whose leadership is lost mid-batch hands no further event of the batch over; the next leader goes on from the event after the last one handed over', async () => {
+    const seen: number[] = [];
+    let leading = true;
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-lost',
+      every: 60_000,
+      batch: 50,
+      handle: async (event) => {
+        seen.push(event.payload.orgId as number);
+        await new Promise((r) => setTimeout(r, 20)); // an event takes its time (an e-mail sent, a hook run)
+      },
+    });
+    const clock = new ClockRunner();
+    // The leadership's gate: the clock runs while this process leads (src/dispatch/leader.ts).
+    await loop.start({ schedule: (n, c, task) => clock.schedule(n, c, task), trigger: (n) => clock.trigger(n), running: () => clock.running() && leading });
+    clock.start();
+    await t.db.withTenant(401, async (tx) => {
+      for (let i = 0; i < 40; i++) await events.emit(tx, 'org.updated', { orgId: 2000 + i, tenantId: 401 });
+    });
+    try {
+      const pass = clock.trigger(loop.job);
+      await until('the pass to be under way', () => seen.length >= 5);
+      leading = false;
+      await pass;
+      const handed = seen.length;
+      // One batch of 40 events of 20 ms: handed over to its end, it would have been all 40 (e-mails sent twice, once by each leader).
+      expect(handed).toBeLessThan(10);
+      const next = new OutboxLoop(t.db, { name: 'loop-lost', every: 60_000, batch: 50, handle: async (event) => void seen.push(event.payload.orgId as number) });
+      expect(await drainUntil(next, 40 - handed)).toBe(40 - handed);
+      expect(seen).toEqual(Array.from({ length: 40 }, (_, i) => 2000 + i));
+    } finally {
+      await clock.stop();
+    }
+  });
+
   it('moves the cursor past events that needed nothing once per run of them, and never hands them over twice', async () => {
     let cursorWrites = 0;
     const counting = countingDb((text) => {
