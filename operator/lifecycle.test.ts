@@ -546,6 +546,35 @@ describe('CronJobs in the release namespace', () => {
       await op.stop();
     }
   });
+
+  it('are not deleted as orphans by an operator not sure it leads (resumed after a pause): its cache may be older than the new leader\'s CronJobs', async () => {
+    let leading = false;
+    const op = operator('orphans-paused', { namespaces: ['orphans-paused'], leading: () => leading });
+    api.apply('cronjobs', {
+      apiVersion: 'batch/v1',
+      kind: 'CronJob',
+      metadata: {
+        name: 'widget-orphans-paused-gone',
+        namespace: RELEASE_NS,
+        labels: { 'app.kubernetes.io/managed-by': 'svc-hub-operator', 'svc.io/kind': 'widget', 'svc.io/resource-namespace': 'orphans-paused', 'svc.io/resource-name': 'gone', 'svc.io/resource-uid': 'dead-uid-9' },
+        annotations: { 'svc.io/resource-name': 'gone' },
+      },
+      spec: jobSpec('5 5 * * *'),
+    });
+    await op.start();
+    try {
+      op.resyncAll();
+      expect(await op.removeOrphanedCronJobs()).toBe(0);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(cronJob('widget-orphans-paused-gone')).toBeDefined();
+      // Sure of it again (a renewal): the sweep deletes the orphan.
+      leading = true;
+      op.resyncAll();
+      await until('the orphan deleted', () => !cronJob('widget-orphans-paused-gone'));
+    } finally {
+      await op.stop();
+    }
+  });
 });
 
 describe('operator instances and namespaces', () => {

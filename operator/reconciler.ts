@@ -90,8 +90,8 @@ export interface OperatorOptions {
   now?: () => Date;
   /**
    * Whether this process may act as the leader at this moment (the elector's `isLeader`, which a
-   * Lease elector bounds by the lease duration). Asked before each reconcile and before each write
-   * to the hub: an operator resumed after a pause past its lease duration (SIGSTOP, a long GC
+   * Lease elector bounds by the lease duration). Asked before each reconcile, before each write
+   * to the hub and before each CronJob the orphan sweep deletes: an operator resumed after a pause past its lease duration (SIGSTOP, a long GC
    * pause, a frozen node) may have been replaced by another replica meanwhile, so it writes nothing
    * until a renewal confirms it still leads (or finds it does not, which ends the term); the keys
    * wait meanwhile. Undefined: always.
@@ -298,6 +298,8 @@ export class Operator {
     if (!term?.cronJobs?.synced) return 0;
     let removed = 0;
     for (const job of term.cronJobs.informer.list()) {
+      // Not sure it leads (resumed after a pause): its cache may be older than the new leader's CronJobs.
+      if (this.options.leading && !this.options.leading()) return removed;
       if (!matchesSelector(job.metadata?.labels, this.cronJobSelector())) continue;
       const { owner, gone } = this.cronJobResource(term, job);
       if (!owner || !gone) continue;
