@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
 import { parseManifests } from '../src/cli/manifests.js';
 import { KUBECTL_YAML } from '../src/manifests/yaml.js';
+import { readYamlManifest } from '../src/manifests/yaml-body.js';
 import { kubectlBinary } from './harness/helm.js';
 import { startTestHub, type TestHub } from './harness/hub.js';
 
@@ -95,6 +96,35 @@ const KEYS = [
   'yes', 'Off', 'plain',
 ];
 const keyBlock = (keys: string[]) => keys.map((k, i) => `    ${k}: v${i}`).join('\n');
+
+/** `<<` merges that meet keys given otherwise in the same mapping: go-yaml assigns in order, the last assignment staying. */
+const MERGES = `    base: &base {k: base, j: base}
+    over: &over {<<: *base, j: over}
+    after: {k: explicit, <<: *base}
+    before: {<<: *base, k: explicit}
+    two: {<<: {k: m1, y: m1}, <<: {k: m2}}
+    between: {<<: {k: m1}, k: explicit, <<: {j: m2}}
+    overridden: {<<: {k: m1}, k: explicit, <<: {k: m2}}
+    seqafter: {k: explicit, <<: [{k: first}, *base]}
+    chained: {j: explicit, <<: *over}
+    yes: explicit
+    <<: {true: merged}`;
+
+describe('merge keys (`<<`) beside keys of their mapping', () => {
+  it('give what kubectl gives: a merge after an explicit key, or after another merge, replaces its value', () => {
+    const text = manifest('merges', MERGES);
+    const kubectl = kubectlReads(text);
+    expect(parseManifests(text, 'merges.yaml').map((m) => m.body)).toEqual([kubectl]);
+    const read = readYamlManifest(text, 'body');
+    expect('json' in read && JSON.parse(read.json)).toEqual(kubectl);
+    // So that the test can tell: YAML's own merge lets the explicit key, or the first merge, win.
+    const defaults = (kubectl.spec as { defaults: Record<string, Record<string, string> | string> }).defaults;
+    expect(defaults.after).toEqual({ k: 'base', j: 'base' });
+    expect(defaults.two).toEqual({ k: 'm2', true: 'm1' });
+    expect(defaults.true).toBe('merged');
+    expect((parse(text, KUBECTL_YAML) as { spec: typeof kubectl.spec }).spec).not.toEqual(kubectl.spec);
+  });
+});
 
 describe('keys that are not text', () => {
   it('become the text kubectl makes of them (integers in decimal, floats as Go writes a float32, booleans true or false)', () => {

@@ -1,4 +1,4 @@
-import { type CollectionTag, type Document, type DocumentOptions, isAlias, isPair, isScalar, isSeq, type Node, type Pair, type ParseOptions, Scalar, type ScalarTag, type SchemaOptions, type ToStringOptions, visit } from 'yaml';
+import { type CollectionTag, type Document, type DocumentOptions, isAlias, isMap, isPair, isScalar, isSeq, type Node, type Pair, type ParseOptions, Scalar, type ScalarTag, type SchemaOptions, type ToStringOptions, visit, type YAMLMap } from 'yaml';
 import { joinField } from '../validation/schema-errors.js';
 
 /**
@@ -170,13 +170,17 @@ export interface KeyRefusal {
  * `-0.0` "-0"), a boolean "true" or "false". Answers the first key that cannot be written so, as
  * kubectl refuses it (a null key: `~`, `null`, an empty key; a sequence or mapping as a key; an
  * integer past int64 that fits 64 bits unsigned), or that gives a mapping a key twice once written
- * (`1` and `"1"`: kubectl keeps one of the two, not always the same one), naming it under `root`.
+ * (`1` and `"1"`: kubectl keeps one of the two, not always the same one), naming it under `root`. The pairs of a
+ * mapping holding a `<<` merge are first ordered so that its merge gives kubectl's values (`orderMergesAsKubectl`).
  */
 export function keysAsKubectl(doc: Document, root: string): KeyRefusal | undefined {
   const { named } = aliasesOf(doc);
+  const through = (node: unknown): unknown => (isAlias(node) ? named.get(node) : node);
+  const mergedKeys = new Map<YAMLMap, Set<string>>();
   let refusal: KeyRefusal | undefined;
   visit(doc, {
     Map(_key, map, path) {
+      if (map.items.some(isMergePair)) orderMergesAsKubectl(map, through, mergedKeys);
       // The path only for a refusal: found for every mapping, a sequence of n mappings cost n² (each
       // one's index looked up among the sequence's items).
       let found: string | undefined;
@@ -224,6 +228,62 @@ export function keysAsKubectl(doc: Document, root: string): KeyRefusal | undefin
     },
   });
   return refusal;
+}
+
+/** A `<<` merge key (the merge tag resolves a plain `<<` to a symbol). */
+const isMergePair = (pair: Pair): boolean => isScalar(pair.key) && typeof pair.key.value === 'symbol';
+
+/**
+ * Orders the pairs of `map`, which holds a `<<` merge, so that the yaml package's merge gives go-yaml v2's answer,
+ * kubectl's. go-yaml assigns a mapping's pairs in order, each assignment replacing the one before: a merge after an
+ * explicit key it also holds replaces that key's value, and of two merges giving a key the later one's value stays
+ * (inside one merge of a sequence of mappings, the earliest mapping's). The yaml package lets an explicit key win
+ * wherever it stands, and the first merge giving a key win over later ones. So an explicit pair whose key a later
+ * merge gives is dropped, and the merge pairs are put in the reverse order, in the places they held; a sequence
+ * merged stays as it is (both read it alike). Keys are compared as the text kubectl makes of them (`yes` and `true`
+ * are one key), the same before and after keysAsKubectl writes them; aliases read through `through`.
+ */
+function orderMergesAsKubectl(map: YAMLMap, through: (node: unknown) => unknown, given: Map<YAMLMap, Set<string>>): void {
+  const sources = (value: unknown): YAMLMap[] => {
+    const source = through(value);
+    if (isMap(source)) return [source];
+    if (!isSeq(source)) return [];
+    return source.items.map(through).filter((item): item is YAMLMap => isMap(item));
+  };
+  const textOf = (node: unknown): string | undefined => {
+    const key = through(node);
+    return isScalar(key) ? kubectlKey(key) : undefined;
+  };
+  // The keys a mapping holds once its merges are done: its own and every merged mapping's.
+  const keysOf = (of: YAMLMap, seen: Set<YAMLMap>): Set<string> => {
+    let keys = given.get(of);
+    if (keys) return keys;
+    keys = new Set();
+    seen.add(of);
+    for (const pair of of.items) {
+      if (isMergePair(pair)) {
+        for (const source of sources(pair.value)) if (!seen.has(source)) for (const key of keysOf(source, seen)) keys.add(key);
+      } else {
+        const text = textOf(pair.key);
+        if (text !== undefined) keys.add(text);
+      }
+    }
+    given.set(of, keys);
+    return keys;
+  };
+  const later = new Set<string>();
+  const kept: Pair[] = [];
+  for (const pair of [...map.items].reverse() as Pair[]) {
+    if (isMergePair(pair)) {
+      for (const source of sources(pair.value)) for (const key of keysOf(source, new Set([map]))) later.add(key);
+    } else {
+      const text = textOf(pair.key);
+      if (text !== undefined && later.has(text)) continue;
+    }
+    kept.unshift(pair);
+  }
+  const merges = kept.filter(isMergePair).reverse();
+  map.items = kept.map((pair) => (isMergePair(pair) ? merges.shift()! : pair));
 }
 
 /** The path of `node` under `root`, from the keys (already written as kubectl's) and indexes above it. */
