@@ -11,7 +11,7 @@ import { crdOf, renderCrds } from '../src/manifests/crd.js';
 import { AGE_COLUMN, crdNameOf, type ManifestKind, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { packageRoot } from '../src/package-root.js';
 import { re2Pattern } from '../src/manifests/re2.js';
-import { re2Problem, re2RegExp } from './harness/kube-schema.js';
+import { applyDefaults, type JSONSchemaProps, re2Problem, re2RegExp } from './harness/kube-schema.js';
 import { checkWorkflowManifest } from '../src/workflows/manifest/validate.js';
 
 /**
@@ -466,22 +466,25 @@ describe('examples/ Process manifests', () => {
   });
 });
 
+/** The Workflow manifest of CONTRACTS.md section 5a. */
+const workflowManifest = () => ({
+  apiVersion: 'apps.svc.io/v1',
+  kind: 'Workflow',
+  metadata: { name: 'partner-status', labels: { 'svc.io/tenant': 'default' } },
+  spec: {
+    entity: 'partner',
+    scope: 'partners',
+    stateColumn: 'status',
+    states: ['prospect', 'active', 'closed'],
+    transitions: [{ from: 'prospect', to: 'active' }, { from: 'active', to: 'closed' }],
+    dormancy: { after: '30d', states: ['prospect', 'active'] },
+  },
+});
+
 describe('the Workflow CRD', () => {
   const crdSchema = schemaOf(readCrd(`${crdNameOf(MANIFEST_KINDS.find((k) => k.kind === 'Workflow')!)}.yaml`));
   const validate = crdValidator(crdSchema);
-  const manifest = () => ({
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Workflow',
-    metadata: { name: 'partner-status', labels: { 'svc.io/tenant': 'default' } },
-    spec: {
-      entity: 'partner',
-      scope: 'partners',
-      stateColumn: 'status',
-      states: ['prospect', 'active', 'closed'],
-      transitions: [{ from: 'prospect', to: 'active' }, { from: 'active', to: 'closed' }],
-      dormancy: { after: '30d', states: ['prospect', 'active'] },
-    },
-  });
+  const manifest = workflowManifest;
 
   it('is workflows.apps.svc.io, in category svc, and takes the manifest of section 5a as the apply path does, with nothing pruned', () => {
     const crd = readCrd('workflows.apps.svc.io.yaml');
@@ -506,5 +509,52 @@ describe('the Workflow CRD', () => {
       expect({ field, crd: validate(m) }).toEqual({ field, crd: false });
       expect(checkWorkflowManifest(m).errors.map((e) => e.field)).toContain(field);
     }
+  });
+});
+
+/** `value` with a null for every property its schema declares and it leaves out, at every depth. */
+function withNulls(value: unknown, schema: Schema | undefined): { value: unknown; nulls: number } {
+  let nulls = 0;
+  const fill = (v: unknown, node: Schema | undefined): unknown => {
+    if (!node) return v;
+    if (Array.isArray(v)) return v.map((item) => fill(item, isObject(node.items) ? node.items : undefined));
+    if (!isObject(v)) return v;
+    const props = (node.properties ?? {}) as Record<string, Schema>;
+    const out: Schema = {};
+    for (const [key, item] of Object.entries(v)) out[key] = fill(item, props[key] ?? (isObject(node.additionalProperties) ? node.additionalProperties : undefined));
+    for (const key of Object.keys(props)) {
+      if (!(key in out)) {
+        out[key] = null;
+        nulls++;
+      }
+    }
+    return out;
+  };
+  return { value: fill(value, schema), nulls };
+}
+
+describe('a null where the CRD schema takes none', () => {
+  const checks: Record<string, (m: unknown) => unknown> = {
+    Connector: checkManifest,
+    Entity: checkEntityManifest,
+    Export: checkExportManifest,
+    Process: checkProcessManifest,
+    Workflow: checkWorkflowManifest,
+  };
+  const manifests: Array<[string, Schema]> = [
+    ...yamlFiles(EXAMPLES).map((f): [string, Schema] => [f, parse(readFileSync(join(EXAMPLES, f), 'utf8')) as Schema]),
+    ['the workflow of section 5a', workflowManifest() as Schema],
+  ];
+
+  it.each(manifests)('%s: kube-apiserver drops it with its key, and the apply path reads the manifest as if it were left out (the same result)', (_name, manifest) => {
+    const kind = MANIFEST_KINDS.find((k) => k.kind === manifest.kind)!;
+    const crdSchema = schemaOf(readCrd(`${crdNameOf(kind)}.yaml`));
+    const { value, nulls } = withNulls(manifest, crdSchema);
+    expect(nulls).toBeGreaterThan(0);
+    // What the operator is given: the stand-in prunes such nulls as the apiserver's PruneNonNullableNullsWithoutDefaults.
+    expect(applyDefaults(structuredClone(value), crdSchema as JSONSchemaProps)).toEqual(manifest);
+    const check = checks[kind.kind]!;
+    expect(check(value)).toEqual(check(manifest));
+    expect((check(manifest) as { errors: unknown[] }).errors).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import { depthOf, findUnstorableText, MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import { type Issue, schemaIssue, unknownFieldsFirst } from '../validation/schema-errors.js';
+import { toStructural, withoutPrunedNulls } from './structural.js';
 
 /**
  * What every manifest kind's validator shares (Connector, Entity, Export): the issue list keyed by
@@ -61,12 +62,18 @@ export function addSchemaErrors(errors: Issues, found: ErrorObject[] | null | un
   for (const e of unknownFieldsFirst(found)) errors.add(...translate(e));
 }
 
+/** Each kind's JSON Schema as the structural schema its CRD carries, made once. */
+const structuralSchemas = new WeakMap<object, Json>();
+
 /**
  * The checks before the schema: an object (else the error names `expected`, the kind's top-level
  * fields), nested at most as deep as any HTTP body, holding only text PostgreSQL can store. Answers
- * the manifest as an object when the schema may run.
+ * the manifest as an object when the schema may run, read as kube-apiserver reads the custom
+ * resource through the kind's CRD (`schema`, the kind's JSON Schema): a null the CRD takes for no
+ * value is left out (`withoutPrunedNulls`), so that the same bytes are one manifest over HTTP and
+ * through kubectl.
  */
-export function manifestObject(input: unknown, errors: Issues, expected: string): Json | undefined {
+export function manifestObject(input: unknown, errors: Issues, expected: string, schema: Json): Json | undefined {
   if (!isObject(input)) {
     errors.add('', `a manifest must be an object (${expected})`);
     return undefined;
@@ -78,7 +85,12 @@ export function manifestObject(input: unknown, errors: Issues, expected: string)
   }
   const unstorable = findUnstorableText(input, '');
   if (unstorable) errors.add(unstorable.field, `${unstorable.field || 'manifest'} ${unstorable.reason}`);
-  return input;
+  let structural = structuralSchemas.get(schema);
+  if (!structural) {
+    structural = toStructural(schema, schema);
+    structuralSchemas.set(schema, structural);
+  }
+  return withoutPrunedNulls(input, structural) as Json;
 }
 
 /** The name of an `apps.svc.io` manifest: a slug, stored lower-case (upper case is accepted). */

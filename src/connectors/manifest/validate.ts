@@ -120,7 +120,7 @@ const schemaCheck = compiledOnce(connectorManifestSchema);
 export function checkManifest(given: unknown, options: CheckOptions = {}): ManifestCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
-  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, connector_type, scopes, spec');
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, connector_type, scopes, spec', connectorManifestSchema);
   if (!input) return { errors: errors.list, warnings };
 
   refusalsBeforeSchema(input, errors);

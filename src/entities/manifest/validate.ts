@@ -46,7 +46,7 @@ export const mappingField = (i: number, column: string): string =>
 export function checkEntityManifest(given: unknown): EntityCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
-  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec', entityManifestSchema);
   if (!input) return { errors: errors.list, warnings };
 
   reservedNames(input, errors);

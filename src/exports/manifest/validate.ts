@@ -62,7 +62,7 @@ const DESTINATION = 'spec.destination';
 export function checkExportManifest(given: unknown, options: { egress?: EgressPolicy } = {}): ExportCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
-  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec', exportManifestSchema);
   if (!input) return { errors: errors.list, warnings };
   // Refusals whose wording spec 3 fixes come before the schema's generic "not a known field".
   const destination = isObject(input.spec) ? input.spec.destination : undefined;

@@ -57,7 +57,7 @@ export function onlyDecisions(glob: string): boolean {
 
 export function checkProcessManifest(given: unknown): ProcessCheck {
   const errors = new Issues();
-  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec', processManifestSchema);
   if (!input) return { errors: errors.list };
   const check = schemaCheck();
   if (!check(input)) {

@@ -43,7 +43,7 @@ const quoted = (v: unknown) => JSON.stringify(v);
 export function checkWorkflowManifest(given: unknown): WorkflowCheck {
   const errors = new Issues();
   const warnings: Issue[] = [];
-  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec');
+  const input = manifestObject(given, errors, 'apiVersion, kind, metadata, spec', workflowManifestSchema);
   if (!input) return { errors: errors.list, warnings };
   const check = schemaCheck();
   if (!check(input)) addSchemaErrors(errors, check.errors);
