@@ -40,6 +40,9 @@ const QUIRKS = [
   '1e3', '.5', '1.', '6.8523015e+5', '685.230_15e+03', '+12', '"no"', "'0755'",
   // No digit before the exponent: strings to Go's ParseFloat (an endpoint id `e1`), not NaN.
   'e1', 'E5', '.e1', '-e1', '+e1', '._', '12e',
+  // Underscores wherever they stand in a number starting with a digit or a sign (go-yaml drops them), but
+  // only between digits after a leading dot (Go's float literal); prefixes without digits are text.
+  '1e1_0', '1_e5', '1e_7', '-_1', '+1_0.5', '0_', '00_8', '.5_5', '._5', '.5_', '0x_', '0b_', '-0x_', '0b-1', '0b+1',
 ];
 
 const manifest = (name: string, body: string) => `apiVersion: connectors.svc.io/v1
@@ -81,7 +84,7 @@ describe('manifests read as kubectl reads them', () => {
 
   it('what the hub writes as YAML, kubectl reads back as the same values (strings that YAML 1.1 would take for booleans or numbers are quoted)', () => {
     // A stored key `<<` (a header's, a data field's) is written quoted: plain, it would merge.
-    const values = { strings: ['no', 'NO', 'on', 'y', 'Yes', '0755', '0o17', '1_000', '02:30', '2024-01-01', '~', 'null', '.5', '1e3', '<<'], numbers: [493, 0.5, 1000], flags: [true, false], headers: { '<<': 'text', nested: [{ '<<': { k: 1 }, j: 2 }] } };
+    const values = { strings: ['no', 'NO', 'on', 'y', 'Yes', '0755', '0o17', '1_000', '02:30', '2024-01-01', '~', 'null', '.5', '1e3', '<<', '-_1', '0b+0', '1e1_0', '._5', '0x_'], numbers: [493, 0.5, 1000], flags: [true, false], headers: { '<<': 'text', nested: [{ '<<': { k: 1 }, j: 2 }] } };
     const object = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'written' }, spec: values };
     const text = stringify(object, KUBECTL_YAML);
     expect(kubectlReads(text)).toEqual(object);

@@ -1,37 +1,60 @@
 import { type CollectionTag, type Document, type DocumentOptions, isAlias, isMap, isPair, isScalar, isSeq, type Node, type Pair, type ParseOptions, Scalar, type ScalarTag, type SchemaOptions, type ToStringOptions, visit, type YAMLMap } from 'yaml';
 import { joinField } from '../validation/schema-errors.js';
 
-/**
- * Integers with a prefix Go reads and YAML 1.1 does not (`0o17`, and `0O`, `0X`, `0B` in capitals):
- * go-yaml drops the underscores and hands the text to Go's `strconv.ParseInt(text, 0, 64)`. Text
- * that is no such number (`0b12`) stays a string, as there. Only read, never chosen to write.
- */
-const GO_PREFIXED_INT: ScalarTag = {
-  identify: () => false,
-  default: true,
-  tag: 'tag:yaml.org,2002:int',
-  test: /^[-+]?0_*[oOxXbB][0-9a-fA-F_]+$/,
-  resolve: (text: string) => {
-    // go-yaml drops every underscore first: `0_x1F` is 0x1F.
-    const value = Number(text.replace(/^[-+]/, '').replaceAll('_', ''));
-    if (Number.isNaN(value)) return text;
-    return text.startsWith('-') ? -value : value;
-  },
-};
-
+const INT = 'tag:yaml.org,2002:int';
 const FLOAT = 'tag:yaml.org,2002:float';
 
+/** A `test` for a tag that is a function, not a pattern (the yaml package only calls its `test`). */
+const testedBy = (test: (text: string) => boolean): RegExp => ({ test }) as unknown as RegExp;
+
 /**
- * YAML 1.1's float forms as the yaml package writes them let the mantissa be empty (`e1`, `.e1`,
- * `.`), which it then reads as NaN. go-yaml reads a float only where Go's `strconv.ParseFloat`
- * does, which wants a digit before the exponent: there `e1` (an endpoint id, say) is a string. The
- * same forms with a digit required; `.inf` and `.nan` are left as they are (refused, as kubectl
- * refuses them).
+ * What go-yaml v2 (kubectl's reader, its resolve.go) makes of a plain scalar that may be a number:
+ * `{value, int}`, or undefined for text it keeps as a string. A scalar that starts with a digit or a
+ * sign has every underscore dropped first, wherever it stands (`1_000`, `1e1_0`, `0_x1F`), then is an
+ * integer where Go's `strconv.ParseInt(text, 0, 64)` (else `ParseUint`) reads one (`0755` octal, the
+ * `0x`, `0o`, `0b` prefixes in either case, `+12`), else a float where it has go-yaml's float form (a
+ * digit before any exponent: `e1` is text) and `ParseFloat` reads it (`08` is 8), else the binary
+ * number after a `0b` or `-0b` (a sign after the prefix read too, as there). One that starts with a dot
+ * is a float only as `ParseFloat` reads it, an underscore only between two digits (`.5`, `.5_5`;
+ * `._5` and `.5_` are text). A
+ * float past a double's range is answered as an infinity, refused as one (kubectlRefusal), where Go
+ * keeps the text. `.inf` and `.nan` are the float tag's, as before.
  */
-const WITH_DIGIT = (tag: ScalarTag): ScalarTag => {
-  if (tag.format === 'EXP') return { ...tag, test: /^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]*[0-9][0-9_]*)[eE][-+]?[0-9]+$/ };
-  if (tag.test?.source === '^[-+]?(?:[0-9][0-9_]*)?\\.[0-9_]*$') return { ...tag, test: /^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]*[0-9][0-9_]*)$/ };
-  return tag;
+function goNumber(text: string): { value: number; int: boolean } | undefined {
+  const first = text[0];
+  // Go's float literal: an underscore only between two digits.
+  if (first === '.') return /^\.[0-9](?:_?[0-9])*(?:[eE][-+]?[0-9](?:_?[0-9])*)?$/.test(text) ? { value: Number(text.replaceAll('_', '')), int: false } : undefined;
+  if (first === undefined || !/[-+0-9]/.test(first)) return undefined;
+  const plain = text.replaceAll('_', '');
+  const n = goInteger(plain);
+  // `-0` stays -0, as JSON.parse reads it (both write 0).
+  if (n !== undefined && ((n >= INT64_MIN && n <= INT64_MAX) || (!/^[-+]/.test(plain) && n <= UINT64_MAX))) return { value: n === 0n && plain.startsWith('-') ? -0 : Number(n), int: true };
+  if (GO_YAML_FLOAT.test(plain)) return { value: Number(plain), int: false };
+  const binary = /^0b([-+]?[01]+)$/.exec(plain) ?? /^-0b()([01]+)$/.exec(plain);
+  if (binary) {
+    const digits = binary[2] ?? binary[1]!;
+    const negative = plain.startsWith('-') || digits.startsWith('-');
+    const magnitude = BigInt(`0b${digits.replace(/^[-+]/, '')}`);
+    const b = negative ? -magnitude : magnitude;
+    if ((b >= INT64_MIN && b <= INT64_MAX) || (!/^[-+]/.test(digits) && b <= UINT64_MAX)) return { value: Number(b), int: true };
+  }
+  return undefined;
+}
+
+/** Integers and floats as go-yaml reads them (goNumber); only read, never chosen to write. */
+const GO_INT_TAG: ScalarTag = { identify: () => false, default: true, tag: INT, test: testedBy((text) => goNumber(text)?.int === true), resolve: (text) => goNumber(text)!.value };
+const GO_FLOAT_TAG: ScalarTag = { identify: () => false, default: true, tag: FLOAT, test: testedBy((text) => goNumber(text)?.int === false), resolve: (text) => goNumber(text)!.value };
+
+/**
+ * YAML 1.1's own integer and float forms, held to what go-yaml reads as such: they still write numbers
+ * and answer an explicit `!!int` or `!!float`, but no longer take text go-yaml keeps as a string
+ * (`0x_`, `._5`, `e1`, which the yaml package read as NaN or a number). `.inf` and `.nan` stay.
+ */
+const GO_READS = (tag: ScalarTag): ScalarTag => {
+  const own = tag.test;
+  if (!own || own.test('.inf')) return tag;
+  const int = tag.tag === INT;
+  return { ...tag, test: testedBy((text) => goNumber(text)?.int === int && own.test(text)) };
 };
 
 const MERGE = 'tag:yaml.org,2002:merge';
@@ -52,18 +75,19 @@ const MERGE_READ_ONLY = (tag: ScalarTag | CollectionTag): ScalarTag | Collection
  * reads YAML 1.1's plain scalars: `yes`, `no`, `on`, `off`, `y`, `n` (any of their capitalisations
  * YAML 1.1 lists) are booleans, `0755` is octal (493), `0b11` binary, `1_000` is 1000, and `<<`
  * merges a mapping. It does not resolve a timestamp (`2024-01-01`) or a base-60 number (`02:30`):
- * those stay strings, and so they do here (YAML 1.1's tags for them are left out); it reads `0o17` as
- * 15, as Go does. Written with the
- * same options, a string such as `"no"` or `"0755"` is quoted, so that kubectl reads it back as a
- * string.
+ * those stay strings, and so they do here (YAML 1.1's tags for them are left out); numbers are
+ * read as go-yaml reads them (goNumber: `0o17` is 15, `1e1_0` a number, `._5` text). Written with
+ * the same options, a string such as `"no"`, `"0755"` or `"1e1_0"` is quoted, so that kubectl reads
+ * it back as a string.
  */
 export const KUBECTL_YAML: ParseOptions & DocumentOptions & SchemaOptions & ToStringOptions = {
   version: '1.1',
   customTags: (tags) => [
+    GO_INT_TAG,
+    GO_FLOAT_TAG,
     ...tags
       .filter((tag) => typeof tag === 'string' || !(NOT_KUBECTL.has(tag.tag) || tag.format === 'TIME'))
-      .map((tag) => (typeof tag === 'string' ? tag : tag.tag === MERGE ? MERGE_READ_ONLY(tag) : tag.tag === FLOAT ? WITH_DIGIT(tag as ScalarTag) : tag)),
-    GO_PREFIXED_INT,
+      .map((tag) => (typeof tag === 'string' ? tag : tag.tag === MERGE ? MERGE_READ_ONLY(tag) : tag.tag === FLOAT || tag.tag === INT ? GO_READS(tag as ScalarTag) : tag)),
   ],
 };
 
@@ -314,6 +338,14 @@ function written(node: Node | Pair | null | undefined): string {
 
 /** An integer as Go's `strconv.ParseInt(text, 0, 64)` reads one (underscores already dropped). */
 const GO_INT = /^[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO]?[0-7]+|[1-9][0-9]*|0)$/;
+/** The integer Go's `strconv.ParseInt(text, 0, …)` reads from `text` (underscores already dropped), at any size; undefined for none. */
+function goInteger(text: string): bigint | undefined {
+  if (!GO_INT.test(text)) return undefined;
+  const digits = text.replace(/^[-+]/, '');
+  const magnitude = /^0[0-7]+$/.test(digits) ? BigInt(`0o${digits.slice(1)}`) : BigInt(digits);
+  return text.startsWith('-') ? -magnitude : magnitude;
+}
+
 /** go-yaml v2's float syntax (`yamlStyleFloat`). */
 const GO_YAML_FLOAT = /^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$/;
 const INT64_MIN = -(2n ** 63n);
@@ -330,10 +362,8 @@ function kubectlKey(key: Scalar): string | undefined {
   if (typeof value === 'boolean') return String(value);
   if (typeof value !== 'number' && typeof value !== 'bigint') return String(value);
   const text = (key.source ?? String(value)).replaceAll('_', '');
-  if (GO_INT.test(text)) {
-    const digits = text.replace(/^[-+]/, '');
-    const magnitude = /^0[0-7]+$/.test(digits) ? BigInt(`0o${digits.slice(1)}`) : BigInt(digits);
-    const n = text.startsWith('-') ? -magnitude : magnitude;
+  const n = goInteger(text);
+  if (n !== undefined) {
     if (n >= INT64_MIN && n <= INT64_MAX) return n.toString();
     if (!/^[-+]/.test(text) && n <= UINT64_MAX) return undefined;
     // Past 64 bits: go-yaml reads a decimal as a float, anything else as the text itself.
