@@ -127,6 +127,10 @@ describe('merge keys (`<<`) beside keys of their mapping', () => {
     expect(defaults.true).toBe('merged');
     expect((parse(text, KUBECTL_YAML) as { spec: typeof kubectl.spec }).spec).not.toEqual(kubectl.spec);
   });
+
+  it('a key written twice in the mapping is refused as ever, a merge between the two or not', () => {
+    expect(() => parseManifests(manifest('merge-twice', '    b: &b {k: 0}\n    m: {k: 1, <<: *b, k: 2}'), 'm.yaml')).toThrow('m.yaml document 1: spec.defaults.m.k is given twice: a key may appear once in a mapping');
+  });
 });
 
 describe('keys that are not text', () => {

@@ -296,13 +296,16 @@ function orderMergesAsKubectl(map: YAMLMap, through: (node: unknown) => unknown,
     return keys;
   };
   const later = new Set<string>();
+  // A key also written explicitly later is kept: the mapping gives it twice, which keysAsKubectl refuses.
+  const written = new Set<string>();
   const kept: Pair[] = [];
   for (const pair of [...map.items].reverse() as Pair[]) {
     if (isMergePair(pair)) {
       for (const source of sources(pair.value)) for (const key of keysOf(source, new Set([map]))) later.add(key);
     } else {
       const text = textOf(pair.key);
-      if (text !== undefined && later.has(text)) continue;
+      if (text !== undefined && later.has(text) && !written.has(text)) continue;
+      if (text !== undefined) written.add(text);
     }
     kept.unshift(pair);
   }
