@@ -43,6 +43,8 @@ const QUIRKS = [
   // Underscores wherever they stand in a number starting with a digit or a sign (go-yaml drops them), but
   // only between digits after a leading dot (Go's float literal); prefixes without digits are text.
   '1e1_0', '1_e5', '1e_7', '-_1', '+1_0.5', '0_', '00_8', '.5_5', '._5', '.5_', '0x_', '0b_', '-0x_', '0b-1', '0b+1',
+  // Past int64 a binary number is one only unsigned, as Go's ParseUint reads it.
+  `-0b${'1'.repeat(64)}`, `0b+${'1'.repeat(64)}`, `0b${'1'.repeat(64)}`,
 ];
 
 const manifest = (name: string, body: string) => `apiVersion: connectors.svc.io/v1

@@ -16,9 +16,8 @@ const testedBy = (test: (text: string) => boolean): RegExp => ({ test }) as unkn
  * digit before any exponent: `e1` is text) and `ParseFloat` reads it (`08` is 8), else the binary
  * number after a `0b` or `-0b` (a sign after the prefix read too, as there). One that starts with a dot
  * is a float only as `ParseFloat` reads it, an underscore only between two digits (`.5`, `.5_5`;
- * `._5` and `.5_` are text). A
- * float past a double's range is answered as an infinity, refused as one (kubectlRefusal), where Go
- * keeps the text. `.inf` and `.nan` are the float tag's, as before.
+ * `._5` and `.5_` are text). A float past a double's range is answered as an infinity, refused as one
+ * (kubectlRefusal), where Go keeps the text. `.inf` and `.nan` are the float tag's, as before.
  */
 function goNumber(text: string): { value: number; int: boolean } | undefined {
   const first = text[0];
@@ -36,7 +35,8 @@ function goNumber(text: string): { value: number; int: boolean } | undefined {
     const negative = plain.startsWith('-') || digits.startsWith('-');
     const magnitude = BigInt(`0b${digits.replace(/^[-+]/, '')}`);
     const b = negative ? -magnitude : magnitude;
-    if ((b >= INT64_MIN && b <= INT64_MAX) || (!/^[-+]/.test(digits) && b <= UINT64_MAX)) return { value: Number(b), int: true };
+    // ParseUint takes no sign: past int64 only an unsigned text is a number.
+    if ((b >= INT64_MIN && b <= INT64_MAX) || (!negative && !digits.startsWith('+') && b <= UINT64_MAX)) return { value: Number(b), int: true };
   }
   return undefined;
 }
