@@ -22,7 +22,7 @@ import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
 import { noIndexer } from '../src/connectors/indexer.js';
 import { pendingIndexer } from '../src/retrieval/indexer.js';
 import type { VectorSearchMode } from '../src/retrieval/pgvector.js';
-import { createRetrievalServices } from '../src/retrieval/services.js';
+import { createRetrievalServices, indexedAnything } from '../src/retrieval/services.js';
 import { platformDocuments } from './platform-corpus.js';
 import { HUB_CONSUMERS } from './outbox.js';
 import { scheduleHousekeeping } from './housekeeping.js';
@@ -211,7 +211,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     // once per start. Pending work is claimed row by row, so several processes may index at once.
     clocks.schedule('retrieval-index', { every: config.duration('svc.retrieval.index-every') }, async () => {
       const done = await retrieval.indexPass(clocks.stopSignal);
-      if (done.expanded || done.embedded) logger().debug(done, 'retrieval indexed');
+      if (indexedAnything(done)) logger().debug(done, 'retrieval indexed');
     });
     retrieval.reindex();
     if (config.bool('svc.scheduler.enabled')) {

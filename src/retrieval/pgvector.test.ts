@@ -142,6 +142,14 @@ describe('indexing and search', () => {
     }
   });
 
+  it('a pass that copies stored vectors into vec says how many: a pass whose time runs out copying is not taken for one with nothing left', async () => {
+    await owner.query('update retrieval.chunks set vec = null where id in (select id from retrieval.chunks order by id limit 7)');
+    // indexAll (and the hub's clock) stop at a pass that did nothing: on a busy machine the time
+    // of a pass could go on copying, and the pass answered expanded 0, embedded 0 with chunks left.
+    expect(await pgv.indexPass()).toEqual({ expanded: 0, filled: 7, embedded: 0 });
+    expect(await pgv.indexPass()).toEqual({ expanded: 0, filled: 0, embedded: 0 });
+  });
+
   it('a first start with pgvector copies the stored vectors before it builds the index', async () => {
     await owner.query(`drop index retrieval.${hnswIndexName(D)}`);
     await owner.query('update retrieval.chunks set vec = null');

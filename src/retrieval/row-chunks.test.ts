@@ -7,7 +7,7 @@ import { upsertChunk } from '../connectors/target/writer.js';
 import type { Target } from '../connectors/types.js';
 import type { EmbeddingPort } from './embedding/port.js';
 import { expandPending, pendingIndexer } from './indexer.js';
-import { createRetrievalServices, type RetrievalServices } from './services.js';
+import { createRetrievalServices, indexedAnything, type RetrievalServices } from './services.js';
 
 /**
  * Rows of identical content under several keys of one table are one chunk per corpus (the unique
@@ -101,8 +101,7 @@ describe('chunks of identical rows when their rows are deleted or purged', () =>
   /** What a search of everything cites (table, key, row hash), each checked against the tenant's rows. */
   async function searchCitesOnlyRows(tenantId: number): Promise<number> {
     for (;;) {
-      const done = await retrieval.indexPass();
-      if (done.expanded === 0 && done.embedded === 0) break;
+      if (!indexedAnything(await retrieval.indexPass())) break;
     }
     const hits = await retrieval.search(tenantId, { query: 'anything', topK: 100 });
     for (const hit of hits) {

@@ -93,7 +93,13 @@ export interface RetrievalServices {
    * runs; `signal` (the clocks' stop) ends it at once, a batch being embedded dropped (its chunks
    * stay pending for the next start).
    */
-  indexPass(signal?: AbortSignal): Promise<{ expanded: number; embedded: number }>;
+  /**
+   * One indexer pass, bounded in time: pending rows expanded into chunks, stored vectors copied
+   * into pgvector's column (`filled`), chunks embedded. A pass that ran out of time before its last
+   * step says so only through what it did: the next pass goes on, and "nothing left" is a pass
+   * that did nothing.
+   */
+  indexPass(signal?: AbortSignal): Promise<IndexPassResult>;
   /** The embedding port (chat embeds its question with it). */
   readonly embedding: EmbeddingPort | undefined;
   /** Waits for a running reindex (tests, orderly stop). */
@@ -102,6 +108,18 @@ export interface RetrievalServices {
   close(): Promise<void>;
 }
 
+
+/** What one indexer pass did. */
+export interface IndexPassResult {
+  expanded: number;
+  filled: number;
+  embedded: number;
+}
+
+/** Whether an indexer pass did anything (one that did nothing had nothing left to do). */
+export function indexedAnything(done: IndexPassResult): boolean {
+  return done.expanded > 0 || done.filled > 0 || done.embedded > 0;
+}
 
 interface Searcher {
   search(tenantId: number, query: Float32Array, topK: number, filter: SearchFilter): Promise<Array<{ id: number; similarity: number }>>;
@@ -252,21 +270,24 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
    * for at most PASS_BUDGET_MS, and the next tick goes on. A stop (`signal`) does not wait for the
    * batch being embedded (seconds on a busy machine): its vectors are dropped unwritten.
    */
-  async function indexPass(signal?: AbortSignal): Promise<{ expanded: number; embedded: number }> {
+  async function indexPass(signal?: AbortSignal): Promise<IndexPassResult> {
     const started = Date.now();
     const goOn = () => !stopping && !signal?.aborted;
     let expanded = 0;
     for (let n = await expandPending(db); n > 0 && goOn(); n = await expandPending(db)) expanded += n;
-    if (!embedding) return { expanded, embedded: 0 };
+    if (!embedding) return { expanded, filled: 0, embedded: 0 };
     if (!modelChecked) {
       await forgetOtherModels(db, embedding);
       modelChecked = true;
     }
     const { pgvector } = await vectors(embedding);
     let embedded = 0;
+    let filled = 0;
     // Chunks embedded before the database had pgvector get their `vec` from the stored vector.
     while (pgvector && goOn() && Date.now() - started < PASS_BUDGET_MS) {
-      if ((await fillVectorColumn(db, modelName(embedding), pgvector.schema)) === 0) break;
+      const n = await fillVectorColumn(db, modelName(embedding), pgvector.schema);
+      if (n === 0) break;
+      filled += n;
     }
     while (goOn() && Date.now() - started < PASS_BUDGET_MS) {
       // One batch per thread of the model, so that they all work.
@@ -274,7 +295,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       if (n === 0) break;
       embedded += n;
     }
-    return { expanded, embedded };
+    return { expanded, filled, embedded };
   }
 
   return {
