@@ -3,7 +3,9 @@ import type pg from 'pg';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Promote } from '../connectors/types.js';
-import { EntityDefinitionError, entityRelation } from './relation.js';
+import { tenantTableSql } from '../connectors/target/ddl.js';
+import { guardQuery } from '../retrieval/analytic/guards.js';
+import { EntityDefinitionError, entityRelation, typedEntityRelation } from './relation.js';
 import { applyEntity, type EntityDef, loadEntity } from './store.js';
 
 /**
@@ -268,5 +270,76 @@ describe('tenants', () => {
     // Row-level security holds my rows from their session (and the check constraint pins the schema to me).
     const seen = await hub.services.db.withTenant(B, (tx) => tx.query(`select * from (${sql}) e`));
     expect(seen.rows).toEqual([]);
+  });
+});
+
+describe('the relation analytic chat reads (typedEntityRelation)', () => {
+  // 5 sources × 30 columns: with the conflict comparisons (every pair of sources on every column)
+  // its SQL was 80 KB (17 KB without), and analytic chat holds a query to 100,000 characters of entity SQL, each
+  // naming counting: such an entity could not be named twice (a self join).
+  const SOURCES = 5;
+  const COLUMNS = Array.from({ length: 29 }, (_, j) => `c${j + 1}`);
+  const wide = {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Entity',
+    metadata: { name: 'wide' },
+    spec: {
+      scope: 'wide',
+      key: 'id',
+      columns: [{ name: 'id', type: 'text' }, ...COLUMNS.map((name) => ({ name, type: 'text' }))],
+      sources: Array.from({ length: SOURCES }, (_, i) => ({ table: `ext.wide${i}`, key: '$.id', columns: Object.fromEntries(COLUMNS.map((c) => [c, `$.${c}`])) })),
+    },
+  };
+
+  beforeAll(async () => {
+    for (let i = 0; i < SOURCES; i++) {
+      await hub.services.connectors.ext.ensureTable(A, `ext.wide${i}`, []);
+      // Keys 1..3 in every source, key 4 only in the last; source i gives c1 only for key 1 (a conflict), c2 agreed, c3 from source 2 on.
+      const keys = i === SOURCES - 1 ? ['1', '2', '3', '4'] : ['1', '2', '3'];
+      await rows(A, `wide${i}`, keys.map((k) => [`w${i}-${k}`, { id: k, c1: k === '1' ? `from${i}` : null, c2: `agreed${k}`, ...(i >= 2 ? { c3: `s${i}` } : {}), c29: `${k}-${i}` }]));
+    }
+    expect((await apply(A, wide)).warnings).toEqual([]);
+  });
+
+  it('builds no conflict ledger: the fused relation it reads has _entity_id and the canonical columns only', async () => {
+    await hub.services.db.withTenant(A, async (tx) => {
+      const entity = (await loadEntity(tx, 'wide'))!;
+      const fusedOnly = await entityRelation(tx, entity, { conflicts: false });
+      const result = await tx.query(`select * from (${fusedOnly}) e limit 0`);
+      expect(result.fields.map((f) => f.name)).toEqual(['_entity_id', 'id', ...COLUMNS]);
+      const typed = await typedEntityRelation(tx, entity);
+      expect(/_conflicts|_resolution|jsonb_build_object|jsonb_strip_nulls|precedence/.exec(typed)?.[0]).toBeUndefined();
+      // The other readers (exports, workflows) still get the ledger.
+      expect((await tx.query(`select * from (${await entityRelation(tx, entity)}) e limit 0`)).fields.map((f) => f.name)).toEqual(['_entity_id', 'id', ...COLUMNS, '_conflicts', '_resolution']);
+    });
+  });
+
+  it('fits twice in one analytic query and answers the same rows as the full relation', async () => {
+    await hub.services.db.withTenant(A, async (tx) => {
+      const entity = (await loadEntity(tx, 'wide'))!;
+      const typed = await typedEntityRelation(tx, entity);
+      const full = await entityRelation(tx, entity);
+      expect(full.length).toBeGreaterThan(70_000);
+      expect(typed.length).toBeLessThan(50_000);
+      const card = { scope: 'wide', relations: [{ name: 'entity.wide', entity: 'wide', columns: wide.spec.columns }] };
+      const verdict = await guardQuery('select a.id, a.c1, a.c2, a.c3, b.c29 from entity.wide a join entity.wide b on b.id = a.id order by a.id', card, {
+        resolveRelation: (name) => tenantTableSql(A, name),
+        resolveSubquery: (name) => (name === 'entity.wide' ? typed : undefined),
+      });
+      expect(verdict).toMatchObject({ ok: true });
+      if (!verdict.ok) return;
+      const answered = (await tx.query(verdict.sql)).rows;
+      const expected = (await tx.query(`select id, c1, c2, c3, c29 from (${full}) e order by id`)).rows;
+      expect(answered).toEqual(expected);
+      expect(answered).toEqual([
+        { id: '1', c1: 'from0', c2: 'agreed1', c3: 's2', c29: '1-0' },
+        { id: '2', c1: null, c2: 'agreed2', c3: 's2', c29: '2-0' },
+        { id: '3', c1: null, c2: 'agreed3', c3: 's2', c29: '3-0' },
+        { id: '4', c1: null, c2: 'agreed4', c3: 's4', c29: '4-4' },
+      ]);
+      // Every canonical column, as the typed relation gives them, equals the full relation's.
+      const all = ['id', ...COLUMNS].map((c) => `"${c}"`).join(', ');
+      expect((await tx.query(`select * from (${typed}) t order by id`)).rows).toEqual((await tx.query(`select ${all} from (${full}) e order by id`)).rows);
+    });
   });
 });
