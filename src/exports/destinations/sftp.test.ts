@@ -562,3 +562,24 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
     });
   });
 });
+
+describe('SFTP name resolution under the egress policy', () => {
+  it('a name whose DNS server never answers fails within connectTimeoutMs (resolution and connection together)', async () => {
+    const asked: string[] = [];
+    const egress = new EgressPolicy({
+      denyPrivate: true,
+      resolve: (hostname) => {
+        asked.push(hostname);
+        return new Promise(() => undefined);
+      },
+    });
+    const destination = new SftpDestination({ host: 'silent.test', port: 22, user: 'u', path: '/x/a.csv', hostKeyFingerprint: 'SHA256:x', password: 'p', egress, connectTimeoutMs: 300 });
+    const started = performance.now();
+    const err = (await destination.publish(Readable.from([Buffer.from('x')]), { digest: () => '' }).catch((e: unknown) => e)) as PublishError;
+    expect(asked).toEqual(['silent.test']);
+    expect(err).toBeInstanceOf(PublishError);
+    expect(err.code).toBe('publication');
+    expect(err.reason).toBe('could not connect to silent.test:22: connect timeout: the name silent.test was not resolved within 300 ms');
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
+});

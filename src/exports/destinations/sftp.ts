@@ -29,7 +29,7 @@ export interface SftpDestinationOptions {
   /** A private key (OpenSSH or PEM text). */
   privateKey?: string;
   egress: EgressPolicy;
-  /** Connection, handshake and login must be done within this (default 20 s). */
+  /** Name resolution (by the egress policy), connection, handshake, login and opening SFTP must be done within this (default 20 s). */
   connectTimeoutMs?: number;
   /** How long the cleanup after a failure or a stop may take (test hook; default CLEANUP_MS). */
   cleanupMs?: number;
@@ -130,24 +130,12 @@ export class SftpDestination implements Destination {
         throw new PublishError('publication', `the secret named in key_env is not a private key SSH can use (${parsed.message}): store an unencrypted OpenSSH or PEM private key`);
       }
     }
-    let address: string;
-    try {
-      address = await o.egress.admit(o.host);
-    } catch (err) {
-      if (isEgressDenied(err)) throw new PublishError('publication', `SFTP host ${o.host} not contacted: ${(err as Error).message}`);
-      throw new PublishError('publication', `could not connect to ${this.endpoint}: ${describeNetworkError(err)}`);
-    }
-    const expected = normaliseFingerprint(o.hostKeyFingerprint);
-    let presented: string | undefined;
-    let raw: (Error & { level?: string; code?: unknown }) | undefined;
-    const onError = (err: Error) => {
-      raw ??= err;
-    };
-    client.on('error', onError);
     const timeout = o.connectTimeoutMs ?? 20_000;
-    // readyTimeout ends with the login: the SFTP session opened after it (the server's answer to
-    // SFTP's INIT) must come within the same time, or a server whose SFTP process never answers
-    // would hold the run until its time limit.
+    // The time starts before the name is resolved (the egress policy resolves it here, before ssh2
+    // connects): a DNS server that never answers is given up with the rest. readyTimeout ends with
+    // the login: the SFTP session opened after it (the server's answer to SFTP's INIT) must come
+    // within the same time, or a server whose SFTP process never answers would hold the run until
+    // its time limit.
     let timer: NodeJS.Timeout | undefined;
     let late = false;
     const deadline = new Promise<never>((_, reject) => {
@@ -158,6 +146,22 @@ export class SftpDestination implements Destination {
       }, timeout);
     });
     deadline.catch(() => {});
+    let address: string;
+    try {
+      address = await Promise.race([o.egress.admit(o.host), deadline]);
+    } catch (err) {
+      clearTimeout(timer);
+      if (late) throw new PublishError('publication', `could not connect to ${this.endpoint}: connect timeout: the name ${o.host} was not resolved within ${timeout} ms`);
+      if (isEgressDenied(err)) throw new PublishError('publication', `SFTP host ${o.host} not contacted: ${(err as Error).message}`);
+      throw new PublishError('publication', `could not connect to ${this.endpoint}: ${describeNetworkError(err)}`);
+    }
+    const expected = normaliseFingerprint(o.hostKeyFingerprint);
+    let presented: string | undefined;
+    let raw: (Error & { level?: string; code?: unknown }) | undefined;
+    const onError = (err: Error) => {
+      raw ??= err;
+    };
+    client.on('error', onError);
     try {
       const connected = client.connect({
         host: address,
