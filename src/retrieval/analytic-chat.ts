@@ -124,9 +124,10 @@ export interface AnalyticDeps {
  * Analytic chat: the scope's schema card, one SELECT written by the model, the four guards on its
  * parse tree, then the read-only run under the tenant's row-level security (the fifth guard). A
  * refusal is an answer (rowCount 0, the refused SQL), not an HTTP error; only a missing card (409),
- * an ungranted scope (403) and a missing or failing model (503) are.
+ * an ungranted scope (403) and a missing or failing model (503) are. `signal` (the asking client
+ * went away) stops the model's call and a wait for the gate, with the signal's reason.
  */
-export async function analyticChat(deps: AnalyticDeps, tenantId: number, question: string, resolved: ResolvedScope): Promise<AnalyticAnswer> {
+export async function analyticChat(deps: AnalyticDeps, tenantId: number, question: string, resolved: ResolvedScope, signal?: AbortSignal): Promise<AnalyticAnswer> {
   const scope = resolved.scope ?? (resolved.allowed?.length === 1 ? resolved.allowed[0] : undefined);
   if (scope === undefined && resolved.allowed) throw new ScopeNotGranted();
   const name = scope ?? '';
@@ -151,7 +152,7 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   const written = await deps.chat.complete([
     { role: 'system', content: `${SYSTEM}\n\nRelations:\n${renderCard(stored.card)}` },
     { role: 'user', content: question },
-  ]);
+  ], signal);
   const refusal = (answer: string, sql: string): AnalyticAnswer => ({ answer, sql, rowCount: 0, rows: [], otherDoors: refusedDoors });
   const { sql, abstained } = extractSql(written);
   if (abstained !== undefined || !sql) return refusal(`The model could not write a query: ${abstained ?? 'it answered nothing'}`, '');
@@ -169,7 +170,7 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   let result: { rows: Record<string, unknown>[]; rowCount: number };
   try {
     const run = () => runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes });
-    result = await (deps.gate ? deps.gate.run(tenantId, sql, deps.statementTimeoutMs, run) : run());
+    result = await (deps.gate ? deps.gate.run(tenantId, sql, deps.statementTimeoutMs, run, signal) : run());
   } catch (err) {
     // A refusal of guard 5 (PostgreSQL refusing the statement, the gate turning it away) is an answer; anything else
     // (a lost connection, a server out of resources) is the hub's failure, answered as such.

@@ -139,14 +139,19 @@ export interface AttemptOptions {
  * as a server's Retry-After asks (an hour, if it says so). Here the attempt in flight is given up
  * when `timeoutMs` has passed since the call began (a ModelAnswerRefused 'time', the connection
  * closed), and a retry whose wait would end after that is not made: the call fails with the last
- * attempt's own error (an HTTP 500 stays an HTTP 500).
+ * attempt's own error (an HTTP 500 stays an HTTP 500). `signal` (whoever waits for the answer went
+ * away) ends the call at once in the same way, the attempt in flight closed or the wait for a retry
+ * cut short, with the signal's reason.
  */
-export async function withinTimeLimit<T>(limits: { timeoutMs: number; maxRetries: number }, attempt: (options: AttemptOptions) => Promise<T>): Promise<T> {
-  const { timeoutMs, maxRetries } = limits;
+export async function withinTimeLimit<T>(limits: { timeoutMs: number; maxRetries: number; signal?: AbortSignal }, attempt: (options: AttemptOptions) => Promise<T>): Promise<T> {
+  const { timeoutMs, maxRetries, signal } = limits;
+  signal?.throwIfAborted();
   const deadline = Date.now() + timeoutMs;
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new ModelAnswerRefused('time', timeoutMs)), timeoutMs);
   timer.unref();
+  const gone = () => controller.abort(signal!.reason);
+  signal?.addEventListener('abort', gone, { once: true });
   try {
     for (let retry = 0; ; retry++) {
       try {
@@ -156,11 +161,19 @@ export async function withinTimeLimit<T>(limits: { timeoutMs: number; maxRetries
         if (controller.signal.aborted) throw controller.signal.reason;
         const wait = retry < maxRetries ? retryWait(err, retry) : undefined;
         if (wait === undefined || Date.now() + wait >= deadline) throw err;
-        await new Promise((resolve) => setTimeout(resolve, wait));
+        await new Promise<void>((resolve) => {
+          const pause = setTimeout(resolve, wait);
+          controller.signal.addEventListener('abort', () => {
+            clearTimeout(pause);
+            resolve();
+          }, { once: true });
+        });
+        controller.signal.throwIfAborted();
       }
     }
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener('abort', gone);
   }
 }
 

@@ -73,11 +73,11 @@ const PASS_BUDGET_MS = 2000;
 const NO_EMBEDDING = new PortUnavailable('no embedding port is configured', 'set svc.embedding.provider to local or openai');
 
 export interface RetrievalServices {
-  search(tenantId: number, request: SearchRequest): Promise<SearchHit[]>;
+  search(tenantId: number, request: SearchRequest, signal?: AbortSignal): Promise<SearchHit[]>;
   /** Semantic chat: the nearest chunks as context, the model's answer, the retrieved rows' hashes. */
-  chat(tenantId: number, question: string, request: Omit<SearchRequest, 'query'>): Promise<SemanticAnswer>;
-  /** Analytic chat over the scope's schema card (src/retrieval/analytic-chat.ts). */
-  analytic(tenantId: number, question: string, scope: ResolvedScope): Promise<AnalyticAnswer>;
+  chat(tenantId: number, question: string, request: Omit<SearchRequest, 'query'>, signal?: AbortSignal): Promise<SemanticAnswer>;
+  /** Analytic chat over the scope's schema card (src/retrieval/analytic-chat.ts). `signal`: the asking client went away (both). */
+  analytic(tenantId: number, question: string, scope: ResolvedScope, signal?: AbortSignal): Promise<AnalyticAnswer>;
   /** The stored schema card of a scope. */
   schemaCard(tenantId: number, scope: string): Promise<StoredCard | undefined>;
   /** Discovers and stores a scope's schema card from its ext tables. */
@@ -156,10 +156,10 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   let modelChecked = false;
   let stopping = false;
 
-  async function search(tenantId: number, request: SearchRequest): Promise<SearchHit[]> {
+  async function search(tenantId: number, request: SearchRequest, signal?: AbortSignal): Promise<SearchHit[]> {
     if (!embedding) throw NO_EMBEDDING;
     const { searcher: store } = await vectors(embedding);
-    const [query] = await embedding.embed([request.query]);
+    const [query] = await embedding.embed([request.query], signal);
     const filter = { corpus: request.corpus, scopes: request.scopes };
     const own = await store.search(tenantId, query!, request.topK, filter);
     // The platform corpus carries no tag: a tag filter leaves it out.
@@ -300,8 +300,9 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
 
   return {
     search,
-    chat: (tenantId, question, request) => semanticChat((r) => search(tenantId, r), deps.chat, question, request),
-    analytic: (tenantId, question, scope) => analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, gate: analyticGate }, tenantId, question, scope),
+    chat: (tenantId, question, request, signal) => semanticChat((r, s) => search(tenantId, r, s), deps.chat, question, request, signal),
+    analytic: (tenantId, question, scope, signal) =>
+      analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, gate: analyticGate }, tenantId, question, scope, signal),
     schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
     rediscover: (tenantId, scope) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope)),
     scopes,

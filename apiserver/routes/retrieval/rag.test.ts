@@ -7,6 +7,9 @@ import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 import { demoPartnersConnector, indexAll } from '../../../test/harness/retrieval.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { until } from '../../../test/harness/until.js';
 import { ragRoutes } from './rag.js';
 
 /**
@@ -426,6 +429,97 @@ describe('analytic chat', () => {
       await gated.stop();
     }
   }, 60_000);
+});
+
+describe('a client that goes away before its answer', () => {
+  /**
+   * An OpenAI-compatible chat endpoint on loopback that answers each question with the SQL `answers`
+   * gives it, and holds a question it has no answer for, recording whether the hub closed that
+   * request before an answer (as a real endpoint sees a client abort: its request's socket closes).
+   */
+  async function holdingModel(answers: Record<string, string>) {
+    const held: Array<{ question: string; closed: boolean }> = [];
+    const asked: string[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const sent = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { messages: Array<{ role: string; content: string }> };
+        const question = sent.messages.at(-1)!.content;
+        asked.push(question);
+        const known = Object.entries(answers).find(([q]) => question.endsWith(q));
+        if (!known) {
+          const entry = { question, closed: false };
+          held.push(entry);
+          res.on('close', () => {
+            entry.closed = !res.writableFinished;
+          });
+          return;
+        }
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ id: 'c1', object: 'chat.completion', created: 0, model: 'stand-in', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: known[1] } }] }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      held,
+      asked,
+      close: () => {
+        server.closeAllConnections();
+        return new Promise((resolve) => server.close(resolve));
+      },
+    };
+  }
+
+  /** Asks and goes away once `away()` is true: the request aborted, its connection closed. */
+  async function askAndLeave(url: string, body: unknown, away: () => boolean): Promise<void> {
+    const controller = new AbortController();
+    const asked = fetch(`${url}/api/platform/rag/chat`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/json' }, body: JSON.stringify(body), signal: controller.signal });
+    asked.catch(() => undefined);
+    await until('the request to reach its point', away);
+    controller.abort();
+    await expect(asked).rejects.toThrow();
+  }
+
+  it('the model call ends when the client goes away (semantic and analytic), not at svc.llm.timeout', async () => {
+    const model = await holdingModel({});
+    const slow = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': `${model.url}/v1`, 'svc.llm.model': 'stand-in', 'svc.llm.timeout': '60s' });
+    try {
+      for (const [n, mode] of [[1, 'semantic'], [2, 'analytic']] as const) {
+        await askAndLeave(slow.url, { question: `hold ${mode}`, mode, scope: 'partners' }, () => model.held.length === n);
+        const left = Date.now();
+        await until(`the ${mode} model call to be closed`, () => model.held[n - 1]!.closed, { timeoutMs: 5_000 });
+        expect(Date.now() - left).toBeLessThan(5_000);
+      }
+    } finally {
+      await slow.stop();
+      await model.close();
+    }
+  }, 30_000);
+
+  it('a query waiting for the analytic gate is dropped when its client goes away: the next one takes the turn', async () => {
+    const long = 'select count(*) as n from ext.partners a cross join ext.partners b cross join ext.partners c cross join ext.partners d cross join ext.partners e';
+    const model = await holdingModel({ 'long one': long, 'long two': long, 'short': 'select count(*) as n from ext.partners' });
+    // One query of the tenant at a time; a query runs, and a query waits, at most 3 s.
+    const gated = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': `${model.url}/v1`, 'svc.llm.model': 'stand-in', 'svc.analytic.concurrency-per-tenant': '1', 'svc.analytic.statement-timeout': '3s' });
+    try {
+      const asker = devClient(gated.url, T);
+      // The first holds the tenant's slot for 3 s (the statement timeout stops it).
+      const first = asker.post('/api/platform/rag/chat', { question: 'long one', mode: 'analytic', scope: 'partners' });
+      await until('the first question to reach the model', () => model.asked.includes('long one'));
+      // The second waits for the slot; its client goes away.
+      await askAndLeave(gated.url, { question: 'long two', mode: 'analytic', scope: 'partners' }, () => model.asked.includes('long two'));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The third waits for the first only: had the second run next, it would hold the slot another 3 s and the third be refused.
+      const third = await asker.post('/api/platform/rag/chat', { question: 'short', mode: 'analytic', scope: 'partners' });
+      expect(third.body).toMatchObject({ rowCount: 1, rows: [{ n: ROWS }] });
+      expect((await first).body).toMatchObject({ answer: 'Refused (guard 5): The query ran longer than 3000 ms and was stopped.' });
+    } finally {
+      await gated.stop();
+      await model.close();
+    }
+  }, 30_000);
 });
 
 describe('an entity on the schema card', () => {

@@ -1,6 +1,7 @@
 import { resolveScope } from '../../../src/admin/scope-access.js';
 import { callerTenant, type Principal } from '../../../src/auth/principal.js';
-import { NotFoundError, ScopeNotGranted, ValidationError } from '../../../src/errors.js';
+import type { Context } from 'koa';
+import { HubError, NotFoundError, type Rendered, ScopeNotGranted, ValidationError } from '../../../src/errors.js';
 import type { AreaServices } from '../../../src/runtime/services.js';
 import { type JsonSchema, type ResponseDecl, route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
@@ -10,6 +11,33 @@ import { errorBody, refusals } from '../schemas.js';
  * the platform corpus rebuild. Every read applies the caller's scope grants: a scope-bound user
  * reads only granted tags (403 `scope not granted` when asking for another).
  */
+
+/** The client went away before its answer: nothing is sent (nobody reads it; the access log shows 499). */
+class ClientGone extends HubError {
+  render(): Rendered {
+    return { status: 499, body: { json: { error: 'the client closed the connection before the answer' } } };
+  }
+}
+
+/**
+ * `work` with a signal that aborts (reason ClientGone) when the client goes away before its answer
+ * is sent: the response closes unfinished, or the connection was gone already (while
+ * authentication ran). The model's call, the question's embedding and a wait for the analytic gate
+ * end then, instead of running on for nobody.
+ */
+async function whileClientWaits<T>(ctx: Context, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const onClose = () => {
+    if (!ctx.res.writableFinished) controller.abort(new ClientGone('the client closed the connection before the answer'));
+  };
+  ctx.res.once('close', onClose);
+  if (ctx.req.socket.destroyed || ctx.res.destroyed) onClose();
+  try {
+    return await work(controller.signal);
+  } finally {
+    ctx.res.off('close', onClose);
+  }
+}
 
 const MAX_TEXT = 8000;
 const MAX_TOP_K = 100;
@@ -119,12 +147,12 @@ function required(value: string | undefined, field: string): string {
   return value;
 }
 
-async function chat(services: AreaServices, principal: Principal | undefined, body: { question?: string; mode?: string; scope?: string; corpus?: unknown; topK?: unknown }) {
+async function chat(services: AreaServices, principal: Principal | undefined, body: { question?: string; mode?: string; scope?: string; corpus?: unknown; topK?: unknown }, signal: AbortSignal) {
   const question = required(body.question, 'question');
   const tenantId = callerTenant(principal);
   if (body.mode?.trim().toLowerCase() === 'analytic') {
     const access = await services.admin.users.scopeAccess(tenantId, principal);
-    return services.retrieval.analytic(tenantId, question, resolveScope(body.scope, access));
+    return services.retrieval.analytic(tenantId, question, resolveScope(body.scope, access), signal);
   }
   const corpus = body.corpus;
   if (corpus !== undefined && typeof corpus !== 'string') throw new ValidationError('corpus must be a string', 'corpus');
@@ -134,7 +162,7 @@ async function chat(services: AreaServices, principal: Principal | undefined, bo
   if (topK < 1) throw new ValidationError('topK must be at least 1', 'topK');
   if (topK > MAX_TOP_K) throw new ValidationError(`topK must be at most ${MAX_TOP_K}`, 'topK');
   const { scopes } = await readableScopes(services, principal, body.scope, true);
-  return services.retrieval.chat(tenantId, question, { topK, corpus: corpus || undefined, scopes });
+  return services.retrieval.chat(tenantId, question, { topK, corpus: corpus || undefined, scopes }, signal);
 }
 
 const chatDescription =
@@ -155,10 +183,10 @@ export const ragRoutes: RouteDecl[] = [
       ...platformRefusals(true),
       503: unavailable,
     },
-    handler: async ({ services, principal, body }) => {
+    handler: async ({ services, principal, body, ctx }) => {
       const query = required(body.query, 'query');
       const { scopes, granted } = await readableScopes(services, principal, body.scope, false);
-      const results = await services.retrieval.search(callerTenant(principal), { query, topK: body.topK ?? 10, corpus: body.corpus || undefined, scopes });
+      const results = await whileClientWaits(ctx, (signal) => services.retrieval.search(callerTenant(principal), { query, topK: body.topK ?? 10, corpus: body.corpus || undefined, scopes }, signal));
       // A chunk's other tags are named to a scope-bound caller only where granted: the scope list hides the others from them too.
       if (granted) for (const hit of results) hit.metadata.scopes = hit.metadata.scopes.filter((tag) => granted.includes(tag));
       return { results };
@@ -178,7 +206,7 @@ export const ragRoutes: RouteDecl[] = [
       409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
       503: unavailable,
     },
-    handler: ({ services, principal, body }) => chat(services, principal, body),
+    handler: ({ services, principal, body, ctx }) => whileClientWaits(ctx, (signal) => chat(services, principal, body, signal)),
   }),
   route({
     method: 'POST', path: '/api/rag/chat', operationId: 'ragChatUser', summary: 'Ask a question (semantic or analytic), user door', tags: ['Retrieval'],
@@ -194,7 +222,7 @@ export const ragRoutes: RouteDecl[] = [
       409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
       503: unavailable,
     },
-    handler: ({ services, principal, body }) => chat(services, principal, body),
+    handler: ({ services, principal, body, ctx }) => whileClientWaits(ctx, (signal) => chat(services, principal, body, signal)),
   }),
   route({
     method: 'GET', path: '/api/platform/rag/scopes', operationId: 'ragScopes', summary: 'The tenant\'s scopes with their connectors and chunks', tags: ['Retrieval'],

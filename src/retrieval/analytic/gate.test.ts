@@ -102,6 +102,32 @@ describe('AnalyticGate', () => {
     await expect(Promise.all([first, ...queued, otherRun])).resolves.toHaveLength(18);
   });
 
+  it('ends the wait of a query whose client went away (its signal), which then never runs; the next query takes the freed turn', async () => {
+    const gate = new AnalyticGate(4, 1);
+    const first = held();
+    const running = gate.run(1, 's', 10_000, first.work);
+    const gone = held();
+    const controller = new AbortController();
+    const waiting = gate.run(1, 's', 10_000, gone.work, controller.signal);
+    const reason = new Error('the client closed the connection before the answer');
+    controller.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    const next = held();
+    const nextRun = gate.run(1, 's', 10_000, next.work);
+    first.finish('first');
+    await expect(running).resolves.toBe('first');
+    await tick();
+    expect(gone.started()).toBe(false);
+    expect(next.started()).toBe(true);
+    next.finish('next');
+    await expect(nextRun).resolves.toBe('next');
+    expect(gate.size()).toBe(0);
+    // A signal aborted before the call: refused at once, nothing queued.
+    await expect(gate.run(1, 's', 10_000, gone.work, controller.signal)).rejects.toBe(reason);
+    expect(gate.size()).toBe(0);
+    expect(gone.started()).toBe(false);
+  });
+
   it('passes a failing query\'s error on and frees its slot', async () => {
     const gate = new AnalyticGate(1, 1);
     await expect(gate.run(1, 's', 1_000, async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');

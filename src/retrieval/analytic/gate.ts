@@ -30,10 +30,24 @@ export class AnalyticGate {
     this.slots = new SlotPool(total, perTenant, WAITING_PER_TENANT);
   }
 
-  /** `work` once a slot is free for the tenant; an AnalyticRefusal (guard 5) of `sql` if none frees within `waitMs`. */
-  run<T>(tenantId: number, sql: string, waitMs: number, work: () => Promise<T>): Promise<T> {
+  /**
+   * `work` once a slot is free for the tenant; an AnalyticRefusal (guard 5) of `sql` if none frees
+   * within `waitMs`. `signal` (the asking client went away) ends the wait with the signal's reason:
+   * the query never starts, and its turn, when it comes, is handed on at once.
+   */
+  run<T>(tenantId: number, sql: string, waitMs: number, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
       let state: 'waiting' | 'started' | 'refused' = 'waiting';
+      const gone = () => {
+        if (state !== 'waiting') return;
+        state = 'refused';
+        clearTimeout(timer);
+        reject(signal!.reason);
+      };
       const refuse = () => {
         state = 'refused';
         reject(
@@ -45,8 +59,10 @@ export class AnalyticGate {
         );
       };
       const timer = setTimeout(() => {
+        signal?.removeEventListener('abort', gone);
         if (state === 'waiting') refuse();
       }, waitMs);
+      signal?.addEventListener('abort', gone, { once: true });
       // A query refused while waiting stays in the queue; when its turn comes it hands the slot (and
       // its place among the held connections) straight back.
       const job = (): Promise<void> => {
@@ -55,11 +71,13 @@ export class AnalyticGate {
           if (state !== 'waiting') return Promise.resolve();
           state = 'started';
           clearTimeout(timer);
+          signal?.removeEventListener('abort', gone);
           return work().then(resolve, reject);
         });
       };
       if (!this.slots.offer(tenantId, job)) {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', gone);
         refuse();
       }
     });

@@ -37,15 +37,16 @@ export function openAiChat(options: OpenAiChatOptions): ChatPort {
   });
   return {
     model: options.model,
-    async complete(messages: ChatMessage[]): Promise<string> {
+    async complete(messages: ChatMessage[], signal?: AbortSignal): Promise<string> {
       let answer: unknown;
       try {
         // No retry: a person waits for the answer, and svc.llm.timeout is all of the call.
-        const completion = await withinTimeLimit({ timeoutMs: options.timeoutMs, maxRetries: 0 }, (attempt) =>
+        const completion = await withinTimeLimit({ timeoutMs: options.timeoutMs, maxRetries: 0, signal }, (attempt) =>
           client.chat.completions.create({ model: options.model, messages, temperature: 0 }, attempt),
         );
         answer = completion.choices?.[0]?.message?.content;
       } catch (err) {
+        if (signal?.aborted) throw signal.reason;
         throw new PortUnavailable(`the language model did not answer: ${describe(err, options.apiKey)}`, HINT);
       }
       if (typeof answer !== 'string') throw new PortUnavailable('the language model answered without any text', HINT);

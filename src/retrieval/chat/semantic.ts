@@ -19,21 +19,23 @@ const SYSTEM = [
 /**
  * Semantic chat: the question's nearest chunks (tenant, scope and corpus filters applied by the
  * search), and a model told to answer from them only, citing `[row:<hash>]`. `citations` holds the
- * row hash of every retrieved row chunk (lifecycle and platform chunks have none).
+ * row hash of every retrieved row chunk (lifecycle and platform chunks have none). `signal` (the
+ * asking client went away) stops the question's embedding and the model's call.
  */
 export async function semanticChat(
-  search: (request: SearchRequest) => Promise<SearchHit[]>,
+  search: (request: SearchRequest, signal?: AbortSignal) => Promise<SearchHit[]>,
   chat: ChatPort | undefined,
   question: string,
   request: Omit<SearchRequest, 'query'>,
+  signal?: AbortSignal,
 ): Promise<SemanticAnswer> {
   if (!chat) throw NO_CHAT;
-  const hits = await search({ ...request, query: question });
+  const hits = await search({ ...request, query: question }, signal);
   const context = hits.map((h) => `${h.rowHash ? `[row:${h.rowHash}]` : `[doc:${h.metadata.key ?? h.metadata.corpus}]`} ${h.content}`).join('\n');
   const answer = await chat.complete([
     { role: 'system', content: SYSTEM },
     { role: 'user', content: `Context:\n${context || '(nothing indexed matches)'}\n\nQuestion: ${question}` },
-  ]);
+  ], signal);
   const citations = [...new Set(hits.map((h) => h.rowHash).filter((h) => h !== ''))];
   return { answer, citations };
 }

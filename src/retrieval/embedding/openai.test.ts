@@ -138,6 +138,29 @@ describe('OpenAiEmbedding against a stand-in OpenAI-compatible endpoint', () => 
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
+  it('stops at once when whoever waits goes away (its signal): a request in flight, or the wait before a retry', async () => {
+    const reason = new Error('the client closed the connection before the answer');
+    standIn.behave = () => 'hang';
+    const port = client({ timeoutMs: 60_000 });
+    const controller = new AbortController();
+    const held = port.embed(['q'], controller.signal);
+    await standIn.waitFor(1);
+    const left = Date.now();
+    controller.abort(reason);
+    await expect(held).rejects.toBe(reason);
+    // A server asking for a retry in 30 s: the wait ends with the signal too.
+    standIn.behave = () => ({ status: 503, headers: { 'retry-after': '30' }, body: 'busy' });
+    const retrying = client({ timeoutMs: 60_000, maxRetries: 2 });
+    const second = new AbortController();
+    const waiting = retrying.embed(['q'], second.signal);
+    await standIn.waitFor(2);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    second.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    expect(Date.now() - left).toBeLessThan(5_000);
+    expect(standIn.received).toHaveLength(2);
+  });
+
   it('goes through the outbound address policy: a policy that denies loopback refuses the stand-in before any request', async () => {
     const err = await failure(client({ egress: new EgressPolicy({ denyPrivate: true }) }).embed(['x']));
     expect(err.failure).toBe('refused');

@@ -104,10 +104,10 @@ export class OpenAiEmbedding implements EmbeddingPort {
     this.maxRetries = options.maxRetries ?? 2;
   }
 
-  async embed(texts: string[]): Promise<Float32Array[]> {
+  async embed(texts: string[], signal?: AbortSignal): Promise<Float32Array[]> {
     const out: Float32Array[] = [];
     for (let start = 0; start < texts.length; start += this.batchSize) {
-      out.push(...(await this.embedBatch(texts.slice(start, start + this.batchSize))));
+      out.push(...(await this.embedBatch(texts.slice(start, start + this.batchSize), signal)));
     }
     return out;
   }
@@ -117,15 +117,16 @@ export class OpenAiEmbedding implements EmbeddingPort {
     await this.agent.close().catch(() => undefined);
   }
 
-  private async embedBatch(texts: string[]): Promise<Float32Array[]> {
+  private async embedBatch(texts: string[], signal?: AbortSignal): Promise<Float32Array[]> {
     let answer: unknown;
     try {
       const body = { model: this.model, input: texts, encoding_format: 'float' as const, ...(this.requestDimensions === undefined ? {} : { dimensions: this.requestDimensions }) };
       // Retries included, the call ends within the request's time.
-      answer = await withinTimeLimit({ timeoutMs: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs, maxRetries: this.maxRetries }, (attempt) =>
+      answer = await withinTimeLimit({ timeoutMs: this.timeouts.connectTimeoutMs + this.timeouts.timeoutMs, maxRetries: this.maxRetries, signal }, (attempt) =>
         this.client.embeddings.create(body, attempt),
       );
     } catch (err) {
+      if (signal?.aborted) throw signal.reason;
       throw this.failure(err);
     }
     return this.vectors(answer, texts.length);

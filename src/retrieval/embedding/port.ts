@@ -15,7 +15,8 @@ export interface EmbeddingPort {
   readonly dimensions: number;
   /** Batches it embeds at once (the local model's worker threads); callers hand it that many batches a call. Default 1. */
   readonly parallelism?: number;
-  embed(texts: string[]): Promise<Float32Array[]>;
+  /** `signal`: whoever waits went away; a model behind a network call stops it and throws the signal's reason (the local model finishes the batch). */
+  embed(texts: string[], signal?: AbortSignal): Promise<Float32Array[]>;
 }
 
 /** `values` scaled to unit L2 length as a new Float32Array; undefined when it has no direction (zero, NaN, infinite). */
