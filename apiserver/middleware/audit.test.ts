@@ -244,6 +244,25 @@ describe('audit', () => {
     expect(rows).toEqual([{ tenant_id: 0, actor: 'anonymous', action: 'POST /api/probe/things', target: '/api/probe/things', outcome: 'failure', status: 400, request_id: res.headers.get('x-request-id') }]);
   });
 
+  it('refused anonymous calls are one row per action, status and minute, with their count (a flood does not grow the trail)', async () => {
+    const refused = () => fetch(`${hub.url}/api/probe/users`, { method: 'POST', headers: { 'X-Tenant-ID': 'acme', 'Content-Type': 'application/json' }, body: '{"login":"x"}' });
+    const first = await refused();
+    expect(first.status).toBe(400);
+    // Written with the first call, as any entry: in the database when its answer arrives.
+    const written = await owner.query(`select tenant_id, actor, target, outcome, status, request_id, count from audit.entries where action = 'POST /api/probe/users' and actor = 'anonymous'`);
+    expect(written.rows).toEqual([{ tenant_id: 0, actor: 'anonymous', target: '/api/probe/users', outcome: 'failure', status: 400, request_id: first.headers.get('x-request-id'), count: 1 }]);
+    for (let i = 0; i < 199; i++) expect((await refused()).status).toBe(400);
+    await hub.services.audit.flush();
+    const { rows } = await owner.query<{ status: number; count: number }>(`select status, count from audit.entries where action = 'POST /api/probe/users' and actor = 'anonymous' order by id`);
+    // One row, or two when a minute ended during the calls.
+    expect(rows.length).toBeLessThanOrEqual(2);
+    expect(rows.reduce((sum, r) => sum + r.count, 0)).toBe(200);
+    // An identified caller's calls are still one row each.
+    const before = (await entries('POST /api/probe/things')).length;
+    for (const name of ['taken', 'taken']) expect((await fetch(`${hub.url}/api/probe/things`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: JSON.stringify({ name }) })).status).toBe(400);
+    expect((await entries('POST /api/probe/things')).length).toBe(before + 2);
+  });
+
   it('an entry a call could not write is buffered and written by the next flush', async () => {
     hub.services.audit.record({ tenantId: 1, actor: 'retry', action: 'POST /x', target: '/x', outcome: 'success', status: 200, at: new Date() });
     expect(hub.services.audit.pending()).toBe(1);

@@ -56,6 +56,7 @@ function subject(decl: RouteDecl, ctx: Context, final: boolean): AuditSubject | 
     requestId: ctx.state.requestId as string | undefined,
     homeTenantId: principal?.homeTenantId,
     impersonating: principal?.impersonating ?? false,
+    anonymous: !principal,
   };
 }
 

@@ -19,12 +19,14 @@ export interface AuditEntry {
   at: Date;
   /** The row the call's own write inserted already: the retry completes it (outcome, status) instead of inserting. */
   rowId?: number;
+  /** Calls the entry stands for (default 1): refused anonymous calls are counted (AuditRecorder.refusedAnonymous). */
+  count?: number;
 }
 
-/** Who did what, known once authentication has run (`undefined` before). */
-export type AuditSubject = Pick<AuditEntry, 'tenantId' | 'actor' | 'action' | 'target' | 'requestId' | 'homeTenantId' | 'impersonating'>;
+/** Who did what, known once authentication has run (`undefined` before). `anonymous`: no caller was identified. */
+export type AuditSubject = Pick<AuditEntry, 'tenantId' | 'actor' | 'action' | 'target' | 'requestId' | 'homeTenantId' | 'impersonating'> & { anonymous?: boolean };
 
-const COLUMNS = ['tenant_id', 'actor', 'action', 'target', 'outcome', 'status', 'request_id', 'at', 'home_tenant_id', 'impersonating'];
+const COLUMNS = ['tenant_id', 'actor', 'action', 'target', 'outcome', 'status', 'request_id', 'at', 'home_tenant_id', 'impersonating', 'count'];
 const INSERT = `insert into audit.entries (${COLUMNS.join(', ')})`;
 
 /** `$1, $2, …` for one row of COLUMNS, numbered from `base + 1`. */
@@ -33,8 +35,8 @@ function placeholders(base = 0): string {
 }
 
 /** An entry's values in the order of COLUMNS. */
-function rowOf(e: AuditSubject & Pick<AuditEntry, 'outcome' | 'status' | 'at'>): unknown[] {
-  return [e.tenantId, e.actor, e.action, e.target, e.outcome, e.status ?? null, e.requestId ?? null, e.at, e.homeTenantId ?? null, e.impersonating ?? false];
+function rowOf(e: AuditSubject & Pick<AuditEntry, 'outcome' | 'status' | 'at' | 'count'>): unknown[] {
+  return [e.tenantId, e.actor, e.action, e.target, e.outcome, e.status ?? null, e.requestId ?? null, e.at, e.homeTenantId ?? null, e.impersonating ?? false, e.count ?? 1];
 }
 
 /** PostgreSQL text cannot hold NUL: a path or claim carrying one is recorded with U+FFFD instead of failing the write. */
@@ -45,7 +47,8 @@ function storable(text: string | undefined): string | undefined {
 }
 
 function storableSubject(subject: AuditSubject): AuditSubject {
-  return { ...subject, actor: storable(subject.actor), action: storable(subject.action), target: storable(subject.target), requestId: storable(subject.requestId) };
+  const { anonymous: _, ...rest } = subject;
+  return { ...rest, actor: storable(subject.actor), action: storable(subject.action), target: storable(subject.target), requestId: storable(subject.requestId) };
 }
 
 /**
@@ -110,8 +113,13 @@ export class RequestAudit implements CommitHook {
    */
   async finish(db: Database, recorder: AuditRecorder, status: number, { reachable = true }: { reachable?: boolean } = {}): Promise<void> {
     this.state = 'closed';
-    const subject = storableSubject(this.subject(true)!);
+    const given = this.subject(true)!;
     const outcome = status < 400 ? 'success' : 'failure';
+    if (given.anonymous && this.rowId === undefined && outcome === 'failure') {
+      await recorder.refusedAnonymous(given, status);
+      return;
+    }
+    const subject = storableSubject(given);
     if (reachable) {
       try {
         if (this.rowId !== undefined) {
@@ -140,8 +148,54 @@ const ROWS_PER_INSERT = 500;
  */
 export class AuditRecorder {
   private buffer: AuditEntry[] = [];
+  /** Refused anonymous calls of the current minutes, by minute, status and action (refusedAnonymous). */
+  private readonly refusals = new Map<string, { minute: number; rowId?: number; more: number }>();
 
   constructor(private readonly db: Database) {}
+
+  /**
+   * A call refused before any caller was identified (tenant 0, `anonymous`): anyone can make them,
+   * so they are not one row each (kept `svc.audit.retention-days`, a flood of them grew the trail
+   * without bound). The first of a minute for an action and status is written at once, as any entry
+   * (its target and request id are that call's); the others of that minute add to its `count`,
+   * written by the next flush. Rows are thus at most one per action, status and minute in each
+   * process; a crash loses at most the counts not yet flushed, never the row.
+   */
+  async refusedAnonymous(given: AuditSubject, status: number): Promise<void> {
+    const minute = Math.floor(Date.now() / 60_000);
+    const key = `${minute} ${status} ${given.action}`;
+    const known = this.refusals.get(key);
+    if (known) {
+      known.more++;
+      return;
+    }
+    const slot: { minute: number; rowId?: number; more: number } = { minute, more: 0 };
+    this.refusals.set(key, slot);
+    const entry = { ...storableSubject(given), outcome: 'failure' as const, status, at: new Date() };
+    try {
+      const { rows } = await this.db.crossTenantQuery<{ id: number }>('audit', `${INSERT} values (${placeholders()}) returning id`, rowOf(entry));
+      slot.rowId = rows[0]!.id;
+    } catch (err) {
+      // Left to the retries with the calls counted meanwhile; the next refusal starts a new row.
+      this.refusals.delete(key);
+      logger().error({ err: loggableMessage(err), status }, 'audit entry not written with its call: retried later');
+      this.record({ ...entry, count: 1 + slot.more });
+    }
+  }
+
+  /** Adds the refused anonymous calls counted since the last flush to their rows; forgets the minutes that are over. */
+  private async flushRefusals(): Promise<void> {
+    const now = Math.floor(Date.now() / 60_000);
+    for (const [key, slot] of this.refusals) {
+      if (slot.rowId === undefined) continue; // its row is being written
+      const more = slot.more;
+      if (more > 0) {
+        await this.db.crossTenantQuery('audit', 'update audit.entries set count = count + $2 where id = $1', [slot.rowId, more]);
+        slot.more -= more;
+      }
+      if (slot.minute < now && slot.more === 0) this.refusals.delete(key);
+    }
+  }
 
   record(entry: AuditEntry): void {
     this.buffer.push({ ...entry, ...storableSubject(entry) });
@@ -156,7 +210,10 @@ export class AuditRecorder {
     return this.buffer.length;
   }
 
+  /** Writes the buffered entries (answers how many) and the counts of refused anonymous calls. */
   async flush(): Promise<number> {
+    // A count not written stays for the next flush; the buffered entries are written all the same.
+    await this.flushRefusals().catch((err: unknown) => logger().error({ err: loggableMessage(err) }, 'audit counts of refused anonymous calls not written: retried later'));
     if (this.buffer.length === 0) return 0;
     const batch = this.buffer;
     this.buffer = [];
