@@ -9,7 +9,7 @@ import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
 import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
-import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
+import { catalogType, ddlLockName, promoteColumnName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 import { isUuid } from '../validation/uuid.js';
@@ -131,7 +131,67 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const connector: ConnectorSpec = { ...draft, id, tenantId, endpoints };
   await tx.query('update connectors.connectors set spec = $2 where id = $1', [id, JSON.stringify(connector)]);
   if (!created) await retagChunks(tx, id, draft.scopes);
-  return { connector, created, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : []))] };
+  return { connector, created, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))] };
+}
+
+/**
+ * The promote entries of `draft` naming a column its table (the tenant's, as it exists now) already
+ * has with another type, or that an earlier endpoint of the draft writing the same table promotes
+ * with another type: a column's type is never changed over the rows it holds, so every run of such
+ * an endpoint fails (ExtSchema.ensureTable: `column C of ext.T is <type>, but this endpoint promotes
+ * it as <type>`), and apply and validate warn, naming the promote, before any run does. The stored
+ * rows are untouched either way.
+ */
+export async function promoteTypeConflicts(tx: Tx, draft: ConnectorDraft): Promise<Issue[]> {
+  const tables = [...new Set(draft.endpoints.map((e) => e.target.table))];
+  const names = new Map<string, string>();
+  for (const table of tables) {
+    try {
+      names.set(tenantTableText(tx.tenantId, table), table);
+    } catch {
+      // not a usable table name (refused by the manifest's own checks), or no tenant: nothing stored
+    }
+  }
+  const stored = new Map<string, string>(); // `table column` -> catalog type
+  if (names.size > 0) {
+    const { rows } = await tx.query<{ name: string; column: string; type: string }>(
+      `select n.name, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
+         from unnest($1::text[]) as n(name) join pg_attribute a on a.attrelid = to_regclass(n.name) and a.attnum > 0 and not a.attisdropped`,
+      [[...names.keys()]],
+    );
+    for (const row of rows) stored.set(`${names.get(row.name)} ${row.column}`, row.type);
+  }
+  const declared = new Map<string, { type: string; as: string; endpoint: string }>();
+  const issues: Issue[] = [];
+  for (const [i, endpoint] of draft.endpoints.entries()) {
+    const { table } = endpoint.target;
+    for (const [j, promote] of endpoint.target.promote.entries()) {
+      const column = promoteColumnName(promote.name);
+      if (!column) continue;
+      const type = catalogType(promote.type);
+      const key = `${table} ${column}`;
+      const field = `spec.endpoints[${i}].target.promote[${j}].type`;
+      const has = stored.get(key);
+      const earlier = declared.get(key);
+      if (has !== undefined && has !== type) {
+        issues.push({
+          field,
+          message:
+            `endpoint ${endpoint.id} promotes column ${column} of ${table} as ${promote.type}, but the table has it as ${has}: a column's type is never changed over its rows, ` +
+            `so every run of the endpoint fails until the promote keeps the type ${has} or takes another name`,
+        });
+      } else if (has === undefined && earlier && earlier.type !== type) {
+        issues.push({
+          field,
+          message:
+            `endpoint ${endpoint.id} promotes column ${column} of ${table} as ${promote.type}, but endpoint ${earlier.endpoint} promotes it as ${earlier.as}: ` +
+            'the table is made with the type of the first to run, and every run of the other fails; promote it with one type, or under two names',
+        });
+      }
+      if (!earlier) declared.set(key, { type, as: promote.type, endpoint: endpoint.id });
+    }
+  }
+  return issues;
 }
 
 /**

@@ -10,7 +10,7 @@ import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDead
 import { getRun, listRunsJson, requestCancel, type RunFilter, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
-import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnectorOrSource, getConnector, listConnectorsJson, loadConnector, purgeEndpoint, resetCursor, targetChanges } from './store.js';
+import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnectorOrSource, getConnector, listConnectorsJson, loadConnector, promoteTypeConflicts, purgeEndpoint, resetCursor, targetChanges } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
@@ -83,8 +83,8 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         const check = checkManifest(manifest, { inlineCredentials, egress });
         const draft = check.connector;
         if (!draft) return check;
-        const changes = await db.readWithTenant(t, (tx) => targetChanges(tx, draft));
-        return { ...check, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : []))] };
+        const { changes, types } = await db.readWithTenant(t, async (tx) => ({ changes: await targetChanges(tx, draft), types: await promoteTypeConflicts(tx, draft) }));
+        return { ...check, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...types] };
       },
       list: (t) => db.readWithTenant(t, (tx) => listConnectorsJson(tx)),
       get: async (t, name) => {

@@ -88,6 +88,7 @@ interface EndpointOptions {
   table: string;
   key?: string;
   watermark?: boolean;
+  promote?: Array<{ name: string; path: string; type: string }>;
 }
 
 function manifest(name: string, endpoints: EndpointOptions[]) {
@@ -104,7 +105,7 @@ function manifest(name: string, endpoints: EndpointOptions[]) {
         path: e.path,
         pagination: { kind: 'none' },
         ...(e.watermark ? { incremental: { mode: 'watermark', param: 'since', watermark_path: '$.v' } } : {}),
-        target: { table: e.table, unique_key: e.key ?? '$.id' },
+        target: { table: e.table, unique_key: e.key ?? '$.id', ...(e.promote ? { promote: e.promote } : {}) },
       })),
     },
   });
@@ -255,6 +256,44 @@ describe('a changed unique_key over stored rows (probe 31 H3)', () => {
       expect((await apply('respell', [{ id: 'w', path: '/wm', table: 'ext.respell', watermark: true, key }])).warnings).toEqual([]);
       expect(await watermarkOf('respell')).toBe('3');
     }
+  });
+});
+
+describe('a promoted column whose type changes over a table that exists', () => {
+  it('apply and validate warn naming the promote (the run fails, the stored rows stay as they are)', async () => {
+    const v = (type: string) => [{ id: 'w', path: '/wm', table: 'ext.retype', promote: [{ name: 'v', path: '$.v', type }] }];
+    await apply('retype', v('bigint'));
+    expect(await run('retype')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+
+    const expected = {
+      field: 'spec.endpoints[0].target.promote[0].type',
+      message:
+        'endpoint w promotes column v of ext.retype as text, but the table has it as bigint: a column\'s type is never changed over its rows, so every run of the endpoint fails until the promote keeps the type bigint or takes another name',
+    };
+    const checked = await call('POST', '/api/connectors/validate', manifest('retype', v('text')), 'application/yaml');
+    expect(checked.status).toBe(200);
+    expect(checked.body.warnings).toEqual([expected]);
+    expect((await apply('retype', v('text'))).warnings).toEqual([expected]);
+    // What the warning says: the run fails naming both types, and the rows stored stay.
+    expect((await run('retype')).errorMessage).toContain('column v of ext.retype is bigint, but this endpoint promotes it as text');
+    expect(await ids('ext_t1.retype')).toEqual(['a', 'b', 'c']);
+    // Another connector writing the same table is told too; the type as stored warns nothing.
+    expect((await apply('retype-2', v('numeric'))).warnings).toEqual([{ ...expected, message: expected.message.replace('as text', 'as numeric') }]);
+    expect((await apply('retype', v('bigint'))).warnings).toEqual([]);
+  });
+
+  it('two endpoints of one manifest promoting a column of one new table with two types: a warning on the second', async () => {
+    const applied = await apply('twotypes', [
+      { id: 'a', path: '/wm', table: 'ext.twotypes', promote: [{ name: 'v', path: '$.v', type: 'bigint' }] },
+      { id: 'b', path: '/wm', table: 'ext.twotypes', promote: [{ name: 'label', path: '$.id', type: 'text' }, { name: 'v', path: '$.v', type: 'text' }] },
+    ]);
+    expect(applied.warnings).toEqual([
+      {
+        field: 'spec.endpoints[1].target.promote[1].type',
+        message:
+          'endpoint b promotes column v of ext.twotypes as text, but endpoint a promotes it as bigint: the table is made with the type of the first to run, and every run of the other fails; promote it with one type, or under two names',
+      },
+    ]);
   });
 });
 

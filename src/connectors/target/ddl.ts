@@ -87,6 +87,11 @@ export function sqlType(type: PromoteType): string {
   return SQL_TYPES[type];
 }
 
+/** How PostgreSQL's format_type names a promote type (what a column of the table made for it reads as). */
+export function catalogType(type: PromoteType): string {
+  return CATALOG_TYPES[type];
+}
+
 /**
  * DDL for the tenants' ext tables through the owner connection: the application role may write
  * rows but never create or alter tables (and so can never turn their row-level security off).
@@ -187,7 +192,7 @@ export class ExtSchema {
     for (const c of columns) {
       const type = existing.get(c.column);
       if (type === undefined) all = false;
-      else if (type !== CATALOG_TYPES[c.type]) {
+      else if (type !== catalogType(c.type)) {
         throw new Error(`column ${c.column} of ${table} is ${type}, but this endpoint promotes it as ${c.type}: rename the promote or keep its type`);
       }
     }
