@@ -6,7 +6,7 @@ import { NotFoundError } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
 import type { ConnectorRunner } from './runner.js';
-import { connectorIdOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
+import { connectorIdsOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
 import { getRun, listRunsJson, requestCancel, type RunFilter, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
@@ -122,12 +122,12 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
     deadLetters: {
       list: (t, page, query) =>
         db.readWithTenant(t, async (tx) => {
-          let connectorId: string | undefined;
+          let connectorIds: string[] | undefined;
           if (query.connector && !query.run) {
-            connectorId = await connectorIdOf(tx, query.connector);
-            if (!connectorId) return { items: [] };
+            connectorIds = await connectorIdsOf(tx, query.connector);
+            if (connectorIds.length === 0) return { items: [] };
           }
-          return listDeadLetters(tx, page, { runId: query.run, connectorId });
+          return listDeadLetters(tx, page, { runId: query.run, connectorIds });
         }),
       get: (t, id) => db.readWithTenant(t, (tx) => getDeadLetter(tx, id)),
       markReplayed: (t, id, newRunId) => db.withTenant(t, (tx) => markReplayed(tx, id, newRunId)),

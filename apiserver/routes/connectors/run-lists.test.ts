@@ -93,4 +93,31 @@ describe('GET /api/platform/dlq', () => {
       expect([run, await list(`/api/platform/dlq?run=${encodeURIComponent(run)}`)]).toEqual([run, []]);
     }
   });
+
+  it('`connector` by name lists the entries of every connector the name has had, as the run list shows its runs', async () => {
+    const ingest = async (body: string) => {
+      const res = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=gens&table=gens&key=id`, { method: 'POST', headers: { ...H, 'Content-Type': 'text/csv' }, body });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { id: string; connectorId: string; deadLetterCount: number };
+    };
+    // Ingested as a CSV source with no manifest, then under a manifest of that name applied since.
+    const before = await ingest(['id,name', ',First'].join('\r\n'));
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, {
+      method: 'POST',
+      headers: { ...H, 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'gens' }, connector_type: 'rest-generic',
+        spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/x', pagination: { kind: 'none' }, target: { table: 'ext.gens_rest', unique_key: '$.id' } }] },
+      }),
+    });
+    expect(applied.status).toBe(201);
+    const after = await ingest(['id,name', ',Second'].join('\r\n'));
+    expect([before.deadLetterCount, after.deadLetterCount]).toEqual([1, 1]);
+    expect(after.connectorId).not.toBe(before.connectorId);
+    expect((await ids('/api/platform/runs?connector=gens')).sort()).toEqual([before.id, after.id].sort());
+    const entries = await list<{ runId: string }>('/api/platform/dlq?connector=gens');
+    expect(entries.map((e) => e.runId)).toEqual([after.id, before.id]);
+    // By id: that connector's only.
+    expect((await list<{ runId: string }>(`/api/platform/dlq?connector=${before.connectorId}`)).map((e) => e.runId)).toEqual([before.id]);
+  });
 });

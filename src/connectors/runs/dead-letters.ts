@@ -49,17 +49,19 @@ export async function insertDeadLetters(tx: Tx, ids: { runId: string; connectorI
 }
 
 /**
- * A manifest connector by name or id, or a source known only from its runs (CSV ingest), by name or
- * id too. An id is a UUID in either case, as the run records and entries show it.
+ * Every connector id a name or id stands for: a manifest connector's, and those the runs record
+ * under that name or id (a CSV source known only from its runs, a deleted connector whose name was
+ * applied again, a CSV source ingested before a manifest of its name was applied), as the run list
+ * reads a name (listRunsJson: `connector_name`). An id is a UUID in either case, as the run records
+ * and entries show it. Empty when the tenant has none.
  */
-export async function connectorIdOf(tx: Tx, ref: string): Promise<string | undefined> {
+export async function connectorIdsOf(tx: Tx, ref: string): Promise<string[]> {
   const { rows } = await tx.query<{ id: string }>(
     `select id from connectors.connectors where name = $1 or id = $2::uuid
-     union all select connector_id from connectors.runs where connector_name = $1 or connector_id = $2::uuid
-     limit 1`,
+     union select distinct connector_id from connectors.runs where connector_name = $1 or connector_id = $2::uuid`,
     [ref, isUuid(ref) ? ref : null],
   );
-  return rows[0]?.id;
+  return rows.map((r) => r.id);
 }
 
 /**
@@ -68,7 +70,7 @@ export async function connectorIdOf(tx: Tx, ref: string): Promise<string | undef
  * (unresolved) entry. Erased entries never appear. Newest (largest id) first: a page after a key
  * holds the entries of smaller ids.
  */
-export async function listDeadLetters(tx: Tx, page: PageRequest, query: { runId?: string; connectorId?: string }): Promise<Page<DeadLetter[]>> {
+export async function listDeadLetters(tx: Tx, page: PageRequest, query: { runId?: string; connectorIds?: string[] }): Promise<Page<DeadLetter[]>> {
   if (query.runId && !isUuid(query.runId)) return { items: [] };
   const values: unknown[] = [page.limit];
   const where = ['erased_at is null'];
@@ -77,9 +79,9 @@ export async function listDeadLetters(tx: Tx, page: PageRequest, query: { runId?
     where.push(`run_id = $${values.length}`);
   } else {
     where.push('resolution is null');
-    if (query.connectorId !== undefined) {
-      values.push(query.connectorId);
-      where.push(`connector_id = $${values.length}`);
+    if (query.connectorIds !== undefined) {
+      values.push(query.connectorIds);
+      where.push(`connector_id = any($${values.length}::uuid[])`);
     }
   }
   if (page.after) {
