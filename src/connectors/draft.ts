@@ -58,14 +58,23 @@ export async function draftEndpoint(connector: ConnectorSpec, request: { path: s
   }
   const { kind, records, pagination } = recognise(report.body, report.link);
   const first = records.find((r) => r !== null && typeof r === 'object' && !Array.isArray(r)) as Record<string, unknown> | undefined;
+  // Column names are lower-case: of fields spelt alike but for case (`Name`, `name`), the first is
+  // promoted (a promote name twice is refused at apply); the others stay in `data`.
+  const named = new Set<string>();
   const promote = first
     ? Object.entries(first)
         .filter(([key, value]) => /^[a-z_][a-z0-9_]{0,62}$/i.test(key) && value !== null && (typeof value !== 'object' || value instanceof ExactNumber))
         .filter(([key]) => !['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id'].includes(key.toLowerCase()))
+        .filter(([key]) => {
+          const fresh = !named.has(key.toLowerCase());
+          named.add(key.toLowerCase());
+          return fresh;
+        })
         .map(([key, value]) => ({ name: key.toLowerCase(), path: `$.${key}`, ...typeOf(value) }))
     : [];
   const base = request.path.split('?')[0]!.split('/').filter(Boolean).pop() ?? 'records';
-  const name = base.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '') || 'records';
+  // At most 61 characters: the endpoint id and the table name (`t_` before a leading digit) stay within 63.
+  const name = base.toLowerCase().replace(/[^a-z0-9]+/g, '_').slice(0, 61).replace(/^_+|_+$/g, '') || 'records';
   return {
     id: name.replace(/_/g, '-'),
     method,

@@ -99,6 +99,8 @@ beforeAll(async () => {
     if (path === '/deep.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n` };
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
     if (path.split('?')[0] === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
+    // Fields spelt alike but for case, under a path segment longer than an endpoint id or table name may be.
+    if (path.startsWith('/records/cased-')) return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1, Name: 'A', name: 'a', CITY: 'X', City: 'x' }]) };
     if (path === '/records/mixed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { name: 'no id' }, { id: '' }]) };
     // A page nesting past the 1,000 levels a path searching at any depth (..) is run over: beside the records, and in one of them.
     if (path === '/records/deep-page') return { headers: { 'Content-Type': 'application/json' }, body: `{"data":[{"id":1}],"x":${'['.repeat(5000)}${']'.repeat(5000)}}` };
@@ -367,6 +369,25 @@ describe('draft', () => {
     const fragment = (await res.json()) as { pagination: { kind: string } };
     expect(fragment.pagination).toEqual({ kind: 'none' });
     const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'bare' }, connector_type: 'rest-generic', scopes: ['partners'], spec: { ...spec, endpoints: [fragment] } };
+    const check = (await (await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: H, body: JSON.stringify(manifest) })).json()) as { valid: boolean; errors: unknown[] };
+    expect(check).toMatchObject({ valid: true, errors: [] });
+  });
+
+  it('a fragment drafted from fields spelt alike but for case, under a long path segment, validates', async () => {
+    const spec = { base_url: docsUrl, endpoints: [] };
+    const envelope = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'cased' }, connector_type: 'rest-generic', scopes: ['partners'] };
+    expect((await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: H, body: JSON.stringify({ ...envelope, spec }) })).status).toBe(201);
+    const path = `/records/cased-${'x'.repeat(80)}`;
+    const res = await fetch(`${hub.url}/api/connectors/cased/draft`, { method: 'POST', headers: H, body: JSON.stringify({ path }) });
+    expect(res.status).toBe(200);
+    const fragment = (await res.json()) as { id: string; target: { table: string; promote: Array<{ name: string; path: string }> } };
+    expect(fragment.target.promote.map((p) => [p.name, p.path])).toEqual([
+      ['name', '$.Name'],
+      ['city', '$.CITY'],
+    ]);
+    expect(fragment.id).toBe(`cased-${'x'.repeat(55)}`);
+    expect(fragment.target.table).toBe(`ext.cased_${'x'.repeat(55)}`);
+    const manifest = { ...envelope, spec: { ...spec, endpoints: [fragment] } };
     const check = (await (await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: H, body: JSON.stringify(manifest) })).json()) as { valid: boolean; errors: unknown[] };
     expect(check).toMatchObject({ valid: true, errors: [] });
   });
