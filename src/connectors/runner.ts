@@ -10,7 +10,7 @@ import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
+import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, publicTableMessage, tenantTableText } from './target/ddl.js';
 import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
@@ -513,12 +513,13 @@ export class ConnectorRunner {
       // the dead-letter cap, what is left would only add dead letters: once the failure is the cap,
       // or a chunk in flight crosses it, nothing more is written. So the chunks left are written one
       // after the other, each settled before the next.
-      let capped = failure instanceof DeadLetterCapError;
+      // A run another process closed meanwhile (RunClosedError) writes nothing more either.
+      let capped = failure instanceof DeadLetterCapError || failure instanceof RunClosedError;
       /** Waits for every chunk in flight; notes a crossed cap, logs any other write failure. */
       const settleAfterFailure = async () => {
         for (const result of await Promise.allSettled(inFlight.splice(0).map((w) => w.done))) {
           if (result.status === 'fulfilled') continue;
-          if (result.reason instanceof DeadLetterCapError) capped = true;
+          if (result.reason instanceof DeadLetterCapError || result.reason instanceof RunClosedError) capped = true;
           else logger().error({ err: result.reason, runId: run.id }, 'a chunk write failed');
         }
       };

@@ -68,7 +68,25 @@ export function inFlightError(connector: string, run: { id: string; endpoint: st
   return new ConflictError(`connector ${connector} has a run in flight`, undefined, `${which}; wait for it to end${cancel}${then}`);
 }
 
-/** Adds one chunk's counters; answers whether a cancel was requested meanwhile. */
+/**
+ * A chunk of a run that another process has closed meanwhile (the interrupted-run sweep, or a cancel,
+ * failed it as `interrupted` while its heartbeat was silent: its process paused, or was cut off from
+ * the database, and then resumed). Thrown by addChunk in the chunk's transaction, so that what the
+ * chunk wrote is rolled back: once closed, the run no longer holds off a delete or purge of what it
+ * writes (no run of it is Running), and rows written on would outlive its connector.
+ */
+export class RunClosedError extends Error {
+  constructor(runId: string, status: string) {
+    super(`run ${runId} was closed (${status}) by another process while this one still ran it: its chunk is not written, and it stops`);
+    this.name = 'RunClosedError';
+  }
+}
+
+/**
+ * Adds one chunk's counters; answers whether a cancel was requested meanwhile. The run's row is
+ * updated only while it is Running (and locked to the chunk's commit, so a sweep or cancel closing
+ * it waits for the chunk); one closed already is a RunClosedError.
+ */
 export async function addChunk(
   tx: Tx,
   runId: string,
@@ -77,9 +95,13 @@ export async function addChunk(
   const { rows } = await tx.query<{ cancel_requested: boolean; dead_letter_count: number }>(
     `update connectors.runs set records_in = records_in + $2, records_out = records_out + $3, records_skipped = records_skipped + $4,
             dead_letter_count = dead_letter_count + $5, chunk_count = chunk_count + 1, heartbeat_at = now()
-      where id = $1 returning cancel_requested, dead_letter_count`,
+      where id = $1 and status = 'Running' returning cancel_requested, dead_letter_count`,
     [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
   );
+  if (!rows[0]) {
+    const { rows: closed } = await tx.query<{ status: string }>('select status from connectors.runs where id = $1', [runId]);
+    if (closed[0]) throw new RunClosedError(runId, closed[0].status);
+  }
   return { cancelRequested: rows[0]?.cancel_requested ?? false, deadLetterCount: Number(rows[0]?.dead_letter_count ?? 0) };
 }
 
