@@ -87,4 +87,31 @@ describe('a run closed by another process while its own still drives it', () => 
     const counted = await owner.query('select records_out as "out" from connectors.runs where id = $1', [runId]);
     expect(counted.rows).toEqual([{ out: 1 }]);
   }, 30_000);
+
+  it('a run queued behind an earlier endpoint, closed meanwhile, neither registers nor makes its table for a deleted connector', async () => {
+    const spec = {
+      base_url: 'http://127.0.0.1:9',
+      endpoints: [
+        { id: 'first', path: '/first', target: { table: 'ext.queued_first', unique_key: '$.id' } },
+        { id: 'second', path: '/second', target: { table: 'ext.queued_second', unique_key: '$.id' } },
+      ],
+    };
+    const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'queued' }, connector_type: 'rest-generic', spec };
+    const connector = (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
+    const gate = gated();
+    const triggered = await runner(gate.reader).trigger(1, connector, { triggeredBy: 'manual' });
+    expect(triggered.runs).toHaveLength(2);
+    await until('page 1 of the first endpoint written', async () => gate.asked() && (await owner.query("select 1 from ext_t1.queued_first where external_id = 'z1'")).rowCount === 1);
+
+    // Both runs closed as the sweep closes runs whose heartbeat went silent; the connector deleted.
+    await owner.query("update connectors.runs set status = 'Failed', ended_at = now(), error_message = $2 where id = any($1::uuid[])", [triggered.runs.map((r) => r.id), INTERRUPTED_MESSAGE]);
+    expect(await hub.services.db.withTenant(1, (tx) => deleteConnector(tx, 'queued'))).toBe(true);
+
+    gate.open();
+    const runs = await triggered.done;
+    expect(runs.map((r) => r.status)).toEqual(['Failed', 'Failed']);
+    const registered = await owner.query('select table_name from connectors.ext_tables where connector_id = $1', [connector.id]);
+    expect(registered.rows).toEqual([]);
+    expect(await storedKeys(owner, 'queued_second')).toEqual(['(no table)']);
+  }, 30_000);
 });

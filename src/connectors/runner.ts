@@ -10,7 +10,7 @@ import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, cancelRequested, createRun, finishRun, heartbeat, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
+import { addChunk, cancelRequested, createRun, finishRun, heartbeat, holdRunning, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, publicTableMessage, tenantTableText } from './target/ddl.js';
 import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
@@ -465,7 +465,11 @@ export class ConnectorRunner {
       // Registered before it exists, under the tenant's DDL lock (shared): a delete of another
       // connector either commits before (ensureTable then finds a table it dropped missing, and
       // creates it) or sees the registration and keeps the table (registerTargetTable).
-      await this.o.db.withTenant(tenantId, (tx) => registerTargetTable(tx, connector.id, endpoint.uuid, endpoint.target.table));
+      // A run closed meanwhile by another process (RunClosedError) registers nothing.
+      await this.o.db.withTenant(tenantId, async (tx) => {
+        await holdRunning(tx, run.id);
+        await registerTargetTable(tx, connector.id, endpoint.uuid, endpoint.target.table);
+      });
       try {
         await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote);
       } catch (err) {

@@ -83,6 +83,17 @@ export class RunClosedError extends Error {
 }
 
 /**
+ * Holds the run's row (`for share`, to the caller's commit: a sweep or cancel closing it waits) and
+ * throws RunClosedError when another process has closed it already: a run queued behind an earlier
+ * endpoint of its trigger, closed while it waited, does not register or make its table (for a
+ * connector deleted meanwhile, that registration would keep the table for ever).
+ */
+export async function holdRunning(tx: Tx, runId: string): Promise<void> {
+  const { rows } = await tx.query<{ status: string }>('select status from connectors.runs where id = $1 for share', [runId]);
+  if (rows[0] && rows[0].status !== 'Running') throw new RunClosedError(runId, rows[0].status);
+}
+
+/**
  * Adds one chunk's counters; answers whether a cancel was requested meanwhile. The run's row is
  * updated only while it is Running (and locked to the chunk's commit, so a sweep or cancel closing
  * it waits for the chunk); one closed already is a RunClosedError.
