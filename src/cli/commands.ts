@@ -7,7 +7,7 @@ import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
 import { path, type Query } from './http.js';
 import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
-import { applyPath, type Manifest, parseManifests } from './manifests.js';
+import { applyPath, inApplyOrder, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, printable, type Row, table } from './output.js';
 import { runTui } from './tui.js';
 import { type Ctx, type Io, rewritesLines } from './context.js';
@@ -316,7 +316,7 @@ async function about<T>(manifest: Manifest, call: () => Promise<T>): Promise<T> 
 }
 
 async function apply(c: Ctx): Promise<number> {
-  const manifests = await readManifests(c);
+  const manifests = inApplyOrder(await readManifests(c));
   const routes = manifests.map(applyPath); // every kind checked before anything is sent
   const results: Applied[] = [];
   for (const [i, manifest] of manifests.entries()) {

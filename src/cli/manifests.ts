@@ -151,6 +151,24 @@ function manifestsOf(documents: unknown[], file: string): Manifest[] {
   });
 }
 
+/**
+ * Where each kind comes in `svc apply`: Connectors first, then Entities (which read the connectors'
+ * tables), then the kinds that may name an Entity (a Workflow or an Export whose Entity is not applied
+ * is refused) and Processes. Files and documents keep their order within a kind.
+ */
+const APPLY_RANK: Readonly<Record<string, number>> = { Connector: 0, Entity: 1 };
+
+/**
+ * The manifests in the order `svc apply` sends them: by APPLY_RANK, stably. A directory's files are
+ * read in the order of their names, which need not be the order of what they depend on
+ * (`account-workflow.yaml` before `account.yaml`): sent as read, the Workflow was refused, which
+ * stopped the rest, and so at every later apply of the same directory.
+ */
+export function inApplyOrder(manifests: Manifest[]): Manifest[] {
+  const rank = (m: Manifest) => APPLY_RANK[m.kind] ?? 2;
+  return [...manifests].sort((a, b) => rank(a) - rank(b));
+}
+
 /** Refuses the whole file before anything is sent when one kind cannot be applied. */
 export function applyPath(manifest: Manifest): string {
   const found = APPLY_PATHS[manifest.kind];

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -106,5 +106,20 @@ describe('svc and workflows', () => {
     expect(await svc(['workflows', 'rm', 'Partner-Status'])).toMatchObject({ code: 0, out: 'workflow/partner-status deleted\n' });
     expect((await svc(['workflows', 'get', 'partner-status'])).code).toBe(1);
     expect(await svc(['workflows', 'ls'])).toMatchObject({ code: 0, out: 'No workflows.\n' });
+  });
+
+  it('a directory is applied Connectors first, then Entities, then the rest, whatever its files are named', async () => {
+    const folder = join(dir, 'account');
+    mkdirSync(folder);
+    const entity = { ...ENTITY, metadata: { name: 'account' } };
+    const workflow = { ...WORKFLOW, metadata: { name: 'account-status' }, spec: { ...WORKFLOW.spec, entity: 'account' } };
+    // by name, the Workflow comes first: sent first, the hub refused it (no Entity account yet), and the rest with it
+    writeFileSync(join(folder, 'account-status.yaml'), stringify(workflow));
+    writeFileSync(join(folder, 'account.yaml'), stringify(entity));
+    expect(await svc(['apply', '-f', folder])).toMatchObject({ code: 0, out: 'entity/account created\nworkflow/account-status created\n' });
+    const again = await svc(['apply', '-f', folder, '--json']);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.out)).toEqual([expect.objectContaining({ name: 'account' }), expect.objectContaining({ name: 'account-status' })]);
+    expect((await svc(['workflows', 'rm', 'account-status'])).code).toBe(0);
   });
 });
