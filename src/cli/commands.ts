@@ -5,7 +5,7 @@ import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
-import { path, type Query } from './http.js';
+import { path, type Query, type Reply } from './http.js';
 import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
 import { applyPath, inApplyOrder, type Manifest, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, printable, type Row, table } from './output.js';
@@ -320,13 +320,30 @@ async function apply(c: Ctx): Promise<number> {
   const routes = manifests.map(applyPath); // every kind checked before anything is sent
   const results: Applied[] = [];
   for (const [i, manifest] of manifests.entries()) {
-    const { status, body } = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
+    let reply: Reply<Applied>;
+    try {
+      reply = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
+    } catch (err) {
+      if (c.signal.aborted) throw err;
+      // What was applied before the refusal stays applied: --json prints its answers (people have read
+      // a line for each), and the error says how many documents were not sent.
+      if (c.json && results.length) c.out(json(results));
+      throw notSent(err, manifests.length - i - 1);
+    }
+    const { status, body } = reply;
     results.push(body);
     if (!c.json) c.out(`${manifest.kind.toLowerCase()}/${body.name ?? manifest.name} ${status === 201 ? 'created' : 'configured'}\n`);
     for (const w of body.warnings ?? []) warn(c, `${manifest.source}: ${w.field}: ${w.message}`);
   }
   if (c.json) c.out(json(results.length === 1 ? results[0] : results));
   return 0;
+}
+
+/** `err` saying that `later` documents after the refused one were not sent. */
+function notSent(err: unknown, later: number): unknown {
+  if (later === 0 || !(err instanceof CliError)) return err;
+  const note = `; ${later} later document${later === 1 ? ' was' : 's were'} not sent`;
+  return err instanceof HttpError ? new HttpError(err.status, `${err.message}${note}`, err.body, err.retryAfterSeconds) : new CliError(`${err.message}${note}`);
 }
 
 function connectorManifests(manifests: Manifest[]): Manifest[] {

@@ -122,4 +122,21 @@ describe('svc and workflows', () => {
     expect(JSON.parse(again.out)).toEqual([expect.objectContaining({ name: 'account' }), expect.objectContaining({ name: 'account-status' })]);
     expect((await svc(['workflows', 'rm', 'account-status'])).code).toBe(0);
   });
+
+  it('a refusal after documents were applied: --json prints their answers, the error says how many were not sent (exit 1)', async () => {
+    const file = join(dir, 'partial.yaml');
+    const entity = { ...ENTITY, metadata: { name: 'ledger' } };
+    const bad = { ...WORKFLOW, metadata: { name: 'ledger-status' }, spec: { ...WORKFLOW.spec, entity: 'ledger', stateColumn: 'nope' } };
+    const later = { ...WORKFLOW, metadata: { name: 'ledger-later' }, spec: { ...WORKFLOW.spec, entity: 'ledger' } };
+    writeFileSync(file, `${stringify(entity)}---\n${stringify(bad)}---\n${stringify(later)}`);
+    const json = await svc(['apply', '-f', file, '--json']);
+    expect(json.code).toBe(1);
+    // the Entity was applied: a script reads so on stdout, as it would have read it had the rest been applied
+    expect(JSON.parse(json.out)).toEqual([expect.objectContaining({ name: 'ledger' })]);
+    expect(json.err).toMatch(/^(warning: .*\n)*error: .*partial\.yaml#2: .*spec\.stateColumn.*; 1 later document was not sent \(HTTP 400\)\n$/);
+    const people = await svc(['apply', '-f', file]);
+    expect(people).toMatchObject({ code: 1, out: 'entity/ledger configured\n' });
+    expect(people.err).toContain('; 1 later document was not sent (HTTP 400)\n');
+    expect((await svc(['workflows', 'get', 'ledger-later'])).code).toBe(1);
+  });
 });
