@@ -472,6 +472,19 @@ describe('apply and connectors', () => {
     expect(get.out).toMatch(/open-partners\s+true\s+GET\s+\/open\/partners\s+offset\s+ext\.open_partners/);
   });
 
+  it('takes the global options before the command and between a group and its verb too', async () => {
+    const after = await svc(['connectors', 'ls', '--json']);
+    expect(after.code).toBe(0);
+    expect(await svc(['--json', 'connectors', 'ls'])).toEqual(after);
+    expect(await svc(['connectors', '--json', 'ls'])).toEqual(after);
+    expect(await svc(['--json', 'connectors', 'get', 'demo-open'])).toEqual(await svc(['connectors', 'get', 'demo-open', '--json']));
+    expect(await svc(['-h', 'connectors', 'ls'])).toEqual(await svc(['connectors', 'ls', '-h']));
+    expect(await svc(['--help', 'connectors'])).toEqual(await svc(['connectors', '--help']));
+    const alone = await svc(['--json']);
+    expect(alone.code).toBe(2);
+    expect(alone.err).toMatch(/^no command given\n/);
+  });
+
   it('get of a missing connector exits 1 with the hub\'s message and status', async () => {
     expect(await svc(['connectors', 'get', 'nope'])).toEqual({ code: 1, out: '', err: 'error: connector nope not found (HTTP 404)\n' });
     expect((await svc(['connectors', 'rm', 'nope'])).err).toBe('error: connector nope not found (HTTP 404)\n');

@@ -19,6 +19,9 @@ const GLOBAL: Record<string, Flag> = {
   help: { type: 'boolean', short: 'h', help: 'show help' },
 };
 
+/** The global options as they are written on a command line. */
+const GLOBAL_TOKENS = Object.entries(GLOBAL).flatMap(([name, flag]) => [`--${name}`, ...(flag.short ? [`-${flag.short}`] : [])]);
+
 export async function main(argv: string[], io: Io = processIo()): Promise<number> {
   const out = (text: string) => void io.stdout.write(text);
   const err = (text: string) => void io.stderr.write(text);
@@ -28,12 +31,20 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
 
   const words: string[] = [];
   const rest = [...argv];
+  // The global options may come before the command or between a group and its verb too (`svc --json
+  // runs ls`, `svc runs --json ls`): taken there, the words after them were no command ('unknown option --json').
+  const early: string[] = [];
   while (rest.length && words.length < 2) {
     const token = rest[0]!;
+    if (GLOBAL_TOKENS.includes(token)) {
+      early.push(rest.shift()!);
+      continue;
+    }
     if (token.startsWith('-')) break;
     if (words.length === 1 && !isGroup(words[0]!)) break;
     words.push(rest.shift()!);
   }
+  rest.unshift(...early);
   const wantsHelp = rest.includes('--help') || rest.includes('-h');
 
   if (words[0] === 'help') {
@@ -46,7 +57,8 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     return 0;
   }
   if (!words.length) {
-    if (rest[0] === '--version') {
+    const option = rest.find((token) => !GLOBAL_TOKENS.includes(token));
+    if (option === '--version') {
       out(`${packageVersion()}\n`);
       return 0;
     }
@@ -54,7 +66,6 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
       out(overview(w));
       return 0;
     }
-    const option = rest[0];
     const near = option?.startsWith('--') ? meant(option.slice(2), ['version', ...Object.keys(GLOBAL)], '--') : '';
     return usageError(err, option !== undefined ? `unknown option '${option}'${near}` : 'no command given', overview(ew));
   }
