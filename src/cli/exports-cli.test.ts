@@ -420,6 +420,42 @@ describe('download', () => {
     expect(result.err).toMatch(/^partner: 5 rows, \d+ bytes \(\d+ B\), SHA-256 [0-9a-f]{64} verified\n$/);
   });
 
+  it('to a terminal, the CSV\'s control characters are shown (\\x1b), never obeyed; the SHA-256 is of the bytes sent', async () => {
+    await hub.services.connectors.ext.ensureTable(T, 'ext.hostile', [promote('name', 'text')]);
+    const hostile = 'pwn\x1b]52;c;aGk=\x07\x1b[2J\u202eevil';
+    await owner.query(
+      `insert into ext_t${T}.hostile (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, name)
+       values ($1, 'h1', md5('h1'), '{}', $2, $3, $4)`,
+      [T, CONNECTOR, ENDPOINT, hostile],
+    );
+    const entity = { ...ENTITY, metadata: { name: 'Hostile' }, spec: { ...ENTITY.spec, columns: ENTITY.spec.columns.slice(0, 2), sources: [{ table: 'ext.hostile', key: 'external_id', columns: { partner_id: 'external_id', name: 'name' } }] } };
+    expect((await svc(['apply', '-f', '-'], { stdin: JSON.stringify(entity) })).code).toBe(0);
+    const raw = `"partner_id","name"\r\n"h1","${hostile}"\r\n`;
+    // to a pipe or a file: the bytes as sent
+    expect((await svc(['exports', 'download', 'hostile'])).bytes.toString('utf8')).toBe(raw);
+    let out = '';
+    let err = '';
+    const code = await main(['exports', 'download', 'hostile'], {
+      stdout: {
+        isTTY: true,
+        write: (chunk: string | Uint8Array) => {
+          out += Buffer.from(chunk).toString('utf8');
+        },
+      },
+      stderr: {
+        write: (text: string) => {
+          err += text;
+        },
+      },
+      stdin: Readable.from([]),
+      env,
+    });
+    expect(code).toBe(0);
+    expect(out).toBe('"partner_id","name"\n"h1","pwn\\x1b]52;c;aGk=\\x07\\x1b[2J\\u202eevil"\n');
+    expect(err).toContain(`SHA-256 ${sha(raw)} verified`);
+    expect((await svc(['entities', 'rm', 'hostile'])).code).toBe(0);
+  });
+
   it('an unknown entity is the hub\'s 404', async () => {
     const file = join(dir, 'nobody.csv');
     expect(await svc(['exports', 'download', 'nobody', '-o', file])).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/^error: .*nobody.* \(HTTP 404\)\n$/) });

@@ -9,7 +9,7 @@ import type { Env } from './config.js';
 import { type Ctx, type Output, rewritesLines } from './context.js';
 import { CliError } from './errors.js';
 import { path } from './http.js';
-import { json } from './output.js';
+import { json, printable } from './output.js';
 
 /**
  * The two export commands that are more than one call: following a run to its end with a
@@ -196,16 +196,38 @@ export async function download(c: Ctx, entity: string, file: string | undefined)
       await rm(temp, { force: true });
     }
   } else {
+    const shown = c.io.stdout.isTTY ? terminalText() : undefined;
     for await (const chunk of res.body) {
       count(chunk as Buffer);
-      await write(c.io.stdout, chunk as Buffer);
+      await write(c.io.stdout, shown ? Buffer.from(shown.text(chunk as Buffer)) : (chunk as Buffer));
     }
+    if (shown) await write(c.io.stdout, Buffer.from(shown.end()));
     verify(expected, hash.digest('hex'), bytes, length, 'discard what was written');
   }
   const summary = { entity, file: file ?? null, rows: rows === undefined ? null : Number(rows), bytes, sha256: expected };
   c.err(`${entity}: ${rows ?? '?'} rows, ${bytes} bytes (${humanBytes(bytes)}), SHA-256 ${expected} verified${file ? `, written to ${file}` : ''}\n`);
   if (c.json && file) c.out(json(summary));
   return 0;
+}
+
+/**
+ * The CSV as a terminal shows it: its values come from remote systems and other users of the tenant,
+ * and an escape sequence in one, written as it is, would be obeyed (a cleared screen, a window title,
+ * the clipboard). Shown as the other commands show text (`\x1b`, `\u202e`), the CRLF record ends as
+ * line ends. Decoded across chunks; a CR at the end of a chunk waits for the next one.
+ */
+function terminalText(): { text(chunk: Buffer): string; end(): string } {
+  const decoder = new TextDecoder();
+  let held = '';
+  const shown = (text: string) => printable(text.replace(/\r\n/g, '\n'));
+  return {
+    text(chunk) {
+      const text = held + decoder.decode(chunk, { stream: true });
+      held = text.endsWith('\r') ? '\r' : '';
+      return shown(held ? text.slice(0, -1) : text);
+    },
+    end: () => shown(held + decoder.decode()),
+  };
 }
 
 function verify(expected: string, actual: string, bytes: number, length: string | undefined, consequence: string): void {
