@@ -549,6 +549,8 @@ describe('apply and connectors', () => {
       writeFileSync(join(dir, 'a.yaml'), `${named('dir-a1')}\n---\n${named('dir-a2')}`);
       writeFileSync(join(dir, 'c.json'), JSON.stringify(parse(named('dir-c'))));
       writeFileSync(join(dir, 'notes.txt'), 'not a manifest');
+      // a file with no manifest in it (every line commented out) is skipped, as kubectl skips it
+      writeFileSync(join(dir, 'a-disabled.yaml'), '# kind: Connector (disabled for now)\n');
       mkdirSync(join(dir, 'sub'));
       writeFileSync(join(dir, 'sub', 'd.yaml'), named('dir-d'));
       expect(await svc(['apply', '-f', dir])).toEqual({ code: 0, out: 'connector/dir-a1 created\nconnector/dir-a2 created\nconnector/dir-b created\nconnector/dir-c created\n', err: '' });
@@ -561,6 +563,9 @@ describe('apply and connectors', () => {
       const empty = join(dir, 'sub', 'empty');
       mkdirSync(empty);
       expect(await svc(['apply', '-f', empty])).toEqual({ code: 1, out: '', err: `error: ${empty}: no .json, .yaml, .yml file in it\n` });
+      writeFileSync(join(empty, 'x.yaml'), '---\n# nothing\n');
+      expect(await svc(['apply', '-f', empty])).toEqual({ code: 1, out: '', err: `error: ${empty}: no manifest in its file\n` });
+      expect(await svc(['apply', '-f', join(empty, 'x.yaml')])).toEqual({ code: 1, out: '', err: `error: ${join(empty, 'x.yaml')}: no manifest in it\n` });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

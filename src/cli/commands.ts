@@ -288,8 +288,11 @@ interface Applied {
 
 async function readManifests(c: Ctx): Promise<Manifest[]> {
   const manifests: Manifest[] = [];
+  const given = str(c, 'file')!;
+  const files = await manifestFiles(given);
+  const directory = files.length !== 1 || files[0] !== given;
   // A directory's files are all read (and every kind checked) before anything is sent.
-  for (const file of await manifestFiles(str(c, 'file')!)) {
+  for (const file of files) {
     const text = await readSource(file, c.io.stdin);
     const name = file === '-' ? 'stdin' : file;
     // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time (JSON.parse reads most JSON at once).
@@ -299,8 +302,9 @@ async function readManifests(c: Ctx): Promise<Manifest[]> {
       // cleared on a terminal, also before the error that says why the file was not read
       done: () => rewritesLines(c.io) && c.err('\r\u001b[K'),
     };
-    manifests.push(...parseManifests(text, name, slow));
+    manifests.push(...parseManifests(text, name, slow, directory));
   }
+  if (!manifests.length) throw new CliError(`${given}: no manifest in its ${files.length === 1 ? 'file' : `${files.length} files`}`);
   return manifests;
 }
 

@@ -32,7 +32,14 @@ const NOT_YET: string[] = [];
  * The manifests of `text`, read as kubectl reads them. `slow` is called first when the text must go
  * through the YAML reader (about a MiB a second) and is larger than `slowAbove` bytes.
  */
-export function parseManifests(text: string, file: string, slow?: { above: number; reading: () => void; done: () => void }): Manifest[] {
+export function parseManifests(text: string, file: string, slow?: { above: number; reading: () => void; done: () => void }, emptyAllowed = false): Manifest[] {
+  const manifests = readDocuments(text, file, slow);
+  // A file of a directory may hold none (empty, or every line commented out): kubectl skips it too.
+  if (!manifests.length && !emptyAllowed) throw new CliError(`${file}: no manifest in it`);
+  return manifests;
+}
+
+function readDocuments(text: string, file: string, slow?: { above: number; reading: () => void; done: () => void }): Manifest[] {
   const fast = jsonDocuments(text);
   if (fast) return manifestsOf(fast, file);
   const announced = slow !== undefined && text.length > slow.above;
@@ -134,7 +141,6 @@ export function yamlDocuments(text: string, file: string): unknown[] {
 
 function manifestsOf(documents: unknown[], file: string): Manifest[] {
   const objects = documents.filter((value) => value !== null && value !== undefined).flatMap(flatten);
-  if (!objects.length) throw new CliError(`${file}: no manifest in it`);
   const many = objects.length > 1;
   return objects.map((value, i) => {
     const source = many ? `${file}#${i + 1}` : file;
