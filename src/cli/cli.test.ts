@@ -384,6 +384,10 @@ describe('login, whoami, logout', () => {
     const after = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: file } });
     expect(after.code).toBe(1);
     expect(after.err).toContain('not logged in: run `svc login');
+    // a credential in the environment stays: logout says so (never its value), as every later command still sends it
+    const token = 'tok-9c1e-never-shown';
+    const withEnv = await svc(['logout'], { env: { SVC_CLI_CONFIG: file, SVC_TOKEN: token } });
+    expect(withEnv).toEqual({ code: 0, out: `Not logged in: no ${file}.\n`, err: 'warning: SVC_TOKEN is still set in the environment: commands go on sending it; unset it to log out there too\n' });
   });
 
   it('takes SVC_URL and SVC_DEV_TENANT from the environment, and sends the stored credential only to its own URL', async () => {

@@ -596,6 +596,9 @@ export const COMMANDS: Command[] = [
     summary: 'Remove the config file and the credential in it',
     run: (c) => {
       const removed = removeConfig(c.configFile);
+      // The environment's credential is no file to remove: every later command still sends it.
+      const still = ['SVC_TOKEN', 'SVC_DEV_TENANT'].filter((name) => c.io.env[name]);
+      if (still.length) warn(c, `${still.join(' and ')} ${still.length > 1 ? 'are' : 'is'} still set in the environment: commands go on sending ${still.length > 1 ? 'them' : 'it'}; unset ${still.length > 1 ? 'them' : 'it'} to log out there too`);
       show(c, { configFile: c.configFile, removed }, () => (removed ? `Logged out: removed ${c.configFile}.\n` : `Not logged in: no ${c.configFile}.\n`));
       return 0;
     },
