@@ -613,7 +613,7 @@ export const COMMANDS: Command[] = [
       return 0;
     },
   },
-  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind (Connector, Entity, Export, Workflow, Process)', run: apply },
+  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind: Connectors first, then Entities, then Workflows, Exports and Processes', run: apply },
 
   {
     name: 'connectors ls',
