@@ -223,6 +223,48 @@ describe('events tail: reconnections', () => {
     expect(notices[3]).toBe('reconnected after event 2');
   });
 
+  it('a connection cut without a word (no heartbeat for three periods) is lost and resumed after the last event', async () => {
+    const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
+    const lastIds: string[] = [];
+    const server = createServer((req, res) => {
+      lastIds.push(String(req.headers['last-event-id'] ?? ''));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      if (lastIds.length === 1) {
+        // as the hub writes them: heartbeats every 40 ms; then the network goes: nothing more, and no end either
+        res.write(`retry: 10\n: connected\n\n${frame(1)}: ping\n\n`);
+        setTimeout(() => res.write(': ping\n\n'), 40);
+      } else res.write(`retry: 10\n: connected\n\n${frame(2)}`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const stop = new AbortController();
+    const hub = new Hub({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' }, stop.signal);
+    const ids: string[] = [];
+    const notices: string[] = [];
+    const began = Date.now();
+    try {
+      await tailEvents(hub, {
+        topics: [],
+        signal: stop.signal,
+        minSilenceMs: 0,
+        onEvent: (event) => {
+          ids.push(event.id);
+          if (ids.length === 2) stop.abort();
+        },
+        onNotice: (text) => notices.push(text),
+        wait: async () => undefined,
+      });
+    } finally {
+      await hub.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    expect(ids).toEqual(['1', '2']);
+    expect(lastIds).toEqual(['', '1']);
+    expect(notices[0]).toMatch(/^stream lost: nothing from the hub for [\d.]+ s, not even its heartbeat \(every [\d.]+ s\); waiting 1 s, then reconnecting after event 1$/);
+    // three periods of silence: well before the kernel's keepalive would have said so
+    expect(Date.now() - began).toBeLessThan(5_000);
+  });
+
   it('reconnectDelay: which failures are waited out, and how long', () => {
     expect(reconnectDelay(new HttpError(400, 'bad topic', undefined), 1, 3_000)).toBeUndefined();
     expect(reconnectDelay(new HttpError(401, 'no', undefined), 1, 3_000)).toBeUndefined();

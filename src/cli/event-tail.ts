@@ -39,6 +39,8 @@ export interface TailOptions {
   retryFirst?: boolean;
   /** How the waits between connections are made (tests pass one that does not sleep). */
   wait?: Wait;
+  /** The shortest silence taken for a dead connection (MIN_SILENCE_MS; tests pass less). */
+  minSilenceMs?: number;
 }
 
 const STREAM = '/api/platform/events/stream';
@@ -63,6 +65,17 @@ export function reconnectDelay(err: unknown, failures: number, retryMs: number):
   return { ms: backoff, why: (err as Error)?.message ?? String(err) };
 }
 
+/**
+ * A connection cut without a word (a network gone, a laptop asleep, a NAT that forgot the flow)
+ * sends nothing, not even the hub's heartbeats (`: ping`, every `svc.events.stream.heartbeat`): read
+ * as it was, the stream waited for the kernel's TCP keepalive, about 12 minutes on Linux (60 s, then 9 probes 75 s apart), before it
+ * was found lost. Once two heartbeats have shown their period, a silence of SILENT_HEARTBEATS periods
+ * (at least MIN_SILENCE_MS) ends the connection as lost, and it is resumed from Last-Event-ID. Before
+ * that nothing is assumed, as the period is the hub's setting.
+ */
+const SILENT_HEARTBEATS = 3;
+const MIN_SILENCE_MS = 30_000;
+
 const sleeping: Wait = (ms, signal) => sleep(ms, undefined, { signal });
 
 function seconds(ms: number): string {
@@ -76,6 +89,8 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
   let connected = false;
   /** Failed connections in a row. */
   let failures = 0;
+  /** The hub's heartbeat period as seen: the longest gap between two heartbeats of one connection; unknown until two came. */
+  let heartbeatMs: number | undefined;
   const after = () => (lastId ? ` after event ${lastId}` : '');
   while (!options.signal.aborted) {
     /** Set by a failure; a stream the hub ended is resumed after its `retry` delay (as it stands after the stream). */
@@ -91,13 +106,42 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
       connected = true;
       failures = 0;
       options.onConnected?.();
-      await readFrames(res.body, (frame) => {
-        if (frame.retry !== undefined) retryMs = frame.retry;
-        if (frame.id !== undefined) lastId = frame.id;
-        if (frame.data === undefined) return;
-        const envelope = JSON.parse(frame.data) as Omit<StreamEvent, 'id'>;
-        options.onEvent({ id: frame.id ?? '', topic: envelope.topic, payload: envelope.payload, capturedAt: envelope.capturedAt });
-      });
+      let lastPing: number | undefined;
+      let silence: NodeJS.Timeout | undefined;
+      const watch = () => {
+        clearTimeout(silence);
+        if (heartbeatMs === undefined) return;
+        const period = heartbeatMs;
+        const limit = Math.max(options.minSilenceMs ?? MIN_SILENCE_MS, SILENT_HEARTBEATS * period);
+        silence = setTimeout(() => {
+          // A period misjudged (two heartbeats held up and delivered together) cannot end every connection.
+          heartbeatMs = period * 2;
+          res.body.destroy(new Error(`nothing from the hub for ${seconds(limit)}, not even its heartbeat (every ${seconds(period)})`));
+        }, limit);
+      };
+      const onComment = (text: string) => {
+        if (text.trim() !== 'ping') return;
+        const now = Date.now();
+        if (lastPing !== undefined) heartbeatMs = Math.max(heartbeatMs ?? 0, now - lastPing);
+        lastPing = now;
+      };
+      watch();
+      try {
+        await readFrames(
+          res.body,
+          (frame) => {
+            if (frame.retry !== undefined) retryMs = frame.retry;
+            if (frame.id !== undefined) lastId = frame.id;
+            if (frame.data === undefined) return;
+            const envelope = JSON.parse(frame.data) as Omit<StreamEvent, 'id'>;
+            options.onEvent({ id: frame.id ?? '', topic: envelope.topic, payload: envelope.payload, capturedAt: envelope.capturedAt });
+          },
+          onComment,
+          watch,
+        );
+      } finally {
+        clearTimeout(silence);
+      }
       if (options.signal.aborted) return;
       options.onNotice(`the hub closed the stream; reconnecting in ${retryMs} ms`);
     } catch (err) {
@@ -125,7 +169,7 @@ interface Frame {
 }
 
 /** The SSE wire format: fields up to a blank line; `:` lines are comments (heartbeats). */
-async function readFrames(body: AsyncIterable<Buffer | string>, onFrame: (frame: Frame) => void): Promise<void> {
+async function readFrames(body: AsyncIterable<Buffer | string>, onFrame: (frame: Frame) => void, onComment: (text: string) => void, onChunk: () => void): Promise<void> {
   const decoder = new TextDecoder();
   let buffer = '';
   let frame: Frame = {};
@@ -138,7 +182,8 @@ async function readFrames(body: AsyncIterable<Buffer | string>, onFrame: (frame:
       if (line === '') {
         onFrame(frame);
         frame = {};
-      } else if (!line.startsWith(':')) {
+      } else if (line.startsWith(':')) onComment(line.slice(1));
+      else {
         const colon = line.indexOf(':');
         const name = colon < 0 ? line : line.slice(0, colon);
         const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
@@ -148,5 +193,6 @@ async function readFrames(body: AsyncIterable<Buffer | string>, onFrame: (frame:
       }
       end = buffer.search(/\r?\n/);
     }
+    onChunk();
   }
 }
