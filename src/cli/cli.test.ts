@@ -96,6 +96,13 @@ describe('login, whoami, logout', () => {
     const json = await svc(['login', '--url', hub.url, '--token', token, '--json'], { env: { SVC_CLI_CONFIG: file } });
     expect(json.out).not.toContain(token);
     expect(JSON.parse(json.out)).toMatchObject({ via: 'dev-bypass' });
+    // a file loosened since (copied in, restored from a backup): every command says so, never the token
+    chmodSync(file, 0o644);
+    const loose = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
+    expect(loose.code).toBe(0);
+    expect(loose.err).toBe(`warning: ${file} holds a token and can be read by others (mode 0644): chmod 600 ${file}\n`);
+    chmodSync(file, 0o600);
+    expect((await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).err).toBe('');
   });
 
   it('tightens its own config folder to 0700 and writes the token into a temporary file it created itself', async () => {
@@ -173,12 +180,12 @@ describe('login, whoami, logout', () => {
       expect(await ls({ SVC_URL: remote, SVC_DEV_TENANT: '1' })).toMatchObject({ code: 0, err: '' });
       expect(seen.splice(0)).toEqual([`Bearer ${token}`, undefined]);
       // A stored token without the recorded consent (a config written by hand, or by an older svc)
-      writeFileSync(file, JSON.stringify({ url: remote, token }));
+      writeFileSync(file, JSON.stringify({ url: remote, token }), { mode: 0o600 });
       expect(await ls({})).toEqual({ code: 1, out: '', err: refusal(remote, 'the stored token') });
       expect(seen).toEqual([]);
       expect(await ls({ SVC_ALLOW_HTTP: '1' })).toMatchObject({ code: 0, err: '' });
       // with it (svc login --allow-http writes it), for that URL: the stored token, and SVC_TOKEN to it
-      writeFileSync(file, JSON.stringify({ url: remote, token, allowHttp: true }));
+      writeFileSync(file, JSON.stringify({ url: remote, token, allowHttp: true }), { mode: 0o600 });
       expect(await ls({})).toMatchObject({ code: 0, err: '' });
       expect(await ls({ SVC_TOKEN: 'tok-other' })).toMatchObject({ code: 0, err: '' });
       expect(seen.splice(0)).toEqual([`Bearer ${token}`, `Bearer ${token}`, 'Bearer tok-other']);

@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fchmodSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CliError } from './errors.js';
@@ -53,7 +53,7 @@ export function configPath(env: Env): string {
   return join(base, 'svc', 'config.json');
 }
 
-function readConfig(path: string): Target | undefined {
+function readConfig(path: string, warn: (text: string) => void): Target | undefined {
   if (!existsSync(path)) return undefined;
   let parsed: unknown;
   try {
@@ -63,7 +63,11 @@ function readConfig(path: string): Target | undefined {
   }
   const config = parsed as Partial<Target> | null;
   if (!config || typeof config.url !== 'string') throw new CliError(`${path} is not a svc config file: no "url"; run svc login again`);
-  return { url: config.url, token: str(config.token), devTenant: str(config.devTenant), allowHttp: config.allowHttp === true };
+  const token = str(config.token);
+  // svc writes it 0600; one copied in, restored from a backup or loosened since leaves the token to every user of the machine.
+  const mode = token ? statSync(path).mode & 0o777 : 0;
+  if (mode & 0o077) warn(`${path} holds a token and can be read by others (mode 0${mode.toString(8)}): chmod 600 ${path}`);
+  return { url: config.url, token, devTenant: str(config.devTenant), allowHttp: config.allowHttp === true };
 }
 
 /**
@@ -105,8 +109,8 @@ export function removeConfig(path: string): boolean {
  * The hub to call. The stored credential is only sent to the stored URL: a SVC_URL naming another
  * hub gets the environment's credential or none.
  */
-export function resolveTarget(env: Env, path: string): Target {
-  const stored = readConfig(path);
+export function resolveTarget(env: Env, path: string, warn: (text: string) => void = () => undefined): Target {
+  const stored = readConfig(path, warn);
   const url = normaliseUrl(env.SVC_URL || stored?.url || '');
   if (!url) throw new CliError('not logged in: run `svc login --url URL --token T` (or `--dev-tenant ID`), or set SVC_URL');
   const where = env.SVC_URL ? 'SVC_URL' : `the URL in ${path}`;

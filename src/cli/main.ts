@@ -122,7 +122,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     configFile,
     hub: (target?: Target) => {
       if (!target && loggedIn) return loggedIn;
-      const hub = new Hub(target ?? resolveTarget(io.env, configFile), controller.signal);
+      const hub = new Hub(target ?? resolveTarget(io.env, configFile, (text) => err(`warning: ${printable(text)}\n`)), controller.signal);
       hubs.push(hub);
       if (!target) loggedIn = hub;
       return hub;
