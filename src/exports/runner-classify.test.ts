@@ -5,7 +5,8 @@ import type { ExportRun } from './runs/ledger.js';
 
 /**
  * How a run's failure reads (ExportRunner's classification), where a stop and the destination's
- * cleanup meet: the reason names what was left behind instead of claiming the cleanup.
+ * cleanup meet: the reason names what was left behind instead of claiming the cleanup. A stop's
+ * reason quotes the tenant's choices (who cancelled, the destination's paths): stored as tenant text.
  */
 type Classify = (err: unknown, signal: AbortSignal, run: ExportRun) => { code: string; reason: string; origin: string };
 const runner = new ExportRunner({ heartbeatEveryMs: 1_000, timeoutMs: 60_000 } as unknown as ExportRunnerOptions);
@@ -28,13 +29,13 @@ describe('an export run\'s failure reason after a stop', () => {
 
   it('a stop whose cleanup left something: the leftover in place of the cleanup claim', () => {
     const signal = cancelled();
-    expect(classify(new LeftBehind(signal.reason, leftover), signal, run)).toEqual({ code: 'interrupted', reason: expected, origin: 'hub' });
+    expect(classify(new LeftBehind(signal.reason, leftover), signal, run)).toEqual({ code: 'interrupted', reason: expected, origin: 'tenant' });
   });
 
   it('a stop that came after the destination had failed and named its leftover: the stop, with the leftover', () => {
     const signal = cancelled();
     const failure = new PublishError('publication', `the server refused the write; ${leftover}`, leftover);
-    expect(classify(failure, signal, run)).toEqual({ code: 'interrupted', reason: expected, origin: 'hub' });
+    expect(classify(failure, signal, run)).toEqual({ code: 'interrupted', reason: expected, origin: 'tenant' });
   });
 
   it('a stop with nothing left: the stop\'s own reason', () => {
