@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { columnsOf, field, printable, table } from './output.js';
+import { columnsOf, field, json, printable, table } from './output.js';
 
 /** svc's plain tables: cells are measured, cut and padded in terminal columns (CJK and emoji take two). */
 
@@ -67,3 +67,17 @@ describe('table', () => {
   });
 });
 
+
+describe('json', () => {
+  it('escapes DEL, the C1 controls and format characters as \\u escapes: the same value, nothing a terminal obeys or reorders', () => {
+    const value = { name: 'a\u009b2Jb\u007fc\u202eevil\u2066d\u200be', tag: 'x\u{e0041}y', plain: 'héllo 👩‍💻 名前', n: 3 };
+    const text = json(value);
+    expect(text).not.toMatch(/[\u007f-\u009f]|\p{Cf}/u);
+    expect(text).toContain('a\\u009b2Jb\\u007fc\\u202eevil\\u2066d\\u200be');
+    expect(text).toContain('x\\udb40\\udc41y');
+    // Still JSON, read back as the same value, keys in order.
+    expect(JSON.parse(text)).toEqual(value);
+    expect(Object.keys(JSON.parse(text))).toEqual(['name', 'tag', 'plain', 'n']);
+    expect(text.endsWith('}\n')).toBe(true);
+  });
+});

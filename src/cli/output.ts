@@ -85,9 +85,24 @@ export function detail(value: unknown): string {
   return stringify(value, { ...KUBECTL_YAML, lineWidth: 0 });
 }
 
-/** For scripts: the hub's JSON, same content and key order, indented by two spaces. */
+/**
+ * For scripts: the hub's JSON, same content and key order, indented by two spaces. `JSON.stringify`
+ * escapes the C0 controls only; DEL, the C1 controls (U+009B is a CSI a terminal may obey) and the
+ * format characters (bidi overrides and isolates, zero-width characters) are written as `\uXXXX`
+ * escapes too, so that `--json` to a terminal obeys none and reorders nothing: the same JSON value,
+ * as a parser reads it. They can only stand inside a string of the text.
+ */
 export function json(value: unknown): string {
-  return `${JSON.stringify(value ?? null, null, 2)}\n`;
+  return `${JSON.stringify(value ?? null, null, 2).replace(JSON_SHOWN, jsonEscaped)}\n`;
+}
+
+const JSON_SHOWN = /[\u007f-\u009f]|\p{Cf}/gu;
+
+/** A character as JSON's `\uXXXX` escapes (a pair of them beyond the BMP). */
+function jsonEscaped(ch: string): string {
+  let out = '';
+  for (let i = 0; i < ch.length; i++) out += `\\u${ch.charCodeAt(i).toString(16).padStart(4, '0')}`;
+  return out;
 }
 
 function clip(text: string, max: number | undefined): string {
