@@ -212,19 +212,31 @@ async function run(role: RoleName, config: Config, stop: AbortSignal, serving: (
 const STOP_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /**
+ * How soon after the first signal the same signal again is taken as that one delivered twice, not
+ * as a second request: `npm start` passes the SIGINT and SIGTERM it receives on to the hub, which a
+ * terminal's Ctrl-C (sent to the whole foreground job) or a process manager's stop of the whole
+ * group (systemd's default) has sent it already, both within milliseconds.
+ */
+export const REPEAT_WINDOW_MS = 1_000;
+
+/**
  * Aborted by the first SIGINT, SIGTERM or SIGHUP (what `svc-hub run` stops on, and every role); a
  * second signal exits at once, but for SIGHUP: a closed terminal sends it twice (the shell passes it
  * on to its jobs, and the kernel sends it to the foreground job once the shell is gone), and nobody
- * is there to be in a hurry. `what` ends the log line of the first.
+ * is there to be in a hurry; nor for the first signal again within REPEAT_WINDOW_MS (delivered
+ * twice). `what` ends the log line of the first.
  */
 function stopSignal(what: () => string): AbortSignal {
   const controller = new AbortController();
+  let first: { signal: NodeJS.Signals; at: number } | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
     if (controller.signal.aborted) {
       if (signal === 'SIGHUP') return;
+      if (signal === first?.signal && performance.now() - first.at < REPEAT_WINDOW_MS) return;
       logger().warn(`${signal} again: exiting now`);
       process.exit(130);
     }
+    first = { signal, at: performance.now() };
     logger().info(`${signal}: ${what()}`);
     controller.abort();
   };

@@ -25,7 +25,8 @@ describe('the hub process\'s young generation and allocator', () => {
     const firstLine = readFileSync(join(ROOT, 'bin', 'svc-hub.js'), 'utf8').split('\n')[0];
     expect(firstLine).toBe(`#!/usr/bin/env -S ${MALLOC} node ${FLAG}`);
     const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
-    expect(scripts.start).toBe(`${MALLOC} node ${FLAG} bin/svc-hub.js all`);
+    // `exec`: node takes the shell's place, so the signals npm passes on reach it (cmd/npm-start.test.ts).
+    expect(scripts.start).toBe(`${MALLOC} exec node ${FLAG} bin/svc-hub.js all`);
     // Each bench runs a hub in its own process.
     const benches = Object.entries(scripts).filter(([name]) => name.startsWith('bench:') && name !== 'bench:report');
     expect(benches.length).toBeGreaterThanOrEqual(6);
