@@ -57,7 +57,13 @@ export function consumerLine(state: ConsumerState): string {
  * `svc-hub outbox consumers | drop-consumer NAME`: the database reached as the other roles reach it.
  * Exit 0, or 1 when drop-consumer refused or found nothing.
  */
-export async function outboxCommand(config: Config, argv: string[], out: (line: string) => void = (l) => process.stdout.write(`${l}\n`)): Promise<number> {
+export async function outboxCommand(
+  config: Config,
+  argv: string[],
+  out: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+  /** The executable's signal (it stops once the command is done): the embedded PostgreSQL then runs in a process group of its own. */
+  stop?: AbortSignal,
+): Promise<number> {
   const args = parseOutboxArgs(argv);
   if (typeof args === 'string') {
     process.stderr.write(`svc-hub outbox: ${args}\n\n${OUTBOX_USAGE}`);
@@ -67,7 +73,7 @@ export async function outboxCommand(config: Config, argv: string[], out: (line: 
     out(`refused: '${args.name}' is a consumer this version of the hub runs (${RUNNING.join(', ')}); its cursor is not dropped`);
     return 1;
   }
-  const setup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start') });
+  const setup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: stop !== undefined });
   try {
     if (args.command === 'consumers') {
       const states = await consumerStates(setup.db, { countEvents: true });

@@ -311,6 +311,30 @@ describe('svc-hub executable', () => {
     expect(() => process.kill(againPg, 0)).toThrow();
   }, 120_000);
 
+  it('Ctrl-C during a first start (initdb running) or during migrate stops it once done, exit 0: initdb and the embedded PostgreSQL are not in the terminal\'s group', async () => {
+    // Ctrl-C in a terminal: SIGINT to the whole foreground group, here while initdb makes the cluster.
+    const dataDir = join(tempDir(), 'data');
+    const first = start(['migrate'], { SVC_DATA_DIR: dataDir }, true);
+    await until('initdb to start', () => first.output().includes('initialising embedded PostgreSQL'), { timeoutMs: 60_000, everyMs: 5 });
+    process.kill(-first.child.pid!, 'SIGINT');
+    // Was: initdb killed with the group, `could not initialise embedded PostgreSQL`, exit 1.
+    expect(await first.exited).toBe(0);
+    expect(first.output()).toContain('SIGINT: stopping once the migrations are applied');
+    expect(first.output()).not.toContain('could not initialise');
+    expect(first.output()).toContain('migrations are up to date');
+    expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+
+    // Mid-migration: the embedded PostgreSQL is up, the migrations are being applied.
+    const other = join(tempDir(), 'data');
+    const second = start(['migrate'], { SVC_DATA_DIR: other }, true);
+    await until('the embedded PostgreSQL to be ready', () => second.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, everyMs: 5 });
+    process.kill(-second.child.pid!, 'SIGINT');
+    // Was: the server stopped by the same Ctrl-C under the migrations (`terminating connection`), exit 1.
+    expect(await second.exited).toBe(0);
+    expect(second.output()).toContain('migrations are up to date');
+    expect(existsSync(join(other, 'hub.pid'))).toBe(false);
+  }, 120_000);
+
   it('after a kill -9 of the hub, the next start stops the orphaned PostgreSQL and serves the same data', async () => {
     const dataDir = join(tempDir(), 'data');
     const port = await freePort();

@@ -118,7 +118,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     if (role === 'run') return await runCommand(config, rest, undefined, stop);
     if (role === 'secrets') return await secretsCommand(config, rest, undefined, stop);
-    if (role === 'outbox') return await outboxCommand(config, rest);
+    if (role === 'outbox') return await outboxCommand(config, rest, undefined, stop);
     return await run(role as RoleName, config, stop, () => (serving = true));
   } catch (err) {
     // A property that passed loading but is unusable (checked as the hub starts: svc.egress.allow,
@@ -184,7 +184,9 @@ function reasonOf(err: unknown): string {
 
 async function run(role: RoleName, config: Config, stop: AbortSignal, serving: () => void): Promise<number> {
   if (role === 'migrate') {
-    const setup = await setupDatabase(config, { migrate: true });
+    // Its own process group for the embedded PostgreSQL, as the other roles: a terminal's Ctrl-C
+    // stops it once the migrations are applied, instead of stopping the server under them.
+    const setup = await setupDatabase(config, { migrate: true, ownProcessGroup: true });
     await setup.close();
     logger().info('migrations are up to date');
     return 0;

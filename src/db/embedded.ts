@@ -181,7 +181,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
   if (initialised) {
     logger().info({ dataDir: clusterDir }, 'initialising embedded PostgreSQL');
     try {
-      initdb(install, clusterDir, password, runAs, keep);
+      await initdb(install, clusterDir, password, runAs, keep, options.ownProcessGroup ?? false);
     } catch (err) {
       rmSync(clusterDir, { recursive: true, force: true });
       throw new Error(`could not initialise embedded PostgreSQL in ${clusterDir}: ${(err as Error).message}\n${output.join('\n')}`);
@@ -406,21 +406,37 @@ function initdbPaths(clusterDir: string): { work: string; pwfile: string } {
   return { work: `${clusterDir}.initdb`, pwfile: `${clusterDir}.pw` };
 }
 
-function initdb(install: string, clusterDir: string, password: string, runAs: OsUser | undefined, keep: (text: string) => void): void {
+/**
+ * `ownProcessGroup` (EmbeddedOptions): initdb too runs in a process group of its own, so a
+ * terminal's Ctrl-C during a first start reaches only the program, which stops once the start has
+ * finished, instead of killing initdb under it (the start failing with "could not initialise");
+ * should the program exit meanwhile, initdb is killed with it.
+ */
+async function initdb(install: string, clusterDir: string, password: string, runAs: OsUser | undefined, keep: (text: string) => void, ownProcessGroup: boolean): Promise<void> {
   const { work, pwfile } = initdbPaths(clusterDir);
   writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
   try {
     if (runAs) chownSync(pwfile, runAs.uid, runAs.gid);
     mkdirSync(work, { mode: 0o700 });
     if (runAs) chownSync(work, runAs.uid, runAs.gid);
-    const result = spawnSync(
+    const child = spawn(
       join(install, 'bin', 'initdb'),
       [`--pgdata=${work}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--lc-messages=C', '--encoding=UTF8'],
-      { ...runAs, cwd: '/', env: serverEnv(), encoding: 'utf8' },
+      { ...runAs, cwd: '/', env: serverEnv(), stdio: ['ignore', 'pipe', 'pipe'], detached: ownProcessGroup },
     );
-    keep(`${result.stdout ?? ''}\n${result.stderr ?? ''}`);
-    if (result.error) throw result.error;
-    if (result.status !== 0) throw new Error(`initdb exited with ${result.status ?? result.signal}`);
+    const onExit = () => child.kill('SIGKILL');
+    process.on('exit', onExit);
+    try {
+      child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
+      child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
+      const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit, reject) => {
+        child.once('error', reject);
+        child.once('close', (code, signal) => resolveExit({ code, signal }));
+      });
+      if (code !== 0) throw new Error(`initdb exited with ${code ?? signal}`);
+    } finally {
+      process.off('exit', onExit);
+    }
     // The empty cluster directory placeCluster made is replaced whole.
     renameSync(work, clusterDir);
   } finally {
