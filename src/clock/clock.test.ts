@@ -149,6 +149,24 @@ describe('clock runner', () => {
     expect(() => msUntilDaily('24:00', now)).toThrow(/HH:MM/);
   });
 
+  it('a daily job whose timer fires while the wall clock still reads before its time runs once, not again moments later', async () => {
+    // The wall clock runs at half the speed of the timers (stepped back, or slowed, meanwhile): 200 ms
+    // before 04:30 UTC at the start.
+    const began = Date.now();
+    const wall = Date.UTC(2026, 0, 1, 4, 29, 59, 800);
+    const clock = new ClockRunner(() => wall + (Date.now() - began) / 2);
+    runners.push(clock);
+    let runs = 0;
+    clock.schedule('purge', { dailyAt: '04:30' }, async () => {
+      runs++;
+    });
+    clock.start();
+    await until('the run at 04:30', () => runs >= 1, { everyMs: 5 });
+    await sleep(600);
+    // Was: armed again for the same 04:30 each time it fired (100 ms, then 50 ms, …): several runs.
+    expect(runs).toBe(1);
+  });
+
   it('refuses a duplicate name or a non-positive cadence', () => {
     const clock = runner();
     clock.schedule('a', { every: 10 }, async () => {});

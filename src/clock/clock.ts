@@ -33,6 +33,8 @@ interface Job {
   timer?: NodeJS.Timeout;
   /** The database was unavailable at the last run (logged once, until a run succeeds). */
   databaseDown?: boolean;
+  /** A daily job: the time (ms since the epoch) its timer is armed for. */
+  due?: number;
 }
 
 export class ClockRunner {
@@ -101,7 +103,18 @@ export class ClockRunner {
   }
 
   private arm(job: Job): void {
-    const delay = 'every' in job.cadence ? job.cadence.every : msUntilDaily(job.cadence.dailyAt, this.now());
+    let delay: number;
+    if ('every' in job.cadence) delay = job.cadence.every;
+    else {
+      // The next time after the one the timer was armed for, not after now: a timer measures elapsed
+      // time, and one that fires while the wall clock still reads a little before its time (the
+      // clock stepped back, or slowed by NTP, meanwhile) would otherwise be armed for that same
+      // time again, moments later, and the daily job run twice (or more) that day.
+      const now = this.now();
+      const from = Math.max(now, job.due ?? now);
+      job.due = from + msUntilDaily(job.cadence.dailyAt, from);
+      delay = job.due - now;
+    }
     job.timer = setTimeout(() => {
       if (!this.started) return;
       void this.tick(job);
