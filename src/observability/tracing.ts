@@ -3,6 +3,8 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, NodeTracerProvider, type SpanProcessor } from '@opentelemetry/sdk-trace-node';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { loggableMessage } from './database-errors.js';
+import { logger } from './logger.js';
 
 /**
  * Traces only (spec 1 Observability): request spans from the apiserver and one span per database
@@ -31,14 +33,35 @@ export function startTracing(options: TracingOptions): void {
   provider.register({ propagator: new W3CTraceContextPropagator() });
 }
 
-export async function stopTracing(): Promise<void> {
+/** How long a stop waits for the spans still buffered to be exported (docs/operations.md, "Tracing"). */
+export const TRACES_FLUSH_MS = 3_000;
+
+/**
+ * Exports the spans still buffered, waiting at most `flushMs`, and unregisters the provider. A
+ * collector that does not answer, or refuses them, loses those spans (said in a warning) and
+ * neither holds the stop (the exporter's own deadline is 10 s) nor fails it: the hub's stop exits 1
+ * only when something of the hub may be left behind.
+ */
+export async function stopTracing(flushMs = TRACES_FLUSH_MS): Promise<void> {
   const current = provider;
   provider = undefined;
   if (!current) return;
-  await current.shutdown();
-  trace.disable();
-  propagation.disable();
-  context.disable();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      current.shutdown(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the collector did not take them within ${flushMs} ms`)), flushMs);
+      }),
+    ]);
+  } catch (err) {
+    logger().warn({ err: loggableMessage(err) }, 'the last traces were not exported');
+  } finally {
+    clearTimeout(timer);
+    trace.disable();
+    propagation.disable();
+    context.disable();
+  }
 }
 
 function tracer() {
