@@ -335,6 +335,26 @@ describe('svc-hub executable', () => {
     expect(existsSync(join(other, 'hub.pid'))).toBe(false);
   }, 120_000);
 
+  it('a second hub that finds the lock file gone (two starts taking a stale lock at once) refuses to start, and does not stop the running hub\'s PostgreSQL as an orphan', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const first = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
+    await waitReady(url);
+    const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    // What a second start that took the lock as stale at the same time leaves: no lock naming the first.
+    rmSync(join(dataDir, 'hub.pid'));
+    const second = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(await freePort()) });
+    // Was: 'stopping the embedded PostgreSQL a previous hub left running' (the first hub's), then a server of its own on the same cluster.
+    expect(await Promise.race([second.exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 60_000))])).toBe(1);
+    expect(second.output()).toContain(`data directory ${dataDir} is already used by another svc-hub process (pid ${first.child.pid})`);
+    expect(second.output()).not.toContain('left running');
+    expect(() => process.kill(pgPid, 0)).not.toThrow();
+    expect((await fetch(`${url}/q/health/ready`)).status).toBe(200);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+  }, 120_000);
+
   it('after a kill -9 of the hub, the next start stops the orphaned PostgreSQL and serves the same data', async () => {
     const dataDir = join(tempDir(), 'data');
     const port = await freePort();

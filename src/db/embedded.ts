@@ -164,7 +164,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
   const runtimeDir = resolve(options.runtimeDir ?? DEFAULT_RUNTIME_DIR);
   const install = reachableInstall(options.installDir ?? (await packagedInstall()), runAs, runtimeDir);
   const clusterDir = placeCluster(dataDir, runAs, runtimeDir);
-  await stopOrphan(clusterDir);
+  await stopOrphan(clusterDir, dataDir);
 
   const port = options.port ?? (await freePort());
   // `let`: a server that cannot make its socket is started again without one (below).
@@ -477,12 +477,17 @@ function readPidFile(clusterDir: string): PidFile | undefined {
 /**
  * A `postmaster.pid` left by a hub that died without stopping its PostgreSQL: when its pid is a live
  * postgres on this cluster, that server is stopped (fast shutdown, then immediate after 30 s), else
- * the stale file is removed, so the start that follows succeeds.
+ * the stale file is removed, so the start that follows succeeds. A server whose parent is a live
+ * node process other than this one is no orphan: its hub runs (both took the data directory's lock
+ * as stale at once, or its lock file was removed by hand), and the start is refused (DataDirInUse,
+ * with `dataDir`) instead of stopping that hub's database under it.
  */
-export async function stopOrphan(clusterDir: string): Promise<void> {
+export async function stopOrphan(clusterDir: string, dataDir?: string): Promise<void> {
   const file = readPidFile(clusterDir);
   if (!file) return;
   if (file.pid > 0 && isPostgresOf(file.pid, clusterDir)) {
+    const owner = liveNodeParent(file.pid);
+    if (owner !== undefined) throw dataDir ? new DataDirInUse(dataDir, owner) : new StartRefused(`the PostgreSQL on ${clusterDir} (pid ${file.pid}) belongs to a running process (pid ${owner})`);
     logger().warn({ postgresPid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
     signal(file.pid, 'SIGINT');
     const deadline = Date.now() + 30_000;
@@ -515,6 +520,23 @@ export function isLive(pid: number): boolean {
     return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return !existsSync('/proc/self');
+  }
+}
+
+/**
+ * The parent of `pid` when it is a live node process other than this one (the hub that started the
+ * server, still running), else undefined: an orphan's parent is init or a subreaper (pid 1,
+ * `systemd --user`), and without /proc nothing is known.
+ */
+function liveNodeParent(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (!(parent > 1) || parent === process.pid || !isLive(parent)) return undefined;
+    const argv0 = readFileSync(`/proc/${parent}/cmdline`, 'utf8').split('\0')[0] ?? '';
+    return /(^|\/)node[\d.]*$/.test(argv0) ? parent : undefined;
+  } catch {
+    return undefined;
   }
 }
 
