@@ -70,7 +70,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Database', name: 'svc.datasource.url', kind: 'url', schemes: ['postgres', 'postgresql'], aliases: ['DATABASE_URL'],
     description: 'External PostgreSQL (`postgres://owner:password@host:5432/db`), connected as the owner that runs migrations. Unset: an embedded PostgreSQL under `svc.data-dir`.' }),
   p({ group: 'Database', name: 'svc.datasource.app-url', kind: 'url', schemes: ['postgres', 'postgresql'],
-    description: 'Connection for the application role (subject to row-level security). Unset: the hub creates role `svc.datasource.app-role` with a password derived from the owner credentials.' }),
+    description: 'Connection for the application role (subject to row-level security). Unset: the hub creates role `svc.datasource.app-role` with a password derived from the owner credentials, whose password must then be in `svc.datasource.url` (in its user part or as `?password=`): a URL without one (the password from PGPASSWORD or a password file) is refused at start, as the roles\' passwords would follow from the user, host and port alone.' }),
   p({ group: 'Database', name: 'svc.datasource.worker-url', kind: 'url', schemes: ['postgres', 'postgresql'],
     description:
       'Connection for the cross-tenant worker role. Unset: derived like `svc.datasource.app-url`. A role of an administrator\'s needs `plan_cache_mode = force_custom_plan` set on it (docs/operations.md, "Starting and stopping"; the hub warns at start without it).' }),

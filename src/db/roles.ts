@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import pg from 'pg';
+import { StartRefused } from '../errors.js';
 
 /**
  * The database roles: the owner (whoever the datasource URL names; runs migrations and owns
@@ -23,18 +24,44 @@ export interface RoleNames {
 /** The analytic role's name when none is configured (`svc.datasource.analytic-role`). */
 export const DEFAULT_ANALYTIC_ROLE = 'svc_analytic';
 
-/** Roles are server-wide, so the password depends on the server and the owner, not the database. */
+/**
+ * The owner's password as node-postgres takes it from `ownerUrl`: a `password` query parameter
+ * overrides the one in the address's user part. Empty when the URL holds none (the password then
+ * comes from PGPASSWORD or a password file, or the server asks none).
+ */
+function ownerPassword(url: URL): string {
+  return url.searchParams.get('password') ?? decodeURIComponent(url.password);
+}
+
+/**
+ * Roles are server-wide, so the password depends on the server and the owner, not the database;
+ * its secret is the owner's password. An owner URL without one leaves nothing secret to derive from
+ * (the role passwords would follow from the user, host and port alone, the worker role's with it,
+ * which bypasses row-level security): the start is refused instead.
+ */
 export function derivePassword(ownerUrl: string, role: string): string {
   const url = new URL(ownerUrl);
-  const server = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}@${url.hostname}:${url.port || '5432'}`;
+  const secret = ownerPassword(url);
+  if (!secret) {
+    throw new StartRefused(
+      `svc.datasource.url holds no password, from which the passwords of the roles ${role} and the others the hub creates are derived: put the owner's password in it, or create the roles yourself and set svc.datasource.app-url and svc.datasource.worker-url (docs/operations.md, "Starting and stopping")`,
+    );
+  }
+  const server = `${decodeURIComponent(url.username)}:${secret}@${url.hostname}:${url.port || '5432'}`;
   return createHmac('sha256', `svc-hub/role-password/${server}`).update(role).digest('base64url');
 }
 
-/** A connection string for `role` on the same server and database as `ownerUrl`. */
+/**
+ * A connection string for `role` on the same server and database as `ownerUrl`, with its derived
+ * password: the owner's `user` and `password` query parameters, which node-postgres would take over
+ * the address's user part, are left out.
+ */
 export function roleUrl(ownerUrl: string, role: string): string {
   const url = new URL(ownerUrl);
   url.username = encodeURIComponent(role);
   url.password = encodeURIComponent(derivePassword(ownerUrl, role));
+  url.searchParams.delete('password');
+  url.searchParams.delete('user');
   return url.toString();
 }
 

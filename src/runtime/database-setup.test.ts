@@ -39,6 +39,44 @@ describe('setupDatabase', () => {
     }
   });
 
+  it('the owner password given as a query parameter: the roles are derived from it and connect; none at all in the URL: refused, the roles left as they were', async () => {
+    const url = await createTestDatabase();
+    await migrate(url, TEST_ROLES);
+    const inQuery = new URL(url);
+    const password = decodeURIComponent(inQuery.password);
+    inQuery.password = '';
+    inQuery.searchParams.set('password', password);
+    const queryConfig = Config.load({ env: { SVC_CONFIG: '/dev/null', SVC_DATASOURCE_URL: inQuery.toString() } });
+    // Was: the roles' passwords derived from no secret, and the role URLs kept the owner's
+    // `?password=`, which node-postgres prefers: 'password authentication failed for user "svc_app"'.
+    const setup = await setupDatabase(queryConfig, { migrate: true });
+    try {
+      expect((await setup.db.app.query('select current_user as who')).rows[0].who).toBe(TEST_ROLES.app);
+      expect((await setup.db.worker.query('select current_user as who')).rows[0].who).toBe(TEST_ROLES.worker);
+    } finally {
+      await setup.close();
+    }
+
+    // The password from PGPASSWORD (or a password file): nothing secret in the URL to derive from.
+    const bare = new URL(url);
+    bare.password = '';
+    const bareConfig = Config.load({ env: { SVC_CONFIG: '/dev/null', SVC_DATASOURCE_URL: bare.toString() } });
+    const saved = process.env.PGPASSWORD;
+    process.env.PGPASSWORD = password;
+    try {
+      // Was: started, with svc_app's and svc_worker's (BYPASSRLS) passwords computable from the user, host and port.
+      await expect(setupDatabase(bareConfig, { migrate: true })).rejects.toThrow('svc.datasource.url holds no password');
+      await expect(setupDatabase(bareConfig, { migrate: false })).rejects.toThrow('svc.datasource.url holds no password');
+    } finally {
+      if (saved === undefined) delete process.env.PGPASSWORD;
+      else process.env.PGPASSWORD = saved;
+    }
+    // The roles keep the passwords derived from the owner's.
+    const app = new pg.Client({ connectionString: roleUrl(url, TEST_ROLES.app) });
+    await app.connect();
+    await app.end();
+  });
+
   it('roles an administrator made: a start without the analytic role, or without the application role able to take it, is refused saying what to run', async () => {
     const url = await createTestDatabase();
     await migrate(url, TEST_ROLES);
