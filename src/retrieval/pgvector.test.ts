@@ -52,8 +52,9 @@ let server: PgvectorServer;
 let owner: pg.Client;
 let db: Database;
 
-function services(mode: 'auto' | 'memory' | 'pgvector', embedding: EmbeddingPort, database = db): RetrievalServices {
+function services(mode: 'auto' | 'memory' | 'pgvector', embedding: EmbeddingPort, database = db, passBudgetMs?: number): RetrievalServices {
   return createRetrievalServices({
+    passBudgetMs,
     db: database,
     embedding,
     chat: undefined,
@@ -146,8 +147,15 @@ describe('indexing and search', () => {
     await owner.query('update retrieval.chunks set vec = null where id in (select id from retrieval.chunks order by id limit 7)');
     // indexAll (and the hub's clock) stop at a pass that did nothing: on a busy machine the time
     // of a pass could go on copying, and the pass answered expanded 0, embedded 0 with chunks left.
-    expect(await pgv.indexPass()).toEqual({ expanded: 0, filled: 7, embedded: 0 });
-    expect(await pgv.indexPass()).toEqual({ expanded: 0, filled: 0, embedded: 0 });
+    expect(await pgv.indexPass()).toEqual({ expanded: 0, filled: 7, embedded: 0, more: false });
+    expect(await pgv.indexPass()).toEqual({ expanded: 0, filled: 0, embedded: 0, more: false });
+    // A pass out of time before it copied or embedded anything (a busy machine: the model check,
+    // the look for pgvector and a first batch can take the 2 s) says it may have left work.
+    await owner.query('update retrieval.chunks set vec = null where id in (select id from retrieval.chunks order by id limit 3)');
+    const late = services('auto', port(), db, 0);
+    expect(await late.indexPass()).toEqual({ expanded: 0, filled: 0, embedded: 0, more: true });
+    await late.close();
+    expect(await pgv.indexPass()).toMatchObject({ filled: 3 });
   });
 
   it('a first start with pgvector copies the stored vectors before it builds the index', async () => {

@@ -35,6 +35,8 @@ export interface RetrievalDeps {
   vectorSearch?: VectorSearchMode;
   /** hnsw.ef_search of the pgvector path (`svc.retrieval.hnsw-ef-search`); default 100. */
   hnswEfSearch?: number;
+  /** How long one indexer pass may copy and embed (tests); default PASS_BUDGET_MS. */
+  passBudgetMs?: number;
 }
 
 export interface ScopeEntry {
@@ -89,15 +91,11 @@ export interface RetrievalServices {
   /** Starts rebuilding the platform corpus in the background; resolves at once. */
   reindex(): void;
   /**
-   * One indexer pass: pending rows into chunks, then chunks into vectors. What the background clock
-   * runs; `signal` (the clocks' stop) ends it at once, a batch being embedded dropped (its chunks
-   * stay pending for the next start).
-   */
-  /**
-   * One indexer pass, bounded in time: pending rows expanded into chunks, stored vectors copied
-   * into pgvector's column (`filled`), chunks embedded. A pass that ran out of time before its last
-   * step says so only through what it did: the next pass goes on, and "nothing left" is a pass
-   * that did nothing.
+   * One indexer pass, bounded in time: pending rows into chunks, stored vectors copied into
+   * pgvector's column (`filled`), then chunks into vectors. What the background clock runs;
+   * `signal` (the clocks' stop) ends it at once, a batch being embedded dropped (its chunks stay
+   * pending for the next start). A pass whose time ran out says so (`more`): "nothing left" is a
+   * pass that did nothing and had time to spare.
    */
   indexPass(signal?: AbortSignal): Promise<IndexPassResult>;
   /** The embedding port (chat embeds its question with it). */
@@ -114,11 +112,13 @@ export interface IndexPassResult {
   expanded: number;
   filled: number;
   embedded: number;
+  /** The pass's time ran out before it ran out of work (a busy machine): work may be left for the next. */
+  more: boolean;
 }
 
-/** Whether an indexer pass did anything (one that did nothing had nothing left to do). */
+/** Whether an indexer pass did anything or may have left work (one that did neither had nothing left to do). */
 export function indexedAnything(done: IndexPassResult): boolean {
-  return done.expanded > 0 || done.filled > 0 || done.embedded > 0;
+  return done.more || done.expanded > 0 || done.filled > 0 || done.embedded > 0;
 }
 
 interface Searcher {
@@ -275,7 +275,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     const goOn = () => !stopping && !signal?.aborted;
     let expanded = 0;
     for (let n = await expandPending(db); n > 0 && goOn(); n = await expandPending(db)) expanded += n;
-    if (!embedding) return { expanded, filled: 0, embedded: 0 };
+    if (!embedding) return { expanded, filled: 0, embedded: 0, more: false };
     if (!modelChecked) {
       await forgetOtherModels(db, embedding);
       modelChecked = true;
@@ -283,19 +283,25 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     const { pgvector } = await vectors(embedding);
     let embedded = 0;
     let filled = 0;
+    // Whether the pass ended because its time was up (work may be left), not because it ran out of work.
+    let more = false;
+    const inTime = () => {
+      more = Date.now() - started >= (deps.passBudgetMs ?? PASS_BUDGET_MS);
+      return !more;
+    };
     // Chunks embedded before the database had pgvector get their `vec` from the stored vector.
-    while (pgvector && goOn() && Date.now() - started < PASS_BUDGET_MS) {
+    while (pgvector && goOn() && inTime()) {
       const n = await fillVectorColumn(db, modelName(embedding), pgvector.schema);
       if (n === 0) break;
       filled += n;
     }
-    while (goOn() && Date.now() - started < PASS_BUDGET_MS) {
+    while (goOn() && inTime()) {
       // One batch per thread of the model, so that they all work.
       const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal);
       if (n === 0) break;
       embedded += n;
     }
-    return { expanded, filled, embedded };
+    return { expanded, filled, embedded, more };
   }
 
   return {
