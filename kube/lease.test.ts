@@ -153,8 +153,10 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
 
   it('two candidates racing for a new Lease: one create wins, the other gets 409 AlreadyExists and follows', async () => {
     const name = leaseName();
-    const a = elector(name, 'pod-a');
-    const b = elector(name, 'pod-b');
+    // What is raced is the create, not the clock: a follower's request limit (a third of the 1 s
+    // lease, at least 1 s) is widened, as a loaded machine answered one create later than that.
+    const a = elector(name, 'pod-a', { requestTimeoutMs: 10_000 });
+    const b = elector(name, 'pod-b', { requestTimeoutMs: 10_000 });
     const results = await Promise.all([a.acquire(), b.acquire()]);
     expect(results.filter(Boolean)).toHaveLength(1);
     expect(lease(name)!.spec.holderIdentity).toBe(results[0] ? 'pod-a' : 'pod-b');
