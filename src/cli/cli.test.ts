@@ -886,6 +886,17 @@ describe('deliveries, dead letters and events', () => {
     expect((await svc(['dlq', 'get', '424242'])).code).toBe(1);
   });
 
+  it('dlq replayed and discard: the other resolution of a resolved entry is an error naming it, the same one again is not', async () => {
+    const csv = 'id,name\r\n,Nobody';
+    const ingest = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=cli-dlq&table=cli_dlq&key=id`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'text/csv' }, body: csv });
+    const run = (await ingest.json()) as { id: string };
+    const [entry] = JSON.parse((await svc(['dlq', 'ls', '--run', run.id, '--json'])).out) as Array<{ id: number }>;
+    const id = String(entry!.id);
+    expect(await svc(['dlq', 'replayed', id])).toEqual({ code: 0, out: `dead letter ${id} marked replayed\n`, err: '' });
+    expect(await svc(['dlq', 'replayed', id])).toEqual({ code: 0, out: `dead letter ${id} marked replayed\n`, err: '' });
+    expect(await svc(['dlq', 'discard', id])).toEqual({ code: 1, out: '', err: `error: dead-letter entry ${id} is already replayed (HTTP 409)\n` });
+  });
+
   it('events ls prints the catalog', async () => {
     const table = await svc(['events', 'ls']);
     expect(table.code).toBe(0);

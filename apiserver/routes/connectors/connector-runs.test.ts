@@ -359,6 +359,45 @@ describe('CSV ingest and dead letters', () => {
     expect(metrics).toMatch(/svc_runs_total\{status="Failed"\} [1-9]/);
   });
 
+  it('a dead letter moves out of pending only: the same resolution again is a 204 that keeps the first record, another is a 409', async () => {
+    const first = (await (await ingest(csv([',One,Lyon']), 'connector=dlq-once&table=dlq_once&key=id')).json()) as Run;
+    const second = (await (await ingest(csv([',Two,Nice']), 'connector=dlq-once&table=dlq_once&key=id')).json()) as Run;
+    const entryOf = async (runId: string) => ((await (await fetch(`${hub.url}/api/platform/dlq?run=${runId}`, { headers: H })).json()) as Array<{ id: number }>)[0]!.id;
+    const [replayedId, discardedId] = [await entryOf(first.id), await entryOf(second.id)];
+    const post = (id: number, action: string) => fetch(`${hub.url}/api/platform/dlq/${id}/${action}`, { method: 'POST', headers: H });
+    const stored = async (id: number) =>
+      (await owner.query(`select resolution, resolved_run_id as "runId", resolved_at as "at" from connectors.dead_letters where id = $1`, [id])).rows[0] as { resolution: string; runId: string | null; at: Date };
+
+    // Replayed by the second run, then again by the same run or without one: 204, the record unchanged.
+    expect((await post(replayedId, `replayed?newRunId=${second.id}`)).status).toBe(204);
+    const record = await stored(replayedId);
+    expect(record).toMatchObject({ resolution: 'replayed', runId: second.id });
+    expect((await post(replayedId, `replayed?newRunId=${second.id}`)).status).toBe(204);
+    expect((await post(replayedId, 'replayed')).status).toBe(204);
+    // Another run, or a discard: 409, and the replay record is kept.
+    const otherRun = await post(replayedId, `replayed?newRunId=${first.id}`);
+    expect(otherRun.status).toBe(409);
+    expect(await otherRun.json()).toEqual({ error: `dead-letter entry ${replayedId} is already replayed by run ${second.id}`, field: 'newRunId' });
+    const discardAfter = await post(replayedId, 'discard');
+    expect(discardAfter.status).toBe(409);
+    expect(await discardAfter.json()).toEqual({ error: `dead-letter entry ${replayedId} is already replayed` });
+    expect(await stored(replayedId)).toEqual(record);
+
+    // Discarded, discarded again (204, first time kept), then replayed: 409.
+    expect((await post(discardedId, 'discard')).status).toBe(204);
+    const discarded = await stored(discardedId);
+    expect((await post(discardedId, 'discard')).status).toBe(204);
+    const replayAfter = await post(discardedId, `replayed?newRunId=${second.id}`);
+    expect(replayAfter.status).toBe(409);
+    expect(await replayAfter.json()).toEqual({ error: `dead-letter entry ${discardedId} is already discarded` });
+    expect(await stored(discardedId)).toEqual(discarded);
+    expect(discarded).toMatchObject({ resolution: 'discarded', runId: null });
+    // An erased entry stays a 404 for both.
+    expect((await fetch(`${hub.url}/api/platform/dlq/${discardedId}`, { method: 'DELETE', headers: H })).status).toBe(204);
+    expect((await post(discardedId, 'discard')).status).toBe(404);
+    expect((await post(discardedId, 'replayed')).status).toBe(404);
+  });
+
   it('a header named like a PostgreSQL system column (xmin, ctid …) is kept in data only, as a name of every ext table is', async () => {
     const res = await ingest('id,xmin,ctid,tableoid,note\r\n1,2,3,4,kept', 'connector=crm-import&table=system_names&key=id');
     expect(res.status).toBe(200);

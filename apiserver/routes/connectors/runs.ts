@@ -117,6 +117,7 @@ export const runRoutes: RouteDecl[] = [
       204: { description: 'Marked' },
       400: { description: '`newRunId` is not a UUID, or names no run of the tenant', schema: errorBody },
       404: { description: 'Unknown or erased', schema: errorBody },
+      409: { description: 'Already discarded, or already replayed by another run (or without a run id, when `newRunId` is given); marking it replayed again otherwise is a 204 that keeps the first record', schema: errorBody },
       ...refusals(true),
     },
     handler: async ({ services, principal, params, query, ctx }) => {
@@ -128,7 +129,12 @@ export const runRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/platform/dlq/{id}/discard', operationId: 'discardDeadLetter', summary: 'Discard an entry (resolution recorded, row kept)', tags: ['Dead letters'],
     auth: ['svc_integrator'], params: idParam,
-    responses: { 204: { description: 'Discarded' }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
+    responses: {
+      204: { description: 'Discarded (again: a no-op that keeps the first record)' },
+      404: { description: 'Unknown or erased', schema: errorBody },
+      409: { description: 'Already replayed', schema: errorBody },
+      ...refusals(true),
+    },
     handler: async ({ services, principal, params, ctx }) => {
       await services.connectors.deadLetters.discard(callerTenant(principal), params.id);
       ctx.status = 204;

@@ -1,6 +1,6 @@
 import type { Tx } from '../../db/database.js';
 import { type Page, type PageRequest, pageOfRows } from '../../db/keyset.js';
-import { NotFoundError, ValidationError } from '../../errors.js';
+import { ConflictError, NotFoundError, ValidationError } from '../../errors.js';
 import { toStorable } from '../../validation/input-limits.js';
 import { exactNumbersAsText, jsonText, parseJsonExact } from '../engine/exact-json.js';
 import { isUuid } from '../../validation/uuid.js';
@@ -105,18 +105,41 @@ export async function getDeadLetter(tx: Tx, id: string): Promise<DeadLetter> {
   return toEntry({ ...rows[0], payload: payload === null ? null : exactNumbersAsText(parseJsonExact(payload)) });
 }
 
+/**
+ * Spec 1 moves an entry out of pending only. The same resolution again is a no-op that keeps the
+ * first record (a retried request answers 204 as the first did); a replay naming another run than the
+ * one recorded (or a run where none was recorded) and the other resolution are a ConflictError (409).
+ */
+async function resolve(tx: Tx, id: string, resolution: 'replayed' | 'discarded', newRunId: string | null): Promise<void> {
+  const { rowCount } = await tx.query(
+    `update connectors.dead_letters set resolution = $2, resolved_run_id = $3, resolved_at = now() where id = $1 and erased_at is null and resolution is null`,
+    [id, resolution, newRunId],
+  );
+  if (rowCount) return;
+  const { rows } = await tx.query<{ resolution: string; runId: string | null }>(
+    `select resolution, resolved_run_id as "runId" from connectors.dead_letters where id = $1 and erased_at is null`,
+    [id],
+  );
+  const held = rows[0];
+  if (!held) throw new NotFoundError('dead-letter entry not found');
+  if (held.resolution !== resolution) throw new ConflictError(`dead-letter entry ${id} is already ${held.resolution}`);
+  if (resolution === 'replayed' && newRunId !== null && newRunId !== held.runId) {
+    throw new ConflictError(`dead-letter entry ${id} is already replayed ${held.runId ? `by run ${held.runId}` : 'without a run id'}`, 'newRunId');
+  }
+}
+
 export async function markReplayed(tx: Tx, id: string, newRunId?: string): Promise<void> {
   await getDeadLetter(tx, id);
   // The replaying run is recorded as a reference: it must be a run of the tenant (row-level security).
   if (newRunId !== undefined && !(await tx.query('select 1 from connectors.runs where id = $1', [newRunId])).rowCount) {
     throw new ValidationError(`newRunId ${newRunId} names no run of the tenant`, 'newRunId');
   }
-  await tx.query(`update connectors.dead_letters set resolution = 'replayed', resolved_run_id = $2, resolved_at = now() where id = $1`, [id, newRunId ?? null]);
+  await resolve(tx, id, 'replayed', newRunId ?? null);
 }
 
 export async function discard(tx: Tx, id: string): Promise<void> {
   await getDeadLetter(tx, id);
-  await tx.query(`update connectors.dead_letters set resolution = 'discarded', resolved_at = now() where id = $1`, [id]);
+  await resolve(tx, id, 'discarded', null);
 }
 
 /** Data-protection erase: the entry is soft-deleted, its payload scrubbed, and excluded everywhere. */
