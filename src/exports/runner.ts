@@ -515,6 +515,17 @@ export class ExportRunner {
       if (callerScope !== undefined && exp.scope !== callerScope) {
         throw new RunFailure('definition', `export ${run.exportName} was re-applied to scope ${exp.scope} after the run was claimed under scope ${callerScope}: nothing was published; run it again`, 'tenant');
       }
+      // A re-apply committed since the claim (another scope, entity or destination): the run streams the
+      // definition stored now, and its record says so (the scope decides who may read it). One statement
+      // on the run's id through the worker pool, as a heartbeat: the snapshot holds no lock on the record.
+      if (exp.scope !== run.scope || exp.entity !== run.entity || exp.destination !== run.destination) {
+        await this.options.db.crossTenantQuery('export-definition', `update exports.runs set scope = $2, entity = $3, destination = $4 where id = $1 and status = 'Running'`, [
+          run.id,
+          exp.scope,
+          exp.entity,
+          exp.destination,
+        ]);
+      }
       const spec = exp.spec;
       const entity = await loadEntity(tx, spec.entity);
       const problem = checkAgainstEntity(spec, entity && shapeOf(entity))[0];

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../test/harness/api-client.js';
-import { itemS3Export, prepareItemExports } from '../../test/harness/export-manifests.js';
+import { ITEM_ENTITY, itemS3Export, prepareItemExports } from '../../test/harness/export-manifests.js';
 import { holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database } from '../db/database.js';
@@ -119,5 +119,22 @@ describe('a scheduled export slot found due before a re-apply', () => {
     expect(await fired).toMatchObject({ kind: 'withdrawn', reason: expect.stringContaining('has no schedule now') });
     expect(await reapplied).toBe('committed: applied');
     expect(await runsOf('sc-race')).toEqual([]);
+  }, 30_000);
+
+  it('that moves it to another scope and entity, keeping the slot: the run records the scope and entity it ran', async () => {
+    const ledger = { ...ITEM_ENTITY, metadata: { name: 'ledger' }, spec: { ...ITEM_ENTITY.spec, scope: 'sales' } };
+    expect((await api.post('/api/entities/apply', ledger)).status).toBeLessThan(300);
+    await apply('sc-scope', '* * * * *');
+    const sales = manifest('sc-scope', '* * * * *');
+    const fired = await scheduler(now(), async () => {
+      expect((await api.post('/api/exports/apply', { ...sales, spec: { ...sales.spec, scope: 'sales', source: { entity: 'ledger' } } })).status).toBe(200);
+    }).fire(1, 'sc-scope');
+    expect(fired.kind).toBe('started');
+    if (fired.kind === 'started') {
+      expect(fired.run).toMatchObject({ scope: 'sales', entity: 'ledger' });
+      await fired.done;
+    }
+    const { rows } = await owner.query("select scope, entity, status from exports.runs where export_name = 'sc-scope'");
+    expect(rows).toEqual([{ scope: 'sales', entity: 'ledger', status: 'Failed' }]);
   }, 30_000);
 });

@@ -104,3 +104,15 @@ describe('an export re-applied to a scope the caller does not hold while the cal
     expect(ended).toMatch(/^(refused: scope not granted|Failed definition: export rescoped-retry was re-applied to scope sales after the run was claimed under scope crm)/);
   }, 30_000);
 });
+
+describe('an export re-applied to another scope between a run\'s claim and its stream, the run having no caller (svc export run)', () => {
+  it('streams the definition stored then, and its record says the scope and entity it ran', async () => {
+    expect((await api.post('/api/exports/apply', manifest('rescoped-cli'))).status).toBe(201);
+    // Transactions: 1 reads the export, 2 claims the run, 3 streams it.
+    const done = await services(3, reapplyToSales('rescoped-cli')).runNow(1, 'rescoped-cli');
+    // It reached the destination with the sales definition (Failed publication: nothing listens there).
+    expect(done).toMatchObject({ status: 'Failed', failureCode: 'publication', scope: 'sales', entity: 'ledger' });
+    const { rows } = await owner.query("select scope, entity from exports.runs where export_name = 'rescoped-cli'");
+    expect(rows).toEqual([{ scope: 'sales', entity: 'ledger' }]);
+  }, 30_000);
+});

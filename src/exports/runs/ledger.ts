@@ -122,16 +122,24 @@ export const ALREADY_DELIVERED = 'already delivered';
  * Claims a run: inserts it Running. 409 `already has a run in flight` when the export has one;
  * for a scheduled slot already claimed, answers undefined (the slot runs once).
  */
-export async function claimRun(tx: Tx, target: ClaimTarget, claim: Claim): Promise<ExportRun | undefined> {
+export async function claimRun(tx: Tx, claimed: ClaimTarget, claim: Claim): Promise<ExportRun | undefined> {
+  // The export as stored now, its row held `for share` until the run is recorded (a re-apply or
+  // delete sent meanwhile waits for it; one that came first is waited for here): the run records the
+  // scope, entity and destination it is claimed for as they are, not as its caller read them before
+  // (the scope decides who may read the run record).
+  const { rows: held } = await tx.query<{ scope: string; entity: string; destination: ClaimTarget['destination']; schedule: string | null }>(
+    `select scope, entity, spec->'destination'->>'kind' as destination, schedule from exports.exports where id = $1 for share`,
+    [claimed.exportId],
+  );
+  const stored = held[0];
+  const target: ClaimTarget = stored ? { ...claimed, scope: stored.scope, entity: stored.entity, destination: stored.destination } : claimed;
   // A scheduled slot (not a retry of one) is run only if the export as stored now still schedules it:
   // the scheduler read the export before, and a re-apply or delete committed since may have removed the
-  // schedule or changed its cron. The row is held `for share` until the run is recorded: a re-apply
-  // or delete sent meanwhile waits for it (and one that came first is waited for here).
+  // schedule or changed its cron.
   if (claim.trigger === 'scheduled' && claim.slot && !claim.retryOf) {
-    const { rows } = await tx.query<{ schedule: string | null }>('select schedule from exports.exports where id = $1 for share', [target.exportId]);
     const at = claim.slot.toISOString();
-    if (!rows[0]) throw new SlotWithdrawn(`export ${target.exportName} was deleted after its slot ${at} fell due: the slot is not run`);
-    const withdrawn = slotWithdrawn(`export ${target.exportName} was re-applied after its slot ${at} fell due`, { schedule: rows[0].schedule ?? undefined }, claim.slot);
+    if (!stored) throw new SlotWithdrawn(`export ${target.exportName} was deleted after its slot ${at} fell due: the slot is not run`);
+    const withdrawn = slotWithdrawn(`export ${target.exportName} was re-applied after its slot ${at} fell due`, { schedule: stored.schedule ?? undefined }, claim.slot);
     if (withdrawn) throw new SlotWithdrawn(withdrawn);
   }
   // The name's run in flight may belong to an export deleted while it ran (and applied again since).
