@@ -58,6 +58,67 @@ const partner = (over: Record<string, unknown> = {}) => ({
   },
 });
 
+describe('typed columns as analytic chat reads them', () => {
+  // What a source sends (JSON, as Python's json.dumps writes numbers), and what each typed column reads.
+  // [key, the JSON text of count, of at]
+  const SENT: Array<[string, string, string]> = [
+    ['n1', '5', '0'],
+    ['n2', '5.0', '"2025-01-02T03:04:05Z"'],
+    ['n3', '"5.0"', '"now"'],
+    ['n4', '"1.5e3"', '"today"'],
+    ['n5', '-9223372036854775808.00', '"epoch"'],
+    ['n6', '5.5', '" Tomorrow 10:00"'],
+    ['n7', '9223372036854775808', '"yesterday"'],
+    ['n8', '"NaN"', '"infinity"'],
+    ['n9', '"Infinity"', '"-infinity"'],
+    ['n10', '"five"', '"2025-01-02 epoch"'],
+    ['n11', '"0x1F"', '"2025-06-01 12:00 Europe/Paris"'],
+    ['n12', '" 1_000 "', '"Jan 2 2025 AD"'],
+  ];
+
+  beforeAll(async () => {
+    await hub.services.connectors.ext.ensureTable(A, 'ext.typed_values', []);
+    for (const [id, count, at] of SENT) {
+      const data = `{"id": "${id}", "count": ${count}, "at": ${at}}`;
+      await owner.query(`insert into ext_t${A}.typed_values (tenant_id, external_id, row_hash, data, connector_id, endpoint_id) values ($1, $2, md5($2), $3::jsonb, $4, $5)`, [A, id, data, CONNECTOR, ENDPOINT]);
+    }
+    const manifest = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: 'typed' },
+      spec: {
+        scope: 'crm',
+        key: 'id',
+        columns: [{ name: 'id', type: 'text' }, { name: 'count', type: 'bigint' }, { name: 'at', type: 'timestamptz' }],
+        sources: [{ table: 'ext.typed_values', key: '$.id', columns: { id: '$.id', count: '$.count', at: '$.at' } }],
+      },
+    };
+    expect((await apply(A, manifest)).warnings).toEqual([]);
+  });
+
+  it('a bigint reads an integral numeric within range (5.0, 1.5e3), NULL for a fraction, a word or out of range; a timestamptz refuses PostgreSQL\'s special words (now, today, epoch, infinity …)', async () => {
+    await hub.services.db.withTenant(A, async (tx) => {
+      const typed = await typedEntityRelation(tx, (await loadEntity(tx, 'typed'))!);
+      const { rows: read } = await tx.query<{ id: string; count: string | null; at: Date | string | null }>(`select id, count::text as count, at from (${typed}) t`);
+      const byKey = Object.fromEntries(read.map((r) => [r.id, [r.count, r.at instanceof Date ? r.at.toISOString() : r.at]]));
+      expect(byKey).toEqual({
+        n1: ['5', null],
+        n2: ['5', '2025-01-02T03:04:05.000Z'],
+        n3: ['5', null],
+        n4: ['1500', null],
+        n5: ['-9223372036854775808', null],
+        n6: [null, null],
+        n7: [null, null],
+        n8: [null, null],
+        n9: [null, null],
+        n10: [null, null],
+        n11: ['31', '2025-06-01T10:00:00.000Z'],
+        n12: ['1000', '2025-01-02T00:00:00.000Z'],
+      });
+    });
+  });
+});
+
 async function apply(tenant: number, manifest: unknown) {
   return hub.services.db.withTenant(tenant, (tx) => applyEntity(tx, manifest, { actor: 'test' }));
 }

@@ -168,6 +168,23 @@ export function fusedRelationSql(tenantId: number | undefined, entity: EntityDef
 const SQL_TYPES: Record<EntityDef['columns'][number]['type'], string> = { text: 'text', bigint: 'bigint', numeric: 'numeric', timestamptz: 'timestamptz', boolean: 'boolean' };
 
 /**
+ * A canonical column's text `value` as its declared type, NULL when it does not read as one (never an
+ * error). A bigint also reads an integral numeric within range (`5.0`, as Python writes a float,
+ * `1.5e3`); a timestamptz never reads PostgreSQL's special words (`now`, `today`, `tomorrow`,
+ * `yesterday`, which would be the query's time, nor `epoch`, `infinity`), alone or with a time.
+ * Nested CASEs: PostgreSQL does not promise to evaluate an AND's operands in order.
+ */
+function typedValue(value: string, type: Exclude<EntityDef['columns'][number]['type'], 'text'>): string {
+  if (type === 'bigint') {
+    const n = `${value}::numeric`;
+    return `case when pg_input_is_valid(${value}, 'numeric') then case when ${n} % 1 = 0 and ${n} between -9223372036854775808 and 9223372036854775807 then ${n}::bigint end end`;
+  }
+  const valid = `pg_input_is_valid(${value}, ${literal(SQL_TYPES[type])})`;
+  if (type !== 'timestamptz') return `case when ${valid} then ${value}::${SQL_TYPES[type]} end`;
+  return `case when ${valid} and ${value} !~* '\\m(now|today|tomorrow|yesterday|epoch|infinity)\\M' then ${value}::timestamptz end`;
+}
+
+/**
  * The entity as analytic chat queries it (the schema card's relation `entity.<name>`): the canonical
  * columns in declared order, each typed as declared (a value that does not read as its type is
  * NULL, never an error), without `_entity_id`, `_conflicts` and `_resolution` (the conflict ledger
@@ -179,8 +196,7 @@ export async function typedEntityRelation(tx: Tx, entity: EntityDef): Promise<st
   const columns = entity.columns.map((c) => {
     const value = `e.${ident(c.name)}`;
     if (c.type === 'text') return `${value} as ${ident(c.name)}`;
-    const type = SQL_TYPES[c.type];
-    return `case when pg_input_is_valid(${value}, ${literal(type)}) then ${value}::${type} end as ${ident(c.name)}`;
+    return `${typedValue(value, c.type)} as ${ident(c.name)}`;
   });
   return `select ${columns.join(', ')} from (${fused}) e`;
 }
