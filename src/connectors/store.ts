@@ -4,10 +4,10 @@ import { isoTimestampSql } from '../db/timestamps.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
-import { maskUserinfo } from '../observability/url-redaction.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
-import { checkManifest, type ConnectorDraft, type Issue, statesCredential } from './manifest/validate.js';
+import { REDACTED, redactHeaders, redactManifest, redactPaths, shownBaseUrl } from './manifest/redact.js';
+import { checkManifest, type ConnectorDraft, type Issue } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
 import { catalogType, ddlLockName, promoteColumnName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
@@ -375,34 +375,6 @@ export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetai
   const row = rows[0];
   if (!row) return undefined;
   return { ...(JSON.parse(row.record) as ConnectorRecord), manifest: redactManifest(row.manifest), spec: redactSpec(specOf(row)) };
-}
-
-/** What an inline credential reads as in a returned manifest. */
-export const REDACTED = '[REDACTED]';
-
-type Headers = Array<{ name?: unknown; value?: unknown }> | undefined;
-
-function redactHeaders(headers: Headers): Headers {
-  return headers?.map((h) => (typeof h?.name === 'string' && typeof h.value === 'string' && statesCredential(h.name, h.value) ? { ...h, value: REDACTED } : h));
-}
-
-/** A stored base_url as shown: one stored before apply refused credentials and a query in it, with those masked. */
-const shownBaseUrl = (url: string) => redactQueryCredentials(maskUserinfo(url));
-
-/** Endpoints with each credential their path's query states (dev profile only) written `[REDACTED]`. */
-function redactPaths<E extends { path?: unknown }>(endpoints: E[]): E[] {
-  return endpoints.map((e) => (e && typeof e === 'object' && typeof e.path === 'string' ? { ...e, path: redactQueryCredentials(e.path) } : e));
-}
-
-function redactManifest(manifest: unknown): unknown {
-  const m = manifest as { spec?: { base_url?: unknown; auth?: Record<string, unknown>; headers?: Headers; endpoints?: unknown } } | null;
-  if (!m || typeof m !== 'object' || !m.spec || typeof m.spec !== 'object') return manifest;
-  const spec = { ...m.spec };
-  if (typeof spec.base_url === 'string') spec.base_url = shownBaseUrl(spec.base_url);
-  if (spec.auth && typeof spec.auth === 'object' && spec.auth.token_value !== undefined) spec.auth = { ...spec.auth, token_value: REDACTED };
-  if (Array.isArray(spec.headers)) spec.headers = redactHeaders(spec.headers);
-  if (Array.isArray(spec.endpoints)) spec.endpoints = redactPaths(spec.endpoints as Array<{ path?: unknown }>);
-  return { ...m, spec };
 }
 
 function redactSpec(spec: ConnectorSpec): ConnectorSpec {
