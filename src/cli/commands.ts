@@ -7,7 +7,10 @@ import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
 import { path, type Query, type Reply } from './http.js';
 import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
-import { applyPath, inApplyOrder, type Manifest, parseManifests } from './manifests.js';
+import { stringify } from 'yaml';
+import { canonical } from '../manifests/canonical.js';
+import { redactManifest } from '../connectors/manifest/redact.js';
+import { applyPath, inApplyOrder, inDeleteOrder, lineDiff, type Manifest, objectPaths, parseManifests } from './manifests.js';
 import { type Column, cell, detail, field, json, printable, type Row, table } from './output.js';
 import { runTui } from './tui.js';
 import { type Ctx, type Io, rewritesLines } from './context.js';
@@ -350,6 +353,83 @@ function notSent(err: unknown, later: number): unknown {
   return err instanceof HttpError ? new HttpError(err.status, `${err.message}${note}`, err.body, err.retryAfterSeconds) : new CliError(`${err.message}${note}`);
 }
 
+/** `connector/NAME`, `entity/name`: as `svc <kind> rm` names it (names other than a connector's are case-insensitive, shown lower-case). */
+function objectName(manifest: Manifest): string {
+  return `${manifest.kind.toLowerCase()}/${manifest.kind === 'Connector' ? manifest.name : manifest.name.toLowerCase()}`;
+}
+
+/**
+ * `svc delete -f`: each document's object deleted through its kind's delete route, in the reverse of
+ * apply's order; one already gone (404) is said so and is no failure; the first other refusal stops
+ * the rest, as in apply.
+ */
+async function deleteManifests(c: Ctx): Promise<number> {
+  const manifests = inDeleteOrder(await readManifests(c));
+  const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
+  const results: Array<{ kind: string; name: string; source: string; deleted: boolean }> = [];
+  for (const [i, manifest] of manifests.entries()) {
+    let deleted = true;
+    try {
+      await about(manifest, () => c.hub().call('DELETE', routes[i]!.delete));
+    } catch (err) {
+      if (c.signal.aborted) throw err;
+      if (err instanceof HttpError && err.status === 404) deleted = false;
+      else {
+        if (c.json && results.length) c.out(json(results));
+        throw notSent(err, manifests.length - i - 1);
+      }
+    }
+    results.push({ kind: manifest.kind, name: manifest.name, source: manifest.source, deleted });
+    if (!c.json) c.out(`${printable(objectName(manifest))} ${deleted ? 'deleted' : 'not found (already deleted)'}\n`);
+  }
+  if (c.json) c.out(json(results));
+  return 0;
+}
+
+/**
+ * A manifest as `svc diff` compares and shows it: a connector's inline credentials written
+ * `[REDACTED]` as the hub shows its stored manifest (so neither side prints one, and a credential in
+ * the file is no difference), keys sorted as apply's comparison sorts them (`canonical`), as YAML lines.
+ */
+function diffForm(manifest: unknown, kind: string): { text: string; lines: string[] } {
+  const text = canonical(kind === 'Connector' ? redactManifest(manifest) : manifest);
+  return { text, lines: stringify(JSON.parse(text), { lineWidth: 0 }).trimEnd().split('\n').map(printable) };
+}
+
+/** `svc diff -f`: each document against its stored object; exit 1 when one differs or is not on the hub. */
+async function diff(c: Ctx): Promise<number> {
+  const manifests = inApplyOrder(await readManifests(c));
+  const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
+  const results: Array<{ kind: string; name: string; source: string; status: 'same' | 'changed' | 'new'; diff?: string }> = [];
+  for (const [i, manifest] of manifests.entries()) {
+    let stored: unknown;
+    try {
+      stored = (await about(manifest, () => c.hub().call<{ manifest?: unknown }>('GET', routes[i]!.get))).body.manifest;
+    } catch (err) {
+      if (!(err instanceof HttpError && err.status === 404)) throw err;
+    }
+    const result = { kind: manifest.kind, name: manifest.name, source: manifest.source };
+    const mine = diffForm(manifest.body, manifest.kind);
+    const what = printable(objectName(manifest));
+    if (stored === undefined) {
+      const text = lineDiff([], mine.lines);
+      results.push({ ...result, status: 'new', diff: text });
+      if (!c.json) c.out(`+ new ${what} (${printable(manifest.source)}): not on the hub\n${text}`);
+      continue;
+    }
+    const theirs = diffForm(stored, manifest.kind);
+    if (theirs.text === mine.text) {
+      results.push({ ...result, status: 'same' });
+      continue;
+    }
+    const text = lineDiff(theirs.lines, mine.lines);
+    results.push({ ...result, status: 'changed', diff: text });
+    if (!c.json) c.out(`--- ${what} (on the hub)\n+++ ${what} (${printable(manifest.source)})\n${text}`);
+  }
+  if (c.json) c.out(json(results));
+  return results.every((r) => r.status === 'same') ? 0 : 1;
+}
+
 function connectorManifests(manifests: Manifest[]): Manifest[] {
   const connectors = manifests.filter((m) => m.kind === 'Connector');
   if (!connectors.length) throw new CliError(`${manifests[0]?.source ?? 'the file'}: no Connector manifest in it`);
@@ -430,13 +510,6 @@ async function preflight(c: Ctx): Promise<number> {
   }
   if (c.json) c.out(json(reports.length === 1 ? reports[0] : reports));
   return reports.every((r) => r.ok) ? 0 : 1;
-}
-
-/** JSON with sorted keys, to compare two manifests whatever their key order. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Row).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
-  );
 }
 
 interface Run extends Row {
@@ -614,6 +687,18 @@ export const COMMANDS: Command[] = [
     },
   },
   { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind: Connectors first, then Entities, then Workflows, Exports and Processes', run: apply },
+  {
+    name: 'delete',
+    flags: { file: { ...MANIFEST_FILE, required: true } },
+    summary: 'Delete the objects of manifests, each by its kind\'s delete route, in the reverse of apply\'s order; one not found is already deleted (exit 0)',
+    run: deleteManifests,
+  },
+  {
+    name: 'diff',
+    flags: { file: { ...MANIFEST_FILE, required: true } },
+    summary: 'Compare manifests with the objects stored on the hub (credentials redacted); exit 0 when all are the same, 1 when one differs or is new',
+    run: diff,
+  },
 
   {
     name: 'connectors ls',

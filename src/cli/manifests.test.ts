@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
-import { jsonDocuments, parseManifests, yamlDocuments } from './manifests.js';
+import { inDeleteOrder, jsonDocuments, lineDiff, type Manifest, parseManifests, yamlDocuments } from './manifests.js';
 
 /**
  * `svc apply -f x.json`: JSON is read with JSON.parse (about a hundred times faster than the YAML
@@ -103,5 +103,47 @@ describe('JSON manifests', () => {
       { numRuns: 1500 },
     );
     expect(fast).toBeGreaterThan(300); // most values without a tab or another character left to the YAML reader
+  });
+});
+
+describe('svc diff: lineDiff', () => {
+  /** The two texts a diff with all lines as context stands for: its `-` and ` ` lines, its `+` and ` ` lines. */
+  function sides(diff: string): [string[], string[]] {
+    const lines = diff.split('\n').slice(0, -1).filter((l) => !l.startsWith('@@'));
+    return [lines.filter((l) => l[0] !== '+').map((l) => l.slice(1)), lines.filter((l) => l[0] !== '-').map((l) => l.slice(1))];
+  }
+
+  it('gives back both texts, and nothing for the same one', () => {
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom('a', 'b', 'c', 'd'), { maxLength: 30 }), fc.array(fc.constantFrom('a', 'b', 'c', 'd'), { maxLength: 30 }), (a, b) => {
+        const diff = lineDiff(a, b, Number.POSITIVE_INFINITY);
+        if (a.join('\n') === b.join('\n')) expect(diff).toBe('');
+        else expect(sides(diff)).toEqual([a, b]);
+        expect(lineDiff(a, a)).toBe('');
+      }),
+    );
+  });
+
+  it('prints hunks with three lines of context, the removed line before the added one, and line numbers from 1', () => {
+    const before = Array.from({ length: 20 }, (_, i) => `line ${i + 1}`);
+    const after = before.map((l) => (l === 'line 2' ? 'line two' : l === 'line 15' ? 'line fifteen' : l));
+    expect(lineDiff(before, after)).toBe(
+      '@@ -1,5 +1,5 @@\n line 1\n-line 2\n+line two\n line 3\n line 4\n line 5\n@@ -12,7 +12,7 @@\n line 12\n line 13\n line 14\n-line 15\n+line fifteen\n line 16\n line 17\n line 18\n',
+    );
+    expect(lineDiff([], ['x', 'y'])).toBe('@@ -0,0 +1,2 @@\n+x\n+y\n');
+  });
+
+  it('stays a true diff past the size where the longest common subsequence is not looked for', () => {
+    const a = Array.from({ length: 2_100 }, (_, i) => `a${i}`);
+    const b = Array.from({ length: 2_100 }, (_, i) => (i % 2 ? `a${i}` : `b${i}`));
+    expect(sides(lineDiff(a, b, Number.POSITIVE_INFINITY))).toEqual([a, b]);
+  });
+});
+
+describe('svc delete: inDeleteOrder', () => {
+  it('is apply\'s order reversed: the kinds that may name an Entity, then Entities, then Connectors', () => {
+    const m = (kind: string, name: string): Manifest => ({ kind, name, body: {}, source: name });
+    const read = [m('Workflow', 'w'), m('Connector', 'c1'), m('Process', 'p'), m('Entity', 'e'), m('Export', 'x'), m('Connector', 'c2')];
+    expect(inDeleteOrder(read).map((x) => x.name)).toEqual(['x', 'p', 'w', 'e', 'c2', 'c1']);
   });
 });

@@ -25,6 +25,30 @@ const APPLY_PATHS: Readonly<Record<string, string>> = {
   Process: '/api/processes/apply',
 };
 
+/**
+ * Where each kind's stored object is read (`svc diff`) and deleted (`svc delete`): the routes of
+ * `svc <kind> get` and `svc <kind> rm`. A Workflow is read under /api/platform (where its list is).
+ */
+const OBJECT_PATHS: Readonly<Record<string, { get: string; delete: string }>> = {
+  Connector: { get: '/api/connectors/', delete: '/api/connectors/' },
+  Entity: { get: '/api/entities/', delete: '/api/entities/' },
+  Export: { get: '/api/exports/', delete: '/api/exports/' },
+  Workflow: { get: '/api/platform/workflows/', delete: '/api/workflows/' },
+  Process: { get: '/api/processes/', delete: '/api/processes/' },
+};
+
+/**
+ * The routes of one manifest's stored object, its name percent-encoded; like applyPath, refuses an
+ * unknown kind (and here a document without metadata.name) before anything is sent.
+ */
+export function objectPaths(manifest: Manifest): { get: string; delete: string } {
+  applyPath(manifest);
+  if (!manifest.name) throw new CliError(`${manifest.source}: no metadata.name (the ${manifest.kind} to find on the hub)`);
+  const paths = OBJECT_PATHS[manifest.kind]!;
+  const name = encodeURIComponent(manifest.name);
+  return { get: paths.get + name, delete: paths.delete + name };
+}
+
 /** Kinds of the manifest contract (CONTRACTS section 5) whose apply path the hub does not have yet (none today). */
 const NOT_YET: string[] = [];
 
@@ -173,6 +197,68 @@ const APPLY_RANK: Readonly<Record<string, number>> = { Connector: 0, Entity: 1 }
 export function inApplyOrder(manifests: Manifest[]): Manifest[] {
   const rank = (m: Manifest) => APPLY_RANK[m.kind] ?? 2;
   return [...manifests].sort((a, b) => rank(a) - rank(b));
+}
+
+/**
+ * The manifests in the order `svc delete` sends them: the reverse of apply's (Processes, Exports and
+ * Workflows, then Entities, then Connectors), so nothing is deleted before what names it.
+ */
+export function inDeleteOrder(manifests: Manifest[]): Manifest[] {
+  return inApplyOrder(manifests).reverse();
+}
+
+/**
+ * A unified-style diff of two texts by lines (`-` the first's, `+` the second's, `context` lines of
+ * each change around it, `@@ -a,b +c,d @@` before each hunk); empty when they are the same. The
+ * longest common subsequence of the lines that differ (after the common head and tail).
+ */
+export function lineDiff(before: string[], after: string[], context = 3): string {
+  let head = 0;
+  while (head < before.length && head < after.length && before[head] === after[head]) head += 1;
+  let tail = 0;
+  while (tail < before.length - head && tail < after.length - head && before[before.length - 1 - tail] === after[after.length - 1 - tail]) tail += 1;
+  const a = before.slice(head, before.length - tail);
+  const b = after.slice(head, after.length - tail);
+  // lcs[i][j]: the longest common subsequence of a[i..] and b[j..]; past a few million cells (16 MiB),
+  // none: the middle shows as removed, then added (still a true diff, not the shortest)
+  const small = a.length * b.length <= 4_000_000;
+  const lcs = Array.from({ length: small ? a.length + 1 : 0 }, () => new Uint32Array(b.length + 1));
+  if (small) for (let i = a.length - 1; i >= 0; i--) for (let j = b.length - 1; j >= 0; j--) lcs[i]![j] = a[i] === b[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!);
+  const ops: Array<{ op: ' ' | '-' | '+'; line: string }> = before.slice(0, head).map((line) => ({ op: ' ', line }));
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    if (!small) ops.push(i < a.length ? { op: '-', line: a[i++]! } : { op: '+', line: b[j++]! });
+    else if (i < a.length && j < b.length && a[i] === b[j]) {
+      ops.push({ op: ' ', line: a[i]! });
+      i += 1;
+      j += 1;
+    } else if (i < a.length && (j === b.length || lcs[i + 1]![j]! >= lcs[i]![j + 1]!)) ops.push({ op: '-', line: a[i++]! });
+    else ops.push({ op: '+', line: b[j++]! });
+  }
+  for (const line of before.slice(before.length - tail)) ops.push({ op: ' ', line });
+  let out = '';
+  let k = 0;
+  while (k < ops.length) {
+    if (ops[k]!.op === ' ') {
+      k += 1;
+      continue;
+    }
+    // a hunk: from `context` lines before this change to `context` lines after the last change closer than 2 * context
+    const start = Math.max(0, k - context);
+    let end = k;
+    for (let m = k; m < ops.length && m - end <= 2 * context; m++) if (ops[m]!.op !== ' ') end = m;
+    end = Math.min(ops.length, end + context + 1);
+    const oldStart = ops.slice(0, start).filter((o) => o.op !== '+').length;
+    const newStart = ops.slice(0, start).filter((o) => o.op !== '-').length;
+    const hunk = ops.slice(start, end);
+    const oldCount = hunk.filter((o) => o.op !== '+').length;
+    const newCount = hunk.filter((o) => o.op !== '-').length;
+    out += `@@ -${oldStart + (oldCount ? 1 : 0)},${oldCount} +${newStart + (newCount ? 1 : 0)},${newCount} @@\n`;
+    for (const { op, line } of hunk) out += `${op}${line}\n`;
+    k = end;
+  }
+  return out;
 }
 
 /** Refuses the whole file before anything is sent when one kind cannot be applied. */

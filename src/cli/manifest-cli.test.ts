@@ -1,0 +1,193 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { stringify } from 'yaml';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { main } from './main.js';
+
+/** `svc delete -f` and `svc diff -f` against a real hub (dev bypass) over a real PostgreSQL. */
+
+let hub: TestHub;
+let dir: string;
+let env: Record<string, string>;
+
+async function svc(args: string[], stdin?: string): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(args, {
+    stdout: {
+      write: (text: string) => {
+        out += text;
+      },
+    },
+    stderr: {
+      write: (text: string) => {
+        err += text;
+      },
+    },
+    stdin: Readable.from(stdin === undefined ? [] : [Buffer.from(stdin)]),
+    env,
+  });
+  return { code, out, err };
+}
+
+/** An inline credential header (dev profile): the hub stores it and shows it `[REDACTED]`. */
+const SECRET = 'Bearer inline-d1ff-5ecret-0042';
+
+const CONNECTOR = {
+  apiVersion: 'connectors.svc.io/v1',
+  kind: 'Connector',
+  metadata: { name: 'diff-partners' },
+  connector_type: 'rest-generic',
+  scopes: ['crm'],
+  spec: {
+    base_url: 'http://127.0.0.1:9',
+    headers: [{ name: 'Authorization', value: SECRET }],
+    endpoints: [{ id: 'partners', path: '/partners', target: { table: 'ext.diff_partners', unique_key: '$.id' } }],
+  },
+};
+
+const ENTITY = {
+  apiVersion: 'apps.svc.io/v1',
+  kind: 'Entity',
+  metadata: { name: 'diff-partner' },
+  spec: {
+    scope: 'crm',
+    key: 'partner_id',
+    columns: [
+      { name: 'partner_id', type: 'text' },
+      { name: 'status', type: 'text' },
+    ],
+    sources: [{ table: 'ext.diff_partners', key: 'external_id', columns: { partner_id: 'external_id', status: '$.status' } }],
+  },
+};
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  dir = mkdtempSync(join(tmpdir(), 'svc-manifest-cli-'));
+  env = { SVC_CLI_CONFIG: join(dir, 'config.json') };
+  expect((await svc(['login', '--url', hub.url, '--dev-tenant', '1'])).code).toBe(0);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('svc diff and svc delete', () => {
+  it('diff: new before apply, the same after it (an inline credential is no difference), a local edit shown; never a secret', async () => {
+    const file = join(dir, 'diff.yaml');
+    // the entity first in the file: diff, like apply, takes the connector first
+    writeFileSync(file, `${stringify(ENTITY)}---\n${stringify(CONNECTOR)}`);
+    const before = await svc(['diff', '-f', file]);
+    expect(before.code).toBe(1);
+    expect(before.out.indexOf(`+ new connector/diff-partners (${file}#2): not on the hub\n`)).toBe(0);
+    expect(before.out).toContain(`+ new entity/diff-partner (${file}#1): not on the hub\n`);
+    expect(before.out).toContain('+      value: "[REDACTED]"\n');
+    expect(before.out + before.err).not.toContain('inline-d1ff');
+
+    expect((await svc(['apply', '-f', file])).code).toBe(0);
+    expect(await svc(['diff', '-f', file])).toEqual({ code: 0, out: '', err: '' });
+    const same = await svc(['diff', '-f', file, '--json']);
+    expect(same.code).toBe(0);
+    expect(JSON.parse(same.out)).toEqual([
+      { kind: 'Connector', name: 'diff-partners', source: `${file}#2`, status: 'same' },
+      { kind: 'Entity', name: 'diff-partner', source: `${file}#1`, status: 'same' },
+    ]);
+
+    // a local edit: the changed line, and the credential (changed too) never shown
+    const edited = structuredClone(CONNECTOR);
+    edited.spec.base_url = 'http://127.0.0.1:10';
+    edited.spec.headers[0]!.value = 'Bearer another-5ecret-0043';
+    writeFileSync(file, `${stringify(ENTITY)}---\n${stringify(edited)}`);
+    const changed = await svc(['diff', '-f', file]);
+    expect(changed.code).toBe(1);
+    expect(changed.err).toBe('');
+    expect(changed.out).toBe(
+      [
+        '--- connector/diff-partners (on the hub)',
+        `+++ connector/diff-partners (${file}#2)`,
+        '@@ -6,7 +6,7 @@',
+        ' scopes:',
+        '   - crm',
+        ' spec:',
+        '-  base_url: http://127.0.0.1:9',
+        '+  base_url: http://127.0.0.1:10',
+        '   endpoints:',
+        '     - id: partners',
+        '       path: /partners',
+        '',
+      ].join('\n'),
+    );
+    expect(changed.out).not.toMatch(/5ecret/);
+    const asJson = await svc(['diff', '-f', file, '--json']);
+    expect(asJson.code).toBe(1);
+    expect(asJson.out).not.toMatch(/5ecret/);
+    expect(JSON.parse(asJson.out)[0]).toMatchObject({ name: 'diff-partners', status: 'changed' });
+
+    // usage: -f is required (exit 2)
+    expect((await svc(['diff'])).code).toBe(2);
+  });
+
+  it('delete: a directory with a connector and an entity, entity first; again: already deleted, exit 0', async () => {
+    const folder = mkdtempSync(join(dir, 'del-'));
+    // named so that the connector's file is read first: the order is apply's, reversed
+    writeFileSync(join(folder, 'a-connector.yaml'), stringify({ ...CONNECTOR, metadata: { name: 'del-partners' } }));
+    writeFileSync(join(folder, 'b-entity.json'), JSON.stringify({ ...ENTITY, metadata: { name: 'Del-Partner' } }));
+    expect(await svc(['apply', '-f', folder])).toMatchObject({ code: 0, out: 'connector/del-partners created\nentity/del-partner created\n' });
+
+    expect(await svc(['delete', '-f', folder])).toEqual({ code: 0, out: 'entity/del-partner deleted\nconnector/del-partners deleted\n', err: '' });
+    expect((await svc(['connectors', 'get', 'del-partners'])).code).toBe(1);
+    expect((await svc(['entities', 'get', 'del-partner'])).code).toBe(1);
+
+    expect(await svc(['delete', '-f', folder])).toEqual({
+      code: 0,
+      out: 'entity/del-partner not found (already deleted)\nconnector/del-partners not found (already deleted)\n',
+      err: '',
+    });
+    const asJson = await svc(['delete', '-f', folder, '--json']);
+    expect(asJson.code).toBe(0);
+    expect(JSON.parse(asJson.out)).toEqual([
+      { kind: 'Entity', name: 'Del-Partner', source: join(folder, 'b-entity.json'), deleted: false },
+      { kind: 'Connector', name: 'del-partners', source: join(folder, 'a-connector.yaml'), deleted: false },
+    ]);
+
+    // an unknown kind anywhere: nothing is sent
+    expect((await svc(['apply', '-f', folder])).code).toBe(0);
+    writeFileSync(join(folder, 'z.yaml'), 'kind: Widget\nmetadata: {name: w}\n');
+    expect(await svc(['delete', '-f', folder])).toEqual({ code: 1, out: '', err: `error: ${join(folder, 'z.yaml')}: unknown kind Widget (this hub applies Connector, Entity, Export, Workflow, Process)\n` });
+    expect((await svc(['connectors', 'get', 'del-partners'])).code).toBe(0);
+  });
+
+  it('delete: a refusal other than 404 stops the rest, names the document and says how many were not sent', async () => {
+    // a source that answers after five seconds: the run of busy-partners is in flight meanwhile, and its delete refused (409)
+    const timers: NodeJS.Timeout[] = [];
+    const slow = createServer((_req, res) => void timers.push(setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('[]'), 5_000)));
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    try {
+      const at = (name: string) => ({ ...CONNECTOR, metadata: { name }, spec: { ...CONNECTOR.spec, base_url: `http://127.0.0.1:${(slow.address() as AddressInfo).port}` } });
+      // delete order reverses the file's within a kind: busy-partners is sent first
+      const text = `${stringify(at('kept-partners'))}---\n${stringify(at('busy-partners'))}`;
+      expect((await svc(['apply', '-f', '-'], text)).code).toBe(0);
+      expect((await svc(['connectors', 'run', 'busy-partners'])).code).toBe(0);
+      const refused = await svc(['delete', '-f', '-'], text);
+      expect(refused.code).toBe(1);
+      expect(refused.out).toBe('');
+      expect(refused.err).toMatch(/^error: stdin#2: .*; 1 later document was not sent \(HTTP 409\)\n$/);
+      expect((await svc(['connectors', 'get', 'kept-partners'])).code).toBe(0);
+      // --json: the answers before the refusal, as an array
+      const asJson = await svc(['delete', '-f', '-', '--json'], `${stringify(at('busy-partners'))}---\n${stringify(at('gone-partners'))}`);
+      expect(asJson.code).toBe(1);
+      expect(JSON.parse(asJson.out)).toEqual([{ kind: 'Connector', name: 'gone-partners', source: 'stdin#2', deleted: false }]);
+      expect(asJson.err).toMatch(/^error: stdin#1: .*\(HTTP 409\)\n$/);
+    } finally {
+      for (const timer of timers) clearTimeout(timer);
+      slow.closeAllConnections();
+      await new Promise((resolve) => slow.close(resolve));
+    }
+  });
+});
