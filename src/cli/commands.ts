@@ -387,12 +387,21 @@ async function deleteManifests(c: Ctx): Promise<number> {
 }
 
 /**
+ * A manifest as a file's and the hub's are compared (`svc diff`, `svc connectors preflight -f`):
+ * keys sorted, a Connector's inline credentials redacted as the hub shows its stored manifest (a
+ * second redaction changes nothing).
+ */
+function comparable(manifest: unknown, kind: string): string {
+  return canonical(kind === 'Connector' ? redactManifest(manifest) : manifest);
+}
+
+/**
  * A manifest as `svc diff` compares and shows it: a connector's inline credentials written
  * `[REDACTED]` as the hub shows its stored manifest (so neither side prints one, and a credential in
  * the file is no difference), keys sorted as apply's comparison sorts them (`canonical`), as YAML lines.
  */
 function diffForm(manifest: unknown, kind: string): { text: string; lines: string[] } {
-  const text = canonical(kind === 'Connector' ? redactManifest(manifest) : manifest);
+  const text = comparable(manifest, kind);
   return { text, lines: stringify(JSON.parse(text), { lineWidth: 0 }).trimEnd().split('\n').map(printable) };
 }
 
@@ -492,7 +501,7 @@ async function preflight(c: Ctx): Promise<number> {
           throw new CliError(`${manifest.source}: connector ${manifest.name} is not applied; the hub pre-flights applied connectors: run svc apply -f ${file} first`);
         throw err;
       }
-      if (canonical(applied.manifest) !== canonical(manifest.body))
+      if (comparable(applied.manifest, 'Connector') !== comparable(manifest.body, 'Connector'))
         warn(c, `${manifest.source}: the applied connector ${manifest.name} differs from this file; the pre-flight uses the applied one (svc apply -f ${file} to change it)`);
       names.push(manifest.name);
     }

@@ -129,8 +129,37 @@ describe('svc diff and svc delete', () => {
     expect(asJson.out).not.toMatch(/5ecret/);
     expect(JSON.parse(asJson.out)[0]).toMatchObject({ name: 'diff-partners', status: 'changed' });
 
+    // connectors preflight -f compares the file with the applied connector by the same form: an inline
+    // credential in the file is no difference there either (it warned that the applied one differs)
+    writeFileSync(file, stringify(CONNECTOR));
+    const preflight = await svc(['connectors', 'preflight', '-f', file]);
+    expect(preflight.out).toContain('connector/diff-partners: NOT OK');
+    expect(preflight.err).not.toContain('differs from this file');
+    writeFileSync(file, stringify(edited));
+    expect((await svc(['connectors', 'preflight', '-f', file])).err).toContain(`warning: ${file}: the applied connector diff-partners differs from this file`);
+
     // usage: -f is required (exit 2)
     expect((await svc(['diff'])).code).toBe(2);
+  });
+
+  it('diff: a Workflow and a Process (names in mixed case) are the same once applied; delete takes them before their Entity', async () => {
+    const file = join(dir, 'kinds.yaml');
+    const workflow = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Workflow',
+      metadata: { name: 'Kinds-Status' },
+      spec: { entity: 'kinds-partner', stateColumn: 'status', states: ['prospect', 'active'], transitions: [{ from: 'prospect', to: 'active' }] },
+    };
+    const process = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Process',
+      metadata: { name: 'Kinds-Big-Runs' },
+      spec: { event: 'connector.run.*', when: 'payload.records_out > 1000', decision: 'decision.big-run', message: 'big run {{payload.run_id}}' },
+    };
+    writeFileSync(file, [process, workflow, { ...ENTITY, metadata: { name: 'Kinds-Partner' } }].map((d) => stringify(d)).join('---\n'));
+    expect((await svc(['apply', '-f', file])).code).toBe(0);
+    expect(await svc(['diff', '-f', file])).toEqual({ code: 0, out: '', err: '' });
+    expect(await svc(['delete', '-f', file])).toEqual({ code: 0, out: 'workflow/kinds-status deleted\nprocess/kinds-big-runs deleted\nentity/kinds-partner deleted\n', err: '' });
   });
 
   it('delete: a directory with a connector and an entity, entity first; again: already deleted, exit 0', async () => {
