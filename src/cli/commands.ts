@@ -353,6 +353,23 @@ function notSent(err: unknown, later: number): unknown {
   return err instanceof HttpError ? new HttpError(err.status, `${err.message}${note}`, err.body, err.retryAfterSeconds) : new CliError(`${err.message}${note}`);
 }
 
+/**
+ * What `call` answers, or undefined when the hub has no such object: its 404 names the object
+ * (`entity partner not found`). The hub's 404 for a path it does not serve says `not found` alone:
+ * that is an error (a SVC_URL that is not the hub's base URL), not an object already gone.
+ */
+async function unlessGone<T>(c: Ctx, method: 'GET' | 'DELETE', route: string): Promise<Reply<T> | undefined> {
+  try {
+    return await c.hub().call<T>(method, route);
+  } catch (err) {
+    if (!(err instanceof HttpError) || err.status !== 404) throw err;
+    if ((err.body as { error?: unknown } | undefined)?.error === 'not found')
+      // (a URL ending in /api already says so)
+      throw err.message === 'not found' ? new HttpError(404, `not found; ${c.hub().target.url} does not serve ${method} ${route}: not a svc-hub, or not its base URL`, err.body) : err;
+    return undefined;
+  }
+}
+
 /** `connector/NAME`, `entity/name`: as `svc <kind> rm` names it (names other than a connector's are case-insensitive, shown lower-case). */
 function objectName(manifest: Manifest): string {
   return `${manifest.kind.toLowerCase()}/${manifest.kind === 'Connector' ? manifest.name : manifest.name.toLowerCase()}`;
@@ -368,16 +385,13 @@ async function deleteManifests(c: Ctx): Promise<number> {
   const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
   const results: Array<{ kind: string; name: string; source: string; deleted: boolean }> = [];
   for (const [i, manifest] of manifests.entries()) {
-    let deleted = true;
+    let deleted: boolean;
     try {
-      await about(manifest, () => c.hub().call('DELETE', routes[i]!.delete));
+      deleted = (await about(manifest, () => unlessGone(c, 'DELETE', routes[i]!.delete))) !== undefined;
     } catch (err) {
       if (c.signal.aborted) throw err;
-      if (err instanceof HttpError && err.status === 404) deleted = false;
-      else {
-        if (c.json && results.length) c.out(json(results));
-        throw notSent(err, manifests.length - i - 1);
-      }
+      if (c.json && results.length) c.out(json(results));
+      throw notSent(err, manifests.length - i - 1);
     }
     results.push({ kind: manifest.kind, name: manifest.name, source: manifest.source, deleted });
     if (!c.json) c.out(`${printable(objectName(manifest))} ${deleted ? 'deleted' : 'not found (already deleted)'}\n`);
@@ -411,12 +425,7 @@ async function diff(c: Ctx): Promise<number> {
   const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
   const results: Array<{ kind: string; name: string; source: string; status: 'same' | 'changed' | 'new'; diff?: string }> = [];
   for (const [i, manifest] of manifests.entries()) {
-    let stored: unknown;
-    try {
-      stored = (await about(manifest, () => c.hub().call<{ manifest?: unknown }>('GET', routes[i]!.get))).body.manifest;
-    } catch (err) {
-      if (!(err instanceof HttpError && err.status === 404)) throw err;
-    }
+    const stored = (await about(manifest, () => unlessGone<{ manifest?: unknown }>(c, 'GET', routes[i]!.get)))?.body.manifest;
     const result = { kind: manifest.kind, name: manifest.name, source: manifest.source };
     const mine = diffForm(manifest.body, manifest.kind);
     const what = printable(objectName(manifest));

@@ -15,7 +15,7 @@ let hub: TestHub;
 let dir: string;
 let env: Record<string, string>;
 
-async function svc(args: string[], stdin?: string): Promise<{ code: number; out: string; err: string }> {
+async function svc(args: string[], stdin?: string, environment = env): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
   const code = await main(args, {
@@ -30,7 +30,7 @@ async function svc(args: string[], stdin?: string): Promise<{ code: number; out:
       },
     },
     stdin: Readable.from(stdin === undefined ? [] : [Buffer.from(stdin)]),
-    env,
+    env: environment,
   });
   return { code, out, err };
 }
@@ -184,6 +184,21 @@ describe('svc diff and svc delete', () => {
       { kind: 'Entity', name: 'Del-Partner', source: join(folder, 'b-entity.json'), deleted: false },
       { kind: 'Connector', name: 'del-partners', source: join(folder, 'a-connector.yaml'), deleted: false },
     ]);
+
+    // a URL that is not the hub's base URL answers every path 404 `not found`: an error, not already deleted
+    expect((await svc(['apply', '-f', folder])).code).toBe(0);
+    const elsewhere = { SVC_URL: `${hub.url}/svc`, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! };
+    const lost = await svc(['delete', '-f', folder], undefined, elsewhere);
+    expect(lost).toEqual({
+      code: 1,
+      out: '',
+      err: `error: ${join(folder, 'b-entity.json')}: not found; ${hub.url}/svc does not serve DELETE /api/entities/Del-Partner: not a svc-hub, or not its base URL; 1 later document was not sent (HTTP 404)\n`,
+    });
+    expect((await svc(['diff', '-f', folder], undefined, elsewhere)).err).toContain('does not serve GET /api/connectors/del-partners');
+    const api = await svc(['delete', '-f', folder], undefined, { ...elsewhere, SVC_URL: `${hub.url}/api` });
+    expect(api).toMatchObject({ code: 1, out: '' });
+    expect(api.err).toContain(`not found; the hub's URL is its base, without /api (${hub.url})`);
+    expect((await svc(['delete', '-f', folder])).code).toBe(0);
 
     // an unknown kind anywhere: nothing is sent
     expect((await svc(['apply', '-f', folder])).code).toBe(0);
