@@ -94,6 +94,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     burst: config.int('svc.operator.rate-limit.burst'),
     runJobTemplate,
     runJobTemplatePath: templatePath,
+    runDeadline: config.duration('svc.operator.run-deadline'),
     runJobConfigMap: config.optional('svc.operator.run-job-configmap')?.trim() || undefined,
     workers,
     listPageSize: config.int('svc.operator.list-page-size'),

@@ -34,6 +34,14 @@ export const INSTANCE_LABEL = 'svc.io/operator-instance';
 const CRONJOB_NAME_MAX = 52;
 const LABEL_VALUE_MAX = 63;
 
+/** `svc.operator.run-deadline`'s default: 6 hours. */
+export const RUN_DEADLINE_DEFAULT_MS = 6 * 3600 * 1000;
+
+/** A run deadline (ms) as the Job's `activeDeadlineSeconds`: whole seconds, rounded up, at least 1. */
+export function activeDeadlineSeconds(ms: number | undefined): number {
+  return Math.max(1, Math.ceil((ms ?? RUN_DEADLINE_DEFAULT_MS) / 1000));
+}
+
 /** The pod template of scheduled runs (the chart's run-job ConfigMap), where it was looked for, and where CronJobs go. */
 export interface RunTemplate {
   template?: V1PodTemplateSpec;
@@ -42,6 +50,11 @@ export interface RunTemplate {
   namespace: string;
   /** The operator instance (labelled on the CronJob when set). */
   instance?: string;
+  /**
+   * How long a run's Job may be active before Kubernetes stops it (`activeDeadlineSeconds`, in
+   * milliseconds here; `svc.operator.run-deadline`); undefined: RUN_DEADLINE_DEFAULT_MS.
+   */
+  runDeadline?: number;
   /** Resources (uids) whose CronJob of the old layout was already looked for in this term. */
   legacyChecked?: Set<string>;
   /** Whether a CronJob of ours names a resource that no longer exists (it may then be replaced). */
@@ -346,7 +359,7 @@ export function apiAnswer(err: unknown): string | undefined {
 }
 
 /** The CronJob of a resource's schedule: `svc-hub run … --scheduled` in the run pod template, in the release's namespace, labelled with its resource. */
-export function cronJobFor(kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string, name: string, template: V1PodTemplateSpec, target: Pick<RunTemplate, 'namespace' | 'instance'>): V1CronJob {
+export function cronJobFor(kind: ManifestKind, resource: Resource, tenantCode: string, schedule: string, name: string, template: V1PodTemplateSpec, target: Pick<RunTemplate, 'namespace' | 'instance' | 'runDeadline'>): V1CronJob {
   const labels: Record<string, string> = {
     [MANAGED_BY_LABEL]: MANAGED_BY,
     'app.kubernetes.io/component': 'scheduled-run',
@@ -374,7 +387,9 @@ export function cronJobFor(kind: ManifestKind, resource: Resource, tenantCode: s
     jobTemplate: {
       metadata: { labels },
       // A failed run is not retried by the Job: the next slot reads from the same watermark.
-      spec: { backoffLimit: 0, template: pod },
+      // A run still active after the deadline is stopped (its Job fails, DeadlineExceeded): with
+      // concurrencyPolicy Forbid, one hung run would otherwise keep every later slot from starting.
+      spec: { backoffLimit: 0, activeDeadlineSeconds: activeDeadlineSeconds(target.runDeadline), template: pod },
     },
   };
   const hash = createHash('sha256').update(canonical(spec)).digest('hex').slice(0, 16);

@@ -166,6 +166,8 @@ describe('a Connector resource', () => {
     expect(spec).toMatchObject({ schedule: '*/15 * * * *', timeZone: 'Etc/UTC', concurrencyPolicy: 'Forbid', successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 3 });
     const pod = spec.jobTemplate.spec.template;
     expect(spec.jobTemplate.spec.backoffLimit).toBe(0);
+    // svc.operator.run-deadline's default (6 h): a hung run cannot hold the Forbid policy's slot for ever.
+    expect(spec.jobTemplate.spec.activeDeadlineSeconds).toBe(21_600);
     expect(pod.spec.restartPolicy).toBe('Never');
     expect(pod.spec.automountServiceAccountToken).toBe(false);
     expect(pod.spec.containers[0]).toMatchObject({ name: 'run', image: 'registry.example.com/svc-hub:0.1.0', args: ['run', 'connector', 'demo-offset', '--tenant', 'default', '--scheduled'] });
@@ -184,6 +186,23 @@ describe('a Connector resource', () => {
     expect(writes()).toBe(before);
     // Nor is the hub's copy applied again when it already matches.
     expect((await hubGet('/api/connectors/demo-offset')).body!.updatedAt).toBe(updatedAt);
+  });
+
+  it('rewrites the CronJob when the run deadline changes, at the reconcile of the next term (an operator restarted with another svc.operator.run-deadline)', async () => {
+    const deadline = () => (cronJob('connector-team-a-demo-offset')!.spec as { jobTemplate: { spec: { activeDeadlineSeconds?: number } } }).jobTemplate.spec.activeDeadlineSeconds;
+    expect(deadline()).toBe(21_600);
+    const restartWith = async (runDeadline: number | undefined) => {
+      await operator.stop();
+      operator = new Operator({ ...operatorOptions(), runDeadline });
+      await operator.start();
+    };
+    // 90 min 0.5 s: whole seconds, rounded up.
+    await restartWith(5_400_500);
+    await until('the CronJob rewritten with the new deadline', () => deadline() === 5_401);
+    expect(connector('demo-offset')!.status!.conditions!.find((c) => c.type === 'Scheduled')).toMatchObject({ status: 'True', reason: 'CronJobReady' });
+    await restartWith(undefined);
+    await until('the CronJob back at the default deadline', () => deadline() === 21_600);
+    await settled();
   });
 
   it('reports the latest run as status.lastRun', async () => {

@@ -77,6 +77,8 @@ export interface OperatorOptions {
   runJobTemplate?: V1PodTemplateSpec;
   /** Where that template was looked for (for the condition message when it is missing). */
   runJobTemplatePath?: string;
+  /** The longest a scheduled run's Job may be active (ms; the CronJob's `activeDeadlineSeconds`); default 6 h. */
+  runDeadline?: number;
   /**
    * The ConfigMap in `cronJobNamespace` holding that template (the chart's `<release>-svc-hub-run-job`):
    * the owner of every CronJob, so that deleting it deletes them. Undefined: CronJobs have no owner.
@@ -405,6 +407,7 @@ export class Operator {
       path: this.options.runJobTemplatePath,
       namespace: this.options.cronJobNamespace,
       instance: this.instance,
+      runDeadline: this.options.runDeadline,
       legacyChecked: term?.legacyChecked,
       orphaned: (job) => (term ? this.cronJobResource(term, job).gone : false),
       ownerConfigMap: this.options.runJobConfigMap ? { name: this.options.runJobConfigMap, uid: () => this.runJobConfigMapUid() } : undefined,

@@ -810,6 +810,27 @@ describe('13. built-in objects are decoded into their Go structs (unknown fields
     expect(wrong.body.message).toBe('CronJob in version "v1" cannot be handled as a CronJob: json: cannot unmarshal number into Go struct field CronJob.spec.jobTemplate.spec.template.spec.containers.env.value of type string');
   });
 
+  it("refuses a job template's negative activeDeadlineSeconds (422) and a fractional one (400), takes 0, and holds a pod's deadline to 1..2^31-1, as validateJobSpec and ValidatePodSpec do", async () => {
+    const withDeadline = (name: string, jobDeadline: unknown, podDeadline?: unknown) => {
+      const body = job(name, {}, podDeadline === undefined ? {} : { activeDeadlineSeconds: podDeadline });
+      Object.assign(body.spec.jobTemplate.spec, { activeDeadlineSeconds: jobDeadline, backoffLimit: -1 });
+      return body;
+    };
+    const negative = await write('POST', cronJobs, withDeadline('deadline-negative', -1, 0));
+    expect(negative.status).toBe(422);
+    expect(negative.body.message).toBe(
+      'CronJob.batch "deadline-negative" is invalid: [spec.jobTemplate.spec.activeDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0, spec.jobTemplate.spec.backoffLimit: Invalid value: -1: must be greater than or equal to 0, spec.jobTemplate.spec.template.spec.activeDeadlineSeconds: Invalid value: 0: must be between 1 and 2147483647, inclusive]',
+    );
+    const fractional = await write('POST', cronJobs, withDeadline('deadline-fractional', 1.5));
+    expect(fractional.status).toBe(400);
+    const zero = job('deadline-zero', {});
+    Object.assign(zero.spec.jobTemplate.spec, { activeDeadlineSeconds: 0 });
+    const created = await write('POST', cronJobs, zero);
+    expect(created.status).toBe(201);
+    // biome-ignore lint/suspicious/noExplicitAny: a deep read of the answer
+    expect((created.body.spec as any).jobTemplate.spec.activeDeadlineSeconds).toBe(0);
+  });
+
   it('a Lease needs a duration of at least 1 s and no negative transition count (422), on create and update', async () => {
     const leases = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`;
     const body = (spec: Record<string, unknown>) => ({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'validated' }, spec: { holderIdentity: 'a', ...spec } });

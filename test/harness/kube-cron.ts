@@ -4,7 +4,8 @@ import { type FieldError, fieldErrors } from './kube-schema.js';
  * Part of the SCRIPTED KUBERNETES API STAND-IN (test/harness/kube-api.ts): the validation
  * kube-apiserver gives a batch/v1 CronJob. `spec.schedule` parses as robfig/cron's ParseStandard
  * does (5 fields, or a descriptor); `spec.timeZone` is an IANA name; the name fits in 52 characters;
- * the job's pod template has containers and a Job restart policy.
+ * the job's pod template has containers and a Job restart policy; the job template's counts and
+ * `activeDeadlineSeconds` are not negative, the pod's `activeDeadlineSeconds` is 1 to 2^31 - 1.
  */
 
 const FIELDS: Array<{ name: string; min: number; max: number; names?: Record<string, number> }> = [
@@ -120,7 +121,15 @@ export function validateCronJob(cronJob: Obj): FieldError[] {
     const v = spec[limit];
     if (v !== undefined && v !== null && (typeof v !== 'number' || v < 0)) errors.push(fieldErrors.invalid(`spec.${limit}`, v, 'must be greater than or equal to 0'));
   }
-  const podSpec = obj(obj(obj(obj(spec.jobTemplate)?.spec)?.template)?.spec);
+  // validateJobSpec: these fields of the job template are ValidateNonnegativeField (an
+  // activeDeadlineSeconds of 0 is taken, and fails the Job at once); non-integers are refused as
+  // the JSON is decoded (kube-builtin.ts).
+  const jobSpec = obj(obj(spec.jobTemplate)?.spec);
+  for (const field of ['parallelism', 'completions', 'activeDeadlineSeconds', 'backoffLimit']) {
+    const v = jobSpec?.[field];
+    if (typeof v === 'number' && v < 0) errors.push(fieldErrors.invalid(`spec.jobTemplate.spec.${field}`, v, 'must be greater than or equal to 0'));
+  }
+  const podSpec = obj(obj(jobSpec?.template)?.spec);
   const base = 'spec.jobTemplate.spec.template.spec';
   const containers = podSpec?.containers;
   if (!Array.isArray(containers) || containers.length === 0) errors.push(fieldErrors.required(`${base}.containers`));
@@ -130,6 +139,11 @@ export function validateCronJob(cronJob: Obj): FieldError[] {
       if (typeof cname !== 'string' || cname === '') errors.push(fieldErrors.required(`${base}.containers[${i}].name`));
       else if (cname.length > 63 || !DNS_LABEL.test(cname)) errors.push(fieldErrors.invalid(`${base}.containers[${i}].name`, cname, "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"));
     });
+  }
+  // ValidatePodSpec: a pod's own deadline is InclusiveRangeError(1, math.MaxInt32).
+  const podDeadline = podSpec?.activeDeadlineSeconds;
+  if (typeof podDeadline === 'number' && (podDeadline < 1 || podDeadline > 2_147_483_647)) {
+    errors.push(fieldErrors.invalid(`${base}.activeDeadlineSeconds`, podDeadline, 'must be between 1 and 2147483647, inclusive'));
   }
   // A pod template's restartPolicy defaults to Always, which no Job accepts.
   const restart = podSpec?.restartPolicy ?? 'Always';
