@@ -762,6 +762,49 @@ describe('status, ownership and conflicts', () => {
     expect(after.manifest).toEqual(before.manifest);
   });
 
+  it('the hub refuses a stale generation of the same resource (uid): generation 4 applied, a later apply of generation 3 changes nothing', async () => {
+    const owner = { namespace: NS, name: 'fenced-direct', uid: 'fenced-direct-uid' };
+    const manifest = (baseUrl: string) => ({ ...open, metadata: { name: 'fenced-direct' }, spec: { ...(open.spec as object), base_url: baseUrl } });
+    const four = await hub.services.manifests.applyIfChanged(CONNECTOR, 1, 'fenced-direct', manifest('http://four.example'), 'operator', { ...owner, generation: 4 });
+    expect(four).toMatchObject({ changed: true, created: true });
+    const before = (await hubGet('/api/connectors/fenced-direct')).body!;
+    const three = await hub.services.manifests.applyIfChanged(CONNECTOR, 1, 'fenced-direct', manifest('http://three.example'), 'operator', { ...owner, generation: 3 });
+    expect(three).toEqual({ stale: { recorded: 4 } });
+    const after = (await hubGet('/api/connectors/fenced-direct')).body!;
+    expect([after.updatedAt, (after.manifest as { spec: { base_url: string } }).spec.base_url]).toEqual([before.updatedAt, 'http://four.example']);
+    // The same generation again (a resync) and a later one apply; another uid is a Conflict as before.
+    expect(await hub.services.manifests.applyIfChanged(CONNECTOR, 1, 'fenced-direct', manifest('http://four.example'), 'operator', { ...owner, generation: 4 })).toMatchObject({ changed: false });
+    expect(await hub.services.manifests.applyIfChanged(CONNECTOR, 1, 'fenced-direct', manifest('http://five.example'), 'operator', { ...owner, generation: 5 })).toMatchObject({ changed: true });
+    expect(await hub.services.manifests.applyIfChanged(CONNECTOR, 1, 'fenced-direct', manifest('http://three.example'), 'operator', { ...owner, generation: 3 })).toEqual({ stale: { recorded: 5 } });
+    expect(await hub.services.manifests.removeOwned(CONNECTOR, 1, 'fenced-direct', { uid: owner.uid })).toBe(true);
+  });
+
+  it('writes nothing (hub, status) from a cache behind the generation another replica applied; applies once its cache has that generation', async () => {
+    const name = 'fenced';
+    put(name);
+    const resource = await readyTrue(name);
+    await settled();
+    expect(resource.metadata.generation).toBe(1);
+    // Another replica, leading meanwhile, applied generation 2 (an edit this operator's cache has not seen).
+    const newer = { ...open, metadata: { name }, spec: { ...(open.spec as object), base_url: 'http://newer.example' } };
+    const outcome = await hub.services.manifests.applyIfChanged(CONNECTOR, 1, name, newer, 'operator', { namespace: NS, name, uid: resource.metadata.uid!, generation: 2 });
+    expect(outcome).toMatchObject({ changed: true });
+    const mark = api.requests.length;
+    const reconciles = () => api.requests.slice(mark).filter((r) => r.path.includes(`/connectors/${name}`));
+    operator.resyncAll();
+    await until('a retry or two of the stale reconcile', async () => (await hubGet(`/api/connectors/${name}`)).body && api.requests.length > mark + 2);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(reconciles().filter((r) => r.method !== 'GET')).toEqual([]);
+    expect(((await hubGet(`/api/connectors/${name}`)).body!.manifest as { spec: { base_url: string } }).spec.base_url).toBe('http://newer.example');
+    expect(cond(name, 'Ready')).toMatchObject({ status: 'True', observedGeneration: 1 });
+    // The resource's edit reaches this operator: generation 2 is applied (the same manifest) and reported.
+    put(name, NS, { baseUrl: 'http://newer.example' });
+    await until('generation 2 reconciled', () => get(name)?.status?.observedGeneration === 2 && cond(name, 'Ready')?.status === 'True');
+    api.remove(API_VERSION, 'connectors', NS, name);
+    await until('the resource gone', () => !get(name));
+    expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
+  });
+
   it('adopts an object the operator applied before ownership was recorded; an HTTP delete drops the record and the operator puts the object back', async () => {
     // As an older operator left it: applied by the operator's actor, no owner record.
     await hub.services.db.withTenant(1, (tx) => CONNECTOR.handler.apply(tx, { ...open, metadata: { name: 'legacy', labels: { 'svc.io/tenant': 'default' } } }, 'operator'));
@@ -922,7 +965,7 @@ describe('status, ownership and conflicts', () => {
         ...real,
         applyIfChanged: async (...args) => {
           const outcome = await real.applyIfChanged(...args);
-          if (!outcome.conflict && outcome.changed) applies.push(args[2]);
+          if (!outcome.conflict && !outcome.stale && outcome.changed) applies.push(args[2]);
           return outcome;
         },
       };

@@ -564,7 +564,8 @@ export class Operator {
     }
     const uid = resource.metadata.uid;
     if (!uid) throw new Error(`${kind.kind} ${resource.metadata.namespace}/${name} has no metadata.uid`);
-    const owner: ManifestOwner = { namespace: resource.metadata.namespace, name, uid };
+    // With its generation: the hub refuses a manifest older than the one it holds of this resource (apply, below).
+    const owner: ManifestOwner = { namespace: resource.metadata.namespace, name, uid, generation };
 
     // Relabelled to another tenant: what the resource manages elsewhere goes first, once the new
     // tenant would take the manifest from this resource. A change its apply service refuses
@@ -642,6 +643,11 @@ export class Operator {
       this.mustLead();
       const result = await this.hub.applyIfChanged(kind, tenant.id, resource.metadata.name, manifest, this.actor, owner);
       if (result.conflict) return { conflict: result.conflict };
+      if (result.stale) {
+        // Another replica, leading meanwhile, applied a later generation than this one read (its
+        // cache is behind): nothing is written here (status, CronJob); retried once the cache catches up.
+        throw new Conflict(`${where}: the hub holds generation ${result.stale.recorded}, later than ${owner.generation}`);
+      }
       const log = { kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code };
       if (result.adopted) logger().info(log, `${where} adopts ${kind.kind} ${resource.metadata.name} of tenant ${tenant.code} (applied by the operator before ownership was recorded)`);
       if (result.changed) logger().info(log, `${where} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);

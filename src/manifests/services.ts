@@ -23,6 +23,12 @@ export interface ManifestOwner {
   namespace: string;
   name: string;
   uid: string;
+  /**
+   * The resource's `metadata.generation` whose manifest is applied (recorded with the owner): an
+   * apply for the same uid with an older generation than the recorded one is refused (`stale`).
+   * Undefined: not known, nothing refused (and the recorded one is kept).
+   */
+  generation?: number;
 }
 
 /** A hub object with its owner record. */
@@ -39,9 +45,15 @@ export interface OwnedObject {
 export type OwnershipConflict = { by: 'resource'; owner: ManifestOwner } | { by: 'http'; appliedBy: string | null };
 
 export type ApplyOutcome =
-  | { conflict: OwnershipConflict }
+  | { conflict: OwnershipConflict; stale?: undefined }
+  /**
+   * The hub holds the manifest of a later generation of the same resource (uid): nothing written.
+   * What a replica applies that read the resource before another one applied a newer generation.
+   */
+  | { conflict?: undefined; stale: { recorded: number } }
   | {
       conflict?: undefined;
+      stale?: undefined;
       changed: boolean;
       created: boolean;
       adopted: boolean;
@@ -61,8 +73,10 @@ export interface ManifestServices {
   /**
    * Applies `manifest` for the resource `owner` unless another resource manages the object or it
    * was created or last applied over HTTP (then a conflict, nothing written), and unless the hub
-   * already holds exactly it (so a resync writes nothing and an edit made over HTTP is reverted).
-   * Records `owner` in the same transaction. Throws the kind's ValidationError naming the field.
+   * already holds exactly it (so a resync writes nothing and an edit made over HTTP is reverted),
+   * and unless the record names the same uid with a later generation than `owner.generation`
+   * (`stale`, nothing written). Records `owner` (and its generation) in the same transaction.
+   * Throws the kind's ValidationError naming the field.
    */
   applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<ApplyOutcome>;
   /**
@@ -99,9 +113,12 @@ interface OwnerRow {
 
 /** The owner record of a hub object in the transaction's tenant, locked for the rest of it. */
 async function ownerOf(tx: Tx, kind: ManifestKind, name: string): Promise<ManifestOwner | undefined> {
-  const { rows } = await tx.query<OwnerRow>('select namespace, resource, uid from manifests.owners where kind = $1 and name = $2 for update', [kind.kind, name]);
+  const { rows } = await tx.query<OwnerRow & { generation: string | null }>(
+    'select namespace, resource, uid, generation from manifests.owners where kind = $1 and name = $2 for update',
+    [kind.kind, name],
+  );
   const row = rows[0];
-  return row && { namespace: row.namespace, name: row.resource, uid: row.uid };
+  return row && { namespace: row.namespace, name: row.resource, uid: row.uid, ...(row.generation === null ? {} : { generation: Number(row.generation) }) };
 }
 
 /**
@@ -129,6 +146,8 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
       db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
         const { recorded, stored, conflict } = await ownership(tx, kind, name, owner, actor);
         if (conflict) return { conflict };
+        // The record's uid is the owner's here (or there is none): a generation older than the one applied is stale.
+        if (recorded?.generation !== undefined && owner.generation !== undefined && owner.generation < recorded.generation) return { stale: { recorded: recorded.generation } };
         let outcome: ApplyOutcome;
         if (stored && canonical(stored.manifest) === canonical(manifest)) {
           outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [], policyWarnings: policyWarnings(kind, manifest) };
@@ -136,12 +155,15 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
           const result = await kind.handler.apply(tx, manifest, actor, context);
           outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings, policyWarnings: policyWarnings(kind, manifest) };
         }
-        if (!recorded || recorded.namespace !== owner.namespace || recorded.name !== owner.name) {
+        if (!recorded || recorded.namespace !== owner.namespace || recorded.name !== owner.name || (owner.generation !== undefined && owner.generation !== recorded.generation)) {
+          // A record of another uid (its resource gone) is replaced with its generation; one of this uid keeps the later of the two.
           await tx.query(
-            `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid)
-             values (core.current_tenant(), $1, $2, $3, $4, $5)
-             on conflict (tenant_id, kind, name) do update set namespace = excluded.namespace, resource = excluded.resource, uid = excluded.uid, updated_at = now()`,
-            [kind.kind, name, owner.namespace, owner.name, owner.uid],
+            `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid, generation)
+             values (core.current_tenant(), $1, $2, $3, $4, $5, $6)
+             on conflict (tenant_id, kind, name) do update set namespace = excluded.namespace, resource = excluded.resource, uid = excluded.uid,
+               generation = case when manifests.owners.uid = excluded.uid then greatest(manifests.owners.generation, excluded.generation) else excluded.generation end,
+               updated_at = now()`,
+            [kind.kind, name, owner.namespace, owner.name, owner.uid, owner.generation ?? null],
           );
         }
         return outcome;
