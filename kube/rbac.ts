@@ -50,12 +50,13 @@ export function customResourceRules(kinds: readonly Pick<ManifestKind, 'group' |
 
 /**
  * What the operator needs where resources live, besides the resources: the Namespace (its tenant
- * label and annotation; in one namespace's Role only that Namespace, by name) and Events on the
+ * label and annotation; in one namespace's Role only that Namespace, by name; cluster-wide also
+ * listed and watched, so that a change of them requeues its resources) and Events on the
  * resources (created, never updated).
  */
 export function resourceNamespaceRules(namespace?: string): PolicyRule[] {
   return [
-    { apiGroups: [''], resources: ['namespaces'], ...(namespace ? { resourceNames: [namespace] } : {}), verbs: ['get'] },
+    namespace ? { apiGroups: [''], resources: ['namespaces'], resourceNames: [namespace], verbs: ['get'] } : { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['events'], verbs: ['create'] },
   ];
 }

@@ -291,6 +291,28 @@ describe('a Connector resource', () => {
     expect((await hubGet('/api/connectors/anywhere', otherTenant)).status).toBe(404);
   });
 
+  it('moves a resource at once when its Namespace\'s tenant label changes (the Namespace watch; no change of the resource, no resync)', async () => {
+    const open = example('open.yaml');
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'relabelled-ns', labels: { 'svc.io/tenant': 'default' } } });
+    api.apply('connectors', { ...open, metadata: { name: 'follows-namespace', namespace: 'relabelled-ns' } });
+    const at = () => api.get(API_VERSION, 'connectors', 'relabelled-ns', 'follows-namespace') as Resource | undefined;
+    await until('Ready in default', () => at()?.status?.tenant === 'default' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True');
+    await settled();
+    // Another label on the Namespace is not worth a reconcile.
+    const hubReads = () => api.requests.filter((r) => r.path === '/api/v1/namespaces/relabelled-ns' && r.method === 'GET').length;
+    const before = hubReads();
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'relabelled-ns', labels: { 'svc.io/tenant': 'default', team: 'a' } } });
+    await new Promise((r) => setTimeout(r, 400));
+    expect(hubReads()).toBe(before);
+    // The resync is an hour here: only the Namespace watch can bring this.
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'relabelled-ns', labels: { 'svc.io/tenant': 'globex', team: 'a' } } });
+    await until('moved to globex', () => at()?.status?.tenant === 'globex', 10_000);
+    expect((await hubGet('/api/connectors/follows-namespace', otherTenant)).status).toBe(200);
+    expect((await hubGet('/api/connectors/follows-namespace', 1)).status).toBe(404);
+    api.remove(API_VERSION, 'connectors', 'relabelled-ns', 'follows-namespace');
+    await until('the resource gone', () => !at());
+  });
+
   it('takes the tenant from its Namespace when it has no label, and says so when neither has one', async () => {
     const open = example('open.yaml');
     const unlabelled = (name: string, namespace: string) => ({ ...open, metadata: { name, namespace } });

@@ -5,6 +5,7 @@ import {
   type KubeConfig,
   makeInformer,
   type V1CronJob,
+  type V1Namespace,
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
 import { apiStatus } from '../kube/kube-config.js';
@@ -20,7 +21,7 @@ import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
 import { type Condition, Conflict, manifestOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
 import { announce, appliedMessage, condition, type Health, healthConditions, keepTransitions, MANAGED_BY, otherWarnings } from './status.js';
-import { resolveTenant } from './tenant.js';
+import { resolveTenant, TENANT_LABEL, TENANTS_ANNOTATION } from './tenant.js';
 
 /**
  * The operator's reconciler: custom resources of every registered manifest
@@ -116,6 +117,8 @@ interface Watched<T> {
 class Term {
   readonly resources: Array<Watched<Resource> & { kind: ManifestKind; namespace: string | undefined }> = [];
   cronJobs: Watched<V1CronJob> | undefined;
+  /** The Namespaces (watching all namespaces only): a change of their tenant label or annotation requeues their resources. */
+  namespaces: Watched<V1Namespace> | undefined;
   readonly workers: Promise<void>[] = [];
   alive = 0;
   active = true;
@@ -210,7 +213,8 @@ export class Operator {
     cronJobs.on('update', fromCronJob('update'));
     cronJobs.on('delete', fromCronJob('delete'));
     term.cronJobs = { informer: cronJobs, synced: false, what: `cronjobs.batch in namespace ${this.options.cronJobNamespace}` };
-    for (const watched of [...term.resources, term.cronJobs] as Watched<unknown>[]) {
+    if (!this.namespaces.length) term.namespaces = this.namespaceInformer(term);
+    for (const watched of this.watchedOf(term)) {
       watched.informer.on('error', (err: unknown) => {
         if (!term.active) return;
         const delay = Math.min(this.options.backoffMax, Math.max(this.options.backoffBase, 1_000));
@@ -250,7 +254,7 @@ export class Operator {
     term.active = false;
     if (term.resync) clearInterval(term.resync);
     if (term.runPoll) clearInterval(term.runPoll);
-    const all = [...term.resources, ...(term.cronJobs ? [term.cronJobs] : [])] as Watched<unknown>[];
+    const all = this.watchedOf(term);
     for (const w of all) if (w.restart) clearTimeout(w.restart);
     term.queue.close();
     for (const w of all) await w.informer.stop();
@@ -262,12 +266,50 @@ export class Operator {
     const term = this.term;
     if (!term) return { reconciling: false, data: { reason: 'not started' } };
     if (!term.started) return { reconciling: false, data: { reason: 'starting' } };
-    const watched = [...term.resources, ...(term.cronJobs ? [term.cronJobs] : [])] as Watched<unknown>[];
+    const watched = this.watchedOf(term);
     const unsynced = watched.filter((w) => !w.synced).map((w) => w.what);
     const workers = this.options.workers ?? 2;
     const data: Record<string, unknown> = { workers: term.alive, queued: term.queue.length };
     if (unsynced.length) data.unsynced = unsynced;
     return { reconciling: unsynced.length === 0 && term.alive === workers && !term.queue.isClosed, data };
+  }
+
+  /** Every informer of a term: the resources', the CronJobs', the Namespaces' (when it has one). */
+  private watchedOf(term: Term): Watched<unknown>[] {
+    return [...term.resources, ...(term.cronJobs ? [term.cronJobs] : []), ...(term.namespaces ? [term.namespaces] : [])] as Watched<unknown>[];
+  }
+
+  /**
+   * An informer on the Namespaces (when watching all namespaces; a namespaced Role cannot grant
+   * their list and watch): a change of a Namespace's tenant label or annotation, which decides its
+   * resources' tenant (tenant.ts), requeues the resources of that namespace at once, instead of at
+   * their next change or the resync. Other changes of a Namespace are not worth a reconcile.
+   */
+  private namespaceInformer(term: Term): Watched<V1Namespace> {
+    const informer = makeInformer<V1Namespace & { metadata: NonNullable<Resource['metadata']> }>(
+      this.options.kc,
+      '/api/v1/namespaces',
+      () => listAll('namespaces', (page) => this.core.listNamespace({ ...page }), this.pageSize) as never,
+    );
+    const seen = new Map<string, string>();
+    const tenancy = (ns: V1Namespace) => canonical({ label: ns.metadata?.labels?.[TENANT_LABEL] ?? null, annotation: ns.metadata?.annotations?.[TENANTS_ANNOTATION] ?? null });
+    const changed = (change: 'add' | 'update' | 'delete') => (ns: V1Namespace) => {
+      const name = ns.metadata?.name;
+      if (!name) return;
+      const before = seen.get(name);
+      const now = tenancy(ns);
+      if (change === 'delete') seen.delete(name);
+      else seen.set(name, now);
+      // The first sight of a Namespace (the term's list, a new Namespace) and a deletion change nothing to reconcile.
+      if (change === 'delete' || before === undefined || before === now) return;
+      for (const { kind, informer: resources } of term.resources) {
+        for (const o of resources.list()) if (o.metadata.namespace === name && this.selects(o)) term.queue.add(this.keyOf(kind, name, o.metadata.name));
+      }
+    };
+    informer.on('add', changed('add'));
+    informer.on('update', changed('update'));
+    informer.on('delete', changed('delete'));
+    return { informer, synced: false, what: 'namespaces' };
   }
 
   /** Enqueues every resource the informers hold, and removes the CronJobs whose resource is gone. */
