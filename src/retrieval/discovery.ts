@@ -15,7 +15,7 @@ const MAX_DOMAIN = 20;
 const TEXT_TYPES = new Set(['text', 'character varying']);
 /**
  * The longest example a card holds, in characters; a longer value is cut, ending in `…`. The card is
- * served as is and is the model's system message at every analytic question: three whole values of
+ * served as is and is sent to the model at every analytic question: three whole values of
  * a column of long texts (descriptions, notes, documents) made it megabytes, past a model's context.
  * Declared domains (`values`) are never cut: the value guard holds literals to them exactly.
  */
