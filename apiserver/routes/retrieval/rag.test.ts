@@ -207,7 +207,8 @@ describe('scopes and corpora', () => {
 
 describe('semantic chat', () => {
   it('gives the model the retrieved rows with their tags, and cites every retrieved row', async () => {
-    const hash = await rowHash('partners', '3');
+    // A tag of a retrieved row stays as the model wrote it (one of no retrieved row is dropped: below).
+    const [hash] = ((await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 4 })).body as { citations: string[] }).citations;
     nextAnswer = `It is in the data [row:${hash}].`;
     const before = llm.on('/v1/chat/completions').length;
     const res = await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 4 });
@@ -219,7 +220,19 @@ describe('semantic chat', () => {
     expect(sent.model).toBe('stand-in');
     for (const c of body.citations) expect(sent.messages[1]!.content).toContain(`[row:${c}]`);
     // The user door behaves the same.
-    expect((await admin.post('/api/rag/chat', { question: 'Which partners?', scope: 'partners', topK: 2 })).body).toMatchObject({ answer: nextAnswer, citations: expect.any(Array) });
+    expect((await admin.post('/api/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 4 })).body).toMatchObject({ answer: nextAnswer, citations: expect.any(Array) });
+  });
+
+  it('drops a [row:] tag that names no retrieved row: a citation points only at a row the answer was grounded on', async () => {
+    const retrieved = (await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 2 })).body as { citations: string[] };
+    const [kept] = retrieved.citations as [string];
+    // Invented, and a real row of the tenant that was not retrieved (another scope's table).
+    const other = await rowHash('accounts', '5');
+    expect(retrieved.citations).not.toContain(other);
+    nextAnswer = `A [row:${kept}], B [row:${'f'.repeat(64)}], C [row:${other}][row:${kept}].`;
+    const res = await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 2 });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ answer: `A [row:${kept}], B, C[row:${kept}].`, citations: retrieved.citations });
   });
 
   it('400 without a question; 503 with a hint without a model; 403 outside the grants', async () => {

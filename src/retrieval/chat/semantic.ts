@@ -18,7 +18,8 @@ const SYSTEM = [
 
 /**
  * Semantic chat: the question's nearest chunks (tenant, scope and corpus filters applied by the
- * search), and a model told to answer from them only, citing `[row:<hash>]`. `citations` holds the
+ * search), and a model told to answer from them only, citing `[row:<hash>]` (a tag naming no
+ * retrieved row is removed: groundedTags). `citations` holds the
  * row hash of every retrieved row chunk (lifecycle and platform chunks have none). `signal` (the
  * asking client went away) stops the question's embedding and the model's call.
  */
@@ -37,5 +38,16 @@ export async function semanticChat(
     { role: 'user', content: `Context:\n${context || '(nothing indexed matches)'}\n\nQuestion: ${question}` },
   ], signal);
   const citations = [...new Set(hits.map((h) => h.rowHash).filter((h) => h !== ''))];
-  return { answer, citations };
+  return { answer: groundedTags(answer, new Set(citations)), citations };
+}
+
+/**
+ * The answer with every `[row:<hash>]` tag that names no retrieved row removed (with the space
+ * before it): a tag is a citation, and one the model made up, or copied from the question, would
+ * point at a row the answer was not grounded on. Tags of retrieved rows stay as written. The hash is
+ * read up to 200 characters (a row hash is 64), so that a 16 MiB answer of unclosed `[row:` reads
+ * in linear time.
+ */
+export function groundedTags(answer: string, retrieved: ReadonlySet<string>): string {
+  return answer.replace(/ ?\[row:([^\]\s]{0,200})\]/g, (tag, hash: string) => (retrieved.has(hash) ? tag : ''));
 }
