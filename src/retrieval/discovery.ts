@@ -3,7 +3,29 @@ import { tenantTableSql } from '../connectors/target/ddl.js';
 import type { Tx } from '../db/database.js';
 import { EntityDefinitionError, typedEntityRelation } from '../entities/relation.js';
 import { entitiesOfScope } from '../entities/store.js';
+import { HubError, type Rendered } from '../errors.js';
 import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-card.js';
+
+/**
+ * 503 `{error, hint}`: one statement of a discovery (a column's values over a whole table) ran past
+ * its statement timeout; nothing was stored, the scope keeps its previous card.
+ */
+export class DiscoveryTimedOut extends HubError {
+  constructor(
+    readonly table: string,
+    readonly column: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`discovery stopped: reading the values of column ${column} of ${table} ran longer than ${timeoutMs} ms`);
+    this.name = 'DiscoveryTimedOut';
+  }
+  render(): Rendered {
+    return {
+      status: 503,
+      body: { json: { error: this.message, hint: 'each statement of a discovery is held to svc.analytic.statement-timeout: raise it, or rediscover when the database is less busy; the scope keeps its previous card' } },
+    };
+  }
+}
 
 /** Columns every ext table has that say nothing about the data (or hold it as a whole). */
 const HIDDEN = new Set(['id', 'tenant_id', 'row_hash', 'data', 'connector_id', 'endpoint_id']);
@@ -57,10 +79,13 @@ const ENTITY_SCHEMA = 'entity';
  * value guard holds literals to). Then one relation `entity.<name>` per entity declaring the scope
  * whose sources the database serves now: its canonical columns with their declared types, labels,
  * descriptions, examples and values (the declared domain). Stored as the scope's card (source type
- * `entity` when it holds an entity, else `discovered`).
+ * `entity` when it holds an entity, else `discovered`). With `timeoutMs` (`svc.analytic.statement-timeout`),
+ * each statement of the transaction from here on is held to it, and a column whose values take longer
+ * is a DiscoveryTimedOut (503), not a connection held for as long as a group-by over a large table takes.
  */
-export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
+export async function discoverCard(tx: Tx, scope: string, timeoutMs?: number): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
   const tenantId = tx.tenantId!;
+  if (timeoutMs !== undefined) await tx.query(`select set_config('statement_timeout', $1, true)`, [`${Math.max(1, Math.floor(timeoutMs))}ms`]);
   const { rows: tables } = await tx.query<{ table_name: string }>(
     `select distinct e.table_name from connectors.ext_tables e join connectors.connectors c on c.id = e.connector_id
       where $1 = any(c.scopes) order by 1`,
@@ -83,9 +108,14 @@ export async function discoverCard(tx: Tx, scope: string): Promise<{ scope: stri
     const card: CardColumn[] = [];
     for (const c of columns.filter((c) => !HIDDEN.has(c.name))) {
       const col = pg.escapeIdentifier(c.name);
-      const { rows: values } = await tx.query<{ v: string; n: number }>(
-        `select ${col}::text as v, count(*)::int as n from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
-      );
+      const { rows: values } = await tx
+        .query<{ v: string; n: number }>(
+          `select ${col}::text as v, count(*)::int as n from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
+        )
+        .catch((err: unknown) => {
+          if (timeoutMs !== undefined && (err as { code?: string }).code === '57014') throw new DiscoveryTimedOut(table_name, c.name, timeoutMs);
+          throw err;
+        });
       const seen = values.reduce((sum, r) => sum + r.n, 0);
       const column: CardColumn = { name: c.name, type: c.type, examples: values.slice(0, 3).map((r) => example(r.v)) };
       if (c.name === 'external_id') column.description = 'the row\'s key at the source';

@@ -310,7 +310,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     analytic: (tenantId, question, scope, signal) =>
       analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, gate: analyticGate }, tenantId, question, scope, signal),
     schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
-    rediscover: (tenantId, scope) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope)),
+    rediscover: (tenantId, scope) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope, deps.statementTimeoutMs)),
     scopes,
     corpora,
     status,

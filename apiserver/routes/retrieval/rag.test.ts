@@ -325,6 +325,29 @@ describe('analytic chat', () => {
     }
   });
 
+  it('rediscover holds each statement to svc.analytic.statement-timeout: a 503 naming the column, the previous card kept', async () => {
+    const before = (await admin.get('/api/platform/rag/schema?scope=partners')).body;
+    // The table locked by another transaction: the column's group-by waits, as one over a very large table runs, until the timeout.
+    const locker = await ownerClient(hub.ownerUrl);
+    try {
+      await locker.query('begin');
+      await locker.query(`lock table ext_t${T}.partners in access exclusive mode`);
+      const started = Date.now();
+      // Given up after 12 s: without the timeout the discovery waits for the lock as long as it is held.
+      const reply = await fetch(`${hub.url}/api/platform/rag/rediscover?scope=partners`, { method: 'POST', headers: { 'X-Tenant-ID': String(T) }, signal: AbortSignal.timeout(12_000) });
+      const res = { status: reply.status, body: await reply.json() };
+      expect(res).toMatchObject({
+        status: 503,
+        body: { error: expect.stringMatching(/^discovery stopped: reading the values of column \w+ of ext\.partners ran longer than 5000 ms$/), hint: expect.stringContaining('svc.analytic.statement-timeout') },
+      });
+      expect(Date.now() - started).toBeLessThan(12_000);
+    } finally {
+      await locker.query('rollback');
+      await locker.end();
+    }
+    expect((await admin.get('/api/platform/rag/schema?scope=partners')).body).toEqual(before);
+  }, 30_000);
+
   it('runs the one SELECT the guards approve, as the tenant, with dataAsOf', async () => {
     nextAnswer = "```sql\nselect count(*) as partners from ext.partners where country = 'FR'\n```";
     const res = await admin.post('/api/platform/rag/chat', { question: 'How many French partners?', mode: 'analytic', scope: 'partners' });
