@@ -196,6 +196,48 @@ describe('scopes and corpora', () => {
     expect(corpora.filter((c) => c.name !== 'system')).toEqual([{ name: 'crm', chunkCount: ROWS }, { name: 'ledger', chunkCount: ROWS }]);
   });
 
+  it('several tags on connectors and chunks: each tag counted as the three counts per tag did', async () => {
+    const U = 3;
+    await owner.query(`insert into core.tenants (id, code, name) values (${U}, 'tags', 'Tags') on conflict do nothing`);
+    for (const [name, scopes] of [['t-one', ['a', 'b']], ['t-two', ['b', 'c', 'd']], ['t-three', []]] as const) {
+      const applied = await fetch(`${hub.url}/api/connectors/apply`, {
+        method: 'POST',
+        headers: { 'X-Tenant-ID': String(U), 'content-type': 'application/yaml' },
+        body: stringify(demoPartnersConnector(name, [...scopes], 'ext.partners', demo.url)),
+      });
+      expect(applied.status).toBe(201);
+    }
+    // Chunks of one tag, of several (one written twice), of a tag no connector has, none, unembedded and embedded at different times.
+    const chunks: Array<[string[], string | null]> = [[['a'], '2026-01-01T00:00:00Z'], [['a', 'c'], '2026-02-01T00:00:00Z'], [['c', 'c', 'e'], null], [['e'], null], [[], '2026-03-01T00:00:00Z'], [['b', 'a'], null]];
+    for (const [i, [scopes, at]] of chunks.entries()) {
+      await owner.query(
+        `insert into retrieval.chunks (tenant_id, corpus, scopes, row_hash, table_name, external_id, content, embedded_at) values ($1, 'tags', $2, $3, 'ext.partners', $4, 'c', $5)`,
+        [U, scopes, `tags-${i}`, String(i), at],
+      );
+    }
+    // What the query of three scans per tag answered.
+    const { rows: expected } = await owner.query<{ scope: string; connectors: number; chunks: number; last_indexed: Date | null }>(
+      `with tags as (select distinct unnest(scopes) as scope from connectors.connectors where tenant_id = $1
+                     union select distinct unnest(scopes) from retrieval.chunks where tenant_id = $1)
+       select t.scope,
+              (select count(*) from connectors.connectors c where c.tenant_id = $1 and t.scope = any(c.scopes))::int as connectors,
+              (select count(*) from retrieval.chunks k where k.tenant_id = $1 and t.scope = any(k.scopes))::int as chunks,
+              (select max(embedded_at) from retrieval.chunks k where k.tenant_id = $1 and t.scope = any(k.scopes)) as last_indexed
+         from tags t order by t.scope`,
+      [U],
+    );
+    const listed = (await devClient(hub.url, U).get('/api/platform/rag/scopes')).body;
+    expect(listed).toEqual(expected.map((r) => ({ scope: r.scope, connectors: r.connectors, chunks: r.chunks, lastIndexed: r.last_indexed ? r.last_indexed.toISOString() : '' })));
+    expect(listed).toEqual([
+      { scope: 'a', connectors: 1, chunks: 3, lastIndexed: '2026-02-01T00:00:00.000Z' },
+      { scope: 'b', connectors: 2, chunks: 1, lastIndexed: '' },
+      { scope: 'c', connectors: 1, chunks: 2, lastIndexed: '2026-02-01T00:00:00.000Z' },
+      { scope: 'd', connectors: 1, chunks: 0, lastIndexed: '' },
+      { scope: 'e', connectors: 0, chunks: 2, lastIndexed: '' },
+    ]);
+    await owner.query('delete from retrieval.chunks where tenant_id = $1', [U]);
+  });
+
   it('another tenant sees none of it', async () => {
     await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other') on conflict do nothing`);
     const other = devClient(hub.url, 2);
