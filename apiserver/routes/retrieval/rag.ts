@@ -94,7 +94,7 @@ const semanticAnswer: JsonSchema = {
   type: 'object',
   description: 'Semantic mode',
   required: ['answer', 'citations'],
-  properties: { answer: { type: 'string', description: 'Inline `[row:<hash>]` tags for the rows the model used' }, citations: { type: 'array', items: { type: 'string' } } },
+  properties: { answer: { type: 'string', description: 'Inline `[row:<hash>]` tags for the rows the model used (a tag naming no retrieved row is removed)' }, citations: { type: 'array', items: { type: 'string' } } },
 };
 
 const analyticAnswer: JsonSchema = {

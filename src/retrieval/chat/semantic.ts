@@ -45,9 +45,9 @@ export async function semanticChat(
  * The answer with every `[row:<hash>]` tag that names no retrieved row removed (with the space
  * before it): a tag is a citation, and one the model made up, or copied from the question, would
  * point at a row the answer was not grounded on. Tags of retrieved rows stay as written. The hash is
- * read up to 200 characters (a row hash is 64), so that a 16 MiB answer of unclosed `[row:` reads
- * in linear time.
+ * read up to 200 characters (a row hash is 64 hex digits) and up to the next `[`, so that a 16 MiB
+ * answer of unclosed `[row:` (or of 199 characters after each) reads in linear time.
  */
 export function groundedTags(answer: string, retrieved: ReadonlySet<string>): string {
-  return answer.replace(/ ?\[row:([^\]\s]{0,200})\]/g, (tag, hash: string) => (retrieved.has(hash) ? tag : ''));
+  return answer.replace(/ ?\[row:([^[\]\s]{0,200})\]/g, (tag, hash: string) => (retrieved.has(hash) ? tag : ''));
 }
