@@ -3,11 +3,11 @@ import { draftEndpoint } from '../../../src/connectors/draft.js';
 import { preflight } from '../../../src/connectors/preflight.js';
 import { NAME_MAX_LENGTH } from '../../../src/connectors/manifest/schema.js';
 import { scaffoldManifest } from '../../../src/connectors/scaffold.js';
-import type { Context } from 'koa';
 import { CancelledError } from '../../../src/connectors/engine/errors.js';
-import { HubError, NotFoundError, type Rendered } from '../../../src/errors.js';
+import { NotFoundError } from '../../../src/errors.js';
 import type { AreaServices } from '../../../src/runtime/services.js';
 import { route, type RouteDecl } from '../../route.js';
+import { whileClientWaits } from '../client-gone.js';
 import { errorBody, refusals } from '../schemas.js';
 import { connectorNameParam } from './connectors.js';
 
@@ -18,32 +18,8 @@ async function connectorOf(services: AreaServices, tenantId: number, name: strin
   return connector;
 }
 
-/** The client went away before its probe was answered: nothing more is sent for it (nobody reads the status; the access log shows 499). */
-class ClientGone extends HubError {
-  render(): Rendered {
-    return { status: 499, body: { json: { error: 'the client closed the connection before the answer' } } };
-  }
-}
-
-/**
- * Runs a probe of the connector's source with a signal that aborts when the client disconnects
- * before its answer is sent: a wait for the connector's rate limit or a request in flight ends then.
- */
-async function whileClientWaits<T>(ctx: Context, probe: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  const onClose = () => {
-    if (!ctx.res.writableFinished) controller.abort();
-  };
-  ctx.res.once('close', onClose);
-  try {
-    return await probe(controller.signal);
-  } catch (err) {
-    if (err instanceof CancelledError && controller.signal.aborted) throw new ClientGone('the client closed the connection before the answer');
-    throw err;
-  } finally {
-    ctx.res.off('close', onClose);
-  }
-}
+/** A probe stopped by its signal ends with the engine's CancelledError. */
+const isCancelled = (err: unknown) => err instanceof CancelledError;
 
 export const connectorToolRoutes: RouteDecl[] = [
   route({
@@ -73,7 +49,7 @@ export const connectorToolRoutes: RouteDecl[] = [
     },
     handler: async ({ services, principal, params, ctx }) => {
       const connector = await connectorOf(services, callerTenant(principal), params.name);
-      return whileClientWaits(ctx, (signal) => preflight(connector, (c) => ({ ...services.connectors.context(c), signal })));
+      return whileClientWaits(ctx, (signal) => preflight(connector, (c) => ({ ...services.connectors.context(c), signal })), isCancelled);
     },
   }),
   route({
@@ -91,7 +67,7 @@ export const connectorToolRoutes: RouteDecl[] = [
     },
     handler: async ({ services, principal, params, body, ctx }) => {
       const connector = await connectorOf(services, callerTenant(principal), params.name);
-      return whileClientWaits(ctx, (signal) => draftEndpoint(connector, body, { ...services.connectors.context(connector), signal }));
+      return whileClientWaits(ctx, (signal) => draftEndpoint(connector, body, { ...services.connectors.context(connector), signal }), isCancelled);
     },
   }),
   route({

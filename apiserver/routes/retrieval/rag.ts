@@ -1,9 +1,9 @@
 import { resolveScope } from '../../../src/admin/scope-access.js';
 import { callerTenant, type Principal } from '../../../src/auth/principal.js';
-import type { Context } from 'koa';
-import { HubError, NotFoundError, type Rendered, ScopeNotGranted, ValidationError } from '../../../src/errors.js';
+import { NotFoundError, ScopeNotGranted, ValidationError } from '../../../src/errors.js';
 import type { AreaServices } from '../../../src/runtime/services.js';
 import { type JsonSchema, type ResponseDecl, route, type RouteDecl } from '../../route.js';
+import { whileClientWaits } from '../client-gone.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
@@ -11,33 +11,6 @@ import { errorBody, refusals } from '../schemas.js';
  * the platform corpus rebuild. Every read applies the caller's scope grants: a scope-bound user
  * reads only granted tags (403 `scope not granted` when asking for another).
  */
-
-/** The client went away before its answer: nothing is sent (nobody reads it; the access log shows 499). */
-class ClientGone extends HubError {
-  render(): Rendered {
-    return { status: 499, body: { json: { error: 'the client closed the connection before the answer' } } };
-  }
-}
-
-/**
- * `work` with a signal that aborts (reason ClientGone) when the client goes away before its answer
- * is sent: the response closes unfinished, or the connection was gone already (while
- * authentication ran). The model's call, the question's embedding and a wait for the analytic gate
- * end then, instead of running on for nobody.
- */
-async function whileClientWaits<T>(ctx: Context, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  const onClose = () => {
-    if (!ctx.res.writableFinished) controller.abort(new ClientGone('the client closed the connection before the answer'));
-  };
-  ctx.res.once('close', onClose);
-  if (ctx.req.socket.destroyed || ctx.res.destroyed) onClose();
-  try {
-    return await work(controller.signal);
-  } finally {
-    ctx.res.off('close', onClose);
-  }
-}
 
 const MAX_TEXT = 8000;
 const MAX_TOP_K = 100;
