@@ -1,4 +1,5 @@
 import { ValidationError } from '../errors.js';
+import { renderBounded } from '../template-render.js';
 
 /**
  * The subject and body templates of e-mail rules (docs/email.md). Text with `{{ placeholder }}`
@@ -64,25 +65,8 @@ export const RENDERED_MAX = 256 * 1024;
  * RENDERED_MAX characters. Unknown names (a template saved before a check existed) render empty.
  */
 export function renderTemplate(template: string, ctx: TemplateContext): string {
-  const rendered = new Map<string, string>();
-  let out = '';
-  let from = 0;
-  for (const match of template.matchAll(SLOT)) {
-    const name = match[1]!.trim();
-    let value = rendered.get(name);
-    if (value === undefined) {
-      value = placeholder(name, ctx);
-      rendered.set(name, value);
-    }
-    out += template.slice(from, match.index) + value;
-    from = match.index + match[0].length;
-    if (out.length > RENDERED_MAX) return cut(out);
-  }
-  out += template.slice(from);
-  return out.length > RENDERED_MAX ? cut(out) : out;
+  return renderBounded(template, SLOT, (name) => placeholder(name, ctx), RENDERED_MAX);
 }
-
-const cut = (text: string) => `${text.slice(0, RENDERED_MAX)}… (cut at ${RENDERED_MAX.toLocaleString('en-US')} characters)`;
 
 function placeholder(name: string, ctx: TemplateContext): string {
   if (!NAME.test(name)) return '';

@@ -1,3 +1,5 @@
+import { renderBounded } from '../template-render.js';
+
 /**
  * A process's `message`: `{{path}}` placeholders filled from the event (docs/processes.md). A path
  * is dotted from the event: `payload.run_id`, `type`, `tenantId`, `id`. A string renders as is, any
@@ -14,8 +16,6 @@ const PLACEHOLDER = /\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g;
 export const RENDERED_MESSAGE_MAX = 16 * 1024;
 
 export function renderMessage(template: string, event: Record<string, unknown>): string {
-  // Each path rendered once, however often the template names it.
-  const rendered = new Map<string, string>();
   const textAt = (path: string): string => {
     let value: unknown = event;
     for (const part of path.split('.')) {
@@ -25,21 +25,5 @@ export function renderMessage(template: string, event: Record<string, unknown>):
     if (value === undefined) return '';
     return typeof value === 'string' ? value : JSON.stringify(value);
   };
-  let out = '';
-  let from = 0;
-  for (const match of template.matchAll(PLACEHOLDER)) {
-    const path = match[1]!;
-    let text = rendered.get(path);
-    if (text === undefined) {
-      text = textAt(path);
-      rendered.set(path, text);
-    }
-    out += template.slice(from, match.index) + text;
-    from = match.index + match[0].length;
-    if (out.length > RENDERED_MESSAGE_MAX) return cut(out);
-  }
-  out += template.slice(from);
-  return out.length > RENDERED_MESSAGE_MAX ? cut(out) : out;
+  return renderBounded(template, PLACEHOLDER, textAt, RENDERED_MESSAGE_MAX);
 }
-
-const cut = (text: string) => `${text.slice(0, RENDERED_MESSAGE_MAX)}… (cut at ${RENDERED_MESSAGE_MAX.toLocaleString('en-US')} characters)`;
