@@ -25,7 +25,9 @@ export class OutboxListener {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.url, application_name: 'svc-hub outbox listener' });
+    // TCP keepalive: a connection that died without a word (a NAT or a failover that forgot it) is
+    // noticed by the kernel's probes after 10 s of silence instead of never (it only waits: no query would find out).
+    const client = new pg.Client({ connectionString: this.url, application_name: 'svc-hub outbox listener', keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
     client.on('notification', () => {
       for (const wake of this.wakers) wake();
     });
