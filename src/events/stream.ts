@@ -51,6 +51,12 @@ interface SubscribeOptions {
    */
   room?: () => Promise<void>;
   /**
+   * With `room`: how long the catch-up waits for a consumer that takes nothing (no room made)
+   * before it ends the subscription ('client too slow'), as the live flow ends one; the client
+   * resumes with Last-Event-ID and loses nothing. Without it the catch-up waits as long as it takes.
+   */
+  stallMs?: number;
+  /**
    * Bytes still waiting for the live client, and how many it may have waiting when a poll starts
    * delivering. With them the live flow judges a client once per poll, on what earlier polls left
    * (a client that reads promptly is never ended for one poll's burst, however large); without
@@ -149,8 +155,28 @@ class Subscription {
       this.end('client too slow');
       return false;
     }
-    await this.options.room();
+    if (!(await this.roomWithin(this.options.room, this.options.stallMs))) {
+      this.end('client too slow');
+      return false;
+    }
     return !this.closed;
+  }
+
+  /** Waits for `room`; false when `stallMs` went by first. */
+  private async roomWithin(room: () => Promise<void>, stallMs: number | undefined): Promise<boolean> {
+    if (stallMs === undefined) {
+      await room();
+      return true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), stallMs);
+    });
+    try {
+      return await Promise.race([room().then(() => true), stalled]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**

@@ -398,6 +398,60 @@ describe('a resume further behind than svc.events.stream.max-buffer', () => {
   });
 });
 
+describe('a resuming client that stops reading', () => {
+  let stall: TestHub;
+
+  beforeAll(async () => {
+    stall = await startTestHub({ 'svc.events.stream.max-buffer': 1024, 'svc.events.stream.batch': 10, 'svc.events.stream.heartbeat': '300ms' });
+  });
+
+  afterAll(async () => {
+    await stall.stop();
+  });
+
+  it('is ended as too slow after four heartbeat periods without taking anything; resuming with Last-Event-ID loses nothing', async () => {
+    // About 6 MB of frames: more than loopback TCP and the stream's buffers hold for a client that does not read.
+    const ids = await stall.services.db.withTenant(1, async (tx) => {
+      const made: number[] = [];
+      for (let i = 0; i < 3000; i++) made.push(await stall.services.events.emit(tx, 'org.archived', { id: 40_000 + i, code: 'c'.repeat(2000) }));
+      return made;
+    });
+    const { connect } = await import('node:net');
+    const socket = connect(Number(new URL(stall.url).port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(`GET /api/platform/events/stream HTTP/1.1\r\nHost: x\r\nX-Tenant-ID: 1\r\nLast-Event-ID: ${ids[0]! - 1}\r\n\r\n`);
+    socket.pause(); // the client does not read
+    let text = '';
+    try {
+      await until('the subscription to be made', () => stall.services.stream.countFor(1) === 1);
+      // Its place is released (before, it was kept until the connection died).
+      await until('the stalled catch-up to be ended', () => stall.services.stream.countFor(1) === 0, 20_000);
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString('latin1');
+      });
+      const ended = new Promise<void>((resolve) => {
+        socket.once('close', () => resolve());
+      });
+      socket.on('error', () => undefined);
+      socket.resume();
+      await ended;
+    } finally {
+      socket.destroy();
+    }
+    // What it received (a frame cut short by the reset is not counted), then a resume after its last event.
+    const got = [...text.matchAll(/^id: (\d+)\ndata: .*\n\n/gm)].map((m) => Number(m[1]));
+    expect(got.length).toBeLessThan(ids.length);
+    expect(got).toEqual(ids.slice(0, got.length));
+    const rest = await SseClient.open(`${stall.url}/api/platform/events/stream`, { 'X-Tenant-ID': '1', 'Last-Event-ID': String(got.at(-1) ?? ids[0]! - 1) });
+    try {
+      await rest.waitFor(() => rest.events().length >= ids.length - got.length, 30_000);
+      expect([...got, ...rest.events().map((e) => Number(e.id))]).toEqual(ids);
+    } finally {
+      rest.close();
+    }
+  }, 90_000);
+});
+
 describe('a live client that stops reading', () => {
   let hub2: TestHub;
 

@@ -27,6 +27,9 @@ function roomIn(out: PassThrough, gone: AbortSignal): Promise<void> {
   });
 }
 
+/** Heartbeat periods a resuming client may take nothing before it is ended as too slow. */
+const STALL_HEARTBEATS = 4;
+
 export const eventStreamRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/events/stream', operationId: 'streamEvents', summary: 'Live event stream (Server-Sent Events) of the caller\'s tenant', tags: ['Events'],
@@ -34,7 +37,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance; a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state).',
+      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state).',
     query: {
       type: 'object',
       properties: {
@@ -118,6 +121,9 @@ export const eventStreamRoutes: RouteDecl[] = [
         },
         // A resume catches up at the client's pace, however far behind it starts.
         room: () => roomIn(out, gone.signal),
+        // …but one that takes nothing for STALL_HEARTBEATS heartbeat periods is ended as too slow, as
+        // a live one is: it would otherwise keep its place and its queue until the connection died.
+        stallMs: STALL_HEARTBEATS * heartbeatMs,
         // Live: judged once per poll on what earlier polls left unread, so one poll's burst larger
         // than max-buffer does not end a client that reads promptly.
         waiting: () => out.writableLength,
