@@ -265,6 +265,46 @@ describe('events tail: reconnections', () => {
     expect(Date.now() - began).toBeLessThan(5_000);
   });
 
+  it('a hub that states its heartbeat period (`: connected; heartbeat <ms>`) is watched from the start: silence before any heartbeat is lost too', async () => {
+    const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
+    const lastIds: string[] = [];
+    const server = createServer((req, res) => {
+      lastIds.push(String(req.headers['last-event-id'] ?? ''));
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // as the hub opens a stream, then the network goes before its first heartbeat: nothing more, and no end
+      if (lastIds.length === 1) res.write(`retry: 10\n: connected; heartbeat 40\n\n${frame(1)}`);
+      else res.write(`retry: 10\n: connected; heartbeat 40\n\n${frame(2)}`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const stop = new AbortController();
+    // Without the stated period the first connection is never found lost: give up after 5 s.
+    const giveUp = setTimeout(() => stop.abort(), 5_000);
+    const hub = new Hub({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' }, stop.signal);
+    const ids: string[] = [];
+    const notices: string[] = [];
+    try {
+      await tailEvents(hub, {
+        topics: [],
+        signal: stop.signal,
+        minSilenceMs: 0,
+        onEvent: (event) => {
+          ids.push(event.id);
+          if (ids.length === 2) stop.abort();
+        },
+        onNotice: (text) => notices.push(text),
+        wait: async () => undefined,
+      });
+    } finally {
+      clearTimeout(giveUp);
+      await hub.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    expect(ids).toEqual(['1', '2']);
+    expect(lastIds).toEqual(['', '1']);
+    expect(notices[0]).toMatch(/^stream lost: nothing from the hub for [\d.]+ s, not even its heartbeat \(every [\d.]+ s\); waiting 1 s, then reconnecting after event 1$/);
+  });
+
   it('reconnectDelay: which failures are waited out, and how long', () => {
     expect(reconnectDelay(new HttpError(400, 'bad topic', undefined), 1, 3_000)).toBeUndefined();
     expect(reconnectDelay(new HttpError(401, 'no', undefined), 1, 3_000)).toBeUndefined();

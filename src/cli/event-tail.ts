@@ -69,9 +69,10 @@ export function reconnectDelay(err: unknown, failures: number, retryMs: number):
  * A connection cut without a word (a network gone, a laptop asleep, a NAT that forgot the flow)
  * sends nothing, not even the hub's heartbeats (`: ping`, every `svc.events.stream.heartbeat`): read
  * as it was, the stream waited for the kernel's TCP keepalive, about 12 minutes on Linux (60 s, then 9 probes 75 s apart), before it
- * was found lost. Once two heartbeats have shown their period, a silence of SILENT_HEARTBEATS periods
- * (at least MIN_SILENCE_MS) ends the connection as lost, and it is resumed from Last-Event-ID. Before
- * that nothing is assumed, as the period is the hub's setting.
+ * was found lost. The hub states the period in its opening comment (`: connected; heartbeat 15000`,
+ * in ms); from a hub that does not, it is learnt once two heartbeats have shown it. From then, a
+ * silence of SILENT_HEARTBEATS periods (at least MIN_SILENCE_MS) ends the connection as lost, and it
+ * is resumed from Last-Event-ID. Before that nothing is assumed, as the period is the hub's setting.
  */
 const SILENT_HEARTBEATS = 3;
 const MIN_SILENCE_MS = 30_000;
@@ -107,6 +108,8 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
       failures = 0;
       options.onConnected?.();
       let lastPing: number | undefined;
+      /** The hub stated its period on this connection: heartbeats are not used to infer it. */
+      let stated = false;
       let silence: NodeJS.Timeout | undefined;
       const watch = () => {
         clearTimeout(silence);
@@ -120,7 +123,13 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
         }, limit);
       };
       const onComment = (text: string) => {
-        if (text.trim() !== 'ping') return;
+        const announced = /^ ?connected; heartbeat (\d{1,9})$/.exec(text);
+        if (announced && Number(announced[1]) > 0) {
+          heartbeatMs = Number(announced[1]);
+          stated = true;
+          return;
+        }
+        if (text.trim() !== 'ping' || stated) return;
         const now = Date.now();
         if (lastPing !== undefined) heartbeatMs = Math.max(heartbeatMs ?? 0, now - lastPing);
         lastPing = now;

@@ -89,7 +89,7 @@ const clients: SseClient[] = [];
 async function open(query = '', headers: Record<string, string> = { 'X-Tenant-ID': '1' }): Promise<SseClient> {
   const client = await SseClient.open(`${hub.url}/api/platform/events/stream${query}`, headers);
   clients.push(client);
-  await client.waitFor(() => client.frames.some((f) => f.comment === 'connected'));
+  await client.waitFor(() => client.frames.some((f) => f.comment?.startsWith('connected')));
   return client;
 }
 
@@ -188,6 +188,8 @@ describe('GET /api/platform/events/stream', () => {
   it('sends heartbeat comments while idle', async () => {
     const client = await open('?topic=nothing.matches');
     await client.waitFor(() => client.frames.filter((f) => f.comment === 'ping').length >= 2, 3000);
+    // The opening comment states the period (ms), so a client can watch for silence from the start.
+    expect(client.frames[0]?.comment).toBe('connected; heartbeat 150');
     client.close();
   });
 
@@ -534,7 +536,7 @@ describe('a live client that reads promptly', () => {
   it('is not ended for one poll\'s burst larger than max-buffer: it is judged on what earlier polls left unread', async () => {
     const client = await SseClient.open(`${hub3.url}/api/platform/events/stream`, { 'X-Tenant-ID': '1' });
     try {
-      await client.waitFor(() => client.frames.some((f) => f.comment === 'connected'));
+      await client.waitFor(() => client.frames.some((f) => f.comment?.startsWith('connected')));
       await until('the subscription', () => hub3.services.stream.countFor(1) === 1);
       // One transaction of 150 events (≈ 150 kB, one poll), then a marker in a later poll.
       await hub3.services.db.withTenant(1, async (tx) => {
@@ -577,8 +579,8 @@ describe('the stream of a token that expires', () => {
     const lasting = await SseClient.open(`${oidc.url}/api/platform/events/stream`, { Authorization: `Bearer ${long}` });
     try {
       expect([expiring.status, lasting.status]).toEqual([200, 200]);
-      await expiring.waitFor(() => expiring.frames.some((f) => f.comment === 'connected'));
-      await lasting.waitFor(() => lasting.frames.some((f) => f.comment === 'connected'));
+      await expiring.waitFor(() => expiring.frames.some((f) => f.comment?.startsWith('connected')));
+      await lasting.waitFor(() => lasting.frames.some((f) => f.comment?.startsWith('connected')));
       await until('both subscriptions', () => oidc.services.stream.countFor(1) === 2);
       await emitThere(1);
       await expiring.waitFor(() => expiring.events().length === 1 || expiring.ended, 10_000);

@@ -37,7 +37,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'Comment lines (`: ping`) are heartbeats. A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state).',
+      'The stream opens with `retry: 3000` and the comment `: connected; heartbeat <ms>`, the period of the heartbeats, comment lines `: ping`. A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state).',
     query: {
       type: 'object',
       properties: {
@@ -73,10 +73,11 @@ export const eventStreamRoutes: RouteDecl[] = [
       const out = new PassThrough({ writableHighWaterMark: maxBuffer });
       // First, before any frame: the subscription may end before the response starts, and the
       // client still gets what was written, then the reason, and reconnects from there.
-      out.write('retry: 3000\n: connected\n\n');
+      // The heartbeat period is stated (in ms), so a client can tell a dead connection from the start.
+      const heartbeatMs = services.config.duration('svc.events.stream.heartbeat');
+      out.write(`retry: 3000\n: connected; heartbeat ${heartbeatMs}\n\n`);
       let heartbeat: NodeJS.Timeout | undefined;
       let expiry: NodeJS.Timeout | undefined;
-      const heartbeatMs = services.config.duration('svc.events.stream.heartbeat');
       const finish = (note?: string) => {
         if (heartbeat) clearInterval(heartbeat);
         if (expiry) clearTimeout(expiry);
