@@ -174,7 +174,8 @@ export async function updateIntegration(tx: Tx, id: string | number, patch: Inte
   if (patch.standardWebhooks !== undefined) set('standard_webhooks', patch.standardWebhooks);
   if (patch.enabled !== undefined) {
     set('enabled', patch.enabled);
-    if (patch.enabled && !current.enabled) sets.push('active_since = now()');
+    // The update's own time, not its transaction's start: events committed while it waited are older.
+    if (patch.enabled && !current.enabled) sets.push('active_since = clock_timestamp()');
   }
   const secret = presentSecret(patch.secret, patch.authMode ?? current.authMode);
   if (secret === undefined && patch.authMode === 'BEARER' && current.authMode !== 'BEARER') await storedSecretSendable(tx, tenantId, current.id, rules.key);
