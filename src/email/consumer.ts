@@ -1,4 +1,4 @@
-import type { Database } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { Postpone } from '../dispatch/outbox-loop.js';
 import type { OutboxEvent } from '../events/outbox.js';
 import { logger } from '../observability/logger.js';
@@ -113,6 +113,31 @@ class ServerGate {
 }
 
 /**
+ * The PostgreSQL server's system identifier and the database's oid (`7715956959062061798.16384`):
+ * with the event and rule ids, a Message-ID that is the same for every send of one message and
+ * differs between deployments, two databases of one server included. Null (logged once) when the
+ * role may not call pg_control_system() or the server does not have it (some managed services):
+ * messages then get random Message-IDs. Under a savepoint, so the caller's transaction goes on.
+ */
+async function deploymentOf(tx: Tx): Promise<string | null> {
+  await tx.query('savepoint deployment_id');
+  try {
+    const { rows } = await tx.query<{ id: string }>(
+      "select system_identifier::text || '.' || (select oid from pg_database where datname = current_database())::text as id from pg_control_system()",
+    );
+    await tx.query('release savepoint deployment_id');
+    return rows[0]?.id ?? null;
+  } catch (err) {
+    // Not allowed, not there or not supported; anything else (the database away) is thrown as a
+    // failed read of the rules is.
+    if (!['42501', '42883', '0A000'].includes(String((err as { code?: string }).code))) throw err;
+    await tx.query('rollback to savepoint deployment_id');
+    logger().info('e-mail rules: pg_control_system() cannot be called by this role; messages get random Message-IDs (a copy sent again is not recognisable as one)');
+    return null;
+  }
+}
+
+/**
  * The e-mail consumer's handler (run by an OutboxLoop named `email`): for one event, every enabled
  * rule of the event's tenant that matches its type and existed when it was written gets one message.
  * Best effort (spec 1 Events rule 5): a failed send is logged and skipped, never retried, and the
@@ -152,7 +177,11 @@ export class EmailConsumer {
     const cached = this.cache.get(event.tenantId);
     if (cached && event.createdAt.getTime() <= cached.readAt.getTime() && performance.now() - cached.fetched < this.maxAgeMs) return cached.rules;
     const fetched = performance.now();
-    const { rules, readAt } = await this.db.withTenant(event.tenantId, (tx) => activeRules(tx));
+    const { rules, readAt } = await this.db.withTenant(event.tenantId, async (tx) => {
+      const read = await activeRules(tx);
+      if (this.deploymentId === undefined) this.deploymentId = await deploymentOf(tx);
+      return read;
+    });
     this.cache.set(event.tenantId, { rules, readAt, fetched });
     return rules;
   }
@@ -164,13 +193,17 @@ export class EmailConsumer {
     if (!due.length) return [];
     const mailer = this.mailer();
     await this.gate.pass(mailer, event);
+    const deployment = this.deploymentId ?? undefined;
     return Promise.all(
       due.map((rule) => {
         if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
-        return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event) : { ruleId: rule.id, outcome: 'throttled' as const };
+        return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event, deployment) : { ruleId: rule.id, outcome: 'throttled' as const };
       }),
     );
   }
+
+  /** What tells this deployment's messages from another's (null: it cannot be read), once known. */
+  private deploymentId: string | null | undefined;
 
   /** Rule ids and recipient texts already judged (true: accepted), and the refused ones already logged. */
   private readonly judged = new Map<number, { recipient: string; accepted: boolean; logged: boolean }>();
@@ -214,7 +247,7 @@ export class EmailConsumer {
     return false;
   }
 
-  private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent): Promise<EmailOutcome> {
+  private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent, deployment: string | undefined): Promise<EmailOutcome> {
     const ctx: TemplateContext = { type: event.type, id: event.id, tenantId: event.tenantId, createdAt: event.createdAt, rule: rule.name, payload: event.payload };
     const to = recipients(rule);
     const where = { ruleId: rule.id, rule: rule.name, eventId: event.id, eventType: event.type, to };
@@ -224,6 +257,7 @@ export class EmailConsumer {
         subject: subjectLine(renderTemplate(rule.subject, ctx)),
         text: renderTemplate(rule.body, ctx),
         headers: { 'X-Svc-Event': event.type, 'X-Svc-Event-Id': String(event.id), 'X-Svc-Email-Rule': String(rule.id) },
+        key: deployment ? `e${event.id}.r${rule.id}.${deployment}` : undefined,
       });
       if (result.outcome === 'sent') {
         // A server may take some recipients and refuse others (no such mailbox): the message went to those it took only.

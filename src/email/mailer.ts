@@ -15,6 +15,12 @@ export interface OutgoingMail {
   text: string;
   /** Extra headers (`X-Svc-Event`, …). */
   headers?: Record<string, string>;
+  /**
+   * The same for every send of one message (`e42.r3.<deployment>`): the Message-ID is
+   * `<svc-hub.KEY@the domain of svc.mail.from>`, so a service that de-duplicates by Message-ID drops
+   * a copy sent again (a restart, a second leader). Without it the Message-ID is random.
+   */
+  key?: string;
 }
 
 interface SendResult {
@@ -107,9 +113,14 @@ export class SmtpMailer implements Mailer {
   /** How a connection is made (a send's and a check's alike). */
   private readonly connection: SMTPConnection.Options;
 
+  /** The domain of svc.mail.from: the right-hand side of the Message-IDs. */
+  private readonly domain: string;
+
   constructor(private readonly settings: SmtpSettings) {
     registerSecret(settings.password);
     this.server = `${settings.host}:${settings.port}`;
+    const address = /<([^<>]*)>\s*$/.exec(settings.from)?.[1] ?? settings.from;
+    this.domain = address.trim().split('@').at(-1)!.toLowerCase();
     this.connection = {
       host: settings.host,
       port: settings.port,
@@ -178,6 +189,7 @@ export class SmtpMailer implements Mailer {
         subject: mail.subject,
         text: mail.text,
         headers: mail.headers,
+        messageId: mail.key ? `<svc-hub.${mail.key}@${this.domain}>` : undefined,
         signal: deadline,
       });
     } catch (err) {
