@@ -51,9 +51,10 @@ interface SubscribeOptions {
    */
   room?: () => Promise<void>;
   /**
-   * With `room`: how long the catch-up waits for a consumer that takes nothing (no room made)
-   * before it ends the subscription ('client too slow'), as the live flow ends one; the client
-   * resumes with Last-Event-ID and loses nothing. Without it the catch-up waits as long as it takes.
+   * With `room`: how long the catch-up waits for a consumer that takes nothing (with `waiting`:
+   * whose waiting bytes did not go down; without: that made no room) before it ends the
+   * subscription ('client too slow'), as the live flow ends one; the client resumes with
+   * Last-Event-ID and loses nothing. Without it the catch-up waits as long as it takes.
    */
   stallMs?: number;
   /**
@@ -162,20 +163,27 @@ class Subscription {
     return !this.closed;
   }
 
-  /** Waits for `room`; false when `stallMs` went by first. */
+  /** Waits for `room`; false when the consumer took nothing for `stallMs` first. */
   private async roomWithin(room: () => Promise<void>, stallMs: number | undefined): Promise<boolean> {
     if (stallMs === undefined) {
       await room();
       return true;
     }
+    const waiting = this.options.waiting;
+    let last = waiting?.() ?? 0;
     let timer: NodeJS.Timeout | undefined;
     const stalled = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), stallMs);
+      timer = setInterval(() => {
+        // A client that reads, however slowly, takes bytes from what waits: it is waited for on.
+        const now = waiting?.();
+        if (now !== undefined && now < last) last = now;
+        else resolve(false);
+      }, stallMs);
     });
     try {
       return await Promise.race([room().then(() => true), stalled]);
     } finally {
-      clearTimeout(timer);
+      clearInterval(timer);
     }
   }
 

@@ -404,7 +404,8 @@ describe('a resuming client that stops reading', () => {
   let stall: TestHub;
 
   beforeAll(async () => {
-    stall = await startTestHub({ 'svc.events.stream.max-buffer': 1024, 'svc.events.stream.batch': 10, 'svc.events.stream.heartbeat': '300ms' });
+    // max-buffer at its default (1 MiB), heartbeats every second: a client taking nothing for 4 s is ended.
+    stall = await startTestHub({ 'svc.events.stream.batch': 10, 'svc.events.stream.heartbeat': '1s' });
   });
 
   afterAll(async () => {
@@ -450,6 +451,40 @@ describe('a resuming client that stops reading', () => {
       expect([...got, ...rest.events().map((e) => Number(e.id))]).toEqual(ids);
     } finally {
       rest.close();
+    }
+  }, 90_000);
+
+  it('one that reads slowly but on is waited for, however long the whole takes: the backlog arrives on one connection', async () => {
+    // About 6 MB, read a chunk (at most 64 kB) every 50 ms: longer than four heartbeat periods in all.
+    // What the hub sees move is coarse (the kernel's buffers, megabytes on loopback, open up in large
+    // steps), so the client reads on at a pace that shows the hub progress within four periods.
+    const ids = await stall.services.db.withTenant(1, async (tx) => {
+      const made: number[] = [];
+      for (let i = 0; i < 3000; i++) made.push(await stall.services.events.emit(tx, 'org.archived', { id: 50_000 + i, code: 'c'.repeat(2000) }));
+      return made;
+    });
+    const { connect } = await import('node:net');
+    const socket = connect(Number(new URL(stall.url).port), '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(`GET /api/platform/events/stream HTTP/1.1\r\nHost: x\r\nX-Tenant-ID: 1\r\nLast-Event-ID: ${ids[0]! - 1}\r\n\r\n`);
+    let text = '';
+    let chunks = 0;
+    socket.on('data', (chunk: Buffer) => {
+      chunks++;
+      text += chunk.toString('latin1');
+      socket.pause();
+      setTimeout(() => socket.resume(), 50);
+    });
+    const got = () => [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    const began = Date.now();
+    try {
+      await until('the whole backlog', () => got().length >= ids.length || text.includes('client too slow'), { timeoutMs: 30_000, detail: () => `${got().length} of ${ids.length}, ${text.length} bytes, ${chunks} chunks` });
+      expect(text).not.toContain('client too slow');
+      expect(got()).toEqual(ids);
+      expect(Date.now() - began).toBeGreaterThan(4_000);
+      expect(stall.services.stream.countFor(1)).toBe(1);
+    } finally {
+      socket.destroy();
     }
   }, 90_000);
 });
