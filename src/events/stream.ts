@@ -179,6 +179,7 @@ class Subscription {
         if (now !== undefined && now < last) last = now;
         else resolve(false);
       }, stallMs);
+      timer.unref();
     });
     try {
       return await Promise.race([room().then(() => true), stalled]);
