@@ -115,7 +115,9 @@ export class RequestAudit implements CommitHook {
     this.state = 'closed';
     const given = this.subject(true)!;
     const outcome = status < 400 ? 'success' : 'failure';
-    if (given.anonymous && this.rowId === undefined && outcome === 'failure') {
+    // Counted per minute only when the database can be reached: a call refused for want of it (a 503
+    // before any caller could be identified) goes to the retries at once, as every other entry does.
+    if (given.anonymous && this.rowId === undefined && outcome === 'failure' && reachable) {
       await recorder.refusedAnonymous(given, status);
       return;
     }
