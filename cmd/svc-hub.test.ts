@@ -53,6 +53,13 @@ function start(args: string[], env: Record<string, string>, group = false, redir
   return { child, exited, output: () => (redirected ? readFileSync(redirected.log, 'utf8') : output) };
 }
 
+/** The exit code; when it is not 0, the process's output goes with the failure (what it said is the diagnosis). */
+async function exitCodeShowingOutput(started: ReturnType<typeof start>): Promise<number> {
+  const code = await started.exited;
+  if (code !== 0) throw new Error(`exit ${code}; its output:\n${started.output()}`);
+  return code;
+}
+
 async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -318,7 +325,7 @@ describe('svc-hub executable', () => {
     await until('initdb to start', () => first.output().includes('initialising embedded PostgreSQL'), { timeoutMs: 60_000, everyMs: 5 });
     process.kill(-first.child.pid!, 'SIGINT');
     // Was: initdb killed with the group, `could not initialise embedded PostgreSQL`, exit 1.
-    expect(await first.exited).toBe(0);
+    expect(await exitCodeShowingOutput(first)).toBe(0);
     expect(first.output()).toContain('SIGINT: stopping once the migrations are applied');
     expect(first.output()).not.toContain('could not initialise');
     expect(first.output()).toContain('migrations are up to date');
@@ -330,7 +337,7 @@ describe('svc-hub executable', () => {
     await until('the embedded PostgreSQL to be ready', () => second.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, everyMs: 5 });
     process.kill(-second.child.pid!, 'SIGINT');
     // Was: the server stopped by the same Ctrl-C under the migrations (`terminating connection`), exit 1.
-    expect(await second.exited).toBe(0);
+    expect(await exitCodeShowingOutput(second)).toBe(0);
     expect(second.output()).toContain('migrations are up to date');
     expect(existsSync(join(other, 'hub.pid'))).toBe(false);
   }, 120_000);

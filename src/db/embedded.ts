@@ -417,31 +417,50 @@ async function initdb(install: string, clusterDir: string, password: string, run
   writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
   try {
     if (runAs) chownSync(pwfile, runAs.uid, runAs.gid);
-    mkdirSync(work, { mode: 0o700 });
-    if (runAs) chownSync(work, runAs.uid, runAs.gid);
-    const child = spawn(
-      join(install, 'bin', 'initdb'),
-      [`--pgdata=${work}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--lc-messages=C', '--encoding=UTF8'],
-      { ...runAs, cwd: '/', env: serverEnv(), stdio: ['ignore', 'pipe', 'pipe'], detached: ownProcessGroup },
-    );
-    const onExit = () => child.kill('SIGKILL');
-    process.on('exit', onExit);
-    try {
-      child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
-      child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
-      const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit, reject) => {
-        child.once('error', reject);
-        child.once('close', (code, signal) => resolveExit({ code, signal }));
-      });
-      if (code !== 0) throw new Error(`initdb exited with ${code ?? signal}`);
-    } finally {
-      process.off('exit', onExit);
+    // In a process group of its own initdb never sees the terminal's Ctrl-C, but for the moment
+    // between its fork and its own group: a signal sent to the group then is pending in it, and it
+    // dies of it at its start. Such a start is made again, once.
+    for (let attempt = 1; ; attempt++) {
+      const signal = await initdbOnce(install, work, pwfile, runAs, keep, ownProcessGroup);
+      if (signal === undefined) break;
+      rmSync(work, { recursive: true, force: true });
+      if (!(ownProcessGroup && attempt === 1 && GROUP_SIGNALS.includes(signal))) throw new Error(`initdb exited with ${signal}`);
+      keep(`initdb stopped by ${signal} as it started (a signal to the terminal's process group): started again`);
     }
     // The empty cluster directory placeCluster made is replaced whole.
     renameSync(work, clusterDir);
   } finally {
     rmSync(pwfile, { force: true });
     rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** The signals a terminal or a process manager sends to a whole process group. */
+const GROUP_SIGNALS: string[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
+
+/** One run of initdb into `work` (made here): undefined when it succeeded, else the signal that ended it; another exit code throws. */
+async function initdbOnce(install: string, work: string, pwfile: string, runAs: OsUser | undefined, keep: (text: string) => void, ownProcessGroup: boolean): Promise<NodeJS.Signals | undefined> {
+  mkdirSync(work, { mode: 0o700 });
+  if (runAs) chownSync(work, runAs.uid, runAs.gid);
+  const child = spawn(
+    join(install, 'bin', 'initdb'),
+    [`--pgdata=${work}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--lc-messages=C', '--encoding=UTF8'],
+    { ...runAs, cwd: '/', env: serverEnv(), stdio: ['ignore', 'pipe', 'pipe'], detached: ownProcessGroup },
+  );
+  const onExit = () => child.kill('SIGKILL');
+  process.on('exit', onExit);
+  try {
+    child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
+    child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
+    const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit, reject) => {
+      child.once('error', reject);
+      child.once('close', (code, signal) => resolveExit({ code, signal }));
+    });
+    if (signal) return signal;
+    if (code !== 0) throw new Error(`initdb exited with ${code}`);
+    return undefined;
+  } finally {
+    process.off('exit', onExit);
   }
 }
 
