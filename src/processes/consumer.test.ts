@@ -156,8 +156,11 @@ describe('process batch handler', () => {
     const batch = Array.from({ length: 13 }, () => event(501, 'test.slow', { l }));
     const started = process.cpuUsage();
     await t.db.crossTenant('test', (tx) => handle(tx, batch));
-    // All 26 evaluations tried would take 26 × 150 ms; 3 stops of each process, 2 × 3 × 150 ms.
-    expect(cpuMs(started)).toBeLessThan(3 * TENANT_BUDGET_MS);
+    // All 26 evaluations tried would take 26 × 150 ms = 3.9 s; with the budget about 3 × 150 ms.
+    // A stopped evaluation burns CPU until its late timer ends it, and a machine loaded by other
+    // work made that 759 ms once, so the bound is the first test's 10 × budget: still well under
+    // half of the unbounded cost.
+    expect(cpuMs(started)).toBeLessThan(10 * TENANT_BUDGET_MS);
     expect(await decisions('decision.slow')).toEqual([]);
   });
 
