@@ -150,6 +150,8 @@ export async function ingestCsv(
       table,
       unique_key: `$[${JSON.stringify(request.key)}]`,
       promote: header.filter((c) => promoteColumnName(c)).map((c) => ({ name: c, path: `$[${JSON.stringify(c)}]`, type: 'text' as const })),
+      // A column a connector's endpoint made typed (bigint, timestamptz…) is written as that type.
+      typesFromTable: true,
     },
   };
   const connectorOf = (id: string): ConnectorSpec => ({

@@ -109,7 +109,7 @@ describe("a run into a table another connector's delete drops", () => {
     await hub.services.connectors.ext.ensureTable(1, 'ext.s2', []);
     const lost = await applied('lost', 'ext.never_made');
     // A table the run finds missing when it writes (as one dropped under it was).
-    const noDdl = { ensureTable: async () => {} } as unknown as ExtSchema;
+    const noDdl = { ensureTable: async (_t: number, _table: string, promote: unknown[]) => ({ promote, unpromoted: [] }) } as unknown as ExtSchema;
     const [run] = await (await runner(noDdl).trigger(1, lost, { triggeredBy: 'manual', reader: items('x1') })).done;
     expect(run).toMatchObject({ status: 'Failed', errorMessage: 'relation "ext.never_made" does not exist' });
     const event = await owner.query<{ message: string }>(

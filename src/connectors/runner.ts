@@ -390,12 +390,14 @@ export class ConnectorRunner {
     let held: unknown[] = [];
     // Every run starts by inserting (cheaper than merging) until a chunk meets a stored key: see store().
     let expectNew = true;
+    /** The table's promoted columns this endpoint does not promote (set by ensureTable below). */
+    let unpromoted: readonly string[] = [];
     const write = async (items: unknown[], prepared: PreparedRow[]) => {
       // A chunk's rows go as one statement, with no savepoint around it (one round trip fewer each
       // way). When that statement fails on a stored key (an insert) or on a value PostgreSQL refuses,
       // the chunk's transaction is rolled back and the chunk written again in a new one: merged, or
       // row by row. Nothing of a rolled-back attempt remains (its events and counters included).
-      let how: ChunkWriting = { expectNew, rowByRow: false };
+      let how: ChunkWriting = { expectNew, rowByRow: false, unpromoted };
       for (;;) {
         try {
           const { cancelRequested, deadLetterCount } = await this.inWriteSlot(tenantId, () =>
@@ -409,8 +411,8 @@ export class ConnectorRunner {
         } catch (err) {
           if (how.expectNew && isKeyConflict(err)) {
             expectNew = false;
-            how = { expectNew: false, rowByRow: false };
-          } else if (!how.rowByRow && refusedValueCode(err)) how = { expectNew: false, rowByRow: true };
+            how = { ...how, expectNew: false };
+          } else if (!how.rowByRow && refusedValueCode(err)) how = { ...how, expectNew: false, rowByRow: true };
           else throw err;
         }
       }
@@ -471,7 +473,11 @@ export class ConnectorRunner {
         await registerTargetTable(tx, connector.id, endpoint.uuid, endpoint.target.table);
       });
       try {
-        await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote);
+        const made = await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote, { typesFromTable: endpoint.target.typesFromTable });
+        // The promotes as the table types them (a CSV ingest's text columns read as a connector made
+        // them), and the table's other promoted columns, emptied on every row this run writes.
+        if (made.promote !== endpoint.target.promote) endpoint = { ...endpoint, target: { ...endpoint.target, promote: made.promote } };
+        unpromoted = made.unpromoted;
       } catch (err) {
         // A table that could not be made (more columns than PostgreSQL allows, a type clash on a
         // new table) is not left registered: its registration was only for this run.
@@ -651,11 +657,13 @@ export class ConnectorRunner {
    * coming back to be dead-lettered.
    */
   private async store(tx: Tx, endpoint: EndpointSpec, rows: PreparedRow[], ids: { tenantId: number; connectorId: string; endpointUuid: string }, changes: boolean, how: ChunkWriting) {
-    const write = async (batch: PreparedRow[], options: WriteOptions = {}) =>
-      changes
+    const write = async (batch: PreparedRow[], expectNew = false) => {
+      const options: WriteOptions = { expectNew, unpromoted: how.unpromoted };
+      return changes
         ? upsertChanged(tx, endpoint.target, batch, ids, options)
         : { written: await upsertChunk(tx, endpoint.target, batch, ids, options), changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }> };
-    if (!how.rowByRow) return { ...(await write(rows, { expectNew: how.expectNew })), rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
+    };
+    if (!how.rowByRow) return { ...(await write(rows, how.expectNew)), rows, refused: [] as Array<{ row: PreparedRow; message: string }> };
     const result = { written: 0, changed: [] as Array<{ externalId: string; op: 'insert' | 'update' }>, rows: [] as PreparedRow[], refused: [] as Array<{ row: PreparedRow; message: string }> };
     // Written in KEY_ORDER, as a whole chunk is (a run beside this one writing the same table waits
     // for it, never deadlocks with it); told in the order read.
@@ -753,6 +761,8 @@ function endpointsNow(asked: ConnectorSpec, stored: ConnectorSpec, options: Trig
 interface ChunkWriting {
   expectNew: boolean;
   rowByRow: boolean;
+  /** The table's promoted columns the endpoint does not promote: NULL on every row written (WriteOptions.unpromoted). */
+  unpromoted: readonly string[];
 }
 
 /**

@@ -54,6 +54,12 @@ export interface Target {
   /** JSONPath of the row identity (column external_id). */
   unique_key: string;
   promote: Promote[];
+  /**
+   * Never from a manifest: the CSV ingest's target (every column promoted as text). A promote naming
+   * a column the table already has takes that column's type (ExtSchema.ensureTable), its values read
+   * as that type, rather than failing the run on the clash.
+   */
+  typesFromTable?: boolean;
 }
 
 export type Auth =

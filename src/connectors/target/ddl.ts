@@ -114,26 +114,30 @@ export class ExtSchema {
 
   /**
    * Makes sure the tenant's table exists with every promoted column. A column the table already
-   * has with another type is an error naming both (the tenant's own manifests disagree).
+   * has with another type is an error naming both (the tenant's own manifests disagree), unless
+   * `typesFromTable`: then a promote naming a column the table has takes that column's type (a CSV
+   * ingest, whose columns are all text, into a table a connector made with typed columns).
+   * Returns the promotes as the writer is to write them and the table's other promoted columns.
    */
-  async ensureTable(tenantId: number, table: string, promote: Promote[]): Promise<void> {
+  async ensureTable(tenantId: number, table: string, promote: Promote[], options: { typesFromTable?: boolean } = {}): Promise<EnsuredTable> {
     const schema = tenantSchema(tenantId);
     const name = extTableName(table);
     if (!name) throw new Error(`target table ${table} is not ext.<name> with a lower-case identifier`);
-    const columns = promote.map((p) => {
-      const column = promoteColumnName(p.name);
-      if (!column) throw new Error(`promote name ${p.name} is not a usable column name`);
-      return { column, type: p.type };
-    });
+    for (const p of promote) if (!promoteColumnName(p.name)) throw new Error(`promote name ${p.name} is not a usable column name`);
+    const wanted = (have: Map<string, string>) => (options.typesFromTable ? asTable(promote, have) : promote);
+    const columnsOf = (list: Promote[]) => list.map((p) => ({ column: p.name, type: p.type }));
     // The catalog first: a run of an existing table takes no lock and sends no DDL. A run reads it
     // after its registration committed under the DDL lock (registerTargetTable): no delete that
     // could still drop the table is in flight then, and none after it drops a registered table.
     const existing = await this.columns(this.pool, schema, name);
-    if (existing && this.satisfied(table, existing, columns)) return;
+    if (existing) {
+      const list = wanted(existing);
+      if (this.satisfied(table, existing, columnsOf(list))) return ensured(list, existing.keys());
+    }
 
     const ident = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
     const both = `${pg.escapeIdentifier(this.roles.app)}, ${pg.escapeIdentifier(this.roles.worker)}`;
-    await this.inTenantLock(schema, async (client) => {
+    return this.inTenantLock(schema, async (client) => {
       await client.query(`create schema if not exists ${pg.escapeIdentifier(schema)}`);
       await client.query(`grant usage on schema ${pg.escapeIdentifier(schema)} to ${both}`);
       await client.query(`alter default privileges in schema ${pg.escapeIdentifier(schema)} grant select, insert, update, delete on tables to ${both}`);
@@ -160,6 +164,8 @@ export class ExtSchema {
         await client.query(`create policy tenant_isolation on ${ident} using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant())`);
       }
       const have = now ?? new Map<string, string>();
+      const list = wanted(have);
+      const columns = columnsOf(list);
       this.satisfied(table, have, columns.filter((c) => have.has(c.column)));
       // One statement for every new column: a table's first run of a wide source adds hundreds, and a
       // statement each kept this transaction (its lock, and an xid holding back what the outbox may
@@ -167,6 +173,7 @@ export class ExtSchema {
       const added = columns.filter((c) => !have.has(c.column)).map((c) => `add column ${pg.escapeIdentifier(c.column)} ${sqlType(c.type)}`);
       if (added.length > 0) await client.query(`alter table ${ident} ${added.join(', ')}`);
       await client.query(`grant select, insert, update, delete on ${ident} to ${both}`);
+      return ensured(list, [...have.keys(), ...columns.map((c) => c.column)]);
     });
   }
 
@@ -214,4 +221,40 @@ export class ExtSchema {
       client.release();
     }
   }
+}
+
+/** What ExtSchema.ensureTable made sure of, for the writer of one run. */
+export interface EnsuredTable {
+  /** The promotes to write: those given, or with `typesFromTable` each column the table has with its type. */
+  promote: Promote[];
+  /**
+   * The table's promoted columns these promotes do not name (another writer's, or a promote a re-apply
+   * dropped): the writer sets them to NULL on every row it writes, so that no row keeps a value its
+   * `data` no longer holds.
+   */
+  unpromoted: string[];
+}
+
+const EXT_COLUMN_SET = new Set<string>(EXT_COLUMNS);
+
+function ensured(promote: Promote[], columns: Iterable<string>): EnsuredTable {
+  const named = new Set(promote.map((p) => p.name));
+  const unpromoted = new Set<string>();
+  for (const column of columns) if (!EXT_COLUMN_SET.has(column) && !named.has(column)) unpromoted.add(column);
+  return { promote, unpromoted: [...unpromoted] };
+}
+
+/** The promote type whose column PostgreSQL names `type` (format_type), if any. */
+const PROMOTE_TYPE_OF = new Map<string, PromoteType>(Object.entries(CATALOG_TYPES).map(([promoteType, catalog]) => [catalog, promoteType as PromoteType]));
+
+/** `promote` with each column `have` holds (name -> format_type) typed as it is there; the same list when none changes. */
+function asTable(promote: Promote[], have: Map<string, string>): Promote[] {
+  let changed = false;
+  const list = promote.map((p) => {
+    const type = PROMOTE_TYPE_OF.get(have.get(p.name) ?? '');
+    if (type === undefined || type === p.type) return p;
+    changed = true;
+    return { ...p, type };
+  });
+  return changed ? list : promote;
 }

@@ -46,6 +46,13 @@ export interface WriteOptions {
    * option, in a new transaction (or after rolling back to a savepoint it took before).
    */
   expectNew?: boolean;
+  /**
+   * The table's promoted columns that `target` does not promote (ExtSchema.ensureTable's
+   * `unpromoted`): a row this write updates has them set to NULL, as a new row has them. A row's
+   * promoted columns are what its writer projects from its `data`: one left as another writer (or a
+   * promote a re-apply dropped) set it would no longer match the payload that replaced it.
+   */
+  unpromoted?: readonly string[];
 }
 
 /** The error of an `expectNew` write whose rows were not all new: a key of the chunk is stored already. */
@@ -104,7 +111,7 @@ async function writeRows(
   const selects = ['$1::bigint', '$2::uuid', '$3::uuid', 'x.external_id', 'x.row_hash', 'x.data', ...promote.map((p, i) => `x.p${i}::${sqlType(p.type)}`)];
   const updates = ['row_hash', 'data', 'connector_id', 'endpoint_id', ...promote.map((p) => pg.escapeIdentifier(p.name))]
     .map((c) => `${c} = excluded.${c}`)
-    .concat('indexed_at = now()');
+    .concat('indexed_at = now()', ...(options.unpromoted ?? []).map((c) => `${pg.escapeIdentifier(c)} = null`));
   // The tenant's own table (ext.<name> lives in the tenant's schema ext_t<id>: src/connectors/target/ddl.ts).
   const table = tenantTableSql(ids.tenantId, target.table);
   const changedOnly = onlyChanged ? ` where ${table}.row_hash is distinct from excluded.row_hash returning external_id, (xmax = 0) as inserted` : '';
