@@ -24,8 +24,9 @@ export async function upsertChunk(
 }
 
 /**
- * The same upsert, leaving rows whose content did not change untouched and reporting which rows
- * were new or changed (for `data.row.changed`).
+ * The same upsert, leaving rows whose content did not change as they are (only taken over, when
+ * another writer holds them: their connector and endpoint set to this one's, by a second statement
+ * when the chunk has such rows) and reporting which rows were new or changed (for `data.row.changed`).
  */
 export async function upsertChanged(
   tx: Tx,
@@ -156,6 +157,19 @@ async function writeRows(
     }
     payload += ']';
     result = await tx.query(merge(`jsonb_to_recordset($4::jsonb) as x(${recordColumns.join(', ')})`), [ids.tenantId, ids.connectorId, ids.endpointUuid, payload]);
+  }
+  if (onlyChanged && !options.expectNew && result.rows.length < byKey.size) {
+    // The rows left as they were (their content unchanged) are still this writer's: a row belongs to
+    // its last writer (what a delete of it erases), with or without a subscriber. The merge locked
+    // them all (ON CONFLICT DO UPDATE locks the rows its WHERE leaves), so this waits on nothing.
+    const told = new Set(result.rows.map((r) => r.external_id));
+    const same = [...byKey.keys()].filter((k) => !told.has(k));
+    const cleared = (options.unpromoted ?? []).map((c) => `, ${pg.escapeIdentifier(c)} = null`).join('');
+    await tx.query(
+      `update ${table} t set connector_id = $2::uuid, endpoint_id = $3::uuid, indexed_at = now()${cleared}
+        where t.tenant_id = $1 and t.external_id = any($4::text[]) and (t.connector_id, t.endpoint_id) is distinct from ($2::uuid, $3::uuid)`,
+      [ids.tenantId, ids.connectorId, ids.endpointUuid, same],
+    );
   }
   // Written in KEY_ORDER; the changes are told in the order the rows were read.
   const changed = onlyChanged ? inRowOrder(result.rows.map((r) => ({ externalId: r.external_id, op: r.inserted ? ('insert' as const) : ('update' as const) })), writable) : [];
