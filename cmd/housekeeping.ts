@@ -7,7 +7,27 @@ import type { LeaderClock } from '../src/dispatch/leader.js';
 import { consumerStates, outboxRetention, recordConsumerLags } from '../src/events/consumer.js';
 import { logger } from '../src/observability/logger.js';
 import { purgeJournal } from '../src/webhooks/retention.js';
+import { purgeConnectorRuns, purgeDeadLetters } from '../src/connectors/runs/retention.js';
 import { HUB_CONSUMERS } from './outbox.js';
+
+/**
+ * The daily purges of the history tables (docs/operations.md, "How long history is kept"), each a
+ * clock job of the leader at its time (UTC), its retention in days read from `setting` at each run.
+ * The dead letters go before the runs: a run an entry still names is kept.
+ */
+export const HISTORY_PURGES: ReadonlyArray<{
+  job: string;
+  dailyAt: string;
+  setting: string;
+  /** The log line's subject: `<what> retention purge`. */
+  what: string;
+  purge(db: Database, retentionDays: number): Promise<number>;
+}> = [
+  { job: 'webhook-journal-retention', dailyAt: '04:40', setting: 'svc.webhook.journal-retention-days', what: 'webhook journal', purge: purgeJournal },
+  { job: 'audit-retention', dailyAt: '04:45', setting: 'svc.audit.retention-days', what: 'audit', purge: purgeAudit },
+  { job: 'connector-dead-letter-retention', dailyAt: '04:50', setting: 'svc.connectors.dead-letter-retention-days', what: 'connector dead letter', purge: purgeDeadLetters },
+  { job: 'connector-run-retention', dailyAt: '04:55', setting: 'svc.connectors.run-retention-days', what: 'connector run', purge: purgeConnectorRuns },
+];
 
 /**
  * The background roles' housekeeping (spec 1 Clocks, UTC; docs/operations.md, "Which process does
@@ -41,22 +61,16 @@ export function scheduleHousekeeping(clocks: ClockRunner, leaderClocks: LeaderCl
     },
     { atElection: false },
   );
-  leaderClocks.schedule(
-    'webhook-journal-retention',
-    { dailyAt: '04:40' },
-    async () => {
-      const purged = await purgeJournal(db, config.int('svc.webhook.journal-retention-days'));
-      logger().info({ purged }, 'webhook journal retention purge');
-    },
-    { atElection: false },
-  );
-  leaderClocks.schedule(
-    'audit-retention',
-    { dailyAt: '04:45' },
-    async () => {
-      const purged = await purgeAudit(db, config.int('svc.audit.retention-days'));
-      logger().info({ purged }, 'audit retention purge');
-    },
-    { atElection: false },
-  );
+  // The history tables' purges: each deletes what is over and older than its setting's days (0 keeps all).
+  for (const history of HISTORY_PURGES) {
+    leaderClocks.schedule(
+      history.job,
+      { dailyAt: history.dailyAt },
+      async () => {
+        const purged = await history.purge(db, config.int(history.setting));
+        logger().info({ purged }, `${history.what} retention purge`);
+      },
+      { atElection: false },
+    );
+  }
 }

@@ -223,6 +223,10 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'A Running run without a heartbeat for this long belongs to a process that died: the interrupted-run sweep fails it (`interrupted: the hub stopped during the run`, event `connector.run.failed`, retryable). Must exceed `svc.connectors.heartbeat-every`.' }),
   p({ group: 'Connectors', name: 'svc.connectors.interrupted-sweep-every', kind: 'duration', default: '15s',
     description: 'Cadence of the interrupted-run sweep (in `all` and `dispatch`, leader only): with the defaults a dead run is failed within a minute.' }),
+  p({ group: 'Connectors', name: 'svc.connectors.run-retention-days', kind: 'int', min: 0, max: 36500, default: 90,
+    description: 'Run ledger retention: a daily purge at 04:55 UTC, by the background roles\' leader, deletes the runs that ended more than this many days ago, except each connector\'s latest run and latest Completed run and any run a dead-letter entry still names; a Running run stays. A purged run can no longer be listed or read. 0 keeps every run (docs/connector-runs.md).' }),
+  p({ group: 'Connectors', name: 'svc.connectors.dead-letter-retention-days', kind: 'int', min: 0, max: 36500, default: 90,
+    description: 'Dead-letter retention: a daily purge at 04:50 UTC, by the background roles\' leader, deletes the entries replayed, discarded or erased more than this many days ago; a pending entry stays whatever its age. 0 keeps every entry (docs/connector-runs.md).' }),
 
   // Exports
   p({ group: 'Exports', name: 'svc.export.snapshot.timeout-seconds', kind: 'int', min: 1, max: 2_073_600, default: 1800,
