@@ -27,6 +27,7 @@ const DAILY = [
   'webhook-journal-retention',
   'connector-dead-letter-retention',
   'connector-run-retention',
+  'export-run-retention',
 ];
 const PURGED = [
   'outbox retention purge',
@@ -35,6 +36,7 @@ const PURGED = [
   'webhook journal retention purge',
   'connector dead letter retention purge',
   'connector run retention purge',
+  'export run retention purge',
 ];
 
 let t: MigratedDatabase;

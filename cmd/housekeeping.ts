@@ -8,6 +8,7 @@ import { consumerStates, outboxRetention, recordConsumerLags } from '../src/even
 import { logger } from '../src/observability/logger.js';
 import { purgeJournal } from '../src/webhooks/retention.js';
 import { purgeConnectorRuns, purgeDeadLetters } from '../src/connectors/runs/retention.js';
+import { purgeExportRuns } from '../src/exports/runs/retention.js';
 import { HUB_CONSUMERS } from './outbox.js';
 
 /**
@@ -27,6 +28,7 @@ export const HISTORY_PURGES: ReadonlyArray<{
   { job: 'audit-retention', dailyAt: '04:45', setting: 'svc.audit.retention-days', what: 'audit', purge: purgeAudit },
   { job: 'connector-dead-letter-retention', dailyAt: '04:50', setting: 'svc.connectors.dead-letter-retention-days', what: 'connector dead letter', purge: purgeDeadLetters },
   { job: 'connector-run-retention', dailyAt: '04:55', setting: 'svc.connectors.run-retention-days', what: 'connector run', purge: purgeConnectorRuns },
+  { job: 'export-run-retention', dailyAt: '05:00', setting: 'svc.export.run-retention-days', what: 'export run', purge: purgeExportRuns },
 ];
 
 /**

@@ -242,6 +242,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'A Running export run without a heartbeat for this long belongs to a process that died: the interrupted-run sweep fails it with `interrupted`. Must exceed `svc.export.heartbeat-every`.' }),
   p({ group: 'Exports', name: 'svc.export.interrupted-sweep-every', kind: 'duration', default: '15s',
     description: 'Cadence of the interrupted export-run sweep (in `all` and `dispatch`, leader only; also once at start): with the defaults a dead run is failed within a minute.' }),
+  p({ group: 'Exports', name: 'svc.export.run-retention-days', kind: 'int', min: 0, max: 36500, default: 90,
+    description: 'Export run retention: a daily purge at 05:00 UTC, by the background roles\' leader, deletes the runs that ended more than this many days ago, except each export\'s latest run and the runs of its latest scheduled slot; a Running run stays. A purged run can no longer be listed, read or retried. 0 keeps every run (docs/exports.md).' }),
 
   // Inbound rate limits (spec 1 Inbound rate limits)
   p({ group: 'Rate limits', name: 'svc.ratelimit.default.rpm', kind: 'int', min: 0,
