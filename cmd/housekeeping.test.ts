@@ -28,6 +28,7 @@ const DAILY = [
   'connector-dead-letter-retention',
   'connector-run-retention',
   'export-run-retention',
+  'inbox-retention',
 ];
 const PURGED = [
   'outbox retention purge',
@@ -37,6 +38,7 @@ const PURGED = [
   'connector dead letter retention purge',
   'connector run retention purge',
   'export run retention purge',
+  'inbox retention purge',
 ];
 
 let t: MigratedDatabase;

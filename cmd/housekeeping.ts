@@ -9,6 +9,7 @@ import { logger } from '../src/observability/logger.js';
 import { purgeJournal } from '../src/webhooks/retention.js';
 import { purgeConnectorRuns, purgeDeadLetters } from '../src/connectors/runs/retention.js';
 import { purgeExportRuns } from '../src/exports/runs/retention.js';
+import { purgeInbox } from '../src/processes/inbox.js';
 import { HUB_CONSUMERS } from './outbox.js';
 
 /**
@@ -29,6 +30,7 @@ export const HISTORY_PURGES: ReadonlyArray<{
   { job: 'connector-dead-letter-retention', dailyAt: '04:50', setting: 'svc.connectors.dead-letter-retention-days', what: 'connector dead letter', purge: purgeDeadLetters },
   { job: 'connector-run-retention', dailyAt: '04:55', setting: 'svc.connectors.run-retention-days', what: 'connector run', purge: purgeConnectorRuns },
   { job: 'export-run-retention', dailyAt: '05:00', setting: 'svc.export.run-retention-days', what: 'export run', purge: purgeExportRuns },
+  { job: 'inbox-retention', dailyAt: '05:05', setting: 'svc.process.inbox-retention-days', what: 'inbox', purge: purgeInbox },
 ];
 
 /**

@@ -1,5 +1,6 @@
-import type { Tx } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { type Page, type PageRequest, pageOfRows } from '../db/keyset.js';
+import { purgeRecorded } from '../db/retention.js';
 import type { EventWriter } from '../events/outbox.js';
 
 /**
@@ -80,4 +81,17 @@ export async function ackInbox(tx: Tx, events: EventWriter, id: number, by: stri
   }
   const existing = await tx.query<Row>(`select ${COLUMNS} from events.inbox where id = $1`, [id]);
   return existing.rows[0] && itemOf(existing.rows[0]);
+}
+
+/**
+ * The daily purge of the inbox (05:05 UTC, by the background roles' leader; docs/processes.md, "How
+ * long the inbox keeps an item"): items acknowledged more than `retentionDays` days ago. An item no
+ * one has acknowledged stays whatever its age. 0 days keeps the inbox for ever. Nothing is
+ * deduplicated against the inbox (a decision is emitted once by the cursor of the consumer that
+ * makes it, and each event id is new), so a purged item can never come back. Items are numbered in
+ * the order they land, and an acknowledgement comes after: the walk stops at the first item landed
+ * inside the retention (src/db/retention.ts, `purgeRecorded`).
+ */
+export function purgeInbox(db: Database, retentionDays: number, batch?: number): Promise<number> {
+  return purgeRecorded(db, { job: 'inbox-retention', table: 'events.inbox', recordedAt: 'created_at', over: 'acked_at < $1' }, retentionDays, batch);
 }
