@@ -997,7 +997,7 @@ describe('the executable', () => {
     expect(out).toContain('svc connectors run NAME [--endpoint ID] [--wait]');
   });
 
-  it('output it cannot write (a full disk: stdout on /dev/full) exits 1 saying so, never 0 with the output lost; a usage error stays 2', async () => {
+  it('output it cannot write (a full disk: stdout on /dev/full) exits 1 (svc diff: 2) saying so, never 0 with the output lost; a usage error stays 2', async () => {
     const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' };
     const run = async (args: string[]) => {
       const full = openSync('/dev/full', 'w');
@@ -1015,6 +1015,10 @@ describe('the executable', () => {
     expect(await run(['events', 'ls', '--json'])).toEqual(lost);
     expect(await run(['runs', 'ls'])).toEqual(lost);
     expect(await run(['--help'])).toEqual(lost);
+    // svc diff's 1 says "differences found" (kubectl diff's convention): output it could not write is its error, 2
+    const file = join(dir, 'full-diff.yaml');
+    writeFileSync(file, 'kind: Process\nmetadata: {name: not-on-the-hub}\nspec: {}\n');
+    expect(await run(['diff', '-f', file])).toEqual({ ...lost, code: 2 });
     // Nothing written to stdout, nothing lost: the command's own exit.
     expect(await run(['nonsense'])).toMatchObject({ code: 2, err: expect.stringContaining("unknown command 'nonsense'") });
   });

@@ -47,6 +47,11 @@ export interface Command {
   summary: string;
   /** Set for commands without a server side yet: they say this and exit 2. */
   unavailable?: string;
+  /**
+   * The exit code of a failure (an HTTP error, an unreadable file, …): 1 unless set. `svc diff` takes
+   * kubectl diff's convention, where 1 means "differences found" and an error is 2.
+   */
+  failure?: number;
   /** Returns the exit code (default 0). */
   run?: (c: Ctx) => Promise<number | undefined> | number | undefined;
 }
@@ -419,7 +424,7 @@ function diffForm(manifest: unknown, kind: string): { text: string; lines: strin
   return { text, lines: stringify(JSON.parse(text), { lineWidth: 0 }).trimEnd().split('\n').map(printable) };
 }
 
-/** `svc diff -f`: each document against its stored object; exit 1 when one differs or is not on the hub. */
+/** `svc diff -f`: each document against its stored object; exit 1 when one differs or is not on the hub (an error exits 2: `failure`). */
 async function diff(c: Ctx): Promise<number> {
   const manifests = inApplyOrder(await readManifests(c));
   const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
@@ -714,7 +719,8 @@ export const COMMANDS: Command[] = [
   {
     name: 'diff',
     flags: { file: { ...MANIFEST_FILE, required: true } },
-    summary: 'Compare manifests with the objects stored on the hub (credentials redacted); exit 0 when all are the same, 1 when one differs or is new',
+    summary: 'Compare manifests with the objects stored on the hub (credentials redacted); exit 0 when all are the same, 1 when one differs or is new, 2 on an error',
+    failure: 2,
     run: diff,
   },
 

@@ -11,7 +11,8 @@ import { closest } from '../validation/closest.js';
 /**
  * `svc`, the command-line client of the hub: finds the command in the table (commands.ts), parses
  * its flags, runs it and turns what it throws into an exit code: 0 success, 1 any failure (an HTTP
- * error prints the hub's message and status), 2 a wrong command line (with the usage), 130 Ctrl-C.
+ * error prints the hub's message and status; the command's `failure` instead when set, svc diff's
+ * 2), 2 a wrong command line (with the usage), 130 Ctrl-C.
  */
 
 const GLOBAL: Record<string, Flag> = {
@@ -106,6 +107,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   const problem = argumentProblem(command, parsed.positionals, parsed.values);
   if (problem) return usageError(err, `svc ${command.name}: ${problem}`, commandHelp(command, ew));
 
+  failureExit = command.failure ?? 1;
   const controller = new AbortController();
   const onSigint = () => controller.abort();
   if (io.signal) io.signal.addEventListener('abort', onSigint, { once: true });
@@ -139,7 +141,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     if (e instanceof HttpError) err(`error: ${printable(e.message)} (HTTP ${e.status})\n`);
     else if (e instanceof CliError) err(`error: ${printable(e.message)}\n`);
     else err(`error: ${printable((e as Error).message ?? String(e))}\n`);
-    return 1;
+    return command.failure ?? 1;
   } finally {
     if (io.signal) io.signal.removeEventListener('abort', onSigint);
     else process.off('SIGINT', onSigint);
@@ -147,13 +149,16 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   }
 }
 
+/** The exit code of output that cannot be written: the running command's failure code (`svc diff`: 2, where 1 says "differences"). */
+let failureExit = 1;
+
 function processIo(): Io {
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
     // `svc runs ls | head`: a closed pipe ends the output, not with a stack trace.
     if (e.code === 'EPIPE') process.exit(0);
     // Any other failure to write (a full disk: ENOSPC, EIO) lost output a script reads: never a success.
     process.stderr.write(`error: cannot write to standard output: ${e.code ?? e.message}; what was printed is incomplete\n`);
-    process.exit(1);
+    process.exit(failureExit);
   });
   return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
 }

@@ -138,8 +138,15 @@ describe('svc diff and svc delete', () => {
     writeFileSync(file, stringify(edited));
     expect((await svc(['connectors', 'preflight', '-f', file])).err).toContain(`warning: ${file}: the applied connector diff-partners differs from this file`);
 
-    // usage: -f is required (exit 2)
+    // usage: -f is required (exit 2); a file that cannot be read or parsed is an error: 2, never 1 ("differences")
     expect((await svc(['diff'])).code).toBe(2);
+    expect(await svc(['diff', '-f', join(dir, 'absent.yaml')])).toMatchObject({ code: 2, out: '', err: expect.stringMatching(/^error: .*absent\.yaml/) });
+    writeFileSync(file, 'kind: Connector\nmetadata: {name: [\n');
+    expect(await svc(['diff', '-f', file])).toMatchObject({ code: 2, out: '', err: expect.stringMatching(/^error: /) });
+    // a refusal of the hub (an unreachable one here) too
+    const gone = { SVC_URL: 'http://127.0.0.1:9', SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! };
+    writeFileSync(file, stringify(CONNECTOR));
+    expect(await svc(['diff', '-f', file], undefined, gone)).toMatchObject({ code: 2, out: '', err: expect.stringContaining('cannot reach') });
   });
 
   it('diff: a Workflow and a Process (names in mixed case) are the same once applied; delete takes them before their Entity', async () => {
@@ -194,7 +201,10 @@ describe('svc diff and svc delete', () => {
       out: '',
       err: `error: ${join(folder, 'b-entity.json')}: not found; ${hub.url}/svc does not serve DELETE /api/entities/Del-Partner: not a svc-hub, or not its base URL; 1 later document was not sent (HTTP 404)\n`,
     });
-    expect((await svc(['diff', '-f', folder], undefined, elsewhere)).err).toContain('does not serve GET /api/connectors/del-partners');
+    // an error of diff exits 2 (kubectl diff's convention: 1 says that there are differences)
+    const notServed = await svc(['diff', '-f', folder], undefined, elsewhere);
+    expect(notServed).toMatchObject({ code: 2, out: '' });
+    expect(notServed.err).toContain('does not serve GET /api/connectors/del-partners');
     const api = await svc(['delete', '-f', folder], undefined, { ...elsewhere, SVC_URL: `${hub.url}/api` });
     expect(api).toMatchObject({ code: 1, out: '' });
     expect(api.err).toContain(`not found; the hub's URL is its base, without /api (${hub.url})`);
