@@ -16,7 +16,7 @@ import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
 import { columnsOf, printable, type Row } from './output.js';
-import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, loaded, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
+import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, KeyReader, loaded, PASTE, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
 
 /**
  * `svc tui`: render and reduce as pure functions, the runs view loaded from a real hub, and the
@@ -117,6 +117,46 @@ describe('reduce', () => {
     expect(open.detail).toBeDefined();
     expect(unbound.flatMap(decodeKeys).reduce(reduce, open).detail).toBeDefined();
     expect(decodeKeys(`\x1bOPj\x1b[2~\x1b`)).toEqual(['j', 'escape']);
+  });
+
+  it('Alt and a key (ESC and the character) is one key, bound to nothing: Alt-q does not quit, Alt-1 switches no view', () => {
+    expect(decodeKeys('\x1bq\x1b1\x1bj\x1br\x1bé\x1b\u{1f600}')).toEqual(['alt-q', 'alt-1', 'alt-j', 'alt-r', 'alt-é', 'alt-\u{1f600}']);
+    // Alt and an arrow (ESC ESC [ A) is one key too; Esc and a control character stay two (Ctrl-C always quits)
+    expect(decodeKeys('\x1b\x1b[A\x1b\x1b\x1b\x03')).toEqual(['alt-up', 'escape', 'escape', 'escape', 'ctrl-c']);
+    const open = keys(withRuns(3), 'enter');
+    const after = decodeKeys('\x1bq\x1b1\x1bj\x1br\x1b\x1b[B').reduce(reduce, open);
+    expect(after).toEqual(open);
+  });
+
+  it('a bracketed paste is one key, its text: a q, digits, Tab or newlines in it never act', () => {
+    const text = 'q\r1\n2\tr\x03 Ünïcödé 😀';
+    expect(decodeKeys(`j\x1b[200~${text}\x1b[201~k`)).toEqual(['j', `${PASTE}${text}`, 'k']);
+    const open = keys(withRuns(3), 'enter');
+    const state = withRuns(3);
+    for (const start of [state, open]) expect(decodeKeys(`\x1b[200~${text}\x1b[201~`).reduce(reduce, start)).toEqual(start);
+  });
+
+  it('a paste or a sequence cut between reads is put together; what never ends is given up as a paste, never as keys', () => {
+    const reader = new KeyReader();
+    // the paste in three reads, its end marker cut in the middle; then a key
+    expect(reader.feed('\x1b[200~q\r')).toEqual([]);
+    expect(reader.waiting()).toBe(true);
+    expect(reader.feed('1\x1b[20')).toEqual([]);
+    expect(reader.feed('1~j')).toEqual([`${PASTE}q\r1`, 'j']);
+    expect(reader.waiting()).toBe(false);
+    // an arrow's sequence cut after ESC [
+    expect(reader.feed('\x1b[')).toEqual([]);
+    expect(reader.feed('B')).toEqual(['down']);
+    // the paste's start marker cut
+    expect(reader.feed('\x1b[20')).toEqual([]);
+    expect(reader.feed('0~qq')).toEqual([]);
+    // a paste whose end never comes: flushed (after a moment without input) as a paste still
+    expect(reader.flush()).toEqual([`${PASTE}qq`]);
+    expect(reader.feed('q')).toEqual(['q']);
+    // Alt-[ alone: a CSI that never ends
+    expect(reader.feed('\x1b[')).toEqual([]);
+    expect(reader.flush()).toEqual(['alt-[']);
+    expect(reader.waiting()).toBe(false);
   });
 });
 
@@ -384,9 +424,11 @@ describe('the driver: the event stream while it is down', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     let frame = '';
+    let last = '';
     const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined });
     const write = (text: string) => {
       if (text.startsWith('\x1b[H')) frame = text;
+      last = text;
     };
     const stdout = { isTTY: true, columns: 160, rows: 10, write, on: () => undefined, off: () => undefined };
     const statusLine = () => {
@@ -434,6 +476,8 @@ describe('the driver: the event stream while it is down', () => {
       expect(statusLine()).toMatch(/^events: stopped: Unauthorized; the stored token was refused \(expired\?\): svc login again \(HTTP 401\); restart svc tui to retry · /);
       stdin.write('q');
       await expect(running).resolves.toBe(0);
+      // the terminal restored: bracketed paste (turned on at the start) off, main screen
+      expect(last).toBe('\x1b[?2004l\x1b[0m\x1b[?25h\x1b[?1049l');
     } finally {
       controller.abort();
       await hub.close();
@@ -610,5 +654,23 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux): NO_
     expect(refused).toMatch(/exit 2/);
     for (const session of [coloured, mono, empty]) session.sendKeys('q');
     for (const session of [coloured, mono, empty]) await until('svc tui to quit', () => session.ended(), { timeoutMs: 15_000, detail: () => session.capture().join('\n') });
+  });
+
+  it('a paste (bracketed) never acts, whatever it holds; Alt and a key is no key of the UI; the keys go on working', async () => {
+    // (an empty line first: tmux scrolls a dead pane's first line away)
+    const session = tui('echo; ');
+    const header = (screen: string) => screen.split('\n')[0]!;
+    await session.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'));
+    // a q, a view's digit, r and newlines pasted: typed, they would quit
+    session.paste('2\nr\nq\n');
+    session.sendKeys('M-q', 'M-2');
+    // keys typed after them are read: 4 is the Events view
+    session.sendKeys('4');
+    const screen = await session.waitFor((s) => /\[4 Events\]/.test(header(s)));
+    expect(session.ended()).toBe(false);
+    expect(screen).toContain('q quit');
+    session.sendKeys('q');
+    await until('svc tui to quit', () => session.ended(), { timeoutMs: 15_000, detail: () => session.capture().join('\n') });
+    expect(session.capture().join('\n')).toMatch(/exit 0/);
   });
 });

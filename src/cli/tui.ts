@@ -100,42 +100,142 @@ const SEQUENCES: Record<string, string> = {
   '\x1b[Z': 'shift-tab',
 };
 
-/** What the terminal sent in raw mode, as key names: `up`, `enter`, `escape`, `ctrl-c`, `q`, … */
-export function decodeKeys(data: string): string[] {
-  const keys: string[] = [];
-  let i = 0;
-  while (i < data.length) {
-    const ch = data[i]!;
-    if (ch === '\x1b') {
-      const seq = Object.keys(SEQUENCES).find((s) => data.startsWith(s, i));
-      if (seq) {
-        keys.push(SEQUENCES[seq]!);
-        i += seq.length;
+/** Bracketed paste (xterm's mode 2004, which runTui turns on): the terminal sends a paste between these. */
+const PASTE_START = '\x1b[200~';
+const PASTE_END = '\x1b[201~';
+/** A paste is one key, `paste:` and its text: no key of the UI is bound to it, so pasted text never acts (a `q` or a newline in it). */
+export const PASTE = 'paste:';
+/** Names of the keys that send one control character. */
+const CONTROL: Record<string, string> = { '\r': 'enter', '\n': 'enter', '\t': 'tab', '\x03': 'ctrl-c' };
+
+/**
+ * What the terminal sent in raw mode, as key names: `up`, `enter`, `escape`, `ctrl-c`, `q`, `alt-q`
+ * (ESC and a character: no key of the UI is bound to one), `paste:TEXT`, … A terminal sends a key's sequence in one write, but a read may still end inside
+ * one, and a long paste comes in several reads: what is cut off at the end of a read is kept for the
+ * next (`feed`), and given up after a moment without input (`flush`).
+ */
+export class KeyReader {
+  /** The start of an escape sequence cut off at the end of the last read. */
+  private pending = '';
+  /** The text of a paste whose end has not come yet. */
+  private paste: string | undefined;
+
+  /** The keys of the next read. */
+  feed(data: string): string[] {
+    const keys: string[] = [];
+    let text = this.pending + data;
+    this.pending = '';
+    let i = 0;
+    while (i < text.length) {
+      if (this.paste !== undefined) {
+        // (the end marker may have been cut between two reads: searched from before the new text)
+        const from = this.paste.length;
+        const joined = this.paste + text.slice(i);
+        const end = joined.indexOf(PASTE_END, Math.max(0, from - PASTE_END.length + 1));
+        if (end < 0) {
+          this.paste = joined;
+          return keys;
+        }
+        keys.push(PASTE + joined.slice(0, end));
+        this.paste = undefined;
+        text = joined.slice(end + PASTE_END.length);
+        i = 0;
         continue;
       }
-      i++;
-      // An unknown CSI sequence (F5, Insert, Ctrl-arrows) or SS3 one (F1-F4) is skipped whole: a key
-      // that is not bound does nothing (it was read as Esc, which closes the detail pane).
-      if (data[i] === '[') {
+      const ch = text[i]!;
+      if (ch !== '\x1b') {
+        const char = String.fromCodePoint(text.codePointAt(i)!);
+        keys.push(CONTROL[char] ?? char);
+        i += char.length;
+        continue;
+      }
+      if (text.startsWith(PASTE_START, i)) {
+        this.paste = '';
+        i += PASTE_START.length;
+        continue;
+      }
+      const sequence = sequenceAt(text, i);
+      if (sequence === 'cut') {
+        this.pending = text.slice(i);
+        return keys;
+      }
+      if (sequence) {
+        if (sequence.key) keys.push(sequence.key);
+        i += sequence.length;
+        continue;
+      }
+      // ESC and a sequence, or ESC and one character: the key with Alt (the terminal's "meta sends escape")
+      const next = text[i + 1];
+      if (next === undefined) {
+        keys.push('escape');
         i++;
-        while (i < data.length && !/[A-Za-z~]/.test(data[i]!)) i++;
+        continue;
+      }
+      const inner = next === '\x1b' ? sequenceAt(text, i + 1) : undefined;
+      if (inner === 'cut') {
+        this.pending = text.slice(i);
+        return keys;
+      }
+      if (inner) {
+        if (inner.key) keys.push(`alt-${inner.key}`);
+        i += 1 + inner.length;
+        continue;
+      }
+      if (next < ' ' || next === '\x7f') {
+        // Esc and a control character (Esc twice, Esc and Ctrl-C: Ctrl-C always quits), each on its own
+        keys.push('escape');
         i++;
         continue;
       }
-      if (data[i] === 'O' && i + 1 < data.length) {
-        i += 2;
-        continue;
-      }
-      keys.push('escape');
-      continue;
+      const char = String.fromCodePoint(text.codePointAt(i + 1)!);
+      keys.push(`alt-${char}`);
+      i += 1 + char.length;
     }
-    if (ch === '\r' || ch === '\n') keys.push('enter');
-    else if (ch === '\t') keys.push('tab');
-    else if (ch === '\x03') keys.push('ctrl-c');
-    else keys.push(ch);
-    i++;
+    return keys;
   }
-  return keys;
+
+  /** Whether a sequence or a paste was cut off by the end of the last read (the driver then calls `flush` after a moment without input). */
+  waiting(): boolean {
+    return this.pending !== '' || this.paste !== undefined;
+  }
+
+  /**
+   * No more input came: a paste whose end never came ends here (its text a paste still, never keys),
+   * and a sequence cut off is what the keys typed were: Alt-[ or Alt-O (`\x1b[`, `\x1bO` alone), else nothing.
+   */
+  flush(): string[] {
+    const keys: string[] = [];
+    if (this.paste !== undefined) keys.push(PASTE + this.paste);
+    else if (this.pending === '\x1b[' || this.pending === '\x1bO') keys.push(`alt-${this.pending[1]}`);
+    this.paste = undefined;
+    this.pending = '';
+    return keys;
+  }
+}
+
+/**
+ * The escape sequence at `i` (which is ESC): a key's (`key` unset for a key that is not bound:
+ * F1-F12, Insert, Delete, Ctrl-arrows, which were read as Esc and closed the detail pane), `cut`
+ * when the text ends inside it, undefined when ESC begins none (Esc, or Alt and a key).
+ */
+function sequenceAt(text: string, i: number): { key?: string; length: number } | 'cut' | undefined {
+  const seq = Object.keys(SEQUENCES).find((s) => text.startsWith(s, i));
+  if (seq) return { key: SEQUENCES[seq]!, length: seq.length };
+  const introducer = text[i + 1];
+  if (introducer === '[') {
+    // CSI: parameters up to a final letter or ~ (the linux console's F1-F5 are `\x1b[[A`…)
+    let j = i + 2;
+    while (j < text.length && !/[A-Za-z~]/.test(text[j]!)) j++;
+    return j < text.length ? { length: j + 1 - i } : 'cut';
+  }
+  if (introducer === 'O') return i + 2 < text.length ? { length: 3 } : 'cut'; // SS3: F1-F4
+  return undefined;
+}
+
+/** The keys of `data` read at once (a whole input: what is cut off at its end is flushed). */
+export function decodeKeys(data: string): string[] {
+  const reader = new KeyReader();
+  return [...reader.feed(data), ...reader.flush()];
 }
 
 /** Rows of the body visible for `pageup`/`pagedown`; render keeps the selection in view anyway. */
@@ -151,6 +251,8 @@ function clamp(n: number, length: number): number {
 
 /** The state after one key. Pure. */
 export function reduce(state: State, key: string): State {
+  // The UI has no text input: a paste does nothing (its `q`, digits or newlines are text, never keys)
+  if (key.startsWith(PASTE)) return state;
   if (key === 'q' || key === 'ctrl-c') return { ...state, quit: true };
   if (key === 'r') return { ...state, refresh: true };
   const index = ['1', '2', '3', '4', '5'].indexOf(key);
@@ -446,6 +548,9 @@ interface Terminal {
   off(event: 'resize', listener: () => void): unknown;
 }
 
+/** How long without input ends a paste or an escape sequence cut off by the end of a read (KeyReader.flush). */
+const CUT_OFF_MS = 300;
+
 /** `wait`: how the event stream waits before reconnecting (tests pass one that does not sleep). */
 export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<number> {
   // the command line is checked first: a wrong one is exit 2 with its usage, terminal or not
@@ -479,7 +584,7 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
     } catch {
       // the terminal is gone
     }
-    term.write(`${ESC}0m${ESC}?25h${ESC}?1049l`);
+    term.write(`${ESC}?2004l${ESC}0m${ESC}?25h${ESC}?1049l`);
   };
   process.once('exit', restore);
 
@@ -539,8 +644,8 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
     }
   };
 
-  const onData = guard((data: Buffer | string) => {
-    for (const key of decodeKeys(typeof data === 'string' ? data : data.toString('utf8'))) {
+  const press = (keys: string[]) => {
+    for (const key of keys) {
       state = reduce(state, key);
       if (state.quit) return finish();
       if (state.refresh) {
@@ -554,12 +659,21 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
       }
     }
     draw();
+  };
+  const reader = new KeyReader();
+  /** A sequence or a paste cut off by the end of a read is given up after this long without input (a terminal that never ends its paste cannot hold the keys). */
+  let cutOff: NodeJS.Timeout | undefined;
+  const onData = guard((data: Buffer | string) => {
+    clearTimeout(cutOff);
+    press(reader.feed(typeof data === 'string' ? data : data.toString('utf8')));
+    if (reader.waiting()) cutOff = setTimeout(guard(() => press(reader.flush())), CUT_OFF_MS);
   });
   const onResize = guard(draw);
   const onSignal = () => finish();
 
   try {
-    term.write(`${ESC}?1049h${ESC}?25l${ESC}2J`);
+    // bracketed paste on: a paste comes as one (PASTE_START … PASTE_END), never as keys
+    term.write(`${ESC}?1049h${ESC}?25l${ESC}?2004h${ESC}2J`);
     stdin.setRawMode(true);
     stdin.setEncoding('utf8');
     stdin.on('data', onData);
@@ -601,6 +715,7 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
     return 0;
   } finally {
     clearInterval(timer);
+    clearTimeout(cutOff);
     stream.abort();
     stdin.off('data', onData);
     stdin.pause();

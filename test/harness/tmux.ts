@@ -24,6 +24,11 @@ export interface TmuxSession {
    * them (`\x1b[1m` bold, `\x1b[7m` reverse, `\x1b[31m` red, …): what can be asserted of colour.
    */
   capture(options?: { styled?: boolean }): string[];
+  /**
+   * Pastes `text` as a terminal pastes it (`paste-buffer -p`): between the bracketed-paste markers
+   * when the program asked for them (mode 2004), else as if typed.
+   */
+  paste(text: string): void;
   /** Waits until `test` holds for the screen (`styled`: as capture's); throws with the last screen after `timeoutMs`. */
   waitFor(test: (screen: string) => boolean, timeoutMs?: number, styled?: boolean): Promise<string>;
   /**
@@ -75,6 +80,10 @@ export function startTmux(options: TmuxOptions): TmuxSession {
       tmux('send-keys', '-t', name, ...keys);
     },
     capture,
+    paste: (text) => {
+      tmux('set-buffer', '-b', name, '--', text);
+      tmux('paste-buffer', '-p', '-d', '-b', name, '-t', name);
+    },
     waitFor: async (test, timeoutMs = 15_000, styled = false) => {
       const deadline = Date.now() + timeoutMs;
       let screen = '';
