@@ -330,31 +330,57 @@ async function about<T>(manifest: Manifest, call: () => Promise<T>): Promise<T> 
 async function apply(c: Ctx): Promise<number> {
   const manifests = inApplyOrder(await readManifests(c));
   const routes = manifests.map(applyPath); // every kind checked before anything is sent
-  const results: Applied[] = [];
-  for (const [i, manifest] of manifests.entries()) {
-    let reply: Reply<Applied>;
-    try {
-      reply = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
-    } catch (err) {
-      if (c.signal.aborted) throw err;
-      // What was applied before the refusal stays applied: --json prints its answers (people have read
-      // a line for each), and the error says how many documents were not sent.
-      if (c.json && results.length) c.out(json(results));
-      throw notSent(err, manifests.length - i - 1);
-    }
-    const { status, body } = reply;
-    results.push(body);
+  const results = await eachDocument(c, manifests, 'applied', async (manifest, i) => {
+    const { status, body } = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
     if (!c.json) c.out(`${manifest.kind.toLowerCase()}/${body.name ?? manifest.name} ${status === 201 ? 'created' : 'configured'}\n`);
     for (const w of body.warnings ?? []) warn(c, `${manifest.source}: ${w.field}: ${w.message}`);
-  }
-  if (c.json) c.out(json(results.length === 1 ? results[0] : results));
+    return body;
+  });
+  // one document: its answer; two or more: an array (as when a refusal stopped them)
+  if (c.json) c.out(json(manifests.length === 1 ? results[0] : results));
   return 0;
 }
 
-/** `err` saying that `later` documents after the refused one were not sent. */
-function notSent(err: unknown, later: number): unknown {
-  if (later === 0 || !(err instanceof CliError)) return err;
-  const note = `; ${later} later document${later === 1 ? ' was' : 's were'} not sent`;
+/**
+ * `send` for each document in turn (apply, delete). What was done before a refusal stays done: --json
+ * prints its results (people have read a line for each). The first refusal stops the rest, saying
+ * how many documents were not sent; with `--continue` a refusal of the hub (an HTTP error) is said
+ * on stderr and the rest is sent, and the command fails at the end naming the refused documents,
+ * as kubectl apply and delete do. A hub that cannot be reached stops it still.
+ */
+async function eachDocument<R>(c: Ctx, manifests: Manifest[], done: 'applied' | 'deleted', send: (manifest: Manifest, i: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  const refused: string[] = [];
+  for (const [i, manifest] of manifests.entries()) {
+    try {
+      results.push(await send(manifest, i));
+    } catch (err) {
+      if (c.signal.aborted) throw err;
+      if (bool(c, 'continue') && err instanceof HttpError) {
+        c.err(`error: ${printable(err.message)} (HTTP ${err.status})\n`);
+        refused.push(manifest.source);
+        continue;
+      }
+      if (c.json && results.length) c.out(json(results));
+      throw notSent(err, manifests.length - i - 1, refused);
+    }
+  }
+  if (!refused.length) return results;
+  if (c.json && results.length) c.out(json(results));
+  const others = manifests.length - refused.length;
+  throw new CliError(`${refusedNote(refused, manifests.length)}${others ? `; the other ${others === 1 ? 'one was' : `${others} were`} ${done}` : ''}`);
+}
+
+/** `1 of 3 documents was refused (file#2)`. */
+function refusedNote(refused: string[], of: number): string {
+  return `${refused.length} of ${of} document${of === 1 ? '' : 's'} ${refused.length === 1 ? 'was' : 'were'} refused (${refused.join(', ')})`;
+}
+
+/** `err` saying that `later` documents after the refused one were not sent (and, with --continue, which ones were refused before it). */
+function notSent(err: unknown, later: number, refused: string[] = []): unknown {
+  if ((later === 0 && !refused.length) || !(err instanceof CliError)) return err;
+  const before = refused.length ? `; before it, ${refused.join(', ')} ${refused.length === 1 ? 'was' : 'were'} refused` : '';
+  const note = `${before}${later ? `; ${later} later document${later === 1 ? ' was' : 's were'} not sent` : ''}`;
   return err instanceof HttpError ? new HttpError(err.status, `${err.message}${note}`, err.body, err.retryAfterSeconds) : new CliError(`${err.message}${note}`);
 }
 
@@ -383,24 +409,16 @@ function objectName(manifest: Manifest): string {
 /**
  * `svc delete -f`: each document's object deleted through its kind's delete route, in the reverse of
  * apply's order; one already gone (404) is said so and is no failure; the first other refusal stops
- * the rest, as in apply.
+ * the rest, as in apply (with --continue, not).
  */
 async function deleteManifests(c: Ctx): Promise<number> {
   const manifests = inDeleteOrder(await readManifests(c));
   const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
-  const results: Array<{ kind: string; name: string; source: string; deleted: boolean }> = [];
-  for (const [i, manifest] of manifests.entries()) {
-    let deleted: boolean;
-    try {
-      deleted = (await about(manifest, () => unlessGone(c, 'DELETE', routes[i]!.delete))) !== undefined;
-    } catch (err) {
-      if (c.signal.aborted) throw err;
-      if (c.json && results.length) c.out(json(results));
-      throw notSent(err, manifests.length - i - 1);
-    }
-    results.push({ kind: manifest.kind, name: manifest.name, source: manifest.source, deleted });
+  const results = await eachDocument(c, manifests, 'deleted', async (manifest, i) => {
+    const deleted = (await about(manifest, () => unlessGone(c, 'DELETE', routes[i]!.delete))) !== undefined;
     if (!c.json) c.out(`${printable(objectName(manifest))} ${deleted ? 'deleted' : 'not found (already deleted)'}\n`);
-  }
+    return { kind: manifest.kind, name: manifest.name, source: manifest.source, deleted };
+  });
   if (c.json) c.out(json(results));
   return 0;
 }
@@ -673,6 +691,8 @@ const DESCRIPTION: Flag = { type: 'string', arg: 'TEXT', text: true, help: 'a de
 const NO_WAIT: Flag = { type: 'boolean', help: 'print the run id and return at once (follow it with svc exports runs NAME)' };
 const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YAML or JSON, several documents allowed; a directory: its .json, .yaml and .yml files by name; - reads stdin' };
 
+const CONTINUE: Flag = { type: 'boolean', help: 'go on after a document the hub refuses, each refusal said on stderr; exit 1 at the end when one was refused' };
+
 export const COMMANDS: Command[] = [
   {
     name: 'login',
@@ -709,10 +729,10 @@ export const COMMANDS: Command[] = [
       return 0;
     },
   },
-  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true } }, summary: 'Apply manifests, each to the apply path of its kind: Connectors first, then Entities, then Workflows, Exports and Processes', run: apply },
+  { name: 'apply', flags: { file: { ...MANIFEST_FILE, required: true }, continue: CONTINUE }, summary: 'Apply manifests, each to the apply path of its kind: Connectors first, then Entities, then Workflows, Exports and Processes', run: apply },
   {
     name: 'delete',
-    flags: { file: { ...MANIFEST_FILE, required: true } },
+    flags: { file: { ...MANIFEST_FILE, required: true }, continue: CONTINUE },
     summary: 'Delete the objects of manifests, each by its kind\'s delete route, in the reverse of apply\'s order; one not found is already deleted (exit 0)',
     run: deleteManifests,
   },

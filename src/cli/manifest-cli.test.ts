@@ -238,6 +238,23 @@ describe('svc diff and svc delete', () => {
       expect(asJson.code).toBe(1);
       expect(JSON.parse(asJson.out)).toEqual([{ kind: 'Connector', name: 'gone-partners', source: 'stdin#2', deleted: false }]);
       expect(asJson.err).toMatch(/^error: stdin#1: .*\(HTTP 409\)\n$/);
+
+      // --continue: the refusal said, the rest deleted, exit 1 naming the refused document
+      const going = await svc(['delete', '-f', '-', '--continue'], text);
+      expect(going).toEqual({
+        code: 1,
+        out: 'connector/kept-partners deleted\n',
+        err: expect.stringMatching(/^error: stdin#2: connector busy-partners has a run in flight.*\(HTTP 409\)\nerror: 1 of 2 documents was refused \(stdin#2\); the other one was deleted\n$/),
+      });
+      expect((await svc(['connectors', 'get', 'kept-partners'])).code).toBe(1);
+      expect((await svc(['connectors', 'get', 'busy-partners'])).code).toBe(0);
+      // a hub that cannot be reached stops it still
+      const unreachable = await svc(['delete', '-f', '-', '--continue'], text, { SVC_URL: 'http://127.0.0.1:9', SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! });
+      expect(unreachable).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/^error: cannot reach .*; 1 later document was not sent\n$/) });
+      // --json: what was sent after the refusal too, an array (two documents)
+      const goingJson = await svc(['delete', '-f', '-', '--continue', '--json'], text);
+      expect(goingJson.code).toBe(1);
+      expect(JSON.parse(goingJson.out)).toEqual([{ kind: 'Connector', name: 'kept-partners', source: 'stdin#1', deleted: false }]);
     } finally {
       for (const timer of timers) clearTimeout(timer);
       slow.closeAllConnections();

@@ -138,5 +138,20 @@ describe('svc and workflows', () => {
     expect(people).toMatchObject({ code: 1, out: 'entity/ledger configured\n' });
     expect(people.err).toContain('; 1 later document was not sent (HTTP 400)\n');
     expect((await svc(['workflows', 'get', 'ledger-later'])).code).toBe(1);
+
+    // --continue: the refusal is said and the rest sent (kubectl's way); exit 1 at the end, naming the refused document
+    const going = await svc(['apply', '-f', file, '--continue']);
+    expect(going).toMatchObject({ code: 1, out: 'entity/ledger configured\nworkflow/ledger-later created\n' });
+    expect(going.err).toMatch(new RegExp(`^(warning: .*\\n)*error: .*partial\\.yaml#2: .*spec\\.stateColumn.*\\(HTTP 400\\)\\n(warning: .*\\n)*error: 1 of 3 documents was refused \\(${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}#2\\); the other 2 were applied\\n$`));
+    expect(going.err).not.toContain('later document');
+    expect((await svc(['workflows', 'get', 'ledger-later'])).code).toBe(0);
+    const goingJson = await svc(['apply', '-f', file, '--continue', '--json']);
+    expect(goingJson.code).toBe(1);
+    // the answers of the documents applied: an array, as for any two or more documents
+    expect(JSON.parse(goingJson.out)).toEqual([expect.objectContaining({ name: 'ledger' }), expect.objectContaining({ name: 'ledger-later' })]);
+    // one document: its answer, an object
+    writeFileSync(file, stringify(later));
+    expect(JSON.parse((await svc(['apply', '-f', file, '--json'])).out)).toEqual(expect.objectContaining({ name: 'ledger-later', warnings: [] }));
+    expect((await svc(['workflows', 'rm', 'ledger-later'])).code).toBe(0);
   });
 });
