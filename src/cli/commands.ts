@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import { canonical } from '../manifests/canonical.js';
 import { redactManifest } from '../connectors/manifest/redact.js';
 import { applyPath, inApplyOrder, inDeleteOrder, lineDiff, type Manifest, objectPaths, parseManifests } from './manifests.js';
-import { type Column, cell, detail, field, json, printable, type Row, table } from './output.js';
+import { type Column, cell, detail, field, json, jsonLine, printable, type Row, table } from './output.js';
 import { runTui } from './tui.js';
 import { type Ctx, type Io, rewritesLines } from './context.js';
 
@@ -669,7 +669,7 @@ async function tail(c: Ctx): Promise<number> {
     since,
     signal: c.signal,
     onEvent: (event) => {
-      if (c.json) c.out(`${JSON.stringify(event)}\n`);
+      if (c.json) c.out(jsonLine(event));
       else c.out(`${event.capturedAt}  ${event.id}  ${event.topic}  ${event.payload}\n`);
     },
     onNotice: (text) => c.err(`${printable(text)}\n`),

@@ -318,10 +318,10 @@ describe('events tail: reconnections', () => {
 });
 
 describe('svc events tail', () => {
-  async function svc(url: string, signal?: AbortSignal) {
+  async function svc(url: string, signal?: AbortSignal, args: string[] = []) {
     let out = '';
     let err = '';
-    const code = await main(['events', 'tail'], {
+    const code = await main(['events', 'tail', ...args], {
       stdout: { write: (text: string) => (out += text) },
       stderr: { write: (text: string) => (err += text) },
       stdin: Readable.from([]),
@@ -339,6 +339,23 @@ describe('svc events tail', () => {
     expect(later.code).toBe(1);
     expect(later.out).toMatch(/ 7 {2}org\.created {2}\{"id":7\}\n$/);
     expect(later.err).toBe('the hub closed the stream; reconnecting in 10 ms\nerror: Unauthorized; the token in SVC_TOKEN was refused (expired?) (HTTP 401)\n');
+  });
+
+  it('--json: a payload\'s DEL, C1 controls and format characters (another user\'s text) as \\u escapes, one object per line: nothing a terminal obeys or reorders', async () => {
+    const stop = new AbortController();
+    const name = 'Acme\u202e\u009b2J\u007f\u200b\u001b[31m';
+    const s = await script((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`id: 9\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ name }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`);
+      setTimeout(() => stop.abort(), 100);
+    });
+    const r = await svc(s.url, stop.signal, ['--json']);
+    expect(r).toMatchObject({ code: 0, err: '' });
+    expect([...r.out].filter((ch) => ch !== '\n' && /[\p{Cc}\p{Cf}]/u.test(ch))).toEqual([]);
+    expect(r.out.split('\n')).toHaveLength(2);
+    const event = JSON.parse(r.out) as { id: string; payload: string };
+    expect(event.id).toBe('9');
+    expect(JSON.parse(event.payload)).toEqual({ name });
   });
 
   it('a 503 at a reconnection: one line on stderr saying it waits and why, then the events after the last one', async () => {

@@ -96,6 +96,11 @@ export function json(value: unknown): string {
   return `${JSON.stringify(value ?? null, null, 2).replace(JSON_SHOWN, jsonEscaped)}\n`;
 }
 
+/** As `json`, on one line (`svc events tail --json`: one object per line). */
+export function jsonLine(value: unknown): string {
+  return `${JSON.stringify(value ?? null).replace(JSON_SHOWN, jsonEscaped)}\n`;
+}
+
 const JSON_SHOWN = /[\u007f-\u009f]|\p{Cf}/gu;
 
 /** A character as JSON's `\uXXXX` escapes (a pair of them beyond the BMP). */
