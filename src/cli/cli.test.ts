@@ -103,6 +103,13 @@ describe('login, whoami, logout', () => {
     expect(loose.err).toBe(`warning: ${file} holds a token and can be read by others (mode 0644): chmod 600 ${file}\n`);
     chmodSync(file, 0o600);
     expect((await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).err).toBe('');
+    // a file edited by hand that is no longer JSON: said so, never quoting it (JSON.parse's message quotes the text around the fault)
+    for (const broken of [`{"url":"${hub.url}","token":${token}}`, `{"url":"${hub.url}","token":"${token}"`, `{"url":"${hub.url}","token":"${token}",}`]) {
+      writeFileSync(file, broken, { mode: 0o600 });
+      const refused = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
+      expect(refused).toMatchObject({ code: 1, out: '', err: expect.stringMatching(new RegExp(`^error: ${file} is not a svc config file: .*; run svc login again\\n$`)) });
+      for (const part of token.match(/.{1,4}/g)!.filter((p) => p.length === 4)) expect(refused.err).not.toContain(part);
+    }
   });
 
   it('tightens its own config folder to 0700 and writes the token into a temporary file it created itself', async () => {

@@ -53,13 +53,23 @@ export function configPath(env: Env): string {
   return join(base, 'svc', 'config.json');
 }
 
+/**
+ * Why the config file is not JSON, without quoting it: V8's message quotes the text around an
+ * unexpected token (`Unexpected token 'e', ..."","token":eyJhbGciOi"... is not valid JSON`), which
+ * in this file is the token. Only a message that names a position and quotes nothing is kept.
+ */
+function parseProblem(err: unknown): string {
+  const message = (err as Error).message ?? '';
+  return /^[^'"]*( at position \d+| end of JSON input)$/.test(message) ? message : 'not valid JSON';
+}
+
 function readConfig(path: string, warn: (text: string) => void): Target | undefined {
   if (!existsSync(path)) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new CliError(`${path} is not a svc config file: ${(err as Error).message}`);
+    throw new CliError(`${path} is not a svc config file: ${parseProblem(err)}; run svc login again`);
   }
   const config = parsed as Partial<Target> | null;
   if (!config || typeof config.url !== 'string') throw new CliError(`${path} is not a svc config file: no "url"; run svc login again`);
