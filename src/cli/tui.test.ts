@@ -131,6 +131,8 @@ describe('reduce', () => {
   it('a bracketed paste is one key, its text: a q, digits, Tab or newlines in it never act', () => {
     const text = 'q\r1\n2\tr\x03 Ünïcödé 😀';
     expect(decodeKeys(`j\x1b[200~${text}\x1b[201~k`)).toEqual(['j', `${PASTE}${text}`, 'k']);
+    // Esc and a paste read at once
+    expect(decodeKeys(`\x1b\x1b[200~${text}\x1b[201~`)).toEqual(['escape', `${PASTE}${text}`]);
     const open = keys(withRuns(3), 'enter');
     const state = withRuns(3);
     for (const start of [state, open]) expect(decodeKeys(`\x1b[200~${text}\x1b[201~`).reduce(reduce, start)).toEqual(start);

@@ -171,7 +171,8 @@ export class KeyReader {
         i++;
         continue;
       }
-      const inner = next === '\x1b' ? sequenceAt(text, i + 1) : undefined;
+      // (Esc and a paste in one read: Esc, then the paste)
+      const inner = next === '\x1b' && !text.startsWith(PASTE_START, i + 1) ? sequenceAt(text, i + 1) : undefined;
       if (inner === 'cut') {
         this.pending = text.slice(i);
         return keys;
