@@ -863,6 +863,10 @@ describe('secrets', () => {
     expect(login).toMatchObject({ code: 0, err: 'Token: \n', modes: [true, false] });
     expect(login.out).not.toContain(token);
     expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token });
+    // an arrow, Home, Esc or Alt and a key pressed at the prompt (unseen: it does not echo) is no part of the value; Backspace is
+    const keyed = await typed(['login', '--url', hub.url, '--token-stdin'], 'Token: ', 'tok-\x1b[Aarrows\x1b[D\x1bOH\x1b\x1bx\x7fS', { SVC_CLI_CONFIG: file });
+    expect(keyed).toMatchObject({ code: 0, modes: [true, false] });
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token: 'tok-arrowS' });
     const secret = await typed(['secrets', 'create', 'typed-value', '--value-stdin'], 'Value of typed-value: ', 'v1', { SVC_CLI_CONFIG: config });
     expect(secret).toMatchObject({ code: 0, out: 'secret/typed-value created\n', err: 'Value of typed-value: \n', modes: [true, false] });
     expect((await svc(['secrets', 'rm', 'typed-value'])).code).toBe(0);

@@ -2,6 +2,7 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { CliError, Interrupted, UsageError } from './errors.js';
+import { CONTROL_KEYS, KeyReader, PASTE } from './keys.js';
 
 /** What `svc` reads besides its arguments: files, stdin, and secret values typed at a prompt. */
 
@@ -89,21 +90,26 @@ function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: st
       stdin.pause();
       prompt('\n');
     };
+    // An arrow, Home or a function key sends an escape sequence: read as one key and ignored, it was
+    // added to the value unseen (the prompt does not echo); a paste's text is typed text.
+    const reader = new KeyReader();
     const onData = (chunk: string) => {
-      for (const ch of chunk) {
-        if (ch === '\r' || ch === '\n' || ch === '\u0004') {
+      for (const key of reader.feed(chunk).flatMap((k) => (k.startsWith(PASTE) ? [...k.slice(PASTE.length)].map((ch) => CONTROL_KEYS[ch] ?? ch) : [k]))) {
+        if (key === 'enter' || key === '\u0004') {
           finish();
           resolve(value);
           return;
         }
-        if (ch === '\u0003') {
+        if (key === 'ctrl-c') {
           finish();
           // Raw mode turns Ctrl-C into a character, not SIGINT: the same exit as a signal (130).
           reject(new Interrupted('interrupted'));
           return;
         }
-        if (ch === '\u007f' || ch === '\b') value = value.slice(0, -1);
-        else value += ch;
+        if (key === '\u007f' || key === '\b') value = [...value].slice(0, -1).join('');
+        else if (key === 'tab') value += '\t';
+        else if ([...key].length === 1) value += key;
+        // any other key (an arrow, Esc, Alt and a key) is no character of the value
       }
     };
     stdin.on('data', onData);
