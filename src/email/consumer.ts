@@ -188,8 +188,8 @@ export class EmailConsumer {
 
   async handle(event: OutboxEvent): Promise<EmailOutcome[]> {
     const rules = (await this.rulesFor(event)).filter((rule) => rulesMatch(rule, event.type));
-    // Not retroactive: a rule created after the event was written does not receive it.
-    const due = rules.filter((rule) => rule.createdAt.getTime() <= event.createdAt.getTime());
+    // Not retroactive: a rule created (or enabled again) after the event was written does not receive it.
+    const due = rules.filter((rule) => rule.activeSince.getTime() <= event.createdAt.getTime());
     if (!due.length) return [];
     const mailer = this.mailer();
     await this.gate.pass(mailer, event);

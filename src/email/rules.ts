@@ -34,9 +34,12 @@ export interface EmailRuleInput {
 
 export type EmailRulePatch = Partial<EmailRuleInput>;
 
-/** An active rule as the consumer needs it, with when it came to exist (rules are not retroactive). */
+/**
+ * An active rule as the consumer needs it, with when it became active, created or enabled again
+ * (rules are not retroactive).
+ */
 export interface ActiveRule extends EmailRule {
-  createdAt: Date;
+  activeSince: Date;
 }
 
 export const DEFAULT_SUBJECT = '[svc-hub] {{type}}';
@@ -192,7 +195,12 @@ export async function updateRule(tx: Tx, id: number, patch: EmailRulePatch, by?:
     checkTemplate(patch.body, 'body');
     set('body', patch.body);
   }
-  if (patch.enabled !== undefined) set('enabled', patch.enabled);
+  if (patch.enabled !== undefined) {
+    set('enabled', patch.enabled);
+    // Enabling a disabled rule makes it active from this write on (`enabled` here is the row's value
+    // before the update): not the events written while it was disabled.
+    if (patch.enabled) sets.push('active_since = case when enabled then active_since else clock_timestamp() end');
+  }
   if (!sets.length) return getRule(tx, id);
   set('updated_by', by ?? null);
   try {
@@ -225,7 +233,7 @@ export async function matchingRules(tx: Tx, type: string): Promise<ActiveRule[]>
 /** Every enabled rule of the caller's tenant, and the database time they were read at. */
 export async function activeRules(tx: Tx): Promise<{ rules: ActiveRule[]; readAt: Date }> {
   const { rows } = await tx.query<ActiveRule & { readAt: Date }>(
-    `select ${COLUMNS}, created_at as "createdAt", statement_timestamp() as "readAt" from email.rules where tenant_id = $1 and enabled and deleted_at is null order by id`,
+    `select ${COLUMNS}, active_since as "activeSince", statement_timestamp() as "readAt" from email.rules where tenant_id = $1 and enabled and deleted_at is null order by id`,
     [tenantOf(tx)],
   );
   if (rows.length === 0) return { rules: [], readAt: (await tx.query<{ now: Date }>('select statement_timestamp() as now')).rows[0]!.now };

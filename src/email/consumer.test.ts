@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import '../../test/harness/quiet-logs.js';
+import { startSmtpServer, type TestSmtpServer } from '../../test/harness/smtp.js';
+import { Config } from '../config/config.js';
+import type { Tx } from '../db/database.js';
+import { loadCatalog } from '../events/catalog.js';
+import { EventWriter, type OutboxEvent, type OutboxRow, toEvent } from '../events/outbox.js';
+import { EmailConsumer } from './consumer.js';
+import { createMailer, type Mailer } from './mailer.js';
+import { createRule, deleteRule, updateRule } from './rules.js';
+
+/**
+ * The e-mail consumer against real PostgreSQL and a real SMTP server on loopback (smtp-server, read
+ * back with mailparser): when a rule starts receiving events (created, enabled again), and what a
+ * rule's message for an event is sent by, and how often.
+ */
+
+let smtp: TestSmtpServer;
+let mailer: Mailer;
+let t: MigratedDatabase;
+const writer = new EventWriter(loadCatalog());
+
+beforeAll(async () => {
+  smtp = await startSmtpServer();
+  mailer = createMailer(Config.load({ env: {}, overrides: { 'svc.mail.host': '127.0.0.1', 'svc.mail.port': smtp.port, 'svc.mail.from': 'hub@mail.example.net' } }));
+  t = await migratedDatabase({ 1: 'acme' }, 6);
+});
+
+afterAll(async () => {
+  mailer.close();
+  await smtp.close();
+  await t.close();
+});
+
+beforeEach(() => {
+  smtp.messages.length = 0;
+});
+
+const t1 = <T>(fn: (tx: Tx) => Promise<T>) => t.db.withTenant(1, fn);
+
+/** Writes an event of tenant 1 (in its own transaction) and returns it as the outbox hands it over. */
+async function emit(type: string, payload: Record<string, unknown>): Promise<OutboxEvent> {
+  const id = await t1((tx) => writer.emit(tx, type, payload));
+  return eventOf(id);
+}
+
+async function eventOf(id: number): Promise<OutboxEvent> {
+  const { rows } = await t1((tx) => tx.query<OutboxRow>('select id, tenant_id, type, payload, created_at, txid::text as txid from events.outbox where id = $1', [id]));
+  return toEvent(rows[0]!);
+}
+
+const subjects = () => smtp.messages.map((m) => m.parsed.subject);
+
+describe('when a rule receives events', () => {
+  it('a rule disabled and enabled again gets the events written from its enabling on, not those written while it was disabled', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'paused', eventTypes: ['org.archived'], recipient: 'paused@acme.example', subject: '{{type}} {{payload.code}}' }));
+    try {
+      await t1((tx) => updateRule(tx, rule.id, { enabled: false }));
+      // Written while it was disabled, and read only later: the consumer was behind (the mail server away, say).
+      const whileDisabled = await emit('org.archived', { id: 1, code: 'while-disabled' });
+      await t1((tx) => updateRule(tx, rule.id, { enabled: true }));
+      const enabled = await emit('org.archived', { id: 2, code: 'enabled' });
+      // Not an enabling (it is enabled already): the rule stays active from when it was enabled.
+      await t1((tx) => updateRule(tx, rule.id, { enabled: true, body: 'again {{id}}' }));
+      const consumer = new EmailConsumer(t.db, () => mailer, 0);
+      expect(await consumer.handle(whileDisabled)).toEqual([]);
+      expect(await consumer.handle(enabled)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      await smtp.waitFor(1);
+      expect(subjects()).toEqual(['org.archived enabled']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+});
