@@ -72,4 +72,45 @@ describe('when a rule receives events', () => {
       await t1((tx) => deleteRule(tx, rule.id));
     }
   });
+
+  it('a rule whose create commits only after an event written after it was read: the consumer waits for the create, and the rule gets the event', async () => {
+    // The create's transaction has written the rule (its time taken) but not committed; an event is
+    // written and committed meanwhile by another transaction, and the consumer handles it then. (In
+    // the outbox's order the event is readable then when its transaction took its id before the
+    // rule's did.) The rule existed before the event, so the event is due to it; read without it, the
+    // event went by unsent, and with a cached read, every event of the next second could too.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let written!: () => void;
+    const ruleWritten = new Promise<void>((resolve) => {
+      written = resolve;
+    });
+    const creating = t1(async (tx) => {
+      const rule = await createRule(tx, { name: 'slow commit', eventTypes: ['org.moved'], recipient: 'slow@acme.example', subject: 'moved {{payload.orgId}}' });
+      written();
+      await held;
+      return rule;
+    });
+    let handling: Promise<unknown> | undefined;
+    try {
+      await ruleWritten;
+      const moved = await emit('org.moved', { orgId: 5, tenantId: 1, newParentId: 1 });
+      const consumer = new EmailConsumer(t.db, () => mailer);
+      handling = consumer.handle(moved);
+      const early = await Promise.race([handling, new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+      expect(early).toBe('waiting');
+    } finally {
+      release();
+    }
+    const rule = await creating;
+    try {
+      expect(await handling).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      await smtp.waitFor(1);
+      expect(subjects()).toEqual(['moved 5']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
 });

@@ -169,7 +169,8 @@ export class EmailConsumer {
 
   /**
    * The tenant's rules, read once for a run of events: a read serves every event written before it
-   * (every rule that can receive such an event, being created before it, is in the read), for at
+   * (every rule that can receive such an event, being active before it, is in the read: the read
+   * waits for the tenant's rule writes in progress, `activeRules` with `awaitWrites`), for at
    * most `maxAgeMs`; an event written after the read reads again. Under load that is one read per
    * batch instead of one transaction per event.
    */
@@ -178,7 +179,7 @@ export class EmailConsumer {
     if (cached && event.createdAt.getTime() <= cached.readAt.getTime() && performance.now() - cached.fetched < this.maxAgeMs) return cached.rules;
     const fetched = performance.now();
     const { rules, readAt } = await this.db.withTenant(event.tenantId, async (tx) => {
-      const read = await activeRules(tx);
+      const read = await activeRules(tx, { awaitWrites: true });
       if (this.deploymentId === undefined) this.deploymentId = await deploymentOf(tx);
       return read;
     });

@@ -123,6 +123,20 @@ function requireName(name: string): string {
   return trimmed;
 }
 
+/**
+ * A tenant's rule writes that make a rule active (a create, an enabling) take this lock, exclusive,
+ * before they take their time (`active_since`), and hold it until they commit; the e-mail consumer
+ * takes it shared before it reads the rules (`activeRules` with `awaitWrites`). So a read sees every
+ * rule that became active before it: one whose write took its time before the read and committed
+ * after it would otherwise be missing from the read while an event written between the two is
+ * handled, and that event (and, cached, those of the next second) would go by without it.
+ */
+const RULE_WRITES_LOCK = "hashtext('email.rules'), $1";
+
+async function lockRuleWrites(tx: Tx): Promise<void> {
+  await tx.query(`select pg_advisory_xact_lock(${RULE_WRITES_LOCK})`, [tenantOf(tx)]);
+}
+
 function tenantOf(tx: Tx): number {
   if (tx.tenantId === undefined) throw new Error('e-mail rules need a tenant transaction (Database.withTenant)');
   return tx.tenantId;
@@ -158,7 +172,7 @@ export async function createRule(tx: Tx, input: EmailRuleInput, by?: string): Pr
   checkTemplate(subject, 'subject');
   checkTemplate(body, 'body');
   // One create at a time per tenant, so that two at once cannot both pass the count.
-  await tx.query("select pg_advisory_xact_lock(hashtext('email.rules'), $1)", [tenantOf(tx)]);
+  await lockRuleWrites(tx);
   const { rows: counted } = await tx.query<{ n: number }>('select count(*)::int as n from email.rules where deleted_at is null');
   if (counted[0]!.n >= MAX_RULES) {
     throw new ConflictError(`this tenant has ${counted[0]!.n} e-mail rules, the most it may have (${MAX_RULES}): delete one first, or give a rule more patterns or recipients`);
@@ -202,6 +216,8 @@ export async function updateRule(tx: Tx, id: number, patch: EmailRulePatch, by?:
     if (patch.enabled) sets.push('active_since = case when enabled then active_since else clock_timestamp() end');
   }
   if (!sets.length) return getRule(tx, id);
+  // An enabling takes its time under the lock a consumer's read waits for (lockRuleWrites).
+  if (patch.enabled) await lockRuleWrites(tx);
   set('updated_by', by ?? null);
   try {
     const { rows } = await tx.query<EmailRule>(
@@ -230,8 +246,15 @@ export async function matchingRules(tx: Tx, type: string): Promise<ActiveRule[]>
   return (await activeRules(tx)).rules.filter((rule) => rulesMatch(rule, type));
 }
 
-/** Every enabled rule of the caller's tenant, and the database time they were read at. */
-export async function activeRules(tx: Tx): Promise<{ rules: ActiveRule[]; readAt: Date }> {
+/**
+ * Every enabled rule of the caller's tenant, and the database time they were read at. With
+ * `awaitWrites` (the consumer, whose read serves every event written before `readAt`), it first
+ * waits for the tenant's rule writes in progress (creates, enablings) to end: then every rule active
+ * before `readAt` is in the read. Not for a read inside a long transaction (the subscriber check in
+ * an ingestion): the shared lock holds until that transaction ends, and rule writes wait for it.
+ */
+export async function activeRules(tx: Tx, options: { awaitWrites?: boolean } = {}): Promise<{ rules: ActiveRule[]; readAt: Date }> {
+  if (options.awaitWrites) await tx.query(`select pg_advisory_xact_lock_shared(${RULE_WRITES_LOCK})`, [tenantOf(tx)]);
   const { rows } = await tx.query<ActiveRule & { readAt: Date }>(
     `select ${COLUMNS}, active_since as "activeSince", statement_timestamp() as "readAt" from email.rules where tenant_id = $1 and enabled and deleted_at is null order by id`,
     [tenantOf(tx)],
