@@ -6,6 +6,7 @@ import { Config } from '../config/config.js';
 import type { Tx } from '../db/database.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent, type OutboxRow, toEvent } from '../events/outbox.js';
+import { Postpone } from '../dispatch/outbox-loop.js';
 import { EmailConsumer } from './consumer.js';
 import { createMailer, type Mailer } from './mailer.js';
 import { createRule, deleteRule, updateRule } from './rules.js';
@@ -109,6 +110,62 @@ describe('when a rule receives events', () => {
       expect(await handling).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
       await smtp.waitFor(1);
       expect(subjects()).toEqual(['moved 5']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+});
+
+describe('each message is claimed before it is sent', () => {
+  /** What a handle came to; a Postpone (another process holds the claim) as `postponed`. */
+  const outcome = (handling: Promise<unknown>) => handling.catch((err: unknown) => (err instanceof Postpone ? 'postponed' : Promise.reject(err)));
+
+  it('two processes that both handle an event (a leadership handover mid-send) send its message once', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'once', eventTypes: ['org.created'], recipient: 'once@acme.example', subject: 'created {{payload.orgId}}' }));
+    try {
+      const created = await emit('org.created', { orgId: 11, tenantId: 1, name: 'A' });
+      // The old leader, still sending, and the new one, which reads the event again from the cursor.
+      const [old, next] = [new EmailConsumer(t.db, () => mailer), new EmailConsumer(t.db, () => mailer)];
+      const both = await Promise.all([outcome(old.handle(created)), outcome(next.handle(created))]);
+      expect(both).toContainEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      // The other found the message claimed: sent by the first already ([]), or still being sent (it waits, and finds it sent).
+      const other = both.find((o) => Array.isArray(o) && o.length === 0) ?? (await outcome(next.handle(created)));
+      expect([other, await outcome(old.handle(created))]).toEqual([[], []]);
+      await smtp.waitFor(1);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(subjects()).toEqual(['created 11']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+
+  it('a claim whose process is still sending makes another wait; one whose process died mid-send is taken over: sent again (at least once)', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'taken over', eventTypes: ['org.updated'], recipient: 'over@acme.example', subject: 'updated {{payload.orgId}}' }));
+    try {
+      const updated = await emit('org.updated', { orgId: 12, tenantId: 1 });
+      // Another process claimed it and is sending (its lease runs).
+      await t.owner.query(
+        `insert into email.sends (tenant_id, event_id, rule_id, token, lease_until) values (1, $1, $2, gen_random_uuid(), clock_timestamp() + interval '1 minute')`,
+        [updated.id, rule.id],
+      );
+      // A claim finished over a day ago: no cursor is before its event any more; it goes with the next claim.
+      await t.owner.query(
+        `insert into email.sends (tenant_id, event_id, rule_id, token, lease_until, finished_at, outcome)
+         values (1, 999999999, $1, gen_random_uuid(), now() - interval '2 days', now() - interval '25 hours', 'sent')`,
+        [rule.id],
+      );
+      const consumer = new EmailConsumer(t.db, () => mailer);
+      const waited = await outcome(consumer.handle(updated));
+      expect(waited).toBe('postponed');
+      expect(smtp.messages).toEqual([]);
+      // It died mid-send: its lease ran out, unfinished.
+      await t.owner.query(`update email.sends set lease_until = clock_timestamp() - interval '1 second' where event_id = $1`, [updated.id]);
+      expect(await consumer.handle(updated)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      await smtp.waitFor(1);
+      expect(subjects()).toEqual(['updated 12']);
+      const { rows } = await t.owner.query<{ outcome: string; finished: boolean }>('select outcome, finished_at is not null as finished from email.sends where event_id = $1', [updated.id]);
+      expect(rows).toEqual([{ outcome: 'sent', finished: true }]);
+      expect((await t.owner.query('select 1 from email.sends where event_id = 999999999')).rows).toEqual([]);
     } finally {
       await t1((tx) => deleteRule(tx, rule.id));
     }

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { arrayLiteral } from '../db/array-literal.js';
 import type { Database, Tx } from '../db/database.js';
 import { Postpone } from '../dispatch/outbox-loop.js';
 import type { OutboxEvent } from '../events/outbox.js';
@@ -113,6 +115,65 @@ class ServerGate {
 }
 
 /**
+ * How long a claim on a message holds beyond the longest a send may take (three times
+ * svc.mail.timeout): a process frozen (or whose send ran) longer than both loses its claim, and its
+ * message may be sent by another process too.
+ */
+const CLAIM_MARGIN_MS = 30_000;
+
+/** How often a process that finds a message claimed by another, still sending it, looks again. */
+const CLAIM_RECHECK_MS = 1_000;
+
+/** Finished claims are kept this long, then deleted (a claim is needed while the cursor may still be before its event). */
+const CLAIMS_KEPT = '1 day';
+
+/**
+ * Claims the messages of `ruleIds` for the event, for `token` (one per consumer) until `leaseMs`
+ * from now: a message not claimed yet, or whose claim is unfinished and either this consumer's or
+ * past its lease (its process died mid-send). One claimed by another process and not finished (it is
+ * sending it) or finished (sent already) is not claimed: `busyMs`, when some of them are still being
+ * sent, is how long their lease runs at most. The tenant's claims finished over CLAIMS_KEPT ago go.
+ */
+async function claimSends(
+  tx: Tx,
+  event: OutboxEvent,
+  ruleIds: number[],
+  token: string,
+  leaseMs: number,
+): Promise<{ claimed: Set<number>; busyMs: number | undefined }> {
+  const { rows } = await tx.query<{ rule_id: string }>(
+    `insert into email.sends as s (tenant_id, event_id, rule_id, token, lease_until)
+     select $1, $2, r, $3, clock_timestamp() + make_interval(secs => $4::double precision / 1000) from unnest($5::bigint[]) as r
+     on conflict (event_id, rule_id) do update set token = excluded.token, lease_until = excluded.lease_until
+      where s.finished_at is null and (s.lease_until < clock_timestamp() or s.token = excluded.token)
+     returning s.rule_id`,
+    [event.tenantId, event.id, token, leaseMs, arrayLiteral(ruleIds)],
+  );
+  const claimed = new Set(rows.map((row) => Number(row.rule_id)));
+  let busyMs: number | undefined;
+  if (claimed.size < ruleIds.length) {
+    const { rows: busy } = await tx.query<{ ms: number | null }>(
+      `select (extract(epoch from max(lease_until) - clock_timestamp()) * 1000)::float8 as ms
+         from email.sends where event_id = $1 and rule_id = any($2::bigint[]) and finished_at is null and token <> $3`,
+      [event.id, arrayLiteral(ruleIds), token],
+    );
+    if (busy[0]?.ms != null) busyMs = Math.max(0, busy[0].ms);
+  }
+  await tx.query(`delete from email.sends where tenant_id = $1 and finished_at < now() - interval '${CLAIMS_KEPT}'`, [event.tenantId]);
+  return { claimed, busyMs };
+}
+
+/** Records how this consumer's claimed messages of the event ended: they are never claimed again. */
+async function finishSends(tx: Tx, event: OutboxEvent, outcomes: EmailOutcome[], token: string): Promise<void> {
+  await tx.query(
+    `update email.sends s set finished_at = clock_timestamp(), outcome = o.outcome
+       from unnest($2::bigint[], $3::text[]) as o (rule_id, outcome)
+      where s.event_id = $1 and s.rule_id = o.rule_id and s.token = $4`,
+    [event.id, arrayLiteral(outcomes.map((o) => o.ruleId)), arrayLiteral(outcomes.map((o) => o.outcome)), token],
+  );
+}
+
+/**
  * The PostgreSQL server's system identifier and the database's oid (`7715956959062061798.16384`):
  * with the event and rule ids, a Message-ID that is the same for every send of one message and
  * differs between deployments, two databases of one server included. Null (logged once) when the
@@ -144,6 +205,9 @@ async function deploymentOf(tx: Tx): Promise<string | null> {
  * cursor moves on. Reading the rules can throw (the database is away); the loop then reads the event
  * again later. While the mail server does not answer (ServerGate), an event with something to send
  * throws a Postpone: it and the later events wait, unsent, until a check finds the server back.
+ * Each message is claimed in the database before it is sent (`claimSends`): a message another
+ * process is still sending makes the event wait (a Postpone) until it has finished or its claim has
+ * run out.
  */
 export class EmailConsumer {
   /** A tenant's enabled rules as read at `readAt` (database time), for at most `maxAgeMs`. */
@@ -194,14 +258,42 @@ export class EmailConsumer {
     if (!due.length) return [];
     const mailer = this.mailer();
     await this.gate.pass(mailer, event);
+    // Each message claimed before it is sent: a process that believes it leads a moment too long
+    // (its leadership handed over while it was sending) and the new leader, reading the event again
+    // from the cursor, do not both send it.
+    const leaseMs = (mailer.sendLimitMs ?? 0) + CLAIM_MARGIN_MS;
+    const { claimed, busyMs } = await this.db.withTenant(event.tenantId, (tx) => claimSends(tx, event, due.map((rule) => rule.id), this.token, leaseMs));
     const deployment = this.deploymentId ?? undefined;
-    return Promise.all(
-      due.map((rule) => {
-        if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
-        return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event, deployment) : { ruleId: rule.id, outcome: 'throttled' as const };
-      }),
+    const outcomes = await Promise.all(
+      due
+        .filter((rule) => claimed.has(rule.id))
+        .map((rule) => {
+          if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
+          return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event, deployment) : { ruleId: rule.id, outcome: 'throttled' as const };
+        }),
     );
+    // A failure here leaves the claims unfinished: the event is read again and they are sent again (this consumer's own).
+    if (outcomes.length > 0) await this.db.withTenant(event.tenantId, (tx) => finishSends(tx, event, outcomes, this.token));
+    if (busyMs !== undefined) {
+      // Another process is sending some of them: the event (and the later ones) wait until it has
+      // finished, or its claim has run out (it died mid-send: they are sent then).
+      if (this.waitLogged !== event.id) {
+        this.waitLogged = event.id;
+        logger().info(
+          { eventId: event.id, eventType: event.type, tenantId: event.tenantId },
+          `e-mail event ${event.id}: another process claimed some of its messages and is sending them (a leadership handover); this one waits until it has finished (or its claim runs out, at most ${Math.ceil(busyMs / 1000)} s)`,
+        );
+      }
+      throw new Postpone(performance.now() + Math.min(busyMs, CLAIM_RECHECK_MS), `e-mail event ${event.id} claimed by another process`);
+    }
+    return outcomes;
   }
+
+  /** This consumer's claims on messages (email.sends.token). */
+  private readonly token = randomUUID();
+
+  /** The event whose wait for another process's claim was logged last. */
+  private waitLogged: number | undefined;
 
   /** What tells this deployment's messages from another's (null: it cannot be read), once known. */
   private deploymentId: string | null | undefined;

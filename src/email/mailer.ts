@@ -46,6 +46,8 @@ export interface Mailer {
   check(): Promise<void>;
   /** Where messages go, for log lines (`host:port`). */
   readonly server: string;
+  /** The longest one send may take, in ms (a claim on a message holds past it); none given: 0. */
+  readonly sendLimitMs?: number;
   close(): void;
 }
 
@@ -63,6 +65,7 @@ export function serverUnavailable(err: unknown): boolean {
 export class MockedMailer implements Mailer {
   readonly mode = 'mocked' as const;
   readonly server = 'mocked';
+  readonly sendLimitMs = 0;
 
   async send(mail: OutgoingMail): Promise<SendResult> {
     logger().info(
@@ -141,6 +144,10 @@ export class SmtpMailer implements Mailer {
       disableFileAccess: true,
       disableUrlAccess: true,
     });
+  }
+
+  get sendLimitMs(): number {
+    return this.limitMs;
   }
 
   /** The whole of a send or a check may take this long, then the connection goes. */

@@ -291,7 +291,21 @@ describe('the e-mail consumer', () => {
     mailer.sent.length = 0;
     mailer.failFor = new Set(['fails@initech.example']);
     let reads = 0;
-    const counting = { withTenant: (id: number, fn: (tx: Tx) => Promise<unknown>) => { reads += 1; return db.withTenant(id, fn); } } as unknown as Database;
+    // Reads of the rules only (claims on the messages are written besides).
+    const counting = {
+      withTenant: (id: number, fn: (tx: Tx) => Promise<unknown>) =>
+        db.withTenant(id, (tx) => {
+          let counted = false;
+          const query: Tx['query'] = (text, ...rest) => {
+            if (!counted && /\bfrom email\.rules\b/.test(text)) {
+              counted = true;
+              reads += 1;
+            }
+            return tx.query(text, ...rest);
+          };
+          return fn({ ...tx, query });
+        }),
+    } as unknown as Database;
     const cached = new EmailConsumer(counting, () => mailer, 60_000);
     const before = new Date(Date.now() - 50);
     await cached.handle(event(3, 'org.updated', { orgId: 8, tenantId: 3 }, before));

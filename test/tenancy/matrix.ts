@@ -92,6 +92,12 @@ export const TABLES: TableCase[] = [
   },
   { table: 'audit.entries', ...NONE },
   { table: 'email.rules', ...NONE },
+  {
+    table: 'email.sends',
+    ...NONE,
+    seed: `insert into email.sends (tenant_id, event_id, rule_id, token, lease_until, finished_at, outcome)
+           select $1, 1, id, gen_random_uuid(), now(), now(), 'sent' from email.rules where tenant_id = $1 limit 1`,
+  },
   { table: 'hub.integrations', ...NONE },
   {
     table: 'hub.deliveries',
