@@ -175,7 +175,7 @@ async function finishSends(tx: Tx, event: OutboxEvent, outcomes: EmailOutcome[],
 
 /**
  * The PostgreSQL server's system identifier and the database's oid (`7715956959062061798.16384`):
- * with the event and rule ids, a Message-ID that is the same for every send of one message and
+ * with the event's id and time and the rule id, a Message-ID that is the same for every send of one message and
  * differs between deployments, two databases of one server included. Null (logged once) when the
  * role may not call pg_control_system() or the server does not have it (some managed services):
  * messages then get random Message-IDs. Under a savepoint, so the caller's transaction goes on.
@@ -350,7 +350,9 @@ export class EmailConsumer {
         subject: subjectLine(renderTemplate(rule.subject, ctx)),
         text: renderTemplate(rule.body, ctx),
         headers: { 'X-Svc-Event': event.type, 'X-Svc-Event-Id': String(event.id), 'X-Svc-Email-Rule': String(rule.id) },
-        key: deployment ? `e${event.id}.r${rule.id}.${deployment}` : undefined,
+        // The event's time too: a database restored to an earlier point (or a copy of it) writes new
+        // events under ids already used, and their messages must not look like copies of those sent then.
+        key: deployment ? `e${event.id}.t${event.createdAt.getTime()}.r${rule.id}.${deployment}` : undefined,
       });
       if (result.outcome === 'sent') {
         // A server may take some recipients and refuse others (no such mailbox): the message went to those it took only.

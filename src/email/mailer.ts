@@ -16,7 +16,7 @@ export interface OutgoingMail {
   /** Extra headers (`X-Svc-Event`, …). */
   headers?: Record<string, string>;
   /**
-   * The same for every send of one message (`e42.r3.<deployment>`): the Message-ID is
+   * The same for every send of one message (`e42.t<event time>.r3.<deployment>`): the Message-ID is
    * `<svc-hub.KEY@the domain of svc.mail.from>`, so a service that de-duplicates by Message-ID drops
    * a copy sent again (a restart, a second leader). Without it the Message-ID is random.
    */

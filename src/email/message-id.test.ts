@@ -43,9 +43,9 @@ afterAll(async () => {
 const event: OutboxEvent = { id: 42, tenantId: 1, type: 'org.updated', payload: { orgId: 7, tenantId: 1 }, createdAt: new Date(Date.now() + 60_000), position: { txid: '1', id: 42 } };
 
 /** Sends the event through a new consumer (as a restarted process would) and returns the Message-ID of each rule's message. */
-async function send(t: MigratedDatabase): Promise<Map<string, string>> {
+async function send(t: MigratedDatabase, sent: OutboxEvent = event): Promise<Map<string, string>> {
   const before = smtp.messages.length;
-  const outcomes = await new EmailConsumer(t.db, () => mailer).handle(event);
+  const outcomes = await new EmailConsumer(t.db, () => mailer).handle(sent);
   expect(outcomes.map((o) => o.outcome)).toEqual(['sent', 'sent']);
   const got = (await smtp.waitFor(before + 2)).slice(before);
   return new Map(got.map((m) => [String(m.parsed.headers.get('x-svc-email-rule')), String(m.parsed.messageId)]));
@@ -61,11 +61,22 @@ describe('Message-ID of an e-mail rule\'s message', () => {
     const again = await send(one);
     expect(again).toEqual(first);
     const [a, b] = rules.map((id) => first.get(String(id))!);
-    expect(a).toMatch(new RegExp(`^<svc-hub\\.e42\\.r${rules[0]}\\.\\d+\\.\\d+@mail\\.example\\.net>$`));
-    expect(b).toMatch(new RegExp(`^<svc-hub\\.e42\\.r${rules[1]}\\.`));
+    expect(a).toMatch(new RegExp(`^<svc-hub\\.e42\\.t${event.createdAt.getTime()}\\.r${rules[0]}\\.\\d+\\.\\d+@mail\\.example\\.net>$`));
+    expect(b).toMatch(new RegExp(`^<svc-hub\\.e42\\.t\\d+\\.r${rules[1]}\\.`));
     expect(a).not.toBe(b);
     const elsewhere = await send(other);
     for (const id of rules) expect(elsewhere.get(String(id))).not.toBe(first.get(String(id)));
+  });
+
+  it('differs for another event with the same id: a database restored to an earlier point (or cloned) writes new events under ids already used', async () => {
+    const before: OutboxEvent = { ...event, id: 43, position: { txid: '1', id: 43 } };
+    const first = await send(one, before);
+    // The same id, the same database (system identifier and oid), the same rules: a new event,
+    // written later. (Its claims are another event's, so they are cleared as a restore does.)
+    await one.owner.query('delete from email.sends where event_id = 43');
+    const later = await send(one, { ...before, createdAt: new Date(before.createdAt.getTime() + 1) });
+    expect([...later.keys()]).toEqual([...first.keys()]);
+    for (const [rule, id] of first) expect(later.get(rule)).not.toBe(id);
   });
 
   it('is random when the hub\'s role may not call pg_control_system(): the messages are sent all the same', async () => {

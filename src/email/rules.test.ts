@@ -205,7 +205,7 @@ describe('the e-mail consumer', () => {
     expect(watch).toEqual({
       to: ['a@initech.example', 'b@initech.example'],
       // The same for every send of this event by this rule (src/email/message-id.test.ts).
-      key: expect.stringMatching(new RegExp(`^e${e.id}\\.r\\d+\\.\\d+\\.\\d+$`)),
+      key: expect.stringMatching(new RegExp(`^e${e.id}\\.t${e.createdAt.getTime()}\\.r\\d+\\.\\d+\\.\\d+$`)),
       subject: 'org.created #5',
       text: `Org Acme (3/${e.id}) by org-watch`,
       headers: { 'X-Svc-Event': 'org.created', 'X-Svc-Event-Id': String(e.id), 'X-Svc-Email-Rule': expect.any(String) },
