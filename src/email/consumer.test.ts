@@ -74,11 +74,21 @@ describe('when a rule receives events', () => {
     }
   });
 
-  it('a rule whose create commits only after an event written after it was read: the consumer waits for the create, and the rule gets the event', async () => {
-    // The create's transaction has written the rule (its time taken) but not committed; an event is
-    // written and committed meanwhile by another transaction, and the consumer handles it then. (In
-    // the outbox's order the event is readable then when its transaction took its id before the
-    // rule's did.) The rule existed before the event, so the event is due to it; read without it, the
+  /** Makes (or enables) the rule in a transaction that stays open, its write done, until `release`. */
+  const writes: Record<string, (tx: Tx, name: string) => Promise<number>> = {
+    create: async (tx, name) => (await createRule(tx, { name, eventTypes: ['org.moved'], recipient: 'slow@acme.example', subject: `${name} {{payload.orgId}}` })).id,
+    enabling: async (tx, name) => {
+      const id = await t1(async (made) => (await createRule(made, { name, eventTypes: ['org.moved'], recipient: 'slow@acme.example', subject: `${name} {{payload.orgId}}`, enabled: false })).id);
+      await updateRule(tx, id, { enabled: true });
+      return id;
+    },
+  };
+
+  it.each(Object.keys(writes))('a rule whose %s commits only after an event written after it was read: the consumer waits for it, and the rule gets the event', async (kind) => {
+    // The rule's transaction has written it (its time taken) but not committed; an event is written
+    // and committed meanwhile by another transaction, and the consumer handles it then. (In the
+    // outbox's order the event is readable then when its transaction took its id before the rule's
+    // did.) The rule was active before the event, so the event is due to it; read without it, the
     // event went by unsent, and with a cached read, every event of the next second could too.
     let release!: () => void;
     const held = new Promise<void>((resolve) => {
@@ -88,11 +98,11 @@ describe('when a rule receives events', () => {
     const ruleWritten = new Promise<void>((resolve) => {
       written = resolve;
     });
-    const creating = t1(async (tx) => {
-      const rule = await createRule(tx, { name: 'slow commit', eventTypes: ['org.moved'], recipient: 'slow@acme.example', subject: 'moved {{payload.orgId}}' });
+    const writing = t1(async (tx) => {
+      const id = await writes[kind]!(tx, `slow ${kind}`);
       written();
       await held;
-      return rule;
+      return id;
     });
     let handling: Promise<unknown> | undefined;
     try {
@@ -105,13 +115,13 @@ describe('when a rule receives events', () => {
     } finally {
       release();
     }
-    const rule = await creating;
+    const ruleId = await writing;
     try {
-      expect(await handling).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      expect(await handling).toEqual([{ ruleId, outcome: 'sent' }]);
       await smtp.waitFor(1);
-      expect(subjects()).toEqual(['moved 5']);
+      expect(subjects()).toEqual([`slow ${kind} 5`]);
     } finally {
-      await t1((tx) => deleteRule(tx, rule.id));
+      await t1((tx) => deleteRule(tx, ruleId));
     }
   });
 });
