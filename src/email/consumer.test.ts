@@ -9,7 +9,8 @@ import { EventWriter, type OutboxEvent, type OutboxRow, toEvent } from '../event
 import { Postpone } from '../dispatch/outbox-loop.js';
 import { EmailConsumer } from './consumer.js';
 import { createMailer, type Mailer } from './mailer.js';
-import { createRule, deleteRule, updateRule } from './rules.js';
+import { OutboxConsumer } from '../events/consumer.js';
+import { createRule, deleteRule, NO_ENABLED_RULES, updateRule } from './rules.js';
 
 /**
  * The e-mail consumer against real PostgreSQL and a real SMTP server on loopback (smtp-server, read
@@ -179,5 +180,72 @@ describe('each message is claimed before it is sent', () => {
     } finally {
       await t1((tx) => deleteRule(tx, rule.id));
     }
+  });
+});
+
+describe('while no tenant has an enabled rule (the consumer passes events unread)', () => {
+  let own: MigratedDatabase;
+
+  beforeAll(async () => {
+    // A server of its own: the outbox is read below the oldest transaction open on the server.
+    own = await migratedDatabase({ 1: 'acme' }, 4, { ownServer: true });
+  });
+
+  afterAll(async () => {
+    await own?.close();
+  });
+
+  it('the first rule, its create not committed yet, keeps an event written after it from being passed unread', async () => {
+    const cursor = new OutboxConsumer(own.db, 'email');
+    await cursor.startAtHead();
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const deferred = () => {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      return { promise, resolve };
+    };
+    const [eventHasId, ruleWritten] = [deferred(), deferred()];
+    // The event's transaction takes its id first, so the event is readable in the outbox's order
+    // while the rule's transaction (a later id) is still open.
+    let eventId = 0;
+    let writeEvent!: () => void;
+    const eventMay = new Promise<void>((resolve) => {
+      writeEvent = resolve;
+    });
+    const emitting = own.db.withTenant(1, async (tx) => {
+      await tx.query('select pg_current_xact_id()');
+      eventHasId.resolve();
+      await eventMay;
+      eventId = await writer.emit(tx, 'org.moved', { orgId: 6, tenantId: 1, newParentId: 1 });
+    });
+    await eventHasId.promise;
+    const creating = own.db.withTenant(1, async (tx) => {
+      const rule = await createRule(tx, { name: 'first', eventTypes: ['org.moved'], recipient: 'first@acme.example', subject: 'first {{payload.orgId}}' });
+      ruleWritten.resolve();
+      await held;
+      return rule;
+    });
+    let skip: { passed: boolean } | undefined;
+    try {
+      await ruleWritten.promise;
+      writeEvent();
+      await emitting;
+      skip = await cursor.skipVisible(NO_ENABLED_RULES);
+    } finally {
+      writeEvent();
+      release();
+    }
+    const rule = await creating;
+    expect(skip).toEqual({ passed: false, heldBack: false });
+    const { events } = await cursor.read(10);
+    expect(events.map((e) => e.id)).toEqual([eventId]);
+    expect(await new EmailConsumer(own.db, () => mailer).handle(events[0]!)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+    await smtp.waitFor(1);
+    expect(subjects()).toEqual(['first 6']);
   });
 });

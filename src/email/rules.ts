@@ -268,9 +268,15 @@ export const rulesMatch = (rule: ActiveRule, type: string): boolean => patternsM
 /**
  * SQL, true when no active tenant has an enabled rule: the e-mail consumer then has nothing to send
  * for any event (its OutboxLoop `idleWhen`; a deactivated tenant's events are handed to no consumer,
- * so its rules alone must not make the consumer read every event).
+ * so its rules alone must not make the consumer read every event). Nor while a rule write that
+ * makes a rule active (`lockRuleWrites`, any tenant) is in progress: its rule, not visible yet, may
+ * be due events written after it took its time, and the statement would pass them unread. (One
+ * that commits while the statement runs, between its snapshot and its look at the locks, is still
+ * missed.)
  */
-export const NO_ENABLED_RULES = `not exists (select 1 from email.rules r where r.enabled and r.deleted_at is null and ${activeTenant('r.tenant_id')})`;
+export const NO_ENABLED_RULES = `not exists (select 1 from email.rules r where r.enabled and r.deleted_at is null and ${activeTenant('r.tenant_id')})
+  and not exists (select 1 from pg_locks l where l.locktype = 'advisory' and l.mode = 'ExclusiveLock' and l.objsubid = 2
+                   and l.classid = hashtext('email.rules')::oid and l.database = (select oid from pg_database where datname = current_database()))`;
 
 /**
  * For the subscriber registry (src/events/subscribers.ts): an enabled rule matching the type counts
