@@ -131,20 +131,54 @@ describe('each message is claimed before it is sent', () => {
   /** What a handle came to; a Postpone (another process holds the claim) as `postponed`. */
   const outcome = (handling: Promise<unknown>) => handling.catch((err: unknown) => (err instanceof Postpone ? 'postponed' : Promise.reject(err)));
 
-  it('two processes that both handle an event (a leadership handover mid-send) send its message once', async () => {
+  it('two processes that both handle an event (a leadership handover while the old leader is mid-send) send its message once', async () => {
     const rule = await t1((tx) => createRule(tx, { name: 'once', eventTypes: ['org.created'], recipient: 'once@acme.example', subject: 'created {{payload.orgId}}' }));
     try {
       const created = await emit('org.created', { orgId: 11, tenantId: 1, name: 'A' });
-      // The old leader, still sending, and the new one, which reads the event again from the cursor.
-      const [old, next] = [new EmailConsumer(t.db, () => mailer), new EmailConsumer(t.db, () => mailer)];
-      const both = await Promise.all([outcome(old.handle(created)), outcome(next.handle(created))]);
-      expect(both).toContainEqual([{ ruleId: rule.id, outcome: 'sent' }]);
-      // The other found the message claimed: sent by the first already ([]), or still being sent (it waits, and finds it sent).
-      const other = both.find((o) => Array.isArray(o) && o.length === 0) ?? (await outcome(next.handle(created)));
-      expect([other, await outcome(old.handle(created))]).toEqual([[], []]);
-      await smtp.waitFor(1);
+      // The old leader's send is under way (held before it reaches the server) when the new leader
+      // reads the event again from the cursor.
+      let sending!: () => void;
+      const sendStarted = new Promise<void>((resolve) => {
+        sending = resolve;
+      });
+      let finish!: () => void;
+      const mayFinish = new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      const slow: Mailer = {
+        mode: 'smtp',
+        server: mailer.server,
+        sendLimitMs: mailer.sendLimitMs,
+        check: () => mailer.check(),
+        close: () => undefined,
+        send: async (mail) => {
+          sending();
+          await mayFinish;
+          return mailer.send(mail);
+        },
+      };
+      const old = new EmailConsumer(t.db, () => slow);
+      const next = new EmailConsumer(t.db, () => mailer);
+      const oldHandling = old.handle(created);
+      let waited: unknown;
+      try {
+        await sendStarted;
+        waited = await outcome(next.handle(created));
+      } finally {
+        finish();
+      }
+      expect(waited).toBe('postponed');
+      expect(await oldHandling).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      // Looking again, the new leader finds it sent, and so does the old one reading it again.
+      expect(await next.handle(created)).toEqual([]);
+      expect(await old.handle(created)).toEqual([]);
+      // Both at once, on another event: one message too.
+      const again = await emit('org.created', { orgId: 12, tenantId: 1, name: 'B' });
+      const both = await Promise.all([outcome(old.handle(again)), outcome(next.handle(again))]);
+      expect(both.filter((o) => Array.isArray(o) && o.length === 1)).toHaveLength(1);
+      await smtp.waitFor(2);
       await new Promise((resolve) => setTimeout(resolve, 200));
-      expect(subjects()).toEqual(['created 11']);
+      expect(subjects().sort()).toEqual(['created 11', 'created 12']);
     } finally {
       await t1((tx) => deleteRule(tx, rule.id));
     }
