@@ -15,7 +15,7 @@ import { OUTBOX_USAGE, outboxCommand, parseOutboxArgs } from './outbox.js';
 import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
 import { parseSecretsArgs, SECRETS_USAGE, secretsCommand } from './secrets.js';
 
-const USAGE = `usage: svc-hub <role>
+export const USAGE = `usage: svc-hub <role>
        svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
        svc-hub run export NAME --tenant CODE [--scheduled]
        svc-hub secrets rekey [--batch N]
@@ -46,7 +46,7 @@ roles:
 Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
 `;
 
-const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run', 'secrets', 'outbox'] as const;
+export const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run', 'secrets', 'outbox'] as const;
 type RoleName = (typeof ROLES)[number];
 
 export async function main(argv: string[]): Promise<number> {

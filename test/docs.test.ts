@@ -1,8 +1,20 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
+import { parseAllDocuments } from 'yaml';
 import { routeTable } from '../apiserver/app.js';
+import { OUTBOX_USAGE } from '../cmd/outbox.js';
+import { RUN_USAGE } from '../cmd/run.js';
+import { SECRETS_USAGE } from '../cmd/secrets.js';
+import { ROLES, USAGE } from '../cmd/svc-hub.js';
 import { COMMANDS } from '../src/cli/commands.js';
+import { CLI_ENVIRONMENT } from '../src/cli/config.js';
+import { envName, PROPERTIES } from '../src/config/properties.js';
+import { checkManifest } from '../src/connectors/manifest/validate.js';
+import { checkEntityManifest } from '../src/entities/manifest/validate.js';
+import { checkExportManifest } from '../src/exports/manifest/validate.js';
+import { checkProcessManifest } from '../src/processes/manifest/validate.js';
+import { checkWorkflowManifest } from '../src/workflows/manifest/validate.js';
 import { packageRoot } from '../src/package-root.js';
 
 /**
@@ -147,5 +159,189 @@ describe('documentation', () => {
       for (const [, flag = ''] of row.matchAll(/--([a-z][a-z-]*)/g)) if (!(flag in (command.flags ?? {}))) drift.push(`${row}: svc ${command.name} has no --${flag}`);
     }
     expect(drift).toEqual([]);
+  });
+});
+
+/** The documents a new user reads (not the generated measurement tables of docs/performance.md). */
+const READ = (file: string) => file !== join('docs', 'performance.md');
+
+/**
+ * `svc.*` names in the documents that are no property of the hub, on purpose: a PostgreSQL setting
+ * of the hub's transactions, the form of a name the configuration doc explains, and names
+ * docs/kubernetes.md gives as examples of keys the chart refuses.
+ */
+const NOT_PROPERTIES = new Set(['svc.tenant_id', 'svc.a.b-c', 'svc.http-port', 'svc.webhook.max.attempts']);
+
+/** Every `svc.a.b` a text names as a setting (not a domain such as `svc.io/tenant`, nor a file such as bin/svc.js). */
+function settingsNamed(text: string): string[] {
+  return [...text.matchAll(/(?<![\w./-])svc\.[a-z][\w-]*(?:\.[\w-]+)*(?![\w/])/g)].map((m) => m[0].replace(/[.-]+$/, ''));
+}
+
+/** The names of `settingsNamed` that are no property (`svc.oidc.*` names the properties under `svc.oidc`). */
+function unknownSettings(text: string, properties: readonly string[]): string[] {
+  return settingsNamed(text).filter(
+    (name, i, all) => all.indexOf(name) === i && !properties.includes(name) && !NOT_PROPERTIES.has(name) && !(text.includes(`${name}.*`) && properties.some((p) => p.startsWith(`${name}.`))),
+  );
+}
+
+describe('documentation: what it names exists', () => {
+  const files = markdownFiles().filter(READ);
+  const properties = PROPERTIES.map((p) => p.name);
+
+  it('every svc.* setting the documents name is a property of the hub (src/config/properties.ts)', () => {
+    expect(files.flatMap((file) => unknownSettings(readFileSync(join(ROOT, file), 'utf8'), properties).map((name) => `${file}: ${name}`))).toEqual([]);
+    // A planted mismatch is caught, a domain, a file and a wildcard are not taken for settings.
+    expect(unknownSettings('set `svc.webhook.max-attempt` (see bin/svc.js, label svc.io/tenant, apps.svc.io, `svc.oidc.*`)', properties)).toEqual(['svc.webhook.max-attempt']);
+  });
+
+  /** Variables of the test harness (test/, e2e/, bench/) that the development docs describe. */
+  const harnessVariables = () => {
+    const seen = new Set<string>();
+    const walk = (dir: string) => {
+      for (const name of readdirSync(join(ROOT, dir))) {
+        const path = join(dir, name);
+        if (name === 'node_modules' || name === 'results' || name.startsWith('.')) continue;
+        if (statSync(join(ROOT, path)).isDirectory()) walk(path);
+        else if (/\.(ts|js|sh)$/.test(name)) for (const [, v = ''] of readFileSync(join(ROOT, path), 'utf8').matchAll(/\benv\.(SVC_[A-Z0-9_]+)/g)) seen.add(v);
+      }
+    };
+    for (const dir of ['test', 'e2e', 'bench']) walk(dir);
+    return seen;
+  };
+
+  it('every SVC_* variable the documents name is read: a property, an alias, the svc client\'s, or the test harness\'s', () => {
+    const known = new Set([...PROPERTIES.flatMap((p) => [envName(p.name), ...(p.aliases ?? [])]), ...CLI_ENVIRONMENT, ...harnessVariables(), 'SVC_A_B_C']);
+    const unknown = (text: string) => [...new Set([...text.matchAll(/\bSVC_[A-Z0-9_]*[A-Z0-9]\b/g)].map((m) => m[0]))].filter((name) => !known.has(name));
+    expect(files.flatMap((file) => unknown(readFileSync(join(ROOT, file), 'utf8')).map((name) => `${file}: ${name}`))).toEqual([]);
+    expect(unknown('SVC_WEBHOOK_MAX_ATTEMPT=5 SVC_URL=x SVC_FUZZ_RUNS=9')).toEqual(['SVC_WEBHOOK_MAX_ATTEMPT']);
+  });
+
+  /** The usage of a role of `svc-hub` (the lines its `--help` prints). */
+  const usageOf = (role: string) => (role === 'run' ? RUN_USAGE : role === 'secrets' ? SECRETS_USAGE : role === 'outbox' ? OUTBOX_USAGE : `svc-hub ${role}`);
+
+  /**
+   * What is wrong with a `svc-hub …` command a document names: an unknown role, a subcommand (the word
+   * after `run`, `secrets`, `outbox`) or a flag its usage lacks. Other words are values.
+   */
+  function hubCommandProblem(span: string): string | undefined {
+    const words = span.split(/\s+/).slice(1);
+    const [role = '', sub = ''] = words;
+    if (role === '--help' || role === '--version' || role === '<role>') return undefined;
+    if (!(ROLES as readonly string[]).includes(role)) return `no role '${role}'`;
+    const usage = usageOf(role);
+    const named = [...(['run', 'secrets', 'outbox'].includes(role) && /^[a-z]/.test(sub) ? [sub] : []), ...words.flatMap((w) => w.match(/^\[?(--[a-z][a-z-]*)/)?.slice(1, 2) ?? [])];
+    const missing = named.find((token) => token !== '--help' && !new RegExp(`(^|[\\s\\[|])${token}(?=[\\s\\]|=]|$)`, 'm').test(usage));
+    return missing ? `svc-hub ${role} has no '${missing}'` : undefined;
+  }
+
+  it('every `svc-hub …` command the documents name is a role of the executable, with words and flags its usage has', () => {
+    const problems: string[] = [];
+    for (const file of files) {
+      for (const [, span = ''] of readFileSync(join(ROOT, file), 'utf8').matchAll(/`(svc-hub [^`]*)`/g)) {
+        // README's table lists the roles as alternatives, each `|` escaped for the table.
+        const [first = '', ...others] = span.replace(/ failed:.*$/, '').split(' \\| ');
+        for (const command of [first, ...others.map((alternative) => `svc-hub ${alternative}`)]) {
+          const problem = hubCommandProblem(command);
+          if (problem) problems.push(`${file}: \`${span}\`: ${problem}`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(['svc-hub serve', 'svc-hub run connector NAME --tenant CODE [--endpoint ID]', 'svc-hub secrets rekey [--batch N]'].map(hubCommandProblem)).toEqual([undefined, undefined, undefined]);
+    expect(['svc-hub worker', 'svc-hub run connector NAME --tenant CODE --dry-run', 'svc-hub outbox drop NAME'].map(hubCommandProblem)).toEqual([
+      "no role 'worker'",
+      "svc-hub run has no '--dry-run'",
+      "svc-hub outbox has no 'drop'",
+    ]);
+  });
+
+  it('docs/operations.md documents every role of svc-hub with each of its usage lines', () => {
+    const rows = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8').split('\n').flatMap((line) => (line.startsWith('| `svc-hub ') ? [line.slice(3, line.indexOf('`', 3))] : []));
+    const lines = ROLES.flatMap((role) => usageOf(role).split('\n').flatMap((line) => (/^(usage: | {7})svc-hub /.test(line) || line === `svc-hub ${role}` ? [line.replace(/^usage: | {7}/, '').trim()] : [])));
+    expect(lines.length).toBeGreaterThanOrEqual(ROLES.length);
+    expect(lines.filter((line) => !rows.includes(line))).toEqual([]);
+    expect(USAGE).toContain('svc-hub --help | --version');
+  });
+});
+
+/** The apply-time check of each manifest kind, as the hub's apply paths and the operator run it. */
+const CHECKS: Record<string, (manifest: unknown) => { errors: ReadonlyArray<{ field?: string; message: string }> }> = {
+  Connector: checkManifest,
+  Entity: checkEntityManifest,
+  Export: checkExportManifest,
+  Workflow: checkWorkflowManifest,
+  Process: checkProcessManifest,
+};
+
+/**
+ * The problems of the YAML examples of one document: a whole manifest (`kind: …`) is checked as
+ * its kind's apply checks it; a part of one (a list of connector endpoints, an export's
+ * `destination:`) in place of that part of the document's first manifest (a SOAP endpoint in a
+ * soap-generic one); an `application.yaml`
+ * (`svc:` at its top) names only properties.
+ */
+function yamlExampleProblems(text: string, properties: readonly string[]): string[] {
+  const problems: string[] = [];
+  let first: Record<string, unknown> | undefined;
+  for (const match of text.matchAll(/^```ya?ml\n([\s\S]*?)^```/gm)) {
+    const block = match[1] ?? '';
+    const line = text.slice(0, match.index).split('\n').length + 1;
+    const where = `line ${line}`;
+    let documents: unknown[];
+    try {
+      documents = parseAllDocuments(block).map((d) => {
+        if (d.errors.length) throw d.errors[0];
+        return d.toJS();
+      });
+    } catch (err) {
+      problems.push(`${where}: not YAML: ${(err as Error).message.split('\n')[0]}`);
+      continue;
+    }
+    for (const value of documents) {
+      const doc = value as Record<string, unknown>;
+      let manifest: unknown;
+      if (typeof doc?.kind === 'string' && typeof doc.apiVersion === 'string') {
+        manifest = doc;
+        first ??= structuredClone(doc);
+      } else if (Array.isArray(doc) && first?.kind === 'Connector' && doc.every((e) => typeof (e as { id?: unknown })?.id === 'string')) {
+        // A SOAP endpoint is one of a soap-generic connector.
+        const type = doc.some((e) => 'soap' in (e as object)) ? 'soap-generic' : first.connector_type;
+        manifest = { ...first, connector_type: type, spec: { ...(first.spec as object), endpoints: doc } };
+      } else if (doc && typeof doc === 'object' && 'destination' in doc && first?.kind === 'Export') {
+        manifest = { ...first, spec: { ...(first.spec as object), destination: doc.destination } };
+      } else if (doc && typeof doc === 'object' && 'svc' in doc) {
+        const flat = (prefix: string, v: unknown): string[] =>
+          v && typeof v === 'object' && !Array.isArray(v) ? Object.entries(v).flatMap(([k, w]) => flat(`${prefix}.${k}`, w)) : [prefix];
+        for (const name of flat('svc', doc.svc)) if (!properties.includes(name)) problems.push(`${where}: ${name} is no property`);
+        continue;
+      } else continue;
+      const kind = (manifest as { kind: string }).kind;
+      const check = CHECKS[kind];
+      if (!check) problems.push(`${where}: no kind ${kind}`);
+      else for (const e of check(manifest).errors) problems.push(`${where}: ${kind}: ${e.field ? `${e.field}: ` : ''}${e.message}`);
+    }
+  }
+  return problems;
+}
+
+describe('documentation: its YAML examples', () => {
+  const properties = PROPERTIES.map((p) => p.name);
+
+  it.each(markdownFiles().filter(READ))('%s: every manifest (or part of one) and application.yaml it shows is valid', (file) => {
+    expect(yamlExampleProblems(readFileSync(join(ROOT, file), 'utf8'), properties)).toEqual([]);
+  });
+
+  it('finds a planted mistake in a manifest, in a part of one and in an application.yaml', () => {
+    const connectors = readFileSync(join(ROOT, 'docs', 'connectors.md'), 'utf8');
+    expect(yamlExampleProblems(connectors, properties)).toEqual([]);
+    // The manifest's own block (its first line is the document's 15th), and the endpoint list checked inside it.
+    expect(yamlExampleProblems(connectors.replace('default_rate_limit: 100/s', 'default_rate_limit: fast'), properties)).toEqual([
+      expect.stringMatching(/^line 15: Connector: spec\.default_rate_limit: /),
+      expect.stringMatching(/^line \d+: Connector: spec\.default_rate_limit: /),
+    ]);
+    expect(yamlExampleProblems(connectors.replace('records: Partner', 'record: Partner'), properties)).toContainEqual(expect.stringMatching(/: Connector: spec\.endpoints\[0\]\.soap\.record: .*not a known field/));
+    const exports = readFileSync(join(ROOT, 'docs', 'exports.md'), 'utf8');
+    expect(yamlExampleProblems(exports.replace('bucket: partner-drops', 'bucket: Partner_Drops'), properties)).toEqual([expect.stringMatching(/: Export: spec\.destination\.bucket: /)]);
+    expect(yamlExampleProblems('```yaml\nsvc:\n  webhook:\n    sweep-every: 2s\n    sweep-evry: 2s\n```\n', properties)).toEqual(['line 2: svc.webhook.sweep-evry is no property']);
   });
 });
