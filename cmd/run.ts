@@ -4,18 +4,9 @@ import type { ExportRun } from '../src/exports/runs/ledger.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { logger } from '../src/observability/logger.js';
 import { startHub } from './compose.js';
+import { RUN_USAGE } from './usage.js';
 
-export const RUN_USAGE = `usage: svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
-       svc-hub run export NAME --tenant CODE [--scheduled]
-
-  connector: runs the connector's enabled endpoints (or the one named) once, in this process, prints
-  one line per run and exits non-zero when a run failed.
-  export: runs the export once, in this process (its artifact time is now), prints the run's line
-  (receipt or failure code and reason) and exits non-zero when it failed.
-  --scheduled takes the latest due slot of the stored schedule: a connector honours the window
-  fence, an export uses the slot as its artifact time, and a slot that already ran (or was delivered)
-  is skipped (what a CronJob runs).
-`;
+export { RUN_USAGE } from './usage.js';
 
 interface RunArgs {
   kind: 'connector' | 'export';

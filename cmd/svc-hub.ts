@@ -12,41 +12,10 @@ import { setupDatabase } from '../src/runtime/database-setup.js';
 import { announce, startHub, type Hub } from './compose.js';
 import { startOperator } from './operator.js';
 import { OUTBOX_USAGE, outboxCommand, parseOutboxArgs } from './outbox.js';
-import { parseRunArgs, RUN_USAGE, runCommand } from './run.js';
+import { parseRunArgs, runCommand } from './run.js';
 import { parseSecretsArgs, SECRETS_USAGE, secretsCommand } from './secrets.js';
+import { ROLES, RUN_USAGE, USAGE } from './usage.js';
 
-export const USAGE = `usage: svc-hub <role>
-       svc-hub run connector NAME --tenant CODE [--endpoint ID] [--scheduled]
-       svc-hub run export NAME --tenant CODE [--scheduled]
-       svc-hub secrets rekey [--batch N]
-       svc-hub outbox consumers | drop-consumer NAME [--force]
-       svc-hub --help | --version
-
-roles:
-  all        the API, the outbox dispatchers and the schedulers in one process (what npm start runs)
-  serve      the HTTP API only
-  dispatch   the outbox consumers (webhooks, e-mail rules, hooks, processes) and the sweeps,
-             leader-elected: several may run, one works at a time; serves only /q/health* and
-             /q/metrics
-  migrate    apply pending database migrations and exit
-  operator   the Kubernetes operator: reconciles Connector, Entity, Export, Workflow and Process
-             resources into the hub, owns their CronJobs, writes their status; leader-elected;
-             serves only /q/health* and /q/metrics
-  run        one run of a connector (its enabled endpoints, or the one named) or of an export in
-             this process, then exit, non-zero when a run failed; --scheduled takes the latest due
-             slot of the stored schedule (what a CronJob runs)
-  secrets    rekey: re-seal every stored sealed value under svc.secret.master-key (after a rotation,
-             while it still reads svc.secret.previous-master-keys), then exit; non-zero when a value
-             opened under no configured key
-  outbox     consumers: list the outbox consumers' cursors (position, lag, last advanced);
-             drop-consumer NAME: remove the cursor of a consumer no hub runs any more, so the
-             purge no longer keeps events for it (a consumer this version runs is refused, and one
-             that advanced in the last 15 minutes unless --force)
-
-Configuration comes from application.yaml and SVC_* environment variables (docs/configuration.md).
-`;
-
-export const ROLES = ['all', 'serve', 'dispatch', 'operator', 'migrate', 'run', 'secrets', 'outbox'] as const;
 type RoleName = (typeof ROLES)[number];
 
 export async function main(argv: string[]): Promise<number> {

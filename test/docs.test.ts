@@ -3,10 +3,11 @@ import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
 import { routeTable } from '../apiserver/app.js';
+import { openApiDocument } from '../apiserver/openapi.js';
+import type { RouteDecl } from '../apiserver/route.js';
 import { OUTBOX_USAGE } from '../cmd/outbox.js';
-import { RUN_USAGE } from '../cmd/run.js';
 import { SECRETS_USAGE } from '../cmd/secrets.js';
-import { ROLES, USAGE } from '../cmd/svc-hub.js';
+import { ROLES, RUN_USAGE, USAGE } from '../cmd/usage.js';
 import { COMMANDS } from '../src/cli/commands.js';
 import { CLI_ENVIRONMENT } from '../src/cli/config.js';
 import { envName, PROPERTIES } from '../src/config/properties.js';
@@ -343,5 +344,54 @@ describe('documentation: its YAML examples', () => {
     const exports = readFileSync(join(ROOT, 'docs', 'exports.md'), 'utf8');
     expect(yamlExampleProblems(exports.replace('bucket: partner-drops', 'bucket: Partner_Drops'), properties)).toEqual([expect.stringMatching(/: Export: spec\.destination\.bucket: /)]);
     expect(yamlExampleProblems('```yaml\nsvc:\n  webhook:\n    sweep-every: 2s\n    sweep-evry: 2s\n```\n', properties)).toEqual(['line 2: svc.webhook.sweep-evry is no property']);
+  });
+});
+
+describe('documentation: its tables of HTTP operations', () => {
+  const routes = routeTable({}, () => ({}));
+  const document = openApiDocument(routes, { version: '0', devBypass: false }) as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+  const gateText = (gate: RouteDecl['auth']): string[] => (gate === 'public' ? [] : gate.flat());
+
+  /**
+   * What a table row naming an operation (`| GET | /api/x | roles | what it answers |`, or
+   * `` | `GET /api/x` | roles | … | ``) says that the operation does not declare: a status it does
+   * not answer (as /q/openapi lists them), a role its gate does not ask for, or, when the row names
+   * roles, a role of the gate it leaves out.
+   */
+  function rowProblems(line: string): string[] {
+    const m = line.match(/^\| `?(GET|POST|PUT|PATCH|DELETE)`? \| `?(\/[^\s`|]+)`? \|(.*)$/) ?? line.match(/^\| `(GET|POST|PUT|PATCH|DELETE) (\/[^\s`]+)` \|(.*)$/);
+    if (!m) return [];
+    const [, method = '', path = '', rest = ''] = m;
+    const template = (p: string) => p.replace(/\?.*/, '').replace(/\{[^}]+\}/g, '{}');
+    const decl = routes.find((r) => r.method === method && template(r.path) === template(path));
+    if (!decl) return []; // 'every HTTP operation the documents name' reports it
+    const answers = Object.keys(document.paths[decl.path]?.[method.toLowerCase()]?.responses ?? {}).map(Number);
+    const statuses = [...new Set([...rest.matchAll(/(?<![\w.-])([2-5]\d\d)(?![\w.,-]?\d)/g)].map((s) => Number(s[1])))];
+    const roles = [...new Set([...rest.matchAll(/\bsvc_[a-z]+/g)].map((r) => r[0]))];
+    const gate = gateText(decl.auth);
+    return [
+      ...statuses.filter((s) => !answers.includes(s)).map((s) => `${method} ${path}: ${s} is no answer it declares (${answers.join(', ')})`),
+      ...roles.filter((r) => !gate.includes(r)).map((r) => `${method} ${path}: ${r} is not in its gate (${gate.join(', ') || 'public'})`),
+      ...(roles.length ? gate.filter((r) => !roles.includes(r)).map((r) => `${method} ${path}: its gate also asks for ${r}`) : []),
+    ];
+  }
+
+  it('every status and role a table row gives an operation is one it declares (its gate, /q/openapi)', () => {
+    const problems = markdownFiles()
+      .filter(READ)
+      .flatMap((file) => readFileSync(join(ROOT, file), 'utf8').split('\n').flatMap((line) => rowProblems(line).map((p) => `${file}: ${p}`)));
+    expect(problems).toEqual([]);
+  });
+
+  it('finds a planted status or role', () => {
+    expect(rowProblems('| DELETE | /api/platform/secrets/{name} | svc_integrator + svc_admin | 204; 404 when unknown |')).toEqual([]);
+    expect(rowProblems('| DELETE | /api/platform/secrets/{name} | svc_integrator + svc_admin | 200; 404 when unknown |')).toEqual([
+      'DELETE /api/platform/secrets/{name}: 200 is no answer it declares (204, 400, 401, 403, 404)',
+    ]);
+    expect(rowProblems('| POST | /api/platform/secrets | svc_integrator | 201 |')).toEqual(['POST /api/platform/secrets: its gate also asks for svc_admin']);
+    expect(rowProblems('| `GET /api/platform/secrets` | svc_admin | the list |')).toEqual([
+      'GET /api/platform/secrets: svc_admin is not in its gate (svc_integrator)',
+      'GET /api/platform/secrets: its gate also asks for svc_integrator',
+    ]);
   });
 });
