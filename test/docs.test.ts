@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
@@ -10,6 +11,7 @@ import { SECRETS_USAGE } from '../cmd/secrets.js';
 import { ROLES, RUN_USAGE, USAGE } from '../cmd/usage.js';
 import { COMMANDS } from '../src/cli/commands.js';
 import { CLI_ENVIRONMENT } from '../src/cli/config.js';
+import { Config } from '../src/config/config.js';
 import { envName, PROPERTIES } from '../src/config/properties.js';
 import { checkManifest } from '../src/connectors/manifest/validate.js';
 import { checkEntityManifest } from '../src/entities/manifest/validate.js';
@@ -393,5 +395,58 @@ describe('documentation: its tables of HTTP operations', () => {
       'GET /api/platform/secrets: svc_admin is not in its gate (svc_integrator)',
       'GET /api/platform/secrets: its gate also asks for svc_integrator',
     ]);
+  });
+});
+
+describe('documentation: the defaults it gives settings', () => {
+  // The defaults alone: no environment, and an empty file in place of a ./application.yaml the checkout may hold.
+  const empty = join(mkdtempSync(join(tmpdir(), 'docs-defaults-')), 'application.yaml');
+  writeFileSync(empty, '{}\n');
+  const config = Config.load({ env: { SVC_CONFIG: empty } });
+  const UNIT: Record<string, number> = { ms: 1, s: 1000, second: 1000, seconds: 1000, min: 60_000, minute: 60_000, minutes: 60_000, m: 60_000, h: 3_600_000, hour: 3_600_000, hours: 3_600_000, d: 86_400_000, day: 86_400_000, days: 86_400_000 };
+  const SIZE: Record<string, number> = { b: 1, kb: 1024, kib: 1024, mb: 1024 ** 2, mib: 1024 ** 2, gb: 1024 ** 3, gib: 1024 ** 3 };
+  const WORDS: Record<string, string> = { one: '1', two: '2', three: '3', five: '5', ten: '10' };
+
+  /** The value a text states for a property of a kind (`10 s`, `one minute`, `4 MiB`, `3`), or undefined when it states none this reads. */
+  function stated(kind: string, text: string): number | undefined {
+    const m = /^(\d+(?:\.\d+)?)\s*([a-zA-Z]+)?$/.exec(text.trim().replace(/^(one|two|three|five|ten)\b/i, (w) => WORDS[w.toLowerCase()] ?? w));
+    if (!m) return undefined;
+    const [, n = '', unit] = m;
+    const per = kind === 'duration' ? UNIT[unit?.toLowerCase() ?? ''] : kind === 'size' ? SIZE[unit?.toLowerCase() ?? ''] : kind === 'int' && unit === undefined ? 1 : undefined;
+    return per === undefined ? undefined : Number(n) * per;
+  }
+  const actual = (name: string, kind: string) => (kind === 'duration' ? config.duration(name) : kind === 'size' ? config.bytes(name) : config.int(name));
+
+  /**
+   * Defaults a text states that are not the property's: `` `svc.x` (10 s) ``, `` `svc.x`, 5 s by default ``,
+   * `` `svc.x` (default 3) `` and a table row `` | `svc.x` | `30s` | ``. A value stated of a multiple
+   * (`twice `svc.x` (16)`, `half of `svc.x` (15 s)`) is not the default and is left alone.
+   */
+  function wrongDefaults(text: string): string[] {
+    const found = [
+      ...[...text.matchAll(/(\S+ )?`(svc\.[\w.-]+)`(?: \(|, )(?:default |by default )?`?(\w+(?:\.\d+)?(?: [a-zA-Z]+)?)`?(?=[),;]| by default)/g)].map((m) => ({ before: m[1] ?? '', name: m[2] ?? '', value: m[3] ?? '' })),
+      ...[...text.matchAll(/^\| `(svc\.[\w.-]+)` \| `?([^`|]+?)`? \|/gm)].map((m) => ({ before: '', name: m[1] ?? '', value: m[2] ?? '' })),
+    ];
+    return found.flatMap(({ before, name, value }) => {
+      const def = PROPERTIES.find((p) => p.name === name);
+      if (!def || /^(twice|half|of|times|than)\b/i.test(before.trim())) return [];
+      const doc = stated(def.kind, value);
+      return doc === undefined || doc === actual(name, def.kind) ? [] : [`${name}: the text says ${value}, the default is ${def.defaultText ?? String(def.default)}`];
+    });
+  }
+
+  it('every default the documents state with a setting is its default', () => {
+    const files = markdownFiles().filter((file) => READ(file) && file !== join('docs', 'configuration.md'));
+    expect(files.flatMap((file) => wrongDefaults(readFileSync(join(ROOT, file), 'utf8')).map((p) => `${file}: ${p}`))).toEqual([]);
+  });
+
+  it('finds a planted default, and leaves a multiple of one alone', () => {
+    expect(wrongDefaults('every `svc.webhook.retry-every` (30 s); at most twice `svc.webhook.concurrency-per-tenant` (32); half of `svc.webhook.retry-every` (15 s)')).toEqual([]);
+    expect(wrongDefaults('every `svc.webhook.retry-every` (20 s), `svc.export.heartbeat-every`, 6 s by default; `svc.scheduler.tick` (one hour)')).toEqual([
+      'svc.webhook.retry-every: the text says 20 s, the default is 30s',
+      'svc.export.heartbeat-every: the text says 6 s, the default is 5s',
+      'svc.scheduler.tick: the text says one hour, the default is 1m',
+    ]);
+    expect(wrongDefaults('| `svc.webhook.max-attempts` | `5` | attempts |\n| `svc.http.body-limit` | `10mb` | |')).toEqual(['svc.webhook.max-attempts: the text says 5, the default is 3']);
   });
 });
