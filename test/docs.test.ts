@@ -450,3 +450,32 @@ describe('documentation: the defaults it gives settings', () => {
     expect(wrongDefaults('| `svc.webhook.max-attempts` | `5` | attempts |\n| `svc.http.body-limit` | `10mb` | |')).toEqual(['svc.webhook.max-attempts: the text says 5, the default is 3']);
   });
 });
+
+describe('documentation: the sections it refers to', () => {
+  const norm = (text: string) => text.replace(/`/g, '').replace(/\s+/g, ' ').trim().toLowerCase();
+
+  /** A file's section names: its headings and its paragraphs' bold labels (`**Interrupted runs.**`). */
+  function sections(file: string): string[] {
+    const text = readFileSync(join(ROOT, file), 'utf8').replace(/```[\s\S]*?```/g, '');
+    return [...[...text.matchAll(/^#{1,6}[ \t]+(.*?)[ \t#]*$/gm)].map((m) => m[1] ?? ''), ...[...text.matchAll(/^\*\*([^*]+?)\.?\*\*/gm)].map((m) => m[1] ?? '')].map(norm);
+  }
+
+  /** `docs/x.md, "Section"` (or `x.md "Section"`, `(x.md), "Section"`) whose file has no such heading or label; a heading may go on after `:` or ` (`. */
+  function unknownSections(file: string, text: string): string[] {
+    return [...text.replace(/\n/g, ' ').matchAll(/(?:docs\/)?([\w-]+\.md)\)?,? (?:section )?"([^"]{3,120})"/g)].flatMap(([, doc = '', name = '']) => {
+      const target = [join('docs', doc), join(dirname(file), doc), doc].find((path) => existsSync(join(ROOT, path)));
+      if (!target) return [`${doc}: no such file`];
+      const wanted = norm(name);
+      return sections(target).some((s) => s === wanted || s.startsWith(`${wanted}:`) || s.startsWith(`${wanted} (`)) ? [] : [`${doc} "${name}": no such heading`];
+    });
+  }
+
+  it.each(markdownFiles())('%s: every section it names in another document ("…") is there', (file) => {
+    expect(unknownSections(file, readFileSync(join(ROOT, file), 'utf8'))).toEqual([]);
+  });
+
+  it('finds a planted section name', () => {
+    expect(unknownSections('README.md', 'see docs/operations.md, "Starting and stopping", and operations.md "Health and metrics"')).toEqual([]);
+    expect(unknownSections('README.md', 'see docs/operations.md, "Starting and stoping", docs/exports.md, "Interrupted runs"')).toEqual(['operations.md "Starting and stoping": no such heading']);
+  });
+});
