@@ -61,8 +61,8 @@ function anchors(file: string): Set<string> {
   return out;
 }
 
-/** What points outside the repository: the design folder, its files, numbered spec sections. */
-const OUTSIDE = [/\.\.\/shared\b/, /\bshared\/(spec|design)\b/, /\bCONTRACTS(\.md)?\b/, /\bARCHITECTURE\.md\b/, /\bspec [0-9]\b/i, /\bSTYLE\.md\b/, /\bTOOLCHAIN\.md\b/];
+/** What points outside the repository: the design folder, its files, numbered spec sections, "the specification" (a document the reader does not have). */
+const OUTSIDE = [/\.\.\/shared\b/, /\bshared\/(spec|design)\b/, /\bCONTRACTS(\.md)?\b/, /\bARCHITECTURE\.md\b/, /\bspec [0-9]\b/i, /\bSTYLE\.md\b/, /\bTOOLCHAIN\.md\b/, /\bspecification\b/i, /\bbeyond the spec\b/i];
 
 describe('documentation', () => {
   const files = markdownFiles();
