@@ -486,3 +486,34 @@ describe('documentation: the sections it refers to', () => {
     expect(unknownSections('README.md', 'see docs/operations.md, "Starting and stoping", docs/exports.md, "Interrupted runs"')).toEqual(['operations.md "Starting and stoping": no such heading']);
   });
 });
+
+describe('documentation: the HTTP calls of the svc commands', () => {
+  /** The paths the CLI's sources call: its `/api/…` string and template literals, `${…}` as `{}`. */
+  const dir = join(ROOT, 'src', 'cli');
+  const source = readdirSync(dir)
+    .filter((name) => name.endsWith('.ts') && !name.endsWith('.test.ts'))
+    .map((name) => readFileSync(join(dir, name), 'utf8'))
+    .join('\n');
+  const literals = [...new Set([...source.matchAll(/['`](\/api\/[^'`?]*)/g)].map((m) => (m[1] ?? '').replace(/\$\{[^}]*\}/g, '{}')))];
+  /** Whether the CLI calls a path: a literal of it, or a prefix literal (`'/api/connectors/'`) the name is appended to. */
+  const calls = (path: string) => {
+    const template = path.replace(/\{[^}]+\}/g, '{}');
+    return literals.includes(template) || literals.some((l) => l.endsWith('/') && template.startsWith(l) && /^\{\}(\/[a-z-]+)?$/.test(template.slice(l.length)));
+  };
+  const uncalled = (doc: string) =>
+    doc.split('\n').flatMap((line) => {
+      if (!line.startsWith('| `svc ')) return [];
+      const [command = '', http = ''] = line.split(' | ');
+      return [...http.matchAll(/(GET|POST|PUT|DELETE|PATCH) (\/api\/[^\s`?,)]*)/g)].filter((m) => !calls(m[2] ?? '')).map((m) => `${command.slice(2)}: ${m[0]}`);
+    });
+
+  it('every HTTP path docs/cli.md gives a command is one the CLI calls', () => {
+    expect(uncalled(readFileSync(join(ROOT, 'docs', 'cli.md'), 'utf8'))).toEqual([]);
+  });
+
+  it('finds a planted path', () => {
+    expect(uncalled('| `svc workflows rm NAME` | `DELETE /api/workflows/{name}` | |\n| `svc secrets ls` | `GET /api/platform/secret` | |')).toEqual([
+      '`svc secrets ls`: GET /api/platform/secret',
+    ]);
+  });
+});
