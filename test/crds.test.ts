@@ -216,6 +216,45 @@ function patternsOf(schema: unknown): string[] {
   return Object.entries(schema as Schema).flatMap(([key, value]) => (key === 'pattern' && typeof value === 'string' ? [value] : key === 'enum' ? [] : patternsOf(value)));
 }
 
+/**
+ * The resources of a Kubernetes cluster without add-ons (`kubectl api-resources`, 1.33): their plurals and short
+ * names. kubectl expands a category before it resolves a resource's name (ReplaceAliases in cli-runtime's
+ * resource builder), so a category that is one of these names takes it over for everyone on the cluster
+ * (`kubectl get svc` listing these kinds instead of Services), and a short name or a name that is one is never
+ * reached.
+ */
+const BUILT_IN_PLURALS = [
+  'bindings', 'componentstatuses', 'configmaps', 'endpoints', 'events', 'limitranges', 'namespaces', 'nodes', 'persistentvolumeclaims',
+  'persistentvolumes', 'pods', 'podtemplates', 'replicationcontrollers', 'resourcequotas', 'secrets', 'serviceaccounts', 'services',
+  'mutatingwebhookconfigurations', 'validatingadmissionpolicies', 'validatingadmissionpolicybindings', 'validatingwebhookconfigurations',
+  'customresourcedefinitions', 'apiservices', 'controllerrevisions', 'daemonsets', 'deployments', 'replicasets', 'statefulsets',
+  'selfsubjectreviews', 'tokenreviews', 'localsubjectaccessreviews', 'selfsubjectaccessreviews', 'selfsubjectrulesreviews',
+  'subjectaccessreviews', 'horizontalpodautoscalers', 'cronjobs', 'jobs', 'certificatesigningrequests', 'leases', 'endpointslices',
+  'flowschemas', 'prioritylevelconfigurations', 'ingressclasses', 'ingresses', 'networkpolicies', 'runtimeclasses', 'poddisruptionbudgets',
+  'clusterrolebindings', 'clusterroles', 'rolebindings', 'roles', 'priorityclasses', 'csidrivers', 'csinodes', 'csistoragecapacities',
+  'storageclasses', 'volumeattachments',
+];
+const BUILT_IN_SHORT_NAMES = [
+  'cs', 'cm', 'ep', 'ev', 'limits', 'ns', 'no', 'pvc', 'pv', 'po', 'rc', 'quota', 'sa', 'svc', 'crd', 'crds', 'ds', 'deploy', 'rs', 'sts',
+  'hpa', 'cj', 'csr', 'ing', 'netpol', 'pdb', 'pc', 'sc',
+];
+const singularOf = (plural: string) => (/ies$/.test(plural) ? plural.replace(/ies$/, 'y') : /(ss|ch|sh|x)es$/.test(plural) ? plural.slice(0, -2) : plural.replace(/s$/, ''));
+const BUILT_IN_NAMES = new Set([...BUILT_IN_PLURALS, ...BUILT_IN_PLURALS.map(singularOf), ...BUILT_IN_SHORT_NAMES]);
+
+describe('the names kubectl knows the kinds by', () => {
+  it('are no built-in resource\'s plural, singular or short name: not their names, short names or categories', () => {
+    const taken = MANIFEST_KINDS.flatMap((kind) =>
+      [kind.plural, kind.singular, ...(kind.shortNames ?? []), ...(kind.categories ?? [])].filter((name) => BUILT_IN_NAMES.has(name)).map((name) => `${kind.kind}: ${name}`),
+    );
+    expect(taken).toEqual([]);
+    expect(['service', 'svc', 'pod', 'deployment', 'networkpolicy', 'ingressclass'].every((name) => BUILT_IN_NAMES.has(name))).toBe(true);
+  });
+
+  it('put every kind in the category svc-hub (kubectl get svc-hub)', () => {
+    for (const kind of MANIFEST_KINDS) expect(readCrd(`${crdNameOf(kind)}.yaml`).spec.names).toMatchObject({ categories: ['svc-hub'] });
+  });
+});
+
 describe('patterns, as the hub reads them (JavaScript) and as kube-apiserver reads the CRD (RE2)', () => {
   const hubPatterns = [...new Set(MANIFEST_KINDS.flatMap((k) => patternsOf(k.schema)))];
   // Each whitespace and line end the two read differently, alone and between and around other text.
@@ -486,9 +525,9 @@ describe('the Workflow CRD', () => {
   const validate = crdValidator(crdSchema);
   const manifest = workflowManifest;
 
-  it('is workflows.apps.svc.io, in category svc, and takes the manifest of section 5a as the apply path does, with nothing pruned', () => {
+  it('is workflows.apps.svc.io, in category svc-hub, and takes the manifest of section 5a as the apply path does, with nothing pruned', () => {
     const crd = readCrd('workflows.apps.svc.io.yaml');
-    expect(crd.spec.names).toMatchObject({ kind: 'Workflow', plural: 'workflows', categories: ['svc'] });
+    expect(crd.spec.names).toMatchObject({ kind: 'Workflow', plural: 'workflows', categories: ['svc-hub'] });
     expect(crd.spec.scope).toBe('Namespaced');
     const m = manifest();
     expect(checkWorkflowManifest(m).errors).toEqual([]);

@@ -77,7 +77,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     plural: 'connectors',
     singular: 'connector',
     shortNames: ['conn'],
-    categories: ['svc'],
+    categories: ['svc-hub'],
     schema: connectorManifestSchema,
     lastRun: true,
     printerColumns: [
@@ -96,7 +96,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     plural: 'entities',
     singular: 'entity',
     shortNames: ['ent'],
-    categories: ['svc'],
+    categories: ['svc-hub'],
     schema: entityManifestSchema,
     lastRun: false,
     printerColumns: [
@@ -114,7 +114,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     plural: 'exports',
     singular: 'export',
     shortNames: ['svcexp'],
-    categories: ['svc'],
+    categories: ['svc-hub'],
     schema: exportManifestSchema,
     lastRun: true,
     printerColumns: [
@@ -135,7 +135,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     plural: 'workflows',
     singular: 'workflow',
     shortNames: ['wf'],
-    categories: ['svc'],
+    categories: ['svc-hub'],
     schema: workflowManifestSchema,
     lastRun: false,
     printerColumns: [
@@ -155,7 +155,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
     plural: 'processes',
     singular: 'process',
     shortNames: ['svcproc'],
-    categories: ['svc'],
+    categories: ['svc-hub'],
     schema: processManifestSchema,
     lastRun: false,
     printerColumns: [
