@@ -827,6 +827,94 @@ describe('status, ownership and conflicts', () => {
     expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
   });
 
+  it('writes nothing in the hub from a cache behind a tenant relabel another replica applied (labels are metadata: no generation to fence); follows the relabel once its cache has it', async () => {
+    const name = 'relabel-fenced';
+    put(name);
+    const resource = await readyTrue(name);
+    await settled();
+    const uid = resource.metadata.uid!;
+    const release = api.holdWatches();
+    let moved: Record<string, unknown>;
+    try {
+      // Relabelled to globex: a change of metadata, the generation stays; this operator's watch lags.
+      const relabelled = put(name, NS, { tenant: 'globex' }) as Resource;
+      expect(relabelled.metadata.generation).toBe(resource.metadata.generation);
+      // Another replica, leading meanwhile with the relabel in its cache, moved the object to globex.
+      expect(await hub.services.manifests.removeOwned(CONNECTOR, 1, name, { uid })).toBe(true);
+      const outcome = await hub.services.manifests.applyIfChanged(CONNECTOR, otherTenant, name, manifestOf(relabelled), 'operator', { namespace: NS, name, uid, generation: relabelled.metadata.generation });
+      expect(outcome).toMatchObject({ changed: true, created: true });
+      moved = (await hubGet(`/api/connectors/${name}`, otherTenant)).body!;
+      // This operator reconciles its copy (labelled default) meanwhile.
+      const mark = api.requests.length;
+      operator.resyncAll();
+      // Its reconcile reads the Namespace (the tenant) first.
+      await until('the stale copy reconciled', () => api.requests.slice(mark).some((r) => r.path === `/api/v1/namespaces/${NS}`));
+      await new Promise((r) => setTimeout(r, 600));
+      expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
+      expect((await hubGet(`/api/connectors/${name}`, otherTenant)).body).toEqual(moved);
+    } finally {
+      release();
+    }
+    await until('Ready in globex', () => get(name)?.status?.tenant === 'globex' && cond(name, 'Ready')?.status === 'True');
+    await settled();
+    // The object the relabel put in globex is the one there (not deleted and made again), and none in default.
+    expect((await hubGet(`/api/connectors/${name}`, otherTenant)).body).toEqual(moved);
+    expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
+    api.remove(API_VERSION, 'connectors', NS, name);
+    await until('the resource gone', () => !get(name));
+    expect(await owned(uid)).toEqual([]);
+  });
+
+  it('writes nothing in the hub from a Namespace read before a relabel of the Namespace another replica applied (fenced); the object stays where the newer label put it', async () => {
+    const namespace = 'fenced-ns';
+    const name = 'follows-fenced-ns';
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels: { 'svc.io/tenant': 'default' } } });
+    const at = () => api.get(API_VERSION, 'connectors', namespace, name) as Resource | undefined;
+    const real = hub.services.manifests;
+    let race: (() => Promise<void>) | undefined;
+    let raced: unknown;
+    // The race: after this operator read the Namespace (tenant default), it is relabelled to globex and
+    // another replica, leading meanwhile, moves the object there; then this operator goes on.
+    const racing: ManifestServices = {
+      ...real,
+      owned: async (kind, by) => {
+        const now = race;
+        if (now && 'uid' in by && by.uid === at()?.metadata.uid) {
+          race = undefined;
+          await now().catch((err) => {
+            raced = err;
+          });
+        }
+        return real.owned(kind, by);
+      },
+    };
+    await restart(() => undefined, racing);
+    api.apply('connectors', { ...open, metadata: { name, namespace } });
+    await until('Ready in default', () => at()?.status?.tenant === 'default' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True');
+    await settled();
+    let moved: Record<string, unknown> | undefined;
+    race = async () => {
+      const relabelled = api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels: { 'svc.io/tenant': 'globex' } } });
+      expect(relabelled.metadata.labels?.['svc.io/tenant']).toBe('globex');
+      const resource = at()!;
+      const owner = { namespace, name, uid: resource.metadata.uid!, generation: resource.metadata.generation };
+      expect(await real.removeOwned(CONNECTOR, 1, name, { uid: owner.uid })).toBe(true);
+      expect(await real.applyIfChanged(CONNECTOR, otherTenant, name, manifestOf(resource), 'operator', owner)).toMatchObject({ changed: true, created: true });
+      moved = (await hubGet(`/api/connectors/${name}`, otherTenant)).body!;
+    };
+    operator.resyncAll();
+    await until('moved to globex', () => raced ?? (at()?.status?.tenant === 'globex' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True'), 10_000);
+    expect(raced).toBeUndefined();
+    await settled();
+    expect(moved).toBeDefined();
+    // The object the other replica put in globex is the one there (not deleted and made again), and none in default.
+    expect((await hubGet(`/api/connectors/${name}`, otherTenant)).body).toEqual(moved);
+    expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
+    api.remove(API_VERSION, 'connectors', namespace, name);
+    await until('the resource gone', () => !at());
+    await restart(() => undefined);
+  });
+
   it('adopts an object the operator applied before ownership was recorded; an HTTP delete drops the record and the operator puts the object back', async () => {
     // As an older operator left it: applied by the operator's actor, no owner record.
     await hub.services.db.withTenant(1, (tx) => CONNECTOR.handler.apply(tx, { ...open, metadata: { name: 'legacy', labels: { 'svc.io/tenant': 'default' } } }, 'operator'));

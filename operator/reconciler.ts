@@ -12,7 +12,7 @@ import { apiStatus } from '../kube/kube-config.js';
 import { ConflictError, ValidationError } from '../src/errors.js';
 import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
-import type { ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
+import type { Fence, ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
 import { loggableMessage } from '../src/observability/database-errors.js';
 import { logger, storableMessage, storableUpstreamMessage } from '../src/observability/logger.js';
 import { apiAnswer, cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
@@ -625,13 +625,15 @@ export class Operator {
         heldIn = elsewhere[0]!.tenant;
       }
     }
-    if (!heldIn) for (const object of elsewhere) await this.removeManaged(kind, object);
+    // Every hub write below is fenced: decided from this copy of the resource and this read of its Namespace.
+    const fence = this.fenceOf(kind, resource, tenant.namespaceVersion);
+    if (!heldIn) for (const object of elsewhere) await this.removeManaged(kind, object, fence);
 
-    let applied = await this.apply(kind, resource, tenant, owner);
+    let applied = await this.apply(kind, resource, tenant, owner, fence);
     if ('conflict' in applied && applied.conflict.by === 'resource' && (await this.ownerGone(kind, applied.conflict.owner))) {
       // Its owner was deleted without its finalizer (or recreated): the object goes as the owner's finalizer would have taken it.
       await this.removeManaged(kind, { tenantId: tenant.id, tenant: tenant.code, name, owner: applied.conflict.owner });
-      applied = await this.apply(kind, resource, tenant, owner);
+      applied = await this.apply(kind, resource, tenant, owner, fence);
     }
     if ('conflict' in applied) {
       return { status: status({ state: 'stalled', reason: 'Conflict', message: conflictMessage(kind, name, tenant.code, applied.conflict, heldIn) }, { tenant: heldIn, scheduled: scheduledOf(previous) }) };
@@ -678,12 +680,13 @@ export class Operator {
     resource: Resource,
     tenant: { code: string; id: number },
     owner: ManifestOwner,
+    fence: Fence,
   ): Promise<{ ok: true; changed: boolean; schedule: string | null; warnings: string[]; policyWarnings: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
     const manifest = manifestOf(resource);
     const where = `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name}`;
     try {
       this.mustLead();
-      const result = await this.hub.applyIfChanged(kind, tenant.id, resource.metadata.name, manifest, this.actor, owner);
+      const result = await this.hub.applyIfChanged(kind, tenant.id, resource.metadata.name, manifest, this.actor, owner, fence);
       if (result.conflict) return { conflict: result.conflict };
       if (result.stale) {
         // Another replica, leading meanwhile, applied a later generation than this one read (its
@@ -701,6 +704,41 @@ export class Operator {
       }
       throw err;
     }
+  }
+
+  /**
+   * The fence of a reconcile's hub writes (services.ts, Fence): run in the write's transaction, it
+   * reads the resource and its Namespace from the API server and refuses the write (a Conflict,
+   * retried) unless both are still at the resourceVersion the reconcile decided from, and while this
+   * process is not sure it leads. A generation orders only spec changes; labels (the resource's
+   * tenant, its manifest's labels) and the Namespace's tenant label change no generation, and a
+   * resourceVersion says only whether two copies are the same (the API conventions make it opaque:
+   * no order may be read from it). So the question asked is the one the API server can answer: is
+   * this copy the current one? A copy behind (this operator's watch lagging, a replica resumed after
+   * a pause) is refused; the write of the current copy, by this or another replica, waits for the
+   * object's row and confirms after this commit.
+   */
+  private fenceOf(kind: ManifestKind, resource: Resource, namespaceVersion: string | undefined): Fence {
+    const { namespace, name, resourceVersion } = resource.metadata;
+    return async () => {
+      let live: Resource | undefined;
+      let liveNamespace: string | undefined;
+      try {
+        this.mustLead();
+        live = await readResource(this.custom, kind, namespace, name);
+        try {
+          liveNamespace = (await this.core.readNamespace({ name: namespace })).metadata?.resourceVersion;
+        } catch (err) {
+          if (apiStatus(err) !== 404) throw err;
+        }
+      } catch (err) {
+        throw new Fenced(err);
+      }
+      if (live?.metadata.resourceVersion !== resourceVersion || liveNamespace !== namespaceVersion) {
+        const what = live?.metadata.resourceVersion !== resourceVersion ? `${kind.kind} ${namespace}/${name}` : `its Namespace ${namespace}`;
+        throw new Fenced(new Conflict(`${what} changed since this reconcile read it: nothing is written in the hub; retried once the cache has the change`));
+      }
+    };
   }
 
   /** Whether the resource an owner record names is gone (deleted, or replaced by one of another uid). */
@@ -792,9 +830,9 @@ export class Operator {
    * Deletes a hub object while its record still names the same resource; then the other resources
    * of that kind and name (in Conflict while it existed) are reconciled again at once.
    */
-  private async removeManaged(kind: ManifestKind, object: OwnedObject): Promise<void> {
+  private async removeManaged(kind: ManifestKind, object: OwnedObject, fence?: Fence): Promise<void> {
     this.mustLead();
-    const removed = await this.hub.removeOwned(kind, object.tenantId, object.name, { uid: object.owner.uid });
+    const removed = await this.hub.removeOwned(kind, object.tenantId, object.name, { uid: object.owner.uid }, fence);
     if (!removed) return;
     logger().info({ kind: kind.kind, name: object.name, tenant: object.tenant }, `${kind.kind} ${object.name} deleted from tenant ${object.tenant} (managed by ${object.owner.namespace}/${object.owner.name})`);
     const term = this.term;
@@ -820,6 +858,13 @@ export class Operator {
 class NotLeading extends Error {
   constructor() {
     super('this process is not sure it still leads (its Lease renewal is due): nothing is written until a renewal confirms it');
+  }
+}
+
+/** What a fence threw (a Conflict, NotLeading, an API error), carried through the hub call as it is. */
+class Fenced extends Error {
+  constructor(override readonly cause: unknown) {
+    super('fenced');
   }
 }
 
@@ -873,6 +918,7 @@ function hubCalls(m: ManifestServices): ManifestServices {
     try {
       return await call();
     } catch (err) {
+      if (err instanceof Fenced) throw err.cause;
       throw err instanceof ValidationError || err instanceof ConflictError || err instanceof HubUnavailable ? err : new HubUnavailable(err);
     }
   };
@@ -881,7 +927,7 @@ function hubCalls(m: ManifestServices): ManifestServices {
     applyIfChanged: (...args) => guard(() => m.applyIfChanged(...args)),
     checkApply: (...args) => guard(() => m.checkApply(...args)),
     owned: (kind, by) => guard(() => m.owned(kind, by)),
-    removeOwned: (kind, tenantId, name, by) => guard(() => m.removeOwned(kind, tenantId, name, by)),
+    removeOwned: (kind, tenantId, name, by, fence) => guard(() => m.removeOwned(kind, tenantId, name, by, fence)),
     lastRun: (kind, tenantId, name) => guard(() => m.lastRun(kind, tenantId, name)),
     runsChanged: (kinds, since) => guard(() => m.runsChanged(kinds, since)),
   };

@@ -18,10 +18,15 @@ export const TENANTS_ANNOTATION = 'svc.io/tenants';
  * an active tenant. A Namespace that names a tenant (its label) or tenants (its annotation) bounds
  * what its resources may name: whoever may create a resource in it cannot pick another tenant by
  * labelling the resource. A Namespace with neither lets its resources name any tenant.
+ * `namespaceVersion`: the resourceVersion of the Namespace read (undefined: none), for the fence.
  */
-export async function resolveTenant(core: CoreV1Api, manifests: ManifestServices, resource: Resource): Promise<{ code: string; id: number } | { problem: string }> {
+export async function resolveTenant(
+  core: CoreV1Api,
+  manifests: ManifestServices,
+  resource: Resource,
+): Promise<{ code: string; id: number; namespaceVersion: string | undefined } | { problem: string }> {
   const namespace = resource.metadata.namespace;
-  let ns: { labels?: Record<string, string>; annotations?: Record<string, string> } = {};
+  let ns: { labels?: Record<string, string>; annotations?: Record<string, string>; resourceVersion?: string } = {};
   try {
     ns = (await core.readNamespace({ name: namespace })).metadata ?? {};
   } catch (err) {
@@ -45,5 +50,5 @@ export async function resolveTenant(core: CoreV1Api, manifests: ManifestServices
   const row = await manifests.tenantByCode(code);
   if (!row) return { problem: `no tenant: tenant ${code} (label ${TENANT_LABEL} on ${where}) does not exist` };
   if (!row.active) return { problem: `no tenant: tenant ${code} (label ${TENANT_LABEL} on ${where}) is inactive` };
-  return { code, id: row.id };
+  return { code, id: row.id, namespaceVersion: ns.resourceVersion };
 }

@@ -67,6 +67,16 @@ export type ApplyOutcome =
       policyWarnings: string[];
     };
 
+/**
+ * Called in the transaction of a write, after the write and with the object's owner record locked
+ * (or its uid's unique entry written), just before the commit; only when something is written. What
+ * it throws rolls the write back and is thrown as it is. The operator confirms there that what it
+ * decided from (the resource and its Namespace, by resourceVersion) is still what the API server
+ * holds: a write decided from an older copy (a relabel, which changes no generation) is refused,
+ * and a competing write of the same object waits for this commit and confirms after it.
+ */
+export type Fence = () => Promise<void>;
+
 export interface ManifestServices {
   /** The tenant of that code, active or not (the admin area owns tenants). */
   tenantByCode(code: string): Promise<{ id: number; active: boolean } | undefined>;
@@ -76,9 +86,9 @@ export interface ManifestServices {
    * already holds exactly it (so a resync writes nothing and an edit made over HTTP is reverted),
    * and unless the record names the same uid with a later generation than `owner.generation`
    * (`stale`, nothing written). Records `owner` (and its generation) in the same transaction.
-   * Throws the kind's ValidationError naming the field.
+   * Throws the kind's ValidationError naming the field. `fence`: see Fence.
    */
-  applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<ApplyOutcome>;
+  applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner, fence?: Fence): Promise<ApplyOutcome>;
   /**
    * Whether `owner` could apply `manifest` in that tenant: the ownership conflict `applyIfChanged`
    * would answer, if any; else the kind's apply service runs in a transaction that is rolled back
@@ -93,9 +103,9 @@ export interface ManifestServices {
   /**
    * Deletes the object by name with what it owns in the hub, only while its record names `uid`
    * (or, with `unownedAppliedBy`, only while it has no record and was last applied by that actor);
-   * false when nothing was deleted.
+   * false when nothing was deleted. `fence`: see Fence.
    */
-  removeOwned(kind: ManifestKind, tenantId: TenantId, name: string, by: { uid: string } | { unownedAppliedBy: string }): Promise<boolean>;
+  removeOwned(kind: ManifestKind, tenantId: TenantId, name: string, by: { uid: string } | { unownedAppliedBy: string }, fence?: Fence): Promise<boolean>;
   /** The latest run of kinds that have runs. */
   lastRun(kind: ManifestKind, tenantId: TenantId, name: string): Promise<{ id: string; status: string; endedAt: string | null } | undefined>;
   /**
@@ -142,7 +152,7 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
   const policyWarnings = (kind: ManifestKind, manifest: unknown) => kind.handler.policyWarnings?.(manifest, context) ?? [];
   return {
     tenantByCode: (code) => admin.tenants.byCode(code),
-    applyIfChanged: (kind, tenantId, name, manifest, actor, owner) =>
+    applyIfChanged: (kind, tenantId, name, manifest, actor, owner, fence) =>
       db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
         const { recorded, stored, conflict } = await ownership(tx, kind, name, owner, actor);
         if (conflict) return { conflict };
@@ -165,7 +175,8 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
                updated_at = now()`,
             [kind.kind, name, owner.namespace, owner.name, owner.uid, owner.generation ?? null],
           );
-        }
+          await fence?.();
+        } else if (outcome.changed) await fence?.();
         return outcome;
       }),
     checkApply: async (kind, tenantId, name, manifest, actor, owner) => {
@@ -200,7 +211,7 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         );
         return rows.map((r) => ({ tenantId: Number(r.tenant_id), tenant: r.code, name: r.name, owner: { namespace: r.namespace, name: r.resource, uid: r.uid } }));
       }),
-    removeOwned: (kind, tenantId, name, by) =>
+    removeOwned: (kind, tenantId, name, by, fence) =>
       db.withTenant(tenantId, async (tx) => {
         const recorded = await ownerOf(tx, kind, name);
         if ('uid' in by) {
@@ -211,7 +222,9 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
           if (!stored || stored.appliedBy !== by.unownedAppliedBy) return false;
         }
         // The kind's delete takes the record with it (trigger forget_owner).
-        return kind.handler.remove(tx, name);
+        const removed = await kind.handler.remove(tx, name);
+        if (removed) await fence?.();
+        return removed;
       }),
     lastRun: async (kind, tenantId, name) => (kind.handler.lastRun ? db.withTenant(tenantId, (tx) => kind.handler.lastRun!(tx, name)) : undefined),
     runsChanged: (kinds, since) =>

@@ -470,6 +470,8 @@ export class KubeApiStandIn {
   private readonly listHooks: ListHook[] = [];
   private rbac: { grants: Grant[]; exempt: Set<string> } | undefined;
   private readonly watchers = new Set<Watcher>();
+  /** While watches are held (holdWatches): the events each watcher has not been sent yet, in order. */
+  private held: Array<{ w: Watcher; line: string }> | undefined;
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
   url = '';
@@ -542,6 +544,20 @@ export class KubeApiStandIn {
    */
   beforeList(path: RegExp, action: (query: Record<string, string>) => void, options: { continued?: boolean; times?: number } = {}): void {
     this.listHooks.push({ path, action, continued: options.continued, times: options.times ?? 1 });
+  }
+
+  /**
+   * Holds back the events of the open watches (a watch lagging behind the store, as a real API
+   * server's can: reads and lists answer the current state meanwhile) until the returned function
+   * is called, which sends them in order.
+   */
+  holdWatches(): () => void {
+    this.held ??= [];
+    return () => {
+      const held = this.held ?? [];
+      this.held = undefined;
+      for (const { w, line } of held) if (this.watchers.has(w)) w.res.write(line);
+    };
   }
 
   /** Ends every open watch (the clients reconnect from their last resourceVersion). */
@@ -722,7 +738,10 @@ export class KubeApiStandIn {
     this.log.push(event);
     for (const w of this.watchers) {
       const seen = this.seen(w, event);
-      if (seen) w.res.write(`${JSON.stringify(seen)}\n`);
+      if (!seen) continue;
+      const line = `${JSON.stringify(seen)}\n`;
+      if (this.held) this.held.push({ w, line });
+      else w.res.write(line);
     }
   }
 
