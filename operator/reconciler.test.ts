@@ -313,6 +313,38 @@ describe('a Connector resource', () => {
     await until('the resource gone', () => !at());
   });
 
+  it('watching a list of namespaces (namespaced Roles only, as the chart grants them), moves a resource promptly when its Namespace\'s tenant label changes (no resync)', async () => {
+    const open = example('open.yaml');
+    const namespace = 'scoped-ns';
+    const relabel = (tenant: string) => api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels: { 'svc.io/tenant': tenant } } });
+    relabel('default');
+    const kinds = [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS];
+    // Another service account, bound as the chart binds the operator with operator.watchNamespaces: [scoped-ns].
+    api.enforceRbac(operatorGrants({ kinds, releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }), ['stand-in'], {
+      scoped: operatorGrants({ kinds, releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator', watchNamespaces: [namespace] }),
+    });
+    // Its own instance, so that the operator of every namespace leaves this resource alone.
+    const scoped = new Operator({ ...operatorOptions(), kc: kubeConfig({ server: api.url, token: 'scoped' }), namespaces: [namespace], instance: 'scoped', namespacePollEvery: 100 });
+    await scoped.start();
+    try {
+      api.apply('connectors', { ...open, metadata: { name: 'scoped', namespace, labels: { 'svc.io/operator-instance': 'scoped' } } });
+      const at = () => api.get(API_VERSION, 'connectors', namespace, 'scoped') as Resource | undefined;
+      await until('Ready in default', () => at()?.status?.tenant === 'default' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True');
+      await settled();
+      // The resync is an hour here.
+      relabel('globex');
+      await until('moved to globex', () => at()?.status?.tenant === 'globex' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True', 10_000);
+      expect((await hubGet('/api/connectors/scoped', otherTenant)).status).toBe(200);
+      expect((await hubGet('/api/connectors/scoped', 1)).status).toBe(404);
+      // Its reads of the Namespace are all granted (the old layout's CronJob in scoped-ns is not: left alone, as documented).
+      expect(api.requests.filter((r) => r.token === 'scoped' && r.status === 403 && r.path.startsWith('/api/v1/namespaces')).map((r) => `${r.method} ${r.path}`)).toEqual([]);
+      api.remove(API_VERSION, 'connectors', namespace, 'scoped');
+      await until('the resource gone', () => !at());
+    } finally {
+      await scoped.stop();
+    }
+  });
+
   it('takes the tenant from its Namespace when it has no label, and says so when neither has one', async () => {
     const open = example('open.yaml');
     const unlabelled = (name: string, namespace: string) => ({ ...open, metadata: { name, namespace } });

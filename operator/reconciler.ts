@@ -67,6 +67,12 @@ export interface OperatorOptions {
   cronJobNamespace: string;
   /** Every resource is reconciled again this often (refreshes `lastRun`, repairs drift, removes orphaned CronJobs). */
   resyncEvery: number;
+  /**
+   * Watching a list of namespaces: how often each of those Namespaces is read for a change of its
+   * tenant label or annotation (a namespaced Role cannot grant a watch of a Namespace:
+   * pollNamespaces); default NAMESPACE_POLL_EVERY (5 s); 0: only at the resync.
+   */
+  namespacePollEvery?: number;
   /** How often runs that started or ended are looked for, to refresh their resources' `lastRun` at once; 0: only on resync. */
   runPollEvery?: number;
   backoffBase: number;
@@ -119,6 +125,9 @@ class Term {
   cronJobs: Watched<V1CronJob> | undefined;
   /** The Namespaces (watching all namespaces only): a change of their tenant label or annotation requeues their resources. */
   namespaces: Watched<V1Namespace> | undefined;
+  /** Watching a list of namespaces: the timer that reads each of them, and their tenancy as last read. */
+  namespacePoll: NodeJS.Timeout | undefined;
+  readonly tenancy = new Map<string, string>();
   readonly workers: Promise<void>[] = [];
   alive = 0;
   active = true;
@@ -225,6 +234,21 @@ export class Operator {
       await this.startInformer(term, watched);
       if (!term.active) return;
     }
+    const namespacePollEvery = this.options.namespacePollEvery ?? NAMESPACE_POLL_EVERY;
+    if (this.namespaces.length && namespacePollEvery > 0) {
+      // What the Namespace informer does when watching them all (namespaceInformer): first the tenancy as it is now.
+      await this.pollNamespaces(term);
+      if (!term.active) return;
+      let polling = false;
+      term.namespacePoll = setInterval(() => {
+        if (polling) return;
+        polling = true;
+        void this.pollNamespaces(term).finally(() => {
+          polling = false;
+        });
+      }, namespacePollEvery);
+      term.namespacePoll.unref();
+    }
     term.resync = setInterval(() => this.resyncAll(), this.options.resyncEvery);
     term.resync.unref();
     if (this.options.runPollEvery) {
@@ -254,6 +278,7 @@ export class Operator {
     term.active = false;
     if (term.resync) clearInterval(term.resync);
     if (term.runPoll) clearInterval(term.runPoll);
+    if (term.namespacePoll) clearInterval(term.namespacePoll);
     const all = this.watchedOf(term);
     for (const w of all) if (w.restart) clearTimeout(w.restart);
     term.queue.close();
@@ -291,25 +316,56 @@ export class Operator {
       '/api/v1/namespaces',
       () => listAll('namespaces', (page) => this.core.listNamespace({ ...page }), this.pageSize) as never,
     );
-    const seen = new Map<string, string>();
-    const tenancy = (ns: V1Namespace) => canonical({ label: ns.metadata?.labels?.[TENANT_LABEL] ?? null, annotation: ns.metadata?.annotations?.[TENANTS_ANNOTATION] ?? null });
+    const seen = term.tenancy;
     const changed = (change: 'add' | 'update' | 'delete') => (ns: V1Namespace) => {
       const name = ns.metadata?.name;
       if (!name) return;
       const before = seen.get(name);
-      const now = tenancy(ns);
+      const now = tenancyOf(ns);
       if (change === 'delete') seen.delete(name);
       else seen.set(name, now);
       // The first sight of a Namespace (the term's list, a new Namespace) and a deletion change nothing to reconcile.
       if (change === 'delete' || before === undefined || before === now) return;
-      for (const { kind, informer: resources } of term.resources) {
-        for (const o of resources.list()) if (o.metadata.namespace === name && this.selects(o)) term.queue.add(this.keyOf(kind, name, o.metadata.name));
-      }
+      this.requeueNamespace(term, name);
     };
     informer.on('add', changed('add'));
     informer.on('update', changed('update'));
     informer.on('delete', changed('delete'));
     return { informer, synced: false, what: 'namespaces' };
+  }
+
+  /** Enqueues the resources of a namespace (its tenancy changed). */
+  private requeueNamespace(term: Term, namespace: string): void {
+    for (const { kind, informer } of term.resources) {
+      for (const o of informer.list()) if (o.metadata.namespace === namespace && this.selects(o)) term.queue.add(this.keyOf(kind, namespace, o.metadata.name));
+    }
+  }
+
+  /**
+   * Watching a list of namespaces, each Namespace is read (GET, which the namespaced Role of the
+   * chart grants on that Namespace by name) and a change of its tenancy since the last read
+   * requeues its resources, as the Namespace informer does when watching them all. No watch: a
+   * Namespace is cluster-scoped, and a watch of it (a list of `namespaces` with a
+   * `metadata.name` field selector) is authorised at the cluster scope only, which a Role bound in
+   * the namespace does not reach. A Namespace that cannot be read is tried again at the next poll.
+   */
+  private async pollNamespaces(term: Term): Promise<void> {
+    for (const name of this.namespaces) {
+      if (!term.active) return;
+      let ns: V1Namespace | undefined;
+      try {
+        ns = await this.core.readNamespace({ name });
+      } catch (err) {
+        if (apiStatus(err) !== 404) {
+          logger().debug({ err: loggableMessage(err) }, `cannot read namespace ${name}; trying again`);
+          continue;
+        }
+      }
+      const now = tenancyOf(ns);
+      const before = term.tenancy.get(name);
+      term.tenancy.set(name, now);
+      if (before !== undefined && before !== now) this.requeueNamespace(term, name);
+    }
   }
 
   /** Enqueues every resource the informers hold, and removes the CronJobs whose resource is gone. */
@@ -853,6 +909,13 @@ export class Operator {
     if (this.options.leading && !this.options.leading()) throw new NotLeading();
   }
 }
+
+/** How often each watched Namespace is read when watching a list of namespaces (OperatorOptions.namespacePollEvery). */
+export const NAMESPACE_POLL_EVERY = 5_000;
+
+/** What of a Namespace decides its resources' tenant (tenant.ts): its tenant label and annotation; a Namespace gone has neither. */
+const tenancyOf = (ns: V1Namespace | undefined): string =>
+  canonical({ label: ns?.metadata?.labels?.[TENANT_LABEL] ?? null, annotation: ns?.metadata?.annotations?.[TENANTS_ANNOTATION] ?? null });
 
 /** This process is not sure it leads (a renewal is due): nothing is written; the key is tried again. */
 class NotLeading extends Error {

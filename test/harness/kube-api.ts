@@ -468,7 +468,7 @@ export class KubeApiStandIn {
   private compactedTo = 0;
   private readonly failures: Failure[] = [];
   private readonly listHooks: ListHook[] = [];
-  private rbac: { grants: Grant[]; exempt: Set<string> } | undefined;
+  private rbac: { grants: Grant[]; exempt: Set<string>; byToken: Map<string, Grant[]> } | undefined;
   private readonly watchers = new Set<Watcher>();
   /** While watches are held (holdWatches): the events each watcher has not been sent yet, in order. */
   private held: Array<{ w: Watcher; line: string }> | undefined;
@@ -531,10 +531,11 @@ export class KubeApiStandIn {
    * From now on every request is authorised as a cluster authorises a service account bound to
    * `grants` (kube/rbac.ts): a call no rule allows is a 403 Forbidden, in the namespace of the
    * request (a Namespace object's own name for a Namespace). Requests with a token in `exempt` (the
-   * test's own calls, as a cluster administrator would make them) are not checked.
+   * test's own calls, as a cluster administrator would make them) are not checked. A token in
+   * `byToken` (another service account) is bound to its own grants instead.
    */
-  enforceRbac(grants: Grant[], exempt: string[] = []): void {
-    this.rbac = { grants, exempt: new Set(exempt) };
+  enforceRbac(grants: Grant[], exempt: string[] = [], byToken: Record<string, Grant[]> = {}): void {
+    this.rbac = { grants, exempt: new Set(exempt), byToken: new Map(Object.entries(byToken)) };
   }
 
   /**
@@ -1031,7 +1032,7 @@ export class KubeApiStandIn {
       const verb = verbOf(method, name !== undefined, watching);
       // A Namespace's own requests are in that namespace (a Role there may grant get on it).
       const inNamespace = t.group === '' && t.plural === 'namespaces' ? name : namespace;
-      const granted = this.rbac.grants.some((g) => (g.namespace === undefined || g.namespace === inNamespace) && allows(g.rules, { group: t.group, resource, verb, name }));
+      const granted = (this.rbac.byToken.get(token) ?? this.rbac.grants).some((g) => (g.namespace === undefined || g.namespace === inNamespace) && allows(g.rules, { group: t.group, resource, verb, name }));
       if (!granted) {
         const where = inNamespace ? ` in the namespace "${inNamespace}"` : ' at the cluster scope';
         const what = `${t.plural}${t.group ? `.${t.group}` : ''}${name ? ` "${name}"` : ''}`;
