@@ -947,6 +947,32 @@ describe('status, ownership and conflicts', () => {
     await restart(() => undefined);
   });
 
+  it('gives the fence of a hub write up when the API server does not answer it in time: the write is rolled back, KubernetesApiError on the status, retried', async () => {
+    const name = 'fence-stalled';
+    put(name);
+    await readyTrue(name);
+    await settled();
+    await operator.stop();
+    operator = new Operator({ ...operatorOptions(), fenceTimeout: 300 });
+    await operator.start();
+    // The fence's read of the resource hangs (the informer's watch and the status writes are answered).
+    const release = api.stallNext('GET', new RegExp(`/namespaces/${NS}/connectors/${name}$`));
+    try {
+      put(name, NS, { baseUrl: 'http://stalled.example' });
+      const failed = await until('KubernetesApiError', () => cond(name, 'Ready')?.reason === 'KubernetesApiError' && cond(name, 'Ready'), 5_000);
+      expect(failed).toMatchObject({ status: 'Unknown' });
+      expect(failed.message).toContain('did not answer the reads of Connector team-a/fence-stalled and its Namespace within 0.3 s: nothing is written in the hub');
+      expect(((await hubGet(`/api/connectors/${name}`)).body!.manifest as { spec: { base_url: string } }).spec.base_url).not.toBe('http://stalled.example');
+    } finally {
+      release();
+    }
+    await until('applied once the API server answers', () => cond(name, 'Ready')?.status === 'True' && cond(name, 'Ready')?.observedGeneration === 2);
+    expect(((await hubGet(`/api/connectors/${name}`)).body!.manifest as { spec: { base_url: string } }).spec.base_url).toBe('http://stalled.example');
+    api.remove(API_VERSION, 'connectors', NS, name);
+    await until('the resource gone', () => !get(name));
+    await restart(() => undefined);
+  });
+
   it('adopts an object the operator applied before ownership was recorded; an HTTP delete drops the record and the operator puts the object back', async () => {
     // As an older operator left it: applied by the operator's actor, no owner record.
     await hub.services.db.withTenant(1, (tx) => CONNECTOR.handler.apply(tx, { ...open, metadata: { name: 'legacy', labels: { 'svc.io/tenant': 'default' } } }, 'operator'));

@@ -73,6 +73,8 @@ export interface OperatorOptions {
    * pollNamespaces); default NAMESPACE_POLL_EVERY (5 s); 0: only at the resync.
    */
   namespacePollEvery?: number;
+  /** The longest the fence of a hub write waits for the API server's reads (ms; the write's transaction is open meanwhile); default FENCE_TIMEOUT (10 s). */
+  fenceTimeout?: number;
   /** How often runs that started or ended are looked for, to refresh their resources' `lastRun` at once; 0: only on resync. */
   runPollEvery?: number;
   backoffBase: number;
@@ -776,17 +778,27 @@ export class Operator {
    */
   private fenceOf(kind: ManifestKind, resource: Resource, namespaceVersion: string | undefined): Fence {
     const { namespace, name, resourceVersion } = resource.metadata;
+    const timeout = this.options.fenceTimeout ?? FENCE_TIMEOUT;
     return async () => {
       let live: Resource | undefined;
       let liveNamespace: string | undefined;
       try {
         this.mustLead();
-        live = await readResource(this.custom, kind, namespace, name);
-        try {
-          liveNamespace = (await this.core.readNamespace({ name: namespace })).metadata?.resourceVersion;
-        } catch (err) {
-          if (apiStatus(err) !== 404) throw err;
-        }
+        // Bounded: the hub's transaction (and the object's row) waits on these reads.
+        [live, liveNamespace] = await withinTime(
+          Promise.all([
+            readResource(this.custom, kind, namespace, name),
+            this.core.readNamespace({ name: namespace }).then(
+              (ns) => ns.metadata?.resourceVersion,
+              (err: unknown) => {
+                if (apiStatus(err) !== 404) throw err;
+                return undefined;
+              },
+            ),
+          ]),
+          timeout,
+          `the Kubernetes API did not answer the reads of ${kind.kind} ${namespace}/${name} and its Namespace within ${timeout / 1000} s: nothing is written in the hub`,
+        );
       } catch (err) {
         throw new Fenced(err);
       }
@@ -910,6 +922,27 @@ export class Operator {
   }
 }
 
+/** The longest the fence of a hub write waits for the API server (the write's transaction is open meanwhile). */
+export const FENCE_TIMEOUT = 10_000;
+
+/** The Kubernetes API did not answer in time. */
+class ApiTimeout extends Error {}
+
+/** `promise`, or an ApiTimeout of `message` once `ms` have passed. */
+async function withinTime<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new ApiTimeout(message)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** How often each watched Namespace is read when watching a list of namespaces (OperatorOptions.namespacePollEvery). */
 export const NAMESPACE_POLL_EVERY = 5_000;
 
@@ -967,7 +1000,7 @@ class HubUnavailable extends Error {
 function failureOf(err: unknown): { reason: string; message: string } {
   if (err instanceof HubUnavailable) return { reason: 'HubUnavailable', message: err.message };
   const message = firstLine(err);
-  if (apiStatus(err) !== undefined || /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up/i.test(message)) return { reason: 'KubernetesApiError', message: `the Kubernetes API failed: ${message}` };
+  if (err instanceof ApiTimeout || apiStatus(err) !== undefined || /fetch failed|ECONNREFUSED|ECONNRESET|ETIMEDOUT|socket hang up/i.test(message)) return { reason: 'KubernetesApiError', message: `the Kubernetes API failed: ${message}` };
   return { reason: 'ReconcileFailed', message };
 }
 

@@ -467,6 +467,7 @@ export class KubeApiStandIn {
   private rv = 1;
   private compactedTo = 0;
   private readonly failures: Failure[] = [];
+  private readonly stalls: Array<{ method: string; path: RegExp; times: number; released: Promise<void> }> = [];
   private readonly listHooks: ListHook[] = [];
   private rbac: { grants: Grant[]; exempt: Set<string>; byToken: Map<string, Grant[]> } | undefined;
   private readonly watchers = new Set<Watcher>();
@@ -525,6 +526,19 @@ export class KubeApiStandIn {
   /** The next `times` requests of `method` whose path matches answer `status` (a Status body). */
   failNext(method: string, path: RegExp, code: number, times = 1, on: Failure['on'] = 'any'): void {
     this.failures.push({ method: method.toUpperCase(), path, status: code, times, on });
+  }
+
+  /**
+   * The next `times` requests of `method` whose path matches are not answered until the returned
+   * function is called (an API server that hangs under load); then they are served as usual.
+   */
+  stallNext(method: string, path: RegExp, times = 1): () => void {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    this.stalls.push({ method: method.toUpperCase(), path, times, released });
+    return release;
   }
 
   /**
@@ -1021,6 +1035,12 @@ export class KubeApiStandIn {
       failure.times -= 1;
       const reason = failure.status === 409 ? 'Conflict' : failure.status === 404 ? 'NotFound' : 'InternalError';
       return this.send(req, res, url, query, body, failure.status, status(failure.status, reason, `scripted ${failure.status} from the stand-in`));
+    }
+
+    const stall = this.stalls.find((st) => st.method === method && st.path.test(url.pathname) && st.times > 0 && !watching);
+    if (stall) {
+      stall.times -= 1;
+      await stall.released;
     }
 
     const route = this.route(url.pathname);
