@@ -308,6 +308,13 @@ describe('CronJobs in the release namespace', () => {
       expect(owners('widget-owned-late')).toEqual(ownedBy(configMap()!.metadata.uid));
       await until('both Ready', () => isReady('owned', 'early') && isReady('owned', 'late'));
 
+      // Its owner taken off by hand (`kubectl patch`: no change of the generation, labels or
+      // annotations): put back at once, not at the resync (an hour here), or `helm uninstall` would leave it.
+      api.patch('batch/v1', 'cronjobs', RELEASE_NS, 'widget-owned-early', { metadata: { ownerReferences: null } });
+      expect(owners('widget-owned-early')).toBeUndefined();
+      await until('the owner put back', () => owners('widget-owned-early'), 5_000);
+      expect(owners('widget-owned-early')).toEqual(ownedBy(configMap()!.metadata.uid));
+
       // helm uninstall deletes the ConfigMap: the garbage collector takes the CronJobs along, and the
       // operator (still running a moment) writes none without its owner, which would outlive the release.
       api.remove('v1', 'configmaps', RELEASE_NS, RUN_JOB_CONFIGMAP);

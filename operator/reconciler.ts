@@ -207,9 +207,10 @@ export class Operator {
     );
     // An edited or deleted CronJob: its resource is reconciled, which puts the CronJob back. Status
     // updates (the CronJob controller writes lastScheduleTime every slot) change neither the
-    // generation nor the labels: they are not worth a reconcile.
+    // generation nor the labels, annotations or owners: they are not worth a reconcile.
     const seen = new Map<string, string>();
-    const fingerprint = (job: V1CronJob) => canonical({ generation: job.metadata?.generation, labels: job.metadata?.labels ?? {}, annotations: job.metadata?.annotations ?? {} });
+    const fingerprint = (job: V1CronJob) =>
+      canonical({ generation: job.metadata?.generation, labels: job.metadata?.labels ?? {}, annotations: job.metadata?.annotations ?? {}, owners: job.metadata?.ownerReferences ?? [] });
     const fromCronJob = (change: 'add' | 'update' | 'delete') => (job: V1CronJob) => {
       const id = `${job.metadata?.namespace}/${job.metadata?.name}`;
       const before = seen.get(id);

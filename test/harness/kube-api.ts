@@ -639,6 +639,16 @@ export class KubeApiStandIn {
     return expectObject(this.replace(t, obj.metadata.namespace, obj.metadata.name, next, false));
   }
 
+  /** What `kubectl patch --type=merge` does (a JSON merge patch of the stored object); a refusal throws. */
+  patch(apiVersion: string, plural: string, namespace: string | undefined, name: string, patch: unknown): KubeObject {
+    const t = this.typeOf(apiVersion, plural);
+    const current = this.objects.get(this.key(t, namespace, name));
+    if (!current) throw new Error(`${plural} ${namespace ?? ''}/${name} not found`);
+    const merged = mergePatch(this.read(t, current), patch) as KubeObject;
+    merged.metadata.resourceVersion = current.metadata.resourceVersion;
+    return expectObject(this.replace(t, namespace, name, merged, false));
+  }
+
   /** What `kubectl delete` does. */
   remove(apiVersion: string, plural: string, namespace: string | undefined, name: string): void {
     this.delete(this.typeOf(apiVersion, plural), namespace, name);
