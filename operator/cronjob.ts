@@ -141,11 +141,20 @@ const ignoreNotFound = (err: unknown) => {
   if (apiStatus(err) !== 404) throw err;
 };
 
-/** Deletes a CronJob (that very one: its uid is a precondition); one already gone is fine. */
-export async function deleteCronJob(batch: BatchV1Api, job: V1CronJob): Promise<void> {
-  await batch
-    .deleteNamespacedCronJob({ name: job.metadata!.name!, namespace: job.metadata!.namespace!, propagationPolicy: 'Background', body: { preconditions: { uid: job.metadata?.uid } } })
-    .catch(ignoreNotFound);
+/**
+ * Deletes a CronJob (that very one: its uid is a precondition); one already gone is fine. `asRead`:
+ * only as it was read (its resourceVersion a precondition too): false, and nothing deleted, when it
+ * changed since (a decision taken from a cache behind the server).
+ */
+export async function deleteCronJob(batch: BatchV1Api, job: V1CronJob, asRead = false): Promise<boolean> {
+  const preconditions = { uid: job.metadata?.uid, ...(asRead ? { resourceVersion: job.metadata?.resourceVersion } : {}) };
+  try {
+    await batch.deleteNamespacedCronJob({ name: job.metadata!.name!, namespace: job.metadata!.namespace!, propagationPolicy: 'Background', body: { preconditions } });
+  } catch (err) {
+    if (asRead && apiStatus(err) === 409) return false;
+    ignoreNotFound(err);
+  }
+  return true;
 }
 
 /** Deletes the CronJobs in `namespace` labelled with the resource's uid (the finalizer), listed `pageSize` at a time; returns how many. */

@@ -611,6 +611,44 @@ describe('operator instances and namespaces', () => {
     }
   });
 
+  it('a scheduled resource moved from an instance to the operator without one keeps its CronJob: relabelled for the new one, and not swept as the old one\'s orphan from a CronJob cache behind', async () => {
+    const green = operator('green', { namespaces: ['moving'], instance: 'green' });
+    const plain = operator('plain-moving', { namespaces: ['moving'] });
+    await green.start();
+    await plain.start();
+    try {
+      const labelled = (instance?: string) => widget('moving', 'nightly', { schedule: '0 3 * * *' }, instance ? { 'svc.io/operator-instance': instance } : {});
+      api.apply('widgets', labelled('green'));
+      await until('Ready', () => isReady('moving', 'nightly'));
+      const instanceOf = () => cronJob('widget-moving-nightly')?.metadata.labels?.['svc.io/operator-instance'];
+      await until('its CronJob, of green', () => instanceOf() === 'green');
+      // The CronJob watches lag: green will not see its CronJob relabelled for plain.
+      const release = api.holdWatches(/\/cronjobs$/);
+      try {
+        const mark = api.requests.length;
+        // Moved to the operator without an instance (the label taken off): its CronJob is that operator's now.
+        api.apply('widgets', labelled());
+        await until('the CronJob no longer labelled for green', () => cronJob('widget-moving-nightly') && instanceOf() === undefined, 5_000);
+        // green has seen the resource go (it asks the API server whether it is gone).
+        await until('green saw the resource leave', () => api.requests.slice(mark).some((r) => r.token === 'green' && r.method === 'GET' && r.path.endsWith('/widgets/nightly')));
+        // green's sweep (its resync), from its cache of the CronJob as green's: the CronJob changed since, so it is not deleted.
+        expect(await green.removeOrphanedCronJobs()).toBe(0);
+        expect(instanceOf()).toBeUndefined();
+      } finally {
+        release();
+      }
+      await new Promise((r) => setTimeout(r, 300));
+      expect(cronJob('widget-moving-nightly')).toBeDefined();
+      expect(conditionOf('moving', 'nightly', 'Scheduled')?.status).toBe('True');
+      api.remove(API_VERSION, 'widgets', 'moving', 'nightly');
+      await until('the resource gone', () => !get('moving', 'nightly'));
+      expect(cronJob('widget-moving-nightly')).toBeUndefined();
+    } finally {
+      await green.stop();
+      await plain.stop();
+    }
+  });
+
   it('watches each of several namespaces, and nothing across them', async () => {
     const op = operator('several', { namespaces: ['one', 'two'] });
     await op.start();

@@ -407,7 +407,8 @@ export class Operator {
       const { owner, gone } = this.cronJobResource(term, job);
       if (!owner || !gone) continue;
       try {
-        await deleteCronJob(this.batch, job);
+        // As cached: a CronJob changed since (relabelled for another instance, put back by a reconcile) is not this sweep's to judge.
+        if (!(await deleteCronJob(this.batch, job, true))) continue;
         removed++;
         logger().info(`CronJob ${job.metadata?.namespace}/${job.metadata?.name} deleted: its ${owner.kind.kind} ${owner.namespace}/${owner.name} (uid ${owner.uid}) no longer exists`);
       } catch (err) {

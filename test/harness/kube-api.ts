@@ -221,6 +221,8 @@ interface WatchEvent {
 
 interface Watcher {
   typeKey: string;
+  /** The path it watches. */
+  path: string;
   namespace?: string;
   res: ServerResponse;
   matches: (o: KubeObject) => boolean;
@@ -471,8 +473,8 @@ export class KubeApiStandIn {
   private readonly listHooks: ListHook[] = [];
   private rbac: { grants: Grant[]; exempt: Set<string>; byToken: Map<string, Grant[]> } | undefined;
   private readonly watchers = new Set<Watcher>();
-  /** While watches are held (holdWatches): the events each watcher has not been sent yet, in order. */
-  private held: Array<{ w: Watcher; line: string }> | undefined;
+  /** While watches are held (holdWatches): which (undefined: all), and the events each watcher has not been sent yet, in order. */
+  private held: { path: RegExp | undefined; lines: Array<{ w: Watcher; line: string }> } | undefined;
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
   url = '';
@@ -562,14 +564,14 @@ export class KubeApiStandIn {
   }
 
   /**
-   * Holds back the events of the open watches (a watch lagging behind the store, as a real API
-   * server's can: reads and lists answer the current state meanwhile) until the returned function
-   * is called, which sends them in order.
+   * Holds back the events of the open watches (those whose path matches `path`, when given): a
+   * watch lagging behind the store, as a real API server's can, while reads and lists answer the
+   * current state. The returned function sends them, in order.
    */
-  holdWatches(): () => void {
-    this.held ??= [];
+  holdWatches(path?: RegExp): () => void {
+    this.held ??= { path, lines: [] };
     return () => {
-      const held = this.held ?? [];
+      const held = this.held?.lines ?? [];
       this.held = undefined;
       for (const { w, line } of held) if (this.watchers.has(w)) w.res.write(line);
     };
@@ -765,7 +767,7 @@ export class KubeApiStandIn {
       const seen = this.seen(w, event);
       if (!seen) continue;
       const line = `${JSON.stringify(seen)}\n`;
-      if (this.held) this.held.push({ w, line });
+      if (this.held && (!this.held.path || this.held.path.test(w.path))) this.held.lines.push({ w, line });
       else w.res.write(line);
     }
   }
@@ -1154,7 +1156,7 @@ export class KubeApiStandIn {
       res.end(`${JSON.stringify({ type: 'ERROR', object: expired })}\n`);
       return;
     }
-    const w: Watcher = { typeKey: typeKey(t), namespace, res, matches };
+    const w: Watcher = { typeKey: typeKey(t), namespace, res, matches, path: url.pathname };
     for (const e of this.log) {
       if (e.rv <= from) continue;
       const seen = this.seen(w, e);
