@@ -140,7 +140,8 @@ export interface AnalyticDeps {
  * parse tree, then the read-only run under the tenant's row-level security (the fifth guard). A
  * refusal is an answer (rowCount 0, the refused SQL), not an HTTP error; only a missing card (409),
  * an ungranted scope (403) and a missing or failing model (503) are. `signal` (the asking client
- * went away) stops the model's call and a wait for the gate, with the signal's reason.
+ * went away) stops the model's call, a wait for the gate and a running query (cancelled in
+ * PostgreSQL), with the signal's reason.
  */
 export async function analyticChat(deps: AnalyticDeps, tenantId: number, question: string, resolved: ResolvedScope, signal?: AbortSignal): Promise<AnalyticAnswer> {
   const scope = resolved.scope ?? (resolved.allowed?.length === 1 ? resolved.allowed[0] : undefined);
@@ -185,7 +186,7 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   if (!verdict.ok) return refusal(`Refused (guard ${verdict.guard}): ${verdict.reason}`, sql);
   let result: { rows: Record<string, unknown>[]; rowCount: number };
   try {
-    const run = () => runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes });
+    const run = () => runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes, signal });
     result = await (deps.gate ? deps.gate.run(tenantId, sql, deps.statementTimeoutMs, run, signal) : run());
   } catch (err) {
     // A refusal of guard 5 (PostgreSQL refusing the statement, the gate turning it away) is an answer; anything else

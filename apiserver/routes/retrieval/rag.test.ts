@@ -551,7 +551,7 @@ describe('a client that goes away before its answer', () => {
   }
 
   /** Asks and goes away once `away()` is true: the request aborted, its connection closed. */
-  async function askAndLeave(url: string, body: unknown, away: () => boolean): Promise<void> {
+  async function askAndLeave(url: string, body: unknown, away: () => boolean | Promise<boolean>): Promise<void> {
     const controller = new AbortController();
     const asked = fetch(`${url}/api/platform/rag/chat`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/json' }, body: JSON.stringify(body), signal: controller.signal });
     asked.catch(() => undefined);
@@ -598,6 +598,28 @@ describe('a client that goes away before its answer', () => {
       await model.close();
     }
   }, 30_000);
+  it('a running query is cancelled in PostgreSQL when its client goes away: its slot and connection are free at once, not at the timeout', async () => {
+    const long = 'select count(*) as n from ext.partners a cross join ext.partners b cross join ext.partners c cross join ext.partners d cross join ext.partners e cross join ext.partners f';
+    const model = await holdingModel({ 'long one': long, 'short': 'select count(*) as n from ext.partners' });
+    // One query of the tenant at a time, each running (or waiting) up to 20 s.
+    const gated = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': `${model.url}/v1`, 'svc.llm.model': 'stand-in', 'svc.analytic.concurrency-per-tenant': '1', 'svc.analytic.statement-timeout': '20s' });
+    const running = async () =>
+      (await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where state = 'active' and query ilike '%cross join%cross join%' and pid <> pg_backend_pid()")).rows[0]!.n;
+    try {
+      // It leaves while its statement runs in PostgreSQL.
+      await askAndLeave(gated.url, { question: 'long one', mode: 'analytic', scope: 'partners' }, async () => (await running()) === 1);
+      const left = Date.now();
+      // Its statement ends in PostgreSQL, not 20 s later.
+      await until('the query to be cancelled', async () => (await running()) === 0, { timeoutMs: 5_000 });
+      // The tenant's one slot is free: the next question runs at once.
+      const next = await devClient(gated.url, T).post('/api/platform/rag/chat', { question: 'short', mode: 'analytic', scope: 'partners' });
+      expect(next.body).toMatchObject({ rowCount: 1, rows: [{ n: ROWS }] });
+      expect(Date.now() - left).toBeLessThan(5_000);
+    } finally {
+      await gated.stop();
+      await model.close();
+    }
+  }, 60_000);
 });
 
 describe('an entity on the schema card', () => {

@@ -108,6 +108,40 @@ describe('runReadOnly', () => {
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
+  it('cancels its statement in PostgreSQL when the asking client goes away: the connection is free at once, not at the timeout', async () => {
+    // A pool of its own: the cancel goes over another connection of the pool (the file's pool has one).
+    const { app, worker, analytic } = TEST_ROLES;
+    const db = new Database({ appUrl: roleUrl(t.ownerUrl, app), workerUrl: roleUrl(t.ownerUrl, worker), analyticRole: analytic, poolSize: 2 });
+    const sleeping = async () =>
+      (await t.owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where state = 'active' and query like '%pg_sleep(25)%' and pid <> pg_backend_pid()")).rows[0]!.n;
+    try {
+      const gone = new AbortController();
+      const reason = new Error('the client closed the connection before the answer');
+      const started = Date.now();
+      const running = runReadOnly(db, 7, 'select pg_sleep(25) as slept', { ...options, timeoutMs: 25_000, signal: gone.signal }).then(
+        () => 'answered',
+        (err: unknown) => err,
+      );
+      while ((await sleeping()) === 0) {
+        if (Date.now() - started > 10_000) throw new Error('the statement never started');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      gone.abort(reason);
+      // Without the cancel, the statement ran on to its 25 s timeout holding its connection.
+      expect(await running).toBe(reason);
+      expect(Date.now() - started).toBeLessThan(15_000);
+      expect(await sleeping()).toBe(0);
+      // Both connections of the pool serve again, the cancelled one included (its transaction rolled back).
+      const again = await Promise.all([1, 2].map(() => runReadOnly(db, 7, 'select count(*)::int as n, pg_sleep(0.2) is not null as slept from ext_t7.partners', options)));
+      expect(again.map((r) => r.rows)).toEqual([[{ n: 3, slept: true }], [{ n: 3, slept: true }]]);
+      // Gone before the statement: it never runs.
+      const before = await runReadOnly(db, 7, 'select 1 as one', { ...options, signal: AbortSignal.abort(reason) }).catch((err: unknown) => err);
+      expect(before).toBe(reason);
+    } finally {
+      await db.close();
+    }
+  }, 40_000);
+
   it('cuts a long cross join within the timeout, inside the bounded answer as well as in a sort', async () => {
     await t.owner.query(`create table if not exists ext_t7.wide as select g as n, 7::bigint as tenant_id from generate_series(1, 3000) g;
       grant select on ext_t7.wide to ${TEST_ROLES.app}, ${TEST_ROLES.analytic}`);

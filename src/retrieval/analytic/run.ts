@@ -3,6 +3,8 @@ import pg from 'pg';
 import { exactNumbersAsText, parseJsonExact } from '../../connectors/engine/exact-json.js';
 import { publicTableMessage } from '../../connectors/target/ddl.js';
 import { type CommitHook, type Database, runWithCommitHook } from '../../db/database.js';
+import { loggableMessage } from '../../observability/database-errors.js';
+import { logger } from '../../observability/logger.js';
 import { GuardRefusal } from './ast.js';
 import { AnalyticRefusal } from './refusal.js';
 import { checkStatementShape } from './statement-shape.js';
@@ -17,6 +19,13 @@ export interface RunOptions {
    * measured in PostgreSQL before any row is sent; a larger answer is refused (guard 5).
    */
   maxBytes: number;
+  /**
+   * The asking client went away: a statement not sent yet is not sent, and one running is cancelled
+   * in PostgreSQL (`pg_cancel_backend` of its backend from another connection of the pool), so it
+   * gives back its connection and its place among the held connections at once instead of at the
+   * timeout. The run then rejects with the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 export interface RunResult {
@@ -75,7 +84,7 @@ let loaded: Promise<void> | undefined;
  * itself (QUERY_FAILURE) becomes an AnalyticRefusal of guard 5; any other error is thrown as it is.
  */
 export async function runReadOnly(db: Database, tenantId: number, sql: string, options: RunOptions): Promise<RunResult> {
-  const { timeoutMs, maxRows, maxBytes } = options;
+  const { timeoutMs, maxRows, maxBytes, signal } = options;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) throw new Error(`timeoutMs must be a positive integer, not ${timeoutMs}`);
   if (!Number.isSafeInteger(maxRows) || maxRows < 0) throw new Error(`maxRows must be a non-negative integer, not ${maxRows}`);
   if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) throw new Error(`maxBytes must be a positive integer, not ${maxBytes}`);
@@ -86,13 +95,21 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
         // One round trip; timeoutMs is a checked integer, so inlining it is safe. The role last: the settings
         // are the application role's, the statement the analytic role's (it may read the tenants' ext tables
         // only; row-level security on the tenant set above applies to it as to the application role).
-        await tx.query(
-          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}`,
-        );
+        // The backend's pid last, in the same message: what a cancel names (cancelledOnAbort).
+        const opened = (await tx.query(
+          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}; select pg_backend_pid() as pid`,
+        )) as unknown as pg.QueryResult<{ pid: number }>[];
+        const pid = opened[opened.length - 1]!.rows[0]!.pid;
         let rows: Record<string, unknown>[];
         try {
-          rows = (await tx.query<Record<string, unknown>>(bounded(sql, maxRows, maxBytes), undefined, { types: EXACT_TYPES })).rows;
+          signal?.throwIfAborted();
+          rows = (
+            await cancelledOnAbort(db, pid, timeoutMs, signal, () =>
+              tx.query<Record<string, unknown>>(bounded(sql, maxRows, maxBytes), undefined, { types: EXACT_TYPES }),
+            )
+          ).rows;
         } catch (err) {
+          if (signal?.aborted) throw signal.reason;
           const code = (err as { code?: unknown }).code;
           if (code === ANSWER_TOO_LARGE) throw new AnalyticRefusal(5, (err as Error).message, sql);
           const refusal = typeof code === 'string' ? REFUSALS[code] : undefined;
@@ -114,6 +131,34 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
     throw err;
   }
   throw new Error('unreachable: the read-only transaction ended without a result');
+}
+
+/**
+ * `statement()`, the statement running on backend `pid`, cancelled in PostgreSQL when `signal` aborts:
+ * `pg_cancel_backend(pid)` from another connection of the application pool (the backend's session is
+ * the application role's, which may signal its own sessions; the analytic role it took for the
+ * statement may not). A cancel that cannot be sent within `timeoutMs` (no connection free) is given
+ * up: the statement timeout ends the statement then. This settles only once the cancel sent has been
+ * answered, while the transaction is still open: the signal has reached the backend before its
+ * connection can go back to the pool, so it can never cancel another unit's statement there (an idle
+ * backend ignores a cancel).
+ */
+async function cancelledOnAbort<T>(db: Database, pid: number, timeoutMs: number, signal: AbortSignal | undefined, statement: () => Promise<T>): Promise<T> {
+  if (!signal) return statement();
+  if (!Number.isSafeInteger(pid) || pid <= 0) throw new Error(`not a backend pid: ${pid}`);
+  let cancelling: Promise<unknown> | undefined;
+  const cancel = () => {
+    cancelling = db.answerWithin(`select pg_cancel_backend(${pid})`, timeoutMs).catch((err: unknown) => {
+      logger().warn({ err: loggableMessage(err) }, 'an analytic query whose client went away could not be cancelled: it runs on to its statement timeout');
+    });
+  };
+  signal.addEventListener('abort', cancel, { once: true });
+  try {
+    return await statement();
+  } finally {
+    signal.removeEventListener('abort', cancel);
+    await cancelling;
+  }
 }
 
 const JSON_OID = 114;
