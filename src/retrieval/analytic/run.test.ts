@@ -358,6 +358,22 @@ describe('runReadOnly', () => {
     expect(JSON.parse(JSON.stringify(row))).toEqual({ nan: 'NaN', low: '-Infinity', x: 1.5, xs: [2.5, 'Infinity', null] });
   });
 
+  it('gives a numeric NaN or infinity as its text, as a float\'s: a number grown past its type too', async () => {
+    // A numeric is node-postgres's text: the same strings as the floats above, valid JSON, the same in the measure.
+    const sql = `select 'NaN'::numeric as nan, 'Infinity'::numeric * 2 as up, -('Infinity'::numeric) as down, array['NaN', 1.5]::numeric[] as ns,
+      to_jsonb('NaN'::numeric) as j, 'Infinity'::numeric ^ 2 as power`;
+    const [row] = (await runReadOnly(t.db, 7, sql, options)).rows;
+    expect(JSON.parse(JSON.stringify(row))).toEqual({ nan: 'NaN', up: 'Infinity', down: '-Infinity', ns: ['NaN', '1.5'], j: 'NaN', power: 'Infinity' });
+  });
+
+  it('reads an infinite interval as PostgreSQL\'s text of it, never as the zero interval', async () => {
+    // node-postgres reads `infinity` as an interval of no parts, `{}` in JSON: the zero interval's answer.
+    const sql = `select 'infinity'::interval as up, '-infinity'::interval as down, '0'::interval as zero, '1 day 2 hours'::interval as d,
+      array['infinity', '1 hour', null]::interval[] as ds, 'infinity'::timestamptz - '2026-01-01'::timestamptz as since`;
+    const [row] = (await runReadOnly(t.db, 7, sql, options)).rows;
+    expect(JSON.parse(JSON.stringify(row))).toEqual({ up: 'infinity', down: '-infinity', zero: {}, d: { days: 1, hours: 2 }, ds: ['infinity', { hours: 1 }, null], since: 'infinity' });
+  });
+
   it('reads a date or time a JavaScript Date cannot hold as PostgreSQL\'s text of it, never as null or an invalid Date', async () => {
     // node-postgres reads infinity as the number Infinity and a year past 275760 as an invalid Date: both written null.
     const sql = `select 'infinity'::timestamptz as up, '-infinity'::date as down, '294276-12-31 23:59:59'::timestamp as last,

@@ -170,7 +170,8 @@ const INT8_ARRAY_OID = 1016;
 const TEXT_ARRAY_OID = 1009;
 /**
  * Types node-postgres reads into a value that cannot hold every one of theirs, by their array types:
- * date, timestamp and timestamptz (a Date), float4 and float8 (a number).
+ * date, timestamp and timestamptz (a Date), float4 and float8 (a number), interval (an object of its
+ * parts, which has no infinity: `infinity` came as `{}`, the zero interval).
  */
 const HELD_BY_ARRAY: ReadonlyMap<number, number> = new Map([
   [1182, 1082],
@@ -178,6 +179,7 @@ const HELD_BY_ARRAY: ReadonlyMap<number, number> = new Map([
   [1185, 1184],
   [1021, 700],
   [1022, 701],
+  [1187, 1186],
 ]);
 const HELD: ReadonlySet<number> = new Set(HELD_BY_ARRAY.values());
 
@@ -190,16 +192,19 @@ const arrayOfText = pg.types.getTypeParser(TEXT_ARRAY_OID as never, 'text') as (
 const eachElement = (value: unknown, read: (text: string) => unknown): unknown =>
   Array.isArray(value) ? value.map((v) => eachElement(v, read)) : value === null ? null : read(value as string);
 /**
- * A date, time or float as node-postgres reads it (a Date, a number), or PostgreSQL's text of it where
- * that cannot hold it, which the answer's JSON would write null: a time's `infinity` and `-infinity`
- * (read as the numbers ±Infinity), a year past JavaScript's 275760 (an invalid Date, on which the
- * one-cell sentence failed), a float's `NaN`, `Infinity` and `-Infinity`.
+ * A date, time, float or interval as node-postgres reads it (a Date, a number, an object of the
+ * interval's parts), or PostgreSQL's text of it where that cannot hold it, which the answer's JSON
+ * would write null or as another value: a time's `infinity` and `-infinity` (read as the numbers
+ * ±Infinity), a year past JavaScript's 275760 (an invalid Date, on which the one-cell sentence
+ * failed), a float's `NaN`, `Infinity` and `-Infinity`, an interval's `infinity` and `-infinity`
+ * (read as no parts at all: the zero interval).
  */
 const readHeld = (oid: number) => {
   const read = pg.types.getTypeParser(oid as never, 'text') as (text: string) => unknown;
   return (text: string): unknown => {
     const value = read(text);
-    const held = value instanceof Date ? Number.isFinite(value.getTime()) : typeof value === 'number' && Number.isFinite(value);
+    const held =
+      value instanceof Date ? Number.isFinite(value.getTime()) : typeof value === 'number' ? Number.isFinite(value) : text !== 'infinity' && text !== '-infinity';
     return held ? value : text;
   };
 };
@@ -211,8 +216,9 @@ const readHeld = (oid: number) => {
  * their text (as jsonb writes them: `1e400` in digits); a numeric[] (read as doubles) gives each element
  * as its text, as a numeric is given; a bigint[] (read as strings) each element as a bigint is given
  * (a number, or its digits past ±(2^53 − 1), src/db/database.ts); a date or time a Date cannot hold
- * (`infinity`, a year past 275760) and a float JSON cannot (`NaN`, `Infinity`), alone or in an array, as
- * PostgreSQL's text.
+ * (`infinity`, a year past 275760), a float JSON cannot (`NaN`, `Infinity`) and an infinite interval,
+ * alone or in an array, as PostgreSQL's text. A numeric is node-postgres's text already (`NaN`,
+ * `Infinity` included).
  * Every other type is read as node-postgres reads it.
  */
 const EXACT_TYPES: pg.CustomTypesConfig = {
