@@ -321,7 +321,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Key of the chat completions endpoint (sent as a bearer token; never logged).' }),
   p({ group: 'Retrieval', name: 'svc.llm.timeout', kind: 'duration', default: '60s', description: 'How long one model call may take, its answer read whole, before chat answers 503 (an answer sent a byte now and then is given up then too).' }),
   p({ group: 'Retrieval', name: 'svc.analytic.statement-timeout', kind: 'duration', default: '5s',
-    description: 'Statement timeout of the one read-only query an analytic chat runs, and of each statement of a rediscover (schema-card discovery: a longer one stops it with a 503).' }),
+    description: 'Statement timeout of the one read-only query an analytic chat runs, and the time a whole rediscover (schema-card discovery, all its statements together) may take: a longer one stops it with a 503.' }),
   p({ group: 'Retrieval', name: 'svc.analytic.max-answer-bytes', kind: 'int', min: 1024, default: 4194304,
     description: 'Largest answer an analytic chat\'s query may return, in bytes of its rows as JSON objects (column names and nulls included), measured in PostgreSQL before any row is sent; a larger one is refused (guard 5).' }),
   p({ group: 'Retrieval', name: 'svc.analytic.concurrency', kind: 'int', min: 1,

@@ -7,24 +7,49 @@ import { HubError, type Rendered } from '../errors.js';
 import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-card.js';
 
 /**
- * 503 `{error, hint}`: one statement of a discovery (a column's values over a whole table) ran past
- * its statement timeout; nothing was stored, the scope keeps its previous card.
+ * 503 `{error, hint}`: the discovery ran past its timeout, all its statements together (`doing` says
+ * what it was at: a column's values over a whole table, most often); nothing was stored, the scope
+ * keeps its previous card.
  */
 export class DiscoveryTimedOut extends HubError {
   constructor(
-    readonly table: string,
-    readonly column: string,
+    readonly doing: string,
     readonly timeoutMs: number,
   ) {
-    super(`discovery stopped: reading the values of column ${column} of ${table} ran longer than ${timeoutMs} ms`);
+    super(`discovery stopped: it took longer than ${timeoutMs} ms in all, the time a whole discovery may take (${doing})`);
     this.name = 'DiscoveryTimedOut';
   }
   render(): Rendered {
     return {
       status: 503,
-      body: { json: { error: this.message, hint: 'each statement of a discovery is held to svc.analytic.statement-timeout: raise it, or rediscover when the database is less busy; the scope keeps its previous card' } },
+      body: { json: { error: this.message, hint: 'a discovery, all its statements together, is held to svc.analytic.statement-timeout: raise it, or rediscover when the database is less busy; the scope keeps its previous card' } },
     };
   }
+}
+
+/**
+ * `tx` with every statement held to what remains of `timeoutMs` from now: each is preceded by a
+ * statement timeout of the time left (a setting of the transaction, so it ends with it), none is sent
+ * once none is left, and one cut by that timeout (57014) is a DiscoveryTimedOut naming what the
+ * discovery was at (`doing()`). A timeout per statement alone let a scope of many columns hold its
+ * connection for as many timeouts.
+ */
+function withinTotal(tx: Tx, timeoutMs: number, doing: () => string): Tx {
+  const deadline = performance.now() + timeoutMs;
+  return {
+    tenantId: tx.tenantId,
+    async query(text, values, options) {
+      const left = Math.floor(deadline - performance.now());
+      if (left < 1) throw new DiscoveryTimedOut(doing(), timeoutMs);
+      try {
+        await tx.query(`select set_config('statement_timeout', $1, true)`, [`${left}ms`]);
+        return await tx.query(text, values, options);
+      } catch (err) {
+        if ((err as { code?: string }).code === '57014') throw new DiscoveryTimedOut(doing(), timeoutMs);
+        throw err;
+      }
+    },
+  };
 }
 
 /** Columns every ext table has that say nothing about the data (or hold it as a whole). */
@@ -80,12 +105,14 @@ const ENTITY_SCHEMA = 'entity';
  * whose sources the database serves now: its canonical columns with their declared types, labels,
  * descriptions, examples and values (the declared domain). Stored as the scope's card (source type
  * `entity` when it holds an entity, else `discovered`). With `timeoutMs` (`svc.analytic.statement-timeout`),
- * each statement of the transaction from here on is held to it, and a column whose values take longer
- * is a DiscoveryTimedOut (503), not a connection held for as long as a group-by over a large table takes.
+ * the discovery's statements from here on are held to it all together (withinTotal), and one still
+ * running when it is up is a DiscoveryTimedOut (503), not a connection held for as long as the
+ * group-bys over large tables take.
  */
-export async function discoverCard(tx: Tx, scope: string, timeoutMs?: number): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
-  const tenantId = tx.tenantId!;
-  if (timeoutMs !== undefined) await tx.query(`select set_config('statement_timeout', $1, true)`, [`${Math.max(1, Math.floor(timeoutMs))}ms`]);
+export async function discoverCard(given: Tx, scope: string, timeoutMs?: number): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
+  const tenantId = given.tenantId!;
+  let doing = "reading the scope's tables";
+  const tx = timeoutMs === undefined ? given : withinTotal(given, Math.max(1, Math.floor(timeoutMs)), () => doing);
   const { rows: tables } = await tx.query<{ table_name: string }>(
     `select distinct e.table_name from connectors.ext_tables e join connectors.connectors c on c.id = e.connector_id
       where $1 = any(c.scopes) order by 1`,
@@ -108,14 +135,10 @@ export async function discoverCard(tx: Tx, scope: string, timeoutMs?: number): P
     const card: CardColumn[] = [];
     for (const c of columns.filter((c) => !HIDDEN.has(c.name))) {
       const col = pg.escapeIdentifier(c.name);
-      const { rows: values } = await tx
-        .query<{ v: string; n: number }>(
-          `select ${col}::text as v, count(*)::int as n from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
-        )
-        .catch((err: unknown) => {
-          if (timeoutMs !== undefined && (err as { code?: string }).code === '57014') throw new DiscoveryTimedOut(table_name, c.name, timeoutMs);
-          throw err;
-        });
+      doing = `reading the values of column ${c.name} of ${table_name}`;
+      const { rows: values } = await tx.query<{ v: string; n: number }>(
+        `select ${col}::text as v, count(*)::int as n from ${sql} where ${col} is not null group by 1 order by count(*) desc, 1 limit ${MAX_DOMAIN + 1}`,
+      );
       const seen = values.reduce((sum, r) => sum + r.n, 0);
       const column: CardColumn = { name: c.name, type: c.type, examples: values.slice(0, 3).map((r) => example(r.v)) };
       if (c.name === 'external_id') column.description = 'the row\'s key at the source';
@@ -124,8 +147,10 @@ export async function discoverCard(tx: Tx, scope: string, timeoutMs?: number): P
       card.push(column);
     }
     relations.push({ name: table_name, columns: card });
+    doing = "reading the scope's tables";
   }
   let entities = 0;
+  doing = "reading the scope's entities";
   for (const entity of await entitiesOfScope(tx, scope)) {
     try {
       await typedEntityRelation(tx, entity);
@@ -149,6 +174,7 @@ export async function discoverCard(tx: Tx, scope: string, timeoutMs?: number): P
   }
   const sourceType = entities > 0 ? 'entity' : 'discovered';
   const stored: SchemaCard = { scope, relations };
+  doing = 'storing the card';
   await tx.query(
     `insert into retrieval.schema_cards (tenant_id, scope, source_type, enriched, card) values (core.current_tenant(), $1, $2, false, $3)
      on conflict (tenant_id, scope) do update set source_type = excluded.source_type, enriched = excluded.enriched, card = excluded.card, updated_at = now()`,
