@@ -16,6 +16,8 @@ interface Item {
   columns: Map<string, Origin | undefined>;
   /** For a CTE, subquery or VALUES list: how large each named column's values can be (value-size.ts). */
   sizes?: Map<string, Size>;
+  /** For a CTE, subquery or VALUES list: the expression nodes each named column stands for (MAX_INLINED_NODES). */
+  weights?: Map<string, number>;
   /** True when some of its columns have names the guard cannot predict (a subquery's unnamed expression). */
   opaque: boolean;
   /** A card relation computed at read time: the parsed SELECT (wrapped) that replaces it in FROM. */
@@ -34,6 +36,8 @@ interface Output {
   origin: Origin | undefined;
   /** How large its values can be (value-size.ts). */
   size: Size;
+  /** The expression nodes it stands for where PostgreSQL puts its expression in place of a reference (MAX_INLINED_NODES). */
+  weight: number;
 }
 
 type Ctes = ReadonlyMap<string, Output[]>;
@@ -116,6 +120,18 @@ const MAX_STAR_COLUMNS = 1664;
  */
 const MAX_ENTITY_SQL_CHARS = 5 * MAX_QUERY_CHARS;
 
+/**
+ * The most expression nodes one query may stand for once each reference to a column of a subquery
+ * or CTE counts the nodes of that column's expression: PostgreSQL flattens such a subquery (a CTE
+ * named once, or NOT MATERIALIZED, too) by putting the column's expression in place of every
+ * reference, in the planner's memory and in every row's evaluation, and it checks for the statement
+ * timeout between rows, not inside one row's expressions. A column that reads the one below twice
+ * (`select s.b + s.b as b from (…) s`) doubles at each level: 20 levels, a query of 1 KB, ran 6.5 s
+ * under a 2 s timeout, 30 levels would be 2^29 copies (hours, and more memory than the server has).
+ * Counted so, a query's own text (20,000 characters) holds at most about 10,000 nodes.
+ */
+export const MAX_INLINED_NODES = 50_000;
+
 function isSystemSchema(schema: string): boolean {
   return schema === 'information_schema' || schema.startsWith('pg_');
 }
@@ -139,6 +155,8 @@ export class ReferenceWalker {
   private starColumns = 0;
   /** The characters of entity relations' SQL put in the query so far (at most MAX_ENTITY_SQL_CHARS). */
   private entitySqlChars = 0;
+  /** The expression nodes walked so far, each reference to a derived column counting what it stands for (at most MAX_INLINED_NODES). */
+  private inlined = 0;
 
   constructor(
     private readonly card: SchemaCard,
@@ -177,19 +195,22 @@ export class ReferenceWalker {
       const right = this.select(s.rarg, outer, visible);
       for (const sort of list(s.sortClause)) this.setOperationSort(sort, left);
       this.nonTopLimit(s, { items: [], parent: outer }, visible);
-      return left.map((o, i) => ({ name: o.name, origin: undefined, size: largest([o.size, right[i]?.size ?? BOUNDED]) }));
+      return left.map((o, i) => ({ name: o.name, origin: undefined, size: largest([o.size, right[i]?.size ?? BOUNDED]), weight: Math.max(o.weight, right[i]?.weight ?? 0) }));
     }
 
     if (list(s.valuesLists).length > 0) {
       const level: Level = { items: [], parent: outer };
       const sizes: Size[] = [];
+      const weights: number[] = [];
       for (const row of list(s.valuesLists)) {
         list(this.expect(row, 'List').items).forEach((item, i) => {
+          const before = this.inlined;
           this.expr(item, level, visible);
           sizes[i] = largest([sizes[i] ?? BOUNDED, this.sizeOf(item)]);
+          weights[i] = Math.max(weights[i] ?? 0, this.inlined - before);
         });
       }
-      const outputs = sizes.map((size, i) => ({ name: `column${i + 1}`, origin: undefined, size }));
+      const outputs = sizes.map((size, i) => ({ name: `column${i + 1}`, origin: undefined, size, weight: weights[i] ?? 1 }));
       for (const sort of list(s.sortClause)) this.setOperationSort(sort, outputs);
       this.nonTopLimit(s, level, visible);
       return outputs;
@@ -203,9 +224,10 @@ export class ReferenceWalker {
     const outputs: Output[] = [];
     for (const target of targets) {
       const t = this.expect(target, 'ResTarget');
+      const before = this.inlined;
       const origin = this.expr(t.val, level, visible);
       const name = typeof t.name === 'string' ? t.name : figureName(t.val);
-      outputs.push({ name, origin: isBody(bodyOf(t.val, 'ColumnRef')) ? origin : undefined, size: this.sizeOf(t.val) });
+      outputs.push({ name, origin: isBody(bodyOf(t.val, 'ColumnRef')) ? origin : undefined, size: this.sizeOf(t.val), weight: this.inlined - before });
     }
     const outputNames = new Set(outputs.map((o) => o.name).filter((n): n is string => n !== undefined));
 
@@ -457,6 +479,7 @@ export class ReferenceWalker {
    * operation over an operand that grew already is refused.
    */
   private expr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
+    this.inline(1);
     const origin = this.checkExpr(node, level, ctes);
     if (isBody(node) && !this.sizes.has(node)) this.sizes.set(node, this.measure(node));
     return origin;
@@ -576,7 +599,10 @@ export class ReferenceWalker {
       const name = fields[0]!;
       for (let l: Level | undefined = level; l; l = l.parent) {
         const found = l.items.find((i) => i.columns.has(name));
-        if (found) return { origin: found.columns.get(name), size: columnSize(found, name) };
+        if (found) {
+          this.inlineColumn(found, name);
+          return { origin: found.columns.get(name), size: columnSize(found, name) };
+        }
         const cards = l.items.filter((i) => i.card);
         if (cards.length > 0) {
           throw new GuardRefusal(2, `Column "${name}" is not on the schema card for ${cards.map((i) => i.card!.relation.name).join(', ')}.`);
@@ -593,7 +619,24 @@ export class ReferenceWalker {
     }
     // schema.relation.column: the relation now carries its card name as alias.
     if (fields.length === 3) ref.fields = [item.alias!, column].map((sval) => ({ String: { sval } }));
+    this.inlineColumn(item, column);
     return { origin: item.columns.get(column), size: columnSize(item, column) };
+  }
+
+  /** Counts a reference to a column of a subquery, CTE or VALUES list as the expression it stands for (MAX_INLINED_NODES). */
+  private inlineColumn(item: Item, column: string): void {
+    const weight = item.weights?.get(column) ?? 0;
+    if (weight > 1) this.inline(weight - 1, `${item.alias ?? 'subquery'}.${column}`, weight);
+  }
+
+  /** Adds `nodes` to the query's expression nodes as PostgreSQL flattens it; past MAX_INLINED_NODES the query is refused. */
+  private inline(nodes: number, column?: string, weight?: number): void {
+    this.inlined += nodes;
+    if (this.inlined <= MAX_INLINED_NODES) return;
+    throw new GuardRefusal(
+      2,
+      `The query stands for more than ${MAX_INLINED_NODES} expression nodes once each reference to a column of a subquery or CTE counts that column's expression${column ? ` (${column}: ${weight} nodes each time it is read)` : ''}: PostgreSQL puts the expression in place of every reference. Compute such a column once and read it fewer times.`,
+    );
   }
 
   /** The item a qualifier (`p`, `partners` or `ext.partners`) names, innermost level first, as PostgreSQL looks it up. */
@@ -713,15 +756,17 @@ export class ReferenceWalker {
 function derivedItem(alias: string | undefined, outputs: Output[]): Item {
   const columns = new Map<string, Origin | undefined>();
   const sizes = new Map<string, Size>();
+  const weights = new Map<string, number>();
   let opaque = false;
   for (const o of outputs) {
     if (o.name === undefined) opaque = true;
     else if (!columns.has(o.name)) {
       columns.set(o.name, o.origin);
       sizes.set(o.name, o.size);
+      weights.set(o.name, o.weight);
     }
   }
-  return { alias, columns, sizes, opaque };
+  return { alias, columns, sizes, weights, opaque };
 }
 
 /** The size of a column as read: a card column is bounded, a derived one that was built is grown. */
