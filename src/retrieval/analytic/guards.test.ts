@@ -192,9 +192,9 @@ describe('guardQuery', () => {
   it('refuses a column read twice at each level of subqueries or CTEs: PostgreSQL would copy its expression 2^levels times', async () => {
     // Flattened by PostgreSQL, level k is 2^k copies of level 0's expression, in the planner's memory and in every row's
     // evaluation, which the statement timeout does not cut: 20 levels, a query of 1 KB, ran 6.5 s under a 2 s timeout.
-    let nested = 'select o.total * o.total as b0 from ext.orders o';
+    let nested = 'select o.total + o.total as b0 from ext.orders o';
     for (let k = 1; k < 30; k++) nested = `select s${k}.b${k - 1} + s${k}.b${k - 1} as b${k} from (${nested}) s${k}`;
-    const ctes = ['c0 as (select total * total as b from ext.orders)'];
+    const ctes = ['c0 as (select total + total as b from ext.orders)'];
     for (let k = 1; k < 30; k++) ctes.push(`c${k} as not materialized (select c${k - 1}.b + c${k - 1}.b as b from c${k - 1})`);
     for (const [sql, column] of [
       [`select b29 from (${nested}) top`, 's13.b12: 16383'],
@@ -210,6 +210,29 @@ describe('guardQuery', () => {
     // A column of a subquery read a few times, as questions do, is far from it.
     const ratio = 'select s.paid * 100 / s.n as paid_pct, s.paid, s.n, s.paid / s.n as share from (select count(*) filter (where status = \'paid\') as paid, count(*) as n from ext.orders) s';
     expect(await guardQuery(ratio, card, { resolveRelation })).toMatchObject({ ok: true });
+  });
+
+  it('refuses more than 64 products, quotients, powers and roots, each read of a subquery column counting its own', async () => {
+    // On numbers of 60,000 digits (`2::numeric ^ 200000`), each took 0.1 s or more, uncut by the statement timeout:
+    // 100 products ran 11.5 s under a 2 s timeout, and a query's text holds about 4,900.
+    const reason = (each: string) =>
+      `The query multiplies, divides, raises to a power or takes a root more than 64 times${each}: on long numbers each takes up to half a second that the statement timeout does not cut. Compute fewer of them.`;
+    const products = (n: number) => Array.from({ length: n }, () => 'total * total').join(' + ');
+    expect(await guardQuery(`select ${products(64)} as x from ext.orders`, card, { resolveRelation })).toMatchObject({ ok: true });
+    expect(await guardQuery(`select ${products(65)} as x from ext.orders`, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: reason('') });
+    for (const f of ['power(total, 2)', 'sqrt(total)', 'div(total, 3)', 'mod(total, 3)', 'total / 3', 'total % 3', 'total ^ 2']) {
+      const sql = `select ${Array.from({ length: 65 }, () => f).join(' + ')} as x from ext.orders`;
+      expect({ f, result: await guardQuery(sql, card, { resolveRelation }) }).toEqual({ f, result: { ok: false, guard: 2, reason: reason('') } });
+    }
+    // Read through a subquery or CTE, a column stands for its expression's: PostgreSQL puts it in place of each reference
+    // (a CTE's `2::numeric ^ 200000`, 60,206 digits, is computed again at each).
+    const through = `select ${Array.from({ length: 64 }, () => 's.sq').join(' + ')} as x from (select total * total as sq from ext.orders) s`;
+    expect(await guardQuery(through, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: reason(' (s.sq stands for 1 each time it is read)') });
+    const cte = `with c as (select 2::numeric ^ 200000 as a) select ${Array.from({ length: 64 }, () => 'a').join(' + ')} as x from c`;
+    expect(await guardQuery(cte, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: reason(' (c.a stands for 1 each time it is read)') });
+    // A question's percentages and ratios are far from it.
+    const shares = "select currency, round(100.0 * sum(total) / sum(sum(total)) over (), 1) as pct, sum(total) / count(*) as mean from ext.orders group by currency";
+    expect(await guardQuery(shares, card, { resolveRelation })).toMatchObject({ ok: true });
   });
 
   it('knows how every allowlisted function sizes its output, and nothing else', () => {

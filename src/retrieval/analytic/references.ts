@@ -16,8 +16,8 @@ interface Item {
   columns: Map<string, Origin | undefined>;
   /** For a CTE, subquery or VALUES list: how large each named column's values can be (value-size.ts). */
   sizes?: Map<string, Size>;
-  /** For a CTE, subquery or VALUES list: the expression nodes each named column stands for (MAX_INLINED_NODES). */
-  weights?: Map<string, number>;
+  /** For a CTE, subquery or VALUES list: what each named column's expression weighs (MAX_INLINED_NODES, MAX_LONG_ARITHMETIC). */
+  weights?: Map<string, Weight>;
   /** True when some of its columns have names the guard cannot predict (a subquery's unnamed expression). */
   opaque: boolean;
   /** A card relation computed at read time: the parsed SELECT (wrapped) that replaces it in FROM. */
@@ -36,9 +36,18 @@ interface Output {
   origin: Origin | undefined;
   /** How large its values can be (value-size.ts). */
   size: Size;
-  /** The expression nodes it stands for where PostgreSQL puts its expression in place of a reference (MAX_INLINED_NODES). */
-  weight: number;
+  /** What its expression weighs where PostgreSQL puts it in place of a reference (MAX_INLINED_NODES, MAX_LONG_ARITHMETIC). */
+  weight: Weight;
 }
+
+/** An expression's nodes, and of them its operations whose time grows with the square of a number's length (LONG_ARITHMETIC). */
+interface Weight {
+  nodes: number;
+  arithmetic: number;
+}
+
+const NO_WEIGHT: Weight = { nodes: 0, arithmetic: 0 };
+const heavier = (a: Weight, b: Weight | undefined): Weight => ({ nodes: Math.max(a.nodes, b?.nodes ?? 0), arithmetic: Math.max(a.arithmetic, b?.arithmetic ?? 0) });
 
 type Ctes = ReadonlyMap<string, Output[]>;
 
@@ -132,6 +141,26 @@ const MAX_ENTITY_SQL_CHARS = 5 * MAX_QUERY_CHARS;
  */
 export const MAX_INLINED_NODES = 50_000;
 
+/**
+ * Operators and functions whose time grows with the square of a number's length: a `numeric` holds up
+ * to 131,072 digits (`2::numeric ^ 400000`, `1e131000`, or a stored value), and one product, quotient,
+ * power or root of such numbers takes 0.1 to 0.5 s of one server core, inside which PostgreSQL does not
+ * look at the statement timeout; nor between the operations of one row's expressions. A query's text
+ * held about 4,900 of them (`a*a + a*a + …` over a CTE's 60,206-digit `a`: 100 of them ran 11.5 s
+ * under a 2 s timeout), some ten minutes of a core. `+`, `-`, comparisons and casts take time in
+ * proportion to the length: milliseconds.
+ */
+const LONG_ARITHMETIC_OPERATORS = new Set(['*', '/', '%', '^']);
+const LONG_ARITHMETIC_FUNCTIONS = new Set(['power', 'sqrt', 'div', 'mod']);
+
+/**
+ * The most LONG_ARITHMETIC operations one query may write, each reference to a subquery or CTE column
+ * counting those of its expression (MAX_INLINED_NODES): what one row's evaluation may run past the
+ * statement timeout is then at most 64 such operations, about 6 to 30 s of one core on the largest
+ * numbers. A question's ratios and percentages take a few each.
+ */
+export const MAX_LONG_ARITHMETIC = 64;
+
 function isSystemSchema(schema: string): boolean {
   return schema === 'information_schema' || schema.startsWith('pg_');
 }
@@ -155,8 +184,8 @@ export class ReferenceWalker {
   private starColumns = 0;
   /** The characters of entity relations' SQL put in the query so far (at most MAX_ENTITY_SQL_CHARS). */
   private entitySqlChars = 0;
-  /** The expression nodes walked so far, each reference to a derived column counting what it stands for (at most MAX_INLINED_NODES). */
-  private inlined = 0;
+  /** What the expressions walked so far weigh, each reference to a derived column counting what it stands for (MAX_INLINED_NODES, MAX_LONG_ARITHMETIC). */
+  private inlined: Weight = { ...NO_WEIGHT };
 
   constructor(
     private readonly card: SchemaCard,
@@ -195,22 +224,22 @@ export class ReferenceWalker {
       const right = this.select(s.rarg, outer, visible);
       for (const sort of list(s.sortClause)) this.setOperationSort(sort, left);
       this.nonTopLimit(s, { items: [], parent: outer }, visible);
-      return left.map((o, i) => ({ name: o.name, origin: undefined, size: largest([o.size, right[i]?.size ?? BOUNDED]), weight: Math.max(o.weight, right[i]?.weight ?? 0) }));
+      return left.map((o, i) => ({ name: o.name, origin: undefined, size: largest([o.size, right[i]?.size ?? BOUNDED]), weight: heavier(o.weight, right[i]?.weight) }));
     }
 
     if (list(s.valuesLists).length > 0) {
       const level: Level = { items: [], parent: outer };
       const sizes: Size[] = [];
-      const weights: number[] = [];
+      const weights: Weight[] = [];
       for (const row of list(s.valuesLists)) {
         list(this.expect(row, 'List').items).forEach((item, i) => {
-          const before = this.inlined;
+          const before = { ...this.inlined };
           this.expr(item, level, visible);
           sizes[i] = largest([sizes[i] ?? BOUNDED, this.sizeOf(item)]);
-          weights[i] = Math.max(weights[i] ?? 0, this.inlined - before);
+          weights[i] = heavier(this.since(before), weights[i]);
         });
       }
-      const outputs = sizes.map((size, i) => ({ name: `column${i + 1}`, origin: undefined, size, weight: weights[i] ?? 1 }));
+      const outputs = sizes.map((size, i) => ({ name: `column${i + 1}`, origin: undefined, size, weight: weights[i] ?? NO_WEIGHT }));
       for (const sort of list(s.sortClause)) this.setOperationSort(sort, outputs);
       this.nonTopLimit(s, level, visible);
       return outputs;
@@ -224,10 +253,10 @@ export class ReferenceWalker {
     const outputs: Output[] = [];
     for (const target of targets) {
       const t = this.expect(target, 'ResTarget');
-      const before = this.inlined;
+      const before = { ...this.inlined };
       const origin = this.expr(t.val, level, visible);
       const name = typeof t.name === 'string' ? t.name : figureName(t.val);
-      outputs.push({ name, origin: isBody(bodyOf(t.val, 'ColumnRef')) ? origin : undefined, size: this.sizeOf(t.val), weight: this.inlined - before });
+      outputs.push({ name, origin: isBody(bodyOf(t.val, 'ColumnRef')) ? origin : undefined, size: this.sizeOf(t.val), weight: this.since(before) });
     }
     const outputNames = new Set(outputs.map((o) => o.name).filter((n): n is string => n !== undefined));
 
@@ -479,7 +508,7 @@ export class ReferenceWalker {
    * operation over an operand that grew already is refused.
    */
   private expr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
-    this.inline(1);
+    this.inline({ nodes: 1, arithmetic: longArithmetic(node) ? 1 : 0 });
     const origin = this.checkExpr(node, level, ctes);
     if (isBody(node) && !this.sizes.has(node)) this.sizes.set(node, this.measure(node));
     return origin;
@@ -625,18 +654,32 @@ export class ReferenceWalker {
 
   /** Counts a reference to a column of a subquery, CTE or VALUES list as the expression it stands for (MAX_INLINED_NODES). */
   private inlineColumn(item: Item, column: string): void {
-    const weight = item.weights?.get(column) ?? 0;
-    if (weight > 1) this.inline(weight - 1, `${item.alias ?? 'subquery'}.${column}`, weight);
+    const weight = item.weights?.get(column);
+    // The reference itself was counted as one node already.
+    if (weight && weight.nodes > 1) this.inline({ nodes: weight.nodes - 1, arithmetic: weight.arithmetic }, `${item.alias ?? 'subquery'}.${column}`, weight);
   }
 
-  /** Adds `nodes` to the query's expression nodes as PostgreSQL flattens it; past MAX_INLINED_NODES the query is refused. */
-  private inline(nodes: number, column?: string, weight?: number): void {
-    this.inlined += nodes;
-    if (this.inlined <= MAX_INLINED_NODES) return;
-    throw new GuardRefusal(
-      2,
-      `The query stands for more than ${MAX_INLINED_NODES} expression nodes once each reference to a column of a subquery or CTE counts that column's expression${column ? ` (${column}: ${weight} nodes each time it is read)` : ''}: PostgreSQL puts the expression in place of every reference. Compute such a column once and read it fewer times.`,
-    );
+  /** What the expressions walked since `before` weigh. */
+  private since(before: Weight): Weight {
+    return { nodes: this.inlined.nodes - before.nodes, arithmetic: this.inlined.arithmetic - before.arithmetic };
+  }
+
+  /** Adds `weight` to the query's as PostgreSQL flattens it; past MAX_INLINED_NODES or MAX_LONG_ARITHMETIC the query is refused. */
+  private inline(weight: Weight, column?: string, each?: Weight): void {
+    this.inlined.nodes += weight.nodes;
+    this.inlined.arithmetic += weight.arithmetic;
+    if (this.inlined.nodes > MAX_INLINED_NODES) {
+      throw new GuardRefusal(
+        2,
+        `The query stands for more than ${MAX_INLINED_NODES} expression nodes once each reference to a column of a subquery or CTE counts that column's expression${column ? ` (${column}: ${each!.nodes} nodes each time it is read)` : ''}: PostgreSQL puts the expression in place of every reference. Compute such a column once and read it fewer times.`,
+      );
+    }
+    if (this.inlined.arithmetic > MAX_LONG_ARITHMETIC) {
+      throw new GuardRefusal(
+        2,
+        `The query multiplies, divides, raises to a power or takes a root more than ${MAX_LONG_ARITHMETIC} times${column ? ` (${column} stands for ${each!.arithmetic} each time it is read)` : ''}: on long numbers each takes up to half a second that the statement timeout does not cut. Compute fewer of them.`,
+      );
+    }
   }
 
   /** The item a qualifier (`p`, `partners` or `ext.partners`) names, innermost level first, as PostgreSQL looks it up. */
@@ -752,11 +795,19 @@ export class ReferenceWalker {
   }
 }
 
+/** An operator or function of LONG_ARITHMETIC_OPERATORS or LONG_ARITHMETIC_FUNCTIONS. */
+function longArithmetic(node: unknown): boolean {
+  const op = bodyOf(node, 'A_Expr');
+  if (op) return op.kind === 'AEXPR_OP' && LONG_ARITHMETIC_OPERATORS.has(names(op.name)?.at(-1) ?? '');
+  const call = bodyOf(node, 'FuncCall');
+  return call !== undefined && LONG_ARITHMETIC_FUNCTIONS.has(names(call.funcname)?.at(-1) ?? '');
+}
+
 /** A derived relation (subquery or CTE) as an item. */
 function derivedItem(alias: string | undefined, outputs: Output[]): Item {
   const columns = new Map<string, Origin | undefined>();
   const sizes = new Map<string, Size>();
-  const weights = new Map<string, number>();
+  const weights = new Map<string, Weight>();
   let opaque = false;
   for (const o of outputs) {
     if (o.name === undefined) opaque = true;
