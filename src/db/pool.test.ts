@@ -1,5 +1,10 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { startEmbedded } from './embedded.js';
 import { endPool, resilientPool } from './pool.js';
 
 /**
@@ -54,4 +59,44 @@ describe('ending a pool', () => {
       expect({ round, sessions: rows[0]!.n }).toEqual({ round, sessions: 0 });
     }
   });
+});
+
+describe('ending a pool on a database that does not answer', () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('endPool cuts the connections still open after its wait, one in use waiting on a frozen server (SIGSTOP) too, and resolves', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-pool-frozen-'));
+    chmodSync(dir, 0o755);
+    dirs.push(dir);
+    const server = await startEmbedded({ dataDir: join(dir, 'data') });
+    const frozen: number[] = [];
+    try {
+      const pool = resilientPool({ connectionString: server.url, max: 3, application_name: 'svc-hub frozen-test' });
+      await Promise.all(Array.from({ length: 3 }, () => pool.query('select 1')));
+      const inUse = await pool.connect();
+      // Every server process stopped, as the fault suite freezes a database (e2e/faults/database-restart.test.ts).
+      const postmaster = Number(readFileSync(join(server.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      frozen.push(postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number));
+      for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+      const waiting = inUse.query('select 1').then(
+        () => 'answered',
+        (err: Error) => `failed: ${err.message}`,
+      );
+      const startedAt = Date.now();
+      // Was: pg-pool's end() waits for the connection in use to come back, which never happens.
+      let timer: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([endPool(pool, 1_000).then(() => 'ended'), new Promise((resolve) => (timer = setTimeout(() => resolve('still ending after 20 s'), 20_000)))]);
+      clearTimeout(timer);
+      expect(outcome).toBe('ended');
+      expect(Date.now() - startedAt).toBeLessThan(10_000);
+      expect(await waiting).toMatch(/^failed: /);
+      inUse.release(true);
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+      await server.stop();
+    }
+  }, 120_000);
 });

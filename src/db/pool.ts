@@ -10,32 +10,57 @@ import { logger } from '../observability/logger.js';
  * flight still fails (and the caller answers 503), and the pool discards the broken client on release.
  */
 export function resilientPool(config: pg.PoolConfig): pg.Pool {
-  const pool = new pg.Pool(config);
   const name = config.application_name ?? 'svc-hub';
-  const open = new Set<pg.PoolClient>();
-  connections.set(pool, open);
+  // Every connection from its making on, those still connecting too (endPool may have to cut them).
+  const open = new Set<pg.Client>();
+  const Client = class extends pg.Client {
+    constructor(clientConfig?: string | pg.ClientConfig) {
+      super(clientConfig);
+      open.add(this);
+      this.once('end', () => open.delete(this));
+    }
+  };
+  const pool = new pg.Pool({ ...config, Client });
+  connections.set(pool, { name, open });
   pool.on('error', (err) => logger().warn({ pool: name, err: loggableMessage(err) }, 'idle database connection failed'));
   pool.on('connect', (client) => {
-    open.add(client);
-    client.once('end', () => open.delete(client));
     client.on('error', (err) => logger().debug({ pool: name, err: loggableMessage(err) }, 'database connection failed'));
   });
   return pool;
 }
 
-/** The connections each resilient pool has open (a connection leaves when it has closed). */
-const connections = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
+/** The connections each resilient pool has made and not yet closed (connecting ones too), and its name. */
+const connections = new WeakMap<pg.Pool, { name: string; open: Set<pg.Client> }>();
 
 /**
  * Ends the pool and waits (at most `waitMs`) until every connection it had open has closed.
  * pg-pool's `end()` resolves once it has asked its idle connections to end, before the server has
  * seen them go: a server stopped right after (the embedded PostgreSQL when the hub stops) would cut
- * those sessions off, and the pool would log each as a failed connection.
+ * those sessions off, and the pool would log each as a failed connection. pg-pool's `end()` also
+ * waits for every connection in use to come back, which one waiting on a database that no longer
+ * answers (its server frozen, a network path gone silent) never does: after `waitMs` the sockets of
+ * the connections still open are destroyed (their statements fail, their transactions are rolled
+ * back by the server once it notices), so the stop goes on.
  */
 export async function endPool(pool: pg.Pool, waitMs = 5_000): Promise<void> {
-  const closed = [...(connections.get(pool) ?? [])].map((client) => new Promise<void>((resolve) => client.once('end', () => resolve())));
-  await pool.end();
+  const tracked = connections.get(pool);
+  const open = tracked?.open ?? new Set<pg.Client>();
+  const closed = [...open].map((client) => new Promise<void>((resolve) => client.once('end', () => resolve())));
+  const ended = pool.end();
+  if (await settlesWithin(Promise.all([ended, ...closed]), waitMs)) return;
+  logger().warn({ pool: tracked?.name, connections: open.size }, `database connections still open ${waitMs} ms after the pool was closed (the database does not answer, or work still holds them): cut`);
+  for (const client of open) client.connection.stream.destroy();
+  await settlesWithin(ended, 1_000);
+}
+
+/** Whether `promise` settled within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.all(closed), new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+  const settled = promise.then(
+    () => true,
+    () => true,
+  );
+  const result = await Promise.race([settled, new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
   clearTimeout(timer);
+  return result;
 }
