@@ -87,22 +87,52 @@ interface StartOptions {
   now?: Now;
 }
 
-/** The composition root: database, services, API, and their orderly stop. */
+/**
+ * The composition root: database, services, API, and their orderly stop. A start that fails
+ * releases what it had acquired (the other way round): the pools closed, the embedded PostgreSQL
+ * stopped and its data directory freed, the clocks, listener and leadership stopped.
+ */
 export async function startHub(config: Config, options: StartOptions): Promise<Hub> {
+  const acquired: Array<() => unknown> = [];
+  try {
+    return await composeHub(config, options, (release) => acquired.unshift(release));
+  } catch (err) {
+    for (const release of acquired) {
+      try {
+        await release();
+      } catch (releaseErr) {
+        logger().warn({ err: releaseErr }, 'releasing what a failed start had acquired failed');
+      }
+    }
+    throw err;
+  }
+}
+
+function cannotListen(host: string, port: number, err: unknown): StartRefused {
+  // A port another process holds is the usual case (a hub started twice): say what to do about it.
+  const taken = (err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? ' (another process holds the port, perhaps a svc-hub already running: stop it, or choose another port with PORT)' : '';
+  return new StartRefused(`cannot listen on ${host}:${port}: ${(err as Error).message}${taken}`, { cause: err });
+}
+
+/** startHub's work; `acquired` is told how to release each thing started, should a later step fail. */
+async function composeHub(config: Config, options: StartOptions, acquired: (release: () => unknown) => void): Promise<Hub> {
   if (config.bool('svc.tracing.enabled')) {
     startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
     logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
+    acquired(() => stopTracing());
   }
   // Before the database: a malformed svc.secret.master-key (or previous key) stops the start naming the property.
   const masterKey = loadMasterKeys(config);
   // Likewise an unusable svc.mail.from or svc.mail.tls-ca.
   const mailer = createMailer(config);
+  acquired(() => mailer.close());
   // And an unusable svc.egress.allow. One outbound address policy for every request made for a tenant.
   const egress = egressPolicy(config);
   // And the model ports (an openai provider without its base URL).
   const embedding = embeddingFromConfig(config, egress);
   const chat = chatFromConfig(config, egressAgent(egress));
   const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: options.stopsOnSignals });
+  acquired(() => database.close());
   const { db } = database;
   const catalog = loadCatalog();
   const events = new EventWriter(catalog);
@@ -124,6 +154,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   // Integrations and deliveries: the API facade everywhere (replays and tests are sent from the
   // process serving the call), the consumer and the retry sweep in the background roles.
   const webhooks = createWebhookServices(config, { db, catalog, key: masterKey, version: packageVersion(), egress });
+  acquired(() => webhooks.stop());
   const secrets = new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') });
   // Advisory: a database whose migrations are pending (svc.migrate.on-start off) has no table to try yet.
   const sealedUnder = await secrets.newestSealedUnder().catch(() => undefined);
@@ -146,8 +177,10 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     egress,
     indexer: config.bool('svc.retrieval.index-rows') ? pendingIndexer : noIndexer,
   });
+  acquired(() => connectors.close());
   const admin = createAdminServices({ db, events, directory });
   const exports = createExportServices({ config, db, secrets, egress });
+  acquired(() => exports.close());
   const retrieval = createRetrievalServices({
     db,
     embedding,
@@ -161,6 +194,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     vectorSearch: config.string('svc.retrieval.vector-search') as VectorSearchMode,
     hnswEfSearch: config.int('svc.retrieval.hnsw-ef-search'),
   });
+  acquired(() => retrieval.close());
   // The migrations of this build, read once: every readiness probe compares the history with them,
   // and reading and hashing the files each time cost ≈ 2 ms of the event loop per probe (an
   // unauthenticated flood of probes held the process's loop with it).
@@ -225,9 +259,11 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     }
   }
   clocks.start();
+  acquired(() => clocks.stop());
 
   const listener = new OutboxListener(database.workerUrl);
   await listener.start();
+  acquired(() => listener.stop());
   listener.onEvent(() => services.stream.wake());
   // The cursor consumers and sweeps run in one process at a time: jobs on `leaderClocks` tick only
   // while this process holds the leadership (a Kubernetes Lease or a PostgreSQL advisory lock,
@@ -235,6 +271,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   let leadership: Leadership | undefined;
   if (options.background) {
     leadership = new Leadership(leaderElector(config, database.workerUrl), { checkEvery: config.duration('svc.leader.check-every') });
+    acquired(() => leadership?.stop());
     const leaderClocks = leadership.gate(clocks);
     // The daily purges (on the leader only) and the outbox lag gauge (cmd/housekeeping.ts).
     scheduleHousekeeping(clocks, leaderClocks, { db, config });
@@ -298,6 +335,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   if (options.api) {
     collectProcessMetrics();
     if (!options.operationsOnly) services.stream.start();
+    acquired(() => services.stream.stop());
     const api: Koa = createApi(services, {
       version: packageVersion(),
       extraRoutes: options.extraRoutes,
@@ -307,18 +345,7 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
     try {
       server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));
     } catch (err) {
-      await services.stream.stop();
-      await clocks.stop();
-      await webhooks.stop();
-      await leadership?.stop();
-      await listener.stop();
-      await retrieval.close();
-      await exports.close();
-      await connectors.close();
-      await database.close();
-      // A port another process holds is the usual case (a hub started twice): say what to do about it.
-      const taken = (err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? ' (another process holds the port, perhaps a svc-hub already running: stop it, or choose another port with PORT)' : '';
-      throw new StartRefused(`cannot listen on ${config.string('svc.http.host')}:${config.int('svc.http.port')}: ${(err as Error).message}${taken}`, { cause: err });
+      throw cannotListen(config.string('svc.http.host'), config.int('svc.http.port'), err);
     }
   }
 
