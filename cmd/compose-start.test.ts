@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -8,7 +9,7 @@ import { Config } from '../src/config/config.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { startHub } from './compose.js';
 
-/** A start of the hub that fails (startHub, cmd/compose.ts): what it had acquired is released. */
+/** A start of the hub that fails (startHub, cmd/compose.ts): what it had acquired is released, and a port in use fails it first. */
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -73,6 +74,25 @@ describe('a start that fails', () => {
       expect(rows).toEqual([]);
     } finally {
       await owner.end();
+    }
+  }, 120_000);
+
+  it('on a port another process holds: at once, before the embedded PostgreSQL is made or started, saying so', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    const data = dataDir();
+    try {
+      const startedAt = Date.now();
+      await expect(startHub(config({ 'svc.data-dir': data, 'svc.http.port': port }), { api: true, background: false })).rejects.toThrow(
+        `cannot listen on 127.0.0.1:${port}: listen EADDRINUSE: address already in use 127.0.0.1:${port} (another process holds the port, perhaps a svc-hub already running: stop it, or choose another port with PORT)`,
+      );
+      // Was: found only once the cluster was made, the server started and the migrations applied.
+      expect(existsSync(join(data, 'pg'))).toBe(false);
+      expect(existsSync(join(data, 'hub.pid'))).toBe(false);
+      expect(Date.now() - startedAt).toBeLessThan(5_000);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
     }
   }, 120_000);
 });

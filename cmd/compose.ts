@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import type Koa from 'koa';
 import { type ApiOptions, createApi } from '../apiserver/app.js';
 import type { RouteDecl } from '../apiserver/route.js';
@@ -108,6 +109,26 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
   }
 }
 
+/**
+ * The HTTP port, tried before anything is started: one another process holds (a hub started twice)
+ * stops the start at once, not after the embedded PostgreSQL's start and the migrations. Only a
+ * check: the port is bound once the hub is ready to serve (`listen`), which fails the same way
+ * should the port have been taken meanwhile.
+ */
+async function checkPortFree(host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen(port, host, () => resolve());
+    });
+  } catch (err) {
+    throw cannotListen(host, port, err);
+  }
+  await new Promise((resolve) => probe.close(resolve));
+}
+
 function cannotListen(host: string, port: number, err: unknown): StartRefused {
   // A port another process holds is the usual case (a hub started twice): say what to do about it.
   const taken = (err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? ' (another process holds the port, perhaps a svc-hub already running: stop it, or choose another port with PORT)' : '';
@@ -116,6 +137,7 @@ function cannotListen(host: string, port: number, err: unknown): StartRefused {
 
 /** startHub's work; `acquired` is told how to release each thing started, should a later step fail. */
 async function composeHub(config: Config, options: StartOptions, acquired: (release: () => unknown) => void): Promise<Hub> {
+  if (options.api) await checkPortFree(config.string('svc.http.host'), config.int('svc.http.port'));
   if (config.bool('svc.tracing.enabled')) {
     startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
     logger().info({ endpoint: config.string('svc.tracing.endpoint') }, 'exporting traces over OTLP/gRPC');
