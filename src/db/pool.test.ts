@@ -1,11 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { describeRequiring } from '../../test/harness/requires.js';
 import { startEmbedded } from './embedded.js';
-import { endPool, resilientPool } from './pool.js';
+import { endPool, KEEPALIVE_IDLE_MS, resilientPool } from './pool.js';
 
 /**
  * The server ends a connection while the hub holds it in a transaction (PostgreSQL restarted, an
@@ -57,6 +60,45 @@ describe('ending a pool', () => {
       await endPool(pool);
       const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where application_name = $1', [name]);
       expect({ round, sessions: rows[0]!.n }).toEqual({ round, sessions: 0 });
+    }
+  });
+});
+
+/** Linux's `ss` (iproute2), which shows a socket's timers. */
+function ssProblem(): string | undefined {
+  try {
+    execFileSync('ss', ['-V'], { stdio: 'ignore' });
+    return undefined;
+  } catch {
+    return 'ss (iproute2) is not installed';
+  }
+}
+
+describeRequiring(ssProblem(), 'ss (iproute2)', 'TCP keepalive', () => {
+  let t: MigratedDatabase;
+  beforeAll(async () => {
+    t = await migratedDatabase({ 1: 'one' });
+  });
+  afterAll(async () => t.close());
+
+  it("a pool's TCP connections have the kernel's keepalive timer armed (ss shows it), after KEEPALIVE_IDLE_MS of silence", async () => {
+    // Over TCP whatever the harness's server offers: without `host`, node-postgres connects to 127.0.0.1.
+    const tcp = new URL(t.ownerUrl);
+    tcp.search = '';
+    const pool = resilientPool({ connectionString: tcp.toString(), max: 1, application_name: 'svc-hub keepalive-test' });
+    try {
+      const client = await pool.connect();
+      const socket = (client as unknown as pg.Client).connection.stream as Socket;
+      expect(socket.remoteAddress).toBe('127.0.0.1');
+      const sockets = execFileSync('ss', ['-tnoH', 'state', 'established', `( sport = :${socket.localPort} )`], { encoding: 'utf8' });
+      // `timer:(keepalive,9.9sec,0)`: armed, the first probe due within KEEPALIVE_IDLE_MS. Was: no timer.
+      const timer = /timer:\(keepalive,([\d.]+)(m?s|sec|min)/.exec(sockets);
+      expect(timer).not.toBeNull();
+      const seconds = Number(timer![1]) * ({ ms: 0.001, sec: 1, min: 60 } as Record<string, number>)[timer![2]!]!;
+      expect(seconds).toBeLessThanOrEqual(KEEPALIVE_IDLE_MS / 1000);
+      client.release();
+    } finally {
+      await endPool(pool);
     }
   });
 });

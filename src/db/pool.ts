@@ -20,7 +20,12 @@ export function resilientPool(config: pg.PoolConfig): pg.Pool {
       this.once('end', () => open.delete(this));
     }
   };
-  const pool = new pg.Pool({ ...config, Client });
+  // TCP keepalive (a pool's own setting wins): a connection whose server or path died without a word
+  // (the host gone, a NAT or a failover that forgot it) is noticed by the kernel's probes, which
+  // begin after KEEPALIVE_IDLE_MS of silence, and the statement waiting on it fails, instead of
+  // waiting for ever. Probes are sent while a statement waits for its answer too. Nothing for a
+  // connection through a Unix socket, which cannot go half-open.
+  const pool = new pg.Pool({ keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS, ...config, Client });
   connections.set(pool, { name, open });
   pool.on('error', (err) => logger().warn({ pool: name, err: loggableMessage(err) }, 'idle database connection failed'));
   pool.on('connect', (client) => {
@@ -28,6 +33,9 @@ export function resilientPool(config: pg.PoolConfig): pg.Pool {
   });
   return pool;
 }
+
+/** Silence on a pool's TCP connection after which the kernel begins its keepalive probes. */
+export const KEEPALIVE_IDLE_MS = 10_000;
 
 /** The connections each resilient pool has made and not yet closed (connecting ones too), and its name. */
 const connections = new WeakMap<pg.Pool, { name: string; open: Set<pg.Client> }>();
