@@ -1,11 +1,11 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { freePort } from '../src/db/embedded.js';
+import { freePort, startEmbedded } from '../src/db/embedded.js';
 import { readMigrations } from '../src/db/migrations.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
@@ -360,6 +360,39 @@ describe('svc-hub executable', () => {
     expect((await fetch(`${url}/q/health/ready`)).status).toBe(200);
     first.child.kill('SIGTERM');
     expect(await first.exited).toBe(0);
+  }, 120_000);
+
+  it('SIGTERM while its database is frozen (every server process SIGSTOPped): the stop ends, the connections cut, exit 0', async () => {
+    const server = await startEmbedded({ dataDir: join(tempDir(), 'data'), database: 'svc' });
+    const frozen: number[] = [];
+    try {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const hub = start(['serve'], { DATABASE_URL: server.url, PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none' });
+      await waitReady(url);
+      expect((await fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(200);
+      // As the fault suite freezes a database (e2e/faults/database-restart.test.ts).
+      const postmaster = Number(readFileSync(join(server.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      frozen.push(postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number));
+      for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+      // A request that has its connection and waits on the frozen database through the stop.
+      const waiting = fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } }).then(
+        (res) => res.status,
+        (err: Error) => err.name,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      hub.child.kill('SIGTERM');
+      // Was: still running, for ever (the outbox listener's and the pools' ends wait for a server that does not answer).
+      let timer: NodeJS.Timeout | undefined;
+      const exit = await Promise.race([hub.exited, new Promise((resolve) => (timer = setTimeout(() => resolve('still running after 60 s'), 60_000)))]);
+      clearTimeout(timer);
+      expect(exit).toBe(0);
+      expect(hub.output()).toContain('database connections still open 5000 ms after the pool was closed');
+      await waiting;
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+      await server.stop();
+    }
   }, 120_000);
 
   it('after a kill -9 of the hub, the next start stops the orphaned PostgreSQL and serves the same data', async () => {

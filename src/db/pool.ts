@@ -61,6 +61,17 @@ export async function endPool(pool: pg.Pool, waitMs = 5_000): Promise<void> {
   await settlesWithin(ended, 1_000);
 }
 
+/**
+ * Ends a connection of its own (not a pool's): waits at most `waitMs` for the server to see it go,
+ * then destroys its socket. `end()` alone waits for the server to close its side, for ever when the
+ * server does not answer (frozen, or its path gone silent).
+ */
+export async function endClient(client: pg.Client, waitMs = 5_000): Promise<void> {
+  if (await settlesWithin(client.end(), waitMs)) return;
+  logger().warn(`a database connection still open ${waitMs} ms after it was closed (the database does not answer): cut`);
+  client.connection.stream.destroy();
+}
+
 /** Whether `promise` settled within `ms`. */
 async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { endClient } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -63,6 +64,7 @@ export class OutboxListener {
     if (this.retry) clearTimeout(this.retry);
     const client = this.client;
     this.client = undefined;
-    await client?.end().catch(() => undefined);
+    // Bounded: a database that does not answer would hold the hub's stop for ever.
+    if (client) await endClient(client);
   }
 }
