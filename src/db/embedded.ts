@@ -498,9 +498,9 @@ function readPidFile(clusterDir: string): PidFile | undefined {
  * A `postmaster.pid` left by a hub that died without stopping its PostgreSQL: when its pid is a live
  * postgres on this cluster, that server is stopped (fast shutdown, then immediate after 30 s), else
  * the stale file is removed, so the start that follows succeeds. A server whose parent is a live
- * node process other than this one is no orphan: its hub runs (both took the data directory's lock
- * as stale at once, or its lock file was removed by hand), and the start is refused (DataDirInUse,
- * with `dataDir`) instead of stopping that hub's database under it.
+ * node process other than this one is no orphan: its hub runs (its lock file was removed by hand),
+ * and the start is refused (DataDirInUse, with `dataDir`) instead of stopping that hub's database
+ * under it.
  */
 export async function stopOrphan(clusterDir: string, dataDir?: string): Promise<void> {
   const file = readPidFile(clusterDir);
