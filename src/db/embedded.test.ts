@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -5,7 +6,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { Config } from '../config/config.js';
 import { setupDatabase } from '../runtime/database-setup.js';
-import { embeddedUrl, freePort, socketDirFor, startEmbedded } from './embedded.js';
+import { embeddedUrl, freePort, isLive, socketDirFor, startEmbedded } from './embedded.js';
 import { endPool, resilientPool } from './pool.js';
 import { until } from '../../test/harness/until.js';
 
@@ -108,6 +109,38 @@ describe('embedded PostgreSQL', () => {
       expect(existsSync(`${clusterDir}.pw`)).toBe(false);
     } finally {
       await db.stop();
+    }
+  }, 120_000);
+
+  it('stop() of a server that does not stop (every process SIGSTOPped) fails after its wait instead of waiting for ever; the next start takes the directory over', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const db = await startEmbedded({ dataDir, stopWaitMs: 1_000 });
+    const postmaster = Number(readFileSync(join(db.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const frozen = [postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)];
+    for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+    try {
+      let timer: NodeJS.Timeout | undefined;
+      // Was: waiting for ever for the server to exit.
+      const outcome = await Promise.race([
+        db.stop().then(
+          () => 'stopped',
+          (err: Error) => err.message,
+        ),
+        new Promise((resolve) => (timer = setTimeout(() => resolve('still stopping after 20 s'), 20_000))),
+      ]);
+      clearTimeout(timer);
+      expect(outcome).toBe(`the embedded PostgreSQL (pid ${postmaster}) did not stop; the next start on ${dataDir} stops it`);
+      expect(existsSync(join(dataDir, 'hub.pid'))).toBe(true);
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
+    // Thawed, the server takes the signals it was sent; the next start finds the directory free.
+    await until('the server to exit', () => !isLive(postmaster), { timeoutMs: 30_000 });
+    const again = await startEmbedded({ dataDir });
+    try {
+      expect(await answers(again.url)).toBe(1);
+    } finally {
+      await again.stop();
     }
   }, 120_000);
 

@@ -21,6 +21,7 @@ import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
 import { StartRefused } from '../errors.js';
+import { settlesWithin } from './pool.js';
 
 /** A data directory that another live hub process holds. */
 export class DataDirInUse extends StartRefused {
@@ -76,6 +77,11 @@ export interface EmbeddedOptions {
   socketDir?: string | false;
   /** How long after the server exited unexpectedly it is started again (doubling after each failed try, at most 30 s); default 1000. */
   restartDelayMs?: number;
+  /**
+   * How long `stop()` waits for the server's fast shutdown before it asks for an immediate one, and
+   * a third of that for the immediate one before it fails; default 30000.
+   */
+  stopWaitMs?: number;
 }
 
 const LOCK_FILE = 'hub.pid';
@@ -283,7 +289,18 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
       const { child, exited } = server;
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGINT'); // fast shutdown: open sessions end, the cluster is left consistent
-        await exited;
+        // Bounded, as stopOrphan: a server that does not stop (frozen, its disk hung) fails the stop
+        // instead of holding it for ever; the data directory stays marked, and the next start stops
+        // the server it left (an orphan by then).
+        const waitMs = options.stopWaitMs ?? 30_000;
+        if (!(await settlesWithin(exited, waitMs))) {
+          logger().warn({ postgresPid: child.pid }, `the embedded PostgreSQL did not stop within ${waitMs} ms of a fast shutdown: immediate shutdown (the next start recovers from the WAL)`);
+          child.kill('SIGQUIT');
+          if (!(await settlesWithin(exited, waitMs / 3))) {
+            process.on('exit', onExit);
+            throw new Error(`the embedded PostgreSQL (pid ${child.pid}) did not stop; the next start on ${dataDir} stops it`);
+          }
+        }
       }
       unlockDataDir(dataDir);
       logger().info('embedded PostgreSQL stopped');

@@ -72,8 +72,8 @@ export async function endClient(client: pg.Client, waitMs = 5_000): Promise<void
   client.connection.stream.destroy();
 }
 
-/** Whether `promise` settled within `ms`. */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+/** Whether `promise` settled (resolved or rejected) within `ms`. */
+export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const settled = promise.then(
     () => true,
