@@ -342,14 +342,14 @@ describe('svc-hub executable', () => {
     expect(existsSync(join(other, 'hub.pid'))).toBe(false);
   }, 120_000);
 
-  it('a second hub that finds the lock file gone (two starts taking a stale lock at once) refuses to start, and does not stop the running hub\'s PostgreSQL as an orphan', async () => {
+  it('a second hub that finds the lock file gone (removed by hand) refuses to start, and does not stop the running hub\'s PostgreSQL as an orphan', async () => {
     const dataDir = join(tempDir(), 'data');
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const first = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
     await waitReady(url);
     const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    // What a second start that took the lock as stale at the same time leaves: no lock naming the first.
+    // A lock file removed by hand: no lock naming the first.
     rmSync(join(dataDir, 'hub.pid'));
     const second = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(await freePort()) });
     // Was: 'stopping the embedded PostgreSQL a previous hub left running' (the first hub's), then a server of its own on the same cluster.
