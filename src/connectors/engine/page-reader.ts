@@ -1,10 +1,10 @@
 import { TokenBucket } from '../rate-limit.js';
 import type { PageReader } from '../runner.js';
 import type { ConnectorSpec, EndpointSpec, Page } from '../types.js';
-import { type EngineContext, readEndpoint } from './read.js';
+import { type EngineContext, type ReadPosition, readEndpoint } from './read.js';
 
 /** What a read needs beyond the bucket, the signal and the watermark (credentials are per tenant). */
-export type ReadContext = Omit<EngineContext, 'limiter' | 'signal' | 'watermark'>;
+export type ReadContext = Omit<EngineContext, 'limiter' | 'signal' | 'watermark' | 'resume'>;
 
 /** Above this many buckets, adding one first drops the idle ones (see `limiterFor`). */
 export const BUCKETS_KEPT = 256;
@@ -38,7 +38,13 @@ export class EnginePageReader implements PageReader {
     return this.buckets.size;
   }
 
-  read(connector: ConnectorSpec, endpoint: EndpointSpec, options: { signal: AbortSignal; watermark?: string }): AsyncIterable<Page> {
-    return readEndpoint(connector, endpoint, { ...this.contextFor(connector), limiter: this.limiterFor(connector), signal: options.signal, watermark: options.watermark });
+  read(connector: ConnectorSpec, endpoint: EndpointSpec, options: { signal: AbortSignal; watermark?: string; resume?: ReadPosition }): AsyncIterable<Page> {
+    return readEndpoint(connector, endpoint, {
+      ...this.contextFor(connector),
+      limiter: this.limiterFor(connector),
+      signal: options.signal,
+      watermark: options.watermark,
+      resume: options.resume,
+    });
   }
 }

@@ -4,7 +4,7 @@ import { resolveAuth } from '../auth/index.js';
 import { resolveNamedValues } from '../auth/named.js';
 import { type AuthParts, NO_AUTH } from '../auth/types.js';
 import { createStrategy } from '../pagination/index.js';
-import type { PaginationStrategy, Position } from '../pagination/types.js';
+import type { PaginationStrategy, Position, ResumePoint } from '../pagination/types.js';
 import type { TokenBucket } from '../rate-limit.js';
 import type { ConnectorSpec, EndpointSpec, Page } from '../types.js';
 import {
@@ -20,7 +20,7 @@ import {
   UpstreamHttpError,
 } from './errors.js';
 import { type Exchange, exchange, type ExchangeOptions, type RetryEvent } from './http.js';
-import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation } from './request.js';
+import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation, removeQueryParameter } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
 import { exactNumbersAsText, jsonText } from './exact-json.js';
@@ -46,6 +46,8 @@ export interface EngineContext {
   maxTokenWaitMs?: number;
   /** Stored mark: sent as query param `incremental.param` on the first request only. */
   watermark?: string;
+  /** Where an earlier read of the endpoint stopped at the page budget (PageCapError's `stoppedAt`): this read starts there. */
+  resume?: ReadPosition;
   /** Default 5, 1000, 60000 (tests shorten). */
   retry?: { attempts: number; baseDelayMs: number; maxDelayMs: number };
   /** Default 10000. */
@@ -59,6 +61,26 @@ export interface EngineContext {
   dispatcher?: Dispatcher;
   /** Called before each retry wait (logs, metrics, tests). */
   onRetry?: (event: RetryEvent) => void;
+}
+
+/**
+ * Where a read cut by the page budget stopped, as JSON (the runner stores it on the endpoint, and
+ * the endpoint's next run resumes from it): the position it would have requested next (a next link
+ * without the auth query parameters, which every request gets again), the strategy's state, and the
+ * rows read and total declared so far over the reads of the chain (for the declared-total check at
+ * its end).
+ */
+export interface ReadPosition extends ResumePoint {
+  returned: number;
+  declared?: number;
+  totalChanged?: boolean;
+  /** How messages and the endpoint's answer name the position (`offset 150`, `the next link <url>`, credentials masked). */
+  shown: string;
+}
+
+/** The position a PageCapError carries (ReadPosition), when the read that threw it could tell it. */
+export function stoppedAtOf(err: unknown): ReadPosition | undefined {
+  return err instanceof PageCapError ? (err as { stoppedAt?: ReadPosition }).stoppedAt : undefined;
 }
 
 /** One read's fixed parts: auth, request plan, strategy. */
@@ -98,16 +120,19 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
   const maxPages = ctx.maxPages ?? DEFAULT_MAX_PAGES;
   const checkTotal = strategy.hasTotalPath && endpoint.incremental.mode !== 'watermark';
 
-  let position: Position | undefined = strategy.first();
+  const resume = ctx.resume;
+  let position: Position | undefined = resume ? (strategy.resume?.(resume) ?? resume.position) : strategy.first();
   let previous: URL | undefined;
   let number = 0;
-  let returned = 0;
-  let declared: number | undefined;
-  let totalChanged = false;
+  let returned = resume?.returned ?? 0;
+  let declared: number | undefined = resume?.declared;
+  let totalChanged = resume?.totalChanged ?? false;
 
   while (position) {
     if (ctx.signal?.aborted) throw new CancelledError();
     const req = composeRequest(plan, endpoint, position, previous, ctx.watermark);
+    // A resumed read's first request carries a position an earlier run was given: a 404/410 for it is a stale position.
+    if (resume) req.carriesPosition = true;
     const answer = await exchangeMasked(req, {
       limiter: ctx.limiter,
       policy,
@@ -125,7 +150,7 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
     number += 1;
     returned += items.length;
     const total = strategy.hasTotalPath ? strategy.declaredTotal(answer.body) : undefined;
-    if (number === 1) declared = total;
+    if (number === 1 && !resume) declared = total;
     else if (total !== declared) totalChanged = true;
 
     // The next position is worked out before the page is handed over (so the body can be released),
@@ -142,12 +167,29 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
     yield page;
 
     if (deferred !== undefined) throw deferred;
-    if (next && number >= maxPages) throw new PageCapError(maxPages);
+    if (next && number >= maxPages) {
+      const kept = withoutAuthQuery(next, plan.auth);
+      const stoppedAt: ReadPosition = { position: kept, state: strategy.saved?.(), returned, declared, totalChanged, shown: shownPosition(kept, plan.auth) };
+      throw Object.assign(new PageCapError(maxPages), { stoppedAt });
+    }
     previous = req.url;
     position = next;
   }
 
   if (checkTotal && !totalChanged && declared !== undefined && declared !== returned) throw new DeclaredTotalMismatchError(declared, returned);
+}
+
+/** A next link without the auth query parameters (composeRequest sets them on every request): a stored position never holds a credential. */
+function withoutAuthQuery(position: Position, auth: AuthParts): Position {
+  if (position.url === undefined || auth.query.length === 0) return position;
+  const url = new URL(position.url);
+  for (const [name] of auth.query) removeQueryParameter(url, name);
+  return { ...position, url: url.href };
+}
+
+/** How the endpoint's answer shows a stored position: its description, a next link's address masked as messages mask it. */
+function shownPosition(position: Position, auth: AuthParts): string {
+  return position.url === undefined ? position.describe : `${position.describe} ${redactUrl(new URL(position.url), auth)}`;
 }
 
 /** What the pre-flight reports for one endpoint. */

@@ -157,6 +157,13 @@ export function setQueryParameter(url: URL, name: string, value: string): void {
   url.search = kept.join('&');
 }
 
+/** Removes every query parameter of that name from `url`, the others left as written (setQueryParameter). */
+export function removeQueryParameter(url: URL, name: string): void {
+  const parts = url.search.length > 1 ? url.search.slice(1).split('&') : [];
+  const kept = parts.filter((part) => part === '' || queryName(part) !== name);
+  if (kept.length !== parts.length) url.search = kept.join('&');
+}
+
 /** A query segment's parameter name, decoded as URLSearchParams decodes it (`+` a space); as written when it does not decode. */
 function queryName(part: string): string {
   const raw = part.split('=', 1)[0]!.replace(/\+/g, ' ');

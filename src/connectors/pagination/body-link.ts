@@ -35,6 +35,10 @@ export function bodyLinkPagination(p: Extract<Pagination, { kind: 'body-link' }>
       if (pages !== undefined) throw new PaginationError(`pagination did not advance: the next link at ${p.link_path} came back after ${pages} pages`);
       return { url: resolved.href, describe: 'the next link' };
     },
+    resume({ position }) {
+      if (position.url !== undefined) seen.cameBack(position.url);
+      return position;
+    },
   };
 }
 

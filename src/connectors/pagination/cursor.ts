@@ -38,5 +38,11 @@ export function cursorPagination(p: Extract<Pagination, { kind: 'cursor' }>): Pa
       if (pages !== undefined) throw new PaginationError(cursorCameBack(value, pages, p.cursor_path));
       return { params: { [p.cursor_param]: value }, describe: `cursor ${describeValue(value)}` };
     },
+    resume({ position }) {
+      // Noted as the cursor the first page is read with, as next() notes it.
+      const value = position.params?.[p.cursor_param];
+      if (value !== undefined) seen.cameBack(value);
+      return position;
+    },
   };
 }

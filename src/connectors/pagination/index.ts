@@ -10,7 +10,7 @@ import { relayPagination } from './relay.js';
 import { soapPagination } from './soap.js';
 import type { PaginationStrategy } from './types.js';
 
-export type { PageResponse, PaginationStrategy, Position } from './types.js';
+export type { PageResponse, PaginationStrategy, Position, ResumePoint } from './types.js';
 export { parseLinkHeader } from './link-header.js';
 
 /** A fresh strategy for one read of an endpoint. */

@@ -31,6 +31,10 @@ export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header
       if (pages !== undefined) throw new PaginationError(`pagination did not advance: the Link header's rel="next" came back after ${pages} pages`);
       return { url: resolved.href, describe: 'the next link' };
     },
+    resume({ position }) {
+      if (position.url !== undefined) seen.cameBack(position.url);
+      return position;
+    },
   };
 }
 

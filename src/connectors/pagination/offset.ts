@@ -36,5 +36,11 @@ export function offsetPagination(p: Extract<Pagination, { kind: 'offset' }>): Pa
       }
       return position(offset);
     },
+    saved: () => ({ offset, largest }),
+    resume({ state }) {
+      offset = Number(state?.offset);
+      largest = Number(state?.largest);
+      return position(offset);
+    },
   };
 }

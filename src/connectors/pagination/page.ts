@@ -26,5 +26,11 @@ export function pagePagination(p: Extract<Pagination, { kind: 'page' }>): Pagina
       page += 1;
       return position(page);
     },
+    saved: () => ({ page, read }),
+    resume({ state }) {
+      page = Number(state?.page);
+      read = Number(state?.read);
+      return position(page);
+    },
   };
 }

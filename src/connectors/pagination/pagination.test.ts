@@ -1,7 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { PaginationError } from '../engine/errors.js';
+import { PageCapError, PaginationError } from '../engine/errors.js';
+import { jsonText, parseJsonExact } from '../engine/exact-json.js';
+import { type ReadPosition, stoppedAtOf } from '../engine/read.js';
 import { encodeCursor } from '../../demo-source/graphql.js';
 import type { DemoSource } from '../../demo-source/server.js';
 import { connectorSpec, DEMO_AUTH, endpointSpec, engineContext, ids, range, readAll, startFixtureSource } from '../engine/testing/specs.js';
@@ -152,6 +154,44 @@ describe('every strategy reads every row exactly once', () => {
     expect(result.error).toBeUndefined();
     expect(ids(result.items)).toEqual(range(95));
     expect(result.pages.map((p) => p.number)).toEqual(range(pages));
+  });
+
+  // A read cut by the page budget hands on where it stopped (PageCapError's stoppedAt, stored as the
+  // runner stores it: exact JSON text); reads resumed from it read the rest, each row once, and the
+  // last one checks the declared total over them all.
+  it.each(cases)('%s: resumed over reads of 2 pages each', async (_name, auth, endpoint, pages) => {
+    const connector = connectorSpec(source.url, { auth });
+    const items: unknown[] = [];
+    let resume: ReadPosition | undefined;
+    let reads = 0;
+    for (;;) {
+      reads += 1;
+      const result = await readAll(connector, endpoint(), engineContext({}, { maxPages: 2, resume }));
+      items.push(...result.items);
+      if (!(result.error instanceof PageCapError)) {
+        expect(result.error).toBeUndefined();
+        break;
+      }
+      resume = parseJsonExact(jsonText(stoppedAtOf(result.error))) as ReadPosition;
+      expect(reads).toBeLessThan(10);
+    }
+    expect(ids(items)).toEqual(range(95));
+    expect(reads).toBe(Math.ceil(pages / 2));
+  });
+
+  it('a stored next link keeps no auth query parameter (every request gets it again), and shows none', async () => {
+    const auth = { kind: 'api-key', in: 'query', name: 'api_key', value_env: 'DEMO_API_KEY' } as const;
+    const endpoint = endpointSpec('/link/partners?limit=20', { kind: 'link-header', response_path: '$' });
+    const first = await readAll(connectorSpec(source.url, { auth }), endpoint, engineContext({}, { maxPages: 1 }));
+    const stopped = stoppedAtOf(first.error)!;
+    expect(stopped.position.url).toBeDefined();
+    const key = (await engineContext().resolveCredential('DEMO_API_KEY'))!;
+    expect(first.items).toHaveLength(20);
+    expect(JSON.stringify(stopped)).not.toContain(key);
+    expect(stopped.shown).toMatch(/^the next link http:\/\/127\.0\.0\.1:\d+\/link\/partners\?/);
+    const rest = await readAll(connectorSpec(source.url, { auth }), endpoint, engineContext({}, { resume: stopped }));
+    expect(rest.error).toBeUndefined();
+    expect(ids([...first.items, ...rest.items])).toEqual(range(95));
   });
 
   it('none: one request, records at response_path', async () => {

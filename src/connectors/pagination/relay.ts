@@ -35,5 +35,10 @@ export function relayPagination(p: Extract<Pagination, { kind: 'relay' }>): Pagi
       if (pages !== undefined) throw new PaginationError(cursorCameBack(cursor, pages, p.cursor_path));
       return { variables: { [p.cursor_var]: cursor }, describe: `cursor ${describeValue(cursor)} (variable $${p.cursor_var})` };
     },
+    resume({ position }) {
+      const cursor = position.variables?.[p.cursor_var];
+      if (cursor !== undefined) seen.cameBack(`${typeof cursor}:${String(cursor)}`);
+      return position;
+    },
   };
 }

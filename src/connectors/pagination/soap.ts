@@ -28,5 +28,10 @@ export function soapPagination(p: Extract<Pagination, { kind: 'soap' }>, stop: S
       startRow += p.page_size;
       return position(startRow);
     },
+    saved: () => ({ startRow }),
+    resume({ state }) {
+      startRow = Number(state?.startRow);
+      return position(startRow);
+    },
   };
 }

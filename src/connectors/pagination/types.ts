@@ -43,6 +43,22 @@ export interface PaginationStrategy {
   readonly hasTotalPath: boolean;
   /** The next position, or undefined after the last page. May throw a PaginationError. */
   next(page: PageResponse): Position | undefined;
+  /**
+   * What the strategy keeps beyond the next position (a page count, the largest page so far), as JSON,
+   * for a read cut by the page budget that a later run resumes (`resume`). Undefined: nothing.
+   */
+  saved?(): Record<string, unknown> | undefined;
+  /**
+   * Starts the read at a position an earlier read handed on (its next position and `saved()`), in
+   * place of `first()`: answers the position to request first.
+   */
+  resume?(point: ResumePoint): Position;
+}
+
+/** Where a read cut by the page budget stopped: the position it would have requested next, and the strategy's state then. */
+export interface ResumePoint {
+  position: Position;
+  state?: Record<string, unknown>;
 }
 
 /** JSON-ish rendering of a cursor value for messages. */
