@@ -210,7 +210,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Connectors', name: 'svc.connectors.chunk-size', kind: 'int', min: 1, default: 1000, description: 'Rows written per transactional chunk of a connector run.' }),
   p({ group: 'Connectors', name: 'svc.connectors.max-dead-letters-per-run', kind: 'int', min: 1, default: 10000,
     description: 'Dead letters one connector run may leave; past it the run fails (DeadLetterCapError, docs/connector-runs.md) instead of filling the table with a source or a manifest gone wrong.' }),
-  p({ group: 'Connectors', name: 'svc.connectors.max-pages', kind: 'int', min: 1, default: 10000, description: 'Page budget of one endpoint run; reaching it ends the run Partial.' }),
+  p({ group: 'Connectors', name: 'svc.connectors.max-pages', kind: 'int', min: 1, default: 10000, description: 'Page budget of one endpoint run; reaching it ends the run Partial, and the endpoint\'s next run reads on from where it stopped.' }),
   p({ group: 'Connectors', name: 'svc.connectors.retry.base-delay', kind: 'duration', default: '1s', description: 'First retry delay of a source request (doubling, 10 % jitter, 5 attempts; a Retry-After in seconds or as an HTTP-date wins, up to `svc.connectors.retry.max-delay`).' }),
   p({ group: 'Connectors', name: 'svc.connectors.retry.max-delay', kind: 'duration', default: '60s', description: 'Cap of the retry delay of a source request, a Retry-After in seconds or as an HTTP-date included (a source asking for longer is retried after this cap).' }),
   p({ group: 'Connectors', name: 'svc.connectors.http.headers-timeout', kind: 'duration', default: '60s',

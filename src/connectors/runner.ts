@@ -21,14 +21,17 @@ import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { inKeyOrder, isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, isUniqueViolation, refusedValueCode } from '../validation/database-refusals.js';
-import { EngineError } from './engine/errors.js';
+import { EngineError, StalePositionError } from './engine/errors.js';
+import { type ReadPosition, stoppedAtOf } from './engine/read.js';
+import { clearResume, readFingerprint, resumableFrom, type StoredResume, storeResume } from './resume.js';
 import { compareNumbers, ExactNumber } from './engine/exact-json.js';
 import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, UNSTORABLE_ESCAPE, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** What the runner needs from the HTTP engine: the pages of one endpoint. */
 export interface PageReader {
-  read(connector: ConnectorSpec, endpoint: EndpointSpec, options: { signal: AbortSignal; watermark?: string }): AsyncIterable<Page>;
+  /** `resume`: where an earlier run of the endpoint stopped at the page budget (resume.ts); the read starts there. */
+  read(connector: ConnectorSpec, endpoint: EndpointSpec, options: { signal: AbortSignal; watermark?: string; resume?: ReadPosition }): AsyncIterable<Page>;
 }
 
 export interface RunnerOptions {
@@ -375,7 +378,15 @@ export class ConnectorRunner {
     const watermarking = endpoint.incremental.mode === 'watermark' ? endpoint.incremental : undefined;
     let candidate: Watermark | undefined;
     // The watermark as read at the start (value and when it was last set), for the compare-and-set at the end.
-    let watermarkRead: { value?: string; at: string | null } | undefined;
+    let watermarkRead: { value?: string; at: string | null; resume?: string } | undefined;
+    /** The stored position this run reads on from (resume.ts), if any. */
+    let resumed: StoredResume | undefined;
+    /** The watermark this run sends (the stored one, or the one its chain was started with). */
+    let sent: string | undefined;
+    /** Where the read stopped at the page budget, when it did. */
+    let stoppedAt: ReadPosition | undefined;
+    /** Whether the source answered 404/410 for a position the read carried (StalePositionError). */
+    let stale = false;
     let written = 0;
     let buffer: unknown[] = [];
     let cancelCheckedAt = Date.now();
@@ -493,10 +504,15 @@ export class ConnectorRunner {
           .catch(() => undefined);
         throw err;
       }
-      const read = watermarking ? await this.o.db.withTenant(tenantId, (tx) => readWatermark(tx, endpoint.uuid)) : undefined;
+      // Read for every endpoint: a full read may have a stored position too (resume.ts).
+      const read = await this.o.db.withTenant(tenantId, (tx) => readWatermark(tx, endpoint.uuid));
       watermarkRead = read;
-      const watermark = read?.value;
-      for await (const page of untilAborted(reader.read(connector, endpoint, { signal: controller.signal, watermark }), controller.signal)) {
+      resumed = resumableFrom(read.resume, connector, endpoint);
+      // A run reading on from a stored position sends the watermark its chain started with, and carries its maximum on.
+      sent = watermarking ? (resumed ? resumed.watermark : read.value) : undefined;
+      if (watermarking && resumed) candidate = resumed.max;
+      const watermark = sent;
+      for await (const page of untilAborted(reader.read(connector, endpoint, { signal: controller.signal, watermark, resume: resumed?.read }), controller.signal)) {
         for (const item of page.items) buffer.push(item);
         if (watermarking) candidate = maxOf(candidate, page.items.map((item) => watermarkOf(item, watermarking.watermark_path)));
         while (buffer.length >= this.o.chunkSize) await flush(buffer.splice(0, this.o.chunkSize));
@@ -519,16 +535,21 @@ export class ConnectorRunner {
     } catch (err) {
       // A stop (a cancel, the hub stopping) aborts the reader wherever it is: its reason is the run's end.
       const failure = stopped() ?? (err as EngineFailure);
+      stoppedAt = stoppedAtOf(failure);
+      stale = failure instanceof StalePositionError;
       // Whatever was read before the failure is written: a failed run is not rolled back. But past
       // the dead-letter cap, what is left would only add dead letters: once the failure is the cap,
       // or a chunk in flight crosses it, nothing more is written. So the chunks left are written one
       // after the other, each settled before the next.
       // A run another process closed meanwhile (RunClosedError) writes nothing more either.
       let capped = failure instanceof DeadLetterCapError || failure instanceof RunClosedError;
+      /** Some rows read were not written (a chunk failed, or the cap left them): where the read stopped is then no place to resume from. */
+      let unwritten = false;
       /** Waits for every chunk in flight; notes a crossed cap, logs any other write failure. */
       const settleAfterFailure = async () => {
         for (const result of await Promise.allSettled(inFlight.splice(0).map((w) => w.done))) {
           if (result.status === 'fulfilled') continue;
+          unwritten = true;
           if (result.reason instanceof DeadLetterCapError || result.reason instanceof RunClosedError) capped = true;
           else logger().error({ err: result.reason, runId: run.id }, 'a chunk write failed');
         }
@@ -538,14 +559,20 @@ export class ConnectorRunner {
         const left = [held, buffer];
         held = [];
         buffer = [];
-        for (const items of left) {
-          if (capped) break;
+        for (const [i, items] of left.entries()) {
+          if (capped) {
+            if (left.slice(i).some((rest) => rest.length > 0)) unwritten = true;
+            break;
+          }
           await flush(items);
           await settleAfterFailure();
         }
       } catch (flushErr) {
+        unwritten = true;
         logger().error({ err: flushErr, runId: run.id }, 'could not write the rows read before a run failure');
       }
+      // The next run would read on past rows this one read and did not write: it starts from the first page instead.
+      if (unwritten) stoppedAt = undefined;
       const status = failure.runStatus && failure.runStatus !== 'Running' ? failure.runStatus : 'Failed';
       // What the run's record and events say names the tenant's tables as the tenant does (ext.<name>),
       // never by the schema that holds them (a `relation "ext_t5.s1" does not exist` from PostgreSQL),
@@ -558,6 +585,20 @@ export class ConnectorRunner {
     }
 
     const finished = await this.untilWritten(run.id, outcome.status, () => this.o.db.withTenant(tenantId, async (tx) => {
+      if (outcome.status === 'Partial' && stoppedAt && watermarkRead) {
+        // Cut by the page budget: the next run reads on from here, with this run's watermark and maximum (resume.ts).
+        const stored = { read: stoppedAt, ...(sent !== undefined ? { watermark: sent } : {}), ...(candidate !== undefined ? { max: candidate } : {}), fingerprint: readFingerprint(connector, endpoint) };
+        if (!(await storeResume(tx, endpoint.uuid, watermarkRead, endpoint.target, stored, run.id))) {
+          logger().warn(
+            { runId: run.id, connector: connector.name, endpoint: endpoint.id },
+            `the watermark of ${connector.name}/${endpoint.id} was set or cleared during run ${run.id}, or the endpoint no longer writes ${endpoint.target.table} keyed by ${endpoint.target.unique_key}: where the run stopped is not stored, the next run starts from the first page`,
+          );
+        }
+      } else if (watermarkRead?.resume !== undefined && (outcome.status === 'Completed' || stale)) {
+        // A chain that completed (its watermark, if any, promoted below with the position cleared), or whose
+        // position the source no longer has (404/410): the next run starts from the first page.
+        if (!(outcome.status === 'Completed' && watermarking && candidate !== undefined)) await clearResume(tx, endpoint.uuid, watermarkRead, endpoint.target);
+      }
       if (outcome.status === 'Completed' && watermarking && candidate !== undefined && watermarkRead) {
         if (!(await advanceWatermark(tx, endpoint.uuid, watermarkRead, String(candidate), endpoint.target))) {
           logger().warn(

@@ -42,8 +42,8 @@ afterAll(async () => {
 async function derived(tx: Tx, name: string): Promise<unknown> {
   const spec = (await loadConnector(tx, name))!;
   const { rows } = await owner.query('select connector_type, scopes, schedule, created_at, updated_at from connectors.connectors where id = $1', [spec.id]);
-  const marks = await owner.query<{ uuid: string; watermark: string | null; watermark_updated_at: Date | null }>(
-    'select uuid, watermark, watermark_updated_at from connectors.endpoints where connector_id = $1',
+  const marks = await owner.query<{ uuid: string; watermark: string | null; watermark_updated_at: Date | null; resume_shown: string | null; resume_run: string | null }>(
+    'select uuid, watermark, watermark_updated_at, resume_shown, resume_run from connectors.endpoints where connector_id = $1',
     [spec.id],
   );
   const mark = new Map(marks.rows.map((m) => [m.uuid, m]));
@@ -66,6 +66,8 @@ async function derived(tx: Tx, name: string): Promise<unknown> {
       syncMode: e.incremental.mode,
       watermark: mark.get(e.uuid)?.watermark ?? null,
       watermarkUpdatedAt: mark.get(e.uuid)?.watermark_updated_at ?? null,
+      resumeFrom: mark.get(e.uuid)?.resume_shown ?? null,
+      resumeRunId: mark.get(e.uuid)?.resume_run ?? null,
     })),
     createdAt: row.created_at,
     updatedAt: row.updated_at,

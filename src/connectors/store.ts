@@ -13,6 +13,7 @@ import { catalogType, ddlLockName, promoteColumnName, tenantSchema, tenantTableS
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 import { isUuid } from '../validation/uuid.js';
+import { CLEAR_RESUME, readFingerprint, RUN_END_FENCE } from './resume.js';
 
 /**
  * Connectors as stored (schema `connectors`, migrations/connectors/V1__connectors.sql). Every
@@ -51,6 +52,13 @@ export interface EndpointSummary {
   watermark: string | null;
   /** ISO 8601 in UTC with milliseconds, as the answer has it. */
   watermarkUpdatedAt: string | null;
+  /**
+   * Where the endpoint's next run starts reading, when its last run stopped at the page budget
+   * (`offset 20000`, `cursor "abc"`, `the next link <url>`; credentials masked); null: at the first page.
+   */
+  resumeFrom: string | null;
+  /** The run that stored `resumeFrom`. */
+  resumeRunId: string | null;
 }
 
 export interface ConnectorRecord {
@@ -127,6 +135,14 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   // Rows read before the change are never read again under the new key (or into the new table)
   // while the watermark stays: the next run reads everything.
   for (const change of changes) await setWatermark(tx, change.uuid, null);
+  // A position stored by a run of what an endpoint read before (its address, pagination, body, mode …)
+  // means nothing to what it reads now: its next run starts from the first page (resume.ts).
+  await tx.query(
+    `update connectors.endpoints w set ${CLEAR_RESUME}
+       from unnest($2::text[], $3::text[]) as d(endpoint_id, fingerprint)
+      where w.connector_id = $1 and w.endpoint_id = d.endpoint_id and w.resume is not null and (w.resume::jsonb ->> 'fingerprint') is distinct from d.fingerprint`,
+    [id, ids, draft.endpoints.map((e) => readFingerprint(draft, e))],
+  );
 
   const connector: ConnectorSpec = { ...draft, id, tenantId, endpoints };
   await tx.query('update connectors.connectors set spec = $2 where id = $1', [id, JSON.stringify(connector)]);
@@ -338,7 +354,8 @@ function summaryOf(e: Omit<EndpointSpec, 'uuid'>): [kind: EndpointSummary['kind'
  */
 function recordsSql(where: string): string {
   const endpoint = `select w.endpoint_id as id, w.uuid, w.enabled, w.kind, w.method, w.path, w.pagination, w.target_table as "table",
-           w.sync_mode as "syncMode", w.watermark, ${isoTimestampSql('w.watermark_updated_at')} as "watermarkUpdatedAt"`;
+           w.sync_mode as "syncMode", w.watermark, ${isoTimestampSql('w.watermark_updated_at')} as "watermarkUpdatedAt",
+           w.resume_shown as "resumeFrom", w.resume_run as "resumeRunId"`;
   const endpoints = `(select to_json(array_agg((select s from (${endpoint}) s) order by w.position)) from connectors.endpoints w where w.connector_id = c.id)`;
   return `select c.id, c.name, c.connector_type as "connectorType", c.scopes, c.schedule, coalesce(${endpoints}, '[]') as endpoints,
       ${isoTimestampSql('c.created_at')} as "createdAt", ${isoTimestampSql('c.updated_at')} as "updatedAt"
@@ -470,14 +487,14 @@ export async function getWatermark(tx: Tx, endpointUuid: string): Promise<string
  * `watermark_updated_at`): what a run read at its start, so that its end advances the watermark only
  * if nothing set or cleared it meanwhile (advanceWatermark).
  */
-export async function readWatermark(tx: Tx, endpointUuid: string): Promise<{ value?: string; at: string | null }> {
+export async function readWatermark(tx: Tx, endpointUuid: string): Promise<{ value?: string; at: string | null; resume?: string }> {
   if (!isUuid(endpointUuid)) return { at: null };
-  const { rows } = await tx.query<{ watermark: string | null; at: string | null }>(
-    'select watermark, watermark_updated_at::text as at from connectors.endpoints where uuid = $1',
+  const { rows } = await tx.query<{ watermark: string | null; at: string | null; resume: string | null }>(
+    'select watermark, watermark_updated_at::text as at, resume from connectors.endpoints where uuid = $1',
     [endpointUuid],
   );
   const row = rows[0];
-  return { ...(row?.watermark != null ? { value: row.watermark } : {}), at: row?.at ?? null };
+  return { ...(row?.watermark != null ? { value: row.watermark } : {}), at: row?.at ?? null, ...(row?.resume != null ? { resume: row.resume } : {}) };
 }
 
 /**
@@ -493,19 +510,20 @@ export async function readWatermark(tx: Tx, endpointUuid: string): Promise<{ val
  * was advanced.
  */
 export async function advanceWatermark(tx: Tx, endpointUuid: string, read: { at: string | null }, value: string, target: { table: string; unique_key: string }): Promise<boolean> {
-  const { rowCount } = await tx.query(
-    `update connectors.endpoints w set watermark = $2, watermark_updated_at = now()
-      where w.uuid = $1 and w.watermark_updated_at is not distinct from $3::timestamptz and w.target_table = $4
-        and exists (select 1 from connectors.connectors c cross join lateral jsonb_array_elements(c.spec -> 'endpoints') e
-                     where c.id = w.connector_id and e ->> 'uuid' = w.uuid::text and e -> 'target' ->> 'unique_key' = $5)`,
-    [endpointUuid, value, read.at, target.table, target.unique_key],
-  );
+  // The run completed its chain (resume.ts): the position it read on from, if any, goes with it.
+  const { rowCount } = await tx.query(`update connectors.endpoints w set watermark = $5, watermark_updated_at = now(), ${CLEAR_RESUME} where ${RUN_END_FENCE}`, [
+    endpointUuid,
+    read.at,
+    target.table,
+    target.unique_key,
+    value,
+  ]);
   return (rowCount ?? 0) > 0;
 }
 
-/** Stores (or, with null, clears) an endpoint's watermark. */
+/** Stores (or, with null, clears) an endpoint's watermark; either way its stored position (resume.ts) is cleared: the next run starts from the first page. */
 export async function setWatermark(tx: Tx, endpointUuid: string, value: string | null): Promise<void> {
-  await tx.query('update connectors.endpoints set watermark = $2, watermark_updated_at = now() where uuid = $1', [endpointUuid, value]);
+  await tx.query(`update connectors.endpoints set watermark = $2, watermark_updated_at = now(), ${CLEAR_RESUME} where uuid = $1`, [endpointUuid, value]);
 }
 
 /** The connector id and endpoint UUID behind a name and an endpoint id; 404 naming what is missing. */
@@ -522,7 +540,7 @@ export async function findEndpoint(tx: Tx, connectorName: string, endpointId: st
   return { connectorId: row.id, uuid: row.uuid };
 }
 
-/** Clears an endpoint's watermark: its next run is a full read. 404 for an unknown connector or endpoint. */
+/** Clears an endpoint's watermark and stored position: its next run is a full read from the first page. 404 for an unknown connector or endpoint. */
 export async function resetCursor(tx: Tx, connectorName: string, endpointId: string): Promise<void> {
   const { uuid } = await findEndpoint(tx, connectorName, endpointId);
   await setWatermark(tx, uuid, null);

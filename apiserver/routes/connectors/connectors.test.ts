@@ -436,10 +436,12 @@ describe('GET /api/connectors[/{name}]', () => {
         {
           id: 'spring-partners', uuid: uuids[0]!.uuid, enabled: true, kind: 'rest', method: 'GET', path: '/spring/partners', pagination: 'page',
           table: 'ext.partners', syncMode: 'watermark', watermark: null, watermarkUpdatedAt: null,
+          resumeFrom: null, resumeRunId: null,
         },
         {
           id: 'graph', uuid: uuids[1]!.uuid, enabled: true, kind: 'graphql', method: 'POST', path: '/graphql', pagination: 'relay',
           table: 'ext.graph_partners', syncMode: 'full', watermark: null, watermarkUpdatedAt: null,
+          resumeFrom: null, resumeRunId: null,
         },
       ],
       createdAt: expect.stringMatching(ISO),

@@ -20,7 +20,7 @@ const timestamp: JsonSchema = { type: 'string', format: 'date-time' };
 
 const endpointSummary: JsonSchema = {
   type: 'object',
-  required: ['id', 'uuid', 'enabled', 'kind', 'method', 'path', 'pagination', 'table', 'syncMode', 'watermark', 'watermarkUpdatedAt'],
+  required: ['id', 'uuid', 'enabled', 'kind', 'method', 'path', 'pagination', 'table', 'syncMode', 'watermark', 'watermarkUpdatedAt', 'resumeFrom', 'resumeRunId'],
   properties: {
     id: { type: 'string', description: 'endpoint id from the manifest (what paths accept)' },
     uuid: { type: 'string', format: 'uuid', description: 'stable while the id stays in the manifest; what tables and events carry' },
@@ -33,6 +33,11 @@ const endpointSummary: JsonSchema = {
     syncMode: { type: 'string', enum: ['full', 'watermark', 'api_cursor'] },
     watermark: { type: ['string', 'null'] },
     watermarkUpdatedAt: { type: ['string', 'null'], format: 'date-time' },
+    resumeFrom: {
+      type: ['string', 'null'],
+      description: 'where the next run starts reading when the last run stopped at the page budget (`offset 20000`, `cursor "abc"`); null: at the first page',
+    },
+    resumeRunId: { type: ['string', 'null'], format: 'uuid', description: 'the run that stored resumeFrom' },
   },
 };
 

@@ -3,6 +3,7 @@ import { logger } from '../../observability/logger.js';
 import { settleRowChunks } from '../../retrieval/row-chunks.js';
 import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './ddl.js';
 import { KEY_ORDER_SQL } from './writer.js';
+import { CLEAR_RESUME } from '../resume.js';
 
 /**
  * What deleting a connector or purging an endpoint does to the data it ingested, inside the
@@ -189,16 +190,16 @@ async function lockTables(tx: Tx, tables: string[], own: 'uuid' | 'connector_id'
 /**
  * A table's rows belong to whichever endpoint wrote them last, so rows another endpoint (of this or
  * another connector) ingested may be among those a delete or purge removed: every other endpoint of
- * the tenant that targets or registers `table` and holds a watermark has it cleared, in the same
+ * the tenant that targets or registers `table` and holds a watermark or a stored position (resume.ts) has them cleared, in the same
  * transaction, so its next run reads everything again and stores the rows back instead of asking
  * only for what changed since (probe 31 H2). `others` picks the other endpoints (`$2` its value).
  * Logged, naming the endpoints. Returns them as `connector/endpoint`.
  */
 async function clearSharers(tx: Tx, table: string, others: string, values: unknown[], what: string): Promise<string[]> {
   const { rows } = await tx.query<{ name: string }>(
-    `update connectors.endpoints w set watermark = null, watermark_updated_at = now()
+    `update connectors.endpoints w set watermark = null, watermark_updated_at = now(), ${CLEAR_RESUME}
        from connectors.connectors c
-      where c.id = w.connector_id and w.watermark is not null and w.${others} and w.tenant_id = $3
+      where c.id = w.connector_id and (w.watermark is not null or w.resume is not null) and w.${others} and w.tenant_id = $3
         and (w.target_table = $1 or exists (select 1 from connectors.ext_tables t where t.endpoint_uuid = w.uuid and t.table_name = $1 and t.tenant_id = $3))
       returning c.name || '/' || w.endpoint_id as name`,
     // The tenant named as well as enforced by row-level security: whatever role the transaction has,
