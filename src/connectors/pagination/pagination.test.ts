@@ -161,6 +161,7 @@ describe('every strategy reads every row exactly once', () => {
   // last one checks the declared total over them all.
   it.each(cases)('%s: resumed over reads of 2 pages each', async (_name, auth, endpoint, pages) => {
     const connector = connectorSpec(source.url, { auth });
+    const requested = source.seen().length;
     const items: unknown[] = [];
     let resume: ReadPosition | undefined;
     let reads = 0;
@@ -177,6 +178,8 @@ describe('every strategy reads every row exactly once', () => {
     }
     expect(ids(items)).toEqual(range(95));
     expect(reads).toBe(Math.ceil(pages / 2));
+    // As many requests as one read makes: a resumed strategy stops where one read would (total_pages_path, a short page).
+    expect(source.seen().length - requested).toBe(pages);
   });
 
   it('a stored next link keeps no auth query parameter (every request gets it again), and shows none', async () => {
