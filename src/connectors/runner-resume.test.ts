@@ -37,9 +37,12 @@ let rows: Row[] = [];
 const requests: URL[] = [];
 /** Cursors the source answers 410 for (it expired them). */
 const expired = new Set<string>();
+/** While set, the source holds its answers until it settles. */
+let gate: Promise<void> | undefined;
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
+  server = createServer(async (req, res) => {
+    await gate;
     const url = new URL(req.url ?? '/', 'http://source');
     requests.push(url);
     const since = Number(url.searchParams.get('since') ?? '-1');
@@ -73,6 +76,14 @@ afterAll(async () => {
 });
 
 const rowsUpTo = (n: number, from = 1): Row[] => Array.from({ length: n - from + 1 }, (_, i) => ({ id: from + i, updated: 100 + from + i }));
+
+/** A full-mode endpoint paging by offset, `limit` rows a page. */
+const offsetEndpoint = (limit: number, table: string) => ({
+  id: 'rows',
+  path: '/offset',
+  pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit, response_path: '$.items' },
+  target: { table, unique_key: '$.id' },
+});
 
 /** A full-mode endpoint paging by the source's cursor (`after`, the last id of a page). */
 const cursorEndpoint = (table: string) => ({
@@ -182,12 +193,7 @@ describe('a run cut by the page budget', () => {
 
   it('a re-apply changing what the endpoint reads clears the position (one changing nothing it reads keeps it), and so does a purge of rows of its table', async () => {
     rows = rowsUpTo(40);
-    const endpoint = (limit: number, table = 'ext.resume_apply') => ({
-      id: 'rows',
-      path: '/offset',
-      pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit, response_path: '$.items' },
-      target: { table, unique_key: '$.id' },
-    });
+    const endpoint = (limit: number) => offsetEndpoint(limit, 'ext.resume_apply');
     let connector = await apply('resume-apply', endpoint(LIMIT));
     expect((await run(connector)).record.status).toBe('Partial');
     expect(await endpointAnswer('resume-apply')).toMatchObject({ resumeFrom: 'offset 15' });
@@ -210,5 +216,27 @@ describe('a run cut by the page budget', () => {
     expect(await endpointAnswer('resume-apply')).toMatchObject({ resumeFrom: 'offset 21' });
     await hub.services.db.withTenant(1, (tx) => purgeEndpoint(tx, 'resume-apply', 'rows'));
     expect(await endpointAnswer('resume-apply')).toMatchObject({ resumeFrom: null });
+  });
+
+  it('a position stored by a run that began before a re-apply changing what the endpoint reads is not resumed', async () => {
+    rows = rowsUpTo(40);
+    const endpoint = (limit: number) => offsetEndpoint(limit, 'ext.resume_inflight');
+    const before = await apply('resume-inflight', endpoint(LIMIT));
+    let open!: () => void;
+    gate = new Promise((resolve) => {
+      open = resolve;
+    });
+    const triggered = await hub.services.connectors.runner.trigger(1, before, { triggeredBy: 'manual' });
+    const after = await apply('resume-inflight', endpoint(7));
+    gate = undefined;
+    open();
+    const [first] = await triggered.done;
+    expect(first).toMatchObject({ status: 'Partial', recordsOut: 15 });
+    // Stored for pages of 5, which the endpoint no longer reads.
+    expect(await endpointAnswer('resume-inflight')).toMatchObject({ resumeFrom: 'offset 15' });
+    const next = await run(after);
+    expect(next.sent.map((u) => u.searchParams.get('offset'))).toEqual(['0', '7', '14']);
+    expect(next.sent.every((u) => u.searchParams.get('limit') === '7')).toBe(true);
+    expect(await endpointAnswer('resume-inflight')).toMatchObject({ resumeFrom: 'offset 21', resumeRunId: next.record.id });
   });
 });
