@@ -228,7 +228,9 @@ describe('connector deletes and endpoint purges at once', () => {
     // promoted column to it (the tenant's DDL lock, then the table's exclusive lock), while the delete
     // ends by dropping the tables nothing registers any more (under the same DDL lock).
     const remove = heldWork(/^delete from "ext_t1"\."stock"/, (tx) => deleteConnector(tx, 'depot'));
-    const ended = await meanwhile(remove, () => ext.ensureTable(1, 'ext.stock', [{ name: 'colour', path: '$.colour', type: 'text' }]));
+    const ended = await meanwhile(remove, async () => {
+      await ext.ensureTable(1, 'ext.stock', [{ name: 'colour', path: '$.colour', type: 'text' }]);
+    });
 
     expect(ended).toEqual({ first: 'committed: true', second: 'committed' });
     expect(await rows('stock')).toEqual(['s1']);
