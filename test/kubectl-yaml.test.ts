@@ -296,4 +296,18 @@ describe('the apply routes read YAML bodies as kubectl does', () => {
     }
     expect((await fetch(`${hub.url}/api/connectors/refused-http`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(404);
   });
+
+  it('a body that is not YAML at all (a syntax error, an alias bomb) is a 400 naming the body, as a body that is not JSON is', async () => {
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n');
+    for (const [path, text, why] of [
+      ['/api/connectors/apply', 'a: [\n', 'Flow sequence in block collection'],
+      ['/api/connectors/validate', `${bomb}\n`, 'Excessive alias count'],
+      ['/api/exports/apply', `${bomb}\n`, 'Excessive alias count'],
+    ]) {
+      const res = await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: text });
+      const body = (await res.json()) as { error: string; field?: string };
+      expect({ path, status: res.status, field: body.field }).toEqual({ path, status: 400, field: 'body' });
+      expect(body.error).toContain(`body is not valid YAML: ${why}`);
+    }
+  });
 });

@@ -72,7 +72,7 @@ export function readYamlManifest(text: string, root: string, maxJsonBytes = Numb
     const doc = readManifestDocument(text);
     const error = doc.errors[0];
     if (error?.code === 'MULTIPLE_DOCS') return { problem: severalDocuments(root, error.linePos?.[0].line) };
-    if (error) return { problem: { message: `${root} is not valid YAML: ${error.message}` } };
+    if (error) return { problem: { message: `${root} is not valid YAML: ${error.message}`, field: root } };
     const refusal = kubectlRefusal(doc);
     if (refusal) return { problem: { message: `${root} is not a manifest kubectl would read the same: ${refusal}`, field: root } };
     const key = keysAsKubectl(doc, root);
@@ -82,7 +82,7 @@ export function readYamlManifest(text: string, root: string, maxJsonBytes = Numb
     // A document nested past the parser's own stack: the yaml library reports the RangeError as a
     // parse error of its own, whose message says so.
     if (err instanceof RangeError || /Maximum call stack size exceeded/.test((err as Error).message)) return { problem: tooDeep(root) };
-    return { problem: { message: `${root} is not valid YAML: ${(err as Error).message}` } };
+    return { problem: { message: `${root} is not valid YAML: ${(err as Error).message}`, field: root } };
   }
   return jsonOf(value, maxJsonBytes, `${root} (YAML)`);
 }
