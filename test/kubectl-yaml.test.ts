@@ -310,4 +310,16 @@ describe('the apply routes read YAML bodies as kubectl does', () => {
       expect(body.error).toContain(`body is not valid YAML: ${why}`);
     }
   });
+
+  it('a YAML syntax error names the line and column, never quoting the text (a secret written there stays out of the answer)', async () => {
+    const secret = 'ghp_0123456789abcdefghijklmnopqrstuvwxyz';
+    for (const [lines, why] of [
+      [`  token: "${secret}\n`, 'Missing closing "quote at line 4, column 1'],
+      [`  token: ${secret}: x: y\n`, 'Nested mappings are not allowed in compact mappings at line 3, column 10'],
+    ]) {
+      const res = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: `apiVersion: connectors.svc.io/v1\nspec:\n${lines}` });
+      const body = (await res.json()) as { error: string; field?: string };
+      expect({ status: res.status, body }).toEqual({ status: 400, body: { error: `body is not valid YAML: ${why}`, field: 'body' } });
+    }
+  });
 });

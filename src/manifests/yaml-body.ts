@@ -1,7 +1,7 @@
 import { parseDocument } from 'yaml';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import { keysAsKubectl, kubectlRefusal, selfContainingAlias } from './yaml.js';
-import { readManifestDocument, yamlNestsDeeperThan } from './yaml-limits.js';
+import { readManifestDocument, yamlErrorWithoutText, yamlNestsDeeperThan } from './yaml-limits.js';
 
 /** Why a YAML body was refused: the ValidationError the route answers (message, field, hint), a 413 when `tooLarge`. */
 export interface YamlProblem {
@@ -72,7 +72,7 @@ export function readYamlManifest(text: string, root: string, maxJsonBytes = Numb
     const doc = readManifestDocument(text);
     const error = doc.errors[0];
     if (error?.code === 'MULTIPLE_DOCS') return { problem: severalDocuments(root, error.linePos?.[0].line) };
-    if (error) return { problem: { message: `${root} is not valid YAML: ${error.message}`, field: root } };
+    if (error) return { problem: { message: `${root} is not valid YAML: ${yamlErrorWithoutText(error.message)}`, field: root } };
     const refusal = kubectlRefusal(doc);
     if (refusal) return { problem: { message: `${root} is not a manifest kubectl would read the same: ${refusal}`, field: root } };
     const key = keysAsKubectl(doc, root);

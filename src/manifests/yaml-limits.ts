@@ -100,6 +100,15 @@ function markPositions(src: string, lines: LineCounter): (error: YAMLError) => v
   };
 }
 
+/**
+ * A parse error's message as an answer may show it: its words and position (`… at line 4, column 1`) without the
+ * lines of text markPositions quotes after them, which may hold a credential written into the manifest (a body that
+ * is not JSON is described the same way, by position, never by its text).
+ */
+export function yamlErrorWithoutText(message: string): string {
+  return message.replace(/( at line \d+, column \d+):\n\n[\s\S]*$/, '$1');
+}
+
 const BOM = '\uFEFF';
 
 /** A line kubectl's reader splits documents at, and YAML reads as a document start: `---`, alone or with a comment. */
