@@ -181,6 +181,14 @@ describe('configuration sources', () => {
     expect(err.message).toContain(file);
   });
 
+  it('a syntax error names the file, line and column, never quoting the line: the master key written there stays out of the log', () => {
+    const key = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
+    const file = yamlFile(`svc:\n  secret:\n    master-key: "${key}\n`);
+    const err = loadError({ SVC_CONFIG: file });
+    expect({ property: err.property, message: err.message }).toEqual({ property: 'svc.config', message: `svc.config: ${file} is not valid YAML: Missing closing "quote at line 4, column 1` });
+    expect(err.message).not.toContain(key.slice(0, 16));
+  });
+
   it('a mapping that contains itself is refused naming the file and the alias, not walked without end', () => {
     const file = yamlFile('svc: &loop\n  http:\n    again: *loop\n');
     const err = loadError({ SVC_CONFIG: file });

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import { selfContainingAlias } from '../manifests/yaml.js';
+import { yamlErrorWithoutText } from '../manifests/yaml-limits.js';
 import { CLI_ENVIRONMENT } from '../cli/config.js';
 import { isLoopback } from '../loopback.js';
 import { registerSecret } from '../observability/logger.js';
@@ -271,7 +272,8 @@ function readYamlFile(path: string): Record<string, string | number | boolean> {
     if (circular) throw new Error(circular);
     doc = read.toJS();
   } catch (err) {
-    throw new ConfigError('svc.config', `svc.config: ${path} is not valid YAML: ${(err as Error).message}`);
+    // The line is not quoted: it may hold the master key or another credential, and this message is logged.
+    throw new ConfigError('svc.config', `svc.config: ${path} is not valid YAML: ${yamlErrorWithoutText((err as Error).message)}`);
   }
   const flat: Record<string, string | number | boolean> = {};
   if (doc !== null && doc !== undefined && (typeof doc !== 'object' || Array.isArray(doc))) {
