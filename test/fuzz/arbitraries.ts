@@ -430,14 +430,36 @@ function undeclaredInvalid(body: fc.Arbitrary<{ type: string; text: string }>): 
   });
 }
 
+const ALIAS_BOMB = ['a: &a [x, x, x, x, x, x, x, x, x]', ...Array.from({ length: 8 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9).fill(`*${String.fromCharCode(97 + i)}`).join(', ')}]`)].join('\n');
+
+/** Text that is not JSON, or not YAML (a credential on the line in error among it, an alias bomb). */
+const MALFORMED = {
+  JSON: ['{"a":', '{"a" 1}', '[1,]', '{"token": ghp_0123456789abcdefghijklmnopqrstuvwxyz}'],
+  YAML: ['a: [\n', 'spec:\n  token: "ghp_0123456789abcdefghijklmnopqrstuvwxyz\n', 'spec:\n  token: ghp_0123456789abcdefghijklmnopqrstuvwxyz: x: y\n', `${ALIAS_BOMB}\n`],
+} as const;
+
 /**
- * Bodies that cannot be read as declared: an unknown or empty charset, or bytes invalid in the
- * charset declared (UTF-8 when none is). A route that reads a body answers each with a 400 naming it.
+ * Text of a type the route reads that is not JSON (or YAML) at all: the router's 400 names the body and
+ * says why on one line, never quoting the text around the error (which may hold a credential).
+ */
+function malformedBodies(types: readonly string[]): Array<{ type: string; bytes: Buffer; unreadable: Unreadable }> {
+  return types.flatMap((type) => {
+    const kind = /yaml/.test(type) ? 'YAML' : /json/.test(type) ? 'JSON' : undefined;
+    return kind ? MALFORMED[kind].map((text) => ({ type, bytes: Buffer.from(text), unreadable: { error: new RegExp(`^body is not valid ${kind}: [^\\n]+$`) } })) : [];
+  });
+}
+
+/**
+ * Bodies that cannot be read as declared: an unknown or empty charset, bytes invalid in the charset
+ * declared (UTF-8 when none is), or text that is not JSON or YAML. A route that reads a body answers
+ * each with a 400 naming it.
  */
 export function unreadableBodyArbitrary(decl: RouteDecl): fc.Arbitrary<{ type: string; bytes: Buffer; unreadable: Unreadable }> {
   const types = decl.bodyTypes ?? ['application/json'];
   const text = bodyArbitrary(decl).filter((b) => types.includes(b.type));
-  return fc.oneof(charsetBody(text), undeclaredInvalid(text)).filter((b): b is { type: string; bytes: Buffer; unreadable: Unreadable } => b.unreadable !== undefined);
+  const malformed = malformedBodies(types);
+  const undecodable = fc.oneof(charsetBody(text), undeclaredInvalid(text)).filter((b): b is { type: string; bytes: Buffer; unreadable: Unreadable } => b.unreadable !== undefined);
+  return malformed.length ? fc.oneof({ weight: 4, arbitrary: undecodable }, { weight: 1, arbitrary: fc.constantFrom(...malformed) }) : undecodable;
 }
 
 /** Every request this route may receive, valid or not. */

@@ -196,7 +196,7 @@ describe('every declared route, fuzzed', () => {
   }, 120_000);
 
   const reading = routes.filter((r) => r.body !== undefined);
-  it.each(reading.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: a body in an unknown or empty charset, or with bytes invalid in its charset, is a 400 naming it', async (_name, decl) => {
+  it.each(reading.map((r) => [`${r.method} ${r.path}`, r] as const))('%s: a body in an unknown or empty charset, with bytes invalid in its charset, or not JSON or YAML, is a 400 naming it', async (_name, decl) => {
     const base = plainRequest(decl);
     await fc.assert(
       fc.asyncProperty(unreadableBodyArbitrary(decl), async ({ type, bytes, unreadable }) => {
