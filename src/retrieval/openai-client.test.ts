@@ -153,6 +153,33 @@ describe('answers of a model endpoint are bounded in size and time', () => {
     expect((await rejection(chat().complete([{ role: 'user', content: 'question' }]))).message).toBe('the language model did not answer: HTTP 401');
   });
 
+  it('a redirect is not followed: what chat and embeddings send (the tenant\'s text) goes to the endpoint configured, never to where a 3xx points', async () => {
+    let reached = 0;
+    const elsewhere = createServer((req, res) => {
+      reached++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+    elsewhere.listen(0, '127.0.0.1');
+    await once(elsewhere, 'listening');
+    try {
+      const target = `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}`;
+      for (const status of [302, 307, 308]) {
+        behave = (res, req) => {
+          res.writeHead(status, { location: `${target}${req.url}` });
+          res.end();
+        };
+        expect((await rejection(chat().complete([{ role: 'user', content: 'question' }]))).message).toBe(`the language model did not answer: HTTP ${status}`);
+        const err = (await rejection(embedding().embed(['text']))) as EmbeddingUnavailable;
+        expect([err.failure, err.httpStatus]).toEqual(['status', status]);
+      }
+      expect(reached).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => elsewhere.close(() => resolve()));
+    }
+  });
+
   it('chat still reads a well-formed answer through the bounded fetch', async () => {
     behave = (res) => {
       res.writeHead(200, { 'content-type': 'application/json' });

@@ -67,7 +67,9 @@ async function boundedFetch(input: unknown, init: unknown, options: OpenAiClient
   const signal = given?.signal ? AbortSignal.any([given.signal as AbortSignal, deadline.signal]) : deadline.signal;
   let response: Response;
   try {
-    response = await undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...given, signal, dispatcher });
+    // A 3xx is the endpoint's answer, never followed (as for connectors and webhooks): a 307 or 308
+    // would send the request again, the tenant's text in it, to wherever its Location points.
+    response = await undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...given, signal, dispatcher, redirect: 'manual' });
   } catch (err) {
     clearTimeout(timer);
     throw withoutCredentials(err);
