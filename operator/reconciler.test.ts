@@ -612,6 +612,18 @@ describe('status, ownership and conflicts', () => {
     expect(res.status).toBe(200);
     expect(get(name, namespace)!.status!.tenant).toBeUndefined();
   }
+  /** A prod hub's manifest services with this svc.egress.allow; the name of every apply that changed something goes to `applies`. */
+  const countingApplies = (applies: string[], allow: string[]): ManifestServices => {
+    const real = createManifestServices({ db: hub.services.db, admin: hub.services.admin, egress: new EgressPolicy({ denyPrivate: true, allow }) });
+    return {
+      ...real,
+      applyIfChanged: async (...args) => {
+        const outcome = await real.applyIfChanged(...args);
+        if (!outcome.conflict && !outcome.stale && outcome.changed) applies.push(args[2]);
+        return outcome;
+      },
+    };
+  };
   /** Stops the operator, runs `meanwhile`, then starts a new Operator (nothing kept in memory). */
   async function restart(meanwhile: () => Promise<void> | void, manifests?: ManifestServices): Promise<void> {
     await operator.stop();
@@ -1125,19 +1137,8 @@ describe('status, ownership and conflicts', () => {
   });
 
   it('shows the outbound address policy in force on Ready: restarted with svc.egress.allow admitting the host, the warning goes (and comes back when it no longer does) without a change or a second apply', async () => {
-    // A prod hub's manifest services with this svc.egress.allow; every apply that changed something is counted.
     const applies: string[] = [];
-    const policy = (allow: string[]): ManifestServices => {
-      const real = createManifestServices({ db: hub.services.db, admin: hub.services.admin, egress: new EgressPolicy({ denyPrivate: true, allow }) });
-      return {
-        ...real,
-        applyIfChanged: async (...args) => {
-          const outcome = await real.applyIfChanged(...args);
-          if (!outcome.conflict && !outcome.stale && outcome.changed) applies.push(args[2]);
-          return outcome;
-        },
-      };
-    };
+    const policy = (allow: string[]) => countingApplies(applies, allow);
     const name = 'egress-refresh';
     const window = 'spec.window: the window fences scheduled runs only, and this connector has no schedule';
     const refused =
@@ -1182,6 +1183,32 @@ describe('status, ownership and conflicts', () => {
     expect(statusWrites()).toBe(writesBefore + 1);
     expect(applies).toEqual([name]);
     expect((await hubGet(`/api/connectors/${name}`)).body!.updatedAt).toBe(updatedAt);
+    await restart(() => undefined);
+  });
+
+  it('shows the warnings of the manifest as it is now when a change the hub refused (Invalid) is reverted to the manifest it holds: nothing applied, the warnings back', async () => {
+    const applies: string[] = [];
+    const counting = countingApplies(applies, []);
+    const name = 'reverted-warnings';
+    const window = 'spec.window: the window fences scheduled runs only, and this connector has no schedule';
+    const refused =
+      'spec.base_url: 10.0.0.5 is a private address: refused by the outbound address policy (svc.egress.deny-private); runs will fail until svc.egress.allow admits it';
+    const spec = { ...(open.spec as object), base_url: 'http://10.0.0.5:8080', window: '01:00-05:00' } as Record<string, unknown>;
+    const endpoints = spec.endpoints as Array<Record<string, unknown>>;
+    const at = (s: Record<string, unknown>) => api.apply('connectors', { ...open, metadata: { name, namespace: NS, labels: { 'svc.io/tenant': 'default' } }, spec: s });
+    const message = () => cond(name, 'Ready')?.message;
+    await restart(() => undefined, counting);
+    at(spec);
+    await until('Ready with both warnings', () => message() === `applied to tenant default; warnings: ${window}; ${refused}`);
+    // A change the hub refuses: Invalid, the hub keeps the manifest it holds.
+    at({ ...spec, endpoints: [{ ...endpoints[0], pagination: { kind: 'soap' } }] });
+    await until('Invalid', () => cond(name, 'Ready')?.reason === 'Invalid');
+    // Reverted to that manifest: the apply changes nothing, and the Ready message has every warning again.
+    at(spec);
+    await until('Ready again', () => cond(name, 'Ready')?.status === 'True' && cond(name, 'Ready')!.observedGeneration === get(name)!.metadata.generation);
+    await settled();
+    expect(cond(name, 'Ready')).toMatchObject({ reason: 'Applied', message: `applied to tenant default; warnings: ${window}; ${refused}` });
+    expect(applies).toEqual([name]);
     await restart(() => undefined);
   });
 });

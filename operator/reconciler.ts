@@ -705,11 +705,17 @@ export class Operator {
 
     // An apply that changed nothing has no warnings to say: those of the apply that did (same
     // generation, same tenant) stand, read back from its message, so a resync does not rewrite the
-    // status. But the outbound address policy's are the policy's in force, recomputed every time: an
-    // operator started with another svc.egress.allow shows the warning gone, or a new one, at once.
+    // status. Without such a message (a revert to the manifest the hub holds after an Invalid
+    // change, a Ready left Unknown or False by the CronJob), they are recomputed for the manifest as
+    // it is now, without applying it. The outbound address policy's are the policy's in force,
+    // recomputed every time: an operator started with another svc.egress.allow shows the warning
+    // gone, or a new one, at once.
     const before = previous.conditions?.find((c) => c.type === 'Ready');
     const kept = !applied.changed && previous.tenant === tenant.code && before?.reason === 'Applied' && before.observedGeneration === generation ? before.message : undefined;
-    const others = kept !== undefined ? otherWarnings(kept) : applied.warnings.filter((w) => !applied.policyWarnings.includes(w)).join('; ');
+    const others =
+      kept !== undefined
+        ? otherWarnings(kept)
+        : (applied.changed ? applied.warnings : await this.currentWarnings(kind, resource, tenant.id)).filter((w) => !applied.policyWarnings.includes(w)).join('; ');
     const message = appliedMessage(tenant.code, others, applied.policyWarnings);
     let health: Health = { state: 'done', message };
     let retry: Error | undefined;
@@ -762,6 +768,20 @@ export class Operator {
         const field = err.field && !err.message.includes(err.field) ? `${err.field}: ` : '';
         return { ok: false, message: `${field}${err.message}` };
       }
+      throw err;
+    }
+  }
+
+  /**
+   * The warnings of a resource's manifest, which the hub holds already, as an apply would answer
+   * them now (nothing applied). One the hub would now refuse (what it depends on changed since) has
+   * none to show: it stays applied as it was.
+   */
+  private async currentWarnings(kind: ManifestKind, resource: Resource, tenantId: number): Promise<string[]> {
+    try {
+      return await this.hub.warningsOf(kind, tenantId, manifestOf(resource), this.actor);
+    } catch (err) {
+      if (err instanceof ValidationError) return [];
       throw err;
     }
   }
@@ -1024,6 +1044,7 @@ function hubCalls(m: ManifestServices): ManifestServices {
     tenantByCode: (code) => guard(() => m.tenantByCode(code)),
     applyIfChanged: (...args) => guard(() => m.applyIfChanged(...args)),
     checkApply: (...args) => guard(() => m.checkApply(...args)),
+    warningsOf: (...args) => guard(() => m.warningsOf(...args)),
     owned: (kind, by) => guard(() => m.owned(kind, by)),
     removeOwned: (kind, tenantId, name, by, fence) => guard(() => m.removeOwned(kind, tenantId, name, by, fence)),
     lastRun: (kind, tenantId, name) => guard(() => m.lastRun(kind, tenantId, name)),

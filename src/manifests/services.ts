@@ -96,6 +96,13 @@ export interface ManifestServices {
    */
   checkApply(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner): Promise<OwnershipConflict | undefined>;
   /**
+   * The warnings an apply of `manifest` in that tenant would answer now, the outbound address
+   * policy's among them: the kind's apply service runs in a transaction that is rolled back (nothing
+   * stored). For a manifest the hub already holds (an apply that changes nothing answers none).
+   * Throws the kind's ValidationError naming the field.
+   */
+  warningsOf(kind: ManifestKind, tenantId: TenantId, manifest: Record<string, unknown>, actor: string): Promise<string[]>;
+  /**
    * Across tenants: the hub objects of `kind` recorded as managed by the resource of that uid, or of
    * that namespace and name, or every one (`all`, in one namespace when given).
    */
@@ -150,6 +157,20 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
   const { db, admin } = deps;
   const context = { egress: deps.egress };
   const policyWarnings = (kind: ManifestKind, manifest: unknown) => kind.handler.policyWarnings?.(manifest, context) ?? [];
+  /** `work` in a tenant transaction that is always rolled back; what it returned. */
+  const rolledBack = async <T>(tenantId: TenantId, work: (tx: Tx) => Promise<T>): Promise<T> => {
+    const rollback = new Error('checked: rolled back');
+    let result: T | undefined;
+    try {
+      await db.withTenant(tenantId, async (tx) => {
+        result = await work(tx);
+        throw rollback;
+      });
+    } catch (err) {
+      if (err !== rollback) throw err;
+    }
+    return result as T;
+  };
   return {
     tenantByCode: (code) => admin.tenants.byCode(code),
     applyIfChanged: (kind, tenantId, name, manifest, actor, owner, fence) =>
@@ -179,20 +200,13 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         } else if (outcome.changed) await fence?.();
         return outcome;
       }),
-    checkApply: async (kind, tenantId, name, manifest, actor, owner) => {
-      const rollback = new Error('checked: rolled back');
-      let conflict: OwnershipConflict | undefined;
-      try {
-        await db.withTenant(tenantId, async (tx) => {
-          conflict = (await ownership(tx, kind, name, owner, actor)).conflict;
-          if (!conflict) await kind.handler.apply(tx, manifest, actor, context);
-          throw rollback;
-        });
-      } catch (err) {
-        if (err !== rollback) throw err;
-      }
-      return conflict;
-    },
+    checkApply: (kind, tenantId, name, manifest, actor, owner) =>
+      rolledBack(tenantId, async (tx) => {
+        const { conflict } = await ownership(tx, kind, name, owner, actor);
+        if (!conflict) await kind.handler.apply(tx, manifest, actor, context);
+        return conflict;
+      }),
+    warningsOf: (kind, tenantId, manifest, actor) => rolledBack(tenantId, async (tx) => (await kind.handler.apply(tx, manifest, actor, context)).warnings),
     owned: (kind, by) =>
       db.crossTenant('operator-owned', async (tx) => {
         const [where, values] =
