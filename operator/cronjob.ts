@@ -265,9 +265,11 @@ export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTempl
     });
   const ours = (job: V1CronJob | undefined) => job?.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY;
   const isOwned = (job: V1CronJob | undefined) => ours(job) && job?.metadata?.labels?.[RESOURCE_UID] === resource.metadata.uid;
-  // Ours, but for a resource of another namespace or name that happens to make the same name.
+  // Ours, but for a resource of another namespace or name that happens to make the same name. One
+  // labelled with this resource's uid is this resource's, whatever its other labels say (edited by
+  // hand to name another resource): it is put back, not left for the sweep beside an alternate.
   const anotherResources = (job: V1CronJob | undefined) => {
-    const owner = job && ours(job) ? cronJobOwner(job, [kind]) : undefined;
+    const owner = job && ours(job) && !isOwned(job) ? cronJobOwner(job, [kind]) : undefined;
     return owner !== undefined && (owner.namespace !== resource.metadata.namespace || owner.name !== resource.metadata.name);
   };
   let name = cronJobName(kind, resource.metadata.namespace, resource.metadata.name);
@@ -312,7 +314,12 @@ export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTempl
   }
   const desired = cronJobFor(kind, resource, tenantCode, schedule, name, template, target);
   const hash = desired.metadata!.annotations![SPEC_HASH]!;
-  const differs = existing && (existing.metadata?.annotations?.[SPEC_HASH] !== hash || !covers(existing.spec, desired.spec) || !covers(existing.metadata?.labels, desired.metadata?.labels));
+  const differs =
+    existing &&
+    (existing.metadata?.annotations?.[SPEC_HASH] !== hash ||
+      !covers(existing.spec, desired.spec) ||
+      !covers(existing.metadata?.labels, desired.metadata?.labels) ||
+      !covers(existing.metadata?.annotations, desired.metadata?.annotations));
   const owner = target.ownerConfigMap;
   const unowned = existing && owner !== undefined && !ownedByConfigMap(existing, owner.name);
   // The owner's uid read as the CronJob is written, never remembered: a CronJob naming a ConfigMap

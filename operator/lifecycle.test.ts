@@ -276,6 +276,22 @@ describe('CronJobs in the release namespace', () => {
       api.remove('batch/v1', 'cronjobs', RELEASE_NS, 'widget-cron-nightly');
       await until('the CronJob back', () => cronJob('widget-cron-nightly'));
 
+      // Edited by hand to name another resource (its name label and annotation; `kubectl patch`):
+      // its resource takes it back at once, the same CronJob (no second one under the alternate
+      // name), and the resync's sweep leaves it alone.
+      const uidBefore = cronJob('widget-cron-nightly')!.metadata.uid;
+      api.patch('batch/v1', 'cronjobs', RELEASE_NS, 'widget-cron-nightly', { metadata: { labels: { 'svc.io/resource-name': 'weekly' }, annotations: { 'svc.io/resource-name': 'weekly' } } });
+      expect(cronJob('widget-cron-nightly')!.metadata.labels?.['svc.io/resource-name']).toBe('weekly');
+      const named = () => [cronJob('widget-cron-nightly')?.metadata.labels?.['svc.io/resource-name'], cronJob('widget-cron-nightly')?.metadata.annotations?.['svc.io/resource-name']];
+      await until('the CronJob named after its resource again', () => named().every((n) => n === 'nightly'), 5_000);
+      const reads = api.requests.length;
+      op.resyncAll();
+      await until('the resync to read', () => api.requests.length > reads);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(api.list('batch/v1', 'cronjobs', RELEASE_NS).filter((j) => j.metadata.labels?.['svc.io/resource-uid'] === uid).map((j) => j.metadata.name)).toEqual(['widget-cron-nightly']);
+      expect(cronJob('widget-cron-nightly')!.metadata.uid).toBe(uidBefore);
+      expect(cronJob(cronJobAlternateName(WIDGET, 'cron', 'nightly'))).toBeUndefined();
+
       api.remove(API_VERSION, 'widgets', 'cron', 'nightly');
       await until('the resource gone', () => !get('cron', 'nightly'));
       expect(cronJob('widget-cron-nightly')).toBeUndefined();

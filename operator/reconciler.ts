@@ -207,19 +207,20 @@ export class Operator {
     );
     // An edited or deleted CronJob: its resource is reconciled, which puts the CronJob back. Status
     // updates (the CronJob controller writes lastScheduleTime every slot) change neither the
-    // generation nor the labels, annotations or owners: they are not worth a reconcile.
-    const seen = new Map<string, string>();
+    // generation nor the labels, annotations or owners: they are not worth a reconcile. An edit of
+    // the labels or annotations naming the resource names another one: the resource it named
+    // before (remembered per CronJob) is reconciled too, and takes its CronJob back.
+    const seen = new Map<string, { fingerprint: string; owner: string | undefined }>();
     const fingerprint = (job: V1CronJob) =>
       canonical({ generation: job.metadata?.generation, labels: job.metadata?.labels ?? {}, annotations: job.metadata?.annotations ?? {}, owners: job.metadata?.ownerReferences ?? [] });
     const fromCronJob = (change: 'add' | 'update' | 'delete') => (job: V1CronJob) => {
       const id = `${job.metadata?.namespace}/${job.metadata?.name}`;
       const before = seen.get(id);
-      const now = fingerprint(job);
+      const now = { fingerprint: fingerprint(job), owner: this.ownerKey(job) };
       if (change === 'delete') seen.delete(id);
       else seen.set(id, now);
-      if (change === 'add' || (change === 'update' && before === now)) return;
-      const key = this.ownerKey(job);
-      if (key) term.queue.add(key);
+      if (change === 'add' || (change === 'update' && before?.fingerprint === now.fingerprint)) return;
+      for (const key of new Set([before?.owner, now.owner])) if (key) term.queue.add(key);
     };
     cronJobs.on('add', fromCronJob('add'));
     cronJobs.on('update', fromCronJob('update'));
