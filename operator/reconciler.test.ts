@@ -1068,6 +1068,38 @@ describe('status, ownership and conflicts', () => {
     await restart(() => undefined);
   });
 
+  it('retries a failed reconcile after its backoff, not at once: the watch event of its own status write is no change', async () => {
+    const base = 1_000;
+    let down = false;
+    const tries: number[] = [];
+    const real = hub.services.manifests;
+    const flaky: ManifestServices = {
+      ...real,
+      applyIfChanged: async (...args) => {
+        if (args[2] === 'backoff') tries.push(Date.now());
+        if (down) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+        return real.applyIfChanged(...args);
+      },
+    };
+    await operator.stop();
+    operator = new Operator({ ...operatorOptions(flaky), backoffBase: base, backoffMax: 4 * base });
+    await operator.start();
+    put('backoff');
+    await readyTrue('backoff');
+    await settled();
+    // A new generation while the hub is down: the reconcile writes Reconciling=True, fails, writes
+    // HubUnavailable (a status change), and waits for its backoff before it tries again.
+    down = true;
+    tries.length = 0;
+    put('backoff', NS, { baseUrl: 'http://backoff.example' });
+    await until('HubUnavailable', () => cond('backoff', 'Ready')?.reason === 'HubUnavailable');
+    await until('a second attempt', () => tries.length >= 2, 10_000);
+    expect(tries[1]! - tries[0]!).toBeGreaterThanOrEqual(base - 20);
+    down = false;
+    await until('Ready for generation 2', () => cond('backoff', 'Ready')?.status === 'True' && cond('backoff', 'Ready')!.observedGeneration === 2, 15_000);
+    await restart(() => undefined);
+  });
+
   it('masks the credentials an error carries before it writes them on the status', async () => {
     const real = hub.services.manifests;
     const leaky: ManifestServices = {

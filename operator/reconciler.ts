@@ -19,7 +19,7 @@ import { apiAnswer, cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelec
 import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
-import { type Condition, Conflict, manifestOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
+import { afterStatusWrite, type Condition, Conflict, manifestOf, mergePatchOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
 import { announce, appliedMessage, condition, type Health, healthConditions, keepTransitions, MANAGED_BY, otherWarnings } from './status.js';
 import { resolveTenant, TENANT_LABEL, TENANTS_ANNOTATION } from './tenant.js';
 
@@ -41,8 +41,9 @@ import { resolveTenant, TENANT_LABEL, TENANTS_ANNOTATION } from './tenant.js';
  * resource, else on its Namespace), apply when the hub's copy differs and the object is the
  * resource's (the hub records the owner, namespace, name and uid, in the apply's transaction;
  * another resource's object or one created over HTTP is a Conflict), the CronJob, `lastRun`, and the
- * status, written as a merge patch only when it changed (so a status write, which the watch reports
- * back, ends in a no-op reconcile instead of a loop). Writes carry the cached resourceVersion: a
+ * status, written as a merge patch only when it changed; the watch event of the operator's own status
+ * write (the resource as read, with that status) requeues nothing, so neither a loop nor a retry
+ * before the backoff of a failed reconcile. Writes carry the cached resourceVersion: a
  * cache behind the server meets a 409 and the key is retried. A permanent problem (invalid manifest,
  * no tenant, conflict) is reported as Ready=False, Stalled=True and not retried until the resource,
  * its Namespace or the periodic resync says otherwise; anything else (API or database unavailable,
@@ -141,6 +142,8 @@ class Term {
   runsSeenAt: Date | undefined;
   /** Resources whose CronJob of the old layout (in their own namespace) was looked for. */
   readonly legacyChecked = new Set<string>();
+  /** Per key, the resource as the operator's last status write of it left it (afterStatusWrite): its watch event is not a change. */
+  readonly ownWrites = new Map<string, string>();
 
   constructor(readonly queue: ReconcileQueue) {}
 }
@@ -187,10 +190,19 @@ export class Operator {
           if (this.selects(o)) term.queue.add(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
         };
         informer.on('add', enqueue);
-        informer.on('update', enqueue);
+        // The operator's own status write, reported back (the resource as the reconcile read it, with
+        // the status it wrote): nothing to reconcile, and a requeue would end the backoff of a failed
+        // reconcile at once (it retried straight away). Any other change requeues the key.
+        informer.on('update', (o: Resource) => {
+          if (term.ownWrites.get(this.keyOf(kind, o.metadata.namespace, o.metadata.name)) === afterStatusWrite(o, o.status)) return;
+          enqueue(o);
+        });
         // Deleted: the reconcile cleans up. A resource that left this instance's selection (its label
         // changed; the API server reports it deleted from the selection) is no longer ours: left alone.
-        informer.on('delete', enqueue);
+        informer.on('delete', (o: Resource) => {
+          term.ownWrites.delete(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
+          enqueue(o);
+        });
         term.resources.push(watched);
       }
     }
@@ -619,7 +631,7 @@ export class Operator {
     if (previous.observedGeneration !== generation && !(reconciling?.status === 'True' && reconciling.observedGeneration === generation)) {
       const ready = previous.conditions?.find((c) => c.type === 'Ready');
       const started: ResourceStatus = { ...previous, conditions: keepTransitions(previous, [...healthConditions(this.now(), generation, { state: 'progressing', ready }), ...scheduledOf(previous)]) };
-      current = (await writeStatus(this.custom, kind, current, previous, started)) ?? current;
+      current = (await this.writeStatus(key, kind, current, previous, started)) ?? current;
       previous = started;
     }
 
@@ -636,7 +648,7 @@ export class Operator {
     status.conditions = keepTransitions(previous, status.conditions ?? []);
     let wrote: boolean;
     try {
-      wrote = (await writeStatus(this.custom, kind, current, previous, status)) !== undefined;
+      wrote = (await this.writeStatus(key, kind, current, previous, status)) !== undefined;
     } catch (err) {
       if (!retry) throw err;
       logger().debug({ err: loggableMessage(err), key }, 'cannot write the status of a failed reconcile');
@@ -644,6 +656,17 @@ export class Operator {
     }
     if (wrote) announce(this.core, this.now(), kind, current, previous, status);
     if (retry) throw retry;
+  }
+
+  /**
+   * writeStatus (resource.ts), remembering first what the write leaves on the server, so that the
+   * watch event it causes is known for the operator's own (Term.ownWrites). Remembered before the
+   * write: the event may come before the write's answer.
+   */
+  private async writeStatus(key: string, kind: ManifestKind, resource: Resource, previous: ResourceStatus, status: ResourceStatus): Promise<Resource | undefined> {
+    if (mergePatchOf(previous, status) === undefined) return undefined;
+    this.term?.ownWrites.set(key, afterStatusWrite(resource, status));
+    return writeStatus(this.custom, kind, resource, previous, status);
   }
 
   /**

@@ -108,3 +108,13 @@ export async function writeStatus(custom: CustomObjectsApi, kind: ManifestKind, 
     throw err;
   }
 }
+
+/**
+ * A resource as the API server holds it after a write of `status` to it (the resource as read, the
+ * resourceVersion and managedFields aside, which every write changes): what the watch reports back
+ * of the operator's own status write, as text to compare.
+ */
+export function afterStatusWrite(resource: Resource, status: ResourceStatus | undefined): string {
+  const { resourceVersion: _rv, managedFields: _mf, ...metadata } = resource.metadata;
+  return canonical({ ...resource, metadata, status });
+}
