@@ -1097,6 +1097,10 @@ describe('status, ownership and conflicts', () => {
     expect(tries[1]! - tries[0]!).toBeGreaterThanOrEqual(base - 20);
     down = false;
     await until('Ready for generation 2', () => cond('backoff', 'Ready')?.status === 'True' && cond('backoff', 'Ready')!.observedGeneration === 2, 15_000);
+    await settled();
+    // A status written by someone else is a change: reconciled at once (the resync is an hour away), its tenant written back.
+    await dropStatusTenant('backoff');
+    await until('status.tenant written back', () => get('backoff')?.status?.tenant === 'default', 5_000);
     await restart(() => undefined);
   });
 

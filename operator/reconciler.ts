@@ -142,8 +142,28 @@ class Term {
   runsSeenAt: Date | undefined;
   /** Resources whose CronJob of the old layout (in their own namespace) was looked for. */
   readonly legacyChecked = new Set<string>();
-  /** Per key, the resource as the operator's last status write of it left it (afterStatusWrite): its watch event is not a change. */
-  readonly ownWrites = new Map<string, string>();
+  /**
+   * Per key, the resource as each status write of the operator's not yet reported back by the watch
+   * left it (afterStatusWrite), in order: their watch events are not changes.
+   */
+  readonly ownWrites = new Map<string, string[]>();
+
+  /**
+   * Whether a watch event of the resource of `key` (as `state`, afterStatusWrite) reports one of
+   * the operator's own status writes (then it and the writes before it are forgotten). Any other
+   * event forgets them all: what comes after a change of someone else's is a change.
+   */
+  ownWrite(key: string, state: string): boolean {
+    const pending = this.ownWrites.get(key);
+    const at = pending?.indexOf(state) ?? -1;
+    if (at < 0) {
+      this.ownWrites.delete(key);
+      return false;
+    }
+    pending!.splice(0, at + 1);
+    if (!pending!.length) this.ownWrites.delete(key);
+    return true;
+  }
 
   constructor(readonly queue: ReconcileQueue) {}
 }
@@ -194,7 +214,7 @@ export class Operator {
         // the status it wrote): nothing to reconcile, and a requeue would end the backoff of a failed
         // reconcile at once (it retried straight away). Any other change requeues the key.
         informer.on('update', (o: Resource) => {
-          if (term.ownWrites.get(this.keyOf(kind, o.metadata.namespace, o.metadata.name)) === afterStatusWrite(o, o.status)) return;
+          if (term.ownWrite(this.keyOf(kind, o.metadata.namespace, o.metadata.name), afterStatusWrite(o, o.status))) return;
           enqueue(o);
         });
         // Deleted: the reconcile cleans up. A resource that left this instance's selection (its label
@@ -665,7 +685,8 @@ export class Operator {
    */
   private async writeStatus(key: string, kind: ManifestKind, resource: Resource, previous: ResourceStatus, status: ResourceStatus): Promise<Resource | undefined> {
     if (mergePatchOf(previous, status) === undefined) return undefined;
-    this.term?.ownWrites.set(key, afterStatusWrite(resource, status));
+    const term = this.term;
+    if (term) term.ownWrites.set(key, [...(term.ownWrites.get(key) ?? []), afterStatusWrite(resource, status)]);
     return writeStatus(this.custom, kind, resource, previous, status);
   }
 

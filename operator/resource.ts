@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { type CustomObjectsApi, type KubernetesObject, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { apiStatus } from '../kube/kube-config.js';
 import { canonical } from '../src/manifests/canonical.js';
@@ -112,9 +113,9 @@ export async function writeStatus(custom: CustomObjectsApi, kind: ManifestKind, 
 /**
  * A resource as the API server holds it after a write of `status` to it (the resource as read, the
  * resourceVersion and managedFields aside, which every write changes): what the watch reports back
- * of the operator's own status write, as text to compare.
+ * of the operator's own status write, as a hash to compare (kept per resource: not a second copy of the cache).
  */
 export function afterStatusWrite(resource: Resource, status: ResourceStatus | undefined): string {
   const { resourceVersion: _rv, managedFields: _mf, ...metadata } = resource.metadata;
-  return canonical({ ...resource, metadata, status });
+  return createHash('sha256').update(canonical({ ...resource, metadata, status })).digest('base64');
 }
