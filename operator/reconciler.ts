@@ -819,14 +819,14 @@ export class Operator {
 
   /**
    * The warnings of a resource's manifest, which the hub holds already, as an apply would answer
-   * them now (nothing applied). One the hub would now refuse (what it depends on changed since) has
-   * none to show: it stays applied as it was.
+   * them now (nothing applied). One the hub would now refuse (what it depends on changed since), or
+   * refuse for now (409), has none to show: it stays applied as it was.
    */
   private async currentWarnings(kind: ManifestKind, resource: Resource, tenantId: number): Promise<string[]> {
     try {
       return await this.hub.warningsOf(kind, tenantId, manifestOf(resource), this.actor);
     } catch (err) {
-      if (err instanceof ValidationError) return [];
+      if (err instanceof ValidationError || err instanceof ConflictError) return [];
       throw err;
     }
   }
