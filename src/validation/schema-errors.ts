@@ -54,7 +54,20 @@ function plainKey(key: string): boolean {
 }
 
 const article = (word: string) => (/^[aeiou]/.test(word) ? 'an' : 'a');
-const quoted = (v: unknown) => JSON.stringify(v);
+/** Of a value quoted back in a message, at most this many characters of its JSON text. */
+export const QUOTED_MAX = 200;
+
+/**
+ * A value as JSON, cut to QUOTED_MAX characters (and its length said) when longer: a 100 KB
+ * `connector_type` came back whole in its 400, and an answer should not echo a caller's body.
+ */
+const quoted = (v: unknown) => {
+  const text = JSON.stringify(v) ?? String(v);
+  if (text.length <= QUOTED_MAX) return text;
+  // Never half a surrogate pair at the cut.
+  const end = /[\uD800-\uDBFF]/.test(text[QUOTED_MAX - 1]!) ? QUOTED_MAX - 1 : QUOTED_MAX;
+  return `${text.slice(0, end)}… (${text.length} characters)`;
+};
 
 /**
  * A schema's errors (all of them, ajv's `allErrors`) with the unknown fields first, each kind in its

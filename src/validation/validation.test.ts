@@ -3,7 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import fc from 'fast-check';
 import { checkManifest } from '../connectors/manifest/validate.js';
 import { depthOf, duplicateJsonKey, findUnstorableText, MAX_JSON_DEPTH, scanJsonText, toStorable, unstorableText } from './input-limits.js';
-import { fieldOf, joinField, schemaIssue } from './schema-errors.js';
+import { fieldOf, joinField, QUOTED_MAX, schemaIssue } from './schema-errors.js';
 
 /** The keys (and indexes) a field path names: `body.a["b.c"][2]` -> ['body', 'a', 'b.c', 2]. */
 function readPath(field: string): Array<string | number> {
@@ -145,6 +145,13 @@ describe('the Ajv translator', () => {
       { field: 'u', message: 'u must be a string or a null' },
     ]);
     expect(issues(schema, { name: '' })).toEqual([{ field: 'name', message: 'name must not be empty' }]);
+    // A long value is quoted cut, its length said: an answer does not echo 100 KB of the caller's body.
+    const long = 'x'.repeat(100_000);
+    expect(issues(schema, { name: 'n', kind: long })).toEqual([{ field: 'kind', message: `kind must be one of a, b; got "${'x'.repeat(QUOTED_MAX - 1)}… (100002 characters)` }]);
+    // Not half a surrogate pair at the cut.
+    const emoji = `"${'😀'.repeat(150)}"`.length;
+    const [cut] = issues(schema, { name: 'n', kind: '😀'.repeat(150) });
+    expect(cut!.message).toBe(`kind must be one of a, b; got "${'😀'.repeat((QUOTED_MAX - 2) / 2)}… (${emoji} characters)`);
     expect(issues(schema, 'text')).toEqual([{ field: '', message: 'body must be an object' }]);
   });
 });
