@@ -65,6 +65,9 @@ interface WorkflowRow {
   name: string;
   spec: WorkflowSpec;
   tracked_since: Date;
+  /** `tracked_since` to the microsecond (a Date keeps milliseconds), as PostgreSQL writes it. */
+  tracked: string;
+  baseline_done: boolean;
 }
 
 const ident = (name: string) => pg.escapeIdentifier(name);
@@ -82,7 +85,7 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
   // A deactivated tenant's workflows are not swept: no spell changes, no decision (docs/workflows.md).
   const { rows } = await db.crossTenantQuery<WorkflowRow>(
     'workflow-sweep',
-    `select w.id, w.tenant_id, w.name, w.spec, w.tracked_since from workflows.workflows w
+    `select w.id, w.tenant_id, w.name, w.spec, w.tracked_since, w.tracked_since::text as tracked, w.baseline_done from workflows.workflows w
       where ${activeTenant('w.tenant_id')}
       order by w.tenant_id, w.name`,
   );
@@ -109,15 +112,16 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
   const result = { records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
   let firstSkipped: string | undefined;
   const readable = await db.withTenant(w.tenant_id, async (tx): Promise<{ relation: string } | { problem: string }> => {
-    const entity = await loadEntity(tx, w.spec.entity);
-    if (!entity) return { problem: `entity ${w.spec.entity} does not exist` };
-    if (!entity.columns.some((c) => c.name === w.spec.stateColumn)) return { problem: `entity ${w.spec.entity} has no column ${w.spec.stateColumn}` };
-    try {
-      return { relation: await entityRelation(tx, entity) };
-    } catch (err) {
-      if (err instanceof EntityDefinitionError) return { problem: err.message };
-      throw err;
+    const found = await readableEntity(tx, w);
+    // An entity that cannot be read has no record the hub can see: the first pass after the apply
+    // is over, having found none. Records that appear later (a source table written after the
+    // apply) start their spells when the sweep sees them, not at the apply: dated from the apply,
+    // they were announced dormant at their first sighting. (Not after a re-apply that changed the
+    // entity or the state column since the tick read the workflow: that one's first pass is its own.)
+    if ('problem' in found && !w.baseline_done) {
+      await tx.query('update workflows.workflows set baseline_done = true where id = $1 and tracked_since = $2::timestamptz and not baseline_done', [w.id, w.tracked]);
     }
+    return found;
   });
   const key = `${w.tenant_id}:${w.name}`;
   if ('problem' in readable) {
@@ -226,6 +230,19 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
     );
   }
   return result;
+}
+
+/** The workflow's entity as a relation to read, or why it cannot be read now. */
+async function readableEntity(tx: Tx, w: WorkflowRow): Promise<{ relation: string } | { problem: string }> {
+  const entity = await loadEntity(tx, w.spec.entity);
+  if (!entity) return { problem: `entity ${w.spec.entity} does not exist` };
+  if (!entity.columns.some((c) => c.name === w.spec.stateColumn)) return { problem: `entity ${w.spec.entity} has no column ${w.spec.stateColumn}` };
+  try {
+    return { relation: await entityRelation(tx, entity) };
+  } catch (err) {
+    if (err instanceof EntityDefinitionError) return { problem: err.message };
+    throw err;
+  }
 }
 
 /** What a part written without asking does: all of it, as the write transaction finds it. */
