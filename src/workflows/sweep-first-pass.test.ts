@@ -4,15 +4,17 @@ import { stringify } from 'yaml';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
+import { applySweptWorkflow } from '../../test/harness/workflow-fixture.js';
 import type { Database } from '../db/database.js';
 import { sweepWorkflows } from './sweep.js';
 
 /**
  * The first complete pass after an apply dates the spells it finds from the apply (docs/workflows.md,
- * "Dormancy": records already there when the workflow was applied), on the real PostgreSQL. A record
- * the hub could not have seen there is not dated from the apply: one that appeared after it, its
- * source table not written yet at the first ticks, used to be, so it was announced dormant at its
- * first sighting.
+ * "Dormancy": records already there when the workflow was applied), on the real PostgreSQL. What it
+ * does not date from the apply: records the hub could not have seen there, and states the hub saw
+ * change. A record that appeared after the apply (its source table not written yet) and a record
+ * seen by a first pass that stopped before its end and then changed state used to be dated from the
+ * apply, so they were announced dormant at their first sighting.
  */
 
 let hub: TestHub;
@@ -61,5 +63,37 @@ describe('the first pass after an apply', () => {
     const { rows } = await owner.query<{ fresh: boolean }>(`select s.since > w.tracked_since + interval '2 seconds' as fresh from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'later-status'`);
     expect(rows).toEqual([{ fresh: true }]);
     expect(await decided('later-status')).toEqual([]);
+  });
+
+  it('dates a state it saw change from when it saw it, after a first pass that stopped before its end', async () => {
+    await owner.query(`delete from workflows.workflows where name = 'later-status'`);
+    await applySweptWorkflow(hub, owner, { name: 'broken', records: 3, key: "'p' || g", status: "'prospect'", states: ['prospect', 'active'], dormancy: { after: '2s', states: ['prospect', 'active'] } });
+    // The first pass writes its first part (p1, batch 1), then stops: its second part's transaction fails.
+    let parts = 0;
+    const failing = Object.create(hub.services.db) as Database;
+    failing.withTenant = (tenantId, fn) =>
+      hub.services.db.withTenant(tenantId, (tx) =>
+        fn({
+          tenantId: tx.tenantId,
+          query: async (text, values, options) => {
+            if (/ for share$/.test(text) && ++parts === 2) throw new Error('the process stopped here');
+            return tx.query(text, values, options) as never;
+          },
+        }),
+      );
+    expect(await sweep(failing, 1)).toMatchObject({ workflows: 0 });
+    const spells = async () => (await owner.query<{ key: string; state: string; at_apply: boolean }>(`select s.record_key as key, s.state, abs(extract(epoch from s.since - w.tracked_since)) < 0.001 as at_apply from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'broken-status' order by 1`)).rows;
+    expect(await spells()).toEqual([{ key: 'p1', state: 'prospect', at_apply: true }]);
+    // p1 moves on; once `after` has passed since the apply, the next pass completes the first.
+    await owner.query(`update ext_t1.broken_partners set status = 'active' where external_id = 'p1'`);
+    await sinceApply('broken-status', 2.5);
+    expect(await sweep()).toMatchObject({ workflows: 1, records: 3, started: 3, emitted: 2 });
+    // p2 and p3 were there at the apply and in their state since; p1 was seen prospect after it, then active.
+    expect(await spells()).toEqual([
+      { key: 'p1', state: 'active', at_apply: false },
+      { key: 'p2', state: 'prospect', at_apply: true },
+      { key: 'p3', state: 'prospect', at_apply: true },
+    ]);
+    expect(await decided('broken-status')).toEqual(['p2', 'p3']);
   });
 });

@@ -363,12 +363,15 @@ async function batchSpells(tx: Tx, w: WorkflowRow, prev: string | null, last: st
   if (!seen.length) return 0;
   // A new record, or another state: a new spell (not yet notified). The records whose spell holds
   // (most of them, most ticks) are left out before the insert: a conflicting insert costs an index
-  // insertion attempt per row, a lookup much less.
+  // insertion attempt per row, a lookup much less. A record whose spell is replaced was seen in
+  // another state since the workflow was tracked (a reset drops every spell): its new state starts
+  // now, even during a first pass that dates from the apply what it finds (one that went on from an
+  // earlier pass stopped before its end).
   const started = await tx.query(
     `insert into workflows.spells (tenant_id, workflow_id, record_key, state, since)
      select core.current_tenant(), $1, b.k, b.s, $4 from unnest($2::text[], $3::text[]) as b(k, s)
       where not exists (select 1 from workflows.spells h where h.workflow_id = $1 and ($5::text is null or h.record_key > $5) and ($6::text is null or h.record_key <= $6) and h.record_key = b.k and h.state = b.s)
-     on conflict (workflow_id, record_key) do update set state = excluded.state, since = excluded.since, notified_at = null
+     on conflict (workflow_id, record_key) do update set state = excluded.state, since = now(), notified_at = null
        where spells.state is distinct from excluded.state`,
     [w.id, keys, seen.map((r) => r.s), since, prev, last],
   );
