@@ -347,7 +347,8 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     });
     // Workflow dormancy: one decision per record and spell (spells are marked in the emitting transaction).
     leaderClocks.schedule('workflow-dormancy', { every: config.duration('svc.workflow.sweep.every') }, async () => {
-      const done = await services.workflows.sweep();
+      // A tick ends early once this process stops leading or stops: the next leader's tick goes on.
+      const done = await services.workflows.sweep(() => leaderClocks.running());
       if (done.emitted || done.ended) logger().debug(done, 'workflow dormancy sweep');
     });
     await leadership.start();

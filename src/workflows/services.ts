@@ -16,8 +16,11 @@ export interface WorkflowServices {
   get(tenantId: TenantId, name: string): Promise<WorkflowDetail>;
   /** Case-insensitive name; 404 when unknown. */
   remove(tenantId: TenantId, name: string): Promise<void>;
-  /** One dormancy sweep over every tenant's workflows (the leader's clock runs it). */
-  sweep(): Promise<SweepResult>;
+  /**
+   * One dormancy sweep over every tenant's workflows (the leader's clock runs it); it ends early,
+   * after the fetch in hand, once `going` answers false (leadership lost, the process stopping).
+   */
+  sweep(going?: () => boolean): Promise<SweepResult>;
 }
 
 export function createWorkflowServices(deps: { db: Database; events: EventWriter; sweepBatch: number }): WorkflowServices {
@@ -33,6 +36,6 @@ export function createWorkflowServices(deps: { db: Database; events: EventWriter
     remove: async (t, name) => {
       if (!(await db.withTenant(t, (tx) => deleteWorkflow(tx, name)))) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
     },
-    sweep: () => sweepWorkflows(db, deps.events, { batch: deps.sweepBatch }),
+    sweep: (going) => sweepWorkflows(db, deps.events, { batch: deps.sweepBatch, going }),
   };
 }

@@ -80,7 +80,13 @@ const ident = (name: string) => pg.escapeIdentifier(name);
 const unreadable = new Map<string, string>();
 const UNREADABLE_MAX = 10_000;
 
-export async function sweepWorkflows(db: Database, events: EventWriter, opts: { batch: number }): Promise<SweepResult> {
+/**
+ * One tick over every active tenant's workflows. `going`, asked before each workflow and each fetch,
+ * says whether the tick may go on (the process still leads and is not stopping): once it answers
+ * false the tick ends after the fetch in hand, leaving the rest to the next tick (of the new leader).
+ */
+export async function sweepWorkflows(db: Database, events: EventWriter, opts: { batch: number; going?: () => boolean }): Promise<SweepResult> {
+  const going = opts.going ?? (() => true);
   const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
   // A deactivated tenant's workflows are not swept: no spell changes, no decision (docs/workflows.md).
   const { rows } = await db.crossTenantQuery<WorkflowRow>(
@@ -90,8 +96,9 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
       order by w.tenant_id, w.name`,
   );
   for (const w of rows) {
+    if (!going()) break;
     try {
-      const one = await sweepWorkflow(db, events, w, opts.batch);
+      const one = await sweepWorkflow(db, events, w, opts.batch, going);
       if (!one) continue;
       total.workflows++;
       total.records += one.records;
@@ -108,7 +115,7 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
 }
 
 /** One complete pass over one workflow's entity; undefined when its entity cannot be read now, or another pass has it. */
-async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, batch: number): Promise<Omit<SweepResult, 'workflows'> | undefined> {
+async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, batch: number, going: () => boolean): Promise<Omit<SweepResult, 'workflows'> | undefined> {
   const result = { records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
   let firstSkipped: string | undefined;
   const readable = await db.withTenant(w.tenant_id, async (tx): Promise<{ relation: string } | { problem: string }> => {
@@ -159,6 +166,8 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
     let prev: string | null = null;
     let wroteAll = false;
     for (;;) {
+      // Leadership lost or the process stopping: the pass ends here (a first pass is completed by a later one).
+      if (!going()) break;
       const { rows } = await reader.query<{ k: string; s: string | null }>(`fetch forward ${batch} from sweep`);
       // The records read are written WRITE_ROWS at a time, each part in its own transaction (the
       // last part of the last read runs to the end of the keys): see WRITE_ROWS.

@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { ownerClient } from '../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { applySweptWorkflow } from '../../test/harness/workflow-fixture.js';
+import type { Database } from '../db/database.js';
+import { sweepWorkflows } from './sweep.js';
+
+/**
+ * A dormancy sweep tick whose process loses the leadership (or stops) during it, on the real
+ * PostgreSQL: it ends after the fetch in hand, and leaves the workflows it has not reached to the
+ * next tick, of the new leader. It used to sweep every workflow of every tenant to the end beside
+ * the new leader's tick, and held the process's stop until then.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = await ownerClient(hub.ownerUrl);
+  for (const name of ['first', 'second']) {
+    await applySweptWorkflow(hub, owner, { name, records: 3, key: "'p' || g", status: "'prospect'", states: ['prospect', 'active'], dormancy: { after: '1h', states: ['prospect'] } });
+  }
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+});
+
+const spells = async () =>
+  (await owner.query<{ name: string; n: number }>(`select w.name, count(s.*)::int as n from workflows.workflows w left join workflows.spells s on s.workflow_id = w.id group by w.name order by w.name`)).rows;
+
+describe('a sweep tick whose process stops leading', () => {
+  it('ends after the fetch in hand; the next tick sweeps the rest', async () => {
+    // The leadership is lost once the first part of the first workflow is written.
+    let leading = true;
+    const db = hub.services.db;
+    const losing = Object.create(db) as Database;
+    losing.withTenant = (tenantId, fn) =>
+      db.withTenant(tenantId, (tx) =>
+        fn({
+          tenantId: tx.tenantId,
+          query: async (text, values, options) => {
+            const answer = await tx.query(text, values, options);
+            if (/ for share$/.test(text)) leading = false;
+            return answer as never;
+          },
+        }),
+      );
+    const tick = await sweepWorkflows(losing, hub.services.events, { batch: 1, going: () => leading });
+    expect(tick).toMatchObject({ workflows: 1, records: 1, started: 1 });
+    expect(await spells()).toEqual([
+      { name: 'first-status', n: 1 },
+      { name: 'second-status', n: 0 },
+    ]);
+    // The new leader's tick.
+    expect(await sweepWorkflows(db, hub.services.events, { batch: 1, going: () => true })).toMatchObject({ workflows: 2, records: 6, started: 5 });
+    expect(await spells()).toEqual([
+      { name: 'first-status', n: 3 },
+      { name: 'second-status', n: 3 },
+    ]);
+  });
+});
