@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { until } from '../../test/harness/until.js';
 import { applySweptWorkflow } from '../../test/harness/workflow-fixture.js';
 import type { Database } from '../db/database.js';
 import { sweepWorkflows } from './sweep.js';
@@ -61,5 +62,37 @@ describe('a sweep tick whose process stops leading', () => {
       { name: 'first-status', n: 3 },
       { name: 'second-status', n: 3 },
     ]);
+  });
+});
+
+describe('a sweep tick during which a tenant is deactivated', () => {
+  it('leaves its workflows from the next part: no spell written, nothing announced', async () => {
+    await owner.query(`delete from workflows.workflows where name in ('first-status', 'second-status')`);
+    await applySweptWorkflow(hub, owner, { name: 'third', records: 3, key: "'p' || g", status: "'prospect'", states: ['prospect'], dormancy: { after: '1s', states: ['prospect'] } });
+    await until('the spells to come due at the first pass', async () => (await owner.query(`select now() - tracked_since > interval '1.1 seconds' as due from workflows.workflows where name = 'third-status'`)).rows[0]?.due);
+    // The tenant is deactivated once the first part (p1) is written.
+    const db = hub.services.db;
+    const deactivating = Object.create(db) as Database;
+    deactivating.withTenant = (tenantId, fn) =>
+      db.withTenant(tenantId, (tx) =>
+        fn({
+          tenantId: tx.tenantId,
+          query: async (text, values, options) => {
+            const answer = await tx.query(text, values, options);
+            if (/ for share$/.test(text)) await owner.query('update core.tenants set active = false where id = 1');
+            return answer as never;
+          },
+        }),
+      );
+    try {
+      expect(await sweepWorkflows(deactivating, hub.services.events, { batch: 1 })).toMatchObject({ records: 1, started: 1, emitted: 1 });
+      const { rows } = await owner.query<{ key: string }>(`select payload->>'key' as key from events.outbox where type = 'decision.dormant.third-status' order by 1`);
+      expect(rows.map((r) => r.key)).toEqual(['p1']);
+      expect((await spells()).find((r) => r.name === 'third-status')).toEqual({ name: 'third-status', n: 1 });
+    } finally {
+      await owner.query('update core.tenants set active = true where id = 1');
+    }
+    // Active again: swept.
+    expect(await sweepWorkflows(db, hub.services.events, { batch: 1 })).toMatchObject({ records: 3, started: 2, emitted: 2 });
   });
 });

@@ -195,9 +195,11 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
         const before = result.started + result.ended + result.emitted;
         if (todo.spells || todo.due || todo.baseline) {
           stop = await db.withTenant(w.tenant_id, async (tx) => {
-            // The workflow as it is now, locked against a re-apply until this part commits.
+            // The workflow as it is now, locked against a re-apply until this part commits; none
+            // when its tenant was deactivated since the tick began (its background work stops from
+            // the next batch, docs/admin.md).
             const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; since: Date; spec: WorkflowSpec }>(
-              'select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since, spec from workflows.workflows where id = $1 for share',
+              `select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since, spec from workflows.workflows where id = $1 and ${activeTenant('tenant_id')} for share`,
               [w.id],
             );
             const now = current[0];
@@ -290,7 +292,8 @@ async function partsWork(reader: Tx, w: WorkflowRow, parts: Part[], interval: st
 /**
  * What each of some parts of a fetch has to write, in one read on the reader's connection: READ COMMITTED,
  * so it sees what is committed now (not the cursor's snapshot), and a read takes no transaction id.
- * 'stop' when the workflow was deleted or re-applied on another entity or state column. Otherwise,
+ * 'stop' when the workflow was deleted or re-applied on another entity or state column, or its
+ * tenant deactivated. Otherwise,
  * for each part, `spells` when its range's spells are not exactly its records `seen` in their
  * states (a spell to start, change or end), `due` when one of its spells is due (at the statement's
  * time, which precedes the write transaction's `now()`), `baseline` for the last part of the first
@@ -318,7 +321,7 @@ async function fetchWork(reader: Tx, w: WorkflowRow, parts: Part[], interval: st
   // Each part's answer is a scalar subquery (1: its spells differ, 2: one is due), planned on its
   // own: as joined subqueries, ten of them cost PostgreSQL ~7 ms of planning, more than their reads.
   const text = `select w.tracked_since, w.baseline_done, array[${ranges.join(',\n              ')}]::int[] as work
-       from workflows.workflows w where w.id = $1`;
+       from workflows.workflows w where w.id = $1 and ${activeTenant('w.tenant_id')}`;
   const { rows } = await reader.query<{ tracked_since: Date; baseline_done: boolean; work: number[] }>(text, values);
   const now = rows[0];
   if (!now || changedSince(now, w)) return 'stop';
