@@ -79,7 +79,8 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
        set entity = excluded.entity, scope = excluded.scope, state_column = excluded.state_column,
            manifest = excluded.manifest, spec = excluded.spec, updated_by = excluded.updated_by, updated_at = now(),
            tracked_since = case when (workflows.entity, workflows.state_column) = (excluded.entity, excluded.state_column) then workflows.tracked_since else now() end,
-           baseline_done = case when (workflows.entity, workflows.state_column) = (excluded.entity, excluded.state_column) then workflows.baseline_done else false end
+           baseline_done = case when (workflows.entity, workflows.state_column) = (excluded.entity, excluded.state_column) then workflows.baseline_done else false end,
+           baseline_upto = case when (workflows.entity, workflows.state_column) = (excluded.entity, excluded.state_column) then workflows.baseline_upto end
      returning id, (xmax = 0) as created, tracked_since = now() as reset`,
     [draft.name, spec.entity, scope, spec.stateColumn, JSON.stringify(manifest), JSON.stringify(spec), opts.actor ?? null],
   );

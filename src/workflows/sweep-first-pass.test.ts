@@ -45,6 +45,23 @@ const sinceApply = async (workflow: string, seconds: number) =>
 const decided = async (workflow: string) =>
   (await owner.query<{ key: string }>(`select payload->>'key' as key from events.outbox where tenant_id = 1 and type = $1 order by 1`, [`decision.dormant.${workflow}`])).rows.map((r) => r.key);
 
+/** The database, but a sweep's second part written fails: a pass that stops there, as a process that stopped would. */
+function stoppingAtSecondPart(): Database {
+  let parts = 0;
+  const failing = Object.create(hub.services.db) as Database;
+  failing.withTenant = (tenantId, fn) =>
+    hub.services.db.withTenant(tenantId, (tx) =>
+      fn({
+        tenantId: tx.tenantId,
+        query: async (text, values, options) => {
+          if (/ for share$/.test(text) && ++parts === 2) throw new Error('the process stopped here');
+          return tx.query(text, values, options) as never;
+        },
+      }),
+    );
+  return failing;
+}
+
 describe('the first pass after an apply', () => {
   it('dates from the apply no record that appeared after it: an entity that could not be read had none there', async () => {
     const columns = [
@@ -69,19 +86,7 @@ describe('the first pass after an apply', () => {
     await owner.query(`delete from workflows.workflows where name = 'later-status'`);
     await applySweptWorkflow(hub, owner, { name: 'broken', records: 3, key: "'p' || g", status: "'prospect'", states: ['prospect', 'active'], dormancy: { after: '2s', states: ['prospect', 'active'] } });
     // The first pass writes its first part (p1, batch 1), then stops: its second part's transaction fails.
-    let parts = 0;
-    const failing = Object.create(hub.services.db) as Database;
-    failing.withTenant = (tenantId, fn) =>
-      hub.services.db.withTenant(tenantId, (tx) =>
-        fn({
-          tenantId: tx.tenantId,
-          query: async (text, values, options) => {
-            if (/ for share$/.test(text) && ++parts === 2) throw new Error('the process stopped here');
-            return tx.query(text, values, options) as never;
-          },
-        }),
-      );
-    expect(await sweep(failing, 1)).toMatchObject({ workflows: 0 });
+    expect(await sweep(stoppingAtSecondPart(), 1)).toMatchObject({ workflows: 0 });
     const spells = async () => (await owner.query<{ key: string; state: string; at_apply: boolean }>(`select s.record_key as key, s.state, abs(extract(epoch from s.since - w.tracked_since)) < 0.001 as at_apply from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'broken-status' order by 1`)).rows;
     expect(await spells()).toEqual([{ key: 'p1', state: 'prospect', at_apply: true }]);
     // p1 moves on; once `after` has passed since the apply, the next pass completes the first.
@@ -95,5 +100,22 @@ describe('the first pass after an apply', () => {
       { key: 'p3', state: 'prospect', at_apply: true },
     ]);
     expect(await decided('broken-status')).toEqual(['p2', 'p3']);
+  });
+
+  it('dates from the apply no record new where a first pass that stopped before its end had been', async () => {
+    await owner.query(`delete from workflows.workflows where name = 'broken-status'`);
+    await applySweptWorkflow(hub, owner, { name: 'gap', records: 3, key: "'p' || g", status: "'prospect'", states: ['prospect'], dormancy: { after: '2s', states: ['prospect'] } });
+    // The first pass writes its first part (p1, batch 1), then stops.
+    expect(await sweep(stoppingAtSecondPart(), 1)).toMatchObject({ workflows: 0 });
+    // Then p0 is written: a key the stopped pass had passed (before p1). It was not there at the apply.
+    await owner.query(`insert into ext_t1.gap_partners (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status) values (1, 'p0', 'h0', '{}', $1, $2, 'prospect')`, [CONNECTOR, ENDPOINT]);
+    await sinceApply('gap-status', 2.5);
+    expect(await sweep()).toMatchObject({ workflows: 1, records: 4, started: 3, emitted: 3 });
+    expect(await decided('gap-status')).toEqual(['p1', 'p2', 'p3']);
+    // A re-apply on another state column starts a first pass of its own, from nothing.
+    const upto = async () => (await owner.query<{ baseline_upto: string | null; baseline_done: boolean }>(`select baseline_upto, baseline_done from workflows.workflows where name = 'gap-status'`)).rows[0];
+    expect(await upto()).toEqual({ baseline_upto: 'p1', baseline_done: true });
+    await hub.services.workflows.apply(1, { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: 'gap-status' }, spec: { entity: 'gap', stateColumn: 'id', states: ['p0'], dormancy: { after: '2s' } } }, 'test');
+    expect(await upto()).toEqual({ baseline_upto: null, baseline_done: false });
   });
 });

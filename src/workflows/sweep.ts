@@ -19,7 +19,8 @@ import type { WorkflowSpec } from './types.js';
  * (a part with nothing to do, found by one read per fetch beside the cursor, opens no transaction: see fetchWork):
  *
  * - a record seen in a state it had no spell in gets a new spell (`since`: now, or the workflow's
- *   `tracked_since` during the first complete pass after the entity or state column was set);
+ *   `tracked_since` during the first complete pass after the entity or state column was set, for a
+ *   new record beyond `baseline_upto`, how far a first pass stopped before its end had gone);
  * - a spell whose record the range no longer holds (or holds without a state) ends;
  * - a spell in one of `dormancy.states` older than `dormancy.after` and not yet notified is marked
  *   notified, and its `decision.dormant.<workflow>` is emitted in that same transaction: once per
@@ -198,13 +199,13 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
             // The workflow as it is now, locked against a re-apply until this part commits; none
             // when its tenant was deactivated since the tick began (its background work stops from
             // the next batch, docs/admin.md).
-            const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; since: Date; spec: WorkflowSpec }>(
-              `select tracked_since, baseline_done, case when baseline_done then now() else tracked_since end as since, spec from workflows.workflows where id = $1 and ${activeTenant('tenant_id')} for share`,
+            const { rows: current } = await tx.query<{ tracked_since: Date; baseline_done: boolean; baseline_upto: string | null; since: Date; spec: WorkflowSpec }>(
+              `select tracked_since, baseline_done, baseline_upto, case when baseline_done then now() else tracked_since end as since, spec from workflows.workflows where id = $1 and ${activeTenant('tenant_id')} for share`,
               [w.id],
             );
             const now = current[0];
             if (!now || changedSince(now, w)) return true;
-            const started = todo.spells ? await batchSpells(tx, w, prev, last, seen, now.since, result) : 0;
+            const started = todo.spells ? await batchSpells(tx, w, prev, last, seen, now.since, now.baseline_done ? null : now.baseline_upto, result) : 0;
             // Announced by the dormancy as stored now: a re-apply since the tick read the workflows
             // (another `after`, other states, none) keeps the spells, and its dormancy decides, not the tick's copy.
             const stored = { ...w, spec: now.spec };
@@ -212,6 +213,10 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
             // A spell started now may be due at once (the first pass dates its spells from the apply).
             if (dueAfter && (todo.due || started > 0)) await emitDue(tx, events, stored, prev, last, dueAfter, result);
             if (last === null && !now.baseline_done) await tx.query('update workflows.workflows set baseline_done = true where id = $1', [w.id]);
+            // How far the first pass has gone, for a pass that completes it if this one stops before its end.
+            else if (!now.baseline_done) {
+              await tx.query('update workflows.workflows set baseline_upto = $2 where id = $1 and (baseline_upto is null or baseline_upto < $2)', [w.id, last]);
+            }
             return false;
           });
         }
@@ -362,8 +367,21 @@ function arraysDigest(seen: Array<{ k: string; s: string | null }>): Buffer {
   return hash.update(out.subarray(0, at)).digest();
 }
 
-/** Spells of the key range (prev, last] (to the end when `last` is null) from the records seen there; the spells started. */
-async function batchSpells(tx: Tx, w: WorkflowRow, prev: string | null, last: string | null, seen: Array<{ k: string; s: string | null }>, since: Date, result: { started: number; ended: number }): Promise<number> {
+/**
+ * Spells of the key range (prev, last] (to the end when `last` is null) from the records seen there; the spells started.
+ * `since` dates a new record's spell; during a first pass, `upto` is how far an earlier one stopped
+ * before its end had gone: a record new at or before it starts its spell now.
+ */
+async function batchSpells(
+  tx: Tx,
+  w: WorkflowRow,
+  prev: string | null,
+  last: string | null,
+  seen: Array<{ k: string; s: string | null }>,
+  since: Date,
+  upto: string | null,
+  result: { started: number; ended: number },
+): Promise<number> {
   const keys = seen.map((r) => r.k);
   const ended = await tx.query(
     `delete from workflows.spells s
@@ -381,11 +399,11 @@ async function batchSpells(tx: Tx, w: WorkflowRow, prev: string | null, last: st
   // earlier pass stopped before its end).
   const started = await tx.query(
     `insert into workflows.spells (tenant_id, workflow_id, record_key, state, since)
-     select core.current_tenant(), $1, b.k, b.s, $4 from unnest($2::text[], $3::text[]) as b(k, s)
+     select core.current_tenant(), $1, b.k, b.s, case when b.k <= $7::text then now() else $4::timestamptz end from unnest($2::text[], $3::text[]) as b(k, s)
       where not exists (select 1 from workflows.spells h where h.workflow_id = $1 and ($5::text is null or h.record_key > $5) and ($6::text is null or h.record_key <= $6) and h.record_key = b.k and h.state = b.s)
      on conflict (workflow_id, record_key) do update set state = excluded.state, since = now(), notified_at = null
        where spells.state is distinct from excluded.state`,
-    [w.id, keys, seen.map((r) => r.s), since, prev, last],
+    [w.id, keys, seen.map((r) => r.s), since, prev, last, upto],
   );
   result.started += started.rowCount ?? 0;
   return started.rowCount ?? 0;
