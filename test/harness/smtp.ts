@@ -43,6 +43,12 @@ export interface SmtpServerOptions {
   tls?: { key: string; cert: string };
   /** Recipients refused at RCPT TO (550 5.1.1), as a server without such a mailbox does. */
   refuse?: string[];
+  /**
+   * Called with each message once it is kept (counted in `messages`), before the server answers
+   * 250: what it returns is awaited first, so a test can hold the answer (a client killed then has
+   * sent the message without knowing it was taken).
+   */
+  beforeAnswer?: (message: ReceivedMail) => Promise<void> | undefined;
 }
 
 export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<TestSmtpServer> {
@@ -82,8 +88,9 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
               parsed,
             });
             for (const wake of waiters.splice(0)) wake();
-            callback();
+            return options.beforeAnswer?.(messages[messages.length - 1]!);
           })
+          .then(() => callback())
           .catch(callback);
       });
     },
