@@ -14,8 +14,10 @@ export interface StallRelay {
   readonly endpoint: string;
   /** From now on nothing passes, either way; connections stay open. */
   stall(): void;
-  /** From now on bytes pass again (what was dropped meanwhile stays lost). */
+  /** From now on bytes pass again (what was dropped meanwhile stays lost; a `stallAfter` not reached yet is dropped too). */
   resume(): void;
+  /** Lets `bytes` more bytes pass from clients to the server, then stalls (a request cut off part-way). */
+  stallAfter(bytes: number): void;
   /** Connections the relay has taken from clients so far. */
   readonly connections: number;
   /** From now on the server's answers are dropped; what the client sends still reaches the server. */
@@ -30,6 +32,18 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
   let answering = true;
   const sockets = new Set<Socket>();
   let connections = 0;
+  let budget: number | undefined;
+  const pass = (server: Socket, chunk: Buffer) => {
+    if (stalled) return;
+    if (budget !== undefined && chunk.length >= budget) {
+      server.write(chunk.subarray(0, budget));
+      budget = undefined;
+      stalled = true;
+      return;
+    }
+    if (budget !== undefined) budget -= chunk.length;
+    server.write(chunk);
+  };
   const relay = createServer((client) => {
     connections += 1;
     const server = connect(upstreamPort, upstreamHost);
@@ -38,7 +52,7 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
       socket.on('close', () => sockets.delete(socket));
       socket.on('error', () => undefined);
     }
-    client.on('data', (chunk) => void (stalled || server.write(chunk)));
+    client.on('data', (chunk: Buffer) => pass(server, chunk));
     server.on('data', (chunk) => void (stalled || !answering || client.write(chunk)));
     client.on('end', () => void (stalled || server.end()));
     server.on('end', () => void (stalled || client.end()));
@@ -53,6 +67,10 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
     },
     resume() {
       stalled = false;
+      budget = undefined;
+    },
+    stallAfter(bytes) {
+      budget = bytes;
     },
     get connections() {
       return connections;
