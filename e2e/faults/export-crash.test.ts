@@ -1,13 +1,13 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { stringify } from 'yaml';
 import { type DemoSource, startDemoSource } from '../../src/demo-source/server.js';
 import { INTERRUPTED_REASON } from '../../src/exports/runs/ledger.js';
 import { createTestDatabase } from '../../test/harness/database.js';
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
 import { type StallRelay, startStallRelay } from '../../test/harness/stall-relay.js';
 import { until } from '../../test/harness/until.js';
+import { seedPartners } from './partners.js';
 import { type HubProcess, killAll, startHubProcess } from './processes.js';
 
 /**
@@ -63,46 +63,12 @@ async function call(hub: HubProcess, method: string, path: string, body?: unknow
   }
 }
 
-/**
- * Tenant 1 with `ext.big_partners` (the demo source's partners through a connector run, and EXTRA
- * rows more with long names), entity `partner` over it and the S3 secrets.
- */
+/** Tenant 1 with `ext.big_partners` (with EXTRA rows of long names), entity `partner` over it and the S3 secrets. */
 async function seed(hub: HubProcess, owner: pg.Client): Promise<number> {
-  for (const [name, value] of [['DEMO_PASSWORD', 'demo-password'], ['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey]]) {
+  for (const [name, value] of [['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey]]) {
     expect((await call(hub, 'POST', '/api/platform/secrets', { name, value })).status).toBe(201);
   }
-  const connector = stringify({
-    apiVersion: 'connectors.svc.io/v1',
-    kind: 'Connector',
-    metadata: { name: 'big' },
-    connector_type: 'rest-generic',
-    spec: {
-      base_url: demo.url,
-      auth: { kind: 'basic', username: 'demo', password_env: 'DEMO_PASSWORD' },
-      default_rate_limit: '1000/s',
-      endpoints: [
-        {
-          id: 'partners',
-          path: '/offset/partners',
-          pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 200, response_path: '$.data', total_path: '$.total' },
-          target: { kind: 'hybrid', table: 'ext.big_partners', unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }] },
-        },
-      ],
-    },
-  });
-  expect((await call(hub, 'POST', '/api/connectors/apply', connector, 'application/yaml')).status).toBe(201);
-  const runId = ((await call(hub, 'POST', '/api/connectors/big/runs')).json.runs as Array<{ id: string }>)[0]!.id;
-  const run = await until('the connector run', async () => {
-    const r = (await call(hub, 'GET', `/api/platform/runs/${runId}`)).json;
-    return r.status !== 'Running' && r;
-  }, { timeoutMs: 30_000 });
-  expect(run).toMatchObject({ status: 'Completed' });
-  await owner.query(
-    `insert into ext_t1.big_partners (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, name)
-       select 1, 'x' || i, 'h' || i, '{}', c.connector_id, c.endpoint_id, repeat('n', 120) || i
-         from generate_series(1, $1::int) as i, (select connector_id, endpoint_id from ext_t1.big_partners limit 1) as c`,
-    [EXTRA],
-  );
+  const rows = await seedPartners(hub, owner, { url: demo.url, rows: 2400 }, 'big_partners', 'name', { rows: EXTRA, value: "repeat('n', 120) || i" });
   const entity = {
     apiVersion: 'apps.svc.io/v1',
     kind: 'Entity',
@@ -110,7 +76,7 @@ async function seed(hub: HubProcess, owner: pg.Client): Promise<number> {
     spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'name', type: 'text' }], sources: [{ table: 'ext.big_partners', key: 'external_id', columns: { id: 'external_id', name: 'name' } }] },
   };
   expect((await call(hub, 'POST', '/api/entities/apply', entity)).status).toBe(201);
-  return 2400 + EXTRA;
+  return rows;
 }
 
 /** The hub's log without its request lines. */
