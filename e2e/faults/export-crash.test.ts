@@ -7,7 +7,7 @@ import { createTestDatabase } from '../../test/harness/database.js';
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
 import { type StallRelay, startStallRelay } from '../../test/harness/stall-relay.js';
 import { until } from '../../test/harness/until.js';
-import { seedPartners } from './partners.js';
+import { exportKey, partnersExport, seedExportedPartners } from './partners.js';
 import { type HubProcess, killAll, startHubProcess } from './processes.js';
 
 /**
@@ -24,8 +24,6 @@ import { type HubProcess, killAll, startHubProcess } from './processes.js';
 
 const H = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
 const BUCKET = 'drops';
-/** Rows besides the demo source's: about 20 MB of CSV, three parts of 8 MiB. */
-const EXTRA = 150_000;
 const CLOCKS = {
   SVC_EXPORT_HEARTBEAT_EVERY: '300ms',
   SVC_EXPORT_RUN_STALE_AFTER: '2s',
@@ -63,43 +61,9 @@ async function call(hub: HubProcess, method: string, path: string, body?: unknow
   }
 }
 
-/** Tenant 1 with `ext.big_partners` (with EXTRA rows of long names), entity `partner` over it and the S3 secrets. */
-async function seed(hub: HubProcess, owner: pg.Client): Promise<number> {
-  for (const [name, value] of [['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey]]) {
-    expect((await call(hub, 'POST', '/api/platform/secrets', { name, value })).status).toBe(201);
-  }
-  const rows = await seedPartners(hub, owner, { url: demo.url, rows: 2400 }, 'big_partners', 'name', { rows: EXTRA, value: "repeat('n', 120) || i" });
-  const entity = {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Entity',
-    metadata: { name: 'partner' },
-    spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'name', type: 'text' }], sources: [{ table: 'ext.big_partners', key: 'external_id', columns: { id: 'external_id', name: 'name' } }] },
-  };
-  expect((await call(hub, 'POST', '/api/entities/apply', entity)).status).toBe(201);
-  return rows;
-}
-
 /** The hub's log without its request lines. */
 function hubSaid(hub: HubProcess): string {
   return hub.output().split(/\n(?=\[)/).filter((line) => !line.includes('INFO: request')).join('\n').slice(-3000);
-}
-
-function exportManifest(schedule: string) {
-  return {
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Export',
-    metadata: { name: 'big' },
-    spec: {
-      scope: 'crm',
-      source: { entity: 'partner' },
-      columns: ['id', 'name'],
-      order: ['id'],
-      format: { kind: 'csv' },
-      destination: { kind: 's3', bucket: BUCKET, filename: 'big-${timestamp}.csv', endpoint: relay.endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' },
-      mode: 'snapshot',
-      schedule,
-    },
-  };
 }
 
 describe('kill -9 of the hub mid export run', () => {
@@ -110,12 +74,12 @@ describe('kill -9 of the hub mid export run', () => {
     owners.push(owner);
     // The first process's scheduler claims the current minute's slot at its next tick.
     const first = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_TICK: '500ms' });
-    const rows = await seed(first, owner);
+    const rows = await seedExportedPartners(first, owner, { url: demo.url, rows: 2400 }, s3);
     // The upload is cut off part-way through its second part: the first part is with S3.
     relay.stallAfter(12 * 1024 * 1024);
-    expect((await call(first, 'POST', '/api/exports/apply', exportManifest('* * * * *'))).status).toBe(201);
+    expect((await call(first, 'POST', '/api/exports/apply', partnersExport(relay.endpoint, BUCKET, '* * * * *'))).status).toBe(201);
     const running = await until('the scheduled run to be mid-upload', async () => {
-      // The second part under way (it never ends: the relay stops 4 MiB into it), the first with S3.
+      // The second part under way (it does not end: the relay holds it 4 MiB in), the first with S3.
       if (!s3.requests.some((r) => r.url.includes('partNumber=2'))) return undefined;
       const uploads = s3.listMultipartUploads(BUCKET);
       if (!(uploads.length === 1 && uploads[0]!.parts === 1)) return undefined;
@@ -125,7 +89,7 @@ describe('kill -9 of the hub mid export run', () => {
     expect(running).toMatchObject({ status: 'Running' });
     await first.crash();
     const runId = running.id as string;
-    const key = `big-${(running.artifact_time as Date).toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '')}.csv`;
+    const key = exportKey(running.artifact_time as Date);
     expect(s3.getObject(BUCKET, key)).toBeUndefined();
 
     // The next process (scheduler off: this minute's slot is the crashed run's, and a new minute's

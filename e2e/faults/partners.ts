@@ -58,3 +58,49 @@ export async function seedPartners(
   );
   return demo.rows + extra.rows;
 }
+
+/** CSV rows an exported partner takes: about 130 bytes, so that 150,000 make some 20 MB (three parts of 8 MiB). */
+export const EXPORTED_EXTRA = 150_000;
+
+/**
+ * Tenant 1 ready to export entity `partner` to S3: `ext.big_partners` (the demo source's partners
+ * and EXPORTED_EXTRA rows of long names), the entity over it, the S3 secrets `S3_KEY` and
+ * `S3_SECRET`. Returns the number of rows.
+ */
+export async function seedExportedPartners(hub: HubProcess, owner: pg.Client, demo: { url: string; rows: number }, s3: { accessKeyId: string; secretAccessKey: string }): Promise<number> {
+  const send = async (path: string, body: unknown) =>
+    (await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'content-type': 'application/json' }, body: JSON.stringify(body) })).status;
+  for (const [name, value] of [['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey]]) expect(await send('/api/platform/secrets', { name, value })).toBe(201);
+  const rows = await seedPartners(hub, owner, demo, 'big_partners', 'name', { rows: EXPORTED_EXTRA, value: "repeat('n', 120) || i" });
+  const entity = {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Entity',
+    metadata: { name: 'partner' },
+    spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'name', type: 'text' }], sources: [{ table: 'ext.big_partners', key: 'external_id', columns: { id: 'external_id', name: 'name' } }] },
+  };
+  expect(await send('/api/entities/apply', entity)).toBe(201);
+  return rows;
+}
+
+/** Export `big` of entity `partner` to bucket `bucket` at `endpoint`, file `big-<artifact time>.csv`. */
+export function partnersExport(endpoint: string, bucket: string, schedule?: string) {
+  return {
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Export',
+    metadata: { name: 'big' },
+    spec: {
+      scope: 'crm',
+      source: { entity: 'partner' },
+      columns: ['id', 'name'],
+      order: ['id'],
+      format: { kind: 'csv' },
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the manifest's file-name token, not a template string
+      destination: { kind: 's3', bucket, filename: 'big-${timestamp}.csv', endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' },
+      mode: 'snapshot',
+      ...(schedule ? { schedule } : {}),
+    },
+  };
+}
+
+/** The key `big-${timestamp}.csv` names for an artifact time. */
+export const exportKey = (artifactTime: Date) => `big-${artifactTime.toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '')}.csv`;

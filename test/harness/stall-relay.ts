@@ -14,9 +14,13 @@ export interface StallRelay {
   readonly endpoint: string;
   /** From now on nothing passes, either way; connections stay open. */
   stall(): void;
-  /** From now on bytes pass again (what was dropped meanwhile stays lost; a `stallAfter` not reached yet is dropped too). */
+  /** From now on bytes pass again (what was dropped meanwhile stays lost, what `stallAfter` held passes; a `stallAfter` not reached yet is called off). */
   resume(): void;
-  /** Lets `bytes` more bytes pass from clients to the server, then stalls (a request cut off part-way). */
+  /**
+   * Lets `bytes` more bytes pass from clients to the server, then holds the rest: from then on the
+   * relay reads nothing more from its clients (their writes back up, as to a server that stopped
+   * reading), nothing is dropped, and `resume()` passes what was held.
+   */
   stallAfter(bytes: number): void;
   /** Connections the relay has taken from clients so far. */
   readonly connections: number;
@@ -33,12 +37,23 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
   const sockets = new Set<Socket>();
   let connections = 0;
   let budget: number | undefined;
-  const pass = (server: Socket, chunk: Buffer) => {
+  let holding = false;
+  const held: Array<() => void> = [];
+  const hold = (client: Socket, server: Socket, chunk: Buffer) => {
+    client.pause();
+    held.push(() => {
+      server.write(chunk);
+      client.resume();
+    });
+  };
+  const pass = (client: Socket, server: Socket, chunk: Buffer) => {
     if (stalled) return;
+    if (holding) return hold(client, server, chunk);
     if (budget !== undefined && chunk.length >= budget) {
       server.write(chunk.subarray(0, budget));
+      hold(client, server, chunk.subarray(budget));
       budget = undefined;
-      stalled = true;
+      holding = true;
       return;
     }
     if (budget !== undefined) budget -= chunk.length;
@@ -52,7 +67,7 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
       socket.on('close', () => sockets.delete(socket));
       socket.on('error', () => undefined);
     }
-    client.on('data', (chunk: Buffer) => pass(server, chunk));
+    client.on('data', (chunk: Buffer) => pass(client, server, chunk));
     server.on('data', (chunk) => void (stalled || !answering || client.write(chunk)));
     client.on('end', () => void (stalled || server.end()));
     server.on('end', () => void (stalled || client.end()));
@@ -68,6 +83,8 @@ export async function startStallRelay(upstreamPort: number, upstreamHost = '127.
     resume() {
       stalled = false;
       budget = undefined;
+      holding = false;
+      for (const release of held.splice(0)) release();
     },
     stallAfter(bytes) {
       budget = bytes;
