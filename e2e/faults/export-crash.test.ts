@@ -1,24 +1,28 @@
 import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { type DemoSource, startDemoSource } from '../../src/demo-source/server.js';
 import { INTERRUPTED_REASON } from '../../src/exports/runs/ledger.js';
 import { createTestDatabase } from '../../test/harness/database.js';
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
+import { startSshd, type TestSshd } from '../../test/harness/sshd.js';
 import { type StallRelay, startStallRelay } from '../../test/harness/stall-relay.js';
 import { until } from '../../test/harness/until.js';
-import { exportKey, partnersExport, seedExportedPartners } from './partners.js';
+import { exportKey, partnersExport, s3Destination, seedExportedPartners } from './partners.js';
 import { type HubProcess, killAll, startHubProcess } from './processes.js';
 
 /**
- * kill -9 of a real `svc-hub all` process in the middle of a scheduled export run to S3 (the S3
- * harness the export tests use, behind a TCP relay that stops passing bytes part-way through the
- * upload's second part, so the kill lands mid-publication whatever the machine's speed), then a new
- * process on the same database. What docs/exports.md and exports-destinations.md state:
+ * kill -9 of a real `svc-hub all` process in the middle of a scheduled export run, to S3 (the S3
+ * harness the export tests use) and to SFTP (the real OpenSSH server of test/harness/sshd.ts), each
+ * behind a TCP relay that holds the upload part-way (so the kill lands mid-publication whatever the
+ * machine's speed), then a new process on the same database. What docs/exports.md and
+ * exports-destinations.md state:
  * - the interrupted-run sweep of the next process fails the run `interrupted` ("Interrupted runs");
- * - nothing is at the final name: the crash leaves at most an incomplete multipart upload, which the
- *   hub never cleans ("What a crash leaves behind");
- * - no automatic retry; a retry (same artifact time, so the same key) publishes the file, every row
+ * - nothing is at the final name: the crash leaves at most an incomplete multipart upload (S3) or a
+ *   `<name>.<uuid>.part` file next to it (SFTP), which the hub never cleans ("What a crash leaves behind");
+ * - no automatic retry; a retry (same artifact time, so the same name) publishes the file, every row
  *   once; the slot is then delivered, and a second retry of the crashed run is 409 `already delivered`.
  */
 
@@ -33,20 +37,74 @@ const CLOCKS = {
 
 let demo: DemoSource;
 let s3: TestS3;
-let relay: StallRelay;
+let sshd: TestSshd;
+const relays: StallRelay[] = [];
 const owners: pg.Client[] = [];
+
+/** A destination of the export, behind its relay, and what the test looks at in it. */
+interface Target {
+  relay: StallRelay;
+  destination(): Record<string, unknown>;
+  secrets(): Array<[string, string]>;
+  /** The file at the final name, if any. */
+  published(key: string): Buffer | undefined;
+  /** Whether the upload is part-way (and held there by the relay). */
+  midUpload(): boolean;
+  /** What the crash is documented to leave behind, and nothing at the final name. */
+  leftBehind(key: string): unknown;
+  location(key: string): string;
+}
+
+const partFiles = () => readdirSync(sshd.root).filter((name) => name.endsWith('.part'));
+const TARGETS: Record<'s3' | 'sftp', () => Target> = {
+  s3: () => ({
+    relay: relays[0]!,
+    destination: () => s3Destination(relays[0]!.endpoint, BUCKET),
+    secrets: () => [],
+    published: (key) => s3.getObject(BUCKET, key)?.body,
+    // The second part under way (it does not end: the relay holds it 4 MiB in), the first with S3.
+    midUpload: () => s3.requests.some((r) => r.url.includes('partNumber=2')) && s3.listMultipartUploads(BUCKET)[0]?.parts === 1,
+    leftBehind: (key) => expect(s3.listMultipartUploads(BUCKET)).toEqual([expect.objectContaining({ key })]),
+    location: (key) => `s3://${BUCKET}/${key}`,
+  }),
+  sftp: () => ({
+    relay: relays[1]!,
+    destination: () => ({
+      kind: 'sftp',
+      host: '127.0.0.1',
+      port: relays[1]!.port,
+      user: sshd.user,
+      path: `${sshd.root}/big-\${timestamp}.csv`,
+      password_env: 'SFTP_PASSWORD',
+      host_key_fingerprint: sshd.fingerprint,
+    }),
+    secrets: () => [['SFTP_PASSWORD', sshd.password]],
+    published: (key) => (readdirSync(sshd.root).includes(key) ? readFileSync(join(sshd.root, key)) : undefined),
+    // The .part file well under way (the relay holds the upload after 12 MiB of the connection).
+    midUpload: () => partFiles().some((name) => statSync(join(sshd.root, name)).size > 4 * 1024 * 1024),
+    leftBehind: (key) => {
+      const parts = partFiles();
+      expect(parts).toHaveLength(1);
+      expect(parts[0]).toMatch(new RegExp(`^${key.replace('.', '\\.')}\\.[0-9a-f-]{36}\\.part$`));
+    },
+    location: (key) => `sftp://${sshd.user}@127.0.0.1:${relays[1]!.port}${sshd.root}/${key}`,
+  }),
+};
 
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 2400, log: () => undefined });
   s3 = await startS3({ region: 'eu-west-3' });
   s3.createBucket(BUCKET);
-  relay = await startStallRelay(Number(new URL(s3.endpoint).port));
+  // A user of its own: one sshd harness per user at a time.
+  sshd = await startSshd({ user: 'svc-sftp-fault' });
+  relays.push(await startStallRelay(Number(new URL(s3.endpoint).port)), await startStallRelay(sshd.port));
 });
 
 afterAll(async () => {
   await killAll();
   for (const owner of owners) await owner.end();
-  await relay?.close();
+  for (const relay of relays) await relay.close();
+  await sshd?.stop();
   await s3?.stop();
   await demo?.close();
 });
@@ -66,8 +124,10 @@ function hubSaid(hub: HubProcess): string {
   return hub.output().split(/\n(?=\[)/).filter((line) => !line.includes('INFO: request')).join('\n').slice(-3000);
 }
 
-describe('kill -9 of the hub mid export run', () => {
+describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid export run to %s', (kind) => {
   it('the run is swept interrupted, nothing is at the final name, a retry delivers the slot once', async () => {
+    const target = TARGETS[kind]();
+    const relay = target.relay;
     const url = await createTestDatabase('fault');
     const owner = new pg.Client({ connectionString: url });
     await owner.connect();
@@ -75,14 +135,12 @@ describe('kill -9 of the hub mid export run', () => {
     // The first process's scheduler claims the current minute's slot at its next tick.
     const first = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_TICK: '500ms' });
     const rows = await seedExportedPartners(first, owner, { url: demo.url, rows: 2400 }, s3);
-    // The upload is cut off part-way through its second part: the first part is with S3.
+    for (const [name, value] of target.secrets()) expect((await call(first, 'POST', '/api/platform/secrets', { name, value })).status).toBe(201);
+    // The upload is held part-way: 12 MiB of it pass.
     relay.stallAfter(12 * 1024 * 1024);
-    expect((await call(first, 'POST', '/api/exports/apply', partnersExport(relay.endpoint, BUCKET, '* * * * *'))).status).toBe(201);
+    expect((await call(first, 'POST', '/api/exports/apply', partnersExport(target.destination(), '* * * * *'))).status).toBe(201);
     const running = await until('the scheduled run to be mid-upload', async () => {
-      // The second part under way (it does not end: the relay holds it 4 MiB in), the first with S3.
-      if (!s3.requests.some((r) => r.url.includes('partNumber=2'))) return undefined;
-      const uploads = s3.listMultipartUploads(BUCKET);
-      if (!(uploads.length === 1 && uploads[0]!.parts === 1)) return undefined;
+      if (!target.midUpload()) return undefined;
       const { rows: runs } = await owner.query(`select id::text, status, slot, artifact_time from exports.runs`);
       return runs.length === 1 && runs[0];
     }, { timeoutMs: 60_000, everyMs: 50, detail: () => hubSaid(first) });
@@ -90,7 +148,7 @@ describe('kill -9 of the hub mid export run', () => {
     await first.crash();
     const runId = running.id as string;
     const key = exportKey(running.artifact_time as Date);
-    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+    expect(target.published(key)).toBeUndefined();
 
     // The next process (scheduler off: this minute's slot is the crashed run's, and a new minute's
     // slot would be another run) sweeps the run; nothing retries it by itself.
@@ -101,9 +159,9 @@ describe('kill -9 of the hub mid export run', () => {
       return run.status !== 'Running' && run;
     }, { timeoutMs: 20_000, detail: () => hubSaid(second) });
     expect(swept).toMatchObject({ status: 'Failed', failureCode: 'interrupted', failureReason: INTERRUPTED_REASON, trigger: 'scheduled', sha256: null });
-    // Nothing at the final name; the crash's incomplete multipart upload stays (the hub never cleans it).
-    expect(s3.getObject(BUCKET, key)).toBeUndefined();
-    expect(s3.listMultipartUploads(BUCKET)).toEqual([expect.objectContaining({ key })]);
+    // Nothing at the final name; what the crash left stays (the hub never cleans it).
+    expect(target.published(key)).toBeUndefined();
+    target.leftBehind(key);
     expect((await owner.query('select count(*)::int as n from exports.runs')).rows[0].n).toBe(1);
 
     const retried = await call(second, 'POST', `/api/exports/big/runs/${runId}/retry`);
@@ -112,19 +170,18 @@ describe('kill -9 of the hub mid export run', () => {
     const done = await until('the retry', async () => {
       const run = (await call(second, 'GET', `/api/exports/big/runs/${retryId}`)).json;
       return run.status !== 'Running' && run;
-    }, { timeoutMs: 60_000, detail: () => `${JSON.stringify(s3.requests.slice(-6))}; ${hubSaid(second)}` });
-    expect(done).toMatchObject({ status: 'Completed', rowCount: rows, retryOf: runId, attempt: 2, slot: swept.slot, location: `s3://${BUCKET}/${key}` });
-    const object = s3.getObject(BUCKET, key)!;
-    expect(createHash('sha256').update(object.body).digest('hex')).toBe(done.sha256);
-    const lines = object.body.toString('utf8').trimEnd().split('\n');
+    }, { timeoutMs: 60_000, detail: () => hubSaid(second) });
+    expect(done).toMatchObject({ status: 'Completed', rowCount: rows, retryOf: runId, attempt: 2, slot: swept.slot, location: target.location(key) });
+    const object = target.published(key)!;
+    expect(createHash('sha256').update(object).digest('hex')).toBe(done.sha256);
+    const lines = object.toString('utf8').trimEnd().split('\n');
     expect(lines).toHaveLength(rows + 1); // the header, every row once
     expect(new Set(lines).size).toBe(lines.length);
     // The slot is delivered: retrying the crashed run again is refused, and nothing else was published.
     const again = await call(second, 'POST', `/api/exports/big/runs/${runId}/retry`);
     expect(again.status).toBe(409);
     expect(JSON.stringify(again.json)).toContain('already delivered');
-    const completes = s3.requests.filter((r) => r.method === 'POST' && r.url.includes('uploadId=') && r.status === 200);
-    expect(completes).toHaveLength(1);
+    target.leftBehind(key); // the crash's leftover, still the only one
     await second.stop();
   }, 180_000);
 });

@@ -9,7 +9,7 @@ import { type DemoSource, startDemoSource } from '../../src/demo-source/server.j
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
 import { type StallRelay, startStallRelay } from '../../test/harness/stall-relay.js';
 import { until } from '../../test/harness/until.js';
-import { exportKey, partnersExport, seedExportedPartners } from './partners.js';
+import { exportKey, partnersExport, s3Destination, seedExportedPartners } from './partners.js';
 import { type HubProcess, killAll, startHubProcess } from './processes.js';
 
 /**
@@ -73,7 +73,7 @@ describe('PostgreSQL stopped and restarted while an export streams', () => {
     let owner = new pg.Client({ connectionString: server.url });
     await owner.connect();
     const rows = await seedExportedPartners(hub, owner, { url: demo.url, rows: 2400 }, s3);
-    expect((await fetch(`${hub.url}/api/exports/apply`, { method: 'POST', headers: H, body: JSON.stringify(partnersExport(relay.endpoint, BUCKET)) })).status).toBe(201);
+    expect((await fetch(`${hub.url}/api/exports/apply`, { method: 'POST', headers: H, body: JSON.stringify(partnersExport(s3Destination(relay.endpoint, BUCKET))) })).status).toBe(201);
 
     relay.stallAfter(12 * 1024 * 1024);
     const started = await fetch(`${hub.url}/api/exports/big/runs`, { method: 'POST', headers: H });

@@ -82,24 +82,20 @@ export async function seedExportedPartners(hub: HubProcess, owner: pg.Client, de
   return rows;
 }
 
-/** Export `big` of entity `partner` to bucket `bucket` at `endpoint`, file `big-<artifact time>.csv`. */
-export function partnersExport(endpoint: string, bucket: string, schedule?: string) {
+/** Export `big` of entity `partner` to `destination` (its file named `big-${timestamp}.csv`: exportKey). */
+export function partnersExport(destination: Record<string, unknown>, schedule?: string) {
   return {
     apiVersion: 'apps.svc.io/v1',
     kind: 'Export',
     metadata: { name: 'big' },
-    spec: {
-      scope: 'crm',
-      source: { entity: 'partner' },
-      columns: ['id', 'name'],
-      order: ['id'],
-      format: { kind: 'csv' },
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: the manifest's file-name token, not a template string
-      destination: { kind: 's3', bucket, filename: 'big-${timestamp}.csv', endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' },
-      mode: 'snapshot',
-      ...(schedule ? { schedule } : {}),
-    },
+    spec: { scope: 'crm', source: { entity: 'partner' }, columns: ['id', 'name'], order: ['id'], format: { kind: 'csv' }, destination, mode: 'snapshot', ...(schedule ? { schedule } : {}) },
   };
+}
+
+/** The S3 destination of partnersExport: bucket `bucket` at `endpoint`, the secrets seedExportedPartners stores. */
+export function s3Destination(endpoint: string, bucket: string): Record<string, unknown> {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the manifest's file-name token, not a template string
+  return { kind: 's3', bucket, filename: 'big-${timestamp}.csv', endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' };
 }
 
 /** The key `big-${timestamp}.csv` names for an artifact time. */
