@@ -7,6 +7,7 @@ import pg from 'pg';
 import { type EmbeddedDatabase, freePort, startEmbedded } from '../../src/db/embedded.js';
 import { type DemoSource, startDemoSource } from '../../src/demo-source/server.js';
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
+import { type CommitRelay, startCommitRelay } from '../../test/harness/s3-relay.js';
 import { type StallRelay, startStallRelay } from '../../test/harness/stall-relay.js';
 import { until } from '../../test/harness/until.js';
 import { exportKey, partnersExport, s3Destination, seedExportedPartners } from './partners.js';
@@ -14,11 +15,14 @@ import { type HubProcess, killAll, startHubProcess } from './processes.js';
 
 /**
  * The hub's PostgreSQL stopped and started again while an export run streams its snapshot to S3 (the
- * upload held by a relay 4 MiB into its second part while the database stops, so that the rest of
- * the snapshot is still to be read). What docs/exports.md states: reading the snapshot failed, so the
+ * upload held by a relay 4 MiB into its first part while the database stops, so that most of the
+ * snapshot is still to be read). What docs/exports.md states: reading the snapshot failed, so the
  * run fails `generation`, nothing published (the multipart upload aborted); its end, which cannot be
  * recorded while the database is away, is recorded once it is back ("tries again every second"); the
  * same process recovers (no restart) and a retry of the run publishes the file, every row once.
+ * And stopped while the file is being published (S3 has stored it, its answer held by a relay):
+ * once the destination has published, the connection lost changes nothing, and the run is recorded
+ * Completed with its receipt once the database is back (step 5 of "What a run does").
  */
 
 const BUCKET = 'drops';
@@ -28,18 +32,21 @@ const servers: EmbeddedDatabase[] = [];
 let demo: DemoSource;
 let s3: TestS3;
 let relay: StallRelay;
+let commitRelay: CommitRelay;
 
 beforeAll(async () => {
   demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 2400, log: () => undefined });
   s3 = await startS3({ region: 'eu-west-3' });
   s3.createBucket(BUCKET);
   relay = await startStallRelay(Number(new URL(s3.endpoint).port));
+  commitRelay = await startCommitRelay(s3.endpoint, BUCKET);
 });
 
 afterAll(async () => {
   await killAll();
   for (const server of servers) await server.stop();
   await relay?.close();
+  await commitRelay?.close();
   await s3?.stop();
   await demo?.close();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -51,6 +58,16 @@ async function startServer(options: Parameters<typeof startEmbedded>[0]): Promis
   return started;
 }
 
+/** An embedded PostgreSQL of its own in a fresh directory, and its start again on the same port. */
+async function freshServer(): Promise<{ server: EmbeddedDatabase; restart(): Promise<EmbeddedDatabase> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-fault-pg-'));
+  chmodSync(dir, 0o755);
+  dirs.push(dir);
+  const port = await freePort();
+  const server = await startServer({ dataDir: join(dir, 'data'), database: 'svc', port });
+  return { server, restart: () => startServer({ dataDir: join(dir, 'data'), database: 'svc', port }) };
+}
+
 async function get(hub: HubProcess, path: string): Promise<Record<string, unknown>> {
   return (await (await fetch(`${hub.url}${path}`, { headers: H })).json()) as Record<string, unknown>;
 }
@@ -60,11 +77,8 @@ const said = (hub: HubProcess) => hub.output().split(/\n(?=\[)/).filter((line) =
 
 describe('PostgreSQL stopped and restarted while an export streams', () => {
   it('the run fails generation with nothing published, its end recorded once the database is back; the same hub retries it to completion', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-fault-pg-'));
-    chmodSync(dir, 0o755);
-    dirs.push(dir);
-    const port = await freePort();
-    let server = await startServer({ dataDir: join(dir, 'data'), database: 'svc', port });
+    const fresh = await freshServer();
+    let server = fresh.server;
     const hub = await startHubProcess('all', server.url, {
       SVC_SCHEDULER_ENABLED: 'false',
       SVC_EXPORT_HEARTBEAT_EVERY: '300ms',
@@ -72,16 +86,18 @@ describe('PostgreSQL stopped and restarted while an export streams', () => {
     });
     let owner = new pg.Client({ connectionString: server.url });
     await owner.connect();
-    const rows = await seedExportedPartners(hub, owner, { url: demo.url, rows: 2400 }, s3);
+    // About 40 MB, so that much of the snapshot is still unread while the upload is held (the hub
+    // reads a part, 8 MiB, into memory before sending it, and socket buffers hold a few more).
+    const rows = await seedExportedPartners(hub, owner, { url: demo.url, rows: 2400 }, s3, 300_000);
     expect((await fetch(`${hub.url}/api/exports/apply`, { method: 'POST', headers: H, body: JSON.stringify(partnersExport(s3Destination(relay.endpoint, BUCKET))) })).status).toBe(201);
 
-    relay.stallAfter(12 * 1024 * 1024);
+    relay.stallAfter(4 * 1024 * 1024);
     const started = await fetch(`${hub.url}/api/exports/big/runs`, { method: 'POST', headers: H });
     expect(started.status).toBe(202);
     const runId = ((await started.json()) as { runId: string }).runId;
     const run = (await owner.query(`select artifact_time from exports.runs where id = $1`, [runId])).rows[0];
     const key = exportKey(run.artifact_time as Date);
-    await until('the run to be mid-upload', () => s3.requests.some((r) => r.url.includes('partNumber=2')) && s3.listMultipartUploads(BUCKET)[0]?.parts === 1, {
+    await until('the run to be mid-upload', () => s3.requests.some((r) => r.url.includes('partNumber=1')) && s3.listMultipartUploads(BUCKET)[0]?.parts === 0, {
       timeoutMs: 60_000,
       everyMs: 50,
       detail: () => said(hub),
@@ -102,7 +118,7 @@ describe('PostgreSQL stopped and restarted while an export streams', () => {
     expect(s3.getObject(BUCKET, key)).toBeUndefined();
     await until('the multipart upload to be aborted', () => s3.listMultipartUploads(BUCKET).length === 0, { timeoutMs: 10_000 });
 
-    server = await startServer({ dataDir: join(dir, 'data'), database: 'svc', port });
+    server = await fresh.restart();
     await until('readiness to come back', async () => (await ready()) === 200, { timeoutMs: 30_000, everyMs: 100, detail: () => said(hub) });
     const failed = await until('the run\'s end to be recorded', async () => {
       const r = await get(hub, `/api/exports/big/runs/${runId}`);
@@ -131,6 +147,52 @@ describe('PostgreSQL stopped and restarted while an export streams', () => {
     const runs = await owner.query(`select status, failure_code from exports.runs order by started_at`);
     await owner.end();
     expect(runs.rows).toEqual([{ status: 'Failed', failure_code: 'generation' }, { status: 'Completed', failure_code: null }]);
+    expect(await hub.stop()).toBe(0);
+    await server.stop();
+  }, 180_000);
+
+  it('stopped while the file is being published: the run is recorded Completed with its receipt once the database is back', async () => {
+    const fresh = await freshServer();
+    let server = fresh.server;
+    const hub = await startHubProcess('all', server.url, { SVC_SCHEDULER_ENABLED: 'false', SVC_EXPORT_HEARTBEAT_EVERY: '300ms', SVC_LEADER_CHECK_EVERY: '300ms' });
+    let owner = new pg.Client({ connectionString: server.url });
+    await owner.connect();
+    // The demo source's partners only: one PutObject, whose answer the relay holds.
+    const rows = await seedExportedPartners(hub, owner, { url: demo.url, rows: 2400 }, s3, 0);
+    await owner.end();
+    const key = 'published.csv';
+    expect((await fetch(`${hub.url}/api/exports/apply`, { method: 'POST', headers: H, body: JSON.stringify(partnersExport(s3Destination(commitRelay.endpoint, BUCKET, key))) })).status).toBe(201);
+    const held = commitRelay.hold(key);
+    const started = await fetch(`${hub.url}/api/exports/big/runs`, { method: 'POST', headers: H });
+    expect(started.status).toBe(202);
+    const runId = ((await started.json()) as { runId: string }).runId;
+    await held.stored; // the file is at S3, the hub does not know it yet
+
+    await server.stop();
+    const ready = async () => (await fetch(`${hub.url}/q/health/ready`).catch(() => undefined))?.status;
+    await until('readiness to go down', async () => (await ready()) === 503, { timeoutMs: 20_000, everyMs: 100, detail: () => said(hub) });
+    held.release();
+    await until('the run to have its receipt, its end not recordable', () => said(hub).includes('its end could not be recorded (the database is unavailable)'), {
+      timeoutMs: 30_000,
+      everyMs: 100,
+      detail: () => said(hub),
+    });
+
+    server = await fresh.restart();
+    await until('readiness to come back', async () => (await ready()) === 200, { timeoutMs: 30_000, everyMs: 100, detail: () => said(hub) });
+    const done = await until("the run's end to be recorded", async () => {
+      const r = await get(hub, `/api/exports/big/runs/${runId}`);
+      return r.status !== 'Running' && r;
+    }, { timeoutMs: 20_000, detail: () => said(hub) });
+    const object = s3.getObject(BUCKET, key)!;
+    expect(done).toMatchObject({ status: 'Completed', rowCount: rows, failureCode: null, location: `s3://${BUCKET}/${key}`, sha256: createHash('sha256').update(object.body).digest('hex') });
+    expect(object.body.toString('utf8').trimEnd().split('\n')).toHaveLength(rows + 1);
+    expect(hub.child.exitCode).toBeNull();
+    owner = new pg.Client({ connectionString: server.url });
+    await owner.connect();
+    const runs = await owner.query('select status from exports.runs');
+    await owner.end();
+    expect(runs.rows).toEqual([{ status: 'Completed' }]);
     expect(await hub.stop()).toBe(0);
     await server.stop();
   }, 180_000);

@@ -64,14 +64,20 @@ export const EXPORTED_EXTRA = 150_000;
 
 /**
  * Tenant 1 ready to export entity `partner` to S3: `ext.big_partners` (the demo source's partners
- * and EXPORTED_EXTRA rows of long names), the entity over it, the S3 secrets `S3_KEY` and
- * `S3_SECRET`. Returns the number of rows.
+ * and `extra` rows of long names, EXPORTED_EXTRA unless told), the entity over it, the S3 secrets
+ * `S3_KEY` and `S3_SECRET`. Returns the number of rows.
  */
-export async function seedExportedPartners(hub: HubProcess, owner: pg.Client, demo: { url: string; rows: number }, s3: { accessKeyId: string; secretAccessKey: string }): Promise<number> {
+export async function seedExportedPartners(
+  hub: HubProcess,
+  owner: pg.Client,
+  demo: { url: string; rows: number },
+  s3: { accessKeyId: string; secretAccessKey: string },
+  extra = EXPORTED_EXTRA,
+): Promise<number> {
   const send = async (path: string, body: unknown) =>
     (await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'content-type': 'application/json' }, body: JSON.stringify(body) })).status;
   for (const [name, value] of [['S3_KEY', s3.accessKeyId], ['S3_SECRET', s3.secretAccessKey]]) expect(await send('/api/platform/secrets', { name, value })).toBe(201);
-  const rows = await seedPartners(hub, owner, demo, 'big_partners', 'name', { rows: EXPORTED_EXTRA, value: "repeat('n', 120) || i" });
+  const rows = await seedPartners(hub, owner, demo, 'big_partners', 'name', { rows: extra, value: "repeat('n', 120) || i" });
   const entity = {
     apiVersion: 'apps.svc.io/v1',
     kind: 'Entity',
@@ -82,7 +88,7 @@ export async function seedExportedPartners(hub: HubProcess, owner: pg.Client, de
   return rows;
 }
 
-/** Export `big` of entity `partner` to `destination` (its file named `big-${timestamp}.csv`: exportKey). */
+/** Export `big` of entity `partner` to `destination`. */
 export function partnersExport(destination: Record<string, unknown>, schedule?: string) {
   return {
     apiVersion: 'apps.svc.io/v1',
@@ -93,9 +99,13 @@ export function partnersExport(destination: Record<string, unknown>, schedule?: 
 }
 
 /** The S3 destination of partnersExport: bucket `bucket` at `endpoint`, the secrets seedExportedPartners stores. */
-export function s3Destination(endpoint: string, bucket: string): Record<string, unknown> {
+export function s3Destination(
+  endpoint: string,
+  bucket: string,
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the manifest's file-name token, not a template string
-  return { kind: 's3', bucket, filename: 'big-${timestamp}.csv', endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' };
+  filename = 'big-${timestamp}.csv',
+): Record<string, unknown> {
+  return { kind: 's3', bucket, filename, endpoint, region: 'eu-west-3', access_key_env: 'S3_KEY', secret_key_env: 'S3_SECRET' };
 }
 
 /** The key `big-${timestamp}.csv` names for an artifact time. */
