@@ -332,7 +332,7 @@ describe('POST /api/connectors/apply', () => {
   it('refuses a body that is not a YAML or JSON object', async () => {
     const bad = await call('POST', '/api/connectors/apply', { body: 'spec: [unclosed' });
     expect(bad.status).toBe(400);
-    expect(bad.body).toEqual({ error: expect.stringMatching(/^body is not valid YAML: /) });
+    expect(bad.body).toEqual({ error: expect.stringMatching(/^body is not valid YAML: /), field: 'body' });
     // Two documents: one request applies one manifest, said in the API's words (not the YAML library's advice to call one of its functions).
     const two = await call('POST', '/api/connectors/apply', { body: `${stringify(manifest(fresh('first')))}---\n${stringify(manifest(fresh('second')))}` });
     expect(two).toMatchObject({
