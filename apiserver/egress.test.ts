@@ -216,3 +216,65 @@ describe('webhooks', () => {
     expect(receiver.on('/hook').length).toBe(before + 1);
   });
 });
+
+/** src/egress/policy.ts unconnectablePort: the one text every check of an outbound URL gives for port 0. */
+const PORT_ZERO = /: port 0 cannot be connected to: give the port the service listens on, or none for the scheme's default$/;
+
+describe('port 0 is refused where a tenant gives an address (a 400 naming the field), not left to fail at connect', () => {
+  it.each(['https://example.com:0/api', 'https://example.com:00/api', 'http://93.184.216.34:0'])('connector apply and validate: base_url %s', async (baseUrl) => {
+    const refused = await post(strict, '/api/connectors/apply', connectorAt('port-zero-source', baseUrl));
+    expect(refused.status).toBe(400);
+    expect(refused.body.field).toBe('spec.base_url');
+    expect(refused.body.error).toMatch(/^spec\.base_url/);
+    expect(refused.body.error).toMatch(PORT_ZERO);
+    expect((await fetch(`${strict.url}/api/connectors/port-zero-source`, { headers: auth })).status).toBe(404);
+    const checked = await post(strict, '/api/connectors/validate', connectorAt('port-zero-source', baseUrl));
+    expect(checked.body.valid).toBe(false);
+    expect(checked.body.errors).toEqual([{ field: 'spec.base_url', message: refused.body.error }]);
+  });
+
+  it('export apply: an S3 endpoint on port 0 is refused naming spec.destination.endpoint; an SFTP port 0 naming spec.destination.port', async () => {
+    expect([200, 201]).toContain((await post(strict, '/api/entities/apply', ITEM_ENTITY)).status);
+    const s3 = itemS3Export('port-zero-s3', 'https://example.com:0');
+    const refused = await post(strict, '/api/exports/apply', s3);
+    expect(refused.status).toBe(400);
+    expect(refused.body.field).toBe('spec.destination.endpoint');
+    expect(refused.body.error).toMatch(/^spec\.destination\.endpoint/);
+    expect(refused.body.error).toMatch(PORT_ZERO);
+
+    const sftp = {
+      ...s3,
+      metadata: { name: 'port-zero-sftp' },
+      spec: {
+        ...s3.spec,
+        destination: { kind: 'sftp', host: 'sftp.example.com', port: 0, user: 'drop', path: '/out/items.csv', password_env: 'SFTP_PASSWORD', host_key_fingerprint: `SHA256:${'A'.repeat(43)}` },
+      },
+    };
+    const sftpRefused = await post(strict, '/api/exports/apply', sftp);
+    expect(sftpRefused.status).toBe(400);
+    expect(sftpRefused.body.field).toBe('spec.destination.port');
+  });
+
+  it('webhook integration: a targetUrl on port 0 is refused naming targetUrl, on create and on update', async () => {
+    const input = { name: 'port-zero-hook', targetUrl: 'https://hooks.example.com:0/svc', eventTypes: ['org.created'], authMode: 'NONE' };
+    const refused = await post(strict, '/api/tenants/1/integrations', input);
+    expect(refused.status).toBe(400);
+    expect(refused.body.field).toBe('targetUrl');
+    expect(refused.body.error).toMatch(PORT_ZERO);
+
+    const created = await post(strict, '/api/tenants/1/integrations', { ...input, targetUrl: 'https://hooks.example.com/svc' });
+    expect(created.status).toBe(201);
+    const patched = await fetch(`${strict.url}/api/tenants/1/integrations/${created.body.id}`, { method: 'PUT', headers: auth, body: JSON.stringify({ targetUrl: 'https://hooks.example.com:0/svc' }) });
+    expect(patched.status).toBe(400);
+    const body = (await patched.json()) as { field: string; error: string };
+    expect(body.field).toBe('targetUrl');
+    expect(body.error).toMatch(PORT_ZERO);
+  });
+
+  it('scaffold: an openapiUrl on port 0 is refused naming openapiUrl, nothing fetched', async () => {
+    const refused = await post(allowing, '/api/connectors/scaffold', { openapiUrl: 'http://127.0.0.1:0/openapi.json', name: 'items' });
+    expect(refused.status).toBe(400);
+    expect(refused.body.field).toBe('openapiUrl');
+    expect(refused.body.error).toMatch(PORT_ZERO);
+  });
+});

@@ -1,5 +1,6 @@
 import { type Dispatcher, request } from 'undici';
 import { describeNetworkError } from '../egress/network-error.js';
+import { unconnectablePort } from '../egress/policy.js';
 import { stringify } from 'yaml';
 import { ValidationError } from '../errors.js';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
@@ -73,6 +74,8 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ValidationError('openapiUrl must be http or https', 'openapiUrl');
   // Never sent, and a relative server address would carry it into the drafted base_url (and every message quoting the URL).
   if (url.username || url.password) throw new ValidationError('openapiUrl must not carry credentials (user:password@ before the host): they are never sent; publish the document where it can be read without them', 'openapiUrl');
+  const port = unconnectablePort(url);
+  if (port) throw new ValidationError(`openapiUrl: ${port}`, 'openapiUrl');
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)) throw new ValidationError('name must be a lower-case name (letters, digits, dashes)', 'name');
   const doc = await fetchDocument(url, options);
   const unreadable = () => new ValidationError(`no readable OpenAPI document at ${url.href}`, 'openapiUrl');

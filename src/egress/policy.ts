@@ -215,6 +215,17 @@ export class EgressPolicy {
   }
 }
 
+/**
+ * Why a URL a tenant gives the hub to connect to (a connector's base_url, a webhook's targetUrl, an
+ * export's S3 endpoint, scaffold's openapiUrl) names a port no connection can be opened to, or
+ * undefined. Port 0 (`https://example.com:0`, `:00`) is a valid URL but a connection to it fails, so
+ * every run or delivery would. Each check that stores or fetches such a URL refuses it, naming its
+ * own field; the text is the same everywhere.
+ */
+export function unconnectablePort(url: URL): string | undefined {
+  return url.port === '0' ? 'port 0 cannot be connected to: give the port the service listens on, or none for the scheme\'s default' : undefined;
+}
+
 function stripBrackets(host: string): string {
   return host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
 }

@@ -1,4 +1,4 @@
-import type { EgressPolicy } from '../egress/policy.js';
+import { type EgressPolicy, unconnectablePort } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
 
 /**
@@ -46,7 +46,8 @@ export function normalizeName(value: string): string {
 /**
  * `targetUrl`: an absolute `http:` or `https:` URL with a host. Refused: other schemes (`ftp:`,
  * `file:`, `javascript:`, …), relative or unparsable text, credentials in the URL (`user:pass@`: use
- * the integration's secret), a `#fragment` (never sent), more than URL_MAX characters, and hosts
+ * the integration's secret), a `#fragment` (never sent), port 0 (no connection reaches it), more
+ * than URL_MAX characters, and hosts
  * the outbound address policy refuses without resolving a name (IP literals in any spelling,
  * `localhost`, metadata names); a name is checked again, resolved, at every delivery.
  */
@@ -69,6 +70,8 @@ export function normalizeTargetUrl(value: string, egress?: EgressPolicy): string
     throw new ValidationError('targetUrl must not carry credentials; set authMode and secret instead', field);
   }
   if (url.hash || text.includes('#')) throw new ValidationError('targetUrl must not carry a #fragment (it is never sent)', field);
+  const port = unconnectablePort(url);
+  if (port) throw new ValidationError(`targetUrl: ${port}`, field);
   const refused = egress?.refusal(url.hostname);
   if (refused) throw new ValidationError(`targetUrl: ${refused.message}`, field);
   return text;

@@ -6,7 +6,7 @@ import { hasTemplate, malformedTemplateNames, withoutTemplates } from '../auth/t
 import { parseWindow, someSlotInWindow, windowText } from '../schedule.js';
 import { EXT_COLUMNS, promoteColumnName, SYSTEM_COLUMNS } from '../target/ddl.js';
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
-import type { EgressPolicy } from '../../egress/policy.js';
+import { type EgressPolicy, unconnectablePort } from '../../egress/policy.js';
 import { type Issue, joinField } from '../../validation/schema-errors.js';
 import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
@@ -286,6 +286,7 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
   const baseProblem = urlProblem(spec.base_url as string);
   if (baseProblem) errors.add('spec.base_url', `spec.base_url must be an absolute http or https URL: ${baseProblem}`);
   else if (hasUserinfo(spec.base_url as string)) errors.add('spec.base_url', REFUSALS.urlCredentials);
+  else if (typeof spec.base_url === 'string' && unconnectablePort(new URL(spec.base_url))) errors.add('spec.base_url', `spec.base_url: ${unconnectablePort(new URL(spec.base_url))}`);
   else if (typeof spec.base_url === 'string' && spec.base_url.includes('?')) errors.add('spec.base_url', REFUSALS.baseQuery);
   else if (typeof spec.base_url === 'string' && spec.base_url.includes('#')) errors.add('spec.base_url', REFUSALS.baseFragment);
   raw.forEach((e, i) => {

@@ -1,6 +1,6 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { cronProblem } from '../../connectors/manifest/validate.js';
-import type { EgressPolicy } from '../../egress/policy.js';
+import { type EgressPolicy, unconnectablePort } from '../../egress/policy.js';
 import { closest } from '../../validation/closest.js';
 import type { Issue } from '../../validation/schema-errors.js';
 import { addSchemaErrors, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
@@ -237,6 +237,7 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
     }
     if (!url || !['http:', 'https:'].includes(url.protocol)) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint must be an http or https URL`);
     else if (url.username || url.password) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint may not carry credentials: name stored secrets in access_key_env and secret_key_env`);
+    else if (unconnectablePort(url)) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint: ${unconnectablePort(url)}`);
     else if (url.protocol === 'http:') warnings.push({ field: `${DESTINATION}.endpoint`, message: 'a plain http endpoint sends the file unencrypted' });
   }
   if (errors.list.length) return undefined;
