@@ -16,6 +16,8 @@ import { createRetrievalServices } from './services.js';
 import { EgressPolicy } from '../egress/policy.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { startReceiver } from '../../test/harness/receiver.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 
 /**
  * Ingestion's hand-off as stored: a written chunk's pending entry carries its rows' hashes (1,000
@@ -521,6 +523,68 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
     answer();
     expect(await next).toBe(1);
     expect(seen).toEqual(['ext.alpha c1: name: Ada', 'ext.beta c1: name: Ada']);
+  });
+
+  it('an unreachable endpoint: the indexer logs the outage once, then at most once a minute with a count, then once when it answers; no error a pass', async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    await chunksOf(1, ['ext.rows 1: name: Ada', 'ext.rows 2: name: Grace']);
+    // A loopback port nothing listens on (taken, then let go): connections are refused, as an endpoint away.
+    let up = false;
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      req.on('end', () => {
+        const input = (JSON.parse(body) as { input: string[] }).input;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', model: 'stand-in-embed', data: input.map((_, index) => ({ object: 'embedding', index, embedding: [1, 0, 0, 0] })) }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port: free } = server.address() as AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const port = new OpenAiEmbedding({ baseUrl: `http://127.0.0.1:${free}/v1`, model: 'stand-in-embed', apiKey: 'sk-test', dimensions: 4, egress: EgressPolicy.open(), maxRetries: 0 });
+    // The time the outage log reads: moved by hand, never slept.
+    let now = Date.parse('2026-12-06T00:00:00Z');
+    const retrieval = createRetrievalServices({
+      db: t.db, embedding: port, chat: undefined, statementTimeoutMs: 5000, platformDocuments: () => [], memoryBudgetBytes: 1 << 20, embedBatch: 8, vectorSearch: 'memory',
+      outageLogEveryMs: 60_000, now: () => now,
+    });
+    const logs = captureLogs('debug');
+    const outageLines = () => logs.lines().filter((l) => String(l.msg).startsWith('retrieval embed: the embedding endpoint'));
+    try {
+      // 30 passes 2 s apart (a minute less 2 s): each fails, none throws, one line.
+      for (let i = 0; i < 30; i++) {
+        expect(await retrieval.indexPass()).toMatchObject({ embedded: 0 });
+        now += 2_000;
+      }
+      expect(outageLines()).toHaveLength(1);
+      expect(outageLines()[0]).toMatchObject({ level: 'error', failure: 'unreachable', failures: 1 });
+      expect(String(outageLines()[0]!.msg)).toMatch(/^retrieval embed: the embedding endpoint is unavailable: .*logged again at most every 60 s while it lasts/);
+      // A minute after the first line: one more, counting the passes since; then none for the next minute.
+      for (let i = 0; i < 30; i++) {
+        await retrieval.indexPass();
+        now += 2_000;
+        expect(outageLines()).toHaveLength(2);
+      }
+      expect(outageLines()[1]).toMatchObject({ level: 'error', failure: 'unreachable', failures: 30, failuresInAll: 31, downMs: 60_000 });
+      expect(String(outageLines()[1]!.msg)).toMatch(/^retrieval embed: the embedding endpoint is still unavailable after 60 s \(30 failed pass\(es\) since the last line, 31 in all\): /);
+      // The endpoint back: one line, the chunks embedded; later passes log nothing more.
+      up = true;
+      await new Promise<void>((resolve) => server.listen(free, '127.0.0.1', resolve));
+      expect(await retrieval.indexPass()).toMatchObject({ embedded: 2 });
+      for (let i = 0; i < 3; i++) await retrieval.indexPass();
+      expect(outageLines()).toHaveLength(3);
+      expect(outageLines()[2]).toMatchObject({ level: 'info', failuresInAll: 60, downMs: 120_000 });
+      expect(String(outageLines()[2]!.msg)).toBe('retrieval embed: the embedding endpoint answers again after 120 s (60 failed pass(es)); indexing resumes');
+      expect(logs.lines().filter((l) => l.level === 'error' || l.level === 'fatal')).toHaveLength(2);
+      expect(logs.raw()).not.toContain('sk-test');
+    } finally {
+      logs.restore();
+      await retrieval.close();
+      if (up) await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 

@@ -6,6 +6,7 @@ import { loggableMessage } from '../observability/database-errors.js';
 import { logger, storableMessage } from '../observability/logger.js';
 import { rowChunkText } from './content.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
+import type { EmbeddingOutage } from './embedding/outage.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { inExtension, vectorLiteral } from './pgvector.js';
 import { existingTable, keyBefore, type Row, settleRowChunks } from './row-chunks.js';
@@ -241,8 +242,20 @@ interface Embedded {
  * about the texts (EmbeddingUnavailable.aboutTheEndpoint: no answer, a refused address, a 401 or a
  * 429, vectors of another length) ends the call as before: nothing is stored or set aside, the same chunks are tried at the next pass.
  * Returns how many chunks got a vector.
+ *
+ * `outage` (the indexer pass's, src/retrieval/embedding/outage.ts): a call that failed as a whole
+ * with an EmbeddingUnavailable (the endpoint's failure, or every call of the pass failing) is
+ * reported to it and answers 0 rather than throwing, so that an endpoint away is logged once, then
+ * at most once a minute, not at every pass; a call answered with vectors tells it the endpoint is back.
  */
-export async function embedPending(db: Database, port: EmbeddingPort, batch: number, pgvector?: { schema: string }, signal?: AbortSignal): Promise<number> {
+export async function embedPending(
+  db: Database,
+  port: EmbeddingPort,
+  batch: number,
+  pgvector?: { schema: string },
+  signal?: AbortSignal,
+  outage?: EmbeddingOutage,
+): Promise<number> {
   const { rows } = await db.crossTenantQuery<Unembedded>(
     'retrieval-embed',
     `select id, tenant_id, content from retrieval.chunks p
@@ -256,9 +269,14 @@ export async function embedPending(db: Database, port: EmbeddingPort, batch: num
   try {
     done = await embedSplitting(port, rows, signal);
   } catch (err) {
-    throw withoutTextsSent(err, rows.map((r) => r.content));
+    const failure = withoutTextsSent(err, rows.map((r) => r.content));
+    if (!outage || !(failure instanceof EmbeddingUnavailable)) throw failure;
+    outage.failed(failure);
+    return 0;
   }
   if (done === undefined) return 0;
+  // Vectors, not only texts refused alone (a 5xx outage splits down to single texts too): the endpoint is back.
+  if (done.vectors.length) outage?.answered();
   const { vectors, refused } = done;
   const stored = await db.crossTenant('retrieval-embed', async (tx) => {
     if (refused.length) {

@@ -10,6 +10,8 @@ import { discoverCard, loadCard, type StoredCard } from './discovery.js';
 import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { embedPending, expandPending, forgetOtherModels } from './indexer.js';
+import { EmbeddingOutage } from './embedding/outage.js';
+import type { Now } from '../clock/clock.js';
 import { PLATFORM_CORPUS, PLATFORM_TENANT, type PlatformDocument, rebuildPlatformCorpus } from './platform-corpus.js';
 import { fillVectorColumn, findPgvector, PgvectorSearch, type PgvectorFound, pgvectorMissing, type VectorSearchMode } from './pgvector.js';
 import { type SearchFilter, VectorStore } from './store.js';
@@ -37,6 +39,10 @@ export interface RetrievalDeps {
   hnswEfSearch?: number;
   /** How long one indexer pass may copy and embed (tests); default PASS_BUDGET_MS. */
   passBudgetMs?: number;
+  /** How often, at most, an embedding outage is logged again (tests); default OUTAGE_LOG_EVERY_MS (src/retrieval/embedding/outage.ts). */
+  outageLogEveryMs?: number;
+  /** The time, for the outage log (tests hand in their own); default Date.now. */
+  now?: Now;
 }
 
 export interface ScopeEntry {
@@ -153,6 +159,8 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     return chosen;
   }
   let reindexing: Promise<void> | undefined;
+  // The embedding endpoint away: logged when it starts, at most once a minute while it lasts, and when it ends.
+  const outage = new EmbeddingOutage(deps.outageLogEveryMs, deps.now);
   let modelChecked = false;
   let stopping = false;
 
@@ -298,7 +306,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     }
     while (goOn() && inTime()) {
       // One batch per thread of the model, so that they all work.
-      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal);
+      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal, outage);
       if (n === 0) break;
       embedded += n;
     }
