@@ -93,7 +93,7 @@ const fields = {
   name: { type: 'string', minLength: 1, maxLength: NAME_MAX, description: 'Label, unique among the tenant\'s integrations that are not deleted' },
   targetUrl: {
     type: 'string', minLength: 1, maxLength: URL_MAX,
-    description: 'Absolute http(s) URL. Refused: other schemes, credentials in the URL, a #fragment; with `svc.egress.deny-private`, non-public addresses',
+    description: 'Absolute http(s) URL. Refused: other schemes, credentials in the URL, a #fragment, port 0; with `svc.egress.deny-private`, non-public addresses',
   },
   platform: { enum: [...PLATFORMS], description: 'Preset label for a UI (default `generic`); the hub treats all alike' },
   authMode: { enum: [...AUTH_MODES], description: '`HMAC` (default): `X-Svc-Signature`; `BEARER`: `Authorization: Bearer <secret>`; `NONE`' },
