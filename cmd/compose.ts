@@ -67,6 +67,8 @@ export interface Hub {
   /** The worker role's connection URL (leader election's advisory lock, listeners). */
   readonly workerUrl: string;
   stop(): Promise<void>;
+  /** The steps of a stop under way that have not ended yet (names, no values), in the order begun. */
+  stopPending(): string[];
 }
 
 interface StartOptions {
@@ -373,41 +375,48 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   }
 
   let stopping: Promise<void> | undefined;
+  // The steps of the stop begun and not ended: what a stop that outlasts its time limit names (cmd/svc-hub.ts).
+  const pending = new Set<string>();
+  const step = <T>(name: string, work: Promise<T>): Promise<T> => {
+    pending.add(name);
+    return work.finally(() => pending.delete(name));
+  };
   return {
     services,
     server,
     url: server?.url,
     workerUrl: database.workerUrl,
+    stopPending: () => [...pending],
     stop() {
       stopping ??= (async () => {
         // Export runs of this process end Failed `interrupted` at once (their temporary files
         // removed), not after the requests' grace: begun first, waited for before the pools close.
-        const exportsClosed = exports.close();
+        const exportsClosed = step('the export runs\' end', exports.close());
         // Connector runs likewise (Failed `interrupted: the hub stopped during the run`, rows read so far written).
-        const connectorRunsClosed = connectors.runner.close();
+        const connectorRunsClosed = step('the connector runs\' end', connectors.runner.close());
         // YAML bodies being read or waiting are answered at once (503, the hub is stopping), not after the grace.
-        await services.yamlReader.close();
+        await step('the YAML bodies\' end', services.yamlReader.close());
         // Event streams never end by themselves: end them first so the listener can close.
-        await services.stream.stop();
-        await server?.close(config.duration('svc.http.shutdown-grace'));
+        await step('the event streams\' end', services.stream.stop());
+        await step('the in-flight requests', server?.close(config.duration('svc.http.shutdown-grace')) ?? Promise.resolve());
         // The clocks stop ticking at once; the outbox consumers end after the batch in hand (a
         // backlog is left to the next leader). In-flight deliveries are aborted (their leases bring
         // them back) and a batch waiting for room in a slow endpoint's queue gives its rows to the
         // retry sweep, so that batch ends promptly too; then another dispatcher may take the
         // leadership at once.
-        const clocksStopped = clocks.stop();
-        await webhooks.stop();
+        const clocksStopped = step('the clocks\' last ticks (outbox batches in hand)', clocks.stop());
+        await step('the webhook deliveries\' end', webhooks.stop());
         await clocksStopped;
-        await leadership?.stop();
+        await step('the leadership\'s release', leadership?.stop() ?? Promise.resolve());
         services.mailer.close();
-        await services.audit.flush().catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
-        await listener.stop();
-        await retrieval.close();
+        await step('the final audit flush', services.audit.flush()).catch((err: unknown) => logger().error({ err }, 'final audit flush failed'));
+        await step('the outbox listener\'s close', listener.stop());
+        await step('the search indexer\'s close', retrieval.close());
         await exportsClosed;
         await connectorRunsClosed;
-        await connectors.close();
-        await database.close();
-        await stopTracing();
+        await step('the connectors\' close', connectors.close());
+        await step('the database\'s close (pools, embedded PostgreSQL)', database.close());
+        await step('the last trace spans', stopTracing());
       })();
       return stopping;
     },

@@ -60,6 +60,14 @@ async function exitCodeShowingOutput(started: ReturnType<typeof start>): Promise
   return code;
 }
 
+/** The exit code, or `still running after N s` when the process has not exited within `ms`. */
+async function exitWithin(started: ReturnType<typeof start>, ms: number): Promise<number | string> {
+  let timer: NodeJS.Timeout | undefined;
+  const exit = await Promise.race([started.exited, new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`still running after ${ms / 1000} s`), ms)))]);
+  clearTimeout(timer);
+  return exit;
+}
+
 async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -72,6 +80,14 @@ async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${url} not ready within ${timeoutMs} ms`);
+}
+
+/** Freezes every process of the server of `clusterDir` (SIGSTOP), as the fault suite does (e2e/faults/database-restart.test.ts): their pids, for SIGCONT. */
+function freeze(clusterDir: string): number[] {
+  const postmaster = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const pids = [postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)];
+  for (const pid of pids) process.kill(pid, 'SIGSTOP');
+  return pids;
 }
 
 function tempDir(): string {
@@ -127,6 +143,23 @@ describe('svc-hub executable', () => {
     expect(done).toBe(false);
     controller.abort();
     expect(await exit).toBe(0);
+  });
+
+  it('a stop that outlasts its time limit resolves 1, naming the steps still pending; one within it is not cut', async () => {
+    const logs = captureLogs('info');
+    try {
+      const signal = AbortSignal.abort();
+      const never = { stop: () => new Promise<void>(() => undefined) };
+      expect(await stopped(never, signal, { limitMs: 50, pending: () => ['the final audit flush', 'the database\'s close'] })).toBe(1);
+      const slow = { stop: () => new Promise<void>((resolve) => setTimeout(resolve, 30)) };
+      expect(await stopped(slow, signal, { limitMs: 1_000, pending: () => [] })).toBe(0);
+    } finally {
+      logs.restore();
+    }
+    expect(logs.lines().map((l) => [l.level, l.msg])).toEqual([
+      ['error', "the stop did not end within 50 ms; still pending: the final audit flush; the database's close. Exiting without waiting for them"],
+      ['info', 'stopped'],
+    ]);
   });
 
   it('prints usage and exits 2 with no role', async () => {
@@ -371,10 +404,7 @@ describe('svc-hub executable', () => {
       const hub = start(['serve'], { DATABASE_URL: server.url, PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none' });
       await waitReady(url);
       expect((await fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(200);
-      // As the fault suite freezes a database (e2e/faults/database-restart.test.ts).
-      const postmaster = Number(readFileSync(join(server.clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-      frozen.push(postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number));
-      for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+      frozen.push(...freeze(server.clusterDir));
       // A request that has its connection and waits on the frozen database through the stop.
       const waiting = fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } }).then(
         (res) => res.status,
@@ -383,12 +413,43 @@ describe('svc-hub executable', () => {
       await new Promise((resolve) => setTimeout(resolve, 500));
       hub.child.kill('SIGTERM');
       // Was: still running, for ever (the outbox listener's and the pools' ends wait for a server that does not answer).
-      let timer: NodeJS.Timeout | undefined;
-      const exit = await Promise.race([hub.exited, new Promise((resolve) => (timer = setTimeout(() => resolve('still running after 60 s'), 60_000)))]);
-      clearTimeout(timer);
+      const exit = await exitWithin(hub, 60_000);
       expect(exit).toBe(0);
       expect(hub.output()).toContain('database connections still open 5000 ms after the pool was closed');
       await waiting;
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+      await server.stop();
+    }
+  }, 120_000);
+
+  it('SIGTERM while its database is frozen with audit work pending: the stop is given up after its time limit, naming what is pending, exit 1', async () => {
+    const server = await startEmbedded({ dataDir: join(tempDir(), 'data'), database: 'svc' });
+    const frozen: number[] = [];
+    try {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      // The audit retries' clock out of the way: what is pending is left to the stop's final flush.
+      const hub = start(['serve'], { DATABASE_URL: server.url, PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none', SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_AUDIT_DISPATCH_EVERY: '1h' });
+      await waitReady(url);
+      // Refused anonymous calls (a tenant header that is no tenant id): the first of a minute is written
+      // with the call, the others are counted for the next flush (three: two fall in the same minute).
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(`${url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': 'acme', 'Content-Type': 'application/json' }, body: '{}' });
+        expect(res.status).toBe(400);
+      }
+      frozen.push(...freeze(server.clusterDir));
+      const signalled = performance.now();
+      hub.child.kill('SIGTERM');
+      // Was: still running, for ever (the final audit flush waits on a database that does not answer).
+      const exit = await exitWithin(hub, 60_000);
+      expect(exit).toBe(1);
+      // The grace (1 s) and the margin (15 s).
+      expect(performance.now() - signalled).toBeGreaterThan(16_000);
+      expect(hub.output()).toContain('the stop did not end within 16000 ms; still pending: the final audit flush');
+      const password = decodeURIComponent(new URL(server.url).password);
+      expect(password).not.toBe('');
+      expect(hub.output()).not.toContain(password);
     } finally {
       for (const pid of frozen) process.kill(pid, 'SIGCONT');
       await server.stop();

@@ -1,6 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { Config, ConfigError } from '../src/config/config.js';
+import { STOP_BOUND_MS as EMBEDDED_STOP_BOUND_MS } from '../src/db/embedded.js';
 import { isDatabaseUnavailable } from '../src/db/unavailable.js';
 import { installCrashLogging } from '../src/observability/crash.js';
 import { StartRefused } from '../src/errors.js';
@@ -165,18 +166,18 @@ async function run(role: RoleName, config: Config, stop: AbortSignal, serving: (
     const hub: Hub = await startHub(config, { api: true, operationsOnly: true, background: true, stopsOnSignals: true });
     serving();
     if (!stop.aborted) logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`);
-    return stopped(hub, stop);
+    return stopped(hub, stop, { limitMs: stopLimitMs(config), pending: () => hub.stopPending() });
   }
   if (role === 'operator') {
     const operator = await startOperator(config, { stopsOnSignals: true });
     serving();
     if (!stop.aborted) logger().info(`svc-hub operator started (health and metrics at ${operator.hub.url}/q/health, ${operator.hub.url}/q/metrics)`);
-    return stopped(operator, stop);
+    return stopped(operator, stop, { limitMs: stopLimitMs(config), pending: () => operator.hub.stopPending() });
   }
   const hub: Hub = await startHub(config, { api: true, background: role === 'all', stopsOnSignals: true });
   serving();
   if (!stop.aborted) announce(config, hub.url!);
-  return stopped(hub, stop);
+  return stopped(hub, stop, { limitMs: stopLimitMs(config), pending: () => hub.stopPending() });
 }
 
 /** The signals that stop every role: Ctrl-C, a process manager's stop, and a closed terminal. */
@@ -216,23 +217,58 @@ function stopSignal(what: () => string): AbortSignal {
 }
 
 /**
+ * What a stop may take beyond `svc.http.shutdown-grace` (the in-flight requests' time) before it is
+ * given up: the outbox listener's close and the pools' (5 s each at most on a database that does not
+ * answer) and the last trace spans (3 s), with room to spare.
+ */
+export const STOP_MARGIN_MS = 15_000;
+
+/**
+ * The time limit of a whole stop: the grace and STOP_MARGIN_MS, and the embedded PostgreSQL's own
+ * bounded stop (a fast shutdown, then an immediate one) when the hub runs one.
+ */
+export function stopLimitMs(config: Config): number {
+  return config.duration('svc.http.shutdown-grace') + STOP_MARGIN_MS + (config.optional('svc.datasource.url') ? 0 : EMBEDDED_STOP_BOUND_MS);
+}
+
+/**
  * Resolves once `stop` (a first signal, maybe one that came during the start) has stopped the hub:
  * the exit code, 0, or 1 when the stop failed (a process manager then sees that something was left
- * behind, as the log line says).
+ * behind, as the log line says). A stop that has not ended within `limitMs` (a step waiting on a
+ * database that does not answer: the final audit flush, an outbox batch in hand) resolves 1 too,
+ * once it has logged the steps still pending (their names only), so the process exits instead of
+ * hanging.
  */
-export function stopped(hub: { stop(): Promise<void> }, stop: AbortSignal): Promise<number> {
+export function stopped(hub: { stop(): Promise<void> }, stop: AbortSignal, bound?: { limitMs: number; pending: () => string[] }): Promise<number> {
   return new Promise((resolve) => {
-    const onStop = () =>
+    const onStop = () => {
+      let ended = false;
+      const end = (code: number) => {
+        ended = true;
+        clearTimeout(timer);
+        resolve(code);
+      };
+      const timer =
+        bound &&
+        setTimeout(() => {
+          if (ended) return;
+          const pending = bound.pending().join('; ') || "none of the hub's own steps";
+          logger().error(`the stop did not end within ${bound.limitMs} ms; still pending: ${pending}. Exiting without waiting for them`);
+          end(1);
+        }, bound.limitMs);
       hub.stop().then(
         () => {
+          if (ended) return;
           logger().info('stopped');
-          resolve(0);
+          end(0);
         },
         (err: unknown) => {
+          if (ended) return;
           logger().error({ err }, 'stop failed');
-          resolve(1);
+          end(1);
         },
       );
+    };
     if (stop.aborted) onStop();
     else stop.addEventListener('abort', onStop, { once: true });
   });

@@ -79,10 +79,15 @@ export interface EmbeddedOptions {
   restartDelayMs?: number;
   /**
    * How long `stop()` waits for the server's fast shutdown before it asks for an immediate one, and
-   * a third of that for the immediate one before it fails; default 30000.
+   * a third of that for the immediate one before it fails; default STOP_WAIT_MS.
    */
   stopWaitMs?: number;
 }
+
+/** `stopWaitMs`'s default. */
+export const STOP_WAIT_MS = 30_000;
+/** The longest a `stop()` with the default wait lasts: the fast shutdown's wait, then the immediate one's. */
+export const STOP_BOUND_MS = STOP_WAIT_MS + STOP_WAIT_MS / 3;
 
 const LOCK_FILE = 'hub.pid';
 const CREDENTIALS_FILE = 'postgres.json';
@@ -292,7 +297,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
         // Bounded, as stopOrphan: a server that does not stop (frozen, its disk hung) fails the stop
         // instead of holding it for ever; the data directory stays marked, and the next start stops
         // the server it left (an orphan by then).
-        const waitMs = options.stopWaitMs ?? 30_000;
+        const waitMs = options.stopWaitMs ?? STOP_WAIT_MS;
         if (!(await settlesWithin(exited, waitMs))) {
           logger().warn({ postgresPid: child.pid }, `the embedded PostgreSQL did not stop within ${waitMs} ms of a fast shutdown: immediate shutdown (the next start recovers from the WAL)`);
           child.kill('SIGQUIT');
