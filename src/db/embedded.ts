@@ -21,7 +21,7 @@ import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
 import { StartRefused } from '../errors.js';
-import { settlesWithin } from './pool.js';
+import { ownClient, settlesWithin } from './pool.js';
 
 /** A data directory that another live hub process holds. */
 export class DataDirInUse extends StartRefused {
@@ -326,7 +326,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
 export async function ensureDatabase(url: string, database: string): Promise<void> {
   const admin = new URL(url);
   admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
+  const client = ownClient({ connectionString: admin.toString() });
   await client.connect();
   try {
     const found = await client.query('select 1 from pg_database where datname = $1', [database]);

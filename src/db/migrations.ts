@@ -6,6 +6,7 @@ import { StartRefused } from '../errors.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
+import { ownClient } from './pool.js';
 import { ensureRoles, grantAnalyticExt, grantSchema, keepSetConfigFromAnalytic, type RoleNames } from './roles.js';
 
 /**
@@ -101,7 +102,7 @@ export async function migrate(
   options: { outOfOrder?: boolean } = {},
 ): Promise<number> {
   const files = readMigrations(sets);
-  const client = new pg.Client({ connectionString: ownerUrl });
+  const client = ownClient({ connectionString: ownerUrl });
   await client.connect();
   let applied = 0;
   try {

@@ -20,12 +20,8 @@ export function resilientPool(config: pg.PoolConfig): pg.Pool {
       this.once('end', () => open.delete(this));
     }
   };
-  // TCP keepalive (a pool's own setting wins): a connection whose server or path died without a word
-  // (the host gone, a NAT or a failover that forgot it) is noticed by the kernel's probes, which
-  // begin after KEEPALIVE_IDLE_MS of silence, and the statement waiting on it fails, instead of
-  // waiting for ever. Probes are sent while a statement waits for its answer too. Nothing for a
-  // connection through a Unix socket, which cannot go half-open.
-  const pool = new pg.Pool({ keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS, ...config, Client });
+  // TCP keepalive (KEEPALIVE; a pool's own setting wins).
+  const pool = new pg.Pool({ ...KEEPALIVE, ...config, Client });
   connections.set(pool, { name, open });
   pool.on('error', (err) => logger().warn({ pool: name, err: loggableMessage(err) }, 'idle database connection failed'));
   pool.on('connect', (client) => {
@@ -34,8 +30,27 @@ export function resilientPool(config: pg.PoolConfig): pg.Pool {
   return pool;
 }
 
-/** Silence on a pool's TCP connection after which the kernel begins its keepalive probes. */
+/** Silence on a database connection over TCP after which the kernel begins its keepalive probes. */
 export const KEEPALIVE_IDLE_MS = 10_000;
+
+/**
+ * The TCP keepalive of every database connection the hub makes, the pools' and those of its own
+ * (`ownClient`): a connection whose server or path died without a word (the host gone, a NAT or a
+ * failover that forgot it) is noticed by the kernel's probes, which begin after KEEPALIVE_IDLE_MS of
+ * silence, and the statement waiting on it fails, instead of waiting for ever. Probes are sent while
+ * a statement waits for its answer too. Nothing for a connection through a Unix socket, which
+ * cannot go half-open.
+ */
+export const KEEPALIVE = { keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS } as const satisfies pg.ClientConfig;
+
+/**
+ * A connection of its own, not a pool's (the migrations', the start's checks as the owner, the
+ * embedded server's database creation), with the pools' TCP keepalive (KEEPALIVE): a start whose
+ * database went silent under it fails instead of waiting for ever. `config`'s own settings win.
+ */
+export function ownClient(config: pg.ClientConfig): pg.Client {
+  return new pg.Client({ ...KEEPALIVE, ...config });
+}
 
 /** The connections each resilient pool has made and not yet closed (connecting ones too), and its name. */
 const connections = new WeakMap<pg.Pool, { name: string; open: Set<pg.Client> }>();

@@ -1,5 +1,5 @@
-import pg from 'pg';
-import { endClient } from '../db/pool.js';
+import type pg from 'pg';
+import { endClient, ownClient } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -26,9 +26,9 @@ export class OutboxListener {
   }
 
   private async connect(): Promise<void> {
-    // TCP keepalive: a connection that died without a word (a NAT or a failover that forgot it) is
-    // noticed by the kernel's probes after 10 s of silence instead of never (it only waits: no query would find out).
-    const client = new pg.Client({ connectionString: this.url, application_name: 'svc-hub outbox listener', keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
+    // TCP keepalive (the pools', KEEPALIVE): a connection that died without a word (a NAT or a failover that forgot it) is
+    // noticed by the kernel's probes after KEEPALIVE_IDLE_MS of silence instead of never (it only waits: no query would find out).
+    const client = ownClient({ connectionString: this.url, application_name: 'svc-hub outbox listener' });
     client.on('notification', () => {
       for (const wake of this.wakers) wake();
     });

@@ -1,9 +1,10 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { Config } from '../config/config.js';
 import { StartRefused } from '../errors.js';
 import { Database } from '../db/database.js';
 import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
 import { migrate, migrationStatus } from '../db/migrations.js';
+import { ownClient } from '../db/pool.js';
 import { roleUrl, type RoleNames, setConfigCheck, WORKER_PLAN_CACHE_MODE } from '../db/roles.js';
 import { logger, registerSecret } from '../observability/logger.js';
 import { embeddingDimensions } from '../retrieval/embedding/from-config.js';
@@ -112,7 +113,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
 }
 
 async function withOwner<T>(ownerUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: ownerUrl });
+  const client = ownClient({ connectionString: ownerUrl });
   await client.connect();
   try {
     return await work(client);
