@@ -206,6 +206,10 @@ describe('validation at start', () => {
     [{ SVC_SCHEDULER_ENABLED: 'maybe' }, 'svc.scheduler.enabled', /true or false/],
     [{ DATABASE_URL: 'not a url' }, 'svc.datasource.url', /not a URL/],
     [{ SVC_DATASOURCE_URL: 'mysql://x/db' }, 'svc.datasource.url', /not a postgres or postgresql:\/\/ URL/],
+    // Nothing listens on port 0: a model, tracing or database URL on it fails at its first use, not at start.
+    [{ SVC_EMBEDDING_BASE_URL: 'http://127.0.0.1:0/v1' }, 'svc.embedding.base-url', /not a URL with a port other than 0/],
+    [{ SVC_TRACING_ENDPOINT: 'http://collector:00' }, 'svc.tracing.endpoint', /not a URL with a port other than 0/],
+    [{ DATABASE_URL: 'postgres://u:p@db:0/hub' }, 'svc.datasource.url', /not a URL with a port other than 0/],
     [{ SVC_LOG_LEVEL: 'loud' }, 'svc.log.level', /one of/],
     [{ SVC_HTTP_PORT: '70000' }, 'svc.http.port', /at most 65535/],
     [{ SVC_HTTP_BODY_LIMIT: 'lots' }, 'svc.http.body-limit', /a positive size/],

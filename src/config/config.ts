@@ -241,6 +241,8 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
         return fail('a URL');
       }
       if (def.schemes && !def.schemes.includes(url.protocol.replace(/:$/, ''))) return fail(`a ${def.schemes.join(' or ')}:// URL`);
+      // Nothing listens on port 0 (connecting to it fails at once): leave the port out for the scheme's default.
+      if (url.port === '0') return fail('a URL with a port other than 0 (none for the scheme\'s default)');
       return text;
     }
     case 'enum':

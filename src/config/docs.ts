@@ -13,7 +13,7 @@ export function renderConfigurationDoc(): string {
     'the environment as `SVC_A_B_C` (upper case, every non-alphanumeric character an underscore) or one',
     'of the aliases listed. Durations are written `500ms`, `5s`, `30s`, `15m`, `1h`, `2d` or ISO-8601',
     '(`PT5S`), at most `24d` (the longest a timer holds); sizes (`512kb`, `10mb`) at least one byte; whole numbers within the range',
-    'each row gives. Values are checked at start: a bad one stops the process with a message naming the property',
+    'each row gives; URLs with a port other than 0 (nothing listens there: leave the port out for the scheme\'s default). Values are checked at start: a bad one stops the process with a message naming the property',
     '(`svc-hub: configuration error: <property> (<its environment variable>): <what is wrong>`), in which a URL\'s password and',
     'password-like query parameters (`password=`, `token=`, `api_key=`, …) are shown as `***`. An environment variable set to the',
     'empty string counts as unset. Unknown `SVC_*` variables (other than those of the `svc` client, docs/cli.md) and unknown `svc.*`',
