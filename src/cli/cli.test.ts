@@ -488,6 +488,18 @@ describe('apply and connectors', () => {
     const get = await svc(['connectors', 'get', 'demo-open']);
     expect(get.out).toContain('name: demo-open');
     expect(get.out).toMatch(/open-partners\s+true\s+GET\s+\/open\/partners\s+offset\s+ext\.open_partners/);
+    expect(get.out).toMatch(/ENDPOINT\s+.*WATERMARK\s+RESUME FROM\n/);
+
+    // An endpoint whose last run stopped at the page budget shows where the next one reads on.
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      await owner.query(`update connectors.endpoints w set resume_shown = 'offset 1500' from connectors.connectors c where c.id = w.connector_id and c.name = 'demo-open'`);
+      expect((await svc(['connectors', 'get', 'demo-open'])).out).toMatch(/open-partners\s+true\s+GET\s+\/open\/partners\s+offset\s+ext\.open_partners\s+\S+\s+-\s+offset 1500\n/);
+    } finally {
+      await owner.query(`update connectors.endpoints w set resume_shown = null from connectors.connectors c where c.id = w.connector_id and c.name = 'demo-open'`);
+      await owner.end();
+    }
   });
 
   it('takes the global options before the command and between a group and its verb too', async () => {

@@ -593,6 +593,8 @@ async function getConnector(c: Ctx): Promise<void> {
       field('TABLE', 'table'),
       field('SYNC', 'syncMode'),
       field('WATERMARK', 'watermark', 30),
+      // Where the next run reads on when the last one stopped at the page budget (docs/connector-runs.md).
+      field('RESUME FROM', 'resumeFrom', 30),
     ]);
     return `${detail({ name, id, connectorType, scopes, schedule, createdAt, updatedAt })}\nEndpoints:\n${indent(endpoints)}\nManifest:\n${indent(detail(manifestOrder(body.manifest)))}`;
   });
