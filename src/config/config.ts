@@ -3,6 +3,7 @@ import { parseDocument } from 'yaml';
 import { selfContainingAlias } from '../manifests/yaml.js';
 import { yamlErrorWithoutText } from '../manifests/yaml-limits.js';
 import { CLI_ENVIRONMENT } from '../cli/config.js';
+import { unconnectablePort } from '../egress/policy.js';
 import { isLoopback } from '../loopback.js';
 import { registerSecret } from '../observability/logger.js';
 import { parseDuration } from './duration.js';
@@ -241,8 +242,8 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
         return fail('a URL');
       }
       if (def.schemes && !def.schemes.includes(url.protocol.replace(/:$/, ''))) return fail(`a ${def.schemes.join(' or ')}:// URL`);
-      // Nothing listens on port 0 (connecting to it fails at once): leave the port out for the scheme's default.
-      if (url.port === '0') return fail('a URL with a port other than 0 (none for the scheme\'s default)');
+      // Nothing listens on port 0 (the outbound policy's rule, egress/policy.ts): leave the port out for the scheme's default.
+      if (unconnectablePort(url) !== undefined) return fail('a URL with a port other than 0 (none for the scheme\'s default)');
       return text;
     }
     case 'enum':
