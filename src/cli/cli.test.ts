@@ -1046,6 +1046,23 @@ describe('the executable', () => {
     expect(await run(['nonsense'])).toMatchObject({ code: 2, err: expect.stringContaining("unknown command 'nonsense'") });
   });
 
+  it('output whose reader closed the pipe (`svc runs ls | head`) ends the command with 0, but svc diff with 1 once it printed a difference: never "same"', async () => {
+    const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' };
+    const run = async (args: string[]) => {
+      const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout!.destroy(); // the reader is gone before the command writes anything
+      let err = '';
+      child.stderr!.on('data', (d) => (err += d));
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      return { code, err };
+    };
+    expect(await run(['runs', 'ls'])).toEqual({ code: 0, err: '' });
+    const file = join(dir, 'cut-diff.yaml');
+    writeFileSync(file, 'kind: Process\nmetadata: {name: not-on-the-hub}\nspec: {}\n');
+    expect(await run(['diff', '-f', file])).toEqual({ code: 1, err: '' });
+    expect(await run(['diff', '-f', file, '--json'])).toEqual({ code: 1, err: '' });
+  });
+
   it('events tail prints live events and stops on SIGINT with exit 0', async () => {
     const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' };
     const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), 'events', 'tail'], { env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -455,6 +455,7 @@ async function diff(c: Ctx): Promise<number> {
     if (stored === undefined) {
       const text = lineDiff([], mine.lines);
       results.push({ ...result, status: 'new', diff: text });
+      c.exitIfCut(1);
       if (!c.json) c.out(`+ new ${what} (${printable(manifest.source)}): not on the hub\n${text}`);
       continue;
     }
@@ -465,6 +466,7 @@ async function diff(c: Ctx): Promise<number> {
     }
     const text = lineDiff(theirs.lines, mine.lines);
     results.push({ ...result, status: 'changed', diff: text });
+    c.exitIfCut(1);
     if (!c.json) c.out(`--- ${what} (on the hub)\n+++ ${what} (${printable(manifest.source)})\n${text}`);
   }
   if (c.json) c.out(json(results));

@@ -35,6 +35,11 @@ export interface Ctx {
   hub(target?: Target): Hub;
   out(text: string): void;
   err(text: string): void;
+  /**
+   * The exit code when stdout's reader closes the pipe from now on (`svc diff | head`): 0 unless the
+   * command says what it found so far (a difference printed is `svc diff`'s 1, never a "same" 0).
+   */
+  exitIfCut(code: number): void;
 }
 
 /** `TERM=dumb`: a terminal that moves no cursor and takes no escape sequence (Emacs' shell, some CI logs). */

@@ -108,6 +108,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   if (problem) return usageError(err, `svc ${command.name}: ${problem}`, commandHelp(command, ew));
 
   failureExit = command.failure ?? 1;
+  cutExit = 0;
   const controller = new AbortController();
   const onSigint = () => controller.abort();
   if (io.signal) io.signal.addEventListener('abort', onSigint, { once: true });
@@ -132,6 +133,9 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     // For people, text from the hub is shown, never obeyed by the terminal; --json is the hub's JSON as sent.
     out: parsed.values.json === true ? out : (text: string) => out(printable(text)),
     err,
+    exitIfCut: (code) => {
+      cutExit = code;
+    },
   };
   try {
     return (await command.run!(ctx)) ?? 0;
@@ -151,11 +155,13 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
 
 /** The exit code of output that cannot be written: the running command's failure code (`svc diff`: 2, where 1 says "differences"). */
 let failureExit = 1;
+/** The exit code of output cut by its reader (`svc runs ls | head`): 0, or what the command has found so far (Ctx.exitIfCut). */
+let cutExit = 0;
 
 function processIo(): Io {
   process.stdout.on('error', (e: NodeJS.ErrnoException) => {
     // `svc runs ls | head`: a closed pipe ends the output, not with a stack trace.
-    if (e.code === 'EPIPE') process.exit(0);
+    if (e.code === 'EPIPE') process.exit(cutExit);
     // Any other failure to write (a full disk: ENOSPC, EIO) lost output a script reads: never a success.
     process.stderr.write(`error: cannot write to standard output: ${e.code ?? e.message}; what was printed is incomplete\n`);
     process.exit(failureExit);
