@@ -118,4 +118,24 @@ describe('the first pass after an apply', () => {
     await hub.services.workflows.apply(1, { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: 'gap-status' }, spec: { entity: 'gap', stateColumn: 'id', states: ['p0'], dormancy: { after: '2s' } } }, 'test');
     expect(await upto()).toEqual({ baseline_upto: null, baseline_done: false });
   });
+
+  it('dates from when it sees them, not from the apply, the records it finds after its tenant was deactivated', async () => {
+    await owner.query(`delete from workflows.workflows where name = 'gap-status'`);
+    await applySweptWorkflow(hub, owner, { name: 'asleep', records: 2, key: "'p' || g", status: "'prospect'", states: ['prospect'], dormancy: { after: '2s', states: ['prospect'] } });
+    // The tenant is deactivated before any pass; a tick meanwhile sweeps nothing of it.
+    await owner.query('update core.tenants set active = false where id = 1');
+    try {
+      expect(await sweep()).toMatchObject({ workflows: 0, started: 0 });
+      // A record written while it is deactivated (a run already under way), and more than `after` goes by.
+      await owner.query(`insert into ext_t1.asleep_partners (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status) values (1, 'p3', 'h3', '{}', $1, $2, 'prospect')`, [CONNECTOR, ENDPOINT]);
+      await sinceApply('asleep-status', 2.5);
+    } finally {
+      await owner.query('update core.tenants set active = true where id = 1');
+    }
+    // Active again: the hub sees its records now, and none has been in its state `after` as far as it knows.
+    expect(await sweep()).toMatchObject({ workflows: 1, records: 3, started: 3, emitted: 0 });
+    const { rows } = await owner.query<{ fresh: boolean }>(`select bool_and(s.since > w.tracked_since + interval '2.5 seconds') as fresh from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'asleep-status'`);
+    expect(rows).toEqual([{ fresh: true }]);
+    expect(await decided('asleep-status')).toEqual([]);
+  });
 });

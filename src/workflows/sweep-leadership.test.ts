@@ -92,7 +92,16 @@ describe('a sweep tick during which a tenant is deactivated', () => {
     } finally {
       await owner.query('update core.tenants set active = true where id = 1');
     }
-    // Active again: swept.
-    expect(await sweepWorkflows(db, hub.services.events, { batch: 1 })).toMatchObject({ records: 3, started: 2, emitted: 2 });
+    // Active again: swept. The first pass ended with the deactivation (the hub saw no record of the
+    // tenant since): p2 and p3 start their spells now, not at the apply, so they are not due yet.
+    expect(await sweepWorkflows(db, hub.services.events, { batch: 1 })).toMatchObject({ records: 3, started: 2, emitted: 0 });
+    const { rows } = await owner.query<{ key: string; at_apply: boolean }>(
+      `select s.record_key as key, abs(extract(epoch from s.since - w.tracked_since)) < 0.001 as at_apply from workflows.spells s join workflows.workflows w on w.id = s.workflow_id where w.name = 'third-status' order by 1`,
+    );
+    expect(rows).toEqual([
+      { key: 'p1', at_apply: true },
+      { key: 'p2', at_apply: false },
+      { key: 'p3', at_apply: false },
+    ]);
   });
 });

@@ -90,6 +90,14 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
   const going = opts.going ?? (() => true);
   const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
   // A deactivated tenant's workflows are not swept: no spell changes, no decision (docs/workflows.md).
+  // The hub sees none of its records while it is deactivated: a first pass not complete yet ends
+  // here (as for an entity that cannot be read), so records found after a reactivation start their
+  // spells when the sweep sees them. Dated from the apply, every record there after a deactivation
+  // of months (created during it or not) was announced dormant at the first tick after it.
+  // (Nothing to update, the usual case, takes no transaction id.) Should it fail, the tick goes on: the next one does it.
+  await db
+    .crossTenantQuery('workflow-sweep', `update workflows.workflows w set baseline_done = true where not w.baseline_done and not ${activeTenant('w.tenant_id')}`)
+    .catch((err: unknown) => logger().warn({ err: loggableMessage(err) }, 'workflow sweep: the first passes of deactivated tenants could not be ended; the next tick tries again'));
   const { rows } = await db.crossTenantQuery<WorkflowRow>(
     'workflow-sweep',
     `select w.id, w.tenant_id, w.name, w.spec, w.tracked_since, w.tracked_since::text as tracked, w.baseline_done from workflows.workflows w
@@ -166,6 +174,7 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
     await reader.query('set local enable_bitmapscan = off');
     let prev: string | null = null;
     let wroteAll = false;
+    let halted = false;
     for (;;) {
       // Leadership lost or the process stopping: the pass ends here (a first pass is completed by a later one).
       if (!going()) break;
@@ -188,7 +197,10 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
       // a fetch whose every part wrote something, the next is written whole without asking (changes
       // come in numbers: it most likely has some in every part too), until a part writes nothing.
       const work = wroteAll ? parts.map(() => EVERYTHING) : await partsWork(reader, w, parts, interval);
-      if (work === 'stop') break;
+      if (work === 'stop') {
+        halted = true;
+        break;
+      }
       let stop = false;
       wroteAll = true;
       for (const [i, { records, last, stated, seen }] of parts.entries()) {
@@ -204,7 +216,10 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
               [w.id],
             );
             const now = current[0];
-            if (!now || changedSince(now, w)) return true;
+            if (!now || changedSince(now, w)) {
+              halted = true;
+              return true;
+            }
             const started = todo.spells ? await batchSpells(tx, w, prev, last, seen, now.since, now.baseline_done ? null : now.baseline_upto, result) : 0;
             // Announced by the dormancy as stored now: a re-apply since the tick read the workflows
             // (another `after`, other states, none) keeps the spells, and its dormancy decides, not the tick's copy.
@@ -233,11 +248,18 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
       if (stop) break;
     }
     await reader.query('close sweep');
-    return true;
+    return { halted };
   });
   if (!swept) {
     logger().debug({ tenantId: w.tenant_id, workflow: w.name }, `workflow ${w.name} is being swept by another pass: left to it`);
     return undefined;
+  }
+  // Stopped by its tenant's deactivation (or by a delete or a re-apply, which this leaves alone): a
+  // first pass under way ends, as at a tick that finds the tenant deactivated (sweepWorkflows).
+  if (swept.halted) {
+    await db.withTenant(w.tenant_id, (tx) =>
+      tx.query(`update workflows.workflows set baseline_done = true where id = $1 and tracked_since = $2::timestamptz and not baseline_done and not ${activeTenant('tenant_id')}`, [w.id, w.tracked]),
+    );
   }
   if (firstSkipped !== undefined) {
     logger().warn(
