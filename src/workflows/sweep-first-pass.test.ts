@@ -119,6 +119,23 @@ describe('the first pass after an apply', () => {
     expect(await upto()).toEqual({ baseline_upto: null, baseline_done: false });
   });
 
+  it('dates from the apply no record that had no state where a first pass that stopped before its end had been, though it wrote nothing there', async () => {
+    await owner.query(`delete from workflows.workflows where name = 'gap-status'`);
+    // p2 and p3 have no state: their parts have no spell to write.
+    await applySweptWorkflow(hub, owner, { name: 'blank', records: 4, key: "'p' || g", status: "case when g in (2, 3) then null else 'prospect' end", states: ['prospect'], dormancy: { after: '2s', states: ['prospect'] } });
+    // The first pass (batch 1) writes p1, then p2's part (written whole, after a fetch that wrote),
+    // asks about p3's (nothing to write), and stops before its fourth fetch, as when its process
+    // stops leading (asked before the workflow and before each fetch).
+    let asked = 0;
+    expect(await sweepWorkflows(hub.services.db, hub.services.events, { batch: 1, going: () => ++asked < 5 })).toMatchObject({ workflows: 1, records: 3, started: 1 });
+    // p3 gets a state after the stopped pass went by it without one.
+    await owner.query(`update ext_t1.blank_partners set status = 'prospect' where external_id = 'p3'`);
+    await sinceApply('blank-status', 2.5);
+    expect(await sweep()).toMatchObject({ workflows: 1, records: 4, started: 2, emitted: 2 });
+    expect(await decided('blank-status')).toEqual(['p1', 'p4']);
+    await owner.query(`delete from workflows.workflows where name = 'blank-status'`);
+  });
+
   it('dates from when it sees them, not from the apply, the records it finds after its tenant was deactivated', async () => {
     await owner.query(`delete from workflows.workflows where name = 'gap-status'`);
     await applySweptWorkflow(hub, owner, { name: 'asleep', records: 2, key: "'p' || g", status: "'prospect'", states: ['prospect'], dormancy: { after: '2s', states: ['prospect'] } });

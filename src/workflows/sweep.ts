@@ -324,7 +324,8 @@ async function partsWork(reader: Tx, w: WorkflowRow, parts: Part[], interval: st
  * for each part, `spells` when its range's spells are not exactly its records `seen` in their
  * states (a spell to start, change or end), `due` when one of its spells is due (at the statement's
  * time, which precedes the write transaction's `now()`), `baseline` for the last part of the first
- * complete pass (the baseline to mark done). Only the pass itself writes the workflow's spells (one
+ * complete pass (the baseline to mark done) and for a part of a first pass beyond its `baseline_upto`
+ * (how far it has gone, to record). Only the pass itself writes the workflow's spells (one
  * pass at a time), each part only its own range, and a re-apply that drops them stops it, so what
  * the read found holds in each part's write transaction; a spell that comes due in between is
  * announced at the next tick.
@@ -340,19 +341,23 @@ async function fetchWork(reader: Tx, w: WorkflowRow, parts: Part[], interval: st
   const values: unknown[] = [w.id, w.spec.dormancy?.states ?? null, interval ?? null];
   const param = (value: unknown) => `$${values.push(value)}`;
   const ranges = parts.map(({ prev, last, seen }) => {
-    const bounds = [prev === null ? '' : ` and s.record_key > ${param(prev)}::text`, last === null ? '' : ` and s.record_key <= ${param(last)}::text`].join('');
+    const upTo = last === null ? undefined : param(last);
+    const bounds = [prev === null ? '' : ` and s.record_key > ${param(prev)}::text`, upTo === undefined ? '' : ` and s.record_key <= ${upTo}::text`].join('');
+    // During a first pass, a part beyond how far it has gone records its reach even with nothing else
+    // to write (its records without a state), so that a pass completing it knows it went by them.
+    const reach = upTo === undefined ? '' : ` + case when not w.baseline_done and (w.baseline_upto is null or w.baseline_upto < ${upTo}::text) then 4 else 0 end`;
     return `(select case when sha256(coalesce(array_send(array_agg(s.record_key order by s.record_key)) || array_send(array_agg(s.state order by s.record_key)), '')) = ${param(arraysDigest(seen))} then 0 else 1 end
                     + case when bool_or(s.notified_at is null and s.state = any($2::text[]) and s.since <= ${dueBefore('statement_timestamp()')}) then 2 else 0 end
-               from workflows.spells s where s.workflow_id = $1${bounds})`;
+               from workflows.spells s where s.workflow_id = $1${bounds})${reach}`;
   });
-  // Each part's answer is a scalar subquery (1: its spells differ, 2: one is due), planned on its
+  // Each part's answer is a scalar subquery (1: its spells differ, 2: one is due; 4: the first pass's reach to record), planned on its
   // own: as joined subqueries, ten of them cost PostgreSQL ~7 ms of planning, more than their reads.
   const text = `select w.tracked_since, w.baseline_done, array[${ranges.join(',\n              ')}]::int[] as work
        from workflows.workflows w where w.id = $1 and ${activeTenant('w.tenant_id')}`;
   const { rows } = await reader.query<{ tracked_since: Date; baseline_done: boolean; work: number[] }>(text, values);
   const now = rows[0];
   if (!now || changedSince(now, w)) return 'stop';
-  return parts.map((part, i) => ({ spells: (now.work[i]! & 1) !== 0, due: (now.work[i]! & 2) !== 0, baseline: part.last === null && !now.baseline_done }));
+  return parts.map((part, i) => ({ spells: (now.work[i]! & 1) !== 0, due: (now.work[i]! & 2) !== 0, baseline: (part.last === null && !now.baseline_done) || (now.work[i]! & 4) !== 0 }));
 }
 
 /** PostgreSQL's binary form of a one-dimensional text[] without nulls (`array_send`): its header, then each element's length in bytes and its UTF-8 bytes. */
