@@ -29,6 +29,7 @@ const DAILY = [
   'connector-run-retention',
   'export-run-retention',
   'inbox-retention',
+  'email-send-claim-retention',
 ];
 const PURGED = [
   'outbox retention purge',
@@ -39,6 +40,7 @@ const PURGED = [
   'connector run retention purge',
   'export run retention purge',
   'inbox retention purge',
+  'e-mail send claim retention purge',
 ];
 
 let t: MigratedDatabase;

@@ -10,17 +10,19 @@ import { purgeJournal } from '../src/webhooks/retention.js';
 import { purgeConnectorRuns, purgeDeadLetters } from '../src/connectors/runs/retention.js';
 import { purgeExportRuns } from '../src/exports/runs/retention.js';
 import { purgeInbox } from '../src/processes/inbox.js';
+import { purgeSendClaims, SEND_CLAIMS_KEPT_DAYS } from '../src/email/retention.js';
 import { HUB_CONSUMERS } from './outbox.js';
 
 /**
  * The daily purges of the history tables (docs/operations.md, "How long history is kept"), each a
- * clock job of the leader at its time (UTC), its retention in days read from `setting` at each run.
- * The dead letters go before the runs: a run an entry still names is kept.
+ * clock job of the leader at its time (UTC), its retention in days read from `setting` at each run
+ * (or a fixed `days`). The dead letters go before the runs: a run an entry still names is kept.
  */
 export const HISTORY_PURGES: ReadonlyArray<{
   job: string;
   dailyAt: string;
-  setting: string;
+  /** The retention: a setting's days, read at each run, or a fixed number of days. */
+  setting: string | { days: number };
   /** The log line's subject: `<what> retention purge`. */
   what: string;
   purge(db: Database, retentionDays: number): Promise<number>;
@@ -31,6 +33,7 @@ export const HISTORY_PURGES: ReadonlyArray<{
   { job: 'connector-run-retention', dailyAt: '04:55', setting: 'svc.connectors.run-retention-days', what: 'connector run', purge: purgeConnectorRuns },
   { job: 'export-run-retention', dailyAt: '05:00', setting: 'svc.export.run-retention-days', what: 'export run', purge: purgeExportRuns },
   { job: 'inbox-retention', dailyAt: '05:05', setting: 'svc.process.inbox-retention-days', what: 'inbox', purge: purgeInbox },
+  { job: 'email-send-claim-retention', dailyAt: '05:10', setting: { days: SEND_CLAIMS_KEPT_DAYS }, what: 'e-mail send claim', purge: purgeSendClaims },
 ];
 
 /**
@@ -65,13 +68,14 @@ export function scheduleHousekeeping(clocks: ClockRunner, leaderClocks: LeaderCl
     },
     { atElection: false },
   );
-  // The history tables' purges: each deletes what is over and older than its setting's days (0 keeps all).
+  // The history tables' purges: each deletes what is over and older than its days (a setting's: 0 keeps all).
   for (const history of HISTORY_PURGES) {
     leaderClocks.schedule(
       history.job,
       { dailyAt: history.dailyAt },
       async () => {
-        const purged = await history.purge(db, config.int(history.setting));
+        const days = typeof history.setting === 'string' ? config.int(history.setting) : history.setting.days;
+        const purged = await history.purge(db, days);
         logger().info({ purged }, `${history.what} retention purge`);
       },
       { atElection: false },

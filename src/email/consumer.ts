@@ -124,15 +124,13 @@ const CLAIM_MARGIN_MS = 30_000;
 /** How often a process that finds a message claimed by another, still sending it, looks again. */
 const CLAIM_RECHECK_MS = 1_000;
 
-/** Finished claims are kept this long, then deleted (a claim is needed while the cursor may still be before its event). */
-const CLAIMS_KEPT = '1 day';
-
 /**
  * Claims the messages of `ruleIds` for the event, for `token` (one per consumer) until `leaseMs`
  * from now: a message not claimed yet, or whose claim is unfinished and either this consumer's or
  * past its lease (its process died mid-send). One claimed by another process and not finished (it is
  * sending it) or finished (sent already) is not claimed: `busyMs`, when some of them are still being
- * sent, is how long their lease runs at most. The tenant's claims finished over CLAIMS_KEPT ago go.
+ * sent, is how long their lease runs at most. Finished claims are deleted by a daily purge
+ * (retention.ts, `purgeSendClaims`), not here.
  */
 async function claimSends(
   tx: Tx,
@@ -159,7 +157,6 @@ async function claimSends(
     );
     if (busy[0]?.ms != null) busyMs = Math.max(0, busy[0].ms);
   }
-  await tx.query(`delete from email.sends where tenant_id = $1 and finished_at < now() - interval '${CLAIMS_KEPT}'`, [event.tenantId]);
   return { claimed, busyMs };
 }
 
