@@ -275,6 +275,20 @@ export async function writeBack(tx: Tx, id: number, token: string, outcome: Atte
   return rows[0]?.attempt;
 }
 
+/**
+ * `writeBack` of an outcome whose batch (`writeBackMany`) failed without a word on whether it
+ * committed (its connection lost): the batch may have committed, or may still be running on the
+ * server, or may not even have reached it yet. First, in a statement of its own, the delivery is
+ * marked with the outcome's id (`outcome_written_again`, hub V8): that waits for a batch holding the
+ * row to end, and from its commit on a batch that reaches the row skips it. Then the outcome is
+ * written as `writeBack` does, unless the journal has it: the batch committed. Two statements, on
+ * this path only; the batches pay one comparison per row for it.
+ */
+export async function writeBackAgain(tx: Tx, id: number, token: string, outcome: AttemptOutcome, outcomeId: string): Promise<number | undefined> {
+  await tx.query('update hub.deliveries set outcome_written_again = $2 where id = $1', [id, outcomeId]);
+  return writeBack(tx, id, token, outcome, outcomeId);
+}
+
 /** One outcome to write back (`writeBackMany`). */
 export interface Outcome {
   id: number;
@@ -308,7 +322,8 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
               lease_until = case when d.lease_token = v.token then null else d.lease_until end,
               lease_token = case when d.lease_token = v.token then null else d.lease_token end
          from v
-        where d.id = v.id and d.id = any($1::bigint[])
+        -- a row whose outcome is being written again (writeBackAgain) already has it, or will
+        where d.id = v.id and d.id = any($1::bigint[]) and d.outcome_written_again is distinct from v.outcome_id
         returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at, v.outcome_id
      )
      insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at, outcome_id)

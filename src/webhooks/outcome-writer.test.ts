@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import type { Tx } from '../db/database.js';
@@ -54,6 +55,35 @@ function countingTx(fail?: (text: string, values: unknown[] | undefined) => bool
       return t.db.worker.query(text, values as unknown[]);
     },
   } as Tx & { statements: string[] };
+}
+
+/** A connection as the worker role over TCP through a relay on `port` (not the server's socket). */
+async function workerThrough(port: number): Promise<pg.Client> {
+  const url = new URL(roleUrl(t.ownerUrl, TEST_ROLES.worker));
+  url.host = `127.0.0.1:${port}`;
+  url.searchParams.delete('host');
+  const client = new pg.Client({ connectionString: url.toString() });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+/**
+ * Statements through `tx`, but the batches of outcomes (`unnest`) through `relayed`: `before` is
+ * called before a batch is sent, and what it returns after (while its answer is awaited).
+ */
+function batchesThrough(relayed: pg.Client, tx: Tx, before: () => Promise<() => Promise<void>>): Tx {
+  return {
+    tenantId: undefined,
+    query: async (text, values) => {
+      if (!text.includes('unnest')) return tx.query(text, values);
+      const after = await before();
+      const sent = relayed.query(text, values as unknown[]);
+      sent.catch(() => undefined);
+      await after();
+      return (await sent) as never;
+    },
+  };
 }
 
 /** Delivery rows leased under `token` (lease `leaseSql` from now). */
@@ -219,32 +249,21 @@ describe('the outcome writer', () => {
     const ids = await leasedRows(3, token);
     // The batch's statement goes through a relay in front of the real server: it reaches PostgreSQL
     // and commits there (autocommit), its answer is dropped, then the connection is cut.
-    const server = new URL(t.ownerUrl);
-    const relay = await startStallRelay(Number(server.port));
-    const url = new URL(roleUrl(t.ownerUrl, TEST_ROLES.worker));
-    url.host = `127.0.0.1:${relay.port}`;
-    url.searchParams.delete('host'); // TCP through the relay, not the server's socket
-    const cutAfterCommit = new pg.Client({ connectionString: url.toString() });
-    cutAfterCommit.on('error', () => undefined);
-    await cutAfterCommit.connect();
+    const relay = await startStallRelay(Number(new URL(t.ownerUrl).port));
+    const cutAfterCommit = await workerThrough(relay.port);
     const tx = countingTx();
-    const lossy: Tx = {
-      tenantId: undefined,
-      query: async (text, values) => {
-        if (!text.includes('unnest')) return tx.query(text, values);
-        relay.dropAnswers();
-        const sent = cutAfterCommit.query(text, values as unknown[]);
-        sent.catch(() => undefined);
+    const lossy = batchesThrough(cutAfterCommit, tx, async () => {
+      relay.dropAnswers();
+      return async () => {
         await until('the batch committed', async () => (await rowsById(ids)).every((r) => r.attempts === 1));
         relay.cut();
-        return (await sent) as never;
-      },
-    };
+      };
+    });
     try {
       const writer = new OutcomeWriter({ tx: lossy, delayMs: 10, maxBatch: 100, maxPending: 1000 });
       expect(await Promise.all(ids.map((id) => writer.write(id, token, ok())))).toEqual([1, 1, 1]);
-      // Written again one by one: nothing more recorded.
-      expect(tx.statements.length).toBe(3);
+      // Written again one by one (each row marked, then written): nothing more recorded.
+      expect(tx.statements.length).toBe(6);
       expect((await rowsById(ids)).map((r) => [r.attempts, r.journal, r.lease_token])).toEqual([
         [1, [1], null],
         [1, [1], null],
@@ -252,6 +271,39 @@ describe('the outcome writer', () => {
       ]);
     } finally {
       await cutAfterCommit.end().catch(() => undefined);
+      await relay.close();
+    }
+  });
+
+  it('a batch that reaches the server only after the worker gave up on it and wrote its outcomes again counts each attempt once', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(3, token);
+    // The batch's statement goes through a relay that holds it (the server sees nothing yet) and
+    // closes the worker's side: the worker finds the connection lost, not knowing whether the batch
+    // committed, and writes the outcomes again row by row. Only then does the statement reach the
+    // server, which runs it and commits (a network that delivered it late; a batch waiting for a lock
+    // on the server is the same race).
+    const relay = await startLateRelay(Number(new URL(t.ownerUrl).port));
+    const late = await workerThrough(relay.port);
+    const lossy = batchesThrough(late, countingTx(), async () => {
+      relay.hold();
+      return async () => {
+        await until('the batch sent', () => relay.held() > 0);
+        relay.giveUp();
+      };
+    });
+    try {
+      const writer = new OutcomeWriter({ tx: lossy, delayMs: 10, maxBatch: 100, maxPending: 1000 });
+      expect(await Promise.all(ids.map((id) => writer.write(id, token, ok())))).toEqual([1, 1, 1]);
+      // The batch reaches the server now, and its process runs it (then finds its client gone and ends).
+      await relay.deliver();
+      expect((await rowsById(ids)).map((r) => [r.attempts, r.journal, r.lease_token])).toEqual([
+        [1, [1], null],
+        [1, [1], null],
+        [1, [1], null],
+      ]);
+    } finally {
+      await late.end().catch(() => undefined);
       await relay.close();
     }
   });
@@ -373,3 +425,46 @@ describe('the outcome writer', () => {
     ]);
   });
 });
+
+/**
+ * A TCP relay in front of the database server for one client connection. `hold()`: what the client
+ * sends from then on is kept, not passed (`held()` bytes so far); `giveUp()` closes the client's side
+ * alone, so the client finds its connection lost while its statement is still on the way;
+ * `deliver()` then passes what was held to the server and closes the server's side after it, and
+ * resolves once the server's process has ended (it ran what it was sent, then found the client gone).
+ */
+async function startLateRelay(upstreamPort: number) {
+  let holding = false;
+  const kept: Buffer[] = [];
+  const pairs: Array<{ client: Socket; server: Socket; ended: Promise<void> }> = [];
+  const relay = createServer((client) => {
+    const server = connect(upstreamPort, '127.0.0.1');
+    const ended = new Promise<void>((resolve) => server.once('close', () => resolve()));
+    pairs.push({ client, server, ended });
+    for (const socket of [client, server]) socket.on('error', () => undefined);
+    client.on('data', (chunk: Buffer) => (holding ? kept.push(chunk) : server.write(chunk)));
+    server.on('data', (chunk: Buffer) => void (client.destroyed || client.write(chunk)));
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', () => resolve()));
+  return {
+    port: (relay.address() as AddressInfo).port,
+    hold: () => {
+      holding = true;
+    },
+    held: () => kept.reduce((n, chunk) => n + chunk.length, 0),
+    giveUp: () => {
+      for (const { client } of pairs) client.destroy();
+    },
+    deliver: async () => {
+      for (const { server } of pairs) server.end(Buffer.concat(kept.splice(0)));
+      await Promise.all(pairs.map((p) => p.ended));
+    },
+    close: () => {
+      for (const { client, server } of pairs) {
+        client.destroy();
+        server.destroy();
+      }
+      return new Promise<void>((resolve) => relay.close(() => resolve()));
+    },
+  };
+}

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Tx } from '../db/database.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
-import { type Outcome, renewLeases, writeBack, writeBackMany } from './journal.js';
+import { type Outcome, renewLeases, writeBackAgain, writeBackMany } from './journal.js';
 import type { AttemptOutcome } from './model.js';
 
 /**
@@ -26,7 +26,10 @@ import type { AttemptOutcome } from './model.js';
  * are renewed together, one statement for all that are due, so a slow database never lets a retry
  * sweep claim and send again a delivery whose outcome is still to be written. A batch the database
  * refuses is written again row by row, so one bad row fails alone; each outcome carries its id in
- * the journal, so a batch that did commit (its answer lost with the connection) is not counted twice.
+ * the journal, so a batch that did commit (its answer lost with the connection) is not counted twice,
+ * and the row is marked with it before it is written again, so a batch that commits only later (it
+ * reached the server after the connection was given up, or waited there for a lock) skips the row
+ * (journal.ts, `writeBackAgain`).
  */
 
 interface OutcomeWriterOptions {
@@ -184,8 +187,9 @@ export class OutcomeWriter {
       await Promise.all(
         batch.map(async (p) => {
           try {
-            // Under the outcome's id: one the failed batch did write (its commit's answer lost) is not counted again.
-            p.resolve(await writeBack(this.o.tx, p.id, p.token, p.outcome, p.outcomeId));
+            // Under the outcome's id: one the failed batch did write (its commit's answer lost) is not
+            // counted again, nor is one the batch writes later (still on its way, or waiting for a lock).
+            p.resolve(await writeBackAgain(this.o.tx, p.id, p.token, p.outcome, p.outcomeId));
           } catch (e) {
             p.reject(e);
           }
