@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import '../../test/harness/quiet-logs.js';
 import { startSmtpServer, type TestSmtpServer } from '../../test/harness/smtp.js';
+import { until } from '../../test/harness/until.js';
 import { Config } from '../config/config.js';
 import type { Tx } from '../db/database.js';
 import { loadCatalog } from '../events/catalog.js';
@@ -274,5 +275,50 @@ describe('while no tenant has an enabled rule (the consumer passes events unread
     expect(await new EmailConsumer(own.db, () => mailer).handle(events[0]!)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
     await smtp.waitFor(1);
     expect(subjects()).toEqual(['first 6']);
+  });
+
+  it('a rule create that commits while the pass runs, after its snapshot and before its look at the rules, keeps it from passing', async () => {
+    await own.owner.query('update email.rules set deleted_at = now() where deleted_at is null');
+    expect((await own.db.crossTenantQuery<{ passed: boolean }>('test', `select ${NO_ENABLED_RULES} as passed`)).rows[0]!.passed).toBe(true);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let written!: () => void;
+    const ruleWritten = new Promise<void>((resolve) => {
+      written = resolve;
+    });
+    // The create takes its lock and writes its rule (its time taken), and stays open.
+    const creating = own.db.withTenant(1, async (tx) => {
+      const rule = await createRule(tx, { name: 'mid-pass', eventTypes: ['org.moved'], recipient: 'mid@acme.example', subject: 's' });
+      written();
+      await held;
+      return rule;
+    });
+    // A statement that takes its snapshot while the create is open, then waits (a lock the test
+    // holds) before it evaluates the condition, as the pass's statement does between its snapshot
+    // (the events it passes) and its look at the rules; the create commits meanwhile.
+    const PAUSE = 7_346_001;
+    await own.owner.query('select pg_advisory_lock($1)', [PAUSE]);
+    let passing: Promise<boolean> | undefined;
+    try {
+      await ruleWritten;
+      passing = own.db
+        .crossTenantQuery<{ passed: boolean }>('test', `select case when pg_advisory_xact_lock_shared(${PAUSE}) is null then null else ${NO_ENABLED_RULES} end as passed`)
+        .then((r) => r.rows[0]!.passed);
+      await until('the statement to wait for the pause', async () => {
+        const { rows } = await own.owner.query("select 1 from pg_locks where locktype = 'advisory' and objid = $1 and not granted", [PAUSE]);
+        return rows.length > 0;
+      });
+      release();
+      const rule = await creating;
+      expect(rule.enabled).toBe(true);
+    } finally {
+      release();
+      await own.owner.query('select pg_advisory_unlock($1)', [PAUSE]);
+    }
+    // Its snapshot has no rule, and the create's lock is gone: read in that snapshot, the rules said
+    // "none" and the events written after the rule's time were passed unread.
+    expect(await passing).toBe(false);
   });
 });

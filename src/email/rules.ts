@@ -1,4 +1,3 @@
-import { activeTenant } from '../db/active-tenant.js';
 import type { Tx } from '../db/database.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { patternsMatch, type SubscriberCheck } from '../events/subscribers.js';
@@ -270,13 +269,12 @@ export const rulesMatch = (rule: ActiveRule, type: string): boolean => patternsM
  * for any event (its OutboxLoop `idleWhen`; a deactivated tenant's events are handed to no consumer,
  * so its rules alone must not make the consumer read every event). Nor while a rule write that
  * makes a rule active (`lockRuleWrites`, any tenant) is in progress: its rule, not visible yet, may
- * be due events written after it took its time, and the statement would pass them unread. (One
- * that commits while the statement runs, between its snapshot and its look at the locks, is still
- * missed.)
+ * be due events written after it took its time, and the statement would pass them unread. A
+ * function (email V5), which looks at the locks first and then reads the rules in a snapshot taken
+ * after that look, so a write that commits while the calling statement runs (after that
+ * statement's snapshot, in which the events it passes were read) is seen one way or the other.
  */
-export const NO_ENABLED_RULES = `not exists (select 1 from email.rules r where r.enabled and r.deleted_at is null and ${activeTenant('r.tenant_id')})
-  and not exists (select 1 from pg_locks l where l.locktype = 'advisory' and l.mode = 'ExclusiveLock' and l.objsubid = 2
-                   and l.classid = hashtext('email.rules')::oid and l.database = (select oid from pg_database where datname = current_database()))`;
+export const NO_ENABLED_RULES = 'email.no_enabled_rules()';
 
 /**
  * For the subscriber registry (src/events/subscribers.ts): an enabled rule matching the type counts
