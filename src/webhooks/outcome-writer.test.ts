@@ -308,6 +308,62 @@ describe('the outcome writer', () => {
     }
   });
 
+  it('a batch still running on the server when the worker gave up on it (waiting for a row lock) counts each attempt once: writing again waits it out', async () => {
+    const token = randomUUID();
+    const ids = await leasedRows(3, token);
+    // The last row locked by another transaction: the batch, which reaches the server, waits there.
+    const locker = new pg.Client({ connectionString: t.ownerUrl });
+    await locker.connect();
+    await locker.query('begin');
+    await locker.query('select 1 from hub.deliveries where id = $1 for update', [ids[2]]);
+    const relay = await startLateRelay(Number(new URL(t.ownerUrl).port));
+    const running = await workerThrough(relay.port);
+    const backend = (running as unknown as { processID: number }).processID;
+    const waitsForLock = async (condition: string, values: unknown[]) =>
+      Number(
+        (
+          await t.owner.query(
+            `select count(*) as n from pg_stat_activity where datname = current_database() and usename = $1 and wait_event_type = 'Lock' and ${condition}`,
+            [TEST_ROLES.worker, ...values],
+          )
+        ).rows[0].n,
+      );
+    // The worker's statements besides the batch: those issued, and those ended.
+    const tx = countingTx();
+    let ended = 0;
+    const counted: Tx = {
+      tenantId: undefined,
+      query: (text, values) => tx.query(text, values).finally(() => ended++) as never,
+    };
+    const lossy = batchesThrough(running, counted, async () => async () => {
+      await until('the batch to wait for the lock', async () => (await waitsForLock('pid = $2', [backend])) === 1);
+      // The worker finds its connection lost while the batch runs on.
+      relay.giveUp();
+    });
+    try {
+      const writer = new OutcomeWriter({ tx: lossy, delayMs: 10, maxBatch: 100, maxPending: 1000 });
+      const written = Promise.all(ids.map((id) => writer.write(id, token, ok())));
+      // The outcomes written again, each statement ended or waiting for a lock (the batch's, the locker's)...
+      await until('the outcomes being written again', async () => {
+        const issued = tx.statements.length;
+        return issued >= ids.length && ended + (await waitsForLock('pid <> $2', [backend])) >= issued;
+      });
+      // ...then the batch goes on, and commits.
+      await locker.query('commit');
+      expect(await written).toEqual([1, 1, 1]);
+      await relay.deliver(); // the batch's process ends
+      expect((await rowsById(ids)).map((r) => [r.attempts, r.journal, r.lease_token])).toEqual([
+        [1, [1], null],
+        [1, [1], null],
+        [1, [1], null],
+      ]);
+    } finally {
+      await locker.end().catch(() => undefined);
+      await running.end().catch(() => undefined);
+      await relay.close();
+    }
+  });
+
   it('stores a response body with a NUL character (PostgreSQL text has none) instead of failing', async () => {
     const token = randomUUID();
     const [id] = await leasedRows(1, token);
