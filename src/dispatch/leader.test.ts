@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { ClockRunner } from '../clock/clock.js';
+import { KEEPALIVE_IDLE_MS } from '../db/pool.js';
 import { roleUrl } from '../db/roles.js';
 import { AdvisoryLockElector, Leadership } from './leader.js';
+import { keepaliveSeconds, ssProblem } from '../../test/harness/keepalive.js';
+import { describeRequiring } from '../../test/harness/requires.js';
 import { until } from '../../test/harness/until.js';
 
 /** The PostgreSQL advisory-lock elector and the leadership gate, against a real server. */
@@ -74,6 +77,27 @@ describe('advisory-lock elector', () => {
       expect(await x.renew()).toBe(true);
     } finally {
       await Promise.all([x.release(), y.release(), negative.release()]);
+    }
+  });
+});
+
+describeRequiring(ssProblem(), 'ss (iproute2)', 'advisory-lock elector over TCP', () => {
+  it("its connection has the pools' TCP keepalive: the first probe after KEEPALIVE_IDLE_MS of silence (ss shows the timer)", async () => {
+    // Over TCP whatever the harness's server offers: without `host`, node-postgres connects to 127.0.0.1.
+    const tcp = new URL(t.ownerUrl);
+    tcp.search = '';
+    const key = 'test:keepalive';
+    const elector = new AdvisoryLockElector(tcp.toString(), key);
+    try {
+      expect(await elector.acquire()).toBe(true);
+      const { rows } = await t.owner.query<{ port: number }>("select client_port as port from pg_stat_activity where application_name = $1 and client_addr = '127.0.0.1'", [
+        `svc-hub leader (${key})`,
+      ]);
+      expect(rows).toHaveLength(1);
+      // Was: the OS default delay (7200 s on Linux), a dead path to the database unnoticed for two hours.
+      expect(await keepaliveSeconds(rows[0]!.port)).toBeLessThanOrEqual(KEEPALIVE_IDLE_MS / 1000);
+    } finally {
+      await elector.release();
     }
   });
 });

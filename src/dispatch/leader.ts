@@ -1,5 +1,6 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { Cadence, ClockRunner } from '../clock/clock.js';
+import { ownClient } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -95,7 +96,8 @@ export class AdvisoryLockElector implements LeaderElector {
 
   private async connection(): Promise<pg.Client> {
     if (this.client) return this.client;
-    const client = new pg.Client({ connectionString: this.url, application_name: `svc-hub leader (${this.key})`, query_timeout: this.timeoutMs, keepAlive: true });
+    // The pools' TCP keepalive (pool.ts: KEEPALIVE, first probe after 10 s of silence), not the OS default delay (two hours on Linux).
+    const client = ownClient({ connectionString: this.url, application_name: `svc-hub leader (${this.key})`, query_timeout: this.timeoutMs });
     const onGone = (err?: Error) => {
       if (this.client !== client) return;
       this.client = undefined;
