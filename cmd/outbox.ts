@@ -1,8 +1,10 @@
 import type { Config } from '../src/config/config.js';
+import type { Database } from '../src/db/database.js';
 import { type ConsumerState, consumerStates, dropConsumer, formatLag } from '../src/events/consumer.js';
 import { PROCESS_CONSUMER } from '../src/processes/consumer.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
 import { WEBHOOK_CONSUMER } from '../src/webhooks/services.js';
+import { boundedCommand, DATABASE_CLOSE, stopLimitMs } from './stop.js';
 
 /** The outbox consumers this version of the hub runs (cmd/compose.ts), each with what it does. */
 export const HUB_CONSUMERS = {
@@ -61,7 +63,7 @@ export async function outboxCommand(
   config: Config,
   argv: string[],
   out: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
-  /** The executable's signal (it stops once the command is done): the embedded PostgreSQL then runs in a process group of its own. */
+  /** The executable's signal (the command in hand ends first): the embedded PostgreSQL then runs in a process group of its own. */
   stop?: AbortSignal,
 ): Promise<number> {
   const args = parseOutboxArgs(argv);
@@ -74,28 +76,37 @@ export async function outboxCommand(
     return 1;
   }
   const setup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: stop !== undefined });
-  try {
-    if (args.command === 'consumers') {
-      const states = await consumerStates(setup.db, { countEvents: true });
-      if (states.length === 0) out('no consumer cursors');
-      for (const state of states) out(consumerLine(state));
-      return 0;
-    }
-    const dropped = await dropConsumer(setup.db, args.name, { quietSeconds: args.force ? 0 : QUIET_MINUTES * 60 });
-    if (!dropped) {
-      out(`no consumer '${args.name}' (svc-hub outbox consumers lists them): nothing dropped`);
-      return 1;
-    }
-    if ('advancedAt' in dropped) {
-      out(
-        `refused: '${args.name}' advanced at ${dropped.advancedAt.toISOString()}, in the last ${QUIET_MINUTES} minutes: a hub may still run it, and without its cursor it would start again at the outbox's head; stop that hub first, or pass --force`,
-      );
-      return 1;
-    }
-    const { position } = dropped;
-    out(`dropped consumer '${args.name}' (it was at ${position.txid}/${position.id}): the purge no longer keeps events for it`);
-    return 0;
-  } finally {
-    await setup.close();
+  // A signal lets the command in hand end; that, and the database's close, have the roles' time limit (cmd/stop.ts).
+  return boundedCommand({
+    work: () => (args.command === 'consumers' ? listConsumers(setup.db, out) : drop(setup.db, args, out)),
+    workStep: `the ${args.command} command`,
+    close: () => setup.close(),
+    closeStep: DATABASE_CLOSE,
+    stop,
+    limitMs: stopLimitMs(config),
+  });
+}
+
+async function listConsumers(db: Database, out: (line: string) => void): Promise<number> {
+  const states = await consumerStates(db, { countEvents: true });
+  if (states.length === 0) out('no consumer cursors');
+  for (const state of states) out(consumerLine(state));
+  return 0;
+}
+
+async function drop(db: Database, args: { name: string; force: boolean }, out: (line: string) => void): Promise<number> {
+  const dropped = await dropConsumer(db, args.name, { quietSeconds: args.force ? 0 : QUIET_MINUTES * 60 });
+  if (!dropped) {
+    out(`no consumer '${args.name}' (svc-hub outbox consumers lists them): nothing dropped`);
+    return 1;
   }
+  if ('advancedAt' in dropped) {
+    out(
+      `refused: '${args.name}' advanced at ${dropped.advancedAt.toISOString()}, in the last ${QUIET_MINUTES} minutes: a hub may still run it, and without its cursor it would start again at the outbox's head; stop that hub first, or pass --force`,
+    );
+    return 1;
+  }
+  const { position } = dropped;
+  out(`dropped consumer '${args.name}' (it was at ${position.txid}/${position.id}): the purge no longer keeps events for it`);
+  return 0;
 }

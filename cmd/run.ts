@@ -4,6 +4,7 @@ import type { ExportRun } from '../src/exports/runs/ledger.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { logger } from '../src/observability/logger.js';
 import { startHub } from './compose.js';
+import { boundedCommand, stopLimitMs } from './stop.js';
 import { RUN_USAGE } from './usage.js';
 
 export { RUN_USAGE } from './usage.js';
@@ -38,7 +39,9 @@ export function parseRunArgs(argv: string[]): RunArgs | string {
 /**
  * `svc-hub run connector|export …`: in process; exit 1 when a run Failed. `stop` (the executable's
  * SIGINT or SIGTERM: a CronJob's pod being deleted) stops the hub: its runs end Failed `interrupted`
- * at once, as on any clean stop, instead of being left to the interrupted-run sweep.
+ * at once, as on any clean stop, instead of being left to the interrupted-run sweep. That stop, and
+ * the hub's stop after the run, have the roles' time limit (cmd/stop.ts): past it the steps still
+ * pending are logged and the exit code is 1.
  */
 export async function runCommand(
   config: Config,
@@ -58,8 +61,20 @@ export async function runCommand(
   };
   if (stop?.aborted) onStop();
   else stop?.addEventListener('abort', onStop, { once: true });
+  // The hub's stop, on a signal or after the run, is bounded as the roles' is (cmd/stop.ts).
+  return boundedCommand({
+    work: () => runOn(hub.services, args, out).finally(() => stop?.removeEventListener('abort', onStop)),
+    workStep: `the ${args.kind} run`,
+    close: () => hub.stop(),
+    closeSteps: () => hub.stopPending(),
+    stop,
+    limitMs: stopLimitMs(config),
+  });
+}
+
+/** The run asked for, on a hub started for it: its exit code. */
+async function runOn(services: AreaServices, args: RunArgs, out: (line: string) => void): Promise<number> {
   try {
-    const { services } = hub;
     const tenant = await services.admin.tenants.byCode(args.tenant);
     if (!tenant) {
       out(`tenant ${args.tenant} not found`);
@@ -109,9 +124,6 @@ export async function runCommand(
     const hint = (err as { hint?: unknown }).hint;
     out(`error: ${(err as Error).message}${typeof hint === 'string' ? ` (${hint})` : ''}`);
     return 1;
-  } finally {
-    stop?.removeEventListener('abort', onStop);
-    await hub.stop();
   }
 }
 

@@ -4,6 +4,7 @@ import { REKEY_BATCH, type RekeyReport, rekey, type SealedValues } from '../src/
 import { SECRET_VALUES } from '../src/platform/secrets/store.js';
 import { setupDatabase } from '../src/runtime/database-setup.js';
 import { INTEGRATION_SECRETS } from '../src/webhooks/secret.js';
+import { boundedCommand, DATABASE_CLOSE, stopLimitMs } from './stop.js';
 
 export const SECRETS_USAGE = `usage: svc-hub secrets rekey [--batch N]
 
@@ -60,12 +61,17 @@ export async function secretsCommand(
   }
   const keys = loadMasterKeys(config);
   const setup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: stop !== undefined });
-  try {
-    const report = await rekey(setup.db, keys, SEALED_VALUES, { batch: args.batch, stop });
-    for (const value of report.unopened) out(`could not be opened: ${value.kind} ${value.name} of tenant ${value.tenantId}`);
-    out(`${report.stopped ? 'stopped before the end: ' : ''}${rekeySummary(report)}`);
-    return report.unopened.length > 0 || report.stopped ? 1 : 0;
-  } finally {
-    await setup.close();
-  }
+  return boundedCommand({
+    work: async () => {
+      const report = await rekey(setup.db, keys, SEALED_VALUES, { batch: args.batch, stop });
+      for (const value of report.unopened) out(`could not be opened: ${value.kind} ${value.name} of tenant ${value.tenantId}`);
+      out(`${report.stopped ? 'stopped before the end: ' : ''}${rekeySummary(report)}`);
+      return report.unopened.length > 0 || report.stopped ? 1 : 0;
+    },
+    workStep: 'the rekey (its batch in progress)',
+    close: () => setup.close(),
+    closeStep: DATABASE_CLOSE,
+    stop,
+    limitMs: stopLimitMs(config),
+  });
 }

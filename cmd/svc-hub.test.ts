@@ -3,10 +3,12 @@ import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, rea
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { freePort, startEmbedded } from '../src/db/embedded.js';
 import { readMigrations } from '../src/db/migrations.js';
+import { ddlLockName, tenantSchema } from '../src/connectors/target/ddl.js';
+import { startDemoSource } from '../src/demo-source/server.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { captureLogs } from '../test/harness/log-capture.js';
@@ -16,7 +18,8 @@ import { until } from '../test/harness/until.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { HUB_CONSUMERS } from './outbox.js';
 import { RUN_USAGE } from './run.js';
-import { expectedFailure, logStartFailure, stopped } from './svc-hub.js';
+import { stopped } from './stop.js';
+import { expectedFailure, logStartFailure } from './svc-hub.js';
 
 /** The svc-hub executable, run as users run it: a child process, its exit code and its output. */
 
@@ -525,5 +528,116 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc-hub started from a terminal that h
     expect(lines.at(-2)).toMatch(/INFO: embedded PostgreSQL stopped$/);
     expect(lines.at(-1)).toMatch(/INFO: stopped$/);
     expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+  }, 120_000);
+});
+
+/**
+ * The one-shot commands' stop has the roles' time limit (cmd/stop.ts): each command waits on a
+ * table the test holds locked, its database is then frozen (every server process SIGSTOPped) and
+ * the command sent SIGTERM. The limit is the grace (1 s here) and 15 s, with an external database.
+ */
+describe('svc-hub run, secrets and outbox stopped while their database is frozen', () => {
+  const GRACE = { SVC_HTTP_SHUTDOWN_GRACE: '1s' };
+  let server: Awaited<ReturnType<typeof startEmbedded>>;
+  let demo: Awaited<ReturnType<typeof startDemoSource>>;
+  let owner: pg.Client;
+
+  beforeAll(async () => {
+    server = await startEmbedded({ dataDir: join(tempDir(), 'data'), database: 'svc' });
+    demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 300, log: () => undefined });
+    // A connector to run, applied through a hub that migrated the database.
+    const port = await freePort();
+    const hub = start(['serve'], { DATABASE_URL: server.url, PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none' });
+    await waitReady(`http://127.0.0.1:${port}`);
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'frozen' },
+      connector_type: 'rest-generic',
+      spec: {
+        base_url: demo.url,
+        endpoints: [
+          {
+            id: 'partners',
+            path: '/open/partners',
+            pagination: { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 100, response_path: '$.data', total_path: '$.total' },
+            target: { table: 'ext.partners', unique_key: '$.id' },
+          },
+        ],
+      },
+    };
+    const applied = await fetch(`http://127.0.0.1:${port}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: JSON.stringify(manifest) });
+    expect(applied.status).toBe(201);
+    hub.child.kill('SIGTERM');
+    expect(await exitCodeShowingOutput(hub)).toBe(0);
+    owner = new pg.Client({ connectionString: server.url });
+    await owner.connect();
+  }, 120_000);
+
+  afterAll(async () => {
+    await owner?.end();
+    await demo?.close();
+    await server?.stop();
+  });
+
+  /**
+   * Starts the command while the test's transaction holds the lock `hold` takes, waits until the
+   * command waits on it, freezes the database and sends SIGTERM: the exit code (or `still running
+   * after …`), the time from the signal, the command's output.
+   */
+  async function stoppedFrozen(args: string[], hold: string, env: Record<string, string> = {}) {
+    const frozen: number[] = [];
+    await owner.query('begin');
+    try {
+      await owner.query(hold);
+      const command = start(args, { DATABASE_URL: server.url, ...GRACE, ...env });
+      await until(
+        `svc-hub ${args.join(' ')} to wait on the lock the test holds`,
+        async () => {
+          // pg_locks, which shows every role's sessions (pg_stat_activity hides other roles' waits from a role that is not a superuser).
+          const { rows } = await owner.query<{ n: number }>('select count(*)::int as n from pg_locks where not granted');
+          return rows[0]!.n > 0;
+        },
+        { timeoutMs: 60_000, detail: () => command.output() },
+      );
+      frozen.push(...freeze(server.clusterDir));
+      const signalled = performance.now();
+      command.child.kill('SIGTERM');
+      // Was: still running, for ever.
+      const exit = await exitWithin(command, 40_000);
+      return { exit, ms: performance.now() - signalled, output: command.output() };
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+      await owner.query('rollback');
+    }
+  }
+
+  it("run connector: the run's end waits on the database; the stop is given up after its limit, naming the run, exit 1", async () => {
+    // The tenant's DDL lock, which the run takes (shared) to register its table.
+    const { rows } = await owner.query<{ id: number }>("select id from core.tenants where code = 'default'");
+    const ddlLock = `select pg_advisory_xact_lock(hashtext('${ddlLockName(tenantSchema(rows[0]!.id))}'))`;
+    const { exit, ms, output } = await stoppedFrozen(['run', 'connector', 'frozen', '--tenant', 'default'], ddlLock);
+    expect({ exit, output }).toMatchObject({ exit: 1 });
+    expect(ms).toBeGreaterThan(16_000);
+    expect(output).toContain('stopping: the run ends Failed interrupted');
+    expect(output).toMatch(/the stop did not end within 16000 ms; still pending: the connector run; [^\n]*the connector runs' end/);
+  }, 120_000);
+
+  it('secrets rekey: its batch in progress waits on the database; the stop is given up after its limit, exit 1', async () => {
+    const key = Buffer.alloc(32, 0x5a).toString('base64');
+    const { exit, ms, output } = await stoppedFrozen(['secrets', 'rekey'], 'lock table platform.secrets in access exclusive mode', { SVC_SECRET_MASTER_KEY: key, SVC_SECRET_PREVIOUS_MASTER_KEYS: Buffer.alloc(32, 1).toString('hex') });
+    expect({ exit, output }).toMatchObject({ exit: 1 });
+    expect(ms).toBeGreaterThan(16_000);
+    expect(output).toContain('SIGTERM: stopping after the batch in progress');
+    expect(output).toContain('the stop did not end within 16000 ms; still pending: the rekey (its batch in progress). Exiting without waiting for them');
+    expect(output).not.toContain(key);
+  }, 120_000);
+
+  it('outbox consumers: its query waits on the database; the stop is given up after its limit, exit 1', async () => {
+    const { exit, ms, output } = await stoppedFrozen(['outbox', 'consumers'], 'lock table events.consumer_cursors in access exclusive mode');
+    expect({ exit, output }).toMatchObject({ exit: 1 });
+    expect(ms).toBeGreaterThan(16_000);
+    expect(output).toContain('SIGTERM: stopping once the command in hand has ended');
+    expect(output).toContain('the stop did not end within 16000 ms; still pending: the consumers command. Exiting without waiting for them');
   }, 120_000);
 });

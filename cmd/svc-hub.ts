@@ -1,7 +1,6 @@
 import { closeSync, openSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { Config, ConfigError } from '../src/config/config.js';
-import { STOP_BOUND_MS as EMBEDDED_STOP_BOUND_MS } from '../src/db/embedded.js';
 import { isDatabaseUnavailable } from '../src/db/unavailable.js';
 import { installCrashLogging } from '../src/observability/crash.js';
 import { StartRefused } from '../src/errors.js';
@@ -15,6 +14,7 @@ import { startOperator } from './operator.js';
 import { OUTBOX_USAGE, outboxCommand, parseOutboxArgs } from './outbox.js';
 import { parseRunArgs, runCommand } from './run.js';
 import { parseSecretsArgs, SECRETS_USAGE, secretsCommand } from './secrets.js';
+import { stopLimitMs, stopped } from './stop.js';
 import { ROLES, RUN_USAGE, USAGE } from './usage.js';
 
 type RoleName = (typeof ROLES)[number];
@@ -83,7 +83,7 @@ export async function main(argv: string[]): Promise<number> {
   // killing node and leaving the embedded server running and the data directory marked as taken.
   let serving = false;
   const stop = stopSignal(() =>
-    role === 'run' ? 'stopping' : role === 'secrets' ? 'stopping after the batch in progress' : role === 'migrate' ? 'stopping once the migrations are applied' : serving ? 'stopping (in-flight requests finish first)' : 'stopping once the start has finished',
+    role === 'run' ? 'stopping' : role === 'secrets' ? 'stopping after the batch in progress' : role === 'outbox' ? 'stopping once the command in hand has ended' : role === 'migrate' ? 'stopping once the migrations are applied' : serving ? 'stopping (in-flight requests finish first)' : 'stopping once the start has finished',
   );
   try {
     if (role === 'run') return await runCommand(config, rest, undefined, stop);
@@ -214,62 +214,4 @@ function stopSignal(what: () => string): AbortSignal {
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   return controller.signal;
-}
-
-/**
- * What a stop may take beyond `svc.http.shutdown-grace` (the in-flight requests' time) before it is
- * given up: the outbox listener's close and the pools' (5 s each at most on a database that does not
- * answer) and the last trace spans (3 s), with room to spare.
- */
-export const STOP_MARGIN_MS = 15_000;
-
-/**
- * The time limit of a whole stop: the grace and STOP_MARGIN_MS, and the embedded PostgreSQL's own
- * bounded stop (a fast shutdown, then an immediate one) when the hub runs one.
- */
-export function stopLimitMs(config: Config): number {
-  return config.duration('svc.http.shutdown-grace') + STOP_MARGIN_MS + (config.optional('svc.datasource.url') ? 0 : EMBEDDED_STOP_BOUND_MS);
-}
-
-/**
- * Resolves once `stop` (a first signal, maybe one that came during the start) has stopped the hub:
- * the exit code, 0, or 1 when the stop failed (a process manager then sees that something was left
- * behind, as the log line says). A stop that has not ended within `limitMs` (a step waiting on a
- * database that does not answer: the final audit flush, an outbox batch in hand) resolves 1 too,
- * once it has logged the steps still pending (their names only), so the process exits instead of
- * hanging.
- */
-export function stopped(hub: { stop(): Promise<void> }, stop: AbortSignal, bound?: { limitMs: number; pending: () => string[] }): Promise<number> {
-  return new Promise((resolve) => {
-    const onStop = () => {
-      let ended = false;
-      const end = (code: number) => {
-        ended = true;
-        clearTimeout(timer);
-        resolve(code);
-      };
-      const timer =
-        bound &&
-        setTimeout(() => {
-          if (ended) return;
-          const pending = bound.pending().join('; ') || "none of the hub's own steps";
-          logger().error(`the stop did not end within ${bound.limitMs} ms; still pending: ${pending}. Exiting without waiting for them`);
-          end(1);
-        }, bound.limitMs);
-      hub.stop().then(
-        () => {
-          if (ended) return;
-          logger().info('stopped');
-          end(0);
-        },
-        (err: unknown) => {
-          if (ended) return;
-          logger().error({ err }, 'stop failed');
-          end(1);
-        },
-      );
-    };
-    if (stop.aborted) onStop();
-    else stop.addEventListener('abort', onStop, { once: true });
-  });
 }
