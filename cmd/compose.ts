@@ -28,6 +28,7 @@ import { platformDocuments } from './platform-corpus.js';
 import { HUB_CONSUMERS } from './outbox.js';
 import { scheduleHousekeeping } from './housekeeping.js';
 import { leaderElector } from './leader.js';
+import { PendingSteps } from './stop.js';
 import { integrationSubscriber } from '../src/webhooks/integrations.js';
 import { createWebhookServices } from '../src/webhooks/services.js';
 import { operationRoutes } from '../apiserver/routes/operations/operations.js';
@@ -375,18 +376,15 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   }
 
   let stopping: Promise<void> | undefined;
-  // The steps of the stop begun and not ended: what a stop that outlasts its time limit names (cmd/svc-hub.ts).
-  const pending = new Set<string>();
-  const step = <T>(name: string, work: Promise<T>): Promise<T> => {
-    pending.add(name);
-    return work.finally(() => pending.delete(name));
-  };
+  // The steps of the stop begun and not ended: what a stop that outlasts its time limit names (cmd/stop.ts).
+  const steps = new PendingSteps();
+  const step = <T>(name: string, work: Promise<T>): Promise<T> => steps.step(name, work);
   return {
     services,
     server,
     url: server?.url,
     workerUrl: database.workerUrl,
-    stopPending: () => [...pending],
+    stopPending: () => steps.list(),
     stop() {
       stopping ??= (async () => {
         // Export runs of this process end Failed `interrupted` at once (their temporary files

@@ -55,8 +55,8 @@ async function endsWithin<T>(ending: Promise<T>, bound: StopBound): Promise<T | 
   }
 }
 
-/** The steps of a stop under way, each named while it runs, in the order begun. */
-class PendingSteps {
+/** The steps of a stop under way, each named while it runs, in the order begun (the hub's, cmd/compose.ts; a one-shot command's). */
+export class PendingSteps {
   private readonly names = new Set<string>();
 
   step<T>(name: string, work: Promise<T>): Promise<T> {
