@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
@@ -11,6 +11,7 @@ import { ddlLockName, tenantSchema } from '../src/connectors/target/ddl.js';
 import { startDemoSource } from '../src/demo-source/server.js';
 import { packageRoot } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
+import { freeze } from '../test/harness/freeze.js';
 import { captureLogs } from '../test/harness/log-capture.js';
 import { describeRequiring } from '../test/harness/requires.js';
 import { startTmux, tmuxProblem } from '../test/harness/tmux.js';
@@ -83,14 +84,6 @@ async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${url} not ready within ${timeoutMs} ms`);
-}
-
-/** Freezes every process of the server of `clusterDir` (SIGSTOP), as the fault suite does (e2e/faults/database-restart.test.ts): their pids, for SIGCONT. */
-function freeze(clusterDir: string): number[] {
-  const postmaster = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  const pids = [postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)];
-  for (const pid of pids) process.kill(pid, 'SIGSTOP');
-  return pids;
 }
 
 function tempDir(): string {

@@ -1,9 +1,14 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { ClockRunner } from '../clock/clock.js';
+import { startEmbedded } from '../db/embedded.js';
 import { KEEPALIVE_IDLE_MS } from '../db/pool.js';
 import { roleUrl } from '../db/roles.js';
 import { AdvisoryLockElector, Leadership } from './leader.js';
+import { freeze, thaw } from '../../test/harness/freeze.js';
 import { keepaliveSeconds, ssProblem } from '../../test/harness/keepalive.js';
 import { describeRequiring } from '../../test/harness/requires.js';
 import { until } from '../../test/harness/until.js';
@@ -79,6 +84,43 @@ describe('advisory-lock elector', () => {
       await Promise.all([x.release(), y.release(), negative.release()]);
     }
   });
+});
+
+describe('advisory-lock elector on a database that does not answer', () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("release() (the hub's stop) ends within seconds, the leader's and a follower's, their connections cut", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leader-frozen-'));
+    chmodSync(dir, 0o755);
+    dirs.push(dir);
+    const server = await startEmbedded({ dataDir: join(dir, 'data') });
+    const frozen: number[] = [];
+    try {
+      const key = 'test:frozen';
+      const leader = new AdvisoryLockElector(server.url, key, 1_000);
+      const follower = new AdvisoryLockElector(server.url, key, 1_000);
+      expect(await leader.acquire()).toBe(true);
+      expect(await follower.acquire()).toBe(false);
+      frozen.push(...freeze(server.clusterDir));
+      const began = performance.now();
+      let timer: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([
+        Promise.all([leader.release(), follower.release()]).then(() => 'released'),
+        new Promise((resolve) => (timer = setTimeout(() => resolve('still releasing after 20 s'), 20_000))),
+      ]);
+      clearTimeout(timer);
+      // Was: still releasing, for ever (the connection's end waits for the server to close its side).
+      expect(outcome).toBe('released');
+      // The unlock's query_timeout (1 s) and endClient's wait (5 s).
+      expect(performance.now() - began).toBeLessThan(10_000);
+    } finally {
+      thaw(frozen);
+      await server.stop();
+    }
+  }, 60_000);
 });
 
 describeRequiring(ssProblem(), 'ss (iproute2)', 'advisory-lock elector over TCP', () => {

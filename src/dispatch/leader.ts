@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Cadence, ClockRunner } from '../clock/clock.js';
-import { ownClient } from '../db/pool.js';
+import { endClient, ownClient } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -91,7 +91,9 @@ export class AdvisoryLockElector implements LeaderElector {
     this.leader = false;
     if (!client) return;
     if (wasLeader) await client.query('select pg_advisory_unlock(hashtext($1))', [this.key]).catch(() => undefined);
-    await client.end().catch(() => undefined);
+    // Bounded (endClient: its socket cut after 5 s): a plain end() waits for the server to close its
+    // side, for ever on a database that does not answer, and the hub's stop with it.
+    await endClient(client).catch(() => undefined);
   }
 
   private async connection(): Promise<pg.Client> {
