@@ -57,7 +57,8 @@ export async function runCommand(
   const hub = await startHub(config, { api: false, background: false, stopsOnSignals: stop !== undefined });
   const onStop = () => {
     out('stopping: the run ends Failed interrupted');
-    void hub.stop();
+    // The same promise as `close` below awaits, which reports a failed stop: not an unhandled rejection meanwhile.
+    hub.stop().catch(() => undefined);
   };
   if (stop?.aborted) onStop();
   else stop?.addEventListener('abort', onStop, { once: true });
