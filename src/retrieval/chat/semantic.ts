@@ -41,13 +41,25 @@ export async function semanticChat(
   return { answer: groundedTags(answer, new Set(citations)), citations };
 }
 
+/** The most characters read inside one `[row:…]` bracket (a group of citations of some ten rows); bounds the scan of an answer. */
+const MAX_TAG_CHARS = 1000;
+
 /**
  * The answer with every `[row:<hash>]` tag that names no retrieved row removed (with the space
  * before it): a tag is a citation, and one the model made up, or copied from the question, would
- * point at a row the answer was not grounded on. Tags of retrieved rows stay as written. The hash is
- * read up to 200 characters (a row hash is 64 hex digits) and up to the next `[`, so that a 16 MiB
- * answer of unclosed `[row:` (or of 199 characters after each) reads in linear time.
+ * point at a row the answer was not grounded on. A bracket opening with `row:` (any case) is a tag
+ * however the model wrote it inside: several hashes (`[row:a, row:b]`, `[row:a; b]`) or spaces
+ * (`[row: a]`). One whose hashes were all retrieved stays as written; of one naming others too, only
+ * the retrieved ones stay, each as its own `[row:<hash>]`; one naming none goes. Before, only a
+ * single hash without spaces was read, and a grouped or spaced tag stayed whatever it named. The
+ * bracket is read up to MAX_TAG_CHARS characters and up to the next `[`, so that a 16 MiB answer of
+ * unclosed `[row:` reads in linear time.
  */
 export function groundedTags(answer: string, retrieved: ReadonlySet<string>): string {
-  return answer.replace(/ ?\[row:([^[\]\s]{0,200})\]/g, (tag, hash: string) => (retrieved.has(hash) ? tag : ''));
+  return answer.replace(new RegExp(`( ?)\\[row:([^[\\]]{0,${MAX_TAG_CHARS}})\\]`, 'gi'), (tag, space: string, inside: string) => {
+    const hashes = inside.split(/[\s,;]+/).filter((h) => h !== '').map((h) => h.replace(/^row:/i, ''));
+    if (hashes.length > 0 && hashes.every((h) => retrieved.has(h))) return tag;
+    const kept = [...new Set(hashes.filter((h) => retrieved.has(h)))];
+    return kept.length ? `${space}${kept.map((h) => `[row:${h}]`).join('')}` : '';
+  });
 }
