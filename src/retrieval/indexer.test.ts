@@ -16,6 +16,7 @@ import { createRetrievalServices } from './services.js';
 import { EgressPolicy } from '../egress/policy.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { startReceiver } from '../../test/harness/receiver.js';
+import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -256,6 +257,26 @@ describe('expandPending: identical rows, and an entry that fails', () => {
       await t.owner.query('drop trigger test_poison_long on retrieval.chunks');
       await t.owner.query("delete from retrieval.pending where corpus = 'poison-long'");
     }
+  });
+
+  it('one row that cannot be indexed does not hold back the rows written with it: the entry keeps that row alone, the others get their chunks', async () => {
+    // A key the table's unique index takes but the chunks' (tenant, table, key) index cannot: 2,680 characters that do not
+    // compress. Its chunk insert fails, and with it the entry's: before, none of the entry's rows (a run's chunk of up to 1,000)
+    // became searchable, for ever.
+    let long = '';
+    for (let i = 0; long.length < 2680; i++) long += createHash('sha256').update(`k${i}`).digest('base64');
+    long = long.slice(0, 2680);
+    const [bad, ...fine] = await written(1, byId, [{ id: long, n: 1 }, { id: 'fine1', n: 2 }, { id: 'fine2', n: 3 }], 'long-keys');
+    // The table holds the row: it is the chunks' index that refuses its key.
+    expect((await t.owner.query('select 1 from ext_t1.twins where external_id = $1', [long])).rows).toHaveLength(1);
+
+    expect(await expandPending(t.db)).toBe(1);
+    const { rows: indexed } = await t.owner.query<{ external_id: string }>("select external_id from retrieval.chunks where corpus = 'long-keys' order by external_id");
+    expect(indexed.map((c) => c.external_id)).toEqual(['fine1', 'fine2']);
+    expect(fine.map((r) => r.rowHash)).toHaveLength(2);
+    const { rows: left } = await t.owner.query<{ row_hashes: string[]; attempts: number; last_error: string }>("select row_hashes, attempts, last_error from retrieval.pending where corpus = 'long-keys'");
+    expect(left).toEqual([{ row_hashes: [bad!.rowHash], attempts: 1, last_error: expect.stringContaining('chunks_table_key') }]);
+    await t.owner.query("delete from retrieval.pending where corpus = 'long-keys'");
   });
 
   it('two passes at once, a row rewritten between them: the index ends with the latest version only', async () => {

@@ -59,7 +59,9 @@ const BACKOFF_EXPONENT_MAX = 12;
  * Turns up to `limit` pending entries (of every active tenant, oldest first) into chunks (text, scopes,
  * corpus), each entry under a savepoint of the transaction that removes it: a crash leaves the entry
  * for the next pass, never half a batch, and an entry that fails (its rollback to the savepoint
- * undoes its own work only) does not hold back the others. A failed entry stays, with its
+ * undoes its own work only) does not hold back the others. Its rows are then tried in halves, each
+ * under a savepoint of its own, down to single rows (expandInParts): one row that cannot be indexed
+ * does not hold back the rows written with it. A failed entry stays, keeping the rows that failed, with its
  * `attempts`, `last_error` and `retry_at`: it is passed over until `retry_at` (1 s after the first
  * failure, doubling up to PENDING_RETRY_MAX_SECONDS), and each failure is logged once, as a warning
  * naming the entry, its tenant, table and the next try. An entry whose connector's row is being
@@ -92,6 +94,8 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
     }
     const done: number[] = [];
     let later = 0;
+    // When the pass's splitting of failed entries stops (set at its first failure).
+    let splitUntil: number | undefined;
     for (const entry of entries.sort((a, b) => a.id - b.id)) {
       await tx.query('savepoint pending_entry');
       try {
@@ -102,18 +106,27 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
       } catch (err) {
         // A database that went away fails this too, and with it the pass (nothing is recorded).
         await tx.query('rollback to savepoint pending_entry');
+        await tx.query('release savepoint pending_entry');
+        // One row may be what fails (a key the chunks' index cannot hold, say): the entry's rows in halves, each on
+        // its own, so that the others are indexed and the entry keeps only the rows that failed (or were not tried).
+        splitUntil ??= Date.now() + SPLIT_BUDGET_MS;
+        const left = entry.row_hashes.length > 1 ? await expandInParts(tx, entry, entry.row_hashes, splitUntil) : entry.row_hashes;
+        if (left.length === 0) {
+          done.push(entry.id);
+          continue;
+        }
         // Stored as a log line shows it: the values a database error quotes, a credential in an address, the hub's secrets masked.
         const message = storableMessage(err);
         const { rows } = await tx.query<{ attempts: number; retry_at: Date }>(
-          `update retrieval.pending set attempts = attempts + 1, last_error = $2,
+          `update retrieval.pending set attempts = attempts + 1, last_error = $2, row_hashes = $4::text[],
                   retry_at = now() + least(power(2, least(attempts, ${BACKOFF_EXPONENT_MAX})), $3::int) * interval '1 second'
             where id = $1 returning attempts, retry_at`,
-          [entry.id, message, PENDING_RETRY_MAX_SECONDS],
+          [entry.id, message, PENDING_RETRY_MAX_SECONDS, left],
         );
         const failed = rows[0];
         const logged = loggableMessage(err);
         logger().warn(
-          { tenantId: entry.tenant_id, pendingId: entry.id, connectorId: entry.connector_id, table: entry.table_name, attempts: failed?.attempts, retryAt: failed?.retry_at, err: logged },
+          { tenantId: entry.tenant_id, pendingId: entry.id, connectorId: entry.connector_id, table: entry.table_name, rows: left.length, attempts: failed?.attempts, retryAt: failed?.retry_at, err: logged },
           `retrieval index: pending entry ${entry.id} (tenant ${entry.tenant_id}, ${entry.table_name}) failed ${failed?.attempts ?? 1} time(s), tried again at ${failed?.retry_at.toISOString() ?? 'the next pass'}: ${logged}`,
         );
       }
@@ -121,6 +134,35 @@ export async function expandPending(db: Database, limit = 20): Promise<number> {
     if (done.length) await tx.query('delete from retrieval.pending where id = any($1::bigint[])', [done]);
     return entries.length - later;
   });
+}
+
+/**
+ * The rows of an entry that failed as a whole, `hashes`, in halves, each expanded on its own under a
+ * savepoint, a half that fails split again down to single rows, until `until` (the pass's share of
+ * SPLIT_BUDGET_MS): returns the hashes left, those whose rows failed alone, were not tried by then,
+ * or wait for their connector's row. Before, one row that could not be indexed (a key too long for
+ * the chunks' index) failed its entry for ever, and with it every row written in the same batch.
+ */
+async function expandInParts(tx: Tx, entry: PendingEntry, hashes: string[], until: number): Promise<string[]> {
+  const left: string[] = [];
+  const half = Math.ceil(hashes.length / 2);
+  for (const part of [hashes.slice(0, half), hashes.slice(half)]) {
+    if (Date.now() >= until) {
+      left.push(...part);
+      continue;
+    }
+    await tx.query('savepoint pending_part');
+    try {
+      const expanded = await expandEntry(tx, { ...entry, row_hashes: part });
+      await tx.query('release savepoint pending_part');
+      if (!expanded) left.push(...part);
+    } catch {
+      await tx.query('rollback to savepoint pending_part');
+      await tx.query('release savepoint pending_part');
+      left.push(...(part.length === 1 ? part : await expandInParts(tx, entry, part, until)));
+    }
+  }
+  return left;
 }
 
 /**
