@@ -176,16 +176,20 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       : [];
     const hits = [...own, ...platform].sort((a, b) => b.similarity - a.similarity).slice(0, request.topK);
     if (hits.length === 0) return [];
+    // The filters again, on the chunks as read: the index ranked by the tags it saw, and a re-apply
+    // re-tagging a chunk since (a connector's other scopes) must not answer it to a search of its
+    // former tag, a scope-bound caller's granted one. A hit that no longer passes is dropped as a deleted one is.
     const { rows } = await db.withTenant(tenantId, (tx) =>
       tx.query<{ id: number; row_hash: string | null; key: string | null; table_name: string | null; corpus: string; scopes: string[]; content: string }>(
-        'select id, row_hash, coalesce(key, external_id) as key, table_name, corpus, scopes, content from retrieval.chunks where id = any($1)',
-        [hits.map((h) => h.id)],
+        `select id, row_hash, coalesce(key, external_id) as key, table_name, corpus, scopes, content from retrieval.chunks
+          where id = any($1) and ($2::text is null or corpus = $2) and ($3::text[] is null or scopes && $3::text[])`,
+        [hits.map((h) => h.id), request.corpus ?? null, request.scopes ?? null],
       ),
     );
     const byId = new Map(rows.map((r) => [r.id, r]));
     return hits.flatMap((h) => {
       const r = byId.get(h.id);
-      if (!r) return []; // deleted since the index last looked
+      if (!r) return []; // deleted (or re-tagged) since the index last looked
       const metadata: SearchHit['metadata'] = { row_hash: r.row_hash, table: r.table_name, corpus: r.corpus, scopes: r.scopes };
       if (r.key) metadata.key = r.key;
       return [{ rowHash: r.row_hash ?? '', content: r.content, similarity: Math.round(h.similarity * 1e6) / 1e6, metadata }];
