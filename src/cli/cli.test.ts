@@ -82,85 +82,6 @@ describe('login, whoami, logout', () => {
     expect(parse(who.out).roles).toContain('svc_integrator');
   });
 
-  it('stores a token with mode 0600 and never prints it, from --token or stdin', async () => {
-    const token = 'tok-3f9a1c7e55b2-not-for-your-eyes';
-    const file = join(dir, 'token.json');
-    writeFileSync(file, '{"url":"http://old"}', { mode: 0o644 }); // a looser file left behind is tightened
-    for (const args of [['--token', token], ['--token-stdin']]) {
-      const result = await svc(['login', '--url', hub.url, ...args], { env: { SVC_CLI_CONFIG: file }, stdin: `${token}\n` });
-      expect(result.code).toBe(0);
-      expect(result.out + result.err).not.toContain(token);
-      expect(statSync(file).mode & 0o777).toBe(0o600);
-      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token });
-    }
-    const json = await svc(['login', '--url', hub.url, '--token', token, '--json'], { env: { SVC_CLI_CONFIG: file } });
-    expect(json.out).not.toContain(token);
-    expect(JSON.parse(json.out)).toMatchObject({ via: 'dev-bypass' });
-    // a file loosened since (copied in, restored from a backup): every command says so, never the token
-    chmodSync(file, 0o644);
-    const loose = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
-    expect(loose.code).toBe(0);
-    expect(loose.err).toBe(`warning: ${file} holds a token and can be read by others (mode 0644): chmod 600 ${file}\n`);
-    chmodSync(file, 0o600);
-    expect((await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).err).toBe('');
-    // a file edited by hand that is no longer JSON: said so, never quoting it (JSON.parse's message quotes the text around the fault)
-    for (const broken of [`{"url":"${hub.url}","token":${token}}`, `{"url":"${hub.url}","token":"${token}"`, `{"url":"${hub.url}","token":"${token}",}`]) {
-      writeFileSync(file, broken, { mode: 0o600 });
-      const refused = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
-      expect(refused).toMatchObject({ code: 1, out: '', err: expect.stringMatching(new RegExp(`^error: ${file} is not a svc config file: .*; run svc login again\\n$`)) });
-      for (const part of token.match(/.{1,4}/g)!.filter((p) => p.length === 4)) expect(refused.err).not.toContain(part);
-    }
-  });
-
-  it('tightens its own config folder to 0700 and writes the token into a temporary file it created itself', async () => {
-    const token = 'tok-8c21d0-folder-and-temp';
-    const xdg = join(dir, 'xdg');
-    const folder = join(xdg, 'svc');
-    mkdirSync(folder, { recursive: true });
-    chmodSync(folder, 0o755); // an existing, looser folder
-    // A link where the temporary file goes (main runs in this process: same pid), to a file others may read.
-    const leak = join(dir, 'leak.txt');
-    writeFileSync(leak, 'nothing\n', { mode: 0o644 });
-    symlinkSync(leak, join(folder, `config.json.${process.pid}.tmp`));
-    const result = await svc(['login', '--url', hub.url, '--token-stdin'], { env: { XDG_CONFIG_HOME: xdg }, stdin: `${token}\n` });
-    expect(result).toMatchObject({ code: 0, err: '' });
-    expect(statSync(folder).mode & 0o777).toBe(0o700);
-    expect(readFileSync(leak, 'utf8')).toBe('nothing\n');
-    const file = join(folder, 'config.json');
-    expect(lstatSync(file).isSymbolicLink()).toBe(false);
-    expect(statSync(file).mode & 0o777).toBe(0o600);
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token });
-    // A folder SVC_CLI_CONFIG chose is the user's: left as it is.
-    const chosen = join(dir, 'chosen');
-    mkdirSync(chosen, { mode: 0o755 });
-    chmodSync(chosen, 0o755);
-    expect((await svc(['login', '--url', hub.url, '--token', token], { env: { SVC_CLI_CONFIG: join(chosen, 'c.json') } })).code).toBe(0);
-    expect(statSync(chosen).mode & 0o777).toBe(0o755);
-  });
-
-  it('refuses to send a token over plain http to a host other than loopback without --allow-http, and warns with it', async () => {
-    const token = 'tok-5e77b1-in-clear';
-    // 0.0.0.0 is not a loopback name, yet Linux connects it to this machine, where the hub listens.
-    const remote = hub.url.replace('127.0.0.1', '0.0.0.0');
-    const file = join(dir, 'plain-http.json');
-    for (const args of [['--token', token], ['--token-stdin']]) {
-      const refused = await svc(['login', '--url', remote, ...args], { env: { SVC_CLI_CONFIG: file }, stdin: `${token}\n` });
-      expect(refused.code).toBe(2);
-      expect(refused.err).toContain(`--url ${remote} is plain http to another machine: the token would travel in clear`);
-      expect(refused.out + refused.err).not.toContain(token);
-      expect(existsSync(file)).toBe(false);
-    }
-    const allowed = await svc(['login', '--url', remote, '--token', token, '--allow-http'], { env: { SVC_CLI_CONFIG: file } });
-    expect(allowed.code).toBe(0);
-    expect(allowed.err).toBe(`warning: the token travels in clear to ${new URL(remote).host} (plain http, --allow-http)\n`);
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: remote, token, allowHttp: true });
-    // The consent is recorded with the token: later calls to that URL send it without asking again.
-    expect(await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
-    // No token, nothing in clear: a dev tenant is not refused; nor is a token to loopback by name.
-    expect(await svc(['login', '--url', remote, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
-    expect(await svc(['login', '--url', hub.url.replace('127.0.0.1', 'localhost'), '--token', token], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
-  });
-
   it('refuses to send SVC_TOKEN or a stored token over plain http to a host other than loopback, unless login --allow-http or SVC_ALLOW_HTTP=1 consented', async () => {
     const token = 'tok-0b93c4-every-call';
     const file = join(dir, 'in-clear.json');
@@ -282,6 +203,19 @@ describe('login, whoami, logout', () => {
       expect(fromEnv.err).toBe('error: authentication required; the token in SVC_TOKEN was refused (expired?) (HTTP 401)\n');
     } finally {
       await new Promise((resolve) => refusing.close(resolve));
+    }
+  });
+
+  it('a token given to a hub that runs the dev bypass is refused at login (the hub checks no token and would act as no tenant), nothing stored', async () => {
+    const file = join(dir, 'token-at-dev-hub.json');
+    for (const [args, stdin] of [[['--token', 'a-token-of-some-issuer']], [['--token-stdin'], 'a-token-of-some-issuer\n']] as Array<[string[], string?]>) {
+      const login = await svc(['login', '--url', hub.url, ...args], { env: { SVC_CLI_CONFIG: file }, stdin });
+      expect(login).toMatchObject({
+        code: 1,
+        out: '',
+        err: `error: ${hub.url} runs the dev bypass and checks no token (a token would act as no tenant): svc login --url ${hub.url} --dev-tenant ID; nothing was stored\n`,
+      });
+      expect(existsSync(file)).toBe(false);
     }
   });
 
@@ -440,6 +374,88 @@ describe('login at a hub that checks tokens', () => {
   afterAll(async () => {
     await checking?.stop();
     await issuer?.close();
+  });
+
+  /** A token the checking hub takes: tenant 1, svc_user (GET /api/bff/v1/me). */
+  const userToken = (subject: string) => issuer.mint({ realm_access: { roles: ['svc_user'] }, tenant_id: 1 }, { subject });
+
+  it('stores a token with mode 0600 and never prints it, from --token or stdin', async () => {
+    const token = await userToken('cli-stores');
+    const file = join(dir, 'token.json');
+    writeFileSync(file, '{"url":"http://old"}', { mode: 0o644 }); // a looser file left behind is tightened
+    for (const args of [['--token', token], ['--token-stdin']]) {
+      const result = await svc(['login', '--url', checking.url, ...args], { env: { SVC_CLI_CONFIG: file }, stdin: `${token}\n` });
+      expect(result.code).toBe(0);
+      expect(result.out + result.err).not.toContain(token);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: checking.url, token });
+    }
+    const json = await svc(['login', '--url', checking.url, '--token', token, '--json'], { env: { SVC_CLI_CONFIG: file } });
+    expect(json.out).not.toContain(token);
+    expect(JSON.parse(json.out)).toMatchObject({ via: 'token' });
+    // a file loosened since (copied in, restored from a backup): every command says so, never the token
+    chmodSync(file, 0o644);
+    const loose = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
+    expect(loose.code).toBe(0);
+    expect(loose.err).toBe(`warning: ${file} holds a token and can be read by others (mode 0644): chmod 600 ${file}\n`);
+    chmodSync(file, 0o600);
+    expect((await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).err).toBe('');
+    // a file edited by hand that is no longer JSON: said so, never quoting it (JSON.parse's message quotes the text around the fault)
+    for (const broken of [`{"url":"${checking.url}","token":${token}}`, `{"url":"${checking.url}","token":"${token}"`, `{"url":"${checking.url}","token":"${token}",}`]) {
+      writeFileSync(file, broken, { mode: 0o600 });
+      const refused = await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } });
+      expect(refused).toMatchObject({ code: 1, out: '', err: expect.stringMatching(new RegExp(`^error: ${file} is not a svc config file: .*; run svc login again\\n$`)) });
+      for (const part of token.match(/.{1,4}/g)!.filter((p) => p.length === 4)) expect(refused.err).not.toContain(part);
+    }
+  });
+
+  it('tightens its own config folder to 0700 and writes the token into a temporary file it created itself', async () => {
+    const token = await userToken('cli-folder');
+    const xdg = join(dir, 'xdg');
+    const folder = join(xdg, 'svc');
+    mkdirSync(folder, { recursive: true });
+    chmodSync(folder, 0o755); // an existing, looser folder
+    // A link where the temporary file goes (main runs in this process: same pid), to a file others may read.
+    const leak = join(dir, 'leak.txt');
+    writeFileSync(leak, 'nothing\n', { mode: 0o644 });
+    symlinkSync(leak, join(folder, `config.json.${process.pid}.tmp`));
+    const result = await svc(['login', '--url', checking.url, '--token-stdin'], { env: { XDG_CONFIG_HOME: xdg }, stdin: `${token}\n` });
+    expect(result).toMatchObject({ code: 0, err: '' });
+    expect(statSync(folder).mode & 0o777).toBe(0o700);
+    expect(readFileSync(leak, 'utf8')).toBe('nothing\n');
+    const file = join(folder, 'config.json');
+    expect(lstatSync(file).isSymbolicLink()).toBe(false);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: checking.url, token });
+    // A folder SVC_CLI_CONFIG chose is the user's: left as it is.
+    const chosen = join(dir, 'chosen');
+    mkdirSync(chosen, { mode: 0o755 });
+    chmodSync(chosen, 0o755);
+    expect((await svc(['login', '--url', checking.url, '--token', token], { env: { SVC_CLI_CONFIG: join(chosen, 'c.json') } })).code).toBe(0);
+    expect(statSync(chosen).mode & 0o777).toBe(0o755);
+  });
+
+  it('refuses to send a token over plain http to a host other than loopback without --allow-http, and warns with it', async () => {
+    const token = await userToken('cli-in-clear');
+    // 0.0.0.0 is not a loopback name, yet Linux connects it to this machine, where the hub listens.
+    const remote = checking.url.replace('127.0.0.1', '0.0.0.0');
+    const file = join(dir, 'plain-http.json');
+    for (const args of [['--token', token], ['--token-stdin']]) {
+      const refused = await svc(['login', '--url', remote, ...args], { env: { SVC_CLI_CONFIG: file }, stdin: `${token}\n` });
+      expect(refused.code).toBe(2);
+      expect(refused.err).toContain(`--url ${remote} is plain http to another machine: the token would travel in clear`);
+      expect(refused.out + refused.err).not.toContain(token);
+      expect(existsSync(file)).toBe(false);
+    }
+    const allowed = await svc(['login', '--url', remote, '--token', token, '--allow-http'], { env: { SVC_CLI_CONFIG: file } });
+    expect(allowed.code).toBe(0);
+    expect(allowed.err).toBe(`warning: the token travels in clear to ${new URL(remote).host} (plain http, --allow-http)\n`);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: remote, token, allowHttp: true });
+    // The consent is recorded with the token: later calls to that URL send it without asking again.
+    expect(await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
+    // No token, nothing in clear: a dev tenant is not refused (at the dev-bypass hub); nor is a token to loopback by name.
+    expect(await svc(['login', '--url', hub.url.replace('127.0.0.1', '0.0.0.0'), '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
+    expect(await svc(['login', '--url', checking.url.replace('127.0.0.1', 'localhost'), '--token', token], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
   });
 
   it('keeps nothing for a token the hub refuses on every call (impersonation without svc_superadmin, a user it does not have or has deactivated); stores one a role is missing for', async () => {
@@ -871,14 +887,25 @@ describe('secrets', () => {
     };
     const file = join(dir, 'typed-token.json');
     const token = 'tok-typed-at-a-terminal';
-    const login = await typed(['login', '--url', hub.url, '--token-stdin'], 'Token: ', token, { SVC_CLI_CONFIG: file });
-    expect(login).toMatchObject({ code: 0, err: 'Token: \n', modes: [true, false] });
-    expect(login.out).not.toContain(token);
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token });
-    // an arrow, Home, Esc or Alt and a key pressed at the prompt (unseen: it does not echo) is no part of the value; Backspace is
-    const keyed = await typed(['login', '--url', hub.url, '--token-stdin'], 'Token: ', 'tok-\x1b[Aarrows\x1b[D\x1bOH\x1b\x1bx\x7fS', { SVC_CLI_CONFIG: file });
-    expect(keyed).toMatchObject({ code: 0, modes: [true, false] });
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, token: 'tok-arrowS' });
+    // The hub of this file runs the dev bypass, where login refuses a token: a server answering
+    // GET /api/bff/v1/me as a hub that checks tokens does, for any token (the prompt is under test, not the token).
+    const checking = createServer((_req, res) =>
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ tenant: { id: 1, code: 'default', homeId: 1, impersonating: false }, roles: ['svc_user'], user: { id: '1', login: 'typist', subject: 'typist' }, via: 'token' })),
+    );
+    await new Promise<void>((resolve) => checking.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(checking.address() as AddressInfo).port}`;
+    try {
+      const login = await typed(['login', '--url', url, '--token-stdin'], 'Token: ', token, { SVC_CLI_CONFIG: file });
+      expect(login).toMatchObject({ code: 0, err: 'Token: \n', modes: [true, false] });
+      expect(login.out).not.toContain(token);
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url, token });
+      // an arrow, Home, Esc or Alt and a key pressed at the prompt (unseen: it does not echo) is no part of the value; Backspace is
+      const keyed = await typed(['login', '--url', url, '--token-stdin'], 'Token: ', 'tok-\x1b[Aarrows\x1b[D\x1bOH\x1b\x1bx\x7fS', { SVC_CLI_CONFIG: file });
+      expect(keyed).toMatchObject({ code: 0, modes: [true, false] });
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url, token: 'tok-arrowS' });
+    } finally {
+      await new Promise((resolve) => checking.close(resolve));
+    }
     const secret = await typed(['secrets', 'create', 'typed-value', '--value-stdin'], 'Value of typed-value: ', 'v1', { SVC_CLI_CONFIG: config });
     expect(secret).toMatchObject({ code: 0, out: 'secret/typed-value created\n', err: 'Value of typed-value: \n', modes: [true, false] });
     expect((await svc(['secrets', 'rm', 'typed-value'])).code).toBe(0);

@@ -278,6 +278,11 @@ async function login(c: Ctx): Promise<number> {
     if (err.status !== 403) throw err;
     warn(c, `the hub refused /api/bff/v1/me (${err.message}, HTTP 403); storing the credential anyway`);
   }
+  // A hub running the dev bypass reads no Authorization header: the token would never be checked and
+  // every call would act as no tenant (each tenant command a 401 that looks like an expired token).
+  if (target.token && me?.via === 'dev-bypass') {
+    throw new CliError(`${url} runs the dev bypass and checks no token (a token would act as no tenant): svc login --url ${url} --dev-tenant ID; nothing was stored`);
+  }
   writeConfig(c.configFile, target, ownsConfigFolder(c.io.env));
   if (c.json) c.out(json(me ?? null));
   else {
