@@ -1,5 +1,6 @@
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -454,6 +455,32 @@ describe('download', () => {
     expect(out).toBe('"partner_id","name"\n"h1","pwn\\x1b]52;c;aGk=\\x07\\x1b[2J\\u202eevil"\n');
     expect(err).toContain(`SHA-256 ${sha(raw)} verified`);
     expect((await svc(['entities', 'rm', 'hostile'])).code).toBe(0);
+  });
+
+  it('-o naming a FIFO or a device (a process substitution, /dev/null) writes through it, never replacing it with a file; a directory is refused before anything is downloaded', async () => {
+    // As root, a rename over /dev/null replaced the device with a regular file: a FIFO shows the same path without that risk.
+    const fifo = join(dir, 'through-a-pipe.csv');
+    execFileSync('mkfifo', [fifo]);
+    const cat = spawn('cat', [fifo], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const chunks: Buffer[] = [];
+    cat.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const read = new Promise((resolve) => cat.on('close', resolve));
+    try {
+      const result = await svc(['exports', 'download', 'partner', '-o', fifo]);
+      expect(lstatSync(fifo).isFIFO()).toBe(true);
+      expect(result).toMatchObject({ code: 0, out: '', err: expect.stringMatching(/^partner: 5 rows, \d+ bytes \(\d+ B\), SHA-256 [0-9a-f]{64} verified, written to /) });
+      await read;
+      expect(Buffer.concat(chunks).toString('utf8')).toBe(CSV);
+    } finally {
+      cat.kill();
+    }
+    expect(readdirSync(dir).filter((f) => f.endsWith('.part'))).toEqual([]);
+    const folder = join(dir, 'a-folder');
+    mkdirSync(folder);
+    const intoFolder = await svc(['exports', 'download', 'partner', '-o', folder]);
+    expect(intoFolder).toMatchObject({ code: 1, out: '', err: `error: ${folder} is a directory: name the file to write (-o ${join(folder, 'partner.csv')})\n` });
+    expect(readdirSync(folder)).toEqual([]);
+    expect(readdirSync(dir).filter((f) => f.endsWith('.part'))).toEqual([]);
   });
 
   it('an unknown entity is the hub\'s 404', async () => {

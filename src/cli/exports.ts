@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { rename, rm } from 'node:fs/promises';
+import { rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -159,6 +159,12 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
  * on stderr. Exit 1 when the digest or the length differ from what the hub announced.
  */
 export async function download(c: Ctx, entity: string, file: string | undefined): Promise<number> {
+  // What FILE is now: a directory is refused before anything is downloaded; something that exists and
+  // is not a regular file (a FIFO of a process substitution, /dev/null, /dev/stdout) is written
+  // through, as stdout is: a rename over it would replace it with a file (as root, /dev/null too).
+  const found = file ? await stat(file).catch(() => undefined) : undefined;
+  if (file && found?.isDirectory()) throw new CliError(`${file} is a directory: name the file to write (-o ${join(file, `${entity}.csv`)})`);
+  const through = found !== undefined && !found.isFile();
   const res = await c.hub().fetch(path`/api/exports/entities/${entity}/download`, { accept: 'text/csv' });
   const expected = header(res.headers, 'x-content-sha256')?.toLowerCase();
   const rows = header(res.headers, 'x-row-count');
@@ -173,23 +179,30 @@ export async function download(c: Ctx, entity: string, file: string | undefined)
     hash.update(chunk);
     bytes += chunk.length;
   };
-  if (file) {
+  // The body, counted and hashed, into the file at `to` (FILE, or the temporary file beside it).
+  const save = async (to: string, flags: string, unwritten: string) => {
+    const tap = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        count(chunk);
+        done(null, chunk);
+      },
+    });
+    try {
+      await pipeline(res.body, tap, createWriteStream(to, { flags, mode: 0o644 }), { signal: c.signal });
+    } catch (err) {
+      if (c.signal.aborted) throw err;
+      const { syscall, code, message } = err as NodeJS.ErrnoException;
+      if (syscall) throw new CliError(`cannot write ${file}: ${code ?? message}`);
+      throw new CliError(`the download broke off after ${bytes} bytes: ${message}; ${unwritten}`);
+    }
+  };
+  if (file && through) {
+    await save(file, 'w', 'discard what was written');
+    verify(expected, hash.digest('hex'), bytes, length, 'discard what was written');
+  } else if (file) {
     const temp = join(dirname(file), `.${basename(file)}.${randomBytes(4).toString('hex')}.part`);
     try {
-      const tap = new Transform({
-        transform(chunk: Buffer, _encoding, done) {
-          count(chunk);
-          done(null, chunk);
-        },
-      });
-      try {
-        await pipeline(res.body, tap, createWriteStream(temp, { flags: 'wx', mode: 0o644 }), { signal: c.signal });
-      } catch (err) {
-        if (c.signal.aborted) throw err;
-        const { syscall, code, message } = err as NodeJS.ErrnoException;
-        if (syscall) throw new CliError(`cannot write ${file}: ${code ?? message}`);
-        throw new CliError(`the download broke off after ${bytes} bytes: ${message}; ${file} was not written`);
-      }
+      await save(temp, 'wx', `${file} was not written`);
       verify(expected, hash.digest('hex'), bytes, length, `${file} was not written`);
       await rename(temp, file);
     } finally {
