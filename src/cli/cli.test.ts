@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -217,6 +217,22 @@ describe('login, whoami, logout', () => {
       });
       expect(existsSync(file)).toBe(false);
     }
+  });
+
+  it('a config path that is not a regular file (a FIFO, a directory) is refused by login, logout and every command, never replaced, removed or read', async () => {
+    // As root, SVC_CLI_CONFIG=/dev/null made login replace the device with a file and logout delete it; a FIFO shows it safely.
+    const fifo = join(dir, 'config-fifo.json');
+    execFileSync('mkfifo', [fifo]);
+    const folder = join(dir, 'config-folder');
+    mkdirSync(folder);
+    for (const [path, what] of [[fifo, 'a FIFO'], [folder, 'a directory']] as const) {
+      const refusal = `error: ${path} is not a regular file (${what}): SVC_CLI_CONFIG names the file svc reads, writes and replaces\n`;
+      expect(await svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: path } })).toEqual({ code: 1, out: '', err: refusal });
+      expect(await svc(['logout'], { env: { SVC_CLI_CONFIG: path } })).toEqual({ code: 1, out: '', err: refusal });
+      expect(lstatSync(path).isFIFO() || lstatSync(path).isDirectory()).toBe(true);
+      expect(await svc(['whoami'], { env: { SVC_CLI_CONFIG: path } })).toEqual({ code: 1, out: '', err: refusal });
+    }
+    expect(readdirSync(dir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
   });
 
   it('a URL ending in /api is refused at login with the base URL to give instead', async () => {

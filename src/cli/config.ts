@@ -63,7 +63,20 @@ function parseProblem(err: unknown): string {
   return /^[^'"]*( at position \d+| end of JSON input)$/.test(message) ? message : 'not valid JSON';
 }
 
+/**
+ * The config path must be a regular file or nothing yet: a FIFO would hold every read for ever, and a
+ * rename over a device or a removal of it (as root, SVC_CLI_CONFIG=/dev/null) would replace or delete
+ * it; a directory would leave the temporary file, token and all, beside it.
+ */
+function refuseOtherThanFile(path: string): void {
+  const found = statSync(path, { throwIfNoEntry: false });
+  if (!found || found.isFile()) return;
+  const what = found.isDirectory() ? 'a directory' : found.isFIFO() ? 'a FIFO' : found.isSocket() ? 'a socket' : 'a device';
+  throw new CliError(`${path} is not a regular file (${what}): SVC_CLI_CONFIG names the file svc reads, writes and replaces`);
+}
+
 function readConfig(path: string, warn: (text: string) => void): Target | undefined {
+  refuseOtherThanFile(path);
   if (!existsSync(path)) return undefined;
   let parsed: unknown;
   try {
@@ -88,6 +101,7 @@ function readConfig(path: string, warn: (text: string) => void): Target | undefi
  * itself, in a folder of the user's choosing, /tmp say, which is left as it is).
  */
 export function writeConfig(path: string, target: Target, ownFolder: boolean): void {
+  refuseOtherThanFile(path);
   const folder = dirname(path);
   mkdirSync(folder, { recursive: true, mode: 0o700 });
   if (ownFolder) chmodSync(folder, 0o700);
@@ -110,6 +124,7 @@ export function writeConfig(path: string, target: Target, ownFolder: boolean): v
 
 /** False when there was nothing to remove. */
 export function removeConfig(path: string): boolean {
+  refuseOtherThanFile(path);
   if (!existsSync(path)) return false;
   rmSync(path);
   return true;
