@@ -511,6 +511,31 @@ describe('download', () => {
       await new Promise<void>((resolve) => liar.close(() => resolve()));
     }
   });
+
+  it('-o into a directory that is missing (or not writable) is refused before the hub is asked: no download is sent, none recorded', async () => {
+    let requests = 0;
+    const counter = createServer((_req, res) => {
+      requests += 1;
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': 5, 'x-row-count': '1', 'x-content-sha256': sha('"a"\r\n') });
+      res.end('"a"\r\n');
+    });
+    await new Promise<void>((resolve) => counter.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(counter.address() as AddressInfo).port}`;
+      const file = join(dir, 'no-such-folder', 'partner.csv');
+      const result = await svc(['exports', 'download', 'partner', '-o', file], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: url, SVC_DEV_TENANT: '1' } });
+      expect(result).toMatchObject({ code: 1, out: '', err: `error: cannot write ${file}: ENOENT\n` });
+      expect(requests).toBe(0);
+      // The same server, a folder that exists: the download is sent and written.
+      const ok = join(dir, 'counted.csv');
+      expect((await svc(['exports', 'download', 'partner', '-o', ok], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: url, SVC_DEV_TENANT: '1' } })).code).toBe(0);
+      expect(requests).toBe(1);
+      expect(readFileSync(ok, 'utf8')).toBe('"a"\r\n');
+      expect(readdirSync(dir).filter((f) => f.endsWith('.part'))).toEqual([]);
+    } finally {
+      await new Promise<void>((resolve) => counter.close(() => resolve()));
+    }
+  });
 });
 
 describe('rm and usage', () => {

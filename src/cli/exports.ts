@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
+import { type FileHandle, open, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -165,6 +165,27 @@ export async function download(c: Ctx, entity: string, file: string | undefined)
   const found = file ? await stat(file).catch(() => undefined) : undefined;
   if (file && found?.isDirectory()) throw new CliError(`${file} is a directory: name the file to write (-o ${join(file, `${entity}.csv`)})`);
   const through = found !== undefined && !found.isFile();
+  // The temporary file beside FILE is made before the request: a directory that is missing or not
+  // writable is refused before the hub sends (and its audit trail records) the entity's data.
+  const temp = file && !through ? join(dirname(file), `.${basename(file)}.${randomBytes(4).toString('hex')}.part`) : undefined;
+  let handle: FileHandle | undefined;
+  if (temp) {
+    try {
+      handle = await open(temp, 'wx', 0o644);
+    } catch (err) {
+      const { code, message } = err as NodeJS.ErrnoException;
+      throw new CliError(`cannot write ${file}: ${code ?? message}`);
+    }
+  }
+  try {
+    return await downloadTo(c, entity, file, temp, handle);
+  } finally {
+    await handle?.close().catch(() => undefined);
+    if (temp) await rm(temp, { force: true });
+  }
+}
+
+async function downloadTo(c: Ctx, entity: string, file: string | undefined, temp: string | undefined, handle: FileHandle | undefined): Promise<number> {
   const res = await c.hub().fetch(path`/api/exports/entities/${entity}/download`, { accept: 'text/csv' });
   const expected = header(res.headers, 'x-content-sha256')?.toLowerCase();
   const rows = header(res.headers, 'x-row-count');
@@ -180,7 +201,7 @@ export async function download(c: Ctx, entity: string, file: string | undefined)
     bytes += chunk.length;
   };
   // The body, counted and hashed, into the file at `to` (FILE, or the temporary file beside it).
-  const save = async (to: string, flags: string, unwritten: string) => {
+  const save = async (to: string | FileHandle, unwritten: string) => {
     const tap = new Transform({
       transform(chunk: Buffer, _encoding, done) {
         count(chunk);
@@ -188,7 +209,8 @@ export async function download(c: Ctx, entity: string, file: string | undefined)
       },
     });
     try {
-      await pipeline(res.body, tap, createWriteStream(to, { flags, mode: 0o644 }), { signal: c.signal });
+      const out = typeof to === 'string' ? createWriteStream(to, { flags: 'w', mode: 0o644 }) : createWriteStream('', { fd: to });
+      await pipeline(res.body, tap, out, { signal: c.signal });
     } catch (err) {
       if (c.signal.aborted) throw err;
       const { syscall, code, message } = err as NodeJS.ErrnoException;
@@ -196,18 +218,13 @@ export async function download(c: Ctx, entity: string, file: string | undefined)
       throw new CliError(`the download broke off after ${bytes} bytes: ${message}; ${unwritten}`);
     }
   };
-  if (file && through) {
-    await save(file, 'w', 'discard what was written');
-    verify(expected, hash.digest('hex'), bytes, length, 'discard what was written');
+  if (file && temp && handle) {
+    await save(handle, `${file} was not written`);
+    verify(expected, hash.digest('hex'), bytes, length, `${file} was not written`);
+    await rename(temp, file); // the stream closed the handle at its end
   } else if (file) {
-    const temp = join(dirname(file), `.${basename(file)}.${randomBytes(4).toString('hex')}.part`);
-    try {
-      await save(temp, 'wx', `${file} was not written`);
-      verify(expected, hash.digest('hex'), bytes, length, `${file} was not written`);
-      await rename(temp, file);
-    } finally {
-      await rm(temp, { force: true });
-    }
+    await save(file, 'discard what was written');
+    verify(expected, hash.digest('hex'), bytes, length, 'discard what was written');
   } else {
     const shown = c.io.stdout.isTTY ? terminalText() : undefined;
     for await (const chunk of res.body) {
