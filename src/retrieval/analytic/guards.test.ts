@@ -100,6 +100,9 @@ const ACCEPTED: [question: string, sql: string, runs: string][] = [
     `select ${Array(100).fill('name').join(' || ')} from ext.partners`,
     `SELECT ${'('.repeat(98)}name || name${') || name'.repeat(98)} FROM ext_t7.partners AS partners LIMIT 500`,
   ],
+  ["a label made in a CTE, read in the select list, GROUP BY and ORDER BY", "with l as (select id, name || ' (' || country || ')' as label from ext.partners) select l.label, count(o.id) as orders, sum(o.total) as revenue from l join ext.orders o on o.partner_id = l.id group by l.label order by l.label", "WITH l AS (SELECT id, ((name || ' (') || country) || ')' AS label FROM ext_t7.partners AS partners) SELECT l.label, count(o.id) AS orders, sum(o.total) AS revenue FROM l JOIN ext_t7.orders AS o ON o.partner_id = l.id GROUP BY l.label ORDER BY l.label LIMIT 500"],
+  ["a quarter label with || and casts", "select to_char(ordered_at, 'YYYY') || '-Q' || extract(quarter from ordered_at)::text as quarter, currency, sum(total) as revenue from ext.orders group by 1, 2 order by 1, 2", "SELECT (to_char(ordered_at, 'YYYY') || '-Q') || (EXTRACT(QUARTER FROM ordered_at))::text AS quarter, currency, sum(total) AS revenue FROM ext_t7.orders AS orders GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 500"],
+  ["concat_ws and an amount with its currency", "select concat_ws(' / ', p.name, p.country, p.status) as partner, o.currency || ' ' || round(sum(o.total), 2)::text as amount from ext.partners p join ext.orders o on o.partner_id = p.id group by p.name, p.country, p.status, o.currency", "SELECT concat_ws(' / ', p.name, p.country, p.status) AS partner, (o.currency || ' ') || (round(sum(o.total), 2))::text AS amount FROM ext_t7.partners AS p JOIN ext_t7.orders AS o ON o.partner_id = p.id GROUP BY p.name, p.country, p.status, o.currency LIMIT 500"],
   ["char(n) up to the longest query pads no more than a literal could", "select country::char(2), name::character(20000) from ext.partners", "SELECT CAST(country AS char(2)), CAST(name AS char(20000)) FROM ext_t7.partners AS partners LIMIT 500"],
   ["HAVING and ORDER BY an output alias", "select country, count(*) as n from ext.partners group by country having count(*) > 1 order by n desc", "SELECT country, count(*) AS n FROM ext_t7.partners AS partners GROUP BY country HAVING count(*) > 1 ORDER BY n DESC LIMIT 500"],
 ];
@@ -233,6 +236,44 @@ describe('guardQuery', () => {
     // A question's percentages and ratios are far from it.
     const shares = "select currency, round(100.0 * sum(total) / sum(sum(total)) over (), 1) as pct, sum(total) / count(*) as mean from ext.orders group by currency";
     expect(await guardQuery(shares, card, { resolveRelation })).toMatchObject({ ok: true });
+  });
+
+  it('refuses more than 10000 pieces held by || and concat, each read of a subquery or CTE column building its chain again', async () => {
+    // Each || keeps its result until the row is done (a chain of 100 pieces holds 5,049), and PostgreSQL builds a flattened
+    // column's chain again at every reference: this query of 704 characters, a chain over a number's 10,001-character text
+    // read ten times, took a backend to 540 MB (the 50,000 nodes held 160 readings, of numbers of up to 147,457 characters).
+    const reason = (each: string) =>
+      `The query's joins with || and concat hold more than 10000 pieces of values once each reference to a column of a subquery or CTE counts that column's expression${each}: each join keeps its result until the row is done, and PostgreSQL builds a column's joins again at every reference. Join fewer values, or read such a column fewer times.`;
+    const chain = (piece: string, n = 100) => Array(n).fill(piece).join('||');
+    const readings = (column: string, n: number) => Array(n).fill(`length(${column})`).join('+');
+    const sql = `with n as (select (1e10000)::text as t), c as (select ${chain('n.t')} as s from n) select ${readings('c.s', 10)} as l from c`;
+    expect(sql.length).toBe(704);
+    for (const [refused, each] of [
+      [sql, ' (c.s: 5049 pieces each time it is read)'],
+      // Through a subquery, over a stored value, read in WHERE.
+      [`select p.id from ext.partners p where exists (select 1 from (select ${chain('p.name')} as s) d where ${readings('d.s', 2)} > 0)`, ' (d.s: 5049 pieces each time it is read)'],
+      // Copies of a built value hold it again: upper, casts, ILIKE (a chain of 12 holds 77 pieces, 120 of them 9,240; with
+      // a copy of each, 10,680).
+      [`select ${Array(120).fill(`upper(${chain('name', 12)})`).join(', ')} from ext.partners`, ''],
+      [`select ${Array(120).fill(`(${chain('name', 12)})::varchar`).join(', ')} from ext.partners`, ''],
+      [`select count(*) from ext.partners where ${Array(120).fill(`(${chain('name', 12)}) ilike '%a%'`).join(' or ')}`, ''],
+      // concat holds its arguments, built again at each reading too.
+      [`with c as (select concat(${Array(100).fill('name').join(', ')}) as s from ext.partners) select ${readings('c.s', 100)} from c`, ' (c.s: 100 pieces each time it is read)'],
+      // Two chains of 100 in one select list (three held 2.4 GB over a long number).
+      [`select ${chain('name')} as a, ${chain('name')} as b from ext.partners`, ''],
+    ] as const) {
+      expect({ refused, result: await guardQuery(refused, card, { resolveRelation }) }).toEqual({ refused, result: { ok: false, guard: 2, reason: reason(each) } });
+    }
+    // One chain of 100 (5,049), a chain of 50 read three times (1,274 each), 120 chains of 12 (9,240), and a question's
+    // labels read many times pass.
+    for (const fine of [
+      `select ${Array(120).fill(chain('name', 12)).join(', ')} from ext.partners`,
+      `select ${chain('name')} from ext.partners`,
+      `select ${readings('c.s', 3)} from (select ${chain('name', 50)} as s from ext.partners) c`,
+      `with l as (select name || ' (' || country || ')' as label, status from ext.partners) select l.label, l.status, count(*) from l where ${Array(40).fill("l.label <> ''").join(' and ')} group by l.label, l.status order by l.label`,
+    ]) {
+      expect({ fine, result: await guardQuery(fine, card, { resolveRelation }) }).toMatchObject({ fine, result: { ok: true } });
+    }
   });
 
   it('knows how every allowlisted function sizes its output, and nothing else', () => {

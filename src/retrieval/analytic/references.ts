@@ -40,14 +40,22 @@ interface Output {
   weight: Weight;
 }
 
-/** An expression's nodes, and of them its operations whose time grows with the square of a number's length (LONG_ARITHMETIC). */
+/**
+ * An expression's nodes, of them its operations whose time grows with the square of a number's length
+ * (LONG_ARITHMETIC), and the pieces of built values its operations hold until the row is done (MAX_HELD_PIECES).
+ */
 interface Weight {
   nodes: number;
   arithmetic: number;
+  pieces: number;
 }
 
-const NO_WEIGHT: Weight = { nodes: 0, arithmetic: 0 };
-const heavier = (a: Weight, b: Weight | undefined): Weight => ({ nodes: Math.max(a.nodes, b?.nodes ?? 0), arithmetic: Math.max(a.arithmetic, b?.arithmetic ?? 0) });
+const NO_WEIGHT: Weight = { nodes: 0, arithmetic: 0, pieces: 0 };
+const heavier = (a: Weight, b: Weight | undefined): Weight => ({
+  nodes: Math.max(a.nodes, b?.nodes ?? 0),
+  arithmetic: Math.max(a.arithmetic, b?.arithmetic ?? 0),
+  pieces: Math.max(a.pieces, b?.pieces ?? 0),
+});
 
 type Ctes = ReadonlyMap<string, Output[]>;
 
@@ -160,6 +168,21 @@ const LONG_ARITHMETIC_FUNCTIONS = new Set(['power', 'sqrt', 'div', 'mod']);
  * numbers. A question's ratios and percentages take a few each.
  */
 export const MAX_LONG_ARITHMETIC = 64;
+
+/**
+ * The most pieces of built values (value-size.ts: `||`, concat, concat_ws, and what copies or casts
+ * such a value) one query's operations may hold, each reference to a subquery or CTE column counting
+ * those of its expression (MAX_INLINED_NODES). Each such operation keeps its result until the row is
+ * done, so a chain of n pieces holds 2 + 3 + … + n of them (5,049 for 100), and PostgreSQL builds a
+ * column's chain again at every reference it puts the expression in place of: a chain of 100 pieces
+ * over a 10,001-character number read ten times (`length(c.s) + length(c.s) + …`, a query of 704
+ * characters) took a backend to 540 MB; the 50,000 nodes held some 160 readings, of a number of up to
+ * 147,457 characters. With this bound one row's operations hold at most this many pieces of built
+ * values, each piece no larger than the largest value the query reads (a literal, a stored value, a
+ * number's text), besides the one value of each of its MAX_INLINED_NODES nodes. A question's names
+ * and labels (`first_name || ' ' || last_name`: 5) take a few dozen.
+ */
+export const MAX_HELD_PIECES = 10_000;
 
 function isSystemSchema(schema: string): boolean {
   return schema === 'information_schema' || schema.startsWith('pg_');
@@ -508,9 +531,14 @@ export class ReferenceWalker {
    * operation over an operand that grew already is refused.
    */
   private expr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
-    this.inline({ nodes: 1, arithmetic: longArithmetic(node) ? 1 : 0 });
+    this.inline({ nodes: 1, arithmetic: longArithmetic(node) ? 1 : 0, pieces: 0 });
     const origin = this.checkExpr(node, level, ctes);
-    if (isBody(node) && !this.sizes.has(node)) this.sizes.set(node, this.measure(node));
+    if (isBody(node) && !this.sizes.has(node)) {
+      const size = this.measure(node);
+      this.sizes.set(node, size);
+      const pieces = this.held(node, size);
+      if (pieces > 0) this.inline({ nodes: 0, arithmetic: 0, pieces });
+    }
     return origin;
   }
 
@@ -656,18 +684,21 @@ export class ReferenceWalker {
   private inlineColumn(item: Item, column: string): void {
     const weight = item.weights?.get(column);
     // The reference itself was counted as one node already.
-    if (weight && weight.nodes > 1) this.inline({ nodes: weight.nodes - 1, arithmetic: weight.arithmetic }, `${item.alias ?? 'subquery'}.${column}`, weight);
+    if (weight && (weight.nodes > 1 || weight.pieces > 0)) {
+      this.inline({ nodes: Math.max(0, weight.nodes - 1), arithmetic: weight.arithmetic, pieces: weight.pieces }, `${item.alias ?? 'subquery'}.${column}`, weight);
+    }
   }
 
   /** What the expressions walked since `before` weigh. */
   private since(before: Weight): Weight {
-    return { nodes: this.inlined.nodes - before.nodes, arithmetic: this.inlined.arithmetic - before.arithmetic };
+    return { nodes: this.inlined.nodes - before.nodes, arithmetic: this.inlined.arithmetic - before.arithmetic, pieces: this.inlined.pieces - before.pieces };
   }
 
-  /** Adds `weight` to the query's as PostgreSQL flattens it; past MAX_INLINED_NODES or MAX_LONG_ARITHMETIC the query is refused. */
+  /** Adds `weight` to the query's as PostgreSQL flattens it; past MAX_INLINED_NODES, MAX_LONG_ARITHMETIC or MAX_HELD_PIECES the query is refused. */
   private inline(weight: Weight, column?: string, each?: Weight): void {
     this.inlined.nodes += weight.nodes;
     this.inlined.arithmetic += weight.arithmetic;
+    this.inlined.pieces += weight.pieces;
     if (this.inlined.nodes > MAX_INLINED_NODES) {
       throw new GuardRefusal(
         2,
@@ -678,6 +709,12 @@ export class ReferenceWalker {
       throw new GuardRefusal(
         2,
         `The query multiplies, divides, raises to a power or takes a root more than ${MAX_LONG_ARITHMETIC} times${column ? ` (${column} stands for ${each!.arithmetic} each time it is read)` : ''}: on long numbers each takes up to half a second that the statement timeout does not cut. Compute fewer of them.`,
+      );
+    }
+    if (this.inlined.pieces > MAX_HELD_PIECES) {
+      throw new GuardRefusal(
+        2,
+        `The query's joins with || and concat hold more than ${MAX_HELD_PIECES} pieces of values once each reference to a column of a subquery or CTE counts that column's expression${column ? ` (${column}: ${each!.pieces} pieces each time it is read)` : ''}: each join keeps its result until the row is done, and PostgreSQL builds a column's joins again at every reference. Join fewer values, or read such a column fewer times.`,
       );
     }
   }
@@ -766,6 +803,39 @@ export class ReferenceWalker {
       }
       default:
         return BOUNDED;
+    }
+  }
+
+  /**
+   * The pieces of built values (value-size.ts) the result `node` makes holds until the row is done
+   * (MAX_HELD_PIECES): a `||`, concat or concat_ws, its built value's; an operation that copies a
+   * built value (upper, a cast, lag, max, LIKE and the regular-expression operators), that value's.
+   * What passes a value on without making one (CASE, COALESCE, GREATEST, NULLIF) and what reads it
+   * in place (comparisons, length) hold none; a bounded result is one value, counted as its node.
+   */
+  private held(node: Body, size: Size): number {
+    const n = nodeOf(node);
+    if (!n) return 0;
+    const b = n.body;
+    const pieces = (s: Size) => (s.level === 1 ? s.pieces : 0);
+    const of = (x: unknown) => pieces(this.sizeOf(x));
+    switch (n.type) {
+      case 'A_Expr': {
+        const op = names(b.name)?.[0] ?? '';
+        if (b.kind === 'AEXPR_OP' && op === '||') return pieces(size);
+        if (b.kind === 'AEXPR_NULLIF' || COMPARISONS.has(op.replace(/^(NOT )?BETWEEN.*/, '='))) return 0;
+        return Math.max(of(b.lexpr), of(b.rexpr));
+      }
+      case 'SubLink': {
+        const op = b.operName === undefined ? '=' : (names(b.operName)?.[0] ?? '');
+        return b.testexpr === undefined || COMPARISONS.has(op) ? 0 : of(b.testexpr);
+      }
+      case 'TypeCast':
+        return of(b.arg);
+      case 'FuncCall':
+        return pieces(size);
+      default:
+        return 0;
     }
   }
 
