@@ -1,9 +1,10 @@
 import pg from 'pg';
 import { tenantTableSql } from '../connectors/target/ddl.js';
-import type { Tx } from '../db/database.js';
+import type { Database, Tx } from '../db/database.js';
 import { EntityDefinitionError, typedEntityRelation } from '../entities/relation.js';
 import { entitiesOfScope } from '../entities/store.js';
 import { HubError, type Rendered } from '../errors.js';
+import { cancelledOnAbort } from './analytic/run.js';
 import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-card.js';
 
 /**
@@ -28,23 +29,39 @@ export class DiscoveryTimedOut extends HubError {
 }
 
 /**
+ * The asking client went away (`signal`, whileClientWaits): the discovery sends no further statement,
+ * and the one running is cancelled in PostgreSQL (`pg_cancel_backend` of its backend from another
+ * connection of `db`'s application pool), so its connection comes back at once, not at the timeout.
+ * The discovery then rejects with the signal's reason, and nothing is stored.
+ */
+export interface DiscoveryStop {
+  db: Database;
+  signal: AbortSignal;
+}
+
+/**
  * `tx` with every statement held to what remains of `timeoutMs` from now: each is preceded by a
  * statement timeout of the time left (a setting of the transaction, so it ends with it), none is sent
  * once none is left, and one cut by that timeout (57014) is a DiscoveryTimedOut naming what the
  * discovery was at (`doing()`). A timeout per statement alone let a scope of many columns hold its
- * connection for as many timeouts.
+ * connection for as many timeouts. With `stop`, a statement is sent only while its client waits and
+ * is cancelled when it goes (DiscoveryStop).
  */
-function withinTotal(tx: Tx, timeoutMs: number, doing: () => string): Tx {
+function withinTotal(tx: Tx, timeoutMs: number, doing: () => string, stop?: DiscoveryStop): Tx {
   const deadline = performance.now() + timeoutMs;
   return {
     tenantId: tx.tenantId,
     async query(text, values, options) {
+      stop?.signal.throwIfAborted();
       const left = Math.floor(deadline - performance.now());
       if (left < 1) throw new DiscoveryTimedOut(doing(), timeoutMs);
       try {
-        await tx.query(`select set_config('statement_timeout', $1, true)`, [`${left}ms`]);
-        return await tx.query(text, values, options);
+        // The backend's pid in the same round trip: what a cancel names.
+        const { rows } = await tx.query<{ pid: number }>(`select set_config('statement_timeout', $1, true), pg_backend_pid() as pid`, [`${left}ms`]);
+        if (!stop) return await tx.query(text, values, options);
+        return await cancelledOnAbort(stop.db, rows[0]!.pid, left, stop.signal, () => tx.query(text, values, options));
       } catch (err) {
+        if (stop?.signal.aborted) throw stop.signal.reason;
         if ((err as { code?: string }).code === '57014') throw new DiscoveryTimedOut(doing(), timeoutMs);
         throw err;
       }
@@ -107,12 +124,18 @@ const ENTITY_SCHEMA = 'entity';
  * `entity` when it holds an entity, else `discovered`). With `timeoutMs` (`svc.analytic.statement-timeout`),
  * the discovery's statements from here on are held to it all together (withinTotal), and one still
  * running when it is up is a DiscoveryTimedOut (503), not a connection held for as long as the
- * group-bys over large tables take.
+ * group-bys over large tables take. With `stop` too, a client that goes away stops it at once,
+ * its running statement cancelled in PostgreSQL (DiscoveryStop).
  */
-export async function discoverCard(given: Tx, scope: string, timeoutMs?: number): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
+export async function discoverCard(
+  given: Tx,
+  scope: string,
+  timeoutMs?: number,
+  stop?: DiscoveryStop,
+): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }> {
   const tenantId = given.tenantId!;
   let doing = "reading the scope's tables";
-  const tx = timeoutMs === undefined ? given : withinTotal(given, Math.max(1, Math.floor(timeoutMs)), () => doing);
+  const tx = timeoutMs === undefined ? given : withinTotal(given, Math.max(1, Math.floor(timeoutMs)), () => doing, stop);
   const { rows: tables } = await tx.query<{ table_name: string }>(
     `select distinct e.table_name from connectors.ext_tables e join connectors.connectors c on c.id = e.connector_id
       where $1 = any(c.scopes) order by 1`,

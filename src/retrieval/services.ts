@@ -88,8 +88,11 @@ export interface RetrievalServices {
   analytic(tenantId: number, question: string, scope: ResolvedScope, signal?: AbortSignal): Promise<AnalyticAnswer>;
   /** The stored schema card of a scope. */
   schemaCard(tenantId: number, scope: string): Promise<StoredCard | undefined>;
-  /** Discovers and stores a scope's schema card from its ext tables. */
-  rediscover(tenantId: number, scope: string): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }>;
+  /**
+   * Discovers and stores a scope's schema card from its ext tables, held to the statement timeout in all.
+   * `signal`: the asking client went away; the running statement is cancelled in PostgreSQL, nothing is stored.
+   */
+  rediscover(tenantId: number, scope: string, signal?: AbortSignal): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }>;
   /** Chunks of the caller's tenant (plus the platform corpus), for a granted set or everything. */
   scopes(tenantId: number, granted: string[] | undefined): Promise<ScopeEntry[]>;
   corpora(tenantId: number, granted: string[] | undefined): Promise<CorpusEntry[]>;
@@ -323,7 +326,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     analytic: (tenantId, question, scope, signal) =>
       analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, gate: analyticGate }, tenantId, question, scope, signal),
     schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
-    rediscover: (tenantId, scope) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope, deps.statementTimeoutMs)),
+    rediscover: (tenantId, scope, signal) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope, deps.statementTimeoutMs, signal && { db, signal })),
     scopes,
     corpora,
     status,

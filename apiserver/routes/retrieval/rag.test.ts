@@ -623,6 +623,34 @@ describe('a client that goes away before its answer', () => {
       await model.close();
     }
   }, 60_000);
+
+  it('a rediscover is stopped when its client goes away: its running statement is cancelled in PostgreSQL, not left to the timeout, and the card kept', async () => {
+    const slow = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'none', 'svc.analytic.statement-timeout': '20s' });
+    const before = (await admin.get('/api/platform/rag/schema?scope=partners')).body;
+    // The table locked by another transaction: the discovery's first group-by over it waits, as one over a very large table runs.
+    const locker = await ownerClient(hub.ownerUrl);
+    const waiting = async () =>
+      (await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where state = 'active' and query ilike '%count(*)::int as n from "ext_t${T}"."partners"%' and pid <> pg_backend_pid()`)).rows[0]!.n;
+    try {
+      await locker.query('begin');
+      await locker.query(`lock table ext_t${T}.partners in access exclusive mode`);
+      const controller = new AbortController();
+      const asked = fetch(`${slow.url}/api/platform/rag/rediscover?scope=partners`, { method: 'POST', headers: { 'X-Tenant-ID': String(T) }, signal: controller.signal });
+      asked.catch(() => undefined);
+      await until('the discovery to wait on the table', async () => (await waiting()) === 1);
+      controller.abort();
+      await expect(asked).rejects.toThrow();
+      // Its statement ends in PostgreSQL now, not when the lock goes or 20 s later.
+      const left = Date.now();
+      await until('the discovery statement to be cancelled', async () => (await waiting()) === 0, { timeoutMs: 5_000 });
+      expect(Date.now() - left).toBeLessThan(5_000);
+    } finally {
+      await locker.query('rollback');
+      await locker.end();
+      await slow.stop();
+    }
+    expect((await admin.get('/api/platform/rag/schema?scope=partners')).body).toEqual(before);
+  }, 60_000);
 });
 
 describe('an entity on the schema card', () => {

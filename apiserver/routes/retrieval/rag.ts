@@ -255,7 +255,10 @@ export const ragRoutes: RouteDecl[] = [
       503: { description: '`{error, hint}`: the discovery, all its statements together, ran past `svc.analytic.statement-timeout`; the scope keeps its previous card', schema: errorBody },
       ...platformRefusals(true),
     },
-    handler: async ({ services, principal, query }) => services.retrieval.rediscover(callerTenant(principal), await askedScope(services, principal, query.scope)),
+    handler: async ({ services, principal, query, ctx }) => {
+      const scope = await askedScope(services, principal, query.scope);
+      return whileClientWaits(ctx, (signal) => services.retrieval.rediscover(callerTenant(principal), scope, signal));
+    },
   }),
   route({
     method: 'GET', path: '/api/platform/rag/status', operationId: 'ragStatus', summary: 'Index status and the embedding port', tags: ['Retrieval'],

@@ -143,13 +143,13 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
  * connection can go back to the pool, so it can never cancel another unit's statement there (an idle
  * backend ignores a cancel).
  */
-async function cancelledOnAbort<T>(db: Database, pid: number, timeoutMs: number, signal: AbortSignal | undefined, statement: () => Promise<T>): Promise<T> {
+export async function cancelledOnAbort<T>(db: Database, pid: number, timeoutMs: number, signal: AbortSignal | undefined, statement: () => Promise<T>): Promise<T> {
   if (!signal) return statement();
   if (!Number.isSafeInteger(pid) || pid <= 0) throw new Error(`not a backend pid: ${pid}`);
   let cancelling: Promise<unknown> | undefined;
   const cancel = () => {
     cancelling = db.answerWithin(`select pg_cancel_backend(${pid})`, timeoutMs).catch((err: unknown) => {
-      logger().warn({ err: loggableMessage(err) }, 'an analytic query whose client went away could not be cancelled: it runs on to its statement timeout');
+      logger().warn({ err: loggableMessage(err) }, 'a statement whose client went away (an analytic query, a rediscover) could not be cancelled: it runs on to its statement timeout');
     });
   };
   signal.addEventListener('abort', cancel, { once: true });
