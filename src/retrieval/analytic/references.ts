@@ -641,6 +641,17 @@ export class ReferenceWalker {
     if (!last || !qualifiedOk || !ALLOWED_FUNCTIONS.has(last)) {
       throw new GuardRefusal(2, `The function ${name ? name.join('.') : '(unreadable)'} is not allowed.`);
     }
+    // VARIADIC passes an array as the arguments: concat_ws repeats its separator for every element, so one
+    // array of thousands of elements (a string cast to text[], 2 characters each) makes as many copies of it.
+    if (f.func_variadic !== undefined && f.func_variadic !== false) throw new GuardRefusal(2, 'VARIADIC is not allowed: pass the values as arguments.');
+    // percentile_disc returns a copy of the ordered value for each fraction it is given: its fractions must be
+    // numbers written in the query, each a node, not an array of thousands read from a column or a string.
+    if (last === 'percentile_disc' && !list(f.args).every(fractions)) {
+      throw new GuardRefusal(
+        2,
+        'percentile_disc takes a number or ARRAY[…] of numbers written in the query: it returns a copy of a value for each fraction, and an array from a column or a string (\'{…}\'::float8[]) can hold thousands.',
+      );
+    }
     for (const arg of list(f.args)) this.expr(arg, level, ctes);
     for (const o of list(f.agg_order)) this.expr(this.expect(o, 'SortBy').node, level, ctes);
     if (f.agg_filter !== undefined) this.expr(f.agg_filter, level, ctes);
@@ -785,7 +796,8 @@ export class ReferenceWalker {
           case 'gathers':
             return grow(name, args, true, { level: 2, what: `the output of ${name}` });
           case 'sums':
-            return build(name, args, false);
+            // concat_ws writes its separator (the first argument) between every two of the others.
+            return build(name, name === 'concat_ws' ? [...args, ...Array(Math.max(0, args.length - 3)).fill(args[0])] : args, false);
           case 'expands': {
             // to_char with a literal pattern makes a short value of its own.
             const built = build(name, args, false);
@@ -871,6 +883,20 @@ function longArithmetic(node: unknown): boolean {
   if (op) return op.kind === 'AEXPR_OP' && LONG_ARITHMETIC_OPERATORS.has(names(op.name)?.at(-1) ?? '');
   const call = bodyOf(node, 'FuncCall');
   return call !== undefined && LONG_ARITHMETIC_FUNCTIONS.has(names(call.funcname)?.at(-1) ?? '');
+}
+
+/** A number written in the query (`0.5`, `-1`, `0.5::float8`), or ARRAY[…] of them: percentile_disc's fractions. */
+function fractions(node: unknown): boolean {
+  const array = bodyOf(node, 'A_ArrayExpr');
+  if (array) return list(array.elements).every(fraction);
+  return fraction(node);
+}
+
+function fraction(node: unknown): boolean {
+  const cast = bodyOf(node, 'TypeCast');
+  if (cast) return !isBody(cast.typeName) || cast.typeName.arrayBounds === undefined ? fraction(cast.arg) : false;
+  const c = bodyOf(node, 'A_Const');
+  return c !== undefined && (c.ival !== undefined || c.fval !== undefined);
 }
 
 /** A derived relation (subquery or CTE) as an item. */
