@@ -326,7 +326,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Largest answer an analytic chat\'s query may return, in bytes of its rows as JSON objects (column names and nulls included), measured in PostgreSQL before any row is sent; a larger one is refused (guard 5).' }),
   p({ group: 'Retrieval', name: 'svc.analytic.concurrency', kind: 'int', min: 1,
     ...POOL_SHARE,
-    description: 'Analytic queries running at once in one process; each holds a database connection of the pool for up to `svc.analytic.statement-timeout`. Further queries wait, tenants taking turns; one that cannot start within the statement timeout (or finds 16 of its tenant waiting already) is refused by guard 5 (the caller asks again later).' }),
+    description: 'Analytic queries (and rediscovers) running at once in one process; each holds a database connection of the pool for up to `svc.analytic.statement-timeout`. Further queries wait, tenants taking turns; one that cannot start within the statement timeout (or finds 16 of its tenant waiting already) is refused by guard 5 (a rediscover: a 503), and the caller asks again later.' }),
   p({ group: 'Retrieval', name: 'svc.analytic.concurrency-per-tenant', kind: 'int', min: 1, default: 2,
     description: 'Of `svc.analytic.concurrency`, the queries of one tenant running at once: a tenant asking many questions at once waits behind its own queries, not other tenants behind it.' }),
 ];

@@ -29,6 +29,23 @@ export class DiscoveryTimedOut extends HubError {
 }
 
 /**
+ * 503 `{error, hint}`: the discovery did not start. It takes a turn among the analytic queries
+ * (AnalyticGate: `svc.analytic.concurrency`, `svc.analytic.concurrency-per-tenant`), since it holds
+ * a connection for up to the statement timeout as they do, and none came within `waitMs`.
+ */
+export class DiscoveryNotStarted extends HubError {
+  constructor(readonly waitMs: number) {
+    super(
+      `discovery not started: the hub is already running as many analytic queries and discoveries as it allows (svc.analytic.concurrency, svc.analytic.concurrency-per-tenant) and none finished within ${waitMs} ms`,
+    );
+    this.name = 'DiscoveryNotStarted';
+  }
+  render(): Rendered {
+    return { status: 503, body: { json: { error: this.message, hint: 'rediscover again in a moment; the scope keeps its previous card' } } };
+  }
+}
+
+/**
  * The asking client went away (`signal`, whileClientWaits): the discovery sends no further statement,
  * and the one running is cancelled in PostgreSQL (`pg_cancel_backend` of its backend from another
  * connection of `db`'s application pool), so its connection comes back at once, not at the timeout.

@@ -5,8 +5,9 @@ import { logger } from '../observability/logger.js';
 import type { ResolvedScope } from '../admin/scope-access.js';
 import { type AnalyticAnswer, analyticChat } from './analytic-chat.js';
 import { AnalyticGate } from './analytic/gate.js';
+import { AnalyticRefusal } from './analytic/refusal.js';
 import type { ChatPort } from './chat/port.js';
-import { discoverCard, loadCard, type StoredCard } from './discovery.js';
+import { DiscoveryNotStarted, discoverCard, loadCard, type StoredCard } from './discovery.js';
 import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { embedPending, expandPending, forgetOtherModels } from './indexer.js';
@@ -90,7 +91,9 @@ export interface RetrievalServices {
   schemaCard(tenantId: number, scope: string): Promise<StoredCard | undefined>;
   /**
    * Discovers and stores a scope's schema card from its ext tables, held to the statement timeout in all.
-   * `signal`: the asking client went away; the running statement is cancelled in PostgreSQL, nothing is stored.
+   * It takes a turn among the analytic queries (the gate), whose connection it holds as long: a
+   * DiscoveryNotStarted (503) when none comes within the statement timeout. `signal`: the asking client
+   * went away; a wait for the turn ends, the running statement is cancelled in PostgreSQL, nothing is stored.
    */
   rediscover(tenantId: number, scope: string, signal?: AbortSignal): Promise<{ scope: string; tableCount: number; columnCount: number; enriched: boolean; sourceType: string }>;
   /** Chunks of the caller's tenant (plus the platform corpus), for a granted set or everything. */
@@ -326,7 +329,16 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     analytic: (tenantId, question, scope, signal) =>
       analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, gate: analyticGate }, tenantId, question, scope, signal),
     schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
-    rediscover: (tenantId, scope, signal) => db.withTenant(tenantId, (tx) => discoverCard(tx, scope, deps.statementTimeoutMs, signal && { db, signal })),
+    rediscover: async (tenantId, scope, signal) => {
+      const discover = () => db.withTenant(tenantId, (tx) => discoverCard(tx, scope, deps.statementTimeoutMs, signal && { db, signal }));
+      try {
+        return await analyticGate.run(tenantId, '', deps.statementTimeoutMs, discover, signal);
+      } catch (err) {
+        // The gate's refusal (no turn in time) is a query's answer; a discovery answers it as a 503.
+        if (err instanceof AnalyticRefusal) throw new DiscoveryNotStarted(deps.statementTimeoutMs);
+        throw err;
+      }
+    },
     scopes,
     corpora,
     status,

@@ -57,6 +57,22 @@ afterAll(async () => {
   await llm?.close();
 });
 
+/** The partners table locked by a transaction of its own: a discovery's group-by over it waits, as one over a very large table runs. */
+async function lockedPartners(): Promise<pg.Client> {
+  const locker = await ownerClient(hub.ownerUrl);
+  await locker.query('begin');
+  await locker.query(`lock table ext_t${T}.partners in access exclusive mode`);
+  return locker;
+}
+
+/** The discovery statements over the partners table running (or waiting on it) in PostgreSQL. */
+async function discoveriesWaiting(): Promise<number> {
+  const { rows } = await owner.query<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity where state = 'active' and query ilike '%count(*)::int as n from "ext_t${T}"."partners"%' and pid <> pg_backend_pid()`,
+  );
+  return rows[0]!.n;
+}
+
 async function apply(name: string, scopes: string[], table: string): Promise<number> {
   const manifest = demoPartnersConnector(name, scopes, table, demo.url);
   const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'application/yaml' }, body: stringify(manifest) });
@@ -370,10 +386,8 @@ describe('analytic chat', () => {
   it('rediscover is held to svc.analytic.statement-timeout: a 503 naming the column, the previous card kept', async () => {
     const before = (await admin.get('/api/platform/rag/schema?scope=partners')).body;
     // The table locked by another transaction: the column's group-by waits, as one over a very large table runs, until the timeout.
-    const locker = await ownerClient(hub.ownerUrl);
+    const locker = await lockedPartners();
     try {
-      await locker.query('begin');
-      await locker.query(`lock table ext_t${T}.partners in access exclusive mode`);
       const started = Date.now();
       // Given up after 12 s: without the timeout the discovery waits for the lock as long as it is held.
       const reply = await fetch(`${hub.url}/api/platform/rag/rediscover?scope=partners`, { method: 'POST', headers: { 'X-Tenant-ID': String(T) }, signal: AbortSignal.timeout(12_000) });
@@ -627,22 +641,18 @@ describe('a client that goes away before its answer', () => {
   it('a rediscover is stopped when its client goes away: its running statement is cancelled in PostgreSQL, not left to the timeout, and the card kept', async () => {
     const slow = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'none', 'svc.analytic.statement-timeout': '20s' });
     const before = (await admin.get('/api/platform/rag/schema?scope=partners')).body;
-    // The table locked by another transaction: the discovery's first group-by over it waits, as one over a very large table runs.
-    const locker = await ownerClient(hub.ownerUrl);
-    const waiting = async () =>
-      (await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where state = 'active' and query ilike '%count(*)::int as n from "ext_t${T}"."partners"%' and pid <> pg_backend_pid()`)).rows[0]!.n;
+    // The discovery's first group-by waits on the locked table.
+    const locker = await lockedPartners();
     try {
-      await locker.query('begin');
-      await locker.query(`lock table ext_t${T}.partners in access exclusive mode`);
       const controller = new AbortController();
       const asked = fetch(`${slow.url}/api/platform/rag/rediscover?scope=partners`, { method: 'POST', headers: { 'X-Tenant-ID': String(T) }, signal: controller.signal });
       asked.catch(() => undefined);
-      await until('the discovery to wait on the table', async () => (await waiting()) === 1);
+      await until('the discovery to wait on the table', async () => (await discoveriesWaiting()) === 1);
       controller.abort();
       await expect(asked).rejects.toThrow();
       // Its statement ends in PostgreSQL now, not when the lock goes or 20 s later.
       const left = Date.now();
-      await until('the discovery statement to be cancelled', async () => (await waiting()) === 0, { timeoutMs: 5_000 });
+      await until('the discovery statement to be cancelled', async () => (await discoveriesWaiting()) === 0, { timeoutMs: 5_000 });
       expect(Date.now() - left).toBeLessThan(5_000);
     } finally {
       await locker.query('rollback');
@@ -650,6 +660,44 @@ describe('a client that goes away before its answer', () => {
       await slow.stop();
     }
     expect((await admin.get('/api/platform/rag/schema?scope=partners')).body).toEqual(before);
+  }, 60_000);
+});
+
+describe('rediscover among the analytic queries', () => {
+  it('takes a turn of the analytic gate: a tenant asking many at once holds one connection, not the pool; past 16 waiting, a 503', async () => {
+    const gated = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'none', 'svc.analytic.concurrency-per-tenant': '1', 'svc.analytic.statement-timeout': '20s' });
+    // Each discovery's first group-by waits on the locked table.
+    const locker = await lockedPartners();
+    try {
+      const asker = devClient(gated.url, T);
+      // Twenty at once: one runs (waiting on the table), sixteen wait for their turn holding no connection (the most the
+      // gate lets wait per tenant), three are refused at once. Without the gate all twenty ran, each holding a connection.
+      const replies: Array<{ status: number; body: unknown }> = [];
+      const asked = Array.from({ length: 20 }, () =>
+        asker.post('/api/platform/rag/rediscover?scope=partners').then((reply) => {
+          replies.push(reply);
+          return reply;
+        }),
+      );
+      await until('three discoveries to be refused', () => replies.length >= 3);
+      expect(replies.map(({ status, body }) => ({ status, body }))).toEqual(
+        Array.from({ length: 3 }, () => ({
+          status: 503,
+          body: {
+            error: 'discovery not started: the hub is already running as many analytic queries and discoveries as it allows (svc.analytic.concurrency, svc.analytic.concurrency-per-tenant) and none finished within 20000 ms',
+            hint: 'rediscover again in a moment; the scope keeps its previous card',
+          },
+        })),
+      );
+      expect(await discoveriesWaiting()).toBe(1);
+      // The lock gone, the sixteen take their turns one after the other.
+      await locker.query('rollback');
+      expect((await Promise.all(asked)).map((reply) => reply.status).sort()).toEqual([...Array(17).fill(200), ...Array(3).fill(503)]);
+    } finally {
+      await locker.query('rollback');
+      await locker.end();
+      await gated.stop();
+    }
   }, 60_000);
 });
 

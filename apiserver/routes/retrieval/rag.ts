@@ -252,7 +252,7 @@ export const ragRoutes: RouteDecl[] = [
         schema: { type: 'object', required: ['scope', 'tableCount', 'columnCount', 'enriched', 'sourceType'], properties: { scope: { type: 'string' }, tableCount: { type: 'integer' }, columnCount: { type: 'integer' }, enriched: { type: 'boolean' }, sourceType: { type: 'string' } } },
       },
       400: { description: '`scope is required`', schema: errorBody },
-      503: { description: '`{error, hint}`: the discovery, all its statements together, ran past `svc.analytic.statement-timeout`; the scope keeps its previous card', schema: errorBody },
+      503: { description: '`{error, hint}`: the discovery, all its statements together, ran past `svc.analytic.statement-timeout`, or found no turn among the analytic queries within it; the scope keeps its previous card', schema: errorBody },
       ...platformRefusals(true),
     },
     handler: async ({ services, principal, query, ctx }) => {
