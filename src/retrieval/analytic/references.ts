@@ -567,6 +567,16 @@ export class ReferenceWalker {
         if (!name.startsWith('BETWEEN') && !name.startsWith('NOT BETWEEN') && !ALLOWED_OPERATORS.has(name)) {
           throw new GuardRefusal(2, `The operator ${name} is not allowed.`);
         }
+        // LIKE, ILIKE and the regular-expression operators over ANY/ALL of an array run once per element within one
+        // row's evaluation, which the statement timeout does not cut, ILIKE lowercasing a copy of its value each time:
+        // `'{a,a,…}'::text[]` (or an array column) holds thousands of elements in one node. (ARRAY[…] was refused as a
+        // grown value already; ANY (subquery) gives one pattern per row.)
+        if ((kind === 'AEXPR_OP_ANY' || kind === 'AEXPR_OP_ALL') && !COMPARISONS.has(name)) {
+          throw new GuardRefusal(
+            2,
+            `${kind === 'AEXPR_OP_ANY' ? 'ANY' : 'ALL'} with ${name} is not allowed over an array: each element copies the value it reads, and one array can hold thousands; join the patterns with OR (AND).`,
+          );
+        }
         const left = b.lexpr === undefined ? undefined : this.expr(b.lexpr, level, ctes);
         const right = b.rexpr === undefined ? undefined : this.expr(b.rexpr, level, ctes);
         this.noteValue(() => domainViolation(kind, name, b.lexpr, left, b.rexpr, right, this.likeBudget));
