@@ -258,8 +258,8 @@ describe('guardQuery', () => {
       [`select ${Array(120).fill(`upper(${chain('name', 12)})`).join(', ')} from ext.partners`, ''],
       [`select ${Array(120).fill(`(${chain('name', 12)})::varchar`).join(', ')} from ext.partners`, ''],
       [`select count(*) from ext.partners where ${Array(120).fill(`(${chain('name', 12)}) ilike '%a%'`).join(' or ')}`, ''],
-      // concat holds its arguments, built again at each reading too.
-      [`with c as (select concat(${Array(100).fill('name').join(', ')}) as s from ext.partners) select ${readings('c.s', 100)} from c`, ' (c.s: 100 pieces each time it is read)'],
+      // concat holds its arguments, built again at each reading too, even of a number computed from it.
+      [`with c as (select length(concat(${Array(100).fill('name').join(', ')})) as n from ext.partners) select ${Array(100).fill('c.n').join(' + ')} from c`, ' (c.n: 100 pieces each time it is read)'],
       // Two chains of 100 in one select list (three held 2.4 GB over a long number).
       [`select ${chain('name')} as a, ${chain('name')} as b from ext.partners`, ''],
     ] as const) {
@@ -274,6 +274,27 @@ describe('guardQuery', () => {
       `with l as (select name || ' (' || country || ')' as label, status from ext.partners) select l.label, l.status, count(*) from l where ${Array(40).fill("l.label <> ''").join(' and ')} group by l.label, l.status order by l.label`,
     ]) {
       expect({ fine, result: await guardQuery(fine, card, { resolveRelation }) }).toMatchObject({ fine, result: { ok: true } });
+    }
+  });
+
+  it('refuses more than 64 readings of a gathered value in place, each read of a subquery or CTE column counting its own', async () => {
+    // Each reads the whole value (up to 1 GB), uncut by the statement timeout: 800 of these over a 25 MB string_agg ran 76 s
+    // under a 2 s timeout.
+    const reason = (each: string) =>
+      `The query compares or measures values gathered from many rows (string_agg, array_agg, ARRAY(subquery), a built value read back) more than 64 times${each}: each reads up to a gigabyte in a time the statement timeout does not cut. Read them fewer times.`;
+    const gathered = "with c as (select string_agg(p1.name, ',') as s from ext.partners p1, ext.partners p2, ext.partners p3)";
+    const reads = (n: number, read: string, sep = ' + ') => Array.from({ length: n }, (_, i) => read.replaceAll('#', String(i))).join(sep);
+    expect(await guardQuery(`${gathered} select ${reads(64, "position('#' in c.s)")} from c`, card, { resolveRelation })).toMatchObject({ ok: true });
+    for (const [sql, each] of [
+      [`${gathered} select ${reads(65, "position('#' in c.s)")} from c`, ''],
+      [`${gathered} select count(*) from c where ${reads(65, "c.s <> '#'", ' and ')}`, ''],
+      [`${gathered} select c.s in (${reads(65, "'#'", ', ')}) from c`, ''],
+      // Against each element of an array from a string (one node, thousands of elements).
+      [`${gathered} select c.s < any ('{a,b}'::text[]) from c`, ''],
+      [`${gathered}, d as (select length(c.s) as n from c) select ${reads(64, 'd.n')} from d`, ' (d.n stands for 1 each time it is read)'],
+      [`select ${reads(65, 'length(a.s)', ', ')} from (select array_agg(name)::text as s from ext.partners) a`.replace('array_agg(name)::text', "string_agg(name, ',')"), ''],
+    ] as const) {
+      expect({ sql, result: await guardQuery(sql, card, { resolveRelation }) }).toEqual({ sql, result: { ok: false, guard: 2, reason: reason(each) } });
     }
   });
 

@@ -41,21 +41,19 @@ interface Output {
 }
 
 /**
- * An expression's nodes, of them its operations whose time grows with the square of a number's length
- * (LONG_ARITHMETIC), and the pieces of built values its operations hold until the row is done (MAX_HELD_PIECES).
+ * What an expression weighs where PostgreSQL puts it in place of a reference: its nodes
+ * (MAX_INLINED_NODES), of them its operations whose time grows with the square of a number's length
+ * (MAX_LONG_ARITHMETIC), the pieces of built values its operations hold until the row is done
+ * (MAX_HELD_PIECES), and its operations that read a grown value whole (MAX_GROWN_READS).
  */
-interface Weight {
-  nodes: number;
-  arithmetic: number;
-  pieces: number;
-}
+const WEIGHT_KEYS = ['nodes', 'arithmetic', 'pieces', 'scans'] as const;
+type Weight = Record<(typeof WEIGHT_KEYS)[number], number>;
 
-const NO_WEIGHT: Weight = { nodes: 0, arithmetic: 0, pieces: 0 };
-const heavier = (a: Weight, b: Weight | undefined): Weight => ({
-  nodes: Math.max(a.nodes, b?.nodes ?? 0),
-  arithmetic: Math.max(a.arithmetic, b?.arithmetic ?? 0),
-  pieces: Math.max(a.pieces, b?.pieces ?? 0),
-});
+const weighing = (w: Partial<Weight>): Weight => ({ nodes: 0, arithmetic: 0, pieces: 0, scans: 0, ...w });
+const NO_WEIGHT: Weight = weighing({});
+const combined = (a: Weight, b: Weight | undefined, f: (x: number, y: number) => number): Weight =>
+  Object.fromEntries(WEIGHT_KEYS.map((k) => [k, f(a[k], b?.[k] ?? 0)])) as Weight;
+const heavier = (a: Weight, b: Weight | undefined): Weight => combined(a, b, Math.max);
 
 type Ctes = ReadonlyMap<string, Output[]>;
 
@@ -184,6 +182,17 @@ export const MAX_LONG_ARITHMETIC = 64;
  */
 export const MAX_HELD_PIECES = 10_000;
 
+/**
+ * The most operations one query may run that read a grown value (value-size.ts: string_agg,
+ * array_agg, ARRAY(subquery), a built value read back) whole, in place: a comparison, IN, BETWEEN,
+ * NULLIF, GREATEST or LEAST, CASE's subject, length, position, strpos, min and max…, each reference
+ * to a subquery or CTE column counting those of its expression (MAX_INLINED_NODES). Such a value
+ * holds up to 1 GB, and PostgreSQL looks at the statement timeout neither inside one such reading
+ * nor between the operations of one row's expressions: 800 `position('zz' in c.s)` over a 25 MB
+ * string_agg ran 76 s under a 2 s timeout. A question measures or compares such a value a few times.
+ */
+export const MAX_GROWN_READS = 64;
+
 function isSystemSchema(schema: string): boolean {
   return schema === 'information_schema' || schema.startsWith('pg_');
 }
@@ -208,7 +217,7 @@ export class ReferenceWalker {
   /** The characters of entity relations' SQL put in the query so far (at most MAX_ENTITY_SQL_CHARS). */
   private entitySqlChars = 0;
   /** What the expressions walked so far weigh, each reference to a derived column counting what it stands for (MAX_INLINED_NODES, MAX_LONG_ARITHMETIC). */
-  private inlined: Weight = { ...NO_WEIGHT };
+  private inlined: Weight = NO_WEIGHT;
 
   constructor(
     private readonly card: SchemaCard,
@@ -531,13 +540,14 @@ export class ReferenceWalker {
    * operation over an operand that grew already is refused.
    */
   private expr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
-    this.inline({ nodes: 1, arithmetic: longArithmetic(node) ? 1 : 0, pieces: 0 });
+    this.inline(weighing({ nodes: 1, arithmetic: longArithmetic(node) ? 1 : 0 }));
     const origin = this.checkExpr(node, level, ctes);
     if (isBody(node) && !this.sizes.has(node)) {
       const size = this.measure(node);
       this.sizes.set(node, size);
       const pieces = this.held(node, size);
-      if (pieces > 0) this.inline({ nodes: 0, arithmetic: 0, pieces });
+      const scans = this.grownReads(node);
+      if (pieces > 0 || scans > 0) this.inline(weighing({ pieces, scans }));
     }
     return origin;
   }
@@ -705,21 +715,19 @@ export class ReferenceWalker {
   private inlineColumn(item: Item, column: string): void {
     const weight = item.weights?.get(column);
     // The reference itself was counted as one node already.
-    if (weight && (weight.nodes > 1 || weight.pieces > 0)) {
-      this.inline({ nodes: Math.max(0, weight.nodes - 1), arithmetic: weight.arithmetic, pieces: weight.pieces }, `${item.alias ?? 'subquery'}.${column}`, weight);
+    if (weight && WEIGHT_KEYS.some((k) => weight[k] > (k === 'nodes' ? 1 : 0))) {
+      this.inline({ ...weight, nodes: Math.max(0, weight.nodes - 1) }, `${item.alias ?? 'subquery'}.${column}`, weight);
     }
   }
 
   /** What the expressions walked since `before` weigh. */
   private since(before: Weight): Weight {
-    return { nodes: this.inlined.nodes - before.nodes, arithmetic: this.inlined.arithmetic - before.arithmetic, pieces: this.inlined.pieces - before.pieces };
+    return combined(this.inlined, before, (x, y) => x - y);
   }
 
-  /** Adds `weight` to the query's as PostgreSQL flattens it; past MAX_INLINED_NODES, MAX_LONG_ARITHMETIC or MAX_HELD_PIECES the query is refused. */
+  /** Adds `weight` to the query's as PostgreSQL flattens it; past MAX_INLINED_NODES, MAX_LONG_ARITHMETIC, MAX_HELD_PIECES or MAX_GROWN_READS the query is refused. */
   private inline(weight: Weight, column?: string, each?: Weight): void {
-    this.inlined.nodes += weight.nodes;
-    this.inlined.arithmetic += weight.arithmetic;
-    this.inlined.pieces += weight.pieces;
+    this.inlined = combined(this.inlined, weight, (x, y) => x + y);
     if (this.inlined.nodes > MAX_INLINED_NODES) {
       throw new GuardRefusal(
         2,
@@ -736,6 +744,12 @@ export class ReferenceWalker {
       throw new GuardRefusal(
         2,
         `The query's joins with || and concat hold more than ${MAX_HELD_PIECES} pieces of values once each reference to a column of a subquery or CTE counts that column's expression${column ? ` (${column}: ${each!.pieces} pieces each time it is read)` : ''}: each join keeps its result until the row is done, and PostgreSQL builds a column's joins again at every reference. Join fewer values, or read such a column fewer times.`,
+      );
+    }
+    if (this.inlined.scans > MAX_GROWN_READS) {
+      throw new GuardRefusal(
+        2,
+        `The query compares or measures values gathered from many rows (string_agg, array_agg, ARRAY(subquery), a built value read back) more than ${MAX_GROWN_READS} times${column ? ` (${column} stands for ${each!.scans} each time it is read)` : ''}: each reads up to a gigabyte in a time the statement timeout does not cut. Read them fewer times.`,
       );
     }
   }
@@ -856,6 +870,40 @@ export class ReferenceWalker {
         return of(b.arg);
       case 'FuncCall':
         return pieces(size);
+      default:
+        return 0;
+    }
+  }
+
+  /**
+   * The operands of `node` it reads whole in place that are grown values (MAX_GROWN_READS): every
+   * operand of a comparison, function or subquery test that is one, CASE's subject once per WHEN.
+   * What passes a value on (CASE results, COALESCE) and IS NULL read none.
+   */
+  private grownReads(node: Body): number {
+    const n = nodeOf(node);
+    if (!n) return 0;
+    const b = n.body;
+    const grown = (x: unknown) => (x !== undefined && this.sizeOf(x).level === 2 ? 1 : 0);
+    switch (n.type) {
+      case 'A_Expr': {
+        // IN and BETWEEN compare their left operand with each value of their list, ANY and ALL with each element of
+        // their array: ARRAY[…] counts its elements; another array (a string, a column) may hold thousands.
+        const values = bodyOf(b.rexpr, 'List')?.items ?? bodyOf(b.rexpr, 'A_ArrayExpr')?.elements;
+        const each = b.kind === 'AEXPR_OP_ANY' || b.kind === 'AEXPR_OP_ALL' ? MAX_GROWN_READS + 1 : 1;
+        const right = values === undefined ? grown(b.rexpr) : list(values).reduce((k: number, v) => k + grown(v), 0);
+        return grown(b.lexpr) * (values === undefined ? each : list(values).length) + right;
+      }
+      case 'MinMaxExpr':
+      case 'FuncCall':
+        return [...list(b.args), ...list(b.agg_order).map((o) => bodyOf(o, 'SortBy')?.node)].reduce((k: number, a) => k + grown(a), 0);
+      case 'CaseExpr':
+        return b.arg === undefined ? 0 : grown(b.arg) * list(b.args).length;
+      case 'SubLink': {
+        const first = this.subqueryOutputs.get(bodyOf(b.subselect, 'SelectStmt') ?? {})?.[0];
+        if (b.subLinkType !== 'ANY_SUBLINK' && b.subLinkType !== 'ALL_SUBLINK') return 0;
+        return grown(b.testexpr) + (first?.size.level === 2 ? 1 : 0);
+      }
       default:
         return 0;
     }
