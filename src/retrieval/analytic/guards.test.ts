@@ -289,13 +289,31 @@ describe('guardQuery', () => {
       [`${gathered} select ${reads(65, "position('#' in c.s)")} from c`, ''],
       [`${gathered} select count(*) from c where ${reads(65, "c.s <> '#'", ' and ')}`, ''],
       [`${gathered} select c.s in (${reads(65, "'#'", ', ')}) from c`, ''],
-      // Against each element of an array from a string (one node, thousands of elements).
+      // Against each element of an array from a string (one node, thousands of elements), or of a grown array.
       [`${gathered} select c.s < any ('{a,b}'::text[]) from c`, ''],
+      [`with c as (select ('{' || name || '}')::text[] as a from ext.partners) select count(*) from c where 'x' = any (c.a)`, ''],
       [`${gathered}, d as (select length(c.s) as n from c) select ${reads(64, 'd.n')} from d`, ' (d.n stands for 1 each time it is read)'],
       [`select ${reads(65, 'length(a.s)', ', ')} from (select array_agg(name)::text as s from ext.partners) a`.replace('array_agg(name)::text', "string_agg(name, ',')"), ''],
     ] as const) {
       expect({ sql, result: await guardQuery(sql, card, { resolveRelation }) }).toEqual({ sql, result: { ok: false, guard: 2, reason: reason(each) } });
     }
+  });
+
+  it('counts each element of an array written as a string as a node: ANY, ALL and percentile_cont go through them all', async () => {
+    // 500 readings of a CTE's 5,000-element array, each compared with a number's 131,001-character text, ran 12 s under a
+    // 2 s timeout (one row's evaluation): the array's one node stood for 5,000 comparisons at each reading.
+    const array = `'{${Array(5000).fill('a').join(',')}}'::text[]`;
+    const sql = `with n as (select (1e131000)::text as t), f as (select ${array} as a) select ${Array(500).fill('n.t > any (f.a)').join(' or ')} from n, f`;
+    expect(await guardQuery(sql, card, { resolveRelation })).toEqual({
+      ok: false,
+      guard: 2,
+      reason: "The query stands for more than 50000 expression nodes once each reference to a column of a subquery or CTE counts that column's expression (f.a: 5001 nodes each time it is read): PostgreSQL puts the expression in place of every reference. Compute such a column once and read it fewer times.",
+    });
+    // So does a string ANY or ALL takes as an array.
+    const untyped = `select ${Array(10).fill('s.b').join(', ')} from (select name <> all ('{${Array(5000).fill('a').join(',')}}') as b from ext.partners) s`;
+    expect(await guardQuery(untyped, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('(s.b: 5002 nodes each time it is read)') });
+    // A question's arrays are a few values.
+    expect(await guardQuery("select count(*) from ext.partners where country = any ('{FR,DE}') and status <> all ('{dormant}'::text[])", card, { resolveRelation })).toMatchObject({ ok: true });
   });
 
   it('knows how every allowlisted function sizes its output, and nothing else', () => {

@@ -540,7 +540,7 @@ export class ReferenceWalker {
    * operation over an operand that grew already is refused.
    */
   private expr(node: unknown, level: Level, ctes: Ctes): Origin | undefined {
-    this.inline(weighing({ nodes: 1, arithmetic: longArithmetic(node) ? 1 : 0 }));
+    this.inline(weighing({ nodes: 1 + arrayLiteralElements(node), arithmetic: longArithmetic(node) ? 1 : 0 }));
     const origin = this.checkExpr(node, level, ctes);
     if (isBody(node) && !this.sizes.has(node)) {
       const size = this.measure(node);
@@ -890,9 +890,10 @@ export class ReferenceWalker {
         // IN and BETWEEN compare their left operand with each value of their list, ANY and ALL with each element of
         // their array: ARRAY[…] counts its elements; another array (a string, a column) may hold thousands.
         const values = bodyOf(b.rexpr, 'List')?.items ?? bodyOf(b.rexpr, 'A_ArrayExpr')?.elements;
-        const each = b.kind === 'AEXPR_OP_ANY' || b.kind === 'AEXPR_OP_ALL' ? MAX_GROWN_READS + 1 : 1;
-        const right = values === undefined ? grown(b.rexpr) : list(values).reduce((k: number, v) => k + grown(v), 0);
-        return grown(b.lexpr) * (values === undefined ? each : list(values).length) + right;
+        const anyOrAll = b.kind === 'AEXPR_OP_ANY' || b.kind === 'AEXPR_OP_ALL';
+        // A grown array (`('{' || … || '}')::text[]`, array_agg) may hold millions of elements.
+        const right = values === undefined ? grown(b.rexpr) * (anyOrAll ? MAX_GROWN_READS + 1 : 1) : list(values).reduce((k: number, v) => k + grown(v), 0);
+        return grown(b.lexpr) * (values === undefined ? (anyOrAll ? MAX_GROWN_READS + 1 : 1) : list(values).length) + right;
       }
       case 'MinMaxExpr':
       case 'FuncCall':
@@ -941,6 +942,27 @@ function longArithmetic(node: unknown): boolean {
   if (op) return op.kind === 'AEXPR_OP' && LONG_ARITHMETIC_OPERATORS.has(names(op.name)?.at(-1) ?? '');
   const call = bodyOf(node, 'FuncCall');
   return call !== undefined && LONG_ARITHMETIC_FUNCTIONS.has(names(call.funcname)?.at(-1) ?? '');
+}
+
+/**
+ * The elements an array written as a string stands for, less the one node its constant counts: a
+ * cast of a string to an array type (`'{a,b,c}'::text[]`), or a string ANY or ALL takes as an array
+ * (`country = any ('{FR,DE}')`). Each element is a value of its own, which ANY, ALL and
+ * percentile_cont go through within one row's evaluation, so each counts as a node
+ * (MAX_INLINED_NODES): one node of a 20,000-character query held 10,000 of them. Counted from the
+ * commas, which may overcount (a quoted comma), never undercount.
+ */
+function arrayLiteralElements(node: unknown): number {
+  const elements = (text: string | undefined) => (text === undefined ? 0 : text.split(',').length - 1);
+  const constText = (x: unknown) => {
+    const c = bodyOf(x, 'A_Const');
+    return c && isBody(c.sval) && typeof c.sval.sval === 'string' ? c.sval.sval : undefined;
+  };
+  const cast = bodyOf(node, 'TypeCast');
+  if (cast) return isBody(cast.typeName) && cast.typeName.arrayBounds !== undefined ? elements(constText(cast.arg)) : 0;
+  const op = bodyOf(node, 'A_Expr');
+  if (op && (op.kind === 'AEXPR_OP_ANY' || op.kind === 'AEXPR_OP_ALL')) return elements(constText(op.rexpr));
+  return 0;
 }
 
 /** A number written in the query (`0.5`, `-1`, `0.5::float8`), or ARRAY[…] of them: percentile_disc's fractions. */
