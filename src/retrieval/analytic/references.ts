@@ -945,24 +945,17 @@ function longArithmetic(node: unknown): boolean {
 }
 
 /**
- * The elements an array written as a string stands for, less the one node its constant counts: a
- * cast of a string to an array type (`'{a,b,c}'::text[]`), or a string ANY or ALL takes as an array
- * (`country = any ('{FR,DE}')`). Each element is a value of its own, which ANY, ALL and
- * percentile_cont go through within one row's evaluation, so each counts as a node
- * (MAX_INLINED_NODES): one node of a 20,000-character query held 10,000 of them. Counted from the
- * commas, which may overcount (a quoted comma), never undercount.
+ * The array elements a string constant may stand for, less the one node it counts: its commas.
+ * Cast to an array type (`'{a,b,c}'::text[]`, or taken as one by ANY or ALL, `country = any
+ * ('{FR,DE}')`), here or after a CTE or subquery column passed it on (`c.s::text[]`), each element
+ * is a value of its own, which ANY, ALL and percentile_cont go through within one row's evaluation,
+ * so each counts as a node (MAX_INLINED_NODES): one node of a 20,000-character query held 10,000 of
+ * them. Counting every string's commas never undercounts (a quoted comma overcounts); a question's
+ * strings hold few.
  */
 function arrayLiteralElements(node: unknown): number {
-  const elements = (text: string | undefined) => (text === undefined ? 0 : text.split(',').length - 1);
-  const constText = (x: unknown) => {
-    const c = bodyOf(x, 'A_Const');
-    return c && isBody(c.sval) && typeof c.sval.sval === 'string' ? c.sval.sval : undefined;
-  };
-  const cast = bodyOf(node, 'TypeCast');
-  if (cast) return isBody(cast.typeName) && cast.typeName.arrayBounds !== undefined ? elements(constText(cast.arg)) : 0;
-  const op = bodyOf(node, 'A_Expr');
-  if (op && (op.kind === 'AEXPR_OP_ANY' || op.kind === 'AEXPR_OP_ALL')) return elements(constText(op.rexpr));
-  return 0;
+  const c = bodyOf(node, 'A_Const');
+  return c && isBody(c.sval) && typeof c.sval.sval === 'string' ? c.sval.sval.split(',').length - 1 : 0;
 }
 
 /** A number written in the query (`0.5`, `-1`, `0.5::float8`), or ARRAY[…] of them: percentile_disc's fractions. */
