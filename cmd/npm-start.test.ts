@@ -27,7 +27,8 @@ const children: ChildProcess[] = [];
 /** The hub holding the data directory (hub.pid), or undefined once it has stopped. */
 function hubPid(): number | undefined {
   try {
-    const pid = Number(readFileSync(join(dataDir, 'hub.pid'), 'utf8').trim());
+    // Its first line: the pid (then the hub's place: host, boot, pid namespace).
+    const pid = Number(readFileSync(join(dataDir, 'hub.pid'), 'utf8').split('\n')[0]);
     return pid && isLive(pid) ? pid : undefined;
   } catch {
     return undefined;

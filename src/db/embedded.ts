@@ -8,13 +8,14 @@ import {
   linkSync,
   mkdirSync,
   readFileSync,
+  readlinkSync,
   realpathSync,
   renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
-import { arch, platform, userInfo } from 'node:os';
+import { arch, hostname, platform, userInfo } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { loggableMessage } from '../observability/database-errors.js';
@@ -23,14 +24,23 @@ import { registerSecret } from '../observability/logger.js';
 import { StartRefused } from '../errors.js';
 import { ownClient, settlesWithin } from './pool.js';
 
-/** A data directory that another live hub process holds. */
+/**
+ * A data directory that another live hub process holds; or, with `place`, one that a hub of another
+ * place holds (another machine, container or pid namespace sharing the directory), whose pid cannot
+ * be checked from here: `file` is the lock file to remove once that hub is gone for certain, with the
+ * `postmaster.pid` its server may have left.
+ */
 export class DataDirInUse extends StartRefused {
   constructor(
     readonly dataDir: string,
     readonly pid: number,
+    readonly place?: Place,
+    file = join(dataDir, LOCK_FILE),
   ) {
     super(
-      `data directory ${dataDir} is already used by another svc-hub process (pid ${pid}); stop that process, or point SVC_DATA_DIR at another directory`,
+      place
+        ? `data directory ${dataDir} is held by svc-hub pid ${pid} on host ${place.host} (boot ${place.boot ?? 'unknown'}, pid namespace ${place.pidns ?? 'unknown'}), which is not this process's pid namespace: another container or machine shares the directory, and whether that hub still runs cannot be told from here. Stop that hub; if it is gone for certain (its container or machine stopped), remove ${file}, and ${join(clusterDirOf(dataDir), 'postmaster.pid')} if there, and start again`
+        : `data directory ${dataDir} is already used by another svc-hub process (pid ${pid}); stop that process, or point SVC_DATA_DIR at another directory`,
     );
     this.name = 'DataDirInUse';
   }
@@ -402,7 +412,7 @@ function placeCluster(dataDir: string, runAs: OsUser | undefined, runtimeDir: st
   const pointer = join(dataDir, CLUSTER_POINTER);
   let clusterDir: string;
   if (existsSync(pointer)) {
-    clusterDir = readFileSync(pointer, 'utf8').trim();
+    clusterDir = clusterDirOf(dataDir);
   } else if (!runAs || userCan(runAs, 'x', dataDir)) {
     clusterDir = join(dataDir, 'pg');
   } else {
@@ -417,6 +427,12 @@ function placeCluster(dataDir: string, runAs: OsUser | undefined, runtimeDir: st
   mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
   if (runAs) chownSync(clusterDir, runAs.uid, runAs.gid);
   return clusterDir;
+}
+
+/** The cluster directory of a data directory that has one (placeCluster's choice, recorded). */
+function clusterDirOf(dataDir: string): string {
+  const pointer = join(dataDir, CLUSTER_POINTER);
+  return existsSync(pointer) ? readFileSync(pointer, 'utf8').trim() : join(dataDir, 'pg');
 }
 
 /**
@@ -604,46 +620,129 @@ function readOrCreatePassword(dataDir: string): string {
 }
 
 /**
- * Takes `<dataDir>/hub.pid` for this process, or throws DataDirInUse naming the live process that
- * holds it. Race-free with other starts on the same directory, at the same time too: the file is
- * made whole beside it and linked into place (an exclusive create that never shows an empty file,
- * which a concurrent start would take for a stale one), and a file whose process is gone is
- * replaced by one start only (`takeFile`).
+ * Where a pid names the process it names: the host name, the kernel's boot (a pid of another boot
+ * names nothing) and the pid namespace (a container has its own, where the hub is often pid 1).
+ * `boot` and `pidns` are undefined without /proc (macOS).
  */
-export async function lockDataDir(dataDir: string): Promise<void> {
-  const holder = await takeFile(join(dataDir, LOCK_FILE));
-  if (holder !== undefined) throw new DataDirInUse(dataDir, holder);
+export interface Place {
+  host: string;
+  boot?: string;
+  pidns?: string;
+}
+
+/** The inode of the initial pid namespace (the kernel's PROC_PID_INIT_INO): a process outside any container. */
+const INITIAL_PID_NAMESPACE = '4026531836';
+
+/** This process's place. */
+export function here(): Place {
+  let boot: string | undefined;
+  let pidns: string | undefined;
+  try {
+    boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
+  } catch {
+    // no /proc
+  }
+  try {
+    pidns = /^pid:\[(\d+)\]$/.exec(readlinkSync('/proc/self/ns/pid'))?.[1];
+  } catch {
+    // no /proc
+  }
+  return { host: hostname(), boot, pidns };
+}
+
+/** What a lock file says: the holder's pid, and its place (undefined in a file of an earlier version, which held the pid only). */
+export interface Holder {
+  pid: number;
+  place?: Place;
+}
+
+/** A lock file's content: the pid on the first line (as a pid file has it), then `host=`, `boot=`, `pidns=` lines. */
+function lockContent(pid: number, place: Place): string {
+  return [String(pid), `host=${place.host}`, ...(place.boot ? [`boot=${place.boot}`] : []), ...(place.pidns ? [`pidns=${place.pidns}`] : []), ''].join('\n');
+}
+
+function parseHolder(content: string): Holder {
+  const [first = '', ...rest] = content.split('\n');
+  const fields = new Map<string, string>();
+  for (const line of rest) {
+    const at = line.indexOf('=');
+    if (at > 0) fields.set(line.slice(0, at), line.slice(at + 1).trim());
+  }
+  const host = fields.get('host');
+  return { pid: Number(first.trim()), place: host === undefined ? undefined : { host, boot: fields.get('boot'), pidns: fields.get('pidns') } };
+}
+
+function samePlace(a: Place, b: Place): boolean {
+  return a.host === b.host && a.boot === b.boot && a.pidns === b.pidns;
+}
+
+/**
+ * What a lock file found in place means for a start at `me`: `held` by a live process (`elsewhere`
+ * when that process is of another place, whose pid means nothing here, so it is never judged by it),
+ * or `stale`. A file without a place (an earlier version's) is judged by its pid, as then. One of
+ * another boot of this same host, both outside any container (the initial pid namespace), was left
+ * by a hub of this machine before it restarted: stale.
+ */
+function judgeHolder(holder: Holder, me: Place): 'held' | 'elsewhere' | 'stale' {
+  const { pid, place } = holder;
+  if (!place || samePlace(place, me)) return Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && isLive(pid) ? 'held' : 'stale';
+  const rebootedHere =
+    place.host === me.host && place.pidns === INITIAL_PID_NAMESPACE && me.pidns === INITIAL_PID_NAMESPACE && place.boot !== undefined && me.boot !== undefined && place.boot !== me.boot;
+  return rebootedHere ? 'stale' : 'elsewhere';
+}
+
+/**
+ * Takes `<dataDir>/hub.pid` for this process, or throws DataDirInUse naming the process that holds
+ * it. Race-free with other starts on the same directory, at the same time too: the file is made
+ * whole beside it and linked into place (an exclusive create that never shows an empty file, which a
+ * concurrent start would take for a stale one), and a file whose process is gone is replaced by one
+ * start only (`takeFile`). The file names this process's place as well as its pid: a file of
+ * another place (a container or machine sharing the directory) is never taken (judgeHolder).
+ * Resolves to the stale file's holder it replaced, undefined when there was no file.
+ */
+export async function lockDataDir(dataDir: string): Promise<Holder | undefined> {
+  const taken = await takeFile(join(dataDir, LOCK_FILE), here());
+  if ('held' in taken) throw new DataDirInUse(dataDir, taken.held.pid, taken.elsewhere ? taken.held.place : undefined, taken.file);
+  return taken.replaced;
 }
 
 /** Removes `<dataDir>/hub.pid` when this process holds it. */
 export function unlockDataDir(dataDir: string): void {
   const file = join(dataDir, LOCK_FILE);
   try {
-    if (Number(readFileSync(file, 'utf8').trim()) === process.pid) rmSync(file, { force: true });
+    const holder = parseHolder(readFileSync(file, 'utf8'));
+    if (holder.pid === process.pid && holder.place && samePlace(holder.place, here())) rmSync(file, { force: true });
   } catch {
     // already gone
   }
 }
 
+type Taken = { replaced: Holder | undefined } | { held: Holder; elsewhere: boolean; file: string };
+
 /**
- * Makes `path` hold this process's pid, unless a live process other than this one holds it: then
- * that process's pid. A file naming a process that is gone is replaced, never removed: a removal
- * followed by a create lets a second start that judged the same file stale remove the first one's
- * new file in between, and both would hold the directory. Its replacement goes through a gate,
- * `<path>.stale-<hash of its content>`, taken the same way (so a gate left by a start killed inside
- * it is taken over in turn): only the process that holds the gate replaces the file, and only while
- * it still has the content judged stale; every change of the file from that content passes the gate.
+ * Makes `path` hold this process's pid and place, unless a live process other than this one, or a
+ * process of another place, holds it: then that holder. A file naming a process that is gone is
+ * replaced, never removed: a removal followed by a create lets a second start that judged the same
+ * file stale remove the first one's new file in between, and both would hold the directory. Its
+ * replacement goes through a gate, `<path>.stale-<hash of its content>`, taken the same way (so a
+ * gate left by a start killed inside it is taken over in turn): only the process that holds the gate
+ * replaces the file, and only while it still has the content judged stale; every change of the file
+ * from that content passes the gate.
  */
-async function takeFile(path: string): Promise<number | undefined> {
-  const mine = String(process.pid);
+async function takeFile(path: string, me: Place): Promise<Taken> {
+  const mine = lockContent(process.pid, me);
   for (let attempt = 0; attempt < 200; attempt++) {
-    if (createExclusive(path, mine)) return undefined;
+    if (createExclusive(path, mine)) return { replaced: undefined };
     const content = readIfThere(path);
     if (content === undefined) continue; // released meanwhile
-    const pid = Number(content.trim());
-    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && isLive(pid)) return pid;
+    const holder = parseHolder(content);
+    const verdict = judgeHolder(holder, me);
+    if (verdict !== 'stale') return { held: holder, elsewhere: verdict === 'elsewhere', file: path };
     const gate = `${path}.stale-${createHash('sha256').update(content).digest('hex').slice(0, 12)}`;
-    if ((await takeFile(gate)) !== undefined) {
+    const gated = await takeFile(gate, me);
+    // A gate of another place was left by a start there, perhaps killed in it: never taken from here.
+    if ('held' in gated && gated.elsewhere) return gated;
+    if ('held' in gated) {
       // Another start is replacing the same stale file this very moment: see what it made.
       await new Promise((r) => setTimeout(r, 10));
       continue;
@@ -652,7 +751,7 @@ async function takeFile(path: string): Promise<number | undefined> {
       if (readIfThere(path) === content) {
         const next = filledBeside(path, mine);
         renameSync(next, path);
-        return undefined;
+        return { replaced: holder };
       }
     } finally {
       rmSync(gate, { force: true });
