@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -6,16 +6,25 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { Config } from '../config/config.js';
 import { setupDatabase } from '../runtime/database-setup.js';
-import { embeddedUrl, freePort, isLive, socketDirFor, startEmbedded } from './embedded.js';
+import { packageRoot } from '../package-root.js';
+import { embeddedUrl, freePort, here, isLive, socketDirFor, startEmbedded } from './embedded.js';
 import { endPool, resilientPool } from './pool.js';
 import { until } from '../../test/harness/until.js';
 
 /** The embedded PostgreSQL launcher against the real binaries: root in a 0700 directory, and a stale pid file. */
 
 const dirs: string[] = [];
+const children: ChildProcess[] = [];
 afterAll(() => {
+  // --kill-child: a namespace's hub killed with its namespace, and its PostgreSQL with them.
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
+
+/** The pid of a process that has exited. */
+function gonePid(): number {
+  return Number(spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' }).stdout);
+}
 
 /** mkdtemp makes 0700 directories: each test says what the postgres OS user may enter. */
 function tempDir(mode = 0o755): string {
@@ -144,20 +153,54 @@ describe('embedded PostgreSQL', () => {
     }
   }, 120_000);
 
-  it('a postmaster.pid left by a killed server is removed at the next start', async () => {
+  it('a server killed under the hub, which then stops: the stop removes its postmaster.pid (stale for certain), and the next start runs', async () => {
     const dataDir = join(tempDir(), 'data');
     const first = await startEmbedded({ dataDir });
     const pidFile = join(first.clusterDir, 'postmaster.pid');
     const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
     process.kill(pid, 'SIGKILL');
     await first.stop(); // the child is gone; releases the lock
-    expect(existsSync(pidFile)).toBe(true);
+    // Was: left for the next start, which without hub.pid cannot tell where that server ran.
+    expect(existsSync(pidFile)).toBe(false);
+    expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
     const again = await startEmbedded({ dataDir });
     try {
       expect(again.initialised).toBe(false);
       expect(await answers(again.url)).toBe(1);
     } finally {
       await again.stop();
+    }
+  }, 120_000);
+
+  it('a postmaster.pid naming no PostgreSQL here is removed only when hub.pid shows its hub ran in this pid namespace (or is an earlier version\'s); with no hub.pid the start is refused and the file left', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const first = await startEmbedded({ dataDir });
+    const pidFile = join(first.clusterDir, 'postmaster.pid');
+    const [, ...rest] = readFileSync(pidFile, 'utf8').split('\n');
+    await first.stop();
+    const me = here();
+    const lockFile = join(dataDir, 'hub.pid');
+    // What a hub killed with its server (the machine's power cut) leaves: hub.pid and postmaster.pid naming processes that are gone.
+    for (const hubPid of [`${gonePid()}\nhost=${me.host}\nboot=${me.boot}\npidns=${me.pidns}\n`, String(gonePid())]) {
+      writeFileSync(pidFile, [gonePid(), ...rest].join('\n'));
+      writeFileSync(lockFile, hubPid);
+      const again = await startEmbedded({ dataDir });
+      try {
+        expect(await answers(again.url)).toBe(1);
+      } finally {
+        await again.stop();
+      }
+    }
+    // No hub.pid (removed by hand): the pid may be a postmaster's in another container or on another machine.
+    for (const postmaster of [gonePid(), process.pid]) {
+      const content = [postmaster, ...rest].join('\n');
+      writeFileSync(pidFile, content);
+      // Was: 'removing a stale postmaster.pid', and a server of its own on the cluster.
+      await expect(startEmbedded({ dataDir })).rejects.toThrow(
+        `${pidFile} names PostgreSQL pid ${postmaster}, which is no PostgreSQL of this cluster in this pid namespace, and ${lockFile} was missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
+      );
+      expect(readFileSync(pidFile, 'utf8')).toBe(content);
+      expect(existsSync(lockFile)).toBe(false);
     }
   }, 120_000);
 
@@ -292,4 +335,61 @@ describe('embedded PostgreSQL', () => {
       await setup.close();
     }
   }, 120_000);
+});
+
+/** A hub in a pid namespace of its own (`unshare`, as in a container): its embedded PostgreSQL, until its stdin ends. */
+const NAMESPACED_HUB = `
+import { startEmbedded } from ${JSON.stringify(join(packageRoot(), 'src', 'db', 'embedded.ts'))};
+const db = await startEmbedded({ dataDir: process.env.DATA_DIR });
+process.stdout.write(JSON.stringify({ url: db.url, pid: process.pid }) + '\\n');
+process.stdin.resume();
+process.stdin.on('end', async () => {
+  await db.stop();
+  process.exit(0);
+});
+`;
+
+const unshare = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true'], { encoding: 'utf8' });
+const namespaces = unshare.status === 0 ? undefined : `unshare --pid --fork --mount-proc does not work here (needs root or CAP_SYS_ADMIN): ${unshare.error?.message ?? unshare.stderr.trim()}`;
+if (namespaces) console.warn(`skipping the pid namespace test: ${namespaces}`);
+
+describe('embedded PostgreSQL on a data directory shared with a hub in another pid namespace', () => {
+  (namespaces ? it.skip : it)('a hub in a pid namespace of its own runs its server on the directory: a start here is refused by its hub.pid and, once that is removed by hand, by its postmaster.pid; its server runs on untouched', async () => {
+    const dataDir = join(tempDir(), 'data');
+    // A pid namespace and an IPC namespace (System V shared memory) of its own, as a container has.
+    const child = spawn('unshare', ['--pid', '--ipc', '--fork', '--mount-proc', '--kill-child', process.execPath, '--import', 'tsx', '--input-type=module', '-e', NAMESPACED_HUB], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, SVC_LOG_LEVEL: 'error' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (err += d));
+    await until('the namespaced hub to start its server', () => {
+      if (child.exitCode !== null) throw new Error(`the namespaced hub exited ${child.exitCode}: ${err}`);
+      return out.includes('\n');
+    }, 90_000);
+    const other = JSON.parse(out.split('\n')[0]!) as { url: string; pid: number };
+    expect(other.pid).toBe(1);
+    const pidFile = join(dataDir, 'pg', 'postmaster.pid');
+    const postmaster = readFileSync(pidFile, 'utf8');
+    try {
+      const me = here();
+      const pidns = /\npidns=(\d+)\n/.exec(readFileSync(join(dataDir, 'hub.pid'), 'utf8'))?.[1];
+      expect(pidns).not.toBe(me.pidns);
+      // Was: refused naming pid 1 of this namespace (init) as the hub that holds the directory.
+      await expect(startEmbedded({ dataDir })).rejects.toThrow(`data directory ${dataDir} is held by svc-hub pid 1 on host ${me.host} (boot ${me.boot}, pid namespace ${pidns})`);
+      rmSync(join(dataDir, 'hub.pid'));
+      // Was: its postmaster.pid, whose pid names no postgres here, removed as stale, and a second server started on the same cluster.
+      await expect(startEmbedded({ dataDir })).rejects.toThrow(`${pidFile} names PostgreSQL pid ${postmaster.split('\n')[0]}, which is no PostgreSQL of this cluster in this pid namespace`);
+      expect(readFileSync(pidFile, 'utf8')).toBe(postmaster);
+      expect(await answers(other.url)).toBe(1);
+      expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => line.includes(`-D ${join(dataDir, 'pg')} `))).toHaveLength(1);
+    } finally {
+      child.stdin!.end();
+      await until('the namespaced hub to stop', () => child.exitCode !== null || child.signalCode !== null, 60_000);
+    }
+    expect(existsSync(pidFile)).toBe(false);
+  }, 180_000);
 });

@@ -158,16 +158,17 @@ function serverEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
  * directories is opened up.
  *
  * A PostgreSQL left running by a hub that was killed (`kill -9`) is stopped at the next start, and a
- * stale `postmaster.pid` removed.
+ * stale `postmaster.pid` removed, when the start can tell that server was started here (stopOrphan).
  */
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   const dataDir = resolve(options.dataDir);
   mkdirSync(dataDir, { recursive: true });
   // Run as root, PostgreSQL runs as the postgres user, which must be able to pass through (not list).
   if (userInfo().uid === 0) chmodSync(dataDir, 0o711);
-  await lockDataDir(dataDir);
+  // A stale hub.pid replaced: the hub that left it ran here, and so did the server it left, if any.
+  const startedHere = (await lockDataDir(dataDir)) !== undefined;
   try {
-    return await startCluster(dataDir, options);
+    return await startCluster(dataDir, options, startedHere);
   } catch (err) {
     unlockDataDir(dataDir);
     throw err;
@@ -179,14 +180,14 @@ interface OsUser {
   gid: number;
 }
 
-async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+async function startCluster(dataDir: string, options: EmbeddedOptions, startedHere: boolean): Promise<EmbeddedDatabase> {
   const password = readOrCreatePassword(dataDir);
   registerSecret(password);
   const runAs = userInfo().uid === 0 ? postgresUser() : undefined;
   const runtimeDir = resolve(options.runtimeDir ?? DEFAULT_RUNTIME_DIR);
   const install = reachableInstall(options.installDir ?? (await packagedInstall()), runAs, runtimeDir);
   const clusterDir = placeCluster(dataDir, runAs, runtimeDir);
-  await stopOrphan(clusterDir, dataDir);
+  await stopOrphan(clusterDir, { dataDir, startedHere });
 
   const port = options.port ?? (await freePort());
   // `let`: a server that cannot make its socket is started again without one (below).
@@ -317,6 +318,10 @@ async function startCluster(dataDir: string, options: EmbeddedOptions): Promise<
           }
         }
       }
+      // A server killed under the hub, and not started again, left its postmaster.pid: stale for
+      // certain (its process has exited), so removed here rather than judged by the next start,
+      // which, without this hub's hub.pid, could not tell where the server ran (stopOrphan).
+      if (readPidFile(clusterDir)?.pid === child.pid) rmSync(join(clusterDir, 'postmaster.pid'), { force: true });
       unlockDataDir(dataDir);
       logger().info('embedded PostgreSQL stopped');
     })();
@@ -539,13 +544,20 @@ function readPidFile(clusterDir: string): PidFile | undefined {
  * node process other than this one is no orphan: its hub runs (its lock file was removed by hand),
  * and the start is refused (DataDirInUse, with `dataDir`) instead of stopping that hub's database
  * under it.
+ *
+ * A pid that is no live postgres of this cluster here proves nothing when the server may have been
+ * started elsewhere: in another container or on another machine sharing the data directory, where
+ * that pid is its postmaster. The file is taken for stale only when `startedHere`: the start
+ * replaced a stale `hub.pid` of this place (or of an earlier version, which recorded no place), so
+ * the hub that left the server ran here; or the caller restarts its own server. With no `hub.pid`
+ * found, nothing says where the server runs: the start is refused (StartRefused) and the file left.
  */
-export async function stopOrphan(clusterDir: string, dataDir?: string): Promise<void> {
+export async function stopOrphan(clusterDir: string, found?: { dataDir: string; startedHere: boolean }): Promise<void> {
   const file = readPidFile(clusterDir);
   if (!file) return;
   if (file.pid > 0 && isPostgresOf(file.pid, clusterDir)) {
     const owner = liveNodeParent(file.pid);
-    if (owner !== undefined) throw dataDir ? new DataDirInUse(dataDir, owner) : new StartRefused(`the PostgreSQL on ${clusterDir} (pid ${file.pid}) belongs to a running process (pid ${owner})`);
+    if (owner !== undefined) throw found ? new DataDirInUse(found.dataDir, owner) : new StartRefused(`the PostgreSQL on ${clusterDir} (pid ${file.pid}) belongs to a running process (pid ${owner})`);
     logger().warn({ postgresPid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
     signal(file.pid, 'SIGINT');
     const deadline = Date.now() + 30_000;
@@ -558,8 +570,14 @@ export async function stopOrphan(clusterDir: string, dataDir?: string): Promise<
     }
     return; // a clean shutdown removes postmaster.pid
   }
+  const pidFile = join(clusterDir, 'postmaster.pid');
+  if (found && !found.startedHere) {
+    throw new StartRefused(
+      `${pidFile} names PostgreSQL pid ${file.pid}, which is no PostgreSQL of this cluster in this pid namespace, and ${join(found.dataDir, LOCK_FILE)} was missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${found.dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
+    );
+  }
   logger().info({ postgresPid: file.pid, dataDir: clusterDir }, 'removing a stale postmaster.pid');
-  rmSync(join(clusterDir, 'postmaster.pid'), { force: true });
+  rmSync(pidFile, { force: true });
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {
