@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -179,6 +180,18 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
       expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(lockFile(pid, place));
       expect(readdirSync(dir)).toEqual(['hub.pid']);
     }
+  });
+
+  it('the gate of a stale file\'s replacement, left by a start of another place (killed in it): never taken from here, the start is refused naming the gate', async () => {
+    const stale = String(gonePid()); // an earlier version's file, stale in every place
+    const dir = lockDir(stale);
+    const gate = join(dir, `hub.pid.stale-${createHash('sha256').update(stale).digest('hex').slice(0, 12)}`);
+    const otherContainer = { host: me.host, boot: me.boot, pidns: ANOTHER_NAMESPACE };
+    writeFileSync(gate, lockFile(gonePid(), otherContainer));
+    const holder = Number(readFileSync(gate, 'utf8').split('\n')[0]);
+    // Was (the gate judged by its pid): taken, and a second start of that place could replace the file too.
+    await expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, holder, otherContainer).replace(`remove ${join(dir, 'hub.pid')},`, `remove ${gate},`));
+    expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(stale);
   });
 
   it('a file of this host\'s previous boot, both outside any container (the initial pid namespace): left by this machine before it restarted, taken over', async () => {
