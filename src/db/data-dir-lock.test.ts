@@ -5,20 +5,33 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { packageRoot } from '../package-root.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
+import { until } from '../../test/harness/until.js';
+import { lockFree, withoutFlock } from '../../test/harness/data-dir-lock.js';
 import { here, lockDataDir, unlockDataDir } from './embedded.js';
 
 /**
- * `<dataDir>/hub.pid` taken by several processes at the same moment (src/db/embedded.ts,
- * `lockDataDir`): real processes, as hubs started together on one data directory are, each trying
- * the same directories at the same instants; and files written in another place (another machine,
- * container or pid namespace sharing the directory), by hand and by a real process in a pid
- * namespace of its own.
+ * `<dataDir>/hub.lock` (the kernel lock) and `<dataDir>/hub.pid` taken by several processes at the
+ * same moment (src/db/embedded.ts, `lockDataDir`): real processes, as hubs started together on one
+ * data directory are, each trying the same directories at the same instants; files written in
+ * another place (another machine, container or pid namespace sharing the directory), by hand and by
+ * a real process in a pid namespace of its own, killed with its namespace as a container dies; and
+ * the identity rules alone where flock is not available.
  */
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
+/** Process groups started here (a holder of hub.lock and its child). */
+const groups: number[] = [];
 afterAll(() => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+  for (const group of groups) {
+    try {
+      process.kill(-group, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -101,8 +114,8 @@ describe('the data directory lock (hub.pid)', () => {
     // one and made its own), and a fresh file read empty (made, not yet written) taken as stale.
     expect(takers).toEqual(lockDirs.map(() => 1));
     expect(results.flat().filter((r) => r !== 'took' && r !== 'in use')).toEqual([]);
-    // The gates and the files made beside the lock are gone: only hub.pid is left.
-    for (const dir of lockDirs) expect(readdirSync(dir)).toEqual(['hub.pid']);
+    // The files made beside hub.pid are gone: hub.lock and hub.pid are left.
+    for (const dir of lockDirs) expect(readdirSync(dir).sort()).toEqual(['hub.lock', 'hub.pid']);
   }, 120_000);
 });
 
@@ -118,13 +131,19 @@ function lockDir(content?: string): string {
   return dir;
 }
 
-/** hub.pid as a hub of `place` writes it. */
-function lockFile(pid: number, place: { host: string; boot?: string; pidns?: string }): string {
-  return `${pid}\nhost=${place.host}\nboot=${place.boot}\npidns=${place.pidns}\n`;
+/** hub.pid as a hub of `place` writes it: `locked`, under the kernel lock; else where flock was not available. */
+function lockFile(pid: number, place: { host: string; boot?: string; pidns?: string }, locked = false): string {
+  return `${pid}\nhost=${place.host}\nboot=${place.boot}\npidns=${place.pidns}\n${locked ? 'lock=hub.lock\n' : ''}`;
 }
 
+/** The refusal by the identity rules (a file of another place that no kernel lock vouches for). */
 function elsewhere(dir: string, pid: number, place: { host: string; boot?: string; pidns?: string }): string {
   return `data directory ${dir} is held by svc-hub pid ${pid} on host ${place.host} (boot ${place.boot}, pid namespace ${place.pidns}), which is not this process's pid namespace: another container or machine shares the directory, and whether that hub still runs cannot be told from here. Stop that hub; if it is gone for certain (its container or machine stopped), remove ${join(dir, 'hub.pid')}, and ${join(dir, 'pg', 'postmaster.pid')} if there, and start again`;
+}
+
+/** The refusal while a hub of another place holds hub.lock: alive there for certain. */
+function heldThere(dir: string, pid: number, place: { host: string; boot?: string; pidns?: string }): string {
+  return `data directory ${dir} is held by svc-hub pid ${pid} on host ${place.host} (boot ${place.boot}, pid namespace ${place.pidns}), another container or machine sharing the directory, and ${join(dir, 'hub.lock')} is locked: that hub, or its PostgreSQL, still runs there. Stop it there, or point SVC_DATA_DIR at another directory; once it has exited, the next start here takes the directory over`;
 }
 
 /** A live process of this pid namespace other than this one. */
@@ -138,7 +157,7 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
   const me = here();
   const ANOTHER_NAMESPACE = '4026532999';
 
-  it('records pid, host name, boot and pid namespace; this place\'s own file and an earlier version\'s (pid only) are judged by the pid, as before', async () => {
+  it('records pid, host name, boot, pid namespace and the kernel lock; holds hub.lock until unlocked; a file written without the lock, of this place or an earlier version\'s (pid only), is judged by the pid, as before', async () => {
     expect(me.host).toBe(hostname());
     expect(me.boot).toBe(readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
     expect(me.pidns).toMatch(/^\d+$/);
@@ -146,22 +165,27 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     const inUse = (dir: string, pid: number) =>
       `data directory ${dir} is already used by another svc-hub process (pid ${pid}); stop that process, or point SVC_DATA_DIR at another directory`;
 
-    for (const content of [undefined, lockFile(gonePid(), me), String(gonePid())]) {
+    // The last: a live pid, but written under the kernel lock, which is free: its writer has exited
+    // (the pid is another process's now), so taken over.
+    for (const content of [undefined, lockFile(gonePid(), me), String(gonePid()), lockFile(live.pid!, me, true)]) {
       const dir = lockDir(content);
       await lockDataDir(dir);
-      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(`${process.pid}\nhost=${me.host}\nboot=${me.boot}\npidns=${me.pidns}\n`);
+      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(`${process.pid}\nhost=${me.host}\nboot=${me.boot}\npidns=${me.pidns}\nlock=hub.lock\n`);
+      expect(lockFree(dir)).toBe(false);
       unlockDataDir(dir);
-      expect(readdirSync(dir)).toEqual([]);
+      expect(lockFree(dir)).toBe(true);
+      expect(readdirSync(dir)).toEqual(['hub.lock']);
     }
     for (const content of [lockFile(live.pid!, me), String(live.pid)]) {
       const dir = lockDir(content);
       await expect(lockDataDir(dir)).rejects.toThrow(inUse(dir, live.pid!));
       unlockDataDir(dir); // not this process's: left
       expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(content);
+      expect(lockFree(dir)).toBe(true); // a refused start keeps no lock
     }
   });
 
-  it('a file of another host or another pid namespace is never judged by its pid (alive here, this very process, or gone): the start is refused naming the holder, and the file is left', async () => {
+  it('a file of another host or another pid namespace is never judged by its pid (alive here, this very process, or gone): written without the kernel lock, the start is refused naming the holder and the file is left; written under it, with hub.lock free, taken over', async () => {
     const otherHost = { host: `not-${me.host}`, boot: '0f2c3b4a-0000-4000-8000-000000000001', pidns: ANOTHER_NAMESPACE };
     // A container on this machine (same kernel boot; same host name, as with the host's network).
     const otherContainer = { host: me.host, boot: me.boot, pidns: ANOTHER_NAMESPACE };
@@ -178,11 +202,87 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
       await expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, pid, place));
       unlockDataDir(dir);
       expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(lockFile(pid, place));
-      expect(readdirSync(dir)).toEqual(['hub.pid']);
+      expect(readdirSync(dir).sort()).toEqual(['hub.lock', 'hub.pid']);
+    }
+    // Under the kernel lock, which nothing holds: every process of that place has exited (its
+    // container was killed, its machine lost power). Was: refused until both files were removed by hand.
+    for (const { pid, place } of cases) {
+      const dir = lockDir(lockFile(pid, place, true));
+      await lockDataDir(dir);
+      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(lockFile(process.pid, me, true));
+      unlockDataDir(dir);
     }
   });
 
-  it('the gate of a stale file\'s replacement, left by a start of another place (killed in it): never taken from here, the start is refused naming the gate', async () => {
+  it('a live process that holds hub.lock with no hub.pid naming it (a start that has just taken the lock; a hub.pid removed by hand): the start waits a moment, then is refused', async () => {
+    const dir = lockDir();
+    writeFileSync(join(dir, 'hub.lock'), '');
+    // flock and the sleep it runs (which keeps the locked descriptor) in a group of their own, killed together.
+    const holder = spawn('flock', ['-x', join(dir, 'hub.lock'), 'sleep', '600'], { stdio: 'ignore', detached: true });
+    groups.push(holder.pid!);
+    await until('the holder to take hub.lock', () => !lockFree(dir));
+    // Was (no kernel lock): taken, as no hub.pid said otherwise.
+    await expect(lockDataDir(dir)).rejects.toThrow(
+      `data directory ${dir} is in use: ${join(dir, 'hub.lock')} is locked by a live process, and ${join(dir, 'hub.pid')} is missing. Stop the svc-hub or PostgreSQL that uses the directory (here, \`fuser -v ${join(dir, 'hub.lock')}\` lists the processes that have it open), or point SVC_DATA_DIR at another directory`,
+    );
+    expect(readdirSync(dir)).toEqual(['hub.lock']);
+    // The holder writes hub.pid under the lock a moment after the refused start began: it is named.
+    writeFileSync(join(dir, 'hub.pid'), '');
+    const named = lockDataDir(dir);
+    setTimeout(() => writeFileSync(join(dir, 'hub.pid'), lockFile(holder.pid!, me, true)), 300);
+    await expect(named).rejects.toThrow(`already used by another svc-hub process (pid ${holder.pid})`);
+    process.kill(-holder.pid!, 'SIGKILL');
+    await until('hub.lock to be free', () => lockFree(dir));
+    await lockDataDir(dir);
+    unlockDataDir(dir);
+  }, 30_000);
+
+  it('without flock (not on PATH): the identity rules alone, with a warning; a file of another place is refused even under the lock it names, and is taken with flock back; a start writes hub.pid without the lock mark', async () => {
+    const otherContainer = { host: me.host, boot: me.boot, pidns: ANOTHER_NAMESPACE };
+    const pid = gonePid();
+    const dir = lockDir(lockFile(pid, otherContainer, true));
+    const logs = captureLogs('warn');
+    try {
+      await withoutFlock(() => expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, pid, otherContainer)));
+      expect(logs.lines().map((l) => l.msg)).toEqual([
+        `no kernel lock on ${join(dir, 'hub.lock')} (flock: ENOENT): hub.pid alone guards the data directory, and a hub.pid of another container or machine is never taken over`,
+      ]);
+      // A directory of its own: taken, the file written without the lock mark.
+      const own = lockDir(String(gonePid()));
+      await withoutFlock(() => lockDataDir(own));
+      expect(readFileSync(join(own, 'hub.pid'), 'utf8')).toBe(lockFile(process.pid, me));
+      expect(lockFree(own)).toBe(true);
+      unlockDataDir(own);
+      expect(readdirSync(own)).toEqual(['hub.lock']);
+    } finally {
+      logs.restore();
+    }
+    await lockDataDir(dir);
+    unlockDataDir(dir);
+  });
+
+  it('flock failing otherwise (ENOLCK: a file system without locks): the identity rules alone, with a warning naming what flock said', async () => {
+    // flock(1) as util-linux's answers a flock(2) failing with ENOLCK: its message, exit 71 (EX_OSERR).
+    const bin = lockDir();
+    writeFileSync(join(bin, 'flock'), '#!/bin/sh\necho "flock: 3: No locks available" >&2\nexit 71\n', { mode: 0o755 });
+    const otherContainer = { host: me.host, boot: me.boot, pidns: ANOTHER_NAMESPACE };
+    const pid = gonePid();
+    const dir = lockDir(lockFile(pid, otherContainer, true));
+    const logs = captureLogs('warn');
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path}`;
+    try {
+      await expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, pid, otherContainer));
+      expect(logs.lines().map((l) => l.msg)).toEqual([
+        `no kernel lock on ${join(dir, 'hub.lock')} (flock: 3: No locks available): hub.pid alone guards the data directory, and a hub.pid of another container or machine is never taken over`,
+      ]);
+    } finally {
+      process.env.PATH = path;
+      logs.restore();
+    }
+  });
+
+  it('without flock: the gate of a stale file\'s replacement, left by a start of another place (killed in it), is never taken from here, the start is refused naming the gate', async () => {
     const stale = String(gonePid()); // an earlier version's file, stale in every place
     const dir = lockDir(stale);
     const gate = join(dir, `hub.pid.stale-${createHash('sha256').update(stale).digest('hex').slice(0, 12)}`);
@@ -190,27 +290,25 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     writeFileSync(gate, lockFile(gonePid(), otherContainer));
     const holder = Number(readFileSync(gate, 'utf8').split('\n')[0]);
     // Was (the gate judged by its pid): taken, and a second start of that place could replace the file too.
-    await expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, holder, otherContainer).replace(`remove ${join(dir, 'hub.pid')},`, `remove ${gate},`));
+    await withoutFlock(() => expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, holder, otherContainer).replace(`remove ${join(dir, 'hub.pid')},`, `remove ${gate},`)));
     expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(stale);
   });
 
-  it('a file of this host\'s previous boot, both outside any container (the initial pid namespace): left by this machine before it restarted, taken over', async () => {
-    const INITIAL = '4026531836';
-    const before = { host: me.host, boot: '0f2c3b4a-0000-4000-8000-000000000002', pidns: INITIAL };
-    const dir = lockDir(lockFile(1, before));
-    if (me.pidns === INITIAL) {
-      await lockDataDir(dir);
-      expect(readFileSync(join(dir, 'hub.pid'), 'utf8').split('\n')[0]).toBe(String(process.pid));
-    } else {
-      // In a container: the previous boot's file may be another machine's, whose host name is the same.
-      await expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, 1, before));
-    }
+  it('a file of this host\'s previous boot: under the kernel lock, taken over (a restart frees the lock); without it, refused like any other place\'s', async () => {
+    const before = { host: me.host, boot: '0f2c3b4a-0000-4000-8000-000000000002', pidns: '4026531836' };
+    const locked = lockDir(lockFile(1, before, true));
+    await lockDataDir(locked);
+    expect(readFileSync(join(locked, 'hub.pid'), 'utf8').split('\n')[0]).toBe(String(process.pid));
+    unlockDataDir(locked);
+    // Was taken outside any container (the initial pid namespace): the same host name may be another machine's.
+    const unlocked = lockDir(lockFile(1, before));
+    await expect(lockDataDir(unlocked)).rejects.toThrow(elsewhere(unlocked, 1, before));
   });
 
   const unshare = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true'], { encoding: 'utf8' });
   const namespaces = unshare.status === 0 ? undefined : `unshare --pid --fork --mount-proc does not work here (needs root or CAP_SYS_ADMIN): ${unshare.error?.message ?? unshare.stderr.trim()}`;
   if (namespaces) console.warn(`skipping the real pid namespace test: ${namespaces}`);
-  (namespaces ? it.skip : it)('a real hub process in a pid namespace of its own (pid 1 there) and one in this namespace: neither takes the other\'s lock', async () => {
+  (namespaces ? it.skip : it)('a real hub process in a pid namespace of its own (pid 1 there) and one in this namespace: neither takes the other\'s lock; the namespace killed (as a container dies), its directory is taken over', async () => {
     const [inner, outer] = [lockDir(), lockDir()];
     // A process in a new pid namespace holds `inner`: pid 1 there, which here is this machine's init.
     const contained = contender([inner], { ownPidNamespace: true });
@@ -221,9 +319,16 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     const pidns = /\npidns=(\d+)\n/.exec(held)?.[1];
     expect(pidns).toBeDefined();
     expect(pidns).not.toBe(me.pidns);
-    expect(held).toBe(lockFile(1, { host: me.host, boot: me.boot, pidns }));
+    expect(held).toBe(lockFile(1, { host: me.host, boot: me.boot, pidns }, true));
     // Was: refused naming pid 1 here (init), as if the directory's holder were this machine's init.
-    await expect(lockDataDir(inner)).rejects.toThrow(elsewhere(inner, 1, { host: me.host, boot: me.boot, pidns }));
+    await expect(lockDataDir(inner)).rejects.toThrow(heldThere(inner, 1, { host: me.host, boot: me.boot, pidns }));
+    // The whole namespace killed: unshare, then (--kill-child) its pid 1, then every process in it.
+    contained.child.kill('SIGKILL');
+    await until('the namespace\'s processes to exit and hub.lock to be free', () => lockFree(inner));
+    // Was: refused (a file of another place) until hub.pid was removed by hand.
+    await lockDataDir(inner);
+    expect(readFileSync(join(inner, 'hub.pid'), 'utf8')).toBe(lockFile(process.pid, me, true));
+    unlockDataDir(inner);
 
     // A process of this namespace holds `outer`; one in a new pid namespace tries it.
     const local = contender([outer]);

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -10,8 +10,9 @@ import { packageRoot } from '../package-root.js';
 import { embeddedUrl, freePort, here, isLive, socketDirFor, startEmbedded } from './embedded.js';
 import { endPool, resilientPool } from './pool.js';
 import { until } from '../../test/harness/until.js';
+import { lockFree, withoutFlock } from '../../test/harness/data-dir-lock.js';
 
-/** The embedded PostgreSQL launcher against the real binaries: root in a 0700 directory, and a stale pid file. */
+/** The embedded PostgreSQL launcher against the real binaries: root in a 0700 directory, stale pid files, the kernel lock on the data directory. */
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
@@ -53,6 +54,23 @@ async function clientAddress(url: string): Promise<string | null> {
   } finally {
     await client.end();
   }
+}
+
+/** The processes of the server on `clusterDir` (postmaster and its children: backends, workers). */
+function serverProcesses(clusterDir: string): number[] {
+  const postmaster = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  return [postmaster, ...execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).split('\n').filter(Boolean).map(Number)];
+}
+
+/** The files `pid` has open, by path. */
+function openFiles(pid: number): string[] {
+  return readdirSync(`/proc/${pid}/fd`).flatMap((fd) => {
+    try {
+      return [readlinkSync(`/proc/${pid}/fd/${fd}`)];
+    } catch {
+      return [];
+    }
+  });
 }
 
 async function packagedInstall(): Promise<string> {
@@ -172,7 +190,34 @@ describe('embedded PostgreSQL', () => {
     }
   }, 120_000);
 
-  it('a postmaster.pid naming no PostgreSQL here is removed only when hub.pid shows its hub ran in this pid namespace (or is an earlier version\'s); with no hub.pid the start is refused and the file left', async () => {
+  it('the hub and its server hold hub.lock (the server and its backends inherit it, run as another user too); released when the hub stops', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const db = await startEmbedded({ dataDir });
+    const lockPath = join(dataDir, 'hub.lock');
+    try {
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        const backend = Number((await client.query('select pg_backend_pid() as pid')).rows[0].pid);
+        const processes = serverProcesses(db.clusterDir);
+        expect(processes).toContain(backend);
+        for (const pid of processes) expect(openFiles(pid)).toContain(lockPath);
+        if (asRoot) expect(statSync(`/proc/${processes[0]}`).uid).not.toBe(0);
+        expect(openFiles(process.pid).filter((path) => path === lockPath)).toHaveLength(1);
+        expect(lockFree(dataDir)).toBe(false);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await db.stop();
+    }
+    // Was: no hub.lock at all.
+    expect(lockFree(dataDir)).toBe(true);
+    expect(openFiles(process.pid)).not.toContain(lockPath);
+    expect(readdirSync(dataDir).sort()).toEqual(['hub.lock', 'pg', 'postgres.json']);
+  }, 120_000);
+
+  it('a postmaster.pid naming no PostgreSQL here, with hub.lock free, is stale wherever its server ran, and removed; without flock, only when hub.pid shows its hub ran in this pid namespace (or is an earlier version\'s)', async () => {
     const dataDir = join(tempDir(), 'data');
     const first = await startEmbedded({ dataDir });
     const pidFile = join(first.clusterDir, 'postmaster.pid');
@@ -180,29 +225,57 @@ describe('embedded PostgreSQL', () => {
     await first.stop();
     const me = here();
     const lockFile = join(dataDir, 'hub.pid');
-    // What a hub killed with its server (the machine's power cut) leaves: hub.pid and postmaster.pid naming processes that are gone.
-    for (const hubPid of [`${gonePid()}\nhost=${me.host}\nboot=${me.boot}\npidns=${me.pidns}\n`, String(gonePid())]) {
-      writeFileSync(pidFile, [gonePid(), ...rest].join('\n'));
-      writeFileSync(lockFile, hubPid);
-      const again = await startEmbedded({ dataDir });
-      try {
-        expect(await answers(again.url)).toBe(1);
-      } finally {
-        await again.stop();
+    const anotherContainer = `${gonePid()}\nhost=${me.host}\nboot=${me.boot}\npidns=4026532999\nlock=hub.lock\n`;
+    // What a hub killed with its server leaves (the machine's power cut, its container killed):
+    // hub.pid (of this place, an earlier version's, another container's, or removed by hand) and
+    // postmaster.pid naming processes that are gone, or some process here that is no PostgreSQL.
+    for (const hubPid of [`${gonePid()}\nhost=${me.host}\nboot=${me.boot}\npidns=${me.pidns}\n`, String(gonePid()), anotherContainer, undefined]) {
+      for (const postmaster of [gonePid(), process.pid]) {
+        writeFileSync(pidFile, [postmaster, ...rest].join('\n'));
+        if (hubPid === undefined) rmSync(lockFile, { force: true });
+        else writeFileSync(lockFile, hubPid);
+        // Was, for another container's hub.pid: refused naming it; with none: refused naming postmaster.pid.
+        const again = await startEmbedded({ dataDir });
+        try {
+          expect(await answers(again.url)).toBe(1);
+        } finally {
+          await again.stop();
+        }
       }
     }
-    // No hub.pid (removed by hand): the pid may be a postmaster's in another container or on another machine.
+    // Without flock: no hub.pid (removed by hand), the pid may be a postmaster's in another container or on another machine.
     for (const postmaster of [gonePid(), process.pid]) {
       const content = [postmaster, ...rest].join('\n');
       writeFileSync(pidFile, content);
-      // Was: 'removing a stale postmaster.pid', and a server of its own on the cluster.
-      await expect(startEmbedded({ dataDir })).rejects.toThrow(
-        `${pidFile} names PostgreSQL pid ${postmaster}, which is no PostgreSQL of this cluster in this pid namespace, and ${lockFile} was missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
+      await withoutFlock(() =>
+        expect(startEmbedded({ dataDir })).rejects.toThrow(
+          `${pidFile} names PostgreSQL pid ${postmaster}, which is no PostgreSQL of this cluster in this pid namespace, and ${lockFile} was missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
+        ),
       );
       expect(readFileSync(pidFile, 'utf8')).toBe(content);
       expect(existsSync(lockFile)).toBe(false);
     }
-  }, 120_000);
+  }, 180_000);
+
+  it('a hub killed with kill -9, its server left running (an orphan holding hub.lock): the next start stops the orphan, then takes the lock', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const hub = namespacedHub(dataDir, { ownNamespaces: false });
+    const { url, pid } = await hub.started;
+    const postmaster = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    process.kill(pid, 'SIGKILL');
+    await until('the hub to exit', () => !isLive(pid));
+    expect(isLive(postmaster)).toBe(true);
+    expect(await answers(url)).toBe(1);
+    expect(lockFree(dataDir)).toBe(false); // held by the orphan
+    const again = await startEmbedded({ dataDir });
+    try {
+      expect(isLive(postmaster)).toBe(false);
+      expect(await answers(again.url)).toBe(1);
+      expect(readFileSync(join(dataDir, 'hub.pid'), 'utf8').split('\n')[0]).toBe(String(process.pid));
+    } finally {
+      await again.stop();
+    }
+  }, 180_000);
 
   it('a server that exits while the hub runs (stopped, killed) is started again on the same port and cluster; the pool reconnects', async () => {
     const dataDir = join(tempDir(), 'data');
@@ -337,7 +410,7 @@ describe('embedded PostgreSQL', () => {
   }, 120_000);
 });
 
-/** A hub in a pid namespace of its own (`unshare`, as in a container): its embedded PostgreSQL, until its stdin ends. */
+/** A hub (`ownNamespaces`: in pid and IPC namespaces of its own, `unshare`, as in a container): its embedded PostgreSQL, until its stdin ends. */
 const NAMESPACED_HUB = `
 import { startEmbedded } from ${JSON.stringify(join(packageRoot(), 'src', 'db', 'embedded.ts'))};
 const db = await startEmbedded({ dataDir: process.env.DATA_DIR });
@@ -349,46 +422,70 @@ process.stdin.on('end', async () => {
 });
 `;
 
+function namespacedHub(dataDir: string, { ownNamespaces = true } = {}) {
+  const node = [process.execPath, '--import', 'tsx', '--input-type=module', '-e', NAMESPACED_HUB];
+  // A pid namespace and an IPC namespace (System V shared memory) of its own, as a container has.
+  const [command, ...args] = ownNamespaces ? ['unshare', '--pid', '--ipc', '--fork', '--mount-proc', '--kill-child', ...node] : node;
+  const child = spawn(command!, args, {
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, SVC_LOG_LEVEL: 'error' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (err += d));
+  const started = until(
+    'the hub to start its server',
+    () => {
+      if (child.exitCode !== null) throw new Error(`the hub exited ${child.exitCode}: ${err}`);
+      return out.includes('\n') && (JSON.parse(out.split('\n')[0]!) as { url: string; pid: number });
+    },
+    90_000,
+  );
+  return { child, started };
+}
+
 const unshare = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true'], { encoding: 'utf8' });
 const namespaces = unshare.status === 0 ? undefined : `unshare --pid --fork --mount-proc does not work here (needs root or CAP_SYS_ADMIN): ${unshare.error?.message ?? unshare.stderr.trim()}`;
 if (namespaces) console.warn(`skipping the pid namespace test: ${namespaces}`);
 
 describe('embedded PostgreSQL on a data directory shared with a hub in another pid namespace', () => {
-  (namespaces ? it.skip : it)('a hub in a pid namespace of its own runs its server on the directory: a start here is refused by its hub.pid and, once that is removed by hand, by its postmaster.pid; its server runs on untouched', async () => {
+  (namespaces ? it.skip : it)('a hub in pid and IPC namespaces of their own runs its server on the directory: a start here is refused, by its hub.pid and, once that is removed by hand, by hub.lock; its server runs on untouched; the namespace killed (as a container dies), a start here takes the directory over with nothing removed by hand', async () => {
     const dataDir = join(tempDir(), 'data');
-    // A pid namespace and an IPC namespace (System V shared memory) of its own, as a container has.
-    const child = spawn('unshare', ['--pid', '--ipc', '--fork', '--mount-proc', '--kill-child', process.execPath, '--import', 'tsx', '--input-type=module', '-e', NAMESPACED_HUB], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, SVC_LOG_LEVEL: 'error' },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    children.push(child);
-    let out = '';
-    let err = '';
-    child.stdout!.on('data', (d) => (out += d));
-    child.stderr!.on('data', (d) => (err += d));
-    await until('the namespaced hub to start its server', () => {
-      if (child.exitCode !== null) throw new Error(`the namespaced hub exited ${child.exitCode}: ${err}`);
-      return out.includes('\n');
-    }, 90_000);
-    const other = JSON.parse(out.split('\n')[0]!) as { url: string; pid: number };
+    const hub = namespacedHub(dataDir);
+    const other = await hub.started;
     expect(other.pid).toBe(1);
-    const pidFile = join(dataDir, 'pg', 'postmaster.pid');
+    const clusterDir = join(dataDir, 'pg');
+    const pidFile = join(clusterDir, 'postmaster.pid');
     const postmaster = readFileSync(pidFile, 'utf8');
+    const me = here();
+    const servers = () => execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => line.includes(`-D ${clusterDir} `));
+    const pidns = /\npidns=(\d+)\n/.exec(readFileSync(join(dataDir, 'hub.pid'), 'utf8'))?.[1];
+    expect(pidns).not.toBe(me.pidns);
+    // Was: refused naming pid 1 of this namespace (init) as the hub that holds the directory.
+    await expect(startEmbedded({ dataDir })).rejects.toThrow(
+      `data directory ${dataDir} is held by svc-hub pid 1 on host ${me.host} (boot ${me.boot}, pid namespace ${pidns}), another container or machine sharing the directory, and ${join(dataDir, 'hub.lock')} is locked: that hub, or its PostgreSQL, still runs there`,
+    );
+    rmSync(join(dataDir, 'hub.pid'));
+    // Was: its postmaster.pid, whose pid names no postgres here, removed as stale, and a second server started on the same cluster.
+    await expect(startEmbedded({ dataDir })).rejects.toThrow(`data directory ${dataDir} is in use: ${join(dataDir, 'hub.lock')} is locked by a live process, and ${join(dataDir, 'hub.pid')} is missing`);
+    expect(readFileSync(pidFile, 'utf8')).toBe(postmaster);
+    expect(await answers(other.url)).toBe(1);
+    expect(servers()).toHaveLength(1);
+
+    // The container dies at once: unshare, then (--kill-child) its pid 1, then every process in the namespace.
+    hub.child.kill('SIGKILL');
+    await until('the namespace\'s server to be gone and hub.lock free', () => servers().length === 0 && lockFree(dataDir), 30_000);
+    expect(readFileSync(pidFile, 'utf8')).toBe(postmaster); // left by the killed server
+    // Was: refused (hub.pid or postmaster.pid of another place) until both were removed by hand.
+    const again = await startEmbedded({ dataDir });
     try {
-      const me = here();
-      const pidns = /\npidns=(\d+)\n/.exec(readFileSync(join(dataDir, 'hub.pid'), 'utf8'))?.[1];
-      expect(pidns).not.toBe(me.pidns);
-      // Was: refused naming pid 1 of this namespace (init) as the hub that holds the directory.
-      await expect(startEmbedded({ dataDir })).rejects.toThrow(`data directory ${dataDir} is held by svc-hub pid 1 on host ${me.host} (boot ${me.boot}, pid namespace ${pidns})`);
-      rmSync(join(dataDir, 'hub.pid'));
-      // Was: its postmaster.pid, whose pid names no postgres here, removed as stale, and a second server started on the same cluster.
-      await expect(startEmbedded({ dataDir })).rejects.toThrow(`${pidFile} names PostgreSQL pid ${postmaster.split('\n')[0]}, which is no PostgreSQL of this cluster in this pid namespace`);
-      expect(readFileSync(pidFile, 'utf8')).toBe(postmaster);
-      expect(await answers(other.url)).toBe(1);
-      expect(execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => line.includes(`-D ${join(dataDir, 'pg')} `))).toHaveLength(1);
+      expect(again.initialised).toBe(false);
+      expect(await answers(again.url)).toBe(1);
+      expect(readFileSync(join(dataDir, 'hub.pid'), 'utf8').split('\n')[0]).toBe(String(process.pid));
     } finally {
-      child.stdin!.end();
-      await until('the namespaced hub to stop', () => child.exitCode !== null || child.signalCode !== null, 60_000);
+      await again.stop();
     }
     expect(existsSync(pidFile)).toBe(false);
   }, 180_000);

@@ -3,10 +3,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   chownSync,
+  closeSync,
+  constants,
   cpSync,
   existsSync,
   linkSync,
   mkdirSync,
+  openSync,
   readFileSync,
   readlinkSync,
   realpathSync,
@@ -27,20 +30,26 @@ import { ownClient, settlesWithin } from './pool.js';
 /**
  * A data directory that another live hub process holds; or, with `place`, one that a hub of another
  * place holds (another machine, container or pid namespace sharing the directory), whose pid cannot
- * be checked from here: `file` is the lock file to remove once that hub is gone for certain, with the
- * `postmaster.pid` its server may have left.
+ * be checked from here. `locked`: that hub's `hub.lock` is locked, so it, or its PostgreSQL, runs
+ * there for certain, and the directory is taken over by itself once it has exited. Without the lock
+ * (a start where flock is not available: lockDataDir), nothing tells whether it runs: `file` is the
+ * lock file to remove once that hub is gone for certain, with the `postmaster.pid` its server may
+ * have left.
  */
 export class DataDirInUse extends StartRefused {
   constructor(
     readonly dataDir: string,
     readonly pid: number,
     readonly place?: Place,
-    file = join(dataDir, LOCK_FILE),
+    { file = join(dataDir, LOCK_FILE), locked = false }: { file?: string; locked?: boolean } = {},
   ) {
+    const holder = place && `data directory ${dataDir} is held by svc-hub pid ${pid} on host ${place.host} (boot ${place.boot ?? 'unknown'}, pid namespace ${place.pidns ?? 'unknown'})`;
     super(
-      place
-        ? `data directory ${dataDir} is held by svc-hub pid ${pid} on host ${place.host} (boot ${place.boot ?? 'unknown'}, pid namespace ${place.pidns ?? 'unknown'}), which is not this process's pid namespace: another container or machine shares the directory, and whether that hub still runs cannot be told from here. Stop that hub; if it is gone for certain (its container or machine stopped), remove ${file}, and ${join(clusterDirOf(dataDir), 'postmaster.pid')} if there, and start again`
-        : `data directory ${dataDir} is already used by another svc-hub process (pid ${pid}); stop that process, or point SVC_DATA_DIR at another directory`,
+      !holder
+        ? `data directory ${dataDir} is already used by another svc-hub process (pid ${pid}); stop that process, or point SVC_DATA_DIR at another directory`
+        : locked
+          ? `${holder}, another container or machine sharing the directory, and ${join(dataDir, KERNEL_LOCK_FILE)} is locked: that hub, or its PostgreSQL, still runs there. Stop it there, or point SVC_DATA_DIR at another directory; once it has exited, the next start here takes the directory over`
+          : `${holder}, which is not this process's pid namespace: another container or machine shares the directory, and whether that hub still runs cannot be told from here. Stop that hub; if it is gone for certain (its container or machine stopped), remove ${file}, and ${join(clusterDirOf(dataDir), 'postmaster.pid')} if there, and start again`,
     );
     this.name = 'DataDirInUse';
   }
@@ -100,6 +109,8 @@ export const STOP_WAIT_MS = 30_000;
 export const STOP_BOUND_MS = STOP_WAIT_MS + STOP_WAIT_MS / 3;
 
 const LOCK_FILE = 'hub.pid';
+/** The file whose flock(2) the hub and its PostgreSQL hold (lockDataDir); never removed. */
+const KERNEL_LOCK_FILE = 'hub.lock';
 const CREDENTIALS_FILE = 'postgres.json';
 /** Names the cluster directory when it is not `<dataDir>/pg` (a root-run hub in an unreachable directory). */
 const CLUSTER_POINTER = 'cluster-dir';
@@ -148,8 +159,10 @@ function serverEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
 
 /**
  * Starts the embedded PostgreSQL under `<dataDir>/pg`: initialises the cluster on first use only,
- * listens on 127.0.0.1 on a free port, and holds `<dataDir>/hub.pid` so a second hub on the same
- * directory is refused with a clear message instead of a PostgreSQL lock error.
+ * listens on 127.0.0.1 on a free port, and holds the directory (the kernel lock on
+ * `<dataDir>/hub.lock`, which the server inherits, and `<dataDir>/hub.pid` naming this hub:
+ * lockDataDir) so a second hub on the same directory, of this machine or of another container or
+ * machine sharing it, is refused with a clear message instead of a PostgreSQL lock error.
  *
  * Run as root, PostgreSQL runs as the OS user `postgres` (created when missing), which must reach the
  * installation and the cluster. When it cannot (a checkout under /root, mode 0700), the installation
@@ -165,8 +178,10 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedD
   mkdirSync(dataDir, { recursive: true });
   // Run as root, PostgreSQL runs as the postgres user, which must be able to pass through (not list).
   if (userInfo().uid === 0) chmodSync(dataDir, 0o711);
-  // A stale hub.pid replaced: the hub that left it ran here, and so did the server it left, if any.
-  const startedHere = (await lockDataDir(dataDir)) !== undefined;
+  // The kernel lock taken (every earlier holder has exited), or a stale hub.pid replaced (the hub
+  // that left it ran here, and so did the server it left, if any).
+  const lock = await lockDataDir(dataDir);
+  const startedHere = lock.certain || lock.replaced !== undefined;
   try {
     return await startCluster(dataDir, options, startedHere);
   } catch (err) {
@@ -212,12 +227,15 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
   }
 
   // ownProcessGroup: see EmbeddedOptions. Still a child: a crash of the hub stops it ('exit' below).
+  // The server inherits the locked hub.lock (as its descriptor 3; its backends from it): the
+  // directory stays locked while the server or any of its processes lives, the hub gone or not.
+  const lockFd = heldLocks.get(dataDir);
   const launch = async (): Promise<{ child: ChildProcess; exited: Promise<void> }> => {
     const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS, '-c', `unix_socket_directories=${socketDir ?? ''}`], {
       ...runAs,
       cwd: '/',
       env: serverEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: lockFd === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', 'pipe', 'pipe', lockFd],
       detached: options.ownProcessGroup ?? false,
     });
     child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
@@ -314,6 +332,8 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
           child.kill('SIGQUIT');
           if (!(await settlesWithin(exited, waitMs / 3))) {
             process.on('exit', onExit);
+            // hub.pid stays; the hub's descriptor of hub.lock goes (the server keeps its own).
+            unlockDataDir(dataDir, { keepFile: true });
             throw new Error(`the embedded PostgreSQL (pid ${child.pid}) did not stop; the next start on ${dataDir} stops it`);
           }
         }
@@ -547,29 +567,17 @@ function readPidFile(clusterDir: string): PidFile | undefined {
  *
  * A pid that is no live postgres of this cluster here proves nothing when the server may have been
  * started elsewhere: in another container or on another machine sharing the data directory, where
- * that pid is its postmaster. The file is taken for stale only when `startedHere`: the start
- * replaced a stale `hub.pid` of this place (or of an earlier version, which recorded no place), so
- * the hub that left the server ran here; or the caller restarts its own server. With no `hub.pid`
- * found, nothing says where the server runs: the start is refused (StartRefused) and the file left.
+ * that pid is its postmaster. The file is taken for stale only when `startedHere`: the start holds
+ * the kernel lock (every server that held the directory has exited, wherever it ran), or, without
+ * it, replaced a stale `hub.pid` of this place (or of an earlier version, which recorded no place),
+ * so the hub that left the server ran here; or the caller restarts its own server. Without the lock
+ * and with no `hub.pid` found, nothing says where the server runs: the start is refused
+ * (StartRefused) and the file left.
  */
 export async function stopOrphan(clusterDir: string, found?: { dataDir: string; startedHere: boolean }): Promise<void> {
   const file = readPidFile(clusterDir);
   if (!file) return;
-  if (file.pid > 0 && isPostgresOf(file.pid, clusterDir)) {
-    const owner = liveNodeParent(file.pid);
-    if (owner !== undefined) throw found ? new DataDirInUse(found.dataDir, owner) : new StartRefused(`the PostgreSQL on ${clusterDir} (pid ${file.pid}) belongs to a running process (pid ${owner})`);
-    logger().warn({ postgresPid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
-    signal(file.pid, 'SIGINT');
-    const deadline = Date.now() + 30_000;
-    while (isLive(file.pid)) {
-      if (Date.now() > deadline) {
-        signal(file.pid, 'SIGQUIT');
-        if (Date.now() > deadline + 10_000) throw new Error(`PostgreSQL pid ${file.pid} on ${clusterDir} does not stop`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return; // a clean shutdown removes postmaster.pid
-  }
+  if (await stopLiveOrphan(clusterDir, found?.dataDir)) return; // a clean shutdown removes postmaster.pid
   const pidFile = join(clusterDir, 'postmaster.pid');
   if (found && !found.startedHere) {
     throw new StartRefused(
@@ -578,6 +586,28 @@ export async function stopOrphan(clusterDir: string, found?: { dataDir: string; 
   }
   logger().info({ postgresPid: file.pid, dataDir: clusterDir }, 'removing a stale postmaster.pid');
   rmSync(pidFile, { force: true });
+}
+
+/**
+ * stopOrphan's first half: when `postmaster.pid` names a live postgres of this cluster in this pid
+ * namespace, that server is stopped (true), unless its hub runs (refused); else false, the file left.
+ */
+async function stopLiveOrphan(clusterDir: string, dataDir?: string): Promise<boolean> {
+  const file = readPidFile(clusterDir);
+  if (!file || !(file.pid > 0 && isPostgresOf(file.pid, clusterDir))) return false;
+  const owner = liveNodeParent(file.pid);
+  if (owner !== undefined) throw dataDir ? new DataDirInUse(dataDir, owner) : new StartRefused(`the PostgreSQL on ${clusterDir} (pid ${file.pid}) belongs to a running process (pid ${owner})`);
+  logger().warn({ postgresPid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
+  signal(file.pid, 'SIGINT');
+  const deadline = Date.now() + 30_000;
+  while (isLive(file.pid)) {
+    if (Date.now() > deadline) {
+      signal(file.pid, 'SIGQUIT');
+      if (Date.now() > deadline + 10_000) throw new Error(`PostgreSQL pid ${file.pid} on ${clusterDir} does not stop`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return true;
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {
@@ -648,9 +678,6 @@ export interface Place {
   pidns?: string;
 }
 
-/** The inode of the initial pid namespace (the kernel's PROC_PID_INIT_INO): a process outside any container. */
-const INITIAL_PID_NAMESPACE = '4026531836';
-
 /** This process's place. */
 export function here(): Place {
   let boot: string | undefined;
@@ -668,15 +695,27 @@ export function here(): Place {
   return { host: hostname(), boot, pidns };
 }
 
-/** What a lock file says: the holder's pid, and its place (undefined in a file of an earlier version, which held the pid only). */
+/**
+ * What a lock file says: the holder's pid, its place (undefined in a file of an earlier version,
+ * which held the pid only), and whether it held the kernel lock on `hub.lock` (lockDataDir) when it
+ * wrote the file.
+ */
 export interface Holder {
   pid: number;
   place?: Place;
+  locked: boolean;
 }
 
-/** A lock file's content: the pid on the first line (as a pid file has it), then `host=`, `boot=`, `pidns=` lines. */
-function lockContent(pid: number, place: Place): string {
-  return [String(pid), `host=${place.host}`, ...(place.boot ? [`boot=${place.boot}`] : []), ...(place.pidns ? [`pidns=${place.pidns}`] : []), ''].join('\n');
+/** A lock file's content: the pid on the first line (as a pid file has it), then `host=`, `boot=`, `pidns=` lines, and `lock=hub.lock` when written under the kernel lock. */
+function lockContent(pid: number, place: Place, locked: boolean): string {
+  return [
+    String(pid),
+    `host=${place.host}`,
+    ...(place.boot ? [`boot=${place.boot}`] : []),
+    ...(place.pidns ? [`pidns=${place.pidns}`] : []),
+    ...(locked ? [`lock=${KERNEL_LOCK_FILE}`] : []),
+    '',
+  ].join('\n');
 }
 
 function parseHolder(content: string): Holder {
@@ -687,51 +726,200 @@ function parseHolder(content: string): Holder {
     if (at > 0) fields.set(line.slice(0, at), line.slice(at + 1).trim());
   }
   const host = fields.get('host');
-  return { pid: Number(first.trim()), place: host === undefined ? undefined : { host, boot: fields.get('boot'), pidns: fields.get('pidns') } };
+  return {
+    pid: Number(first.trim()),
+    place: host === undefined ? undefined : { host, boot: fields.get('boot'), pidns: fields.get('pidns') },
+    locked: fields.get('lock') === KERNEL_LOCK_FILE,
+  };
 }
 
 function samePlace(a: Place, b: Place): boolean {
   return a.host === b.host && a.boot === b.boot && a.pidns === b.pidns;
 }
 
+/** Whether a holder of this place (or of an earlier version) is a live process other than this one. */
+function liveHere(holder: Holder): boolean {
+  return Number.isSafeInteger(holder.pid) && holder.pid > 0 && holder.pid !== process.pid && isLive(holder.pid);
+}
+
 /**
- * What a lock file found in place means for a start at `me`: `held` by a live process (`elsewhere`
- * when that process is of another place, whose pid means nothing here, so it is never judged by it),
- * or `stale`. A file without a place (an earlier version's) is judged by its pid, as then. One of
- * another boot of this same host, both outside any container (the initial pid namespace), was left
- * by a hub of this machine before it restarted: stale.
+ * The identity rules, for a lock file that no kernel lock vouches for (one written without it, or
+ * any file when flock is not available here): `held` by a live process, `elsewhere` when the file is
+ * of another place (its pid means nothing here, so it is never judged by it), or `stale`. A file
+ * without a place (an earlier version's) is judged by its pid, as then.
  */
 function judgeHolder(holder: Holder, me: Place): 'held' | 'elsewhere' | 'stale' {
-  const { pid, place } = holder;
-  if (!place || samePlace(place, me)) return Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && isLive(pid) ? 'held' : 'stale';
-  const rebootedHere =
-    place.host === me.host && place.pidns === INITIAL_PID_NAMESPACE && me.pidns === INITIAL_PID_NAMESPACE && place.boot !== undefined && me.boot !== undefined && place.boot !== me.boot;
-  return rebootedHere ? 'stale' : 'elsewhere';
+  if (holder.place && !samePlace(holder.place, me)) return 'elsewhere';
+  return liveHere(holder) ? 'held' : 'stale';
+}
+
+/** What lockDataDir took. */
+export interface DataDirLock {
+  /** The kernel lock is held: every earlier holder of the directory, of any place, has exited. */
+  certain: boolean;
+  /** The stale hub.pid this start replaced; undefined when there was none. */
+  replaced?: Holder;
+}
+
+/** The locked descriptor of `hub.lock` of each data directory this process holds, which its server inherits. */
+const heldLocks = new Map<string, number>();
+
+/** How long a start waits for the holder of a locked `hub.lock` to show itself (write hub.pid), or for an orphan's last processes to exit. */
+const HOLDER_WAIT_MS = 5_000;
+
+/**
+ * Takes the data directory for this process, or throws (DataDirInUse, naming the holder; or
+ * StartRefused).
+ *
+ * The kernel decides first: `<dataDir>/hub.lock` (made when missing, never replaced or removed) is
+ * opened and locked with flock(2), exclusive, through flock(1) on the same open file description,
+ * which then exits: the lock stays while a descriptor of that description lives, the hub's and its
+ * PostgreSQL's (which inherits it, and its backends from it), and the kernel drops it when the last
+ * of them exits, however it ends (killed, out of memory, its container or machine gone). flock(2)
+ * locks are seen by every container on this kernel, and across machines where the file system
+ * shares them (NFS with locking; not NFS mounted `nolock`, nor some FUSE file systems).
+ *
+ * - Locked here: every earlier holder has exited, wherever it ran, so a hub.pid written under the
+ *   lock is stale whatever its place, and is replaced. A hub.pid written without it (an earlier
+ *   version's, or a start where flock was not available) is judged by the identity rules
+ *   (judgeHolder), which may refuse.
+ * - Held by another: a hub.pid written under the lock names the holder: of another place, the start
+ *   is refused (that hub or its server runs there); of this place and alive, refused; of this place
+ *   and gone, its PostgreSQL, an orphan, holds the lock: it is visible here and stopped
+ *   (stopLiveOrphan), and the lock tried again. A hub.pid missing or not written under the lock: a
+ *   start that has just taken the lock and not yet written it, or an orphan of this place whose
+ *   hub.pid was removed by hand (stopped the same way).
+ * - flock missing, or failing (ENOLCK: a file system without locks): the identity rules alone, as
+ *   `takeFile` applies them, with a warning.
+ *
+ * hub.pid is written whole beside its place and renamed into it. Resolves to what was taken.
+ */
+export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
+  const key = resolve(dataDir);
+  if (heldLocks.has(key)) throw new StartRefused(`data directory ${dataDir} is already held by this process (pid ${process.pid})`);
+  const me = here();
+  const lockPath = join(dataDir, KERNEL_LOCK_FILE);
+  const fd = openLockFile(lockPath);
+  let kept = false;
+  try {
+    const got = await takeKernelLock(dataDir, fd, me);
+    if (got === 'acquired') {
+      const replaced = replaceUnderLock(dataDir, me);
+      heldLocks.set(key, fd);
+      kept = true;
+      return { certain: true, replaced };
+    }
+    logger().warn(
+      { dataDir, reason: got.unavailable },
+      `no kernel lock on ${lockPath} (${got.unavailable}): hub.pid alone guards the data directory, and a hub.pid of another container or machine is never taken over`,
+    );
+  } finally {
+    if (!kept) closeSync(fd);
+  }
+  const taken = await takeFile(join(dataDir, LOCK_FILE), me);
+  if ('held' in taken) throw new DataDirInUse(dataDir, taken.held.pid, taken.elsewhere ? taken.held.place : undefined, { file: taken.file });
+  return { certain: false, replaced: taken.replaced };
 }
 
 /**
- * Takes `<dataDir>/hub.pid` for this process, or throws DataDirInUse naming the process that holds
- * it. Race-free with other starts on the same directory, at the same time too: the file is made
- * whole beside it and linked into place (an exclusive create that never shows an empty file, which a
- * concurrent start would take for a stale one), and a file whose process is gone is replaced by one
- * start only (`takeFile`). The file names this process's place as well as its pid: a file of
- * another place (a container or machine sharing the directory) is never taken (judgeHolder).
- * Resolves to the stale file's holder it replaced, undefined when there was no file.
+ * `hub.lock`, made when missing (mode 0644) and opened read-write, which flock(2) emulated over NFS
+ * needs for an exclusive lock; read-only when this user may not write it (made by root before),
+ * which serves on local file systems. Node opens it close-on-exec: only the server gets it.
  */
-export async function lockDataDir(dataDir: string): Promise<Holder | undefined> {
-  const taken = await takeFile(join(dataDir, LOCK_FILE), here());
-  if ('held' in taken) throw new DataDirInUse(dataDir, taken.held.pid, taken.elsewhere ? taken.held.place : undefined, taken.file);
-  return taken.replaced;
+function openLockFile(path: string): number {
+  try {
+    return openSync(path, constants.O_RDWR | constants.O_CREAT, 0o644);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EACCES') throw err;
+    return openSync(path, constants.O_RDONLY);
+  }
 }
 
-/** Removes `<dataDir>/hub.pid` when this process holds it. */
-export function unlockDataDir(dataDir: string): void {
+/**
+ * flock(2), exclusive and without waiting, on the open file description of `fd`, by flock(1) on
+ * its descriptor 3 (a duplicate of `fd`): `acquired` (exit 0; the lock stays with the description
+ * after flock exits), `held` by another description (exit 1, silent), else why not.
+ */
+function tryKernelLock(fd: number): 'acquired' | 'held' | { unavailable: string } {
+  // PATH as this process's environment has it now.
+  const run = spawnSync('flock', ['-xn', '3'], { stdio: ['ignore', 'ignore', 'pipe', fd], encoding: 'utf8', env: process.env });
+  if (run.error) return { unavailable: `flock: ${(run.error as NodeJS.ErrnoException).code ?? run.error.message}` };
+  const said = (run.stderr ?? '').trim();
+  if (run.status === 0) return 'acquired';
+  if (run.status === 1 && !said) return 'held';
+  return { unavailable: said || `flock exited with ${run.status ?? run.signal}` };
+}
+
+/** lockDataDir's kernel lock: taken, or refused while another holds it, or unavailable. */
+async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'acquired' | { unavailable: string }> {
+  const hubPid = join(dataDir, LOCK_FILE);
+  let deadline = Date.now() + HOLDER_WAIT_MS;
+  for (;;) {
+    const state = tryKernelLock(fd);
+    if (state !== 'held') return state;
+    const content = readIfThere(hubPid);
+    const holder = content === undefined ? undefined : parseHolder(content);
+    if (holder?.locked && holder.place && !samePlace(holder.place, me)) throw new DataDirInUse(dataDir, holder.pid, holder.place, { locked: true });
+    if (holder?.locked && liveHere(holder)) throw new DataDirInUse(dataDir, holder.pid);
+    // Held, by no hub that can be named: an orphan of this place, visible here, is stopped; else
+    // the holder is waited for a moment (a start writes hub.pid right after it took the lock; an
+    // orphan's last processes exit after it).
+    if (await stopLiveOrphan(clusterDirOf(dataDir), dataDir)) {
+      deadline = Date.now() + HOLDER_WAIT_MS;
+      continue;
+    }
+    if (Date.now() > deadline) {
+      const why =
+        holder === undefined
+          ? 'is missing'
+          : !holder.locked
+            ? 'was not written under that lock (by an earlier version, or a start without flock)'
+            : `names svc-hub pid ${holder.pid} of this pid namespace, which has exited, and no PostgreSQL of its cluster runs here`;
+      throw new StartRefused(
+        `data directory ${dataDir} is in use: ${join(dataDir, KERNEL_LOCK_FILE)} is locked by a live process, and ${hubPid} ${why}. Stop the svc-hub or PostgreSQL that uses the directory (here, \`fuser -v ${join(dataDir, KERNEL_LOCK_FILE)}\` lists the processes that have it open), or point SVC_DATA_DIR at another directory`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * hub.pid made this process's under the kernel lock: a file written under it is stale (its writer
+ * has exited, or the lock would be its); one written without it is judged by the identity rules.
+ * Resolves to the file replaced.
+ */
+function replaceUnderLock(dataDir: string, me: Place): Holder | undefined {
+  const path = join(dataDir, LOCK_FILE);
+  const content = readIfThere(path);
+  const holder = content === undefined ? undefined : parseHolder(content);
+  if (holder && !holder.locked) {
+    const verdict = judgeHolder(holder, me);
+    if (verdict !== 'stale') throw new DataDirInUse(dataDir, holder.pid, verdict === 'elsewhere' ? holder.place : undefined, { file: path });
+  }
+  renameSync(filledBeside(path, lockContent(process.pid, me, true)), path);
+  return holder;
+}
+
+/**
+ * Gives the data directory up: removes `<dataDir>/hub.pid` when this process holds it (unless
+ * `keepFile`), then closes this process's descriptor of `hub.lock` (the lock stays while its server
+ * keeps its own).
+ */
+export function unlockDataDir(dataDir: string, { keepFile = false } = {}): void {
   const file = join(dataDir, LOCK_FILE);
-  try {
-    const holder = parseHolder(readFileSync(file, 'utf8'));
-    if (holder.pid === process.pid && holder.place && samePlace(holder.place, here())) rmSync(file, { force: true });
-  } catch {
-    // already gone
+  if (!keepFile) {
+    try {
+      const holder = parseHolder(readFileSync(file, 'utf8'));
+      if (holder.pid === process.pid && holder.place && samePlace(holder.place, here())) rmSync(file, { force: true });
+    } catch {
+      // already gone
+    }
+  }
+  const key = resolve(dataDir);
+  const fd = heldLocks.get(key);
+  if (fd !== undefined) {
+    heldLocks.delete(key);
+    closeSync(fd);
   }
 }
 
@@ -748,7 +936,7 @@ type Taken = { replaced: Holder | undefined } | { held: Holder; elsewhere: boole
  * from that content passes the gate.
  */
 async function takeFile(path: string, me: Place): Promise<Taken> {
-  const mine = lockContent(process.pid, me);
+  const mine = lockContent(process.pid, me, false);
   for (let attempt = 0; attempt < 200; attempt++) {
     if (createExclusive(path, mine)) return { replaced: undefined };
     const content = readIfThere(path);
