@@ -16,9 +16,12 @@ import { lockFree, withoutFlock } from '../../test/harness/data-dir-lock.js';
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
+/** Servers of hubs killed here: stopped by the tests, or at the end should a test fail first. */
+const orphans: number[] = [];
 afterAll(() => {
   // --kill-child: a namespace's hub killed with its namespace, and its PostgreSQL with them.
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const pid of orphans) if (isLive(pid)) process.kill(pid, 'SIGQUIT');
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -262,6 +265,7 @@ describe('embedded PostgreSQL', () => {
     const hub = namespacedHub(dataDir, { ownNamespaces: false });
     const { url, pid } = await hub.started;
     const postmaster = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    orphans.push(postmaster);
     process.kill(pid, 'SIGKILL');
     await until('the hub to exit', () => !isLive(pid));
     expect(isLive(postmaster)).toBe(true);
@@ -274,6 +278,30 @@ describe('embedded PostgreSQL', () => {
       expect(readFileSync(join(dataDir, 'hub.pid'), 'utf8').split('\n')[0]).toBe(String(process.pid));
     } finally {
       await again.stop();
+    }
+  }, 180_000);
+
+  it('the same, the killed hub\'s pid taken meanwhile by another process (a live pid without hub.lock open is not the holder): the orphan is stopped, the lock taken', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const hub = namespacedHub(dataDir, { ownNamespaces: false });
+    const { pid } = await hub.started;
+    const postmaster = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    orphans.push(postmaster);
+    process.kill(pid, 'SIGKILL');
+    await until('the hub to exit', () => !isLive(pid));
+    // hub.pid as the killed hub wrote it, its pid now another live process's.
+    const other = spawn('sleep', ['600'], { stdio: 'ignore' });
+    children.push(other);
+    const lockFile = join(dataDir, 'hub.pid');
+    writeFileSync(lockFile, readFileSync(lockFile, 'utf8').replace(/^\d+\n/, `${other.pid}\n`));
+    // Was: refused, naming that process as the hub that uses the directory.
+    const again = await startEmbedded({ dataDir });
+    try {
+      expect(isLive(postmaster)).toBe(false);
+      expect(await answers(again.url)).toBe(1);
+    } finally {
+      await again.stop();
+      other.kill('SIGKILL');
     }
   }, 180_000);
 

@@ -10,11 +10,13 @@ import {
   linkSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   realpathSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
@@ -784,8 +786,9 @@ const HOLDER_WAIT_MS = 5_000;
  *   version's, or a start where flock was not available) is judged by the identity rules
  *   (judgeHolder), which may refuse.
  * - Held by another: a hub.pid written under the lock names the holder: of another place, the start
- *   is refused (that hub or its server runs there); of this place and alive, refused; of this place
- *   and gone, its PostgreSQL, an orphan, holds the lock: it is visible here and stopped
+ *   is refused (that hub or its server runs there); of this place and alive (with hub.lock open:
+ *   else its pid is another process's now), refused; of this place and gone, its PostgreSQL, an
+ *   orphan, holds the lock: it is visible here and stopped
  *   (stopLiveOrphan), and the lock tried again. A hub.pid missing or not written under the lock: a
  *   start that has just taken the lock and not yet written it, or an orphan of this place whose
  *   hub.pid was removed by hand (stopped the same way).
@@ -860,7 +863,7 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'
     const content = readIfThere(hubPid);
     const holder = content === undefined ? undefined : parseHolder(content);
     if (holder?.locked && holder.place && !samePlace(holder.place, me)) throw new DataDirInUse(dataDir, holder.pid, holder.place, { locked: true });
-    if (holder?.locked && liveHere(holder)) throw new DataDirInUse(dataDir, holder.pid);
+    if (holder?.locked && liveHere(holder) && hasOpen(holder.pid, join(dataDir, KERNEL_LOCK_FILE))) throw new DataDirInUse(dataDir, holder.pid);
     // Held, by no hub that can be named: an orphan of this place, visible here, is stopped; else
     // the holder is waited for a moment (a start writes hub.pid right after it took the lock; an
     // orphan's last processes exit after it).
@@ -874,13 +877,38 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'
           ? 'is missing'
           : !holder.locked
             ? 'was not written under that lock (by an earlier version, or a start without flock)'
-            : `names svc-hub pid ${holder.pid} of this pid namespace, which has exited, and no PostgreSQL of its cluster runs here`;
+            : `names svc-hub pid ${holder.pid} of this pid namespace, which does not hold it (it has exited, or the pid is another process's now), and no PostgreSQL of its cluster runs here`;
       throw new StartRefused(
         `data directory ${dataDir} is in use: ${join(dataDir, KERNEL_LOCK_FILE)} is locked by a live process, and ${hubPid} ${why}. Stop the svc-hub or PostgreSQL that uses the directory (here, \`fuser -v ${join(dataDir, KERNEL_LOCK_FILE)}\` lists the processes that have it open), or point SVC_DATA_DIR at another directory`,
       );
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * Whether `pid` has `path` open: a hub named by a hub.pid written under the lock keeps `hub.lock`
+ * open while it holds the directory, so a live pid without it is some other process now (the pid
+ * reused after the hub was killed). True where /proc does not tell (no /proc, another user's process).
+ */
+function hasOpen(pid: number, path: string): boolean {
+  let target: { dev: number; ino: number };
+  let fds: string[];
+  try {
+    target = statSync(path);
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return true;
+  }
+  // By device and inode (stat follows the descriptor's link): the same file under any mount's path.
+  return fds.some((fd) => {
+    try {
+      const open = statSync(`/proc/${pid}/fd/${fd}`);
+      return open.dev === target.dev && open.ino === target.ino;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /**
