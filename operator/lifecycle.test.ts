@@ -351,6 +351,29 @@ describe('CronJobs in the release namespace', () => {
     }
   });
 
+  it('are swept in a namespace whose resources the operator listed though it cannot list another it watches', async () => {
+    api.failNext('GET', /^\/apis\/test\.svc\.io\/v1\/namespaces\/sweep-denied\/widgets$/, 500, 10_000, 'list');
+    api.apply('cronjobs', {
+      apiVersion: 'batch/v1',
+      kind: 'CronJob',
+      metadata: {
+        name: 'widget-sweep-ok-gone',
+        namespace: RELEASE_NS,
+        labels: { 'app.kubernetes.io/managed-by': 'svc-hub-operator', 'svc.io/kind': 'widget', 'svc.io/resource-namespace': 'sweep-ok', 'svc.io/resource-name': 'gone', 'svc.io/resource-uid': 'dead-uid-8' },
+        annotations: { 'svc.io/resource-name': 'gone' },
+      },
+      spec: jobSpec('5 5 * * *'),
+    });
+    const op = operator('sweep-partial', { namespaces: ['sweep-ok', 'sweep-denied'] });
+    await op.start();
+    try {
+      expect(op.health().data.unsynced).toEqual(['widgets.test.svc.io in namespace sweep-denied']);
+      await until('the orphan deleted', () => !cronJob('widget-sweep-ok-gone'));
+    } finally {
+      await op.stop();
+    }
+  });
+
   it('without a run pod template, report a scheduled resource as Scheduled=False NoRunTemplate and not Ready; one without a schedule is Ready', async () => {
     const op = operator('notemplate', { namespaces: ['notemplate'], runJobTemplate: undefined, runJobTemplatePath: '/etc/svc-hub/run-job/pod-template.yaml' });
     api.apply('widgets', widget('notemplate', 'timed', { schedule: '0 3 * * *' }));
@@ -594,6 +617,50 @@ describe('CronJobs in the release namespace', () => {
       leading = true;
       op.resyncAll();
       await until('the orphan deleted', () => !cronJob('widget-orphans-paused-gone'));
+    } finally {
+      await op.stop();
+    }
+  });
+  it('are swept by the uid of their resource, whatever their name labels say: one labelled for a live resource is kept though its labels name another (a same-named resource of another namespace, or none), one of a dead uid goes though it names none', async () => {
+    const op = operator('by-uid', { namespaces: ['by-uid', 'by-uid-2'], namespacePollEvery: 0 });
+    await op.start();
+    try {
+      api.apply('widgets', widget('by-uid', 'keep', { schedule: '0 2 * * *' }));
+      api.apply('widgets', widget('by-uid', 'moved', { schedule: '0 3 * * *' }));
+      await until('both scheduled', () => ['keep', 'moved'].every((n) => isReady('by-uid', n) && cronJob(`widget-by-uid-${n}`)));
+      // A resource of the same name in another namespace (in Conflict in the hub: the name is by-uid/keep's in the tenant).
+      api.apply('widgets', widget('by-uid-2', 'keep', { schedule: '0 4 * * *' }));
+      await until('its conflict reported', () => conditionOf('by-uid-2', 'keep', 'Ready')?.reason === 'Conflict');
+      const uids = () => ['widget-by-uid-keep', 'widget-by-uid-moved'].map((n) => cronJob(n)?.metadata.uid);
+      const before = uids();
+      // A CronJob of a resource gone (its uid no resource has) that names none: no name label nor annotation.
+      api.apply('cronjobs', {
+        apiVersion: 'batch/v1',
+        kind: 'CronJob',
+        metadata: {
+          name: 'widget-by-uid-nameless',
+          namespace: RELEASE_NS,
+          labels: { 'app.kubernetes.io/managed-by': 'svc-hub-operator', 'svc.io/kind': 'widget', 'svc.io/resource-namespace': 'by-uid', 'svc.io/resource-uid': 'dead-uid-7' },
+        },
+        spec: jobSpec('5 5 * * *'),
+      });
+      // The reconciles of by-uid wait (their read of the Namespace hangs), so only the sweep acts on the edits below.
+      const release = api.stallNext('GET', /^\/api\/v1\/namespaces\/by-uid$/, 100);
+      try {
+        // Edited by hand: one names the same-named resource of another namespace (another uid), the other a resource that does not exist.
+        api.patch('batch/v1', 'cronjobs', RELEASE_NS, 'widget-by-uid-keep', { metadata: { labels: { 'svc.io/resource-namespace': 'by-uid-2' } } });
+        api.patch('batch/v1', 'cronjobs', RELEASE_NS, 'widget-by-uid-moved', { metadata: { labels: { 'svc.io/resource-name': 'nobody' }, annotations: { 'svc.io/resource-name': 'nobody' } } });
+        // The edits reached the operator's CronJob cache: it requeued both resources, whose reconciles now wait.
+        await until('both reconciles waiting', () => release.held >= 2, 5_000);
+        expect(await op.removeOrphanedCronJobs()).toBe(1);
+        expect(cronJob('widget-by-uid-nameless')).toBeUndefined();
+        expect(uids()).toEqual(before);
+      } finally {
+        release();
+      }
+      // Released, the resources take their CronJobs back: the same ones, relabelled.
+      await until('labels put back', () => cronJob('widget-by-uid-keep')?.metadata.labels?.['svc.io/resource-namespace'] === 'by-uid' && cronJob('widget-by-uid-moved')?.metadata.annotations?.['svc.io/resource-name'] === 'moved', 5_000);
+      expect(uids()).toEqual(before);
     } finally {
       await op.stop();
     }

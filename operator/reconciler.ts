@@ -15,7 +15,7 @@ import type { ManifestKind } from '../src/manifests/kinds.js';
 import type { Fence, ManifestOwner, ManifestServices, OwnedObject, OwnershipConflict } from '../src/manifests/services.js';
 import { loggableMessage } from '../src/observability/database-errors.js';
 import { logger, storableMessage, storableUpstreamMessage } from '../src/observability/logger.js';
-import { apiAnswer, cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, matchesSelector, type RunTemplate, syncCronJob } from './cronjob.js';
+import { apiAnswer, cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, KIND_LABEL, matchesSelector, RESOURCE_NAME, RESOURCE_NAMESPACE, RESOURCE_UID, type RunTemplate, syncCronJob } from './cronjob.js';
 import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
@@ -426,24 +426,26 @@ export class Operator {
 
   /**
    * Deletes the operator's CronJobs whose resource no longer exists (deleted without the finalizer
-   * running) or is another one of the same name (another uid). Only CronJobs of resources in
-   * namespaces this operator watches, once those informers have listed.
+   * running; one created again under the same name is another resource, of another uid): those
+   * whose uid label no resource of this instance has (cronJobResource). Only CronJobs labelled with
+   * a namespace this operator watches, once the informers of their kind have listed.
    */
   async removeOrphanedCronJobs(): Promise<number> {
     const term = this.term;
     if (!term?.cronJobs?.synced) return 0;
     let removed = 0;
+    const alive = new Map<ManifestKind, Set<string>>();
     for (const job of term.cronJobs.informer.list()) {
       // Not sure it leads (resumed after a pause): its cache may be older than the new leader's CronJobs.
       if (this.options.leading && !this.options.leading()) return removed;
       if (!matchesSelector(job.metadata?.labels, this.cronJobSelector())) continue;
-      const { owner, gone } = this.cronJobResource(term, job);
+      const { owner, gone } = this.cronJobResource(term, job, alive);
       if (!owner || !gone) continue;
       try {
         // As cached: a CronJob changed since (relabelled for another instance, put back by a reconcile) is not this sweep's to judge.
         if (!(await deleteCronJob(this.batch, job, true))) continue;
         removed++;
-        logger().info(`CronJob ${job.metadata?.namespace}/${job.metadata?.name} deleted: its ${owner.kind.kind} ${owner.namespace}/${owner.name} (uid ${owner.uid}) no longer exists`);
+        logger().info(`CronJob ${job.metadata?.namespace}/${job.metadata?.name} deleted: no ${owner.kind.kind} of uid ${owner.uid} exists (it named ${owner.namespace}/${owner.name ?? '?'})`);
       } catch (err) {
         logger().warn({ err: loggableMessage(err) }, `cannot delete the orphaned CronJob ${job.metadata?.name}; trying again at the next resync`);
       }
@@ -509,16 +511,32 @@ export class Operator {
   }
 
   /**
-   * The resource a CronJob of ours names, and whether it is gone: no resource of that uid, of this
-   * instance, in this term's cache. `gone` is false while that cache has
-   * not listed, or when the CronJob names no resource.
+   * The resource a CronJob of ours belongs to (its kind, namespace and uid labels; its name
+   * annotation, if any), and whether it is gone: no resource of this instance in this term's caches
+   * of that kind has the CronJob's uid. Decided by the uid alone: the namespace and name labels may
+   * have been edited, and name a resource of another uid (created again under the name, or another
+   * one) or none, while the resource whose uid it carries lives; a uid is never reused. `gone` is
+   * false when the CronJob carries no kind, namespace or uid label, when its namespace is not one
+   * this operator watches (another operator's to judge), and while the cache of that namespace has
+   * not listed; the uids looked in are those of every cache of the kind that has (one that cannot
+   * list, a namespace the operator may not read, holds up no other namespace's sweep). `alive`
+   * keeps the uids of each kind for a sweep (one pass over the caches per kind).
    */
-  private cronJobResource(term: Term, job: V1CronJob): { owner?: ReturnType<typeof cronJobOwner>; gone: boolean } {
-    const owner = cronJobOwner(job, this.options.kinds);
-    const watched = owner && this.informerOf(term, owner.kind, owner.namespace);
-    if (!owner || !watched?.synced) return { owner, gone: false };
-    const resource = watched.informer.get(owner.name, owner.namespace);
-    return { owner, gone: !(resource && resource.metadata.uid === owner.uid && this.selects(resource)) };
+  private cronJobResource(term: Term, job: V1CronJob, alive = new Map<ManifestKind, Set<string>>()): { owner?: { kind: ManifestKind; namespace: string; name?: string; uid: string }; gone: boolean } {
+    const labels = job.metadata?.labels ?? {};
+    const kind = this.options.kinds.find((k) => k.kind.toLowerCase() === labels[KIND_LABEL]);
+    const namespace = labels[RESOURCE_NAMESPACE];
+    const uid = labels[RESOURCE_UID];
+    if (!kind || !namespace || !uid) return { gone: false };
+    const owner = { kind, namespace, name: job.metadata?.annotations?.[RESOURCE_NAME] ?? labels[RESOURCE_NAME], uid };
+    if (!this.informerOf(term, kind, namespace)?.synced) return { owner, gone: false };
+    let uids = alive.get(kind);
+    if (!uids) {
+      const listed = term.resources.filter((w) => w.kind === kind && w.synced);
+      uids = new Set(listed.flatMap((w) => w.informer.list().filter((o) => this.selects(o)).map((o) => o.metadata.uid!)));
+      alive.set(kind, uids);
+    }
+    return { owner, gone: !uids.has(uid) };
   }
 
   private informerOf(term: Term, kind: ManifestKind, namespace: string) {

@@ -469,7 +469,7 @@ export class KubeApiStandIn {
   private rv = 1;
   private compactedTo = 0;
   private readonly failures: Failure[] = [];
-  private readonly stalls: Array<{ method: string; path: RegExp; times: number; released: Promise<void> }> = [];
+  private readonly stalls: Array<{ method: string; path: RegExp; times: number; released: Promise<void>; held: number }> = [];
   private readonly listHooks: ListHook[] = [];
   private rbac: { grants: Grant[]; exempt: Set<string>; byToken: Map<string, Grant[]> } | undefined;
   private readonly watchers = new Set<Watcher>();
@@ -534,13 +534,15 @@ export class KubeApiStandIn {
    * The next `times` requests of `method` whose path matches are not answered until the returned
    * function is called (an API server that hangs under load); then they are served as usual.
    */
-  stallNext(method: string, path: RegExp, times = 1): () => void {
+  stallNext(method: string, path: RegExp, times = 1): (() => void) & { readonly held: number } {
     let release!: () => void;
     const released = new Promise<void>((resolve) => {
       release = resolve;
     });
-    this.stalls.push({ method: method.toUpperCase(), path, times, released });
-    return release;
+    const stall = { method: method.toUpperCase(), path, times, released, held: 0 };
+    this.stalls.push(stall);
+    // `held`: how many requests it holds (or held) so far.
+    return Object.defineProperty(release, 'held', { get: () => stall.held }) as (() => void) & { readonly held: number };
   }
 
   /**
@@ -1052,6 +1054,7 @@ export class KubeApiStandIn {
     const stall = this.stalls.find((st) => st.method === method && st.path.test(url.pathname) && st.times > 0 && !watching);
     if (stall) {
       stall.times -= 1;
+      stall.held += 1;
       await stall.released;
     }
 
