@@ -57,9 +57,12 @@ const handler: ManifestHandler = {
     const schedule = m.spec?.schedule ?? null;
     const key = `${tenantOf(tx)}/${m.metadata.name}`;
     const created = !held.has(key);
+    // A warning of the change only (as a connector's changed unique_key has): an apply of the manifest held answers none.
+    const before = (held.get(key)?.manifest as typeof m | undefined)?.spec?.color;
+    const warnings = !created && m.spec?.color !== before ? [`spec.color: repainted from ${before} to ${m.spec?.color}: what was painted before keeps its colour`] : [];
     held.set(key, { manifest, schedule, appliedBy: actor });
     calls.push(`apply ${key}`);
-    return { created, warnings: [], schedule };
+    return { created, warnings, schedule };
   },
   remove: async (tx, name) => {
     // A hub that refuses the delete for now (a connector whose run is in flight answers so).
@@ -369,6 +372,25 @@ describe('CronJobs in the release namespace', () => {
     try {
       expect(op.health().data.unsynced).toEqual(['widgets.test.svc.io in namespace sweep-denied']);
       await until('the orphan deleted', () => !cronJob('widget-sweep-ok-gone'));
+    } finally {
+      await op.stop();
+    }
+  });
+
+  it('keep the warnings of the apply that changed the resource on Ready when its CronJob write failed and was retried (an apply of the manifest held would answer none)', async () => {
+    const op = operator('one-off', { namespaces: ['one-off'] });
+    await op.start();
+    try {
+      api.apply('widgets', widget('one-off', 'paint', { color: 'red', schedule: '0 1 * * *' }));
+      await until('Ready and scheduled', () => isReady('one-off', 'paint') && cronJob('widget-one-off-paint'));
+      expect(conditionOf('one-off', 'paint', 'Ready')?.message).toBe('applied to tenant default');
+      // The CronJob write of the change fails once (Ready=Unknown, CronJobFailed, with the warning); the retry writes it.
+      const mark = api.requests.length;
+      api.failNext('PUT', /\/cronjobs\/widget-one-off-paint$/, 500);
+      api.apply('widgets', widget('one-off', 'paint', { color: 'blue', schedule: '0 2 * * *' }));
+      await until('rescheduled and Ready', () => specOf(cronJob('widget-one-off-paint'))?.schedule === '0 2 * * *' && isReady('one-off', 'paint') && conditionOf('one-off', 'paint', 'Ready')?.observedGeneration === 2);
+      expect(api.requests.slice(mark).filter((r) => r.method === 'PUT' && r.path.endsWith('/cronjobs/widget-one-off-paint')).map((r) => r.status)).toEqual([500, 200]);
+      expect(conditionOf('one-off', 'paint', 'Ready')?.message).toBe('applied to tenant default; warnings: spec.color: repainted from red to blue: what was painted before keeps its colour');
     } finally {
       await op.stop();
     }

@@ -20,7 +20,7 @@ import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
 import { afterStatusWrite, type Condition, Conflict, manifestOf, mergePatchOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
-import { announce, appliedMessage, condition, type Health, healthConditions, keepTransitions, MANAGED_BY, otherWarnings } from './status.js';
+import { announce, appliedMessage, appliedPartOf, CRONJOB_NOT_WRITTEN, condition, type Health, healthConditions, keepTransitions, MANAGED_BY, NOT_SCHEDULED, otherWarnings } from './status.js';
 import { resolveTenant, TENANT_LABEL, TENANTS_ANNOTATION } from './tenant.js';
 
 /**
@@ -767,14 +767,16 @@ export class Operator {
     }
 
     // An apply that changed nothing has no warnings to say: those of the apply that did (same
-    // generation, same tenant) stand, read back from its message, so a resync does not rewrite the
-    // status. Without such a message (a revert to the manifest the hub holds after an Invalid
-    // change, a Ready left Unknown or False by the CronJob), they are recomputed for the manifest as
-    // it is now, without applying it. The outbound address policy's are the policy's in force,
-    // recomputed every time: an operator started with another svc.egress.allow shows the warning
-    // gone, or a new one, at once.
+    // generation, same tenant) stand, read back from its message (also where the CronJob left Ready
+    // False or Unknown after it: the part before what it says of the CronJob), so a resync does not
+    // rewrite the status, and the warnings of the change itself (which an apply of the manifest
+    // held no longer answers: a connector's changed unique_key) are not lost to a CronJob write
+    // retried. Without such a message (a revert to the manifest the hub holds after an Invalid
+    // change), they are recomputed for the manifest as it is now, without applying it. The outbound
+    // address policy's are the policy's in force, recomputed every time: an operator started with
+    // another svc.egress.allow shows the warning gone, or a new one, at once.
     const before = previous.conditions?.find((c) => c.type === 'Ready');
-    const kept = !applied.changed && previous.tenant === tenant.code && before?.reason === 'Applied' && before.observedGeneration === generation ? before.message : undefined;
+    const kept = !applied.changed && previous.tenant === tenant.code && before?.observedGeneration === generation ? appliedPartOf(before, tenant.code) : undefined;
     const others =
       kept !== undefined
         ? otherWarnings(kept)
@@ -790,13 +792,13 @@ export class Operator {
         // Applied, but its schedule cannot run (another CronJob holds the name, no run template, the API server refuses the CronJob):
         // not Ready, so that no GitOps tool shows it healthy while nothing would ever run.
         if (cronJob?.status === 'False' && (cronJob.reason === 'CronJobConflict' || cronJob.reason === 'NoRunTemplate' || cronJob.reason === 'CronJobInvalid')) {
-          health = { state: 'stalled', reason: cronJob.reason, message: `${message}; not scheduled: ${cronJob.message}` };
+          health = { state: 'stalled', reason: cronJob.reason, message: `${message}${NOT_SCHEDULED}${cronJob.message}` };
         }
       } catch (err) {
         retry = err as Error;
         const cause = firstLine(err);
         scheduled.push(condition(this.now(), 'Scheduled', 'Unknown', 'CronJobFailed', `cannot write the CronJob: ${cause}`, generation));
-        health = { state: 'retrying', reason: 'CronJobFailed', message: `${message}; cannot write the CronJob: ${cause}` };
+        health = { state: 'retrying', reason: 'CronJobFailed', message: `${message}${CRONJOB_NOT_WRITTEN}${cause}` };
       }
     }
     const run = kind.lastRun ? await this.hub.lastRun(kind, tenant.id, name) : undefined;

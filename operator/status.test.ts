@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { EgressPolicy } from '../src/egress/policy.js';
-import { appliedMessage, otherWarnings } from './status.js';
+import { appliedMessage, appliedPartOf, condition, CRONJOB_NOT_WRITTEN, NOT_SCHEDULED, otherWarnings } from './status.js';
 
 /**
  * The Ready message of an applied resource: the outbound address policy's warnings are told from the
@@ -35,5 +35,20 @@ describe('an applied Ready message', () => {
     expect(admitting.applyWarning('10.0.0.5')).toBeUndefined();
     expect(appliedMessage('acme', otherWarnings(before), [])).toBe(`applied to tenant acme; warnings: ${token}`);
     expect(appliedMessage('acme', otherWarnings(appliedMessage('acme', token, [])), [policy])).toBe(before);
+  });
+
+  it('is read back from a Ready the CronJob left False or Unknown after the apply, and from no other that is not Applied', () => {
+    const now = new Date();
+    const applied = appliedMessage('acme', token, [policy]);
+    const ready = (status: 'True' | 'False' | 'Unknown', reason: string, message: string) => condition(now, 'Ready', status, reason, message, 2);
+    expect(appliedPartOf(ready('True', 'Applied', applied), 'acme')).toBe(applied);
+    expect(appliedPartOf(ready('Unknown', 'CronJobFailed', `${applied}${CRONJOB_NOT_WRITTEN}HTTP 500: scripted`), 'acme')).toBe(applied);
+    expect(appliedPartOf(ready('False', 'CronJobConflict', `${applied}${NOT_SCHEDULED}CronJob svc/x exists`), 'acme')).toBe(applied);
+    expect(appliedPartOf(ready('False', 'NoRunTemplate', `applied to tenant acme${NOT_SCHEDULED}no pod template`), 'acme')).toBe('applied to tenant acme');
+    // Another tenant's, or a Ready that holds no applied message.
+    expect(appliedPartOf(ready('True', 'Applied', applied), 'other')).toBeUndefined();
+    expect(appliedPartOf(ready('False', 'Invalid', 'spec.color: invisible is not a colour'), 'acme')).toBeUndefined();
+    expect(appliedPartOf(ready('Unknown', 'HubUnavailable', 'the hub is unavailable: applied to tenant acme'), 'acme')).toBeUndefined();
+    expect(appliedPartOf(undefined, 'acme')).toBeUndefined();
   });
 });

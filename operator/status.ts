@@ -76,6 +76,26 @@ export function appliedMessage(tenant: string, others: string, policy: readonly 
   return `applied to tenant ${tenant}${warnings ? `${WARNINGS}${warnings}` : ''}`;
 }
 
+/** What a Ready message adds to the applied message when the schedule cannot run (a CronJob stall reason) or its CronJob write failed (CronJobFailed). */
+export const NOT_SCHEDULED = '; not scheduled: ';
+export const CRONJOB_NOT_WRITTEN = '; cannot write the CronJob: ';
+const SUFFIX_OF: Record<string, string> = { CronJobConflict: NOT_SCHEDULED, NoRunTemplate: NOT_SCHEDULED, CronJobInvalid: NOT_SCHEDULED, CronJobFailed: CRONJOB_NOT_WRITTEN };
+
+/**
+ * The `appliedMessage` a Ready condition holds of a resource applied to `tenant`: the message of
+ * `Applied`; of a Ready the CronJob left False or Unknown (its reason in SUFFIX_OF), the message
+ * before what it says of the CronJob. Undefined for any other Ready (Invalid, Conflict, a failure
+ * before the apply …), which holds none.
+ */
+export function appliedPartOf(ready: Condition | undefined, tenant: string): string | undefined {
+  if (!ready) return undefined;
+  const suffix = SUFFIX_OF[ready.reason];
+  const at = suffix ? ready.message.indexOf(suffix) : -1;
+  const message = at >= 0 ? ready.message.slice(0, at) : ready.reason === 'Applied' ? ready.message : undefined;
+  const prefix = `applied to tenant ${tenant}`;
+  return message !== undefined && (message === prefix || message.startsWith(`${prefix}${WARNINGS}`)) ? message : undefined;
+}
+
 /**
  * The warnings of an `appliedMessage` other than the outbound address policy's (which end in
  * APPLY_WARNING_TAIL, wherever they stand): '' when there are none.
