@@ -436,6 +436,11 @@ describe('7. label and field selectors', () => {
       ['DELETED', 'sel-e'],
       ['ADDED', 'sel-f'],
     ]);
+    // The DELETED of an object that stopped matching carries it as it was (the watch cache's
+    // previous object: still matching), at the resourceVersion of the change.
+    const stopped = events[1]!.object;
+    expect(stopped.metadata.labels).toEqual({ tier: 'web' });
+    expect(Number(stopped.metadata.resourceVersion)).toBeGreaterThan(Number(events[0]!.object.metadata.resourceVersion));
   });
 });
 
@@ -673,6 +678,25 @@ describe('12. deletion', () => {
     const marked = api.get('test.svc.io/v1', 'widgets', NS, 'gone-twice')!;
     expect(marked.metadata.deletionTimestamp).toBeDefined();
     expect(marked.metadata.generation).toBe((created.metadata.generation ?? 1) + 1);
+  });
+
+  it('an update that empties the finalizers of an object being deleted is not written: the object is deleted as stored, its DELETED event carrying the finalizers', async () => {
+    const body = widget('last-finalizer', { size: 1 });
+    await createWidget({ ...body, metadata: { ...body.metadata, finalizers: ['test.svc.io/hold'] } });
+    await custom.deleteNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'last-finalizer' });
+    const marked = api.get('test.svc.io/v1', 'widgets', NS, 'last-finalizer')!;
+    const from = api.resourceVersion;
+    const controller = new AbortController();
+    const res = await fetch(`${api.url}/apis/test.svc.io/v1/namespaces/${NS}/widgets?watch=true&resourceVersion=${from}&fieldSelector=metadata.name%3Dlast-finalizer`, { headers: { Authorization: 'Bearer stand-in' }, signal: controller.signal });
+    const answer = (await custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'last-finalizer', body: { ...marked, metadata: { ...marked.metadata, finalizers: [] } } })) as KubeObject;
+    expect(answer.metadata.finalizers).toEqual(['test.svc.io/hold']);
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes('\n')) text += new TextDecoder().decode((await reader.read()).value);
+    controller.abort();
+    const events = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; object: KubeObject });
+    expect(events.map((e) => [e.type, e.object.metadata.finalizers, e.object.metadata.resourceVersion])).toEqual([['DELETED', ['test.svc.io/hold'], String(Number(from) + 1)]]);
+    expect(api.get('test.svc.io/v1', 'widgets', NS, 'last-finalizer')).toBeUndefined();
   });
 });
 

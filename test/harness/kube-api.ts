@@ -40,7 +40,8 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   sets `deletionTimestamp`;
  * - the `status` subresource: the main resource ignores status changes, `/status` changes nothing else;
  * - finalizers: DELETE of an object with finalizers only sets `deletionTimestamp`; the object goes
- *   when an update empties them; deleting an owner deletes the objects whose ownerReferences name it,
+ *   when an update empties them (that update is not written: the object is deleted as stored, and
+ *   its DELETED event and the answer carry the finalizers it had); deleting an owner deletes the objects whose ownerReferences name it,
  *   and an object written with ownerReferences that all name an absent owner (none of that kind and
  *   name in its namespace, or one of another uid) is deleted at once, as the garbage collector does;
  *   a DELETE's preconditions (`uid`, `resourceVersion`) that the object no longer meets answer 409;
@@ -49,7 +50,8 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   newline-delimited JSON, held open), both with `labelSelector` (`k=v`, `k==v`, `k!=v`,
  *   `k in (…)`, `k notin (…)`, `k`, `!k`, `k>n`, `k<n`, comma = AND) and `fieldSelector`
  *   (`metadata.name`, `metadata.namespace`; Events also `involvedObject.*`, `reason`, `type`); a
- *   watched object that stops (starts) matching is seen DELETED (ADDED). A watch from a
+ *   watched object that stops (starts) matching is seen DELETED (ADDED), the DELETED carrying the
+ *   object as it was before the change (the watch cache's previous object) at the change's resourceVersion. A watch from a
  *   resourceVersion older than `compact()` answers 200 and then one ERROR event carrying a 410
  *   Expired Status, and closes, as kube-apiserver does (the informer lists again);
  * - lists in the order of their etcd keys (namespace/name), chunked by `limit` and `continue` as
@@ -759,11 +761,12 @@ export class KubeApiStandIn {
     if (e.type !== 'MODIFIED' || !e.old) return now ? { type: e.type, object: e.object } : undefined;
     const before = w.matches(e.old);
     if (now) return { type: before ? 'MODIFIED' : 'ADDED', object: e.object };
-    return before ? { type: 'DELETED', object: e.object } : undefined;
+    // As the watch cache answers it: the object as it was before (the last state that matched), at the event's resourceVersion.
+    return before ? { type: 'DELETED', object: { ...e.old, metadata: { ...e.old.metadata, resourceVersion: e.object.metadata.resourceVersion } } } : undefined;
   }
 
   private emit(t: ResourceType, type: WatchEvent['type'], object: KubeObject, old?: KubeObject): void {
-    const event: WatchEvent = { rv: Number(object.metadata.resourceVersion), type, typeKey: typeKey(t), namespace: object.metadata.namespace, object: this.read(t, object), ...(old ? { old: clone(old) } : {}) };
+    const event: WatchEvent = { rv: Number(object.metadata.resourceVersion), type, typeKey: typeKey(t), namespace: object.metadata.namespace, object: this.read(t, object), ...(old ? { old: this.read(t, old) } : {}) };
     this.log.push(event);
     for (const w of this.watchers) {
       const seen = this.seen(w, event);
@@ -932,13 +935,17 @@ export class KubeApiStandIn {
     }
     next.metadata.resourceVersion = current.metadata.resourceVersion;
     if (JSON.stringify(next) === JSON.stringify(current)) return this.read(t, current); // a no-op update writes nothing
+    if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
+      // The update that empties the finalizers of an object being deleted is not written: the
+      // object is deleted as it is stored (its DELETED event, and the answer, still carry the finalizers).
+      const last = clone(current);
+      this.bump(last);
+      this.finish(t, key, last);
+      return this.read(t, last);
+    }
     this.bump(next);
     this.store(key, next);
-    if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
-      this.finish(t, key, next);
-    } else {
-      this.emit(t, 'MODIFIED', next, current);
-    }
+    this.emit(t, 'MODIFIED', next, current);
     const answer = this.read(t, next);
     if (this.objects.get(key) === next) this.collectOrphan(t, next);
     return answer;
