@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { V1PodTemplateSpec } from '@kubernetes/client-node';
+import { CustomObjectsApi, type V1PodTemplateSpec } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { loadRunJobTemplate } from '../cmd/operator.js';
 import { kubeConfig } from '../kube/kube-config.js';
@@ -23,7 +23,7 @@ import { cronJobAlternateName, cronJobName, legacyCronJobName } from './cronjob.
 import { FINALIZER } from './finalizer.js';
 import { LIST_PAGE_SIZE, LIST_RESTARTS } from './paging.js';
 import { Operator, type OperatorOptions } from './reconciler.js';
-import type { Resource } from './resource.js';
+import { afterStatusWrite, type Resource, type ResourceStatus, writeStatus } from './resource.js';
 
 /**
  * The operator's lifecycle against the SCRIPTED KUBERNETES API STAND-IN (test/harness/kube-api.ts)
@@ -689,6 +689,21 @@ describe('CronJobs in the release namespace', () => {
   });
 });
 
+describe('status writes', () => {
+  it('the resource as the watch reports the operator\'s own status write back is the one afterStatusWrite expects, though the write changed its managedFields (and resourceVersion)', async () => {
+    const custom = kubeConfig({ server: api.url, token: 'status-writes' }).makeApiClient(CustomObjectsApi);
+    api.apply('widgets', widget('status-writes', 'w'));
+    const read = (await custom.getNamespacedCustomObject({ group: WIDGET.group, version: WIDGET.version, plural: WIDGET.plural, namespace: 'status-writes', name: 'w' })) as Resource;
+    const status: ResourceStatus = { observedGeneration: 1, tenant: 'default' };
+    await writeStatus(custom, WIDGET, read, {}, status);
+    const after = get('status-writes', 'w')!;
+    // The API server recorded the writer of the status subresource: an entry the copy read had not.
+    expect(after.metadata.managedFields?.length).toBe((read.metadata.managedFields?.length ?? 0) + 1);
+    expect(after.metadata.managedFields?.at(-1)).toMatchObject({ operation: 'Update', subresource: 'status', fieldsV1: { 'f:status': { 'f:observedGeneration': {}, 'f:tenant': {} } } });
+    expect(afterStatusWrite(after, after.status)).toBe(afterStatusWrite(read, status));
+  });
+});
+
 describe('operator instances and namespaces', () => {
   it('an instance reconciles only resources labelled for it; without one, only unlabelled resources', async () => {
     const blue = operator('blue', { namespaces: ['inst'], instance: 'blue' });
@@ -751,6 +766,28 @@ describe('operator instances and namespaces', () => {
     } finally {
       await green.stop();
       await plain.stop();
+    }
+  });
+
+  it('a Namespace deleted: its resources are finalized (their hub objects and CronJobs deleted) and the Namespace goes; nothing is created in it meanwhile', async () => {
+    const op = operator('ns-deleted', { namespaces: ['ns-deleted'] });
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns-deleted', labels: { 'svc.io/tenant': 'default' } } });
+    await op.start();
+    try {
+      api.apply('widgets', widget('ns-deleted', 'nsd-timed', { schedule: '0 1 * * *' }));
+      api.apply('widgets', widget('ns-deleted', 'nsd-plain'));
+      await until('both Ready, one scheduled', () => isReady('ns-deleted', 'nsd-timed') && isReady('ns-deleted', 'nsd-plain') && cronJob('widget-ns-deleted-nsd-timed'));
+      const mark = api.requests.length;
+      api.remove('v1', 'namespaces', undefined, 'ns-deleted');
+      await until('the Namespace gone', () => !api.get('v1', 'namespaces', undefined, 'ns-deleted'), 10_000);
+      expect(cronJob('widget-ns-deleted-nsd-timed')).toBeUndefined();
+      expect([held.has('1/nsd-timed'), held.has('1/nsd-plain')]).toEqual([false, false]);
+      expect(calls).toEqual(expect.arrayContaining(['remove 1/nsd-timed', 'remove 1/nsd-plain']));
+      // The operator created nothing in the release namespace meanwhile, and nothing in the Namespace but what it may not (its Events, refused).
+      const creates = api.requests.slice(mark).filter((r) => r.token === 'ns-deleted' && r.method === 'POST');
+      expect(creates.filter((r) => !r.path.endsWith('/events'))).toEqual([]);
+    } finally {
+      await op.stop();
     }
   });
 

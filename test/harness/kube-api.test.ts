@@ -700,6 +700,67 @@ describe('12. deletion', () => {
   });
 });
 
+describe('12c. managedFields', () => {
+  interface Entry {
+    manager: string;
+    operation: string;
+    subresource?: string;
+    time: string;
+    fieldsV1: Record<string, unknown>;
+  }
+  const entries = (name: string) => (api.get('test.svc.io/v1', 'widgets', NS, name)!.metadata.managedFields ?? []) as Entry[];
+  const status = (name: string, body: object, fieldManager?: string) =>
+    custom.patchNamespacedCustomObjectStatus({ ...WIDGET, namespace: NS, name, body, ...(fieldManager ? { fieldManager } : {}) }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+
+  it('records each writer (the User-Agent up to its "/", or ?fieldManager=) and subresource apart, with the fields it set; its time moves only when its fields grow; what a client sends is not taken', async () => {
+    await createWidget(widget('managed', { size: 1 }));
+    // @kubernetes/client-node's User-Agent is `kubernetes-client-javascript/<version>`.
+    const agent = 'kubernetes-client-javascript';
+    // The fields it sent, and those the CRD's defaults filled in.
+    expect(entries('managed')).toEqual([expect.objectContaining({ manager: agent, operation: 'Update', apiVersion: 'test.svc.io/v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': expect.objectContaining({ 'f:size': {} }) } })]);
+    expect(entries('managed')[0]).not.toHaveProperty('subresource');
+    await status('managed', { status: { phase: 'Ready' } });
+    expect(entries('managed')).toEqual([expect.objectContaining({ manager: agent }), expect.objectContaining({ manager: agent, subresource: 'status', fieldsV1: { 'f:status': { 'f:phase': {} } } })]);
+    const first = entries('managed')[1]!;
+    // A new value of a field it owns: the entry is left as it was (time too).
+    await status('managed', { status: { phase: 'Failed' } });
+    expect(entries('managed')[1]).toEqual(first);
+    // A field it did not own: the entry grows.
+    await status('managed', { status: { count: 2 } });
+    expect(entries('managed')[1]!.fieldsV1).toEqual({ 'f:status': { 'f:phase': {}, 'f:count': {} } });
+    // Another manager's write is an entry of its own.
+    await status('managed', { status: { count: 3 } }, 'someone-else');
+    expect(entries('managed').map((e) => [e.manager, e.subresource])).toEqual([[agent, undefined], [agent, 'status'], ['someone-else', 'status']]);
+    // managedFields sent with an update are not taken.
+    const current = api.get('test.svc.io/v1', 'widgets', NS, 'managed')!;
+    await custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'managed', body: { ...current, metadata: { ...current.metadata, managedFields: [] } } });
+    expect(entries('managed')).toHaveLength(3);
+  });
+});
+
+describe('12d. deleting a Namespace', () => {
+  it('makes it Terminating, deletes what is in it (what has finalizers waits for them), refuses new content (403), and removes it once empty', async () => {
+    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'doomed' } });
+    const body = { ...widget('held', { size: 1 }), metadata: { name: 'held', namespace: 'doomed', finalizers: ['test.svc.io/hold'] } };
+    await custom.createNamespacedCustomObject({ ...WIDGET, namespace: 'doomed', body });
+    await custom.createNamespacedCustomObject({ ...WIDGET, namespace: 'doomed', body: { ...widget('free', { size: 1 }), metadata: { name: 'free', namespace: 'doomed' } } });
+    await core.createNamespacedConfigMap({ namespace: 'doomed', body: { metadata: { name: 'cm' }, data: {} } });
+    await core.deleteNamespace({ name: 'doomed' });
+    const ns = api.get('v1', 'namespaces', undefined, 'doomed');
+    expect(ns?.metadata.deletionTimestamp).toBeDefined();
+    expect(ns?.status).toMatchObject({ phase: 'Terminating' });
+    expect(api.list('test.svc.io/v1', 'widgets', 'doomed').map((o) => [o.metadata.name, Boolean(o.metadata.deletionTimestamp)])).toEqual([['held', true]]);
+    expect(api.list('v1', 'configmaps', 'doomed')).toEqual([]);
+    const refused = await refusal(core.createNamespacedConfigMap({ namespace: 'doomed', body: { metadata: { name: 'late' }, data: {} } }));
+    expect(refused).toMatchObject({ httpCode: 403, reason: 'Forbidden', message: 'configmaps "late" is forbidden: unable to create new content in namespace doomed because it is being terminated' });
+    // An update of what is in it is allowed: the finalizer taken off, the last object goes, and the Namespace with it.
+    const held = api.get('test.svc.io/v1', 'widgets', 'doomed', 'held')!;
+    await custom.replaceNamespacedCustomObject({ ...WIDGET, namespace: 'doomed', name: 'held', body: { ...held, metadata: { ...held.metadata, finalizers: [] } } });
+    expect(api.get('test.svc.io/v1', 'widgets', 'doomed', 'held')).toBeUndefined();
+    expect(api.get('v1', 'namespaces', undefined, 'doomed')).toBeUndefined();
+  });
+});
+
 describe('12b. garbage collection by ownerReferences', () => {
   it('deleting an owner deletes its dependents; a dependent written naming an absent owner (no such object, or one of another uid) is deleted at once', async () => {
     const owner = await core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name: 'gc-owner' }, data: {} } });

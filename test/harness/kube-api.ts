@@ -81,12 +81,21 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   answered in canonical form (`1024Mi` as `1Gi`, the number 1 as `"1"`), one the server cannot
  *   read refused with 400 BadRequest (test/harness/kube-quantity.ts);
  * - core v1 Events need an `involvedObject` whose namespace matches the Event's; they are listable;
+ * - the deletion of a Namespace: Terminating (`deletionTimestamp`, `status.phase`), everything in it
+ *   deleted (objects with finalizers wait for them), the Namespace gone once empty; meanwhile a
+ *   create in it is 403 Forbidden (`unable to create new content in namespace … because it is being
+ *   terminated`), as the NamespaceLifecycle admission plugin answers;
  * - JSON merge patch (`application/merge-patch+json`);
+ * - `metadata.managedFields` kept as the server's field manager keeps them for Update operations:
+ *   an entry per writer (`?fieldManager=`, else the User-Agent up to its `/`), operation and
+ *   subresource (`status` apart), owning the fields it changed (FieldsV1; list items not keyed),
+ *   its `time` set when that set grows; what a client sends in managedFields is not taken;
  * - MicroTime fields (a Lease's `spec.acquireTime`/`spec.renewTime`) decoded as strictly as the real
  *   server does (layout `2006-01-02T15:04:05.000000Z07:00`, exactly six fractional digits): anything
  *   else, such as JavaScript's millisecond `toISOString()`, answers 400 BadRequest.
  *
- * Not modelled: admission (a namespace need not exist), strategic merge or server-side apply patches,
+ * Not modelled: admission (a namespace need not exist), strategic merge or server-side apply patches
+ * (and the transfer of field ownership between managers),
  * the decoding of Namespaces, ConfigMaps and events.k8s.io Events (stored as sent; the hub writes none), the
  * parts of a pod spec typed `any` in kube-builtin.ts (kept as sent), duplicate JSON fields,
  * CEL validation rules (x-kubernetes-validations), conversion between versions, lists served from the
@@ -185,13 +194,86 @@ export interface RecordedRequest {
 /** How a write treats fields its type does not have (the `fieldValidation` query parameter). */
 export type FieldValidation = 'Strict' | 'Warn' | 'Ignore';
 
-/** A write's decoding: its fieldValidation, and the warnings its answer carries. */
+/** A write's decoding: its fieldValidation, the warnings its answer carries, and its field manager. */
 interface WriteContext {
   fieldValidation: FieldValidation;
   warnings: string[];
+  /** `?fieldManager=`, else the User-Agent up to its first `/`, as kube-apiserver names the writer in `managedFields`. */
+  manager: string;
 }
 
-const lenient = (): WriteContext => ({ fieldValidation: 'Warn', warnings: [] });
+/** The test's own writes (`apply`, `patch`): a user's kubectl. */
+const lenient = (): WriteContext => ({ fieldValidation: 'Warn', warnings: [], manager: 'kubectl' });
+
+type FieldSet = { [field: string]: FieldSet };
+const isPlain = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The fields `after` sets that `before` did not hold with that value, as a FieldsV1 tree (`f:<key>`
+ * for each key, a list or scalar a leaf; the list items' `k:`/`v:` keys are not modelled);
+ * undefined when none changed.
+ */
+function changedFields(before: unknown, after: unknown): FieldSet | undefined {
+  if (JSON.stringify(before) === JSON.stringify(after)) return undefined;
+  if (!isPlain(after)) return {};
+  const out: FieldSet = {};
+  for (const [k, v] of Object.entries(after)) {
+    const sub = changedFields(isPlain(before) ? before[k] : undefined, v);
+    if (sub) out[`f:${k}`] = sub;
+  }
+  return out;
+}
+
+const unionFields = (a: FieldSet, b: FieldSet): FieldSet => {
+  const out: FieldSet = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = out[k] ? unionFields(out[k]!, v) : v;
+  return out;
+};
+
+interface ManagedFieldsEntry {
+  manager: string;
+  operation: 'Update';
+  apiVersion: string;
+  time: string;
+  fieldsType: 'FieldsV1';
+  fieldsV1: FieldSet;
+  subresource?: string;
+}
+
+/**
+ * `metadata.managedFields` after a write, as kube-apiserver's field manager keeps them for an
+ * Update (create, PUT, merge patch): the writer's entry (manager, operation and subresource tell
+ * entries apart) owns the fields it changed besides those it owned; its `time` is set when that
+ * set grows (an entry added, or a field it did not own), and is left alone otherwise. Server-side
+ * apply (operation Apply) and the transfer of ownership between managers are not modelled.
+ */
+function managedFieldsAfter(t: ResourceType, before: KubeObject | undefined, after: KubeObject, manager: string, statusOnly: boolean): ManagedFieldsEntry[] {
+  const entries = (before?.metadata.managedFields as ManagedFieldsEntry[] | undefined) ?? [];
+  const part = (o: KubeObject | undefined): Record<string, unknown> | undefined => {
+    if (!o) return undefined;
+    if (statusOnly) return { status: o.status };
+    const { metadata, status: _s, apiVersion: _a, kind: _k, ...rest } = o;
+    const meta = Object.fromEntries(['labels', 'annotations', 'finalizers', 'ownerReferences', 'generateName'].filter((k) => metadata[k] !== undefined).map((k) => [k, metadata[k]]));
+    return { ...(Object.keys(meta).length ? { metadata: meta } : {}), ...rest };
+  };
+  const changed = changedFields(part(before), part(after)) ?? {};
+  const subresource = statusOnly ? 'status' : undefined;
+  const at = entries.findIndex((e) => e.manager === manager && e.operation === 'Update' && e.subresource === subresource);
+  const owned = at >= 0 ? entries[at]!.fieldsV1 : undefined;
+  const fields = owned ? unionFields(owned, changed) : changed;
+  if (owned && JSON.stringify(fields) === JSON.stringify(owned)) return entries;
+  if (!owned && Object.keys(fields).length === 0) return entries;
+  const entry: ManagedFieldsEntry = {
+    manager,
+    operation: 'Update',
+    apiVersion: t.group ? `${t.group}/${t.version}` : t.version,
+    time: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    fieldsType: 'FieldsV1',
+    fieldsV1: fields,
+    ...(subresource ? { subresource } : {}),
+  };
+  return at >= 0 ? entries.map((e, i) => (i === at ? entry : e)) : [...entries, entry];
+}
 
 interface Failure {
   method: string;
@@ -430,6 +512,8 @@ function specPart(o: KubeObject): string {
   const { metadata: _m, status: _s, ...rest } = o;
   return JSON.stringify(rest);
 }
+
+const isNamespaceType = (t: ResourceType): boolean => t.group === '' && t.plural === 'namespaces';
 
 /** API groups the stand-in serves as built-in types; any other group is a custom resource. */
 const BUILT_IN_GROUPS = new Set(['', 'batch', 'coordination.k8s.io', 'events.k8s.io']);
@@ -875,6 +959,13 @@ export class KubeApiStandIn {
     if (errors.length > 0) return invalid(t, name, errors);
     const key = this.key(t, namespace, name);
     if (this.objects.has(key)) return status(409, 'AlreadyExists', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" already exists`);
+    if (t.namespaced && namespace && this.objects.get(this.key(this.typeOf('v1', 'namespaces'), undefined, namespace))?.metadata.deletionTimestamp) {
+      // The NamespaceLifecycle admission plugin.
+      return status(403, 'Forbidden', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`);
+    }
+    delete o.metadata.managedFields;
+    const managed = managedFieldsAfter(t, undefined, o, context.manager, false);
+    if (managed.length) o.metadata.managedFields = managed;
     this.bump(o);
     this.store(key, o);
     this.emit(t, 'ADDED', o);
@@ -934,8 +1025,13 @@ export class KubeApiStandIn {
       if (specPart(next) !== specPart(current)) next.metadata.generation = (current.metadata.generation ?? 1) + 1;
     }
     next.metadata.resourceVersion = current.metadata.resourceVersion;
+    // The managedFields the client sent back are not taken (what it read, or older); the server's own follow the write.
+    if (current.metadata.managedFields === undefined) delete next.metadata.managedFields;
+    else next.metadata.managedFields = clone(current.metadata.managedFields);
     if (JSON.stringify(next) === JSON.stringify(current)) return this.read(t, current); // a no-op update writes nothing
-    if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
+    const managed = managedFieldsAfter(t, current, next, context.manager, statusOnly);
+    if (managed.length) next.metadata.managedFields = managed;
+    if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0 && !isNamespaceType(t)) {
       // The update that empties the finalizers of an object being deleted is not written: the
       // object is deleted as it is stored (its DELETED event, and the answer, still carry the finalizers).
       const last = clone(current);
@@ -983,6 +1079,7 @@ export class KubeApiStandIn {
     if (resourceVersion !== undefined && resourceVersion !== current.metadata.resourceVersion) {
       return status(409, 'Conflict', `Operation cannot be fulfilled on ${what}: Precondition failed: ResourceVersion in precondition: ${resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion}`);
     }
+    if (isNamespaceType(t)) return this.terminate(t, key, current);
     if ((current.metadata.finalizers ?? []).length > 0) {
       if (current.metadata.deletionTimestamp) return this.read(t, current);
       const next = clone(current);
@@ -1000,7 +1097,7 @@ export class KubeApiStandIn {
     return this.read(t, current);
   }
 
-  /** Removes an object for good and collects its dependents (background cascading deletion). */
+  /** Removes an object for good and collects its dependents (background cascading deletion); the last one of a Namespace being deleted takes it along. */
   private finish(t: ResourceType, key: string, o: KubeObject): void {
     this.unstore(key, Number(o.metadata.resourceVersion));
     this.emit(t, 'DELETED', o);
@@ -1010,6 +1107,44 @@ export class KubeApiStandIn {
         this.delete(depType, dep.metadata.namespace, dep.metadata.name);
       }
     }
+    if (t.namespaced && o.metadata.namespace) this.reapNamespace(o.metadata.namespace);
+  }
+
+  /**
+   * The deletion of a Namespace, as kube-apiserver and the namespace controller carry it out: the
+   * Namespace is Terminating (`deletionTimestamp`, `status.phase`), everything in it is deleted
+   * (what has finalizers waits for them: the Namespace with it), and the Namespace goes once it is
+   * empty (its `kubernetes` finalizer taken off). Meanwhile nothing new is created in it (403).
+   */
+  private terminate(t: ResourceType, key: string, current: KubeObject): KubeObject {
+    const name = current.metadata.name;
+    if (!current.metadata.deletionTimestamp) {
+      const next = clone(current);
+      next.metadata.deletionTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      next.status = { ...next.status, phase: 'Terminating' };
+      this.bump(next);
+      this.store(key, next);
+      this.emit(t, 'MODIFIED', next, current);
+      for (const [k, o] of [...this.objects.entries()]) {
+        const type = this.types.get(k.split('|')[0]!)!;
+        if (type.namespaced && o.metadata.namespace === name && this.objects.has(k)) this.delete(type, name, o.metadata.name);
+      }
+    }
+    const terminating = this.objects.get(key);
+    this.reapNamespace(name);
+    return this.read(t, this.objects.get(key) ?? terminating!);
+  }
+
+  /** Removes a Namespace being deleted once nothing is left in it (and no finalizer of its own holds it). */
+  private reapNamespace(name: string): void {
+    const t = this.typeOf('v1', 'namespaces');
+    const key = this.key(t, undefined, name);
+    const ns = this.objects.get(key);
+    if (!ns?.metadata.deletionTimestamp || (ns.metadata.finalizers ?? []).length > 0) return;
+    for (const [k, o] of this.objects) if (o.metadata.namespace === name && this.types.get(k.split('|')[0]!)?.namespaced) return;
+    const last = clone(ns);
+    this.bump(last);
+    this.finish(t, key, last);
   }
 
   /** The selectors of a list or watch; a malformed one is a 400 Status. */
@@ -1096,7 +1231,11 @@ export class KubeApiStandIn {
       return this.send(req, res, url, query, body, code, list);
     }
     let out: unknown;
-    const context: WriteContext = { fieldValidation: query.fieldValidation === 'Strict' || query.fieldValidation === 'Ignore' ? query.fieldValidation : 'Warn', warnings: [] };
+    const context: WriteContext = {
+      fieldValidation: query.fieldValidation === 'Strict' || query.fieldValidation === 'Ignore' ? query.fieldValidation : 'Warn',
+      warnings: [],
+      manager: query.fieldManager || String(req.headers['user-agent'] ?? '').split('/')[0] || 'unknown',
+    };
     if (method === 'GET') {
       const o = this.objects.get(this.key(t, namespace, name!));
       out = o ? this.read(t, o) : status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
