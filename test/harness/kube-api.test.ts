@@ -344,6 +344,15 @@ describe('5. resourceVersion on update', () => {
     const updated = await batch.replaceNamespacedCronJob({ namespace: NS, name: 'unconditional', body: { ...job, metadata: meta, spec: { ...job.spec!, schedule: '5 * * * *' } } });
     expect(updated.spec!.schedule).toBe('5 * * * *');
   });
+
+  it('the uid an update names is a precondition: one of an object deleted and created again under the name is a 409', async () => {
+    const job = await batch.createNamespacedCronJob({ namespace: NS, body: cronJob('recreated', '0 * * * *') });
+    await batch.deleteNamespacedCronJob({ namespace: NS, name: 'recreated' });
+    const again = await batch.createNamespacedCronJob({ namespace: NS, body: cronJob('recreated', '0 * * * *') });
+    const { resourceVersion: _rv, ...meta } = job.metadata!;
+    const refused = await refusal(batch.replaceNamespacedCronJob({ namespace: NS, name: 'recreated', body: { ...job, metadata: meta } }));
+    expect(refused).toMatchObject({ httpCode: 409, reason: 'Conflict', message: `Operation cannot be fulfilled on cronjobs.batch "recreated": Precondition failed: UID in precondition: ${job.metadata!.uid}, UID in object meta: ${again.metadata!.uid}` });
+  });
 });
 
 describe('6. a watch from a compacted resourceVersion', () => {

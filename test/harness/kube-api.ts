@@ -33,7 +33,8 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   (and, on update, the name) of the body must match the URL, else 400; a custom resource body
  *   must carry its apiVersion and kind, else 400; label keys and values, annotation keys and
  *   ownerReferences (apiVersion, kind, name, uid) are checked on every type (422);
- * - one resourceVersion counter; an update (PUT) naming an older resourceVersion answers 409 Conflict;
+ * - one resourceVersion counter; an update (PUT) naming an older resourceVersion, or another uid
+ *   (an object deleted and created again under its name), answers 409 Conflict;
  *   a PUT of a custom resource (or its status) without metadata.resourceVersion answers 422 (custom
  *   resources allow no unconditional update; core and batch types do, as in the real server);
  * - `metadata.generation` bumps when anything but metadata and status changes, and when a deletion
@@ -991,6 +992,10 @@ export class KubeApiStandIn {
     if (!current) return status(404, 'NotFound', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" not found`);
     if (t.schema && !body.metadata.resourceVersion) {
       return invalid(t, name, [{ reason: 'FieldValueInvalid', field: 'metadata.resourceVersion', message: 'Invalid value: 0x0: must be specified for an update' }]);
+    }
+    // The uid of an updated object is a precondition (kube-apiserver's defaultUpdatedObjectInfo): another object of that name is a 409.
+    if (body.metadata.uid && body.metadata.uid !== current.metadata.uid) {
+      return status(409, 'Conflict', `Operation cannot be fulfilled on ${t.plural}${t.group ? `.${t.group}` : ''} "${name}": Precondition failed: UID in precondition: ${body.metadata.uid}, UID in object meta: ${current.metadata.uid}`);
     }
     if (body.metadata.resourceVersion && body.metadata.resourceVersion !== current.metadata.resourceVersion) {
       return status(409, 'Conflict', `Operation cannot be fulfilled on ${t.plural}${t.group ? `.${t.group}` : ''} "${name}": the object has been modified; please apply your changes to the latest version and try again`);
