@@ -368,6 +368,30 @@ describe('6. a watch from a compacted resourceVersion', () => {
     ]);
   });
 
+  it('without a resourceVersion, or from "0", starts with the state now (an ADDED event of each matching object, no history), never 410', async () => {
+    api.apply('widgets', { ...widget('now-a', { size: 1 }), metadata: { name: 'now-a', namespace: NS, labels: { now: 'yes' } } } as KubeObject);
+    api.apply('widgets', { ...widget('now-b', { size: 1 }), metadata: { name: 'now-b', namespace: NS, labels: { now: 'yes' } } } as KubeObject);
+    api.apply('widgets', { ...widget('now-b', { size: 2 }), metadata: { name: 'now-b', namespace: NS, labels: { now: 'yes' } } } as KubeObject);
+    api.remove('test.svc.io/v1', 'widgets', NS, 'now-a');
+    api.compact();
+    for (const from of ['', '&resourceVersion=0']) {
+      const controller = new AbortController();
+      const res = await fetch(`${api.url}/apis/test.svc.io/v1/namespaces/${NS}/widgets?watch=true&labelSelector=now%3Dyes${from}`, { headers: { Authorization: 'Bearer stand-in' }, signal: controller.signal });
+      // What the stream holds half a second after it opened.
+      const reader = res.body!.getReader();
+      let text = '';
+      const closeAt = Date.now() + 500;
+      for (;;) {
+        const chunk = await Promise.race([reader.read(), new Promise<undefined>((r) => setTimeout(() => r(undefined), Math.max(0, closeAt - Date.now())))]);
+        if (!chunk || chunk.done) break;
+        text += new TextDecoder().decode(chunk.value);
+      }
+      controller.abort();
+      const events = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { type: string; object: KubeObject });
+      expect(events.map((e) => [e.type, e.object.metadata.name, e.object.spec?.size])).toEqual([['ADDED', 'now-b', 2]]);
+    }
+  });
+
   it("makes @kubernetes/client-node's informer list again, and it sees what changed meanwhile", async () => {
     const kc = kubeConfig({ server: api.url, token: 'stand-in' });
     const path = `/apis/test.svc.io/v1/namespaces/${NS}/widgets`;

@@ -52,7 +52,9 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   `k in (…)`, `k notin (…)`, `k`, `!k`, `k>n`, `k<n`, comma = AND) and `fieldSelector`
  *   (`metadata.name`, `metadata.namespace`; Events also `involvedObject.*`, `reason`, `type`); a
  *   watched object that stops (starts) matching is seen DELETED (ADDED), the DELETED carrying the
- *   object as it was before the change (the watch cache's previous object) at the change's resourceVersion. A watch from a
+ *   object as it was before the change (the watch cache's previous object) at the change's resourceVersion;
+ *   a watch without a resourceVersion, or from "0", starts with an ADDED event of every matching
+ *   object as it is now (no history); A watch from a
  *   resourceVersion older than `compact()` answers 200 and then one ERROR event carrying a 410
  *   Expired Status, and closes, as kube-apiserver does (the informer lists again);
  * - lists in the order of their etcd keys (namespace/name), chunked by `limit` and `continue` as
@@ -1304,17 +1306,22 @@ export class KubeApiStandIn {
     this.requests.push({ method: 'GET', path: url.pathname, query, body: undefined, status: 200, token: tokenOf(req) });
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders();
-    if (query.resourceVersion && from < this.compactedTo) {
+    if (query.resourceVersion && query.resourceVersion !== '0' && from < this.compactedTo) {
       // kube-apiserver answers 200 and reports the expiry inside the stream, then ends it.
       const expired = status(410, 'Expired', `too old resource version: ${from} (${this.compactedTo})`);
       res.end(`${JSON.stringify({ type: 'ERROR', object: expired })}\n`);
       return;
     }
     const w: Watcher = { typeKey: typeKey(t), namespace, res, matches, path: url.pathname };
-    for (const e of this.log) {
-      if (e.rv <= from) continue;
-      const seen = this.seen(w, e);
-      if (seen) res.write(`${JSON.stringify(seen)}\n`);
+    if (!query.resourceVersion || query.resourceVersion === '0') {
+      // No resourceVersion, or "0": the state now, as synthetic ADDED events of every matching object, then what changes.
+      for (const o of this.itemsOf(t, namespace)) if (matches(o)) res.write(`${JSON.stringify({ type: 'ADDED', object: this.read(t, o) })}\n`);
+    } else {
+      for (const e of this.log) {
+        if (e.rv <= from) continue;
+        const seen = this.seen(w, e);
+        if (seen) res.write(`${JSON.stringify(seen)}\n`);
+      }
     }
     this.watchers.add(w);
     req.on('close', () => this.watchers.delete(w));
