@@ -428,7 +428,7 @@ export class Operator {
    * Deletes the operator's CronJobs whose resource no longer exists (deleted without the finalizer
    * running; one created again under the same name is another resource, of another uid): those
    * whose uid label no resource of this instance has (cronJobResource). Only CronJobs labelled with
-   * a namespace this operator watches, once the informers of their kind have listed.
+   * a namespace this operator watches, once the informer of that namespace has listed.
    */
   async removeOrphanedCronJobs(): Promise<number> {
     const term = this.term;
