@@ -87,9 +87,10 @@ function searchBody(c: Ctx, field: 'query' | 'question'): Record<string, unknown
 }
 
 /**
- * `svc chat`: the answer, then either the cited rows (table and key, from a search with the same
- * question and filters: the hub retrieves the same rows for the same question) or, analytic, the SQL
- * that ran and its rows.
+ * `svc chat`: the answer, then either the cited rows (table, key and hash, as the answer's
+ * `citedRows` names them) or, analytic, the SQL that ran and its rows. Before, the table and key
+ * came from a second call, a search with the same question: it did not apply the caller's default
+ * scope as chat does, and printed blank columns for the rows it did not find again.
  */
 async function chat(c: Ctx): Promise<number> {
   const body = searchBody(c, 'question');
@@ -106,14 +107,8 @@ async function chat(c: Ctx): Promise<number> {
     if (rows.length) text += `\n${table(rows, Object.keys(rows[0]!).map((k) => field(k.toUpperCase(), k, 40)))}`;
     if (answer.dataAsOf) text += `\nData as of ${String(answer.dataAsOf)}\n`;
   } else {
-    const citations = (answer.citations as string[] | undefined) ?? [];
-    if (citations.length) {
-      const query = { query: body.question, ...(body.scope !== undefined && { scope: body.scope }), ...(body.topK !== undefined && { topK: body.topK }) };
-      const { body: found } = await c.hub().call<{ results: Row[] }>('POST', '/api/platform/rag/search', { json: query });
-      const byHash = new Map(found.results.map((r) => [r.rowHash as string, r.metadata as Row]));
-      const rows = citations.map((hash) => ({ hash, table: byHash.get(hash)?.table ?? '', key: byHash.get(hash)?.key ?? '' }));
-      text += `\nCitations:\n${table(rows, [field('TABLE', 'table'), field('KEY', 'key'), field('ROW', 'hash')])}`;
-    }
+    const cited = (answer.citedRows as Row[] | undefined) ?? [];
+    if (cited.length) text += `\nCitations:\n${table(cited, [field('TABLE', 'table'), field('KEY', 'key'), field('ROW', 'rowHash')])}`;
   }
   c.out(text);
   return 0;

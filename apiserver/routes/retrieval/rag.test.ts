@@ -277,12 +277,17 @@ describe('semantic chat', () => {
     const sent = JSON.parse(llm.on('/v1/chat/completions')[before]!.body) as { model: string; messages: Array<{ role: string; content: string }> };
     expect(sent.model).toBe('stand-in');
     for (const c of body.citations) expect(sent.messages[1]!.content).toContain(`[row:${c}]`);
+    // Each citation's row, as its chunk names it.
+    const { citedRows } = res.body as { citedRows: Array<{ rowHash: string; table: string; key: string }> };
+    expect(citedRows.map((r) => r.rowHash)).toEqual(body.citations);
+    for (const r of citedRows) expect(r.rowHash).toBe(await rowHash('partners', r.key));
+    expect(new Set(citedRows.map((r) => r.table))).toEqual(new Set(['ext.partners']));
     // The user door behaves the same.
     expect((await admin.post('/api/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 4 })).body).toMatchObject({ answer: nextAnswer, citations: expect.any(Array) });
   });
 
   it('drops a [row:] tag that names no retrieved row: a citation points only at a row the answer was grounded on', async () => {
-    const retrieved = (await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 2 })).body as { citations: string[] };
+    const retrieved = (await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 2 })).body as { citations: string[]; citedRows: unknown[] };
     const [kept] = retrieved.citations as [string];
     // Invented, and a real row of the tenant that was not retrieved (another scope's table).
     const other = await rowHash('accounts', '5');
@@ -290,7 +295,7 @@ describe('semantic chat', () => {
     nextAnswer = `A [row:${kept}], B [row:${'f'.repeat(64)}], C [row:${other}][row:${kept}].`;
     const res = await admin.post('/api/platform/rag/chat', { question: 'Which partners are there?', scope: 'partners', topK: 2 });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ answer: `A [row:${kept}], B, C[row:${kept}].`, citations: retrieved.citations });
+    expect(res.body).toEqual({ answer: `A [row:${kept}], B, C[row:${kept}].`, citations: retrieved.citations, citedRows: retrieved.citedRows });
   });
 
   it('400 without a question; 503 with a hint without a model; 403 outside the grants', async () => {

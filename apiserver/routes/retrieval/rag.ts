@@ -66,8 +66,16 @@ const hitSchema: JsonSchema = {
 const semanticAnswer: JsonSchema = {
   type: 'object',
   description: 'Semantic mode',
-  required: ['answer', 'citations'],
-  properties: { answer: { type: 'string', description: 'Inline `[row:<hash>]` tags for the rows the model used (a tag naming no retrieved row is removed)' }, citations: { type: 'array', items: { type: 'string' } } },
+  required: ['answer', 'citations', 'citedRows'],
+  properties: {
+    answer: { type: 'string', description: 'Inline `[row:<hash>]` tags for the rows the model used (a tag naming no retrieved row is removed)' },
+    citations: { type: 'array', items: { type: 'string' }, description: 'The row hash of every retrieved row' },
+    citedRows: {
+      type: 'array',
+      description: 'One per citation, in its order: the table and key of the row its retrieved chunk names',
+      items: { type: 'object', required: ['rowHash', 'table', 'key'], properties: { rowHash: { type: 'string' }, table: { type: 'string' }, key: { type: 'string' } } },
+    },
+  },
 };
 
 const analyticAnswer: JsonSchema = {

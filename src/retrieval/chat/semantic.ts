@@ -5,6 +5,15 @@ import type { ChatPort } from './port.js';
 export interface SemanticAnswer {
   answer: string;
   citations: string[];
+  /** One per citation, in its order: the table and key of the row the retrieved chunk names (what `svc chat` prints). */
+  citedRows: CitedRow[];
+}
+
+/** A cited row's hash with the table and key (external id) of the row its chunk names. */
+export interface CitedRow {
+  rowHash: string;
+  table: string;
+  key: string;
 }
 
 export const NO_CHAT = new PortUnavailable('no chat model is configured', 'set svc.llm.base-url (and svc.llm.model, svc.llm.api-key) to an OpenAI-compatible endpoint');
@@ -20,7 +29,8 @@ const SYSTEM = [
  * Semantic chat: the question's nearest chunks (tenant, scope and corpus filters applied by the
  * search), and a model told to answer from them only, citing `[row:<hash>]` (a tag naming no
  * retrieved row is removed: groundedTags). `citations` holds the
- * row hash of every retrieved row chunk (lifecycle and platform chunks have none). `signal` (the
+ * row hash of every retrieved row chunk (lifecycle and platform chunks have none), `citedRows` the
+ * same rows with the table and key their chunks name. `signal` (the
  * asking client went away) stops the question's embedding and the model's call.
  */
 export async function semanticChat(
@@ -37,8 +47,13 @@ export async function semanticChat(
     { role: 'system', content: SYSTEM },
     { role: 'user', content: `Context:\n${context || '(nothing indexed matches)'}\n\nQuestion: ${question}` },
   ], signal);
-  const citations = [...new Set(hits.map((h) => h.rowHash).filter((h) => h !== ''))];
-  return { answer: groundedTags(answer, new Set(citations)), citations };
+  // A hash retrieved twice (the same row in two corpora) is cited once, as its nearest chunk names it.
+  const cited = new Map<string, CitedRow>();
+  for (const h of hits) {
+    if (h.rowHash !== '' && !cited.has(h.rowHash)) cited.set(h.rowHash, { rowHash: h.rowHash, table: h.metadata.table ?? '', key: h.metadata.key ?? '' });
+  }
+  const citations = [...cited.keys()];
+  return { answer: groundedTags(answer, new Set(citations)), citations, citedRows: [...cited.values()] };
 }
 
 /** The most characters read inside one `[row:…]` bracket (a group of citations of some ten rows); bounds the scan of an answer. */

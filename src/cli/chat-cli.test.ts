@@ -1,0 +1,126 @@
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type ChatModel, startChatModel } from '../../test/harness/chat-model.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { indexAll } from '../../test/harness/retrieval.js';
+import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
+import { main } from './main.js';
+
+/**
+ * `svc chat` against a real hub (tokens of a real issuer on loopback, so the caller is a hub user
+ * with a default scope), its rows ingested from a source on loopback and embedded by the real
+ * offline model, and a scripted stand-in for the language model (test/harness/chat-model.ts) that
+ * cites every row it is given.
+ */
+
+let issuer: TestIssuer;
+let hub: TestHub;
+let model: ChatModel;
+let source: Server;
+let dir: string;
+let token: string;
+
+/** The partners scope's rows, and the finance scope's, each of which names the question word for word. */
+const QUESTION = 'Which invoices of Sunrise Bakery in Lisbon are open?';
+const BAKERIES = [{ id: 'b1', name: 'Harbour Ropes', city: 'Porto' }, { id: 'b2', name: 'Blue Tiles', city: 'Faro' }, { id: 'b3', name: 'Cork Works', city: 'Braga' }];
+const INVOICES = Array.from({ length: 6 }, (_, i) => ({ id: `i${i}`, name: `Open invoices of Sunrise Bakery in Lisbon, number ${i}`, city: 'Lisbon' }));
+
+function connector(name: string, scope: string, path: string, table: string): Record<string, unknown> {
+  return {
+    apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', scopes: [scope],
+    spec: {
+      base_url: `http://127.0.0.1:${(source.address() as AddressInfo).port}`,
+      endpoints: [{
+        id: 'all', path, pagination: { kind: 'none', response_path: '$' },
+        target: { kind: 'hybrid', table, unique_key: '$.id', promote: [{ name: 'name', path: '$.name', type: 'text' }, { name: 'city', path: '$.city', type: 'text' }] },
+      }],
+    },
+  };
+}
+
+async function svc(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(args, {
+    stdout: { write: (text: string) => (out += text) },
+    stderr: { write: (text: string) => (err += text) },
+    stdin: Readable.from([]),
+    env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url, SVC_TOKEN: token },
+  });
+  return { code, out, err };
+}
+
+async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`${hub.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json().catch(() => undefined) };
+}
+
+beforeAll(async () => {
+  source = createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(req.url === '/bakeries' ? BAKERIES : INVOICES));
+  });
+  source.listen(0, '127.0.0.1');
+  await once(source, 'listening');
+  issuer = await startIssuer();
+  model = await startChatModel({ script: (r) => `Here [row:${[...r.messages[1]!.content.matchAll(/\[row:([0-9a-f]+)\]/g)].map((m) => m[1]).join('][row:')}].` });
+  hub = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.llm.base-url': model.url, 'svc.llm.model': 'stand-in', 'svc.egress.allow': '127.0.0.1/32' });
+  token = await issuer.mint({ realm_access: { roles: ['svc_user', 'svc_integrator', 'svc_admin'] }, tenant_id: 1 }, { subject: 'ana' });
+  dir = mkdtempSync(join(tmpdir(), 'svc-chat-'));
+  for (const [name, scope, path, table] of [['bakeries', 'partners', '/bakeries', 'ext.bakeries'], ['invoices', 'finance', '/invoices', 'ext.invoices']] as const) {
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(connector(name, scope, path, table)) });
+    expect(applied.status).toBe(201);
+    const started = await call('POST', `/api/connectors/${name}/runs`, {});
+    expect(started.status).toBe(202);
+    const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
+    for (let i = 0; ; i++) {
+      const run = (await call('GET', `/api/platform/runs/${id}`)).body as { status: string };
+      if (run.status !== 'Running') {
+        expect(run.status).toBe('Completed');
+        break;
+      }
+      if (i > 600) throw new Error(`run ${id} did not end`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  await indexAll(hub.services.retrieval);
+  expect(await call('PUT', '/api/platform/users/me/scope', { defaultScope: 'partners' })).toMatchObject({ status: 200, body: { defaultScope: 'partners' } });
+}, 120_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await model?.close();
+  await issuer?.close();
+  if (source) await new Promise<void>((resolve) => source.close(() => resolve()));
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('svc chat', () => {
+  it('prints the table and key of every citation when the caller has a default scope (rows another scope holds are nearer the question)', async () => {
+    // The finance rows name the question word for word: a search of every scope finds them first.
+    const unscoped = await call('POST', '/api/platform/rag/search', { query: QUESTION, topK: 2 });
+    expect((unscoped.body as { results: Array<{ metadata: { table: string } }> }).results.map((r) => r.metadata.table)).toEqual(['ext.invoices', 'ext.invoices']);
+    const chat = await svc(['chat', QUESTION, '--top', '2']);
+    expect(chat).toMatchObject({ code: 0, err: '' });
+    const [answer, citations] = chat.out.split('\nCitations:\n') as [string, string];
+    expect(answer).toMatch(/^Here \[row:[0-9a-f]{64}\]\[row:[0-9a-f]{64}\]\.\n$/);
+    const lines = citations.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^TABLE\s+KEY\s+ROW$/);
+    expect(lines.slice(1)).toHaveLength(2);
+    for (const line of lines.slice(1)) expect(line).toMatch(/^ext\.bakeries\s+b[123]\s+[0-9a-f]{64}$/);
+    // --json: the hub's answer, whose citedRows name the same rows.
+    const json = JSON.parse((await svc(['chat', QUESTION, '--top', '2', '--json'])).out) as { citations: string[]; citedRows: Array<{ rowHash: string; table: string; key: string }> };
+    expect(json.citedRows.map((r) => r.rowHash)).toEqual(json.citations);
+    for (const row of json.citedRows) expect(row).toEqual({ rowHash: expect.stringMatching(/^[0-9a-f]{64}$/), table: 'ext.bakeries', key: expect.stringMatching(/^b[123]$/) });
+  });
+});
