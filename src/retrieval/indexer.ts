@@ -8,6 +8,7 @@ import { rowChunkText } from './content.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
 import type { EmbeddingOutage } from './embedding/outage.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
+import { maskTextsSent } from './openai-client.js';
 import { inExtension, vectorLiteral } from './pgvector.js';
 import { existingTable, keyBefore, type Row, settleRowChunks } from './row-chunks.js';
 import { encodeVector } from './vectors-codec.js';
@@ -357,34 +358,16 @@ export async function embedPending(
 
 /** The longest failure reason the indexer logs or stores (`embed_error`); longer ones are cut, ending in `…`. */
 export const REASON_CHARS = 200;
-/** A run of this many characters of a text sent, found in a failure's message, is masked. */
-const ECHO_CHARS = 12;
-/** What a masked run of a text sent reads as. */
-const MASKED = '[text sent]';
-
 /**
  * A failure's message as the indexer logs and stores it: an embedding endpoint's error text is the
  * server's own, and some servers quote the input in it (`Input 'the tenant's row…' is too long`): the
- * rows' text would reach the hub's logs. Every run of ECHO_CHARS characters or more of a text sent
- * is masked ([text sent]), then the message is cut to REASON_CHARS.
+ * rows' text would reach the hub's logs. Every run of 12 characters or more of a text sent is
+ * masked ([text sent], maskTextsSent), then the message is cut to REASON_CHARS.
  */
 export function failureReason(message: string, sent: readonly string[]): string {
   // Looked at up to a bound: a masked message is cut to REASON_CHARS anyway.
   const text = message.slice(0, 4 * REASON_CHARS);
-  let out = '';
-  let i = 0;
-  while (i < text.length) {
-    const at = i + ECHO_CHARS <= text.length ? sent.find((s) => s.includes(text.slice(i, i + ECHO_CHARS))) : undefined;
-    if (at === undefined) {
-      out += text[i];
-      i++;
-      continue;
-    }
-    let end = i + ECHO_CHARS;
-    while (end < text.length && at.includes(text.slice(i, end + 1))) end++;
-    out += MASKED;
-    i = end;
-  }
+  const out = maskTextsSent(text, sent);
   return out.length > REASON_CHARS || text.length < message.length ? `${out.slice(0, REASON_CHARS - 1)}…` : out;
 }
 

@@ -149,8 +149,20 @@ describe('answers of a model endpoint are bounded in size and time', () => {
       const err = (await rejection(embedding().embed(['text']))) as EmbeddingUnavailable;
       expect([err.failure, err.httpStatus]).toEqual(['status', 401]);
       expect(err.message).toMatch(/^the embedding endpoint answered HTTP 401: 401 (Invalid key: Bearer|Received API Key =) \[REDACTED\]/);
+      // Chat quotes the endpoint's text too (the same function), masked the same way.
+      expect((await rejection(chat().complete([{ role: 'user', content: 'question' }]))).message).toMatch(
+        /^the language model did not answer: HTTP 401: 401 (Invalid key: Bearer|Received API Key =) \[REDACTED\]/,
+      );
     }
-    expect((await rejection(chat().complete([{ role: 'user', content: 'question' }]))).message).toBe('the language model did not answer: HTTP 401');
+    // A server quoting what it was sent (a row of the context): chat's quote masks it, as the indexer's log lines do.
+    const row = 'ext.partners 7: name: Ada Lovelace Analytical Engines; city: London';
+    behave = (res) => {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: `Input 'Context: ${row}' is too long` } }));
+    };
+    expect((await rejection(chat().complete([{ role: 'user', content: `Context: ${row}` }]))).message).toBe(
+      "the language model did not answer: HTTP 400: 400 Input '[text sent]' is too long",
+    );
   });
 
   it('a redirect is not followed: what chat and embeddings send (the tenant\'s text) goes to the endpoint configured, never to where a 3xx points', async () => {
@@ -170,7 +182,7 @@ describe('answers of a model endpoint are bounded in size and time', () => {
           res.writeHead(status, { location: `${target}${req.url}` });
           res.end();
         };
-        expect((await rejection(chat().complete([{ role: 'user', content: 'question' }]))).message).toBe(`the language model did not answer: HTTP ${status}`);
+        expect((await rejection(chat().complete([{ role: 'user', content: 'question' }]))).message).toBe(`the language model did not answer: HTTP ${status}: ${status} status code (no body)`);
         const err = (await rejection(embedding().embed(['text']))) as EmbeddingUnavailable;
         expect([err.failure, err.httpStatus]).toEqual(['status', status]);
       }
@@ -300,7 +312,7 @@ describe('answers of a model endpoint are bounded in size and time', () => {
       requests = 0;
       behave = failing(500);
       const err = await rejection(chat(5_000).complete([{ role: 'user', content: 'question' }]));
-      expect(err.message).toBe('the language model did not answer: HTTP 500');
+      expect(err.message).toBe('the language model did not answer: HTTP 500: 500 stand-in 500');
       expect(requests).toBe(1);
     });
   });

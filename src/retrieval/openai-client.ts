@@ -126,6 +126,52 @@ export function withoutKey(text: string, apiKey: string | undefined): string {
   return apiKey && apiKey.length >= MIN_KEY_CHARS ? redactSecrets(masked, [apiKey], MIN_KEY_CHARS) : masked;
 }
 
+/** The most characters of an endpoint's error text a port's message quotes. */
+export const MAX_ERROR_TEXT = 500;
+
+/**
+ * An endpoint's error text (an HTTP error answer's message) as the chat and embedding ports quote it
+ * in their 503 `{error}`: the key and the hub's other secrets masked (withoutKey), every run of
+ * ECHO_CHARS characters or more of one of `sent` (the texts of the request) masked `[text sent]`
+ * (some servers quote their input, `Input '…' is too long`), cut to MAX_ERROR_TEXT characters,
+ * ending in `…`.
+ */
+export function quotedErrorText(text: string, apiKey: string | undefined, sent: readonly string[] = []): string {
+  // The key masked in the whole text first (a cut could split it); the texts sent looked for up to a bound: the quote is cut to MAX_ERROR_TEXT anyway.
+  const keyless = withoutKey(text, apiKey);
+  const masked = maskTextsSent(keyless.slice(0, 4 * MAX_ERROR_TEXT), sent);
+  return masked.length > MAX_ERROR_TEXT || keyless.length > 4 * MAX_ERROR_TEXT ? `${masked.slice(0, MAX_ERROR_TEXT)}…` : masked;
+}
+
+/** A run of this many characters of a text sent, found in an endpoint's message, is masked. */
+const ECHO_CHARS = 12;
+/** What a masked run of a text sent reads as. */
+export const MASKED_TEXT = '[text sent]';
+
+/**
+ * `text` with every run of ECHO_CHARS characters or more of one of `sent` written MASKED_TEXT: an
+ * endpoint's error text is its server's own, and some servers quote the input in it, which would
+ * put the tenants' rows in the hub's log, or another caller's 503.
+ */
+export function maskTextsSent(text: string, sent: readonly string[]): string {
+  if (sent.length === 0) return text;
+  let out = '';
+  let i = 0;
+  while (i < text.length) {
+    const at = i + ECHO_CHARS <= text.length ? sent.find((s) => s.includes(text.slice(i, i + ECHO_CHARS))) : undefined;
+    if (at === undefined) {
+      out += text[i];
+      i++;
+      continue;
+    }
+    let end = i + ECHO_CHARS;
+    while (end < text.length && at.includes(text.slice(i, end + 1))) end++;
+    out += MASKED_TEXT;
+    i = end;
+  }
+  return out;
+}
+
 /** What `withinTimeLimit` gives each attempt: the call's deadline as a signal, and no retries of the client's own. */
 export interface AttemptOptions {
   signal: AbortSignal;

@@ -12,6 +12,9 @@ export function chatFromConfig(config: Config, dispatcher: Dispatcher): ChatPort
     model: config.string('svc.llm.model'),
     apiKey: config.optional('svc.llm.api-key'),
     timeoutMs: config.duration('svc.llm.timeout'),
+    // 0: not set (no max_tokens sent; no context budget).
+    maxTokens: config.int('svc.llm.max-tokens') || undefined,
+    contextChars: config.int('svc.llm.context-chars') || undefined,
     dispatcher,
   });
 }

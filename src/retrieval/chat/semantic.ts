@@ -28,8 +28,8 @@ const SYSTEM = [
 /**
  * Semantic chat: the question's nearest chunks (tenant, scope and corpus filters applied by the
  * search), and a model told to answer from them only, citing `[row:<hash>]` (a tag naming no
- * retrieved row is removed: groundedTags). `citations` holds the
- * row hash of every retrieved row chunk (lifecycle and platform chunks have none), `citedRows` the
+ * retrieved row is removed: groundedTags); with a context budget, the nearest chunks that fit it
+ * (withinBudget). `citations` holds the row hash of every retrieved row chunk sent (lifecycle and platform chunks have none), `citedRows` the
  * same rows with the table and key their chunks name. `signal` (the
  * asking client went away) stops the question's embedding and the model's call.
  */
@@ -41,8 +41,8 @@ export async function semanticChat(
   signal?: AbortSignal,
 ): Promise<SemanticAnswer> {
   if (!chat) throw NO_CHAT;
-  const hits = await search({ ...request, query: question }, signal);
-  const context = hits.map((h) => `${h.rowHash ? `[row:${h.rowHash}]` : `[doc:${h.metadata.key ?? h.metadata.corpus}]`} ${h.content}`).join('\n');
+  const hits = withinBudget(await search({ ...request, query: question }, signal), chat.contextChars);
+  const context = hits.map(contextLine).join('\n');
   const answer = await chat.complete([
     { role: 'system', content: SYSTEM },
     { role: 'user', content: `Context:\n${context || '(nothing indexed matches)'}\n\nQuestion: ${question}` },
@@ -54,6 +54,28 @@ export async function semanticChat(
   }
   const citations = [...cited.keys()];
   return { answer: groundedTags(answer, new Set(citations)), citations, citedRows: [...cited.values()] };
+}
+
+/** A retrieved chunk as the model reads it: its tag, then its text. */
+function contextLine(h: SearchHit): string {
+  return `${h.rowHash ? `[row:${h.rowHash}]` : `[doc:${h.metadata.key ?? h.metadata.corpus}]`} ${h.content}`;
+}
+
+/**
+ * The nearest hits, in order, whose context lines (and the newlines between them) fit in `budget`
+ * characters (`svc.llm.context-chars`): a small model's window cannot take topK chunks of 2,000
+ * characters each. The rest are left out of the context and so of the citations. All of them without a budget.
+ */
+function withinBudget(hits: SearchHit[], budget: number | undefined): SearchHit[] {
+  if (budget === undefined) return hits;
+  let used = 0;
+  const kept: SearchHit[] = [];
+  for (const h of hits) {
+    used += contextLine(h).length + (kept.length ? 1 : 0);
+    if (used > budget) break;
+    kept.push(h);
+  }
+  return kept;
 }
 
 /** The most characters read inside one `[row:…]` bracket (a group of citations of some ten rows); bounds the scan of an answer. */

@@ -4,7 +4,7 @@ import type { Agent } from 'undici';
 import { egressAgent } from '../../egress/dispatcher.js';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
-import { ModelAnswerRefused, openAiClient, withinTimeLimit, withoutKey } from '../openai-client.js';
+import { ModelAnswerRefused, openAiClient, quotedErrorText, withinTimeLimit } from '../openai-client.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { type EmbeddingPort, unitVector } from './port.js';
 
@@ -172,11 +172,11 @@ export class OpenAiEmbedding implements EmbeddingPort {
     }
     if (err instanceof APIError && typeof err.status === 'number') {
       // The endpoint's own error text, its start only (a server may send megabytes of it), without the key should it echo it.
-      const text = err.message ? `: ${describe(withoutKey(err.message, this.apiKey), MAX_ERROR_TEXT)}` : '';
+      const text = err.message ? `: ${quotedErrorText(err.message, this.apiKey)}` : '';
       return new EmbeddingUnavailable('status', `the embedding endpoint answered HTTP ${err.status}${text}`, { cause: err, httpStatus: err.status });
     }
     // The client parses a JSON content type itself; a body that is not JSON ends here as a SyntaxError.
-    return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${describe(withoutKey(err instanceof Error ? err.message : String(err), this.apiKey), MAX_ERROR_TEXT)}`, { cause: err });
+    return new EmbeddingUnavailable('answer', `the embedding endpoint answered something unreadable: ${quotedErrorText(err instanceof Error ? err.message : String(err), this.apiKey)}`, { cause: err });
   }
 }
 
@@ -200,9 +200,6 @@ function egressMessage(err: unknown): string {
   }
   return 'refused by the outbound address policy';
 }
-
-/** The most characters of an endpoint's error text quoted in a failure's message. */
-const MAX_ERROR_TEXT = 500;
 
 function describe(value: unknown, max = 80): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
