@@ -20,8 +20,7 @@ import { Leadership } from '../src/dispatch/leader.js';
 import { egressAgent } from '../src/egress/dispatcher.js';
 import { chatFromConfig } from '../src/retrieval/chat/from-config.js';
 import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
-import { noIndexer } from '../src/connectors/indexer.js';
-import { pendingIndexer } from '../src/retrieval/indexer.js';
+import { pendingIndexer, settlingIndexer } from '../src/retrieval/indexer.js';
 import type { VectorSearchMode } from '../src/retrieval/pgvector.js';
 import { createRetrievalServices, indexedAnything } from '../src/retrieval/services.js';
 import { platformDocuments } from './platform-corpus.js';
@@ -200,7 +199,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     ownerUrl: database.ownerUrl,
     roles: database.roles,
     egress,
-    indexer: config.bool('svc.retrieval.index-rows') ? pendingIndexer : noIndexer,
+    indexer: config.bool('svc.retrieval.index-rows') ? pendingIndexer : settlingIndexer,
   });
   acquired(() => connectors.close());
   const admin = createAdminServices({ db, events, directory });

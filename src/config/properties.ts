@@ -305,7 +305,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Retrieval', name: 'svc.embedding.batch', kind: 'int', min: 1, default: 64,
     description: 'Chunks embedded per model call.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.index-rows', kind: 'bool', default: true,
-    description: 'Hand the rows ingestion writes to the retrieval indexer (one pending entry per written batch, in the ingestion transaction). `false`: nothing ingested becomes searchable (measurements, hubs without retrieval).' }),
+    description: 'Hand the rows ingestion writes to the retrieval indexer (one pending entry per written batch, in the ingestion transaction). `false`: no row written becomes searchable (measurements, hubs without retrieval); a row rewritten with other content whose earlier version has a chunk (made while this was `true`) loses that chunk (or the chunk is made again naming another row of its connector holding that content), so search never cites a row version that is gone. Rows written meanwhile get chunks when a run writes them again with this `true`.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.index-every', kind: 'duration', default: '1s',
     description: 'Cadence of the indexer (in `all` and `dispatch`): turns written rows into chunks and embeds the chunks that have no vector yet.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.memory-budget-mb', kind: 'int', min: 1, default: 512,

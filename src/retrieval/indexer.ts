@@ -29,6 +29,29 @@ export const pendingIndexer: RowIndexer = {
   },
 };
 
+/**
+ * The hand-off while `svc.retrieval.index-rows` is false: the rows are not indexed, but chunks made
+ * before the switch must not go on citing a version of a row its rewrite replaced. When a chunk of
+ * the tenant names one of the batch's keys in its table with another row hash than the row written
+ * (probes of the index chunks_table_key), a `settle_only` entry is recorded; the indexer settles those chunks as for any rewritten row
+ * (re-pointed at another row of the connector holding their content, or removed: settleRowChunks)
+ * and makes no chunk of the rows. A batch that changed no row a chunk names records nothing.
+ */
+export const settlingIndexer: RowIndexer = {
+  async rowsWritten(tx, batch) {
+    const rows = batch.rows.filter((r) => r.externalId !== undefined);
+    if (rows.length === 0) return;
+    await tx.query(
+      `insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes, settle_only)
+       select $1, $2, $3, $4, $5, $6, $7, true
+        where exists (select 1 from unnest($8::text[], $7::text[]) as r(key, hash)
+                        join retrieval.chunks c on c.tenant_id = $1 and c.table_name = $6 and c.external_id = r.key and c.row_hash is not null
+                       where c.row_hash <> r.hash)`,
+      [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, rows.map((r) => r.rowHash), rows.map((r) => r.externalId)],
+    );
+  },
+};
+
 interface PendingEntry {
   id: number;
   tenant_id: number;
@@ -38,6 +61,8 @@ interface PendingEntry {
   endpoint_uuid: string;
   table_name: string;
   row_hashes: string[];
+  /** Recorded while indexing was off (settlingIndexer): settle the chunks naming the rows' keys, make none. */
+  settle_only: boolean;
 }
 
 /**
@@ -72,7 +97,7 @@ const BACKOFF_EXPONENT_MAX = 12;
 export async function expandPending(db: Database, limit = 20): Promise<number> {
   return db.crossTenant('retrieval-index', async (tx) => {
     const { rows: entries } = await tx.query<PendingEntry>(
-      `select id, tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes
+      `select id, tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes, settle_only
          from retrieval.pending p where (retry_at is null or retry_at <= now()) and ${OF_ACTIVE_TENANT} order by id limit $1 for update skip locked`,
       [limit],
     );
@@ -201,6 +226,8 @@ async function expandEntry(tx: Tx, entry: PendingEntry): Promise<boolean> {
   // its own connector that still holds that content (identical rows, one of them rewritten), or goes;
   // never the row that replaced it, another connector's.
   await settleRowChunks(tx, entry.tenant_id, entry.table_name, { keys: rows.map((r) => r.external_id) });
+  // Written while indexing was off: the earlier versions' chunks settled, no chunk made of these rows.
+  if (entry.settle_only) return true;
   // Rows of identical content (one row hash, under several keys: after a unique_key changed, or two
   // endpoints with different keys writing one table) are one chunk, as the unique index on
   // (tenant, corpus, row_hash) wants: it names, among the rows the entry's connector wrote, the row
