@@ -10,7 +10,8 @@ import type { Target } from '../connectors/types.js';
 import type { Database, Tx } from '../db/database.js';
 import { EmbeddingUnavailable } from './embedding/errors.js';
 import type { EmbeddingPort } from './embedding/port.js';
-import { embedPending, expandPending, pendingIndexer, REASON_CHARS, SPLIT_BUDGET_MS } from './indexer.js';
+import { embedPending, expandPending, pendingIndexer, REASON_CHARS, SPLIT_BUDGET_MS, settlingIndexer } from './indexer.js';
+import { settleRowChunks } from './row-chunks.js';
 import { OpenAiEmbedding } from './embedding/openai.js';
 import { createRetrievalServices } from './services.js';
 import { EgressPolicy } from '../egress/policy.js';
@@ -260,23 +261,59 @@ describe('expandPending: identical rows, and an entry that fails', () => {
   });
 
   it('one row that cannot be indexed does not hold back the rows written with it: the entry keeps that row alone, the others get their chunks', async () => {
-    // A key the table's unique index takes but the chunks' (tenant, table, key) index cannot: 2,680 characters that do not
-    // compress. Its chunk insert fails, and with it the entry's: before, none of the entry's rows (a run's chunk of up to 1,000)
-    // became searchable, for ever.
+    // A row whose chunk the database refuses (here a trigger; before V9, a key too long for chunks_table_key). Its chunk insert
+    // fails, and with it the entry's: before, none of the entry's rows (a run's chunk of up to 1,000) became searchable, for ever.
+    await t.owner.query(`create function retrieval.test_poison_row() returns trigger language plpgsql as $$
+      begin if new.external_id = 'bad-row' then raise exception 'poisoned row'; end if; return new; end $$`);
+    await t.owner.query('create trigger test_poison_row before insert on retrieval.chunks for each row execute function retrieval.test_poison_row()');
+    try {
+      const [bad, ...fine] = await written(1, byId, [{ id: 'bad-row', n: 1 }, { id: 'fine1', n: 2 }, { id: 'fine2', n: 3 }], 'poisoned-rows');
+      expect(await expandPending(t.db)).toBe(1);
+      const { rows: indexed } = await t.owner.query<{ external_id: string }>("select external_id from retrieval.chunks where corpus = 'poisoned-rows' order by external_id");
+      expect(indexed.map((c) => c.external_id)).toEqual(['fine1', 'fine2']);
+      expect(fine.map((r) => r.rowHash)).toHaveLength(2);
+      const { rows: left } = await t.owner.query<{ row_hashes: string[]; attempts: number; last_error: string }>("select row_hashes, attempts, last_error from retrieval.pending where corpus = 'poisoned-rows'");
+      expect(left).toEqual([{ row_hashes: [bad!.rowHash], attempts: 1, last_error: expect.stringContaining('poisoned row') }]);
+    } finally {
+      await t.owner.query('drop trigger test_poison_row on retrieval.chunks');
+      await t.owner.query("delete from retrieval.pending where corpus = 'poisoned-rows'");
+    }
+  });
+
+  it('a row whose key is too long for a btree entry of (tenant, table, key) gets its chunk, settled by key through chunks_table_key when rewritten', async () => {
+    // 2,680 characters that do not compress: the table's unique index takes the key, (tenant, table, key) could not (about
+    // 2,700 bytes an entry), so the row never got a chunk. The index holds the key's md5 now.
     let long = '';
     for (let i = 0; long.length < 2680; i++) long += createHash('sha256').update(`k${i}`).digest('base64');
     long = long.slice(0, 2680);
-    const [bad, ...fine] = await written(1, byId, [{ id: long, n: 1 }, { id: 'fine1', n: 2 }, { id: 'fine2', n: 3 }], 'long-keys');
-    // The table holds the row: it is the chunks' index that refuses its key.
+    await written(1, byId, [{ id: long, v: 1 }], 'long-keys');
     expect((await t.owner.query('select 1 from ext_t1.twins where external_id = $1', [long])).rows).toHaveLength(1);
-
     expect(await expandPending(t.db)).toBe(1);
-    const { rows: indexed } = await t.owner.query<{ external_id: string }>("select external_id from retrieval.chunks where corpus = 'long-keys' order by external_id");
-    expect(indexed.map((c) => c.external_id)).toEqual(['fine1', 'fine2']);
-    expect(fine.map((r) => r.rowHash)).toHaveLength(2);
-    const { rows: left } = await t.owner.query<{ row_hashes: string[]; attempts: number; last_error: string }>("select row_hashes, attempts, last_error from retrieval.pending where corpus = 'long-keys'");
-    expect(left).toEqual([{ row_hashes: [bad!.rowHash], attempts: 1, last_error: expect.stringContaining('chunks_table_key') }]);
-    await t.owner.query("delete from retrieval.pending where corpus = 'long-keys'");
+    expect(await pending()).toEqual([]);
+    const [latest] = await written(1, byId, [{ id: long, v: 2 }], 'long-keys');
+    expect(await expandPending(t.db)).toBe(1);
+    const { rows } = await t.owner.query<{ row_hash: string; external_id: string }>("select row_hash, external_id from retrieval.chunks where corpus = 'long-keys'");
+    expect(rows).toEqual([{ row_hash: latest!.rowHash, external_id: long }]);
+
+    // The lookups by key use the index (the planner told not to scan the table where it can do otherwise).
+    const plans: string[] = [];
+    await t.db.withTenant(1, async (tx) => {
+      await tx.query('set local enable_seqscan = off');
+      const planning = {
+        tenantId: tx.tenantId,
+        query: async (text: string, values?: unknown[]) => {
+          if (/retrieval\.chunks c\b/.test(text) && /^\s*(select|insert)/i.test(text)) {
+            const { rows: plan } = await tx.query<{ 'QUERY PLAN': string }>(`explain ${text}`, values);
+            plans.push(plan.map((r) => r['QUERY PLAN']).join('\n'));
+          }
+          return tx.query(text, values);
+        },
+      } as Tx;
+      await settleRowChunks(planning, 1, 'ext.twins', { keys: [long, 'fine1'] });
+      await settlingIndexer.rowsWritten(planning, { tenantId: 1, connectorId, connectorName: 'long-keys', endpointUuid, table: 'ext.twins', scopes: [], rows: [latest!] });
+    });
+    expect(plans).toHaveLength(2);
+    for (const plan of plans) expect(plan).toMatch(/Index Scan using chunks_table_key on chunks c .*\n\s+Index Cond: \(.*\(md5\(external_id\) = ANY /);
   });
 
   it('two passes at once, a row rewritten between them: the index ends with the latest version only', async () => {

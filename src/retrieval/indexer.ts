@@ -46,7 +46,7 @@ export const settlingIndexer: RowIndexer = {
        select $1, $2, $3, $4, $5, $6, $7, true
         where exists (select 1 from unnest($8::text[], $7::text[]) as r(key, hash)
                         join retrieval.chunks c on c.tenant_id = $1 and c.table_name = $6 and c.external_id = r.key and c.row_hash is not null
-                       where c.row_hash <> r.hash)`,
+                       where c.row_hash <> r.hash and md5(c.external_id) = any(array(select md5(k) from unnest($8::text[]) as k)))`,
       [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, rows.map((r) => r.rowHash), rows.map((r) => r.externalId)],
     );
   },

@@ -73,8 +73,11 @@ export async function settleRowChunks(tx: Tx, tenantId: number, table: string, w
   const values: unknown[] = [tenantId, table];
   const param = (value: unknown) => `$${values.push(value)}`;
   const where = ['c.tenant_id = $1', 'c.table_name = $2', 'c.row_hash is not null'];
-  // With keys, served by the index chunks_table_key (tenant, table, key: V5__chunks_table_key.sql).
-  if (which.keys) where.push(`c.external_id = any(${param(which.keys)}::text[])`);
+  // With keys, served by the index chunks_table_key (tenant, table, md5 of the key: V9__chunks_table_key_hash.sql).
+  if (which.keys) {
+    const keys = param(which.keys);
+    where.push(`md5(c.external_id) = any(array(select md5(k) from unnest(${keys}::text[]) as k))`, `c.external_id = any(${keys}::text[])`);
+  }
   const gone = `not exists (select 1 from ${sql} r where r.tenant_id = $1 and r.external_id = c.external_id and r.row_hash = c.row_hash)`;
   where.push(
     which.endpoint
