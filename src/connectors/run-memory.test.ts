@@ -89,8 +89,11 @@ describe('a connector run over the HTTP engine', () => {
     const H = { 'X-Tenant-ID': '1' };
     const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: manifest });
     expect([200, 201]).toContain(applied.status);
+    const start = new Agent();
     const { result: run, peakMB, samples } = await peakDuring(async () => {
-      const res = await fetch(`${hub.url}/api/connectors/many-pages/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+      // A connection of its own, as the upload below has (a kept-alive one from the apply may be closed by the hub
+      // just as this POST goes out on it, when the first sample's full collections stall this process: ECONNRESET).
+      const res = await fetchOn(`${hub.url}/api/connectors/many-pages/runs`, { dispatcher: start, method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
       const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
       for (;;) {
         const record = (await (await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}`, { headers: H })).json()) as Record<string, unknown>;
@@ -98,6 +101,7 @@ describe('a connector run over the HTTP engine', () => {
         await sleep(200);
       }
     });
+    await start.close();
     expect(run).toMatchObject({ status: 'Completed', recordsIn: DEMO_ROWS, recordsOut: DEMO_ROWS });
     expect(await stored('many_pages')).toEqual({ n: DEMO_ROWS, keys: DEMO_ROWS });
     expect(samples).toBeGreaterThan(2);
