@@ -786,8 +786,9 @@ export class ReferenceWalker {
         const op = names(b.name)?.[0] ?? '';
         if (b.kind === 'AEXPR_OP' && op === '||') return build('||', [of(b.lexpr), of(b.rexpr)], true);
         if (b.kind === 'AEXPR_NULLIF') return of(b.lexpr);
-        // Comparing reads a value in place; LIKE, ILIKE, SIMILAR TO and regular expressions may copy it.
-        if (!COMPARISONS.has(op.replace(/^(NOT )?BETWEEN.*/, '='))) copy(op, [of(b.lexpr), of(b.rexpr)]);
+        // Comparing reads a value in place; LIKE, ILIKE, SIMILAR TO and regular expressions may copy it. A prefix
+        // operator (`-total`) has no left operand.
+        if (!COMPARISONS.has(op.replace(/^(NOT )?BETWEEN.*/, '='))) copy(op, [b.lexpr, b.rexpr].filter((x) => x !== undefined).map(of));
         return BOUNDED;
       }
       case 'List':
