@@ -242,14 +242,14 @@ describe('guardQuery', () => {
 
   it('refuses more than 10000 pieces held by || and concat, each read of a subquery or CTE column building its chain again', async () => {
     // Each || keeps its result until the row is done (a chain of 100 pieces holds 5,049), and PostgreSQL builds a flattened
-    // column's chain again at every reference: this query of 704 characters, a chain over a number's 10,001-character text
-    // read ten times, took a backend to 540 MB (the 50,000 nodes held 160 readings, of numbers of up to 147,457 characters).
+    // column's chain again at every reference: this query, a chain over a number's text read ten times, took a backend to
+    // 540 MB over 1e10000's 10,001 characters (a long number now, below; 1e1000's are 1,001).
     const reason = (each: string) =>
       `The query's joins with || and concat hold more than 10000 pieces of values once each reference to a column of a subquery or CTE counts that column's expression${each}: each join keeps its result until the row is done, and PostgreSQL builds a column's joins again at every reference. Join fewer values, or read such a column fewer times.`;
     const chain = (piece: string, n = 100) => Array(n).fill(piece).join('||');
     const readings = (column: string, n: number) => Array(n).fill(`length(${column})`).join('+');
-    const sql = `with n as (select (1e10000)::text as t), c as (select ${chain('n.t')} as s from n) select ${readings('c.s', 10)} as l from c`;
-    expect(sql.length).toBe(704);
+    const sql = `with n as (select (1e1000)::text as t), c as (select ${chain('n.t')} as s from n) select ${readings('c.s', 10)} as l from c`;
+    expect(sql.length).toBe(703);
     for (const [refused, each] of [
       [sql, ' (c.s: 5049 pieces each time it is read)'],
       // Through a subquery, over a stored value, read in WHERE.
@@ -273,6 +273,54 @@ describe('guardQuery', () => {
       `select ${chain('name')} from ext.partners`,
       `select ${readings('c.s', 3)} from (select ${chain('name', 50)} as s from ext.partners) c`,
       `with l as (select name || ' (' || country || ')' as label, status from ext.partners) select l.label, l.status, count(*) from l where ${Array(40).fill("l.label <> ''").join(' and ')} group by l.label, l.status order by l.label`,
+    ]) {
+      expect({ fine, result: await guardQuery(fine, card, { resolveRelation }) }).toMatchObject({ fine, result: { ok: true } });
+    }
+  });
+
+  it('weighs a number the query makes long (up to 147,457 characters from a few) as 148 nodes and 148 pieces', async () => {
+    // Two chains of 99 pieces over `(1e131000)::text` fit under 10,000 pieces when each piece counted one, and took a backend
+    // to 1.9 GB for 8 s under a 2 s timeout; 50,000 nodes over such numbers would be 7 GB.
+    const pieces = "The query's joins with || and concat hold more than 10000 pieces of values";
+    const nodes = (each: string) =>
+      `The query stands for more than 50000 expression nodes once each reference to a column of a subquery or CTE counts that column's expression${each}: PostgreSQL puts the expression in place of every reference. Compute such a column once and read it fewer times.`;
+    const chain = (piece: string, n: number) => Array(n).fill(piece).join('||');
+    const over = (number: string, n = 12) => `with n as (select (${number})::text as t) select ${chain('n.t', n)} as a, ${chain('n.t', n)} as b from n`;
+    for (const number of [
+      '1e131000', // 131,001 digits
+      '1.5E-16000', // 16,001 after the point
+      "'1e131000'::numeric", // a string read as a number
+      "1.0 + 'x1e1_31000'", // any part of a string may become one (substr), underscores and all
+      '10.0 ^ 131000', // a power, a product, a quotient, a variance: their digits grow past their operands'
+      'power(10.0, 131000)',
+      '1e1000 * 1e1000',
+      '1 / 1e-1000',
+      'round(1, 16383)', // 16,383 places
+      "to_char(131000, '\"1e\"FM999999')::numeric", // to_char's text cast to numeric: 1e131000
+      "coalesce(to_char(9.9e131000 ::numeric(3, 1), '9.9EEEE'), '')::numeric",
+      'abs(-(1e1000 * 1e1000)) + 1', // and what passes it on or adds to it
+    ]) {
+      const sql = over(number);
+      expect({ sql, result: await guardQuery(sql, card, { resolveRelation }) }).toEqual({ sql, result: { ok: false, guard: 2, reason: expect.stringContaining(pieces) } });
+      // Two chains of 12 over a short number hold 154 pieces.
+      expect(await guardQuery(over('1e1000'), card, { resolveRelation })).toMatchObject({ ok: true });
+    }
+    expect(await guardQuery(over('1e131000', 99), card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining(pieces) });
+    // Read in place, each reading counts its number's nodes: 148 each for the literal and its text.
+    const readings = (n: number) => `with n as (select (1e131000)::text as t) select ${Array(n).fill('length(n.t)').join(' + ')} from n`;
+    expect(await guardQuery(readings(160), card, { resolveRelation })).toMatchObject({ ok: true });
+    expect(await guardQuery(readings(200), card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: nodes(' (n.t: 296 nodes each time it is read)') });
+    const rounds = `select ${Array(200).fill('length(round(1, 16383)::text)').join(' + ')}`;
+    expect(await guardQuery(rounds, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: nodes('') });
+    // to_char writes up to 9 characters for one of its pattern's (`J`): past 100 characters a pattern makes a built value.
+    const julian = `with c as (select to_char(ordered_at, '${'J'.repeat(1000)}') as s from ext.orders) select c.s || c.s from c`;
+    expect(await guardQuery(julian, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('builds a value from a derived column (c.s)') });
+    expect(await guardQuery(julian.replace('J'.repeat(1000), `"Week "IW", "${'J'.repeat(80)}`), card, { resolveRelation })).toMatchObject({ ok: true });
+    // A question's numbers, ratios, percentages and amounts pass, long as some of them count.
+    for (const fine of [
+      "select currency, round(100.0 * sum(total) / sum(sum(total)) over (), 1)::text || '%' as share, to_char(sum(total), 'FM999G999G990D00') || ' ' || currency as amount, round(avg(total)::numeric, 2) as mean, stddev(total), variance(total) from ext.orders group by currency order by share desc",
+      "select total * 1e6, total * 1e-6, '1e300'::numeric, 1.5e1000, power(total, 2)::numeric(20, 2) || ' sq', round(total, 1000), sqrt(abs(total)) % 7, floor(total / 3) from ext.orders",
+      `with r as (select partner_id, sum(total) / nullif(count(*), 0) as mean, power(max(total) / nullif(min(total), 0), 1.0 / 5) - 1 as growth from ext.orders group by partner_id) select p.name || ': ' || round(r.mean, 2)::text || ' (' || round(r.growth * 100, 1)::text || '%)' as label from r join ext.partners p on p.id = r.partner_id where r.growth > 0.01 and r.mean > 10 order by r.growth desc, r.mean`,
     ]) {
       expect({ fine, result: await guardQuery(fine, card, { resolveRelation }) }).toMatchObject({ fine, result: { ok: true } });
     }

@@ -4,7 +4,9 @@ import { type Body, bodyOf, GuardRefusal, integerConst, isBody, list, literalTex
 import type { CardColumn, CardRelation, SchemaCard } from './schema-card.js';
 import { checkSelectBody, MAX_QUERY_CHARS } from './statement-shape.js';
 import { domainViolation, LIKE_STEPS, type Origin } from './value-domains.js';
-import { BOUNDED, build, copy, FUNCTION_SIZES, grow, largest, readBack, type Size } from './value-size.js';
+import {
+  BOUNDED, build, copy, FUNCTION_SIZES, grow, largest, LONG_NUMBER_WEIGHT, MAX_SHORT_EXPONENT, type NumberClass, numberOf, readBack, type Size,
+} from './value-size.js';
 
 /** A relation in a FROM clause, as column references see it. */
 interface Item {
@@ -174,11 +176,12 @@ export const MAX_LONG_ARITHMETIC = 64;
  * done, so a chain of n pieces holds 2 + 3 + … + n of them (5,049 for 100), and PostgreSQL builds a
  * column's chain again at every reference it puts the expression in place of: a chain of 100 pieces
  * over a 10,001-character number read ten times (`length(c.s) + length(c.s) + …`, a query of 704
- * characters) took a backend to 540 MB; the 50,000 nodes held some 160 readings, of a number of up to
- * 147,457 characters. With this bound one row's operations hold at most this many pieces of built
- * values, each piece no larger than the largest value the query reads (a literal, a stored value, a
- * number's text), besides the one value of each of its MAX_INLINED_NODES nodes. A question's names
- * and labels (`first_name || ' ' || last_name`: 5) take a few dozen.
+ * characters) took a backend to 540 MB. With this bound one row's operations hold at most this many
+ * pieces of built values, each piece no larger than the largest value the query reads (a literal, a
+ * stored value, a short number's text), a long number's text (value-size.ts, up to 147,457
+ * characters) counting LONG_NUMBER_WEIGHT pieces, as it counts that many of the MAX_INLINED_NODES
+ * nodes: two chains of 99 pieces over `(1e131000)::text` took a backend to 1.9 GB when each counted
+ * one. A question's names and labels (`first_name || ' ' || last_name`: 5) take a few dozen.
  */
 export const MAX_HELD_PIECES = 10_000;
 
@@ -543,7 +546,13 @@ export class ReferenceWalker {
     this.inline(weighing({ nodes: 1 + arrayLiteralElements(node), arithmetic: longArithmetic(node) ? 1 : 0 }));
     const origin = this.checkExpr(node, level, ctes);
     if (isBody(node) && !this.sizes.has(node)) {
-      const size = this.measure(node);
+      let size = this.measure(node);
+      if (size.level === 0) {
+        const number = this.numberClass(node);
+        size = number === undefined ? BOUNDED : { level: 0, number };
+        // A long number (or its text) this node makes weighs its characters, at 1,000 a node (MAX_INLINED_NODES).
+        if (number === 'long') this.inline(weighing({ nodes: LONG_NUMBER_WEIGHT - 1 }));
+      }
       this.sizes.set(node, size);
       const pieces = this.held(node, size);
       const scans = this.grownReads(node);
@@ -824,9 +833,13 @@ export class ReferenceWalker {
             // concat_ws writes its separator (the first argument) between every two of the others.
             return build(name, name === 'concat_ws' ? [...args, ...Array(Math.max(0, args.length - 3)).fill(args[0])] : args, false);
           case 'expands': {
-            // to_char with a literal pattern makes a short value of its own.
-            const built = build(name, args, false);
-            return name === 'to_char' && literalText(list(b.args)[1]) !== undefined ? BOUNDED : built;
+            if (name !== 'to_char') return build(name, args, false);
+            // to_char writes up to TO_CHAR_EXPANSION characters for each of its pattern's (`J`, a Julian day, 9 digits):
+            // a literal pattern of at most MAX_SHORT_PATTERN characters makes a short value of its own; a longer one,
+            // or one that is not a literal, counts TO_CHAR_EXPANSION pieces.
+            const pattern = literalText(list(b.args)[1]);
+            const built = build(name, [...args, ...Array(TO_CHAR_EXPANSION - 1).fill(args[1] ?? BOUNDED)], false);
+            return pattern !== undefined && pattern.length <= MAX_SHORT_PATTERN ? BOUNDED : built;
           }
           case 'keeps':
             return largest(args);
@@ -844,6 +857,74 @@ export class ReferenceWalker {
   }
 
   /**
+   * What a bounded result may be as a number (value-size.ts, NumberClass), from its operands' walked
+   * already: long when an operation can grow a number's digits past those of what it reads (a
+   * product, quotient, power, variance, round or trunc to more than MAX_SHORT_EXPONENT places, a
+   * literal with a larger exponent, a cast to numeric of to_char's text or of a long number's), or
+   * when it passes on, copies or adds to a long operand; composed for to_char's text and what passes it on.
+   */
+  private numberClass(node: Body): NumberClass | undefined {
+    const n = nodeOf(node);
+    if (!n) return undefined;
+    const b = n.body;
+    const num = (x: unknown): NumberClass | undefined => {
+      const s = this.sizeOf(x);
+      return s.level === 0 ? s.number : undefined;
+    };
+    const most = (xs: unknown[]) => numberOf(...xs.map(num));
+    switch (n.type) {
+      case 'A_Const':
+        return longLiteral(b) ? 'long' : undefined;
+      case 'A_Expr': {
+        const op = names(b.name)?.[0] ?? '';
+        if (b.kind === 'AEXPR_NULLIF') return num(b.lexpr);
+        if (b.kind !== 'AEXPR_OP') return undefined;
+        if (DIGIT_GROWING_OPERATORS.has(op)) return 'long';
+        return DIGIT_KEEPING_OPERATORS.has(op) ? most([b.lexpr, b.rexpr]) : undefined;
+      }
+      case 'TypeCast': {
+        const typeName = isBody(b.typeName) ? b.typeName : {};
+        const type = names(typeName.names)?.at(-1) ?? '';
+        if (type === 'numeric' || type === 'decimal') {
+          // numeric(p, s) holds at most 1,000 digits; text made by to_char or a long number's reads as a long number.
+          if (list(typeName.typmods).length > 0) return undefined;
+          const arg = this.sizeOf(b.arg);
+          return arg.level > 0 || (arg.level === 0 && arg.number !== undefined) ? 'long' : undefined;
+        }
+        return TEXT_TYPES.has(type) ? num(b.arg) : undefined;
+      }
+      case 'FuncCall': {
+        const name = names(b.funcname)?.at(-1) ?? '';
+        const args = [...list(b.args), ...list(b.agg_order).map((o) => bodyOf(o, 'SortBy')?.node)];
+        if (DIGIT_GROWING_FUNCTIONS.has(name)) return 'long';
+        if (name === 'to_char') return 'composed';
+        if (name === 'round' || name === 'trunc') {
+          const places = list(b.args)[1];
+          return places === undefined || shortPlaces(places) ? num(args[0]) : 'long';
+        }
+        if (FUNCTION_SIZES[name] === 'own' && !DIGIT_KEEPING_FUNCTIONS.has(name)) return undefined;
+        return most(args);
+      }
+      case 'CaseExpr':
+        return most([...list(b.args).map((w) => bodyOf(w, 'CaseWhen')?.result), b.defresult]);
+      case 'CoalesceExpr':
+      case 'MinMaxExpr':
+        return most(list(b.args));
+      case 'List':
+        return most(list(b.items));
+      case 'A_ArrayExpr':
+        return most(list(b.elements));
+      case 'SubLink': {
+        if (b.subLinkType !== 'EXPR_SUBLINK' && b.subLinkType !== 'ARRAY_SUBLINK') return undefined;
+        const first = this.subqueryOutputs.get(bodyOf(b.subselect, 'SelectStmt') ?? {})?.[0];
+        return first?.size.level === 0 ? first.size.number : undefined;
+      }
+      default:
+        return undefined;
+    }
+  }
+
+  /**
    * The pieces of built values (value-size.ts) the result `node` makes holds until the row is done
    * (MAX_HELD_PIECES): a `||`, concat or concat_ws, its built value's; an operation that copies a
    * built value (upper, a cast, lag, max, LIKE and the regular-expression operators), that value's.
@@ -854,7 +935,7 @@ export class ReferenceWalker {
     const n = nodeOf(node);
     if (!n) return 0;
     const b = n.body;
-    const pieces = (s: Size) => (s.level === 1 ? s.pieces : 0);
+    const pieces = (s: Size) => (s.level === 1 ? s.held : 0);
     const of = (x: unknown) => pieces(this.sizeOf(x));
     switch (n.type) {
       case 'A_Expr': {
@@ -943,6 +1024,46 @@ function longArithmetic(node: unknown): boolean {
   if (op) return op.kind === 'AEXPR_OP' && LONG_ARITHMETIC_OPERATORS.has(names(op.name)?.at(-1) ?? '');
   const call = bodyOf(node, 'FuncCall');
   return call !== undefined && LONG_ARITHMETIC_FUNCTIONS.has(names(call.funcname)?.at(-1) ?? '');
+}
+
+/**
+ * Operations that can grow a number's digits past those of what they read (NumberClass): a product of
+ * two numbers of 1,000 digits has 2,000, a quotient by 1e-1000 adds 1,000 before the point, `10.0 ^ 131000`
+ * has 131,001, a variance squares its values. The others keep them: `+`, `-` and `%` make no digit
+ * outside those of their operands; sum adds a few, avg, stddev and sqrt at most 1,000 after the point.
+ */
+const DIGIT_GROWING_OPERATORS = new Set(['*', '/', '^']);
+const DIGIT_KEEPING_OPERATORS = new Set(['+', '-', '%']);
+const DIGIT_GROWING_FUNCTIONS = new Set(['power', 'div', 'variance', 'var_pop', 'var_samp']);
+const DIGIT_KEEPING_FUNCTIONS = new Set(['sum', 'avg', 'abs', 'ceil', 'ceiling', 'floor', 'sign', 'mod', 'sqrt', 'stddev', 'stddev_pop', 'stddev_samp', 'round', 'trunc']);
+/** Casts that keep their operand's text (so a long number's text stays long). */
+const TEXT_TYPES = new Set(['text', 'varchar', 'bpchar', 'char']);
+
+/**
+ * to_char writes up to this many characters for each character of its pattern (`J`, a Julian day, 9
+ * digits for a year of six; `RN` at most 15 characters, and once), and MAX_SHORT_PATTERN characters of
+ * pattern at most 1,000 of text: what a value of its own may be.
+ */
+const TO_CHAR_EXPANSION = 10;
+const MAX_SHORT_PATTERN = 100;
+
+/**
+ * A number literal, or a string PostgreSQL may read as one (`'1e131000'::numeric`, `1.0 + '1e131000'`,
+ * or a part of it taken by substr), with an exponent beyond ±MAX_SHORT_EXPONENT: a long number from a
+ * few characters. Any `e` followed by such digits counts (underscores between digits are read too).
+ */
+function longLiteral(c: Body): boolean {
+  const fval = isBody(c.fval) && typeof c.fval.fval === 'string' ? c.fval.fval : undefined;
+  const text = fval !== undefined ? (/^[+-]?0[xob]/i.test(fval) ? '' : fval) : isBody(c.sval) && typeof c.sval.sval === 'string' ? c.sval.sval : '';
+  for (const m of text.matchAll(/[eE][+-]?([0-9_]*[0-9])/g)) if (Number(m[1]!.replaceAll('_', '')) > MAX_SHORT_EXPONENT) return true;
+  return false;
+}
+
+/** round's or trunc's places written in the query as a whole number within ±MAX_SHORT_EXPONENT (`round(x, 2)`). */
+function shortPlaces(node: unknown): boolean {
+  const c = bodyOf(node, 'A_Const');
+  if (!c || !isBody(c.ival)) return false;
+  return Math.abs(typeof c.ival.ival === 'number' ? c.ival.ival : 0) <= MAX_SHORT_EXPONENT;
 }
 
 /**

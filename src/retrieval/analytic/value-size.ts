@@ -8,8 +8,9 @@ import { GuardRefusal } from './ast.js';
  * grow only once, from values that did not grow:
  *
  * - level 0, bounded: a literal, a column of a card relation, what has a size of its own (a
- *   number, a date) or keeps its argument's (coalesce, CASE, min); also a column of a CTE,
- *   subquery or VALUES list that is bounded in turn;
+ *   number, a date, to_char with a short literal pattern) or keeps its argument's (coalesce, CASE,
+ *   min); also a column of a CTE, subquery or VALUES list that is bounded in turn. A number the
+ *   query made may be long (NumberClass): it then weighs LONG_NUMBER_WEIGHT nodes and pieces;
  * - level 1, built: `||` (text, arrays, jsonb) over bounded or built values, or concat, concat_ws
  *   and to_char over bounded ones, at most MAX_PIECES of them: never more than MAX_PIECES times
  *   the largest value it reads;
@@ -21,7 +22,37 @@ import { GuardRefusal } from './ast.js';
  * expands what it reads; a grown operand of an operation that copies it (lower, a cast, lag, LIKE)
  * is refused too, since every copy is kept until the row is done.
  */
-export type Size = { level: 0 } | { level: 1; op: string; pieces: number } | { level: 2; what: string };
+export type Size = { level: 0; number?: NumberClass } | { level: 1; op: string; pieces: number; held: number } | { level: 2; what: string };
+
+/**
+ * What a bounded value may be as a number (level 0 only). `long`: a number the query made, or its
+ * text, that may be LONG_NUMBER_CHARS characters long however short the query's text of it (a literal
+ * `1e131000`, a product, a power, `round(x, 16383)`…); `composed`: text to_char made, which reads as
+ * such a number once cast to numeric (`to_char(131000, '"1e"FM999999')`). Neither: a stored value, a
+ * number whose digits lie within its literals' (exponents within ±MAX_SHORT_EXPONENT), or other text.
+ */
+export type NumberClass = 'long' | 'composed';
+
+/** The most characters of a number's text: PostgreSQL's numeric holds 131,072 digits before the point and 16,383 after. */
+export const LONG_NUMBER_CHARS = 147_457;
+
+/**
+ * What a long number weighs, in expression nodes (MAX_INLINED_NODES) and in pieces held
+ * (MAX_HELD_PIECES): its characters at 1,000 a node or a piece, so that the query's bounds on those
+ * bound its numbers' texts as they bound values of a thousand characters.
+ */
+export const LONG_NUMBER_WEIGHT = Math.ceil(LONG_NUMBER_CHARS / 1000);
+
+/**
+ * A number literal's (or a string's, which PostgreSQL may read as a number) exponent beyond which
+ * the number is long: `1e1000` is 1,001 digits from 6 characters, `1e131000` 131,001.
+ */
+export const MAX_SHORT_EXPONENT = 1000;
+
+/** The more number-like of two classes: long over composed over neither. */
+export function numberOf(...classes: (NumberClass | undefined)[]): NumberClass | undefined {
+  return classes.includes('long') ? 'long' : classes.includes('composed') ? 'composed' : undefined;
+}
 
 /**
  * The most bounded values one built value may join (`a || b || c` joins three). Each `||` keeps its
@@ -69,11 +100,18 @@ export const FUNCTION_SIZES: Readonly<Record<string, 'gathers' | 'sums' | 'expan
   ),
 };
 
-/** The largest of several sizes (bounded when there are none). */
+/** The largest of several sizes (bounded when there are none); of bounded ones, the most number-like. */
 export function largest(sizes: Size[]): Size {
   let out: Size = BOUNDED;
   for (const s of sizes) if (s.level > out.level) out = s;
-  return out;
+  if (out.level !== 0) return out;
+  const number = numberOf(...sizes.map((s) => (s.level === 0 ? s.number : undefined)));
+  return number === undefined ? BOUNDED : { level: 0, number };
+}
+
+/** What a bounded value weighs as a node or a piece: LONG_NUMBER_WEIGHT for a long number, else 1. */
+export function weightOf(s: Size): number {
+  return s.level === 0 && s.number === 'long' ? LONG_NUMBER_WEIGHT : 1;
 }
 
 /**
@@ -107,12 +145,15 @@ export function build(op: string, operands: Size[], summedOk: boolean): Size {
   if (pieces > MAX_PIECES) {
     throw new GuardRefusal(2, `The query joins ${pieces} values into one with ${op}: not allowed, more than ${MAX_PIECES} could grow without bound.`);
   }
-  return { level: 1, op, pieces };
+  // What it holds: a long number's text weighs LONG_NUMBER_WEIGHT pieces.
+  const held = operands.reduce((n, s) => n + (s.level === 1 ? s.held : weightOf(s)), 0);
+  return { level: 1, op, pieces, held };
 }
 
 /** A value read back through a column of a CTE, subquery or VALUES list (`what` names it). */
 export function readBack(size: Size | undefined, what: string): Size {
-  return size === undefined || size.level === 0 ? BOUNDED : { level: 2, what };
+  if (size === undefined) return BOUNDED;
+  return size.level === 0 ? size : { level: 2, what };
 }
 
 function tooLarge(what: string, op: string): GuardRefusal {
