@@ -278,7 +278,7 @@ describe('guardQuery', () => {
     }
   });
 
-  it('weighs a number the query makes long (up to 147,457 characters from a few) as 148 nodes and 148 pieces', async () => {
+  it('weighs a number the query makes long (up to 147,457 characters from a few) as 148 nodes and 148 pieces, a long literal its thousands of characters', async () => {
     // Two chains of 99 pieces over `(1e131000)::text` fit under 10,000 pieces when each piece counted one, and took a backend
     // to 1.9 GB for 8 s under a 2 s timeout; 50,000 nodes over such numbers would be 7 GB.
     const pieces = "The query's joins with || and concat hold more than 10000 pieces of values";
@@ -316,6 +316,21 @@ describe('guardQuery', () => {
     const julian = `with c as (select to_char(ordered_at, '${'J'.repeat(1000)}') as s from ext.orders) select c.s || c.s from c`;
     expect(await guardQuery(julian, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('builds a value from a derived column (c.s)') });
     expect(await guardQuery(julian.replace('J'.repeat(1000), `"Week "IW", "${'J'.repeat(80)}`), card, { resolveRelation })).toMatchObject({ ok: true });
+    // A literal counts its thousands of characters too, and so does each copy of it: an 18,000-character literal copied by
+    // upper through 11 levels of CTEs, each reading the one below twice (4,096 copies), took a backend to 235 MB.
+    const doubled = (literal: string, k: number) => {
+      const ctes = [`c0 as (select '${literal}'::text as t)`];
+      for (let i = 1; i <= k; i++) ctes.push(`c${i} as (select greatest(upper(c${i - 1}.t), upper(c${i - 1}.t)) as t from c${i - 1})`);
+      return `with ${ctes.join(', ')} select length(c${k}.t) from c${k}`;
+    };
+    expect(doubled('x'.repeat(18_000), 11).length).toBe(18_772);
+    expect(await guardQuery(doubled('x'.repeat(18_000), 11), card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('more than 50000 expression nodes') });
+    expect(await guardQuery(doubled('x'.repeat(18_000), 6), card, { resolveRelation })).toMatchObject({ ok: true });
+    expect(await guardQuery(doubled('x'.repeat(900), 11), card, { resolveRelation })).toMatchObject({ ok: true });
+    // char(n) pads to n: 20 nodes for char(20000), each reading and each copy (about 41 for `upper(c.s)`).
+    const padded = (n: number) => `with c as (select name::char(20000) as s from ext.partners) select ${Array(n).fill('upper(c.s)').join(', ')} from c`;
+    expect(await guardQuery(padded(1000), card, { resolveRelation })).toMatchObject({ ok: true });
+    expect(await guardQuery(padded(1300), card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('more than 50000 expression nodes') });
     // A question's numbers, ratios, percentages and amounts pass, long as some of them count.
     for (const fine of [
       "select currency, round(100.0 * sum(total) / sum(sum(total)) over (), 1)::text || '%' as share, to_char(sum(total), 'FM999G999G990D00') || ' ' || currency as amount, round(avg(total)::numeric, 2) as mean, stddev(total), variance(total) from ext.orders group by currency order by share desc",
@@ -356,14 +371,14 @@ describe('guardQuery', () => {
     expect(await guardQuery(sql, card, { resolveRelation })).toEqual({
       ok: false,
       guard: 2,
-      reason: "The query stands for more than 50000 expression nodes once each reference to a column of a subquery or CTE counts that column's expression (f.a: 5001 nodes each time it is read): PostgreSQL puts the expression in place of every reference. Compute such a column once and read it fewer times.",
+      reason: "The query stands for more than 50000 expression nodes once each reference to a column of a subquery or CTE counts that column's expression (f.a: 5021 nodes each time it is read): PostgreSQL puts the expression in place of every reference. Compute such a column once and read it fewer times.",
     });
     // So does the string when a CTE passes it on, cast to an array where it is read.
     const later = `with n as (select (1e131000)::text as t), f as (select '${array.slice(1, array.indexOf("'", 1))}' as a) select ${Array(40).fill('n.t > any (f.a::text[])').join(' or ')} from n, f`;
-    expect(await guardQuery(later, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('(f.a: 5000 nodes each time it is read)') });
+    expect(await guardQuery(later, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('(f.a: 5010 nodes each time it is read)') });
     // And a string ANY or ALL takes as an array.
     const untyped = `select ${Array(10).fill('s.b').join(', ')} from (select name <> all ('{${Array(5000).fill('a').join(',')}}') as b from ext.partners) s`;
-    expect(await guardQuery(untyped, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('(s.b: 5002 nodes each time it is read)') });
+    expect(await guardQuery(untyped, card, { resolveRelation })).toMatchObject({ ok: false, guard: 2, reason: expect.stringContaining('(s.b: 5012 nodes each time it is read)') });
     // A question's arrays are a few values.
     expect(await guardQuery("select count(*) from ext.partners where country = any ('{FR,DE}') and status <> all ('{dormant}'::text[])", card, { resolveRelation })).toMatchObject({ ok: true });
   });

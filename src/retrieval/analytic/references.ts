@@ -5,7 +5,7 @@ import type { CardColumn, CardRelation, SchemaCard } from './schema-card.js';
 import { checkSelectBody, MAX_QUERY_CHARS } from './statement-shape.js';
 import { domainViolation, LIKE_STEPS, type Origin } from './value-domains.js';
 import {
-  BOUNDED, build, copy, FUNCTION_SIZES, grow, largest, LONG_NUMBER_WEIGHT, MAX_SHORT_EXPONENT, type NumberClass, numberOf, readBack, type Size,
+  BOUNDED, bounded, build, copy, FUNCTION_SIZES, grow, largest, MAX_SHORT_EXPONENT, type NumberClass, numberOf, readBack, type Size, weightOf,
 } from './value-size.js';
 
 /** A relation in a FROM clause, as column references see it. */
@@ -548,10 +548,10 @@ export class ReferenceWalker {
     if (isBody(node) && !this.sizes.has(node)) {
       let size = this.measure(node);
       if (size.level === 0) {
-        const number = this.numberClass(node);
-        size = number === undefined ? BOUNDED : { level: 0, number };
-        // A long number (or its text) this node makes weighs its characters, at 1,000 a node (MAX_INLINED_NODES).
-        if (number === 'long') this.inline(weighing({ nodes: LONG_NUMBER_WEIGHT - 1 }));
+        size = bounded(this.numberClass(node), this.charsOf(node));
+        // A long number (or its text) this node makes, or a copy of a long literal, weighs its characters, at 1,000
+        // a node (MAX_INLINED_NODES).
+        if (weightOf(size) > 1) this.inline(weighing({ nodes: weightOf(size) - 1 }));
       }
       this.sizes.set(node, size);
       const pieces = this.held(node, size);
@@ -918,6 +918,51 @@ export class ReferenceWalker {
         if (b.subLinkType !== 'EXPR_SUBLINK' && b.subLinkType !== 'ARRAY_SUBLINK') return undefined;
         const first = this.subqueryOutputs.get(bodyOf(b.subselect, 'SelectStmt') ?? {})?.[0];
         return first?.size.level === 0 ? first.size.number : undefined;
+      }
+      default:
+        return undefined;
+    }
+  }
+
+  /**
+   * The most characters of the query's own text a bounded result may be (value-size.ts, CHARS_PER_WEIGHT):
+   * a string literal's, a char(n) cast's n, and what passes them on or copies them.
+   */
+  private charsOf(node: Body): number | undefined {
+    const n = nodeOf(node);
+    if (!n) return undefined;
+    const b = n.body;
+    const most = (xs: unknown[]) => {
+      const chars = xs.map((x) => {
+        const s = this.sizeOf(x);
+        return s.level === 0 ? (s.chars ?? 0) : 0;
+      });
+      return Math.max(0, ...chars) || undefined;
+    };
+    switch (n.type) {
+      case 'A_Const':
+        return isBody(b.sval) && typeof b.sval.sval === 'string' ? b.sval.sval.length || undefined : undefined;
+      case 'TypeCast': {
+        const typeName = isBody(b.typeName) ? b.typeName : {};
+        const type = names(typeName.names)?.at(-1) ?? '';
+        if (!TEXT_TYPES.has(type)) return undefined;
+        const padded = type === 'bpchar' ? Number(literalText(list(typeName.typmods)[0]) ?? 0) : 0;
+        return Math.max(padded, most([b.arg]) ?? 0) || undefined;
+      }
+      case 'A_Expr':
+        return b.kind === 'AEXPR_NULLIF' ? most([b.lexpr]) : undefined;
+      case 'FuncCall': {
+        const size = FUNCTION_SIZES[names(b.funcname)?.at(-1) ?? ''];
+        return size === 'copies' || size === 'keeps' ? most([...list(b.args), ...list(b.agg_order).map((o) => bodyOf(o, 'SortBy')?.node)]) : undefined;
+      }
+      case 'CaseExpr':
+        return most([...list(b.args).map((w) => bodyOf(w, 'CaseWhen')?.result), b.defresult]);
+      case 'CoalesceExpr':
+      case 'MinMaxExpr':
+        return most(list(b.args));
+      case 'SubLink': {
+        const first = this.subqueryOutputs.get(bodyOf(b.subselect, 'SelectStmt') ?? {})?.[0];
+        return b.subLinkType === 'EXPR_SUBLINK' && first?.size.level === 0 ? first.size.chars : undefined;
       }
       default:
         return undefined;
