@@ -88,12 +88,21 @@ interface StartOptions {
   observe?: ApiOptions['observe'];
   /** The time the inbound rate limits count windows by (default `Date.now`; tests move it forward). */
   now?: Now;
+  /**
+   * A signal during the start (the executable's first SIGTERM, SIGINT or SIGHUP) interrupts it: the
+   * database setup's waits are cut (setupDatabase), no further step is begun, and the start fails,
+   * releasing what it had acquired as any failed start does.
+   */
+  interrupt?: AbortSignal;
+  /** Names the start's steps while they run (what an interrupted start that outlasts its limit is still waiting on, cmd/stop.ts). */
+  startSteps?: PendingSteps;
 }
 
 /**
  * The composition root: database, services, API, and their orderly stop. A start that fails
  * releases what it had acquired (the other way round): the pools closed, the embedded PostgreSQL
- * stopped and its data directory freed, the clocks, listener and leadership stopped.
+ * stopped and its data directory freed, the clocks, listener and leadership stopped. So does a start
+ * interrupted by `options.interrupt`.
  */
 export async function startHub(config: Config, options: StartOptions): Promise<Hub> {
   const acquired: Array<() => unknown> = [];
@@ -139,6 +148,11 @@ function cannotListen(host: string, port: number, err: unknown): StartRefused {
 
 /** startHub's work; `acquired` is told how to release each thing started, should a later step fail. */
 async function composeHub(config: Config, options: StartOptions, acquired: (release: () => unknown) => void): Promise<Hub> {
+  const { interrupt } = options;
+  /** A step of the start, named while it runs. */
+  const starting = <T>(name: string, work: Promise<T>): Promise<T> => (options.startSteps ? options.startSteps.step(name, work) : work);
+  /** Where the start goes on no further once interrupted: everything begun so far is in `acquired`. */
+  const goOn = () => interrupt?.throwIfAborted();
   if (options.api) await checkPortFree(config.string('svc.http.host'), config.int('svc.http.port'));
   if (config.bool('svc.tracing.enabled')) {
     startTracing({ endpoint: config.string('svc.tracing.endpoint'), serviceName: config.string('svc.tracing.service-name') });
@@ -155,8 +169,13 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   // And the model ports (an openai provider without its base URL).
   const embedding = embeddingFromConfig(config, egress);
   const chat = chatFromConfig(config, egressAgent(egress));
-  const database: DatabaseSetup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: options.stopsOnSignals });
+  goOn();
+  const database: DatabaseSetup = await starting(
+    "the database's setup (embedded PostgreSQL, migrations)",
+    setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: options.stopsOnSignals, interrupt }),
+  );
   acquired(() => database.close());
+  goOn();
   const { db } = database;
   const catalog = loadCatalog();
   const events = new EventWriter(catalog);
@@ -181,7 +200,8 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   acquired(() => webhooks.stop());
   const secrets = new SecretStore(db, events, masterKey, { cacheTtlMs: config.duration('svc.secret.cache-ttl') });
   // Advisory: a database whose migrations are pending (svc.migrate.on-start off) has no table to try yet.
-  const sealedUnder = await secrets.newestSealedUnder().catch(() => undefined);
+  const sealedUnder = await starting("the stored secrets' check", secrets.newestSealedUnder().catch(() => undefined));
+  goOn();
   if (sealedUnder === 'none') {
     logger().error(
       'svc.secret.master-key does not open the stored secrets, nor does any of svc.secret.previous-master-keys (the newest was sealed with another key): connector runs, pre-flights and exports that use them fail naming the secret. Start with the key they were stored with (as the master key, or among the previous keys), or store them again',
@@ -286,8 +306,9 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   acquired(() => clocks.stop());
 
   const listener = new OutboxListener(database.workerUrl);
-  await listener.start();
+  await starting("the outbox listener's start", listener.start());
   acquired(() => listener.stop());
+  goOn();
   listener.onEvent(() => services.stream.wake());
   // The cursor consumers and sweeps run in one process at a time: jobs on `leaderClocks` tick only
   // while this process holds the leadership (a Kubernetes Lease or a PostgreSQL advisory lock,
@@ -353,7 +374,8 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
       const done = await services.workflows.sweep(() => leaderClocks.running());
       if (done.emitted || done.ended) logger().debug(done, 'workflow dormancy sweep');
     });
-    await leadership.start();
+    await starting("the leader election's start", leadership.start());
+    goOn();
   }
 
   let server: RunningServer | undefined;
@@ -368,7 +390,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
       observe: options.observe,
     });
     try {
-      server = await listen(api, config.string('svc.http.host'), config.int('svc.http.port'));
+      server = await starting('the HTTP listen', listen(api, config.string('svc.http.host'), config.int('svc.http.port')));
     } catch (err) {
       throw cannotListen(config.string('svc.http.host'), config.int('svc.http.port'), err);
     }

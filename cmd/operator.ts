@@ -10,6 +10,7 @@ import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { KUBECTL_YAML } from '../src/manifests/yaml.js';
 import { logger } from '../src/observability/logger.js';
 import { type Hub, startHub } from './compose.js';
+import type { PendingSteps } from './stop.js';
 import { leaderElector } from './leader.js';
 
 /**
@@ -62,7 +63,7 @@ export function operatorInstance(config: Config): string | undefined {
   return instance;
 }
 
-export async function startOperator(config: Config, opts: { kube?: KubeTarget; env?: NodeJS.ProcessEnv; stopsOnSignals?: boolean } = {}): Promise<OperatorProcess> {
+export async function startOperator(config: Config, opts: { kube?: KubeTarget; env?: NodeJS.ProcessEnv; stopsOnSignals?: boolean; interrupt?: AbortSignal; startSteps?: PendingSteps } = {}): Promise<OperatorProcess> {
   const templatePath = config.string('svc.operator.run-job-template');
   const runJobTemplate = loadRunJobTemplate(templatePath);
   if (!runJobTemplate) logger().warn(`no run pod template at ${templatePath} (svc.operator.run-job-template): resources with a schedule get no CronJob`);
@@ -70,7 +71,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
   const kc = kubeConfig(opts.kube);
   const cronJobNamespace =
     config.optional('svc.operator.cronjob-namespace') || (opts.env ?? process.env).POD_NAMESPACE || kc.getContextObject(kc.getCurrentContext())?.namespace || 'default';
-  const hub = await startHub(config, { api: true, operationsOnly: true, background: false, stopsOnSignals: opts.stopsOnSignals });
+  const hub = await startHub(config, { api: true, operationsOnly: true, background: false, stopsOnSignals: opts.stopsOnSignals, interrupt: opts.interrupt, startSteps: opts.startSteps });
   let elector: ReturnType<typeof leaderElector>;
   try {
     elector = leaderElector(config, hub.workerUrl, { leaseName: operatorLeaseName(config.string('svc.leader.lease-name')), env: opts.env, kube: opts.kube });

@@ -70,35 +70,89 @@ export class PendingSteps {
 }
 
 /**
- * Resolves once `stop` (a first signal, maybe one that came during the start) has stopped the hub:
- * the exit code, 0, or 1 when the stop failed (a process manager then sees that something was left
- * behind, as the log line says). A stop that has not ended within `bound.limitMs` (a step waiting on
- * a database that does not answer: the final audit flush, an outbox batch in hand) resolves 1 too,
- * once it has logged the steps still pending (their names only), so the process exits instead of
- * hanging.
+ * Resolves once `stop` (a first signal) has stopped the hub: the exit code, 0, or 1 when the stop
+ * failed (a process manager then sees that something was left behind, as the log line says). A stop
+ * that has not ended within `bound.limitMs` (a step waiting on a database that does not answer: the
+ * final audit flush, an outbox batch in hand) resolves 1 too, once it has logged the steps still
+ * pending (their names only), so the process exits instead of hanging.
  */
 export function stopped(hub: { stop(): Promise<void> }, stop: AbortSignal, bound?: StopBound): Promise<number> {
   return new Promise((resolve) => {
-    const onStop = () => {
-      const ending = hub.stop().then(
-        () => ({ failed: false as const }),
-        (err: unknown) => ({ failed: true as const, err }),
-      );
-      const settled = async () => {
-        const outcome = bound ? await endsWithin(ending, bound) : await ending;
-        if (outcome === GIVEN_UP) return 1;
-        if (outcome.failed) {
-          logger().error({ err: outcome.err }, 'stop failed');
-          return 1;
-        }
-        logger().info('stopped');
-        return 0;
-      };
-      resolve(settled());
-    };
+    const onStop = () => resolve(ended(hub.stop().then(() => 'stopped'), bound));
     if (stop.aborted) onStop();
     else stop.addEventListener('abort', onStop, { once: true });
   });
+}
+
+/** The exit code of a stop under way (`ending` resolves to its last log line), as `stopped` says. */
+async function ended(ending: Promise<string>, bound?: StopBound): Promise<number> {
+  const outcome = await (bound ? endsWithin(settledOf(ending), bound) : settledOf(ending));
+  if (outcome === GIVEN_UP) return 1;
+  if (outcome.failed) {
+    logger().error({ err: outcome.err }, 'stop failed');
+    return 1;
+  }
+  logger().info(outcome.line);
+  return 0;
+}
+
+function settledOf(ending: Promise<string>): Promise<{ failed: false; line: string } | { failed: true; err: unknown }> {
+  return ending.then(
+    (line) => ({ failed: false as const, line }),
+    (err: unknown) => ({ failed: true as const, err }),
+  );
+}
+
+/** What a start interrupted by a signal logs (its error, the interruption's consequence, at debug only). */
+export const START_INTERRUPTED = 'the start was interrupted by the stop; what it had acquired is released';
+
+export interface Role<H extends { stop(): Promise<void> }> {
+  /** The start (`startHub`'s): interrupted by `stop` (its `interrupt`), its steps named in `steps` while they run. */
+  start: (steps: PendingSteps) => Promise<H>;
+  /** What follows a start no signal came during: the exit code (a long-running role's `stopped`). */
+  run: (hub: H) => Promise<number>;
+  /** The executable's signal. */
+  stop: AbortSignal;
+  limitMs: number;
+  /** The steps of the started hub's stop still pending. */
+  pending: (hub: H) => string[];
+  /** The exit code of an interrupted start: 0 for the roles that serve (a stop, done), 1 for `migrate` (its work not done). */
+  interruptedCode: 0 | 1;
+}
+
+/**
+ * A role's start, then `run`. A signal during the start interrupts it (waits for a lock or a
+ * connection cut, no further step begun, what it had acquired released: see `startHub`), and from
+ * that signal what is left has `limitMs`, as a stop has: the start's end and, should it have finished
+ * all the same (its last step under way was not one that can be cut), the hub's stop. Past it the
+ * steps still pending are logged, the start's and the stop's, and it resolves 1. An interrupted start
+ * logs START_INTERRUPTED and resolves `interruptedCode`; a start that fails with no signal rejects.
+ */
+export async function startedOrInterrupted<H extends { stop(): Promise<void> }>(role: Role<H>): Promise<number> {
+  const steps = new PendingSteps();
+  const starting = role.start(steps);
+  const signalled = new Promise<undefined>((resolve) => {
+    if (role.stop.aborted) resolve(undefined);
+    else role.stop.addEventListener('abort', () => resolve(undefined), { once: true });
+  });
+  const first = await Promise.race([starting.then((hub) => ({ hub })), signalled]);
+  if (first) return role.run(first.hub);
+  let hub: H | undefined;
+  let interrupted = false;
+  const ending = starting.then(
+    async (started) => {
+      hub = started;
+      await started.stop();
+      return 'stopped';
+    },
+    (err: unknown) => {
+      interrupted = true;
+      logger().debug({ err }, "the interrupted start's error");
+      return START_INTERRUPTED;
+    },
+  );
+  const code = await ended(ending, { limitMs: role.limitMs, pending: () => [...steps.list(), ...(hub ? role.pending(hub) : [])] });
+  return code === 0 && interrupted ? role.interruptedCode : code;
 }
 
 /** The close of a command's own database (pools, embedded PostgreSQL): the name of that step. */

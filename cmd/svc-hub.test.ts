@@ -313,7 +313,7 @@ describe('svc-hub executable', () => {
     expect(stopping.split('\n').filter((line) => /"level":(40|50)|\bWARN\b|\bERROR\b/.test(line))).toEqual([]);
   }, 120_000);
 
-  it('a signal during the start stops the hub once started, its PostgreSQL too; SIGHUP (a closed terminal) stops it like SIGTERM', async () => {
+  it('a signal during the start interrupts it, its PostgreSQL stopped too; SIGHUP (a closed terminal) stops it like SIGTERM', async () => {
     const dataDir = join(tempDir(), 'data');
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
@@ -323,8 +323,9 @@ describe('svc-hub executable', () => {
     const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
     first.child.kill('SIGTERM');
     // Was: node killed by the signal (143), its PostgreSQL left running and hub.pid left behind.
-    expect(await first.exited).toBe(0);
-    expect(first.output()).toContain('SIGTERM: stopping once the start has finished');
+    expect(await exitCodeShowingOutput(first)).toBe(0);
+    expect(first.output()).toContain('SIGTERM: interrupting the start');
+    expect(first.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
     expect(first.output()).toContain('embedded PostgreSQL stopped');
     expect(first.output()).not.toContain('svc-hub ready');
     expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
@@ -347,17 +348,20 @@ describe('svc-hub executable', () => {
     expect(() => process.kill(againPg, 0)).toThrow();
   }, 120_000);
 
-  it('Ctrl-C during a first start (initdb running) or during migrate stops it once done, exit 0: initdb and the embedded PostgreSQL are not in the terminal\'s group', async () => {
+  it('Ctrl-C during a first start (initdb running) or during migrate interrupts it, exit 1: initdb and the embedded PostgreSQL are not in the terminal\'s group', async () => {
     // Ctrl-C in a terminal: SIGINT to the whole foreground group, here while initdb makes the cluster.
     const dataDir = join(tempDir(), 'data');
     const first = start(['migrate'], { SVC_DATA_DIR: dataDir }, true);
     await until('initdb to start', () => first.output().includes('initialising embedded PostgreSQL'), { timeoutMs: 60_000, everyMs: 5 });
     process.kill(-first.child.pid!, 'SIGINT');
-    // Was: initdb killed with the group, `could not initialise embedded PostgreSQL`, exit 1.
-    expect(await exitCodeShowingOutput(first)).toBe(0);
-    expect(first.output()).toContain('SIGINT: stopping once the migrations are applied');
+    // Was: initdb killed with the group, `could not initialise embedded PostgreSQL`. Now initdb and the
+    // server's start end (they are not cut), then the start is interrupted: the migrations not applied, exit 1.
+    expect({ exit: await first.exited, output: first.output() }).toMatchObject({ exit: 1 });
+    expect(first.output()).toContain('SIGINT: interrupting the migrations');
     expect(first.output()).not.toContain('could not initialise');
-    expect(first.output()).toContain('migrations are up to date');
+    expect(first.output()).toContain('embedded PostgreSQL ready');
+    expect(first.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
+    expect(first.output()).not.toContain('migrations are up to date');
     expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
 
     // Mid-migration: the embedded PostgreSQL is up, the migrations are being applied.
@@ -365,11 +369,84 @@ describe('svc-hub executable', () => {
     const second = start(['migrate'], { SVC_DATA_DIR: other }, true);
     await until('the embedded PostgreSQL to be ready', () => second.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, everyMs: 5 });
     process.kill(-second.child.pid!, 'SIGINT');
-    // Was: the server stopped by the same Ctrl-C under the migrations (`terminating connection`), exit 1.
-    expect(await exitCodeShowingOutput(second)).toBe(0);
-    expect(second.output()).toContain('migrations are up to date');
+    // Was: the server stopped by the same Ctrl-C under the migrations (`terminating connection`). The
+    // migrations' connection is cut by the hub, the server stopped by it, nothing else fails.
+    expect({ exit: await second.exited, output: second.output() }).toMatchObject({ exit: 1 });
+    expect(second.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
+    expect(second.output()).toContain('embedded PostgreSQL stopped');
+    expect(second.output()).not.toMatch(/terminating connection|"level":50|"level":60|\bERROR\b|\bFATAL\b/);
     expect(existsSync(join(other, 'hub.pid'))).toBe(false);
   }, 120_000);
+
+  it('a signal while the start waits on the migrations\' lock (held by the test) interrupts it within the limit: serve exits 0, migrate 1', async () => {
+    const url = await createTestDatabase();
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      // What another replica applying the migrations holds (src/db/migrations.ts).
+      await holder.query("select pg_advisory_lock(hashtext('svc-hub:migrations'))");
+      const env = { DATABASE_URL: url, SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_EMBEDDING_PROVIDER: 'none' };
+      const hub = start(['serve'], { ...env, PORT: String(await freePort()) });
+      const migrate = start(['migrate'], env);
+      for (const command of [hub, migrate]) {
+        await until('the start to wait on the lock', () => command.output().includes('another process is applying the migrations'), { timeoutMs: 60_000, detail: () => command.output() });
+      }
+      const signalled = performance.now();
+      hub.child.kill('SIGTERM');
+      migrate.child.kill('SIGTERM');
+      // Was: still running, as long as the lock is held (the limit began only once the start had returned).
+      // The limit: the grace (1 s) and the margin (15 s); the interruption ends well within it.
+      expect({ exit: await exitWithin(hub, 16_000), output: hub.output() }).toMatchObject({ exit: 0 });
+      expect({ exit: await exitWithin(migrate, 16_000), output: migrate.output() }).toMatchObject({ exit: 1 });
+      expect(performance.now() - signalled).toBeLessThan(16_000);
+      expect(hub.output()).toContain('SIGTERM: interrupting the start');
+      expect(migrate.output()).toContain('SIGTERM: interrupting the migrations');
+      for (const command of [hub, migrate]) {
+        expect(command.output().match(/the start was interrupted by the stop; what it had acquired is released/g)).toHaveLength(1);
+        expect(command.output()).not.toMatch(/failed|"level":50|"level":60|\bERROR\b|\bFATAL\b/);
+      }
+      expect(migrate.output()).not.toContain('migrations are up to date');
+    } finally {
+      await holder.end();
+    }
+  }, 120_000);
+
+  it('a signal while an embedded start waits for a database that does not answer its connection: interrupted, hub.pid released, no PostgreSQL left', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const pgPort = await freePort();
+    const env = { SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PORT: String(pgPort), SVC_HTTP_SHUTDOWN_GRACE: '1s' };
+    expect(await exitCodeShowingOutput(start(['migrate'], env))).toBe(0);
+    // A login of the hub's database hangs (a login event trigger that sleeps, PostgreSQL 17 and later):
+    // the server answers the connections to `postgres` the embedded start makes, never those the
+    // migrations make to `svc`.
+    const server = await startEmbedded({ dataDir, port: pgPort });
+    const owner = new pg.Client({ connectionString: server.url });
+    await owner.connect();
+    await owner.query(`create function hang_login() returns event_trigger language plpgsql as $$ begin perform pg_sleep(3600); end $$`);
+    await owner.query('create event trigger hang_login on login execute function hang_login()');
+    await owner.end();
+    await server.stop();
+
+    for (const role of ['all', 'migrate']) {
+      const command = start([role], { ...env, PORT: String(await freePort()) });
+      await until('the embedded PostgreSQL to be ready', () => command.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, detail: () => command.output() });
+      const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      // The migrations' connection waiting in the login trigger.
+      const admin = new URL(server.url);
+      admin.pathname = '/postgres';
+      const probe = new pg.Client({ connectionString: admin.toString() });
+      await probe.connect();
+      await until('the login to hang', async () => (await probe.query("select 1 from pg_stat_activity where wait_event = 'PgSleep'")).rowCount! > 0, { timeoutMs: 30_000 });
+      await probe.end();
+      command.child.kill('SIGTERM');
+      // Was: still running, for the trigger's hour. The limit: the grace (1 s), the margin (15 s), the embedded server's stop (40 s).
+      expect({ exit: await exitWithin(command, 56_000), output: command.output() }).toMatchObject({ exit: role === 'migrate' ? 1 : 0 });
+      expect(command.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
+      expect(command.output()).toContain('embedded PostgreSQL stopped');
+      expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+      expect(() => process.kill(pgPid, 0)).toThrow();
+    }
+  }, 180_000);
 
   it('a second hub that finds the lock file gone (removed by hand) refuses to start, and does not stop the running hub\'s PostgreSQL as an orphan', async () => {
     const dataDir = join(tempDir(), 'data');

@@ -14,7 +14,7 @@ import { startOperator } from './operator.js';
 import { OUTBOX_USAGE, outboxCommand, parseOutboxArgs } from './outbox.js';
 import { parseRunArgs, runCommand } from './run.js';
 import { parseSecretsArgs, SECRETS_USAGE, secretsCommand } from './secrets.js';
-import { stopLimitMs, stopped } from './stop.js';
+import { DATABASE_CLOSE, type Role, startedOrInterrupted, stopLimitMs, stopped } from './stop.js';
 import { ROLES, RUN_USAGE, USAGE } from './usage.js';
 
 type RoleName = (typeof ROLES)[number];
@@ -79,11 +79,12 @@ export async function main(argv: string[]): Promise<number> {
   for (const warning of config.warnings) logger().warn(warning);
 
   // Set before anything is started: a signal that comes while the process is still starting (the
-  // embedded PostgreSQL starting, the migrations) stops it once the start has finished, instead of
-  // killing node and leaving the embedded server running and the data directory marked as taken.
+  // embedded PostgreSQL starting, the migrations) interrupts the start (cmd/stop.ts,
+  // `startedOrInterrupted`), instead of killing node and leaving the embedded server running and the
+  // data directory marked as taken.
   let serving = false;
   const stop = stopSignal(() =>
-    role === 'run' ? 'stopping' : role === 'secrets' ? 'stopping after the batch in progress' : role === 'outbox' ? 'stopping once the command in hand has ended' : role === 'migrate' ? 'stopping once the migrations are applied' : serving ? 'stopping (in-flight requests finish first)' : 'stopping once the start has finished',
+    role === 'run' ? 'stopping' : role === 'secrets' ? 'stopping after the batch in progress' : role === 'outbox' ? 'stopping once the command in hand has ended' : role === 'migrate' ? 'interrupting the migrations' : serving ? 'stopping (in-flight requests finish first)' : 'interrupting the start',
   );
   try {
     if (role === 'run') return await runCommand(config, rest, undefined, stop);
@@ -153,31 +154,57 @@ function reasonOf(err: unknown): string {
 }
 
 async function run(role: RoleName, config: Config, stop: AbortSignal, serving: () => void): Promise<number> {
+  const limitMs = stopLimitMs(config);
   if (role === 'migrate') {
-    // Its own process group for the embedded PostgreSQL, as the other roles: a terminal's Ctrl-C
-    // stops it once the migrations are applied, instead of stopping the server under them.
-    const setup = await setupDatabase(config, { migrate: true, ownProcessGroup: true });
-    await setup.close();
-    logger().info('migrations are up to date');
-    return 0;
+    return startedOrInterrupted({
+      // Its own process group for the embedded PostgreSQL, as the other roles: a terminal's Ctrl-C
+      // reaches the command, which stops the server itself.
+      start: (steps) =>
+        steps
+          .step("the database's setup (embedded PostgreSQL, migrations)", setupDatabase(config, { migrate: true, ownProcessGroup: true, interrupt: stop }))
+          .then((setup) => ({ stop: () => setup.close() })),
+      run: async (setup) => {
+        await setup.stop();
+        logger().info('migrations are up to date');
+        return 0;
+      },
+      stop,
+      limitMs,
+      pending: () => [DATABASE_CLOSE],
+      interruptedCode: 1,
+    });
   }
+  // The roles that serve until a signal: the start, `started` (what the log says), then the bounded stop.
+  const served = <H extends { stop(): Promise<void> }>(start: Role<H>['start'], hubOf: (started: H) => Hub, started: (hub: Hub) => void) =>
+    startedOrInterrupted<H>({
+      start,
+      run: (served) => {
+        serving();
+        if (!stop.aborted) started(hubOf(served));
+        return stopped(served, stop, { limitMs, pending: () => hubOf(served).stopPending() });
+      },
+      stop,
+      limitMs,
+      pending: (served) => hubOf(served).stopPending(),
+      interruptedCode: 0,
+    });
+  const hubItself = (hub: Hub) => hub;
   if (role === 'dispatch') {
     // No API: only the operations routes, on svc.http.port, for liveness and readiness probes.
-    const hub: Hub = await startHub(config, { api: true, operationsOnly: true, background: true, stopsOnSignals: true });
-    serving();
-    if (!stop.aborted) logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`);
-    return stopped(hub, stop, { limitMs: stopLimitMs(config), pending: () => hub.stopPending() });
+    return served(
+      (startSteps) => startHub(config, { api: true, operationsOnly: true, background: true, stopsOnSignals: true, interrupt: stop, startSteps }),
+      hubItself,
+      (hub) => logger().info(`svc-hub dispatch started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`),
+    );
   }
   if (role === 'operator') {
-    const operator = await startOperator(config, { stopsOnSignals: true });
-    serving();
-    if (!stop.aborted) logger().info(`svc-hub operator started (health and metrics at ${operator.hub.url}/q/health, ${operator.hub.url}/q/metrics)`);
-    return stopped(operator, stop, { limitMs: stopLimitMs(config), pending: () => operator.hub.stopPending() });
+    return served(
+      (startSteps) => startOperator(config, { stopsOnSignals: true, interrupt: stop, startSteps }),
+      (operator) => operator.hub,
+      (hub) => logger().info(`svc-hub operator started (health and metrics at ${hub.url}/q/health, ${hub.url}/q/metrics)`),
+    );
   }
-  const hub: Hub = await startHub(config, { api: true, background: role === 'all', stopsOnSignals: true });
-  serving();
-  if (!stop.aborted) announce(config, hub.url!);
-  return stopped(hub, stop, { limitMs: stopLimitMs(config), pending: () => hub.stopPending() });
+  return served((startSteps) => startHub(config, { api: true, background: role === 'all', stopsOnSignals: true, interrupt: stop, startSteps }), hubItself, (hub) => announce(config, hub.url!));
 }
 
 /** The signals that stop every role: Ctrl-C, a process manager's stop, and a closed terminal. */

@@ -98,11 +98,15 @@ export async function migrate(
   ownerUrl: string,
   roles: RoleNames | null,
   sets: MigrationSet[] = MIGRATION_SETS,
-  /** Apply a file below its schema's applied version too (tests that apply one migration again; never configuration). */
-  options: { outOfOrder?: boolean } = {},
+  /**
+   * outOfOrder: apply a file below its schema's applied version too (tests that apply one migration
+   * again; never configuration). interrupt: cuts the connection (ownClient), the wait for the lock
+   * included; a file being applied is rolled back.
+   */
+  options: { outOfOrder?: boolean; interrupt?: AbortSignal } = {},
 ): Promise<number> {
   const files = readMigrations(sets);
-  const client = ownClient({ connectionString: ownerUrl });
+  const client = ownClient({ connectionString: ownerUrl }, options.interrupt);
   await client.connect();
   let applied = 0;
   try {

@@ -47,9 +47,24 @@ export const KEEPALIVE = { keepAlive: true, keepAliveInitialDelayMillis: KEEPALI
  * A connection of its own, not a pool's (the migrations', the start's checks as the owner, the
  * embedded server's database creation), with the pools' TCP keepalive (KEEPALIVE): a start whose
  * database went silent under it fails instead of waiting for ever. `config`'s own settings win.
+ * `interrupt` (a signal during the hub's start, cmd/stop.ts) cuts it: its socket is destroyed, so
+ * its connect or statement under way (a wait for the migrations' lock, a database that does not
+ * answer) fails at once; one already aborted is refused.
  */
-export function ownClient(config: pg.ClientConfig): pg.Client {
-  return new pg.Client({ ...KEEPALIVE, ...config });
+export function ownClient(config: pg.ClientConfig, interrupt?: AbortSignal): pg.Client {
+  interrupt?.throwIfAborted();
+  const client = new pg.Client({ ...KEEPALIVE, ...config });
+  if (interrupt) {
+    const cut = () => {
+      // The statement or connect under way fails with it; the client's own `error` event (no
+      // statement was under way) is the cut's consequence, not news.
+      client.on('error', () => undefined);
+      client.connection.stream.destroy();
+    };
+    interrupt.addEventListener('abort', cut, { once: true });
+    client.once('end', () => interrupt.removeEventListener('abort', cut));
+  }
+  return client;
 }
 
 /** The connections each resilient pool has made and not yet closed (connecting ones too), and its name. */
