@@ -682,6 +682,20 @@ describe('svc-hub run, secrets and outbox stopped while their database is frozen
     }
   }
 
+  it("serve and migrate waiting on the migrations' lock, then the database frozen: the start is interrupted at once (its connection cut here), exit 0 and 1", async () => {
+    // The lock another replica applying the migrations holds (src/db/migrations.ts), here for the test's transaction.
+    const migrationLock = "select pg_advisory_xact_lock(hashtext('svc-hub:migrations'))";
+    for (const [role, code] of [['serve', 0], ['migrate', 1]] as const) {
+      const { exit, ms, output } = await stoppedFrozen([role], migrationLock, { PORT: String(await freePort()), SVC_EMBEDDING_PROVIDER: 'none' });
+      // Was: still running, for ever (the start waited on the lock, then on the frozen database).
+      expect({ exit, output }).toMatchObject({ exit: code });
+      // Well within the limit (16 s): nothing waits on the frozen server.
+      expect(ms).toBeLessThan(10_000);
+      expect(output).toContain(role === 'migrate' ? 'SIGTERM: interrupting the migrations' : 'SIGTERM: interrupting the start');
+      expect(output).toContain('the start was interrupted by the stop; what it had acquired is released');
+    }
+  }, 120_000);
+
   it("run connector: the run's end waits on the database; the stop is given up after its limit, naming the run, exit 1", async () => {
     // The tenant's DDL lock, which the run takes (shared) to register its table.
     const { rows } = await owner.query<{ id: number }>("select id from core.tenants where code = 'default'");
