@@ -27,7 +27,7 @@ import { platformDocuments } from './platform-corpus.js';
 import { HUB_CONSUMERS } from './outbox.js';
 import { scheduleHousekeeping } from './housekeeping.js';
 import { leaderElector } from './leader.js';
-import { PendingSteps } from './stop.js';
+import { DATABASE_SETUP, PendingSteps } from './stop.js';
 import { integrationSubscriber } from '../src/webhooks/integrations.js';
 import { createWebhookServices } from '../src/webhooks/services.js';
 import { operationRoutes } from '../apiserver/routes/operations/operations.js';
@@ -121,6 +121,19 @@ export async function startHub(config: Config, options: StartOptions): Promise<H
 }
 
 /**
+ * The start of a command whose start is its database's setup alone (`migrate`, `secrets`, `outbox`),
+ * for `startedOrInterrupted` (cmd/stop.ts): named while it runs, interrupted by `stop`, stopped by the
+ * database's close. With `stop` (the executable's signal), the embedded PostgreSQL runs in a process
+ * group of its own, as the roles': a terminal's Ctrl-C reaches the command, which stops the server itself.
+ */
+export function databaseStart(config: Config, options: { migrate: boolean; stop?: AbortSignal }): (steps: PendingSteps) => Promise<{ setup: DatabaseSetup; stop(): Promise<void> }> {
+  return (steps) =>
+    steps
+      .step(DATABASE_SETUP, setupDatabase(config, { migrate: options.migrate, ownProcessGroup: options.stop !== undefined, interrupt: options.stop }))
+      .then((setup) => ({ setup, stop: () => setup.close() }));
+}
+
+/**
  * The HTTP port, tried before anything is started: one another process holds (a hub started twice)
  * stops the start at once, not after the embedded PostgreSQL's start and the migrations. Only a
  * check: the port is bound once the hub is ready to serve (`listen`), which fails the same way
@@ -170,10 +183,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   const embedding = embeddingFromConfig(config, egress);
   const chat = chatFromConfig(config, egressAgent(egress));
   goOn();
-  const database: DatabaseSetup = await starting(
-    "the database's setup (embedded PostgreSQL, migrations)",
-    setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: options.stopsOnSignals, interrupt }),
-  );
+  const database: DatabaseSetup = await starting(DATABASE_SETUP, setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: options.stopsOnSignals, interrupt }));
   acquired(() => database.close());
   goOn();
   const { db } = database;

@@ -2,9 +2,9 @@ import type { Config } from '../src/config/config.js';
 import type { Database } from '../src/db/database.js';
 import { type ConsumerState, consumerStates, dropConsumer, formatLag } from '../src/events/consumer.js';
 import { PROCESS_CONSUMER } from '../src/processes/consumer.js';
-import { setupDatabase } from '../src/runtime/database-setup.js';
 import { WEBHOOK_CONSUMER } from '../src/webhooks/services.js';
-import { boundedCommand, DATABASE_CLOSE, stopLimitMs } from './stop.js';
+import { databaseStart } from './compose.js';
+import { boundedCommand, DATABASE_CLOSE, NO_SIGNAL, startedOrInterrupted, stopLimitMs } from './stop.js';
 
 /** The outbox consumers this version of the hub runs (cmd/compose.ts), each with what it does. */
 export const HUB_CONSUMERS = {
@@ -75,15 +75,24 @@ export async function outboxCommand(
     out(`refused: '${args.name}' is a consumer this version of the hub runs (${RUNNING.join(', ')}); its cursor is not dropped`);
     return 1;
   }
-  const setup = await setupDatabase(config, { migrate: config.bool('svc.migrate.on-start'), ownProcessGroup: stop !== undefined });
-  // A signal lets the command in hand end; that, and the database's close, have the roles' time limit (cmd/stop.ts).
-  return boundedCommand({
-    work: () => (args.command === 'consumers' ? listConsumers(setup.db, out) : drop(setup.db, args, out)),
-    workStep: `the ${args.command} command`,
-    close: () => setup.close(),
-    closeStep: DATABASE_CLOSE,
-    stop,
+  // A signal during the database's setup interrupts it (cmd/stop.ts, `startedOrInterrupted`): exit 1.
+  return startedOrInterrupted({
+    start: databaseStart(config, { migrate: config.bool('svc.migrate.on-start'), stop }),
+    run: ({ setup }) => {
+      // A signal lets the command in hand end; that, and the database's close, have the roles' time limit (cmd/stop.ts).
+      return boundedCommand({
+        work: () => (args.command === 'consumers' ? listConsumers(setup.db, out) : drop(setup.db, args, out)),
+        workStep: `the ${args.command} command`,
+        close: () => setup.close(),
+        closeStep: DATABASE_CLOSE,
+        stop,
+        limitMs: stopLimitMs(config),
+      });
+    },
+    stop: stop ?? NO_SIGNAL,
     limitMs: stopLimitMs(config),
+    pending: () => [DATABASE_CLOSE],
+    interruptedCode: 1,
   });
 }
 

@@ -4,7 +4,7 @@ import type { ExportRun } from '../src/exports/runs/ledger.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { logger } from '../src/observability/logger.js';
 import { startHub } from './compose.js';
-import { boundedCommand, stopLimitMs } from './stop.js';
+import { boundedCommand, NO_SIGNAL, startedOrInterrupted, stopLimitMs } from './stop.js';
 import { RUN_USAGE } from './usage.js';
 
 export { RUN_USAGE } from './usage.js';
@@ -54,22 +54,31 @@ export async function runCommand(
     process.stderr.write(`svc-hub run: ${args}\n\n${RUN_USAGE}`);
     return 2;
   }
-  const hub = await startHub(config, { api: false, background: false, stopsOnSignals: stop !== undefined });
-  const onStop = () => {
-    out('stopping: the run ends Failed interrupted');
-    // The same promise as `close` below awaits, which reports a failed stop: not an unhandled rejection meanwhile.
-    hub.stop().catch(() => undefined);
-  };
-  if (stop?.aborted) onStop();
-  else stop?.addEventListener('abort', onStop, { once: true });
-  // The hub's stop, on a signal or after the run, is bounded as the roles' is (cmd/stop.ts).
-  return boundedCommand({
-    work: () => runOn(hub.services, args, out).finally(() => stop?.removeEventListener('abort', onStop)),
-    workStep: `the ${args.kind} run`,
-    close: () => hub.stop(),
-    closeSteps: () => hub.stopPending(),
-    stop,
+  // A signal during the hub's start interrupts it (cmd/stop.ts, `startedOrInterrupted`): no run, exit 1.
+  return startedOrInterrupted({
+    start: (startSteps) => startHub(config, { api: false, background: false, stopsOnSignals: stop !== undefined, interrupt: stop, startSteps }),
+    run: (hub) => {
+      const onStop = () => {
+        out('stopping: the run ends Failed interrupted');
+        // The same promise as `close` below awaits, which reports a failed stop: not an unhandled rejection meanwhile.
+        hub.stop().catch(() => undefined);
+      };
+      if (stop?.aborted) onStop();
+      else stop?.addEventListener('abort', onStop, { once: true });
+      // The hub's stop, on a signal or after the run, is bounded as the roles' is (cmd/stop.ts).
+      return boundedCommand({
+        work: () => runOn(hub.services, args, out).finally(() => stop?.removeEventListener('abort', onStop)),
+        workStep: `the ${args.kind} run`,
+        close: () => hub.stop(),
+        closeSteps: () => hub.stopPending(),
+        stop,
+        limitMs: stopLimitMs(config),
+      });
+    },
+    stop: stop ?? NO_SIGNAL,
     limitMs: stopLimitMs(config),
+    pending: (hub) => hub.stopPending(),
+    interruptedCode: 1,
   });
 }
 

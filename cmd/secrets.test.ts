@@ -247,9 +247,11 @@ describe('a stop', () => {
     expect(report.stopped).toBe(true);
     expect(report.resealed + report.current + report.unopened.length).toBe(1);
 
+    // A signal that came before the command's database was set up interrupts that start (cmd/stop.ts):
+    // no rekey begins, exit 1.
     const lines: string[] = [];
     expect(await secretsCommand(h.config, ['rekey'], (line) => lines.push(line), AbortSignal.abort())).toBe(1);
-    expect(lines).toEqual(['stopped before the end: re-sealed 0 values, 0 already under the current key, 0 could not be opened with any configured key']);
+    expect(lines).toEqual([]);
     await stop(h);
   }, 30_000);
 });

@@ -116,7 +116,11 @@ export interface Role<H extends { stop(): Promise<void> }> {
   limitMs: number;
   /** The steps of the started hub's stop still pending. */
   pending: (hub: H) => string[];
-  /** The exit code of an interrupted start: 0 for the roles that serve (a stop, done), 1 for `migrate` (its work not done). */
+  /**
+   * The exit code of a start a signal came during, once all is released or stopped: 0 for the roles
+   * that serve (a stop, done), 1 for the commands (`migrate`, `run`, `secrets`, `outbox`: their work
+   * not done).
+   */
   interruptedCode: 0 | 1;
 }
 
@@ -126,7 +130,8 @@ export interface Role<H extends { stop(): Promise<void> }> {
  * that signal what is left has `limitMs`, as a stop has: the start's end and, should it have finished
  * all the same (its last step under way was not one that can be cut), the hub's stop. Past it the
  * steps still pending are logged, the start's and the stop's, and it resolves 1. An interrupted start
- * logs START_INTERRUPTED and resolves `interruptedCode`; a start that fails with no signal rejects.
+ * logs START_INTERRUPTED; either way it resolves `interruptedCode` (1 when the release or the stop
+ * failed). A start that fails with no signal rejects.
  */
 export async function startedOrInterrupted<H extends { stop(): Promise<void> }>(role: Role<H>): Promise<number> {
   const steps = new PendingSteps();
@@ -138,7 +143,6 @@ export async function startedOrInterrupted<H extends { stop(): Promise<void> }>(
   const first = await Promise.race([starting.then((hub) => ({ hub })), signalled]);
   if (first) return role.run(first.hub);
   let hub: H | undefined;
-  let interrupted = false;
   const ending = starting.then(
     async (started) => {
       hub = started;
@@ -146,14 +150,16 @@ export async function startedOrInterrupted<H extends { stop(): Promise<void> }>(
       return 'stopped';
     },
     (err: unknown) => {
-      interrupted = true;
       logger().debug({ err }, "the interrupted start's error");
       return START_INTERRUPTED;
     },
   );
   const code = await ended(ending, { limitMs: role.limitMs, pending: () => [...steps.list(), ...(hub ? role.pending(hub) : [])] });
-  return code === 0 && interrupted ? role.interruptedCode : code;
+  return code === 0 ? role.interruptedCode : code;
 }
+
+/** The setup of the database at a start (the embedded PostgreSQL's start, the migrations): the name of that step. */
+export const DATABASE_SETUP = "the database's setup (embedded PostgreSQL, migrations)";
 
 /** The close of a command's own database (pools, embedded PostgreSQL): the name of that step. */
 export const DATABASE_CLOSE = "the database's close (pools, embedded PostgreSQL)";
@@ -172,6 +178,9 @@ export interface OneShot {
   stop?: AbortSignal;
   limitMs: number;
 }
+
+/** A signal that never comes: a command called without the executable's. */
+export const NO_SIGNAL: AbortSignal = new AbortController().signal;
 
 /**
  * A one-shot command (`svc-hub run`, `secrets`, `outbox`): its work, then its close, whose

@@ -682,19 +682,27 @@ describe('svc-hub run, secrets and outbox stopped while their database is frozen
     }
   }
 
-  it("serve and migrate waiting on the migrations' lock, then the database frozen: the start is interrupted at once (its connection cut here), exit 0 and 1", async () => {
+  it("every role waiting on the migrations' lock, then the database frozen: the start is interrupted at once (its connection cut here), exit 0 (serve) or 1 (the commands)", async () => {
     // The lock another replica applying the migrations holds (src/db/migrations.ts), here for the test's transaction.
     const migrationLock = "select pg_advisory_xact_lock(hashtext('svc-hub:migrations'))";
-    for (const [role, code] of [['serve', 0], ['migrate', 1]] as const) {
-      const { exit, ms, output } = await stoppedFrozen([role], migrationLock, { PORT: String(await freePort()), SVC_EMBEDDING_PROVIDER: 'none' });
+    const key = { SVC_SECRET_MASTER_KEY: Buffer.alloc(32, 0x5a).toString('base64') };
+    const cases = [
+      { args: ['serve'], code: 0, said: 'SIGTERM: interrupting the start' },
+      { args: ['migrate'], code: 1, said: 'SIGTERM: interrupting the migrations' },
+      { args: ['run', 'connector', 'frozen', '--tenant', 'default'], code: 1, said: 'SIGTERM: stopping' },
+      { args: ['secrets', 'rekey'], code: 1, said: 'SIGTERM: stopping after the batch in progress', env: key },
+      { args: ['outbox', 'consumers'], code: 1, said: 'SIGTERM: stopping once the command in hand has ended' },
+    ];
+    for (const { args, code, said, env } of cases) {
+      const { exit, ms, output } = await stoppedFrozen(args, migrationLock, { PORT: String(await freePort()), SVC_EMBEDDING_PROVIDER: 'none', ...env });
       // Was: still running, for ever (the start waited on the lock, then on the frozen database).
-      expect({ exit, output }).toMatchObject({ exit: code });
+      expect({ args, exit, output }).toMatchObject({ exit: code });
       // Well within the limit (16 s): nothing waits on the frozen server.
       expect(ms).toBeLessThan(10_000);
-      expect(output).toContain(role === 'migrate' ? 'SIGTERM: interrupting the migrations' : 'SIGTERM: interrupting the start');
+      expect(output).toContain(said);
       expect(output).toContain('the start was interrupted by the stop; what it had acquired is released');
     }
-  }, 120_000);
+  }, 180_000);
 
   it("run connector: the run's end waits on the database; the stop is given up after its limit, naming the run, exit 1", async () => {
     // The tenant's DDL lock, which the run takes (shared) to register its table.

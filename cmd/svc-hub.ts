@@ -8,8 +8,7 @@ import { loggableMessage } from '../src/observability/database-errors.js';
 import { createLogger, logger, setLogger } from '../src/observability/logger.js';
 import { registerKeyTexts } from '../src/platform/secrets/master-key.js';
 import { packageVersion } from '../src/package-root.js';
-import { setupDatabase } from '../src/runtime/database-setup.js';
-import { announce, startHub, type Hub } from './compose.js';
+import { announce, databaseStart, startHub, type Hub } from './compose.js';
 import { startOperator } from './operator.js';
 import { OUTBOX_USAGE, outboxCommand, parseOutboxArgs } from './outbox.js';
 import { parseRunArgs, runCommand } from './run.js';
@@ -157,12 +156,7 @@ async function run(role: RoleName, config: Config, stop: AbortSignal, serving: (
   const limitMs = stopLimitMs(config);
   if (role === 'migrate') {
     return startedOrInterrupted({
-      // Its own process group for the embedded PostgreSQL, as the other roles: a terminal's Ctrl-C
-      // reaches the command, which stops the server itself.
-      start: (steps) =>
-        steps
-          .step("the database's setup (embedded PostgreSQL, migrations)", setupDatabase(config, { migrate: true, ownProcessGroup: true, interrupt: stop }))
-          .then((setup) => ({ stop: () => setup.close() })),
+      start: databaseStart(config, { migrate: true, stop }),
       run: async (setup) => {
         await setup.stop();
         logger().info('migrations are up to date');
