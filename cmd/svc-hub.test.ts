@@ -704,6 +704,19 @@ describe('svc-hub run, secrets and outbox stopped while their database is frozen
     }
   }, 180_000);
 
+  it("serve whose start waits on the database in a step that is not cut (the stored secrets' check, on the pools): given up at the stop's limit from the signal, naming that step, exit 1", async () => {
+    const { exit, ms, output } = await stoppedFrozen(['serve'], 'lock table platform.secrets in access exclusive mode', {
+      PORT: String(await freePort()),
+      SVC_EMBEDDING_PROVIDER: 'none',
+      SVC_MIGRATE_ON_START: 'false',
+    });
+    // Was: still running, for ever.
+    expect({ exit, output }).toMatchObject({ exit: 1 });
+    expect(ms).toBeGreaterThan(16_000);
+    expect(output).toContain('SIGTERM: interrupting the start');
+    expect(output).toContain("the stop did not end within 16000 ms; still pending: the stored secrets' check. Exiting without waiting for them");
+  }, 120_000);
+
   it("run connector: the run's end waits on the database; the stop is given up after its limit, naming the run, exit 1", async () => {
     // The tenant's DDL lock, which the run takes (shared) to register its table.
     const { rows } = await owner.query<{ id: number }>("select id from core.tenants where code = 'default'");
