@@ -219,6 +219,29 @@ describe('login, whoami, logout', () => {
     }
   });
 
+  it('a token at a hub that runs the dev bypass (SVC_TOKEN, or one stored before): a 401 says the hub reads no token and to name a dev tenant, not that the token was refused', async () => {
+    const token = 'a-token-of-some-issuer';
+    const fresh = join(dir, 'token-env-at-dev-hub.json');
+    const env = { SVC_CLI_CONFIG: fresh, SVC_URL: hub.url, SVC_TOKEN: token };
+    const fix = `${hub.url} runs the dev bypass and reads no token, so the call named no tenant: unset SVC_TOKEN and set SVC_DEV_TENANT=ID`;
+    // The same with SVC_DEV_TENANT set too: SVC_TOKEN wins, so it must go.
+    for (const withDev of [env, { ...env, SVC_DEV_TENANT: '1' }]) {
+      expect(await svc(['connectors', 'ls'], { env: withDev })).toEqual({ code: 1, out: '', err: `error: no tenant in security context; ${fix} (HTTP 401)\n` });
+    }
+    // The event stream (a platform route) too: its first 401 ends it with the same hint.
+    expect(await svc(['events', 'tail'], { env, signal: AbortSignal.timeout(8_000) })).toEqual({ code: 1, out: '', err: `error: no tenant in security context; ${fix} (HTTP 401)\n` });
+    // A token stored before login refused one here (or by an older svc): log in with a dev tenant instead.
+    const file = join(dir, 'token-stored-at-dev-hub.json');
+    writeFileSync(file, JSON.stringify({ url: hub.url, token }), { mode: 0o600 });
+    const stored = await svc(['runs', 'ls'], { env: { SVC_CLI_CONFIG: file } });
+    expect(stored).toEqual({
+      code: 1,
+      out: '',
+      err: `error: no tenant in security context; ${hub.url} runs the dev bypass and reads no token, so the call named no tenant: svc login --url ${hub.url} --dev-tenant ID (HTTP 401)\n`,
+    });
+    expect(stored.err).not.toContain(token);
+  });
+
   it('a config path that is not a regular file (a FIFO, a directory) is refused by login, logout and every command, never replaced, removed or read', async () => {
     // As root, SVC_CLI_CONFIG=/dev/null made login replace the device with a file and logout delete it; a FIFO shows it safely.
     const fifo = join(dir, 'config-fifo.json');
@@ -472,6 +495,32 @@ describe('login at a hub that checks tokens', () => {
     // No token, nothing in clear: a dev tenant is not refused (at the dev-bypass hub); nor is a token to loopback by name.
     expect(await svc(['login', '--url', hub.url.replace('127.0.0.1', '0.0.0.0'), '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
     expect(await svc(['login', '--url', checking.url.replace('127.0.0.1', 'localhost'), '--token', token], { env: { SVC_CLI_CONFIG: file } })).toMatchObject({ code: 0, err: '' });
+  });
+
+  it('a 401 to a token says which of two it is: refused (expired?), or taken but naming no tenant; for every command, the event stream too', async () => {
+    const file = join(dir, 'checked-401.json');
+    const run = (token: string, args: string[]) => svc(args, { env: { SVC_CLI_CONFIG: file, SVC_URL: checking.url, SVC_TOKEN: token }, signal: AbortSignal.timeout(8_000) });
+    // An expired token: the hub refuses it (JSON `authentication required`; plain text on the platform's stream).
+    const expired = await issuer.mint({ realm_access: { roles: ['svc_user'] }, tenant_id: 1 }, { subject: 'cli-expired', expiresIn: -3_600 });
+    for (const args of [['connectors', 'ls'], ['events', 'tail']]) {
+      expect(await run(expired, args)).toEqual({ code: 1, out: '', err: 'error: authentication required; the token in SVC_TOKEN was refused (expired?) (HTTP 401)\n' });
+    }
+    // A valid token without a tenant claim: taken, acting as no tenant; /api/bff/v1/me (svc_user) says the hub checked it.
+    const noTenant = await issuer.mint({ realm_access: { roles: ['svc_user', 'svc_integrator'] } }, { subject: 'cli-no-tenant' });
+    for (const args of [['connectors', 'ls'], ['events', 'tail']]) {
+      expect(await run(noTenant, args)).toEqual({
+        code: 1,
+        out: '',
+        err: "error: no tenant in security context; the token in SVC_TOKEN was taken but names no tenant (no tenant claim, no acting_as_tenant), and this call needs one: use a token of a tenant's user (HTTP 401)\n",
+      });
+    }
+    // Without svc_user /me does not say how the hub took it: both causes are named.
+    const integrator = await issuer.mint({ realm_access: { roles: ['svc_integrator'] } }, { subject: 'cli-no-tenant-integrator' });
+    expect(await run(integrator, ['connectors', 'ls'])).toEqual({
+      code: 1,
+      out: '',
+      err: `error: no tenant in security context; the token in SVC_TOKEN named no tenant: either ${checking.url} runs the dev bypass and reads no token (unset SVC_TOKEN and set SVC_DEV_TENANT=ID), or it names none (use a token of a tenant's user) (HTTP 401)\n`,
+    });
   });
 
   it('keeps nothing for a token the hub refuses on every call (impersonation without svc_superadmin, a user it does not have or has deactivated); stores one a role is missing for', async () => {

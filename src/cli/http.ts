@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { Agent, type Dispatcher, request } from 'undici';
+import { NoTenantError } from '../errors.js';
 import type { Target } from './config.js';
 import { CliError, HttpError } from './errors.js';
 
@@ -40,6 +41,25 @@ function refusedToken(from: Target['tokenFrom']): string {
   if (from === 'login') return 'the given token was refused; nothing was stored';
   if (from === 'environment') return 'the token in SVC_TOKEN was refused (expired?)';
   return 'the stored token was refused (expired?): svc login again';
+}
+
+/** The hub's 401 when the call needs a tenant and the caller names none (the token was taken, or, with the dev bypass, never read): `no tenant in security context`. */
+const NO_TENANT = new NoTenantError().message;
+
+/**
+ * What a 401 `no tenant in security context` to a token means, by how `/api/bff/v1/me` says the hub
+ * authenticated the same credential: a hub running the dev bypass reads no token (the tenant comes from
+ * X-Tenant-ID); a hub that checks tokens took this one, and it names no tenant. Undefined `via`: /me
+ * did not say (refused, unreachable), so both are named.
+ */
+function tokenWithoutTenant(target: Target, via: unknown): string {
+  const which = target.tokenFrom === 'environment' ? 'the token in SVC_TOKEN' : target.tokenFrom === 'login' ? 'the given token' : 'the stored token';
+  const stored = target.tokenFrom === 'login' ? '; nothing was stored' : '';
+  const devTenant = target.tokenFrom === 'environment' ? 'unset SVC_TOKEN and set SVC_DEV_TENANT=ID' : `svc login --url ${target.url} --dev-tenant ID`;
+  if (via === 'dev-bypass') return `${target.url} runs the dev bypass and reads no token, so the call named no tenant: ${devTenant}${stored}`;
+  const useOther = "use a token of a tenant's user";
+  if (via === 'token') return `${which} was taken but names no tenant (no tenant claim, no acting_as_tenant), and this call needs one: ${useOther}${stored}`;
+  return `${which} named no tenant: either ${target.url} runs the dev bypass and reads no token (${devTenant}), or it names none (${useOther})${stored}`;
 }
 
 export class Hub {
@@ -117,11 +137,30 @@ export class Hub {
     }
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    return new HttpError(res.statusCode, this.withHint(res.statusCode, errorText(res.statusCode, parsed, text)), parsed, retryAfter(res.headers['retry-after']));
+    const message = errorText(res.statusCode, parsed, text);
+    // A token the hub took (or, with the dev bypass, never read) that names no tenant is no refused
+    // token: the hub's 401 says which (`{"error": "no tenant in security context"}` against
+    // `authentication required`), and /me, asked on this error path only, says why.
+    const withoutTenant = res.statusCode === 401 && this.target.token && (parsed as { error?: unknown } | undefined)?.error === NO_TENANT;
+    const hinted = withoutTenant ? `${message}; ${tokenWithoutTenant(this.target, await this.via())}` : this.withHint(res.statusCode, message);
+    return new HttpError(res.statusCode, hinted, parsed, retryAfter(res.headers['retry-after']));
+  }
+
+  /** How the hub authenticates this target's credential (`via` of GET /api/bff/v1/me), undefined when it does not say. */
+  private async via(): Promise<unknown> {
+    try {
+      const res = await this.send('GET', '/api/bff/v1/me', { headers: { accept: 'application/json' } });
+      const text = await res.body.text();
+      if (res.statusCode !== 200) return undefined;
+      return (parse(text, String(res.headers['content-type'] ?? '')) as { via?: unknown } | undefined)?.via;
+    } catch {
+      return undefined;
+    }
   }
 
   /**
-   * A 401 to a token: at login, the given one is wrong (and nothing is stored); a stored one (or
+   * A 401 to a token (but `no tenant in security context`, which `refusal` explains with
+   * `tokenWithoutTenant`): at login, the given one is wrong (and nothing is stored); a stored one (or
    * SVC_TOKEN's) has most likely expired. A 401 to a dev-bypass tenant: the hub checks tokens. A 401
    * without a credential because SVC_URL is not the stored login's URL: says so. A 404 from a URL that ends in `/api`: the routes begin
    * with `/api` themselves, so the URL named the API, not the hub.
