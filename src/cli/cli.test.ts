@@ -242,6 +242,32 @@ describe('login, whoami, logout', () => {
     expect(stored.err).not.toContain(token);
   });
 
+  it('the /api/bff/v1/me asked to explain a 401 naming no tenant is waited for 5 s at most: then both causes are named', async () => {
+    // Answers as the hub's 401 for want of a tenant; /me is held unanswered (a hub that stopped answering).
+    const held: Array<() => void> = [];
+    const stalling = createServer((req, res) => {
+      if (req.url?.startsWith('/api/bff/v1/me')) return void held.push(() => res.destroy());
+      res.writeHead(401, { 'Content-Type': 'application/json', 'WWW-Authenticate': 'Bearer' }).end('{"error":"no tenant in security context"}');
+    });
+    await new Promise<void>((resolve) => stalling.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const url = `http://127.0.0.1:${(stalling.address() as AddressInfo).port}`;
+      const started = Date.now();
+      const result = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: join(dir, 'stalling.json'), SVC_URL: url, SVC_TOKEN: 'a-token' } });
+      expect(result).toEqual({
+        code: 1,
+        out: '',
+        err: `error: no tenant in security context; the token in SVC_TOKEN named no tenant: either ${url} runs the dev bypass and reads no token (unset SVC_TOKEN and set SVC_DEV_TENANT=ID), or it names none (use a token of a tenant's user) (HTTP 401)\n`,
+      });
+      expect(held).toHaveLength(1);
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      for (const end of held) end();
+      stalling.closeAllConnections();
+      await new Promise((resolve) => stalling.close(resolve));
+    }
+  });
+
   it('a config path that is not a regular file (a FIFO, a directory) is refused by login, logout and every command, never replaced, removed or read', async () => {
     // As root, SVC_CLI_CONFIG=/dev/null made login replace the device with a file and logout delete it; a FIFO shows it safely.
     const fifo = join(dir, 'config-fifo.json');

@@ -43,6 +43,9 @@ function refusedToken(from: Target['tokenFrom']): string {
   return 'the stored token was refused (expired?): svc login again';
 }
 
+/** The longest wait for the answer of /api/bff/v1/me asked to explain a 401 (then the hint names both causes). */
+const PROBE_MS = 5_000;
+
 /** The hub's 401 when the call needs a tenant and the caller names none (the token was taken, or, with the dev bypass, never read): `no tenant in security context`. */
 const NO_TENANT = new NoTenantError().message;
 
@@ -146,10 +149,14 @@ export class Hub {
     return new HttpError(res.statusCode, hinted, parsed, retryAfter(res.headers['retry-after']));
   }
 
-  /** How the hub authenticates this target's credential (`via` of GET /api/bff/v1/me), undefined when it does not say. */
+  /**
+   * How the hub authenticates this target's credential (`via` of GET /api/bff/v1/me), undefined when
+   * it does not say, or not within PROBE_MS (the error it explains is not held up for the two minutes
+   * of an ordinary call).
+   */
   private async via(): Promise<unknown> {
     try {
-      const res = await this.send('GET', '/api/bff/v1/me', { headers: { accept: 'application/json' } });
+      const res = await this.send('GET', '/api/bff/v1/me', { headers: { accept: 'application/json' }, headersTimeout: PROBE_MS, bodyTimeout: PROBE_MS });
       const text = await res.body.text();
       if (res.statusCode !== 200) return undefined;
       return (parse(text, String(res.headers['content-type'] ?? '')) as { via?: unknown } | undefined)?.via;
@@ -213,7 +220,7 @@ export class Hub {
   private async send(
     method: Dispatcher.HttpMethod,
     route: string,
-    options: { query?: Query; headers: Record<string, string>; body?: string; bodyTimeout?: number },
+    options: { query?: Query; headers: Record<string, string>; body?: string; bodyTimeout?: number; headersTimeout?: number },
   ): Promise<Dispatcher.ResponseData> {
     const url = this.url(route, options.query);
     try {
@@ -224,6 +231,7 @@ export class Hub {
         dispatcher: this.agent,
         signal: this.signal,
         bodyTimeout: options.bodyTimeout,
+        headersTimeout: options.headersTimeout,
       });
     } catch (err) {
       if (this.signal?.aborted) throw err;
