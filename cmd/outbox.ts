@@ -3,8 +3,7 @@ import type { Database } from '../src/db/database.js';
 import { type ConsumerState, consumerStates, dropConsumer, formatLag } from '../src/events/consumer.js';
 import { PROCESS_CONSUMER } from '../src/processes/consumer.js';
 import { WEBHOOK_CONSUMER } from '../src/webhooks/services.js';
-import { databaseStart } from './compose.js';
-import { boundedCommand, DATABASE_CLOSE, NO_SIGNAL, startedOrInterrupted, stopLimitMs } from './stop.js';
+import { databaseCommand } from './compose.js';
 
 /** The outbox consumers this version of the hub runs (cmd/compose.ts), each with what it does. */
 export const HUB_CONSUMERS = {
@@ -75,25 +74,8 @@ export async function outboxCommand(
     out(`refused: '${args.name}' is a consumer this version of the hub runs (${RUNNING.join(', ')}); its cursor is not dropped`);
     return 1;
   }
-  // A signal during the database's setup interrupts it (cmd/stop.ts, `startedOrInterrupted`): exit 1.
-  return startedOrInterrupted({
-    start: databaseStart(config, { migrate: config.bool('svc.migrate.on-start'), stop }),
-    run: ({ setup }) => {
-      // A signal lets the command in hand end; that, and the database's close, have the roles' time limit (cmd/stop.ts).
-      return boundedCommand({
-        work: () => (args.command === 'consumers' ? listConsumers(setup.db, out) : drop(setup.db, args, out)),
-        workStep: `the ${args.command} command`,
-        close: () => setup.close(),
-        closeStep: DATABASE_CLOSE,
-        stop,
-        limitMs: stopLimitMs(config),
-      });
-    },
-    stop: stop ?? NO_SIGNAL,
-    limitMs: stopLimitMs(config),
-    pending: () => [DATABASE_CLOSE],
-    interruptedCode: 1,
-  });
+  // A signal during the database's setup interrupts it (exit 1); one during the command lets it end (cmd/compose.ts).
+  return databaseCommand(config, stop, `the ${args.command} command`, (db) => (args.command === 'consumers' ? listConsumers(db, out) : drop(db, args, out)));
 }
 
 async function listConsumers(db: Database, out: (line: string) => void): Promise<number> {

@@ -3,8 +3,7 @@ import { loadMasterKeys } from '../src/platform/secrets/master-key.js';
 import { REKEY_BATCH, type RekeyReport, rekey, type SealedValues } from '../src/platform/secrets/rekey.js';
 import { SECRET_VALUES } from '../src/platform/secrets/store.js';
 import { INTEGRATION_SECRETS } from '../src/webhooks/secret.js';
-import { databaseStart } from './compose.js';
-import { boundedCommand, DATABASE_CLOSE, NO_SIGNAL, startedOrInterrupted, stopLimitMs } from './stop.js';
+import { databaseCommand } from './compose.js';
 
 export const SECRETS_USAGE = `usage: svc-hub secrets rekey [--batch N]
 
@@ -60,27 +59,11 @@ export async function secretsCommand(
     return 2;
   }
   const keys = loadMasterKeys(config);
-  // A signal during the database's setup interrupts it (cmd/stop.ts, `startedOrInterrupted`): exit 1.
-  return startedOrInterrupted({
-    start: databaseStart(config, { migrate: config.bool('svc.migrate.on-start'), stop }),
-    run: ({ setup }) => {
-      return boundedCommand({
-        work: async () => {
-          const report = await rekey(setup.db, keys, SEALED_VALUES, { batch: args.batch, stop });
-          for (const value of report.unopened) out(`could not be opened: ${value.kind} ${value.name} of tenant ${value.tenantId}`);
-          out(`${report.stopped ? 'stopped before the end: ' : ''}${rekeySummary(report)}`);
-          return report.unopened.length > 0 || report.stopped ? 1 : 0;
-        },
-        workStep: 'the rekey (its batch in progress)',
-        close: () => setup.close(),
-        closeStep: DATABASE_CLOSE,
-        stop,
-        limitMs: stopLimitMs(config),
-      });
-    },
-    stop: stop ?? NO_SIGNAL,
-    limitMs: stopLimitMs(config),
-    pending: () => [DATABASE_CLOSE],
-    interruptedCode: 1,
+  // A signal during the database's setup interrupts it (exit 1); one during the rekey lets its batch end (cmd/compose.ts).
+  return databaseCommand(config, stop, 'the rekey (its batch in progress)', async (db) => {
+    const report = await rekey(db, keys, SEALED_VALUES, { batch: args.batch, stop });
+    for (const value of report.unopened) out(`could not be opened: ${value.kind} ${value.name} of tenant ${value.tenantId}`);
+    out(`${report.stopped ? 'stopped before the end: ' : ''}${rekeySummary(report)}`);
+    return report.unopened.length > 0 || report.stopped ? 1 : 0;
   });
 }
