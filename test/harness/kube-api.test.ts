@@ -243,6 +243,63 @@ describe('1. validation against the openAPIV3Schema: 422 Invalid with the Status
   });
 });
 
+describe('1b. a stricter CRD over stored objects, and status writes before Kubernetes 1.30', () => {
+  /** WIDGET_CRD with spec.mode held to `slow` (a CRD upgraded since the objects were stored). */
+  const stricter = (): CustomResourceDefinition => {
+    const crd = structuredClone(WIDGET_CRD);
+    const spec = crd.spec.versions[0]!.schema!.openAPIV3Schema!.properties!.spec!;
+    spec.properties!.mode = { type: 'string', enum: ['slow'] };
+    return crd;
+  };
+  const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+  it('updateCrd keeps the objects stored; a status write validates the whole object before 1.30 (pre130: 422 naming the spec), status only otherwise; an update of such an object is refused either way', async () => {
+    for (const pre130 of [false, true]) {
+      const server = await new KubeApiStandIn([WIDGET_CRD], { pre130 }).start();
+      try {
+        const client = kubeConfig({ server: server.url, token: 'stand-in' }).makeApiClient(CustomObjectsApi);
+        const created = (await client.createNamespacedCustomObject({ ...WIDGET, namespace: NS, body: widget('w', { size: 1, mode: 'fast' }) })) as KubeObject;
+        server.updateCrd(stricter());
+        expect(server.get('test.svc.io/v1', 'widgets', NS, 'w')!.spec!.mode).toBe('fast');
+        // A new object is held to the new schema.
+        const create = await refusal(client.createNamespacedCustomObject({ ...WIDGET, namespace: NS, body: widget('w2', { size: 1, mode: 'fast' }) }));
+        expect(create.details!.causes).toEqual([{ reason: 'FieldValueNotSupported', field: 'spec.mode', message: 'Unsupported value: "fast": supported values: "slow"' }]);
+        const write = client.patchNamespacedCustomObjectStatus(
+          { ...WIDGET, namespace: NS, name: 'w', body: { metadata: { resourceVersion: created.metadata.resourceVersion }, status: { phase: 'Ready' } } },
+          mergePatch,
+        );
+        if (pre130) {
+          const st = await refusal(write);
+          expect(st).toMatchObject({ httpCode: 422, code: 422, reason: 'Invalid', message: 'Widget.test.svc.io "w" is invalid: spec.mode: Unsupported value: "fast": supported values: "slow"' });
+          expect(server.get('test.svc.io/v1', 'widgets', NS, 'w')!.status).toBeUndefined();
+        } else {
+          await write;
+          expect(server.get('test.svc.io/v1', 'widgets', NS, 'w')!.status).toEqual({ phase: 'Ready' });
+        }
+        // The main resource: validated whole, unchanged fields included (no ratcheting), a finalizer added too.
+        const current = server.get('test.svc.io/v1', 'widgets', NS, 'w')!;
+        const update = await refusal(client.replaceNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w', body: { ...current, metadata: { ...current.metadata, finalizers: ['svc.io/cleanup'] } } }));
+        expect(update.details!.causes.map((c) => c.field)).toEqual(['spec.mode']);
+        // Fixed, it is written again.
+        await client.patchNamespacedCustomObject({ ...WIDGET, namespace: NS, name: 'w', body: { spec: { mode: 'slow' } } }, mergePatch);
+        await client.patchNamespacedCustomObjectStatus({ ...WIDGET, namespace: NS, name: 'w', body: { status: { phase: 'Failed' } } }, mergePatch);
+        expect(server.get('test.svc.io/v1', 'widgets', NS, 'w')!.status).toEqual({ phase: 'Failed' });
+      } finally {
+        await server.close();
+      }
+    }
+  });
+
+  it('updateCrd refuses a CRD of a type not served, or of another scope', () => {
+    const other = structuredClone(WIDGET_CRD);
+    other.spec.names.plural = 'gadgets';
+    expect(() => api.updateCrd(other)).toThrow('serves no custom resource gadgets.test.svc.io/v1');
+    const clusterWide = structuredClone(WIDGET_CRD);
+    clusterWide.spec.scope = 'Cluster';
+    expect(() => api.updateCrd(clusterWide)).toThrow('namespaced is true served but false in the CRD');
+  });
+});
+
 describe('2. pruning of undeclared fields', () => {
   it('drops unknown fields of the main resource silently, keeps those under x-kubernetes-preserve-unknown-fields, keeps ObjectMeta', async () => {
     const entity = example('entity-partner.yaml');

@@ -27,7 +27,11 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   pattern, min/maxItems, min/maxProperties, nullable, additionalProperties, int-or-string,
  *   embedded-resource, list-type set/map uniqueness, allOf/anyOf/oneOf/not): an invalid create or
  *   update answers 422 Invalid with the server's Status (`<Kind>.<group> "<name>" is invalid: …`,
- *   details.causes by field). A write to `/status` validates status only;
+ *   details.causes by field). A write to `/status` validates status only, or with
+ *   `pre130` the whole object, spec included, as kube-apiserver did before CRD validation
+ *   ratcheting (1.30); no write ratchets (an unchanged invalid field is refused, as before 1.30:
+ *   stricter than a 1.30 or later server on the main resource); `updateCrd` installs a changed CRD
+ *   over stored objects, which stay as they are;
  * - object names: a DNS-1123 subdomain (a label for Namespaces), else 422; `metadata.generateName`
  *   without a name gets `<generateName><5 random characters>`; neither answers 422; the namespace
  *   (and, on update, the name) of the body must match the URL, else 400; a custom resource body
@@ -546,6 +550,14 @@ function allows(rules: readonly PolicyRule[], request: { group: string; resource
 export interface StandInOptions {
   /** Where the CRDs of custom types given without a schema are looked up (default: the repository's crds/). */
   crdDir?: string;
+  /**
+   * A kube-apiserver before 1.30 (no CRD validation ratcheting, KEP-4008): a write to a custom
+   * resource's `/status` validates the WHOLE object against its CRD's schema (spec included), as
+   * apiextensions-apiserver's ValidateStatusUpdate did then, so a resource stored before a stricter
+   * CRD (`updateCrd`) has every status write refused with 422 Invalid naming its spec. Default:
+   * a status write validates `status` only.
+   */
+  pre130?: boolean;
 }
 
 export class KubeApiStandIn {
@@ -566,6 +578,8 @@ export class KubeApiStandIn {
   private held: { path: RegExp | undefined; lines: Array<{ w: Watcher; line: string }> } | undefined;
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
+  /** StandInOptions.pre130: a status write validates the whole object. */
+  private readonly wholeObjectOnStatus: boolean;
   url = '';
 
   /**
@@ -584,6 +598,7 @@ export class KubeApiStandIn {
       }
       return found;
     };
+    this.wholeObjectOnStatus = options.pre130 === true;
     const given = extra.flatMap((e) => ('spec' in e && (e as CustomResourceDefinition).kind === 'CustomResourceDefinition' ? typesOfCrd(e as CustomResourceDefinition) : [e as ResourceType]));
     for (const t of [...CORE_TYPES, ...given]) {
       this.types.set(typeKey(t), !BUILT_IN_GROUPS.has(t.group) && !t.schema ? fromCrds(t) : t);
@@ -613,6 +628,23 @@ export class KubeApiStandIn {
   }
 
   // ---- scripting -------------------------------------------------------------------------------
+
+  /**
+   * What `kubectl apply` of a changed CRD does (say a stricter schema after an upgrade): the types
+   * it serves take its schema from now on; the objects stored stay as they are (the API server
+   * validates no stored object against a new schema: only their next writes are). The CRD must name
+   * types served already, of the same kind, scope and status subresource.
+   */
+  updateCrd(crd: CustomResourceDefinition): void {
+    for (const t of typesOfCrd(crd)) {
+      const served = this.types.get(typeKey(t));
+      if (!served || BUILT_IN_GROUPS.has(t.group)) throw new Error(`the stand-in serves no custom resource ${t.plural}.${t.group}/${t.version} to update`);
+      for (const k of ['kind', 'namespaced', 'statusSubresource'] as const) {
+        if (served[k] !== t[k]) throw new Error(`${t.plural}.${t.group}: ${k} is ${JSON.stringify(served[k])} served but ${JSON.stringify(t[k])} in the CRD`);
+      }
+      this.types.set(typeKey(t), t);
+    }
+  }
 
   /** The next `times` requests of `method` whose path matches answer `status` (a Status body). */
   failNext(method: string, path: RegExp, code: number, times = 1, on: Failure['on'] = 'any'): void {
@@ -910,7 +942,8 @@ export class KubeApiStandIn {
     if (t.schema) {
       prune(o, t.schema, true);
       applyDefaults(o, t.schema);
-      return [...meta, ...validateCustomResource(o, t.schema, statusOnly ? 'status' : undefined)];
+      // Before 1.30 (pre130) a status write validated the whole object, as any other write.
+      return [...meta, ...validateCustomResource(o, t.schema, statusOnly && !this.wholeObjectOnStatus ? 'status' : undefined)];
     }
     const struct = BUILT_IN_STRUCTS[typeKey(t)];
     if (t.group === 'batch' && t.plural === 'cronjobs') defaultCronJob(o);
