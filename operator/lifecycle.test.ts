@@ -704,6 +704,91 @@ describe('status writes', () => {
   });
 });
 
+describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CRD made stricter since the resources were stored)', () => {
+  /** WIDGET as a later release might declare it: fewer colours (its CRD is installed over resources stored before). */
+  const STRICTER: ManifestKind = {
+    ...WIDGET,
+    schema: { type: 'object', properties: { spec: { type: 'object', properties: { color: { type: 'string', enum: ['blue', 'green'] }, schedule: { type: 'string' } } } } },
+  };
+
+  it('are reported once each as a Warning Event on the resource (StatusRejected, FinalizerRejected) and one log line, masked and cut, and retried with backoff until the resource is fixed', async () => {
+    const NS = 'pre130';
+    // A cluster before 1.30: a status write validates the whole resource, spec included (the shared stand-in validates status only).
+    const old = await new KubeApiStandIn([crdOf(WIDGET) as never], { pre130: true }).start();
+    old.enforceRbac(operatorGrants({ kinds: [WIDGET], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }));
+    const token = 'pre130';
+    const withFinalizer = (w: KubeObject): KubeObject => ({ ...w, metadata: { ...w.metadata, finalizers: [FINALIZER] } });
+    // Two bytes a character in UTF-8: the answer is cut by bytes, not characters.
+    const secretish = `https://admin:s3cret-pw@colours.example/ ${'ü'.repeat(3000)}`;
+    // Stored under the CRD of the time: `red` reconciled by an operator before (its finalizer on, its
+    // status still to write), `fresh` never, `leaving` being deleted, `long` with a colour that quotes a credential.
+    old.apply('widgets', withFinalizer(widget(NS, 'red')));
+    old.apply('widgets', widget(NS, 'fresh'));
+    old.apply('widgets', withFinalizer(widget(NS, 'leaving')));
+    old.apply('widgets', withFinalizer(widget(NS, 'long', { color: secretish })));
+    old.updateCrd(crdOf(STRICTER) as never);
+    old.remove(API_VERSION, 'widgets', NS, 'leaving');
+    const stored = (name: string) => old.get(API_VERSION, 'widgets', NS, name) as Resource | undefined;
+    const events = () => old.list('v1', 'events', NS) as Array<KubeObject & { involvedObject: { name: string; uid: string }; reason: string; type: string; message: string; source: { component: string } }>;
+    const eventsOf = (name: string) => events().filter((e) => e.involvedObject.name === name);
+    const logs = captureLogs('warn');
+    const op = operator(token, { kc: kubeConfig({ server: old.url, token }), namespaces: [NS] });
+    try {
+      await op.start();
+      await until('an Event on each resource', () => ['red', 'fresh', 'leaving', 'long'].every((n) => eventsOf(n).length > 0), {
+        detail: () => JSON.stringify(events().map((e) => [e.involvedObject.name, e.reason])),
+      });
+      const invalid = (name: string, value = name) => `HTTP 422: Widget.test.svc.io "${name}" is invalid: spec.color: Unsupported value: "${value}": supported values: "blue", "green"`;
+      const [red] = eventsOf('red');
+      expect(red).toMatchObject({ type: 'Warning', reason: 'StatusRejected', source: { component: 'svc-hub-operator' }, involvedObject: { uid: stored('red')!.metadata.uid } });
+      expect(red!.message).toBe(
+        `status not written: the API server refused the write (${invalid('red')}). Before Kubernetes 1.30 every write of a resource, its status included, validates the whole resource against its CRD: one stored before its CRD became stricter must be fixed where the answer says. Retried with backoff`,
+      );
+      expect(eventsOf('fresh')[0]).toMatchObject({ type: 'Warning', reason: 'FinalizerRejected', message: expect.stringMatching(/^finalizer svc\.io\/cleanup not added: the resource is not reconciled until it is: the API server refused the write \(HTTP 422: .*"fresh" is invalid: spec\.color/) });
+      expect(eventsOf('leaving')[0]).toMatchObject({ type: 'Warning', reason: 'FinalizerRejected', message: expect.stringMatching(/^finalizer svc\.io\/cleanup not removed: the resource stays until it is: the API server refused the write \(HTTP 422: .*"leaving" is invalid: spec\.color/) });
+      // The API server's answer quotes the value whole: masked as a status condition's error text, and cut.
+      const long = eventsOf('long')[0]!;
+      expect(long.reason).toBe('StatusRejected');
+      expect(long.message).not.toContain('s3cret-pw');
+      expect(long.message).toContain('Unsupported value: "https://***@colours.example/ üüü');
+      expect(long.message).toMatch(/ü…\)\. Before Kubernetes 1\.30/);
+      const answer = long.message.slice(long.message.indexOf('HTTP 422'), long.message.indexOf('). Before'));
+      expect(Buffer.byteLength(answer)).toBeLessThanOrEqual(512);
+      expect(Buffer.byteLength(answer)).toBeGreaterThan(505);
+      expect(Buffer.byteLength(long.message)).toBeLessThan(1024);
+
+      // Retried with backoff (20 ms doubling to 200 ms here), reported once: one Event and one log line per resource.
+      const statusWrites = () => old.requests.filter((r) => r.token === token && r.method === 'PATCH' && r.path.endsWith('/red/status'));
+      const before = statusWrites().length;
+      await new Promise((r) => setTimeout(r, 1_500));
+      const retried = statusWrites().length - before;
+      expect(retried).toBeGreaterThanOrEqual(3);
+      expect(retried).toBeLessThanOrEqual(12);
+      expect(statusWrites().every((r) => r.status === 422)).toBe(true);
+      for (const name of ['red', 'fresh', 'leaving', 'long']) expect(eventsOf(name)).toHaveLength(1);
+      const lines = logs.lines().filter((l) => String(l.msg).includes(`${NS}/`));
+      expect(lines.map((l) => [l.name, l.reason]).sort()).toEqual([['fresh', 'FinalizerRejected'], ['leaving', 'FinalizerRejected'], ['long', 'StatusRejected'], ['red', 'StatusRejected']]);
+      expect(lines.find((l) => l.name === 'red')!.msg).toBe(`Widget ${NS}/red: ${red!.message} (a Warning Event StatusRejected is on the resource; this line comes again only when the answer changes, or after 30 min)`);
+      expect(stored('red')!.status).toBeUndefined();
+      expect(stored('fresh')!.metadata.finalizers).toBeUndefined();
+      // Nothing was applied for them: the reconcile stops at the refused write.
+      expect(calls.filter((c) => /^apply 1\/(red|fresh|long)$/.test(c))).toEqual([]);
+
+      // Fixed: each goes on at once (its change is a watch event), and the one being deleted goes.
+      for (const name of ['red', 'fresh', 'leaving']) old.patch(API_VERSION, 'widgets', NS, name, { spec: { color: 'blue' } });
+      await until('red and fresh Ready, leaving gone', () => {
+        const ready = (name: string) => stored(name)?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+        return ready('red') && ready('fresh') && !stored('leaving');
+      });
+      expect(stored('fresh')!.metadata.finalizers).toEqual([FINALIZER]);
+    } finally {
+      logs.restore();
+      await op.stop();
+      await old.close();
+    }
+  });
+});
+
 describe('operator instances and namespaces', () => {
   it('an instance reconciles only resources labelled for it; without one, only unlabelled resources', async () => {
     const blue = operator('blue', { namespaces: ['inst'], instance: 'blue' });

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import {
   BatchV1Api,
   CoreV1Api,
@@ -16,11 +17,11 @@ import type { Fence, ManifestOwner, ManifestServices, OwnedObject, OwnershipConf
 import { loggableMessage } from '../src/observability/database-errors.js';
 import { logger, storableMessage, storableUpstreamMessage } from '../src/observability/logger.js';
 import { apiAnswer, cronJobOwner, deleteCronJob, deleteCronJobsOf, instanceSelector, KIND_LABEL, matchesSelector, RESOURCE_NAME, RESOURCE_NAMESPACE, RESOURCE_UID, type RunTemplate, syncCronJob } from './cronjob.js';
-import { hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
+import { FINALIZER, hasFinalizer, withFinalizer, withoutFinalizer } from './finalizer.js';
 import { LIST_PAGE_SIZE, listAll } from './paging.js';
 import { ReconcileQueue } from './queue.js';
 import { afterStatusWrite, type Condition, Conflict, manifestOf, mergePatchOf, readResource, replaceResource, type Resource, type ResourceStatus, writeStatus } from './resource.js';
-import { announce, appliedMessage, appliedPartOf, CRONJOB_NOT_WRITTEN, condition, type Health, healthConditions, keepTransitions, MANAGED_BY, NOT_SCHEDULED, otherWarnings } from './status.js';
+import { announce, appliedMessage, appliedPartOf, CRONJOB_NOT_WRITTEN, condition, type Health, healthConditions, keepTransitions, MANAGED_BY, NOT_SCHEDULED, otherWarnings, recordEvent } from './status.js';
 import { resolveTenant, TENANT_LABEL, TENANTS_ANNOTATION } from './tenant.js';
 
 /**
@@ -147,6 +148,12 @@ class Term {
    * left it (afterStatusWrite), in order: their watch events are not changes.
    */
   readonly ownWrites = new Map<string, string[]>();
+  /**
+   * Per key, the last write of the operator's the API server refused as invalid (422) and reported
+   * (an Event, a log line): the same refusal is reported again only after REJECTION_REPEAT. Taken
+   * off once that write succeeds, or the resource is gone.
+   */
+  readonly rejected = new Map<string, { write: RefusableWrite; message: string; at: number }>();
 
   /**
    * Whether a watch event of the resource of `key` (as `state`, afterStatusWrite) reports one of
@@ -221,6 +228,7 @@ export class Operator {
         // changed; the API server reports it deleted from the selection) is no longer ours: left alone.
         informer.on('delete', (o: Resource) => {
           term.ownWrites.delete(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
+          term.rejected.delete(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
           enqueue(o);
         });
         term.resources.push(watched);
@@ -631,7 +639,9 @@ export class Operator {
           const delay = term.queue.addRateLimited(key);
           const conflict = err instanceof Conflict || apiStatus(err) === 409;
           const what = conflict ? 'met a newer version' : err instanceof NotLeading ? 'waits: the leadership is not confirmed' : 'failed';
-          logger()[conflict || err instanceof NotLeading ? 'debug' : 'warn']({ err: loggableMessage(err), key }, `reconcile of ${key} ${what}; again in ${delay} ms`);
+          // A write refused as invalid (WriteRejected) was reported already, once (reportRejected).
+          const quiet = conflict || err instanceof NotLeading || err instanceof WriteRejected;
+          logger()[quiet ? 'debug' : 'warn']({ err: loggableMessage(err), key }, `reconcile of ${key} ${what}; again in ${delay} ms`);
         } finally {
           term.queue.done(key);
         }
@@ -648,6 +658,7 @@ export class Operator {
     if (!kind) return;
     const resource = this.cached(kind, namespace, name);
     if (!resource) {
+      this.term?.rejected.delete(key);
       await this.gone(kind, namespace, name);
       return;
     }
@@ -659,7 +670,8 @@ export class Operator {
     }
     let current = resource;
     if (!hasFinalizer(current)) {
-      current = await replaceResource(this.custom, kind, withFinalizer(current));
+      const before = current;
+      current = await this.refusable(key, kind, before, 'finalizer', () => replaceResource(this.custom, kind, withFinalizer(before)));
     }
 
     let previous: ResourceStatus = current.status ?? {};
@@ -704,8 +716,59 @@ export class Operator {
   private async writeStatus(key: string, kind: ManifestKind, resource: Resource, previous: ResourceStatus, status: ResourceStatus): Promise<Resource | undefined> {
     if (mergePatchOf(previous, status) === undefined) return undefined;
     const term = this.term;
-    if (term) term.ownWrites.set(key, [...(term.ownWrites.get(key) ?? []), afterStatusWrite(resource, status)]);
-    return writeStatus(this.custom, kind, resource, previous, status);
+    const state = afterStatusWrite(resource, status);
+    if (term) term.ownWrites.set(key, [...(term.ownWrites.get(key) ?? []), state]);
+    try {
+      return await this.refusable(key, kind, resource, 'status', () => writeStatus(this.custom, kind, resource, previous, status));
+    } catch (err) {
+      // Refused: nothing was written, so no watch event will report it back.
+      const pending = term?.ownWrites.get(key);
+      const at = err instanceof WriteRejected && pending ? pending.lastIndexOf(state) : -1;
+      if (at >= 0) {
+        pending!.splice(at, 1);
+        if (!pending!.length) term!.ownWrites.delete(key);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * A write of the resource (its status, or its finalizer added or removed), reported when the API
+   * server refuses it as invalid (422): on a cluster before Kubernetes 1.30 every write validates
+   * the whole resource against its CRD, so a resource stored before a stricter CRD was installed has
+   * each of them refused, for ever, while its status cannot say why. The refusal goes on the
+   * resource as a Warning Event (`StatusRejected` or `FinalizerRejected`) and in one log line, both
+   * at most once per REJECTION_REPEAT while the answer stays the same (reportRejected); the
+   * reconcile then fails with WriteRejected and is retried with the backoff of any failed reconcile.
+   */
+  private async refusable<T>(key: string, kind: ManifestKind, resource: Resource, write: RefusableWrite, call: () => Promise<T>): Promise<T> {
+    let result: T;
+    try {
+      result = await call();
+    } catch (err) {
+      if (apiStatus(err) !== 422) throw err;
+      this.reportRejected(key, kind, resource, write, err);
+      throw new WriteRejected(err);
+    }
+    if (this.term?.rejected.get(key)?.write === write) this.term.rejected.delete(key);
+    return result;
+  }
+
+  /** The Event and the log line of a write refused as invalid, unless the same refusal was reported less than REJECTION_REPEAT ago. */
+  private reportRejected(key: string, kind: ManifestKind, resource: Resource, write: RefusableWrite, err: unknown): void {
+    const term = this.term;
+    const message = rejectionMessage(write, err);
+    const at = performance.now();
+    const last = term?.rejected.get(key);
+    if (last && last.write === write && last.message === message && at - last.at < REJECTION_REPEAT) return;
+    term?.rejected.set(key, { write, message, at });
+    const reason = write === 'status' ? 'StatusRejected' : 'FinalizerRejected';
+    const { namespace, name } = resource.metadata;
+    recordEvent(this.core, this.now(), kind, resource, 'Warning', reason, message);
+    logger().warn(
+      { kind: kind.kind, namespace, name, reason },
+      `${kind.kind} ${namespace}/${name}: ${message} (a Warning Event ${reason} is on the resource; this line comes again only when the answer changes, or after ${REJECTION_REPEAT / 60_000} min)`,
+    );
   }
 
   /**
@@ -926,13 +989,16 @@ export class Operator {
         logger().info({ kind: kind.kind, name: resource.metadata.name, tenant: tenantCode }, `${kind.kind} ${resource.metadata.name} deleted from tenant ${tenantCode}`);
       }
     }
-    try {
-      await replaceResource(this.custom, kind, withoutFinalizer(resource));
-    } catch (err) {
-      // Gone already: the finalizer was removed by an earlier pass over a stale copy (the informer
-      // hands the key over again while the resource leaves), and the API server deleted it.
-      if (apiStatus(err) !== 404) throw err;
-    }
+    const key = this.keyOf(kind, resource.metadata.namespace, resource.metadata.name);
+    await this.refusable(key, kind, resource, 'finalizer removal', async () => {
+      try {
+        await replaceResource(this.custom, kind, withoutFinalizer(resource));
+      } catch (err) {
+        // Gone already: the finalizer was removed by an earlier pass over a stale copy (the informer
+        // hands the key over again while the resource leaves), and the API server deleted it.
+        if (apiStatus(err) !== 404) throw err;
+      }
+    });
   }
 
   /**
@@ -1014,6 +1080,54 @@ export const FENCE_TIMEOUT = 10_000;
 
 /** The Kubernetes API did not answer in time. */
 class ApiTimeout extends Error {}
+
+/** The writes of a resource a refusal as invalid (422) is reported for (Operator.refusable). */
+type RefusableWrite = 'status' | 'finalizer' | 'finalizer removal';
+
+/** The API server refused a write of the resource as invalid (422); reported already (Operator.reportRejected). */
+class WriteRejected extends Error {
+  constructor(override readonly cause: unknown) {
+    super(firstLine(cause));
+  }
+}
+
+/**
+ * The same refusal of a write (same write, same answer) is reported again (Event, log line) after
+ * this long: kube-apiserver keeps Events for an hour by default (`--event-ttl`), so one stays in
+ * sight while the refusal lasts.
+ */
+export const REJECTION_REPEAT = 30 * 60_000;
+
+/** The most of the API server's answer a refusal's Event quotes, in UTF-8 bytes (the events.k8s.io API holds a note to 1,024). */
+export const REJECTED_ANSWER_MAX = 512;
+
+/** `text` cut to at most `max` UTF-8 bytes, ending with `…` when something was cut; never half a character. */
+function cutToBytes(text: string, max: number): string {
+  if (Buffer.byteLength(text) <= max) return text;
+  let out = '';
+  let bytes = Buffer.byteLength('…');
+  for (const ch of text) {
+    bytes += Buffer.byteLength(ch);
+    if (bytes > max) break;
+    out += ch;
+  }
+  return `${out}…`;
+}
+
+/**
+ * The message of a refused write's Event: what was not written, and the API server's answer as a
+ * status condition shows an error (firstLine: masked), cut to REJECTED_ANSWER_MAX bytes.
+ */
+function rejectionMessage(write: RefusableWrite, err: unknown): string {
+  const answer = cutToBytes(firstLine(err), REJECTED_ANSWER_MAX);
+  const what =
+    write === 'status'
+      ? 'status not written'
+      : write === 'finalizer'
+        ? `finalizer ${FINALIZER} not added: the resource is not reconciled until it is`
+        : `finalizer ${FINALIZER} not removed: the resource stays until it is`;
+  return `${what}: the API server refused the write (${answer}). Before Kubernetes 1.30 every write of a resource, its status included, validates the whole resource against its CRD: one stored before its CRD became stricter must be fixed where the answer says. Retried with backoff`;
+}
 
 /** `promise`, or an ApiTimeout of `message` once `ms` have passed. */
 async function withinTime<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {

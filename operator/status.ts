@@ -118,12 +118,17 @@ export function announce(core: CoreV1Api, now: Date, kind: ManifestKind, resourc
   const before = previous.conditions?.find((c) => c.type === 'Ready');
   const after = next.conditions?.find((c) => c.type === 'Ready');
   if (!after || (before && before.status === after.status && before.reason === after.reason && before.message === after.message)) return;
+  recordEvent(core, now, kind, resource, after.status === 'True' ? 'Normal' : 'Warning', after.reason, after.message);
+}
+
+/** A Kubernetes Event on a resource (best effort: a failure to record it is logged at debug). */
+export function recordEvent(core: CoreV1Api, now: Date, kind: ManifestKind, resource: Resource, type: 'Normal' | 'Warning', reason: string, message: string): void {
   const body = {
     metadata: { generateName: `${resource.metadata.name}.`, namespace: resource.metadata.namespace },
     involvedObject: { apiVersion: resource.apiVersion, kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, uid: resource.metadata.uid, resourceVersion: resource.metadata.resourceVersion },
-    reason: after.reason,
-    message: after.message,
-    type: after.status === 'True' ? 'Normal' : 'Warning',
+    reason,
+    message,
+    type,
     source: { component: MANAGED_BY },
     firstTimestamp: now,
     lastTimestamp: now,
