@@ -396,6 +396,47 @@ describe('CronJobs in the release namespace', () => {
     }
   });
 
+  it('keep the warnings of the apply that changed the resource on Ready when the status write after it failed (409: the resource changed meanwhile): the hub recorded them with the change', async () => {
+    // Once the hub has committed the change of `recolor`, another controller adds its finalizer to the resource (no new generation, the
+    // manifest unchanged): the status write that follows carries the old resourceVersion.
+    let meddle = false;
+    const meddling: ManifestServices = {
+      ...manifests,
+      applyIfChanged: async (...args) => {
+        const outcome = await manifests.applyIfChanged(...args);
+        if (meddle && args[2] === 'recolor' && 'changed' in outcome && outcome.changed) {
+          meddle = false;
+          api.patch(API_VERSION, 'widgets', 'lost-status', 'recolor', { metadata: { finalizers: [FINALIZER, 'example.com/hold'] } });
+        }
+        return outcome;
+      },
+    };
+    const op = operator('lost-status', { namespaces: ['lost-status'], manifests: meddling });
+    await op.start();
+    try {
+      api.apply('widgets', widget('lost-status', 'recolor', { color: 'red' }));
+      await until('Ready', () => isReady('lost-status', 'recolor'));
+      expect(conditionOf('lost-status', 'recolor', 'Ready')?.message).toBe('applied to tenant default');
+      const mark = api.requests.length;
+      meddle = true;
+      api.apply('widgets', widget('lost-status', 'recolor', { color: 'blue' }));
+      await until('generation 2 Ready', () => isReady('lost-status', 'recolor') && conditionOf('lost-status', 'recolor', 'Ready')?.observedGeneration === 2);
+      // The status write after the change was refused (409), and the reconcile after it applied nothing: the hub held the manifest already.
+      const statusWrites = api.requests.slice(mark).filter((r) => r.token === 'lost-status' && r.method === 'PATCH' && r.path.endsWith('/widgets/recolor/status'));
+      expect(statusWrites.map((r) => r.status)).toContain(409);
+      expect(get('lost-status', 'recolor')?.metadata.finalizers).toEqual([FINALIZER, 'example.com/hold']);
+      expect(conditionOf('lost-status', 'recolor', 'Ready')?.message).toBe('applied to tenant default; warnings: spec.color: repainted from red to blue: what was painted before keeps its colour');
+      // Read from the hub's record, not recomputed (an apply of the manifest held, rolled back, would answer none).
+      expect(calls.filter((c) => c.endsWith('/recolor'))).toEqual(['apply 1/recolor', 'apply 1/recolor']);
+      // A resync (nothing changed) keeps them; a change of the manifest replaces them with its own (none here).
+      api.apply('widgets', widget('lost-status', 'recolor', { color: 'blue', schedule: '0 4 * * *' }));
+      await until('generation 3 Ready', () => isReady('lost-status', 'recolor') && conditionOf('lost-status', 'recolor', 'Ready')?.observedGeneration === 3);
+      expect(conditionOf('lost-status', 'recolor', 'Ready')?.message).toBe('applied to tenant default');
+    } finally {
+      await op.stop();
+    }
+  });
+
   it('without a run pod template, report a scheduled resource as Scheduled=False NoRunTemplate and not Ready; one without a schedule is Ready', async () => {
     const op = operator('notemplate', { namespaces: ['notemplate'], runJobTemplate: undefined, runJobTemplatePath: '/etc/svc-hub/run-job/pod-template.yaml' });
     api.apply('widgets', widget('notemplate', 'timed', { schedule: '0 3 * * *' }));

@@ -829,21 +829,26 @@ export class Operator {
       return { status: status({ state: 'stalled', reason: 'Invalid', message: applied.message }, { tenant: heldIn ?? (previous.tenant === tenant.code ? tenant.code : undefined), lastRun: previous.lastRun, scheduled: scheduledOf(previous) }) };
     }
 
-    // An apply that changed nothing has no warnings to say: those of the apply that did (same
-    // generation, same tenant) stand, read back from its message (also where the CronJob left Ready
-    // False or Unknown after it: the part before what it says of the CronJob), so a resync does not
-    // rewrite the status, and the warnings of the change itself (which an apply of the manifest
-    // held no longer answers: a connector's changed unique_key) are not lost to a CronJob write
-    // retried. Without such a message (a revert to the manifest the hub holds after an Invalid
-    // change), they are recomputed for the manifest as it is now, without applying it. The outbound
+    // An apply that changed nothing has no warnings to say: those of the last apply that changed
+    // the object stand, as the hub recorded them with it in that apply's transaction
+    // (changeWarnings), so a resync does not rewrite the status, and the warnings of the change
+    // itself (which an apply of the manifest held no longer answers: a connector's changed
+    // unique_key) are lost neither to a CronJob write retried nor to a status write that failed
+    // after the apply (a 409, the operator gone). For an object whose last change the hub has not
+    // recorded so (applied before it did), those of the apply that did (same generation, same
+    // tenant) are read back from its message (also where the CronJob left Ready False or Unknown
+    // after it: the part before what it says of the CronJob); without such a message, they are
+    // recomputed for the manifest as it is now, without applying it. The outbound
     // address policy's are the policy's in force, recomputed every time: an operator started with
     // another svc.egress.allow shows the warning gone, or a new one, at once.
     const before = previous.conditions?.find((c) => c.type === 'Ready');
     const kept = !applied.changed && previous.tenant === tenant.code && before?.observedGeneration === generation ? appliedPartOf(before, tenant.code) : undefined;
     const others =
-      kept !== undefined
-        ? otherWarnings(kept)
-        : (applied.changed ? applied.warnings : await this.currentWarnings(kind, resource, tenant.id)).filter((w) => !applied.policyWarnings.includes(w)).join('; ');
+      applied.changeWarnings !== undefined
+        ? applied.changeWarnings.join('; ')
+        : kept !== undefined
+          ? otherWarnings(kept)
+          : (applied.changed ? applied.warnings : await this.currentWarnings(kind, resource, tenant.id)).filter((w) => !applied.policyWarnings.includes(w)).join('; ');
     const message = appliedMessage(tenant.code, others, applied.policyWarnings);
     let health: Health = { state: 'done', message };
     let retry: Error | undefined;
@@ -875,7 +880,7 @@ export class Operator {
     tenant: { code: string; id: number },
     owner: ManifestOwner,
     fence: Fence,
-  ): Promise<{ ok: true; changed: boolean; schedule: string | null; warnings: string[]; policyWarnings: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
+  ): Promise<{ ok: true; changed: boolean; schedule: string | null; warnings: string[]; policyWarnings: string[]; changeWarnings?: string[] } | { ok: false; message: string } | { conflict: OwnershipConflict }> {
     const manifest = manifestOf(resource);
     const where = `${kind.kind} ${resource.metadata.namespace}/${resource.metadata.name}`;
     try {
@@ -890,7 +895,7 @@ export class Operator {
       const log = { kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code };
       if (result.adopted) logger().info(log, `${where} adopts ${kind.kind} ${resource.metadata.name} of tenant ${tenant.code} (applied by the operator before ownership was recorded)`);
       if (result.changed) logger().info(log, `${where} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
-      return { ok: true as const, changed: result.changed, schedule: result.schedule, warnings: result.warnings, policyWarnings: result.policyWarnings };
+      return { ok: true as const, changed: result.changed, schedule: result.schedule, warnings: result.warnings, policyWarnings: result.policyWarnings, changeWarnings: result.changeWarnings };
     } catch (err) {
       if (err instanceof ValidationError) {
         const field = err.field && !err.message.includes(err.field) ? `${err.field}: ` : '';

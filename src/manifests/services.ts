@@ -65,6 +65,12 @@ export type ApplyOutcome =
        * (ManifestHandler.policyWarnings), whether or not it changed: among `warnings` when it did.
        */
       policyWarnings: string[];
+      /**
+       * The other warnings (not the policy's) of the last apply by the operator that changed the
+       * object, recorded with its owner in that apply's transaction: this apply's when it changed
+       * something; undefined when not known (no change applied since records kept them).
+       */
+      changeWarnings?: string[];
     };
 
 /**
@@ -85,7 +91,9 @@ export interface ManifestServices {
    * was created or last applied over HTTP (then a conflict, nothing written), and unless the hub
    * already holds exactly it (so a resync writes nothing and an edit made over HTTP is reverted),
    * and unless the record names the same uid with a later generation than `owner.generation`
-   * (`stale`, nothing written). Records `owner` (and its generation) in the same transaction.
+   * (`stale`, nothing written). Records `owner` (and its generation) in the same transaction, and
+   * with it, when it changed the object, the apply's warnings other than the policy's
+   * (`changeWarnings`, answered again by each later apply that changes nothing).
    * Throws the kind's ValidationError naming the field. `fence`: see Fence.
    */
   applyIfChanged(kind: ManifestKind, tenantId: TenantId, name: string, manifest: Record<string, unknown>, actor: string, owner: ManifestOwner, fence?: Fence): Promise<ApplyOutcome>;
@@ -130,12 +138,19 @@ interface OwnerRow {
 
 /** The owner record of a hub object in the transaction's tenant, locked for the rest of it. */
 async function ownerOf(tx: Tx, kind: ManifestKind, name: string): Promise<ManifestOwner | undefined> {
-  const { rows } = await tx.query<OwnerRow & { generation: string | null }>(
-    'select namespace, resource, uid, generation from manifests.owners where kind = $1 and name = $2 for update',
+  return (await recordOf(tx, kind, name))?.owner;
+}
+
+/** The owner record of a hub object in the transaction's tenant, locked for the rest of it, with the warnings of its last change (V3). */
+async function recordOf(tx: Tx, kind: ManifestKind, name: string): Promise<{ owner: ManifestOwner; changeWarnings?: string[] } | undefined> {
+  const { rows } = await tx.query<OwnerRow & { generation: string | null; warnings: string[] | null }>(
+    'select namespace, resource, uid, generation, warnings from manifests.owners where kind = $1 and name = $2 for update',
     [kind.kind, name],
   );
   const row = rows[0];
-  return row && { namespace: row.namespace, name: row.resource, uid: row.uid, ...(row.generation === null ? {} : { generation: Number(row.generation) }) };
+  if (!row) return undefined;
+  const owner = { namespace: row.namespace, name: row.resource, uid: row.uid, ...(row.generation === null ? {} : { generation: Number(row.generation) }) };
+  return { owner, ...(row.warnings === null ? {} : { changeWarnings: row.warnings }) };
 }
 
 /**
@@ -144,12 +159,13 @@ async function ownerOf(tx: Tx, kind: ManifestKind, name: string): Promise<Manife
  * or last applied over HTTP. An object the operator applied before records existed is adopted.
  */
 async function ownership(tx: Tx, kind: ManifestKind, name: string, owner: ManifestOwner, actor: string) {
-  const recorded = await ownerOf(tx, kind, name);
+  const record = await recordOf(tx, kind, name);
+  const recorded = record?.owner;
   const stored = await kind.handler.stored(tx, name);
   let conflict: OwnershipConflict | undefined;
   if (recorded && recorded.uid !== owner.uid) conflict = { by: 'resource', owner: recorded };
   else if (!recorded && stored && stored.appliedBy !== actor) conflict = { by: 'http', appliedBy: stored.appliedBy ?? null };
-  return { recorded, stored, conflict };
+  return { recorded, changeWarnings: record?.changeWarnings, stored, conflict };
 }
 
 /** `egress`: the hub's outbound address policy, lent to each kind's apply for its warnings (ApplyContext). */
@@ -175,29 +191,39 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
     tenantByCode: (code) => admin.tenants.byCode(code),
     applyIfChanged: (kind, tenantId, name, manifest, actor, owner, fence) =>
       db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
-        const { recorded, stored, conflict } = await ownership(tx, kind, name, owner, actor);
+        const { recorded, changeWarnings, stored, conflict } = await ownership(tx, kind, name, owner, actor);
         if (conflict) return { conflict };
         // The record's uid is the owner's here (or there is none): a generation older than the one applied is stale.
         if (recorded?.generation !== undefined && owner.generation !== undefined && owner.generation < recorded.generation) return { stale: { recorded: recorded.generation } };
         let outcome: ApplyOutcome;
         if (stored && canonical(stored.manifest) === canonical(manifest)) {
-          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [], policyWarnings: policyWarnings(kind, manifest) };
+          const policy = policyWarnings(kind, manifest);
+          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [], policyWarnings: policy, ...(changeWarnings ? { changeWarnings } : {}) };
         } else {
           const result = await kind.handler.apply(tx, manifest, actor, context);
-          outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings, policyWarnings: policyWarnings(kind, manifest) };
+          const policy = policyWarnings(kind, manifest);
+          const others = result.warnings.filter((w) => !policy.includes(w));
+          outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings, policyWarnings: policy, changeWarnings: others };
         }
+        // Written with the change, so that they outlive a status write that fails after the commit.
+        const warnings = outcome.changed ? outcome.changeWarnings : null;
         if (!recorded || recorded.namespace !== owner.namespace || recorded.name !== owner.name || (owner.generation !== undefined && owner.generation !== recorded.generation)) {
           // A record of another uid (its resource gone) is replaced with its generation; one of this uid keeps the later of the two.
+          // The warnings of the object's last change stay unless this apply changed it.
           await tx.query(
-            `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid, generation)
-             values (core.current_tenant(), $1, $2, $3, $4, $5, $6)
+            `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid, generation, warnings)
+             values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7)
              on conflict (tenant_id, kind, name) do update set namespace = excluded.namespace, resource = excluded.resource, uid = excluded.uid,
                generation = case when manifests.owners.uid = excluded.uid then greatest(manifests.owners.generation, excluded.generation) else excluded.generation end,
+               warnings = coalesce(excluded.warnings, manifests.owners.warnings),
                updated_at = now()`,
-            [kind.kind, name, owner.namespace, owner.name, owner.uid, owner.generation ?? null],
+            [kind.kind, name, owner.namespace, owner.name, owner.uid, owner.generation ?? null, warnings],
           );
           await fence?.();
-        } else if (outcome.changed) await fence?.();
+        } else if (outcome.changed) {
+          await tx.query('update manifests.owners set warnings = $3, updated_at = now() where kind = $1 and name = $2', [kind.kind, name, warnings]);
+          await fence?.();
+        }
         return outcome;
       }),
     checkApply: (kind, tenantId, name, manifest, actor, owner) =>
