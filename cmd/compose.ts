@@ -22,7 +22,7 @@ import { chatFromConfig } from '../src/retrieval/chat/from-config.js';
 import { embeddingFromConfig } from '../src/retrieval/embedding/from-config.js';
 import { pendingIndexer, settlingIndexer } from '../src/retrieval/indexer.js';
 import type { VectorSearchMode } from '../src/retrieval/pgvector.js';
-import { createRetrievalServices, indexedAnything } from '../src/retrieval/services.js';
+import { createRetrievalServices, indexedAnything, MODEL_LEASE_MS } from '../src/retrieval/services.js';
 import { platformDocuments } from './platform-corpus.js';
 import { HUB_CONSUMERS } from './outbox.js';
 import { scheduleHousekeeping } from './housekeeping.js';
@@ -271,6 +271,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     embedBatch: config.int('svc.embedding.batch'),
     vectorSearch: config.string('svc.retrieval.vector-search') as VectorSearchMode,
     hnswEfSearch: config.int('svc.retrieval.hnsw-ef-search'),
+    modelLeaseMs: Math.max(MODEL_LEASE_MS, 10 * config.duration('svc.retrieval.index-every')),
   });
   acquired(() => retrieval.close());
   // The migrations of this build, read once: every readiness probe compares the history with them,

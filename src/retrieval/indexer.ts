@@ -445,27 +445,78 @@ function valueUnlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined
   });
 }
 
+/** What checkModel found: whether this process's model is the one in use (it may embed), and which is. */
+export interface ModelCheck {
+  inUse: boolean;
+  /** The recorded model, `provider:model (n dimensions)`. */
+  recorded: string;
+  /** This call recorded this process's model in place of another (or of none). */
+  tookOver: boolean;
+}
+
+/**
+ * Whether this process may embed: its model (name and dimensions) must be the one recorded in
+ * `retrieval.embedding_model`, the one model whose vectors are stored (a trigger drops any other's:
+ * V10__embedding_model.sql). Run before every pass's embedding, under the lock that stores vectors.
+ *
+ * - The recorded model is this one: confirmed (`seen_at`). At the process's first check (`first`),
+ *   the vectors of other models are cleared too (forgetOtherModels).
+ * - Another model, or none, is recorded and this is the process's first check (it has just started:
+ *   in a rolling update, the new version), or no process of the recorded model has confirmed it for
+ *   `leaseMs` (they are gone): this process takes over. It records its model and clears the others'
+ *   vectors, which the next passes embed again.
+ * - Otherwise it defers: it embeds nothing while the recorded model's processes run.
+ *
+ * So during a model change processes of two models never both store vectors, and after the last
+ * process of the old model stops (or within `leaseMs` of it) every chunk is embedded by the new
+ * model, without a restart.
+ */
+export async function checkModel(db: Database, port: EmbeddingPort, first: boolean, leaseMs: number): Promise<ModelCheck> {
+  const model = modelName(port);
+  const named = (m: string, d: number) => `${m} (${d} dimensions)`;
+  return db.crossTenant('retrieval-model', async (tx) => {
+    await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
+    const { rows } = await tx.query<{ model: string; dimensions: number; stale: boolean }>(
+      `select model, dimensions, seen_at < now() - $1::int * interval '1 millisecond' as stale from retrieval.embedding_model`,
+      [leaseMs],
+    );
+    const recorded = rows[0];
+    if (recorded && recorded.model === model && recorded.dimensions === port.dimensions) {
+      // Confirmed a tenth of a lease at most (one row every process of the model would update at every pass).
+      await tx.query(`update retrieval.embedding_model set seen_at = now() where seen_at < now() - $1::int * interval '1 millisecond'`, [Math.floor(leaseMs / 10)]);
+      if (first) await forgetOtherModels(tx, port);
+      return { inUse: true, recorded: named(model, port.dimensions), tookOver: false };
+    }
+    if (recorded && !first && !recorded.stale) return { inUse: false, recorded: named(recorded.model, recorded.dimensions), tookOver: false };
+    await tx.query(
+      `insert into retrieval.embedding_model (model, dimensions) values ($1, $2)
+       on conflict (singleton) do update set model = excluded.model, dimensions = excluded.dimensions, recorded_at = now(), seen_at = now()`,
+      [model, port.dimensions],
+    );
+    const cleared = await forgetOtherModels(tx, port);
+    logger().info(
+      { model, dimensions: port.dimensions, previous: recorded && named(recorded.model, recorded.dimensions), chunks: cleared },
+      `embedding model ${named(model, port.dimensions)} recorded in use${recorded ? ` in place of ${named(recorded.model, recorded.dimensions)}` : ''}: ${cleared} chunk(s) of other models will be embedded again`,
+    );
+    return { inUse: true, recorded: named(model, port.dimensions), tookOver: true };
+  });
+}
+
 /**
  * Vectors made by another model cannot be compared with this one's: they are cleared (and embedded
  * again by the next passes); the tenants concerned reload their in-memory indexes (a trigger moves
  * their generation). So are vectors of another length under the same model name (an
  * OpenAI-compatible model asked for other `dimensions`). Chunks embedPending set aside are tried again
- * at once. Run once a process, before its first pass.
+ * at once. Run by checkModel (under its lock) when this process takes over and at its first check.
  */
-export async function forgetOtherModels(db: Database, port: EmbeddingPort): Promise<number> {
-  return db.crossTenant('retrieval-model', async (tx) => {
-    await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
-    const { rows } = await tx.query<{ tenant_id: number }>(
-      `update retrieval.chunks set embedding = null, model = null, embedded_seq = null, embedded_at = null
-        where embedding is not null and (model is distinct from $1 or octet_length(embedding) <> $2::int * 4) returning tenant_id`,
-      [modelName(port), port.dimensions],
-    );
-    if (rows.length) {
-      logger().info({ chunks: rows.length, model: modelName(port) }, 'embedding model changed: chunks will be embedded again');
-    }
-    // Chunks set aside by embedPending are tried at once by this model (a start often follows a fix of
-    // the model's configuration: its key, its address, the model itself).
-    await tx.query('update retrieval.chunks set embed_attempts = 0, embed_error = null, embed_retry_at = null where embedding is null and embed_attempts > 0');
-    return rows.length;
-  });
+async function forgetOtherModels(tx: Tx, port: EmbeddingPort): Promise<number> {
+  const { rows } = await tx.query<{ tenant_id: number }>(
+    `update retrieval.chunks set embedding = null, model = null, embedded_seq = null, embedded_at = null
+      where embedding is not null and (model is distinct from $1 or octet_length(embedding) <> $2::int * 4) returning tenant_id`,
+    [modelName(port), port.dimensions],
+  );
+  // Chunks set aside by embedPending are tried at once by this model (a start often follows a fix of
+  // the model's configuration: its key, its address, the model itself).
+  await tx.query('update retrieval.chunks set embed_attempts = 0, embed_error = null, embed_retry_at = null where embedding is null and embed_attempts > 0');
+  return rows.length;
 }

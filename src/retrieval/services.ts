@@ -10,7 +10,7 @@ import type { ChatPort } from './chat/port.js';
 import { DiscoveryNotStarted, discoverCard, loadCard, type StoredCard } from './discovery.js';
 import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
-import { embedPending, expandPending, forgetOtherModels } from './indexer.js';
+import { checkModel, embedPending, expandPending } from './indexer.js';
 import { EmbeddingOutage } from './embedding/outage.js';
 import type { Now } from '../clock/clock.js';
 import { PLATFORM_CORPUS, PLATFORM_TENANT, type PlatformDocument, rebuildPlatformCorpus } from './platform-corpus.js';
@@ -40,6 +40,12 @@ export interface RetrievalDeps {
   hnswEfSearch?: number;
   /** How long one indexer pass may copy and embed (tests); default PASS_BUDGET_MS. */
   passBudgetMs?: number;
+  /**
+   * How long the recorded embedding model's processes may go without confirming it (each indexer pass
+   * does) before a process of another model takes over (src/retrieval/indexer.ts, checkModel); default
+   * MODEL_LEASE_MS. Longer than the indexer's cadence, or a process of the recorded model would seem gone between passes.
+   */
+  modelLeaseMs?: number;
   /** How often, at most, an embedding outage is logged again (tests); default OUTAGE_LOG_EVERY_MS (src/retrieval/embedding/outage.ts). */
   outageLogEveryMs?: number;
   /** The time, for the outage log (tests hand in their own); default Date.now. */
@@ -78,6 +84,8 @@ export interface RetrievalStatus {
 
 /** How long one indexer pass may embed before it yields to the next tick. */
 const PASS_BUDGET_MS = 2000;
+/** How long the recorded embedding model's processes may go without confirming it before a process of another model takes over (checkModel). */
+export const MODEL_LEASE_MS = 5 * 60_000;
 
 const NO_EMBEDDING = new PortUnavailable('no embedding port is configured', 'set svc.embedding.provider to local or openai');
 
@@ -168,6 +176,8 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   // The embedding endpoint away: logged when it starts, at most once a minute while it lasts, and when it ends.
   const outage = new EmbeddingOutage(deps.outageLogEveryMs, deps.now);
   let modelChecked = false;
+  // The recorded model this process last deferred to (logged once a change).
+  let deferredTo: string | undefined;
   let stopping = false;
 
   async function search(tenantId: number, request: SearchRequest, signal?: AbortSignal): Promise<SearchHit[]> {
@@ -295,10 +305,20 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     let expanded = 0;
     for (let n = await expandPending(db); n > 0 && goOn(); n = await expandPending(db)) expanded += n;
     if (!embedding) return { expanded, filled: 0, embedded: 0, more: false };
-    if (!modelChecked) {
-      await forgetOtherModels(db, embedding);
-      modelChecked = true;
+    // Only the recorded model embeds (checkModel): a process of another model started before it defers.
+    const model = await checkModel(db, embedding, !modelChecked, deps.modelLeaseMs ?? MODEL_LEASE_MS);
+    modelChecked = true;
+    if (!model.inUse) {
+      if (deferredTo !== model.recorded) {
+        logger().info(
+          { model: modelName(embedding), dimensions: embedding.dimensions, recorded: model.recorded },
+          `embedding deferred: the model in use is ${model.recorded}, recorded by another process; this process embeds nothing while that model's processes run`,
+        );
+      }
+      deferredTo = model.recorded;
+      return { expanded, filled: 0, embedded: 0, more: false };
     }
+    deferredTo = undefined;
     const { pgvector } = await vectors(embedding);
     let embedded = 0;
     let filled = 0;

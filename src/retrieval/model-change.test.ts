@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { createHash } from 'node:crypto';
+import { Database } from '../db/database.js';
+import { roleUrl } from '../db/roles.js';
+import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { indexAll } from '../../test/harness/retrieval.js';
+import { type EmbeddingPort, unitVector } from './embedding/port.js';
+import { embedPending } from './indexer.js';
+import { createRetrievalServices, type RetrievalServices } from './services.js';
+
+/**
+ * A change of the embedding model while processes of both models run on one database (a rolling
+ * update: old and new pods overlap): each hub here has its own pools and its own retrieval services,
+ * as two processes do. Search of a model never answers another model's vectors, and once the old
+ * model's processes are gone every chunk is embedded by the new one, without a restart.
+ */
+
+const D = 16;
+const CHUNKS = 12;
+
+/** A scripted model: a fixed unit vector per (model, text), different for two models. */
+function port(model: string): EmbeddingPort & { calls: number } {
+  return {
+    provider: 'test',
+    model,
+    dimensions: D,
+    calls: 0,
+    async embed(texts) {
+      this.calls++;
+      return texts.map((t) => {
+        const bytes = createHash('sha512').update(`${model}\n${t}`).digest();
+        return unitVector(Array.from(bytes.subarray(0, D), (b) => b - 127.5))!;
+      });
+    },
+  };
+}
+
+let t: MigratedDatabase;
+const pools: Database[] = [];
+const hubs: RetrievalServices[] = [];
+
+/** One hub's retrieval (pools of its own), embedding with `embedding`. */
+function hub(embedding: EmbeddingPort, options: { modelLeaseMs?: number; passBudgetMs?: number } = {}): RetrievalServices {
+  const db = new Database({ appUrl: roleUrl(t.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(t.ownerUrl, TEST_ROLES.worker), poolSize: 2 });
+  pools.push(db);
+  const retrieval = createRetrievalServices({
+    db, embedding, chat: undefined, statementTimeoutMs: 5000, platformDocuments: () => [], memoryBudgetBytes: 1 << 20, embedBatch: 4, vectorSearch: 'memory', ...options,
+  });
+  hubs.push(retrieval);
+  return retrieval;
+}
+
+const models = async () =>
+  (await t.owner.query<{ model: string | null; n: number }>('select model, count(*)::int as n from retrieval.chunks group by model order by model nulls last')).rows;
+
+/** Whether `retrieval` finds every chunk by its own text, as its nearest (similarity 1). */
+async function findsEvery(retrieval: RetrievalServices): Promise<number> {
+  let found = 0;
+  for (let i = 0; i < CHUNKS; i++) {
+    const [hit] = await retrieval.search(1, { query: `chunk ${i}`, topK: 1 });
+    if (hit?.content === `chunk ${i}` && hit.similarity > 0.999) found++;
+  }
+  return found;
+}
+
+beforeAll(async () => {
+  t = await migratedDatabase({ 1: 'acme' });
+});
+
+afterAll(async () => {
+  for (const h of hubs) await h.close();
+  for (const p of pools) await p.close();
+  await t?.close();
+});
+
+describe('a model change while processes of the old and the new model run at once', () => {
+  beforeEach(async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    await t.owner.query('delete from retrieval.embedding_model');
+    await t.owner.query(
+      `insert into retrieval.chunks (tenant_id, corpus, row_hash, table_name, external_id, content)
+       select 1, 'crm', md5(i::text), 'ext.rows', i::text, 'chunk ' || i from generate_series(0, $1 - 1) as i`,
+      [CHUNKS],
+    );
+  });
+
+  it('the new process takes over; the old one, still running, stores no vector of its model: after the new one\'s passes every chunk is of the new model', async () => {
+    const a = port('model-a');
+    const b = port('model-b');
+    const oldHub = hub(a);
+    await indexAll(oldHub);
+    expect(await models()).toEqual([{ model: 'test:model-a', n: CHUNKS }]);
+    expect(await findsEvery(oldHub)).toBe(CHUNKS);
+    // The new pod starts; its first pass records its model and clears the old vectors (its time is up before it embeds).
+    const newHub = hub(b, { passBudgetMs: 0 });
+    await newHub.indexPass();
+    expect(await models()).toEqual([{ model: null, n: CHUNKS }]);
+    // The old pod, still running, passes again: before, it embedded every cleared chunk again with its
+    // model, and the new pod never embedded them (they had a vector) nor searched them (another model's).
+    a.calls = 0;
+    expect(await oldHub.indexPass()).toMatchObject({ embedded: 0 });
+    expect(a.calls).toBe(0);
+    // A process that does not check (a hub of an earlier version): its vectors are not stored either.
+    expect(await embedPending(pools[0]!, a, 100)).toBe(0);
+    expect(await models()).toEqual([{ model: null, n: CHUNKS }]);
+    const newHub2 = hub(b);
+    await indexAll(newHub2);
+    expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
+    expect(await findsEvery(newHub2)).toBe(CHUNKS);
+    expect(await findsEvery(newHub)).toBe(CHUNKS);
+    // The old pod's search never compares its query with the new model's vectors: it finds nothing.
+    expect(await oldHub.search(1, { query: 'chunk 0', topK: 3 })).toEqual([]);
+  });
+
+  it('an old process restarting during the rollout takes over again; once it is gone, the new process takes over within the lease and embeds every chunk, without a restart', async () => {
+    const a = port('model-a');
+    const b = port('model-b');
+    const newHub = hub(b, { modelLeaseMs: 500 });
+    await indexAll(newHub);
+    expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
+    // An old pod (re)starts while the new one runs: it is the newest start, it takes over.
+    const oldHub = hub(a, { modelLeaseMs: 500 });
+    await indexAll(oldHub);
+    expect(await models()).toEqual([{ model: 'test:model-a', n: CHUNKS }]);
+    // The new pod defers while the old one confirms its model (each pass)…
+    b.calls = 0;
+    await indexAll(newHub);
+    expect(b.calls).toBe(0);
+    expect(await models()).toEqual([{ model: 'test:model-a', n: CHUNKS }]);
+    // …and the old pod stops. Before, the chunks kept the old model's vectors, out of the new pod's search, until its restart.
+    await new Promise((r) => setTimeout(r, 700));
+    await indexAll(newHub);
+    expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
+    expect(await findsEvery(newHub)).toBe(CHUNKS);
+  });
+
+  it('the same model name with other dimensions is another model', async () => {
+    const a = port('model-a');
+    const longer: EmbeddingPort = { ...port('model-a'), dimensions: 2 * D, embed: async (texts) => texts.map(() => unitVector(Array.from({ length: 2 * D }, (_, i) => i + 1))!) };
+    await indexAll(hub(a));
+    await indexAll(hub(longer));
+    expect((await t.owner.query('select octet_length(embedding) as bytes, count(*)::int as n from retrieval.chunks group by 1')).rows).toEqual([{ bytes: 8 * D, n: CHUNKS }]);
+    // A chunk waiting for a vector again (its text changed, say): the shorter vectors of that name are not stored.
+    await t.owner.query(`update retrieval.chunks set embedding = null, model = null, embedded_seq = null, embedded_at = null where external_id = '0'`);
+    expect(await embedPending(pools[0]!, a, 100)).toBe(0);
+    expect((await t.owner.query(`select embedding is null as waiting from retrieval.chunks where external_id = '0'`)).rows).toEqual([{ waiting: true }]);
+  });
+});
