@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { Database } from '../db/database.js';
 import { roleUrl } from '../db/roles.js';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { indexAll } from '../../test/harness/retrieval.js';
 import { type EmbeddingPort, unitVector } from './embedding/port.js';
 import { embedPending } from './indexer.js';
@@ -122,14 +123,32 @@ describe('a model change while processes of the old and the new model run at onc
     const oldHub = hub(a, { modelLeaseMs: 500 });
     await indexAll(oldHub);
     expect(await models()).toEqual([{ model: 'test:model-a', n: CHUNKS }]);
-    // The new pod defers while the old one confirms its model (each pass)…
+    // The new pod defers while the old one confirms its model (each pass), saying so once…
     b.calls = 0;
-    await indexAll(newHub);
+    const logs = captureLogs('info');
+    try {
+      await indexAll(newHub);
+      await indexAll(oldHub);
+      await indexAll(newHub);
+    } finally {
+      logs.restore();
+    }
     expect(b.calls).toBe(0);
+    expect(logs.lines().filter((l) => String(l.msg).startsWith('embedding deferred')).map((l) => l.msg)).toEqual([
+      `embedding deferred: the model in use is test:model-a (${D} dimensions), recorded by another process; this process embeds nothing while that model's processes run`,
+    ]);
     expect(await models()).toEqual([{ model: 'test:model-a', n: CHUNKS }]);
     // …and the old pod stops. Before, the chunks kept the old model's vectors, out of the new pod's search, until its restart.
     await new Promise((r) => setTimeout(r, 700));
-    await indexAll(newHub);
+    const taking = captureLogs('info');
+    try {
+      await indexAll(newHub);
+    } finally {
+      taking.restore();
+    }
+    expect(taking.lines().filter((l) => String(l.msg).startsWith('embedding model')).map((l) => l.msg)).toEqual([
+      `embedding model test:model-b (${D} dimensions) recorded in use in place of test:model-a (${D} dimensions): ${CHUNKS} chunk(s) of other models will be embedded again`,
+    ]);
     expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
     expect(await findsEvery(newHub)).toBe(CHUNKS);
   });
