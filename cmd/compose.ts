@@ -10,6 +10,7 @@ import { Directory } from '../src/auth/directory.js';
 import { TokenVerifier } from '../src/auth/verifier.js';
 import type { Config } from '../src/config/config.js';
 import { MIGRATION_SETS, migrationStatus, readMigrations } from '../src/db/migrations.js';
+import { interruptibleStart } from '../src/db/pool.js';
 import { StartRefused } from '../src/errors.js';
 import { loadCatalog } from '../src/events/catalog.js';
 import { AuditRecorder } from '../src/audit/recorder.js';
@@ -90,8 +91,10 @@ interface StartOptions {
   now?: Now;
   /**
    * A signal during the start (the executable's first SIGTERM, SIGINT or SIGHUP) interrupts it: the
-   * database setup's waits are cut (setupDatabase), no further step is begun, and the start fails,
-   * releasing what it had acquired as any failed start does.
+   * database setup's waits are cut (setupDatabase), and so are every database connection the start
+   * made, the pools' included (src/db/pool.ts `interruptibleStart`: the stored secrets' check, the
+   * outbox listener's and the leadership's connects); no further step is begun, and the start fails,
+   * releasing what it had acquired as any failed start does, without waiting on the database.
    */
   interrupt?: AbortSignal;
   /** Names the start's steps while they run (what an interrupted start that outlasts its limit is still waiting on, cmd/stop.ts). */
@@ -104,20 +107,24 @@ interface StartOptions {
  * stopped and its data directory freed, the clocks, listener and leadership stopped. So does a start
  * interrupted by `options.interrupt`.
  */
-export async function startHub(config: Config, options: StartOptions): Promise<Hub> {
-  const acquired: Array<() => unknown> = [];
-  try {
-    return await composeHub(config, options, (release) => acquired.unshift(release));
-  } catch (err) {
-    for (const release of acquired) {
-      try {
-        await release();
-      } catch (releaseErr) {
-        logger().warn({ err: releaseErr }, 'releasing what a failed start had acquired failed');
+export function startHub(config: Config, options: StartOptions): Promise<Hub> {
+  // The interruption cuts the start's database connections, the pools' too (src/db/pool.ts), so
+  // neither a step waiting on them nor the release that follows waits on the database.
+  return interruptibleStart(options.interrupt, async () => {
+    const acquired: Array<() => unknown> = [];
+    try {
+      return await composeHub(config, options, (release) => acquired.unshift(release));
+    } catch (err) {
+      for (const release of acquired) {
+        try {
+          await release();
+        } catch (releaseErr) {
+          logger().warn({ err: releaseErr }, 'releasing what a failed start had acquired failed');
+        }
       }
+      throw err;
     }
-    throw err;
-  }
+  });
 }
 
 /**

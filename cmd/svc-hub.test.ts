@@ -57,6 +57,35 @@ function start(args: string[], env: Record<string, string>, group = false, redir
   return { child, exited, output: () => (redirected ? readFileSync(redirected.log, 'utf8') : output) };
 }
 
+/**
+ * Makes a login to the hub's database of the embedded cluster in `dataDir` hang for an hour (a login
+ * event trigger that sleeps, PostgreSQL 17 and later) for the sessions `when` (an SQL condition)
+ * selects. The server is stopped again; its URL, for `untilLoginHangs`.
+ */
+async function hangLogins(dataDir: string, port: number, when: string): Promise<string> {
+  const server = await startEmbedded({ dataDir, port });
+  const owner = new pg.Client({ connectionString: server.url });
+  await owner.connect();
+  await owner.query(`create function hang_login() returns event_trigger language plpgsql as $$ begin if ${when} then perform pg_sleep(3600); end if; end $$`);
+  await owner.query('create event trigger hang_login on login execute function hang_login()');
+  await owner.end();
+  await server.stop();
+  return server.url;
+}
+
+/** Until a session of the server of `serverUrl` that `which` (an SQL condition on pg_stat_activity) selects sleeps in its login. */
+async function untilLoginHangs(serverUrl: string, which: string, detail: () => string): Promise<void> {
+  const admin = new URL(serverUrl);
+  admin.pathname = '/postgres';
+  const probe = new pg.Client({ connectionString: admin.toString() });
+  await probe.connect();
+  try {
+    await until('a login to hang', async () => (await probe.query(`select 1 from pg_stat_activity where wait_event = 'PgSleep' and ${which}`)).rowCount! > 0, { timeoutMs: 30_000, detail });
+  } finally {
+    await probe.end();
+  }
+}
+
 /** The exit code; when it is not 0, the process's output goes with the failure (what it said is the diagnosis). */
 async function exitCodeShowingOutput(started: ReturnType<typeof start>): Promise<number> {
   const code = await started.exited;
@@ -416,28 +445,16 @@ describe('svc-hub executable', () => {
     const pgPort = await freePort();
     const env = { SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PORT: String(pgPort), SVC_HTTP_SHUTDOWN_GRACE: '1s' };
     expect(await exitCodeShowingOutput(start(['migrate'], env))).toBe(0);
-    // A login of the hub's database hangs (a login event trigger that sleeps, PostgreSQL 17 and later):
-    // the server answers the connections to `postgres` the embedded start makes, never those the
-    // migrations make to `svc`.
-    const server = await startEmbedded({ dataDir, port: pgPort });
-    const owner = new pg.Client({ connectionString: server.url });
-    await owner.connect();
-    await owner.query(`create function hang_login() returns event_trigger language plpgsql as $$ begin perform pg_sleep(3600); end $$`);
-    await owner.query('create event trigger hang_login on login execute function hang_login()');
-    await owner.end();
-    await server.stop();
+    // A login of the hub's database hangs: the server answers the connections to `postgres` the
+    // embedded start makes, never those the migrations make to `svc`.
+    const serverUrl = await hangLogins(dataDir, pgPort, 'true');
 
     for (const role of ['all', 'migrate']) {
       const command = start([role], { ...env, PORT: String(await freePort()) });
       await until('the embedded PostgreSQL to be ready', () => command.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, detail: () => command.output() });
       const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
       // The migrations' connection waiting in the login trigger.
-      const admin = new URL(server.url);
-      admin.pathname = '/postgres';
-      const probe = new pg.Client({ connectionString: admin.toString() });
-      await probe.connect();
-      await until('the login to hang', async () => (await probe.query("select 1 from pg_stat_activity where wait_event = 'PgSleep'")).rowCount! > 0, { timeoutMs: 30_000 });
-      await probe.end();
+      await untilLoginHangs(serverUrl, 'true', () => command.output());
       command.child.kill('SIGTERM');
       // Was: still running, for the trigger's hour. The limit: the grace (1 s), the margin (15 s), the embedded server's stop (40 s).
       expect({ exit: await exitWithin(command, 56_000), output: command.output() }).toMatchObject({ exit: role === 'migrate' ? 1 : 0 });
@@ -447,6 +464,37 @@ describe('svc-hub executable', () => {
       expect(() => process.kill(pgPid, 0)).toThrow();
     }
   }, 180_000);
+
+  it("a signal while an embedded start waits on the pools (the application and worker roles' logins hang): interrupted at once, hub.pid released, no PostgreSQL left", async () => {
+    const dataDir = join(tempDir(), 'data');
+    const pgPort = await freePort();
+    // The pools' own wait for a connection (svc.datasource.connect-timeout) longer than the stop's limit: only the cut ends it.
+    const env = { SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PORT: String(pgPort), SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_EMBEDDING_PROVIDER: 'none', SVC_DATASOURCE_CONNECT_TIMEOUT: '120s' };
+    expect(await exitCodeShowingOutput(start(['migrate'], env))).toBe(0);
+    // A login as the hub's application or worker role hangs: the start's steps as the owner go
+    // through, those on the pools (the stored secrets' check), the outbox listener's connect and the
+    // leadership's wait.
+    const poolRoles = "session_user in ('svc_app', 'svc_worker')";
+    const serverUrl = await hangLogins(dataDir, pgPort, poolRoles);
+
+    for (const role of ['serve', 'all']) {
+      const command = start([role], { ...env, PORT: String(await freePort()) });
+      await until('the embedded PostgreSQL to be ready', () => command.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, detail: () => command.output() });
+      const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      await untilLoginHangs(serverUrl, poolRoles.replace('session_user', 'usename'), () => command.output());
+      const signalled = performance.now();
+      command.child.kill('SIGTERM');
+      // Was: given up at the limit (the grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid left.
+      expect({ role, exit: await exitWithin(command, 80_000), output: command.output() }).toMatchObject({ exit: 0 });
+      // The embedded server's fast shutdown ends the sessions sleeping in their login.
+      expect(performance.now() - signalled).toBeLessThan(10_000);
+      expect(command.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
+      expect(command.output()).not.toContain('the stop did not end within');
+      expect(command.output()).toContain('embedded PostgreSQL stopped');
+      expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+      expect(() => process.kill(pgPid, 0)).toThrow();
+    }
+  }, 300_000);
 
   it('a second hub that finds the lock file gone (removed by hand) refuses to start, and does not stop the running hub\'s PostgreSQL as an orphan', async () => {
     const dataDir = join(tempDir(), 'data');
@@ -704,17 +752,21 @@ describe('svc-hub run, secrets and outbox stopped while their database is frozen
     }
   }, 180_000);
 
-  it("serve whose start waits on the database in a step that is not cut (the stored secrets' check, on the pools): given up at the stop's limit from the signal, naming that step, exit 1", async () => {
+  it("serve whose start waits on the pools (the stored secrets' check on a locked table), then the database frozen: interrupted at once, exit 0", async () => {
     const { exit, ms, output } = await stoppedFrozen(['serve'], 'lock table platform.secrets in access exclusive mode', {
       PORT: String(await freePort()),
       SVC_EMBEDDING_PROVIDER: 'none',
       SVC_MIGRATE_ON_START: 'false',
     });
-    // Was: still running, for ever.
-    expect({ exit, output }).toMatchObject({ exit: 1 });
-    expect(ms).toBeGreaterThan(16_000);
+    // Was: given up at the stop's limit (16 s), naming the stored secrets' check, exit 1.
+    expect({ exit, output }).toMatchObject({ exit: 0 });
+    // Well within the limit (16 s), and within the pools' own bound on their close (5 s, pool.ts
+    // endPool): the pools' connections are cut, and the release waits on none of them.
+    expect(ms).toBeLessThan(4_000);
     expect(output).toContain('SIGTERM: interrupting the start');
-    expect(output).toContain("the stop did not end within 16000 ms; still pending: the stored secrets' check. Exiting without waiting for them");
+    expect(output).toContain('the start was interrupted by the stop; what it had acquired is released');
+    expect(output).not.toContain('the stop did not end within');
+    expect(output).not.toContain('still open');
   }, 120_000);
 
   it("run connector: the run's end waits on the database; the stop is given up after its limit, naming the run, exit 1", async () => {

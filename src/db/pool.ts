@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
@@ -17,6 +18,7 @@ export function resilientPool(config: pg.PoolConfig): pg.Pool {
     constructor(clientConfig?: string | pg.ClientConfig) {
       super(clientConfig);
       open.add(this);
+      startConnections.getStore()?.track(this);
       this.once('end', () => open.delete(this));
     }
   };
@@ -49,22 +51,91 @@ export const KEEPALIVE = { keepAlive: true, keepAliveInitialDelayMillis: KEEPALI
  * database went silent under it fails instead of waiting for ever. `config`'s own settings win.
  * `interrupt` (a signal during the hub's start, cmd/stop.ts) cuts it: its socket is destroyed, so
  * its connect or statement under way (a wait for the migrations' lock, a database that does not
- * answer) fails at once; one already aborted is refused.
+ * answer) fails at once; one already aborted is refused. One made within `interruptibleStart`'s
+ * work is cut by its interruption as well.
  */
 export function ownClient(config: pg.ClientConfig, interrupt?: AbortSignal): pg.Client {
   interrupt?.throwIfAborted();
   const client = new pg.Client({ ...KEEPALIVE, ...config });
+  startConnections.getStore()?.track(client);
   if (interrupt) {
-    const cut = () => {
-      // The statement or connect under way fails with it; the client's own `error` event (no
-      // statement was under way) is the cut's consequence, not news.
-      client.on('error', () => undefined);
-      client.connection.stream.destroy();
-    };
-    interrupt.addEventListener('abort', cut, { once: true });
-    client.once('end', () => interrupt.removeEventListener('abort', cut));
+    // The statement or connect under way fails with it.
+    const onInterrupt = () => cut(client);
+    interrupt.addEventListener('abort', onInterrupt, { once: true });
+    client.once('end', () => interrupt.removeEventListener('abort', onInterrupt));
   }
   return client;
+}
+
+/**
+ * The database connections a start makes (`interruptibleStart`): the pools' and those of their own,
+ * in the start's own steps and in what it begins (the outbox listener's connect, the leadership's,
+ * a clock's first tick). Its interruption cuts them all, and refuses those asked for after it.
+ */
+class StartConnections {
+  private readonly open = new Set<pg.Client>();
+  private cutting = false;
+  private over = false;
+
+  track(client: pg.Client): void {
+    if (this.over) return;
+    this.open.add(client);
+    client.once('end', () => this.open.delete(client));
+    // A connection asked for once the start is cut is cut as it begins (before, its socket would be
+    // made anew by the connect): its connect fails at once, as one under way does.
+    const connect = client.connect.bind(client) as (callback?: (err: Error) => void) => unknown;
+    (client as { connect: unknown }).connect = (callback?: (err: Error) => void) => {
+      const connecting = connect(callback);
+      if (this.cutting && !this.over) cut(client);
+      return connecting;
+    };
+  }
+
+  cut(): void {
+    if (this.over) return;
+    this.cutting = true;
+    for (const client of this.open) cut(client);
+  }
+
+  /** The start has ended (started, failed or released): its connections are no longer its. */
+  end(): void {
+    this.over = true;
+    this.open.clear();
+  }
+}
+
+/** Destroys a connection's socket: its connect or statement under way fails at once. */
+function cut(client: pg.Client): void {
+  // The cut's consequence, not news: an `error` event when no statement was under way.
+  client.on('error', () => undefined);
+  client.connection.stream.destroy();
+}
+
+const startConnections = new AsyncLocalStorage<StartConnections>();
+
+/**
+ * Runs `work` (the hub's start and, should it fail, its release: cmd/compose.ts `startHub`) so that
+ * `interrupt` (a signal during the start), until `work` has settled, cuts every database connection
+ * made within it: the pools' (a statement waiting on a locked table, a connect to a database that
+ * does not answer) and those of their own (ownClient: the outbox listener's, the leadership's),
+ * including those made by what the start began (a clock's tick). Their sockets are destroyed, so
+ * what waits on them fails at once, and a connection asked for afterwards within `work` fails as it
+ * begins: the release that follows (endPool, endClient) finds nothing left open to wait for on a
+ * server that does not answer. Once `work` has settled, a signal cuts nothing (the hub's stop is
+ * graceful).
+ */
+export async function interruptibleStart<T>(interrupt: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
+  if (!interrupt) return work();
+  const connections = new StartConnections();
+  const onInterrupt = () => connections.cut();
+  if (interrupt.aborted) connections.cut();
+  else interrupt.addEventListener('abort', onInterrupt, { once: true });
+  try {
+    return await startConnections.run(connections, work);
+  } finally {
+    interrupt.removeEventListener('abort', onInterrupt);
+    connections.end();
+  }
 }
 
 /** The connections each resilient pool has made and not yet closed (connecting ones too), and its name. */
