@@ -11,7 +11,7 @@ import { describeRequiring } from '../../test/harness/requires.js';
 import { until } from '../../test/harness/until.js';
 import { startEmbedded } from './embedded.js';
 import { migrate } from './migrations.js';
-import { endPool, KEEPALIVE_IDLE_MS, resilientPool } from './pool.js';
+import { endClient, endPool, interruptibleStart, KEEPALIVE_IDLE_MS, ownClient, resilientPool } from './pool.js';
 
 /**
  * The server ends a connection while the hub holds it in a transaction (PostgreSQL restarted, an
@@ -153,4 +153,63 @@ describe('ending a pool on a database that does not answer', () => {
       await server.stop();
     }
   }, 120_000);
+});
+
+/**
+ * A signal during the hub's start (cmd/compose.ts `startHub`) cuts every connection the start made,
+ * the pools' too: what waits on them fails at once, a connection asked for afterwards fails as it
+ * begins, and a start that has settled is not touched by a later signal (the hub's stop is graceful).
+ */
+describe('interruptibleStart', () => {
+  let t: MigratedDatabase;
+  beforeAll(async () => {
+    t = await migratedDatabase();
+  });
+  afterAll(async () => t.close());
+
+  const outcome = (work: Promise<unknown>) =>
+    work.then(
+      () => 'answered',
+      (err: Error) => `failed: ${err.message}`,
+    );
+
+  it("cuts the start's connections (a pool's and one of its own) on the signal, refuses new ones, and cuts nothing once the start has settled", async () => {
+    const application_name = 'svc-hub interrupt-test';
+    const settledPool = resilientPool({ connectionString: t.ownerUrl, max: 2, application_name });
+    const pool = resilientPool({ connectionString: t.ownerUrl, max: 2, application_name });
+    try {
+      // A start that has settled: a later signal leaves its connections alone.
+      const settled = new AbortController();
+      const kept = await interruptibleStart(settled.signal, () => settledPool.connect());
+      settled.abort();
+      expect((await kept.query<{ one: number }>('select 1 as one')).rows[0]!.one).toBe(1);
+      kept.release();
+
+      const interrupt = new AbortController();
+      const started = Date.now();
+      const interrupted = interruptibleStart(interrupt.signal, async () => {
+        const own = ownClient({ connectionString: t.ownerUrl, application_name });
+        await own.connect();
+        // Each waits 3 s on the server, unless cut.
+        const waits = Promise.all([outcome(pool.query('select pg_sleep(3)')), outcome(own.query('select pg_sleep(3)'))]);
+        setTimeout(() => interrupt.abort(), 300);
+        const cut = await waits;
+        const asked = await outcome(pool.query('select 1'));
+        await endPool(pool);
+        await endClient(own);
+        return { cut, asked, ms: Date.now() - started };
+      });
+      const { cut, asked, ms } = await interrupted;
+      // Was: both answered after 3 s, and the query after the signal too.
+      expect(cut).toEqual([expect.stringMatching(/^failed: /), expect.stringMatching(/^failed: /)]);
+      expect(asked).toMatch(/^failed: /);
+      // Nor does the close that follows wait (endPool's and endClient's own bound: 5 s).
+      expect(ms).toBeLessThan(2_500);
+      expect((await settledPool.query<{ one: number }>('select 1 as one')).rows[0]!.one).toBe(1);
+    } finally {
+      await endPool(settledPool);
+      // The sessions that were cut end once their sleep does.
+      await until('the cut sessions to end', async () => (await t.owner.query('select 1 from pg_stat_activity where application_name = $1', [application_name])).rowCount === 0, { timeoutMs: 10_000 });
+    }
+  });
 });
