@@ -465,36 +465,41 @@ describe('svc-hub executable', () => {
     }
   }, 180_000);
 
-  it("a signal while an embedded start waits on the pools (the application and worker roles' logins hang): interrupted at once, hub.pid released, no PostgreSQL left", async () => {
-    const dataDir = join(tempDir(), 'data');
-    const pgPort = await freePort();
-    // The pools' own wait for a connection (svc.datasource.connect-timeout) longer than the stop's limit: only the cut ends it.
-    const env = { SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PORT: String(pgPort), SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_EMBEDDING_PROVIDER: 'none', SVC_DATASOURCE_CONNECT_TIMEOUT: '120s' };
-    expect(await exitCodeShowingOutput(start(['migrate'], env))).toBe(0);
-    // A login as the hub's application or worker role hangs: the start's steps as the owner go
-    // through, those on the pools (the stored secrets' check), the outbox listener's connect and the
-    // leadership's wait.
-    const poolRoles = "session_user in ('svc_app', 'svc_worker')";
-    const serverUrl = await hangLogins(dataDir, pgPort, poolRoles);
-
-    for (const role of ['serve', 'all']) {
-      const command = start([role], { ...env, PORT: String(await freePort()) });
-      await until('the embedded PostgreSQL to be ready', () => command.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, detail: () => command.output() });
-      const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-      await untilLoginHangs(serverUrl, poolRoles.replace('session_user', 'usename'), () => command.output());
-      const signalled = performance.now();
-      command.child.kill('SIGTERM');
-      // Was: given up at the limit (the grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid left.
-      expect({ role, exit: await exitWithin(command, 80_000), output: command.output() }).toMatchObject({ exit: 0 });
-      // The embedded server's fast shutdown ends the sessions sleeping in their login.
-      expect(performance.now() - signalled).toBeLessThan(10_000);
-      expect(command.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
-      expect(command.output()).not.toContain('the stop did not end within');
-      expect(command.output()).toContain('embedded PostgreSQL stopped');
-      expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
-      expect(() => process.kill(pgPid, 0)).toThrow();
+  it("a signal while an embedded start waits on the pools, the outbox listener's connect or the leadership's (their logins hang): interrupted at once, hub.pid released, no PostgreSQL left", async () => {
+    // A login hangs for the sessions each case selects: the start's steps as the owner go through,
+    // then it waits on the pools (the stored secrets' check), on the outbox listener's connect or
+    // on the leader election's (as the worker role, each with an application name of its own).
+    const cases = [
+      { waits: 'the pools', when: "session_user in ('svc_app', 'svc_worker')", which: "usename in ('svc_app', 'svc_worker')", roles: ['serve', 'all'] },
+      { waits: "the outbox listener's connect", when: "current_setting('application_name') = 'svc-hub outbox listener'", which: "application_name = 'svc-hub outbox listener'", roles: ['serve'] },
+      { waits: "the leadership's connect", when: "current_setting('application_name') like 'svc-hub leader%'", which: "application_name like 'svc-hub leader%'", roles: ['all'] },
+    ];
+    for (const { waits, when, which, roles } of cases) {
+      const dataDir = join(tempDir(), 'data');
+      const pgPort = await freePort();
+      // The pools' own wait for a connection (svc.datasource.connect-timeout) longer than the stop's limit: only the cut ends it.
+      const env = { SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PORT: String(pgPort), SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_EMBEDDING_PROVIDER: 'none', SVC_DATASOURCE_CONNECT_TIMEOUT: '120s' };
+      expect(await exitCodeShowingOutput(start(['migrate'], env))).toBe(0);
+      const serverUrl = await hangLogins(dataDir, pgPort, when);
+      for (const role of roles) {
+        const command = start([role], { ...env, PORT: String(await freePort()) });
+        await until('the embedded PostgreSQL to be ready', () => command.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, detail: () => command.output() });
+        const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+        await untilLoginHangs(serverUrl, which, () => command.output());
+        const signalled = performance.now();
+        command.child.kill('SIGTERM');
+        // Was: given up at the limit (the grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid left.
+        expect({ waits, role, exit: await exitWithin(command, 80_000), output: command.output() }).toMatchObject({ exit: 0 });
+        // The embedded server's fast shutdown ends the sessions sleeping in their login.
+        expect(performance.now() - signalled).toBeLessThan(10_000);
+        expect(command.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
+        expect(command.output()).not.toContain('the stop did not end within');
+        expect(command.output()).toContain('embedded PostgreSQL stopped');
+        expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+        expect(() => process.kill(pgPid, 0)).toThrow();
+      }
     }
-  }, 300_000);
+  }, 400_000);
 
   it('a second hub that finds the lock file gone (removed by hand) refuses to start, and does not stop the running hub\'s PostgreSQL as an orphan', async () => {
     const dataDir = join(tempDir(), 'data');
