@@ -3,7 +3,7 @@ import type { Database } from '../src/db/database.js';
 import { type ConsumerState, consumerStates, dropConsumer, formatLag } from '../src/events/consumer.js';
 import { PROCESS_CONSUMER } from '../src/processes/consumer.js';
 import { WEBHOOK_CONSUMER } from '../src/webhooks/services.js';
-import { databaseCommand } from './compose.js';
+import { databaseCommand } from './database-command.js';
 
 /** The outbox consumers this version of the hub runs (cmd/compose.ts), each with what it does. */
 export const HUB_CONSUMERS = {

@@ -3,7 +3,7 @@ import { loadMasterKeys } from '../src/platform/secrets/master-key.js';
 import { REKEY_BATCH, type RekeyReport, rekey, type SealedValues } from '../src/platform/secrets/rekey.js';
 import { SECRET_VALUES } from '../src/platform/secrets/store.js';
 import { INTEGRATION_SECRETS } from '../src/webhooks/secret.js';
-import { databaseCommand } from './compose.js';
+import { databaseCommand } from './database-command.js';
 
 export const SECRETS_USAGE = `usage: svc-hub secrets rekey [--batch N]
 
