@@ -61,6 +61,8 @@ beforeAll(async () => {
   ownerUrl = await createTestDatabase();
   // Every kind's CRD: an operator whose informers cannot list is not ready.
   api = await new KubeApiStandIn(MANIFEST_KINDS.map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true }))).start();
+  // Where the Lease and the CronJobs go (a create in a namespace that does not exist is a 404).
+  api.createNamespace(RELEASE_NS);
   // The replicas may call only what the chart grants the operator (kube/rbac.ts), its Lease by name included.
   api.enforceRbac(operatorGrants({ kinds: MANIFEST_KINDS, releaseNamespace: RELEASE_NS, leaseName: operatorLeaseName('svc-hub-dispatch') }));
 });

@@ -25,6 +25,8 @@ let seq = 0;
 
 beforeAll(async () => {
   api = await new KubeApiStandIn().start();
+  // The Leases' namespace (a create in one that does not exist is a 404).
+  api.createNamespace(NS);
   target = { server: api.url, token: 'stand-in-token' };
 });
 

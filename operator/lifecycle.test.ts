@@ -6,7 +6,7 @@ import { CustomObjectsApi, type V1PodTemplateSpec } from '@kubernetes/client-nod
 import { parseAllDocuments, stringify } from 'yaml';
 import { loadRunJobTemplate } from '../cmd/operator.js';
 import { kubeConfig } from '../kube/kube-config.js';
-import { operatorGrants } from '../kube/rbac.js';
+import { CRONJOB_RULE, operatorGrants } from '../kube/rbac.js';
 import type { AdminServices } from '../src/admin/services.js';
 import type { Tx } from '../src/db/database.js';
 import { ConflictError, ValidationError } from '../src/errors.js';
@@ -37,6 +37,8 @@ import { afterStatusWrite, type Resource, type ResourceStatus, writeStatus } fro
  */
 
 const RELEASE_NS = 'svc-system';
+/** A release namespace that does not exist yet when its operator starts. */
+const LATE_RELEASE_NS = 'svc-late';
 /** The chart's run-job ConfigMap in the release namespace (only the test that names it to its operator creates it). */
 const RUN_JOB_CONFIGMAP = 'hub-svc-hub-run-job';
 const API_VERSION = 'test.svc.io/v1';
@@ -143,7 +145,11 @@ beforeAll(async () => {
     // What a cluster still holding the old layout's grants allows in one namespace: reading and
     // deleting the CronJob of the old layout there (the chart no longer grants it; elsewhere the operator leaves such CronJobs alone).
     { namespace: 'orphans', rules: [{ apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'delete'] }] },
+    // The release namespace of an operator started before its namespace exists.
+    { namespace: LATE_RELEASE_NS, rules: [CRONJOB_RULE] },
   ]);
+  // The release namespace exists (a create in one that does not is a 404).
+  api.createNamespace(RELEASE_NS);
 });
 
 afterAll(async () => {
@@ -912,6 +918,29 @@ describe('operator instances and namespaces', () => {
       // The operator created nothing in the release namespace meanwhile, and nothing in the Namespace but what it may not (its Events, refused).
       const creates = api.requests.slice(mark).filter((r) => r.token === 'ns-deleted' && r.method === 'POST');
       expect(creates.filter((r) => !r.path.endsWith('/events'))).toEqual([]);
+    } finally {
+      await op.stop();
+    }
+  });
+
+  it('a release namespace that does not exist: the CronJob write fails with the API server\'s 404, reported (Scheduled=Unknown CronJobFailed) and retried; written once the namespace exists', async () => {
+    const op = operator('late-release', { namespaces: ['late-release'], cronJobNamespace: LATE_RELEASE_NS });
+    await op.start();
+    try {
+      api.apply('widgets', widget('late-release', 'nightly', { schedule: '0 1 * * *' }));
+      const name = cronJobName(WIDGET, 'late-release', 'nightly');
+      const scheduled = await until('Scheduled=Unknown', () => conditionOf('late-release', 'nightly', 'Scheduled')?.status === 'Unknown' && conditionOf('late-release', 'nightly', 'Scheduled'));
+      expect(scheduled).toMatchObject({ reason: 'CronJobFailed', message: `cannot write the CronJob: HTTP 404: namespaces "${LATE_RELEASE_NS}" not found` });
+      expect(conditionOf('late-release', 'nightly', 'Ready')).toMatchObject({ status: 'Unknown', reason: 'CronJobFailed' });
+      // Retried with backoff: the create is asked for again and again, and refused.
+      const creates = () => api.requests.filter((r) => r.token === 'late-release' && r.method === 'POST' && r.path === `/apis/batch/v1/namespaces/${LATE_RELEASE_NS}/cronjobs`);
+      await until('retried', () => creates().length >= 3);
+      expect(creates().every((r) => r.status === 404)).toBe(true);
+      api.createNamespace(LATE_RELEASE_NS);
+      await until('Ready, its CronJob written', () => isReady('late-release', 'nightly') && api.get('batch/v1', 'cronjobs', LATE_RELEASE_NS, name));
+      expect(conditionOf('late-release', 'nightly', 'Scheduled')).toMatchObject({ status: 'True', reason: 'CronJobReady' });
+      api.remove(API_VERSION, 'widgets', 'late-release', 'nightly');
+      await until('the resource gone, its CronJob with it', () => !get('late-release', 'nightly') && !api.get('batch/v1', 'cronjobs', LATE_RELEASE_NS, name));
     } finally {
       await op.stop();
     }

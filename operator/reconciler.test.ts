@@ -106,6 +106,7 @@ beforeAll(async () => {
     [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS].map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true })),
   ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  api.createNamespace(RELEASE_NS);
   // The operator may call only what the chart grants it (kube/rbac.ts); the test's own calls ('stand-in') are an administrator's.
   api.enforceRbac(operatorGrants({ kinds: [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }), ['stand-in']);
   operator = new Operator(operatorOptions());

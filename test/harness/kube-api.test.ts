@@ -256,6 +256,7 @@ describe('1b. a stricter CRD over stored objects, and status writes before Kuber
   it('updateCrd keeps the objects stored; a status write validates the whole object before 1.30 (pre130: 422 naming the spec), status only otherwise; an update of such an object is refused either way', async () => {
     for (const pre130 of [false, true]) {
       const server = await new KubeApiStandIn([WIDGET_CRD], { pre130 }).start();
+      server.createNamespace(NS);
       try {
         const client = kubeConfig({ server: server.url, token: 'stand-in' }).makeApiClient(CustomObjectsApi);
         const created = (await client.createNamespacedCustomObject({ ...WIDGET, namespace: NS, body: widget('w', { size: 1, mode: 'fast' }) })) as KubeObject;
@@ -829,6 +830,24 @@ describe('12c. managedFields', () => {
 });
 
 describe('12d. deleting a Namespace', () => {
+  it('refuses a create in a namespace that does not exist: 404 NotFound `namespaces "<ns>" not found` (NamespaceLifecycle, before validation), whatever the type; reads and lists there answer as usual', async () => {
+    const gone = 'never-created';
+    const notFound = { httpCode: 404, kind: 'Status', reason: 'NotFound', message: `namespaces "${gone}" not found`, details: { name: gone, kind: 'namespaces' } };
+    // An invalid object too (spec.size out of range): admission answers before validation.
+    expect(await refusal(custom.createNamespacedCustomObject({ ...WIDGET, namespace: gone, body: { ...widget('w', { size: 0 }), metadata: { name: 'w', namespace: gone } } }))).toMatchObject(notFound);
+    expect(await refusal(core.createNamespacedConfigMap({ namespace: gone, body: { metadata: { name: 'cm' }, data: {} } }))).toMatchObject(notFound);
+    expect(await refusal(batch.createNamespacedCronJob({ namespace: gone, body: { ...cronJob('cj', '0 * * * *'), metadata: { name: 'cj' } } }))).toMatchObject(notFound);
+    const involvedObject = { apiVersion: 'test.svc.io/v1', kind: 'Widget', name: 'w', namespace: gone };
+    expect(await refusal(core.createNamespacedEvent({ namespace: gone, body: { metadata: { generateName: 'w.' }, involvedObject, reason: 'Applied', message: 'm' } }))).toMatchObject(notFound);
+    expect(await refusal(custom.getNamespacedCustomObject({ ...WIDGET, namespace: gone, name: 'w' }))).toMatchObject({ httpCode: 404, message: 'widgets.test.svc.io "w" not found' });
+    expect((await core.listNamespacedConfigMap({ namespace: gone })).items).toEqual([]);
+    // Once the Namespace exists, the same create succeeds; the scripted apply creates a missing Namespace first (kubectl create namespace).
+    api.createNamespace(gone);
+    expect((await core.createNamespacedConfigMap({ namespace: gone, body: { metadata: { name: 'cm' }, data: {} } })).metadata?.namespace).toBe(gone);
+    api.apply('configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cm', namespace: 'applied-into' } });
+    expect(api.get('v1', 'namespaces', undefined, 'applied-into')).toBeDefined();
+  });
+
   it('makes it Terminating, deletes what is in it (what has finalizers waits for them), refuses new content (403), and removes it once empty', async () => {
     api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'doomed' } });
     const body = { ...widget('held', { size: 1 }), metadata: { name: 'held', namespace: 'doomed', finalizers: ['test.svc.io/hold'] } };

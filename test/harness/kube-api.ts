@@ -88,10 +88,12 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   answered in canonical form (`1024Mi` as `1Gi`, the number 1 as `"1"`), one the server cannot
  *   read refused with 400 BadRequest (test/harness/kube-quantity.ts);
  * - core v1 Events need an `involvedObject` whose namespace matches the Event's; they are listable;
- * - the deletion of a Namespace: Terminating (`deletionTimestamp`, `status.phase`), everything in it
- *   deleted (objects with finalizers wait for them), the Namespace gone once empty; meanwhile a
- *   create in it is 403 Forbidden (`unable to create new content in namespace … because it is being
- *   terminated`), as the NamespaceLifecycle admission plugin answers;
+ * - the NamespaceLifecycle admission plugin: a create in a namespace that does not exist is 404
+ *   NotFound (`namespaces "<ns>" not found`), before the object is validated (the scripted `apply`
+ *   creates a missing Namespace first, as a user would); the deletion of a Namespace: Terminating
+ *   (`deletionTimestamp`, `status.phase`), everything in it deleted (objects with finalizers wait
+ *   for them), the Namespace gone once empty; meanwhile a create in it is 403 Forbidden (`unable to
+ *   create new content in namespace … because it is being terminated`);
  * - JSON merge patch (`application/merge-patch+json`);
  * - `metadata.managedFields` kept as the server's field manager keeps them for Update operations:
  *   an entry per writer (`?fieldManager=`, else the User-Agent up to its `/`), operation and
@@ -101,7 +103,7 @@ import { isLabelValue, isQualifiedName, type LabelPredicate, type ObjectPredicat
  *   server does (layout `2006-01-02T15:04:05.000000Z07:00`, exactly six fractional digits): anything
  *   else, such as JavaScript's millisecond `toISOString()`, answers 400 BadRequest.
  *
- * Not modelled: admission (a namespace need not exist), strategic merge or server-side apply patches
+ * Not modelled: admission other than NamespaceLifecycle's, strategic merge or server-side apply patches
  * (and the transfer of field ownership between managers),
  * the decoding of Namespaces, ConfigMaps and events.k8s.io Events (stored as sent; the hub writes none), the
  * parts of a pod spec typed `any` in kube-builtin.ts (kept as sent), duplicate JSON fields,
@@ -759,9 +761,21 @@ export class KubeApiStandIn {
   apply(plural: string, obj: KubeObject): KubeObject {
     const t = this.typeOf(obj.apiVersion ?? 'v1', plural);
     const current = this.objects.get(this.key(t, obj.metadata.namespace, obj.metadata.name));
+    // The user creates the namespace first (`kubectl create namespace`), as a create in one that does not exist is a 404.
+    if (!current && t.namespaced && obj.metadata.namespace) this.createNamespace(obj.metadata.namespace);
     if (!current) return expectObject(this.create(t, obj.metadata.namespace, clone(obj)));
     const next: KubeObject = { ...clone(obj), metadata: { ...current.metadata, labels: obj.metadata.labels, annotations: obj.metadata.annotations, resourceVersion: current.metadata.resourceVersion } };
     return expectObject(this.replace(t, obj.metadata.namespace, obj.metadata.name, next, false));
+  }
+
+  /**
+   * What `kubectl create namespace` does, unless the Namespace exists already (as it is, even while
+   * being deleted): a namespace the operator or the Lease elector writes in (the release's) must
+   * exist, as on a cluster.
+   */
+  createNamespace(name: string): void {
+    const t = this.typeOf('v1', 'namespaces');
+    if (!this.objects.has(this.key(t, undefined, name))) expectObject(this.create(t, undefined, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } }));
   }
 
   /** What `kubectl patch --type=merge` does (a JSON merge patch of the stored object); a refusal throws. */
@@ -991,14 +1005,12 @@ export class KubeApiStandIn {
     if (t.statusSubresource) delete o.status;
     const undecodable = decodeQuantities(t, o);
     if (undecodable) return undecodable;
+    const refusedByLifecycle = this.namespaceLifecycle(t, namespace, name);
+    if (refusedByLifecycle) return refusedByLifecycle;
     const errors = [...nameErrors(t, name), ...this.admit(t, o, false)];
     if (errors.length > 0) return invalid(t, name, errors);
     const key = this.key(t, namespace, name);
     if (this.objects.has(key)) return status(409, 'AlreadyExists', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" already exists`);
-    if (t.namespaced && namespace && this.objects.get(this.key(this.typeOf('v1', 'namespaces'), undefined, namespace))?.metadata.deletionTimestamp) {
-      // The NamespaceLifecycle admission plugin.
-      return status(403, 'Forbidden', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`);
-    }
     delete o.metadata.managedFields;
     const managed = managedFieldsAfter(t, undefined, o, context.manager, false);
     if (managed.length) o.metadata.managedFields = managed;
@@ -1008,6 +1020,22 @@ export class KubeApiStandIn {
     const answer = this.read(t, o);
     this.collectOrphan(t, o);
     return answer;
+  }
+
+  /**
+   * The NamespaceLifecycle admission plugin on a create (a mutating admission step: before the
+   * object is validated): no new object in a namespace that does not exist (404 NotFound
+   * `namespaces "<ns>" not found`, the Status of the plugin's live lookup of the Namespace), nor in
+   * one being deleted (403 Forbidden).
+   */
+  private namespaceLifecycle(t: ResourceType, namespace: string | undefined, name: string): Status | undefined {
+    if (!t.namespaced || !namespace) return undefined;
+    const ns = this.objects.get(this.key(this.typeOf('v1', 'namespaces'), undefined, namespace));
+    if (!ns) return { ...status(404, 'NotFound', `namespaces "${namespace}" not found`), details: { name: namespace, kind: 'namespaces' } } as Status;
+    if (ns.metadata.deletionTimestamp) {
+      return status(403, 'Forbidden', `${t.plural}${t.group ? `.${t.group}` : ''} "${name}" is forbidden: unable to create new content in namespace ${namespace} because it is being terminated`);
+    }
+    return undefined;
   }
 
   private replace(t: ResourceType, namespace: string | undefined, name: string, body: KubeObject, statusOnly: boolean, context: WriteContext = lenient()): KubeObject | Status {
