@@ -22,7 +22,7 @@ import { until } from '../test/harness/until.js';
 import { cronJobAlternateName, cronJobName, legacyCronJobName } from './cronjob.js';
 import { FINALIZER } from './finalizer.js';
 import { LIST_PAGE_SIZE, LIST_RESTARTS } from './paging.js';
-import { Operator, type OperatorOptions } from './reconciler.js';
+import { Operator, type OperatorOptions, REJECTION_REPEAT } from './reconciler.js';
 import { afterStatusWrite, type Resource, type ResourceStatus, writeStatus } from './resource.js';
 
 /**
@@ -828,6 +828,66 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
         return ready('red') && ready('fresh') && !stored('leaving');
       });
       expect(stored('fresh')!.metadata.finalizers).toEqual([FINALIZER]);
+    } finally {
+      logs.restore();
+      await op.stop();
+      await old.close();
+    }
+  });
+
+  it('report the same refusal again once REJECTION_REPEAT (30 min) has passed on the monotonic clock, not before, and at once when the answer changes', async () => {
+    const NS = 'pre130-repeat';
+    const old = await new KubeApiStandIn([crdOf(WIDGET) as never], { pre130: true }).start();
+    old.enforceRbac(operatorGrants({ kinds: [WIDGET], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }));
+    const token = 'pre130-repeat';
+    const red = widget(NS, 'red');
+    old.apply('widgets', { ...red, metadata: { ...red.metadata, finalizers: [FINALIZER] } });
+    old.updateCrd(crdOf(STRICTER) as never);
+    const events = () => (old.list('v1', 'events', NS) as Array<KubeObject & { involvedObject: { name: string }; reason: string; message: string }>).filter((e) => e.involvedObject.name === 'red');
+    const statusWrites = () => old.requests.filter((r) => r.token === token && r.method === 'PATCH' && r.path.endsWith('/red/status')).length;
+    /** Waits until the reconcile of red was retried (and refused) `n` more times. */
+    const retried = async (n: number) => {
+      const from = statusWrites();
+      await until(`${n} more refused status writes`, () => statusWrites() >= from + n);
+      // The Event of the last one, if any, is on its way (recorded without waiting): let it land.
+      await new Promise((r) => setTimeout(r, 100));
+    };
+    const lines = (logs: ReturnType<typeof captureLogs>) => logs.lines().filter((l) => l.name === 'red' && l.reason === 'StatusRejected');
+    // The damping's clock, moved by hand: no real 30 minutes pass.
+    let clock = 5_000;
+    const logs = captureLogs('warn');
+    const op = operator(token, { kc: kubeConfig({ server: old.url, token }), namespaces: [NS], monotonic: () => clock });
+    try {
+      await op.start();
+      await until('the first Event', () => events().length === 1);
+      await retried(3);
+      expect(events()).toHaveLength(1);
+      // A millisecond short of the repeat: still damped.
+      clock += REJECTION_REPEAT - 1;
+      await retried(3);
+      expect(events()).toHaveLength(1);
+      expect(lines(logs)).toHaveLength(1);
+      // The repeat: the same Event again, and the same log line, once.
+      clock += 1;
+      await until('the repeated Event', () => events().length === 2);
+      await retried(3);
+      expect(events().map((e) => [e.reason, e.message])).toEqual([
+        ['StatusRejected', events()[0]!.message],
+        ['StatusRejected', events()[0]!.message],
+      ]);
+      expect(lines(logs).map((l) => l.msg)).toEqual([lines(logs)[0]!.msg, lines(logs)[0]!.msg]);
+      // Damped again from the repeat on: 30 minutes less a millisecond later, nothing more.
+      clock += REJECTION_REPEAT - 1;
+      await retried(3);
+      expect(events()).toHaveLength(2);
+      // Another answer (the CRD changed again) is reported at once, whatever the clock says.
+      old.updateCrd(crdOf({ ...STRICTER, schema: { type: 'object', properties: { spec: { type: 'object', properties: { color: { type: 'string', enum: ['blue', 'green', 'yellow'] }, schedule: { type: 'string' } } } } } }) as never);
+      await until('the Event of the new answer', () => events().length === 3);
+      // (Events list in the order of their generated names, not of their creation.)
+      expect(events().filter((e) => e.message.includes('supported values: "blue", "green", "yellow"'))).toHaveLength(1);
+      await retried(3);
+      expect(events()).toHaveLength(3);
+      expect(lines(logs)).toHaveLength(3);
     } finally {
       logs.restore();
       await op.stop();
