@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { stringify } from 'yaml';
 import { Config } from '../src/config/config.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
-import { operatorGrants } from '../kube/rbac.js';
+import { chartGrants } from '../test/harness/chart-rbac.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { KubeApiStandIn } from '../test/harness/kube-api.js';
 import { loadRunJobTemplate, type OperatorProcess, operatorInstance, operatorLeaseName, startOperator, watchedNamespaces } from './operator.js';
@@ -63,8 +63,9 @@ beforeAll(async () => {
   api = await new KubeApiStandIn(MANIFEST_KINDS.map((k) => ({ group: k.group, version: k.version, plural: k.plural, kind: k.kind, namespaced: true, statusSubresource: true }))).start();
   // Where the Lease and the CronJobs go (a create in a namespace that does not exist is a 404).
   api.createNamespace(RELEASE_NS);
-  // The replicas may call only what the chart grants the operator (kube/rbac.ts), its Lease by name included.
-  api.enforceRbac(operatorGrants({ kinds: MANIFEST_KINDS, releaseNamespace: RELEASE_NS, leaseName: operatorLeaseName('svc-hub-dispatch') }));
+  // The replicas may call only what the chart grants the operator, as helm renders it for a release
+  // `svc-hub` (its dispatchers' Lease svc-hub-dispatch, so the operator's svc-hub-operator), its Lease by name included.
+  api.enforceRbac(chartGrants({ release: 'svc-hub', namespace: RELEASE_NS, component: 'operator' }));
 });
 
 afterAll(async () => {

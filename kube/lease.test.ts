@@ -4,6 +4,7 @@ import { leaderElector } from '../cmd/leader.js';
 import { ClockRunner } from '../src/clock/clock.js';
 import { Config, ConfigError } from '../src/config/config.js';
 import { AdvisoryLockElector, Leadership } from '../src/dispatch/leader.js';
+import { chartGrants } from '../test/harness/chart-rbac.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { kubeConfig } from './kube-config.js';
 import { LeaseElector, type LeaseElectorOptions } from './lease.js';
@@ -352,5 +353,31 @@ describe('the leader elector factory (cmd/leader.ts)', () => {
     }
     expect(losses).toBe(0);
     await e.release();
+  });
+
+  it("leads, renews, releases and takes over on what the chart grants the dispatchers' service account alone (helm template of a release `hub`: create, then get and update of its one Lease)", async () => {
+    // The Lease the chart names in the dispatchers' environment (SVC_LEADER_LEASE_NAME) and grants by name.
+    const name = 'hub-svc-hub-dispatch';
+    api.enforceRbac([], ['stand-in-token'], { dispatcher: chartGrants({ release: 'hub', namespace: NS, component: 'dispatcher' }) });
+    const from = api.requests.length;
+    try {
+      const kube = { server: api.url, token: 'dispatcher' };
+      const config = load({ 'svc.leader.lease-name': name, 'svc.leader.lease-duration': '2s', 'svc.leader.check-every': '500ms' });
+      const a = leaderElector(config, 'u', { env: { ...inPod, POD_NAME: 'hub-dispatcher-a' }, kube });
+      const b = leaderElector(config, 'u', { env: { ...inPod, POD_NAME: 'hub-dispatcher-b' }, kube });
+      expect(await a.acquire()).toBe(true);
+      expect(await b.acquire()).toBe(false);
+      expect(await a.renew()).toBe(true);
+      await a.release();
+      expect(await b.acquire()).toBe(true);
+      expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: 'hub-dispatcher-b' }));
+      await b.release();
+      const calls = api.requests.slice(from).filter((r) => r.token === 'dispatcher');
+      expect(calls.filter((r) => r.status === 403).map((r) => `${r.method} ${r.path}`)).toEqual([]);
+      expect(new Set(calls.map((r) => r.method))).toEqual(new Set(['GET', 'POST', 'PUT']));
+    } finally {
+      // Every other test's calls are an administrator's again.
+      api.enforceRbac([{ rules: [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }] }]);
+    }
   });
 });

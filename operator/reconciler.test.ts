@@ -8,9 +8,10 @@ import { crdOf } from '../src/manifests/crd.js';
 import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
+import { type KubeObject, KubeApiStandIn, type RecordedRequest } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
-import { operatorGrants } from '../kube/rbac.js';
+import type { Grant } from '../kube/rbac.js';
+import { chartGrants } from '../test/harness/chart-rbac.js';
 import { captureLogs } from '../test/harness/log-capture.js';
 import { ConflictError } from '../src/errors.js';
 import { registerSecret } from '../src/observability/logger.js';
@@ -35,6 +36,14 @@ const API_VERSION = apiVersionOf(CONNECTOR);
 const NS = 'team-a';
 /** The release's namespace, where CronJobs go. */
 const RELEASE_NS = 'svc-system';
+/** The requests a test had refused on purpose (it took a rule away): left out of the check of the chart's RBAC (the last test). */
+const refusedOnPurpose = new Set<RecordedRequest>();
+/** What the chart grants the operator's service account, watching every namespace (rendered once). */
+let chartOperatorGrants: Grant[] | undefined;
+const CHART_GRANTS = (): Grant[] => {
+  chartOperatorGrants ??= chartGrants({ release: 'hub', namespace: RELEASE_NS, component: 'operator' });
+  return structuredClone(chartOperatorGrants);
+};
 
 const template: V1PodTemplateSpec = {
   metadata: { labels: { 'app.kubernetes.io/name': 'svc-hub', 'app.kubernetes.io/component': 'run-job' } },
@@ -107,8 +116,8 @@ beforeAll(async () => {
   ).start();
   api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   api.createNamespace(RELEASE_NS);
-  // The operator may call only what the chart grants it (kube/rbac.ts); the test's own calls ('stand-in') are an administrator's.
-  api.enforceRbac(operatorGrants({ kinds: [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }), ['stand-in']);
+  // The operator may call only what the chart grants it, as helm renders it (test/harness/chart-rbac.ts); the test's own calls ('stand-in') are an administrator's.
+  api.enforceRbac(CHART_GRANTS(), ['stand-in']);
   operator = new Operator(operatorOptions());
   await operator.start();
 });
@@ -319,10 +328,9 @@ describe('a Connector resource', () => {
     const namespace = 'scoped-ns';
     const relabel = (tenant: string) => api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels: { 'svc.io/tenant': tenant } } });
     relabel('default');
-    const kinds = [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS];
     // Another service account, bound as the chart binds the operator with operator.watchNamespaces: [scoped-ns].
-    api.enforceRbac(operatorGrants({ kinds, releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' }), ['stand-in'], {
-      scoped: operatorGrants({ kinds, releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator', watchNamespaces: [namespace] }),
+    api.enforceRbac(CHART_GRANTS(), ['stand-in'], {
+      scoped: chartGrants({ release: 'hub', namespace: RELEASE_NS, component: 'operator', values: { operator: { replicas: 1, watchNamespaces: [namespace] } } }),
     });
     // Its own instance, so that the operator of every namespace leaves this resource alone.
     const scoped = new Operator({ ...operatorOptions(), kc: kubeConfig({ server: api.url, token: 'scoped' }), namespaces: [namespace], instance: 'scoped', namespacePollEvery: 100 });
@@ -1126,9 +1134,10 @@ describe('status, ownership and conflicts', () => {
     // from the status whether it guessed right (`[REDACTED]` where the name was).
     const guess = 'guessed-hub-password';
     registerSecret(guess);
-    const grants = () => operatorGrants({ kinds: [CONNECTOR, ENTITY, EXPORT, WORKFLOW, PROCESS], releaseNamespace: RELEASE_NS, leaseName: 'svc-hub-operator' });
+    const grants = CHART_GRANTS;
     // The chart without its CronJob rule: the API server refuses the CronJob's read, naming it (after the resource).
     api.enforceRbac(grants().map((g) => ({ ...g, rules: g.rules.filter((r) => !r.resources?.includes('cronjobs')) })), ['stand-in']);
+    const from = api.requests.length;
     try {
       put(guess);
       const ready = await until('CronJobFailed', () => cond(guess, 'Ready')?.reason === 'CronJobFailed' && cond(guess, 'Ready'));
@@ -1137,6 +1146,7 @@ describe('status, ownership and conflicts', () => {
       expect(cond(guess, 'Scheduled')!.message).toBe(refusal);
     } finally {
       api.enforceRbac(grants(), ['stand-in']);
+      for (const r of api.requests.slice(from)) refusedOnPurpose.add(r);
     }
     await readyTrue(guess);
 
@@ -1247,5 +1257,31 @@ describe('status, ownership and conflicts', () => {
     expect(cond(name, 'Ready')).toMatchObject({ reason: 'Applied', message: `applied to tenant default; warnings: ${window}; ${refused}` });
     expect(applies).toEqual([name]);
     await restart(() => undefined);
+  });
+});
+
+describe("the chart's RBAC (charts/svc-hub as helm renders it, enforced by the stand-in in this whole file)", () => {
+  it('allowed every call the operators of this file made (run last): no 403 but the documented one, the old layout\'s CronJob looked for in a resource\'s namespace', () => {
+    const ours = api.requests.filter((r) => r.token === 'operator' || r.token === 'scoped');
+    // A call the chart does not allow is a 403 here, as on a cluster; an Event refused so is swallowed (best effort): only this check sees it.
+    const legacyRead = new RegExp(`^/apis/batch/v1/namespaces/(?!${RELEASE_NS}/)[^/]+/cronjobs/[^/]+$`);
+    const refused = ours.filter((r) => r.status === 403 && !refusedOnPurpose.has(r) && !(r.method === 'GET' && legacyRead.test(r.path)));
+    expect(refused.map((r) => `${r.token} ${r.method} ${r.path}`)).toEqual([]);
+    // Not a vacuous check: the calls made (verb and resource, with its subresource) cover what the operator does.
+    const made = new Set(
+      ours
+        .filter((r) => r.status < 400)
+        .map((r) => {
+          const parts = r.path.split('/').filter(Boolean);
+          const rest = parts[0] === 'api' ? parts.slice(2) : parts.slice(3);
+          const tail = rest[0] === 'namespaces' && rest.length >= 3 ? rest.slice(2) : rest;
+          const [resource, name, sub] = tail;
+          const verb = r.method === 'GET' ? (name ? 'get' : r.query.watch ? 'watch' : 'list') : ({ POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete' } as Record<string, string>)[r.method];
+          return `${verb} ${resource}${sub ? `/${sub}` : ''}`;
+        }),
+    );
+    for (const call of ['create events', 'get namespaces', 'list namespaces', 'watch namespaces', 'list connectors', 'watch connectors', 'get connectors', 'update connectors', 'patch connectors/status', 'patch exports/status', 'list cronjobs', 'watch cronjobs', 'get cronjobs', 'create cronjobs', 'update cronjobs', 'delete cronjobs']) {
+      expect([...made]).toContain(call);
+    }
   });
 });
