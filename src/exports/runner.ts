@@ -37,7 +37,7 @@ import {
   type StopRequest,
 } from './runs/ledger.js';
 import { type ExportDetail, getExportById } from './store.js';
-import { resolveTokens } from './tokens.js';
+import { objectKey, resolveTokens } from './tokens.js';
 import type { ExportSpec, FailureCode } from './types.js';
 
 /**
@@ -579,7 +579,7 @@ export class ExportRunner {
       return new SftpDestination({ host: d.host, port: d.port, user: d.user, path: resolveTokens(d.path, artifactTime), hostKeyFingerprint: d.host_key_fingerprint, egress: this.options.egress, ...credential });
     }
     const { S3Destination } = await import('./destinations/s3.js');
-    const key = resolveTokens(d.prefix + d.filename, artifactTime);
+    const key = objectKey(d.prefix, d.filename, artifactTime);
     if (key.startsWith('/')) throw new RunFailure('definition', `the object key ${key} starts with /: fix spec.destination.prefix`, 'tenant');
     return new S3Destination({
       bucket: d.bucket,

@@ -22,3 +22,19 @@ export function resolveTokens(text: string, at: Date): string {
   const timestamp = `${at.getUTCFullYear()}${two(at.getUTCMonth() + 1)}${two(at.getUTCDate())}T${two(at.getUTCHours())}${two(at.getUTCMinutes())}${two(at.getUTCSeconds())}Z`;
   return text.replace(TOKEN, (whole, name: string) => (name === 'date' ? date : name === 'timestamp' ? timestamp : whole));
 }
+
+/**
+ * The length in UTF-8 bytes of `text` once its tokens are resolved: the same for every artifact
+ * time (`${date}` is always 10 bytes, `${timestamp}` 16), so a limit on a resolved name is checked at apply.
+ */
+export function resolvedByteLength(text: string): number {
+  return Buffer.byteLength(resolveTokens(text, new Date(0)));
+}
+
+/**
+ * The S3 object key of `prefix` and `filename` at artifact time `at`: each field's tokens resolved on
+ * their own, so a prefix ending in `$` before a filename starting with `{date}` names no token.
+ */
+export function objectKey(prefix: string, filename: string, at: Date): string {
+  return resolveTokens(prefix, at) + resolveTokens(filename, at);
+}

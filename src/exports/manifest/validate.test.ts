@@ -3,7 +3,7 @@ import { parse } from 'yaml';
 import { EgressPolicy } from '../../egress/policy.js';
 import { warningLines } from '../../manifests/handler.js';
 import { exportHandler } from '../manifest-handler.js';
-import { resolveTokens, unknownToken } from '../tokens.js';
+import { objectKey, resolveTokens, unknownToken } from '../tokens.js';
 import { checkAgainstEntity, checkExportManifest } from './validate.js';
 
 const SFTP = {
@@ -181,6 +181,20 @@ describe('export manifest', () => {
     expect(s3({ region: 'us-east-1' })).toEqual({});
   });
 
+  it('refuses an object key longer than the 1,024 bytes S3 takes, counted in UTF-8 with the tokens resolved', () => {
+    const s3 = (prefix: string, filename: string) => errorsOf(manifest({}, { kind: 's3', bucket: 'drops', prefix, filename }));
+    expect(s3('k/', 'a'.repeat(1022))).toEqual({});
+    expect(s3('k/', 'a'.repeat(1023))).toEqual({
+      'spec.destination.filename': 'the object key (prefix plus filename, tokens resolved) would be 1025 bytes of UTF-8: S3 takes keys of at most 1024 bytes',
+    });
+    // 600 characters, 1,200 bytes: the schema's 1,024 characters let it through, S3 would not.
+    expect(Object.keys(s3('k/', 'é'.repeat(600)))).toEqual(['spec.destination.filename']);
+    // A token is as long as what it resolves to: ${timestamp} (12 characters) names 16 bytes.
+    expect(s3('', `${'a'.repeat(1008)}\${timestamp}`)).toEqual({});
+    expect(Object.keys(s3('', `${'a'.repeat(1009)}\${timestamp}`))).toEqual(['spec.destination.filename']);
+    expect(Object.keys(s3(`${'é'.repeat(513)}/`, 'f.csv'))).toEqual(['spec.destination.prefix']);
+  });
+
   it('refuses unknown tokens and bad crons, naming the field', () => {
     expect(errorsOf(manifest({}, { ...SFTP, path: '/upload/${day}.csv' }))).toEqual({ 'spec.destination.path': 'spec.destination.path holds the unknown token ${day}: the tokens are ${date} and ${timestamp}' });
     expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', prefix: '${env}/', filename: 'f.csv' })))).toEqual(['spec.destination.prefix']);
@@ -271,6 +285,14 @@ describe('file-name tokens', () => {
     expect(resolveTokens('p-${date}.csv', at)).toBe('p-2026-03-01.csv');
     expect(resolveTokens('${timestamp}/${date}', at)).toBe('20260301T233005Z/2026-03-01');
     expect(resolveTokens('plain.csv', at)).toBe('plain.csv');
+  });
+
+  it('of prefix and filename resolve each on its own (a token is never made of the two)', () => {
+    const at = new Date('2026-03-01T23:30:05Z');
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: an export name's own token syntax
+    expect(objectKey('daily/${date}/', 'p-${timestamp}.csv', at)).toBe('daily/2026-03-01/p-20260301T233005Z.csv');
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: an export name's own token syntax
+    expect(objectKey('p$', '{date}.csv', at)).toBe('p${date}.csv');
   });
 
   it('name the first unknown token', () => {

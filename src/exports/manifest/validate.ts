@@ -4,7 +4,7 @@ import { type EgressPolicy, unconnectablePort } from '../../egress/policy.js';
 import { closest } from '../../validation/closest.js';
 import type { Issue } from '../../validation/schema-errors.js';
 import { addSchemaErrors, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
-import { unknownToken } from '../tokens.js';
+import { resolvedByteLength, unknownToken } from '../tokens.js';
 import {
   DEFAULT_ACCESS_KEY_ENV,
   DEFAULT_S3_REGION,
@@ -53,6 +53,9 @@ const SFTP_FIELDS = ['kind', 'host', 'port', 'user', 'path', 'key_env', 'passwor
 const S3_FIELDS = ['kind', 'bucket', 'prefix', 'filename', 'region', 'endpoint', 'access_key_env', 'secret_key_env'];
 
 const DESTINATION = 'spec.destination';
+
+/** The longest object key S3 takes, in UTF-8 bytes (S3-compatible stores take the same). */
+export const MAX_S3_KEY_BYTES = 1024;
 
 /**
  * `egress`: the outbound address policy. A destination address it refuses without resolving a name
@@ -227,6 +230,13 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
     errors.add(prefix ? `${DESTINATION}.prefix` : `${DESTINATION}.filename`, 'the object key (prefix plus filename) may not start with /');
   }
   if (filename?.endsWith('/')) errors.add(`${DESTINATION}.filename`, `${DESTINATION}.filename must name an object, not end with /`);
+  const keyBytes = resolvedByteLength(prefix) + resolvedByteLength(filename ?? '');
+  if (keyBytes > MAX_S3_KEY_BYTES) {
+    errors.add(
+      resolvedByteLength(prefix) > MAX_S3_KEY_BYTES ? `${DESTINATION}.prefix` : `${DESTINATION}.filename`,
+      `the object key (prefix plus filename, tokens resolved) would be ${keyBytes} bytes of UTF-8: S3 takes keys of at most ${MAX_S3_KEY_BYTES} bytes`,
+    );
+  }
   const endpoint = d.endpoint as string | undefined;
   if (endpoint !== undefined) {
     let url: URL | undefined;
