@@ -59,3 +59,5 @@ export const DEFAULT_ACCESS_KEY_ENV = 'AWS_ACCESS_KEY_ID';
 export const DEFAULT_SECRET_KEY_ENV = 'AWS_SECRET_ACCESS_KEY';
 /** Columns of an entity that are bookkeeping, never exported. */
 export const RESERVED_COLUMNS = ['_entity_id', '_conflicts', '_resolution'] as const;
+/** The longest file name (one path segment) most file systems take, in bytes of UTF-8. */
+export const NAME_MAX = 255;

@@ -257,6 +257,24 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       expect(partFiles(dir)).toEqual([]);
     });
 
+    it('a name longer than the server takes (256 bytes): publication naming the name and its length, nothing written', async () => {
+      const dir = freshDir();
+      const name = 'é'.repeat(128); // 128 characters, 256 bytes
+      const err = (await destination(join(dir, name))
+        .publish(bodyOf(Buffer.from('"a"\r\n')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('publication');
+      // OpenSSH answers ENAMETOOLONG as status 5, which alone says nothing of the name.
+      expect(err.reason).toBe(`127.0.0.1:${sshd.port} refused checking ${join(dir, name)} (SFTP status 5, bad message): the file name is 256 bytes of UTF-8, more than the 255 most file systems take`);
+      expect(readdirSync(dir)).toEqual([]);
+      const deep = join(dir, 'd'.repeat(256), 'p.csv');
+      const inDir = (await destination(deep)
+        .publish(bodyOf(Buffer.from('"a"\r\n')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(inDir.reason).toMatch(/ \(SFTP status 5, bad message\): a directory name in path is 256 bytes of UTF-8, more than the 255 most file systems take$/);
+    });
+
     it('ends in collision when the final name exists, leaving it untouched and no .part behind', async () => {
       const dir = freshDir();
       const path = join(dir, 'taken.csv');

@@ -7,6 +7,7 @@ import SftpClient from 'ssh2-sftp-client';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
 import { unlessAborted } from '../../abortable.js';
+import { NAME_MAX } from '../types.js';
 import { admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
 
 /**
@@ -356,7 +357,7 @@ export class SftpDestination implements Destination {
     if (err instanceof PublishError) return err;
     const code = (err as { code?: unknown })?.code;
     if (typeof code === 'number') {
-      return new PublishError('publication', `${this.endpoint} refused ${what} (SFTP status ${code}${STATUS[code] ? `, ${STATUS[code]}` : ''})`);
+      return new PublishError('publication', `${this.endpoint} refused ${what} (SFTP status ${code}${STATUS[code] ? `, ${STATUS[code]}` : ''})${code === 5 ? this.longNameHint() : ''}`);
     }
     if (code === 'EACCES') return new PublishError('publication', `${this.endpoint} refused ${what} (SFTP status 3, permission denied)`);
     if (code === 'ENOENT') return new PublishError('publication', `${this.endpoint} refused ${what} (SFTP status 2, no such file)`);
@@ -364,6 +365,20 @@ export class SftpDestination implements Destination {
       return new PublishError('publication', `the connection to ${this.endpoint} failed while ${what}: ${describeNetworkError(err)}`);
     }
     return new PublishError('publication', `the connection to ${this.endpoint} failed while ${what}`);
+  }
+
+  /**
+   * What a status 5 (bad message) means when a name of the path is longer than NAME_MAX: OpenSSH
+   * answers ENAMETOOLONG so. The limit is the server's file system's (255 bytes on most, but not on
+   * every server), so such a name is tried, not refused beforehand.
+   */
+  private longNameHint(): string {
+    const names = this.options.path.split('/');
+    const longest = names.reduce((a, b) => (Buffer.byteLength(b) > Buffer.byteLength(a) ? b : a), '');
+    const bytes = Buffer.byteLength(longest);
+    if (bytes <= NAME_MAX) return '';
+    const which = longest === this.name ? 'the file name' : 'a directory name in path';
+    return `: ${which} is ${bytes} bytes of UTF-8, more than the ${NAME_MAX} most file systems take`;
   }
 
   /** Any failure as a PublishError (what is thrown unless the body failed or the signal aborted). */
@@ -387,7 +402,7 @@ function rawClient(client: SftpClient): RawConnection | undefined {
 function partName(name: string): string {
   const suffix = `.${randomUUID()}.part`;
   const kept = Array.from(name);
-  while (kept.length > 0 && Buffer.byteLength(kept.join('')) + suffix.length > 255) kept.pop();
+  while (kept.length > 0 && Buffer.byteLength(kept.join('')) + suffix.length > NAME_MAX) kept.pop();
   return kept.join('') + suffix;
 }
 

@@ -195,6 +195,20 @@ describe('export manifest', () => {
     expect(Object.keys(s3(`${'é'.repeat(513)}/`, 'f.csv'))).toEqual(['spec.destination.prefix']);
   });
 
+  it('warns of an SFTP path holding a name longer than the 255 bytes most file systems take (tokens resolved), and stores it', () => {
+    const check = (path: string) => checkExportManifest(manifest({}, { ...SFTP, path }));
+    expect(check(`/upload/${'é'.repeat(127)}x`).warnings).toEqual([]);
+    const long = check(`/upload/${'é'.repeat(128)}`);
+    expect(long.errors).toEqual([]);
+    expect(long.spec?.destination).toMatchObject({ path: `/upload/${'é'.repeat(128)}` });
+    expect(long.warnings).toEqual([
+      { field: 'spec.destination.path', message: 'a name in spec.destination.path is 256 bytes of UTF-8 once its tokens resolve: most file systems take at most 255, and runs to such a server fail' },
+    ]);
+    expect(check(`/upload/${'é'.repeat(118)}\${date}`).warnings).toEqual([]); // 246 bytes
+    expect(check(`/upload/${'é'.repeat(120)}\${timestamp}`).warnings).toHaveLength(1); // 252 bytes as written, 256 resolved
+    expect(check(`/${'d'.repeat(256)}/p.csv`).warnings).toHaveLength(1);
+  });
+
   it('refuses unknown tokens and bad crons, naming the field', () => {
     expect(errorsOf(manifest({}, { ...SFTP, path: '/upload/${day}.csv' }))).toEqual({ 'spec.destination.path': 'spec.destination.path holds the unknown token ${day}: the tokens are ${date} and ${timestamp}' });
     expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', prefix: '${env}/', filename: 'f.csv' })))).toEqual(['spec.destination.prefix']);

@@ -10,6 +10,7 @@ import {
   DEFAULT_S3_REGION,
   DEFAULT_SECRET_KEY_ENV,
   DEFAULT_SFTP_PORT,
+  NAME_MAX,
   type ExportSpec,
   type ExportTarget,
   RESERVED_COLUMNS,
@@ -208,6 +209,15 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
     if (path !== undefined) {
       checkName(`${DESTINATION}.path`, path, errors);
       if (path.endsWith('/')) errors.add(`${DESTINATION}.path`, `${DESTINATION}.path must name a file, not a directory (it ends with /)`);
+      // Not refused: the limit is the server's file system's (255 bytes on most; an SFTP front of an
+      // object store takes longer names), so a run tries it, and its failure says why.
+      const longest = Math.max(...path.split('/').map(resolvedByteLength));
+      if (longest > NAME_MAX) {
+        warnings.push({
+          field: `${DESTINATION}.path`,
+          message: `a name in ${DESTINATION}.path is ${longest} bytes of UTF-8 once its tokens resolve: most file systems take at most ${NAME_MAX}, and runs to such a server fail`,
+        });
+      }
     }
     if (errors.list.length) return undefined;
     return {
