@@ -167,6 +167,8 @@ describe('export manifest', () => {
     expect(path('/upload/.')).toMatch(/may not hold \. or \.\. segments/);
     expect(path('/upload/./p.csv')).toMatch(/may not hold \. or \.\. segments/);
     expect(path('/upload/a\nb.csv')).toBe('spec.destination.path may not hold control characters (a line break, a tab)');
+    // Unicode's own line breaks (LINE SEPARATOR, PARAGRAPH SEPARATOR, NEL) too: `sftp ls` shows the first as a\342\200\250b.csv.
+    for (const name of ['a\u2028b.csv', 'a\u2029b.csv', 'a\u0085b.csv']) expect(path(`/upload/${name}`)).toBe('spec.destination.path may not hold control characters (a line break, a tab)');
     // biome-ignore lint/suspicious/noTemplateCurlyInString: an export path's own token syntax, unclosed on purpose
     expect(path('/upload/p-${date.csv')).toBe('spec.destination.path holds ${ without a closing }: the tokens are ${date} and ${timestamp}');
     expect(path('/upload/..partners...csv')).toBeUndefined(); // dots inside a name are a name
@@ -174,6 +176,7 @@ describe('export manifest', () => {
     expect(Object.keys(s3({ prefix: '../../' }))).toEqual(['spec.destination.prefix']);
     expect(Object.keys(s3({ filename: '../f.csv' }))).toEqual(['spec.destination.filename']);
     expect(Object.keys(s3({ filename: 'f\t.csv' }))).toEqual(['spec.destination.filename']);
+    expect(Object.keys(s3({ prefix: 'a\u2028/' }))).toEqual(['spec.destination.prefix']);
     for (const bucket of ['A_B?x=1#', 'a/b', '../../other', 'a..b', '-ab', 'ab-', 'ab']) expect([bucket, Object.keys(s3({ bucket }))]).toEqual([bucket, ['spec.destination.bucket']]);
     expect(s3({ bucket: '192.168.1.1' })).toEqual({ 'spec.destination.bucket': "spec.destination.bucket may not be an IP address (S3's bucket naming rules)" });
     expect(s3({ bucket: 'my.drops-2026' })).toEqual({});

@@ -174,7 +174,7 @@ function checkName(field: string, value: string, errors: Issues): void {
   const bad = unknownToken(value);
   if (bad) errors.add(field, `${field} holds the unknown token ${bad}: the tokens are \${date} and \${timestamp}`);
   else if (/\$\{[^}]*$/.test(value)) errors.add(field, `${field} holds \${ without a closing }: the tokens are \${date} and \${timestamp}`);
-  else if (/\p{Cc}/u.test(value)) errors.add(field, `${field} may not hold control characters (a line break, a tab)`);
+  else if (/[\p{Cc}\p{Zl}\p{Zp}]/u.test(value)) errors.add(field, `${field} may not hold control characters (a line break, a tab)`);
   else if (value.split('/').some((segment) => segment === '.' || segment === '..')) errors.add(field, `${field} may not hold . or .. segments: name the directory and the file as they are`);
 }
 
