@@ -28,6 +28,8 @@ import type { IncomingHttpHeaders } from 'node:http';
  * - `setVersioned(bucket)`: fauxqs has no versioning; a write to a bucket so marked is answered
  *   with an `x-amz-version-id` header (a fresh id), enough to show what a receipt does with it.
  *   Nothing else about versions is emulated.
+ * - `refuseParts(bucket, keyPrefix, {from, status, code})`: UploadPart requests from a part number
+ *   on answered with an S3 error (a part refused mid-upload), as S3 answers any refused request.
  *
  * `listMultipartUploads` reads fauxqs's store (it has no such route). Single requests above
  * 11 MiB are refused by fauxqs's body limit (413), so tests keep parts at or below that.
@@ -54,6 +56,12 @@ export interface TestS3 {
   setVersioned(bucket: string): void;
   /** The next conditional write of this key is answered 409 ConditionalRequestConflict. */
   conflictNext(bucket: string, key: string): void;
+  /**
+   * Every UploadPart numbered `from` or more of a key starting with `keyPrefix` is answered `status`
+   * with error `code` (S3 refusing a part: 403 AccessDenied, 500 InternalError…) until the returned
+   * function is called.
+   */
+  refuseParts(bucket: string, keyPrefix: string, refusal: { from: number; status: number; code: string }): () => void;
   /** Every request that reached the server, in order. */
   readonly requests: ReadonlyArray<{ method: string; url: string; status?: number }>;
   stop(): Promise<void>;
@@ -112,6 +120,7 @@ export async function startS3(options: S3Options = {}): Promise<TestS3> {
   const secretAccessKey = randomBytes(30).toString('base64');
   const versioned = new Set<string>();
   const conflicts = new Set<string>();
+  const refusedParts = new Map<string, { bucket: string; keyPrefix: string; from: number; status: number; code: string }>();
   const requests: Array<{ method: string; url: string; status?: number }> = [];
   const seen = new Map<string, { method: string; url: string; status?: number }>();
 
@@ -130,6 +139,11 @@ export async function startS3(options: S3Options = {}): Promise<TestS3> {
     const refusal = checkSignature(request, { accessKeyId, secretAccessKey, region });
     if (refusal) return answer(request, reply, refusal.status, refusal.code, refusal.message);
     const target = objectTarget(request);
+    const partNumber = Number(((request.query ?? {}) as Record<string, string | undefined>).partNumber);
+    const refused = target?.partUpload ? [...refusedParts.values()].find((r) => r.bucket === target.bucket && target.key.startsWith(r.keyPrefix) && partNumber >= r.from) : undefined;
+    if (refused) {
+      return answer(request, reply, refused.status, refused.code, 'refused by the test');
+    }
     if (!target || request.headers['if-none-match'] !== '*') return undefined;
     const isPut = request.method === 'PUT' && !target.partUpload && !request.headers['x-amz-copy-source'];
     const isComplete = request.method === 'POST' && target.uploadId !== undefined;
@@ -175,6 +189,11 @@ export async function startS3(options: S3Options = {}): Promise<TestS3> {
     },
     conflictNext: (bucket, key) => {
       conflicts.add(`${bucket}/${key}`);
+    },
+    refuseParts: (bucket, keyPrefix, refusal) => {
+      const id = randomBytes(6).toString('hex');
+      refusedParts.set(id, { bucket, keyPrefix, ...refusal });
+      return () => refusedParts.delete(id);
     },
     requests,
     stop: () => app.close(),

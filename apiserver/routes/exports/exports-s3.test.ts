@@ -168,6 +168,27 @@ describe('S3 publication', () => {
     expect(s3.listMultipartUploads(BUCKET)).toEqual([]);
   });
 
+  it('a part S3 refuses mid-upload: Failed publication (its code named, never its message), nothing at the key, no upload left open; the retry publishes under the same name', async () => {
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: an export file name's own token syntax
+    await applied(exportOf('refused-big', 'big', { prefix: 'refused/', filename: 'big-${timestamp}.csv' }));
+    const release = s3.refuseParts(BUCKET, 'refused/', { from: 2, status: 403, code: 'AccessDenied' });
+    const failed = await runToEnd('refused-big');
+    const stamp = ((await api.get(`/api/exports/refused-big/runs/${failed.id}`)).body as { artifactTime: string }).artifactTime.replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+    const key = `refused/big-${stamp}.csv`;
+    expect(failed).toMatchObject({ status: 'Failed', failureCode: 'publication', location: null });
+    expect(failed.failureReason).toBe(`S3 refused the write to s3://${BUCKET}/${key} (AccessDenied, HTTP 403): the credentials in access_key_env/secret_key_env were refused or may not write there`);
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+    expect(s3.listMultipartUploads(BUCKET)).toEqual([]);
+    expect(s3.requests.filter((r) => r.url.startsWith(`/${BUCKET}/refused/`) && r.url.includes('partNumber=2')).map((r) => r.status)).toEqual([403]);
+    release();
+    const retried = await api.post(`/api/exports/refused-big/runs/${failed.id}/retry`);
+    expect(retried.status).toBe(202);
+    const run = await settle('refused-big', (retried.body as { runId: string }).runId);
+    expect(run).toMatchObject({ status: 'Completed', rowCount: BIG, location: `s3://${BUCKET}/${key}` });
+    expect(sha(s3.getObject(BUCKET, key)!.body)).toBe(run.sha256);
+    expect(s3.listMultipartUploads(BUCKET)).toEqual([]);
+  });
+
   it('lets one of two exports racing for the same key publish; the other ends in collision', async () => {
     await applied(exportOf('race-a', 'small', { filename: 'race.csv' }));
     await applied(exportOf('race-b', 'big', { filename: 'race.csv' }));
