@@ -3,7 +3,8 @@ process.env.TZ = 'Pacific/Kiritimati';
 
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { chownSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type pg from 'pg';
@@ -272,6 +273,37 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
       }
       expect(existsSync(join(sshd.root, 'out', 'hostkey.csv'))).toBe(false);
       expect(existsSync(join(sshd.root, 'out', 'login.csv'))).toBe(false);
+    });
+
+    it('a full disk on the server: Failed publication with the SFTP status, nothing under the final name and no .part; the retry, space freed, publishes the same name', async () => {
+      const dir = join(sshd.root, 'full');
+      mkdirSync(dir);
+      // A 64 KiB file system, filled up (mounting needs root, as the sshd harness does).
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0755', 'tmpfs', dir]);
+      try {
+        const { uid, gid } = statSync(sshd.root);
+        chownSync(dir, uid, gid);
+        try {
+          writeFileSync(join(dir, 'filler'), Buffer.alloc(128 * 1024));
+        } catch {
+          // ENOSPC: the file system is full, which is the point
+        }
+        expect((await applyYaml(exportManifest('full-disk', sftp({ path: `${dir}/partners-\${timestamp}.csv` })))).status).toBe(201);
+        const failed = await runToEnd('full-disk');
+        const name = `partners-${failed.artifactTime.replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}.csv`;
+        expect(failed).toMatchObject({ status: 'Failed', failureCode: 'publication', location: null });
+        expect(failed.failureReason).toMatch(new RegExp(`^127\\.0\\.0\\.1:${sshd.port} refused writing ${dir}/${name.replace('.', '\\.')}\\.[0-9a-f-]{36}\\.part \\(SFTP status 4, failure\\)$`));
+        expect(readdirSync(dir).sort()).toEqual(['filler']);
+        rmSync(join(dir, 'filler'));
+        const retried = await api.post(`/api/exports/full-disk/runs/${failed.id}/retry`);
+        expect(retried.status).toBe(202);
+        const run = await settle('full-disk', (retried.body as { runId: string }).runId);
+        expect(run).toMatchObject({ status: 'Completed', attempt: 2, retryOf: failed.id, location: `sftp://${sshd.user}@127.0.0.1:${sshd.port}${dir}/${name}` });
+        expect(readFileSync(join(dir, name)).toString('utf8')).toBe(EXPECTED);
+        expect(readdirSync(dir)).toEqual([name]);
+      } finally {
+        execFileSync('umount', [dir]);
+      }
     });
 
     it('fails as publication when the named secret is not stored', async () => {
