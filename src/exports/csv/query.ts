@@ -34,7 +34,8 @@ export function snapshotSql(relation: string, columns: string[], order: string[]
  *   export shows an interval as the hub shows it everywhere else (not `P1DT2H`).
  * - `extra_float_digits` 1: the shortest text that reads back as the same float (the default
  *   since PostgreSQL 12; 0 or less would round).
- * - `bytea_output` hex and `lc_monetary` C: bytea as `\x…` and money without a locale's symbols.
+ * - `bytea_output` hex and `lc_monetary` C: bytea as `\x…`, and money as `$1,234.50` whatever the
+ *   server's locale (PostgreSQL's own symbol and separators, used when the locale has none).
  */
 export const SNAPSHOT_SETTINGS: ReadonlyArray<readonly [string, string]> = [
   ['client_encoding', 'UTF8'],
