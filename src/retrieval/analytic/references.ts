@@ -128,6 +128,16 @@ const ALLOWED_SUBLINKS = new Set(['EXISTS_SUBLINK', 'ALL_SUBLINK', 'ANY_SUBLINK'
 const MAX_STAR_COLUMNS = 1664;
 
 /**
+ * The most relations one query may read: each card table named, each naming of an entity counting the
+ * tables its SQL reads, each naming of a CTE the relations of its query (PostgreSQL puts a CTE named once,
+ * or NOT MATERIALIZED, in place of the naming). PostgreSQL's planner takes about a megabyte of memory for
+ * each relation of a query, whatever their rows, and more past a hundred: 400 tables joined in a query of
+ * 12 KB took a backend to 788 MB while it planned, and 200 subqueries of two tables each (20 KB) to 1 GB
+ * within the 5 s statement timeout; 100 take some 100 MB. A question joins a few.
+ */
+export const MAX_RELATIONS = 100;
+
+/**
  * The most characters of entity relations' SQL (resolveSubquery) one query may hold, each naming of
  * one counting: five times the longest query the guards read. Each naming puts the entity's whole
  * SELECT in the statement, which the hub parses and renders three times on its event loop: 1,300
@@ -217,6 +227,10 @@ export class ReferenceWalker {
   private readonly likeBudget = { left: LIKE_STEPS };
   /** The columns `*` has stood for so far, in the whole query (at most MAX_STAR_COLUMNS). */
   private starColumns = 0;
+  /** The relations the query reads so far, each naming of a CTE or an entity counting its own (at most MAX_RELATIONS). */
+  private relationCount = 0;
+  /** The relations each CTE's query reads, by its outputs as the CTE map holds them. */
+  private readonly cteRelations = new WeakMap<Output[], number>();
   /** The characters of entity relations' SQL put in the query so far (at most MAX_ENTITY_SQL_CHARS). */
   private entitySqlChars = 0;
   /** What the expressions walked so far weigh, each reference to a derived column counting what it stands for (MAX_INLINED_NODES, MAX_LONG_ARITHMETIC). */
@@ -240,7 +254,9 @@ export class ReferenceWalker {
       const cte = this.expect(entry, 'CommonTableExpr');
       const query = bodyOf(cte.ctequery, 'SelectStmt');
       if (!query) throw new GuardRefusal(1, 'Only a SELECT may run inside WITH.');
+      const relationsBefore = this.relationCount;
       const outputs = renamed(this.select(query, outer, visible), names(cte.aliascolnames) ?? []);
+      this.cteRelations.set(outputs, this.relationCount - relationsBefore);
       const next = new Map(visible);
       next.set(String(cte.ctename), outputs);
       visible = next;
@@ -391,7 +407,10 @@ export class ReferenceWalker {
     const aliasName = typeof alias?.aliasname === 'string' ? alias.aliasname : undefined;
     if (schema === undefined) {
       const cte = ctes.get(rel);
-      if (cte) return derivedItem(aliasName ?? rel, renamed(cte, names(alias?.colnames) ?? []));
+      if (cte) {
+        this.readRelations(this.cteRelations.get(cte) ?? 0, rel);
+        return derivedItem(aliasName ?? rel, renamed(cte, names(alias?.colnames) ?? []));
+      }
       if (rel.startsWith('pg_')) throw new GuardRefusal(2, `System catalog "${rel}" cannot be queried.`);
       throw new GuardRefusal(2, `Relation "${rel}" must be named with its schema, exactly as on the schema card of scope "${this.card.scope}".`);
     }
@@ -414,13 +433,26 @@ export class ReferenceWalker {
         );
       }
       item.subquery = this.computed(full, computed);
+      this.readRelations(Math.max(1, JSON.stringify(item.subquery).split('"RangeVar":').length - 1), full);
       return item;
     }
+    this.readRelations(1, full);
     const real = this.resolved(full);
     r.schemaname = real.schemaname;
     r.relname = real.relname;
     r.alias = { aliasname: name };
     return item;
+  }
+
+  /** Counts `n` relations read through `what` (a table, a CTE's or an entity's naming); past MAX_RELATIONS the query is refused. */
+  private readRelations(n: number, what: string): void {
+    this.relationCount += n;
+    if (this.relationCount > MAX_RELATIONS) {
+      throw new GuardRefusal(
+        2,
+        `The query reads more than ${MAX_RELATIONS} relations (${what}: ${n} each time it is named; each naming of a CTE or an entity counts the tables it reads): PostgreSQL's planner takes about a megabyte of memory for each, whatever their rows. Join fewer relations.`,
+      );
+    }
   }
 
   /** The tenant's real table for a card relation, as schema and name. */
