@@ -266,6 +266,22 @@ describe('guardQuery', () => {
     expect(await guardQuery(question, card, { resolveRelation })).toMatchObject({ ok: true });
   });
 
+  it('refuses more than 64 aggregates with DISTINCT or ORDER BY: the planner compares them in a time the statement timeout does not cut', async () => {
+    // 600 `count(distinct …)` (18 KB) planned for 23 s under a 2 s timeout; 300 for 2.1 s, 100 for 66 ms.
+    const reason =
+      "The query has more than 64 aggregates with DISTINCT or ORDER BY: PostgreSQL's planner compares each with the others, in a time that grows with the cube of their number and that the statement timeout does not cut. Use fewer.";
+    const aggregates = (n: number, f: (i: number) => string) => `select ${Array.from({ length: n }, (_, i) => f(i)).join(', ')} from ext.orders`;
+    for (const f of [(i: number) => `count(distinct total + ${i})`, (i: number) => `string_agg(currency, ',' order by total + ${i})`]) {
+      expect(await guardQuery(aggregates(64, f), card, { resolveRelation })).toMatchObject({ ok: true });
+      expect(await guardQuery(aggregates(65, f), card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason });
+    }
+    // In all the query's levels together; WITHIN GROUP and plain aggregates do not count.
+    const split = `select (select count(distinct total) from ext.orders), ${Array.from({ length: 64 }, (_, i) => `count(distinct id + ${i})`).join(', ')} from ext.orders`;
+    expect(await guardQuery(split, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason });
+    const others = aggregates(200, (i) => (i % 2 ? `percentile_cont(0.5) within group (order by total + ${i})` : `sum(total + ${i})`));
+    expect(await guardQuery(others, card, { resolveRelation })).toMatchObject({ ok: true });
+  });
+
   it('refuses more than 10000 pieces held by || and concat, each read of a subquery or CTE column building its chain again', async () => {
     // Each || keeps its result until the row is done (a chain of 100 pieces holds 5,049), and PostgreSQL builds a flattened
     // column's chain again at every reference: this query, a chain over a number's text read ten times, took a backend to
