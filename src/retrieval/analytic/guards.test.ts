@@ -282,6 +282,21 @@ describe('guardQuery', () => {
     expect(await guardQuery(others, card, { resolveRelation })).toMatchObject({ ok: true });
   });
 
+  it('refuses more than 64 window functions: the planner\'s memory grows with the square of their number, its time uncut', async () => {
+    // 800 windows of their own ordering (20 KB over one table) took a backend to 750 MB and ran 14.8 s under a 2 s timeout.
+    const reason =
+      "The query has more than 64 window functions (OVER): PostgreSQL's planner takes memory growing with the square of their number, and a time the statement timeout does not cut. Use fewer.";
+    const windows = (n: number, f: (i: number) => string) => `select ${Array.from({ length: n }, (_, i) => f(i)).join(', ')} from ext.orders`;
+    for (const f of [(i: number) => `rank() over (order by total + ${i})`, (i: number) => `sum(total) over (partition by id + ${i})`, () => 'lag(total) over w']) {
+      const named = f(0).endsWith(' w') ? ' window w as (order by id)' : '';
+      expect(await guardQuery(windows(64, f) + named, card, { resolveRelation })).toMatchObject({ ok: true });
+      expect(await guardQuery(windows(65, f) + named, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason });
+    }
+    // In all the query's levels together.
+    const split = `select (select max(x) from (select rank() over (order by total) as x from ext.orders) s), ${Array.from({ length: 64 }, (_, i) => `lag(total, ${i}) over (order by id)`).join(', ')} from ext.orders`;
+    expect(await guardQuery(split, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason });
+  });
+
   it('refuses more than 10000 pieces held by || and concat, each read of a subquery or CTE column building its chain again', async () => {
     // Each || keeps its result until the row is done (a chain of 100 pieces holds 5,049), and PostgreSQL builds a flattened
     // column's chain again at every reference: this query, a chain over a number's text read ten times, took a backend to
