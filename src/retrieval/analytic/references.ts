@@ -130,7 +130,8 @@ const MAX_STAR_COLUMNS = 1664;
 /**
  * The most relations one query may read: each card table named, each naming of an entity counting the
  * tables its SQL reads, each naming of a CTE the relations of its query (PostgreSQL puts a CTE named once,
- * or NOT MATERIALIZED, in place of the naming). PostgreSQL's planner takes about a megabyte of memory for
+ * or NOT MATERIALIZED, in place of the naming), and a subquery, VALUES list or CTE in FROM that reads no
+ * table one (600 VALUES lists joined took a backend to 1.4 GB within a 5 s timeout). PostgreSQL's planner takes about a megabyte of memory for
  * each relation of a query, whatever their rows, and more past a hundred: 400 tables joined in a query of
  * 12 KB took a backend to 788 MB while it planned, and 200 subqueries of two tables each (20 KB) to 1 GB
  * within the 5 s statement timeout; 100 take some 100 MB. A question joins a few.
@@ -397,7 +398,10 @@ export class ReferenceWalker {
         if (!query) throw new GuardRefusal(2, 'A subquery in FROM must be a SELECT.');
         const scope = n.body.lateral === true ? { items: [...before], parent: outer } : outer;
         const alias = isBody(n.body.alias) ? n.body.alias : undefined;
+        const relationsBefore = this.relationCount;
         const outputs = renamed(this.select(query, scope, ctes), names(alias?.colnames) ?? []);
+        // A subquery or VALUES list that reads no table is still a relation the planner joins.
+        if (this.relationCount === relationsBefore) this.readRelations(1, typeof alias?.aliasname === 'string' ? alias.aliasname : 'a subquery');
         return [derivedItem(typeof alias?.aliasname === 'string' ? alias.aliasname : undefined, outputs)];
       }
       case 'JoinExpr': {
@@ -430,7 +434,7 @@ export class ReferenceWalker {
     if (schema === undefined) {
       const cte = ctes.get(rel);
       if (cte) {
-        this.readRelations(this.cteRelations.get(cte) ?? 0, rel);
+        this.readRelations(Math.max(1, this.cteRelations.get(cte) ?? 0), rel);
         return derivedItem(aliasName ?? rel, renamed(cte, names(alias?.colnames) ?? []));
       }
       if (rel.startsWith('pg_')) throw new GuardRefusal(2, `System catalog "${rel}" cannot be queried.`);
