@@ -268,6 +268,12 @@ describe('guardQuery', () => {
     const constant = (n: number) => `with k as (select 1 as x) select count(*) from ${Array.from({ length: n }, (_, i) => `k k${i}`).join(', ')}`;
     expect(await guardQuery(constant(100), card, { resolveRelation })).toMatchObject({ ok: true });
     expect(await guardQuery(constant(101), card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: reason('k: 1') });
+    // So is one under IN or EXISTS, which become joins (500 `in (select 1 offset 0)`: 175 MB within a 5 s timeout).
+    const semi = (n: number) => `select count(*) from ext.orders where ${Array.from({ length: n }, (_, i) => `id in (select ${i} offset 0)`).join(' and ')}`;
+    expect(await guardQuery(semi(99), card, { resolveRelation })).toMatchObject({ ok: true });
+    expect(await guardQuery(semi(100), card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: reason('a subquery: 1') });
+    const exists = `select count(*) from ext.orders o where ${Array.from({ length: 100 }, (_, i) => `exists (select 1 where o.id = ${i})`).join(' and ')}`;
+    expect(await guardQuery(exists, card, { resolveRelation })).toEqual({ ok: false, guard: 2, reason: reason('a subquery: 1') });
     // A question joins a few.
     const question = 'select p.country, count(*) from ext.orders o join ext.partners p on p.id = o.partner_id group by p.country';
     expect(await guardQuery(question, card, { resolveRelation })).toMatchObject({ ok: true });
