@@ -131,11 +131,11 @@ const MAX_STAR_COLUMNS = 1664;
  * The most relations one query may read: each card table named, each naming of an entity counting the
  * tables its SQL reads, each naming of a CTE the relations of its query (PostgreSQL puts a CTE named once,
  * or NOT MATERIALIZED, in place of the naming), and a subquery, VALUES list or CTE in FROM, or under IN
- * or EXISTS (which become joins), that reads no table one (600 VALUES lists joined took a backend to 1.4 GB
- * within a 5 s timeout, 500 `id in (select 1 offset 0)` to 175 MB). PostgreSQL's planner takes about a megabyte of memory for
- * each relation of a query, whatever their rows, and more past a hundred: 400 tables joined in a query of
- * 12 KB took a backend to 788 MB while it planned, and 200 subqueries of two tables each (20 KB) to 1 GB
- * within the 5 s statement timeout; 100 take some 100 MB. A question joins a few.
+ * or EXISTS (which become joins), that reads no table one. PostgreSQL's planner takes about a megabyte of
+ * memory for each relation of a query, whatever their rows, and more past a hundred: 400 tables joined in a
+ * query of 12 KB took a backend to 788 MB while it planned, 200 subqueries of two tables each (20 KB) to
+ * 1 GB within the 5 s statement timeout, 600 VALUES lists joined to 1.4 GB, 500 `id in (select 1 offset 0)`
+ * to 175 MB; 100 take some 100 MB. A question joins a few.
  */
 export const MAX_RELATIONS = 100;
 
