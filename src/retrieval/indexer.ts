@@ -503,6 +503,22 @@ export async function checkModel(db: Database, port: EmbeddingPort, first: boole
 }
 
 /**
+ * Confirms, during a pass, that this process's model is still the one in use (`seen_at`), as checkModel
+ * does at the pass's start: a pass may last longer than the lease (a backlog of pending entries turned
+ * into chunks, a slow model), and a process of another model, deferring, took over when it saw no
+ * confirmation for the lease, clearing every vector while this process went on embedding. False when
+ * another model is recorded now (it took over): this process stops embedding.
+ */
+export async function confirmModel(db: Database, port: EmbeddingPort): Promise<boolean> {
+  const { rows } = await db.crossTenantQuery(
+    'retrieval-model',
+    'update retrieval.embedding_model set seen_at = greatest(seen_at, now()) where model = $1 and dimensions = $2 returning 1',
+    [modelName(port), port.dimensions],
+  );
+  return rows.length > 0;
+}
+
+/**
  * Vectors made by another model cannot be compared with this one's: they are cleared (and embedded
  * again by the next passes); the tenants concerned reload their in-memory indexes (a trigger moves
  * their generation). So are vectors of another length under the same model name (an

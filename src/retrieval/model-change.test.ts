@@ -41,7 +41,7 @@ const pools: Database[] = [];
 const hubs: RetrievalServices[] = [];
 
 /** One hub's retrieval (pools of its own), embedding with `embedding`. */
-function hub(embedding: EmbeddingPort, options: { modelLeaseMs?: number; passBudgetMs?: number } = {}): RetrievalServices {
+function hub(embedding: EmbeddingPort, options: { modelLeaseMs?: number; passBudgetMs?: number; embedBatch?: number } = {}): RetrievalServices {
   const db = new Database({ appUrl: roleUrl(t.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(t.ownerUrl, TEST_ROLES.worker), poolSize: 2 });
   pools.push(db);
   const retrieval = createRetrievalServices({
@@ -151,6 +151,46 @@ describe('a model change while processes of the old and the new model run at onc
     ]);
     expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
     expect(await findsEvery(newHub)).toBe(CHUNKS);
+  });
+
+  it('a pass longer than the lease keeps it: a process of another model, deferring, does not take over while that pass embeds', async () => {
+    const a = port('model-a');
+    const oldHub = hub(a, { modelLeaseMs: 500 });
+    await indexAll(oldHub);
+    // The new pod takes over with a slow model: one chunk a call, 100 ms each, its pass some 1.2 s, past the 500 ms lease.
+    // At its 8th call (700 ms and more after its pass confirmed the model), the old pod passes.
+    const b = port('model-b');
+    let calls = 0;
+    let oldPass: Promise<unknown> | undefined;
+    const slow: EmbeddingPort = {
+      ...b,
+      async embed(texts) {
+        if (++calls === 8) oldPass = oldHub.indexPass();
+        await oldPass;
+        await new Promise((r) => setTimeout(r, 100));
+        return b.embed(texts);
+      },
+    };
+    const newHub = hub(slow, { modelLeaseMs: 500, embedBatch: 1, passBudgetMs: 60_000 });
+    a.calls = 0;
+    const logs = captureLogs('info');
+    let pass: Awaited<ReturnType<RetrievalServices['indexPass']>>;
+    try {
+      pass = await newHub.indexPass();
+    } finally {
+      logs.restore();
+    }
+    // Before, the old pod saw no confirmation for the lease and took over mid-pass, clearing the new model's
+    // vectors; the rest of the new pod's were dropped (another model recorded), and it deferred from then on.
+    expect(oldPass).toBeDefined();
+    expect(await oldPass).toMatchObject({ embedded: 0 });
+    expect(a.calls).toBe(0);
+    expect(pass).toMatchObject({ embedded: CHUNKS });
+    expect(logs.lines().filter((l) => String(l.msg).startsWith('embedding')).map((l) => l.msg)).toEqual([
+      `embedding model test:model-b (${D} dimensions) recorded in use in place of test:model-a (${D} dimensions): ${CHUNKS} chunk(s) of other models will be embedded again`,
+      `embedding deferred: the model in use is test:model-b (${D} dimensions), recorded by another process; this process embeds nothing while that model's processes run`,
+    ]);
+    expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
   });
 
   it('the same model name with other dimensions is another model', async () => {

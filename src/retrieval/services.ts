@@ -10,7 +10,7 @@ import type { ChatPort } from './chat/port.js';
 import { DiscoveryNotStarted, discoverCard, loadCard, type StoredCard } from './discovery.js';
 import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
-import { checkModel, embedPending, expandPending } from './indexer.js';
+import { checkModel, confirmModel, embedPending, expandPending } from './indexer.js';
 import { EmbeddingOutage } from './embedding/outage.js';
 import type { Now } from '../clock/clock.js';
 import { PLATFORM_CORPUS, PLATFORM_TENANT, type PlatformDocument, rebuildPlatformCorpus } from './platform-corpus.js';
@@ -176,6 +176,9 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   // The embedding endpoint away: logged when it starts, at most once a minute while it lasts, and when it ends.
   const outage = new EmbeddingOutage(deps.outageLogEveryMs, deps.now);
   let modelChecked = false;
+  const leaseMs = deps.modelLeaseMs ?? MODEL_LEASE_MS;
+  // When this process last confirmed its model in use (Date.now()); undefined while another model is recorded.
+  let confirmedAt: number | undefined;
   // The recorded model this process last deferred to (logged once a change).
   let deferredTo: string | undefined;
   let stopping = false;
@@ -295,6 +298,19 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   }
 
   /**
+   * The model's lease kept during a pass (between its steps: a batch of entries, a call of the model),
+   * renewed a tenth of the lease after the last confirmation: a pass longer than the lease does not let a
+   * deferring process of another model take over. False when this process's model is not (or no longer) the one recorded.
+   */
+  async function keepLease(): Promise<boolean> {
+    if (!embedding || confirmedAt === undefined) return false;
+    if (Date.now() - confirmedAt < leaseMs / 10) return true;
+    const still = await confirmModel(db, embedding);
+    confirmedAt = still ? Date.now() : undefined;
+    return still;
+  }
+
+  /**
    * Bounded work per pass (a clock tick): whatever is pending becomes chunks, then batches are embedded
    * for at most PASS_BUDGET_MS, and the next tick goes on. A stop (`signal`) does not wait for the
    * batch being embedded (seconds on a busy machine): its vectors are dropped unwritten.
@@ -303,11 +319,15 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     const started = Date.now();
     const goOn = () => !stopping && !signal?.aborted;
     let expanded = 0;
-    for (let n = await expandPending(db); n > 0 && goOn(); n = await expandPending(db)) expanded += n;
+    for (let n = await expandPending(db); n > 0 && goOn(); n = await expandPending(db)) {
+      expanded += n;
+      await keepLease();
+    }
     if (!embedding) return { expanded, filled: 0, embedded: 0, more: false };
     // Only the recorded model embeds (checkModel): a process of another model started before it defers.
-    const model = await checkModel(db, embedding, !modelChecked, deps.modelLeaseMs ?? MODEL_LEASE_MS);
+    const model = await checkModel(db, embedding, !modelChecked, leaseMs);
     modelChecked = true;
+    confirmedAt = model.inUse ? Date.now() : undefined;
     if (!model.inUse) {
       if (deferredTo !== model.recorded) {
         logger().info(
@@ -329,12 +349,12 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       return !more;
     };
     // Chunks embedded before the database had pgvector get their `vec` from the stored vector.
-    while (pgvector && goOn() && inTime()) {
+    while (pgvector && goOn() && inTime() && (await keepLease())) {
       const n = await fillVectorColumn(db, modelName(embedding), pgvector.schema);
       if (n === 0) break;
       filled += n;
     }
-    while (goOn() && inTime()) {
+    while (goOn() && inTime() && (await keepLease())) {
       // One batch per thread of the model, so that they all work.
       const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal, outage);
       if (n === 0) break;
