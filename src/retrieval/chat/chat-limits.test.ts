@@ -71,7 +71,8 @@ describe('semantic chat and the model\'s window', () => {
     const { citations, citedRows } = res.body as { citations: string[]; citedRows: Array<{ rowHash: string }> };
     const sent = model.requests.at(-1)!;
     expect(sent.max_tokens).toBe(200);
-    const context = sent.messages[1]!.content.split('\n\nQuestion: ')[0]!.replace(/^Context:\n/, '');
+    // The block's lines between BEGIN and END (src/retrieval/chat/fence.ts).
+    const context = sent.messages[1]!.content.split('\n').slice(2, -1).join('\n');
     expect(context.length).toBeLessThanOrEqual(2000);
     const tags = [...context.matchAll(/\[row:([0-9a-f]{64})\]/g)].map((m) => m[1]);
     expect(tags.length).toBeGreaterThan(5);
