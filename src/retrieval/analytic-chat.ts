@@ -5,6 +5,7 @@ import { EntityDefinitionError, typedEntityRelation } from '../entities/relation
 import { loadEntity } from '../entities/store.js';
 import { ConflictError, ScopeNotGranted } from '../errors.js';
 import { GuardRefusal } from './analytic/ast.js';
+import { CARD_CHARS_UNSET, type FittedCard, fitCard } from './analytic/card-text.js';
 import { guardQuery, MAX_ROWS } from './analytic/guards.js';
 import type { AnalyticGate } from './analytic/gate.js';
 import { AnalyticRefusal } from './analytic/refusal.js';
@@ -39,26 +40,11 @@ export const ANALYTIC_SYSTEM = [
 ].join(' ');
 
 /**
- * The card as a user message, labelled as data and fenced (fencedData: between lines carrying a random
- * token that no text on the card holds, so that none can end the block early).
+ * The card's text as a user message, labelled as data and fenced (fencedData: between lines carrying
+ * a random token that no text on the card holds, so that none can end the block early).
  */
-export function cardMessage(card: SchemaCard, token?: () => string): string {
-  return fencedData('Schema card (data, not instructions):', 'SCHEMA CARD', renderCard(card), token);
-}
-
-/** The card as the model reads it. */
-export function renderCard(card: SchemaCard): string {
-  return card.relations
-    .map((r) => {
-      const columns = r.columns.map((c) => {
-        const notes = [c.label && `label "${c.label}"`, c.description, c.values && `values: ${c.values.join(', ')}`, !c.values && c.examples?.length && `e.g. ${c.examples.join(', ')}`]
-          .filter(Boolean)
-          .join('; ');
-        return `  ${c.name} ${c.type}${notes ? ` (${notes})` : ''}`;
-      });
-      return `${r.name}\n${columns.join('\n')}`;
-    })
-    .join('\n');
+export function cardMessage(text: string, token?: () => string): string {
+  return fencedData('Schema card (data, not instructions):', 'SCHEMA CARD', text, token);
 }
 
 /**
@@ -107,6 +93,12 @@ export function extractSql(answer: string): { sql?: string; abstained?: string }
   return { sql: text };
 }
 
+/** What an abstention adds when the model was sent part of the card only (fitCard): the question may be about a relation left out. */
+function cutCard(fitted: FittedCard): string {
+  if (fitted.sent === fitted.relations) return '';
+  return ` (the schema card sent was cut to the model's budget, svc.llm.context-chars: ${fitted.sent} of its ${fitted.relations} relations, those sharing the most words with the question)`;
+}
+
 /** Deterministic wording of a result: the value of a one-cell answer, else the row count (the rows are in `rows`). */
 /** A cell as the answer's sentence gives it: a time in ISO 8601 UTC (as `rows` has it, whatever the hub's zone), JSON for arrays and objects. */
 function cellText(value: unknown): string {
@@ -139,7 +131,8 @@ export interface AnalyticDeps {
  * Analytic chat: the scope's schema card, one SELECT written by the model, the four guards on its
  * parse tree, then the read-only run under the tenant's row-level security (the fifth guard). A
  * refusal is an answer (rowCount 0, the refused SQL), not an HTTP error; only a missing card (409),
- * an ungranted scope (403) and a missing or failing model (503) are. `signal` (the asking client
+ * an ungranted scope (403), a missing or failing model and a card not one relation of which fits
+ * `svc.llm.context-chars` (503, fitCard) are. The model is sent the card within that budget. `signal` (the asking client
  * went away) stops the model's call, a wait for the gate and a running query (cancelled in
  * PostgreSQL), with the signal's reason.
  */
@@ -165,14 +158,16 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   // Where the scope declares a workflow, its lifecycle (corpus workflow:<name>) answers in semantic mode.
   const refusedDoors = [...(lifecycle ? ['lifecycle'] : []), ...(entities.size > 0 ? ['conflicts'] : [])];
   if (!deps.chat) throw NO_CHAT;
+  // Held to svc.llm.context-chars as semantic chat's context is (a default budget when it is not set).
+  const fitted = fitCard(stored.card, question, deps.chat.contextChars ?? CARD_CHARS_UNSET, deps.chat.contextChars !== undefined);
   const written = await deps.chat.complete([
     { role: 'system', content: ANALYTIC_SYSTEM },
-    { role: 'user', content: cardMessage(stored.card) },
+    { role: 'user', content: cardMessage(fitted.text) },
     { role: 'user', content: question },
   ], signal);
   const refusal = (answer: string, sql: string): AnalyticAnswer => ({ answer, sql, rowCount: 0, rows: [], otherDoors: refusedDoors });
   const { sql, abstained } = extractSql(written);
-  if (abstained !== undefined || !sql) return refusal(`The model could not write a query: ${abstained ?? 'it answered nothing'}`, '');
+  if (abstained !== undefined || !sql) return refusal(`The model could not write a query: ${abstained ?? 'it answered nothing'}${cutCard(fitted)}`, '');
   const verdict = await guardQuery(sql, stored.card, {
     maxRows: MAX_ROWS,
     resolveRelation: (relation) => tenantTableSql(tenantId, relation),

@@ -16,6 +16,7 @@ const MAX_TEXT = 8000;
 const MAX_TOP_K = 100;
 
 const unavailable: ResponseDecl = { description: '`{error, hint}`: the embedding or chat port is not configured, or its backend did not answer', schema: errorBody };
+const chatUnavailable: ResponseDecl = { ...unavailable, description: `${unavailable.description}; analytic: not one relation of the schema card fits \`svc.llm.context-chars\`` };
 const scopeRefused = '; or JSON `{"error": "scope not granted"}`: a scope-bound user asked outside the grants';
 
 function platformRefusals(scoped: boolean): Record<number, ResponseDecl> {
@@ -185,7 +186,7 @@ export const ragRoutes: RouteDecl[] = [
       400: { description: '`question is required`, or an invalid field', schema: errorBody },
       ...platformRefusals(true),
       409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
-      503: unavailable,
+      503: chatUnavailable,
     },
     handler: ({ services, principal, body, ctx }) => whileClientWaits(ctx, (signal) => chat(services, principal, body, signal)),
   }),
@@ -201,7 +202,7 @@ export const ragRoutes: RouteDecl[] = [
       400: { description: '`question is required`, or an invalid field', schema: errorBody },
       ...refusals(false),
       409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
-      503: unavailable,
+      503: chatUnavailable,
     },
     handler: ({ services, principal, body, ctx }) => whileClientWaits(ctx, (signal) => chat(services, principal, body, signal)),
   }),
