@@ -90,6 +90,22 @@ describe('semanticChat: the retrieved rows reach the model as fenced data', () =
     expect(sent.messages[2]!.content).toBe('What does Bob owe?');
   });
 
+  it('svc.llm.context-chars smaller than the nearest chunk: a 503 naming the least budget, the model not asked (it was told nothing indexed matches)', async () => {
+    const hits = [hit(a, '1', `ext.partners 1: name: Ada; note: ${'x'.repeat(500)}`), hit(b, '2', 'ext.partners 2: name: Bob')];
+    const least = `[row:${a}] ${hits[0]!.content}`.length;
+    const before = model.requests.length;
+    const budgeted = (contextChars: number) => openAiChat({ baseUrl: model.url, model: 'stand-in', timeoutMs: 10_000, contextChars, dispatcher: agent });
+    await expect(semanticChat(async () => hits, budgeted(least - 1), 'Who is Ada?', { topK: 2 })).rejects.toMatchObject({
+      name: 'PortUnavailable',
+      message: `the nearest chunk takes ${least} characters with its tag, more than the ${least - 1} of svc.llm.context-chars: the model would be asked with no context`,
+      hint: `set svc.llm.context-chars to at least ${least} (a chunk is at most 2,000 characters, its tag some 70)`,
+    });
+    expect(model.requests).toHaveLength(before);
+    // That budget sends the nearest (the next does not fit with it: left out, not cited).
+    expect(await semanticChat(async () => hits, budgeted(least), 'Who is Ada?', { topK: 2 })).toMatchObject({ citations: [a] });
+    expect(model.requests.at(-1)!.messages[1]!.content.split('\n').slice(2, -1)).toEqual([`[row:${a}] ${hits[0]!.content}`]);
+  });
+
   it('nothing retrieved: the block says so', async () => {
     const chat = openAiChat({ baseUrl: model.url, model: 'stand-in', timeoutMs: 10_000, dispatcher: agent });
     await semanticChat(async () => [], chat, 'Anything?', { topK: 2 });

@@ -82,6 +82,8 @@ function contextLine(h: SearchHit): string {
  * The nearest hits, in order, whose context lines (and the newlines between them) fit in `budget`
  * characters (`svc.llm.context-chars`): a small model's window cannot take topK chunks of 2,000
  * characters each. The rest are left out of the context and so of the citations. All of them without a budget.
+ * When the nearest does not fit alone: a 503 naming the least budget that sends it (before, the model
+ * was told that nothing indexed matches, and answered so, whatever the tenant held).
  */
 function withinBudget(hits: SearchHit[], budget: number | undefined): SearchHit[] {
   if (budget === undefined) return hits;
@@ -91,6 +93,13 @@ function withinBudget(hits: SearchHit[], budget: number | undefined): SearchHit[
     used += contextLine(h).length + (kept.length ? 1 : 0);
     if (used > budget) break;
     kept.push(h);
+  }
+  if (hits.length > 0 && kept.length === 0) {
+    const least = contextLine(hits[0]!).length;
+    throw new PortUnavailable(
+      `the nearest chunk takes ${least} characters with its tag, more than the ${budget} of svc.llm.context-chars: the model would be asked with no context`,
+      `set svc.llm.context-chars to at least ${least} (a chunk is at most 2,000 characters, its tag some 70)`,
+    );
   }
   return kept;
 }
