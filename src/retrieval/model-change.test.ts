@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { createHash } from 'node:crypto';
-import { Database } from '../db/database.js';
+import { Database, type Tx } from '../db/database.js';
 import { roleUrl } from '../db/roles.js';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
@@ -191,6 +191,48 @@ describe('a model change while processes of the old and the new model run at onc
       `embedding deferred: the model in use is test:model-b (${D} dimensions), recorded by another process; this process embeds nothing while that model's processes run`,
     ]);
     expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
+  });
+
+  it('so does a pass turning a backlog of pending entries into chunks for longer than the lease, before it embeds', async () => {
+    const a = port('model-a');
+    const b = port('model-b');
+    const oldHub = hub(a, { modelLeaseMs: 500 });
+    await indexAll(oldHub);
+    const newHub = hub(b, { modelLeaseMs: 500 });
+    const slow = pools.at(-1)!;
+    await indexAll(newHub);
+    expect(await oldHub.indexPass()).toMatchObject({ embedded: 0 });
+    // A backlog of 60 entries (of a table that is gone: each is taken and dropped), 20 a step, each step
+    // 400 ms late (a busy database); at the 3rd step, 800 ms and more after the new pod confirmed its model, the old pod passes.
+    await t.owner.query(
+      `insert into retrieval.pending (tenant_id, connector_id, corpus, endpoint_uuid, table_name, row_hashes)
+       select 1, gen_random_uuid(), 'crm', gen_random_uuid(), 'ext.gone', array[md5(i::text)] from generate_series(1, 60) as i`,
+    );
+    const crossTenant = slow.crossTenant.bind(slow);
+    let steps = 0;
+    let oldPass: Promise<unknown> | undefined;
+    slow.crossTenant = (async (job: string, fn: (tx: Tx) => Promise<unknown>) => {
+      if (job === 'retrieval-index') {
+        if (++steps === 3) oldPass = oldHub.indexPass();
+        await oldPass;
+        await new Promise((r) => setTimeout(r, 400));
+      }
+      return crossTenant(job, fn);
+    }) as typeof slow.crossTenant;
+    a.calls = 0;
+    const logs = captureLogs('info');
+    try {
+      expect(await newHub.indexPass()).toMatchObject({ expanded: expect.any(Number) });
+    } finally {
+      logs.restore();
+      slow.crossTenant = crossTenant;
+    }
+    expect(steps).toBeGreaterThanOrEqual(3);
+    expect(await oldPass).toMatchObject({ embedded: 0 });
+    expect(a.calls).toBe(0);
+    expect(logs.lines().filter((l) => String(l.msg).startsWith('embedding model')).map((l) => l.msg)).toEqual([]);
+    expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
+    expect((await t.owner.query('select count(*)::int as n from retrieval.pending')).rows).toEqual([{ n: 0 }]);
   });
 
   it('the same model name with other dimensions is another model', async () => {
