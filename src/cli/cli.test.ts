@@ -230,6 +230,8 @@ describe('login, whoami, logout', () => {
     }
     // The event stream (a platform route) too: its first 401 ends it with the same hint.
     expect(await svc(['events', 'tail'], { env, signal: AbortSignal.timeout(8_000) })).toEqual({ code: 1, out: '', err: `error: no tenant in security context; ${fix} (HTTP 401)\n` });
+    // whoami: the token stands for no one there (login refuses to store it), so it is no success, --json or not.
+    for (const json of [[], ['--json']]) expect(await svc(['whoami', ...json], { env })).toEqual({ code: 1, out: '', err: `error: ${fix}\n` });
     // A token stored before login refused one here (or by an older svc): log in with a dev tenant instead.
     const file = join(dir, 'token-stored-at-dev-hub.json');
     writeFileSync(file, JSON.stringify({ url: hub.url, token }), { mode: 0o600 });
@@ -240,6 +242,11 @@ describe('login, whoami, logout', () => {
       err: `error: no tenant in security context; ${hub.url} runs the dev bypass and reads no token, so the call named no tenant: svc login --url ${hub.url} --dev-tenant ID (HTTP 401)\n`,
     });
     expect(stored.err).not.toContain(token);
+    expect(await svc(['whoami'], { env: { SVC_CLI_CONFIG: file } })).toEqual({
+      code: 1,
+      out: '',
+      err: `error: ${hub.url} runs the dev bypass and reads no token, so the call named no tenant: svc login --url ${hub.url} --dev-tenant ID\n`,
+    });
   });
 
   it('the /api/bff/v1/me asked to explain a 401 naming no tenant is waited for 5 s at most: then both causes are named', async () => {
@@ -415,13 +422,17 @@ describe('login, whoami, logout', () => {
     expect(refused.err).toBe(
       `error: no tenant in security context; the stored login is for ${hub.url}, and SVC_URL names ${other}: a credential is sent only to the URL it was stored for (svc login --url ${other}, or the same spelling of the URL) (HTTP 401)\n`,
     );
-    // No login at all: what to give. A SVC_URL that is no URL is named as such, not as a hub that cannot be reached.
-    const none = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url } });
-    expect(none).toEqual({
-      code: 1,
-      out: '',
-      err: `error: no tenant in security context; no credential was sent: svc login --url ${hub.url} --token-stdin (or --dev-tenant ID), or set SVC_TOKEN (or SVC_DEV_TENANT) (HTTP 401)\n`,
-    });
+    // No login at all, at a hub running the dev bypass (a newcomer's first command): it names a dev tenant, not a token.
+    // A SVC_URL that is no URL is named as such, not as a hub that cannot be reached.
+    const noLogin = { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url };
+    const devHint = `${hub.url} runs the dev bypass, and no tenant was named (no credential was sent): svc login --url ${hub.url} --dev-tenant ID, or set SVC_DEV_TENANT=ID`;
+    expect(await svc(['connectors', 'ls'], { env: noLogin })).toEqual({ code: 1, out: '', err: `error: no tenant in security context; ${devHint} (HTTP 401)\n` });
+    expect(await svc(['runs', 'ls'], { env: noLogin })).toEqual({ code: 1, out: '', err: `error: no tenant in security context; ${devHint} (HTTP 401)\n` });
+    expect(await svc(['events', 'tail'], { env: noLogin, signal: AbortSignal.timeout(8_000) })).toEqual({ code: 1, out: '', err: `error: no tenant in security context; ${devHint} (HTTP 401)\n` });
+    // whoami answers (no tenant is the truth there) and says the same on stderr
+    const who = await svc(['whoami', '--json'], { env: noLogin });
+    expect(who).toMatchObject({ code: 0, err: `warning: ${devHint}\n` });
+    expect(JSON.parse(who.out)).toMatchObject({ tenant: null, via: 'dev-bypass' });
     for (const url of ['127.0.0.1:8080', 'ftp://hub']) {
       const notUrl = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: url, SVC_DEV_TENANT: '1' } });
       expect(notUrl).toEqual({ code: 1, out: '', err: `error: SVC_URL must be an http or https URL (the hub's base, http://127.0.0.1:8080), not '${url}'\n` });
@@ -546,6 +557,13 @@ describe('login at a hub that checks tokens', () => {
       code: 1,
       out: '',
       err: `error: no tenant in security context; the token in SVC_TOKEN named no tenant: either ${checking.url} runs the dev bypass and reads no token (unset SVC_TOKEN and set SVC_DEV_TENANT=ID), or it names none (use a token of a tenant's user) (HTTP 401)\n`,
+    });
+    // No credential at all: what to give, a token first (this hub has no dev bypass).
+    const none = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: file, SVC_URL: checking.url } });
+    expect(none).toEqual({
+      code: 1,
+      out: '',
+      err: `error: authentication required; no credential was sent: svc login --url ${checking.url} --token-stdin (or --dev-tenant ID), or set SVC_TOKEN (or SVC_DEV_TENANT) (HTTP 401)\n`,
     });
   });
 

@@ -5,7 +5,7 @@ import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
-import { path, type Query, type Reply } from './http.js';
+import { devBypassWithoutTenant, path, type Query, type Reply, tokenWithoutTenant } from './http.js';
 import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
 import { stringify } from 'yaml';
 import { canonical } from '../manifests/canonical.js';
@@ -729,7 +729,12 @@ export const COMMANDS: Command[] = [
     run: async (c) => {
       const hub = c.hub();
       const { body } = await hub.call<Me>('GET', '/api/bff/v1/me');
-      show(c, body, () => detail(whoText(hub.target, body)));
+      const { target } = hub;
+      // A hub running the dev bypass reads no token: the token stands for no one there (login refuses to store one).
+      if (target.token && body.via === 'dev-bypass') throw new CliError(tokenWithoutTenant(target, body.via));
+      show(c, body, () => detail(whoText(target, body)));
+      // No credential at all there: the answer is right (no tenant), and what a newcomer gives next is a dev tenant.
+      if (!target.token && !target.devTenant && !target.storedFor && body.via === 'dev-bypass' && !body.tenant) warn(c, devBypassWithoutTenant(target.url));
       return 0;
     },
   },

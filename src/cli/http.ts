@@ -55,7 +55,7 @@ const NO_TENANT = new NoTenantError().message;
  * X-Tenant-ID); a hub that checks tokens took this one, and it names no tenant. Undefined `via`: /me
  * did not say (refused, unreachable), so both are named.
  */
-function tokenWithoutTenant(target: Target, via: unknown): string {
+export function tokenWithoutTenant(target: Target, via: unknown): string {
   const which = target.tokenFrom === 'environment' ? 'the token in SVC_TOKEN' : target.tokenFrom === 'login' ? 'the given token' : 'the stored token';
   const stored = target.tokenFrom === 'login' ? '; nothing was stored' : '';
   const devTenant = target.tokenFrom === 'environment' ? 'unset SVC_TOKEN and set SVC_DEV_TENANT=ID' : `svc login --url ${target.url} --dev-tenant ID`;
@@ -63,6 +63,14 @@ function tokenWithoutTenant(target: Target, via: unknown): string {
   const useOther = "use a token of a tenant's user";
   if (via === 'token') return `${which} was taken but names no tenant (no tenant claim, no acting_as_tenant), and this call needs one: ${useOther}${stored}`;
   return `${which} named no tenant: either ${target.url} runs the dev bypass and reads no token (${devTenant}), or it names none (${useOther})${stored}`;
+}
+
+/**
+ * What a call that sent no credential at all is told when the hub runs the dev bypass (`via` of /me):
+ * it took the call as no tenant, and a dev tenant is what to give (a token it would not read).
+ */
+export function devBypassWithoutTenant(url: string): string {
+  return `${url} runs the dev bypass, and no tenant was named (no credential was sent): svc login --url ${url} --dev-tenant ID, or set SVC_DEV_TENANT=ID`;
 }
 
 export class Hub {
@@ -144,8 +152,13 @@ export class Hub {
     // A token the hub took (or, with the dev bypass, never read) that names no tenant is no refused
     // token: the hub's 401 says which (`{"error": "no tenant in security context"}` against
     // `authentication required`), and /me, asked on this error path only, says why.
-    const withoutTenant = res.statusCode === 401 && this.target.token && (parsed as { error?: unknown } | undefined)?.error === NO_TENANT;
-    const hinted = withoutTenant ? `${message}; ${tokenWithoutTenant(this.target, await this.via())}` : this.withHint(res.statusCode, message);
+    // Without any credential that 401 comes from a hub running the dev bypass (one that checks tokens
+    // answers `authentication required`): /me says so, and the hint names a dev tenant, not a token.
+    const withoutTenant = res.statusCode === 401 && (parsed as { error?: unknown } | undefined)?.error === NO_TENANT;
+    let hinted: string;
+    if (withoutTenant && this.target.token) hinted = `${message}; ${tokenWithoutTenant(this.target, await this.via())}`;
+    else if (withoutTenant && !this.target.devTenant && !this.target.storedFor && (await this.via()) === 'dev-bypass') hinted = `${message}; ${devBypassWithoutTenant(this.target.url)}`;
+    else hinted = this.withHint(res.statusCode, message);
     return new HttpError(res.statusCode, hinted, parsed, retryAfter(res.headers['retry-after']));
   }
 
