@@ -1,6 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -976,6 +977,33 @@ describe('secrets', () => {
     expect((await svc(['secrets', 'ls'])).out).not.toContain('typed');
   });
 
+  it('Ctrl-C while svc waits for the end of stdin (a pipe whose writer never closes it) exits 130 at once, nothing sent or stored', async () => {
+    const file = join(dir, 'stdin-held.json');
+    for (const args of [['apply', '-f', '-'], ['secrets', 'create', 'held', '--value-stdin'], ['login', '--url', hub.url, '--token-stdin']]) {
+      const stdin = new PassThrough();
+      stdin.write('partial'); // and never ended
+      const signal = AbortSignal.timeout(300);
+      const started = Date.now();
+      const code = await main(args, { stdout: { write: () => undefined }, stderr: { write: () => undefined }, stdin, env: { SVC_CLI_CONFIG: args[0] === 'login' ? file : config }, signal });
+      expect({ args, code }).toEqual({ args, code: 130 });
+      expect(Date.now() - started).toBeLessThan(1_500); // at once, not after main's grace for a command held by a wait it cannot cut (2 s)
+    }
+    expect(existsSync(file)).toBe(false);
+    expect((await svc(['secrets', 'ls'])).out).not.toContain('held');
+  });
+
+  it('Ctrl-C while a command is held by a wait nothing can cut (-f a FIFO no one writes to) exits 130 within its grace of 2 s', async () => {
+    const fifo = join(dir, 'manifest-fifo.yaml');
+    execFileSync('mkfifo', [fifo]);
+    const started = Date.now();
+    const code = await main(['apply', '-f', fifo], { stdout: { write: () => undefined }, stderr: { write: () => undefined }, stdin: new PassThrough(), env: { SVC_CLI_CONFIG: config }, signal: AbortSignal.timeout(300) });
+    expect(code).toBe(130);
+    expect(Date.now() - started).toBeLessThan(6_000);
+    // the read left behind (open of the FIFO, in libuv's thread pool) is let go: a writer that closes at once
+    closeSync(openSync(fifo, 'w'));
+    rmSync(fifo);
+  });
+
   it('--token-stdin and --value-stdin at a terminal prompt without echo (read as piped, the credential was shown as typed)', async () => {
     const typed = async (args: string[], question: string, value: string, env: Record<string, string>) => {
       const stdin = Object.assign(new PassThrough(), { isTTY: true, modes: [] as boolean[], setRawMode(on: boolean) { this.modes.push(on); return this; } });
@@ -1197,6 +1225,46 @@ describe('the executable', () => {
     writeFileSync(file, 'kind: Process\nmetadata: {name: not-on-the-hub}\nspec: {}\n');
     expect(await run(['diff', '-f', file])).toEqual({ code: 1, err: '' });
     expect(await run(['diff', '-f', file, '--json'])).toEqual({ code: 1, err: '' });
+  });
+
+  it('exports download -o stopped midway by SIGINT (130) or SIGTERM (143, as `timeout` sends) exits at once and leaves no file: neither FILE nor its temporary .part', async () => {
+    // The hub's download as it answers (text/csv, X-Row-Count, X-Content-SHA256, Content-Length), its body held after the first rows.
+    const csv = `partner_id,name\n${Array.from({ length: 1000 }, (_, i) => `p${i},Partner ${i}\n`).join('')}`;
+    const sha256 = createHash('sha256').update(csv).digest('hex');
+    const open = new Set<ServerResponse>();
+    const slow = createServer((req, res) => {
+      if (!req.url?.startsWith('/api/exports/entities/partner/download')) return void res.writeHead(404, { 'Content-Type': 'application/json' }).end('{"error":"not found"}');
+      res.writeHead(200, { 'Content-Type': 'text/csv; charset=utf-8', 'X-Row-Count': '1000', 'X-Content-SHA256': sha256, 'Content-Length': String(Buffer.byteLength(csv)) });
+      res.write(csv.slice(0, 4096));
+      open.add(res);
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', () => resolve()));
+    const folder = mkdtempSync(join(dir, 'download-stopped-'));
+    try {
+      const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`, SVC_DEV_TENANT: '1' };
+      for (const [signal, expected] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+        const file = join(folder, `partner-${signal}.csv`);
+        const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), 'exports', 'download', 'partner', '-o', file], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        try {
+          const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+          // the first rows reached the temporary file beside FILE
+          const deadline = Date.now() + 15_000;
+          while (!readdirSync(folder).some((name) => name.endsWith('.part') && statSync(join(folder, name)).size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+          expect(readdirSync(folder).filter((name) => name.endsWith('.part'))).toHaveLength(1);
+          child.kill(signal);
+          let timer: NodeJS.Timeout | undefined;
+          const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('still running'), 5_000)))]);
+          clearTimeout(timer);
+          expect({ signal, code }).toEqual({ signal, code: expected });
+          expect(readdirSync(folder)).toEqual([]);
+        } finally {
+          if (child.exitCode === null) child.kill('SIGKILL');
+        }
+      }
+    } finally {
+      for (const res of open) res.destroy();
+      await new Promise((resolve) => slow.close(resolve));
+    }
   });
 
   it('events tail prints live events and stops on SIGINT with exit 0', async () => {

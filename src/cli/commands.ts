@@ -251,7 +251,7 @@ async function login(c: Ctx): Promise<number> {
       warn(c, `the token travels in clear to ${host} (plain http, --allow-http)`);
       target.allowHttp = true; // recorded with the token: later calls to this URL send it without asking again
     }
-    target.token = (given[0] === 'token' ? str(c, 'token')! : await pipedOrHidden(c.io.stdin, c.err, 'Token: ')).trim();
+    target.token = (given[0] === 'token' ? str(c, 'token')! : await pipedOrHidden(c.io.stdin, c.err, 'Token: ', c.signal)).trim();
     if (!target.token) throw new UsageError('the token is empty');
     target.tokenFrom = 'login';
   }
@@ -301,7 +301,7 @@ async function readManifests(c: Ctx): Promise<Manifest[]> {
   const directory = files.length !== 1 || files[0] !== given;
   // A directory's files are all read (and every kind checked) before anything is sent.
   for (const file of files) {
-    const text = await readSource(file, c.io.stdin);
+    const text = await readSource(file, c.io.stdin, c.signal);
     const name = file === '-' ? 'stdin' : file;
     // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time (JSON.parse reads most JSON at once).
     const slow = {
@@ -682,7 +682,7 @@ async function tail(c: Ctx): Promise<number> {
 }
 
 async function secretBody(c: Ctx, name: string): Promise<Row> {
-  const body: Row = { value: await secretValue(bool(c, 'value-stdin'), c.io.stdin, (t) => c.err(t), name) };
+  const body: Row = { value: await secretValue(bool(c, 'value-stdin'), c.io.stdin, (t) => c.err(t), name, c.signal) };
   const description = str(c, 'description');
   if (description !== undefined) body.description = description;
   return body;

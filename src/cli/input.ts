@@ -8,15 +8,28 @@ import { CONTROL_KEYS, KeyReader, PASTE } from './keys.js';
 
 export type Stdin = Readable & { isTTY?: boolean; setRawMode?: (mode: boolean) => unknown };
 
-export async function readStdin(stdin: Readable): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
-  return Buffer.concat(chunks).toString('utf8');
+/**
+ * All of stdin. Ctrl-C (`signal`) ends the wait for its end: stdin the terminal, or a pipe whose
+ * writer never closes it, held `svc apply -f -` after the Ctrl-C, which svc takes itself.
+ */
+export async function readStdin(stdin: Readable, signal?: AbortSignal): Promise<string> {
+  const read = (async () => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer));
+    return Buffer.concat(chunks).toString('utf8');
+  })();
+  if (!signal) return read;
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(new Interrupted('interrupted'));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    read.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /** A file's text, or stdin's for `-`. */
-export async function readSource(file: string, stdin: Readable): Promise<string> {
-  if (file === '-') return readStdin(stdin);
+export async function readSource(file: string, stdin: Readable, signal?: AbortSignal): Promise<string> {
+  if (file === '-') return readStdin(stdin, signal);
   try {
     return await readFile(file, 'utf8');
   } catch (err) {
@@ -57,9 +70,9 @@ export async function manifestFiles(path: string): Promise<string[]> {
  * prompt without echo when stdin is a terminal. Never from the command line, where other users
  * and the shell history would see it.
  */
-export async function secretValue(fromStdin: boolean, stdin: Stdin, prompt: (text: string) => void, what: string): Promise<string> {
+export async function secretValue(fromStdin: boolean, stdin: Stdin, prompt: (text: string) => void, what: string, signal?: AbortSignal): Promise<string> {
   if (!fromStdin && !atTerminal(stdin)) throw new UsageError('no terminal to prompt on: pipe the value in with --value-stdin');
-  const value = (await pipedOrHidden(stdin, prompt, `Value of ${what}: `)).replace(/\r?\n$/, '');
+  const value = (await pipedOrHidden(stdin, prompt, `Value of ${what}: `, signal)).replace(/\r?\n$/, '');
   if (!value) throw new UsageError('the value is empty');
   return value;
 }
@@ -73,8 +86,8 @@ function atTerminal(stdin: Stdin): boolean {
  * without echo after `question` when stdin is the terminal, where read as it was it would be shown
  * as typed, and stay in the scrollback, with no word of what was being waited for.
  */
-export function pipedOrHidden(stdin: Stdin, prompt: (text: string) => void, question: string): Promise<string> {
-  return atTerminal(stdin) ? promptHidden(stdin, prompt, question) : readStdin(stdin);
+export function pipedOrHidden(stdin: Stdin, prompt: (text: string) => void, question: string, signal?: AbortSignal): Promise<string> {
+  return atTerminal(stdin) ? promptHidden(stdin, prompt, question) : readStdin(stdin, signal);
 }
 
 function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: string): Promise<string> {

@@ -12,7 +12,7 @@ import { closest } from '../validation/closest.js';
  * `svc`, the command-line client of the hub: finds the command in the table (commands.ts), parses
  * its flags, runs it and turns what it throws into an exit code: 0 success, 1 any failure (an HTTP
  * error prints the hub's message and status; the command's `failure` instead when set, svc diff's
- * 2), 2 a wrong command line (with the usage), 130 Ctrl-C.
+ * 2), 2 a wrong command line (with the usage), 130 Ctrl-C (143 SIGTERM).
  */
 
 const GLOBAL: Record<string, Flag> = {
@@ -110,9 +110,19 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   failureExit = command.failure ?? 1;
   cutExit = 0;
   const controller = new AbortController();
+  // Ctrl-C (SIGINT), and SIGTERM (`timeout`, `kill`, a supervisor): the command stops as it does for
+  // Ctrl-C, cleaning up after itself (a download's temporary file); killed outright, it left that file.
+  let exitOnSignal = 130;
   const onSigint = () => controller.abort();
+  const onSigterm = () => {
+    exitOnSignal = 143;
+    controller.abort();
+  };
   if (io.signal) io.signal.addEventListener('abort', onSigint, { once: true });
-  else process.once('SIGINT', onSigint);
+  else {
+    process.once('SIGINT', onSigint);
+    process.once('SIGTERM', onSigterm);
+  }
   const hubs: Hub[] = [];
   let loggedIn: Hub | undefined;
   const configFile = configPath(io.env);
@@ -138,9 +148,17 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     },
   };
   try {
-    return (await command.run!(ctx)) ?? 0;
+    const running = Promise.resolve(command.run!(ctx));
+    // A command stops on the signal, cleaning up as it goes; one held by a wait nothing can cut (a
+    // read of a FIFO, a write to a pipe nobody reads) is given STOP_GRACE_MS, then svc exits anyway.
+    const held = await unlessHeld(running, controller.signal, STOP_GRACE_MS);
+    if (held === STOPPED) {
+      running.catch(() => undefined);
+      return exitOnSignal;
+    }
+    return held ?? 0;
   } catch (e) {
-    if (controller.signal.aborted || e instanceof Interrupted) return 130;
+    if (controller.signal.aborted || e instanceof Interrupted) return exitOnSignal;
     if (e instanceof UsageError) return usageError(err, `svc ${command.name}: ${e.message}`, commandHelp(command, ew));
     if (e instanceof HttpError) err(`error: ${printable(e.message)} (HTTP ${e.status})\n`);
     else if (e instanceof CliError) err(`error: ${printable(e.message)}\n`);
@@ -148,8 +166,32 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     return command.failure ?? 1;
   } finally {
     if (io.signal) io.signal.removeEventListener('abort', onSigint);
-    else process.off('SIGINT', onSigint);
+    else {
+      process.off('SIGINT', onSigint);
+      process.off('SIGTERM', onSigterm);
+    }
     await Promise.all(hubs.map((h) => h.close()));
+  }
+}
+
+/** How long a command has to end after Ctrl-C (or SIGTERM) before svc exits without it. */
+const STOP_GRACE_MS = 2_000;
+const STOPPED = Symbol('stopped');
+
+/** `running`, or STOPPED when it has not settled `grace` ms after `signal` aborted. */
+async function unlessHeld<T>(running: Promise<T>, signal: AbortSignal, grace: number): Promise<T | typeof STOPPED> {
+  let timer: NodeJS.Timeout | undefined;
+  let later = () => undefined as unknown;
+  const held = new Promise<typeof STOPPED>((resolve) => {
+    later = () => (timer = setTimeout(() => resolve(STOPPED), grace));
+    if (signal.aborted) later();
+    else signal.addEventListener('abort', later, { once: true });
+  });
+  try {
+    return await Promise.race([running, held]);
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', later);
   }
 }
 
