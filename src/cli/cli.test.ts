@@ -1182,6 +1182,9 @@ describe('the executable', () => {
     expect(code).toBe(0);
     expect(out).toContain('Usage: svc COMMAND');
     expect(out).toContain('svc connectors run NAME [--endpoint ID] [--wait]');
+    // the one option that is not a command's is listed too
+    expect(out).toMatch(/^ {2}--version +the version of svc \(alone: svc --version\)$/m);
+    expect(await svc(['--version'])).toEqual({ code: 0, out: `${JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')).version}\n`, err: '' });
   });
 
   it('output it cannot write (a full disk: stdout on /dev/full) exits 1 (svc diff: 2) saying so, never 0 with the output lost; a usage error stays 2', async () => {

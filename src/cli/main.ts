@@ -362,6 +362,7 @@ function commandList(commands: Command[], width: number): string {
 const GLOBAL_HELP = [
   ['--json', "print the hub's JSON, indented (for scripts)"],
   ['-h, --help', 'help for any command: svc connectors run --help'],
+  ['--version', 'the version of svc (alone: svc --version)'],
 ] as const;
 
 function footer(width: number): string {
