@@ -52,6 +52,8 @@ export interface Command {
    * kubectl diff's convention, where 1 means "differences found" and an error is 2.
    */
   failure?: number;
+  /** False for a command with no JSON to print (`svc tui`): `--json` is a usage error, and its help does not offer it. */
+  json?: false;
   /** Returns the exit code (default 0). */
   run?: (c: Ctx) => Promise<number | undefined> | number | undefined;
 }
@@ -1211,6 +1213,7 @@ export const COMMANDS: Command[] = [
       topic: { type: 'string', multiple: true, arg: 'GLOB', help: 'the events view shows only these event types (repeatable)' },
     },
     summary: 'Full-screen terminal UI: runs, dead letters, deliveries, live events, the decision inbox (needs a terminal)',
+    json: false,
     run: runTui,
   },
 ];

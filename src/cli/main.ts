@@ -104,6 +104,8 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     out(commandHelp(command, w));
     return 0;
   }
+  // `svc tui --json` ran the UI as if the option were not there, which its help offered.
+  if (command.json === false && parsed.values.json) return usageError(err, `svc ${command.name}: --json is for scripts, and svc ${command.name} has no JSON to print: svc runs ls --json, svc events tail --json, …`, commandHelp(command, ew));
   const problem = argumentProblem(command, parsed.positionals, parsed.values);
   if (problem) return usageError(err, `svc ${command.name}: ${problem}`, commandHelp(command, ew));
 
@@ -397,7 +399,8 @@ ${commandList(
 }
 
 function commandHelp(command: Command, width: number): string {
-  const flags = Object.entries({ ...command.flags, ...GLOBAL }).map(([name, f]) => {
+  const global = Object.entries(GLOBAL).filter(([name]) => name !== 'json' || command.json !== false);
+  const flags = [...Object.entries(command.flags ?? {}), ...global].map(([name, f]) => {
     const left = `${f.short ? `-${f.short}, ` : ''}--${name}${f.type === 'string' ? ` ${f.arg ?? 'VALUE'}` : ''}`;
     return [left, f.help] as const;
   });

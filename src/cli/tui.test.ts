@@ -391,6 +391,16 @@ describe('svc tui: the command line', () => {
     // a good one gets as far as the terminal check
     expect(await svc(['tui', '--every', '1h'])).toEqual({ code: 2, first: expect.stringContaining('needs an interactive terminal') });
   });
+
+  it('--json, which a terminal UI cannot honour, is a usage error (exit 2), before or after the command, and its help does not offer it', async () => {
+    for (const args of [['tui', '--json'], ['--json', 'tui']]) {
+      expect(await svc(args)).toEqual({ code: 2, first: 'svc tui: --json is for scripts, and svc tui has no JSON to print: svc runs ls --json, svc events tail --json, …' });
+    }
+    let help = '';
+    expect(await main(['tui', '--help'], { stdout: { write: (text: string) => (help += text) }, stderr: { write: () => true }, stdin: Readable.from([]), env: {} })).toBe(0);
+    expect(help).toContain('--every DURATION');
+    expect(help).not.toContain('--json');
+  });
 });
 
 describe('the driver: the event stream while it is down', () => {
