@@ -977,6 +977,33 @@ describe('secrets', () => {
     expect((await svc(['secrets', 'ls'])).out).not.toContain('typed');
   });
 
+  it('a signal (SIGTERM, or SIGINT sent by kill) at the hidden prompt ends it as its Ctrl-C key does: exit 130 at once, raw mode off, nothing stored', async () => {
+    const stdin = Object.assign(new PassThrough(), { isTTY: true, modes: [] as boolean[], setRawMode(on: boolean) { this.modes.push(on); return this; } });
+    const stop = new AbortController();
+    let err = '';
+    const started = Date.now();
+    const done = main(['secrets', 'create', 'signalled'], {
+      stdout: { write: () => undefined },
+      stderr: {
+        write: (text: string) => {
+          err += text;
+          if (text.startsWith('Value of signalled')) {
+            stdin.write('abc');
+            setTimeout(() => stop.abort(), 100);
+          }
+        },
+      },
+      stdin,
+      env: { SVC_CLI_CONFIG: config },
+      signal: stop.signal,
+    });
+    expect(await done).toBe(130);
+    expect(Date.now() - started).toBeLessThan(1_500); // not main's grace of 2 s for a command that does not stop
+    expect(err).toBe('Value of signalled: \n');
+    expect(stdin.modes).toEqual([true, false]);
+    expect((await svc(['secrets', 'ls'])).out).not.toContain('signalled');
+  });
+
   it('Ctrl-C while svc waits for the end of stdin (a pipe whose writer never closes it) exits 130 at once, nothing sent or stored', async () => {
     const file = join(dir, 'stdin-held.json');
     for (const args of [['apply', '-f', '-'], ['secrets', 'create', 'held', '--value-stdin'], ['login', '--url', hub.url, '--token-stdin']]) {

@@ -87,10 +87,11 @@ function atTerminal(stdin: Stdin): boolean {
  * as typed, and stay in the scrollback, with no word of what was being waited for.
  */
 export function pipedOrHidden(stdin: Stdin, prompt: (text: string) => void, question: string, signal?: AbortSignal): Promise<string> {
-  return atTerminal(stdin) ? promptHidden(stdin, prompt, question) : readStdin(stdin, signal);
+  return atTerminal(stdin) ? promptHidden(stdin, prompt, question, signal) : readStdin(stdin, signal);
 }
 
-function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: string): Promise<string> {
+/** `signal`: a SIGTERM (or a Ctrl-C that came as a signal) ends the prompt as its Ctrl-C key does, raw mode off. */
+function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: string, signal?: AbortSignal): Promise<string> {
   prompt(question);
   stdin.setRawMode!(true);
   stdin.setEncoding('utf8');
@@ -99,9 +100,14 @@ function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: st
     let value = '';
     const finish = () => {
       stdin.off('data', onData);
+      signal?.removeEventListener('abort', onAbort);
       stdin.setRawMode!(false);
       stdin.pause();
       prompt('\n');
+    };
+    const onAbort = () => {
+      finish();
+      reject(new Interrupted('interrupted'));
     };
     // An arrow, Home or a function key sends an escape sequence: read as one key and ignored, it was
     // added to the value unseen (the prompt does not echo); a paste's text is typed text.
@@ -126,5 +132,7 @@ function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: st
       }
     };
     stdin.on('data', onData);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) onAbort();
   });
 }
