@@ -411,6 +411,20 @@ describe('login, whoami, logout', () => {
     expect(withEnv).toEqual({ code: 0, out: `Not logged in: no ${file}.\n`, err: 'warning: SVC_TOKEN is still set in the environment: commands go on sending it; unset it to log out there too\n' });
   });
 
+  it('login while the environment overrides what it stores (SVC_TOKEN or SVC_DEV_TENANT set, SVC_URL naming another URL) stores it and says so, never a value', async () => {
+    const file = join(dir, 'overridden.json');
+    const token = 'tok-5e1a-env-never-shown';
+    const other = hub.url.replace('127.0.0.1', 'localhost');
+    const login = (env: Record<string, string>) => svc(['login', '--url', hub.url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file, ...env } });
+    const credential = (name: string) => `warning: ${name} is set in the environment and wins over the stored login: commands send it, not the credential just stored; unset it to use this login\n`;
+    const url = `warning: SVC_URL is set in the environment and names another URL: commands call it, and send the stored credential only to ${hub.url}; unset SVC_URL to use this login\n`;
+    expect(await login({ SVC_TOKEN: token, SVC_URL: other })).toMatchObject({ code: 0, err: credential('SVC_TOKEN') + url });
+    expect(await login({ SVC_DEV_TENANT: '2' })).toMatchObject({ code: 0, err: credential('SVC_DEV_TENANT') });
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ url: hub.url, devTenant: '1' });
+    // the same URL (as the login normalises it), nothing set: no warning
+    expect(await login({ SVC_URL: `${hub.url}/` })).toMatchObject({ code: 0, err: '' });
+  });
+
   it('takes SVC_URL and SVC_DEV_TENANT from the environment, and sends the stored credential only to its own URL', async () => {
     const viaEnv = await svc(['whoami', '--json'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' } });
     expect(JSON.parse(viaEnv.out).tenant).toMatchObject({ id: 1, code: 'default' });

@@ -281,6 +281,7 @@ async function login(c: Ctx): Promise<number> {
     throw new CliError(`${url} runs the dev bypass and checks no token (a token would act as no tenant): svc login --url ${url} --dev-tenant ID; nothing was stored`);
   }
   writeConfig(c.configFile, target, ownsConfigFolder(c.io.env));
+  warnOverridden(c, url);
   if (c.json) c.out(json(me ?? null));
   else {
     const who = me ? whoText(target, me) : undefined;
@@ -288,6 +289,18 @@ async function login(c: Ctx): Promise<number> {
     c.out(`Logged in to ${url}${as}. Stored in ${c.configFile}.\n`);
   }
   return 0;
+}
+
+/**
+ * The environment wins over the config file (docs/cli.md, "Environment"): a login stored while
+ * SVC_TOKEN or SVC_DEV_TENANT is set, or while SVC_URL names another URL, is not what later commands
+ * use. Said after the login (never a value: SVC_URL may hold what it must not), as logout says it.
+ */
+function warnOverridden(c: Ctx, url: string): void {
+  const env = c.io.env;
+  const credential = ['SVC_TOKEN', 'SVC_DEV_TENANT'].find((name) => env[name]);
+  if (credential) warn(c, `${credential} is set in the environment and wins over the stored login: commands send it, not the credential just stored; unset it to use this login`);
+  if (env.SVC_URL && normaliseUrl(env.SVC_URL) !== url) warn(c, `SVC_URL is set in the environment and names another URL: commands call it, and send the stored credential only to ${url}; unset SVC_URL to use this login`);
 }
 
 interface Applied {
