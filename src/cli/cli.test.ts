@@ -378,6 +378,27 @@ describe('login, whoami, logout', () => {
     }
   });
 
+  it('an error answered as an HTML page (a proxy\'s 502 in front of the hub) is said by its title, never its markup line after line', async () => {
+    // As nginx answers when the hub behind it is down: its page, CRLF line ends; a bare one without a title.
+    const nginx = '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n';
+    const proxy = createServer((req, res) => {
+      if (req.url?.startsWith('/api/platform/dlq')) return void res.writeHead(503, { 'Content-Type': 'text/html; charset=utf-8' }).end('<html><body>Service Unavailable</body></html>');
+      res.writeHead(502, { 'Content-Type': 'text/html' }).end(nginx);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const url = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      const page = (what: string, status: number) => `error: ${what}: an HTML page, not the hub's answer (a proxy or a load balancer in front of it, or not a svc-hub) (HTTP ${status})\n`;
+      const env = { SVC_CLI_CONFIG: join(dir, 'proxied.json'), SVC_URL: url, SVC_DEV_TENANT: '1' };
+      expect(await svc(['login', '--url', url, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: env.SVC_CLI_CONFIG } })).toEqual({ code: 1, out: '', err: page('502 Bad Gateway', 502) });
+      expect(await svc(['runs', 'ls'], { env })).toEqual({ code: 1, out: '', err: page('502 Bad Gateway', 502) });
+      expect(await svc(['dlq', 'ls'], { env })).toEqual({ code: 1, out: '', err: page('service unavailable', 503) });
+      expect(await svc(['events', 'tail'], { env, signal: AbortSignal.timeout(8_000) })).toEqual({ code: 1, out: '', err: page('502 Bad Gateway', 502) });
+    } finally {
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
   it('refuses a URL holding a user name or password, at login and in SVC_URL, without printing the password', async () => {
     // No credential of a URL is ever sent (the HTTP client drops it), and errors print the URL.
     const file = join(dir, 'userinfo.json');

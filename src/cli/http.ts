@@ -148,7 +148,7 @@ export class Hub {
     }
     const text = await res.body.text();
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
-    const message = errorText(res.statusCode, parsed, text);
+    const message = errorText(res.statusCode, parsed, text, String(res.headers['content-type'] ?? ''));
     // A token the hub took (or, with the dev bypass, never read) that names no tenant is no refused
     // token: the hub's 401 says which (`{"error": "no tenant in security context"}` against
     // `authentication required`), and /me, asked on this error path only, says why.
@@ -284,11 +284,19 @@ function parse(text: string, contentType: string): unknown {
   return text;
 }
 
-/** `{error, field?, hint?}`, a plain-text body (the /api/platform 401/403), or the status's name. */
-function errorText(status: number, body: unknown, text: string): string {
+/**
+ * `{error, field?, hint?}`, a plain-text body (the /api/platform 401/403), or the status's name. An
+ * HTML page is none of the hub's answers (a proxy's or a load balancer's 502, 503, 504 in front of
+ * it): its title, said to be such a page, where its markup was printed line after line.
+ */
+function errorText(status: number, body: unknown, text: string, contentType: string): string {
   if (body && typeof body === 'object' && typeof (body as { error?: unknown }).error === 'string') {
     const { error, field, hint } = body as { error: string; field?: string; hint?: string };
     return `${error}${field && !error.includes(field) ? ` (field ${field})` : ''}${hint ? `; hint: ${hint}` : ''}`;
+  }
+  if (contentType.includes('html')) {
+    const title = /<title[^>]*>([^<]*)<\/title>/i.exec(text)?.[1]?.replace(/\s+/g, ' ').trim().slice(0, 200);
+    return `${title || (STATUS_CODES[status] ?? 'error').toLowerCase()}: an HTML page, not the hub's answer (a proxy or a load balancer in front of it, or not a svc-hub)`;
   }
   if (text.trim()) return text.trim().slice(0, 500);
   return (STATUS_CODES[status] ?? 'error').toLowerCase();
