@@ -137,7 +137,8 @@ export function removeConfig(path: string): boolean {
 export function resolveTarget(env: Env, path: string, warn: (text: string) => void = () => undefined): Target {
   const stored = readConfig(path, warn);
   const url = normaliseUrl(env.SVC_URL || stored?.url || '');
-  if (!url) throw new CliError('not logged in: run `svc login --url URL --token T` (or `--dev-tenant ID`), or set SVC_URL');
+  // --token-stdin, as every other hint says: a token on the command line stays in the shell's history and shows in the process list
+  if (!url) throw new CliError('not logged in: run `svc login --url URL --token-stdin` (or `--dev-tenant ID` at a hub running the dev bypass), or set SVC_URL');
   const where = env.SVC_URL ? 'SVC_URL' : `the URL in ${path}`;
   if (!isHttpUrl(url)) throw new CliError(`${where} must be an http or https URL (the hub's base, http://127.0.0.1:8080), not '${url}'`);
   if (holdsUserInfo(url)) throw new CliError(`${where} ${USER_INFO_REFUSED}`);
